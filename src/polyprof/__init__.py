@@ -1,0 +1,18 @@
+"""polyprof: a vendor-neutral, pluggable profiler for ML and dataflow programs.
+
+    with polyprof.profile() as prof:
+        with polyprof.section("forward"):
+            ...
+    prof.trace.to_pandas()
+"""
+
+from __future__ import annotations
+
+from .collect.recorder import counter, mark, section, step
+from .collect.session import Session, profile
+from .errors import PolyprofError, TraceFormatError
+from .formats.detect import load
+from .trace.core import Trace
+
+__all__ = ["profile", "section", "mark", "counter", "step", "load", "Trace", "Session",
+           "PolyprofError", "TraceFormatError"]

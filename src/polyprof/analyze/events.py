@@ -1,0 +1,29 @@
+"""Per-name statistics of every event of a category or kind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.core import Trace
+from .grouping import duration_stats
+
+
+def event_stats(trace: Trace) -> pd.DataFrame:
+    """One row per (category, name) of events with a duration.
+
+    Columns: ``category``, then those of :func:`grouping.duration_stats` (``name``,
+    ``count``, ``total_ns``, ...). Sorted by total time.
+    """
+    ev = trace.events
+    rows = np.flatnonzero(ev["dur_ns"] > 0)
+    if not len(rows):
+        df = duration_stats(trace, rows)
+        df.insert(0, "category", pd.Series(dtype=object))
+        return df
+    key = ev["category"][rows].astype(np.int64) << 32 | ev["name"][rows].astype(np.int64)
+    df = duration_stats(trace, rows, by=key)
+    k = df["name"].to_numpy().astype(np.int64)
+    df.insert(0, "category", [trace.strings[c] for c in (k >> 32)])
+    df["name"] = [trace.strings[n] for n in (k & 0xFFFFFFFF)]
+    return df

@@ -1,0 +1,60 @@
+"""The ``polyprof`` command. Each subcommand is one module in this package that
+defines ``register(subparsers)``; add a command by adding a module to COMMANDS."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from ..errors import PolyprofError
+
+COMMANDS = ["run", "summary", "export", "plugins", "demo"]
+
+DESCRIPTION = """\
+polyprof: a vendor-neutral profiler for ML and dataflow programs.
+
+  polyprof run train.py            profile a script, write train.polyprof, print a summary
+  polyprof summary train.polyprof  where the time went (also Kineto JSON, XSpace)
+  polyprof export FILE -f chrome   open it in Perfetto / chrome://tracing
+  polyprof demo                    profile a bundled workload
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polyprof", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    parser.add_argument("--version", action="version", version=f"polyprof {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name.replace('-', '_')}").register(sub)
+    return parser
+
+
+def _version() -> str:
+    from ..collect.session import _version as v
+
+    return v()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+                        format="polyprof: %(levelname)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except PolyprofError as e:
+        print(f"polyprof: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

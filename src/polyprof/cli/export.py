@@ -1,0 +1,34 @@
+"""polyprof export: write a trace in another format."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .common import load_trace
+
+FORMATS = {
+    "chrome": "polyprof.formats.chrome:write",
+    "polyprof": "polyprof.formats.native:save",
+}
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("export", help="convert a trace (chrome = Perfetto / chrome://tracing)",
+                       description="Read any supported trace and write it in another format. "
+                                   "A .gz output name gzips Chrome JSON.")
+    p.add_argument("file", help="input trace (.polyprof, Kineto/Chrome JSON, XSpace)")
+    p.add_argument("-f", "--format", choices=sorted(FORMATS), default="chrome")
+    p.add_argument("-o", "--output", required=True, help="output path")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import importlib
+
+    trace = load_trace(args.file)
+    mod, fn = FORMATS[args.format].split(":")
+    out = getattr(importlib.import_module(mod), fn)(trace, args.output)
+    print(f"polyprof: wrote {out or args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,29 @@
+"""polyprof plugins: what is installed, and whether it can run here."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("plugins", help="list discovered plugins and whether each can run here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..collect.registry import discover
+
+    table = Table(title="polyprof plugins (entry-point group polyprof.plugins)")
+    for col in ("plugin", "available", "default", "devices", "source / reason"):
+        table.add_column(col)
+    for name, info in sorted(discover().items()):
+        kinds = ", ".join(getattr(info.factory, "device_kinds", ()) or ())
+        table.add_row(name, "[green]yes[/]" if info.availability.ok else "[red]no[/]",
+                      "yes" if info.default else "no", kinds,
+                      info.target if info.availability.ok else info.availability.reason)
+    Console().print(table)
+    return 0

@@ -1,0 +1,97 @@
+"""The plugin contract (DESIGN.md §4).
+
+A plugin names itself and the device kinds it covers, says whether it can run here,
+and goes through exactly one start(), one stop(), then collect(). collect() turns
+what was gathered into a Trace and never touches the hardware. Subclass
+:class:`Plugin` and implement ``_start``/``_stop``/``_collect``; the base class
+enforces the lifecycle so a second start() is an error, not corrupted state.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import PluginStateError
+from ..trace.core import Trace
+from .clock import now_ns
+
+log = logging.getLogger("polyprof")
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass
+class SessionContext:
+    """What the session hands each plugin at start()."""
+
+    start_ns: int
+    wall_anchor: dict[str, int]
+    options: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def now_ns() -> int:
+        """The session's reference clock (CLOCK_MONOTONIC ns)."""
+        return now_ns()
+
+    def warn(self, plugin: str, message: str) -> None:
+        """The status channel: a problem worth telling the user, not worth failing for."""
+        self.warnings.append(f"{plugin}: {message}")
+        log.warning("plugin %s: %s", plugin, message)
+
+
+class Plugin(abc.ABC):
+    name: ClassVar[str] = "plugin"
+    device_kinds: ClassVar[tuple[str, ...]] = ()
+    #: enabled in sessions that do not name their plugins, when available
+    default: ClassVar[bool] = True
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self._state = "new"
+        self.ctx: SessionContext | None = None
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Whether this plugin can run on this machine, and if not, why."""
+        return Availability(True)
+
+    def start(self, ctx: SessionContext) -> None:
+        if self._state != "new":
+            raise PluginStateError(f"{self.name}: start() called while {self._state}; "
+                                   "a plugin starts once per session")
+        self.ctx = ctx
+        self._state = "started"
+        self._start(ctx)
+
+    def stop(self) -> None:
+        if self._state != "started":
+            raise PluginStateError(f"{self.name}: stop() called while {self._state}")
+        self._state = "stopped"
+        self._stop()
+
+    def collect(self) -> Trace:
+        if self._state != "stopped":
+            raise PluginStateError(f"{self.name}: collect() called while {self._state}; "
+                                   "collect comes after stop")
+        self._state = "collected"
+        return self._collect()
+
+    @abc.abstractmethod
+    def _start(self, ctx: SessionContext) -> None: ...
+
+    @abc.abstractmethod
+    def _stop(self) -> None: ...
+
+    @abc.abstractmethod
+    def _collect(self) -> Trace: ...

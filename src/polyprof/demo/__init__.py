@@ -1,0 +1,1 @@
+"""Bundled demo workloads (run by ``polyprof demo``)."""

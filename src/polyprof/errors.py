@@ -1,0 +1,37 @@
+"""The one exception family polyprof raises.
+
+Everything polyprof raises on purpose derives from :class:`PolyprofError`, so callers
+can catch one type. Plugin failures are never raised into the profiled program; they
+are recorded in the trace's metadata (``trace.metadata["plugin_errors"]``) instead.
+"""
+
+from __future__ import annotations
+
+
+class PolyprofError(Exception):
+    """Base of every error polyprof raises on purpose."""
+
+
+class TraceFormatError(PolyprofError):
+    """A file could not be read as a trace; says which file and what is wrong."""
+
+    def __init__(self, path: object, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class TraceSchemaError(PolyprofError):
+    """Data handed to the trace does not fit the schema (lengths, ids, types)."""
+
+
+class PluginError(PolyprofError):
+    """A plugin could not be found, loaded or driven."""
+
+
+class PluginStateError(PluginError):
+    """A plugin was driven out of its lifecycle order (e.g. started twice)."""
+
+
+class SessionError(PolyprofError):
+    """A profiling session was misused (e.g. two sessions active at once)."""

@@ -1,0 +1,63 @@
+"""Open any supported trace file, recognising the format from its first bytes."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Callable
+
+from ..errors import TraceFormatError
+from ..trace.core import Trace
+
+#: (name, sniff(head bytes, path) -> bool, loader module:function). Order matters.
+_FORMATS: list[tuple[str, Callable[[bytes, Path], bool], str]] = []
+
+
+def register(name: str, sniff: Callable[[bytes, Path], bool], loader: str) -> None:
+    """Make a reader known to :func:`load`; ``loader`` is ``"module:function"``."""
+    _FORMATS.append((name, sniff, loader))
+
+
+def _head(path: Path, n: int = 4096) -> bytes:
+    with open(path, "rb") as f:
+        raw = f.read(n)
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as g:
+                return b"GZ" + g.read(n)
+        except (OSError, EOFError):
+            return b"GZ"
+    return raw
+
+
+def detect(path: str | Path) -> str:
+    path = Path(path)
+    if not path.exists():
+        raise TraceFormatError(path, "no such file")
+    if path.is_dir():
+        raise TraceFormatError(path, "is a directory, not a trace file")
+    head = _head(path)
+    for name, sniff, _ in _FORMATS:
+        if sniff(head, path):
+            return name
+    raise TraceFormatError(path, "unrecognised format (expected .polyprof, Kineto/Chrome JSON or XSpace)")
+
+
+def load(path: str | Path, **options) -> Trace:
+    """Load a trace of any supported format."""
+    import importlib
+
+    path = Path(path)
+    name = detect(path)
+    loader = next(l for n, _, l in _FORMATS if n == name)
+    mod, fn = loader.split(":")
+    return getattr(importlib.import_module(mod), fn)(path, **options)
+
+
+def _is_json(head: bytes, path: Path) -> bool:
+    body = head[2:] if head.startswith(b"GZ") else head
+    return body.lstrip()[:1] in (b"{", b"[")
+
+
+register("polyprof", lambda h, p: h[:4] == b"PK\x03\x04", "polyprof.formats.native:load")
+register("chrome-json", _is_json, "polyprof.formats.kineto:load")

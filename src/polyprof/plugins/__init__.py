@@ -1,0 +1,1 @@
+"""Built-in plugins, each registered under the entry-point group ``polyprof.plugins``."""

@@ -1,0 +1,1 @@
+"""Reports: terminal tables (rich) and the HTML report."""

@@ -1,0 +1,195 @@
+"""TraceBuilder: the one way plugins and readers make a Trace.
+
+Scalar ``event()`` calls are for small producers; readers hand whole columns to
+``events()`` so large traces never become one Python object per event.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import TraceSchemaError
+from .core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
+from .model import Plane, Track
+from .stats import StatColumn, as_values, merge_columns
+
+
+class TraceBuilder:
+    def __init__(self, metadata: dict[str, Any] | None = None):
+        self.strings: list[str] = []
+        self._sid: dict[str, int] = {}
+        self.planes: list[Plane] = []
+        self._plane_by_name: dict[str, int] = {}
+        self.tracks: list[Track] = []
+        self._track_by_key: dict[tuple, int] = {}
+        self._chunks: list[dict[str, np.ndarray]] = []
+        self._small: dict[str, list] = {k: [] for k in EVENT_COLUMNS}
+        self._n = 0
+        self._stat_parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._stat_small: dict[str, tuple[list, list]] = {}
+        self._flows: dict[str, list] = {k: [] for k in FLOW_COLUMNS}
+        self._counter_chunks: list[dict[str, np.ndarray]] = []
+        self.metadata: dict[str, Any] = dict(metadata or {})
+
+    # -------------------------------------------------------------- strings
+    def intern(self, s: str) -> int:
+        i = self._sid.get(s)
+        if i is None:
+            i = self._sid[s] = len(self.strings)
+            self.strings.append(s)
+        return i
+
+    def intern_many(self, values: Sequence[str] | np.ndarray) -> np.ndarray:
+        """Ids for many strings at once (factorised, so cost is per distinct string)."""
+        values = np.asarray(values, dtype=object)
+        if not len(values):
+            return np.zeros(0, np.int32)
+        import pandas as pd
+
+        codes, uniques = pd.factorize(values)
+        table = np.fromiter((self.intern(str(u)) for u in uniques), np.int32, len(uniques))
+        return table[codes]
+
+    # -------------------------------------------------------------- planes, tracks
+    def plane(self, name: str, kind: str = "host", vendor: str = "", index: int = 0,
+              pid: int = 0, properties: Mapping[str, Any] | None = None) -> int:
+        """Id of the plane called ``name``, created on first use."""
+        pid_ = self._plane_by_name.get(name)
+        if pid_ is None:
+            pid_ = self._plane_by_name[name] = len(self.planes)
+            self.planes.append(Plane(pid_, name, kind, vendor, index, pid, dict(properties or {})))
+        elif properties:
+            self.planes[pid_].properties.update(properties)
+        return pid_
+
+    def track(self, plane: int, name: str, kind: str = "thread", tid: int = 0,
+              sort_index: int | None = None, properties: Mapping[str, Any] | None = None) -> int:
+        """Id of the track (plane, kind, tid, name), created on first use."""
+        key = (plane, kind, tid, name)
+        t = self._track_by_key.get(key)
+        if t is None:
+            t = self._track_by_key[key] = len(self.tracks)
+            self.tracks.append(Track(t, plane, name, kind, tid,
+                                     len(self.tracks) if sort_index is None else sort_index,
+                                     dict(properties or {})))
+        return t
+
+    # -------------------------------------------------------------- events
+    @property
+    def n_events(self) -> int:
+        return self._n
+
+    def event(self, track: int, name: str, start_ns: int, dur_ns: int = 0,
+              category: str = "", **stats: Any) -> int:
+        """Add one event; returns its row."""
+        row = self._n
+        small = self._small
+        small["track"].append(track)
+        small["name"].append(self.intern(name))
+        small["category"].append(self.intern(category))
+        small["start_ns"].append(int(start_ns))
+        small["dur_ns"].append(int(dur_ns))
+        self._n += 1
+        for k, v in stats.items():
+            if v is not None:
+                rows, vals = self._stat_small.setdefault(k, ([], []))
+                rows.append(row)
+                vals.append(v)
+        return row
+
+    def _flush_small(self) -> None:
+        if self._small["track"]:
+            self._chunks.append({k: np.asarray(v, dtype=EVENT_COLUMNS[k]) for k, v in self._small.items()})
+            self._small = {k: [] for k in EVENT_COLUMNS}
+
+    def events(self, track: np.ndarray | int, name: np.ndarray, start_ns: np.ndarray,
+               dur_ns: np.ndarray, category: np.ndarray | int | str = "",
+               stats: Mapping[str, Any] | None = None) -> np.ndarray:
+        """Add many events from columns; names/categories as ids or strings.
+
+        ``stats`` maps key -> values for every new event (None/NaN-free), or
+        key -> (local_rows, values) for a subset. Returns the new rows.
+        """
+        n = len(start_ns)
+        self._flush_small()
+        cols = {
+            "track": np.broadcast_to(np.asarray(track, np.int32), (n,)).copy(),
+            "name": self._ids(name, n),
+            "category": self._ids(category, n),
+            "start_ns": np.asarray(start_ns, np.int64),
+            "dur_ns": np.asarray(dur_ns, np.int64),
+        }
+        for k, v in cols.items():
+            if len(v) != n:
+                raise TraceSchemaError(f"column {k} has {len(v)} values, expected {n}")
+        base = self._n
+        self._chunks.append(cols)
+        self._n += n
+        for key, val in (stats or {}).items():
+            if isinstance(val, tuple):
+                rows, values = val
+                self.add_stat(key, np.asarray(rows, np.int64) + base, values)
+            else:
+                self.add_stat(key, np.arange(base, base + n, dtype=np.int64), val)
+        return np.arange(base, base + n, dtype=np.int64)
+
+    def _ids(self, values: Any, n: int) -> np.ndarray:
+        if isinstance(values, str):
+            return np.full(n, self.intern(values), np.int32)
+        arr = np.asarray(values)
+        if arr.dtype.kind in "iu":
+            return np.broadcast_to(arr.astype(np.int32), (n,)).copy()
+        return self.intern_many(arr)
+
+    def add_stat(self, key: str, rows: np.ndarray, values: Any) -> None:
+        """Attach ``values`` under ``key`` to the given event rows."""
+        rows = np.asarray(rows, np.int64)
+        vals = as_values(values)
+        if len(rows) != len(vals):
+            raise TraceSchemaError(f"stat {key!r}: {len(rows)} rows but {len(vals)} values")
+        self._stat_parts.setdefault(key, []).append((rows, vals))
+
+    # -------------------------------------------------------------- flows, counters
+    def flow(self, src: int, dst: int, flow_id: int = 0, category: str = "") -> None:
+        f = self._flows
+        f["src"].append(src)
+        f["dst"].append(dst)
+        f["id"].append(flow_id)
+        f["category"].append(self.intern(category))
+
+    def flows(self, src: np.ndarray, dst: np.ndarray, flow_id: np.ndarray | None = None,
+              category: str = "") -> None:
+        src = np.asarray(src, np.int64)
+        f = self._flows
+        f["src"].extend(src.tolist())
+        f["dst"].extend(np.asarray(dst, np.int64).tolist())
+        f["id"].extend((np.zeros(len(src), np.int64) if flow_id is None else np.asarray(flow_id)).tolist())
+        f["category"].extend([self.intern(category)] * len(src))
+
+    def counter(self, plane: int, name: str, ts_ns: Any, value: Any) -> None:
+        """Add samples of the counter ``name`` (scalars or arrays)."""
+        ts = np.atleast_1d(np.asarray(ts_ns, np.int64))
+        self._counter_chunks.append({
+            "plane": np.full(len(ts), plane, np.int32),
+            "name": np.full(len(ts), self.intern(name), np.int32),
+            "ts_ns": ts,
+            "value": np.atleast_1d(np.asarray(value, np.float64)),
+        })
+
+    # -------------------------------------------------------------- build
+    def build(self, validate: bool = True) -> Trace:
+        self._flush_small()
+        events = {k: (np.concatenate([c[k] for c in self._chunks]) if self._chunks
+                      else np.zeros(0, t)) for k, t in EVENT_COLUMNS.items()}
+        for key, (rows, vals) in self._stat_small.items():
+            self._stat_parts.setdefault(key, []).append((np.asarray(rows, np.int64), as_values(vals)))
+        self._stat_small = {}
+        stats: dict[str, StatColumn] = {k: merge_columns(p) for k, p in self._stat_parts.items()}
+        flows = {k: np.asarray(v, dtype=t) for (k, v), t in zip(self._flows.items(), FLOW_COLUMNS.values())}
+        counters = {k: (np.concatenate([c[k] for c in self._counter_chunks]) if self._counter_chunks
+                        else np.zeros(0, t)) for k, t in COUNTER_COLUMNS.items()}
+        trace = Trace(list(self.strings), list(self.planes), list(self.tracks), events, stats,
+                      flows, counters, dict(self.metadata))
+        return trace.validate() if validate else trace

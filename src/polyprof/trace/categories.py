@@ -1,0 +1,76 @@
+"""Classify event categories from any source into a small set of kinds.
+
+Readers keep each source's own category strings (lossless); analyses ask this module
+what kind of activity a category is, so a new vendor's names are one table entry here.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+
+
+class Kind(IntEnum):
+    OTHER = 0
+    KERNEL = 1  # device compute
+    MEMCPY = 2  # device copy
+    MEMSET = 3  # device fill
+    RUNTIME = 4  # host API call (launch, copy request, sync)
+    CPU_OP = 5  # framework op on the host
+    ANNOTATION = 6  # user section / annotation on the host
+    DEVICE_ANNOTATION = 7  # annotation projected on a device
+    STEP = 8
+    PYTHON = 9
+    MARK = 10
+    COLLECTIVE = 11  # communication kernel
+    DERIVED = 12
+
+
+_BY_CATEGORY: dict[str, Kind] = {
+    "kernel": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "hip_runtime": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "xpu_runtime": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME,
+    "opencl_api": Kind.RUNTIME,
+    "cpu_op": Kind.CPU_OP,
+    "operator": Kind.CPU_OP,
+    "user_annotation": Kind.ANNOTATION,
+    "section": Kind.ANNOTATION,
+    "gpu_user_annotation": Kind.DEVICE_ANNOTATION,
+    "step": Kind.STEP,
+    "python_function": Kind.PYTHON,
+    "mark": Kind.MARK,
+    "derived": Kind.DERIVED,
+}
+
+#: Kinds that occupy a device: the "busy" in a temporal breakdown.
+DEVICE_ACTIVITY = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE)
+#: Device activity that is not compute.
+NON_COMPUTE = (Kind.MEMCPY, Kind.MEMSET)
+
+_COLLECTIVE_MARKERS = ("nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather",
+                       "reducescatter", "reduce_scatter", "alltoall", "broadcast", "sendrecv")
+
+
+def kind_of(category: str) -> Kind:
+    """Kind of one category string (case-insensitive)."""
+    return _BY_CATEGORY.get(category.lower(), Kind.OTHER)
+
+
+def is_collective_name(name: str) -> bool:
+    low = name.lower()
+    return any(m in low for m in _COLLECTIVE_MARKERS)
+
+
+def kinds_for_strings(strings: list[str]) -> np.ndarray:
+    """Kind code for every entry of a string table (vectorised lookups use this)."""
+    return np.fromiter((kind_of(s) for s in strings), dtype=np.int8, count=len(strings))

@@ -1,0 +1,214 @@
+"""The in-memory Trace: one schema for live sessions and for every reader.
+
+Events are columns (NumPy): track, name, category, start_ns, dur_ns; names and
+categories are ids into one string table. Stats are sparse typed columns per key.
+Times are integer nanoseconds on the session's reference clock (CLOCK_MONOTONIC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+import numpy as np
+
+from ..errors import TraceSchemaError
+from .categories import Kind, kinds_for_strings
+from .model import Plane, Track
+from .stats import StatColumn
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+EVENT_COLUMNS = {"track": np.int32, "name": np.int32, "category": np.int32,
+                 "start_ns": np.int64, "dur_ns": np.int64}
+FLOW_COLUMNS = {"src": np.int64, "dst": np.int64, "id": np.int64, "category": np.int32}
+COUNTER_COLUMNS = {"plane": np.int32, "name": np.int32, "ts_ns": np.int64, "value": np.float64}
+
+
+def _empty(spec: dict[str, Any]) -> dict[str, np.ndarray]:
+    return {k: np.zeros(0, dtype=t) for k, t in spec.items()}
+
+
+@dataclass
+class Trace:
+    """A complete capture: planes, tracks, events, stats, flows, counters, metadata."""
+
+    strings: list[str] = field(default_factory=list)
+    planes: list[Plane] = field(default_factory=list)
+    tracks: list[Track] = field(default_factory=list)
+    events: dict[str, np.ndarray] = field(default_factory=lambda: _empty(EVENT_COLUMNS))
+    stats: dict[str, StatColumn] = field(default_factory=dict)
+    flows: dict[str, np.ndarray] = field(default_factory=lambda: _empty(FLOW_COLUMNS))
+    counters: dict[str, np.ndarray] = field(default_factory=lambda: _empty(COUNTER_COLUMNS))
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> "Trace":
+        """Raise TraceSchemaError if columns, ids or stats are inconsistent."""
+        for table, spec in (("events", EVENT_COLUMNS), ("flows", FLOW_COLUMNS),
+                            ("counters", COUNTER_COLUMNS)):
+            cols = getattr(self, table)
+            if not isinstance(cols, dict) or set(cols) != set(spec):
+                raise TraceSchemaError(f"{table} must have exactly the columns {sorted(spec)}")
+            lengths = {len(np.asarray(c)) for c in cols.values()}
+            if len(lengths) > 1:
+                raise TraceSchemaError(f"{table} columns differ in length: {sorted(lengths)}")
+            for k, t in spec.items():
+                cols[k] = np.asarray(cols[k]).astype(t, copy=False)
+        n, ns = self.n_events, len(self.strings)
+        ev = self.events
+        if n:
+            if ev["track"].min() < 0 or ev["track"].max() >= len(self.tracks):
+                raise TraceSchemaError("event track id out of range")
+            for col in ("name", "category"):
+                if ev[col].min() < 0 or ev[col].max() >= ns:
+                    raise TraceSchemaError(f"event {col} id out of range of the string table")
+            if ev["dur_ns"].min() < 0:
+                raise TraceSchemaError("negative event duration")
+        for i, t in enumerate(self.tracks):
+            if t.id != i or not 0 <= t.plane < len(self.planes):
+                raise TraceSchemaError(f"track {t.name!r} has a bad id or plane")
+        for i, p in enumerate(self.planes):
+            if p.id != i:
+                raise TraceSchemaError(f"plane {p.name!r} has id {p.id}, expected {i}")
+        for key, col in self.stats.items():
+            if not isinstance(col, StatColumn):
+                raise TraceSchemaError(f"stat {key!r} is not a StatColumn")
+            if len(col.rows) and (col.rows.min() < 0 or col.rows.max() >= n):
+                raise TraceSchemaError(f"stat {key!r} refers to events that do not exist")
+        fl = self.flows
+        if len(fl["src"]) and (min(fl["src"].min(), fl["dst"].min()) < 0
+                               or max(fl["src"].max(), fl["dst"].max()) >= n):
+            raise TraceSchemaError("flow refers to events that do not exist")
+        if len(self.counters["plane"]) and self.counters["plane"].max() >= len(self.planes):
+            raise TraceSchemaError("counter plane id out of range")
+        return self
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def n_events(self) -> int:
+        return len(self.events["start_ns"])
+
+    @property
+    def start_ns(self) -> np.ndarray:
+        return self.events["start_ns"]
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        return self.events["dur_ns"]
+
+    @property
+    def end_ns(self) -> np.ndarray:
+        return self.events["start_ns"] + self.events["dur_ns"]
+
+    @cached_property
+    def _string_array(self) -> np.ndarray:
+        arr = np.empty(len(self.strings), dtype=object)
+        arr[:] = self.strings
+        return arr
+
+    def names(self, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        """Event names as an object array (optionally for some rows)."""
+        ids = self.events["name"] if rows is None else self.events["name"][rows]
+        return self._string_array[ids]
+
+    def categories(self, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        ids = self.events["category"] if rows is None else self.events["category"][rows]
+        return self._string_array[ids]
+
+    @cached_property
+    def kinds(self) -> np.ndarray:
+        """Kind (trace.categories.Kind) of every event, from its category."""
+        table = kinds_for_strings(self.strings)
+        return table[self.events["category"]] if self.n_events else np.zeros(0, np.int8)
+
+    def rows_of_kind(self, *kinds: Kind) -> np.ndarray:
+        return np.flatnonzero(np.isin(self.kinds, np.asarray(kinds, dtype=np.int8)))
+
+    @cached_property
+    def track_plane(self) -> np.ndarray:
+        """Plane id of every track (index by track id)."""
+        return np.array([t.plane for t in self.tracks], dtype=np.int32)
+
+    def event_planes(self) -> np.ndarray:
+        return self.track_plane[self.events["track"]] if self.n_events else np.zeros(0, np.int32)
+
+    def string_id(self, s: str) -> int:
+        """Id of ``s`` in the string table, or -1."""
+        return self._string_index.get(s, -1)
+
+    @cached_property
+    def _string_index(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.strings)}
+
+    def stat(self, key: str) -> StatColumn | None:
+        return self.stats.get(key)
+
+    def stat_dense(self, key: str, fill: Any = None) -> np.ndarray:
+        """Values of one stat for every event; ``fill`` where absent."""
+        col = self.stats.get(key)
+        if col is None:
+            return np.full(self.n_events, fill, dtype=object if fill is None or isinstance(fill, str)
+                           else np.asarray(fill).dtype)
+        return col.dense(self.n_events, fill)
+
+    def event_stats(self, row: int) -> dict[str, Any]:
+        """All stats of one event (for display; not for hot paths)."""
+        out = {}
+        for key, col in self.stats.items():
+            i = np.searchsorted(col.rows, row)
+            if i < len(col.rows) and col.rows[i] == row:
+                v = col.values[i]
+                out[key] = v.item() if hasattr(v, "item") else v
+        return out
+
+    def plane_by_name(self, name: str) -> Plane | None:
+        return next((p for p in self.planes if p.name == name), None)
+
+    def tracks_of(self, plane: int) -> list[Track]:
+        return [t for t in self.tracks if t.plane == plane]
+
+    @property
+    def span_ns(self) -> tuple[int, int]:
+        """(first start, last end) over all events, or (0, 0) when empty."""
+        if not self.n_events:
+            return (0, 0)
+        return int(self.start_ns.min()), int(self.end_ns.max())
+
+    def __repr__(self) -> str:
+        return (f"Trace({len(self.planes)} planes, {len(self.tracks)} tracks, {self.n_events} events, "
+                f"{len(self.flows['src'])} flows, {len(self.counters['ts_ns'])} counter samples)")
+
+    # ------------------------------------------------------------------ tables
+    def to_arrow(self, stats: Iterable[str] | None = None) -> "pa.Table":
+        """The event table as Arrow: one row per event, stats as nullable columns."""
+        from .tables import events_to_arrow
+
+        return events_to_arrow(self, stats)
+
+    def to_pandas(self, stats: Iterable[str] | None = None) -> "pd.DataFrame":
+        """The event table as a pandas DataFrame (see :meth:`to_arrow`)."""
+        return self.to_arrow(stats).to_pandas()
+
+    def tables(self) -> dict[str, "pa.Table"]:
+        """Every table: events, flows, counters, planes, tracks."""
+        from .tables import all_tables
+
+        return all_tables(self)
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | Path) -> Path:
+        """Write the native ``.polyprof`` file (lossless)."""
+        from ..formats.native import save
+
+        return save(self, path)
+
+    def extend(self, other: "Trace") -> "Trace":
+        """A new trace holding this one's data and ``other``'s (planes matched by name)."""
+        from .merge import merge
+
+        return merge([self, other])

@@ -1,0 +1,59 @@
+"""Well-known names: stat keys, categories, plane and line names.
+
+Readers and plugins write these keys so analyses work on any source. A stat key not
+listed here is still kept; these are the ones analyses understand.
+"""
+
+from __future__ import annotations
+
+# --- stat keys (per event) -------------------------------------------------------
+CORRELATION_ID = "correlation_id"  # host launch <-> device activity
+EXTERNAL_ID = "external_id"  # framework op <-> the launches it made
+STREAM = "stream"  # device stream / queue number
+DEVICE = "device"  # device index
+QUEUE = "queue"  # command-queue name (OpenCL)
+SECTION = "section"  # host section active at launch (projection)
+STEP = "step"  # step number
+OP = "op"  # framework op name
+NAME_SCOPE = "name_scope"  # hierarchical scope, "a/b/c"
+MODULE = "module"  # compiled program (XLA module, Triton kernel source...)
+SOURCE = "source"  # file:line or function
+BYTES = "bytes"  # bytes moved by a transfer
+FLOPS = "flops"
+GRID = "grid"  # global work size / grid, as "x,y,z"
+BLOCK = "block"  # local work size / block, as "x,y,z"
+INCOMPLETE = "incomplete"  # 1 when an event was cut short (e.g. open at stop)
+THREAD_ID = "tid"
+PROGRAM_ID = "program_id"
+HLO_OP = "hlo_op"
+HLO_MODULE = "hlo_module"
+
+# --- categories written by polyprof itself ------------------------------------------
+CAT_SECTION = "section"  # polyprof.section()
+CAT_MARK = "mark"  # polyprof.mark()
+CAT_STEP = "step"  # polyprof.step() and ProfilerStep#N
+CAT_KERNEL = "kernel"
+CAT_MEMCPY = "gpu_memcpy"
+CAT_MEMSET = "gpu_memset"
+CAT_RUNTIME = "runtime"  # host API call that enqueues device work
+CAT_CPU_OP = "cpu_op"
+CAT_SYNC = "sync"  # host waits for device
+CAT_DERIVED = "derived"
+
+# --- plane names -------------------------------------------------------------------
+HOST_PLANE = "/host:CPU"
+
+
+def device_plane(kind: str, index: int) -> str:
+    """XSpace-style plane name, e.g. ``/device:GPU:0``."""
+    return f"/device:{kind}:{index}"
+
+
+# --- derived line names (as XProf names them) ---------------------------------------
+LINE_STEPS = "Steps"
+LINE_SECTIONS = "Sections"
+LINE_FRAMEWORK_OPS = "Framework Ops"
+LINE_NAME_SCOPE = "Framework Name Scope"
+LINE_XLA_MODULES = "XLA Modules"
+LINE_XLA_OPS = "XLA Ops"
+LINE_SOURCE = "Source code"

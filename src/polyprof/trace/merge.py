@@ -1,0 +1,58 @@
+"""Merge traces: plugin outputs into one session trace, or derived lines into a trace.
+
+Planes are matched by name and tracks by (plane, kind, tid, name); every id is
+remapped with array indexing, so merging costs one pass over the columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .builder import TraceBuilder
+from .core import Trace
+
+
+def merge(traces: Sequence[Trace], metadata: dict[str, Any] | None = None) -> Trace:
+    b = TraceBuilder()
+    offset = 0
+    for t in traces:
+        smap = np.fromiter((b.intern(s) for s in t.strings), np.int32, len(t.strings))
+        pmap = np.array([b.plane(p.name, p.kind, p.vendor, p.index, p.pid, p.properties)
+                         for p in t.planes], dtype=np.int32)
+        tmap = np.array([b.track(int(pmap[tr.plane]), tr.name, tr.kind, tr.tid, tr.sort_index,
+                                 tr.properties) for tr in t.tracks], dtype=np.int32)
+        n = t.n_events
+        if n:
+            ev = t.events
+            b.events(tmap[ev["track"]], smap[ev["name"]], ev["start_ns"], ev["dur_ns"],
+                     smap[ev["category"]])
+        for key, col in t.stats.items():
+            b.add_stat(key, col.rows + offset, col.values)
+        fl = t.flows
+        if len(fl["src"]):
+            b._flows["src"].extend((fl["src"] + offset).tolist())
+            b._flows["dst"].extend((fl["dst"] + offset).tolist())
+            b._flows["id"].extend(fl["id"].tolist())
+            b._flows["category"].extend(smap[fl["category"]].tolist())
+        c = t.counters
+        if len(c["ts_ns"]):
+            b._counter_chunks.append({"plane": pmap[c["plane"]], "name": smap[c["name"]],
+                                      "ts_ns": c["ts_ns"], "value": c["value"]})
+        merge_metadata(b.metadata, t.metadata)
+        offset += n
+    if metadata:
+        merge_metadata(b.metadata, metadata)
+    return b.build()
+
+
+def merge_metadata(into: dict[str, Any], other: dict[str, Any]) -> None:
+    """Lists concatenate, dicts merge recursively, other values: first one wins."""
+    for k, v in other.items():
+        if k not in into:
+            into[k] = v if not isinstance(v, (list, dict)) else (list(v) if isinstance(v, list) else dict(v))
+        elif isinstance(into[k], list) and isinstance(v, list):
+            into[k] = into[k] + v
+        elif isinstance(into[k], dict) and isinstance(v, dict):
+            merge_metadata(into[k], v)

@@ -1,0 +1,72 @@
+"""Arrow views of a Trace, for pandas, DuckDB, Parquet and the native file."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from .core import Trace
+
+
+def _dict_column(ids: np.ndarray, strings: list[str]) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), pa.array(strings, pa.string()))
+
+
+def stat_array(trace: "Trace", key: str) -> pa.Array:
+    """One stat spread over all events, null where absent."""
+    col = trace.stats[key]
+    n = trace.n_events
+    mask = np.ones(n, bool)
+    mask[col.rows] = False
+    if col.kind in "iuf":
+        dense = np.zeros(n, col.values.dtype)
+        dense[col.rows] = col.values
+        return pa.array(dense, mask=mask)
+    dense = np.full(n, None, object)
+    dense[col.rows] = col.values
+    is_bytes = any(isinstance(v, bytes) for v in col.values[:100])
+    if is_bytes:
+        dense[col.rows] = [v if isinstance(v, bytes) else str(v).encode() for v in col.values]
+    return pa.array(dense, pa.binary() if is_bytes else pa.string())
+
+
+def events_to_arrow(trace: "Trace", stats: Iterable[str] | None = None) -> pa.Table:
+    ev = trace.events
+    track_names = [t.name for t in trace.tracks]
+    plane_names = [p.name for p in trace.planes]
+    tp = trace.track_plane if trace.tracks else np.zeros(0, np.int32)
+    planes = tp[ev["track"]] if trace.n_events else np.zeros(0, np.int32)
+    cols = {
+        "plane": _dict_column(planes, plane_names),
+        "track_id": pa.array(ev["track"]),
+        "track": _dict_column(ev["track"], track_names),
+        "name": _dict_column(ev["name"], trace.strings),
+        "category": _dict_column(ev["category"], trace.strings),
+        "start_ns": pa.array(ev["start_ns"]),
+        "dur_ns": pa.array(ev["dur_ns"]),
+        "end_ns": pa.array(ev["start_ns"] + ev["dur_ns"]),
+    }
+    keys = list(trace.stats) if stats is None else [k for k in stats if k in trace.stats]
+    for key in keys:
+        cols[key if key not in cols else f"stat.{key}"] = stat_array(trace, key)
+    return pa.table(cols)
+
+
+def all_tables(trace: "Trace") -> dict[str, pa.Table]:
+    fl, c = trace.flows, trace.counters
+    return {
+        "events": events_to_arrow(trace),
+        "flows": pa.table({"src": fl["src"], "dst": fl["dst"], "id": fl["id"],
+                           "category": _dict_column(fl["category"], trace.strings)}),
+        "counters": pa.table({"plane": c["plane"], "name": _dict_column(c["name"], trace.strings),
+                              "ts_ns": c["ts_ns"], "value": c["value"]}),
+        "planes": pa.table({"id": [p.id for p in trace.planes], "name": [p.name for p in trace.planes],
+                            "kind": [p.kind for p in trace.planes], "vendor": [p.vendor for p in trace.planes],
+                            "index": [p.index for p in trace.planes]}),
+        "tracks": pa.table({"id": [t.id for t in trace.tracks], "plane": [t.plane for t in trace.tracks],
+                            "name": [t.name for t in trace.tracks], "kind": [t.kind for t in trace.tracks],
+                            "tid": [t.tid for t in trace.tracks]}),
+    }
