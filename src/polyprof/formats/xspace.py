@@ -365,7 +365,7 @@ def _unreferenced_metadata(plane: Any, md_stats: dict[int, list[tuple[str, Any]]
             continue
         out.append({"id": mid, "name": m.name, "display_name": m.display_name,
                     "stats": {k: v for k, v in md_stats[mid]}})
-    return out
+    return sorted(out, key=lambda d: d["id"])  # map order is unspecified
 
 
 def _read_counters(line: Any, plane: int, md_name: dict[int, str], stat_names: dict[int, str],
