@@ -80,6 +80,7 @@ _STAT_FLOW_IN = "polyprof.flow_in"  # k on the destination event
 _STAT_COUNTER_VALUE = "polyprof.counter_value"
 _PLANE_STAT_ALIASES = "polyprof.aliases"  # XProf-named copies the writer added
 _PLANE_STAT_PRODUCER = "polyprof.producer"
+_PLANE_STAT_LAYOUT = "polyprof.layout"  # JSON: plane kind/vendor/index, track kinds the names do not say
 _COUNTER_LINE = "polyprof counters"
 
 _DEVICE_RE = re.compile(r"^/device:([^:]+)(?::(\d+))?")
@@ -212,11 +213,14 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             drop_aliases.update(a for a in str(aliases).split(",") if a)
         if plane.name == "Task Environment":
             task_env.update(props)
-        kind, dev_type, index = _plane_kind(plane.name)
-        if dev_type:
-            props.setdefault("device_type", dev_type)
-        pid = b.plane(plane.name, kind, index=index, pid=int(plane.id), properties=props)
-        is_host = kind == "host"
+        layout = _layout(props.pop(_PLANE_STAT_LAYOUT, None))
+        kind, _, index = _plane_kind(plane.name)
+        is_host = kind == "host"  # decides default categories, as the writer assumed
+        kind = layout.get("kind", kind)
+        index = int(layout.get("index", index))
+        pid = b.plane(plane.name, kind, vendor=str(layout.get("vendor", "")), index=index,
+                      pid=int(plane.id), properties=props)
+        track_layout: dict[str, Any] = layout.get("tracks", {})
 
         # event metadata: display name, category hint, inherited stats
         md_name: dict[int, str] = {}
@@ -247,24 +251,23 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             b.planes[pid].properties["xspace_event_metadata"] = orphans
         for line in plane.lines:
             lname = line.name or line.display_name or f"line {line.id}"
-            tprops: dict[str, Any] = {"xline_id": int(line.id)}
+            if lname == _COUNTER_LINE and producer == "polyprof":
+                _read_counters(line, pid, md_name, stat_names, counters)
+                continue
+            tl = track_layout.get(str(line.id), {})
+            tprops: dict[str, Any] = dict(tl.get("props", {}))
             if line.display_id:
                 tprops["display_id"] = int(line.display_id)
             if line.display_name and line.display_name != lname:
                 tprops["display_name"] = line.display_name
             if line.duration_ps:
                 tprops["duration_ps"] = int(line.duration_ps)
-            if is_host:
-                tkind = "thread"
-            else:
-                tkind = _LINE_KINDS.get(lname, "stream")
-            track = b.track(pid, lname, tkind, tid=int(line.id), sort_index=sort, properties=tprops)
+            tkind = tl.get("kind") or ("thread" if is_host else _LINE_KINDS.get(lname, "stream"))
+            track = b.track(pid, lname, tkind, tid=int(tl.get("tid", line.id)), sort_index=sort,
+                            properties=tprops)
             sort += 1
             n = len(line.events)
             if not n:
-                continue
-            if lname == _COUNTER_LINE and producer == "polyprof":
-                _read_counters(line, pid, md_name, stat_names, counters)
                 continue
             base_ps = int(line.timestamp_ns) * 1000
             mids = np.empty(n, np.int64)
@@ -353,6 +356,18 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     _add_aliases(trace, drop_aliases)
     _classify_host_events(trace)
     return trace
+
+
+def _layout(raw: Any) -> dict[str, Any]:
+    if not raw:
+        return {}
+    import orjson
+
+    try:
+        out = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    return out if isinstance(out, dict) else {}
 
 
 def _unreferenced_metadata(plane: Any, md_stats: dict[int, list[tuple[str, Any]]]) -> list[dict[str, Any]]:
@@ -673,11 +688,15 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             st = xp.stats.add()
             st.metadata_id = pw.stat_id(k)
             _set_value(st, v, "", pw)
-        for key, val in ((_PLANE_STAT_PRODUCER, "polyprof"), (_PLANE_STAT_ALIASES, ",".join(sorted(aliases.values())))):
-            if val:
-                st = xp.stats.add()
-                st.metadata_id = pw.stat_id(key)
-                st.str_value = val
+        layout: dict[str, Any] = {}
+        inferred_kind, _, inferred_index = _plane_kind(p.name)
+        if p.kind != inferred_kind:
+            layout["kind"] = p.kind
+        if p.vendor:
+            layout["vendor"] = p.vendor
+        if p.index != inferred_index:
+            layout["index"] = p.index
+        track_layout: dict[str, Any] = {}
         for md in p.properties.get("xspace_event_metadata", []) or []:
             mid = pw.keep_event_id(int(md.get("id", 0)), md.get("display_name") or md.get("name", ""),
                                    md.get("name", "") if md.get("display_name") else "")
@@ -692,12 +711,22 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             if t.plane != p.id:
                 continue
             xl = xp.lines.add()
-            lid = int(t.properties.get("xline_id", t.tid))
+            lid = int(t.tid)
             if lid in used_line_ids:
-                lid = 10_000_000_000 + t.id
+                lid = 1_500_000_000 + t.id
             used_line_ids.add(lid)
             xl.id = lid
             xl.name = t.name
+            tl: dict[str, Any] = {}
+            if t.kind != ("thread" if host_plane else _LINE_KINDS.get(t.name, "stream")):
+                tl["kind"] = t.kind
+            if lid != t.tid:
+                tl["tid"] = t.tid
+            extra = {k: v for k, v in t.properties.items() if k not in ("display_name", "display_id", "duration_ps")}
+            if extra:
+                tl["props"] = extra
+            if tl:
+                track_layout[str(lid)] = tl
             if t.properties.get("display_name"):
                 xl.display_name = str(t.properties["display_name"])
             if t.properties.get("display_id"):
@@ -747,10 +776,21 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                         st = xe.stats.add()
                         st.metadata_id = pw.stat_id(key)
                         _set_value(st, v, "", pw)
+        if track_layout:
+            layout["tracks"] = track_layout
+        import orjson
+
+        for key, val in ((_PLANE_STAT_PRODUCER, "polyprof"),
+                         (_PLANE_STAT_ALIASES, ",".join(sorted(aliases.values()))),
+                         (_PLANE_STAT_LAYOUT, orjson.dumps(layout, default=str).decode() if layout else "")):
+            if val:
+                st = xp.stats.add()
+                st.metadata_id = pw.stat_id(key)
+                st.str_value = val
         sel = np.flatnonzero(c["plane"] == p.id) if len(c["ts_ns"]) else []
         if len(sel):
             xl = xp.lines.add()
-            xl.id = 20_000_000_000 + p.id
+            xl.id = 2_000_000_000 + p.id
             xl.name = _COUNTER_LINE
             ts = c["ts_ns"][sel]
             base = int(ts.min())
