@@ -183,7 +183,8 @@ def decode(data: bytes) -> list[Plane]:
 
 def expected_events(planes: list[Plane]) -> list[tuple[str, str, str, int, int, dict[str, Any]]]:
     """(plane, line, name, start_ns, dur_ns, stats) per event, in file order, with
-    metadata stats inherited and event stats winning (XProf's reading)."""
+    metadata stats inherited and event stats winning (XProf's reading); ps times go to
+    ns with starts rounded down and ends up."""
     out = []
     for p in planes:
         for line in p.lines:
@@ -197,6 +198,6 @@ def expected_events(planes: list[Plane]) -> list[tuple[str, str, str, int, int, 
                     stats[p.stat_names.get(st.metadata_id, "")] = p.value(st)
                 begin = line.timestamp_ns * 1000 + ev.offset_ps
                 start = begin // 1000
-                out.append((p.name, line.name or line.display_name, name, start,
-                            (begin + ev.duration_ps) // 1000 - start, stats))
+                end = -(-(begin + ev.duration_ps) // 1000) if ev.duration_ps else start
+                out.append((p.name, line.name or line.display_name, name, start, end - start, stats))
     return out

@@ -1,8 +1,9 @@
 """XSpace (``*.xplane.pb``): the profile format of TensorFlow, JAX and XProf.
 
 Reading: every XPlane becomes a plane, every XLine a track, every XEvent an event at
-``line.timestamp_ns + offset_ps / 1000`` (integer ns: sub-ns precision is dropped,
-which ``metadata["xspace"]["time_resolution"]`` says). Stats of every value kind are
+``line.timestamp_ns + offset_ps / 1000`` in integer ns: sub-ns precision is dropped
+(start rounded down, end up, so nesting holds and no event becomes an instant), as
+``metadata["xspace"]["time_resolution"]`` says. Stats of every value kind are
 kept under their XProf names; a ``ref_value`` becomes the referenced stat metadata's
 name. Stats on an event's metadata apply to the event (event stats win), since XProf
 treats them as the event's own. Well-known XProf names are also copied to polyprof's
@@ -304,9 +305,10 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                         continue
                     value_kinds.setdefault(key, set()).add(which)
                     sink.add(key, row0 + i, val)
-            # absolute times in ns, rounding start and end (not duration) so nesting holds
+            # absolute times in ns: start rounded down, end up, so nesting holds and no
+            # event shorter than 1 ns turns into an instant
             start = (base_ps + begin_ps) // 1000
-            end = (base_ps + begin_ps + dur_ps) // 1000
+            end = -((-(base_ps + begin_ps + dur_ps)) // 1000)
             names = np.empty(n, object)
             names[:] = [md_name.get(m, "") for m in mids.tolist()]
             if cats is not None:
@@ -341,7 +343,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             "hostnames": list(space.hostnames),
             "errors": list(space.errors),
             "warnings": list(space.warnings),
-            "time_resolution": "ns (XSpace picosecond offsets rounded down to ns)",
+            "time_resolution": "ns (XSpace ps times: starts rounded down, ends up)",
             "stat_value_kinds": {k: sorted(v) for k, v in value_kinds.items()},
             "producer": producer or "unknown",
             "metadata_stat_keys": sorted(md_keys),
