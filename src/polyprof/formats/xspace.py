@@ -356,7 +356,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     trace = b.build()
     _wall_anchor(trace, task_env)
     _add_aliases(trace, drop_aliases)
-    _classify_host_events(trace)
+    _classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
     return trace
 
 
@@ -426,8 +426,10 @@ def _add_aliases(trace: Trace, drop: set[str]) -> None:
     trace.metadata["xspace"]["alias_keys"] = added
 
 
-def _classify_host_events(trace: Trace) -> None:
-    """Host TraceMe events carrying a step number are steps; ``$``-names are Python calls."""
+def _classify_host_events(trace: Trace, has_devices: bool) -> None:
+    """Host TraceMe events carrying a step number are steps; ``$``-names are Python calls.
+    Without device planes (XLA's CPU backend) the host events naming an HLO op are the
+    ops' execution: the device activity of that profile."""
     if not trace.n_events:
         return
     cat = trace.events["category"]
@@ -451,6 +453,11 @@ def _classify_host_events(trace: Trace) -> None:
         rows = step.rows[is_tr[step.rows]]
         if len(rows):
             cat[rows] = sid(keys.CAT_STEP)
+    hlo = trace.stats.get(keys.HLO_OP)
+    if not has_devices and hlo is not None and len(hlo):
+        rows = hlo.rows[is_tr[hlo.rows]]
+        if len(rows):
+            cat[rows] = sid("xla_op")
     names = trace.strings
     py_names = np.fromiter((n.startswith("$") for n in names), bool, len(names))
     py_rows = np.flatnonzero(is_tr & py_names[trace.events["name"]])
