@@ -85,6 +85,7 @@ def test_arrow_and_pandas_views():
     assert df.loc[2, "name"] == "gemm" and df.loc[2, "plane"] == "/device:GPU:0"
     assert df.loc[2, "end_ns"] == 250
     assert df["correlation_id"].isna().tolist() == [False, True, False, False]
+    assert df["correlation_id"].iloc[0] == 5 and str(df["correlation_id"].dtype) == "Int64"
     tabs = tr.tables()
     assert set(tabs) == {"events", "flows", "counters", "planes", "tracks"}
     assert tabs["flows"].num_rows == 1
