@@ -309,3 +309,12 @@ def test_cli_export(tpu_path: Path, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["export", str(tpu_path), "-f", "tensorboard", "-o", str(tmp_path / "tb")]) == 0
     files = list((tmp_path / "tb" / "plugins" / "profile").glob("*/*.xplane.pb"))
     assert len(files) == 1 and load(files[0]).n_events == 26723
+
+
+def test_tpu_sample_as_a_table(tpu_trace: Trace) -> None:
+    """Several devices with the same line names ("XLA Ops") still make one DataFrame."""
+    df = tpu_trace.to_pandas()
+    assert len(df) == 26723
+    per_line = df.groupby(["plane", "track"], observed=True).size()
+    assert per_line[("/device:TPU:0", "XLA Ops")] == 1504
+    assert per_line[("/device:TPU:1", "XLA Ops")] == 1503
