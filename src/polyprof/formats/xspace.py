@@ -82,7 +82,14 @@ _STAT_COUNTER_VALUE = "polyprof.counter_value"
 _PLANE_STAT_ALIASES = "polyprof.aliases"  # XProf-named copies the writer added
 _PLANE_STAT_PRODUCER = "polyprof.producer"
 _PLANE_STAT_LAYOUT = "polyprof.layout"  # JSON: plane kind/vendor/index, track kinds the names do not say
+_PLANE_STAT_ORIGIN = "polyprof.origin_ns"  # added to every time of the plane on reading
+_PLANE_STAT_METADATA = "polyprof.metadata"  # the trace's metadata, JSON
+_PLANE_STAT_GENERATED = "polyprof.generated"  # a plane only the writer needed (Task Environment)
 _COUNTER_LINE = "polyprof counters"
+_TASK_ENV = "Task Environment"
+#: XProf keeps times as uint64 picoseconds: absolute wall-clock ns would overflow, so
+#: the writer stores times relative to the first event when they are this large
+_MAX_PLAIN_NS = 10**15
 
 _DEVICE_RE = re.compile(r"^/device:([^:]+)(?::(\d+))?")
 
@@ -199,6 +206,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     producer = ""
     drop_aliases: set[str] = set()
     task_env: dict[str, Any] = {}
+    stored_meta: dict[str, Any] = {}
     md_keys: set[str] = set()
     sort = 0
     for plane in space.planes:
@@ -209,10 +217,15 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if which:
                 props[stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, which, stat_names)
         producer = str(props.pop(_PLANE_STAT_PRODUCER, producer))
+        origin = int(props.pop(_PLANE_STAT_ORIGIN, 0) or 0)
+        if _PLANE_STAT_METADATA in props:
+            stored_meta = _layout(props.pop(_PLANE_STAT_METADATA))
+        if props.pop(_PLANE_STAT_GENERATED, None):
+            continue
         aliases = props.pop(_PLANE_STAT_ALIASES, "")
         if aliases:
             drop_aliases.update(a for a in str(aliases).split(",") if a)
-        if plane.name == "Task Environment":
+        if plane.name == _TASK_ENV:
             task_env.update(props)
         layout = _layout(props.pop(_PLANE_STAT_LAYOUT, None))
         kind, _, index = _plane_kind(plane.name)
@@ -253,7 +266,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
         for line in plane.lines:
             lname = line.name or line.display_name or f"line {line.id}"
             if lname == _COUNTER_LINE and producer == "polyprof":
-                _read_counters(line, pid, md_name, stat_names, counters)
+                _read_counters(line, pid, md_name, stat_names, counters, origin)
                 continue
             tl = track_layout.get(str(line.id), {})
             tprops: dict[str, Any] = dict(tl.get("props", {}))
@@ -270,12 +283,12 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             n = len(line.events)
             if not n:
                 continue
-            base_ps = int(line.timestamp_ns) * 1000
+            base_ns = int(line.timestamp_ns) + origin
             mids = np.empty(n, np.int64)
             begin_ps = np.empty(n, np.int64)
             dur_ps = np.empty(n, np.int64)
             row0 = b.n_events
-            cats: list[str] | None = None
+            cats: list[str | None] | None = None
             line_cat = CAT_TRACEME if is_host else _LINE_CATEGORIES.get(lname, "")
             for i, e in enumerate(line.events):
                 mids[i] = e.metadata_id
@@ -293,7 +306,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                     val = _stat_value(st, which, stat_names)
                     if key == _STAT_CATEGORY:
                         if cats is None:
-                            cats = [""] * n
+                            cats = [None] * n
                         cats[i] = str(val)
                         continue
                     if key == _STAT_FLOW_OUT:
@@ -307,12 +320,12 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                     sink.add(key, row0 + i, val)
             # absolute times in ns: start rounded down, end up, so nesting holds and no
             # event shorter than 1 ns turns into an instant
-            start = (base_ps + begin_ps) // 1000
-            end = -((-(base_ps + begin_ps + dur_ps)) // 1000)
+            start = base_ns + begin_ps // 1000
+            end = base_ns + -((-(begin_ps + dur_ps)) // 1000)
             names = np.empty(n, object)
             names[:] = [md_name.get(m, "") for m in mids.tolist()]
             if cats is not None:
-                category: Any = np.asarray([c or line_cat for c in cats], object)
+                category: Any = np.asarray([line_cat if c is None else c for c in cats], object)
             else:
                 category = line_cat
             b.events(track, names, start, end - start, category)
@@ -335,10 +348,9 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     for (pid, name), (t, v) in series.items():
         b.counter(pid, name, t, v)
 
+    b.metadata.update(stored_meta)  # a polyprof-written file: the trace's own metadata
     b.metadata.update({
-        "source_format": "xspace",
-        "source": source,
-        "clock": "xspace",
+        "source": {"format": "xspace", "path": source},
         "xspace": {
             "hostnames": list(space.hostnames),
             "errors": list(space.errors),
@@ -353,8 +365,11 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
         b.metadata["xspace"]["profile_start_time_ns"] = int(task_env["profile_start_time"])
     if "profile_stop_time" in task_env:
         b.metadata["xspace"]["profile_stop_time_ns"] = int(task_env["profile_stop_time"])
+    if not stored_meta:
+        b.metadata["clock"] = "xspace"
     trace = b.build()
-    _wall_anchor(trace, task_env)
+    if not stored_meta:
+        _wall_anchor(trace, task_env)
     _add_aliases(trace, drop_aliases)
     _classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
     return trace
@@ -386,15 +401,15 @@ def _unreferenced_metadata(plane: Any, md_stats: dict[int, list[tuple[str, Any]]
 
 
 def _read_counters(line: Any, plane: int, md_name: dict[int, str], stat_names: dict[int, str],
-                   out: list[tuple[int, str, int, float]]) -> None:
+                   out: list[tuple[int, str, int, float]], origin: int) -> None:
     """Counter samples polyprof wrote as instant events with a value stat."""
-    base_ps = int(line.timestamp_ns) * 1000
+    base_ns = int(line.timestamp_ns) + origin
     for e in line.events:
         value = 0.0
         for st in e.stats:
             if stat_names.get(st.metadata_id) == _STAT_COUNTER_VALUE:
                 value = st.double_value
-        out.append((plane, md_name.get(int(e.metadata_id), ""), (base_ps + e.offset_ps) // 1000, value))
+        out.append((plane, md_name.get(int(e.metadata_id), ""), base_ns + e.offset_ps // 1000, value))
 
 
 def _wall_anchor(trace: Trace, task_env: dict[str, Any]) -> None:
@@ -679,6 +694,11 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
         flow_marks[s].append((_STAT_FLOW_OUT, f"{k + 1}:{fid}:{trace.strings[c]}"))
         flow_marks[d].append((_STAT_FLOW_IN, k + 1))
 
+    first, last = trace.span_ns
+    if len(trace.counters["ts_ns"]):
+        first = min(first, int(trace.counters["ts_ns"].min())) if n else int(trace.counters["ts_ns"].min())
+        last = max(last, int(trace.counters["ts_ns"].max()))
+    origin = first if (first >= _MAX_PLAIN_NS or first < 0) else 0
     by_track = np.argsort(ev["track"], kind="stable") if n else np.zeros(0, np.int64)
     bounds = np.searchsorted(ev["track"][by_track], np.arange(len(trace.tracks) + 1)) if n else None
     used_plane_ids: set[int] = set()
@@ -752,7 +772,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             order = np.lexsort((-durs, starts))  # parents before children
             rows, starts, durs = rows[order], starts[order], durs[order]
             base = int(starts[0])
-            xl.timestamp_ns = base
+            xl.timestamp_ns = base - origin
             default_cat = _default_category(host_plane, t.name)
             offs = ((starts - base) * 1000).tolist()
             dps = (durs * 1000).tolist()
@@ -789,6 +809,12 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             layout["tracks"] = track_layout
         import orjson
 
+        if origin:
+            st = xp.stats.add()
+            st.metadata_id = pw.stat_id(_PLANE_STAT_ORIGIN)
+            st.int64_value = origin
+        if p.name == _TASK_ENV:
+            _task_env_stats(xp, pw, trace, None, None)
         for key, val in ((_PLANE_STAT_PRODUCER, "polyprof"),
                          (_PLANE_STAT_ALIASES, ",".join(sorted(aliases.values()))),
                          (_PLANE_STAT_LAYOUT, orjson.dumps(layout, default=str).decode() if layout else "")):
@@ -803,7 +829,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             xl.name = _COUNTER_LINE
             ts = c["ts_ns"][sel]
             base = int(ts.min())
-            xl.timestamp_ns = base
+            xl.timestamp_ns = base - origin
             vid = pw.stat_id(_STAT_COUNTER_VALUE)
             for nm, t_, v in zip(c["name"][sel].tolist(), ((ts - base) * 1000).tolist(), c["value"][sel].tolist()):
                 xe = xl.events.add()
@@ -812,7 +838,43 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                 st = xe.stats.add()
                 st.metadata_id = vid
                 st.double_value = v
+    if not any(p.name == _TASK_ENV for p in trace.planes):
+        xp = space.planes.add()
+        xp.name = _TASK_ENV
+        pw = _PlaneWriter(xp)
+        _task_env_stats(xp, pw, trace, first, last)
+        st = xp.stats.add()
+        st.metadata_id = pw.stat_id(_PLANE_STAT_GENERATED)
+        st.int64_value = 1
     return space
+
+
+def _wall_ns(trace: Trace, t: int) -> int | None:
+    """Wall-clock ns of trace time ``t``, if the trace says how to know it."""
+    anchor = trace.metadata.get("wall_anchor")
+    if isinstance(anchor, dict) and "wall_ns" in anchor and "mono_ns" in anchor:
+        return int(anchor["wall_ns"]) + t - int(anchor["mono_ns"])
+    if trace.metadata.get("clock") == "wall" or t > 10**18:
+        return t
+    return None
+
+
+def _task_env_stats(xp: Any, pw: _PlaneWriter, trace: Trace, first: int | None, last: int | None) -> None:
+    """The profile's start/stop wall times (as XProf and JAX write them) and, for
+    reading back, the trace's metadata."""
+    import orjson
+
+    if first is not None and last is not None and trace.n_events:
+        for key, t in (("profile_start_time", first), ("profile_stop_time", last)):
+            wall = _wall_ns(trace, t)
+            if wall is not None and wall >= 0:
+                st = xp.stats.add()
+                st.metadata_id = pw.stat_id(key)
+                st.uint64_value = wall
+    st = xp.stats.add()
+    st.metadata_id = pw.stat_id(_PLANE_STAT_METADATA)
+    st.str_value = orjson.dumps(trace.metadata, default=str,
+                                option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
 
 
 def _hostname(trace: Trace) -> str:
