@@ -260,6 +260,10 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if m.child_id:
                 md_stats.setdefault(mid, []).append(("child_ids", ",".join(map(str, m.child_id))))
 
+        special = {mid: name for mid, name in stat_names.items()
+                   if name in (_STAT_CATEGORY, _STAT_FLOW_OUT, _STAT_FLOW_IN)}
+        plane_stats: dict[int, tuple[list[int], list[Any]]] = {}
+        seen: set[tuple[int, str]] = set()
         orphans = _unreferenced_metadata(plane, md_stats)
         if orphans:  # e.g. the HLO protos on /host:metadata: no events, but XProf tools use them
             b.planes[pid].properties["xspace_event_metadata"] = orphans
@@ -290,34 +294,42 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             row0 = b.n_events
             cats: list[str | None] | None = None
             line_cat = CAT_TRACEME if is_host else _LINE_CATEGORIES.get(lname, "")
+            by_mid = plane_stats  # metadata id -> (rows, values), per plane
             for i, e in enumerate(line.events):
                 mids[i] = e.metadata_id
-                if e.WhichOneof("data") == "num_occurrences":
-                    begin_ps[i] = 0
+                off = e.offset_ps
+                if not off and e.WhichOneof("data") == "num_occurrences":
                     sink.add("num_occurrences", row0 + i, int(e.num_occurrences))
-                else:
-                    begin_ps[i] = e.offset_ps
+                begin_ps[i] = off
                 dur_ps[i] = e.duration_ps
-                for st in e.stats:
+                ev_stats = e.stats
+                if not ev_stats:
+                    continue
+                row = row0 + i
+                for st in ev_stats:
                     which = st.WhichOneof("value")
-                    if not which:
+                    if which is None:
                         continue
-                    key = stat_names.get(st.metadata_id, str(st.metadata_id))
-                    val = _stat_value(st, which, stat_names)
-                    if key == _STAT_CATEGORY:
-                        if cats is None:
-                            cats = [None] * n
-                        cats[i] = str(val)
+                    mid = st.metadata_id
+                    val = getattr(st, which) if which != "ref_value" else stat_names.get(st.ref_value, "")
+                    tag = special.get(mid)
+                    if tag is not None:
+                        if tag == _STAT_CATEGORY:
+                            if cats is None:
+                                cats = [None] * n
+                            cats[i] = str(val)
+                        elif tag == _STAT_FLOW_OUT:
+                            k_, fid, fcat = str(val).split(":", 2)
+                            flows_out[int(k_)] = (row, int(fid), fcat)
+                        else:
+                            flows_in[int(val)] = row
                         continue
-                    if key == _STAT_FLOW_OUT:
-                        k_, fid, fcat = str(val).split(":", 2)
-                        flows_out[int(k_)] = (row0 + i, int(fid), fcat)
-                        continue
-                    if key == _STAT_FLOW_IN:
-                        flows_in[int(val)] = row0 + i
-                        continue
-                    value_kinds.setdefault(key, set()).add(which)
-                    sink.add(key, row0 + i, val)
+                    seen.add((mid, which))
+                    slot = by_mid.get(mid)
+                    if slot is None:
+                        slot = by_mid[mid] = ([], [])
+                    slot[0].append(row)
+                    slot[1].append(val)
             # absolute times in ns: start rounded down, end up, so nesting holds and no
             # event shorter than 1 ns turns into an instant
             start = base_ns + begin_ps // 1000
@@ -329,11 +341,26 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             else:
                 category = line_cat
             b.events(track, names, start, end - start, category)
-            for m_i, m in enumerate(mids.tolist()):
-                if m in md_long:
-                    md_sink.add(_STAT_LONG_NAME, row0 + m_i, md_long[m])
-                for key, val in md_stats.get(m, ()):
-                    md_sink.add(key, row0 + m_i, val)
+            if md_long or md_stats:  # metadata-level values, one group of events per metadata id
+                uniq, inv = np.unique(mids, return_inverse=True)
+                order = np.argsort(inv, kind="stable")
+                bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+                for j, m in enumerate(uniq.tolist()):
+                    extra = md_stats.get(m, [])
+                    if m in md_long:
+                        extra = [*extra, (_STAT_LONG_NAME, md_long[m])]
+                    if not extra:
+                        continue
+                    rows = (order[bounds[j]:bounds[j + 1]] + row0).tolist()
+                    for key, val in extra:
+                        md_sink.rows.setdefault(key, []).extend(rows)
+                        md_sink.vals.setdefault(key, []).extend([val] * len(rows))
+        for mid, (rows, vals) in plane_stats.items():
+            key = stat_names.get(mid, str(mid))
+            sink.rows.setdefault(key, []).extend(rows)
+            sink.vals.setdefault(key, []).extend(vals)
+        for mid, which in seen:
+            value_kinds.setdefault(stat_names.get(mid, str(mid)), set()).add(which)
     md_sink.flush(b)
     sink.flush(b)
     for k, (src, fid, fcat) in sorted(flows_out.items()):
@@ -662,6 +689,26 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
         elif k == "O":
             k = ""
         col_kind[key] = k
+    # the XStat field each column's values go to, when one field fits them all
+    field_of: dict[str, str | None] = {}
+    for key, col in trace.stats.items():
+        k = col_kind[key]
+        if k == "f":
+            field_of[key] = "double_value"
+        elif k == "i":
+            field_of[key] = "int64_value"
+        elif k == "u":
+            field_of[key] = "uint64_value" if (not len(col.values) or col.values.min() >= 0) else "int64_value"
+        elif k == "ref" and all(isinstance(v, str) for v in col.values):
+            field_of[key] = "ref"
+        elif k == "" and all(isinstance(v, str) for v in col.values):
+            field_of[key] = "str_value"
+        elif k == "" and all(isinstance(v, bytes) for v in col.values):
+            field_of[key] = "bytes_value"
+        else:
+            field_of[key] = None
+    for key, alias in aliases.items():
+        field_of[alias], col_kind[alias] = field_of[key], col_kind[key]
 
     n = trace.n_events
     ev = trace.events
@@ -736,6 +783,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                 _set_value(st, v, col_kind.get(k, ""), pw)
         used_line_ids: set[int] = set()
         md_done: set[int] = set()
+        sids = pw.stat_ids
         for t in trace.tracks:
             if t.plane != p.id:
                 continue
@@ -798,8 +846,14 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                     if md_here and key in md_here:
                         continue
                     st = xe.stats.add()
-                    st.metadata_id = pw.stat_id(key)
-                    _set_value(st, v, col_kind.get(key, ""), pw)
+                    st.metadata_id = sids.get(key) or pw.stat_id(key)
+                    f = field_of.get(key)
+                    if f is None:
+                        _set_value(st, v, col_kind.get(key, ""), pw)
+                    elif f == "ref":
+                        st.ref_value = sids.get(v) or pw.stat_id(v)
+                    else:
+                        setattr(st, f, v)
                 if flow_marks:
                     for key, v in flow_marks[r]:
                         st = xe.stats.add()
