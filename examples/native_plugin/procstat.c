@@ -265,13 +265,69 @@ static const char* comm_of(procstat* p, int32_t tid) {
   return "thread";
 }
 
-enum { ST_CPU = 1, ST_WAIT, ST_SLICES, ST_VCS, ST_IVCS, ST_INTERVAL, ST_UTIL, ST_TID, ST_SOURCE };
+enum { ST_CPU = 1, ST_WAIT, ST_SLICES, ST_VCS, ST_IVCS, ST_INTERVAL, ST_UTIL, ST_TID, ST_SOURCE,
+       ST_CATEGORY, ST_PRODUCER, ST_COUNTER };
+
+/* Process-wide counters, one sample per sampling pass. Event metadata ids for the
+ * counter names start at COUNTER_META so they never clash with thread names. */
+#define COUNTER_META 100000
+static const char* COUNTER_NAMES[] = {"procstat.cpu_cores", "procstat.runqueue_wait_cores",
+                                      "procstat.context_switches_per_s", "procstat.threads"};
+#define N_COUNTERS 4
+
+/* polyprof reads instant events on a line named "polyprof counters" carrying a
+ * "polyprof.counter_value" stat as counter samples, when the plane says it follows
+ * polyprof's conventions (plane stat polyprof.producer = "polyprof"). Samples are in
+ * time order here (before the sort by thread). */
+static void write_counters(procstat* p, pb_buf* plane, pb_buf* line, pb_buf* ev, pb_buf* tmp, int64_t line_ts) {
+  size_t nt = p->n_names ? p->n_names : 1;
+  sample* last = calloc(nt, sizeof(sample));
+  int* seen = calloc(nt, sizeof(int));
+  if (!last || !seen) { free(last); free(seen); return; }
+  pb_int(line, XLINE_ID, 0);
+  pb_str(line, XLINE_NAME, "polyprof counters");
+  pb_int(line, XLINE_TIMESTAMP_NS, line_ts);
+  size_t i = 0;
+  int64_t prev_ts = 0;
+  while (i < p->n_samples) {
+    int64_t ts = p->samples[i].ts_ns;
+    double cpu = 0, wait = 0, cs = 0, threads = 0;
+    int have_prev = 0;
+    for (; i < p->n_samples && p->samples[i].ts_ns == ts; i++) {
+      const sample* s = &p->samples[i];
+      size_t k = 0;
+      while (k < p->n_names && p->names[k].tid != s->tid) k++;
+      if (k >= nt) continue;
+      threads += 1;
+      if (seen[k]) {
+        cpu += (double)(s->run_ns - last[k].run_ns);
+        wait += (double)(s->wait_ns - last[k].wait_ns);
+        cs += (double)((s->vcs + s->ivcs) - (last[k].vcs + last[k].ivcs));
+        have_prev = 1;
+      }
+      seen[k] = 1;
+      last[k] = *s;
+    }
+    if (have_prev && ts > prev_ts) {
+      double dt = (double)(ts - prev_ts);
+      double values[N_COUNTERS] = {cpu / dt, wait / dt, cs * 1e9 / dt, threads};
+      for (int c = 0; c < N_COUNTERS; c++) {
+        pb_int(ev, XEVENT_METADATA_ID, COUNTER_META + c);
+        pb_int(ev, XEVENT_OFFSET_PS, (ts - line_ts) * 1000);
+        xstat_double(ev, XEVENT_STATS, tmp, ST_COUNTER, values[c]);
+        pb_msg(line, XLINE_EVENTS, ev);
+      }
+    }
+    prev_ts = ts;
+  }
+  free(last);
+  free(seen);
+  pb_msg(plane, XPLANE_LINES, line);
+}
 
 /* Build the XSpace. Called with p->mu held, after stop(). */
 static int serialize(procstat* p) {
   pb_buf space = {0}, plane = {0}, line = {0}, ev = {0}, tmp = {0}, tmp2 = {0};
-  qsort(p->samples, p->n_samples, sizeof(sample), cmp_sample);
-
   pb_int(&plane, XPLANE_ID, 1);
   pb_str(&plane, XPLANE_NAME, "/host:procstat");
   xplane_stat_metadata(&plane, &tmp, &tmp2, ST_CPU, "cpu_ns", "CPU time the thread got in the interval");
@@ -283,7 +339,15 @@ static int serialize(procstat* p) {
   xplane_stat_metadata(&plane, &tmp, &tmp2, ST_UTIL, "cpu_utilization", "cpu_ns / interval_ns");
   xplane_stat_metadata(&plane, &tmp, &tmp2, ST_TID, "tid", "OS thread id");
   xplane_stat_metadata(&plane, &tmp, &tmp2, ST_SOURCE, "source", "where the data comes from");
+  xplane_stat_metadata(&plane, &tmp, &tmp2, ST_CATEGORY, "polyprof.category", NULL);
+  xplane_stat_metadata(&plane, &tmp, &tmp2, ST_PRODUCER, "polyprof.producer", NULL);
+  xplane_stat_metadata(&plane, &tmp, &tmp2, ST_COUNTER, "polyprof.counter_value", NULL);
   xstat_str(&plane, XPLANE_STATS, &tmp, ST_SOURCE, "/proc/self/task/*/{stat,schedstat,status}");
+  xstat_str(&plane, XPLANE_STATS, &tmp, ST_PRODUCER, "polyprof");
+  for (int c = 0; c < N_COUNTERS; c++)
+    xplane_event_metadata(&plane, &tmp, &tmp2, COUNTER_META + c, COUNTER_NAMES[c]);
+  write_counters(p, &plane, &line, &ev, &tmp, p->start_ns);
+  qsort(p->samples, p->n_samples, sizeof(sample), cmp_sample);
 
   /* one event metadata per distinct thread name */
   char** metas = calloc(p->n_names + 1, sizeof(char*));
@@ -311,7 +375,7 @@ static int serialize(procstat* p) {
     snprintf(display, sizeof display, "%s [%d]", comm, tid);
     pb_int(&line, XLINE_ID, tid);
     pb_int(&line, XLINE_DISPLAY_ID, tid);
-    pb_str(&line, XLINE_NAME, comm);
+    pb_str(&line, XLINE_NAME, display); /* thread names repeat; "name [tid]" does not */
     pb_str(&line, XLINE_DISPLAY_NAME, display);
     pb_int(&line, XLINE_TIMESTAMP_NS, line_ts);
     pb_int(&line, XLINE_DURATION_PS, (p->stop_ns - line_ts) * 1000);
@@ -334,6 +398,7 @@ static int serialize(procstat* p) {
       xstat_int(&ev, XEVENT_STATS, &tmp, ST_INTERVAL, interval);
       xstat_double(&ev, XEVENT_STATS, &tmp, ST_UTIL, (double)cpu / (double)interval);
       xstat_int(&ev, XEVENT_STATS, &tmp, ST_TID, tid);
+      xstat_str(&ev, XEVENT_STATS, &tmp, ST_CATEGORY, "thread_cpu");
       pb_msg(&line, XLINE_EVENTS, &ev);
     }
     pb_msg(&plane, XPLANE_LINES, &line);
@@ -425,7 +490,11 @@ POLYPROF_EXPORT int32_t polyprof_plugin_init(const PolyprofHostApi* host, Polypr
   if (!p) return polyprof_status(st, POLYPROF_ERR_INTERNAL, "out of memory");
   p->host = host;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->cv, NULL);
+  pthread_condattr_t ca; /* timed waits on CLOCK_MONOTONIC, immune to wall-clock steps */
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
   PolyprofPlugin mine;
   memset(&mine, 0, sizeof mine);
   mine.struct_size = sizeof mine;
