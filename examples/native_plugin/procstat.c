@@ -13,6 +13,7 @@
  *   -DBROKEN_BUFFER        collect() ignores `capacity` and writes past the buffer
  *   -DBROKEN_XSPACE        events refer to event metadata the plane never defines
  *   -DBROKEN               all three
+ *   -DBROKEN_SLOW_STOP     stop() takes 1.5 s (for the kit's time limits)
  *   -DPOLYPROF_ABI_MINOR=0 built against the older, smaller ABI 1.0 structs
  *   -DOWN_CLOCK            timestamps on CLOCK_MONOTONIC_RAW; polyprof syncs clocks
  */
@@ -33,6 +34,18 @@
 #define BROKEN_DOUBLE_START
 #define BROKEN_BUFFER
 #define BROKEN_XSPACE
+#endif
+
+#ifndef PLUGIN_NAME /* each build names itself, so several can be installed at once */
+#if defined(BROKEN)
+#define PLUGIN_NAME "procstat-broken"
+#elif defined(OWN_CLOCK)
+#define PLUGIN_NAME "procstat-ownclock"
+#elif POLYPROF_ABI_MINOR < 1
+#define PLUGIN_NAME "procstat-abi10"
+#else
+#define PLUGIN_NAME "procstat"
+#endif
 #endif
 
 #if defined(OWN_CLOCK) && POLYPROF_ABI_MINOR < 1
@@ -242,6 +255,10 @@ static int32_t ps_stop(void* self, PolyprofStatus* st) {
                            state == 0 ? "stop() before start()" : "stop() called twice");
   }
   p->state = 2; /* claim the stop: a racing second stop() sees state 2 */
+#ifdef BROKEN_SLOW_STOP
+  struct timespec nap = {1, 500000000};
+  nanosleep(&nap, NULL);
+#endif
   p->halt = 1;
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
@@ -500,11 +517,7 @@ POLYPROF_EXPORT int32_t polyprof_plugin_init(const PolyprofHostApi* host, Polypr
   mine.struct_size = sizeof mine;
   mine.abi_major = POLYPROF_ABI_MAJOR;
   mine.abi_minor = POLYPROF_ABI_MINOR;
-#ifdef BROKEN
-  mine.name = "procstat-broken";
-#else
-  mine.name = "procstat";
-#endif
+  mine.name = PLUGIN_NAME;
   mine.device_kinds = "CPU";
   mine.self = p;
   mine.start = ps_start;

@@ -339,6 +339,48 @@ def map_clock(trace: Trace, first: SyncPair, last: SyncPair) -> dict[str, Any]:
             "drift_ppm": (slope - 1.0) * 1e6, "uncertainty_ns": max(first.half_width, last.half_width)}
 
 
+# ------------------------------------------------------------------------ XSpace checks
+def xspace_problems(space: Any, limit: int = 4) -> list[str]:
+    """What is structurally wrong with a parsed XSpace (undefined metadata ids,
+    negative times, unnamed planes); empty when nothing is."""
+    problems: list[str] = []
+    for plane in space.planes:
+        label = plane.name or f"plane id {plane.id}"
+        if not plane.name:
+            problems.append(f"{label} has no name")
+        ev_ids = set(plane.event_metadata.keys())
+        st_ids = set(plane.stat_metadata.keys())
+        bad_ev: dict[int, int] = {}
+        bad_st: set[int] = set()
+        negative = 0
+        for st in plane.stats:
+            if st.metadata_id not in st_ids:
+                bad_st.add(st.metadata_id)
+        for line in plane.lines:
+            for e in line.events:
+                if e.metadata_id not in ev_ids:
+                    bad_ev[e.metadata_id] = bad_ev.get(e.metadata_id, 0) + 1
+                if e.duration_ps < 0 or (e.WhichOneof("data") == "offset_ps" and e.offset_ps < 0):
+                    negative += 1
+                for st in e.stats:
+                    if st.metadata_id not in st_ids:
+                        bad_st.add(st.metadata_id)
+        for m in plane.event_metadata.values():
+            for st in m.stats:
+                if st.metadata_id not in st_ids:
+                    bad_st.add(st.metadata_id)
+        if bad_ev:
+            ids = ", ".join(str(i) for i in sorted(bad_ev)[:5])
+            problems.append(f"{label}: {sum(bad_ev.values())} events refer to event metadata ids "
+                            f"never defined in the plane ({ids})")
+        if bad_st:
+            problems.append(f"{label}: stats refer to undefined stat metadata ids "
+                            f"({', '.join(str(i) for i in sorted(bad_st)[:5])})")
+        if negative:
+            problems.append(f"{label}: {negative} events with a negative offset or duration")
+    return problems[:limit]
+
+
 # ------------------------------------------------------------------------ the plugin
 R = TypeVar("R")
 
@@ -419,7 +461,7 @@ class NativePlugin(Plugin):
             self._sync.append(sync_pair(self.handle.clock_now))
 
     def _collect(self) -> Trace:
-        from ..formats.xspace import from_bytes
+        from ..formats.xspace import from_space, parse
 
         if self._poisoned:
             raise PluginError(f"{self.name}: an earlier call overran its time limit; not collecting")
@@ -427,7 +469,12 @@ class NativePlugin(Plugin):
             data = self.handle.collect_bytes()
         finally:
             self.close()
-        trace = from_bytes(data, source=f"native plugin {self.name} ({self.handle.path})")
+        source = f"native plugin {self.name} ({self.handle.path})"
+        space = parse(data, source)
+        problems = xspace_problems(space)
+        if problems:  # the reader would guess (empty names...); the session reports it instead
+            raise PluginError(f"{self.name}: collect() returned a malformed XSpace: {'; '.join(problems)}")
+        trace = from_space(space, source)
         info: dict[str, Any] = {"library": str(self.handle.path), "abi": "%d.%d" % self.handle.abi,
                                 "struct_size": self.handle.struct_size, "bytes": len(data),
                                 "clock": "session" if self.handle.clock_domain == CLOCK_SESSION else "own"}
