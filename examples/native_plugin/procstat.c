@@ -16,6 +16,11 @@
  *   -DBROKEN_SLOW_STOP     stop() takes 1.5 s (for the kit's time limits)
  *   -DPOLYPROF_ABI_MINOR=0 built against the older, smaller ABI 1.0 structs
  *   -DOWN_CLOCK            timestamps on CLOCK_MONOTONIC_RAW; polyprof syncs clocks
+ * Builds the loader must refuse or accept (its tests):
+ *   -DFUTURE_ABI           a larger plugin table, as built against a newer header
+ *   -DBAD_TABLE_SIZE=N     declares a struct_size of N bytes
+ *   -DBAD_MAJOR            declares ABI major 2
+ *   -DMISSING_STOP         leaves stop() NULL
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -530,6 +535,30 @@ POLYPROF_EXPORT int32_t polyprof_plugin_init(const PolyprofHostApi* host, Polypr
 #elif POLYPROF_ABI_MINOR >= 1
   mine.clock_domain = POLYPROF_CLOCK_SESSION;
 #endif
+#ifdef MISSING_STOP
+  mine.stop = NULL;
+#endif
+#ifdef BAD_MAJOR
+  mine.abi_major = POLYPROF_ABI_MAJOR + 1;
+#endif
+#ifdef FUTURE_ABI
+  /* What a plugin compiled against a later header looks like: fields appended. */
+  struct {
+    PolyprofPlugin known;
+    int64_t added_later[6];
+  } bigger;
+  memset(&bigger, 0, sizeof bigger);
+  bigger.known = mine;
+  bigger.known.abi_minor = 9;
+  bigger.added_later[0] = 42;
+  size_t cap = out->struct_size, n = sizeof bigger < cap ? sizeof bigger : cap;
+  memcpy((char*)out + sizeof(size_t), (char*)&bigger + sizeof(size_t), n - sizeof(size_t));
+  out->struct_size = sizeof bigger;
+#else
   polyprof_plugin_fill(out, &mine);
+#endif
+#ifdef BAD_TABLE_SIZE
+  out->struct_size = BAD_TABLE_SIZE;
+#endif
   return polyprof_status(st, POLYPROF_OK, "");
 }

@@ -454,9 +454,10 @@ class _Run:
             inst = _must(s.new, "creating an instance")
         ctx = SessionContext(start_ns=now_ns(), wall_anchor=wall_anchor())
         t0 = now_ns()
-        _must(lambda: s._timed("start", lambda: inst.start(ctx), in_thread=False), "start()")
+        native = isinstance(s, _NativeSubject)  # native code may run in any thread
+        _must(lambda: s._timed("start", lambda: inst.start(ctx), in_thread=native), "start()")
         self.work(self.limits.activity_s)
-        _must(lambda: s._timed("stop", inst.stop, in_thread=False), "stop()")
+        _must(lambda: s._timed("stop", inst.stop, in_thread=native), "stop()")
         t1 = now_ns()
         result = _must(lambda: s._timed("collect", inst.collect, in_thread=True), "collect()")
         if not isinstance(result, Trace):

@@ -177,7 +177,12 @@ class NativeHandle:
         if code != OK:
             raise PluginError(f"{self.path}: {INIT_SYMBOL}() returned {code_name(code)}"
                               + (f": {status.text}" if status.text else ""))
-        self._validate(table)
+        try:
+            self._validate(table)
+        except PluginError:  # refuse it, but free what its init allocated
+            if int(table.struct_size) >= TABLE_SIZE_1_0 and ctypes.cast(table.destroy, ctypes.c_void_p).value:
+                table.destroy(table.self)
+            raise
         self._destroyed = False
 
     def _validate(self, t: PluginTable) -> None:
