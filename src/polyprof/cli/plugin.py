@@ -28,6 +28,9 @@ def register(sub: Any) -> None:
                    help="time limit of collect() (30 s)")
     c.add_argument("--activity", type=float, default=0.15, metavar="S",
                    help="how long the kit's workload runs while the plugin records (0.15 s)")
+    c.add_argument("--workload", metavar="MODULE:FUNCTION",
+                   help="what to run while the plugin records, called with the seconds to run "
+                        "(default: the plugin's conformance_workload, else a section and NumPy work)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     c.set_defaults(func=run_check)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -55,7 +58,12 @@ def run_check(args: argparse.Namespace) -> int:
     from ..collect.conformance import FAIL, NA, PASS, Limits, check
 
     limits = Limits(args.start_limit, args.stop_limit, args.collect_limit, args.activity)
-    report = check(args.target, options=_options(args.option), limits=limits)
+    work = None
+    if args.workload:
+        from ..collect.native import import_factory
+
+        work = import_factory(args.workload)
+    report = check(args.target, options=_options(args.option), limits=limits, workload_fn=work)
     if args.json:
         import orjson
 
