@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
                                     "print pass/fail with the reason. Exit code 0 only if all pass.")
     c.add_argument("target", help="a native plugin (path.so), a factory (pkg.module:Factory) or the "
                                    "name of an installed plugin")
-    c.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+    c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="an option for the plugin (value parsed as JSON when it can be); repeatable")
     c.add_argument("--start-limit", type=float, default=5.0, metavar="S", help="time limit of start() (5 s)")
     c.add_argument("--stop-limit", type=float, default=5.0, metavar="S", help="time limit of stop() (5 s)")

@@ -257,7 +257,7 @@ class NativeHandle:
     def collect_bytes(self) -> bytes:
         """The two-call protocol: ask the size, then fill a buffer of that size."""
         code, need, msg = self.collect_raw(None, 0)
-        if code != OK:
+        if code not in (OK, ERR_BUFFER_TOO_SMALL):  # the header says OK; accept both
             raise NativeCallError(self.name, "collect", code, msg)
         for _ in range(3):  # the size may legitimately grow between the calls; retry
             buf = (ctypes.c_ubyte * (need + GUARD))()
