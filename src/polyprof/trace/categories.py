@@ -50,6 +50,8 @@ _BY_CATEGORY: dict[str, Kind] = {
     "python_function": Kind.PYTHON,
     "mark": Kind.MARK,
     "derived": Kind.DERIVED,
+    "opencl_map": Kind.MEMCPY,
+    "opencl_marker": Kind.OTHER,
 }
 
 #: Kinds that occupy a device: the "busy" in a temporal breakdown.
