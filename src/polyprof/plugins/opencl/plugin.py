@@ -85,17 +85,24 @@ class OpenCLPlugin(Plugin):
     @classmethod
     def availability(cls) -> Availability:
         try:
-            import pyopencl  # noqa: F401
+            import pyopencl
         except ImportError as e:
             return Availability(False, f"pyopencl not installed ({e})")
         except Exception as e:
             return Availability(False, f"pyopencl failed to import: {e}")
         try:
-            devs = _devices()
+            platforms = pyopencl.get_platforms()
         except Exception as e:
             return Availability(False, f"no OpenCL platform found ({e})")
+        if not platforms:
+            return Availability(False, "no OpenCL platform found")
+        try:
+            devs = _devices()
+        except Exception as e:
+            return Availability(False, f"no OpenCL device found ({e})")
         if not devs:
-            return Availability(False, "no OpenCL platform found (no platform has a device)")
+            names = ", ".join(p.name.strip() for p in platforms)
+            return Availability(False, f"no OpenCL device found (platforms without a device: {names})")
         return Availability(True)
 
     # ---------------------------------------------------------------- lifecycle
