@@ -128,10 +128,17 @@ def wrap_kernel(orig: Callable[..., Any]) -> Callable[..., Any]:
         t0 = _now()
         ev = orig(queue, kernel, global_work_size, local_work_size, *args, **kwargs)
         t1 = _now()
-        try:
-            _rec_call(KERNEL, t0, t1, ev, queue, (kernel, global_work_size, local_work_size), False)
-        except Exception:  # never into the user's program
-            pass
+        rec = _rec  # inlined _rec_call: this is the hottest path
+        if rec is not None and rec.active:
+            try:
+                try:
+                    buf = rec._tls.buf
+                except AttributeError:
+                    buf = rec.buffer()
+                buf.append((KERNEL, t0, t1, next(rec._corr), ev, queue,
+                            (kernel, global_work_size, local_work_size), False))
+            except Exception:  # never into the user's program
+                pass
         return ev
 
     enqueue_nd_range_kernel.__wrapped__ = orig  # type: ignore[attr-defined]
@@ -145,11 +152,21 @@ def wrap_host_transfer(orig: Callable[..., Any], api: int) -> Callable[..., Any]
         t0 = _now()
         ev = orig(queue, mem, hostbuf, *args, **kwargs)
         t1 = _now()
-        try:
-            blocking = kwargs.get("is_blocking", args[2] if len(args) > 2 else True)
-            _rec_call(api, t0, t1, ev, queue, _nbytes(hostbuf), bool(blocking))
-        except Exception:
-            pass
+        rec = _rec
+        if rec is not None and rec.active:
+            try:
+                try:
+                    buf = rec._tls.buf
+                except AttributeError:
+                    buf = rec.buffer()
+                blocking = kwargs.get("is_blocking", args[2] if len(args) > 2 else True)
+                try:
+                    nbytes = hostbuf.nbytes
+                except AttributeError:
+                    nbytes = _nbytes(hostbuf)
+                buf.append((api, t0, t1, next(rec._corr), _plain(ev), queue, nbytes, bool(blocking)))
+            except Exception:
+                pass
         return ev
 
     host_transfer.__wrapped__ = orig  # type: ignore[attr-defined]
