@@ -61,9 +61,15 @@ BLOCKING_BY_DEFAULT = frozenset({READ, WRITE, READ_RECT, WRITE_RECT, READ_IMAGE,
                                  MAP_BUFFER, MAP_IMAGE})
 
 
+#: fields per record; the lists are flat (``extend`` with a temporary tuple) so the
+#: garbage collector does not have to track one more tuple per call
+STRIDE = 10
+
+
 class Recording:
-    """What the wrappers append to: one list per thread of
-    ``(api, t0, t1, corr, event, queue, info, blocking)`` tuples."""
+    """What the wrappers append to: one flat list per thread of
+    ``api, t0, t1, corr, event, queue, info, global_size, local_size, blocking``
+    records (``info``: the kernel, a byte count, or the waited events' handles)."""
 
     def __init__(self) -> None:
         self.active = True
@@ -72,11 +78,20 @@ class Recording:
         self.threads: list[tuple[int, str, list[tuple]]] = []  # (native tid, name, records)
         self._corr = itertools.count(1)
 
-    def buffer(self) -> list[tuple]:
+    def records(self) -> list[tuple[int, str, list[tuple]]]:
+        """(native tid, thread name, records as tuples) per thread, for collect."""
+        out = []
+        for tid, name, flat in list(self.threads):
+            n = len(flat) // STRIDE * STRIDE
+            it = iter(flat[:n])
+            out.append((tid, name, list(zip(*[it] * STRIDE))))
+        return out
+
+    def buffer(self) -> list[Any]:
         try:
             return self._tls.buf
         except AttributeError:
-            buf: list[tuple] = []
+            buf: list[Any] = []
             self._tls.buf = buf
             t = threading.current_thread()
             with self._lock:
@@ -115,8 +130,8 @@ def _rec_call(api: int, t0: int, t1: int, ev: Any, queue: Any, info: Any, blocki
         buf = rec._tls.buf
     except AttributeError:
         buf = rec.buffer()
-    buf.append((api, t0, t1, next(rec._corr), _plain(ev) if ev is not None else None, queue, info,
-                blocking))
+    buf.extend((api, t0, t1, next(rec._corr), _plain(ev) if ev is not None else None, queue, info,
+                None, None, blocking))
 
 
 # ----------------------------------------------------------------------------- wrappers
@@ -135,8 +150,8 @@ def wrap_kernel(orig: Callable[..., Any]) -> Callable[..., Any]:
                     buf = rec._tls.buf
                 except AttributeError:
                     buf = rec.buffer()
-                buf.append((KERNEL, t0, t1, next(rec._corr), ev, queue,
-                            (kernel, global_work_size, local_work_size), False))
+                buf.extend((KERNEL, t0, t1, next(rec._corr), ev, queue, kernel, global_work_size,
+                            local_work_size, False))
             except Exception:  # never into the user's program
                 pass
         return ev
@@ -164,7 +179,8 @@ def wrap_host_transfer(orig: Callable[..., Any], api: int) -> Callable[..., Any]
                     nbytes = hostbuf.nbytes
                 except AttributeError:
                     nbytes = _nbytes(hostbuf)
-                buf.append((api, t0, t1, next(rec._corr), _plain(ev), queue, nbytes, bool(blocking)))
+                buf.extend((api, t0, t1, next(rec._corr), _plain(ev), queue, nbytes, None, None,
+                            bool(blocking)))
             except Exception:
                 pass
         return ev

@@ -131,7 +131,9 @@ class OpenCLPlugin(Plugin):
         self.markers = self._marker_samples(int(self.options.get("sync_markers", 16)))
 
     def _records(self) -> list[tuple[int, str, list[tuple]]]:
-        return list(self.rec.threads)
+        if getattr(self, "_recs_cache", None) is None:
+            self._recs_cache = self.rec.records()
+        return self._recs_cache
 
     def _queues(self) -> dict[int, Any]:
         qs: dict[int, Any] = {}
@@ -340,6 +342,7 @@ class OpenCLPlugin(Plugin):
                                 "incomplete": int(incomplete.sum()), "unprofiled": int(unprofiled),
                                 "queues_made_profiling": self.patcher.factory.forced if self.patcher.factory else 0}
         self.rec = ic.Recording()  # drop the event references
+        self._recs_cache = None
         return b.build()
 
     def _fit_device(self, dev: Any, hb: np.ndarray, queued: np.ndarray, ha: np.ndarray) -> tuple[ClockFit, dict]:
@@ -397,7 +400,7 @@ class OpenCLPlugin(Plugin):
 
     def _device_name(self, r: tuple) -> str:
         if r[0] == ic.KERNEL:
-            k = r[6][0]
+            k = r[6]
             try:
                 return str(k.function_name)
             except Exception:
@@ -429,9 +432,8 @@ class OpenCLPlugin(Plugin):
             row = int(host_rows[i])
             a = r[0]
             if a == ic.KERNEL:
-                k, g, l = r[6]
                 kern.append((row, self._device_name(r)))
-                gs, ls = self._sizes(g), self._sizes(l)
+                gs, ls = self._sizes(r[7]), self._sizes(r[8])
                 if gs:
                     grid.append((row, gs))
                 if ls:
@@ -447,7 +449,7 @@ class OpenCLPlugin(Plugin):
                         queue.append((row, qinfo[qkey[last]]["name"]))
             if qkey[i] in qinfo:
                 queue.append((row, qinfo[qkey[i]]["name"]))
-            if r[7]:
+            if r[9]:
                 blocking.append(row)
         for key, pairs in ((keys.KERNEL, kern), (keys.GRID, grid), (keys.BLOCK, block), (keys.BYTES, nbytes),
                            (keys.QUEUE, queue), (keys.WAITS_FOR, waits)):
@@ -468,7 +470,7 @@ class OpenCLPlugin(Plugin):
         for i, row in zip(sel.tolist(), rows.tolist()):
             r = recs[i]
             if r[0] == ic.KERNEL:
-                gs, ls = self._sizes(r[6][1]), self._sizes(r[6][2])
+                gs, ls = self._sizes(r[7]), self._sizes(r[8])
                 if gs:
                     grid.append((row, gs))
                 if ls:
