@@ -250,3 +250,51 @@ def test_without_device_plugins_says_why(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     line = next(ln for ln in p.stdout.splitlines() if "opencl" in ln)
     assert "no OpenCL device found" in line
+
+
+def test_launches_from_a_worker_thread_land_on_its_track() -> None:
+    import threading
+
+    ctx = cl.create_some_context(interactive=False)
+    prg = _kernel_program(ctx)
+    a = np.ones(1024, np.float32)
+    tids: dict[str, int] = {}
+
+    def worker() -> None:
+        tids["worker"] = threading.get_native_id()
+        q = cl.CommandQueue(ctx)
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+        knl = cl.Kernel(prg, "twice")
+        for _ in range(3):
+            knl(q, a.shape, None, buf)
+        q.finish()
+
+    with polyprof.profile(plugins=["opencl"]) as prof:
+        with polyprof.section("main work"):
+            t = threading.Thread(target=worker, name="cl-worker")
+            t.start()
+            t.join()
+    trace = prof.trace
+    df = _frame(trace)
+    api = df[df.category == "opencl_api"]
+    assert set(api.track) == {"cl-worker"}
+    track = trace.tracks[int(api.track_id.iloc[0])]
+    assert track.tid == tids["worker"] and track.kind == "thread"
+    assert (df[(df.plane == "/device:OpenCL:0")].name == "twice").sum() == 3
+
+
+def test_queue_created_before_the_session_is_reported_not_lost() -> None:
+    ctx = cl.create_some_context(interactive=False)
+    prg = _kernel_program(ctx)
+    q = cl.CommandQueue(ctx)  # before polyprof: cannot be made to profile
+    a = np.ones(1024, np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+    knl = cl.Kernel(prg, "twice")
+    with polyprof.profile(plugins=["opencl"]) as prof:
+        knl(q, a.shape, None, buf)
+        q.finish()
+    df = _frame(prof.trace)
+    assert (df.name == "clEnqueueNDRangeKernel").sum() == 1
+    assert not (df.plane == "/device:OpenCL:0").any()
+    assert prof.trace.metadata["opencl"]["unprofiled"] == 1
+    assert any("no profiling information" in w for w in prof.trace.metadata["warnings"])

@@ -343,6 +343,7 @@ class OpenCLPlugin(Plugin):
                                 "queues_made_profiling": self.patcher.factory.forced if self.patcher.factory else 0}
         self.rec = ic.Recording()  # drop the event references
         self._recs_cache = None
+        self._kernel_names = {}
         return b.build()
 
     def _fit_device(self, dev: Any, hb: np.ndarray, queued: np.ndarray, ha: np.ndarray) -> tuple[ClockFit, dict]:
@@ -401,10 +402,15 @@ class OpenCLPlugin(Plugin):
     def _device_name(self, r: tuple) -> str:
         if r[0] == ic.KERNEL:
             k = r[6]
-            try:
-                return str(k.function_name)
-            except Exception:
-                return "kernel"
+            cache = self.__dict__.setdefault("_kernel_names", {})
+            name = cache.get(id(k))  # the kernels are alive (records hold them): ids are unique
+            if name is None:
+                try:
+                    name = str(k.function_name)
+                except Exception:
+                    name = "kernel"
+                cache[id(k)] = name
+            return name
         return ic.API[r[0]][1]
 
     @staticmethod
