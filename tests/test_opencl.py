@@ -298,3 +298,24 @@ def test_queue_created_before_the_session_is_reported_not_lost() -> None:
     assert not (df.plane == "/device:OpenCL:0").any()
     assert prof.trace.metadata["opencl"]["unprofiled"] == 1
     assert any("no profiling information" in w for w in prof.trace.metadata["warnings"])
+
+
+def test_pyopencl_array_and_queue_subclass_are_profiled() -> None:
+    import pyopencl.array as cla
+
+    ctx = cl.create_some_context(interactive=False)
+    x = np.arange(1000, dtype=np.float32)
+    with polyprof.profile(plugins=["opencl"]) as prof:
+        class MyQueue(cl.CommandQueue):  # user subclass made during the session
+            pass
+
+        q = MyQueue(ctx)
+        assert q.properties & cl.command_queue_properties.PROFILING_ENABLE
+        a = cla.to_device(q, x)
+        y = (a * 2 + 1).get()
+    np.testing.assert_array_equal(y, x * 2 + 1)
+    df = _frame(prof.trace)
+    dev = df[df.plane == "/device:OpenCL:0"]
+    assert (dev.category == "kernel").sum() >= 1
+    assert set(dev[dev.category == "gpu_memcpy"].name) >= {"WriteBuffer (HtoD)", "ReadBuffer (DtoH)"}
+    assert set(dev[dev.category == "gpu_memcpy"].bytes) == {x.nbytes}

@@ -366,6 +366,12 @@ class QueueFactory:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._base, name)
 
+    def __or__(self, other: Any) -> Any:  # ``cl.CommandQueue | None`` in annotations
+        return self._base | other
+
+    def __ror__(self, other: Any) -> Any:
+        return other | self._base
+
     def __repr__(self) -> str:
         return f"<polyprof profiling factory for {self._base!r}>"
 
