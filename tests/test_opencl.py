@@ -319,3 +319,25 @@ def test_pyopencl_array_and_queue_subclass_are_profiled() -> None:
     assert (dev.category == "kernel").sum() >= 1
     assert set(dev[dev.category == "gpu_memcpy"].name) >= {"WriteBuffer (HtoD)", "ReadBuffer (DtoH)"}
     assert set(dev[dev.category == "gpu_memcpy"].bytes) == {x.nbytes}
+
+
+def test_clock_fit_without_enqueue_samples_predicts_queued_times() -> None:
+    """Fit only on (MONOTONIC, RAW, MONOTONIC) triples and markers, then check it on what
+    it did not see: every command's mapped QUEUED time inside its enqueue call."""
+    from polyprof.demo import opencl_pipeline as demo
+
+    with polyprof.profile(plugins=["opencl"], options={"opencl": {"event_samples": False}}) as prof:
+        demo.run(frames=3, height=64, width=96)
+    t = prof.trace
+    sync = t.metadata["clock_sync"]["/device:OpenCL:0"]
+    assert "enqueue_calls" not in sync["sources"] and sync["sources"]["markers"] > 0
+    assert sync["consistent"]
+    bound = sync["bound_ns"] + sync["growth_ppm"] * 1e-6 * 1e9
+    df = _frame(t)
+    api = df[df.category == "opencl_api"].set_index("correlation_id")
+    dev = df[df.plane == "/device:OpenCL:0"]
+    assert len(dev) > 10
+    for _, ev in dev.iterrows():
+        launch = api.loc[ev.correlation_id]
+        queued = ev.start_ns - ev.queue_delay_ns
+        assert launch.start_ns - bound <= queued <= launch.end_ns + bound, (ev["name"], queued - launch.start_ns)
