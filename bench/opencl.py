@@ -7,7 +7,9 @@ Three ways to run the same enqueue loop, interleaved so machine noise hits all a
              session (so the plugin made it profile): interception + profiling
 Operations: a small kernel launch (64 work-items), a small non-blocking write (256 B),
 a small blocking read (256 B). Only the enqueue loop is timed; the queue is drained
-between batches. Reports the median over batches of µs per call, and ratios to plain.
+between batches. Reports the median over batches of µs per call, and ratios to plain;
+and the session's stop + collect time per recorded call (read profiling info, map
+clocks, build the trace).
 
     python bench/opencl.py [--n 2000] [--batches 15] [--json]
 """
@@ -76,29 +78,44 @@ def main() -> int:
     for name, fn in table.items():  # warm up (kernel compile, first-use costs)
         timed(fn, plain_q, 200)
         timed(fn, prof_q, 200)
+    stop_us: list[float] = []
     for _ in range(a.batches):
         for name, fn in table.items():
             res[name]["plain"].append(timed(fn, plain_q, a.n))
             res[name]["prof-queue"].append(timed(fn, prof_q, a.n))
-        with polyprof.profile(plugins=["opencl"]) as prof:
-            q = cl.CommandQueue(ctx)  # made profiling by the plugin
-            for name, fn in table.items():
-                res[name]["polyprof"].append(timed(fn, q, a.n))
-        assert prof.trace.metadata["opencl"]["device_events"] >= a.n * len(table)
+        prof = polyprof.profile(plugins=["opencl"]).start()
+        q = cl.CommandQueue(ctx)  # made profiling by the plugin
+        for name, fn in table.items():
+            res[name]["polyprof"].append(timed(fn, q, a.n))
+        t0 = time.perf_counter_ns()
+        trace = prof.stop()
+        calls = trace.metadata["opencl"]["api_calls"]
+        stop_us.append((time.perf_counter_ns() - t0) / calls / 1000.0)
+        assert trace.metadata["opencl"]["device_events"] >= a.n * len(table)
     out = {}
     for name, cols in res.items():
         med = {k: statistics.median(v) for k, v in cols.items()}
+        best = {k: min(v) for k, v in cols.items()}
         out[name] = {**{f"{k}_us": round(v, 3) for k, v in med.items()},
                      "overhead_us": round(med["polyprof"] - med["plain"], 3),
+                     "interception_us": round(med["polyprof"] - med["prof-queue"], 3),
                      "ratio_polyprof_plain": round(med["polyprof"] / med["plain"], 3),
-                     "ratio_profqueue_plain": round(med["prof-queue"] / med["plain"], 3)}
+                     "ratio_profqueue_plain": round(med["prof-queue"] / med["plain"], 3),
+                     **{f"best_{k}_us": round(v, 3) for k, v in best.items()},
+                     "best_ratio_polyprof_plain": round(best["polyprof"] / best["plain"], 3)}
+    out["stop+collect per recorded call"] = {"us": round(statistics.median(stop_us), 3)}
     if a.json:
         print(json.dumps(out, indent=1))
         return 0
-    print(f"{'operation':28s} {'plain µs':>9s} {'prof-q µs':>9s} {'polyprof µs':>11s} {'+µs':>7s} {'ratio':>6s}")
+    print(f"{'operation (median | best)':28s} {'plain µs':>9s} {'prof-q µs':>9s} {'polyprof µs':>11s} "
+          f"{'+µs':>7s} {'ratio':>6s} | {'plain':>6s} {'prof-q':>6s} {'polyprof':>8s} {'ratio':>6s}")
     for name, r in out.items():
+        if "plain_us" not in r:
+            continue
         print(f"{name:28s} {r['plain_us']:9.2f} {r['prof-queue_us']:9.2f} {r['polyprof_us']:11.2f} "
-              f"{r['overhead_us']:7.2f} {r['ratio_polyprof_plain']:6.2f}")
+              f"{r['overhead_us']:7.2f} {r['ratio_polyprof_plain']:6.2f} | {r['best_plain_us']:6.2f} "
+              f"{r['best_prof-queue_us']:6.2f} {r['best_polyprof_us']:8.2f} {r['best_ratio_polyprof_plain']:6.2f}")
+    print(f"session stop + collect: {out['stop+collect per recorded call']['us']:.2f} µs per recorded call")
     print(f"({a.batches} batches of {a.n} calls, median; pyopencl {cl.VERSION_TEXT}, "
           f"device {ctx.devices[0].name.strip()}, python {sys.version.split()[0]})")
     return 0
