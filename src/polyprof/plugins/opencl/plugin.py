@@ -15,6 +15,7 @@ at stop and periodically in between pin the line to within a few hundred ns.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -59,6 +60,19 @@ class _RawSampler(threading.Thread):
     def run(self) -> None:
         while not self.halt.wait(self.interval):
             self.samples.append(_raw_triple())
+
+
+def _sizes_text(v: Any) -> str | None:
+    """A work size as "x,y,z" (the grid/block stat format)."""
+    if isinstance(v, int):
+        return str(v)
+    try:
+        return ",".join(str(int(x)) for x in v)
+    except Exception:
+        return None
+
+
+_sizes_cached = functools.lru_cache(maxsize=4096)(_sizes_text)
 
 
 def _devices() -> list[Any]:
@@ -417,12 +431,10 @@ class OpenCLPlugin(Plugin):
     def _sizes(v: Any) -> str | None:
         if v is None:
             return None
-        if isinstance(v, int):
-            return str(v)
         try:
-            return ",".join(str(int(x)) for x in v)
-        except Exception:
-            return None
+            return _sizes_cached(v)
+        except TypeError:  # unhashable (a list)
+            return _sizes_text(v)
 
     def _api_stats(self, b: TraceBuilder, recs: list[tuple], host_rows: np.ndarray, api: np.ndarray,
                    qkey: np.ndarray, qinfo: dict, incomplete: np.ndarray, ptr_to_row: dict[int, int],
