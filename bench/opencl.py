@@ -64,6 +64,40 @@ def timed(fn: Callable[[Any, int], None], q: Any, n: int) -> float:
     return dt / n / 1000.0  # µs per call
 
 
+def wrapper_alone(n: int, repeat: int) -> dict[str, float]:
+    """The wrapper around a trivial function, no OpenCL call: the pure cost of
+    interception (two clock reads, one record), immune to device noise."""
+    from polyprof.plugins.opencl import intercept as ic
+
+    ev = object()
+
+    def orig(queue: Any, kernel: Any, g: Any, l: Any, *args: Any, **kwargs: Any) -> Any:
+        return ev
+
+    wrapped = ic.wrap_kernel(orig)
+    g = (64,)
+
+    def best(fn: Callable[[], Any]) -> float:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                fn()
+            times.append((time.perf_counter_ns() - t0) / n / 1000.0)
+        return min(times)
+
+    saved = ic._rec
+    try:
+        ic._rec = ic.Recording()
+        out = {"bare_us": best(lambda: orig(1, 2, g, None)),
+               "wrapped_recording_us": best(lambda: wrapped(1, 2, g, None))}
+        ic._rec = None
+        out["wrapped_idle_us"] = best(lambda: wrapped(1, 2, g, None))
+    finally:
+        ic._rec = saved
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=2000, help="calls per batch")
@@ -104,6 +138,7 @@ def main() -> int:
                      **{f"best_{k}_us": round(v, 3) for k, v in best.items()},
                      "best_ratio_polyprof_plain": round(best["polyprof"] / best["plain"], 3)}
     out["stop+collect per recorded call"] = {"us": round(statistics.median(stop_us), 3)}
+    out["wrapper alone"] = wrapper_alone(20000, 7)
     if a.json:
         print(json.dumps(out, indent=1))
         return 0
@@ -115,6 +150,9 @@ def main() -> int:
         print(f"{name:28s} {r['plain_us']:9.2f} {r['prof-queue_us']:9.2f} {r['polyprof_us']:11.2f} "
               f"{r['overhead_us']:7.2f} {r['ratio_polyprof_plain']:6.2f} | {r['best_plain_us']:6.2f} "
               f"{r['best_prof-queue_us']:6.2f} {r['best_polyprof_us']:8.2f} {r['best_ratio_polyprof_plain']:6.2f}")
+    w = out["wrapper alone"]
+    print(f"wrapper alone (trivial function, best of 7): bare {w['bare_us']:.3f} µs, wrapped and recording "
+          f"{w['wrapped_recording_us']:.3f} µs, wrapped idle {w['wrapped_idle_us']:.3f} µs")
     print(f"session stop + collect: {out['stop+collect per recorded call']['us']:.2f} µs per recorded call")
     print(f"({a.batches} batches of {a.n} calls, median; pyopencl {cl.VERSION_TEXT}, "
           f"device {ctx.devices[0].name.strip()}, python {sys.version.split()[0]})")
