@@ -41,6 +41,8 @@ _BY_CATEGORY: dict[str, Kind] = {
     "xpu_runtime": Kind.RUNTIME,
     "privateuse1_runtime": Kind.RUNTIME,
     "opencl_api": Kind.RUNTIME,
+    "opencl_map": Kind.MEMCPY,  # clEnqueueMap/Unmap on the device queue
+    "opencl_marker": Kind.OTHER,  # markers and barriers: zero-length queue events
     "cpu_op": Kind.CPU_OP,
     "operator": Kind.CPU_OP,
     "user_annotation": Kind.ANNOTATION,
@@ -50,8 +52,6 @@ _BY_CATEGORY: dict[str, Kind] = {
     "python_function": Kind.PYTHON,
     "mark": Kind.MARK,
     "derived": Kind.DERIVED,
-    "opencl_map": Kind.MEMCPY,
-    "opencl_marker": Kind.OTHER,
 }
 
 #: Kinds that occupy a device: the "busy" in a temporal breakdown.
