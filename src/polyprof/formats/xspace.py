@@ -10,9 +10,13 @@ treats them as the event's own. Well-known XProf names are also copied to polypr
 keys (``step_num`` -> ``step``...) so analyses find them.
 
 Writing: any Trace becomes an XSpace with one plane per plane and one line per track,
-metadata deduplicated per plane, stats with their value kinds. A polyprof category, flows
-and counters are written in a way XProf ignores and this reader restores, so
-polyprof -> XSpace -> polyprof keeps them.
+metadata deduplicated per plane, stats with their value kinds. XProf holds times as
+uint64 picoseconds, so absolute (wall-clock) times are written relative to the first
+event, like JAX does, with a "Task Environment" plane giving the wall-clock start. A
+polyprof category, flows, counters, track kinds and the trace's metadata are written in
+``polyprof.*`` stats XProf ignores and this reader restores, so polyprof -> XSpace ->
+polyprof keeps them. XProf's own "flow" stats are kept as raw values (not decoded into
+flows).
 """
 
 from __future__ import annotations
