@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import polyprof
-from polyprof.collect.plugin import SessionContext
 from polyprof.errors import PluginStateError
 from polyprof.plugins.jax import JaxPlugin
 from polyprof.trace import keys
