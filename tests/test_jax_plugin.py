@@ -147,3 +147,15 @@ def test_keep_logdir_for_xprof(tmp_path) -> None:
     kept = prof.trace.metadata["jax"]["xplane"]
     assert kept.startswith(str(tmp_path)) and kept.endswith(".xplane.pb")
     assert polyprof.load(kept).n_events > 0
+
+
+def test_jax_profiler_already_running_is_reported_not_raised(tmp_path) -> None:
+    """Only one jax.profiler trace can run: the plugin's start fails, the session goes on."""
+    with jax.profiler.trace(str(tmp_path)):
+        with polyprof.profile(plugins=["jax"]) as prof:
+            with polyprof.section("work"):
+                jnp.ones(8).block_until_ready()
+    trace = prof.trace
+    assert trace.metadata["plugins"]["jax"] == "failed"
+    assert [e["phase"] for e in trace.metadata["plugin_errors"] if e["plugin"] == "jax"] == ["start"]
+    assert "work" in set(trace.names())

@@ -403,6 +403,8 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
         _wall_anchor(trace, task_env)
     _add_aliases(trace, drop_aliases)
     _classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
+    log.debug("xspace %s: %d planes, %d lines, %d events, %d stat keys", source, len(trace.planes),
+              len(trace.tracks), trace.n_events, len(trace.stats))
     return trace
 
 

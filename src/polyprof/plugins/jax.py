@@ -58,7 +58,12 @@ class JaxPlugin(Plugin):
         opts = jp.ProfileOptions()
         opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
         opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))
-        jp.start_trace(str(self._logdir), profiler_options=opts)
+        try:
+            jp.start_trace(str(self._logdir), profiler_options=opts)
+        except BaseException:
+            if self._owns_dir:
+                shutil.rmtree(self._logdir, ignore_errors=True)
+            raise
         self._brackets = self._bracket(jp, "start")
 
     @staticmethod
