@@ -336,3 +336,27 @@ def test_tpu_sample_as_a_table(tpu_trace: Trace) -> None:
     per_line = df.groupby(["plane", "track"], observed=True).size()
     assert per_line[("/device:TPU:0", "XLA Ops")] == 1504
     assert per_line[("/device:TPU:1", "XLA Ops")] == 1503
+
+
+def test_xprof_flow_stats_become_flows() -> None:
+    """An XSpace from another producer whose events share XProf "flow" stats (a launch,
+    a kernel, a memcpy in one flow; flow value = id << 2 | direction, context type in
+    the top 6 bits) reads as two linked flows in time order."""
+    from polyprof.formats import xplane_pb2 as pb
+
+    space = pb.XSpace()
+    plane = space.planes.add(id=0, name="/device:GPU:0")
+    plane.stat_metadata[1].id, plane.stat_metadata[1].name = 1, "flow"
+    for i, name in enumerate(["launch", "kernel", "copy", "other"], start=1):
+        plane.event_metadata[i].id, plane.event_metadata[i].name = i, name
+    line = plane.lines.add(id=7, name="Stream #7", timestamp_ns=1000)
+    flow_id, ctx = 77, 9
+    for mid, off, direction in [(2, 5_000, 3), (1, 1_000, 2), (3, 9_000, 1), (4, 2_000, 0)]:
+        ev = line.events.add(metadata_id=mid, offset_ps=off * 1000, duration_ps=1000)
+        if direction:
+            ev.stats.add(metadata_id=1, uint64_value=(flow_id << 2) | direction | (ctx << 58))
+    trace = xspace.from_bytes(space.SerializeToString())
+    names = trace.names()
+    got = [(names[s], names[d], int(i), trace.strings[c]) for s, d, i, c in
+           zip(trace.flows["src"], trace.flows["dst"], trace.flows["id"], trace.flows["category"])]
+    assert got == [("launch", "kernel", 77, "xflow:9"), ("kernel", "copy", 77, "xflow:9")]

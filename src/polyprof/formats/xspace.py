@@ -401,6 +401,8 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     trace = b.build()
     if not stored_meta:
         _wall_anchor(trace, task_env)
+    if producer != "polyprof":
+        _xprof_flows(trace)
     _add_aliases(trace, drop_aliases)
     _classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
     log.debug("xspace %s: %d planes, %d lines, %d events, %d stat keys", source, len(trace.planes),
@@ -460,6 +462,45 @@ def _wall_anchor(trace: Trace, task_env: dict[str, Any]) -> None:
     elif trace.n_events and start > 10**18:  # absolute wall-clock ns
         trace.metadata["wall_anchor"] = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
         trace.metadata["clock"] = "xspace (wall-clock ns)"
+
+
+_FLOW_ID_MASK = (1 << 56) - 1
+
+
+def _xprof_flows(trace: Trace) -> None:
+    """Flows from XProf's "flow" stats (direction in bits 0-1, a 56-bit flow id in bits
+    2-57, a context type in bits 58-63): the events sharing a flow id, in time order,
+    linked one to the next (category ``xflow`` or ``xflow:<context type>``). XProf
+    itself links GPU launches to kernels by correlation id, which stays a stat here."""
+    col = trace.stats.get("flow")
+    if col is None or col.kind not in "iu" or len(col) < 2:
+        return
+    vals = col.values.astype(np.uint64)
+    ids = (vals >> np.uint64(2)) & np.uint64(_FLOW_ID_MASK)
+    cats = (vals >> np.uint64(58)).astype(np.int64)
+    order = np.lexsort((trace.start_ns[col.rows], ids))
+    rows, ids, cats = col.rows[order], ids[order], cats[order]
+    link = np.flatnonzero(ids[1:] == ids[:-1])
+    if not len(link):
+        return
+    names = [("xflow" if c == 0 else f"xflow:{c}") for c in cats[link].tolist()]
+    cat_ids = []
+    for nm in names:
+        i = trace.string_id(nm)
+        if i < 0:
+            i = len(trace.strings)
+            trace.strings.append(nm)
+            trace.__dict__.pop("_string_index", None)
+            trace.__dict__.pop("_string_array", None)
+            trace.__dict__.pop("kinds", None)
+        cat_ids.append(i)
+    fl = trace.flows
+    trace.flows = {
+        "src": np.concatenate([fl["src"], rows[link]]).astype(np.int64),
+        "dst": np.concatenate([fl["dst"], rows[link + 1]]).astype(np.int64),
+        "id": np.concatenate([fl["id"], ids[link].astype(np.int64)]),
+        "category": np.concatenate([fl["category"], np.asarray(cat_ids, np.int32)]),
+    }
 
 
 def _add_aliases(trace: Trace, drop: set[str]) -> None:
