@@ -33,7 +33,7 @@ from ..trace.core import Trace
 log = logging.getLogger("polyprof")
 
 #: Text handed to orjson at a time (whole events); bounds the parsed objects alive at once.
-CHUNK_BYTES = 2 << 20
+CHUNK_BYTES = 256 << 10
 _READ_BYTES = 1 << 20
 _SLURP_LIMIT = 64 << 20  # no event boundary found within this much text: parse in one piece
 
@@ -461,10 +461,9 @@ class _Collector:
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pid", "tid", "name", "cat", "ts", "dur")}
         self.b_rows: list[np.ndarray] = []
         self.ends: list[tuple] = []  # E events: (pid, tid, ts, pos, args)
-        self.flow_cols: dict[str, list[np.ndarray]] = {k: [] for k in ("key", "ph", "pid", "tid", "ts", "enclosing")}
-        self.flow_keys: dict[tuple, int] = {}
-        self.flow_cat: list[str] = []
-        self.flow_id: list[int] = []
+        self.flow_cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
+        self.flow_names: dict[bytes, int] = {}  # flow ids that are not integers
         self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
         self.process: dict[Any, dict[str, Any]] = {}
         self.threads: dict[tuple, dict[str, Any]] = {}
@@ -592,33 +591,30 @@ class _Collector:
                 self.skipped[p] = self.skipped.get(p, 0) + 1
 
     def _flow_slice(self, sel: list, ph: np.ndarray, ts_ns: np.ndarray) -> None:
-        ids = [e.get("id") for e in sel]
+        ids, cats, pid, tid, bp = _fields(sel, ("id", "cat", "pid", "tid", "bp"), (None, "", None, None, None))
         if None in ids:
             for j, e in enumerate(sel):
                 if ids[j] is None:
                     id2 = e.get("id2")
                     ids[j] = next(iter(id2.values()), None) if isinstance(id2, dict) and id2 else e.get("bind_id")
-        cats = [e.get("cat", "") for e in sel]
-        try:
-            pairs = list(zip(cats, ids))
-            fk = _codes(pairs, self.flow_keys, self._new_flow)
-        except TypeError:  # unhashable ids: use their JSON text
-            pairs = [(c if isinstance(c, str) else str(c), i if _hashable(i) else orjson.dumps(i).decode())
-                     for c, i in pairs]
-            fk = _codes(pairs, self.flow_keys, self._new_flow)
+        fid = None
+        if set(map(type, ids)) == {int}:
+            try:
+                fid = np.array(ids, np.int64)
+            except OverflowError:
+                fid = None
+        if fid is None or np.any(fid < 0):  # other ids: numbered by their text, below zero
+            names = self.flow_names
+            fid = np.array([i if type(i) is int and 0 <= i < 2 ** 63 else
+                            -2 - names.setdefault(orjson.dumps(i), len(names)) for i in ids], np.int64)
         fc = self.flow_cols
-        fc["key"].append(np.array(fk, np.int64))
+        fc["cat"].append(np.array(_codes(cats, self.strings, self._sid), np.int64))
+        fc["id"].append(fid)
         fc["ph"].append(ph)
-        fc["pid"].append(np.array(_codes([e.get("pid") for e in sel], self.pids, self._new_code(self.pids)), np.int64))
-        fc["tid"].append(np.array(_codes([e.get("tid") for e in sel], self.tids, self._new_code(self.tids)), np.int64))
+        fc["pid"].append(np.array(_codes(pid, self.pids, self._new_code(self.pids)), np.int64))
+        fc["tid"].append(np.array(_codes(tid, self.tids, self._new_code(self.tids)), np.int64))
         fc["ts"].append(ts_ns)
-        fc["enclosing"].append((ph != _F) | np.array([e.get("bp") == "e" for e in sel]))
-
-    def _new_flow(self, key: tuple) -> int:
-        cat, fid = key
-        self.flow_cat.append(cat if isinstance(cat, str) else str(cat))
-        self.flow_id.append(fid if isinstance(fid, int) and not isinstance(fid, bool) else -1)
-        return len(self.flow_cat) - 1
+        fc["enclosing"].append((ph != _F) | np.array([x == "e" for x in bp]))
 
     def _meta(self, e: dict) -> None:
         name, args = e.get("name"), e.get("args") or {}
@@ -819,10 +815,12 @@ class _Collector:
     def _flows(self, track: np.ndarray, ts: np.ndarray, dur: np.ndarray, cat_c: np.ndarray,
                track_of_pair: dict[int, int], ntid: int, base: int) -> None:
         fc = self.flow_cols
-        if not fc["key"] or not len(ts):
-            self.unbound_flows = len(fc["key"])
+        if not fc["id"] or not len(ts):
+            self.unbound_flows = sum(len(x) for x in fc["id"])
             return
-        key = np.concatenate(fc["key"])
+        fcat, fid = np.concatenate(fc["cat"]), np.concatenate(fc["id"])
+        _, first, key = np.unique(np.stack([fcat, fid], axis=1), axis=0, return_index=True, return_inverse=True)
+        key = key.reshape(-1)
         ph = np.concatenate(fc["ph"])
         fts = np.concatenate(fc["ts"]) + base
         fpair = np.concatenate(fc["pid"]) * ntid + np.concatenate(fc["tid"])
@@ -845,12 +843,12 @@ class _Collector:
         ok = (src >= 0) & (dst >= 0) & (src != dst)
         self.unbound_flows = int(np.count_nonzero(~ok))
         src, dst, fkey = src[ok], dst[ok], fkey[ok]
-        ids = np.array(self.flow_id, np.int64)[fkey]
+        ids = fid[first][fkey]
         ids = np.where(ids >= 0, ids, fkey + 1)
-        cats = np.array(self.flow_cat, dtype=object)[fkey] if len(fkey) else np.zeros(0, object)
-        for c in dict.fromkeys(cats.tolist()):
+        cats = fcat[first][fkey]
+        for c in np.unique(cats).tolist():
             m = cats == c
-            self.b.flows(src[m], dst[m], ids[m], c)
+            self.b.flows(src[m], dst[m], ids[m], self.b.strings[c])
 
     def _annotation_mask(self, cat_c: np.ndarray) -> np.ndarray:
         ann = [i for i, s in enumerate(self.b.strings)
