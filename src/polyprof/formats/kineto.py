@@ -397,12 +397,6 @@ def _other_phase(p: Any) -> int:
     return _OTHER
 
 
-def _fields(evs: list, names: tuple[str, ...], defaults: tuple | None = None) -> list:
-    """Columns of ``names`` from event dicts (a comprehension per field is the fastest way)."""
-    defaults = defaults or (None,) * len(names)
-    return [[e.get(k, d) for e in evs] for k, d in zip(names, defaults)]
-
-
 def _codes(values: list, table: dict, make: Callable[[Any], int]) -> list[int]:
     """Ids for values through ``table`` (filled by ``make`` for new values)."""
     try:
@@ -526,12 +520,7 @@ class _Collector:
         return _us_to_ns(us)
 
     def _id_codes(self, values: list, table: dict) -> np.ndarray:
-        """Codes of pid/tid values; the common all-int case goes through np.unique."""
-        arr = np.array(values) if values else np.zeros(0, np.int64)
-        if arr.dtype.kind == "i" and arr.ndim == 1:
-            uniq, inv = np.unique(arr, return_inverse=True)
-            codes = np.array(_codes(uniq.tolist(), table, self._new_code(table)), np.int64)
-            return codes[inv.reshape(-1)]
+        """Codes of pid/tid values (ints or strings)."""
         return np.array(_codes(values, table, self._new_code(table)), np.int64)
 
     def _times_from_text(self, evs: list, text: bytes) -> np.ndarray | None:
@@ -637,7 +626,11 @@ class _Collector:
                 self.skipped[p] = self.skipped.get(p, 0) + 1
 
     def _flow_slice(self, sel: list, ph: np.ndarray, ts_ns: np.ndarray) -> None:
-        ids, cats, pid, tid, bp = _fields(sel, ("id", "cat", "pid", "tid", "bp"), (None, "", None, None, None))
+        ids = [e.get("id") for e in sel]
+        cats = [e.get("cat", "") for e in sel]
+        pid = [e.get("pid") for e in sel]
+        tid = [e.get("tid") for e in sel]
+        bp = [e.get("bp") for e in sel]
         if None in ids:
             for j, e in enumerate(sel):
                 if ids[j] is None:
@@ -657,10 +650,12 @@ class _Collector:
         fc["cat"].append(np.array(_codes(cats, self.strings, self._sid), np.int64))
         fc["id"].append(fid)
         fc["ph"].append(ph)
-        fc["pid"].append(np.array(_codes(pid, self.pids, self._new_code(self.pids)), np.int64))
-        fc["tid"].append(np.array(_codes(tid, self.tids, self._new_code(self.tids)), np.int64))
+        fc["pid"].append(self._id_codes(pid, self.pids))
+        fc["tid"].append(self._id_codes(tid, self.tids))
         fc["ts"].append(ts_ns)
-        fc["enclosing"].append((ph != _F) | np.array([x == "e" for x in bp]))
+        bp_arr = np.empty(len(bp), dtype=object)
+        bp_arr[:] = bp
+        fc["enclosing"].append((ph != _F) | (bp_arr == "e"))
 
     def _meta(self, e: dict) -> None:
         name, args = e.get("name"), e.get("args") or {}
