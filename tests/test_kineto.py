@@ -405,3 +405,12 @@ def test_absolute_microseconds_keep_their_nanoseconds(tmp_path: Path):
     same3.write_text('{"traceEvents": [' + body.replace(".8,", ".800,").replace(".25,", ".250,")
                      .replace("690,", "690.000,") + ']}')
     assert kineto.load(same3).start_ns.tolist() == [int(Decimal(x) * 1000) for x in ts]
+
+
+def test_progress_bar_gives_the_same_trace(capsys):
+    path = KINETO_DIR / "mi250_rocm_minitoy.json.gz"
+    with_bar = kineto.load(path, progress=True)
+    plain = kineto.load(path)
+    assert with_bar.n_events == plain.n_events
+    assert np.array_equal(with_bar.start_ns, plain.start_ns)
+    assert capsys.readouterr().out == ""  # the bar goes to stderr only
