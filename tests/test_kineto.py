@@ -414,3 +414,13 @@ def test_progress_bar_gives_the_same_trace(capsys):
     assert with_bar.n_events == plain.n_events
     assert np.array_equal(with_bar.start_ns, plain.start_ns)
     assert capsys.readouterr().out == ""  # the bar goes to stderr only
+
+
+def test_chrome_json_written_by_polyprof_loads_back(tmp_path: Path, loaded):
+    a, _ = loaded["a100_nccl_rank0.json.gz"]
+    out = chrome.write(a, tmp_path / "c.json.gz")
+    b = load_any(out)
+    assert b.n_events == a.n_events
+    assert {p.name for p in b.planes if p.kind == "device"} == {"/device:GPU:0"}
+    assert sorted(b.names().tolist()) == sorted(a.names().tolist())
+    assert len(b.flows["src"]) == len(a.flows["src"])

@@ -45,6 +45,7 @@ _PHASES = {"X": _X, "i": _I, "I": _I, "B": _B, "E": _E, "C": _C, "s": _S, "t": _
 _TE_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _TS_RE = re.compile(rb'"ts":\s*(-?[\d.eE+-]+)')
 _DEVICE_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z_]*)\s*:?\s*(\d+)\s*$")
+_PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d+)$")
 _DEVICE_KINDS = {"GPU", "MTIA", "XPU", "HPU", "NPU", "TPU", "MPS", "IPU", "DEVICE"}
 #: Categories that only occur on a device timeline (used when a pid has no labels).
 _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "mtia_ccp_events",
@@ -772,6 +773,10 @@ class _Collector:
             info = self.process.get(pv, {}) if _hashable(pv) else {}
             labels, pname = info.get("process_labels"), info.get("process_name")
             dev = None
+            m = _PLANE_NAME.match(pname) if isinstance(pname, str) else None
+            if m:  # a Chrome trace polyprof wrote: processes are named after planes
+                kinds.append(("device", m.group(1), int(m.group(2))))
+                continue
             for text, strict in ((labels, False), (pname, True)):
                 if isinstance(text, str):
                     m = _DEVICE_LABEL.match(text)
@@ -787,15 +792,19 @@ class _Collector:
         host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and isinstance(pid_vals[c], int)
                       and not isinstance(pid_vals[c], bool)]
         main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None
+        used = set(np.unique(pid_c).tolist()) | {c[0] for c in self.counters}
         out: list[tuple[int, str]] = []
         for code, pv in enumerate(pid_vals):
             kind, dkind, index = kinds[code]
+            if code not in used:  # only flow endpoints or E events: no plane of its own
+                out.append((-1, kind))
+                continue
             info = self.process.get(pv, {}) if _hashable(pv) else {}
             props = {k: v for k, v in info.items() if v is not None}
             if kind == "device":
                 dp = devprops.get(index, {})
                 props = {**dp, **props}
-                vendor = _vendor(dkind, dp.get("name", ""), vendor_hint)
+                vendor = _vendor(dkind, str(dp.get("name", "")), vendor_hint)
                 pid = pv if isinstance(pv, int) else index
                 out.append((b.plane(keys.device_plane(dkind, index), "device", vendor, index, pid, props), "device"))
             elif code == main or not isinstance(pv, int) or isinstance(pv, bool):
