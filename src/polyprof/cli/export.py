@@ -13,6 +13,7 @@ FORMATS = {
     "polyprof": "polyprof.formats.native:save",
     "xspace": "polyprof.formats.xspace:write",  # .xplane.pb (TensorBoard / XProf)
     "tensorboard": "polyprof.formats.xspace:write_logdir",  # -o is a log directory
+    "kineto": "polyprof.formats.kineto_writer:write",
 }
 
 
