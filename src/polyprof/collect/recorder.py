@@ -50,6 +50,8 @@ class Recorder:
         self.steps: list[int] = []
         #: callables(name, is_enter) that mirror sections into other tools (e.g. torch)
         self.listeners: list[Callable[[str, bool], None]] = []
+        #: callables(n) told after the n-th polyprof.step() call (e.g. torch's ProfilerStep#n)
+        self.step_listeners: list[Callable[[int], None]] = []
 
     def intern(self, name: str) -> int:
         i = self._ids.get(name)
@@ -184,3 +186,10 @@ def step() -> None:
     if rec is None or not rec.active:
         return
     rec.steps.append(_now())
+    if rec.step_listeners:
+        n = len(rec.steps)
+        for fn in rec.step_listeners:
+            try:
+                fn(n)
+            except Exception:  # a listener must never break the user's program
+                pass

@@ -1,0 +1,165 @@
+"""``polyprof.torch.profile``: a drop-in for ``torch.profiler.profile`` that also runs a
+polyprof session.
+
+    with polyprof.torch.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
+                                on_trace_ready=torch.profiler.tensorboard_trace_handler("log")) as prof:
+        for batch in data:
+            train_step(batch)
+            prof.step()
+    prof.trace          # the polyprof Trace
+    prof.key_averages() # still torch's
+
+It is a subclass of ``torch.profiler.profile``: same arguments, same methods
+(``step``, ``export_chrome_trace``, ``key_averages``, ``events``...), the same
+``on_trace_ready`` calls at the end of each active cycle. On top of that it runs one
+polyprof session (host sections, steps, counters and every other default plugin)
+for the whole ``with`` block, and ``.trace`` is that session's Trace after exit:
+**one trace for the whole run**, holding torch's ops for every active cycle (each
+cycle aligned to the session clock on its own; ``metadata["clock_sync"]["torch"]
+["cycles"]`` describes each). ``step()`` also calls ``polyprof.step()``, so
+polyprof's step N is torch's ``ProfilerStep#N``.
+
+If another polyprof session is already active (e.g. under ``polyprof run``), this
+profiler behaves exactly like torch's and ``.trace`` stays None.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+import torch.profiler
+
+from .collect import recorder as rec_mod
+from .collect.registry import resolve
+from .collect.session import Session, active_session
+from .errors import PolyprofError
+from .plugins.torch import TorchPlugin
+from .trace.core import Trace
+
+log = logging.getLogger("polyprof")
+
+__all__ = ["profile"]
+
+
+class profile(torch.profiler.profile):
+    """torch.profiler.profile plus a polyprof session (see the module docstring).
+
+    Extra keyword arguments: ``plugins`` (other polyprof plugins to run, default: every
+    available default plugin), ``output`` (write the polyprof trace there at exit),
+    ``polyprof_options`` (per-plugin options, as ``polyprof.profile(options=)``).
+    Everything else goes to ``torch.profiler.profile`` unchanged.
+    """
+
+    def __init__(self, *, activities: Iterable[Any] | None = None,
+                 schedule: Callable[[int], Any] | None = None,
+                 on_trace_ready: Callable[..., Any] | None = None, record_shapes: bool = False,
+                 profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
+                 with_modules: bool = False, experimental_config: Any = None,
+                 plugins: Sequence[str] | None = None, output: str | Path | None = None,
+                 polyprof_options: dict[str, Any] | None = None, **torch_kwargs: Any) -> None:
+        self._pp_user_handler: Callable[..., Any] | None = None
+        self._pp_plugins = plugins
+        self._pp_output = output
+        self._pp_options = dict(polyprof_options or {})
+        self._pp_session: Session | None = None
+        self._pp_plugin: TorchPlugin | None = None
+        self._pp_capture: Any = None
+        #: the polyprof Trace of the whole run, set when the profiler stops
+        self.trace: Trace | None = None
+        super().__init__(activities=activities, schedule=schedule, on_trace_ready=on_trace_ready,
+                         record_shapes=record_shapes, profile_memory=profile_memory,
+                         with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
+                         experimental_config=experimental_config, **torch_kwargs)
+
+    # torch calls ``self.on_trace_ready(self)`` at the end of each cycle; the property
+    # puts our export in front of the user's handler whichever way it was set.
+    @property  # type: ignore[override]
+    def on_trace_ready(self) -> Callable[..., Any]:
+        return self._pp_trace_ready
+
+    @on_trace_ready.setter
+    def on_trace_ready(self, fn: Callable[..., Any] | None) -> None:
+        self._pp_user_handler = fn
+
+    def _pp_trace_ready(self, prof: Any) -> None:
+        plugin, cap = self._pp_plugin, self._pp_capture
+        if plugin is not None and cap is not None:
+            try:
+                plugin.export(self, cap)
+            except Exception as e:  # polyprof must not break torch's own flow
+                log.warning("polyprof could not export torch's cycle: %s", e)
+            self._pp_capture = None
+        if self._pp_user_handler is not None:
+            self._pp_user_handler(prof)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._pp_open_session()
+        try:
+            super().start()
+        except BaseException:
+            self._pp_close_session()
+            raise
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            self._pp_close_session()
+
+    def step(self) -> None:
+        """torch's step, and polyprof.step() (called first, so the two agree on N)."""
+        rec_mod.step()
+        super().step()
+
+    def start_trace(self) -> None:
+        super().start_trace()
+        plugin = self._pp_plugin
+        if plugin is not None:
+            self._pp_capture = plugin.new_capture()
+            plugin.sync(self._pp_capture)
+
+    def stop_trace(self) -> None:
+        plugin, cap = self._pp_plugin, self._pp_capture
+        if plugin is not None and cap is not None:
+            plugin.sync(cap)
+        super().stop_trace()
+
+    # ------------------------------------------------------------------ the session
+    def _pp_open_session(self) -> None:
+        if self._pp_session is not None:
+            return
+        if active_session() is not None:
+            log.warning("polyprof.torch.profile inside an active polyprof session: profiling "
+                        "with torch only (.trace stays None)")
+            return
+        try:
+            if self._pp_plugins is None:
+                names = [p.name for p in resolve(None) if p.name != "torch"]
+            else:
+                names = [p for p in self._pp_plugins if p != "torch"]
+            plugin = TorchPlugin(driver=self, **self._pp_options.get("torch", {}))
+            session = Session([*names, plugin], output=self._pp_output, options=self._pp_options)
+            session.start()
+        except PolyprofError as e:
+            log.warning("polyprof session not started: %s", e)
+            return
+        self._pp_session, self._pp_plugin = session, plugin
+
+    def _pp_close_session(self) -> None:
+        session, self._pp_session = self._pp_session, None
+        if session is None:
+            return
+        try:
+            self.trace = session.stop()
+        finally:
+            self._pp_plugin = None
+            self._pp_capture = None
+
+    @property
+    def session(self) -> Session | None:
+        """The polyprof session while the profiler runs."""
+        return self._pp_session
