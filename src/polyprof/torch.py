@@ -25,7 +25,12 @@ profiler behaves exactly like torch's and ``.trace`` stays None.
 
 from __future__ import annotations
 
+import gzip
 import logging
+import os
+import shutil
+import tempfile
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -67,6 +72,9 @@ class profile(torch.profiler.profile):
         self._pp_session: Session | None = None
         self._pp_plugin: TorchPlugin | None = None
         self._pp_capture: Any = None
+        self._pp_saved: tuple[Any, str] | None = None  # (torch's cycle profiler, our export)
+        self._pp_dir = tempfile.mkdtemp(prefix="polyprof-torch-")
+        weakref.finalize(self, shutil.rmtree, self._pp_dir, True)
         #: the polyprof Trace of the whole run, set when the profiler stops
         self.trace: Trace | None = None
         super().__init__(activities=activities, schedule=schedule, on_trace_ready=on_trace_ready,
@@ -89,11 +97,27 @@ class profile(torch.profiler.profile):
         if plugin is not None and cap is not None:
             try:
                 plugin.export(self, cap)
+                if cap.path:
+                    self._pp_saved = (self.profiler, cap.path)
             except Exception as e:  # polyprof must not break torch's own flow
                 log.warning("polyprof could not export torch's cycle: %s", e)
             self._pp_capture = None
         if self._pp_user_handler is not None:
             self._pp_user_handler(prof)
+
+    def export_chrome_trace(self, path: str, use_python_export: bool = False) -> Any:
+        """As torch's. Kineto saves a cycle only once and polyprof saved it already,
+        so a cycle polyprof exported is copied (gzipped for ``.gz``) from that file."""
+        saved = self._pp_saved
+        if saved is not None and saved[0] is self.profiler and os.path.exists(saved[1]):
+            path = os.fspath(path)
+            if path.endswith(".gz"):
+                with open(saved[1], "rb") as fin, gzip.open(path, "wb") as fout:
+                    shutil.copyfileobj(fin, fout)
+            else:
+                shutil.copyfile(saved[1], path)
+            return None
+        return super().export_chrome_trace(path, use_python_export=use_python_export)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -141,7 +165,8 @@ class profile(torch.profiler.profile):
                 names = [p.name for p in resolve(None) if p.name != "torch"]
             else:
                 names = [p for p in self._pp_plugins if p != "torch"]
-            plugin = TorchPlugin(driver=self, **self._pp_options.get("torch", {}))
+            plugin = TorchPlugin(driver=self, **{**self._pp_options.get("torch", {}),
+                                                 "export_dir": self._pp_dir})
             session = Session([*names, plugin], output=self._pp_output, options=self._pp_options)
             session.start()
         except PolyprofError as e:

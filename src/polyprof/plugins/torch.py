@@ -224,7 +224,8 @@ class TorchPlugin(Plugin):
     "cuda" or ``ProfilerActivity`` values; default: CPU plus every present device),
     ``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``,
     ``with_modules`` (as torch), ``all_threads`` (default True), ``mirror_sections``
-    (default True), ``keep_export`` (a directory to keep torch's JSON in).
+    (default True), ``keep_export`` (a directory to keep torch's JSON in),
+    ``export_dir`` (where torch's JSON is written; default a temp dir removed at collect).
     """
 
     name = "torch"
@@ -243,6 +244,7 @@ class TorchPlugin(Plugin):
         self._hook: _ImportHook | None = None
         self._step_range: Any = None
         self._tmpdir: str | None = None
+        self._own_tmpdir = True
         self._thread_names: dict[int, str] = {}
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
@@ -259,7 +261,9 @@ class TorchPlugin(Plugin):
 
     # ------------------------------------------------------------------ lifecycle
     def _start(self, ctx: SessionContext) -> None:
-        self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
+        given = self.options.get("export_dir")
+        self._own_tmpdir = not given
+        self._tmpdir = str(given) if given else tempfile.mkdtemp(prefix="polyprof-torch-")
         self._recorder = rec_mod.active_recorder()
         self._snapshot_threads()
         if self.options.get("mirror_sections", True) and self._recorder is not None:
@@ -469,9 +473,20 @@ class TorchPlugin(Plugin):
             log.warning("plugin torch: %s", msg)
 
     def _cleanup(self) -> None:
-        if self._tmpdir:
+        """Our temp files go; in a directory the driver gave us, the last capture's
+        file stays (the drop-in hands it out when the program exports that cycle)."""
+        if not self._tmpdir:
+            return
+        if self._own_tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        else:
+            for cap in self._captures[:-1]:
+                if cap.path:
+                    try:
+                        os.remove(cap.path)
+                    except OSError:
+                        pass
+        self._tmpdir = None
 
     # ------------------------------------------------------------------ ingest
     def ingest(self, cap: _Capture) -> tuple[Trace, dict[str, Any]]:
