@@ -135,7 +135,13 @@ class profile(torch.profiler.profile):
             self._pp_close_session()
 
     def step(self) -> None:
-        """torch's step, and polyprof.step() (called first, so the two agree on N)."""
+        """torch's step, and polyprof.step(): torch's ``ProfilerStep#N`` range is closed
+        first, then polyprof's step N ends, then torch moves on, so torch's step N
+        nests inside polyprof's step N."""
+        rec = getattr(self, "step_rec_fn", None)
+        if getattr(self, "record_steps", False) and rec is not None:
+            rec.__exit__(None, None, None)
+            self.step_rec_fn = None  # torch's step() skips what is already closed
         rec_mod.step()
         super().step()
 

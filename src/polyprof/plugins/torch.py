@@ -359,7 +359,8 @@ class TorchPlugin(Plugin):
         try:
             for cap in self._captures:
                 if cap.path is None:
-                    cycles.append({"capture": cap.index, "status": cap.lost or "no trace exported"})
+                    cycles.append({"capture": cap.index, "status": cap.lost or
+                                   "ended without a saved trace (torch discards an incomplete cycle)"})
                     continue
                 part, info = self.ingest(cap)
                 parts.append(part)

@@ -1,0 +1,308 @@
+"""The PyTorch plugin and the polyprof.torch.profile drop-in, with real torch on CPU.
+
+torch is imported once for the module; models are tiny so the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import polyprof  # noqa: E402
+from polyprof.plugins.torch import TorchPlugin, default_activities  # noqa: E402
+from polyprof.trace.categories import Kind  # noqa: E402
+
+QUIET = {"host": {"sample_interval_s": 0}}
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def make_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 16), torch.randn(8, 1)
+    return model, opt, x, y
+
+
+def train_step(model, opt, x, y, sections: bool = True):
+    sec = polyprof.section if sections else _null
+    with sec("forward"):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+    with sec("backward"):
+        opt.zero_grad()
+        loss.backward()
+    with sec("optimizer"):
+        opt.step()
+
+
+class _null:
+    def __init__(self, name):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def rows_named(trace, name, category=None):
+    names = trace.names()
+    sel = names == name
+    if category is not None:
+        sel &= trace.categories() == category
+    return np.flatnonzero(sel)
+
+
+def torch_json(path: Path) -> list[dict]:
+    files = sorted(path.glob("*.json"))
+    assert files, f"no torch export in {path}"
+    return orjson.loads(files[-1].read_bytes())["traceEvents"]
+
+
+# ----------------------------------------------------------------------------- (a)
+@pytest.fixture(scope="module")
+def plugin_run(tmp_path_factory):
+    """A real 3-step training loop profiled through polyprof.profile(plugins=["torch"])."""
+    keep = tmp_path_factory.mktemp("torch_export")
+    model, opt, x, y = make_model()
+    train_step(model, opt, x, y, sections=False)  # warm up torch outside the profile
+    with polyprof.profile(plugins=["torch"], options={**QUIET, "torch": {"keep_export": str(keep)}}) as s:
+        for _ in range(3):
+            train_step(model, opt, x, y)
+            with torch.profiler.record_function("my_block"):
+                (x * 2).sum()
+            with polyprof.section("attn"), torch.profiler.record_function("attn"):
+                x.relu()
+            polyprof.step()
+    return s, s.trace, keep, threading.get_native_id()
+
+
+def test_sections_and_torch_ops_share_one_trace_and_track(plugin_run):
+    s, t, _, tid = plugin_run
+    assert s.errors == [] and t.metadata["plugins"]["torch"] == "ok"
+    ops = np.flatnonzero(np.char.startswith(t.names().astype(str), "aten::"))
+    assert len(ops) > 50
+    fwd = rows_named(t, "forward", "section")
+    assert len(fwd) == 3
+    main = {int(t.events["track"][r]) for r in fwd}
+    assert len(main) == 1
+    track = t.tracks[main.pop()]
+    assert track.tid == tid and t.planes[track.plane].name == "/host:CPU"
+    # torch's ops of the main thread are on that same track
+    assert set(t.events["track"][ops].tolist()) == {track.id}
+
+
+def test_ops_recorded_during_forward_nest_under_forward(plugin_run):
+    """Which ops ran inside "forward" is taken from torch's own JSON (its copy of
+    the section encloses them on torch's clock); after alignment each of them must
+    lie inside polyprof's "forward" section on the session clock."""
+    _, t, keep, tid = plugin_run
+    ev = [e for e in torch_json(keep) if e.get("ph") == "X" and e.get("tid") == tid]
+    fwd_torch = sorted((e for e in ev if e["name"] == "forward" and e["cat"] == "user_annotation"),
+                       key=lambda e: e["ts"])
+    assert len(fwd_torch) == 3
+    fwd = rows_named(t, "forward", "section")
+    fwd = fwd[np.argsort(t.start_ns[fwd])]
+    names, start, end = t.names(), t.start_ns, t.end_ns
+    cpu = t.rows_of_kind(Kind.CPU_OP)
+    for k, f in enumerate(fwd_torch):
+        expected = sorted((e["ts"], e["name"]) for e in ev if e["cat"] == "cpu_op"
+                          and f["ts"] <= e["ts"] and e["ts"] + e["dur"] <= f["ts"] + f["dur"]
+                          and e["name"].startswith("aten::"))
+        assert len(expected) >= 5
+        r = fwd[k]
+        inside = cpu[(start[cpu] >= start[r]) & (end[cpu] <= end[r])]
+        got = sorted(zip(start[inside].tolist(), names[inside].tolist()))
+        got_aten = [n for _, n in got if n.startswith("aten::")]
+        assert got_aten == [n for _, n in expected], f"forward #{k}"
+        assert set(t.events["track"][inside].tolist()) == {t.events["track"][r]}
+
+
+def test_sections_show_in_torch_trace_and_are_not_doubled(plugin_run):
+    _, t, keep, tid = plugin_run
+    ev = torch_json(keep)
+    ann = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+    for name in ("forward", "backward", "optimizer"):
+        mine = [e for e in ann if e["name"] == name]
+        assert len(mine) == 3 and all(e["tid"] == tid for e in mine), name
+        # in polyprof's trace: only the host plugin's sections, no torch copies
+        assert len(rows_named(t, name)) == 3
+        assert len(rows_named(t, name, "user_annotation")) == 0
+    # polyprof.step() became ProfilerStep#N in torch's trace, numbered like polyprof's steps
+    assert sorted(e["name"] for e in ann if e["name"].startswith("ProfilerStep#")) == \
+        ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    assert len(rows_named(t, "polyprof::clock_sync")) == 0
+    sync = t.metadata["clock_sync"]["torch"]
+    assert sync["method"] == "paired_markers"
+    assert 0 < sync["uncertainty_ns"] < 200_000
+
+
+def test_record_function_ranges_are_sections(plugin_run):
+    _, t, _, _ = plugin_run
+    mine = rows_named(t, "my_block")
+    assert len(mine) == 3
+    assert (t.kinds[mine] == Kind.ANNOTATION).all()
+    # a record_function with the same name as a polyprof section is the user's own: kept
+    attn = rows_named(t, "attn")
+    assert sorted(t.categories(attn).tolist()) == ["section"] * 3 + ["user_annotation"] * 3
+    # ProfilerStep#N ranges carry their step number
+    steps = rows_named(t, "ProfilerStep#2")
+    assert len(steps) == 1 and t.event_stats(int(steps[0]))["step"] == 2
+
+
+def test_ops_on_worker_thread_nest_under_its_section():
+    model, opt, x, y = make_model()
+    box = {}
+
+    def work():
+        box["tid"] = threading.get_native_id()
+        with polyprof.section("worker_fwd"):
+            model(x)
+
+    with polyprof.profile(plugins=["torch"], options=QUIET) as s:
+        th = threading.Thread(target=work, name="worker")
+        th.start()
+        th.join()
+    t = s.trace
+    sec = rows_named(t, "worker_fwd", "section")
+    assert len(sec) == 1
+    track = t.tracks[int(t.events["track"][sec[0]])]
+    assert track.name == "worker" and track.tid == box["tid"]
+    ops = np.flatnonzero((t.events["track"] == track.id) & (t.categories() == "cpu_op"))
+    assert len(ops) >= 3
+    r = sec[0]
+    assert (t.start_ns[ops] >= t.start_ns[r]).all() and (t.end_ns[ops] <= t.end_ns[r]).all()
+
+
+# ----------------------------------------------------------------------------- (b)
+def run_schedule(prof_cls, tmp: Path, n_steps: int = 9, **extra):
+    from torch.profiler import ProfilerActivity, schedule, tensorboard_trace_handler
+
+    model, opt, x, y = make_model()
+    calls: list[tuple[int, Path]] = []
+    tb = tensorboard_trace_handler(str(tmp / "tb"))
+
+    def on_ready(prof):  # counts calls; torch's JSON written by torch's own handler
+        before = set((tmp / "tb").glob("*.json"))
+        tb(prof)
+        (path,) = set((tmp / "tb").glob("*.json")) - before
+        calls.append((prof.step_num, path))
+
+    with prof_cls(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=2),
+                  on_trace_ready=on_ready, **extra) as prof:
+        for _ in range(n_steps):
+            train_step(model, opt, x, y, sections=False)
+            prof.step()
+    return prof, calls
+
+
+def test_dropin_with_schedule_and_on_trace_ready(tmp_path):
+    import polyprof.torch as ptorch
+
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "pp").mkdir()
+    _, plain_calls = run_schedule(torch.profiler.profile, tmp_path / "plain")
+    prof, calls = run_schedule(ptorch.profile, tmp_path / "pp", polyprof_options=QUIET)
+    assert isinstance(prof, torch.profiler.profile)
+    # called as torch calls it: same number of cycles, at the same steps
+    assert [c[0] for c in calls] == [c[0] for c in plain_calls] == [4, 8]
+    for _, path in calls:
+        doc = orjson.loads(path.read_bytes())
+        steps = sorted(e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
+        assert len(steps) == 2 and any(e.get("cat") == "cpu_op" for e in doc["traceEvents"])
+    assert prof.key_averages().table(row_limit=5)
+    t = prof.trace
+    assert t is not None and t.metadata["plugins"]["torch"] == "ok"
+    ps = [n for n in t.names().tolist() if n.startswith("ProfilerStep#")]
+    assert sorted(ps) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#6", "ProfilerStep#7"]
+    for r in np.flatnonzero(np.char.startswith(t.names().astype(str), "ProfilerStep#")):
+        assert t.event_stats(int(r))["step"] == int(t.names()[r].split("#")[1])
+    # .step() also drove polyprof.step(): one Steps-line event per step, numbered alike
+    steps = np.flatnonzero(t.categories() == "step")
+    assert sorted(t.stat_dense("step", -1)[steps].tolist()) == list(range(9))
+    # every recorded cycle is aligned on its own
+    cycles = t.metadata["clock_sync"]["torch"]["cycles"]
+    assert [c.get("method") for c in cycles if "events" in c] == ["paired_markers"] * 2, cycles
+    # torch's ProfilerStep#2 lies inside polyprof's step 2
+    r = rows_named(t, "ProfilerStep#2")[0]
+    s2 = steps[t.stat_dense("step", -1)[steps] == 2][0]
+    assert t.start_ns[s2] <= t.start_ns[r] and t.end_ns[r] <= t.end_ns[s2]
+
+
+def test_dropin_without_schedule_exports_after_exit(tmp_path):
+    import polyprof.torch as ptorch
+
+    model, opt, x, y = make_model()
+    with ptorch.profile(polyprof_options=QUIET) as prof:
+        with polyprof.section("forward"):
+            model(x)
+    out = tmp_path / "t.json.gz"
+    prof.export_chrome_trace(str(out))  # after exit, as with torch
+    import gzip
+
+    doc = orjson.loads(gzip.decompress(out.read_bytes()))
+    assert any(e.get("name") == "forward" and e.get("cat") == "user_annotation" for e in doc["traceEvents"])
+    t = prof.trace
+    assert len(rows_named(t, "forward")) == 1 and len(t.rows_of_kind(Kind.CPU_OP)) > 3
+
+
+# ----------------------------------------------------------------------------- availability
+def test_torch_not_importable_plugin_unavailable_session_works(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes find_spec/import fail like a missing torch
+    avail = TorchPlugin.availability()
+    assert not avail.ok and "torch" in avail.reason
+    with polyprof.profile(plugins=["torch"], options=QUIET) as s:
+        with polyprof.section("still here"):
+            pass
+    assert len(rows_named(s.trace, "still here")) == 1
+    assert any(e["plugin"] == "torch" and "not installed" in e["error"] for e in s.errors)
+
+
+def test_gpu_activities_chosen_when_devices_present():
+    """No GPU here: a stand-in torch says CUDA and XPU are present (a fake, by necessity)."""
+    PA = types.SimpleNamespace(CPU="cpu", CUDA="cuda", XPU="xpu", MTIA="mtia")
+    dev = lambda ok: types.SimpleNamespace(is_available=lambda: ok)  # noqa: E731
+    fake = types.SimpleNamespace(
+        profiler=types.SimpleNamespace(ProfilerActivity=PA, supported_activities=lambda: {"cpu", "cuda", "xpu"}),
+        cuda=dev(True), xpu=dev(True), mtia=dev(False))
+    assert default_activities(fake) == ["cpu", "cuda", "xpu"]
+    assert [a.name for a in default_activities(torch)] == ["CPU"]
+
+
+# ----------------------------------------------------------------------------- subprocess
+def test_lazy_start_on_import_and_foreign_profiler(tmp_path):
+    """A default session profiles torch once the program imports it; a torch.profiler
+    the program runs itself is left working and ours reports what it lost."""
+    script = textwrap.dedent("""
+        import sys, polyprof
+        assert "torch" not in sys.modules
+        with polyprof.profile(options={"host": {"sample_interval_s": 0}}) as s:
+            import torch
+            with polyprof.section("after_import"):
+                torch.ones(4, 4).sum()
+        t = s.trace
+        ops = [n for n in t.names().tolist() if n.startswith("aten::")]
+        assert "aten::sum" in ops, ops
+        assert t.metadata["plugins"]["torch"] == "ok"
+        with polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}}) as s2:
+            with torch.profiler.profile() as user_prof:
+                torch.ones(2).sum()
+        assert any(e.key == "aten::sum" for e in user_prof.key_averages())
+        assert any("torch.profiler" in w for w in s2.trace.metadata["warnings"]), s2.trace.metadata
+        print("OK")
+    """)
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-3000:]
