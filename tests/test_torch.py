@@ -147,6 +147,8 @@ def test_sections_show_in_torch_trace_and_are_not_doubled(plugin_run):
     sync = t.metadata["clock_sync"]["torch"]
     assert sync["method"] == "paired_markers"
     assert 0 < sync["uncertainty_ns"] < 200_000
+    # Kineto's clock is wall time: the session's wall anchor alone lands within a few ms
+    assert abs(sync["cycles"][0]["wall_anchor_residual_ns"]) < 5_000_000
 
 
 def test_record_function_ranges_are_sections(plugin_run):
@@ -306,3 +308,32 @@ def test_lazy_start_on_import_and_foreign_profiler(tmp_path):
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-3000:]
+
+
+# ----------------------------------------------------------------------------- clock fit
+def _brackets(times, width, kineto_of):
+    samples = [(t, t + width) for t in times]
+    # the marker's Kineto stamp was taken somewhere inside its bracket
+    k = np.array([kineto_of(t + (i * 37) % (width + 1)) for i, t in enumerate(times)], np.int64)
+    return samples, k
+
+
+def test_fit_alignment_constant_offset_and_drift():
+    from polyprof.plugins.torch import fit_alignment
+
+    off = 1_795_000_000_000_000_000
+    times = [1_000_000, 1_010_000, 1_020_000, 11_000_000_000, 11_000_010_000, 11_000_020_000]
+    samples, k = _brackets(times, 2_000, lambda s: s + off)
+    a = fit_alignment(samples, k)
+    assert a.method == "paired_markers" and a.slope == 0.0 and a.uncertainty_ns <= 1_001
+    s = np.array([5_000_000_000, 10_000_000_000], np.int64)
+    assert np.abs(a.to_session(s + off) - s).max() <= a.uncertainty_ns
+
+    drift = 50e-6  # 50 ppm over 11 s = 550 µs: far more than the brackets
+    samples, k = _brackets(times, 2_000, lambda s: s + off + int(drift * (s - times[0])))
+    a = fit_alignment(samples, k)
+    assert abs(a.slope - drift) < 1e-6
+    truth = s + off + (drift * (s - times[0])).astype(np.int64)
+    assert np.abs(a.to_session(truth) - s).max() <= a.uncertainty_ns + 2
+
+    assert fit_alignment(samples[:-1], k) is None  # markers and brackets do not pair up

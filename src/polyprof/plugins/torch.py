@@ -148,7 +148,7 @@ class _Capture:
 @dataclass
 class _Alignment:
     method: str
-    offset_ns: float  # kineto - session at ref_ns
+    offset_ns: int  # kineto - session at ref_ns (int: wall ns do not fit a float exactly)
     ref_ns: int
     slope: float  # d(offset)/d(session time)
     uncertainty_ns: int
@@ -159,14 +159,14 @@ class _Alignment:
         """Kineto timestamps (ns) on the session clock."""
         k = np.asarray(kineto_ns, np.int64)
         if self.slope == 0.0:
-            return k - int(round(self.offset_ns))
-        # k = s + off + slope*(s - ref)  =>  s = (k - off + slope*ref) / (1 + slope)
-        approx = k - int(round(self.offset_ns))
+            return k - self.offset_ns
+        # k = s + off + slope*(s - ref)  =>  s = k - off - slope*(s - ref)
+        approx = k - self.offset_ns
         corr = np.rint((self.slope * (approx - self.ref_ns)) / (1.0 + self.slope)).astype(np.int64)
         return approx - corr
 
     def describe(self) -> dict[str, Any]:
-        d = {"method": self.method, "offset_ns": int(round(self.offset_ns)), "ref_ns": int(self.ref_ns),
+        d = {"method": self.method, "offset_ns": int(self.offset_ns), "ref_ns": int(self.ref_ns),
              "drift_ppm": self.slope * 1e6, "uncertainty_ns": int(self.uncertainty_ns),
              "samples": self.samples}
         if self.wall_anchor_residual_ns is not None:
@@ -191,20 +191,20 @@ def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> _Ali
     if lo_max <= hi_min:
         # every bracket admits one constant offset: no measurable drift; the
         # intersection of the brackets bounds it tighter than any single one
-        return _Alignment("paired_markers", (lo_max + hi_min) / 2.0, int(mid_t[0]), 0.0,
+        return _Alignment("paired_markers", (lo_max + hi_min) // 2, int(mid_t[0]), 0.0,
                           (hi_min - lo_max) // 2 + 1, len(k))
     half = max(1, len(k) // 2)
     first = int(np.argmin(width[:half]))
     last = half + int(np.argmin(width[half:])) if len(k) > half else first
-    off1 = (lo[first] + hi[first]) / 2.0
-    off2 = (lo[last] + hi[last]) / 2.0
+    off1 = int(lo[first] + (hi[first] - lo[first]) // 2)
+    off2 = int(lo[last] + (hi[last] - lo[last]) // 2)
     dt = float(mid_t[last] - mid_t[first])
-    slope = (off2 - off1) / dt if dt > 0 else 0.0
+    slope = float(off2 - off1) / dt if dt > 0 else 0.0
     if abs(slope) > 1e-3:  # > 1000 ppm is a mismatch, not drift: fall back to the offset
         slope = 0.0
     unc = int(max(width[first], width[last]) // 2 + 1)
     # every bracket must agree with the line within its width (else the pairing is wrong)
-    pred = off1 + slope * (mid_t - mid_t[first])
+    pred = off1 + np.rint(slope * (mid_t - mid_t[first])).astype(np.int64)
     if np.any(pred < lo - width - 1000) or np.any(pred > hi + width + 1000):
         return None
     return _Alignment("paired_markers", off1, int(mid_t[first]), slope, unc, len(k))
@@ -549,7 +549,7 @@ def _clock_summary(cycles: list[dict[str, Any]]) -> dict[str, Any]:
 def _wall_alignment(t: Trace, ctx: SessionContext | None) -> _Alignment:
     anchor = (ctx.wall_anchor if ctx is not None else None) or {}
     base = t.metadata.get("baseTimeNanoseconds") or 0
-    off = float(anchor.get("wall_ns", 0) - anchor.get("mono_ns", 0))
+    off = int(anchor.get("wall_ns", 0)) - int(anchor.get("mono_ns", 0))
     # the reader may keep times relative to baseTimeNanoseconds
     if t.n_events and base and int(t.start_ns.min()) < base // 2:
         off -= base
@@ -572,7 +572,7 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
         align = wall
     else:
         # how far the wall anchor alone would have been off (a check on both)
-        align.wall_anchor_residual_ns = int(round(align.offset_ns - wall.offset_ns))
+        align.wall_anchor_residual_ns = int(align.offset_ns - wall.offset_ns)
     start = align.to_session(t.start_ns) if n else np.zeros(0, np.int64)
 
     # planes: torch's host process -> polyprof's host plane
