@@ -175,23 +175,32 @@ class _Alignment:
 
 
 def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> _Alignment | None:
-    """Offset line from bracketed markers: each marker's Kineto start K was taken
-    between session times a and b, so K - b <= offset <= K - a. Take the tightest
-    bracket in the first and the last half; the line through their midpoints stays
-    inside both brackets, so its error is at most the larger half-width."""
+    """Alignment from our clock-sync markers: they run one after another on one
+    thread, so the n-th bracket pairs with the n-th marker in time order."""
     k = np.sort(np.asarray(kineto_ns, np.int64))
     if not len(samples) or len(samples) != len(k):
         return None
     s = np.asarray(sorted(samples), np.int64)
-    a, b = s[:, 0], s[:, 1]
+    return fit_pairs(s[:, 0], s[:, 1], k)
+
+
+def fit_pairs(a: np.ndarray, b: np.ndarray, k: np.ndarray, method: str = "paired_markers"
+              ) -> _Alignment | None:
+    """Offset (and drift) from brackets: Kineto stamped K while the session clock
+    read between a and b, so K - b <= offset <= K - a. If one constant offset fits
+    every bracket, the intersection of the brackets bounds it (tighter than any one
+    bracket); else the line through the tightest bracket of the first and of the
+    last half, whose error is at most the larger of their half-widths."""
+    order = np.argsort(a, kind="stable")
+    a, b, k = (np.asarray(x, np.int64)[order] for x in (a, b, k))
+    if not len(k):
+        return None
     lo, hi = k - b, k - a
     mid_t = (a + b) // 2
     width = b - a
     lo_max, hi_min = int(lo.max()), int(hi.min())
     if lo_max <= hi_min:
-        # every bracket admits one constant offset: no measurable drift; the
-        # intersection of the brackets bounds it tighter than any single one
-        return _Alignment("paired_markers", (lo_max + hi_min) // 2, int(mid_t[0]), 0.0,
+        return _Alignment(method, lo_max + (hi_min - lo_max) // 2, int(mid_t[0]), 0.0,
                           (hi_min - lo_max) // 2 + 1, len(k))
     half = max(1, len(k) // 2)
     first = int(np.argmin(width[:half]))
@@ -200,14 +209,14 @@ def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> _Ali
     off2 = int(lo[last] + (hi[last] - lo[last]) // 2)
     dt = float(mid_t[last] - mid_t[first])
     slope = float(off2 - off1) / dt if dt > 0 else 0.0
-    if abs(slope) > 1e-3:  # > 1000 ppm is a mismatch, not drift: fall back to the offset
-        slope = 0.0
+    if abs(slope) > 1e-3:  # > 1000 ppm is a mismatch, not drift
+        return None
     unc = int(max(width[first], width[last]) // 2 + 1)
     # every bracket must agree with the line within its width (else the pairing is wrong)
     pred = off1 + np.rint(slope * (mid_t - mid_t[first])).astype(np.int64)
     if np.any(pred < lo - width - 1000) or np.any(pred > hi + width + 1000):
         return None
-    return _Alignment("paired_markers", off1, int(mid_t[first]), slope, unc, len(k))
+    return _Alignment(method, off1, int(mid_t[first]), slope, unc, len(k))
 
 
 # ----------------------------------------------------------------------- the plugin
@@ -599,9 +608,21 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
     keep = ~is_sync
     dropped_copies = 0
     if n and mirrors:
-        drop = _mirror_rows(t, names, start, mirrors, align.uncertainty_ns, host_planes, track_tid)
+        drop, brackets = _mirror_rows(t, names, start, mirrors, align.uncertainty_ns, host_planes, track_tid)
         keep[drop] = False
         dropped_copies = len(drop)
+        if align.method == "paired_markers" and len(drop):
+            # torch's copy of each section began inside the bracket of our enter call:
+            # more clock samples, spread over the whole recording
+            sa = np.asarray(sorted(cap.samples), np.int64)
+            k_all = np.concatenate([np.sort(t.start_ns[sync_rows]), t.start_ns[drop]])
+            a_all = np.concatenate([sa[:, 0], brackets[:, 0]])
+            b_all = np.concatenate([sa[:, 1], brackets[:, 1]])
+            better = fit_pairs(a_all, b_all, k_all, "paired_markers+sections")
+            if better is not None and better.uncertainty_ns <= align.uncertainty_ns:
+                better.wall_anchor_residual_ns = int(better.offset_ns - wall.offset_ns)
+                align = better
+                start = align.to_session(t.start_ns)
     rows = np.flatnonzero(keep)
     newrow = np.full(n, -1, np.int64)
     newrow[rows] = np.arange(len(rows))
@@ -660,13 +681,14 @@ def _step_num(name: str) -> int:
 
 
 def _mirror_rows(t: Trace, names: np.ndarray, start: np.ndarray, mirrors: list[tuple[int, str, int, int]],
-                 unc: int, host_planes: set[int], track_tid: np.ndarray) -> np.ndarray:
+                 unc: int, host_planes: set[int], track_tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of torch's copies of polyprof sections: user_annotation ranges with the
-    section's name, on its thread, starting inside the bracket of the mirror call."""
+    section's name, on its thread, starting inside the bracket of the mirror call;
+    with the (before, after) bracket each one matched."""
     cats = t.categories()
     cand = np.flatnonzero(np.isin(cats, _ANNOTATION_CATEGORIES))
     if not len(cand):
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
     tr = t.events["track"][cand]
     on_host = np.isin(t.track_plane[tr], list(host_planes))
     cand = cand[on_host]
@@ -676,6 +698,7 @@ def _mirror_rows(t: Trace, names: np.ndarray, start: np.ndarray, mirrors: list[t
         groups.setdefault((tid, nm), []).append(row)
     slack = 2 * unc + 20_000
     drop: list[int] = []
+    matched: list[tuple[int, int]] = []
     by_group: dict[tuple[int, str], list[tuple[int, int]]] = {}
     for tid, nm, a, bb in mirrors:
         by_group.setdefault((tid, nm), []).append((a, bb))
@@ -694,6 +717,7 @@ def _mirror_rows(t: Trace, names: np.ndarray, start: np.ndarray, mirrors: list[t
                 if not used[i]:
                     used[i] = True
                     drop.append(int(rows_arr[i]))
+                    matched.append((a, bb))
                     break
                 i += 1
-    return np.asarray(sorted(drop), np.int64)
+    return np.asarray(drop, np.int64), np.asarray(matched, np.int64).reshape(-1, 2)
