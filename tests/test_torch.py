@@ -337,3 +337,34 @@ def test_fit_alignment_constant_offset_and_drift():
     assert np.abs(a.to_session(truth) - s).max() <= a.uncertainty_ns + 2
 
     assert fit_alignment(samples[:-1], k) is None  # markers and brackets do not pair up
+
+
+def test_dropin_inside_a_session_hands_over_to_its_torch_plugin():
+    """As under `polyprof run`: the outer session's torch plugin records before and
+    after, the drop-in's active cycle in between, all in the outer trace."""
+    import polyprof.torch as ptorch
+    from torch.profiler import schedule
+
+    model, opt, x, y = make_model()
+    with polyprof.profile(plugins=["torch"], options=QUIET) as s:
+        with polyprof.section("before"):
+            model(x)
+        with ptorch.profile(schedule=schedule(wait=0, warmup=1, active=1)) as prof:
+            for _ in range(3):
+                train_step(model, opt, x, y)
+                prof.step()
+        with polyprof.section("after"):
+            model(x)
+    assert prof.trace is None and s.errors == []
+    t = s.trace
+    names = t.names()
+    assert "ProfilerStep#1" in set(names.tolist())
+    for sec in ("before", "after"):
+        r = rows_named(t, sec, "section")[0]
+        cpu = t.rows_of_kind(Kind.CPU_OP)
+        inside = cpu[(t.start_ns[cpu] >= t.start_ns[r]) & (t.end_ns[cpu] <= t.end_ns[r])]
+        assert "aten::addmm" in set(names[inside].tolist()), sec
+    cycles = [c for c in t.metadata["clock_sync"]["torch"]["cycles"] if "events" in c]
+    # own recording; the drop-in's two cycles (steps 1 and 3: torch saves the open one
+    # at exit); own recording again
+    assert len(cycles) == 4

@@ -19,8 +19,10 @@ cycle aligned to the session clock on its own; ``metadata["clock_sync"]["torch"]
 ["cycles"]`` describes each). ``step()`` also calls ``polyprof.step()``, so
 polyprof's step N is torch's ``ProfilerStep#N``.
 
-If another polyprof session is already active (e.g. under ``polyprof run``), this
-profiler behaves exactly like torch's and ``.trace`` stays None.
+If a polyprof session is already active (e.g. the script runs under ``polyprof run``),
+no second session is opened: the active session's torch plugin pauses its own
+recording and takes this profiler's cycles instead, so they land in that session's
+trace; ``.trace`` stays None. Without a torch plugin there, this is torch's profiler.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class profile(torch.profiler.profile):
         self._pp_session: Session | None = None
         self._pp_plugin: TorchPlugin | None = None
         self._pp_capture: Any = None
+        self._pp_attached = False  # driving the torch plugin of an outer session
         self._pp_saved: tuple[Any, str] | None = None  # (torch's cycle profiler, our export)
         self._pp_dir = tempfile.mkdtemp(prefix="polyprof-torch-")
         weakref.finalize(self, shutil.rmtree, self._pp_dir, True)
@@ -160,11 +163,18 @@ class profile(torch.profiler.profile):
 
     # ------------------------------------------------------------------ the session
     def _pp_open_session(self) -> None:
-        if self._pp_session is not None:
+        if self._pp_session is not None or self._pp_attached:
             return
-        if active_session() is not None:
-            log.warning("polyprof.torch.profile inside an active polyprof session: profiling "
-                        "with torch only (.trace stays None)")
+        outer = active_session()
+        if outer is not None:
+            # e.g. under `polyprof run`: hand torch's cycles to that session's torch plugin
+            for slot in getattr(outer, "_slots", []):
+                plugin = slot.plugin
+                if isinstance(plugin, TorchPlugin) and slot.started and plugin.attach_driver(self):
+                    self._pp_plugin, self._pp_attached = plugin, True
+                    return
+            log.warning("polyprof.torch.profile inside a polyprof session without the torch "
+                        "plugin: profiling with torch only (.trace stays None)")
             return
         try:
             if self._pp_plugins is None:
@@ -181,6 +191,12 @@ class profile(torch.profiler.profile):
         self._pp_session, self._pp_plugin = session, plugin
 
     def _pp_close_session(self) -> None:
+        if self._pp_attached:
+            plugin, self._pp_plugin, self._pp_attached = self._pp_plugin, None, False
+            self._pp_capture = None
+            if plugin is not None:
+                plugin.detach_driver(self)
+            return
         session, self._pp_session = self._pp_session, None
         if session is None:
             return

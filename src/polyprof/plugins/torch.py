@@ -292,7 +292,7 @@ class TorchPlugin(Plugin):
     def _begin(self) -> None:
         """Start our own torch profiler (own mode)."""
         with self._lock:
-            if self._prof is not None or self._state != "started":
+            if self._prof is not None or self._state != "started" or self.driver is not None:
                 return
             torch = _imported_torch()
             if torch is None:
@@ -345,15 +345,23 @@ class TorchPlugin(Plugin):
             self._hook = None
         rec = self._recorder
         if rec is not None:
-            for lst, fn in ((rec.listeners, self._on_section), (rec.step_listeners, self._on_step)):
-                try:
-                    lst.remove(fn)
-                except ValueError:
-                    pass
+            try:
+                rec.listeners.remove(self._on_section)
+            except ValueError:
+                pass
             self._had_steps = bool(rec.steps)
         self._snapshot_threads()
+        self._end_own()
+
+    def _end_own(self) -> None:
+        """Stop our own torch recording and export it (session end, or a hand-over)."""
         with self._lock:
             prof, self._prof = self._prof, None
+        if self._recorder is not None:
+            try:
+                self._recorder.step_listeners.remove(self._on_step)
+            except ValueError:
+                pass
         if prof is None:
             return
         cap = self._captures[-1]
@@ -361,6 +369,27 @@ class TorchPlugin(Plugin):
         self.sync(cap)
         prof.stop()
         self.export(prof, cap)
+
+    # ------------------------------------------------------------------ hand-over
+    def attach_driver(self, driver: Any) -> bool:
+        """A ``polyprof.torch.profile`` opened inside this session (e.g. a script run
+        by ``polyprof run``) takes torch over: our own recording ends here and is
+        kept, and the drop-in's cycles come to this plugin. False if we cannot."""
+        if self._state != "started" or self.driver is not None:
+            return False
+        self._end_own()
+        with self._lock:
+            self.driver = driver
+        return True
+
+    def detach_driver(self, driver: Any) -> None:
+        """The drop-in is done: resume our own recording for the rest of the session."""
+        with self._lock:
+            if self.driver is not driver:
+                return
+            self.driver = None
+        if self._state == "started" and _imported_torch() is not None:
+            self._begin()
 
     def _collect(self) -> Trace:
         parts: list[Trace] = []
