@@ -657,18 +657,20 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
     newrow[rows] = np.arange(len(rows))
     ev = t.events
     strings = np.asarray(t.strings, dtype=object)
+    smap = np.fromiter((b.intern(x) for x in t.strings), np.int32, len(t.strings))
     if len(rows):
-        b.events(tmap[ev["track"][rows]], strings[ev["name"][rows]], start[rows], ev["dur_ns"][rows],
-                 strings[ev["category"][rows]])
+        b.events(tmap[ev["track"][rows]], smap[ev["name"][rows]], start[rows], ev["dur_ns"][rows],
+                 smap[ev["category"][rows]])
     for key, col in t.stats.items():
         sel = keep[col.rows] if len(col.rows) else np.zeros(0, bool)
         if sel.any():
             b.add_stat(key, newrow[col.rows[sel]], col.values[sel])
     # ProfilerStep#N -> step N (and a Steps line when polyprof.step() made none)
-    kept_names = names[rows] if len(rows) else np.zeros(0, object)
-    step_local = np.flatnonzero([isinstance(s, str) and s.startswith(STEP_PREFIX) for s in kept_names])
+    step_ids = [i for i, x in enumerate(t.strings) if x.startswith(STEP_PREFIX)]
+    step_local = (np.flatnonzero(np.isin(ev["name"][rows], step_ids)) if step_ids and len(rows)
+                  else np.zeros(0, np.int64))
     if len(step_local):
-        nums = np.array([_step_num(kept_names[i]) for i in step_local], np.int64)
+        nums = np.array([_step_num(t.strings[i]) for i in ev["name"][rows[step_local]]], np.int64)
         ok = nums >= 0
         step_local, nums = step_local[ok], nums[ok]
         if len(step_local) and keys.STEP not in t.stats:
@@ -696,9 +698,12 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
                 b.counter(int(pmap[pl]), t.strings[nid], align.to_session(c["ts_ns"][mm]), c["value"][mm])
     info = {"capture": cap.index, **align.describe(), "events": int(len(rows)),
             "dropped_section_copies": int(dropped_copies), "sync_markers": int(len(sync_rows))}
+    if t.metadata.get("warnings"):
+        b.metadata["warnings"] = [f"torch: {w}" for w in t.metadata["warnings"]]
     b.metadata["torch"] = {k: v for k, v in t.metadata.items()
                            if k in ("deviceProperties", "distributedInfo", "schemaVersion", "trace_id",
-                                    "baseTimeNanoseconds", "displayTimeUnit", "host_name")}
+                                    "baseTimeNanoseconds", "displayTimeUnit", "host_name",
+                                    "rank", "world_size", "backend")}
     return b.build(), info
 
 
