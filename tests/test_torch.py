@@ -140,9 +140,13 @@ def test_sections_show_in_torch_trace_and_are_not_doubled(plugin_run):
         # in polyprof's trace: only the host plugin's sections, no torch copies
         assert len(rows_named(t, name)) == 3
         assert len(rows_named(t, name, "user_annotation")) == 0
-    # polyprof.step() became ProfilerStep#N in torch's trace, numbered like polyprof's steps
+    # polyprof.step() became ProfilerStep#N in torch's trace, numbered like polyprof's steps;
+    # polyprof's trace keeps its own Steps line only
     assert sorted(e["name"] for e in ann if e["name"].startswith("ProfilerStep#")) == \
         ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    assert not any(n.startswith("ProfilerStep#") for n in t.names().tolist())
+    steps = np.flatnonzero(t.categories() == "step")
+    assert sorted(t.stat_dense("step", -1)[steps].tolist()) == [0, 1, 2]
     assert len(rows_named(t, "polyprof::clock_sync")) == 0
     sync = t.metadata["clock_sync"]["torch"]
     assert sync["method"].startswith("paired_markers")
@@ -159,9 +163,6 @@ def test_record_function_ranges_are_sections(plugin_run):
     # a record_function with the same name as a polyprof section is the user's own: kept
     attn = rows_named(t, "attn")
     assert sorted(t.categories(attn).tolist()) == ["section"] * 3 + ["user_annotation"] * 3
-    # ProfilerStep#N ranges carry their step number
-    steps = rows_named(t, "ProfilerStep#2")
-    assert len(steps) == 1 and t.event_stats(int(steps[0]))["step"] == 2
 
 
 def test_ops_on_worker_thread_nest_under_its_section():

@@ -18,11 +18,13 @@ clock (error bounded by the brackets' half-widths, recorded in
 ``metadata["clock_sync"]["torch"]``). If the markers are missing the session's wall
 anchor is used instead.
 
-Sections: a recorder listener mirrors every polyprof section into torch as a
-``user_annotation`` range (so it shows in torch's own trace and TensorBoard); when the
-trace is merged those copies are dropped again, since the host plugin already holds
-the sections. torch's own ``record_function`` ranges stay (user_annotation =
-annotation kind), and ``ProfilerStep#N`` gets ``step = N``.
+Sections and steps: a recorder listener mirrors every polyprof section into torch as
+a ``user_annotation`` range, and every ``polyprof.step()`` as ``ProfilerStep#N`` (so
+they show in torch's own trace and TensorBoard); when the trace is merged those
+copies are dropped again, since the host plugin already holds the sections and the
+Steps line. torch's own ``record_function`` ranges stay (user_annotation = annotation
+kind); torch's own ``ProfilerStep#N`` (a schedule's) get ``step = N``, plus a
+Steps-line event when polyprof.step() made no Steps line.
 """
 
 from __future__ import annotations
@@ -489,7 +491,12 @@ class TorchPlugin(Plugin):
         if r is None or self._prof is None:
             return
         self._close_step_range()
-        self._step_range = r.enter(f"{STEP_PREFIX}{n}")
+        name = f"{STEP_PREFIX}{n}"
+        a = now_ns()
+        self._step_range = r.enter(name)
+        b = now_ns()
+        # a copy of polyprof's own step, like the section copies: dropped at ingest
+        self._mirrors.append((threading.get_native_id(), name, a, b))
 
     def _close_step_range(self) -> None:
         h, self._step_range = self._step_range, None
