@@ -369,3 +369,29 @@ def test_dropin_inside_a_session_hands_over_to_its_torch_plugin():
     # own recording; the drop-in's two cycles (steps 1 and 3: torch saves the open one
     # at exit); own recording again
     assert len(cycles) == 4
+
+
+def test_gpu_trace_rehomed_on_session_clock(kineto_files):
+    """The GPU path of the merge, on a real A100 trace recorded elsewhere (no GPU here):
+    device planes, streams, flows and ids survive; every time moves by one offset."""
+    from polyprof.formats import kineto
+    from polyprof.plugins.torch import _Capture, ingest_kineto
+    from polyprof.collect.plugin import SessionContext
+
+    path = next(f for f in kineto_files if f.name.startswith("a100_alexnet"))
+    src = kineto.load(path)
+    anchor = {"mono_ns": 5_000_000_000, "wall_ns": int(src.start_ns.min()) + 1_000, "uncertainty_ns": 7}
+    ctx = SessionContext(start_ns=0, wall_anchor=anchor)
+    out, info = ingest_kineto(src, _Capture(0), [], {}, ctx, host_has_steps=False)
+    assert info["method"] == "wall_anchor" and info["uncertainty_ns"] == 7
+    assert out.n_events == src.n_events
+    src_dev = sorted(p.name for p in src.planes if p.kind == "device")
+    assert src_dev and sorted(p.name for p in out.planes if p.kind == "device") == src_dev
+    key = lambda t: sorted(zip(t.names().tolist(), t.start_ns.tolist()))  # noqa: E731
+    shift = anchor["mono_ns"] - anchor["wall_ns"]
+    assert key(out) == sorted((n, s + shift) for n, s in key(src))
+    assert len(out.flows["src"]) == len(src.flows["src"]) > 0
+    fl = lambda t: sorted(zip(t.names(t.flows["src"]).tolist(), t.names(t.flows["dst"]).tolist()))  # noqa: E731
+    assert fl(out) == fl(src)
+    kern = out.rows_of_kind(Kind.KERNEL)
+    assert len(kern) and np.isin(kern, out.stats["correlation_id"].rows).all()

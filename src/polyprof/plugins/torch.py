@@ -622,8 +622,8 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
 
     # planes: torch's host process -> polyprof's host plane
     pid = os.getpid()
-    host_planes = {p.id for p in t.planes
-                   if p.kind == "host" or p.name.startswith("/host") or (p.pid == pid and "CPU" in p.name.upper())}
+    # the reader names the recording process /host:CPU (other processes /host:CPU:<pid>)
+    host_planes = {p.id for p in t.planes if p.name == keys.HOST_PLANE}
     b = TraceBuilder()
     pmap = np.zeros(max(1, len(t.planes)), np.int32)
     for p in t.planes:
