@@ -542,10 +542,14 @@ class TorchPlugin(Plugin):
         return ingest_kineto(t, cap, self._mirrors, self._names_by_tid(), self.ctx, self._had_steps)
 
     def _names_by_tid(self) -> dict[int, str]:
+        """OS thread id -> the name the host plugin gives that thread's track."""
         names = dict(self._thread_names)
-        if self._recorder is not None:
-            for buf in list(self._recorder.buffers):
-                names[buf.tid] = buf.name  # exactly what the host plugin names its tracks
+        rec = self._recorder
+        if rec is not None:
+            for buf in list(getattr(rec, "buffers", [])):
+                names[buf.tid] = buf.name
+            for name, native in list(getattr(rec, "threads", {}).values()):
+                names[native] = name
         return names
 
 
