@@ -463,27 +463,33 @@ class TorchPlugin(Plugin):
         return r
 
     def _on_section(self, name: str, enter: bool) -> None:
+        """Open/close torch's copy of a polyprof section (runs on every section while
+        torch records: kept to a few attribute lookups around torch's own call)."""
         r = self._ranges
         if r is None:
             if _imported_torch() is None:
                 return
             r = self._ensure_ranges(_imported_torch())
         try:
-            stack = self._tls.stack
+            tid, stack = self._tls.state
         except AttributeError:
-            stack = self._tls.stack = []
+            tid, stack = self._tls.state = (threading.get_native_id(), [])
         if enter:
             a = now_ns()
             h = r.enter(name)
             b = now_ns()
             stack.append((name, h))
-            self._mirrors.append((threading.get_native_id(), name, a, b))
-            return
-        for i in range(len(stack) - 1, -1, -1):  # sections opened before torch started have none
-            if stack[i][0] == name:
-                _, h = stack.pop(i)
-                r.exit(h)
+            self._mirrors.append((tid, name, a, b))
+        elif stack:
+            top = stack[-1]
+            if top[0] == name:
+                stack.pop()
+                r.exit(top[1])
                 return
+            for i in range(len(stack) - 2, -1, -1):  # out-of-order end() of begin() sections
+                if stack[i][0] == name:
+                    r.exit(stack.pop(i)[1])
+                    return
 
     def _on_step(self, n: int) -> None:
         """polyprof.step() -> ProfilerStep#n in torch's trace (as torch's schedule does)."""
