@@ -75,6 +75,7 @@ class profile(torch.profiler.profile):
         self._pp_plugin: TorchPlugin | None = None
         self._pp_capture: Any = None
         self._pp_attached = False  # driving the torch plugin of an outer session
+        self._pp_files: list[str] = []  # our exports of each cycle (read at collect)
         self._pp_saved: tuple[Any, str] | None = None  # (torch's cycle profiler, our export)
         self._pp_dir = tempfile.mkdtemp(prefix="polyprof-torch-")
         weakref.finalize(self, shutil.rmtree, self._pp_dir, True)
@@ -99,9 +100,10 @@ class profile(torch.profiler.profile):
         plugin, cap = self._pp_plugin, self._pp_capture
         if plugin is not None and cap is not None:
             try:
-                plugin.export(self, cap)
+                plugin.export(self, cap, self._pp_dir)
                 if cap.path:
                     self._pp_saved = (self.profiler, cap.path)
+                    self._pp_files.append(cap.path)
             except Exception as e:  # polyprof must not break torch's own flow
                 log.warning("polyprof could not export torch's cycle: %s", e)
             self._pp_capture = None
@@ -181,8 +183,7 @@ class profile(torch.profiler.profile):
                 names = [p.name for p in resolve(None) if p.name != "torch"]
             else:
                 names = [p for p in self._pp_plugins if p != "torch"]
-            plugin = TorchPlugin(driver=self, **{**self._pp_options.get("torch", {}),
-                                                 "export_dir": self._pp_dir})
+            plugin = TorchPlugin(driver=self, **self._pp_options.get("torch", {}))
             session = Session([*names, plugin], output=self._pp_output, options=self._pp_options)
             session.start()
         except PolyprofError as e:
@@ -205,6 +206,13 @@ class profile(torch.profiler.profile):
         finally:
             self._pp_plugin = None
             self._pp_capture = None
+            # read by now; only the last cycle's file is still handed out by export_chrome_trace
+            for path in self._pp_files[:-1]:
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+            del self._pp_files[:-1]
 
     @property
     def session(self) -> Session | None:

@@ -235,8 +235,7 @@ class TorchPlugin(Plugin):
     "cuda" or ``ProfilerActivity`` values; default: CPU plus every present device),
     ``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``,
     ``with_modules`` (as torch), ``all_threads`` (default True), ``mirror_sections``
-    (default True), ``keep_export`` (a directory to keep torch's JSON in),
-    ``export_dir`` (where torch's JSON is written; default a temp dir removed at collect).
+    (default True), ``keep_export`` (a directory to keep a copy of torch's JSON in).
     """
 
     name = "torch"
@@ -255,7 +254,6 @@ class TorchPlugin(Plugin):
         self._hook: _ImportHook | None = None
         self._step_range: Any = None
         self._tmpdir: str | None = None
-        self._own_tmpdir = True
         self._thread_names: dict[int, str] = {}
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
@@ -272,9 +270,7 @@ class TorchPlugin(Plugin):
 
     # ------------------------------------------------------------------ lifecycle
     def _start(self, ctx: SessionContext) -> None:
-        given = self.options.get("export_dir")
-        self._own_tmpdir = not given
-        self._tmpdir = str(given) if given else tempfile.mkdtemp(prefix="polyprof-torch-")
+        self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
         self._recorder = rec_mod.active_recorder()
         self._snapshot_threads()
         if self.options.get("mirror_sections", True) and self._recorder is not None:
@@ -304,6 +300,10 @@ class TorchPlugin(Plugin):
                 self._warn("another torch profiler is already running; torch ops are not "
                            "recorded by polyprof in this session (use polyprof.torch.profile)")
                 return
+            if self._recorder is None:  # the host plugin started after us
+                self._recorder = rec_mod.active_recorder()
+                if self._recorder is not None and self.options.get("mirror_sections", True):
+                    self._recorder.listeners.append(self._on_section)
             prof = torch.profiler.profile(**self._profile_kwargs(torch))
             prof.start()
             self._prof = prof
@@ -435,7 +435,7 @@ class TorchPlugin(Plugin):
             exit_(h)
             cap.samples.append((a, b))
 
-    def export(self, prof: Any, cap: _Capture | None = None) -> None:
+    def export(self, prof: Any, cap: _Capture | None = None, directory: str | None = None) -> None:
         """Export torch's trace of the capture that just ended (called before any user
         on_trace_ready handler, so its own exports and files stay untouched)."""
         import torch
@@ -447,7 +447,9 @@ class TorchPlugin(Plugin):
             cap.lost = "the torch recording was ended by another torch.profiler in the program"
             self._warn(cap.lost + "; its torch ops are lost")
             return
-        path = os.path.join(self._tmpdir or tempfile.gettempdir(), f"torch_cycle{cap.index}.json")
+        # a driver's directory is the driver's to clean (it hands the file out later)
+        folder = directory or self._tmpdir or tempfile.gettempdir()
+        path = os.path.join(folder, f"torch_{id(self):x}_cycle{cap.index}.json")
         torch.profiler.profile.export_chrome_trace(prof, path)
         cap.path = path
         keep = self.options.get("keep_export")
@@ -525,20 +527,9 @@ class TorchPlugin(Plugin):
             log.warning("plugin torch: %s", msg)
 
     def _cleanup(self) -> None:
-        """Our temp files go; in a directory the driver gave us, the last capture's
-        file stays (the drop-in hands it out when the program exports that cycle)."""
-        if not self._tmpdir:
-            return
-        if self._own_tmpdir:
+        if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
-        else:
-            for cap in self._captures[:-1]:
-                if cap.path:
-                    try:
-                        os.remove(cap.path)
-                    except OSError:
-                        pass
-        self._tmpdir = None
+            self._tmpdir = None
 
     # ------------------------------------------------------------------ ingest
     def ingest(self, cap: _Capture) -> tuple[Trace, dict[str, Any]]:
