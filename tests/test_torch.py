@@ -395,3 +395,13 @@ def test_gpu_trace_rehomed_on_session_clock(kineto_files):
     assert fl(out) == fl(src)
     kern = out.rows_of_kind(Kind.KERNEL)
     assert len(kern) and np.isin(kern, out.stats["correlation_id"].rows).all()
+
+
+def test_torch_profiler_that_cannot_start_is_reported_not_raised():
+    opts = {**QUIET, "torch": {"activities": ["no_such_activity"]}}
+    with polyprof.profile(plugins=["torch"], options=opts) as s:
+        with polyprof.section("work"):
+            torch.ones(3).sum()
+    t = s.trace
+    assert len(rows_named(t, "work")) == 1 and len(t.rows_of_kind(Kind.CPU_OP)) == 0
+    assert any("did not start" in w and "no_such_activity".upper() in w.upper() for w in t.metadata["warnings"])

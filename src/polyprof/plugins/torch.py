@@ -304,8 +304,12 @@ class TorchPlugin(Plugin):
                 self._recorder = rec_mod.active_recorder()
                 if self._recorder is not None and self.options.get("mirror_sections", True):
                     self._recorder.listeners.append(self._on_section)
-            prof = torch.profiler.profile(**self._profile_kwargs(torch))
-            prof.start()
+            try:
+                prof = torch.profiler.profile(**self._profile_kwargs(torch))
+                prof.start()
+            except Exception as e:  # reported; the session and the program go on
+                self._warn(f"torch.profiler did not start: {type(e).__name__}: {e}")
+                return
             self._prof = prof
             cap = self.new_capture()
             self.sync(cap)
