@@ -22,8 +22,15 @@ def plugin_list(args: argparse.Namespace) -> list[str] | None:
 
 
 def load_trace(path: str) -> Trace:
-    from ..formats.detect import load
+    import os
+    import sys
 
+    from ..formats.detect import detect, load
+
+    # a progress bar for big Kineto/Chrome JSON files when someone is watching
+    if sys.stderr.isatty() and os.path.isfile(path) and os.path.getsize(path) > (16 << 20) \
+            and detect(path) == "chrome-json":
+        return load(path, progress=True)
     return load(path)
 
 

@@ -11,6 +11,7 @@ from .common import load_trace
 FORMATS = {
     "chrome": "polyprof.formats.chrome:write",
     "polyprof": "polyprof.formats.native:save",
+    "kineto": "polyprof.formats.kineto_writer:write",
 }
 
 

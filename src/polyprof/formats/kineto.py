@@ -33,7 +33,7 @@ from ..trace.core import Trace
 log = logging.getLogger("polyprof")
 
 #: Text handed to orjson at a time (whole events); bounds the parsed objects alive at once.
-CHUNK_BYTES = 2 << 20
+CHUNK_BYTES = 256 << 10
 _READ_BYTES = 1 << 20
 _SLURP_LIMIT = 64 << 20  # no event boundary found within this much text: parse in one piece
 
@@ -341,22 +341,27 @@ def _us_to_ns(us: np.ndarray) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + best.astype(np.int64)
 
 
-def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
-    """JSON number texts in µs -> exact integer ns (more than 3 decimals are rounded).
+def _three_decimals(texts: list[bytes]) -> np.ndarray | None:
+    """Kineto prints times with three decimals: drop the dots and parse all digits at once.
 
-    Kineto prints every time with three decimals: then dropping the dots and parsing the
-    digits as one array is exact; the parsed floats confirm no text had another form.
-    """
-    if texts:
-        joined = b" ".join(texts)
-        if joined.count(b".") == len(texts):
-            try:
-                fast = np.fromstring(joined.replace(b".", b""), dtype=np.int64, sep=" ")
-            except ValueError:
-                fast = None
-            if fast is not None and len(fast) == len(texts) and \
-                    np.all(np.abs(fast - approx_us * 1000.0) <= 1000.0):
-                return fast
+    Callers check the result against the floats (a text of another form is off by 10x)."""
+    if not texts:
+        return np.zeros(0, np.int64)
+    joined = b" ".join(texts)
+    if joined.count(b".") != len(texts):
+        return None
+    try:
+        fast = np.fromstring(joined.replace(b".", b""), dtype=np.int64, sep=" ")
+    except ValueError:
+        return None
+    return fast if len(fast) == len(texts) else None
+
+
+def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
+    """JSON number texts in µs -> exact integer ns (more than 3 decimals are rounded)."""
+    fast = _three_decimals(texts)
+    if fast is not None and np.all(np.abs(fast - approx_us * 1000.0) <= 1000.0):
+        return fast
     out = []
     for t in texts:
         i = t.find(b".")
@@ -390,12 +395,6 @@ _PHASE_CODES: dict[Any, int] = dict(_PHASES)
 
 def _other_phase(p: Any) -> int:
     return _OTHER
-
-
-def _fields(evs: list, names: tuple[str, ...], defaults: tuple | None = None) -> list:
-    """Columns of ``names`` from event dicts (a comprehension per field is the fastest way)."""
-    defaults = defaults or (None,) * len(names)
-    return [[e.get(k, d) for e in evs] for k, d in zip(names, defaults)]
 
 
 def _codes(values: list, table: dict, make: Callable[[Any], int]) -> list[int]:
@@ -461,16 +460,16 @@ class _Collector:
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pid", "tid", "name", "cat", "ts", "dur")}
         self.b_rows: list[np.ndarray] = []
         self.ends: list[tuple] = []  # E events: (pid, tid, ts, pos, args)
-        self.flow_cols: dict[str, list[np.ndarray]] = {k: [] for k in ("key", "ph", "pid", "tid", "ts", "enclosing")}
-        self.flow_keys: dict[tuple, int] = {}
-        self.flow_cat: list[str] = []
-        self.flow_id: list[int] = []
+        self.flow_cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
+        self.flow_names: dict[bytes, int] = {}  # flow ids that are not integers
         self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
         self.process: dict[Any, dict[str, Any]] = {}
         self.threads: dict[tuple, dict[str, Any]] = {}
         self.other_meta: list[dict] = []
         self.skipped: dict[str, int] = {}
         self.inexact_ts = 0
+        self.exact_text = False  # times come from the "ts" texts (absolute µs with 3 decimals)
 
     def _sid(self, v: Any) -> int:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
@@ -481,8 +480,13 @@ class _Collector:
     # ---------------------------------------------------------------- one slice
     def add(self, evs: list, text: bytes | None) -> None:
         n = len(evs)
+        ts_ns = self._times_from_text(evs, text) if self.exact_text and text is not None else None
         try:
-            ph, raw_ts = _fields(evs, ("ph", "ts"))
+            if ts_ns is None:
+                ph = [e.get("ph") for e in evs]
+                ts_ns = self._times([e.get("ts") for e in evs], text)
+            else:
+                ph = [e.get("ph") for e in evs]
         except AttributeError:
             bad = next(i for i, e in enumerate(evs) if not isinstance(e, dict))
             raise TraceFormatError(self.path, f"not a Chrome/Kineto trace: traceEvents[{self.seen + bad}] "
@@ -491,7 +495,6 @@ class _Collector:
             codes = np.array(_codes(ph, _PHASE_CODES, _other_phase), dtype=np.int8)
         except TypeError:  # an unhashable "ph"
             codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in ph], dtype=np.int8)
-        ts_ns = self._times(raw_ts, text)
 
         ev_idx = np.flatnonzero(codes <= _B)
         if len(ev_idx):
@@ -511,16 +514,47 @@ class _Collector:
             if len(texts) == int(numeric.sum()):
                 out = np.zeros(len(raw), np.int64)
                 out[numeric] = _exact_ns(texts, us[numeric])
+                self.exact_text = bool(numeric.all())
                 return out
             self.inexact_ts += int(big.sum())
         return _us_to_ns(us)
 
+    def _id_codes(self, values: list, table: dict) -> np.ndarray:
+        """Codes of pid/tid values (ints or strings)."""
+        return np.array(_codes(values, table, self._new_code(table)), np.int64)
+
+    def _times_from_text(self, evs: list, text: bytes) -> np.ndarray | None:
+        """Exact ns straight from the "ts" texts when every event has one; checked against
+        the parsed floats of a sample of events and the range of the trace."""
+        texts = _TS_RE.findall(text)
+        if len(texts) != len(evs) or not texts:
+            return None
+        fast = _three_decimals(texts)
+        if fast is None:
+            return None
+        probe = np.unique(np.linspace(0, len(evs) - 1, min(len(evs), 17)).astype(np.int64)).tolist()
+        ref = []
+        for i in probe:
+            v = evs[i].get("ts") if type(evs[i]) is dict else None
+            if type(v) not in (int, float) or abs(fast[i] - v * 1000.0) > 1000.0:
+                return None
+            ref.append(fast[i])
+        span = 10 ** 15  # ±11 days around the sample: a text of another form is 10x off
+        if fast.min() < min(ref) - span or fast.max() > max(ref) + span:
+            return None
+        return fast
+
     def _events(self, sel: list, ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
         c = self.cols
-        pid, tid, name, cat, dur, args = _fields(sel, ("pid", "tid", "name", "cat", "dur", "args"),
-                                                  (None, None, "", "", 0, None))
-        c["pid"].append(np.array(_codes(pid, self.pids, self._new_code(self.pids)), np.int64))
-        c["tid"].append(np.array(_codes(tid, self.tids, self._new_code(self.tids)), np.int64))
+        # one comprehension per field, with literal keys: the fastest way through dicts
+        pid = [e.get("pid") for e in sel]
+        tid = [e.get("tid") for e in sel]
+        name = [e.get("name", "") for e in sel]
+        cat = [e.get("cat", "") for e in sel]
+        dur = [e.get("dur", 0) for e in sel]
+        args = [e.get("args") for e in sel]
+        c["pid"].append(self._id_codes(pid, self.pids))
+        c["tid"].append(self._id_codes(tid, self.tids))
         c["name"].append(np.array(_codes(name, self.strings, self._sid), np.int32))
         c["cat"].append(np.array(_codes(cat, self.strings, self._sid), np.int32))
         c["ts"].append(ts_ns)
@@ -593,32 +627,35 @@ class _Collector:
 
     def _flow_slice(self, sel: list, ph: np.ndarray, ts_ns: np.ndarray) -> None:
         ids = [e.get("id") for e in sel]
+        cats = [e.get("cat", "") for e in sel]
+        pid = [e.get("pid") for e in sel]
+        tid = [e.get("tid") for e in sel]
+        bp = [e.get("bp") for e in sel]
         if None in ids:
             for j, e in enumerate(sel):
                 if ids[j] is None:
                     id2 = e.get("id2")
                     ids[j] = next(iter(id2.values()), None) if isinstance(id2, dict) and id2 else e.get("bind_id")
-        cats = [e.get("cat", "") for e in sel]
-        try:
-            pairs = list(zip(cats, ids))
-            fk = _codes(pairs, self.flow_keys, self._new_flow)
-        except TypeError:  # unhashable ids: use their JSON text
-            pairs = [(c if isinstance(c, str) else str(c), i if _hashable(i) else orjson.dumps(i).decode())
-                     for c, i in pairs]
-            fk = _codes(pairs, self.flow_keys, self._new_flow)
+        fid = None
+        if set(map(type, ids)) == {int}:
+            try:
+                fid = np.array(ids, np.int64)
+            except OverflowError:
+                fid = None
+        if fid is None or np.any(fid < 0):  # other ids: numbered by their text, below zero
+            names = self.flow_names
+            fid = np.array([i if type(i) is int and 0 <= i < 2 ** 63 else
+                            -2 - names.setdefault(orjson.dumps(i), len(names)) for i in ids], np.int64)
         fc = self.flow_cols
-        fc["key"].append(np.array(fk, np.int64))
+        fc["cat"].append(np.array(_codes(cats, self.strings, self._sid), np.int64))
+        fc["id"].append(fid)
         fc["ph"].append(ph)
-        fc["pid"].append(np.array(_codes([e.get("pid") for e in sel], self.pids, self._new_code(self.pids)), np.int64))
-        fc["tid"].append(np.array(_codes([e.get("tid") for e in sel], self.tids, self._new_code(self.tids)), np.int64))
+        fc["pid"].append(self._id_codes(pid, self.pids))
+        fc["tid"].append(self._id_codes(tid, self.tids))
         fc["ts"].append(ts_ns)
-        fc["enclosing"].append((ph != _F) | np.array([e.get("bp") == "e" for e in sel]))
-
-    def _new_flow(self, key: tuple) -> int:
-        cat, fid = key
-        self.flow_cat.append(cat if isinstance(cat, str) else str(cat))
-        self.flow_id.append(fid if isinstance(fid, int) and not isinstance(fid, bool) else -1)
-        return len(self.flow_cat) - 1
+        bp_arr = np.empty(len(bp), dtype=object)
+        bp_arr[:] = bp
+        fc["enclosing"].append((ph != _F) | (bp_arr == "e"))
 
     def _meta(self, e: dict) -> None:
         name, args = e.get("name"), e.get("args") or {}
@@ -819,10 +856,12 @@ class _Collector:
     def _flows(self, track: np.ndarray, ts: np.ndarray, dur: np.ndarray, cat_c: np.ndarray,
                track_of_pair: dict[int, int], ntid: int, base: int) -> None:
         fc = self.flow_cols
-        if not fc["key"] or not len(ts):
-            self.unbound_flows = len(fc["key"])
+        if not fc["id"] or not len(ts):
+            self.unbound_flows = sum(len(x) for x in fc["id"])
             return
-        key = np.concatenate(fc["key"])
+        fcat, fid = np.concatenate(fc["cat"]), np.concatenate(fc["id"])
+        _, first, key = np.unique(np.stack([fcat, fid], axis=1), axis=0, return_index=True, return_inverse=True)
+        key = key.reshape(-1)
         ph = np.concatenate(fc["ph"])
         fts = np.concatenate(fc["ts"]) + base
         fpair = np.concatenate(fc["pid"]) * ntid + np.concatenate(fc["tid"])
@@ -845,12 +884,12 @@ class _Collector:
         ok = (src >= 0) & (dst >= 0) & (src != dst)
         self.unbound_flows = int(np.count_nonzero(~ok))
         src, dst, fkey = src[ok], dst[ok], fkey[ok]
-        ids = np.array(self.flow_id, np.int64)[fkey]
+        ids = fid[first][fkey]
         ids = np.where(ids >= 0, ids, fkey + 1)
-        cats = np.array(self.flow_cat, dtype=object)[fkey] if len(fkey) else np.zeros(0, object)
-        for c in dict.fromkeys(cats.tolist()):
+        cats = fcat[first][fkey]
+        for c in np.unique(cats).tolist():
             m = cats == c
-            self.b.flows(src[m], dst[m], ids[m], c)
+            self.b.flows(src[m], dst[m], ids[m], self.b.strings[c])
 
     def _annotation_mask(self, cat_c: np.ndarray) -> np.ndarray:
         ann = [i for i, s in enumerate(self.b.strings)

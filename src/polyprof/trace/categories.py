@@ -50,6 +50,16 @@ _BY_CATEGORY: dict[str, Kind] = {
     "python_function": Kind.PYTHON,
     "mark": Kind.MARK,
     "derived": Kind.DERIVED,
+    # Kineto activity types not listed above
+    "privateuse1_driver": Kind.RUNTIME,
+    "glow_runtime": Kind.RUNTIME,
+    "collective_comm": Kind.COLLECTIVE,
+    "cpu_instant_event": Kind.MARK,
+    "cuda_sync": Kind.OTHER,  # CUPTI sync records on a stream: waiting, not busy
+    "cuda_profiler_range": Kind.OTHER,  # CUPTI range-profiler counters per kernel
+    "mtia_ccp_events": Kind.OTHER,  # MTIA command processor: DMA, waits, execution mixed
+    "overhead": Kind.OTHER,
+    "trace": Kind.OTHER,  # Kineto's own "PyTorch Profiler (0)" span
 }
 
 #: Kinds that occupy a device: the "busy" in a temporal breakdown.

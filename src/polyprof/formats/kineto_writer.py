@@ -1,0 +1,217 @@
+"""Write any Trace as Kineto-format JSON, so it opens where ``torch.profiler`` traces open
+(Perfetto, chrome://tracing, Holistic Trace Analysis, TensorBoard's profiler plugin).
+
+Kineto's conventions: device planes become pid = device index with one tid per stream,
+host planes keep their process id; ``ts``/``dur`` are µs relative to
+``baseTimeNanoseconds`` (printed with ns precision); flows become ``s``/``f`` pairs
+(``bp: e``); stats go back to args under Kineto's names (``correlation``,
+``External id``). Traces on CLOCK_MONOTONIC are moved to wall-clock time through their
+``wall_anchor``, as Kineto's timestamps are wall-clock based.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..trace import keys
+from ..trace.categories import Kind, kinds_for_strings
+from ..trace.core import Trace
+
+#: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).
+_ARG_NAMES = {keys.CORRELATION_ID: "correlation", keys.EXTERNAL_ID: "External id"}
+#: Plane properties the reader adds that are not device properties.
+_PLANE_EXTRAS = {"process_name", "process_labels", "process_sort_index"}
+#: Zero-length events of these kinds stay complete events ("X"); others become instants.
+_X_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME, Kind.CPU_OP, Kind.ANNOTATION,
+            Kind.DEVICE_ANNOTATION, Kind.STEP, Kind.PYTHON, Kind.COLLECTIVE)
+
+
+def _wall_shift(trace: Trace) -> int:
+    """ns to add to the trace's times to get wall-clock ns (0 if already wall)."""
+    if trace.metadata.get("clock") == "wall":
+        return 0
+    anchor = trace.metadata.get("wall_anchor")
+    if isinstance(anchor, dict) and "mono_ns" in anchor and "wall_ns" in anchor:
+        return int(anchor["wall_ns"]) - int(anchor["mono_ns"])
+    return 0
+
+
+def _us(ns: np.ndarray) -> list[float]:
+    """Relative ns -> µs floats that print as exact three-decimal values."""
+    return (np.asarray(ns, np.int64) / 1000.0).tolist()
+
+
+def _ids(trace: Trace) -> tuple[list[int], list[int]]:
+    """Kineto pid per plane and tid per track, unique where the viewer needs them to be."""
+    pids: list[int] = []
+    used: set[int] = set()
+    for p in trace.planes:
+        if p.kind == "device":
+            pid = p.index
+        else:
+            pid = p.pid if isinstance(p.pid, int) and p.pid > 0 else 1_000_000 + p.id
+        while pid in used:
+            pid += 1_000_000
+        used.add(pid)
+        pids.append(pid)
+    tids: list[int] = []
+    seen: set[tuple[int, int]] = set()
+    for t in trace.tracks:
+        tid = t.tid if isinstance(t.tid, int) else 0
+        if tid < 0 or (t.plane, tid) in seen:
+            tid = 2_000_000 + t.id
+        seen.add((t.plane, tid))
+        tids.append(tid)
+    return pids, tids
+
+
+def _arg_value(v: Any) -> Any:
+    """Stat value -> JSON arg; JSON text that the reader made of lists/dicts goes back to JSON."""
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if isinstance(v, str) and v[:1] in ("[", "{"):
+        try:
+            return orjson.loads(v)
+        except orjson.JSONDecodeError:
+            return v
+    return v
+
+
+def to_kineto(trace: Trace) -> dict[str, Any]:
+    """The Kineto JSON document of a trace (a dict ready for orjson)."""
+    shift = _wall_shift(trace)
+    ev = trace.events
+    n = trace.n_events
+    times = [ev["start_ns"] + shift] if n else []
+    c = trace.counters
+    if len(c["ts_ns"]):
+        times.append(c["ts_ns"] + shift)
+    origin = int(min(int(t.min()) for t in times)) if times else 0
+    base = (origin // 1_000_000_000) * 1_000_000_000 if origin > 0 else 0
+    pids, tids = _ids(trace)
+    out: list[dict[str, Any]] = []
+
+    for p, pid in zip(trace.planes, pids):
+        props = p.properties or {}
+        if p.kind == "device":
+            label = f"{p.name.split(':')[-2] if p.name.count(':') >= 2 else 'GPU'} {p.index}"
+        else:
+            label = "CPU"
+        out.append({"name": "process_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
+                    "args": {"name": props.get("process_name") or p.name}})
+        out.append({"name": "process_labels", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
+                    "args": {"labels": props.get("process_labels") or label}})
+        sort = props.get("process_sort_index")
+        out.append({"name": "process_sort_index", "ph": "M", "ts": 0, "pid": pid, "tid": 0,
+                    "args": {"sort_index": sort if isinstance(sort, int) else
+                             (16777216 + p.index if p.kind == "device" else pid)}})
+    for t, tid in zip(trace.tracks, tids):
+        pid = pids[t.plane]
+        out.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": {"name": t.name}})
+        out.append({"name": "thread_sort_index", "ph": "M", "ts": 0, "pid": pid, "tid": tid,
+                    "args": {"sort_index": t.sort_index}})
+
+    if n:
+        track_pid = np.array([pids[t.plane] for t in trace.tracks], np.int64)
+        track_tid = np.array(tids, np.int64)
+        pid_l = track_pid[ev["track"]].tolist()
+        tid_l = track_tid[ev["track"]].tolist()
+        ts_l = _us(ev["start_ns"] + shift - base)
+        dur_l = _us(ev["dur_ns"])
+        names, cats = trace.names().tolist(), trace.categories().tolist()
+        kinds = kinds_for_strings(trace.strings)[ev["category"]]
+        complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))).tolist()
+        args: list[dict[str, Any] | None] = [None] * n
+        on_host = np.array([p.kind != "device" for p in trace.planes], bool)[trace.track_plane][ev["track"]]
+        for key, col in trace.stats.items():
+            name = _ARG_NAMES.get(key, key)
+            vals = col.values.tolist() if col.kind in "iuf" else [_arg_value(v) for v in col.values]
+            if key == keys.STREAM and col.kind in "iu":
+                # Kineto gives only device activity an integer stream; a runtime call's
+                # stream argument on the host is written as a handle (ROCm: "0x0")
+                host = on_host[col.rows].tolist()
+                vals = [f"0x{v:x}" if h and v >= 0 else v for v, h in zip(vals, host)]
+            for r, v in zip(col.rows.tolist(), vals):
+                a = args[r]
+                if a is None:
+                    a = args[r] = {}
+                a[name] = v
+        for i in range(n):
+            if complete[i]:
+                e = {"ph": "X", "cat": cats[i], "name": names[i], "pid": pid_l[i], "tid": tid_l[i],
+                     "ts": ts_l[i], "dur": dur_l[i]}
+            else:
+                e = {"ph": "i", "s": "t", "cat": cats[i], "name": names[i], "pid": pid_l[i], "tid": tid_l[i],
+                     "ts": ts_l[i]}
+            if args[i]:
+                e["args"] = args[i]
+            out.append(e)
+
+        fl = trace.flows
+        used: set[tuple[str, int]] = set()
+        for k, (s, d, fid, fc) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), fl["id"].tolist(),
+                                                 fl["category"].tolist())):
+            cat = trace.strings[fc] or "ac2g"
+            ident = fid if fid > 0 and (cat, fid) not in used else 10 ** 12 + k
+            used.add((cat, ident))
+            out.append({"ph": "s", "id": ident, "pid": pid_l[s], "tid": tid_l[s], "ts": ts_l[s],
+                        "cat": cat, "name": cat})
+            out.append({"ph": "f", "id": ident, "pid": pid_l[d], "tid": tid_l[d], "ts": ts_l[d],
+                        "cat": cat, "name": cat, "bp": "e"})
+
+    if len(c["ts_ns"]):
+        cts = _us(c["ts_ns"] + shift - base)
+        for pl, nm, t, v in zip(c["plane"].tolist(), c["name"].tolist(), cts, c["value"].tolist()):
+            name = trace.strings[nm]
+            out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": t, "args": {name: v}})
+
+    meta = trace.metadata
+    doc: dict[str, Any] = {"schemaVersion": meta.get("schemaVersion", 1),
+                           "deviceProperties": _device_properties(trace)}
+    dist = meta.get("distributedInfo")
+    if not isinstance(dist, dict):
+        dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
+    if dist:
+        doc["distributedInfo"] = dist
+    doc["traceEvents"] = out
+    doc["traceName"] = str(meta.get("traceName") or (meta.get("source") or {}).get("path", "polyprof"))
+    doc["displayTimeUnit"] = "ms"
+    doc["baseTimeNanoseconds"] = base
+    doc["polyprof"] = {"clock": meta.get("clock", ""), "wall_shift_ns": shift}
+    return doc
+
+
+def _device_properties(trace: Trace) -> list[dict[str, Any]]:
+    """One entry per device plane (its properties), then listed devices without events."""
+    out: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for p in trace.planes:
+        if p.kind != "device" or p.index in seen:
+            continue
+        props = {k: v for k, v in (p.properties or {}).items() if k not in _PLANE_EXTRAS}
+        props["id"] = p.index
+        props.setdefault("name", p.name)
+        out.append({"id": props.pop("id"), **props})
+        seen.add(p.index)
+    for d in trace.metadata.get("deviceProperties") or []:
+        if isinstance(d, dict) and d.get("id") not in seen:
+            out.append(d)
+            seen.add(d.get("id"))
+    return out
+
+
+def write(trace: Trace, path: str | Path) -> Path:
+    """Write ``trace`` as Kineto JSON (gzipped when the name ends with ``.gz``)."""
+    path = Path(path)
+    data = orjson.dumps(to_kineto(trace), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "wb", compresslevel=5) as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+    return path
