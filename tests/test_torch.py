@@ -244,6 +244,13 @@ def test_dropin_with_schedule_and_on_trace_ready(tmp_path):
     assert t.start_ns[s2] <= t.start_ns[r] and t.end_ns[r] <= t.end_ns[s2]
 
 
+def test_dropin_rejects_unknown_plugin_names():
+    import polyprof.torch as ptorch
+
+    with pytest.raises(polyprof.PolyprofError, match="no_such_plugin"):
+        ptorch.profile(plugins=["no_such_plugin"])
+
+
 def test_dropin_without_schedule_exports_after_exit(tmp_path):
     import polyprof.torch as ptorch
 

@@ -40,9 +40,9 @@ import torch
 import torch.profiler
 
 from .collect import recorder as rec_mod
-from .collect.registry import resolve
+from .collect.registry import discover, resolve
 from .collect.session import Session, active_session
-from .errors import PolyprofError
+from .errors import PluginError, PolyprofError
 from .plugins.torch import TorchPlugin
 from .trace.core import Trace
 
@@ -67,6 +67,12 @@ class profile(torch.profiler.profile):
                  with_modules: bool = False, experimental_config: Any = None,
                  plugins: Sequence[str] | None = None, output: str | Path | None = None,
                  polyprof_options: dict[str, Any] | None = None, **torch_kwargs: Any) -> None:
+        if plugins is not None:  # a typo in polyprof's own argument fails here, not silently later
+            known = discover()
+            unknown = [p for p in plugins if p not in known]
+            if unknown:
+                raise PluginError(f"no plugin named {', '.join(map(repr, unknown))}; "
+                                  f"installed: {', '.join(sorted(known))}")
         self._pp_user_handler: Callable[..., Any] | None = None
         self._pp_plugins = plugins
         self._pp_output = output
