@@ -107,5 +107,28 @@ def main() -> None:
               f"   x{per / base:.2f}")
 
 
+def section_cost(n: int = 20000, repeat: int = 5) -> None:
+    """Cost of one empty polyprof section (enter + exit): host plugin only, and with
+    the torch plugin mirroring it into torch while torch records."""
+    quiet = {"host": {"sample_interval_s": 0}}
+
+    def run(plugins, opts):
+        with polyprof.profile(plugins=plugins, options=opts):
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                with polyprof.section("s"):
+                    pass
+            return (time.perf_counter_ns() - t0) / n
+
+    cases = [("host only", [], quiet), ("torch plugin, no mirror", ["torch"],
+                                         {**quiet, "torch": {"mirror_sections": False}}),
+             ("torch plugin (mirrored)", ["torch"], quiet)]
+    best = {name: min(run(p, o) for _ in range(repeat)) for name, p, o in cases}
+    print(f"\nempty section, enter+exit ({n} per run, best of {repeat})")
+    for name, ns in best.items():
+        print(f"{name:<26}{ns / 1e3:>8.2f} µs")
+
+
 if __name__ == "__main__":
     main()
+    section_cost()
