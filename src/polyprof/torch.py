@@ -43,7 +43,7 @@ from .collect import recorder as rec_mod
 from .collect.registry import discover, resolve
 from .collect.session import Session, active_session
 from .errors import PluginError, PolyprofError
-from .plugins.torch import TorchPlugin
+from .plugins.torch import TorchPlugin, active_plugin
 from .trace.core import Trace
 
 log = logging.getLogger("polyprof")
@@ -176,11 +176,10 @@ class profile(torch.profiler.profile):
         outer = active_session()
         if outer is not None:
             # e.g. under `polyprof run`: hand torch's cycles to that session's torch plugin
-            for slot in getattr(outer, "_slots", []):
-                plugin = slot.plugin
-                if isinstance(plugin, TorchPlugin) and slot.started and plugin.attach_driver(self):
-                    self._pp_plugin, self._pp_attached = plugin, True
-                    return
+            plugin = active_plugin()
+            if plugin is not None and plugin.attach_driver(self):
+                self._pp_plugin, self._pp_attached = plugin, True
+                return
             log.warning("polyprof.torch.profile inside a polyprof session without the torch "
                         "plugin: profiling with torch only (.trace stays None)")
             return

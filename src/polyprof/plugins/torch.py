@@ -222,6 +222,14 @@ def fit_pairs(a: np.ndarray, b: np.ndarray, k: np.ndarray, method: str = "paired
 
 
 # ----------------------------------------------------------------------- the plugin
+_active: "TorchPlugin | None" = None  # the torch plugin of the running session, if any
+
+
+def active_plugin() -> "TorchPlugin | None":
+    """The started torch plugin of the running session (a drop-in hands torch to it)."""
+    return _active
+
+
 class TorchPlugin(Plugin):
     """PyTorch (Kineto) in a polyprof session.
 
@@ -270,11 +278,14 @@ class TorchPlugin(Plugin):
 
     # ------------------------------------------------------------------ lifecycle
     def _start(self, ctx: SessionContext) -> None:
+        global _active
         self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
         self._recorder = rec_mod.active_recorder()
         self._snapshot_threads()
         if self.options.get("mirror_sections", True) and self._recorder is not None:
             self._recorder.listeners.append(self._on_section)
+        if _active is None:
+            _active = self
         if self.driver is not None:
             return
         if _imported_torch() is not None:
@@ -343,6 +354,9 @@ class TorchPlugin(Plugin):
         return default_activities(torch)
 
     def _stop(self) -> None:
+        global _active
+        if _active is self:
+            _active = None
         if self._hook is not None:
             try:
                 sys.meta_path.remove(self._hook)
