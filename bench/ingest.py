@@ -2,8 +2,8 @@
 
 Each load runs in its own fresh process (so peak memory is that process's own), several
 times alternating between the two tools; the best time and the lowest peak of each are
-compared. Time is the load call only; peak memory is the child's ru_maxrss (imports
-included), also shown above the child's RSS right after its imports.
+compared. Time is the load call only; peak memory is the child's VmHWM (its peak RSS,
+imports included), also shown above the child's RSS right after its imports.
 
     python bench/ingest.py                       # the largest shared trace
     python bench/ingest.py FILE --repeat 5
@@ -63,7 +63,12 @@ else:  # "hta-full": what TraceAnalysis(trace_dir=...) runs to load a trace
     t.load_traces(use_multiprocessing=False)
     dt = time.perf_counter() - t0
     n = len(t.get_trace(0))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def hwm_mb():  # this process image's own peak (ru_maxrss would carry the parent's over exec)
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+peak = hwm_mb()
 print(json.dumps({"seconds": dt, "peak_mb": peak, "base_mb": base, "events": n}))
 """
 
@@ -90,22 +95,17 @@ def run_child(python: str, tool: str, path: Path) -> dict:
 
 
 def replicate(src: Path, times: int, out_dir: Path) -> Path:
-    """A bigger Kineto file: the traceEvents text of ``src`` repeated ``times`` times."""
+    """A bigger Kineto file: the traceEvents text of ``src`` repeated ``times`` times
+    (cut out of the file as text, so timestamps keep their three decimals)."""
     raw = gzip.open(src, "rb").read() if src.name.endswith(".gz") else src.read_bytes()
     m = re.search(rb'"traceEvents"\s*:\s*\[', raw)
-    if not m:
-        raise SystemExit(f"{src}: no traceEvents array")
-    doc = json.loads(raw)
-    body = json.dumps(doc.pop("traceEvents"))[1:-1]
-    # keep the original event text (three-decimal timestamps) by cutting it out of the file
-    start = m.end()
-    end = raw.rindex(b"]", 0, raw.rindex(b'"traceName"') if b'"traceName"' in raw[start:] else len(raw))
-    events_text = raw[start:end].strip().rstrip(b",")
-    if not events_text.endswith(b"}"):
-        events_text = body.encode()
+    end = re.compile(rb"}\s*\]\s*(,\s*\"|})").search(raw, m.end()) if m else None
+    if not m or not end:
+        raise SystemExit(f"{src}: no traceEvents array found")
+    events_text = raw[m.end():end.start() + 1]
     out = out_dir / f"{src.name.split('.')[0]}_x{times}.json.gz"
     with gzip.open(out, "wb", compresslevel=1) as f:
-        f.write(raw[:start] + b",\n".join([events_text] * times) + b"\n" + raw[end:])
+        f.write(raw[:m.end()] + b",\n".join([events_text] * times) + raw[end.start() + 1:])
     return out
 
 

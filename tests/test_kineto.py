@@ -389,3 +389,28 @@ def test_holistic_trace_analysis_reads_what_we_write(tmp_path: Path, loaded):
     assert r.returncode == 0, r.stderr[-2000:]
     original, ours = json.loads(r.stdout.strip().splitlines()[-1])
     assert ours == original
+
+
+def test_absolute_microseconds_keep_their_nanoseconds(tmp_path: Path):
+    """Epoch µs with ns digits exceed a double's precision; the reader reads their text."""
+    ts = ["1712195495519689.047", "1712195495519689.8", "1712195495519690", "1712195495519691.25",
+          "1712195495519692.001"]
+    body = ",".join(f'{{"ph": "X", "name": "e{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": {t}, "dur": 1.5}}'
+                    for i, t in enumerate(ts))
+    p = tmp_path / "abs.json"
+    p.write_text('{"traceEvents": [' + body + ']}')
+    t = kineto.load(p)
+    assert t.start_ns.tolist() == [int(Decimal(x) * 1000) for x in ts]
+    same3 = tmp_path / "abs3.json"  # all with three decimals: the fast path
+    same3.write_text('{"traceEvents": [' + body.replace(".8,", ".800,").replace(".25,", ".250,")
+                     .replace("690,", "690.000,") + ']}')
+    assert kineto.load(same3).start_ns.tolist() == [int(Decimal(x) * 1000) for x in ts]
+
+
+def test_progress_bar_gives_the_same_trace(capsys):
+    path = KINETO_DIR / "mi250_rocm_minitoy.json.gz"
+    with_bar = kineto.load(path, progress=True)
+    plain = kineto.load(path)
+    assert with_bar.n_events == plain.n_events
+    assert np.array_equal(with_bar.start_ns, plain.start_ns)
+    assert capsys.readouterr().out == ""  # the bar goes to stderr only

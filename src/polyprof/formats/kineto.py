@@ -15,6 +15,7 @@ Times are Kineto's wall clock in ns (``baseTimeNanoseconds`` + ``ts`` µs, or ab
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 import zlib
@@ -358,22 +359,24 @@ def _three_decimals(texts: list[bytes]) -> np.ndarray | None:
 
 
 def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
-    """JSON number texts in µs -> exact integer ns (more than 3 decimals are rounded)."""
+    """JSON number texts in µs -> exact integer ns.
+
+    Texts with up to three decimals are parsed as digits; others (exponents, more
+    decimals) go through :func:`_us_to_ns`, rounded to the ns.
+    """
     fast = _three_decimals(texts)
     if fast is not None and np.all(np.abs(fast - approx_us * 1000.0) <= 1000.0):
         return fast
-    out = []
-    for t in texts:
-        i = t.find(b".")
-        if i < 0 and b"e" not in t and b"E" not in t:
-            out.append(int(t) * 1000)
-            continue
-        frac = t[i + 1:] if i >= 0 else b"x"
-        if len(frac) <= 3 and frac.isdigit():
-            out.append(int(t[:i] + frac + b"000"[len(frac):]))
-        else:
-            out.append(round(float(t) * 1000))
-    return np.array(out, np.int64)
+    out = _us_to_ns(approx_us)
+    arr = np.array(texts, dtype=bytes)
+    plain = (np.char.find(arr, b"e") < 0) & (np.char.find(arr, b"E") < 0)
+    dot = np.char.find(arr, b".")
+    decimals = np.where(dot >= 0, np.char.str_len(arr) - dot - 1, 0)
+    for k in range(4):
+        m = plain & (decimals == k)
+        if m.any():
+            out[m] = np.char.replace(arr[m], b".", b"").astype(np.int64) * 10 ** (3 - k)
+    return out
 
 
 def _floats(values: list, path: Path, what: str) -> np.ndarray:
@@ -997,6 +1000,10 @@ def load(path: str | Path, progress: bool = False) -> Trace:
     if src_size == 0:
         raise TraceFormatError(path, "empty file")
     bar = _Progress(progress, path, src_size)
+    # parsed JSON makes no reference cycles: the cyclic GC would only re-scan the many
+    # short-lived dicts of every slice, which costs a good share of the load time
+    gc_was_on = gc.isenabled()
+    gc.disable()
     try:
         top: dict[str, Any] = {}
         col = _Collector(path)
@@ -1009,4 +1016,6 @@ def load(path: str | Path, progress: bool = False) -> Trace:
     except RecursionError:
         raise TraceFormatError(path, "invalid JSON: nested too deeply") from None
     finally:
+        if gc_was_on:
+            gc.enable()
         bar.stop()
