@@ -56,6 +56,8 @@ class Recorder:
         self.steps: list[int] = []
         #: callables(name, is_enter) that mirror sections into other tools (e.g. torch)
         self.listeners: list[Callable[[str, bool], None]] = []
+        #: callables(n) told after the n-th polyprof.step() call (e.g. torch's ProfilerStep#n)
+        self.step_listeners: list[Callable[[int], None]] = []
 
     def snapshot_threads(self) -> None:
         for t in threading.enumerate():
@@ -204,3 +206,10 @@ def step() -> None:
     if rec is None or not rec.active:
         return
     rec.steps.append(_now())
+    if rec.step_listeners:
+        n = len(rec.steps)
+        for fn in rec.step_listeners:
+            try:
+                fn(n)
+            except Exception:  # a listener must never break the user's program
+                pass

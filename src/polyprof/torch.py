@@ -1,0 +1,225 @@
+"""``polyprof.torch.profile``: a drop-in for ``torch.profiler.profile`` that also runs a
+polyprof session.
+
+    with polyprof.torch.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
+                                on_trace_ready=torch.profiler.tensorboard_trace_handler("log")) as prof:
+        for batch in data:
+            train_step(batch)
+            prof.step()
+    prof.trace          # the polyprof Trace
+    prof.key_averages() # still torch's
+
+It is a subclass of ``torch.profiler.profile``: same arguments, same methods
+(``step``, ``export_chrome_trace``, ``key_averages``, ``events``...), the same
+``on_trace_ready`` calls at the end of each active cycle. On top of that it runs one
+polyprof session (host sections, steps, counters and every other default plugin)
+for the whole ``with`` block, and ``.trace`` is that session's Trace after exit:
+**one trace for the whole run**, holding torch's ops for every active cycle (each
+cycle aligned to the session clock on its own; ``metadata["clock_sync"]["torch"]
+["cycles"]`` describes each). ``step()`` also calls ``polyprof.step()``, so
+polyprof's step N is torch's ``ProfilerStep#N``.
+
+If a polyprof session is already active (e.g. the script runs under ``polyprof run``),
+no second session is opened: the active session's torch plugin pauses its own
+recording and takes this profiler's cycles instead, so they land in that session's
+trace; ``.trace`` stays None. Without a torch plugin there, this is torch's profiler.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+import torch.profiler
+
+from .collect import recorder as rec_mod
+from .collect.registry import discover, resolve
+from .collect.session import Session, active_session
+from .errors import PluginError, PolyprofError
+from .plugins.torch import TorchPlugin, active_plugin
+from .trace.core import Trace
+
+log = logging.getLogger("polyprof")
+
+__all__ = ["profile"]
+
+
+class profile(torch.profiler.profile):
+    """torch.profiler.profile plus a polyprof session (see the module docstring).
+
+    Extra keyword arguments: ``plugins`` (other polyprof plugins to run, default: every
+    available default plugin), ``output`` (write the polyprof trace there at exit),
+    ``polyprof_options`` (per-plugin options, as ``polyprof.profile(options=)``).
+    Everything else goes to ``torch.profiler.profile`` unchanged.
+    """
+
+    def __init__(self, *, activities: Iterable[Any] | None = None,
+                 schedule: Callable[[int], Any] | None = None,
+                 on_trace_ready: Callable[..., Any] | None = None, record_shapes: bool = False,
+                 profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
+                 with_modules: bool = False, experimental_config: Any = None,
+                 plugins: Sequence[str] | None = None, output: str | Path | None = None,
+                 polyprof_options: dict[str, Any] | None = None, **torch_kwargs: Any) -> None:
+        if plugins is not None:  # a typo in polyprof's own argument fails here, not silently later
+            known = discover()
+            unknown = [p for p in plugins if p not in known]
+            if unknown:
+                raise PluginError(f"no plugin named {', '.join(map(repr, unknown))}; "
+                                  f"installed: {', '.join(sorted(known))}")
+        self._pp_user_handler: Callable[..., Any] | None = None
+        self._pp_plugins = plugins
+        self._pp_output = output
+        self._pp_options = dict(polyprof_options or {})
+        self._pp_session: Session | None = None
+        self._pp_plugin: TorchPlugin | None = None
+        self._pp_capture: Any = None
+        self._pp_attached = False  # driving the torch plugin of an outer session
+        self._pp_files: list[str] = []  # our exports of each cycle (read at collect)
+        self._pp_saved: tuple[Any, str] | None = None  # (torch's cycle profiler, our export)
+        self._pp_dir = tempfile.mkdtemp(prefix="polyprof-torch-")
+        weakref.finalize(self, shutil.rmtree, self._pp_dir, True)
+        #: the polyprof Trace of the whole run, set when the profiler stops
+        self.trace: Trace | None = None
+        super().__init__(activities=activities, schedule=schedule, on_trace_ready=on_trace_ready,
+                         record_shapes=record_shapes, profile_memory=profile_memory,
+                         with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
+                         experimental_config=experimental_config, **torch_kwargs)
+
+    # torch calls ``self.on_trace_ready(self)`` at the end of each cycle; the property
+    # puts our export in front of the user's handler whichever way it was set.
+    @property  # type: ignore[override]
+    def on_trace_ready(self) -> Callable[..., Any]:
+        return self._pp_trace_ready
+
+    @on_trace_ready.setter
+    def on_trace_ready(self, fn: Callable[..., Any] | None) -> None:
+        self._pp_user_handler = fn
+
+    def _pp_trace_ready(self, prof: Any) -> None:
+        plugin, cap = self._pp_plugin, self._pp_capture
+        if plugin is not None and cap is not None:
+            try:
+                plugin.export(self, cap, self._pp_dir)
+                if cap.path:
+                    self._pp_saved = (self.profiler, cap.path)
+                    self._pp_files.append(cap.path)
+            except Exception as e:  # polyprof must not break torch's own flow
+                log.warning("polyprof could not export torch's cycle: %s", e)
+            self._pp_capture = None
+        if self._pp_user_handler is not None:
+            self._pp_user_handler(prof)
+
+    def export_chrome_trace(self, path: str, use_python_export: bool = False) -> Any:
+        """As torch's. Kineto saves a cycle only once and polyprof saved it already,
+        so a cycle polyprof exported is copied (gzipped for ``.gz``) from that file."""
+        saved = self._pp_saved
+        if saved is not None and saved[0] is self.profiler and os.path.exists(saved[1]):
+            path = os.fspath(path)
+            if path.endswith(".gz"):
+                with open(saved[1], "rb") as fin, gzip.open(path, "wb") as fout:
+                    shutil.copyfileobj(fin, fout)
+            else:
+                shutil.copyfile(saved[1], path)
+            return None
+        return super().export_chrome_trace(path, use_python_export=use_python_export)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._pp_open_session()
+        try:
+            super().start()
+        except BaseException:
+            self._pp_close_session()
+            raise
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            self._pp_close_session()
+
+    def step(self) -> None:
+        """torch's step, and polyprof.step(): torch's ``ProfilerStep#N`` range is closed
+        first, then polyprof's step N ends, then torch moves on, so torch's step N
+        nests inside polyprof's step N."""
+        rec = getattr(self, "step_rec_fn", None)
+        if getattr(self, "record_steps", False) and rec is not None:
+            rec.__exit__(None, None, None)
+            self.step_rec_fn = None  # torch's step() skips what is already closed
+        rec_mod.step()
+        super().step()
+
+    def start_trace(self) -> None:
+        super().start_trace()
+        plugin = self._pp_plugin
+        if plugin is not None:
+            self._pp_capture = plugin.new_capture()
+            plugin.sync(self._pp_capture)
+
+    def stop_trace(self) -> None:
+        plugin, cap = self._pp_plugin, self._pp_capture
+        if plugin is not None and cap is not None:
+            plugin.sync(cap)
+        super().stop_trace()
+
+    # ------------------------------------------------------------------ the session
+    def _pp_open_session(self) -> None:
+        if self._pp_session is not None or self._pp_attached:
+            return
+        outer = active_session()
+        if outer is not None:
+            # e.g. under `polyprof run`: hand torch's cycles to that session's torch plugin
+            plugin = active_plugin()
+            if plugin is not None and plugin.attach_driver(self):
+                self._pp_plugin, self._pp_attached = plugin, True
+                return
+            log.warning("polyprof.torch.profile inside a polyprof session without the torch "
+                        "plugin: profiling with torch only (.trace stays None)")
+            return
+        try:
+            if self._pp_plugins is None:
+                names = [p.name for p in resolve(None) if p.name != "torch"]
+            else:
+                names = [p for p in self._pp_plugins if p != "torch"]
+            plugin = TorchPlugin(driver=self, **self._pp_options.get("torch", {}))
+            session = Session([*names, plugin], output=self._pp_output, options=self._pp_options)
+            session.start()
+        except PolyprofError as e:
+            log.warning("polyprof session not started: %s", e)
+            return
+        self._pp_session, self._pp_plugin = session, plugin
+
+    def _pp_close_session(self) -> None:
+        if self._pp_attached:
+            plugin, self._pp_plugin, self._pp_attached = self._pp_plugin, None, False
+            self._pp_capture = None
+            if plugin is not None:
+                plugin.detach_driver(self)
+            return
+        session, self._pp_session = self._pp_session, None
+        if session is None:
+            return
+        try:
+            self.trace = session.stop()
+        finally:
+            self._pp_plugin = None
+            self._pp_capture = None
+            # read by now; only the last cycle's file is still handed out by export_chrome_trace
+            for path in self._pp_files[:-1]:
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+            del self._pp_files[:-1]
+
+    @property
+    def session(self) -> Session | None:
+        """The polyprof session while the profiler runs."""
+        return self._pp_session

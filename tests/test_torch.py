@@ -1,0 +1,414 @@
+"""The PyTorch plugin and the polyprof.torch.profile drop-in, with real torch on CPU.
+
+torch is imported once for the module; models are tiny so the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import polyprof  # noqa: E402
+from polyprof.plugins.torch import TorchPlugin, default_activities  # noqa: E402
+from polyprof.trace.categories import Kind  # noqa: E402
+
+QUIET = {"host": {"sample_interval_s": 0}}
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def make_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 16), torch.randn(8, 1)
+    return model, opt, x, y
+
+
+def train_step(model, opt, x, y, sections: bool = True):
+    sec = polyprof.section if sections else _null
+    with sec("forward"):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+    with sec("backward"):
+        opt.zero_grad()
+        loss.backward()
+    with sec("optimizer"):
+        opt.step()
+
+
+class _null:
+    def __init__(self, name):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def rows_named(trace, name, category=None):
+    names = trace.names()
+    sel = names == name
+    if category is not None:
+        sel &= trace.categories() == category
+    return np.flatnonzero(sel)
+
+
+def torch_json(path: Path) -> list[dict]:
+    files = sorted(path.glob("*.json"))
+    assert files, f"no torch export in {path}"
+    return orjson.loads(files[-1].read_bytes())["traceEvents"]
+
+
+# ----------------------------------------------------------------------------- (a)
+@pytest.fixture(scope="module")
+def plugin_run(tmp_path_factory):
+    """A real 3-step training loop profiled through polyprof.profile(plugins=["torch"])."""
+    keep = tmp_path_factory.mktemp("torch_export")
+    model, opt, x, y = make_model()
+    train_step(model, opt, x, y, sections=False)  # warm up torch outside the profile
+    with polyprof.profile(plugins=["torch"], options={**QUIET, "torch": {"keep_export": str(keep)}}) as s:
+        for _ in range(3):
+            train_step(model, opt, x, y)
+            with torch.profiler.record_function("my_block"):
+                (x * 2).sum()
+            with polyprof.section("attn"), torch.profiler.record_function("attn"):
+                x.relu()
+            polyprof.step()
+    return s, s.trace, keep, threading.get_native_id()
+
+
+def test_sections_and_torch_ops_share_one_trace_and_track(plugin_run):
+    s, t, _, tid = plugin_run
+    assert s.errors == [] and t.metadata["plugins"]["torch"] == "ok"
+    ops = np.flatnonzero(np.char.startswith(t.names().astype(str), "aten::"))
+    assert len(ops) > 50
+    fwd = rows_named(t, "forward", "section")
+    assert len(fwd) == 3
+    main = {int(t.events["track"][r]) for r in fwd}
+    assert len(main) == 1
+    track = t.tracks[main.pop()]
+    assert track.tid == tid and t.planes[track.plane].name == "/host:CPU"
+    # torch's ops of the main thread are on that same track
+    assert set(t.events["track"][ops].tolist()) == {track.id}
+
+
+def test_ops_recorded_during_forward_nest_under_forward(plugin_run):
+    """Which ops ran inside "forward" is taken from torch's own JSON (its copy of
+    the section encloses them on torch's clock); after alignment each of them must
+    lie inside polyprof's "forward" section on the session clock."""
+    _, t, keep, tid = plugin_run
+    ev = [e for e in torch_json(keep) if e.get("ph") == "X" and e.get("tid") == tid]
+    fwd_torch = sorted((e for e in ev if e["name"] == "forward" and e["cat"] == "user_annotation"),
+                       key=lambda e: e["ts"])
+    assert len(fwd_torch) == 3
+    fwd = rows_named(t, "forward", "section")
+    fwd = fwd[np.argsort(t.start_ns[fwd])]
+    names, start, end = t.names(), t.start_ns, t.end_ns
+    cpu = t.rows_of_kind(Kind.CPU_OP)
+    for k, f in enumerate(fwd_torch):
+        expected = sorted((e["ts"], e["name"]) for e in ev if e["cat"] == "cpu_op"
+                          and f["ts"] <= e["ts"] and e["ts"] + e["dur"] <= f["ts"] + f["dur"]
+                          and e["name"].startswith("aten::"))
+        assert len(expected) >= 5
+        r = fwd[k]
+        inside = cpu[(start[cpu] >= start[r]) & (end[cpu] <= end[r])]
+        got = sorted(zip(start[inside].tolist(), names[inside].tolist()))
+        got_aten = [n for _, n in got if n.startswith("aten::")]
+        assert got_aten == [n for _, n in expected], f"forward #{k}"
+        assert set(t.events["track"][inside].tolist()) == {t.events["track"][r]}
+
+
+def test_sections_show_in_torch_trace_and_are_not_doubled(plugin_run):
+    _, t, keep, tid = plugin_run
+    ev = torch_json(keep)
+    ann = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+    for name in ("forward", "backward", "optimizer"):
+        mine = [e for e in ann if e["name"] == name]
+        assert len(mine) == 3 and all(e["tid"] == tid for e in mine), name
+        # in polyprof's trace: only the host plugin's sections, no torch copies
+        assert len(rows_named(t, name)) == 3
+        assert len(rows_named(t, name, "user_annotation")) == 0
+    # polyprof.step() became ProfilerStep#N in torch's trace, numbered like polyprof's steps;
+    # polyprof's trace keeps its own Steps line only
+    assert sorted(e["name"] for e in ann if e["name"].startswith("ProfilerStep#")) == \
+        ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    assert not any(n.startswith("ProfilerStep#") for n in t.names().tolist())
+    steps = np.flatnonzero(t.categories() == "step")
+    assert sorted(t.stat_dense("step", -1)[steps].tolist()) == [0, 1, 2]
+    assert len(rows_named(t, "polyprof::clock_sync")) == 0
+    sync = t.metadata["clock_sync"]["torch"]
+    assert sync["method"].startswith("paired_markers")
+    assert 0 < sync["uncertainty_ns"] < 200_000
+    # Kineto's clock is wall time: the session's wall anchor alone lands within a few ms
+    assert abs(sync["cycles"][0]["wall_anchor_residual_ns"]) < 5_000_000
+
+
+def test_record_function_ranges_are_sections(plugin_run):
+    _, t, _, _ = plugin_run
+    mine = rows_named(t, "my_block")
+    assert len(mine) == 3
+    assert (t.kinds[mine] == Kind.ANNOTATION).all()
+    # a record_function with the same name as a polyprof section is the user's own: kept
+    attn = rows_named(t, "attn")
+    assert sorted(t.categories(attn).tolist()) == ["section"] * 3 + ["user_annotation"] * 3
+
+
+def test_ops_on_worker_thread_nest_under_its_section():
+    model, opt, x, y = make_model()
+    box = {}
+
+    def work():
+        box["tid"] = threading.get_native_id()
+        with polyprof.section("worker_fwd"):
+            model(x)
+
+    with polyprof.profile(plugins=["torch"], options=QUIET) as s:
+        th = threading.Thread(target=work, name="worker")
+        th.start()
+        th.join()
+    t = s.trace
+    sec = rows_named(t, "worker_fwd", "section")
+    assert len(sec) == 1
+    track = t.tracks[int(t.events["track"][sec[0]])]
+    assert track.name == "worker" and track.tid == box["tid"]
+    ops = np.flatnonzero((t.events["track"] == track.id) & (t.categories() == "cpu_op"))
+    assert len(ops) >= 3
+    r = sec[0]
+    assert (t.start_ns[ops] >= t.start_ns[r]).all() and (t.end_ns[ops] <= t.end_ns[r]).all()
+
+
+# ----------------------------------------------------------------------------- (b)
+def run_schedule(prof_cls, tmp: Path, n_steps: int = 9, **extra):
+    from torch.profiler import ProfilerActivity, schedule, tensorboard_trace_handler
+
+    model, opt, x, y = make_model()
+    calls: list[tuple[int, Path]] = []
+    tb = tensorboard_trace_handler(str(tmp / "tb"))
+
+    def on_ready(prof):  # counts calls; torch's JSON written by torch's own handler
+        before = set((tmp / "tb").glob("*.json"))
+        tb(prof)
+        (path,) = set((tmp / "tb").glob("*.json")) - before
+        calls.append((prof.step_num, path))
+
+    with prof_cls(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=2),
+                  on_trace_ready=on_ready, **extra) as prof:
+        for _ in range(n_steps):
+            train_step(model, opt, x, y, sections=False)
+            prof.step()
+    return prof, calls
+
+
+def test_dropin_with_schedule_and_on_trace_ready(tmp_path):
+    import polyprof.torch as ptorch
+
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "pp").mkdir()
+    _, plain_calls = run_schedule(torch.profiler.profile, tmp_path / "plain")
+    prof, calls = run_schedule(ptorch.profile, tmp_path / "pp", polyprof_options=QUIET)
+    assert isinstance(prof, torch.profiler.profile)
+    # called as torch calls it: same number of cycles, at the same steps
+    assert [c[0] for c in calls] == [c[0] for c in plain_calls] == [4, 8]
+    for _, path in calls:
+        doc = orjson.loads(path.read_bytes())
+        steps = sorted(e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
+        assert len(steps) == 2 and any(e.get("cat") == "cpu_op" for e in doc["traceEvents"])
+    assert prof.key_averages().table(row_limit=5)
+    t = prof.trace
+    assert t is not None and t.metadata["plugins"]["torch"] == "ok"
+    ps = [n for n in t.names().tolist() if n.startswith("ProfilerStep#")]
+    assert sorted(ps) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#6", "ProfilerStep#7"]
+    for r in np.flatnonzero(np.char.startswith(t.names().astype(str), "ProfilerStep#")):
+        assert t.event_stats(int(r))["step"] == int(t.names()[r].split("#")[1])
+    # .step() also drove polyprof.step(): one Steps-line event per step, numbered alike
+    steps = np.flatnonzero(t.categories() == "step")
+    assert sorted(t.stat_dense("step", -1)[steps].tolist()) == list(range(9))
+    # every recorded cycle is aligned on its own
+    cycles = t.metadata["clock_sync"]["torch"]["cycles"]
+    assert [c.get("method", "")[:14] for c in cycles if "events" in c] == ["paired_markers"] * 2, cycles
+    # torch's ProfilerStep#2 lies inside polyprof's step 2
+    r = rows_named(t, "ProfilerStep#2")[0]
+    s2 = steps[t.stat_dense("step", -1)[steps] == 2][0]
+    assert t.start_ns[s2] <= t.start_ns[r] and t.end_ns[r] <= t.end_ns[s2]
+
+
+def test_dropin_rejects_unknown_plugin_names():
+    import polyprof.torch as ptorch
+
+    with pytest.raises(polyprof.PolyprofError, match="no_such_plugin"):
+        ptorch.profile(plugins=["no_such_plugin"])
+
+
+def test_dropin_without_schedule_exports_after_exit(tmp_path):
+    import polyprof.torch as ptorch
+
+    model, opt, x, y = make_model()
+    with ptorch.profile(polyprof_options=QUIET) as prof:
+        with polyprof.section("forward"):
+            model(x)
+    out = tmp_path / "t.json.gz"
+    prof.export_chrome_trace(str(out))  # after exit, as with torch
+    import gzip
+
+    doc = orjson.loads(gzip.decompress(out.read_bytes()))
+    assert any(e.get("name") == "forward" and e.get("cat") == "user_annotation" for e in doc["traceEvents"])
+    t = prof.trace
+    assert len(rows_named(t, "forward")) == 1 and len(t.rows_of_kind(Kind.CPU_OP)) > 3
+
+
+# ----------------------------------------------------------------------------- availability
+def test_torch_not_importable_plugin_unavailable_session_works(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes find_spec/import fail like a missing torch
+    avail = TorchPlugin.availability()
+    assert not avail.ok and "torch" in avail.reason
+    with polyprof.profile(plugins=["torch"], options=QUIET) as s:
+        with polyprof.section("still here"):
+            pass
+    assert len(rows_named(s.trace, "still here")) == 1
+    assert any(e["plugin"] == "torch" and "not installed" in e["error"] for e in s.errors)
+
+
+def test_gpu_activities_chosen_when_devices_present():
+    """No GPU here: a stand-in torch says CUDA and XPU are present (a fake, by necessity)."""
+    PA = types.SimpleNamespace(CPU="cpu", CUDA="cuda", XPU="xpu", MTIA="mtia")
+    dev = lambda ok: types.SimpleNamespace(is_available=lambda: ok)  # noqa: E731
+    fake = types.SimpleNamespace(
+        profiler=types.SimpleNamespace(ProfilerActivity=PA, supported_activities=lambda: {"cpu", "cuda", "xpu"}),
+        cuda=dev(True), xpu=dev(True), mtia=dev(False))
+    assert default_activities(fake) == ["cpu", "cuda", "xpu"]
+    assert [a.name for a in default_activities(torch)] == ["CPU"]
+
+
+# ----------------------------------------------------------------------------- subprocess
+def test_lazy_start_on_import_and_foreign_profiler(tmp_path):
+    """A default session profiles torch once the program imports it; a torch.profiler
+    the program runs itself is left working and ours reports what it lost."""
+    script = textwrap.dedent("""
+        import sys, polyprof
+        assert "torch" not in sys.modules
+        with polyprof.profile(options={"host": {"sample_interval_s": 0}}) as s:
+            import torch
+            with polyprof.section("after_import"):
+                torch.ones(4, 4).sum()
+        t = s.trace
+        ops = [n for n in t.names().tolist() if n.startswith("aten::")]
+        assert "aten::sum" in ops, ops
+        assert t.metadata["plugins"]["torch"] == "ok"
+        with polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}}) as s2:
+            with torch.profiler.profile() as user_prof:
+                torch.ones(2).sum()
+        assert any(e.key == "aten::sum" for e in user_prof.key_averages())
+        assert any("torch.profiler" in w for w in s2.trace.metadata["warnings"]), s2.trace.metadata
+        print("OK")
+    """)
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-3000:]
+
+
+# ----------------------------------------------------------------------------- clock fit
+def _brackets(times, width, kineto_of):
+    samples = [(t, t + width) for t in times]
+    # the marker's Kineto stamp was taken somewhere inside its bracket
+    k = np.array([kineto_of(t + (i * 37) % (width + 1)) for i, t in enumerate(times)], np.int64)
+    return samples, k
+
+
+def test_fit_alignment_constant_offset_and_drift():
+    from polyprof.plugins.torch import fit_alignment
+
+    off = 1_795_000_000_000_000_000
+    times = [1_000_000, 1_010_000, 1_020_000, 11_000_000_000, 11_000_010_000, 11_000_020_000]
+    samples, k = _brackets(times, 2_000, lambda s: s + off)
+    a = fit_alignment(samples, k)
+    assert a.method == "paired_markers" and a.slope == 0.0 and a.uncertainty_ns <= 1_001
+    s = np.array([5_000_000_000, 10_000_000_000], np.int64)
+    assert np.abs(a.to_session(s + off) - s).max() <= a.uncertainty_ns
+
+    drift = 50e-6  # 50 ppm over 11 s = 550 µs: far more than the brackets
+    samples, k = _brackets(times, 2_000, lambda s: s + off + int(drift * (s - times[0])))
+    a = fit_alignment(samples, k)
+    assert abs(a.slope - drift) < 1e-6
+    truth = s + off + (drift * (s - times[0])).astype(np.int64)
+    assert np.abs(a.to_session(truth) - s).max() <= a.uncertainty_ns + 2
+
+    assert fit_alignment(samples[:-1], k) is None  # markers and brackets do not pair up
+
+
+def test_dropin_inside_a_session_hands_over_to_its_torch_plugin():
+    """As under `polyprof run`: the outer session's torch plugin records before and
+    after, the drop-in's active cycle in between, all in the outer trace."""
+    import polyprof.torch as ptorch
+    from torch.profiler import schedule
+
+    model, opt, x, y = make_model()
+    with polyprof.profile(plugins=["torch"], options=QUIET) as s:
+        with polyprof.section("before"):
+            model(x)
+        with ptorch.profile(schedule=schedule(wait=0, warmup=1, active=1)) as prof:
+            for _ in range(3):
+                train_step(model, opt, x, y)
+                prof.step()
+        with polyprof.section("after"):
+            model(x)
+    assert prof.trace is None and s.errors == []
+    t = s.trace
+    names = t.names()
+    assert "ProfilerStep#1" in set(names.tolist())
+    for sec in ("before", "after"):
+        r = rows_named(t, sec, "section")[0]
+        cpu = t.rows_of_kind(Kind.CPU_OP)
+        inside = cpu[(t.start_ns[cpu] >= t.start_ns[r]) & (t.end_ns[cpu] <= t.end_ns[r])]
+        assert "aten::addmm" in set(names[inside].tolist()), sec
+    cycles = [c for c in t.metadata["clock_sync"]["torch"]["cycles"] if "events" in c]
+    # own recording; the drop-in's two cycles (steps 1 and 3: torch saves the open one
+    # at exit); own recording again
+    assert len(cycles) == 4
+
+
+def test_gpu_trace_rehomed_on_session_clock(kineto_files):
+    """The GPU path of the merge, on a real A100 trace recorded elsewhere (no GPU here):
+    device planes, streams, flows and ids survive; every time moves by one offset."""
+    from polyprof.formats import kineto
+    from polyprof.plugins.torch import _Capture, ingest_kineto
+    from polyprof.collect.plugin import SessionContext
+
+    path = next(f for f in kineto_files if f.name.startswith("a100_alexnet"))
+    src = kineto.load(path)
+    anchor = {"mono_ns": 5_000_000_000, "wall_ns": int(src.start_ns.min()) + 1_000, "uncertainty_ns": 7}
+    ctx = SessionContext(start_ns=0, wall_anchor=anchor)
+    out, info = ingest_kineto(src, _Capture(0), [], {}, ctx, host_has_steps=False)
+    assert info["method"] == "wall_anchor" and info["uncertainty_ns"] == 7
+    assert out.n_events == src.n_events
+    src_dev = sorted(p.name for p in src.planes if p.kind == "device")
+    assert src_dev and sorted(p.name for p in out.planes if p.kind == "device") == src_dev
+    key = lambda t: sorted(zip(t.names().tolist(), t.start_ns.tolist()))  # noqa: E731
+    shift = anchor["mono_ns"] - anchor["wall_ns"]
+    assert key(out) == sorted((n, s + shift) for n, s in key(src))
+    assert len(out.flows["src"]) == len(src.flows["src"]) > 0
+    fl = lambda t: sorted(zip(t.names(t.flows["src"]).tolist(), t.names(t.flows["dst"]).tolist()))  # noqa: E731
+    assert fl(out) == fl(src)
+    kern = out.rows_of_kind(Kind.KERNEL)
+    assert len(kern) and np.isin(kern, out.stats["correlation_id"].rows).all()
+
+
+def test_torch_profiler_that_cannot_start_is_reported_not_raised():
+    opts = {**QUIET, "torch": {"activities": ["no_such_activity"]}}
+    with polyprof.profile(plugins=["torch"], options=opts) as s:
+        with polyprof.section("work"):
+            torch.ones(3).sum()
+    t = s.trace
+    assert len(rows_named(t, "work")) == 1 and len(t.rows_of_kind(Kind.CPU_OP)) == 0
+    assert any("did not start" in w and "no_such_activity".upper() in w.upper() for w in t.metadata["warnings"])
