@@ -36,7 +36,14 @@ def query(trace: Any, sql: str) -> Any:
     for name, table in trace.tables().items():
         con.register(name, table)
     try:
-        return con.execute(sql).fetch_arrow_table()
+        rel = con.sql(sql)
+        if rel is None:  # a statement without a result
+            import pyarrow as pa
+
+            return pa.table({})
+        # duckdb 2 names it to_arrow_table; 1.x arrow()
+        fetch = getattr(rel, "to_arrow_table", None) or getattr(rel, "arrow")
+        return fetch()
     except duckdb.Error as e:
         raise PolyprofError(f"SQL error: {e}") from None
 
