@@ -5,6 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[all,test]"
+# headless Chromium renders the HTML report in its tests (Debian package; best effort)
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "could not install chromium" >&2
+fi
 set +e
 python -m pytest -q "$@"
 code=$?

@@ -1,7 +1,7 @@
 """The hot path: user sections, marks, counters and steps recorded per thread.
 
-Each thread appends to its own arrays (no lock, no Python object per event kept);
-names are interned once. With no active recorder every call is a global lookup and
+A completed section is one tuple appended to one list; marks and counters go to
+per-thread arrays. With no active recorder every call is a global lookup and
 a return, so instrumented code costs next to nothing when nobody profiles it.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from array import array
+from threading import get_ident as _get_ident
 from time import perf_counter_ns as _now
 from typing import Any, Callable, TypeVar
 
@@ -18,18 +19,15 @@ _recorder: "Recorder | None" = None
 
 
 class ThreadBuffer:
-    __slots__ = ("tid", "ident", "name", "names", "starts", "ends", "stats",
-                 "mark_names", "mark_ts", "ctr_names", "ctr_ts", "ctr_values")
+    """Marks and counters of one thread (rare calls; sections go to one shared list)."""
+
+    __slots__ = ("tid", "ident", "name", "mark_names", "mark_ts", "ctr_names", "ctr_ts", "ctr_values")
 
     def __init__(self) -> None:
         t = threading.current_thread()
         self.tid = threading.get_native_id()
         self.ident = t.ident
         self.name = t.name
-        self.names = array("i")
-        self.starts = array("q")
-        self.ends = array("q")
-        self.stats: list[tuple[int, dict[str, Any]]] = []
         self.mark_names = array("i")
         self.mark_ts = array("q")
         self.ctr_names = array("i")
@@ -38,18 +36,31 @@ class ThreadBuffer:
 
 
 class Recorder:
-    """Collects host events for one session; owned by the host plugin."""
+    """Collects host events for one session; owned by the host plugin.
+
+    Completed sections are appended as (name, start, end, stats, thread ident) tuples
+    to one list: a single ``list.append`` is atomic under the GIL and is the cheapest
+    record CPython offers (bench/markers.py). Thread names are snapshotted by
+    :meth:`snapshot_threads`, called by the host plugin while the session runs.
+    """
 
     def __init__(self) -> None:
         self.active = False
+        self.sections: list[tuple[str, int, int, dict[str, Any], int]] = []
         self.strings: list[str] = []
         self._ids: dict[str, int] = {}
         self._lock = threading.Lock()
         self._tls = threading.local()
         self.buffers: list[ThreadBuffer] = []
+        self.threads: dict[int, tuple[str, int]] = {}  # ident -> (name, native id)
         self.steps: list[int] = []
         #: callables(name, is_enter) that mirror sections into other tools (e.g. torch)
         self.listeners: list[Callable[[str, bool], None]] = []
+
+    def snapshot_threads(self) -> None:
+        for t in threading.enumerate():
+            if t.ident is not None and t.native_id is not None:
+                self.threads[t.ident] = (t.name, t.native_id)
 
     def intern(self, name: str) -> int:
         i = self._ids.get(name)
@@ -69,23 +80,8 @@ class Recorder:
             buf = self._tls.buf = ThreadBuffer()
             with self._lock:
                 self.buffers.append(buf)
+                self.threads[buf.ident] = (buf.name, buf.tid)
             return buf
-
-    def record(self, name: str, t0: int, t1: int, stats: dict[str, Any] | None) -> None:
-        if not self.active:
-            return
-        try:
-            buf = self._tls.buf
-        except AttributeError:
-            buf = self.buffer()
-        nid = self._ids.get(name)
-        if nid is None:
-            nid = self.intern(name)
-        buf.names.append(nid)
-        buf.starts.append(t0)
-        buf.ends.append(t1)
-        if stats:
-            buf.stats.append((len(buf.names) - 1, stats))
 
     def notify(self, name: str, enter: bool) -> None:
         for fn in self.listeners:
@@ -95,9 +91,33 @@ class Recorder:
                 pass
 
 
+_append: Callable[[tuple], None] | None = None  # the active recorder's sections.append
+
+
 def activate(rec: Recorder | None) -> None:
-    global _recorder
+    global _recorder, _append
     _recorder = rec
+    _append = rec.sections.append if rec is not None else None
+
+
+_original_bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+
+def watch_thread_starts(rec: Recorder | None) -> None:
+    """Note each thread's name and OS id as it starts, so short-lived threads that
+    end before any snapshot still get a named track."""
+    if rec is None:
+        threading.Thread._bootstrap_inner = _original_bootstrap  # type: ignore[attr-defined]
+        return
+
+    def bootstrap_inner(self: threading.Thread) -> None:
+        try:
+            rec.threads[threading.get_ident()] = (self.name, threading.get_native_id())
+        except Exception:
+            pass
+        _original_bootstrap(self)
+
+    threading.Thread._bootstrap_inner = bootstrap_inner  # type: ignore[attr-defined]
 
 
 def active_recorder() -> Recorder | None:
@@ -112,29 +132,29 @@ class section:
     Costs one global lookup when no session is active.
     """
 
-    __slots__ = ("name", "stats", "_t0", "_rec")
+    __slots__ = ("name", "stats", "_t0", "_app")
 
     def __init__(self, name: str, **stats: Any) -> None:
         self.name = name
         self.stats = stats
-        self._rec: Recorder | None = None
+        self._app: Callable[[tuple], None] | None = None
 
     def __enter__(self) -> "section":
-        rec = _recorder
-        if rec is not None:
-            self._rec = rec
-            if rec.listeners:
-                rec.notify(self.name, True)
+        app = _append
+        if app is not None:
+            self._app = app
+            if _recorder.listeners:  # type: ignore[union-attr]
+                _recorder.notify(self.name, True)  # type: ignore[union-attr]
             self._t0 = _now()
         return self
 
     def __exit__(self, et: object, ev: object, tb: object) -> bool:
-        rec = self._rec
-        if rec is not None:
-            t1 = _now()
-            self._rec = None
-            rec.record(self.name, self._t0, t1, self.stats)
-            if rec.listeners:
+        app = self._app
+        if app is not None:
+            app((self.name, self._t0, _now(), self.stats, _get_ident()))
+            self._app = None
+            rec = _recorder
+            if rec is not None and rec.listeners:
                 rec.notify(self.name, False)
         return False
 

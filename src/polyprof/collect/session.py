@@ -86,7 +86,12 @@ class Session:
             _active = self
         start = now_ns()
         self._ctx = SessionContext(start_ns=start, wall_anchor=wall_anchor(), options=self.options)
-        self._slots = self._make_slots()
+        try:
+            self._slots = self._make_slots()
+        except BaseException:
+            with _active_lock:
+                _active = None
+            raise
         seen: set[int] = set()
         for slot in self._slots:
             if id(slot.plugin) in seen:  # the same object twice: the contract says one start

@@ -61,3 +61,12 @@ def _is_json(head: bytes, path: Path) -> bool:
 
 register("polyprof", lambda h, p: h[:4] == b"PK\x03\x04", "polyprof.formats.native:load")
 register("chrome-json", _is_json, "polyprof.formats.kineto:load")
+
+
+def _is_xspace(head: bytes, path: Path) -> bool:
+    from .xspace import sniff
+
+    return sniff(head, path)
+
+
+register("xspace", _is_xspace, "polyprof.formats.xspace:load")  # after native and JSON

@@ -25,12 +25,15 @@ class _Sampler(threading.Thread):
         super().__init__(name="polyprof-sampler", daemon=True)
         self.interval = interval
         self.halt = threading.Event()
+        self.on_sample: list = []
         self.ts: list[int] = []
         self.cpu: list[float] = []
         self.rss: list[float] = []
         self.threads: list[float] = []
 
     def sample(self, proc: Any) -> None:
+        for fn in self.on_sample:
+            fn()
         with proc.oneshot():
             t = proc.cpu_times()
             self.cpu.append(t.user + t.system)
@@ -61,14 +64,19 @@ class HostPlugin(Plugin):
         rec_mod.activate(self.recorder)
         interval = float(self.options.get("sample_interval_s", 0.02))
         self.sampler = _Sampler(interval) if interval > 0 else None
+        self.recorder.snapshot_threads()
+        rec_mod.watch_thread_starts(self.recorder)
         if self.sampler:
+            self.sampler.on_sample.append(self.recorder.snapshot_threads)
             self.sampler.start()
 
     def _stop(self) -> None:
         self.recorder.active = False
         self.stop_ns = now_ns()
+        self.recorder.snapshot_threads()
         if rec_mod.active_recorder() is self.recorder:
             rec_mod.activate(None)
+        rec_mod.watch_thread_starts(None)
         if self.sampler:
             self.sampler.halt.set()
             self.sampler.join(2.0)
@@ -79,20 +87,24 @@ class HostPlugin(Plugin):
         plane = b.plane(keys.HOST_PLANE, "host", pid=os.getpid(),
                         properties={"hostname": socket.gethostname()})
         names = np.asarray(r.strings, dtype=object)
+        secs = [x for x in list(r.sections) if x[2] <= self.stop_ns]  # list(): threads may append
+        idents = {x[4] for x in secs} | {buf.ident for buf in r.buffers}
         main_ident = threading.main_thread().ident
-        buffers = sorted(r.buffers, key=lambda x: (x.ident != main_ident, x.tid))
-        for order, buf in enumerate(list(buffers)):
-            track = b.track(plane, buf.name, "thread", tid=buf.tid, sort_index=order)
-            n = min(len(buf.names), len(buf.starts), len(buf.ends))  # a thread may be mid-append
-            if n:
-                starts = np.frombuffer(buf.starts, np.int64)[:n]
-                ends = np.frombuffer(buf.ends, np.int64)[:n]
-                rows = b.events(track, names[np.frombuffer(buf.names, np.int32)[:n]], starts,
-                                ends - starts, keys.CAT_SECTION)
-                for local, stats in buf.stats:
-                    if local < n:
-                        for k, v in stats.items():
-                            b.add_stat(k, [rows[local]], [v])
+        tracks = {}
+        for order, ident in enumerate(sorted(idents, key=lambda i: (i != main_ident, r.threads.get(i, ("", i))[1]))):
+            tname, tid = r.threads.get(ident, (f"thread {ident}", ident))
+            tracks[ident] = b.track(plane, tname, "thread", tid=tid, sort_index=order)
+        if secs:
+            sn, s0, s1, sst, sid = zip(*secs)
+            starts = np.fromiter(s0, np.int64, len(secs))
+            track_ids = np.fromiter((tracks[i] for i in sid), np.int32, len(secs))
+            rows = b.events(track_ids, np.asarray(sn, dtype=object), starts,
+                            np.fromiter(s1, np.int64, len(secs)) - starts, keys.CAT_SECTION)
+            for local, stats in enumerate(sst):
+                for k, v in stats.items():
+                    b.add_stat(k, [rows[local]], [v])
+        for buf in r.buffers:
+            track = tracks[buf.ident]
             m = min(len(buf.mark_names), len(buf.mark_ts))
             if m:
                 b.events(track, names[np.frombuffer(buf.mark_names, np.int32)[:m]],

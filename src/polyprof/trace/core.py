@@ -192,7 +192,11 @@ class Trace:
 
     def to_pandas(self, stats: Iterable[str] | None = None) -> "pd.DataFrame":
         """The event table as a pandas DataFrame (see :meth:`to_arrow`)."""
-        return self.to_arrow(stats).to_pandas()
+        import pandas as pd
+        import pyarrow as pa
+
+        nullable = {pa.int64(): pd.Int64Dtype(), pa.uint64(): pd.UInt64Dtype()}
+        return self.to_arrow(stats).to_pandas(types_mapper=nullable.get)
 
     def tables(self) -> dict[str, "pa.Table"]:
         """Every table: events, flows, counters, planes, tracks."""

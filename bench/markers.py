@@ -1,0 +1,116 @@
+"""Cost of one section enter+exit, against the markers people use today.
+
+Measures, in one process (so machine noise hits all alike), the per-call cost of:
+an empty no-op context manager, polyprof.section with no session and with a session
+active, nvtx.annotate (created each time, the common use; no NVTX tool attached here),
+and torch.profiler.record_function with and without a torch profiler running.
+Reports ns per enter+exit (best of several repeats) and the ratios the targets use:
+  active  <= nvtx.annotate            (ratio active / nvtx <= 1)
+  no session <= 1.5 x no-op manager   (ratio idle / noop <= 1.5)
+
+    python bench/markers.py [--n 200000] [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Callable
+
+import polyprof
+
+
+class NoOp:
+    __slots__ = ()
+
+    def __enter__(self) -> "NoOp":
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+def best_ns(body: Callable[[int], None], n: int, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        body(n)
+        times.append((time.perf_counter_ns() - t0) / n)
+    return min(times)
+
+
+def loop_noop(n: int) -> None:
+    for _ in range(n):
+        with NoOp():
+            pass
+
+
+def loop_section(n: int) -> None:
+    section = polyprof.section
+    for _ in range(n):
+        with section("step"):
+            pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+    n, rep = args.n, args.repeat
+    res: dict[str, float] = {}
+    res["noop_cm"] = best_ns(loop_noop, n, rep)
+    res["polyprof_no_session"] = best_ns(loop_section, n, rep)
+    with polyprof.profile(plugins=["host"], options={"host": {"sample_interval_s": 0}}):
+        res["polyprof_active"] = best_ns(loop_section, n, rep)
+    try:
+        import nvtx
+
+        def loop_nvtx(k: int) -> None:
+            annotate = nvtx.annotate
+            for _ in range(k):
+                with annotate("step"):
+                    pass
+
+        res["nvtx_annotate"] = best_ns(loop_nvtx, n, rep)
+    except ImportError:
+        pass
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        def loop_rf(k: int) -> None:
+            for _ in range(k):
+                with record_function("step"):
+                    pass
+
+        res["torch_record_function_no_profiler"] = best_ns(loop_rf, n // 4, rep)
+        with profile(activities=[ProfilerActivity.CPU]):
+            res["torch_record_function_profiling"] = best_ns(loop_rf, n // 20, 3)
+        del torch
+    except ImportError:
+        pass
+    ratios = {"idle_vs_noop": res["polyprof_no_session"] / res["noop_cm"]}
+    if "nvtx_annotate" in res:
+        ratios["active_vs_nvtx"] = res["polyprof_active"] / res["nvtx_annotate"]
+    if "torch_record_function_profiling" in res:
+        ratios["active_vs_torch_profiling"] = res["polyprof_active"] / res["torch_record_function_profiling"]
+    if args.json:
+        print(json.dumps({"ns_per_call": res, "ratios": ratios}, indent=2))
+        return
+    print(f"{'marker':40s} {'ns / enter+exit':>16s}")
+    for k, v in res.items():
+        print(f"{k:40s} {v:16.1f}")
+    print()
+    for k, v in ratios.items():
+        print(f"{k:40s} {v:16.2f}")
+    ok_idle = ratios["idle_vs_noop"] <= 1.5
+    ok_active = ratios.get("active_vs_nvtx", 0) <= 1.0
+    print(f"\ntarget no session <= 1.5x no-op: {'met' if ok_idle else 'MISSED'}; "
+          f"active <= nvtx.annotate: {'met' if ok_active else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

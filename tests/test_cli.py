@@ -1,0 +1,153 @@
+"""The polyprof command: run (exit codes, signals), summary, export, plugins, demo."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polyprof", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, **kw)
+
+
+@pytest.fixture(scope="module")
+def pipeline_trace(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    out = tmp_path_factory.mktemp("run") / "out.polyprof"
+    r = cli("run", "-o", str(out), "--plugins", "host", str(ROOT / "examples" / "threaded_pipeline.py"),
+            "--steps", "5")
+    return out, r
+
+
+def test_run_two_threads(pipeline_trace):
+    out, r = pipeline_trace
+    assert r.returncode == 0, r.stderr
+    assert "final loss" in r.stdout  # the script's own output
+    assert "Sections" in r.stdout and "train step" in r.stdout  # the summary
+    assert str(out) in r.stderr
+    tr = polyprof.load(out)
+    names = tr.names()
+    assert (names == "train step").sum() == 5 and (names == "load batch").sum() == 5
+    threads = {tr.tracks[t].name for t in tr.events["track"][np.isin(names, ["train step", "load batch"])]}
+    assert threads == {"MainThread", "loader"}
+
+
+def test_summary_lists_sections_with_stats(pipeline_trace):
+    out, _ = pipeline_trace
+    r = cli("summary", str(out))
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if "forward" in l)
+    cells = [c.strip() for c in line.strip("│ ").split("│")]
+    assert cells[0] == "forward" and cells[1] == "5"  # name, count
+    assert all(any(u in c for u in ("s", "ms", "µs", "ns")) for c in cells[2:6])  # total/mean/min/max
+    for col in ("count", "total", "mean", "min", "max"):
+        assert col in r.stdout
+
+
+def test_export_chrome_names_threads_nesting(pipeline_trace, tmp_path):
+    out, _ = pipeline_trace
+    dst = tmp_path / "out.json.gz"
+    r = cli("export", str(out), "-f", "chrome", "-o", str(dst))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(gzip.decompress(dst.read_bytes()))
+    evs = doc["traceEvents"]
+    thread_names = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs
+                    if e["ph"] == "M" and e["name"] == "thread_name"}
+    proc_names = {e["pid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
+    assert "/host:CPU" in proc_names.values()
+    xs = [e for e in evs if e["ph"] == "X"]
+    by_name: dict[str, list] = {}
+    for e in xs:
+        by_name.setdefault(e["name"], []).append(e)
+    assert {thread_names[(e["pid"], e["tid"])] for e in by_name["train step"]} == {"MainThread"}
+    assert {thread_names[(e["pid"], e["tid"])] for e in by_name["read"]} == {"loader"}
+    for child in by_name["forward"]:  # every forward nests in a train step on the same thread
+        assert any(p["tid"] == child["tid"] and p["ts"] <= child["ts"]
+                   and child["ts"] + child["dur"] <= p["ts"] + p["dur"] + 1e-3 for p in by_name["train step"])
+    assert any(e["ph"] == "C" for e in evs)
+
+
+SCRIPT = """
+import os, signal, sys, time
+import polyprof
+with polyprof.section("done before"):
+    time.sleep(0.01)
+mode = sys.argv[1]
+with polyprof.section("interrupted"):
+    if mode == "raise":
+        raise RuntimeError("boom")
+    if mode == "exit":
+        sys.exit(3)
+    if mode in ("int", "term"):
+        print("ready", flush=True)
+        time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("mode, code", [("raise", 1), ("exit", 3), ("int", 130), ("term", 143)])
+def test_run_keeps_trace_and_exit_code(tmp_path, mode, code):
+    script = tmp_path / "s.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "s.polyprof"
+    cmd = [sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(out), str(script), mode]
+    if mode in ("int", "term"):
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(signal.SIGINT if mode == "int" else signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        rc = p.returncode
+    else:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        rc, err = r.returncode, r.stderr
+    assert rc == code, err
+    if mode == "raise":
+        assert "RuntimeError: boom" in err
+    tr = polyprof.load(out)
+    names = list(tr.names())
+    assert names.count("done before") == 1
+    assert names.count("interrupted") == 1  # unwound through the with block
+    i = names.index("done before")
+    assert tr.dur_ns[i] >= 10_000_000
+
+
+def test_run_missing_script_is_a_clear_error(tmp_path):
+    r = cli("run", str(tmp_path / "nope.py"))
+    assert r.returncode == 2 and "no such script" in r.stderr
+
+
+def test_plugins_lists_host(tmp_path):
+    r = cli("plugins")
+    assert r.returncode == 0 and "host" in r.stdout and "yes" in r.stdout
+
+
+def test_summary_of_bad_file_names_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    r = cli("summary", str(bad))
+    assert r.returncode == 1 and "bad.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_help_reads_well():
+    r = cli("--help")
+    assert r.returncode == 0
+    for cmd in ("run", "summary", "export", "plugins", "demo"):
+        assert cmd in r.stdout
+
+
+def test_demo(tmp_path):
+    r = cli("demo", "--plugins", "host", "-o", str(tmp_path / "d.polyprof"), cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "train step" in r.stdout and (tmp_path / "d.polyprof").exists()
