@@ -158,7 +158,9 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     ls = launch_stats(trace)
     ls = ls[ls["kind"].isin(["compute", "communication"])]
     cpu_mean = float(ls["cpu_duration_ns"].mean()) if len(ls) else float("nan")
-    if short < SHORT_KERNEL_SHARE and not (len(ls) and cpu_mean >= median):
+    if not len(ls):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
+        return []
+    if short < SHORT_KERNEL_SHARE and cpu_mean < median:
         return []
     shorts = k[k["mean_ns"] < SHORT_KERNEL_NS].sort_values("count", ascending=False)
     return [Finding(
