@@ -21,12 +21,13 @@ INPUT_SHARE = 10.0  # input pipeline share of the span for "input-bound"
 SHORT_KERNEL_NS = 10_000  # kernels shorter than this are "short"
 SHORT_KERNEL_SHARE = 50.0  # share of kernels that are short, for "launch-bound"
 MIN_KERNELS = 100
+LAUNCH_IDLE_PCT = 10.0  # a device this busy is not held back by launches
 COPY_SHARE = 20.0  # copies as a share of busy device time, for "copy-bound"
 SYNC_SHARE = 5.0  # host time in synchronising calls, share of the span
 STEP_GAP_SHARE = 10.0  # device idle between steps, share of step time
 EXPOSED_COMM_SHARE = 10.0  # non-overlapped communication, share of the span
 
-SYNC_MARKERS = ("synchronize", "clfinish", "clwaitforevents", "streamwaitevent", "eventsynchronize",
+SYNC_MARKERS = ("synchronize", "clfinish", "clwaitforevents", "eventsynchronize",
                 "hipdevicesynchronize", "block_until_ready")
 INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "iterator::", "prefetch")
 
@@ -157,17 +158,20 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     median = float(np.median(durs))
     ls = launch_stats(trace)
     ls = ls[ls["kind"].isin(["compute", "communication"])]
-    cpu_mean = float(ls["cpu_duration_ns"].mean()) if len(ls) else float("nan")
     if not len(ls):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
         return []
-    if short < SHORT_KERNEL_SHARE and cpu_mean < median:
+    cpu_median = float(ls["cpu_duration_ns"].median())
+    dev = _device_rows(t)
+    idle = float(dev["idle_pct"].max()) if len(dev) else 0.0
+    if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < median):
         return []
     shorts = k[k["mean_ns"] < SHORT_KERNEL_NS].sort_values("count", ascending=False)
     return [Finding(
         "launch_bound", f"{short:.0f}% of {n} kernels run under {SHORT_KERNEL_NS // 1000} µs "
-                        f"(median {median / 1000:.1f} µs, launch call {cpu_mean / 1000:.1f} µs)",
+                        f"(median {median / 1000:.1f} µs, launch call {cpu_median / 1000:.1f} µs), device idle "
+                        f"{idle:.0f}%",
         _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": median,
-                              "mean_launch_cpu_ns": cpu_mean},
+                              "median_launch_cpu_ns": cpu_median, "device_idle_pct": round(idle, 2)},
         _records(shorts, ["name", "count", "mean_ns", "total_ns"]),
         "Launch overhead rivals the work itself. Fuse small ops (torch.compile, jax.jit, fused "
         "optimizers such as foreach/fused Adam), capture the step in a CUDA graph, or batch more work per "

@@ -11,6 +11,8 @@ from .common import load_trace
 FORMATS = {
     "chrome": "polyprof.formats.chrome:write",
     "polyprof": "polyprof.formats.native:save",
+    "xspace": "polyprof.formats.xspace:write",  # .xplane.pb (TensorBoard / XProf)
+    "tensorboard": "polyprof.formats.xspace:write_logdir",  # -o is a log directory
 }
 
 

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.html import write
 
     trace = load_trace(args.file)
-    trace.metadata.setdefault("source", Path(args.file).name)
+    trace.metadata["title"] = Path(args.file).name
     out = Path(args.output) if args.output else Path(Path(args.file).name.split(".")[0] + ".html")
     write(trace, out)
     print(f"polyprof: wrote {out}", file=sys.stderr)

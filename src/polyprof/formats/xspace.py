@@ -1,8 +1,9 @@
 """XSpace (``*.xplane.pb``): the profile format of TensorFlow, JAX and XProf.
 
 Reading: every XPlane becomes a plane, every XLine a track, every XEvent an event at
-``line.timestamp_ns + offset_ps / 1000`` (integer ns: sub-ns precision is dropped,
-which ``metadata["xspace"]["time_resolution"]`` says). Stats of every value kind are
+``line.timestamp_ns + offset_ps / 1000`` in integer ns: sub-ns precision is dropped
+(start rounded down, end up, so nesting holds and no event becomes an instant), as
+``metadata["xspace"]["time_resolution"]`` says. Stats of every value kind are
 kept under their XProf names; a ``ref_value`` becomes the referenced stat metadata's
 name. Stats on an event's metadata apply to the event (event stats win), since XProf
 treats them as the event's own. Well-known XProf names are also copied to polyprof's
@@ -75,12 +76,12 @@ CAT_TRACEME = "traceme"
 # Names polyprof writes so its own XSpace files read back losslessly; XProf ignores them.
 _STAT_CATEGORY = "polyprof.category"
 _STAT_LONG_NAME = "long_name"  # XEventMetadata.name when the event is named by display_name
-_STAT_FLOW_OUT = "polyprof.flow_out"
-_STAT_FLOW_IN = "polyprof.flow_in"
-_STAT_FLOW_CAT = "polyprof.flow_category"
+_STAT_FLOW_OUT = "polyprof.flow_out"  # "k:flow id:category" on the source event
+_STAT_FLOW_IN = "polyprof.flow_in"  # k on the destination event
 _STAT_COUNTER_VALUE = "polyprof.counter_value"
 _PLANE_STAT_ALIASES = "polyprof.aliases"  # XProf-named copies the writer added
 _PLANE_STAT_PRODUCER = "polyprof.producer"
+_PLANE_STAT_LAYOUT = "polyprof.layout"  # JSON: plane kind/vendor/index, track kinds the names do not say
 _COUNTER_LINE = "polyprof counters"
 
 _DEVICE_RE = re.compile(r"^/device:([^:]+)(?::(\d+))?")
@@ -192,13 +193,13 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     sink = _StatSink()  # event-level stats (applied last: they win)
     md_sink = _StatSink()  # stats inherited from event metadata
     value_kinds: dict[str, set[str]] = {}
-    flows_out: dict[int, int] = {}
+    flows_out: dict[int, tuple[int, int, str]] = {}
     flows_in: dict[int, int] = {}
-    flow_cats: dict[int, str] = {}
     counters: list[tuple[int, str, int, float]] = []
     producer = ""
     drop_aliases: set[str] = set()
     task_env: dict[str, Any] = {}
+    md_keys: set[str] = set()
     sort = 0
     for plane in space.planes:
         stat_names = {int(k): m.name for k, m in plane.stat_metadata.items()}
@@ -213,11 +214,14 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             drop_aliases.update(a for a in str(aliases).split(",") if a)
         if plane.name == "Task Environment":
             task_env.update(props)
-        kind, dev_type, index = _plane_kind(plane.name)
-        if dev_type:
-            props.setdefault("device_type", dev_type)
-        pid = b.plane(plane.name, kind, index=index, pid=int(plane.id), properties=props)
-        is_host = kind == "host"
+        layout = _layout(props.pop(_PLANE_STAT_LAYOUT, None))
+        kind, _, index = _plane_kind(plane.name)
+        is_host = kind == "host"  # decides default categories, as the writer assumed
+        kind = layout.get("kind", kind)
+        index = int(layout.get("index", index))
+        pid = b.plane(plane.name, kind, vendor=str(layout.get("vendor", "")), index=index,
+                      pid=int(plane.id), properties=props)
+        track_layout: dict[str, Any] = layout.get("tracks", {})
 
         # event metadata: display name, category hint, inherited stats
         md_name: dict[int, str] = {}
@@ -237,6 +241,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                         lst.append((key, _stat_value(st, which, stat_names)))
                         value_kinds.setdefault(key, set()).add(which)
                 md_stats[mid] = lst
+                md_keys.update(k for k, _ in lst)
             if m.metadata:
                 md_stats.setdefault(mid, []).append(("xevent_metadata", bytes(m.metadata)))
             if m.child_id:
@@ -247,24 +252,23 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             b.planes[pid].properties["xspace_event_metadata"] = orphans
         for line in plane.lines:
             lname = line.name or line.display_name or f"line {line.id}"
-            tprops: dict[str, Any] = {"xline_id": int(line.id)}
+            if lname == _COUNTER_LINE and producer == "polyprof":
+                _read_counters(line, pid, md_name, stat_names, counters)
+                continue
+            tl = track_layout.get(str(line.id), {})
+            tprops: dict[str, Any] = dict(tl.get("props", {}))
             if line.display_id:
                 tprops["display_id"] = int(line.display_id)
             if line.display_name and line.display_name != lname:
                 tprops["display_name"] = line.display_name
             if line.duration_ps:
                 tprops["duration_ps"] = int(line.duration_ps)
-            if is_host:
-                tkind = "thread"
-            else:
-                tkind = _LINE_KINDS.get(lname, "stream")
-            track = b.track(pid, lname, tkind, tid=int(line.id), sort_index=sort, properties=tprops)
+            tkind = tl.get("kind") or ("thread" if is_host else _LINE_KINDS.get(lname, "stream"))
+            track = b.track(pid, lname, tkind, tid=int(tl.get("tid", line.id)), sort_index=sort,
+                            properties=tprops)
             sort += 1
             n = len(line.events)
             if not n:
-                continue
-            if lname == _COUNTER_LINE and producer == "polyprof":
-                _read_counters(line, pid, md_name, stat_names, counters)
                 continue
             base_ps = int(line.timestamp_ns) * 1000
             mids = np.empty(n, np.int64)
@@ -293,20 +297,18 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                         cats[i] = str(val)
                         continue
                     if key == _STAT_FLOW_OUT:
-                        flows_out[int(val)] = row0 + i
+                        k_, fid, fcat = str(val).split(":", 2)
+                        flows_out[int(k_)] = (row0 + i, int(fid), fcat)
                         continue
                     if key == _STAT_FLOW_IN:
                         flows_in[int(val)] = row0 + i
                         continue
-                    if key == _STAT_FLOW_CAT:
-                        fid, _, fcat = str(val).partition(":")
-                        flow_cats[int(fid)] = fcat
-                        continue
                     value_kinds.setdefault(key, set()).add(which)
                     sink.add(key, row0 + i, val)
-            # absolute times in ns, rounding start and end (not duration) so nesting holds
+            # absolute times in ns: start rounded down, end up, so nesting holds and no
+            # event shorter than 1 ns turns into an instant
             start = (base_ps + begin_ps) // 1000
-            end = (base_ps + begin_ps + dur_ps) // 1000
+            end = -((-(base_ps + begin_ps + dur_ps)) // 1000)
             names = np.empty(n, object)
             names[:] = [md_name.get(m, "") for m in mids.tolist()]
             if cats is not None:
@@ -321,10 +323,10 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                     md_sink.add(key, row0 + m_i, val)
     md_sink.flush(b)
     sink.flush(b)
-    for fid, src in flows_out.items():
-        dst = flows_in.get(fid)
+    for k, (src, fid, fcat) in sorted(flows_out.items()):
+        dst = flows_in.get(k)
         if dst is not None:
-            b.flow(src, dst, fid, flow_cats.get(fid, ""))
+            b.flow(src, dst, fid, fcat)
     series: dict[tuple[int, str], tuple[list[int], list[float]]] = {}
     for pid, name, ts, val in counters:
         t, v = series.setdefault((pid, name), ([], []))
@@ -341,9 +343,10 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             "hostnames": list(space.hostnames),
             "errors": list(space.errors),
             "warnings": list(space.warnings),
-            "time_resolution": "ns (XSpace picosecond offsets rounded down to ns)",
+            "time_resolution": "ns (XSpace ps times: starts rounded down, ends up)",
             "stat_value_kinds": {k: sorted(v) for k, v in value_kinds.items()},
             "producer": producer or "unknown",
+            "metadata_stat_keys": sorted(md_keys),
         },
     })
     if "profile_start_time" in task_env:
@@ -351,9 +354,22 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     if "profile_stop_time" in task_env:
         b.metadata["xspace"]["profile_stop_time_ns"] = int(task_env["profile_stop_time"])
     trace = b.build()
+    _wall_anchor(trace, task_env)
     _add_aliases(trace, drop_aliases)
     _classify_host_events(trace)
     return trace
+
+
+def _layout(raw: Any) -> dict[str, Any]:
+    if not raw:
+        return {}
+    import orjson
+
+    try:
+        out = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    return out if isinstance(out, dict) else {}
 
 
 def _unreferenced_metadata(plane: Any, md_stats: dict[int, list[tuple[str, Any]]]) -> list[dict[str, Any]]:
@@ -366,7 +382,7 @@ def _unreferenced_metadata(plane: Any, md_stats: dict[int, list[tuple[str, Any]]
             continue
         out.append({"id": mid, "name": m.name, "display_name": m.display_name,
                     "stats": {k: v for k, v in md_stats[mid]}})
-    return out
+    return sorted(out, key=lambda d: d["id"])  # map order is unspecified
 
 
 def _read_counters(line: Any, plane: int, md_name: dict[int, str], stat_names: dict[int, str],
@@ -381,13 +397,33 @@ def _read_counters(line: Any, plane: int, md_name: dict[int, str], stat_names: d
         out.append((plane, md_name.get(int(e.metadata_id), ""), (base_ps + e.offset_ps) // 1000, value))
 
 
+def _wall_anchor(trace: Trace, task_env: dict[str, Any]) -> None:
+    """Link the file's times to wall-clock time where the file says how.
+
+    JAX/TSL (and XProf) store times relative to the profile start, whose wall-clock
+    time is the ``profile_start_time`` stat of the "Task Environment" plane; older
+    writers store absolute wall-clock ns. Anything else is left unanchored.
+    """
+    start, _ = trace.span_ns
+    wall0 = task_env.get("profile_start_time")
+    if trace.n_events and wall0 and 0 <= start < 10**15:  # relative times (< ~11 days)
+        trace.metadata["wall_anchor"] = {"mono_ns": 0, "wall_ns": int(wall0), "uncertainty_ns": 0}
+        trace.metadata["clock"] = "xspace (ns since profile_start_time)"
+    elif trace.n_events and start > 10**18:  # absolute wall-clock ns
+        trace.metadata["wall_anchor"] = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
+        trace.metadata["clock"] = "xspace (wall-clock ns)"
+
+
 def _add_aliases(trace: Trace, drop: set[str]) -> None:
     """Copy XProf-named stats to polyprof keys; drop copies a polyprof writer added."""
     for key in drop:
         trace.stats.pop(key, None)
+    added = []
     for xname, pkey in XPROF_ALIASES.items():
         if xname in trace.stats and pkey not in trace.stats:
             trace.stats[pkey] = trace.stats[xname]
+            added.append(pkey)
+    trace.metadata["xspace"]["alias_keys"] = added
 
 
 def _classify_host_events(trace: Trace) -> None:
@@ -454,3 +490,360 @@ def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
             return value, pos
         shift += 7
     return None, pos
+
+
+# =============================================================================== writing
+_RESERVED_PROPS = ("xspace_event_metadata",)
+
+
+class _PlaneWriter:
+    """One XPlane: interns event and stat metadata as events are added."""
+
+    def __init__(self, xplane: Any):
+        self.x = xplane
+        self.stat_ids: dict[str, int] = {}
+        self.event_ids: dict[tuple[str, str], int] = {}
+        self._next_event_id = 1
+
+    def stat_id(self, name: str) -> int:
+        i = self.stat_ids.get(name)
+        if i is None:
+            i = self.stat_ids[name] = len(self.x.stat_metadata) + 1
+            m = self.x.stat_metadata[i]
+            m.id = i
+            m.name = name
+        return i
+
+    def keep_event_id(self, mid: int, name: str, long_name: str = "") -> int:
+        """Event metadata under a given id (XProf keys HLO protos by program id)."""
+        if mid in self.x.event_metadata or mid == 0:
+            return self.event_id(name, long_name)
+        m = self.x.event_metadata[mid]
+        m.id = mid
+        m.name = long_name or name
+        if long_name:
+            m.display_name = name
+        self.event_ids.setdefault((name, long_name), mid)
+        return mid
+
+    def ref_id(self, value: str) -> int:
+        """Stat metadata whose name is ``value``, for ``ref_value`` stats (XProf's interning)."""
+        return self.stat_id(value)
+
+    def event_id(self, name: str, long_name: str = "") -> int:
+        key = (name, long_name)
+        i = self.event_ids.get(key)
+        if i is None:
+            while self._next_event_id in self.x.event_metadata:
+                self._next_event_id += 1
+            i = self.event_ids[key] = self._next_event_id
+            m = self.x.event_metadata[i]
+            m.id = i
+            if long_name:
+                m.name = long_name
+                m.display_name = name
+            else:
+                m.name = name
+        return i
+
+
+def _set_value(st: Any, value: Any, kind: str, pw: _PlaneWriter) -> None:
+    """Fill one XStat with ``value`` as ``kind`` ('i', 'u', 'f', 'ref', or '' = by type)."""
+    if kind == "ref" and isinstance(value, str):
+        st.ref_value = pw.ref_id(value)
+    elif kind in ("i", "u") and not isinstance(value, (str, bytes)):
+        v = int(value)
+        if v >= 2**63 or (kind == "u" and v >= 0):
+            st.uint64_value = v
+        else:
+            st.int64_value = v
+    elif kind == "f":
+        st.double_value = float(value)
+    elif isinstance(value, bool):
+        st.int64_value = int(value)
+    elif isinstance(value, (int, np.integer)):
+        v = int(value)
+        if v >= 2**63:
+            st.uint64_value = v
+        else:
+            st.int64_value = v
+    elif isinstance(value, (float, np.floating)):
+        st.double_value = float(value)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        st.bytes_value = bytes(value)
+    elif isinstance(value, str):
+        st.str_value = value
+    else:
+        import orjson
+
+        st.str_value = orjson.dumps(value, default=str, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+
+
+def _metadata_level(trace: Trace, md_keys: set[str]) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
+    """Which stats can go back on event metadata: those every event of one
+    (plane, name, long name) group carries with one value, as the source had them.
+
+    Returns each event's group code and, per group, the stats that are metadata-level.
+    """
+    import pandas as pd
+
+    n = trace.n_events
+    keys_ = [k for k in md_keys if k in trace.stats]
+    if not n or not keys_:
+        return np.zeros(n, np.int64), {}
+    long_col = trace.stats.get(_STAT_LONG_NAME)
+    long_ids = (pd.factorize(long_col.dense(n, ""))[0] if long_col is not None
+                else np.zeros(n, np.int64))
+    ev = trace.events
+    groups = pd.factorize(pd.MultiIndex.from_arrays(
+        [trace.event_planes(), ev["name"], long_ids]))[0]
+    out: dict[int, dict[str, Any]] = {}
+    for key in keys_:
+        col = trace.stats[key]
+        dense = col.dense(n, None)
+        df = pd.DataFrame({"g": groups, "v": pd.Series(dense, dtype=object)})
+        agg = df.groupby("g")["v"].agg(["nunique", "count", "size", "first"])
+        ok = agg[(agg["nunique"] == 1) & (agg["count"] == agg["size"])]
+        for g, v in zip(ok.index.tolist(), ok["first"].tolist()):
+            out.setdefault(int(g), {})[key] = v
+    return groups, out
+
+
+def _default_category(plane_is_host: bool, line_name: str) -> str:
+    return CAT_TRACEME if plane_is_host else _LINE_CATEGORIES.get(line_name, "")
+
+
+def to_space(trace: Trace, hostname: str | None = None) -> Any:
+    """The XSpace message for ``trace`` (see the module docstring for what goes where)."""
+    pb = _pb()
+    space = pb.XSpace()
+    host = hostname or _hostname(trace)
+    if host:
+        space.hostnames.append(host)
+    meta_x = trace.metadata.get("xspace", {}) if isinstance(trace.metadata.get("xspace"), dict) else {}
+    space.errors.extend(str(e) for e in meta_x.get("errors", []))
+    space.warnings.extend(str(w) for w in meta_x.get("warnings", []))
+    for e in trace.metadata.get("plugin_errors", []) or []:
+        space.errors.append(f"{e.get('plugin', '?')} {e.get('phase', '?')}: {e.get('error', '')}")
+
+    # value kind per stat key: the source's XSpace kind when known, else the column's dtype
+    src_kinds: dict[str, list[str]] = meta_x.get("stat_value_kinds", {}) or {}
+    aliases = {p: x for x, p in XPROF_ALIASES.items() if p in trace.stats and x not in trace.stats}
+    col_kind: dict[str, str] = {}
+    for key, col in trace.stats.items():
+        k = col.kind
+        known = set(src_kinds.get(key, ()))
+        if k == "O" and known == {"ref_value"}:
+            k = "ref"
+        elif k == "i" and known == {"uint64_value"}:
+            k = "u"
+        elif k == "O":
+            k = ""
+        col_kind[key] = k
+
+    n = trace.n_events
+    ev = trace.events
+    names = trace.names() if n else np.zeros(0, object)
+    cats = trace.categories() if n else np.zeros(0, object)
+    long_col = trace.stats.get(_STAT_LONG_NAME)
+    long_names = long_col.dense(n, "") if long_col is not None else None
+
+    # per-event stats: (key, value) lists, built column by column
+    ev_stats: list[list[tuple[str, Any]] | None] = [None] * n
+    skip = {_STAT_LONG_NAME}
+    skip.update(k for k in meta_x.get("alias_keys", []) or []
+                if any(x in trace.stats for x, p in XPROF_ALIASES.items() if p == k))
+    groups, md_level = _metadata_level(trace, set(meta_x.get("metadata_stat_keys", []) or []))
+    for key, col in trace.stats.items():
+        if key in skip:
+            continue
+        vals = col.values.tolist() if col.kind in "iuf" else list(col.values)
+        out_keys = [key] + ([aliases[key]] if key in aliases else [])
+        for r, v in zip(col.rows.tolist(), vals):
+            lst = ev_stats[r]
+            if lst is None:
+                lst = ev_stats[r] = []
+            for ok in out_keys:
+                lst.append((ok, v))
+    fl = trace.flows
+    flow_marks: list[list[tuple[str, Any]]] = [[] for _ in range(n)] if len(fl["src"]) else []
+    for k, (s, d, fid, c) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), fl["id"].tolist(),
+                                            fl["category"].tolist())):
+        flow_marks[s].append((_STAT_FLOW_OUT, f"{k + 1}:{fid}:{trace.strings[c]}"))
+        flow_marks[d].append((_STAT_FLOW_IN, k + 1))
+
+    by_track = np.argsort(ev["track"], kind="stable") if n else np.zeros(0, np.int64)
+    bounds = np.searchsorted(ev["track"][by_track], np.arange(len(trace.tracks) + 1)) if n else None
+    used_plane_ids: set[int] = set()
+    c = trace.counters
+    for p in trace.planes:
+        xp = space.planes.add()
+        xid = p.pid if p.pid not in used_plane_ids else 1_000_000 + p.id
+        used_plane_ids.add(xid)
+        xp.id = xid
+        xp.name = p.name
+        pw = _PlaneWriter(xp)
+        host_plane = p.kind == "host"
+        for k, v in p.properties.items():
+            if k in _RESERVED_PROPS or v is None:
+                continue
+            st = xp.stats.add()
+            st.metadata_id = pw.stat_id(k)
+            _set_value(st, v, "", pw)
+        layout: dict[str, Any] = {}
+        inferred_kind, _, inferred_index = _plane_kind(p.name)
+        if p.kind != inferred_kind:
+            layout["kind"] = p.kind
+        if p.vendor:
+            layout["vendor"] = p.vendor
+        if p.index != inferred_index:
+            layout["index"] = p.index
+        track_layout: dict[str, Any] = {}
+        for md in p.properties.get("xspace_event_metadata", []) or []:
+            mid = pw.keep_event_id(int(md.get("id", 0)), md.get("display_name") or md.get("name", ""),
+                                   md.get("name", "") if md.get("display_name") else "")
+            xm = xp.event_metadata[mid]
+            for k, v in (md.get("stats") or {}).items():
+                st = xm.stats.add()
+                st.metadata_id = pw.stat_id(k)
+                _set_value(st, v, col_kind.get(k, ""), pw)
+        used_line_ids: set[int] = set()
+        md_done: set[int] = set()
+        for t in trace.tracks:
+            if t.plane != p.id:
+                continue
+            xl = xp.lines.add()
+            lid = int(t.tid)
+            if lid in used_line_ids:
+                lid = 1_500_000_000 + t.id
+            used_line_ids.add(lid)
+            xl.id = lid
+            xl.name = t.name
+            tl: dict[str, Any] = {}
+            if t.kind != ("thread" if host_plane else _LINE_KINDS.get(t.name, "stream")):
+                tl["kind"] = t.kind
+            if lid != t.tid:
+                tl["tid"] = t.tid
+            extra = {k: v for k, v in t.properties.items() if k not in ("display_name", "display_id", "duration_ps")}
+            if extra:
+                tl["props"] = extra
+            if tl:
+                track_layout[str(lid)] = tl
+            if t.properties.get("display_name"):
+                xl.display_name = str(t.properties["display_name"])
+            if t.properties.get("display_id"):
+                xl.display_id = int(t.properties["display_id"])
+            if t.properties.get("duration_ps"):
+                xl.duration_ps = int(t.properties["duration_ps"])
+            if bounds is None:
+                continue
+            rows = by_track[bounds[t.id]:bounds[t.id + 1]]
+            if not len(rows):
+                continue
+            starts = ev["start_ns"][rows]
+            durs = ev["dur_ns"][rows]
+            order = np.lexsort((-durs, starts))  # parents before children
+            rows, starts, durs = rows[order], starts[order], durs[order]
+            base = int(starts[0])
+            xl.timestamp_ns = base
+            default_cat = _default_category(host_plane, t.name)
+            offs = ((starts - base) * 1000).tolist()
+            dps = (durs * 1000).tolist()
+            for r, off, dp in zip(rows.tolist(), offs, dps):
+                nm = names[r]
+                xe = xl.events.add()
+                xe.metadata_id = pw.event_id(nm, long_names[r] if long_names is not None else "")
+                xe.offset_ps = off
+                xe.duration_ps = dp
+                if cats[r] != default_cat:
+                    st = xe.stats.add()
+                    st.metadata_id = pw.stat_id(_STAT_CATEGORY)
+                    st.str_value = cats[r]
+                md_here = md_level.get(int(groups[r])) if md_level else None
+                if md_here and xe.metadata_id not in md_done:
+                    md_done.add(xe.metadata_id)
+                    xm = xp.event_metadata[xe.metadata_id]
+                    for key, v in md_here.items():
+                        st = xm.stats.add()
+                        st.metadata_id = pw.stat_id(key)
+                        _set_value(st, v, col_kind.get(key, ""), pw)
+                for key, v in ev_stats[r] or ():
+                    if md_here and key in md_here:
+                        continue
+                    st = xe.stats.add()
+                    st.metadata_id = pw.stat_id(key)
+                    _set_value(st, v, col_kind.get(key, ""), pw)
+                if flow_marks:
+                    for key, v in flow_marks[r]:
+                        st = xe.stats.add()
+                        st.metadata_id = pw.stat_id(key)
+                        _set_value(st, v, "", pw)
+        if track_layout:
+            layout["tracks"] = track_layout
+        import orjson
+
+        for key, val in ((_PLANE_STAT_PRODUCER, "polyprof"),
+                         (_PLANE_STAT_ALIASES, ",".join(sorted(aliases.values()))),
+                         (_PLANE_STAT_LAYOUT, orjson.dumps(layout, default=str).decode() if layout else "")):
+            if val:
+                st = xp.stats.add()
+                st.metadata_id = pw.stat_id(key)
+                st.str_value = val
+        sel = np.flatnonzero(c["plane"] == p.id) if len(c["ts_ns"]) else []
+        if len(sel):
+            xl = xp.lines.add()
+            xl.id = 2_000_000_000 + p.id
+            xl.name = _COUNTER_LINE
+            ts = c["ts_ns"][sel]
+            base = int(ts.min())
+            xl.timestamp_ns = base
+            vid = pw.stat_id(_STAT_COUNTER_VALUE)
+            for nm, t_, v in zip(c["name"][sel].tolist(), ((ts - base) * 1000).tolist(), c["value"][sel].tolist()):
+                xe = xl.events.add()
+                xe.metadata_id = pw.event_id(trace.strings[nm])
+                xe.offset_ps = t_
+                st = xe.stats.add()
+                st.metadata_id = vid
+                st.double_value = v
+    return space
+
+
+def _hostname(trace: Trace) -> str:
+    sess = trace.metadata.get("session")
+    if isinstance(sess, dict) and sess.get("hostname"):
+        return str(sess["hostname"])
+    hosts = (trace.metadata.get("xspace") or {}).get("hostnames") if isinstance(trace.metadata.get("xspace"), dict) else None
+    if hosts:
+        return str(hosts[0])
+    for p in trace.planes:
+        if p.properties.get("hostname"):
+            return str(p.properties["hostname"])
+    return ""
+
+
+def to_bytes(trace: Trace) -> bytes:
+    """``trace`` as a serialized XSpace (what ``.xplane.pb`` files hold)."""
+    return to_space(trace).SerializeToString()
+
+
+def write(trace: Trace, path: str | Path) -> Path:
+    """Write ``trace`` as an ``.xplane.pb`` file (gzipped if the name ends in ``.gz``)."""
+    path = Path(path)
+    data = to_bytes(trace)
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=5)
+    path.write_bytes(data)
+    return path
+
+
+def write_logdir(trace: Trace, logdir: str | Path, run: str | None = None, host: str | None = None) -> Path:
+    """Write ``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, where TensorBoard and
+    XProf look for profiles; ``run`` defaults to the current time as XProf names runs."""
+    run = run or time.strftime("%Y_%m_%d_%H_%M_%S")
+    host = host or _hostname(trace) or socket.gethostname() or "localhost"
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", host)
+    out = Path(logdir) / "plugins" / "profile" / run
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{host}.xplane.pb"
+    path.write_bytes(to_space(trace, hostname=host).SerializeToString())
+    return path

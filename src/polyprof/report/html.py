@@ -19,6 +19,7 @@ import pandas as pd
 from ..analyze.common import COMPUTE, device_view
 from ..derive import cache
 from ..derive.intervals import covered, union
+from ..trace.categories import Kind
 from ..trace.core import Trace
 from .tables import Report, build
 
@@ -56,7 +57,7 @@ def timeline(report: Report) -> dict[str, Any]:
     host = [p.id for p in trace.planes if p.kind == "host"]
     if trace.n_events and host:
         tr = ev["track"]
-        on_host = np.isin(trace.track_plane[tr], host) & (ev["dur_ns"] > 0)
+        on_host = np.isin(trace.track_plane[tr], host) & (ev["dur_ns"] > 0) & (trace.kinds != Kind.OTHER)
         thread = np.array([t.kind not in ("derived", "steps") for t in trace.tracks], bool)
         on_host &= thread[tr]
         idx = np.flatnonzero(on_host)
@@ -87,7 +88,7 @@ def page_data(report: Report) -> dict[str, Any]:
     T = report.tables
     tb = T["temporal_breakdown"]
     return {
-        "title": report.trace.metadata.get("source", "") or "polyprof report",
+        "title": _title(report.trace),
         "overview": report.overview,
         "findings": [f.to_dict() for f in report.findings],
         "timeline": timeline(report),
@@ -109,12 +110,19 @@ def page_data(report: Report) -> dict[str, Any]:
     }
 
 
+def _title(trace: Trace) -> str:
+    src = trace.metadata.get("title") or trace.metadata.get("source") or ""
+    if isinstance(src, dict):
+        src = src.get("path") or src.get("file") or ""
+    return Path(str(src)).name if src else "polyprof report"
+
+
 def render(report: Report) -> str:
     template = resources.files("polyprof.report").joinpath("template.html").read_text(encoding="utf-8")
     data = orjson.dumps(page_data(report), default=lambda o: o.item() if hasattr(o, "item") else str(o),
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
     data = data.replace("</", "<\\/")  # the JSON sits inside a <script> element
-    title = html.escape(str(report.trace.metadata.get("source", "")) or "polyprof report")
+    title = html.escape(_title(report.trace))
     return template.replace("__TITLE__", title).replace("__DATA__", data)
 
 

@@ -50,7 +50,10 @@ _BY_CATEGORY: dict[str, Kind] = {
     "python_function": Kind.PYTHON,
     "mark": Kind.MARK,
     "derived": Kind.DERIVED,
-    "xla_op": Kind.KERNEL,  # XSpace "XLA Ops" line events: device compute of a compiled program
+    # XSpace (JAX / TensorFlow / XProf)
+    "xla_op": Kind.KERNEL,  # an HLO op executing on a device (or the CPU backend)
+    "xla_module": Kind.DERIVED,  # a whole compiled program; its ops are the activity
+    "traceme": Kind.CPU_OP,  # host TraceMe annotation
 }
 
 #: Kinds that occupy a device: the "busy" in a temporal breakdown.
