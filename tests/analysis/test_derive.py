@@ -213,3 +213,19 @@ def test_derived_lines_are_separate_tracks_per_device_in_chrome_export(tmp_path)
     assert tid_of[("/device:GPU:0", keys.LINE_FRAMEWORK_OPS)] != tid_of[("/device:GPU:0", "stream 7")]
     ops = [e for e in doc if e.get("cat") == "derived" and e["name"] == "aten::mm"]
     assert len(ops) == 2 and len({e["pid"] for e in ops}) == 2
+
+
+def test_derived_lines_in_xspace_export_use_xprof_line_names():
+    import pytest
+
+    xspace = pytest.importorskip("polyprof.formats.xspace")
+    if not hasattr(xspace, "to_space"):
+        pytest.skip("no XSpace writer on this branch")
+    t = derive(_scoped_trace())
+    space = xspace.to_space(t)
+    lines = {p.name: {l.name for l in p.lines} for p in space.planes}
+    assert {keys.LINE_STEPS, keys.LINE_XLA_MODULES, keys.LINE_XLA_OPS, keys.LINE_NAME_SCOPE} <= lines["/device:GPU:0"]
+    back = xspace.from_space(space)
+    p = back.plane_by_name("/device:GPU:0").id
+    names = {tr.name for tr in back.tracks if tr.plane == p}
+    assert keys.LINE_XLA_OPS in names and keys.LINE_NAME_SCOPE in names

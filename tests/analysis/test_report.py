@@ -93,3 +93,18 @@ def test_html_report_renders_in_headless_chromium_without_errors(tmp_path):
     compute_blue, copy_orange = (0x3B, 0x73, 0xC4), (0xE8, 0x91, 0x3A)
     assert count(compute_blue, 0, h) > 500, "no compute bars painted"
     assert count(copy_orange, 0, h) > 100, "no copy bars painted"
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_of_the_v100_trace_renders_without_errors(kineto_files, tmp_path):
+    pytest.importorskip("polyprof.formats.kineto")
+    path = next(p for p in kineto_files if p.name.startswith("v100"))
+    out = tmp_path / "v100.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    dom, log = browser.dump_dom(out)
+    root = re.search(r"<html[^>]*>", dom).group(0)
+    assert 'data-rendered="1"' in root and "data-js-errors" not in root, root
+    assert not [l for l in log.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    # kernel names full of <, >, & arrive as text, not markup
+    assert "Optimizer.step#SGD.step" in dom.split('id="sections-table"', 1)[1]
+    assert "v100_ns_resolution_rank0.json.gz" in dom.split("<title>", 1)[1].split("</title>", 1)[0]
