@@ -229,3 +229,23 @@ def test_derived_lines_in_xspace_export_use_xprof_line_names():
     p = back.plane_by_name("/device:GPU:0").id
     names = {tr.name for tr in back.tracks if tr.plane == p}
     assert keys.LINE_XLA_OPS in names and keys.LINE_NAME_SCOPE in names
+
+
+def test_one_os_thread_split_over_two_tracks_still_projects():
+    """Sections from the host plugin and API calls from a device plugin land on two
+    tracks of the same OS thread (same plane and tid, different names)."""
+    b = TraceBuilder()
+    host = b.plane("/host:CPU")
+    sec_track = b.track(host, "MainThread", "thread", tid=42)
+    api_track = b.track(host, "thread 42", "thread", tid=42)
+    other = b.track(host, "worker", "thread", tid=43)
+    q = b.track(b.plane("/device:OpenCL:0", "device"), "queue0", "queue", tid=1)
+    b.event(sec_track, "blur", 0, 100, "section")
+    b.event(api_track, "clEnqueueNDRangeKernel", 10, 5, "opencl_api", correlation_id=1)
+    b.event(q, "blur_kernel", 50, 200, "kernel", correlation_id=1)
+    b.event(other, "clEnqueueNDRangeKernel", 20, 5, "opencl_api", correlation_id=2)  # another thread
+    b.event(q, "other_kernel", 300, 10, "kernel", correlation_id=2)
+    import polyprof.analyze as A
+
+    sec = A.section_stats(b.build()).set_index("name").loc["blur"]
+    assert (sec["device_ops"], sec["device_ns"], sec["projected_ns"]) == (1, 200, 200)

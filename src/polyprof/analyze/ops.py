@@ -28,7 +28,7 @@ def op_stats(trace: Trace) -> pd.DataFrame:
     ops = trace.rows_of_kind(Kind.CPU_OP)
     if not len(ops):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in cols})
-    st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], ev["track"][ops]
+    st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], cache.threads(trace)[ev["track"][ops]]
     self_ns = du - child_time(tr, st, st + du)
     corr = cache.correlation(trace)
     proj = LaunchIndex(trace, corr).project(tr, st, st + du)

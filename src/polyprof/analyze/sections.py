@@ -36,7 +36,7 @@ def section_stats(trace: Trace) -> pd.DataFrame:
             base[c] = pd.Series(dtype=np.float64)
         return base
     ev = trace.events
-    st, du, tr = ev["start_ns"][rows], ev["dur_ns"][rows], ev["track"][rows]
+    st, du, tr = ev["start_ns"][rows], ev["dur_ns"][rows], cache.threads(trace)[ev["track"][rows]]
     corr = cache.correlation(trace)
     proj = LaunchIndex(trace, corr).project(tr, st, st + du)
     pspan = proj.span_ns

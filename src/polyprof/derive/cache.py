@@ -30,3 +30,20 @@ def steps(trace: Trace):  # -> Steps
     from .steps import find_steps
 
     return memo(trace, "steps", find_steps)
+
+
+def threads(trace: Trace):  # -> np.ndarray
+    """Per track id, an id of the OS thread it records: thread tracks of one plane with the
+    same tid (e.g. the host plugin's sections and another plugin's API calls on one thread)
+    share the smallest of their track ids; every other track keeps its own id."""
+    import numpy as np
+
+    def build(t: Trace) -> "np.ndarray":
+        out = np.arange(len(t.tracks), dtype=np.int64)
+        first: dict[tuple[int, int], int] = {}
+        for tr in t.tracks:
+            if tr.kind == "thread" and tr.tid:
+                out[tr.id] = first.setdefault((tr.plane, tr.tid), tr.id)
+        return out
+
+    return memo(trace, "threads", build)

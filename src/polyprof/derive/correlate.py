@@ -18,6 +18,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
+from . import cache
 from .intervals import innermost
 
 log = logging.getLogger("polyprof")
@@ -141,8 +142,9 @@ def correlate(trace: Trace) -> Correlation:
         need = lop < 0
         if need.any():
             ends = ev["start_ns"][ops] + ev["dur_ns"][ops]
-            hit = innermost(ev["track"][ops], ev["start_ns"][ops], ends,
-                            ev["track"][lrows[need]], ev["start_ns"][lrows[need]])
+            th = cache.threads(trace)
+            hit = innermost(th[ev["track"][ops]], ev["start_ns"][ops], ends,
+                            th[ev["track"][lrows[need]]], ev["start_ns"][lrows[need]])
             lop[need] = np.where(hit >= 0, ops[np.maximum(hit, 0)], -1)
         op[has] = lop
         # device rows without a launch but with an external id still name their op

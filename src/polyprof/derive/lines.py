@@ -206,7 +206,7 @@ def _sections_line(trace, corr, w, p, plane, sec_rows, steps, step_s, step_e, co
     if not len(idx):
         return
     s0 = ev["start_ns"][sec_rows]
-    proj = idx.project(ev["track"][sec_rows], s0, s0 + ev["dur_ns"][sec_rows])
+    proj = idx.project(cache.threads(trace)[ev["track"][sec_rows]], s0, s0 + ev["dur_ns"][sec_rows])
     ok = proj.count > 0
     if not ok.any():
         return
@@ -285,8 +285,9 @@ def _source_labels(trace: Trace, corr) -> np.ndarray | None:
     if len(py) and has.any():
         lab = lab if lab is not None else np.full(len(dev), None, object)
         lrow = corr.launch[has]
-        hit = innermost(ev["track"][py], ev["start_ns"][py], ev["start_ns"][py] + ev["dur_ns"][py],
-                        ev["track"][lrow], ev["start_ns"][lrow])
+        th = cache.threads(trace)
+        hit = innermost(th[ev["track"][py]], ev["start_ns"][py], ev["start_ns"][py] + ev["dur_ns"][py],
+                        th[ev["track"][lrow]], ev["start_ns"][lrow])
         names = np.where(hit >= 0, trace.names(py[np.maximum(hit, 0)]), None)
         sub = lab[has]
         sub[sub == None] = names[sub == None]  # noqa: E711

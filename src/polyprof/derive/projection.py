@@ -15,6 +15,7 @@ import numpy as np
 
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from . import cache
 from .correlate import Correlation
 from .intervals import RangeMinMax, _keys, innermost
 
@@ -45,7 +46,7 @@ class LaunchIndex:
             keep = trace.track_plane[ev["track"][drow]] == plane
             lrow, drow = lrow[keep], drow[keep]
         self.trace = trace
-        self.l_track = ev["track"][lrow].astype(np.int64)
+        self.l_track = cache.threads(trace)[ev["track"][lrow]]
         self.l_start = ev["start_ns"][lrow]
         order = np.lexsort((self.l_start, self.l_track))
         self.l_track, self.l_start = self.l_track[order], self.l_start[order]
@@ -87,7 +88,7 @@ def project_rows(trace: Trace, corr: Correlation, rows: np.ndarray, plane: int |
     ev = trace.events
     idx = LaunchIndex(trace, corr, plane)
     st = ev["start_ns"][rows]
-    return idx.project(ev["track"][rows], st, st + ev["dur_ns"][rows])
+    return idx.project(cache.threads(trace)[ev["track"][rows]], st, st + ev["dur_ns"][rows])
 
 
 def section_rows(trace: Trace) -> np.ndarray:
@@ -97,8 +98,6 @@ def section_rows(trace: Trace) -> np.ndarray:
         return rows
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     rows = rows[host[trace.track_plane[trace.events["track"][rows]]]]
-    from . import cache
-
     return np.setdiff1d(rows, cache.steps(trace).rows, assume_unique=False)
 
 
@@ -111,7 +110,8 @@ def innermost_section(trace: Trace, corr: Correlation) -> np.ndarray:
     if not len(secs) or not len(has):
         return out
     lrow = corr.launch[has]
-    hit = innermost(ev["track"][secs], ev["start_ns"][secs], ev["start_ns"][secs] + ev["dur_ns"][secs],
-                    ev["track"][lrow], ev["start_ns"][lrow])
+    th = cache.threads(trace)
+    hit = innermost(th[ev["track"][secs]], ev["start_ns"][secs], ev["start_ns"][secs] + ev["dur_ns"][secs],
+                    th[ev["track"][lrow]], ev["start_ns"][lrow])
     out[has] = np.where(hit >= 0, secs[np.maximum(hit, 0)], -1)
     return out
