@@ -59,14 +59,15 @@ def _sev(x: float, high: float) -> str:
 
 def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None) -> list[Finding]:
     """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses)."""
-    from . import (comm_comp_overlap, event_stats, idle_time_breakdown, kernel_breakdown, op_stats,
-                   section_stats, step_stats, temporal_breakdown)
+    from . import (comm_comp_overlap, event_stats, idle_time_breakdown, kernel_breakdown, launch_stats,
+                   op_stats, section_stats, step_stats, temporal_breakdown)
 
     tables = dict(tables or {})
     fns: dict[str, Callable[[Trace], pd.DataFrame]] = {
         "temporal_breakdown": temporal_breakdown, "idle_time_breakdown": idle_time_breakdown,
         "kernel_breakdown": kernel_breakdown, "op_stats": op_stats, "step_stats": step_stats,
-        "comm_comp_overlap": comm_comp_overlap, "section_stats": section_stats, "event_stats": event_stats}
+        "comm_comp_overlap": comm_comp_overlap, "section_stats": section_stats, "event_stats": event_stats,
+        "launch_stats": launch_stats}
 
     def t(name: str) -> pd.DataFrame:
         if name not in tables:
@@ -140,8 +141,6 @@ def _input_bound(trace: Trace, t) -> list[Finding]:
 
 
 def _launch_bound(trace: Trace, t) -> list[Finding]:
-    from . import launch_stats
-
     kb = t("kernel_breakdown")
     if not len(kb):
         return []
@@ -156,7 +155,7 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     durs = (v.end - v.start)[ker]
     short = float(100.0 * (durs < SHORT_KERNEL_NS).mean())
     median = float(np.median(durs))
-    ls = launch_stats(trace)
+    ls = t("launch_stats")
     ls = ls[ls["kind"].isin(["compute", "communication"])]
     if not len(ls):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
         return []

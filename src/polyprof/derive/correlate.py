@@ -154,9 +154,9 @@ def correlate(trace: Trace) -> Correlation:
             if dm.any():
                 op[rest[dm]] = _by_id(ops[omask], oids, dv)
 
-    names = trace.names(rt_host) if len(rt_host) else np.zeros(0, object)
-    looks = np.fromiter((any(m in s.lower() for m in LAUNCH_MARKERS) for s in names), bool, len(names))
-    launch_rows = rt_host[looks]
+    ids, inv = np.unique(ev["name"][rt_host], return_inverse=True)
+    looks = np.fromiter((any(m in trace.strings[i].lower() for m in LAUNCH_MARKERS) for i in ids), bool, len(ids))
+    launch_rows = rt_host[looks[inv]] if len(rt_host) else rt_host
     used = np.unique(launch[launch >= 0])
     counts = {
         "device_activities": int(n),

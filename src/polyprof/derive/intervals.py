@@ -57,16 +57,48 @@ def intersect_len(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.nda
     return la + lb - int((u_e - u_s).sum())
 
 
-def _keys(track: np.ndarray, times: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """A single sortable int64 key for (track, time): track-major, time by rank in ``grid``."""
-    return track.astype(np.int64) * (len(grid) + 1) + np.searchsorted(grid, times)
+class TimeKeys:
+    """One sortable int64 key per (track, time), track-major.
+
+    Times are offset from the smallest one, which fits any realistic trace (a span of
+    hours, thousands of tracks) in 63 bits; otherwise times are replaced by their rank
+    among all the times given (a sort, still n log n).
+    """
+
+    def __init__(self, times: list[np.ndarray], max_track: int):
+        arrs = [np.asarray(a, np.int64) for a in times if len(a)]
+        lo = min(int(a.min()) for a in arrs) if arrs else 0
+        hi = max(int(a.max()) for a in arrs) if arrs else 0
+        width = hi - lo + 2
+        self.lo = lo
+        if width * (int(max_track) + 2) < 2 ** 62:
+            self.grid = None
+            self.mult = width
+        else:
+            self.grid = np.unique(np.concatenate(arrs))
+            self.mult = len(self.grid) + 1
+
+    def __call__(self, track: np.ndarray, times: np.ndarray) -> np.ndarray:
+        track = np.asarray(track, np.int64)
+        times = np.asarray(times, np.int64)
+        if self.grid is None:
+            return track * self.mult + (times - self.lo)
+        return track * self.mult + np.searchsorted(self.grid, times)
+
+    def first(self, track: np.ndarray) -> np.ndarray:
+        """The smallest key of each track."""
+        return np.asarray(track, np.int64) * self.mult
+
+
+def _max(a: np.ndarray) -> int:
+    return int(a.max()) if len(a) else 0
 
 
 def nesting_depth(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, sorted keys, depth) of non-empty spans: ``order`` sorts them by (track,
     start, longest first); depth (in that order) counts the spans still open at each
-    start on the same track, 0 for outermost. Keys use a time grid over all ends."""
+    start on the same track, 0 for outermost."""
     c_track = np.asarray(c_track, np.int64)
     c_start = np.asarray(c_start, np.int64)
     c_end = np.asarray(c_end, np.int64)
@@ -75,10 +107,10 @@ def nesting_depth(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray
     tr, s, e = c_track[order], c_start[order], c_end[order]
     if not len(order):
         return order, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    grid = np.unique(np.concatenate([s, e]))
-    ks = _keys(tr, s, grid)
-    ke = np.sort(_keys(tr, e, grid))
-    track_lo = _keys(tr, np.full(len(tr), grid[0]), grid)
+    key = TimeKeys([s, e], _max(tr))
+    ks = key(tr, s)
+    ke = np.sort(key(tr, e))
+    track_lo = key.first(tr)
     started_before = np.arange(len(ks)) - np.searchsorted(ks, track_lo, side="left")
     ended = np.searchsorted(ke, ks, side="right") - np.searchsorted(ke, track_lo, side="left")
     return order, ks, np.maximum(started_before - ended, 0)
@@ -104,9 +136,9 @@ def innermost(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray,
     e = np.asarray(c_end, np.int64)[order]
     q_track = np.asarray(q_track, np.int64)
     q_time = np.asarray(q_time, np.int64)
-    grid = np.unique(np.concatenate([s, q_time]))
-    ks = _keys(tr, s, grid)
-    kq = _keys(q_track, q_time, grid)
+    key = TimeKeys([s, q_time], max(_max(tr), _max(q_track)))
+    ks = key(tr, s)
+    kq = key(q_track, q_time)
     for d in range(int(depth.max()) + 1):
         idx = np.flatnonzero(depth == d)
         if not len(idx):
@@ -130,9 +162,9 @@ def child_time(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray) -> n
     tr = np.asarray(c_track, np.int64)[order]
     s = np.asarray(c_start, np.int64)[order]
     e = np.asarray(c_end, np.int64)[order]
-    grid = np.unique(np.concatenate([s, e]))
-    ks = _keys(tr, s, grid)
-    kend = _keys(tr, e, grid)
+    key = TimeKeys([s, e], _max(tr))
+    ks = key(tr, s)
+    kend = key(tr, e)
     for d in range(int(depth.max())):
         par = np.flatnonzero(depth == d)
         ch = np.flatnonzero(depth == d + 1)

@@ -17,7 +17,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from . import cache
 from .correlate import Correlation
-from .intervals import RangeMinMax, _keys, innermost
+from .intervals import RangeMinMax, TimeKeys, _max, innermost
 
 
 @dataclass
@@ -66,10 +66,12 @@ class LaunchIndex:
         if not len(self):
             z = np.zeros(len(track), np.int64)
             return z, z
-        grid = np.unique(np.concatenate([self.l_start, np.asarray(t0, np.int64), np.asarray(t1, np.int64)]))
-        kl = _keys(self.l_track, self.l_start, grid)
-        lo = np.searchsorted(kl, _keys(track, np.asarray(t0, np.int64), grid), side="left")
-        hi = np.searchsorted(kl, _keys(track, np.asarray(t1, np.int64), grid), side="left")
+        t0 = np.asarray(t0, np.int64)
+        t1 = np.asarray(t1, np.int64)
+        key = TimeKeys([self.l_start, t0, t1], max(_max(self.l_track), _max(track)))
+        kl = key(self.l_track, self.l_start)
+        lo = np.searchsorted(kl, key(track, t0), side="left")
+        hi = np.searchsorted(kl, key(track, t1), side="left")
         return lo, np.maximum(hi, lo)
 
     def project(self, track: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> Projection:

@@ -156,10 +156,11 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("launch_mean_ns", "launch mean", fmt_ns), ("launch_max_ns", "launch max", fmt_ns)], 2 * top))
     ls = T["launch_stats"]
     if len(ls):
-        g = ls.groupby(["plane", "launch_name"], sort=False).agg(
-            count=("cpu_duration_ns", "size"), cpu=("cpu_duration_ns", "mean"),
-            dev=("device_duration_ns", "mean"), delay=("launch_delay_ns", "median"),
-            p99=("launch_delay_ns", lambda x: x.quantile(0.99))).reset_index().sort_values("count", ascending=False)
+        gb = ls.groupby(["plane", "launch_name"], sort=False)
+        g = gb.agg(count=("cpu_duration_ns", "size"), cpu=("cpu_duration_ns", "mean"),
+                   dev=("device_duration_ns", "mean"), delay=("launch_delay_ns", "median"))
+        g["p99"] = gb["launch_delay_ns"].quantile(0.99)
+        g = g.reset_index().sort_values("count", ascending=False)
         console.print(_table("Launches", g, [
             ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
             ("cpu", "CPU mean", fmt_ns), ("dev", "device mean", fmt_ns), ("delay", "delay median", fmt_ns),
