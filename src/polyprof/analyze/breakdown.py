@@ -8,6 +8,7 @@ import pandas as pd
 from ..derive.intervals import clip_union, covered, intersect_len
 from ..trace.core import Trace
 from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
+from .grouping import group_stats
 
 ALL_STREAMS = "(all streams)"
 #: an idle gap no longer than this, with the next activity already launched, is kernel-wait
@@ -131,19 +132,25 @@ def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
             "min_ns", "max_ns", "share_pct", "devices"]
     if not len(v.rows):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    df = pd.DataFrame({"name_id": ev["name"][v.rows], "kind": v.cls, "plane": v.plane,
-                       "dur": ev["dur_ns"][v.rows]})
-    keys = ["name_id", "kind", *(["plane"] if by_device else [])]
-    g = df.groupby(keys, sort=False)
-    out = g["dur"].agg(count="size", total_ns="sum", mean_ns="mean", median_ns="median", min_ns="min",
-                       max_ns="max").reset_index()
-    out["devices"] = g["plane"].nunique().to_numpy()
-    total = df["dur"].sum()
-    out["share_pct"] = 100.0 * out["total_ns"] / total if total else 0.0
-    out["name"] = np.asarray(trace.strings, dtype=object)[out["name_id"].to_numpy()]
-    out["kind"] = CLASS_NAMES[out["kind"].to_numpy()]
-    if by_device:
-        out["plane"] = [trace.planes[p].name for p in out["plane"]]
+    name = ev["name"][v.rows].astype(np.int64)
+    base = (name << 8) | v.cls.astype(np.int64)
+    key = (base << 20) | v.plane.astype(np.int64) if by_device else base
+    dur = ev["dur_ns"][v.rows]
+    g = group_stats(key, dur)
+    k = g["key"]
+    pairs = np.unique(np.stack([base, v.plane.astype(np.int64)], axis=1), axis=0)
+    pb, pc = np.unique(pairs[:, 0], return_counts=True)
+    kb = (k >> 20) if by_device else k
+    total = dur.sum()
+    out = pd.DataFrame({
+        "name": np.asarray(trace.strings, dtype=object)[kb >> 8],
+        "kind": CLASS_NAMES[kb & 0xFF],
+        **({"plane": [trace.planes[int(p)].name for p in (k & 0xFFFFF)]} if by_device else {}),
+        "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"], "median_ns": g["median"],
+        "min_ns": g["min"], "max_ns": g["max"],
+        "share_pct": 100.0 * g["total"] / total if total else np.zeros(len(k)),
+        "devices": pc[np.searchsorted(pb, kb)],
+    })
     return out[cols].sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 

@@ -11,6 +11,7 @@ from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from .common import CLASS_NAMES, activity_class
+from .grouping import group_reduce, group_stats
 
 
 def op_stats(trace: Trace) -> pd.DataFrame:
@@ -37,13 +38,14 @@ def op_stats(trace: Trace) -> pd.DataFrame:
     if has.any():
         pos = np.searchsorted(ops, corr.op[has])
         np.add.at(direct, pos, ev["dur_ns"][corr.device_rows[has]])
-    df = pd.DataFrame({"name_id": ev["name"][ops], "dur": du, "self": np.maximum(self_ns, 0),
-                       "dev": proj.busy_ns, "sdev": direct, "n": proj.count})
-    g = df.groupby("name_id", sort=False)
-    out = g.agg(count=("dur", "size"), total_ns=("dur", "sum"), self_ns=("self", "sum"), mean_ns=("dur", "mean"),
-                max_ns=("dur", "max"), device_ns=("dev", "sum"), self_device_ns=("sdev", "sum"),
-                launches=("n", "sum")).reset_index()
-    out.insert(0, "name", np.asarray(trace.strings, dtype=object)[out.pop("name_id").to_numpy()])
+    g = group_stats(ev["name"][ops], du)
+    o, st_ = g["order"], g["starts"]
+    out = pd.DataFrame({
+        "name": np.asarray(trace.strings, dtype=object)[g["key"]], "count": g["count"], "total_ns": g["total"],
+        "self_ns": group_reduce(o, st_, np.maximum(self_ns, 0), np.add), "mean_ns": g["mean"], "max_ns": g["max"],
+        "device_ns": group_reduce(o, st_, proj.busy_ns, np.add),
+        "self_device_ns": group_reduce(o, st_, direct, np.add),
+        "launches": group_reduce(o, st_, proj.count, np.add)})
     return out[cols].sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 

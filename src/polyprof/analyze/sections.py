@@ -9,7 +9,7 @@ from ..derive import cache
 from ..derive.projection import LaunchIndex, section_rows
 from ..trace.core import Trace
 from .breakdown import busy_within
-from .grouping import duration_stats
+from .grouping import duration_stats, group_reduce, group_stats
 
 RSS_COUNTER = "process.rss_bytes"
 
@@ -42,13 +42,19 @@ def section_stats(trace: Trace) -> pd.DataFrame:
     pspan = proj.span_ns
     busy = np.where(proj.count > 0, busy_within(trace, proj.first_ns, proj.last_ns), 0)
     mem = _rss_delta(trace, st, st + du)
-    df = pd.DataFrame({"name": trace.names(rows), "n": proj.count, "dev": proj.busy_ns, "proj": pspan,
-                       "busy": busy, "mem": mem})
-    g = df.groupby("name", sort=False)
-    agg = pd.DataFrame({"device_ops": g["n"].sum(), "device_ns": g["dev"].sum(), "projected_ns": g["proj"].sum(),
-                        "busy": g["busy"].sum(), "mem_delta_bytes": g["mem"].sum(min_count=1)})
-    agg["device_util_pct"] = 100.0 * agg["busy"] / agg["projected_ns"].where(agg["projected_ns"] > 0)
-    out = base.merge(agg.drop(columns="busy"), left_on="name", right_index=True, how="left")
+    g = group_stats(ev["name"][rows], du)
+    o, gs = g["order"], g["starts"]
+    projected = group_reduce(o, gs, pspan, np.add)
+    busy_sum = group_reduce(o, gs, busy, np.add)
+    mem_sum = group_reduce(o, gs, np.nan_to_num(mem, nan=0.0), np.add)
+    mem_any = group_reduce(o, gs, ~np.isnan(mem), np.logical_or)
+    agg = pd.DataFrame({
+        "device_ops": group_reduce(o, gs, proj.count, np.add), "device_ns": group_reduce(o, gs, proj.busy_ns, np.add),
+        "projected_ns": projected,
+        "device_util_pct": np.where(projected > 0, 100.0 * busy_sum / np.maximum(projected, 1), np.nan),
+        "mem_delta_bytes": np.where(mem_any, mem_sum, np.nan),
+    }, index=[trace.strings[k] for k in g["key"]])
+    out = base.merge(agg, left_on="name", right_index=True, how="left")
     return out[[*base.columns, *extra]]
 
 
