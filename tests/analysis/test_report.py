@@ -108,3 +108,13 @@ def test_html_report_of_the_v100_trace_renders_without_errors(kineto_files, tmp_
     # kernel names full of <, >, & arrive as text, not markup
     assert "Optimizer.step#SGD.step" in dom.split('id="sections-table"', 1)[1]
     assert "v100_ns_resolution_rank0.json.gz" in dom.split("<title>", 1)[1].split("</title>", 1)[0]
+
+
+def test_export_with_derived_lines(synth_file, tmp_path):
+    import orjson
+
+    out = tmp_path / "t.json"
+    assert main(["export", str(synth_file), "-f", "chrome", "--derive", "-o", str(out)]) == 0
+    doc = orjson.loads(out.read_bytes())["traceEvents"]
+    threads = {e["args"]["name"] for e in doc if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"Steps", "Sections", "Framework Ops", "stream 7"} <= threads
