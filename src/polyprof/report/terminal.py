@@ -54,17 +54,33 @@ def _stats_table(title: str, df: Any, top: int, first: str = "name") -> Table:
     return t
 
 
-def _table(title: str, df: pd.DataFrame, cols: list[tuple[str, str, Any]], top: int) -> Table:
-    """A rich table of ``df``: (column, header, formatter)."""
+def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> Table:
+    """A rich table of ``df``: (column, header, formatter[, optional]). Optional columns
+    (a priority: higher goes first, then the rightmost) are left out when the table would
+    not fit ``width`` characters."""
+    rows = df.head(top)
+    cells = {c: [(fmt(v) if fmt else str(v)) for v in rows[c]] for c, _, fmt, *_ in cols}
+    need = {c: max([len(h), *(len(x) for x in cells[c])]) + 3 for c, h, *_ in cols}
+    if "name" in need:
+        need["name"] = min(need["name"], 30)
+    keep = list(cols)
+    # drop optional columns, highest priority number first, then rightmost first
+    optional = sorted((c for c in cols if len(c) > 3 and c[3]), key=lambda c: (-int(c[3]), -cols.index(c)))
+    for col in optional:
+        if sum(need[c[0]] for c in keep) + 1 <= width:
+            break
+        keep.remove(col)
     t = Table(title=f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else ""), title_justify="left")
-    for c, head, _ in cols:
+    room = width - 1 - sum(need[c[0]] for c in keep if c[0] != "name") - 3
+    for c, head, *_ in keep:
         if c == "name":
-            t.add_column(head, justify="left", overflow="ellipsis", no_wrap=True, max_width=60, min_width=12)
+            t.add_column(head, justify="left", overflow="ellipsis", no_wrap=True, max_width=max(12, min(60, room)),
+                         min_width=12)
         else:
             t.add_column(head, justify="left" if c in ("plane", "stream", "kind", "category", "launch_name")
                          else "right", no_wrap=True)
-    for _, r in df.head(top).iterrows():
-        t.add_row(*[(fmt(r[c]) if fmt else str(r[c])) for c, _, fmt in cols])
+    for i in range(len(rows)):
+        t.add_row(*[cells[c][i] for c, *_ in keep])
     return t
 
 
@@ -88,6 +104,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     console = console or Console(file=sys.stdout)
     trace, T, ov = report.trace, report.tables, report.overview
     i = lambda x: f"{int(x)}"  # noqa: E731
+    W = console.width
     console.print(f"[bold]polyprof summary[/]: {ov['events']} events on {len(ov['planes'])} plane(s), "
                   f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
                   f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
@@ -117,43 +134,44 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
         console.print(_table("Device time (analysed span)", tb, [
             ("plane", "device", None), ("stream", "stream", None), ("span_ns", "span", fmt_ns),
             ("compute_pct", "compute", fmt_pct), ("non_compute_pct", "non-compute", fmt_pct),
-            ("idle_pct", "idle", fmt_pct), ("activities", "activities", i)], 4 * top))
+            ("idle_pct", "idle", fmt_pct), ("activities", "activities", i, True)], 4 * top, W))
         it = T["idle_time_breakdown"]
         console.print(_table("Idle time by cause", it, [
             ("plane", "device", None), ("stream", "stream", None), ("idle_ns", "idle", fmt_ns),
             ("host_wait_pct", "host-wait", fmt_pct), ("kernel_wait_pct", "kernel-wait", fmt_pct),
-            ("other_pct", "other", fmt_pct), ("gaps", "gaps", i)], 4 * top))
+            ("other_pct", "other", fmt_pct), ("gaps", "gaps", i, True)], 4 * top, W))
         ov_ = T["comm_comp_overlap"]
         ov_ = ov_[ov_["communication_ns"] > 0]
         if len(ov_):
             console.print(_table("Communication / compute overlap", ov_, [
                 ("plane", "device", None), ("communication_ns", "communication", fmt_ns),
-                ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top))
+                ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W))
     kb = T["kernel_breakdown"]
     if len(kb):
         console.print(_table("Top device activity", kb, [
             ("name", "name", _short), ("kind", "kind", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
-            ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns), ("share_pct", "share", fmt_pct)], top))
+            ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True), ("share_pct", "share", fmt_pct)], top, W))
     ops = T["op_stats"]
     if len(ops):
         console.print(_table("Top framework ops (host)", ops, [
             ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
-            ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top))
+            ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
     sec = T["section_stats"]
     if len(sec):
         console.print(_table("Sections", sec, [
-            ("name", "name", _short), ("count", "n", i), ("total_ns", "host", fmt_ns),
-            ("mean_ns", "mean", fmt_ns), ("median_ns", "median", fmt_ns), ("p99_ns", "p99", fmt_ns),
-            ("max_ns", "max", fmt_ns), ("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns),
-            ("device_util_pct", "util", fmt_pct), ("mem_delta_bytes", "Δmem", fmt_bytes)], top))
-        console.print("[dim]host = host time; device = device time caused; projected = first to last device "
-                      "activity caused; util = device busy within the projection[/]")
+            ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
+            ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2),
+            ("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
+            ("device_util_pct", "util", fmt_pct, True), ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W))
+        console.print("[dim]total..p99 = host time; device = device time its launches caused; projected = first "
+                      "to last device activity caused; util = device busy within the projection[/]")
     ss = T["step_stats"]
     if len(ss):
         console.print(_table("Steps", ss, [
             ("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns), ("busy_ns", "busy", fmt_ns),
             ("compute_ns", "compute", fmt_ns), ("idle_ns", "idle", fmt_ns), ("launch_count", "launches", i),
-            ("launch_mean_ns", "launch mean", fmt_ns), ("launch_max_ns", "launch max", fmt_ns)], 2 * top))
+            ("launch_mean_ns", "launch mean", fmt_ns, True), ("launch_max_ns", "launch max", fmt_ns, True)], 2 * top, W))
     ls = T["launch_stats"]
     if len(ls):
         gb = ls.groupby(["plane", "launch_name"], sort=False)
@@ -164,7 +182,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
         console.print(_table("Launches", g, [
             ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
             ("cpu", "CPU mean", fmt_ns), ("dev", "device mean", fmt_ns), ("delay", "delay median", fmt_ns),
-            ("p99", "delay p99", fmt_ns)], top))
+            ("p99", "delay p99", fmt_ns, True)], top, W))
     if not len(kb):
         other = T["event_stats"]
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
