@@ -82,17 +82,18 @@ def test_html_report_renders_in_headless_chromium_without_errors(tmp_path):
     w, h, rows = browser.read_png(png)
     bpp = len(rows[0]) // w
 
-    def count(color, y0, y1, tol=12):
+    def count(color, tol=12):
         n = 0
-        for row in rows[y0:y1]:
-            for x in range(0, w * bpp, bpp * 2):
+        for row in rows:
+            for x in range(0, w * bpp, bpp):
                 if all(abs(row[x + i] - color[i]) <= tol for i in range(3)):
                     n += 1
         return n
 
+    # the page at half scale (700 px wide): bars of the data colours cover thousands of pixels
     compute_blue, copy_orange = (0x3B, 0x73, 0xC4), (0xE8, 0x91, 0x3A)
-    assert count(compute_blue, 0, h) > 500, "no compute bars painted"
-    assert count(copy_orange, 0, h) > 100, "no copy bars painted"
+    assert count(compute_blue) > 500, "no compute bars painted"
+    assert count(copy_orange) > 200, "no copy bars painted"
 
 
 @pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
