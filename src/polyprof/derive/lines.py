@@ -104,8 +104,6 @@ def _clip_to_steps(s: np.ndarray, e: np.ndarray, st: np.ndarray, step_idx: np.nd
 
 def derive_lines(trace: Trace) -> Trace:
     """A trace holding only the derived lines of ``trace`` (planes named as in it)."""
-    from .correlate import device_activity_rows
-
     corr = cache.correlation(trace)
     steps = cache.steps(trace)
     ev = trace.events
@@ -171,7 +169,8 @@ def derive_lines(trace: Trace) -> Trace:
         if len(sec_rows) and keys.LINE_SECTIONS not in existing:
             _sections_line(trace, corr, w, p, int(plane), sec_rows, steps, step_s, step_e, counts)
         emit(keys.LINE_FRAMEWORK_OPS, ops_name[sel] if (corr.op[sel] >= 0).any() else None, keys.OP)
-        _name_scope_lines(trace, w, p, rows, st, en, stp, ops_name[sel], step_s, step_e, existing, counts)
+        _name_scope_lines(trace, w, p, rows, st, en, stp, ops_name[sel], step_s, step_e, existing, counts,
+                          steps.number)
         emit(keys.LINE_XLA_MODULES, _stat_labels(trace, rows, MODULE_STATS), keys.MODULE)
         emit(keys.LINE_XLA_OPS, _stat_labels(trace, rows, XLA_OP_STATS), keys.HLO_OP)
         emit(keys.LINE_SOURCE, src_label[sel] if src_label is not None else None, keys.SOURCE)
@@ -233,7 +232,8 @@ def _scope_parts(label: str) -> list[str]:
     return parts[:-1]
 
 
-def _name_scope_lines(trace, w, p, rows, st, en, stp, op_names, step_s, step_e, existing, counts) -> None:
+def _name_scope_lines(trace, w, p, rows, st, en, stp, op_names, step_s, step_e, existing, counts,
+                      steps_number: np.ndarray) -> None:
     """Framework Name Scope: one nesting level per scope depth, all on one line."""
     if keys.LINE_NAME_SCOPE in existing:
         return
@@ -250,7 +250,7 @@ def _name_scope_lines(trace, w, p, rows, st, en, stp, op_names, step_s, step_e, 
     depth = max((len(x) for x in parts), default=0)
     if not depth:
         return
-    all_s, all_e, all_n, all_st = [], [], [], []
+    all_s, all_e, all_n, all_st, all_path = [], [], [], [], []
     for k in range(depth):
         prefix = np.array(["/".join(x[:k + 1]) if len(x) > k else None for x in parts], object)
         lab = prefix[code]
@@ -260,13 +260,17 @@ def _name_scope_lines(trace, w, p, rows, st, en, stp, op_names, step_s, step_e, 
         all_s.append(s)
         all_e.append(e)
         all_n.append(np.array([x.rsplit("/", 1)[-1] for x in u[l]], object))
+        all_path.append(u[l])
         all_st.append(sx)
     s = np.concatenate(all_s)
     e = np.concatenate(all_e)
     names = np.concatenate(all_n)
     sx = np.concatenate(all_st)
+    path = np.concatenate(all_path)
+    num = np.where(sx >= 0, steps_number[np.maximum(sx, 0)] if len(steps_number) else -1, -1)
+    stats = {keys.STEP: (np.flatnonzero(sx >= 0), num[sx >= 0]), keys.NAME_SCOPE: path}
     counts[keys.LINE_NAME_SCOPE] = counts.get(keys.LINE_NAME_SCOPE, 0) + w.line(
-        p.name, {}, keys.LINE_NAME_SCOPE, s, e, names, {})
+        p.name, {}, keys.LINE_NAME_SCOPE, s, e, names, stats)
 
 
 def _source_labels(trace: Trace, corr) -> np.ndarray | None:

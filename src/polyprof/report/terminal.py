@@ -102,7 +102,7 @@ def print_summary(trace: Trace, top: int = 15, console: Console | None = None) -
 
 def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     console = console or Console(file=sys.stdout)
-    trace, T, ov = report.trace, report.tables, report.overview
+    T, ov = report.tables, report.overview
     i = lambda x: f"{int(x)}"  # noqa: E731
     W = console.width
     console.print(f"[bold]polyprof summary[/]: {ov['events']} events on {len(ov['planes'])} plane(s), "
