@@ -118,3 +118,27 @@ def test_v100_sections_have_projected_gpu_time(kineto_files):
     assert "ProfilerStep#101" not in sec.index  # steps are not sections
     steps = A.step_stats(_load(path))
     assert steps["step"].tolist() == [101, 102, 103, 104, 105]
+
+
+def test_v100_derived_lines_in_chrome_export(kineto_files, tmp_path):
+    import orjson
+
+    from polyprof.formats.chrome import write
+
+    path = next(p for p in kineto_files if p.name.startswith("v100"))
+    d = derive(_load(path))
+    assert d.metadata["correlation"]["unmatched_device_activities"] == 0
+    doc = orjson.loads(write(d, tmp_path / "v100.json").read_bytes())["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in doc if e["ph"] == "M" and e["name"] == "process_name"}
+    tids = {}
+    for e in doc:
+        if e["ph"] == "M" and e["name"] == "thread_name":
+            tids.setdefault(procs[e["pid"]], {})[e["args"]["name"]] = e["tid"]
+    gpu = tids["/device:GPU:0"]
+    for line in (keys.LINE_STEPS, keys.LINE_SECTIONS, keys.LINE_FRAMEWORK_OPS):
+        assert line in gpu
+    assert len(set(gpu.values())) == len(gpu)  # each line its own track
+    steps = [e for e in doc if e.get("cat") == "derived" and e.get("tid") == gpu[keys.LINE_STEPS] and e["ph"] == "X"]
+    assert sorted(e["name"] for e in steps) == ["101", "102", "103", "104", "105"]
+    opt = [e for e in doc if e.get("tid") == gpu[keys.LINE_SECTIONS] and e["name"] == "Optimizer.step#SGD.step"]
+    assert len(opt) == 5 and all(e["dur"] > 0 for e in opt)

@@ -105,6 +105,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     T, ov = report.tables, report.overview
     i = lambda x: f"{int(x)}"  # noqa: E731
     W = console.width
+    has_device = bool(ov["correlation"].get("device_activities"))
     console.print(f"[bold]polyprof summary[/]: {ov['events']} events on {len(ov['planes'])} plane(s), "
                   f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
                   f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
@@ -158,20 +159,26 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
     sec = T["section_stats"]
     if len(sec):
+        dev_cols = [("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
+                    ("device_util_pct", "util", fmt_pct, True)] if has_device else []
         console.print(_table("Sections", sec, [
             ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
-            ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2),
-            ("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
-            ("device_util_pct", "util", fmt_pct, True), ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W))
-        console.print("[dim]total..p99 = host time; device = device time its launches caused; projected = first "
-                      "to last device activity caused; util = device busy within the projection[/]")
+            ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols,
+            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W))
+        console.print("[dim]total..p99 = host time" + ("; device = device time its launches caused; projected = "
+                      "first to last device activity caused; util = device busy within the projection"
+                      if has_device else "") + "; Δmem = process RSS change[/]")
     ss = T["step_stats"]
     if len(ss):
-        console.print(_table("Steps", ss, [
-            ("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns), ("busy_ns", "busy", fmt_ns),
-            ("compute_ns", "compute", fmt_ns), ("idle_ns", "idle", fmt_ns), ("launch_count", "launches", i),
-            ("launch_mean_ns", "launch mean", fmt_ns, True), ("launch_max_ns", "launch max", fmt_ns, True)], 2 * top, W))
+        cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
+        if has_device:
+            cols += [("busy_ns", "busy", fmt_ns), ("compute_ns", "compute", fmt_ns), ("idle_ns", "idle", fmt_ns),
+                     ("launch_count", "launches", i), ("launch_mean_ns", "launch mean", fmt_ns, True),
+                     ("launch_max_ns", "launch max", fmt_ns, True)]
+        else:
+            cols = [c for c in cols if c[0] != "plane"]
+        console.print(_table("Steps", ss, cols, 2 * top, W))
     ls = T["launch_stats"]
     if len(ls):
         gb = ls.groupby(["plane", "launch_name"], sort=False)
