@@ -13,12 +13,31 @@ def add_plugin_args(p: argparse.ArgumentParser) -> None:
                                      "see `polyprof plugins`)")
     p.add_argument("--collect-timeout", type=float, default=30.0, metavar="S",
                    help="time limit for each plugin's collect step (default 30 s)")
+    p.add_argument("--plugin", action="append", default=[], metavar="TARGET",
+                   help="also load this plugin: a native plugin library (path.so) or a factory "
+                        "(pkg.module:Factory); repeatable")
 
 
-def plugin_list(args: argparse.Namespace) -> list[str] | None:
+def plugin_list(args: argparse.Namespace) -> list[Any] | None:
+    """Plugin names for the session, plus plugin objects loaded from ``--plugin``."""
+    extra = [load_target(t) for t in getattr(args, "plugin", None) or []]
     if not args.plugins:
-        return None
-    return [p.strip() for p in args.plugins.split(",") if p.strip()]
+        if not extra:
+            return None
+        return [*(info.name for info in resolve(None)), *extra]  # the defaults, and these
+    return [*(p.strip() for p in args.plugins.split(",") if p.strip()), *extra]
+
+
+def load_target(target: str) -> Any:
+    from ..collect.native import load_target as load
+
+    return load(target)
+
+
+def resolve(names: list[str] | None) -> list[Any]:
+    from ..collect.registry import resolve as res
+
+    return res(names)
 
 
 def load_trace(path: str) -> Trace:

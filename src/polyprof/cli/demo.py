@@ -11,7 +11,7 @@ from ..collect.session import Session
 from .common import add_plugin_args, plugin_list, print_summary
 
 #: bundled workloads, run in this order; a module whose needs are missing is skipped
-WORKLOADS = ["polyprof.demo.threaded_pipeline"]
+WORKLOADS = ["polyprof.demo.threaded_pipeline", "polyprof.demo.opencl_pipeline"]
 
 
 def register(sub: Any) -> None:

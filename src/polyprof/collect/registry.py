@@ -1,4 +1,5 @@
-"""Plugin discovery through the entry-point group ``polyprof.plugins``."""
+"""Plugin discovery through the entry-point group ``polyprof.plugins``, plus native
+plugins (shared libraries) listed by ``POLYPROF_PLUGIN_PATH``."""
 
 from __future__ import annotations
 
@@ -41,6 +42,13 @@ def discover() -> dict[str, PluginInfo]:
     for ep in entry_points(group=GROUP):
         if ep.name not in found:
             found[ep.name] = _load_entry(ep)
+    from .native import path_plugins  # POLYPROF_PLUGIN_PATH: native .so plugins
+
+    try:
+        for info in path_plugins():
+            found.setdefault(info.name, info)
+    except Exception as e:  # a bad path entry must not break discovery
+        log.warning("POLYPROF_PLUGIN_PATH: %s", e)
     return found
 
 

@@ -41,6 +41,8 @@ _BY_CATEGORY: dict[str, Kind] = {
     "xpu_runtime": Kind.RUNTIME,
     "privateuse1_runtime": Kind.RUNTIME,
     "opencl_api": Kind.RUNTIME,
+    "opencl_map": Kind.MEMCPY,  # clEnqueueMap/Unmap on the device queue
+    "opencl_marker": Kind.OTHER,  # markers and barriers: zero-length queue events
     "cpu_op": Kind.CPU_OP,
     "operator": Kind.CPU_OP,
     "user_annotation": Kind.ANNOTATION,

@@ -57,3 +57,10 @@ LINE_NAME_SCOPE = "Framework Name Scope"
 LINE_XLA_MODULES = "XLA Modules"
 LINE_XLA_OPS = "XLA Ops"
 LINE_SOURCE = "Source code"
+
+# --- added by the OpenCL plugin ------------------------------------------------------
+KERNEL = "kernel"  # kernel a host launch call enqueued
+QUEUE_DELAY = "queue_delay_ns"  # device start - queued (time a command waited in its queue)
+SUBMIT_DELAY = "submit_delay_ns"  # submit - queued, on the device clock
+WAITS_FOR = "waits_for"  # on a wait call: correlation id of the latest command it waited for
+BLOCKING = "blocking"  # 1 on a host call that returned only after its command completed

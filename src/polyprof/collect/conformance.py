@@ -1,0 +1,548 @@
+"""The conformance kit: run each clause of the plugin contract (DESIGN.md §4) against
+a plugin and say, per clause, whether it holds and why not.
+
+Targets: a native library (``path.so``), a factory (``pkg.module:Factory``) or an
+installed plugin's name. Native plugins are driven through the raw C ABI
+(:class:`~polyprof.collect.native.NativeHandle`), so the kit sees what the library
+itself does, not what polyprof's wrapper would paper over; Python plugins through
+their public ``start``/``stop``/``collect``. ``polyprof plugin check TARGET`` prints
+the report; :func:`check` returns it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import PluginError, PolyprofError
+from ..trace.core import Trace
+from .clock import now_ns, wall_anchor
+from .native import (ERR_BUFFER_TOO_SMALL, OK, NativeCallError, NativeHandle, NativePlugin,
+                     call_with_limit, code_name, import_factory, xspace_problems)
+from .plugin import Plugin, SessionContext
+
+log = logging.getLogger("polyprof")
+
+#: (id, what the clause checks), in report order
+CLAUSES: list[tuple[str, str]] = [
+    ("load", "loads; declares name, version and required functions"),
+    ("lifecycle", "start -> stop -> collect works; stop before start is an error"),
+    ("double_start", "a second start() without stop() is an error and corrupts nothing"),
+    ("collect_without_start", "collect() before start() or before stop() is an error"),
+    ("collect_twice", "a second collect() returns the same data or a clear error"),
+    ("buffer_too_small", "collect() into a small buffer: ERR_BUFFER_TOO_SMALL + size, no overrun"),
+    ("xspace_well_formed", "the XSpace parses and every metadata id it uses is defined"),
+    ("stop_race", "stop() while other threads are busy; a second stop() is an error"),
+    ("valid_trace", "collect() gives a valid Trace whose times lie inside the session"),
+    ("time_limits", "start, stop and collect return within their time limits"),
+]
+NATIVE_ONLY = {"buffer_too_small", "xspace_well_formed"}
+PASS, FAIL, NA, NOT_RUN = "pass", "fail", "n/a", "not run"
+_GUARD = 4096
+_CANARY = 0x5A
+_SLACK_NS = 2_000_000  # event times may lie this far outside [start call, stop return]
+
+
+@dataclass
+class Limits:
+    """Time limits per call (seconds) and how long the kit's workload runs."""
+
+    start_s: float = 5.0
+    stop_s: float = 5.0
+    collect_s: float = 30.0
+    activity_s: float = 0.15
+
+
+@dataclass
+class ClauseResult:
+    id: str
+    title: str
+    status: str = NOT_RUN
+    reason: str = ""
+
+
+@dataclass
+class Report:
+    target: str
+    kind: str = "?"  # "native" or "python"
+    plugin: str = "?"
+    results: list[ClauseResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status in (PASS, NA) for r in self.results)
+
+    @property
+    def failed(self) -> list[str]:
+        return [r.id for r in self.results if r.status == FAIL]
+
+    def result(self, clause: str) -> ClauseResult:
+        return next(r for r in self.results if r.id == clause)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "kind": self.kind, "plugin": self.plugin, "ok": self.ok,
+                "clauses": [r.__dict__ for r in self.results]}
+
+
+class ClauseFailed(Exception):
+    """A clause does not hold; the message is the reason shown to the user."""
+
+
+class CallTimeout(ClauseFailed):
+    pass
+
+
+# ------------------------------------------------------------------ workload
+def workload(seconds: float) -> None:
+    """What the kit runs while a plugin records: a section, a mark, real CPU work in
+    this thread (NumPy releases the GIL, so native samplers see it)."""
+    from .. import mark, section
+
+    a = np.random.default_rng(0).random((128, 128))
+    end = time.perf_counter() + seconds
+    with section("polyprof-kit"):
+        mark("polyprof-kit mark")
+        while time.perf_counter() < end:
+            a = a @ a
+            a /= np.abs(a).max() or 1.0
+
+
+# ------------------------------------------------------------------ subjects
+class _Subject:
+    """One way of driving a plugin; records the longest time of each call."""
+
+    kind = "?"
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.timings: dict[str, float] = {"start": 0.0, "stop": 0.0, "collect": 0.0}
+        self.timeouts: list[str] = []
+
+    def _timed(self, what: str, fn: Callable[[], Any], *, in_thread: bool) -> Any:
+        limit = {"start": self.limits.start_s, "stop": self.limits.stop_s}.get(what, self.limits.collect_s)
+        t0 = time.perf_counter()
+        try:
+            if in_thread:
+                try:
+                    return call_with_limit(fn, f"kit-{what}", limit)
+                except TimeoutError:
+                    self.timeouts.append(f"{what}() did not return within {limit:g} s")
+                    raise CallTimeout(f"{what}() did not return within {limit:g} s") from None
+            return fn()
+        finally:
+            key = "collect" if what.startswith("collect") else what
+            self.timings[key] = max(self.timings.get(key, 0.0), time.perf_counter() - t0)
+
+    # overridden
+    name = "?"
+
+    def new(self) -> Any: ...
+    def start(self, inst: Any) -> None: ...
+    def stop(self, inst: Any, in_thread: bool = True) -> None: ...
+    def collect(self, inst: Any) -> Any: ...
+    def to_trace(self, inst: Any, data: Any) -> Trace: ...
+    def dispose(self, inst: Any) -> None: ...
+
+
+class _NativeSubject(_Subject):
+    kind = "native"
+
+    def __init__(self, path: str, options: dict[str, Any], limits: Limits):
+        super().__init__(limits)
+        self.path = path
+        self.options = options
+        h = NativeHandle(path)
+        self.name = h.name
+        self.describe = (f"{h.name} from {h.path.name}: ABI {h.abi[0]}.{h.abi[1]}, plugin table "
+                         f"{h.struct_size} bytes, clock {'own' if h.clock_domain else 'session'}, "
+                         f"devices {','.join(h.device_kinds) or '-'}")
+        h.destroy()
+
+    def new(self) -> NativeHandle:
+        return NativeHandle(self.path)
+
+    def start(self, inst: NativeHandle) -> None:
+        self._timed("start", lambda: inst.start(self.options), in_thread=True)
+
+    def stop(self, inst: NativeHandle, in_thread: bool = True) -> None:
+        self._timed("stop", inst.stop, in_thread=True)
+
+    def collect(self, inst: NativeHandle) -> bytes:
+        return self._timed("collect", inst.collect_bytes, in_thread=True)
+
+    def to_trace(self, inst: Any, data: bytes) -> Trace:
+        from ..formats.xspace import from_bytes
+
+        return from_bytes(data, source=f"native plugin {self.name}")
+
+    def dispose(self, inst: NativeHandle) -> None:
+        inst.destroy()
+
+
+class _PythonSubject(_Subject):
+    kind = "python"
+
+    def __init__(self, factory: Callable[..., Any], options: dict[str, Any], limits: Limits):
+        super().__init__(limits)
+        self.factory = factory
+        self.options = options
+        avail = getattr(factory, "availability", None)
+        if callable(avail):
+            a = avail()
+            if not a:
+                raise ClauseFailed(f"not available here: {a.reason}")
+        inst = self.new()
+        self.name = str(inst.name)
+        self.describe = f"{inst.name}: {type(inst).__module__}.{type(inst).__qualname__}, " \
+                        f"devices {','.join(getattr(inst, 'device_kinds', ()) or ()) or '-'}"
+
+    def new(self) -> Plugin:
+        inst = self.factory(**self.options)
+        if not isinstance(inst, Plugin):
+            raise ClauseFailed(f"the factory returned {type(inst).__name__}, not a polyprof Plugin")
+        return inst
+
+    def start(self, inst: Plugin) -> None:
+        # Python plugins start in the caller's thread, as the session starts them
+        # (profilers such as torch.profiler attach to the thread that starts them).
+        ctx = SessionContext(start_ns=now_ns(), wall_anchor=wall_anchor())
+        self._timed("start", lambda: inst.start(ctx), in_thread=False)
+
+    def stop(self, inst: Plugin, in_thread: bool = False) -> None:
+        self._timed("stop", inst.stop, in_thread=in_thread)
+
+    def collect(self, inst: Plugin) -> Trace:
+        return self._timed("collect", inst.collect, in_thread=True)
+
+    def to_trace(self, inst: Any, data: Trace) -> Trace:
+        return data
+
+    def dispose(self, inst: Plugin) -> None:
+        if getattr(inst, "_state", "") == "started":
+            try:
+                inst.stop()
+            except Exception:
+                pass
+
+
+def _subject(target: str, options: dict[str, Any], limits: Limits) -> _Subject:
+    """Turn a target (path.so, module:Factory, installed name) into a subject."""
+    from .registry import discover
+
+    if target.endswith(".so") or ".so." in target or "/" in target:
+        return _NativeSubject(target, options, limits)
+    if ":" in target:
+        factory = import_factory(target)
+    else:
+        found = discover()
+        if target not in found:
+            raise ClauseFailed(f"{target!r} is not a .so path, a module:Factory, or an installed plugin "
+                               f"(installed: {', '.join(sorted(found)) or 'none'})")
+        info = found[target]
+        if info.factory is None:
+            raise ClauseFailed(f"plugin {target!r} cannot be loaded: {info.availability.reason}")
+        factory = info.factory
+    lib = getattr(factory, "library_path", None)
+    if isinstance(factory, type) and issubclass(factory, NativePlugin) and lib:
+        return _NativeSubject(lib, options, limits)
+    if not (isinstance(factory, type) and issubclass(factory, Plugin)):
+        made = factory(**options)  # a factory function: it may hand back a native plugin
+        if isinstance(made, NativePlugin):
+            path = str(made.handle.path)
+            made.close()
+            return _NativeSubject(path, options, limits)
+    return _PythonSubject(factory, options, limits)
+
+
+# ------------------------------------------------------------------ helpers
+def _expect_error(fn: Callable[[], Any], what: str) -> str:
+    """Run a call the contract says must fail; the description of how it failed."""
+    try:
+        fn()
+    except CallTimeout:
+        raise
+    except NativeCallError as e:
+        return f"{what} refused with {code_name(e.code)}" + (f" ({e.detail})" if e.detail else "")
+    except PolyprofError as e:
+        return f"{what} refused with {type(e).__name__}"
+    except Exception as e:
+        raise ClauseFailed(f"{what} raised {type(e).__name__}: {e}; expected a polyprof PluginError") from None
+    raise ClauseFailed(f"{what} succeeded; the contract says it must return an error")
+
+
+def _must(fn: Callable[[], Any], what: str) -> Any:
+    try:
+        return fn()
+    except ClauseFailed:
+        raise
+    except Exception as e:
+        raise ClauseFailed(f"{what} failed: {type(e).__name__}: {e}") from None
+
+
+class _Run:
+    """One kit run against one subject."""
+
+    def __init__(self, subject: _Subject, limits: Limits, workload_fn: Callable[[float], None]):
+        self.s = subject
+        self.limits = limits
+        self.work = workload_fn
+
+    def session(self, inst: Any) -> Any:
+        """start, workload, stop, collect on a fresh instance; the collected data."""
+        _must(lambda: self.s.start(inst), "start()")
+        self.work(self.limits.activity_s)
+        _must(lambda: self.s.stop(inst), "stop()")
+        return _must(lambda: self.s.collect(inst), "collect()")
+
+    def with_instance(self, fn: Callable[[Any], str]) -> str:
+        inst = _must(self.s.new, "creating an instance")
+        abandoned = False
+        try:
+            return fn(inst)
+        except CallTimeout:
+            abandoned = True  # its call is still running: never touch it again
+            raise
+        finally:
+            if not abandoned:
+                try:
+                    self.s.dispose(inst)
+                except Exception as e:
+                    log.debug("kit: dispose failed: %s", e)
+
+    # -------------------------------------------------------------- clauses
+    def lifecycle(self, inst: Any) -> str:
+        refused = _expect_error(lambda: self.s.stop(inst), "stop() before start()")
+        data = self.session(inst)
+        trace = _must(lambda: self.s.to_trace(inst, data), "reading what collect() returned")
+        return f"{refused}; start/stop/collect gave {trace.n_events} events"
+
+    def double_start(self, inst: Any) -> str:
+        _must(lambda: self.s.start(inst), "start()")
+        refused = _expect_error(lambda: self.s.start(inst), "second start()")
+        self.work(self.limits.activity_s / 2)
+        _must(lambda: self.s.stop(inst), "stop() after the refused second start()")
+        data = _must(lambda: self.s.collect(inst), "collect() after the refused second start()")
+        _must(lambda: self.s.to_trace(inst, data), "reading what collect() returned")
+        return f"{refused}; stop and collect still work"
+
+    def collect_without_start(self, inst: Any) -> str:
+        a = _expect_error(lambda: self.s.collect(inst), "collect() before start()")
+        _must(lambda: self.s.start(inst), "start()")
+        b = _expect_error(lambda: self.s.collect(inst), "collect() before stop()")
+        _must(lambda: self.s.stop(inst), "stop()")
+        return f"{a}; {b}"
+
+    def collect_twice(self, inst: Any) -> str:
+        first = self.session(inst)
+        try:
+            second = self.s.collect(inst)
+        except CallTimeout:
+            raise
+        except PolyprofError as e:
+            return f"second collect() refused with {type(e).__name__}"
+        except Exception as e:
+            raise ClauseFailed(f"second collect() raised {type(e).__name__}: {e}") from None
+        if isinstance(first, bytes):
+            if first != second:
+                raise ClauseFailed(f"second collect() returned different bytes ({len(second)} vs {len(first)})")
+            return f"second collect() returned the same {len(first)} bytes"
+        if not isinstance(second, Trace) or second.n_events != first.n_events:
+            raise ClauseFailed("second collect() returned different data")
+        return "second collect() returned the same data"
+
+    def buffer_too_small(self, inst: NativeHandle) -> str:
+        _must(lambda: self.s.start(inst), "start()")
+        self.work(self.limits.activity_s)
+        _must(lambda: self.s.stop(inst), "stop()")
+        code, need, msg = self.s._timed("collect", lambda: inst.collect_raw(None, 0), in_thread=True)
+        if code != OK:
+            raise ClauseFailed(f"collect(NULL) (asking the size) returned {code_name(code)}: {msg}")
+        if need <= 0:
+            raise ClauseFailed("collect(NULL) reported a size of 0 bytes; an XSpace has at least one plane")
+        cap = need // 2
+        buf = (ctypes.c_ubyte * (need + _GUARD))()
+        ctypes.memset(buf, _CANARY, need + _GUARD)
+        code, size, msg = self.s._timed("collect", lambda: inst.collect_raw(buf, cap), in_thread=True)
+        tail = bytes(buf[cap:])
+        overrun = next((i for i in range(len(tail) - 1, -1, -1) if tail[i] != _CANARY), -1) + 1
+        problems = []
+        if code != ERR_BUFFER_TOO_SMALL:
+            problems.append(f"collect() with a {cap}-byte buffer ({need} needed) returned {code_name(code)} "
+                            "instead of ERR_BUFFER_TOO_SMALL")
+        elif size < need:
+            problems.append(f"ERR_BUFFER_TOO_SMALL but *size = {size}, less than the {need} bytes needed")
+        if overrun:
+            problems.append(f"wrote {overrun} bytes past the end of the {cap}-byte buffer (capacity ignored)")
+        if problems:
+            raise ClauseFailed("; ".join(problems))
+        full = (ctypes.c_ubyte * (need + _GUARD))()
+        ctypes.memset(full, _CANARY, need + _GUARD)
+        code, size, msg = self.s._timed("collect", lambda: inst.collect_raw(full, need), in_thread=True)
+        if code != OK:
+            raise ClauseFailed(f"collect() with a buffer of exactly the size it asked for ({need}) "
+                               f"returned {code_name(code)}: {msg}")
+        if size != need or bytes(full[need:]) != bytes([_CANARY]) * _GUARD:
+            raise ClauseFailed(f"collect() into a {need}-byte buffer wrote {size} bytes or past its end")
+        return f"{cap}-byte buffer refused with ERR_BUFFER_TOO_SMALL and size {size}; nothing written past it"
+
+    def xspace_well_formed(self, inst: NativeHandle) -> str:
+        from ..formats.xspace import parse
+
+        data = self.session(inst)
+        try:
+            space = parse(data, source=f"collect() of {self.s.name}")
+        except PolyprofError as e:
+            raise ClauseFailed(f"malformed XSpace: {e}") from None
+        problems = xspace_problems(space)
+        if problems:
+            raise ClauseFailed("malformed XSpace: " + "; ".join(problems))
+        n = sum(len(line.events) for p in space.planes for line in p.lines)
+        return f"{len(data)} bytes, {len(space.planes)} plane(s), {n} events, every metadata id defined"
+
+    def stop_race(self, inst: Any) -> str:
+        from .. import section
+
+        halt = threading.Event()
+        errors: list[str] = []
+
+        def busy(i: int) -> None:
+            a = np.random.default_rng(i).random((96, 96))
+            try:
+                while not halt.is_set():
+                    with section(f"polyprof-kit worker {i}"):
+                        a = a @ a
+                        a /= np.abs(a).max() or 1.0
+            except Exception as e:  # the plugin must not make user threads fail
+                errors.append(f"worker {i}: {type(e).__name__}: {e}")
+
+        _must(lambda: self.s.start(inst), "start()")
+        workers = [threading.Thread(target=busy, args=(i,), name=f"polyprof-kit-{i}", daemon=True)
+                   for i in range(4)]
+        for w in workers:
+            w.start()
+        try:
+            time.sleep(self.limits.activity_s)
+            t0 = time.perf_counter()
+            _must(lambda: self.s.stop(inst), "stop() while 4 threads were busy")
+            took = time.perf_counter() - t0
+            refused = _expect_error(lambda: self.s.stop(inst), "second stop()")
+        finally:
+            halt.set()
+            for w in workers:
+                w.join(5.0)
+        if errors:
+            raise ClauseFailed("busy threads failed while the plugin stopped: " + "; ".join(errors[:3]))
+        data = _must(lambda: self.s.collect(inst), "collect() after the raced stop()")
+        trace = _must(lambda: self.s.to_trace(inst, data), "reading what collect() returned")
+        _must(trace.validate, "validating the trace")
+        return (f"stop() returned in {took * 1e3:.1f} ms while 4 threads were busy; {refused}; "
+                f"collect gave {trace.n_events} events")
+
+    def valid_trace(self) -> str:
+        """Through polyprof's own wrapper (for a native plugin, NativePlugin: what the
+        session really uses, clock mapping included)."""
+        s = self.s
+        if isinstance(s, _NativeSubject):
+            inst: Plugin = _must(lambda: NativePlugin(s.path, **s.options), "loading with NativePlugin")
+        else:
+            inst = _must(s.new, "creating an instance")
+        ctx = SessionContext(start_ns=now_ns(), wall_anchor=wall_anchor())
+        t0 = now_ns()
+        native = isinstance(s, _NativeSubject)  # native code may run in any thread
+        _must(lambda: s._timed("start", lambda: inst.start(ctx), in_thread=native), "start()")
+        self.work(self.limits.activity_s)
+        _must(lambda: s._timed("stop", inst.stop, in_thread=native), "stop()")
+        t1 = now_ns()
+        result = _must(lambda: s._timed("collect", inst.collect, in_thread=True), "collect()")
+        if not isinstance(result, Trace):
+            raise ClauseFailed(f"collect() returned {type(result).__name__}, not a Trace")
+        try:
+            result.validate()
+        except PolyprofError as e:
+            raise ClauseFailed(f"the Trace does not validate: {e}") from None
+        n_ev, n_ctr = result.n_events, len(result.counters["ts_ns"])
+        if n_ev:
+            lo, hi = int(result.start_ns.min()), int(result.end_ns.max())
+            if lo < t0 - _SLACK_NS or hi > t1 + _SLACK_NS:
+                raise ClauseFailed(_outside("events", lo, hi, t0, t1))
+        if n_ctr:
+            ts = result.counters["ts_ns"]
+            if int(ts.min()) < t0 - _SLACK_NS or int(ts.max()) > t1 + _SLACK_NS:
+                raise ClauseFailed(_outside("counter samples", int(ts.min()), int(ts.max()), t0, t1))
+        if not n_ev and not n_ctr:
+            return "valid but empty: nothing was recorded during the kit's workload"
+        return (f"{n_ev} events, {n_ctr} counter samples on {len(result.planes)} plane(s), "
+                "all inside the session")
+
+
+def _outside(what: str, lo: int, hi: int, t0: int, t1: int) -> str:
+    return (f"{what} span [{(lo - t0) / 1e6:+.1f} ms, {(hi - t0) / 1e6:+.1f} ms] relative to start(), "
+            f"outside the session [0, {(t1 - t0) / 1e6:.1f} ms]: not on the session clock "
+            "(CLOCK_MONOTONIC), or not synced")
+
+
+# ------------------------------------------------------------------ entry point
+def check(target: str, *, options: dict[str, Any] | None = None, limits: Limits | None = None,
+          workload_fn: Callable[[float], None] | None = None) -> Report:
+    """Run every clause against ``target``; never raises for a misbehaving plugin."""
+    limits = limits or Limits()
+    report = Report(target, results=[ClauseResult(cid, title) for cid, title in CLAUSES])
+    res = {r.id: r for r in report.results}
+    try:
+        subject = _subject(target, dict(options or {}), limits)
+    except (ClauseFailed, PluginError) as e:
+        res["load"].status, res["load"].reason = FAIL, str(e)
+        for r in report.results[1:]:
+            r.reason = "the plugin did not load"
+        return report
+    except Exception as e:
+        res["load"].status, res["load"].reason = FAIL, f"{type(e).__name__}: {e}"
+        return report
+    report.kind, report.plugin = subject.kind, subject.name
+    res["load"].status, res["load"].reason = PASS, subject.describe
+    run = _Run(subject, limits, workload_fn or getattr(_factory_of(subject), "conformance_workload", None)
+               or workload)
+    steps: list[tuple[str, Callable[[], str]]] = [
+        ("lifecycle", lambda: run.with_instance(run.lifecycle)),
+        ("double_start", lambda: run.with_instance(run.double_start)),
+        ("collect_without_start", lambda: run.with_instance(run.collect_without_start)),
+        ("collect_twice", lambda: run.with_instance(run.collect_twice)),
+        ("buffer_too_small", lambda: run.with_instance(run.buffer_too_small)),
+        ("xspace_well_formed", lambda: run.with_instance(run.xspace_well_formed)),
+        ("stop_race", lambda: run.with_instance(run.stop_race)),
+        ("valid_trace", run.valid_trace),
+    ]
+    for cid, fn in steps:
+        r = res[cid]
+        if cid in NATIVE_ONLY and subject.kind != "native":
+            r.status, r.reason = NA, "native plugins only (Python plugins return a Trace)"
+            continue
+        try:
+            r.reason = fn()
+            r.status = PASS
+        except ClauseFailed as e:
+            r.status, r.reason = FAIL, str(e)
+        except Exception as e:  # a bug in the plugin that escaped everything else
+            r.status, r.reason = FAIL, f"{type(e).__name__}: {e}"
+    t = subject.timings
+    over = [f"{k}() took {t[k]:.2f} s > {lim:g} s" for k, lim in
+            (("start", limits.start_s), ("stop", limits.stop_s), ("collect", limits.collect_s)) if t[k] > lim]
+    r = res["time_limits"]
+    if subject.timeouts or over:
+        r.status, r.reason = FAIL, "; ".join(dict.fromkeys(subject.timeouts + over))
+    else:
+        r.status = PASS
+        r.reason = (f"slowest start {t['start'] * 1e3:.1f} ms, stop {t['stop'] * 1e3:.1f} ms, "
+                    f"collect {t['collect'] * 1e3:.1f} ms (limits {limits.start_s:g}/{limits.stop_s:g}/"
+                    f"{limits.collect_s:g} s)")
+    return report
+
+
+def _factory_of(subject: _Subject) -> Any:
+    return getattr(subject, "factory", None)

@@ -1,0 +1,460 @@
+"""The hot path: pyopencl's enqueue, wait and queue-creation entry points, wrapped.
+
+Every wrapper reads the clock before and after the real call and appends one tuple
+to the calling thread's list; nothing is converted here. Wrapped names are module
+attributes (``pyopencl._cl`` and the ``pyopencl`` namespace), and methods of the
+nanobind classes (``CommandQueue.finish``, ``Event.wait``, ``MemoryMap.release``):
+pyopencl looks these up at call time, so ``cl.enqueue_copy``, ``Kernel.__call__`` and
+``prg.kernel_name(queue, ...)`` all land in a wrapper. Queues are made profiling by
+replacing ``pyopencl.CommandQueue`` with a factory that still passes ``isinstance``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from time import perf_counter_ns as _now
+from typing import Any, Callable
+
+# api codes -> (host API name, device activity name, device category)
+KERNEL, WRITE, READ, COPY, WRITE_RECT, READ_RECT, COPY_RECT, FILL = range(8)
+READ_IMAGE, WRITE_IMAGE, COPY_IMAGE, COPY_IMAGE_TO_BUFFER, COPY_BUFFER_TO_IMAGE = range(8, 13)
+MAP_BUFFER, MAP_IMAGE, UNMAP, MARKER_WL, MARKER, BARRIER_WL, BARRIER = range(13, 20)
+FINISH, EVENT_WAIT, WAIT_FOR_EVENTS, FILL_IMAGE = range(20, 24)
+SVM_MEMCPY, SVM_MEMFILL, SVM_MAP, SVM_UNMAP, MIGRATE = range(24, 29)
+
+API: dict[int, tuple[str, str, str]] = {
+    KERNEL: ("clEnqueueNDRangeKernel", "", "kernel"),
+    WRITE: ("clEnqueueWriteBuffer", "WriteBuffer (HtoD)", "gpu_memcpy"),
+    READ: ("clEnqueueReadBuffer", "ReadBuffer (DtoH)", "gpu_memcpy"),
+    COPY: ("clEnqueueCopyBuffer", "CopyBuffer (DtoD)", "gpu_memcpy"),
+    WRITE_RECT: ("clEnqueueWriteBufferRect", "WriteBufferRect (HtoD)", "gpu_memcpy"),
+    READ_RECT: ("clEnqueueReadBufferRect", "ReadBufferRect (DtoH)", "gpu_memcpy"),
+    COPY_RECT: ("clEnqueueCopyBufferRect", "CopyBufferRect (DtoD)", "gpu_memcpy"),
+    FILL: ("clEnqueueFillBuffer", "FillBuffer", "gpu_memset"),
+    READ_IMAGE: ("clEnqueueReadImage", "ReadImage (DtoH)", "gpu_memcpy"),
+    WRITE_IMAGE: ("clEnqueueWriteImage", "WriteImage (HtoD)", "gpu_memcpy"),
+    COPY_IMAGE: ("clEnqueueCopyImage", "CopyImage (DtoD)", "gpu_memcpy"),
+    COPY_IMAGE_TO_BUFFER: ("clEnqueueCopyImageToBuffer", "CopyImageToBuffer (DtoD)", "gpu_memcpy"),
+    COPY_BUFFER_TO_IMAGE: ("clEnqueueCopyBufferToImage", "CopyBufferToImage (DtoD)", "gpu_memcpy"),
+    MAP_BUFFER: ("clEnqueueMapBuffer", "MapBuffer", "opencl_map"),
+    MAP_IMAGE: ("clEnqueueMapImage", "MapImage", "opencl_map"),
+    UNMAP: ("clEnqueueUnmapMemObject", "UnmapMemObject", "opencl_map"),
+    MARKER_WL: ("clEnqueueMarkerWithWaitList", "Marker", "opencl_marker"),
+    MARKER: ("clEnqueueMarker", "Marker", "opencl_marker"),
+    BARRIER_WL: ("clEnqueueBarrierWithWaitList", "Barrier", "opencl_marker"),
+    BARRIER: ("clEnqueueBarrier", "Barrier", "opencl_marker"),
+    FINISH: ("clFinish", "", ""),
+    EVENT_WAIT: ("clWaitForEvents", "", ""),
+    WAIT_FOR_EVENTS: ("clWaitForEvents", "", ""),
+    FILL_IMAGE: ("clEnqueueFillImage", "FillImage", "gpu_memset"),
+    SVM_MEMCPY: ("clEnqueueSVMMemcpy", "SVMMemcpy", "gpu_memcpy"),
+    SVM_MEMFILL: ("clEnqueueSVMMemFill", "SVMMemFill", "gpu_memset"),
+    SVM_MAP: ("clEnqueueSVMMap", "SVMMap", "opencl_map"),
+    SVM_UNMAP: ("clEnqueueSVMUnmap", "SVMUnmap", "opencl_map"),
+    MIGRATE: ("clEnqueueMigrateMemObjects", "MigrateMemObjects", "gpu_memcpy"),
+}
+#: calls that make the host wait for the device
+SYNC_APIS = frozenset({FINISH, EVENT_WAIT, WAIT_FOR_EVENTS})
+#: calls that block by default (pyopencl's is_blocking=True)
+BLOCKING_BY_DEFAULT = frozenset({READ, WRITE, READ_RECT, WRITE_RECT, READ_IMAGE, WRITE_IMAGE,
+                                 MAP_BUFFER, MAP_IMAGE})
+
+
+#: fields per record; the lists are flat (``extend`` with a temporary tuple) so the
+#: garbage collector does not have to track one more tuple per call
+STRIDE = 10
+
+
+class Recording:
+    """What the wrappers append to: one flat list per thread of
+    ``api, t0, t1, corr, event, queue, info, global_size, local_size, blocking``
+    records (``info``: the kernel, a byte count, or the waited events' handles)."""
+
+    def __init__(self) -> None:
+        self.active = True
+        self._tls = threading.local()
+        self._lock = threading.Lock()
+        self.threads: list[tuple[int, str, list[tuple]]] = []  # (native tid, name, records)
+        self._corr = itertools.count(1)
+
+    def records(self) -> list[tuple[int, str, list[tuple]]]:
+        """(native tid, thread name, records as tuples) per thread, for collect."""
+        out = []
+        for tid, name, flat in list(self.threads):
+            n = len(flat) // STRIDE * STRIDE
+            it = iter(flat[:n])
+            out.append((tid, name, list(zip(*[it] * STRIDE))))
+        return out
+
+    def buffer(self) -> list[Any]:
+        try:
+            return self._tls.buf
+        except AttributeError:
+            buf: list[Any] = []
+            self._tls.buf = buf
+            t = threading.current_thread()
+            with self._lock:
+                self.threads.append((threading.get_native_id(), t.name, buf))
+            return buf
+
+
+_rec: Recording | None = None
+_nanny_type: Any = None
+_event_from_ptr: Callable[..., Any] | None = None
+
+
+def _plain(ev: Any) -> Any:
+    """A NannyEvent keeps the user's host array alive; hold a plain wrapper of the same
+    cl_event instead, so the user's program frees memory as it would unprofiled."""
+    if type(ev) is _nanny_type:
+        return _event_from_ptr(ev.int_ptr, True)  # type: ignore[misc]
+    return ev
+
+
+def _nbytes(obj: Any) -> int:
+    try:
+        return int(obj.nbytes)
+    except AttributeError:
+        try:
+            return memoryview(obj).nbytes
+        except TypeError:
+            return -1
+
+
+def _rec_call(api: int, t0: int, t1: int, ev: Any, queue: Any, info: Any, blocking: bool) -> None:
+    rec = _rec
+    if rec is None or not rec.active:
+        return
+    try:
+        buf = rec._tls.buf
+    except AttributeError:
+        buf = rec.buffer()
+    buf.extend((api, t0, t1, next(rec._corr), _plain(ev) if ev is not None else None, queue, info,
+                None, None, blocking))
+
+
+# ----------------------------------------------------------------------------- wrappers
+
+
+def wrap_kernel(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def enqueue_nd_range_kernel(queue: Any, kernel: Any, global_work_size: Any, local_work_size: Any,
+                                *args: Any, **kwargs: Any) -> Any:
+        t0 = _now()
+        ev = orig(queue, kernel, global_work_size, local_work_size, *args, **kwargs)
+        t1 = _now()
+        rec = _rec  # inlined _rec_call: this is the hottest path
+        if rec is not None and rec.active:
+            try:
+                try:
+                    buf = rec._tls.buf
+                except AttributeError:
+                    buf = rec.buffer()
+                buf.extend((KERNEL, t0, t1, next(rec._corr), ev, queue, kernel, global_work_size,
+                            local_work_size, False))
+            except Exception:  # never into the user's program
+                pass
+        return ev
+
+    enqueue_nd_range_kernel.__wrapped__ = orig  # type: ignore[attr-defined]
+    return enqueue_nd_range_kernel
+
+
+def wrap_host_transfer(orig: Callable[..., Any], api: int) -> Callable[..., Any]:
+    """read/write buffer: (queue, mem, hostbuf, offset=0, wait_for=None, is_blocking=True)."""
+
+    def host_transfer(queue: Any, mem: Any, hostbuf: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = _now()
+        ev = orig(queue, mem, hostbuf, *args, **kwargs)
+        t1 = _now()
+        rec = _rec
+        if rec is not None and rec.active:
+            try:
+                try:
+                    buf = rec._tls.buf
+                except AttributeError:
+                    buf = rec.buffer()
+                blocking = kwargs.get("is_blocking", args[2] if len(args) > 2 else True)
+                try:
+                    nbytes = hostbuf.nbytes
+                except AttributeError:
+                    nbytes = _nbytes(hostbuf)
+                buf.extend((api, t0, t1, next(rec._corr), _plain(ev), queue, nbytes, None, None,
+                            bool(blocking)))
+            except Exception:
+                pass
+        return ev
+
+    host_transfer.__wrapped__ = orig  # type: ignore[attr-defined]
+    return host_transfer
+
+
+def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> Any:
+    """Positional argument i (0 = queue) or keyword ``name``."""
+    if name in kwargs:
+        return kwargs[name]
+    return args[i] if len(args) > i else default
+
+
+def _prod(region: Any) -> int:
+    n = 1
+    for r in region:
+        n *= int(r)
+    return n
+
+
+def _info_for(api: int, args: tuple, kwargs: dict, result: Any) -> tuple[Any, bool]:
+    """(info, blocking) for the generic wrappers; bytes where they can be known cheaply."""
+    if api == COPY:
+        n = _arg(args, kwargs, 3, "byte_count", -1)
+        if n is None or int(n) < 0:
+            n = min(args[1].size, args[2].size)
+        return int(n), False
+    if api in (WRITE_RECT, READ_RECT):
+        return _prod(_arg(args, kwargs, 5, "region")), bool(_arg(args, kwargs, 9, "is_blocking", True))
+    if api == COPY_RECT:
+        return _prod(_arg(args, kwargs, 5, "region")), False
+    if api == FILL:
+        return int(_arg(args, kwargs, 4, "size", 0)), False
+    if api in (READ_IMAGE, WRITE_IMAGE):
+        return _nbytes(_arg(args, kwargs, 4, "hostbuf")), bool(_arg(args, kwargs, 8, "is_blocking", True))
+    if api == MAP_BUFFER:
+        import numpy as np
+
+        shape = _arg(args, kwargs, 4, "shape")
+        shape = (shape,) if isinstance(shape, int) else shape
+        return _prod(shape) * np.dtype(_arg(args, kwargs, 5, "dtype")).itemsize, \
+            bool(_arg(args, kwargs, 9, "is_blocking", True))
+    if api == MAP_IMAGE:
+        return -1, bool(_arg(args, kwargs, 10, "is_blocking", True))
+    if api in (SVM_MEMCPY, SVM_MAP):
+        return -1, bool(args[1]) if len(args) > 1 else True
+    return -1, False
+
+
+def wrap_generic(orig: Callable[..., Any], api: int) -> Callable[..., Any]:
+    """Any other enqueue whose first argument is the queue and which returns an event
+    (or, for map, ``(array, event)``, or None for the old barrier)."""
+
+    def enqueue(*args: Any, **kwargs: Any) -> Any:
+        t0 = _now()
+        res = orig(*args, **kwargs)
+        t1 = _now()
+        try:
+            queue = args[0] if args else kwargs.get("queue")
+            ev = res[1] if api in (MAP_BUFFER, MAP_IMAGE) and isinstance(res, tuple) else res
+            info, blocking = _info_for(api, args, kwargs, res)
+            _rec_call(api, t0, t1, ev, queue, info, blocking)
+        except Exception:
+            pass
+        return res
+
+    enqueue.__wrapped__ = orig  # type: ignore[attr-defined]
+    return enqueue
+
+
+def wrap_unmap(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def release(self: Any, queue: Any = None, wait_for: Any = None) -> Any:
+        t0 = _now()
+        ev = orig(self, queue, wait_for)
+        t1 = _now()
+        try:
+            _rec_call(UNMAP, t0, t1, ev, queue if queue is not None else getattr(ev, "command_queue", None),
+                      -1, False)
+        except Exception:
+            pass
+        return ev
+
+    release.__wrapped__ = orig  # type: ignore[attr-defined]
+    return release
+
+
+def wrap_finish(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def finish(self: Any) -> Any:
+        t0 = _now()
+        r = orig(self)
+        t1 = _now()
+        try:
+            _rec_call(FINISH, t0, t1, None, self, None, True)
+        except Exception:
+            pass
+        return r
+
+    finish.__wrapped__ = orig  # type: ignore[attr-defined]
+    return finish
+
+
+def wrap_event_wait(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def wait(self: Any) -> Any:
+        t0 = _now()
+        r = orig(self)
+        t1 = _now()
+        try:
+            if _rec is not None and _rec.active:
+                _rec_call(EVENT_WAIT, t0, t1, None, None, (self.int_ptr,), True)
+        except Exception:
+            pass
+        return r
+
+    wait.__wrapped__ = orig  # type: ignore[attr-defined]
+    return wait
+
+
+def wrap_wait_for_events(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def wait_for_events(events: Any) -> Any:
+        t0 = _now()
+        r = orig(events)
+        t1 = _now()
+        try:
+            if _rec is not None and _rec.active:
+                _rec_call(WAIT_FOR_EVENTS, t0, t1, None, None, tuple(e.int_ptr for e in events), True)
+        except Exception:
+            pass
+        return r
+
+    wait_for_events.__wrapped__ = orig  # type: ignore[attr-defined]
+    return wait_for_events
+
+
+class QueueFactory:
+    """Stands in for ``pyopencl.CommandQueue`` during a session: calling it makes a real
+    ``CommandQueue`` with PROFILING_ENABLE added to its properties (the others
+    unchanged); ``isinstance``, subclassing and class attributes behave as the real class."""
+
+    def __init__(self, base: type, profiling_flag: int):
+        self._base = base
+        self._flag = profiling_flag
+        self._sub: type | None = None
+        self.created = 0
+        self.forced = 0
+
+    def _props(self, properties: Any) -> Any:
+        if properties is None:
+            properties = 0
+        try:
+            value = int(properties)
+        except (TypeError, ValueError):
+            return properties  # a property list: leave it as the user wrote it
+        if not value & int(self._flag):
+            self.forced += 1
+            return properties | self._flag
+        return properties
+
+    def __call__(self, context: Any, device: Any = None, properties: Any = 0, *args: Any, **kwargs: Any) -> Any:
+        self.created += 1
+        return self._base(context, device, self._props(properties), *args, **kwargs)
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        return isinstance(obj, self._base)
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return issubclass(cls, self._base)
+
+    def __mro_entries__(self, bases: tuple) -> tuple:
+        """``class MyQueue(cl.CommandQueue)`` gets a base that also adds profiling."""
+        if self._sub is None:
+            factory = self
+
+            class ProfilingCommandQueue(self._base):  # type: ignore[misc, valid-type]
+                def __init__(self, context: Any, device: Any = None, properties: Any = 0,
+                             *args: Any, **kwargs: Any) -> None:
+                    super().__init__(context, device, factory._props(properties), *args, **kwargs)
+
+            self._sub = ProfilingCommandQueue
+        return (self._sub,)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+    def __or__(self, other: Any) -> Any:  # ``cl.CommandQueue | None`` in annotations
+        return self._base | other
+
+    def __ror__(self, other: Any) -> Any:
+        return other | self._base
+
+    def __repr__(self) -> str:
+        return f"<polyprof profiling factory for {self._base!r}>"
+
+
+# ----------------------------------------------------------------------------- patching
+
+#: (name in pyopencl._cl, api, wrapper kind)
+_CL_FUNCS: list[tuple[str, int, str]] = [
+    ("enqueue_nd_range_kernel", KERNEL, "kernel"),
+    ("_enqueue_write_buffer", WRITE, "host"),
+    ("_enqueue_read_buffer", READ, "host"),
+    ("_enqueue_copy_buffer", COPY, "generic"),
+    ("_enqueue_write_buffer_rect", WRITE_RECT, "generic"),
+    ("_enqueue_read_buffer_rect", READ_RECT, "generic"),
+    ("_enqueue_copy_buffer_rect", COPY_RECT, "generic"),
+    ("_enqueue_fill_buffer", FILL, "generic"),
+    ("_enqueue_read_image", READ_IMAGE, "generic"),
+    ("_enqueue_write_image", WRITE_IMAGE, "generic"),
+    ("_enqueue_copy_image", COPY_IMAGE, "generic"),
+    ("_enqueue_copy_image_to_buffer", COPY_IMAGE_TO_BUFFER, "generic"),
+    ("_enqueue_copy_buffer_to_image", COPY_BUFFER_TO_IMAGE, "generic"),
+    ("enqueue_fill_image", FILL_IMAGE, "generic"),
+    ("enqueue_map_buffer", MAP_BUFFER, "generic"),
+    ("enqueue_map_image", MAP_IMAGE, "generic"),
+    ("_enqueue_marker_with_wait_list", MARKER_WL, "generic"),
+    ("_enqueue_marker", MARKER, "generic"),
+    ("_enqueue_barrier_with_wait_list", BARRIER_WL, "generic"),
+    ("_enqueue_barrier", BARRIER, "generic"),
+    ("_enqueue_svm_memcpy", SVM_MEMCPY, "generic"),
+    ("_enqueue_svm_memfill", SVM_MEMFILL, "generic"),
+    ("_enqueue_svm_map", SVM_MAP, "generic"),
+    ("_enqueue_svm_unmap", SVM_UNMAP, "generic"),
+    ("enqueue_migrate_mem_objects", MIGRATE, "generic"),
+    ("wait_for_events", WAIT_FOR_EVENTS, "wait_for_events"),
+]
+
+
+class Patcher:
+    """Installs the wrappers and takes every one of them out again."""
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[Any, str, Any]] = []
+        self.factory: QueueFactory | None = None
+
+    def _set(self, owner: Any, name: str, value: Any) -> None:
+        self._undo.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def install(self, rec: Recording) -> None:
+        global _rec, _nanny_type, _event_from_ptr
+        import pyopencl as cl
+        import pyopencl._cl as _cl
+
+        _nanny_type = _cl.NannyEvent
+        _event_from_ptr = _cl.Event.from_int_ptr
+        for name, api, kind in _CL_FUNCS:
+            orig = getattr(_cl, name, None)
+            if orig is None:
+                continue
+            if kind == "kernel":
+                w = wrap_kernel(orig)
+            elif kind == "host":
+                w = wrap_host_transfer(orig, api)
+            elif kind == "wait_for_events":
+                w = wrap_wait_for_events(orig)
+            else:
+                w = wrap_generic(orig, api)
+            self._set(_cl, name, w)
+            # the same function re-exported in the pyopencl namespace
+            if getattr(cl, name, None) is orig:
+                self._set(cl, name, w)
+        self._set(_cl.CommandQueue, "finish", wrap_finish(_cl.CommandQueue.__dict__["finish"]))
+        self._set(_cl.Event, "wait", wrap_event_wait(_cl.Event.__dict__["wait"]))
+        if "release" in _cl.MemoryMap.__dict__:
+            self._set(_cl.MemoryMap, "release", wrap_unmap(_cl.MemoryMap.__dict__["release"]))
+        if cl.CommandQueue is _cl.CommandQueue:
+            self.factory = QueueFactory(_cl.CommandQueue, cl.command_queue_properties.PROFILING_ENABLE)
+            self._set(cl, "CommandQueue", self.factory)
+        _rec = rec
+
+    def uninstall(self) -> None:
+        global _rec
+        _rec = None
+        while self._undo:
+            owner, name, value = self._undo.pop()
+            setattr(owner, name, value)

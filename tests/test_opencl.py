@@ -1,0 +1,343 @@
+"""The OpenCL plugin on a real device (PoCL through pyopencl)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+cl = pytest.importorskip("pyopencl")
+
+import polyprof  # noqa: E402
+from polyprof.plugins.opencl import OpenCLPlugin  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+EXAMPLE = ROOT / "examples" / "opencl_pipeline.py"
+FRAMES = 4
+H, W = 96, 128
+ARGS = ["--frames", str(FRAMES), "--height", str(H), "--width", str(W)]
+
+if not OpenCLPlugin.availability():
+    pytest.skip(f"no OpenCL device: {OpenCLPlugin.availability().reason}", allow_module_level=True)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), *[p for p in [env.get("PYTHONPATH")] if p]])
+    env["COLUMNS"] = "250"  # rich must not wrap the reasons we look for
+    env.update(extra)
+    return env
+
+
+def _run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=240,
+                          env=env or _env(), cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("opencl")
+    trace = d / "pipeline.polyprof"
+    p = _run("-m", "polyprof", "run", "--no-summary", "-o", str(trace), str(EXAMPLE), *ARGS,
+             "--save", str(d / "with.npz"), cwd=d)
+    assert p.returncode == 0, p.stderr
+    p2 = _run(str(EXAMPLE), *ARGS, "--save", str(d / "without.npz"), cwd=d)
+    assert p2.returncode == 0, p2.stderr
+    return {"trace": trace, "with": d / "with.npz", "without": d / "without.npz"}
+
+
+@pytest.fixture(scope="module")
+def trace(runs: dict[str, Path]) -> polyprof.Trace:
+    return polyprof.load(runs["trace"])
+
+
+@pytest.fixture(scope="module")
+def df(trace: polyprof.Trace) -> pd.DataFrame:
+    return _frame(trace)
+
+
+def _frame(trace: polyprof.Trace) -> pd.DataFrame:
+    d = trace.to_pandas()
+    for c in d.select_dtypes("category").columns:
+        d[c] = d[c].astype(object)
+    return d
+
+
+def test_results_unchanged_by_profiling(runs: dict[str, Path]) -> None:
+    a, b = np.load(runs["with"]), np.load(runs["without"])
+    assert a["mags"].shape == (FRAMES, H, W)
+    np.testing.assert_array_equal(a["mags"], b["mags"])
+    np.testing.assert_array_equal(a["sums"], b["sums"])
+
+
+def test_host_api_events(df: pd.DataFrame) -> None:
+    api = df[df.category == "opencl_api"]
+    assert set(api.plane) == {"/host:CPU"}
+    assert set(api.track) == {"MainThread"}
+    counts = api.name.value_counts()
+    assert counts["clEnqueueNDRangeKernel"] == 4 * FRAMES
+    assert counts["clEnqueueWriteBuffer"] == FRAMES
+    assert counts["clEnqueueReadBuffer"] == FRAMES
+    assert counts["clEnqueueFillBuffer"] == FRAMES
+    assert counts["clEnqueueMapBuffer"] == FRAMES
+    assert counts["clEnqueueUnmapMemObject"] == FRAMES
+    assert counts["clWaitForEvents"] == 3 * FRAMES  # Event.wait x2, wait_for_events x1
+    assert counts["clFinish"] >= 2
+    assert api.correlation_id.notna().all() and api.correlation_id.is_unique
+    launches = api[api.name == "clEnqueueNDRangeKernel"]
+    assert sorted(set(launches.kernel)) == ["blur_h", "blur_v", "reduce_sum", "sobel"]
+    assert set(launches[launches.kernel == "blur_h"].grid) == {f"{W},{H}"}
+    assert set(launches[launches.kernel == "reduce_sum"].block) == {"64"}
+    # the host API events sit inside the sections that issued them
+    secs = df[df.category == "section"]
+    for name, kernel in (("blur", "blur_h"), ("gradient", "sobel"), ("reduce", "reduce_sum")):
+        s = secs[secs.name == name]
+        for _, ev in launches[launches.kernel == kernel].iterrows():
+            assert ((s.start_ns <= ev.start_ns) & (s.end_ns >= ev.end_ns)).any(), (name, kernel)
+
+
+def test_device_tracks_kernels_and_transfers(trace: polyprof.Trace, df: pd.DataFrame) -> None:
+    plane = next(p for p in trace.planes if p.name == "/device:OpenCL:0")
+    assert plane.kind == "device" and plane.properties.get("name")
+    dev = df[df.plane == "/device:OpenCL:0"]
+    assert set(dev.track) == {"Queue 0", "Queue 1"}  # copy queue, compute queue
+    kern = dev[dev.category == "kernel"]
+    assert kern.name.value_counts().to_dict() == {"blur_h": FRAMES, "blur_v": FRAMES, "sobel": FRAMES,
+                                                  "reduce_sum": FRAMES}
+    assert set(kern.track) == {"Queue 1"}
+    assert (kern.dur_ns > 0).all()
+    assert set(kern[kern.name == "sobel"].grid) == {f"{W},{H}"}
+    copies = dev[dev.category == "gpu_memcpy"]
+    assert set(copies.name) == {"WriteBuffer (HtoD)", "ReadBuffer (DtoH)"}
+    assert set(copies.bytes) == {H * W * 4}
+    assert set(copies.track) == {"Queue 0"}
+    fills = dev[dev.category == "gpu_memset"]
+    assert len(fills) == FRAMES and set(fills.bytes) == {64 * 4}
+    maps = dev[dev.category == "opencl_map"]
+    assert sorted(set(maps.name)) == ["MapBuffer", "UnmapMemObject"]
+    assert (dev.queue_delay_ns >= 0).all()
+    assert trace.metadata["opencl"]["queues_made_profiling"] == 2  # both made without profiling
+    assert trace.metadata["opencl"]["incomplete"] == 0
+
+
+def test_flows_link_each_launch_to_its_device_activity(trace: polyprof.Trace, df: pd.DataFrame) -> None:
+    fl = trace.flows
+    dev_rows = np.flatnonzero(df.plane.to_numpy() == "/device:OpenCL:0")
+    assert len(fl["src"]) == len(dev_rows)
+    assert set(fl["dst"].tolist()) == set(dev_rows.tolist())
+    src, dst = df.iloc[fl["src"]], df.iloc[fl["dst"]]
+    assert (src.category.to_numpy() == "opencl_api").all()
+    assert (src.correlation_id.to_numpy() == dst.correlation_id.to_numpy()).all()
+    assert (fl["id"] == dst.correlation_id.to_numpy()).all()
+    assert {trace.strings[c] for c in fl["category"]} == {"ac2g"}
+    launch_kernel = src.kernel.to_numpy()
+    is_kernel = dst.category.to_numpy() == "kernel"
+    assert (launch_kernel[is_kernel] == dst.name.to_numpy()[is_kernel]).all()
+
+
+def test_clock_sync_recorded_and_device_times_ordered(trace: polyprof.Trace, df: pd.DataFrame) -> None:
+    sync = trace.metadata["clock_sync"]["/device:OpenCL:0"]
+    assert sync["consistent"]
+    assert sync["device_clock"] == "CLOCK_MONOTONIC_RAW"  # PoCL's timestamps, checked at stop
+    assert 0 < sync["bound_ns"] < 50_000
+    bound = sync["bound_ns"] + sync["growth_ppm"] * 1e-6 * 1e9  # generous: 1 s of extrapolation
+    api = df[df.category == "opencl_api"]
+    by_corr = api.set_index("correlation_id")
+    dev = df[df.plane == "/device:OpenCL:0"]
+    syncs = api[(api.name.isin(["clFinish", "clWaitForEvents"])) | (api.blocking == 1)]
+    for _, ev in dev.iterrows():
+        launch = by_corr.loc[ev.correlation_id]
+        assert ev.start_ns >= launch.start_ns - bound, (ev["name"], ev.start_ns - launch.start_ns)
+        # the first wait on this queue that covers the command (in-order queues)
+        cover = syncs[(syncs.queue == ev.queue) & (syncs.start_ns >= launch.start_ns)
+                      & ((syncs.name == "clFinish") | (syncs.waits_for >= ev.correlation_id)
+                         | ((syncs.blocking == 1) & (syncs.correlation_id >= ev.correlation_id)))]
+        assert len(cover), ev["name"]
+        first = cover.sort_values("start_ns").iloc[0]
+        assert ev.end_ns <= first.end_ns + bound, (ev["name"], first["name"], ev.end_ns - first.end_ns)
+
+
+def _kernel_program(ctx: "cl.Context") -> "cl.Program":
+    return cl.Program(ctx, "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2.0f; }").build()
+
+
+def test_queue_without_profiling_in_process_and_unpatched_after() -> None:
+    import pyopencl._cl as _cl
+
+    originals = (cl.CommandQueue, _cl.enqueue_nd_range_kernel, _cl._enqueue_read_buffer,
+                 _cl.Event.__dict__["wait"], _cl.CommandQueue.__dict__["finish"], cl.enqueue_nd_range_kernel)
+    ctx = cl.create_some_context(interactive=False)
+    prg = _kernel_program(ctx)
+    a = np.arange(4096, dtype=np.float32)
+    with polyprof.profile(plugins=["opencl"]) as prof:
+        q = cl.CommandQueue(ctx)  # no profiling asked for
+        ooo = cl.CommandQueue(ctx, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        assert isinstance(q, cl.CommandQueue) and isinstance(q, _cl.CommandQueue)
+        assert q.properties & cl.command_queue_properties.PROFILING_ENABLE
+        assert ooo.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+        assert ooo.properties & cl.command_queue_properties.PROFILING_ENABLE
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+        knl = cl.Kernel(prg, "twice")
+        knl(q, a.shape, None, buf)
+        prg.twice(q, a.shape, None, buf)
+        knl.set_args(buf)
+        cl.enqueue_nd_range_kernel(ooo, knl, a.shape, None).wait()
+        out = np.empty_like(a)
+        cl.enqueue_copy(q, out, buf)
+        q.finish()
+    np.testing.assert_array_equal(out, a * 8)
+    assert (cl.CommandQueue, _cl.enqueue_nd_range_kernel, _cl._enqueue_read_buffer, _cl.Event.__dict__["wait"],
+            _cl.CommandQueue.__dict__["finish"], cl.enqueue_nd_range_kernel) == originals
+    df = _frame(prof.trace)
+    dev = df[df.plane == "/device:OpenCL:0"]
+    assert (dev[dev.category == "kernel"].name == "twice").sum() == 3
+    assert set(dev.track) == {"Queue 0", "Queue 1"}
+    assert prof.trace.metadata["plugins"]["opencl"] == "ok"
+
+
+def test_pending_commands_at_stop_are_reported_incomplete() -> None:
+    ctx = cl.create_some_context(interactive=False)
+    prg = _kernel_program(ctx)
+    a = np.ones(256, np.float32)
+    gate = cl.UserEvent(ctx)
+    with polyprof.profile(plugins=["opencl"], options={"opencl": {"stop_timeout_s": 0.2}}) as prof:
+        q = cl.CommandQueue(ctx)
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+        cl.Kernel(prg, "twice")(q, a.shape, None, buf)
+        q.finish()
+        cl.Kernel(prg, "twice")(q, a.shape, None, buf, wait_for=[gate])  # held until after stop
+    gate.set_status(cl.command_execution_status.COMPLETE)
+    q.finish()
+    t = prof.trace
+    df = _frame(t)
+    launches = df[df.name == "clEnqueueNDRangeKernel"]
+    assert len(launches) == 2
+    assert launches.incomplete.fillna(0).tolist() == [0, 1]
+    assert ((df.plane == "/device:OpenCL:0") & (df.category == "kernel")).sum() == 1
+    assert t.metadata["opencl"]["incomplete"] == 1
+    assert any("pending" in w for w in t.metadata["warnings"])
+
+
+def test_without_pyopencl_plugins_says_why_and_profiling_works(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['pyopencl'] = None\n")
+    env = _env(PYTHONPATH=os.pathsep.join([str(site), str(SRC)]))
+    p = _run("-c", "import pyopencl", env=env)
+    assert p.returncode != 0 and ("ModuleNotFoundError" in p.stderr or "ImportError" in p.stderr)
+    p = _run("-m", "polyprof", "plugins", env=env)
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if "opencl" in ln)
+    assert "no" in line and "pyopencl not installed" in line
+    out = tmp_path / "t.polyprof"
+    p = _run("-m", "polyprof", "run", "--no-summary", "-o", str(out),
+             str(ROOT / "examples" / "threaded_pipeline.py"), "--steps", "3", env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    t = polyprof.load(out)
+    assert "opencl" not in t.metadata["plugins"]
+    assert (t.to_pandas().category == "section").sum() > 0
+
+
+def test_without_device_plugins_says_why(tmp_path: Path) -> None:
+    env = _env(POCL_DEVICES="nonexistent")  # PoCL then offers a platform with no device
+    p = _run("-m", "polyprof", "plugins", env=env)
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if "opencl" in ln)
+    assert "no OpenCL device found" in line
+
+
+def test_launches_from_a_worker_thread_land_on_its_track() -> None:
+    import threading
+
+    ctx = cl.create_some_context(interactive=False)
+    prg = _kernel_program(ctx)
+    a = np.ones(1024, np.float32)
+    tids: dict[str, int] = {}
+
+    def worker() -> None:
+        tids["worker"] = threading.get_native_id()
+        q = cl.CommandQueue(ctx)
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+        knl = cl.Kernel(prg, "twice")
+        for _ in range(3):
+            knl(q, a.shape, None, buf)
+        q.finish()
+
+    with polyprof.profile(plugins=["opencl"]) as prof:
+        with polyprof.section("main work"):
+            t = threading.Thread(target=worker, name="cl-worker")
+            t.start()
+            t.join()
+    trace = prof.trace
+    df = _frame(trace)
+    api = df[df.category == "opencl_api"]
+    assert set(api.track) == {"cl-worker"}
+    track = trace.tracks[int(api.track_id.iloc[0])]
+    assert track.tid == tids["worker"] and track.kind == "thread"
+    assert (df[(df.plane == "/device:OpenCL:0")].name == "twice").sum() == 3
+
+
+def test_queue_created_before_the_session_is_reported_not_lost() -> None:
+    ctx = cl.create_some_context(interactive=False)
+    prg = _kernel_program(ctx)
+    q = cl.CommandQueue(ctx)  # before polyprof: cannot be made to profile
+    a = np.ones(1024, np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+    knl = cl.Kernel(prg, "twice")
+    with polyprof.profile(plugins=["opencl"]) as prof:
+        knl(q, a.shape, None, buf)
+        q.finish()
+    df = _frame(prof.trace)
+    assert (df.name == "clEnqueueNDRangeKernel").sum() == 1
+    assert not (df.plane == "/device:OpenCL:0").any()
+    assert prof.trace.metadata["opencl"]["unprofiled"] == 1
+    assert any("no profiling information" in w for w in prof.trace.metadata["warnings"])
+
+
+def test_pyopencl_array_and_queue_subclass_are_profiled() -> None:
+    import pyopencl.array as cla
+
+    ctx = cl.create_some_context(interactive=False)
+    x = np.arange(1000, dtype=np.float32)
+    with polyprof.profile(plugins=["opencl"]) as prof:
+        class MyQueue(cl.CommandQueue):  # user subclass made during the session
+            pass
+
+        q = MyQueue(ctx)
+        assert q.properties & cl.command_queue_properties.PROFILING_ENABLE
+        a = cla.to_device(q, x)
+        y = (a * 2 + 1).get()
+    np.testing.assert_array_equal(y, x * 2 + 1)
+    df = _frame(prof.trace)
+    dev = df[df.plane == "/device:OpenCL:0"]
+    assert (dev.category == "kernel").sum() >= 1
+    assert set(dev[dev.category == "gpu_memcpy"].name) >= {"WriteBuffer (HtoD)", "ReadBuffer (DtoH)"}
+    assert set(dev[dev.category == "gpu_memcpy"].bytes) == {x.nbytes}
+
+
+def test_clock_fit_without_enqueue_samples_predicts_queued_times() -> None:
+    """Fit only on (MONOTONIC, RAW, MONOTONIC) triples and markers, then check it on what
+    it did not see: every command's mapped QUEUED time inside its enqueue call."""
+    from polyprof.demo import opencl_pipeline as demo
+
+    with polyprof.profile(plugins=["opencl"], options={"opencl": {"event_samples": False}}) as prof:
+        demo.run(frames=3, height=64, width=96)
+    t = prof.trace
+    sync = t.metadata["clock_sync"]["/device:OpenCL:0"]
+    assert "enqueue_calls" not in sync["sources"] and sync["sources"]["markers"] > 0
+    assert sync["consistent"]
+    bound = sync["bound_ns"] + sync["growth_ppm"] * 1e-6 * 1e9
+    df = _frame(t)
+    api = df[df.category == "opencl_api"].set_index("correlation_id")
+    dev = df[df.plane == "/device:OpenCL:0"]
+    assert len(dev) > 10
+    for _, ev in dev.iterrows():
+        launch = api.loc[ev.correlation_id]
+        queued = ev.start_ns - ev.queue_delay_ns
+        assert launch.start_ns - bound <= queued <= launch.end_ns + bound, (ev["name"], queued - launch.start_ns)
