@@ -10,9 +10,13 @@ treats them as the event's own. Well-known XProf names are also copied to polypr
 keys (``step_num`` -> ``step``...) so analyses find them.
 
 Writing: any Trace becomes an XSpace with one plane per plane and one line per track,
-metadata deduplicated per plane, stats with their value kinds. A polyprof category, flows
-and counters are written in a way XProf ignores and this reader restores, so
-polyprof -> XSpace -> polyprof keeps them.
+metadata deduplicated per plane, stats with their value kinds. XProf holds times as
+uint64 picoseconds, so absolute (wall-clock) times are written relative to the first
+event, like JAX does, with a "Task Environment" plane giving the wall-clock start. A
+polyprof category, flows, counters, track kinds and the trace's metadata are written in
+``polyprof.*`` stats XProf ignores and this reader restores, so polyprof -> XSpace ->
+polyprof keeps them. XProf's own "flow" stats are kept as raw values (not decoded into
+flows).
 """
 
 from __future__ import annotations
@@ -82,7 +86,14 @@ _STAT_COUNTER_VALUE = "polyprof.counter_value"
 _PLANE_STAT_ALIASES = "polyprof.aliases"  # XProf-named copies the writer added
 _PLANE_STAT_PRODUCER = "polyprof.producer"
 _PLANE_STAT_LAYOUT = "polyprof.layout"  # JSON: plane kind/vendor/index, track kinds the names do not say
+_PLANE_STAT_ORIGIN = "polyprof.origin_ns"  # added to every time of the plane on reading
+_PLANE_STAT_METADATA = "polyprof.metadata"  # the trace's metadata, JSON
+_PLANE_STAT_GENERATED = "polyprof.generated"  # a plane only the writer needed (Task Environment)
 _COUNTER_LINE = "polyprof counters"
+_TASK_ENV = "Task Environment"
+#: XProf keeps times as uint64 picoseconds: absolute wall-clock ns would overflow, so
+#: the writer stores times relative to the first event when they are this large
+_MAX_PLAIN_NS = 10**15
 
 _DEVICE_RE = re.compile(r"^/device:([^:]+)(?::(\d+))?")
 
@@ -199,6 +210,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     producer = ""
     drop_aliases: set[str] = set()
     task_env: dict[str, Any] = {}
+    stored_meta: dict[str, Any] = {}
     md_keys: set[str] = set()
     sort = 0
     for plane in space.planes:
@@ -209,10 +221,15 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if which:
                 props[stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, which, stat_names)
         producer = str(props.pop(_PLANE_STAT_PRODUCER, producer))
+        origin = int(props.pop(_PLANE_STAT_ORIGIN, 0) or 0)
+        if _PLANE_STAT_METADATA in props:
+            stored_meta = _layout(props.pop(_PLANE_STAT_METADATA))
+        if props.pop(_PLANE_STAT_GENERATED, None):
+            continue
         aliases = props.pop(_PLANE_STAT_ALIASES, "")
         if aliases:
             drop_aliases.update(a for a in str(aliases).split(",") if a)
-        if plane.name == "Task Environment":
+        if plane.name == _TASK_ENV:
             task_env.update(props)
         layout = _layout(props.pop(_PLANE_STAT_LAYOUT, None))
         kind, _, index = _plane_kind(plane.name)
@@ -247,13 +264,17 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if m.child_id:
                 md_stats.setdefault(mid, []).append(("child_ids", ",".join(map(str, m.child_id))))
 
+        special = {mid: name for mid, name in stat_names.items()
+                   if name in (_STAT_CATEGORY, _STAT_FLOW_OUT, _STAT_FLOW_IN)}
+        plane_stats: dict[int, tuple[list[int], list[Any]]] = {}
+        seen: set[tuple[int, str]] = set()
         orphans = _unreferenced_metadata(plane, md_stats)
         if orphans:  # e.g. the HLO protos on /host:metadata: no events, but XProf tools use them
             b.planes[pid].properties["xspace_event_metadata"] = orphans
         for line in plane.lines:
             lname = line.name or line.display_name or f"line {line.id}"
             if lname == _COUNTER_LINE and producer == "polyprof":
-                _read_counters(line, pid, md_name, stat_names, counters)
+                _read_counters(line, pid, md_name, stat_names, counters, origin)
                 continue
             tl = track_layout.get(str(line.id), {})
             tprops: dict[str, Any] = dict(tl.get("props", {}))
@@ -270,57 +291,80 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             n = len(line.events)
             if not n:
                 continue
-            base_ps = int(line.timestamp_ns) * 1000
+            base_ns = int(line.timestamp_ns) + origin
             mids = np.empty(n, np.int64)
             begin_ps = np.empty(n, np.int64)
             dur_ps = np.empty(n, np.int64)
             row0 = b.n_events
-            cats: list[str] | None = None
+            cats: list[str | None] | None = None
             line_cat = CAT_TRACEME if is_host else _LINE_CATEGORIES.get(lname, "")
+            by_mid = plane_stats  # metadata id -> (rows, values), per plane
             for i, e in enumerate(line.events):
                 mids[i] = e.metadata_id
-                if e.WhichOneof("data") == "num_occurrences":
-                    begin_ps[i] = 0
+                off = e.offset_ps
+                if not off and e.WhichOneof("data") == "num_occurrences":
                     sink.add("num_occurrences", row0 + i, int(e.num_occurrences))
-                else:
-                    begin_ps[i] = e.offset_ps
+                begin_ps[i] = off
                 dur_ps[i] = e.duration_ps
-                for st in e.stats:
+                ev_stats = e.stats
+                if not ev_stats:
+                    continue
+                row = row0 + i
+                for st in ev_stats:
                     which = st.WhichOneof("value")
-                    if not which:
+                    if which is None:
                         continue
-                    key = stat_names.get(st.metadata_id, str(st.metadata_id))
-                    val = _stat_value(st, which, stat_names)
-                    if key == _STAT_CATEGORY:
-                        if cats is None:
-                            cats = [""] * n
-                        cats[i] = str(val)
+                    mid = st.metadata_id
+                    val = getattr(st, which) if which != "ref_value" else stat_names.get(st.ref_value, "")
+                    tag = special.get(mid)
+                    if tag is not None:
+                        if tag == _STAT_CATEGORY:
+                            if cats is None:
+                                cats = [None] * n
+                            cats[i] = str(val)
+                        elif tag == _STAT_FLOW_OUT:
+                            k_, fid, fcat = str(val).split(":", 2)
+                            flows_out[int(k_)] = (row, int(fid), fcat)
+                        else:
+                            flows_in[int(val)] = row
                         continue
-                    if key == _STAT_FLOW_OUT:
-                        k_, fid, fcat = str(val).split(":", 2)
-                        flows_out[int(k_)] = (row0 + i, int(fid), fcat)
-                        continue
-                    if key == _STAT_FLOW_IN:
-                        flows_in[int(val)] = row0 + i
-                        continue
-                    value_kinds.setdefault(key, set()).add(which)
-                    sink.add(key, row0 + i, val)
+                    seen.add((mid, which))
+                    slot = by_mid.get(mid)
+                    if slot is None:
+                        slot = by_mid[mid] = ([], [])
+                    slot[0].append(row)
+                    slot[1].append(val)
             # absolute times in ns: start rounded down, end up, so nesting holds and no
             # event shorter than 1 ns turns into an instant
-            start = (base_ps + begin_ps) // 1000
-            end = -((-(base_ps + begin_ps + dur_ps)) // 1000)
+            start = base_ns + begin_ps // 1000
+            end = base_ns + -((-(begin_ps + dur_ps)) // 1000)
             names = np.empty(n, object)
             names[:] = [md_name.get(m, "") for m in mids.tolist()]
             if cats is not None:
-                category: Any = np.asarray([c or line_cat for c in cats], object)
+                category: Any = np.asarray([line_cat if c is None else c for c in cats], object)
             else:
                 category = line_cat
             b.events(track, names, start, end - start, category)
-            for m_i, m in enumerate(mids.tolist()):
-                if m in md_long:
-                    md_sink.add(_STAT_LONG_NAME, row0 + m_i, md_long[m])
-                for key, val in md_stats.get(m, ()):
-                    md_sink.add(key, row0 + m_i, val)
+            if md_long or md_stats:  # metadata-level values, one group of events per metadata id
+                uniq, inv = np.unique(mids, return_inverse=True)
+                order = np.argsort(inv, kind="stable")
+                bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+                for j, m in enumerate(uniq.tolist()):
+                    extra = md_stats.get(m, [])
+                    if m in md_long:
+                        extra = [*extra, (_STAT_LONG_NAME, md_long[m])]
+                    if not extra:
+                        continue
+                    rows = (order[bounds[j]:bounds[j + 1]] + row0).tolist()
+                    for key, val in extra:
+                        md_sink.rows.setdefault(key, []).extend(rows)
+                        md_sink.vals.setdefault(key, []).extend([val] * len(rows))
+        for mid, (rows, vals) in plane_stats.items():
+            key = stat_names.get(mid, str(mid))
+            sink.rows.setdefault(key, []).extend(rows)
+            sink.vals.setdefault(key, []).extend(vals)
+        for mid, which in seen:
+            value_kinds.setdefault(stat_names.get(mid, str(mid)), set()).add(which)
     md_sink.flush(b)
     sink.flush(b)
     for k, (src, fid, fcat) in sorted(flows_out.items()):
@@ -335,10 +379,9 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     for (pid, name), (t, v) in series.items():
         b.counter(pid, name, t, v)
 
+    b.metadata.update(stored_meta)  # a polyprof-written file: the trace's own metadata
     b.metadata.update({
-        "source_format": "xspace",
-        "source": source,
-        "clock": "xspace",
+        "source": {"format": "xspace", "path": source},
         "xspace": {
             "hostnames": list(space.hostnames),
             "errors": list(space.errors),
@@ -353,10 +396,17 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
         b.metadata["xspace"]["profile_start_time_ns"] = int(task_env["profile_start_time"])
     if "profile_stop_time" in task_env:
         b.metadata["xspace"]["profile_stop_time_ns"] = int(task_env["profile_stop_time"])
+    if not stored_meta:
+        b.metadata["clock"] = "xspace"
     trace = b.build()
-    _wall_anchor(trace, task_env)
+    if not stored_meta:
+        _wall_anchor(trace, task_env)
+    if producer != "polyprof":
+        _xprof_flows(trace)
     _add_aliases(trace, drop_aliases)
-    _classify_host_events(trace)
+    _classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
+    log.debug("xspace %s: %d planes, %d lines, %d events, %d stat keys", source, len(trace.planes),
+              len(trace.tracks), trace.n_events, len(trace.stats))
     return trace
 
 
@@ -386,15 +436,15 @@ def _unreferenced_metadata(plane: Any, md_stats: dict[int, list[tuple[str, Any]]
 
 
 def _read_counters(line: Any, plane: int, md_name: dict[int, str], stat_names: dict[int, str],
-                   out: list[tuple[int, str, int, float]]) -> None:
+                   out: list[tuple[int, str, int, float]], origin: int) -> None:
     """Counter samples polyprof wrote as instant events with a value stat."""
-    base_ps = int(line.timestamp_ns) * 1000
+    base_ns = int(line.timestamp_ns) + origin
     for e in line.events:
         value = 0.0
         for st in e.stats:
             if stat_names.get(st.metadata_id) == _STAT_COUNTER_VALUE:
                 value = st.double_value
-        out.append((plane, md_name.get(int(e.metadata_id), ""), (base_ps + e.offset_ps) // 1000, value))
+        out.append((plane, md_name.get(int(e.metadata_id), ""), base_ns + e.offset_ps // 1000, value))
 
 
 def _wall_anchor(trace: Trace, task_env: dict[str, Any]) -> None:
@@ -414,6 +464,45 @@ def _wall_anchor(trace: Trace, task_env: dict[str, Any]) -> None:
         trace.metadata["clock"] = "xspace (wall-clock ns)"
 
 
+_FLOW_ID_MASK = (1 << 56) - 1
+
+
+def _xprof_flows(trace: Trace) -> None:
+    """Flows from XProf's "flow" stats (direction in bits 0-1, a 56-bit flow id in bits
+    2-57, a context type in bits 58-63): the events sharing a flow id, in time order,
+    linked one to the next (category ``xflow`` or ``xflow:<context type>``). XProf
+    itself links GPU launches to kernels by correlation id, which stays a stat here."""
+    col = trace.stats.get("flow")
+    if col is None or col.kind not in "iu" or len(col) < 2:
+        return
+    vals = col.values.astype(np.uint64)
+    ids = (vals >> np.uint64(2)) & np.uint64(_FLOW_ID_MASK)
+    cats = (vals >> np.uint64(58)).astype(np.int64)
+    order = np.lexsort((trace.start_ns[col.rows], ids))
+    rows, ids, cats = col.rows[order], ids[order], cats[order]
+    link = np.flatnonzero(ids[1:] == ids[:-1])
+    if not len(link):
+        return
+    names = [("xflow" if c == 0 else f"xflow:{c}") for c in cats[link].tolist()]
+    cat_ids = []
+    for nm in names:
+        i = trace.string_id(nm)
+        if i < 0:
+            i = len(trace.strings)
+            trace.strings.append(nm)
+            trace.__dict__.pop("_string_index", None)
+            trace.__dict__.pop("_string_array", None)
+            trace.__dict__.pop("kinds", None)
+        cat_ids.append(i)
+    fl = trace.flows
+    trace.flows = {
+        "src": np.concatenate([fl["src"], rows[link]]).astype(np.int64),
+        "dst": np.concatenate([fl["dst"], rows[link + 1]]).astype(np.int64),
+        "id": np.concatenate([fl["id"], ids[link].astype(np.int64)]),
+        "category": np.concatenate([fl["category"], np.asarray(cat_ids, np.int32)]),
+    }
+
+
 def _add_aliases(trace: Trace, drop: set[str]) -> None:
     """Copy XProf-named stats to polyprof keys; drop copies a polyprof writer added."""
     for key in drop:
@@ -426,8 +515,10 @@ def _add_aliases(trace: Trace, drop: set[str]) -> None:
     trace.metadata["xspace"]["alias_keys"] = added
 
 
-def _classify_host_events(trace: Trace) -> None:
-    """Host TraceMe events carrying a step number are steps; ``$``-names are Python calls."""
+def _classify_host_events(trace: Trace, has_devices: bool) -> None:
+    """Host TraceMe events carrying a step number are steps; ``$``-names are Python calls.
+    Without device planes (XLA's CPU backend) the host events naming an HLO op are the
+    ops' execution: the device activity of that profile."""
     if not trace.n_events:
         return
     cat = trace.events["category"]
@@ -451,6 +542,11 @@ def _classify_host_events(trace: Trace) -> None:
         rows = step.rows[is_tr[step.rows]]
         if len(rows):
             cat[rows] = sid(keys.CAT_STEP)
+    hlo = trace.stats.get(keys.HLO_OP)
+    if not has_devices and hlo is not None and len(hlo):
+        rows = hlo.rows[is_tr[hlo.rows]]
+        if len(rows):
+            cat[rows] = sid("xla_op")
     names = trace.strings
     py_names = np.fromiter((n.startswith("$") for n in names), bool, len(names))
     py_rows = np.flatnonzero(is_tr & py_names[trace.events["name"]])
@@ -640,6 +736,26 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
         elif k == "O":
             k = ""
         col_kind[key] = k
+    # the XStat field each column's values go to, when one field fits them all
+    field_of: dict[str, str | None] = {}
+    for key, col in trace.stats.items():
+        k = col_kind[key]
+        if k == "f":
+            field_of[key] = "double_value"
+        elif k == "i":
+            field_of[key] = "int64_value"
+        elif k == "u":
+            field_of[key] = "uint64_value" if (not len(col.values) or col.values.min() >= 0) else "int64_value"
+        elif k == "ref" and all(isinstance(v, str) for v in col.values):
+            field_of[key] = "ref"
+        elif k == "" and all(isinstance(v, str) for v in col.values):
+            field_of[key] = "str_value"
+        elif k == "" and all(isinstance(v, bytes) for v in col.values):
+            field_of[key] = "bytes_value"
+        else:
+            field_of[key] = None
+    for key, alias in aliases.items():
+        field_of[alias], col_kind[alias] = field_of[key], col_kind[key]
 
     n = trace.n_events
     ev = trace.events
@@ -672,6 +788,11 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
         flow_marks[s].append((_STAT_FLOW_OUT, f"{k + 1}:{fid}:{trace.strings[c]}"))
         flow_marks[d].append((_STAT_FLOW_IN, k + 1))
 
+    first, last = trace.span_ns
+    if len(trace.counters["ts_ns"]):
+        first = min(first, int(trace.counters["ts_ns"].min())) if n else int(trace.counters["ts_ns"].min())
+        last = max(last, int(trace.counters["ts_ns"].max()))
+    origin = first if (first >= _MAX_PLAIN_NS or first < 0) else 0
     by_track = np.argsort(ev["track"], kind="stable") if n else np.zeros(0, np.int64)
     bounds = np.searchsorted(ev["track"][by_track], np.arange(len(trace.tracks) + 1)) if n else None
     used_plane_ids: set[int] = set()
@@ -709,6 +830,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                 _set_value(st, v, col_kind.get(k, ""), pw)
         used_line_ids: set[int] = set()
         md_done: set[int] = set()
+        sids = pw.stat_ids
         for t in trace.tracks:
             if t.plane != p.id:
                 continue
@@ -745,7 +867,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             order = np.lexsort((-durs, starts))  # parents before children
             rows, starts, durs = rows[order], starts[order], durs[order]
             base = int(starts[0])
-            xl.timestamp_ns = base
+            xl.timestamp_ns = base - origin
             default_cat = _default_category(host_plane, t.name)
             offs = ((starts - base) * 1000).tolist()
             dps = (durs * 1000).tolist()
@@ -771,8 +893,14 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                     if md_here and key in md_here:
                         continue
                     st = xe.stats.add()
-                    st.metadata_id = pw.stat_id(key)
-                    _set_value(st, v, col_kind.get(key, ""), pw)
+                    st.metadata_id = sids.get(key) or pw.stat_id(key)
+                    f = field_of.get(key)
+                    if f is None:
+                        _set_value(st, v, col_kind.get(key, ""), pw)
+                    elif f == "ref":
+                        st.ref_value = sids.get(v) or pw.stat_id(v)
+                    else:
+                        setattr(st, f, v)
                 if flow_marks:
                     for key, v in flow_marks[r]:
                         st = xe.stats.add()
@@ -782,6 +910,12 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             layout["tracks"] = track_layout
         import orjson
 
+        if origin:
+            st = xp.stats.add()
+            st.metadata_id = pw.stat_id(_PLANE_STAT_ORIGIN)
+            st.int64_value = origin
+        if p.name == _TASK_ENV:
+            _task_env_stats(xp, pw, trace, None, None)
         for key, val in ((_PLANE_STAT_PRODUCER, "polyprof"),
                          (_PLANE_STAT_ALIASES, ",".join(sorted(aliases.values()))),
                          (_PLANE_STAT_LAYOUT, orjson.dumps(layout, default=str).decode() if layout else "")):
@@ -796,7 +930,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             xl.name = _COUNTER_LINE
             ts = c["ts_ns"][sel]
             base = int(ts.min())
-            xl.timestamp_ns = base
+            xl.timestamp_ns = base - origin
             vid = pw.stat_id(_STAT_COUNTER_VALUE)
             for nm, t_, v in zip(c["name"][sel].tolist(), ((ts - base) * 1000).tolist(), c["value"][sel].tolist()):
                 xe = xl.events.add()
@@ -805,7 +939,43 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                 st = xe.stats.add()
                 st.metadata_id = vid
                 st.double_value = v
+    if not any(p.name == _TASK_ENV for p in trace.planes):
+        xp = space.planes.add()
+        xp.name = _TASK_ENV
+        pw = _PlaneWriter(xp)
+        _task_env_stats(xp, pw, trace, first, last)
+        st = xp.stats.add()
+        st.metadata_id = pw.stat_id(_PLANE_STAT_GENERATED)
+        st.int64_value = 1
     return space
+
+
+def _wall_ns(trace: Trace, t: int) -> int | None:
+    """Wall-clock ns of trace time ``t``, if the trace says how to know it."""
+    anchor = trace.metadata.get("wall_anchor")
+    if isinstance(anchor, dict) and "wall_ns" in anchor and "mono_ns" in anchor:
+        return int(anchor["wall_ns"]) + t - int(anchor["mono_ns"])
+    if trace.metadata.get("clock") == "wall" or t > 10**18:
+        return t
+    return None
+
+
+def _task_env_stats(xp: Any, pw: _PlaneWriter, trace: Trace, first: int | None, last: int | None) -> None:
+    """The profile's start/stop wall times (as XProf and JAX write them) and, for
+    reading back, the trace's metadata."""
+    import orjson
+
+    if first is not None and last is not None and trace.n_events:
+        for key, t in (("profile_start_time", first), ("profile_stop_time", last)):
+            wall = _wall_ns(trace, t)
+            if wall is not None and wall >= 0:
+                st = xp.stats.add()
+                st.metadata_id = pw.stat_id(key)
+                st.uint64_value = wall
+    st = xp.stats.add()
+    st.metadata_id = pw.stat_id(_PLANE_STAT_METADATA)
+    st.str_value = orjson.dumps(trace.metadata, default=str,
+                                option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
 
 
 def _hostname(trace: Trace) -> str:

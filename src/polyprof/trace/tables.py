@@ -12,6 +12,10 @@ if TYPE_CHECKING:
 
 
 def _dict_column(ids: np.ndarray, strings: list[str]) -> pa.Array:
+    if len(set(strings)) != len(strings):  # e.g. "XLA Ops" on every TPU: pandas wants unique categories
+        first: dict[str, int] = {}
+        remap = np.fromiter((first.setdefault(s, len(first)) for s in strings), np.int32, len(strings))
+        ids, strings = remap[np.asarray(ids, np.int64)], list(first)
     return pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), pa.array(strings, pa.string()))
 
 

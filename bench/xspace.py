@@ -1,0 +1,81 @@
+"""XSpace (.xplane.pb) read and write speed.
+
+Reads and writes the TPU sample (shared/data/traces/xspace) and a synthetic trace of
+``--events`` events (two planes, 8 tracks, three stats per event: int, float, string),
+reporting seconds and events per second (best of ``--repeat``).
+
+    python bench/xspace.py [--events 500000] [--repeat 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from polyprof.formats import xspace
+from polyprof.trace.builder import TraceBuilder
+from polyprof.trace.core import Trace
+
+SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+
+
+def synthetic(n: int) -> Trace:
+    rng = np.random.default_rng(0)
+    b = TraceBuilder()
+    host = b.plane("/host:CPU", "host", pid=1)
+    dev = b.plane("/device:GPU:0", "device")
+    tracks = [b.track(host, f"thread {i}", "thread", tid=100 + i) for i in range(4)]
+    tracks += [b.track(dev, f"Stream #{i}", "stream", tid=i) for i in range(4)]
+    track = rng.integers(0, len(tracks), n)
+    start = np.sort(rng.integers(0, 10**10, n))
+    names = np.array([f"op_{i}" for i in range(200)], object)[rng.integers(0, 200, n)]
+    b.events(np.asarray(tracks)[track], names, start, rng.integers(1, 10**5, n), "kernel",
+             stats={"correlation_id": np.arange(n), "flops": rng.random(n),
+                    "shape": np.array(["f32[8,8]", "f32[64]", "bf16[2,2,2]"], object)[rng.integers(0, 3, n)]})
+    return b.build()
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def measure(name: str, trace: Trace, data: bytes, repeat: int) -> dict:
+    n = trace.n_events
+    read_s = best(lambda: xspace.from_bytes(data), repeat)
+    write_s = best(lambda: xspace.to_bytes(trace), repeat)
+    return {"input": name, "events": n, "bytes": len(data), "read_s": round(read_s, 3),
+            "read_events_per_s": round(n / read_s), "write_s": round(write_s, 3),
+            "write_events_per_s": round(n / write_s)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=500_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    xspace.from_bytes(SAMPLE.read_bytes())  # warm imports (pandas, protobuf)
+    rows = []
+    data = SAMPLE.read_bytes()
+    rows.append(measure("tpu_inference_2.xplane.pb", xspace.from_bytes(data), data, args.repeat))
+    syn = synthetic(args.events)
+    rows.append(measure(f"synthetic {args.events} events, 3 stats each", syn, xspace.to_bytes(syn), args.repeat))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    for r in rows:
+        print(f"{r['input']}: {r['events']} events, {r['bytes'] / 1e6:.1f} MB; read {r['read_s']} s "
+              f"({r['read_events_per_s']:,} ev/s), write {r['write_s']} s ({r['write_events_per_s']:,} ev/s)")
+
+
+if __name__ == "__main__":
+    main()

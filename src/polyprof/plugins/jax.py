@@ -1,0 +1,195 @@
+"""The JAX plugin: drives ``jax.profiler`` for the session and ingests the XSpace it
+writes (host TraceMe annotations, XLA ops with ``hlo_op`` / ``hlo_module`` /
+``program_id``, device planes on GPU/TPU, ``StepTraceAnnotation`` steps).
+
+Clock: JAX (TSL) stores times in the XSpace as ns since the profile start, whose
+wall-clock time is recorded in the file; polyprof's clock is CLOCK_MONOTONIC. At start
+and stop the plugin brackets a TraceMe annotation between two ``perf_counter_ns()``
+reads: each bracket bounds the offset between the two clocks, and the bounds give the
+offset and its uncertainty (``metadata["clock_sync"]["jax"]``). Should the markers be
+missing, the session's wall anchor and the profile start time are used instead.
+
+Options: ``python_tracer`` (default False: JAX's Python function tracer is costly and
+polyprof sections already cover the host), ``host_tracer_level`` (default 2),
+``keep_logdir`` (a directory to keep JAX's profile in, for TensorBoard/XProf).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..collect.clock import now_ns
+from ..collect.plugin import Availability, Plugin, SessionContext
+from ..errors import PluginError
+from ..trace.core import Trace
+from ..trace.stats import StatColumn
+
+log = logging.getLogger("polyprof")
+
+_SYNC = "polyprof.clock_sync"
+
+
+class JaxPlugin(Plugin):
+    name = "jax"
+    device_kinds = ("CPU", "GPU", "TPU")
+    #: off unless asked for: starting jax.profiler imports jax and costs ~0.1 s
+    default = False
+
+    @classmethod
+    def availability(cls) -> Availability:
+        if importlib.util.find_spec("jax") is None:
+            return Availability(False, "jax is not installed (pip install jax)")
+        return Availability(True)
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start(self, ctx: SessionContext) -> None:
+        import jax.profiler as jp
+
+        keep = self.options.get("keep_logdir")
+        self._logdir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="polyprof-jax-"))
+        self._owns_dir = not keep
+        opts = jp.ProfileOptions()
+        opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
+        opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))
+        try:
+            jp.start_trace(str(self._logdir), profiler_options=opts)
+        except BaseException:
+            if self._owns_dir:
+                shutil.rmtree(self._logdir, ignore_errors=True)
+            raise
+        self._brackets = self._bracket(jp, "start")
+
+    @staticmethod
+    def _bracket(jp: Any, tag: str) -> list[tuple[str, int, int]]:
+        """TraceMes named ``polyprof.clock_sync.<tag>.<i>``, each between two monotonic reads."""
+        out = []
+        for i in range(3):
+            name = f"{_SYNC}.{tag}.{i}"
+            a = now_ns()
+            with jp.TraceAnnotation(name):
+                pass
+            b = now_ns()
+            out.append((name, a, b))
+        return out
+
+    def _stop(self) -> None:
+        import jax.profiler as jp
+
+        try:
+            self._brackets += self._bracket(jp, "stop")
+        finally:
+            jp.stop_trace()
+
+    # ------------------------------------------------------------------ collect
+    def _collect(self) -> Trace:
+        from ..formats import xspace
+
+        try:
+            files = sorted(self._logdir.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+            if not files:
+                raise PluginError(f"jax.profiler wrote no .xplane.pb under {self._logdir}")
+            trace = xspace.load(files[-1])
+        finally:
+            if self._owns_dir:
+                shutil.rmtree(self._logdir, ignore_errors=True)
+        sync = self._align(trace)
+        return self._finish(trace, sync, None if self._owns_dir else str(files[-1]))
+
+    def _align(self, trace: Trace) -> dict[str, Any]:
+        """Move the XSpace's times onto the session clock; returns how it was done."""
+        assert self.ctx is not None
+        names = trace.names() if trace.n_events else np.zeros(0, object)
+        start, end = trace.start_ns, trace.end_ns
+        # offset = mono - xspace; a marker inside the bracket [a, b] bounds it to
+        # [a - marker start, b - marker end]
+        bounds = []
+        for name, a, b in self._brackets:
+            rows = np.flatnonzero(names == name)
+            if len(rows) == 1:
+                r = rows[0]
+                lo, hi = a - int(start[r]), b - int(end[r])
+                if lo <= hi:
+                    bounds.append((int(start[r]), lo, hi))
+        xs_meta = trace.metadata.get("xspace", {})
+        wall0 = xs_meta.get("profile_start_time_ns")
+        anchor = self.ctx.wall_anchor
+        wall_offset = None
+        if wall0 is not None:  # xspace t=0 is wall time wall0; mono = wall - (wall_ns - mono_ns)
+            wall_offset = int(wall0) - (anchor["wall_ns"] - anchor["mono_ns"])
+        info: dict[str, Any] = {"xspace_clock": trace.metadata.get("clock", "")}
+        if bounds:
+            lo = max(b[1] for b in bounds)
+            hi = min(b[2] for b in bounds)
+            if lo <= hi:  # one constant offset fits every bracket
+                offset = (lo + hi) // 2
+                shift: np.ndarray | int = offset
+                info.update(method="traceme_bracket", offset_ns=offset, uncertainty_ns=(hi - lo + 1) // 2)
+            else:  # the clocks drifted apart: interpolate between the brackets
+                (x1, l1, h1), (x2, l2, h2) = bounds[0], bounds[-1]
+                o1, o2 = (l1 + h1) / 2, (l2 + h2) / 2
+                slope = (o2 - o1) / max(x2 - x1, 1)
+                shift = np.rint(o1 + slope * (start - x1)).astype(np.int64)
+                info.update(method="traceme_bracket_drift", offset_ns=int(o1), drift_ppm=slope * 1e6,
+                            uncertainty_ns=int(max(h1 - l1, h2 - l2)) // 2 + 1)
+            info["brackets"] = len(bounds)
+            if wall_offset is not None:  # how far the wall-clock route would have been off
+                info["wall_route_error_ns"] = wall_offset - info["offset_ns"]
+        elif wall_offset is not None:
+            shift = wall_offset
+            info.update(method="wall_anchor", offset_ns=wall_offset,
+                        uncertainty_ns=int(anchor.get("uncertainty_ns", 0)) + 1_000_000)
+            self.ctx.warn(self.name, "clock-sync markers missing from the JAX profile; aligned by wall "
+                                     "clock (about 1 ms uncertainty)")
+        else:
+            shift = 0
+            info.update(method="none", offset_ns=0, uncertainty_ns=None)
+            self.ctx.warn(self.name, "the JAX profile has no start time: its times are not aligned")
+        if trace.n_events:
+            trace.events["start_ns"] = (trace.events["start_ns"] + shift).astype(np.int64)
+        return info
+
+    def _finish(self, trace: Trace, sync: dict[str, Any], kept: str | None) -> Trace:
+        """Drop the markers and the file-level metadata that would override the session's."""
+        names = trace.names() if trace.n_events else np.zeros(0, object)
+        drop = np.fromiter((isinstance(n, str) and n.startswith(_SYNC) for n in names), bool, len(names))
+        trace = _without_rows(trace, drop) if drop.any() else trace
+        env = next((p for p in trace.planes if p.name == "Task Environment"), None)
+        xs = dict(trace.metadata.get("xspace", {}))
+        meta: dict[str, Any] = {"clock_sync": {"jax": sync},
+                                "jax": {"xspace": {k: xs[k] for k in ("hostnames", "errors", "warnings",
+                                                                       "profile_start_time_ns",
+                                                                       "profile_stop_time_ns") if k in xs}}}
+        if env is not None:
+            meta["jax"]["task_environment"] = {k: v for k, v in env.properties.items() if not isinstance(v, bytes)}
+        if kept:
+            meta["jax"]["xplane"] = kept
+        for err in xs.get("errors", []):
+            assert self.ctx is not None
+            self.ctx.warn(self.name, f"jax.profiler: {err}")
+        trace.metadata = meta
+        return trace
+
+
+def _without_rows(trace: Trace, drop: np.ndarray) -> Trace:
+    """``trace`` minus the events where ``drop`` is True (stats and flows follow)."""
+    keep = ~drop
+    new_index = np.cumsum(keep) - 1
+    events = {k: v[keep] for k, v in trace.events.items()}
+    stats = {}
+    for key, col in trace.stats.items():
+        m = keep[col.rows]
+        if m.any():
+            stats[key] = StatColumn(new_index[col.rows[m]], col.values[m])
+    fl = trace.flows
+    fm = keep[fl["src"]] & keep[fl["dst"]] if len(fl["src"]) else np.zeros(0, bool)
+    flows = {"src": new_index[fl["src"][fm]], "dst": new_index[fl["dst"][fm]], "id": fl["id"][fm],
+             "category": fl["category"][fm]}
+    return Trace(trace.strings, trace.planes, trace.tracks, events, stats, flows, trace.counters,
+                 trace.metadata).validate()

@@ -1,0 +1,161 @@
+"""The JAX plugin on a real jax.jit training loop (JAX on the CPU backend)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.errors import PluginStateError
+from polyprof.plugins.jax import JaxPlugin
+from polyprof.trace import keys
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+STEPS = 4
+
+
+def _mlp():
+    def init(key, sizes):
+        params = []
+        for m, n in zip(sizes[:-1], sizes[1:]):
+            key, k = jax.random.split(key)
+            params.append((jax.random.normal(k, (m, n)) * 0.1, jnp.zeros(n)))
+        return params
+
+    def loss(params, x, y):
+        h = x
+        for w, b in params[:-1]:
+            h = jnp.tanh(h @ w + b)
+        w, b = params[-1]
+        return jnp.mean((h @ w + b - y) ** 2)
+
+    @jax.jit
+    def train_step(params, x, y):
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        return [(w - 0.01 * gw, b - 0.01 * gb) for (w, b), (gw, gb) in zip(params, grads)], value
+
+    return init(jax.random.PRNGKey(0), [64, 128, 128, 1]), train_step
+
+
+@pytest.fixture(scope="module")
+def session():
+    params, train_step = _mlp()
+    y = jnp.ones((256, 1))
+    params, loss = train_step(params, jnp.ones((256, 64)), y)  # compile outside the session
+    loss.block_until_ready()
+    rng = np.random.default_rng(0)
+    with polyprof.profile(plugins=["jax"]) as prof:
+        for i in range(STEPS):
+            with polyprof.section("data"):
+                x = jnp.asarray(rng.random((256, 64), dtype=np.float32))
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                with polyprof.section("train_step"):
+                    params, loss = train_step(params, x, y)
+                    loss.block_until_ready()
+            polyprof.step()
+    return prof
+
+
+def _intervals(trace, rows):
+    return np.stack([trace.start_ns[rows], trace.end_ns[rows]], axis=1)
+
+
+def test_plugin_ran_and_kept_the_session_clock(session) -> None:
+    trace = session.trace
+    assert trace.metadata["plugins"] == {"host": "ok", "jax": "ok"}
+    assert trace.metadata["plugin_errors"] == []
+    assert trace.metadata["clock"] == "CLOCK_MONOTONIC"  # the session's, not the XSpace's
+    sync = trace.metadata["clock_sync"]["jax"]
+    assert sync["method"] == "traceme_bracket"
+    assert 0 <= sync["uncertainty_ns"] < 100_000
+    # the markers that measured the offset are not left in the trace
+    assert not any(n.startswith("polyprof.clock_sync") for n in trace.names())
+    # JAX's host plane and polyprof's are one plane
+    assert [p.name for p in trace.planes].count(keys.HOST_PLANE) == 1
+
+
+def test_sections_xla_ops_modules_and_steps(session) -> None:
+    trace = session.trace
+    names, cats = trace.names(), trace.categories()
+    assert (names[cats == keys.CAT_SECTION] == "train_step").sum() == STEPS
+    assert (names[cats == keys.CAT_SECTION] == "data").sum() == STEPS
+    ops = np.flatnonzero(cats == "xla_op")
+    assert len(ops) >= STEPS * 3
+    mask, modules = trace.stats[keys.HLO_MODULE].lookup(ops)
+    assert mask.all()
+    assert "jit_train_step" in set(modules)
+    mask, hlo = trace.stats[keys.HLO_OP].lookup(ops)
+    assert mask.all() and any("dot" in h for h in hlo)
+    assert trace.stats[keys.PROGRAM_ID].lookup(ops)[0].all()
+    # StepTraceAnnotation -> step events with their numbers
+    step = trace.stats[keys.STEP]
+    jax_steps = step.rows[names[step.rows] == "train"]
+    assert sorted(step.lookup(jax_steps)[1].tolist()) == list(range(STEPS))
+    assert set(cats[jax_steps]) == {keys.CAT_STEP}
+
+
+def test_jitted_ops_inside_the_window_and_their_section(session) -> None:
+    trace = session.trace
+    names, cats = trace.names(), trace.categories()
+    s = trace.metadata["session"]
+    jax_rows = np.flatnonzero(cats != keys.CAT_SECTION)
+    jax_rows = jax_rows[np.isin(cats[jax_rows], ["xla_op", "traceme"])]
+    assert trace.start_ns[jax_rows].min() >= s["start_ns"]
+    assert trace.end_ns[jax_rows].max() <= s["stop_ns"]
+    sections = _intervals(trace, np.flatnonzero((cats == keys.CAT_SECTION) & (names == "train_step")))
+    ops = np.flatnonzero(cats == "xla_op")
+    modules = trace.stats[keys.HLO_MODULE].lookup(ops)[1]
+    step_ops = ops[modules == "jit_train_step"]
+    inside = [((sections[:, 0] <= a) & (b <= sections[:, 1])).any() for a, b in _intervals(trace, step_ops)]
+    assert np.mean(inside) >= 0.9, np.mean(inside)
+    for a, b in sections:  # every step ran some of its ops inside its section
+        assert ((trace.start_ns[step_ops] >= a) & (trace.end_ns[step_ops] <= b)).any()
+    # and the JAX step annotation i encloses polyprof's section i (same thread, nested)
+    unc = trace.metadata["clock_sync"]["jax"]["uncertainty_ns"]
+    jax_steps = _intervals(trace, np.flatnonzero((names == "train") & (cats == keys.CAT_STEP)))
+    jax_steps = jax_steps[np.argsort(jax_steps[:, 0])]
+    for (sa, sb), (a, b) in zip(jax_steps, sections[np.argsort(sections[:, 0])]):
+        assert sa - unc <= a and b <= sb + unc
+
+
+def test_availability_and_lifecycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert JaxPlugin.availability().ok
+    assert JaxPlugin.default is False and JaxPlugin.device_kinds == ("CPU", "GPU", "TPU")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "jax" else real(n, *a))
+    av = JaxPlugin.availability()
+    assert not av.ok and "jax" in av.reason
+    monkeypatch.undo()
+    p = JaxPlugin()
+    with pytest.raises(PluginStateError):
+        p.stop()
+    with pytest.raises(PluginStateError):
+        p.collect()
+
+
+def test_keep_logdir_for_xprof(tmp_path) -> None:
+    x = jnp.ones((32, 32))
+    f = jax.jit(lambda a: (a @ a).sum())
+    f(x).block_until_ready()
+    with polyprof.profile(plugins=["jax"], options={"jax": {"keep_logdir": str(tmp_path)}}) as prof:
+        with polyprof.section("matmul"):
+            f(x).block_until_ready()
+    kept = prof.trace.metadata["jax"]["xplane"]
+    assert kept.startswith(str(tmp_path)) and kept.endswith(".xplane.pb")
+    assert polyprof.load(kept).n_events > 0
+
+
+def test_jax_profiler_already_running_is_reported_not_raised(tmp_path) -> None:
+    """Only one jax.profiler trace can run: the plugin's start fails, the session goes on."""
+    with jax.profiler.trace(str(tmp_path)):
+        with polyprof.profile(plugins=["jax"]) as prof:
+            with polyprof.section("work"):
+                jnp.ones(8).block_until_ready()
+    trace = prof.trace
+    assert trace.metadata["plugins"]["jax"] == "failed"
+    assert [e["phase"] for e in trace.metadata["plugin_errors"] if e["plugin"] == "jax"] == ["start"]
+    assert "work" in set(trace.names())
