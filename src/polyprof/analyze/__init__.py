@@ -1,6 +1,11 @@
 """Analyses: functions from a Trace to DataFrames. Each documents its columns."""
 
-from .sections import section_stats
+from .breakdown import comm_comp_overlap, idle_time_breakdown, kernel_breakdown, temporal_breakdown
 from .events import event_stats
+from .findings import Finding, findings
+from .ops import launch_stats, op_stats
+from .sections import section_stats
+from .steps import step_stats
 
-__all__ = ["section_stats", "event_stats"]
+__all__ = ["section_stats", "event_stats", "temporal_breakdown", "idle_time_breakdown", "kernel_breakdown",
+           "op_stats", "launch_stats", "comm_comp_overlap", "step_stats", "findings", "Finding"]

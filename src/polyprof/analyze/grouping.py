@@ -1,4 +1,9 @@
-"""Group events by name and summarise their durations (shared by the analyses)."""
+"""Group events by name and summarise their durations (shared by the analyses).
+
+Grouping is one lexsort by (key, duration): counts, sums, min/max, median and p99 then
+come from group boundaries with NumPy, which is several times faster than a pandas
+groupby with quantiles on traces of 10^5 events.
+"""
 
 from __future__ import annotations
 
@@ -11,29 +16,56 @@ STAT_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "
                 "first_start_ns", "last_end_ns"]
 
 
+def _quantile(sorted_vals: np.ndarray, lo: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
+    """Linear-interpolated quantile q of each group [lo, lo+n) of an ascending array."""
+    pos = (n - 1) * q
+    a = np.floor(pos).astype(np.int64)
+    frac = pos - a
+    b = np.minimum(a + 1, n - 1)
+    va = sorted_vals[lo + a].astype(np.float64)
+    vb = sorted_vals[lo + b].astype(np.float64)
+    return va + (vb - va) * frac
+
+
+def group_stats(keys: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
+    """Per distinct key (ascending): key, count, total, mean, median, min, max, p99 of values."""
+    keys = np.asarray(keys)
+    values = np.asarray(values)
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    if not len(k):
+        z = np.zeros(0, np.int64)
+        return {"key": keys[:0], "count": z, "total": z, "mean": z.astype(float), "median": z.astype(float),
+                "min": z, "max": z, "p99": z.astype(float), "order": order, "starts": z}
+    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    n = np.diff(np.append(starts, len(k)))
+    total = np.add.reduceat(v, starts)
+    return {"key": k[starts], "count": n, "total": total, "mean": total / n, "median": _quantile(v, starts, n, 0.5),
+            "min": v[starts], "max": v[starts + n - 1], "p99": _quantile(v, starts, n, 0.99),
+            "order": order, "starts": starts}
+
+
+def group_reduce(order: np.ndarray, starts: np.ndarray, values: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """Reduce ``values`` (aligned with the input rows of :func:`group_stats`) per group."""
+    if not len(starts):
+        return values[:0]
+    return op.reduceat(np.asarray(values)[order], starts)
+
+
 def duration_stats(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None) -> pd.DataFrame:
     """Stats of the events ``rows``, grouped by name id (or by the ``by`` labels)."""
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in STAT_COLUMNS})
     ev = trace.events
-    df = pd.DataFrame({
-        "key": ev["name"][rows] if by is None else by,
-        "dur": ev["dur_ns"][rows],
-        "start": ev["start_ns"][rows],
-        "end": ev["start_ns"][rows] + ev["dur_ns"][rows],
-    })
-    g = df.groupby("key", sort=False)
+    dur = ev["dur_ns"][rows]
+    start = ev["start_ns"][rows]
+    g = group_stats(ev["name"][rows] if by is None else by, dur)
+    keys = g["key"]
     out = pd.DataFrame({
-        "count": g["dur"].size(),
-        "total_ns": g["dur"].sum(),
-        "mean_ns": g["dur"].mean(),
-        "median_ns": g["dur"].median(),
-        "min_ns": g["dur"].min(),
-        "max_ns": g["dur"].max(),
-        "p99_ns": g["dur"].quantile(0.99),
-        "first_start_ns": g["start"].min(),
-        "last_end_ns": g["end"].max(),
+        "name": [trace.strings[k] for k in keys] if by is None else keys,
+        "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"], "median_ns": g["median"],
+        "min_ns": g["min"], "max_ns": g["max"], "p99_ns": g["p99"],
+        "first_start_ns": group_reduce(g["order"], g["starts"], start, np.minimum),
+        "last_end_ns": group_reduce(g["order"], g["starts"], start + dur, np.maximum),
     })
-    keys = out.index.to_numpy()
-    out.insert(0, "name", [trace.strings[k] for k in keys] if by is None else keys)
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -10,7 +10,7 @@ import sys
 
 from ..errors import PolyprofError
 
-COMMANDS = ["run", "summary", "export", "plugins", "demo", "plugin"]
+COMMANDS = ["run", "summary", "export", "plugins", "demo", "plugin", "report", "sql"]
 
 DESCRIPTION = """\
 polyprof: a vendor-neutral profiler for ML and dataflow programs.
@@ -18,6 +18,8 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
   polyprof run train.py            profile a script, write train.polyprof, print a summary
   polyprof summary train.polyprof  where the time went (also Kineto JSON, XSpace)
   polyprof export FILE -f chrome   open it in Perfetto / chrome://tracing
+  polyprof report FILE -o r.html   one self-contained HTML report
+  polyprof sql FILE "SELECT ..."   query the events with DuckDB
   polyprof demo                    profile a bundled workload
 """
 

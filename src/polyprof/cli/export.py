@@ -24,6 +24,8 @@ def register(sub: Any) -> None:
     p.add_argument("file", help="input trace (.polyprof, Kineto/Chrome JSON, XSpace)")
     p.add_argument("-f", "--format", choices=sorted(FORMATS), default="chrome")
     p.add_argument("-o", "--output", required=True, help="output path")
+    p.add_argument("--derive", action="store_true",
+                   help="add the derived lines per device first (Steps, Sections, Framework Ops, ...)")
     p.set_defaults(func=run)
 
 
@@ -31,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
     import importlib
 
     trace = load_trace(args.file)
+    if getattr(args, "derive", False):
+        from ..derive import derive
+
+        trace = derive(trace)
     mod, fn = FORMATS[args.format].split(":")
     out = getattr(importlib.import_module(mod), fn)(trace, args.output)
     print(f"polyprof: wrote {out or args.output}", file=sys.stderr)

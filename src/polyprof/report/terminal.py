@@ -1,25 +1,45 @@
-"""The terminal summary: what ran, top sections and events, plugin problems."""
+"""The terminal summary: where the time went, what limits the run, what to try."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
+from rich.panel import Panel
 from rich.table import Table
 
-from ..analyze.events import event_stats
-from ..analyze.sections import section_stats
 from ..trace.core import Trace
 
 
 def fmt_ns(ns: float) -> str:
     """Human time: 1.23 s, 4.56 ms, 7.89 µs, 12 ns."""
     ns = float(ns)
+    if ns != ns:
+        return "-"
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
         if abs(ns) >= scale:
             return f"{ns / scale:.3g} {unit}" if abs(ns) < 100 * scale else f"{ns / scale:.0f} {unit}"
     return f"{ns:.0f} ns"
+
+
+def fmt_pct(x: float) -> str:
+    return "-" if x != x else f"{x:.1f}%"
+
+
+def fmt_bytes(b: float) -> str:
+    if b != b:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= scale:
+            return f"{b / scale:+.1f} {unit}"
+    return f"{b:+.0f} B"
+
+
+def _short(s: Any, n: int = 70) -> str:
+    s = str(s)
+    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def _stats_table(title: str, df: Any, top: int, first: str = "name") -> Table:
@@ -29,22 +49,151 @@ def _stats_table(title: str, df: Any, top: int, first: str = "name") -> Table:
         t.add_column(c, justify="left" if c in (first, "category") else "right", overflow="fold")
     for _, r in df.head(top).iterrows():
         cells = [str(r[c]) for c in extra]
-        t.add_row(*cells, str(r[first]), f"{int(r['count'])}", fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
+        t.add_row(*cells, _short(r[first]), f"{int(r['count'])}", fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
                   fmt_ns(r["min_ns"]), fmt_ns(r["max_ns"]))
     return t
 
 
+def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> Table:
+    """A rich table of ``df``: (column, header, formatter[, optional]). Optional columns
+    (a priority: higher goes first, then the rightmost) are left out when the table would
+    not fit ``width`` characters."""
+    rows = df.head(top)
+    cells = {c: [(fmt(v) if fmt else str(v)) for v in rows[c]] for c, _, fmt, *_ in cols}
+    need = {c: max([len(h), *(len(x) for x in cells[c])]) + 3 for c, h, *_ in cols}
+    if "name" in need:
+        need["name"] = min(need["name"], 30)
+    keep = list(cols)
+    # drop optional columns, highest priority number first, then rightmost first
+    optional = sorted((c for c in cols if len(c) > 3 and c[3]), key=lambda c: (-int(c[3]), -cols.index(c)))
+    for col in optional:
+        if sum(need[c[0]] for c in keep) + 1 <= width:
+            break
+        keep.remove(col)
+    t = Table(title=f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else ""), title_justify="left")
+    room = width - 1 - sum(need[c[0]] for c in keep if c[0] != "name") - 3
+    for c, head, *_ in keep:
+        if c == "name":
+            t.add_column(head, justify="left", overflow="ellipsis", no_wrap=True, max_width=max(12, min(60, room)),
+                         min_width=12)
+        else:
+            t.add_column(head, justify="left" if c in ("plane", "stream", "kind", "category", "launch_name")
+                         else "right", no_wrap=True)
+    for i in range(len(rows)):
+        t.add_row(*[cells[c][i] for c, *_ in keep])
+    return t
+
+
+def _event_text(e: Any) -> str:
+    if not isinstance(e, dict):
+        return _short(e, 60)
+    parts = [_short(e["name"], 50)] if "name" in e else []
+    for k, v in e.items():
+        if k != "name":
+            parts.append(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else f"{k}={v}")
+    return " ".join(parts)
+
+
 def print_summary(trace: Trace, top: int = 15, console: Console | None = None) -> None:
+    from .tables import build
+
+    render(build(trace), top, console)
+
+
+def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     console = console or Console(file=sys.stdout)
-    t0, t1 = trace.span_ns
-    console.print(f"[bold]polyprof summary[/]: {trace.n_events} events on {len(trace.planes)} plane(s), "
-                  f"{len(trace.tracks)} track(s), span {fmt_ns(t1 - t0)}")
-    sec = section_stats(trace)
+    T, ov = report.tables, report.overview
+    i = lambda x: f"{int(x)}"  # noqa: E731
+    W = console.width
+    has_device = bool(ov["correlation"].get("device_activities"))
+    console.print(f"[bold]polyprof summary[/]: {ov['events']} events on {len(ov['planes'])} plane(s), "
+                  f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
+                  f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
+                                                         if ov["steps"] else ", no steps"))
+    c = ov["correlation"]
+    if c.get("device_activities"):
+        console.print(
+            f"correlation: {c['device_activities']} device activities; matched by id {c['matched_by_correlation_id']}, "
+            f"by flow {c['matched_by_flow']}, in order {c['matched_in_order']}; "
+            f"[{'red' if c['unmatched_device_activities'] else 'green'}]unmatched "
+            f"{c['unmatched_device_activities']}[/]; launch calls without device activity "
+            f"{c['launch_calls_without_device_activity']} of {c['launch_calls']}; "
+            f"with a framework op {c['device_activities_with_framework_op']}")
+    if report.findings:
+        lines = []
+        for f in report.findings:
+            color = {"high": "red", "medium": "yellow"}.get(f.severity, "cyan")
+            ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
+                           f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
+            lines.append(f"[{color}]● {f.severity}[/] [bold]{f.title}[/]\n  evidence: {ev}")
+            if f.events:
+                lines.append("  top: " + "; ".join(_event_text(e) for e in f.events[:3]))
+            lines.append(f"  try: {f.suggestion}")
+        console.print(Panel("\n".join(lines), title="Findings", title_align="left"))
+    tb = T["temporal_breakdown"]
+    if len(tb):
+        console.print(_table("Device time (analysed span)", tb, [
+            ("plane", "device", None), ("stream", "stream", None), ("span_ns", "span", fmt_ns),
+            ("compute_pct", "compute", fmt_pct), ("non_compute_pct", "non-compute", fmt_pct),
+            ("idle_pct", "idle", fmt_pct), ("activities", "activities", i, True)], 4 * top, W))
+        it = T["idle_time_breakdown"]
+        console.print(_table("Idle time by cause", it, [
+            ("plane", "device", None), ("stream", "stream", None), ("idle_ns", "idle", fmt_ns),
+            ("host_wait_pct", "host-wait", fmt_pct), ("kernel_wait_pct", "kernel-wait", fmt_pct),
+            ("other_pct", "other", fmt_pct), ("gaps", "gaps", i, True)], 4 * top, W))
+        ov_ = T["comm_comp_overlap"]
+        ov_ = ov_[ov_["communication_ns"] > 0]
+        if len(ov_):
+            console.print(_table("Communication / compute overlap", ov_, [
+                ("plane", "device", None), ("communication_ns", "communication", fmt_ns),
+                ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W))
+    kb = T["kernel_breakdown"]
+    if len(kb):
+        console.print(_table("Top device activity", kb, [
+            ("name", "name", _short), ("kind", "kind", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True), ("share_pct", "share", fmt_pct)], top, W))
+    ops = T["op_stats"]
+    if len(ops):
+        console.print(_table("Top framework ops (host)", ops, [
+            ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
+    sec = T["section_stats"]
     if len(sec):
-        console.print(_stats_table("Sections (host time)", sec, top))
-    other = event_stats(trace)
-    other = other[~other["category"].isin(["section", "user_annotation", "step"])]
-    if len(other):
-        console.print(_stats_table("Top events by total time", other, top))
-    for err in trace.metadata.get("plugin_errors", []):
+        dev_cols = [("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
+                    ("device_util_pct", "util", fmt_pct, True)] if has_device else []
+        console.print(_table("Sections", sec, [
+            ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
+            ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols,
+            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W))
+        console.print("[dim]total..p99 = host time" + ("; device = device time its launches caused; projected = "
+                      "first to last device activity caused; util = device busy within the projection"
+                      if has_device else "") + "; Δmem = process RSS change[/]")
+    ss = T["step_stats"]
+    if len(ss):
+        cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
+        if has_device:
+            cols += [("busy_ns", "busy", fmt_ns), ("compute_ns", "compute", fmt_ns), ("idle_ns", "idle", fmt_ns),
+                     ("launch_count", "launches", i), ("launch_mean_ns", "launch mean", fmt_ns, True),
+                     ("launch_max_ns", "launch max", fmt_ns, True)]
+        else:
+            cols = [c for c in cols if c[0] != "plane"]
+        console.print(_table("Steps", ss, cols, 2 * top, W))
+    ls = T["launch_stats"]
+    if len(ls):
+        gb = ls.groupby(["plane", "launch_name"], sort=False)
+        g = gb.agg(count=("cpu_duration_ns", "size"), cpu=("cpu_duration_ns", "mean"),
+                   dev=("device_duration_ns", "mean"), delay=("launch_delay_ns", "median"))
+        g["p99"] = gb["launch_delay_ns"].quantile(0.99)
+        g = g.reset_index().sort_values("count", ascending=False)
+        console.print(_table("Launches", g, [
+            ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
+            ("cpu", "CPU mean", fmt_ns), ("dev", "device mean", fmt_ns), ("delay", "delay median", fmt_ns),
+            ("p99", "delay p99", fmt_ns, True)], top, W))
+    if not len(kb):
+        other = T["event_stats"]
+        other = other[~other["category"].isin(["section", "user_annotation", "step"])]
+        if len(other):
+            console.print(_stats_table("Top events by total time", other, top))
+    for err in ov["plugin_errors"]:
         console.print(f"[red]plugin {err['plugin']} failed in {err['phase']}[/]: {err['error']}")

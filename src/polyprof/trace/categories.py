@@ -74,7 +74,9 @@ DEVICE_ACTIVITY = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE)
 NON_COMPUTE = (Kind.MEMCPY, Kind.MEMSET)
 
 _COLLECTIVE_MARKERS = ("nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather",
-                       "reducescatter", "reduce_scatter", "alltoall", "broadcast", "sendrecv")
+                       "reducescatter", "reduce_scatter", "alltoall", "sendrecv",
+                       # XLA HLO names ("broadcast" alone also names elementwise fusions, so not a marker)
+                       "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
 
 def kind_of(category: str) -> Kind:

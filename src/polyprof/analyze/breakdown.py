@@ -1,0 +1,194 @@
+"""Where device time went: temporal breakdown, idle time, kernels, comm/compute overlap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..derive.intervals import clip_union, covered, intersect_len
+from ..trace.core import Trace
+from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
+from .grouping import group_stats
+
+ALL_STREAMS = "(all streams)"
+#: an idle gap no longer than this, with the next activity already launched, is kernel-wait
+KERNEL_WAIT_MAX_NS = 50_000
+
+
+def _groups(trace: Trace):
+    """(plane, track or -1, selector) for every device stream, then each whole device."""
+    v = device_view(trace)
+    for plane in np.unique(v.plane):
+        on = v.plane == plane
+        for track in np.unique(v.track[on]):
+            yield int(plane), int(track), on & (v.track == track)
+        yield int(plane), -1, on
+
+
+def temporal_breakdown(trace: Trace) -> pd.DataFrame:
+    """Busy compute / busy non-compute / idle time per device stream and per device.
+
+    One row per (device, stream) and one per device with ``stream`` = "(all streams)"
+    (time when any stream is busy). Inside the analysed span (``analyze.common``):
+    ``compute_ns`` = time covered by compute kernels; ``non_compute_ns`` = time busy
+    with copies, fills or communication kernels but no compute kernel; ``idle_ns`` =
+    the rest, so ``compute_ns + non_compute_ns + idle_ns == span_ns``. Columns:
+    ``plane``, ``stream``, ``track_id`` (-1 for the device row), ``span_start_ns``,
+    ``span_ns``, ``compute_ns``, ``non_compute_ns``, ``idle_ns``, ``busy_ns``,
+    ``activities`` (count inside the span), ``compute_pct``, ``non_compute_pct``,
+    ``idle_pct``.
+    """
+    v = device_view(trace)
+    t0, t1 = v.span
+    span = t1 - t0
+    out = []
+    for plane, track, sel in _groups(trace):
+        bs, be = clip_union(v.start[sel], v.end[sel], t0, t1)
+        comp = sel & (v.cls == COMPUTE)
+        cs, ce = clip_union(v.start[comp], v.end[comp], t0, t1)
+        busy = int((be - bs).sum())
+        compute = int((ce - cs).sum())
+        inside = int(((v.end[sel] > t0) & (v.start[sel] < t1)).sum())
+        out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS,
+                    track, t0, span, compute, busy - compute, span - busy, busy, inside))
+    df = pd.DataFrame(out, columns=["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns",
+                                    "non_compute_ns", "idle_ns", "busy_ns", "activities"])
+    for c in ("compute", "non_compute", "idle"):
+        df[f"{c}_pct"] = 100.0 * df[f"{c}_ns"] / df["span_ns"].where(df["span_ns"] > 0)
+    return df
+
+
+def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS) -> pd.DataFrame:
+    """Idle time per device stream (and device) split by cause.
+
+    Each idle gap inside the analysed span (between busy periods, and before the first)
+    is classified by the activity that ends it: **host-wait** when that activity's launch
+    call started only after the device went idle (the host was late); **kernel-wait**
+    when it was launched before, and the gap is at most ``kernel_wait_max_ns`` (launch
+    latency between back-to-back work); **other** for the rest — longer gaps with work
+    already queued (waits on events, other streams, syncs), activity without a known
+    launch, and the idle tail after the last activity. ``host_wait_ns + kernel_wait_ns +
+    other_ns == idle_ns``, which equals ``temporal_breakdown``'s ``idle_ns``. Columns:
+    ``plane``, ``stream``, ``track_id``, ``idle_ns``, ``host_wait_ns``, ``kernel_wait_ns``,
+    ``other_ns``, ``gaps``, ``host_wait_pct``, ``kernel_wait_pct``, ``other_pct`` (of idle).
+    """
+    v = device_view(trace)
+    ev = trace.events
+    t0, t1 = v.span
+    launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], -1)
+    out = []
+    for plane, track, sel in _groups(trace):
+        idx = np.flatnonzero(sel & (v.end > t0) & (v.start < t1))
+        s = np.clip(v.start[idx], t0, t1)
+        e = np.clip(v.end[idx], t0, t1)
+        order = np.argsort(s, kind="stable")
+        idx, s, e = idx[order], s[order], e[order]
+        host = kern = other = 0
+        gaps = 0
+        if len(idx):
+            reach = np.maximum.accumulate(e)
+            prev_end = np.concatenate([[t0], reach[:-1]])
+            gap = s - prev_end
+            g = np.flatnonzero(gap > 0)
+            gaps = len(g)
+            gl = gap[g]
+            ls = launch_start[idx[g]]
+            known = ls >= 0
+            is_host = known & (ls >= prev_end[g])
+            is_kern = known & ~is_host & (gl <= kernel_wait_max_ns)
+            host = int(gl[is_host].sum())
+            kern = int(gl[is_kern].sum())
+            other = int(gl[~is_host & ~is_kern].sum())
+            tail = t1 - int(reach[-1])
+            if tail > 0:
+                other += tail
+                gaps += 1
+        else:
+            other = t1 - t0
+            gaps = 1 if t1 > t0 else 0
+        idle = host + kern + other
+        out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS, track,
+                    idle, host, kern, other, gaps))
+    df = pd.DataFrame(out, columns=["plane", "stream", "track_id", "idle_ns", "host_wait_ns",
+                                    "kernel_wait_ns", "other_ns", "gaps"])
+    for c in ("host_wait", "kernel_wait", "other"):
+        df[f"{c}_pct"] = 100.0 * df[f"{c}_ns"] / df["idle_ns"].where(df["idle_ns"] > 0)
+    return df
+
+
+def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
+    """Device activity (kernels, copies, fills) grouped by name.
+
+    Columns: ``name``, ``kind`` (compute / communication / memcpy / memset), [``plane``
+    when ``by_device``], ``count``, ``total_ns`` (sum of durations), ``mean_ns``,
+    ``median_ns``, ``min_ns``, ``max_ns``, ``share_pct`` (of the summed duration of all
+    device activity), ``devices`` (planes it ran on). Sorted by ``total_ns``. Summing
+    ``total_ns`` over the compute and communication rows gives the busy kernel time
+    (durations summed, so concurrent streams add up).
+    """
+    v = device_view(trace)
+    ev = trace.events
+    cols = ["name", "kind", *(["plane"] if by_device else []), "count", "total_ns", "mean_ns", "median_ns",
+            "min_ns", "max_ns", "share_pct", "devices"]
+    if not len(v.rows):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    name = ev["name"][v.rows].astype(np.int64)
+    base = (name << 8) | v.cls.astype(np.int64)
+    key = (base << 20) | v.plane.astype(np.int64) if by_device else base
+    dur = ev["dur_ns"][v.rows]
+    g = group_stats(key, dur)
+    k = g["key"]
+    pairs = np.unique(np.stack([base, v.plane.astype(np.int64)], axis=1), axis=0)
+    pb, pc = np.unique(pairs[:, 0], return_counts=True)
+    kb = (k >> 20) if by_device else k
+    total = dur.sum()
+    out = pd.DataFrame({
+        "name": np.asarray(trace.strings, dtype=object)[kb >> 8],
+        "kind": CLASS_NAMES[kb & 0xFF],
+        **({"plane": [trace.planes[int(p)].name for p in (k & 0xFFFFF)]} if by_device else {}),
+        "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"], "median_ns": g["median"],
+        "min_ns": g["min"], "max_ns": g["max"],
+        "share_pct": 100.0 * g["total"] / total if total else np.zeros(len(k)),
+        "devices": pc[np.searchsorted(pb, kb)],
+    })
+    return out[cols].sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def comm_comp_overlap(trace: Trace) -> pd.DataFrame:
+    """How much communication ran while compute ran, per device (inside the analysed span).
+
+    Columns: ``plane``, ``communication_ns`` (time covered by communication kernels),
+    ``compute_ns`` (time covered by compute kernels), ``overlap_ns`` (both at once),
+    ``overlap_pct`` (share of communication time hidden under compute; NaN without
+    communication).
+    """
+    v = device_view(trace)
+    t0, t1 = v.span
+    out = []
+    for plane in np.unique(v.plane):
+        on = v.plane == plane
+        cm = on & (v.cls == COMMUNICATION)
+        cp = on & (v.cls == COMPUTE)
+        a_s, a_e = clip_union(v.start[cm], v.end[cm], t0, t1)
+        b_s, b_e = clip_union(v.start[cp], v.end[cp], t0, t1)
+        comm = int((a_e - a_s).sum())
+        ov = intersect_len(a_s, a_e, b_s, b_e)
+        out.append((trace.planes[int(plane)].name, comm, int((b_e - b_s).sum()), ov))
+    df = pd.DataFrame(out, columns=["plane", "communication_ns", "compute_ns", "overlap_ns"])
+    df["overlap_pct"] = 100.0 * df["overlap_ns"] / df["communication_ns"].where(df["communication_ns"] > 0)
+    return df
+
+
+def busy_segments(trace: Trace, plane: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Union of device activity (one device, or all) as disjoint sorted segments."""
+    from ..derive.intervals import union
+
+    v = device_view(trace)
+    sel = np.ones(len(v.rows), bool) if plane is None else v.plane == plane
+    return union(v.start[sel], v.end[sel])
+
+
+def busy_within(trace: Trace, a: np.ndarray, b: np.ndarray, plane: int | None = None) -> np.ndarray:
+    """Device busy time inside each window [a, b)."""
+    s, e = busy_segments(trace, plane)
+    return covered(s, e, a, b)

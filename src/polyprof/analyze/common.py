@@ -1,0 +1,95 @@
+"""What the device analyses share: the analysed span and activity classes.
+
+**Analysed span.** With steps (see ``derive/steps.py``) the span runs from the first
+step's host start to the later of the last step's host end and the end of the last
+device activity launched inside a step — so the device work of the last step counts.
+Without steps it is the whole trace: first start to last end over every event on
+host and device tracks (derived lines excluded). The same span is used for every
+device and stream, so their idle times compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..derive import cache
+from ..trace.categories import Kind, is_collective_name
+from ..trace.core import Trace
+
+COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
+CLASS_NAMES = np.array(["compute", "communication", "memcpy", "memset"], dtype=object)
+
+
+@dataclass
+class DeviceView:
+    """Device activity rows with their plane, track, class, times and launch."""
+
+    rows: np.ndarray
+    plane: np.ndarray
+    track: np.ndarray
+    cls: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    launch: np.ndarray  # launch row or -1
+    span: tuple[int, int]
+
+
+def activity_class(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """compute / communication / memcpy / memset code for each device activity row."""
+    k = trace.kinds[rows]
+    out = np.full(len(rows), COMPUTE, np.int8)
+    out[k == Kind.MEMCPY] = MEMCPY
+    out[k == Kind.MEMSET] = MEMSET
+    out[k == Kind.COLLECTIVE] = COMMUNICATION
+    ker = np.flatnonzero(k == Kind.KERNEL)
+    if len(ker):
+        ids = trace.events["name"][rows[ker]]
+        uniq, inv = np.unique(ids, return_inverse=True)
+        coll = np.fromiter((is_collective_name(trace.strings[i]) for i in uniq), bool, len(uniq))
+        out[ker[coll[inv]]] = COMMUNICATION
+    return out
+
+
+def analysed_span(trace: Trace) -> tuple[int, int]:
+    """(t0, t1) of the analysed span; see the module doc."""
+    return cache.memo(trace, "analysed_span", _span)
+
+
+def _span(trace: Trace) -> tuple[int, int]:
+    ev = trace.events
+    steps = cache.steps(trace)
+    if len(steps):
+        t0, t1 = int(steps.start.min()), int(steps.end.max())
+        corr = cache.correlation(trace)
+        has = corr.launch >= 0
+        if has.any():
+            ls = ev["start_ns"][corr.launch[has]]
+            inside = steps.of(ls) >= 0
+            d = corr.device_rows[has][inside]
+            if len(d):
+                t1 = max(t1, int((ev["start_ns"][d] + ev["dur_ns"][d]).max()))
+        return t0, t1
+    if not trace.n_events:
+        return 0, 0
+    derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
+    keep = ~derived[ev["track"]]
+    if not keep.any():
+        return trace.span_ns
+    return int(ev["start_ns"][keep].min()), int((ev["start_ns"] + ev["dur_ns"])[keep].max())
+
+
+def device_view(trace: Trace) -> DeviceView:
+    return cache.memo(trace, "device_view", _view)
+
+
+def _view(trace: Trace) -> DeviceView:
+    corr = cache.correlation(trace)
+    ev = trace.events
+    rows = corr.device_rows
+    tr = ev["track"][rows]
+    st = ev["start_ns"][rows]
+    return DeviceView(rows, trace.track_plane[tr] if len(rows) else np.zeros(0, np.int32), tr,
+                      activity_class(trace, rows), st, st + ev["dur_ns"][rows], corr.launch,
+                      analysed_span(trace))

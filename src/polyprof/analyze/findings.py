@@ -1,0 +1,273 @@
+"""Rule-based findings: what limits this run, the numbers that show it, what to try.
+
+Each rule reads the analysis tables and fires only past a threshold (module
+constants, so they are easy to see and tune). A finding carries its evidence: the
+figures the rule used and the events that matter most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ..trace.core import Trace
+
+IDLE_PCT = 30.0  # device idle share of the span that counts as "mostly waiting"
+HOST_WAIT_SHARE = 50.0  # share of idle that is host-wait for "host-bound"
+INPUT_SHARE = 10.0  # input pipeline share of the span for "input-bound"
+SHORT_KERNEL_NS = 10_000  # kernels shorter than this are "short"
+SHORT_KERNEL_SHARE = 50.0  # share of kernels that are short, for "launch-bound"
+MIN_KERNELS = 100
+LAUNCH_IDLE_PCT = 10.0  # a device this busy is not held back by launches
+COPY_SHARE = 20.0  # copies as a share of busy device time, for "copy-bound"
+SYNC_SHARE = 5.0  # host time in synchronising calls, share of the span
+STEP_GAP_SHARE = 10.0  # device idle between steps, share of step time
+EXPOSED_COMM_SHARE = 10.0  # non-overlapped communication, share of the span
+
+SYNC_MARKERS = ("synchronize", "clfinish", "clwaitforevents", "eventsynchronize",
+                "hipdevicesynchronize", "block_until_ready")
+INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "iterator::", "prefetch")
+
+
+@dataclass
+class Finding:
+    id: str  # host_bound, input_bound, launch_bound, copy_bound, sync_stalls, idle_between_steps, ...
+    title: str
+    severity: str  # "high" | "medium" | "low"
+    plane: str
+    evidence: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    suggestion: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _records(df: pd.DataFrame, cols: list[str], n: int = 5) -> list[dict[str, Any]]:
+    out = []
+    for r in df.head(n)[cols].itertuples(index=False):
+        out.append({c: (v.item() if hasattr(v, "item") else v) for c, v in zip(cols, r)})
+    return out
+
+
+def _sev(x: float, high: float) -> str:
+    return "high" if x >= high else "medium"
+
+
+def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None) -> list[Finding]:
+    """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses)."""
+    from . import (comm_comp_overlap, event_stats, idle_time_breakdown, kernel_breakdown, launch_stats,
+                   op_stats, section_stats, step_stats, temporal_breakdown)
+
+    tables = dict(tables or {})
+    fns: dict[str, Callable[[Trace], pd.DataFrame]] = {
+        "temporal_breakdown": temporal_breakdown, "idle_time_breakdown": idle_time_breakdown,
+        "kernel_breakdown": kernel_breakdown, "op_stats": op_stats, "step_stats": step_stats,
+        "comm_comp_overlap": comm_comp_overlap, "section_stats": section_stats, "event_stats": event_stats,
+        "launch_stats": launch_stats}
+
+    def t(name: str) -> pd.DataFrame:
+        if name not in tables:
+            tables[name] = fns[name](trace)
+        return tables[name]
+
+    out: list[Finding] = []
+    for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, _idle_between_steps,
+                 _exposed_comm):
+        out.extend(rule(trace, t))
+    order = {"high": 0, "medium": 1, "low": 2}
+    return sorted(out, key=lambda f: order.get(f.severity, 3))
+
+
+def _device_rows(t) -> pd.DataFrame:
+    tb = t("temporal_breakdown")
+    return tb[tb["track_id"] == -1]
+
+
+def _host_bound(trace: Trace, t) -> list[Finding]:
+    out = []
+    idle = t("idle_time_breakdown")
+    for _, r in _device_rows(t).iterrows():
+        if not r["span_ns"] or r["idle_pct"] < IDLE_PCT:
+            continue
+        ir = idle[(idle["plane"] == r["plane"]) & (idle["track_id"] == -1)]
+        if not len(ir):
+            continue
+        hw = float(ir["host_wait_pct"].iloc[0] or 0)
+        if hw < HOST_WAIT_SHARE:
+            continue
+        ops = t("op_stats").sort_values("self_ns", ascending=False)
+        out.append(Finding(
+            "host_bound", f"{r['plane']} idle {r['idle_pct']:.0f}% of the time, mostly waiting for the host",
+            _sev(r["idle_pct"], 50), r["plane"],
+            {"idle_pct": round(float(r["idle_pct"]), 2), "idle_ns": int(r["idle_ns"]),
+             "host_wait_ns": int(ir["host_wait_ns"].iloc[0]), "host_wait_pct_of_idle": round(hw, 2),
+             "span_ns": int(r["span_ns"])},
+            _records(ops, ["name", "count", "self_ns"]) if len(ops) else [],
+            "The device finishes work before the host issues more. Cut host time per step: "
+            "move data loading/augmentation to DataLoader workers (num_workers, pin_memory, prefetch), "
+            "reduce Python overhead (torch.compile, CUDA graphs), or give the device more work per launch "
+            "(larger batch)."))
+    return out
+
+
+def _input_bound(trace: Trace, t) -> list[Finding]:
+    ev = t("event_stats")
+    if not len(ev):
+        return []
+    low = ev["name"].str.lower()
+    sel = ev[low.apply(lambda s: any(m in s for m in INPUT_MARKERS))]
+    if not len(sel):
+        return []
+    from .common import analysed_span
+
+    t0, t1 = analysed_span(trace)
+    span = max(t1 - t0, 1)
+    # nested input events would double count: take the largest one as the lower bound
+    top = float(sel["total_ns"].max())
+    share = 100.0 * top / span
+    if share < INPUT_SHARE:
+        return []
+    return [Finding("input_bound", f"input pipeline takes {share:.0f}% of the analysed span",
+                    _sev(share, 30), "/host:CPU", {"input_ns": int(top), "span_ns": int(span),
+                                                   "share_pct": round(share, 2)},
+                    _records(sel, ["name", "count", "total_ns"]),
+                    "Load and preprocess the next batch while the current one runs: DataLoader with "
+                    "num_workers > 0, persistent_workers, pin_memory and prefetch_factor; for JAX/TF use "
+                    "prefetching input pipelines; cache decoded data.")]
+
+
+def _launch_bound(trace: Trace, t) -> list[Finding]:
+    kb = t("kernel_breakdown")
+    if not len(kb):
+        return []
+    k = kb[kb["kind"].isin(["compute", "communication"])]
+    n = int(k["count"].sum())
+    if n < MIN_KERNELS:
+        return []
+    from .common import device_view
+
+    v = device_view(trace)
+    ker = np.isin(v.cls, [0, 1])
+    durs = (v.end - v.start)[ker]
+    short = float(100.0 * (durs < SHORT_KERNEL_NS).mean())
+    median = float(np.median(durs))
+    ls = t("launch_stats")
+    ls = ls[ls["kind"].isin(["compute", "communication"])]
+    if not len(ls):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
+        return []
+    cpu_median = float(ls["cpu_duration_ns"].median())
+    dev = _device_rows(t)
+    idle = float(dev["idle_pct"].max()) if len(dev) else 0.0
+    if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < median):
+        return []
+    shorts = k[k["mean_ns"] < SHORT_KERNEL_NS].sort_values("count", ascending=False)
+    return [Finding(
+        "launch_bound", f"{short:.0f}% of {n} kernels run under {SHORT_KERNEL_NS // 1000} µs "
+                        f"(median {median / 1000:.1f} µs, launch call {cpu_median / 1000:.1f} µs), device idle "
+                        f"{idle:.0f}%",
+        _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": median,
+                              "median_launch_cpu_ns": cpu_median, "device_idle_pct": round(idle, 2)},
+        _records(shorts, ["name", "count", "mean_ns", "total_ns"]),
+        "Launch overhead rivals the work itself. Fuse small ops (torch.compile, jax.jit, fused "
+        "optimizers such as foreach/fused Adam), capture the step in a CUDA graph, or batch more work per "
+        "kernel.")]
+
+
+def _copy_bound(trace: Trace, t) -> list[Finding]:
+    kb = t("kernel_breakdown")
+    if not len(kb):
+        return []
+    copies = kb[kb["kind"].isin(["memcpy", "memset"])]
+    total = float(kb["total_ns"].sum())
+    cp = float(copies["total_ns"].sum())
+    share = 100.0 * cp / total if total else 0.0
+    if share < COPY_SHARE:
+        return []
+    return [Finding("copy_bound", f"copies and fills are {share:.0f}% of device activity time",
+                    _sev(share, 40), "", {"copy_ns": int(cp), "device_activity_ns": int(total),
+                                          "share_pct": round(share, 2)},
+                    _records(copies, ["name", "count", "total_ns", "mean_ns"]),
+                    "Move less data between host and device: keep tensors on the device, batch small "
+                    "transfers, use pinned host memory with non_blocking copies so they overlap compute, "
+                    "and avoid per-step .cpu()/.item().")]
+
+
+def _sync_stalls(trace: Trace, t) -> list[Finding]:
+    ev = t("event_stats")
+    if not len(ev):
+        return []
+    low = ev["name"].str.lower()
+    is_sync = low.apply(lambda s: any(m in s for m in SYNC_MARKERS)) | ev["category"].str.lower().isin(
+        ["cuda_sync", "sync"])
+    # cudaMemcpy without Async (and hipMemcpy) blocks the host too
+    is_sync |= low.str.fullmatch(r"(cuda|hip)memcpy(2d|3d)?")
+    sel = ev[is_sync]
+    if not len(sel):
+        return []
+    from .common import analysed_span
+
+    t0, t1 = analysed_span(trace)
+    span = max(t1 - t0, 1)
+    total = float(sel["total_ns"].sum())
+    share = 100.0 * total / span
+    if share < SYNC_SHARE:
+        return []
+    return [Finding("sync_stalls", f"the host spends {share:.0f}% of the span waiting in synchronising calls",
+                    _sev(share, 20), "/host:CPU", {"sync_ns": int(total), "span_ns": int(span),
+                                                   "share_pct": round(share, 2), "calls": int(sel["count"].sum())},
+                    _records(sel, ["category", "name", "count", "total_ns"]),
+                    "Each sync stops the host from queueing work ahead. Remove per-step .item(), .cpu(), "
+                    "print(tensor) and explicit synchronize() from the loop; log every N steps; use "
+                    "non_blocking copies and events instead of device-wide syncs.")]
+
+
+def _idle_between_steps(trace: Trace, t) -> list[Finding]:
+    ss = t("step_stats")
+    if len(ss) < 2:
+        return []
+    out = []
+    for plane, g in ss[ss["plane"] != ""].groupby("plane", sort=False):
+        g = g[g["device_start_ns"] >= 0].sort_values("step")
+        if len(g) < 2:
+            continue
+        gaps = g["device_start_ns"].to_numpy()[1:] - g["device_end_ns"].to_numpy()[:-1]
+        gaps = np.maximum(gaps, 0)
+        steps_ns = float(g["host_ns"].sum())
+        share = 100.0 * gaps.sum() / steps_ns if steps_ns else 0.0
+        if share < STEP_GAP_SHARE:
+            continue
+        worst = np.argsort(gaps)[::-1][:5]
+        ev = [{"after_step": int(g["step"].iloc[i]), "gap_ns": int(gaps[i])} for i in worst]
+        out.append(Finding("idle_between_steps", f"{plane} sits idle {share:.0f}% of step time between steps",
+                           _sev(share, 25), str(plane),
+                           {"gap_total_ns": int(gaps.sum()), "gap_mean_ns": float(gaps.mean()),
+                            "steps": int(len(g)), "share_pct": round(float(share), 2)}, ev,
+                           "Work between steps (data loading, logging, checkpointing, optimizer host code, "
+                           "a sync at the end of the step) leaves the device without work. Prefetch the next "
+                           "batch, log asynchronously, and avoid a sync at step boundaries."))
+    return out
+
+
+def _exposed_comm(trace: Trace, t) -> list[Finding]:
+    ov = t("comm_comp_overlap")
+    tb = _device_rows(t)
+    out = []
+    for _, r in ov.iterrows():
+        span = tb.loc[tb["plane"] == r["plane"], "span_ns"]
+        span = float(span.iloc[0]) if len(span) else 0.0
+        exposed = float(r["communication_ns"] - r["overlap_ns"])
+        if not span or 100.0 * exposed / span < EXPOSED_COMM_SHARE:
+            continue
+        share = 100.0 * exposed / span
+        out.append(Finding("exposed_communication",
+                           f"{r['plane']}: {share:.0f}% of the span is communication not hidden by compute",
+                           _sev(share, 30), r["plane"],
+                           {"communication_ns": int(r["communication_ns"]), "overlap_ns": int(r["overlap_ns"]),
+                            "overlap_pct": float(r["overlap_pct"]), "span_ns": int(span)}, [],
+                           "Overlap collectives with compute: DDP bucketing (bucket_cap_mb), FSDP prefetch, "
+                           "communication on its own stream; check for stragglers among ranks."))
+    return out

@@ -1,0 +1,85 @@
+"""Framework ops and the launches they made."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..derive import cache
+from ..derive.intervals import child_time
+from ..derive.projection import LaunchIndex
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from .common import CLASS_NAMES, activity_class
+from .grouping import group_reduce, group_stats
+
+
+def op_stats(trace: Trace) -> pd.DataFrame:
+    """One row per framework op name (events of kind CPU_OP, e.g. ``aten::linear``).
+
+    Columns: ``name``, ``count``, ``total_ns`` (host time including nested ops),
+    ``self_ns`` (host time minus the direct child ops), ``mean_ns``, ``max_ns``,
+    ``device_ns`` (duration of all device activity launched inside the op, nested
+    ops included), ``self_device_ns`` (device activity whose launch links to this op
+    itself, by external id or as the innermost op), ``launches`` (device activities
+    launched inside the op). Sorted by ``total_ns``.
+    """
+    cols = ["name", "count", "total_ns", "self_ns", "mean_ns", "max_ns", "device_ns", "self_device_ns", "launches"]
+    ev = trace.events
+    ops = trace.rows_of_kind(Kind.CPU_OP)
+    if not len(ops):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in cols})
+    st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], cache.threads(trace)[ev["track"][ops]]
+    self_ns = du - child_time(tr, st, st + du)
+    corr = cache.correlation(trace)
+    proj = LaunchIndex(trace, corr).project(tr, st, st + du)
+    direct = np.zeros(len(ops), np.int64)
+    has = corr.op >= 0
+    if has.any():
+        pos = np.searchsorted(ops, corr.op[has])
+        np.add.at(direct, pos, ev["dur_ns"][corr.device_rows[has]])
+    g = group_stats(ev["name"][ops], du)
+    o, st_ = g["order"], g["starts"]
+    out = pd.DataFrame({
+        "name": np.asarray(trace.strings, dtype=object)[g["key"]], "count": g["count"], "total_ns": g["total"],
+        "self_ns": group_reduce(o, st_, np.maximum(self_ns, 0), np.add), "mean_ns": g["mean"], "max_ns": g["max"],
+        "device_ns": group_reduce(o, st_, proj.busy_ns, np.add),
+        "self_device_ns": group_reduce(o, st_, direct, np.add),
+        "launches": group_reduce(o, st_, proj.count, np.add)})
+    return out[cols].sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def launch_stats(trace: Trace) -> pd.DataFrame:
+    """One row per device activity matched to the host call that launched it.
+
+    Columns: ``launch_row``, ``device_row`` (event rows), ``launch_name`` (e.g.
+    ``cudaLaunchKernel``), ``name`` (the device activity), ``kind``, ``plane``,
+    ``stream``, ``step`` (-1 outside steps), ``method`` (correlation_id / flow /
+    in_order), ``launch_start_ns``, ``cpu_duration_ns`` (the launch call),
+    ``device_start_ns``, ``device_duration_ns``, ``launch_delay_ns`` (device start minus
+    launch call start: how long after the host asked the work began), ``queue_delay_ns``
+    (device start minus launch call end). Sorted by launch start.
+    """
+    from ..derive.correlate import METHOD_NAMES
+
+    corr = cache.correlation(trace)
+    steps = cache.steps(trace)
+    ev = trace.events
+    has = np.flatnonzero(corr.launch >= 0)
+    l, d = corr.launch[has], corr.device_rows[has]
+    ls, ld = ev["start_ns"][l], ev["dur_ns"][l]
+    ds, dd = ev["start_ns"][d], ev["dur_ns"][d]
+    step_idx = steps.of(ls)
+    tnames = np.array([t.name for t in trace.tracks], object)
+    pnames = np.array([p.name for p in trace.planes], object)
+    df = pd.DataFrame({
+        "launch_row": l, "device_row": d, "launch_name": trace.names(l), "name": trace.names(d),
+        "kind": CLASS_NAMES[activity_class(trace, d)],
+        "plane": pnames[trace.track_plane[ev["track"][d]]] if len(d) else np.zeros(0, object),
+        "stream": tnames[ev["track"][d]],
+        "step": np.where(step_idx >= 0, steps.number[np.maximum(step_idx, 0)] if len(steps) else -1, -1),
+        "method": np.array([METHOD_NAMES[m] for m in range(4)], object)[corr.method[has]],
+        "launch_start_ns": ls, "cpu_duration_ns": ld, "device_start_ns": ds, "device_duration_ns": dd,
+        "launch_delay_ns": ds - ls, "queue_delay_ns": ds - (ls + ld),
+    })
+    return df.sort_values("launch_start_ns", kind="stable").reset_index(drop=True)

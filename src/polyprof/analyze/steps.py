@@ -1,0 +1,58 @@
+"""Per-step, per-device times."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..derive import cache
+from ..derive.intervals import clip_union
+from ..trace.core import Trace
+from .common import COMPUTE, device_view
+
+COLUMNS = ["step", "plane", "host_start_ns", "host_end_ns", "host_ns", "device_start_ns", "device_end_ns",
+           "busy_ns", "compute_ns", "non_compute_ns", "idle_ns", "activities", "launch_count",
+           "launch_mean_ns", "launch_max_ns"]
+
+
+def step_stats(trace: Trace) -> pd.DataFrame:
+    """One row per (step, device); one row per step with plane "" when there is no device.
+
+    Columns: ``step`` (number), ``plane``, ``host_start_ns`` / ``host_end_ns`` /
+    ``host_ns`` (the step on the host); ``device_start_ns`` / ``device_end_ns`` (first
+    start and last end of the device activity launched in the step; -1 if none);
+    ``busy_ns``, ``compute_ns``, ``non_compute_ns``, ``idle_ns`` (device time inside the
+    host step window, as in ``temporal_breakdown``; they add up to ``host_ns``);
+    ``activities`` (device activities launched in the step); ``launch_count``,
+    ``launch_mean_ns``, ``launch_max_ns`` (distinct launch calls of those activities and
+    their CPU durations).
+    """
+    steps = cache.steps(trace)
+    if not len(steps):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "plane" else np.int64) for c in COLUMNS})
+    v = device_view(trace)
+    ev = trace.events
+    lstart = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)
+    of = steps.of(lstart)
+    out = []
+    planes = np.unique(v.plane)
+    for i in range(len(steps)):
+        a, b = int(steps.start[i]), int(steps.end[i])
+        if not len(planes):
+            out.append((int(steps.number[i]), "", a, b, b - a, -1, -1, 0, 0, 0, b - a, 0, 0, 0.0, 0))
+            continue
+        for plane in planes:
+            on = v.plane == plane
+            bs, be = clip_union(v.start[on], v.end[on], a, b)
+            comp = on & (v.cls == COMPUTE)
+            cs, ce = clip_union(v.start[comp], v.end[comp], a, b)
+            busy, compute = int((be - bs).sum()), int((ce - cs).sum())
+            mine = on & (of == i)
+            ds = int(v.start[mine].min()) if mine.any() else -1
+            de = int(v.end[mine].max()) if mine.any() else -1
+            lr = np.unique(v.launch[mine & (v.launch >= 0)])
+            ld = ev["dur_ns"][lr]
+            out.append((int(steps.number[i]), trace.planes[int(plane)].name, a, b, b - a, ds, de, busy, compute,
+                        busy - compute, (b - a) - busy, int(mine.sum()), len(lr),
+                        float(ld.mean()) if len(ld) else 0.0, int(ld.max()) if len(ld) else 0))
+    return pd.DataFrame(out, columns=COLUMNS)

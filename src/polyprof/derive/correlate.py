@@ -1,0 +1,218 @@
+"""Host <-> device correlation: which host call launched each device activity, and
+which framework op made that call.
+
+Three ways to link a device activity to its launch, tried in order: a shared
+correlation id, a flow event from the launch, and (for queues that give neither)
+matching in order on the queue. Framework ops link to launches by external id, or
+else by enclosing the launch in time on its thread. Whatever stays unmatched is
+counted in :attr:`Correlation.counts`; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..trace import keys
+from ..trace.categories import DEVICE_ACTIVITY, Kind
+from ..trace.core import Trace
+from . import cache
+from .intervals import innermost
+
+log = logging.getLogger("polyprof")
+
+UNMATCHED, BY_ID, BY_FLOW, IN_ORDER = 0, 1, 2, 3
+METHOD_NAMES = {UNMATCHED: "unmatched", BY_ID: "correlation_id", BY_FLOW: "flow", IN_ORDER: "in_order"}
+
+#: Host API names (lower case substrings) that enqueue device work: a call like this
+#: with no device activity is reported as an unmatched launch.
+LAUNCH_MARKERS = ("launch", "memcpy", "memset", "enqueue", "runfunction", "graphlaunch")
+
+
+@dataclass
+class Correlation:
+    """Links for every device activity row (arrays aligned with ``device_rows``)."""
+
+    device_rows: np.ndarray  # event rows of device activity, ascending
+    launch: np.ndarray  # launching host call row per device row, -1 if unmatched
+    method: np.ndarray  # int8: UNMATCHED, BY_ID, BY_FLOW, IN_ORDER
+    op: np.ndarray  # framework op row (Kind.CPU_OP) per device row, -1 if none
+    launch_rows: np.ndarray  # every host API call that looks like a launch
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def matched(self) -> np.ndarray:
+        return self.launch >= 0
+
+
+def device_activity_rows(trace: Trace) -> np.ndarray:
+    """Rows of device activity (kernels, copies, fills, collectives) on device planes."""
+    rows = trace.rows_of_kind(*DEVICE_ACTIVITY)
+    if not len(rows):
+        return rows
+    host = np.array([p.kind == "host" for p in trace.planes], bool)
+    derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
+    tr = trace.events["track"][rows]
+    keep = ~host[trace.track_plane[tr]] & ~derived[tr]
+    return rows[keep]
+
+
+def _int_stat(trace: Trace, key: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mask, int64 values) of a numeric stat for ``rows``; strings are parsed when possible."""
+    col = trace.stats.get(key)
+    if col is None or not len(rows):
+        return np.zeros(len(rows), bool), np.zeros(0, np.int64)
+    mask, vals = col.lookup(rows)
+    if col.kind in "iuf":
+        return mask, vals.astype(np.int64)
+    out = np.zeros(len(vals), np.int64)
+    ok = np.zeros(len(vals), bool)
+    for i, v in enumerate(vals):
+        try:
+            out[i] = int(v)
+            ok[i] = True
+        except (TypeError, ValueError):
+            pass
+    full = mask.copy()
+    full[np.flatnonzero(mask)[~ok]] = False
+    return full, out[ok]
+
+
+def _by_id(src_rows: np.ndarray, src_ids: np.ndarray, dst_ids: np.ndarray) -> np.ndarray:
+    """For each dst id, the src row with that id (first by row when repeated), or -1."""
+    if not len(src_rows) or not len(dst_ids):
+        return np.full(len(dst_ids), -1, np.int64)
+    order = np.lexsort((src_rows, src_ids))
+    ids, rows = src_ids[order], src_rows[order]
+    first = np.ones(len(ids), bool)
+    first[1:] = ids[1:] != ids[:-1]
+    ids, rows = ids[first], rows[first]
+    pos = np.minimum(np.searchsorted(ids, dst_ids), len(ids) - 1)
+    return np.where(ids[pos] == dst_ids, rows[pos], -1)
+
+
+def correlate(trace: Trace) -> Correlation:
+    """Link device activity to launches, and launches to framework ops (see module doc)."""
+    ev = trace.events
+    dev = device_activity_rows(trace)
+    n = len(dev)
+    launch = np.full(n, -1, np.int64)
+    method = np.zeros(n, np.int8)
+    runtime = trace.rows_of_kind(Kind.RUNTIME)
+    rt_host = runtime[np.array([p.kind == "host" for p in trace.planes], bool)[
+        trace.track_plane[ev["track"][runtime]]]] if len(runtime) else runtime
+
+    # 1. correlation id
+    rmask, rids = _int_stat(trace, keys.CORRELATION_ID, rt_host)
+    dmask, dids = _int_stat(trace, keys.CORRELATION_ID, dev)
+    if dmask.any():
+        hit = _by_id(rt_host[rmask], rids, dids)
+        at = np.flatnonzero(dmask)
+        launch[at] = hit
+        method[at[hit >= 0]] = BY_ID
+
+    # 2. flows from a host call to a device activity
+    fl = trace.flows
+    if len(fl["src"]) and (launch < 0).any():
+        src, dst = fl["src"], fl["dst"]
+        is_host_src = np.isin(src, rt_host)
+        pos = np.minimum(np.searchsorted(dev, dst), max(n - 1, 0))
+        to_dev = (dev[pos] == dst) & is_host_src if n else np.zeros(len(dst), bool)
+        pos, src = pos[to_dev], src[to_dev]
+        free = launch[pos] < 0
+        launch[pos[free]] = src[free]
+        method[pos[free]] = BY_FLOW
+
+    # 3. in order on queues that gave no id: device rows keyed by queue, launches by queue stat
+    if (launch < 0).any():
+        _in_order(trace, dev, launch, method, rt_host)
+
+    # framework op of each launch: external id, else the innermost cpu_op around the call
+    ops = trace.rows_of_kind(Kind.CPU_OP)
+    op = np.full(n, -1, np.int64)
+    has = launch >= 0
+    if len(ops):
+        omask, oids = _int_stat(trace, keys.EXTERNAL_ID, ops)
+        lrows = launch[has]
+        lmask, lids = _int_stat(trace, keys.EXTERNAL_ID, lrows)
+        lop = np.full(len(lrows), -1, np.int64)
+        if lmask.any() and omask.any():
+            lop[lmask] = _by_id(ops[omask], oids, lids)
+        need = lop < 0
+        if need.any():
+            ends = ev["start_ns"][ops] + ev["dur_ns"][ops]
+            th = cache.threads(trace)
+            hit = innermost(th[ev["track"][ops]], ev["start_ns"][ops], ends,
+                            th[ev["track"][lrows[need]]], ev["start_ns"][lrows[need]])
+            lop[need] = np.where(hit >= 0, ops[np.maximum(hit, 0)], -1)
+        op[has] = lop
+        # device rows without a launch but with an external id still name their op
+        rest = np.flatnonzero(~has)
+        if len(rest) and omask.any():
+            dm, dv = _int_stat(trace, keys.EXTERNAL_ID, dev[rest])
+            if dm.any():
+                op[rest[dm]] = _by_id(ops[omask], oids, dv)
+
+    ids, inv = np.unique(ev["name"][rt_host], return_inverse=True)
+    looks = np.fromiter((any(m in trace.strings[i].lower() for m in LAUNCH_MARKERS) for i in ids), bool, len(ids))
+    launch_rows = rt_host[looks[inv]] if len(rt_host) else rt_host
+    used = np.unique(launch[launch >= 0])
+    counts = {
+        "device_activities": int(n),
+        "matched_by_correlation_id": int((method == BY_ID).sum()),
+        "matched_by_flow": int((method == BY_FLOW).sum()),
+        "matched_in_order": int((method == IN_ORDER).sum()),
+        "unmatched_device_activities": int((launch < 0).sum()),
+        "launch_calls": int(len(launch_rows)),
+        "launch_calls_without_device_activity": int(len(np.setdiff1d(launch_rows, used))),
+        "device_activities_with_framework_op": int((op >= 0).sum()),
+    }
+    if counts["unmatched_device_activities"]:
+        log.info("correlation: %d of %d device activities have no launch", counts["unmatched_device_activities"], n)
+    return Correlation(dev, launch, method, op, launch_rows, counts)
+
+
+def _queue_labels(trace: Trace, rows: np.ndarray, use_track: bool) -> np.ndarray:
+    """A queue label per row: the ``queue`` stat, else (device side) the track name."""
+    labels = np.full(len(rows), None, object)
+    col = trace.stats.get(keys.QUEUE)
+    if col is not None and len(rows):
+        m, v = col.lookup(rows)
+        labels[m] = [str(x) for x in v]
+    if use_track:
+        miss = np.flatnonzero(labels == None)  # noqa: E711 - elementwise
+        tnames = np.array([t.name for t in trace.tracks], object)
+        labels[miss] = tnames[trace.events["track"][rows[miss]]]
+    return labels
+
+
+def _in_order(trace: Trace, dev: np.ndarray, launch: np.ndarray, method: np.ndarray,
+              rt_host: np.ndarray) -> None:
+    """Match the k-th unmatched activity of a queue to the k-th unmatched launch naming
+    that queue, never pairing an activity with a launch that started after it."""
+    col = trace.stats.get(keys.QUEUE)
+    if col is None or not len(rt_host):
+        return
+    taken = np.isin(rt_host, launch[launch >= 0])
+    cand = rt_host[~taken]
+    lq = _queue_labels(trace, cand, use_track=False)
+    cand, lq = cand[lq != None], lq[lq != None]  # noqa: E711
+    if not len(cand):
+        return
+    free = np.flatnonzero(launch < 0)
+    dq = _queue_labels(trace, dev[free], use_track=True)
+    st = trace.events["start_ns"]
+    for q in np.unique(lq.astype(str)):
+        ls = cand[lq == q]
+        ls = ls[np.argsort(st[ls], kind="stable")]
+        ds = free[dq == q]
+        ds = ds[np.argsort(st[dev[ds]], kind="stable")]
+        k = min(len(ls), len(ds))
+        if not k:
+            continue
+        # extra launches are the last ones (their activity ended after capture stopped)
+        ls, ds = ls[:k], ds[:k]
+        ok = st[ls] <= st[dev[ds]]
+        launch[ds[ok]] = ls[ok]
+        method[ds[ok]] = IN_ORDER

@@ -1,0 +1,228 @@
+"""Vectorised interval primitives the derivations share.
+
+Everything here is sort + searchsorted on NumPy arrays: unions of intervals, the
+innermost enclosing interval of many points per track (an interval stack done one
+nesting depth at a time), and range queries over sorted launches (prefix sums and a
+sparse table), so a derivation is O(n log n) whatever the trace's size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint, sorted segments covering the union of [start, end) intervals."""
+    if not len(starts):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    seg_end = np.maximum.reduceat(e, first)
+    return s[first], seg_end
+
+
+def clip_union(starts: np.ndarray, ends: np.ndarray, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`union` restricted to the window [t0, t1)."""
+    s, e = union(np.clip(starts, t0, t1), np.clip(ends, t0, t1))
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def covered(seg_s: np.ndarray, seg_e: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length of [a, b) covered by the disjoint sorted segments (vectorised over a, b)."""
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    if not len(seg_s):
+        return np.zeros(len(a), np.int64)
+    cum = np.concatenate([[0], np.cumsum(seg_e - seg_s)])
+
+    def upto(t: np.ndarray) -> np.ndarray:  # covered length in (-inf, t)
+        i = np.searchsorted(seg_s, t, side="right")  # segments starting at or before t
+        last = np.maximum(i - 1, 0)
+        partial = np.where(i > 0, np.clip(t - seg_s[last], 0, seg_e[last] - seg_s[last]), 0)
+        return cum[last] * (i > 0) + partial
+
+    return np.maximum(upto(b) - upto(a), 0)
+
+
+def intersect_len(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> int:
+    """Length of the intersection of two unions of disjoint segments."""
+    la = int((a_e - a_s).sum())
+    lb = int((b_e - b_s).sum())
+    u_s, u_e = union(np.concatenate([a_s, b_s]), np.concatenate([a_e, b_e]))
+    return la + lb - int((u_e - u_s).sum())
+
+
+class TimeKeys:
+    """One sortable int64 key per (track, time), track-major.
+
+    Times are offset from the smallest one, which fits any realistic trace (a span of
+    hours, thousands of tracks) in 63 bits; otherwise times are replaced by their rank
+    among all the times given (a sort, still n log n).
+    """
+
+    def __init__(self, times: list[np.ndarray], max_track: int):
+        arrs = [np.asarray(a, np.int64) for a in times if len(a)]
+        lo = min(int(a.min()) for a in arrs) if arrs else 0
+        hi = max(int(a.max()) for a in arrs) if arrs else 0
+        width = hi - lo + 2
+        self.lo = lo
+        if width * (int(max_track) + 2) < 2 ** 62:
+            self.grid = None
+            self.mult = width
+        else:
+            self.grid = np.unique(np.concatenate(arrs))
+            self.mult = len(self.grid) + 1
+
+    def __call__(self, track: np.ndarray, times: np.ndarray) -> np.ndarray:
+        track = np.asarray(track, np.int64)
+        times = np.asarray(times, np.int64)
+        if self.grid is None:
+            return track * self.mult + (times - self.lo)
+        return track * self.mult + np.searchsorted(self.grid, times)
+
+    def first(self, track: np.ndarray) -> np.ndarray:
+        """The smallest key of each track."""
+        return np.asarray(track, np.int64) * self.mult
+
+
+def _max(a: np.ndarray) -> int:
+    return int(a.max()) if len(a) else 0
+
+
+def nesting_depth(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, sorted keys, depth) of non-empty spans: ``order`` sorts them by (track,
+    start, longest first); depth (in that order) counts the spans still open at each
+    start on the same track, 0 for outermost."""
+    c_track = np.asarray(c_track, np.int64)
+    c_start = np.asarray(c_start, np.int64)
+    c_end = np.asarray(c_end, np.int64)
+    nonempty = np.flatnonzero(c_end > c_start)  # an empty span contains nothing
+    order = nonempty[np.lexsort((-(c_end - c_start)[nonempty], c_start[nonempty], c_track[nonempty]))]
+    tr, s, e = c_track[order], c_start[order], c_end[order]
+    if not len(order):
+        return order, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    key = TimeKeys([s, e], _max(tr))
+    ks = key(tr, s)
+    ke = np.sort(key(tr, e))
+    track_lo = key.first(tr)
+    started_before = np.arange(len(ks)) - np.searchsorted(ks, track_lo, side="left")
+    ended = np.searchsorted(ke, ks, side="right") - np.searchsorted(ke, track_lo, side="left")
+    return order, ks, np.maximum(started_before - ended, 0)
+
+
+def innermost(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray,
+              q_track: np.ndarray, q_time: np.ndarray) -> np.ndarray:
+    """For each query point, the index of the innermost container on the same track
+    with ``start <= time < end`` (-1 when none).
+
+    Containers are assumed to nest (as spans on one thread do); nesting depth comes from
+    counting the intervals open at each start, then each depth is one searchsorted.
+    """
+    m = len(q_time)
+    out = np.full(m, -1, np.int64)
+    if not len(c_start) or not m:
+        return out
+    order, _, depth = nesting_depth(c_track, c_start, c_end)
+    if not len(order):
+        return out
+    tr = np.asarray(c_track, np.int64)[order]
+    s = np.asarray(c_start, np.int64)[order]
+    e = np.asarray(c_end, np.int64)[order]
+    q_track = np.asarray(q_track, np.int64)
+    q_time = np.asarray(q_time, np.int64)
+    key = TimeKeys([s, q_time], max(_max(tr), _max(q_track)))
+    ks = key(tr, s)
+    kq = key(q_track, q_time)
+    for d in range(int(depth.max()) + 1):
+        idx = np.flatnonzero(depth == d)
+        if not len(idx):
+            continue
+        p = np.searchsorted(ks[idx], kq, side="right") - 1
+        ok = p >= 0
+        cand = idx[np.maximum(p, 0)]
+        ok &= (tr[cand] == q_track) & (e[cand] > q_time)
+        out[ok] = order[cand[ok]]
+    return out
+
+
+def child_time(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray) -> np.ndarray:
+    """For each span, the summed duration of its direct children (spans one level
+    deeper starting inside it on the same track): duration minus this is self time."""
+    n = len(c_start)
+    out = np.zeros(n, np.int64)
+    order, _, depth = nesting_depth(c_track, c_start, c_end)
+    if not len(order):
+        return out
+    tr = np.asarray(c_track, np.int64)[order]
+    s = np.asarray(c_start, np.int64)[order]
+    e = np.asarray(c_end, np.int64)[order]
+    key = TimeKeys([s, e], _max(tr))
+    ks = key(tr, s)
+    kend = key(tr, e)
+    for d in range(int(depth.max())):
+        par = np.flatnonzero(depth == d)
+        ch = np.flatnonzero(depth == d + 1)
+        if not len(par) or not len(ch):
+            continue
+        cum = np.concatenate([[0], np.cumsum(e[ch] - s[ch])])
+        lo = np.searchsorted(ks[ch], ks[par], side="left")
+        hi = np.searchsorted(ks[ch], kend[par], side="left")
+        out[order[par]] = cum[np.maximum(hi, lo)] - cum[lo]
+    return out
+
+
+class RangeMinMax:
+    """O(1) min / max over any contiguous range of a fixed array (sparse tables)."""
+
+    def __init__(self, mins: np.ndarray, maxs: np.ndarray):
+        self.n = len(mins)
+        self._min = [np.asarray(mins, np.int64)]
+        self._max = [np.asarray(maxs, np.int64)]
+        k = 1
+        while 2 * k <= self.n:
+            pm, px = self._min[-1], self._max[-1]
+            self._min.append(np.minimum(pm[:-k], pm[k:]))
+            self._max.append(np.maximum(px[:-k], px[k:]))
+            k *= 2
+
+    def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(valid, min, max) over [lo, hi); ranges with hi <= lo are not valid."""
+        lo = np.asarray(lo, np.int64)
+        hi = np.asarray(hi, np.int64)
+        valid = hi > lo
+        mn = np.zeros(len(lo), np.int64)
+        mx = np.zeros(len(lo), np.int64)
+        if not valid.any():
+            return valid, mn, mx
+        length = (hi - lo)[valid]
+        level = np.floor(np.log2(length)).astype(np.int64)
+        a = lo[valid]
+        b = hi[valid] - (1 << level)
+        vmn = np.empty(len(a), np.int64)
+        vmx = np.empty(len(a), np.int64)
+        for lv in np.unique(level):
+            sel = level == lv
+            tmn, tmx = self._min[lv], self._max[lv]
+            vmn[sel] = np.minimum(tmn[a[sel]], tmn[b[sel]])
+            vmx[sel] = np.maximum(tmx[a[sel]], tmx[b[sel]])
+        mn[valid] = vmn
+        mx[valid] = vmx
+        return valid, mn, mx
+
+
+def run_starts(*labels: np.ndarray) -> np.ndarray:
+    """Indices where any of the label arrays changes value (run-length boundaries)."""
+    n = len(labels[0])
+    if not n:
+        return np.zeros(0, np.int64)
+    change = np.zeros(n, bool)
+    change[0] = True
+    for lab in labels:
+        change[1:] |= lab[1:] != lab[:-1]
+    return np.flatnonzero(change)

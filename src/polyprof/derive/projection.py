@@ -1,0 +1,119 @@
+"""Section projection: the device time a host span caused.
+
+A device activity belongs to a host span (a section, a framework op, a step) when the
+call that launched it started inside that span on the same thread; the projected
+span runs from the first to the last such device activity (what Nsight calls NVTX
+GPU projection). A device activity belongs to the *innermost* section around its
+launch; a section's projection covers its nested sections' work too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from . import cache
+from .correlate import Correlation
+from .intervals import RangeMinMax, TimeKeys, _max, innermost
+
+
+@dataclass
+class Projection:
+    """Per host span: device activities caused, their summed duration, first start, last end."""
+
+    count: np.ndarray  # int64
+    busy_ns: np.ndarray  # int64, sum of the caused activities' durations
+    first_ns: np.ndarray  # int64, start of the first caused activity (valid where count > 0)
+    last_ns: np.ndarray  # int64, end of the last caused activity
+
+    @property
+    def span_ns(self) -> np.ndarray:
+        return np.where(self.count > 0, self.last_ns - self.first_ns, 0)
+
+
+class LaunchIndex:
+    """Matched (launch, device activity) pairs sorted by (launch thread, launch start),
+    so every host span maps to one contiguous range of them."""
+
+    def __init__(self, trace: Trace, corr: Correlation, plane: int | None = None):
+        ev = trace.events
+        has = corr.launch >= 0
+        lrow, drow = corr.launch[has], corr.device_rows[has]
+        if plane is not None:
+            keep = trace.track_plane[ev["track"][drow]] == plane
+            lrow, drow = lrow[keep], drow[keep]
+        self.trace = trace
+        self.l_track = cache.threads(trace)[ev["track"][lrow]]
+        self.l_start = ev["start_ns"][lrow]
+        order = np.lexsort((self.l_start, self.l_track))
+        self.l_track, self.l_start = self.l_track[order], self.l_start[order]
+        self.launch_rows, self.device_rows = lrow[order], drow[order]
+        self.d_start = ev["start_ns"][self.device_rows]
+        self.d_dur = ev["dur_ns"][self.device_rows]
+        self.d_end = self.d_start + self.d_dur
+        self._cum = np.concatenate([[0], np.cumsum(self.d_dur)])
+        self._rmq = RangeMinMax(self.d_start, self.d_end) if len(order) else None
+
+    def __len__(self) -> int:
+        return len(self.launch_rows)
+
+    def ranges(self, track: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """[lo, hi) of pairs whose launch started in [t0, t1) on ``track``."""
+        track = np.asarray(track, np.int64)
+        if not len(self):
+            z = np.zeros(len(track), np.int64)
+            return z, z
+        t0 = np.asarray(t0, np.int64)
+        t1 = np.asarray(t1, np.int64)
+        key = TimeKeys([self.l_start, t0, t1], max(_max(self.l_track), _max(track)))
+        kl = key(self.l_track, self.l_start)
+        lo = np.searchsorted(kl, key(track, t0), side="left")
+        hi = np.searchsorted(kl, key(track, t1), side="left")
+        return lo, np.maximum(hi, lo)
+
+    def project(self, track: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> Projection:
+        lo, hi = self.ranges(track, t0, t1)
+        count = hi - lo
+        if self._rmq is None:
+            z = np.zeros(len(lo), np.int64)
+            return Projection(count, z, z.copy(), z.copy())
+        busy = self._cum[hi] - self._cum[lo]
+        _, first, last = self._rmq.query(lo, hi)
+        return Projection(count, busy, first, last)
+
+
+def project_rows(trace: Trace, corr: Correlation, rows: np.ndarray, plane: int | None = None) -> Projection:
+    """Projection of the host spans ``rows`` (onto one device plane, or all devices)."""
+    ev = trace.events
+    idx = LaunchIndex(trace, corr, plane)
+    st = ev["start_ns"][rows]
+    return idx.project(cache.threads(trace)[ev["track"][rows]], st, st + ev["dur_ns"][rows])
+
+
+def section_rows(trace: Trace) -> np.ndarray:
+    """Host sections: annotations (user_annotation, polyprof sections) that are not steps."""
+    rows = trace.rows_of_kind(Kind.ANNOTATION)
+    if not len(rows):
+        return rows
+    host = np.array([p.kind == "host" for p in trace.planes], bool)
+    rows = rows[host[trace.track_plane[trace.events["track"][rows]]]]
+    return np.setdiff1d(rows, cache.steps(trace).rows, assume_unique=False)
+
+
+def innermost_section(trace: Trace, corr: Correlation) -> np.ndarray:
+    """The innermost section around each device activity's launch (row, or -1)."""
+    ev = trace.events
+    secs = section_rows(trace)
+    out = np.full(len(corr.device_rows), -1, np.int64)
+    has = np.flatnonzero(corr.launch >= 0)
+    if not len(secs) or not len(has):
+        return out
+    lrow = corr.launch[has]
+    th = cache.threads(trace)
+    hit = innermost(th[ev["track"][secs]], ev["start_ns"][secs], ev["start_ns"][secs] + ev["dur_ns"][secs],
+                    th[ev["track"][lrow]], ev["start_ns"][lrow])
+    out[has] = np.where(hit >= 0, secs[np.maximum(hit, 0)], -1)
+    return out

@@ -1,0 +1,133 @@
+"""The HTML report: one self-contained file (inline CSS, JS and data; works offline).
+
+Python computes everything (tables, findings, a binned timeline per device stream and
+host thread); ``template.html`` holds the page and a small script that draws the
+timeline on a canvas and the charts as inline SVG from the embedded JSON.
+"""
+
+from __future__ import annotations
+
+import html
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from ..analyze.common import COMPUTE, device_view
+from ..derive import cache
+from ..derive.intervals import covered, union
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from .tables import Report, build
+
+BINS = 600  # timeline resolution
+MAX_HOST_ROWS = 8
+TOP = 20
+
+
+def _bins(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> list[float]:
+    """Busy fraction of each bin, rounded for a compact page."""
+    us, ue = union(s, e)
+    cov = covered(us, ue, edges[:-1], edges[1:])
+    return np.round(cov / np.maximum(np.diff(edges), 1), 3).tolist()
+
+
+def timeline(report: Report) -> dict[str, Any]:
+    """Per device stream (compute / other busy fractions) and busiest host threads, binned."""
+    trace = report.trace
+    t0 = int(report.overview["analysed_span_start_ns"])
+    t1 = t0 + int(report.overview["analysed_span_ns"])
+    if t1 <= t0:
+        t0, t1 = trace.span_ns
+    edges = np.linspace(t0, max(t1, t0 + 1), BINS + 1).astype(np.int64)
+    v = device_view(trace)
+    rows = []
+    for plane in np.unique(v.plane):
+        on = v.plane == plane
+        for track in np.unique(v.track[on]):
+            sel = on & (v.track == track)
+            comp = sel & (v.cls == COMPUTE)
+            rows.append({"group": trace.planes[int(plane)].name, "label": trace.tracks[int(track)].name,
+                         "compute": _bins(v.start[comp], v.end[comp], edges),
+                         "other": _bins(v.start[sel & ~comp], v.end[sel & ~comp], edges)})
+    ev = trace.events
+    host = [p.id for p in trace.planes if p.kind == "host"]
+    if trace.n_events and host:
+        tr = ev["track"]
+        on_host = np.isin(trace.track_plane[tr], host) & (ev["dur_ns"] > 0) & (trace.kinds != Kind.OTHER)
+        thread = np.array([t.kind not in ("derived", "steps") for t in trace.tracks], bool)
+        on_host &= thread[tr]
+        idx = np.flatnonzero(on_host)
+        busy = []
+        for track in np.unique(tr[idx]):
+            r = idx[tr[idx] == track]
+            s, e = union(ev["start_ns"][r], ev["start_ns"][r] + ev["dur_ns"][r])
+            busy.append((int(covered(s, e, [t0], [t1])[0]), int(track), r))
+        for _, track, r in sorted(busy, reverse=True)[:MAX_HOST_ROWS]:
+            t = trace.tracks[track]
+            rows.append({"group": trace.planes[t.plane].name, "label": t.name,
+                         "compute": _bins(ev["start_ns"][r], ev["start_ns"][r] + ev["dur_ns"][r], edges),
+                         "other": [0.0] * BINS})
+    steps = cache.steps(trace)
+    step_marks = [[int(a - t0), int(b - t0), int(n)] for a, b, n in zip(steps.start, steps.end, steps.number)]
+    return {"t0": t0, "duration_ns": int(t1 - t0), "bins": BINS, "rows": rows, "steps": step_marks[:500]}
+
+
+def _records(df: pd.DataFrame, cols: list[str], n: int | None = TOP) -> dict[str, Any]:
+    d = df[[c for c in cols if c in df.columns]]
+    if n is not None:
+        d = d.head(n)
+    d = d.astype(object).where(pd.notna(d), None)
+    return {"columns": list(d.columns), "rows": d.values.tolist(), "total": len(df)}
+
+
+def page_data(report: Report) -> dict[str, Any]:
+    T = report.tables
+    tb = T["temporal_breakdown"]
+    return {
+        "title": _title(report.trace),
+        "overview": report.overview,
+        "findings": [f.to_dict() for f in report.findings],
+        "timeline": timeline(report),
+        "temporal": _records(tb, ["plane", "stream", "span_ns", "compute_ns", "non_compute_ns", "idle_ns",
+                                  "compute_pct", "non_compute_pct", "idle_pct", "activities"], None),
+        "idle": _records(T["idle_time_breakdown"], ["plane", "stream", "idle_ns", "host_wait_ns", "kernel_wait_ns",
+                                                    "other_ns", "gaps"], None),
+        "overlap": _records(T["comm_comp_overlap"], ["plane", "communication_ns", "compute_ns", "overlap_ns",
+                                                     "overlap_pct"], None),
+        "kernels": _records(T["kernel_breakdown"], ["name", "kind", "count", "total_ns", "mean_ns", "min_ns",
+                                                    "max_ns", "share_pct"]),
+        "ops": _records(T["op_stats"], ["name", "count", "total_ns", "self_ns", "mean_ns", "device_ns", "launches"]),
+        "sections": _records(T["section_stats"], ["name", "count", "total_ns", "mean_ns", "median_ns", "p99_ns",
+                                                  "min_ns", "max_ns", "device_ns", "projected_ns", "device_util_pct",
+                                                  "mem_delta_bytes"]),
+        "steps": _records(T["step_stats"], ["step", "plane", "host_ns", "busy_ns", "compute_ns", "non_compute_ns",
+                                            "idle_ns", "launch_count", "launch_mean_ns", "launch_max_ns"], 400),
+        "events": _records(T["event_stats"], ["category", "name", "count", "total_ns", "mean_ns", "max_ns"]),
+    }
+
+
+def _title(trace: Trace) -> str:
+    src = trace.metadata.get("title") or trace.metadata.get("source") or ""
+    if isinstance(src, dict):
+        src = src.get("path") or src.get("file") or ""
+    return Path(str(src)).name if src else "polyprof report"
+
+
+def render(report: Report) -> str:
+    template = resources.files("polyprof.report").joinpath("template.html").read_text(encoding="utf-8")
+    data = orjson.dumps(page_data(report), default=lambda o: o.item() if hasattr(o, "item") else str(o),
+                        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+    data = data.replace("</", "<\\/")  # the JSON sits inside a <script> element
+    title = html.escape(_title(report.trace))
+    return template.replace("__TITLE__", title).replace("__DATA__", data)
+
+
+def write(trace: Trace, path: str | Path, report: Report | None = None) -> Path:
+    """Write the report for ``trace`` to ``path``."""
+    path = Path(path)
+    path.write_text(render(report or build(trace)), encoding="utf-8")
+    return path

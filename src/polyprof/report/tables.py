@@ -1,0 +1,78 @@
+"""Every analysis table and the findings of one trace, computed once for all reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import analyze
+from ..analyze.common import analysed_span
+from ..analyze.findings import Finding
+from ..derive import cache
+from ..trace.core import Trace
+
+#: table name -> analysis function, in report order
+ANALYSES = {
+    "temporal_breakdown": analyze.temporal_breakdown,
+    "idle_time_breakdown": analyze.idle_time_breakdown,
+    "comm_comp_overlap": analyze.comm_comp_overlap,
+    "kernel_breakdown": analyze.kernel_breakdown,
+    "op_stats": analyze.op_stats,
+    "section_stats": analyze.section_stats,
+    "step_stats": analyze.step_stats,
+    "launch_stats": analyze.launch_stats,
+    "event_stats": analyze.event_stats,
+}
+
+
+@dataclass
+class Report:
+    trace: Trace
+    tables: dict[str, pd.DataFrame]
+    findings: list[Finding]
+    overview: dict[str, Any] = field(default_factory=dict)
+
+
+def build(trace: Trace) -> Report:
+    tables = {name: fn(trace) for name, fn in ANALYSES.items()}
+    found = analyze.findings(trace, tables)
+    corr = cache.correlation(trace)
+    steps = cache.steps(trace)
+    t0, t1 = analysed_span(trace)
+    s0, s1 = trace.span_ns
+    overview = {
+        "events": trace.n_events, "planes": [p.name for p in trace.planes], "tracks": len(trace.tracks),
+        "trace_span_ns": s1 - s0, "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
+        "steps": len(steps), "step_source": steps.source,
+        "correlation": dict(corr.counts),
+        "plugin_errors": list(trace.metadata.get("plugin_errors", [])),
+    }
+    return Report(trace, tables, found, overview)
+
+
+def _plain(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, bytes):
+        return o.decode("utf-8", "replace")
+    return str(o)
+
+
+def to_json(report: Report, max_rows: int | None = None) -> bytes:
+    """Every table (records) and finding as JSON; NaN becomes null."""
+    import orjson
+
+    tables = {}
+    for name, df in report.tables.items():
+        d = df if max_rows is None else df.head(max_rows)
+        d = d.astype(object).where(pd.notna(d), None)
+        tables[name] = {"columns": list(df.columns), "rows": len(df),
+                        "records": d.to_dict(orient="records")}
+    doc = {"overview": report.overview, "findings": [f.to_dict() for f in report.findings], "tables": tables}
+    return orjson.dumps(doc, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2
+                        | orjson.OPT_NON_STR_KEYS)

@@ -1,0 +1,137 @@
+"""The analyses on hand-built traces, checked against numbers worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyprof.analyze as A
+from polyprof.trace import TraceBuilder
+
+from .synth import US, gpu_trace
+
+
+def test_temporal_and_idle_breakdown_by_hand():
+    t = gpu_trace()
+    tb = A.temporal_breakdown(t)
+    dev = tb[tb["track_id"] == -1].iloc[0]
+    # span = the two ProfilerSteps (2 ms); compute = (100 + 10) µs x 2; copies 50 µs x 2
+    assert (dev["span_ns"], dev["compute_ns"], dev["non_compute_ns"]) == (2000 * US, 220 * US, 100 * US)
+    assert dev["idle_ns"] == 2000 * US - 320 * US
+    it = A.idle_time_breakdown(t)
+    row = it[it["track_id"] == -1].iloc[0]
+    # gaps: [0,50) host (gemm launched at 30 >= 0); [150,160) kernel-wait (relu launched at 130);
+    # [170,600) host; [650,1050) host; [1150,1160) kernel; [1170,1600) host; tail [1650,2000) other
+    assert row["host_wait_ns"] == (50 + 430 + 400 + 430) * US
+    assert row["kernel_wait_ns"] == 20 * US
+    assert row["other_ns"] == 350 * US
+    assert row["idle_ns"] == dev["idle_ns"]
+
+
+def test_overlapping_streams_count_once_per_device():
+    b = TraceBuilder()
+    gpu = b.plane("/device:GPU:0", "device")
+    s1 = b.track(gpu, "s1", "stream", tid=1)
+    s2 = b.track(gpu, "s2", "stream", tid=2)
+    b.event(s1, "k", 0, 100, "kernel")
+    b.event(s2, "Memcpy DtoH", 50, 100, "gpu_memcpy")
+    b.event(s2, "ncclKernel_AllReduce", 300, 100, "kernel")
+    b.event(s1, "k", 350, 100, "kernel")
+    t = b.build()
+    tb = A.temporal_breakdown(t).set_index("stream")
+    assert tb.loc["(all streams)", ["span_ns", "compute_ns", "non_compute_ns", "idle_ns"]].tolist() == [450, 200, 100, 150]
+    assert tb.loc["s2", ["compute_ns", "non_compute_ns", "idle_ns"]].tolist() == [0, 200, 250]
+    ov = A.comm_comp_overlap(t).iloc[0]
+    assert (ov["communication_ns"], ov["overlap_ns"], ov["overlap_pct"]) == (100, 50, 50.0)
+    kb = A.kernel_breakdown(t).set_index("name")
+    assert kb.loc["ncclKernel_AllReduce", "kind"] == "communication"
+    assert kb.loc["k", ["count", "total_ns"]].tolist() == [2, 200]
+    assert kb["share_pct"].sum() == pytest.approx(100.0)
+
+
+def test_op_stats_self_and_caused_device_time():
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU"), "main", tid=1)
+    s = b.track(b.plane("/device:GPU:0", "device"), "s", "stream", tid=1)
+    b.event(th, "aten::linear", 0, 100, "cpu_op", external_id=1)
+    b.event(th, "aten::addmm", 10, 60, "cpu_op", external_id=2)
+    b.event(th, "cudaLaunchKernel", 20, 5, "cuda_runtime", correlation_id=1, external_id=2)
+    b.event(s, "gemm", 30, 40, "kernel", correlation_id=1)
+    b.event(th, "cudaLaunchKernel", 80, 5, "cuda_runtime", correlation_id=2, external_id=1)
+    b.event(s, "bias", 90, 7, "kernel", correlation_id=2)
+    ops = A.op_stats(b.build()).set_index("name")
+    assert ops.loc["aten::linear", ["total_ns", "self_ns", "device_ns", "self_device_ns", "launches"]].tolist() == [100, 40, 47, 7, 2]
+    assert ops.loc["aten::addmm", ["total_ns", "self_ns", "device_ns", "self_device_ns", "launches"]].tolist() == [60, 60, 40, 40, 1]
+
+
+def test_launch_stats_rows():
+    ls = A.launch_stats(gpu_trace())
+    assert len(ls) == 6
+    first = ls.iloc[0]
+    assert (first["launch_name"], first["name"], first["step"]) == ("cudaLaunchKernel", "gemm", 1)
+    assert (first["cpu_duration_ns"], first["launch_delay_ns"], first["queue_delay_ns"]) == (10 * US, 20 * US, 10 * US)
+    assert (ls["device_start_ns"] >= ls["launch_start_ns"]).all()
+
+
+def test_section_stats_projection_utilization_and_memory():
+    b = TraceBuilder()
+    host = b.plane("/host:CPU")
+    th = b.track(host, "main", tid=1)
+    s = b.track(b.plane("/device:GPU:0", "device"), "s", "stream", tid=1)
+    for k in range(3):
+        o = k * 1000
+        b.event(th, "Self Attention", o, 500, "section")
+        b.event(th, "cudaLaunchKernel", o + 10, 5, "cuda_runtime", correlation_id=2 * k + 1)
+        b.event(s, "qk", o + 100, 100, "kernel", correlation_id=2 * k + 1)
+        b.event(th, "cudaLaunchKernel", o + 20, 5, "cuda_runtime", correlation_id=2 * k + 2)
+        b.event(s, "softmax", o + 300, 100, "kernel", correlation_id=2 * k + 2)
+    b.counter(host, "process.rss_bytes", np.array([0, 499, 999, 1499, 2600]), np.array([10.0, 15, 20, 22, 40]))
+    sec = A.section_stats(b.build()).set_index("name").loc["Self Attention"]
+    assert (sec["count"], sec["total_ns"], sec["p99_ns"]) == (3, 1500, 500)
+    assert (sec["device_ops"], sec["device_ns"], sec["projected_ns"]) == (6, 600, 900)
+    assert sec["device_util_pct"] == pytest.approx(100 * 600 / 900)
+    # last sample at or before end minus at or before start, per instance:
+    # [0,500): 15-10; [1000,1500): 22-20; [2000,2500): 22-22 (the 2600 sample is after it)
+    assert sec["mem_delta_bytes"] == 7
+
+
+def test_step_stats_and_findings():
+    t = gpu_trace()
+    ss = A.step_stats(t)
+    assert ss["step"].tolist() == [1, 2]
+    r = ss.iloc[0]
+    assert (r["busy_ns"], r["compute_ns"], r["idle_ns"], r["launch_count"]) == (160 * US, 110 * US, 840 * US, 3)
+    assert (r["device_start_ns"], r["device_end_ns"]) == (50 * US, 650 * US)
+    assert (ss["busy_ns"] + ss["idle_ns"] == ss["host_ns"]).all()
+    ids = {f.id for f in A.findings(t)}
+    assert {"host_bound", "copy_bound", "sync_stalls", "idle_between_steps"} <= ids
+    assert "launch_bound" not in ids  # 4 kernels is not "many"
+
+
+def test_launch_bound_finding_on_many_short_kernels():
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU"), "main", tid=1)
+    s = b.track(b.plane("/device:GPU:0", "device"), "s", "stream", tid=1)
+    n = 500
+    st = np.arange(n, dtype=np.int64) * 10 * US
+    b.events(th, np.full(n, "cudaLaunchKernel", object), st, np.full(n, 8 * US), "cuda_runtime",
+             stats={"correlation_id": np.arange(n)})
+    b.events(s, np.full(n, "elementwise", object), st + 9 * US, np.full(n, 2 * US), "kernel",
+             stats={"correlation_id": np.arange(n)})
+    f = {x.id: x for x in A.findings(b.build())}
+    assert "launch_bound" in f
+    assert f["launch_bound"].evidence["kernels"] == n
+    assert f["launch_bound"].events[0]["name"] == "elementwise"
+
+
+def test_empty_and_host_only_traces_give_empty_tables():
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU"), "main", tid=1)
+    b.event(th, "work", 0, 100, "section")
+    t = b.build()
+    for fn in (A.temporal_breakdown, A.idle_time_breakdown, A.kernel_breakdown, A.op_stats, A.launch_stats,
+               A.comm_comp_overlap, A.step_stats):
+        assert len(fn(t)) == 0, fn.__name__
+    assert A.section_stats(t)["name"].tolist() == ["work"]
+    assert A.findings(t) == []
+    assert len(A.temporal_breakdown(TraceBuilder().build())) == 0

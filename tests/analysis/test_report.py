@@ -1,0 +1,121 @@
+"""Terminal summary, --json, SQL and the HTML report (opened in headless Chromium)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from polyprof.cli import main
+from polyprof.report.html import write
+
+from . import browser
+from .synth import gpu_trace
+
+
+@pytest.fixture()
+def synth_file(tmp_path):
+    return gpu_trace().save(tmp_path / "synth.polyprof")
+
+
+def test_summary_terminal_shows_breakdowns_findings_and_unmatched(synth_file, capsys):
+    assert main(["summary", str(synth_file)]) == 0
+    out = capsys.readouterr().out
+    for text in ("Findings", "Device time", "Idle time by cause", "Top device activity", "Sections", "Steps",
+                 "unmatched 0", "host-wait"):
+        assert text in out, text
+
+
+def test_summary_json_has_every_table_and_finding(synth_file, capsys):
+    assert main(["summary", str(synth_file), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["tables"]) >= {"temporal_breakdown", "idle_time_breakdown", "kernel_breakdown", "op_stats",
+                                  "launch_stats", "comm_comp_overlap", "section_stats", "step_stats"}
+    assert doc["overview"]["correlation"]["unmatched_device_activities"] == 0
+    kern = {r["name"]: r for r in doc["tables"]["kernel_breakdown"]["records"]}
+    assert kern["gemm"]["total_ns"] == 200_000
+    assert {f["id"] for f in doc["findings"]} >= {"host_bound", "copy_bound"}
+    assert all(f["suggestion"] and f["evidence"] for f in doc["findings"])
+
+
+def test_sql_over_events(synth_file, capsys):
+    q = ("SELECT name, count(*) AS n, sum(dur_ns) AS total FROM events WHERE category = 'kernel' "
+         "GROUP BY name ORDER BY total DESC")
+    assert main(["sql", str(synth_file), q, "--csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].replace('"', "") == "name,n,total"
+    assert lines[1].replace('"', "") == "gemm,2,200000"
+    assert main(["sql", str(synth_file), "SELECT count(*) FROM events WHERE track = 'Framework Ops'", "--derive",
+                 "--csv"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[1] == "4"
+    assert main(["sql", str(synth_file), "SELEC nonsense"]) == 1
+
+
+def test_report_command_writes_one_offline_file(synth_file, tmp_path):
+    out = tmp_path / "r.html"
+    assert main(["report", str(synth_file), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "<script" in text and "<canvas" in text
+    # self-contained: no external scripts, styles or fetches
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)
+    assert "@import" not in text
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_renders_in_headless_chromium_without_errors(tmp_path):
+    html = write(gpu_trace(), tmp_path / "report.html")
+    dom, log = browser.dump_dom(html)
+    root = re.search(r"<html[^>]*>", dom).group(0)
+    assert 'data-rendered="1"' in root, "the report script did not finish"
+    assert "data-js-errors" not in root, root
+    console = [l for l in log.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    assert not console, console
+    # the charts exist in the DOM with content: SVG bars with nonzero width, tables filled
+    for chart in ("temporal-chart", "idle-chart", "kernels-chart", "steps-chart"):
+        block = dom.split(f'id="{chart}"', 1)[1].split("</section>", 1)[0]
+        widths = [float(w) for w in re.findall(r'<rect[^>]*width="([0-9.]+)"', block)]
+        assert widths and max(widths) > 10, chart
+    assert "aten::linear" in dom.split('id="ops-table"', 1)[1]
+    # and the screenshot shows them: the timeline canvas and the charts paint the data colours
+    png = browser.screenshot(html, tmp_path / "shot.png")
+    w, h, rows = browser.read_png(png)
+    bpp = len(rows[0]) // w
+
+    def count(color, tol=12):
+        n = 0
+        for row in rows:
+            for x in range(0, w * bpp, bpp):
+                if all(abs(row[x + i] - color[i]) <= tol for i in range(3)):
+                    n += 1
+        return n
+
+    # the page at half scale (700 px wide): bars of the data colours cover thousands of pixels
+    compute_blue, copy_orange = (0x3B, 0x73, 0xC4), (0xE8, 0x91, 0x3A)
+    assert count(compute_blue) > 500, "no compute bars painted"
+    assert count(copy_orange) > 200, "no copy bars painted"
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_of_the_v100_trace_renders_without_errors(kineto_files, tmp_path):
+    pytest.importorskip("polyprof.formats.kineto")
+    path = next(p for p in kineto_files if p.name.startswith("v100"))
+    out = tmp_path / "v100.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    dom, log = browser.dump_dom(out)
+    root = re.search(r"<html[^>]*>", dom).group(0)
+    assert 'data-rendered="1"' in root and "data-js-errors" not in root, root
+    assert not [l for l in log.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    # kernel names full of <, >, & arrive as text, not markup
+    assert "Optimizer.step#SGD.step" in dom.split('id="sections-table"', 1)[1]
+    assert "v100_ns_resolution_rank0.json.gz" in dom.split("<title>", 1)[1].split("</title>", 1)[0]
+
+
+def test_export_with_derived_lines(synth_file, tmp_path):
+    import orjson
+
+    out = tmp_path / "t.json"
+    assert main(["export", str(synth_file), "-f", "chrome", "--derive", "-o", str(out)]) == 0
+    doc = orjson.loads(out.read_bytes())["traceEvents"]
+    threads = {e["args"]["name"] for e in doc if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"Steps", "Sections", "Framework Ops", "stream 7"} <= threads
