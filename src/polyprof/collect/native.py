@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import PluginError
 from ..trace.core import Trace
 from .clock import now_ns
+from .clocksync import ClockSync
 from .plugin import Availability, Plugin, SessionContext
 
 log = logging.getLogger("polyprof")
@@ -289,59 +290,27 @@ class NativeHandle:
 
 
 # ------------------------------------------------------------------------ clock sync
-@dataclass
-class SyncPair:
-    """(session before, plugin clock, session after): bounds the offset at one instant."""
-
-    before: int
-    plugin: int
-    after: int
-
-    @property
-    def mid(self) -> int:
-        return (self.before + self.after) // 2
-
-    @property
-    def half_width(self) -> int:
-        return (self.after - self.before) // 2 + 1
-
-
-def sync_pair(read: Callable[[], int], tries: int = 7) -> SyncPair:
-    """The tightest of a few bracketed reads of another clock."""
-    best: SyncPair | None = None
+def take_samples(sync: ClockSync, read: Callable[[], int], tries: int = 8) -> None:
+    """A few bracketed reads of the plugin's clock; the convex-hull fit keeps what binds."""
     for _ in range(tries):
         a = now_ns()
         p = read()
-        b = now_ns()
-        if best is None or b - a < best.after - best.before:
-            best = SyncPair(a, p, b)
-    assert best is not None
-    return best
+        sync.add(a, p, now_ns())
 
 
-def map_clock(trace: Trace, first: SyncPair, last: SyncPair) -> dict[str, Any]:
-    """Move a trace from the plugin's clock onto the session clock, in place.
-
-    The line through the two pairs' midpoints: offset at start, drift from start to
-    stop. The bound is each pair's bracket half-width (a pair's midpoint is within it).
-    """
-    if last.plugin > first.plugin:
-        slope = (last.mid - first.mid) / (last.plugin - first.plugin)
-    else:
-        slope = 1.0
-
-    def to_session(t: np.ndarray) -> np.ndarray:
-        return first.mid + np.rint((t.astype(np.int64) - first.plugin) * slope).astype(np.int64)
-
+def map_clock(trace: Trace, sync: ClockSync) -> dict[str, Any]:
+    """Move a trace from the plugin's clock onto the session clock, in place
+    (collect/clocksync.py: convex-hull offset and drift with an accuracy bound)."""
+    fit = sync.fit()
     ev = trace.events
     if trace.n_events:
-        start = to_session(ev["start_ns"])
-        end = to_session(ev["start_ns"] + ev["dur_ns"])
+        start = fit.to_host(ev["start_ns"])
+        end = fit.to_host(ev["start_ns"] + ev["dur_ns"])
         ev["start_ns"], ev["dur_ns"] = start, np.maximum(end - start, 0)
     if len(trace.counters["ts_ns"]):
-        trace.counters["ts_ns"] = to_session(trace.counters["ts_ns"])
-    return {"method": "two bracketed pairs (start, stop), linear", "offset_ns": first.mid - first.plugin,
-            "drift_ppm": (slope - 1.0) * 1e6, "uncertainty_ns": max(first.half_width, last.half_width)}
+        trace.counters["ts_ns"] = fit.to_host(trace.counters["ts_ns"])
+    return {"method": "bracketed samples at start and stop, convex hull (collect/clocksync.py)",
+            **fit.to_dict(), "uncertainty_ns": fit.bound_ns}
 
 
 # ------------------------------------------------------------------------ XSpace checks
@@ -436,7 +405,7 @@ class NativePlugin(Plugin):
         self.name = self.handle.name  # type: ignore[misc]  # per instance: what the library says
         self.device_kinds = self.handle.device_kinds  # type: ignore[misc]
         self._poisoned = False  # a call overran its limit: never call into the library again
-        self._sync: list[SyncPair] = []
+        self._sync = ClockSync()
         self._start_failed = False
 
     def _limited(self, fn: Callable[[], R], what: str) -> R:
@@ -451,7 +420,8 @@ class NativePlugin(Plugin):
     def _start(self, ctx: SessionContext) -> None:
         opts = {k: v for k, v in self.options.items() if k != "call_timeout_s"}
         if self.handle.clock_domain == CLOCK_OWN:
-            self._sync = [sync_pair(self.handle.clock_now)]
+            self._sync = ClockSync()
+            take_samples(self._sync, self.handle.clock_now)
         self.start_ns = now_ns()
         try:
             self._limited(lambda: self.handle.start(opts), "start")
@@ -463,7 +433,7 @@ class NativePlugin(Plugin):
         self._limited(self.handle.stop, "stop")
         self.stop_ns = now_ns()
         if self.handle.clock_domain == CLOCK_OWN:
-            self._sync.append(sync_pair(self.handle.clock_now))
+            take_samples(self._sync, self.handle.clock_now)
 
     def _collect(self) -> Trace:
         from ..formats.xspace import from_space, parse
@@ -483,8 +453,8 @@ class NativePlugin(Plugin):
         info: dict[str, Any] = {"library": str(self.handle.path), "abi": "%d.%d" % self.handle.abi,
                                 "struct_size": self.handle.struct_size, "bytes": len(data),
                                 "clock": "session" if self.handle.clock_domain == CLOCK_SESSION else "own"}
-        if len(self._sync) == 2:
-            info["clock_sync"] = map_clock(trace, self._sync[0], self._sync[1])
+        if len(self._sync):
+            info["clock_sync"] = map_clock(trace, self._sync)
         xs = trace.metadata.get("xspace", {})
         info["xspace"] = {k: xs[k] for k in ("hostnames", "errors", "warnings") if k in xs}
         # The session's metadata (clock, source...) describes the merged trace, not this part.
