@@ -110,11 +110,11 @@ class Session:
                 raise SessionError("session stopped without a trace")
             return self.trace
         self._stopped = True
-        end = now_ns()
         try:
             for slot in reversed(self._slots):
                 if slot.started and not self._call(slot, "stop", slot.plugin.stop):
                     slot.started = False  # no collect from a plugin that failed to stop
+            end = now_ns()  # after every plugin stopped: their last samples are inside
             parts = []
             for slot in self._slots:
                 if not slot.started:
