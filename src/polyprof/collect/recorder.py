@@ -153,7 +153,7 @@ class section:
     def __exit__(self, et: object, ev: object, tb: object) -> bool:
         app = self._app
         if app is not None:
-            app((self.name, self._t0, _now(), self.stats, _get_ident()))
+            app((self.name, self._t0, _now(), self.stats or None, _get_ident()))
             self._app = None
             rec = _recorder
             if rec is not None and rec.listeners:

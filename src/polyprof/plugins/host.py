@@ -100,9 +100,15 @@ class HostPlugin(Plugin):
             track_ids = np.fromiter((tracks[i] for i in sid), np.int32, len(secs))
             rows = b.events(track_ids, np.asarray(sn, dtype=object), starts,
                             np.fromiter(s1, np.int64, len(secs)) - starts, keys.CAT_SECTION)
+            by_key: dict[str, tuple[list, list]] = {}
             for local, stats in enumerate(sst):
-                for k, v in stats.items():
-                    b.add_stat(k, [rows[local]], [v])
+                if stats:
+                    for k, v in stats.items():
+                        rs, vs = by_key.setdefault(k, ([], []))
+                        rs.append(rows[local])
+                        vs.append(v)
+            for k, (rs, vs) in by_key.items():
+                b.add_stat(k, rs, vs)
         for buf in r.buffers:
             track = tracks[buf.ident]
             m = min(len(buf.mark_names), len(buf.mark_ts))
