@@ -24,7 +24,7 @@ from ..errors import PluginError, PolyprofError
 from ..trace.core import Trace
 from .clock import now_ns, wall_anchor
 from .native import (ERR_BUFFER_TOO_SMALL, OK, NativeCallError, NativeHandle, NativePlugin,
-                     call_with_limit, code_name, import_factory, xspace_problems)
+                     call_with_limit, code_name, is_library_path, resolve_factory, xspace_problems)
 from .plugin import Plugin, SessionContext
 
 log = logging.getLogger("polyprof")
@@ -233,21 +233,12 @@ class _PythonSubject(_Subject):
 
 def _subject(target: str, options: dict[str, Any], limits: Limits) -> _Subject:
     """Turn a target (path.so, module:Factory, installed name) into a subject."""
-    from .registry import discover
-
-    if target.endswith(".so") or ".so." in target or "/" in target:
+    if is_library_path(target):
         return _NativeSubject(target, options, limits)
-    if ":" in target:
-        factory = import_factory(target)
-    else:
-        found = discover()
-        if target not in found:
-            raise ClauseFailed(f"{target!r} is not a .so path, a module:Factory, or an installed plugin "
-                               f"(installed: {', '.join(sorted(found)) or 'none'})")
-        info = found[target]
-        if info.factory is None:
-            raise ClauseFailed(f"plugin {target!r} cannot be loaded: {info.availability.reason}")
-        factory = info.factory
+    try:
+        factory = resolve_factory(target)
+    except PluginError as e:
+        raise ClauseFailed(str(e)) from None
     lib = getattr(factory, "library_path", None)
     if isinstance(factory, type) and issubclass(factory, NativePlugin) and lib:
         return _NativeSubject(lib, options, limits)

@@ -556,24 +556,31 @@ def path_plugins() -> list[Any]:
     return infos
 
 
-def load_target(target: str, **options: Any) -> Plugin:
-    """A plugin object from ``path.so``, ``pkg.module:Factory`` or a registered name."""
+def is_library_path(target: str) -> bool:
+    return target.endswith(".so") or ".so." in target or os.sep in target
+
+
+def resolve_factory(target: str) -> Callable[..., Any]:
+    """The plugin factory named by ``pkg.module:Factory`` or an installed plugin name."""
     from .registry import discover
 
-    if target.endswith(".so") or ".so." in target or os.sep in target:
-        return load_native(target, **options)
     if ":" in target:
-        factory = import_factory(target)
-    else:
-        found = discover()
-        if target not in found:
-            raise PluginError(f"{target!r} is not a .so file, a module:factory, or an installed plugin "
-                              f"({', '.join(sorted(found)) or 'none installed'})")
-        info = found[target]
-        if info.factory is None:
-            raise PluginError(f"plugin {target!r} cannot be loaded: {info.availability.reason}")
-        factory = info.factory
-    plugin = factory(**options)
+        return import_factory(target)
+    found = discover()
+    if target not in found:
+        raise PluginError(f"{target!r} is not a .so file, a module:Factory, or an installed plugin "
+                          f"(installed: {', '.join(sorted(found)) or 'none'})")
+    info = found[target]
+    if info.factory is None:
+        raise PluginError(f"plugin {target!r} cannot be loaded: {info.availability.reason}")
+    return info.factory
+
+
+def load_target(target: str, **options: Any) -> Plugin:
+    """A plugin object from ``path.so``, ``pkg.module:Factory`` or a registered name."""
+    if is_library_path(target):
+        return load_native(target, **options)
+    plugin = resolve_factory(target)(**options)
     if not isinstance(plugin, Plugin):
         raise PluginError(f"{target}: the factory returned {type(plugin).__name__}, not a polyprof Plugin")
     return plugin

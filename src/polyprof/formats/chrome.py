@@ -6,14 +6,13 @@ Times are microseconds from the trace's first event; the absolute origin is kept
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from ..trace.core import Trace
+from .jsonfile import write_json
 
 
 def _pids(trace: Trace) -> list[int]:
@@ -30,7 +29,7 @@ def _tids(trace: Trace) -> list[int]:
     used: set[tuple[int, int]] = set()
     out = []
     for t in trace.tracks:
-        tid = t.tid if (t.plane, t.tid) not in used and t.tid > 0 else 2_000_000 + t.id
+        tid = t.tid if (t.plane, t.tid) not in used and t.tid >= 0 else 2_000_000 + t.id
         used.add((t.plane, tid))
         out.append(tid)
     return out
@@ -96,10 +95,4 @@ def write(trace: Trace, path: str | Path) -> Path:
     doc = {"traceEvents": to_chrome_events(trace), "displayTimeUnit": "ns",
            "otherData": {"origin_ns": trace.span_ns[0], "clock": trace.metadata.get("clock", ""),
                          "producer": "polyprof"}}
-    data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "wb", compresslevel=5) as f:
-            f.write(data)
-    else:
-        path.write_bytes(data)
-    return path
+    return write_json(doc, path)

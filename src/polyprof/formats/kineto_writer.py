@@ -11,7 +11,6 @@ host planes keep their process id; ``ts``/``dur`` are µs relative to
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import orjson
 from ..trace import keys
 from ..trace.categories import Kind, kinds_for_strings
 from ..trace.core import Trace
+from .jsonfile import write_json
 
 #: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).
 _ARG_NAMES = {keys.CORRELATION_ID: "correlation", keys.EXTERNAL_ID: "External id"}
@@ -208,10 +208,4 @@ def _device_properties(trace: Trace) -> list[dict[str, Any]]:
 def write(trace: Trace, path: str | Path) -> Path:
     """Write ``trace`` as Kineto JSON (gzipped when the name ends with ``.gz``)."""
     path = Path(path)
-    data = orjson.dumps(to_kineto(trace), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "wb", compresslevel=5) as f:
-            f.write(data)
-    else:
-        path.write_bytes(data)
-    return path
+    return write_json(to_kineto(trace), path)
