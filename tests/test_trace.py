@@ -115,3 +115,17 @@ def test_load_errors_name_file_and_problem(tmp_path):
     rnd.write_bytes(np.random.default_rng(0).bytes(1000))
     with pytest.raises(polyprof.PolyprofError, match="random.bin"):
         polyprof.load(rnd)
+
+
+def test_parquet_export_is_the_event_table(tmp_path):
+    import duckdb
+
+    from polyprof.formats.parquet import write
+
+    tr = sample_trace()
+    path = write(tr, tmp_path / "t.parquet")
+    rows = duckdb.sql(f"SELECT name, dur_ns, correlation_id FROM '{path}' ORDER BY start_ns").fetchall()
+    assert rows == [("forward", 500, None), ("cudaLaunchKernel", 10, 5), ("gemm", 50, 5), ("relu", 20, 6)]
+    import pyarrow.parquet as pq
+
+    assert b"polyprof" in pq.read_schema(path).metadata

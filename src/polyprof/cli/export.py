@@ -14,6 +14,7 @@ FORMATS = {
     "xspace": "polyprof.formats.xspace:write",  # .xplane.pb (TensorBoard / XProf)
     "tensorboard": "polyprof.formats.xspace:write_logdir",  # -o is a log directory
     "kineto": "polyprof.formats.kineto_writer:write",
+    "parquet": "polyprof.formats.parquet:write",  # the event table, for DuckDB / pandas / polars
 }
 
 
