@@ -10,7 +10,7 @@ import sys
 
 from ..errors import PolyprofError
 
-COMMANDS = ["run", "summary", "export", "plugins", "demo", "plugin", "report", "sql"]
+COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo"]
 
 DESCRIPTION = """\
 polyprof: a vendor-neutral profiler for ML and dataflow programs.
