@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import pandas as pd
+import rich.markup
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -197,3 +198,5 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             console.print(_stats_table("Top events by total time", other, top))
     for err in ov["plugin_errors"]:
         console.print(f"[red]plugin {err['plugin']} failed in {err['phase']}[/]: {err['error']}")
+    for w in ov.get("warnings", []):
+        console.print(f"[yellow]note[/]: {rich.markup.escape(w)}")
