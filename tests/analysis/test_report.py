@@ -173,3 +173,28 @@ def test_terminal_summary_at_80_columns_is_readable():
     panel = panel[:next(i for i, line in enumerate(panel) if line.startswith("╰"))]
     body = [line[2:] for line in panel if not line[2:].startswith("●")]
     assert body and all(line.startswith("  ") for line in body), "\n".join(panel)
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_of_a_cpu_only_trace_has_no_empty_device_panels(tmp_path):
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host", pid=1), "main", "thread", tid=1)
+    for k in range(3):
+        o = k * 1_000_000
+        b.event(th, f"ProfilerStep#{k}", o, 900_000, "user_annotation")
+        b.event(th, "aten::matmul", o + 100_000, 600_000, "cpu_op")
+    html = write(b.build(), tmp_path / "cpu.html")
+    dom, log = browser.dump_dom(html)
+    root = re.search(r"<html[^>]*>", dom).group(0)
+    assert 'data-rendered="1"' in root and "data-js-errors" not in root, root
+    assert not [line for line in log.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    for card in ("temporal-card", "idle-card", "kernels-card", "kernels-table-card", "overlap-card"):
+        assert f'id="{card}"' not in dom, card
+    assert '<div class="muted">No device activity in this trace.</div>' not in dom
+    assert "none in this trace" in dom.split('id="overview"', 1)[1]
+    # the steps chart shows each step's host time, not a device "idle" bar
+    steps = dom.split('id="steps-chart"', 1)[1].split("</section>", 1)[0]
+    assert "#3b73c4" in steps and "#d9dde3" not in steps
+    assert "host time of the step" in steps
