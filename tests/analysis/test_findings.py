@@ -73,3 +73,4 @@ def test_real_traces_no_false_sync_finding_from_the_profilers_own_sync(kineto_fi
         for f in A.findings(polyprof.load(mtia)):
             if f.id == "sync_stalls":
                 assert f.evidence["share_pct"] <= 100
+                assert "thread thread" not in f.title

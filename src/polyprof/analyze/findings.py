@@ -234,7 +234,8 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
     top = top.groupby(["category", "name"], sort=False)["dur"].agg(count="size", total_ns="sum").reset_index()
     top = top.sort_values("total_ns", ascending=False)
     where = "of step time" if len(cache.steps(trace)) else "of the span"
-    return [Finding("sync_stalls", f"thread {worst['thread']} spends {share:.0f}% {where} waiting in "
+    who = str(worst["thread"]) if str(worst["thread"]).startswith("thread") else f"thread {worst['thread']}"
+    return [Finding("sync_stalls", f"{who} spends {share:.0f}% {where} waiting in "
                                    f"synchronising calls",
                     _sev(share, 20), "/host:CPU",
                     {"sync_ns": int(worst["sync_ns"]), "window_ns": int(worst["window_ns"]),
