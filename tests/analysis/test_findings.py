@@ -74,3 +74,32 @@ def test_real_traces_no_false_sync_finding_from_the_profilers_own_sync(kineto_fi
             if f.id == "sync_stalls":
                 assert f.evidence["share_pct"] <= 100
                 assert "thread thread" not in f.title
+
+
+def test_tpu_async_copies_are_copies_and_one_finding_covers_all_devices(traces_dir):
+    """The TPU sample spends most device time in XLA copy-done ops: copy time, not compute;
+    the four devices have the same problem, reported once with the others named."""
+    import polyprof
+
+    tr = polyprof.load(traces_dir / "xspace" / "tpu_inference_2.xplane.pb")
+    kb = A.kernel_breakdown(tr)
+    copy_done = kb[kb["name"].str.startswith("copy-done")]
+    assert len(copy_done) and set(copy_done["kind"]) == {"memcpy"}
+    assert set(kb.loc[kb["name"].str.contains("fusion"), "kind"]) == {"compute"}
+    tb = A.temporal_breakdown(tr)
+    dev = tb[tb["track_id"] == -1]
+    assert (dev["non_compute_pct"] > dev["compute_pct"]).all()
+    found = [f for f in A.findings(tr) if f.id == "copy_bound"]
+    assert len(found) == 1
+    planes = {found[0].plane, *found[0].evidence["also_on"]}
+    assert planes == {f"/device:TPU:{i}" for i in range(4)}
+
+
+def test_mtia_command_processor_events_are_told_apart_by_name(traces_dir):
+    import polyprof
+
+    tr = polyprof.load(traces_dir / "kineto" / "mtia_inference_rank0.json.gz")
+    kind = A.kernel_breakdown(tr).set_index("name")["kind"]
+    assert kind["pe_exe"] == "compute" and kind["merge"] == "compute"
+    assert kind["dma_request"] == "memcpy"
+    assert "event_wait" not in kind.index  # waiting is not device activity

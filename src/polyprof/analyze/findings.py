@@ -80,7 +80,26 @@ def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None) -> lis
                  _exposed_comm):
         out.extend(rule(trace, t))
     order = {"high": 0, "medium": 1, "low": 2}
-    return sorted(out, key=lambda f: order.get(f.severity, 3))
+    return _one_per_rule(sorted(out, key=lambda f: order.get(f.severity, 3)))
+
+
+def _one_per_rule(found: list[Finding]) -> list[Finding]:
+    """Eight devices with the same problem are one finding, not eight: the worst is shown,
+    the others are named in its evidence (``also_on``)."""
+    first: dict[str, Finding] = {}
+    out: list[Finding] = []
+    for f in found:
+        if f.id in first:
+            first[f.id].evidence.setdefault("also_on", []).append(f.plane)
+            continue
+        first[f.id] = f
+        out.append(f)
+    for f in out:
+        more = f.evidence.get("also_on")
+        if more:
+            more.sort()
+            f.title += f" (alike on {len(more)} more)"
+    return out
 
 
 def kernel_breakdown_by_device(trace: Trace) -> pd.DataFrame:
@@ -207,8 +226,9 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
                            _records(copies.sort_values("total_ns", ascending=False),
                                     ["name", "count", "total_ns", "mean_ns"]),
                            "Move less data between host and device: keep tensors on the device, batch small "
-                           "transfers, use pinned host memory with non_blocking copies so they overlap compute, "
-                           "and avoid per-step .cpu()/.item()."))
+                           "transfers, and overlap copies with compute (PyTorch: pinned host memory and "
+                           "non_blocking copies, no per-step .cpu()/.item(); JAX: device_put the next batch "
+                           "ahead of use, donate buffers)."))
     return out
 
 
