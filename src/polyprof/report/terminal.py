@@ -54,6 +54,9 @@ def _stats_table(title: str, df: Any, top: int, first: str = "name") -> Table:
     return t
 
 
+_TEXT_COLUMNS = ("plane", "stream", "kind", "category", "launch_name")
+
+
 def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> Table:
     """A rich table of ``df``: (column, header, formatter[, optional]). Optional columns
     (a priority: higher goes first, then the rightmost) are left out when the table would
@@ -71,14 +74,20 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int
             break
         keep.remove(col)
     t = Table(title=f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else ""), title_justify="left")
-    room = width - 1 - sum(need[c[0]] for c in keep if c[0] != "name") - 3
+    # figures are never cut; when the table is too wide the text columns (names, devices,
+    # calls) give way, each in proportion to its width, down to a few characters
+    text = [c[0] for c in keep if c[0] == "name" or c[0] in _TEXT_COLUMNS]
+    room = width - 1 - sum(need[c[0]] for c in keep if c[0] not in text)
+    text_need = sum(need[c] for c in text) or 1
     for c, head, *_ in keep:
-        if c == "name":
-            t.add_column(head, justify="left", overflow="ellipsis", no_wrap=True, max_width=max(12, min(60, room)),
-                         min_width=12)
+        if c in text:
+            fit = int(room * need[c] / text_need) - 3
+            cap = min(need[c] - 3, 60 if c == "name" else need[c]) if room < text_need else (
+                max(12, min(60, room - 3)) if c == "name" else need[c])
+            t.add_column(head, justify="left", overflow="ellipsis", no_wrap=True,
+                         max_width=max(8, min(cap, fit)) if room < text_need else cap)
         else:
-            t.add_column(head, justify="left" if c in ("plane", "stream", "kind", "category", "launch_name")
-                         else "right", no_wrap=True)
+            t.add_column(head, justify="right", no_wrap=True, min_width=need[c] - 3)
     for i in range(len(rows)):
         t.add_row(*[cells[c][i] for c, *_ in keep])
     return t
@@ -161,14 +170,20 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     if len(sec):
         dev_cols = [("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
                     ("device_util_pct", "util", fmt_pct, True)] if has_device else []
-        console.print(_table("Sections", sec, [
+        table = _table("Sections", sec, [
             ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
             ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols,
-            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W))
-        console.print("[dim]total..p99 = host time" + ("; device = device time its launches caused; projected = "
-                      "first to last device activity caused; util = device busy within the projection"
-                      if has_device else "") + "; Δmem = process RSS change[/]")
+            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W)
+        console.print(table)
+        shown = {str(col.header) for col in table.columns}
+        host = "total..p99" if "p99" in shown else "total..max"
+        notes = [f"{host} = host time"] + [text for col, text in (
+            ("device", "device = device time its launches caused"),
+            ("projected", "projected = first to last device activity caused"),
+            ("util", "util = device busy within the projection"),
+            ("Δmem", "Δmem = process RSS change")) if col in shown]
+        console.print("[dim]" + "; ".join(notes) + "[/]")
     ss = T["step_stats"]
     if len(ss):
         cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
@@ -190,10 +205,19 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
             ("cpu", "CPU mean", fmt_ns), ("dev", "device mean", fmt_ns), ("delay", "delay median", fmt_ns),
             ("p99", "delay p99", fmt_ns, True)], top, W))
-    if not len(kb):
-        other = T["event_stats"]
+    other = T["event_stats"]
+    if len(kb):  # device activity, framework ops and launch calls have their own tables above
+        from ..trace.categories import Kind, kind_of
+
+        shown = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE, Kind.RUNTIME, Kind.CPU_OP,
+                 Kind.ANNOTATION, Kind.STEP, Kind.DEVICE_ANNOTATION, Kind.DERIVED)
+        other = other[[kind_of(str(c)) not in shown for c in other["category"]]]
+    else:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
-        if len(other):
-            console.print(_stats_table("Top events by total time", other, top))
+    if len(other):
+        console.print(_stats_table("Other events by total time" if len(kb) else "Top events by total time",
+                                   other, top))
     for err in ov["plugin_errors"]:
         console.print(f"[red]plugin {err['plugin']} failed in {err['phase']}[/]: {err['error']}")
+    for w in ov.get("warnings", []):
+        console.print(f"[yellow]warning[/]: {w}")
