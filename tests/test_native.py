@@ -368,3 +368,13 @@ def test_plugin_check_cli_exercises_the_opencl_device(tmp_path):
     assert r.returncode == 0 and rep["ok"], rep
     clauses = {c["id"]: c["reason"] for c in rep["clauses"]}
     assert "empty" not in clauses["valid_trace"] and "gave 0 events" not in clauses["lifecycle"], clauses
+
+
+def test_plugins_lists_a_missing_plugin_path_entry(tmp_path):
+    """A mistyped POLYPROF_PLUGIN_PATH entry is shown by `polyprof plugins`, not dropped silently."""
+    missing = tmp_path / "nowhere" / "libvendor.so"
+    r = _polyprof("plugins", cwd=tmp_path, env=_env(POLYPROF_PLUGIN_PATH=str(missing), COLUMNS="250"))
+    assert r.returncode == 0, r.stderr
+    line = next((ln for ln in r.stdout.splitlines() if "libvendor.so" in ln), None)
+    assert line is not None, r.stdout
+    assert " no " in line and "does not exist" in r.stdout, r.stdout
