@@ -192,3 +192,14 @@ def test_summary_on_a_narrow_terminal_never_truncates_numbers():
     for col in ("projected", "util", "Δmem"):
         if f"{col} =" in caption.split("\n\n")[0]:
             assert col in table, (col, out)
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_shows_trace_warnings(tmp_path):
+    t = gpu_trace()
+    t.metadata["warnings"] = ["opencl: 1 OpenCL commands still pending 10 s after stop"]
+    html = write(t, tmp_path / "report.html")
+    dom, _ = browser.dump_dom(html)
+    assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
+    assert "still pending 10 s after stop" in dom.split("</script>")[-1] or \
+        "still pending 10 s after stop" in re.sub(r"<script.*?</script>", "", dom, flags=re.S)
