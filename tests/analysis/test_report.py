@@ -200,3 +200,87 @@ def test_html_report_of_a_cpu_only_trace_has_no_empty_device_panels(tmp_path):
     assert "host time of the step" in steps
     # a chart alone in its row keeps its text size (the SVG scales with its width)
     assert re.search(r"svg\.chart-svg \{[^}]*max-width", html.read_text())
+
+
+def _summary_text(trace, width: int) -> str:
+    import io
+
+    from rich.console import Console
+
+    from polyprof.report.terminal import print_summary
+
+    buf = io.StringIO()
+    print_summary(trace, console=Console(file=buf, width=width, color_system=None))
+    return buf.getvalue()
+
+
+def test_summary_shows_other_plugins_events_next_to_device_tables():
+    """A plugin's own events (e.g. a native plugin's per-thread CPU time) appear in the
+    summary even when the trace also has device activity."""
+    from polyprof.trace import TraceBuilder
+
+    t = gpu_trace()
+    b = TraceBuilder()
+    plane = b.plane("/host:procstat", "host")
+    tr = b.track(plane, "worker", "thread", tid=5)
+    b.event(tr, "worker", 10_000, 300_000, "thread_cpu")
+    from polyprof.trace import merge
+
+    out = _summary_text(merge([t, b.build()]), 160)
+    assert "Top device activity" in out
+    assert "thread_cpu" in out, out
+
+
+def test_summary_shows_trace_warnings():
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder(metadata={"warnings": ["opencl: 1 OpenCL commands still pending 10 s after stop"]})
+    th = b.track(b.plane("/host:CPU", "host"), "main", "thread", tid=1)
+    b.event(th, "s", 0, 1000, "section")
+    out = _summary_text(b.build(), 160)
+    assert "still pending" in out, out
+
+
+def _opencl_like_trace():
+    """Long device and launch-call names, as the OpenCL plugin writes them."""
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host"), "MainThread", "thread", tid=1)
+    q = b.track(b.plane("/device:OpenCL:0", "device"), "Queue 0", "queue", tid=0)
+    t, corr = 0, 1
+    for k in range(6):
+        b.event(th, "a section with a rather long name", t, 900_000, "section")
+        for call, dev, cat in (("clEnqueueNDRangeKernel", "blur_horizontal_kernel", "kernel"),
+                               ("clEnqueueUnmapMemObject", "UnmapMemObject", "opencl_map"),
+                               ("clEnqueueWriteBuffer", "WriteBuffer (HtoD)", "gpu_memcpy")):
+            b.event(th, call, t + 1000, 97_432, "opencl_api", correlation_id=corr)
+            b.event(q, dev, t + 200_000, 1_234_567, cat, correlation_id=corr)
+            t += 2_000_000
+            corr += 1
+    return b.build()
+
+
+def test_summary_on_a_narrow_terminal_never_truncates_numbers():
+    out = _summary_text(_opencl_like_trace(), 80)
+    for line in out.splitlines():
+        assert len(line) <= 80
+    # numeric cells are whole: an ellipsis may shorten names, never a figure
+    assert not re.search(r"\d…", out), out
+    # the sections caption names only the columns the table shows
+    sec = out[out.index("Sections"):]
+    table, caption = sec.split("total..", 1)
+    for col in ("projected", "util", "Δmem"):
+        if f"{col} =" in caption.split("\n\n")[0]:
+            assert col in table, (col, out)
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_shows_trace_warnings(tmp_path):
+    t = gpu_trace()
+    t.metadata["warnings"] = ["opencl: 1 OpenCL commands still pending 10 s after stop"]
+    html = write(t, tmp_path / "report.html")
+    dom, _ = browser.dump_dom(html)
+    assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
+    assert "still pending 10 s after stop" in dom.split("</script>")[-1] or \
+        "still pending 10 s after stop" in re.sub(r"<script.*?</script>", "", dom, flags=re.S)

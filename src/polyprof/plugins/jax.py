@@ -43,6 +43,22 @@ class JaxPlugin(Plugin):
     #: off unless asked for: starting jax.profiler imports jax and costs ~0.1 s
     default = False
 
+    @staticmethod
+    def conformance_workload(seconds: float) -> None:
+        """What `polyprof plugin check jax` runs while the plugin records: a jitted function."""
+        import time
+
+        import jax
+        import jax.numpy as jnp
+
+        f = jax.jit(lambda a: jnp.tanh(a @ a))
+        x = jnp.ones((64, 64))
+        end = time.perf_counter() + seconds
+        while True:
+            x = f(x).block_until_ready()
+            if time.perf_counter() >= end:
+                break
+
     @classmethod
     def availability(cls) -> Availability:
         if importlib.util.find_spec("jax") is None:

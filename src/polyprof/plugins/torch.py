@@ -267,6 +267,20 @@ class TorchPlugin(Plugin):
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
 
+    @staticmethod
+    def conformance_workload(seconds: float) -> None:
+        """What `polyprof plugin check torch` runs while the plugin records: torch ops on the CPU."""
+        import time
+
+        import torch
+
+        x = torch.randn(64, 64)
+        end = time.perf_counter() + seconds
+        while True:
+            x = torch.tanh(x @ x)
+            if time.perf_counter() >= end:
+                break
+
     @classmethod
     def availability(cls) -> Availability:
         try:

@@ -194,14 +194,20 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     if len(sec):
         dev_cols = [("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
                     ("device_util_pct", "util", fmt_pct, True)] if has_device else []
-        console.print(_table("Sections", sec, [
+        table = _table("Sections", sec, [
             ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
             ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols,
-            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W))
-        console.print("[dim]total..p99 = host time" + ("; device = device time its launches caused; projected = "
-                      "first to last device activity caused; util = device busy within the projection"
-                      if has_device else "") + "; Δmem = process RSS change[/]")
+            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W)
+        console.print(table)
+        shown = {str(col.header) for col in table.columns}
+        host = "total..p99" if "p99" in shown else "total..max"
+        notes = [f"{host} = host time"] + [text for col, text in (
+            ("device", "device = device time its launches caused"),
+            ("projected", "projected = first to last device activity caused"),
+            ("util", "util = device busy within the projection"),
+            ("Δmem", "Δmem = process RSS change")) if col in shown]
+        console.print("[dim]" + "; ".join(notes) + "[/]")
     ss = T["step_stats"]
     if len(ss):
         cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
@@ -223,12 +229,19 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
             ("cpu", "CPU mean", fmt_ns), ("dev", "device mean", fmt_ns), ("delay", "delay median", fmt_ns),
             ("p99", "delay p99", fmt_ns, True)], top, W))
-    if not len(kb):
-        other = T["event_stats"]
+    other = T["event_stats"]
+    if len(kb):  # device activity, framework ops and launch calls have their own tables above
+        from ..trace.categories import Kind, kind_of
+
+        shown = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE, Kind.RUNTIME, Kind.CPU_OP,
+                 Kind.ANNOTATION, Kind.STEP, Kind.DEVICE_ANNOTATION, Kind.DERIVED)
+        other = other[[kind_of(str(c)) not in shown for c in other["category"]]]
+    else:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
-        if len(other):
-            console.print(_stats_table("Top events by total time", other, top))
+    if len(other):
+        console.print(_stats_table("Other events by total time" if len(kb) else "Top events by total time",
+                                   other, top))
     for err in ov["plugin_errors"]:
         console.print(f"[red]plugin {err['plugin']} failed in {err['phase']}[/]: {err['error']}")
     for w in ov.get("warnings", []):
-        console.print(f"[yellow]note[/]: {escape(w)}")
+        console.print(f"[yellow]warning[/]: {escape(w)}")
