@@ -34,7 +34,7 @@ for i in range(10):
     polyprof.step()
 t.join()
 with polyprof.section("never finished"):
-    time.sleep(1.0)  # the journal flushes (every 0.2 s here)
+    time.sleep(2.0)  # the journal flushes (every 0.2 s here)
     os.kill(os.getpid(), signal.SIGKILL)
 """
 
