@@ -21,7 +21,7 @@ from ..trace.merge import merge
 from . import journal
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .plugin import SessionContext
-from .registry import resolve
+from .registry import discover, resolve
 
 log = logging.getLogger("polyprof")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,6 +58,7 @@ class Session:
         self._slots: list[_Slot] = []
         self._ctx: SessionContext | None = None
         self._stopped = False
+        self.skipped: dict[str, str] = {}  # default plugins that can't run here -> why
 
     # ---------------------------------------------------------------- lifecycle
     def _make_slots(self) -> list[_Slot]:
@@ -66,6 +67,11 @@ class Session:
         if names is not None and "host" not in names:
             names = ["host", *names]
         slots: list[_Slot] = []
+        if names is None:  # say which default plugins can't run here, and why (not an error)
+            self.skipped = {i.name: f"unavailable: {i.availability.reason}" for i in discover().values()
+                            if i.default and not i.availability.ok}
+            for name, why in self.skipped.items():
+                log.info("plugin %s not used: %s", name, why)
         for info in resolve(names):
             if info.factory is None or not info.availability.ok:
                 self._error(info.name, "load", f"not available: {info.availability.reason}")
@@ -196,7 +202,7 @@ class Session:
             "clock": REFERENCE_CLOCK,
             "session": {"start_ns": ctx.start_ns, "stop_ns": end, **self._info()},
             "wall_anchor": ctx.wall_anchor,
-            "plugins": {s.name: s.status for s in self._slots},
+            "plugins": {**self.skipped, **{s.name: s.status for s in self._slots}},
             "plugin_errors": list(self.errors),
             "warnings": list(ctx.warnings),
         }
