@@ -19,6 +19,7 @@ import time
 from typing import Callable
 
 import polyprof
+from polyprof.collect.recorder import IMPLEMENTATION
 
 
 class NoOp:
@@ -112,8 +113,9 @@ def main() -> None:
     if "torch_record_function_profiling" in res:
         ratios["active_vs_torch_profiling"] = res["polyprof_active"] / res["torch_record_function_profiling"]
     if args.json:
-        print(json.dumps({"ns_per_call": res, "ratios": ratios}, indent=2))
+        print(json.dumps({"implementation": IMPLEMENTATION, "ns_per_call": res, "ratios": ratios}, indent=2))
         return
+    print(f"polyprof.section implementation: {IMPLEMENTATION}\n")
     print(f"{'marker':40s} {'ns / enter+exit':>16s}")
     for k, v in res.items():
         print(f"{k:40s} {v:16.1f}")
