@@ -203,6 +203,35 @@ def test_open_before_session_then_used_by_another_thread(rec):
     assert tid == ident and a <= t0 and left <= t1 <= b  # closed by the other thread's exit
 
 
+def test_nested_opening_after_the_slot_was_freed(rec):
+    """Main's outer opening waits on its stack while another thread holds the object;
+    that thread leaves, main opens it again inside: each exit closes the latest."""
+    s = polyprof.section("nest")
+    held, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with s:
+            held.set()
+            release.wait(5)
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert held.wait(5)
+    a = time.perf_counter_ns()
+    with s:  # the other thread has the object: this opening goes to main's stack
+        release.set()
+        t.join()
+        b = time.perf_counter_ns()
+        with s:  # the object is free again: this one takes it
+            pass
+        c = time.perf_counter_ns()
+    d = time.perf_counter_ns()
+    mine = sorted((x for x in named(rec, "nest") if x[4] == threading.get_ident()), key=lambda x: x[1])
+    assert len(named(rec, "nest")) == 3 and len(mine) == 2
+    (_, o0, o1, _, _), (_, i0, i1, _, _) = mine
+    assert a <= o0 <= b <= i0 <= i1 <= c <= o1 <= d
+
+
 def test_begin_on_one_thread_end_on_another(rec):
     s = polyprof.section("handoff")
     opener: list[int] = []

@@ -254,44 +254,50 @@ record(Section *self, PyObject *list, int64_t t0, int64_t t1, unsigned long tid)
 }
 
 /* Close the latest opening of this thread (loose: else the slot, whoever opened it).
- * Returns 1 if a section was recorded, 0 if nothing was open, -1 on error. */
+ * The latest is the one that started last: an opening pushed on this thread's stack
+ * while another thread held the slot may be older than the slot this thread took
+ * afterwards. Returns 1 if a section was recorded, 0 if nothing was open, -1 on error. */
 static int
 close_section(Section *self, int loose)
 {
     int64_t t1, t0;
     unsigned long tid, otid;
     PyObject *list;
-    int rc;
+    int rc, slot_mine;
     if (self->list == NULL && self->more == NULL)
         return 0;  /* entered with no session: nothing to close */
     t1 = now_ns();
     tid = PyThread_get_thread_ident();
+    slot_mine = self->list != NULL && self->tid == tid;
     if (self->more != NULL && PyDict_GET_SIZE(self->more) > 0) {
         PyObject *key = PyLong_FromUnsignedLong(tid), *stack, *entry;
         Py_ssize_t n;
         if (key == NULL)
             return -1;
+        slot_mine = self->list != NULL && self->tid == tid;  /* re-read: allocation ran */
         stack = PyDict_GetItemWithError(self->more, key);
         if (stack != NULL && (n = PyList_GET_SIZE(stack)) > 0) {
-            entry = Py_NewRef(PyList_GET_ITEM(stack, n - 1));
-            Py_INCREF(stack);
-            rc = PyList_SetSlice(stack, n - 1, n, NULL);
-            if (rc == 0 && PyList_GET_SIZE(stack) == 0)
-                rc = PyDict_DelItem(self->more, key);
-            Py_DECREF(stack);
-            Py_DECREF(key);
-            if (rc == 0) {
-                t0 = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 0));
-                rc = record(self, PyTuple_GET_ITEM(entry, 1), t0, t1, tid);
+            entry = PyList_GET_ITEM(stack, n - 1);
+            t0 = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 0));
+            if (!slot_mine || t0 >= self->t0) {
+                Py_INCREF(entry);
+                Py_INCREF(stack);
+                rc = PyList_SetSlice(stack, n - 1, n, NULL);
+                if (rc == 0 && PyList_GET_SIZE(stack) == 0)
+                    rc = PyDict_DelItem(self->more, key);
+                Py_DECREF(stack);
+                Py_DECREF(key);
+                if (rc == 0)
+                    rc = record(self, PyTuple_GET_ITEM(entry, 1), t0, t1, tid);
+                Py_DECREF(entry);
+                return rc < 0 ? -1 : 1;
             }
-            Py_DECREF(entry);
-            return rc < 0 ? -1 : 1;
         }
         Py_DECREF(key);
         if (PyErr_Occurred())
             return -1;
     }
-    if (self->list == NULL || (self->tid != tid && !loose))
+    if (self->list == NULL || (!slot_mine && !loose))
         return 0;  /* not opened on this thread (e.g. entered before the session began) */
     list = self->list;  /* take the slot before anything that can run other threads */
     self->list = NULL;

@@ -57,7 +57,8 @@ class Recorder:
         self.buffers: list[ThreadBuffer] = []
         self.threads: dict[int, tuple[str, int]] = {}  # ident -> (name, native id)
         self.steps: list[int] = []
-        #: callables(name, is_enter) that mirror sections into other tools (e.g. torch)
+        #: callables(name, is_enter) that mirror sections into other tools (e.g. torch);
+        #: change it in place (append/remove): the compiled section holds this list
         self.listeners: list[Callable[[str, bool], None]] = []
         #: callables(n) told after the n-th polyprof.step() call (e.g. torch's ProfilerStep#n)
         self.step_listeners: list[Callable[[int], None]] = []
@@ -205,7 +206,9 @@ class PySection:
         more = self._more
         if more:
             stack = more.get(tid)
-            if stack:
+            # the latest opening of this thread: its stack's top, unless the slot is
+            # this thread's and started later (taken after the slot was freed)
+            if stack and not (self._app is not None and self._tid == tid and self._t0 > stack[-1][0]):
                 t0, app = stack.pop()
                 if not stack:
                     del more[tid]  # only this thread adds or removes its key
