@@ -98,12 +98,14 @@ class Recorder:
 
 
 _append: Callable[[tuple], None] | None = None  # the active recorder's sections.append
+_listeners: list[Callable[[str, bool], None]] | None = None  # the active recorder's listeners
 
 
 def activate(rec: Recorder | None) -> None:
-    global _recorder, _append
+    global _recorder, _append, _listeners
     _recorder = rec
     _append = rec.sections.append if rec is not None else None
+    _listeners = rec.listeners if rec is not None else None
     if _fast is not None:  # the compiled section reads its own copy of the recorder
         _fast.activate(rec)
 
@@ -159,9 +161,8 @@ class PySection:
     def __enter__(self) -> "PySection":
         app = _append
         if app is not None:
-            rec = _recorder
-            if rec is not None and rec.listeners:
-                rec.notify(self.name, True)
+            if _listeners:
+                self._notify(True)
             tid = _get_ident()
             # No call between the test and the stores, so no other thread runs between
             # them (CPython >= 3.11 switches threads only at calls and backward jumps).
@@ -185,9 +186,8 @@ class PySection:
                 t0 = self._t0
                 self._app = None
                 app((self.name, t0, t1, self.stats or None, tid))
-                rec = _recorder
-                if rec is not None and rec.listeners:
-                    rec.notify(self.name, False)
+                if _listeners:
+                    self._notify(False)
         elif self._more:
             self._close(False)
         return False
@@ -213,7 +213,8 @@ class PySection:
                 if not stack:
                     del more[tid]  # only this thread adds or removes its key
                 app((self.name, t0, t1, self.stats or None, tid))
-                self._notify_exit()
+                if _listeners:
+                    self._notify(False)
                 return
         app = self._app
         if app is None or (self._tid != tid and not loose):
@@ -221,12 +222,13 @@ class PySection:
         t0, otid = self._t0, self._tid
         self._app = None  # take the slot: no call since reading it
         app((self.name, t0, t1, self.stats or None, otid))
-        self._notify_exit()
+        if _listeners:
+            self._notify(False)
 
-    def _notify_exit(self) -> None:
+    def _notify(self, enter: bool) -> None:
         rec = _recorder
-        if rec is not None and rec.listeners:
-            rec.notify(self.name, False)
+        if rec is not None:
+            rec.notify(self.name, enter)
 
     def __call__(self, fn: F) -> F:
         return _decorate(self, fn)
