@@ -165,7 +165,8 @@ class PySection:
                 self._notify(True)
             tid = _get_ident()
             # No call between the test and the stores, so no other thread runs between
-            # them (CPython >= 3.11 switches threads only at calls and backward jumps).
+            # them (CPython >= 3.11 switches threads only at calls and backward jumps; on
+            # 3.10 two threads would have to enter one free object within two bytecodes).
             if self._app is None:
                 self._app = app
                 self._tid = tid
