@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ class JaxPlugin(Plugin):
         keep = self.options.get("keep_logdir")
         self._logdir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="polyprof-jax-"))
         self._owns_dir = not keep
+        if self._owns_dir:  # also removed if this plugin is never collected
+            weakref.finalize(self, shutil.rmtree, self._logdir, True)
         opts = jp.ProfileOptions()
         opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
         opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))

@@ -37,6 +37,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,6 +281,9 @@ class TorchPlugin(Plugin):
     def _start(self, ctx: SessionContext) -> None:
         global _active
         self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
+        # removed at collect; also when a plugin that is never collected (failed stop,
+        # conformance checks) is garbage-collected or the interpreter exits
+        weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
         self._recorder = rec_mod.active_recorder()
         self._snapshot_threads()
         if self.options.get("mirror_sections", True) and self._recorder is not None:
