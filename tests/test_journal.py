@@ -60,7 +60,7 @@ def test_sigkilled_program_leaves_a_loadable_journal(tmp_path):
         polyprof.load(out)
     tr = polyprof.load(partial)
     names = list(tr.names())
-    assert names.count("worker item") == 30 and names.count("main step") == 10
+    assert names.count("worker item") == 30, r.stderr and names.count("main step") == 10
     assert "never finished" not in names  # only completed sections
     assert names.count("tick") == 10
     assert sum(1 for n in names if n.startswith("step ")) == 10

@@ -72,6 +72,9 @@ class JournalWriter:
         self._file.write(MAGIC)
         schema = SCHEMA.with_metadata({b"polyprof": orjson.dumps(header, default=str)})
         self._writer = ipc.new_stream(self._file, schema)
+        # pyarrow writes the stream's schema with its first batch: an empty batch puts the
+        # header on disk now, so a program killed before the first flush leaves a valid file
+        self._writer.write_batch(pa.RecordBatch.from_pylist([], schema=SCHEMA))
         self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0}
         self._buf_pos: dict[int, tuple[int, int]] = {}
         self._threads_seen: dict[int, tuple[str, int]] = {}
