@@ -15,7 +15,9 @@ uint64 picoseconds, so absolute (wall-clock) times are written relative to the f
 event, like JAX does, with a "Task Environment" plane giving the wall-clock start. A
 polyprof category, flows, counters, track kinds and the trace's metadata are written in
 ``polyprof.*`` stats XProf ignores and this reader restores, so polyprof -> XSpace ->
-polyprof keeps them. XProf's own "flow" stats are kept as raw values (not decoded into
+polyprof keeps them. Device planes XProf's tools would skip (any but GPU, TPU and
+CUSTOM) are written as ``/device:CUSTOM:<n>`` under their own name in the layout stat
+(``xprof_names.py``). XProf's own "flow" stats are kept as raw values (not decoded into
 flows).
 """
 
@@ -35,6 +37,7 @@ from ..errors import TraceFormatError
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
+from .xprof_names import written_names  # noqa: F401  (re-exported for callers)
 
 log = logging.getLogger("polyprof")
 
@@ -236,7 +239,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
         is_host = kind == "host"  # decides default categories, as the writer assumed
         kind = layout.get("kind", kind)
         index = int(layout.get("index", index))
-        pid = b.plane(plane.name, kind, vendor=str(layout.get("vendor", "")), index=index,
+        pid = b.plane(str(layout.get("name", plane.name)), kind, vendor=str(layout.get("vendor", "")), index=index,
                       pid=int(plane.id), properties=props)
         track_layout: dict[str, Any] = layout.get("tracks", {})
 
@@ -797,12 +800,13 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
     bounds = np.searchsorted(ev["track"][by_track], np.arange(len(trace.tracks) + 1)) if n else None
     used_plane_ids: set[int] = set()
     c = trace.counters
+    plane_names = written_names(trace.planes)
     for p in trace.planes:
         xp = space.planes.add()
         xid = p.pid if p.pid not in used_plane_ids else 1_000_000 + p.id
         used_plane_ids.add(xid)
         xp.id = xid
-        xp.name = p.name
+        xp.name = plane_names[p.id]
         pw = _PlaneWriter(xp)
         host_plane = p.kind == "host"
         for k, v in p.properties.items():
@@ -812,7 +816,9 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             st.metadata_id = pw.stat_id(k)
             _set_value(st, v, "", pw)
         layout: dict[str, Any] = {}
-        inferred_kind, _, inferred_index = _plane_kind(p.name)
+        if xp.name != p.name:
+            layout["name"] = p.name
+        inferred_kind, _, inferred_index = _plane_kind(xp.name)
         if p.kind != inferred_kind:
             layout["kind"] = p.kind
         if p.vendor:
