@@ -120,7 +120,7 @@ def test_xprof_reads_a_live_opencl_session(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------ (b) Kineto
 @pytest.mark.parametrize("name", ["a100_alexnet_small", "mi250_rocm_minitoy", "cpu_only_rank34",
-                                  "mtia_inference_rank0"])
+                                  "mtia_inference_rank0", "triton_example"])
 def test_xprof_reads_real_kineto_traces(name: str, traces_dir: Path, tmp_path: Path) -> None:
     """Kineto JSON recorded by torch.profiler (CUDA, ROCm, CPU-only) -> polyprof -> XSpace
     -> XProf: every event, at its time (XProf sees times relative to the first event;
@@ -130,7 +130,10 @@ def test_xprof_reads_real_kineto_traces(name: str, traces_dir: Path, tmp_path: P
     res = run_xprof(path, tmp_path)
     origin = trace.span_ns[0]
     got = viewer_events(res)
+    # XProf shows devices it has no name for as CUSTOM, the threads of every host process on /host:CPU
+    homes = xspace.line_homes(trace.planes)
     renamed = {p.name: n for p, n in zip(trace.planes, xspace.written_names(trace.planes))}
+    renamed.update({p.name: trace.planes[homes[p.id]].name for p in trace.planes if homes[p.id] != p.id})
     want = Counter({(renamed[p], t, n, s - origin, d): c for (p, t, n, s, d), c in polyprof_events(trace).items()})
     assert sum(got.values()) == trace.n_events
     assert got == want

@@ -34,3 +34,28 @@ def written_names(planes: Sequence[Plane]) -> list[str]:
             taken.add(name)
         out.append(name)
     return out
+
+
+HOST_PLANE = "/host:CPU"
+
+
+def line_homes(planes: Sequence[Plane]) -> list[int]:
+    """For each plane, the plane whose XPlane holds its lines. XProf reads one host
+    plane, ``/host:CPU``; the threads of other host processes (``/host:CPU:<pid>``, as
+    the Kineto reader names them) go there too, and their own plane stays as an empty
+    placeholder that keeps its name and properties for polyprof's reader."""
+    main = next((p.id for p in planes if p.name == HOST_PLANE), None)
+    return [main if main is not None and p.kind == "host" and p.name.startswith(HOST_PLANE + ":") else p.id
+            for p in planes]
+
+
+def write_order(planes: Sequence[Plane], homes: Sequence[int]) -> list[int]:
+    """Plane ids in the order they are written: as in the trace, except that a
+    placeholder comes before the plane holding its lines (so the reader has it)."""
+    order: list[int] = []
+    for p in planes:
+        if p.id in order:
+            continue
+        order.extend(q.id for q in planes if homes[q.id] == p.id and q.id != p.id and q.id not in order)
+        order.append(p.id)
+    return order

@@ -37,7 +37,7 @@ from ..errors import TraceFormatError
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
-from .xprof_names import written_names  # noqa: F401  (re-exported for callers)
+from .xprof_names import line_homes, write_order, written_names  # noqa: F401  (written_names for callers)
 
 log = logging.getLogger("polyprof")
 
@@ -288,7 +288,8 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if line.duration_ps:
                 tprops["duration_ps"] = int(line.duration_ps)
             tkind = tl.get("kind") or ("thread" if is_host else _LINE_KINDS.get(lname, "stream"))
-            track = b.track(pid, lname, tkind, tid=int(tl.get("tid", line.id)), sort_index=sort,
+            home = b.plane(str(tl["plane"])) if tl.get("plane") else pid  # written on /host:CPU for XProf
+            track = b.track(home, lname, tkind, tid=int(tl.get("tid", line.id)), sort_index=sort,
                             properties=tprops)
             sort += 1
             n = len(line.events)
@@ -801,7 +802,8 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
     used_plane_ids: set[int] = set()
     c = trace.counters
     plane_names = written_names(trace.planes)
-    for p in trace.planes:
+    homes = line_homes(trace.planes)
+    for p in (trace.planes[i] for i in write_order(trace.planes, homes)):
         xp = space.planes.add()
         xid = p.pid if p.pid not in used_plane_ids else 1_000_000 + p.id
         used_plane_ids.add(xid)
@@ -838,7 +840,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
         md_done: set[int] = set()
         sids = pw.stat_ids
         for t in trace.tracks:
-            if t.plane != p.id:
+            if homes[t.plane] != p.id:
                 continue
             xl = xp.lines.add()
             lid = int(t.tid)
@@ -852,6 +854,8 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                 tl["kind"] = t.kind
             if lid != t.tid:
                 tl["tid"] = t.tid
+            if t.plane != p.id:
+                tl["plane"] = trace.planes[t.plane].name  # a placeholder plane's thread
             extra = {k: v for k, v in t.properties.items() if k not in ("display_name", "display_id", "duration_ps")}
             if extra:
                 tl["props"] = extra
