@@ -76,6 +76,8 @@ def test_event_count_devices_rank(path: Path, loaded):
     dist = doc.get("distributedInfo") or {}
     if "rank" in dist:
         assert trace.metadata["rank"] == dist["rank"]
+    else:  # no rank is made up
+        assert trace.metadata.get("rank") is None
     if "world_size" in dist:
         assert trace.metadata["world_size"] == dist["world_size"]
     assert trace.metadata["clock"] == "wall"
@@ -364,14 +366,33 @@ def test_export_cli_kineto(tmp_path: Path):
     assert load_any(out).n_events == kineto.load(src).n_events
 
 
+def test_kineto_writer_keeps_event_phases_and_stream_types(tmp_path: Path, loaded):
+    """What Kineto wrote as a complete event (even of zero length, e.g. a CUDA "Stream Wait
+    Event") is written as one, and an integer stream stays an integer; only the global
+    markers Kineto writes as instants are instants."""
+    for name in ("a100_alexnet_small.json.gz", "triton_example.json.gz", "v100_ns_resolution_rank0.json.gz"):
+        a, doc = loaded[name]
+        out = raw(kineto_writer.write(a, tmp_path / name))
+        def phases(evs):
+            return Counter((e.get("cat") or "", e["name"], e["ph"]) for e in evs if e.get("ph") in ("X", "i", "I"))
+        want = phases(events_of(doc))
+        want = Counter({(c, n, "i" if ph == "I" else ph): k for (c, n, ph), k in want.items()})
+        assert phases(out["traceEvents"]) == want, name
+        def streams(evs):
+            return Counter((e.get("cat"), type(e["args"]["stream"]).__name__) for e in evs
+                           if e.get("ph") == "X" and "stream" in (e.get("args") or {}))
+        assert streams(out["traceEvents"]) == streams(events_of(doc)), name
+
+
 HTA_PYTHON = os.environ.get("POLYPROF_HTA_PYTHON", "/work/venv-hta/bin/python")
 
 
 @pytest.mark.skipif(not Path(HTA_PYTHON).exists(), reason="Holistic Trace Analysis venv not found "
                     "(python -m venv /work/venv-hta && /work/venv-hta/bin/pip install holistictraceanalysis)")
-def test_holistic_trace_analysis_reads_what_we_write(tmp_path: Path, loaded):
+@pytest.mark.parametrize("name", ["mi250_rocm_minitoy.json.gz", "a100_alexnet_small.json.gz",
+                                  "triton_example.json.gz", "cuda_event_sync_multistream.json.gz"])
+def test_holistic_trace_analysis_reads_what_we_write(tmp_path: Path, loaded, name: str):
     """HTA (a real consumer of Kineto traces) sees the same events in our rewrite as in the original."""
-    name = "mi250_rocm_minitoy.json.gz"
     a, _ = loaded[name]
     out = kineto_writer.write(a, tmp_path / "rank0.json.gz")
     code = ("import sys, json, logging; logging.disable(logging.CRITICAL)\n"

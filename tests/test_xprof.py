@@ -98,8 +98,29 @@ def test_xprof_reads_a_live_session(tmp_path: Path) -> None:
     assert n_counters == len(trace.counters["ts_ns"])
 
 
+def test_xprof_reads_a_live_opencl_session(tmp_path: Path) -> None:
+    """A device XProf has no name for (OpenCL) is still in every XProf tool."""
+    pytest.importorskip("polyprof.plugins.opencl", reason="OpenCL plugin not on this branch")
+    demo = pytest.importorskip("polyprof.demo.opencl_pipeline", reason="pyopencl or an OpenCL device missing")
+    with polyprof.profile(["host", "opencl"]) as prof:
+        demo.main(["--frames", "2", "--height", "32", "--width", "32"])
+    trace = prof.trace
+    dev = [p for p in trace.planes if p.name.startswith("/device:OpenCL")]
+    assert dev and any(len(trace.tracks_of(p.id)) for p in dev)
+    path = xspace.write(trace, tmp_path / "opencl.xplane.pb")
+    res = run_xprof(path, tmp_path)
+    got = viewer_events(res)
+    assert sum(got.values()) == trace.n_events
+    # XProf shows the device as /device:CUSTOM:<n>; the events are the same otherwise
+    renamed = {p.name: n for p, n in zip(trace.planes, xspace.written_names(trace.planes))}
+    want = Counter({(renamed[p], t, n, s, d): c for (p, t, n, s, d), c in polyprof_events(trace).items()})
+    assert got == want
+    assert load(path).plane_by_name(dev[0].name) is not None  # and polyprof reads its own name back
+
+
 # ------------------------------------------------------------------------------ (b) Kineto
-@pytest.mark.parametrize("name", ["a100_alexnet_small", "mi250_rocm_minitoy", "cpu_only_rank34"])
+@pytest.mark.parametrize("name", ["a100_alexnet_small", "mi250_rocm_minitoy", "cpu_only_rank34",
+                                  "mtia_inference_rank0", "triton_example"])
 def test_xprof_reads_real_kineto_traces(name: str, traces_dir: Path, tmp_path: Path) -> None:
     """Kineto JSON recorded by torch.profiler (CUDA, ROCm, CPU-only) -> polyprof -> XSpace
     -> XProf: every event, at its time (XProf sees times relative to the first event;
@@ -109,7 +130,11 @@ def test_xprof_reads_real_kineto_traces(name: str, traces_dir: Path, tmp_path: P
     res = run_xprof(path, tmp_path)
     origin = trace.span_ns[0]
     got = viewer_events(res)
-    want = Counter({(p, t, n, s - origin, d): c for (p, t, n, s, d), c in polyprof_events(trace).items()})
+    # XProf shows devices it has no name for as CUSTOM, the threads of every host process on /host:CPU
+    homes = xspace.line_homes(trace.planes)
+    renamed = {p.name: n for p, n in zip(trace.planes, xspace.written_names(trace.planes))}
+    renamed.update({p.name: trace.planes[homes[p.id]].name for p in trace.planes if homes[p.id] != p.id})
+    want = Counter({(renamed[p], t, n, s - origin, d): c for (p, t, n, s, d), c in polyprof_events(trace).items()})
     assert sum(got.values()) == trace.n_events
     assert got == want
 

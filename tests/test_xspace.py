@@ -360,3 +360,23 @@ def test_xprof_flow_stats_become_flows() -> None:
     got = [(names[s], names[d], int(i), trace.strings[c]) for s, d, i, c in
            zip(trace.flows["src"], trace.flows["dst"], trace.flows["id"], trace.flows["category"])]
     assert got == [("launch", "kernel", 77, "xflow:9"), ("kernel", "copy", 77, "xflow:9")]
+
+
+def test_devices_xprof_has_no_name_for_are_written_as_custom_and_read_back() -> None:
+    """XProf's tools read /device:GPU:*, else TPU, else CUSTOM planes only; an OpenCL
+    or MTIA plane is written as /device:CUSTOM:<n> and polyprof restores its name."""
+    b = TraceBuilder()
+    host = b.plane("/host:CPU", "host", pid=7)
+    ocl = b.plane("/device:OpenCL:0", "device", vendor="PoCL", index=0, pid=1)
+    mtia = b.plane("/device:MTIA:17", "device", vendor="Meta", index=17, pid=17)
+    for plane, name in ((host, "main"), (ocl, "Queue 0"), (mtia, "Stream 1")):
+        t = b.track(plane, name, "thread" if plane == host else "stream", tid=1)
+        b.event(t, "work", 1_000, 500, category="kernel")
+    trace = b.build()
+    space = xspace.to_space(trace)
+    assert [p.name for p in space.planes if p.name.startswith("/device:")] == \
+        ["/device:CUSTOM:0", "/device:CUSTOM:17"]
+    back = xspace.from_space(space)
+    assert [(p.name, p.kind, p.vendor, p.index) for p in back.planes] == \
+        [(p.name, p.kind, p.vendor, p.index) for p in trace.planes]
+    assert back.n_events == 3

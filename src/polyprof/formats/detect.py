@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 from typing import Callable
 
@@ -19,15 +20,28 @@ def register(name: str, sniff: Callable[[bytes, Path], bool], loader: str) -> No
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
-    with open(path, "rb") as f:
-        raw = f.read(n)
+    """The first ``n`` bytes (decompressed, after a ``GZ`` mark, for gzip files)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(n)
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot be read ({e.strerror or e})") from None
     if raw[:2] == b"\x1f\x8b":
         try:
             with gzip.open(path, "rb") as g:
                 return b"GZ" + g.read(n)
-        except (OSError, EOFError):
-            return b"GZ"
+        except EOFError:  # shorter than n once decompressed, and cut: the reader says so
+            return b"GZ" + _partial_gunzip(raw)
+        except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
+            raise TraceFormatError(path, f"corrupt gzip data ({e})") from None
     return raw
+
+
+def _partial_gunzip(raw: bytes) -> bytes:
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw)
+    except zlib.error:
+        return b""
 
 
 def detect(path: str | Path) -> str:
@@ -41,10 +55,21 @@ def detect(path: str | Path) -> str:
     if path.is_dir():
         raise TraceFormatError(path, "is a directory, not a trace file")
     head = _head(path)
+    if _is_blank(path, head):
+        raise TraceFormatError(path, "empty file")
     for name, sniff, _ in _FORMATS:
         if sniff(head, path):
             return name
     raise TraceFormatError(path, "unrecognised format (expected .polyprof, Kineto/Chrome JSON, XSpace or a .partial crash journal)")
+
+
+def _is_blank(path: Path, head: bytes, n: int = 4096) -> bool:
+    """The whole file (decompressed) is empty or whitespace."""
+    gz = head.startswith(b"GZ")
+    body = head[2:] if gz else head
+    if body.strip():
+        return False
+    return len(body) < n if gz else path.stat().st_size == len(body)
 
 
 def load(path: str | Path, **options) -> Trace:

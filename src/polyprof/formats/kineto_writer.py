@@ -125,17 +125,19 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
         dur_l = _us(ev["dur_ns"])
         names, cats = trace.names().tolist(), trace.categories().tolist()
         kinds = trace.kinds
-        complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))).tolist()
-        args: list[dict[str, Any] | None] = [None] * n
         on_host = np.array([p.kind != "device" for p in trace.planes], bool)[trace.track_plane][ev["track"]]
+        # Kineto writes every device record as a complete event, even of zero length
+        complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))
+                    | (~on_host & (kinds != Kind.MARK))).tolist()
+        args: list[dict[str, Any] | None] = [None] * n
         for key, col in trace.stats.items():
             name = _ARG_NAMES.get(key, key)
             vals = col.values.tolist() if col.kind in "iuf" else [_arg_value(v) for v in col.values]
             if key == keys.STREAM and col.kind in "iu":
-                # Kineto gives only device activity an integer stream; a runtime call's
-                # stream argument on the host is written as a handle (ROCm: "0x0")
-                host = on_host[col.rows].tolist()
-                vals = [f"0x{v:x}" if h and v >= 0 else v for v, h in zip(vals, host)]
+                # a runtime call's stream argument on the host is a handle (ROCm: "0x0");
+                # device activity and framework ops (Triton's cpu_op) have an integer
+                handle = (on_host[col.rows] & (kinds[col.rows] == Kind.RUNTIME)).tolist()
+                vals = [f"0x{v:x}" if h and v >= 0 else v for v, h in zip(vals, handle)]
             for r, v in zip(col.rows.tolist(), vals):
                 a = args[r]
                 if a is None:

@@ -15,7 +15,9 @@ uint64 picoseconds, so absolute (wall-clock) times are written relative to the f
 event, like JAX does, with a "Task Environment" plane giving the wall-clock start. A
 polyprof category, flows, counters, track kinds and the trace's metadata are written in
 ``polyprof.*`` stats XProf ignores and this reader restores, so polyprof -> XSpace ->
-polyprof keeps them. XProf's own "flow" stats are kept as raw values (not decoded into
+polyprof keeps them. Device planes XProf's tools would skip (any but GPU, TPU and
+CUSTOM) are written as ``/device:CUSTOM:<n>`` under their own name in the layout stat
+(``xprof_names.py``). XProf's own "flow" stats are kept as raw values (not decoded into
 flows).
 """
 
@@ -35,6 +37,7 @@ from ..errors import TraceFormatError
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
+from .xprof_names import line_homes, write_order, written_names  # noqa: F401  (written_names for callers)
 
 log = logging.getLogger("polyprof")
 
@@ -236,7 +239,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
         is_host = kind == "host"  # decides default categories, as the writer assumed
         kind = layout.get("kind", kind)
         index = int(layout.get("index", index))
-        pid = b.plane(plane.name, kind, vendor=str(layout.get("vendor", "")), index=index,
+        pid = b.plane(str(layout.get("name", plane.name)), kind, vendor=str(layout.get("vendor", "")), index=index,
                       pid=int(plane.id), properties=props)
         track_layout: dict[str, Any] = layout.get("tracks", {})
 
@@ -285,7 +288,8 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if line.duration_ps:
                 tprops["duration_ps"] = int(line.duration_ps)
             tkind = tl.get("kind") or ("thread" if is_host else _LINE_KINDS.get(lname, "stream"))
-            track = b.track(pid, lname, tkind, tid=int(tl.get("tid", line.id)), sort_index=sort,
+            home = b.plane(str(tl["plane"])) if tl.get("plane") else pid  # written on /host:CPU for XProf
+            track = b.track(home, lname, tkind, tid=int(tl.get("tid", line.id)), sort_index=sort,
                             properties=tprops)
             sort += 1
             n = len(line.events)
@@ -797,12 +801,14 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
     bounds = np.searchsorted(ev["track"][by_track], np.arange(len(trace.tracks) + 1)) if n else None
     used_plane_ids: set[int] = set()
     c = trace.counters
-    for p in trace.planes:
+    plane_names = written_names(trace.planes)
+    homes = line_homes(trace.planes)
+    for p in (trace.planes[i] for i in write_order(trace.planes, homes)):
         xp = space.planes.add()
         xid = p.pid if p.pid not in used_plane_ids else 1_000_000 + p.id
         used_plane_ids.add(xid)
         xp.id = xid
-        xp.name = p.name
+        xp.name = plane_names[p.id]
         pw = _PlaneWriter(xp)
         host_plane = p.kind == "host"
         for k, v in p.properties.items():
@@ -812,7 +818,9 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             st.metadata_id = pw.stat_id(k)
             _set_value(st, v, "", pw)
         layout: dict[str, Any] = {}
-        inferred_kind, _, inferred_index = _plane_kind(p.name)
+        if xp.name != p.name:
+            layout["name"] = p.name
+        inferred_kind, _, inferred_index = _plane_kind(xp.name)
         if p.kind != inferred_kind:
             layout["kind"] = p.kind
         if p.vendor:
@@ -832,7 +840,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
         md_done: set[int] = set()
         sids = pw.stat_ids
         for t in trace.tracks:
-            if t.plane != p.id:
+            if homes[t.plane] != p.id:
                 continue
             xl = xp.lines.add()
             lid = int(t.tid)
@@ -846,6 +854,8 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                 tl["kind"] = t.kind
             if lid != t.tid:
                 tl["tid"] = t.tid
+            if t.plane != p.id:
+                tl["plane"] = trace.planes[t.plane].name  # a placeholder plane's thread
             extra = {k: v for k, v in t.properties.items() if k not in ("display_name", "display_id", "duration_ps")}
             if extra:
                 tl["props"] = extra

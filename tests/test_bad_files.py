@@ -1,0 +1,96 @@
+"""Files that are not traces: one clear error naming the file and the problem, of the
+documented family (TraceFormatError < PolyprofError), through the API and through the
+CLI (no traceback, exit code 1), whatever the reader."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import polyprof
+from polyprof.errors import PolyprofError, TraceFormatError
+from polyprof.formats import native
+
+ROOT = Path(__file__).resolve().parents[1]
+KINETO = ROOT.parent / "shared" / "data" / "traces" / "kineto" / "a100_alexnet_small.json.gz"
+TPU = ROOT.parent / "shared" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+
+
+def _native(tmp: Path) -> bytes:
+    with polyprof.profile(plugins=["host"]) as s:
+        with polyprof.section("x"):
+            pass
+    return native.save(s.trace, tmp / "ok.polyprof").read_bytes()
+
+
+def _cases(tmp: Path) -> dict[str, tuple[bytes | None, str]]:
+    """file name -> (content, None for a directory; a phrase the message must hold)."""
+    rnd = random.Random(4)
+    kin = KINETO.read_bytes()
+    nat = _native(tmp)
+    return {
+        "cut.json.gz": (kin[: len(kin) // 2], "truncated gzip"),
+        "garbage.json.gz": (kin[:20] + bytes(range(256)) * 4, "gzip"),
+        "invalid.json": (b'{"traceEvents": [{"ph": "X",, "ts": 1}]}', "invalid JSON"),
+        "not_a_trace.json": (b'{"a": 1}', "not a Chrome/Kineto trace"),
+        "random.xplane.pb": (bytes(rnd.randrange(256) for _ in range(4096)), "not a valid XSpace"),
+        "cut.xplane.pb": (TPU.read_bytes()[:400_000], "not a valid XSpace"),
+        "empty.json": (b"", "empty file"),
+        "empty.json.gz": (gzip.compress(b""), "empty file"),
+        "blank.json": (b"  \n", "empty file"),
+        "a_directory.json": (None, "is a directory"),
+        "cut.polyprof": (nat[: len(nat) // 2], ".polyprof"),
+        "corrupt.polyprof": (nat[:100] + bytes(500) + nat[600:], ".polyprof"),
+    }
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
+    tmp = tmp_path_factory.mktemp("bad")
+    out = {}
+    for name, (data, phrase) in _cases(tmp).items():
+        p = tmp / name
+        if data is None:
+            p.mkdir()
+        else:
+            p.write_bytes(data)
+        out[name] = (p, phrase)
+    out["missing.json"] = (tmp / "missing.json", "no such file")
+    return out
+
+
+NAMES = ["cut.json.gz", "garbage.json.gz", "invalid.json", "not_a_trace.json", "random.xplane.pb", "cut.xplane.pb", "empty.json",
+         "empty.json.gz", "blank.json", "a_directory.json", "cut.polyprof", "corrupt.polyprof", "missing.json"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_api_raises_one_trace_format_error(bad_files, name: str) -> None:
+    path, phrase = bad_files[name]
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(path)
+    assert isinstance(ei.value, PolyprofError)
+    assert ei.value.path == str(path)
+    assert str(ei.value).startswith(f"{path}: ") and phrase in ei.value.problem, str(ei.value)
+
+
+@pytest.mark.parametrize("command", ["summary", "export", "report"])
+@pytest.mark.parametrize("name", NAMES)
+def test_cli_gives_one_line_no_traceback(bad_files, tmp_path: Path, name: str, command: str) -> None:
+    path, phrase = bad_files[name]
+    extra = {"summary": [], "export": ["-f", "xspace", "-o", str(tmp_path / "o.xplane.pb")],
+             "report": ["-o", str(tmp_path / "r.html")]}[command]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run([sys.executable, "-m", "polyprof", command, str(path), *extra], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"polyprof: error: {path}: ") and phrase in lines[0]
+    assert not list(tmp_path.iterdir())  # nothing written
