@@ -1,16 +1,17 @@
 """Kineto / Chrome trace JSON reader (what ``torch.profiler`` writes), ``.json`` or ``.json.gz``.
 
 Built for big traces: the file is decompressed as a stream and the ``traceEvents`` array
-is cut into slices of whole events that orjson parses one at a time, so the parsed JSON
-of the whole file never exists at once; each slice becomes NumPy columns straight away.
-Anything the fast path cannot cut (odd layouts, broken files) is parsed in one piece,
-which also yields orjson's exact error message.
+is cut into slices of whole events; msgspec decodes each slice straight into small typed
+structs (only the fields the reader uses; ``ts`` and ``dur`` kept as their JSON text), and
+each slice becomes NumPy columns straight away, so the parsed JSON of the whole file never
+exists at once. Anything the fast path cannot cut (odd layouts, broken files) is parsed in
+one piece, with orjson's exact error message for broken JSON.
 
 Mapping to the Trace: host processes -> ``/host:CPU`` planes (thread tracks), devices ->
 ``/device:<KIND>:<N>`` planes (one track per stream), ``X``/``i``/``I``/``B``-``E`` ->
 events, ``C`` -> counters, ``s``/``t``/``f`` -> flows bound to events, ``M`` -> names.
 Times are Kineto's wall clock in ns (``baseTimeNanoseconds`` + ``ts`` µs, or absolute
-µs); three-decimal µs values are converted from their text, so ns are exact.
+µs), read from the digits of their text, so ns are exact.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from __future__ import annotations
 import gc
 import logging
 import re
+import warnings
 import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -43,7 +46,6 @@ _X, _I, _B, _E, _C, _S, _T, _F, _M, _OTHER = range(10)
 _PHASES = {"X": _X, "i": _I, "I": _I, "B": _B, "E": _E, "C": _C, "s": _S, "t": _T, "f": _F, "M": _M}
 
 _TE_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
-_TS_RE = re.compile(rb'"ts":\s*(-?[\d.eE+-]+)')
 _DEVICE_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z_]*)\s*:?\s*(\d+)\s*$")
 _PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d+)$")
 _DEVICE_KINDS = {"GPU", "MTIA", "XPU", "HPU", "NPU", "TPU", "MPS", "IPU", "DEVICE"}
@@ -167,9 +169,75 @@ class _Slurp(Exception):
     """The fast splitter gives up; parse the whole document in one piece."""
 
 
-def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]
-                  ) -> Iterator[tuple[list, bytes | None]]:
-    """Yield (events, their JSON text) slices of ``traceEvents``; fill ``top`` with the rest."""
+class _NotAnEvent(Exception):
+    """An element of the events array is not a JSON object (index within its slice)."""
+
+    def __init__(self, index: int, what: str):
+        self.index, self.what = index, what
+
+
+_NULL = msgspec.Raw(b"null")
+
+
+class _Event(msgspec.Struct, gc=False, omit_defaults=True):
+    """The fields of a trace event the reader uses; other keys are skipped while parsing.
+
+    ``ts`` and ``dur`` stay JSON text (exact ns from the digits, one NumPy parse per slice).
+    """
+
+    ph: Any = None
+    name: Any = ""
+    cat: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _NULL
+    dur: msgspec.Raw = _NULL
+    args: Any = None
+    id: Any = None
+    id2: Any = None
+    bind_id: Any = None
+    bp: Any = None
+
+
+class _Document(msgspec.Struct, gc=False):
+    traceEvents: list[_Event] = []
+
+
+_DECODE_EVENTS = msgspec.json.Decoder(list[_Event]).decode
+_DECODE_DOC_EVENTS = msgspec.json.Decoder(_Document).decode
+
+
+def _not_an_event(text: bytes) -> _NotAnEvent:
+    """The first element of a JSON array of (mostly) events that is not an object."""
+    items = orjson.loads(text)
+    bad = next(i for i, e in enumerate(items) if not isinstance(e, dict))
+    return _NotAnEvent(bad, type(items[bad]).__name__)
+
+
+def _decode_events(text: bytes) -> list[_Event]:
+    """``[...]`` text -> events; orjson.JSONDecodeError (with its position) if not JSON."""
+    try:
+        return _DECODE_EVENTS(text)
+    except msgspec.ValidationError:
+        raise _not_an_event(text) from None
+    except msgspec.DecodeError:
+        orjson.loads(text)  # raises JSONDecodeError with a position and a clear message
+        raise  # pragma: no cover - valid for orjson, not for msgspec
+
+
+def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
+    """Yield slices of ``traceEvents`` as events; fill ``top`` with the rest of the document."""
+    seen = 0
+    try:
+        for events in _slices(path, blocks, top):
+            yield events
+            seen += len(events)
+    except _NotAnEvent as e:
+        raise TraceFormatError(path, f"not a Chrome/Kineto trace: traceEvents[{seen + e.index}] "
+                                     f"is a {e.what}, not an event object") from None
+
+
+def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
     buf = bytearray()
     prefix: bytes | None = None
     is_list = False
@@ -218,17 +286,18 @@ def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]
                 break
             body += blk
             continue
-        events, text, nxt = cut
+        events, nxt = cut
         del body[:nxt]
-        yield events, text
+        yield events
+        del events
     # the tail: last events, the closing bracket, then the rest of the top-level object
     tail = _tail(body, is_list)
     if tail is None:
         yield from _slurp(path, prefix + b"[" + bytes(body), iter(()), top)
         return
-    events, text, suffix = tail
+    events, suffix = tail
     if events:
-        yield events, text
+        yield events
     if is_list:
         top["__list__"] = True
         return
@@ -242,7 +311,7 @@ def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]
     top.update(rest)
 
 
-def _cut(body: bytearray) -> tuple[list, bytes, int] | None:
+def _cut(body: bytearray) -> tuple[list[_Event], int] | None:
     """Parse the longest run of whole events at the start of ``body`` (None: no cut found)."""
     end = len(body)
     for _ in range(3):
@@ -251,20 +320,20 @@ def _cut(body: bytearray) -> tuple[list, bytes, int] | None:
             return None
         text = b"[" + bytes(body[:stop]) + b"]"
         try:
-            events = orjson.loads(text)
+            events = _decode_events(text)
         except orjson.JSONDecodeError as e:
             if getattr(e, "pos", 0) < len(text) - 65536:
                 raise _Slurp() from None  # broken well before the cut: not a cutting problem
             end = stop - 1
             continue
-        return events, text, nxt
+        return events, nxt
     return None
 
 
 _ARRAY_END = re.compile(rb"}\s*\]")
 
 
-def _tail(body: bytearray, is_list: bool) -> tuple[list, bytes, bytes] | None:
+def _tail(body: bytearray, is_list: bool) -> tuple[list[_Event], bytes] | None:
     """Split the last events of the array from what follows its closing bracket.
 
     Candidates are ``}`` ``]`` pairs from the left; the first that parses is the end (a
@@ -272,14 +341,13 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list, bytes, bytes] | None:
     """
     j = _skip_ws(body, 0)
     if j < len(body) and body[j] == 0x5D:  # empty array
-        return [], b"[]", bytes(body[j + 1:])
+        return [], bytes(body[j + 1:])
     tries = 0
     for m in _ARRAY_END.finditer(body):
         r = m.end() - 1
-        text = b"[" + bytes(body[:r]) + b"]"
         try:
-            events = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            events = _DECODE_EVENTS(b"[" + bytes(body[:r]) + b"]")
+        except msgspec.DecodeError:  # also ValidationError: the full parse says which element
             tries += 1
             if tries > 64:
                 return None
@@ -287,18 +355,17 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list, bytes, bytes] | None:
         suffix = bytes(body[r + 1:])
         if is_list and suffix.strip():
             return None
-        return events, text, suffix
+        return events, suffix
     if is_list:  # the Array Format may omit the closing bracket
-        text = b"[" + bytes(body).rstrip().rstrip(b",") + b"]"
         try:
-            return orjson.loads(text), text, b""
-        except orjson.JSONDecodeError:
+            return _DECODE_EVENTS(b"[" + bytes(body).rstrip().rstrip(b",") + b"]"), b""
+        except msgspec.DecodeError:
             return None
     return None
 
 
-def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]
-           ) -> Iterator[tuple[list, bytes | None]]:
+def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
+    """Parse the whole document (odd layouts, broken files: orjson says what is wrong)."""
     data = head + b"".join(it)
     if not data.strip():
         raise TraceFormatError(path, "empty file")
@@ -320,9 +387,15 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]
     else:
         raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON is a {type(doc).__name__}, "
                                      "not an object with 'traceEvents' or a list of events")
+    bad = next((i for i, e in enumerate(events) if not isinstance(e, dict)), None)
+    if bad is not None:
+        raise _NotAnEvent(bad, type(events[bad]).__name__)
+    del doc, events
+    # the events again, typed, from the text (their times keep every digit)
+    parsed = _DECODE_EVENTS(data) if top.get("__list__") else _DECODE_DOC_EVENTS(data).traceEvents
     del data
-    if events:
-        yield events, None
+    if parsed:
+        yield parsed
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -343,20 +416,53 @@ def _us_to_ns(us: np.ndarray) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + best.astype(np.int64)
 
 
-def _three_decimals(texts: list[bytes]) -> np.ndarray | None:
-    """Kineto prints times with three decimals: drop the dots and parse all digits at once.
+def _parse_numbers(text: bytes, dtype: type) -> np.ndarray | None:
+    """Whitespace-separated numbers -> array (None if a token is not a number)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPy warns when it stops before the end
+        try:
+            return np.fromstring(text, dtype=dtype, sep=" ")
+        except ValueError:
+            return None
 
-    Callers check the result against the floats (a text of another form is off by 10x)."""
-    if not texts:
+
+def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
+    """JSON texts of times in µs (``msgspec.Raw``) -> int64 ns, exact to the digit.
+
+    Kineto prints three decimals (ns) or none: then the text is parsed as integers with
+    the dots dropped, after checking that every dot has exactly three digits after it.
+    Other texts go through floats: :func:`_us_to_ns` takes the shortest decimal, and
+    values too big for a double to hold their ns are read from their text. ``null`` or
+    a missing value is 0; strings holding numbers are read as numbers, as before.
+    """
+    n = len(raws)
+    if not n:
         return np.zeros(0, np.int64)
-    joined = b" ".join(texts)
-    if joined.count(b".") != len(texts):
-        return None
-    try:
-        fast = np.fromstring(joined.replace(b".", b""), dtype=np.int64, sep=" ")
-    except ValueError:
-        return None
-    return fast if len(fast) == len(texts) else None
+    joined = b" ".join(raws)
+    dots = joined.count(b".")
+    if (dots == n or dots == 0) and b"e" not in joined and b"E" not in joined:
+        ints = _parse_numbers(joined.replace(b".", b"") if dots else joined, np.int64)
+        if ints is not None and len(ints) == n:
+            if not dots and np.abs(ints).max() < 9 * 10 ** 15:  # ns fit in int64
+                return ints * 1000
+            if dots and np.abs(ints).max() < 9 * 10 ** 18 and _three_places(joined):
+                return ints
+    values = orjson.loads(b"[" + b",".join(raws) + b"]")
+    us = _floats(values, path, what)
+    out = _us_to_ns(us)
+    big = np.abs(us) >= _EXACT_LIMIT_US  # a double's ulp here is more than 1 ns
+    if big.any():
+        rows = [i for i in np.flatnonzero(big).tolist() if type(values[i]) in (int, float)]
+        if rows:
+            out[rows] = _exact_ns([bytes(raws[i]) for i in rows], us[rows])
+    return out
+
+
+def _three_places(text: bytes) -> bool:
+    """Every ``.`` in ``text`` (numbers separated by single spaces) has three digits after it."""
+    a = np.frombuffer(text + b"    ", np.uint8)
+    d = np.flatnonzero(a == 0x2E)
+    return bool(np.all((a[d + 4] == 0x20) & (a[d + 1] != 0x20) & (a[d + 2] != 0x20) & (a[d + 3] != 0x20)))
 
 
 def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
@@ -365,9 +471,6 @@ def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
     Texts with up to three decimals are parsed as digits; others (exponents, more
     decimals) go through :func:`_us_to_ns`, rounded to the ns.
     """
-    fast = _three_decimals(texts)
-    if fast is not None and np.all(np.abs(fast - approx_us * 1000.0) <= 1000.0):
-        return fast
     out = _us_to_ns(approx_us)
     arr = np.array(texts, dtype=bytes)
     plain = (np.char.find(arr, b"e") < 0) & (np.char.find(arr, b"E") < 0)
@@ -472,8 +575,6 @@ class _Collector:
         self.threads: dict[tuple, dict[str, Any]] = {}
         self.other_meta: list[dict] = []
         self.skipped: dict[str, int] = {}
-        self.inexact_ts = 0
-        self.exact_text = False  # times come from the "ts" texts (absolute µs with 3 decimals)
 
     def _sid(self, v: Any) -> int:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
@@ -482,19 +583,10 @@ class _Collector:
         return lambda v: len(table)
 
     # ---------------------------------------------------------------- one slice
-    def add(self, evs: list, text: bytes | None) -> None:
+    def add(self, evs: list[_Event]) -> None:
         n = len(evs)
-        ts_ns = self._times_from_text(evs, text) if self.exact_text and text is not None else None
-        try:
-            if ts_ns is None:
-                ph = [e.get("ph") for e in evs]
-                ts_ns = self._times([e.get("ts") for e in evs], text)
-            else:
-                ph = [e.get("ph") for e in evs]
-        except AttributeError:
-            bad = next(i for i, e in enumerate(evs) if not isinstance(e, dict))
-            raise TraceFormatError(self.path, f"not a Chrome/Kineto trace: traceEvents[{self.seen + bad}] "
-                                              f"is a {type(evs[bad]).__name__}, not an event object") from None
+        ph = [e.ph for e in evs]
+        ts_ns = _ns_of([e.ts for e in evs], self.path, "ts")
         try:
             codes = np.array(_codes(ph, _PHASE_CODES, _other_phase), dtype=np.int8)
         except TypeError:  # an unhashable "ph"
@@ -509,66 +601,30 @@ class _Collector:
             self._rare(evs, rare, codes, ts_ns)
         self.seen += n
 
-    def _times(self, raw: list, text: bytes | None) -> np.ndarray:
-        us = _floats(raw, self.path, "ts")
-        big = np.abs(us) >= _EXACT_LIMIT_US
-        if big.any() and np.any(us[big] != np.floor(us[big])):
-            texts = _TS_RE.findall(text) if text is not None else []
-            numeric = np.array([type(v) is float or type(v) is int for v in raw])
-            if len(texts) == int(numeric.sum()):
-                out = np.zeros(len(raw), np.int64)
-                out[numeric] = _exact_ns(texts, us[numeric])
-                self.exact_text = bool(numeric.all())
-                return out
-            self.inexact_ts += int(big.sum())
-        return _us_to_ns(us)
-
     def _id_codes(self, values: list, table: dict) -> np.ndarray:
         """Codes of pid/tid values (ints or strings)."""
         return np.array(_codes(values, table, self._new_code(table)), np.int64)
 
-    def _times_from_text(self, evs: list, text: bytes) -> np.ndarray | None:
-        """Exact ns straight from the "ts" texts when every event has one; checked against
-        the parsed floats of a sample of events and the range of the trace."""
-        texts = _TS_RE.findall(text)
-        if len(texts) != len(evs) or not texts:
-            return None
-        fast = _three_decimals(texts)
-        if fast is None:
-            return None
-        probe = np.unique(np.linspace(0, len(evs) - 1, min(len(evs), 17)).astype(np.int64)).tolist()
-        ref = []
-        for i in probe:
-            v = evs[i].get("ts") if type(evs[i]) is dict else None
-            if type(v) not in (int, float) or abs(fast[i] - v * 1000.0) > 1000.0:
-                return None
-            ref.append(fast[i])
-        span = 10 ** 15  # ±11 days around the sample: a text of another form is 10x off
-        if fast.min() < min(ref) - span or fast.max() > max(ref) + span:
-            return None
-        return fast
-
-    def _events(self, sel: list, ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
+    def _events(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
         c = self.cols
-        # one comprehension per field, with literal keys: the fastest way through dicts
-        pid = [e.get("pid") for e in sel]
-        tid = [e.get("tid") for e in sel]
-        name = [e.get("name", "") for e in sel]
-        cat = [e.get("cat", "") for e in sel]
-        dur = [e.get("dur", 0) for e in sel]
-        args = [e.get("args") for e in sel]
-        c["pid"].append(self._id_codes(pid, self.pids))
-        c["tid"].append(self._id_codes(tid, self.tids))
-        c["name"].append(np.array(_codes(name, self.strings, self._sid), np.int32))
-        c["cat"].append(np.array(_codes(cat, self.strings, self._sid), np.int32))
+        # one comprehension per field: attribute reads of the parsed structs
+        c["pid"].append(self._id_codes([e.pid for e in sel], self.pids))
+        c["tid"].append(self._id_codes([e.tid for e in sel], self.tids))
+        c["name"].append(np.array(_codes([e.name for e in sel], self.strings, self._sid), np.int32))
+        c["cat"].append(np.array(_codes([e.cat for e in sel], self.strings, self._sid), np.int32))
         c["ts"].append(ts_ns)
-        dur = _us_to_ns(_floats(dur, self.path, "dur"))
-        dur[ev_codes != _X] = 0
+        x = ev_codes == _X
+        if x.all():
+            dur = _ns_of([e.dur for e in sel], self.path, "dur")
+        else:  # only X events have a duration (B: from its E)
+            dur = np.zeros(len(sel), np.int64)
+            rows = np.flatnonzero(x)
+            dur[rows] = _ns_of([sel[i].dur for i in rows.tolist()], self.path, "dur")
         c["dur"].append(np.maximum(dur, 0))
         base = self.n
         if np.any(ev_codes == _B):
             self.b_rows.append(np.flatnonzero(ev_codes == _B) + base)
-        self._args(args, base)
+        self._args([e.args for e in sel], base)
         self.n += len(sel)
 
     def _args(self, args: list, base: int) -> None:
@@ -597,7 +653,7 @@ class _Collector:
         if len(rows):
             self.b.add_stat(key, rows, arr)
 
-    def _rare(self, evs: list, idx: np.ndarray, codes: np.ndarray, ts_ns: np.ndarray) -> None:
+    def _rare(self, evs: list[_Event], idx: np.ndarray, codes: np.ndarray, ts_ns: np.ndarray) -> None:
         """Flows (columns), then counters, metadata and E events (few; one by one)."""
         rc = codes[idx]
         fl = (rc >= _S) & (rc <= _F)
@@ -608,38 +664,38 @@ class _Collector:
             if code == _M:
                 self._meta(e)
             elif code == _E:
-                pid = _codes([e.get("pid")], self.pids, self._new_code(self.pids))[0]
-                tid = _codes([e.get("tid")], self.tids, self._new_code(self.tids))[0]
-                self.ends.append((pid, tid, int(ts_ns[i]), self.seen + i, e.get("args")))
+                pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
+                tid = _codes([e.tid], self.tids, self._new_code(self.tids))[0]
+                self.ends.append((pid, tid, int(ts_ns[i]), self.seen + i, e.args))
             elif code == _C:
-                args = e.get("args")
+                args = e.args
                 if not isinstance(args, dict):
                     continue
-                name = e.get("name", "")
+                name = e.name
                 name = name if isinstance(name, str) else str(name)
-                if e.get("id") is not None:
-                    name = f"{name} {e['id']}"
-                pid = _codes([e.get("pid")], self.pids, self._new_code(self.pids))[0]
+                if e.id is not None:
+                    name = f"{name} {e.id}"
+                pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
                 single = len(args) == 1
                 for k, v in args.items():
                     if isinstance(v, (int, float)) and not isinstance(v, bool):
                         self.counters.append((pid, name if single else f"{name}.{k}", int(ts_ns[i]), float(v)))
             else:
-                p = e.get("ph")
+                p = e.ph
                 p = p if isinstance(p, str) else repr(p)
                 self.skipped[p] = self.skipped.get(p, 0) + 1
 
-    def _flow_slice(self, sel: list, ph: np.ndarray, ts_ns: np.ndarray) -> None:
-        ids = [e.get("id") for e in sel]
-        cats = [e.get("cat", "") for e in sel]
-        pid = [e.get("pid") for e in sel]
-        tid = [e.get("tid") for e in sel]
-        bp = [e.get("bp") for e in sel]
+    def _flow_slice(self, sel: list[_Event], ph: np.ndarray, ts_ns: np.ndarray) -> None:
+        ids = [e.id for e in sel]
+        cats = [e.cat for e in sel]
+        pid = [e.pid for e in sel]
+        tid = [e.tid for e in sel]
+        bp = [e.bp for e in sel]
         if None in ids:
             for j, e in enumerate(sel):
                 if ids[j] is None:
-                    id2 = e.get("id2")
-                    ids[j] = next(iter(id2.values()), None) if isinstance(id2, dict) and id2 else e.get("bind_id")
+                    id2 = e.id2
+                    ids[j] = next(iter(id2.values()), None) if isinstance(id2, dict) and id2 else e.bind_id
         fid = None
         if set(map(type, ids)) == {int}:
             try:
@@ -661,11 +717,11 @@ class _Collector:
         bp_arr[:] = bp
         fc["enclosing"].append((ph != _F) | (bp_arr == "e"))
 
-    def _meta(self, e: dict) -> None:
-        name, args = e.get("name"), e.get("args") or {}
+    def _meta(self, e: _Event) -> None:
+        name, args = e.name, e.args or {}
         if not isinstance(args, dict):
             return
-        pid = e.get("pid")
+        pid = e.pid
         try:
             if name in ("process_name", "process_labels", "process_sort_index"):
                 field = {"process_name": "name", "process_labels": "labels",
@@ -673,12 +729,12 @@ class _Collector:
                 self.process.setdefault(pid, {})[name] = args.get(field)
             elif name in ("thread_name", "thread_sort_index"):
                 field = "name" if name == "thread_name" else "sort_index"
-                self.threads.setdefault((pid, e.get("tid")), {})[name] = args.get(field)
+                self.threads.setdefault((pid, e.tid), {})[name] = args.get(field)
             elif len(self.other_meta) < 1000:
-                self.other_meta.append(e)
+                self.other_meta.append(orjson.loads(msgspec.json.encode(e)))
         except TypeError:  # unhashable pid/tid
             if len(self.other_meta) < 1000:
-                self.other_meta.append(e)
+                self.other_meta.append(orjson.loads(msgspec.json.encode(e)))
 
     # ---------------------------------------------------------------- the Trace
     def finish(self, top: dict[str, Any], progress: _Progress) -> Trace:
@@ -928,8 +984,6 @@ class _Collector:
                             ", ".join(f"{n} x ph={p}" for p, n in sorted(self.skipped.items())))
         if getattr(self, "unbound_flows", 0):
             warnings.append(f"kineto: {self.unbound_flows} flow endpoints matched no event")
-        if self.inexact_ts:
-            warnings.append(f"kineto: {self.inexact_ts} timestamps rounded by float parsing (up to ±128 ns)")
         if warnings:
             meta["warnings"] = warnings
             for w in warnings:
@@ -1016,9 +1070,9 @@ def load(path: str | Path, progress: bool = False) -> Trace:
     try:
         top: dict[str, Any] = {}
         col = _Collector(path)
-        for events, text in _event_slices(path, _Source(path, bar).blocks(), top):
-            col.add(events, text)
-            del events, text
+        for events in _event_slices(path, _Source(path, bar).blocks(), top):
+            col.add(events)
+            del events
         return col.finish(top, bar)
     except MemoryError:
         raise TraceFormatError(path, "not enough memory to read this trace") from None
