@@ -3,12 +3,15 @@
 Measures, in one process (so machine noise hits all alike), the per-call cost of:
 an empty no-op context manager, one clock read, polyprof.section with no session and with a session
 active, nvtx.annotate (created each time, the common use; no NVTX tool attached here),
-and torch.profiler.record_function with and without a torch profiler running.
+and torch.profiler.record_function with and without a torch profiler running. Also, for
+reference: the pure-Python fallback section (recorder.PySection) and one section object
+reused by every iteration (`ATTN = section("attn")`, `with ATTN:`), both with and without
+a session. polyprof.section is the compiled one when it was built (see "implementation").
 Reports ns per enter+exit (best of several repeats) and the ratios the targets use:
   active  <= nvtx.annotate            (ratio active / nvtx <= 1)
   no session <= 1.5 x no-op manager   (ratio idle / noop <= 1.5)
 
-    python bench/markers.py [--n 200000] [--repeat 7]
+    python bench/markers.py [--n 200000] [--repeat 9] [--json]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from typing import Callable
 
 import polyprof
+from polyprof.collect.recorder import IMPLEMENTATION, PySection
 
 
 class NoOp:
@@ -53,6 +57,20 @@ def loop_section(n: int) -> None:
             pass
 
 
+def loop_py_section(n: int) -> None:
+    section = PySection
+    for _ in range(n):
+        with section("step"):
+            pass
+
+
+def loop_reused(n: int) -> None:
+    attn = polyprof.section("attn")
+    for _ in range(n):
+        with attn:
+            pass
+
+
 def loop_clock(n: int) -> None:
     now = time.perf_counter_ns
     for _ in range(n):
@@ -68,6 +86,8 @@ def main() -> None:
     n, rep = args.n, args.repeat
     loops: dict[str, tuple[Callable[[int], None], int]] = {
         "noop_cm": (loop_noop, n), "polyprof_no_session": (loop_section, n)}
+    # measured with no session and again inside one (names get an "_active" suffix)
+    polyprof_loops = {"polyprof": loop_section, "polyprof_reused": loop_reused, "python_fallback": loop_py_section}
     try:
         import nvtx
 
@@ -96,8 +116,12 @@ def main() -> None:
     for _ in range(rep):
         for name, (body, k) in loops.items():
             res[name] = min(res.get(name, float("inf")), best_ns(body, k, 1))
-        with polyprof.profile(plugins=["host"], options={"host": {"sample_interval_s": 0}}):
-            res["polyprof_active"] = min(res.get("polyprof_active", float("inf")), best_ns(loop_section, n, 1))
+        for name, body in polyprof_loops.items():
+            if name != "polyprof":
+                key = f"{name}_no_session"
+                res[key] = min(res.get(key, float("inf")), best_ns(body, n, 1))
+            with polyprof.profile(plugins=["host"], options={"host": {"sample_interval_s": 0}}):
+                res[f"{name}_active"] = min(res.get(f"{name}_active", float("inf")), best_ns(body, n, 1))
     if profile is not None:
         with profile(activities=[ProfilerActivity.CPU]):
             res["torch_record_function_profiling"] = best_ns(loops["torch_record_function_no_profiler"][0],
@@ -106,14 +130,14 @@ def main() -> None:
     ratios = {"idle_vs_noop": res["polyprof_no_session"] / res["noop_cm"]}
     if "nvtx_annotate" in res:
         ratios["active_vs_nvtx"] = res["polyprof_active"] / res["nvtx_annotate"]
-        # a section reads the clock twice; on VMs without a fast vDSO clock that dominates
-        ratios["active_without_clock_reads_vs_nvtx"] = (
-            (res["polyprof_active"] - 2 * res["clock_read"]) / res["nvtx_annotate"])
+        ratios["python_fallback_active_vs_nvtx"] = res["python_fallback_active"] / res["nvtx_annotate"]
+    ratios["python_fallback_no_session_vs_noop"] = res["python_fallback_no_session"] / res["noop_cm"]
     if "torch_record_function_profiling" in res:
         ratios["active_vs_torch_profiling"] = res["polyprof_active"] / res["torch_record_function_profiling"]
     if args.json:
-        print(json.dumps({"ns_per_call": res, "ratios": ratios}, indent=2))
+        print(json.dumps({"implementation": IMPLEMENTATION, "ns_per_call": res, "ratios": ratios}, indent=2))
         return
+    print(f"polyprof.section implementation: {IMPLEMENTATION}\n")
     print(f"{'marker':40s} {'ns / enter+exit':>16s}")
     for k, v in res.items():
         print(f"{k:40s} {v:16.1f}")

@@ -11,6 +11,8 @@ import pytest
 import polyprof
 from polyprof.errors import SessionError
 
+pytestmark = pytest.mark.usefixtures("section_impl")  # each test with both section types
+
 
 def _rows(trace, name):
     return np.flatnonzero(trace.names() == name)
@@ -72,7 +74,12 @@ def test_no_session_is_a_no_op():
         polyprof.mark("m")
         polyprof.counter("c", 1)
         polyprof.step()
-    assert s._app is None
+    assert s.name == "nobody listens"
+    # nothing was left open by the use without a session: a later use records once
+    with polyprof.profile(plugins=["host"]) as prof:
+        with s:
+            pass
+    assert len(_rows(prof.trace, "nobody listens")) == 1
 
 
 def test_section_started_before_session_is_not_recorded_half():

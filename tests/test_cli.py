@@ -147,7 +147,32 @@ def test_help_reads_well():
         assert cmd in r.stdout
 
 
-def test_demo(tmp_path):
-    r = cli("demo", "--plugins", "host", "-o", str(tmp_path / "d.polyprof"), cwd=tmp_path, timeout=300)
+def test_demo_threads(tmp_path):
+    r = cli("demo", "-w", "threads", "--plugins", "host", "-o", str(tmp_path / "d.polyprof"), cwd=tmp_path,
+            timeout=300)
     assert r.returncode == 0, r.stderr
     assert "train step" in r.stdout and (tmp_path / "d.polyprof").exists()
+
+
+def test_demo_default_profiles_the_opencl_pipeline(tmp_path):
+    pytest.importorskip("polyprof.demo.opencl_pipeline", reason="pyopencl or an OpenCL device missing")
+    r = cli("demo", "-o", str(tmp_path / "d.polyprof"), cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "opencl workload" in r.stderr
+    for kernel in ("blur_h", "blur_v", "sobel", "reduce_sum"):  # device time per kernel
+        assert kernel in r.stdout
+    tr = polyprof.load(tmp_path / "d.polyprof")
+    assert any(p.startswith("/device:OpenCL") for p in (pl.name for pl in tr.planes))
+
+
+def test_demo_falls_back_when_opencl_cannot_run(tmp_path):
+    # pyopencl made unimportable, as on a machine without it
+    code = ("import sys; sys.modules['pyopencl'] = None; from polyprof.cli import main; "
+            f"sys.exit(main(['demo', '-o', {str(tmp_path / 'd.polyprof')!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "threads workload" in r.stderr and "train step" in r.stdout
+    r = subprocess.run([sys.executable, "-c", code.replace("'demo',", "'demo', '-w', 'opencl',")],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 1 and "no demo workload can run here" in r.stderr and "opencl" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -159,3 +159,21 @@ def test_jax_profiler_already_running_is_reported_not_raised(tmp_path) -> None:
     assert trace.metadata["plugins"]["jax"] == "failed"
     assert [e["phase"] for e in trace.metadata["plugin_errors"] if e["plugin"] == "jax"] == ["start"]
     assert "work" in set(trace.names())
+
+
+def test_plugin_never_collected_leaves_no_temp_dir():
+    import gc
+    import os
+
+    from polyprof.collect.clock import now_ns, wall_anchor
+    from polyprof.collect.plugin import SessionContext
+    from polyprof.plugins.jax import JaxPlugin
+
+    p = JaxPlugin()
+    p.start(SessionContext(start_ns=now_ns(), wall_anchor=wall_anchor()))
+    d = p._logdir
+    assert os.path.isdir(d)
+    p.stop()
+    del p
+    gc.collect()
+    assert not os.path.exists(d)

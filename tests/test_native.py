@@ -340,45 +340,6 @@ def test_python_plugin_template_passes_the_kit(tmp_path):
 
 
 # ------------------------------------------------------------------ 4. built-in Python plugins
-def _torch_work(seconds: float) -> None:
-    import torch
-
-    x = torch.randn(64, 64)
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        x = torch.tanh(x @ x)
-
-
-def _jax_work(seconds: float) -> None:
-    import jax
-    import jax.numpy as jnp
-
-    f = jax.jit(lambda a: jnp.tanh(a @ a))
-    x = jnp.ones((64, 64))
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        x = f(x).block_until_ready()
-
-
-def _opencl_work(seconds: float) -> None:
-    import pyopencl as cl
-
-    ctx = cl.create_some_context(interactive=False)
-    queue = cl.CommandQueue(ctx)
-    prg = cl.Program(ctx, "__kernel void twice(__global float* a) { int i = get_global_id(0); a[i] *= 2; }").build()
-    host = np.ones(4096, np.float32)
-    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        prg.twice(queue, host.shape, None, buf)
-        cl.enqueue_copy(queue, host, buf)
-    queue.finish()
-
-
-#: device work for each built-in plugin, so its valid_trace clause sees real data
-DEVICE_WORK = {"host": None, "torch": _torch_work, "jax": _jax_work, "opencl": _opencl_work}
-
-
 @pytest.mark.parametrize("name", ["host", "opencl", "torch", "jax"])
 def test_builtin_python_plugins_pass_the_kit(name):
     if importlib.util.find_spec(f"polyprof.plugins.{name}") is None:
@@ -389,7 +350,31 @@ def test_builtin_python_plugins_pass_the_kit(name):
     avail = cls.availability()
     if not avail:
         pytest.skip(f"{name} not available here: {avail.reason}")
-    report = check(name, limits=Limits(activity_s=0.2), workload_fn=DEVICE_WORK[name])
+    # no workload_fn: the kit runs the plugin's own conformance_workload, as `polyprof plugin check` does
+    report = check(name, limits=Limits(activity_s=0.2))
     assert report.ok, [(r.id, r.status, r.reason) for r in report.results]
     assert report.kind == "python"
     assert "empty" not in report.result("valid_trace").reason  # it recorded the work, in the session
+
+
+def test_plugin_check_cli_exercises_the_opencl_device(tmp_path):
+    """`polyprof plugin check opencl` drives the device, so the clauses see real data."""
+    from polyprof.plugins.opencl import OpenCLPlugin
+
+    if not OpenCLPlugin.availability():
+        pytest.skip(OpenCLPlugin.availability().reason)
+    r = _polyprof("plugin", "check", "opencl", "--json", "--activity", "0.1", cwd=tmp_path)
+    rep = json.loads(r.stdout)
+    assert r.returncode == 0 and rep["ok"], rep
+    clauses = {c["id"]: c["reason"] for c in rep["clauses"]}
+    assert "empty" not in clauses["valid_trace"] and "gave 0 events" not in clauses["lifecycle"], clauses
+
+
+def test_plugins_lists_a_missing_plugin_path_entry(tmp_path):
+    """A mistyped POLYPROF_PLUGIN_PATH entry is shown by `polyprof plugins`, not dropped silently."""
+    missing = tmp_path / "nowhere" / "libvendor.so"
+    r = _polyprof("plugins", cwd=tmp_path, env=_env(POLYPROF_PLUGIN_PATH=str(missing), COLUMNS="250"))
+    assert r.returncode == 0, r.stderr
+    line = next((ln for ln in r.stdout.splitlines() if "libvendor.so" in ln), None)
+    assert line is not None, r.stdout
+    assert " no " in line and "does not exist" in r.stdout, r.stdout

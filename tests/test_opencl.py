@@ -250,6 +250,14 @@ def test_without_device_plugins_says_why(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     line = next(ln for ln in p.stdout.splitlines() if "opencl" in ln)
     assert "no OpenCL device found" in line
+    # profiling a script still works, with the other plugins
+    out = tmp_path / "t.polyprof"
+    p = _run("-m", "polyprof", "run", "--no-summary", "-o", str(out),
+             str(ROOT / "examples" / "threaded_pipeline.py"), "--steps", "3", env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    t = polyprof.load(out)
+    assert "opencl" not in t.metadata["plugins"] and t.metadata["plugins"]["host"] == "ok"
+    assert (t.to_pandas().category == "section").sum() > 0 and not t.metadata["plugin_errors"]
 
 
 def test_launches_from_a_worker_thread_land_on_its_track() -> None:

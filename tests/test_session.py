@@ -138,3 +138,15 @@ def test_unknown_plugin_name_is_a_clear_error():
     with polyprof.profile(plugins=["host"]) as prof:  # a failed start leaves no session behind
         pass
     assert prof.trace is not None
+
+
+def test_default_plugins_that_cannot_run_are_named_in_the_trace():
+    code = ("import sys; sys.modules['pyopencl'] = None; import polyprof\n"
+            "with polyprof.profile() as p:\n    pass\n"
+            "print(p.trace.metadata['plugins'].get('opencl'))")
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith("unavailable:") and "pyopencl" in r.stdout

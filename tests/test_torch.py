@@ -412,3 +412,22 @@ def test_torch_profiler_that_cannot_start_is_reported_not_raised():
     t = s.trace
     assert len(rows_named(t, "work")) == 1 and len(t.rows_of_kind(Kind.CPU_OP)) == 0
     assert any("did not start" in w and "no_such_activity".upper() in w.upper() for w in t.metadata["warnings"])
+
+
+def test_plugin_never_collected_leaves_no_temp_dir():
+    """A plugin stopped but never collected (failed stop, conformance checks) cleans up."""
+    import gc
+    import os
+
+    from polyprof.collect.clock import now_ns, wall_anchor
+    from polyprof.collect.plugin import SessionContext
+    from polyprof.plugins.torch import TorchPlugin
+
+    p = TorchPlugin()
+    p.start(SessionContext(start_ns=now_ns(), wall_anchor=wall_anchor()))
+    d = p._tmpdir
+    assert d and os.path.isdir(d)
+    p.stop()
+    del p
+    gc.collect()
+    assert not os.path.exists(d)

@@ -46,3 +46,61 @@ def gpu_trace(steps: int = 2, with_ids: bool = True):
         b.event(th, "cudaDeviceSynchronize", o + 700 * US, 100 * US, "cuda_runtime", correlation_id=corr)
         corr += 1
     return b.build()
+
+
+def pipeline_trace(steps: int = 5, step_us: int = 10_000, kernels: int = 20, kernel_us: int = 490,
+                   lead_us: int = 200, copy_us: int = 0, host_gap_us: int = 0, sync_us: int = 0,
+                   loader_us: int = 0, end_sync_us: int = 0, sync_threads: int = 1):
+    """A training loop in the shape torch.profiler records it, healthy by default.
+
+    Per step k (host ``ProfilerStep#k`` of ``step_us`` µs, plus ``host_gap_us`` of host
+    work between steps): an optional ``enumerate(DataLoader)...`` annotation of
+    ``loader_us`` first; then ``kernels`` launches (``cudaLaunchKernel``, 10 µs) spread
+    over the step, each running ``kernel_us`` µs on stream 7 back to back, starting
+    ``lead_us`` after the step began; an optional HtoD copy of ``copy_us`` before the
+    kernels; an optional ``cudaStreamSynchronize`` of ``sync_us`` at the end of the step
+    on each of ``sync_threads`` threads. ``end_sync_us`` adds the ``cudaDeviceSynchronize``
+    the profiler makes after the last step (outside every step).
+    """
+    b = TraceBuilder()
+    host = b.plane("/host:CPU", "host", pid=100)
+    th = b.track(host, "main", "thread", tid=1)
+    others = [b.track(host, f"worker {i}", "thread", tid=2 + i) for i in range(sync_threads - 1)]
+    gpu = b.plane("/device:GPU:0", "device", vendor="nvidia", index=0)
+    s7 = b.track(gpu, "stream 7", "stream", tid=7)
+    corr = 1
+    period = step_us + host_gap_us
+    for k in range(steps):
+        o = k * period * US
+        b.event(th, f"ProfilerStep#{k}", o, step_us * US, "user_annotation")
+        t = o
+        if loader_us:
+            b.event(th, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t, loader_us * US,
+                    "user_annotation")
+            t += loader_us * US
+        d = t + lead_us * US
+        if copy_us:
+            b.event(th, "cudaMemcpyAsync", t, 10 * US, "cuda_runtime", correlation_id=corr)
+            b.event(s7, "Memcpy HtoD (Pageable -> Device)", d, copy_us * US, "gpu_memcpy", correlation_id=corr,
+                    stream=7)
+            corr += 1
+            d += copy_us * US
+        work_us = step_us - (t - o) // US - sync_us - 20
+        every = max(work_us // max(kernels, 1), 11)
+        for i in range(kernels):
+            ls = t + i * every * US
+            b.event(th, "aten::mul", ls, 12 * US, "cpu_op")
+            b.event(th, "cudaLaunchKernel", ls + US, 10 * US, "cuda_runtime", correlation_id=corr)
+            d = max(d, ls + 12 * US)
+            b.event(s7, "elementwise_kernel", d, kernel_us * US, "kernel", correlation_id=corr, stream=7)
+            d += kernel_us * US + 2 * US
+            corr += 1
+        if sync_us:
+            for tr in (th, *others):
+                b.event(tr, "cudaStreamSynchronize", o + (step_us - sync_us - 5) * US, sync_us * US, "cuda_runtime",
+                        correlation_id=corr)
+                corr += 1
+    if end_sync_us:
+        b.event(th, "cudaDeviceSynchronize", steps * period * US, end_sync_us * US, "cuda_runtime",
+                correlation_id=corr)
+    return b.build()

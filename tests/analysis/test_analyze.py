@@ -135,3 +135,19 @@ def test_empty_and_host_only_traces_give_empty_tables():
     assert A.section_stats(t)["name"].tolist() == ["work"]
     assert A.findings(t) == []
     assert len(A.temporal_breakdown(TraceBuilder().build())) == 0
+
+
+def test_every_analysis_documents_each_of_its_columns():
+    import inspect
+    import re
+
+    from .synth import gpu_trace
+
+    t = gpu_trace()
+    for name in A.__all__:
+        fn = getattr(A, name)
+        if name in ("findings", "Finding"):
+            continue
+        documented = set(re.findall(r"``([a-z0-9_]+)``", inspect.getdoc(fn) or ""))
+        missing = set(fn(t).columns) - documented
+        assert not missing, f"{name}: columns not in its docstring: {sorted(missing)}"

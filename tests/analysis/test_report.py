@@ -119,3 +119,168 @@ def test_export_with_derived_lines(synth_file, tmp_path):
     doc = orjson.loads(out.read_bytes())["traceEvents"]
     threads = {e["args"]["name"] for e in doc if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {"Steps", "Sections", "Framework Ops", "stream 7"} <= threads
+
+
+def _render80(trace) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    from polyprof.report.tables import build
+    from polyprof.report.terminal import render
+
+    buf = io.StringIO()
+    render(build(trace), console=Console(file=buf, width=80, color_system=None))
+    return buf.getvalue().splitlines()
+
+
+def test_terminal_tables_at_80_columns_never_cut_numbers_or_their_headers():
+    import pandas as pd
+
+    from polyprof.report.terminal import _table, fmt_ns
+
+    df = pd.DataFrame({"plane": ["/device:OpenCL:0", "/device:OpenCL:1"],
+                       "launch_name": ["clEnqueueNDRangeKernel", "clEnqueueUnmapMemObject"],
+                       "count": [24, 6], "cpu": [559_000.0, 65_500.0], "dev": [2_560_000.0, 550.0],
+                       "delay": [3_480_000.0, 33_400.0], "p99": [25_400_000.0, 152_000.0]})
+    cols = [("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", str),
+            ("cpu", "CPU mean", fmt_ns), ("dev", "device mean", fmt_ns), ("delay", "delay median", fmt_ns),
+            ("p99", "delay p99", fmt_ns, True)]
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    Console(file=buf, width=80, color_system=None).print(_table("Launches", df, cols, 15, 80))
+    out = buf.getvalue()
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for text in ("CPU mean", "device mean", "delay median", "559 µs", "65.5 µs", "2.56 ms", "550 ns", "3.48 ms",
+                 "33.4 µs", "24", "clEnqueue"):
+        assert text in out, (text, out)
+
+
+def test_terminal_summary_at_80_columns_is_readable():
+    from .synth import pipeline_trace
+
+    lines = _render80(pipeline_trace(sync_us=3000, kernel_us=300))
+    assert max(len(line) for line in lines) <= 80
+    # one device: its name moves to the table title instead of a squeezed column
+    assert any(line.startswith("Launches") and "/device:GPU:0" in line for line in lines)
+    launches = lines[next(i for i, line in enumerate(lines) if line.startswith("Launches")):]
+    assert any("cudaLaunchKernel" in line and "µs" in line for line in launches)
+    # wrapped finding text stays indented under its label
+    panel = lines[next(i for i, line in enumerate(lines) if "Findings" in line) + 1:]
+    panel = panel[:next(i for i, line in enumerate(panel) if line.startswith("╰"))]
+    body = [line[2:] for line in panel if not line[2:].startswith("●")]
+    assert body and all(line.startswith("  ") for line in body), "\n".join(panel)
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_of_a_cpu_only_trace_has_no_empty_device_panels(tmp_path):
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host", pid=1), "main", "thread", tid=1)
+    for k in range(3):
+        o = k * 1_000_000
+        b.event(th, f"ProfilerStep#{k}", o, 900_000, "user_annotation")
+        b.event(th, "aten::matmul", o + 100_000, 600_000, "cpu_op")
+    html = write(b.build(), tmp_path / "cpu.html")
+    dom, log = browser.dump_dom(html)
+    root = re.search(r"<html[^>]*>", dom).group(0)
+    assert 'data-rendered="1"' in root and "data-js-errors" not in root, root
+    assert not [line for line in log.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    for card in ("temporal-card", "idle-card", "kernels-card", "kernels-table-card", "overlap-card"):
+        assert f'id="{card}"' not in dom, card
+    assert '<div class="muted">No device activity in this trace.</div>' not in dom
+    assert "none in this trace" in dom.split('id="overview"', 1)[1]
+    # the steps chart shows each step's host time, not a device "idle" bar
+    steps = dom.split('id="steps-chart"', 1)[1].split("</section>", 1)[0]
+    assert "#3b73c4" in steps and "#d9dde3" not in steps
+    assert "host time of the step" in steps
+    # a chart alone in its row keeps its text size (the SVG scales with its width)
+    assert re.search(r"svg\.chart-svg \{[^}]*max-width", html.read_text())
+
+
+def _summary_text(trace, width: int) -> str:
+    import io
+
+    from rich.console import Console
+
+    from polyprof.report.terminal import print_summary
+
+    buf = io.StringIO()
+    print_summary(trace, console=Console(file=buf, width=width, color_system=None))
+    return buf.getvalue()
+
+
+def test_summary_shows_other_plugins_events_next_to_device_tables():
+    """A plugin's own events (e.g. a native plugin's per-thread CPU time) appear in the
+    summary even when the trace also has device activity."""
+    from polyprof.trace import TraceBuilder
+
+    t = gpu_trace()
+    b = TraceBuilder()
+    plane = b.plane("/host:procstat", "host")
+    tr = b.track(plane, "worker", "thread", tid=5)
+    b.event(tr, "worker", 10_000, 300_000, "thread_cpu")
+    from polyprof.trace import merge
+
+    out = _summary_text(merge([t, b.build()]), 160)
+    assert "Top device activity" in out
+    assert "thread_cpu" in out, out
+
+
+def test_summary_shows_trace_warnings():
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder(metadata={"warnings": ["opencl: 1 OpenCL commands still pending 10 s after stop"]})
+    th = b.track(b.plane("/host:CPU", "host"), "main", "thread", tid=1)
+    b.event(th, "s", 0, 1000, "section")
+    out = _summary_text(b.build(), 160)
+    assert "still pending" in out, out
+
+
+def _opencl_like_trace():
+    """Long device and launch-call names, as the OpenCL plugin writes them."""
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host"), "MainThread", "thread", tid=1)
+    q = b.track(b.plane("/device:OpenCL:0", "device"), "Queue 0", "queue", tid=0)
+    t, corr = 0, 1
+    for k in range(6):
+        b.event(th, "a section with a rather long name", t, 900_000, "section")
+        for call, dev, cat in (("clEnqueueNDRangeKernel", "blur_horizontal_kernel", "kernel"),
+                               ("clEnqueueUnmapMemObject", "UnmapMemObject", "opencl_map"),
+                               ("clEnqueueWriteBuffer", "WriteBuffer (HtoD)", "gpu_memcpy")):
+            b.event(th, call, t + 1000, 97_432, "opencl_api", correlation_id=corr)
+            b.event(q, dev, t + 200_000, 1_234_567, cat, correlation_id=corr)
+            t += 2_000_000
+            corr += 1
+    return b.build()
+
+
+def test_summary_on_a_narrow_terminal_never_truncates_numbers():
+    out = _summary_text(_opencl_like_trace(), 80)
+    for line in out.splitlines():
+        assert len(line) <= 80
+    # numeric cells are whole: an ellipsis may shorten names, never a figure
+    assert not re.search(r"\d…", out), out
+    # the sections caption names only the columns the table shows
+    sec = out[out.index("Sections"):]
+    table, caption = sec.split("total..", 1)
+    for col in ("projected", "util", "Δmem"):
+        if f"{col} =" in caption.split("\n\n")[0]:
+            assert col in table, (col, out)
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_shows_trace_warnings(tmp_path):
+    t = gpu_trace()
+    t.metadata["warnings"] = ["opencl: 1 OpenCL commands still pending 10 s after stop"]
+    html = write(t, tmp_path / "report.html")
+    dom, _ = browser.dump_dom(html)
+    assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
+    assert "still pending 10 s after stop" in dom.split("</script>")[-1] or \
+        "still pending 10 s after stop" in re.sub(r"<script.*?</script>", "", dom, flags=re.S)

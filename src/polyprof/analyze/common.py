@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..derive import cache
-from ..trace.categories import Kind, is_collective_name
+from ..trace.categories import Kind, is_collective_name, is_copy_name
 from ..trace.core import Trace
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
@@ -48,7 +48,9 @@ def activity_class(trace: Trace, rows: np.ndarray) -> np.ndarray:
         ids = trace.events["name"][rows[ker]]
         uniq, inv = np.unique(ids, return_inverse=True)
         coll = np.fromiter((is_collective_name(trace.strings[i]) for i in uniq), bool, len(uniq))
+        copy = np.fromiter((is_copy_name(trace.strings[i]) for i in uniq), bool, len(uniq))
         out[ker[coll[inv]]] = COMMUNICATION
+        out[ker[copy[inv]]] = MEMCPY
     return out
 
 

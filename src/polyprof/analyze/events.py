@@ -12,8 +12,9 @@ from .grouping import duration_stats
 def event_stats(trace: Trace) -> pd.DataFrame:
     """One row per (category, name) of events with a duration.
 
-    Columns: ``category``, then those of :func:`grouping.duration_stats` (``name``,
-    ``count``, ``total_ns``, ...). Sorted by total time.
+    Columns: ``category``, ``name``, ``count``, ``total_ns``, ``mean_ns``, ``median_ns``,
+    ``min_ns``, ``max_ns``, ``p99_ns`` (durations), ``first_start_ns``, ``last_end_ns``.
+    Sorted by total time.
     """
     ev = trace.events
     rows = np.flatnonzero(ev["dur_ns"] > 0)

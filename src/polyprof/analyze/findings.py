@@ -13,7 +13,9 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from ..derive import cache
 from ..trace.core import Trace
+from .breakdown import kernel_breakdown as _kb
 
 IDLE_PCT = 30.0  # device idle share of the span that counts as "mostly waiting"
 HOST_WAIT_SHARE = 50.0  # share of idle that is host-wait for "host-bound"
@@ -23,12 +25,11 @@ SHORT_KERNEL_SHARE = 50.0  # share of kernels that are short, for "launch-bound"
 MIN_KERNELS = 100
 LAUNCH_IDLE_PCT = 10.0  # a device this busy is not held back by launches
 COPY_SHARE = 20.0  # copies as a share of busy device time, for "copy-bound"
-SYNC_SHARE = 5.0  # host time in synchronising calls, share of the span
+COPY_SPAN_SHARE = 5.0  # ... and copies as a share of the device's analysed span
+SYNC_SHARE = 5.0  # time one host thread spends in synchronising calls, share of step time (or the span)
 STEP_GAP_SHARE = 10.0  # device idle between steps, share of step time
 EXPOSED_COMM_SHARE = 10.0  # non-overlapped communication, share of the span
 
-SYNC_MARKERS = ("synchronize", "clfinish", "clwaitforevents", "eventsynchronize",
-                "hipdevicesynchronize", "block_until_ready")
 INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "iterator::", "prefetch")
 
 
@@ -79,7 +80,30 @@ def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None) -> lis
                  _exposed_comm):
         out.extend(rule(trace, t))
     order = {"high": 0, "medium": 1, "low": 2}
-    return sorted(out, key=lambda f: order.get(f.severity, 3))
+    return _one_per_rule(sorted(out, key=lambda f: order.get(f.severity, 3)))
+
+
+def _one_per_rule(found: list[Finding]) -> list[Finding]:
+    """Eight devices with the same problem are one finding, not eight: the worst is shown,
+    the others are named in its evidence (``also_on``)."""
+    first: dict[str, Finding] = {}
+    out: list[Finding] = []
+    for f in found:
+        if f.id in first:
+            first[f.id].evidence.setdefault("also_on", []).append(f.plane)
+            continue
+        first[f.id] = f
+        out.append(f)
+    for f in out:
+        more = f.evidence.get("also_on")
+        if more:
+            more.sort()
+            f.title += f" (alike on {len(more)} more)"
+    return out
+
+
+def kernel_breakdown_by_device(trace: Trace) -> pd.DataFrame:
+    return cache.memo(trace, "kernel_breakdown_by_device", lambda tr: _kb(tr, by_device=True))
 
 
 def _device_rows(t) -> pd.DataFrame:
@@ -181,45 +205,63 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
     kb = t("kernel_breakdown")
     if not len(kb):
         return []
-    copies = kb[kb["kind"].isin(["memcpy", "memset"])]
-    total = float(kb["total_ns"].sum())
-    cp = float(copies["total_ns"].sum())
-    share = 100.0 * cp / total if total else 0.0
-    if share < COPY_SHARE:
-        return []
-    return [Finding("copy_bound", f"copies and fills are {share:.0f}% of device activity time",
-                    _sev(share, 40), "", {"copy_ns": int(cp), "device_activity_ns": int(total),
-                                          "share_pct": round(share, 2)},
-                    _records(copies, ["name", "count", "total_ns", "mean_ns"]),
-                    "Move less data between host and device: keep tensors on the device, batch small "
-                    "transfers, use pinned host memory with non_blocking copies so they overlap compute, "
-                    "and avoid per-step .cpu()/.item().")]
+    spans = _device_rows(t).set_index("plane")["span_ns"]
+    out = []
+    for plane, g in kernel_breakdown_by_device(trace).groupby("plane", sort=False):
+        copies = g[g["kind"].isin(["memcpy", "memset"])]
+        total = float(g["total_ns"].sum())
+        cp = float(copies["total_ns"].sum())
+        share = 100.0 * cp / total if total else 0.0
+        span = float(spans.get(plane, 0) or 0)
+        of_span = 100.0 * cp / span if span else 0.0
+        # copies must be a large part of the device's work *and* of its time: a few small
+        # copies on an idle device are not what limits the run
+        if share < COPY_SHARE or of_span < COPY_SPAN_SHARE:
+            continue
+        out.append(Finding("copy_bound", f"{plane}: copies and fills are {share:.0f}% of device activity time "
+                                         f"({of_span:.0f}% of the span)",
+                           _sev(share, 40), str(plane),
+                           {"copy_ns": int(cp), "device_activity_ns": int(total), "share_pct": round(share, 2),
+                            "span_ns": int(span), "copy_pct_of_span": round(of_span, 2)},
+                           _records(copies.sort_values("total_ns", ascending=False),
+                                    ["name", "count", "total_ns", "mean_ns"]),
+                           "Move less data between host and device: keep tensors on the device, batch small "
+                           "transfers, and overlap copies with compute (PyTorch: pinned host memory and "
+                           "non_blocking copies, no per-step .cpu()/.item(); JAX: device_put the next batch "
+                           "ahead of use, donate buffers)."))
+    return out
 
 
 def _sync_stalls(trace: Trace, t) -> list[Finding]:
-    ev = t("event_stats")
-    if not len(ev):
-        return []
-    low = ev["name"].str.lower()
-    is_sync = low.apply(lambda s: any(m in s for m in SYNC_MARKERS)) | ev["category"].str.lower().isin(
-        ["cuda_sync", "sync"])
-    # cudaMemcpy without Async (and hipMemcpy) blocks the host too
-    is_sync |= low.str.fullmatch(r"(cuda|hip)memcpy(2d|3d)?")
-    sel = ev[is_sync]
-    if not len(sel):
-        return []
-    from .common import analysed_span
+    from .sync import sync_by_thread, sync_rows, windows
 
-    t0, t1 = analysed_span(trace)
-    span = max(t1 - t0, 1)
-    total = float(sel["total_ns"].sum())
-    share = 100.0 * total / span
+    by_thread = sync_by_thread(trace)
+    if not len(by_thread):
+        return []
+    worst = by_thread.iloc[0]
+    share = float(worst["share_pct"])
     if share < SYNC_SHARE:
         return []
-    return [Finding("sync_stalls", f"the host spends {share:.0f}% of the span waiting in synchronising calls",
-                    _sev(share, 20), "/host:CPU", {"sync_ns": int(total), "span_ns": int(span),
-                                                   "share_pct": round(share, 2), "calls": int(sel["count"].sum())},
-                    _records(sel, ["category", "name", "count", "total_ns"]),
+    # the calls behind it: sync calls of that thread starting inside the windows, by name
+    ev = trace.events
+    rows = sync_rows(trace)
+    rows = rows[np.array([trace.tracks[int(x)].name == worst["thread"] for x in ev["track"][rows]], bool)]
+    ws, we = windows(trace)
+    pos = np.searchsorted(ws, ev["start_ns"][rows], side="right") - 1
+    rows = rows[(pos >= 0) & (ev["start_ns"][rows] < we[np.maximum(pos, 0)])]
+    top = pd.DataFrame({"category": [trace.strings[c] for c in ev["category"][rows]],
+                        "name": [trace.strings[n] for n in ev["name"][rows]], "dur": ev["dur_ns"][rows]})
+    top = top.groupby(["category", "name"], sort=False)["dur"].agg(count="size", total_ns="sum").reset_index()
+    top = top.sort_values("total_ns", ascending=False)
+    where = "of step time" if len(cache.steps(trace)) else "of the span"
+    who = str(worst["thread"]) if str(worst["thread"]).startswith("thread") else f"thread {worst['thread']}"
+    return [Finding("sync_stalls", f"{who} spends {share:.0f}% {where} waiting in "
+                                   f"synchronising calls",
+                    _sev(share, 20), "/host:CPU",
+                    {"sync_ns": int(worst["sync_ns"]), "window_ns": int(worst["window_ns"]),
+                     "share_pct": round(share, 2), "calls": int(worst["calls"]), "thread": str(worst["thread"]),
+                     "threads_syncing": int((by_thread["sync_ns"] > 0).sum())},
+                    _records(top, ["category", "name", "count", "total_ns"]),
                     "Each sync stops the host from queueing work ahead. Remove per-step .item(), .cpu(), "
                     "print(tensor) and explicit synchronize() from the loop; log every N steps; use "
                     "non_blocking copies and events instead of device-wide syncs.")]

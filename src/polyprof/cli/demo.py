@@ -3,36 +3,62 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import logging
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..collect.session import Session
 from .common import add_plugin_args, plugin_list, print_summary
 
-#: bundled workloads, run in this order; a module whose needs are missing is skipped
-WORKLOADS = ["polyprof.demo.threaded_pipeline", "polyprof.demo.opencl_pipeline"]
+log = logging.getLogger("polyprof.demo")
+
+#: bundled workloads; ``auto`` takes the first whose needs are met here, so a newcomer
+#: with an OpenCL device sees device tracks, and everyone else still sees a profile
+WORKLOADS = {
+    "opencl": "polyprof.demo.opencl_pipeline",   # image pipeline on an OpenCL device
+    "threads": "polyprof.demo.threaded_pipeline",  # loader thread + training loop on the CPU
+}
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="profile a bundled workload and print the summary")
+    p = sub.add_parser("demo", help="profile a bundled workload and print the summary",
+                       description="Profile a bundled workload and print the summary. "
+                                   "opencl: an image pipeline (upload, blur, gradient, reduce, "
+                                   "download) on the first OpenCL device; threads: a loader thread "
+                                   "feeding a NumPy training loop. auto picks opencl when pyopencl "
+                                   "and a device are present, else threads.")
     p.add_argument("-o", "--output", default="polyprof-demo.polyprof", help="trace file to write")
+    p.add_argument("-w", "--workload", choices=["auto", *WORKLOADS], default="auto",
+                   help="which workload to profile (default: auto)")
     add_plugin_args(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    import importlib
+def pick(workload: str) -> tuple[str, ModuleType]:
+    """The workload's name and module; ``auto`` falls back past workloads that can't run here."""
+    names = list(WORKLOADS) if workload == "auto" else [workload]
+    errors = []
+    for name in names:
+        try:
+            return name, importlib.import_module(WORKLOADS[name])
+        except ImportError as e:
+            errors.append(f"{name}: {e}")
+            log.info("demo workload %s can't run here: %s", name, e)
+    from ..errors import PolyprofError
 
+    raise PolyprofError("no demo workload can run here (" + "; ".join(errors) + ")")
+
+
+def run(args: argparse.Namespace) -> int:
+    name, mod = pick(args.workload)
+    print(f"polyprof demo: profiling the {name} workload ({mod.__name__}; -w to choose)", file=sys.stderr)
     with Session(plugin_list(args), output=Path(args.output), collect_timeout=args.collect_timeout) as s:
-        for name in WORKLOADS:
-            try:
-                mod = importlib.import_module(name)
-            except ImportError as e:
-                print(f"polyprof demo: skipping {name}: {e}", file=sys.stderr)
-                continue
-            mod.main([])
+        mod.main([])
     print_summary(s.trace)
-    print(f"polyprof: trace written to {args.output}; try `polyprof export {args.output} -f chrome "
-          f"-o demo.json.gz` and open it in Perfetto", file=sys.stderr)
+    out = args.output
+    print(f"polyprof: trace written to {out}; try `polyprof report {out} -o demo.html`, or "
+          f"`polyprof export {out} -f chrome -o demo.json.gz` and open it in Perfetto", file=sys.stderr)
     return 0

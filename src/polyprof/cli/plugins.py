@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 
@@ -26,4 +27,16 @@ def run(args: argparse.Namespace) -> int:
                       "yes" if info.default else "no", kinds,
                       info.target if info.availability.ok else info.availability.reason)
     Console().print(table)
+    Console().print(_sections_line())
     return 0
+
+
+def _sections_line() -> str:
+    """Which polyprof.section is in use: the fallback costs about twice as much per section."""
+    from ..collect import recorder
+
+    if recorder.IMPLEMENTATION == "c":
+        return "sections: compiled (polyprof.collect._fastsection)"
+    why = ("POLYPROF_PURE_PYTHON is set" if os.environ.get("POLYPROF_PURE_PYTHON", "") not in ("", "0")
+           else "the C extension was not built")
+    return f"sections: pure Python ({why})"

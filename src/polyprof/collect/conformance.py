@@ -123,10 +123,16 @@ class _Subject:
         self.limits = limits
         self.timings: dict[str, float] = {"start": 0.0, "stop": 0.0, "collect": 0.0}
         self.timeouts: list[str] = []
+        #: the call each thread is in (what, start time, limit), for calls run in the
+        #: caller's thread; :func:`_guarded` watches them from outside
+        self.current: dict[int, tuple[str, float, float]] = {}
 
     def _timed(self, what: str, fn: Callable[[], Any], *, in_thread: bool) -> Any:
         limit = {"start": self.limits.start_s, "stop": self.limits.stop_s}.get(what, self.limits.collect_s)
         t0 = time.perf_counter()
+        me = threading.get_ident()
+        if not in_thread:
+            self.current[me] = (what, t0, limit)
         try:
             if in_thread:
                 try:
@@ -136,6 +142,8 @@ class _Subject:
                     raise CallTimeout(f"{what}() did not return within {limit:g} s") from None
             return fn()
         finally:
+            if not in_thread:
+                self.current.pop(me, None)
             key = "collect" if what.startswith("collect") else what
             self.timings[key] = max(self.timings.get(key, 0.0), time.perf_counter() - t0)
 
@@ -515,15 +523,18 @@ def check(target: str, *, options: dict[str, Any] | None = None, limits: Limits 
             r.status, r.reason = NA, "native plugins only (Python plugins return a Trace)"
             continue
         try:
-            r.reason = fn()
+            r.reason = _guarded(subject, fn, cid)
             r.status = PASS
         except ClauseFailed as e:
             r.status, r.reason = FAIL, str(e)
         except Exception as e:  # a bug in the plugin that escaped everything else
             r.status, r.reason = FAIL, f"{type(e).__name__}: {e}"
     t = subject.timings
+    timed_out = {m.split("(", 1)[0] for m in subject.timeouts}
+    timed_out |= {"collect" for k in timed_out if k.startswith("collect")}
     over = [f"{k}() took {t[k]:.2f} s > {lim:g} s" for k, lim in
-            (("start", limits.start_s), ("stop", limits.stop_s), ("collect", limits.collect_s)) if t[k] > lim]
+            (("start", limits.start_s), ("stop", limits.stop_s), ("collect", limits.collect_s))
+            if t[k] > lim and k not in timed_out]
     r = res["time_limits"]
     if subject.timeouts or over:
         r.status, r.reason = FAIL, "; ".join(dict.fromkeys(subject.timeouts + over))
@@ -533,6 +544,40 @@ def check(target: str, *, options: dict[str, Any] | None = None, limits: Limits 
                     f"collect {t['collect'] * 1e3:.1f} ms (limits {limits.start_s:g}/{limits.stop_s:g}/"
                     f"{limits.collect_s:g} s)")
     return report
+
+
+def _guarded(subject: _Subject, fn: Callable[[], str], clause: str) -> str:
+    """Run one clause. Native calls carry their own time limit; a Python plugin's
+    start() and stop() run in the thread that drives it (as in a session), so the clause
+    runs in a thread of its own, started, stopped and collected from there, and a call
+    that overruns its limit is reported and abandoned instead of hanging the kit."""
+    if subject.kind == "native":
+        return fn()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            box["error"] = e
+
+    t = threading.Thread(target=run, name=f"polyprof-kit-{clause}", daemon=True)
+    t.start()
+    while True:
+        t.join(0.02)
+        if not t.is_alive():
+            break
+        cur = subject.current.get(t.ident or 0)
+        if cur is not None and time.perf_counter() - cur[1] > cur[2]:
+            what, t0, limit = cur
+            msg = f"{what}() did not return within {limit:g} s"
+            subject.timeouts.append(msg)
+            key = "collect" if what.startswith("collect") else what
+            subject.timings[key] = max(subject.timings.get(key, 0.0), time.perf_counter() - t0)
+            raise CallTimeout(f"{msg}; the kit abandoned this instance (its thread is still inside {what}())")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _factory_of(subject: _Subject) -> Any:

@@ -553,6 +553,12 @@ def path_plugins() -> list[Any]:
         d = describe(lib)
         factory = native_factory(lib, d.name) if d.availability.ok else None
         infos.append(PluginInfo(d.name, str(d.path), factory, d.availability, True))
+    # a mistyped entry is listed (unavailable, with the reason), not dropped silently
+    for part in os.environ.get(ENV_PATH, "").split(os.pathsep):
+        p = Path(part).expanduser() if part else None
+        if p is not None and not p.exists():
+            infos.append(PluginInfo(p.name, str(p), None,
+                                    Availability(False, f"{ENV_PATH} entry {p} does not exist"), True))
     return infos
 
 

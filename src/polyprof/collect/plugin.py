@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import PluginStateError
@@ -38,6 +39,13 @@ class SessionContext:
     wall_anchor: dict[str, int]
     options: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: where the host plugin appends its crash journal (None: the session writes no file)
+    journal_path: Path | None = None
+    #: facts about the session (pid, host, argv) for files written before it ends
+    session_info: dict[str, Any] = field(default_factory=dict)
+
+    def header(self) -> dict[str, Any]:
+        return {"start_ns": self.start_ns, "wall_anchor": self.wall_anchor, **self.session_info}
 
     @staticmethod
     def now_ns() -> int:

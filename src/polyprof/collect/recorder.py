@@ -3,10 +3,13 @@
 A completed section is one tuple appended to one list; marks and counters go to
 per-thread arrays. With no active recorder every call is a global lookup and
 a return, so instrumented code costs next to nothing when nobody profiles it.
+``section`` is the compiled ``_fastsection.section`` when the optional extension was
+built, else the pure-Python :class:`PySection` (``IMPLEMENTATION`` says which).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from array import array
 from threading import get_ident as _get_ident
@@ -54,7 +57,8 @@ class Recorder:
         self.buffers: list[ThreadBuffer] = []
         self.threads: dict[int, tuple[str, int]] = {}  # ident -> (name, native id)
         self.steps: list[int] = []
-        #: callables(name, is_enter) that mirror sections into other tools (e.g. torch)
+        #: callables(name, is_enter) that mirror sections into other tools (e.g. torch);
+        #: change it in place (append/remove): the compiled section holds this list
         self.listeners: list[Callable[[str, bool], None]] = []
         #: callables(n) told after the n-th polyprof.step() call (e.g. torch's ProfilerStep#n)
         self.step_listeners: list[Callable[[int], None]] = []
@@ -94,12 +98,16 @@ class Recorder:
 
 
 _append: Callable[[tuple], None] | None = None  # the active recorder's sections.append
+_listeners: list[Callable[[str, bool], None]] | None = None  # the active recorder's listeners
 
 
 def activate(rec: Recorder | None) -> None:
-    global _recorder, _append
+    global _recorder, _append, _listeners
     _recorder = rec
     _append = rec.sections.append if rec is not None else None
+    _listeners = rec.listeners if rec is not None else None
+    if _fast is not None:  # the compiled section reads its own copy of the recorder
+        _fast.activate(rec)
 
 
 _original_bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
@@ -126,57 +134,139 @@ def active_recorder() -> Recorder | None:
     return _recorder
 
 
-class section:
+class PySection:
     """A named span of host time: context manager, decorator, or begin()/end().
 
     ``with polyprof.section("Self Attention", layer=3): ...`` or
     ``@polyprof.section("Embedding")``. Keyword stats are attached to the event.
     Costs one global lookup when no session is active.
+
+    The pure-Python reference of the compiled ``_fastsection.section`` (used when the
+    extension is missing, or with POLYPROF_PURE_PYTHON=1). One object may be open
+    several times at once (a module-level ``ATTN = section("attn")`` in several threads,
+    or recursion): the first opening uses the object's own fields (the fast path of a
+    fresh object), further ones a per-object {thread ident: [(t0, append), ...]} dict.
+    ``__exit__`` closes the latest opening of the calling thread; ``end()`` may also
+    close an opening made on another thread.
     """
 
-    __slots__ = ("name", "stats", "_t0", "_app")
+    __slots__ = ("name", "stats", "_app", "_t0", "_tid", "_more")
 
     def __init__(self, name: str, **stats: Any) -> None:
         self.name = name
         self.stats = stats
-        self._app: Callable[[tuple], None] | None = None
+        self._app: Callable[[tuple], None] | None = None  # the slot is free when None
+        self._more: dict[int, list[tuple[int, Callable[[tuple], None]]]] | None = None
 
-    def __enter__(self) -> "section":
+    def __enter__(self) -> "PySection":
         app = _append
         if app is not None:
-            self._app = app
-            if _recorder.listeners:  # type: ignore[union-attr]
-                _recorder.notify(self.name, True)  # type: ignore[union-attr]
-            self._t0 = _now()
+            if _listeners:
+                self._notify(True)
+            tid = _get_ident()
+            # No call between the test and the stores, so no other thread runs between
+            # them (CPython >= 3.11 switches threads only at calls and backward jumps; on
+            # 3.10 two threads would have to enter one free object within two bytecodes).
+            if self._app is None:
+                self._app = app
+                self._tid = tid
+                self._t0 = _now()
+            else:
+                if self._more is None:
+                    self._more = {}
+                stack = self._more.setdefault(tid, [])
+                stack.append((_now(), app))
         return self
 
     def __exit__(self, et: object, ev: object, tb: object) -> bool:
         app = self._app
-        if app is not None:
-            app((self.name, self._t0, _now(), self.stats or None, _get_ident()))
-            self._app = None
-            rec = _recorder
-            if rec is not None and rec.listeners:
-                rec.notify(self.name, False)
+        if app is not None and not self._more:  # fast path: the object's only opening
+            t1 = _now()
+            tid = _get_ident()
+            if self._tid == tid:  # else opened on another thread: not ours to close
+                t0 = self._t0
+                self._app = None
+                app((self.name, t0, t1, self.stats or None, tid))
+                if _listeners:
+                    self._notify(False)
+        elif self._more:
+            self._close(False)
         return False
 
     begin = __enter__
 
     def end(self) -> None:
-        """Close a section opened with begin()."""
-        self.__exit__(None, None, None)
+        """Close a section opened with begin() (on any thread)."""
+        self._close(True)
+
+    def _close(self, loose: bool) -> None:
+        if self._app is None and not self._more:
+            return  # entered with no session: nothing to close
+        t1 = _now()
+        tid = _get_ident()
+        more = self._more
+        if more:
+            stack = more.get(tid)
+            # the latest opening of this thread: its stack's top, unless the slot is
+            # this thread's and started later (taken after the slot was freed)
+            if stack and not (self._app is not None and self._tid == tid and self._t0 > stack[-1][0]):
+                t0, app = stack.pop()
+                if not stack:
+                    del more[tid]  # only this thread adds or removes its key
+                app((self.name, t0, t1, self.stats or None, tid))
+                if _listeners:
+                    self._notify(False)
+                return
+        app = self._app
+        if app is None or (self._tid != tid and not loose):
+            return  # not opened on this thread (e.g. entered before the session began)
+        t0, otid = self._t0, self._tid
+        self._app = None  # take the slot: no call since reading it
+        app((self.name, t0, t1, self.stats or None, otid))
+        if _listeners:
+            self._notify(False)
+
+    def _notify(self, enter: bool) -> None:
+        rec = _recorder
+        if rec is not None:
+            rec.notify(self.name, enter)
 
     def __call__(self, fn: F) -> F:
-        import functools
+        return _decorate(self, fn)
 
-        name, stats = self.name, self.stats
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with section(name, **stats):
-                return fn(*args, **kwargs)
+def _decorate(sec: Any, fn: F) -> F:
+    """``@section(name, **stats)``: each call runs in a fresh section of the same type."""
+    import functools
 
-        return wrapper  # type: ignore[return-value]
+    cls, name, stats = type(sec), sec.name, sec.stats
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with cls(name, **stats):
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _load_fast() -> Any:
+    """The compiled extension, or None (not built, or POLYPROF_PURE_PYTHON=1)."""
+    if os.environ.get("POLYPROF_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from . import _fastsection
+    except ImportError:
+        return None
+    _fastsection.set_decorator(_decorate)
+    return _fastsection
+
+
+_fast = _load_fast()
+#: the ``section`` type in use: the compiled one when built, else :class:`PySection`
+#: (same interface; typed as PySection for editors and type checkers)
+section: type[PySection] = _fast.section if _fast is not None else PySection
+#: which implementation ``polyprof.section`` is: "c" (compiled) or "python" (fallback)
+IMPLEMENTATION = "c" if _fast is not None else "python"
 
 
 def mark(name: str) -> None:

@@ -18,9 +18,10 @@ from typing import Any, Callable, Sequence, TypeVar
 from ..errors import PluginError, SessionError
 from ..trace.core import Trace
 from ..trace.merge import merge
+from . import journal
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .plugin import SessionContext
-from .registry import resolve
+from .registry import discover, resolve
 
 log = logging.getLogger("polyprof")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -57,6 +58,7 @@ class Session:
         self._slots: list[_Slot] = []
         self._ctx: SessionContext | None = None
         self._stopped = False
+        self.skipped: dict[str, str] = {}  # default plugins that can't run here -> why
 
     # ---------------------------------------------------------------- lifecycle
     def _make_slots(self) -> list[_Slot]:
@@ -65,6 +67,11 @@ class Session:
         if names is not None and "host" not in names:
             names = ["host", *names]
         slots: list[_Slot] = []
+        if names is None:  # say which default plugins can't run here, and why (not an error)
+            self.skipped = {i.name: f"unavailable: {i.availability.reason}" for i in discover().values()
+                            if i.default and not i.availability.ok}
+            for name, why in self.skipped.items():
+                log.info("plugin %s not used: %s", name, why)
         for info in resolve(names):
             if info.factory is None or not info.availability.ok:
                 self._error(info.name, "load", f"not available: {info.availability.reason}")
@@ -85,7 +92,9 @@ class Session:
                 raise SessionError("a polyprof session is already active in this process")
             _active = self
         start = now_ns()
-        self._ctx = SessionContext(start_ns=start, wall_anchor=wall_anchor(), options=self.options)
+        self._ctx = SessionContext(start_ns=start, wall_anchor=wall_anchor(), options=self.options,
+                                   journal_path=journal.path_for(self.output) if self.output else None,
+                                   session_info=self._info())
         try:
             self._slots = self._make_slots()
         except BaseException:
@@ -131,7 +140,10 @@ class Session:
             try:
                 self.trace.save(self.output)
             except Exception as e:
-                log.error("could not write %s: %s", self.output, e)
+                log.error("could not write %s: %s (the host data so far is in %s)", self.output, e,
+                          journal.path_for(self.output))
+            else:
+                journal.path_for(self.output).unlink(missing_ok=True)
         return self.trace
 
     def _collect(self, slot: _Slot) -> Trace | None:
@@ -188,10 +200,9 @@ class Session:
         meta = {
             "polyprof_version": _version(),
             "clock": REFERENCE_CLOCK,
-            "session": {"start_ns": ctx.start_ns, "stop_ns": end, "pid": os.getpid(),
-                        "hostname": socket.gethostname(), "argv": list(sys.argv)},
+            "session": {"start_ns": ctx.start_ns, "stop_ns": end, **self._info()},
             "wall_anchor": ctx.wall_anchor,
-            "plugins": {s.name: s.status for s in self._slots},
+            "plugins": {**self.skipped, **{s.name: s.status for s in self._slots}},
             "plugin_errors": list(self.errors),
             "warnings": list(ctx.warnings),
         }
@@ -208,6 +219,10 @@ class Session:
                 except Exception:
                     pass
             return merge(good, meta)
+
+    @staticmethod
+    def _info() -> dict[str, Any]:
+        return {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": list(sys.argv)}
 
     # ---------------------------------------------------------------- sugar
     def __enter__(self) -> "Session":

@@ -33,6 +33,10 @@ def _head(path: Path, n: int = 4096) -> bytes:
 def detect(path: str | Path) -> str:
     path = Path(path)
     if not path.exists():
+        partial = Path(str(path) + ".partial")
+        if partial.exists():
+            raise TraceFormatError(path, f"no such file, but {partial} is there: the profiled program "
+                                         "was killed before the trace was written; load that file instead")
         raise TraceFormatError(path, "no such file")
     if path.is_dir():
         raise TraceFormatError(path, "is a directory, not a trace file")
@@ -40,7 +44,7 @@ def detect(path: str | Path) -> str:
     for name, sniff, _ in _FORMATS:
         if sniff(head, path):
             return name
-    raise TraceFormatError(path, "unrecognised format (expected .polyprof, Kineto/Chrome JSON or XSpace)")
+    raise TraceFormatError(path, "unrecognised format (expected .polyprof, Kineto/Chrome JSON, XSpace or a .partial crash journal)")
 
 
 def load(path: str | Path, **options) -> Trace:
@@ -61,6 +65,7 @@ def _is_json(head: bytes, path: Path) -> bool:
 
 register("polyprof", lambda h, p: h[:4] == b"PK\x03\x04", "polyprof.formats.native:load")
 register("chrome-json", _is_json, "polyprof.formats.kineto:load")
+register("polyprof-journal", lambda h, p: h.startswith(b"POLYPROF-JOURNAL "), "polyprof.formats.journal:load")
 
 
 def _is_xspace(head: bytes, path: Path) -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from ..trace import keys
-from ..trace.categories import Kind, kinds_for_strings
+from ..trace.categories import Kind
 from ..trace.core import Trace
 from .jsonfile import write_json
 
@@ -124,7 +124,7 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
         ts_l = _us(ev["start_ns"] + shift - base)
         dur_l = _us(ev["dur_ns"])
         names, cats = trace.names().tolist(), trace.categories().tolist()
-        kinds = kinds_for_strings(trace.strings)[ev["category"]]
+        kinds = trace.kinds
         complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))).tolist()
         args: list[dict[str, Any] | None] = [None] * n
         on_host = np.array([p.kind != "device" for p in trace.planes], bool)[trace.track_plane][ev["track"]]

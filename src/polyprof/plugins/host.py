@@ -3,8 +3,6 @@ process's CPU and memory sampled in the background (psutil)."""
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 from typing import Any
 
@@ -12,9 +10,9 @@ import numpy as np
 
 from ..collect import recorder as rec_mod
 from ..collect.clock import now_ns
+from ..collect import hosttrace
+from ..collect.journal import JournalWriter
 from ..collect.plugin import Plugin, SessionContext
-from ..trace import keys
-from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 
 
@@ -52,10 +50,13 @@ class _Sampler(threading.Thread):
 
 
 class HostPlugin(Plugin):
-    """Options: ``sample_interval_s`` (default 0.02; 0 disables process sampling)."""
+    """Options: ``sample_interval_s`` (default 0.02; 0 disables process sampling);
+    ``journal_interval_s`` (default 1.0; 0 disables the crash journal, which is kept
+    only when the session writes an output file)."""
 
     name = "host"
     device_kinds = ("CPU",)
+    default_journal_interval_s = 1.0
 
     def _start(self, ctx: SessionContext) -> None:
         self.recorder = rec_mod.Recorder()
@@ -69,6 +70,13 @@ class HostPlugin(Plugin):
         if self.sampler:
             self.sampler.on_sample.append(self.recorder.snapshot_threads)
             self.sampler.start()
+        self.journal: JournalWriter | None = None
+        every = float(self.options.get("journal_interval_s", self.default_journal_interval_s))
+        if ctx.journal_path is not None and every > 0:
+            try:
+                self.journal = JournalWriter(ctx.journal_path, ctx.header(), self.recorder, self.sampler, every)
+            except OSError as e:
+                ctx.warn(self.name, f"no crash journal: {e}")
 
     def _stop(self) -> None:
         self.recorder.active = False
@@ -80,72 +88,34 @@ class HostPlugin(Plugin):
         if self.sampler:
             self.sampler.halt.set()
             self.sampler.join(2.0)
+        if self.journal is not None:
+            self.journal.close(delete=False)  # the session deletes it once the trace is saved
 
     def _collect(self) -> Trace:
-        r = self.recorder
-        b = TraceBuilder()
-        plane = b.plane(keys.HOST_PLANE, "host", pid=os.getpid(),
-                        properties={"hostname": socket.gethostname()})
-        names = np.asarray(r.strings, dtype=object)
-        secs = [x for x in list(r.sections) if x[2] <= self.stop_ns]  # list(): threads may append
-        idents = {x[4] for x in secs} | {buf.ident for buf in r.buffers}
-        main_ident = threading.main_thread().ident
-        tracks = {}
-        for order, ident in enumerate(sorted(idents, key=lambda i: (i != main_ident, r.threads.get(i, ("", i))[1]))):
-            tname, tid = r.threads.get(ident, (f"thread {ident}", ident))
-            tracks[ident] = b.track(plane, tname, "thread", tid=tid, sort_index=order)
-        if secs:
-            sn, s0, s1, sst, sid = zip(*secs)
-            starts = np.fromiter(s0, np.int64, len(secs))
-            track_ids = np.fromiter((tracks[i] for i in sid), np.int32, len(secs))
-            rows = b.events(track_ids, np.asarray(sn, dtype=object), starts,
-                            np.fromiter(s1, np.int64, len(secs)) - starts, keys.CAT_SECTION)
-            by_key: dict[str, tuple[list, list]] = {}
-            for local, stats in enumerate(sst):
-                if stats:
-                    for k, v in stats.items():
-                        rs, vs = by_key.setdefault(k, ([], []))
-                        rs.append(rows[local])
-                        vs.append(v)
-            for k, (rs, vs) in by_key.items():
-                b.add_stat(k, rs, vs)
-        for buf in r.buffers:
-            track = tracks[buf.ident]
-            m = min(len(buf.mark_names), len(buf.mark_ts))
-            if m:
-                b.events(track, names[np.frombuffer(buf.mark_names, np.int32)[:m]],
-                         np.frombuffer(buf.mark_ts, np.int64)[:m], np.zeros(m, np.int64), keys.CAT_MARK)
-            c = min(len(buf.ctr_names), len(buf.ctr_ts), len(buf.ctr_values))
-            if c:
-                ids = np.frombuffer(buf.ctr_names, np.int32)[:c]
-                ts = np.frombuffer(buf.ctr_ts, np.int64)[:c]
-                vals = np.frombuffer(buf.ctr_values, np.float64)[:c]
-                for nid in np.unique(ids):
-                    sel = ids == nid
-                    b.counter(plane, r.strings[nid], ts[sel], vals[sel])
-        self._steps(b, plane)
-        self._process_counters(b, plane)
-        return b.build()
+        return hosttrace.build(records(self.recorder, self.start_ns, self.stop_ns, self.sampler))
 
-    def _steps(self, b: TraceBuilder, plane: int) -> None:
-        """Step N runs from the previous step() call (or session start) to the Nth call."""
-        marks = np.asarray(self.recorder.steps, np.int64)
-        if not len(marks):
-            return
-        track = b.track(plane, keys.LINE_STEPS, "steps", tid=0, sort_index=-1)
-        starts = np.concatenate([[self.start_ns], marks[:-1]])
-        n = len(marks)
-        b.events(track, np.array([f"step {i}" for i in range(n)], object), starts, marks - starts,
-                 keys.CAT_STEP, stats={keys.STEP: np.arange(n, dtype=np.int64)})
 
-    def _process_counters(self, b: TraceBuilder, plane: int) -> None:
-        s = self.sampler
-        if not s or len(s.ts) < 2:
-            return
-        n = min(len(s.ts), len(s.cpu), len(s.rss), len(s.threads))
-        ts = np.asarray(s.ts[:n], np.int64)
-        cpu = np.asarray(s.cpu[:n])
-        pct = np.diff(cpu) / np.maximum(np.diff(ts), 1) * 1e9 * 100.0
-        b.counter(plane, "process.cpu_percent", ts[1:], pct)
-        b.counter(plane, "process.rss_bytes", ts, np.asarray(s.rss[:n]))
-        b.counter(plane, "process.threads", ts, np.asarray(s.threads[:n]))
+def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler | None) -> hosttrace.HostRecords:
+    """The recorder's tuples and per-thread arrays as columns."""
+    secs = [x for x in list(r.sections) if x[2] <= stop_ns]  # list(): threads may append
+    h = hosttrace.HostRecords(start_ns=start_ns, threads=dict(r.threads),
+                              main_ident=threading.main_thread().ident, steps=list(r.steps))
+    if secs:
+        h.sec_names, h.sec_start, h.sec_end, h.sec_stats, h.sec_ident = zip(*secs)
+    names = np.asarray(r.strings, dtype=object)
+    marks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    ctrs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for buf in r.buffers:
+        m = min(len(buf.mark_names), len(buf.mark_ts))
+        marks.append((names[np.frombuffer(buf.mark_names, np.int32)[:m]], np.frombuffer(buf.mark_ts, np.int64)[:m],
+                      np.full(m, buf.ident, np.int64)))
+        c = min(len(buf.ctr_names), len(buf.ctr_ts), len(buf.ctr_values))
+        ctrs.append((names[np.frombuffer(buf.ctr_names, np.int32)[:c]], np.frombuffer(buf.ctr_ts, np.int64)[:c],
+                     np.frombuffer(buf.ctr_values, np.float64)[:c]))
+    if marks:
+        h.mark_names, h.mark_ts, h.mark_ident = (np.concatenate(x) for x in zip(*marks))
+    if ctrs:
+        h.ctr_names, h.ctr_ts, h.ctr_values = (np.concatenate(x) for x in zip(*ctrs))
+    if sampler is not None:
+        h.proc_ts, h.proc_cpu, h.proc_rss, h.proc_threads = sampler.ts, sampler.cpu, sampler.rss, sampler.threads
+    return h

@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,22 @@ class JaxPlugin(Plugin):
     #: off unless asked for: starting jax.profiler imports jax and costs ~0.1 s
     default = False
 
+    @staticmethod
+    def conformance_workload(seconds: float) -> None:
+        """What `polyprof plugin check jax` runs while the plugin records: a jitted function."""
+        import time
+
+        import jax
+        import jax.numpy as jnp
+
+        f = jax.jit(lambda a: jnp.tanh(a @ a))
+        x = jnp.ones((64, 64))
+        end = time.perf_counter() + seconds
+        while True:
+            x = f(x).block_until_ready()
+            if time.perf_counter() >= end:
+                break
+
     @classmethod
     def availability(cls) -> Availability:
         if importlib.util.find_spec("jax") is None:
@@ -55,6 +72,8 @@ class JaxPlugin(Plugin):
         keep = self.options.get("keep_logdir")
         self._logdir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="polyprof-jax-"))
         self._owns_dir = not keep
+        if self._owns_dir:  # also removed if this plugin is never collected
+            weakref.finalize(self, shutil.rmtree, self._logdir, True)
         opts = jp.ProfileOptions()
         opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
         opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))

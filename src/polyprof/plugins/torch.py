@@ -37,6 +37,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,6 +267,20 @@ class TorchPlugin(Plugin):
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
 
+    @staticmethod
+    def conformance_workload(seconds: float) -> None:
+        """What `polyprof plugin check torch` runs while the plugin records: torch ops on the CPU."""
+        import time
+
+        import torch
+
+        x = torch.randn(64, 64)
+        end = time.perf_counter() + seconds
+        while True:
+            x = torch.tanh(x @ x)
+            if time.perf_counter() >= end:
+                break
+
     @classmethod
     def availability(cls) -> Availability:
         try:
@@ -280,6 +295,9 @@ class TorchPlugin(Plugin):
     def _start(self, ctx: SessionContext) -> None:
         global _active
         self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
+        # removed at collect; also when a plugin that is never collected (failed stop,
+        # conformance checks) is garbage-collected or the interpreter exits
+        weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
         self._recorder = rec_mod.active_recorder()
         self._snapshot_threads()
         if self.options.get("mirror_sections", True) and self._recorder is not None:

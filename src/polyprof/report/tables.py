@@ -49,6 +49,7 @@ def build(trace: Trace) -> Report:
         "steps": len(steps), "step_source": steps.source,
         "correlation": dict(corr.counts),
         "plugin_errors": list(trace.metadata.get("plugin_errors", [])),
+        "warnings": [str(w) for w in trace.metadata.get("warnings", []) or []],
     }
     return Report(trace, tables, found, overview)
 

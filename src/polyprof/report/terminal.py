@@ -6,9 +6,12 @@ import sys
 from typing import Any
 
 import pandas as pd
-from rich.console import Console
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from ..trace.core import Trace
 
@@ -54,31 +57,52 @@ def _stats_table(title: str, df: Any, top: int, first: str = "name") -> Table:
     return t
 
 
+#: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
+TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name")
+
+
 def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> Table:
     """A rich table of ``df``: (column, header, formatter[, optional]). Optional columns
     (a priority: higher goes first, then the rightmost) are left out when the table would
-    not fit ``width`` characters."""
+    not fit ``width`` characters; then text columns are shortened, widest first. Numbers
+    and headers of numeric columns are always shown in full."""
     rows = df.head(top)
     cells = {c: [(fmt(v) if fmt else str(v)) for v in rows[c]] for c, _, fmt, *_ in cols}
-    need = {c: max([len(h), *(len(x) for x in cells[c])]) + 3 for c, h, *_ in cols}
+    need = {c: max([len(h), *(len(x) for x in cells[c])]) for c, h, *_ in cols}
     if "name" in need:
-        need["name"] = min(need["name"], 30)
+        need["name"] = min(need["name"], 60)
+    # the narrowest a text column may become before optional columns are dropped
+    floor = {c: min(need[c], 24 if c in ("name", "launch_name") else max(len(h), 10)) if c in TEXT_COLUMNS else need[c]
+             for c, h, *_ in cols}
+
+    def fits(keep: list[tuple], w: dict[str, int]) -> bool:
+        return sum(w[c[0]] + 3 for c in keep) + 1 <= width  # 1 space padding each side + a border
+
     keep = list(cols)
+    note = ""
+    # a text column with one value in every row (one device, say) moves to the title
+    for col in [c for c in cols if c[0] in ("plane", "stream")]:
+        if not fits(keep, need) and len(keep) > 2 and len(rows) and df[col[0]].nunique(dropna=False) == 1:
+            keep.remove(col)
+            note += f"  {col[1]}: {cells[col[0]][0]}"
     # drop optional columns, highest priority number first, then rightmost first
     optional = sorted((c for c in cols if len(c) > 3 and c[3]), key=lambda c: (-int(c[3]), -cols.index(c)))
     for col in optional:
-        if sum(need[c[0]] for c in keep) + 1 <= width:
+        if fits(keep, floor):
             break
         keep.remove(col)
-    t = Table(title=f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else ""), title_justify="left")
-    room = width - 1 - sum(need[c[0]] for c in keep if c[0] != "name") - 3
+    w = {c[0]: need[c[0]] for c in keep}
+    while not fits(keep, w):
+        shrink = [c for c in w if c in TEXT_COLUMNS and w[c] > min(floor[c], 6)]
+        if not shrink:
+            break
+        c = max(shrink, key=lambda k: (w[k] - floor[k] > 0, w[k]))
+        w[c] -= 1
+    t = Table(title=f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else "") + note,
+              title_justify="left")
     for c, head, *_ in keep:
-        if c == "name":
-            t.add_column(head, justify="left", overflow="ellipsis", no_wrap=True, max_width=max(12, min(60, room)),
-                         min_width=12)
-        else:
-            t.add_column(head, justify="left" if c in ("plane", "stream", "kind", "category", "launch_name")
-                         else "right", no_wrap=True)
+        t.add_column(head, justify="left" if c in TEXT_COLUMNS else "right", no_wrap=True, overflow="ellipsis",
+                     width=w[c], min_width=w[c])
     for i in range(len(rows)):
         t.add_row(*[cells[c][i] for c, *_ in keep])
     return t
@@ -92,6 +116,24 @@ def _event_text(e: Any) -> str:
         if k != "name":
             parts.append(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else f"{k}={v}")
     return " ".join(parts)
+
+
+def _finding_lines(findings: list) -> list:
+    """Each finding: a title line, then evidence / top events / what to try, each indented
+    so wrapped lines stay under their label."""
+    out: list = []
+    for f in findings:
+        color = {"high": "red", "medium": "yellow"}.get(f.severity, "cyan")
+        ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
+                       f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
+        out.append(Text.from_markup(f"[{color}]● {f.severity}[/] [bold]{escape(f.title)}[/]"))
+        parts = [("evidence", ev)]
+        if f.events:
+            parts.append(("top", "; ".join(_event_text(e) for e in f.events[:3])))
+        parts.append(("try", f.suggestion))
+        for label, text in parts:
+            out.append(Padding(Text.assemble((f"{label}: ", "dim"), text), (0, 0, 0, 2)))
+    return out
 
 
 def print_summary(trace: Trace, top: int = 15, console: Console | None = None) -> None:
@@ -120,16 +162,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             f"{c['launch_calls_without_device_activity']} of {c['launch_calls']}; "
             f"with a framework op {c['device_activities_with_framework_op']}")
     if report.findings:
-        lines = []
-        for f in report.findings:
-            color = {"high": "red", "medium": "yellow"}.get(f.severity, "cyan")
-            ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
-                           f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
-            lines.append(f"[{color}]● {f.severity}[/] [bold]{f.title}[/]\n  evidence: {ev}")
-            if f.events:
-                lines.append("  top: " + "; ".join(_event_text(e) for e in f.events[:3]))
-            lines.append(f"  try: {f.suggestion}")
-        console.print(Panel("\n".join(lines), title="Findings", title_align="left"))
+        console.print(Panel(Group(*_finding_lines(report.findings)), title="Findings", title_align="left"))
     tb = T["temporal_breakdown"]
     if len(tb):
         console.print(_table("Device time (analysed span)", tb, [
@@ -161,14 +194,20 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     if len(sec):
         dev_cols = [("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
                     ("device_util_pct", "util", fmt_pct, True)] if has_device else []
-        console.print(_table("Sections", sec, [
+        table = _table("Sections", sec, [
             ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
             ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols,
-            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W))
-        console.print("[dim]total..p99 = host time" + ("; device = device time its launches caused; projected = "
-                      "first to last device activity caused; util = device busy within the projection"
-                      if has_device else "") + "; Δmem = process RSS change[/]")
+            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W)
+        console.print(table)
+        shown = {str(col.header) for col in table.columns}
+        host = "total..p99" if "p99" in shown else "total..max"
+        notes = [f"{host} = host time"] + [text for col, text in (
+            ("device", "device = device time its launches caused"),
+            ("projected", "projected = first to last device activity caused"),
+            ("util", "util = device busy within the projection"),
+            ("Δmem", "Δmem = process RSS change")) if col in shown]
+        console.print("[dim]" + "; ".join(notes) + "[/]")
     ss = T["step_stats"]
     if len(ss):
         cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
@@ -190,10 +229,19 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
             ("cpu", "CPU mean", fmt_ns), ("dev", "device mean", fmt_ns), ("delay", "delay median", fmt_ns),
             ("p99", "delay p99", fmt_ns, True)], top, W))
-    if not len(kb):
-        other = T["event_stats"]
+    other = T["event_stats"]
+    if len(kb):  # device activity, framework ops and launch calls have their own tables above
+        from ..trace.categories import Kind, kind_of
+
+        shown = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE, Kind.RUNTIME, Kind.CPU_OP,
+                 Kind.ANNOTATION, Kind.STEP, Kind.DEVICE_ANNOTATION, Kind.DERIVED)
+        other = other[[kind_of(str(c)) not in shown for c in other["category"]]]
+    else:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
-        if len(other):
-            console.print(_stats_table("Top events by total time", other, top))
+    if len(other):
+        console.print(_stats_table("Other events by total time" if len(kb) else "Top events by total time",
+                                   other, top))
     for err in ov["plugin_errors"]:
         console.print(f"[red]plugin {err['plugin']} failed in {err['phase']}[/]: {err['error']}")
+    for w in ov.get("warnings", []):
+        console.print(f"[yellow]warning[/]: {escape(w)}")

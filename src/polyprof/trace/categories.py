@@ -63,7 +63,7 @@ _BY_CATEGORY: dict[str, Kind] = {
     "cpu_instant_event": Kind.MARK,
     "cuda_sync": Kind.OTHER,  # CUPTI sync records on a stream: waiting, not busy
     "cuda_profiler_range": Kind.OTHER,  # CUPTI range-profiler counters per kernel
-    "mtia_ccp_events": Kind.OTHER,  # MTIA command processor: DMA, waits, execution mixed
+    "mtia_ccp_events": Kind.KERNEL,  # MTIA command processor: told apart by name, see _BY_NAME
     "overhead": Kind.OTHER,
     "trace": Kind.OTHER,  # Kineto's own "PyTorch Profiler (0)" span
 }
@@ -77,6 +77,39 @@ _COLLECTIVE_MARKERS = ("nccl", "rccl", "allreduce", "all_reduce", "allgather", "
                        "reducescatter", "reduce_scatter", "alltoall", "sendrecv",
                        # XLA HLO names ("broadcast" alone also names elementwise fusions, so not a marker)
                        "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+#: XLA HLO ops that move memory (async copies between memory spaces, plain copies):
+#: a device op category like "xla_op" says nothing about that, the op's name does
+_COPY_OPS = ("copy-start", "copy-done", "async-copy", "copy")
+
+
+def is_copy_name(name: str) -> bool:
+    """``copy-done.12``, ``copy-start``, ``copy.3``: the base name before ``.N``."""
+    return name.lower().split(".", 1)[0] in _COPY_OPS
+
+
+#: categories that mix kinds of activity, told apart by event name:
+#: category -> ({name: kind}, kind of every other name)
+_BY_NAME: dict[str, tuple[dict[str, Kind], Kind]] = {
+    # MTIA's command processor: PE execution (pe_exe, merge, remote, ...) is compute,
+    # DMA requests are copies, event record/wait are synchronisation (not busy)
+    "mtia_ccp_events": ({"dma_request": Kind.MEMCPY, "event_record": Kind.OTHER, "event_wait": Kind.OTHER},
+                        Kind.KERNEL),
+}
+
+
+def refine_by_name(strings: list[str], categories: np.ndarray, names: np.ndarray, kinds: np.ndarray) -> None:
+    """Set ``kinds`` (one per event, in place) for events of the categories in _BY_NAME."""
+    lowered = {s.lower(): i for i, s in enumerate(strings) if s.lower() in _BY_NAME}
+    for cat, cid in lowered.items():
+        rows = np.flatnonzero(categories == cid)
+        if not len(rows):
+            continue
+        table, other = _BY_NAME[cat]
+        uniq, inv = np.unique(names[rows], return_inverse=True)
+        per_name = np.fromiter((table.get(strings[u].lower(), other) for u in uniq), np.int8, len(uniq))
+        kinds[rows] = per_name[inv]
 
 
 def kind_of(category: str) -> Kind:

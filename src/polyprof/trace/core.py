@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ..errors import TraceSchemaError
-from .categories import Kind, kinds_for_strings
+from .categories import Kind, kinds_for_strings, refine_by_name
 from .model import Plane, Track
 from .stats import StatColumn
 
@@ -123,8 +123,11 @@ class Trace:
     @cached_property
     def kinds(self) -> np.ndarray:
         """Kind (trace.categories.Kind) of every event, from its category."""
-        table = kinds_for_strings(self.strings)
-        return table[self.events["category"]] if self.n_events else np.zeros(0, np.int8)
+        if not self.n_events:
+            return np.zeros(0, np.int8)
+        kinds = kinds_for_strings(self.strings)[self.events["category"]]
+        refine_by_name(self.strings, self.events["category"], self.events["name"], kinds)
+        return kinds
 
     def rows_of_kind(self, *kinds: Kind) -> np.ndarray:
         return np.flatnonzero(np.isin(self.kinds, np.asarray(kinds, dtype=np.int8)))

@@ -96,6 +96,29 @@ class OpenCLPlugin(Plugin):
     name = "opencl"
     device_kinds = ("OpenCL",)
 
+    @staticmethod
+    def conformance_workload(seconds: float) -> None:
+        """What `polyprof plugin check opencl` runs while the plugin records: a queue made
+        without profiling, kernel launches and blocking reads, so every clause sees
+        intercepted calls and device activity (and their clock mapping)."""
+        import pyopencl as cl
+
+        ctx = cl.Context([_devices()[0]])
+        queue = cl.CommandQueue(ctx)
+        prg = cl.Program(ctx, "__kernel void polyprof_kit(__global float* a) "
+                              "{ int i = get_global_id(0); a[i] = a[i] * 0.5f + 1.0f; }").build()
+        kernel = cl.Kernel(prg, "polyprof_kit")
+        host = np.ones(4096, np.float32)
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+        kernel.set_args(buf)
+        end = time.perf_counter() + seconds
+        while True:
+            cl.enqueue_nd_range_kernel(queue, kernel, host.shape, None)
+            cl.enqueue_copy(queue, host, buf)
+            if time.perf_counter() >= end:
+                break
+        queue.finish()
+
     @classmethod
     def availability(cls) -> Availability:
         try:

@@ -1,0 +1,488 @@
+/* polyprof.collect._fastsection: the compiled polyprof.section (the hot path of user sections).
+ *
+ * Same behaviour as the pure-Python fallback `PySection` in recorder.py (which stays
+ * the reference): context manager, begin()/end(), decorator (delegated to
+ * recorder._decorate, so functools.wraps semantics are shared), keyword stats, the
+ * recorder's listeners, and one (name, start_ns, end_ns, stats_or_None, thread_ident)
+ * tuple appended to the active recorder's `sections` list per completed section.
+ *
+ * Why C: in Python a section costs two bytecode-level method calls, two clock-function
+ * calls and an attribute store per field; here the same work is a handful of C calls,
+ * and `section("x")` is created through vectorcall without an args tuple.
+ *
+ * Reuse: one object may be open several times at once (a module-level
+ * `ATTN = section("attn")` used by several threads, or recursion). The first opening
+ * uses the fields in the object (the "slot", the fast path of a fresh object); any
+ * further one goes to a per-object dict {thread ident: [(t0, sections list), ...]}.
+ * `__exit__` closes the latest opening of the calling thread; `end()` may also close
+ * an opening made on another thread (begin() here, end() there).
+ *
+ * Everything below runs with the GIL held; state changes never straddle a call that
+ * can run Python code (allocation may run the GC, hence finalizers).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <time.h>
+
+/* The active recorder (owned references), or NULL with no session. */
+static PyObject *g_recorder;
+static PyObject *g_sections;   /* g_recorder.sections (a list) */
+static PyObject *g_listeners;  /* g_recorder.listeners (a list, mutated in place) */
+static PyObject *g_decorate;   /* recorder._decorate(section, fn) */
+static PyObject *s_notify;     /* "notify" */
+
+/* The clock of time.perf_counter_ns(): CLOCK_MONOTONIC on Linux; elsewhere Python's own. */
+static inline int64_t
+now_ns(void)
+{
+#if defined(__linux__)
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
+#elif PY_VERSION_HEX >= 0x030D0000
+    PyTime_t t;
+    (void)PyTime_PerfCounterRaw(&t);
+    return (int64_t)t;
+#else
+    return (int64_t)_PyTime_GetPerfCounter();
+#endif
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;
+    PyObject *stats;   /* dict of keyword stats, or NULL when there are none */
+    PyObject *list;    /* the slot: the sections list it records into; NULL when free */
+    int64_t t0;        /* the slot's start */
+    unsigned long tid; /* the slot's thread */
+    PyObject *more;    /* NULL, or dict {ident: [(t0, list), ...]} of further openings */
+} Section;
+
+static PyTypeObject SectionType;
+
+/* Tell the recorder's listeners (e.g. the torch plugin) about an enter or exit. */
+static int
+notify(PyObject *name, PyObject *is_enter)
+{
+    PyObject *rec = g_recorder, *r;
+    if (rec == NULL || g_listeners == NULL || PyList_GET_SIZE(g_listeners) == 0)
+        return 0;
+    Py_INCREF(rec);
+    r = PyObject_CallMethodObjArgs(rec, s_notify, name, is_enter, NULL);
+    Py_DECREF(rec);
+    if (r == NULL)
+        return -1;  /* notify() swallows Exceptions; only BaseExceptions get here */
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *
+section_new_impl(PyTypeObject *type, PyObject *name, PyObject *stats)
+{
+    Section *self = PyObject_New(Section, type);
+    if (self == NULL) {
+        Py_XDECREF(stats);
+        return NULL;
+    }
+    Py_INCREF(name);
+    self->name = name;
+    self->stats = stats;  /* stolen */
+    self->list = NULL;
+    self->t0 = 0;
+    self->tid = 0;
+    self->more = NULL;
+    return (PyObject *)self;
+}
+
+/* section(name, **stats) without building an args tuple. */
+static PyObject *
+section_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw, i;
+    PyObject *name = NULL, *stats = NULL;
+    if (nargs > 1) {
+        PyErr_Format(PyExc_TypeError, "section() takes 1 positional argument but %zd were given", nargs);
+        return NULL;
+    }
+    if (nargs == 1)
+        name = args[0];
+    nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (i = 0; i < nkw; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+        if (PyUnicode_CompareWithASCIIString(key, "name") == 0) {
+            if (name != NULL) {
+                PyErr_SetString(PyExc_TypeError, "section() got multiple values for argument 'name'");
+                Py_XDECREF(stats);
+                return NULL;
+            }
+            name = value;
+            continue;
+        }
+        if (stats == NULL && (stats = PyDict_New()) == NULL)
+            return NULL;
+        if (PyDict_SetItem(stats, key, value) < 0) {
+            Py_DECREF(stats);
+            return NULL;
+        }
+    }
+    if (name == NULL) {
+        PyErr_SetString(PyExc_TypeError, "section() missing 1 required positional argument: 'name'");
+        Py_XDECREF(stats);
+        return NULL;
+    }
+    return section_new_impl((PyTypeObject *)type, name, stats);
+}
+
+static PyObject *
+section_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    return PyVectorcall_Call((PyObject *)type, args, kwds);
+}
+
+static void
+section_dealloc(Section *self)
+{
+    Py_XDECREF(self->name);
+    Py_XDECREF(self->stats);
+    Py_XDECREF(self->list);
+    Py_XDECREF(self->more);
+    PyObject_Free(self);
+}
+
+/* A further opening (the slot is taken): push (t0, list) on this thread's stack. */
+static int
+push_more(Section *self, PyObject *list, unsigned long tid)
+{
+    PyObject *key, *stack, *entry, *t0;
+    int rc = -1;
+    if (self->more == NULL) {
+        PyObject *d = PyDict_New();
+        if (d == NULL)
+            return -1;
+        if (self->more == NULL)  /* re-check: PyDict_New may have run other threads */
+            self->more = d;
+        else
+            Py_DECREF(d);
+    }
+    if ((key = PyLong_FromUnsignedLong(tid)) == NULL)
+        return -1;
+    stack = PyDict_GetItemWithError(self->more, key);
+    if (stack == NULL) {
+        if (PyErr_Occurred() || (stack = PyList_New(0)) == NULL)
+            goto done;
+        if (PyDict_SetItem(self->more, key, stack) < 0) {
+            Py_DECREF(stack);
+            goto done;
+        }
+        Py_DECREF(stack);  /* the dict holds it; only this thread removes its key */
+    }
+    if ((t0 = PyLong_FromLongLong(now_ns())) == NULL)
+        goto done;
+    entry = PyTuple_Pack(2, t0, list);
+    Py_DECREF(t0);
+    if (entry == NULL)
+        goto done;
+    rc = PyList_Append(stack, entry);
+    Py_DECREF(entry);
+done:
+    Py_DECREF(key);
+    return rc;
+}
+
+static PyObject *
+section_enter(Section *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *list = g_sections;
+    unsigned long tid;
+    if (list == NULL)  /* no session: near free */
+        return Py_NewRef(self);
+    Py_INCREF(list);
+    if (g_listeners != NULL && PyList_GET_SIZE(g_listeners) > 0 && notify(self->name, Py_True) < 0) {
+        Py_DECREF(list);
+        return NULL;
+    }
+    tid = PyThread_get_thread_ident();
+    if (self->list == NULL) {  /* fast path: a fresh (or not currently open) object */
+        self->list = list;     /* the reference taken above */
+        self->tid = tid;
+        self->t0 = now_ns();
+        return Py_NewRef(self);
+    }
+    if (push_more(self, list, tid) < 0) {
+        Py_DECREF(list);
+        return NULL;
+    }
+    Py_DECREF(list);
+    return Py_NewRef(self);
+}
+
+/* Append (name, t0, t1, stats or None, tid) to list. */
+static int
+record(Section *self, PyObject *list, int64_t t0, int64_t t1, unsigned long tid)
+{
+    PyObject *stats = self->stats != NULL && PyDict_GET_SIZE(self->stats) > 0 ? self->stats : Py_None;
+    PyObject *tup = PyTuple_New(5), *a, *b, *c;
+    int rc;
+    if (tup == NULL)
+        return -1;
+    a = PyLong_FromLongLong(t0);
+    b = PyLong_FromLongLong(t1);
+    c = PyLong_FromUnsignedLong(tid);
+    if (a == NULL || b == NULL || c == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+        Py_DECREF(tup);
+        return -1;
+    }
+    Py_INCREF(self->name);
+    Py_INCREF(stats);
+    PyTuple_SET_ITEM(tup, 0, self->name);
+    PyTuple_SET_ITEM(tup, 1, a);
+    PyTuple_SET_ITEM(tup, 2, b);
+    PyTuple_SET_ITEM(tup, 3, stats);
+    PyTuple_SET_ITEM(tup, 4, c);
+    /* A tuple of a str, ints and None can be in no reference cycle: untracking it now
+     * spares the cyclic GC from walking every record the session keeps (as the GC
+     * itself would do at its first pass over the tuple). */
+    if (stats == Py_None && PyUnicode_CheckExact(self->name))
+        PyObject_GC_UnTrack(tup);
+    rc = PyList_Append(list, tup);
+    Py_DECREF(tup);
+    return rc;
+}
+
+/* Close the latest opening of this thread (loose: else the slot, whoever opened it).
+ * The latest is the one that started last: an opening pushed on this thread's stack
+ * while another thread held the slot may be older than the slot this thread took
+ * afterwards. Returns 1 if a section was recorded, 0 if nothing was open, -1 on error. */
+static int
+close_section(Section *self, int loose)
+{
+    int64_t t1, t0;
+    unsigned long tid, otid;
+    PyObject *list;
+    int rc, slot_mine;
+    if (self->list == NULL && self->more == NULL)
+        return 0;  /* entered with no session: nothing to close */
+    t1 = now_ns();
+    tid = PyThread_get_thread_ident();
+    slot_mine = self->list != NULL && self->tid == tid;
+    if (self->more != NULL && PyDict_GET_SIZE(self->more) > 0) {
+        PyObject *key = PyLong_FromUnsignedLong(tid), *stack, *entry;
+        Py_ssize_t n;
+        if (key == NULL)
+            return -1;
+        slot_mine = self->list != NULL && self->tid == tid;  /* re-read: allocation ran */
+        stack = PyDict_GetItemWithError(self->more, key);
+        if (stack != NULL && (n = PyList_GET_SIZE(stack)) > 0) {
+            entry = PyList_GET_ITEM(stack, n - 1);
+            t0 = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 0));
+            if (!slot_mine || t0 >= self->t0) {
+                Py_INCREF(entry);
+                Py_INCREF(stack);
+                rc = PyList_SetSlice(stack, n - 1, n, NULL);
+                if (rc == 0 && PyList_GET_SIZE(stack) == 0)
+                    rc = PyDict_DelItem(self->more, key);
+                Py_DECREF(stack);
+                Py_DECREF(key);
+                if (rc == 0)
+                    rc = record(self, PyTuple_GET_ITEM(entry, 1), t0, t1, tid);
+                Py_DECREF(entry);
+                return rc < 0 ? -1 : 1;
+            }
+        }
+        Py_DECREF(key);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    if (self->list == NULL || (!slot_mine && !loose))
+        return 0;  /* not opened on this thread (e.g. entered before the session began) */
+    list = self->list;  /* take the slot before anything that can run other threads */
+    self->list = NULL;
+    t0 = self->t0;
+    otid = self->tid;
+    rc = record(self, list, t0, t1, otid);
+    Py_DECREF(list);
+    return rc < 0 ? -1 : 1;
+}
+
+static PyObject *
+section_exit(Section *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int rc = close_section(self, 0);
+    if (rc < 0 || (rc > 0 && notify(self->name, Py_False) < 0))
+        return NULL;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *
+section_end(Section *self, PyObject *Py_UNUSED(ignored))
+{
+    int rc = close_section(self, 1);
+    if (rc < 0 || (rc > 0 && notify(self->name, Py_False) < 0))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* @section("x", **stats) on a function: the same wrapper as the Python fallback's. */
+static PyObject *
+section_call(Section *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *fn;
+    if ((kwds != NULL && PyDict_GET_SIZE(kwds) > 0) || !PyArg_UnpackTuple(args, "section", 1, 1, &fn)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a section decorates one function");
+        return NULL;
+    }
+    if (g_decorate == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "polyprof.collect.recorder did not configure _fastsection");
+        return NULL;
+    }
+    return PyObject_CallFunctionObjArgs(g_decorate, (PyObject *)self, fn, NULL);
+}
+
+static PyObject *
+get_stats(Section *self, void *Py_UNUSED(closure))
+{
+    if (self->stats == NULL && (self->stats = PyDict_New()) == NULL)  /* as mutable as Python's */
+        return NULL;
+    return Py_NewRef(self->stats);
+}
+
+static int
+set_stats(Section *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL || !PyDict_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "stats must be a dict");
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->stats, value);
+    return 0;
+}
+
+static PyObject *
+get_name(Section *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->name);
+}
+
+static int
+set_name(Section *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "cannot delete a section's name");
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->name, value);
+    return 0;
+}
+
+static PyGetSetDef section_getset[] = {
+    {"name", (getter)get_name, (setter)set_name, "the section's name", NULL},
+    {"stats", (getter)get_stats, (setter)set_stats, "keyword stats attached to each record", NULL},
+    {NULL},
+};
+
+static PyMethodDef section_methods[] = {
+    {"__enter__", (PyCFunction)section_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))section_exit, METH_FASTCALL, NULL},
+    {"begin", (PyCFunction)section_enter, METH_NOARGS, "Open the section (returns it)."},
+    {"end", (PyCFunction)section_end, METH_NOARGS, "Close a section opened with begin()."},
+    {NULL},
+};
+
+static PyTypeObject SectionType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "polyprof.collect._fastsection.section",
+    .tp_basicsize = sizeof(Section),
+    .tp_dealloc = (destructor)section_dealloc,
+    .tp_call = (ternaryfunc)section_call,
+    /* Not GC-tracked: a section holds a name and a stats dict, not itself, and tracking
+     * would make every `section("x")` count towards a generation-0 collection. */
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A named span of host time: context manager, decorator, or begin()/end().\n\n"
+              "``with polyprof.section(\"Self Attention\", layer=3): ...`` or\n"
+              "``@polyprof.section(\"Embedding\")``. Keyword stats are attached to the event.\n"
+              "Near free when no session is active (compiled; see recorder.IMPLEMENTATION).",
+    .tp_methods = section_methods,
+    .tp_getset = section_getset,
+    .tp_new = section_new,
+    .tp_vectorcall = section_vectorcall,
+};
+
+static PyObject *
+activate(PyObject *Py_UNUSED(module), PyObject *rec)
+{
+    PyObject *sections = NULL, *listeners = NULL;
+    if (rec != Py_None) {
+        sections = PyObject_GetAttrString(rec, "sections");
+        listeners = sections == NULL ? NULL : PyObject_GetAttrString(rec, "listeners");
+        if (listeners == NULL || !PyList_CheckExact(sections) || !PyList_Check(listeners)) {
+            if (listeners != NULL)
+                PyErr_SetString(PyExc_TypeError, "recorder.sections and .listeners must be lists");
+            Py_XDECREF(sections);
+            Py_XDECREF(listeners);
+            return NULL;
+        }
+        Py_INCREF(rec);
+    }
+    else {
+        rec = NULL;
+    }
+    Py_XSETREF(g_recorder, rec);
+    Py_XSETREF(g_sections, sections);
+    Py_XSETREF(g_listeners, listeners);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_decorator(PyObject *Py_UNUSED(module), PyObject *fn)
+{
+    Py_INCREF(fn);
+    Py_XSETREF(g_decorate, fn);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+py_now_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromLongLong(now_ns());
+}
+
+static PyMethodDef module_methods[] = {
+    {"activate", activate, METH_O, "Record sections into this Recorder (None: stop recording)."},
+    {"set_decorator", set_decorator, METH_O, "The function(section, fn) that builds decorated wrappers."},
+    {"now_ns", py_now_ns, METH_NOARGS, "The clock sections use (that of time.perf_counter_ns)."},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "polyprof.collect._fastsection",
+    .m_doc = "Compiled polyprof.section; recorder.py falls back to pure Python without it.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__fastsection(void)
+{
+    PyObject *m;
+    if (PyType_Ready(&SectionType) < 0)
+        return NULL;
+    if ((s_notify = PyUnicode_InternFromString("notify")) == NULL)
+        return NULL;
+    if ((m = PyModule_Create(&module_def)) == NULL)
+        return NULL;
+    Py_INCREF(&SectionType);
+    if (PyModule_AddObject(m, "section", (PyObject *)&SectionType) < 0) {
+        Py_DECREF(&SectionType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

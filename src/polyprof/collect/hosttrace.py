@@ -1,0 +1,113 @@
+"""Host records -> Trace. One builder for the live host plugin and for the crash
+journal's reader, so a recovered trace looks exactly like a collected one."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..trace import keys
+from ..trace.builder import TraceBuilder
+from ..trace.core import Trace
+
+
+@dataclass
+class HostRecords:
+    """What the host side recorded, as columns (one entry per record)."""
+
+    start_ns: int
+    #: completed sections
+    sec_names: Sequence[str] = ()
+    sec_start: Sequence[int] = ()
+    sec_end: Sequence[int] = ()
+    sec_stats: Sequence[dict[str, Any] | None] = ()
+    sec_ident: Sequence[int] = ()
+    #: marks and user counters, with the thread that made them
+    mark_names: Sequence[str] = ()
+    mark_ts: Sequence[int] = ()
+    mark_ident: Sequence[int] = ()
+    ctr_names: Sequence[str] = ()
+    ctr_ts: Sequence[int] = ()
+    ctr_values: Sequence[float] = ()
+    #: polyprof.step() times
+    steps: Sequence[int] = ()
+    #: process samples: time, CPU seconds used so far, RSS bytes, thread count
+    proc_ts: Sequence[int] = ()
+    proc_cpu: Sequence[float] = ()
+    proc_rss: Sequence[float] = ()
+    proc_threads: Sequence[float] = ()
+    #: thread ident -> (name, OS thread id)
+    threads: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: the ident whose track sorts first (the main thread)
+    main_ident: int | None = None
+    pid: int = field(default_factory=os.getpid)
+    hostname: str = field(default_factory=socket.gethostname)
+
+
+def build(r: HostRecords, metadata: dict[str, Any] | None = None) -> Trace:
+    b = TraceBuilder(metadata)
+    plane = b.plane(keys.HOST_PLANE, "host", pid=r.pid, properties={"hostname": r.hostname})
+    idents = set(r.sec_ident) | set(r.mark_ident)
+    main = r.main_ident if r.main_ident is not None else threading.main_thread().ident
+    tracks: dict[int, int] = {}
+    for order, ident in enumerate(sorted(idents, key=lambda i: (i != main, r.threads.get(i, ("", i))[1]))):
+        tname, tid = r.threads.get(ident, (f"thread {ident}", ident))
+        tracks[ident] = b.track(plane, tname, "thread", tid=tid, sort_index=order)
+    n = len(r.sec_names)
+    if n:
+        starts = np.asarray(r.sec_start, np.int64)
+        track_ids = np.fromiter((tracks[i] for i in r.sec_ident), np.int32, n)
+        rows = b.events(track_ids, np.asarray(r.sec_names, dtype=object), starts,
+                        np.asarray(r.sec_end, np.int64) - starts, keys.CAT_SECTION)
+        by_key: dict[str, tuple[list, list]] = {}
+        for local, stats in enumerate(r.sec_stats):
+            if stats:
+                for k, v in stats.items():
+                    rs, vs = by_key.setdefault(k, ([], []))
+                    rs.append(rows[local])
+                    vs.append(v)
+        for k, (rs, vs) in by_key.items():
+            b.add_stat(k, rs, vs)
+    m = len(r.mark_names)
+    if m:
+        b.events(np.fromiter((tracks[i] for i in r.mark_ident), np.int32, m),
+                 np.asarray(r.mark_names, dtype=object), np.asarray(r.mark_ts, np.int64),
+                 np.zeros(m, np.int64), keys.CAT_MARK)
+    if len(r.ctr_names):
+        names = np.asarray(r.ctr_names, dtype=object)
+        ts, vals = np.asarray(r.ctr_ts, np.int64), np.asarray(r.ctr_values, np.float64)
+        for name in dict.fromkeys(r.ctr_names):
+            sel = names == name
+            b.counter(plane, name, ts[sel], vals[sel])
+    _steps(b, plane, r)
+    _process_counters(b, plane, r)
+    return b.build()
+
+
+def _steps(b: TraceBuilder, plane: int, r: HostRecords) -> None:
+    """Step N runs from the previous step() call (or session start) to the Nth call."""
+    marks = np.asarray(r.steps, np.int64)
+    if not len(marks):
+        return
+    track = b.track(plane, keys.LINE_STEPS, "steps", tid=0, sort_index=-1)
+    starts = np.concatenate([[r.start_ns], marks[:-1]])
+    n = len(marks)
+    b.events(track, np.array([f"step {i}" for i in range(n)], object), starts, marks - starts,
+             keys.CAT_STEP, stats={keys.STEP: np.arange(n, dtype=np.int64)})
+
+
+def _process_counters(b: TraceBuilder, plane: int, r: HostRecords) -> None:
+    n = min(len(r.proc_ts), len(r.proc_cpu), len(r.proc_rss), len(r.proc_threads))
+    if n < 2:
+        return
+    ts = np.asarray(r.proc_ts[:n], np.int64)
+    cpu = np.asarray(r.proc_cpu[:n], np.float64)
+    pct = np.diff(cpu) / np.maximum(np.diff(ts), 1) * 1e9 * 100.0
+    b.counter(plane, "process.cpu_percent", ts[1:], pct)
+    b.counter(plane, "process.rss_bytes", ts, np.asarray(r.proc_rss[:n], np.float64))
+    b.counter(plane, "process.threads", ts, np.asarray(r.proc_threads[:n], np.float64))

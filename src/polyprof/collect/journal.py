@@ -1,0 +1,160 @@
+"""The crash journal: host records appended to disk while the program runs.
+
+A program killed by SIGKILL or the kernel's OOM killer never reaches the session's
+stop, so nothing in memory is written. The journal keeps what the host plugin has
+recorded so far (completed sections, marks, counters, steps, process CPU/RSS) in
+``OUTPUT.partial``, appended every ``interval`` seconds by a background thread; a
+normal stop deletes it. ``polyprof.load("OUTPUT.partial")`` turns it back into a
+Trace (formats/journal.py). Device plugins' data is not journaled: they hand it
+over only at collect.
+
+Layout: the line ``MAGIC``, then an Arrow IPC stream of record batches of
+``SCHEMA``; the schema's metadata holds the session header as JSON. Each batch is
+written with plain ``write()`` calls, so it is in the kernel's page cache (and
+survives the process) as soon as the call returns; a batch cut short by the kill
+is dropped by the reader.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+log = logging.getLogger("polyprof")
+
+MAGIC = b"POLYPROF-JOURNAL 1\n"
+SUFFIX = ".partial"
+
+SECTION, MARK, COUNTER, STEP, THREAD, PROCESS = range(6)
+
+#: one row per record; unused fields are null. PROCESS rows: start_ns = time,
+#: value = CPU seconds so far, end_ns = RSS bytes, tid = thread count.
+SCHEMA = pa.schema([
+    ("kind", pa.int8()),
+    ("name", pa.string()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("value", pa.float64()),
+    ("ident", pa.int64()),
+    ("tid", pa.int64()),
+    ("stats", pa.string()),  # JSON object of a section's keyword stats
+])
+
+
+def path_for(output: str | Path) -> Path:
+    """Where the journal of a session writing ``output`` lives."""
+    return Path(str(output) + SUFFIX)
+
+
+def _stats_json(stats: dict[str, Any] | None) -> str | None:
+    if not stats:
+        return None
+    return orjson.dumps(stats, default=str, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+
+
+class JournalWriter:
+    """Appends what a Recorder (and the host sampler) gathered since the last flush."""
+
+    def __init__(self, path: Path, header: dict[str, Any], recorder: Any, sampler: Any = None,
+                 interval: float = 1.0):
+        self.path = path
+        self.recorder = recorder
+        self.sampler = sampler
+        self.interval = interval
+        self._file = open(path, "wb", buffering=0)
+        self._file.write(MAGIC)
+        schema = SCHEMA.with_metadata({b"polyprof": orjson.dumps(header, default=str)})
+        self._writer = ipc.new_stream(self._file, schema)
+        self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0}
+        self._buf_pos: dict[int, tuple[int, int]] = {}
+        self._threads_seen: dict[int, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="polyprof-journal", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._halt.wait(self.interval):
+            try:
+                self.flush()
+            except Exception as e:  # the journal must never disturb the program
+                log.warning("crash journal %s stopped: %s", self.path, e)
+                return
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._file.closed:
+                return
+            for batch in self._new_batches():
+                self._writer.write_batch(batch)
+
+    def _new_batches(self) -> list[pa.RecordBatch]:
+        """Everything recorded since the last flush, one batch per kind, built by columns."""
+        r = self.recorder
+        out: list[pa.RecordBatch] = []
+        threads = [(i, v) for i, v in list(r.threads.items()) if self._threads_seen.get(i) != v]
+        if threads:
+            self._threads_seen.update(threads)
+            out.append(_batch(THREAD, len(threads), name=[v[0] for _, v in threads],
+                              ident=[i for i, _ in threads], tid=[v[1] for _, v in threads]))
+        secs = r.sections[self._pos["sections"]:]  # a slice is atomic under the GIL
+        if secs:
+            self._pos["sections"] += len(secs)
+            names, t0, t1, stats, idents = zip(*secs)
+            out.append(_batch(SECTION, len(secs), name=names, start_ns=t0, end_ns=t1, ident=idents,
+                              stats=[_stats_json(x) if x else None for x in stats]))
+        for buf in list(r.buffers):
+            m0, c0 = self._buf_pos.get(id(buf), (0, 0))
+            m1 = min(len(buf.mark_names), len(buf.mark_ts))
+            c1 = min(len(buf.ctr_names), len(buf.ctr_ts), len(buf.ctr_values))
+            self._buf_pos[id(buf)] = (m1, c1)
+            if m1 > m0:
+                out.append(_batch(MARK, m1 - m0, name=[r.strings[i] for i in buf.mark_names[m0:m1]],
+                                  start_ns=buf.mark_ts[m0:m1], ident=[buf.ident] * (m1 - m0)))
+            if c1 > c0:
+                out.append(_batch(COUNTER, c1 - c0, name=[r.strings[i] for i in buf.ctr_names[c0:c1]],
+                                  start_ns=buf.ctr_ts[c0:c1], value=buf.ctr_values[c0:c1],
+                                  ident=[buf.ident] * (c1 - c0)))
+        steps = r.steps[self._pos["steps"]:]
+        if steps:
+            self._pos["steps"] += len(steps)
+            out.append(_batch(STEP, len(steps), start_ns=steps))
+        s = self.sampler
+        if s is not None:
+            p0, p1 = self._pos["proc"], min(len(s.ts), len(s.cpu), len(s.rss), len(s.threads))
+            if p1 > p0:
+                self._pos["proc"] = p1
+                out.append(_batch(PROCESS, p1 - p0, start_ns=s.ts[p0:p1], value=s.cpu[p0:p1],
+                                  end_ns=[int(x) for x in s.rss[p0:p1]],
+                                  tid=[int(x) for x in s.threads[p0:p1]]))
+        return out
+
+    def close(self, delete: bool) -> None:
+        """Stop appending; ``delete`` once the full trace is safely written elsewhere."""
+        self._halt.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(5.0)
+        with self._lock:
+            if not self._file.closed:
+                try:
+                    self._writer.close()
+                finally:
+                    self._file.close()
+        if delete:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
+def _batch(kind: int, n: int, **columns: Any) -> pa.RecordBatch:
+    arrays = [pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(n, f.type)
+              for f in SCHEMA if f.name != "kind"]
+    return pa.RecordBatch.from_arrays([pa.array([kind] * n, pa.int8()), *arrays], schema=SCHEMA)

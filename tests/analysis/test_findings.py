@@ -1,0 +1,105 @@
+"""Each finding fires on a trace that has its problem and stays quiet on one that does not.
+
+The traces are small training loops in the shape torch.profiler records them
+(``synth.pipeline_trace``): healthy by default, with one problem switched on per case.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import polyprof.analyze as A
+
+from .synth import pipeline_trace
+
+ALL = {"host_bound", "input_bound", "launch_bound", "copy_bound", "sync_stalls", "idle_between_steps",
+       "exposed_communication"}
+
+# case -> (pipeline_trace arguments, findings that must fire, findings that must not)
+CASES = {
+    "healthy": ({}, set(), ALL),
+    "host_bound": ({"kernel_us": 100}, {"host_bound"}, ALL - {"host_bound"}),
+    "input_bound": ({"loader_us": 4000, "kernel_us": 250}, {"input_bound"}, {"launch_bound", "copy_bound",
+                                                                            "sync_stalls"}),
+    "small_input": ({"loader_us": 200}, set(), {"input_bound"}),
+    "launch_bound": ({"kernels": 400, "kernel_us": 5, "step_us": 6000}, {"launch_bound"},
+                     {"copy_bound", "sync_stalls", "input_bound"}),
+    "copy_bound": ({"copy_us": 3000, "kernel_us": 300}, {"copy_bound"}, ALL - {"copy_bound"}),
+    # a few small copies on a device that is idle anyway: the host is the problem, not copies
+    "small_copies_on_idle_device": ({"copy_us": 40, "kernels": 2, "kernel_us": 40}, {"host_bound"},
+                                    {"copy_bound"}),
+    "sync_in_steps": ({"sync_us": 3000, "kernel_us": 300}, {"sync_stalls"}, {"copy_bound", "launch_bound"}),
+    # torch.profiler synchronises once when it stops, after the last step: not a stall of the loop
+    "profiler_sync_after_last_step": ({"end_sync_us": 20_000}, set(), ALL),
+    "idle_between_steps": ({"host_gap_us": 3000}, {"idle_between_steps"}, ALL - {"idle_between_steps"}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_finding_fires_only_on_its_problem(case):
+    kwargs, must, must_not = CASES[case]
+    got = {f.id for f in A.findings(pipeline_trace(**kwargs))}
+    assert must <= got, (case, got)
+    assert not (must_not & got), (case, got)
+
+
+def test_sync_share_is_per_thread_and_never_exceeds_100_percent():
+    # four threads each block 3 ms of every 10 ms step: each thread waits 30%, not 120%
+    f = {x.id: x for x in A.findings(pipeline_trace(sync_us=3000, kernel_us=300, sync_threads=4))}
+    ev = f["sync_stalls"].evidence
+    assert ev["share_pct"] == pytest.approx(30.0)
+    assert ev["threads_syncing"] == 4
+    assert f["sync_stalls"].events[0]["name"] == "cudaStreamSynchronize"
+    by_thread = A.sync_by_thread(pipeline_trace(sync_us=3000, kernel_us=300, sync_threads=4))
+    assert len(by_thread) == 4 and (by_thread["share_pct"] <= 100).all()
+    assert (by_thread["calls"] == 5).all()
+
+
+def test_copy_bound_names_its_device_and_share_of_span():
+    f = {x.id: x for x in A.findings(pipeline_trace(copy_us=3000, kernel_us=300))}["copy_bound"]
+    assert f.plane == "/device:GPU:0"
+    assert f.evidence["copy_pct_of_span"] == pytest.approx(30.0, abs=0.5)
+
+
+def test_real_traces_no_false_sync_finding_from_the_profilers_own_sync(kineto_files):
+    pytest.importorskip("polyprof.formats.kineto")
+    import polyprof
+
+    path = next(p for p in kineto_files if p.name.startswith("v100"))
+    # its only sync is torch.profiler's cudaDeviceSynchronize after ProfilerStep#105
+    assert "sync_stalls" not in {f.id for f in A.findings(polyprof.load(path))}
+    mtia = next((p for p in kineto_files if p.name.startswith("mtia")), None)
+    if mtia is not None:
+        for f in A.findings(polyprof.load(mtia)):
+            if f.id == "sync_stalls":
+                assert f.evidence["share_pct"] <= 100
+                assert "thread thread" not in f.title
+
+
+def test_tpu_async_copies_are_copies_and_one_finding_covers_all_devices(traces_dir):
+    """The TPU sample spends most device time in XLA copy-done ops: copy time, not compute;
+    the four devices have the same problem, reported once with the others named."""
+    import polyprof
+
+    tr = polyprof.load(traces_dir / "xspace" / "tpu_inference_2.xplane.pb")
+    kb = A.kernel_breakdown(tr)
+    copy_done = kb[kb["name"].str.startswith("copy-done")]
+    assert len(copy_done) and set(copy_done["kind"]) == {"memcpy"}
+    assert set(kb.loc[kb["name"].str.contains("fusion"), "kind"]) == {"compute"}
+    tb = A.temporal_breakdown(tr)
+    dev = tb[tb["track_id"] == -1]
+    assert (dev["non_compute_pct"] > dev["compute_pct"]).all()
+    found = [f for f in A.findings(tr) if f.id == "copy_bound"]
+    assert len(found) == 1
+    planes = {found[0].plane, *found[0].evidence["also_on"]}
+    assert planes == {f"/device:TPU:{i}" for i in range(4)}
+
+
+def test_mtia_command_processor_events_are_told_apart_by_name(traces_dir):
+    import polyprof
+
+    tr = polyprof.load(traces_dir / "kineto" / "mtia_inference_rank0.json.gz")
+    kind = A.kernel_breakdown(tr).set_index("name")["kind"]
+    assert kind["pe_exe"] == "compute" and kind["merge"] == "compute"
+    assert kind["dma_request"] == "memcpy"
+    assert "event_wait" not in kind.index  # waiting is not device activity

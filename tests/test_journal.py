@@ -1,0 +1,141 @@
+"""The crash journal: a program killed with SIGKILL still leaves its host data behind."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.collect import journal
+from polyprof.errors import TraceFormatError
+
+KILLED = """
+import os, signal, threading, time
+import polyprof
+
+def worker():
+    for i in range(30):
+        with polyprof.section("worker item", i=i):
+            time.sleep(0.002)
+
+t = threading.Thread(target=worker, name="bg")
+t.start()
+for i in range(10):
+    with polyprof.section("main step", lr=0.5):
+        time.sleep(0.005)
+    polyprof.counter("loss", 1.0 / (i + 1))
+    polyprof.mark("tick")
+    polyprof.step()
+t.join()
+with polyprof.section("never finished"):
+    time.sleep(2.0)  # the journal flushes (every 0.2 s here)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def run_killed(tmp_path: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    out = tmp_path / "killed.polyprof"
+    code = ("import sys; from polyprof.cli import main; from polyprof.plugins import host; "
+            "host.HostPlugin.default_journal_interval_s = 0.2; "
+            f"sys.exit(main(['run', '--plugins', 'host', '-o', {str(out)!r}, {str(script)!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return r, out
+
+
+def test_sigkilled_program_leaves_a_loadable_journal(tmp_path):
+    r, out = run_killed(tmp_path)
+    assert r.returncode == -9, r.stderr
+    assert not out.exists()
+    partial = journal.path_for(out)
+    assert partial.exists()
+    with pytest.raises(TraceFormatError, match="killed.polyprof.partial is there"):
+        polyprof.load(out)
+    tr = polyprof.load(partial)
+    names = list(tr.names())
+    assert names.count("worker item") == 30 and names.count("main step") == 10
+    assert "never finished" not in names  # only completed sections
+    assert names.count("tick") == 10
+    assert sum(1 for n in names if n.startswith("step ")) == 10
+    # section stats and threads survive
+    df = tr.to_pandas()
+    items = df[df["name"] == "worker item"]
+    assert sorted(items["i"].astype(int)) == list(range(30))
+    assert set(df.loc[df["name"] == "main step", "lr"].astype(float)) == {0.5}
+    tracks = {tr.tracks[t].name for t in tr.events["track"][tr.names() == "worker item"]}
+    assert tracks == {"bg"}
+    assert {tr.tracks[t].name for t in tr.events["track"][tr.names() == "main step"]} == {"MainThread"}
+    # sections are 5 ms / 2 ms sleeps: durations are real, not placeholders
+    assert (df.loc[df["name"] == "main step", "dur_ns"] >= 5_000_000).all()
+    counters = set(tr.strings[i] for i in np.unique(tr.counters["name"]))
+    assert {"loss", "process.rss_bytes"} <= counters
+    assert any("crash journal" in w for w in tr.metadata["warnings"])
+
+
+def test_normal_stop_leaves_no_journal(tmp_path):
+    out = tmp_path / "ok.polyprof"
+    with polyprof.profile(plugins=["host"], output=out):
+        with polyprof.section("work"):
+            time.sleep(0.01)
+    assert out.exists() and not journal.path_for(out).exists()
+
+
+def test_journal_matches_the_collected_trace(tmp_path):
+    """What the journal holds at any moment is what the final trace holds for that time."""
+    out = tmp_path / "live.polyprof"
+    snap = tmp_path / "snapshot.partial"
+    with polyprof.profile(plugins=["host"], output=out, options={"host": {"journal_interval_s": 0.05}}) as prof:
+        for i in range(20):
+            with polyprof.section("outer", k=i):
+                with polyprof.section("inner"):
+                    time.sleep(0.002)
+            polyprof.counter("c", i)
+        time.sleep(0.3)
+        shutil.copy(journal.path_for(out), snap)
+        with polyprof.section("after snapshot"):
+            pass
+    final, rec = prof.trace, polyprof.load(snap)
+    sel_f = np.isin(final.names(), ["outer", "inner"])
+    sel_r = np.isin(rec.names(), ["outer", "inner"])
+    for col in ("start_ns", "dur_ns"):
+        assert np.array_equal(np.sort(final.events[col][sel_f]), np.sort(rec.events[col][sel_r]))
+    assert "after snapshot" not in set(rec.names())
+
+
+def test_journal_cut_short_keeps_whole_batches(tmp_path):
+    out = tmp_path / "cut.polyprof"
+    snap = tmp_path / "cut.partial"
+    with polyprof.profile(plugins=["host"], output=out, options={"host": {"journal_interval_s": 0.05}}):
+        for _ in range(5):
+            with polyprof.section("early"):
+                pass
+        time.sleep(0.3)
+        for _ in range(5):
+            with polyprof.section("late"):
+                pass
+        time.sleep(0.3)
+        shutil.copy(journal.path_for(out), snap)
+    data = snap.read_bytes()
+    snap.write_bytes(data[:-40])  # the kill landed in the middle of the last write
+    tr = polyprof.load(snap)
+    assert list(tr.names()).count("early") == 5
+    assert any("cut short" in w for w in tr.metadata["warnings"])
+
+
+@pytest.mark.parametrize("content, problem", [
+    (journal.MAGIC, "no readable header"),
+    (journal.MAGIC + b"\x00garbage", "no readable header"),
+])
+def test_bad_journal_is_a_clear_error(tmp_path, content, problem):
+    p = tmp_path / "bad.partial"
+    p.write_bytes(content)
+    with pytest.raises(TraceFormatError, match=problem) as e:
+        polyprof.load(p)
+    assert "bad.partial" in str(e.value)
