@@ -500,10 +500,6 @@ def _floats(values: list, path: Path, what: str) -> np.ndarray:
 _PHASE_CODES: dict[Any, int] = dict(_PHASES)
 
 
-def _other_phase(p: Any) -> int:
-    return _OTHER
-
-
 def _codes(values: list, table: dict, make: Callable[[Any], int]) -> list[int]:
     """Ids for values through ``table`` (filled by ``make`` for new values)."""
     try:
@@ -585,12 +581,12 @@ class _Collector:
     # ---------------------------------------------------------------- one slice
     def add(self, evs: list[_Event]) -> None:
         n = len(evs)
-        ph = [e.ph for e in evs]
         ts_ns = _ns_of([e.ts for e in evs], self.path, "ts")
         try:
-            codes = np.array(_codes(ph, _PHASE_CODES, _other_phase), dtype=np.int8)
-        except TypeError:  # an unhashable "ph"
-            codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in ph], dtype=np.int8)
+            codes = np.array([_PHASE_CODES[e.ph] for e in evs], dtype=np.int8)
+        except (KeyError, TypeError):  # other or unhashable "ph" values
+            codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in (e.ph for e in evs)],
+                             dtype=np.int8)
 
         ev_idx = np.flatnonzero(codes <= _B)
         if len(ev_idx):
@@ -608,10 +604,28 @@ class _Collector:
     def _events(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
         c = self.cols
         # one comprehension per field: attribute reads of the parsed structs
-        c["pid"].append(self._id_codes([e.pid for e in sel], self.pids))
-        c["tid"].append(self._id_codes([e.tid for e in sel], self.tids))
-        c["name"].append(np.array(_codes([e.name for e in sel], self.strings, self._sid), np.int32))
-        c["cat"].append(np.array(_codes([e.cat for e in sel], self.strings, self._sid), np.int32))
+        # known values (nearly all after the first slice) are looked up in the same pass
+        pids, tids, strings = self.pids, self.tids, self.strings
+        try:
+            pid = np.array([pids[e.pid] for e in sel], np.int64)
+        except (KeyError, TypeError):
+            pid = self._id_codes([e.pid for e in sel], pids)
+        try:
+            tid = np.array([tids[e.tid] for e in sel], np.int64)
+        except (KeyError, TypeError):
+            tid = self._id_codes([e.tid for e in sel], tids)
+        try:
+            name = np.array([strings[e.name] for e in sel], np.int32)
+        except (KeyError, TypeError):
+            name = np.array(_codes([e.name for e in sel], strings, self._sid), np.int32)
+        try:
+            cat = np.array([strings[e.cat] for e in sel], np.int32)
+        except (KeyError, TypeError):
+            cat = np.array(_codes([e.cat for e in sel], strings, self._sid), np.int32)
+        c["pid"].append(pid)
+        c["tid"].append(tid)
+        c["name"].append(name)
+        c["cat"].append(cat)
         c["ts"].append(ts_ns)
         x = ev_codes == _X
         if x.all():
