@@ -318,7 +318,7 @@ def _cut(body: bytearray) -> tuple[list[_Event], int] | None:
         stop, nxt = _boundary_before(body, end)
         if stop < 0:
             return None
-        text = b"[" + bytes(body[:stop]) + b"]"
+        text = b"".join((b"[", memoryview(body)[:stop], b"]"))
         try:
             events = _decode_events(text)
         except orjson.JSONDecodeError as e:
@@ -429,24 +429,29 @@ def _parse_numbers(text: bytes, dtype: type) -> np.ndarray | None:
 def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
     """JSON texts of times in µs (``msgspec.Raw``) -> int64 ns, exact to the digit.
 
-    Kineto prints three decimals (ns) or none: then the text is parsed as integers with
-    the dots dropped, after checking that every dot has exactly three digits after it.
-    Other texts go through floats: :func:`_us_to_ns` takes the shortest decimal, and
-    values too big for a double to hold their ns are read from their text. ``null`` or
-    a missing value is 0; strings holding numbers are read as numbers, as before.
+    Kineto prints three decimals (ns) or none: those texts are parsed as integers by
+    NumPy (``12.047`` is read as the pair ``12 1047``: the leading 1 keeps the zeros
+    and shows that there are exactly three digits). Other texts go through floats:
+    :func:`_us_to_ns` takes the shortest decimal, and values too big for a double to
+    hold their ns are read from their text. ``null`` or a missing value is 0; strings
+    holding numbers are read as numbers, as before.
     """
     n = len(raws)
     if not n:
         return np.zeros(0, np.int64)
     joined = b" ".join(raws)
     dots = joined.count(b".")
-    if (dots == n or dots == 0) and b"e" not in joined and b"E" not in joined:
-        ints = _parse_numbers(joined.replace(b".", b"") if dots else joined, np.int64)
-        if ints is not None and len(ints) == n:
-            if not dots and np.abs(ints).max() < 9 * 10 ** 15:  # ns fit in int64
+    if (dots == n or dots == 0) and b"e" not in joined and b"E" not in joined and b"-" not in joined:
+        if dots:
+            pairs = _parse_numbers(joined.replace(b".", b" 1"), np.int64)
+            if pairs is not None and len(pairs) == 2 * n:
+                whole, frac = pairs[0::2], pairs[1::2]
+                if frac.min() >= 1000 and frac.max() <= 1999 and whole.max() < 9 * 10 ** 15:
+                    return whole * 1000 + (frac - 1000)
+        else:
+            ints = _parse_numbers(joined, np.int64)
+            if ints is not None and len(ints) == n and ints.max() < 9 * 10 ** 15:  # ns fit in int64
                 return ints * 1000
-            if dots and np.abs(ints).max() < 9 * 10 ** 18 and _three_places(joined):
-                return ints
     values = orjson.loads(b"[" + b",".join(raws) + b"]")
     us = _floats(values, path, what)
     out = _us_to_ns(us)
@@ -456,13 +461,6 @@ def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
         if rows:
             out[rows] = _exact_ns([bytes(raws[i]) for i in rows], us[rows])
     return out
-
-
-def _three_places(text: bytes) -> bool:
-    """Every ``.`` in ``text`` (numbers separated by single spaces) has three digits after it."""
-    a = np.frombuffer(text + b"    ", np.uint8)
-    d = np.flatnonzero(a == 0x2E)
-    return bool(np.all((a[d + 4] == 0x20) & (a[d + 1] != 0x20) & (a[d + 2] != 0x20) & (a[d + 3] != 0x20)))
 
 
 def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
@@ -642,39 +640,23 @@ class _Collector:
         self.n += len(sel)
 
     def _args(self, args: list, base: int) -> None:
-        """Args -> one (rows, values) column per arg name.
-
-        Events of one kind carry the same arg names in the same order, so events are
-        grouped by their tuple of names (one dict lookup per event) and each group's
-        values are transposed in C (``zip``) instead of appending every value in Python.
-        """
-        groups: dict[tuple, tuple[list, list]] = {}
-        get = groups.get
+        """Args -> one (rows, values) column per arg name."""
+        rows: dict[str, list[int]] = {}
+        vals: dict[str, list[Any]] = {}
         for r, a in enumerate(args):
             if not a:
                 continue
             if type(a) is not dict:
                 a = {"args": a}
-            names = tuple(a)
-            g = get(names)
-            if g is None:
-                g = groups[names] = ([], [])
-            g[0].append(r)
-            g[1].append(a.values())
-        cols: dict[str, tuple[list, list]] = {}
-        for names, (rows, vals) in groups.items():
-            for k, column in zip(names, zip(*vals)):
-                col = cols.get(k)
-                if col is None:
-                    cols[k] = ([rows], [column])
-                else:
-                    col[0].append(rows)
-                    col[1].append(column)
-        for k, (row_parts, val_parts) in cols.items():
-            rows = np.array(row_parts[0], np.int64) if len(row_parts) == 1 else \
-                np.concatenate([np.array(x, np.int64) for x in row_parts])
-            vals = list(val_parts[0]) if len(val_parts) == 1 else [v for part in val_parts for v in part]
-            self._add_stat(k, rows + base, vals)  # sorted back to event order there
+            for k, v in a.items():
+                try:
+                    rows[k].append(r)
+                    vals[k].append(v)
+                except KeyError:
+                    rows[k] = [r]
+                    vals[k] = [v]
+        for k, rs in rows.items():
+            self._add_stat(k, np.array(rs, np.int64) + base, vals[k])
 
     def _add_stat(self, key: str, rows: np.ndarray, vals: list) -> None:
         key = _ARG_KEYS.get(key, key)
