@@ -944,12 +944,20 @@ class _Collector:
             self.unbound_flows = sum(len(x) for x in fc["id"])
             return
         fcat, fid = np.concatenate(fc["cat"]), np.concatenate(fc["id"])
-        _, first, key = np.unique(np.stack([fcat, fid], axis=1), axis=0, return_index=True, return_inverse=True)
-        key = key.reshape(-1)
+        # number the distinct (cat, id) pairs in sorted order; first: a pair's first endpoint
+        by_pair = np.lexsort((fid, fcat))  # stable
+        new = np.ones(len(by_pair), bool)
+        new[1:] = (fcat[by_pair][1:] != fcat[by_pair][:-1]) | (fid[by_pair][1:] != fid[by_pair][:-1])
+        key = np.empty(len(by_pair), np.int64)
+        key[by_pair] = np.cumsum(new) - 1
+        first = by_pair[new]
         ph = np.concatenate(fc["ph"])
         fts = np.concatenate(fc["ts"]) + base
         fpair = np.concatenate(fc["pid"]) * ntid + np.concatenate(fc["tid"])
-        ftrack = np.array([track_of_pair.get(p, -1) for p in fpair.tolist()], np.int64)
+        pairs = np.fromiter(track_of_pair, np.int64, len(track_of_pair))  # ascending (np.unique)
+        tracks = np.fromiter(track_of_pair.values(), np.int64, len(track_of_pair))
+        at = np.minimum(np.searchsorted(pairs, fpair), len(pairs) - 1)
+        ftrack = np.where(pairs[at] == fpair, tracks[at], -1)
         enclosing = np.concatenate(fc["enclosing"])
         rows = _bind(track, ts, dur, self._annotation_mask(cat_c), ftrack, fts, enclosing)
         # chain endpoints of one (cat, id): s -> t -> ... -> f in time order
