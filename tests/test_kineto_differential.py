@@ -181,3 +181,14 @@ def test_ns_of_forms(texts, expected):
 
     raws = [msgspec.Raw(t.encode()) for t in texts]
     assert kineto._ns_of(raws, Path("x.json"), "ts").tolist() == expected
+
+
+def test_concatenated_gzip_members_same_as_reference(tmp_path: Path):
+    """gzip allows several members back to back (e.g. files appended with cat)."""
+    text = json.dumps({"traceEvents": _events() * 50}).encode()
+    half = len(text) // 2
+    p = tmp_path / "two.json.gz"
+    p.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
+    new, old = kineto.load(p), reference.load(p)
+    assert new.n_events == 50 * 14  # X, i, I and B events of _events()
+    assert_same_trace(new, old)
