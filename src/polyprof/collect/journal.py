@@ -23,9 +23,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import orjson
-import pyarrow as pa
-import pyarrow.ipc as ipc
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("polyprof")
 
@@ -34,18 +37,36 @@ SUFFIX = ".partial"
 
 SECTION, MARK, COUNTER, STEP, THREAD, PROCESS = range(6)
 
-#: one row per record; unused fields are null. PROCESS rows: start_ns = time,
-#: value = CPU seconds so far, end_ns = RSS bytes, tid = thread count.
-SCHEMA = pa.schema([
-    ("kind", pa.int8()),
-    ("name", pa.string()),
-    ("start_ns", pa.int64()),
-    ("end_ns", pa.int64()),
-    ("value", pa.float64()),
-    ("ident", pa.int64()),
-    ("tid", pa.int64()),
-    ("stats", pa.string()),  # JSON object of a section's keyword stats
-])
+_SCHEMA: "pa.Schema | None" = None
+
+
+def schema() -> "pa.Schema":
+    """One row per record; unused fields are null. PROCESS rows: start_ns = time,
+    value = CPU seconds so far, end_ns = RSS bytes, tid = thread count.
+
+    Built on first use: pyarrow is imported only by sessions that write a journal
+    (``import polyprof`` stays light)."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        import pyarrow as pa
+
+        _SCHEMA = pa.schema([
+            ("kind", pa.int8()),
+            ("name", pa.string()),
+            ("start_ns", pa.int64()),
+            ("end_ns", pa.int64()),
+            ("value", pa.float64()),
+            ("ident", pa.int64()),
+            ("tid", pa.int64()),
+            ("stats", pa.string()),  # JSON object of a section's keyword stats
+        ])
+    return _SCHEMA
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SCHEMA":
+        return schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def path_for(output: str | Path) -> Path:
@@ -70,11 +91,13 @@ class JournalWriter:
         self.interval = interval
         self._file = open(path, "wb", buffering=0)
         self._file.write(MAGIC)
-        schema = SCHEMA.with_metadata({b"polyprof": orjson.dumps(header, default=str)})
-        self._writer = ipc.new_stream(self._file, schema)
+        import pyarrow.ipc as ipc
+
+        meta_schema = schema().with_metadata({b"polyprof": orjson.dumps(header, default=str)})
+        self._writer = ipc.new_stream(self._file, meta_schema)
         # pyarrow writes the stream's schema with its first batch: an empty batch puts the
         # header on disk now, so a program killed before the first flush leaves a valid file
-        self._writer.write_batch(pa.RecordBatch.from_pylist([], schema=SCHEMA))
+        self._writer.write_batch(_batch(THREAD, 0))
         self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0}
         self._buf_pos: dict[int, tuple[int, int]] = {}
         self._threads_seen: dict[int, tuple[str, int]] = {}
@@ -157,7 +180,10 @@ class JournalWriter:
                 pass
 
 
-def _batch(kind: int, n: int, **columns: Any) -> pa.RecordBatch:
+def _batch(kind: int, n: int, **columns: Any) -> "pa.RecordBatch":
+    import pyarrow as pa
+
+    sch = schema()
     arrays = [pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(n, f.type)
-              for f in SCHEMA if f.name != "kind"]
-    return pa.RecordBatch.from_arrays([pa.array([kind] * n, pa.int8()), *arrays], schema=SCHEMA)
+              for f in sch if f.name != "kind"]
+    return pa.RecordBatch.from_arrays([pa.array([kind] * n, pa.int8()), *arrays], schema=sch)

@@ -1,16 +1,17 @@
 """Kineto / Chrome trace JSON reader (what ``torch.profiler`` writes), ``.json`` or ``.json.gz``.
 
 Built for big traces: the file is decompressed as a stream and the ``traceEvents`` array
-is cut into slices of whole events that orjson parses one at a time, so the parsed JSON
-of the whole file never exists at once; each slice becomes NumPy columns straight away.
-Anything the fast path cannot cut (odd layouts, broken files) is parsed in one piece,
-which also yields orjson's exact error message.
+is cut into slices of whole events; msgspec decodes each slice straight into small typed
+structs (only the fields the reader uses; ``ts`` and ``dur`` kept as their JSON text), and
+each slice becomes NumPy columns straight away, so the parsed JSON of the whole file never
+exists at once. Anything the fast path cannot cut (odd layouts, broken files) is parsed in
+one piece, with orjson's exact error message for broken JSON.
 
 Mapping to the Trace: host processes -> ``/host:CPU`` planes (thread tracks), devices ->
 ``/device:<KIND>:<N>`` planes (one track per stream), ``X``/``i``/``I``/``B``-``E`` ->
 events, ``C`` -> counters, ``s``/``t``/``f`` -> flows bound to events, ``M`` -> names.
 Times are Kineto's wall clock in ns (``baseTimeNanoseconds`` + ``ts`` µs, or absolute
-µs); three-decimal µs values are converted from their text, so ns are exact.
+µs), read from the digits of their text, so ns are exact.
 """
 
 from __future__ import annotations
@@ -18,12 +19,19 @@ from __future__ import annotations
 import gc
 import logging
 import re
+import warnings
 import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import msgspec
 import numpy as np
 import orjson
+
+try:  # ISA-L's inflate is about 3x faster than zlib's; same API and results
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - isal has wheels for the usual platforms
+    _zlib = zlib
 
 from ..errors import TraceFormatError
 from ..trace import keys
@@ -43,7 +51,6 @@ _X, _I, _B, _E, _C, _S, _T, _F, _M, _OTHER = range(10)
 _PHASES = {"X": _X, "i": _I, "I": _I, "B": _B, "E": _E, "C": _C, "s": _S, "t": _T, "f": _F, "M": _M}
 
 _TE_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
-_TS_RE = re.compile(rb'"ts":\s*(-?[\d.eE+-]+)')
 _DEVICE_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z_]*)\s*:?\s*(\d+)\s*$")
 _PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d+)$")
 _DEVICE_KINDS = {"GPU", "MTIA", "XPU", "HPU", "NPU", "TPU", "MPS", "IPU", "DEVICE"}
@@ -54,6 +61,8 @@ _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation
 _ARG_KEYS = {"correlation": keys.CORRELATION_ID, "External id": keys.EXTERNAL_ID}
 #: Stats that are ids: hex/decimal strings (ROCm writes "stream": "0x0") become integers.
 _INT_KEYS = {keys.CORRELATION_ID, keys.EXTERNAL_ID, keys.STREAM, keys.DEVICE}
+#: Args are turned into typed stat columns every this many events (bounds the values kept).
+_ARG_FLUSH_EVENTS = 8192
 #: Beyond this many µs a float64 cannot hold three decimals exactly (ulp > 1 ns).
 _EXACT_LIMIT_US = float(2 ** 43)
 
@@ -82,7 +91,7 @@ class _Source:
                 yield raw
 
     def _gunzip(self, f: Any) -> Iterator[bytes]:
-        d = zlib.decompressobj(wbits=31)
+        d = _zlib.decompressobj(wbits=31)
         fed = False  # the current member has had input
         try:
             while True:
@@ -97,14 +106,14 @@ class _Source:
                         yield out
                     if d.eof:  # concatenated gzip members
                         raw = d.unused_data
-                        d = zlib.decompressobj(wbits=31)
+                        d = _zlib.decompressobj(wbits=31)
                         fed = False
                     else:
                         raw = d.unconsumed_tail
             out = d.flush()
             if out:
                 yield out
-        except zlib.error as e:
+        except (zlib.error, _zlib.error) as e:
             raise TraceFormatError(self.path, f"corrupt gzip data ({e})") from None
         if fed and not d.eof:
             raise TraceFormatError(self.path, "truncated gzip data: the compressed stream ends early")
@@ -167,9 +176,75 @@ class _Slurp(Exception):
     """The fast splitter gives up; parse the whole document in one piece."""
 
 
-def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]
-                  ) -> Iterator[tuple[list, bytes | None]]:
-    """Yield (events, their JSON text) slices of ``traceEvents``; fill ``top`` with the rest."""
+class _NotAnEvent(Exception):
+    """An element of the events array is not a JSON object (index within its slice)."""
+
+    def __init__(self, index: int, what: str):
+        self.index, self.what = index, what
+
+
+_NULL = msgspec.Raw(b"null")
+
+
+class _Event(msgspec.Struct, gc=False, omit_defaults=True):
+    """The fields of a trace event the reader uses; other keys are skipped while parsing.
+
+    ``ts`` and ``dur`` stay JSON text (exact ns from the digits, one NumPy parse per slice).
+    """
+
+    ph: Any = None
+    name: Any = ""
+    cat: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _NULL
+    dur: msgspec.Raw = _NULL
+    args: Any = None
+    id: Any = None
+    id2: Any = None
+    bind_id: Any = None
+    bp: Any = None
+
+
+class _Document(msgspec.Struct, gc=False):
+    traceEvents: list[_Event] = []
+
+
+_DECODE_EVENTS = msgspec.json.Decoder(list[_Event]).decode
+_DECODE_DOC_EVENTS = msgspec.json.Decoder(_Document).decode
+
+
+def _not_an_event(text: bytes) -> _NotAnEvent:
+    """The first element of a JSON array of (mostly) events that is not an object."""
+    items = orjson.loads(text)
+    bad = next(i for i, e in enumerate(items) if not isinstance(e, dict))
+    return _NotAnEvent(bad, type(items[bad]).__name__)
+
+
+def _decode_events(text: bytes) -> list[_Event]:
+    """``[...]`` text -> events; orjson.JSONDecodeError (with its position) if not JSON."""
+    try:
+        return _DECODE_EVENTS(text)
+    except msgspec.ValidationError:
+        raise _not_an_event(text) from None
+    except msgspec.DecodeError:
+        orjson.loads(text)  # raises JSONDecodeError with a position and a clear message
+        raise  # pragma: no cover - valid for orjson, not for msgspec
+
+
+def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
+    """Yield slices of ``traceEvents`` as events; fill ``top`` with the rest of the document."""
+    seen = 0
+    try:
+        for events in _slices(path, blocks, top):
+            yield events
+            seen += len(events)
+    except _NotAnEvent as e:
+        raise TraceFormatError(path, f"not a Chrome/Kineto trace: traceEvents[{seen + e.index}] "
+                                     f"is a {e.what}, not an event object") from None
+
+
+def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
     buf = bytearray()
     prefix: bytes | None = None
     is_list = False
@@ -218,17 +293,18 @@ def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]
                 break
             body += blk
             continue
-        events, text, nxt = cut
+        events, nxt = cut
         del body[:nxt]
-        yield events, text
+        yield events
+        del events
     # the tail: last events, the closing bracket, then the rest of the top-level object
     tail = _tail(body, is_list)
     if tail is None:
         yield from _slurp(path, prefix + b"[" + bytes(body), iter(()), top)
         return
-    events, text, suffix = tail
+    events, suffix = tail
     if events:
-        yield events, text
+        yield events
     if is_list:
         top["__list__"] = True
         return
@@ -242,29 +318,29 @@ def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]
     top.update(rest)
 
 
-def _cut(body: bytearray) -> tuple[list, bytes, int] | None:
+def _cut(body: bytearray) -> tuple[list[_Event], int] | None:
     """Parse the longest run of whole events at the start of ``body`` (None: no cut found)."""
     end = len(body)
     for _ in range(3):
         stop, nxt = _boundary_before(body, end)
         if stop < 0:
             return None
-        text = b"[" + bytes(body[:stop]) + b"]"
+        text = b"".join((b"[", memoryview(body)[:stop], b"]"))
         try:
-            events = orjson.loads(text)
+            events = _decode_events(text)
         except orjson.JSONDecodeError as e:
             if getattr(e, "pos", 0) < len(text) - 65536:
                 raise _Slurp() from None  # broken well before the cut: not a cutting problem
             end = stop - 1
             continue
-        return events, text, nxt
+        return events, nxt
     return None
 
 
 _ARRAY_END = re.compile(rb"}\s*\]")
 
 
-def _tail(body: bytearray, is_list: bool) -> tuple[list, bytes, bytes] | None:
+def _tail(body: bytearray, is_list: bool) -> tuple[list[_Event], bytes] | None:
     """Split the last events of the array from what follows its closing bracket.
 
     Candidates are ``}`` ``]`` pairs from the left; the first that parses is the end (a
@@ -272,14 +348,13 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list, bytes, bytes] | None:
     """
     j = _skip_ws(body, 0)
     if j < len(body) and body[j] == 0x5D:  # empty array
-        return [], b"[]", bytes(body[j + 1:])
+        return [], bytes(body[j + 1:])
     tries = 0
     for m in _ARRAY_END.finditer(body):
         r = m.end() - 1
-        text = b"[" + bytes(body[:r]) + b"]"
         try:
-            events = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            events = _DECODE_EVENTS(b"[" + bytes(body[:r]) + b"]")
+        except msgspec.DecodeError:  # also ValidationError: the full parse says which element
             tries += 1
             if tries > 64:
                 return None
@@ -287,18 +362,17 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list, bytes, bytes] | None:
         suffix = bytes(body[r + 1:])
         if is_list and suffix.strip():
             return None
-        return events, text, suffix
+        return events, suffix
     if is_list:  # the Array Format may omit the closing bracket
-        text = b"[" + bytes(body).rstrip().rstrip(b",") + b"]"
         try:
-            return orjson.loads(text), text, b""
-        except orjson.JSONDecodeError:
+            return _DECODE_EVENTS(b"[" + bytes(body).rstrip().rstrip(b",") + b"]"), b""
+        except msgspec.DecodeError:
             return None
     return None
 
 
-def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]
-           ) -> Iterator[tuple[list, bytes | None]]:
+def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
+    """Parse the whole document (odd layouts, broken files: orjson says what is wrong)."""
     data = head + b"".join(it)
     if not data.strip():
         raise TraceFormatError(path, "empty file")
@@ -320,9 +394,15 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]
     else:
         raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON is a {type(doc).__name__}, "
                                      "not an object with 'traceEvents' or a list of events")
+    bad = next((i for i, e in enumerate(events) if not isinstance(e, dict)), None)
+    if bad is not None:
+        raise _NotAnEvent(bad, type(events[bad]).__name__)
+    del doc, events
+    # the events again, typed, from the text (their times keep every digit)
+    parsed = _DECODE_EVENTS(data) if top.get("__list__") else _DECODE_DOC_EVENTS(data).traceEvents
     del data
-    if events:
-        yield events, None
+    if parsed:
+        yield parsed
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -343,20 +423,51 @@ def _us_to_ns(us: np.ndarray) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + best.astype(np.int64)
 
 
-def _three_decimals(texts: list[bytes]) -> np.ndarray | None:
-    """Kineto prints times with three decimals: drop the dots and parse all digits at once.
+def _parse_numbers(text: bytes, dtype: type) -> np.ndarray | None:
+    """Whitespace-separated numbers -> array (None if a token is not a number)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPy warns when it stops before the end
+        try:
+            return np.fromstring(text, dtype=dtype, sep=" ")
+        except ValueError:
+            return None
 
-    Callers check the result against the floats (a text of another form is off by 10x)."""
-    if not texts:
+
+def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
+    """JSON texts of times in µs (``msgspec.Raw``) -> int64 ns, exact to the digit.
+
+    Kineto prints three decimals (ns) or none: those texts are parsed as integers by
+    NumPy (``12.047`` is read as the pair ``12 1047``: the leading 1 keeps the zeros
+    and shows that there are exactly three digits). Other texts go through floats:
+    :func:`_us_to_ns` takes the shortest decimal, and values too big for a double to
+    hold their ns are read from their text. ``null`` or a missing value is 0; strings
+    holding numbers are read as numbers, as before.
+    """
+    n = len(raws)
+    if not n:
         return np.zeros(0, np.int64)
-    joined = b" ".join(texts)
-    if joined.count(b".") != len(texts):
-        return None
-    try:
-        fast = np.fromstring(joined.replace(b".", b""), dtype=np.int64, sep=" ")
-    except ValueError:
-        return None
-    return fast if len(fast) == len(texts) else None
+    joined = b" ".join(raws)
+    dots = joined.count(b".")
+    if (dots == n or dots == 0) and b"e" not in joined and b"E" not in joined and b"-" not in joined:
+        if dots:
+            pairs = _parse_numbers(joined.replace(b".", b" 1"), np.int64)
+            if pairs is not None and len(pairs) == 2 * n:
+                whole, frac = pairs[0::2], pairs[1::2]
+                if frac.min() >= 1000 and frac.max() <= 1999 and whole.max() < 9 * 10 ** 15:
+                    return whole * 1000 + (frac - 1000)
+        else:
+            ints = _parse_numbers(joined, np.int64)
+            if ints is not None and len(ints) == n and ints.max() < 9 * 10 ** 15:  # ns fit in int64
+                return ints * 1000
+    values = orjson.loads(b"[" + b",".join(raws) + b"]")
+    us = _floats(values, path, what)
+    out = _us_to_ns(us)
+    big = np.abs(us) >= _EXACT_LIMIT_US  # a double's ulp here is more than 1 ns
+    if big.any():
+        rows = [i for i in np.flatnonzero(big).tolist() if type(values[i]) in (int, float)]
+        if rows:
+            out[rows] = _exact_ns([bytes(raws[i]) for i in rows], us[rows])
+    return out
 
 
 def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
@@ -365,9 +476,6 @@ def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
     Texts with up to three decimals are parsed as digits; others (exponents, more
     decimals) go through :func:`_us_to_ns`, rounded to the ns.
     """
-    fast = _three_decimals(texts)
-    if fast is not None and np.all(np.abs(fast - approx_us * 1000.0) <= 1000.0):
-        return fast
     out = _us_to_ns(approx_us)
     arr = np.array(texts, dtype=bytes)
     plain = (np.char.find(arr, b"e") < 0) & (np.char.find(arr, b"E") < 0)
@@ -395,10 +503,6 @@ def _floats(values: list, path: Path, what: str) -> np.ndarray:
 
 
 _PHASE_CODES: dict[Any, int] = dict(_PHASES)
-
-
-def _other_phase(p: Any) -> int:
-    return _OTHER
 
 
 def _codes(values: list, table: dict, make: Callable[[Any], int]) -> list[int]:
@@ -468,12 +572,13 @@ class _Collector:
             k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
         self.flow_names: dict[bytes, int] = {}  # flow ids that are not integers
         self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
+        self.arg_rows: dict[str, list[int]] = {}  # args of the last events, per name
+        self.arg_vals: dict[str, list[Any]] = {}
+        self.arg_events = 0
         self.process: dict[Any, dict[str, Any]] = {}
         self.threads: dict[tuple, dict[str, Any]] = {}
         self.other_meta: list[dict] = []
         self.skipped: dict[str, int] = {}
-        self.inexact_ts = 0
-        self.exact_text = False  # times come from the "ts" texts (absolute µs with 3 decimals)
 
     def _sid(self, v: Any) -> int:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
@@ -482,23 +587,14 @@ class _Collector:
         return lambda v: len(table)
 
     # ---------------------------------------------------------------- one slice
-    def add(self, evs: list, text: bytes | None) -> None:
+    def add(self, evs: list[_Event]) -> None:
         n = len(evs)
-        ts_ns = self._times_from_text(evs, text) if self.exact_text and text is not None else None
+        ts_ns = _ns_of([e.ts for e in evs], self.path, "ts")
         try:
-            if ts_ns is None:
-                ph = [e.get("ph") for e in evs]
-                ts_ns = self._times([e.get("ts") for e in evs], text)
-            else:
-                ph = [e.get("ph") for e in evs]
-        except AttributeError:
-            bad = next(i for i, e in enumerate(evs) if not isinstance(e, dict))
-            raise TraceFormatError(self.path, f"not a Chrome/Kineto trace: traceEvents[{self.seen + bad}] "
-                                              f"is a {type(evs[bad]).__name__}, not an event object") from None
-        try:
-            codes = np.array(_codes(ph, _PHASE_CODES, _other_phase), dtype=np.int8)
-        except TypeError:  # an unhashable "ph"
-            codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in ph], dtype=np.int8)
+            codes = np.array([_PHASE_CODES[e.ph] for e in evs], dtype=np.int8)
+        except (KeyError, TypeError):  # other or unhashable "ph" values
+            codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in (e.ph for e in evs)],
+                             dtype=np.int8)
 
         ev_idx = np.flatnonzero(codes <= _B)
         if len(ev_idx):
@@ -509,95 +605,86 @@ class _Collector:
             self._rare(evs, rare, codes, ts_ns)
         self.seen += n
 
-    def _times(self, raw: list, text: bytes | None) -> np.ndarray:
-        us = _floats(raw, self.path, "ts")
-        big = np.abs(us) >= _EXACT_LIMIT_US
-        if big.any() and np.any(us[big] != np.floor(us[big])):
-            texts = _TS_RE.findall(text) if text is not None else []
-            numeric = np.array([type(v) is float or type(v) is int for v in raw])
-            if len(texts) == int(numeric.sum()):
-                out = np.zeros(len(raw), np.int64)
-                out[numeric] = _exact_ns(texts, us[numeric])
-                self.exact_text = bool(numeric.all())
-                return out
-            self.inexact_ts += int(big.sum())
-        return _us_to_ns(us)
-
     def _id_codes(self, values: list, table: dict) -> np.ndarray:
         """Codes of pid/tid values (ints or strings)."""
         return np.array(_codes(values, table, self._new_code(table)), np.int64)
 
-    def _times_from_text(self, evs: list, text: bytes) -> np.ndarray | None:
-        """Exact ns straight from the "ts" texts when every event has one; checked against
-        the parsed floats of a sample of events and the range of the trace."""
-        texts = _TS_RE.findall(text)
-        if len(texts) != len(evs) or not texts:
-            return None
-        fast = _three_decimals(texts)
-        if fast is None:
-            return None
-        probe = np.unique(np.linspace(0, len(evs) - 1, min(len(evs), 17)).astype(np.int64)).tolist()
-        ref = []
-        for i in probe:
-            v = evs[i].get("ts") if type(evs[i]) is dict else None
-            if type(v) not in (int, float) or abs(fast[i] - v * 1000.0) > 1000.0:
-                return None
-            ref.append(fast[i])
-        span = 10 ** 15  # ±11 days around the sample: a text of another form is 10x off
-        if fast.min() < min(ref) - span or fast.max() > max(ref) + span:
-            return None
-        return fast
-
-    def _events(self, sel: list, ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
+    def _events(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
         c = self.cols
-        # one comprehension per field, with literal keys: the fastest way through dicts
-        pid = [e.get("pid") for e in sel]
-        tid = [e.get("tid") for e in sel]
-        name = [e.get("name", "") for e in sel]
-        cat = [e.get("cat", "") for e in sel]
-        dur = [e.get("dur", 0) for e in sel]
-        args = [e.get("args") for e in sel]
-        c["pid"].append(self._id_codes(pid, self.pids))
-        c["tid"].append(self._id_codes(tid, self.tids))
-        c["name"].append(np.array(_codes(name, self.strings, self._sid), np.int32))
-        c["cat"].append(np.array(_codes(cat, self.strings, self._sid), np.int32))
+        # one comprehension per field: attribute reads of the parsed structs
+        # known values (nearly all after the first slice) are looked up in the same pass
+        pids, tids, strings = self.pids, self.tids, self.strings
+        try:
+            pid = np.array([pids[e.pid] for e in sel], np.int64)
+        except (KeyError, TypeError):
+            pid = self._id_codes([e.pid for e in sel], pids)
+        try:
+            tid = np.array([tids[e.tid] for e in sel], np.int64)
+        except (KeyError, TypeError):
+            tid = self._id_codes([e.tid for e in sel], tids)
+        try:
+            name = np.array([strings[e.name] for e in sel], np.int32)
+        except (KeyError, TypeError):
+            name = np.array(_codes([e.name for e in sel], strings, self._sid), np.int32)
+        try:
+            cat = np.array([strings[e.cat] for e in sel], np.int32)
+        except (KeyError, TypeError):
+            cat = np.array(_codes([e.cat for e in sel], strings, self._sid), np.int32)
+        c["pid"].append(pid)
+        c["tid"].append(tid)
+        c["name"].append(name)
+        c["cat"].append(cat)
         c["ts"].append(ts_ns)
-        dur = _us_to_ns(_floats(dur, self.path, "dur"))
-        dur[ev_codes != _X] = 0
+        x = ev_codes == _X
+        if x.all():
+            dur = _ns_of([e.dur for e in sel], self.path, "dur")
+        else:  # only X events have a duration (B: from its E)
+            dur = np.zeros(len(sel), np.int64)
+            rows = np.flatnonzero(x)
+            dur[rows] = _ns_of([sel[i].dur for i in rows.tolist()], self.path, "dur")
         c["dur"].append(np.maximum(dur, 0))
         base = self.n
         if np.any(ev_codes == _B):
             self.b_rows.append(np.flatnonzero(ev_codes == _B) + base)
-        self._args(args, base)
+        self._args([e.args for e in sel], base)
         self.n += len(sel)
 
     def _args(self, args: list, base: int) -> None:
-        """Args -> one (rows, values) column per arg name."""
-        cols: dict[str, tuple[list, list]] = {}
-        get = cols.get
-        for r, a in enumerate(args):
+        """Args -> (rows, values) per arg name, buffered over slices, typed when flushed."""
+        rows, vals = self.arg_rows, self.arg_vals
+        for r, a in enumerate(args, base):
             if not a:
                 continue
             if type(a) is not dict:
                 a = {"args": a}
             for k, v in a.items():
-                col = get(k)
-                if col is None:
-                    col = cols[k] = ([], [])
-                col[0].append(r)
-                col[1].append(v)
-        for k, (rows, vals) in cols.items():
-            self._add_stat(k, np.array(rows, np.int64) + base, vals)
+                try:
+                    rows[k].append(r)
+                    vals[k].append(v)
+                except KeyError:
+                    rows[k] = [r]
+                    vals[k] = [v]
+        self.arg_events += len(args)
+        if self.arg_events >= _ARG_FLUSH_EVENTS:
+            self._flush_args()
+
+    def _flush_args(self) -> None:
+        for k, rs in self.arg_rows.items():
+            self._add_stat(k, np.array(rs, np.int64), self.arg_vals[k])
+        self.arg_rows, self.arg_vals, self.arg_events = {}, {}, 0
 
     def _add_stat(self, key: str, rows: np.ndarray, vals: list) -> None:
         key = _ARG_KEYS.get(key, key)
         mask, arr = _stat_values(key, vals)
         if mask is not None:
             rows = rows[mask]
+        if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):  # from several arg-name groups
+            order = np.argsort(rows, kind="stable")
+            rows, arr = rows[order], arr[order]
         if len(rows):
             self.b.add_stat(key, rows, arr)
 
-    def _rare(self, evs: list, idx: np.ndarray, codes: np.ndarray, ts_ns: np.ndarray) -> None:
+    def _rare(self, evs: list[_Event], idx: np.ndarray, codes: np.ndarray, ts_ns: np.ndarray) -> None:
         """Flows (columns), then counters, metadata and E events (few; one by one)."""
         rc = codes[idx]
         fl = (rc >= _S) & (rc <= _F)
@@ -608,38 +695,38 @@ class _Collector:
             if code == _M:
                 self._meta(e)
             elif code == _E:
-                pid = _codes([e.get("pid")], self.pids, self._new_code(self.pids))[0]
-                tid = _codes([e.get("tid")], self.tids, self._new_code(self.tids))[0]
-                self.ends.append((pid, tid, int(ts_ns[i]), self.seen + i, e.get("args")))
+                pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
+                tid = _codes([e.tid], self.tids, self._new_code(self.tids))[0]
+                self.ends.append((pid, tid, int(ts_ns[i]), self.seen + i, e.args))
             elif code == _C:
-                args = e.get("args")
+                args = e.args
                 if not isinstance(args, dict):
                     continue
-                name = e.get("name", "")
+                name = e.name
                 name = name if isinstance(name, str) else str(name)
-                if e.get("id") is not None:
-                    name = f"{name} {e['id']}"
-                pid = _codes([e.get("pid")], self.pids, self._new_code(self.pids))[0]
+                if e.id is not None:
+                    name = f"{name} {e.id}"
+                pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
                 single = len(args) == 1
                 for k, v in args.items():
                     if isinstance(v, (int, float)) and not isinstance(v, bool):
                         self.counters.append((pid, name if single else f"{name}.{k}", int(ts_ns[i]), float(v)))
             else:
-                p = e.get("ph")
+                p = e.ph
                 p = p if isinstance(p, str) else repr(p)
                 self.skipped[p] = self.skipped.get(p, 0) + 1
 
-    def _flow_slice(self, sel: list, ph: np.ndarray, ts_ns: np.ndarray) -> None:
-        ids = [e.get("id") for e in sel]
-        cats = [e.get("cat", "") for e in sel]
-        pid = [e.get("pid") for e in sel]
-        tid = [e.get("tid") for e in sel]
-        bp = [e.get("bp") for e in sel]
+    def _flow_slice(self, sel: list[_Event], ph: np.ndarray, ts_ns: np.ndarray) -> None:
+        ids = [e.id for e in sel]
+        cats = [e.cat for e in sel]
+        pid = [e.pid for e in sel]
+        tid = [e.tid for e in sel]
+        bp = [e.bp for e in sel]
         if None in ids:
             for j, e in enumerate(sel):
                 if ids[j] is None:
-                    id2 = e.get("id2")
-                    ids[j] = next(iter(id2.values()), None) if isinstance(id2, dict) and id2 else e.get("bind_id")
+                    id2 = e.id2
+                    ids[j] = next(iter(id2.values()), None) if isinstance(id2, dict) and id2 else e.bind_id
         fid = None
         if set(map(type, ids)) == {int}:
             try:
@@ -661,11 +748,11 @@ class _Collector:
         bp_arr[:] = bp
         fc["enclosing"].append((ph != _F) | (bp_arr == "e"))
 
-    def _meta(self, e: dict) -> None:
-        name, args = e.get("name"), e.get("args") or {}
+    def _meta(self, e: _Event) -> None:
+        name, args = e.name, e.args or {}
         if not isinstance(args, dict):
             return
-        pid = e.get("pid")
+        pid = e.pid
         try:
             if name in ("process_name", "process_labels", "process_sort_index"):
                 field = {"process_name": "name", "process_labels": "labels",
@@ -673,16 +760,17 @@ class _Collector:
                 self.process.setdefault(pid, {})[name] = args.get(field)
             elif name in ("thread_name", "thread_sort_index"):
                 field = "name" if name == "thread_name" else "sort_index"
-                self.threads.setdefault((pid, e.get("tid")), {})[name] = args.get(field)
+                self.threads.setdefault((pid, e.tid), {})[name] = args.get(field)
             elif len(self.other_meta) < 1000:
-                self.other_meta.append(e)
+                self.other_meta.append(orjson.loads(msgspec.json.encode(e)))
         except TypeError:  # unhashable pid/tid
             if len(self.other_meta) < 1000:
-                self.other_meta.append(e)
+                self.other_meta.append(orjson.loads(msgspec.json.encode(e)))
 
     # ---------------------------------------------------------------- the Trace
     def finish(self, top: dict[str, Any], progress: _Progress) -> Trace:
         b = self.b
+        self._flush_args()
         progress.stage("build", 5)
         cat = lambda k: np.concatenate(self.cols[k]) if self.cols[k] else np.zeros(0, np.int64)
         pid_c, tid_c, name_c, cat_c = cat("pid"), cat("tid"), cat("name"), cat("cat")
@@ -872,12 +960,20 @@ class _Collector:
             self.unbound_flows = sum(len(x) for x in fc["id"])
             return
         fcat, fid = np.concatenate(fc["cat"]), np.concatenate(fc["id"])
-        _, first, key = np.unique(np.stack([fcat, fid], axis=1), axis=0, return_index=True, return_inverse=True)
-        key = key.reshape(-1)
+        # number the distinct (cat, id) pairs in sorted order; first: a pair's first endpoint
+        by_pair = np.lexsort((fid, fcat))  # stable
+        new = np.ones(len(by_pair), bool)
+        new[1:] = (fcat[by_pair][1:] != fcat[by_pair][:-1]) | (fid[by_pair][1:] != fid[by_pair][:-1])
+        key = np.empty(len(by_pair), np.int64)
+        key[by_pair] = np.cumsum(new) - 1
+        first = by_pair[new]
         ph = np.concatenate(fc["ph"])
         fts = np.concatenate(fc["ts"]) + base
         fpair = np.concatenate(fc["pid"]) * ntid + np.concatenate(fc["tid"])
-        ftrack = np.array([track_of_pair.get(p, -1) for p in fpair.tolist()], np.int64)
+        pairs = np.fromiter(track_of_pair, np.int64, len(track_of_pair))  # ascending (np.unique)
+        tracks = np.fromiter(track_of_pair.values(), np.int64, len(track_of_pair))
+        at = np.minimum(np.searchsorted(pairs, fpair), len(pairs) - 1)
+        ftrack = np.where(pairs[at] == fpair, tracks[at], -1)
         enclosing = np.concatenate(fc["enclosing"])
         rows = _bind(track, ts, dur, self._annotation_mask(cat_c), ftrack, fts, enclosing)
         # chain endpoints of one (cat, id): s -> t -> ... -> f in time order
@@ -928,8 +1024,6 @@ class _Collector:
                             ", ".join(f"{n} x ph={p}" for p, n in sorted(self.skipped.items())))
         if getattr(self, "unbound_flows", 0):
             warnings.append(f"kineto: {self.unbound_flows} flow endpoints matched no event")
-        if self.inexact_ts:
-            warnings.append(f"kineto: {self.inexact_ts} timestamps rounded by float parsing (up to ±128 ns)")
         if warnings:
             meta["warnings"] = warnings
             for w in warnings:
@@ -1016,9 +1110,9 @@ def load(path: str | Path, progress: bool = False) -> Trace:
     try:
         top: dict[str, Any] = {}
         col = _Collector(path)
-        for events, text in _event_slices(path, _Source(path, bar).blocks(), top):
-            col.add(events, text)
-            del events, text
+        for events in _event_slices(path, _Source(path, bar).blocks(), top):
+            col.add(events)
+            del events
         return col.finish(top, bar)
     except MemoryError:
         raise TraceFormatError(path, "not enough memory to read this trace") from None
