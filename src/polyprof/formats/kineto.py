@@ -721,7 +721,6 @@ class _Collector:
         cats = [e.cat for e in sel]
         pid = [e.pid for e in sel]
         tid = [e.tid for e in sel]
-        bp = [e.bp for e in sel]
         if None in ids:
             for j, e in enumerate(sel):
                 if ids[j] is None:
@@ -744,9 +743,10 @@ class _Collector:
         fc["pid"].append(self._id_codes(pid, self.pids))
         fc["tid"].append(self._id_codes(tid, self.tids))
         fc["ts"].append(ts_ns)
-        bp_arr = np.empty(len(bp), dtype=object)
-        bp_arr[:] = bp
-        fc["enclosing"].append((ph != _F) | (bp_arr == "e"))
+        enclosing = ph != _F
+        f_rows = np.flatnonzero(~enclosing)
+        enclosing[f_rows] = [sel[i].bp == "e" for i in f_rows.tolist()]
+        fc["enclosing"].append(enclosing)
 
     def _meta(self, e: _Event) -> None:
         name, args = e.name, e.args or {}
