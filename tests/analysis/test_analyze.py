@@ -73,6 +73,26 @@ def test_launch_stats_rows():
     assert (ls["device_start_ns"] >= ls["launch_start_ns"]).all()
 
 
+def test_launch_summary_agrees_with_a_pandas_groupby(traces_dir):
+    import polyprof
+
+    ls = A.launch_stats(polyprof.load(traces_dir / "kineto" / "v100_ns_resolution_rank0.json.gz"))
+    gb = ls.groupby(["plane", "launch_name"])
+    want = gb.agg(count=("cpu_duration_ns", "size"), cpu=("cpu_duration_ns", "mean"),
+                  dev=("device_duration_ns", "mean"), delay=("launch_delay_ns", "median"))
+    want["p99"] = gb["launch_delay_ns"].quantile(0.99)
+    got = A.launch_summary(None, ls).set_index(["plane", "launch_name"])
+    assert got["count"].tolist() == sorted(got["count"], reverse=True)
+    assert len(got) == len(want) == 3
+    for key, row in want.iterrows():
+        g = got.loc[key]
+        assert g["count"] == row["count"]
+        assert np.allclose([g["cpu_mean_ns"], g["device_mean_ns"], g["delay_median_ns"], g["delay_p99_ns"]],
+                           [row["cpu"], row["dev"], row["delay"], row["p99"]])
+    empty = A.launch_summary(None, ls.iloc[:0])
+    assert len(empty) == 0 and "delay_p99_ns" in empty.columns
+
+
 def test_section_stats_projection_utilization_and_memory():
     b = TraceBuilder()
     host = b.plane("/host:CPU")

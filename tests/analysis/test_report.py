@@ -159,6 +159,30 @@ def test_terminal_tables_at_80_columns_never_cut_numbers_or_their_headers():
         assert text in out, (text, out)
 
 
+def test_terminal_table_columns_line_up_with_wide_characters_and_long_names():
+    import io
+
+    import pandas as pd
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from polyprof.report.terminal import _table, fmt_ns
+
+    df = pd.DataFrame({"name": ["畳み込み層の前向き計算", "x" * 90, "plain"], "total_ns": [1e6, 2e3, 5.0]})
+    buf = io.StringIO()
+    Console(file=buf, width=60, color_system=None).print(
+        _table("Wide", df, [("name", "name", None), ("total_ns", "total", fmt_ns)], 15, 60))
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "Wide"
+    body = lines[1:]
+    assert len(body) == 2 + 1 + 1 + 3  # top, header, rule, rows, bottom
+    assert len({cell_len(line) for line in body}) == 1, body  # every line as wide, in terminal cells
+    assert cell_len(body[0]) <= 60
+    assert "畳み込み層の前向き計算" in buf.getvalue()
+    assert "x…" in buf.getvalue() and "x" * 60 not in buf.getvalue()
+    assert body[-2].rstrip("│ ").endswith("5 ns") and body[1].split("┃")[2].strip() == "total"
+
+
 def test_terminal_summary_at_80_columns_is_readable():
     from .synth import pipeline_trace
 

@@ -3,10 +3,10 @@
 from .breakdown import comm_comp_overlap, idle_time_breakdown, kernel_breakdown, temporal_breakdown
 from .events import event_stats
 from .findings import Finding, findings
-from .ops import launch_stats, op_stats
+from .ops import launch_stats, launch_summary, op_stats
 from .sections import section_stats
 from .steps import step_stats
 from .sync import sync_by_thread
 
 __all__ = ["section_stats", "event_stats", "temporal_breakdown", "idle_time_breakdown", "kernel_breakdown",
-           "op_stats", "launch_stats", "comm_comp_overlap", "step_stats", "sync_by_thread", "findings", "Finding"]
+           "op_stats", "launch_stats", "launch_summary", "comm_comp_overlap", "step_stats", "sync_by_thread", "findings", "Finding"]

@@ -83,3 +83,27 @@ def launch_stats(trace: Trace) -> pd.DataFrame:
         "launch_delay_ns": ds - ls, "queue_delay_ns": ds - (ls + ld),
     })
     return df.sort_values("launch_start_ns", kind="stable").reset_index(drop=True)
+
+
+def launch_summary(trace: Trace, launches: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (device, launch call name), from :func:`launch_stats` (pass it to reuse it).
+
+    Columns: ``plane``, ``launch_name``, ``count``, ``cpu_mean_ns`` (mean duration of the
+    call), ``device_mean_ns`` (mean duration of what it launched), ``delay_median_ns`` and
+    ``delay_p99_ns`` (launch delay). Sorted by count, most first.
+    """
+    ls = launch_stats(trace) if launches is None else launches
+    cols = ["plane", "launch_name", "count", "cpu_mean_ns", "device_mean_ns", "delay_median_ns", "delay_p99_ns"]
+    if not len(ls):
+        return pd.DataFrame({c: pd.Series(dtype=object if c in cols[:2] else np.float64) for c in cols})
+    pc, planes = pd.factorize(ls["plane"])
+    nc, names = pd.factorize(ls["launch_name"])
+    g = group_stats(pc.astype(np.int64) * len(names) + nc, ls["launch_delay_ns"].to_numpy())
+    o, st, n = g["order"], g["starts"], g["count"]
+    p, k = np.divmod(g["key"], len(names))
+    out = pd.DataFrame({
+        "plane": np.asarray(planes, object)[p], "launch_name": np.asarray(names, object)[k], "count": n,
+        "cpu_mean_ns": group_reduce(o, st, ls["cpu_duration_ns"].to_numpy(), np.add) / n,
+        "device_mean_ns": group_reduce(o, st, ls["device_duration_ns"].to_numpy(), np.add) / n,
+        "delay_median_ns": g["median"], "delay_p99_ns": g["p99"]})
+    return out.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)

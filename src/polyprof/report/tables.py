@@ -38,6 +38,7 @@ class Report:
 
 def build(trace: Trace) -> Report:
     tables = {name: fn(trace) for name, fn in ANALYSES.items()}
+    tables["launch_summary"] = analyze.launch_summary(trace, tables["launch_stats"])
     found = analyze.findings(trace, tables)
     corr = cache.correlation(trace)
     steps = cache.steps(trace)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
-from rich.console import Console, Group
+from rich import box
+from rich.cells import cell_len, set_cell_size
+from rich.console import Console, ConsoleOptions, Group
 from rich.markup import escape
 from rich.padding import Padding
 from rich.panel import Panel
-from rich.table import Table
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 
 from ..trace.core import Trace
@@ -45,30 +48,18 @@ def _short(s: Any, n: int = 70) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _stats_table(title: str, df: Any, top: int, first: str = "name") -> Table:
-    t = Table(title=title, title_justify="left")
-    extra = ["category"] if "category" in df.columns else []
-    for c in [*extra, first, "count", "total", "mean", "min", "max"]:
-        t.add_column(c, justify="left" if c in (first, "category") else "right", overflow="fold")
-    for _, r in df.head(top).iterrows():
-        cells = [str(r[c]) for c in extra]
-        t.add_row(*cells, _short(r[first]), f"{int(r['count'])}", fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
-                  fmt_ns(r["min_ns"]), fmt_ns(r["max_ns"]))
-    return t
-
-
 #: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
 TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name")
 
 
-def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> Table:
-    """A rich table of ``df``: (column, header, formatter[, optional]). Optional columns
+def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> "Grid":
+    """A table of ``df``: (column, header, formatter[, optional]). Optional columns
     (a priority: higher goes first, then the rightmost) are left out when the table would
     not fit ``width`` characters; then text columns are shortened, widest first. Numbers
     and headers of numeric columns are always shown in full."""
     rows = df.head(top)
     cells = {c: [(fmt(v) if fmt else str(v)) for v in rows[c]] for c, _, fmt, *_ in cols}
-    need = {c: max([len(h), *(len(x) for x in cells[c])]) for c, h, *_ in cols}
+    need = {c: max([cell_len(h), *map(cell_len, cells[c])]) for c, h, *_ in cols}
     if "name" in need:
         need["name"] = min(need["name"], 60)
     # the narrowest a text column may become before optional columns are dropped
@@ -98,14 +89,51 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int
             break
         c = max(shrink, key=lambda k: (w[k] - floor[k] > 0, w[k]))
         w[c] -= 1
-    t = Table(title=f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else "") + note,
-              title_justify="left")
-    for c, head, *_ in keep:
-        t.add_column(head, justify="left" if c in TEXT_COLUMNS else "right", no_wrap=True, overflow="ellipsis",
-                     width=w[c], min_width=w[c])
-    for i in range(len(rows)):
-        t.add_row(*[cells[c][i] for c, *_ in keep])
-    return t
+    heads = [(c, head) for c, head, *_ in keep]
+    return Grid(f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else "") + note,
+                [(head, w[c], c in TEXT_COLUMNS) for c, head in heads],
+                [[cells[c][i] for c, _ in heads] for i in range(len(rows))])
+
+
+BOLD, ITALIC = Style(bold=True), Style(italic=True)
+
+
+class Grid:
+    """A boxed table whose column widths are already decided (by :func:`_table`).
+
+    Drawn line by line with rich's box characters and styles: rich's Table would lay
+    out every cell again, which cost more than all the analyses of a summary.
+    """
+
+    BOX = box.HEAVY_HEAD
+
+    def __init__(self, title: str, columns: list[tuple[str, int, bool]], rows: list[list[str]]):
+        self.title, self.columns, self.rows = title, columns, rows  # columns: (header, width, left-aligned)
+
+    @property
+    def headers(self) -> list[str]:
+        return [h for h, _, _ in self.columns]
+
+    def _line(self, cells: list[str], left: str, sep: str, right: str) -> str:
+        out = []
+        for text, (_, w, left_aligned) in zip(cells, self.columns):
+            if cell_len(text) > w:
+                text = set_cell_size(text, w - 1) + "…" if w > 1 else set_cell_size(text, w)
+            pad = " " * (w - cell_len(text))
+            out.append(text + pad if left_aligned else pad + text)
+        return left + " " + f" {sep} ".join(out) + " " + right
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        b, widths = self.BOX, [w + 2 for _, w, _ in self.columns]
+        lines = [(self.title, ITALIC), (b.get_top(widths), None),
+                 (self._line(self.headers, b.head_left, b.head_vertical, b.head_right), BOLD),
+                 (b.get_row(widths, "head"), None),
+                 *((self._line(r, b.mid_left, b.mid_vertical, b.mid_right), None) for r in self.rows),
+                 (b.get_bottom(widths), None)]
+        width = options.max_width
+        for text, style in lines:  # cropped to the terminal, as rich crops its own tables
+            yield Segment(text if cell_len(text) <= width else set_cell_size(text, width), style)
+            yield Segment.line()
 
 
 def _event_text(e: Any) -> str:
@@ -200,7 +228,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols,
             ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W)
         console.print(table)
-        shown = {str(col.header) for col in table.columns}
+        shown = set(table.headers)
         host = "total..p99" if "p99" in shown else "total..max"
         notes = [f"{host} = host time"] + [text for col, text in (
             ("device", "device = device time its launches caused"),
@@ -218,17 +246,12 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
         else:
             cols = [c for c in cols if c[0] != "plane"]
         console.print(_table("Steps", ss, cols, 2 * top, W))
-    ls = T["launch_stats"]
+    ls = T["launch_summary"]
     if len(ls):
-        gb = ls.groupby(["plane", "launch_name"], sort=False)
-        g = gb.agg(count=("cpu_duration_ns", "size"), cpu=("cpu_duration_ns", "mean"),
-                   dev=("device_duration_ns", "mean"), delay=("launch_delay_ns", "median"))
-        g["p99"] = gb["launch_delay_ns"].quantile(0.99)
-        g = g.reset_index().sort_values("count", ascending=False)
-        console.print(_table("Launches", g, [
+        console.print(_table("Launches", ls, [
             ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
-            ("cpu", "CPU mean", fmt_ns), ("dev", "device mean", fmt_ns), ("delay", "delay median", fmt_ns),
-            ("p99", "delay p99", fmt_ns, True)], top, W))
+            ("cpu_mean_ns", "CPU mean", fmt_ns), ("device_mean_ns", "device mean", fmt_ns),
+            ("delay_median_ns", "delay median", fmt_ns), ("delay_p99_ns", "delay p99", fmt_ns, True)], top, W))
     other = T["event_stats"]
     if len(kb):  # device activity, framework ops and launch calls have their own tables above
         from ..trace.categories import Kind, kind_of
@@ -239,8 +262,10 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     else:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
     if len(other):
-        console.print(_stats_table("Other events by total time" if len(kb) else "Top events by total time",
-                                   other, top))
+        console.print(_table("Other events by total time" if len(kb) else "Top events by total time", other, [
+            ("category", "category", None), ("name", "name", _short), ("count", "count", i),
+            ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns),
+            ("max_ns", "max", fmt_ns)], top, W))
     for err in ov["plugin_errors"]:
         console.print(f"[red]plugin {err['plugin']} failed in {err['phase']}[/]: {err['error']}")
     for w in ov.get("warnings", []):
