@@ -255,6 +255,19 @@ def test_summary_shows_other_plugins_events_next_to_device_tables():
     assert "thread_cpu" in out, out
 
 
+def test_summary_prints_names_and_errors_as_they_are():
+    """Names and plugin errors are text, not rich markup or emoji codes."""
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder(metadata={"plugin_errors": [
+        {"plugin": "[bold]odd", "phase": "collect", "error": "RuntimeError: bad [/] tag :fire:"}]})
+    th = b.track(b.plane("/host:CPU", "host"), "main", "thread", tid=1)
+    b.event(th, "load :smile: [red]batch[/]", 0, 1000, "section")
+    out = _summary_text(b.build(), 160)
+    assert "load :smile: [red]batch[/]" in out, out
+    assert "plugin [bold]odd failed in collect: RuntimeError: bad [/] tag :fire:" in out, out
+
+
 def test_summary_shows_trace_warnings():
     from polyprof.trace import TraceBuilder
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..derive.intervals import clip_union, covered, intersect_len
 from ..trace.core import Trace
-from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
+from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view, frame, rows_frame
 from .grouping import group_stats
 
 ALL_STREAMS = "(all streams)"
@@ -51,7 +51,7 @@ def temporal_breakdown(trace: Trace) -> pd.DataFrame:
         inside = int(((v.end[sel] > t0) & (v.start[sel] < t1)).sum())
         out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS,
                     track, t0, span, compute, busy - compute, span - busy, busy, inside))
-    df = pd.DataFrame(out, columns=["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns",
+    df = rows_frame(out, ["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns",
                                     "non_compute_ns", "idle_ns", "busy_ns", "activities"])
     for c in ("compute", "non_compute", "idle"):
         df[f"{c}_pct"] = 100.0 * df[f"{c}_ns"] / df["span_ns"].where(df["span_ns"] > 0)
@@ -109,7 +109,7 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
         idle = host + kern + other
         out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS, track,
                     idle, host, kern, other, gaps))
-    df = pd.DataFrame(out, columns=["plane", "stream", "track_id", "idle_ns", "host_wait_ns",
+    df = rows_frame(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns",
                                     "kernel_wait_ns", "other_ns", "gaps"])
     for c in ("host_wait", "kernel_wait", "other"):
         df[f"{c}_pct"] = 100.0 * df[f"{c}_ns"] / df["idle_ns"].where(df["idle_ns"] > 0)
@@ -134,15 +134,17 @@ def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     name = ev["name"][v.rows].astype(np.int64)
     base = (name << 8) | v.cls.astype(np.int64)
-    key = (base << 20) | v.plane.astype(np.int64) if by_device else base
+    on_plane = (base << 20) | v.plane.astype(np.int64)
+    key = on_plane if by_device else base
     dur = ev["dur_ns"][v.rows]
     g = group_stats(key, dur)
     k = g["key"]
-    pairs = np.unique(np.stack([base, v.plane.astype(np.int64)], axis=1), axis=0)
-    pb, pc = np.unique(pairs[:, 0], return_counts=True)
+    # on how many devices each (name, class) ran: distinct (base, plane) pairs per base
+    pairs = np.unique(on_plane)
+    pb, pc = np.unique(pairs >> 20, return_counts=True)
     kb = (k >> 20) if by_device else k
     total = dur.sum()
-    out = pd.DataFrame({
+    out = frame({
         "name": np.asarray(trace.strings, dtype=object)[kb >> 8],
         "kind": CLASS_NAMES[kb & 0xFF],
         **({"plane": [trace.planes[int(p)].name for p in (k & 0xFFFFF)]} if by_device else {}),
@@ -174,7 +176,7 @@ def comm_comp_overlap(trace: Trace) -> pd.DataFrame:
         comm = int((a_e - a_s).sum())
         ov = intersect_len(a_s, a_e, b_s, b_e)
         out.append((trace.planes[int(plane)].name, comm, int((b_e - b_s).sum()), ov))
-    df = pd.DataFrame(out, columns=["plane", "communication_ns", "compute_ns", "overlap_ns"])
+    df = rows_frame(out, ["plane", "communication_ns", "compute_ns", "overlap_ns"])
     df["overlap_pct"] = 100.0 * df["overlap_ns"] / df["communication_ns"].where(df["communication_ns"] > 0)
     return df
 

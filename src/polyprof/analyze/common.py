@@ -11,8 +11,10 @@ device and stream, so their idle times compare.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
 from ..derive import cache
 from ..trace.categories import Kind, is_collective_name, is_copy_name
@@ -95,3 +97,28 @@ def _view(trace: Trace) -> DeviceView:
     return DeviceView(rows, trace.track_plane[tr] if len(rows) else np.zeros(0, np.int32), tr,
                       activity_class(trace, rows), st, st + ev["dur_ns"][rows], corr.launch,
                       analysed_span(trace))
+
+
+def frame(columns: dict[str, Any], index: Sequence[Any] | None = None) -> pd.DataFrame:
+    """A DataFrame whose text columns stay NumPy object columns, as under pandas 2.
+
+    pandas 3 turns every text column into an Arrow string column; for the small tables
+    of a summary that conversion (and the Arrow ``take`` of every later filter or sort)
+    cost about a quarter of all the analyses.
+    """
+    if index is not None and not isinstance(index, pd.Index):
+        index = pd.Index(index, dtype=object)
+
+    def keep(v: Any) -> Any:
+        if isinstance(v, np.ndarray) and v.dtype != object or isinstance(v, pd.Series):
+            return v
+        if not isinstance(v, np.ndarray) and len(v) and not isinstance(v[0], str):
+            return v
+        return pd.Series(v, dtype=object, index=index)
+
+    return pd.DataFrame({k: keep(v) for k, v in columns.items()}, index=index)
+
+
+def rows_frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
+    """:func:`frame` from row tuples."""
+    return frame({c: [r[i] for r in rows] for i, c in enumerate(columns)})

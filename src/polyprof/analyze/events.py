@@ -25,6 +25,6 @@ def event_stats(trace: Trace) -> pd.DataFrame:
     key = ev["category"][rows].astype(np.int64) << 32 | ev["name"][rows].astype(np.int64)
     df = duration_stats(trace, rows, by=key)
     k = df["name"].to_numpy().astype(np.int64)
-    df.insert(0, "category", [trace.strings[c] for c in (k >> 32)])
-    df["name"] = [trace.strings[n] for n in (k & 0xFFFFFFFF)]
+    df.insert(0, "category", pd.Series([trace.strings[c] for c in (k >> 32)], dtype=object))
+    df["name"] = pd.Series([trace.strings[n] for n in (k & 0xFFFFFFFF)], dtype=object)
     return df

@@ -16,6 +16,7 @@ import pandas as pd
 from ..derive import cache
 from ..trace.core import Trace
 from .breakdown import kernel_breakdown as _kb
+from .common import COMMUNICATION, MEMCPY, device_view, frame
 
 IDLE_PCT = 30.0  # device idle share of the span that counts as "mostly waiting"
 HOST_WAIT_SHARE = 50.0  # share of idle that is host-wait for "host-bound"
@@ -172,18 +173,16 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     n = int(k["count"].sum())
     if n < MIN_KERNELS:
         return []
-    from .common import device_view
-
     v = device_view(trace)
-    ker = np.isin(v.cls, [0, 1])
+    ker = v.cls <= COMMUNICATION
     durs = (v.end - v.start)[ker]
     short = float(100.0 * (durs < SHORT_KERNEL_NS).mean())
     median = float(np.median(durs))
-    ls = t("launch_stats")
-    ls = ls[ls["kind"].isin(["compute", "communication"])]
-    if not len(ls):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
+    launch = v.launch[ker]
+    launch = launch[launch >= 0]
+    if not len(launch):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
         return []
-    cpu_median = float(ls["cpu_duration_ns"].median())
+    cpu_median = float(np.median(trace.events["dur_ns"][launch]))
     dev = _device_rows(t)
     idle = float(dev["idle_pct"].max()) if len(dev) else 0.0
     if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < median):
@@ -202,34 +201,40 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
 
 
 def _copy_bound(trace: Trace, t) -> list[Finding]:
-    kb = t("kernel_breakdown")
-    if not len(kb):
+    v = device_view(trace)
+    if not len(v.rows):
         return []
     spans = _device_rows(t).set_index("plane")["span_ns"]
+    n = len(trace.planes)
+    dur = (v.end - v.start).astype(np.float64)
+    total = np.bincount(v.plane, weights=dur, minlength=n)
+    copy = v.cls >= MEMCPY
+    copies = np.bincount(v.plane[copy], weights=dur[copy], minlength=n)
     out = []
-    for plane, g in kernel_breakdown_by_device(trace).groupby("plane", sort=False):
-        copies = g[g["kind"].isin(["memcpy", "memset"])]
-        total = float(g["total_ns"].sum())
-        cp = float(copies["total_ns"].sum())
-        share = 100.0 * cp / total if total else 0.0
-        span = float(spans.get(plane, 0) or 0)
+    for plane in np.unique(v.plane).tolist():
+        name = trace.planes[plane].name
+        cp = float(copies[plane])
+        share = 100.0 * cp / total[plane] if total[plane] else 0.0
+        span = float(spans.get(name, 0) or 0)
         of_span = 100.0 * cp / span if span else 0.0
         # copies must be a large part of the device's work *and* of its time: a few small
         # copies on an idle device are not what limits the run
         if share < COPY_SHARE or of_span < COPY_SPAN_SHARE:
             continue
-        out.append(Finding("copy_bound", f"{plane}: copies and fills are {share:.0f}% of device activity time "
+        kb = kernel_breakdown_by_device(trace)
+        top = kb[(kb["plane"] == name) & kb["kind"].isin(["memcpy", "memset"])]
+        out.append(Finding("copy_bound", f"{name}: copies and fills are {share:.0f}% of device activity time "
                                          f"({of_span:.0f}% of the span)",
-                           _sev(share, 40), str(plane),
-                           {"copy_ns": int(cp), "device_activity_ns": int(total), "share_pct": round(share, 2),
+                           _sev(share, 40), name,
+                           {"copy_ns": int(cp), "device_activity_ns": int(total[plane]), "share_pct": round(share, 2),
                             "span_ns": int(span), "copy_pct_of_span": round(of_span, 2)},
-                           _records(copies.sort_values("total_ns", ascending=False),
+                           _records(top.sort_values("total_ns", ascending=False),
                                     ["name", "count", "total_ns", "mean_ns"]),
                            "Move less data between host and device: keep tensors on the device, batch small "
                            "transfers, and overlap copies with compute (PyTorch: pinned host memory and "
                            "non_blocking copies, no per-step .cpu()/.item(); JAX: device_put the next batch "
                            "ahead of use, donate buffers)."))
-    return out
+    return sorted(out, key=lambda f: -f.evidence["share_pct"])  # the worst device first
 
 
 def _sync_stalls(trace: Trace, t) -> list[Finding]:
@@ -249,7 +254,7 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
     ws, we = windows(trace)
     pos = np.searchsorted(ws, ev["start_ns"][rows], side="right") - 1
     rows = rows[(pos >= 0) & (ev["start_ns"][rows] < we[np.maximum(pos, 0)])]
-    top = pd.DataFrame({"category": [trace.strings[c] for c in ev["category"][rows]],
+    top = frame({"category": [trace.strings[c] for c in ev["category"][rows]],
                         "name": [trace.strings[n] for n in ev["name"][rows]], "dur": ev["dur_ns"][rows]})
     top = top.groupby(["category", "name"], sort=False)["dur"].agg(count="size", total_ns="sum").reset_index()
     top = top.sort_values("total_ns", ascending=False)

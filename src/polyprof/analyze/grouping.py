@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.core import Trace
+from .common import frame
 
 STAT_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "p99_ns",
                 "first_start_ns", "last_end_ns"]
@@ -61,7 +62,7 @@ def duration_stats(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None)
     start = ev["start_ns"][rows]
     g = group_stats(ev["name"][rows] if by is None else by, dur)
     keys = g["key"]
-    out = pd.DataFrame({
+    out = frame({
         "name": [trace.strings[k] for k in keys] if by is None else keys,
         "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"], "median_ns": g["median"],
         "min_ns": g["min"], "max_ns": g["max"], "p99_ns": g["p99"],

@@ -10,7 +10,7 @@ from ..derive.intervals import child_time
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from .common import CLASS_NAMES, activity_class
+from .common import CLASS_NAMES, activity_class, frame
 from .grouping import group_reduce, group_stats
 
 
@@ -40,7 +40,7 @@ def op_stats(trace: Trace) -> pd.DataFrame:
         np.add.at(direct, pos, ev["dur_ns"][corr.device_rows[has]])
     g = group_stats(ev["name"][ops], du)
     o, st_ = g["order"], g["starts"]
-    out = pd.DataFrame({
+    out = frame({
         "name": np.asarray(trace.strings, dtype=object)[g["key"]], "count": g["count"], "total_ns": g["total"],
         "self_ns": group_reduce(o, st_, np.maximum(self_ns, 0), np.add), "mean_ns": g["mean"], "max_ns": g["max"],
         "device_ns": group_reduce(o, st_, proj.busy_ns, np.add),
@@ -72,7 +72,7 @@ def launch_stats(trace: Trace) -> pd.DataFrame:
     step_idx = steps.of(ls)
     tnames = np.array([t.name for t in trace.tracks], object)
     pnames = np.array([p.name for p in trace.planes], object)
-    df = pd.DataFrame({
+    df = frame({
         "launch_row": l, "device_row": d, "launch_name": trace.names(l), "name": trace.names(d),
         "kind": CLASS_NAMES[activity_class(trace, d)],
         "plane": pnames[trace.track_plane[ev["track"][d]]] if len(d) else np.zeros(0, object),
@@ -101,7 +101,7 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None) -> pd.Dat
     g = group_stats(pc.astype(np.int64) * len(names) + nc, ls["launch_delay_ns"].to_numpy())
     o, st, n = g["order"], g["starts"], g["count"]
     p, k = np.divmod(g["key"], len(names))
-    out = pd.DataFrame({
+    out = frame({
         "plane": np.asarray(planes, object)[p], "launch_name": np.asarray(names, object)[k], "count": n,
         "cpu_mean_ns": group_reduce(o, st, ls["cpu_duration_ns"].to_numpy(), np.add) / n,
         "device_mean_ns": group_reduce(o, st, ls["device_duration_ns"].to_numpy(), np.add) / n,

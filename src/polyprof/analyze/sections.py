@@ -9,6 +9,7 @@ from ..derive import cache
 from ..derive.projection import LaunchIndex, section_rows
 from ..trace.core import Trace
 from .breakdown import busy_within
+from .common import frame
 from .grouping import duration_stats, group_reduce, group_stats
 
 RSS_COUNTER = "process.rss_bytes"
@@ -48,7 +49,7 @@ def section_stats(trace: Trace) -> pd.DataFrame:
     busy_sum = group_reduce(o, gs, busy, np.add)
     mem_sum = group_reduce(o, gs, np.nan_to_num(mem, nan=0.0), np.add)
     mem_any = group_reduce(o, gs, ~np.isnan(mem), np.logical_or)
-    agg = pd.DataFrame({
+    agg = frame({
         "device_ops": group_reduce(o, gs, proj.count, np.add), "device_ns": group_reduce(o, gs, proj.busy_ns, np.add),
         "projected_ns": projected,
         "device_util_pct": np.where(projected > 0, 100.0 * busy_sum / np.maximum(projected, 1), np.nan),

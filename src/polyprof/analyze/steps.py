@@ -8,7 +8,7 @@ import pandas as pd
 from ..derive import cache
 from ..derive.intervals import clip_union
 from ..trace.core import Trace
-from .common import COMPUTE, device_view
+from .common import COMPUTE, device_view, rows_frame
 
 COLUMNS = ["step", "plane", "host_start_ns", "host_end_ns", "host_ns", "device_start_ns", "device_end_ns",
            "busy_ns", "compute_ns", "non_compute_ns", "idle_ns", "activities", "launch_count",
@@ -55,4 +55,4 @@ def step_stats(trace: Trace) -> pd.DataFrame:
             out.append((int(steps.number[i]), trace.planes[int(plane)].name, a, b, b - a, ds, de, busy, compute,
                         busy - compute, (b - a) - busy, int(mine.sum()), len(lr),
                         float(ld.mean()) if len(ld) else 0.0, int(ld.max()) if len(ld) else 0))
-    return pd.DataFrame(out, columns=COLUMNS)
+    return rows_frame(out, COLUMNS)

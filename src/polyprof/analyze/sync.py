@@ -8,7 +8,7 @@ import pandas as pd
 from ..derive import cache
 from ..derive.intervals import covered, union
 from ..trace.core import Trace
-from .common import analysed_span
+from .common import analysed_span, rows_frame
 
 #: lower-case name substrings of calls that block the host until the device catches up
 SYNC_MARKERS = ("synchronize", "clfinish", "clwaitforevents", "eventsynchronize",
@@ -18,11 +18,6 @@ SYNC_CATEGORIES = ("cuda_sync", "sync")
 _BLOCKING_COPIES = ("cudamemcpy", "cudamemcpy2d", "cudamemcpy3d", "hipmemcpy", "hipmemcpy2d", "hipmemcpy3d")
 
 COLUMNS = ["thread", "calls", "sync_ns", "window_ns", "share_pct"]
-
-
-def is_sync_call(name: str, category: str) -> bool:
-    low = name.lower()
-    return any(m in low for m in SYNC_MARKERS) or category.lower() in SYNC_CATEGORIES or low in _BLOCKING_COPIES
 
 
 def windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -45,14 +40,13 @@ def sync_rows(trace: Trace) -> np.ndarray:
     cand = np.flatnonzero(host[trace.track_plane[tr]] & thread[tr] & (ev["dur_ns"] > 0))
     if not len(cand):
         return cand
-    # one int64 key per (name, category) pair: a 1-D unique (np.unique(axis=0) sorts rows
-    # as void records, ~10x slower on a trace's host events)
-    ns = max(len(trace.strings), 1)
-    key = ev["name"][cand].astype(np.int64) * ns + ev["category"][cand].astype(np.int64)
-    uniq, inv = np.unique(key, return_inverse=True)
+    # judged once per string, then looked up per event
     strings = trace.strings
-    hit = np.fromiter((is_sync_call(strings[k // ns], strings[k % ns]) for k in uniq.tolist()), bool, len(uniq))
-    return cand[hit[inv.ravel()]]
+    lows = [x.lower() for x in strings]
+    by_name = np.fromiter((any(m in x for m in SYNC_MARKERS) or x in _BLOCKING_COPIES for x in lows),
+                          bool, len(lows))
+    by_cat = np.fromiter((x in SYNC_CATEGORIES for x in lows), bool, len(lows))
+    return cand[by_name[ev["name"][cand]] | by_cat[ev["category"][cand]]]
 
 
 def sync_by_thread(trace: Trace) -> pd.DataFrame:
@@ -84,5 +78,5 @@ def sync_by_thread(trace: Trace) -> pd.DataFrame:
         calls = int(((pos >= 0) & (st[sel] < we[np.maximum(pos, 0)])).sum())
         name = trace.tracks[int(ev["track"][rows[np.flatnonzero(sel)[0]]])].name
         out.append((name, calls, busy, window, 100.0 * busy / window))
-    df = pd.DataFrame(out, columns=COLUMNS)
+    df = rows_frame(out, COLUMNS)
     return df.sort_values("sync_ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Any, Iterator
 
 import pandas as pd
@@ -172,17 +173,18 @@ def print_summary(trace: Trace, top: int = 15, console: Console | None = None) -
 
 def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     console = console or Console(file=sys.stdout)
+    out = partial(console.print, emoji=False)  # ":name:" in a kernel or op name stays as it is
     T, ov = report.tables, report.overview
     i = lambda x: f"{int(x)}"  # noqa: E731
     W = console.width
     has_device = bool(ov["correlation"].get("device_activities"))
-    console.print(f"[bold]polyprof summary[/]: {ov['events']} events on {len(ov['planes'])} plane(s), "
+    out(f"[bold]polyprof summary[/]: {ov['events']} events on {len(ov['planes'])} plane(s), "
                   f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
                   f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
                                                          if ov["steps"] else ", no steps"))
     c = ov["correlation"]
     if c.get("device_activities"):
-        console.print(
+        out(
             f"correlation: {c['device_activities']} device activities; matched by id {c['matched_by_correlation_id']}, "
             f"by flow {c['matched_by_flow']}, in order {c['matched_in_order']}; "
             f"[{'red' if c['unmatched_device_activities'] else 'green'}]unmatched "
@@ -190,32 +192,32 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             f"{c['launch_calls_without_device_activity']} of {c['launch_calls']}; "
             f"with a framework op {c['device_activities_with_framework_op']}")
     if report.findings:
-        console.print(Panel(Group(*_finding_lines(report.findings)), title="Findings", title_align="left"))
+        out(Panel(Group(*_finding_lines(report.findings)), title="Findings", title_align="left"))
     tb = T["temporal_breakdown"]
     if len(tb):
-        console.print(_table("Device time (analysed span)", tb, [
+        out(_table("Device time (analysed span)", tb, [
             ("plane", "device", None), ("stream", "stream", None), ("span_ns", "span", fmt_ns),
             ("compute_pct", "compute", fmt_pct), ("non_compute_pct", "non-compute", fmt_pct),
             ("idle_pct", "idle", fmt_pct), ("activities", "activities", i, True)], 4 * top, W))
         it = T["idle_time_breakdown"]
-        console.print(_table("Idle time by cause", it, [
+        out(_table("Idle time by cause", it, [
             ("plane", "device", None), ("stream", "stream", None), ("idle_ns", "idle", fmt_ns),
             ("host_wait_pct", "host-wait", fmt_pct), ("kernel_wait_pct", "kernel-wait", fmt_pct),
             ("other_pct", "other", fmt_pct), ("gaps", "gaps", i, True)], 4 * top, W))
         ov_ = T["comm_comp_overlap"]
         ov_ = ov_[ov_["communication_ns"] > 0]
         if len(ov_):
-            console.print(_table("Communication / compute overlap", ov_, [
+            out(_table("Communication / compute overlap", ov_, [
                 ("plane", "device", None), ("communication_ns", "communication", fmt_ns),
                 ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W))
     kb = T["kernel_breakdown"]
     if len(kb):
-        console.print(_table("Top device activity", kb, [
+        out(_table("Top device activity", kb, [
             ("name", "name", _short), ("kind", "kind", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True), ("share_pct", "share", fmt_pct)], top, W))
     ops = T["op_stats"]
     if len(ops):
-        console.print(_table("Top framework ops (host)", ops, [
+        out(_table("Top framework ops (host)", ops, [
             ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
     sec = T["section_stats"]
@@ -227,7 +229,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
             ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols,
             ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W)
-        console.print(table)
+        out(table)
         shown = set(table.headers)
         host = "total..p99" if "p99" in shown else "total..max"
         notes = [f"{host} = host time"] + [text for col, text in (
@@ -235,7 +237,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("projected", "projected = first to last device activity caused"),
             ("util", "util = device busy within the projection"),
             ("Δmem", "Δmem = process RSS change")) if col in shown]
-        console.print("[dim]" + "; ".join(notes) + "[/]")
+        out("[dim]" + "; ".join(notes) + "[/]")
     ss = T["step_stats"]
     if len(ss):
         cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
@@ -245,10 +247,10 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
                      ("launch_max_ns", "launch max", fmt_ns, True)]
         else:
             cols = [c for c in cols if c[0] != "plane"]
-        console.print(_table("Steps", ss, cols, 2 * top, W))
+        out(_table("Steps", ss, cols, 2 * top, W))
     ls = T["launch_summary"]
     if len(ls):
-        console.print(_table("Launches", ls, [
+        out(_table("Launches", ls, [
             ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
             ("cpu_mean_ns", "CPU mean", fmt_ns), ("device_mean_ns", "device mean", fmt_ns),
             ("delay_median_ns", "delay median", fmt_ns), ("delay_p99_ns", "delay p99", fmt_ns, True)], top, W))
@@ -262,11 +264,11 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     else:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
     if len(other):
-        console.print(_table("Other events by total time" if len(kb) else "Top events by total time", other, [
+        out(_table("Other events by total time" if len(kb) else "Top events by total time", other, [
             ("category", "category", None), ("name", "name", _short), ("count", "count", i),
             ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns),
             ("max_ns", "max", fmt_ns)], top, W))
     for err in ov["plugin_errors"]:
-        console.print(f"[red]plugin {err['plugin']} failed in {err['phase']}[/]: {err['error']}")
+        out(f"[red]plugin {escape(str(err['plugin']))} failed in {escape(str(err['phase']))}[/]: {escape(str(err['error']))}")
     for w in ov.get("warnings", []):
-        console.print(f"[yellow]warning[/]: {escape(w)}")
+        out(f"[yellow]warning[/]: {escape(w)}")
