@@ -192,3 +192,12 @@ def test_concatenated_gzip_members_same_as_reference(tmp_path: Path):
     new, old = kineto.load(p), reference.load(p)
     assert new.n_events == 50 * 14  # X, i, I and B events of _events()
     assert_same_trace(new, old)
+
+
+@pytest.mark.parametrize("codes", [[], [3], [5, 1, 5, 0, 1], [10 ** 9, 7, 10 ** 9]])
+def test_distinct_codes_like_np_unique(codes):
+    a = np.array(codes, np.int64)
+    uniq, inverse = kineto._distinct(a, inverse=True)
+    ref_u, ref_i = np.unique(a, return_inverse=True)
+    assert uniq.tolist() == ref_u.tolist() and inverse.tolist() == ref_i.reshape(-1).tolist()
+    assert kineto._distinct(a).tolist() == ref_u.tolist()

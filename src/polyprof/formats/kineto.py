@@ -788,7 +788,7 @@ class _Collector:
         # tracks: one per (pid, tid) pair that has events or flow endpoints
         ntid = max(len(tid_vals), 1)
         pair = pid_c * ntid + tid_c
-        uniq, inverse = np.unique(pair, return_inverse=True) if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        uniq, inverse = _distinct(pair, inverse=True)
         track_of_pair: dict[int, int] = {}
         pseudo = 0
         for u in uniq.tolist():
@@ -828,7 +828,7 @@ class _Collector:
             vals = np.array([c[3] for c in self.counters], np.float64)
             for name in dict.fromkeys(names):
                 m = np.array([x == name for x in names])
-                for p in np.unique(cp[m]).tolist():
+                for p in _distinct(cp[m]).tolist():
                     mm = m & (cp == p)
                     b.counter(planes[p][0], name, cts[mm], vals[mm])
         b.metadata.update(self._metadata(top, base, ts))
@@ -853,7 +853,7 @@ class _Collector:
         # which pids show device-only categories
         dev_cat_ids = {b.intern(c) for c in _DEVICE_CATEGORIES}
         is_dev_cat = np.isin(cat_c, np.array(sorted(dev_cat_ids), np.int32))
-        dev_pids = set(np.unique(pid_c[is_dev_cat]).tolist()) if len(pid_c) else set()
+        dev_pids = set(_distinct(pid_c[is_dev_cat]).tolist())
         vendor_hint = self._vendor_hint(top)
 
         kinds: list[tuple[str, str, int]] = []  # (kind, device kind, index)
@@ -880,7 +880,7 @@ class _Collector:
         host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and isinstance(pid_vals[c], int)
                       and not isinstance(pid_vals[c], bool)]
         main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None
-        used = set(np.unique(pid_c).tolist()) | {c[0] for c in self.counters}
+        used = set(_distinct(pid_c).tolist()) | {c[0] for c in self.counters}
         out: list[tuple[int, str]] = []
         for code, pv in enumerate(pid_vals):
             kind, dkind, index = kinds[code]
@@ -970,7 +970,7 @@ class _Collector:
         ph = np.concatenate(fc["ph"])
         fts = np.concatenate(fc["ts"]) + base
         fpair = np.concatenate(fc["pid"]) * ntid + np.concatenate(fc["tid"])
-        pairs = np.fromiter(track_of_pair, np.int64, len(track_of_pair))  # ascending (np.unique)
+        pairs = np.fromiter(track_of_pair, np.int64, len(track_of_pair))  # ascending (_distinct)
         tracks = np.fromiter(track_of_pair.values(), np.int64, len(track_of_pair))
         at = np.minimum(np.searchsorted(pairs, fpair), len(pairs) - 1)
         ftrack = np.where(pairs[at] == fpair, tracks[at], -1)
@@ -995,7 +995,7 @@ class _Collector:
         ids = fid[first][fkey]
         ids = np.where(ids >= 0, ids, fkey + 1)
         cats = fcat[first][fkey]
-        for c in np.unique(cats).tolist():
+        for c in _distinct(cats).tolist():
             m = cats == c
             self.b.flows(src[m], dst[m], ids[m], self.b.strings[c])
 
@@ -1033,6 +1033,22 @@ class _Collector:
         return meta
 
 
+def _distinct(codes: np.ndarray, inverse: bool = False) -> Any:
+    """Sorted distinct values of small non-negative integer codes (and each one's index).
+
+    A counting pass instead of np.unique, which sorts, and whose first call imports
+    numpy.ma (12 ms) just to check for masked arrays."""
+    codes = np.asarray(codes, np.int64)
+    if len(codes) and codes.max() > 4 * len(codes) + 4096:  # sparse: counting would waste memory
+        return np.unique(codes, return_inverse=inverse)
+    present = np.bincount(codes) > 0 if len(codes) else np.zeros(0, bool)
+    uniq = np.flatnonzero(present)
+    if not inverse:
+        return uniq
+    index = np.cumsum(present) - 1
+    return uniq, index[codes]
+
+
 def _hashable(v: Any) -> bool:
     return isinstance(v, (int, str, float, type(None)))
 
@@ -1062,7 +1078,7 @@ def _bind(track: np.ndarray, start: np.ndarray, dur: np.ndarray, annotation: np.
     order = np.lexsort((~annotation, -dur, start, track))
     t_sorted = track[order]
     end = start + dur
-    for t in np.unique(qtrack[qtrack >= 0]).tolist():
+    for t in _distinct(qtrack[qtrack >= 0]).tolist():
         lo, hi = np.searchsorted(t_sorted, t, "left"), np.searchsorted(t_sorted, t, "right")
         if lo == hi:
             continue
