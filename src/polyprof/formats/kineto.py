@@ -227,7 +227,7 @@ def _decode_events(text: bytes) -> list[_Event]:
         return _DECODE_EVENTS(text)
     except msgspec.ValidationError:
         raise _not_an_event(text) from None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         orjson.loads(text)  # raises JSONDecodeError with a position and a clear message
         raise  # pragma: no cover - valid for orjson, not for msgspec
 
@@ -354,7 +354,7 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list[_Event], bytes] | None:
         r = m.end() - 1
         try:
             events = _DECODE_EVENTS(b"[" + bytes(body[:r]) + b"]")
-        except msgspec.DecodeError:  # also ValidationError: the full parse says which element
+        except (msgspec.DecodeError, UnicodeDecodeError):  # incl. ValidationError: the full parse names it
             tries += 1
             if tries > 64:
                 return None
@@ -366,7 +366,7 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list[_Event], bytes] | None:
     if is_list:  # the Array Format may omit the closing bracket
         try:
             return _DECODE_EVENTS(b"[" + bytes(body).rstrip().rstrip(b",") + b"]"), b""
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return None
     return None
 
@@ -459,7 +459,10 @@ def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
             ints = _parse_numbers(joined, np.int64)
             if ints is not None and len(ints) == n and ints.max() < 9 * 10 ** 15:  # ns fit in int64
                 return ints * 1000
-    values = orjson.loads(b"[" + b",".join(raws) + b"]")
+    try:
+        values = orjson.loads(b"[" + b",".join(raws) + b"]")
+    except orjson.JSONDecodeError as e:  # e.g. 1e400: a number that is not a finite double
+        raise TraceFormatError(path, f"invalid JSON: an event {what} ({e})") from None
     us = _floats(values, path, what)
     out = _us_to_ns(us)
     big = np.abs(us) >= _EXACT_LIMIT_US  # a double's ulp here is more than 1 ns
