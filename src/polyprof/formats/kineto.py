@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import logging
 import re
-import threading
 import warnings
 import zlib
 from functools import partial
@@ -638,27 +637,29 @@ def _big_numbers(text: bytes) -> bool:
     return shapes.rfind(b"\x01000") >= 0 or b"0" * 200 in shapes  # rfind: skips on the rare first byte
 
 
-def _decode_any(text: bytes) -> Any:
-    """JSON text -> Python values. Text the reader checked at load always decodes: its
-    nesting passed msgspec's recursion limit then, so if a deeper call stack now makes it
-    fail, the decode runs again on a fresh thread."""
-    try:
-        return _DECODE_ANY(text)
-    except RecursionError:
-        out: list[Any] = []
-        t = threading.Thread(target=lambda: out.append(_DECODE_ANY(text)), name="polyprof-args")
-        t.start()
-        t.join()
-        return out[0]
-
-
 def _decode_deferred_args(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]]
                           ) -> dict[str, StatColumn]:
     """The stat columns of every arg not typed at load, as the reader types them (one
-    part per batch and arg name, then the parts of E events; see TraceBuilder.build)."""
+    part per batch and arg name, then the parts of E events; see TraceBuilder.build).
+
+    The text was checked at load, so this cannot fail: its nesting passed msgspec's
+    recursion limit then; if a deeper call stack now makes it fail, it runs again on a
+    thread of its own (a fresh stack).
+    """
+    try:
+        return _deferred_columns(batches, late)
+    except RecursionError:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
+            return pool.submit(_deferred_columns, batches, late).result()
+
+
+def _deferred_columns(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]]
+                      ) -> dict[str, StatColumn]:
     parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for base, text in batches:
-        groups = _group_args(_decode_any(text), base)
+        groups = _group_args(_DECODE_ANY(text), base)
         for name in _EAGER_NAMES:
             groups.pop(name, None)
         for name, (rows, vals) in groups.items():
@@ -815,7 +816,7 @@ class _Collector:
             for key, col, has in found:
                 self.b.add_stat(key, np.flatnonzero(has) + base, col[has])
             return
-        for name, (rows, vals) in _group_args(_decode_any(text), base).items():
+        for name, (rows, vals) in _group_args(_DECODE_ANY(text), base).items():
             if name in _EAGER_NAMES:
                 self._add_stat(name, np.array(rows, np.int64), vals)
 
