@@ -201,3 +201,31 @@ def test_distinct_codes_like_np_unique(codes):
     ref_u, ref_i = np.unique(a, return_inverse=True)
     assert uniq.tolist() == ref_u.tolist() and inverse.tolist() == ref_i.reshape(-1).tolist()
     assert kineto._distinct(a).tolist() == ref_u.tolist()
+
+
+BAD_VALUES = {
+    "bad_utf8.json": b'{"traceEvents": [{"ph": "X", "name": "a\xff", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}',
+    "infinite_ts.json": b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1e400, "dur": 1}]}',
+    "lone_surrogate.json": b'{"traceEvents": [{"ph": "X", "name": "a\\ud800", "pid": 1, "tid": 1, "ts": 1}]}',
+    "nan_ts.json": b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": NaN}]}',
+    "object_ts.json": b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": {"a": 1}}]}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_VALUES))
+def test_bad_values_give_a_trace_format_error_like_the_reference(tmp_path: Path, name: str):
+    from polyprof.errors import TraceFormatError
+
+    p = tmp_path / name
+    p.write_bytes(BAD_VALUES[name])
+    for reader in (reference, kineto):
+        with pytest.raises(TraceFormatError) as ei:
+            reader.load(p)
+        assert str(p) in str(ei.value)
+    # also when the bad event is in the middle of a long file (the sliced path)
+    good = b'{"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1.000, "dur": 1.000},' * 20000
+    head, tail = BAD_VALUES[name].split(b"[", 1)
+    p.write_bytes(head + b"[" + good + tail)
+    with pytest.raises(TraceFormatError) as ei:
+        kineto.load(p)
+    assert str(p) in str(ei.value)

@@ -21,6 +21,8 @@ import logging
 import re
 import warnings
 import zlib
+from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -38,6 +40,7 @@ from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
+from ..trace.stats import StatColumn, merge_columns
 
 log = logging.getLogger("polyprof")
 
@@ -59,6 +62,10 @@ _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation
                       "cuda_sync", "collective_comm"}
 #: Kineto arg names -> polyprof stat keys; other args keep their own names.
 _ARG_KEYS = {"correlation": keys.CORRELATION_ID, "External id": keys.EXTERNAL_ID}
+#: Args typed at load, the ones analyses read (other args are typed on first use: the
+#: Trace's StatTable); also under the stat keys they become (polyprof's Chrome writer).
+_EAGER_NAMES = ("correlation", "External id", keys.CORRELATION_ID, keys.EXTERNAL_ID)
+_EAGER_KEYS = frozenset(_ARG_KEYS.get(k, k) for k in _EAGER_NAMES)
 #: Stats that are ids: hex/decimal strings (ROCm writes "stream": "0x0") become integers.
 _INT_KEYS = {keys.CORRELATION_ID, keys.EXTERNAL_ID, keys.STREAM, keys.DEVICE}
 #: Args are turned into typed stat columns every this many events (bounds the values kept).
@@ -184,12 +191,14 @@ class _NotAnEvent(Exception):
 
 
 _NULL = msgspec.Raw(b"null")
+_NO_ARGS = msgspec.Raw(b"{}")  # an event without "args" (this very object)
 
 
 class _Event(msgspec.Struct, gc=False, omit_defaults=True):
     """The fields of a trace event the reader uses; other keys are skipped while parsing.
 
-    ``ts`` and ``dur`` stay JSON text (exact ns from the digits, one NumPy parse per slice).
+    ``ts`` and ``dur`` stay JSON text (exact ns from the digits, one NumPy parse per slice);
+    so do ``args``, decoded in batches (:meth:`_Collector._flush_args`).
     """
 
     ph: Any = None
@@ -199,7 +208,7 @@ class _Event(msgspec.Struct, gc=False, omit_defaults=True):
     tid: Any = None
     ts: msgspec.Raw = _NULL
     dur: msgspec.Raw = _NULL
-    args: Any = None
+    args: msgspec.Raw = _NO_ARGS
     id: Any = None
     id2: Any = None
     bind_id: Any = None
@@ -210,8 +219,29 @@ class _Document(msgspec.Struct, gc=False):
     traceEvents: list[_Event] = []
 
 
+_ABSENT = -2 ** 63  # an eager arg an event does not have (JSON holding this very number: not the fast path)
+_ABSENT_TEXT = str(_ABSENT).encode()
+
+
+class _KinetoIds(msgspec.Struct, gc=False):
+    """The args of an event typed at load (``_EAGER_NAMES``) when they are integers, as
+    Kineto writes them; other args are skipped. Other values: the general path."""
+
+    correlation: int = _ABSENT
+    external: int = msgspec.field(default=_ABSENT, name="External id")
+
+
+class _EagerInts(_KinetoIds, gc=False):
+    correlation_id: int = _ABSENT
+    external_id: int = _ABSENT
+
+
+_EAGER_FIELDS = tuple(zip(_EAGER_NAMES, map(attrgetter, ("correlation", "external", "correlation_id",
+                                                         "external_id"))))
 _DECODE_EVENTS = msgspec.json.Decoder(list[_Event]).decode
 _DECODE_DOC_EVENTS = msgspec.json.Decoder(_Document).decode
+_DECODE_EAGER = (msgspec.json.Decoder(list[_KinetoIds]).decode, msgspec.json.Decoder(list[_EagerInts]).decode)
+_DECODE_ANY = msgspec.json.Decoder().decode
 
 
 def _not_an_event(text: bytes) -> _NotAnEvent:
@@ -227,7 +257,7 @@ def _decode_events(text: bytes) -> list[_Event]:
         return _DECODE_EVENTS(text)
     except msgspec.ValidationError:
         raise _not_an_event(text) from None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         orjson.loads(text)  # raises JSONDecodeError with a position and a clear message
         raise  # pragma: no cover - valid for orjson, not for msgspec
 
@@ -354,7 +384,7 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list[_Event], bytes] | None:
         r = m.end() - 1
         try:
             events = _DECODE_EVENTS(b"[" + bytes(body[:r]) + b"]")
-        except msgspec.DecodeError:  # also ValidationError: the full parse says which element
+        except (msgspec.DecodeError, UnicodeDecodeError):  # incl. ValidationError: the full parse names it
             tries += 1
             if tries > 64:
                 return None
@@ -366,7 +396,7 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list[_Event], bytes] | None:
     if is_list:  # the Array Format may omit the closing bracket
         try:
             return _DECODE_EVENTS(b"[" + bytes(body).rstrip().rstrip(b",") + b"]"), b""
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return None
     return None
 
@@ -459,7 +489,10 @@ def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
             ints = _parse_numbers(joined, np.int64)
             if ints is not None and len(ints) == n and ints.max() < 9 * 10 ** 15:  # ns fit in int64
                 return ints * 1000
-    values = orjson.loads(b"[" + b",".join(raws) + b"]")
+    try:
+        values = orjson.loads(b"[" + b",".join(raws) + b"]")
+    except orjson.JSONDecodeError as e:  # e.g. 1e400: a number that is not a finite double
+        raise TraceFormatError(path, f"invalid JSON: an event {what} ({e})") from None
     us = _floats(values, path, what)
     out = _us_to_ns(us)
     big = np.abs(us) >= _EXACT_LIMIT_US  # a double's ulp here is more than 1 ns
@@ -541,16 +574,101 @@ def _stat_values(key: str, vals: list) -> tuple[np.ndarray | None, np.ndarray]:
             except OverflowError:
                 pass
     elif types <= {int, float, bool}:
-        return mask, np.array(vals, dtype=np.float64)
+        try:
+            return mask, np.array(vals, dtype=np.float64)
+        except OverflowError:  # an int beyond any double: text, like other mixed values
+            pass
     out = np.empty(len(vals), dtype=object)
     if types == {str}:
         out[:] = vals
     else:
-        dumps = orjson.dumps
-        out[:] = [v if type(v) is str else (dumps(v).decode() if type(v) in (list, dict) else
+        out[:] = [v if type(v) is str else (_json_text(v) if type(v) in (list, dict) else
                                             ("true" if v is True else "false" if v is False else str(v)))
                   for v in vals]
     return mask, out
+
+
+def _json_text(v: list | dict) -> str:
+    try:
+        return orjson.dumps(v).decode()
+    except orjson.JSONEncodeError:  # ints beyond 64 bits, nesting beyond 254: msgspec writes them
+        return msgspec.json.encode(v).decode()
+
+
+def _group_args(args: list, base: int) -> dict[str, tuple[list[int], list[Any]]]:
+    """(rows, values) per arg name, in order of first appearance; a value that is not an
+    object counts as the arg ``args``; empty ones (null, {}, 0, "") are no args."""
+    groups: dict[str, tuple[list[int], list[Any]]] = {}
+    for r, a in enumerate(args, base):
+        if not a:
+            continue
+        if type(a) is not dict:
+            a = {"args": a}
+        for k, v in a.items():
+            try:
+                g = groups[k]
+            except KeyError:
+                g = groups[k] = ([], [])
+            g[0].append(r)
+            g[1].append(v)
+    return groups
+
+
+def _typed_stat(name: str, rows: np.ndarray, vals: list) -> tuple[str, np.ndarray, np.ndarray]:
+    """(stat key, rows, typed values) of one arg; rows without a value (null) dropped."""
+    key = _ARG_KEYS.get(name, name)
+    mask, arr = _stat_values(key, vals)
+    if mask is not None:
+        rows = rows[mask]
+    if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):  # from several arg-name groups
+        order = np.argsort(rows, kind="stable")
+        rows, arr = rows[order], arr[order]
+    return key, rows, arr
+
+
+#: Digits -> "0", exponent marks -> "\x01" (and "+" dropped): text in which a number that
+#: msgspec may find out of range (a double beyond 1.8e308, an int of more than 4300
+#: digits) shows as "\x01000" or 200 zeros; rare, and such text is decoded to know.
+_NUMBER_SHAPES = bytes.maketrans(b"0123456789eE", b"0000000000\x01\x01")
+
+
+def _big_numbers(text: bytes) -> bool:
+    shapes = text.translate(_NUMBER_SHAPES, b"+")
+    return shapes.rfind(b"\x01000") >= 0 or b"0" * 200 in shapes  # rfind: skips on the rare first byte
+
+
+def _decode_deferred_args(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]]
+                          ) -> dict[str, StatColumn]:
+    """The stat columns of every arg not typed at load, as the reader types them (one
+    part per batch and arg name, then the parts of E events; see TraceBuilder.build).
+
+    The text was checked at load, so this cannot fail: its nesting passed msgspec's
+    recursion limit then; if a deeper call stack now makes it fail, it runs again on a
+    thread of its own (a fresh stack).
+    """
+    try:
+        return _deferred_columns(batches, late)
+    except RecursionError:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
+            return pool.submit(_deferred_columns, batches, late).result()
+
+
+def _deferred_columns(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]]
+                      ) -> dict[str, StatColumn]:
+    parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for base, text in batches:
+        groups = _group_args(_DECODE_ANY(text), base)
+        for name in _EAGER_NAMES:
+            groups.pop(name, None)
+        for name, (rows, vals) in groups.items():
+            key, r, arr = _typed_stat(name, np.array(rows, np.int64), vals)
+            if len(r):
+                parts.setdefault(key, []).append((r, arr))
+    for key, p in late.items():
+        parts.setdefault(key, []).extend(p)
+    return {key: merge_columns(p) for key, p in parts.items()}
 
 
 # ----------------------------------------------------------------------------- collector
@@ -572,9 +690,10 @@ class _Collector:
             k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
         self.flow_names: dict[bytes, int] = {}  # flow ids that are not integers
         self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
-        self.arg_rows: dict[str, list[int]] = {}  # args of the last events, per name
-        self.arg_vals: dict[str, list[Any]] = {}
-        self.arg_events = 0
+        self.arg_raws: list[msgspec.Raw] = []  # args (JSON text) of the last events, from row arg_base
+        self.arg_base = 0
+        self.arg_batches: list[tuple[int, bytes]] = []  # (first row, "[args, ...]"): typed on first use
+        self.late_args: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # of E events, idem
         self.process: dict[Any, dict[str, Any]] = {}
         self.threads: dict[tuple, dict[str, Any]] = {}
         self.other_meta: list[dict] = []
@@ -646,60 +765,88 @@ class _Collector:
         base = self.n
         if np.any(ev_codes == _B):
             self.b_rows.append(np.flatnonzero(ev_codes == _B) + base)
-        self._args([e.args for e in sel], base)
+        self.arg_raws += [e.args for e in sel]
         self.n += len(sel)
-
-    def _args(self, args: list, base: int) -> None:
-        """Args -> (rows, values) per arg name, buffered over slices, typed when flushed."""
-        rows, vals = self.arg_rows, self.arg_vals
-        for r, a in enumerate(args, base):
-            if not a:
-                continue
-            if type(a) is not dict:
-                a = {"args": a}
-            for k, v in a.items():
-                try:
-                    rows[k].append(r)
-                    vals[k].append(v)
-                except KeyError:
-                    rows[k] = [r]
-                    vals[k] = [v]
-        self.arg_events += len(args)
-        if self.arg_events >= _ARG_FLUSH_EVENTS:
+        if len(self.arg_raws) >= _ARG_FLUSH_EVENTS:
             self._flush_args()
 
     def _flush_args(self) -> None:
-        for k, rs in self.arg_rows.items():
-            self._add_stat(k, np.array(rs, np.int64), self.arg_vals[k])
-        self.arg_rows, self.arg_vals, self.arg_events = {}, {}, 0
+        """The buffered args as one JSON text: checked, the eager args typed, the rest kept.
 
-    def _add_stat(self, key: str, rows: np.ndarray, vals: list) -> None:
-        key = _ARG_KEYS.get(key, key)
-        mask, arr = _stat_values(key, vals)
-        if mask is not None:
-            rows = rows[mask]
-        if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):  # from several arg-name groups
-            order = np.argsort(rows, kind="stable")
-            rows, arr = rows[order], arr[order]
-        if len(rows):
+        Msgspec skipped over the args unchecked for UTF-8 and number range, which decoding
+        them checks: so that their decode on first use cannot fail, such text fails here.
+        """
+        raws, base = self.arg_raws, self.arg_base
+        self.arg_raws, self.arg_base = [], self.n
+        if not raws:
+            return
+        raws[0] = b"[" + raws[0]
+        raws[-1] = bytes(raws[-1]) + b"]"
+        text = b",".join(raws)
+        del raws
+        if not text.isascii():
+            try:
+                text.decode()
+            except UnicodeDecodeError:
+                self._decode_args(text)  # raises, naming the file
+        if _big_numbers(text):
+            self._decode_args(text)
+        self._eager_args(text, base)
+        self.arg_batches.append((base, text))
+
+    def _eager_args(self, text: bytes, base: int) -> None:
+        """Type the args in ``_EAGER_NAMES`` of one batch (``[args, ...]`` from row ``base``).
+
+        Fast path: they are int64 (or absent) and no event has two names of one stat key;
+        the columns are then what the general path (below, the lazy path's) makes of them.
+        """
+        # the stat-key spellings (files polyprof wrote) need a "_" (or an escape): else skipped
+        all_names = b"_" in text or b"\\" in text
+        fields = _EAGER_FIELDS if all_names else _EAGER_FIELDS[:2]
+        try:
+            if _ABSENT_TEXT in text:
+                raise ValueError
+            items = _DECODE_EAGER[all_names](text)
+            cols = [(name, np.fromiter(map(get, items), np.int64, len(items))) for name, get in fields]
+        except (msgspec.ValidationError, OverflowError, ValueError):  # other values (or not an object)
+            cols = []
+        found = [(_ARG_KEYS.get(name, name), col, col != _ABSENT) for name, col in cols]
+        found = [f for f in found if f[2].any()]
+        if cols and len({key for key, _, _ in found}) == len(found):
+            for key, col, has in found:
+                self.b.add_stat(key, np.flatnonzero(has) + base, col[has])
+            return
+        for name, (rows, vals) in _group_args(_DECODE_ANY(text), base).items():
+            if name in _EAGER_NAMES:
+                self._add_stat(name, np.array(rows, np.int64), vals)
+
+    def _add_stat(self, name: str, rows: np.ndarray, vals: list) -> None:
+        key, rows, arr = _typed_stat(name, rows, vals)
+        if not len(rows):
+            return
+        if key in _EAGER_KEYS:
             self.b.add_stat(key, rows, arr)
+        else:
+            self.late_args.setdefault(key, []).append((rows, arr))
 
     def _rare(self, evs: list[_Event], idx: np.ndarray, codes: np.ndarray, ts_ns: np.ndarray) -> None:
         """Flows (columns), then counters, metadata and E events (few; one by one)."""
         rc = codes[idx]
+        with_args = [i for i in idx.tolist() if evs[i].args is not _NO_ARGS]
+        args_of = dict(zip(with_args, self._decode_args(b"[" + b",".join([evs[i].args for i in with_args]) + b"]")))
         fl = (rc >= _S) & (rc <= _F)
         if fl.any():
             self._flow_slice([evs[i] for i in idx[fl].tolist()], rc[fl], ts_ns[idx[fl]])
         for i, code in zip(idx[~fl].tolist(), rc[~fl].tolist()):
             e = evs[i]
             if code == _M:
-                self._meta(e)
+                self._meta(e, args_of.get(i))
             elif code == _E:
                 pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
                 tid = _codes([e.tid], self.tids, self._new_code(self.tids))[0]
-                self.ends.append((pid, tid, int(ts_ns[i]), self.seen + i, e.args))
+                self.ends.append((pid, tid, int(ts_ns[i]), self.seen + i, args_of.get(i)))
             elif code == _C:
-                args = e.args
+                args = args_of.get(i)
                 if not isinstance(args, dict):
                     continue
                 name = e.name
@@ -748,24 +895,36 @@ class _Collector:
         enclosing[f_rows] = [sel[i].bp == "e" for i in f_rows.tolist()]
         fc["enclosing"].append(enclosing)
 
-    def _meta(self, e: _Event) -> None:
-        name, args = e.name, e.args or {}
-        if not isinstance(args, dict):
+    def _decode_args(self, text: bytes) -> Any:
+        """JSON text of args -> Python values; TraceFormatError (naming the file) if bad."""
+        try:
+            return _DECODE_ANY(text)
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:  # incl. ValidationError: out of range
+            raise TraceFormatError(self.path, f"invalid JSON in event args ({e})") from None
+
+    def _meta(self, e: _Event, args: Any) -> None:
+        name, args_ = e.name, args or {}
+        if not isinstance(args_, dict):
             return
         pid = e.pid
         try:
             if name in ("process_name", "process_labels", "process_sort_index"):
                 field = {"process_name": "name", "process_labels": "labels",
                          "process_sort_index": "sort_index"}[name]
-                self.process.setdefault(pid, {})[name] = args.get(field)
-            elif name in ("thread_name", "thread_sort_index"):
+                self.process.setdefault(pid, {})[name] = args_.get(field)
+                return
+            if name in ("thread_name", "thread_sort_index"):
                 field = "name" if name == "thread_name" else "sort_index"
-                self.threads.setdefault((pid, e.tid), {})[name] = args.get(field)
-            elif len(self.other_meta) < 1000:
-                self.other_meta.append(orjson.loads(msgspec.json.encode(e)))
+                self.threads.setdefault((pid, e.tid), {})[name] = args_.get(field)
+                return
         except TypeError:  # unhashable pid/tid
-            if len(self.other_meta) < 1000:
-                self.other_meta.append(orjson.loads(msgspec.json.encode(e)))
+            pass
+        if len(self.other_meta) < 1000:  # as written, but args as read (null: none)
+            rec = orjson.loads(msgspec.json.encode(e))
+            rec.pop("args", None)
+            if args is not None:
+                rec["args"] = args
+            self.other_meta.append(rec)
 
     # ---------------------------------------------------------------- the Trace
     def finish(self, top: dict[str, Any], progress: _Progress) -> Trace:
@@ -833,7 +992,10 @@ class _Collector:
                     b.counter(planes[p][0], name, cts[mm], vals[mm])
         b.metadata.update(self._metadata(top, base, ts))
         progress.advance(1)
-        return b.build()
+        trace = b.build()
+        if self.arg_batches or self.late_args:
+            trace.stats.defer(partial(_decode_deferred_args, self.arg_batches, self.late_args), _EAGER_KEYS)
+        return trace
 
     def _thread_info(self, pid: Any, tid: Any) -> dict[str, Any]:
         try:

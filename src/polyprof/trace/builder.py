@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import TraceSchemaError
 from .core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from .model import Plane, Track
-from .stats import StatColumn, as_values, merge_columns
+from .stats import StatTable, as_values, merge_columns
 
 
 class TraceBuilder:
@@ -186,7 +186,7 @@ class TraceBuilder:
         for key, (rows, vals) in self._stat_small.items():
             self._stat_parts.setdefault(key, []).append((np.asarray(rows, np.int64), as_values(vals)))
         self._stat_small = {}
-        stats: dict[str, StatColumn] = {k: merge_columns(p) for k, p in self._stat_parts.items()}
+        stats = StatTable({k: merge_columns(p) for k, p in self._stat_parts.items()})
         flows = {k: np.asarray(v, dtype=t) for (k, v), t in zip(self._flows.items(), FLOW_COLUMNS.values())}
         counters = {k: (np.concatenate([c[k] for c in self._counter_chunks]) if self._counter_chunks
                         else np.zeros(0, t)) for k, t in COUNTER_COLUMNS.items()}

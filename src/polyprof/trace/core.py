@@ -1,7 +1,8 @@
 """The in-memory Trace: one schema for live sessions and for every reader.
 
 Events are columns (NumPy): track, name, category, start_ns, dur_ns; names and
-categories are ids into one string table. Stats are sparse typed columns per key.
+categories are ids into one string table. Stats are sparse typed columns per key, in a
+StatTable (a mapping; a reader may leave some columns to be decoded on first use).
 Times are integer nanoseconds on the session's reference clock (CLOCK_MONOTONIC).
 """
 
@@ -17,7 +18,7 @@ import numpy as np
 from ..errors import TraceSchemaError
 from .categories import Kind, kinds_for_strings, refine_by_name
 from .model import Plane, Track
-from .stats import StatColumn
+from .stats import StatColumn, StatTable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,10 +42,14 @@ class Trace:
     planes: list[Plane] = field(default_factory=list)
     tracks: list[Track] = field(default_factory=list)
     events: dict[str, np.ndarray] = field(default_factory=lambda: _empty(EVENT_COLUMNS))
-    stats: dict[str, StatColumn] = field(default_factory=dict)
+    stats: StatTable = field(default_factory=StatTable)  # a plain dict given is wrapped
     flows: dict[str, np.ndarray] = field(default_factory=lambda: _empty(FLOW_COLUMNS))
     counters: dict[str, np.ndarray] = field(default_factory=lambda: _empty(COUNTER_COLUMNS))
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stats, StatTable):
+            self.stats = StatTable(self.stats)
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> "Trace":
@@ -75,11 +80,9 @@ class Trace:
         for i, p in enumerate(self.planes):
             if p.id != i:
                 raise TraceSchemaError(f"plane {p.name!r} has id {p.id}, expected {i}")
-        for key, col in self.stats.items():
-            if not isinstance(col, StatColumn):
-                raise TraceSchemaError(f"stat {key!r} is not a StatColumn")
-            if len(col.rows) and (col.rows.min() < 0 or col.rows.max() >= n):
-                raise TraceSchemaError(f"stat {key!r} refers to events that do not exist")
+        if not isinstance(self.stats, StatTable):  # a dict assigned after construction
+            self.stats = StatTable(self.stats)
+        self.stats.check(n)  # deferred stats are checked when decoded
         fl = self.flows
         if len(fl["src"]) and (min(fl["src"].min(), fl["dst"].min()) < 0
                                or max(fl["src"].max(), fl["dst"].max()) >= n):

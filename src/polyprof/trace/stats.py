@@ -3,13 +3,16 @@
 A stat column holds the rows (event indices, ascending) that carry the key and one
 value per row. Value arrays are int64, uint64, float64, or object (str / bytes), so
 every XSpace stat kind and every Kineto arg fits without a Python object per event
-for numeric stats.
+for numeric stats. A trace keeps its columns in a :class:`StatTable`, which can hold
+some of them undecoded until they are first needed.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Iterator, Mapping, MutableMapping
 
 import numpy as np
 
@@ -52,6 +55,102 @@ class StatColumn:
         pos = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
         mask = self.rows[pos] == rows
         return mask, self.values[pos[mask]]
+
+def check_column(key: str, col: Any, n_rows: int | None) -> None:
+    """Raise TraceSchemaError unless ``col`` is a StatColumn of ascending rows below ``n_rows``."""
+    if not isinstance(col, StatColumn):
+        raise TraceSchemaError(f"stat {key!r} is not a StatColumn")
+    rows = col.rows
+    if len(rows) and (rows.min() < 0 or (n_rows is not None and rows.max() >= n_rows)):
+        raise TraceSchemaError(f"stat {key!r} refers to events that do not exist")
+    if len(rows) > 1 and np.any(rows[1:] <= rows[:-1]):
+        raise TraceSchemaError(f"stat {key!r} rows are not ascending and unique")
+
+
+class StatTable(MutableMapping[str, StatColumn]):
+    """Stat columns by key, some of them decoded from their source only when first needed.
+
+    Why: a summary reads a few well-known keys (``correlation_id``, ``external_id``); the
+    other args of a 100 MB Kineto trace need not become Python objects for it. A reader
+    hands such stats over undecoded with :meth:`defer`. Looking up a materialised key, or
+    a key that every deferred part declares complete (never in that part), answers at
+    once; any other lookup, iteration, ``len``, change, copy, pickle or repr first
+    decodes every deferred part, once, under a lock (threads wait for one decode).
+    Decoded columns are checked like materialised ones (:func:`check_column`).
+    """
+
+    def __init__(self, columns: Mapping[str, StatColumn] | Iterable[tuple[str, StatColumn]] = ()):
+        self._columns: dict[str, StatColumn] = dict(columns)
+        self._deferred: list[tuple[Callable[[], Mapping[str, StatColumn]], frozenset[str]]] = []
+        self._lock = threading.Lock()
+        self._n_rows: int | None = None
+
+    def defer(self, decode: Callable[[], Mapping[str, StatColumn]], complete: Iterable[str] = ()) -> None:
+        """Add columns that ``decode()`` makes on first use; it never returns a key in
+        ``complete``, nor one already in the table."""
+        with self._lock:
+            self._deferred = [*self._deferred, (decode, frozenset(complete))]
+
+    @property
+    def pending(self) -> int:
+        """How many deferred parts are not decoded yet."""
+        return len(self._deferred)
+
+    def loaded(self) -> Mapping[str, StatColumn]:
+        """The materialised columns (read-only), without decoding anything."""
+        return MappingProxyType(self._columns)
+
+    def check(self, n_rows: int) -> None:
+        """Check the materialised columns against ``n_rows`` events (deferred ones: when decoded)."""
+        self._n_rows = n_rows
+        for key, col in self._columns.items():
+            check_column(key, col, n_rows)
+
+    def _all(self) -> dict[str, StatColumn]:
+        """Every column: deferred parts decoded first (once)."""
+        if self._deferred:
+            with self._lock:
+                if self._deferred:
+                    new: dict[str, StatColumn] = {}
+                    for decode, complete in self._deferred:
+                        for key, col in decode().items():
+                            if key in complete or key in new or key in self._columns:
+                                raise TraceSchemaError(f"deferred stat {key!r} is already in the table")
+                            check_column(key, col, self._n_rows)
+                            new[key] = col
+                    self._columns.update(new)
+                    self._deferred = []
+        return self._columns
+
+    def __getitem__(self, key: str) -> StatColumn:
+        if key in self._columns:
+            return self._columns[key]
+        deferred = self._deferred
+        if deferred and not all(key in complete for _, complete in deferred):
+            return self._all()[key]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __setitem__(self, key: str, col: StatColumn) -> None:
+        self._all()[key] = col
+
+    def __delitem__(self, key: str) -> None:
+        del self._all()[key]
+
+    def copy(self) -> "StatTable":
+        return StatTable(self._all())
+
+    def __reduce__(self) -> tuple:
+        return (StatTable, (self._all(),))
+
+    def __repr__(self) -> str:
+        return f"StatTable({self._all()!r})"
+
 
 def as_values(values: Any) -> np.ndarray:
     """Normalise a sequence of stat values to one of the supported dtypes."""

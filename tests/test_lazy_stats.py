@@ -1,0 +1,309 @@
+"""Deferred stats: trace.stats.StatTable, and the Kineto reader's args typed on first use.
+
+The Kineto reader types ``correlation`` and ``External id`` at load and leaves every other
+arg as JSON text until a stat key they may hold is looked up. tests/test_kineto_differential.py
+shows the columns equal the eager reader's (tests/kineto_reference.py) on every shared
+trace; these tests show when decoding happens, that it happens once, that bad text still
+fails at load, and that nothing the load accepted can fail later.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.errors import TraceFormatError, TraceSchemaError
+from polyprof.formats import kineto
+from polyprof.trace.core import Trace
+from polyprof.trace.stats import StatColumn, StatTable
+
+import kineto_reference as reference
+
+KINETO_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "kineto"
+V100 = KINETO_DIR / "v100_ns_resolution_rank0.json.gz"
+EAGER = {"correlation_id", "external_id"}
+
+
+def col(rows, values) -> StatColumn:
+    return StatColumn(np.asarray(rows, np.int64), np.asarray(values))
+
+
+def same_column(a: StatColumn, b: StatColumn) -> bool:
+    return (np.array_equal(a.rows, b.rows) and a.values.dtype == b.values.dtype
+            and a.values.tolist() == b.values.tolist())
+
+
+@pytest.fixture(scope="module")
+def old_v100() -> Trace:
+    return reference.load(V100)
+
+
+# ----------------------------------------------------------------------------- the Kineto reader
+def test_summary_does_not_decode_the_deferred_args():
+    from rich.console import Console
+
+    from polyprof.report import tables, terminal
+
+    trace = polyprof.load(V100)
+    assert trace.stats.pending == 1
+    assert set(trace.stats.loaded()) == EAGER
+    report = tables.build(trace)
+    terminal.render(report, console=Console(file=io.StringIO(), width=140))
+    assert report.overview["correlation"]["device_activities"] > 0
+    assert trace.stats.pending == 1  # the summary read only eager keys
+    assert set(trace.stats.loaded()) == EAGER
+
+
+def test_eager_keys_and_the_deferred_part_as_the_eager_reader(old_v100):
+    trace = kineto.load(V100)
+    for key in EAGER:  # typed at load, as before
+        assert key in trace.stats and trace.stats.pending == 1
+        assert same_column(trace.stats.loaded()[key], old_v100.stats[key])
+    stream = trace.stats["stream"]  # not eager: decodes every other arg
+    assert trace.stats.pending == 0
+    assert same_column(stream, old_v100.stats["stream"])
+    assert sorted(trace.stats) == sorted(old_v100.stats)
+    for key in old_v100.stats:
+        assert same_column(trace.stats[key], old_v100.stats[key]), key
+    assert trace.event_stats(5) == old_v100.event_stats(5)
+
+
+def test_a_key_no_event_has_decodes_then_is_absent():
+    trace = kineto.load(V100)
+    assert trace.stats.get("no such arg") is None
+    assert trace.stats.pending == 0
+    assert "no such arg" not in trace.stats
+
+
+def test_native_round_trip_keeps_every_stat(tmp_path: Path, old_v100):
+    trace = kineto.load(V100)
+    back = polyprof.load(trace.save(tmp_path / "v100.polyprof"))
+    assert back.stats.pending == 0
+    assert sorted(back.stats) == sorted(old_v100.stats)
+    for key, c in old_v100.stats.items():
+        assert np.array_equal(back.stats[key].rows, c.rows), key
+        assert back.stats[key].values.tolist() == c.values.tolist(), key
+
+
+def test_two_threads_decode_the_args_once():
+    trace = kineto.load(V100)
+    barrier = threading.Barrier(2)
+    got: list = []
+
+    def look() -> None:
+        barrier.wait()
+        got.append(trace.stats["grid"])
+
+    threads = [threading.Thread(target=look) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 2 and got[0] is got[1]
+    assert trace.stats.pending == 0
+
+
+def _one_event(args: bytes) -> bytes:
+    return (b'{"traceEvents": [{"ph": "X", "name": "a", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 1, "dur": 1, '
+            b'"args": ' + args + b'}]}')
+
+
+def _write(tmp_path: Path, name: str, doc: bytes, sliced: bool) -> Path:
+    """The document, or with 20000 good events before the one given (the sliced path)."""
+    if sliced:
+        good = b'{"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1.000, "dur": 1.000, "args": {"v": 1}},' * 20000
+        head, tail = doc.split(b"[", 1)
+        doc = head + b"[" + good + tail
+    p = tmp_path / name
+    p.write_bytes(doc)
+    return p
+
+
+BAD_ARGS = {
+    "utf8_in_value": _one_event(b'{"External id": 1, "k": "a\xff"}'),
+    "utf8_in_key": _one_event(b'{"k\xfe": 1}'),
+    "infinite_number": _one_event(b'{"k": 1e400}'),
+    "infinite_after_plus": _one_event(b'{"k": -2.5E+309}'),
+    "long_float": _one_event(b'{"k": [1' + b"0" * 400 + b'.5]}'),
+    "huge_int": _one_event(b'{"k": 1' + b"0" * 5000 + b'}'),
+    "utf8_in_flow_args": b'{"traceEvents": [{"ph": "s", "id": 1, "cat": "c", "name": "c", "pid": 1, "tid": 1, '
+                         b'"ts": 1, "args": {"k": "\xff"}}]}',
+    "utf8_in_end_args": b'{"traceEvents": [{"ph": "B", "name": "b", "pid": 1, "tid": 1, "ts": 1}, '
+                        b'{"ph": "E", "pid": 1, "tid": 1, "ts": 2, "args": {"k": "\xff"}}]}',
+}
+
+
+@pytest.mark.parametrize("sliced", [False, True], ids=["whole", "sliced"])
+@pytest.mark.parametrize("name", sorted(BAD_ARGS))
+def test_bad_args_fail_at_load(tmp_path: Path, name: str, sliced: bool):
+    p = _write(tmp_path, f"{name}.json", BAD_ARGS[name], sliced)
+    with pytest.raises(TraceFormatError) as ei:
+        kineto.load(p)
+    assert str(p) in str(ei.value)
+
+
+ODD_BUT_FINE = {  # load accepts these (the old reader did too, or crashed after parsing)
+    "tiny_float": (b'{"k": 1e-400}', 0.0),
+    "largest_double": (b'{"k": 1.7e308}', 1.7e308),
+    "long_int": (b'{"k": 1' + b"0" * 300 + b'}', "1" + "0" * 300),  # beyond 64 bits: text
+    "int_beyond_64_bits_in_a_list": (b'{"k": [123456789012345678901234567890]}', "[123456789012345678901234567890]"),
+    "e_in_text": (b'{"k": "see 1e999 and ' + b"7" * 300 + b'"}', "see 1e999 and " + "7" * 300),
+    "nested_300": (b'{"k": ' + b"[" * 300 + b"]" * 300 + b'}', "[" * 300 + "]" * 300),
+}
+
+
+@pytest.mark.parametrize("sliced", [False, True], ids=["whole", "sliced"])
+@pytest.mark.parametrize("name", sorted(ODD_BUT_FINE))
+def test_values_load_accepts_decode_later(tmp_path: Path, name: str, sliced: bool):
+    text, value = ODD_BUT_FINE[name]
+    p = _write(tmp_path, f"{name}.json", _one_event(text), sliced)
+    trace = kineto.load(p)
+    assert trace.stats.pending == 1
+    assert trace.stats["k"].values.tolist() == [value]
+
+
+def test_deferred_decode_from_a_deep_call_stack(tmp_path: Path):
+    """Nesting that passed msgspec's recursion limit at load decodes from any depth later."""
+    p = tmp_path / "deep.json"
+    p.write_bytes(_one_event(b'{"External id": 3, "k": ' + b"[" * 900 + b"]" * 900 + b"}"))
+    trace = kineto.load(p)
+
+    def deep(n: int):
+        return deep(n - 1) if n else trace.stats["k"]
+
+    assert deep(150).values.tolist() == ["[" * 900 + "]" * 900]
+    assert trace.stats["external_id"].values.tolist() == [3]
+
+
+def test_eager_names_in_odd_forms_as_the_eager_reader(tmp_path: Path):
+    """Both names of one key in one event, strings, nulls, huge ints: the general path."""
+    events = [
+        b'{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"correlation": 1, "correlation_id": 2}}',
+        b'{"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {"correlation_id": 3, "correlation": 4}}',
+        b'{"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": 3, "dur": 1, "args": {"External id": "0x10"}}',
+        b'{"ph": "X", "name": "d", "pid": 1, "tid": 1, "ts": 4, "dur": 1, "args": {"External id": null, "x": 1}}',
+        b'{"ph": "X", "name": "e", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "args": {"correlation": 18446744073709551615}}',
+        b'{"ph": "X", "name": "f", "pid": 1, "tid": 1, "ts": 6, "dur": 1, "args": {"correlation": -9223372036854775808}}',
+        b'{"ph": "X", "name": "g", "pid": 1, "tid": 1, "ts": 7, "dur": 1, "args": {"external\\u005fid": 9}}',
+        b'{"ph": "X", "name": "h", "pid": 1, "tid": 1, "ts": 8, "dur": 1, "args": null}',
+        b'{"ph": "X", "name": "i", "pid": 1, "tid": 1, "ts": 9, "dur": 1, "args": 5}',
+    ]
+    for i, e in enumerate(events):  # each alone (its own path) and all together
+        for group in ([e], events[:i + 1]):
+            p = tmp_path / "odd.json"
+            p.write_bytes(b'{"traceEvents": [' + b",".join(group) + b"]}")
+            new, old = kineto.load(p), reference.load(p)
+            assert sorted(new.stats) == sorted(old.stats)
+            for key in old.stats:
+                assert same_column(new.stats[key], old.stats[key]), (i, key)
+
+
+# ----------------------------------------------------------------------------- StatTable
+class Counting:
+    """A deferred part: its columns, made (slowly) on call; counts the calls."""
+
+    def __init__(self, columns: dict[str, StatColumn], delay: float = 0.0):
+        self.columns, self.delay, self.calls = columns, delay, 0
+
+    def __call__(self) -> dict[str, StatColumn]:
+        self.calls += 1
+        time.sleep(self.delay)
+        return dict(self.columns)
+
+
+def table() -> tuple[StatTable, Counting]:
+    t = StatTable({"a": col([0, 2], [1, 2])})
+    part = Counting({"b": col([1], ["x"])})
+    t.defer(part, complete={"c"})
+    return t, part
+
+
+def test_lookups_that_need_no_decode():
+    t, part = table()
+    assert t["a"].values.tolist() == [1, 2] and "a" in t and t.get("a") is not None
+    assert "c" not in t and t.get("c") is None  # complete: never in the deferred part
+    with pytest.raises(KeyError):
+        t["c"]
+    assert part.calls == 0 and t.pending == 1
+    assert dict(t.loaded()) == {"a": t["a"]}
+
+
+@pytest.mark.parametrize("use", [
+    lambda t: t["b"], lambda t: "zz" in t, lambda t: t.get("zz"), lambda t: list(t), lambda t: len(t),
+    lambda t: list(t.items()), lambda t: list(t.keys()), lambda t: t.copy(), lambda t: repr(t),
+    lambda t: pickle.dumps(t), lambda t: copy.deepcopy(t), lambda t: t.__setitem__("d", col([0], [1])),
+    lambda t: t.pop("a"), lambda t: t.update({"e": col([0], [1])}),
+], ids=["get-deferred", "in-unknown", "get-unknown", "iter", "len", "items", "keys", "copy", "repr", "pickle",
+        "deepcopy", "set", "pop", "update"])
+def test_everything_else_decodes_first_and_once(use):
+    t, part = table()
+    use(t)
+    assert part.calls == 1 and t.pending == 0
+    assert t["b"].values.tolist() == ["x"]
+    len(t), list(t)
+    assert part.calls == 1
+
+
+def test_copies_and_pickles_hold_every_column():
+    t, _ = table()
+    for other in (t.copy(), pickle.loads(pickle.dumps(t)), copy.copy(t), copy.deepcopy(t)):
+        assert isinstance(other, StatTable) and other.pending == 0
+        assert sorted(other) == ["a", "b"] and other["b"].values.tolist() == ["x"]
+
+
+def test_concurrent_lookups_decode_once():
+    t = StatTable()
+    part = Counting({"k": col([0, 1], [5, 6])}, delay=0.2)
+    t.defer(part)
+    barrier = threading.Barrier(4)
+    got: list = []
+
+    def look() -> None:
+        barrier.wait()
+        got.append(t["k"])
+
+    threads = [threading.Thread(target=look) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert part.calls == 1 and len(got) == 4 and all(g is got[0] for g in got)
+
+
+@pytest.mark.parametrize("bad", [
+    {"b": col([3], [1])},  # a row beyond the trace's 3 events
+    {"b": col([1, 0], [1, 2])},  # rows not ascending
+    {"b": "not a column"},
+    {"a": col([0], [1])},  # already materialised
+    {"c": col([0], [1])},  # declared complete
+])
+def test_decoded_columns_are_checked(bad):
+    t = StatTable({"a": col([0], [1])})
+    t.check(3)
+    t.defer(lambda: bad, complete={"c"})
+    with pytest.raises(TraceSchemaError):
+        len(t)
+
+
+def test_trace_wraps_a_dict_and_validate_does_not_decode():
+    events = {"track": [0, 0], "name": [0, 0], "category": [0, 0], "start_ns": [0, 5], "dur_ns": [1, 1]}
+    from polyprof.trace.model import Plane, Track
+
+    trace = Trace(["x"], [Plane(0, "/host:CPU", "host")], [Track(0, 0, "t")],
+                  {k: np.asarray(v) for k, v in events.items()}, {"a": col([1], [7])})
+    assert isinstance(trace.stats, StatTable)
+    part = Counting({"b": col([0], [1.5])})
+    trace.stats.defer(part)
+    trace.validate()
+    assert part.calls == 0
+    assert trace.event_stats(0) == {"b": 1.5} and part.calls == 1
+    trace.stats = {"a": col([1], [7])}  # a dict assigned later is wrapped by validate
+    assert isinstance(trace.validate().stats, StatTable)
