@@ -105,8 +105,16 @@ def test_section_stats_projection_utilization_and_memory():
         b.event(s, "qk", o + 100, 100, "kernel", correlation_id=2 * k + 1)
         b.event(th, "cudaLaunchKernel", o + 20, 5, "cuda_runtime", correlation_id=2 * k + 2)
         b.event(s, "softmax", o + 300, 100, "kernel", correlation_id=2 * k + 2)
+    # a longer section that sorts first by time and by name: its projection stays its own
+    b.event(th, "Backward", 5000, 2000, "section")
+    b.event(th, "cudaLaunchKernel", 5010, 5, "cuda_runtime", correlation_id=99)
+    b.event(s, "grad", 5100, 50, "kernel", correlation_id=99)
     b.counter(host, "process.rss_bytes", np.array([0, 499, 999, 1499, 2600]), np.array([10.0, 15, 20, 22, 40]))
-    sec = A.section_stats(b.build()).set_index("name").loc["Self Attention"]
+    table = A.section_stats(b.build())
+    assert table["name"].tolist() == ["Backward", "Self Attention"]
+    bw = table.set_index("name").loc["Backward"]
+    assert (bw["count"], bw["device_ops"], bw["device_ns"], bw["projected_ns"]) == (1, 1, 50, 50)
+    sec = table.set_index("name").loc["Self Attention"]
     assert (sec["count"], sec["total_ns"], sec["p99_ns"]) == (3, 1500, 500)
     assert (sec["device_ops"], sec["device_ns"], sec["projected_ns"]) == (6, 600, 900)
     assert sec["device_util_pct"] == pytest.approx(100 * 600 / 900)
@@ -171,3 +179,24 @@ def test_every_analysis_documents_each_of_its_columns():
         documented = set(re.findall(r"``([a-z0-9_]+)``", inspect.getdoc(fn) or ""))
         missing = set(fn(t).columns) - documented
         assert not missing, f"{name}: columns not in its docstring: {sorted(missing)}"
+
+
+def test_summary_tables_build_no_arrow_strings(traces_dir, monkeypatch):
+    """Text columns and column labels stay NumPy objects: pandas 3's Arrow strings cost
+    10-20 ms on first use and a quarter of the analyses (docs/analysis.md, Reports)."""
+    from pandas.core.arrays import string_arrow
+
+    import polyprof
+    from polyprof.report.tables import build
+
+    trace = polyprof.load(traces_dir / "kineto" / "v100_ns_resolution_rank0.json.gz")
+    made = []
+    real = string_arrow.ArrowStringArray._from_sequence.__func__
+    monkeypatch.setattr(string_arrow.ArrowStringArray, "_from_sequence",
+                        classmethod(lambda cls, *a, **k: made.append(1) or real(cls, *a, **k)))
+    report = build(trace)
+    assert not made
+    for name, df in report.tables.items():
+        assert df.columns.dtype == object, name
+        assert all(df[c].dtype != "str" for c in df.columns), name
+    assert isinstance(report.tables["kernel_breakdown"]["name"].iloc[0], str)

@@ -153,7 +153,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
         "share_pct": 100.0 * g["total"] / total if total else np.zeros(len(k)),
         "devices": pc[np.searchsorted(pb, kb)],
     })
-    return out[cols].sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def comm_comp_overlap(trace: Trace) -> pd.DataFrame:

@@ -102,9 +102,9 @@ def _view(trace: Trace) -> DeviceView:
 def frame(columns: dict[str, Any], index: Sequence[Any] | None = None) -> pd.DataFrame:
     """A DataFrame whose text columns stay NumPy object columns, as under pandas 2.
 
-    pandas 3 turns every text column into an Arrow string column; for the small tables
-    of a summary that conversion (and the Arrow ``take`` of every later filter or sort)
-    cost about a quarter of all the analyses.
+    pandas 3 turns every text column (and the column labels) into Arrow strings; for the
+    small tables of a summary that conversion (and the Arrow ``take`` of every later
+    filter or sort) cost about a quarter of all the analyses.
     """
     if index is not None and not isinstance(index, pd.Index):
         index = pd.Index(index, dtype=object)
@@ -116,7 +116,10 @@ def frame(columns: dict[str, Any], index: Sequence[Any] | None = None) -> pd.Dat
             return v
         return pd.Series(v, dtype=object, index=index)
 
-    return pd.DataFrame({k: keep(v) for k, v in columns.items()}, index=index)
+    # labels too (an inferred str Index is Arrow: 10-20 ms on first use): set after building
+    df = pd.DataFrame({i: keep(v) for i, v in enumerate(columns.values())}, index=index)
+    df.columns = pd.Index(list(columns), dtype=object)
+    return df
 
 
 def rows_frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:

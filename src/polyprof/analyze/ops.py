@@ -46,7 +46,7 @@ def op_stats(trace: Trace) -> pd.DataFrame:
         "device_ns": group_reduce(o, st_, proj.busy_ns, np.add),
         "self_device_ns": group_reduce(o, st_, direct, np.add),
         "launches": group_reduce(o, st_, proj.count, np.add)})
-    return out[cols].sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def launch_stats(trace: Trace) -> pd.DataFrame:

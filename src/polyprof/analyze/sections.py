@@ -55,8 +55,10 @@ def section_stats(trace: Trace) -> pd.DataFrame:
         "device_util_pct": np.where(projected > 0, 100.0 * busy_sum / np.maximum(projected, 1), np.nan),
         "mem_delta_bytes": np.where(mem_any, mem_sum, np.nan),
     }, index=[trace.strings[k] for k in g["key"]])
-    out = base.merge(agg, left_on="name", right_index=True, how="left")
-    return out[[*base.columns, *extra]]
+    agg = agg.reindex(pd.Index(base["name"].to_numpy(), dtype=object))  # names are unique
+    for c in extra:
+        base[c] = agg[c].to_numpy()
+    return base
 
 
 def _rss_delta(trace: Trace, a: np.ndarray, b: np.ndarray) -> np.ndarray:
