@@ -20,7 +20,8 @@ correlation and classification they need are included).
 HTA pins its own pandas/numpy, so it runs from another interpreter: --hta-python,
 $POLYPROF_HTA_PYTHON, or /work/venv-hta/bin/python (``python -m venv /work/venv-hta &&
 /work/venv-hta/bin/pip install holistictraceanalysis``). Without it only polyprof's
-figures are printed.
+figures are printed. Children import with bytecode caching on and one untimed warm-up
+child per tool runs first (see ``child_env.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 KINETO = ROOT.parent / "shared" / "data" / "traces" / "kineto"
@@ -112,16 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     path = Path(args.file) if args.file else max(KINETO.glob("*.json*"), key=lambda p: p.stat().st_size)
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env(str(ROOT / "src"))
     hta = hta_python(args.hta_python)
     tmp = Path(tempfile.mkdtemp(prefix="polyprof-bench-"))
     try:
         (tmp / path.name).symlink_to(path.resolve())  # HTA reads a directory of rank traces
         pp, ht = [], []
+        run([sys.executable, "-c", _POLYPROF, str(path)], env)  # warm-up: bytecode, file cache
+        if hta:
+            run([hta, "-c", _HTA, str(tmp)], child_env())
         for _ in range(args.repeat):
             pp.append(run([sys.executable, "-c", _POLYPROF, str(path)], env))
             if hta:
-                ht.append(run([hta, "-c", _HTA, str(tmp)]))
+                ht.append(run([hta, "-c", _HTA, str(tmp)], child_env()))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result = {"file": path.name, "events": pp[0]["events"], "repeat": args.repeat,

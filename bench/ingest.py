@@ -31,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from child_env import child_env
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared" / "data" / "traces" / "kineto" / "v100_ns_resolution_rank0.json.gz"
 
@@ -93,11 +95,7 @@ def find_hta(explicit: str | None) -> str | None:
 
 
 def run_child(python: str, tool: str, path: Path) -> dict:
-    env = dict(os.environ)
-    if tool == "polyprof":
-        env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    else:
-        env.pop("PYTHONPATH", None)
+    env = child_env(str(ROOT / "src") if tool == "polyprof" else None)
     out = subprocess.run([python, "-c", _CHILD, tool, str(path)], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{tool} failed on {path}:\n{out.stderr[-2000:]}")
@@ -121,6 +119,9 @@ def replicate(src: Path, times: int, out_dir: Path) -> Path:
 
 def bench(path: Path, hta_python: str | None, repeat: int) -> dict:
     res: dict[str, list[dict]] = {"polyprof": [], "hta": [], "hta-full": []}
+    run_child(sys.executable, "polyprof", path)  # warm-up: bytecode, file cache
+    if hta_python:
+        run_child(hta_python, "hta", path)
     for _ in range(repeat):
         res["polyprof"].append(run_child(sys.executable, "polyprof", path))
         if hta_python:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared" / "data" / "traces" / "kineto" / "v100_ns_resolution_rank0.json.gz"
@@ -45,7 +46,7 @@ print(json.dumps({"runs": out, "module": polyprof.__file__}))
 
 
 def child(tree: str, path: Path, n: int, warm: bool) -> dict:
-    env = dict(os.environ, PYTHONPATH=tree)
+    env = child_env(tree)
     r = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(n), "1" if warm else "0"],
                        capture_output=True, text=True, env=env, cwd="/")
     if r.returncode:
