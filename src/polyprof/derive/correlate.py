@@ -18,6 +18,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
+from ..trace.sorting import lexsort
 from . import cache
 from .intervals import innermost
 
@@ -83,7 +84,7 @@ def _by_id(src_rows: np.ndarray, src_ids: np.ndarray, dst_ids: np.ndarray) -> np
     """For each dst id, the src row with that id (first by row when repeated), or -1."""
     if not len(src_rows) or not len(dst_ids):
         return np.full(len(dst_ids), -1, np.int64)
-    order = np.lexsort((src_rows, src_ids))
+    order = lexsort((src_rows, src_ids))
     ids, rows = src_ids[order], src_rows[order]
     first = np.ones(len(ids), bool)
     first[1:] = ids[1:] != ids[:-1]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..trace.sorting import lexsort
+
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint, sorted segments covering the union of [start, end) intervals."""
@@ -103,7 +105,7 @@ def nesting_depth(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray
     c_start = np.asarray(c_start, np.int64)
     c_end = np.asarray(c_end, np.int64)
     nonempty = np.flatnonzero(c_end > c_start)  # an empty span contains nothing
-    order = nonempty[np.lexsort((-(c_end - c_start)[nonempty], c_start[nonempty], c_track[nonempty]))]
+    order = nonempty[lexsort((-(c_end - c_start)[nonempty], c_start[nonempty], c_track[nonempty]))]
     tr, s, e = c_track[order], c_start[order], c_end[order]
     if not len(order):
         return order, np.zeros(0, np.int64), np.zeros(0, np.int64)

@@ -21,6 +21,7 @@ from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.sorting import lexsort
 from . import cache
 from .intervals import innermost, run_starts
 from .projection import LaunchIndex, section_rows
@@ -213,7 +214,7 @@ def _sections_line(trace, corr, w, p, plane, sec_rows, steps, step_s, step_e, co
     s, e = proj.first_ns[ok], proj.last_ns[ok]
     stp = steps.of(ev["start_ns"][rows])
     # nesting depth on the host, so merging only joins siblings
-    order = np.lexsort((-(e - s), s))
+    order = lexsort((-(e - s), s))
     rows, s, e, stp = rows[order], s[order], e[order], stp[order]
     name = ev["name"][rows].astype(np.int64)
     b = run_starts(name, stp)

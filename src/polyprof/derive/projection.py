@@ -15,6 +15,7 @@ import numpy as np
 
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.sorting import lexsort
 from . import cache
 from .correlate import Correlation
 from .intervals import RangeMinMax, TimeKeys, _max, innermost
@@ -48,7 +49,7 @@ class LaunchIndex:
         self.trace = trace
         self.l_track = cache.threads(trace)[ev["track"][lrow]]
         self.l_start = ev["start_ns"][lrow]
-        order = np.lexsort((self.l_start, self.l_track))
+        order = lexsort((self.l_start, self.l_track))
         self.l_track, self.l_start = self.l_track[order], self.l_start[order]
         self.launch_rows, self.device_rows = lrow[order], drow[order]
         self.d_start = ev["start_ns"][self.device_rows]

@@ -40,6 +40,7 @@ from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
+from ..trace.sorting import lexsort
 from ..trace.stats import StatColumn, merge_columns
 
 log = logging.getLogger("polyprof")
@@ -1123,7 +1124,7 @@ class _Collector:
             return
         fcat, fid = np.concatenate(fc["cat"]), np.concatenate(fc["id"])
         # number the distinct (cat, id) pairs in sorted order; first: a pair's first endpoint
-        by_pair = np.lexsort((fid, fcat))  # stable
+        by_pair = lexsort((fid, fcat))  # stable
         new = np.ones(len(by_pair), bool)
         new[1:] = (fcat[by_pair][1:] != fcat[by_pair][:-1]) | (fid[by_pair][1:] != fid[by_pair][:-1])
         key = np.empty(len(by_pair), np.int64)
@@ -1140,7 +1141,7 @@ class _Collector:
         rows = _bind(track, ts, dur, self._annotation_mask(cat_c), ftrack, fts, enclosing)
         # chain endpoints of one (cat, id): s -> t -> ... -> f in time order
         pos = np.arange(len(key))
-        order = np.lexsort((pos, ph, fts, key))
+        order = lexsort((pos, ph, fts, key))
         k_s, ph_s, row_s = key[order], ph[order], rows[order]
         same = k_s[1:] == k_s[:-1]
         link = same & (ph_s[:-1] != _F) & (ph_s[1:] != _S)
@@ -1237,7 +1238,7 @@ def _bind(track: np.ndarray, start: np.ndarray, dur: np.ndarray, annotation: np.
     wins over an annotation. Otherwise (``f`` without ``bp``): the next slice to start.
     """
     out = np.full(len(qts), -1, np.int64)
-    order = np.lexsort((~annotation, -dur, start, track))
+    order = lexsort((~annotation, -dur, start, track))
     t_sorted = track[order]
     end = start + dur
     for t in _distinct(qtrack[qtrack >= 0]).tolist():

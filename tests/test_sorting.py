@@ -1,0 +1,42 @@
+"""trace.sorting.lexsort must give exactly np.lexsort's order, whichever path it takes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from polyprof.trace.sorting import lexsort
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lexsort_matches_numpy(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 3000))
+    nkeys = int(rng.integers(1, 5))
+    keys = []
+    for _ in range(nkeys):
+        kind = rng.integers(0, 5)
+        if kind == 0:  # few distinct values: many ties
+            keys.append(rng.integers(0, 3, n))
+        elif kind == 1:  # negative and positive
+            keys.append(rng.integers(-10 ** 6, 10 ** 6, n))
+        elif kind == 2:
+            keys.append(rng.random(n) < 0.5)  # bool
+        elif kind == 3:  # wide: forces the stable or the np.lexsort path
+            keys.append(rng.integers(-2 ** 62, 2 ** 62, n, dtype=np.int64))
+        else:
+            keys.append(rng.integers(0, 2 ** 31, n).astype(np.int32))
+    assert np.array_equal(lexsort(keys), np.lexsort(keys))
+
+
+def test_lexsort_paths_and_extremes():
+    a = np.array([3, 1, 3, 1, 2], np.int64)
+    b = np.array([0, 0, 0, 0, 0], np.int64)
+    assert lexsort([b, a]).tolist() == np.lexsort([b, a]).tolist() == [1, 3, 4, 0, 2]  # ties keep order
+    big = np.array([2 ** 63 - 1, -2 ** 63, 0], np.int64)
+    assert lexsort([big]).tolist() == [1, 2, 0]
+    # ranges that fit only without the position key: the stable argsort path
+    wide = np.array([2 ** 61, 0, 2 ** 61, 5], np.int64)
+    assert lexsort([wide]).tolist() == [1, 3, 0, 2]
+    assert lexsort([np.array([1.5, 0.5])]).tolist() == [1, 0]  # floats: np.lexsort itself
+    assert lexsort([np.zeros(0, np.int64)]).tolist() == []
