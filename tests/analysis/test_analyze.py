@@ -200,3 +200,21 @@ def test_summary_tables_build_no_arrow_strings(traces_dir, monkeypatch):
         assert df.columns.dtype == object, name
         assert all(df[c].dtype != "str" for c in df.columns), name
     assert isinstance(report.tables["kernel_breakdown"]["name"].iloc[0], str)
+
+
+def test_event_stats_agrees_with_a_pandas_groupby(traces_dir):
+    import polyprof
+
+    trace = polyprof.load(traces_dir / "kineto" / "v100_ns_resolution_rank0.json.gz")
+    got = A.event_stats(trace)
+    ev = trace.to_pandas()
+    ev = ev[ev["dur_ns"] > 0]
+    gb = ev.groupby([ev["category"].astype(object), ev["name"].astype(object)])["dur_ns"]
+    want = gb.agg(["size", "sum", "median", "max"])
+    want["p99"] = gb.quantile(0.99)
+    assert len(got) == len(want) > 50
+    assert got["total_ns"].tolist() == sorted(got["total_ns"], reverse=True)
+    for row in got.itertuples():
+        w = want.loc[(row.category, row.name)]
+        assert (row.count, row.total_ns, row.max_ns) == (w["size"], w["sum"], w["max"])
+        assert np.isclose(row.median_ns, w["median"]) and np.isclose(row.p99_ns, w["p99"])

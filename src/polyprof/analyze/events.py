@@ -22,9 +22,10 @@ def event_stats(trace: Trace) -> pd.DataFrame:
         df = duration_stats(trace, rows)
         df.insert(0, "category", pd.Series(dtype=object))
         return df
-    key = ev["category"][rows].astype(np.int64) << 32 | ev["name"][rows].astype(np.int64)
+    m = len(trace.strings)  # a dense key sorts as one int64 with the durations
+    key = ev["category"][rows].astype(np.int64) * m + ev["name"][rows]
     df = duration_stats(trace, rows, by=key)
-    k = df["name"].to_numpy().astype(np.int64)
-    df.insert(0, "category", pd.Series([trace.strings[c] for c in (k >> 32)], dtype=object))
-    df["name"] = pd.Series([trace.strings[n] for n in (k & 0xFFFFFFFF)], dtype=object)
+    cat, name = np.divmod(df["name"].to_numpy().astype(np.int64), m)
+    df.insert(0, "category", pd.Series([trace.strings[c] for c in cat.tolist()], dtype=object))
+    df["name"] = pd.Series([trace.strings[n] for n in name.tolist()], dtype=object)
     return df
