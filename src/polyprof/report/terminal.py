@@ -173,7 +173,9 @@ def print_summary(trace: Trace, top: int = 15, console: Console | None = None) -
 
 def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     console = console or Console(file=sys.stdout)
-    out = partial(console.print, emoji=False)  # ":name:" in a kernel or op name stays as it is
+    # ":name:" in a kernel or op name stays as it is; styles are explicit, so no repr
+    # highlighting (its regexes cost 12 ms to compile in every fresh process)
+    out = partial(console.print, emoji=False, highlight=False)
     T, ov = report.tables, report.overview
     i = lambda x: f"{int(x)}"  # noqa: E731
     W = console.width
