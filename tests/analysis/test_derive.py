@@ -243,9 +243,50 @@ def test_one_os_thread_split_over_two_tracks_still_projects():
     b.event(sec_track, "blur", 0, 100, "section")
     b.event(api_track, "clEnqueueNDRangeKernel", 10, 5, "opencl_api", correlation_id=1)
     b.event(q, "blur_kernel", 50, 200, "kernel", correlation_id=1)
-    b.event(other, "clEnqueueNDRangeKernel", 20, 5, "opencl_api", correlation_id=2)  # another thread
+    b.event(other, "prefetch", 15, 20, "section")  # another thread, inside a section of its own
+    b.event(other, "clEnqueueNDRangeKernel", 20, 5, "opencl_api", correlation_id=2)
     b.event(q, "other_kernel", 300, 10, "kernel", correlation_id=2)
     import polyprof.analyze as A
 
-    sec = A.section_stats(b.build()).set_index("name").loc["blur"]
+    table = A.section_stats(b.build()).set_index("name")
+    sec = table.loc["blur"]
     assert (sec["device_ops"], sec["device_ns"], sec["projected_ns"]) == (1, 200, 200)
+    assert table.loc["prefetch", "device_ops"] == 1
+
+
+def test_work_handed_to_a_thread_without_an_open_section_projects_onto_the_open_one():
+    """Like PyTorch's backward: the section is opened on the main thread, the kernels are
+    launched by the autograd thread. That thread's own section keeps its own launches;
+    a launch outside every section stays unattributed; another process never gives."""
+    b = TraceBuilder()
+    host = b.plane("/host:CPU")
+    main = b.track(host, "main", "thread", tid=1)
+    autograd = b.track(host, "autograd", "thread", tid=2)
+    other_proc = b.track(b.plane("/host:CPU:other", "host"), "main", "thread", tid=9)
+    s = b.track(b.plane("/device:GPU:0", "device"), "stream 7", "stream", tid=7)
+    b.event(main, "## forward ##", 0, 1000, "user_annotation")
+    b.event(main, "## backward ##", 1000, 1000, "user_annotation")
+    b.event(main, "cudaLaunchKernel", 100, 5, "cuda_runtime", correlation_id=1)
+    b.event(s, "fwd", 200, 100, "kernel", correlation_id=1)
+    b.event(autograd, "cudaLaunchKernel", 1100, 5, "cuda_runtime", correlation_id=2)  # handed off
+    b.event(s, "bwd_a", 1200, 300, "kernel", correlation_id=2)
+    b.event(autograd, "nccl:all_reduce", 1500, 100, "user_annotation")  # its own section
+    b.event(autograd, "cudaLaunchKernel", 1510, 5, "cuda_runtime", correlation_id=3)
+    b.event(s, "allreduce", 1600, 50, "kernel", correlation_id=3)
+    b.event(autograd, "cudaLaunchKernel", 2500, 5, "cuda_runtime", correlation_id=4)  # after every section
+    b.event(s, "late", 2600, 10, "kernel", correlation_id=4)
+    b.event(other_proc, "cudaLaunchKernel", 1300, 5, "cuda_runtime", correlation_id=5)  # another process
+    b.event(s, "theirs", 1700, 20, "kernel", correlation_id=5)
+    trace = b.build()
+    import polyprof.analyze as A
+
+    table = A.section_stats(trace).set_index("name")
+    assert tuple(table.loc["## backward ##", ["device_ops", "device_ns", "projected_ns"]]) == (1, 300, 300)
+    assert tuple(table.loc["## forward ##", ["device_ops", "device_ns"]]) == (1, 100)
+    assert tuple(table.loc["nccl:all_reduce", ["device_ops", "device_ns"]]) == (1, 50)
+    c = correlate(trace)
+    sec = innermost_section(trace, c)
+    by_kernel = {trace.strings[trace.events["name"][d]]: (trace.strings[trace.events["name"][r]] if r >= 0 else None)
+                 for d, r in zip(c.device_rows, sec)}
+    assert by_kernel == {"fwd": "## forward ##", "bwd_a": "## backward ##", "allreduce": "nccl:all_reduce",
+                         "late": None, "theirs": None}

@@ -7,7 +7,7 @@ import pytest
 
 import polyprof
 import polyprof.analyze as A
-from polyprof.derive import derive
+from polyprof.derive import cache, derive
 from polyprof.trace import keys
 
 pytest.importorskip("polyprof.formats.kineto")
@@ -119,6 +119,13 @@ def test_v100_sections_have_projected_gpu_time(kineto_files):
     assert opt["projected_ns"] >= opt["device_ns"] * 0.5
     fwd = sec.loc["## forward ##"]
     assert fwd["device_ns"] > 0
+    # backward's kernels are launched by the autograd thread, the section is on the main
+    # thread: they are handed over, and the three phases then share out the device work
+    bwd = sec.loc["## backward ##"]
+    assert bwd["device_ns"] > fwd["device_ns"]
+    phases = sec.loc[["## forward ##", "## backward ##", "## optimizer ##"]]
+    matched = int((cache.correlation(_load(path)).launch >= 0).sum())
+    assert phases["device_ops"].sum() == matched
     assert "ProfilerStep#101" not in sec.index  # steps are not sections
     steps = A.step_stats(_load(path))
     assert steps["step"].tolist() == [101, 102, 103, 104, 105]

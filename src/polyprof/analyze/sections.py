@@ -39,7 +39,7 @@ def section_stats(trace: Trace) -> pd.DataFrame:
     ev = trace.events
     st, du, tr = ev["start_ns"][rows], ev["dur_ns"][rows], cache.threads(trace)[ev["track"][rows]]
     corr = cache.correlation(trace)
-    proj = LaunchIndex(trace, corr).project(tr, st, st + du)
+    proj = LaunchIndex(trace, corr, sections=rows).project(tr, st, st + du)
     pspan = proj.span_ns
     busy = np.where(proj.count > 0, busy_within(trace, proj.first_ns, proj.last_ns), 0)
     mem = _rss_delta(trace, st, st + du)

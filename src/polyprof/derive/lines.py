@@ -202,7 +202,7 @@ def _launch_stats(trace: Trace, corr, sel: np.ndarray, stp: np.ndarray, n_steps:
 
 def _sections_line(trace, corr, w, p, plane, sec_rows, steps, step_s, step_e, counts) -> None:
     ev = trace.events
-    idx = LaunchIndex(trace, corr, plane)
+    idx = LaunchIndex(trace, corr, plane, sections=sec_rows)
     if not len(idx):
         return
     s0 = ev["start_ns"][sec_rows]

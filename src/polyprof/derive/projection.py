@@ -5,6 +5,13 @@ call that launched it started inside that span on the same thread; the projected
 span runs from the first to the last such device activity (what Nsight calls NVTX
 GPU projection). A device activity belongs to the *innermost* section around its
 launch; a section's projection covers its nested sections' work too.
+
+Sections also own the work handed to other threads: PyTorch runs backward on its
+autograd thread, so the kernels of ``## backward ##`` (opened on the main thread) are
+launched elsewhere. A launch with no section open on its own thread counts as launched
+on the thread of the section open at that moment on another thread of the same process
+(the one started last when several are). A launch inside a section of its own thread
+stays there, and framework ops never take work from other threads.
 """
 
 from __future__ import annotations
@@ -39,7 +46,10 @@ class LaunchIndex:
     """Matched (launch, device activity) pairs sorted by (launch thread, launch start),
     so every host span maps to one contiguous range of them."""
 
-    def __init__(self, trace: Trace, corr: Correlation, plane: int | None = None):
+    def __init__(self, trace: Trace, corr: Correlation, plane: int | None = None,
+                 sections: np.ndarray | None = None):
+        """``sections``: the section rows the index will be asked about; launches of
+        threads without sections are then handed to them (see the module docstring)."""
         ev = trace.events
         has = corr.launch >= 0
         lrow, drow = corr.launch[has], corr.device_rows[has]
@@ -49,6 +59,8 @@ class LaunchIndex:
         self.trace = trace
         self.l_track = cache.threads(trace)[ev["track"][lrow]]
         self.l_start = ev["start_ns"][lrow]
+        if sections is not None and len(sections):
+            self.l_track = handed_off(trace, sections, self.l_track, self.l_start)
         order = lexsort((self.l_start, self.l_track))
         self.l_track, self.l_start = self.l_track[order], self.l_start[order]
         self.launch_rows, self.device_rows = lrow[order], drow[order]
@@ -86,6 +98,34 @@ class LaunchIndex:
         return Projection(count, busy, first, last)
 
 
+def handed_off(trace: Trace, sections: np.ndarray, l_thread: np.ndarray, l_start: np.ndarray) -> np.ndarray:
+    """Launch threads, where no section is open on the launch's own thread replaced by
+    the thread of the section open at the launch on another thread of the same process
+    (the latest started one; unchanged where none is open)."""
+    ev = trace.events
+    th = cache.threads(trace)
+    s_thread = th[ev["track"][sections]]
+    s0 = ev["start_ns"][sections]
+    s1 = s0 + ev["dur_ns"][sections]
+    q = np.flatnonzero(innermost(s_thread, s0, s1, l_thread, l_start) < 0)
+    if not len(q):
+        return l_thread
+    owners = np.unique(s_thread)
+    q_plane = trace.track_plane[l_thread[q]]
+    best = np.full(len(q), np.iinfo(np.int64).min)
+    out = l_thread.copy()
+    for t in owners.tolist():
+        same = q_plane == trace.track_plane[t]
+        if not same.any():
+            continue
+        hit = innermost(s_thread, s0, s1, np.full(len(q), t), l_start[q])
+        start = s0[np.maximum(hit, 0)]
+        take = same & (hit >= 0) & (start > best)
+        best[take] = start[take]
+        out[q[take]] = t
+    return out
+
+
 def project_rows(trace: Trace, corr: Correlation, rows: np.ndarray, plane: int | None = None) -> Projection:
     """Projection of the host spans ``rows`` (onto one device plane, or all devices)."""
     ev = trace.events
@@ -114,7 +154,8 @@ def innermost_section(trace: Trace, corr: Correlation) -> np.ndarray:
         return out
     lrow = corr.launch[has]
     th = cache.threads(trace)
+    l_start = ev["start_ns"][lrow]
     hit = innermost(th[ev["track"][secs]], ev["start_ns"][secs], ev["start_ns"][secs] + ev["dur_ns"][secs],
-                    th[ev["track"][lrow]], ev["start_ns"][lrow])
+                    handed_off(trace, secs, th[ev["track"][lrow]], l_start), l_start)
     out[has] = np.where(hit >= 0, secs[np.maximum(hit, 0)], -1)
     return out
