@@ -40,7 +40,7 @@ from pathlib import Path
 from child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
-KINETO = ROOT.parent / "shared" / "data" / "traces" / "kineto"
+KINETO = ROOT / "tests" / "data" / "traces" / "kineto"
 
 _POLYPROF = r"""
 import io, json, sys, time, logging

@@ -34,7 +34,7 @@ from pathlib import Path
 from child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT.parent / "shared" / "data" / "traces" / "kineto" / "v100_ns_resolution_rank0.json.gz"
+DEFAULT = ROOT / "tests" / "data" / "traces" / "kineto" / "v100_ns_resolution_rank0.json.gz"
 
 _CHILD = r"""
 import json, resource, sys, time, logging

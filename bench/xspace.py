@@ -1,6 +1,6 @@
 """XSpace (.xplane.pb) read and write speed.
 
-Reads and writes the TPU sample (shared/data/traces/xspace) and a synthetic trace of
+Reads and writes the TPU sample (tests/data/traces/xspace) and a synthetic trace of
 ``--events`` events (two planes, 8 tracks, three stats per event: int, float, string),
 reporting seconds and events per second (best of ``--repeat``).
 
@@ -20,7 +20,7 @@ from polyprof.formats import xspace
 from polyprof.trace.builder import TraceBuilder
 from polyprof.trace.core import Trace
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
 
 
 def synthetic(n: int) -> Trace:

@@ -13,20 +13,20 @@ SRC = ROOT / "src"
 # worktree). `pip install -e .` builds the C extension into src/, so it is found here.
 sys.path.insert(0, str(SRC))
 os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])
-TRACES = ROOT.parent / "shared" / "data" / "traces"
+TRACES = ROOT / "tests" / "data" / "traces"
 
 
 @pytest.fixture(scope="session")
 def traces_dir() -> Path:
-    """The real traces recorded by other tools (../shared/data/traces)."""
-    assert TRACES.is_dir(), f"shared traces not found at {TRACES}"
+    """The real traces recorded by other tools (tests/data/traces, shipped with the repository)."""
+    assert TRACES.is_dir(), f"real traces not found at {TRACES}"
     return TRACES
 
 
 @pytest.fixture(scope="session")
 def kineto_files(traces_dir: Path) -> list[Path]:
     files = sorted((traces_dir / "kineto").glob("*.json.gz"))
-    assert files, "no Kineto traces in shared/data/traces/kineto"
+    assert files, "no Kineto traces in tests/data/traces/kineto"
     return files
 
 

@@ -18,8 +18,8 @@ from polyprof.errors import PolyprofError, TraceFormatError
 from polyprof.formats import native
 
 ROOT = Path(__file__).resolve().parents[1]
-KINETO = ROOT.parent / "shared" / "data" / "traces" / "kineto" / "a100_alexnet_small.json.gz"
-TPU = ROOT.parent / "shared" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+KINETO = ROOT / "tests" / "data" / "traces" / "kineto" / "a100_alexnet_small.json.gz"
+TPU = ROOT / "tests" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
 
 
 def _native(tmp: Path) -> bytes:

@@ -1,4 +1,4 @@
-"""Kineto / Chrome JSON reader and writer against the real traces in shared/data/traces/kineto.
+"""Kineto / Chrome JSON reader and writer against the real traces in tests/data/traces/kineto.
 
 Expected values are computed here from the raw JSON with the standard library (json,
 gzip, Decimal for exact times), independently of the reader.
@@ -23,7 +23,7 @@ from polyprof.errors import TraceFormatError
 from polyprof.formats import chrome, kineto, kineto_writer
 from polyprof.formats.detect import load as load_any
 
-KINETO_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "kineto"
+KINETO_DIR = Path(__file__).resolve().parent / "data" / "traces" / "kineto"
 FILES = sorted(KINETO_DIR.glob("*.json.gz"))
 EVENT_PHASES = {"X", "i", "I", "B"}  # E closes a B; it is not an event of its own
 

@@ -19,7 +19,7 @@ from polyprof.formats import kineto
 
 import kineto_reference as reference
 
-KINETO_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "kineto"
+KINETO_DIR = Path(__file__).resolve().parent / "data" / "traces" / "kineto"
 FILES = sorted(KINETO_DIR.glob("*.json*"))
 
 

@@ -27,7 +27,7 @@ from polyprof.trace.stats import StatColumn, StatTable
 
 import kineto_reference as reference
 
-KINETO_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "kineto"
+KINETO_DIR = Path(__file__).resolve().parent / "data" / "traces" / "kineto"
 V100 = KINETO_DIR / "v100_ns_resolution_rank0.json.gz"
 EAGER = {"correlation_id", "external_id"}
 
