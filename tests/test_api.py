@@ -103,10 +103,19 @@ def test_profile_as_decorator_returns_trace(tmp_path):
     assert len(_rows(polyprof.load(out), "inside")) == 1
 
 
-def test_one_session_at_a_time():
-    with polyprof.profile(plugins=["host"]):
-        with pytest.raises(SessionError):
-            polyprof.profile(plugins=["host"]).start()
+def test_a_session_inside_a_session_nests():
+    with polyprof.profile(plugins=["host"]) as outer:
+        with polyprof.section("before"):
+            pass
+        with polyprof.profile(plugins=["host"]) as inner:
+            with polyprof.section("inside"):
+                pass
+        with pytest.raises(SessionError):  # one session object starts once
+            inner.start()
+    assert len(_rows(inner.trace, "inside")) == 1
+    assert len(_rows(inner.trace, "before")) == 0  # only the inner window
+    assert inner.trace.metadata["nested_in"]["start_ns"] == outer.trace.metadata["session"]["start_ns"]
+    assert len(_rows(outer.trace, "inside")) == 1 and len(_rows(outer.trace, "polyprof.profile")) == 1
 
 
 def test_process_counters_sampled():

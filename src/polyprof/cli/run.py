@@ -1,4 +1,13 @@
-"""polyprof run: profile a script unchanged, as ``python script.py`` would run it."""
+"""polyprof run: profile a script unchanged, as ``python script.py`` would run it.
+
+Signals: SIGINT unwinds the script as Python does (KeyboardInterrupt); SIGTERM, SIGHUP,
+SIGUSR1 and SIGUSR2 (when the script has not set its own handler) unwind it too, so
+open sections complete. Once the trace is saved, polyprof ends by the same signal,
+so the caller sees the status a plain ``python`` would have had. SIGSEGV and other
+signals are left alone (the crash journal keeps the host data of a killed program).
+A process forked from the script that returns here (instead of exiting) ends with
+its exit code and writes nothing: the trace is the parent's.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +29,12 @@ def register(sub: Any) -> None:
                        description="Run SCRIPT as __main__ inside a profiling session. The exit code is "
                                    "the script's; the trace is written even if the script raises, "
                                    "calls sys.exit or is interrupted (SIGINT/SIGTERM).")
-    p.add_argument("-o", "--output", help="trace file to write (default: SCRIPT_STEM.polyprof)")
+    p.add_argument("-o", "--output", help="trace file to write (default: SCRIPT_STEM.polyprof); missing "
+                                        "directories are made")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="write the trace through a symbolic link at the output path (default: refuse)")
+    p.add_argument("--record-argv", action="store_true",
+                   help="keep the script's arguments in the trace (default: left out, they may hold secrets)")
     add_plugin_args(p)
     p.add_argument("--no-summary", action="store_true", help="do not print the summary")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as python -m")
@@ -29,17 +43,32 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+#: signals that unwind the script (when it has no handler of its own for them)
+UNWIND = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
+_received: list[int] = []
+
+
 def _on_signal(signum: int, frame: Any) -> None:
     # Unwind the script through its finally/with blocks so open sections complete.
+    _received.append(signum)
     raise SystemExit(128 + signum)
+
+
+def _die_like(signum: int) -> None:
+    """End this process by ``signum`` with its default action (the status python would have)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    os.kill(os.getpid(), signum)
 
 
 def run_script(target: str, args: list[str], module: bool = False) -> int:
     """Run the script as __main__; return the exit code it would have had."""
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [target, *args]
-    if not module:
-        sys.path.insert(0, str(Path(target).resolve().parent))
+    # as python does: the script's directory, or (-m) the current directory, comes first
+    sys.path.insert(0, os.getcwd() if module else str(Path(target).resolve().parent))
     try:
         if module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -56,6 +85,7 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
         return 1
     except KeyboardInterrupt:
         traceback.print_exc()
+        _received.append(signal.SIGINT)
         return 130
     except BaseException:
         traceback.print_exc()
@@ -72,21 +102,47 @@ def run(args: argparse.Namespace) -> int:
         return 2
     stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
     output = Path(args.output or f"{stem}.polyprof")
-    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM,)}
-    session = Session(plugin_list(args), output=output, collect_timeout=args.collect_timeout)
+    previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
+    session = Session(plugin_list(args), output=output, collect_timeout=args.collect_timeout,
+                      record_argv=args.record_argv, follow_symlinks=args.follow_symlinks)
+    pid = os.getpid()
+    _received.clear()
     session.start()
+    code = run_script(target, args.args, args.module)  # never raises
+    if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
+        return code
     try:
-        code = run_script(target, args.args, args.module)
+        trace = session.stop()  # a signal during the save is held, then delivered here
+    except KeyboardInterrupt:
+        _received.append(signal.SIGINT)
+        trace = session.trace
+    except SystemExit:  # _on_signal noted which
+        trace = session.trace
     finally:
-        try:
-            trace = session.stop()
-        finally:
-            for s, h in previous.items():
+        for s, h in previous.items():
+            if signal.getsignal(s) == _on_signal:
                 signal.signal(s, h)
+    assert trace is not None
     sys.stdout.flush()
     if not args.no_summary:
         print_summary(trace)
-    print(f"polyprof: trace written to {output} ({trace.n_events} events)", file=sys.stderr)
+    _report_written(session, trace.n_events)
     if os.environ.get("POLYPROF_DEBUG_EXIT"):
         print(f"polyprof: script exit code {code}", file=sys.stderr)
+    if _received:  # killed by a signal: end the way plain python would have
+        _die_like(_received[0])
     return code
+
+
+def _report_written(session: Session, n_events: int) -> None:
+    w = session.written
+    if w is None or w.path is None:
+        where = f"; the host data recorded so far is in {w.requested}.partial" if w is not None and \
+            Path(f"{w.requested}.partial").is_file() else ""
+        print(f"polyprof: error: could not write the trace: {w.error if w else 'no output'}{where}",
+              file=sys.stderr)
+    elif w.fell_back:  # the reason was logged as an error already
+        print(f"polyprof: trace written to {w.path} instead of {w.requested} ({n_events} events)",
+              file=sys.stderr)
+    else:
+        print(f"polyprof: trace written to {w.path} ({n_events} events)", file=sys.stderr)

@@ -36,6 +36,8 @@ MAGIC = b"POLYPROF-JOURNAL 1\n"
 SUFFIX = ".partial"
 
 SECTION, MARK, COUNTER, STEP, THREAD, PROCESS = range(6)
+#: sections per record batch: bounds the journal thread's memory and each GIL hold
+CHUNK = 1 << 18
 
 _SCHEMA: "pa.Schema | None" = None
 
@@ -84,12 +86,19 @@ class JournalWriter:
     """Appends what a Recorder (and the host sampler) gathered since the last flush."""
 
     def __init__(self, path: Path, header: dict[str, Any], recorder: Any, sampler: Any = None,
-                 interval: float = 1.0):
+                 interval: float = 1.0, follow_symlinks: bool = False):
+        from .output import open_exclusive
+
         self.path = path
         self.recorder = recorder
         self.sampler = sampler
         self.interval = interval
-        self._file = open(path, "wb", buffering=0)
+        #: sections recorded but not yet on disk after the latest flush (how far behind)
+        self.behind = 0
+        self.max_behind = 0
+        self._in_child = False
+        # never through a pre-planted symlink, never onto a device or directory
+        self._file = open(open_exclusive(Path(path), follow_symlinks), "wb", buffering=0)
         self._file.write(MAGIC)
         import pyarrow.ipc as ipc
 
@@ -120,6 +129,8 @@ class JournalWriter:
                 return
             for batch in self._new_batches():
                 self._writer.write_batch(batch)
+            self.behind = max(len(self.recorder.sections) - self._pos["sections"], 0)
+            self.max_behind = max(self.max_behind, self.behind)
 
     def _new_batches(self) -> list[pa.RecordBatch]:
         """Everything recorded since the last flush, one batch per kind, built by columns."""
@@ -130,12 +141,17 @@ class JournalWriter:
             self._threads_seen.update(threads)
             out.append(_batch(THREAD, len(threads), name=[v[0] for _, v in threads],
                               ident=[i for i, _ in threads], tid=[v[1] for _, v in threads]))
-        secs = r.sections[self._pos["sections"]:]  # a slice is atomic under the GIL
-        if secs:
+        p0 = self._pos["sections"]
+        secs = r.sections[p0:p0 + CHUNK]  # a slice is atomic under the GIL; memory bounded
+        while secs:
             self._pos["sections"] += len(secs)
             names, t0, t1, stats, idents = zip(*secs)
             out.append(_batch(SECTION, len(secs), name=names, start_ns=t0, end_ns=t1, ident=idents,
                               stats=[_stats_json(x) if x else None for x in stats]))
+            if len(out) >= 4:  # at most 4 chunks per flush; the rest at the next one
+                break
+            p0 = self._pos["sections"]
+            secs = r.sections[p0:p0 + CHUNK]
         for buf in list(r.buffers):
             m0, c0 = self._buf_pos.get(id(buf), (0, 0))
             m1 = min(len(buf.mark_names), len(buf.mark_ts))
@@ -163,14 +179,28 @@ class JournalWriter:
         return out
 
     def close(self, delete: bool) -> None:
-        """Stop appending; ``delete`` once the full trace is safely written elsewhere."""
+        """Append what is left, stop; ``delete`` once the full trace is safely written elsewhere."""
+        if self._in_child:
+            return  # the parent's file: not ours to touch
         self._halt.set()
         if self._thread is not threading.current_thread():
             self._thread.join(5.0)
+        try:
+            while not self._file.closed:  # everything recorded up to now goes to disk
+                before = self._pos["sections"]
+                self.flush()
+                if self.behind == 0 or self._pos["sections"] == before:
+                    break
+        except Exception as e:  # a full disk: the in-memory trace is still saved normally
+            log.warning("crash journal %s: last flush failed: %s", self.path, e)
+        if self.max_behind:
+            log.info("crash journal %s was up to %d sections behind the program", self.path, self.max_behind)
         with self._lock:
             if not self._file.closed:
                 try:
                     self._writer.close()
+                except Exception:
+                    pass
                 finally:
                     self._file.close()
         if delete:
@@ -178,6 +208,34 @@ class JournalWriter:
                 os.unlink(self.path)
             except FileNotFoundError:
                 pass
+
+
+    def abandon_in_child(self) -> None:
+        """In a forked child: never write, close or delete the parent's journal.
+
+        The lock may have been held by the parent's journal thread at fork (that thread
+        does not exist here), so it is replaced; the file descriptor is pointed at
+        /dev/null so nothing the child's copy of the writer does can reach the file."""
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+        self._halt.set()
+        self._thread = threading.current_thread()
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._file.fileno())
+            os.close(null)
+        except OSError:
+            pass
+        _abandoned.append((self._writer, self._file))  # never finalised in the child
+        self._file = _Closed()
+        self._in_child = True
+
+
+class _Closed:
+    closed = True
+
+
+_abandoned: list[Any] = []
 
 
 def _batch(kind: int, n: int, **columns: Any) -> "pa.RecordBatch":

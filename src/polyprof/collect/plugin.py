@@ -43,6 +43,8 @@ class SessionContext:
     journal_path: Path | None = None
     #: facts about the session (pid, host, argv) for files written before it ends
     session_info: dict[str, Any] = field(default_factory=dict)
+    #: whether files (the journal) may be written through a symlink at their path
+    follow_symlinks: bool = False
 
     def header(self) -> dict[str, Any]:
         return {"start_ns": self.start_ns, "wall_anchor": self.wall_anchor, **self.session_info}
@@ -63,6 +65,12 @@ class Plugin(abc.ABC):
     device_kinds: ClassVar[tuple[str, ...]] = ()
     #: enabled in sessions that do not name their plugins, when available
     default: ClassVar[bool] = True
+    #: the session runs start/stop/collect in a helper thread under a time limit;
+    #: False only for plugins whose data is already in memory (the host plugin)
+    time_limited: ClassVar[bool] = True
+    #: start()/stop() must run on the thread that opened the session (the profiler
+    #: keeps thread-local state, e.g. torch): no time limit then, a hang is reported after
+    session_thread_only: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.options = options

@@ -25,6 +25,15 @@ class PluginInfo:
 
 
 def _load_entry(ep: Any) -> PluginInfo:
+    from .signals import SavedDispositions
+
+    # probing loads device runtimes (PoCL/LLVM install SIGSEGV/SIGBUS/... handlers):
+    # the program keeps the signal dispositions it had
+    with SavedDispositions():
+        return _probe(ep)
+
+
+def _probe(ep: Any) -> PluginInfo:
     try:
         factory = ep.load()
     except Exception as e:  # an uninstallable plugin must not break discovery

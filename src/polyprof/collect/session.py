@@ -1,6 +1,14 @@
 """The session: starts plugins once, stops them once, collects with a time limit,
 and merges what each returns into one Trace. A plugin that fails is reported in the
 trace's metadata and on stderr; it never takes the other plugins' data with it.
+
+Never hurting the program: every plugin call catches ``BaseException`` (a plugin's
+``SystemExit`` or ``KeyboardInterrupt`` does not escape into the program); start,
+stop and collect of plugins that talk to devices run under time limits (the host
+plugin's data is in memory already: it is never dropped by a limit); signals that
+arrive while the session stops and saves are delivered after the save; a process
+forked while a session runs records nothing in the child and never touches the
+parent's files; a session opened while another runs nests inside it (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -11,15 +19,15 @@ import os
 import socket
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import PluginError, SessionError
 from ..trace.core import Trace
 from ..trace.merge import merge
-from . import journal
+from . import journal, output as output_mod, signals
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
+from .guard import Outcome, call_guarded, call_here
 from .plugin import SessionContext
 from .registry import discover, resolve
 
@@ -38,6 +46,10 @@ class _Slot:
         self.plugin = plugin
         self.started = False
         self.status = "new"
+        #: calls run in a helper thread under a time limit (False: the host plugin)
+        self.limited = bool(getattr(plugin, "time_limited", True))
+        #: start()/stop() must run on the session's own thread (thread-local profiler state)
+        self.here = bool(getattr(plugin, "session_thread_only", False))
 
 
 class Session:
@@ -48,10 +60,19 @@ class Session:
     """
 
     def __init__(self, plugins: Sequence[str | Any] | None = None, *, output: str | Path | None = None,
-                 collect_timeout: float = 30.0, options: dict[str, Any] | None = None):
+                 collect_timeout: float = 30.0, options: dict[str, Any] | None = None,
+                 call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False):
         self.plugin_spec = list(plugins) if plugins is not None else None
         self.output = Path(output) if output else None
         self.collect_timeout = collect_timeout
+        self.call_timeout = call_timeout
+        self.record_argv = record_argv
+        self.follow_symlinks = follow_symlinks
+        #: where the trace was actually written (None: not written); see collect/output.py
+        self.written: output_mod.Written | None = None
+        self._pid = os.getpid()
+        self._outer: "Session | None" = None  # set when this session nests in another
+        self._inert = False  # a copy of the session in a forked child: records nothing
         self.options = dict(options or {})
         self.trace: Trace | None = None
         self.errors: list[dict[str, str]] = []
@@ -87,14 +108,28 @@ class Session:
 
     def start(self) -> "Session":
         global _active
+        if self._ctx is not None:
+            raise SessionError("this session was started already; make a new one with polyprof.profile()")
         with _active_lock:
-            if _active is not None:
-                raise SessionError("a polyprof session is already active in this process")
-            _active = self
+            outer = _active
+            if outer is None:
+                _active = self
+        if outer is None and self.output is not None:
+            try:  # the journal goes next to the output from the start
+                self.output.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                log.warning("polyprof: cannot create %s: %s", self.output.parent, e.strerror or e)
         start = now_ns()
         self._ctx = SessionContext(start_ns=start, wall_anchor=wall_anchor(), options=self.options,
-                                   journal_path=journal.path_for(self.output) if self.output else None,
-                                   session_info=self._info())
+                                   journal_path=None if outer is not None or self.output is None
+                                   else journal.path_for(self.output),
+                                   session_info=self._info(), follow_symlinks=self.follow_symlinks)
+        if outer is not None:  # polyprof run around a script that profiles itself, or nesting
+            from .nested import begin
+
+            self._outer = outer
+            begin(self, outer)
+            return self
         try:
             self._slots = self._make_slots()
         except BaseException:
@@ -107,18 +142,35 @@ class Session:
                 self._error(slot.name, "start", "plugin listed twice in one session; started once")
                 continue
             seen.add(id(slot.plugin))
-            if self._call(slot, "start", lambda s=slot: s.plugin.start(self._ctx)):
+            with signals.SavedDispositions():  # a device runtime's handlers must not replace the program's
+                started = self._call(slot, "start", lambda s=slot: s.plugin.start(self._ctx))
+            if started:
                 slot.started = True
                 slot.status = "started"
         return self
 
     def stop(self) -> Trace:
-        global _active
         if self._stopped:
             if self.trace is None:
                 raise SessionError("session stopped without a trace")
             return self.trace
         self._stopped = True
+        if self._inert or os.getpid() != self._pid:  # a forked child's copy: not its session
+            self.trace = _empty_trace({"forked_child": True, "plugin_errors": [], "plugins": {}})
+            return self.trace
+        with signals.deferred():  # SIGINT/SIGTERM now: delivered once the trace is saved
+            if self._outer is not None:
+                from .nested import end
+
+                self.trace = end(self, self._outer)
+            else:
+                self._stop_all()
+            if self.output is not None:
+                self._save()
+        return self.trace
+
+    def _stop_all(self) -> None:
+        global _active
         try:
             for slot in reversed(self._slots):
                 if slot.started and not self._call(slot, "stop", slot.plugin.stop):
@@ -135,39 +187,36 @@ class Session:
             self.trace = self._assemble(parts, end)
         finally:
             with _active_lock:
-                _active = None
-        if self.output is not None:
+                if _active is self:
+                    _active = None
+
+    def _save(self) -> None:
+        assert self.trace is not None and self.output is not None
+        self.written = output_mod.save(self.trace, self.output, self.follow_symlinks)
+        part = journal.path_for(self.output)
+        if self.written.path is not None and self._outer is None:
             try:
-                self.trace.save(self.output)
-            except Exception as e:
-                log.error("could not write %s: %s (the host data so far is in %s)", self.output, e,
-                          journal.path_for(self.output))
-            else:
-                journal.path_for(self.output).unlink(missing_ok=True)
-        return self.trace
+                if part.is_file() and not part.is_symlink():
+                    part.unlink()
+            except OSError:
+                pass
+        elif self.written.path is None and part.is_file():
+            log.error("polyprof: the host data recorded so far is in %s", part)
 
     def _collect(self, slot: _Slot) -> Trace | None:
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["trace"] = slot.plugin.collect()
-            except BaseException as e:  # noqa: BLE001 - reported, never raised
-                box["error"] = e
-                box["tb"] = traceback.format_exc()
-
-        t = threading.Thread(target=run, name=f"polyprof-collect-{slot.name}", daemon=True)
-        t.start()
-        t.join(self.collect_timeout)
-        if t.is_alive():
+        if slot.limited:
+            out = call_guarded(slot.plugin.collect, f"polyprof-collect-{slot.name}", self.collect_timeout)
+        else:  # the host plugin: its data is in memory; no limit may drop it
+            out = call_here(slot.plugin.collect)
+        if out.timed_out:
             self._error(slot.name, "collect", f"timed out after {self.collect_timeout:g} s; its data is dropped")
             slot.status = "failed"
             return None
-        if "error" in box:
-            self._error(slot.name, "collect", _describe(box["error"]), box.get("tb"))
+        if out.error is not None:
+            self._error(slot.name, "collect", _describe(out.error), out.tb)
             slot.status = "failed"
             return None
-        result = box.get("trace")
+        result = out.value
         if not isinstance(result, Trace):
             self._error(slot.name, "collect", f"returned {type(result).__name__}, not a Trace")
             slot.status = "failed"
@@ -180,13 +229,26 @@ class Session:
             return None
 
     def _call(self, slot: _Slot, phase: str, fn: Callable[[], Any]) -> bool:
-        try:
-            fn()
-            return True
-        except Exception as e:
-            self._error(slot.name, phase, _describe(e), traceback.format_exc())
+        """start()/stop() of one plugin: never raises, time limited unless the plugin
+        must run on this thread (then a hang is reported once it returns)."""
+        t0 = now_ns()
+        if slot.limited and not slot.here:
+            out: Outcome = call_guarded(fn, f"polyprof-{phase}-{slot.name}", self.call_timeout)
+        else:
+            out = call_here(fn)
+        if out.timed_out:
+            self._error(slot.name, phase, f"did not return within {self.call_timeout:g} s; the plugin is "
+                        "abandoned (its thread left running) and the program goes on")
             slot.status = "failed"
             return False
+        if out.error is not None:
+            self._error(slot.name, phase, _describe(out.error), out.tb)
+            slot.status = "failed"
+            return False
+        took = (now_ns() - t0) / 1e9
+        if slot.limited and took > self.call_timeout:
+            self._ctx.warn(slot.name, f"{phase}() took {took:.1f} s (limit {self.call_timeout:g} s)")  # type: ignore[union-attr]
+        return True
 
     def _error(self, plugin: str, phase: str, message: str, tb: str | None = None) -> None:
         self.errors.append({"plugin": plugin, "phase": phase, "error": message})
@@ -220,9 +282,21 @@ class Session:
                     pass
             return merge(good, meta)
 
-    @staticmethod
-    def _info() -> dict[str, Any]:
-        return {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": list(sys.argv)}
+    def _info(self) -> dict[str, Any]:
+        """pid, host and the command; arguments only when asked (they may hold secrets)."""
+        argv = list(sys.argv) if self.record_argv else sys.argv[:1] + ["<argument>"] * (len(sys.argv) - 1)
+        return {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": argv}
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: this session is the parent's; record nothing here."""
+        self._inert = True
+        for slot in self._slots:
+            hook = getattr(slot.plugin, "after_fork_in_child", None)
+            if slot.started and hook is not None:
+                try:
+                    hook()
+                except BaseException:  # noqa: BLE001 - the child must go on
+                    pass
 
     # ---------------------------------------------------------------- sugar
     def __enter__(self) -> "Session":
@@ -238,7 +312,8 @@ class Session:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             s = Session(self.plugin_spec, output=self.output, collect_timeout=self.collect_timeout,
-                        options=self.options)
+                        options=self.options, call_timeout=self.call_timeout, record_argv=self.record_argv,
+                        follow_symlinks=self.follow_symlinks)
             try:
                 with s:
                     return fn(*args, **kwargs)
@@ -262,19 +337,45 @@ def _version() -> str:
         return "unknown"
 
 
+def _empty_trace(meta: dict[str, Any]) -> Trace:
+    from ..trace.builder import TraceBuilder
+
+    return TraceBuilder(meta).build()
+
+
+def _after_fork_in_child() -> None:
+    global _active, _active_lock
+    _active_lock = threading.Lock()  # may have been held by a parent thread at fork
+    s, _active = _active, None
+    if s is not None:
+        s._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def active_session() -> Session | None:
     return _active
 
 
 def profile(plugins: Sequence[str | Any] | None = None, *, output: str | Path | None = None,
-            collect_timeout: float = 30.0, options: dict[str, Any] | None = None) -> Session:
+            collect_timeout: float = 30.0, options: dict[str, Any] | None = None,
+            call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False) -> Session:
     """Profile a block or a function.
 
     ``with polyprof.profile() as prof: ...`` then ``prof.trace``; or
     ``@polyprof.profile(output="run.polyprof")``. ``options`` maps a plugin name to
     keyword options for it, e.g. ``{"host": {"sample_interval_s": 0.01}}``.
+    ``collect_timeout``/``call_timeout``: seconds a device plugin's collect() and its
+    start()/stop() may take before it is abandoned and reported. ``record_argv``: keep
+    the command's arguments in the trace (default: only the program's name).
+    ``follow_symlinks``: write through a symlink at the output path (default: refuse).
+    Opened while another session runs (e.g. a script under ``polyprof run``), it nests:
+    see :mod:`polyprof.collect.nested`.
     """
-    return Session(plugins, output=output, collect_timeout=collect_timeout, options=options)
+    return Session(plugins, output=output, collect_timeout=collect_timeout, options=options,
+                   call_timeout=call_timeout, record_argv=record_argv, follow_symlinks=follow_symlinks)
 
 
 __all__ = ["Session", "profile", "active_session", "PluginError"]

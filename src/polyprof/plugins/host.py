@@ -57,6 +57,7 @@ class HostPlugin(Plugin):
     name = "host"
     device_kinds = ("CPU",)
     default_journal_interval_s = 1.0
+    time_limited = False  # its data is in memory already: no time limit may drop it
 
     def _start(self, ctx: SessionContext) -> None:
         self.recorder = rec_mod.Recorder()
@@ -74,7 +75,8 @@ class HostPlugin(Plugin):
         every = float(self.options.get("journal_interval_s", self.default_journal_interval_s))
         if ctx.journal_path is not None and every > 0:
             try:
-                self.journal = JournalWriter(ctx.journal_path, ctx.header(), self.recorder, self.sampler, every)
+                self.journal = JournalWriter(ctx.journal_path, ctx.header(), self.recorder, self.sampler, every,
+                                             follow_symlinks=ctx.follow_symlinks)
             except OSError as e:
                 ctx.warn(self.name, f"no crash journal: {e}")
 
@@ -94,12 +96,27 @@ class HostPlugin(Plugin):
     def _collect(self) -> Trace:
         return hosttrace.build(records(self.recorder, self.start_ns, self.stop_ns, self.sampler))
 
+    def after_fork_in_child(self) -> None:
+        """A forked child records nothing and never writes the parent's journal."""
+        r = self.recorder
+        r.active = False
+        r._lock = threading.Lock()  # a parent thread may have held it at fork
+        if rec_mod.active_recorder() is r:
+            rec_mod.activate(None)
+        rec_mod.watch_thread_starts(None)
+        if self.journal is not None:
+            self.journal.abandon_in_child()
 
-def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler | None) -> hosttrace.HostRecords:
-    """The recorder's tuples and per-thread arrays as columns."""
-    secs = [x for x in list(r.sections) if x[2] <= stop_ns]  # list(): threads may append
+
+def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler | None,
+            since_ns: int | None = None) -> hosttrace.HostRecords:
+    """The recorder's tuples and per-thread arrays as columns (only what began at or
+    after ``since_ns`` when given: a nested session's window)."""
+    lo = since_ns if since_ns is not None else -(1 << 62)
+    secs = [x for x in list(r.sections) if x[2] <= stop_ns and x[1] >= lo]  # list(): threads may append
     h = hosttrace.HostRecords(start_ns=start_ns, threads=dict(r.threads),
-                              main_ident=threading.main_thread().ident, steps=list(r.steps))
+                              main_ident=threading.main_thread().ident,
+                              steps=[t for t in list(r.steps) if t >= lo])
     if secs:
         h.sec_names, h.sec_start, h.sec_end, h.sec_stats, h.sec_ident = zip(*secs)
     names = np.asarray(r.strings, dtype=object)
@@ -114,8 +131,19 @@ def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler 
                      np.frombuffer(buf.ctr_values, np.float64)[:c]))
     if marks:
         h.mark_names, h.mark_ts, h.mark_ident = (np.concatenate(x) for x in zip(*marks))
+        if since_ns is not None:
+            keep = (h.mark_ts >= lo) & (h.mark_ts <= stop_ns)
+            h.mark_names, h.mark_ts, h.mark_ident = h.mark_names[keep], h.mark_ts[keep], h.mark_ident[keep]
     if ctrs:
         h.ctr_names, h.ctr_ts, h.ctr_values = (np.concatenate(x) for x in zip(*ctrs))
+        if since_ns is not None:
+            keep = (h.ctr_ts >= lo) & (h.ctr_ts <= stop_ns)
+            h.ctr_names, h.ctr_ts, h.ctr_values = h.ctr_names[keep], h.ctr_ts[keep], h.ctr_values[keep]
     if sampler is not None:
-        h.proc_ts, h.proc_cpu, h.proc_rss, h.proc_threads = sampler.ts, sampler.cpu, sampler.rss, sampler.threads
+        n = min(len(sampler.ts), len(sampler.cpu), len(sampler.rss), len(sampler.threads))
+        i0 = 0
+        if since_ns is not None:
+            i0 = next((i for i in range(n) if sampler.ts[i] >= lo), n)
+        h.proc_ts, h.proc_cpu = sampler.ts[i0:n], sampler.cpu[i0:n]
+        h.proc_rss, h.proc_threads = sampler.rss[i0:n], sampler.threads[i0:n]
     return h

@@ -1,0 +1,71 @@
+"""A session opened while another one runs: it nests instead of failing.
+
+The typical case is ``polyprof run script.py`` where the script itself does
+``with polyprof.profile() as prof:`` (the README's pattern). Plugins start once per
+process, so the inner session starts none: it opens a section named
+``polyprof.profile`` in the outer session (so the outer trace shows where the
+inner one ran) and, when it stops, its trace is the outer host plugin's records in
+its time window (sections, marks, counters, steps, process samples). Device data
+arrives only when the outer session collects, so it is in the outer trace, not in
+the inner one; the inner trace's metadata says so (``nested_in``). The inner
+session writes its own ``output`` if it has one, and no crash journal (the outer's
+journal covers the same records).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..trace.core import Trace
+from .clock import REFERENCE_CLOCK, now_ns
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger("polyprof")
+SECTION_NAME = "polyprof.profile"
+
+
+def _host(outer: "Session") -> Any:
+    for slot in outer._slots:
+        if slot.name == "host" and slot.started and hasattr(slot.plugin, "recorder"):
+            return slot.plugin
+    return None
+
+
+def begin(inner: "Session", outer: "Session") -> None:
+    from .recorder import section
+
+    log.info("polyprof: a session opened inside the running one nests in it (host data only)")
+    inner._nested_section = section(SECTION_NAME)  # type: ignore[attr-defined]
+    inner._nested_section.__enter__()  # type: ignore[attr-defined]
+
+
+def end(inner: "Session", outer: "Session") -> Trace:
+    from ..plugins.host import records
+    from . import hosttrace
+    from .session import _empty_trace
+
+    sec = getattr(inner, "_nested_section", None)
+    if sec is not None:
+        sec.__exit__(None, None, None)
+    ctx = inner._ctx
+    assert ctx is not None
+    stop = now_ns()
+    meta: dict[str, Any] = {
+        "clock": REFERENCE_CLOCK,
+        "session": {"start_ns": ctx.start_ns, "stop_ns": stop, **inner._info()},
+        "wall_anchor": ctx.wall_anchor,
+        "nested_in": {"start_ns": outer._ctx.start_ns if outer._ctx else None,
+                      "note": "host data only; device plugins' data is in the outer session's trace"},
+        "plugins": {"host": "ok"}, "plugin_errors": [], "warnings": [],
+    }
+    host = _host(outer)
+    if host is None:
+        meta["plugins"] = {}
+        return _empty_trace(meta)
+    h = records(host.recorder, ctx.start_ns, stop, getattr(host, "sampler", None), since_ns=ctx.start_ns)
+    trace = hosttrace.build(h, meta)
+    trace.metadata.update(meta)
+    return trace

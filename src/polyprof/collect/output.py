@@ -1,0 +1,124 @@
+"""Writing a session's trace where the user asked, or saying clearly where it went.
+
+The trace is written to a temporary file next to the output and renamed over it, so
+a full disk leaves the old file (or none), never a corrupt one. The output's missing
+directories are created. A symlink at the output is refused unless asked for (a
+pre-planted link must not make polyprof overwrite its target), and so is anything
+that is not a regular file (``/dev/full``, a directory). When the output cannot be
+written, the trace goes to a fallback file in the temporary directory; the result
+names the file actually written, or says that none was.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import PolyprofError
+
+log = logging.getLogger("polyprof")
+
+
+class OutputError(PolyprofError):
+    """The trace could not be written at the path asked for."""
+
+
+@dataclass
+class Written:
+    """Where the trace went: ``path`` (None: nowhere) and why not the output."""
+
+    requested: Path
+    path: Path | None
+    error: str | None = None
+
+    @property
+    def fell_back(self) -> bool:
+        return self.path is not None and self.path != self.requested
+
+
+def check_target(path: Path, follow_symlinks: bool = False) -> None:
+    """OutputError if ``path`` is not somewhere polyprof may write a file."""
+    if path.is_symlink() and not follow_symlinks:
+        raise OutputError(f"{path} is a symbolic link (to {os.readlink(path)}); refusing to follow it "
+                          "(pass follow_symlinks=True / --follow-symlinks to write through it)")
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise OutputError(f"{path} is {kind}")
+
+
+def write_atomic(trace: Any, path: Path, follow_symlinks: bool = False) -> Path:
+    """Save ``trace`` at ``path`` (temporary file + rename); OutputError on any failure."""
+    check_target(path, follow_symlinks)
+    if follow_symlinks and path.is_symlink():
+        path = path.resolve()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create the directory {path.parent}: {e.strerror or e}") from None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise OutputError(f"cannot write in {path.parent}: {e.strerror or e}") from None
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a trace is as readable as any output file
+        trace.save(tmp)
+        with open(tmp, "rb+") as f:  # the data is on disk before the name points at it
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+        if isinstance(e, Exception):
+            raise OutputError(f"cannot write {path}: {type(e).__name__}: {e}") from None
+        raise
+    return path
+
+
+def fallback_path(requested: Path) -> Path:
+    """A fresh file in the temporary directory, named after the output."""
+    fd, name = tempfile.mkstemp(prefix=f"{requested.stem}-{os.getpid()}-", suffix=requested.suffix or ".polyprof")
+    os.close(fd)
+    return Path(name)
+
+
+def save(trace: Any, requested: Path, follow_symlinks: bool = False) -> Written:
+    """Write at ``requested``, else at a fallback; never raises an ordinary error."""
+    try:
+        return Written(requested, write_atomic(trace, requested, follow_symlinks))
+    except OutputError as e:
+        first = str(e)
+    try:
+        alt = fallback_path(requested)
+        write_atomic(trace, alt, follow_symlinks=False)
+    except (OutputError, OSError) as e:
+        log.error("polyprof: %s; the fallback failed too: %s", first, e)
+        return Written(requested, None, first)
+    log.error("polyprof: %s; the trace was written to %s instead", first, alt)
+    return Written(requested, alt, first)
+
+
+def open_exclusive(path: Path, follow_symlinks: bool = False) -> int:
+    """A write-only fd for a fresh file at ``path`` that never follows a symlink
+    (replaces an existing regular file); OSError otherwise."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o644)
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -1,0 +1,113 @@
+"""Signals and the profiled program: polyprof must not change what a signal does.
+
+- :func:`deferred` holds SIGINT/SIGTERM (and friends) while a session stops and saves,
+  then delivers them as the program's own handlers would have had them, so an
+  interrupt during the save neither loses the trace nor is swallowed.
+- :class:`SavedDispositions` snapshots every signal's C-level ``sigaction`` and puts
+  it back: probing a device runtime (PoCL/LLVM install SIGSEGV/SIGBUS/SIGILL/SIGFPE
+  handlers when loaded) must not leave the program with different dispositions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import signal
+import threading
+from typing import Any, Iterator
+
+log = logging.getLogger("polyprof")
+
+#: signals whose arrival during stop/save is held back and delivered after it
+DEFERRED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
+                 if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def deferred(signals: tuple[int, ...] = DEFERRED) -> Iterator[list[int]]:
+    """Hold ``signals`` until the block ends, then restore the handlers and deliver
+    each one that arrived (once). Only the main thread can set handlers; elsewhere
+    this does nothing."""
+    pending: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+
+    def hold(signum: int, _frame: Any) -> None:
+        if signum not in pending:
+            pending.append(signum)
+            log.warning("polyprof: %s received while saving the trace; delivered once it is saved",
+                        signal.Signals(signum).name)
+
+    previous: dict[int, Any] = {}
+    try:
+        for s in signals:
+            try:
+                previous[s] = signal.signal(s, hold)
+            except (ValueError, OSError):
+                pass
+        yield pending
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        for s in pending:
+            signal.raise_signal(s)  # the program's handler (or the default action) runs now
+
+
+# ------------------------------------------------------------------ C-level dispositions
+_SIGACTION_SIZE = 256  # larger than struct sigaction on every Linux ABI (152 on x86-64)
+
+
+def _libc() -> Any:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+class SavedDispositions:
+    """Every signal's sigaction now, to put back later (``with SavedDispositions():``)."""
+
+    def __init__(self) -> None:
+        self._libc = _libc()
+        self._saved: dict[int, Any] = {}
+        if self._libc is None:
+            return
+        for s in range(1, signal.NSIG):
+            if s in (signal.SIGKILL, signal.SIGSTOP):
+                continue
+            buf = ctypes.create_string_buffer(_SIGACTION_SIZE)
+            if self._libc.sigaction(s, None, buf) == 0:
+                self._saved[s] = buf
+
+    def changed(self) -> list[int]:
+        """Signals whose disposition differs from the snapshot now."""
+        out = []
+        if self._libc is None:
+            return out
+        for s, buf in self._saved.items():
+            now = ctypes.create_string_buffer(_SIGACTION_SIZE)
+            if self._libc.sigaction(s, None, now) == 0 and now.raw[:ctypes.sizeof(ctypes.c_void_p)] \
+                    != buf.raw[:ctypes.sizeof(ctypes.c_void_p)]:
+                out.append(s)
+        return out
+
+    def restore(self) -> list[int]:
+        """Put back every disposition that changed; returns the signals restored."""
+        changed = self.changed()
+        for s in changed:
+            self._libc.sigaction(s, self._saved[s], None)
+        if changed:
+            log.debug("restored the dispositions of %s", ", ".join(signal.Signals(s).name for s in changed
+                                                                  if s in signal.Signals._value2member_map_))
+        return changed
+
+    def __enter__(self) -> "SavedDispositions":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
