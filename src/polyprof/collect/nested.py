@@ -47,12 +47,12 @@ def end(inner: "Session", outer: "Session") -> Trace:
     from . import hosttrace
     from .session import _empty_trace
 
+    stop = now_ns()  # before the marker section closes: it belongs to the outer trace only
     sec = getattr(inner, "_nested_section", None)
     if sec is not None:
         sec.__exit__(None, None, None)
     ctx = inner._ctx
     assert ctx is not None
-    stop = now_ns()
     meta: dict[str, Any] = {
         "clock": REFERENCE_CLOCK,
         "session": {"start_ns": ctx.start_ns, "stop_ns": stop, **inner._info()},

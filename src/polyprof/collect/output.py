@@ -37,7 +37,7 @@ class Written:
 
     @property
     def fell_back(self) -> bool:
-        return self.path is not None and self.path != self.requested
+        return self.path is not None and self.error is not None
 
 
 def check_target(path: Path, follow_symlinks: bool = False) -> None:

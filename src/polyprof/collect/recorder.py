@@ -236,10 +236,32 @@ class PySection:
 
 
 def _decorate(sec: Any, fn: F) -> F:
-    """``@section(name, **stats)``: each call runs in a fresh section of the same type."""
+    """``@section(name, **stats)``: each call runs in a fresh section of the same type.
+
+    On an ``async def``, a generator or an async generator the section times the work,
+    not the creation of the coroutine: it opens when the body first runs (first
+    ``await``/``next``) and closes when it completes (returns, raises, or is closed).
+    Each call has its own section, so concurrent asyncio tasks never share one."""
     import functools
+    import inspect
 
     cls, name, stats = type(sec), sec.name, sec.stats
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def coroutine(*args: Any, **kwargs: Any) -> Any:
+            with cls(name, **stats):
+                return await fn(*args, **kwargs)
+
+        return coroutine  # type: ignore[return-value]
+    if inspect.isasyncgenfunction(fn):
+        return functools.wraps(fn)(_async_generator(cls, name, stats, fn))  # type: ignore[return-value]
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Any:
+            with cls(name, **stats):
+                return (yield from fn(*args, **kwargs))
+
+        return generator  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -247,6 +269,37 @@ def _decorate(sec: Any, fn: F) -> F:
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _async_generator(cls: Any, name: str, stats: dict[str, Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An async generator that forwards asend/athrow/aclose to ``fn``'s (the async
+    counterpart of ``yield from``) inside one section."""
+
+    async def agen(*args: Any, **kwargs: Any) -> Any:
+        inner = fn(*args, **kwargs)
+        with cls(name, **stats):
+            try:
+                value = await inner.__anext__()
+            except StopAsyncIteration:
+                return
+            while True:
+                try:
+                    sent = yield value
+                except GeneratorExit:
+                    await inner.aclose()
+                    raise
+                except BaseException as e:  # noqa: BLE001 - thrown in by the caller: hand it on
+                    try:
+                        value = await inner.athrow(e)
+                    except StopAsyncIteration:
+                        return
+                else:
+                    try:
+                        value = await inner.asend(sent)
+                    except StopAsyncIteration:
+                        return
+
+    return agen
 
 
 def _load_fast() -> Any:

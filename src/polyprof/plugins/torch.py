@@ -250,6 +250,7 @@ class TorchPlugin(Plugin):
     name = "torch"
     device_kinds = ("CPU", "CUDA", "XPU", "MTIA")
     default = True
+    session_thread_only = True  # torch.profiler keeps per-thread state: start/stop on the session thread
 
     def __init__(self, driver: Any = None, **options: Any) -> None:
         super().__init__(**options)
