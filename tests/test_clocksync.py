@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyprof.collect.clocksync import ClockSync, fit
+from polyprof.trace.clock import ClockSync, fit
 
 
 def make_samples(rng: np.random.Generator, n: int, offset: float, drift: float, span_ns: float,

@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import PluginError
 from ..trace.core import Trace
 from .clock import now_ns
-from .clocksync import ClockSync
+from ..trace.clock import ClockSync, retime
 from .plugin import Availability, Plugin, SessionContext
 
 log = logging.getLogger("polyprof")
@@ -300,17 +300,11 @@ def take_samples(sync: ClockSync, read: Callable[[], int], tries: int = 8) -> No
 
 def map_clock(trace: Trace, sync: ClockSync) -> dict[str, Any]:
     """Move a trace from the plugin's clock onto the session clock, in place
-    (collect/clocksync.py: convex-hull offset and drift with an accuracy bound)."""
+    (trace/clock.py: convex-hull offset and drift with an accuracy bound)."""
     fit = sync.fit()
-    ev = trace.events
-    if trace.n_events:
-        start = fit.to_host(ev["start_ns"])
-        end = fit.to_host(ev["start_ns"] + ev["dur_ns"])
-        ev["start_ns"], ev["dur_ns"] = start, np.maximum(end - start, 0)
-    if len(trace.counters["ts_ns"]):
-        trace.counters["ts_ns"] = fit.to_host(trace.counters["ts_ns"])
-    return {"method": "bracketed samples at start and stop, convex hull (collect/clocksync.py)",
-            **fit.to_dict(), "uncertainty_ns": fit.bound_ns}
+    retime(trace, fit, record=False)
+    return {**fit.to_dict(), "method": "bracketed samples at start and stop, convex hull (trace/clock.py)",
+            "uncertainty_ns": fit.bound_ns}
 
 
 # ------------------------------------------------------------------------ XSpace checks

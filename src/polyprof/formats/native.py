@@ -20,7 +20,7 @@ import pyarrow.ipc as ipc
 
 from ..errors import TraceFormatError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
-from ..trace.model import Plane, Track
+from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn
 
 MAGIC = "polyprof-trace"
@@ -69,6 +69,7 @@ def save(trace: Trace, path: str | Path) -> Path:
             stat_meta.append({"key": key, "kind": kind, "entry": f"stats/{i}.arrow"})
         header = {
             "format": MAGIC, "version": VERSION,
+            "sources": [asdict(s) for s in trace.sources],
             "planes": [asdict(p) for p in trace.planes],
             "tracks": [asdict(t) for t in trace.tracks],
             "stats": stat_meta,
@@ -122,7 +123,8 @@ def load(path: str | Path) -> Trace:
         except (KeyError, pa.ArrowInvalid, OSError, zipfile.BadZipFile) as e:
             raise TraceFormatError(path, f"damaged .polyprof file ({e})") from None
     trace = Trace(strings, [Plane(**p) for p in header["planes"]], [Track(**t) for t in header["tracks"]],
-                  events, stats, flows, counters, header.get("metadata", {}))
+                  events, stats, flows, counters, header.get("metadata", {}),
+                  [Source(**s) for s in header.get("sources", [])])  # files before 0.2 have none
     try:
         return trace.validate()
     except Exception as e:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import shutil
 import tempfile
 import weakref
@@ -29,6 +30,7 @@ import numpy as np
 from ..collect.clock import now_ns
 from ..collect.plugin import Availability, Plugin, SessionContext
 from ..errors import PluginError
+from ..trace import clock
 from ..trace.core import Trace
 from ..trace.stats import StatColumn
 
@@ -126,16 +128,13 @@ class JaxPlugin(Plugin):
         assert self.ctx is not None
         names = trace.names() if trace.n_events else np.zeros(0, object)
         start, end = trace.start_ns, trace.end_ns
-        # offset = mono - xspace; a marker inside the bracket [a, b] bounds it to
-        # [a - marker start, b - marker end]
-        bounds = []
+        # a marker inside the bracket [a, b]: its start maps to >= a, its end to <= b
+        lo_o, lo_h, hi_o, hi_h = [], [], [], []
         for name, a, b in self._brackets:
             rows = np.flatnonzero(names == name)
             if len(rows) == 1:
                 r = rows[0]
-                lo, hi = a - int(start[r]), b - int(end[r])
-                if lo <= hi:
-                    bounds.append((int(start[r]), lo, hi))
+                lo_o.append(int(start[r])), lo_h.append(a), hi_o.append(int(end[r])), hi_h.append(b)
         xs_meta = trace.metadata.get("xspace", {})
         wall0 = xs_meta.get("profile_start_time_ns")
         anchor = self.ctx.wall_anchor
@@ -143,35 +142,22 @@ class JaxPlugin(Plugin):
         if wall0 is not None:  # xspace t=0 is wall time wall0; mono = wall - (wall_ns - mono_ns)
             wall_offset = int(wall0) - (anchor["wall_ns"] - anchor["mono_ns"])
         info: dict[str, Any] = {"xspace_clock": trace.metadata.get("clock", "")}
-        if bounds:
-            lo = max(b[1] for b in bounds)
-            hi = min(b[2] for b in bounds)
-            if lo <= hi:  # one constant offset fits every bracket
-                offset = (lo + hi) // 2
-                shift: np.ndarray | int = offset
-                info.update(method="traceme_bracket", offset_ns=offset, uncertainty_ns=(hi - lo + 1) // 2)
-            else:  # the clocks drifted apart: interpolate between the brackets
-                (x1, l1, h1), (x2, l2, h2) = bounds[0], bounds[-1]
-                o1, o2 = (l1 + h1) / 2, (l2 + h2) / 2
-                slope = (o2 - o1) / max(x2 - x1, 1)
-                shift = np.rint(o1 + slope * (start - x1)).astype(np.int64)
-                info.update(method="traceme_bracket_drift", offset_ns=int(o1), drift_ppm=slope * 1e6,
-                            uncertainty_ns=int(max(h1 - l1, h2 - l2)) // 2 + 1)
-            info["brackets"] = len(bounds)
+        fit = clock.fit_bounds(lo_o, lo_h, hi_o, hi_h, method="traceme_bracket") if lo_o else None
+        if fit is not None and fit.consistent:
+            info.update(fit.to_dict(), uncertainty_ns=int(math.ceil(fit.bound_ns)), brackets=len(lo_o))
             if wall_offset is not None:  # how far the wall-clock route would have been off
-                info["wall_route_error_ns"] = wall_offset - info["offset_ns"]
+                info["wall_route_error_ns"] = wall_offset - fit.offset_ns
         elif wall_offset is not None:
-            shift = wall_offset
-            info.update(method="wall_anchor", offset_ns=wall_offset,
-                        uncertainty_ns=int(anchor.get("uncertainty_ns", 0)) + 1_000_000)
+            fit = clock.constant(wall_offset, int(anchor.get("uncertainty_ns", 0)) + 1_000_000, "wall_anchor")
+            info.update(fit.to_dict(), uncertainty_ns=int(fit.bound_ns))
             self.ctx.warn(self.name, "clock-sync markers missing from the JAX profile; aligned by wall "
                                      "clock (about 1 ms uncertainty)")
         else:
-            shift = 0
+            fit = None
             info.update(method="none", offset_ns=0, uncertainty_ns=None)
             self.ctx.warn(self.name, "the JAX profile has no start time: its times are not aligned")
-        if trace.n_events:
-            trace.events["start_ns"] = (trace.events["start_ns"] + shift).astype(np.int64)
+        if fit is not None:
+            clock.retime(trace, fit, record=False)
         return info
 
     def _finish(self, trace: Trace, sync: dict[str, Any], kept: str | None) -> Trace:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import logging
+import math
 import os
 import shutil
 import sys
@@ -46,8 +47,9 @@ import numpy as np
 from ..collect import recorder as rec_mod
 from ..collect.clock import now_ns
 from ..collect.plugin import Availability, Plugin, SessionContext
-from ..trace import keys
+from ..trace import clock, keys
 from ..trace.builder import TraceBuilder
+from ..trace.clock import ClockFit
 from ..trace.core import Trace
 from ..trace.merge import merge
 
@@ -148,38 +150,10 @@ class _Capture:
     lost: str = ""
 
 
-@dataclass
-class _Alignment:
-    method: str
-    offset_ns: int  # kineto - session at ref_ns (int: wall ns do not fit a float exactly)
-    ref_ns: int
-    slope: float  # d(offset)/d(session time)
-    uncertainty_ns: int
-    samples: int = 0
-    wall_anchor_residual_ns: int | None = None
-
-    def to_session(self, kineto_ns: np.ndarray) -> np.ndarray:
-        """Kineto timestamps (ns) on the session clock."""
-        k = np.asarray(kineto_ns, np.int64)
-        if self.slope == 0.0:
-            return k - self.offset_ns
-        # k = s + off + slope*(s - ref)  =>  s = k - off - slope*(s - ref)
-        approx = k - self.offset_ns
-        corr = np.rint((self.slope * (approx - self.ref_ns)) / (1.0 + self.slope)).astype(np.int64)
-        return approx - corr
-
-    def describe(self) -> dict[str, Any]:
-        d = {"method": self.method, "offset_ns": int(self.offset_ns), "ref_ns": int(self.ref_ns),
-             "drift_ppm": self.slope * 1e6, "uncertainty_ns": int(self.uncertainty_ns),
-             "samples": self.samples}
-        if self.wall_anchor_residual_ns is not None:
-            d["wall_anchor_residual_ns"] = int(self.wall_anchor_residual_ns)
-        return d
-
-
-def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> _Alignment | None:
-    """Alignment from our clock-sync markers: they run one after another on one
-    thread, so the n-th bracket pairs with the n-th marker in time order."""
+def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> ClockFit | None:
+    """Kineto -> session clock from our clock-sync markers: they run one after another
+    on one thread, so the n-th bracket ``(before, after)`` pairs with the n-th marker's
+    Kineto stamp in time order (a paired sample of the clock service)."""
     k = np.sort(np.asarray(kineto_ns, np.int64))
     if not len(samples) or len(samples) != len(k):
         return None
@@ -187,39 +161,22 @@ def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> _Ali
     return fit_pairs(s[:, 0], s[:, 1], k)
 
 
-def fit_pairs(a: np.ndarray, b: np.ndarray, k: np.ndarray, method: str = "paired_markers"
-              ) -> _Alignment | None:
-    """Offset (and drift) from brackets: Kineto stamped K while the session clock
-    read between a and b, so K - b <= offset <= K - a. If one constant offset fits
-    every bracket, the intersection of the brackets bounds it (tighter than any one
-    bracket); else the line through the tightest bracket of the first and of the
-    last half, whose error is at most the larger of their half-widths."""
-    order = np.argsort(a, kind="stable")
-    a, b, k = (np.asarray(x, np.int64)[order] for x in (a, b, k))
+def fit_pairs(a: np.ndarray, b: np.ndarray, k: np.ndarray, method: str = "paired_markers") -> ClockFit | None:
+    """Kineto stamped ``k`` while the session clock read between ``a`` and ``b``: the
+    clock service's convex-hull fit (offset, drift, bound); None when the brackets admit
+    no common line (they do not pair up)."""
     if not len(k):
         return None
-    lo, hi = k - b, k - a
-    mid_t = (a + b) // 2
-    width = b - a
-    lo_max, hi_min = int(lo.max()), int(hi.min())
-    if lo_max <= hi_min:
-        return _Alignment(method, lo_max + (hi_min - lo_max) // 2, int(mid_t[0]), 0.0,
-                          (hi_min - lo_max) // 2 + 1, len(k))
-    half = max(1, len(k) // 2)
-    first = int(np.argmin(width[:half]))
-    last = half + int(np.argmin(width[half:])) if len(k) > half else first
-    off1 = int(lo[first] + (hi[first] - lo[first]) // 2)
-    off2 = int(lo[last] + (hi[last] - lo[last]) // 2)
-    dt = float(mid_t[last] - mid_t[first])
-    slope = float(off2 - off1) / dt if dt > 0 else 0.0
-    if abs(slope) > 1e-3:  # > 1000 ppm is a mismatch, not drift
-        return None
-    unc = int(max(width[first], width[last]) // 2 + 1)
-    # every bracket must agree with the line within its width (else the pairing is wrong)
-    pred = off1 + np.rint(slope * (mid_t - mid_t[first])).astype(np.int64)
-    if np.any(pred < lo - width - 1000) or np.any(pred > hi + width + 1000):
-        return None
-    return _Alignment(method, off1, int(mid_t[first]), slope, unc, len(k))
+    f = clock.fit(a, k, b, method=method)
+    return f if f.consistent else None
+
+
+def _describe(fit: ClockFit, wall: ClockFit | None = None) -> dict[str, Any]:
+    d = {"method": fit.method, "offset_ns": -int(fit.offset_ns), "ref_ns": int(fit.ref_ns),
+         "drift_ppm": -fit.drift_ppm, "uncertainty_ns": int(math.ceil(fit.bound_ns)), "samples": fit.n}
+    if wall is not None:  # how far the wall anchor alone would have been off (a check on both)
+        d["wall_anchor_residual_ns"] = int(wall.offset_ns - fit.offset_ns)
+    return d
 
 
 # ----------------------------------------------------------------------- the plugin
@@ -629,15 +586,14 @@ def _clock_summary(cycles: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _wall_alignment(t: Trace, ctx: SessionContext | None) -> _Alignment:
+def _wall_alignment(t: Trace, ctx: SessionContext | None) -> ClockFit:
     anchor = (ctx.wall_anchor if ctx is not None else None) or {}
     base = t.metadata.get("baseTimeNanoseconds") or 0
-    off = int(anchor.get("wall_ns", 0)) - int(anchor.get("mono_ns", 0))
+    off = int(anchor.get("wall_ns", 0)) - int(anchor.get("mono_ns", 0))  # wall - session
     # the reader may keep times relative to baseTimeNanoseconds
     if t.n_events and base and int(t.start_ns.min()) < base // 2:
         off -= base
-    return _Alignment("wall_anchor", off, int(anchor.get("mono_ns", 0)), 0.0,
-                      int(anchor.get("uncertainty_ns", 0)))
+    return clock.constant(-off, int(anchor.get("uncertainty_ns", 0)), "wall_anchor")
 
 
 def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, int]],
@@ -653,10 +609,7 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
     wall = _wall_alignment(t, ctx)
     if align is None:
         align = wall
-    else:
-        # how far the wall anchor alone would have been off (a check on both)
-        align.wall_anchor_residual_ns = int(align.offset_ns - wall.offset_ns)
-    start = align.to_session(t.start_ns) if n else np.zeros(0, np.int64)
+    start = align.to_host(t.start_ns) if n else np.zeros(0, np.int64)
 
     # planes: torch's host process -> polyprof's host plane
     pid = os.getpid()
@@ -682,7 +635,8 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
     keep = ~is_sync
     dropped_copies = 0
     if n and mirrors:
-        drop, brackets = _mirror_rows(t, names, start, mirrors, align.uncertainty_ns, host_planes, track_tid)
+        drop, brackets = _mirror_rows(t, names, start, mirrors, int(math.ceil(align.bound_ns)), host_planes,
+                                      track_tid)
         keep[drop] = False
         dropped_copies = len(drop)
         if align.method == "paired_markers" and len(drop):
@@ -693,10 +647,9 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
             a_all = np.concatenate([sa[:, 0], brackets[:, 0]])
             b_all = np.concatenate([sa[:, 1], brackets[:, 1]])
             better = fit_pairs(a_all, b_all, k_all, "paired_markers+sections")
-            if better is not None and better.uncertainty_ns <= align.uncertainty_ns:
-                better.wall_anchor_residual_ns = int(better.offset_ns - wall.offset_ns)
+            if better is not None and better.bound_ns <= align.bound_ns:
                 align = better
-                start = align.to_session(t.start_ns)
+                start = align.to_host(t.start_ns)
     rows = np.flatnonzero(keep)
     newrow = np.full(n, -1, np.int64)
     newrow[rows] = np.arange(len(rows))
@@ -740,8 +693,8 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
             m = c["name"] == nid
             for pl in np.unique(c["plane"][m]):
                 mm = m & (c["plane"] == pl)
-                b.counter(int(pmap[pl]), t.strings[nid], align.to_session(c["ts_ns"][mm]), c["value"][mm])
-    info = {"capture": cap.index, **align.describe(), "events": int(len(rows)),
+                b.counter(int(pmap[pl]), t.strings[nid], align.to_host(c["ts_ns"][mm]), c["value"][mm])
+    info = {"capture": cap.index, **_describe(align, wall if align is not wall else None), "events": int(len(rows)),
             "dropped_section_copies": int(dropped_copies), "sync_markers": int(len(sync_rows))}
     if t.metadata.get("warnings"):
         b.metadata["warnings"] = [f"torch: {w}" for w in t.metadata["warnings"]]

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import TraceSchemaError
 from .core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
-from .model import Plane, Track
+from .model import Plane, Source, Track
 from .stats import StatTable, as_values, merge_columns
 
 
@@ -20,8 +20,10 @@ class TraceBuilder:
     def __init__(self, metadata: dict[str, Any] | None = None):
         self.strings: list[str] = []
         self._sid: dict[str, int] = {}
+        self.sources: list[Source] = []
+        self._source_by_key: dict[tuple, int] = {}
         self.planes: list[Plane] = []
-        self._plane_by_name: dict[str, int] = {}
+        self._plane_by_name: dict[tuple[int, str], int] = {}
         self.tracks: list[Track] = []
         self._track_by_key: dict[tuple, int] = {}
         self._chunks: list[dict[str, np.ndarray]] = []
@@ -52,14 +54,30 @@ class TraceBuilder:
         table = np.fromiter((self.intern(str(u)) for u in uniques), np.int32, len(uniques))
         return table[codes]
 
-    # -------------------------------------------------------------- planes, tracks
+    # -------------------------------------------------------------- sources, planes, tracks
+    def source(self, rank: int | None = None, host: str = "", pid: int = 0, label: str = "",
+               clock: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None) -> int:
+        """Id of the source with this identity (rank, host, pid, label), created on first
+        use; a later call's clock and metadata fill what the first left out."""
+        key = (rank, host, pid, label)
+        i = self._source_by_key.get(key)
+        if i is None:
+            i = self._source_by_key[key] = len(self.sources)
+            self.sources.append(Source(i, rank, host, pid, label, dict(clock or {}), dict(metadata or {})))
+        else:
+            s = self.sources[i]
+            for into, more in ((s.clock, clock), (s.metadata, metadata)):
+                for k, v in (more or {}).items():
+                    into.setdefault(k, v)
+        return i
+
     def plane(self, name: str, kind: str = "host", vendor: str = "", index: int = 0,
-              pid: int = 0, properties: Mapping[str, Any] | None = None) -> int:
-        """Id of the plane called ``name``, created on first use."""
-        pid_ = self._plane_by_name.get(name)
+              pid: int = 0, properties: Mapping[str, Any] | None = None, source: int = 0) -> int:
+        """Id of the plane called ``name`` of ``source``, created on first use."""
+        pid_ = self._plane_by_name.get((source, name))
         if pid_ is None:
-            pid_ = self._plane_by_name[name] = len(self.planes)
-            self.planes.append(Plane(pid_, name, kind, vendor, index, pid, dict(properties or {})))
+            pid_ = self._plane_by_name[(source, name)] = len(self.planes)
+            self.planes.append(Plane(pid_, name, kind, vendor, index, pid, dict(properties or {}), source))
         elif properties:
             self.planes[pid_].properties.update(properties)
         return pid_
@@ -191,5 +209,5 @@ class TraceBuilder:
         counters = {k: (np.concatenate([c[k] for c in self._counter_chunks]) if self._counter_chunks
                         else np.zeros(0, t)) for k, t in COUNTER_COLUMNS.items()}
         trace = Trace(list(self.strings), list(self.planes), list(self.tracks), events, stats,
-                      flows, counters, dict(self.metadata))
+                      flows, counters, dict(self.metadata), list(self.sources))
         return trace.validate() if validate else trace

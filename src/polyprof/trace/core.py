@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import TraceSchemaError
 from .categories import Kind, kinds_for_strings, refine_by_name
-from .model import Plane, Track
+from .model import Plane, Source, Track
 from .stats import StatColumn, StatTable
 
 if TYPE_CHECKING:
@@ -46,10 +46,15 @@ class Trace:
     flows: dict[str, np.ndarray] = field(default_factory=lambda: _empty(FLOW_COLUMNS))
     counters: dict[str, np.ndarray] = field(default_factory=lambda: _empty(COUNTER_COLUMNS))
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: where the planes' data came from (``Plane.source`` indexes it); never empty: a
+    #: trace of one process or file has one source, made here when none is given
+    sources: list[Source] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stats, StatTable):
             self.stats = StatTable(self.stats)
+        if not self.sources:
+            self.sources = [Source(0)]
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> "Trace":
@@ -77,9 +82,15 @@ class Trace:
         for i, t in enumerate(self.tracks):
             if t.id != i or not 0 <= t.plane < len(self.planes):
                 raise TraceSchemaError(f"track {t.name!r} has a bad id or plane")
+        for i, s in enumerate(self.sources):
+            if s.id != i:
+                raise TraceSchemaError(f"source {s.describe()!r} has id {s.id}, expected {i}")
         for i, p in enumerate(self.planes):
             if p.id != i:
                 raise TraceSchemaError(f"plane {p.name!r} has id {p.id}, expected {i}")
+            if not 0 <= p.source < len(self.sources):
+                raise TraceSchemaError(f"plane {p.name!r} refers to source {p.source}, "
+                                       f"but the trace has {len(self.sources)}")
         if not isinstance(self.stats, StatTable):  # a dict assigned after construction
             self.stats = StatTable(self.stats)
         self.stats.check(n)  # deferred stats are checked when decoded
@@ -172,8 +183,19 @@ class Trace:
                 out[key] = v.item() if hasattr(v, "item") else v
         return out
 
-    def plane_by_name(self, name: str) -> Plane | None:
-        return next((p for p in self.planes if p.name == name), None)
+    def plane_by_name(self, name: str, source: int | None = None) -> Plane | None:
+        """The first plane called ``name`` (of ``source``, when given)."""
+        return next((p for p in self.planes if p.name == name and (source is None or p.source == source)),
+                    None)
+
+    @cached_property
+    def plane_source(self) -> np.ndarray:
+        """Source id of every plane (index by plane id)."""
+        return np.array([p.source for p in self.planes], dtype=np.int32)
+
+    def event_sources(self) -> np.ndarray:
+        """Source id of every event."""
+        return self.plane_source[self.event_planes()] if self.n_events else np.zeros(0, np.int32)
 
     def tracks_of(self, plane: int) -> list[Track]:
         return [t for t in self.tracks if t.plane == plane]
@@ -218,7 +240,8 @@ class Trace:
         return save(self, path)
 
     def extend(self, other: "Trace") -> "Trace":
-        """A new trace holding this one's data and ``other``'s (planes matched by name)."""
+        """A new trace holding this one's data and ``other``'s (planes matched by
+        source and name; see :func:`polyprof.trace.merge.merge`)."""
         from .merge import merge
 
         return merge([self, other])

@@ -1,7 +1,15 @@
-"""Merge traces: plugin outputs into one session trace, or derived lines into a trace.
+"""Merge traces: plugin outputs into one session trace, ranks side by side, or derived
+lines into a trace.
 
-Planes are matched by name and tracks by (plane, kind, tid, name); every id is
+Sources are matched by identity (rank, host, pid, label; see ``Source.key``): the
+plugins of one session give unnamed sources, which become one, while two ranks or two
+files stay two sources. Planes are matched by (source, name) and tracks by (plane,
+kind, tid, name), so nothing of one source lands on another's plane. Every id is
 remapped with array indexing, so merging costs one pass over the columns.
+
+Metadata: each input's metadata goes to its source (``Source.metadata``; an input of
+several sources keeps theirs), and the merged ``Trace.metadata`` keeps the first value
+of each key, lists concatenated and dicts merged, as a summary for single-source use.
 """
 
 from __future__ import annotations
@@ -18,8 +26,15 @@ def merge(traces: Sequence[Trace], metadata: dict[str, Any] | None = None) -> Tr
     b = TraceBuilder()
     offset = 0
     for t in traces:
+        single = len(t.sources) == 1
+        srcmap = []
+        for s in t.sources:
+            i = b.source(s.rank, s.host, s.pid, s.label, s.clock, s.metadata)
+            if single and s.key() != (None, "", 0, ""):
+                merge_metadata(b.sources[i].metadata, t.metadata)
+            srcmap.append(i)
         smap = np.fromiter((b.intern(s) for s in t.strings), np.int32, len(t.strings))
-        pmap = np.array([b.plane(p.name, p.kind, p.vendor, p.index, p.pid, p.properties)
+        pmap = np.array([b.plane(p.name, p.kind, p.vendor, p.index, p.pid, p.properties, srcmap[p.source])
                          for p in t.planes], dtype=np.int32)
         tmap = np.array([b.track(int(pmap[tr.plane]), tr.name, tr.kind, tr.tid, tr.sort_index,
                                  tr.properties) for tr in t.tracks], dtype=np.int32)

@@ -1,4 +1,5 @@
-"""Planes (devices/processes) and tracks (threads, streams, derived lines).
+"""Sources (where data came from), planes (devices/processes) and tracks (threads,
+streams, derived lines).
 
 These are few per trace, so they are plain dataclasses; events are columnar.
 """
@@ -7,6 +8,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass
+class Source:
+    """Where a plane's data came from: one process of one host, one rank of a job.
+
+    A trace read from one file, or recorded by one session, has one source. Traces of
+    several sources merge side by side: planes are keyed by (source, name), so two ranks'
+    ``/device:GPU:0`` stay two planes. ``metadata`` is that source's own (its file's
+    ``distributedInfo``, ``deviceProperties``...); ``clock`` its wall anchor
+    (``mono_ns``, ``wall_ns``, ``uncertainty_ns``) and, once aligned to other sources,
+    the alignment applied (``offset_ns``, ``bound_ns``, ``method``).
+    """
+
+    id: int
+    rank: int | None = None  # rank in the job (distributedInfo), None when unknown
+    host: str = ""
+    pid: int = 0
+    label: str = ""  # e.g. the file it was read from
+    clock: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> tuple:
+        """Identity used to match sources when traces merge: an unnamed source (a
+        plugin's output in a live session) matches every other unnamed one."""
+        return (self.rank, self.host, self.pid, self.label)
+
+    def describe(self) -> str:
+        parts = [f"rank {self.rank}" if self.rank is not None else "",
+                 self.host, f"pid {self.pid}" if self.pid else "", self.label]
+        return ", ".join(p for p in parts if p) or f"source {self.id}"
 
 
 @dataclass
@@ -20,6 +52,7 @@ class Plane:
     index: int = 0
     pid: int = 0  # process id (host) or a stable display id (device)
     properties: dict[str, Any] = field(default_factory=dict)
+    source: int = 0  # index into Trace.sources
 
 
 @dataclass

@@ -3,7 +3,7 @@
 start: wrap pyopencl (intercept.py) so every queue profiles and every enqueue/wait is
 recorded on its thread. stop: unwrap, flush the queues, wait (with a time limit) for
 the commands still pending, take final clock samples. collect: read each event's
-queued/submit/start/end, map device time to the session clock (collect/clocksync.py)
+queued/submit/start/end, map device time to the session clock (trace/clock.py)
 and write one track per (device, queue) with a flow from each launching call.
 
 Clock samples, per device: every recorded enqueue is a free one (host time before the
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...collect.clock import now_ns
-from ...collect.clocksync import ClockFit, ClockSync
+from ...trace.clock import ClockFit, ClockSync
 from ...collect.plugin import Availability, Plugin, SessionContext
 from ...trace import keys
 from ...trace.builder import TraceBuilder
