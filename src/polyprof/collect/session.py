@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import PluginError, SessionError
 from ..trace.core import Trace
+from ..trace.identity import identify, rank_from_env
 from ..trace.merge import merge
 from . import journal, output as output_mod, signals
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
@@ -269,7 +270,7 @@ class Session:
             "warnings": list(ctx.warnings),
         }
         try:
-            return merge(parts, meta)
+            return identify(merge(parts, meta), rank=rank_from_env())
         except Exception as e:  # keep what merges; name the part that does not
             self._error("session", "merge", _describe(e))
             meta["plugin_errors"] = list(self.errors)
@@ -280,12 +281,16 @@ class Session:
                     good.append(p)
                 except Exception:
                     pass
-            return merge(good, meta)
+            return identify(merge(good, meta), rank=rank_from_env())
 
     def _info(self) -> dict[str, Any]:
         """pid, host and the command; arguments only when asked (they may hold secrets)."""
         argv = list(sys.argv) if self.record_argv else sys.argv[:1] + ["<argument>"] * (len(sys.argv) - 1)
-        return {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": argv}
+        info: dict[str, Any] = {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": argv}
+        rank = rank_from_env()
+        if rank is not None:
+            info["rank"] = rank
+        return info
 
     def _after_fork_in_child(self) -> None:
         """In a forked child: this session is the parent's; record nothing here."""

@@ -93,6 +93,20 @@ def _by_id(src_rows: np.ndarray, src_ids: np.ndarray, dst_ids: np.ndarray) -> np
     return np.where(ids[pos] == dst_ids, rows[pos], -1)
 
 
+def _scoped(trace: Trace, src_rows: np.ndarray, src_ids: np.ndarray, dst_rows: np.ndarray,
+            dst_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ids that only match within one source: in a trace of several ranks or processes,
+    rank 1's correlation id 7 is not rank 0's. One source: the ids as they are."""
+    if len(trace.sources) < 2:
+        return src_ids, dst_ids
+    es = trace.event_sources()
+    pairs = np.stack([np.concatenate([es[src_rows], es[dst_rows]]).astype(np.int64),
+                      np.concatenate([src_ids, dst_ids])], axis=1)
+    _, codes = np.unique(pairs, axis=0, return_inverse=True)
+    codes = codes.ravel().astype(np.int64)
+    return codes[:len(src_ids)], codes[len(src_ids):]
+
+
 def correlate(trace: Trace) -> Correlation:
     """Link device activity to launches, and launches to framework ops (see module doc)."""
     ev = trace.events
@@ -108,6 +122,7 @@ def correlate(trace: Trace) -> Correlation:
     rmask, rids = _int_stat(trace, keys.CORRELATION_ID, rt_host)
     dmask, dids = _int_stat(trace, keys.CORRELATION_ID, dev)
     if dmask.any():
+        rids, dids = _scoped(trace, rt_host[rmask], rids, dev[dmask], dids)
         hit = _by_id(rt_host[rmask], rids, dids)
         at = np.flatnonzero(dmask)
         launch[at] = hit
@@ -139,7 +154,8 @@ def correlate(trace: Trace) -> Correlation:
         lmask, lids = _int_stat(trace, keys.EXTERNAL_ID, lrows)
         lop = np.full(len(lrows), -1, np.int64)
         if lmask.any() and omask.any():
-            lop[lmask] = _by_id(ops[omask], oids, lids)
+            o_ids, l_ids = _scoped(trace, ops[omask], oids, lrows[lmask], lids)
+            lop[lmask] = _by_id(ops[omask], o_ids, l_ids)
         need = lop < 0
         if need.any():
             ends = ev["start_ns"][ops] + ev["dur_ns"][ops]
@@ -153,7 +169,8 @@ def correlate(trace: Trace) -> Correlation:
         if len(rest) and omask.any():
             dm, dv = _int_stat(trace, keys.EXTERNAL_ID, dev[rest])
             if dm.any():
-                op[rest[dm]] = _by_id(ops[omask], oids, dv)
+                o_ids, d_ids = _scoped(trace, ops[omask], oids, dev[rest[dm]], dv)
+                op[rest[dm]] = _by_id(ops[omask], o_ids, d_ids)
 
     ids, inv = np.unique(ev["name"][rt_host], return_inverse=True)
     looks = np.fromiter((any(m in trace.strings[i].lower() for m in LAUNCH_MARKERS) for i in ids), bool, len(ids))
@@ -185,6 +202,10 @@ def _queue_labels(trace: Trace, rows: np.ndarray, use_track: bool) -> np.ndarray
         miss = np.flatnonzero(labels == None)  # noqa: E711 - elementwise
         tnames = np.array([t.name for t in trace.tracks], object)
         labels[miss] = tnames[trace.events["track"][rows[miss]]]
+    if len(trace.sources) > 1 and len(rows):  # queue "0" of rank 1 is not rank 0's
+        src = trace.event_sources()[rows]
+        named = labels != None  # noqa: E711 - elementwise
+        labels[named] = [f"{s}:{q}" for s, q in zip(src[named], labels[named])]
     return labels
 
 

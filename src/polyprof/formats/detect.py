@@ -80,7 +80,10 @@ def load(path: str | Path, **options) -> Trace:
     name = detect(path)
     loader = next(l for n, _, l in _FORMATS if n == name)
     mod, fn = loader.split(":")
-    return getattr(importlib.import_module(mod), fn)(path, **options)
+    trace = getattr(importlib.import_module(mod), fn)(path, **options)
+    from ..trace.identity import identify
+
+    return identify(trace, label=path.name)
 
 
 def _is_json(head: bytes, path: Path) -> bool:

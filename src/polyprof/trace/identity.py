@@ -1,0 +1,62 @@
+"""Who a trace came from: fill a source's identity from what its metadata says.
+
+Readers and live sessions record different things: Kineto JSON has ``distributedInfo``
+(rank, world size, process groups), XSpace has ``hostnames``, a live session knows its
+host, pid, wall anchor and (under torchrun and friends) its ``RANK``. One function
+turns any of them into the trace's single source (``Trace.sources[0]``), so merging and
+the multi-rank analyses can tell ranks apart without knowing the format.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .core import Trace
+
+#: environment variables launchers set to the process's global rank, in order of trust
+RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+def rank_of(metadata: dict[str, Any]) -> int | None:
+    """The rank a trace's metadata names (``distributedInfo.rank``), or None."""
+    info = metadata.get("distributedInfo")
+    if isinstance(info, dict):
+        r = info.get("rank")
+        if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
+            return r
+    return None
+
+
+def rank_from_env(env: dict[str, str] | None = None) -> int | None:
+    env = os.environ if env is None else env
+    for k in RANK_ENV:
+        v = env.get(k, "")
+        if v.isdigit():
+            return int(v)
+    return None
+
+
+def identify(trace: Trace, label: str = "", host: str = "", pid: int = 0, rank: int | None = None) -> Trace:
+    """Fill the identity of a single-source trace (in place) from the arguments and its
+    metadata; what is already set is kept. A trace of several sources is left alone."""
+    if len(trace.sources) != 1:
+        return trace
+    s = trace.sources[0]
+    md = trace.metadata
+    session = md.get("session") if isinstance(md.get("session"), dict) else {}
+    if s.rank is None:
+        s.rank = rank if rank is not None else rank_of(md)
+        if s.rank is None and isinstance(session.get("rank"), int):
+            s.rank = session["rank"]
+    if not s.host:
+        hosts = md.get("xspace", {}).get("hostnames") if isinstance(md.get("xspace"), dict) else None
+        s.host = host or str(session.get("hostname") or (hosts[0] if hosts else ""))
+    if not s.pid:
+        s.pid = int(pid or session.get("pid") or 0)
+    if not s.label:
+        s.label = label
+    anchor = md.get("wall_anchor")
+    if isinstance(anchor, dict) and "wall_ns" in anchor:
+        s.clock.setdefault("wall_anchor", dict(anchor))
+    return trace
