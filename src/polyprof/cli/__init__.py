@@ -10,7 +10,7 @@ import sys
 
 from ..errors import PolyprofError
 
-COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo"]
+COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo", "diff"]
 
 DESCRIPTION = """\
 polyprof: a vendor-neutral profiler for ML and dataflow programs.
@@ -20,6 +20,7 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
   polyprof export FILE -f chrome   open it in Perfetto / chrome://tracing
   polyprof report FILE -o r.html   one self-contained HTML report
   polyprof sql FILE "SELECT ..."   query the events with DuckDB
+  polyprof diff A B                what got slower or faster between two runs
   polyprof demo                    profile a bundled workload
 """
 

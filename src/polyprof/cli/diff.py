@@ -1,0 +1,144 @@
+"""polyprof diff: what got slower or faster between two runs (terminal tables or --json)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import TraceFormatError
+from ..trace.core import Trace
+from .common import load_trace
+
+log = logging.getLogger(__name__)
+
+#: files of a directory that are taken as the ranks of one run
+TRACE_SUFFIXES = (".json", ".json.gz", ".pb", ".polyprof")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("diff", help="compare two runs: what got slower or faster, beyond step-to-step noise",
+                       description="Per kernel, framework op and section: counts and total time in run A and "
+                                   "run B, the delta, and whether it is beyond step-to-step noise (Mann-Whitney U "
+                                   "over per-step totals). A and B are trace files or directories of rank files.")
+    p.add_argument("a", metavar="A", help="run A: a trace file, or a directory of its ranks' trace files")
+    p.add_argument("b", metavar="B", help="run B: a trace file, or a directory of its ranks' trace files")
+    p.add_argument("-n", "--top", type=int, default=15,
+                   help="rows per table and changes named in the verdict (default 15; --json has every row)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level of the test (default 0.05)")
+    p.add_argument("--raw-names", action="store_true",
+                   help="match names exactly (default: normalised, see docs/analysis.md)")
+    p.add_argument("--json", action="store_true", help="print the tables and the verdict as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analyze.diff import diff
+
+    files = {side: rank_files(path) for side, path in (("A", args.a), ("B", args.b))}
+    d = diff(_load(files["A"], "A"), _load(files["B"], "B"), alpha=args.alpha,
+             normalize=not args.raw_names, top=args.top)
+    for side in ("a", "b"):
+        d.overview[side]["paths"] = [str(f) for f in files[side.upper()]]
+    if args.json:
+        sys.stdout.buffer.write(to_json(d))
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
+        return 0
+    render(d, args.top)
+    return 0
+
+
+def rank_files(path: str) -> list[Path]:
+    """``path`` itself, or the trace files of a directory in natural order (rank2 before rank10)."""
+    p = Path(path)
+    if not p.is_dir():
+        return [p]
+    files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
+             and f.name.lower().endswith(TRACE_SUFFIXES)]
+    if not files:
+        raise TraceFormatError(p, "directory holds no trace files (" + ", ".join(f"*{s}" for s in TRACE_SUFFIXES) + ")")
+    key = lambda f: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", f.name)]  # noqa: E731
+    return sorted(files, key=key)
+
+
+def _load(files: list[Path], side: str) -> Iterator[Trace]:
+    """Load one file at a time (the diff keeps only its sums), with a progress bar for many."""
+    if len(files) > 1 and sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import track
+
+        yield from (load_trace(str(f)) for f in track(files, description=f"run {side}",
+                                                        console=Console(file=sys.stderr), transient=True))
+        return
+    for f in files:
+        log.info("run %s: loading %s", side, f)
+        yield load_trace(str(f))
+
+
+def to_json(d: Any) -> bytes:
+    """Overview, step time, verdict (text and the significant changes) and every table."""
+    import orjson
+    import pandas as pd
+
+    from ..report.tables import _plain
+
+    tables = {}
+    for name, df in d.tables.items():
+        rec = df.astype(object).where(pd.notna(df), None) if len(df) else df
+        tables[name] = {"columns": list(df.columns), "rows": len(df), "records": rec.to_dict(orient="records")}
+    doc = {"overview": d.overview, "step_time": d.step_time,
+           "verdict": {"text": d.verdict, "changes": d.changes}, "tables": tables}
+    return orjson.dumps(doc, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2
+                        | orjson.OPT_NON_STR_KEYS)
+
+
+def _signed_ns(ns: float) -> str:
+    from ..report.terminal import fmt_ns
+
+    return fmt_ns(ns) if ns != ns or ns <= 0 else "+" + fmt_ns(ns)
+
+
+def _rel(x: float) -> str:
+    return "new" if x != x else f"{100 * x:+.1f}%"
+
+
+def _p(x: float) -> str:
+    return "-" if x != x else f"{x:.2g}"
+
+
+def render(d: Any, top: int) -> None:
+    from functools import partial
+
+    from rich.console import Console, Group
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from ..report.terminal import _short, _table, fmt_ns
+
+    console = Console(file=sys.stdout)
+    out = partial(console.print, emoji=False, highlight=False)
+    ov = d.overview
+
+    def side(s: str) -> str:
+        o = ov[s]
+        return f"{o['traces']} trace(s), {o['events']} events, {o['steps']} steps"
+
+    out(f"[bold]polyprof diff[/]: A = {escape(side('a'))}; B = {escape(side('b'))}")
+    out(Panel(Group(*(Text(line) for line in d.verdict)), title="Verdict", title_align="left"))
+    i = lambda x: f"{int(x)}"  # noqa: E731
+    for name, title in (("kernels", "Device activity"), ("ops", "Framework ops (host)"),
+                        ("sections", "Sections (host)")):
+        df = d.tables[name]
+        if not len(df):
+            continue
+        out(_table(f"{title}, largest change first", df, [
+            ("name", "name", _short), ("count_a", "count A", i), ("count_b", "count B", i),
+            ("total_ns_a", "total A", fmt_ns), ("total_ns_b", "total B", fmt_ns),
+            ("delta_total_ns", "Δ total", _signed_ns), ("rel_change", "Δ%", _rel),
+            ("p_value", "p", _p, 1), ("change", "change", None, 2)], top, console.width))
+    out(f"[dim]Δ = B - A; p: {escape(ov['test'])}; change = p < {ov['alpha']:g}[/]")
