@@ -407,3 +407,15 @@ def test_mann_whitney_edges():
     assert np.isnan(p).all()
     assert min_p_value(3, 3) == pytest.approx(0.1) and min_p_value(4, 4) == pytest.approx(2 / 70)
     assert min_p_value(0, 5) == 1.0
+
+
+def test_false_positive_rate_without_change():
+    """Rows whose two runs come from one distribution are called changed at most alpha of
+    the time: 5 vs 5 steps (exact; 8/252 = 3.2% is the largest attainable p below 0.05)
+    and 12 vs 12 steps (normal approximation)."""
+    rng = np.random.default_rng(1)
+    for n, lo, hi in ((5, 0.02, 0.045), (12, 0.035, 0.06)):
+        x = rng.lognormal(size=(4000, 2 * n))  # skewed, like step times
+        p, _ = mann_whitney(x[:, :n], x[:, n:])
+        assert lo < (p < 0.05).mean() < hi
+        assert (p < 0.05).mean() <= 0.05 + 0.01

@@ -271,7 +271,7 @@ def _changes(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
 
 
 def _pct(x: float) -> str:
-    return "new" if x != x or x == float("inf") else f"{100 * x:+.1f}%"
+    return "new" if x != x or x == float("inf") else "gone" if x == -1 else f"{100 * x:+.1f}%"
 
 
 def _item(c: dict[str, Any], short: int = 60) -> str:

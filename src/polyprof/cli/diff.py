@@ -15,6 +15,8 @@ from .common import load_trace
 
 log = logging.getLogger(__name__)
 
+#: changes named per direction in the verdict, at most
+VERDICT_TOP = 5
 #: files of a directory that are taken as the ranks of one run
 TRACE_SUFFIXES = (".json", ".json.gz", ".pb", ".polyprof")
 
@@ -27,7 +29,8 @@ def register(sub: Any) -> None:
     p.add_argument("a", metavar="A", help="run A: a trace file, or a directory of its ranks' trace files")
     p.add_argument("b", metavar="B", help="run B: a trace file, or a directory of its ranks' trace files")
     p.add_argument("-n", "--top", type=int, default=15,
-                   help="rows per table and changes named in the verdict (default 15; --json has every row)")
+                   help="rows per table (default 15; --json has every row); the verdict names at most "
+                        f"{VERDICT_TOP} changes each way")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the test (default 0.05)")
     p.add_argument("--raw-names", action="store_true",
                    help="match names exactly (default: normalised, see docs/analysis.md)")
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     files = {side: rank_files(path) for side, path in (("A", args.a), ("B", args.b))}
     d = diff(_load(files["A"], "A"), _load(files["B"], "B"), alpha=args.alpha,
-             normalize=not args.raw_names, top=args.top)
+             normalize=not args.raw_names, top=min(args.top, VERDICT_TOP))
     for side in ("a", "b"):
         d.overview[side]["paths"] = [str(f) for f in files[side.upper()]]
     if args.json:
@@ -103,7 +106,7 @@ def _signed_ns(ns: float) -> str:
 
 
 def _rel(x: float) -> str:
-    return "new" if x != x else f"{100 * x:+.1f}%"
+    return "new" if x != x else "gone" if x == -1 else f"{100 * x:+.1f}%"
 
 
 def _p(x: float) -> str:
@@ -137,8 +140,8 @@ def render(d: Any, top: int) -> None:
         if not len(df):
             continue
         out(_table(f"{title}, largest change first", df, [
-            ("name", "name", _short), ("count_a", "count A", i), ("count_b", "count B", i),
+            ("name", "name", _short), ("count_a", "n A", i), ("count_b", "n B", i),
             ("total_ns_a", "total A", fmt_ns), ("total_ns_b", "total B", fmt_ns),
             ("delta_total_ns", "Δ total", _signed_ns), ("rel_change", "Δ%", _rel),
-            ("p_value", "p", _p, 1), ("change", "change", None, 2)], top, console.width))
-    out(f"[dim]Δ = B - A; p: {escape(ov['test'])}; change = p < {ov['alpha']:g}[/]")
+            ("p_value", "p", _p, 2), ("change", "change", None, 1)], top, console.width))
+    out(f"[dim]n = count; Δ = B - A; p: {escape(ov['test'])}; change = p < {ov['alpha']:g}[/]")
