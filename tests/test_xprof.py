@@ -61,10 +61,20 @@ def run_xprof(xplane: Path, tmp: Path) -> dict:
     return res
 
 
-def viewer_events(res: dict, skip_lines: tuple[str, ...] = ("polyprof counters",)) -> Counter:
-    """XProf's trace_viewer events as (plane, line, name, start ns, dur ns)."""
+#: lines XProf derives itself on a GPU plane from the stats polyprof writes for its tools
+#: (tf_op -> framework op lines, group_id -> the Steps line), beside polyprof's own
+XPROF_DERIVED = re.compile(r"^(Steps|Framework Ops|Framework Name Scope|Source code|Launch Stats|XLA Ops|"
+                           r"XLA Modules)( - from #\d+)?$")
+
+
+def viewer_events(res: dict, skip_lines: tuple[str, ...] = ("polyprof counters",),
+                  trace: Trace | None = None) -> Counter:
+    """XProf's trace_viewer events as (plane, line, name, start ns, dur ns), without the
+    lines XProf derived that ``trace`` does not have."""
+    own = {t.name for t in trace.tracks} if trace is not None else set()
     return Counter((p, t, n, round(ts * 1000), round(d * 1000))
-                   for p, t, n, ph, ts, d in res["trace_viewer"] if t not in skip_lines)
+                   for p, t, n, ph, ts, d in res["trace_viewer"]
+                   if t not in skip_lines and (t in own or not XPROF_DERIVED.match(str(t))))
 
 
 def polyprof_events(trace: Trace) -> Counter:
@@ -90,7 +100,7 @@ def test_xprof_reads_a_live_session(tmp_path: Path) -> None:
     assert trace.n_events >= 12
     path = xspace.write_logdir(trace, tmp_path / "logs", run="live")
     res = run_xprof(path, tmp_path)
-    got, want = viewer_events(res), polyprof_events(trace)
+    got, want = viewer_events(res, trace=trace), polyprof_events(trace)
     assert sum(got.values()) == trace.n_events
     assert got == want
     # and the counters polyprof sampled are there as instants on their own line
@@ -109,7 +119,7 @@ def test_xprof_reads_a_live_opencl_session(tmp_path: Path) -> None:
     assert dev and any(len(trace.tracks_of(p.id)) for p in dev)
     path = xspace.write(trace, tmp_path / "opencl.xplane.pb")
     res = run_xprof(path, tmp_path)
-    got = viewer_events(res)
+    got = viewer_events(res, trace=trace)
     assert sum(got.values()) == trace.n_events
     # XProf shows the device as /device:CUSTOM:<n>; the events are the same otherwise
     renamed = {p.name: n for p, n in zip(trace.planes, xspace.written_names(trace.planes))}
@@ -129,7 +139,7 @@ def test_xprof_reads_real_kineto_traces(name: str, traces_dir: Path, tmp_path: P
     path = xspace.write(trace, tmp_path / f"{name}.xplane.pb")
     res = run_xprof(path, tmp_path)
     origin = trace.span_ns[0]
-    got = viewer_events(res)
+    got = viewer_events(res, trace=trace)
     # XProf shows devices it has no name for as CUSTOM, the threads of every host process on /host:CPU
     homes = xspace.line_homes(trace.planes)
     renamed = {p.name: n for p, n in zip(trace.planes, xspace.written_names(trace.planes))}

@@ -120,7 +120,8 @@ def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
     """Device activity (kernels, copies, fills) grouped by name.
 
     Columns: ``name``, ``kind`` (compute / communication / memcpy / memset), [``plane``
-    when ``by_device``], ``count``, ``total_ns`` (sum of durations), ``mean_ns``,
+    when ``by_device``], ``count``, ``total_ns`` (sum of durations; an XLA op's
+    ``device_duration_ps`` where the trace has it, as XProf counts it), ``mean_ns``,
     ``median_ns``, ``min_ns``, ``max_ns``, ``share_pct`` (of the summed duration of all
     device activity), ``devices`` (planes it ran on). Sorted by ``total_ns``. Summing
     ``total_ns`` over the compute and communication rows gives the busy kernel time
@@ -136,7 +137,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
     base = (name << 8) | v.cls.astype(np.int64)
     on_plane = (base << 20) | v.plane.astype(np.int64)
     key = on_plane if by_device else base
-    dur = ev["dur_ns"][v.rows]
+    dur = v.dur
     g = group_stats(key, dur)
     k = g["key"]
     # on how many devices each (name, class) ran: distinct (base, plane) pairs per base

@@ -36,6 +36,7 @@ class DeviceView:
     end: np.ndarray
     launch: np.ndarray  # launch row or -1
     span: tuple[int, int]
+    dur: np.ndarray  # per-op device time: XProf's device_duration_ps where present, else end - start
 
 
 def activity_class(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -94,9 +95,30 @@ def _view(trace: Trace) -> DeviceView:
     rows = corr.device_rows
     tr = ev["track"][rows]
     st = ev["start_ns"][rows]
+    du = ev["dur_ns"][rows]
     return DeviceView(rows, trace.track_plane[tr] if len(rows) else np.zeros(0, np.int32), tr,
-                      activity_class(trace, rows), st, st + ev["dur_ns"][rows], corr.launch,
-                      analysed_span(trace))
+                      activity_class(trace, rows), st, st + du, corr.launch,
+                      analysed_span(trace), op_durations(trace, rows, du))
+
+
+#: XProf's per-op device time stat (TPU XLA ops): the op's own time, which for async
+#: ops such as ``copy-done`` differs from the event's span on the XLA Ops line
+DEVICE_DURATION_PS = "device_duration_ps"
+
+
+def op_durations(trace: Trace, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per-op device time of each row: ``device_duration_ps`` where the event carries it,
+    as XProf's op statistics use it, else the event's duration. ns; float64 when the
+    trace has the stat (a TPU op can take a few ps: rounding each to ns would lose them)."""
+    col = trace.stats.get(DEVICE_DURATION_PS)
+    if col is None or col.kind not in "iuf" or not len(rows):
+        return dur
+    has, ps = col.lookup(rows)
+    if not has.any():
+        return dur
+    out = dur.astype(np.float64)
+    out[has] = np.asarray(ps, np.float64) / 1000.0
+    return out
 
 
 def frame(columns: dict[str, Any], index: Sequence[Any] | None = None) -> pd.DataFrame:

@@ -38,6 +38,7 @@ from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from .xprof_names import line_homes, write_order, written_names  # noqa: F401  (written_names for callers)
+from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans, xprof_columns
 
 log = logging.getLogger("polyprof")
 
@@ -280,6 +281,8 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                 _read_counters(line, pid, md_name, stat_names, counters, origin)
                 continue
             tl = track_layout.get(str(line.id), {})
+            if tl.get("generated") and producer == "polyprof":
+                continue  # a line only XProf needs (the writer's device Steps line)
             tprops: dict[str, Any] = dict(tl.get("props", {}))
             if line.display_id:
                 tprops["display_id"] = int(line.display_id)
@@ -785,6 +788,15 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                 lst = ev_stats[r] = []
             for ok in out_keys:
                 lst.append((ok, v))
+    # the stats XProf's GPU tools read (kernel details, framework op, step groups)
+    added = {k: c for k, c in xprof_columns(trace).items() if k not in aliases.values()}
+    for key, (rows_, vals) in added.items():
+        field_of[key] = None
+        for r, v in zip(rows_.tolist(), vals):
+            lst = ev_stats[r]
+            if lst is None:
+                lst = ev_stats[r] = []
+            lst.append((key, v))
     fl = trace.flows
     flow_marks: list[list[tuple[str, Any]]] = [[] for _ in range(n)] if len(fl["src"]) else []
     for k, (s, d, fid, c) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), fl["id"].tolist(),
@@ -803,6 +815,14 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
     c = trace.counters
     plane_names = written_names(trace.planes)
     homes = line_homes(trace.planes)
+    # one time base per XPlane: XProf's GPU tools take event offsets of different lines
+    # as comparable (CUPTI writes every line of a device at the same timestamp)
+    plane_base = {}
+    step_spans = device_step_spans(trace)
+    if n:
+        ev_home = np.asarray(homes, np.int64)[trace.track_plane[ev["track"]]]
+        for h in np.unique(ev_home).tolist():
+            plane_base[h] = int(ev["start_ns"][ev_home == h].min())
     for p in (trace.planes[i] for i in write_order(trace.planes, homes)):
         xp = space.planes.add()
         xid = p.pid if p.pid not in used_plane_ids else 1_000_000 + p.id
@@ -876,7 +896,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
             durs = ev["dur_ns"][rows]
             order = np.lexsort((-durs, starts))  # parents before children
             rows, starts, durs = rows[order], starts[order], durs[order]
-            base = int(starts[0])
+            base = plane_base.get(p.id, int(starts[0]))
             xl.timestamp_ns = base - origin
             default_cat = _default_category(host_plane, t.name)
             offs = ((starts - base) * 1000).tolist()
@@ -916,6 +936,10 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                         st = xe.stats.add()
                         st.metadata_id = pw.stat_id(key)
                         _set_value(st, v, "", pw)
+        if p.kind == "device" and p.id in step_spans and not any(
+                t.name == STEP_LINE_NAME and homes[t.plane] == p.id for t in trace.tracks):
+            _write_step_line(xp, pw, step_spans[p.id], origin, plane_base.get(p.id, 0))
+            track_layout[str(STEP_LINE_ID)] = {"generated": 1}
         if track_layout:
             layout["tracks"] = track_layout
         import orjson
@@ -927,7 +951,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
         if p.name == _TASK_ENV:
             _task_env_stats(xp, pw, trace, None, None)
         for key, val in ((_PLANE_STAT_PRODUCER, "polyprof"),
-                         (_PLANE_STAT_ALIASES, ",".join(sorted(aliases.values()))),
+                         (_PLANE_STAT_ALIASES, ",".join(sorted({*aliases.values(), *added}))),
                          (_PLANE_STAT_LAYOUT, orjson.dumps(layout, default=str).decode() if layout else "")):
             if val:
                 st = xp.stats.add()
@@ -958,6 +982,26 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
         st.metadata_id = pw.stat_id(_PLANE_STAT_GENERATED)
         st.int64_value = 1
     return space
+
+
+def _write_step_line(xp: Any, pw: _PlaneWriter, spans: list[tuple[int, str, int, int]], origin: int,
+                     base: int) -> None:
+    """XProf's derived "Steps" line of a device: one event per step, over the device
+    activity launched in it, with the step's group id (``xprof_stats``)."""
+    xl = xp.lines.add()
+    xl.id = STEP_LINE_ID
+    xl.name = STEP_LINE_NAME
+    base = min(base, min(s for _, _, s, _ in spans))
+    xl.timestamp_ns = base - origin
+    gid = pw.stat_id(GROUP_ID)
+    for group, name, start, end in spans:
+        xe = xl.events.add()
+        xe.metadata_id = pw.event_id(name)
+        xe.offset_ps = (start - base) * 1000
+        xe.duration_ps = (end - start) * 1000
+        st = xe.stats.add()
+        st.metadata_id = gid
+        st.int64_value = group
 
 
 def _wall_ns(trace: Trace, t: int) -> int | None:

@@ -1,0 +1,92 @@
+"""Device time per framework op: the device-side table of XProf's framework_op_stats.
+
+Each device activity is attributed to one op name: the framework op the trace gives
+the activity itself (``tf_op`` / ``op`` stats of XLA ops, read as XProf reads them:
+``jit(f)/jit(main)/add:`` is the op ``jit(f)/jit(main)/add``), else the framework op of the
+host call that launched it (``derive/correlate.py``), else the activity's own name.
+Per-op device time uses each activity's per-op duration (``analyze.common.op_durations``:
+XProf's ``device_duration_ps`` where present). The XSpace writer gives XProf these same
+names (as ``tf_op``), so both tools group device time the same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..derive import cache
+from ..trace import keys
+from ..trace.core import Trace
+from .common import device_view, frame
+from .grouping import group_stats
+
+#: stats that name an activity's framework op directly (XProf's name first)
+OP_STATS = ("tf_op", keys.OP)
+
+
+_TF_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
+_TF_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
+_JAX_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?")
+
+
+def framework_op_name(fullname: str) -> str:
+    """The op name in a TF/JAX ``tf_op`` stat (``name:Type``, ``scope/add:``), read as
+    XProf reads it (tsl ``ParseTfOpFullname``); other text is returned whole."""
+    name, sep, typ = fullname.partition(":")
+    if not sep or name == "Iterator":
+        return fullname
+    if _TF_NAME.fullmatch(name) and _TF_TYPE.fullmatch(typ):
+        return name
+    if not typ:
+        return name
+    return name if _JAX_TYPE.fullmatch(typ) else fullname
+
+
+def device_op_names(trace: Trace) -> np.ndarray:
+    """The op name (object array) of every row of ``device_view(trace)``."""
+    return cache.memo(trace, "device_op_names", _names)
+
+
+def _names(trace: Trace) -> np.ndarray:
+    v = device_view(trace)
+    strings = np.asarray(trace.strings, dtype=object)
+    out = strings[trace.events["name"][v.rows]] if len(v.rows) else np.zeros(0, object)
+    corr = cache.correlation(trace)
+    has_op = corr.op >= 0
+    if has_op.any():
+        out[has_op] = strings[trace.events["name"][corr.op[has_op]]]
+    for key in reversed(OP_STATS):  # the first key wins
+        col = trace.stats.get(key)
+        if col is None or col.kind != "O" or not len(v.rows):
+            continue
+        m, vals = col.lookup(v.rows)
+        ok = np.fromiter((isinstance(x, str) and x != "" for x in vals), bool, len(vals))
+        idx = np.flatnonzero(m)[ok]
+        parsed = {x: framework_op_name(x) for x in set(vals[ok].tolist())}
+        out[idx] = [parsed[x] for x in vals[ok].tolist()]
+    return out
+
+
+def device_op_breakdown(trace: Trace) -> pd.DataFrame:
+    """Device time per framework op, one row per (device, op).
+
+    Columns: ``plane``, ``op`` (see the module doc), ``count`` (device activities),
+    ``total_ns`` (their summed per-op device time), ``mean_ns``, ``share_pct`` (of the
+    device's summed activity time). Sorted by ``total_ns``, largest first.
+    """
+    v = device_view(trace)
+    cols = ["plane", "op", "count", "total_ns", "mean_ns", "share_pct"]
+    if not len(v.rows):
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("plane", "op") else np.float64) for c in cols})
+    codes, uniq = pd.factorize(device_op_names(trace))
+    key = v.plane.astype(np.int64) * len(uniq) + codes
+    g = group_stats(key, v.dur)
+    plane, op = np.divmod(g["key"], len(uniq))
+    per_plane = np.bincount(v.plane, weights=v.dur.astype(np.float64), minlength=len(trace.planes))
+    out = frame({
+        "plane": np.array([trace.planes[int(p)].name for p in plane], object),
+        "op": np.asarray(uniq, object)[op], "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"],
+        "share_pct": 100.0 * g["total"] / np.maximum(per_plane[plane], 1)})
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
