@@ -24,8 +24,9 @@ from .jsonfile import write_json
 
 #: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).
 _ARG_NAMES = {keys.CORRELATION_ID: "correlation", keys.EXTERNAL_ID: "External id"}
-#: Plane properties the reader adds that are not device properties.
-_PLANE_EXTRAS = {"process_name", "process_labels", "process_sort_index"}
+#: Plane properties the reader adds that are not device properties (and the HLO protos
+#: an XSpace plane carries for XProf, which mean nothing in a Kineto file).
+_PLANE_EXTRAS = {"process_name", "process_labels", "process_sort_index", "xspace_event_metadata"}
 #: Zero-length events of these kinds stay complete events ("X"); others become instants.
 _X_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME, Kind.CPU_OP, Kind.ANNOTATION,
             Kind.DEVICE_ANNOTATION, Kind.STEP, Kind.PYTHON, Kind.COLLECTIVE)
@@ -79,6 +80,17 @@ def _arg_value(v: Any) -> Any:
             return orjson.loads(v)
         except orjson.JSONDecodeError:
             return v
+    return v
+
+
+def _json_value(v: Any) -> Any:
+    """A property value JSON can hold: bytes (XSpace stats) as hex text, containers walked."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
     return v
 
 
@@ -143,6 +155,7 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
                 if a is None:
                     a = args[r] = {}
                 a[name] = v
+        _device_args(trace, args, track_tid, pids)
         for i in range(n):
             if complete[i]:
                 e = {"ph": "X", "cat": cats[i], "name": names[i], "pid": pid_l[i], "tid": tid_l[i],
@@ -188,6 +201,26 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
     return doc
 
 
+def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.ndarray,
+                 pids: list[int]) -> None:
+    """Kineto's ``stream`` and ``device`` args on device activity that has none (OpenCL
+    queues, XLA ops): HTA takes device kernels to be the events with a stream."""
+    from ..derive.correlate import device_activity_rows
+
+    rows = device_activity_rows(trace)
+    if not len(rows):
+        return
+    tr = trace.events["track"][rows]
+    streams = track_tid[tr].tolist()
+    devices = [pids[p] for p in trace.track_plane[tr].tolist()]
+    for r, stream, device in zip(rows.tolist(), streams, devices):
+        a = args[r]
+        if a is None:
+            a = args[r] = {}
+        a.setdefault("stream", stream)
+        a.setdefault("device", device)
+
+
 def _device_properties(trace: Trace) -> list[dict[str, Any]]:
     """One entry per device plane (its properties), then listed devices without events."""
     out: list[dict[str, Any]] = []
@@ -195,7 +228,7 @@ def _device_properties(trace: Trace) -> list[dict[str, Any]]:
     for p in trace.planes:
         if p.kind != "device" or p.index in seen:
             continue
-        props = {k: v for k, v in (p.properties or {}).items() if k not in _PLANE_EXTRAS}
+        props = {k: _json_value(v) for k, v in (p.properties or {}).items() if k not in _PLANE_EXTRAS}
         props["id"] = p.index
         props.setdefault("name", p.name)
         out.append({"id": props.pop("id"), **props})
