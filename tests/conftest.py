@@ -45,3 +45,50 @@ def section_impl(request, monkeypatch):
     monkeypatch.setattr(polyprof, "section", cls)
     monkeypatch.setattr(recorder, "section", cls)
     return cls
+
+
+# ------------------------------------------------------------------ OpenCL
+# Tests marked `opencl` need a device that compiles kernels. Some drivers list a device
+# that cannot (PoCL 3.0 from the pyopencl wheel on CPUs its LLVM does not know, such as
+# AMD Zen 5: "unknown target CPU 'generic'"). One probe, run only when such tests were
+# collected, picks the first device that can and names it in PYOPENCL_CTX (read by
+# pyopencl.create_some_context here and in subprocesses); when none can, the tests are
+# skipped and the summary says why in one line.
+_OPENCL_SKIP_KEY = pytest.StashKey[str]()
+
+
+def _opencl_problem() -> str | None:
+    try:
+        import pyopencl  # noqa: F401
+    except Exception as e:
+        return f"pyopencl is not usable ({e})"
+    from polyprof.plugins.opencl import probe
+
+    try:
+        dev, problems = probe.first_compiling()
+    except Exception as e:  # no platform at all raises in some ICD loaders
+        return f"no OpenCL platform ({e})"
+    if dev is None:
+        return ("no OpenCL device here can compile kernels (" + "; ".join(problems) + ")"
+                if problems else "no OpenCL device found")
+    os.environ.setdefault("PYOPENCL_CTX", probe.context_spec(dev))
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    marked = [it for it in items if it.get_closest_marker("opencl")]
+    if not marked:
+        return
+    why = _opencl_problem()
+    if why is None:
+        return
+    config.stash[_OPENCL_SKIP_KEY] = f"OpenCL tests skipped: {why}"
+    for it in marked:
+        it.add_marker(pytest.mark.skip(reason=f"OpenCL: {why}"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    line = config.stash.get(_OPENCL_SKIP_KEY, None)
+    if line:
+        terminalreporter.write_line(line + " (scripts/test.sh installs Debian's pocl-opencl-icd, "
+                                    "which can; see README)", yellow=True)

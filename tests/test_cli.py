@@ -156,6 +156,7 @@ def test_demo_threads(tmp_path):
     assert "train step" in r.stdout and (tmp_path / "d.polyprof").exists()
 
 
+@pytest.mark.opencl
 def test_demo_default_profiles_the_opencl_pipeline(tmp_path):
     pytest.importorskip("polyprof.demo.opencl_pipeline", reason="pyopencl or an OpenCL device missing")
     r = cli("demo", "-o", str(tmp_path / "d.polyprof"), cwd=tmp_path, timeout=300)

@@ -340,7 +340,7 @@ def test_python_plugin_template_passes_the_kit(tmp_path):
 
 
 # ------------------------------------------------------------------ 4. built-in Python plugins
-@pytest.mark.parametrize("name", ["host", "opencl", "torch", "jax"])
+@pytest.mark.parametrize("name", ["host", pytest.param("opencl", marks=pytest.mark.opencl), "torch", "jax"])
 def test_builtin_python_plugins_pass_the_kit(name):
     if importlib.util.find_spec(f"polyprof.plugins.{name}") is None:
         pytest.skip(f"polyprof.plugins.{name} is not on this branch yet")
@@ -357,6 +357,7 @@ def test_builtin_python_plugins_pass_the_kit(name):
     assert "empty" not in report.result("valid_trace").reason  # it recorded the work, in the session
 
 
+@pytest.mark.opencl
 def test_plugin_check_cli_exercises_the_opencl_device(tmp_path):
     """`polyprof plugin check opencl` drives the device, so the clauses see real data."""
     from polyprof.plugins.opencl import OpenCLPlugin

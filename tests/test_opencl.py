@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 cl = pytest.importorskip("pyopencl")
+pytestmark = pytest.mark.opencl  # conftest: skipped, with the reason, where no device compiles
 
 import polyprof  # noqa: E402
 from polyprof.plugins.opencl import OpenCLPlugin  # noqa: E402

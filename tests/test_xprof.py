@@ -108,6 +108,7 @@ def test_xprof_reads_a_live_session(tmp_path: Path) -> None:
     assert n_counters == len(trace.counters["ts_ns"])
 
 
+@pytest.mark.opencl
 def test_xprof_reads_a_live_opencl_session(tmp_path: Path) -> None:
     """A device XProf has no name for (OpenCL) is still in every XProf tool."""
     pytest.importorskip("polyprof.plugins.opencl", reason="OpenCL plugin not on this branch")

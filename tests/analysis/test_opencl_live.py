@@ -8,6 +8,8 @@ import pytest
 import polyprof
 import polyprof.analyze as A
 
+pytestmark = pytest.mark.opencl  # conftest: skipped, with the reason, where no device compiles
+
 
 def test_opencl_pipeline_sections_project_onto_the_device(capsys):
     pytest.importorskip("polyprof.plugins.opencl", reason="OpenCL plugin not on this branch")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -13,7 +12,6 @@ from typing import Any
 from ..collect.session import Session
 from .common import add_plugin_args, plugin_list, print_summary
 
-log = logging.getLogger("polyprof.demo")
 
 #: bundled workloads; ``auto`` takes the first whose needs are met here, so a newcomer
 #: with an OpenCL device sees device tracks, and everyone else still sees a profile
@@ -46,7 +44,8 @@ def pick(workload: str) -> tuple[str, ModuleType]:
             return name, importlib.import_module(WORKLOADS[name])
         except ImportError as e:
             errors.append(f"{name}: {e}")
-            log.info("demo workload %s can't run here: %s", name, e)
+            if workload == "auto":  # say why in one line, then fall back to the next workload
+                print(f"polyprof demo: the {name} workload can't run here ({e})", file=sys.stderr)
     from ..errors import PolyprofError
 
     raise PolyprofError("no demo workload can run here (" + "; ".join(errors) + ")")

@@ -4,8 +4,8 @@ step per frame. Two queues (transfers and compute), both created without profili
 synchronised by events, blocking copies, Event.wait, wait_for_events and finish.
 The result is checked against NumPy.
 
-Importing this module raises ImportError when pyopencl or an OpenCL device is
-missing, so ``polyprof demo`` skips it.
+Importing this module raises ImportError when pyopencl or an OpenCL device that can
+compile kernels is missing, so ``polyprof demo`` skips it.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ except Exception as e:  # pragma: no cover - depends on the machine
 
 
 def _first_device() -> "cl.Device":
-    for p in cl.get_platforms():
-        try:
-            devs = p.get_devices()
-        except Exception:
-            continue
-        if devs:
-            return devs[0]
+    from polyprof.plugins.opencl import probe
+
+    dev, problems = probe.first_compiling()
+    if dev is not None:
+        return dev
+    if problems:
+        raise ImportError("no OpenCL device here can compile kernels (" + "; ".join(problems) + ")")
     raise ImportError("no OpenCL device found")
 
 

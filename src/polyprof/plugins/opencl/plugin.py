@@ -31,6 +31,8 @@ from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from . import intercept as ic
+from . import probe
+from .probe import devices as _devices
 
 log = logging.getLogger("polyprof")
 
@@ -75,18 +77,6 @@ def _sizes_text(v: Any) -> str | None:
 _sizes_cached = functools.lru_cache(maxsize=4096)(_sizes_text)
 
 
-def _devices() -> list[Any]:
-    import pyopencl as cl
-
-    out = []
-    for p in cl.get_platforms():
-        try:
-            out.extend(p.get_devices())
-        except Exception:  # a platform with no device raises
-            continue
-    return out
-
-
 class OpenCLPlugin(Plugin):
     """Options: ``stop_timeout_s`` (10: how long stop waits for pending commands),
     ``sync_markers`` (16 marker samples per device at stop), ``clock_interval_s`` (0.1:
@@ -103,7 +93,11 @@ class OpenCLPlugin(Plugin):
         intercepted calls and device activity (and their clock mapping)."""
         import pyopencl as cl
 
-        ctx = cl.Context([_devices()[0]])
+        dev, problems = probe.first_compiling()
+        if dev is None:
+            raise RuntimeError("no OpenCL device here can compile kernels ("
+                               + "; ".join(problems or ["no device"]) + ")")
+        ctx = cl.Context([dev])
         queue = cl.CommandQueue(ctx)
         prg = cl.Program(ctx, "__kernel void polyprof_kit(__global float* a) "
                               "{ int i = get_global_id(0); a[i] = a[i] * 0.5f + 1.0f; }").build()
@@ -140,6 +134,10 @@ class OpenCLPlugin(Plugin):
         if not devs:
             names = ", ".join(p.name.strip() for p in platforms)
             return Availability(False, f"no OpenCL device found (platforms without a device: {names})")
+        dev, problems = probe.first_compiling()
+        if dev is None:
+            return Availability(False, "no OpenCL device here can compile kernels ("
+                                + "; ".join(problems) + ")")
         return Availability(True)
 
     # ---------------------------------------------------------------- lifecycle

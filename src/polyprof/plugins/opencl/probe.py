@@ -1,0 +1,90 @@
+"""Which OpenCL devices here can compile a kernel.
+
+An OpenCL driver can list a device yet fail to build any program for it: PoCL built
+against an LLVM that does not know the host CPU (PoCL 3.0 from the pyopencl wheel on
+AMD Zen 5 answers ``unknown target CPU 'generic'``) is one. The demo, the conformance
+workload and the plugin's availability check ask here, so such a machine gets a reason
+in one line instead of a failed build in the middle of a profile.
+
+A probe builds a one-line kernel in a context of its own, once per device per process
+(drivers cache the binary, so a repeated probe costs a context and a cache lookup).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("polyprof")
+
+PROBE_SOURCE = "__kernel void polyprof_probe(__global int *a) { a[get_global_id(0)] = 1; }"
+
+
+def devices() -> list[Any]:
+    """Every device of every OpenCL platform, in platform order."""
+    import pyopencl as cl
+
+    out = []
+    for p in cl.get_platforms():
+        try:
+            out.extend(p.get_devices())
+        except Exception:  # a platform with no device raises
+            continue
+    return out
+
+
+def _short(text: str) -> str:
+    """The line of a build log that says why (``error: ...``), else its last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("error:"):
+            return ln
+    return lines[-1] if lines else "build failed"
+
+
+_verdicts: dict[Any, str | None] = {}
+
+
+def build_problem(device: Any) -> str | None:
+    """None when ``device`` builds a trivial kernel, else the driver's reason in one line."""
+    if device in _verdicts:
+        return _verdicts[device]
+    import pyopencl as cl
+
+    try:
+        ctx = cl.Context([device])
+        cl.Program(ctx, PROBE_SOURCE).build()
+        why = None
+    except Exception as e:  # a build failure, or a driver failing the probe itself
+        why = _short(str(e)) or type(e).__name__
+    _verdicts[device] = why
+    return why
+
+
+def first_compiling() -> tuple[Any | None, list[str]]:
+    """The first device that compiles kernels, and for each device before it, why not
+    (``"<device>: <reason>"``). No device at all gives ``(None, [])``."""
+    problems = []
+    for dev in devices():
+        why = build_problem(dev)
+        if why is None:
+            return dev, problems
+        name = getattr(dev, "name", "?").strip()
+        problems.append(f"{name}: {why}")
+        log.debug("OpenCL device %s cannot compile kernels: %s", name, why)
+    return None, problems
+
+
+def context_spec(device: Any) -> str:
+    """``"platform:device"`` indices for ``PYOPENCL_CTX`` (what create_some_context reads)."""
+    import pyopencl as cl
+
+    for pi, p in enumerate(cl.get_platforms()):
+        try:
+            devs = p.get_devices()
+        except Exception:
+            continue
+        for di, d in enumerate(devs):
+            if d == device:
+                return f"{pi}:{di}"
+    raise ValueError(f"device {device!r} is on no platform")
