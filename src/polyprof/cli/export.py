@@ -15,6 +15,7 @@ FORMATS = {
     "tensorboard": "polyprof.formats.xspace:write_logdir",  # -o is a log directory
     "kineto": "polyprof.formats.kineto_writer:write",
     "parquet": "polyprof.formats.parquet:write",  # the event table, for DuckDB / pandas / polars
+    "perfetto": "polyprof.formats.perfetto:write",  # Perfetto protobuf, streamed (no 2 GB JSON limit)
 }
 
 

@@ -1,0 +1,358 @@
+"""Perfetto's protobuf trace format (``.perfetto-trace`` / ``.pftrace``), written streamed.
+
+What is written (field numbers from Perfetto's public protos, ``protos/perfetto/trace``;
+the subset is encoded here, see :mod:`.perfetto_wire`, so no generated code is needed):
+
+- one process track per plane (``TrackDescriptor.process``: pid, plane name), one thread
+  track per host thread (``thread``: pid, tid, name) and one named child track per device
+  stream or derived line; events that overlap another on their track without nesting
+  (Perfetto's tracks are stacks) go to an extra child track "<track> (overlap k)";
+- every event as ``TrackEvent`` packets: ``TYPE_SLICE_BEGIN`` + ``TYPE_SLICE_END`` (or
+  ``TYPE_INSTANT`` for zero duration) with interned name and category
+  (``InternedData.event_names`` / ``event_categories``), its stats as debug annotations
+  (names interned, string values interned);
+- flows: ``flow_ids`` on the source event and ``terminating_flow_ids`` on the
+  destination, ids 1..n in the trace's flow order;
+- counters: one counter track per (plane, name), ``double_counter_value`` samples.
+
+Packets are written in time order, a chunk of ``CHUNK`` packets at a time, each chunk
+preceded by the interned strings it first uses: memory beyond the Trace is a few
+arrays per event (the order) plus one chunk, whatever the size of the output.
+Timestamps are the trace's own nanoseconds (Perfetto's default clock).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import numpy as np
+
+from ..trace.core import Trace
+from . import perfetto_wire as w
+from .chrome import _pids, _tids
+
+log = logging.getLogger("polyprof")
+
+CHUNK = 1 << 16  # packets per write
+
+# TracePacket
+_PACKET = 1  # Trace.packet
+_TIMESTAMP, _SEQ_ID, _TRACK_EVENT, _INTERNED, _SEQ_FLAGS, _TRACK_DESCRIPTOR = 8, 10, 11, 12, 13, 60
+_INCREMENTAL_STATE_CLEARED, _NEEDS_INCREMENTAL_STATE = 1, 2
+# TrackEvent
+_TE_CATEGORY_IIDS, _TE_ANNOTATIONS, _TE_TYPE, _TE_NAME_IID, _TE_TRACK_UUID = 3, 4, 9, 10, 11
+_TE_DOUBLE_COUNTER, _TE_FLOW_IDS, _TE_TERMINATING_FLOW_IDS = 44, 47, 48
+_SLICE_BEGIN, _SLICE_END, _INSTANT, _COUNTER = 1, 2, 3, 4
+# DebugAnnotation
+_DA_NAME_IID, _DA_BOOL, _DA_UINT, _DA_INT, _DA_DOUBLE, _DA_STRING_IID = 1, 2, 3, 4, 5, 17
+# TrackDescriptor, ProcessDescriptor, ThreadDescriptor
+_TD_UUID, _TD_NAME, _TD_PROCESS, _TD_THREAD, _TD_PARENT, _TD_COUNTER = 1, 2, 3, 4, 5, 8
+_TD_CHILD_ORDERING, _TD_SIBLING_RANK, _EXPLICIT = 11, 12, 3
+_PD_PID, _PD_NAME = 1, 6
+_THD_PID, _THD_TID, _THD_NAME = 1, 2, 5
+# InternedData and its entries ({iid = 1, name/str = 2})
+_ID_CATEGORIES, _ID_NAMES, _ID_ANNOTATION_NAMES, _ID_STRING_VALUES = 1, 2, 3, 29
+
+_EVENTS_SEQ, _COUNTERS_SEQ = 1, 2
+_THREAD_UUID, _LANE_UUID, _COUNTER_UUID = 1 << 32, 2 << 32, 3 << 32
+
+
+def write(trace: Trace, path: str | Path) -> Path:
+    """Write ``trace`` as a Perfetto protobuf trace."""
+    path = Path(path)
+    with open(path, "wb") as f:
+        write_to(trace, f)
+    return path
+
+
+def write_to(trace: Trace, f: BinaryIO) -> int:
+    """Stream the trace's packets into ``f``; returns the bytes written."""
+    n = 0
+    for blob in packets(trace):
+        f.write(blob)
+        n += len(blob)
+    return n
+
+
+def packets(trace: Trace) -> Iterator[bytes]:
+    """The encoded trace, in pieces (each a run of whole ``Trace.packet`` fields)."""
+    plan = _Plan(trace)
+    yield plan.header()
+    yield from plan.event_chunks()
+    yield from plan.counter_chunks()
+
+
+def _packet(fields: list[tuple[int, Any]]) -> bytes:
+    body = w.message(fields)
+    return w.tag(_PACKET, 2) + w.varint_bytes(len(body)) + body
+
+
+def _wrap_packets(batch: w.Batch) -> bytes:
+    data, _ = w.field_bytes(_PACKET, batch)
+    return data.tobytes()
+
+
+class _Plan:
+    """The order of the packets and the ids of tracks and flows, fixed before writing."""
+
+    def __init__(self, trace: Trace):
+        self.t = trace
+        ev = trace.events
+        start, dur = ev["start_ns"], ev["dur_ns"]
+        self.n = n = trace.n_events
+        # rank: events by (start, longest first); BEGIN/INSTANT packets go in this order
+        self.by_rank = np.lexsort((np.arange(n), -dur, start)) if n else np.zeros(0, np.int64)
+        self.rank = np.empty(n, np.int64)
+        self.rank[self.by_rank] = np.arange(n)
+        self.lane = _lanes(ev["track"], start, start + dur, self.by_rank)
+        self.keys = list(trace.stats)
+        self.values: dict[Any, int] = {}  # interned string values -> iid - 1
+        self.sent_names = np.zeros(len(trace.strings), bool)
+        self.sent_cats = np.zeros(len(trace.strings), bool)
+        self.sent_values = 0
+        fl = trace.flows
+        self.flow_src = self._by_rank(fl["src"])
+        self.flow_dst = self._by_rank(fl["dst"])
+        self.stat_order = {k: self._by_rank(trace.stats[k].rows) for k in self.keys}
+
+    def _by_rank(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ranks ascending, index into ``rows``) of event rows."""
+        r = self.rank[np.asarray(rows, np.int64)] if len(rows) else np.zeros(0, np.int64)
+        order = np.argsort(r, kind="stable")
+        return r[order], order
+
+    # ------------------------------------------------------------------ tracks
+    def header(self) -> bytes:
+        t = self.t
+        out = [_packet([(_SEQ_ID, _EVENTS_SEQ), (_SEQ_FLAGS, _INCREMENTAL_STATE_CLEARED),
+                        (_INTERNED, w.message([(_ID_ANNOTATION_NAMES, [w.message([(1, i + 1), (2, k)])
+                                                                        for i, k in enumerate(self.keys)])]))])]
+        pids, tids = _pids(t), _tids(t)
+        for p, pid in zip(t.planes, pids):
+            out.append(_descriptor([(_TD_UUID, 1 + p.id), (_TD_CHILD_ORDERING, _EXPLICIT),
+                                    (_TD_PROCESS, w.message([(_PD_PID, pid), (_PD_NAME, p.name)]))]))
+        for tr, tid in zip(t.tracks, tids):
+            fields: list[tuple[int, Any]] = [(_TD_UUID, _THREAD_UUID + tr.id), (_TD_PARENT, 1 + tr.plane),
+                                             (_TD_SIBLING_RANK, _int32(tr.sort_index))]
+            if tr.kind == "thread" and t.planes[tr.plane].kind == "host":
+                fields.append((_TD_THREAD, w.message([(_THD_PID, pids[tr.plane]), (_THD_TID, tid),
+                                                      (_THD_NAME, tr.name)])))
+            else:
+                fields.append((_TD_NAME, tr.name))
+            out.append(_descriptor(fields))
+        if self.n:
+            for tr_id, lane in _distinct_pairs(self.t.events["track"], self.lane):
+                tr = t.tracks[tr_id]
+                out.append(_descriptor([(_TD_UUID, _lane_uuid(tr_id, lane)), (_TD_PARENT, 1 + tr.plane),
+                                        (_TD_NAME, f"{tr.name} (overlap {lane})"),
+                                        (_TD_SIBLING_RANK, _int32(tr.sort_index))]))
+        for i, (plane, name) in enumerate(self.counter_tracks()):
+            out.append(_descriptor([(_TD_UUID, _COUNTER_UUID + i), (_TD_PARENT, 1 + plane),
+                                    (_TD_NAME, t.strings[name]), (_TD_COUNTER, b"")]))
+        out.append(_packet([(_SEQ_ID, _COUNTERS_SEQ), (_SEQ_FLAGS, _INCREMENTAL_STATE_CLEARED)]))
+        return b"".join(out)
+
+    def counter_tracks(self) -> list[tuple[int, int]]:
+        c = self.t.counters
+        return list(dict.fromkeys(zip(c["plane"].tolist(), c["name"].tolist())))
+
+    def track_uuids(self, rows: np.ndarray) -> np.ndarray:
+        track = self.t.events["track"][rows].astype(np.int64)
+        lane = self.lane[rows]
+        return np.where(lane == 0, _THREAD_UUID + track, _LANE_UUID + track * 256 + lane)
+
+    # ------------------------------------------------------------------ events
+    def event_chunks(self) -> Iterator[bytes]:
+        ev = self.t.events
+        n = self.n
+        if not n:
+            return
+        start, end = ev["start_ns"], ev["start_ns"] + ev["dur_ns"]
+        slices = np.flatnonzero(ev["dur_ns"] > 0)
+        # packets: BEGIN or INSTANT (phase 1, in rank order) and END (phase 0, inner first)
+        rows = np.concatenate([np.arange(n), slices])
+        is_end = np.zeros(len(rows), bool)
+        is_end[n:] = True
+        ts = np.where(is_end, end[rows], start[rows])
+        sub = np.where(is_end, -self.rank[rows], self.rank[rows])
+        order = np.lexsort((sub, ~is_end, ts))
+        del sub
+        for lo in range(0, len(order), CHUNK):
+            sel = order[lo:lo + CHUNK]
+            yield self._chunk(rows[sel], is_end[sel], ts[sel])
+
+    def _chunk(self, rows: np.ndarray, is_end: np.ndarray, ts: np.ndarray) -> bytes:
+        t, m = self.t, len(rows)
+        begin = ~is_end
+        b_idx = np.flatnonzero(begin)  # packets that carry an event (BEGIN or INSTANT)
+        b_rows = rows[b_idx]
+        name_ids = t.events["name"][b_rows].astype(np.int64) + 1
+        cat_ids = t.events["category"][b_rows].astype(np.int64) + 1
+        types = np.where(is_end, _SLICE_END, np.where(t.events["dur_ns"][rows] > 0, _SLICE_BEGIN, _INSTANT))
+        # the packets of this chunk that carry ranks r0.. (BEGIN/INSTANT are in rank order)
+        ranks = self.rank[b_rows]
+        r0, r1 = (int(ranks[0]), int(ranks[-1]) + 1) if len(ranks) else (0, 0)
+        extras = [self._annotations(r0, r1, b_idx, m), self._flows(self.flow_src, _TE_FLOW_IDS, r0, r1, b_idx, m),
+                  self._flows(self.flow_dst, _TE_TERMINATING_FLOW_IDS, r0, r1, b_idx, m)]
+        interned = self._interned(b_rows)  # after the annotations: they intern string values
+        te = w.join([w.field_varint(_TE_TYPE, types),
+                     w.field_varint(_TE_TRACK_UUID, self.track_uuids(rows)),
+                     w.masked(w.field_varint(_TE_NAME_IID, name_ids), begin),
+                     w.masked(w.field_varint(_TE_CATEGORY_IIDS, cat_ids), begin), *extras])
+        seq = w.const(w.message([(_SEQ_ID, _EVENTS_SEQ), (_SEQ_FLAGS, _NEEDS_INCREMENTAL_STATE)]), np.ones(m, bool))
+        pk = w.join([w.field_varint(_TIMESTAMP, ts), seq, w.field_bytes(_TRACK_EVENT, te)])
+        return interned + _wrap_packets(pk)
+
+    def _interned(self, b_rows: np.ndarray) -> bytes:
+        """A packet with the names, categories and string values first used by these events."""
+        t = self.t
+        parts: list[w.Batch] = []
+        for field, col, sent in ((_ID_NAMES, "name", self.sent_names), (_ID_CATEGORIES, "category", self.sent_cats)):
+            present = np.zeros(len(t.strings), bool)
+            present[t.events[col][b_rows]] = True
+            new = np.flatnonzero(present & ~sent)
+            sent |= present
+            if len(new):
+                entry = w.join([w.field_varint(1, new + 1), w.field_bytes(2, w.strings([t.strings[i] for i in new]))])
+                parts.append(w.field_bytes(field, entry))
+        new_values = list(self.values)[self.sent_values:]
+        if new_values:
+            entry = w.join([w.field_varint(1, np.arange(self.sent_values, len(self.values)) + 1),
+                            w.field_bytes(2, w.strings(new_values))])
+            parts.append(w.field_bytes(_ID_STRING_VALUES, entry))
+            self.sent_values = len(self.values)
+        if not parts:
+            return b""
+        body = b"".join(d.tobytes() for d, _ in parts)
+        return _packet([(_SEQ_ID, _EVENTS_SEQ), (_SEQ_FLAGS, _NEEDS_INCREMENTAL_STATE), (_INTERNED, body)])
+
+    def _annotations(self, r0: int, r1: int, b_idx: np.ndarray, m: int) -> w.Batch:
+        """``debug_annotations`` of the events of ranks r0..r1 (placed at packets ``b_idx``)."""
+        items_at: list[np.ndarray] = []
+        items: list[w.Batch] = []
+        for k, key in enumerate(self.keys):
+            ranks, order = self.stat_order[key]
+            lo, hi = np.searchsorted(ranks, [r0, r1])
+            if lo == hi:
+                continue
+            col = self.t.stats[key]
+            sel = order[lo:hi]
+            vals = col.values[sel]
+            head = w.field_varint(_DA_NAME_IID, np.full(len(sel), k + 1, np.int64))
+            items.append(w.field_bytes(_TE_ANNOTATIONS, w.join([head, self._value(vals)])))
+            items_at.append(b_idx[ranks[lo:hi] - r0])
+        if not items:
+            return w.const(b"", np.zeros(m, bool))
+        data = np.concatenate([d for d, _ in items])
+        lens = np.concatenate([l for _, l in items])
+        return w.group(np.concatenate(items_at), (data, lens), m)
+
+    def _value(self, vals: np.ndarray) -> w.Batch:
+        kind = vals.dtype.kind
+        if kind == "i":
+            return w.field_varint(_DA_INT, vals)
+        if kind == "u":
+            return w.field_varint(_DA_UINT, vals)
+        if kind == "f":
+            return w.field_fixed64(_DA_DOUBLE, vals)
+        if kind == "b":
+            return w.field_varint(_DA_BOOL, vals.astype(np.int64))
+        table = self.values
+        iids = [table.setdefault(_text(v), len(table)) + 1 for v in vals.tolist()]
+        return w.field_varint(_DA_STRING_IID, np.array(iids, np.int64))
+
+    def _flows(self, by_rank: tuple[np.ndarray, np.ndarray], field: int, r0: int, r1: int,
+               b_idx: np.ndarray, m: int) -> w.Batch:
+        ranks, order = by_rank
+        lo, hi = np.searchsorted(ranks, [r0, r1])
+        if lo == hi:
+            return w.const(b"", np.zeros(m, bool))
+        ids = order[lo:hi].astype(np.uint64) + np.uint64(1)  # flow k -> id k + 1
+        return w.group(b_idx[ranks[lo:hi] - r0], w.field_fixed64(field, ids), m)
+
+    # ------------------------------------------------------------------ counters
+    def counter_chunks(self) -> Iterator[bytes]:
+        c = self.t.counters
+        if not len(c["ts_ns"]):
+            return
+        index = {key: i for i, key in enumerate(self.counter_tracks())}
+        uuid = np.array([index[k] for k in zip(c["plane"].tolist(), c["name"].tolist())], np.int64) + _COUNTER_UUID
+        order = np.argsort(c["ts_ns"], kind="stable")
+        seq = w.message([(_SEQ_ID, _COUNTERS_SEQ)])
+        for lo in range(0, len(order), CHUNK):
+            sel = order[lo:lo + CHUNK]
+            m = len(sel)
+            te = w.join([w.field_varint(_TE_TYPE, np.full(m, _COUNTER)), w.field_varint(_TE_TRACK_UUID, uuid[sel]),
+                         w.field_fixed64(_TE_DOUBLE_COUNTER, c["value"][sel])])
+            pk = w.join([w.field_varint(_TIMESTAMP, c["ts_ns"][sel]), w.const(seq, np.ones(m, bool)),
+                         w.field_bytes(_TRACK_EVENT, te)])
+            yield _wrap_packets(pk)
+
+
+def _descriptor(fields: list[tuple[int, Any]]) -> bytes:
+    return _packet([(_SEQ_ID, _EVENTS_SEQ), (_TRACK_DESCRIPTOR, w.message(fields))])
+
+
+def _int32(v: int) -> int:
+    return max(-(1 << 31), min(int(v), (1 << 31) - 1)) & ((1 << 64) - 1)
+
+
+def _lane_uuid(track: int, lane: int) -> int:
+    return _LANE_UUID + track * 256 + lane
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v if isinstance(v, str) else str(v)
+
+
+def _distinct_pairs(track: np.ndarray, lane: np.ndarray) -> list[tuple[int, int]]:
+    has = lane > 0
+    if not has.any():
+        return []
+    pairs = np.unique(track[has].astype(np.int64) * 256 + lane[has])
+    return [(int(p) // 256, int(p) % 256) for p in pairs]
+
+
+def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, by_rank: np.ndarray) -> np.ndarray:
+    """Lane of every event on its track: 0 where events nest, k > 0 for events that would
+    cross the stack of lanes 0..k-1 (partial overlaps). Zero-duration events stay in lane 0."""
+    lane = np.zeros(len(track), np.int64)
+    if not len(track):
+        return lane
+    order = by_rank[np.argsort(track[by_rank], kind="stable")]  # by track, then start, longest first
+    tr, s, e = track[order], start[order], end[order]
+    slice_ = e > s
+    cut = np.flatnonzero(tr[1:] != tr[:-1]) + 1
+    for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(tr)].tolist()):
+        seg = np.flatnonzero(slice_[lo:hi]) + lo
+        if len(seg) < 2 or np.all(e[seg[:-1]] <= s[seg[1:]]):
+            continue  # one slice after another
+        idx, lanes = _stack_lanes(s[seg].tolist(), e[seg].tolist())
+        if lanes.any():
+            lane[order[seg[idx]]] = lanes[idx]
+    if lane.max() > 255:
+        log.warning("perfetto: more than 255 overlapping lanes on a track; the rest share lane 255")
+        np.minimum(lane, 255, out=lane)
+    return lane
+
+
+def _stack_lanes(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Lanes for slices sorted by (start, longest first) so that each lane is a stack."""
+    stacks: list[list[int]] = [[]]
+    out = np.zeros(len(starts), np.int64)
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        for k, st in enumerate(stacks):
+            while st and st[-1] <= s:
+                st.pop()
+            if not st or e <= st[-1]:
+                st.append(e)
+                out[i] = k
+                break
+        else:
+            stacks.append([e])
+            out[i] = len(stacks) - 1
+    return np.flatnonzero(out), out
