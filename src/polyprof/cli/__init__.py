@@ -11,6 +11,7 @@ import sys
 from ..errors import PolyprofError
 
 COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo", "diff"]
+COMMANDS.append("convert")  # traces -> an on-disk store (issue 13)
 
 DESCRIPTION = """\
 polyprof: a vendor-neutral profiler for ML and dataflow programs.

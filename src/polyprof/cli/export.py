@@ -28,13 +28,18 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, help="output path")
     p.add_argument("--derive", action="store_true",
                    help="add the derived lines per device first (Steps, Sections, Framework Ops, ...)")
+    from ..store.commands import add_rank_arg
+
+    add_rank_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import importlib
 
-    trace = load_trace(args.file)
+    from ..store import commands as store
+
+    trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
     if getattr(args, "derive", False):
         from ..derive import derive
 

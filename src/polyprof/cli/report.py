@@ -16,13 +16,18 @@ def register(sub: Any) -> None:
                                    "sections, steps and findings, in one self-contained HTML file.")
     p.add_argument("file", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace)")
     p.add_argument("-o", "--output", help="HTML file to write (default: FILE's name + .html)")
+    from ..store.commands import add_rank_arg
+
+    add_rank_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..report.html import write
 
-    trace = load_trace(args.file)
+    from ..store import commands as store
+
+    trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
     trace.metadata["title"] = Path(args.file).name
     out = Path(args.output) if args.output else Path(Path(args.file).name.split(".")[0] + ".html")
     write(trace, out)

@@ -18,11 +18,13 @@ WHERE category = 'kernel' GROUP BY name ORDER BY ms DESC LIMIT 10"
 def register(sub: Any) -> None:
     p = sub.add_parser("sql", help="run SQL (DuckDB) over a trace's events",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace)")
+    p.add_argument("file", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store (polyprof convert: "
+                                "every rank, with a rank column)")
     p.add_argument("query", help="a SQL query over the tables listed above")
     p.add_argument("--derive", action="store_true", help="add the derived lines (Steps, Sections, ...) first")
     p.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    p.add_argument("--memory-limit", default="1GB", help="with a store: DuckDB's memory limit (spills beyond it)")
     p.set_defaults(func=run)
 
 
@@ -51,12 +53,21 @@ def query(trace: Any, sql: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    trace = load_trace(args.file)
-    if args.derive:
-        from ..derive import derive
+    from ..store import commands as store
 
-        trace = derive(trace)
-    result = query(trace, args.query)
+    if store.handles(args):
+        if args.derive:
+            from ..errors import PolyprofError
+
+            raise PolyprofError("--derive does not apply to a store (its ranks are queried as stored)")
+        result = store.sql(args)
+    else:
+        trace = load_trace(args.file)
+        if args.derive:
+            from ..derive import derive
+
+            trace = derive(trace)
+        result = query(trace, args.query)
     if args.csv:
         import pyarrow.csv as pacsv
 

@@ -1,0 +1,89 @@
+"""What ``summary``, ``sql``, ``report`` and ``export`` do when given a store instead of a
+trace file; the commands call in here when their input is a store directory."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from .manifest import is_store
+
+log = logging.getLogger("polyprof")
+
+
+def add_executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dask", metavar="SPEC",
+                   help="run the per-rank work on Dask: 'local' (a LocalCluster for this command) or a "
+                        "scheduler address (tcp://host:8786); needs polyprof[dask]")
+    p.add_argument("-j", "--jobs", type=int, default=1,
+                   help="ranks worked on at once: worker processes (default 1: one rank in memory at a time); "
+                        "with --dask local, the number of Dask workers (default 2)")
+
+
+def add_rank_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rank", type=int, help="with a store: the rank to use (default: the first)")
+
+
+def handles(args: argparse.Namespace) -> bool:
+    return is_store(args.file)
+
+
+def summary(args: argparse.Namespace) -> int:
+    from .analyze import rank_overview, summary as run, to_json
+
+    report = run(args.file, dask=getattr(args, "dask", None), jobs=getattr(args, "jobs", 1))
+    if args.json:
+        sys.stdout.buffer.write(to_json(report) + b"\n")
+        sys.stdout.flush()
+        return 0
+    _render(report, rank_overview(report), args.top)
+    return 0
+
+
+def _render(report: Any, overview: Any, top: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..report.terminal import fmt_ns, fmt_pct
+
+    con = Console(file=sys.stdout)
+    t = Table(title=f"polyprof summary of store {report.root}: {len(report.ranks)} ranks", title_justify="left")
+    for c in ("rank", "events", "trace span", "analysed span", "steps", "compute (mean over streams)", "findings"):
+        t.add_column(c, justify="right")
+    for r in overview.itertuples(index=False):
+        t.add_row(str(r.rank), str(r.events), fmt_ns(r.trace_span_ns), fmt_ns(r.analysed_span_ns), str(r.steps),
+                  fmt_pct(r.compute_pct), str(r.findings))
+    con.print(t, highlight=False, emoji=False)
+    kb = report.tables.get("kernel_breakdown")
+    if kb is not None and len(kb):
+        g = kb.groupby("name").agg(ranks=("rank", "nunique"), count=("count", "sum"), total_ns=("total_ns", "sum"),
+                                   min_rank_ns=("total_ns", "min"), max_rank_ns=("total_ns", "max"))
+        g = g.sort_values("total_ns", ascending=False).head(top)
+        k = Table(title="Top kernels across ranks", title_justify="left")
+        for c in ("name", "ranks", "count", "total", "min rank", "max rank"):
+            k.add_column(c, justify="left" if c == "name" else "right", overflow="ellipsis", no_wrap=True,
+                         max_width=60 if c == "name" else None)
+        for name, r in g.iterrows():
+            k.add_row(str(name), str(r.ranks), str(r["count"]), fmt_ns(r.total_ns), fmt_ns(r.min_rank_ns),
+                      fmt_ns(r.max_rank_ns))
+        con.print(k, highlight=False, emoji=False)
+    print("polyprof: per-rank tables with a rank column: polyprof summary STORE --json", file=sys.stderr)
+
+
+def sql(args: argparse.Namespace) -> Any:
+    from .store import Store
+
+    return Store(args.file).sql(args.query, memory_limit=getattr(args, "memory_limit", None) or "1GB")
+
+
+def load_rank(args: argparse.Namespace) -> Any:
+    """The Trace of ``--rank`` (default: the first rank) of the store ``args.file``."""
+    from .store import Store
+
+    st = Store(args.file)
+    rank = args.rank if getattr(args, "rank", None) is not None else st.ranks[0]
+    if getattr(args, "rank", None) is None and len(st.ranks) > 1:
+        log.warning("%s holds %d ranks; using rank %d (choose with --rank)", args.file, len(st.ranks), rank)
+    return st.load(rank)

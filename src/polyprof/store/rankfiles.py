@@ -1,0 +1,195 @@
+"""One rank of a store: a directory of Parquet files, written from a Trace and read back.
+
+``rank=R/``
+  ``events.parquet``   one row per event, sorted by start time, in row groups of
+                       ``chunk_rows``: ``track_id``, ``name_id``, ``category_id`` (ids into
+                       ``strings.parquet``), ``start_ns``, ``dur_ns``, ``end_ns``,
+                       ``input_row`` (the event's row in the trace it came from); for SQL also
+                       ``plane``, ``track``, ``name``, ``category`` as dictionary-encoded
+                       strings (Parquet interns them per row group); then one nullable
+                       column per stat (``stat.<key>`` where a key would clash).
+  ``flows.parquet``    src, dst (rows of events.parquet), id, category_id
+  ``counters.parquet`` plane, name_id, ts_ns, value
+  ``strings.parquet``  the string table
+  ``rank.json``        planes, tracks, stat columns and their kinds, trace metadata
+
+Reading a rank gives back the Trace it was written from, its events in time order
+(stats and flows follow their events); ``Trace`` analyses do not depend on event order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import TraceFormatError
+from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
+from ..trace.model import Plane, Track
+from ..trace.stats import StatColumn
+from ..trace.tables import _dict_column
+
+#: Event rows per Parquet row group (what a streaming reader holds at once).
+CHUNK_ROWS = 1 << 18
+BASE_COLUMNS = ("track_id", "name_id", "category_id", "start_ns", "dur_ns", "end_ns", "input_row",
+                "plane", "track", "name", "category")
+FILES = ("events.parquet", "flows.parquet", "counters.parquet", "strings.parquet", "rank.json")
+
+
+def json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if isinstance(o, bytes):
+        return o.decode("utf-8", "replace")
+    return str(o)
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, default=json_default,
+                        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | orjson.OPT_INDENT_2)
+
+
+def time_order(trace: Trace) -> np.ndarray:
+    """Rows by start time (ties in their original order)."""
+    return np.argsort(trace.events["start_ns"], kind="stable")
+
+
+def _stat_arrow(col: StatColumn, order_inv: np.ndarray, n: int) -> tuple[pa.Array, str]:
+    """A stat as a nullable column over the time-sorted rows, and its kind (i/u/f/s/b)."""
+    rows = order_inv[col.rows]
+    mask = np.ones(n, bool)
+    mask[rows] = False
+    kind = col.kind
+    if kind in "iuf":
+        dense = np.zeros(n, col.values.dtype)
+        dense[rows] = col.values
+        return pa.array(dense, mask=mask), kind
+    vals = col.values
+    if all(isinstance(v, bytes) for v in vals):
+        kind, typ = "b", pa.binary()
+    else:
+        kind, typ = "s", pa.string()
+        if not all(isinstance(v, str) for v in vals):
+            vals = np.array([v if isinstance(v, str) else str(v) for v in vals], object)
+    dense = np.full(n, None, object)
+    dense[rows] = vals
+    return pa.array(dense, typ), kind
+
+
+def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> dict[str, Any]:
+    """Write one rank's trace into ``directory``; returns its summary for the manifest."""
+    directory.mkdir(parents=True, exist_ok=True)
+    n = trace.n_events
+    order = time_order(trace)
+    inv = np.empty(n, np.int64)
+    inv[order] = np.arange(n)
+    ev = {k: v[order] for k, v in trace.events.items()}
+    tp = trace.track_plane if trace.tracks else np.zeros(0, np.int32)
+    cols: dict[str, pa.Array] = {
+        "track_id": pa.array(ev["track"]), "name_id": pa.array(ev["name"]),
+        "category_id": pa.array(ev["category"]), "start_ns": pa.array(ev["start_ns"]),
+        "dur_ns": pa.array(ev["dur_ns"]), "end_ns": pa.array(ev["start_ns"] + ev["dur_ns"]),
+        "input_row": pa.array(order.astype(np.int64)),
+        "plane": _dict_column(tp[ev["track"]] if n else np.zeros(0, np.int32), [p.name for p in trace.planes]),
+        "track": _dict_column(ev["track"], [t.name for t in trace.tracks]),
+        "name": _dict_column(ev["name"], trace.strings),
+        "category": _dict_column(ev["category"], trace.strings),
+    }
+    stats = []
+    for key, col in trace.stats.items():
+        name = key if key not in cols else f"stat.{key}"
+        cols[name], kind = _stat_arrow(col, inv, n)
+        stats.append({"key": key, "column": name, "kind": kind})
+    pq.write_table(pa.table(cols), directory / "events.parquet", row_group_size=chunk_rows,
+                   compression="zstd", write_statistics=["start_ns", "end_ns", "dur_ns", "track_id"])
+    fl = trace.flows
+    pq.write_table(pa.table({"src": inv[fl["src"]] if len(fl["src"]) else fl["src"],
+                             "dst": inv[fl["dst"]] if len(fl["dst"]) else fl["dst"],
+                             "id": fl["id"], "category_id": fl["category"]}),
+                   directory / "flows.parquet", compression="zstd")
+    c = trace.counters
+    pq.write_table(pa.table({"plane": c["plane"], "name_id": c["name"], "ts_ns": c["ts_ns"], "value": c["value"]}),
+                   directory / "counters.parquet", compression="zstd")
+    pq.write_table(pa.table({"s": pa.array(trace.strings, pa.string())}), directory / "strings.parquet",
+                   compression="zstd")
+    info = {"events": n, "flows": len(fl["src"]), "counters": len(c["ts_ns"]),
+            "span_ns": list(trace.span_ns), "plane_names": [p.name for p in trace.planes]}
+    header = {"planes": [asdict(p) for p in trace.planes], "tracks": [asdict(t) for t in trace.tracks],
+              "stats": stats, "metadata": trace.metadata, **info}
+    (directory / "rank.json").write_bytes(dumps(header))
+    return info
+
+
+def read_header(directory: Path) -> dict[str, Any]:
+    path = directory / "rank.json"
+    try:
+        header = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise TraceFormatError(path, "missing: the store is damaged (a rank without its rank.json)") from None
+    except orjson.JSONDecodeError as e:
+        raise TraceFormatError(path, f"damaged store: rank.json is not valid JSON ({e})") from None
+    if not isinstance(header, dict) or not {"planes", "tracks", "stats", "events"} <= set(header):
+        raise TraceFormatError(path, "damaged store: rank.json lacks planes, tracks, stats or events")
+    return header
+
+
+def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
+    try:
+        return pq.read_table(path, columns=columns)
+    except FileNotFoundError:
+        raise TraceFormatError(path, "missing: the store is damaged") from None
+    except (pa.ArrowException, OSError, KeyError) as e:
+        raise TraceFormatError(path, f"damaged store file ({e})") from None
+
+
+def read_rank(directory: Path) -> Trace:
+    """The Trace of one rank (events in time order)."""
+    return read_rank_rows(directory)[0]
+
+
+def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
+    """The Trace of one rank, and each event's row in the trace it was converted from."""
+    header = read_header(directory)
+    stats_meta = header["stats"]
+    table = _read(directory / "events.parquet", ["track_id", "name_id", "category_id", "start_ns", "dur_ns",
+                                                 "input_row", *(s["column"] for s in stats_meta)])
+    if table.num_rows != header["events"]:
+        raise TraceFormatError(directory / "events.parquet", f"damaged store: {table.num_rows} events, "
+                                                             f"rank.json says {header['events']}")
+    events = {k: table.column(c).to_numpy().astype(EVENT_COLUMNS[k], copy=False) for k, c in
+              (("track", "track_id"), ("name", "name_id"), ("category", "category_id"),
+               ("start_ns", "start_ns"), ("dur_ns", "dur_ns"))}
+    input_rows = table.column("input_row").to_numpy()
+    stats = {}
+    for s in stats_meta:
+        col = table.column(s["column"])
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(valid).astype(np.int64)
+        present = col.drop_null()
+        if s["kind"] in "iuf":
+            values = present.to_numpy()
+        else:
+            values = np.empty(len(rows), object)
+            values[:] = present.to_pylist()
+        stats[s["key"]] = StatColumn(rows, values)
+    del table
+    fl = _read(directory / "flows.parquet")
+    flows = {k: fl.column(c).to_numpy().astype(FLOW_COLUMNS[k], copy=False)
+             for k, c in (("src", "src"), ("dst", "dst"), ("id", "id"), ("category", "category_id"))}
+    ct = _read(directory / "counters.parquet")
+    counters = {k: ct.column(c).to_numpy().astype(COUNTER_COLUMNS[k], copy=False)
+                for k, c in (("plane", "plane"), ("name", "name_id"), ("ts_ns", "ts_ns"), ("value", "value"))}
+    strings = _read(directory / "strings.parquet").column("s").to_pylist()
+    try:
+        trace = Trace(strings, [Plane(**p) for p in header["planes"]], [Track(**t) for t in header["tracks"]],
+                      events, stats, flows, counters, header.get("metadata", {}))
+        return trace.validate(), input_rows
+    except Exception as e:  # ids out of range, bad planes: a damaged or hand-edited store
+        raise TraceFormatError(directory, f"damaged store: inconsistent rank ({e})") from None

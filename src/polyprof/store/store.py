@@ -1,0 +1,118 @@
+"""A store opened for reading: its ranks one at a time as Traces, or all of them through
+DuckDB with a memory limit (it spills to disk beyond it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from ..errors import PolyprofError, TraceFormatError
+from ..trace.core import Trace
+from .manifest import read_manifest
+from .rankfiles import read_header, read_rank
+
+#: DuckDB's memory limit for SQL over a store, unless given.
+SQL_MEMORY_LIMIT = "1GB"
+
+
+class Store:
+    """The ranks of a store. ``load(rank)`` reads one rank back into a Trace."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.manifest = read_manifest(self.root)
+        self._entries = {r["rank"]: r for r in self.manifest["ranks"]}
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self._entries)
+
+    def entry(self, rank: int) -> dict[str, Any]:
+        try:
+            return self._entries[rank]
+        except KeyError:
+            raise PolyprofError(f"{self.root}: no rank {rank} (ranks: {_span(self.ranks)})") from None
+
+    def path(self, rank: int) -> Path:
+        return self.root / self.entry(rank)["path"]
+
+    def load(self, rank: int) -> Trace:
+        return read_rank(self.path(rank))
+
+    def traces(self) -> Iterator[tuple[int, Trace]]:
+        """(rank, Trace), one rank in memory at a time."""
+        for r in self.ranks:
+            yield r, self.load(r)
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r}, ranks {_span(self.ranks)})"
+
+    # ------------------------------------------------------------------ SQL
+    def connect(self, memory_limit: str = SQL_MEMORY_LIMIT, threads: int | None = None) -> Any:
+        """A DuckDB connection with views over every rank: events, flows, counters (each
+        with a ``rank`` column), planes and tracks."""
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute(f"SET memory_limit = '{_sql_literal(memory_limit)}'")
+        con.execute(f"SET temp_directory = '{_sql_literal(str(self.root / '.duckdb-spill'))}'")
+        if threads:
+            con.execute(f"SET threads = {int(threads)}")
+        con.execute("SET preserve_insertion_order = false")  # lets big sorts and group-bys spill
+        for table in ("events", "flows", "counters"):
+            files = ", ".join(f"'{_sql_literal(str(self.path(r) / f'{table}.parquet'))}'" for r in self.ranks)
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{files}], hive_partitioning = true, "
+                        "union_by_name = true)")
+        planes, tracks = self._plane_track_tables()
+        con.register("planes", planes)
+        con.register("tracks", tracks)
+        return con
+
+    def _plane_track_tables(self) -> tuple[pa.Table, pa.Table]:
+        planes: dict[str, list] = {"rank": [], "id": [], "name": [], "kind": [], "vendor": [], "index": []}
+        tracks: dict[str, list] = {"rank": [], "id": [], "plane": [], "name": [], "kind": [], "tid": []}
+        for r in self.ranks:
+            h = read_header(self.path(r))
+            for p in h["planes"]:
+                for k in planes:
+                    planes[k].append(r if k == "rank" else p.get(k))
+            for t in h["tracks"]:
+                for k in tracks:
+                    tracks[k].append(r if k == "rank" else t.get(k))
+        return pa.table(planes), pa.table(tracks)
+
+    def sql(self, query: str, memory_limit: str = SQL_MEMORY_LIMIT) -> pa.Table:
+        """Run ``query`` over the store's tables; returns a pyarrow Table."""
+        import duckdb
+
+        con = self.connect(memory_limit)
+        try:
+            rel = con.sql(query)
+            if rel is None:
+                return pa.table({})
+            fetch = getattr(rel, "to_arrow_table", None) or getattr(rel, "arrow")
+            return fetch()
+        except duckdb.IOException as e:
+            raise TraceFormatError(self.root, f"damaged store file ({e})") from None
+        except duckdb.Error as e:
+            raise PolyprofError(f"SQL error: {e}") from None
+        finally:
+            con.close()
+
+
+def open_store(path: str | Path) -> Store:
+    return Store(path)
+
+
+def _sql_literal(s: str) -> str:
+    return s.replace("'", "''")
+
+
+def _span(ranks: list[int]) -> str:
+    if not ranks:
+        return "none"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
+        return f"{ranks[0]}..{ranks[-1]}"
+    return ", ".join(map(str, ranks))

@@ -1,0 +1,263 @@
+"""The on-disk store: convert real traces, read them back rank by rank, analyses equal
+to the in-memory path, DuckDB over the store, Dask as the executor, damaged stores."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+import polyprof
+from polyprof.errors import PolyprofError, TraceFormatError
+from polyprof.report.tables import build, to_json
+from polyprof.store import Store, convert, summary
+from polyprof.store import analyze as store_analyze
+from polyprof.store.manifest import SCHEMA_VERSION
+from polyprof.store.rankfiles import read_rank_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = sorted(p for p in (ROOT / "tests/data/traces").glob("*/*") if p.suffix in (".gz", ".pb"))
+KINETO = ROOT / "tests/data/traces/kineto"
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polyprof", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def all_store(tmp_path_factory) -> Path:
+    """Every real trace as one rank each (rank = position in TRACES)."""
+    out = tmp_path_factory.mktemp("store") / "all"
+    convert(TRACES, out, rank_by="order", chunk_rows=4096)
+    return out
+
+
+@pytest.fixture(scope="module")
+def all_summary(all_store):
+    return orjson.loads(store_analyze.to_json(summary(all_store)))
+
+
+def _dense(trace, key):
+    col = trace.stats[key]
+    out = np.full(trace.n_events, None, object)
+    out[col.rows] = col.values.tolist()
+    return out
+
+
+@pytest.mark.parametrize("rank", range(len(TRACES)), ids=[p.name for p in TRACES])
+def test_rank_reads_back_as_the_trace_it_was(all_store, rank):
+    orig = polyprof.load(TRACES[rank])
+    got, input_rows = read_rank_rows(Store(all_store).path(rank))
+    assert got.n_events == orig.n_events
+    assert np.all(np.diff(got.events["start_ns"]) >= 0), "events not in time order"
+    assert sorted(input_rows.tolist()) == list(range(orig.n_events))
+    for k in ("track", "start_ns", "dur_ns"):
+        assert np.array_equal(got.events[k], orig.events[k][input_rows])
+    assert got.names().tolist() == orig.names(input_rows).tolist()
+    assert got.categories().tolist() == orig.categories(input_rows).tolist()
+    assert [(p.name, p.kind, p.vendor, p.pid) for p in got.planes] == [(p.name, p.kind, p.vendor, p.pid)
+                                                                      for p in orig.planes]
+    assert [(t.plane, t.name, t.kind, t.tid) for t in got.tracks] == [(t.plane, t.name, t.kind, t.tid)
+                                                                      for t in orig.tracks]
+    assert set(got.stats) == set(orig.stats)
+    for key in orig.stats:
+        want = _dense(orig, key)[input_rows]
+        have = _dense(got, key)
+        same = [a == b or (isinstance(b, bytes) and a == b) for a, b in zip(have.tolist(), want.tolist())]
+        assert all(same), key
+    pos = np.empty(orig.n_events, np.int64)
+    pos[input_rows] = np.arange(orig.n_events)
+    fl, gfl = orig.flows, got.flows
+    assert sorted(zip(pos[fl["src"]].tolist(), pos[fl["dst"]].tolist(), fl["id"].tolist())) == \
+        sorted(zip(gfl["src"].tolist(), gfl["dst"].tolist(), gfl["id"].tolist()))
+    for k in ("plane", "ts_ns", "value"):
+        assert np.array_equal(got.counters[k], orig.counters[k])
+    assert orjson.loads(orjson.dumps(got.metadata, default=str)) == \
+        orjson.loads(orjson.dumps(orig.metadata, default=str, option=orjson.OPT_NON_STR_KEYS))
+
+
+@pytest.mark.parametrize("rank", range(len(TRACES)), ids=[p.name for p in TRACES])
+def test_summary_of_each_rank_equals_the_single_file_summary(all_summary, rank):
+    single = orjson.loads(to_json(build(polyprof.load(TRACES[rank]))))
+    assert all_summary["overview"][str(rank)] == single["overview"]
+    assert [{k: v for k, v in f.items() if k != "rank"} for f in all_summary["findings"] if f["rank"] == rank] \
+        == single["findings"]
+    for name, table in single["tables"].items():
+        stacked = all_summary["tables"][name]
+        assert stacked["columns"] == ["rank", *table["columns"]]
+        mine = [{k: v for k, v in r.items() if k != "rank"} for r in stacked["records"] if r["rank"] == rank]
+        assert mine == table["records"], name
+
+
+def test_events_sorted_in_row_groups_and_strings_dictionary_encoded(all_store):
+    st = Store(all_store)
+    rank = next(i for i, p in enumerate(TRACES) if p.name == "v100_ns_resolution_rank0.json.gz")
+    f = pq.ParquetFile(st.path(rank) / "events.parquet")
+    assert f.metadata.num_row_groups == -(-f.metadata.num_rows // 4096)
+    starts = [f.metadata.row_group(i).column(f.schema_arrow.get_field_index("start_ns")).statistics
+              for i in range(f.metadata.num_row_groups)]
+    assert all(a.max <= b.min for a, b in zip(starts, starts[1:]))  # time-sorted across row groups
+    name_col = f.metadata.row_group(0).column(f.schema_arrow.get_field_index("name"))
+    assert "RLE_DICTIONARY" in str(name_col.encodings) or "PLAIN_DICTIONARY" in str(name_col.encodings)
+    m = json.loads((all_store / "manifest.json").read_text())
+    assert m["schema_version"] == SCHEMA_VERSION and [r["rank"] for r in m["ranks"]] == list(range(len(TRACES)))
+    assert m["ranks"][rank]["events"] == f.metadata.num_rows
+    assert m["ranks"][rank]["source"]["format"] == "chrome-json"
+    assert m["ranks"][rank]["source"]["input"].endswith(TRACES[rank].name)
+
+
+def test_sql_over_every_rank_matches_the_traces(all_store):
+    st = Store(all_store)
+    res = st.sql("SELECT rank, count(*) AS n, sum(dur_ns)::BIGINT AS d, count(DISTINCT name) AS names "
+                 "FROM events GROUP BY rank ORDER BY rank").to_pylist()
+    want = []
+    for i, p in enumerate(TRACES):
+        t = polyprof.load(p)
+        if t.n_events:
+            want.append({"rank": i, "n": t.n_events, "d": int(t.events["dur_ns"].sum()),
+                         "names": len(set(t.names().tolist()))})
+    assert res == want
+    con = st.connect(memory_limit="200MB")
+    assert con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0] in ("190.7 MiB", "200.0 MB", "200MB")
+    flows = con.execute("SELECT rank, count(*) FROM flows GROUP BY rank ORDER BY rank").fetchall()
+    assert flows == [(i, len(polyprof.load(p).flows["src"])) for i, p in enumerate(TRACES)
+                     if len(polyprof.load(p).flows["src"])]
+    con.close()
+
+
+def test_ranks_from_distributed_info_and_repeated_ranks(tmp_path):
+    a, b = KINETO / "sampled_rank0.json.gz", KINETO / "sampled_rank1.json.gz"
+    st = Store(convert([b, a], tmp_path / "s"))  # the traces say rank 1 and rank 0
+    assert st.ranks == [0, 1]
+    assert st.entry(0)["source"]["input"].endswith("sampled_rank0.json.gz")
+    with pytest.raises(TraceFormatError, match="repeats rank 0.*--rank-by order"):
+        convert([a, a], tmp_path / "t", rank_by="trace")
+    assert not (tmp_path / "t" / "manifest.json").exists()
+    assert Store(convert([a, a], tmp_path / "u")).ranks == [0, 1]  # auto: numbered by order
+
+
+def test_existing_store_is_not_overwritten_unless_asked(tmp_path):
+    a = KINETO / "cpu_only_rank34.json.gz"
+    convert([a], tmp_path / "s")
+    with pytest.raises(PolyprofError, match="--overwrite"):
+        convert([a], tmp_path / "s")
+    convert([a, a], tmp_path / "s", overwrite=True)
+    assert Store(tmp_path / "s").ranks == [0, 1]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(PolyprofError, match="not a store"):
+        convert([a], tmp_path / "other")
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+def test_bad_input_names_the_file_and_leaves_no_manifest(tmp_path):
+    bad = tmp_path / "rank1.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1},')
+    with pytest.raises(TraceFormatError, match="rank1.json"):
+        convert([KINETO / "cpu_only_rank34.json.gz", bad], tmp_path / "s")
+    assert not (tmp_path / "s" / "manifest.json").exists()
+    with pytest.raises(TraceFormatError, match="incomplete store"):
+        Store(tmp_path / "s")
+
+
+@pytest.fixture()
+def small_store(tmp_path) -> Path:
+    return convert([KINETO / "sampled_rank0.json.gz", KINETO / "sampled_rank1.json.gz"], tmp_path / "s")
+
+
+def test_newer_schema_is_refused_with_a_clear_message(small_store):
+    m = json.loads((small_store / "manifest.json").read_text())
+    m["schema_version"] = SCHEMA_VERSION + 1
+    (small_store / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(TraceFormatError, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
+        Store(small_store)
+    r = cli("summary", str(small_store))
+    assert r.returncode == 1 and "newer" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("damage", ["manifest", "missing rank", "truncated events", "rank.json", "events count"])
+def test_damaged_store_says_what_and_where(small_store, damage):
+    rank1 = small_store / "rank=1"
+    if damage == "manifest":
+        (small_store / "manifest.json").write_text('{"format": "polyprof-store", "schema_')
+        where = "manifest.json"
+    elif damage == "missing rank":
+        shutil.rmtree(rank1)
+        where = "rank=1"
+    elif damage == "truncated events":
+        data = (rank1 / "events.parquet").read_bytes()
+        (rank1 / "events.parquet").write_bytes(data[: len(data) // 2])
+        where = "events.parquet"
+    elif damage == "rank.json":
+        (rank1 / "rank.json").write_text("{")
+        where = "rank.json"
+    else:
+        h = json.loads((rank1 / "rank.json").read_text())
+        h["events"] += 1
+        (rank1 / "rank.json").write_text(json.dumps(h))
+        where = "events.parquet"
+    with pytest.raises(TraceFormatError, match="damaged") as e:
+        Store(small_store).load(1)
+    assert where in str(e.value)
+    r = cli("summary", str(small_store), "--json")
+    assert r.returncode == 1 and "damaged" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_any_concurrent_futures_executor(small_store):
+    base = store_analyze.to_json(summary(small_store))
+    with cf.ThreadPoolExecutor(2) as ex:
+        assert store_analyze.to_json(summary(small_store, dask=ex)) == base
+    assert store_analyze.to_json(summary(small_store, jobs=2)) == base  # a process pool
+    with pytest.raises(PolyprofError, match="not an executor"):
+        summary(small_store, dask=object())
+
+
+def test_cli_convert_summary_and_dask_local(tmp_path):
+    """8 ranks made from one real trace; the store's summary with and without a Dask
+    LocalCluster of 2 workers; rank 0 equals the single-file summary."""
+    src = KINETO / "sampled_rank0.json.gz"
+    ranks = [tmp_path / f"rank-{i}.json.gz" for i in range(8)]
+    for r in ranks:
+        shutil.copy(src, r)
+    store = tmp_path / "store"
+    r = cli("convert", *map(str, ranks), "-o", str(store))
+    assert r.returncode == 0, r.stderr
+    plain = cli("summary", str(store), "--json")
+    assert plain.returncode == 0, plain.stderr
+    doc = json.loads(plain.stdout)
+    assert doc["ranks"] == list(range(8))
+    assert all(t["columns"][0] == "rank" for t in doc["tables"].values())
+    single = json.loads(cli("summary", str(src), "--json").stdout)
+    k = doc["tables"]["kernel_breakdown"]
+    assert [{c: v for c, v in rec.items() if c != "rank"} for rec in k["records"] if rec["rank"] == 0] == \
+        single["tables"]["kernel_breakdown"]["records"]
+    dask = cli("summary", str(store), "--json", "--dask", "local", timeout=240)
+    assert dask.returncode == 0, dask.stderr
+    assert json.loads(dask.stdout) == doc
+    again = cli("convert", *map(str, ranks[:2]), "-o", str(tmp_path / "d"), "--dask", "local", timeout=240)
+    assert again.returncode == 0, again.stderr
+    assert Store(tmp_path / "d").ranks == [0, 1]
+
+
+def test_cli_sql_report_export_on_a_store(small_store, tmp_path):
+    r = cli("sql", str(small_store), "SELECT rank, count(*) AS n FROM events GROUP BY rank ORDER BY rank", "--csv")
+    assert r.returncode == 0, r.stderr
+    n0, n1 = (polyprof.load(KINETO / f"sampled_rank{i}.json.gz").n_events for i in (0, 1))
+    assert r.stdout.split() == ['"rank","n"', f"0,{n0}", f"1,{n1}"]
+    out = tmp_path / "r1.polyprof"
+    r = cli("export", str(small_store), "--rank", "1", "-f", "polyprof", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert polyprof.load(out).n_events == n1
+    r = cli("report", str(small_store), "--rank", "5", "-o", str(tmp_path / "x.html"))
+    assert r.returncode == 1 and "no rank 5" in r.stderr
+    r = cli("summary", str(small_store))
+    assert r.returncode == 0 and "2 ranks" in r.stdout
