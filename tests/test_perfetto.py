@@ -241,3 +241,33 @@ def test_cli_export_perfetto(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert len(Decoded(out.read_bytes()).events) == polyprof.load(src).n_events
+
+
+def _varint_ref(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def test_wire_varints_and_join_against_a_byte_by_byte_reference():
+    from polyprof.formats import perfetto_wire as w
+
+    rng = np.random.default_rng(7)
+    vals = np.concatenate([rng.integers(-2 ** 63, 2 ** 63 - 1, 500, dtype=np.int64),
+                           np.array([0, 1, 127, 128, 2 ** 63 - 1, -1], np.int64)])
+    data, lens = w.varints(vals)
+    assert data.tobytes() == b"".join(_varint_ref(int(v)) for v in vals)
+    assert lens.tolist() == [len(_varint_ref(int(v))) for v in vals]
+    # entries of unequal lengths whose total is a multiple of the count (the broadcast
+    # fast path once took them for equal lengths and wrote a corrupt trace)
+    for lens_a in ([1, 0, 2], [2, 0, 2, 0], [3, 3, 3]):
+        a = [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in lens_a]
+        b = [bytes([i]) * (i % 3) for i in range(len(lens_a))]
+        batch = lambda xs: (np.frombuffer(b"".join(xs), np.uint8), np.array(list(map(len, xs)), np.int64))
+        out, out_lens = w.join([batch(a), batch(b)])
+        assert out.tobytes() == b"".join(x + y for x, y in zip(a, b))
+        assert out_lens.tolist() == [len(x) + len(y) for x, y in zip(a, b)]

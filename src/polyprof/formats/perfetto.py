@@ -29,6 +29,7 @@ from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
+from ..derive.intervals import nesting_depth
 from ..trace.core import Trace
 from . import perfetto_wire as w
 from .chrome import _pids, _tids
@@ -321,16 +322,16 @@ def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, by_rank: np.nd
     """Lane of every event on its track: 0 where events nest, k > 0 for events that would
     cross the stack of lanes 0..k-1 (partial overlaps). Zero-duration events stay in lane 0."""
     lane = np.zeros(len(track), np.int64)
-    if not len(track):
+    bad = _crossing_tracks(track, start, end)
+    if not len(bad):
         return lane
     order = by_rank[np.argsort(track[by_rank], kind="stable")]  # by track, then start, longest first
+    order = order[np.isin(track[order], bad)]
     tr, s, e = track[order], start[order], end[order]
     slice_ = e > s
     cut = np.flatnonzero(tr[1:] != tr[:-1]) + 1
     for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(tr)].tolist()):
         seg = np.flatnonzero(slice_[lo:hi]) + lo
-        if len(seg) < 2 or np.all(e[seg[:-1]] <= s[seg[1:]]):
-            continue  # one slice after another
         idx, lanes = _stack_lanes(s[seg].tolist(), e[seg].tolist())
         if lanes.any():
             lane[order[seg[idx]]] = lanes[idx]
@@ -338,6 +339,27 @@ def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, by_rank: np.nd
         log.warning("perfetto: more than 255 overlapping lanes on a track; the rest share lane 255")
         np.minimum(lane, 255, out=lane)
     return lane
+
+
+def _crossing_tracks(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Tracks where some slice crosses another (starts inside it, ends after it).
+
+    With spans ordered by (track, start, longest first) and their nesting depth, the
+    spans nest iff each one ends within the last span before it one level up (the first
+    crossing span would otherwise have a crossing parent, which comes earlier)."""
+    order, _, depth = nesting_depth(track, start, end)
+    if not len(order):
+        return np.zeros(0, np.int64)
+    tr, e = track[order], end[order]
+    bad = []
+    for d in range(1, int(depth.max()) + 1):
+        ch, par = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+        j = np.searchsorted(par, ch) - 1
+        p = par[np.maximum(j, 0)] if len(par) else ch
+        wrong = (j < 0) | (tr[p] != tr[ch]) | (e[ch] > e[p])
+        bad.append(tr[ch[wrong]])
+    # a slice starting exactly where an open one ends is not counted as inside it
+    return np.unique(np.concatenate(bad)) if bad else np.zeros(0, np.int64)
 
 
 def _stack_lanes(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
