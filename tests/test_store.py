@@ -63,8 +63,9 @@ def test_rank_reads_back_as_the_trace_it_was(all_store, rank):
         assert np.array_equal(got.events[k], orig.events[k][input_rows])
     assert got.names().tolist() == orig.names(input_rows).tolist()
     assert got.categories().tolist() == orig.categories(input_rows).tolist()
-    assert [(p.name, p.kind, p.vendor, p.pid) for p in got.planes] == [(p.name, p.kind, p.vendor, p.pid)
-                                                                      for p in orig.planes]
+    assert [(p.name, p.kind, p.vendor, p.pid, p.source) for p in got.planes] == \
+        [(p.name, p.kind, p.vendor, p.pid, p.source) for p in orig.planes]
+    assert got.sources == orig.sources
     assert [(t.plane, t.name, t.kind, t.tid) for t in got.tracks] == [(t.plane, t.name, t.kind, t.tid)
                                                                       for t in orig.tracks]
     assert set(got.stats) == set(orig.stats)
@@ -110,8 +111,9 @@ def test_events_sorted_in_row_groups_and_strings_dictionary_encoded(all_store):
     m = json.loads((all_store / "manifest.json").read_text())
     assert m["schema_version"] == SCHEMA_VERSION and [r["rank"] for r in m["ranks"]] == list(range(len(TRACES)))
     assert m["ranks"][rank]["events"] == f.metadata.num_rows
-    assert m["ranks"][rank]["source"]["format"] == "chrome-json"
-    assert m["ranks"][rank]["source"]["input"].endswith(TRACES[rank].name)
+    assert m["ranks"][rank]["format"] == "chrome-json"
+    assert m["ranks"][rank]["input"].endswith(TRACES[rank].name)
+    assert m["ranks"][rank]["sources"][0]["rank"] == 0  # as distributedInfo says
 
 
 def test_sql_over_every_rank_matches_the_traces(all_store):
@@ -137,7 +139,8 @@ def test_ranks_from_distributed_info_and_repeated_ranks(tmp_path):
     a, b = KINETO / "sampled_rank0.json.gz", KINETO / "sampled_rank1.json.gz"
     st = Store(convert([b, a], tmp_path / "s"))  # the traces say rank 1 and rank 0
     assert st.ranks == [0, 1]
-    assert st.entry(0)["source"]["input"].endswith("sampled_rank0.json.gz")
+    assert st.entry(0)["input"].endswith("sampled_rank0.json.gz")
+    assert [st.entry(r)["sources"][0]["rank"] for r in (0, 1)] == [0, 1]
     with pytest.raises(TraceFormatError, match="repeats rank 0.*--rank-by order"):
         convert([a, a], tmp_path / "t", rank_by="trace")
     assert not (tmp_path / "t" / "manifest.json").exists()

@@ -4,8 +4,10 @@ Each input is one rank. Inputs are converted one per task on the executor (here,
 process pool or Dask): a task reads its input with the format's reader (the Kineto reader
 parses its JSON a slice at a time into columns), sorts the events by time and writes the
 rank's Parquet files, then frees it; so memory is bounded by one rank per worker, never
-by the number of ranks. Ranks come from the traces (Kineto ``distributedInfo.rank``)
-when every input names a distinct one, else from the order of the inputs.
+by the number of ranks. Ranks come from the traces' sources (Kineto
+``distributedInfo.rank``, a session's ``RANK``) when every input names a distinct one,
+else from the order of the inputs. The manifest keeps each rank's sources (host, pid,
+file, clock anchor) as the readers identified them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import gc
 import logging
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -63,19 +66,14 @@ def convert_one(path: str, part: str, chunk_rows: int) -> dict[str, Any]:
     fmt = detect(path)
     trace = load(path)
     info = write_rank(trace, Path(part), chunk_rows)
-    meta = trace.metadata
-    host = next((p for p in trace.planes if p.kind == "host"), None)
-    source = {"input": str(Path(path).resolve()), "format": fmt, "trace_rank": meta.get("rank"),
-              "world_size": meta.get("world_size"), "hostname": meta.get("hostname") or meta.get("host"),
-              "pid": host.pid if host else None,
-              "clock": {"clock": meta.get("clock"), "wall_anchor": meta.get("wall_anchor"), "offset_ns": 0}}
+    sources = [asdict(s) for s in trace.sources]
     del trace
     gc.collect()
-    return {"part": part, "source": source, **info}
+    return {"part": part, "format": fmt, "input": str(Path(path).resolve()), "sources": sources, **info}
 
 
 def _assign_ranks(parts: list[dict[str, Any]], rank_by: str) -> list[int]:
-    named = [p["source"]["trace_rank"] for p in parts]
+    named = [p["sources"][0]["rank"] if len(p["sources"]) == 1 else None for p in parts]
     usable = all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in named) \
         and len(set(named)) == len(named)
     if rank_by == "order" or (rank_by == "auto" and not usable):
@@ -88,8 +86,8 @@ def _assign_ranks(parts: list[dict[str, Any]], rank_by: str) -> list[int]:
         for p, r in zip(parts, named):
             if r in seen or not isinstance(r, int):
                 what = "names no rank" if not isinstance(r, int) else f"repeats rank {r} of {seen[r]}"
-                raise TraceFormatError(p["source"]["input"], f"{what}; use --rank-by order")
-            seen[r] = p["source"]["input"]
+                raise TraceFormatError(p["input"], f"{what}; use --rank-by order")
+            seen[r] = p["input"]
     return [int(r) for r in named]
 
 

@@ -11,7 +11,7 @@
   ``flows.parquet``    src, dst (rows of events.parquet), id, category_id
   ``counters.parquet`` plane, name_id, ts_ns, value
   ``strings.parquet``  the string table
-  ``rank.json``        planes, tracks, stat columns and their kinds, trace metadata
+  ``rank.json``        sources, planes, tracks, stat columns and their kinds, trace metadata
 
 Reading a rank gives back the Trace it was written from, its events in time order
 (stats and flows follow their events); ``Trace`` analyses do not depend on event order.
@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
-from ..trace.model import Plane, Track
+from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn
 from ..trace.tables import _dict_column
 
@@ -121,7 +121,7 @@ def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> d
                    compression="zstd")
     info = {"events": n, "flows": len(fl["src"]), "counters": len(c["ts_ns"]),
             "span_ns": list(trace.span_ns), "plane_names": [p.name for p in trace.planes]}
-    header = {"planes": [asdict(p) for p in trace.planes], "tracks": [asdict(t) for t in trace.tracks],
+    header = {"sources": [asdict(s) for s in trace.sources], "planes": [asdict(p) for p in trace.planes], "tracks": [asdict(t) for t in trace.tracks],
               "stats": stats, "metadata": trace.metadata, **info}
     (directory / "rank.json").write_bytes(dumps(header))
     return info
@@ -189,7 +189,8 @@ def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
     strings = _read(directory / "strings.parquet").column("s").to_pylist()
     try:
         trace = Trace(strings, [Plane(**p) for p in header["planes"]], [Track(**t) for t in header["tracks"]],
-                      events, stats, flows, counters, header.get("metadata", {}))
+                      events, stats, flows, counters, header.get("metadata", {}),
+                      sources=[Source(**s) for s in header.get("sources", [])])
         return trace.validate(), input_rows
     except Exception as e:  # ids out of range, bad planes: a damaged or hand-edited store
         raise TraceFormatError(directory, f"damaged store: inconsistent rank ({e})") from None
