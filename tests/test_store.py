@@ -264,3 +264,22 @@ def test_cli_sql_report_export_on_a_store(small_store, tmp_path):
     assert r.returncode == 1 and "no rank 5" in r.stderr
     r = cli("summary", str(small_store))
     assert r.returncode == 0 and "2 ranks" in r.stdout
+
+
+def test_cli_diff_of_stores_equals_diff_of_rank_files(tmp_path):
+    a_files = tmp_path / "a"
+    a_files.mkdir()
+    for i in (0, 1):
+        shutil.copy(KINETO / f"sampled_rank{i}.json.gz", a_files / f"rank{i}.json.gz")
+    b_file = KINETO / "sampled_rank1.json.gz"
+    convert(sorted(a_files.iterdir()), tmp_path / "sa")
+    convert([b_file], tmp_path / "sb")
+    by_files = cli("diff", str(a_files), str(b_file), "--json")
+    by_store = cli("diff", str(tmp_path / "sa"), str(tmp_path / "sb"), "--json")
+    assert by_files.returncode == 0 and by_store.returncode == 0, by_store.stderr
+    x, y = json.loads(by_files.stdout), json.loads(by_store.stdout)
+    for doc in (x, y):
+        for side in ("a", "b"):
+            doc["overview"][side].pop("paths")
+    assert x["overview"]["a"]["traces"] == 2
+    assert x == y

@@ -26,8 +26,8 @@ def register(sub: Any) -> None:
                        description="Per kernel, framework op and section: counts and total time in run A and "
                                    "run B, the delta, and whether it is beyond step-to-step noise (Mann-Whitney U "
                                    "over per-step totals). A and B are trace files or directories of rank files.")
-    p.add_argument("a", metavar="A", help="run A: a trace file, or a directory of its ranks' trace files")
-    p.add_argument("b", metavar="B", help="run B: a trace file, or a directory of its ranks' trace files")
+    p.add_argument("a", metavar="A", help="run A: a trace file, a directory of its ranks' trace files, or a store")
+    p.add_argument("b", metavar="B", help="run B: a trace file, a directory of its ranks' trace files, or a store")
     p.add_argument("-n", "--top", type=int, default=15,
                    help="rows per table (default 15; --json has every row); the verdict names at most "
                         f"{VERDICT_TOP} changes each way")
@@ -57,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
 def rank_files(path: str) -> list[Path]:
     """``path`` itself, or the trace files of a directory in natural order (rank2 before rank10)."""
+    from ..store import is_store
+
     p = Path(path)
-    if not p.is_dir():
+    if not p.is_dir() or is_store(p):
         return [p]
     files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
              and f.name.lower().endswith(TRACE_SUFFIXES)]
@@ -70,6 +72,11 @@ def rank_files(path: str) -> list[Path]:
 
 def _load(files: list[Path], side: str) -> Iterator[Trace]:
     """Load one file at a time (the diff keeps only its sums), with a progress bar for many."""
+    from ..store.commands import store_traces
+
+    if len(files) == 1 and (ranks := store_traces(files[0])) is not None:  # a store: one rank at a time
+        yield from ranks
+        return
     if len(files) > 1 and sys.stderr.isatty():
         from rich.console import Console
         from rich.progress import track

@@ -1,12 +1,12 @@
-"""What ``summary``, ``sql``, ``report`` and ``export`` do when given a store instead of a
-trace file; the commands call in here when their input is a store directory."""
+"""What ``summary``, ``sql``, ``report``, ``export`` and ``diff`` do when given a store
+instead of a trace file; the commands call in here when their input is a store directory."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from .manifest import is_store
 
@@ -76,6 +76,16 @@ def sql(args: argparse.Namespace) -> Any:
     from .store import Store
 
     return Store(args.file).sql(args.query, memory_limit=getattr(args, "memory_limit", None) or "1GB")
+
+
+def store_traces(path: Any) -> Iterator[Any] | None:
+    """The ranks of the store at ``path`` as Traces, one in memory at a time (None: not a store)."""
+    if not is_store(path):
+        return None
+    from .store import Store
+
+    st = Store(path)  # checks the manifest now, before the first rank is needed
+    return (trace for _, trace in st.traces())
 
 
 def load_rank(args: argparse.Namespace) -> Any:
