@@ -189,7 +189,8 @@ class profile(torch.profiler.profile):
             else:
                 names = [p for p in self._pp_plugins if p != "torch"]
             plugin = TorchPlugin(driver=self, **self._pp_options.get("torch", {}))
-            session = Session([*names, plugin], output=self._pp_output, options=self._pp_options)
+            session = Session([*names, plugin], output=self._pp_output, options=self._pp_options,
+                              memory=bool(self.profile_memory))  # profile_memory: every plugin's memory
             session.start()
         except PolyprofError as e:
             log.warning("polyprof session not started: %s", e)

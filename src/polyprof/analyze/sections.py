@@ -7,12 +7,16 @@ import pandas as pd
 
 from ..derive import cache
 from ..derive.projection import LaunchIndex, section_rows
+from ..trace import keys
 from ..trace.core import Trace
 from .breakdown import busy_within
 from .common import frame
+from .memory import Level, allocated_inside
 from .grouping import duration_stats, group_reduce, group_stats
 
-RSS_COUNTER = "process.rss_bytes"
+RSS_COUNTER = keys.COUNTER_RSS
+MEMORY_COLUMNS = ["alloc_bytes", "mem_delta_bytes", "mem_min_bytes", "mem_max_bytes", "mem_mean_bytes",
+                  "mem_source"]
 
 
 def section_stats(trace: Trace) -> pd.DataFrame:
@@ -25,16 +29,22 @@ def section_stats(trace: Trace) -> pd.DataFrame:
     included), ``device_ns`` (their summed duration), ``projected_ns`` (summed over
     instances: first to last device activity caused — the projected section),
     ``device_util_pct`` (share of the projected spans during which a device was busy
-    with anything), ``mem_delta_bytes`` (summed over instances: process RSS at the end
-    minus at the start, from the ``process.rss_bytes`` counter; NaN without it).
+    with anything). Memory (NaN where the trace has none): ``alloc_bytes`` (bytes
+    allocated on the section's thread inside it, nested sections included, summed over
+    instances), ``mem_delta_bytes`` (held at exit minus at entry, summed over instances),
+    ``mem_min_bytes`` / ``mem_max_bytes`` / ``mem_mean_bytes`` (held during the
+    section: lowest, highest, time-weighted mean over every instance). "Held" is the
+    allocators' bytes (every device and allocator added up) where the trace has memory
+    events, else the process RSS (``process.rss_bytes``); ``mem_source`` says which
+    (``allocator`` or ``rss``).
     Sorted by total host time, largest first.
     """
     rows = section_rows(trace)
     base = duration_stats(trace, rows)
-    extra = ["device_ops", "device_ns", "projected_ns", "device_util_pct", "mem_delta_bytes"]
+    extra = ["device_ops", "device_ns", "projected_ns", "device_util_pct", *MEMORY_COLUMNS]
     if not len(rows):
         for c in extra:
-            base[c] = pd.Series(dtype=np.float64)
+            base[c] = pd.Series(dtype=object if c == "mem_source" else np.float64)
         return base
     ev = trace.events
     st, du, tr = ev["start_ns"][rows], ev["dur_ns"][rows], cache.threads(trace)[ev["track"][rows]]
@@ -42,40 +52,43 @@ def section_stats(trace: Trace) -> pd.DataFrame:
     proj = LaunchIndex(trace, corr, sections=rows).project(tr, st, st + du)
     pspan = proj.span_ns
     busy = np.where(proj.count > 0, busy_within(trace, proj.first_ns, proj.last_ns), 0)
-    mem = _rss_delta(trace, st, st + du)
     g = group_stats(ev["name"][rows], du)
     o, gs = g["order"], g["starts"]
     projected = group_reduce(o, gs, pspan, np.add)
     busy_sum = group_reduce(o, gs, busy, np.add)
-    mem_sum = group_reduce(o, gs, np.nan_to_num(mem, nan=0.0), np.add)
-    mem_any = group_reduce(o, gs, ~np.isnan(mem), np.logical_or)
     agg = frame({
         "device_ops": group_reduce(o, gs, proj.count, np.add), "device_ns": group_reduce(o, gs, proj.busy_ns, np.add),
         "projected_ns": projected,
         "device_util_pct": np.where(projected > 0, 100.0 * busy_sum / np.maximum(projected, 1), np.nan),
-        "mem_delta_bytes": np.where(mem_any, mem_sum, np.nan),
+        **_memory_columns(trace, tr, st, st + du, o, gs),
     }, index=[trace.strings[k] for k in g["key"]])
     agg = agg.reindex(pd.Index(base["name"].to_numpy(), dtype=object))  # names are unique
     for c in extra:
-        base[c] = agg[c].to_numpy()
+        v = agg[c].to_numpy()
+        base[c] = pd.Series(v, dtype=object, index=base.index) if v.dtype == object else v
     return base
 
 
-def _rss_delta(trace: Trace, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """RSS at ``b`` minus RSS at ``a`` (last sample at or before each time); NaN if unknown."""
-    sid = trace.string_id(RSS_COUNTER)
-    c = trace.counters
-    out = np.full(len(a), np.nan)
-    if sid < 0:
-        return out
-    sel = c["name"] == sid
-    if not sel.any():
-        return out
-    ts, val = c["ts_ns"][sel], c["value"][sel]
-    order = np.argsort(ts, kind="stable")
-    ts, val = ts[order], val[order]
-    ia = np.searchsorted(ts, a, side="right") - 1
-    ib = np.searchsorted(ts, b, side="right") - 1
-    ok = (ia >= 0) & (ib >= 0)
-    out[ok] = val[ib[ok]] - val[ia[ok]]
-    return out
+def _memory_columns(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndarray, o: np.ndarray,
+                    gs: np.ndarray) -> dict[str, np.ndarray]:
+    """The memory columns per section name (group order ``o``, group starts ``gs``)."""
+    n = len(gs)
+    level = Level.of(trace)
+    if level is None:
+        return {c: np.full(n, np.nan) for c in MEMORY_COLUMNS[:-1]} | {"mem_source": np.full(n, "", object)}
+    mn, mx, mean = level.over(a, b)
+    delta = level.at(b) - level.at(a)
+    dur = (b - a).astype(np.float64)
+    weighted = group_reduce(o, gs, mean * dur, np.add)
+    total_dur = group_reduce(o, gs, dur, np.add)
+    alloc = (group_reduce(o, gs, allocated_inside(trace, thread, a, b).astype(np.float64), np.add)
+             if level.source == "allocator" else np.full(n, np.nan))
+    return {
+        "alloc_bytes": alloc,
+        "mem_delta_bytes": np.where(group_reduce(o, gs, ~np.isnan(delta), np.logical_or),
+                                    group_reduce(o, gs, np.nan_to_num(delta, nan=0.0), np.add), np.nan),
+        "mem_min_bytes": group_reduce(o, gs, mn, np.fmin), "mem_max_bytes": group_reduce(o, gs, mx, np.fmax),
+        "mem_mean_bytes": np.where(total_dur > 0, weighted / np.maximum(total_dur, 1),
+                                   group_reduce(o, gs, mean, np.fmax)),
+        "mem_source": np.full(n, level.source, dtype=object),
+    }

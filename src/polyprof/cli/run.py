@@ -36,6 +36,8 @@ def register(sub: Any) -> None:
     p.add_argument("--record-argv", action="store_true",
                    help="keep the script's arguments in the trace (default: left out, they may hold secrets)")
     add_plugin_args(p)
+    p.add_argument("--memory", action="store_true",
+                   help="record memory: every plugin's allocations and frees (torch, OpenCL buffers...)")
     p.add_argument("--no-summary", action="store_true", help="do not print the summary")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as python -m")
     p.add_argument("script", help="the script (or module with -m)")
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     output = Path(args.output or f"{stem}.polyprof")
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
     session = Session(plugin_list(args), output=output, collect_timeout=args.collect_timeout,
-                      record_argv=args.record_argv, follow_symlinks=args.follow_symlinks)
+                      record_argv=args.record_argv, follow_symlinks=args.follow_symlinks, memory=args.memory)
     pid = os.getpid()
     _received.clear()
     session.start()

@@ -62,8 +62,10 @@ class Session:
 
     def __init__(self, plugins: Sequence[str | Any] | None = None, *, output: str | Path | None = None,
                  collect_timeout: float = 30.0, options: dict[str, Any] | None = None,
-                 call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False):
+                 call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False,
+                 memory: bool = False):
         self.plugin_spec = list(plugins) if plugins is not None else None
+        self.memory = memory  # every plugin gets the option memory=True (it records memory)
         self.output = Path(output) if output else None
         self.collect_timeout = collect_timeout
         self.call_timeout = call_timeout
@@ -99,11 +101,14 @@ class Session:
                 self._error(info.name, "load", f"not available: {info.availability.reason}")
                 continue
             try:
-                slots.append(_Slot(info.name, info.factory(**self.options.get(info.name, {}))))
+                opts = self.options.get(info.name, {})
+                slots.append(_Slot(info.name, info.factory(**({"memory": True, **opts} if self.memory else opts))))
             except Exception as e:
                 self._error(info.name, "create", _describe(e))
         for p in spec or []:
             if not isinstance(p, str):
+                if self.memory and isinstance(getattr(p, "options", None), dict):
+                    p.options.setdefault("memory", True)
                 slots.append(_Slot(str(getattr(p, "name", type(p).__name__)), p))
         return slots
 
@@ -366,7 +371,8 @@ def active_session() -> Session | None:
 
 def profile(plugins: Sequence[str | Any] | None = None, *, output: str | Path | None = None,
             collect_timeout: float = 30.0, options: dict[str, Any] | None = None,
-            call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False) -> Session:
+            call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False,
+            memory: bool = False) -> Session:
     """Profile a block or a function.
 
     ``with polyprof.profile() as prof: ...`` then ``prof.trace``; or
@@ -376,11 +382,14 @@ def profile(plugins: Sequence[str | Any] | None = None, *, output: str | Path | 
     start()/stop() may take before it is abandoned and reported. ``record_argv``: keep
     the command's arguments in the trace (default: only the program's name).
     ``follow_symlinks``: write through a symlink at the output path (default: refuse).
+    ``memory=True`` turns on every plugin's memory recording (each gets the option
+    ``memory=True``: torch records allocations, OpenCL buffer and image sizes).
     Opened while another session runs (e.g. a script under ``polyprof run``), it nests:
     see :mod:`polyprof.collect.nested`.
     """
     return Session(plugins, output=output, collect_timeout=collect_timeout, options=options,
-                   call_timeout=call_timeout, record_argv=record_argv, follow_symlinks=follow_symlinks)
+                   call_timeout=call_timeout, record_argv=record_argv, follow_symlinks=follow_symlinks,
+                   memory=memory)
 
 
 __all__ = ["Session", "profile", "active_session", "PluginError"]

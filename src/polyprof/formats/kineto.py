@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - isal has wheels for the usual platform
 from ..errors import TraceFormatError
 from ..trace import keys
 from ..trace.builder import TraceBuilder
+from . import kineto_memory
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
 from ..trace.sorting import lexsort
@@ -663,6 +664,8 @@ def _deferred_columns(batches: list[tuple[int, bytes]], late: dict[str, list[tup
         groups = _group_args(_DECODE_ANY(text), base)
         for name in _EAGER_NAMES:
             groups.pop(name, None)
+        for name in kineto_memory.MEMORY_KEYS:
+            groups.pop(name, None)
         for name, (rows, vals) in groups.items():
             key, r, arr = _typed_stat(name, np.array(rows, np.int64), vals)
             if len(r):
@@ -793,6 +796,9 @@ class _Collector:
         if _big_numbers(text):
             self._decode_args(text)
         self._eager_args(text, base)
+        if kineto_memory.has_memory(text):
+            for key, (rows, vals) in kineto_memory.memory_stats(_DECODE_ANY(text), base).items():
+                self.b.add_stat(key, rows, vals)
         self.arg_batches.append((base, text))
 
     def _eager_args(self, text: bytes, base: int) -> None:
@@ -825,7 +831,7 @@ class _Collector:
         key, rows, arr = _typed_stat(name, rows, vals)
         if not len(rows):
             return
-        if key in _EAGER_KEYS:
+        if key in _EAGER_KEYS or key in kineto_memory.MEMORY_KEYS:
             self.b.add_stat(key, rows, arr)
         else:
             self.late_args.setdefault(key, []).append((rows, arr))
@@ -995,7 +1001,8 @@ class _Collector:
         progress.advance(1)
         trace = b.build()
         if self.arg_batches or self.late_args:
-            trace.stats.defer(partial(_decode_deferred_args, self.arg_batches, self.late_args), _EAGER_KEYS)
+            trace.stats.defer(partial(_decode_deferred_args, self.arg_batches, self.late_args),
+                              _EAGER_KEYS | kineto_memory.MEMORY_KEYS)
         return trace
 
     def _thread_info(self, pid: Any, tid: Any) -> dict[str, Any]:

@@ -200,7 +200,10 @@ class TorchPlugin(Plugin):
     Options (``options={"torch": {...}}``): ``activities`` (names such as "cpu",
     "cuda" or ``ProfilerActivity`` values; default: CPU plus every present device),
     ``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``,
-    ``with_modules`` (as torch), ``all_threads`` (default True), ``mirror_sections``
+    ``with_modules`` (as torch), ``memory`` (the session's ``memory=True``: sets
+    ``profile_memory``, so allocations and frees become memory events), ``all_threads``
+    (default True, but False with ``profile_memory``: torch records no allocations under
+    ``profile_all_threads``), ``mirror_sections``
     (default True), ``keep_export`` (a directory to keep a copy of torch's JSON in).
     """
 
@@ -312,7 +315,10 @@ class TorchPlugin(Plugin):
         for k in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
             if k in o:
                 kw[k] = bool(o[k])
-        if o.get("all_threads", True):
+        if o.get("memory") and "profile_memory" not in o:  # the session's memory=True
+            kw["profile_memory"] = True
+        # torch (2.4-2.13 at least) writes no [memory] events under profile_all_threads
+        if o.get("all_threads", not kw.get("profile_memory")):
             try:
                 kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
             except (TypeError, AttributeError):  # older torch: main thread only

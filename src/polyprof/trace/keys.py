@@ -64,3 +64,21 @@ QUEUE_DELAY = "queue_delay_ns"  # device start - queued (time a command waited i
 SUBMIT_DELAY = "submit_delay_ns"  # submit - queued, on the device clock
 WAITS_FOR = "waits_for"  # on a wait call: correlation id of the latest command it waited for
 BLOCKING = "blocking"  # 1 on a host call that returned only after its command completed
+
+# --- memory (docs/analysis.md, "Memory") -------------------------------------------
+# An allocation or a free is an instant event (dur 0) with an ALLOC_BYTES stat, on the
+# host thread that made it (so its op and section are the spans around it); any source
+# that writes these stats gets the memory analyses.
+ALLOC_BYTES = "alloc_bytes"  # bytes allocated (> 0) or freed (< 0) by this event
+ADDR = "addr"  # address or handle of the block: pairs an allocation with its free
+TOTAL_ALLOCATED = "total_allocated"  # the allocator's bytes in use just after the event
+TOTAL_RESERVED = "total_reserved"  # the allocator's bytes reserved (cached) just after the event
+MEMORY_DEVICE = "memory_device"  # plane name of the device the memory is on (absent: the event's plane)
+ALLOCATOR = "allocator"  # which allocator: "torch", "opencl", a native plugin's name...
+MEMORY_CATEGORY = "memory_category"  # what the block holds (e.g. activation, gradient), where known
+CAT_MEMORY = "memory"  # category of allocation/free events that polyprof's plugins write
+
+# --- well-known counters (Trace.counters names) --------------------------------------
+COUNTER_RSS = "process.rss_bytes"  # resident set size of the profiled process (host plugin)
+COUNTER_ALLOCATED = "memory.allocated_bytes"  # per device/allocator, derived from memory events
+COUNTER_RESERVED = "memory.reserved_bytes"  # per device/allocator, where the source gives it

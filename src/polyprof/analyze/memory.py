@@ -1,0 +1,251 @@
+"""Memory over time: allocated bytes per device and allocator, the peak and what is live
+at it, and the memory columns of ``section_stats``.
+
+Reads the memory events of ``trace/memory.py`` (any event with an ``alloc_bytes``
+stat); the process RSS counter (``process.rss_bytes``) stands in where a trace has no
+allocator events. See docs/analysis.md, "Memory".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..derive import cache
+from ..derive.intervals import RangeMinMax, innermost
+from ..derive.projection import section_rows
+from ..trace import keys
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from ..trace.memory import Memory, memory_events
+from .common import frame
+
+#: live allocations listed per series in ``memory_at_peak``
+TOP_LIVE = 20
+
+
+def memory(trace: Trace) -> Memory:
+    """The trace's memory events, computed once per trace."""
+    return cache.memo(trace, "memory_events", memory_events)
+
+
+def memory_timeline(trace: Trace) -> pd.DataFrame:
+    """One row per allocation or free, per series (device the memory is on, allocator),
+    in time order. Columns: ``device`` (plane name), ``allocator``, ``ts_ns``,
+    ``bytes`` (allocated > 0, freed < 0), ``allocated_bytes`` (the series' bytes just
+    after the event: the allocator's total where it reports one, else the sum since the
+    profile began), ``reserved_bytes`` (NaN if unknown), ``category`` (what the block
+    holds, where the source says; else empty), ``category_bytes`` (bytes held in that
+    category after the event)."""
+    m = memory(trace)
+    cat = _text(trace, keys.MEMORY_CATEGORY, m.rows)
+    cat_bytes = np.zeros(len(m.rows), np.int64)
+    if len(m.rows):
+        codes, _ = pd.factorize(pd.Series(cat, dtype=object).to_numpy())
+        key = m.series * (codes.max() + 1) + codes
+        order = np.argsort(key, kind="stable")
+        cs = np.cumsum(m.delta[order])
+        first = np.r_[True, key[order][1:] != key[order][:-1]]
+        starts = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+        cat_bytes[order] = cs - np.r_[0, cs][starts]
+    return frame({
+        "device": np.array(m.device, dtype=object)[m.series] if len(m.rows) else np.zeros(0, object),
+        "allocator": np.array(m.allocator, dtype=object)[m.series] if len(m.rows) else np.zeros(0, object),
+        "ts_ns": m.ts, "bytes": m.delta, "allocated_bytes": m.level, "reserved_bytes": m.reserved,
+        "category": cat, "category_bytes": cat_bytes,
+    })
+
+
+def memory_peak(trace: Trace) -> pd.DataFrame:
+    """One row per series (device, allocator): ``start_bytes`` (held before the first
+    event), ``peak_bytes`` and ``peak_ns`` (the first time it was reached), ``end_bytes``,
+    ``allocations`` and ``frees`` (counts), ``allocated_total_bytes`` (summed over every
+    allocation), ``live_at_peak`` and ``live_at_peak_bytes`` (allocations made during
+    the profile and not freed at the peak), ``from_allocator`` (True when the levels
+    are the allocator's own totals). Sorted by peak, largest first."""
+    m = memory(trace)
+    out: dict[str, list] = {k: [] for k in ("device", "allocator", "start_bytes", "peak_bytes", "peak_ns",
+                                            "end_bytes", "allocations", "frees", "allocated_total_bytes",
+                                            "live_at_peak", "live_at_peak_bytes", "from_allocator")}
+    for s in range(m.n_series):
+        lo, hi = m.bounds(s)
+        p = lo + int(np.argmax(m.level[lo:hi]))
+        live = _live_at(m, lo, hi, p)
+        d = m.delta[lo:hi]
+        vals = (m.device[s], m.allocator[s], int(m.start[s]), int(max(m.level[p], m.start[s])), int(m.ts[p]),
+                int(m.level[hi - 1]), int((d > 0).sum()), int((d < 0).sum()), int(d[d > 0].sum()),
+                len(live), int(m.delta[live].sum()), bool(m.from_totals[s]))
+        for k, v in zip(out, vals):
+            out[k].append(v)
+    df = frame({k: np.array(v, dtype=object if k in ("device", "allocator") else None) if v else
+                np.zeros(0, object if k in ("device", "allocator") else np.int64) for k, v in out.items()})
+    return df.sort_values("peak_bytes", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _live_at(m: Memory, lo: int, hi: int, p: int) -> np.ndarray:
+    """Indices (into the event columns) of allocations of one series made at or before
+    event ``p`` and not freed by then: an allocation is freed by the next event of the
+    same address when that is a free."""
+    idx = np.arange(lo, p + 1)
+    alloc = idx[m.delta[idx] > 0]
+    addr_idx = idx[m.has_addr[idx]]
+    if not len(addr_idx):
+        return alloc
+    order = addr_idx[np.lexsort((addr_idx, m.addr[addr_idx]))]
+    nxt = np.full(len(order), -1, np.int64)
+    same = m.addr[order][1:] == m.addr[order][:-1]
+    nxt[:-1] = np.where(same, order[1:], -1)
+    freed = np.zeros(hi, bool)
+    closes = (nxt >= 0) & (m.delta[order] > 0)
+    closes[closes] &= m.delta[nxt[closes]] < 0
+    freed[order[closes]] = True
+    return alloc[~freed[alloc]]
+
+
+def memory_at_peak(trace: Trace, top: int = TOP_LIVE) -> pd.DataFrame:
+    """The allocations live at each series' peak (``memory_peak``), largest first, at
+    most ``top`` per series: ``device``, ``allocator``, ``bytes``, ``ts_ns`` (when it was
+    allocated), ``addr``, ``thread``, ``op`` (innermost framework op around the
+    allocation on its thread), ``section`` (innermost section), ``stack`` (the spans
+    around it on its thread, outermost first: Python functions where the trace has
+    them, else sections and ops)."""
+    m = memory(trace)
+    picks = []
+    for s in range(m.n_series):
+        lo, hi = m.bounds(s)
+        live = _live_at(m, lo, hi, lo + int(np.argmax(m.level[lo:hi])))
+        picks.append(live[np.argsort(-m.delta[live], kind="stable")][:top])
+    idx = np.concatenate(picks) if picks else np.zeros(0, np.int64)
+    rows = m.rows[idx]
+    op, section, stack = context(trace, rows)
+    thread = np.array([trace.tracks[t].name for t in trace.events["track"][rows].tolist()], dtype=object)
+    return frame({
+        "device": np.array(m.device, dtype=object)[m.series[idx]] if len(idx) else np.zeros(0, object),
+        "allocator": np.array(m.allocator, dtype=object)[m.series[idx]] if len(idx) else np.zeros(0, object),
+        "bytes": m.delta[idx], "ts_ns": m.ts[idx],
+        "addr": np.where(m.has_addr[idx], m.addr[idx], -1), "thread": thread,
+        "op": op, "section": section, "stack": stack,
+    })
+
+
+def context(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(op, section, stack) around each event row, on its own thread ("" where none)."""
+    ev = trace.events
+    th = cache.threads(trace)
+    q_thread, q_ts = th[ev["track"][rows]], ev["start_ns"][rows]
+    names = trace.names()
+
+    def around(cands: np.ndarray) -> np.ndarray:
+        out = np.full(len(rows), "", dtype=object)
+        if len(cands) and len(rows):
+            hit = innermost(th[ev["track"][cands]], ev["start_ns"][cands],
+                            ev["start_ns"][cands] + ev["dur_ns"][cands], q_thread, q_ts)
+            out[hit >= 0] = names[cands[hit[hit >= 0]]]
+        return out
+
+    ops = trace.rows_of_kind(Kind.CPU_OP)
+    secs = section_rows(trace)
+    py = trace.rows_of_kind(Kind.PYTHON)
+    frames = py if len(py) else np.union1d(secs, ops)
+    return around(ops), around(secs), _stacks(trace, frames, q_thread, q_ts)
+
+
+def _stacks(trace: Trace, frames: np.ndarray, q_thread: np.ndarray, q_ts: np.ndarray, depth: int = 12
+            ) -> np.ndarray:
+    """Names of the spans containing each point on its thread, outermost first, joined
+    by " > " (the innermost ``depth``)."""
+    out = np.full(len(q_ts), "", dtype=object)
+    if not len(frames) or not len(q_ts):
+        return out
+    ev = trace.events
+    th = cache.threads(trace)
+    names = trace.names(frames)
+    f_thread, f_s = th[ev["track"][frames]], ev["start_ns"][frames]
+    f_e = f_s + ev["dur_ns"][frames]
+    for i in range(len(q_ts)):  # only the few allocations live at a peak
+        inside = np.flatnonzero((f_thread == q_thread[i]) & (f_s <= q_ts[i]) & (f_e > q_ts[i]))
+        inside = inside[np.lexsort((-(f_e - f_s)[inside], f_s[inside]))][-depth:]
+        out[i] = " > ".join(names[inside].tolist())
+    return out
+
+
+def _text(trace: Trace, key: str, rows: np.ndarray) -> np.ndarray:
+    out = np.full(len(rows), "", dtype=object)
+    col = trace.stats.get(key) if len(rows) else None
+    if col is not None:
+        has, vals = col.lookup(rows)
+        out[has] = [str(v) for v in vals]
+    return out
+
+
+# ------------------------------------------------------------------ per section
+class Level:
+    """Bytes held over time as a step function (every series added up; else the process
+    RSS): the value at any time, its min / max / time-weighted mean over spans."""
+
+    def __init__(self, ts: np.ndarray, values: np.ndarray, base: float, source: str):
+        self.ts, self.values, self.base, self.source = ts, values.astype(np.float64), float(base), source
+        dt = np.diff(ts).astype(np.float64)
+        self._integral = np.r_[0.0, np.cumsum(self.values[:-1] * dt)] if len(ts) else np.zeros(0)
+        v = self.values.astype(np.int64)
+        self._rmq = RangeMinMax(v, v) if len(v) else None
+
+    @classmethod
+    def of(cls, trace: Trace) -> "Level | None":
+        m = memory(trace)
+        if len(m.rows):
+            ts, vals, base = m.combined()
+            return cls(ts, vals, base, "allocator")
+        sid = trace.string_id(keys.COUNTER_RSS)
+        c = trace.counters
+        sel = c["name"] == sid if sid >= 0 else np.zeros(len(c["name"]), bool)
+        if not sel.any():
+            return None
+        order = np.argsort(c["ts_ns"][sel], kind="stable")
+        ts, vals = c["ts_ns"][sel][order], c["value"][sel][order]
+        return cls(ts, vals, np.nan, "rss")
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        """Value just after every event at or before ``t`` (``base`` before the first)."""
+        i = np.searchsorted(self.ts, t, side="right") - 1
+        return np.where(i >= 0, self.values[np.maximum(i, 0)], self.base)
+
+    def _area(self, t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.ts, t, side="right") - 1
+        j = np.maximum(i, 0)
+        inside = self._integral[j] + self.values[j] * (t - self.ts[j])
+        return np.where(i >= 0, inside, self.base * (t - self.ts[0]))
+
+    def over(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(min, max, time-weighted mean) over each span [a, b)."""
+        entry = self.at(a)
+        lo = np.searchsorted(self.ts, a, side="right")
+        hi = np.searchsorted(self.ts, b, side="left")
+        mn, mx = entry.copy(), entry.copy()
+        if self._rmq is not None:
+            valid, qmn, qmx = self._rmq.query(lo, hi)
+            mn[valid] = np.fmin(entry[valid], qmn[valid])
+            mx[valid] = np.fmax(entry[valid], qmx[valid])
+        span = (b - a).astype(np.float64)
+        mean = np.where(span > 0, (self._area(b) - self._area(a)) / np.maximum(span, 1), entry)
+        return mn, mx, mean
+
+
+def allocated_inside(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Bytes allocated (frees not subtracted) by memory events on ``thread`` in [a, b)."""
+    m = memory(trace)
+    out = np.zeros(len(a), np.int64)
+    alloc = m.delta > 0
+    if not alloc.any() or not len(a):
+        return out
+    ev_thread = cache.threads(trace)[trace.events["track"][m.rows[alloc]]]
+    ts, d = m.ts[alloc], m.delta[alloc]
+    for t in np.unique(thread):
+        on = ev_thread == t
+        if not on.any():
+            continue
+        order = np.argsort(ts[on], kind="stable")
+        tts, cs = ts[on][order], np.r_[0, np.cumsum(d[on][order])]
+        q = thread == t
+        out[q] = cs[np.searchsorted(tts, b[q], side="left")] - cs[np.searchsorted(tts, a[q], side="left")]
+    return out
