@@ -2,11 +2,14 @@
 
 from .breakdown import comm_comp_overlap, idle_time_breakdown, kernel_breakdown, temporal_breakdown
 from .events import event_stats
+from .counters import counter_stats
 from .findings import Finding, findings
+from .memory import memory_at_peak, memory_peak, memory_timeline
 from .ops import launch_stats, launch_summary, op_stats
 from .sections import section_stats
 from .steps import step_stats
 from .sync import sync_by_thread
 
 __all__ = ["section_stats", "event_stats", "temporal_breakdown", "idle_time_breakdown", "kernel_breakdown",
-           "op_stats", "launch_stats", "launch_summary", "comm_comp_overlap", "step_stats", "sync_by_thread", "findings", "Finding"]
+           "op_stats", "launch_stats", "launch_summary", "comm_comp_overlap", "step_stats", "sync_by_thread", "findings", "Finding",
+           "memory_timeline", "memory_peak", "memory_at_peak", "counter_stats"]

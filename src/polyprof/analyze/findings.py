@@ -36,7 +36,7 @@ INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "it
 
 @dataclass
 class Finding:
-    id: str  # host_bound, input_bound, launch_bound, copy_bound, sync_stalls, idle_between_steps, ...
+    id: str  # host_bound, input_bound, ..., memory_peak_held_by_one, memory_growth
     title: str
     severity: str  # "high" | "medium" | "low"
     plane: str
@@ -63,13 +63,15 @@ def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None) -> lis
     """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses)."""
     from . import (comm_comp_overlap, event_stats, idle_time_breakdown, kernel_breakdown, launch_stats,
                    op_stats, section_stats, step_stats, temporal_breakdown)
+    from .memory import memory_peak
+    from .memory_findings import memory_findings
 
     tables = dict(tables or {})
     fns: dict[str, Callable[[Trace], pd.DataFrame]] = {
         "temporal_breakdown": temporal_breakdown, "idle_time_breakdown": idle_time_breakdown,
         "kernel_breakdown": kernel_breakdown, "op_stats": op_stats, "step_stats": step_stats,
         "comm_comp_overlap": comm_comp_overlap, "section_stats": section_stats, "event_stats": event_stats,
-        "launch_stats": launch_stats}
+        "launch_stats": launch_stats, "memory_peak": memory_peak}
 
     def t(name: str) -> pd.DataFrame:
         if name not in tables:
@@ -78,7 +80,7 @@ def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None) -> lis
 
     out: list[Finding] = []
     for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, _idle_between_steps,
-                 _exposed_comm):
+                 _exposed_comm, memory_findings):
         out.extend(rule(trace, t))
     order = {"high": 0, "medium": 1, "low": 2}
     return _one_per_rule(sorted(out, key=lambda f: order.get(f.severity, 3)))

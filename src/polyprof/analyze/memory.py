@@ -249,3 +249,54 @@ def allocated_inside(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndar
         q = thread == t
         out[q] = cs[np.searchsorted(tts, b[q], side="left")] - cs[np.searchsorted(tts, a[q], side="left")]
     return out
+
+
+# ------------------------------------------------------------------ for the findings
+def peak_holders(trace: Trace, by: str = "section") -> pd.DataFrame:
+    """Bytes live at each series' peak, grouped by the ``section`` or ``op`` (``by``)
+    that allocated them: ``device``, ``allocator``, ``holder`` ("" = none), ``bytes``,
+    ``allocations``, ``share_pct`` (of the bytes live at the peak that were allocated
+    during the profile). Largest first within each series."""
+    m = memory(trace)
+    parts = []
+    for s in range(m.n_series):
+        lo, hi = m.bounds(s)
+        live = _live_at(m, lo, hi, lo + int(np.argmax(m.level[lo:hi])))
+        if not len(live):
+            continue
+        op, section, _ = context(trace, m.rows[live]) if by in ("op", "section") else (None, None, None)
+        label = section if by == "section" else op
+        codes, uniq = pd.factorize(pd.Series(label, dtype=object).to_numpy())
+        b = np.bincount(codes, weights=m.delta[live]).astype(np.int64)
+        n = np.bincount(codes)
+        total = max(int(m.delta[live].sum()), 1)
+        order = np.argsort(-b, kind="stable")
+        parts.append(frame({"device": np.full(len(order), m.device[s], object),
+                            "allocator": np.full(len(order), m.allocator[s], object),
+                            "holder": np.asarray(uniq, dtype=object)[order], "bytes": b[order],
+                            "allocations": n[order], "share_pct": 100.0 * b[order] / total}))
+    if not parts:
+        return frame({"device": np.zeros(0, object), "allocator": np.zeros(0, object),
+                      "holder": np.zeros(0, object), "bytes": np.zeros(0, np.int64),
+                      "allocations": np.zeros(0, np.int64), "share_pct": np.zeros(0)})
+    return pd.concat(parts, ignore_index=True)
+
+
+def step_levels(trace: Trace) -> pd.DataFrame:
+    """Bytes held by each series at the end of every step: ``device``, ``allocator``,
+    ``step``, ``end_ns``, ``held_bytes``. Empty without steps or memory events."""
+    m = memory(trace)
+    steps = cache.steps(trace)
+    cols: dict[str, list] = {"device": [], "allocator": [], "step": [], "end_ns": [], "held_bytes": []}
+    ends = np.asarray(steps.end, np.int64)
+    order = np.argsort(ends, kind="stable")
+    for s in range(m.n_series if len(ends) else 0):
+        lo, hi = m.bounds(s)
+        i = np.searchsorted(m.ts[lo:hi], ends[order], side="right") - 1
+        held = np.where(i >= 0, m.level[lo:hi][np.maximum(i, 0)], m.start[s])
+        cols["device"] += [m.device[s]] * len(order)
+        cols["allocator"] += [m.allocator[s]] * len(order)
+        cols["step"] += np.asarray(steps.number)[order].tolist()
+        cols["end_ns"] += ends[order].tolist()
+        cols["held_bytes"] += held.tolist()
+    return frame({k: np.array(v, dtype=object if k in ("device", "allocator") else np.int64) for k, v in cols.items()})

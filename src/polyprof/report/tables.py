@@ -25,6 +25,9 @@ ANALYSES = {
     "step_stats": analyze.step_stats,
     "launch_stats": analyze.launch_stats,
     "event_stats": analyze.event_stats,
+    "memory_peak": analyze.memory_peak,
+    "memory_at_peak": analyze.memory_at_peak,
+    "counter_stats": analyze.counter_stats,
 }
 
 

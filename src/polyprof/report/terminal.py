@@ -44,13 +44,22 @@ def fmt_bytes(b: float) -> str:
     return f"{b:+.0f} B"
 
 
+def fmt_size(b: float) -> str:
+    """Bytes without a sign: 32.0 MiB."""
+    return fmt_bytes(b).lstrip("+")
+
+
+def fmt_num(x: float) -> str:
+    return "-" if x != x else f"{x:.4g}"
+
+
 def _short(s: Any, n: int = 70) -> str:
     s = str(s)
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
 #: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
-TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name")
+TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name", "device", "op", "section", "stack")
 
 
 def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> "Grid":
@@ -154,6 +163,7 @@ def _finding_lines(findings: list) -> list:
     for f in findings:
         color = {"high": "red", "medium": "yellow"}.get(f.severity, "cyan")
         ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
+                       f"{k[:-6]}={fmt_size(v)}" if k.endswith("_bytes") and isinstance(v, (int, float)) else
                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
         out.append(Text.from_markup(f"[{color}]● {f.severity}[/] [bold]{escape(f.title)}[/]"))
         parts = [("evidence", ev)]
@@ -229,8 +239,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
         table = _table("Sections", sec, [
             ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
-            ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols,
-            ("mem_delta_bytes", "Δmem", fmt_bytes, 3)], top, W)
+            ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols], top, W)
         out(table)
         shown = set(table.headers)
         host = "total..p99" if "p99" in shown else "total..max"
@@ -238,8 +247,10 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("device", "device = device time its launches caused"),
             ("projected", "projected = first to last device activity caused"),
             ("util", "util = device busy within the projection"),
-            ("Δmem", "Δmem = process RSS change")) if col in shown]
+            ) if col in shown]
         out("[dim]" + "; ".join(notes) + "[/]")
+        _section_memory(out, sec, top, W)
+    _memory_tables(out, report, top, W)
     ss = T["step_stats"]
     if len(ss):
         cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
@@ -270,7 +281,53 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("category", "category", None), ("name", "name", _short), ("count", "count", i),
             ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns),
             ("max_ns", "max", fmt_ns)], top, W))
+    cs = T.get("counter_stats")
+    if cs is not None and len(cs):
+        nums = ["first", "last", "min", "max", "mean"]
+        shown_cs = cs.astype({c: object for c in nums})
+        for c in nums:  # bytes as bytes, everything else as a number
+            shown_cs[c] = [fmt_size(v) if str(n).endswith("_bytes") else fmt_num(v)
+                           for n, v in zip(cs["name"], cs[c])]
+        out(_table("Counters", shown_cs, [
+            ("plane", "plane", None), ("name", "name", _short), ("samples", "samples", i),
+            ("first", "first", None), ("last", "last", None), ("min", "min", None, 1),
+            ("max", "max", None, 1), ("mean", "mean", None, 2)], top, W))
     for err in ov["plugin_errors"]:
         out(f"[red]plugin {escape(str(err['plugin']))} failed in {escape(str(err['phase']))}[/]: {escape(str(err['error']))}")
     for w in ov.get("warnings", []):
         out(f"[yellow]warning[/]: {escape(w)}")
+
+
+def _section_memory(out: Any, sec: pd.DataFrame, top: int, W: int) -> None:
+    """Memory per section, when the trace has any (allocators, else process RSS)."""
+    if "mem_source" not in sec or not sec["mem_delta_bytes"].notna().any():
+        return
+    rss = "allocator" not in set(sec["mem_source"])
+    cols: list[tuple] = [("name", "name", _short), ("mem_delta_bytes", "Δ held", fmt_bytes),
+                         ("mem_min_bytes", "min", fmt_size, 1), ("mem_max_bytes", "max", fmt_size),
+                         ("mem_mean_bytes", "mean", fmt_size, 1)]
+    if not rss:
+        cols.insert(1, ("alloc_bytes", "allocated", fmt_size))
+    bysize = sec.sort_values("mem_max_bytes", ascending=False, kind="stable")
+    out(_table("Memory by section" + (" (process RSS)" if rss else ""), bysize, cols, top, W))
+    out("[dim]held = " + ("process RSS" if rss else "bytes allocated and not yet freed, every device added up")
+        + "; Δ held = at exit - at entry, summed over instances; min/max/mean = during the section[/]")
+
+
+def _memory_tables(out: Any, report: Any, top: int, W: int) -> None:
+    """The peak per device and allocator, and the allocations live at it."""
+    T = report.tables
+    mp = T.get("memory_peak")
+    if mp is None or not len(mp):
+        return
+    origin = report.trace.span_ns[0]
+    mp = mp.assign(when=mp["peak_ns"] - origin)
+    out(_table("Memory peak", mp, [
+        ("device", "device", None), ("allocator", "allocator", None), ("start_bytes", "start", fmt_size),
+        ("peak_bytes", "peak", fmt_size), ("when", "at", fmt_ns), ("end_bytes", "end", fmt_size),
+        ("live_at_peak_bytes", "live at peak", fmt_size, 1), ("allocations", "allocations", str, 2)], top, W))
+    live = T.get("memory_at_peak")
+    if live is not None and len(live):
+        out(_table("Allocations live at the peak", live, [
+            ("device", "device", None, 2), ("bytes", "bytes", fmt_size), ("op", "op", None),
+            ("section", "section", None), ("stack", "stack", None, 1)], min(top, 10), W))

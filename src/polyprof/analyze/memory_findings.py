@@ -1,0 +1,94 @@
+"""The memory findings: a peak held mostly by one section or op, and memory that grows
+step over step (a leak). Thresholds are module constants, as in ``findings.py``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ..trace.core import Trace
+from .findings import Finding, _records
+from .memory import peak_holders, step_levels
+
+MIB = 1 << 20
+PEAK_HOLDER_SHARE = 50.0  # one section (or op) holds this share of what is live at the peak
+PEAK_MIN_BYTES = 1 * MIB  # ... and the live memory is at least this much
+PEAK_LIVE_SHARE = 10.0  # ... and at least this share of the peak (the rest was there before)
+GROWTH_MIN_STEPS = 3  # steps needed to call growth a trend
+GROWTH_RISING_SHARE = 80.0  # share of step-to-step changes that must be increases
+GROWTH_MIN_BYTES = 1 * MIB  # growth from the first to the last step end
+
+
+def memory_findings(trace: Trace, t: Callable[[str], pd.DataFrame]) -> list[Finding]:
+    return [*_peak_dominated(trace, t), *_growth(trace)]
+
+
+def _fmt(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _peak_dominated(trace: Trace, t: Callable[[str], pd.DataFrame]) -> list[Finding]:
+    peaks = t("memory_peak")
+    out: list[Finding] = []
+    for _, p in peaks.iterrows():
+        live, peak = int(p["live_at_peak_bytes"]), int(p["peak_bytes"])
+        if live < PEAK_MIN_BYTES or 100.0 * live / max(peak, 1) < PEAK_LIVE_SHARE:
+            continue
+        for by in ("section", "op"):
+            h = peak_holders(trace, by)
+            h = h[(h["device"] == p["device"]).to_numpy() & (h["allocator"] == p["allocator"]).to_numpy()]
+            h = h[(h["holder"] != "").to_numpy()]
+            if not len(h) or h["share_pct"].iloc[0] < PEAK_HOLDER_SHARE:
+                continue
+            top = h.iloc[0]
+            share = float(top["share_pct"])
+            out.append(Finding(
+                "memory_peak_held_by_one", f"{p['device']}: {share:.0f}% of the memory live at the "
+                f"{_fmt(peak)} peak was allocated in {by} {top['holder']!r}",
+                "high" if share >= 80 else "medium", str(p["device"]),
+                {"by": by, "holder": str(top["holder"]), "held_bytes": int(top["bytes"]),
+                 "share_pct": round(share, 2), "peak_bytes": peak, "start_bytes": int(p["start_bytes"]),
+                 "live_at_peak_bytes": live, "peak_at_ns": int(p["peak_ns"]) - trace.span_ns[0],
+                 "allocator": str(p["allocator"])},
+                _records(h.rename(columns={"holder": "name"}), ["name", "bytes", "allocations", "share_pct"]),
+                f"Lowering the peak starts with {top['holder']!r}: free or reuse its tensors sooner "
+                "(del, in-place ops), keep fewer of them alive at once (smaller batch or chunks, "
+                "activation checkpointing), or store them in a smaller dtype."))
+            break  # a section when one dominates, else an op
+    return out
+
+
+def _growth(trace: Trace) -> list[Finding]:
+    lv = step_levels(trace)
+    out: list[Finding] = []
+    if not len(lv):
+        return out
+    dev, alloc = lv["device"].to_numpy(), lv["allocator"].to_numpy()
+    for d, a in dict.fromkeys(zip(dev.tolist(), alloc.tolist())):
+        g = lv[(dev == d) & (alloc == a)].sort_values("step")
+        held = g["held_bytes"].to_numpy()
+        if len(held) < GROWTH_MIN_STEPS:
+            continue
+        diffs = np.diff(held)
+        rising = 100.0 * (diffs > 0).sum() / len(diffs)
+        growth = int(held[-1] - held[0])
+        if rising < GROWTH_RISING_SHARE or growth < GROWTH_MIN_BYTES:
+            continue
+        per_step = growth / (len(held) - 1)
+        ev: list[dict[str, Any]] = [{"step": int(s), "held_bytes": int(h)}
+                                    for s, h in zip(g["step"].tolist()[-5:], held[-5:].tolist())]
+        out.append(Finding(
+            "memory_growth", f"{d}: memory held grows step over step (+{_fmt(per_step)} per step, "
+            f"{_fmt(growth)} over {len(held)} steps)", "high" if rising == 100.0 else "medium", str(d),
+            {"steps": int(len(held)), "growth_bytes": growth, "per_step_bytes": int(per_step),
+             "rising_pct": round(rising, 2), "first_step_bytes": int(held[0]), "last_step_bytes": int(held[-1]),
+             "allocator": str(a)}, ev,
+            "Something keeps memory from every step: a list that collects tensors (losses kept "
+            "with their graph: use loss.item() or .detach()), a cache that never evicts, or "
+            "state appended each step. The memory table lists what is live at the peak."))
+    return out
