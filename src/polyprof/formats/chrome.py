@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..trace.core import Trace
+from ..trace.memory import export_counters
 from .jsonfile import write_json
 
 
@@ -82,7 +83,7 @@ def to_chrome_events(trace: Trace) -> list[dict[str, Any]]:
                     "ts": ts[s]})
         out.append({"ph": "f", "bp": "e", "id": ident, "name": cat, "cat": cat, "pid": pid_l[d],
                     "tid": tid_l[d], "ts": ts[d]})
-    c = trace.counters
+    c = export_counters(trace)  # with the memory series as counter tracks
     for pl, nm, t, v in zip(c["plane"].tolist(), c["name"].tolist(), c["ts_ns"].tolist(), c["value"].tolist()):
         name = trace.strings[nm]
         out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": (t - origin) / 1000.0,

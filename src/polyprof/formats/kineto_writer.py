@@ -20,6 +20,7 @@ import orjson
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.memory import export_counters
 from .jsonfile import write_json
 
 #: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).
@@ -100,7 +101,7 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
     ev = trace.events
     n = trace.n_events
     times = [ev["start_ns"] + shift] if n else []
-    c = trace.counters
+    c = export_counters(trace)  # with the memory series as counter tracks
     if len(c["ts_ns"]):
         times.append(c["ts_ns"] + shift)
     origin = int(min(int(t.min()) for t in times)) if times else 0

@@ -37,6 +37,7 @@ from ..errors import TraceFormatError
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
+from ..trace.memory import export_counters
 from .xprof_names import line_homes, write_order, written_names  # noqa: F401  (written_names for callers)
 from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans, xprof_columns
 
@@ -812,7 +813,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
     by_track = np.argsort(ev["track"], kind="stable") if n else np.zeros(0, np.int64)
     bounds = np.searchsorted(ev["track"][by_track], np.arange(len(trace.tracks) + 1)) if n else None
     used_plane_ids: set[int] = set()
-    c = trace.counters
+    c = export_counters(trace)  # with the memory series as counter tracks
     plane_names = written_names(trace.planes)
     homes = line_homes(trace.planes)
     # one time base per XPlane: XProf's GPU tools take event offsets of different lines

@@ -21,6 +21,7 @@ from ..derive import cache
 from ..derive.intervals import covered, union
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from .memory_view import memory_view
 from .tables import Report, build
 
 BINS = 600  # timeline resolution
@@ -103,10 +104,16 @@ def page_data(report: Report) -> dict[str, Any]:
         "ops": _records(T["op_stats"], ["name", "count", "total_ns", "self_ns", "mean_ns", "device_ns", "launches"]),
         "sections": _records(T["section_stats"], ["name", "count", "total_ns", "mean_ns", "median_ns", "p99_ns",
                                                   "min_ns", "max_ns", "device_ns", "projected_ns", "device_util_pct",
-                                                  "mem_delta_bytes"]),
+                                                  "alloc_bytes", "mem_delta_bytes", "mem_max_bytes"]),
         "steps": _records(T["step_stats"], ["step", "plane", "host_ns", "busy_ns", "compute_ns", "non_compute_ns",
                                             "idle_ns", "launch_count", "launch_mean_ns", "launch_max_ns"], 400),
         "events": _records(T["event_stats"], ["category", "name", "count", "total_ns", "mean_ns", "max_ns"]),
+        "memory": memory_view(report),
+        "memory_peak": _records(T["memory_peak"], ["device", "allocator", "start_bytes", "peak_bytes", "end_bytes",
+                                                   "live_at_peak", "live_at_peak_bytes", "allocations", "frees"], None),
+        "memory_live": _records(T["memory_at_peak"], ["device", "bytes", "op", "section", "stack"], TOP),
+        "counters": _records(T["counter_stats"], ["plane", "name", "samples", "first", "last", "min", "max", "mean"],
+                             None),
     }
 
 

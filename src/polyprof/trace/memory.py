@@ -148,7 +148,7 @@ def export_counters(trace: Trace) -> dict[str, np.ndarray]:
                                  (True, np.concatenate([[np.nan], m.reserved[lo:hi]]))):
             name = counter_name(m.allocator[s], reserved)
             keep = ~np.isnan(values)
-            if (plane, name) in have or not keep[1:].any():
+            if (plane, name) in have or not keep[1:].any() or (reserved and not np.nanmax(values) > 0):
                 continue
             parts.append(_counter_part(trace, plane, name, ts[keep], values[keep]))
     return {k: np.concatenate([p[k] for p in parts]).astype(t, copy=False) for k, t in COUNTER_COLUMNS.items()}

@@ -1,0 +1,103 @@
+"""Series for the HTML report's memory and counter charts: bytes held over time per
+device and allocator (process RSS when a trace has no memory events), each counter's
+samples, and the steps and sections drawn behind them as bands. Long series are cut
+to ``MAX_POINTS`` points per chart keeping each bin's highest value, so a peak is
+never lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..analyze.memory import memory
+from ..derive import cache
+from ..derive.projection import section_rows
+from ..trace import keys
+from .tables import Report
+
+MAX_POINTS = 1500
+MAX_SECTION_BANDS = 400
+MAX_COUNTERS = 8
+
+
+def _thin(ts: np.ndarray, values: np.ndarray) -> tuple[list[int], list[float]]:
+    """At most MAX_POINTS (time, value) pairs: per time bin, the highest value."""
+    if len(ts) <= MAX_POINTS:
+        return ts.tolist(), values.tolist()
+    edges = np.linspace(ts[0], ts[-1] + 1, MAX_POINTS + 1)
+    b = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, MAX_POINTS - 1)
+    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+    top = np.maximum.reduceat(values, starts)
+    return ts[starts].tolist(), top.tolist()
+
+
+def _series(report: Report) -> list[dict[str, Any]]:
+    trace = report.trace
+    m = memory(trace)
+    out = []
+    peaks = report.tables.get("memory_peak")
+    for s in range(m.n_series):
+        lo, hi = m.bounds(s)
+        ts = np.r_[m.ts[lo], m.ts[lo:hi]]
+        vals = np.r_[m.start[s], m.level[lo:hi]].astype(np.float64)
+        t, v = _thin(ts, vals)
+        row = None
+        if peaks is not None and len(peaks):
+            sel = (peaks["device"] == m.device[s]).to_numpy() & (peaks["allocator"] == m.allocator[s]).to_numpy()
+            row = peaks[sel].iloc[0] if sel.any() else None
+        out.append({"label": m.device[s] + (f" · {m.allocator[s]}" if m.allocator[s] else ""), "ts": t, "values": v,
+                    "peak_ns": int(row["peak_ns"]) if row is not None else int(ts[np.argmax(vals)]),
+                    "peak_bytes": float(vals.max()), "kind": "allocated"})
+    if out:
+        return out
+    c = trace.counters
+    sid = trace.string_id(keys.COUNTER_RSS)
+    sel = (c["name"] == sid) if sid >= 0 else np.zeros(len(c["name"]), bool)
+    if sel.sum() >= 2:
+        order = np.argsort(c["ts_ns"][sel], kind="stable")
+        ts, vals = c["ts_ns"][sel][order], c["value"][sel][order]
+        t, v = _thin(ts, vals)
+        out.append({"label": "process RSS", "ts": t, "values": v, "peak_ns": int(ts[np.argmax(vals)]),
+                    "peak_bytes": float(vals.max()), "kind": "rss"})
+    return out
+
+
+def _counters(report: Report) -> list[dict[str, Any]]:
+    trace = report.trace
+    c = trace.counters
+    out = []
+    cs = report.tables.get("counter_stats")
+    if cs is None:
+        return out
+    plane_id = {p.name: p.id for p in trace.planes}
+    for plane, name in zip(cs["plane"].tolist()[:MAX_COUNTERS], cs["name"].tolist()[:MAX_COUNTERS]):
+        sel = (c["plane"] == plane_id.get(plane, -1)) & (c["name"] == trace.string_id(name))
+        order = np.argsort(c["ts_ns"][sel], kind="stable")
+        t, v = _thin(c["ts_ns"][sel][order], c["value"][sel][order])
+        out.append({"label": f"{name} · {plane}", "name": name, "ts": t, "values": v})
+    return out
+
+
+def _sections(report: Report) -> list[list[Any]]:
+    """[start, end, name] of the instances of the sections with the most host time."""
+    trace = report.trace
+    sec = report.tables.get("section_stats")
+    rows = section_rows(trace)
+    if sec is None or not len(sec) or not len(rows):
+        return []
+    names = set(sec["name"].head(6).tolist())
+    ev = trace.events
+    picked = rows[np.isin(trace.names(rows), list(names))][:MAX_SECTION_BANDS]
+    return [[int(s), int(s + d), str(n)] for s, d, n in
+            zip(ev["start_ns"][picked].tolist(), ev["dur_ns"][picked].tolist(), trace.names(picked).tolist())]
+
+
+def memory_view(report: Report) -> dict[str, Any]:
+    """Everything the memory and counter charts draw, times in ns on the trace clock."""
+    trace = report.trace
+    steps = cache.steps(trace)
+    t0, t1 = trace.span_ns
+    return {"t0": int(t0), "t1": int(t1), "series": _series(report), "counters": _counters(report),
+            "steps": [[int(a), int(b), int(n)] for a, b, n in zip(steps.start, steps.end, steps.number)][:500],
+            "sections": _sections(report)}
