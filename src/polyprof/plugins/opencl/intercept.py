@@ -420,7 +420,8 @@ class Patcher:
         self._undo.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)))
         setattr(owner, name, value)
 
-    def install(self, rec: Recording) -> None:
+    def install(self, rec: Recording, memory_log: Any = None) -> None:
+        """The wrappers; with a ``memory.MemoryLog``, buffer and image sizes too."""
         global _rec, _nanny_type, _event_from_ptr
         import pyopencl as cl
         import pyopencl._cl as _cl
@@ -450,6 +451,10 @@ class Patcher:
         if cl.CommandQueue is _cl.CommandQueue:
             self.factory = QueueFactory(_cl.CommandQueue, cl.command_queue_properties.PROFILING_ENABLE)
             self._set(cl, "CommandQueue", self.factory)
+        if memory_log is not None:
+            from . import memory
+
+            memory.install(self._set, memory_log)
         _rec = rec
 
     def uninstall(self) -> None:

@@ -32,6 +32,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from . import intercept as ic
 from . import probe
+from .memory import ALLOC_NAMES, FREE_NAME, MemoryLog
 from .probe import devices as _devices
 
 log = logging.getLogger("polyprof")
@@ -81,7 +82,9 @@ class OpenCLPlugin(Plugin):
     """Options: ``stop_timeout_s`` (10: how long stop waits for pending commands),
     ``sync_markers`` (16 marker samples per device at stop), ``clock_interval_s`` (0.1:
     period of RAW clock samples; 0 disables), ``event_samples`` (True: use each
-    command's QUEUED time as a clock sample), ``max_drift_ppm`` (1000)."""
+    command's QUEUED time as a clock sample), ``max_drift_ppm`` (1000), ``memory`` (False:
+    record buffer and image creation and release with their sizes; the session's
+    ``memory=True`` sets it)."""
 
     name = "opencl"
     device_kinds = ("OpenCL",)
@@ -151,12 +154,15 @@ class OpenCLPlugin(Plugin):
         self.raw_start = [_raw_triple() for _ in range(8)] if _RAW is not None else []
         interval = float(self.options.get("clock_interval_s", 0.1))
         self.raw_sampler = _RawSampler(interval) if (_RAW is not None and interval > 0) else None
-        self.patcher.install(self.rec)
+        self.memlog = MemoryLog() if self.options.get("memory") else None
+        self.patcher.install(self.rec, self.memlog)
         if self.raw_sampler:
             self.raw_sampler.start()
 
     def _stop(self) -> None:
         self.rec.active = False
+        if self.memlog is not None:
+            self.memlog.active = False
         self.patcher.uninstall()
         if self.raw_sampler:
             self.raw_sampler.halt.set()
@@ -371,6 +377,7 @@ class OpenCLPlugin(Plugin):
             })
             dev_rows[sel] = rows
             self._device_stats(b, recs, sel, rows)
+        self._memory_events(b, host, dev_index)
         linked = (dev_rows >= 0) & (host_rows >= 0)
         b.flows(host_rows[linked], dev_rows[linked], corr[linked], "ac2g")
         b.metadata["opencl"] = {"api_calls": int(n), "device_events": int((dev_rows >= 0).sum()),
@@ -380,6 +387,27 @@ class OpenCLPlugin(Plugin):
         self._recs_cache = None
         self._kernel_names = {}
         return b.build()
+
+    def _memory_events(self, b: TraceBuilder, host: int, dev_index: dict[int, int]) -> None:
+        """Buffer and image creation and release (option ``memory``) as memory events on
+        the thread that made them, the memory on its device's plane."""
+        recs = list(self.memlog.records) if self.memlog is not None else []
+        if not recs:
+            return
+        ts, nbytes, handle, dev, tid, tname, kind = (list(c) for c in zip(*recs))
+        devs = {d: dev_index.get(d, 0) for d in set(dev)}
+        by_ptr = {d.int_ptr: d for d in self.device_list}
+        for ptr, di in devs.items():  # the plane exists even if no command ran on the device
+            d = by_ptr.get(ptr)
+            b.plane(keys.device_plane("OpenCL", di), "device", vendor=str(d.vendor).strip() if d else "",
+                    index=di, pid=1_000_000 + di, properties=self._device_props(d) if d else None)
+        n = np.asarray(nbytes, np.int64)
+        names = np.array([FREE_NAME if x < 0 else ALLOC_NAMES[k] for x, k in zip(nbytes, kind)], object)
+        tracks = np.array([b.track(host, name, "thread", tid=t) for t, name in zip(tid, tname)], np.int32)
+        b.events(tracks, names, np.asarray(ts, np.int64), np.zeros(len(recs), np.int64), keys.CAT_MEMORY, stats={
+            keys.ALLOC_BYTES: n, keys.ADDR: np.asarray(handle, np.int64),
+            keys.MEMORY_DEVICE: np.array([keys.device_plane("OpenCL", devs[d]) for d in dev], object),
+            keys.ALLOCATOR: np.full(len(recs), "opencl", object)})
 
     def _fit_device(self, dev: Any, hb: np.ndarray, queued: np.ndarray, ha: np.ndarray) -> tuple[ClockFit, dict]:
         """Fit device -> host for one device from all the sample sources we have."""

@@ -1,0 +1,139 @@
+"""OpenCL memory objects: buffer and image creation and release, with their sizes.
+
+With the session's ``memory=True``, ``pyopencl.Buffer`` and ``pyopencl.Image`` are
+replaced by stand-ins that make the real object and note (time, size, handle, device,
+thread); ``pyopencl.array`` and ``create_image`` look these names up at call time, so
+their allocations are seen too. nanobind types ignore a replaced ``__init__`` and take
+no weak references, so the release is seen by a small object kept in the memory
+object's ``__dict__``: its ``__del__`` runs when the memory object is freed (CPython
+frees it when the last reference goes), or ``MemoryObject.release()`` fires it first.
+Not seen: memory from pyopencl's C++ allocators and pools (``tools.MemoryPool``),
+sub-buffers (they share their parent's memory) and SVM.
+"""
+
+from __future__ import annotations
+
+import threading
+from time import perf_counter_ns as _now
+from typing import Any, Callable
+
+ATTR = "_polyprof_mem"  # the key of the release watcher in a memory object's __dict__
+#: record fields: time, signed bytes, handle, device int_ptr, native thread id, thread name, kind
+ALLOC_NAMES = {"buffer": "clCreateBuffer", "image": "clCreateImage"}
+FREE_NAME = "clReleaseMemObject"
+
+
+class MemoryLog:
+    """The allocation and release records of one session (appended from any thread)."""
+
+    def __init__(self) -> None:
+        self.active = True
+        self.records: list[tuple[int, int, int, int, int, str, str]] = []
+        self._devices: dict[int, int] = {}  # context int_ptr -> its first device's int_ptr
+
+    def note(self, nbytes: int, handle: int, device: int, kind: str) -> None:
+        t = threading.current_thread()
+        self.records.append((_now(), nbytes, handle, device, threading.get_native_id(), t.name, kind))
+
+    def device_of(self, context: Any) -> int:
+        try:
+            key = context.int_ptr
+            dev = self._devices.get(key)
+            if dev is None:
+                dev = self._devices[key] = int(context.devices[0].int_ptr)
+            return dev
+        except Exception:  # not a Context, or no device: the memory is still counted
+            return 0
+
+
+class _Release:
+    """Kept in a memory object's ``__dict__``; notes the release once."""
+
+    __slots__ = ("log", "nbytes", "handle", "device", "kind")
+
+    def __init__(self, log: MemoryLog, nbytes: int, handle: int, device: int, kind: str):
+        self.log, self.nbytes, self.handle, self.device, self.kind = log, nbytes, handle, device, kind
+
+    def fire(self) -> None:
+        log, self.log = self.log, None
+        if log is not None and log.active:
+            log.note(-self.nbytes, self.handle, self.device, self.kind)
+
+    def __del__(self) -> None:
+        try:
+            self.fire()
+        except Exception:  # never raise from a finaliser into the program
+            pass
+
+
+class MemoryFactory:
+    """Stands in for ``pyopencl.Buffer`` / ``pyopencl.Image``: makes the real object and
+    notes its size; ``isinstance``, subclassing and class attributes behave as the real
+    class (a subclass of the stand-in is a subclass of the real class, not watched)."""
+
+    def __init__(self, base: type, kind: str, log: MemoryLog):
+        self._base, self._kind, self._log = base, kind, log
+
+    def __call__(self, context: Any, *args: Any, **kwargs: Any) -> Any:
+        obj = self._base(context, *args, **kwargs)
+        log = self._log
+        if log.active:
+            try:
+                nbytes, handle = int(obj.size), int(obj.int_ptr)
+                dev = log.device_of(context)
+                log.note(nbytes, handle, dev, self._kind)
+                obj.__dict__[ATTR] = _Release(log, nbytes, handle, dev, self._kind)
+            except Exception:  # an object we cannot read stays the user's, unwatched
+                pass
+        return obj
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        return isinstance(obj, self._base)
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return issubclass(cls, self._base)
+
+    def __mro_entries__(self, bases: tuple) -> tuple:
+        return (self._base,)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+    def __or__(self, other: Any) -> Any:
+        return self._base | other
+
+    def __ror__(self, other: Any) -> Any:
+        return other | self._base
+
+    def __repr__(self) -> str:
+        return f"<polyprof memory-recording factory for {self._base!r}>"
+
+
+def wrap_release(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``MemoryObject.release``: the memory is freed now, not when the object goes."""
+
+    def release(self: Any) -> Any:
+        try:
+            watcher = self.__dict__.pop(ATTR, None)
+        except AttributeError:
+            watcher = None
+        out = orig(self)
+        if watcher is not None:
+            watcher.fire()
+        return out
+
+    release.__wrapped__ = orig  # type: ignore[attr-defined]
+    return release
+
+
+def install(set_attr: Callable[[Any, str, Any], None], log: MemoryLog) -> None:
+    """Put the stand-ins in place through the patcher's ``set_attr`` (which undoes them)."""
+    import pyopencl as cl
+    import pyopencl._cl as _cl
+
+    for name, kind in (("Buffer", "buffer"), ("Image", "image")):
+        base = getattr(_cl, name, None)
+        if base is not None and getattr(cl, name, None) is base:
+            set_attr(cl, name, MemoryFactory(base, kind, log))
+    if "release" in _cl.MemoryObject.__dict__:
+        set_attr(_cl.MemoryObject, "release", wrap_release(_cl.MemoryObject.__dict__["release"]))
