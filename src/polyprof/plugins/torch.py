@@ -52,6 +52,7 @@ from ..trace.builder import TraceBuilder
 from ..trace.clock import ClockFit
 from ..trace.core import Trace
 from ..trace.merge import merge
+from .torch_memory import snap_to_sections
 
 log = logging.getLogger("polyprof")
 
@@ -536,7 +537,9 @@ class TorchPlugin(Plugin):
         from ..formats import kineto
 
         t = kineto.load(cap.path)
-        return ingest_kineto(t, cap, self._mirrors, self._names_by_tid(), self.ctx, self._had_steps)
+        rec = self._recorder
+        return ingest_kineto(t, cap, self._mirrors, self._names_by_tid(), self.ctx, self._had_steps,
+                             sections=(list(rec.sections), dict(rec.threads)) if rec is not None else None)
 
     def _names_by_tid(self) -> dict[int, str]:
         """OS thread id -> the name the host plugin gives that thread's track."""
@@ -604,9 +607,11 @@ def _wall_alignment(t: Trace, ctx: SessionContext | None) -> ClockFit:
 
 def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, int]],
                   thread_names: dict[int, str], ctx: SessionContext | None,
-                  host_has_steps: bool) -> tuple[Trace, dict[str, Any]]:
+                  host_has_steps: bool, sections: tuple[list, dict] | None = None) -> tuple[Trace, dict[str, Any]]:
     """Re-home one Kineto trace into the session: session clock, the host plane and
-    the host plugin's thread tracks, without our markers and section copies."""
+    the host plugin's thread tracks, without our markers and section copies. With the
+    host ``sections`` (the recorder's tuples and threads), allocations inside a section's
+    copy are kept inside the section (``torch_memory.snap_to_sections``)."""
     names = t.names()
     n = t.n_events
     is_sync = names == SYNC_NAME if n else np.zeros(0, bool)
@@ -656,6 +661,8 @@ def ingest_kineto(t: Trace, cap: _Capture, mirrors: list[tuple[int, str, int, in
             if better is not None and better.bound_ns <= align.bound_ns:
                 align = better
                 start = align.to_host(t.start_ns)
+        if sections is not None and len(drop):
+            start = snap_to_sections(t, start, drop, brackets, sections[0], sections[1], track_tid)
     rows = np.flatnonzero(keep)
     newrow = np.full(n, -1, np.int64)
     newrow[rows] = np.arange(len(rows))

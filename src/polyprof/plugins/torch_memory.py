@@ -1,0 +1,62 @@
+"""torch's allocations inside polyprof sections stay inside them on the session clock.
+
+Kineto times are mapped onto the session clock with an error bound of about a
+microsecond, so a tensor freed just before a section ends can land just after it. But
+torch's own copy of the section (the mirror the torch plugin opens and drops at merge)
+was recorded on torch's clock: an allocation or free inside the copy happened inside
+the section. Each such memory event is moved into its section's host span (to the
+nearest end of it; nothing moves by more than the clock error, since the copy and the
+section cover the same code).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..derive.intervals import innermost
+from ..trace import keys
+from ..trace.core import Trace
+
+
+def snap_to_sections(t: Trace, start: np.ndarray, copies: np.ndarray, brackets: np.ndarray,
+                     sections: Sequence[tuple], threads: dict[int, tuple[str, int]], track_tid: np.ndarray
+                     ) -> np.ndarray:
+    """``start`` (session times of ``t``'s events) with the memory events inside a
+    section copy (rows ``copies``, entered within ``brackets``) clamped into the host
+    span of that section. ``sections``: the recorder's (name, start, end, stats, ident);
+    ``threads``: ident -> (name, native id)."""
+    col = t.stats.get(keys.ALLOC_BYTES)
+    if col is None or not len(col) or not len(copies) or not len(sections):
+        return start
+    mem = col.rows
+    ev = t.events
+    tr = ev["track"]
+    hit = innermost(tr[copies], ev["start_ns"][copies], ev["start_ns"][copies] + ev["dur_ns"][copies],
+                    tr[mem], ev["start_ns"][mem])
+    inside = hit >= 0
+    if not inside.any():
+        return start
+    spans: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    for name, s, e, _stats, ident in sections:
+        tid = threads.get(ident, ("", ident))[1]
+        spans.setdefault((tid, name), ([], []))  # type: ignore[arg-type]
+        spans[(tid, name)][0].append(s)  # type: ignore[union-attr]
+        spans[(tid, name)][1].append(e)  # type: ignore[union-attr]
+    sorted_spans = {}
+    for key, (ss, es) in spans.items():
+        o = np.argsort(ss, kind="stable")
+        sorted_spans[key] = (np.asarray(ss, np.int64)[o], np.asarray(es, np.int64)[o])
+    names = t.names(copies)
+    out = start.copy()
+    for m_row, c in zip(mem[inside].tolist(), hit[inside].tolist()):
+        span = sorted_spans.get((int(track_tid[tr[copies[c]]]), str(names[c])))
+        if span is None:
+            continue
+        # the listener opens the copy, then the section reads its start: the first one after
+        i = int(np.searchsorted(span[0], brackets[c, 0], side="left"))
+        if i >= len(span[0]) or span[1][i] <= span[0][i]:
+            continue
+        out[m_row] = min(max(out[m_row], span[0][i]), span[1][i] - 1)
+    return out
