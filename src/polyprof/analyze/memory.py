@@ -57,8 +57,9 @@ def memory_timeline(trace: Trace) -> pd.DataFrame:
 
 
 def memory_peak(trace: Trace) -> pd.DataFrame:
-    """One row per series (device, allocator): ``start_bytes`` (held before the first
-    event), ``peak_bytes`` and ``peak_ns`` (the first time it was reached), ``end_bytes``,
+    """One row per series: ``device`` (plane name) and ``allocator``; ``start_bytes``
+    (held before the first event), ``peak_bytes`` and ``peak_ns`` (the first time it was
+    reached), ``end_bytes``,
     ``allocations`` and ``frees`` (counts), ``allocated_total_bytes`` (summed over every
     allocation), ``live_at_peak`` and ``live_at_peak_bytes`` (allocations made during
     the profile and not freed at the peak), ``from_allocator`` (True when the levels
