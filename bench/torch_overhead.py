@@ -4,7 +4,9 @@ One process, torch warmed up first; each mode runs the same small CPU training l
 (MLP, SGD, 3 polyprof sections per step) ``--steps`` times, ``--repeat`` rounds (modes interleaved), best
 run kept. Reports per-step time while recording, the time to stop + build the trace
 (torch: stop + export_chrome_trace; polyprof: session stop = export + Kineto read +
-alignment + merge), the number of torch events, and the alignment uncertainty.
+alignment + merge), the number of torch events, and the alignment uncertainty. With
+memory on (``polyprof.profile(memory=True)``, i.e. ``polyprof run --memory``) next to
+torch.profiler's own ``profile_memory=True``; the ratio of the two, round by round.
 
     python bench/torch_overhead.py --steps 50 --repeat 5
 """
@@ -57,8 +59,8 @@ def main() -> None:
         loop(model, opt, x, y, args.steps, lambda: None)
         return time.perf_counter() - t0, 0.0, 0, None
 
-    def torch_only():
-        p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    def torch_only(memory: bool = False):
+        p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=memory)
         p.start()
         t0 = time.perf_counter()
         loop(model, opt, x, y, args.steps, lambda: None)
@@ -68,8 +70,8 @@ def main() -> None:
         p.export_chrome_trace(path)
         return t1 - t0, time.perf_counter() - t1, 0, None
 
-    def polyprof_plugin():
-        s = polyprof.profile(plugins=["torch"], options=quiet)
+    def polyprof_plugin(memory: bool = False):
+        s = polyprof.profile(plugins=["torch"], options=quiet, memory=memory)
         s.start()
         t0 = time.perf_counter()
         loop(model, opt, x, y, args.steps, polyprof.step)
@@ -89,9 +91,11 @@ def main() -> None:
 
     plain()  # warm up
     modes = [("no profiler", plain), ("torch.profiler", torch_only),
-             ("polyprof torch plugin", polyprof_plugin), ("polyprof.torch.profile", polyprof_dropin)]
+             ("polyprof torch plugin", polyprof_plugin), ("polyprof.torch.profile", polyprof_dropin),
+             ("torch, profile_memory", lambda: torch_only(True)),
+             ("polyprof, memory=True", lambda: polyprof_plugin(True))]
     print(f"{args.steps} steps, MLP width {w}, batch 64, torch {torch.__version__}, best of {args.repeat}")
-    print(f"{'mode':<24}{'ms/step':>10}{'stop+build ms':>15}{'events':>9}{'align ±µs':>11}")
+    print(f"{'mode':<24}{'ms/step':>10}{'median':>9}{'stop+build ms':>15}{'events':>9}{'align ±µs':>11}")
     base = None
     results: dict[str, list] = {name: [] for name, _ in modes}
     for _ in range(args.repeat):  # round-robin, so load changes hit every mode alike
@@ -102,9 +106,15 @@ def main() -> None:
         rec, fin, n, unc = min(runs, key=lambda r: r[0])
         fin = min(r[1] for r in runs)
         per = rec / args.steps * 1e3
+        med = sorted(r[0] for r in runs)[len(runs) // 2] / args.steps * 1e3
         base = base or per
-        print(f"{name:<24}{per:>10.3f}{fin * 1e3:>15.1f}{n:>9}{'' if unc is None else f'{unc / 1e3:.1f}':>11}"
-              f"   x{per / base:.2f}")
+        print(f"{name:<24}{per:>10.3f}{med:>9.3f}{fin * 1e3:>15.1f}{n:>9}"
+              f"{'' if unc is None else f'{unc / 1e3:.1f}':>11}   x{per / base:.2f}")
+    for ours, theirs in (("polyprof, memory=True", "torch, profile_memory"),
+                         ("polyprof, memory=True", "polyprof torch plugin")):
+        ratios = sorted(a[0] / b[0] for a, b in zip(results[ours], results[theirs]))
+        print(f"{ours} / {theirs}, per-step time round by round: min x{ratios[0]:.2f}, "
+              f"median x{ratios[len(ratios) // 2]:.2f}")
 
 
 def section_cost(n: int = 20000, repeat: int = 5) -> None:

@@ -41,6 +41,19 @@
  *  - XSpace shape: one plane per device (e.g. "/device:GPU:0" or "/host:name"),
  *    one line per thread/stream, XLine.timestamp_ns + XEvent.offset_ps give an
  *    event's start; every metadata_id must be defined in the plane's maps.
+ *  - Memory (docs/analysis.md, "Memory"). start() receives "memory": true in its
+ *    options_json when the user asked for memory (`polyprof run --memory`,
+ *    profile(memory=True)); a plugin that can see allocations then records them.
+ *    Each allocation or free is an XEvent with duration 0 on the line of the
+ *    thread (or stream) that made it, carrying the XStats named below
+ *    (POLYPROF_STAT_*): alloc_bytes (int64, > 0 allocated, < 0 freed) is what
+ *    makes it a memory event; addr (int64/uint64) pairs a free with its
+ *    allocation; memory_device (str) names the plane of the device the memory is
+ *    on (e.g. "/device:GPU:0"; absent: the event's own plane); allocator (str);
+ *    total_allocated / total_reserved (int64) are the allocator's totals just
+ *    after the event, when it keeps them; memory_category (str) what the block
+ *    holds. polyprof derives bytes held over time, the peak, what is live at it
+ *    and the memory per section from these; no counters are needed.
  *  - Every function fills `status` (code + message) and returns the same code;
  *    nothing is ever raised/aborted into the host process.
  *  - destroy() frees everything; it is called once, after stop() if start()
@@ -72,6 +85,15 @@ extern "C" {
 #else
 #define POLYPROF_EXPORT __attribute__((visibility("default")))
 #endif
+
+/* XStat names of memory events (see "Memory" above; src/polyprof/trace/keys.py). */
+#define POLYPROF_STAT_ALLOC_BYTES "alloc_bytes"
+#define POLYPROF_STAT_ADDR "addr"
+#define POLYPROF_STAT_MEMORY_DEVICE "memory_device"
+#define POLYPROF_STAT_ALLOCATOR "allocator"
+#define POLYPROF_STAT_TOTAL_ALLOCATED "total_allocated"
+#define POLYPROF_STAT_TOTAL_RESERVED "total_reserved"
+#define POLYPROF_STAT_MEMORY_CATEGORY "memory_category"
 
 /* Error codes returned by every function and stored in PolyprofStatus.code. */
 typedef enum PolyprofCode {
