@@ -258,14 +258,14 @@ def _step_time(acc: _Collector, alpha: float, reason: str | None) -> dict[str, A
 
 def _changes(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
     """Significant rows of every table, largest change of the per-step mean first."""
+    ints = ("count_a", "count_b", "total_ns_a", "total_ns_b", "delta_total_ns")
+    floats = ("step_mean_ns_a", "step_mean_ns_b", "p_value")
     out = []
     for t, df in tables.items():
-        sel = df[df["change"] != ""]
-        for r in sel.itertuples(index=False):
-            out.append({"table": t, "name": r.name, "change": r.change, "count_a": int(r.count_a),
-                        "count_b": int(r.count_b), "total_ns_a": int(r.total_ns_a), "total_ns_b": int(r.total_ns_b),
-                        "delta_total_ns": int(r.delta_total_ns), "step_mean_ns_a": float(r.step_mean_ns_a),
-                        "step_mean_ns_b": float(r.step_mean_ns_b), "p_value": float(r.p_value)})
+        idx = np.flatnonzero(df["change"].to_numpy() != "")
+        cols = {c: df[c].to_numpy()[idx].tolist() for c in ("name", "change", *ints, *floats)}
+        for i in range(len(idx)):
+            out.append({"table": t, **{c: v[i] for c, v in cols.items()}})
     out.sort(key=lambda c: (-abs(c["step_mean_ns_b"] - c["step_mean_ns_a"]), c["table"], c["name"]))
     return out
 
