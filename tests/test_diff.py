@@ -237,6 +237,23 @@ def test_api_takes_traces_and_sequences(kineto_files):
     assert (c == c0.reindex(c.index, fill_value=0) + c1.reindex(c.index, fill_value=0)).all()
 
 
+def test_merged_ranks_are_flagged(kineto_files):
+    """A merged trace of two ranks is one trace with two sources: its steps merge by number,
+    so the diff says to pass the ranks apart; counts still add up."""
+    from polyprof.trace.merge import merge
+
+    ranks = [polyprof.load(next(f for f in kineto_files if f.name == f"sampled_rank{i}.json.gz")) for i in (0, 1)]
+    merged = merge(ranks)
+    assert len(merged.sources) == 2
+    d = diff(merged, ranks)
+    assert d.overview["a"]["warnings"] and "2 sources" in d.overview["a"]["warnings"][0]
+    assert "b" not in d.overview or not d.overview["b"].get("warnings")
+    assert d.overview["b"]["ranks"] == [0, 1] and any(l.startswith("Note: run A trace 0 holds 2 sources")
+                                                       for l in d.verdict)
+    k = d.tables["kernels"]
+    assert (k["count_a"] == k["count_b"]).all() and (k["delta_total_ns"] == 0).all()
+
+
 def test_no_steps_cannot_be_tested(kineto_files):
     f = next(f for f in kineto_files if f.name.startswith("a100_alexnet"))
     doc = diff_json(f, f)

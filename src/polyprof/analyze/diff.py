@@ -28,6 +28,7 @@ cannot be made: ``significant`` is None and the verdict says why.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -42,6 +43,8 @@ from ..trace.core import Trace
 from .common import CLASS_NAMES, device_view, frame
 from .names import normalize_name
 from .ranktest import mann_whitney, min_p_value
+
+log = logging.getLogger(__name__)
 
 TABLES = ("kernels", "ops", "sections")
 LABELS = {"kernels": "kernel", "ops": "op", "sections": "section"}
@@ -104,7 +107,9 @@ def diff(a: Trace | Iterable[Trace], b: Trace | Iterable[Trace], *, alpha: float
                 "test": "two-sided Mann-Whitney U over per-step totals" +
                         (f" ({_method(n_a, n_b)}, {n_a} vs {n_b} steps)" if reason is None else ""),
                 "untestable": reason}
-    return Diff(tables, step_time, _verdict(tables, step_time, changes, reason, alpha, top), changes, overview)
+    verdict = _verdict(tables, step_time, changes, reason, alpha, top)
+    verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
+    return Diff(tables, step_time, verdict, changes, overview)
 
 
 def _traces(run: Trace | Iterable[Trace]) -> Iterable[Any]:
@@ -133,6 +138,14 @@ def _method(n_a: int, n_b: int) -> str:
     from .ranktest import EXACT_LIMIT
 
     return "exact" if math.comb(n_a + n_b, n_a) <= EXACT_LIMIT else "normal approximation"
+
+
+def _rank(trace: Trace, position: int) -> int:
+    """The trace's rank: its one source's, else ``distributedInfo``'s, else its position."""
+    if len(trace.sources) == 1 and trace.sources[0].rank is not None:
+        return int(trace.sources[0].rank)
+    rank = trace.metadata.get("rank")
+    return rank if isinstance(rank, int) else position
 
 
 def _events(trace: Trace) -> dict[str, _Events]:
@@ -164,7 +177,13 @@ class _Collector:
     def add(self, side: str, trace: Trace) -> None:
         info = self.info[side]
         steps = cache.steps(trace)
-        info["ranks"].append(trace.metadata.get("rank", info["traces"]))
+        info["ranks"].append(_rank(trace, info["traces"]))
+        if len(trace.sources) > 1:
+            note = (f"run {side.upper()} trace {info['traces']} holds {len(trace.sources)} sources (merged ranks): "
+                    "their steps merge by number into one sample each; pass the ranks as separate traces "
+                    "for a sample per rank and step")
+            log.warning("diff: %s", note)
+            info.setdefault("warnings", []).append(note)
         info["traces"] += 1
         info["events"] += trace.n_events
         info["steps"] += len(steps)
