@@ -283,24 +283,26 @@ def _torch_run(torch, path: Path, size: int, steps: int = 8) -> Path:
                                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
         for _ in range(steps + 1):
             with torch.profiler.record_function("work"):
-                for _ in range(4):
+                for _ in range(3):
                     torch.mm(x, x)
             prof.step()
     return path
 
 
 def test_real_torch_cpu_runs(tmp_path):
-    """Two real PyTorch CPU runs, B with matrices twice as wide (8x the flops): the matmul
-    and the section around it are called slower, with 8 vs 8 steps."""
+    """Two real PyTorch CPU runs, B with matrices three times as wide (27x the flops): the
+    matmul and the section around it are called slower, with 8 vs 8 steps. The margin is
+    wide because this machine is shared: a step of A preempted for a few ms must not
+    reach B's steps."""
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    a = _torch_run(torch, tmp_path / "a.json", 96)
-    b = _torch_run(torch, tmp_path / "b.json", 192)
+    a = _torch_run(torch, tmp_path / "a.json", 128)
+    b = _torch_run(torch, tmp_path / "b.json", 384)
     d = diff(polyprof.load(a), polyprof.load(b))
     assert d.overview["untestable"] is None and d.step_time["steps_a"] == d.step_time["steps_b"] == 8
     ops = d.tables["ops"].set_index("name")
-    assert ops.loc["aten::mm", "count_a"] == ops.loc["aten::mm", "count_b"] == 32
-    assert ops.loc["aten::mm", "change"] == "slower" and ops.loc["aten::mm", "p_value"] < 0.01
+    assert ops.loc["aten::mm", "count_a"] == ops.loc["aten::mm", "count_b"] == 24
+    assert ops.loc["aten::mm", "change"] == "slower" and ops.loc["aten::mm", "p_value"] < 0.05
     sec = d.tables["sections"].set_index("name")
     assert sec.loc["work", "change"] == "slower" and sec.loc["work", "count_a"] == 8
     assert d.step_time["change"] == "slower"
