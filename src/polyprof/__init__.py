@@ -12,7 +12,8 @@ from .collect.recorder import counter, mark, section, step
 from .collect.session import Session, profile
 from .errors import PolyprofError, TraceFormatError
 from .formats.detect import load
+from .ranks.traceset import TraceSet, load_ranks
 from .trace.core import Trace
 
 __all__ = ["profile", "section", "mark", "counter", "step", "load", "Trace", "Session",
-           "PolyprofError", "TraceFormatError"]
+           "PolyprofError", "TraceFormatError", "load_ranks", "TraceSet"]

@@ -20,6 +20,9 @@ class TraceFormatError(PolyprofError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self) -> tuple:  # picklable: it crosses process pools (per-rank work)
+        return (type(self), (self.path, self.problem))
+
 
 class TraceSchemaError(PolyprofError):
     """Data handed to the trace does not fit the schema (lengths, ids, types)."""

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from ..store.convert import convert
     from ..store.rankfiles import CHUNK_ROWS
 
-    out = convert(args.inputs, args.output, dask=args.dask, jobs=args.jobs,
+    out = convert(args.inputs, args.output, dask=args.dask, jobs=args.jobs or 1,
                   chunk_rows=args.chunk_rows or CHUNK_ROWS, rank_by=args.rank_by, overwrite=args.overwrite)
     print(f"polyprof: wrote store {out} ({len(args.inputs)} ranks)", file=sys.stderr)
     return 0

@@ -7,13 +7,16 @@ import sys
 from typing import Any
 
 from .common import load_trace
+from .ranks import analyze_ranks, is_many
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("summary", help="print where the time went in a trace",
                        description="Device time breakdowns, top kernels / ops / sections, steps, launches and "
                                    "findings for any supported trace file.")
-    p.add_argument("file", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store (polyprof convert)")
+    p.add_argument("file", nargs="+", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store (polyprof "
+                                          "convert); several files or a directory: the ranks of one job, side by "
+                                          "side on one clock")
     p.add_argument("-n", "--top", type=int, default=15, help="rows per table (default 15)")
     p.add_argument("--json", action="store_true",
                    help="print every table and finding as JSON (for scripts and CI)")
@@ -26,15 +29,24 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..store import commands as store
 
-    if store.handles(args):
+    if len(args.file) == 1 and store.is_store(args.file[0]):
+        args.file = args.file[0]
         return store.summary(args)
     from ..report.tables import build, to_json
 
-    report = build(load_trace(args.file))
+    if is_many(args.file):
+        report: Any = analyze_ranks(args)
+    else:
+        report = build(load_trace(args.file[0]))
     if args.json:
         sys.stdout.buffer.write(to_json(report))
         sys.stdout.buffer.write(b"\n")
         sys.stdout.flush()
+        return 0
+    if is_many(args.file):
+        from ..report.ranks_terminal import render_ranks
+
+        render_ranks(report, top=args.top)
         return 0
     from ..report.terminal import render
 

@@ -17,9 +17,10 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dask", metavar="SPEC",
                    help="run the per-rank work on Dask: 'local' (a LocalCluster for this command) or a "
                         "scheduler address (tcp://host:8786); needs polyprof[dask]")
-    p.add_argument("-j", "--jobs", type=int, default=1,
-                   help="ranks worked on at once: worker processes (default 1: one rank in memory at a time); "
-                        "with --dask local, the number of Dask workers (default 2)")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="ranks worked on at once: worker processes (trace files: default one per core; a store: "
+                        "default 1, one rank in memory at a time); with --dask local, the number of Dask "
+                        "workers (default 2)")
 
 
 def add_rank_arg(p: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def handles(args: argparse.Namespace) -> bool:
 def summary(args: argparse.Namespace) -> int:
     from .analyze import rank_overview, summary as run, to_json
 
-    report = run(args.file, dask=getattr(args, "dask", None), jobs=getattr(args, "jobs", 1))
+    report = run(args.file, dask=getattr(args, "dask", None), jobs=getattr(args, "jobs", None) or 1)
     if args.json:
         sys.stdout.buffer.write(to_json(report) + b"\n")
         sys.stdout.flush()

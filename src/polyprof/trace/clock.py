@@ -264,7 +264,7 @@ def fit(host_before: Any, other: Any, host_after: Any, max_drift_ppm: float = DE
 
 def fit_bounds(other_lo: Any, host_lo: Any, other_hi: Any, host_hi: Any,
                max_drift_ppm: float = DEFAULT_MAX_DRIFT_PPM, method: str = "convex hull",
-               prefer_offset_ns: int | None = None) -> ClockFit:
+               prefer_offset_ns: int | None = None, warn: bool = True) -> ClockFit:
     """Fit the line from one-sided constraints: the other clock's ``other_lo[i]`` maps to
     a host time ``>= host_lo[i]``, and ``other_hi[j]`` to one ``<= host_hi[j]``.
 
@@ -297,7 +297,7 @@ def fit_bounds(other_lo: Any, host_lo: Any, other_hi: Any, host_hi: Any,
     tol = 1e-6 * (1.0 + np.abs(F) + np.abs(G))
     feas = H <= tol
     if not feas.any():
-        return _fallback(lx, ly, gx, gy, ref, base, first, last, n, method,
+        return _fallback(lx, ly, gx, gy, ref, base, first, last, n, method, warn,
                          f"{n} constraints admit no common line (largest conflict {float(H.min()):.0f} ns): "
                          "a clock stepped or a sample is wrong")
     k0 = int(np.argmax(feas))
@@ -329,10 +329,10 @@ def fit_bounds(other_lo: Any, host_lo: Any, other_hi: Any, host_hi: Any,
 
 
 def _fallback(lx: np.ndarray, ly: np.ndarray, gx: np.ndarray, gy: np.ndarray, ref: int, base: int,
-              first: int, last: int, n: int, method: str, message: str) -> ClockFit:
+              first: int, last: int, n: int, method: str, warn: bool, message: str) -> ClockFit:
     """Inconsistent constraints: least squares through the lower and upper points; the
     'bound' is how far that line strays from them, not a guarantee (consistent=False)."""
-    log.warning("clocksync: %s; falling back to least squares", message)
+    (log.warning if warn else log.debug)("clocksync: %s; falling back to least squares", message)
     x = np.concatenate([lx, gx])
     y = np.concatenate([ly, gy])
     if len(np.unique(x)) > 1:

@@ -1,0 +1,28 @@
+"""What the commands that take the ranks of a job share: which inputs mean several
+ranks, and the per-rank analysis on the executor the options name. (Not a command.)"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+
+def is_many(files: list[str]) -> bool:
+    """Several files, or one directory that is not a store: the ranks of a job."""
+    from ..store.manifest import is_store
+
+    return len(files) > 1 or (len(files) == 1 and Path(files[0]).is_dir() and not is_store(files[0]))
+
+
+def analyze_ranks(args: argparse.Namespace) -> Any:
+    """``load_ranks(args.file).analyze(...)`` on ``--dask`` / ``-j`` (default: one worker
+    process per core)."""
+    from ..ranks.traceset import load_ranks
+    from ..store.executor import executor
+
+    ts = load_ranks(args.file)
+    jobs = args.jobs if getattr(args, "jobs", None) else min(len(ts), os.cpu_count() or 1)
+    with executor(getattr(args, "dask", None), jobs) as ex:
+        return ts.analyze(ex if ex is not None else "serial")

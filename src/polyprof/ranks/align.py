@@ -1,0 +1,135 @@
+"""Put every rank on the reference rank's clock, from the collectives themselves.
+
+Hosts' clocks disagree by milliseconds, far more than the gaps that matter between
+ranks. But every rank takes part in the same collectives, and a collective cannot end
+on one rank before it began on another (nobody finishes an all-reduce before the last
+rank arrives). So for the k-th collective of a communicator, seen on the reference rank
+as ``[s0, e0]`` and on rank r as ``[sr, er]``, rank r's clock maps ``er`` to at or after
+``s0`` and ``sr`` to at or before ``e0``: two one-sided constraints of the clock service
+(``trace.clock.fit_bounds``). Their convex hull bounds offset and drift; within it the
+estimate is the offset at which the collectives *end together* (the median of
+``e0 - er``, which is how NCCL behaves), and the bound is a guarantee as long as the
+matched collectives are really the same ones.
+
+Matching: rows with the same ``key`` (process group and op) and ``seq`` (their order on
+the rank). If the two ranks' recordings did not start at the same collective, ``seq``
+is shifted by up to ``MAX_SHIFT`` and the shift whose constraints agree, with the most
+matches and then the smallest bound, wins. Point-to-point transfers are used only when a
+rank has nothing else (they bind only the two peers). Ranks with no usable collectives
+fall back to their recorded clocks (wall clock for Kineto; the wall anchors for
+polyprof's own monotonic traces) and are reported as not aligned from events.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..analyze.common import rows_frame
+from ..trace import clock
+from ..trace.clock import ClockFit
+
+MAX_SHIFT = 3
+#: hosts' clocks differ in rate by a few ppm (NTP keeps them within tens); the hull may
+#: use this much drift, and the bound covers it
+MAX_DRIFT_PPM = 100.0
+COLUMNS = ["rank", "offset_ns", "bound_ns", "method", "collectives", "drift_ppm", "aligned", "message"]
+
+
+@dataclass
+class RankClock:
+    rank: int
+    fit: ClockFit
+    aligned: bool
+    matched: int = 0
+    shift: int = 0  # this rank's seq + shift = the reference rank's seq
+    message: str = ""
+
+
+def _pairs(ref: pd.DataFrame, other: pd.DataFrame, shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions (ref, other) of the collectives that match with ``shift``."""
+    a = pd.DataFrame({"key": ref["key"].to_numpy(), "seq": ref["seq"].to_numpy(), "i": np.arange(len(ref))})
+    b = pd.DataFrame({"key": other["key"].to_numpy(), "seq": other["seq"].to_numpy() + shift,
+                      "j": np.arange(len(other))})
+    m = a.merge(b, on=["key", "seq"], how="inner")
+    return m["i"].to_numpy(np.int64), m["j"].to_numpy(np.int64)
+
+
+def _fit(ref: pd.DataFrame, other: pd.DataFrame, i: np.ndarray, j: np.ndarray) -> ClockFit:
+    s0, e0 = ref["start_ns"].to_numpy()[i], ref["end_ns"].to_numpy()[i]
+    sr, er = other["start_ns"].to_numpy()[j], other["end_ns"].to_numpy()[j]
+    prefer = int(np.median(e0 - er))
+    return clock.fit_bounds(er, s0, sr, e0, max_drift_ppm=MAX_DRIFT_PPM, method="collectives",
+                            prefer_offset_ns=prefer, warn=False)
+
+
+def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[ClockFit | None, int, int]:
+    """(fit, matches, shift) of ``other`` onto ``ref``'s clock from collectives, or
+    (None, 0, 0) when no shift gives consistent constraints."""
+    best: tuple[ClockFit | None, int, int] = (None, 0, 0)
+    for use_p2p in (False, True):
+        r = ref if use_p2p else ref[~ref["p2p"].to_numpy(bool)]
+        o = other if use_p2p else other[~other["p2p"].to_numpy(bool)]
+        for shift in sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs):
+            i, j = _pairs(r, o, shift)
+            if not len(i):
+                continue
+            f = _fit(r, o, i, j)
+            if not f.consistent:
+                continue
+            if best[0] is None or (len(i), -f.bound_ns) > (best[1], -best[0].bound_ns):
+                best = (f, len(i), shift)
+        if best[0] is not None:
+            break
+    return best
+
+
+def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, monotonic: dict[int, bool]) -> RankClock:
+    a, b = anchors.get(rank), anchors.get(ref)
+    if monotonic.get(rank) and monotonic.get(ref) and a and b:
+        fit = clock.from_anchors(a, b, method="wall anchors")
+        fit = clock.constant(fit.offset_ns, math.nan, "wall anchors")
+        msg = "no collective matched the reference rank's: placed by the two hosts' wall clocks (bound unknown)"
+    else:
+        fit = clock.constant(0, math.nan, "recorded clock")
+        msg = ("no collective matched the reference rank's: times kept as recorded "
+               "(wall clock; hosts agree only as well as NTP keeps them)")
+    return RankClock(rank, fit, False, 0, 0, msg)
+
+
+def align_ranks(tables: dict[int, pd.DataFrame], anchors: dict[int, dict[str, Any]] | None = None,
+                monotonic: dict[int, bool] | None = None, ref: int | None = None) -> dict[int, RankClock]:
+    """A :class:`RankClock` per rank putting it on ``ref``'s clock (default: the lowest
+    rank). ``tables`` are :func:`polyprof.ranks.collectives.collective_table` per rank;
+    ``anchors`` the ranks' wall anchors and ``monotonic`` whether a rank's times are a
+    monotonic clock (polyprof's own traces) rather than wall-clock based (Kineto), for
+    the fallback."""
+    anchors, monotonic = anchors or {}, monotonic or {}
+    ranks = sorted(tables)
+    if not ranks:
+        return {}
+    ref = ranks[0] if ref is None else ref
+    out = {ref: RankClock(ref, clock.constant(0, 0.0, "reference"), True, len(tables[ref]))}
+    for r in ranks:
+        if r == ref:
+            continue
+        fit, n, shift = align_pair(tables[ref], tables[r])
+        if fit is None:
+            out[r] = _fallback(r, anchors, ref, monotonic)
+        else:
+            msg = f"collectives matched with a shift of {shift}" if shift else ""
+            out[r] = RankClock(r, fit, True, n, shift, msg)
+    return out
+
+
+def alignment_table(clocks: dict[int, RankClock]) -> pd.DataFrame:
+    """``rank``, ``offset_ns`` (added to that rank's times to put them on the reference
+    rank's clock), ``bound_ns`` (NaN: not bounded), ``method``, ``collectives`` (matched),
+    ``drift_ppm``, ``aligned`` (from events), ``message``."""
+    rows = [(r, int(c.fit.offset_ns), float(c.fit.bound_ns), c.fit.method, c.matched, float(c.fit.drift_ppm),
+             c.aligned, c.message) for r, c in sorted(clocks.items())]
+    return rows_frame(rows, COLUMNS)

@@ -1,0 +1,146 @@
+"""The collectives of one rank, as a small table: what alignment, stragglers and
+collective statistics work from.
+
+A collective is a communication kernel on a device (NCCL, RCCL: ``ncclKernel_*``,
+``ncclDevKernel_*``, named as ``analyze.common.activity_class`` calls communication) or,
+in a trace without device activity, a blocking CPU collective (``gloo:all_reduce``...).
+Host-side ``nccl:*`` annotations and ``record_param_comms`` are not used: they only
+enqueue the kernel, so they say nothing about when the ranks met.
+
+Each row gets a ``key`` (process group and operation) and ``seq``, its position among
+the rank's collectives of that key in time order: the k-th collective of a communicator
+is the same collective on every rank. Sizes come from the Kineto args
+(``In msg nelems`` / ``Out msg nelems`` / ``dtype`` / ``Group size``) where present.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..analyze.common import COMMUNICATION, device_view, frame
+from ..trace.core import Trace
+
+COLUMNS = ["key", "seq", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size", "p2p"]
+
+#: element sizes of the dtype names torch writes (``dtype`` arg; Input type names)
+DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+               "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "byte": 1, "char": 1,
+               "signed char": 1, "unsigned char": 1, "int8": 1, "uint8": 1, "bool": 1,
+               "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+_KERNEL_OP = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+_P2P = ("sendrecv", "send", "recv")
+
+
+def normalise_op(text: str) -> str:
+    """``ncclKernel_AllReduce_RING_LL_Sum_float(...)``, ``allreduce``, ``gloo:all_reduce``,
+    ``nccl:_all_gather_base`` -> ``allreduce`` / ``allgather``."""
+    m = _KERNEL_OP.search(text)
+    s = m.group(1) if m else text.split(":", 1)[-1]
+    s = s.lower().replace("_", "").replace("-", "")
+    for suffix in ("base", "coalesced", "intoTensor".lower()):
+        if s.endswith(suffix) and len(s) > len(suffix):
+            s = s[: -len(suffix)]
+    return s
+
+
+def _stat(trace: Trace, key: str, rows: np.ndarray) -> np.ndarray:
+    """Values of a stat for ``rows`` as an object array (None where absent)."""
+    out = np.full(len(rows), None, object)
+    col = trace.stats.get(key) if len(rows) else None
+    if col is not None:
+        m, v = col.lookup(rows)
+        out[m] = list(v)
+    return out
+
+
+def _num(values: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(values), np.int64)
+    for i, v in enumerate(values):
+        try:
+            out[i] = int(v) if v is not None else 0
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def collective_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, start, end) of the rank's collectives: device communication kernels, else
+    blocking CPU collectives (gloo)."""
+    v = device_view(trace)
+    sel = v.cls == COMMUNICATION
+    if sel.any():
+        return v.rows[sel], v.start[sel], v.end[sel]
+    if not trace.n_events:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ids = [i for i, s in enumerate(trace.strings) if s.lower().startswith("gloo:")]
+    rows = np.flatnonzero(np.isin(trace.events["name"], ids) & (trace.events["dur_ns"] > 0)) if ids \
+        else np.zeros(0, np.int64)
+    st = trace.start_ns[rows]
+    return rows, st, st + trace.dur_ns[rows]
+
+
+def collective_table(trace: Trace) -> pd.DataFrame:
+    """One row per collective of one rank, in time order; see the module doc."""
+    rows, start, end = collective_rows(trace)
+    order = np.argsort(start, kind="stable")
+    rows, start, end = rows[order], start[order], end[order]
+    names = trace.names(rows) if len(rows) else np.zeros(0, object)
+    coll = _stat(trace, "Collective name", rows)
+    ops = np.array([normalise_op(str(c) if c else str(n)) for c, n in zip(coll, names)], object)
+    pg = np.array([str(x) if x is not None else "" for x in _stat(trace, "Process Group Name", rows)], object)
+    n_in, n_out = _num(_stat(trace, "In msg nelems", rows)), _num(_stat(trace, "Out msg nelems", rows))
+    dtype = _stat(trace, "dtype", rows)
+    size = np.fromiter((DTYPE_BYTES.get(str(d).lower(), 0) if d is not None else 0 for d in dtype),
+                       np.int64, len(rows))
+    group = _num(_stat(trace, "Group size", rows))
+    keys = np.array([f"{g}/{o}" if g else o for g, o in zip(pg, ops)], object)
+    seq = pd.Series(keys).groupby(keys).cumcount().to_numpy(np.int64) if len(keys) else np.zeros(0, np.int64)
+    return frame({"key": keys, "seq": seq, "op": ops, "pg": pg, "name": names,
+                  "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64),
+                  "dur_ns": (end - start).astype(np.int64), "bytes": np.maximum(n_in, n_out) * size,
+                  "group_size": group,
+                  "p2p": np.fromiter((o in _P2P for o in ops), bool, len(ops))})
+
+
+#: bus bandwidth = algorithm bandwidth x this factor (n = ranks in the group), as
+#: nccl-tests define it: the data each link carries, comparable with the link's peak
+def bus_factor(op: str, n: int) -> float:
+    if n <= 1:
+        return 1.0
+    if op == "allreduce":
+        return 2 * (n - 1) / n
+    if op in ("allgather", "reducescatter", "alltoall", "alltoallv"):
+        return (n - 1) / n
+    return 1.0
+
+
+def collective_stats(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """Per collective type and size over every rank: count, time, bytes, bandwidths.
+
+    Columns: ``op``, ``bytes`` (per call, 0 when the trace gives no size), ``count``,
+    ``ranks``, ``total_ns``, ``mean_ns``, ``max_ns`` (kernel time, summed over ranks),
+    ``algbw_gbps`` (bytes / mean time), ``busbw_gbps`` (``algbw`` x the nccl-tests bus
+    factor of the op and group size; NaN without sizes).
+    """
+    parts = [t.assign(rank=r) for r, t in tables.items() if len(t)]
+    cols = ["op", "bytes", "count", "ranks", "total_ns", "mean_ns", "max_ns", "algbw_gbps", "busbw_gbps"]
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "op" else float) for c in cols})
+    df = pd.concat(parts, ignore_index=True)
+    g = df.groupby(["op", "bytes"], sort=False)
+    out = g.agg(count=("dur_ns", "size"), ranks=("rank", "nunique"), total_ns=("dur_ns", "sum"),
+                mean_ns=("dur_ns", "mean"), max_ns=("dur_ns", "max"), group=("group_size", "max")).reset_index()
+    nbytes = out["bytes"].to_numpy(np.float64)
+    algbw = np.where(nbytes > 0, nbytes / np.maximum(out["mean_ns"].to_numpy(np.float64), 1), np.nan)  # B/ns = GB/s
+    n = np.where(out["group"] > 0, out["group"], out["ranks"]).astype(int)
+    out["algbw_gbps"] = algbw
+    out["busbw_gbps"] = algbw * np.array([bus_factor(o, k) for o, k in zip(out["op"], n)])
+    out = out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return out[cols]
+
+

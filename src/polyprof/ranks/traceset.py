@@ -1,0 +1,242 @@
+"""The ranks of one job as a set: identity, per-rank work on an executor, and the
+whole job on one clock.
+
+Per-rank work runs where the rank is loaded: a worker loads one file, runs the function
+on it and hands back only its (small) result, so the parent never holds more than the
+results, and a worker never more than one rank. The executor is any
+``concurrent.futures.Executor`` (a process pool by default; a Dask ``Client`` works
+through its ``get_executor()``, a thread pool or ``serial`` for in-process work); the
+function must be picklable for a process pool (a module-level function).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from ..errors import PolyprofError
+from ..trace.core import Trace
+from .identity import assign_ranks
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger("polyprof")
+
+#: file name patterns a directory of ranks is read with
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb")
+
+
+@dataclass
+class RankEntry:
+    rank: int
+    how: str  # how the rank was found: distributedInfo | file name | order
+    path: Path | None = None
+    trace: Trace | None = None
+
+    @property
+    def label(self) -> str:
+        return self.path.name if self.path is not None else f"rank {self.rank}"
+
+
+class SerialExecutor(Executor):
+    """Runs each call at once in this process (one rank, or no pool wanted)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        f: Future = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
+            f.set_exception(e)
+        return f
+
+
+def default_executor(n_jobs: int) -> Executor:
+    """A process pool of at most one worker per core (serial for one job)."""
+    workers = min(n_jobs, os.cpu_count() or 1)
+    return SerialExecutor() if workers <= 1 else ProcessPoolExecutor(max_workers=workers)
+
+
+def load_rank(entry: RankEntry) -> Trace:
+    """One rank's trace, with its source named (rank, file name)."""
+    from ..formats.detect import load
+    from ..trace.identity import identify
+
+    trace = entry.trace if entry.trace is not None else load(entry.path)  # type: ignore[arg-type]
+    if len(trace.sources) == 1:
+        trace.sources[0].rank = entry.rank
+        if not trace.sources[0].label:
+            trace.sources[0].label = entry.label
+    return identify(trace)
+
+
+def _run(fn: Callable[[Trace], Any], entry: RankEntry) -> Any:
+    return fn(load_rank(entry))
+
+
+class TraceSet:
+    """The ranks of one job (see the module doc)."""
+
+    def __init__(self, entries: Sequence[RankEntry]):
+        if not entries:
+            raise PolyprofError("no traces given")
+        ranks = [e.rank for e in entries]
+        if len(set(ranks)) != len(ranks):
+            raise PolyprofError(f"two traces claim the same rank: {sorted(ranks)}")
+        self.entries = sorted(entries, key=lambda e: e.rank)
+
+    @property
+    def ranks(self) -> list[int]:
+        return [e.rank for e in self.entries]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __repr__(self) -> str:
+        return f"TraceSet({len(self)} ranks: {self.ranks[:8]}{'...' if len(self) > 8 else ''})"
+
+    def entry(self, rank: int) -> RankEntry:
+        return next(e for e in self.entries if e.rank == rank)
+
+    def load(self, rank: int) -> Trace:
+        return load_rank(self.entry(rank))
+
+    def map(self, fn: Callable[[Trace], Any], executor: Executor | str | None = None,
+            progress: str | None = None) -> dict[int, Any]:
+        """``fn(trace)`` for every rank, on ``executor`` (default: a process pool); a
+        rank whose work fails raises a PolyprofError naming the rank and file."""
+        ex, owned = _executor(executor, len(self))
+        try:
+            futures = {e.rank: ex.submit(_run, fn, e) for e in self.entries}
+            out = {}
+            for rank, fut in _progress(futures, progress):
+                e = self.entry(rank)
+                try:
+                    out[rank] = fut.result()
+                except PolyprofError as err:
+                    raise PolyprofError(f"rank {rank} ({e.label}): {err}") from None
+                except Exception as err:  # a worker that died, or a bug: still name the rank
+                    raise PolyprofError(f"rank {rank} ({e.label}): {type(err).__name__}: {err}") from None
+            return {r: out[r] for r in self.ranks}
+        finally:
+            if owned:
+                ex.shutdown(wait=True, cancel_futures=True)
+
+    def table(self, fn: Callable[[Trace], "pd.DataFrame"], executor: Executor | str | None = None) -> "pd.DataFrame":
+        """``fn``'s DataFrame for every rank, as one DataFrame with a ``rank`` column first."""
+        return with_rank(self.map(fn, executor))
+
+    def analyze(self, executor: Executor | str | None = None, window: Any = None) -> Any:
+        """Every per-rank analysis, alignment, collectives and stragglers: a
+        :class:`polyprof.ranks.report.RanksReport`."""
+        from .report import build_ranks
+
+        return build_ranks(self, executor)
+
+    def merged(self, executor: Executor | str | None = None) -> Trace:
+        """Every rank in one Trace, each rank's times moved onto the reference rank's
+        clock by the alignment (memory: the whole job; for big jobs use per-rank work)."""
+        from ..trace import clock
+        from ..trace.merge import merge
+        from .align import align_ranks
+        from .collectives import collective_table
+
+        traces = [self.load(r) for r in self.ranks]
+        tables = {r: collective_table(t) for r, t in zip(self.ranks, traces)}
+        clocks = align_ranks(tables, *anchors_of(traces, self.ranks))
+        m = merge(traces)
+        for s in m.sources:
+            c = clocks.get(s.rank) if s.rank is not None else None
+            if c is not None:
+                clock.retime(m, c.fit, source=s.id)
+        return m
+
+
+def anchors_of(traces: Iterable[Trace], ranks: Iterable[int]) -> tuple[dict[int, Any], dict[int, bool]]:
+    """Each rank's wall anchor and whether its times are a monotonic clock (polyprof's own)."""
+    anchors, mono = {}, {}
+    for r, t in zip(ranks, traces):
+        a = t.metadata.get("wall_anchor")
+        if isinstance(a, dict) and "wall_ns" in a:
+            anchors[r] = a
+        mono[r] = str(t.metadata.get("clock", "")).startswith("CLOCK_MONOTONIC")
+    return anchors, mono
+
+
+def with_rank(results: dict[int, "pd.DataFrame"]) -> "pd.DataFrame":
+    import pandas as pd
+
+    parts = [df.assign(rank=r)[["rank", *df.columns]] for r, df in results.items()]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"rank": []})
+
+
+def _executor(executor: Executor | str | None, n: int) -> tuple[Executor, bool]:
+    if isinstance(executor, Executor):
+        return executor, False
+    if executor in (None, "process"):
+        return default_executor(n), True
+    if executor == "serial":
+        return SerialExecutor(), True
+    if executor == "thread":
+        from concurrent.futures import ThreadPoolExecutor
+
+        return ThreadPoolExecutor(max_workers=min(n, os.cpu_count() or 1)), True
+    raise PolyprofError(f"unknown executor {executor!r} (an Executor, 'process', 'thread' or 'serial')")
+
+
+def _progress(futures: dict[int, Future], label: str | None) -> Iterable[tuple[int, Future]]:
+    """Futures as they complete, with a progress bar on a terminal."""
+    from concurrent.futures import as_completed
+
+    from rich.progress import Progress
+
+    by_future = {f: r for r, f in futures.items()}
+    with Progress(transient=True, disable=label is None or len(futures) < 2) as bar:
+        task = bar.add_task(label or "", total=len(futures))
+        for f in as_completed(by_future):
+            bar.advance(task)
+            yield by_future[f], f
+
+
+def expand(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Files as given, and every trace file in a directory given (sorted)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES)
+                           and not q.name.startswith("."))
+            if not found:
+                raise PolyprofError(f"{p}: no trace files in this directory")
+            out.extend(found)
+        elif not p.exists():
+            raise PolyprofError(f"{p}: no such file")
+        else:
+            out.append(p)
+    return out
+
+
+def load_ranks(paths: str | os.PathLike | Iterable[str | os.PathLike | Trace]) -> TraceSet:
+    """The ranks of one job from files, a directory, or Traces already loaded.
+
+    The rank of each comes from its ``distributedInfo``, else from its file name
+    (``rank-3.json.gz``), else from the order given. Files are not loaded here: per-rank
+    work (``TraceSet.map``, ``analyze``) loads each where it runs.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    items = list(paths)
+    if items and all(isinstance(t, Trace) for t in items):
+        entries = []
+        for i, t in enumerate(items):
+            r = t.sources[0].rank if len(t.sources) == 1 and t.sources[0].rank is not None else None
+            entries.append(RankEntry(r if r is not None else i, "distributedInfo" if r is not None else "order",
+                                     trace=t))
+        if len({e.rank for e in entries}) < len(entries):
+            entries = [RankEntry(i, "order", trace=t) for i, t in enumerate(items)]  # type: ignore[misc]
+        return TraceSet(entries)
+    files = expand(items)  # type: ignore[arg-type]
+    return TraceSet([RankEntry(r, how, path=p) for p, (r, how) in zip(files, assign_ranks(files))])

@@ -1,0 +1,58 @@
+"""The multi-rank summary in the terminal: ranks side by side, alignment, stragglers,
+collectives and findings (the tables of ``polyprof.ranks.report.RanksReport``)."""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+
+from .terminal import _finding_lines, _short, _table, fmt_bytes, fmt_ns, fmt_pct
+
+
+def _bound(x: float) -> str:
+    return "not bounded" if x != x else fmt_ns(x)
+
+
+def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> None:
+    console = console or Console(file=sys.stdout)
+    out = partial(console.print, emoji=False, highlight=False)
+    T, ov, W = report.tables, report.overview, console.width
+    i = lambda x: f"{int(x)}"  # noqa: E731
+    bound = ov.get("max_bound_ns")
+    out(f"[bold]polyprof summary[/]: {ov['ranks']} ranks, {ov['events']} events; "
+        f"{ov['aligned_ranks']} of {ov['ranks']} on rank {ov['reference_rank']}'s clock from collectives"
+        + (f" (bound at most {fmt_ns(bound)})" if bound is not None else ""))
+    if report.findings:
+        out(Panel(Group(*_finding_lines(report.findings[:top])), title="Findings", title_align="left"))
+    out(_table("Ranks side by side", T["rank_overview"], [
+        ("rank", "rank", i), ("file", "file", _short), ("steps", "steps", i), ("step_mean_ns", "step mean", fmt_ns),
+        ("step_max_ns", "step max", fmt_ns), ("compute_pct", "compute", fmt_pct),
+        ("non_compute_pct", "non-compute", fmt_pct), ("idle_pct", "idle", fmt_pct),
+        ("communication_ns", "communication", fmt_ns), ("collectives", "collectives", i, True),
+        ("events", "events", i, True)], 4 * top, W))
+    out(_table("Clock alignment (onto the reference rank)", T["rank_alignment"], [
+        ("rank", "rank", i), ("offset_ns", "offset", fmt_ns), ("bound_ns", "bound", _bound),
+        ("method", "method", None), ("collectives", "matched", i), ("message", "note", _short, True)], 4 * top, W))
+    st = T["stragglers"]
+    if len(T["straggler_collectives"]):
+        out(_table("Stragglers (arrival at collectives)", st.sort_values("caused_wait_ns", ascending=False), [
+            ("rank", "rank", i), ("late_ns", "late (sum)", fmt_ns), ("last_count", "last", i),
+            ("caused_wait_ns", "others waited", fmt_ns), ("waited_ns", "waited", fmt_ns),
+            ("collectives", "collectives", i, True)], 4 * top, W))
+    cs = T["collective_stats"]
+    if len(cs):
+        out(_table("Collectives", cs, [
+            ("op", "op", None), ("bytes", "size", fmt_bytes), ("count", "count", i), ("ranks", "ranks", i),
+            ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True),
+            ("algbw_gbps", "algbw GB/s", lambda x: "-" if x != x else f"{x:.2f}"),
+            ("busbw_gbps", "busbw GB/s", lambda x: "-" if x != x else f"{x:.2f}")], top, W))
+    kb = T.get("kernel_breakdown")
+    if kb is not None and len(kb):
+        kb = kb.sort_values("total_ns", ascending=False, kind="stable")
+        out(_table("Top device activity, per rank", kb, [
+            ("rank", "rank", i), ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("share_pct", "share", fmt_pct)], top, W))

@@ -1,0 +1,188 @@
+"""Many ranks of one job: identity, alignment from collectives with a bound, stragglers,
+collective statistics, per-rank tables (issue 12). Ranks are made from real traces with
+known truth (tests/rankmaker.py: clock offsets and a late rank injected with the stdlib)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.ranks import load_ranks
+from rankmaker import make_ranks
+
+OFFSETS = [0, 3_500_000, -2_250_000, 7_000_123]  # ns added to each rank's clock
+LATE_RANK, LATE_US = 2, 400.0
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory, traces_dir):
+    out = tmp_path_factory.mktemp("ranks")
+    return make_ranks(traces_dir / "kineto" / "a100_nccl_rank0.json.gz", out, OFFSETS, {LATE_RANK: LATE_US},
+                      jitter_us=20.0)
+
+
+@pytest.fixture(scope="module")
+def summary_json(four_ranks):
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", *map(str, four_ranks), "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def _records(doc, name):
+    return doc["tables"][name]["records"]
+
+
+def test_every_offset_recovered_within_its_bound(summary_json):
+    rows = {r["rank"]: r for r in _records(summary_json, "rank_alignment")}
+    assert sorted(rows) == [0, 1, 2, 3]
+    assert rows[0]["offset_ns"] == 0 and rows[0]["method"] == "reference"
+    for r in (1, 2, 3):
+        a = rows[r]
+        assert a["method"] == "collectives" and a["aligned"] and a["collectives"] >= 15
+        # offset_ns is what was added to the rank's times: minus what we injected
+        assert abs(a["offset_ns"] + OFFSETS[r]) <= a["bound_ns"], a
+        assert 0 < a["bound_ns"] < 1_000_000
+
+
+def test_the_late_rank_is_named(summary_json):
+    per_rank = {r["rank"]: r for r in _records(summary_json, "stragglers")}
+    worst = max(per_rank.values(), key=lambda r: r["late_ns"])
+    assert worst["rank"] == LATE_RANK
+    assert worst["last_count"] >= 10
+    # 400 µs late at every allreduce (15 of them; the short broadcasts less)
+    assert 15 * LATE_US * 1000 * 0.9 <= worst["late_ns"]
+    others = [r["late_ns"] for k, r in per_rank.items() if k != LATE_RANK]
+    assert max(others) < worst["late_ns"] / 10
+    found = [f for f in summary_json["findings"] if f["id"] == "straggler"]
+    assert len(found) == 1 and found[0]["evidence"]["rank"] == LATE_RANK
+    assert f"rank {LATE_RANK}" in found[0]["title"]
+
+
+def test_per_rank_tables_carry_the_rank(summary_json, four_ranks):
+    for name in ("temporal_breakdown", "kernel_breakdown", "step_stats", "op_stats"):
+        t = summary_json["tables"][name]
+        assert t["columns"][0] == "rank"
+        assert {r["rank"] for r in t["records"]} == {0, 1, 2, 3}
+    # rank 0's rows are the single-file summary's
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(four_ranks[0]), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    single = json.loads(p.stdout)["tables"]["temporal_breakdown"]["records"]
+    mine = [{k: v for k, v in r.items() if k != "rank"} for r in _records(summary_json, "temporal_breakdown")
+            if r["rank"] == 0]
+    assert mine == single
+
+
+def test_collective_stats_against_the_raw_json(summary_json, traces_dir):
+    """Counts and sizes per (op, bytes) from the raw Kineto args, with the stdlib."""
+    ev = json.load(gzip.open(traces_dir / "kineto" / "a100_nccl_rank0.json.gz"))["traceEvents"]
+    raw = {}
+    for e in ev:
+        if e.get("cat") == "kernel" and e["name"].startswith("nccl"):
+            a = e["args"]
+            nbytes = max(a["In msg nelems"], a["Out msg nelems"]) * {"Float": 4, "Long": 8, "Int": 4, "Half": 2, "BFloat16": 2}[a["dtype"]]
+            key = (a["Collective name"], nbytes)
+            raw[key] = raw.get(key, 0) + 1
+    got = {(r["op"], r["bytes"]): r for r in _records(summary_json, "collective_stats")}
+    assert set(got) == set(raw)
+    for key, n in raw.items():
+        assert got[key]["count"] == 4 * n and got[key]["ranks"] == 4
+    ar = max((r for r in got.values() if r["op"] == "allreduce"), key=lambda r: r["bytes"])
+    # 2 ranks in the group (the traces' "Group size"): nccl-tests' bus factor 2(n-1)/n = 1
+    assert ar["busbw_gbps"] == pytest.approx(ar["algbw_gbps"])
+    assert ar["algbw_gbps"] == pytest.approx(ar["bytes"] / ar["mean_ns"])
+
+
+def test_two_real_sampled_ranks(traces_dir):
+    paths = [traces_dir / "kineto" / f"sampled_rank{r}.json.gz" for r in (1, 0)]
+    ts = load_ranks(paths)
+    assert ts.ranks == [0, 1] and {e.how for e in ts.entries} == {"distributedInfo"}
+    rep = ts.analyze("serial")
+    tb = rep.tables["kernel_breakdown"]
+    for r in (0, 1):
+        alone = polyprof.analyze.kernel_breakdown(polyprof.load(paths[1 - r]))
+        assert int(tb[tb["rank"] == r]["count"].sum()) == int(alone["count"].sum())
+    m = ts.merged("serial")
+    assert [s.rank for s in m.sources] == [0, 1]
+    gpu = {(p.source, p.name) for p in m.planes if p.kind == "device"}
+    assert gpu == {(0, "/device:GPU:0"), (1, "/device:GPU:1")}
+    al = {r["rank"]: r for r in rep.tables["rank_alignment"].to_dict("records")}
+    assert al[1]["method"] in ("collectives", "recorded clock")
+    if not al[1]["aligned"]:
+        assert math.isnan(al[1]["bound_ns"]) and al[1]["message"]
+
+
+def test_rank_from_file_name_then_order(tmp_path, traces_dir):
+    doc = json.load(gzip.open(traces_dir / "kineto" / "a100_alexnet_small.json.gz"))
+    doc.pop("distributedInfo", None)
+    for name in ("trace_rank7.json.gz", "trace_rank3.json.gz"):
+        with gzip.open(tmp_path / name, "wt") as f:
+            json.dump(doc, f)
+    ts = load_ranks(tmp_path)
+    assert ts.ranks == [3, 7] and {e.how for e in ts.entries} == {"file name"}
+    assert [e.label for e in ts.entries] == ["trace_rank3.json.gz", "trace_rank7.json.gz"]
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("b.json.gz", "a.json.gz"):
+        with gzip.open(other / name, "wt") as f:
+            json.dump(doc, f)
+    ts = load_ranks([other / "b.json.gz", other / "a.json.gz"])
+    assert ts.ranks == [0, 1] and ts.entry(0).label == "b.json.gz" and ts.entry(0).how == "order"
+
+
+def test_executor_is_pluggable_and_results_agree(four_ranks):
+    ts = load_ranks(four_ranks[:2])
+    fn = polyprof.analyze.kernel_breakdown
+    serial = ts.table(fn, "serial")
+    with ThreadPoolExecutor(2) as ex:
+        threaded = ts.table(fn, ex)
+    pooled = ts.table(fn)  # the default: a process pool
+    assert list(serial.columns)[0] == "rank" and set(serial["rank"]) == {0, 1}
+    for other in (threaded, pooled):
+        assert other.equals(serial)
+
+
+def test_a_rank_without_matching_collectives_is_reported_unaligned(tmp_path, four_ranks, traces_dir):
+    cpu = traces_dir / "kineto" / "mi250_rocm_minitoy.json.gz"  # no collectives at all
+    rep = load_ranks([four_ranks[0], cpu]).analyze("serial")
+    al = rep.tables["rank_alignment"].set_index("rank")
+    other = [r for r in al.index if r != al.index.min()][0]
+    assert not al.loc[other, "aligned"] and math.isnan(al.loc[other, "bound_ns"])
+    assert "no collective" in al.loc[other, "message"]
+    assert any(f.id == "ranks_not_aligned" for f in rep.findings)
+
+
+def test_bad_file_among_ranks_names_the_rank(tmp_path, four_ranks):
+    bad = tmp_path / "rank-9.json.gz"
+    bad.write_bytes(gzip.compress(b"{not json"))
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(four_ranks[0]), str(bad)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "rank-9.json.gz" in p.stderr
+
+
+def test_terminal_summary_of_ranks(four_ranks):
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", *map(str, four_ranks), "-j", "1"],
+                       capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "COLUMNS": "160"})
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "4 ranks" in out and "Clock alignment" in out and "Stragglers" in out
+    assert f"rank {LATE_RANK} is the straggler" in out
+
+
+def test_trace_format_error_crosses_processes():
+    import pickle
+
+    from polyprof.errors import TraceFormatError
+
+    e = pickle.loads(pickle.dumps(TraceFormatError("/x/rank-3.json.gz", "invalid JSON")))
+    assert isinstance(e, TraceFormatError) and str(e) == "/x/rank-3.json.gz: invalid JSON" and e.path == "/x/rank-3.json.gz"
