@@ -248,7 +248,7 @@ def test_newer_larger_struct_is_accepted(libs):
 
 @pytest.mark.parametrize("variant, message", [
     ("bad_size", "struct_size is 40 bytes, smaller than ABI 1.0"),
-    ("bad_major", "built for plugin ABI 2.1"),
+    ("bad_major", "built for plugin ABI 2.2"),
     ("missing_stop", "required function(s) stop NULL"),
 ])
 def test_loader_refuses_bad_tables(libs, variant, message, tmp_path):

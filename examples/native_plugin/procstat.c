@@ -21,6 +21,9 @@
  *   -DBAD_TABLE_SIZE=N     declares a struct_size of N bytes
  *   -DBAD_MAJOR            declares ABI major 2
  *   -DMISSING_STOP         leaves stop() NULL
+ * Faults polyprof must survive (it runs native plugins in a helper process):
+ *   -DFAULT_INIT=K, -DFAULT_START=K, -DFAULT_STOP=K, -DFAULT_COLLECT=K with K =
+ *   1 segfault, 2 abort(), 3 _exit(3), 4 hang for ever
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -57,6 +60,17 @@
 #error "OWN_CLOCK needs ABI minor >= 1"
 #endif
 
+#if defined(FAULT_INIT) || defined(FAULT_START) || defined(FAULT_STOP) || defined(FAULT_COLLECT)
+static void fault(int kind) {
+  switch (kind) {
+    case 1: { volatile int* volatile nowhere = NULL; *nowhere = 1; break; } /* segfault */
+    case 2: abort();
+    case 3: _exit(3);
+    default: for (;;) sleep(1); /* hang */
+  }
+}
+#endif
+
 #define COMM_MAX 64
 
 typedef struct sample {
@@ -86,6 +100,7 @@ typedef struct procstat {
   uint8_t* xspace; /* serialized on the first collect(), returned by every collect() */
   size_t xspace_len;
   int have_xspace;
+  char task_dir[64]; /* /proc/<profiled pid>/task */
 } procstat;
 
 static int64_t clock_ns(clockid_t id) {
@@ -147,7 +162,7 @@ static void remember_name(procstat* p, int32_t tid, const char* comm) {
 
 /* One pass over /proc/self/task. Called with p->mu held. */
 static void sample_all(procstat* p) {
-  DIR* d = opendir("/proc/self/task");
+  DIR* d = opendir(p->task_dir);
   if (!d) return;
   int64_t ts = now(p);
   char path[96], buf[4096];
@@ -156,7 +171,7 @@ static void sample_all(procstat* p) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     int32_t tid = (int32_t)atoi(e->d_name);
     sample s = {ts, tid, 0, 0, 0, 0, 0};
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    snprintf(path, sizeof path, "%s/%d/stat", p->task_dir, tid);
     if (read_file(path, buf, sizeof buf) <= 0) continue; /* the thread just ended */
     char* open = strchr(buf, '(');
     char* close = strrchr(buf, ')');
@@ -164,7 +179,7 @@ static void sample_all(procstat* p) {
       *close = '\0';
       remember_name(p, tid, open + 1);
     }
-    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+    snprintf(path, sizeof path, "%s/%d/schedstat", p->task_dir, tid);
     if (read_file(path, buf, sizeof buf) > 0) {
       unsigned long long run = 0, wait = 0, slices = 0;
       if (sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) == 3) {
@@ -173,7 +188,7 @@ static void sample_all(procstat* p) {
         s.slices = slices;
       }
     }
-    snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+    snprintf(path, sizeof path, "%s/%d/status", p->task_dir, tid);
     if (read_file(path, buf, sizeof buf) > 0) {
       s.vcs = status_field(buf, "\nvoluntary_ctxt_switches:");
       s.ivcs = status_field(buf, "\nnonvoluntary_ctxt_switches:");
@@ -221,6 +236,9 @@ static int64_t option_int(const char* json, const char* key, int64_t dflt) {
 
 static int32_t ps_start(void* self, const char* options_json, PolyprofStatus* st) {
   procstat* p = (procstat*)self;
+#ifdef FAULT_START
+  fault(FAULT_START);
+#endif
   pthread_mutex_lock(&p->mu);
   if (p->state != 0) {
     int state = p->state;
@@ -252,6 +270,9 @@ static int32_t ps_start(void* self, const char* options_json, PolyprofStatus* st
 
 static int32_t ps_stop(void* self, PolyprofStatus* st) {
   procstat* p = (procstat*)self;
+#ifdef FAULT_STOP
+  fault(FAULT_STOP);
+#endif
   pthread_mutex_lock(&p->mu);
   if (p->state != 1) {
     int state = p->state;
@@ -445,6 +466,9 @@ static int serialize(procstat* p) {
 
 static int32_t ps_collect(void* self, uint8_t* buffer, size_t capacity, size_t* size, PolyprofStatus* st) {
   procstat* p = (procstat*)self;
+#ifdef FAULT_COLLECT
+  if (buffer) fault(FAULT_COLLECT); /* while filling the buffer (the size query returns) */
+#endif
   if (!size) return polyprof_status(st, POLYPROF_ERR_INVALID_ARGUMENT, "size must not be NULL");
   pthread_mutex_lock(&p->mu);
   if (p->state != 2) {
@@ -503,6 +527,9 @@ static int64_t ps_clock(void* self) {
 
 POLYPROF_EXPORT int32_t polyprof_plugin_init(const PolyprofHostApi* host, PolyprofPlugin* out,
                                              PolyprofStatus* st) {
+#ifdef FAULT_INIT
+  fault(FAULT_INIT);
+#endif
   if (!host || !out) return polyprof_status(st, POLYPROF_ERR_INVALID_ARGUMENT, "NULL host or out");
   if (host->abi_major != POLYPROF_ABI_MAJOR)
     return polyprof_status(st, POLYPROF_ERR_VERSION, "procstat is built for polyprof ABI major 1");
@@ -511,6 +538,12 @@ POLYPROF_EXPORT int32_t polyprof_plugin_init(const PolyprofHostApi* host, Polypr
   procstat* p = calloc(1, sizeof *p);
   if (!p) return polyprof_status(st, POLYPROF_ERR_INTERNAL, "out of memory");
   p->host = host;
+  /* the profiled process: polyprof runs this plugin in a helper process (ABI 1.2) */
+  long long pid = getpid();
+#if POLYPROF_ABI_MINOR >= 2
+  if (POLYPROF_HAS_FIELD(host, PolyprofHostApi, profiled_pid) && host->profiled_pid > 0) pid = host->profiled_pid;
+#endif
+  snprintf(p->task_dir, sizeof p->task_dir, "/proc/%lld/task", pid);
   pthread_mutex_init(&p->mu, NULL);
   pthread_condattr_t ca; /* timed waits on CLOCK_MONOTONIC, immune to wall-clock steps */
   pthread_condattr_init(&ca);

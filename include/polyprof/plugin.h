@@ -18,6 +18,13 @@
  * appended; POLYPROF_ABI_MINOR counts the additions. A different POLYPROF_ABI_MAJOR
  * is incompatible and refused at load time.
  *
+ * Process. polyprof loads the library in a helper process and makes every call
+ * there (init, start, stop, collect, destroy): a segfault, abort(), _exit() or hang
+ * in the plugin is reported as a plugin error and the profiled program goes on.
+ * Observe the program through PolyprofHostApi.profiled_pid; a plugin that must live
+ * inside the program sets placement = POLYPROF_PLACEMENT_IN_PROCESS, and users may
+ * load any plugin in-process (POLYPROF_NATIVE_IN_PROCESS=1, option in_process).
+ *
  * Contract (checked by `polyprof plugin check lib.so`):
  *  - init() does no profiling: it fills `out` and may return
  *    POLYPROF_ERR_UNAVAILABLE (with a reason) when its device/runtime is missing.
@@ -74,10 +81,11 @@ extern "C" {
 
 #define POLYPROF_ABI_MAJOR 1
 /* Minor 0: the function table. Minor 1: log callback (host), own clock (plugin).
+ * Minor 2: profiled_pid (host), placement (plugin): plugins run in a helper process.
  * Defining POLYPROF_ABI_MINOR lower before including builds against that older
  * (smaller) layout, which is what a plugin compiled with an older header has. */
 #ifndef POLYPROF_ABI_MINOR
-#define POLYPROF_ABI_MINOR 1
+#define POLYPROF_ABI_MINOR 2
 #endif
 
 #if defined(_WIN32)
@@ -137,7 +145,19 @@ typedef struct PolyprofHostApi {
   /* Route a message to polyprof's log ("polyprof" logger). Safe from any thread. */
   void (*log)(void* host_data, int32_t level, const char* message);
 #endif
+#if POLYPROF_ABI_MINOR >= 2
+  /* The process being profiled. polyprof runs native plugins in a helper process
+   * (a crash there is a reported plugin error, not the program's death), so this
+   * differs from getpid(): observe /proc/<profiled_pid>, not /proc/self. */
+  int64_t profiled_pid;
+#endif
 } PolyprofHostApi;
+
+/* Where a plugin may run (PolyprofPlugin.placement, minor 2). */
+#define POLYPROF_PLACEMENT_ANY 0        /* in polyprof's helper process (the default) */
+#define POLYPROF_PLACEMENT_IN_PROCESS 1 /* must be inside the profiled process (it instruments
+                                         * the process itself, e.g. CUPTI callbacks): loaded
+                                         * there, without crash isolation */
 
 /* Clock domains a plugin may timestamp in. */
 #define POLYPROF_CLOCK_SESSION 0 /* already on the session clock */
@@ -164,6 +184,9 @@ typedef struct PolyprofPlugin {
 #if POLYPROF_ABI_MINOR >= 1
   int32_t clock_domain;                  /* POLYPROF_CLOCK_SESSION or _OWN */
   int64_t (*clock_now_ns)(void* self);   /* required when clock_domain is OWN */
+#endif
+#if POLYPROF_ABI_MINOR >= 2
+  int32_t placement;                     /* POLYPROF_PLACEMENT_ANY or _IN_PROCESS */
 #endif
 } PolyprofPlugin;
 

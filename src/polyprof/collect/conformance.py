@@ -24,7 +24,9 @@ from ..errors import PluginError, PolyprofError
 from ..trace.core import Trace
 from .clock import now_ns, wall_anchor
 from .native import (ERR_BUFFER_TOO_SMALL, OK, NativeCallError, NativeHandle, NativePlugin,
-                     call_with_limit, code_name, is_library_path, resolve_factory, xspace_problems)
+                     call_with_limit, code_name, is_library_path, open_handle, resolve_factory,
+                     xspace_problems)
+from .remote import PluginCrashed, PluginTimeout
 from .plugin import Plugin, SessionContext
 
 log = logging.getLogger("polyprof")
@@ -165,15 +167,21 @@ class _NativeSubject(_Subject):
         super().__init__(limits)
         self.path = path
         self.options = options
-        h = NativeHandle(path)
+        h = self.new()
         self.name = h.name
         self.describe = (f"{h.name} from {h.path.name}: ABI {h.abi[0]}.{h.abi[1]}, plugin table "
                          f"{h.struct_size} bytes, clock {'own' if h.clock_domain else 'session'}, "
-                         f"devices {','.join(h.device_kinds) or '-'}")
+                         f"devices {','.join(h.device_kinds) or '-'}"
+                         + ("" if isinstance(h, NativeHandle) else ", run in a helper process"))
         h.destroy()
 
-    def new(self) -> NativeHandle:
-        return NativeHandle(self.path)
+    def new(self) -> Any:
+        """An instance in a helper process, as sessions run it (a crash fails a clause,
+        not the kit), or in this process with POLYPROF_NATIVE_IN_PROCESS=1. The kit times
+        calls itself; the helper's own limit only ends a helper the kit abandoned."""
+        lim = self.limits
+        return open_handle(self.path, timeout_s=max(lim.start_s, lim.stop_s) + 30,
+                           collect_timeout_s=lim.collect_s + 30)
 
     def start(self, inst: NativeHandle) -> None:
         self._timed("start", lambda: inst.start(self.options), in_thread=True)
@@ -266,6 +274,8 @@ def _expect_error(fn: Callable[[], Any], what: str) -> str:
         fn()
     except CallTimeout:
         raise
+    except (PluginCrashed, PluginTimeout) as e:  # a crash is never a refusal
+        raise ClauseFailed(f"{what}: {e}") from None
     except NativeCallError as e:
         return f"{what} refused with {code_name(e.code)}" + (f" ({e.detail})" if e.detail else "")
     except PolyprofError as e:
@@ -343,6 +353,8 @@ class _Run:
             second = self.s.collect(inst)
         except CallTimeout:
             raise
+        except (PluginCrashed, PluginTimeout) as e:
+            raise ClauseFailed(f"second collect(): {e}") from None
         except PolyprofError as e:
             return f"second collect() refused with {type(e).__name__}"
         except Exception as e:

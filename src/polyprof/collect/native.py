@@ -37,7 +37,7 @@ from .plugin import Availability, Plugin, SessionContext
 log = logging.getLogger("polyprof")
 
 ABI_MAJOR = 1
-ABI_MINOR = 1
+ABI_MINOR = 2
 INIT_SYMBOL = "polyprof_plugin_init"
 ENV_PATH = "POLYPROF_PLUGIN_PATH"
 
@@ -46,6 +46,7 @@ CODE_NAMES = {OK: "OK", ERR_STATE: "ERR_STATE", ERR_BUFFER_TOO_SMALL: "ERR_BUFFE
               ERR_INVALID_ARGUMENT: "ERR_INVALID_ARGUMENT", ERR_VERSION: "ERR_VERSION",
               ERR_UNAVAILABLE: "ERR_UNAVAILABLE", ERR_INTERNAL: "ERR_INTERNAL"}
 CLOCK_SESSION, CLOCK_OWN = 0, 1
+PLACEMENT_ANY, PLACEMENT_IN_PROCESS = 0, 1
 MESSAGE_SIZE = 512
 #: bytes polyprof allocates for the plugin table: room for many future minor versions
 TABLE_CAPACITY = 1024
@@ -89,7 +90,9 @@ class HostApi(ctypes.Structure):
                 ("abi_minor", ctypes.c_uint32), ("host_data", ctypes.c_void_p), ("now_ns", NOW_FN),
                 ("session_clock_id", ctypes.c_int32),
                 # minor 1
-                ("log", LOG_FN)]
+                ("log", LOG_FN),
+                # minor 2
+                ("profiled_pid", ctypes.c_int64)]
 
 
 class PluginTable(ctypes.Structure):
@@ -98,7 +101,9 @@ class PluginTable(ctypes.Structure):
                 ("device_kinds", ctypes.c_char_p), ("self", ctypes.c_void_p), ("start", START_FN),
                 ("stop", STOP_FN), ("collect", COLLECT_FN), ("destroy", DESTROY_FN),
                 # minor 1
-                ("clock_domain", ctypes.c_int32), ("clock_now_ns", CLOCK_FN)]
+                ("clock_domain", ctypes.c_int32), ("clock_now_ns", CLOCK_FN),
+                # minor 2
+                ("placement", ctypes.c_int32)]
 
 
 def _end_of(struct: type[ctypes.Structure], field: str) -> int:
@@ -151,7 +156,7 @@ class NativeHandle:
     :class:`NativePlugin` adds, to see what the native code itself does).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, profiled_pid: int | None = None):
         self.path = Path(path).resolve()
         lib = _open_library(self.path)
         try:
@@ -165,7 +170,8 @@ class NativeHandle:
         self._now = NOW_FN(lambda _data: now_ns())
         self._log = LOG_FN(self._on_log)
         self.host = HostApi(ctypes.sizeof(HostApi), ABI_MAJOR, ABI_MINOR, None, self._now,
-                            int(getattr(time, "CLOCK_MONOTONIC", -1)), self._log)
+                            int(getattr(time, "CLOCK_MONOTONIC", -1)), self._log,
+                            os.getpid() if profiled_pid is None else int(profiled_pid))
         self._table_mem = (ctypes.c_ubyte * TABLE_CAPACITY)()
         table = PluginTable.from_buffer(self._table_mem)
         table.struct_size = TABLE_CAPACITY
@@ -217,6 +223,9 @@ class NativeHandle:
             self.clock_domain = int(t.clock_domain)
             if self.clock_domain not in (CLOCK_SESSION, CLOCK_OWN):
                 raise PluginError(f"{self.path}: unknown clock_domain {self.clock_domain}")
+        self.placement = int(t.placement) if self.covers("placement") else PLACEMENT_ANY
+        if self.placement not in (PLACEMENT_ANY, PLACEMENT_IN_PROCESS):
+            raise PluginError(f"{self.path}: unknown placement {self.placement}")
         if self.clock_domain == CLOCK_OWN:
             if not self.covers("clock_now_ns") or not ctypes.cast(t.clock_now_ns, ctypes.c_void_p).value:
                 raise PluginError(f"{self.path}: clock_domain is POLYPROF_CLOCK_OWN but clock_now_ns is NULL")
@@ -351,6 +360,8 @@ def xspace_problems(space: Any, limit: int = 4) -> list[str]:
 
 # ------------------------------------------------------------------------ the plugin
 R = TypeVar("R")
+#: options NativePlugin reads itself; the rest go to the plugin's start() as JSON
+_OWN_OPTIONS = ("call_timeout_s", "collect_timeout_s", "in_process")
 
 
 def call_with_limit(fn: Callable[[], R], what: str, limit_s: float) -> R:
@@ -377,12 +388,39 @@ def call_with_limit(fn: Callable[[], R], what: str, limit_s: float) -> R:
     return box["value"]
 
 
-class NativePlugin(Plugin):
-    """A native plugin as a session plugin.
+ENV_IN_PROCESS = "POLYPROF_NATIVE_IN_PROCESS"
 
-    Options: ``call_timeout_s`` (time limit for start() and stop(), default 10 s; the
-    session's collect limit covers collect()); every other option is handed to the
-    plugin's start() as JSON.
+
+def in_process_default() -> bool:
+    """Whether native plugins run inside the program (opt-in: POLYPROF_NATIVE_IN_PROCESS=1)."""
+    return os.environ.get(ENV_IN_PROCESS, "") not in ("", "0")
+
+
+def open_handle(path: str | Path, in_process: bool | None = None, timeout_s: float | None = 60.0,
+                collect_timeout_s: float | None = 60.0) -> Any:
+    """A handle on a native plugin: in a helper process (default; collect/remote.py),
+    or loaded into this process when ``in_process`` (or POLYPROF_NATIVE_IN_PROCESS=1)."""
+    if in_process if in_process is not None else in_process_default():
+        return NativeHandle(path)
+    from .remote import RemoteHandle
+
+    h = RemoteHandle(path, timeout_s=timeout_s, collect_timeout_s=collect_timeout_s)
+    if h.placement == PLACEMENT_IN_PROCESS and in_process is None:  # it says it must live in the program
+        log.info("native plugin %s asks to run inside the program (placement IN_PROCESS)", h.name)
+        h.destroy()
+        return NativeHandle(path)
+    return h
+
+
+class NativePlugin(Plugin):
+    """A native plugin as a session plugin, run in a helper process so a crash, hang or
+    memory overwrite in vendor code is a reported plugin error (collect/remote.py).
+
+    Options: ``call_timeout_s`` (time limit for start() and stop(), default 10 s);
+    ``collect_timeout_s`` (60 s; the session's collect limit applies too);
+    ``in_process`` (True: load the library into the program, as before; faster calls,
+    no protection; also POLYPROF_NATIVE_IN_PROCESS=1); every other option is handed to
+    the plugin's start() as JSON.
     """
 
     name: ClassVar[str] = "native"
@@ -395,7 +433,10 @@ class NativePlugin(Plugin):
         if target is None:
             raise PluginError("NativePlugin needs the path of a shared library")
         self.call_timeout_s = float(options.get("call_timeout_s", 10.0))
-        self.handle = NativeHandle(target)
+        inproc = options.get("in_process")
+        self.handle = open_handle(target, None if inproc is None else bool(inproc), self.call_timeout_s,
+                                  float(options.get("collect_timeout_s", 60.0)))
+        self.remote = not isinstance(self.handle, NativeHandle)
         self.name = self.handle.name  # type: ignore[misc]  # per instance: what the library says
         self.device_kinds = self.handle.device_kinds  # type: ignore[misc]
         self._poisoned = False  # a call overran its limit: never call into the library again
@@ -405,6 +446,8 @@ class NativePlugin(Plugin):
     def _limited(self, fn: Callable[[], R], what: str) -> R:
         if self._poisoned:
             raise PluginError(f"{self.name}: an earlier call overran its time limit; not calling {what}()")
+        if self.remote:  # the helper process enforces the limit (and is killed past it)
+            return fn()
         try:
             return call_with_limit(fn, f"{self.name}.{what}", self.call_timeout_s)
         except TimeoutError as e:
@@ -412,10 +455,10 @@ class NativePlugin(Plugin):
             raise PluginError(f"{self.name}: {e}") from None
 
     def _start(self, ctx: SessionContext) -> None:
-        opts = {k: v for k, v in self.options.items() if k != "call_timeout_s"}
+        opts = {k: v for k, v in self.options.items() if k not in _OWN_OPTIONS}
         if self.handle.clock_domain == CLOCK_OWN:
             self._sync = ClockSync()
-            take_samples(self._sync, self.handle.clock_now)
+            self._clock_samples()
         self.start_ns = now_ns()
         try:
             self._limited(lambda: self.handle.start(opts), "start")
@@ -427,6 +470,13 @@ class NativePlugin(Plugin):
         self._limited(self.handle.stop, "stop")
         self.stop_ns = now_ns()
         if self.handle.clock_domain == CLOCK_OWN:
+            self._clock_samples()
+
+    def _clock_samples(self) -> None:
+        if self.remote:  # bracketed in the helper, next to the plugin (same CLOCK_MONOTONIC)
+            for a, p, b in self.handle.clock_samples(8):
+                self._sync.add(a, p, b)
+        else:
             take_samples(self._sync, self.handle.clock_now)
 
     def _collect(self) -> Trace:
@@ -444,7 +494,8 @@ class NativePlugin(Plugin):
         if problems:  # the reader would guess (empty names...); the session reports it instead
             raise PluginError(f"{self.name}: collect() returned a malformed XSpace: {'; '.join(problems)}")
         trace = from_space(space, source)
-        info: dict[str, Any] = {"library": str(self.handle.path), "abi": "%d.%d" % self.handle.abi,
+        info: dict[str, Any] = {"library": str(self.handle.path), "abi": "%d.%d" % tuple(self.handle.abi),
+                                "process": "helper" if self.remote else "in-process",
                                 "struct_size": self.handle.struct_size, "bytes": len(data),
                                 "clock": "session" if self.handle.clock_domain == CLOCK_SESSION else "own"}
         if len(self._sync):
@@ -457,7 +508,12 @@ class NativePlugin(Plugin):
 
     def close(self) -> None:
         """Free the native instance (after collect, or if it was never started)."""
-        if not self._poisoned and (self._state != "started" or self._start_failed):
+        if self.remote:  # destroy when that is safe; a helper still running is just ended
+            if not self._poisoned and (self._state != "started" or self._start_failed):
+                self.handle.destroy()
+            else:
+                self.handle.close()
+        elif not self._poisoned and (self._state != "started" or self._start_failed):
             self.handle.destroy()
 
     def __del__(self) -> None:
@@ -494,8 +550,8 @@ def describe(path: str | Path) -> Description:
     except OSError:
         return Description(p, p.stem, (), Availability(False, f"{p}: no such file"))
     if key not in _described:
-        try:
-            h = NativeHandle(p)
+        try:  # init in a helper process: a library that crashes in init is just unavailable
+            h = open_handle(p, timeout_s=30.0)
             d = Description(p, h.name, h.device_kinds, Availability(True))
             h.destroy()
         except PluginError as e:
