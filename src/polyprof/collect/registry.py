@@ -62,7 +62,14 @@ def discover() -> dict[str, PluginInfo]:
 
 
 def resolve(names: list[str] | None) -> list[PluginInfo]:
-    """The plugins a session runs: the named ones, or every available default one."""
+    """The plugins a session runs: the named ones, or every available default one.
+
+    Named plugins that are installed entry points are loaded alone: a session asking
+    for ``["host"]`` never probes (imports, initialises) the other device runtimes."""
+    if names is not None:
+        eps = {ep.name: ep for ep in entry_points(group=GROUP)}
+        if all(n in eps for n in names):
+            return [_load_entry(eps[n]) for n in names]
     found = discover()
     if names is None:
         return [p for p in found.values() if p.default and p.availability.ok]
