@@ -7,18 +7,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import PolyprofError
+from ..ranks.traceset import load_ranks
 from .common import load_trace
+from .ranks import analyze_ranks, is_many
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("report", help="write an HTML report (one file, works offline)",
                        description="Per-device timeline overview, time breakdowns, top kernels / ops / "
                                    "sections, steps and findings, in one self-contained HTML file.")
-    p.add_argument("file", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace)")
+    p.add_argument("file", nargs="+", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store; several "
+                                          "files or a directory: the ranks of one job side by side")
     p.add_argument("-o", "--output", help="HTML file to write (default: FILE's name + .html)")
-    from ..store.commands import add_rank_arg
+    from ..store.commands import add_executor_args, add_rank_arg
 
     add_rank_arg(p)
+    add_executor_args(p)
     p.set_defaults(func=run)
 
 
@@ -27,9 +32,20 @@ def run(args: argparse.Namespace) -> int:
 
     from ..store import commands as store
 
-    trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
-    trace.metadata["title"] = Path(args.file).name
-    out = Path(args.output) if args.output else Path(Path(args.file).name.split(".")[0] + ".html")
-    write(trace, out)
+    ranks = None
+    if is_many(args.file):
+        ranks = analyze_ranks(args)
+        ref = ranks.ranks[0] if args.rank is None else args.rank
+        if ref not in ranks.ranks:
+            raise PolyprofError(f"--rank {ref}: the job has ranks {ranks.ranks}")
+        trace = load_ranks(args.file).load(ref)
+        trace.metadata["title"] = f"{len(ranks.ranks)} ranks (rank {ref} in detail)"
+        name = "ranks"
+    else:
+        args.file = args.file[0]
+        trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
+        trace.metadata["title"] = name = Path(args.file).name
+    out = Path(args.output) if args.output else Path(name.split(".")[0] + ".html")
+    write(trace, out, ranks=ranks)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0

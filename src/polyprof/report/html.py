@@ -124,17 +124,45 @@ def _title(trace: Trace) -> str:
     return Path(str(src)).name if src else "polyprof report"
 
 
-def render(report: Report) -> str:
+def ranks_view(ranks: Any) -> dict[str, Any]:
+    """The ranks side by side (a ``polyprof.ranks.RanksReport``): step time per rank,
+    alignment with its bounds, stragglers, collectives."""
+    T = ranks.tables
+    return {
+        "overview": {k: ranks.overview[k] for k in ("ranks", "reference_rank", "aligned_ranks", "max_bound_ns")},
+        "ranks": _records(T["rank_overview"], ["rank", "file", "steps", "step_mean_ns", "step_median_ns",
+                                               "step_max_ns", "compute_pct", "non_compute_pct", "idle_pct",
+                                               "communication_ns", "collectives", "events"], None),
+        "alignment": _records(T["rank_alignment"], ["rank", "offset_ns", "bound_ns", "method", "collectives",
+                                                    "aligned", "message"], None),
+        "stragglers": _records(T["stragglers"].sort_values("caused_wait_ns", ascending=False, kind="stable"),
+                               ["rank", "late_ns", "last_count", "caused_wait_ns", "waited_ns", "collectives"], None),
+        "straggler_collectives": _records(T["straggler_collectives"], ["key", "seq", "op", "ranks", "first_rank",
+                                                                       "last_rank", "spread_ns", "wait_ns",
+                                                                       "bound_ns"]),
+        "collectives": _records(T["collective_stats"], ["op", "bytes", "count", "ranks", "total_ns", "mean_ns",
+                                                        "max_ns", "algbw_gbps", "busbw_gbps"]),
+    }
+
+
+def render(report: Report, ranks: Any = None) -> str:
+    """The page; with ``ranks`` (a RanksReport) the ranks side by side come first and
+    the findings are the job's, while the timeline and tables are ``report``'s rank."""
     template = resources.files("polyprof.report").joinpath("template.html").read_text(encoding="utf-8")
-    data = orjson.dumps(page_data(report), default=lambda o: o.item() if hasattr(o, "item") else str(o),
+    page = page_data(report)
+    if ranks is not None:
+        page["ranks"] = ranks_view(ranks)
+        page["findings"] = [f.to_dict() for f in ranks.findings]
+    data = orjson.dumps(page, default=lambda o: o.item() if hasattr(o, "item") else str(o),
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
     data = data.replace("</", "<\\/")  # the JSON sits inside a <script> element
     title = html.escape(_title(report.trace))
     return template.replace("__TITLE__", title).replace("__DATA__", data)
 
 
-def write(trace: Trace, path: str | Path, report: Report | None = None) -> Path:
-    """Write the report for ``trace`` to ``path``."""
+def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: Any = None) -> Path:
+    """Write the report for ``trace`` to ``path`` (with ``ranks``: the job's ranks side by
+    side, ``trace`` being the rank whose timeline is shown)."""
     path = Path(path)
-    path.write_text(render(report or build(trace)), encoding="utf-8")
+    path.write_text(render(report or build(trace), ranks), encoding="utf-8")
     return path

@@ -1,0 +1,143 @@
+"""Many-rank benchmark: polyprof's multi-rank summary against HTA's multi-rank
+``TraceAnalysis``, on N ranks made by replicating a real trace (issue 12).
+
+Ranks: ``tests/data/traces/kineto/a100_nccl_rank0.json.gz`` (NCCL collectives, 27k
+events) copied N times with ``distributedInfo.rank`` set, each rank's clock shifted by a
+few ms and one rank late at its collectives (tests/rankmaker.py), so alignment and
+straggler detection do real work.
+
+Each round runs both tools in fresh child processes, alternating which goes first:
+
+* polyprof: ``polyprof summary DIR --json`` (what a user runs: every per-rank analysis
+  in worker processes, one per core by default, plus alignment, collective statistics,
+  stragglers and findings).
+* HTA: ``TraceAnalysis(trace_dir=DIR)`` (its parse, which also uses a process pool),
+  then ``get_temporal_breakdown``, ``get_comm_comp_overlap`` and
+  ``get_gpu_kernel_breakdown`` (``visualize=False``).
+
+Time is wall time of the child; memory is the peak of the summed RSS of the child and
+all its descendants (sampled every 20 ms with psutil: both tools use worker processes,
+so the child's own peak would flatter both). Ratios HTA / polyprof for time and
+polyprof / HTA for memory: best, median, and round by round.
+
+    python bench/ranks.py                       # 8 and 32 ranks, 3 rounds
+    python bench/ranks.py --ranks 8 --repeat 5 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from child_env import child_env
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "tests" / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
+sys.path.insert(0, str(ROOT / "tests"))
+
+_HTA = r"""
+import sys, logging
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1])
+a.get_temporal_breakdown(visualize=False)
+a.get_comm_comp_overlap(visualize=False)
+a.get_gpu_kernel_breakdown(visualize=False)
+"""
+
+
+def measure(cmd: list[str], env: dict[str, str]) -> dict:
+    """Wall seconds and peak summed RSS (MB) of a command and its descendants."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = psutil.Process(p.pid)
+    peak = 0
+    while p.poll() is None:
+        try:
+            procs = [proc, *proc.children(recursive=True)]
+            rss = 0
+            for q in procs:
+                try:
+                    rss += q.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak = max(peak, rss)
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd[:4]} failed ({p.returncode}): {err[-2000:]}")
+    return {"s": wall, "mb": peak / 2**20}
+
+
+def ratios(a: list[float], b: list[float]) -> dict:
+    pairs = [x / y for x, y in zip(a, b)]
+    return {"best": min(a) / min(b), "median": statistics.median(a) / statistics.median(b),
+            "round_median": statistics.median(pairs), "round_min": min(pairs)}
+
+
+def bench(n: int, repeat: int, hta_python: str, jobs: int | None) -> dict:
+    from rankmaker import make_ranks
+
+    with tempfile.TemporaryDirectory(prefix=f"polyprof-ranks{n}-") as d:
+        offsets = [((r * 7919) % 13 - 6) * 1_000_000 + r * 137 for r in range(n)]
+        make_ranks(SOURCE, Path(d), offsets, {n // 2: 300.0}, jitter_us=10.0)
+        env = child_env(str(ROOT / "src"))
+        pp = [sys.executable, "-m", "polyprof", "summary", d, "--json", *(["-j", str(jobs)] if jobs else [])]
+        hta = [hta_python, "-c", _HTA, d]
+        measure(pp, env), measure(hta, env)  # warm-up (bytecode, page cache), untimed
+        rounds = []
+        for i in range(repeat):
+            order = [("polyprof", pp), ("hta", hta)] if i % 2 == 0 else [("hta", hta), ("polyprof", pp)]
+            r = {name: measure(cmd, env) for name, cmd in order}
+            rounds.append(r)
+            print(f"  {n} ranks, round {i + 1}: polyprof {r['polyprof']['s']:.2f} s {r['polyprof']['mb']:.0f} MB; "
+                  f"HTA {r['hta']['s']:.2f} s {r['hta']['mb']:.0f} MB", file=sys.stderr)
+    t_p = [r["polyprof"]["s"] for r in rounds]
+    t_h = [r["hta"]["s"] for r in rounds]
+    m_p = [r["polyprof"]["mb"] for r in rounds]
+    m_h = [r["hta"]["mb"] for r in rounds]
+    return {"ranks": n, "rounds": rounds, "speedup": ratios(t_h, t_p), "memory_ratio": ratios(m_p, m_h),
+            "polyprof_s": {"best": min(t_p), "median": statistics.median(t_p)},
+            "hta_s": {"best": min(t_h), "median": statistics.median(t_h)},
+            "polyprof_mb": {"best": min(m_p), "median": statistics.median(m_p)},
+            "hta_mb": {"best": min(m_h), "median": statistics.median(m_h)}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, nargs="+", default=[8, 32])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=None, help="polyprof's -j (default: one worker per core)")
+    ap.add_argument("--hta-python", default=os.environ.get("POLYPROF_HTA_PYTHON", sys.executable),
+                    help="interpreter with holistictraceanalysis installed (default: this one)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    print(f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores", file=sys.stderr)
+    results = [bench(n, args.repeat, args.hta_python, args.jobs) for n in args.ranks]
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    for r in results:
+        s, m = r["speedup"], r["memory_ratio"]
+        print(f"{r['ranks']:>3} ranks: polyprof {r['polyprof_s']['best']:.2f}/{r['polyprof_s']['median']:.2f} s "
+              f"(best/median), HTA {r['hta_s']['best']:.2f}/{r['hta_s']['median']:.2f} s -> "
+              f"{s['best']:.1f}x best, {s['median']:.1f}x median, {s['round_median']:.1f}x round by round; "
+              f"memory polyprof {r['polyprof_mb']['median']:.0f} MB vs HTA {r['hta_mb']['median']:.0f} MB -> "
+              f"{m['median']:.2f}x (best {m['best']:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
