@@ -15,9 +15,11 @@ Each round runs both tools in fresh child processes, alternating which goes firs
   then ``get_temporal_breakdown``, ``get_comm_comp_overlap`` and
   ``get_gpu_kernel_breakdown`` (``visualize=False``).
 
-Time is wall time of the child; memory is the peak of the summed RSS of the child and
-all its descendants (sampled every 20 ms with psutil: both tools use worker processes,
-so the child's own peak would flatter both). Ratios HTA / polyprof for time and
+Time is wall time of the child; memory is the peak of the summed PSS (proportional set
+size: a page shared by n processes counts 1/n in each) of the child and all its
+descendants, sampled every 20 ms with psutil: both tools use worker processes, so the
+child's own peak would flatter both, and summed RSS would count the pages that forked
+workers share with their parent once per worker. Ratios HTA / polyprof for time and
 polyprof / HTA for memory: best, median, and round by round.
 
     python bench/ranks.py                       # 8 and 32 ranks, 3 rounds
@@ -67,7 +69,7 @@ def measure(cmd: list[str], env: dict[str, str]) -> dict:
             rss = 0
             for q in procs:
                 try:
-                    rss += q.memory_info().rss
+                    rss += q.memory_full_info().pss
                 except psutil.Error:
                     pass
             peak = max(peak, rss)

@@ -76,11 +76,27 @@ def test_eager_keys_and_the_deferred_part_as_the_eager_reader(old_v100):
     assert trace.event_stats(5) == old_v100.event_stats(5)
 
 
-def test_a_key_no_event_has_decodes_then_is_absent():
+def test_a_key_no_event_has_decodes_nothing_and_is_absent():
+    """The args' text is searched for the quoted name first: a stat no arg can hold
+    (XProf's device_duration_ps on a Kineto trace) is absent without decoding."""
     trace = kineto.load(V100)
     assert trace.stats.get("no such arg") is None
-    assert trace.stats.pending == 0
+    assert trace.stats.get("device_duration_ps") is None
+    assert trace.stats.pending == 1
     assert "no such arg" not in trace.stats
+    assert trace.stats["stream"] is not None and trace.stats.pending == 0  # a real one decodes
+
+
+def test_a_key_written_with_escapes_is_still_found(tmp_path: Path):
+    """JSON may spell a name with \\u escapes; the text search must not call it absent."""
+    doc = ('{"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1, "dur": 2, '
+           '"args": {"d\\u0065vice_duration_ps": 5, "other": 1}}]}')
+    path = tmp_path / "esc.json"
+    path.write_text(doc)
+    trace = kineto.load(path)
+    assert trace.stats.pending == 1
+    col = trace.stats.get("device_duration_ps")
+    assert col is not None and col.values.tolist() == [5]
 
 
 def test_native_round_trip_keeps_every_stat(tmp_path: Path, old_v100):

@@ -19,10 +19,16 @@ def is_many(files: list[str]) -> bool:
 def analyze_ranks(args: argparse.Namespace) -> Any:
     """``load_ranks(args.file).analyze(...)`` on ``--dask`` / ``-j`` (default: one worker
     process per core)."""
-    from ..ranks.traceset import load_ranks
+    from ..ranks.traceset import default_executor, load_ranks
     from ..store.executor import executor
 
     ts = load_ranks(args.file)
-    jobs = args.jobs if getattr(args, "jobs", None) else min(len(ts), os.cpu_count() or 1)
-    with executor(getattr(args, "dask", None), jobs) as ex:
+    dask = getattr(args, "dask", None)
+    if not dask:  # the default pool (fork server, preloaded); -j 1: in this process
+        ex = default_executor(args.jobs or min(len(ts), os.cpu_count() or 1))
+        try:
+            return ts.analyze(ex)
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+    with executor(dask, args.jobs or 1) as ex:
         return ts.analyze(ex if ex is not None else "serial")

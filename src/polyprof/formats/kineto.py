@@ -657,6 +657,20 @@ def _decode_deferred_args(batches: list[tuple[int, bytes]], late: dict[str, list
             return pool.submit(_deferred_columns, batches, late).result()
 
 
+def _args_may_hold(batches: list[tuple[int, bytes]], late: dict[str, Any], key: str) -> bool:
+    """Whether any deferred arg may be called ``key``: its JSON name, quoted, occurs in
+    the text. Conservative: a batch with a \\u escape, or a name a writer could escape
+    otherwise, counts as a yes. Looking up a stat the args do not have (e.g. XProf's
+    ``device_duration_ps`` on a Kineto trace) then decodes nothing."""
+    if key in late:
+        return True
+    names = [n for n, k in _ARG_KEYS.items() if k == key] or [key]
+    if any(c in n for n in names for c in '"\\/') or any(ord(c) < 0x20 or ord(c) > 0x7E for n in names for c in n):
+        return True
+    needles = [b'"' + n.encode() + b'"' for n in names]
+    return any(b"\\u" in text or any(nd in text for nd in needles) for _, text in batches)
+
+
 def _deferred_columns(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]]
                       ) -> dict[str, StatColumn]:
     parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -1002,7 +1016,8 @@ class _Collector:
         trace = b.build()
         if self.arg_batches or self.late_args:
             trace.stats.defer(partial(_decode_deferred_args, self.arg_batches, self.late_args),
-                              _EAGER_KEYS | kineto_memory.MEMORY_KEYS)
+                              _EAGER_KEYS | kineto_memory.MEMORY_KEYS,
+                              partial(_args_may_hold, self.arg_batches, self.late_args))
         return trace
 
     def _thread_info(self, pid: Any, tid: Any) -> dict[str, Any]:

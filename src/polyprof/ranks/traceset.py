@@ -55,10 +55,26 @@ class SerialExecutor(Executor):
         return f
 
 
+#: imported once by the pool's fork server, so each worker starts with them loaded
+#: (and shares their pages) instead of importing pandas and the readers itself
+PRELOAD = ["polyprof.ranks.report", "polyprof.formats.kineto", "polyprof.formats.native"]
+
+
 def default_executor(n_jobs: int) -> Executor:
-    """A process pool of at most one worker per core (serial for one job)."""
+    """A process pool of at most one worker per core (serial for one job). Workers come
+    from a fork server that preloaded the analyses (forking the caller itself is unsafe
+    once it has threads, e.g. a profiled program's)."""
+    import multiprocessing as mp
+
     workers = min(n_jobs, os.cpu_count() or 1)
-    return SerialExecutor() if workers <= 1 else ProcessPoolExecutor(max_workers=workers)
+    if workers <= 1:
+        return SerialExecutor()
+    try:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+    except ValueError:  # no fork server on this platform
+        ctx = mp.get_context()
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
 
 def load_rank(entry: RankEntry) -> Trace:

@@ -81,15 +81,18 @@ class StatTable(MutableMapping[str, StatColumn]):
 
     def __init__(self, columns: Mapping[str, StatColumn] | Iterable[tuple[str, StatColumn]] = ()):
         self._columns: dict[str, StatColumn] = dict(columns)
-        self._deferred: list[tuple[Callable[[], Mapping[str, StatColumn]], frozenset[str]]] = []
+        self._deferred: list[tuple[Callable[[], Mapping[str, StatColumn]], frozenset[str],
+                                   Callable[[str], bool] | None]] = []
         self._lock = threading.Lock()
         self._n_rows: int | None = None
 
-    def defer(self, decode: Callable[[], Mapping[str, StatColumn]], complete: Iterable[str] = ()) -> None:
+    def defer(self, decode: Callable[[], Mapping[str, StatColumn]], complete: Iterable[str] = (),
+              may_hold: Callable[[str], bool] | None = None) -> None:
         """Add columns that ``decode()`` makes on first use; it never returns a key in
-        ``complete``, nor one already in the table."""
+        ``complete``, nor one already in the table, nor one for which ``may_hold(key)``
+        is False (a cheap, conservative test: a lookup of such a key decodes nothing)."""
         with self._lock:
-            self._deferred = [*self._deferred, (decode, frozenset(complete))]
+            self._deferred = [*self._deferred, (decode, frozenset(complete), may_hold)]
 
     @property
     def pending(self) -> int:
@@ -112,7 +115,7 @@ class StatTable(MutableMapping[str, StatColumn]):
             with self._lock:
                 if self._deferred:
                     new: dict[str, StatColumn] = {}
-                    for decode, complete in self._deferred:
+                    for decode, complete, _ in self._deferred:
                         for key, col in decode().items():
                             if key in complete or key in new or key in self._columns:
                                 raise TraceSchemaError(f"deferred stat {key!r} is already in the table")
@@ -126,7 +129,7 @@ class StatTable(MutableMapping[str, StatColumn]):
         if key in self._columns:
             return self._columns[key]
         deferred = self._deferred
-        if deferred and not all(key in complete for _, complete in deferred):
+        if deferred and any(key not in complete and (may is None or may(key)) for _, complete, may in deferred):
             return self._all()[key]
         raise KeyError(key)
 
