@@ -336,3 +336,37 @@ def test_coroutine_and_generator_sections_time_the_work(section_impl):
     assert 28e6 <= gd <= gen_wall
     (ad,) = ev["dur_ns"][tr.names() == "agen"]
     assert ad >= 18e6  # two resumes of >= 10 ms, closed when it returned
+
+
+# ---------------------------------------------------------------------------- signals during the save
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_stop_is_delivered_after_the_save(tmp_path, sig):
+    """A plugin whose stop() gets the process signalled (as a user's Ctrl-C or a job
+    scheduler's SIGTERM arriving during the save): the trace is written first, then the
+    signal acts as it would have (SIGTERM kills, SIGINT raises KeyboardInterrupt)."""
+    out = tmp_path / "x.polyprof"
+    code = f"""
+import os, signal, polyprof
+from polyprof.collect.plugin import Plugin
+from polyprof.trace.builder import TraceBuilder
+class Signaller(Plugin):
+    name = "signaller"
+    def _start(self, ctx): pass
+    def _stop(self):
+        os.kill(os.getpid(), signal.{sig})
+        import time; time.sleep(0.2)  # the signal arrives while we are still stopping
+    def _collect(self): return TraceBuilder().build()
+try:
+    with polyprof.profile(plugins=["host", Signaller()], output={str(out)!r}):
+        with polyprof.section("work"):
+            pass
+except KeyboardInterrupt:
+    print("KeyboardInterrupt after save:", os.path.exists({str(out)!r}))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    if sig == "SIGTERM":
+        assert r.returncode == -15, r.stderr
+    else:
+        assert r.returncode == 0 and "KeyboardInterrupt after save: True" in r.stdout, r.stderr
+    assert "received while saving the trace" in r.stderr
+    assert _count(polyprof.load(out), "work") == 1

@@ -1,6 +1,9 @@
 """The helper process a native plugin runs in (the other end of collect/remote.py).
 
-Started by :class:`~polyprof.collect.remote.RemoteHandle` with two pipe descriptors;
+Started by :class:`~polyprof.collect.remote.RemoteHandle` with two pipe descriptors,
+without running ``polyprof/__init__`` (only collect/abi.py, clock.py and errors.py
+are imported: the helper is up in tens of milliseconds, not the second a full
+``import polyprof`` with NumPy and the analysis stack takes on a loaded machine);
 it loads the library, then answers one request at a time: ``(op, args)`` in, ``("ok",
 value)`` or an error description out. A crash, ``abort()``, ``_exit()`` or hang of
 the vendor code ends or stalls this process only; the profiled program sees a
@@ -32,7 +35,7 @@ def _die_with_parent() -> None:
 
 def _serve(conn: Any) -> None:
     from .clock import now_ns
-    from .native import NativeCallError, NativeHandle, NativeUnavailable
+    from .abi import NativeCallError, NativeHandle, NativeUnavailable
     from ..errors import PluginError
 
     handle: NativeHandle | None = None

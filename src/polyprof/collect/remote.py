@@ -24,13 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PluginError
-from .native import ERR_UNAVAILABLE, NativeCallError, NativeUnavailable, PluginTable, _end_of
+from .abi import ERR_UNAVAILABLE, NativeCallError, NativeUnavailable, PluginTable, _end_of
 
 log = logging.getLogger("polyprof")
 
 _PKG_PARENT = str(Path(__file__).resolve().parents[2])
-_BOOT = ("import sys; sys.path.insert(0, sys.argv[3]); "
-         "from polyprof.collect.native_helper import main; main(int(sys.argv[1]), int(sys.argv[2]))")
+# Empty package modules stand in for polyprof/ and polyprof/collect/, so their
+# __init__ (NumPy, the trace model...) never runs in the helper.
+_BOOT = ("import os, sys, types\n"
+         "for name in ('polyprof', 'polyprof.collect'):\n"
+         "    m = types.ModuleType(name); m.__path__ = [os.path.join(sys.argv[3], *name.split('.'))]\n"
+         "    sys.modules[name] = m\n"
+         "from polyprof.collect.native_helper import main\n"
+         "main(int(sys.argv[1]), int(sys.argv[2]))")
 
 
 #: time for the helper to start and the library's init to return
