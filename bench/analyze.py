@@ -20,7 +20,8 @@ correlation and classification they need are included).
 
 HTA pins its own pandas/numpy, so it runs from another interpreter: --hta-python,
 $POLYPROF_HTA_PYTHON, or /work/venv-hta/bin/python (``python -m venv /work/venv-hta &&
-/work/venv-hta/bin/pip install holistictraceanalysis``). Without it only polyprof's
+/work/venv-hta/bin/pip install holistictraceanalysis``), else this interpreter when it has
+``hta`` (the test extra installs it). Without it only polyprof's
 figures are printed. Children import with bytecode caching on and one untimed warm-up
 child per tool runs first (see ``child_env.py``).
 """
@@ -88,7 +89,9 @@ def hta_python(arg: str | None) -> str | None:
     for cand in (arg, os.environ.get("POLYPROF_HTA_PYTHON"), "/work/venv-hta/bin/python"):
         if cand and Path(cand).exists():
             return cand
-    return None
+    import importlib.util  # the test extra installs HTA beside polyprof
+
+    return sys.executable if importlib.util.find_spec("hta") else None
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None) -> dict:

@@ -109,7 +109,7 @@ def main() -> int:
     prof_q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     table = ops(ctx)
     res: dict[str, dict[str, list[float]]] = {k: {"plain": [], "prof-queue": [], "polyprof": []} for k in table}
-    for name, fn in table.items():  # warm up (kernel compile, first-use costs)
+    for fn in table.values():  # warm up (kernel compile, first-use costs)
         timed(fn, plain_q, 200)
         timed(fn, prof_q, 200)
     stop_us: list[float] = []

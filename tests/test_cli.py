@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +177,16 @@ def test_demo_falls_back_when_opencl_cannot_run(tmp_path):
                        capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 1 and "no demo workload can run here" in r.stderr and "opencl" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_version_is_one_string_everywhere(tmp_path):
+    """polyprof.__version__, `polyprof --version` and the version a trace records agree."""
+    import re
+
+    v = polyprof.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+([a-z]+\d+)?(\.dev\d+)?", v), v
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"polyprof {v}"
+    with polyprof.profile(["host"], output=tmp_path / "v.polyprof"):
+        polyprof.step()
+    assert polyprof.load(tmp_path / "v.polyprof").metadata["polyprof_version"] == v

@@ -6,7 +6,6 @@ flush, forked children, nested sessions, coroutine and generator sections."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import threading

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from ._version import __version__
 from .collect.recorder import counter, mark, section, step
 from .collect.session import Session, profile
 from .errors import PolyprofError, TraceFormatError
@@ -16,4 +17,4 @@ from .ranks.traceset import TraceSet, load_ranks
 from .trace.core import Trace
 
 __all__ = ["profile", "section", "mark", "counter", "step", "load", "Trace", "Session",
-           "PolyprofError", "TraceFormatError", "load_ranks", "TraceSet"]
+           "PolyprofError", "TraceFormatError", "load_ranks", "TraceSet", "__version__"]

@@ -286,7 +286,7 @@ def _opencl_like_trace():
     th = b.track(b.plane("/host:CPU", "host"), "MainThread", "thread", tid=1)
     q = b.track(b.plane("/device:OpenCL:0", "device"), "Queue 0", "queue", tid=0)
     t, corr = 0, 1
-    for k in range(6):
+    for _k in range(6):
         b.event(th, "a section with a rather long name", t, 900_000, "section")
         for call, dev, cat in (("clEnqueueNDRangeKernel", "blur_horizontal_kernel", "kernel"),
                                ("clEnqueueUnmapMemObject", "UnmapMemObject", "opencl_map"),

@@ -44,7 +44,7 @@ def query(trace: Any, sql: str) -> Any:
 
             return pa.table({})
         # duckdb 2 names it to_arrow_table; 1.x arrow()
-        fetch = getattr(rel, "to_arrow_table", None) or getattr(rel, "arrow")
+        fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
         return fetch()
     except duckdb.Error as e:
         raise PolyprofError(f"SQL error: {e}") from None

@@ -339,12 +339,9 @@ def _describe(e: BaseException) -> str:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from .._version import __version__
 
-        return version("polyprof")
-    except Exception:
-        return "unknown"
+    return __version__
 
 
 def _empty_trace(meta: dict[str, Any]) -> Trace:

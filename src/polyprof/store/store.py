@@ -92,7 +92,7 @@ class Store:
             rel = con.sql(query)
             if rel is None:
                 return pa.table({})
-            fetch = getattr(rel, "to_arrow_table", None) or getattr(rel, "arrow")
+            fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
             return fetch()
         except duckdb.IOException as e:
             raise TraceFormatError(self.root, f"damaged store file ({e})") from None

@@ -64,7 +64,7 @@ def build_problem(device: Any) -> str | None:
 def first_compiling() -> tuple[Any | None, list[str]]:
     """The first device that compiles kernels, and for each device before it, why not
     (``"<device>: <reason>"``). No device at all gives ``(None, [])``."""
-    problems = []
+    problems: list[str] = []
     for dev in devices():
         why = build_problem(dev)
         if why is None:

@@ -1,0 +1,3 @@
+"""The one place polyprof's version is written (pyproject.toml reads it from here)."""
+
+__version__ = "0.1.0"
