@@ -321,3 +321,76 @@ def test_html_report_shows_trace_warnings(tmp_path):
     assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
     assert "still pending 10 s after stop" in dom.split("</script>")[-1] or \
         "still pending 10 s after stop" in re.sub(r"<script.*?</script>", "", dom, flags=re.S)
+
+
+def _table_names(lines: list[str], title: str) -> list[str]:
+    """The name cells (first column) of the table titled ``title`` in rendered lines."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = []
+    for line in lines[start + 4:]:
+        if not line.startswith("│"):
+            break
+        rows.append(line.split("│")[1].strip())
+    return rows
+
+
+def test_kernel_names_at_80_columns_stay_apart(kineto_files):
+    """The A100 trace's fft2d_r2c kernels differ only in mid-template ("5u, true" and
+    "0u, false"): at 80 columns every row of the device table is still its own name."""
+    import polyprof
+    import polyprof.analyze as A
+
+    path = next(p for p in kineto_files if p.name.startswith("a100_alexnet"))
+    trace = polyprof.load(path)
+    lines = _render80(trace)
+    assert max(len(line) for line in lines) <= 80
+    shown = _table_names(lines, "Top device activity")
+    full = A.kernel_breakdown(trace)["name"].head(len(shown)).tolist()
+    assert len(shown) == 15 and len(set(full)) == len(full)
+    assert len(set(shown)) == len(shown), shown
+    for s, f in zip(shown, full):  # each cell is pieces of its own name, in order
+        pieces = [p for p in s.split("…") if p]
+        pos = 0
+        for p in pieces:
+            pos = f.find(p, pos)
+            assert pos >= 0, (s, f)
+            pos += len(p)
+    r2c = [s for s in shown if "fft2d_r2c" in s]
+    assert len(r2c) == 2 and any("5u" in s for s in r2c) and any("0u" in s for s in r2c), r2c
+
+
+def test_fit_texts_keeps_rows_apart():
+    from rich.cells import cell_len
+
+    from polyprof.report.terminal import fit_texts
+
+    names = ["void kernel<float, 128>(float*, int)", "void kernel<float, 256>(float*, int)",
+             "void kernel<half, 128>(half*, int)", "short"]
+    for width in (12, 16, 24):
+        out = fit_texts(names, width)
+        assert all(cell_len(o) <= width for o in out), out
+        assert len(set(out)) == len(names), (width, out)
+    assert fit_texts(names, 40) == names  # what fits is left alone
+
+
+def test_tpu_summary_does_not_call_unlaunched_ops_unmatched(traces_dir):
+    """A TPU runs whole compiled programs: no host launch calls, so nothing is 'unmatched'."""
+    import polyprof
+
+    trace = polyprof.load(traces_dir / "xspace" / "tpu_inference_2.xplane.pb")
+    text = "\n".join(_render80(trace))
+    assert "no host launch calls in this trace" in text, text[:2000]
+    assert "unmatched" not in text
+    # a GPU trace with launches still reports its matching
+    assert "unmatched 0" in "\n".join(_render80(gpu_trace()))
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_of_a_tpu_trace_says_there_are_no_launches(traces_dir, tmp_path):
+    out = tmp_path / "tpu.html"
+    assert main(["report", str(traces_dir / "xspace" / "tpu_inference_2.xplane.pb"), "-o", str(out)]) == 0
+    dom, _ = browser.dump_dom(out)
+    body = re.sub(r"<script.*?</script>", "", dom, flags=re.S)
+    assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
+    assert "no host launch calls in this trace" in body
+    assert "device activities without a launch" not in body

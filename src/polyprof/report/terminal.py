@@ -60,6 +60,76 @@ def _short(s: Any, n: int = 70) -> str:
 
 #: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
 TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name", "device", "op", "section", "stack")
+#: share of a shortened text cell given to the end of the text, tried in turn until the
+#: rows of a column are told apart (kernel templates and argument lists differ late)
+_TAIL_SHARES = (0.0, 0.4, 0.7, 1.0)
+
+
+def _last_cells(s: str, n: int) -> str:
+    """The end of ``s`` that fits in ``n`` cells."""
+    out, used = [], 0
+    for ch in reversed(s):
+        used += cell_len(ch)
+        if used > n:
+            break
+        out.append(ch)
+    return "".join(reversed(out))
+
+
+def _elide(s: str, width: int, tail: int) -> str:
+    """``s`` in ``width`` cells: its start, "…", and its last ``tail`` cells."""
+    if cell_len(s) <= width:
+        return s
+    if width <= 1:
+        return set_cell_size(s, width)
+    tail = min(tail, width - 1)
+    end = _last_cells(s, tail) if tail else ""
+    return set_cell_size(s, width - 1 - cell_len(end)) + "…" + end
+
+
+def _window(s: str, width: int, at: int) -> str:
+    """``s`` in ``width`` cells: its start, "…", the text from just before index ``at`` on."""
+    head = (width - 2) // 2
+    lead = max(at - 4, 0)
+    if lead <= head:
+        return _elide(s, width, 0)
+    rest = s[lead:]
+    room = width - head - 1
+    mid = rest if cell_len(rest) <= room else set_cell_size(rest, room - 1) + "…"
+    return set_cell_size(s, head) + "…" + mid
+
+
+def _common_prefix(texts: list[str]) -> int:
+    lo, hi = min(texts), max(texts)
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return n
+
+
+def fit_texts(texts: list[str], width: int) -> list[str]:
+    """Texts shortened to ``width`` cells so that different texts stay different: both
+    ends kept (the split of the width that tells the rows apart), and where no split
+    does, the rows that still collide show the text where they first differ."""
+    if all(cell_len(t) <= width for t in texts):
+        return texts
+    want = len(set(texts))
+    best: list[str] = []
+    for share in _TAIL_SHARES:
+        out = [_elide(t, width, round((width - 1) * share)) for t in texts]
+        if len(set(out)) == want:
+            return out
+        if len(set(out)) > len(set(best)):
+            best = out
+    groups: dict[str, set[str]] = {}
+    for t, o in zip(texts, best):
+        groups.setdefault(o, set()).add(t)
+    for shown, originals in groups.items():
+        if len(originals) > 1:
+            at = _common_prefix(list(originals))
+            fixed = {t: _window(t, width, at) for t in originals}
+            best = [fixed.get(t, o) if o == shown else o for t, o in zip(texts, best)]
+    return best
 
 
 def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> "Grid":
@@ -100,6 +170,9 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int
         c = max(shrink, key=lambda k: (w[k] - floor[k] > 0, w[k]))
         w[c] -= 1
     heads = [(c, head) for c, head, *_ in keep]
+    for c, _ in heads:
+        if c in TEXT_COLUMNS:
+            cells[c] = fit_texts(cells[c], w[c])
     return Grid(f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else "") + note,
                 [(head, w[c], c in TEXT_COLUMNS) for c, head in heads],
                 [[cells[c][i] for c, _ in heads] for i in range(len(rows))])
@@ -195,7 +268,10 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
                   f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
                                                          if ov["steps"] else ", no steps"))
     c = ov["correlation"]
-    if c.get("device_activities"):
+    if c.get("device_activities") and not c.get("launch_calls"):
+        out(f"correlation: {c['device_activities']} device activities; no host launch calls in this trace, "
+            "so none to match (devices that run whole compiled programs, such as TPUs, have none)")
+    elif c.get("device_activities"):
         out(
             f"correlation: {c['device_activities']} device activities; matched by id {c['matched_by_correlation_id']}, "
             f"by flow {c['matched_by_flow']}, in order {c['matched_in_order']}; "
@@ -225,19 +301,19 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     kb = T["kernel_breakdown"]
     if len(kb):
         out(_table("Top device activity", kb, [
-            ("name", "name", _short), ("kind", "kind", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("name", "name", None), ("kind", "kind", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True), ("share_pct", "share", fmt_pct)], top, W))
     ops = T["op_stats"]
     if len(ops):
         out(_table("Top framework ops (host)", ops, [
-            ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("name", "name", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
     sec = T["section_stats"]
     if len(sec):
         dev_cols = [("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
                     ("device_util_pct", "util", fmt_pct, True)] if has_device else []
         table = _table("Sections", sec, [
-            ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("name", "name", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
             ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols], top, W)
         out(table)
@@ -278,7 +354,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
     if len(other):
         out(_table("Other events by total time" if len(kb) else "Top events by total time", other, [
-            ("category", "category", None), ("name", "name", _short), ("count", "count", i),
+            ("category", "category", None), ("name", "name", None), ("count", "count", i),
             ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns),
             ("max_ns", "max", fmt_ns)], top, W))
     cs = T.get("counter_stats")
@@ -289,7 +365,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             shown_cs[c] = [fmt_size(v) if str(n).endswith("_bytes") else fmt_num(v)
                            for n, v in zip(cs["name"], cs[c])]
         out(_table("Counters", shown_cs, [
-            ("plane", "plane", None), ("name", "name", _short), ("samples", "samples", i),
+            ("plane", "plane", None), ("name", "name", None), ("samples", "samples", i),
             ("first", "first", None), ("last", "last", None), ("min", "min", None, 1),
             ("max", "max", None, 1), ("mean", "mean", None, 2)], top, W))
     for err in ov["plugin_errors"]:
@@ -303,7 +379,7 @@ def _section_memory(out: Any, sec: pd.DataFrame, top: int, W: int) -> None:
     if "mem_source" not in sec or not sec["mem_delta_bytes"].notna().any():
         return
     rss = "allocator" not in set(sec["mem_source"])
-    cols: list[tuple] = [("name", "name", _short), ("mem_delta_bytes", "Δ held", fmt_bytes),
+    cols: list[tuple] = [("name", "name", None), ("mem_delta_bytes", "Δ held", fmt_bytes),
                          ("mem_min_bytes", "min", fmt_size, 1), ("mem_max_bytes", "max", fmt_size),
                          ("mem_mean_bytes", "mean", fmt_size, 1)]
     if not rss:
