@@ -10,9 +10,7 @@ import math
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 import polyprof

@@ -16,7 +16,6 @@ is the same collective on every rank. Sizes come from the Kineto args
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 import pandas as pd
