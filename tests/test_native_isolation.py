@@ -6,7 +6,6 @@ with -DFAULT_<PHASE>=K, compiled with the system compiler."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
