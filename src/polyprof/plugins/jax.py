@@ -142,7 +142,11 @@ class JaxPlugin(Plugin):
         if wall0 is not None:  # xspace t=0 is wall time wall0; mono = wall - (wall_ns - mono_ns)
             wall_offset = int(wall0) - (anchor["wall_ns"] - anchor["mono_ns"])
         info: dict[str, Any] = {"xspace_clock": trace.metadata.get("clock", "")}
-        fit = clock.fit_bounds(lo_o, lo_h, hi_o, hi_h, method="traceme_bracket") if lo_o else None
+        fit = None
+        if lo_o:  # XProf's times are wall-clock based: the host's rate, an offset unless stepped
+            fit = clock.fit_bounds(lo_o, lo_h, hi_o, hi_h, max_drift_ppm=0.0, method="traceme_bracket", warn=False)
+            if not fit.consistent:
+                fit = clock.fit_bounds(lo_o, lo_h, hi_o, hi_h, method="traceme_bracket_drift")
         if fit is not None and fit.consistent:
             info.update(fit.to_dict(), uncertainty_ns=int(math.ceil(fit.bound_ns)), brackets=len(lo_o))
             if wall_offset is not None:  # how far the wall-clock route would have been off

@@ -163,12 +163,13 @@ def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> Cloc
 
 
 def fit_pairs(a: np.ndarray, b: np.ndarray, k: np.ndarray, method: str = "paired_markers") -> ClockFit | None:
-    """Kineto stamped ``k`` while the session clock read between ``a`` and ``b``: the
-    clock service's convex-hull fit (offset, drift, bound); None when the brackets admit
-    no common line (they do not pair up)."""
+    """Kineto stamped ``k`` (wall clock) while the session clock read between ``a`` and
+    ``b``: the clock service's fit for a clock of the host's rate (an offset bounded by
+    the brackets' intersection; drift only if the wall clock was stepped); None when the
+    brackets admit no common line (they do not pair up)."""
     if not len(k):
         return None
-    f = clock.fit(a, k, b, method=method)
+    f = clock.fit_same_rate(a, k, b, method=method)
     return f if f.consistent else None
 
 

@@ -51,6 +51,16 @@ log = logging.getLogger("polyprof")
 DEFAULT_MAX_DRIFT_PPM = 1000.0
 
 
+def fit_same_rate(host_before: Any, other: Any, host_after: Any, method: str) -> ClockFit:
+    """Paired samples of a clock that runs at the host clock's rate: the wall clock
+    (CLOCK_REALTIME) against CLOCK_MONOTONIC, which NTP slews alike, so only an offset
+    separates them (Kineto's and XProf's timestamps in a live session). The bound is then
+    the intersection of the brackets; if they admit no common offset (the wall clock was
+    stepped during the recording) the fit allows drift as for any other clock."""
+    f = fit(host_before, other, host_after, max_drift_ppm=0.0, method=method)
+    return f if f.consistent else fit(host_before, other, host_after, method=method)
+
+
 @dataclass(frozen=True)
 class ClockFit:
     """An estimated mapping other -> host and how far it can be wrong.
