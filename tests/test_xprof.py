@@ -71,10 +71,13 @@ def viewer_events(res: dict, skip_lines: tuple[str, ...] = ("polyprof counters",
                   trace: Trace | None = None) -> Counter:
     """XProf's trace_viewer events as (plane, line, name, start ns, dur ns), without the
     lines XProf derived that ``trace`` does not have."""
-    own = {t.name for t in trace.tracks} if trace is not None else set()
+    own: set[tuple[str, str]] = set()
+    if trace is not None:  # (plane as written, line): a host "Steps" track is not a device's
+        written = dict(zip((p.name for p in trace.planes), xspace.written_names(trace.planes)))
+        own = {(written[trace.planes[t.plane].name], t.name) for t in trace.tracks}
     return Counter((p, t, n, round(ts * 1000), round(d * 1000))
                    for p, t, n, ph, ts, d in res["trace_viewer"]
-                   if t not in skip_lines and (t in own or not XPROF_DERIVED.match(str(t))))
+                   if t not in skip_lines and ((p, t) in own or not XPROF_DERIVED.match(str(t))))
 
 
 def polyprof_events(trace: Trace) -> Counter:
