@@ -340,3 +340,31 @@ def test_html_memory_chart_renders_in_headless_chromium(pattern_run, tmp_path):
 
     assert count((0x3B, 0x73, 0xC4)) > 300, "no memory line painted"
     assert count((0xC0, 0x39, 0x2B)) > 5, "no peak marker painted"
+
+
+_XPROF_MEMORY = r"""
+import json, sys
+from xprof.convert import raw_to_tool_data as r
+data, _ = r.xspace_to_tool_data([sys.argv[1]], "memory_profile", {"use_saved_result": False})
+print(data if isinstance(data, str) else data.decode())
+"""
+
+
+def test_xprof_memory_profile_shows_the_peak(pattern_run, tmp_path):
+    """XProf (a real consumer) reads the XSpace polyprof writes: its memory_profile tool
+    finds the 32 MiB peak and the eight allocations live at it."""
+    pytest.importorskip("xprof")
+    path, _ = pattern_run
+    out = tmp_path / "p.xplane.pb"
+    cli("export", str(path), "-f", "xspace", "-o", str(out), cwd=tmp_path)
+    r = subprocess.run([sys.executable, "-c", _XPROF_MEMORY, str(out)], capture_output=True, text=True,
+                       timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["memoryIds"] == ["/host:CPU torch"]
+    prof = doc["memoryProfilePerAllocator"]["/host:CPU torch"]
+    assert int(prof["profileSummary"]["peakBytesUsageLifetime"]) == 32 * MiB
+    assert sum(int(a["numOccurrences"]) for a in prof["activeAllocations"]) == 8
+    # and polyprof reads its own file back without the XProf copy of the events
+    back = polyprof.load(out)
+    assert back.n_events == polyprof.load(path).n_events

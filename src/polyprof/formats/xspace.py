@@ -38,6 +38,7 @@ from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from ..trace.memory import export_counters
+from . import xprof_memory
 from .xprof_names import line_homes, write_order, written_names  # noqa: F401  (written_names for callers)
 from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans, xprof_columns
 
@@ -281,6 +282,8 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if lname == _COUNTER_LINE and producer == "polyprof":
                 _read_counters(line, pid, md_name, stat_names, counters, origin)
                 continue
+            if lname == xprof_memory.LINE and producer == "polyprof":
+                continue  # a copy of the memory events for XProf's memory_profile
             tl = track_layout.get(str(line.id), {})
             if tl.get("generated") and producer == "polyprof":
                 continue  # a line only XProf needs (the writer's device Steps line)
@@ -815,6 +818,7 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
     used_plane_ids: set[int] = set()
     c = export_counters(trace)  # with the memory series as counter tracks
     plane_names = written_names(trace.planes)
+    wrote_memory = False
     homes = line_homes(trace.planes)
     # one time base per XPlane: XProf's GPU tools take event offsets of different lines
     # as comparable (CUPTI writes every line of a device at the same timestamp)
@@ -974,6 +978,9 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
                 st = xe.stats.add()
                 st.metadata_id = vid
                 st.double_value = v
+        if plane_names[p.id] == keys.HOST_PLANE and not wrote_memory:
+            xprof_memory.write_line(xp, pw, trace, origin, 2_100_000_000 + p.id)
+            wrote_memory = True
     if not any(p.name == _TASK_ENV for p in trace.planes):
         xp = space.planes.add()
         xp.name = _TASK_ENV
