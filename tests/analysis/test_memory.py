@@ -117,7 +117,7 @@ def test_timeline_agrees_with_torchs_export_memory_timeline(tmp_path):
             keep = torch.ones(3 * MiB)  # noqa: F841  (one 12 MiB tensor alive across steps)
     with pytest.warns(FutureWarning):  # torch deprecates it, but it is the reference
         prof.export_memory_timeline(str(tmp_path / "tl.json"))
-    times, sizes = json.loads((tmp_path / "tl.json").read_text())
+    _, sizes = json.loads((tmp_path / "tl.json").read_text())
     torch_peak = float(np.asarray(sizes).sum(axis=1).max())
     tl = A.memory_timeline(prof.trace)
     cpu = tl[(tl["device"] == "/host:CPU").to_numpy()]
@@ -368,3 +368,25 @@ def test_xprof_memory_profile_shows_the_peak(pattern_run, tmp_path):
     # and polyprof reads its own file back without the XProf copy of the events
     back = polyprof.load(out)
     assert back.n_events == polyprof.load(path).n_events
+
+
+def test_kineto_memory_events_with_odd_values(tmp_path):
+    """A [memory] event whose Bytes is not an integer is not a memory event (the trace
+    still loads, the arg is kept); an address in the upper half of 64 bits still pairs."""
+    high = 2 ** 64 - 4096
+    doc = {"traceEvents": [
+        {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1.0,
+         "args": {"Total Allocated": 10, "Bytes": "ten", "Addr": 5, "Device Type": 0}},
+        {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2.0,
+         "args": {"Total Allocated": 64, "Bytes": 64, "Addr": high, "Device Type": 0}},
+        {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 3.0,
+         "args": {"Total Allocated": 0, "Bytes": -64, "Addr": high, "Device Type": 0}},
+    ]}
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))
+    t = polyprof.load(path)
+    tl = A.memory_timeline(t)
+    assert tl["bytes"].tolist() == [64, -64]
+    assert t.stats["Bytes"].values.tolist() == ["ten", "64", "-64"]  # mixed types: kept as text
+    p = A.memory_peak(t).iloc[0]
+    assert (p["peak_bytes"], p["live_at_peak"], p["end_bytes"]) == (64, 1, 0)

@@ -192,7 +192,7 @@ class Level:
         self._rmq = RangeMinMax(v, v) if len(v) else None
 
     @classmethod
-    def of(cls, trace: Trace) -> "Level | None":
+    def of(cls, trace: Trace) -> Level | None:
         m = memory(trace)
         if len(m.rows):
             ts, vals, base = m.combined()

@@ -3,7 +3,8 @@ step over step (a leak). Thresholds are module constants, as in ``findings.py``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -85,7 +86,7 @@ def _growth(trace: Trace) -> list[Finding]:
         out.append(Finding(
             "memory_growth", f"{d}: memory held grows step over step (+{_fmt(per_step)} per step, "
             f"{_fmt(growth)} over {len(held)} steps)", "high" if rising == 100.0 else "medium", str(d),
-            {"steps": int(len(held)), "growth_bytes": growth, "per_step_bytes": int(per_step),
+            {"steps": len(held), "growth_bytes": growth, "per_step_bytes": int(per_step),
              "rising_pct": round(rising, 2), "first_step_bytes": int(held[0]), "last_step_bytes": int(held[-1]),
              "allocator": str(a)}, ev,
             "Something keeps memory from every step: a list that collects tensors (losses kept "

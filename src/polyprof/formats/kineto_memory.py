@@ -42,6 +42,13 @@ def _int(v: Any) -> int | None:
     return None
 
 
+def _addr(v: Any) -> int | None:
+    """An address as int64: one above 2**63 (a high half of the address space) wraps."""
+    if isinstance(v, int) and not isinstance(v, bool) and 2 ** 63 <= v < 2 ** 64:
+        return v - 2 ** 64
+    return _int(v)
+
+
 def _device(args: dict) -> str | None:
     """Plane name of the memory's device; None for host memory (the event's own plane)."""
     dt, di = _int(args.get("Device Type")), _int(args.get("Device Id"))
@@ -65,12 +72,12 @@ def memory_stats(args: list, base: int) -> dict[str, tuple[np.ndarray, np.ndarra
             continue
         if "Total Allocated" in a and _int(a.get("Bytes")) is not None:  # Kineto's spelling
             for name, key in _KINETO.items():
-                put(key, row, _int(a.get(name)))
+                put(key, row, (_addr if key == keys.ADDR else _int)(a.get(name)))
             put(keys.MEMORY_DEVICE, row, _device(a))
             put(keys.ALLOCATOR, row, "torch")
         elif _int(a.get(keys.ALLOC_BYTES)) is not None:  # polyprof's own (its writers)
             for key in (keys.ALLOC_BYTES, keys.ADDR, keys.TOTAL_ALLOCATED, keys.TOTAL_RESERVED):
-                put(key, row, _int(a.get(key)))
+                put(key, row, (_addr if key == keys.ADDR else _int)(a.get(key)))
             for key in (keys.MEMORY_DEVICE, keys.ALLOCATOR, keys.MEMORY_CATEGORY):
                 v = a.get(key)
                 put(key, row, v if isinstance(v, str) else None)

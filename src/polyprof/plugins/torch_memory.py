@@ -11,7 +11,7 @@ section cover the same code).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -14,8 +14,9 @@ sub-buffers (they share their parent's memory) and SVM.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from time import perf_counter_ns as _now
-from typing import Any, Callable
+from typing import Any
 
 ATTR = "_polyprof_mem"  # the key of the release watcher in a memory object's __dict__
 #: record fields: time, signed bytes, handle, device int_ptr, native thread id, thread name, kind
@@ -49,7 +50,7 @@ class MemoryLog:
 class _Release:
     """Kept in a memory object's ``__dict__``; notes the release once."""
 
-    __slots__ = ("log", "nbytes", "handle", "device", "kind")
+    __slots__ = ("device", "handle", "kind", "log", "nbytes")
 
     def __init__(self, log: MemoryLog, nbytes: int, handle: int, device: int, kind: str):
         self.log, self.nbytes, self.handle, self.device, self.kind = log, nbytes, handle, device, kind
@@ -129,7 +130,7 @@ def wrap_release(orig: Callable[..., Any]) -> Callable[..., Any]:
 def install(set_attr: Callable[[Any, str, Any], None], log: MemoryLog) -> None:
     """Put the stand-ins in place through the patcher's ``set_attr`` (which undoes them)."""
     import pyopencl as cl
-    import pyopencl._cl as _cl
+    from pyopencl import _cl
 
     for name, kind in (("Buffer", "buffer"), ("Image", "image")):
         base = getattr(_cl, name, None)
