@@ -390,3 +390,29 @@ def test_kineto_memory_events_with_odd_values(tmp_path):
     assert t.stats["Bytes"].values.tolist() == ["ten", "64", "-64"]  # mixed types: kept as text
     p = A.memory_peak(t).iloc[0]
     assert (p["peak_bytes"], p["live_at_peak"], p["end_bytes"]) == (64, 1, 0)
+
+
+def test_torch_categories_when_torch_computes_them():
+    """With record_shapes and with_stack (what torch's memory timeline needs) each
+    allocation carries torch's own category; Adam's state is two tensors per parameter."""
+    torch = pytest.importorskip("torch")
+    import polyprof.torch as pt
+
+    model = torch.nn.Linear(256, 256)
+    opt = torch.optim.Adam(model.parameters())
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    with pt.profile(profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        for _ in range(3):
+            model(torch.randn(64, 256)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    tl = A.memory_timeline(prof.trace)
+    cats = set(tl["category"])
+    assert {"optimizer_state", "gradient", "activation"} <= cats
+    state = tl[(tl["category"] == "optimizer_state").to_numpy()]
+    assert 2 * param_bytes <= state["bytes"].sum() < 2 * param_bytes + 1024
+    assert state["category_bytes"].iloc[-1] == state["bytes"].sum()
+    # without them torch computes no categories: none are made up
+    with pt.profile(profile_memory=True) as plain:
+        model(torch.randn(64, 256)).sum().backward()
+    assert set(A.memory_timeline(plain.trace)["category"]) == {""}

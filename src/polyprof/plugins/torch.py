@@ -52,7 +52,7 @@ from ..trace.builder import TraceBuilder
 from ..trace.clock import ClockFit
 from ..trace.core import Trace
 from ..trace.merge import merge
-from .torch_memory import snap_to_sections
+from .torch_memory import add_categories, categories_of, snap_to_sections
 
 log = logging.getLogger("polyprof")
 
@@ -149,6 +149,8 @@ class _Capture:
     samples: list[tuple[int, int]] = field(default_factory=list)  # (before, after) per marker
     path: str | None = None
     lost: str = ""
+    #: torch's category of each allocation, (time ns, address) -> name (torch_memory)
+    mem_categories: dict[tuple[int, int], str] | None = None
 
 
 def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> ClockFit | None:
@@ -454,6 +456,10 @@ class TorchPlugin(Plugin):
         path = os.path.join(folder, f"torch_{id(self):x}_cycle{cap.index}.json")
         torch.profiler.profile.export_chrome_trace(prof, path)
         cap.path = path
+        try:
+            cap.mem_categories = categories_of(prof)
+        except Exception as e:  # torch's private memory profile: its failure costs only the categories
+            self._warn(f"no memory categories from torch: {type(e).__name__}: {e}")
         keep = self.options.get("keep_export")
         if keep:
             os.makedirs(keep, exist_ok=True)
@@ -538,6 +544,8 @@ class TorchPlugin(Plugin):
         from ..formats import kineto
 
         t = kineto.load(cap.path)
+        if cap.mem_categories:
+            add_categories(t, cap.mem_categories)
         rec = self._recorder
         return ingest_kineto(t, cap, self._mirrors, self._names_by_tid(), self.ctx, self._had_steps,
                              sections=(list(rec.sections), dict(rec.threads)) if rec is not None else None)
