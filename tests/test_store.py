@@ -283,3 +283,25 @@ def test_cli_diff_of_stores_equals_diff_of_rank_files(tmp_path):
             doc["overview"][side].pop("paths")
     assert x["overview"]["a"]["traces"] == 2
     assert x == y
+
+
+def test_streamed_json_equals_the_stacked_tables(small_store):
+    import io
+
+    from polyprof.store.analyze import write_json
+
+    buf = io.BytesIO()
+    write_json(small_store, buf)
+    assert json.loads(buf.getvalue()) == json.loads(store_analyze.to_json(summary(small_store)))
+    r = cli("summary", str(small_store), "--json", "-j", "2")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == json.loads(buf.getvalue())
+
+
+def test_summary_leaves_text_stats_undecoded(small_store):
+    """A rank's text stats are read only when something asks for them (a summary does not)."""
+    trace = Store(small_store).load(0)
+    assert trace.stats.pending == 1
+    build(trace)
+    assert trace.stats.pending == 1, "the summary decoded the text stats of a store rank"
+    assert "Input Dims" in trace.stats and trace.stats.pending == 0

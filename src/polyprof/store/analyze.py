@@ -1,17 +1,21 @@
 """Analyses over a store, rank by rank: each rank is read and analysed on its own (in
 this process, a pool or Dask), only its tables come back, and they are stacked into one
-table per analysis with a ``rank`` column. Memory is bounded by one rank per worker."""
+table per analysis with a ``rank`` column. Memory is bounded by one rank per worker;
+:func:`write_json` (``polyprof summary STORE --json``) and :func:`rank_rows` (the
+terminal view) also keep the gathered results bounded: each rank's records go to a
+spool file as they arrive, so only the output grows with the number of ranks."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 import pandas as pd
 
-from .executor import executor, run_all
+from .executor import executor, map_ordered, run_all
 from .store import Store
 
 
@@ -86,15 +90,79 @@ def to_json(report: StoreReport) -> bytes:
                         | orjson.OPT_NON_STR_KEYS)
 
 
-def rank_overview(report: StoreReport) -> pd.DataFrame:
-    """One row per rank: events, spans, steps, device busy share, findings."""
+def rank_reports(store: Store | str | Path, *, dask: Any = None, jobs: int = 1) -> Iterator[dict[str, Any]]:
+    """Each rank's :func:`rank_report`, in rank order, as the executor finishes them."""
+    st = store if isinstance(store, Store) else Store(store)
+    tasks = [(str(st.root), r) for r in st.ranks]
+    with executor(dask, jobs) as ex:
+        yield from map_ordered(rank_report, tasks, ex, "summary", window=max(2, 2 * jobs))
+
+
+def write_json(store: Store | str | Path, out: BinaryIO, *, dask: Any = None, jobs: int = 1) -> None:
+    """The document of :func:`to_json`, written to ``out`` with one rank's tables in memory
+    at a time (records are spooled to a temporary file per table, then copied out)."""
+    import orjson
+
+    st = store if isinstance(store, Store) else Store(store)
+    dump = lambda o: orjson.dumps(o, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY  # noqa: E731
+                                  | orjson.OPT_NON_STR_KEYS)
+    overview: dict[int, Any] = {}
+    findings: list[dict[str, Any]] = []
+    columns: dict[str, list[str]] = {}
+    rows: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="polyprof-summary-") as tmp:
+        spools: dict[str, BinaryIO] = {}
+        try:
+            for part in rank_reports(st, dask=dask, jobs=jobs):
+                r = part["rank"]
+                overview[r] = part["overview"]
+                findings += [{"rank": r, **f} for f in part["findings"]]
+                for name, df in part["tables"].items():
+                    columns.setdefault(name, ["rank", *df.columns])
+                    f = spools.get(name) or spools.setdefault(name, open(Path(tmp) / f"{len(spools)}.json", "w+b"))
+                    d = df.astype(object).where(pd.notna(df), None)
+                    for rec in d.to_dict(orient="records"):
+                        f.write((b"," if rows.get(name) else b"") + dump({"rank": r, **rec}))
+                        rows[name] = rows.get(name, 0) + 1
+            out.write(b'{"store":' + dump(str(st.root)) + b',"ranks":' + dump(st.ranks) + b',"overview":'
+                      + dump(overview) + b',"findings":' + dump(findings) + b',"tables":{')
+            for i, (name, cols) in enumerate(columns.items()):
+                out.write((b"," if i else b"") + dump(name) + b':{"columns":' + dump(cols) + b',"rows":'
+                          + dump(rows.get(name, 0)) + b',"records":[')
+                f = spools.get(name)
+                if f is not None:
+                    f.seek(0)
+                    while chunk := f.read(1 << 20):
+                        out.write(chunk)
+                out.write(b"]}")
+            out.write(b"}}\n")
+        finally:
+            for f in spools.values():
+                f.close()
+
+
+def rank_rows(store: Store | str | Path, *, dask: Any = None, jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per rank: events, spans, steps, device busy share, findings; kernels
+    summed over ranks: ranks, count, total, min and max of a rank's total)."""
     rows = []
-    tb = report.tables.get("temporal_breakdown", pd.DataFrame())
-    for r in report.ranks:
-        ov = report.overview[r]
-        t = tb[tb["rank"] == r] if len(tb) else tb
-        busy = float(t["compute_pct"].mean()) if len(t) and "compute_pct" in t else float("nan")
+    kernels: dict[str, list] = {}
+    for part in rank_reports(store, dask=dask, jobs=jobs):
+        r, ov, t = part["rank"], part["overview"], part["tables"]
+        tb = t.get("temporal_breakdown", pd.DataFrame())
+        busy = float(tb["compute_pct"].mean()) if len(tb) and "compute_pct" in tb else float("nan")
         rows.append({"rank": r, "events": ov["events"], "trace_span_ns": ov["trace_span_ns"],
                      "analysed_span_ns": ov["analysed_span_ns"], "steps": ov["steps"],
-                     "compute_pct": busy, "findings": sum(f["rank"] == r for f in report.findings)})
-    return pd.DataFrame(rows)
+                     "compute_pct": busy, "findings": len(part["findings"])})
+        kb = t.get("kernel_breakdown")
+        if kb is not None and len(kb):
+            per = kb.groupby("name")[["count", "total_ns"]].sum()
+            for name, c, tot in zip(per.index.tolist(), per["count"].tolist(), per["total_ns"].tolist()):
+                k = kernels.setdefault(name, [0, 0, 0, float("inf"), 0])
+                k[0] += 1
+                k[1] += c
+                k[2] += tot
+                k[3] = min(k[3], tot)
+                k[4] = max(k[4], tot)
+    kdf = pd.DataFrame([(n, *v) for n, v in kernels.items()],
+                       columns=["name", "ranks", "count", "total_ns", "min_rank_ns", "max_rank_ns"])
+    return pd.DataFrame(rows), kdf.sort_values("total_ns", ascending=False, ignore_index=True)

@@ -32,42 +32,39 @@ def handles(args: argparse.Namespace) -> bool:
 
 
 def summary(args: argparse.Namespace) -> int:
-    from .analyze import rank_overview, summary as run, to_json
+    from .analyze import rank_rows, write_json
 
-    report = run(args.file, dask=getattr(args, "dask", None), jobs=getattr(args, "jobs", None) or 1)
+    dask, jobs = getattr(args, "dask", None), getattr(args, "jobs", None) or 1
     if args.json:
-        sys.stdout.buffer.write(to_json(report) + b"\n")
+        write_json(args.file, sys.stdout.buffer, dask=dask, jobs=jobs)
         sys.stdout.flush()
         return 0
-    _render(report, rank_overview(report), args.top)
+    overview, kernels = rank_rows(args.file, dask=dask, jobs=jobs)
+    _render(str(args.file), overview, kernels, args.top)
     return 0
 
 
-def _render(report: Any, overview: Any, top: int) -> None:
+def _render(root: str, overview: Any, kernels: Any, top: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
     from ..report.terminal import fmt_ns, fmt_pct
 
     con = Console(file=sys.stdout)
-    t = Table(title=f"polyprof summary of store {report.root}: {len(report.ranks)} ranks", title_justify="left")
+    t = Table(title=f"polyprof summary of store {root}: {len(overview)} ranks", title_justify="left")
     for c in ("rank", "events", "trace span", "analysed span", "steps", "compute (mean over streams)", "findings"):
         t.add_column(c, justify="right")
     for r in overview.itertuples(index=False):
         t.add_row(str(r.rank), str(r.events), fmt_ns(r.trace_span_ns), fmt_ns(r.analysed_span_ns), str(r.steps),
                   fmt_pct(r.compute_pct), str(r.findings))
     con.print(t, highlight=False, emoji=False)
-    kb = report.tables.get("kernel_breakdown")
-    if kb is not None and len(kb):
-        g = kb.groupby("name").agg(ranks=("rank", "nunique"), count=("count", "sum"), total_ns=("total_ns", "sum"),
-                                   min_rank_ns=("total_ns", "min"), max_rank_ns=("total_ns", "max"))
-        g = g.sort_values("total_ns", ascending=False).head(top)
+    if len(kernels):
         k = Table(title="Top kernels across ranks", title_justify="left")
         for c in ("name", "ranks", "count", "total", "min rank", "max rank"):
             k.add_column(c, justify="left" if c == "name" else "right", overflow="ellipsis", no_wrap=True,
                          max_width=60 if c == "name" else None)
-        for name, r in g.iterrows():
-            k.add_row(str(name), str(r.ranks), str(r["count"]), fmt_ns(r.total_ns), fmt_ns(r.min_rank_ns),
+        for r in kernels.head(top).itertuples(index=False):
+            k.add_row(str(r.name), str(r.ranks), str(r.count), fmt_ns(r.total_ns), fmt_ns(r.min_rank_ns),
                       fmt_ns(r.max_rank_ns))
         con.print(k, highlight=False, emoji=False)
     print("polyprof: per-rank tables with a rank column: polyprof summary STORE --json", file=sys.stderr)

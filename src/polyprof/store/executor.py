@@ -15,6 +15,7 @@ import concurrent.futures as cf
 import contextlib
 import logging
 import sys
+from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import PolyprofError
@@ -97,6 +98,37 @@ def run_all(fn: Callable[..., Any], tasks: Sequence[tuple], ex: Any, what: str =
         if error is not None:
             raise error
         return results
+
+
+def map_ordered(fn: Callable[..., Any], tasks: Sequence[tuple], ex: Any, what: str = "ranks",
+                window: int = 4) -> Iterator[Any]:
+    """``fn(*task)`` for every task, yielded in task order as soon as each is ready; at most
+    ``window`` tasks are submitted ahead of the one being waited for, so finished results
+    waiting for their turn stay few."""
+    with _Progress(len(tasks), what) as bar:
+        if ex is None:
+            for t in tasks:
+                res = fn(*t)
+                bar.advance()
+                yield res
+            return
+        pending: deque = deque()
+        todo = iter(tasks)
+        try:
+            for t in todo:
+                pending.append(ex.submit(fn, *t))
+                if len(pending) >= max(window, 1):
+                    break
+            while pending:
+                res = pending.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append(ex.submit(fn, *nxt))
+                bar.advance()
+                yield res
+        finally:
+            for f in pending:  # an error, or the consumer stopped: drop what was not started
+                f.cancel()
 
 
 class _Progress:

@@ -20,6 +20,7 @@ Reading a rank gives back the Trace it was written from, its events in time orde
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
+from ..trace import keys
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn
@@ -155,30 +157,25 @@ def read_rank(directory: Path) -> Trace:
 
 
 def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
-    """The Trace of one rank, and each event's row in the trace it was converted from."""
+    """The Trace of one rank, and each event's row in the trace it was converted from.
+
+    Numeric stats are read at once; text stats (Kineto's other args, XSpace strings) are
+    read on first use, as the Kineto reader defers them, so a summary never makes them
+    Python objects."""
     header = read_header(directory)
     stats_meta = header["stats"]
-    table = _read(directory / "events.parquet", ["track_id", "name_id", "category_id", "start_ns", "dur_ns",
-                                                 "input_row", *(s["column"] for s in stats_meta)])
+    eager = [s for s in stats_meta if s["kind"] in "iuf"]
+    lazy = [s for s in stats_meta if s["kind"] not in "iuf"]
+    path = directory / "events.parquet"
+    table = _read(path, ["track_id", "name_id", "category_id", "start_ns", "dur_ns", "input_row",
+                         *(s["column"] for s in eager)])
     if table.num_rows != header["events"]:
-        raise TraceFormatError(directory / "events.parquet", f"damaged store: {table.num_rows} events, "
-                                                             f"rank.json says {header['events']}")
+        raise TraceFormatError(path, f"damaged store: {table.num_rows} events, rank.json says {header['events']}")
     events = {k: table.column(c).to_numpy().astype(EVENT_COLUMNS[k], copy=False) for k, c in
               (("track", "track_id"), ("name", "name_id"), ("category", "category_id"),
                ("start_ns", "start_ns"), ("dur_ns", "dur_ns"))}
     input_rows = table.column("input_row").to_numpy()
-    stats = {}
-    for s in stats_meta:
-        col = table.column(s["column"])
-        valid = col.is_valid().to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(valid).astype(np.int64)
-        present = col.drop_null()
-        if s["kind"] in "iuf":
-            values = present.to_numpy()
-        else:
-            values = np.empty(len(rows), object)
-            values[:] = present.to_pylist()
-        stats[s["key"]] = StatColumn(rows, values)
+    stats = _stat_columns(table, eager)
     del table
     fl = _read(directory / "flows.parquet")
     flows = {k: fl.column(c).to_numpy().astype(FLOW_COLUMNS[k], copy=False)
@@ -191,6 +188,38 @@ def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
         trace = Trace(strings, [Plane(**p) for p in header["planes"]], [Track(**t) for t in header["tracks"]],
                       events, stats, flows, counters, header.get("metadata", {}),
                       sources=[Source(**s) for s in header.get("sources", [])])
-        return trace.validate(), input_rows
+        trace.validate()
     except Exception as e:  # ids out of range, bad planes: a damaged or hand-edited store
         raise TraceFormatError(directory, f"damaged store: inconsistent rank ({e})") from None
+    if lazy:
+        absent = (_WELL_KNOWN | {s["key"] for s in eager}) - {s["key"] for s in lazy}
+        trace.stats.defer(partial(_read_stats, path, lazy), absent)
+    return trace, input_rows
+
+
+#: stat keys analyses look up (trace.keys, and analyze.common's DEVICE_DURATION_PS); a
+#: deferred part that lacks one says so, so looking it up decodes nothing
+#: (tests/test_store.py checks that a summary leaves the text stats undecoded)
+_WELL_KNOWN = frozenset([v for k, v in vars(keys).items() if k.isupper() and isinstance(v, str)
+                         and not k.startswith(("CAT_", "LINE_", "HOST_"))] + ["device_duration_ps"])
+
+
+def _read_stats(path: Path, meta: list[dict[str, Any]]) -> dict[str, StatColumn]:
+    """Stat columns of ``meta`` from ``path`` (the deferred text stats)."""
+    return _stat_columns(_read(path, [s["column"] for s in meta]), meta)
+
+
+def _stat_columns(table: pa.Table, meta: list[dict[str, Any]]) -> dict[str, StatColumn]:
+    stats = {}
+    for s in meta:
+        col = table.column(s["column"])
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(valid).astype(np.int64)
+        present = col.drop_null()
+        if s["kind"] in "iuf":
+            values = present.to_numpy()
+        else:
+            values = np.empty(len(rows), object)
+            values[:] = present.to_pylist()
+        stats[s["key"]] = StatColumn(rows, values)
+    return stats
