@@ -299,9 +299,12 @@ def test_streamed_json_equals_the_stacked_tables(small_store):
 
 
 def test_summary_leaves_text_stats_undecoded(small_store):
-    """A rank's text stats are read only when something asks for them (a summary does not)."""
+    """A rank's stats other than the well-known keys are read only when something asks for
+    them (a summary does not)."""
     trace = Store(small_store).load(0)
     assert trace.stats.pending == 1
     build(trace)
     assert trace.stats.pending == 1, "the summary decoded the text stats of a store rank"
+    assert "correlation_id" in trace.stats.loaded() and "Sequence number" not in trace.stats.loaded()
     assert "Input Dims" in trace.stats and trace.stats.pending == 0
+    assert "Sequence number" in trace.stats.loaded()

@@ -143,8 +143,8 @@ def read_header(directory: Path) -> dict[str, Any]:
 
 
 def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
-    try:
-        return pq.read_table(path, columns=columns)
+    try:  # ParquetFile.read: no dataset layer, no thread pool (less memory for one rank)
+        return pq.ParquetFile(path).read(columns=columns, use_threads=False)
     except FileNotFoundError:
         raise TraceFormatError(path, "missing: the store is damaged") from None
     except (pa.ArrowException, OSError, KeyError) as e:
@@ -159,13 +159,13 @@ def read_rank(directory: Path) -> Trace:
 def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
     """The Trace of one rank, and each event's row in the trace it was converted from.
 
-    Numeric stats are read at once; text stats (Kineto's other args, XSpace strings) are
-    read on first use, as the Kineto reader defers them, so a summary never makes them
-    Python objects."""
+    The stats analyses look up (``trace.keys``) are read at once; the others (Kineto's
+    other args, XSpace's other stats) on first use, as the Kineto reader defers them, so
+    a summary never reads them."""
     header = read_header(directory)
     stats_meta = header["stats"]
-    eager = [s for s in stats_meta if s["kind"] in "iuf"]
-    lazy = [s for s in stats_meta if s["kind"] not in "iuf"]
+    eager = [s for s in stats_meta if s["key"] in _WELL_KNOWN]
+    lazy = [s for s in stats_meta if s["key"] not in _WELL_KNOWN]
     path = directory / "events.parquet"
     table = _read(path, ["track_id", "name_id", "category_id", "start_ns", "dur_ns", "input_row",
                          *(s["column"] for s in eager)])
@@ -192,8 +192,7 @@ def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
     except Exception as e:  # ids out of range, bad planes: a damaged or hand-edited store
         raise TraceFormatError(directory, f"damaged store: inconsistent rank ({e})") from None
     if lazy:
-        absent = (_WELL_KNOWN | {s["key"] for s in eager}) - {s["key"] for s in lazy}
-        trace.stats.defer(partial(_read_stats, path, lazy), absent)
+        trace.stats.defer(partial(_read_stats, path, lazy), _WELL_KNOWN)
     return trace, input_rows
 
 
