@@ -64,9 +64,12 @@ a.get_temporal_breakdown(visualize=False)
 """
 
 
+SRC = str(ROOT / "src")
+
+
 def measure(argv: list[str], timeout: float, limit_gb: float = 0, env: dict | None = None) -> dict:
     r = subprocess.run([sys.executable, "-c", _MEASURE, str(limit_gb), str(timeout), *argv], capture_output=True,
-                       text=True, env=env or child_env(str(ROOT / "src")), timeout=timeout + 60)
+                       text=True, env=env or child_env(SRC), timeout=timeout + 60)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -114,6 +117,8 @@ def make_rank_files(out: Path, ranks: int, copies: int, src: Path = V100) -> lis
 
 
 def ranks_bench(args: argparse.Namespace) -> None:
+    global SRC
+    SRC = args.src
     tmp = Path(args.workdir or tempfile.mkdtemp(prefix="polyprof-store-bench-"))
     t0 = time.perf_counter()
     files = make_rank_files(tmp / "ranks", args.ranks, args.copies)
@@ -207,6 +212,7 @@ def main() -> None:
     r.add_argument("--hta-limit-gb", type=float, default=8.0, help="HTA's address-space limit")
     r.add_argument("--no-dask", action="store_true")
     r.add_argument("--workdir", help="where to put the rank files and the store (default: a new temp dir)")
+    r.add_argument("--src", default=str(ROOT / "src"), help="the polyprof source tree to run (default: this one)")
     r.set_defaults(func=ranks_bench)
     f = sub.add_parser("perfetto")
     f.add_argument("file", nargs="?", default=str(V100))
