@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Regenerate src/polyprof/formats/xplane_pb2.py(.pyi) from xplane.proto (needs grpcio-tools).
-# The proto is registered as "polyprof/formats/xplane.proto" so its file name cannot
-# clash with another package's xplane.proto in the protobuf descriptor pool.
-# The generated module checks the protobuf runtime version: keep the protobuf lower
-# bound in pyproject.toml equal to the "Protobuf Python Version" it prints below.
+# Regenerate the committed protobuf modules (needs grpcio-tools):
+#   src/polyprof/formats/xplane_pb2.py(.pyi)           from formats/xplane.proto
+#   src/polyprof/capture/profiler_service_pb2.py(.pyi)   from capture/profiler_service.proto
+# The protos are registered as "polyprof/..." with polyprof's own packages so their
+# names cannot clash with another package's (TensorFlow's, xprof's) in the protobuf
+# descriptor pool.
+# The generated modules check the protobuf runtime version: keep the protobuf lower
+# bound in pyproject.toml equal to the "Protobuf Python Version" printed below.
 set -euo pipefail
 cd "$(dirname "$0")/../src"
 python -m grpc_tools.protoc --version
-python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. polyprof/formats/xplane.proto
-grep -m1 "Protobuf Python Version" polyprof/formats/xplane_pb2.py
+python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. polyprof/formats/xplane.proto \
+    polyprof/capture/profiler_service.proto
+grep -m1 "Protobuf Python Version" polyprof/formats/xplane_pb2.py polyprof/capture/profiler_service_pb2.py

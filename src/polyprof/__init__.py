@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import os as _os
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
 from .collect.recorder import counter, mark, section, step
 from .collect.session import Session, profile
@@ -16,5 +19,24 @@ from .formats.detect import load
 from .ranks.traceset import TraceSet, load_ranks
 from .trace.core import Trace
 
-__all__ = ["profile", "section", "mark", "counter", "step", "load", "Trace", "Session",
+if TYPE_CHECKING:
+    from .capture import Server
+
+
+def serve(port: int = 0, host: str = "127.0.0.1", **options: Any) -> "Server":
+    """Serve on-demand captures from this process (``tensorflow.ProfilerService`` over
+    gRPC; needs ``polyprof[serve]``): nothing is recorded until a client such as
+    ``polyprof capture`` or XProf's "Capture profile" asks. Loopback by default; any
+    other address needs a token or TLS. See :func:`polyprof.capture.serve`."""
+    from .capture import serve as start
+
+    return start(port, host, **options)
+
+
+__all__ = ["profile", "section", "mark", "counter", "step", "load", "serve", "Trace", "Session",
            "PolyprofError", "TraceFormatError", "load_ranks", "TraceSet", "__version__"]
+
+if _os.environ.get("POLYPROF_SERVE"):  # serve captures from a program that imports polyprof
+    from .capture import serve_from_env as _serve_from_env
+
+    _serve_from_env()

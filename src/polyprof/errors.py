@@ -38,3 +38,11 @@ class PluginStateError(PluginError):
 
 class SessionError(PolyprofError):
     """A profiling session was misused (e.g. two sessions active at once)."""
+
+
+class ServeError(PolyprofError):
+    """The capture server cannot start as configured (address, token, TLS), said why."""
+
+
+class CaptureError(PolyprofError):
+    """A capture from a profiler server failed: which server and why."""

@@ -12,6 +12,7 @@ from ..errors import PolyprofError
 
 COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo", "diff"]
 COMMANDS.append("convert")  # traces -> an on-disk store (issue 13)
+COMMANDS.append("capture")  # capture running processes on demand (issue 14)
 
 DESCRIPTION = """\
 polyprof: a vendor-neutral profiler for ML and dataflow programs.
@@ -23,6 +24,8 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
   polyprof sql FILE "SELECT ..."   query the events with DuckDB
   polyprof diff A B                what got slower or faster between two runs
   polyprof demo                    profile a bundled workload
+  polyprof run --serve 127.0.0.1:9012 train.py   serve captures on demand, and then
+  polyprof capture 127.0.0.1:9012 -o c.polyprof  record the next second of it
 """
 
 

@@ -39,6 +39,10 @@ def register(sub: Any) -> None:
     p.add_argument("--memory", action="store_true",
                    help="record memory: every plugin's allocations and frees (torch, OpenCL buffers...)")
     p.add_argument("--no-summary", action="store_true", help="do not print the summary")
+    p.add_argument("--serve", metavar="HOST:PORT",
+                   help="record nothing until a capture arrives: serve captures on HOST:PORT "
+                        "(`polyprof capture`, XProf; also $POLYPROF_SERVE). Loopback unless a token "
+                        "or TLS is set, see docs/capture.md")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as python -m")
     p.add_argument("script", help="the script (or module with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
@@ -102,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.module and not Path(target).is_file():
         print(f"polyprof: error: {target}: no such script", file=sys.stderr)
         return 2
+    serve = args.serve or os.environ.get("POLYPROF_SERVE", "").strip()
+    if serve:
+        return _run_serving(args, serve)
     stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
     output = Path(args.output or f"{stem}.polyprof")
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
@@ -148,3 +155,24 @@ def _report_written(session: Session, n_events: int) -> None:
               file=sys.stderr)
     else:
         print(f"polyprof: trace written to {w.path} ({n_events} events)", file=sys.stderr)
+
+
+def _run_serving(args: argparse.Namespace, address: str) -> int:
+    """Run the script with a capture server and no session of its own."""
+    from ..capture import serve_address
+
+    server = serve_address(address, plugins=plugin_list(args), collect_timeout=args.collect_timeout)
+    print(f"polyprof: serving captures on {server.address} (auth: {server.secured})", file=sys.stderr)
+    previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
+    pid = os.getpid()
+    _received.clear()
+    code = run_script(args.script, args.args, args.module)  # never raises
+    if os.getpid() != pid:  # a forked child came back here: the server is the parent's
+        return code
+    server.stop()  # a capture in progress ends now and is answered
+    for s, h in previous.items():
+        if signal.getsignal(s) == _on_signal:
+            signal.signal(s, h)
+    if _received:
+        _die_like(_received[0])
+    return code

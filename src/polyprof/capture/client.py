@@ -1,0 +1,141 @@
+"""The capture client: ask one or several profiler servers (polyprof, TensorFlow, JAX)
+for a trace of the next N ms, all at once, and get each one's XSpace back.
+
+A polyprof server answers with the XSpace in the response. TensorFlow's and JAX's
+servers (TSL) write it to ``<repository_root>/<session_id>/<host_name>.xplane.pb`` on
+their own machine instead; the client points ``repository_root`` at a private temporary
+directory and reads the file from there, which works when the server runs on this
+machine (its usual setting: ``jax.profiler.start_server`` listens on every interface
+without authentication, so it is best reached through loopback or an SSH tunnel).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import CaptureError
+from . import profiler_service_pb2 as pb
+from .protocol import XSPACE_TOOL, stub
+from .security import TLSFiles, split_address, token_metadata
+
+log = logging.getLogger("polyprof.capture")
+
+MAX_ADDRESSES = 256
+MAX_PARALLEL = 32
+DEFAULT_GRACE_S = 90.0  # on top of the duration: the server stops, collects (30 s cap) and converts
+
+
+@dataclass
+class Captured:
+    """What one server answered: the serialized XSpace, or why there is none."""
+
+    address: str
+    data: bytes | None = None
+    error: str | None = None
+    via: str = ""  # "response" (polyprof) or "repository" (TSL servers)
+
+    @property
+    def ok(self) -> bool:
+        return self.data is not None
+
+    def trace(self) -> Any:
+        """The capture as a polyprof Trace."""
+        if self.data is None:
+            raise CaptureError(f"{self.address}: {self.error}")
+        from ..formats.xspace import from_bytes
+
+        return from_bytes(self.data, source=f"capture of {self.address}")
+
+
+def request_for(duration_ms: int, session_id: str, repository_root: str, host_name: str) -> Any:
+    """A ProfileRequest as TSL's own client fills it (host and device tracing on)."""
+    req = pb.ProfileRequest(duration_ms=duration_ms, session_id=session_id, repository_root=repository_root,
+                            host_name=host_name, tools=[XSPACE_TOOL])
+    o = req.opts
+    o.version, o.duration_ms, o.session_id = 1, duration_ms, session_id
+    o.host_tracer_level, o.device_tracer_level, o.python_tracer_level = 2, 1, 0
+    return req
+
+
+def capture(addresses: Sequence[str], duration_ms: int, *, token: str | None = None,
+            tls: TLSFiles | None = None, session_id: str | None = None,
+            grace_s: float = DEFAULT_GRACE_S, max_bytes: int = 2**31 - 1) -> list[Captured]:
+    """Capture every server in ``addresses`` (``HOST:PORT``) over the same ``duration_ms``.
+    Returns one :class:`Captured` per address, in order; failures carry their message."""
+    addresses = [a.strip() for a in addresses if a.strip()]
+    if not addresses:
+        raise CaptureError("no address to capture (expected HOST:PORT[,HOST:PORT...])")
+    if len(addresses) > MAX_ADDRESSES:
+        raise CaptureError(f"{len(addresses)} addresses: at most {MAX_ADDRESSES} at once")
+    if duration_ms <= 0:
+        raise CaptureError(f"duration {duration_ms} ms: must be positive")
+    for a in addresses:
+        try:
+            split_address(a)
+        except Exception as e:
+            raise CaptureError(str(e)) from None
+    session_id = session_id or time.strftime("%Y_%m_%d_%H_%M_%S")
+    with ThreadPoolExecutor(min(MAX_PARALLEL, len(addresses)), thread_name_prefix="polyprof-capture") as pool:
+        futures = [pool.submit(_one, a, duration_ms, session_id, token, tls, grace_s, max_bytes)
+                   for a in addresses]
+        return [f.result() for f in futures]
+
+
+def _one(address: str, duration_ms: int, session_id: str, token: str | None, tls: TLSFiles | None,
+         grace_s: float, max_bytes: int) -> Captured:
+    import grpc
+
+    host_name = re.sub(r"[^A-Za-z0-9._-]", "_", address) + "-" + secrets.token_hex(4)
+    repo = tempfile.mkdtemp(prefix="polyprof-capture-")
+    options = [("grpc.max_receive_message_length", max_bytes), ("grpc.enable_retries", 0)]
+    try:
+        channel = (grpc.secure_channel(address, tls.channel_credentials(), options=options) if tls
+                   else grpc.insecure_channel(address, options=options))
+        with channel:
+            call = stub(channel, "Profile")
+            response = call(request_for(duration_ms, session_id, repo, host_name),
+                            timeout=duration_ms / 1000 + grace_s, metadata=token_metadata(token))
+        return _read_response(address, response, Path(repo) / session_id)
+    except grpc.RpcError as e:
+        return Captured(address, error=describe_rpc_error(e, address, duration_ms / 1000 + grace_s))
+    except CaptureError as e:
+        return Captured(address, error=str(e))
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
+
+
+def _read_response(address: str, response: Any, saved_dir: Path) -> Captured:
+    for tool in response.tool_data:
+        if tool.name == XSPACE_TOOL or tool.name.endswith("." + XSPACE_TOOL):
+            return Captured(address, data=bytes(tool.data), via="response")
+    if response.empty_trace:
+        return Captured(address, error="the server recorded no events (empty trace)")
+    files = sorted(saved_dir.glob(f"*.{XSPACE_TOOL}")) if saved_dir.is_dir() else []
+    if files:
+        return Captured(address, data=files[0].read_bytes(), via="repository")
+    return Captured(address, error="the server saved its trace on its own machine (TensorFlow/JAX "
+                                   "servers write to the client's repository_root), not in the "
+                                   "response; capture it from that machine")
+
+
+def describe_rpc_error(e: Any, address: str, timeout_s: float) -> str:
+    """One line for a failed call: what the server (or gRPC) said."""
+    code = e.code() if hasattr(e, "code") else None
+    details = (e.details() if hasattr(e, "details") else str(e)) or ""
+    name = getattr(code, "name", "ERROR")
+    if name == "UNAVAILABLE":
+        return f"no profiler server answers at {address} ({details})"
+    if name == "DEADLINE_EXCEEDED":
+        return f"no answer within {timeout_s:.0f} s"
+    if name == "UNIMPLEMENTED":
+        return f"{address} is not a profiler server (UNIMPLEMENTED: {details})"
+    return f"{name}: {details}"

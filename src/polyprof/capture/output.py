@@ -1,0 +1,79 @@
+"""Writing what a capture brought back: one file, one file per process, or an XProf log dir.
+
+Several processes give one file per process, named ``<host>-<pid>[-rank<r>]`` from the
+trace's own metadata (a polyprof server records its host, pid and rank; a TSL server
+only its host, so its port stands in for the pid: ``<host>-port<port>``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import CaptureError
+from .client import Captured
+from .protocol import XSPACE_TOOL
+from .security import split_address
+
+FORMATS = {"polyprof": ".polyprof", "xplane": "." + XSPACE_TOOL}
+
+
+def format_for(path: str | Path) -> str:
+    return "xplane" if str(path).endswith(("." + XSPACE_TOOL, ".xplane.pb.gz")) else "polyprof"
+
+
+def process_name(trace: Any, address: str) -> str:
+    """``host-pid[-rankR]`` for a polyprof capture, ``host-portP`` for others."""
+    meta = trace.metadata
+    session = meta.get("session") if isinstance(meta.get("session"), dict) else {}
+    capture = meta.get("capture") if isinstance(meta.get("capture"), dict) else {}
+    xs = meta.get("xspace") if isinstance(meta.get("xspace"), dict) else {}
+    addr_host, port = split_address(address)
+    host = session.get("hostname") or (xs.get("hostnames") or [None])[0] or addr_host
+    name = f"{host}-{session['pid']}" if session.get("pid") else f"{host}-port{port}"
+    if capture.get("rank") is not None:
+        name += f"-rank{capture['rank']}"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", str(name))
+
+
+def write_one(c: Captured, path: Path, fmt: str) -> tuple[Path, int]:
+    """Write one capture; returns the path and its number of events."""
+    trace = c.trace()
+    if fmt == "xplane":
+        path.write_bytes(c.data or b"")
+    else:
+        trace.save(path)
+    return path, trace.n_events
+
+
+def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[tuple[Captured, Path, int]]:
+    """One file per successful capture in ``out_dir``, names unique."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written, used = [], set()
+    for c in captures:
+        if not c.ok:
+            continue
+        trace = c.trace()
+        stem = process_name(trace, c.address)
+        name, n = stem, 1
+        while name in used:
+            n += 1
+            name = f"{stem}.{n}"
+        used.add(name)
+        path = out_dir / f"{name}{FORMATS[fmt]}"
+        if fmt == "xplane":
+            path.write_bytes(c.data or b"")
+        else:
+            trace.save(path)
+        written.append((c, path, trace.n_events))
+    return written
+
+
+def write_logdir(captures: Sequence[Captured], logdir: Path, session_id: str) -> list[tuple[Captured, Path, int]]:
+    """``<logdir>/plugins/profile/<session>/<process>.xplane.pb``, where XProf and
+    TensorBoard list profiles."""
+    run = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)
+    if not run:
+        raise CaptureError("empty session id")
+    return write_set(captures, logdir / "plugins" / "profile" / run, "xplane")

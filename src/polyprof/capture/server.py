@@ -1,0 +1,241 @@
+"""The capture server inside the profiled process: ``tensorflow.ProfilerService`` over gRPC.
+
+Nothing is recorded while it waits. A ``Profile`` call starts a polyprof session with
+the usual plugins, lets the program run for the requested duration (or until
+``Terminate``, the client going away, or the program ending), stops the session and
+answers with the trace as an XSpace ``tool_data`` entry named ``xplane.pb``. One capture
+runs at a time; the others are answered ``ALREADY_EXISTS`` at once. The server's work
+runs on its own threads; errors become gRPC status messages, never exceptions in the
+program.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..errors import ServeError
+from . import profiler_service_pb2 as pb
+from .protocol import XSPACE_TOOL, generic_handler
+from .security import TLSFiles, check_exposure, join_address, token_interceptor
+
+log = logging.getLogger("polyprof.serve")
+
+#: environment variables that name this process's rank, first found wins
+RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+_POLL_S = 0.05  # how often a running capture checks for an early end
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps on what one capture may cost the profiled process."""
+
+    max_duration_ms: int = 10 * 60 * 1000
+    max_response_bytes: int = 1 << 30
+    max_concurrent_rpcs: int = 8  # further calls are refused by gRPC (RESOURCE_EXHAUSTED)
+    workers: int = 4
+
+
+@dataclass
+class _Capture:
+    session_id: str
+    peer: str
+    duration_ms: int
+    started: float = field(default_factory=time.monotonic)
+    end: threading.Event = field(default_factory=threading.Event)
+
+    def left_s(self) -> float:
+        return max(0.0, self.started + self.duration_ms / 1000 - time.monotonic())
+
+
+def process_rank() -> int | None:
+    for name in RANK_ENV:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+class CaptureService:
+    """The three RPCs; one capture at a time."""
+
+    def __init__(self, plugins: Sequence[Any] | None, limits: Limits, collect_timeout: float):
+        self.plugins = list(plugins) if plugins is not None else None
+        self.limits = limits
+        self.collect_timeout = collect_timeout
+        self.closing = threading.Event()
+        self._busy = threading.Lock()
+        self._current: _Capture | None = None
+        self.captures = 0
+
+    def handler(self) -> Any:
+        return generic_handler({"Profile": self.profile, "Terminate": self.terminate,
+                                "Monitor": self.monitor})
+
+    # ------------------------------------------------------------------ Profile
+    def profile(self, request: Any, context: Any) -> Any:
+        import grpc
+
+        duration = int(request.opts.duration_ms or request.duration_ms)
+        cap = self.limits.max_duration_ms
+        if duration > cap:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"polyprof: duration_ms {duration} is over this server's cap of {cap} ms")
+        if duration == 0:  # as TSL: 0 = until terminated; here also until the cap
+            duration = cap
+        if self.closing.is_set():
+            context.abort(grpc.StatusCode.UNAVAILABLE, "polyprof: the program is ending; no capture")
+        if not self._busy.acquire(blocking=False):
+            cur = self._current
+            doing = f" (session {cur.session_id!r} from {cur.peer}, ~{cur.left_s():.0f} s left)" if cur else ""
+            context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                          f"polyprof: busy: another capture is running{doing}; one capture at a time")
+        try:
+            capture = _Capture(request.session_id or request.opts.session_id or time.strftime("%Y_%m_%d_%H_%M_%S"),
+                               context.peer(), duration)
+            self._current = capture
+            return self._run(capture, context)
+        finally:
+            self._current = None
+            self._busy.release()
+
+    def _run(self, capture: _Capture, context: Any) -> Any:
+        import grpc
+
+        from ..collect.session import Session
+        from ..errors import SessionError
+
+        context.add_callback(capture.end.set)  # the client went away (or the call ended)
+        session = Session(self.plugins, collect_timeout=self.collect_timeout)
+        try:
+            session.start()
+        except SessionError as e:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"polyprof: cannot capture now: {e}")
+        log.info("capture %s from %s: %d ms", capture.session_id, capture.peer, capture.duration_ms)
+        try:
+            self._wait(capture)
+        finally:
+            trace = session.stop()
+        self.captures += 1
+        if not context.is_active():
+            log.info("capture %s: the client went away; its trace is dropped", capture.session_id)
+            return pb.ProfileResponse(empty_trace=True)
+        trace.metadata["capture"] = {"session_id": capture.session_id, "peer": capture.peer,
+                                     "requested_ms": capture.duration_ms, "rank": process_rank()}
+        try:
+            from ..formats.xspace import to_bytes
+
+            data = to_bytes(trace)
+        except Exception as e:  # noqa: BLE001 - reported to the client, never raised in the program
+            log.exception("capture %s: could not write the XSpace", capture.session_id)
+            context.abort(grpc.StatusCode.INTERNAL, f"polyprof: could not write the trace: {type(e).__name__}: {e}")
+        if len(data) > self.limits.max_response_bytes:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"polyprof: the trace is {len(data) >> 20} MiB, over this server's cap of "
+                          f"{self.limits.max_response_bytes >> 20} MiB; capture a shorter duration")
+        return pb.ProfileResponse(empty_trace=trace.n_events == 0,
+                                  tool_data=[pb.ProfileToolData(name=XSPACE_TOOL, data=data)])
+
+    def _wait(self, capture: _Capture) -> None:
+        main = threading.main_thread()
+        deadline = capture.started + capture.duration_ms / 1000
+        while not capture.end.is_set() and not self.closing.is_set() and main.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            capture.end.wait(min(_POLL_S, left))
+
+    # ------------------------------------------------------------------ the others
+    def terminate(self, request: Any, context: Any) -> Any:
+        cur = self._current
+        if cur is not None and request.session_id == cur.session_id:
+            log.info("capture %s: terminated by %s", cur.session_id, context.peer())
+            cur.end.set()
+        return pb.TerminateResponse()
+
+    def monitor(self, request: Any, context: Any) -> Any:
+        cur = self._current
+        state = (f"capturing session {cur.session_id!r} for {cur.peer}, ~{cur.left_s():.1f} s left"
+                 if cur else "idle")
+        rank = process_rank()
+        text = (f"polyprof server in pid {os.getpid()} on {socket.gethostname()}"
+                f"{'' if rank is None else f' (rank {rank})'}: {state}; {self.captures} captures so far")
+        return pb.MonitorResponse(data=text)
+
+
+class Server:
+    """A running capture server (see :func:`serve`). ``address`` is what it listens on."""
+
+    def __init__(self, grpc_server: Any, service: CaptureService, host: str, port: int, secured: str):
+        self._grpc = grpc_server
+        self.service = service
+        self.host = host
+        self.port = port
+        self.secured = secured  # "none", "token", "tls", "token+tls"
+
+    @property
+    def address(self) -> str:
+        return join_address(self.host, self.port)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop serving. A capture in progress ends now and is answered with what it has,
+        if that takes at most ``grace_s``; then open calls are cancelled."""
+        global _server
+        self.service.closing.set()
+        self._grpc.stop(grace_s).wait(grace_s + 1.0)
+        with _server_lock:
+            if _server is self:
+                _server = None
+
+    def __repr__(self) -> str:
+        return f"<polyprof.serve.Server {self.address} ({self.secured})>"
+
+
+_server_lock = threading.Lock()
+_server: Server | None = None
+
+
+def current() -> Server | None:
+    """The server running in this process, if any."""
+    return _server
+
+
+def start(host: str, port: int, *, plugins: Sequence[Any] | None, token: str | None,
+          tls: TLSFiles | None, limits: Limits, collect_timeout: float) -> Server:
+    global _server
+    import grpc
+
+    check_exposure(host, token, tls)
+    with _server_lock:
+        if _server is not None:
+            raise ServeError(f"this process already serves captures on {_server.address}")
+        service = CaptureService(plugins, limits, collect_timeout)
+        options = [("grpc.so_reuseport", 0),  # never share the port with another process
+                   ("grpc.max_send_message_length", limits.max_response_bytes + (1 << 20)),
+                   ("grpc.max_receive_message_length", 1 << 20)]
+        server = grpc.server(ThreadPoolExecutor(limits.workers, thread_name_prefix="polyprof-serve"),
+                             handlers=[service.handler()], options=options,
+                             interceptors=[token_interceptor(token)] if token else None,
+                             maximum_concurrent_rpcs=limits.max_concurrent_rpcs)
+        where = join_address(host, port)
+        try:
+            bound = (server.add_secure_port(where, tls.server_credentials()) if tls
+                     else server.add_insecure_port(where))
+        except RuntimeError as e:
+            bound, why = 0, str(e)
+        else:
+            why = "is the port in use?"
+        if not bound:
+            server.stop(None)
+            raise ServeError(f"cannot listen on {where}: {why}")
+        server.start()
+        secured = "+".join(x for x, on in (("token", token), ("tls", tls)) if on) or "none"
+        _server = Server(server, service, host, bound, secured)
+    log.info("polyprof serves captures on %s (auth: %s)", _server.address, secured)
+    return _server

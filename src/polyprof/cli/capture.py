@@ -1,0 +1,84 @@
+"""polyprof capture: record the next N ms of running processes, on demand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from ..errors import CaptureError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "capture", help="capture running processes that serve captures (polyprof, TensorFlow, JAX)",
+        description="Capture the next --duration-ms of one or several running processes that serve "
+                    "the ProfilerService protocol: `polyprof run --serve`, POLYPROF_SERVE, "
+                    "polyprof.serve(), tf.profiler.experimental.server.start(), "
+                    "jax.profiler.start_server(). All addresses are captured over the same "
+                    "interval. The shared token, if the server needs one, comes from "
+                    "$POLYPROF_SERVE_TOKEN or the file in $POLYPROF_SERVE_TOKEN_FILE (or --token-file), "
+                    "never from the command line. Exit code 0 if every capture succeeded, else 1.")
+    p.add_argument("addresses", metavar="HOST:PORT[,HOST:PORT...]",
+                   help="the servers to capture (comma-separated)")
+    p.add_argument("-d", "--duration-ms", type=int, default=1000, help="how long to record (default 1000)")
+    p.add_argument("-o", "--output",
+                   help="one address: the file to write (.polyprof, or .xplane.pb for the XSpace as "
+                        "received; default capture.polyprof); several: a directory that gets one file "
+                        "per process, <host>-<pid>[-rank<r>] (default capture/)")
+    p.add_argument("--logdir", help="instead of -o: write <logdir>/plugins/profile/<session>/<process>.xplane.pb "
+                                    "for XProf or TensorBoard")
+    p.add_argument("--format", choices=["polyprof", "xplane"],
+                   help="file format for several processes (default polyprof)")
+    p.add_argument("--session-id", help="the capture's name (default: the time, as XProf names runs)")
+    p.add_argument("--token-file", help="file holding the shared token")
+    p.add_argument("--tls-ca", help="PEM file of the CA that signed the server's certificate (enables TLS)")
+    p.add_argument("--tls-cert", help="PEM client certificate, for servers that require one")
+    p.add_argument("--tls-key", help="PEM key of --tls-cert")
+    p.add_argument("--grace", type=float, default=90.0, metavar="S",
+                   help="seconds to wait for the answer after the duration (default 90)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..capture import client, output
+    from ..capture.security import TLSFiles, read_token
+
+    addresses = [a.strip() for a in args.addresses.split(",") if a.strip()]
+    token = read_token(args.token_file)
+    tls = None
+    if args.tls_ca or args.tls_cert or args.tls_key:
+        if bool(args.tls_cert) != bool(args.tls_key):
+            raise CaptureError("--tls-cert and --tls-key go together")
+        tls = TLSFiles(cert=args.tls_cert, key=args.tls_key, ca=args.tls_ca)
+    session_id = args.session_id or time.strftime("%Y_%m_%d_%H_%M_%S")
+    with _progress(args.duration_ms, len(addresses)):
+        captures = client.capture(addresses, args.duration_ms, token=token, tls=tls, session_id=session_id,
+                                  grace_s=args.grace)
+    if args.logdir:
+        written = output.write_logdir(captures, Path(args.logdir), session_id)
+    elif len(addresses) == 1:
+        path = Path(args.output or "capture.polyprof")
+        written = []
+        if captures[0].ok:
+            written.append((captures[0], *output.write_one(captures[0], path, output.format_for(path))))
+    else:
+        written = output.write_set(captures, Path(args.output or "capture"), args.format or "polyprof")
+    for c, path, n in written:
+        print(f"polyprof: captured {c.address} -> {path} ({n} events)", file=sys.stderr)
+    failed = [c for c in captures if not c.ok]
+    for c in failed:
+        print(f"polyprof: error: {c.address}: {c.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _progress(duration_ms: int, n: int) -> Any:
+    if not sys.stderr.isatty():
+        return nullcontext()
+    from rich.console import Console
+
+    what = f"{n} processes" if n > 1 else "1 process"
+    return Console(stderr=True).status(f"capturing {what} for {duration_ms / 1000:g} s ...")
