@@ -117,6 +117,7 @@ class CaptureService:
             session.start()
         except SessionError as e:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"polyprof: cannot capture now: {e}")
+        capture.started = time.monotonic()  # the duration counts from when recording began
         log.info("capture %s from %s: %d ms", capture.session_id, capture.peer, capture.duration_ms)
         try:
             self._wait(capture)

@@ -14,7 +14,8 @@ from ..errors import CaptureError
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "capture", help="capture running processes that serve captures (polyprof, TensorFlow, JAX)",
+        "capture", allow_abbrev=False,  # no `--token SECRET` taken for --token-file
+        help="capture running processes that serve captures (polyprof, TensorFlow, JAX)",
         description="Capture the next --duration-ms of one or several running processes that serve "
                     "the ProfilerService protocol: `polyprof run --serve`, POLYPROF_SERVE, "
                     "polyprof.serve(), tf.profiler.experimental.server.start(), "
