@@ -1,0 +1,86 @@
+"""What an idle capture server costs the program: the demo workload's time with no
+server, with ``polyprof.serve()`` waiting, and with JAX's own profiler server
+(``jax.profiler.start_server``, the peer) waiting. No capture runs.
+
+Each run is a fresh child process that starts its server (or none), then times only
+the workload (``polyprof.demo.threaded_pipeline``: a loader thread feeding a NumPy
+training loop, the bundled demo that runs on every machine). Modes alternate, round
+by round; reports each mode's min and median and the ratios to no server (min/min,
+median/median, and the median of the per-round ratios).
+
+    python bench/serve_idle.py --rounds 15 --steps 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from child_env import child_env  # noqa: E402
+
+CHILD = r"""
+import json, sys, time
+mode, steps = sys.argv[1], int(sys.argv[2])
+import numpy
+from polyprof.demo import threaded_pipeline as demo
+if mode == "polyprof":
+    import polyprof
+    server = polyprof.serve(0)
+elif mode == "jax":
+    import jax.profiler
+    from socket import socket
+    with socket() as s:
+        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    jax.profiler.start_server(port)
+import contextlib, io
+time.sleep(0.2)  # let the server's threads settle, as in a long-running program
+with contextlib.redirect_stdout(io.StringIO()):
+    t0 = time.perf_counter()
+    demo.main(["--steps", str(steps)])
+    took = time.perf_counter() - t0
+print(json.dumps({"s": took}))
+"""
+
+
+def one(mode: str, steps: int, src: str) -> float:
+    p = subprocess.run([sys.executable, "-c", CHILD, mode, str(steps)], capture_output=True, text=True,
+                       timeout=600, env=child_env(src))
+    if p.returncode != 0:
+        raise SystemExit(f"{mode} child failed: {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])["s"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=60, help="demo steps per run (default 60)")
+    ap.add_argument("--no-jax", action="store_true", help="leave out JAX's server")
+    args = ap.parse_args()
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    modes = ["none", "polyprof"]
+    if not args.no_jax and importlib.util.find_spec("jax") is not None:
+        modes.append("jax")
+    for m in modes:  # untimed warm-up: bytecode, page cache
+        one(m, 2, src)
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    for r in range(args.rounds):
+        order = modes if r % 2 == 0 else modes[::-1]
+        for m in order:
+            times[m].append(one(m, args.steps, src))
+    base = times["none"]
+    print(f"{'mode':10} {'min s':>8} {'median s':>9} {'min ratio':>10} {'median ratio':>13} {'round ratio':>12}")
+    for m in modes:
+        t = times[m]
+        per_round = statistics.median(a / b for a, b in zip(t, base))
+        print(f"{m:10} {min(t):8.3f} {statistics.median(t):9.3f} {min(t) / min(base):10.4f} "
+              f"{statistics.median(t) / statistics.median(base):13.4f} {per_round:12.4f}")
+
+
+if __name__ == "__main__":
+    main()
