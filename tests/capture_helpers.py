@@ -123,3 +123,28 @@ def polyprof_cli(*args: str, env: dict[str, str] | None = None, timeout: float =
 
 def run_python(code: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
+
+
+#: a program whose workers are processes (fork or spawn, as argv[1] says) until STOP_FILE
+#: exists; its output is deterministic, so a served run can be compared with a plain one
+POOL_PROGRAM = r"""
+import multiprocessing as mp, os, sys, time
+import polyprof
+
+def work(i):
+    with polyprof.section("child"):
+        return sum(range(i * 1000))
+
+if __name__ == "__main__":
+    ctx = mp.get_context(sys.argv[1])
+    stop, limit = sys.argv[2], float(sys.argv[3])
+    t_end = time.monotonic() + limit
+    rounds = 0
+    while rounds < 2 or (time.monotonic() < t_end and not os.path.exists(stop)):
+        with ctx.Pool(2) as pool, polyprof.section("map"):
+            total = sum(pool.map(work, range(20)))
+        rounds += 1
+    print("total", total)
+    print("error line", file=sys.stderr)
+    sys.exit(5)
+"""

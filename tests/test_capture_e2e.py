@@ -211,3 +211,26 @@ def test_program_ending_mid_capture_answers_and_exits(tmp_path: Path) -> None:
     assert took < 45, took  # the program's end ended the capture, not the 60 s
     assert cap.returncode == 0, cap.stderr
     assert section_counts(polyprof.load(tmp_path / "end.polyprof")).get("forward", 0) > 0
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_program_with_worker_processes_is_unchanged(tmp_path: Path, method: str) -> None:
+    """Workers inherit POLYPROF_SERVE (spawn: they import polyprof again) and the parent's
+    gRPC threads (fork): neither may add output, fail, or change the exit code."""
+    from capture_helpers import POOL_PROGRAM
+
+    script = tmp_path / "pool.py"
+    script.write_text(POOL_PROGRAM)
+    plain = subprocess.run([sys.executable, str(script), method, str(tmp_path / "none"), "0"],
+                           capture_output=True, text=True, timeout=240)
+    assert plain.returncode == 5 and plain.stdout == f"total {sum(i * 1000 * (i * 1000 - 1) // 2 for i in range(20))}\n"
+    port = free_port()
+    prog = Program(tmp_path, [sys.executable, str(script), method, str(tmp_path / f"stop-{port}"), "120"], port,
+                   {"POLYPROF_SERVE": f"127.0.0.1:{port}"})
+    try:
+        cap = polyprof_cli("capture", prog.address, "-d", "1500", "-o", str(tmp_path / "pool.polyprof"))
+        assert cap.returncode == 0, cap.stderr
+    finally:
+        rc, out, err = prog.stop()
+    assert (rc, out, err) == (plain.returncode, plain.stdout, plain.stderr)
+    assert polyprof.load(tmp_path / "pool.polyprof").n_events > 0

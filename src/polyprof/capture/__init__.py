@@ -21,6 +21,9 @@ from .server import Limits, Server, current
 log = logging.getLogger("polyprof.serve")
 
 SERVE_ENV = "POLYPROF_SERVE"
+#: set by a process that serves on a fixed port, so its children, which inherit
+#: POLYPROF_SERVE, do not all try (and fail) to serve on the same port
+OWNER_ENV = "POLYPROF_SERVE_OWNER"
 
 
 def serve(port: int = 0, host: str = "127.0.0.1", *, plugins: Sequence[Any] | None = None,
@@ -55,7 +58,10 @@ def serve_address(address: str, **kwargs: Any) -> Server:
     running = current()
     if running is not None and running.host == host and port in (0, running.port):
         return running
-    return serve(port, host, **kwargs)
+    server = serve(port, host, **kwargs)
+    if port:
+        os.environ[OWNER_ENV] = str(os.getpid())
+    return server
 
 
 def _is_polyprof_cli() -> bool:
@@ -71,7 +77,12 @@ def serve_from_env() -> Server | None:
     address = os.environ.get(SERVE_ENV, "").strip()
     if not address or _is_polyprof_cli():
         return None
+    owner = os.environ.get(OWNER_ENV, "")
     try:
+        if owner and owner != str(os.getpid()) and split_address(address)[1] != 0:
+            log.info("%s=%s is served by process %s, whose environment this process inherited; "
+                     "not serving here (use port 0 to serve from every process)", SERVE_ENV, address, owner)
+            return None
         return serve_address(address)
     except Exception as e:  # noqa: BLE001 - the program must run on without a server
         log.error("%s=%s: not serving captures: %s", SERVE_ENV, address, e)
@@ -79,8 +90,11 @@ def serve_from_env() -> Server | None:
 
 
 def _need_grpc() -> None:
+    from .server import no_fork_handlers
+
     try:
-        import grpc  # noqa: F401
+        with no_fork_handlers():
+            import grpc  # noqa: F401
     except ImportError:
         raise ServeError("capture needs grpcio: pip install 'polyprof[serve]'") from None
 

@@ -17,8 +17,9 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..errors import ServeError
 from . import profiler_service_pb2 as pb
@@ -30,6 +31,7 @@ log = logging.getLogger("polyprof.serve")
 #: environment variables that name this process's rank, first found wins
 RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _POLL_S = 0.05  # how often a running capture checks for an early end
+_FORK_ENV = "GRPC_ENABLE_FORK_SUPPORT"
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,18 @@ class _Capture:
 
     def left_s(self) -> float:
         return max(0.0, self.started + self.duration_ms / 1000 - time.monotonic())
+
+
+class _Refusal(Exception):
+    """A capture refused or failed for a reason the client is told (a gRPC status)."""
+
+    def __init__(self, code: Any, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
 def process_rank() -> int | None:
@@ -82,20 +96,29 @@ class CaptureService:
     def profile(self, request: Any, context: Any) -> Any:
         import grpc
 
+        try:
+            return self._profile(request, context)
+        except _Refusal as r:
+            context.abort(r.code, f"polyprof: {r.message}")
+        except Exception as e:  # noqa: BLE001 - a status for the client, never an exception in the program
+            log.debug("capture failed", exc_info=True)
+            context.abort(grpc.StatusCode.INTERNAL, f"polyprof: the capture failed: {type(e).__name__}: {e}")
+
+    def _profile(self, request: Any, context: Any) -> Any:
+        import grpc
+
         duration = int(request.opts.duration_ms or request.duration_ms)
         cap = self.limits.max_duration_ms
         if duration > cap:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"polyprof: duration_ms {duration} is over this server's cap of {cap} ms")
+            raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"duration_ms {duration} is over this server's cap of {cap} ms")
         if duration == 0:  # as TSL: 0 = until terminated; here also until the cap
             duration = cap
         if self.closing.is_set():
-            context.abort(grpc.StatusCode.UNAVAILABLE, "polyprof: the program is ending; no capture")
+            raise _Refusal(grpc.StatusCode.UNAVAILABLE, "the program is ending; no capture")
         if not self._busy.acquire(blocking=False):
             cur = self._current
             doing = f" (session {cur.session_id!r} from {cur.peer}, ~{cur.left_s():.0f} s left)" if cur else ""
-            context.abort(grpc.StatusCode.ALREADY_EXISTS,
-                          f"polyprof: busy: another capture is running{doing}; one capture at a time")
+            raise _Refusal(grpc.StatusCode.ALREADY_EXISTS, f"busy: another capture is running{doing}; one capture at a time")
         try:
             capture = _Capture(request.session_id or request.opts.session_id or time.strftime("%Y_%m_%d_%H_%M_%S"),
                                context.peer(), duration)
@@ -116,7 +139,7 @@ class CaptureService:
         try:
             session.start()
         except SessionError as e:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"polyprof: cannot capture now: {e}")
+            raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, f"cannot capture now: {e}") from None
         capture.started = time.monotonic()  # the duration counts from when recording began
         log.info("capture %s from %s: %d ms", capture.session_id, capture.peer, capture.duration_ms)
         try:
@@ -129,17 +152,13 @@ class CaptureService:
             return pb.ProfileResponse(empty_trace=True)
         trace.metadata["capture"] = {"session_id": capture.session_id, "peer": capture.peer,
                                      "requested_ms": capture.duration_ms, "rank": process_rank()}
-        try:
-            from ..formats.xspace import to_bytes
+        from ..formats.xspace import to_bytes
 
-            data = to_bytes(trace)
-        except Exception as e:  # noqa: BLE001 - reported to the client, never raised in the program
-            log.exception("capture %s: could not write the XSpace", capture.session_id)
-            context.abort(grpc.StatusCode.INTERNAL, f"polyprof: could not write the trace: {type(e).__name__}: {e}")
+        data = to_bytes(trace)
         if len(data) > self.limits.max_response_bytes:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"polyprof: the trace is {len(data) >> 20} MiB, over this server's cap of "
-                          f"{self.limits.max_response_bytes >> 20} MiB; capture a shorter duration")
+            raise _Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                           f"the trace is {_size(len(data))}, over this server's cap of "
+                           f"{_size(self.limits.max_response_bytes)}; capture a shorter duration")
         return pb.ProfileResponse(empty_trace=trace.n_events == 0,
                                   tool_data=[pb.ProfileToolData(name=XSPACE_TOOL, data=data)])
 
@@ -202,18 +221,42 @@ _server_lock = threading.Lock()
 _server: Server | None = None
 
 
+def _forget_in_child() -> None:
+    global _server
+    _server = None  # a forked child has the memory of the parent's server, not its threads
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def current() -> Server | None:
     """The server running in this process, if any."""
     return _server
 
 
+@contextmanager
+def no_fork_handlers() -> Iterator[None]:
+    """gRPC's fork handlers log a line to stderr on every fork() of a process with gRPC
+    threads (multiprocessing, DataLoader workers): the program's output would change.
+    Turn them off for gRPC as this process first loads it (it reads the variable then),
+    and leave the program's environment as it was. A program that already uses gRPC
+    keeps its own setting."""
+    had = os.environ.get(_FORK_ENV)
+    os.environ.setdefault(_FORK_ENV, "false")
+    try:
+        yield
+    finally:
+        if had is None:
+            os.environ.pop(_FORK_ENV, None)
+
+
 def start(host: str, port: int, *, plugins: Sequence[Any] | None, token: str | None,
           tls: TLSFiles | None, limits: Limits, collect_timeout: float) -> Server:
     global _server
-    import grpc
-
     check_exposure(host, token, tls)
-    with _server_lock:
+    with _server_lock, no_fork_handlers():
+        import grpc
+
         if _server is not None:
             raise ServeError(f"this process already serves captures on {_server.address}")
         service = CaptureService(plugins, limits, collect_timeout)
