@@ -200,16 +200,39 @@ def test_polyprof_serve_env_in_a_plain_program(tmp_path: Path) -> None:
 
 
 def test_program_ending_mid_capture_answers_and_exits(tmp_path: Path) -> None:
+    import threading
     import time
 
-    prog = serving_program(tmp_path, free_port(), limit_s=3)
-    t0 = time.monotonic()
-    cap = polyprof_cli("capture", prog.address, "-d", "60000", "-o", str(tmp_path / "end.polyprof"))
-    took = time.monotonic() - t0
-    rc, out, err = prog.stop()
+    import grpc
+
+    from polyprof.capture import profiler_service_pb2 as pb
+    from polyprof.capture.protocol import stub
+
+    prog = serving_program(tmp_path, free_port())
+    box = {}
+
+    def capture() -> None:
+        t0 = time.monotonic()
+        box["cap"] = polyprof_cli("capture", prog.address, "-d", "60000", "-o", str(tmp_path / "end.polyprof"))
+        box["took"] = time.monotonic() - t0
+
+    t = threading.Thread(target=capture)
+    t.start()
+    try:
+        with grpc.insecure_channel(prog.address) as ch:  # wait until it records, then let the program end
+            deadline = time.monotonic() + 120
+            while "capturing" not in stub(ch, "Monitor")(pb.MonitorRequest(), timeout=30).data:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        time.sleep(1.0)
+        ended = time.monotonic()
+    finally:
+        rc, out, err = prog.stop()
+        t.join(120)
     assert rc == 3 and "program done" in out, err[-2000:]
-    assert took < 45, took  # the program's end ended the capture, not the 60 s
+    cap = box["cap"]
     assert cap.returncode == 0, cap.stderr
+    assert time.monotonic() - ended < 45  # the program's end ended the capture, not the 60 s
     assert section_counts(polyprof.load(tmp_path / "end.polyprof")).get("forward", 0) > 0
 
 

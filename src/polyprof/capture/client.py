@@ -52,8 +52,9 @@ class Captured:
         if self.data is None:
             raise CaptureError(f"{self.address}: {self.error}")
         from ..formats.xspace import from_bytes
+        from ..trace.identity import identify
 
-        return from_bytes(self.data, source=f"capture of {self.address}")
+        return identify(from_bytes(self.data, source=f"capture of {self.address}"), label=self.address)
 
 
 def request_for(duration_ms: int, session_id: str, repository_root: str, host_name: str) -> Any:

@@ -1,8 +1,8 @@
 """Writing what a capture brought back: one file, one file per process, or an XProf log dir.
 
 Several processes give one file per process, named ``<host>-<pid>[-rank<r>]`` from the
-trace's own metadata (a polyprof server records its host, pid and rank; a TSL server
-only its host, so its port stands in for the pid: ``<host>-port<port>``).
+trace's source (a polyprof server records its host, pid and rank; a TSL server only
+its host, so its port stands in for the pid: ``<host>-port<port>``).
 """
 
 from __future__ import annotations
@@ -24,17 +24,14 @@ def format_for(path: str | Path) -> str:
 
 
 def process_name(trace: Any, address: str) -> str:
-    """``host-pid[-rankR]`` for a polyprof capture, ``host-portP`` for others."""
-    meta = trace.metadata
-    session = meta.get("session") if isinstance(meta.get("session"), dict) else {}
-    capture = meta.get("capture") if isinstance(meta.get("capture"), dict) else {}
-    xs = meta.get("xspace") if isinstance(meta.get("xspace"), dict) else {}
+    """``host-pid[-rankR]`` for a polyprof capture, ``host-portP`` for others (from the
+    trace's source, which :meth:`Captured.trace` identifies)."""
+    source = trace.sources[0]
     addr_host, port = split_address(address)
-    host = session.get("hostname") or (xs.get("hostnames") or [None])[0] or addr_host
-    name = f"{host}-{session['pid']}" if session.get("pid") else f"{host}-port{port}"
-    if capture.get("rank") is not None:
-        name += f"-rank{capture['rank']}"
-    return re.sub(r"[^A-Za-z0-9._-]", "_", str(name))
+    name = f"{source.host or addr_host}-{source.pid}" if source.pid else f"{source.host or addr_host}-port{port}"
+    if source.rank is not None:
+        name += f"-rank{source.rank}"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 def write_one(c: Captured, path: Path, fmt: str) -> tuple[Path, int]:

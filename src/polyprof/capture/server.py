@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from ..errors import ServeError
+from ..trace.identity import rank_from_env
 from . import profiler_service_pb2 as pb
 from .protocol import XSPACE_TOOL, generic_handler
 from .security import TLSFiles, check_exposure, join_address, token_interceptor
 
 log = logging.getLogger("polyprof.serve")
 
-#: environment variables that name this process's rank, first found wins
-RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _POLL_S = 0.05  # how often a running capture checks for an early end
 _FORK_ENV = "GRPC_ENABLE_FORK_SUPPORT"
 
@@ -66,14 +65,6 @@ class _Refusal(Exception):
 
 def _size(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
-
-
-def process_rank() -> int | None:
-    for name in RANK_ENV:
-        value = os.environ.get(name, "").strip()
-        if value.isdigit():
-            return int(value)
-    return None
 
 
 class CaptureService:
@@ -151,7 +142,7 @@ class CaptureService:
             log.info("capture %s: the client went away; its trace is dropped", capture.session_id)
             return pb.ProfileResponse(empty_trace=True)
         trace.metadata["capture"] = {"session_id": capture.session_id, "peer": capture.peer,
-                                     "requested_ms": capture.duration_ms, "rank": process_rank()}
+                                     "requested_ms": capture.duration_ms}
         from ..formats.xspace import to_bytes
 
         data = to_bytes(trace)
@@ -183,7 +174,7 @@ class CaptureService:
         cur = self._current
         state = (f"capturing session {cur.session_id!r} for {cur.peer}, ~{cur.left_s():.1f} s left"
                  if cur else "idle")
-        rank = process_rank()
+        rank = rank_from_env()
         text = (f"polyprof server in pid {os.getpid()} on {socket.gethostname()}"
                 f"{'' if rank is None else f' (rank {rank})'}: {state}; {self.captures} captures so far")
         return pb.MonitorResponse(data=text)
