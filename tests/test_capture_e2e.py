@@ -256,4 +256,6 @@ def test_a_program_with_worker_processes_is_unchanged(tmp_path: Path, method: st
     finally:
         rc, out, err = prog.stop()
     assert (rc, out, err) == (plain.returncode, plain.stdout, plain.stderr)
-    assert polyprof.load(tmp_path / "pool.polyprof").n_events > 0
+    # it recorded the parent (a spawn pool's start can outlast the capture, so no "map"
+    # section may have completed inside it; the process samples are there either way)
+    assert len(polyprof.load(tmp_path / "pool.polyprof").counters["ts_ns"]) > 0
