@@ -8,7 +8,9 @@ training loop, the bundled demo that runs on every machine). Modes alternate, ro
 by round; reports, for the workload's wall time and its process CPU time (all threads,
 so a server thread that wakes up counts; far less sensitive to a loaded machine than
 wall time), each mode's min and median and the ratios to no server (min/min,
-median/median, and the median of the per-round ratios).
+median/median, and the median of the per-round ratios); and the CPU time the server's
+own threads (the ones that appeared when it started) used during the workload, the
+direct cost, which a loaded machine does not blur.
 
     python bench/serve_idle.py --rounds 15 --steps 60
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,10 +30,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from child_env import child_env  # noqa: E402
 
 CHILD = r"""
-import json, sys, time
+import json, os, sys, time
 mode, steps = sys.argv[1], int(sys.argv[2])
 import numpy
 from polyprof.demo import threaded_pipeline as demo
+TICK = os.sysconf("SC_CLK_TCK")
+
+def tasks():
+    return set(os.listdir("/proc/self/task"))
+
+def cpu_s(tids):  # utime + stime of these threads (fields 14, 15 of /proc/.../stat)
+    total = 0
+    for t in tids:
+        try:
+            fields = open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICK
+
+before = tasks()
 if mode == "polyprof":
     import polyprof
     server = polyprof.serve(0)
@@ -42,13 +61,13 @@ elif mode == "jax":
     jax.profiler.start_server(port)
 import contextlib, io
 time.sleep(0.2)  # let the server's threads settle, as in a long-running program
+server_tasks = tasks() - before  # the threads the server started (gRPC's, executor's)
 with contextlib.redirect_stdout(io.StringIO()):
-    c0, t0 = time.process_time(), time.perf_counter()
+    s0, c0, t0 = cpu_s(server_tasks), time.process_time(), time.perf_counter()
     demo.main(["--steps", str(steps)])
-    took, cpu = time.perf_counter() - t0, time.process_time() - c0
-print(json.dumps({"wall": took, "cpu": cpu}))
+    took, cpu, server_cpu = time.perf_counter() - t0, time.process_time() - c0, cpu_s(server_tasks) - s0
+print(json.dumps({"wall": took, "cpu": cpu, "server_cpu": server_cpu, "server_threads": len(server_tasks)}))
 """
-
 
 def one(mode: str, steps: int, src: str) -> dict[str, float]:
     p = subprocess.run([sys.executable, "-c", CHILD, mode, str(steps)], capture_output=True, text=True,
@@ -84,6 +103,12 @@ def main() -> None:
             per_round = statistics.median(a / b for a, b in zip(t, base))
             print(f"  {m:10} {min(t):8.3f} {statistics.median(t):9.3f} {min(t) / min(base):10.4f} "
                   f"{statistics.median(t) / statistics.median(base):13.4f} {per_round:12.4f}")
+    print("the server's own threads during the workload (direct cost, robust to a loaded machine)")
+    for m in modes[1:]:
+        used = sum(x["server_cpu"] for x in runs[m])
+        cpu = sum(x["cpu"] for x in runs[m])
+        print(f"  {m:10} {runs[m][0]['server_threads']} threads, {used * 1000:.0f} ms CPU in {len(runs[m])} runs "
+              f"= {100 * used / cpu:.3f}% of the workload's CPU time (clock tick {1000 / os.sysconf('SC_CLK_TCK'):.0f} ms)")
 
 if __name__ == "__main__":
     main()
