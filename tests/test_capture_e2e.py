@@ -156,26 +156,33 @@ def test_capture_a_jax_profiler_server(tmp_path: Path) -> None:
     assert (df["name"] == "PjitFunction(<lambda>)").sum() > 10
 
 
-def test_several_processes_one_file_each(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ranked", [True, False])
+def test_several_processes_one_file_each_loading_as_ranks(tmp_path: Path, ranked: bool) -> None:
     progs = []
     try:
-        for rank in (0, 1):
+        for rank in (1, 0):  # given in this order: the processes' own ranks win when they have them
             d = tmp_path / f"r{rank}"
             d.mkdir()
-            progs.append(serving_program(d, free_port(), env={"RANK": str(rank)}))
+            env = {"RANK": str(rank)} if ranked else {"RANK": ""}
+            progs.append(serving_program(d, free_port(), env=env))
         out = tmp_path / "set"
         cap = polyprof_cli("capture", ",".join(p.address for p in progs), "-d", "800", "-o", str(out))
         assert cap.returncode == 0, cap.stderr
-        files = sorted(out.iterdir())
-        assert [f.name for f in files] == sorted(
-            f"{polyprof.load(f).metadata['session']['hostname']}-{p.proc.pid}-rank{r}.polyprof"
-            for f, (r, p) in zip(files, enumerate(progs)))
+        host = polyprof.load(next(out.iterdir())).metadata["session"]["hostname"]
+        expected = {p.proc.pid: (1 - i if ranked else i) for i, p in enumerate(progs)}
+        assert sorted(f.name for f in out.iterdir()) == sorted(
+            f"{host}-{pid}-rank{r}.polyprof" for pid, r in expected.items())
+        ranks = polyprof.load_ranks(out)
+        assert ranks.ranks == [0, 1]
         starts = []
-        for f in files:
-            t = polyprof.load(f)
+        for r in ranks.ranks:
+            t = ranks.load(r)
+            assert expected[t.sources[0].pid] == r
             assert section_counts(t).get("forward", 0) > 0
             starts.append(t.metadata["wall_anchor"]["wall_ns"])
         assert abs(starts[0] - starts[1]) < 5e9  # captured over the same interval
+        summary = polyprof_cli("summary", str(out))
+        assert summary.returncode == 0 and "polyprof summary: 2 ranks" in summary.stdout, summary.stderr
     finally:
         for p in progs:
             assert_program_ended_well(p)

@@ -2,11 +2,14 @@
 
 Several processes give one file per process, named ``<host>-<pid>[-rank<r>]`` from the
 trace's source (a polyprof server records its host, pid and rank; a TSL server only
-its host, so its port stands in for the pid: ``<host>-port<port>``).
+its host, so its port stands in for the pid: ``<host>-port<port>``). The files of one
+capture are the ranks of one job (``polyprof.load_ranks(directory)``): the ranks the
+processes report (``RANK`` and friends), else their place in the address list.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -15,6 +18,8 @@ from ..errors import CaptureError
 from .client import Captured
 from .protocol import XSPACE_TOOL
 from .security import split_address
+
+log = logging.getLogger("polyprof.capture")
 
 FORMATS = {"polyprof": ".polyprof", "xplane": "." + XSPACE_TOOL}
 
@@ -45,13 +50,13 @@ def write_one(c: Captured, path: Path, fmt: str) -> tuple[Path, int]:
 
 
 def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[tuple[Captured, Path, int]]:
-    """One file per successful capture in ``out_dir``, names unique."""
+    """One file per successful capture in ``out_dir``, names unique; the directory loads
+    as the ranks of one job with :func:`polyprof.load_ranks`."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    done = [(c, c.trace()) for c in captures if c.ok]
+    assign_ranks(captures, done)
     written, used = [], set()
-    for c in captures:
-        if not c.ok:
-            continue
-        trace = c.trace()
+    for c, trace in done:
         stem = process_name(trace, c.address)
         name, n = stem, 1
         while name in used:
@@ -65,6 +70,18 @@ def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[tup
             trace.save(path)
         written.append((c, path, trace.n_events))
     return written
+
+
+def assign_ranks(captures: Sequence[Captured], done: list[tuple[Captured, Any]]) -> None:
+    """Keep the ranks the processes reported when every one did and they differ; else
+    number them by their place in the address list (a failed one leaves its number out)."""
+    ranks = [t.sources[0].rank for _, t in done]
+    if None not in ranks and len(set(ranks)) == len(ranks):
+        return
+    place = {id(c): i for i, c in enumerate(captures)}
+    log.info("the captured processes do not all report distinct ranks; ranks follow the address order")
+    for c, t in done:
+        t.sources[0].rank = place[id(c)]
 
 
 def write_logdir(captures: Sequence[Captured], logdir: Path, session_id: str) -> list[tuple[Captured, Path, int]]:

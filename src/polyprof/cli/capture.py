@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         written = output.write_set(captures, Path(args.output or "capture"), args.format or "polyprof")
     for c, path, n in written:
         print(f"polyprof: captured {c.address} -> {path} ({n} events)", file=sys.stderr)
+    if len(written) > 1 and not args.logdir:
+        print(f"polyprof: the ranks of one job: polyprof summary {written[0][1].parent}", file=sys.stderr)
     failed = [c for c in captures if not c.ok]
     for c in failed:
         print(f"polyprof: error: {c.address}: {c.error}", file=sys.stderr)
