@@ -50,6 +50,7 @@ class _Capture:
     duration_ms: int
     started: float = field(default_factory=time.monotonic)
     end: threading.Event = field(default_factory=threading.Event)
+    recording: bool = False  # the session has started
 
     def left_s(self) -> float:
         return max(0.0, self.started + self.duration_ms / 1000 - time.monotonic())
@@ -132,6 +133,7 @@ class CaptureService:
         except SessionError as e:
             raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, f"cannot capture now: {e}") from None
         capture.started = time.monotonic()  # the duration counts from when recording began
+        capture.recording = True
         log.info("capture %s from %s: %d ms", capture.session_id, capture.peer, capture.duration_ms)
         try:
             self._wait(capture)
@@ -172,8 +174,12 @@ class CaptureService:
 
     def monitor(self, request: Any, context: Any) -> Any:
         cur = self._current
-        state = (f"capturing session {cur.session_id!r} for {cur.peer}, ~{cur.left_s():.1f} s left"
-                 if cur else "idle")
+        if cur is None:
+            state = "idle"
+        elif not cur.recording:
+            state = f"starting session {cur.session_id!r} for {cur.peer}"
+        else:
+            state = f"capturing session {cur.session_id!r} for {cur.peer}, ~{cur.left_s():.1f} s left"
         rank = rank_from_env()
         text = (f"polyprof server in pid {os.getpid()} on {socket.gethostname()}"
                 f"{'' if rank is None else f' (rank {rank})'}: {state}; {self.captures} captures so far")
