@@ -10,7 +10,8 @@ so a server thread that wakes up counts; far less sensitive to a loaded machine 
 wall time), each mode's min and median and the ratios to no server (min/min,
 median/median, and the median of the per-round ratios); and the CPU time the server's
 own threads (the ones that appeared when it started) used during the workload, the
-direct cost, which a loaded machine does not blur.
+direct cost, which a loaded machine does not blur (/proc/self/task/*/schedstat: ns),
+and how often they woke up.
 
     python bench/serve_idle.py --rounds 15 --steps 60
 """
@@ -34,20 +35,21 @@ import json, os, sys, time
 mode, steps = sys.argv[1], int(sys.argv[2])
 import numpy
 from polyprof.demo import threaded_pipeline as demo
-TICK = os.sysconf("SC_CLK_TCK")
 
 def tasks():
     return set(os.listdir("/proc/self/task"))
 
-def cpu_s(tids):  # utime + stime of these threads (fields 14, 15 of /proc/.../stat)
-    total = 0
+def cpu_s(tids):  # CPU time of these threads in ns (schedstat), and their wake-ups
+    total = switches = 0
     for t in tids:
         try:
-            fields = open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()
+            total += int(open(f"/proc/self/task/{t}/schedstat").read().split()[0])
+            for line in open(f"/proc/self/task/{t}/status"):
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    switches += int(line.split()[1])
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / TICK
+    return total / 1e9, switches
 
 before = tasks()
 if mode == "polyprof":
@@ -63,10 +65,11 @@ import contextlib, io
 time.sleep(0.2)  # let the server's threads settle, as in a long-running program
 server_tasks = tasks() - before  # the threads the server started (gRPC's, executor's)
 with contextlib.redirect_stdout(io.StringIO()):
-    s0, c0, t0 = cpu_s(server_tasks), time.process_time(), time.perf_counter()
+    (s0, w0), c0, t0 = cpu_s(server_tasks), time.process_time(), time.perf_counter()
     demo.main(["--steps", str(steps)])
-    took, cpu, server_cpu = time.perf_counter() - t0, time.process_time() - c0, cpu_s(server_tasks) - s0
-print(json.dumps({"wall": took, "cpu": cpu, "server_cpu": server_cpu, "server_threads": len(server_tasks)}))
+    took, cpu, (s1, w1) = time.perf_counter() - t0, time.process_time() - c0, cpu_s(server_tasks)
+print(json.dumps({"wall": took, "cpu": cpu, "server_cpu": s1 - s0, "server_wakeups": w1 - w0,
+                  "server_threads": len(server_tasks)}))
 """
 
 def one(mode: str, steps: int, src: str) -> dict[str, float]:
@@ -107,8 +110,10 @@ def main() -> None:
     for m in modes[1:]:
         used = sum(x["server_cpu"] for x in runs[m])
         cpu = sum(x["cpu"] for x in runs[m])
-        print(f"  {m:10} {runs[m][0]['server_threads']} threads, {used * 1000:.0f} ms CPU in {len(runs[m])} runs "
-              f"= {100 * used / cpu:.3f}% of the workload's CPU time (clock tick {1000 / os.sysconf('SC_CLK_TCK'):.0f} ms)")
+        wall = sum(x["wall"] for x in runs[m])
+        wakeups = sum(x["server_wakeups"] for x in runs[m])
+        print(f"  {m:10} {runs[m][0]['server_threads']} threads: {used * 1000:.2f} ms CPU over {cpu:.1f} s of "
+              f"workload CPU in {len(runs[m])} runs = {100 * used / cpu:.4f}%; {wakeups / wall:.1f} wake-ups/s")
 
 if __name__ == "__main__":
     main()
