@@ -266,3 +266,27 @@ def test_mutual_tls(pki: Path) -> None:
     finally:
         s.stop(grace_s=2)
         work.end()
+
+
+def test_capture_command_logdir_and_xplane_set(server, tmp_path: Path, capsys) -> None:
+    from polyprof.cli import main
+
+    assert main(["capture", server.address, "-d", "300", "--logdir", str(tmp_path / "logs"),
+                 "--session-id", "run 1"]) == 0
+    files = list((tmp_path / "logs" / "plugins" / "profile" / "run_1").glob("*.xplane.pb"))
+    assert len(files) == 1 and files[0].name.endswith(f"-{__import__('os').getpid()}-rank0.xplane.pb")
+    assert (polyprof.load(files[0]).to_pandas()["name"] == "work").sum() > 0
+    assert f"captured {server.address} -> {files[0]}" in capsys.readouterr().err
+
+    # two addresses, the second one dead: the first is written, the second reported, exit 1
+    from capture_helpers import free_port
+
+    dead = f"127.0.0.1:{free_port()}"
+    out = tmp_path / "set"
+    assert main(["capture", f"{server.address},{dead}", "-d", "300", "-o", str(out), "--format", "xplane",
+                 "--grace", "20"]) == 1
+    err = capsys.readouterr().err
+    assert f"polyprof: error: {dead}: no profiler server answers at {dead}" in err
+    (only,) = list(out.iterdir())
+    assert only.name.endswith("-rank0.xplane.pb")  # ranks follow the address order
+    assert (polyprof.load(only).to_pandas()["name"] == "work").sum() > 0

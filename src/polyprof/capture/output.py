@@ -39,9 +39,10 @@ def process_name(trace: Any, address: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def write_one(c: Captured, path: Path, fmt: str) -> tuple[Path, int]:
-    """Write one capture; returns the path and its number of events."""
-    trace = c.trace()
+def write_one(c: Captured, path: Path, fmt: str, trace: Any = None) -> tuple[Path, int]:
+    """Write one capture (``xplane``: the XSpace as received); returns the path and its
+    number of events."""
+    trace = trace if trace is not None else c.trace()
     if fmt == "xplane":
         path.write_bytes(c.data or b"")
     else:
@@ -63,12 +64,7 @@ def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[tup
             n += 1
             name = f"{stem}.{n}"
         used.add(name)
-        path = out_dir / f"{name}{FORMATS[fmt]}"
-        if fmt == "xplane":
-            path.write_bytes(c.data or b"")
-        else:
-            trace.save(path)
-        written.append((c, path, trace.n_events))
+        written.append((c, *write_one(c, out_dir / f"{name}{FORMATS[fmt]}", fmt, trace)))
     return written
 
 
