@@ -101,7 +101,7 @@ class Program:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, err = self.proc.communicate()
-            raise AssertionError(f"the program did not end within {timeout} s: {err[-2000:]}")
+            raise AssertionError(f"the program did not end within {timeout} s: {err[-2000:]}") from None
         return self.proc.returncode, out, err
 
 
