@@ -323,3 +323,22 @@ def test_trace_wraps_a_dict_and_validate_does_not_decode():
     assert trace.event_stats(0) == {"b": 1.5} and part.calls == 1
     trace.stats = {"a": col([1], [7])}  # a dict assigned later is wrapped by validate
     assert isinstance(trace.validate().stats, StatTable)
+
+
+def test_lookup_rows_decodes_only_those_rows_and_agrees_with_the_full_decode(old_v100):
+    trace = kineto.load(V100)
+    rng = np.random.default_rng(3)
+    rows = np.unique(rng.integers(0, trace.n_events, 300))
+    keys = ["stream", "device", "Input Dims", "grid", "correlation_id", "no such arg"]
+    got = trace.stats.lookup_rows(keys, rows)
+    assert trace.stats.pending == 1  # nothing decoded whole
+    assert "no such arg" not in got
+    assert {"stream", "correlation_id"} <= set(got)
+    for key in keys[:-1]:
+        m_ref, v_ref = old_v100.stats[key].lookup(rows)
+        if key not in got:  # none of these rows has it
+            assert not m_ref.any(), key
+            continue
+        m, v = got[key]
+        assert np.array_equal(m, m_ref), key
+        assert [str(x) for x in v] == [str(x) for x in v_ref], key

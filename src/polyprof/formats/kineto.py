@@ -671,6 +671,49 @@ def _args_may_hold(batches: list[tuple[int, bytes]], late: dict[str, Any], key: 
     return any(b"\\u" in text or any(nd in text for nd in needles) for _, text in batches)
 
 
+_DECODE_RAWS = msgspec.json.Decoder(list[msgspec.Raw]).decode
+
+
+def _decode_arg_rows(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]],
+                     keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
+    """Some deferred args for some rows only: each batch holding one of the rows is split
+    into its events' JSON texts (no values built) and just those are decoded. Values are
+    typed from these rows as the full decode types a column."""
+    names = {k: [n for n, kk in _ARG_KEYS.items() if kk == k] or [k] for k in keys}
+    rows = np.unique(np.asarray(rows, np.int64))
+    starts = [b for b, _ in batches] + [np.iinfo(np.int64).max]
+    got: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in keys}
+    for i, (base, text) in enumerate(batches):
+        sel = rows[(rows >= base) & (rows < starts[i + 1])]
+        if not len(sel):
+            continue
+        raws = _DECODE_RAWS(text)
+        for r in sel.tolist():
+            a = _DECODE_ANY(raws[r - base]) if r - base < len(raws) else None
+            if not a:
+                continue
+            if type(a) is not dict:
+                a = {"args": a}
+            for k in keys:
+                for n in names[k]:
+                    if a.get(n) is not None:
+                        got[k][0].append(r)
+                        got[k][1].append(a[n])
+                        break
+    out = {}
+    for k in keys:
+        r_list, vals = got[k]
+        for lr, lv in late.get(k, []):
+            m = np.isin(lr, rows)
+            r_list.extend(lr[m].tolist())
+            vals.extend(list(lv[m]))
+        if r_list:
+            _, r_arr, arr = _typed_stat(names[k][0], np.asarray(r_list, np.int64), vals)
+            if len(r_arr):
+                out[k] = StatColumn(r_arr, arr)
+    return out
+
+
 def _deferred_columns(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]]
                       ) -> dict[str, StatColumn]:
     parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -1017,7 +1060,8 @@ class _Collector:
         if self.arg_batches or self.late_args:
             trace.stats.defer(partial(_decode_deferred_args, self.arg_batches, self.late_args),
                               _EAGER_KEYS | kineto_memory.MEMORY_KEYS,
-                              partial(_args_may_hold, self.arg_batches, self.late_args))
+                              partial(_args_may_hold, self.arg_batches, self.late_args),
+                              partial(_decode_arg_rows, self.arg_batches, self.late_args))
         return trace
 
     def _thread_info(self, pid: Any, tid: Any) -> dict[str, Any]:

@@ -47,13 +47,21 @@ def normalise_op(text: str) -> str:
     return s
 
 
-def _stat(trace: Trace, key: str, rows: np.ndarray) -> np.ndarray:
-    """Values of a stat for ``rows`` as an object array (None where absent)."""
-    out = np.full(len(rows), None, object)
-    col = trace.stats.get(key) if len(rows) else None
-    if col is not None:
-        m, v = col.lookup(rows)
-        out[m] = list(v)
+#: the Kineto args a collective kernel may carry that the table uses
+ARGS = ("Collective name", "Process Group Name", "In msg nelems", "Out msg nelems", "dtype", "Group size")
+
+
+def _stats(trace: Trace, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Each of :data:`ARGS` for ``rows`` (ascending) as an object array (None where
+    absent); deferred args are decoded for these rows only."""
+    got = trace.stats.lookup_rows(ARGS, rows) if len(rows) else {}
+    out = {}
+    for key in ARGS:
+        col = np.full(len(rows), None, object)
+        if key in got:
+            m, v = got[key]
+            col[m] = list(v)
+        out[key] = col
     return out
 
 
@@ -86,17 +94,19 @@ def collective_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def collective_table(trace: Trace) -> pd.DataFrame:
     """One row per collective of one rank, in time order; see the module doc."""
     rows, start, end = collective_rows(trace)
-    order = np.argsort(start, kind="stable")
-    rows, start, end = rows[order], start[order], end[order]
+    by_row = np.argsort(rows, kind="stable")  # stat lookups want ascending rows
+    rows, start, end = rows[by_row], start[by_row], end[by_row]
+    st = _stats(trace, rows)
+    coll, pg_v, dtype = st["Collective name"], st["Process Group Name"], st["dtype"]
+    n_in, n_out, group = _num(st["In msg nelems"]), _num(st["Out msg nelems"]), _num(st["Group size"])
+    order = np.argsort(start, kind="stable")  # then time order
+    rows, start, end, coll, pg_v, n_in, n_out, dtype, group = (
+        x[order] for x in (rows, start, end, coll, pg_v, n_in, n_out, dtype, group))
     names = trace.names(rows) if len(rows) else np.zeros(0, object)
-    coll = _stat(trace, "Collective name", rows)
     ops = np.array([normalise_op(str(c) if c else str(n)) for c, n in zip(coll, names)], object)
-    pg = np.array([str(x) if x is not None else "" for x in _stat(trace, "Process Group Name", rows)], object)
-    n_in, n_out = _num(_stat(trace, "In msg nelems", rows)), _num(_stat(trace, "Out msg nelems", rows))
-    dtype = _stat(trace, "dtype", rows)
+    pg = np.array([str(x) if x is not None else "" for x in pg_v], object)
     size = np.fromiter((DTYPE_BYTES.get(str(d).lower(), 0) if d is not None else 0 for d in dtype),
                        np.int64, len(rows))
-    group = _num(_stat(trace, "Group size", rows))
     keys = np.array([f"{g}/{o}" if g else o for g, o in zip(pg, ops)], object)
     seq = pd.Series(keys).groupby(keys).cumcount().to_numpy(np.int64) if len(keys) else np.zeros(0, np.int64)
     return frame({"key": keys, "seq": seq, "op": ops, "pg": pg, "name": names,

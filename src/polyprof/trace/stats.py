@@ -82,17 +82,51 @@ class StatTable(MutableMapping[str, StatColumn]):
     def __init__(self, columns: Mapping[str, StatColumn] | Iterable[tuple[str, StatColumn]] = ()):
         self._columns: dict[str, StatColumn] = dict(columns)
         self._deferred: list[tuple[Callable[[], Mapping[str, StatColumn]], frozenset[str],
-                                   Callable[[str], bool] | None]] = []
+                                   Callable[[str], bool] | None,
+                                   Callable[[list[str], np.ndarray], Mapping[str, StatColumn]] | None]] = []
         self._lock = threading.Lock()
         self._n_rows: int | None = None
 
     def defer(self, decode: Callable[[], Mapping[str, StatColumn]], complete: Iterable[str] = (),
-              may_hold: Callable[[str], bool] | None = None) -> None:
+              may_hold: Callable[[str], bool] | None = None,
+              decode_rows: Callable[[list[str], np.ndarray], Mapping[str, StatColumn]] | None = None) -> None:
         """Add columns that ``decode()`` makes on first use; it never returns a key in
         ``complete``, nor one already in the table, nor one for which ``may_hold(key)``
-        is False (a cheap, conservative test: a lookup of such a key decodes nothing)."""
+        is False (a cheap, conservative test: a lookup of such a key decodes nothing).
+        ``decode_rows(keys, rows)``, if given, decodes some keys for some rows only (for
+        :meth:`lookup_rows`)."""
         with self._lock:
-            self._deferred = [*self._deferred, (decode, frozenset(complete), may_hold)]
+            self._deferred = [*self._deferred, (decode, frozenset(complete), may_hold, decode_rows)]
+
+    def lookup_rows(self, keys: Iterable[str], rows: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """(mask, values) of each of ``keys`` that some event has, for ``rows``
+        (ascending). Deferred parts that can decode rows decode only these, for all the
+        keys at once (their values typed from these rows alone); others decode
+        everything, as a lookup does."""
+        rows = np.asarray(rows, np.int64)
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        need: list[str] = []
+        for key in keys:
+            col = self._columns.get(key)
+            if col is not None:
+                out[key] = col.lookup(rows)
+            elif any(key not in c and (m is None or m(key)) for _, c, m, _ in self._deferred):
+                need.append(key)
+        if not need:
+            return out
+        deferred = list(self._deferred)
+        if any(dr is None for *_, dr in deferred):
+            cols = self._all()
+            found = {k: cols[k] for k in need if k in cols}
+        else:
+            parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+            for *_, dr in deferred:
+                for k, col in dr(need, rows).items():  # type: ignore[misc]
+                    parts.setdefault(k, []).append((col.rows, col.values))
+            found = {k: merge_columns(p) for k, p in parts.items()}
+        for k, col in found.items():
+            out[k] = col.lookup(rows)
+        return out
 
     @property
     def pending(self) -> int:
@@ -115,7 +149,7 @@ class StatTable(MutableMapping[str, StatColumn]):
             with self._lock:
                 if self._deferred:
                     new: dict[str, StatColumn] = {}
-                    for decode, complete, _ in self._deferred:
+                    for decode, complete, _, _ in self._deferred:
                         for key, col in decode().items():
                             if key in complete or key in new or key in self._columns:
                                 raise TraceSchemaError(f"deferred stat {key!r} is already in the table")
@@ -129,7 +163,7 @@ class StatTable(MutableMapping[str, StatColumn]):
         if key in self._columns:
             return self._columns[key]
         deferred = self._deferred
-        if deferred and any(key not in complete and (may is None or may(key)) for _, complete, may in deferred):
+        if deferred and any(key not in complete and (may is None or may(key)) for _, complete, may, _ in deferred):
             return self._all()[key]
         raise KeyError(key)
 
