@@ -254,6 +254,22 @@ def test_merged_ranks_are_flagged(kineto_files):
     assert (k["count_a"] == k["count_b"]).all() and (k["delta_total_ns"] == 0).all()
 
 
+def test_traceset_ranks_reduce_in_workers(kineto_files, tmp_path):
+    """A TraceSet (polyprof.load_ranks) is reduced rank by rank on its executor: the
+    process pool and the serial executor give the same tables as the loaded traces."""
+    files = [next(f for f in kineto_files if f.name == f"sampled_rank{i}.json.gz") for i in (0, 1)]
+    ref = diff([polyprof.load(f) for f in files], polyprof.load(files[0]))
+    for executor in (None, "serial"):
+        d = diff(polyprof.load_ranks(files), polyprof.load(files[0]), executor=executor)
+        assert d.overview["a"]["ranks"] == [0, 1] and d.overview["a"]["steps"] == 4
+        for t in ("kernels", "ops", "sections"):
+            got, want = d.tables[t], ref.tables[t]
+            assert got["name"].tolist() == want["name"].tolist()
+            for c in ("count_a", "count_b", "total_ns_a", "total_ns_b", "delta_total_ns"):
+                assert got[c].tolist() == want[c].tolist(), (t, c)
+            np.testing.assert_allclose(got["p_value"].to_numpy(float), want["p_value"].to_numpy(float))
+
+
 def test_no_steps_cannot_be_tested(kineto_files):
     f = next(f for f in kineto_files if f.name.startswith("a100_alexnet"))
     doc = diff_json(f, f)

@@ -79,23 +79,24 @@ class _Events:
     kind: np.ndarray | None = None  # activity class (kernels only)
 
 
-def diff(a: Trace | Iterable[Trace], b: Trace | Iterable[Trace], *, alpha: float = ALPHA,
-         normalize: bool = True, top: int = 5) -> Diff:
-    """Compare run ``a`` with run ``b`` (each a Trace or an iterable of Traces: ranks).
+def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: int = 5,
+         executor: Any = None) -> Diff:
+    """Compare run ``a`` with run ``b``; each is a Trace, an iterable of Traces (ranks),
+    or a ``polyprof.ranks.TraceSet``.
 
-    Iterables are consumed one trace at a time (a generator that loads each rank keeps
-    one rank in memory). ``normalize=False`` matches raw names; ``top`` bounds the
-    changes named per direction in the verdict. See the module doc for the tables.
+    Each trace is reduced to its per-name sums (:func:`summarize`) before the next is
+    looked at: an iterable is consumed one trace at a time (a generator that loads each
+    rank keeps one rank in memory), and a TraceSet's ranks are loaded and reduced where
+    its ``map`` runs them, on ``executor`` (default: its process pool). ``normalize=False``
+    matches raw names; ``top`` bounds the changes named per direction in the verdict.
+    See the module doc for the tables.
     """
     if not 0 < alpha < 1:
         raise PolyprofError(f"diff: alpha must be between 0 and 1, not {alpha!r}")
     acc = _Collector(normalize)
     for side, run in (("a", a), ("b", b)):
-        for i, trace in enumerate(_traces(run)):
-            if not isinstance(trace, Trace):
-                raise PolyprofError(f"diff: run {side.upper()} item {i} is a {type(trace).__name__}, "
-                                    "not a polyprof Trace")
-            acc.add(side, trace)
+        for sums in _summaries(run, side, executor):
+            acc.add(side, sums)
         if not acc.info[side]["traces"]:
             raise PolyprofError(f"diff: run {side.upper()} has no traces")
     n_a, n_b = len(acc.step_ns["a"]), len(acc.step_ns["b"])
@@ -112,12 +113,26 @@ def diff(a: Trace | Iterable[Trace], b: Trace | Iterable[Trace], *, alpha: float
     return Diff(tables, step_time, verdict, changes, overview)
 
 
-def _traces(run: Trace | Iterable[Trace]) -> Iterable[Any]:
+def _summaries(run: Any, side: str, executor: Any) -> Iterator[TraceSums]:
+    """The per-trace sums of one run, in rank order for a TraceSet, else as given."""
+    from ..ranks.traceset import TraceSet
+
+    if isinstance(run, TraceSet):
+        import sys
+
+        done = run.map(summarize, executor, progress=f"run {side.upper()}" if sys.stderr.isatty() else None)
+        yield from (done[r] for r in run.ranks)
+        return
     if isinstance(run, Trace):
-        return [run]
+        run = [run]
     if isinstance(run, (str, bytes)) or not isinstance(run, Iterable):
-        raise PolyprofError(f"diff: a run is a Trace or a sequence of Traces, not a {type(run).__name__}")
-    return run
+        raise PolyprofError(f"diff: a run is a Trace, a sequence of Traces or a TraceSet, "
+                            f"not a {type(run).__name__}")
+    for i, trace in enumerate(run):
+        if not isinstance(trace, Trace):
+            raise PolyprofError(f"diff: run {side.upper()} item {i} is a {type(trace).__name__}, "
+                                "not a polyprof Trace")
+        yield summarize(trace)
 
 
 def _untestable(n_a: int, n_b: int, alpha: float) -> str | None:
@@ -140,12 +155,12 @@ def _method(n_a: int, n_b: int) -> str:
     return "exact" if math.comb(n_a + n_b, n_a) <= EXACT_LIMIT else "normal approximation"
 
 
-def _rank(trace: Trace, position: int) -> int:
-    """The trace's rank: its one source's, else ``distributedInfo``'s, else its position."""
+def _rank(trace: Trace) -> int | None:
+    """The trace's rank: its one source's, else ``distributedInfo``'s, else None."""
     if len(trace.sources) == 1 and trace.sources[0].rank is not None:
         return int(trace.sources[0].rank)
     rank = trace.metadata.get("rank")
-    return rank if isinstance(rank, int) else position
+    return rank if isinstance(rank, int) else None
 
 
 def _events(trace: Trace) -> dict[str, _Events]:
@@ -160,9 +175,57 @@ def _events(trace: Trace) -> dict[str, _Events]:
     return out
 
 
+@dataclass
+class TableSums:
+    """One table of one trace: per distinct raw name, its count and total; per (name,
+    step) with events, the total in that step."""
+
+    names: list[str]
+    kinds: np.ndarray  # activity class per name (kernels), -1 otherwise
+    count: np.ndarray
+    total: np.ndarray
+    pair_name: np.ndarray  # index into names
+    pair_step: np.ndarray  # step index in this trace
+    pair_total: np.ndarray
+
+
+@dataclass
+class TraceSums:
+    """What the diff keeps of one trace (small, picklable: made where the rank is loaded)."""
+
+    rank: int | None
+    sources: int
+    events: int
+    step_ns: np.ndarray  # duration of each step
+    tables: dict[str, TableSums]
+
+
+def summarize(trace: Trace) -> TraceSums:
+    """Per table and raw name of ``trace``: counts, totals and per-step totals."""
+    steps = cache.steps(trace)
+    n_steps = max(len(steps), 1)
+    tables = {}
+    for table, e in _events(trace).items():
+        ids, inv = np.unique(e.name, return_inverse=True)
+        first = np.zeros(len(ids), np.int64)
+        first[inv[::-1]] = np.arange(len(inv))[::-1]  # an event of each name, for its kind
+        total = np.zeros(len(ids), np.int64)
+        np.add.at(total, inv, e.dur)
+        inside = e.step >= 0
+        pair, pinv = np.unique(inv[inside].astype(np.int64) * n_steps + e.step[inside], return_inverse=True)
+        psum = np.zeros(len(pair), np.int64)
+        np.add.at(psum, pinv, e.dur[inside])
+        tables[table] = TableSums(
+            [trace.strings[i] for i in ids.tolist()],
+            e.kind[first].astype(np.int64) if e.kind is not None else np.full(len(ids), -1, np.int64),
+            np.bincount(inv, minlength=len(ids)).astype(np.int64), total, pair // n_steps, pair % n_steps, psum)
+    return TraceSums(_rank(trace), len(trace.sources), trace.n_events,
+                     (steps.end - steps.start).astype(np.int64), tables)
+
+
 class _Collector:
     """Per table: one vocabulary of (normalised) names for both runs, and per run the
-    counts, totals and per-step totals of each name, reduced trace by trace."""
+    counts, totals and per-step totals of each name, added trace by trace."""
 
     def __init__(self, normalize: bool):
         self.normalize = normalize
@@ -174,61 +237,47 @@ class _Collector:
         self.info = {s: {"traces": 0, "ranks": [], "events": 0, "steps": 0, "traces_without_steps": 0}
                      for s in ("a", "b")}
 
-    def add(self, side: str, trace: Trace) -> None:
+    def add(self, side: str, sums: TraceSums) -> None:
         info = self.info[side]
-        steps = cache.steps(trace)
-        info["ranks"].append(_rank(trace, info["traces"]))
-        if len(trace.sources) > 1:
-            note = (f"run {side.upper()} trace {info['traces']} holds {len(trace.sources)} sources (merged ranks): "
+        info["ranks"].append(sums.rank if sums.rank is not None else info["traces"])
+        if sums.sources > 1:
+            note = (f"run {side.upper()} trace {info['traces']} holds {sums.sources} sources (merged ranks): "
                     "their steps merge by number into one sample each; pass the ranks as separate traces "
                     "for a sample per rank and step")
             log.warning("diff: %s", note)
             info.setdefault("warnings", []).append(note)
         info["traces"] += 1
-        info["events"] += trace.n_events
-        info["steps"] += len(steps)
-        info["traces_without_steps"] += int(not len(steps))
+        info["events"] += sums.events
+        info["steps"] += len(sums.step_ns)
+        info["traces_without_steps"] += int(not len(sums.step_ns))
         offset = len(self.step_ns[side])  # this trace's steps are samples offset.. of the run
-        self.step_ns[side].extend((steps.end - steps.start).tolist())
-        for table, e in _events(trace).items():
-            keys = self._keys(table, trace, e)
-            u, inv = np.unique(keys, return_inverse=True)
-            counts = np.bincount(inv, minlength=len(u)).astype(np.int64)
-            totals = np.zeros(len(u), np.int64)
-            np.add.at(totals, inv, e.dur)
-            inside = e.step >= 0
-            pair = inv[inside].astype(np.int64) * max(len(steps), 1) + e.step[inside]
-            pu, pinv = np.unique(pair, return_inverse=True)
-            psum = np.zeros(len(pu), np.int64)
-            np.add.at(psum, pinv, e.dur[inside])
-            part = (u, counts, totals, u[pu // max(len(steps), 1)], offset + pu % max(len(steps), 1), psum)
-            self.parts.setdefault((side, table), []).append(part)
+        self.step_ns[side].extend(sums.step_ns.tolist())
+        for table, t in sums.tables.items():
+            g = self._keys(table, t)
+            self.parts.setdefault((side, table), []).append(
+                (g, t.count, t.total, g[t.pair_name], offset + t.pair_step, t.pair_total))
 
-    def _keys(self, table: str, trace: Trace, e: _Events) -> np.ndarray:
-        """Index in the table's vocabulary of every event's (normalised) name."""
-        ids, inv = np.unique(e.name, return_inverse=True)
-        first = np.zeros(len(ids), np.int64)
-        first[inv[::-1]] = np.arange(len(inv))[::-1]  # an event of each name, for its kind
+    def _keys(self, table: str, t: TableSums) -> np.ndarray:
+        """Index in the table's vocabulary of each of ``t``'s raw names (normalised)."""
         index, raw, kinds = self.index[table], self.raw[table], self.kind[table]
-        out = np.empty(len(ids), np.int64)
-        for i, sid in enumerate(ids.tolist()):
-            name = trace.strings[sid]
+        out = np.empty(len(t.names), np.int64)
+        for i, name in enumerate(t.names):
             key = normalize_name(name) if self.normalize else name
             j = index.setdefault(key, len(index))
             if j == len(raw):
                 raw.append(set())
-                kinds.append(int(e.kind[first[i]]) if e.kind is not None else -1)
+                kinds.append(int(t.kinds[i]))
             raw[j].add(name)
             out[i] = j
-        return out[inv]
+        return out
 
     def _sums(self, side: str, table: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """count, total (per name) and the names x steps matrix of per-step totals."""
         count, total = np.zeros(n, np.int64), np.zeros(n, np.int64)
         per_step = np.zeros((n, len(self.step_ns[side])))
-        for u, c, t, pk, ps, psum in self.parts.get((side, table), []):
-            count[u] += c
-            total[u] += t
+        for g, c, t, pk, ps, psum in self.parts.get((side, table), []):
+            np.add.at(count, g, c)  # two raw names of one trace may normalise to one
+            np.add.at(total, g, t)
             np.add.at(per_step, (pk, ps), psum)
         return count, total, per_step
 

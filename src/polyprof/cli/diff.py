@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import re
 import sys
-from pathlib import Path
-from typing import Any, Iterator
-
-from ..errors import TraceFormatError
-from ..trace.core import Trace
-from .common import load_trace
-
-log = logging.getLogger(__name__)
+from typing import Any
 
 #: changes named per direction in the verdict, at most
 VERDICT_TOP = 5
-#: files of a directory that are taken as the ranks of one run
-TRACE_SUFFIXES = (".json", ".json.gz", ".pb", ".polyprof")
 
 
 def register(sub: Any) -> None:
@@ -41,11 +30,11 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analyze.diff import diff
 
-    files = {side: rank_files(path) for side, path in (("A", args.a), ("B", args.b))}
-    d = diff(_load(files["A"], "A"), _load(files["B"], "B"), alpha=args.alpha,
-             normalize=not args.raw_names, top=min(args.top, VERDICT_TOP))
+    runs = {side: _run_of(path) for side, path in (("a", args.a), ("b", args.b))}
+    d = diff(runs["a"][0], runs["b"][0], alpha=args.alpha, normalize=not args.raw_names,
+             top=min(args.top, VERDICT_TOP))
     for side in ("a", "b"):
-        d.overview[side]["paths"] = [str(f) for f in files[side.upper()]]
+        d.overview[side]["paths"] = runs[side][1]
     if args.json:
         sys.stdout.buffer.write(to_json(d))
         sys.stdout.buffer.write(b"\n")
@@ -55,38 +44,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def rank_files(path: str) -> list[Path]:
-    """``path`` itself, or the trace files of a directory in natural order (rank2 before rank10)."""
-    from ..store import is_store
-
-    p = Path(path)
-    if not p.is_dir() or is_store(p):
-        return [p]
-    files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")
-             and f.name.lower().endswith(TRACE_SUFFIXES)]
-    if not files:
-        raise TraceFormatError(p, "directory holds no trace files (" + ", ".join(f"*{s}" for s in TRACE_SUFFIXES) + ")")
-    key = lambda f: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", f.name)]  # noqa: E731
-    return sorted(files, key=key)
-
-
-def _load(files: list[Path], side: str) -> Iterator[Trace]:
-    """Load one file at a time (the diff keeps only its sums), with a progress bar for many."""
+def _run_of(path: str) -> tuple[Any, list[str]]:
+    """One run: a store's ranks (read one at a time), else ``polyprof.load_ranks`` of the
+    file or directory (each rank loaded and reduced in a worker); and its paths."""
+    from ..ranks.traceset import load_ranks
     from ..store.commands import store_traces
 
-    if len(files) == 1 and (ranks := store_traces(files[0])) is not None:  # a store: one rank at a time
-        yield from ranks
-        return
-    if len(files) > 1 and sys.stderr.isatty():
-        from rich.console import Console
-        from rich.progress import track
-
-        yield from (load_trace(str(f)) for f in track(files, description=f"run {side}",
-                                                        console=Console(file=sys.stderr), transient=True))
-        return
-    for f in files:
-        log.info("run %s: loading %s", side, f)
-        yield load_trace(str(f))
+    ranks = store_traces(path)
+    if ranks is not None:
+        return ranks, [str(path)]
+    ts = load_ranks(path)
+    return ts, [str(e.path) for e in ts.entries]
 
 
 def to_json(d: Any) -> bytes:
