@@ -1,0 +1,222 @@
+"""Run mutated inputs through polyprof's readers in worker processes, so that a signal
+(SIGSEGV), a hang or a leak of a foreign exception is caught, named and saved.
+
+Each worker is ``python -m fuzz.runner --worker`` (cwd tests/): it reads one request
+line ``reader seed index deep`` at a time, regenerates that input (mutators.mutate),
+loads it and, for ``deep`` requests whose input loaded, also builds the summary, the
+HTML report and every export of the trace. It answers one JSON line per request:
+
+- ``ok``: loaded (and, if deep, summarised, reported and exported);
+- ``error``: refused with a ``PolyprofError`` (the promise);
+- ``bug``: any other exception (its type, message and the stage);
+
+and the parent adds ``crash`` (the worker died: a signal) and ``hang`` (no answer in
+``timeout`` seconds). Inputs of bugs, crashes and hangs are saved to ``save_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+EXPORTS = {"chrome": ".json.gz", "polyprof": ".polyprof", "xspace": ".xplane.pb", "kineto": ".json"}
+
+
+# --------------------------------------------------------------------------- worker side
+def check(path: Path, deep: bool, tmp: Path) -> tuple[str, str, str]:
+    """(outcome, detail, stage) of loading ``path`` (and, if ``deep``, using what loaded)."""
+    import polyprof
+    from polyprof.errors import PolyprofError
+
+    stage = "load"
+    try:
+        trace = polyprof.load(path)
+        if deep:
+            import io
+
+            from rich.console import Console
+
+            from polyprof.cli.export import FORMATS
+            from polyprof.report import html, tables, terminal
+
+            stage = "summary"
+            report = tables.build(trace)
+            terminal.render(report, console=Console(file=io.StringIO(), width=120))
+            tables.to_json(report)
+            stage = "report"
+            html.write(trace, tmp / "r.html", report)
+            for fmt, suffix in EXPORTS.items():
+                stage = f"export {fmt}"
+                mod, fn = FORMATS[fmt].split(":")
+                __import__(mod, fromlist=[fn]).__dict__[fn](trace, tmp / f"out{suffix}")
+        return "ok", "", stage
+    except PolyprofError as e:
+        return "error", str(e)[:300], stage
+    except BaseException as e:  # noqa: BLE001 - the thing being looked for
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        tb = traceback.extract_tb(e.__traceback__)
+        where = f"{Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else "?"
+        return "bug", f"{type(e).__name__} at {where}: {str(e)[:300]}", stage
+
+
+def worker() -> None:
+    from fuzz import mutators, seeds
+
+    all_seeds = seeds.load_seeds()
+    with tempfile.TemporaryDirectory(prefix="polyprof-fuzz-") as tmpdir:
+        tmp = Path(tmpdir)
+        for line in sys.stdin:
+            reader, seed, index, deep = line.split()
+            src, data = mutators.mutate(reader, all_seeds[reader], int(seed), int(index))
+            suffix = next(s for s in sorted(seeds.READERS[reader], key=len, reverse=True) if src.endswith(s))
+            path = tmp / f"input{suffix}"
+            path.write_bytes(data)
+            t = time.perf_counter()
+            outcome, detail, stage = check(path, deep == "1", tmp)
+            for p in tmp.iterdir():
+                if p.is_file():
+                    p.unlink()
+            sys.stdout.write(json.dumps({"outcome": outcome, "detail": detail, "stage": stage, "seed_file": src,
+                                         "s": round(time.perf_counter() - t, 4)}) + "\n")
+            sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------- parent side
+@dataclass
+class Result:
+    reader: str
+    seed: int
+    inputs: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    findings: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"reader": self.reader, "seed": self.seed, "inputs": self.inputs, "outcomes": dict(self.outcomes),
+                "findings": self.findings, "seconds": round(self.seconds, 1)}
+
+
+class _Worker:
+    def __init__(self, env: dict[str, str]):
+        self.proc = subprocess.Popen([sys.executable, "-m", "fuzz.runner", "--worker"], cwd=HERE.parent, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, bufsize=1)
+        self.job: tuple[int, float] | None = None  # (index, sent at)
+
+    def send(self, reader: str, seed: int, index: int, deep: bool) -> None:
+        self.proc.stdin.write(f"{reader} {seed} {index} {int(deep)}\n")
+        self.proc.stdin.flush()
+        self.job = (index, time.monotonic())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(HERE.parent),
+                                         *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("POLARS_MAX_THREADS", "1")
+    return env
+
+
+def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | None = None, workers: int = 2,
+        deep_every: int = 25, timeout: float = 60.0, save_dir: Path | None = None, start: int = 0,
+        progress: bool = False) -> Result:
+    """Fuzz ``reader`` with inputs ``start, start+1, ...`` until ``count`` inputs or ``seconds`` pass."""
+    assert count is not None or seconds is not None
+    res = Result(reader, seed)
+    env = _env()
+    pool = [_Worker(env) for _ in range(workers)]
+    t0 = time.monotonic()
+    nxt = start
+    stop_at = start + count if count is not None else None
+
+    def more() -> bool:
+        return (stop_at is None or nxt < stop_at) and (seconds is None or time.monotonic() - t0 < seconds)
+
+    def record(kind: str, index: int, detail: str, stage: str = "load") -> None:
+        res.outcomes[kind] += 1
+        if kind in ("bug", "crash", "hang"):
+            entry = {"outcome": kind, "index": index, "detail": detail, "stage": stage}
+            if save_dir is not None:
+                entry["file"] = str(_save(reader, seed, index, kind, save_dir))
+            res.findings.append(entry)
+
+    try:
+        for w in pool:
+            if more():
+                w.send(reader, seed, nxt, deep_every > 0 and nxt % deep_every == 0)
+                nxt += 1
+        last_report = time.monotonic()
+        while any(w.job for w in pool):
+            busy = {w.proc.stdout.fileno(): w for w in pool if w.job}
+            ready, _, _ = select.select(list(busy), [], [], 1.0)
+            now = time.monotonic()
+            for fd in ready:
+                w = busy[fd]
+                index = w.job[0]
+                line = w.proc.stdout.readline()
+                if line:
+                    r = json.loads(line)
+                    record(r["outcome"], index, r["detail"], r["stage"])
+                else:  # the worker died on this input
+                    code = w.proc.wait()
+                    record("crash", index, f"worker died with exit status {code}")
+                    pool[pool.index(w)] = w = _Worker(env)
+                res.inputs += 1
+                w.job = None
+                if more():
+                    w.send(reader, seed, nxt, deep_every > 0 and nxt % deep_every == 0)
+                    nxt += 1
+            for i, w in enumerate(pool):
+                if w.job and now - w.job[1] > timeout:
+                    index = w.job[0]
+                    w.stop()
+                    record("hang", index, f"no answer in {timeout:.0f} s")
+                    res.inputs += 1
+                    pool[i] = w = _Worker(env)
+                    if more():
+                        w.send(reader, seed, nxt, deep_every > 0 and nxt % deep_every == 0)
+                        nxt += 1
+            if progress and now - last_report > 30:
+                last_report = now
+                print(f"{reader}: {res.inputs} inputs, {dict(res.outcomes)}, {now - t0:.0f} s", file=sys.stderr,
+                      flush=True)
+    finally:
+        for w in pool:
+            w.stop()
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def _save(reader: str, seed: int, index: int, kind: str, save_dir: Path) -> Path:
+    from fuzz import mutators, seeds
+
+    src, data = mutators.mutate(reader, seeds.load_seeds()[reader], seed, index)
+    suffix = next(s for s in sorted(seeds.READERS[reader], key=len, reverse=True) if src.endswith(s))
+    save_dir.mkdir(parents=True, exist_ok=True)
+    path = save_dir / f"{reader}-s{seed}-i{index}-{kind}{suffix}"
+    path.write_bytes(data)
+    return path
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        worker()
