@@ -263,9 +263,9 @@ def xspace_mutate_space(space: Any, rnd: random.Random) -> None:
             mid = rnd.choice(stat_ids)
             sm = plane.stat_metadata[mid]
             if rnd.random() < 0.5:
-                sm.name = rnd.choice(["polyprof_layout", "polyprof_flow_out", "polyprof_flow_in", "polyprof_metadata",
-                                      "polyprof_origin_ns", "polyprof_producer", "polyprof_aliases", "category",
-                                      "polyprof_generated", "profile_start_time", "profile_stop_time"] + STRINGS)
+                sm.name = rnd.choice(["polyprof.layout", "polyprof.flow_out", "polyprof.flow_in", "polyprof.metadata",
+                                      "polyprof.origin_ns", "polyprof.producer", "polyprof.aliases", "category",
+                                      "polyprof.generated", "profile_start_time", "profile_stop_time", "flow"] + STRINGS)
             else:
                 sm.id = _any_int(rnd)
         elif op < 0.82 and plane.event_metadata:

@@ -8,6 +8,8 @@ HTML report and every export of the trace. It answers one JSON line per request:
 
 - ``ok``: loaded (and, if deep, summarised, reported and exported);
 - ``error``: refused with a ``PolyprofError`` (the promise);
+- ``net``: refused, but only by the readers' last net (safety.ForeignError): a check the
+  reader should make itself, counted and listed, not a broken promise;
 - ``bug``: any other exception (its type, message and the stage);
 
 and the parent adds ``crash`` (the worker died: a signal) and ``hang`` (no answer in
@@ -63,6 +65,10 @@ def check(path: Path, deep: bool, tmp: Path) -> tuple[str, str, str]:
                 __import__(mod, fromlist=[fn]).__dict__[fn](trace, tmp / f"out{suffix}")
         return "ok", "", stage
     except PolyprofError as e:
+        from polyprof.formats.safety import ForeignError
+
+        if isinstance(e, ForeignError):  # kept the promise only through the readers' last net
+            return "net", f"{type(e.cause).__name__}: {str(e)[:300]}", stage
         return "error", str(e)[:300], stage
     except BaseException as e:  # noqa: BLE001 - the thing being looked for
         if isinstance(e, KeyboardInterrupt):
@@ -153,9 +159,9 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
 
     def record(kind: str, index: int, detail: str, stage: str = "load") -> None:
         res.outcomes[kind] += 1
-        if kind in ("bug", "crash", "hang"):
+        if kind in ("bug", "crash", "hang", "net"):
             entry = {"outcome": kind, "index": index, "detail": detail, "stage": stage}
-            if save_dir is not None:
+            if save_dir is not None and kind != "net":
                 entry["file"] = str(_save(reader, seed, index, kind, save_dir))
             res.findings.append(entry)
 

@@ -9,6 +9,7 @@ from typing import Callable
 
 from ..errors import TraceFormatError
 from ..trace.core import Trace
+from .safety import reading
 
 #: (name, sniff(head bytes, path) -> bool, loader module:function). Order matters.
 _FORMATS: list[tuple[str, Callable[[bytes, Path], bool], str]] = []
@@ -80,10 +81,12 @@ def load(path: str | Path, **options) -> Trace:
     name = detect(path)
     loader = next(l for n, _, l in _FORMATS if n == name)
     mod, fn = loader.split(":")
-    trace = getattr(importlib.import_module(mod), fn)(path, **options)
-    from ..trace.identity import identify
+    read = getattr(importlib.import_module(mod), fn)
+    with reading(path):  # the readers guard themselves too; a plugin-registered one may not
+        trace = read(path, **options)
+        from ..trace.identity import identify
 
-    return identify(trace, label=path.name)
+        return identify(trace, label=path.name)
 
 
 def _is_json(head: bytes, path: Path) -> bool:

@@ -16,6 +16,7 @@ from ..collect import journal as j
 from ..collect.clock import REFERENCE_CLOCK
 from ..collect.hosttrace import HostRecords, build
 from ..errors import TraceFormatError
+from .safety import check_events, clean_metadata, guarded
 from ..trace.core import Trace
 
 log = logging.getLogger("polyprof")
@@ -25,31 +26,112 @@ def sniff(head: bytes, path: Path) -> bool:
     return head.startswith(j.MAGIC)
 
 
+#: per record kind, the fields it must have (others may be null)
+_REQUIRED = {j.THREAD: ("ident", "name", "tid"), j.SECTION: ("name", "start_ns", "end_ns", "ident"),
+             j.MARK: ("name", "start_ns", "ident"), j.COUNTER: ("name", "start_ns", "value"),
+             j.STEP: ("start_ns",), j.PROCESS: ("start_ns", "value", "end_ns", "tid")}
+#: header fields and their types (others are kept as they are)
+_HEADER_TYPES = {"start_ns": int, "pid": int, "hostname": str, "argv": list, "wall_anchor": dict}
+_TIME_LIMIT = 2**62  # ns; times beyond this are damage, not a clock
+
+
+@guarded
 def load(path: str | Path) -> Trace:
+    """The host data in a crash journal: every whole batch before the first damaged one.
+
+    Each batch is validated in full before it is used (damaged Arrow buffers crash
+    pyarrow rather than raise); records with a field missing, an unknown kind or a
+    time beyond +-2**62 ns are dropped and counted in the trace's warnings."""
     path = Path(path)
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot be read ({e.strerror or e})") from None
     if not data.startswith(j.MAGIC):
         raise TraceFormatError(path, "not a polyprof crash journal")
-    batches: list[pa.RecordBatch] = []
-    complete = True
     try:
         reader = ipc.open_stream(pa.BufferReader(data[len(j.MAGIC):]))
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowException, ValueError, OSError) as e:
         raise TraceFormatError(path, f"journal has no readable header ({e}); the program was killed "
                                      "before its first flush") from None
-    header = orjson.loads((reader.schema.metadata or {}).get(b"polyprof", b"{}"))
-    while True:
-        try:
-            batches.append(reader.read_next_batch())
-        except StopIteration:
-            break
-        except (pa.ArrowInvalid, OSError):  # the last batch was cut short by the kill
-            complete = False
-            break
-    table = pa.Table.from_batches(batches, schema=reader.schema)
-    trace = build(_records(table, header), _metadata(path, header, table, complete))
+    if not reader.schema.equals(j.schema(), check_metadata=False):
+        raise TraceFormatError(path, "journal records do not have the journal's schema: damaged, or written by "
+                                     "another version of polyprof")
+    header, notes = _header(reader.schema.metadata or {})
+    batches, bad = _batches(reader, path)
+    if bad:
+        notes.append(bad)
+    table = pa.Table.from_batches(batches, schema=j.schema())
+    check_events(path, table.num_rows)
+    table, dropped = _valid_rows(table)
+    if dropped:
+        notes.append(f"{dropped} damaged record(s) dropped")
+    meta = _metadata(path, header, table, notes)
+    clean_metadata(meta)
+    trace = build(_records(table, header), meta)
     log.info("%s: recovered %d events from a crash journal", path, trace.n_events)
     return trace
+
+
+def _header(meta: dict) -> tuple[dict, list[str]]:
+    """The session header from the schema's metadata; damaged fields dropped, with a note."""
+    try:
+        header = orjson.loads(meta.get(b"polyprof", b"{}"))
+    except orjson.JSONDecodeError:
+        return {}, ["the session header is damaged (start time, pid, host unknown)"]
+    if not isinstance(header, dict):
+        return {}, ["the session header is damaged (start time, pid, host unknown)"]
+    bad = [k for k, t in _HEADER_TYPES.items() if k in header and (not isinstance(header[k], t) or isinstance(
+        header[k], bool) or (t is int and not -_TIME_LIMIT <= header[k] <= _TIME_LIMIT))]
+    if isinstance(header.get("argv"), list) and not all(isinstance(a, str) for a in header["argv"]):
+        bad.append("argv")
+    for k in bad:
+        del header[k]
+    return header, ([f"damaged session header fields dropped: {', '.join(sorted(bad))}"] if bad else [])
+
+
+def _batches(reader: ipc.RecordBatchStreamReader, path: Path) -> tuple[list[pa.RecordBatch], str]:
+    """Whole, valid batches up to the first damaged or cut one; and a note if there was one."""
+    out: list[pa.RecordBatch] = []
+    while True:
+        try:
+            batch = reader.read_next_batch()
+            batch.validate(full=True)
+        except StopIteration:
+            return out, ""
+        except (pa.ArrowException, ValueError, OSError) as e:
+            cut = isinstance(e, (OSError, EOFError)) or "read" in str(e).lower() and "expected" in str(e).lower()
+            log.debug("%s: journal batch %d: %s", path, len(out), e)
+            return out, ("the last write was cut short and dropped" if cut else
+                         f"batch {len(out)} is damaged ({_short(e)}): it and everything after it dropped")
+        if not batch.schema.equals(j.schema(), check_metadata=False):
+            return out, f"batch {len(out)} has another schema: it and everything after it dropped"
+        out.append(batch)
+
+
+def _short(e: BaseException) -> str:
+    s = " ".join(str(e).split())
+    return s if len(s) < 120 else s[:117] + "..."
+
+
+def _valid_rows(table: pa.Table) -> tuple[pa.Table, int]:
+    """Rows of a known kind with every field that kind needs, and times in range."""
+    kind = table.column("kind")
+    keep = pa.array(np.zeros(table.num_rows, bool))
+    for k, fields in _REQUIRED.items():
+        ok = pc.equal(kind, k)
+        for f in fields:
+            ok = pc.and_(ok, pc.is_valid(table.column(f)))
+        keep = pc.or_(keep, pc.fill_null(ok, False))
+    for f in ("start_ns", "end_ns"):
+        col = table.column(f)
+        inside = pc.and_(pc.greater_equal(col, -_TIME_LIMIT), pc.less_equal(col, _TIME_LIMIT))
+        keep = pc.and_(keep, pc.fill_null(inside, True))
+    sec = pc.equal(kind, j.SECTION)
+    backwards = pc.and_(sec, pc.less(table.column("end_ns"), table.column("start_ns")))
+    keep = pc.and_(keep, pc.invert(pc.fill_null(backwards, False)))
+    out = table.filter(keep)
+    return out, table.num_rows - out.num_rows
 
 
 def _records(table: pa.Table, header: dict) -> HostRecords:
@@ -64,7 +146,7 @@ def _records(table: pa.Table, header: dict) -> HostRecords:
     h.main_ident = int(idents[0]) if len(idents) else None  # the session's thread is noted first
     h.sec_names, h.sec_start, h.sec_end, stats, h.sec_ident = pick(j.SECTION, "name", "start_ns", "end_ns",
                                                                   "stats", "ident")
-    h.sec_stats = [orjson.loads(s) if s else None for s in stats]
+    h.sec_stats = [_section_stats(s) for s in stats]
     h.mark_names, h.mark_ts, h.mark_ident = pick(j.MARK, "name", "start_ns", "ident")
     h.ctr_names, h.ctr_ts, h.ctr_values = pick(j.COUNTER, "name", "start_ns", "value")
     (h.steps,) = pick(j.STEP, "start_ns")
@@ -72,14 +154,24 @@ def _records(table: pa.Table, header: dict) -> HostRecords:
     return h
 
 
-def _metadata(path: Path, header: dict, table: pa.Table, complete: bool) -> dict:
+def _section_stats(text: str | None) -> dict | None:
+    if not text:
+        return None
+    try:
+        v = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {"damaged_stats": text[:200]}
+    return v if isinstance(v, dict) else {"value": v}
+
+
+def _metadata(path: Path, header: dict, table: pa.Table, notes: list[str]) -> dict:
     ends = table.filter(pc.equal(table.column("kind"), j.SECTION)).column("end_ns")  # PROCESS rows keep RSS there
     last = max(pc.max(table.column("start_ns")).as_py() or 0, pc.max(ends).as_py() or 0) \
         or int(header.get("start_ns", 0))
     note = (f"recovered from the crash journal {path.name}: the program ended without stopping its "
             "session (killed?); host sections, marks, counters, steps and process samples up to the "
             "last flush are here, device plugins' data is lost"
-            + ("" if complete else "; the last write was cut short and dropped"))
+            + "".join(f"; {n}" for n in notes))
     return {
         "clock": REFERENCE_CLOCK,
         "session": {"start_ns": int(header.get("start_ns", 0)), "stop_ns": last,

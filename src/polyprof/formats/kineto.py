@@ -36,6 +36,7 @@ except ImportError:  # pragma: no cover - isal has wheels for the usual platform
     _zlib = zlib
 
 from ..errors import TraceFormatError
+from .safety import Inflation, check_events, guarded
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from . import kineto_memory
@@ -74,6 +75,8 @@ _INT_KEYS = {keys.CORRELATION_ID, keys.EXTERNAL_ID, keys.STREAM, keys.DEVICE}
 _ARG_FLUSH_EVENTS = 8192
 #: Beyond this many µs a float64 cannot hold three decimals exactly (ulp > 1 ns).
 _EXACT_LIMIT_US = float(2 ** 43)
+#: Times beyond +-2**62 ns are damage, not a clock (and sums of two must fit in int64).
+_RANGE_US = float(2 ** 62) / 1000
 
 
 # ----------------------------------------------------------------------------- input
@@ -101,6 +104,7 @@ class _Source:
 
     def _gunzip(self, f: Any) -> Iterator[bytes]:
         d = _zlib.decompressobj(wbits=31)
+        inflation = Inflation(self.path, self.size)
         fed = False  # the current member has had input
         try:
             while True:
@@ -112,6 +116,7 @@ class _Source:
                     fed = True
                     out = d.decompress(raw, CHUNK_BYTES)
                     if out:
+                        inflation.add(len(out))
                         yield out
                     if d.eof:  # concatenated gzip members
                         raw = d.unused_data
@@ -496,6 +501,10 @@ def _ns_of(raws: list, path: Path, what: str) -> np.ndarray:
     except orjson.JSONDecodeError as e:  # e.g. 1e400: a number that is not a finite double
         raise TraceFormatError(path, f"invalid JSON: an event {what} ({e})") from None
     us = _floats(values, path, what)
+    far = np.flatnonzero(np.abs(us) > _RANGE_US)
+    if len(far):
+        raise TraceFormatError(path, f"an event {what} of {values[far[0]]!r} µs is beyond the range of "
+                                     "int64 ns (+-2**62 ns, about 146 years)")
     out = _us_to_ns(us)
     big = np.abs(us) >= _EXACT_LIMIT_US  # a double's ulp here is more than 1 ns
     if big.any():
@@ -544,12 +553,19 @@ def _codes(values: list, table: dict, make: Callable[[Any], int]) -> list[int]:
     """Ids for values through ``table`` (filled by ``make`` for new values)."""
     try:
         return [table[v] for v in values]
-    except KeyError:
+    except (KeyError, TypeError):
         pass
+    out = []
     for v in values:
-        if v not in table:
-            table[v] = make(v)
-    return [table[v] for v in values]
+        try:
+            code = table.get(v)
+        except TypeError:  # a list or an object where a name or an id belongs: keyed by its JSON text
+            v = msgspec.json.encode(v).decode()
+            code = table.get(v)
+        if code is None:
+            code = table[v] = make(v)
+        out.append(code)
+    return out
 
 
 # ----------------------------------------------------------------------------- stats
@@ -946,7 +962,7 @@ class _Collector:
         if fid is None or np.any(fid < 0):  # other ids: numbered by their text, below zero
             names = self.flow_names
             fid = np.array([i if type(i) is int and 0 <= i < 2 ** 63 else
-                            -2 - names.setdefault(orjson.dumps(i), len(names)) for i in ids], np.int64)
+                            -2 - names.setdefault(msgspec.json.encode(i), len(names)) for i in ids], np.int64)
         fc = self.flow_cols
         fc["cat"].append(np.array(_codes(cats, self.strings, self._sid), np.int64))
         fc["id"].append(fid)
@@ -984,7 +1000,10 @@ class _Collector:
         except TypeError:  # unhashable pid/tid
             pass
         if len(self.other_meta) < 1000:  # as written, but args as read (null: none)
-            rec = orjson.loads(msgspec.json.encode(e))
+            try:
+                rec = orjson.loads(msgspec.json.encode(e))
+            except orjson.JSONDecodeError:  # a number beyond a double: not kept
+                return
             rec.pop("args", None)
             if args is not None:
                 rec["args"] = args
@@ -999,7 +1018,8 @@ class _Collector:
         pid_c, tid_c, name_c, cat_c = cat("pid"), cat("tid"), cat("name"), cat("cat")
         ts, dur = cat("ts"), cat("dur")
         base = top.get("baseTimeNanoseconds")
-        base = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else 0
+        base = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) and abs(base) < 2**62 \
+            else 0
         ts = ts + base
         n = len(ts)
         self.cols = {}
@@ -1075,7 +1095,8 @@ class _Collector:
         """(plane id, "host"|"device") for every pid code."""
         b = self.b
         devprops = {}
-        for d in top.get("deviceProperties") or []:
+        props = top.get("deviceProperties")
+        for d in props if isinstance(props, list) else []:
             if isinstance(d, dict) and isinstance(d.get("id"), int):
                 devprops[d["id"]] = d
         counts = np.bincount(pid_c, minlength=len(pid_vals)) if len(pid_c) else np.zeros(len(pid_vals), int)
@@ -1337,6 +1358,7 @@ def _bind(track: np.ndarray, start: np.ndarray, dur: np.ndarray, annotation: np.
 
 
 # ----------------------------------------------------------------------------- entry point
+@guarded
 def load(path: str | Path, progress: bool = False) -> Trace:
     """Read a Kineto / Chrome trace JSON file (``.json`` or ``.json.gz``) into a Trace."""
     path = Path(path)
@@ -1355,7 +1377,10 @@ def load(path: str | Path, progress: bool = False) -> Trace:
     try:
         top: dict[str, Any] = {}
         col = _Collector(path)
+        seen = 0
         for events in _event_slices(path, _Source(path, bar).blocks(), top):
+            seen += len(events)
+            check_events(path, seen)
             col.add(events)
             del events
         return col.finish(top, bar)

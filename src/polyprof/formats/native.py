@@ -7,8 +7,10 @@ other tools (DuckDB, polars) read the tables inside.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import zipfile
+import zlib
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..errors import TraceFormatError
+from ..errors import PolyprofError, TraceFormatError, TraceSchemaError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
-from ..trace.stats import StatColumn
+from ..trace.stats import StatColumn, check_column
+from .safety import Inflation, check_events, clean_metadata, guarded
 
 MAGIC = "polyprof-trace"
 VERSION = 1
@@ -34,16 +37,24 @@ def _write_table(zf: zipfile.ZipFile, name: str, table: pa.Table) -> None:
     zf.writestr(name, sink.getvalue())
 
 
-def _read_table(zf: zipfile.ZipFile, name: str) -> pa.Table:
-    return ipc.open_file(pa.BufferReader(zf.read(name))).read_all()
-
-
 def _json_default(o: Any) -> Any:
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, (set, tuple)):
         return list(o)
     return str(o)
+
+
+def _header_json(header: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(header, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:  # metadata read from elsewhere: ints beyond 64 bits, deep nesting
+        import json
+
+        try:
+            return json.dumps(header, default=_json_default).encode()
+        except (RecursionError, ValueError, TypeError) as e:
+            raise PolyprofError(f"the trace's metadata cannot be saved as JSON ({e})") from None
 
 
 def save(trace: Trace, path: str | Path) -> Path:
@@ -75,8 +86,7 @@ def save(trace: Trace, path: str | Path) -> Path:
             "stats": stat_meta,
             "metadata": trace.metadata,
         }
-        zf.writestr("header.json", orjson.dumps(header, default=_json_default,
-                                                option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
+        zf.writestr("header.json", _header_json(header))
     return path
 
 
@@ -84,48 +94,186 @@ def is_native(head: bytes) -> bool:
     return head[:4] == b"PK\x03\x04"
 
 
+# ----------------------------------------------------------------------------- reading
+# Nothing in the file is trusted: members are size-checked before they are inflated,
+# every Arrow table is validated in full (damaged buffers would crash pyarrow, not
+# raise) and checked against the schema, the header's types are checked, and the ids
+# between tables are range-checked (Trace.validate) before a Trace is handed out.
+_NUMERIC = {"i": pa.types.is_integer, "f": pa.types.is_floating}
+_STAT_TYPES = {"s": pa.types.is_string, "b": pa.types.is_binary, "i": pa.types.is_integer,
+               "u": pa.types.is_integer, "f": pa.types.is_floating}
+
+
+def _check_members(zf: zipfile.ZipFile, path: Path) -> None:
+    infos = zf.infolist()
+    infl = Inflation(path, max(path.stat().st_size, 1), "the zip's members")
+    for info in infos:
+        infl.add(info.file_size)
+
+
+def _read(zf: zipfile.ZipFile, name: str, path: Path) -> bytes:
+    try:
+        return zf.read(name)
+    except KeyError:
+        raise TraceFormatError(path, f"damaged .polyprof file: member {name!r} is missing") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError) as e:
+        raise TraceFormatError(path, f"damaged .polyprof file: member {name!r} cannot be read ({e})") from None
+
+
+def _table(zf: zipfile.ZipFile, name: str, path: Path) -> pa.Table:
+    """An Arrow IPC member, validated in full before any value is looked at."""
+    try:
+        t = ipc.open_file(pa.BufferReader(_read(zf, name, path))).read_all()
+        t.validate(full=True)
+    except TraceFormatError:
+        raise
+    except (pa.ArrowException, ValueError, OSError) as e:  # ArrowInvalid is a ValueError
+        raise TraceFormatError(path, f"damaged .polyprof file: {name} is not valid Arrow data ({e})") from None
+    return t
+
+
+def _column(t: pa.Table, name: str, col: str, dtype: Any, path: Path) -> np.ndarray:
+    if col not in t.column_names:
+        raise TraceFormatError(path, f"damaged .polyprof file: {name} has no column {col!r}")
+    c = t.column(col)
+    kind = np.dtype(dtype).kind
+    if not _NUMERIC["i" if kind in "iu" else "f"](c.type) or c.null_count:
+        raise TraceFormatError(path, f"damaged .polyprof file: {name} column {col!r} is {c.type}"
+                                     f"{' with nulls' if c.null_count else ''}, expected {np.dtype(dtype)}")
+    a = c.to_numpy()
+    if kind in "iu" and len(a):
+        info = np.iinfo(dtype)
+        if a.dtype.kind == "u" and a.max() > info.max or a.dtype.kind == "i" and (a.min() < info.min
+                                                                                 or a.max() > info.max):
+            raise TraceFormatError(path, f"damaged .polyprof file: {name} column {col!r} has values beyond "
+                                         f"{np.dtype(dtype)}")
+    return a.astype(dtype, copy=False)
+
+
+def _columns(zf: zipfile.ZipFile, name: str, spec: dict[str, Any], path: Path) -> dict[str, np.ndarray]:
+    t = _table(zf, name, path)
+    return {k: _column(t, name, k, dt, path) for k, dt in spec.items()}
+
+
+_FIELD_TYPES: dict[str, Any] = {"int": int, "str": str, "dict[str, Any]": dict, "int | None": (int, type(None)),
+                                 "<class 'int'>": int, "<class 'str'>": str}
+
+
+def _records(path: Path, what: str, raw: Any, cls: type) -> list[Any]:
+    """Planes or tracks from the header, every field of the type its dataclass declares."""
+    if not isinstance(raw, list):
+        raise TraceFormatError(path, f"header.json: {what} is not a list")
+    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING}  # type: ignore[misc]
+    out = []
+    for i, r in enumerate(raw):
+        if not isinstance(r, dict) or not required <= set(r) or not set(r) <= set(types):
+            raise TraceFormatError(path, f"header.json: {what}[{i}] is not a {cls.__name__} record")
+        for k, v in r.items():
+            want = _FIELD_TYPES.get(str(types[k]).replace("typing.", ""))
+            if want is None:  # a field this reader does not check the type of
+                continue
+            if not isinstance(v, want) or isinstance(v, bool) or (isinstance(v, int) and not -2**63 <= v < 2**63):
+                raise TraceFormatError(path, f"header.json: {what}[{i}].{k} is {type(v).__name__} {_short(v)}, "
+                                             f"expected {getattr(want, '__name__', 'int or null')}")
+        out.append(cls(**r))
+    return out
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) < 60 else s[:57] + "..."
+
+
+def _stats(zf: zipfile.ZipFile, path: Path, entries: Any, n_events: int) -> dict[str, StatColumn]:
+    if not isinstance(entries, list):
+        raise TraceFormatError(path, "header.json: stats is not a list")
+    stats: dict[str, StatColumn] = {}
+    for i, s in enumerate(entries):
+        if not (isinstance(s, dict) and isinstance(s.get("key"), str) and isinstance(s.get("entry"), str)
+                and s.get("kind") in _STAT_TYPES):
+            raise TraceFormatError(path, f"header.json: stats[{i}] is not a stat entry")
+        if s["key"] in stats:
+            raise TraceFormatError(path, f"header.json: stat {s['key']!r} is listed twice")
+        name = s["entry"]
+        t = _table(zf, name, path)
+        rows = _column(t, name, "rows", np.int64, path)
+        if "values" not in t.column_names:
+            raise TraceFormatError(path, f"damaged .polyprof file: {name} has no column 'values'")
+        vcol = t.column("values")
+        if not _STAT_TYPES[s["kind"]](vcol.type):
+            raise TraceFormatError(path, f"damaged .polyprof file: stat {s['key']!r} values are {vcol.type}, "
+                                         f"header says kind {s['kind']!r}")
+        if s["kind"] in ("s", "b"):
+            values = np.empty(len(t), object)
+            values[:] = vcol.to_pylist()
+        elif vcol.null_count:
+            raise TraceFormatError(path, f"damaged .polyprof file: stat {s['key']!r} has null values")
+        else:
+            values = vcol.to_numpy()
+        col = StatColumn(rows, values)
+        try:
+            check_column(s["key"], col, n_events)
+        except TraceSchemaError as e:
+            raise TraceFormatError(path, f"damaged .polyprof file: {e}") from None
+        stats[s["key"]] = col
+    return stats
+
+
+def _check_events(path: Path, events: dict[str, np.ndarray], counters: dict[str, np.ndarray],
+                  n_strings: int) -> None:
+    check_events(path, len(events["start_ns"]))
+    s, d = events["start_ns"], events["dur_ns"]
+    if len(s) and (s.min() < -(2**62) or s.max() > 2**62 or d.min() < 0 or d.max() > 2**62):
+        raise TraceFormatError(path, "damaged .polyprof file: event times beyond +-2**62 ns or negative durations")
+    c = counters
+    if len(c["name"]) and (c["name"].min() < 0 or c["name"].max() >= n_strings or c["plane"].min() < 0):
+        raise TraceFormatError(path, "damaged .polyprof file: a counter's name or plane id is out of range")
+
+
+@guarded
 def load(path: str | Path) -> Trace:
     path = Path(path)
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
         raise TraceFormatError(path, f"not a readable .polyprof file ({e})") from None
     with zf:
+        _check_members(zf, path)
         try:
-            header = orjson.loads(zf.read("header.json"))
-        except KeyError:
-            raise TraceFormatError(path, "zip file without header.json: not a .polyprof trace") from None
+            header = orjson.loads(_read(zf, "header.json", path))
+        except TraceFormatError as e:
+            if "is missing" in e.problem:
+                raise TraceFormatError(path, "zip file without header.json: not a .polyprof trace") from None
+            raise
         except orjson.JSONDecodeError as e:
             raise TraceFormatError(path, f"corrupt header.json ({e})") from None
-        if header.get("format") != MAGIC:
+        if not isinstance(header, dict) or header.get("format") != MAGIC:
             raise TraceFormatError(path, "header.json does not describe a polyprof trace")
-        if header.get("version", 0) > VERSION:
-            raise TraceFormatError(path, f"written by a newer polyprof (format version {header['version']})")
-        try:
-            def cols(name: str, spec: dict) -> dict[str, np.ndarray]:
-                t = _read_table(zf, name)
-                return {k: t.column(k).to_numpy().astype(dt, copy=False) for k, dt in spec.items()}
-
-            events = cols("events.arrow", EVENT_COLUMNS)
-            flows = cols("flows.arrow", FLOW_COLUMNS)
-            counters = cols("counters.arrow", COUNTER_COLUMNS)
-            strings = _read_table(zf, "strings.arrow").column("s").to_pylist()
-            stats = {}
-            for s in header["stats"]:
-                t = _read_table(zf, s["entry"])
-                rows = t.column("rows").to_numpy()
-                if s["kind"] in ("s", "b"):
-                    values = np.empty(len(t), object)
-                    values[:] = t.column("values").to_pylist()
-                else:
-                    values = t.column("values").to_numpy()
-                stats[s["key"]] = StatColumn(rows, values)
-        except (KeyError, pa.ArrowInvalid, OSError, zipfile.BadZipFile) as e:
-            raise TraceFormatError(path, f"damaged .polyprof file ({e})") from None
-    trace = Trace(strings, [Plane(**p) for p in header["planes"]], [Track(**t) for t in header["tracks"]],
-                  events, stats, flows, counters, header.get("metadata", {}),
-                  [Source(**s) for s in header.get("sources", [])])  # files before 0.2 have none
+        version = header.get("version", 0)
+        if not isinstance(version, int):
+            raise TraceFormatError(path, f"header.json: version {_short(version)} is not a number")
+        if version > VERSION:
+            raise TraceFormatError(path, f"written by a newer polyprof (format version {version})")
+        metadata = header.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise TraceFormatError(path, "header.json: metadata is not an object")
+        clean_metadata(metadata)
+        planes = _records(path, "planes", header.get("planes"), Plane)
+        tracks = _records(path, "tracks", header.get("tracks"), Track)
+        events = _columns(zf, "events.arrow", EVENT_COLUMNS, path)
+        flows = _columns(zf, "flows.arrow", FLOW_COLUMNS, path)
+        counters = _columns(zf, "counters.arrow", COUNTER_COLUMNS, path)
+        st = _table(zf, "strings.arrow", path)
+        if st.column_names != ["s"] or not pa.types.is_string(st.column(0).type) or st.column(0).null_count:
+            raise TraceFormatError(path, "damaged .polyprof file: strings.arrow is not one column of strings")
+        strings = st.column("s").to_pylist()
+        _check_events(path, events, counters, len(strings))
+        stats = _stats(zf, path, header.get("stats", []), len(events["start_ns"]))
+        sources = _records(path, "sources", header.get("sources", []), Source)  # files before 0.2 have none
+    trace = Trace(strings, planes, tracks, events, stats, flows, counters, metadata, sources)
     try:
         return trace.validate()
-    except Exception as e:
+    except TraceSchemaError as e:
         raise TraceFormatError(path, f"inconsistent trace: {e}") from None

@@ -28,6 +28,7 @@ import logging
 import re
 import socket
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from . import xprof_memory
+from .safety import Inflation, check_events, clean_metadata, guarded, reading
 from .xprof_names import line_homes, write_order, written_names  # noqa: F401  (written_names for callers)
 from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans, xprof_columns
 
@@ -101,7 +103,7 @@ _TASK_ENV = "Task Environment"
 #: the writer stores times relative to the first event when they are this large
 _MAX_PLAIN_NS = 10**15
 
-_DEVICE_RE = re.compile(r"^/device:([^:]+)(?::(\d+))?")
+_DEVICE_RE = re.compile(r"^/device:([^:]+)(?::(\d{1,9}))?")
 
 
 def _pb():
@@ -111,6 +113,7 @@ def _pb():
 
 
 # =============================================================================== reading
+@guarded
 def load(path: str | Path) -> Trace:
     """Read an ``.xplane.pb`` file (plain or gzipped)."""
     path = Path(path)
@@ -119,11 +122,33 @@ def load(path: str | Path) -> Trace:
     except OSError as e:
         raise TraceFormatError(path, f"cannot read: {e.strerror or e}") from None
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise TraceFormatError(path, f"truncated or corrupt gzip data ({e})") from None
+        data = _gunzip(data, path)
     return from_bytes(data, source=str(path))
+
+
+def _gunzip(data: bytes, path: Path) -> bytes:
+    """Inflate every gzip member, within the inflation limits (safety.Inflation)."""
+    inflation = Inflation(path, len(data))
+    out: list[bytes] = []
+    rest = data
+    try:
+        while rest:
+            d = zlib.decompressobj(wbits=31)
+            while rest:
+                chunk = d.decompress(rest, 1 << 24)
+                inflation.add(len(chunk))
+                out.append(chunk)
+                rest = d.unconsumed_tail
+                if d.eof:
+                    break
+            if not d.eof:
+                raise TraceFormatError(path, "truncated gzip data: the compressed stream ends early")
+            rest = d.unused_data
+            if rest and rest[:2] != b"\x1f\x8b":
+                break  # trailing bytes after the last member, as gzip(1) allows
+    except zlib.error as e:
+        raise TraceFormatError(path, f"truncated or corrupt gzip data ({e})") from None
+    return b"".join(out)
 
 
 def parse(data: bytes, source: str = "<bytes>") -> Any:
@@ -150,7 +175,8 @@ def parse(data: bytes, source: str = "<bytes>") -> Any:
 
 def from_bytes(data: bytes, source: str = "<bytes>") -> Trace:
     """A Trace from a serialized XSpace (from a file, or handed back by a native plugin)."""
-    return from_space(parse(bytes(data), source), source)
+    with reading(source):
+        return from_space(parse(bytes(data), source), source)
 
 
 def _stat_value(st: Any, which: str, stat_names: dict[int, str]) -> Any:
@@ -218,6 +244,7 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     task_env: dict[str, Any] = {}
     stored_meta: dict[str, Any] = {}
     md_keys: set[str] = set()
+    bad_flows = 0
     sort = 0
     for plane in space.planes:
         stat_names = {int(k): m.name for k, m in plane.stat_metadata.items()}
@@ -227,9 +254,10 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if which:
                 props[stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, which, stat_names)
         producer = str(props.pop(_PLANE_STAT_PRODUCER, producer))
-        origin = int(props.pop(_PLANE_STAT_ORIGIN, 0) or 0)
+        origin = _int_stat(props.pop(_PLANE_STAT_ORIGIN, 0), source, _PLANE_STAT_ORIGIN)
         if _PLANE_STAT_METADATA in props:
             stored_meta = _layout(props.pop(_PLANE_STAT_METADATA))
+            clean_metadata(stored_meta)
         if props.pop(_PLANE_STAT_GENERATED, None):
             continue
         aliases = props.pop(_PLANE_STAT_ALIASES, "")
@@ -240,11 +268,13 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
         layout = _layout(props.pop(_PLANE_STAT_LAYOUT, None))
         kind, _, index = _plane_kind(plane.name)
         is_host = kind == "host"  # decides default categories, as the writer assumed
-        kind = layout.get("kind", kind)
-        index = int(layout.get("index", index))
+        kind = str(layout.get("kind", kind))
+        index = _int_stat(layout.get("index", index), source, "plane index")
         pid = b.plane(str(layout.get("name", plane.name)), kind, vendor=str(layout.get("vendor", "")), index=index,
                       pid=int(plane.id), properties=props)
-        track_layout: dict[str, Any] = layout.get("tracks", {})
+        track_layout = layout.get("tracks", {})
+        if not isinstance(track_layout, dict):
+            raise TraceFormatError(source, f"plane {plane.name!r}: damaged {_PLANE_STAT_LAYOUT} (tracks)")
 
         # event metadata: display name, category hint, inherited stats
         md_name: dict[int, str] = {}
@@ -285,6 +315,8 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             if lname == xprof_memory.LINE and producer == "polyprof":
                 continue  # a copy of the memory events for XProf's memory_profile
             tl = track_layout.get(str(line.id), {})
+            if not isinstance(tl, dict) or not isinstance(tl.get("props", {}), dict):
+                raise TraceFormatError(source, f"plane {plane.name!r}: damaged {_PLANE_STAT_LAYOUT} (line {line.id})")
             if tl.get("generated") and producer == "polyprof":
                 continue  # a line only XProf needs (the writer's device Steps line)
             tprops: dict[str, Any] = dict(tl.get("props", {}))
@@ -296,13 +328,16 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                 tprops["duration_ps"] = int(line.duration_ps)
             tkind = tl.get("kind") or ("thread" if is_host else _LINE_KINDS.get(lname, "stream"))
             home = b.plane(str(tl["plane"])) if tl.get("plane") else pid  # written on /host:CPU for XProf
-            track = b.track(home, lname, tkind, tid=int(tl.get("tid", line.id)), sort_index=sort,
+            track = b.track(home, lname, str(tkind), tid=_int_stat(tl.get("tid", line.id), source, "line tid"),
+                            sort_index=sort,
                             properties=tprops)
             sort += 1
             n = len(line.events)
             if not n:
                 continue
             base_ns = int(line.timestamp_ns) + origin
+            if abs(base_ns) > _TIME_LIMIT_NS:
+                raise TraceFormatError(source, f"line {lname!r} starts at {base_ns} ns: beyond +-2**62 ns")
             mids = np.empty(n, np.int64)
             begin_ps = np.empty(n, np.int64)
             dur_ps = np.empty(n, np.int64)
@@ -334,10 +369,15 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                                 cats = [None] * n
                             cats[i] = str(val)
                         elif tag == _STAT_FLOW_OUT:
-                            k_, fid, fcat = str(val).split(":", 2)
-                            flows_out[int(k_)] = (row, int(fid), fcat)
-                        else:
+                            flow = _flow_out(val)
+                            if flow is None:
+                                bad_flows += 1
+                            else:
+                                flows_out[flow[0]] = (row, flow[1], flow[2])
+                        elif type(val) is int or (type(val) is str and val.lstrip("-").isdigit()):
                             flows_in[int(val)] = row
+                        else:
+                            bad_flows += 1
                         continue
                     seen.add((mid, which))
                     slot = by_mid.get(mid)
@@ -347,6 +387,10 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
                     slot[1].append(val)
             # absolute times in ns: start rounded down, end up, so nesting holds and no
             # event shorter than 1 ns turns into an instant
+            if begin_ps.min() < -_TIME_LIMIT_PS or begin_ps.max() > _TIME_LIMIT_PS or dur_ps.min() < 0 \
+                    or dur_ps.max() > _TIME_LIMIT_PS:
+                raise TraceFormatError(source, f"line {lname!r}: an event offset or duration is negative or "
+                                               "beyond 2**62 ps")
             start = base_ns + begin_ps // 1000
             end = base_ns + -((-(begin_ps + dur_ps)) // 1000)
             names = np.empty(n, object)
@@ -403,10 +447,16 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
             "metadata_stat_keys": sorted(md_keys),
         },
     })
-    if "profile_start_time" in task_env:
-        b.metadata["xspace"]["profile_start_time_ns"] = int(task_env["profile_start_time"])
-    if "profile_stop_time" in task_env:
-        b.metadata["xspace"]["profile_stop_time_ns"] = int(task_env["profile_stop_time"])
+    for k in ("profile_start_time", "profile_stop_time"):
+        if k not in task_env:
+            continue
+        if type(task_env[k]) is int and abs(task_env[k]) <= _TIME_LIMIT_NS:
+            b.metadata["xspace"][f"{k}_ns"] = task_env[k]
+        else:
+            b.metadata.setdefault("warnings", []).append(f"Task Environment {k} {task_env.pop(k)!r} ignored: "
+                                                         "not a time in ns")
+    if bad_flows:
+        b.metadata.setdefault("warnings", []).append(f"{bad_flows} damaged flow stat(s) ignored")
     if not stored_meta:
         b.metadata["clock"] = "xspace"
     trace = b.build()
@@ -419,6 +469,29 @@ def from_space(space: Any, source: str = "<bytes>") -> Trace:
     log.debug("xspace %s: %d planes, %d lines, %d events, %d stat keys", source, len(trace.planes),
               len(trace.tracks), trace.n_events, len(trace.stats))
     return trace
+
+
+_TIME_LIMIT_NS = 2**62
+_TIME_LIMIT_PS = 2**62
+
+
+def _int_stat(v: Any, source: str, what: str) -> int:
+    """An integer polyprof wrote (as int or decimal text); TraceFormatError if it is not one."""
+    if type(v) is int and -2**63 <= v < 2**63:
+        return v
+    if type(v) is str and len(v) < 21 and v.strip().lstrip("-").isdigit() and -2**63 <= int(v) < 2**63:
+        return int(v)
+    if not v:
+        return 0
+    raise TraceFormatError(source, f"damaged {what}: {str(v)[:60]!r} is not an integer")
+
+
+def _flow_out(val: Any) -> tuple[int, int, str] | None:
+    """(key, flow id, category) of a polyprof flow-out stat ``key:id:category``; None if damaged."""
+    parts = str(val).split(":", 2)
+    if len(parts) != 3 or not all(p.lstrip("-").isdigit() and len(p) < 19 for p in parts[:2]):
+        return None
+    return int(parts[0]), int(parts[1]), parts[2]
 
 
 def _layout(raw: Any) -> dict[str, Any]:
@@ -450,6 +523,8 @@ def _read_counters(line: Any, plane: int, md_name: dict[int, str], stat_names: d
                    out: list[tuple[int, str, int, float]], origin: int) -> None:
     """Counter samples polyprof wrote as instant events with a value stat."""
     base_ns = int(line.timestamp_ns) + origin
+    if abs(base_ns) > _TIME_LIMIT_NS:
+        return
     for e in line.events:
         value = 0.0
         for st in e.stats:

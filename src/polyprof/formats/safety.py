@@ -1,0 +1,174 @@
+"""What every reader promises about bad input, in one place: limits on what a file may
+inflate to, and the guard that turns any failure while reading into one
+:class:`~polyprof.errors.TraceFormatError` naming the file.
+
+Limits (each also an environment variable, read when a file is opened):
+
+- ``max_inflated_bytes`` (``POLYPROF_MAX_INFLATED_BYTES``, default 64 GiB): the most a
+  compressed input (gzip, a zip member) may inflate to.
+- ``max_inflate_ratio`` (``POLYPROF_MAX_INFLATE_RATIO``, default 200): inflated / compressed
+  size, checked once more than ``ratio_floor_bytes`` (64 MiB) came out. Real traces
+  compress 7-20x; gzip's most is ~1030x, what a decompression bomb uses.
+- ``max_events`` (``POLYPROF_MAX_EVENTS``, default 2**31 - 1): events in one trace.
+
+``with safety.override(max_events=10**6): polyprof.load(path)`` changes them for a block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import PolyprofError, TraceFormatError
+
+log = logging.getLogger("polyprof")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_inflated_bytes: int = 64 << 30
+    max_inflate_ratio: float = 200.0
+    ratio_floor_bytes: int = 64 << 20
+    max_events: int = 2**31 - 1
+
+
+_ENV = {"max_inflated_bytes": "POLYPROF_MAX_INFLATED_BYTES", "max_inflate_ratio": "POLYPROF_MAX_INFLATE_RATIO",
+        "max_events": "POLYPROF_MAX_EVENTS"}
+_override: Limits | None = None
+
+
+def current() -> Limits:
+    """The limits in force: an :func:`override`, else the environment, else the defaults."""
+    if _override is not None:
+        return _override
+    lim = Limits()
+    for name, var in _ENV.items():
+        raw = os.environ.get(var)
+        if raw:
+            try:
+                lim = replace(lim, **{name: type(getattr(lim, name))(float(raw))})
+            except ValueError:
+                raise PolyprofError(f"{var}={raw!r} is not a number") from None
+    return lim
+
+
+@contextlib.contextmanager
+def override(**changes: Any) -> Iterator[Limits]:
+    """Use other limits inside a ``with`` block (names as in :class:`Limits`)."""
+    global _override
+    known = {f.name for f in fields(Limits)}
+    bad = set(changes) - known
+    if bad:
+        raise PolyprofError(f"unknown limits {sorted(bad)}; known: {sorted(known)}")
+    before = _override
+    _override = replace(current(), **changes)
+    try:
+        yield _override
+    finally:
+        _override = before
+
+
+class Inflation:
+    """Counts what a compressed input has inflated to so far; raises past a limit."""
+
+    def __init__(self, path: str | Path, compressed_bytes: int, what: str = "gzip data"):
+        self.path, self.compressed, self.what = path, max(int(compressed_bytes), 1), what
+        self.limits = current()
+        self.total = 0
+
+    def add(self, n: int) -> None:
+        self.total += n
+        lim = self.limits
+        if self.total > lim.max_inflated_bytes:
+            raise TraceFormatError(self.path, f"{self.what} inflates to more than {lim.max_inflated_bytes:,} bytes "
+                                              "(limit max_inflated_bytes / POLYPROF_MAX_INFLATED_BYTES)")
+        if self.total > lim.ratio_floor_bytes and self.total > lim.max_inflate_ratio * self.compressed:
+            raise TraceFormatError(self.path, f"{self.what} inflates more than {lim.max_inflate_ratio:g}x "
+                                              f"({self.compressed:,} compressed bytes, {self.total:,} so far): "
+                                              "a decompression bomb? (limit max_inflate_ratio / "
+                                              "POLYPROF_MAX_INFLATE_RATIO)")
+
+
+def check_events(path: str | Path, n: int) -> None:
+    lim = current().max_events
+    if n > lim:
+        raise TraceFormatError(path, f"more than {lim:,} events ({n:,}; limit max_events / POLYPROF_MAX_EVENTS)")
+
+
+class ForeignError(TraceFormatError):
+    """A reader failed in a way it does not check for by name: still a TraceFormatError
+    naming the file, with the original exception kept as ``cause`` (the fuzzers count
+    these separately: each is a check a reader should make itself)."""
+
+    def __init__(self, path: str | Path, cause: BaseException):
+        self.cause = cause
+        super().__init__(path, f"damaged or unsupported content ({type(cause).__name__}: {_short(cause)})")
+
+
+def _short(e: BaseException, n: int = 200) -> str:
+    s = " ".join(str(e).split())
+    return s if len(s) <= n else s[:n] + "..."
+
+
+@contextlib.contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Whatever goes wrong inside leaves as a TraceFormatError naming ``path``."""
+    try:
+        yield
+    except TraceFormatError:
+        raise
+    except PolyprofError as e:  # e.g. TraceSchemaError from the builder: say which file
+        raise TraceFormatError(path, str(e)) from None
+    except MemoryError:
+        raise TraceFormatError(path, "not enough memory to read this trace") from None
+    except RecursionError:
+        raise TraceFormatError(path, "nested too deeply to read") from None
+    except Exception as e:  # noqa: BLE001 - the promise: bad input never leaks another exception
+        log.debug("%s: reader failed on unchecked input", path, exc_info=True)
+        raise ForeignError(path, e) from None
+
+
+def guarded(load: Any) -> Any:
+    """Decorate a reader ``load(path, ...)`` with :func:`reading` on its path."""
+    import functools
+
+    @functools.wraps(load)
+    def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
+        with reading(path):
+            return load(path, *args, **kwargs)
+
+    return wrapper
+
+
+def _int64(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -2**62 <= v <= 2**62
+
+
+#: metadata keys that code reads back, and what each must be to be read
+_KNOWN_METADATA = {
+    "wall_anchor": lambda v: isinstance(v, dict) and all(_int64(x) for x in v.values()),
+    "clock": lambda v: isinstance(v, str),
+    "title": lambda v: isinstance(v, str),
+    "warnings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "plugin_errors": lambda v: isinstance(v, list),
+    "xspace": lambda v: isinstance(v, dict),
+    "session": lambda v: isinstance(v, dict),
+    "source": lambda v: isinstance(v, (dict, str)),
+    "deviceProperties": lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+    "baseTimeNanoseconds": _int64,
+    "clock_sync": lambda v: isinstance(v, dict),
+}
+
+
+def clean_metadata(metadata: dict[str, Any]) -> list[str]:
+    """Drop well-known metadata entries of the wrong type (in place); the names dropped."""
+    bad = [k for k, ok in _KNOWN_METADATA.items() if k in metadata and not ok(metadata[k])]
+    for k in bad:
+        del metadata[k]
+    if bad:
+        metadata.setdefault("warnings", []).append(f"damaged metadata entries dropped: {', '.join(bad)}")
+    return bad
