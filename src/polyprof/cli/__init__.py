@@ -54,13 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from .common import error_line
+
     try:
         return int(args.func(args) or 0)
-    except PolyprofError as e:
-        print(f"polyprof: error: {e}", file=sys.stderr)
-        return 1
     except BrokenPipeError:
         return 0
+    except (PolyprofError, OSError, MemoryError) as e:
+        print(error_line(e), file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback (-vv logs it)
+        print(error_line(e), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
+from pathlib import Path
 from typing import Any
 
+from ..errors import PolyprofError
 from ..trace.core import Trace
 
 
@@ -51,6 +54,32 @@ def load_trace(path: str) -> Trace:
             and detect(path) == "chrome-json":
         return load(path, progress=True)
     return load(path)
+
+
+def output_path(path: str | Path) -> Path:
+    """Where a command writes: its directory is made if missing (``-o out/r.html``)."""
+    out = Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PolyprofError(f"cannot create the directory {out.parent} for {out} ({e.strerror or e})") from None
+    return out
+
+
+def error_line(e: BaseException) -> str:
+    """The one line the CLI prints for an exception (never a traceback; -vv logs one)."""
+    if isinstance(e, PolyprofError):
+        text = str(e)
+    elif isinstance(e, OSError):
+        where = f"{e.filename}: " if e.filename else ""
+        text = f"{where}{e.strerror or e}"
+    elif isinstance(e, MemoryError):
+        text = "out of memory"
+    else:
+        logging.getLogger("polyprof").debug("internal error", exc_info=e)
+        text = (f"internal error ({type(e).__name__}: {e}); please report it with the command line "
+                "(-vv shows the traceback)")
+    return "polyprof: error: " + " ".join(text.split())
 
 
 def print_summary(trace: Trace, **options: Any) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import load_trace
+from .common import load_trace, output_path
 
 FORMATS = {
     "chrome": "polyprof.formats.chrome:write",
@@ -45,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
 
         trace = derive(trace)
     mod, fn = FORMATS[args.format].split(":")
-    out = getattr(importlib.import_module(mod), fn)(trace, args.output)
+    out = getattr(importlib.import_module(mod), fn)(trace, output_path(args.output))
     print(f"polyprof: wrote {out or args.output}", file=sys.stderr)
     return 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import PolyprofError
 from ..ranks.traceset import load_ranks
-from .common import load_trace
+from .common import load_trace, output_path
 from .ranks import analyze_ranks, is_many
 
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         args.file = args.file[0]
         trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
         trace.metadata["title"] = name = Path(args.file).name
-    out = Path(args.output) if args.output else Path(name.split(".")[0] + ".html")
+    out = output_path(args.output) if args.output else Path(name.split(".")[0] + ".html")
     write(trace, out, ranks=ranks)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0

@@ -94,7 +94,17 @@ def _is_json(head: bytes, path: Path) -> bool:
     return body.lstrip()[:1] in (b"{", b"[")
 
 
+def _is_protobuf(head: bytes, path: Path) -> bool:
+    """A walk over XSpace's fields (before JSON: a plane of 91 bytes starts ``\\n[``)."""
+    from .xspace import is_protobuf_xspace
+
+    if head.startswith(b"GZ"):
+        return is_protobuf_xspace(head[2:], None)
+    return is_protobuf_xspace(head, path.stat().st_size)
+
+
 register("polyprof", lambda h, p: h[:4] == b"PK\x03\x04", "polyprof.formats.native:load")
+register("xspace", _is_protobuf, "polyprof.formats.xspace:load")
 register("chrome-json", _is_json, "polyprof.formats.kineto:load")
 register("polyprof-journal", lambda h, p: h.startswith(b"POLYPROF-JOURNAL "), "polyprof.formats.journal:load")
 

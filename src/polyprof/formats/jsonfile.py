@@ -8,10 +8,23 @@ from typing import Any
 
 import orjson
 
+from ..errors import PolyprofError
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, (bytes, bytearray, memoryview)):  # e.g. XSpace bytes stats: base64 text
+        import base64
+
+        return base64.b64encode(bytes(o)).decode("ascii")
+    raise TypeError(f"Type is not JSON serializable: {type(o).__name__}")
+
 
 def write_json(doc: Any, path: str | Path) -> Path:
     path = Path(path)
-    data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    try:
+        data = orjson.dumps(doc, default=_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as e:  # values read from elsewhere: nesting beyond 254, ints beyond 64 bits
+        raise PolyprofError(f"{path}: the trace holds values JSON cannot hold ({e})") from None
     if path.name.endswith(".gz"):
         with gzip.open(path, "wb", compresslevel=5) as f:
             f.write(data)

@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover - isal has wheels for the usual platform
     _zlib = zlib
 
 from ..errors import TraceFormatError
-from .safety import Inflation, check_events, guarded
+from .safety import Inflation, check_events, clean_metadata, guarded
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from . import kineto_memory
@@ -57,8 +57,8 @@ _X, _I, _B, _E, _C, _S, _T, _F, _M, _OTHER = range(10)
 _PHASES = {"X": _X, "i": _I, "I": _I, "B": _B, "E": _E, "C": _C, "s": _S, "t": _T, "f": _F, "M": _M}
 
 _TE_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
-_DEVICE_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z_]*)\s*:?\s*(\d+)\s*$")
-_PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d+)$")
+_DEVICE_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z_]*)\s*:?\s*(\d{1,9})\s*$")
+_PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
 _DEVICE_KINDS = {"GPU", "MTIA", "XPU", "HPU", "NPU", "TPU", "MPS", "IPU", "DEVICE"}
 #: Categories that only occur on a device timeline (used when a pid has no labels).
 _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "mtia_ccp_events",
@@ -1040,7 +1040,7 @@ class _Collector:
             pv, tv = pid_vals[p], tid_vals[t]
             info = self._thread_info(pv, tv)
             tname = info.get("thread_name")
-            if isinstance(tv, int) and not isinstance(tv, bool) and not isinstance(pv, str):
+            if _is_id(tv) and not isinstance(pv, str):
                 tid = tv
                 if not tname:
                     tname = f"stream {tv}" if kind == "device" else f"thread {tv}"
@@ -1123,12 +1123,11 @@ class _Collector:
                         break
                     if text.strip().upper() == "CPU" and not strict:
                         break
-            if dev is None and code in dev_pids and isinstance(pv, int) and not isinstance(pv, bool) and pv >= 0:
+            if dev is None and code in dev_pids and _is_id(pv) and pv >= 0:
                 dev = ("GPU", pv)
             kinds.append(("device", dev[0], dev[1]) if dev else ("host", "", 0))
 
-        host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and isinstance(pid_vals[c], int)
-                      and not isinstance(pid_vals[c], bool)]
+        host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])]
         main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None
         used = set(_distinct(pid_c).tolist()) | {c[0] for c in self.counters}
         out: list[tuple[int, str]] = []
@@ -1143,9 +1142,9 @@ class _Collector:
                 dp = devprops.get(index, {})
                 props = {**dp, **props}
                 vendor = _vendor(dkind, str(dp.get("name", "")), vendor_hint)
-                pid = pv if isinstance(pv, int) else index
+                pid = pv if _is_id(pv) else index
                 out.append((b.plane(keys.device_plane(dkind, index), "device", vendor, index, pid, props), "device"))
-            elif code == main or not isinstance(pv, int) or isinstance(pv, bool):
+            elif code == main or not _is_id(pv):
                 # the main process, and Kineto's pseudo processes ("Spans", "Traces") on it
                 pid = pid_vals[main] if main is not None else 0
                 mprops = {k: v for k, v in (self.process.get(pid_vals[main], {}) if main is not None else {}).items()
@@ -1299,6 +1298,11 @@ def _distinct(codes: np.ndarray, inverse: bool = False) -> Any:
     return uniq, index[codes]
 
 
+def _is_id(v: Any) -> bool:
+    """An integer pid/tid that fits the trace's int64 ids (bool is not one)."""
+    return type(v) is int and -2**63 <= v < 2**63
+
+
 def _hashable(v: Any) -> bool:
     return isinstance(v, (int, str, float, type(None)))
 
@@ -1383,7 +1387,9 @@ def load(path: str | Path, progress: bool = False) -> Trace:
             check_events(path, seen)
             col.add(events)
             del events
-        return col.finish(top, bar)
+        trace = col.finish(top, bar)
+        clean_metadata(trace.metadata)
+        return trace
     except MemoryError:
         raise TraceFormatError(path, "not enough memory to read this trace") from None
     except RecursionError:

@@ -192,7 +192,7 @@ def _stats(zf: zipfile.ZipFile, path: Path, entries: Any, n_events: int) -> dict
     stats: dict[str, StatColumn] = {}
     for i, s in enumerate(entries):
         if not (isinstance(s, dict) and isinstance(s.get("key"), str) and isinstance(s.get("entry"), str)
-                and s.get("kind") in _STAT_TYPES):
+                and isinstance(s.get("kind"), str) and s["kind"] in _STAT_TYPES):
             raise TraceFormatError(path, f"header.json: stats[{i}] is not a stat entry")
         if s["key"] in stats:
             raise TraceFormatError(path, f"header.json: stat {s['key']!r} is listed twice")

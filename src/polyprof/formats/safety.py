@@ -21,7 +21,7 @@ import logging
 import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from ..errors import PolyprofError, TraceFormatError
 
@@ -127,6 +127,8 @@ def reading(path: str | Path) -> Iterator[None]:
         raise TraceFormatError(path, "not enough memory to read this trace") from None
     except RecursionError:
         raise TraceFormatError(path, "nested too deeply to read") from None
+    except ImportError:  # the installation, not the file
+        raise
     except Exception as e:  # noqa: BLE001 - the promise: bad input never leaks another exception
         log.debug("%s: reader failed on unchecked input", path, exc_info=True)
         raise ForeignError(path, e) from None
@@ -164,11 +166,58 @@ _KNOWN_METADATA = {
 }
 
 
+def _portable(v: Any) -> bool:
+    import orjson
+
+    try:
+        orjson.dumps(v, default=str, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    except (orjson.JSONEncodeError, TypeError):  # ints beyond 64 bits, nesting beyond 254
+        return False
+    return True
+
+
+def _text(v: Any, n: int = 10_000) -> str:
+    try:
+        s = repr(v)
+    except (RecursionError, ValueError):
+        s = f"<{type(v).__name__} nested too deeply>"
+    return s if len(s) <= n else s[:n] + "..."
+
+
 def clean_metadata(metadata: dict[str, Any]) -> list[str]:
-    """Drop well-known metadata entries of the wrong type (in place); the names dropped."""
+    """Drop well-known metadata entries of the wrong type and turn values JSON cannot
+    hold into text (in place); the names changed."""
     bad = [k for k, ok in _KNOWN_METADATA.items() if k in metadata and not ok(metadata[k])]
     for k in bad:
         del metadata[k]
+    for k, v in list(metadata.items()):
+        if not _portable(v):  # writers store metadata as JSON: keep what JSON cannot hold as text
+            metadata[k] = _text(v)
+            bad.append(k)
     if bad:
-        metadata.setdefault("warnings", []).append(f"damaged metadata entries dropped: {', '.join(bad)}")
+        metadata.setdefault("warnings", []).append(f"damaged metadata entries dropped or kept as text: {', '.join(bad)}")
     return bad
+
+
+#: what a query may not do unless the user says so: files, ATTACH, extensions, network
+SQL_SANDBOX = ["SET enable_external_access = false", "SET allow_community_extensions = false",
+               "SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
+               "SET lock_configuration = true"]
+
+
+def duckdb_sandbox(con: Any, paths: Iterable[str | Path] = (), directories: Iterable[str | Path] = ()) -> None:
+    """Lock a DuckDB connection to the tables it has: no other files (but ``paths`` and
+    ``directories``, e.g. a store's own Parquet files and spill space), no ATTACH, no
+    extension installs or loads, no network; then lock the configuration so the query
+    cannot undo it."""
+
+    def lit(items: Iterable[str | Path]) -> str:
+        return ", ".join("'" + str(p).replace("'", "''") + "'" for p in items)
+
+    paths, directories = list(paths), [f"{str(d).rstrip('/')}/" for d in directories]
+    if paths:
+        con.execute(f"SET allowed_paths = [{lit(paths)}]")
+    if directories:
+        con.execute(f"SET allowed_directories = [{lit(directories)}]")
+    for setting in SQL_SANDBOX:
+        con.execute(setting)

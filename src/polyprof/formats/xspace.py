@@ -662,6 +662,39 @@ def sniff(head: bytes, path: Path) -> bool:
     return body[pos] in (0x08, 0x12, 0x1A, 0x22, 0x2A, 0x32)
 
 
+#: XSpace's fields (planes, errors, warnings, hostnames), all length-delimited: their tags
+_XSPACE_TAGS = (0x0A, 0x12, 0x1A, 0x22)
+#: XPlane's first field tags (id, name, lines, event_metadata, stat_metadata, stats)
+_XPLANE_TAGS = (0x08, 0x12, 0x1A, 0x22, 0x2A, 0x32, 0x3A)
+
+
+def is_protobuf_xspace(body: bytes, total: int | None) -> bool:
+    """True if ``body`` (the first bytes of a file of ``total`` bytes, None if unknown)
+    walks as XSpace's top-level fields: tag, length, next tag, ... each field inside
+    the file, the first one a plane starting with an XPlane field.
+
+    JSON text can start the same way (``\\n[`` is a plane of 91 bytes), but its bytes do
+    not walk: every hop must land on a field tag and, in a small file, end exactly at
+    its end."""
+    if len(body) < 3 or body[0] != 0x0A:
+        return False
+    pos = 0
+    fields = 0
+    while pos < len(body):
+        if body[pos] not in _XSPACE_TAGS:
+            return False
+        length, start = _varint(body, pos + 1)
+        if length is None:
+            return start >= len(body) and fields > 0  # the varint runs past the head
+        if fields == 0 and (length == 0 or start < len(body) and body[start] not in _XPLANE_TAGS):
+            return False
+        end = start + length
+        if total is not None and end > total:
+            return False
+        pos, fields = end, fields + 1
+    return pos == len(body) or total is None or pos <= total
+
+
 def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
     shift = value = 0
     while pos < len(data) and shift < 64:

@@ -8,6 +8,7 @@ timeline on a canvas and the charts as inline SVG from the embedded JSON.
 from __future__ import annotations
 
 import html
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -145,19 +146,32 @@ def ranks_view(ranks: Any) -> dict[str, Any]:
     }
 
 
+#: characters escaped in the JSON inside <script>: "<" keeps "</script>" and "<!--" from
+#: ending or hiding the element, ">" and "&" are escaped too, U+2028/9 for old parsers
+_SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
+                   0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def script_json(doc: Any) -> str:
+    """JSON that is safe as the text of a ``<script type="application/json">`` element."""
+    text = orjson.dumps(doc, default=lambda o: o.item() if hasattr(o, "item") else str(o),
+                        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+    return text.translate(_SCRIPT_ESCAPES)
+
+
 def render(report: Report, ranks: Any = None) -> str:
     """The page; with ``ranks`` (a RanksReport) the ranks side by side come first and
-    the findings are the job's, while the timeline and tables are ``report``'s rank."""
+    the findings are the job's, while the timeline and tables are ``report``'s rank.
+
+    The template's placeholders are filled in one pass, so text from the trace (a title
+    holding ``__DATA__``) is never substituted again."""
     template = resources.files("polyprof.report").joinpath("template.html").read_text(encoding="utf-8")
     page = page_data(report)
     if ranks is not None:
         page["ranks"] = ranks_view(ranks)
         page["findings"] = [f.to_dict() for f in ranks.findings]
-    data = orjson.dumps(page, default=lambda o: o.item() if hasattr(o, "item") else str(o),
-                        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
-    data = data.replace("</", "<\\/")  # the JSON sits inside a <script> element
-    title = html.escape(_title(report.trace))
-    return template.replace("__TITLE__", title).replace("__DATA__", data)
+    values = {"__TITLE__": html.escape(_title(report.trace), quote=True), "__DATA__": script_json(page)}
+    return re.sub("__TITLE__|__DATA__", lambda m: values[m.group(0)], template)
 
 
 def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: Any = None) -> Path:

@@ -73,7 +73,8 @@ def _render(root: str, overview: Any, kernels: Any, top: int) -> None:
 def sql(args: argparse.Namespace) -> Any:
     from .store import Store
 
-    return Store(args.file).sql(args.query, memory_limit=getattr(args, "memory_limit", None) or "1GB")
+    return Store(args.file).sql(args.query, memory_limit=getattr(args, "memory_limit", None) or "1GB",
+                                allow_external=getattr(args, "allow_external", False))
 
 
 def store_traces(path: Any) -> Iterator[Any] | None:

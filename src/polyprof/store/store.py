@@ -83,17 +83,28 @@ class Store:
                     tracks[k].append(r if k == "rank" else t.get(k))
         return pa.table(planes), pa.table(tracks)
 
-    def sql(self, query: str, memory_limit: str = SQL_MEMORY_LIMIT) -> pa.Table:
-        """Run ``query`` over the store's tables; returns a pyarrow Table."""
+    def sql(self, query: str, memory_limit: str = SQL_MEMORY_LIMIT, allow_external: bool = False) -> pa.Table:
+        """Run ``query`` over the store's tables; returns a pyarrow Table. Unless
+        ``allow_external``, the query reads the store's own Parquet files only
+        (formats.safety.duckdb_sandbox)."""
         import duckdb
 
         con = self.connect(memory_limit)
+        if not allow_external:
+            from ..formats.safety import duckdb_sandbox
+
+            duckdb_sandbox(con, paths=[self.path(r) / f"{t}.parquet" for r in self.ranks
+                                       for t in ("events", "flows", "counters")],
+                           directories=[self.root / ".duckdb-spill"])
         try:
             rel = con.sql(query)
             if rel is None:
                 return pa.table({})
             fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
             return fetch()
+        except duckdb.PermissionException as e:
+            raise PolyprofError(f"SQL refused: {' '.join(str(e).split())} (polyprof sql gives a query the store's "
+                                "tables only; --allow-external lifts this)") from None
         except duckdb.IOException as e:
             raise TraceFormatError(self.root, f"damaged store file ({e})") from None
         except duckdb.Error as e:
