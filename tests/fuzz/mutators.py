@@ -401,7 +401,7 @@ def native(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
     with zipfile.ZipFile(out, "w", compression=rnd.choice([zipfile.ZIP_STORED, zipfile.ZIP_STORED,
                                                            zipfile.ZIP_DEFLATED])) as z:
         for n, b in members.items():
-            z.writestr(n, b)
+            z.writestr(zipfile.ZipInfo(n, date_time=(2026, 1, 1, 0, 0, 0)), b, compress_type=z.compression)
     return out.getvalue()
 
 

@@ -82,6 +82,14 @@ def worker() -> None:
     from fuzz import mutators, seeds
 
     all_seeds = seeds.load_seeds()
+    import polyprof.formats.journal  # noqa: F401 - imports done before the clock starts
+    import polyprof.formats.kineto  # noqa: F401
+    import polyprof.formats.native  # noqa: F401
+    import polyprof.formats.xspace  # noqa: F401
+    import polyprof.report.html  # noqa: F401
+
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     with tempfile.TemporaryDirectory(prefix="polyprof-fuzz-") as tmpdir:
         tmp = Path(tmpdir)
         for line in sys.stdin:
@@ -117,10 +125,13 @@ class Result:
 
 class _Worker:
     def __init__(self, env: dict[str, str]):
+        t = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-m", "fuzz.runner", "--worker"], cwd=HERE.parent, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, bufsize=1)
         self.job: tuple[int, float] | None = None  # (index, sent at)
+        self.ready = self.proc.stdout.readline().strip() == "ready"  # imports done
+        self.started = time.monotonic() - t
 
     def send(self, reader: str, seed: int, index: int, deep: bool) -> None:
         self.proc.stdin.write(f"{reader} {seed} {index} {int(deep)}\n")
@@ -150,7 +161,11 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
     res = Result(reader, seed)
     env = _env()
     pool = [_Worker(env) for _ in range(workers)]
-    t0 = time.monotonic()
+    if not all(w.ready for w in pool):
+        for w in pool:
+            w.stop()
+        raise RuntimeError("a fuzz worker did not start (python -m fuzz.runner --worker in tests/)")
+    t0 = time.monotonic()  # the budget is for inputs, not start-up
     nxt = start
     stop_at = start + count if count is not None else None
 
@@ -186,6 +201,7 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
                     code = w.proc.wait()
                     record("crash", index, f"worker died with exit status {code}")
                     pool[pool.index(w)] = w = _Worker(env)
+                    t0 += w.started  # a restart is not fuzzing time
                 res.inputs += 1
                 w.job = None
                 if more():
@@ -198,12 +214,14 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
                     record("hang", index, f"no answer in {timeout:.0f} s")
                     res.inputs += 1
                     pool[i] = w = _Worker(env)
+                    t0 += w.started
                     if more():
                         w.send(reader, seed, nxt, deep_every > 0 and nxt % deep_every == 0)
                         nxt += 1
             if progress and now - last_report > 30:
                 last_report = now
-                print(f"{reader}: {res.inputs} inputs, {dict(res.outcomes)}, {now - t0:.0f} s", file=sys.stderr,
+                last = f"; last finding: {res.findings[-1]['detail'][:160]}" if res.findings else ""
+                print(f"{reader}: {res.inputs} inputs, {dict(res.outcomes)}, {now - t0:.0f} s{last}", file=sys.stderr,
                       flush=True)
     finally:
         for w in pool:

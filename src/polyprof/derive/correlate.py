@@ -73,7 +73,7 @@ def _int_stat(trace: Trace, key: str, rows: np.ndarray) -> tuple[np.ndarray, np.
         try:
             out[i] = int(v)
             ok[i] = True
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # not an id, or beyond int64
             pass
     full = mask.copy()
     full[np.flatnonzero(mask)[~ok]] = False

@@ -778,10 +778,12 @@ def _set_value(st: Any, value: Any, kind: str, pw: _PlaneWriter) -> None:
         st.int64_value = int(value)
     elif isinstance(value, (int, np.integer)):
         v = int(value)
-        if v >= 2**63:
+        if 2**63 <= v < 2**64:
             st.uint64_value = v
-        else:
+        elif -2**63 <= v < 2**63:
             st.int64_value = v
+        else:  # an integer no XStat can hold
+            st.str_value = str(v)
     elif isinstance(value, (float, np.floating)):
         st.double_value = float(value)
     elif isinstance(value, (bytes, bytearray, memoryview)):
@@ -791,7 +793,20 @@ def _set_value(st: Any, value: Any, kind: str, pw: _PlaneWriter) -> None:
     else:
         import orjson
 
-        st.str_value = orjson.dumps(value, default=str, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+        try:
+            st.str_value = orjson.dumps(value, default=str, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+        except orjson.JSONEncodeError:  # nested beyond 254 levels or ints beyond 64 bits (read from JSON)
+            st.str_value = msgspec_text(value)
+
+
+def msgspec_text(value: Any) -> str:
+    """JSON text of a value orjson refuses; its repr if even that fails."""
+    import msgspec
+
+    try:
+        return msgspec.json.encode(value, enc_hook=str).decode()
+    except (msgspec.EncodeError, RecursionError, TypeError, OverflowError):
+        return repr(value)[:100_000]
 
 
 def _metadata_level(trace: Trace, md_keys: set[str]) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:

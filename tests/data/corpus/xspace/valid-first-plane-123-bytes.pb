@@ -1,0 +1,3 @@
+
+{Z/host:CPUxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxt"èˆ'"
+op

@@ -1,0 +1,3 @@
+
+[:/host:CPUxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxt"èˆ'"
+op
