@@ -126,8 +126,9 @@ class Result:
 class _Worker:
     def __init__(self, env: dict[str, str]):
         t = time.monotonic()
+        self.log = tempfile.TemporaryFile()  # the worker's stderr, shown if it fails to start
         self.proc = subprocess.Popen([sys.executable, "-m", "fuzz.runner", "--worker"], cwd=HERE.parent, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, bufsize=1)
         self.job: tuple[int, float] | None = None  # (index, sent at)
         self.ready = self.proc.stdout.readline().strip() == "ready"  # imports done
@@ -142,6 +143,7 @@ class _Worker:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self.log.close()
 
 
 def _env() -> dict[str, str]:
@@ -162,9 +164,12 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
     env = _env()
     pool = [_Worker(env) for _ in range(workers)]
     if not all(w.ready for w in pool):
+        w = next(w for w in pool if not w.ready)
+        w.log.seek(0)
+        why = w.log.read().decode(errors="replace")[-2000:]
         for w in pool:
             w.stop()
-        raise RuntimeError("a fuzz worker did not start (python -m fuzz.runner --worker in tests/)")
+        raise RuntimeError(f"a fuzz worker did not start (python -m fuzz.runner --worker in tests/): {why}")
     t0 = time.monotonic()  # the budget is for inputs, not start-up
     nxt = start
     stop_at = start + count if count is not None else None

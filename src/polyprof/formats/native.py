@@ -106,7 +106,7 @@ _STAT_TYPES = {"s": pa.types.is_string, "b": pa.types.is_binary, "i": pa.types.i
 
 def _check_members(zf: zipfile.ZipFile, path: Path) -> None:
     infos = zf.infolist()
-    infl = Inflation(path, max(path.stat().st_size, 1), "the zip's members")
+    infl = Inflation(path, max(path.stat().st_size, 1), "the zip's content")
     for info in infos:
         infl.add(info.file_size)
 

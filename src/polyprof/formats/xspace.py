@@ -232,6 +232,7 @@ class _StatSink:
 
 def from_space(space: Any, source: str = "<bytes>") -> Trace:
     """A Trace from a parsed XSpace message."""
+    check_events(source, sum(len(line.events) for plane in space.planes for line in plane.lines))
     b = TraceBuilder()
     sink = _StatSink()  # event-level stats (applied last: they win)
     md_sink = _StatSink()  # stats inherited from event metadata
