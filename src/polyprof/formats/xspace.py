@@ -844,6 +844,9 @@ def _default_category(plane_is_host: bool, line_name: str) -> str:
     return CAT_TRACEME if plane_is_host else _LINE_CATEGORIES.get(line_name, "")
 
 
+_MAX_SPAN_NS = (2**63 - 1) // 1000 // 2  # ps offsets from a line's start, with room for durations
+
+
 def to_space(trace: Trace, hostname: str | None = None) -> Any:
     """The XSpace message for ``trace`` (see the module docstring for what goes where)."""
     pb = _pb()
@@ -936,6 +939,11 @@ def to_space(trace: Trace, hostname: str | None = None) -> Any:
     if len(trace.counters["ts_ns"]):
         first = min(first, int(trace.counters["ts_ns"].min())) if n else int(trace.counters["ts_ns"].min())
         last = max(last, int(trace.counters["ts_ns"].max()))
+    if last - first > _MAX_SPAN_NS:  # XEvent offsets are int64 ps
+        from ..errors import PolyprofError
+
+        raise PolyprofError(f"the trace spans {last - first:,} ns: more than XSpace's ps offsets can hold "
+                            f"({_MAX_SPAN_NS:,} ns)")
     origin = first if (first >= _MAX_PLAIN_NS or first < 0) else 0
     by_track = np.argsort(ev["track"], kind="stable") if n else np.zeros(0, np.int64)
     bounds = np.searchsorted(ev["track"][by_track], np.arange(len(trace.tracks) + 1)) if n else None
