@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
+from ..formats.safety import guarded
 from ..trace import keys
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
@@ -144,7 +145,9 @@ def read_header(directory: Path) -> dict[str, Any]:
 
 def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
     try:  # ParquetFile.read: no dataset layer, no thread pool (less memory for one rank)
-        return pq.ParquetFile(path).read(columns=columns, use_threads=False)
+        table = pq.ParquetFile(path).read(columns=columns, use_threads=False)
+        table.validate(full=True)  # damaged buffers crash pyarrow later instead of raising
+        return table
     except FileNotFoundError:
         raise TraceFormatError(path, "missing: the store is damaged") from None
     except (pa.ArrowException, OSError, KeyError) as e:
@@ -156,6 +159,7 @@ def read_rank(directory: Path) -> Trace:
     return read_rank_rows(directory)[0]
 
 
+@guarded  # whatever the checks here miss still leaves as a TraceFormatError naming the rank
 def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
     """The Trace of one rank, and each event's row in the trace it was converted from.
 
