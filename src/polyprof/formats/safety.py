@@ -187,6 +187,9 @@ def _text(v: Any, n: int = 10_000) -> str:
 def clean_metadata(metadata: dict[str, Any]) -> list[str]:
     """Drop well-known metadata entries of the wrong type and turn values JSON cannot
     hold into text (in place); the names changed."""
+    props = metadata.get("deviceProperties")
+    if isinstance(props, list):  # keep the devices described well enough to be matched by id
+        metadata["deviceProperties"] = [d for d in props if isinstance(d, dict) and _int64(d.get("id", 0))]
     bad = [k for k, ok in _KNOWN_METADATA.items() if k in metadata and not ok(metadata[k])]
     for k in bad:
         del metadata[k]
