@@ -351,7 +351,6 @@ def arrow_mutate_table(table: Any, rnd: random.Random) -> Any:
 
 
 def _ipc_file(table: Any, rnd: random.Random) -> bytes:
-    import pyarrow as pa
     import pyarrow.ipc as ipc
 
     sink = io.BytesIO()
