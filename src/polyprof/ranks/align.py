@@ -50,13 +50,21 @@ class RankClock:
     message: str = ""
 
 
-def _pairs(ref: pd.DataFrame, other: pd.DataFrame, shift: int) -> tuple[np.ndarray, np.ndarray]:
+def _codes(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 per collective, (key, seq) packed, comparable across the two ranks."""
+    keys = {k: i for i, k in enumerate(dict.fromkeys([*ref["key"].tolist(), *other["key"].tolist()]))}
+
+    def pack(t: pd.DataFrame) -> np.ndarray:
+        kc = np.fromiter((keys[k] for k in t["key"].tolist()), np.int64, len(t))
+        return (kc << 32) + t["seq"].to_numpy(np.int64) + (1 << 31)
+
+    return pack(ref), pack(other)
+
+
+def _pairs(ref_codes: np.ndarray, other_codes: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:
     """Row positions (ref, other) of the collectives that match with ``shift``."""
-    a = pd.DataFrame({"key": ref["key"].to_numpy(), "seq": ref["seq"].to_numpy(), "i": np.arange(len(ref))})
-    b = pd.DataFrame({"key": other["key"].to_numpy(), "seq": other["seq"].to_numpy() + shift,
-                      "j": np.arange(len(other))})
-    m = a.merge(b, on=["key", "seq"], how="inner")
-    return m["i"].to_numpy(np.int64), m["j"].to_numpy(np.int64)
+    _, i, j = np.intersect1d(ref_codes, other_codes + shift, assume_unique=True, return_indices=True)
+    return i.astype(np.int64), j.astype(np.int64)
 
 
 def _fit(ref: pd.DataFrame, other: pd.DataFrame, i: np.ndarray, j: np.ndarray) -> ClockFit:
@@ -74,8 +82,9 @@ def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[ClockFit | None,
     for use_p2p in (False, True):
         r = ref if use_p2p else ref[~ref["p2p"].to_numpy(bool)]
         o = other if use_p2p else other[~other["p2p"].to_numpy(bool)]
+        rc, oc = _codes(r, o)
         for shift in sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs):
-            i, j = _pairs(r, o, shift)
+            i, j = _pairs(rc, oc, shift)
             if not len(i):
                 continue
             f = _fit(r, o, i, j)

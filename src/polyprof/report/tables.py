@@ -68,6 +68,22 @@ def _plain(o: Any) -> Any:
     return str(o)
 
 
+def _records_json(df: pd.DataFrame) -> Any:
+    """The rows of ``df`` as JSON records (NaN -> null), written column-wise by pandas'
+    C writer (floats to 15 significant digits) and embedded as is; the object path
+    (``to_dict``) took most of a many-rank ``--json``. Frames pandas cannot write
+    (odd objects, duplicate labels) go the object way."""
+    import orjson
+
+    if len(df) and df.columns.is_unique:
+        try:
+            return orjson.Fragment(df.to_json(orient="records", double_precision=15, date_format="iso"))
+        except (ValueError, TypeError, OverflowError):
+            pass
+    d = df.astype(object).where(pd.notna(df), None)
+    return d.to_dict(orient="records")
+
+
 def to_json(report: Report, max_rows: int | None = None) -> bytes:
     """Every table (records) and finding as JSON; NaN becomes null."""
     import orjson
@@ -75,9 +91,7 @@ def to_json(report: Report, max_rows: int | None = None) -> bytes:
     tables = {}
     for name, df in report.tables.items():
         d = df if max_rows is None else df.head(max_rows)
-        d = d.astype(object).where(pd.notna(d), None)
-        tables[name] = {"columns": list(df.columns), "rows": len(df),
-                        "records": d.to_dict(orient="records")}
+        tables[name] = {"columns": list(df.columns), "rows": len(df), "records": _records_json(d)}
     doc = {"overview": report.overview, "findings": [f.to_dict() for f in report.findings], "tables": tables}
     return orjson.dumps(doc, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2
                         | orjson.OPT_NON_STR_KEYS)
