@@ -30,6 +30,7 @@ static PyObject *g_recorder;
 static PyObject *g_sections;   /* g_recorder.sections (a list) */
 static PyObject *g_listeners;  /* g_recorder.listeners (a list, mutated in place) */
 static PyObject *g_decorate;   /* recorder._decorate(section, fn) */
+static PyObject *g_task_key;   /* recorder._task_key(tid): tid, or (tid, task id) in an asyncio task */
 static PyObject *s_notify;     /* "notify" */
 
 /* The clock of time.perf_counter_ns(): CLOCK_MONOTONIC on Linux; elsewhere Python's own. */
@@ -150,7 +151,20 @@ section_dealloc(Section *self)
     PyObject_Free(self);
 }
 
-/* A further opening (the slot is taken): push (t0, list) on this thread's stack. */
+/* The key of this thread's (or, inside an asyncio task, this task's) stack of further
+ * openings: recorder._task_key(tid). Only the slow paths call it. New reference. */
+static PyObject *
+stack_key(unsigned long tid)
+{
+    PyObject *t = PyLong_FromUnsignedLong(tid), *key;
+    if (t == NULL || g_task_key == NULL)
+        return t;
+    key = PyObject_CallOneArg(g_task_key, t);
+    Py_DECREF(t);
+    return key;
+}
+
+/* A further opening (the slot is taken): push (t0, list) on this thread's (task's) stack. */
 static int
 push_more(Section *self, PyObject *list, unsigned long tid)
 {
@@ -165,7 +179,7 @@ push_more(Section *self, PyObject *list, unsigned long tid)
         else
             Py_DECREF(d);
     }
-    if ((key = PyLong_FromUnsignedLong(tid)) == NULL)
+    if ((key = stack_key(tid)) == NULL)
         return -1;
     stack = PyDict_GetItemWithError(self->more, key);
     if (stack == NULL) {
@@ -270,16 +284,20 @@ close_section(Section *self, int loose)
     tid = PyThread_get_thread_ident();
     slot_mine = self->list != NULL && self->tid == tid;
     if (self->more != NULL && PyDict_GET_SIZE(self->more) > 0) {
-        PyObject *key = PyLong_FromUnsignedLong(tid), *stack, *entry;
+        PyObject *key = stack_key(tid), *stack, *entry;
         Py_ssize_t n;
+        int tasked;
         if (key == NULL)
             return -1;
+        /* in an asyncio task, an opening on this task's stack is its latest: the slot
+         * may be another task's of this thread, whatever its start time */
+        tasked = PyTuple_Check(key);
         slot_mine = self->list != NULL && self->tid == tid;  /* re-read: allocation ran */
         stack = PyDict_GetItemWithError(self->more, key);
         if (stack != NULL && (n = PyList_GET_SIZE(stack)) > 0) {
             entry = PyList_GET_ITEM(stack, n - 1);
             t0 = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 0));
-            if (!slot_mine || t0 >= self->t0) {
+            if (tasked || !slot_mine || t0 >= self->t0) {
                 Py_INCREF(entry);
                 Py_INCREF(stack);
                 rc = PyList_SetSlice(stack, n - 1, n, NULL);
@@ -448,6 +466,14 @@ set_decorator(PyObject *Py_UNUSED(module), PyObject *fn)
 }
 
 static PyObject *
+set_task_key(PyObject *Py_UNUSED(module), PyObject *fn)
+{
+    Py_INCREF(fn);
+    Py_XSETREF(g_task_key, fn);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 py_now_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
     return PyLong_FromLongLong(now_ns());
@@ -456,6 +482,7 @@ py_now_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 static PyMethodDef module_methods[] = {
     {"activate", activate, METH_O, "Record sections into this Recorder (None: stop recording)."},
     {"set_decorator", set_decorator, METH_O, "The function(section, fn) that builds decorated wrappers."},
+    {"set_task_key", set_task_key, METH_O, "The function(tid) keying further openings per thread or asyncio task."},
     {"now_ns", py_now_ns, METH_NOARGS, "The clock sections use (that of time.perf_counter_ns)."},
     {NULL},
 };

@@ -10,6 +10,7 @@ built, else the pure-Python :class:`PySection` (``IMPLEMENTATION`` says which).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from array import array
 from threading import get_ident as _get_ident
@@ -134,6 +135,22 @@ def active_recorder() -> Recorder | None:
     return _recorder
 
 
+def _task_key(tid: int) -> Any:
+    """Key of the stack of further openings of one section object: the thread, or
+    inside an asyncio task (thread, task), so tasks interleaved on one thread that
+    share a section object (``with ATTN:`` in each) close their own openings. Called
+    only on the slow paths (an object open more than once at a time)."""
+    aio = sys.modules.get("asyncio")
+    if aio is not None:
+        try:
+            task = aio.current_task()
+        except RuntimeError:  # no event loop running in this thread
+            task = None
+        if task is not None:
+            return (tid, id(task))
+    return tid
+
+
 class PySection:
     """A named span of host time: context manager, decorator, or begin()/end().
 
@@ -174,7 +191,7 @@ class PySection:
             else:
                 if self._more is None:
                     self._more = {}
-                stack = self._more.setdefault(tid, [])
+                stack = self._more.setdefault(_task_key(tid), [])
                 stack.append((_now(), app))
         return self
 
@@ -206,13 +223,16 @@ class PySection:
         tid = _get_ident()
         more = self._more
         if more:
-            stack = more.get(tid)
+            key = _task_key(tid)
+            stack = more.get(key)
             # the latest opening of this thread: its stack's top, unless the slot is
-            # this thread's and started later (taken after the slot was freed)
-            if stack and not (self._app is not None and self._tid == tid and self._t0 > stack[-1][0]):
+            # this thread's and started later (taken after the slot was freed); in an
+            # asyncio task its own stack's top (the slot may be another task's)
+            if stack and (key is not tid or not (self._app is not None and self._tid == tid
+                                                 and self._t0 > stack[-1][0])):
                 t0, app = stack.pop()
                 if not stack:
-                    del more[tid]  # only this thread adds or removes its key
+                    del more[key]  # only this thread adds or removes its key
                 app((self.name, t0, t1, self.stats or None, tid))
                 if _listeners:
                     self._notify(False)
@@ -311,6 +331,8 @@ def _load_fast() -> Any:
     except ImportError:
         return None
     _fastsection.set_decorator(_decorate)
+    if hasattr(_fastsection, "set_task_key"):  # an extension built before may lack it
+        _fastsection.set_task_key(_task_key)
     return _fastsection
 
 
