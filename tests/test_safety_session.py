@@ -396,3 +396,17 @@ def test_one_section_object_shared_by_asyncio_tasks_times_each_task(section_impl
     for g, (_, want) in zip(got, plan):  # each at least its own sleep, and not another's
         assert want * 1e3 * 0.9 <= g, (got, plan)
     assert got[1] < got[2] < got[0], got  # 10 < 30 < 60 ms, whatever the machine's load
+
+
+def test_journal_says_how_far_behind_it_fell(tmp_path):
+    """More sections per interval than one flush writes (4 x 2**18): the flush leaves
+    the rest for the next one and the count is kept; close writes them all."""
+    rec = Recorder()
+    path = tmp_path / "j.partial"
+    w = journal.JournalWriter(path, {"start_ns": 0, "wall_anchor": {}}, rec, interval=3600)
+    n = 4 * journal.CHUNK + 1000
+    rec.sections.extend(("s", i, i + 1, None, 1) for i in range(n))
+    w.flush()
+    assert w.behind == 1000 and w.max_behind == 1000
+    w.close(delete=False)
+    assert _count(polyprof.load(path), "s") == n
