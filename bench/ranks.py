@@ -11,6 +11,9 @@ Each round runs both tools in fresh child processes, alternating which goes firs
 * polyprof: ``polyprof summary DIR --json`` (what a user runs: every per-rank analysis
   in worker processes, one per core by default, plus alignment, collective statistics,
   stragglers and findings).
+* polyprof, same analyses: ``polyprof.load_ranks(DIR).analyze(tables=(...))`` with
+  HTA's three breakdowns only (plus alignment, collectives and stragglers, which
+  ``analyze`` always does), in worker processes as above.
 * HTA: ``TraceAnalysis(trace_dir=DIR)`` (its parse, which also uses a process pool),
   then ``get_temporal_breakdown``, ``get_comm_comp_overlap`` and
   ``get_gpu_kernel_breakdown`` (``visualize=False``).
@@ -45,6 +48,14 @@ from child_env import child_env
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tests" / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
 sys.path.insert(0, str(ROOT / "tests"))
+
+_POLYPROF_SAME = r"""
+import sys, logging
+logging.disable(logging.CRITICAL)
+import polyprof
+rep = polyprof.load_ranks(sys.argv[1]).analyze(tables=("temporal_breakdown", "comm_comp_overlap", "kernel_breakdown"))
+assert len(rep.tables["temporal_breakdown"]["rank"].unique()) == len(rep.ranks)
+"""
 
 _HTA = r"""
 import sys, logging
@@ -97,24 +108,30 @@ def bench(n: int, repeat: int, hta_python: str, jobs: int | None) -> dict:
         make_ranks(SOURCE, Path(d), offsets, {n // 2: 300.0}, jitter_us=10.0)
         env = child_env(str(ROOT / "src"))
         pp = [sys.executable, "-m", "polyprof", "summary", d, "--json", *(["-j", str(jobs)] if jobs else [])]
+        same = [sys.executable, "-c", _POLYPROF_SAME, d]
         hta = [hta_python, "-c", _HTA, d]
-        measure(pp, env), measure(hta, env)  # warm-up (bytecode, page cache), untimed
+        tools = [("polyprof", pp), ("polyprof_same", same), ("hta", hta)]
+        for _, cmd in tools:  # warm-up (bytecode, page cache), untimed
+            measure(cmd, env)
         rounds = []
         for i in range(repeat):
-            order = [("polyprof", pp), ("hta", hta)] if i % 2 == 0 else [("hta", hta), ("polyprof", pp)]
+            order = tools if i % 2 == 0 else tools[::-1]
             r = {name: measure(cmd, env) for name, cmd in order}
             rounds.append(r)
-            print(f"  {n} ranks, round {i + 1}: polyprof {r['polyprof']['s']:.2f} s {r['polyprof']['mb']:.0f} MB; "
-                  f"HTA {r['hta']['s']:.2f} s {r['hta']['mb']:.0f} MB", file=sys.stderr)
-    t_p = [r["polyprof"]["s"] for r in rounds]
+            print(f"  {n} ranks, round {i + 1}: " + "; ".join(
+                f"{k} {v['s']:.2f} s {v['mb']:.0f} MB" for k, v in r.items()), file=sys.stderr)
+    out: dict = {"ranks": n, "rounds": rounds}
     t_h = [r["hta"]["s"] for r in rounds]
-    m_p = [r["polyprof"]["mb"] for r in rounds]
     m_h = [r["hta"]["mb"] for r in rounds]
-    return {"ranks": n, "rounds": rounds, "speedup": ratios(t_h, t_p), "memory_ratio": ratios(m_p, m_h),
-            "polyprof_s": {"best": min(t_p), "median": statistics.median(t_p)},
-            "hta_s": {"best": min(t_h), "median": statistics.median(t_h)},
-            "polyprof_mb": {"best": min(m_p), "median": statistics.median(m_p)},
-            "hta_mb": {"best": min(m_h), "median": statistics.median(m_h)}}
+    out["hta_s"] = {"best": min(t_h), "median": statistics.median(t_h)}
+    out["hta_mb"] = {"best": min(m_h), "median": statistics.median(m_h)}
+    for tool in ("polyprof", "polyprof_same"):
+        t_p = [r[tool]["s"] for r in rounds]
+        m_p = [r[tool]["mb"] for r in rounds]
+        out[tool] = {"s": {"best": min(t_p), "median": statistics.median(t_p)},
+                     "mb": {"best": min(m_p), "median": statistics.median(m_p)},
+                     "speedup": ratios(t_h, t_p), "memory_ratio": ratios(m_p, m_h)}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,12 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=2))
         return 0
     for r in results:
-        s, m = r["speedup"], r["memory_ratio"]
-        print(f"{r['ranks']:>3} ranks: polyprof {r['polyprof_s']['best']:.2f}/{r['polyprof_s']['median']:.2f} s "
-              f"(best/median), HTA {r['hta_s']['best']:.2f}/{r['hta_s']['median']:.2f} s -> "
-              f"{s['best']:.1f}x best, {s['median']:.1f}x median, {s['round_median']:.1f}x round by round; "
-              f"memory polyprof {r['polyprof_mb']['median']:.0f} MB vs HTA {r['hta_mb']['median']:.0f} MB -> "
-              f"{m['median']:.2f}x (best {m['best']:.2f}x)")
+        for tool in ("polyprof", "polyprof_same"):
+            t = r[tool]
+            s, m = t["speedup"], t["memory_ratio"]
+            print(f"{r['ranks']:>3} ranks, {tool}: {t['s']['best']:.2f}/{t['s']['median']:.2f} s (best/median), "
+                  f"HTA {r['hta_s']['best']:.2f}/{r['hta_s']['median']:.2f} s -> {s['best']:.1f}x best, "
+                  f"{s['median']:.1f}x median, {s['round_median']:.1f}x round by round; memory "
+                  f"{t['mb']['median']:.0f} MB vs HTA {r['hta_mb']['median']:.0f} MB -> {m['median']:.2f}x "
+                  f"(best {m['best']:.2f}x)")
     return 0
 
 

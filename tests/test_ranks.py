@@ -184,3 +184,11 @@ def test_trace_format_error_crosses_processes():
 
     e = pickle.loads(pickle.dumps(TraceFormatError("/x/rank-3.json.gz", "invalid JSON")))
     assert isinstance(e, TraceFormatError) and str(e) == "/x/rank-3.json.gz: invalid JSON" and e.path == "/x/rank-3.json.gz"
+
+
+def test_analyze_only_some_tables(four_ranks):
+    rep = load_ranks(four_ranks[:2]).analyze("serial", tables=["kernel_breakdown"])
+    assert "kernel_breakdown" in rep.tables and "op_stats" not in rep.tables
+    assert rep.tables["rank_alignment"]["aligned"].all()  # alignment always runs
+    with pytest.raises(polyprof.PolyprofError, match="unknown analyses"):
+        load_ranks(four_ranks[:1]).analyze("serial", tables=["nope"])

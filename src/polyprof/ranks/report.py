@@ -10,6 +10,7 @@ single-trace ``Report``, so ``--json`` and the HTML report read both alike.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import pandas as pd
 
 from ..analyze.common import rows_frame
 from ..analyze.findings import Finding
+from ..errors import PolyprofError
 from ..trace.core import Trace
 from .align import align_ranks, alignment_table
 from .collectives import collective_stats, collective_table
@@ -40,11 +42,18 @@ class RankResult:
     monotonic: bool
 
 
-def rank_summary(trace: Trace) -> RankResult:
-    """Every analysis of one rank (runs in the worker that loaded it)."""
-    from ..report.tables import build
+def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None) -> RankResult:
+    """Every analysis of one rank (runs in the worker that loaded it); with ``tables``
+    (names of ``report.tables.ANALYSES``) only those, and no findings."""
+    from ..report.tables import ANALYSES, Report, build
 
-    rep = build(trace)
+    if tables is None:
+        rep = build(trace)
+    else:
+        unknown = sorted(set(tables) - set(ANALYSES))
+        if unknown:
+            raise PolyprofError(f"unknown analyses {unknown}; known: {sorted(ANALYSES)}")
+        rep = Report(trace, {n: ANALYSES[n](trace) for n in tables}, [], {"events": trace.n_events})
     s = trace.sources[0]
     anchor = trace.metadata.get("wall_anchor")
     return RankResult(int(s.rank if s.rank is not None else 0), s.label, rep.tables, rep.findings, rep.overview,
@@ -62,8 +71,9 @@ class RanksReport:
     trace: Trace | None = None  # not held: the ranks stay in their files
 
 
-def build_ranks(ts: Any, executor: Any = None) -> RanksReport:
-    results: dict[int, RankResult] = ts.map(rank_summary, executor, progress="analysing ranks")
+def build_ranks(ts: Any, executor: Any = None, tables: tuple[str, ...] | None = None) -> RanksReport:
+    fn = rank_summary if tables is None else partial(rank_summary, tables=tuple(tables))
+    results: dict[int, RankResult] = ts.map(fn, executor, progress="analysing ranks")
     for r, res in results.items():  # the set's numbering wins over what a file says
         res.rank = r
     return combine(results, {e.rank: e.how for e in ts.entries})

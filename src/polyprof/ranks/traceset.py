@@ -146,12 +146,13 @@ class TraceSet:
         """``fn``'s DataFrame for every rank, as one DataFrame with a ``rank`` column first."""
         return with_rank(self.map(fn, executor))
 
-    def analyze(self, executor: Executor | str | None = None, window: Any = None) -> Any:
-        """Every per-rank analysis, alignment, collectives and stragglers: a
-        :class:`polyprof.ranks.report.RanksReport`."""
+    def analyze(self, executor: Executor | str | None = None, tables: Sequence[str] | None = None) -> Any:
+        """Every per-rank analysis (or only ``tables``, names of
+        ``polyprof.report.tables.ANALYSES``, and then no findings of the ranks),
+        alignment, collectives and stragglers: a :class:`polyprof.ranks.report.RanksReport`."""
         from .report import build_ranks
 
-        return build_ranks(self, executor)
+        return build_ranks(self, executor, None if tables is None else tuple(tables))
 
     def merged(self, executor: Executor | str | None = None) -> Trace:
         """Every rank in one Trace, each rank's times moved onto the reference rank's
