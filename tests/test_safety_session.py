@@ -405,8 +405,11 @@ def test_journal_says_how_far_behind_it_fell(tmp_path):
     path = tmp_path / "j.partial"
     w = journal.JournalWriter(path, {"start_ns": 0, "wall_anchor": {}}, rec, interval=3600)
     n = 4 * journal.CHUNK + 1000
-    rec.sections.extend(("s", i, i + 1, None, 1) for i in range(n))
+    t = time.perf_counter_ns()  # the session clock
+    rec.sections.extend(("s", t, t, None, 1) for i in range(n))
+    time.sleep(0.05)
     w.flush()
     assert w.behind == 1000 and w.max_behind == 1000
+    assert 50e6 <= w.max_lag_ns < 60e9  # the oldest unwritten section had waited >= 50 ms
     w.close(delete=False)
     assert _count(polyprof.load(path), "s") == n

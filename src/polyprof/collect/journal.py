@@ -96,6 +96,8 @@ class JournalWriter:
         #: sections recorded but not yet on disk after the latest flush (how far behind)
         self.behind = 0
         self.max_behind = 0
+        #: the longest a completed section waited to be written (ns), seen at flushes
+        self.max_lag_ns = 0
         self._in_child = False
         # never through a pre-planted symlink, never onto a device or directory
         self._file = open(open_exclusive(Path(path), follow_symlinks), "wb", buffering=0)
@@ -116,7 +118,7 @@ class JournalWriter:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._halt.wait(self.interval):
+        while not self._halt.wait(0.0 if self.behind else self.interval):  # behind: catch up at once
             try:
                 self.flush()
             except Exception as e:  # the journal must never disturb the program
@@ -127,6 +129,11 @@ class JournalWriter:
         with self._lock:
             if self._file.closed:
                 return
+            secs, p0 = self.recorder.sections, self._pos["sections"]
+            if p0 < len(secs):  # the oldest section not yet on disk: how far behind we are
+                from .clock import now_ns
+
+                self.max_lag_ns = max(self.max_lag_ns, now_ns() - secs[p0][2])
             for batch in self._new_batches():
                 self._writer.write_batch(batch)
             self.behind = max(len(self.recorder.sections) - self._pos["sections"], 0)
@@ -194,7 +201,8 @@ class JournalWriter:
         except Exception as e:  # a full disk: the in-memory trace is still saved normally
             log.warning("crash journal %s: last flush failed: %s", self.path, e)
         if self.max_behind:
-            log.info("crash journal %s was up to %d sections behind the program", self.path, self.max_behind)
+            log.info("crash journal %s was up to %d sections (%.1f s) behind the program", self.path,
+                     self.max_behind, self.max_lag_ns / 1e9)
         with self._lock:
             if not self._file.closed:
                 try:

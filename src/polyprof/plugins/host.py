@@ -92,9 +92,10 @@ class HostPlugin(Plugin):
             self.sampler.join(2.0)
         if self.journal is not None:
             self.journal.close(delete=False)  # the session deletes it once the trace is saved
-            if self.journal.max_behind and self.ctx is not None:  # say how far behind it fell
-                self.ctx.warn(self.name, f"the crash journal fell up to {self.journal.max_behind} sections "
-                              "behind the program (a kill then would have lost them)")
+            lag = self.journal.max_lag_ns / 1e9
+            if (self.journal.max_behind or lag > 2 * self.journal.interval) and self.ctx is not None:
+                self.ctx.warn(self.name, f"the crash journal fell up to {lag:.1f} s behind the program "
+                              "(a kill then would have lost that much host data)")
 
     def _collect(self) -> Trace:
         return hosttrace.build(records(self.recorder, self.start_ns, self.stop_ns, self.sampler))
