@@ -19,8 +19,8 @@ import pytest
 
 from polyprof.collect import conformance
 from polyprof.collect.conformance import Limits, check
-from polyprof.collect.native import (NativeHandle, NativePlugin, PluginTable, load_native,
-                                     native_factory, plugin_path_libraries)
+from polyprof.collect.native import NativeHandle, NativePlugin, PluginTable, load_native, native_factory
+from polyprof.collect.registry import plugin_path_libraries
 from polyprof.collect.session import Session
 from polyprof.errors import PluginError
 from polyprof.formats.detect import load

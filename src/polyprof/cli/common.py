@@ -32,7 +32,7 @@ def plugin_list(args: argparse.Namespace) -> list[Any] | None:
 
 
 def load_target(target: str) -> Any:
-    from ..collect.native import load_target as load
+    from ..collect.registry import load_target as load
 
     return load(target)
 

@@ -60,7 +60,7 @@ def run_check(args: argparse.Namespace) -> int:
     limits = Limits(args.start_limit, args.stop_limit, args.collect_limit, args.activity)
     work = None
     if args.workload:
-        from ..collect.native import import_factory
+        from ..collect.registry import import_factory
 
         work = import_factory(args.workload)
     report = check(args.target, options=_options(args.option), limits=limits, workload_fn=work)

@@ -23,11 +23,20 @@ import numpy as np
 from ..errors import PluginError, PolyprofError
 from ..trace.core import Trace
 from .clock import now_ns, wall_anchor
-from .native import (ERR_BUFFER_TOO_SMALL, OK, NativeCallError, NativeHandle, NativePlugin,
-                     call_with_limit, code_name, is_library_path, open_handle, resolve_factory,
-                     xspace_problems)
-from .remote import PluginCrashed, PluginTimeout
+from .native import (
+    ERR_BUFFER_TOO_SMALL,
+    OK,
+    NativeCallError,
+    NativeHandle,
+    NativePlugin,
+    call_with_limit,
+    code_name,
+    open_handle,
+    xspace_problems,
+)
 from .plugin import Plugin, SessionContext
+from .registry import is_library_path, resolve_factory
+from .remote import PluginCrashed, PluginTimeout
 
 log = logging.getLogger("polyprof")
 
@@ -101,18 +110,9 @@ class CallTimeout(ClauseFailed):
 
 
 # ------------------------------------------------------------------ workload
-def workload(seconds: float) -> None:
-    """What the kit runs while a plugin records: a section, a mark, real CPU work in
-    this thread (NumPy releases the GIL, so native samplers see it)."""
-    from .. import mark, section
-
-    a = np.random.default_rng(0).random((128, 128))
-    end = time.perf_counter() + seconds
-    with section("polyprof-kit"):
-        mark("polyprof-kit mark")
-        while time.perf_counter() < end:
-            a = a @ a
-            a /= np.abs(a).max() or 1.0
+#: what the kit runs while a plugin records, when the plugin's factory is not a Plugin
+#: class (a function returning one) and no workload is given
+workload = Plugin.conformance_workload
 
 
 # ------------------------------------------------------------------ subjects

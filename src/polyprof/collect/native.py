@@ -7,15 +7,14 @@ session drives it like any Python plugin: same lifecycle checks, same isolation,
 limits on every call into native code. The plugin hands its data back as a serialized
 XSpace, read by :func:`polyprof.formats.xspace.from_bytes`.
 
-Where native plugins come from: ``--plugin path.so`` on the CLI (:func:`load_target`),
-``POLYPROF_PLUGIN_PATH`` (colon-separated ``.so`` files or directories, see
-:func:`path_plugins`, used by the registry), or a Python package's entry point whose
-factory is :func:`native_factory` bound to the ``.so`` it ships.
+Where native plugins come from is collect/registry.py's job: ``--plugin path.so``,
+``POLYPROF_PLUGIN_PATH`` (colon-separated ``.so`` files or directories), or a Python
+package's entry point whose factory is :func:`native_factory` bound to the ``.so`` it
+ships.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import threading
@@ -24,16 +23,51 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, TypeVar
 
 from ..errors import PluginError
-from ..trace.core import Trace
-from .clock import now_ns
-from .abi import (  # noqa: F401 - the ABI layer (collect/abi.py), re-exported
-    ABI_MAJOR, ABI_MINOR, INIT_SYMBOL, ENV_PATH, OK, ERR_STATE, ERR_BUFFER_TOO_SMALL,
-    ERR_INVALID_ARGUMENT, ERR_VERSION, ERR_UNAVAILABLE, ERR_INTERNAL, CODE_NAMES, CLOCK_SESSION,
-    CLOCK_OWN, PLACEMENT_ANY, PLACEMENT_IN_PROCESS, MESSAGE_SIZE, TABLE_CAPACITY, GUARD, _CANARY,
-    code_name, Status, NOW_FN, LOG_FN, START_FN, STOP_FN, COLLECT_FN, DESTROY_FN, CLOCK_FN, HostApi,
-    PluginTable, _end_of, TABLE_SIZE_1_0, _REQUIRED, NativeCallError, NativeUnavailable, _libs,
-    _libs_lock, _open_library, NativeHandle)
 from ..trace.clock import ClockSync, retime
+from ..trace.core import Trace
+from .abi import (  # noqa: F401 - the ABI layer (collect/abi.py), re-exported
+    _CANARY,
+    _REQUIRED,
+    ABI_MAJOR,
+    ABI_MINOR,
+    CLOCK_FN,
+    CLOCK_OWN,
+    CLOCK_SESSION,
+    CODE_NAMES,
+    COLLECT_FN,
+    DESTROY_FN,
+    ENV_PATH,
+    ERR_BUFFER_TOO_SMALL,
+    ERR_INTERNAL,
+    ERR_INVALID_ARGUMENT,
+    ERR_STATE,
+    ERR_UNAVAILABLE,
+    ERR_VERSION,
+    GUARD,
+    INIT_SYMBOL,
+    LOG_FN,
+    MESSAGE_SIZE,
+    NOW_FN,
+    OK,
+    PLACEMENT_ANY,
+    PLACEMENT_IN_PROCESS,
+    START_FN,
+    STOP_FN,
+    TABLE_CAPACITY,
+    TABLE_SIZE_1_0,
+    HostApi,
+    NativeCallError,
+    NativeHandle,
+    NativeUnavailable,
+    PluginTable,
+    Status,
+    _end_of,
+    _libs,
+    _libs_lock,
+    _open_library,
+    code_name,
+)
+from .clock import now_ns
 from .plugin import Availability, Plugin, SessionContext
 
 log = logging.getLogger("polyprof")
@@ -316,82 +350,3 @@ def native_factory(path: str | Path, name: str | None = None) -> type[NativePlug
     attrs = {"library_path": str(d.path), "name": name or d.name, "device_kinds": d.device_kinds,
              "__doc__": f"Native plugin {name or d.name} from {d.path}"}
     return type(f"Native_{(name or d.name).replace('-', '_')}", (NativePlugin,), attrs)
-
-
-def plugin_path_libraries(value: str | None = None) -> list[Path]:
-    """Shared libraries listed by POLYPROF_PLUGIN_PATH (files, or directories of ``*.so``)."""
-    value = os.environ.get(ENV_PATH, "") if value is None else value
-    out: list[Path] = []
-    for part in value.split(os.pathsep):
-        if not part:
-            continue
-        p = Path(part).expanduser()
-        if p.is_dir():
-            out.extend(sorted(q for q in p.iterdir() if q.suffix == ".so" or ".so." in q.name))
-        elif p.exists():
-            out.append(p)
-        else:
-            log.warning("%s: %s does not exist", ENV_PATH, p)
-    return out
-
-
-def path_plugins() -> list[Any]:
-    """Registry entries for the libraries on POLYPROF_PLUGIN_PATH."""
-    from .registry import PluginInfo
-
-    infos = []
-    for lib in plugin_path_libraries():
-        d = describe(lib)
-        factory = native_factory(lib, d.name) if d.availability.ok else None
-        infos.append(PluginInfo(d.name, str(d.path), factory, d.availability, True))
-    # a mistyped entry is listed (unavailable, with the reason), not dropped silently
-    for part in os.environ.get(ENV_PATH, "").split(os.pathsep):
-        p = Path(part).expanduser() if part else None
-        if p is not None and not p.exists():
-            infos.append(PluginInfo(p.name, str(p), None,
-                                    Availability(False, f"{ENV_PATH} entry {p} does not exist"), True))
-    return infos
-
-
-def is_library_path(target: str) -> bool:
-    return target.endswith(".so") or ".so." in target or os.sep in target
-
-
-def resolve_factory(target: str) -> Callable[..., Any]:
-    """The plugin factory named by ``pkg.module:Factory`` or an installed plugin name."""
-    from .registry import discover
-
-    if ":" in target:
-        return import_factory(target)
-    found = discover()
-    if target not in found:
-        raise PluginError(f"{target!r} is not a .so file, a module:Factory, or an installed plugin "
-                          f"(installed: {', '.join(sorted(found)) or 'none'})")
-    info = found[target]
-    if info.factory is None:
-        raise PluginError(f"plugin {target!r} cannot be loaded: {info.availability.reason}")
-    return info.factory
-
-
-def load_target(target: str, **options: Any) -> Plugin:
-    """A plugin object from ``path.so``, ``pkg.module:Factory`` or a registered name."""
-    if is_library_path(target):
-        return load_native(target, **options)
-    plugin = resolve_factory(target)(**options)
-    if not isinstance(plugin, Plugin):
-        raise PluginError(f"{target}: the factory returned {type(plugin).__name__}, not a polyprof Plugin")
-    return plugin
-
-
-def import_factory(target: str) -> Callable[..., Any]:
-    """``pkg.module:attr`` -> the attribute (a Plugin class or a factory function)."""
-    module, _, attr = target.partition(":")
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise PluginError(f"{target}: cannot import: {e}") from None
-    if not callable(obj):
-        raise PluginError(f"{target}: not callable")
-    return obj

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -81,6 +82,24 @@ class Plugin(abc.ABC):
     def availability(cls) -> Availability:
         """Whether this plugin can run on this machine, and if not, why."""
         return Availability(True)
+
+    @staticmethod
+    def conformance_workload(seconds: float) -> None:
+        """What ``polyprof plugin check`` runs for ``seconds`` while this plugin records.
+        This default: a section, a mark and NumPy work on the calling thread (NumPy
+        releases the GIL, so native samplers see it). A plugin whose device needs its
+        own work (kernels on a queue, torch ops, a jitted function) overrides it."""
+        import numpy as np
+
+        from .recorder import mark, section
+
+        a = np.random.default_rng(0).random((128, 128))
+        end = time.perf_counter() + seconds
+        with section("polyprof-kit"):
+            mark("polyprof-kit mark")
+            while time.perf_counter() < end:
+                a = a @ a
+                a /= np.abs(a).max() or 1.0
 
     def start(self, ctx: SessionContext) -> None:
         if self._state != "new":
