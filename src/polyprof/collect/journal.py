@@ -1,4 +1,4 @@
-"""The crash journal: host records appended to disk while the program runs.
+"""The crash journal's writer: host records appended to disk while the program runs.
 
 A program killed by SIGKILL or the kernel's OOM killer never reaches the session's
 stop, so nothing in memory is written. The journal keeps what the host plugin has
@@ -6,13 +6,7 @@ recorded so far (completed sections, marks, counters, steps, process CPU/RSS) in
 ``OUTPUT.partial``, appended every ``interval`` seconds by a background thread; a
 normal stop deletes it. ``polyprof.load("OUTPUT.partial")`` turns it back into a
 Trace (formats/journal.py). Device plugins' data is not journaled: they hand it
-over only at collect.
-
-Layout: the line ``MAGIC``, then an Arrow IPC stream of record batches of
-``SCHEMA``; the schema's metadata holds the session header as JSON. Each batch is
-written with plain ``write()`` calls, so it is in the kernel's page cache (and
-survives the process) as soon as the call returns; a batch cut short by the kill
-is dropped by the reader.
+over only at collect. The file's layout is formats/journal_layout.py.
 """
 
 from __future__ import annotations
@@ -21,59 +15,35 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported for callers
+    CHUNK,
+    COUNTER,
+    MAGIC,
+    MARK,
+    PROCESS,
+    SECTION,
+    STEP,
+    SUFFIX,
+    THREAD,
+    path_for,
+    schema,
+)
+from ..formats.journal_layout import batch as _batch
+
 log = logging.getLogger("polyprof")
-
-MAGIC = b"POLYPROF-JOURNAL 1\n"
-SUFFIX = ".partial"
-
-SECTION, MARK, COUNTER, STEP, THREAD, PROCESS = range(6)
-#: sections per record batch: bounds the journal thread's memory and each GIL hold
-CHUNK = 1 << 18
-
-_SCHEMA: "pa.Schema | None" = None
-
-
-def schema() -> "pa.Schema":
-    """One row per record; unused fields are null. PROCESS rows: start_ns = time,
-    value = CPU seconds so far, end_ns = RSS bytes, tid = thread count.
-
-    Built on first use: pyarrow is imported only by sessions that write a journal
-    (``import polyprof`` stays light)."""
-    global _SCHEMA
-    if _SCHEMA is None:
-        import pyarrow as pa
-
-        _SCHEMA = pa.schema([
-            ("kind", pa.int8()),
-            ("name", pa.string()),
-            ("start_ns", pa.int64()),
-            ("end_ns", pa.int64()),
-            ("value", pa.float64()),
-            ("ident", pa.int64()),
-            ("tid", pa.int64()),
-            ("stats", pa.string()),  # JSON object of a section's keyword stats
-        ])
-    return _SCHEMA
 
 
 def __getattr__(name: str) -> Any:
     if name == "SCHEMA":
         return schema()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def path_for(output: str | Path) -> Path:
-    """Where the journal of a session writing ``output`` lives."""
-    return Path(str(output) + SUFFIX)
 
 
 def _stats_json(stats: dict[str, Any] | None) -> str | None:
@@ -244,12 +214,3 @@ class _Closed:
 
 
 _abandoned: list[Any] = []
-
-
-def _batch(kind: int, n: int, **columns: Any) -> "pa.RecordBatch":
-    import pyarrow as pa
-
-    sch = schema()
-    arrays = [pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(n, f.type)
-              for f in sch if f.name != "kind"]
-    return pa.RecordBatch.from_arrays([pa.array([kind] * n, pa.int8()), *arrays], schema=sch)

@@ -43,8 +43,8 @@ def begin(inner: "Session", outer: "Session") -> None:
 
 
 def end(inner: "Session", outer: "Session") -> Trace:
+    from ..formats import hostrecords as hosttrace
     from ..plugins.host import records
-    from . import hosttrace
     from .session import _empty_trace
 
     stop = now_ns()  # before the marker section closes: it belongs to the outer trace only

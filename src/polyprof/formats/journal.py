@@ -1,4 +1,4 @@
-"""Read a crash journal (``OUTPUT.partial``, collect/journal.py) back into a Trace:
+"""Read a crash journal (``OUTPUT.partial``, formats/journal_layout.py) back into a Trace:
 the host data of a program that was killed before its session could stop."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from ..collect import journal as j
 from ..collect.clock import REFERENCE_CLOCK
-from ..collect.hosttrace import HostRecords, build
 from ..errors import TraceFormatError
-from .safety import check_events, clean_metadata, guarded
 from ..trace.core import Trace
+from . import journal_layout as j
+from .hostrecords import HostRecords, build
+from .safety import check_events, clean_metadata, guarded
 
 log = logging.getLogger("polyprof")
 

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..collect import recorder as rec_mod
 from ..collect.clock import now_ns
-from ..collect import hosttrace
 from ..collect.journal import JournalWriter
 from ..collect.plugin import Plugin, SessionContext
+from ..formats import hostrecords as hosttrace
 from ..trace.core import Trace
 
 
