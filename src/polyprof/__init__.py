@@ -16,6 +16,7 @@ from .collect.recorder import counter, mark, section, step
 from .collect.session import Session, profile
 from .errors import PolyprofError, TraceFormatError
 from .formats.detect import load
+from .formats.registry import write as export
 from .ranks.traceset import TraceSet, load_ranks
 from .trace.core import Trace
 
@@ -34,7 +35,7 @@ def serve(port: int = 0, host: str = "127.0.0.1", **options: Any) -> "Server":
 
 
 __all__ = ["profile", "section", "mark", "counter", "step", "load", "serve", "Trace", "Session",
-           "PolyprofError", "TraceFormatError", "load_ranks", "TraceSet", "__version__"]
+           "PolyprofError", "TraceFormatError", "load_ranks", "TraceSet", "__version__", "export"]
 
 if _os.environ.get("POLYPROF_SERVE"):  # serve captures from a program that imports polyprof
     from .capture import serve_from_env as _serve_from_env

@@ -8,13 +8,14 @@ figures the rule used and the events that matter most.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..derive import cache
 from ..trace.core import Trace
+from ..trace.vocabulary import INPUT_MARKERS
 from .breakdown import kernel_breakdown as _kb
 from .common import COMMUNICATION, MEMCPY, device_view, frame
 
@@ -31,7 +32,6 @@ SYNC_SHARE = 5.0  # time one host thread spends in synchronising calls, share of
 STEP_GAP_SHARE = 10.0  # device idle between steps, share of step time
 EXPOSED_COMM_SHARE = 10.0  # non-overlapped communication, share of the span
 
-INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "iterator::", "prefetch")
 
 
 @dataclass
@@ -61,22 +61,10 @@ def _sev(x: float, high: float) -> str:
 
 def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None) -> list[Finding]:
     """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses)."""
-    from . import (comm_comp_overlap, event_stats, idle_time_breakdown, kernel_breakdown, launch_stats,
-                   op_stats, section_stats, step_stats, temporal_breakdown)
-    from .memory import memory_peak
     from .memory_findings import memory_findings
+    from .registry import getter
 
-    tables = dict(tables or {})
-    fns: dict[str, Callable[[Trace], pd.DataFrame]] = {
-        "temporal_breakdown": temporal_breakdown, "idle_time_breakdown": idle_time_breakdown,
-        "kernel_breakdown": kernel_breakdown, "op_stats": op_stats, "step_stats": step_stats,
-        "comm_comp_overlap": comm_comp_overlap, "section_stats": section_stats, "event_stats": event_stats,
-        "launch_stats": launch_stats, "memory_peak": memory_peak}
-
-    def t(name: str) -> pd.DataFrame:
-        if name not in tables:
-            tables[name] = fns[name](trace)
-        return tables[name]
+    t = getter(trace, tables)
 
     out: list[Finding] = []
     for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, _idle_between_steps,

@@ -8,14 +8,9 @@ import pandas as pd
 from ..derive import cache
 from ..derive.intervals import covered, union
 from ..trace.core import Trace
+from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
+from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
 from .common import analysed_span, rows_frame
-
-#: lower-case name substrings of calls that block the host until the device catches up
-SYNC_MARKERS = ("synchronize", "clfinish", "clwaitforevents", "eventsynchronize",
-                "hipdevicesynchronize", "block_until_ready")
-SYNC_CATEGORIES = ("cuda_sync", "sync")
-#: blocking copies (cudaMemcpy without Async) wait for the device too
-_BLOCKING_COPIES = ("cudamemcpy", "cudamemcpy2d", "cudamemcpy3d", "hipmemcpy", "hipmemcpy2d", "hipmemcpy3d")
 
 COLUMNS = ["thread", "calls", "sync_ns", "window_ns", "share_pct"]
 

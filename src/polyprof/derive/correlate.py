@@ -19,6 +19,7 @@ from ..trace import keys
 from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort
+from ..trace.vocabulary import LAUNCH_MARKERS
 from . import cache
 from .intervals import innermost
 
@@ -27,9 +28,6 @@ log = logging.getLogger("polyprof")
 UNMATCHED, BY_ID, BY_FLOW, IN_ORDER = 0, 1, 2, 3
 METHOD_NAMES = {UNMATCHED: "unmatched", BY_ID: "correlation_id", BY_FLOW: "flow", IN_ORDER: "in_order"}
 
-#: Host API names (lower case substrings) that enqueue device work: a call like this
-#: with no device activity is reported as an unmatched launch.
-LAUNCH_MARKERS = ("launch", "memcpy", "memset", "enqueue", "runfunction", "graphlaunch")
 
 
 @dataclass

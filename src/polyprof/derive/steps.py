@@ -9,7 +9,6 @@ no launch, in which it started itself).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,8 +16,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
-
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+from ..trace.vocabulary import PROFILER_STEP as _PROFILER_STEP
 
 
 @dataclass

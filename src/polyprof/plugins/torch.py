@@ -52,13 +52,14 @@ from ..trace.builder import TraceBuilder
 from ..trace.clock import ClockFit
 from ..trace.core import Trace
 from ..trace.merge import merge
+from ..trace.vocabulary import PROFILER_STEP_PREFIX
 from .torch_memory import add_categories, categories_of, snap_to_sections
 
 log = logging.getLogger("polyprof")
 
 #: name of the ranges used to measure the Kineto <-> session clock offset
 SYNC_NAME = "polyprof::clock_sync"
-STEP_PREFIX = "ProfilerStep#"
+STEP_PREFIX = PROFILER_STEP_PREFIX
 _SYNC_REPEATS = 3
 _ANNOTATION_CATEGORIES = ("user_annotation",)
 

@@ -11,24 +11,9 @@ import pandas as pd
 from .. import analyze
 from ..analyze.common import analysed_span
 from ..analyze.findings import Finding
+from ..analyze.registry import compute_all
 from ..derive import cache
 from ..trace.core import Trace
-
-#: table name -> analysis function, in report order
-ANALYSES = {
-    "temporal_breakdown": analyze.temporal_breakdown,
-    "idle_time_breakdown": analyze.idle_time_breakdown,
-    "comm_comp_overlap": analyze.comm_comp_overlap,
-    "kernel_breakdown": analyze.kernel_breakdown,
-    "op_stats": analyze.op_stats,
-    "section_stats": analyze.section_stats,
-    "step_stats": analyze.step_stats,
-    "launch_stats": analyze.launch_stats,
-    "event_stats": analyze.event_stats,
-    "memory_peak": analyze.memory_peak,
-    "memory_at_peak": analyze.memory_at_peak,
-    "counter_stats": analyze.counter_stats,
-}
 
 
 @dataclass
@@ -40,8 +25,7 @@ class Report:
 
 
 def build(trace: Trace) -> Report:
-    tables = {name: fn(trace) for name, fn in ANALYSES.items()}
-    tables["launch_summary"] = analyze.launch_summary(trace, tables["launch_stats"])
+    tables = compute_all(trace)  # analyze/registry.py: every table, in report order
     found = analyze.findings(trace, tables)
     corr = cache.correlation(trace)
     steps = cache.steps(trace)

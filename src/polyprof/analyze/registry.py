@@ -1,0 +1,93 @@
+"""Every analysis table, in one list: what the summary, the HTML report, ``--json``,
+the ranks and store views and the findings compute from a trace.
+
+An analysis is a function ``(trace, *tables it needs) -> DataFrame`` documenting its
+columns; a new one is one module plus one :class:`Analysis` line below, and it then
+appears in ``polyprof summary --json`` and is there for findings and reports to use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+import pandas as pd
+
+from ..trace.core import Trace
+
+
+@dataclass(frozen=True)
+class Analysis:
+    #: the table's name in reports and ``--json``
+    name: str
+    #: ``"module:function"`` (imported when first computed)
+    function: str
+    #: tables passed to the function after the trace, in order
+    needs: tuple[str, ...] = ()
+
+    def run(self, trace: Trace, *inputs: pd.DataFrame) -> pd.DataFrame:
+        module, _, fn = self.function.partition(":")
+        return getattr(importlib.import_module(module), fn)(trace, *inputs)
+
+
+#: in report order
+ANALYSES: tuple[Analysis, ...] = (
+    Analysis("temporal_breakdown", "polyprof.analyze.breakdown:temporal_breakdown"),
+    Analysis("idle_time_breakdown", "polyprof.analyze.breakdown:idle_time_breakdown"),
+    Analysis("comm_comp_overlap", "polyprof.analyze.breakdown:comm_comp_overlap"),
+    Analysis("kernel_breakdown", "polyprof.analyze.breakdown:kernel_breakdown"),
+    Analysis("op_stats", "polyprof.analyze.ops:op_stats"),
+    Analysis("section_stats", "polyprof.analyze.sections:section_stats"),
+    Analysis("step_stats", "polyprof.analyze.steps:step_stats"),
+    Analysis("launch_stats", "polyprof.analyze.ops:launch_stats"),
+    Analysis("launch_summary", "polyprof.analyze.ops:launch_summary", needs=("launch_stats",)),
+    Analysis("event_stats", "polyprof.analyze.events:event_stats"),
+    Analysis("memory_peak", "polyprof.analyze.memory:memory_peak"),
+    Analysis("memory_at_peak", "polyprof.analyze.memory:memory_at_peak"),
+    Analysis("counter_stats", "polyprof.analyze.counters:counter_stats"),
+)
+_BY_NAME = {a.name: a for a in ANALYSES}
+
+
+def by_name(name: str) -> Analysis:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no analysis named {name!r}; known: {', '.join(_BY_NAME)}") from None
+
+
+class Tables(Mapping[str, pd.DataFrame]):
+    """The analysis tables of one trace, each computed on first use (with what it needs)
+    and kept; ``given`` are tables already computed elsewhere."""
+
+    def __init__(self, trace: Trace, given: Mapping[str, pd.DataFrame] | None = None):
+        self.trace = trace
+        self._done: dict[str, pd.DataFrame] = dict(given or {})
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name not in self._done:
+            a = by_name(name)
+            self._done[name] = a.run(self.trace, *(self[n] for n in a.needs))
+        return self._done[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_BY_NAME)
+
+    def __len__(self) -> int:
+        return len(_BY_NAME)
+
+    def computed(self) -> dict[str, pd.DataFrame]:
+        return dict(self._done)
+
+
+def compute_all(trace: Trace) -> dict[str, pd.DataFrame]:
+    """Every table of :data:`ANALYSES`, in report order."""
+    t = Tables(trace)
+    return {a.name: t[a.name] for a in ANALYSES}
+
+
+def getter(trace: Trace, tables: Mapping[str, pd.DataFrame] | None) -> Callable[[str], Any]:
+    """``name -> table`` for rules that need some tables: reuses ``tables``, computes the rest."""
+    t = tables if isinstance(tables, Tables) else Tables(trace, tables)
+    return t.__getitem__

@@ -1,0 +1,139 @@
+"""Every trace format polyprof reads or writes, in one list.
+
+``polyprof.load`` (formats/detect.py) reads with the entries that have a reader, trying
+their sniffs in this order; ``polyprof export``, ``polyprof.export`` and ``--help`` write
+with the entries that have a writer, and an output name ending in one of an entry's
+suffixes picks it when no format is named. A new format is one module with
+``load(path, **options) -> Trace`` and/or ``write(trace, path) -> Path`` plus one
+:class:`Format` line below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import PolyprofError
+
+Sniff = Callable[[bytes, Path], bool]
+
+
+@dataclass(frozen=True)
+class Format:
+    #: what ``-f`` takes and what :func:`polyprof.formats.detect.detect` answers
+    name: str
+    #: one line for ``--help`` and the docs
+    summary: str
+    #: ``"module:function"``: ``(path, **options) -> Trace``
+    reader: str | None = None
+    #: ``(first bytes, path) -> bool`` (gzip files: ``b"GZ"`` + the first inflated bytes)
+    sniff: Sniff | None = None
+    #: a looser test tried only when no format's ``sniff`` answered (e.g. by the file's
+    #: name), so a damaged file gets its reader's error instead of "unrecognised format"
+    claim: Sniff | None = None
+    #: ``"module:function"``: ``(trace, path) -> Path | None``
+    writer: str | None = None
+    #: output names ending so are written in this format when none is named
+    suffixes: tuple[str, ...] = ()
+
+    def read(self, path: Path, **options: Any) -> Any:
+        return _resolve(self.reader)(path, **options)  # type: ignore[arg-type]
+
+    def write(self, trace: Any, path: str | Path) -> Path:
+        out = _resolve(self.writer)(trace, path)  # type: ignore[arg-type]
+        return Path(out) if out is not None else Path(path)
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    module, _, fn = target.partition(":")
+    return getattr(importlib.import_module(module), fn)
+
+
+def _is_zip(head: bytes, path: Path) -> bool:
+    return head[:4] == b"PK\x03\x04"
+
+
+def _named_xspace(head: bytes, path: Path) -> bool:
+    from .xspace import sniff
+
+    return sniff(head, path)
+
+
+def _is_json(head: bytes, path: Path) -> bool:
+    body = head[2:] if head.startswith(b"GZ") else head
+    return body.lstrip()[:1] in (b"{", b"[")
+
+
+def _is_journal(head: bytes, path: Path) -> bool:
+    return head.startswith(b"POLYPROF-JOURNAL ")  # any version: its reader says which it reads
+
+
+def _is_xspace(head: bytes, path: Path) -> bool:
+    """A walk over XSpace's fields (before JSON: a plane of 91 bytes starts ``\\n[``)."""
+    from .xspace import is_protobuf_xspace
+
+    if head.startswith(b"GZ"):
+        return is_protobuf_xspace(head[2:], None)
+    return is_protobuf_xspace(head, path.stat().st_size)
+
+
+#: in sniffing order (XSpace, checked by walking its fields, before JSON)
+FORMATS: tuple[Format, ...] = (
+    Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
+           reader="polyprof.formats.native:load", sniff=_is_zip,
+           writer="polyprof.formats.native:save", suffixes=(".polyprof",)),
+    Format("xspace", "XSpace protobuf (.xplane.pb), as JAX, TensorFlow and XProf write it",
+           reader="polyprof.formats.xspace:load", sniff=_is_xspace, claim=_named_xspace,
+           writer="polyprof.formats.xspace:write", suffixes=(".xplane.pb",)),
+    Format("chrome-json", "Chrome trace-event JSON, as torch.profiler/Kineto and others write it",
+           reader="polyprof.formats.kineto:load", sniff=_is_json),
+    Format("polyprof-journal", "the crash journal of a killed run (OUTPUT.partial)",
+           reader="polyprof.formats.journal:load", sniff=_is_journal),
+    Format("chrome", "Chrome JSON for Perfetto and chrome://tracing (.gz: gzipped)",
+           writer="polyprof.formats.chrome:write", suffixes=(".json", ".json.gz")),
+    Format("kineto", "Kineto JSON, where torch traces open (HTA, TensorBoard's torch plugin)",
+           writer="polyprof.formats.kineto_writer:write", suffixes=(".pt.trace.json", ".pt.trace.json.gz")),
+    Format("tensorboard", "a TensorBoard / XProf log directory (-o names the directory)",
+           writer="polyprof.formats.xspace:write_logdir"),
+    Format("parquet", "the event table as Parquet, for DuckDB, pandas, polars",
+           writer="polyprof.formats.parquet:write", suffixes=(".parquet",)),
+    Format("perfetto", "Perfetto protobuf, streamed (no 2 GB JSON limit)",
+           writer="polyprof.formats.perfetto:write", suffixes=(".perfetto-trace", ".pftrace")),
+)
+
+
+def by_name(name: str) -> Format:
+    for f in FORMATS:
+        if f.name == name:
+            return f
+    raise PolyprofError(f"unknown format {name!r}; known: {', '.join(f.name for f in FORMATS)}")
+
+
+def readers() -> list[Format]:
+    return [f for f in FORMATS if f.reader]
+
+
+def writers() -> list[Format]:
+    return [f for f in FORMATS if f.writer]
+
+
+def for_output(path: str | Path) -> Format | None:
+    """The writer an output name asks for by its ending (the longest suffix that matches)."""
+    name = str(path).lower()
+    hits = [(len(s), f) for f in writers() for s in f.suffixes if name.endswith(s)]
+    return max(hits, key=lambda h: h[0])[1] if hits else None
+
+
+def write(trace: Any, path: str | Path, format: str | None = None) -> Path:
+    """Write ``trace`` to ``path`` in ``format``, or in the format its name ends with."""
+    fmt = by_name(format) if format else for_output(path)
+    if fmt is None:
+        endings = ", ".join(s for f in writers() for s in f.suffixes)
+        raise PolyprofError(f"{path}: cannot tell the format from the name (known endings: {endings}); "
+                            "name one (format=...)")
+    if not fmt.writer:
+        raise PolyprofError(f"polyprof reads {fmt.name} but does not write it; writable: "
+                            + ", ".join(f.name for f in writers()))
+    return fmt.write(trace, path)

@@ -1,0 +1,29 @@
+"""The names vendors and frameworks give to what analyses look for, in one place.
+
+Events keep their source's own names; derive/ and analyze/ recognise some of them by
+these lists (lower-case substrings unless said otherwise). A new vendor's runtime is a
+few strings here, as its categories are a few lines in trace/categories.py beside it.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: host calls that block until the device catches up (CUDA, HIP, OpenCL, JAX)
+SYNC_MARKERS = ("synchronize", "clfinish", "clwaitforevents", "eventsynchronize",
+                "hipdevicesynchronize", "block_until_ready")
+#: categories whose events are synchronisation waits
+SYNC_CATEGORIES = ("cuda_sync", "sync")
+#: copies that block the host (exact lower-case names: the Async ones do not)
+BLOCKING_COPIES = ("cudamemcpy", "cudamemcpy2d", "cudamemcpy3d", "hipmemcpy", "hipmemcpy2d", "hipmemcpy3d")
+
+#: host calls that enqueue device work: one with no device activity is an unmatched launch
+LAUNCH_MARKERS = ("launch", "memcpy", "memset", "enqueue", "runfunction", "graphlaunch")
+
+#: PyTorch's step ranges, ``ProfilerStep#N`` (exact match; the group is the step number)
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+#: what polyprof names a step when it writes one into torch's trace
+PROFILER_STEP_PREFIX = "ProfilerStep#"
+
+#: host work that feeds the input pipeline (PyTorch DataLoader, tf.data, JAX prefetch)
+INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "iterator::", "prefetch")

@@ -1,0 +1,176 @@
+"""One registry per extension point: formats (formats/registry.py), analyses
+(analyze/registry.py), vocabularies (trace/vocabulary.py), plugin discovery
+(collect/registry.py). Each test adds or uses an entry the way a contributor would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+import polyprof
+from polyprof.analyze import registry as areg
+from polyprof.formats import registry as freg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def a100(traces_dir: Path) -> polyprof.Trace:
+    return polyprof.load(traces_dir / "kineto" / "a100_alexnet_small.json.gz")
+
+
+# ------------------------------------------------------------------ formats
+def test_every_real_trace_is_read_by_its_registered_format(traces_dir: Path):
+    from polyprof.formats.detect import detect
+
+    seen = {detect(p) for p in [*traces_dir.glob("kineto/*.json.gz"), *traces_dir.glob("xspace/*.pb")]}
+    assert seen == {"chrome-json", "xspace"}
+    assert {f.name for f in freg.readers()} == {"polyprof", "chrome-json", "polyprof-journal", "xspace"}
+
+
+@pytest.mark.parametrize("fmt", [f.name for f in freg.writers() if f.name != "tensorboard"])
+def test_every_writer_writes_what_its_readers_or_duckdb_read(fmt: str, a100, tmp_path: Path):
+    """The A100 trace through each registered writer: the file reads back with the same
+    event count (or, for Parquet, DuckDB counts the rows)."""
+    f = freg.by_name(fmt)
+    name = "out" + (f.suffixes[0] if f.suffixes else ".bin")
+    out = polyprof.export(a100, tmp_path / name, format=fmt)
+    assert out.exists() and out.stat().st_size > 0
+    if fmt == "parquet":
+        n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchall()[0][0]
+        assert n == a100.n_events
+    elif fmt == "perfetto":
+        assert out.read_bytes()[:1] == b"\n"  # a protobuf Trace: field 1 (packet), length-delimited
+    else:
+        assert polyprof.load(out).n_events == a100.n_events
+
+
+def test_output_name_picks_the_writer(a100, tmp_path: Path):
+    assert freg.for_output("x.pt.trace.json.gz").name == "kineto"
+    assert freg.for_output("x.json.gz").name == "chrome"
+    assert freg.for_output("x.xplane.pb").name == "xspace"
+    assert freg.for_output("x.txt") is None
+    out = polyprof.export(a100, tmp_path / "events.parquet")
+    assert duckdb.sql(f"SELECT count(*) FROM '{out}'").fetchall()[0][0] == a100.n_events
+    with pytest.raises(polyprof.PolyprofError, match="cannot tell the format"):
+        polyprof.export(a100, tmp_path / "x.txt")
+    with pytest.raises(polyprof.PolyprofError, match="reads chrome-json but does not write it"):
+        polyprof.export(a100, tmp_path / "x.json", format="chrome-json")
+
+
+def test_cli_export_lists_and_infers_registered_writers(traces_dir: Path, tmp_path: Path):
+    src = traces_dir / "kineto" / "triton_example.json.gz"
+    r = subprocess.run([sys.executable, "-m", "polyprof", "export", "--help"], capture_output=True, text=True,
+                       timeout=120)
+    for f in freg.writers():
+        assert f.name in r.stdout
+    out = tmp_path / "t.xplane.pb"
+    r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(src), "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    from polyprof.formats.detect import detect
+
+    assert detect(out) == "xspace"  # from the name, not the default (chrome)
+
+
+def test_a_new_format_is_one_registry_line(monkeypatch, a100, tmp_path: Path):
+    """A contributor's format: a module with load/write and one Format entry."""
+    mod = tmp_path / "csvfmt.py"
+    mod.write_text(
+        "from pathlib import Path\n"
+        "import polyprof\n"
+        "from polyprof.trace import TraceBuilder\n"
+        "def write(trace, path):\n"
+        "    df = trace.to_pandas()\n"
+        "    Path(path).write_text('CSVTRACE\\n' + df[['name', 'start_ns', 'dur_ns']].to_csv(index=False))\n"
+        "    return Path(path)\n"
+        "def load(path):\n"
+        "    import io, pandas as pd\n"
+        "    df = pd.read_csv(io.StringIO(Path(path).read_text().split('\\n', 1)[1]))\n"
+        "    b = TraceBuilder()\n"
+        "    th = b.track(b.plane('/host:CPU', 'host'), 'main', 'thread', tid=1)\n"
+        "    for n, s, d in zip(df['name'], df['start_ns'], df['dur_ns']):\n"
+        "        b.event(th, str(n), int(s), int(d), 'cpu_op')\n"
+        "    return b.build()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    new = freg.Format("csv", "a CSV of names and times", reader="csvfmt:load",
+                      sniff=lambda head, path: head.startswith(b"CSVTRACE"), writer="csvfmt:write",
+                      suffixes=(".csvtrace",))
+    monkeypatch.setattr(freg, "FORMATS", (*freg.FORMATS, new))
+    out = polyprof.export(a100, tmp_path / "a.csvtrace")
+    back = polyprof.load(out)
+    assert back.n_events == a100.n_events
+    assert sorted(back.names().tolist()) == sorted(a100.names().tolist())
+
+
+# ------------------------------------------------------------------ analyses
+def test_summary_json_has_exactly_the_registered_tables(traces_dir: Path):
+    src = traces_dir / "kineto" / "triton_example.json.gz"
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(src), "--json"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert list(json.loads(r.stdout)["tables"]) == [a.name for a in areg.ANALYSES]
+
+
+def test_findings_reuse_the_report_tables(monkeypatch, a100):
+    """findings() computes nothing the report already computed."""
+    from polyprof.analyze.findings import findings
+
+    tables = areg.compute_all(a100)
+    calls = []
+    real = areg.Analysis.run
+    monkeypatch.setattr(areg.Analysis, "run", lambda self, *a: calls.append(self.name) or real(self, *a))
+    findings(a100, tables)
+    assert calls == []
+
+
+def test_a_new_analysis_is_one_registry_line(monkeypatch, a100, tmp_path: Path):
+    mod = tmp_path / "myanalysis.py"
+    mod.write_text("import pandas as pd\n"
+                   "def busiest_names(trace, kernels):\n"
+                   "    return kernels[['name', 'total_ns']].head(3).reset_index(drop=True)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    new = areg.Analysis("busiest_names", "myanalysis:busiest_names", needs=("kernel_breakdown",))
+    monkeypatch.setattr(areg, "ANALYSES", (*areg.ANALYSES, new))
+    monkeypatch.setitem(areg._BY_NAME, new.name, new)
+    from polyprof.report.tables import build, to_json
+
+    rep = build(a100)
+    got = rep.tables["busiest_names"]
+    want = rep.tables["kernel_breakdown"][["name", "total_ns"]].head(3).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want)
+    assert json.loads(to_json(rep))["tables"]["busiest_names"]["rows"] == 3
+
+
+# ------------------------------------------------------------------ plugins
+def test_plugin_discovery_is_all_in_the_registry():
+    """collect/native.py loads and drives a library; finding plugins is collect/registry.py's."""
+    from polyprof.collect import native, registry
+
+    for fn in ("plugin_path_libraries", "path_plugins", "resolve_factory", "load_target", "import_factory"):
+        assert hasattr(registry, fn) and not hasattr(native, fn), fn
+    import ast
+
+    tree = ast.parse(Path(native.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "registry" not in imported and "polyprof.collect.registry" not in imported  # no cycle
+
+
+def test_every_plugin_has_a_conformance_workload():
+    """Plugin declares it (a section and NumPy work); a device plugin overrides it."""
+    from polyprof.collect.plugin import Plugin
+    from polyprof.plugins.host import HostPlugin
+
+    assert HostPlugin.conformance_workload is Plugin.conformance_workload
+    with polyprof.profile(["host"]) as prof:
+        HostPlugin.conformance_workload(0.05)
+    assert "polyprof-kit" in set(prof.trace.names().tolist())
+    from polyprof.plugins.torch import TorchPlugin
+
+    assert TorchPlugin.conformance_workload is not Plugin.conformance_workload
