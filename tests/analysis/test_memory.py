@@ -416,3 +416,23 @@ def test_torch_categories_when_torch_computes_them():
     with pt.profile(profile_memory=True) as plain:
         model(torch.randn(64, 256)).sum().backward()
     assert set(A.memory_timeline(plain.trace)["category"]) == {""}
+
+
+def test_perfetto_export_has_the_memory_counter_track(pattern_run, tmp_path):
+    """Perfetto's own protos (the perfetto package) decode the counter track."""
+    pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    import importlib.util
+
+    from polyprof.formats import perfetto
+
+    spec = importlib.util.spec_from_file_location("_perfetto_decoder", Path(__file__).parents[1] / "test_perfetto.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    Decoded = mod.Decoded
+
+    path, _ = pattern_run
+    d = Decoded(perfetto.write(polyprof.load(path), tmp_path / "p.pftrace").read_bytes())
+    uuids = {u for u, _, _ in d.counters if d.tracks[u].name == "memory.allocated_bytes:torch"}
+    assert len(uuids) == 1
+    values = [v for u, _, v in d.counters if u in uuids]
+    assert len(values) >= 48 and max(values) - min(values) == 32 * MiB

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..derive.intervals import nesting_depth
 from ..trace.core import Trace
+from ..trace.memory import export_counters
 from . import perfetto_wire as w
 from .chrome import _pids, _tids
 
@@ -100,6 +101,7 @@ class _Plan:
 
     def __init__(self, trace: Trace):
         self.t = trace
+        self.counters = export_counters(trace)  # with the memory series as counter tracks
         ev = trace.events
         start, dur = ev["start_ns"], ev["dur_ns"]
         self.n = n = trace.n_events
@@ -156,7 +158,7 @@ class _Plan:
         return b"".join(out)
 
     def counter_tracks(self) -> list[tuple[int, int]]:
-        c = self.t.counters
+        c = self.counters
         return list(dict.fromkeys(zip(c["plane"].tolist(), c["name"].tolist())))
 
     def track_uuids(self, rows: np.ndarray) -> np.ndarray:
@@ -275,7 +277,7 @@ class _Plan:
 
     # ------------------------------------------------------------------ counters
     def counter_chunks(self) -> Iterator[bytes]:
-        c = self.t.counters
+        c = self.counters
         if not len(c["ts_ns"]):
             return
         index = {key: i for i, key in enumerate(self.counter_tracks())}
