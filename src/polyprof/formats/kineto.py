@@ -870,7 +870,7 @@ class _Collector:
             self._decode_args(text)
         self._eager_args(text, base)
         if kineto_memory.has_memory(text):
-            for key, (rows, vals) in kineto_memory.memory_stats(_DECODE_ANY(text), base).items():
+            for key, (rows, vals) in kineto_memory.batch_stats(text, base, _DECODE_ANY).items():
                 self.b.add_stat(key, rows, vals)
         self.arg_batches.append((base, text))
 

@@ -10,8 +10,10 @@ make the other, deferred args decode. The args also stay under their own names.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from ..trace import keys
@@ -28,8 +30,81 @@ _DEVICE_TYPES = {1: "GPU", 4: "OpenCL", 6: "GPU", 9: "XLA", 12: "XPU", 13: "MPS"
                  19: "MTIA", 20: "PrivateUse1"}
 
 
+_ABSENT = -2 ** 63
+
+
+class _KinetoMemory(msgspec.Struct, gc=False):
+    """The memory args of an event, when they are integers as Kineto writes them."""
+
+    nbytes: int = msgspec.field(default=_ABSENT, name="Bytes")
+    addr: int = msgspec.field(default=_ABSENT, name="Addr")
+    total: int = msgspec.field(default=_ABSENT, name="Total Allocated")
+    reserved: int = msgspec.field(default=_ABSENT, name="Total Reserved")
+    dtype: int = msgspec.field(default=_ABSENT, name="Device Type")
+    did: int = msgspec.field(default=_ABSENT, name="Device Id")
+
+
+_DECODE_FAST = msgspec.json.Decoder(list[_KinetoMemory]).decode
+_FIELDS = (("nbytes", keys.ALLOC_BYTES), ("addr", keys.ADDR), ("total", keys.TOTAL_ALLOCATED),
+           ("reserved", keys.TOTAL_RESERVED))
+
+
 def has_memory(text: bytes) -> bool:
     return any(m in text for m in MARKERS)
+
+
+def batch_stats(text: bytes, base: int, decode_any: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The memory stats of one batch of args (JSON text ``[args, ...]`` from row
+    ``base``): typed columns straight from the text when the args are Kineto's integers
+    (no dict per event), else through ``memory_stats`` on the decoded args."""
+    if b'"alloc_bytes"' not in text:
+        try:
+            return _columns(_DECODE_FAST(text), base)
+        except (msgspec.ValidationError, msgspec.DecodeError, OverflowError):
+            pass  # other values, or an address beyond 64 bits: the general path
+    return memory_stats(decode_any(text), base)
+
+
+def _column(items: list, field: str) -> np.ndarray:
+    return np.fromiter(map(attrgetter(field), items), np.int64, len(items))
+
+
+def _columns(items: list, base: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    mem = np.flatnonzero((_column(items, "nbytes") != _ABSENT) & (_column(items, "total") != _ABSENT))
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if not len(mem):
+        return out
+    items = [items[i] for i in mem.tolist()]
+    rows = mem + base
+    for f, key in _FIELDS:
+        if f == "addr":  # addresses are unsigned: the upper half wraps to negative int64
+            vals = np.fromiter(map(attrgetter("addr"), items), np.uint64 if _unsigned(items) else np.int64,
+                               len(items)).astype(np.int64)
+        else:
+            vals = _column(items, f)
+        has = vals != _ABSENT
+        if has.any():
+            out[key] = (rows[has], vals[has])
+    dtype, did = _column(items, "dtype"), _column(items, "did")
+    span = 1 << 21  # (type + 1, id + 1) as one non-negative code; absent type -> 0
+    code = (np.clip(np.where(dtype == _ABSENT, -1, dtype), -1, 1 << 20) + 1) * span + np.clip(did, -1, span - 2) + 1
+    uniq, inv = np.unique(code, return_inverse=True)
+    names = np.array([_device({"Device Type": c // span - 1, "Device Id": c % span - 1}) if c >= span else None
+                      for c in uniq.tolist()], dtype=object)
+    labels = names[inv]
+    on_device = labels != None  # noqa: E711 (elementwise)
+    if on_device.any():
+        out[keys.MEMORY_DEVICE] = (rows[on_device], labels[on_device])
+    out[keys.ALLOCATOR] = (rows, np.full(len(rows), "torch", dtype=object))
+    return out
+
+
+def _unsigned(items: list) -> bool:
+    """Whether an address is beyond int64 (then every one is read as uint64)."""
+    try:
+        return max(map(attrgetter("addr"), items)) >= 2 ** 63
+    except ValueError:
+        return False
 
 
 def _int(v: Any) -> int | None:

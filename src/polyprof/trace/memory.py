@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from . import keys
 from .core import COUNTER_COLUMNS, Trace
@@ -94,10 +95,15 @@ def memory_events(trace: Trace) -> Memory:
     own = plane_names[trace.track_plane[trace.events["track"][rows]]] if len(rows) else plane_names[:0]
     device = _text_stat(trace, keys.MEMORY_DEVICE, rows, own)
     allocator = _text_stat(trace, keys.ALLOCATOR, rows, np.full(len(rows), "", dtype=object))
-    pairs = list(zip(device.tolist(), allocator.tolist()))
-    keys_ = sorted(set(pairs))
+    dcode, duniq = pd.factorize(device)  # hashing in C: no Python object per event
+    acode, auniq = pd.factorize(allocator)
+    combo, first = np.unique(dcode.astype(np.int64) * max(len(auniq), 1) + acode, return_index=True)
+    keys_ = sorted((str(duniq[dcode[i]]), str(auniq[acode[i]])) for i in first.tolist())
     index = {k: i for i, k in enumerate(keys_)}
-    series = np.fromiter((index[p] for p in pairs), np.int64, len(pairs))
+    remap = np.array([index[(str(duniq[c // max(len(auniq), 1)]), str(auniq[c % max(len(auniq), 1)]))]
+                      for c in combo.tolist()], np.int64)
+    series = remap[np.searchsorted(combo, dcode.astype(np.int64) * max(len(auniq), 1) + acode)] \
+        if len(rows) else np.zeros(0, np.int64)
     ts = trace.events["start_ns"][rows]
     order = lexsort((rows, ts, series)) if len(rows) else np.zeros(0, np.int64)
     rows, ts, series, delta = rows[order], ts[order], series[order], delta[order]

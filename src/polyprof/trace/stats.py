@@ -200,6 +200,11 @@ def as_values(values: Any) -> np.ndarray:
         return arr.astype(np.uint64, copy=False)
     if arr.dtype.kind == "f":
         return arr.astype(np.float64, copy=False)
+    if arr.dtype == object and arr.ndim == 1 and len(arr) > 256:
+        from pandas.api.types import infer_dtype  # one pass in C (a reader's long text columns)
+
+        if infer_dtype(arr, skipna=False) in ("string", "bytes"):
+            return arr
     out = np.empty(len(arr), dtype=object)
     out[:] = [v if isinstance(v, (str, bytes)) else _to_text(v) for v in values]
     return out
