@@ -1,0 +1,65 @@
+"""What typing Kineto's [memory] events at load costs: a synthetic torch-shaped trace of
+N allocation/free events (half alive at random, 64 B to 1 MiB, Total Allocated kept),
+loaded with and without the memory typing, alternating, best and median of the rounds.
+
+    python bench/memory_ingest.py --events 300000 --repeat 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import polyprof
+from polyprof.formats import kineto_memory
+
+
+def make(n: int, path: Path) -> None:
+    rng = random.Random(0)
+    ev, live, total, t = [], [], 0, 1000.0
+    for i in range(n):
+        t += 0.5
+        if live and rng.random() < 0.5:
+            addr, size = live.pop(rng.randrange(len(live)))
+            size = -size
+        else:
+            addr, size = 10_000 + i * 64, rng.choice([64, 4096, 1 << 20])
+            live.append((addr, size))
+        total += size
+        ev.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1,
+                   "ts": t, "args": {"Total Reserved": 0, "Total Allocated": total, "Bytes": size,
+                                     "Device Id": -1, "Device Type": 0, "Addr": addr}})
+        if i % 10 == 0:
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::op", "pid": 1, "tid": 1, "ts": t - 0.1, "dur": 0.3})
+    path.write_text(json.dumps({"traceEvents": ev}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=300_000)
+    ap.add_argument("--repeat", type=int, default=4)
+    args = ap.parse_args()
+    path = Path(tempfile.mkdtemp()) / "memory.json"
+    make(args.events, path)
+    polyprof.load(path)  # warm up (imports)
+    real = kineto_memory.has_memory
+    times: dict[str, list[float]] = {"with memory typing": [], "without": []}
+    for _ in range(args.repeat):
+        for name in times:
+            kineto_memory.has_memory = real if name == "with memory typing" else (lambda text: False)
+            t0 = time.perf_counter()
+            polyprof.load(path)
+            times[name].append(time.perf_counter() - t0)
+    kineto_memory.has_memory = real
+    print(f"{args.events} [memory] events, {path.stat().st_size / 1e6:.0f} MB")
+    for name, v in times.items():
+        print(f"{name:<20} best {min(v):.2f} s  median {statistics.median(v):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
