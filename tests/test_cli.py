@@ -45,14 +45,41 @@ def test_run_two_threads(pipeline_trace):
 
 def test_summary_lists_sections_with_stats(pipeline_trace):
     out, _ = pipeline_trace
-    r = cli("summary", str(out))
+    r = cli("summary", str(out), "--all-steps")
     assert r.returncode == 0, r.stderr
+    assert "analysed window: all 5 steps" in r.stdout
     line = next(l for l in r.stdout.splitlines() if "forward" in l)
     cells = [c.strip() for c in line.strip("│ ").split("│")]
     assert cells[0] == "forward" and cells[1] == "5"  # name, count
     assert all(any(u in c for u in ("s", "ms", "µs", "ns")) for c in cells[2:6])  # total/mean/min/max
     for col in ("count", "total", "mean", "min", "max"):
         assert col in r.stdout
+
+
+def test_summary_window_default_skips_the_warm_up_step_and_says_so(pipeline_trace):
+    """The 5-step run: by default the first step (warm-up) is left out of every table,
+    the window is printed at the top; --steps and --skip-first choose other steps."""
+    out, _ = pipeline_trace
+    def forward_count(*opts: str) -> tuple[str, str]:
+        r = cli("summary", str(out), *opts)
+        assert r.returncode == 0, r.stderr
+        line = next(l for l in r.stdout.splitlines() if "forward" in l)
+        window = next(l for l in r.stdout.splitlines() if l.startswith("analysed window"))
+        return [c.strip() for c in line.strip("│ ").split("│")][1], window
+    tr = polyprof.load(out)
+    from polyprof.derive.cache import steps
+    nums = steps(tr).number.tolist()
+    assert len(nums) == 5
+    count, window = forward_count()
+    assert count == "4" and "first step skipped" in window and f"{nums[1]}-{nums[4]}" in window
+    count, window = forward_count("--steps", f"{nums[1]}:{nums[3]}")
+    assert count == "2" and f"steps {nums[1]}-{nums[2]} of" in window
+    count, _ = forward_count("--skip-first", "3")
+    assert count == "2"
+    r = cli("summary", str(out), "--steps", "999:")
+    assert r.returncode != 0 and "selects none" in r.stderr and "Traceback" not in r.stderr
+    r = cli("summary", str(out), "--steps", "a:b")
+    assert r.returncode != 0 and "--steps" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_export_chrome_names_threads_nesting(pipeline_trace, tmp_path):

@@ -136,3 +136,42 @@ def test_hta_reads_the_tpu_sample_and_a_live_torch_run(traces_dir: Path, tmp_pat
     assert r["events"] == len(kept) >= live.n_events - 4
     assert r["cpu_ops"] == len(live.rows_of_kind(Kind.CPU_OP)) > 0
     assert r["temporal_error"]  # as on HTA's own CPU-only trace (cpu_only_rank34): no GPU kernels
+
+
+STEPPED = ["a100_nccl_rank0", "v100_ns_resolution_rank0", "sampled_rank0", "sampled_rank1", "mi250_rocm_minitoy"]
+
+
+def test_summary_with_htas_window_gives_htas_temporal_breakdown(traces_dir: Path, tmp_path: Path) -> None:
+    """`polyprof summary FILE --steps :LAST --span device` is HTA's window (the kernels
+    launched before the last step, from the first to the last of them): its idle /
+    compute / non-compute equal HTA's once HTA's rounding of each kernel inward to whole
+    µs is off (HTA_DISABLE_NS_ROUNDING=1), and stay within 1 point with it on."""
+    from polyprof.derive import cache
+
+    dirs, ours = [], {}
+    for name in STEPPED:
+        f = traces_dir / "kineto" / f"{name}.json.gz"
+        dirs.append(stage(f, tmp_path / name))
+        last = int(cache.steps(load(f)).number[-1])
+        r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(f), "--steps", f":{last}",
+                            "--span", "device", "--json"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        doc = json.loads(r.stdout)
+        assert "steps" in doc["overview"]["window"] and "span: device" in doc["overview"]["window"]
+        rec = next(x for x in doc["tables"]["temporal_breakdown"]["records"] if x["stream"] == "(all streams)")
+        ours[name] = rec
+    exact = run_hta_env(dirs, tmp_path / "exact", {"HTA_DISABLE_NS_ROUNDING": "1"})
+    rounded = run_hta_env(dirs, tmp_path / "rounded", {})
+    for name in STEPPED:
+        assert abs(ours[name]["idle_pct"] - exact[name]["idle_pct"]) <= 0.05, (name, ours[name], exact[name])
+        assert abs(ours[name]["idle_pct"] - rounded[name]["idle_pct"]) <= 1.0, (name, ours[name], rounded[name])
+
+
+def run_hta_env(dirs: list[Path], tmp: Path, env_extra: dict[str, str]) -> dict[str, dict]:
+    tmp.mkdir()
+    out = tmp / "hta.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | env_extra
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(out), *map(str, dirs)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {Path(k).name: v for k, v in json.loads(out.read_text()).items()}

@@ -46,3 +46,8 @@ class ServeError(PolyprofError):
 
 class CaptureError(PolyprofError):
     """A capture from a profiler server failed: which server and why."""
+
+
+class WindowError(PolyprofError):
+    """An analysed window (``--steps``, ``--skip-first``) that the trace cannot give:
+    says what was asked and which steps the trace has."""

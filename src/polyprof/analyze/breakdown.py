@@ -9,13 +9,14 @@ from ..derive.intervals import clip_union, covered, intersect_len
 from ..trace.core import Trace
 from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view, frame, rows_frame
 from .grouping import group_stats
+from .window import WindowArg, view
 
 ALL_STREAMS = "(all streams)"
 #: an idle gap no longer than this, with the next activity already launched, is kernel-wait
 KERNEL_WAIT_MAX_NS = 50_000
 
 
-def _groups(trace: Trace):
+def _groups(trace: Trace):  # trace: already the window's view
     """(plane, track or -1, selector) for every device stream, then each whole device."""
     v = device_view(trace)
     for plane in np.unique(v.plane):
@@ -25,7 +26,7 @@ def _groups(trace: Trace):
         yield int(plane), -1, on
 
 
-def temporal_breakdown(trace: Trace) -> pd.DataFrame:
+def temporal_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """Busy compute / busy non-compute / idle time per device stream and per device.
 
     One row per (device, stream) and one per device with ``stream`` = "(all streams)"
@@ -36,8 +37,9 @@ def temporal_breakdown(trace: Trace) -> pd.DataFrame:
     ``plane``, ``stream``, ``track_id`` (-1 for the device row), ``span_start_ns``,
     ``span_ns``, ``compute_ns``, ``non_compute_ns``, ``idle_ns``, ``busy_ns``,
     ``activities`` (count inside the span), ``compute_pct``, ``non_compute_pct``,
-    ``idle_pct``.
+    ``idle_pct``. ``window``: the steps analysed (``analyze/window.py``; default all).
     """
+    trace = view(trace, window)
     v = device_view(trace)
     t0, t1 = v.span
     span = t1 - t0
@@ -58,7 +60,8 @@ def temporal_breakdown(trace: Trace) -> pd.DataFrame:
     return df
 
 
-def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS) -> pd.DataFrame:
+def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS,
+                        window: WindowArg = None) -> pd.DataFrame:
     """Idle time per device stream (and device) split by cause.
 
     Each idle gap inside the analysed span (between busy periods, and before the first)
@@ -72,6 +75,7 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     ``plane``, ``stream``, ``track_id``, ``idle_ns``, ``host_wait_ns``, ``kernel_wait_ns``,
     ``other_ns``, ``gaps``, ``host_wait_pct``, ``kernel_wait_pct``, ``other_pct`` (of idle).
     """
+    trace = view(trace, window)
     v = device_view(trace)
     ev = trace.events
     t0, t1 = v.span
@@ -116,7 +120,7 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     return df
 
 
-def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
+def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = None) -> pd.DataFrame:
     """Device activity (kernels, copies, fills) grouped by name.
 
     Columns: ``name``, ``kind`` (compute / communication / memcpy / memset), [``plane``
@@ -125,19 +129,21 @@ def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
     ``median_ns``, ``min_ns``, ``max_ns``, ``share_pct`` (of the summed duration of all
     device activity), ``devices`` (planes it ran on). Sorted by ``total_ns``. Summing
     ``total_ns`` over the compute and communication rows gives the busy kernel time
-    (durations summed, so concurrent streams add up).
+    (durations summed, so concurrent streams add up). With a ``window``, the activity
+    launched in its steps.
     """
-    v = device_view(trace)
+    v = device_view(trace, window)
     ev = trace.events
     cols = ["name", "kind", *(["plane"] if by_device else []), "count", "total_ns", "mean_ns", "median_ns",
             "min_ns", "max_ns", "share_pct", "devices"]
-    if not len(v.rows):
+    if not v.counted.any():
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    name = ev["name"][v.rows].astype(np.int64)
-    base = (name << 8) | v.cls.astype(np.int64)
-    on_plane = (base << 20) | v.plane.astype(np.int64)
+    c = v.counted
+    name = ev["name"][v.rows[c]].astype(np.int64)
+    base = (name << 8) | v.cls[c].astype(np.int64)
+    on_plane = (base << 20) | v.plane[c].astype(np.int64)
     key = on_plane if by_device else base
-    dur = v.dur
+    dur = v.dur[c]
     g = group_stats(key, dur)
     k = g["key"]
     # on how many devices each (name, class) ran: distinct (base, plane) pairs per base
@@ -157,7 +163,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False) -> pd.DataFrame:
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def comm_comp_overlap(trace: Trace) -> pd.DataFrame:
+def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """How much communication ran while compute ran, per device (inside the analysed span).
 
     Columns: ``plane``, ``communication_ns`` (time covered by communication kernels),
@@ -165,7 +171,7 @@ def comm_comp_overlap(trace: Trace) -> pd.DataFrame:
     ``overlap_pct`` (share of communication time hidden under compute; NaN without
     communication).
     """
-    v = device_view(trace)
+    v = device_view(trace, window)
     t0, t1 = v.span
     out = []
     for plane in np.unique(v.plane):

@@ -1,6 +1,7 @@
 """What the device analyses share: the analysed span and activity classes.
 
-**Analysed span.** With steps (see ``derive/steps.py``) the span runs from the first
+**Analysed span.** With steps (see ``derive/steps.py``; ``analyze/window.py`` for
+choosing which) the span runs from the first
 step's host start to the later of the last step's host end and the end of the last
 device activity launched inside a step — so the device work of the last step counts.
 Without steps it is the whole trace: first start to last end over every event on
@@ -19,6 +20,7 @@ import pandas as pd
 from ..derive import cache
 from ..trace.categories import Kind, is_collective_name, is_copy_name
 from ..trace.core import Trace
+from .window import device_mask, selection, view
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
 CLASS_NAMES = np.array(["compute", "communication", "memcpy", "memset"], dtype=object)
@@ -36,6 +38,7 @@ class DeviceView:
     end: np.ndarray
     launch: np.ndarray  # launch row or -1
     span: tuple[int, int]
+    counted: np.ndarray  # bool: in the analysed window (launched in a selected step); all without one
     dur: np.ndarray  # per-op device time: XProf's device_duration_ps where present, else end - start
 
 
@@ -57,14 +60,20 @@ def activity_class(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def analysed_span(trace: Trace) -> tuple[int, int]:
-    """(t0, t1) of the analysed span; see the module doc."""
-    return cache.memo(trace, "analysed_span", _span)
+def analysed_span(trace: Trace, window: Any = None) -> tuple[int, int]:
+    """(t0, t1) of the analysed span (of the steps ``window`` selects); see the module doc."""
+    return cache.memo(view(trace, window), "analysed_span", _span)
 
 
 def _span(trace: Trace) -> tuple[int, int]:
     ev = trace.events
     steps = cache.steps(trace)
+    sel = selection(trace)
+    if sel is not None and sel.span == "device":  # HTA's convention: first to last device activity
+        corr = cache.correlation(trace)
+        d = corr.device_rows[device_mask(trace, corr.launch, ev["start_ns"][corr.device_rows])]
+        if len(d):
+            return int(ev["start_ns"][d].min()), int((ev["start_ns"][d] + ev["dur_ns"][d]).max())
     if len(steps):
         t0, t1 = int(steps.start.min()), int(steps.end.max())
         corr = cache.correlation(trace)
@@ -85,8 +94,9 @@ def _span(trace: Trace) -> tuple[int, int]:
     return int(ev["start_ns"][keep].min()), int((ev["start_ns"] + ev["dur_ns"])[keep].max())
 
 
-def device_view(trace: Trace) -> DeviceView:
-    return cache.memo(trace, "device_view", _view)
+def device_view(trace: Trace, window: Any = None) -> DeviceView:
+    """Every device activity of the trace, with the span and the rows ``window`` counts."""
+    return cache.memo(view(trace, window), "device_view", _view)
 
 
 def _view(trace: Trace) -> DeviceView:
@@ -98,7 +108,7 @@ def _view(trace: Trace) -> DeviceView:
     du = ev["dur_ns"][rows]
     return DeviceView(rows, trace.track_plane[tr] if len(rows) else np.zeros(0, np.int32), tr,
                       activity_class(trace, rows), st, st + du, corr.launch,
-                      analysed_span(trace), op_durations(trace, rows, du))
+                      analysed_span(trace), device_mask(trace, corr.launch, st), op_durations(trace, rows, du))
 
 
 #: XProf's per-op device time stat (TPU XLA ops): the op's own time, which for async

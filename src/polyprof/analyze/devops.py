@@ -21,6 +21,7 @@ from ..trace import keys
 from ..trace.core import Trace
 from .common import device_view, frame
 from .grouping import group_stats
+from .window import WindowArg
 
 #: stats that name an activity's framework op directly (XProf's name first)
 OP_STATS = ("tf_op", keys.OP)
@@ -69,22 +70,24 @@ def _names(trace: Trace) -> np.ndarray:
     return out
 
 
-def device_op_breakdown(trace: Trace) -> pd.DataFrame:
+def device_op_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """Device time per framework op, one row per (device, op).
 
     Columns: ``plane``, ``op`` (see the module doc), ``count`` (device activities),
     ``total_ns`` (their summed per-op device time), ``mean_ns``, ``share_pct`` (of the
-    device's summed activity time). Sorted by ``total_ns``, largest first.
+    device's summed activity time). Sorted by ``total_ns``, largest first. With a
+    ``window``, the activity launched in its steps.
     """
-    v = device_view(trace)
+    v = device_view(trace, window)
     cols = ["plane", "op", "count", "total_ns", "mean_ns", "share_pct"]
-    if not len(v.rows):
+    c = v.counted
+    if not c.any():
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("plane", "op") else np.float64) for c in cols})
-    codes, uniq = pd.factorize(device_op_names(trace))
-    key = v.plane.astype(np.int64) * len(uniq) + codes
-    g = group_stats(key, v.dur)
+    codes, uniq = pd.factorize(device_op_names(trace)[c])
+    key = v.plane[c].astype(np.int64) * len(uniq) + codes
+    g = group_stats(key, v.dur[c])
     plane, op = np.divmod(g["key"], len(uniq))
-    per_plane = np.bincount(v.plane, weights=v.dur.astype(np.float64), minlength=len(trace.planes))
+    per_plane = np.bincount(v.plane[c], weights=v.dur[c].astype(np.float64), minlength=len(trace.planes))
     out = frame({
         "plane": np.array([trace.planes[int(p)].name for p in plane], object),
         "op": np.asarray(uniq, object)[op], "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"],

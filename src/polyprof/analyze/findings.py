@@ -18,6 +18,7 @@ from ..trace.core import Trace
 from ..trace.vocabulary import INPUT_MARKERS
 from .breakdown import kernel_breakdown as _kb
 from .common import COMMUNICATION, MEMCPY, device_view, frame
+from .window import WindowArg, view
 
 IDLE_PCT = 30.0  # device idle share of the span that counts as "mostly waiting"
 HOST_WAIT_SHARE = 50.0  # share of idle that is host-wait for "host-bound"
@@ -59,11 +60,14 @@ def _sev(x: float, high: float) -> str:
     return "high" if x >= high else "medium"
 
 
-def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None) -> list[Finding]:
-    """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses)."""
+def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None,
+             window: WindowArg = None) -> list[Finding]:
+    """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses,
+    which must be of the same ``window``: the steps analysed, ``analyze/window.py``)."""
     from .memory_findings import memory_findings
     from .registry import getter
 
+    trace = view(trace, window)
     t = getter(trace, tables)
 
     out: list[Finding] = []

@@ -12,9 +12,10 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from .common import CLASS_NAMES, activity_class, frame
 from .grouping import group_reduce, group_stats
+from .window import WindowArg, device_mask, host_mask, view
 
 
-def op_stats(trace: Trace) -> pd.DataFrame:
+def op_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """One row per framework op name (events of kind CPU_OP, e.g. ``aten::linear``).
 
     Columns: ``name``, ``count``, ``total_ns`` (host time including nested ops),
@@ -22,11 +23,14 @@ def op_stats(trace: Trace) -> pd.DataFrame:
     ``device_ns`` (duration of all device activity launched inside the op, nested
     ops included), ``self_device_ns`` (device activity whose launch links to this op
     itself, by external id or as the innermost op), ``launches`` (device activities
-    launched inside the op). Sorted by ``total_ns``.
+    launched inside the op). Sorted by ``total_ns``. With a ``window``, the ops that
+    start in its steps.
     """
+    trace = view(trace, window)
     cols = ["name", "count", "total_ns", "self_ns", "mean_ns", "max_ns", "device_ns", "self_device_ns", "launches"]
     ev = trace.events
     ops = trace.rows_of_kind(Kind.CPU_OP)
+    ops = ops[host_mask(trace, ev["start_ns"][ops])]
     if not len(ops):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in cols})
     st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], cache.threads(trace)[ev["track"][ops]]
@@ -36,8 +40,9 @@ def op_stats(trace: Trace) -> pd.DataFrame:
     direct = np.zeros(len(ops), np.int64)
     has = corr.op >= 0
     if has.any():
-        pos = np.searchsorted(ops, corr.op[has])
-        np.add.at(direct, pos, ev["dur_ns"][corr.device_rows[has]])
+        pos = np.minimum(np.searchsorted(ops, corr.op), len(ops) - 1)
+        has &= ops[pos] == corr.op  # the op is one of those counted (a window may leave it out)
+        np.add.at(direct, pos[has], ev["dur_ns"][corr.device_rows[has]])
     g = group_stats(ev["name"][ops], du)
     o, st_ = g["order"], g["starts"]
     out = frame({
@@ -49,7 +54,7 @@ def op_stats(trace: Trace) -> pd.DataFrame:
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def launch_stats(trace: Trace) -> pd.DataFrame:
+def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """One row per device activity matched to the host call that launched it.
 
     Columns: ``launch_row``, ``device_row`` (event rows), ``launch_name`` (e.g.
@@ -58,14 +63,16 @@ def launch_stats(trace: Trace) -> pd.DataFrame:
     in_order), ``launch_start_ns``, ``cpu_duration_ns`` (the launch call),
     ``device_start_ns``, ``device_duration_ns``, ``launch_delay_ns`` (device start minus
     launch call start: how long after the host asked the work began), ``queue_delay_ns``
-    (device start minus launch call end). Sorted by launch start.
+    (device start minus launch call end). Sorted by launch start. With a ``window``, the
+    activities launched in its steps.
     """
     from ..derive.correlate import METHOD_NAMES
 
+    trace = view(trace, window)
     corr = cache.correlation(trace)
     steps = cache.steps(trace)
     ev = trace.events
-    has = np.flatnonzero(corr.launch >= 0)
+    has = np.flatnonzero((corr.launch >= 0) & device_mask(trace, corr.launch, ev["start_ns"][corr.device_rows]))
     l, d = corr.launch[has], corr.device_rows[has]
     ls, ld = ev["start_ns"][l], ev["dur_ns"][l]
     ds, dd = ev["start_ns"][d], ev["dur_ns"][d]
@@ -85,14 +92,14 @@ def launch_stats(trace: Trace) -> pd.DataFrame:
     return df.sort_values("launch_start_ns", kind="stable").reset_index(drop=True)
 
 
-def launch_summary(trace: Trace, launches: pd.DataFrame | None = None) -> pd.DataFrame:
+def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: WindowArg = None) -> pd.DataFrame:
     """One row per (device, launch call name), from :func:`launch_stats` (pass it to reuse it).
 
     Columns: ``plane``, ``launch_name``, ``count``, ``cpu_mean_ns`` (mean duration of the
     call), ``device_mean_ns`` (mean duration of what it launched), ``delay_median_ns`` and
     ``delay_p99_ns`` (launch delay). Sorted by count, most first.
     """
-    ls = launch_stats(trace) if launches is None else launches
+    ls = launch_stats(trace, window=window) if launches is None else launches
     cols = ["plane", "launch_name", "count", "cpu_mean_ns", "device_mean_ns", "delay_median_ns", "delay_p99_ns"]
     if not len(ls):
         return pd.DataFrame({c: pd.Series(dtype=object if c in cols[:2] else np.float64) for c in cols})

@@ -13,13 +13,14 @@ from .breakdown import busy_within
 from .common import frame
 from .memory import Level, allocated_inside
 from .grouping import duration_stats, group_reduce, group_stats
+from .window import WindowArg, host_mask, view
 
 RSS_COUNTER = keys.COUNTER_RSS
 MEMORY_COLUMNS = ["alloc_bytes", "mem_delta_bytes", "mem_min_bytes", "mem_max_bytes", "mem_mean_bytes",
                   "mem_source"]
 
 
-def section_stats(trace: Trace) -> pd.DataFrame:
+def section_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """One row per section name (polyprof sections and user annotations; step markers
     such as ``ProfilerStep#N`` are steps, not sections).
 
@@ -38,8 +39,11 @@ def section_stats(trace: Trace) -> pd.DataFrame:
     events, else the process RSS (``process.rss_bytes``); ``mem_source`` says which
     (``allocator`` or ``rss``).
     Sorted by total host time, largest first.
+    With a ``window``, the sections that start in its steps.
     """
+    trace = view(trace, window)
     rows = section_rows(trace)
+    rows = rows[host_mask(trace, trace.events["start_ns"][rows])]
     base = duration_stats(trace, rows)
     extra = ["device_ops", "device_ns", "projected_ns", "device_util_pct", *MEMORY_COLUMNS]
     if not len(rows):

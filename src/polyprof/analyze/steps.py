@@ -9,13 +9,14 @@ from ..derive import cache
 from ..derive.intervals import clip_union
 from ..trace.core import Trace
 from .common import COMPUTE, device_view, rows_frame
+from .window import WindowArg, view
 
 COLUMNS = ["step", "plane", "host_start_ns", "host_end_ns", "host_ns", "device_start_ns", "device_end_ns",
            "busy_ns", "compute_ns", "non_compute_ns", "idle_ns", "activities", "launch_count",
            "launch_mean_ns", "launch_max_ns"]
 
 
-def step_stats(trace: Trace) -> pd.DataFrame:
+def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """One row per (step, device); one row per step with plane "" when there is no device.
 
     Columns: ``step`` (number), ``plane``, ``host_start_ns`` / ``host_end_ns`` /
@@ -25,8 +26,9 @@ def step_stats(trace: Trace) -> pd.DataFrame:
     host step window, as in ``temporal_breakdown``; they add up to ``host_ns``);
     ``activities`` (device activities launched in the step); ``launch_count``,
     ``launch_mean_ns``, ``launch_max_ns`` (distinct launch calls of those activities and
-    their CPU durations).
+    their CPU durations). With a ``window``, its steps only.
     """
+    trace = view(trace, window)
     steps = cache.steps(trace)
     if not len(steps):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "plane" else np.int64) for c in COLUMNS})

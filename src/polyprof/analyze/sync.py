@@ -11,6 +11,7 @@ from ..trace.core import Trace
 from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
 from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
 from .common import analysed_span, rows_frame
+from .window import WindowArg, view
 
 COLUMNS = ["thread", "calls", "sync_ns", "window_ns", "share_pct"]
 
@@ -44,7 +45,7 @@ def sync_rows(trace: Trace) -> np.ndarray:
     return cand[by_name[ev["name"][cand]] | by_cat[ev["category"][cand]]]
 
 
-def sync_by_thread(trace: Trace) -> pd.DataFrame:
+def sync_by_thread(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """Time each host thread spent blocked in synchronising calls (``cudaStreamSynchronize``,
     ``clFinish``, ``block_until_ready``, blocking ``cudaMemcpy``...), inside the steps when
     the trace has steps, else inside the analysed span — so the profiler's own sync after
@@ -53,12 +54,13 @@ def sync_by_thread(trace: Trace) -> pd.DataFrame:
     Columns: ``thread`` (track name), ``calls`` (sync calls starting in the windows),
     ``sync_ns`` (time covered by them inside the windows), ``window_ns`` (total length of
     the windows), ``share_pct`` (``sync_ns`` / ``window_ns``, at most 100). Sorted by
-    ``sync_ns``, largest first.
+    ``sync_ns``, largest first. ``window``: the steps analysed (``analyze/window.py``).
     """
+    trace = view(trace, window)
     rows = sync_rows(trace)
     ws, we = windows(trace)
-    window = int((we - ws).sum())
-    if not len(rows) or window <= 0:
+    length = int((we - ws).sum())
+    if not len(rows) or length <= 0:
         return pd.DataFrame({c: pd.Series(dtype=object if c == "thread" else np.int64) for c in COLUMNS})
     ev = trace.events
     th = cache.threads(trace)[ev["track"][rows]]
@@ -72,6 +74,6 @@ def sync_by_thread(trace: Trace) -> pd.DataFrame:
         pos = np.searchsorted(ws, st[sel], side="right") - 1
         calls = int(((pos >= 0) & (st[sel] < we[np.maximum(pos, 0)])).sum())
         name = trace.tracks[int(ev["track"][rows[np.flatnonzero(sel)[0]]])].name
-        out.append((name, calls, busy, window, 100.0 * busy / window))
+        out.append((name, calls, busy, length, 100.0 * busy / length))
     df = rows_frame(out, COLUMNS)
     return df.sort_values("sync_ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -43,6 +43,30 @@ def resolve(names: list[str] | None) -> list[Any]:
     return res(names)
 
 
+def add_window_args(p: argparse.ArgumentParser) -> None:
+    """--steps / --skip-first / --all-steps: which steps every analysis looks at."""
+    g = p.add_argument_group("analysed window (default: every step but the first, the warm-up, "
+                             "when there are 3 or more)")
+    g.add_argument("--steps", metavar="A:B", help="analyse the steps numbered A to B-1 (A:, :B, or one number N)")
+    g.add_argument("--skip-first", type=int, metavar="N", help="leave out the first N steps (0: keep every step)")
+    g.add_argument("--all-steps", action="store_true", help="analyse every step (same as --skip-first 0)")
+    g.add_argument("--span", choices=("steps", "device"), default="steps",
+                   help="analysed span: from the first step to the end of its device work (steps, default) "
+                        "or from the first to the last device activity counted (device: HTA's convention)")
+
+
+def window_from(args: argparse.Namespace) -> Any:
+    """The window the options ask for: AUTO unless --steps, --skip-first or --all-steps."""
+    from ..analyze.window import AUTO, Window
+
+    span = getattr(args, "span", "steps")
+    if args.all_steps:
+        return None if args.steps is None and span == "steps" else Window.parse(args.steps, 0, span)
+    if args.steps is None and args.skip_first is None:
+        return AUTO if span == "steps" else Window.parse(None, 0, span)
+    return Window.parse(args.steps, args.skip_first or 0, span)
+
+
 def load_trace(path: str) -> Trace:
     import os
     import sys

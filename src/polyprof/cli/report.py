@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import PolyprofError
 from ..ranks.traceset import load_ranks
-from .common import load_trace, output_path
+from .common import add_window_args, load_trace, output_path, window_from
 from .ranks import analyze_ranks, is_many
 
 
@@ -24,14 +24,17 @@ def register(sub: Any) -> None:
 
     add_rank_arg(p)
     add_executor_args(p)
+    add_window_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..report.html import write
+    from ..report.tables import build
 
     from ..store import commands as store
 
+    window = window_from(args)
     ranks = None
     if is_many(args.file):
         ranks = analyze_ranks(args)
@@ -46,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
         trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
         trace.metadata["title"] = name = Path(args.file).name
     out = output_path(args.output) if args.output else Path(name.split(".")[0] + ".html")
-    write(trace, out, ranks=ranks)
+    write(trace, out, report=build(trace, window), ranks=ranks)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0

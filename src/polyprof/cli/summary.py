@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import load_trace
+from .common import add_window_args, load_trace, window_from
 from .ranks import analyze_ranks, is_many
 
 
@@ -23,6 +23,7 @@ def register(sub: Any) -> None:
     from ..store.commands import add_executor_args
 
     add_executor_args(p)
+    add_window_args(p)
     p.set_defaults(func=run)
 
 
@@ -34,10 +35,11 @@ def run(args: argparse.Namespace) -> int:
         return store.summary(args)
     from ..report.tables import build, to_json
 
+    window = window_from(args)
     if is_many(args.file):
         report: Any = analyze_ranks(args)
     else:
-        report = build(load_trace(args.file[0]))
+        report = build(load_trace(args.file[0]), window)
     if args.json:
         sys.stdout.buffer.write(to_json(report))
         sys.stdout.buffer.write(b"\n")

@@ -12,6 +12,7 @@ from .. import analyze
 from ..analyze.common import analysed_span
 from ..analyze.findings import Finding
 from ..analyze.registry import compute_all
+from ..analyze.window import AUTO, WindowArg, label, view
 from ..derive import cache
 from ..trace.core import Trace
 
@@ -24,7 +25,11 @@ class Report:
     overview: dict[str, Any] = field(default_factory=dict)
 
 
-def build(trace: Trace) -> Report:
+def build(trace: Trace, window: WindowArg = AUTO) -> Report:
+    """Every table and finding of the steps ``window`` selects (``analyze/window.py``;
+    by default every step but the first, which holds the warm-up, when there are three
+    or more). ``Report.trace`` is the window's view of ``trace``."""
+    trace = view(trace, window)
     tables = compute_all(trace)  # analyze/registry.py: every table, in report order
     found = analyze.findings(trace, tables)
     corr = cache.correlation(trace)
@@ -34,7 +39,7 @@ def build(trace: Trace) -> Report:
     overview = {
         "events": trace.n_events, "planes": [p.name for p in trace.planes], "tracks": len(trace.tracks),
         "trace_span_ns": s1 - s0, "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
-        "steps": len(steps), "step_source": steps.source,
+        "steps": len(steps), "step_source": steps.source, "window": label(trace, window),
         "correlation": dict(corr.counts),
         "plugin_errors": list(trace.metadata.get("plugin_errors", [])),
         "warnings": [str(w) for w in trace.metadata.get("warnings", []) or []],

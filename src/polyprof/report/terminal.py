@@ -248,10 +248,12 @@ def _finding_lines(findings: list) -> list:
     return out
 
 
-def print_summary(trace: Trace, top: int = 15, console: Console | None = None) -> None:
+def print_summary(trace: Trace, top: int = 15, console: Console | None = None, window: Any = "auto") -> None:
+    """The terminal summary of the steps ``window`` selects (``analyze/window.py``;
+    default: without the warm-up step)."""
     from .tables import build
 
-    render(build(trace), top, console)
+    render(build(trace, window), top, console)
 
 
 def render(report: Any, top: int = 15, console: Console | None = None) -> None:
@@ -267,6 +269,8 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
                   f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
                   f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
                                                          if ov["steps"] else ", no steps"))
+    if ov.get("window"):
+        out(f"[bold]analysed window[/]: {ov['window']}")
     c = ov["correlation"]
     if c.get("device_activities") and not c.get("launch_calls"):
         out(f"correlation: {c['device_activities']} device activities; no host launch calls in this trace, "

@@ -1,0 +1,212 @@
+"""The analysed window: which steps every analysis looks at.
+
+Step 0 of a live run holds imports, compilation and warm-up; the last step of a
+torch.profiler trace may be cut short. The user chooses the steps:
+
+- ``Window(start, stop)``: steps whose *number* is in ``[start, stop)`` (either end
+  open), as ``--steps 2:5`` (steps 2, 3, 4), ``--steps 3`` (step 3 only);
+- ``Window(skip_first=N)`` / ``--skip-first N``: drop the first N steps (by position);
+- ``None``: every step (the default of each analysis function, so their results do not
+  change for callers that do not ask);
+- ``AUTO`` (the default of ``polyprof summary``, ``report`` and ``report.tables.build``):
+  without the first step when the trace has at least ``AUTO_MIN_STEPS`` steps — it
+  holds the warm-up — else every step.
+
+A window selects steps; every analysis then runs on a *view* of the trace (the same
+arrays and correlation, see :func:`view`) whose steps are the selected ones. So the
+analysed span runs from the first selected step to the end of the device work
+launched in the last one; step tables, sync windows and findings see only those
+steps; and tables that count events (kernels, ops, sections, launches, events) count
+the device activity launched between the first selected step's start and the last
+one's end (activity with no known launch: that started then; an open start, ``:B``
+with nothing skipped, also counts what was launched before the first step) and the
+host events that start then. ``span="device"`` (``--span device``) makes the analysed
+span run from the first to the last device activity counted, HTA's convention for its
+temporal breakdown. A trace without steps has no step window: ``AUTO`` and ``None``
+analyse all of it, a step range is an error (``Window(span="device")`` still applies).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+from ..derive import cache
+from ..derive.steps import Steps
+from ..errors import WindowError
+from ..trace.core import Trace
+
+_FAR = 1 << 62
+AUTO = "auto"
+#: what the analysed span of a window covers: from the first selected step's start to
+#: the end of the device work launched in the last ("steps"), or from the first to the
+#: last device activity counted ("device": HTA's temporal breakdown convention)
+SPANS = ("steps", "device")
+AUTO_MIN_STEPS = 3
+_RANGE = re.compile(r"^\s*(-?\d+)?\s*(:)?\s*(-?\d+)?\s*$")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Steps to analyse: numbers in ``[start, stop)``, then the first ``skip_first`` dropped."""
+
+    start: int | None = None
+    stop: int | None = None
+    skip_first: int = 0
+    span: str = "steps"  # or "device": first to last device activity counted (HTA's convention)
+
+    @classmethod
+    def parse(cls, steps: str | None = None, skip_first: int = 0, span: str = "steps") -> "Window":
+        """From ``--steps`` text (``2:5``, ``3``, ``:5``, ``2:``) and ``--skip-first``."""
+        start = stop = None
+        if steps is not None and steps.strip():
+            m = _RANGE.match(steps)
+            if not m or (m.group(1) is None and m.group(3) is None):
+                raise WindowError(f"--steps {steps!r}: expected A:B, A:, :B or N (step numbers)")
+            start = int(m.group(1)) if m.group(1) is not None else None
+            stop = int(m.group(3)) if m.group(3) is not None else None
+            if not m.group(2):  # a single number: that step
+                stop = start + 1 if start is not None else None
+        if skip_first < 0:
+            raise WindowError(f"--skip-first {skip_first}: must be 0 or more")
+        if span not in SPANS:
+            raise WindowError(f"--span {span!r}: expected one of {', '.join(SPANS)}")
+        return cls(start, stop, int(skip_first), span)
+
+    def text(self) -> str:
+        parts = []
+        if self.start is not None or self.stop is not None:
+            parts.append(f"steps {'' if self.start is None else self.start}:{'' if self.stop is None else self.stop}")
+        if self.skip_first:
+            parts.append(f"skip first {self.skip_first}")
+        if self.span != "steps":
+            parts.append(f"span: {self.span}")
+        return ", ".join(parts) or "all steps"
+
+
+WindowArg = Union[Window, str, None]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The steps a window selected (positions into the trace's steps) and how to say it."""
+
+    index: np.ndarray  # positions of the selected steps in cache.steps(trace)
+    label: str  # e.g. "steps 102-105 of 101-105 (first step skipped: warm-up)"
+    restricted: bool  # False when every step (or the whole trace) is analysed as by default
+    span: str = "steps"
+    lo: int = -_FAR  # events are counted when they (or their launch) start in [lo, hi)
+    hi: int = _FAR
+
+
+def _label(steps: Steps, index: np.ndarray, why: str) -> str:
+    if not len(steps):
+        return "whole trace (no steps)"
+    nums = steps.number
+    every = f"{int(nums[0])}-{int(nums[-1])}" if len(nums) > 1 else f"{int(nums[0])}"
+    chosen = nums[index]
+    if len(index) == len(nums):
+        text = f"all {len(nums)} steps ({every})"
+    else:
+        one = f"{int(chosen[0])}-{int(chosen[-1])}" if len(chosen) > 1 else f"{int(chosen[0])}"
+        contiguous = len(chosen) == int(index[-1] - index[0] + 1)
+        text = (f"steps {one}" if contiguous else f"{len(chosen)} steps") + f" of {every}"
+    return f"{text} ({why})" if why else text
+
+
+def select(trace: Trace, window: WindowArg) -> Selection:
+    """Which steps ``window`` selects in ``trace`` (see the module doc)."""
+    steps = cache.steps(trace)
+    every = np.arange(len(steps))
+    if window is None:
+        return Selection(every, _label(steps, every, ""), False)
+    if isinstance(window, str):
+        if window != AUTO:
+            raise WindowError(f"window {window!r}: expected a Window, None or {AUTO!r}")
+        if len(steps) >= AUTO_MIN_STEPS:
+            return Selection(every[1:], _label(steps, every[1:], "first step skipped: warm-up; "
+                                                                 "--skip-first 0 keeps it"), True,
+                             lo=int(steps.start[1]), hi=int(steps.end[-1]))
+        return Selection(every, _label(steps, every, ""), False)
+    if not len(steps) and window.start is None and window.stop is None and not window.skip_first:
+        return Selection(every, _label(steps, every, window.text()), window.span != "steps", window.span)
+    if not len(steps):
+        raise WindowError(f"{window.text()}: the trace has no steps (ProfilerStep#N, polyprof.step() "
+                          "or step annotations), so there is nothing to choose from")
+    nums = steps.number
+    keep = np.ones(len(steps), bool)
+    if window.start is not None:
+        keep &= nums >= window.start
+    if window.stop is not None:
+        keep &= nums < window.stop
+    index = every[keep][window.skip_first:]
+    if not len(index):
+        raise WindowError(f"{window.text()}: selects none of the trace's {len(steps)} steps "
+                          f"(numbers {int(nums[0])}-{int(nums[-1])})")
+    # an open start with nothing skipped also counts what was launched before the first step
+    lo = -_FAR if window.start is None and not window.skip_first else int(steps.start[index[0]])
+    return Selection(index, _label(steps, index, window.text()),
+                     len(index) < len(steps) or window.span != "steps", window.span, lo, int(steps.end[index[-1]]))
+
+
+def _key(window: WindowArg) -> str:
+    return f"window:{window!r}"
+
+
+def view(trace: Trace, window: WindowArg) -> Trace:
+    """``trace`` as the analyses of ``window`` see it: the same arrays, stats and
+    correlation, with only the selected steps. The trace itself when nothing is cut."""
+    if window is None or selection(trace) is not None:
+        return trace
+    sel = cache.memo(trace, _key(window), lambda t: select(t, window))
+    if not sel.restricted:
+        return trace
+    return cache.memo(trace, _key(window) + ":view", lambda t: _make_view(t, sel))
+
+
+def _make_view(trace: Trace, sel: Selection) -> Trace:
+    steps = cache.steps(trace)
+    i = sel.index
+    sub = Steps(steps.number[i], steps.start[i], steps.end[i], steps.rows[i], steps.source)
+    out = copy.copy(trace)  # shares the arrays, stats and cached properties
+    out.__dict__["_polyprof_memo"] = {
+        "steps": sub, "correlation": cache.correlation(trace), "threads": cache.threads(trace),
+        "window": sel, "all_steps": steps}
+    return out
+
+
+def selection(trace: Trace) -> Selection | None:
+    """The selection a view was made for; None for a trace analysed whole."""
+    return trace.__dict__.get("_polyprof_memo", {}).get("window")
+
+
+def label(trace: Trace, window: WindowArg = None) -> str:
+    """What ``window`` analyses of ``trace``, in words (for the top of every summary)."""
+    sel = selection(trace)
+    if sel is None:
+        sel = cache.memo(trace, _key(window), lambda t: select(t, window))
+    return sel.label
+
+
+def host_mask(trace: Trace, start_ns: np.ndarray) -> np.ndarray:
+    """Which host events (by start time) a windowed view counts: those starting in a
+    selected step; every one for a trace analysed whole."""
+    sel = selection(trace)
+    if sel is None:
+        return np.ones(len(start_ns), bool)
+    return (start_ns >= sel.lo) & (start_ns < sel.hi)
+
+
+def device_mask(trace: Trace, launch: np.ndarray, start_ns: np.ndarray) -> np.ndarray:
+    """Which device activities a windowed view counts: launched in a selected step (with
+    no known launch: started in one)."""
+    sel = selection(trace)
+    if sel is None:
+        return np.ones(len(start_ns), bool)
+    ev = trace.events
+    t = np.where(launch >= 0, ev["start_ns"][np.maximum(launch, 0)], start_ns) if len(start_ns) else start_ns
+    return (t >= sel.lo) & (t < sel.hi)

@@ -1,0 +1,104 @@
+"""The analysed window: which steps every analysis looks at (analyze/window.py).
+
+Checked on the real V100 trace (steps 101-105) against counts made here straight from
+the event table, not from the analyses under test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import polyprof
+import polyprof.analyze as A
+from polyprof.analyze.window import AUTO, Window, select
+from polyprof.derive import cache
+from polyprof.errors import PolyprofError, WindowError
+from polyprof.report.tables import build
+from polyprof.trace.categories import Kind
+
+
+@pytest.fixture(scope="module")
+def v100(kineto_files):
+    return polyprof.load(next(p for p in kineto_files if p.name.startswith("v100")))
+
+
+def test_defaults_leave_every_analysis_as_it_was(v100):
+    for fn in (A.temporal_breakdown, A.kernel_breakdown, A.op_stats, A.section_stats, A.step_stats,
+               A.launch_stats, A.event_stats, A.idle_time_breakdown, A.comm_comp_overlap, A.sync_by_thread):
+        pd.testing.assert_frame_equal(fn(v100), fn(v100, window=None))
+        pd.testing.assert_frame_equal(fn(v100), fn(v100, window=Window()))  # every step: no cut
+
+
+def test_step_range_counts_what_was_launched_in_it(v100):
+    w = Window.parse("102:104")
+    steps = cache.steps(v100)
+    i = np.flatnonzero(np.isin(steps.number, [102, 103]))
+    lo, hi = int(steps.start[i[0]]), int(steps.end[i[-1]])
+    assert A.step_stats(v100, window=w)["step"].tolist() == [102, 103]
+    # device activity launched in [lo, hi), from the raw events and correlation ids
+    ev = v100.to_pandas(stats=["correlation_id"])
+    dev = ev[ev["plane"].astype(str).str.startswith("/device:") & ev["category"].isin(
+        ["kernel", "gpu_memcpy", "gpu_memset"])]
+    host = ev[ev["category"].isin(["cuda_runtime", "cuda_driver"]) & ev["correlation_id"].notna()]
+    start_of = dict(zip(host["correlation_id"].astype(int), host["start_ns"]))
+    launched = dev["correlation_id"].astype(int).map(start_of)
+    want = int(((launched >= lo) & (launched < hi)).sum())
+    kb = A.kernel_breakdown(v100, window=w)
+    assert int(kb["count"].sum()) == want > 0
+    assert len(A.launch_stats(v100, window=w)) == want
+    assert int(A.kernel_breakdown(v100)["count"].sum()) == len(dev) > want
+    # framework ops that start in the window
+    ops = ev[ev["category"] == "cpu_op"]
+    assert int(A.op_stats(v100, window=w)["count"].sum()) == int(((ops["start_ns"] >= lo) & (ops["start_ns"] < hi)).sum())
+    # the span starts at step 102 and the breakdown still adds up
+    tb = A.temporal_breakdown(v100, window=w)
+    assert (tb["span_start_ns"] == lo).all()
+    assert (tb["compute_ns"] + tb["non_compute_ns"] + tb["idle_ns"] == tb["span_ns"]).all()
+    assert tb["span_ns"].iloc[0] >= hi - lo
+
+
+def test_skip_first_and_auto(v100):
+    assert A.step_stats(v100, window=Window(skip_first=2))["step"].unique().tolist() == [103, 104, 105]
+    assert A.step_stats(v100, window=AUTO)["step"].unique().tolist() == [102, 103, 104, 105]
+    sel = select(v100, AUTO)
+    assert "102-105 of 101-105" in sel.label and "warm-up" in sel.label
+    r = build(v100)  # the report's default: without the warm-up step, and it says so
+    assert r.overview["window"] == sel.label and r.overview["steps"] == 4
+    assert build(v100, None).overview["steps"] == 5
+
+
+def test_auto_keeps_every_step_of_a_short_trace(kineto_files):
+    t = polyprof.load(next(p for p in kineto_files if p.name.startswith("sampled_rank0")))
+    assert len(cache.steps(t)) == 2
+    sel = select(t, AUTO)
+    assert not sel.restricted and len(sel.index) == 2
+    pd.testing.assert_frame_equal(A.temporal_breakdown(t, window=AUTO), A.temporal_breakdown(t))
+
+
+def test_bad_windows_say_what_and_why(v100, kineto_files):
+    with pytest.raises(WindowError, match="selects none.*101-105"):
+        A.step_stats(v100, window=Window(start=200))
+    with pytest.raises(WindowError, match="expected A:B"):
+        Window.parse("two:five")
+    with pytest.raises(WindowError, match="skip-first"):
+        Window.parse(None, -1)
+    no_steps = polyprof.load(next(p for p in kineto_files if p.name.startswith("a100_alexnet")))
+    assert not len(cache.steps(no_steps))
+    with pytest.raises(PolyprofError, match="no steps"):
+        A.kernel_breakdown(no_steps, window=Window.parse("1:3"))
+    # span="device" needs no steps: first to last device activity
+    tb = A.temporal_breakdown(no_steps, window=Window(span="device"))
+    dev = no_steps.rows_of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+    ev = no_steps.events
+    assert tb["span_ns"].iloc[0] == int((ev["start_ns"] + ev["dur_ns"])[dev].max() - ev["start_ns"][dev].min())
+
+
+def test_findings_follow_the_window(v100):
+    """The findings of a window are computed on its steps: their evidence quotes the
+    window's own tables."""
+    w = Window.parse("103:")
+    tables = {"step_stats": A.step_stats(v100, window=w), "temporal_breakdown": A.temporal_breakdown(v100, window=w)}
+    assert A.findings(v100, window=w) == A.findings(v100, tables, window=w)
+    assert A.findings(v100) == A.findings(v100, window=None)
