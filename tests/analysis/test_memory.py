@@ -51,7 +51,8 @@ def pattern_run(tmp_path_factory) -> tuple[Path, dict]:
     d = tmp_path_factory.mktemp("mem")
     (d / "pattern.py").write_text(PATTERN)
     cli("run", "--memory", "--no-summary", "-o", "p.polyprof", "pattern.py", cwd=d)
-    doc = json.loads(cli("summary", "--json", "p.polyprof", cwd=d).stdout)
+    # every step: the summary's default window leaves out the first (warm-up) step
+    doc = json.loads(cli("summary", "--json", "--all-steps", "p.polyprof", cwd=d).stdout)
     return d / "p.polyprof", doc
 
 

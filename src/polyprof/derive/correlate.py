@@ -170,9 +170,7 @@ def correlate(trace: Trace) -> Correlation:
                 o_ids, d_ids = _scoped(trace, ops[omask], oids, dev[rest[dm]], dv)
                 op[rest[dm]] = _by_id(ops[omask], o_ids, d_ids)
 
-    ids, inv = np.unique(ev["name"][rt_host], return_inverse=True)
-    looks = np.fromiter((any(m in trace.strings[i].lower() for m in LAUNCH_MARKERS) for i in ids), bool, len(ids))
-    launch_rows = rt_host[looks[inv]] if len(rt_host) else rt_host
+    launch_rows = rt_host[_launch_like(trace, rt_host)] if len(rt_host) else rt_host
     used = np.unique(launch[launch >= 0])
     counts = {
         "device_activities": int(n),
@@ -207,15 +205,23 @@ def _queue_labels(trace: Trace, rows: np.ndarray, use_track: bool) -> np.ndarray
     return labels
 
 
+def _launch_like(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Which calls enqueue device work (LAUNCH_MARKERS in the name), judged once per name."""
+    ids, inv = np.unique(trace.events["name"][rows], return_inverse=True)
+    looks = np.fromiter((any(m in trace.strings[i].lower() for m in LAUNCH_MARKERS) for i in ids), bool, len(ids))
+    return looks[inv] if len(rows) else np.zeros(0, bool)
+
+
 def _in_order(trace: Trace, dev: np.ndarray, launch: np.ndarray, method: np.ndarray,
               rt_host: np.ndarray) -> None:
     """Match the k-th unmatched activity of a queue to the k-th unmatched launch naming
-    that queue, never pairing an activity with a launch that started after it."""
+    that queue, never pairing an activity with a launch that started after it. Only
+    enqueue-type calls count: ``clFinish`` / ``clWaitForEvents`` name a queue too."""
     col = trace.stats.get(keys.QUEUE)
     if col is None or not len(rt_host):
         return
     taken = np.isin(rt_host, launch[launch >= 0])
-    cand = rt_host[~taken]
+    cand = rt_host[~taken & _launch_like(trace, rt_host)]  # never a wait or sync call on the queue
     lq = _queue_labels(trace, cand, use_track=False)
     cand, lq = cand[lq != None], lq[lq != None]  # noqa: E711
     if not len(cand):
