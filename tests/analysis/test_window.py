@@ -102,3 +102,33 @@ def test_findings_follow_the_window(v100):
     tables = {"step_stats": A.step_stats(v100, window=w), "temporal_breakdown": A.temporal_breakdown(v100, window=w)}
     assert A.findings(v100, window=w) == A.findings(v100, tables, window=w)
     assert A.findings(v100) == A.findings(v100, window=None)
+
+
+def test_step_stats_counts_activity_without_a_launch_apart(v100):
+    """Device work whose launch is not in the trace (a sampled or cut trace) is not
+    'launched in the step': it is counted apart, in the step it started in."""
+    import dataclasses
+
+    from polyprof.trace import keys
+    from polyprof.trace.stats import StatColumn, StatTable
+
+    corr = cache.correlation(v100)
+    steps = cache.steps(v100)
+    ev = v100.events
+    lstart = ev["start_ns"][corr.launch]
+    launched_in = steps.of(lstart)
+    # forget the launch of every 3rd activity of step 102
+    drop = np.flatnonzero(launched_in == 1)[::3]
+    cid = v100.stats[keys.CORRELATION_ID]
+    keep = ~np.isin(cid.rows, corr.device_rows[drop])
+    stats = StatTable({k: c for k, c in v100.stats.items() if k != keys.CORRELATION_ID})
+    stats[keys.CORRELATION_ID] = StatColumn(cid.rows[keep], cid.values[keep])
+    cut = dataclasses.replace(v100, stats=stats, flows={k: v[:0] for k, v in v100.flows.items()})
+    before = A.step_stats(v100).set_index("step")
+    after = A.step_stats(cut).set_index("step")
+    started_in = steps.of(ev["start_ns"][corr.device_rows[drop]])
+    for i, n in enumerate(steps.number.tolist()):
+        lost = int((launched_in[drop] == i).sum())
+        assert after.loc[n, "activities"] == before.loc[n, "activities"] - lost
+        assert after.loc[n, "unlaunched_activities"] == int((started_in == i).sum())
+    assert after["unlaunched_activities"].sum() == len(drop) > 100

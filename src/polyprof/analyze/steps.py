@@ -13,7 +13,7 @@ from .window import WindowArg, view
 
 COLUMNS = ["step", "plane", "host_start_ns", "host_end_ns", "host_ns", "device_start_ns", "device_end_ns",
            "busy_ns", "compute_ns", "non_compute_ns", "idle_ns", "activities", "launch_count",
-           "launch_mean_ns", "launch_max_ns"]
+           "launch_mean_ns", "launch_max_ns", "unlaunched_activities"]
 
 
 def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
@@ -24,9 +24,13 @@ def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     start and last end of the device activity launched in the step; -1 if none);
     ``busy_ns``, ``compute_ns``, ``non_compute_ns``, ``idle_ns`` (device time inside the
     host step window, as in ``temporal_breakdown``; they add up to ``host_ns``);
-    ``activities`` (device activities launched in the step); ``launch_count``,
-    ``launch_mean_ns``, ``launch_max_ns`` (distinct launch calls of those activities and
-    their CPU durations). With a ``window``, its steps only.
+    ``activities`` (device activities launched in the step: their launch call is in the
+    trace and started in it); ``launch_count``, ``launch_mean_ns``, ``launch_max_ns``
+    (distinct launch calls of those activities and their CPU durations);
+    ``unlaunched_activities`` (device activities whose launch is not in the trace that
+    started in the step: counted apart, as in a sampled trace they were launched
+    earlier; ``device_start_ns`` / ``device_end_ns`` include them). With a ``window``,
+    its steps only.
     """
     trace = view(trace, window)
     steps = cache.steps(trace)
@@ -41,7 +45,7 @@ def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     for i in range(len(steps)):
         a, b = int(steps.start[i]), int(steps.end[i])
         if not len(planes):
-            out.append((int(steps.number[i]), "", a, b, b - a, -1, -1, 0, 0, 0, b - a, 0, 0, 0.0, 0))
+            out.append((int(steps.number[i]), "", a, b, b - a, -1, -1, 0, 0, 0, b - a, 0, 0, 0.0, 0, 0))
             continue
         for plane in planes:
             on = v.plane == plane
@@ -52,9 +56,11 @@ def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
             mine = on & (of == i)
             ds = int(v.start[mine].min()) if mine.any() else -1
             de = int(v.end[mine].max()) if mine.any() else -1
-            lr = np.unique(v.launch[mine & (v.launch >= 0)])
+            launched = mine & (v.launch >= 0)
+            lr = np.unique(v.launch[launched])
             ld = ev["dur_ns"][lr]
             out.append((int(steps.number[i]), trace.planes[int(plane)].name, a, b, b - a, ds, de, busy, compute,
-                        busy - compute, (b - a) - busy, int(mine.sum()), len(lr),
-                        float(ld.mean()) if len(ld) else 0.0, int(ld.max()) if len(ld) else 0))
+                        busy - compute, (b - a) - busy, int(launched.sum()), len(lr),
+                        float(ld.mean()) if len(ld) else 0.0, int(ld.max()) if len(ld) else 0,
+                        int((mine & ~launched).sum())))
     return rows_frame(out, COLUMNS)
