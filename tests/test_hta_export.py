@@ -175,3 +175,92 @@ def run_hta_env(dirs: list[Path], tmp: Path, env_extra: dict[str, str]) -> dict[
                           text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {Path(k).name: v for k, v in json.loads(out.read_text()).items()}
+
+
+_STATES = r"""
+import json, logging, sys, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+out = {}
+for d in sys.argv[2:]:
+    kt, _ = TraceAnalysis(trace_dir=d).get_gpu_kernel_breakdown(visualize=False)
+    out[d] = {r["kernel_type"]: [float(r["sum"]), float(r["percentage"])] for r in kt.to_dict("records")}
+json.dump(out, open(sys.argv[1], "w"))
+"""
+
+
+def test_kernel_state_table_equals_htas(traces_dir: Path, tmp_path: Path) -> None:
+    """HTA's exclusive kernel-type table (get_gpu_kernel_breakdown) on its window, against
+    kernel_state_breakdown on the same window: the same states; HTA's times short of
+    ours by less than 1 µs per segment (it truncates every segment to whole µs), shares
+    of busy time within 1 point."""
+    from polyprof.analyze.kernel_states import kernel_state_breakdown
+    from polyprof.analyze.window import Window
+    from polyprof.derive import cache
+
+    names = {"COMPUTATION": "compute", "COMMUNICATION": "communication", "MEMORY": "memory"}
+    dirs = [stage(traces_dir / "kineto" / f"{n}.json.gz", tmp_path / n) for n in STEPPED]
+    out = tmp_path / "states.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HTA_DISABLE_NS_ROUNDING": "1"}
+    proc = subprocess.run([sys.executable, "-c", _STATES, str(out), *map(str, dirs)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    hta = {Path(k).name: v for k, v in json.loads(out.read_text()).items()}
+    for n in STEPPED:
+        t = load(traces_dir / "kineto" / f"{n}.json.gz")
+        w = Window(stop=int(cache.steps(t).number[-1]), span="device")
+        ours = kernel_state_breakdown(t, window=w)
+        ours = ours[ours["state"] != "idle"].set_index("state")
+        want = {}
+        for k, (us, pct) in hta[n].items():
+            parts = [names[p] for p in k.split(" overlapping ")]
+            order = [c for c in ("compute", "communication", "memory") if c in parts]
+            want[" + ".join(order) + (" only" if len(order) == 1 else "")] = (us * 1000, pct)
+        assert set(ours.index) == set(want), n
+        for state, (ns, pct) in want.items():
+            lost = ours.loc[state, "time_ns"] - ns
+            assert -1 <= lost < 1000 * ours.loc[state, "segments"] + 1, (n, state, lost)
+            assert abs(ours.loc[state, "busy_pct"] - pct) <= 1.0, (n, state)  # mi250: 0.6, the truncation
+
+
+_QUEUES = r"""
+import json, logging, sys, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+out = {}
+for d in sys.argv[2:]:
+    ta = TraceAnalysis(trace_dir=d)
+    s = ta.get_queue_length_summary(ranks=list(ta.t.traces))  # sampled_rank1 is rank 1
+    s.columns = [c[1] for c in s.columns]
+    out[d] = {str(stream): r for (rank, stream), r in s.to_dict("index").items()}
+json.dump(out, open(sys.argv[1], "w"))
+"""
+
+
+def test_queue_length_summary_equals_htas(traces_dir: Path, tmp_path: Path) -> None:
+    """HTA's get_queue_length_summary (its window: the last step dropped) against
+    queue_length_summary on that window, stream by stream."""
+    from polyprof.analyze.queues import queue_length_summary
+    from polyprof.analyze.window import Window
+    from polyprof.derive import cache
+
+    dirs = [stage(traces_dir / "kineto" / f"{n}.json.gz", tmp_path / n) for n in STEPPED]
+    out = tmp_path / "queues.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HTA_DISABLE_NS_ROUNDING": "1"}
+    proc = subprocess.run([sys.executable, "-c", _QUEUES, str(out), *map(str, dirs)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    hta = {Path(k).name: v for k, v in json.loads(out.read_text()).items()}
+    for n in STEPPED:
+        t = load(traces_dir / "kineto" / f"{n}.json.gz")
+        ours = queue_length_summary(t, window=Window(stop=int(cache.steps(t).number[-1])))
+        want = hta[n]
+        assert len(ours) == len(want), n
+        for r in ours.itertuples(index=False):
+            h = want[r.stream.removeprefix("stream ")]
+            assert r.changes == h["count"] and r.max == h["max"] and r.min == h["min"], (n, r.stream)
+            # HTA sorts launches and starts of the same µs in no fixed order
+            assert abs(r.mean - h["mean"]) <= 0.001 * max(h["mean"], 1), (n, r.stream)
+        assert ours["max"].max() >= 1

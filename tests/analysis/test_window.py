@@ -132,3 +132,18 @@ def test_step_stats_counts_activity_without_a_launch_apart(v100):
         assert after.loc[n, "activities"] == before.loc[n, "activities"] - lost
         assert after.loc[n, "unlaunched_activities"] == int((started_in == i).sum())
     assert after["unlaunched_activities"].sum() == len(drop) > 100
+
+
+def test_kernel_states_partition_the_span(kineto_files):
+    from polyprof.analyze.kernel_states import kernel_state_breakdown
+
+    for f in kineto_files:
+        t = polyprof.load(f)
+        ks = kernel_state_breakdown(t)
+        tb = A.temporal_breakdown(t)
+        tb = tb[tb["track_id"] == -1].set_index("plane")
+        for plane, g in ks.groupby("plane"):
+            assert g["time_ns"].sum() == tb.loc[plane, "span_ns"], f.name
+            assert g.loc[g["state"] == "idle", "time_ns"].sum() == tb.loc[plane, "idle_ns"], f.name
+            # compute only + compute with anything = the compute-covered time
+            assert g.loc[g["state"].str.startswith("compute"), "time_ns"].sum() == tb.loc[plane, "compute_ns"], f.name

@@ -8,10 +8,13 @@ from .memory import memory_at_peak, memory_peak, memory_timeline
 from .ops import launch_stats, launch_summary, op_stats
 from .sections import section_stats
 from .devops import device_op_breakdown
+from .kernel_states import kernel_state_breakdown
+from .queues import queue_length, queue_length_summary
 from .steps import step_stats
 from .sync import sync_by_thread
 from .window import AUTO, Window  # noqa: F401  (the analysed window; not an analysis)
 
 __all__ = ["section_stats", "event_stats", "temporal_breakdown", "idle_time_breakdown", "kernel_breakdown",
            "op_stats", "launch_stats", "launch_summary", "comm_comp_overlap", "step_stats", "sync_by_thread", "findings", "Finding",
-           "memory_timeline", "memory_peak", "memory_at_peak", "counter_stats", "device_op_breakdown"]
+           "memory_timeline", "memory_peak", "memory_at_peak", "counter_stats", "device_op_breakdown",
+           "kernel_state_breakdown", "queue_length", "queue_length_summary"]

@@ -46,6 +46,9 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("memory_peak", "polyprof.analyze.memory:memory_peak"),
     Analysis("memory_at_peak", "polyprof.analyze.memory:memory_at_peak"),
     Analysis("counter_stats", "polyprof.analyze.counters:counter_stats"),
+    Analysis("device_op_breakdown", "polyprof.analyze.devops:device_op_breakdown"),
+    Analysis("kernel_state_breakdown", "polyprof.analyze.kernel_states:kernel_state_breakdown"),
+    Analysis("queue_length_summary", "polyprof.analyze.queues:queue_length_summary"),
 )
 _BY_NAME = {a.name: a for a in ANALYSES}
 

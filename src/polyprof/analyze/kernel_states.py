@@ -1,0 +1,69 @@
+"""Exclusive kernel-type states: how long each device ran only compute, only
+communication, only memory work, or several at once (HTA's kernel type breakdown).
+
+Per device, each class's activity is merged into busy intervals (copies and fills are
+one class, "memory", as HTA has it); every instant of the analysed span is in exactly
+one state: the set of classes busy then, or idle. So the state times add up to the span.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..derive.intervals import clip_union
+from ..trace.core import Trace
+from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view, rows_frame
+from .window import WindowArg, view
+
+#: state bits, in the order their names are joined ("compute + communication")
+CLASSES = (("compute", (COMPUTE,)), ("communication", (COMMUNICATION,)), ("memory", (MEMCPY, MEMSET)))
+COLUMNS = ["plane", "state", "time_ns", "segments", "span_pct", "busy_pct"]
+
+
+def state_name(bits: int) -> str:
+    if not bits:
+        return "idle"
+    names = [n for i, (n, _) in enumerate(CLASSES) if bits >> i & 1]
+    return " + ".join(names) + (" only" if len(names) == 1 else "")
+
+
+def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+    """One row per (device, state) that occurs, states in bit order, idle last.
+
+    Columns: ``plane``, ``state`` ("compute only", "communication only", "memory only",
+    "compute + communication", ..., "idle"), ``time_ns`` (time in that state inside the
+    analysed span; they add up to the span), ``segments`` (separate stretches of it),
+    ``span_pct`` (of the span), ``busy_pct`` (of the time any class is busy; NaN for idle).
+    """
+    trace = view(trace, window)
+    v = device_view(trace)
+    t0, t1 = v.span
+    out = []
+    for plane in np.unique(v.plane).tolist():
+        times, deltas = [], []
+        for i, (_, classes) in enumerate(CLASSES):
+            sel = (v.plane == plane) & np.isin(v.cls, classes)
+            s, e = clip_union(v.start[sel], v.end[sel], t0, t1)
+            times += [s, e]
+            deltas += [np.full(len(s), 1 << i), np.full(len(e), -(1 << i))]
+        t = np.concatenate([[t0], *times, [t1]]).astype(np.int64)
+        d = np.concatenate([[0], *deltas, [0]]).astype(np.int64)
+        order = np.argsort(t, kind="stable")
+        t, state = t[order], np.cumsum(d[order])
+        dur = np.diff(t)
+        per = np.bincount(state[:-1], weights=dur, minlength=1 << len(CLASSES)).astype(np.int64)
+        live = dur > 0
+        st_live = state[:-1][live]  # consecutive stretches of one state are one segment
+        first = np.concatenate([[True], st_live[1:] != st_live[:-1]]) if len(st_live) else st_live.astype(bool)
+        segs = np.bincount(st_live[first], minlength=1 << len(CLASSES))
+        span = t1 - t0
+        busy = span - int(per[0])
+        name = trace.planes[plane].name
+        for bits in [*range(1, len(per)), 0]:
+            if per[bits] or bits == 0:
+                out.append((name, state_name(bits), int(per[bits]), int(segs[bits]),
+                            100.0 * per[bits] / span if span else np.nan,
+                            100.0 * per[bits] / busy if bits and busy else np.nan))
+    return rows_frame(out, COLUMNS) if out else pd.DataFrame(
+        {c: pd.Series(dtype=object if c in ("plane", "state") else np.float64) for c in COLUMNS})

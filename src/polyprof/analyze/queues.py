@@ -1,0 +1,77 @@
+"""Queue length per device stream over time: work launched but not yet started.
+
+Each matched launch call adds one to its activity's stream when the call starts; the
+activity takes one off when it starts on the device (HTA's definition). A queue that
+stays long means the host runs well ahead of the device; one that stays near zero
+means the device waits for the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.core import Trace
+from .common import device_view, frame, rows_frame
+from .window import WindowArg, view
+
+SUMMARY = ["plane", "stream", "changes", "mean", "std", "min", "p25", "p50", "p75", "max", "time_mean"]
+
+
+def _series(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(track, time, queue length) at every change, sorted by track then time."""
+    v = device_view(trace)
+    sel = np.flatnonzero(v.counted & (v.launch >= 0))
+    ls = trace.events["start_ns"][v.launch[sel]]
+    track = np.concatenate([v.track[sel], v.track[sel]])
+    ts = np.concatenate([ls, v.start[sel]])
+    step = np.concatenate([np.ones(len(sel), np.int64), -np.ones(len(sel), np.int64)])
+    # a launch before the start it causes when both fall on the same ns
+    order = np.lexsort((-step, ts, track))
+    track, ts, step = track[order], ts[order], step[order]
+    if not len(step):
+        return track, ts, step
+    first = np.concatenate([[True], track[1:] != track[:-1]])
+    csum = np.cumsum(step)
+    base = np.maximum.accumulate(np.where(first, np.arange(len(step)), 0))
+    before = np.where(base > 0, csum[np.maximum(base - 1, 0)], 0)
+    return track, ts, csum - before
+
+
+def queue_length(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+    """The queue length of every device stream as a step function: one row per change.
+
+    Columns: ``plane``, ``stream``, ``ts_ns`` (when it changed), ``queue_length`` (from
+    then until the next row of the stream). Only device activity matched to its launch
+    counts (with a ``window``: launched in its steps). Sorted by stream, then time.
+    """
+    trace = view(trace, window)
+    track, ts, length = _series(trace)
+    tnames = np.array([t.name for t in trace.tracks], object)
+    pnames = np.array([p.name for p in trace.planes], object)
+    return frame({"plane": pnames[trace.track_plane[track]] if len(track) else np.zeros(0, object),
+                  "stream": tnames[track], "ts_ns": ts, "queue_length": length})
+
+
+def queue_length_summary(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+    """Per device stream, statistics of its queue length.
+
+    Columns: ``plane``, ``stream``, ``changes`` (rows of :func:`queue_length`), ``mean``,
+    ``std``, ``min``, ``p25``, ``p50``, ``p75``, ``max`` (over the values at the changes,
+    as HTA's ``get_queue_length_summary`` gives them), ``time_mean`` (mean over time,
+    from the stream's first change to its last).
+    """
+    trace = view(trace, window)
+    track, ts, length = _series(trace)
+    out = []
+    bounds = np.flatnonzero(np.concatenate([[True], track[1:] != track[:-1], [True]])) if len(track) else []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        x = length[a:b].astype(np.float64)
+        dt = np.diff(ts[a:b])
+        tm = float((x[:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else float(x.mean())
+        q = np.percentile(x, [25, 50, 75])
+        tr = trace.tracks[int(track[a])]
+        out.append((trace.planes[tr.plane].name, tr.name, len(x), float(x.mean()),
+                    float(x.std(ddof=1)) if len(x) > 1 else np.nan, float(x.min()), *map(float, q), float(x.max()), tm))
+    return rows_frame(out, SUMMARY) if out else pd.DataFrame(
+        {c: pd.Series(dtype=object if c in ("plane", "stream") else np.float64) for c in SUMMARY})
