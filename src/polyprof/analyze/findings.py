@@ -17,6 +17,7 @@ from ..derive import cache
 from ..trace.core import Trace
 from ..trace.vocabulary import INPUT_MARKERS
 from .breakdown import kernel_breakdown as _kb
+from .advice import suggestion
 from .common import COMMUNICATION, MEMCPY, device_view, frame
 from .window import WindowArg, view
 
@@ -126,10 +127,7 @@ def _host_bound(trace: Trace, t) -> list[Finding]:
              "host_wait_ns": int(ir["host_wait_ns"].iloc[0]), "host_wait_pct_of_idle": round(hw, 2),
              "span_ns": int(r["span_ns"])},
             _records(ops, ["name", "count", "self_ns"]) if len(ops) else [],
-            "The device finishes work before the host issues more. Cut host time per step: "
-            "move data loading/augmentation to DataLoader workers (num_workers, pin_memory, prefetch), "
-            "reduce Python overhead (torch.compile, CUDA graphs), or give the device more work per launch "
-            "(larger batch)."))
+            suggestion(trace, "host_bound")))
     return out
 
 
@@ -154,9 +152,7 @@ def _input_bound(trace: Trace, t) -> list[Finding]:
                     _sev(share, 30), "/host:CPU", {"input_ns": int(top), "span_ns": int(span),
                                                    "share_pct": round(share, 2)},
                     _records(sel, ["name", "count", "total_ns"]),
-                    "Load and preprocess the next batch while the current one runs: DataLoader with "
-                    "num_workers > 0, persistent_workers, pin_memory and prefetch_factor; for JAX/TF use "
-                    "prefetching input pipelines; cache decoded data.")]
+                    suggestion(trace, "input_bound"))]
 
 
 def _launch_bound(trace: Trace, t) -> list[Finding]:
@@ -189,9 +185,7 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
         _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": median,
                               "median_launch_cpu_ns": cpu_median, "device_idle_pct": round(idle, 2)},
         _records(shorts, ["name", "count", "mean_ns", "total_ns"]),
-        "Launch overhead rivals the work itself. Fuse small ops (torch.compile, jax.jit, fused "
-        "optimizers such as foreach/fused Adam), capture the step in a CUDA graph, or batch more work per "
-        "kernel.")]
+        suggestion(trace, "launch_bound"))]
 
 
 def _copy_bound(trace: Trace, t) -> list[Finding]:
@@ -224,10 +218,7 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
                             "span_ns": int(span), "copy_pct_of_span": round(of_span, 2)},
                            _records(top.sort_values("total_ns", ascending=False),
                                     ["name", "count", "total_ns", "mean_ns"]),
-                           "Move less data between host and device: keep tensors on the device, batch small "
-                           "transfers, and overlap copies with compute (PyTorch: pinned host memory and "
-                           "non_blocking copies, no per-step .cpu()/.item(); JAX: device_put the next batch "
-                           "ahead of use, donate buffers)."))
+                           suggestion(trace, "copy_bound")))
     return sorted(out, key=lambda f: -f.evidence["share_pct"])  # the worst device first
 
 
@@ -261,9 +252,7 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
                      "share_pct": round(share, 2), "calls": int(worst["calls"]), "thread": str(worst["thread"]),
                      "threads_syncing": int((by_thread["sync_ns"] > 0).sum())},
                     _records(top, ["category", "name", "count", "total_ns"]),
-                    "Each sync stops the host from queueing work ahead. Remove per-step .item(), .cpu(), "
-                    "print(tensor) and explicit synchronize() from the loop; log every N steps; use "
-                    "non_blocking copies and events instead of device-wide syncs.")]
+                    suggestion(trace, "sync_stalls"))]
 
 
 def _idle_between_steps(trace: Trace, t) -> list[Finding]:

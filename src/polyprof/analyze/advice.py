@@ -1,0 +1,108 @@
+"""What to try, in the language of the program in the trace.
+
+A finding's suggestion names the tools of the framework and device that produced the
+trace: PyTorch advice (DataLoader, torch.compile, CUDA graphs) for a torch trace, JAX /
+XLA advice for an XLA trace, OpenCL advice for an OpenCL program, and plain advice
+otherwise. The framework is read from the trace itself (:func:`framework`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..derive import cache
+from ..trace import keys
+from ..trace.core import Trace
+
+#: rule -> framework -> suggestion ("generic" is the fallback)
+ADVICE: dict[str, dict[str, str]] = {
+    "host_bound": {
+        "torch": "The device finishes work before the host issues more. Cut host time per step: move data "
+                 "loading/augmentation to DataLoader workers (num_workers, pin_memory, prefetch), reduce "
+                 "Python overhead (torch.compile{graphs}), or give the device more work per launch (larger batch).",
+        "jax": "The device finishes work before the host issues more. Keep the whole step in one jax.jit, "
+               "avoid Python work and host round trips between steps, prefetch the next batch to the device, "
+               "or give each step more work (larger batch).",
+        "opencl": "The device finishes work before the host enqueues more. Enqueue several commands before "
+                  "waiting (clFlush, not clFinish, between them), keep buffers on the device, build programs "
+                  "once outside the loop, and give each NDRange more work.",
+        "generic": "The device finishes work before the host issues more. Cut host time between launches, "
+                   "queue work ahead instead of waiting, or give the device more work per launch.",
+    },
+    "input_bound": {
+        "torch": "Load and preprocess the next batch while the current one runs: DataLoader with num_workers "
+                 "> 0, persistent_workers, pin_memory and prefetch_factor; cache decoded data.",
+        "jax": "Load the next batch while the current one runs: a prefetching input pipeline (tf.data or "
+               "grain with prefetch), device_put ahead of use; cache decoded data.",
+        "generic": "Load and preprocess the next input while the current one is processed (a background "
+                   "thread or process with a bounded queue); cache decoded data.",
+    },
+    "launch_bound": {
+        "torch": "Launch overhead rivals the work itself. Fuse small ops (torch.compile, fused optimizers such "
+                 "as foreach/fused Adam){graphs_tail}, or batch more work per kernel.",
+        "jax": "Launch overhead rivals the work itself. Put more of the step under one jax.jit (fewer, "
+               "larger XLA programs), avoid op-by-op execution, or batch more work per op.",
+        "opencl": "Launch overhead rivals the work itself. Fuse small kernels into one, use larger NDRanges, "
+                  "and enqueue without waiting between them.",
+        "generic": "Launch overhead rivals the work itself. Fuse small kernels or batch more work per launch.",
+    },
+    "copy_bound": {
+        "torch": "Move less data between host and device: keep tensors on the device, batch small transfers, "
+                 "and overlap copies with compute (pinned host memory and non_blocking copies, no per-step "
+                 ".cpu()/.item()).",
+        "jax": "Move less data between host and device: device_put the next batch ahead of use, donate "
+               "buffers, keep results on the device (no per-step np.asarray / .block_until_ready()).",
+        "opencl": "Move less data between host and device: keep buffers on the device across kernels, "
+                  "batch small transfers, use non-blocking clEnqueueRead/WriteBuffer with events, or map "
+                  "buffers (CL_MEM_ALLOC_HOST_PTR) instead of copying.",
+        "generic": "Move less data between host and device: keep data on the device, batch small transfers "
+                   "and overlap them with compute.",
+    },
+    "sync_stalls": {
+        "torch": "Each sync stops the host from queueing work ahead. Remove per-step .item(), .cpu(), "
+                 "print(tensor) and explicit synchronize() from the loop; log every N steps; use "
+                 "non_blocking copies and events instead of device-wide syncs.",
+        "jax": "Each sync stops the host from queueing work ahead. Remove per-step block_until_ready(), "
+               "float(x) / np.asarray(x) and printing of device arrays from the loop; log every N steps.",
+        "opencl": "Each wait stops the host from queueing work ahead. Replace clFinish and blocking reads "
+                  "inside the loop with event wait lists between commands; wait once per frame or batch.",
+        "generic": "Each sync stops the host from queueing work ahead. Wait less often: once per batch "
+                   "rather than per operation.",
+    },
+}
+
+
+def framework(trace: Trace) -> str:
+    """"torch", "jax", "opencl" or "generic": who made the device work in ``trace``."""
+    return cache.memo(trace, "framework", _framework)
+
+
+def _framework(trace: Trace) -> str:
+    planes = [p.name.lower() for p in trace.planes]
+    if any("opencl" in p for p in planes) or "opencl_api" in trace.strings:
+        return "opencl"
+    if any(k in trace.stats for k in (keys.HLO_OP, keys.HLO_MODULE, "hlo_category")) or "xla_op" in trace.strings:
+        return "jax"
+    if cache.steps(trace).source == "ProfilerStep" or any(s.startswith("aten::") for s in trace.strings):
+        return "torch"
+    return "generic"
+
+
+def _has_cuda(trace: Trace) -> bool:
+    return "cuda_runtime" in trace.strings or any(
+        p.kind == "device" and "nvidia" in (p.vendor or "").lower() for p in trace.planes)
+
+
+def suggestion(trace: Trace, rule: str) -> str:
+    """The suggestion of ``rule`` for the framework (and device) of ``trace``."""
+    texts = ADVICE[rule]
+    text = texts.get(framework(trace), texts["generic"])
+    cuda = _has_cuda(trace)
+    return text.format(graphs=", CUDA graphs" if cuda else "",
+                       graphs_tail=", capture the step in a CUDA graph" if cuda else "")
+
+
+def mentions(text: str) -> np.ndarray:
+    """Framework-specific words found in ``text`` (for tests and reviews)."""
+    words = ("DataLoader", "torch.compile", "CUDA graph", "jax.jit", "clFinish", "non_blocking")
+    return np.array([w for w in words if w in text], object)

@@ -1,0 +1,63 @@
+"""Findings suggest what fits the program in the trace: PyTorch advice for torch, JAX /
+XLA advice for XLA, OpenCL advice for OpenCL, never another framework's tools."""
+
+from __future__ import annotations
+
+import pytest
+
+import polyprof
+import polyprof.analyze as A
+from polyprof.analyze.advice import ADVICE, framework, mentions, suggestion
+from polyprof.trace import TraceBuilder
+
+US = 1000
+FOREIGN = {"torch": ("jax.jit", "clFinish"), "jax": ("DataLoader", "torch.compile", "CUDA graph", "clFinish"),
+           "opencl": ("DataLoader", "torch.compile", "CUDA graph", "jax.jit", "non_blocking")}
+
+
+def opencl_like() -> polyprof.Trace:
+    """The shape of the OpenCL demo (its live run needs PoCL, which cannot build kernels on
+    this host's CPU): a host thread enqueuing short kernels with long host gaps and a
+    clFinish after each, on an OpenCL device plane."""
+    b = TraceBuilder()
+    host = b.plane("/host:CPU", "host", pid=1)
+    th = b.track(host, "MainThread", "thread", tid=1)
+    dev = b.plane("/device:OpenCL:0", "device", vendor="pocl", index=0)
+    q = b.track(dev, "queue 0", "stream", tid=0)
+    for k in range(20):
+        o = k * 1000 * US
+        b.event(th, "clEnqueueNDRangeKernel", o + 800 * US, 10 * US, "opencl_api", correlation_id=k + 1, queue="0")
+        b.event(q, "blur", o + 815 * US, 50 * US, "kernel", correlation_id=k + 1)
+        b.event(th, "clFinish", o + 812 * US, 60 * US, "opencl_api", queue="0")
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def traces(traces_dir):
+    return {"torch": polyprof.load(traces_dir / "kineto" / "a100_nccl_rank0.json.gz"),
+            "jax": polyprof.load(traces_dir / "xspace" / "tpu_inference_2.xplane.pb"),
+            "opencl": opencl_like()}
+
+
+def test_framework_is_read_from_the_trace(traces):
+    for want, t in traces.items():
+        assert framework(t) == want
+
+
+def test_findings_speak_the_programs_language(traces):
+    fired = 0
+    for fw, t in traces.items():
+        for f in A.findings(t):
+            fired += 1
+            assert f.suggestion == suggestion(t, f.id)
+            assert not set(mentions(f.suggestion)) & set(FOREIGN[fw]), (fw, f.id, f.suggestion)
+    assert fired >= 3
+    assert any(f.id == "host_bound" for f in A.findings(traces["opencl"]))
+
+
+def test_every_rule_has_advice_for_every_framework_or_a_generic_one():
+    for rule, texts in ADVICE.items():
+        assert "generic" in texts, rule
+        for fw, words in FOREIGN.items():
+            text = texts.get(fw, texts["generic"])
+            assert not set(mentions(text.format(graphs="", graphs_tail=""))) & set(words), (rule, fw)
