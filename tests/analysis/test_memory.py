@@ -99,7 +99,7 @@ def test_chrome_export_has_a_memory_counter_track(pattern_run, tmp_path):
 
 def test_terminal_summary_shows_memory_and_counters(pattern_run, tmp_path):
     path, _ = pattern_run
-    text = cli("summary", str(path), cwd=tmp_path).stdout
+    text = cli("summary", str(path), "--all-steps", cwd=tmp_path).stdout
     assert "Memory peak" in text and "Allocations live at the peak" in text
     assert "Memory by section" in text and "+96.0 MiB" in text and "-96.0 MiB" in text
     assert re.search(r"Counters.*\n(.*\n)*.*loss", text)
@@ -320,7 +320,7 @@ def test_section_memory_falls_back_to_rss_without_memory_events():
 def test_html_memory_chart_renders_in_headless_chromium(pattern_run, tmp_path):
     path, _ = pattern_run
     html = tmp_path / "r.html"
-    cli("report", str(path), "-o", str(html), cwd=tmp_path)
+    cli("report", str(path), "-o", str(html), "--all-steps", cwd=tmp_path)
     dom, log = browser.dump_dom(html)
     root = re.search(r"<html[^>]*>", dom).group(0)
     assert 'data-rendered="1"' in root and "data-js-errors" not in root, root

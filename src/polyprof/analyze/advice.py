@@ -81,7 +81,8 @@ def _framework(trace: Trace) -> str:
     planes = [p.name.lower() for p in trace.planes]
     if any("opencl" in p for p in planes) or "opencl_api" in trace.strings:
         return "opencl"
-    if any(k in trace.stats for k in (keys.HLO_OP, keys.HLO_MODULE, "hlo_category")) or "xla_op" in trace.strings:
+    loaded = trace.stats.loaded()  # no decode of deferred Kineto args
+    if any(k in loaded for k in (keys.HLO_OP, keys.HLO_MODULE, "hlo_category")) or "xla_op" in trace.strings:
         return "jax"
     if cache.steps(trace).source == "ProfilerStep" or any(s.startswith("aten::") for s in trace.strings):
         return "torch"

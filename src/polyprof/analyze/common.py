@@ -120,7 +120,9 @@ def op_durations(trace: Trace, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Per-op device time of each row: ``device_duration_ps`` where the event carries it,
     as XProf's op statistics use it, else the event's duration. ns; float64 when the
     trace has the stat (a TPU op can take a few ps: rounding each to ns would lose them)."""
-    col = trace.stats.get(DEVICE_DURATION_PS)
+    # XSpace readers type this stat at load; looking it up must not decode a Kineto
+    # trace's deferred args (docs/architecture.md, deferred stats)
+    col = trace.stats.loaded().get(DEVICE_DURATION_PS)
     if col is None or col.kind not in "iuf" or not len(rows):
         return dur
     has, ps = col.lookup(rows)

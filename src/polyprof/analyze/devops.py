@@ -59,7 +59,7 @@ def _names(trace: Trace) -> np.ndarray:
     if has_op.any():
         out[has_op] = strings[trace.events["name"][corr.op[has_op]]]
     for key in reversed(OP_STATS):  # the first key wins
-        col = trace.stats.get(key)
+        col = trace.stats.loaded().get(key)  # typed at load by the XSpace reader; no deferred decode
         if col is None or col.kind != "O" or not len(v.rows):
             continue
         m, vals = col.lookup(v.rows)
