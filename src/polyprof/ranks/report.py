@@ -44,16 +44,19 @@ class RankResult:
 
 def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None) -> RankResult:
     """Every analysis of one rank (runs in the worker that loaded it); with ``tables``
-    (names of ``report.tables.ANALYSES``) only those, and no findings."""
-    from ..report.tables import ANALYSES, Report, build
+    (names in ``analyze.registry.ANALYSES``) only those, and no findings."""
+    from ..analyze.registry import ANALYSES, Tables
+    from ..report.tables import Report, build
 
     if tables is None:
         rep = build(trace)
     else:
-        unknown = sorted(set(tables) - set(ANALYSES))
+        known = [a.name for a in ANALYSES]
+        unknown = sorted(set(tables) - set(known))
         if unknown:
-            raise PolyprofError(f"unknown analyses {unknown}; known: {sorted(ANALYSES)}")
-        rep = Report(trace, {n: ANALYSES[n](trace) for n in tables}, [], {"events": trace.n_events})
+            raise PolyprofError(f"unknown analyses {unknown}; known: {known}")
+        t = Tables(trace)
+        rep = Report(trace, {n: t[n] for n in tables}, [], {"events": trace.n_events})
     s = trace.sources[0]
     anchor = trace.metadata.get("wall_anchor")
     return RankResult(int(s.rank if s.rank is not None else 0), s.label, rep.tables, rep.findings, rep.overview,

@@ -148,7 +148,7 @@ class TraceSet:
 
     def analyze(self, executor: Executor | str | None = None, tables: Sequence[str] | None = None) -> Any:
         """Every per-rank analysis (or only ``tables``, names of
-        ``polyprof.report.tables.ANALYSES``, and then no findings of the ranks),
+        ``polyprof.analyze.registry.ANALYSES``, and then no findings of the ranks),
         alignment, collectives and stragglers: a :class:`polyprof.ranks.report.RanksReport`."""
         from .report import build_ranks
 
