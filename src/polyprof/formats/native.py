@@ -237,7 +237,7 @@ def load(path: str | Path) -> Trace:
     path = Path(path)
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as e:  # e.g. "zip file version 25.5"
         raise TraceFormatError(path, f"not a readable .polyprof file ({e})") from None
     with zf:
         _check_members(zf, path)

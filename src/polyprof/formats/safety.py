@@ -190,6 +190,12 @@ def clean_metadata(metadata: dict[str, Any]) -> list[str]:
     props = metadata.get("deviceProperties")
     if isinstance(props, list):  # keep the devices described well enough to be matched by id
         metadata["deviceProperties"] = [d for d in props if isinstance(d, dict) and _int64(d.get("id", 0))]
+    session = metadata.get("session")
+    if isinstance(session, dict):  # the fields code reads back (trace.identity, clocks)
+        for k, ok in (("pid", _int64), ("rank", _int64), ("start_ns", _int64), ("stop_ns", _int64),
+                      ("hostname", lambda v: isinstance(v, str))):
+            if k in session and not ok(session[k]):
+                del session[k]
     bad = [k for k, ok in _KNOWN_METADATA.items() if k in metadata and not ok(metadata[k])]
     for k in bad:
         del metadata[k]
