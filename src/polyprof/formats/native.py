@@ -116,7 +116,7 @@ def _read(zf: zipfile.ZipFile, name: str, path: Path) -> bytes:
         return zf.read(name)
     except KeyError:
         raise TraceFormatError(path, f"damaged .polyprof file: member {name!r} is missing") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError) as e:
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError, RuntimeError) as e:  # encrypted
         raise TraceFormatError(path, f"damaged .polyprof file: member {name!r} cannot be read ({e})") from None
 
 
