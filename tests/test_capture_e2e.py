@@ -266,3 +266,37 @@ def test_a_program_with_worker_processes_is_unchanged(tmp_path: Path, method: st
     # it recorded the parent (a spawn pool's start can outlast the capture, so no "map"
     # section may have completed inside it; the process samples are there either way)
     assert len(polyprof.load(tmp_path / "pool.polyprof").counters["ts_ns"]) > 0
+
+
+def test_interrupted_capture_frees_the_server(tmp_path: Path) -> None:
+    """Ctrl-C on `polyprof capture`: one line, exit 1, and the server stops recording."""
+    import signal
+    import time
+
+    import grpc
+
+    from polyprof.capture import profiler_service_pb2 as pb
+    from polyprof.capture.protocol import stub
+
+    prog = serving_program(tmp_path, free_port())
+    try:
+        cap = subprocess.Popen([sys.executable, "-m", "polyprof", "capture", prog.address, "-d", "60000", "-o",
+                                str(tmp_path / "i.polyprof")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        with grpc.insecure_channel(prog.address) as ch:
+            monitor = stub(ch, "Monitor")
+            deadline = time.monotonic() + 120
+            while "capturing" not in monitor(pb.MonitorRequest(), timeout=30).data:
+                assert time.monotonic() < deadline and cap.poll() is None
+                time.sleep(0.1)
+            cap.send_signal(signal.SIGINT)
+            out, err = cap.communicate(timeout=60)
+            assert cap.returncode == 1, err
+            assert err == "polyprof: error: interrupted: the captures were cancelled and the servers stopped recording\n"
+            assert not (tmp_path / "i.polyprof").exists()
+            deadline = time.monotonic() + 60
+            while "idle" not in monitor(pb.MonitorRequest(), timeout=30).data:
+                assert time.monotonic() < deadline, "the server kept recording for a client that is gone"
+                time.sleep(0.1)
+    finally:
+        assert_program_ended_well(prog)

@@ -85,31 +85,40 @@ def capture(addresses: Sequence[str], duration_ms: int, *, token: str | None = N
         except Exception as e:
             raise CaptureError(str(e)) from None
     session_id = session_id or time.strftime("%Y_%m_%d_%H_%M_%S")
-    with ThreadPoolExecutor(min(MAX_PARALLEL, len(addresses)), thread_name_prefix="polyprof-capture") as pool:
-        futures = [pool.submit(_one, a, duration_ms, session_id, token, tls, grace_s, max_bytes)
-                   for a in addresses]
+    channels = [_channel(a, tls, max_bytes) for a in addresses]
+    pool = ThreadPoolExecutor(min(MAX_PARALLEL, len(addresses)), thread_name_prefix="polyprof-capture")
+    try:
+        futures = [pool.submit(_one, a, ch, duration_ms, session_id, token, grace_s)
+                   for a, ch in zip(addresses, channels)]
         return [f.result() for f in futures]
+    finally:  # also on Ctrl-C: closing a channel cancels its call, and the server stops recording
+        for ch in channels:
+            ch.close()
+        pool.shutdown(wait=True)
 
 
-def _one(address: str, duration_ms: int, session_id: str, token: str | None, tls: TLSFiles | None,
-         grace_s: float, max_bytes: int) -> Captured:
+def _channel(address: str, tls: TLSFiles | None, max_bytes: int) -> Any:
+    import grpc
+
+    options = [("grpc.max_receive_message_length", max_bytes), ("grpc.enable_retries", 0)]
+    return (grpc.secure_channel(address, tls.channel_credentials(), options=options) if tls
+            else grpc.insecure_channel(address, options=options))
+
+
+def _one(address: str, channel: Any, duration_ms: int, session_id: str, token: str | None,
+         grace_s: float) -> Captured:
     import grpc
 
     host_name = re.sub(r"[^A-Za-z0-9._-]", "_", address) + "-" + secrets.token_hex(4)
     repo = tempfile.mkdtemp(prefix="polyprof-capture-")
-    options = [("grpc.max_receive_message_length", max_bytes), ("grpc.enable_retries", 0)]
     try:
-        channel = (grpc.secure_channel(address, tls.channel_credentials(), options=options) if tls
-                   else grpc.insecure_channel(address, options=options))
-        with channel:
-            call = stub(channel, "Profile")
-            response = call(request_for(duration_ms, session_id, repo, host_name),
-                            timeout=duration_ms / 1000 + grace_s, metadata=token_metadata(token))
+        response = stub(channel, "Profile")(request_for(duration_ms, session_id, repo, host_name),
+                                            timeout=duration_ms / 1000 + grace_s, metadata=token_metadata(token))
         return _read_response(address, response, Path(repo) / session_id)
     except grpc.RpcError as e:
         return Captured(address, error=describe_rpc_error(e, address, duration_ms / 1000 + grace_s))
-    except CaptureError as e:
-        return Captured(address, error=str(e))
+    except ValueError as e:  # a channel closed under the call (Ctrl-C)
+        return Captured(address, error=f"cancelled ({e})")
     finally:
         shutil.rmtree(repo, ignore_errors=True)
 

@@ -56,9 +56,12 @@ def run(args: argparse.Namespace) -> int:
             raise CaptureError("--tls-cert and --tls-key go together")
         tls = TLSFiles(cert=args.tls_cert, key=args.tls_key, ca=args.tls_ca)
     session_id = args.session_id or time.strftime("%Y_%m_%d_%H_%M_%S")
-    with _progress(args.duration_ms, len(addresses)):
-        captures = client.capture(addresses, args.duration_ms, token=token, tls=tls, session_id=session_id,
-                                  grace_s=args.grace)
+    try:
+        with _progress(args.duration_ms, len(addresses)):
+            captures = client.capture(addresses, args.duration_ms, token=token, tls=tls, session_id=session_id,
+                                      grace_s=args.grace)
+    except KeyboardInterrupt:
+        raise CaptureError("interrupted: the captures were cancelled and the servers stopped recording") from None
     if args.logdir:
         written = output.write_logdir(captures, Path(args.logdir), session_id)
     elif len(addresses) == 1:
