@@ -105,7 +105,7 @@ class Program:
         return self.proc.returncode, out, err
 
 
-def serving_program(tmp: Path, port: int, *, limit_s: float = 120, serve: str | None = None,
+def serving_program(tmp: Path, port: int, *, limit_s: float = 900, serve: str | None = None,
                     env: dict[str, str] | None = None, extra: list[str] | None = None) -> Program:
     script = tmp / "program.py"
     script.write_text(PROGRAM)

@@ -71,6 +71,8 @@ def test_xprof_client_and_polyprof_capture_get_the_sections(tmp_path: Path) -> N
 
 
 def test_thirty_concurrent_captures(tmp_path: Path) -> None:
+    # the program runs until the test ends it: 30 interpreters starting at once took over
+    # 120 s on this shared machine at load 50, when it used to end by itself at 120 s
     prog = serving_program(tmp_path, free_port())
     try:
         def one(i: int) -> subprocess.CompletedProcess:
