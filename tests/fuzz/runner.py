@@ -50,7 +50,7 @@ def check(path: Path, deep: bool, tmp: Path) -> tuple[str, str, str]:
 
             from rich.console import Console
 
-            from polyprof.cli.export import FORMATS
+            from polyprof.formats.registry import by_name
             from polyprof.report import html, tables, terminal
 
             stage = "summary"
@@ -61,8 +61,7 @@ def check(path: Path, deep: bool, tmp: Path) -> tuple[str, str, str]:
             html.write(trace, tmp / "r.html", report)
             for fmt, suffix in EXPORTS.items():
                 stage = f"export {fmt}"
-                mod, fn = FORMATS[fmt].split(":")
-                __import__(mod, fromlist=[fn]).__dict__[fn](trace, tmp / f"out{suffix}")
+                by_name(fmt).write(trace, tmp / f"out{suffix}")
         return "ok", "", stage
     except PolyprofError as e:
         from polyprof.formats.safety import ForeignError
