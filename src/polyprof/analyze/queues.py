@@ -64,7 +64,8 @@ def queue_length_summary(trace: Trace, window: WindowArg = None) -> pd.DataFrame
     trace = view(trace, window)
     track, ts, length = _series(trace)
     out = []
-    bounds = np.flatnonzero(np.concatenate([[True], track[1:] != track[:-1], [True]])) if len(track) else []
+    bounds = (np.flatnonzero(np.concatenate([[True], track[1:] != track[:-1], [True]])) if len(track)
+              else np.zeros(0, np.int64))
     for a, b in zip(bounds[:-1], bounds[1:]):
         x = length[a:b].astype(np.float64)
         dt = np.diff(ts[a:b])
