@@ -308,3 +308,22 @@ def test_summary_leaves_text_stats_undecoded(small_store):
     assert "correlation_id" in trace.stats.loaded() and "Sequence number" not in trace.stats.loaded()
     assert "Input Dims" in trace.stats and trace.stats.pending == 0
     assert "Sequence number" in trace.stats.loaded()
+
+
+def test_load_ranks_of_a_store_equals_load_ranks_of_the_files(small_store):
+    """The ranks API (TraceSet) reads a store rank by rank: same per-rank tables, same
+    alignment and straggler tables as from the original files."""
+    files = [KINETO / "sampled_rank0.json.gz", KINETO / "sampled_rank1.json.gz"]
+    a = polyprof.load_ranks(files).analyze("serial")
+    b = polyprof.load_ranks(small_store).analyze("serial")
+    assert polyprof.load_ranks(small_store).ranks == [0, 1]
+    assert set(a.tables) == set(b.tables) and len(a.tables) > 5
+    for name in a.tables:
+        x, y = a.tables[name], b.tables[name]
+        for df in (x, y):  # rows of the input trace vs of the store: same events, other numbering
+            for c in [c for c in df.columns if str(c).endswith("_row")]:
+                df.drop(columns=c, inplace=True)
+        if name == "rank_overview":  # how the rank was found: distributedInfo / the store's manifest
+            assert x.pop("rank_from").tolist() == ["distributedInfo"] * 2
+            assert y.pop("rank_from").tolist() == ["store"] * 2
+        assert x.reset_index(drop=True).equals(y.reset_index(drop=True)), name

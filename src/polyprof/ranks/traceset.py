@@ -82,7 +82,14 @@ def load_rank(entry: RankEntry) -> Trace:
     from ..formats.detect import load
     from ..trace.identity import identify
 
-    trace = entry.trace if entry.trace is not None else load(entry.path)  # type: ignore[arg-type]
+    if entry.trace is not None:
+        trace = entry.trace
+    elif entry.path is not None and entry.path.is_dir():  # a rank of a store (polyprof convert)
+        from ..store.rankfiles import read_rank
+
+        trace = read_rank(entry.path)
+    else:
+        trace = load(entry.path)  # type: ignore[arg-type]
     if len(trace.sources) == 1:
         trace.sources[0].rank = entry.rank
         if not trace.sources[0].label:
@@ -236,8 +243,14 @@ def expand(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return out
 
 
+def _is_store(p: Any) -> bool:
+    from ..store.manifest import is_store
+
+    return isinstance(p, (str, os.PathLike)) and is_store(p)
+
+
 def load_ranks(paths: str | os.PathLike | Iterable[str | os.PathLike | Trace]) -> TraceSet:
-    """The ranks of one job from files, a directory, or Traces already loaded.
+    """The ranks of one job from files, a directory, a store, or Traces already loaded.
 
     The rank of each comes from its ``distributedInfo``, else from its file name
     (``rank-3.json.gz``), else from the order given. Files are not loaded here: per-rank
@@ -255,5 +268,10 @@ def load_ranks(paths: str | os.PathLike | Iterable[str | os.PathLike | Trace]) -
         if len({e.rank for e in entries}) < len(entries):
             entries = [RankEntry(i, "order", trace=t) for i, t in enumerate(items)]  # type: ignore[misc]
         return TraceSet(entries)
+    if len(items) == 1 and _is_store(items[0]):  # a store: its ranks, read one at a time where used
+        from ..store.store import Store
+
+        st = Store(items[0])  # type: ignore[arg-type]
+        return TraceSet([RankEntry(r, "store", path=st.path(r)) for r in st.ranks])
     files = expand(items)  # type: ignore[arg-type]
     return TraceSet([RankEntry(r, how, path=p) for p, (r, how) in zip(files, assign_ranks(files))])
