@@ -157,6 +157,6 @@ def message(fields: list[tuple[int, object]]) -> bytes:
             elif isinstance(v, float):
                 out += tag(number, 1) + np.float64(v).tobytes()
             else:
-                b = v.encode("utf-8", "surrogatepass") if isinstance(v, str) else bytes(v)
+                b = v.encode("utf-8", "surrogatepass") if isinstance(v, str) else bytes(v)  # type: ignore[arg-type]
                 out += tag(number, 2) + varint_bytes(len(b)) + b
     return bytes(out)

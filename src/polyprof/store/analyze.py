@@ -129,10 +129,10 @@ def write_json(store: Store | str | Path, out: BinaryIO, *, dask: Any = None, jo
             for i, (name, cols) in enumerate(columns.items()):
                 out.write((b"," if i else b"") + dump(name) + b':{"columns":' + dump(cols) + b',"rows":'
                           + dump(rows.get(name, 0)) + b',"records":[')
-                f = spools.get(name)
-                if f is not None:
-                    f.seek(0)
-                    while chunk := f.read(1 << 20):
+                spool = spools.get(name)
+                if spool is not None:
+                    spool.seek(0)
+                    while chunk := spool.read(1 << 20):
                         out.write(chunk)
                 out.write(b"]}")
             out.write(b"}}\n")

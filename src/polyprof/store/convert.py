@@ -88,7 +88,7 @@ def _assign_ranks(parts: list[dict[str, Any]], rank_by: str) -> list[int]:
                 what = "names no rank" if not isinstance(r, int) else f"repeats rank {r} of {seen[r]}"
                 raise TraceFormatError(p["input"], f"{what}; use --rank-by order")
             seen[r] = p["input"]
-    return [int(r) for r in named]
+    return [int(r) for r in named if r is not None]
 
 
 def _prepare(root: Path, overwrite: bool) -> None:

@@ -34,7 +34,7 @@ from ..formats.safety import guarded
 from ..trace import keys
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
-from ..trace.stats import StatColumn
+from ..trace.stats import StatColumn, StatTable
 from ..trace.tables import _dict_column
 
 #: Event rows per Parquet row group (what a streaming reader holds at once).
@@ -190,7 +190,7 @@ def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
     strings = _read(directory / "strings.parquet").column("s").to_pylist()
     try:
         trace = Trace(strings, [Plane(**p) for p in header["planes"]], [Track(**t) for t in header["tracks"]],
-                      events, stats, flows, counters, header.get("metadata", {}),
+                      events, StatTable(stats), flows, counters, header.get("metadata", {}),
                       sources=[Source(**s) for s in header.get("sources", [])])
         trace.validate()
     except Exception as e:  # ids out of range, bad planes: a damaged or hand-edited store
