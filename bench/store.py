@@ -55,12 +55,17 @@ print(json.dumps({"s": time.perf_counter() - t0, "rss_kib": resource.getrusage(r
                   "rc": rc, "err": err}))
 """
 
+#: HTA finds ranks with the regex '"rank":\\s+(\\d+)' (a space required after the colon);
+#: the files are named by rank, so they are handed over as {rank: file}
 _HTA = r"""
-import logging, sys
+import logging, pathlib, sys
 logging.disable(logging.CRITICAL)
 from hta.trace_analysis import TraceAnalysis
-a = TraceAnalysis(trace_dir=sys.argv[1])
+files = {int(p.name.split("-")[1].split(".")[0]): str(p) for p in pathlib.Path(sys.argv[1]).glob("rank-*.json.gz")}
+a = TraceAnalysis(trace_files=files)
+assert len(a.t.traces) == len(files), (len(a.t.traces), len(files))
 a.get_temporal_breakdown(visualize=False)
+print(len(a.t.traces), "ranks", file=sys.stderr)
 """
 
 
@@ -121,17 +126,19 @@ def ranks_bench(args: argparse.Namespace) -> None:
     SRC = args.src
     tmp = Path(args.workdir or tempfile.mkdtemp(prefix="polyprof-store-bench-"))
     t0 = time.perf_counter()
-    files = make_rank_files(tmp / "ranks", args.ranks, args.copies)
+    files = sorted((tmp / "ranks").glob("rank-*.json.gz")) if args.reuse else []
+    if len(files) != args.ranks:
+        files = make_rank_files(tmp / "ranks", args.ranks, args.copies)
     json_bytes = len(gzip.decompress(files[0].read_bytes())) * len(files)
     print(f"# {args.ranks} ranks x {args.copies} copies of {V100.name}: {json_bytes / 1e9:.2f} GB of JSON "
           f"({sum(f.stat().st_size for f in files) / 1e6:.0f} MB gzipped), made in {time.perf_counter() - t0:.0f} s")
     print(f"# uptime: {os.popen('uptime').read().strip()}")
     store = tmp / "store"
-    steps = [("summary of one rank (reference)", polyprof_cmd("summary", str(files[0]), "--json"), 0),
+    steps = [] if args.only_hta else [("summary of one rank (reference)", polyprof_cmd("summary", str(files[0]), "--json"), 0),
              ("convert all ranks (1 job)", polyprof_cmd("convert", *map(str, files), "-o", str(store),
                                                         "--overwrite"), 0),
              ("summary of the store (1 job)", polyprof_cmd("summary", str(store), "--json"), 0)]
-    if not args.no_dask:
+    if not args.no_dask and not args.only_hta:
         steps += [(f"summary of the store, --dask local, {w} worker(s)",
                    polyprof_cmd("summary", str(store), "--json", "--dask", "local", "-j", str(w)), 0)
                   for w in (1, 2)]
@@ -140,9 +147,10 @@ def ranks_bench(args: argparse.Namespace) -> None:
         res = measure(argv, args.timeout, limit)
         results[name] = res
         _show(name, res)
-    ref = results["summary of one rank (reference)"]["rss_kib"]
     for name in ("convert all ranks (1 job)", "summary of the store (1 job)"):
-        print(f"  {name}: peak RSS / single-rank summary = {results[name]['rss_kib'] / ref:.2f}x")
+        if name in results:
+            ref = results["summary of one rank (reference)"]["rss_kib"]
+            print(f"  {name}: peak RSS / single-rank summary = {results[name]['rss_kib'] / ref:.2f}x")
     if args.hta:
         res = measure([sys.executable, "-c", _HTA, str(tmp / "ranks")], args.timeout, args.hta_limit_gb,
                       env=child_env(None))
@@ -153,7 +161,8 @@ def ranks_bench(args: argparse.Namespace) -> None:
 
 def _show(name: str, res: dict) -> None:
     rc = res["rc"]
-    status = "ok" if rc == 0 else ("TIMEOUT" if rc == "timeout" else f"FAILED rc={rc}: {res['err'].strip()[-300:]}")
+    tail = res["err"].strip().splitlines()[-1:] if rc == 0 else []
+    status = ("ok " + " ".join(tail)).strip() if rc == 0 else ("TIMEOUT" if rc == "timeout" else f"FAILED rc={rc}: {res['err'].strip()[-300:]}")
     print(f"{name:60s} {res['s']:8.1f} s  peak RSS {res['rss_kib'] / 1024:8.0f} MiB  {status}")
 
 
@@ -211,6 +220,8 @@ def main() -> None:
     r.add_argument("--hta", action="store_true", help="also run HTA on the same ranks")
     r.add_argument("--hta-limit-gb", type=float, default=8.0, help="HTA's address-space limit")
     r.add_argument("--no-dask", action="store_true")
+    r.add_argument("--only-hta", action="store_true", help="run HTA only (with --reuse: on files made before)")
+    r.add_argument("--reuse", action="store_true", help="reuse the rank files in --workdir if there are --ranks")
     r.add_argument("--workdir", help="where to put the rank files and the store (default: a new temp dir)")
     r.add_argument("--src", default=str(ROOT / "src"), help="the polyprof source tree to run (default: this one)")
     r.set_defaults(func=ranks_bench)
