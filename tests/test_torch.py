@@ -123,7 +123,10 @@ def test_ops_recorded_during_forward_nest_under_forward(plugin_run):
                           and e["name"].startswith("aten::"))
         assert len(expected) >= 5
         r = fwd[k]
-        inside = cpu[(start[cpu] >= start[r]) & (end[cpu] <= end[r])]
+        # torch's times carry the clock fit's error (its bound): an op that starts within
+        # the bound of the section's start is inside it (seen under load 50)
+        unc = int(t.metadata["clock_sync"]["torch"]["uncertainty_ns"])
+        inside = cpu[(start[cpu] >= start[r] - unc) & (end[cpu] <= end[r] + unc)]
         got = sorted(zip(start[inside].tolist(), names[inside].tolist()))
         got_aten = [n for _, n in got if n.startswith("aten::")]
         assert got_aten == [n for _, n in expected], f"forward #{k}"
