@@ -71,3 +71,22 @@ def test_demo_falls_back_with_a_one_line_reason(tmp_path):
     why = [ln for ln in r.stderr.splitlines() if "opencl workload can't run here" in ln]
     assert len(why) == 1 and "can compile kernels" in why[0] and _DEVICES[0].name.strip() in why[0], r.stderr
     assert "threads workload" in r.stderr and "train step" in r.stdout
+
+
+def test_probe_keeps_the_compilers_diagnostics_out_of_the_programs_stderr():
+    """A driver's compiler writes to fd 2 ("1 error generated." seen in a forked worker
+    under --serve): the probe drops the lines of its own build log and keeps anything
+    else written meanwhile."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "from polyprof.plugins.opencl.probe import _stderr_kept_clean\n"
+        "with _stderr_kept_clean() as note:\n"
+        "    os.write(2, b\"error: unknown target CPU 'generic'\\n1 error generated.\\nthe program's own line\\n\")\n"
+        "    note.append(\"Build failed\\nerror: unknown target CPU 'generic'\")\n"
+        "os.write(2, b'after\\n')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == b"the program's own line\nafter\n"

@@ -12,8 +12,13 @@ A probe builds a one-line kernel in a context of its own, once per device per pr
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+import os
+import re
+import sys
+import tempfile
+from typing import Any, Iterator
 
 log = logging.getLogger("polyprof")
 
@@ -51,14 +56,52 @@ def build_problem(device: Any) -> str | None:
         return _verdicts[device]
     import pyopencl as cl
 
-    try:
-        ctx = cl.Context([device])
-        cl.Program(ctx, PROBE_SOURCE).build()
-        why = None
-    except Exception as e:  # a build failure, or a driver failing the probe itself
-        why = _short(str(e)) or type(e).__name__
+    log_text = ""
+    with _stderr_kept_clean() as note:
+        try:
+            ctx = cl.Context([device])
+            cl.Program(ctx, PROBE_SOURCE).build()
+            why = None
+        except Exception as e:  # a build failure, or a driver failing the probe itself
+            log_text = str(e)
+            why = _short(log_text) or type(e).__name__
+        note.append(log_text)
     _verdicts[device] = why
     return why
+
+
+_GENERATED = re.compile(r"^\d+ (?:error|warning)s? generated\.$")
+
+
+@contextlib.contextmanager
+def _stderr_kept_clean() -> Iterator[list[str]]:
+    """The driver's compiler writes its diagnostics for the probe kernel straight to
+    file descriptor 2 ("error: unknown target CPU", "1 error generated."): that would
+    be the profiler writing into the program's stderr. fd 2 goes to a temporary file
+    during the build; afterwards every line that is not part of the build's own log
+    (anything another thread wrote meanwhile) is written back."""
+    note: list[str] = []
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable fd 2: nothing to protect
+        yield note
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield note
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            data = tmp.read()
+        known = {ln.strip() for ln in "\n".join(note).splitlines() if ln.strip()}
+        keep = [ln for ln in data.splitlines(keepends=True)
+                if ln.strip() and ln.decode(errors="replace").strip() not in known
+                and not _GENERATED.match(ln.decode(errors="replace").strip())]
+        if keep:
+            os.write(2, b"".join(keep))
 
 
 def first_compiling() -> tuple[Any | None, list[str]]:
