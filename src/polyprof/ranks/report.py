@@ -23,6 +23,7 @@ from ..trace.core import Trace
 from .align import align_ranks, alignment_table
 from .collectives import collective_stats, collective_table
 from .stragglers import stragglers
+from .traceset import with_rank
 
 OVERVIEW_COLUMNS = ["rank", "file", "rank_from", "events", "steps", "step_mean_ns", "step_median_ns",
                     "step_max_ns", "compute_pct", "non_compute_pct", "idle_pct", "communication_ns", "collectives"]
@@ -98,9 +99,7 @@ def combine(results: dict[int, RankResult], how: dict[int, str] | None = None) -
     }
     names = list(dict.fromkeys(n for r in ranks for n in results[r].tables))
     for name in names:
-        parts = [results[r].tables[name].assign(rank=r) for r in ranks if name in results[r].tables]
-        df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-        tables[name] = df[["rank", *[c for c in df.columns if c != "rank"]]] if len(df.columns) else df
+        tables[name] = with_rank({r: results[r].tables[name] for r in ranks if name in results[r].tables})
     findings = _straggler_findings(per_rank, per_coll, tables["rank_alignment"]) + _rank_findings(results)
     order = {"high": 0, "medium": 1, "low": 2}
     findings.sort(key=lambda f: order.get(f.severity, 3))

@@ -15,6 +15,8 @@ from typing import Any, BinaryIO, Iterator
 import numpy as np
 import pandas as pd
 
+from ..ranks.traceset import with_rank
+from ..report.tables import _plain
 from .executor import executor, map_ordered, run_all
 from .store import Store
 
@@ -57,23 +59,10 @@ def summary(store: Store | str | Path, *, dask: Any = None, jobs: int = 1) -> St
     tasks = [(str(st.root), r) for r in st.ranks]
     with executor(dask, jobs) as ex:
         parts = run_all(rank_report, tasks, ex, "summary")
-    tables: dict[str, pd.DataFrame] = {}
-    for name in (parts[0]["tables"] if parts else {}):
-        frames = [p["tables"][name].assign(rank=p["rank"]) for p in parts]
-        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        tables[name] = df[["rank", *[c for c in df.columns if c != "rank"]]]
+    tables = {name: with_rank({p["rank"]: p["tables"][name] for p in parts})
+              for name in (parts[0]["tables"] if parts else {})}
     findings = [{"rank": p["rank"], **f} for p in parts for f in p["findings"]]
     return StoreReport(str(st.root), st.ranks, {p["rank"]: p["overview"] for p in parts}, findings, tables)
-
-
-def _plain(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, bytes):
-        return o.decode("utf-8", "replace")
-    return str(o)
 
 
 def to_json(report: StoreReport) -> bytes:
