@@ -12,10 +12,10 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "polyprof"
 MAX_MODULE, MAX_FUNCTION = 600, 100
-KNOWN_MODULES = {"formats/kineto.py", "formats/xspace.py", "plugins/torch.py"}
+KNOWN_MODULES = {"formats/kineto.py", "formats/xspace.py"}
 KNOWN_FUNCTIONS = {"formats/xspace.py:to_space", "formats/xspace.py:from_space",
                    "plugins/opencl/plugin.py:_collect", "report/terminal.py:render",
-                   "plugins/torch.py:ingest_kineto", "formats/kineto_writer.py:to_kineto"}
+                   "formats/kineto_writer.py:to_kineto"}
 
 
 def _sizes() -> tuple[dict[str, int], dict[str, int]]:

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..derive.intervals import innermost
-from ..trace import keys
-from ..trace.core import Trace
-from ..trace.stats import StatColumn
+from ...derive.intervals import innermost
+from ...trace import keys
+from ...trace.core import Trace
+from ...trace.stats import StatColumn
 
 
 def snap_to_sections(t: Trace, start: np.ndarray, copies: np.ndarray, brackets: np.ndarray,

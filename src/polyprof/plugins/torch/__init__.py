@@ -1,0 +1,19 @@
+"""The PyTorch plugin (``polyprof.plugins.torch:TorchPlugin``), by job:
+
+* ``plugin``: the session lifecycle (start lazily at ``import torch``, mirror sections
+  and steps into torch, stop, hand-over to ``polyprof.torch.profile``);
+* ``hooks``: what it needs of torch (is it imported, its cheapest range calls, the
+  import hook);
+* ``align``: Kineto's clock onto the session clock (trace/clock.py);
+* ``ingest``: one Kineto recording re-homed into the session trace;
+* ``memory``: torch's memory events kept inside their sections, with torch's categories.
+"""
+
+from .align import Capture, fit_alignment, fit_pairs
+from .ingest import STEP_PREFIX, SYNC_NAME, ingest_kineto
+from .plugin import TorchPlugin, active_plugin, default_activities, recording_survived
+
+_Capture = Capture  # the name tests and older callers use
+
+__all__ = ["STEP_PREFIX", "SYNC_NAME", "Capture", "TorchPlugin", "active_plugin", "default_activities",
+           "fit_alignment", "fit_pairs", "ingest_kineto", "recording_survived"]
