@@ -257,14 +257,37 @@ def print_summary(trace: Trace, top: int = 15, console: Console | None = None, w
 
 
 def render(report: Any, top: int = 15, console: Console | None = None) -> None:
+    """Print a report (``report/tables.py: build``): the overview, the findings, then
+    one table per analysis that has rows, problems last."""
     console = console or Console(file=sys.stdout)
     # ":name:" in a kernel or op name stays as it is; styles are explicit, so no repr
     # highlighting (its regexes cost 12 ms to compile in every fresh process)
     out = partial(console.print, emoji=False, highlight=False)
     T, ov = report.tables, report.overview
-    i = lambda x: f"{int(x)}"  # noqa: E731
     W = console.width
     has_device = bool(ov["correlation"].get("device_activities"))
+    _overview(out, ov)
+    if report.findings:
+        out(Panel(Group(*_finding_lines(report.findings)), title="Findings", title_align="left"))
+    _device_tables(out, T, top, W)
+    _op_tables(out, T, top, W)
+    _section_tables(out, T["section_stats"], top, W, has_device)
+    _memory_tables(out, report, top, W)
+    _step_tables(out, T, top, W, has_device)
+    _other_events(out, T, top, W)
+    _counter_table(out, T.get("counter_stats"), top, W)
+    for err in ov["plugin_errors"]:
+        out(f"[red]plugin {escape(str(err['plugin']))} failed in {escape(str(err['phase']))}[/]: {escape(str(err['error']))}")
+    for w in ov.get("warnings", []):
+        out(f"[yellow]warning[/]: {escape(w)}")
+
+
+def _int(x: Any) -> str:
+    return f"{int(x)}"
+
+
+def _overview(out: Any, ov: dict[str, Any]) -> None:
+    """What the trace holds, the analysed window, and how device activity was matched."""
     out(f"[bold]polyprof summary[/]: {ov['events']} events on {len(ov['planes'])} plane(s), "
                   f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
                   f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
@@ -283,25 +306,34 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             f"{c['unmatched_device_activities']}[/]; launch calls without device activity "
             f"{c['launch_calls_without_device_activity']} of {c['launch_calls']}; "
             f"with a framework op {c['device_activities_with_framework_op']}")
-    if report.findings:
-        out(Panel(Group(*_finding_lines(report.findings)), title="Findings", title_align="left"))
+
+
+def _device_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> None:
+    """Device time, idle time by cause, communication overlap."""
     tb = T["temporal_breakdown"]
-    if len(tb):
-        out(_table("Device time (analysed span)", tb, [
-            ("plane", "device", None), ("stream", "stream", None), ("span_ns", "span", fmt_ns),
-            ("compute_pct", "compute", fmt_pct), ("non_compute_pct", "non-compute", fmt_pct),
-            ("idle_pct", "idle", fmt_pct), ("activities", "activities", i, True)], 4 * top, W))
-        it = T["idle_time_breakdown"]
-        out(_table("Idle time by cause", it, [
-            ("plane", "device", None), ("stream", "stream", None), ("idle_ns", "idle", fmt_ns),
-            ("host_wait_pct", "host-wait", fmt_pct), ("kernel_wait_pct", "kernel-wait", fmt_pct),
-            ("other_pct", "other", fmt_pct), ("gaps", "gaps", i, True)], 4 * top, W))
-        ov_ = T["comm_comp_overlap"]
-        ov_ = ov_[ov_["communication_ns"] > 0]
-        if len(ov_):
-            out(_table("Communication / compute overlap", ov_, [
-                ("plane", "device", None), ("communication_ns", "communication", fmt_ns),
-                ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W))
+    if not len(tb):
+        return
+    i = _int
+    out(_table("Device time (analysed span)", tb, [
+        ("plane", "device", None), ("stream", "stream", None), ("span_ns", "span", fmt_ns),
+        ("compute_pct", "compute", fmt_pct), ("non_compute_pct", "non-compute", fmt_pct),
+        ("idle_pct", "idle", fmt_pct), ("activities", "activities", i, True)], 4 * top, W))
+    it = T["idle_time_breakdown"]
+    out(_table("Idle time by cause", it, [
+        ("plane", "device", None), ("stream", "stream", None), ("idle_ns", "idle", fmt_ns),
+        ("host_wait_pct", "host-wait", fmt_pct), ("kernel_wait_pct", "kernel-wait", fmt_pct),
+        ("other_pct", "other", fmt_pct), ("gaps", "gaps", i, True)], 4 * top, W))
+    ov_ = T["comm_comp_overlap"]
+    ov_ = ov_[ov_["communication_ns"] > 0]
+    if len(ov_):
+        out(_table("Communication / compute overlap", ov_, [
+            ("plane", "device", None), ("communication_ns", "communication", fmt_ns),
+            ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W))
+
+
+def _op_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> None:
+    """Top device activity and top framework ops."""
+    i = _int
     kb = T["kernel_breakdown"]
     if len(kb):
         out(_table("Top device activity", kb, [
@@ -312,25 +344,34 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
         out(_table("Top framework ops (host)", ops, [
             ("name", "name", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
             ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
-    sec = T["section_stats"]
-    if len(sec):
-        dev_cols = [("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
-                    ("device_util_pct", "util", fmt_pct, True)] if has_device else []
-        table = _table("Sections", sec, [
-            ("name", "name", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
-            ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
-            ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols], top, W)
-        out(table)
-        shown = set(table.headers)
-        host = "total..p99" if "p99" in shown else "total..max"
-        notes = [f"{host} = host time"] + [text for col, text in (
-            ("device", "device = device time its launches caused"),
-            ("projected", "projected = first to last device activity caused"),
-            ("util", "util = device busy within the projection"),
-            ) if col in shown]
-        out("[dim]" + "; ".join(notes) + "[/]")
-        _section_memory(out, sec, top, W)
-    _memory_tables(out, report, top, W)
+
+
+def _section_tables(out: Any, sec: pd.DataFrame, top: int, W: int, has_device: bool) -> None:
+    """Sections (host time, and the device time they caused), then memory per section."""
+    if not len(sec):
+        return
+    i = _int
+    dev_cols = [("device_ns", "device", fmt_ns), ("projected_ns", "projected", fmt_ns, True),
+                ("device_util_pct", "util", fmt_pct, True)] if has_device else []
+    table = _table("Sections", sec, [
+        ("name", "name", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
+        ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns), ("max_ns", "max", fmt_ns),
+        ("median_ns", "median", fmt_ns, 2), ("p99_ns", "p99", fmt_ns, 2), *dev_cols], top, W)
+    out(table)
+    shown = set(table.headers)
+    host = "total..p99" if "p99" in shown else "total..max"
+    notes = [f"{host} = host time"] + [text for col, text in (
+        ("device", "device = device time its launches caused"),
+        ("projected", "projected = first to last device activity caused"),
+        ("util", "util = device busy within the projection"),
+        ) if col in shown]
+    out("[dim]" + "; ".join(notes) + "[/]")
+    _section_memory(out, sec, top, W)
+
+
+def _step_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int, has_device: bool) -> None:
+    """Steps, and launches per launch call."""
+    i = _int
     ss = T["step_stats"]
     if len(ss):
         cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
@@ -347,8 +388,13 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
             ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
             ("cpu_mean_ns", "CPU mean", fmt_ns), ("device_mean_ns", "device mean", fmt_ns),
             ("delay_median_ns", "delay median", fmt_ns), ("delay_p99_ns", "delay p99", fmt_ns, True)], top, W))
+
+
+def _other_events(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> None:
+    """Events no table above shows (all events by total time when there is no device)."""
     other = T["event_stats"]
-    if len(kb):  # device activity, framework ops and launch calls have their own tables above
+    has_kernels = bool(len(T["kernel_breakdown"]))
+    if has_kernels:  # device activity, framework ops and launch calls have their own tables above
         from ..trace.categories import Kind, kind_of
 
         shown = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE, Kind.RUNTIME, Kind.CPU_OP,
@@ -357,25 +403,25 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     else:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
     if len(other):
-        out(_table("Other events by total time" if len(kb) else "Top events by total time", other, [
-            ("category", "category", None), ("name", "name", None), ("count", "count", i),
+        out(_table("Other events by total time" if has_kernels else "Top events by total time", other, [
+            ("category", "category", None), ("name", "name", None), ("count", "count", _int),
             ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns),
             ("max_ns", "max", fmt_ns)], top, W))
-    cs = T.get("counter_stats")
-    if cs is not None and len(cs):
-        nums = ["first", "last", "min", "max", "mean"]
-        shown_cs = cs.astype({c: object for c in nums})
-        for c in nums:  # bytes as bytes, everything else as a number
-            shown_cs[c] = [fmt_size(v) if str(n).endswith("_bytes") else fmt_num(v)
-                           for n, v in zip(cs["name"], cs[c])]
-        out(_table("Counters", shown_cs, [
-            ("plane", "plane", None), ("name", "name", None), ("samples", "samples", i),
-            ("first", "first", None), ("last", "last", None), ("min", "min", None, 1),
-            ("max", "max", None, 1), ("mean", "mean", None, 2)], top, W))
-    for err in ov["plugin_errors"]:
-        out(f"[red]plugin {escape(str(err['plugin']))} failed in {escape(str(err['phase']))}[/]: {escape(str(err['error']))}")
-    for w in ov.get("warnings", []):
-        out(f"[yellow]warning[/]: {escape(w)}")
+
+
+def _counter_table(out: Any, cs: pd.DataFrame | None, top: int, W: int) -> None:
+    """Counters: bytes as bytes, everything else as a number."""
+    if cs is None or not len(cs):
+        return
+    nums = ["first", "last", "min", "max", "mean"]
+    shown_cs = cs.astype({c: object for c in nums})
+    for c in nums:
+        shown_cs[c] = [fmt_size(v) if str(n).endswith("_bytes") else fmt_num(v)
+                       for n, v in zip(cs["name"], cs[c])]
+    out(_table("Counters", shown_cs, [
+        ("plane", "plane", None), ("name", "name", None), ("samples", "samples", _int),
+        ("first", "first", None), ("last", "last", None), ("min", "min", None, 1),
+        ("max", "max", None, 1), ("mean", "mean", None, 2)], top, W))
 
 
 def _section_memory(out: Any, sec: pd.DataFrame, top: int, W: int) -> None:
