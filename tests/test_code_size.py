@@ -14,7 +14,6 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "polyprof"
 MAX_MODULE, MAX_FUNCTION = 600, 100
 KNOWN_MODULES = {"formats/kineto.py", "formats/xspace.py"}
 KNOWN_FUNCTIONS = {"formats/xspace.py:to_space", "formats/xspace.py:from_space",
-                   "plugins/opencl/plugin.py:_collect",
                    "formats/kineto_writer.py:to_kineto"}
 
 

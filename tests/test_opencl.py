@@ -352,3 +352,61 @@ def test_clock_fit_without_enqueue_samples_predicts_queued_times() -> None:
         launch = api.loc[ev.correlation_id]
         queued = ev.start_ns - ev.queue_delay_ns
         assert launch.start_ns - bound <= queued <= launch.end_ns + bound, (ev["name"], queued - launch.start_ns)
+
+
+def test_columns_of_the_recording_match_its_records_field_by_field() -> None:
+    """collect's columnar view (calls.flatten) against the record tuples
+    (Recording.records): two threads, kernels with and without a local size,
+    non-blocking and blocking transfers, and a wait."""
+    import threading
+
+    import pyopencl as cl
+
+    from polyprof.plugins.opencl import calls
+    from polyprof.plugins.opencl import intercept as ic
+
+    rec = ic.Recording()
+    patcher = ic.Patcher()
+    ctx = cl.create_some_context(interactive=False)
+    patcher.install(rec, None)
+    try:
+        q = cl.CommandQueue(ctx)
+        prg = cl.Program(ctx, "__kernel void k(__global float *a) { a[get_global_id(0)] += 1.0f; }").build()
+        knl = cl.Kernel(prg, "k")
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256)
+        knl.set_arg(0, buf)
+        host = np.zeros(64, np.float32)
+
+        def work(n: int) -> None:
+            evs = [cl.enqueue_nd_range_kernel(q, knl, (64,), (16,) if i % 2 else None) for i in range(n)]
+            cl.enqueue_copy(q, buf, host, is_blocking=False)
+            cl.enqueue_copy(q, host, buf, is_blocking=True)
+            cl.wait_for_events(evs[-2:])
+
+        t = threading.Thread(target=work, args=(3,))
+        t.start()
+        work(5)
+        t.join()
+        q.finish()
+    finally:
+        patcher.uninstall()
+    recs = rec.records()
+    c = calls.flatten(rec)
+    tuples = [r for _tid, _name, rs in recs for r in rs]
+    assert c.n == len(tuples) >= 2 * 5
+    assert c.threads == [(tid, name) for tid, name, _rs in recs] and len(c.threads) == 2
+    assert c.thread.tolist() == [i for i, (_t, _n, rs) in enumerate(recs) for _ in rs]
+    for j, col in enumerate((c.api, c.t0, c.t1, c.corr)):
+        assert col.tolist() == [r[j] for r in tuples]
+    for j, col in ((4, c.events), (5, c.queues), (6, c.info), (7, c.global_size), (8, c.local_size)):
+        assert all(a is b for a, b in zip(col, (r[j] for r in tuples)))
+    assert c.blocking.tolist() == [bool(r[9]) for r in tuples]
+    assert c.blocking[c.api == ic.READ].all() and not c.blocking[c.api == ic.KERNEL].any()
+    rows = np.arange(c.n)
+    names = calls.device_names(c, rows)
+    assert set(names[c.api == ic.KERNEL]) == {"k"}
+    k, grid, block = calls.kernel_sizes(c, rows)
+    assert set(grid) == {"64"} and set(block) == {"16", None} and len(k) == 8
+    nb = calls.byte_counts(c, rows)
+    assert set(nb[np.isin(c.api, (ic.READ, ic.WRITE))].tolist()) == {256}
+    assert set(nb[~np.isin(c.api, (ic.READ, ic.WRITE))].tolist()) == {-1}

@@ -15,7 +15,6 @@ at stop and periodically in between pin the line to within a few hundred ns.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
@@ -30,6 +29,7 @@ from ...collect.plugin import Availability, Plugin, SessionContext
 from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
+from . import calls
 from . import intercept as ic
 from . import probe
 from .memory import ALLOC_NAMES, FREE_NAME, MemoryLog
@@ -63,19 +63,6 @@ class _RawSampler(threading.Thread):
     def run(self) -> None:
         while not self.halt.wait(self.interval):
             self.samples.append(_raw_triple())
-
-
-def _sizes_text(v: Any) -> str | None:
-    """A work size as "x,y,z" (the grid/block stat format)."""
-    if isinstance(v, int):
-        return str(v)
-    try:
-        return ",".join(str(int(x)) for x in v)
-    except Exception:
-        return None
-
-
-_sizes_cached = functools.lru_cache(maxsize=4096)(_sizes_text)
 
 
 class OpenCLPlugin(Plugin):
@@ -171,28 +158,13 @@ class OpenCLPlugin(Plugin):
         self.raw_stop = [_raw_triple() for _ in range(8)] if _RAW is not None else []
         self.markers = self._marker_samples(int(self.options.get("sync_markers", 16)))
 
-    def _records(self) -> list[tuple[int, str, list[tuple]]]:
-        if getattr(self, "_recs_cache", None) is None:
-            self._recs_cache = self.rec.records()
-        return self._recs_cache
-
-    def _queues(self) -> dict[int, Any]:
-        qs: dict[int, Any] = {}
-        for _tid, _name, buf in self._records():
-            for r in buf:
-                q = r[5]
-                if q is not None:
-                    try:
-                        qs.setdefault(q.int_ptr, q)
-                    except Exception:
-                        continue
-        return qs
-
     def _wait_pending(self, timeout: float) -> set[int]:
         """Flush every queue, then wait for unfinished commands until ``timeout``;
-        returns the int_ptr of the events still not complete."""
+        returns the int_ptr of the events still not complete. On an in-order queue
+        the last command completes last, so only it is waited for when it completes."""
         cl = self.cl
-        for q in self._queues().values():
+        queues = calls.live_queues(self.rec)
+        for q in queues.values():
             try:
                 q.flush()
             except Exception:
@@ -200,25 +172,45 @@ class OpenCLPlugin(Plugin):
         complete = int(cl.command_execution_status.COMPLETE)
         deadline = time.monotonic() + timeout
         pending: set[int] = set()
-        for _tid, _name, buf in self._records():
-            for r in buf:
-                ev = r[4]
-                if ev is None:
-                    continue
-                try:
-                    while True:
-                        st = int(ev.command_execution_status)
-                        if st <= complete or time.monotonic() > deadline:  # <0: error status
-                            break
-                        time.sleep(0.0005)
-                    if st > complete:
-                        pending.add(ev.int_ptr)
-                except Exception:
-                    continue
+        for ev in self._events_to_wait_for(queues):
+            try:
+                while True:
+                    st = int(ev.command_execution_status)
+                    if st <= complete or time.monotonic() > deadline:  # <0: error status
+                        break
+                    time.sleep(0.0005)
+                if st > complete:
+                    pending.add(ev.int_ptr)
+            except Exception:
+                continue
         if pending:
             self.ctx.warn(self.name, f"{len(pending)} OpenCL commands still pending {timeout:g} s after stop; "
                                      "recorded as incomplete (stat incomplete=1) without device timing")
         return pending
+
+    def _events_to_wait_for(self, queues: dict[int, Any]) -> list[Any]:
+        """The last event of each in-order queue when it is complete; every event of
+        out-of-order queues, and of in-order ones whose last event is not complete."""
+        cl = self.cl
+        ooo = int(cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        complete = int(cl.command_execution_status.COMPLETE)
+        S = ic.STRIDE
+        last: dict[int, Any] = {}  # id(queue) -> its last event
+        every: list[tuple[int, Any]] = []
+        for _tid, _name, flat in list(self.rec.threads):
+            for ev, q in zip(flat[4::S], flat[5::S]):
+                if ev is not None:
+                    every.append((id(q), ev))
+                    last[id(q)] = ev
+        done: set[int] = set()
+        for q in queues.values():
+            ev = last.get(id(q))
+            try:
+                if ev is not None and not int(q.properties) & ooo and int(ev.command_execution_status) == complete:
+                    done.add(id(q))
+            except Exception:
+                continue
+        return [ev for qid, ev in every if qid not in done]
 
     def _marker_samples(self, k: int) -> dict[int, list[tuple[int, int, int, int, int, Any]]]:
         """Per device (int_ptr): k (host before, raw before, event, raw after, host after)
@@ -228,7 +220,7 @@ class OpenCLPlugin(Plugin):
         if k <= 0:
             return out
         seen: set[int] = set()
-        for q in self._queues().values():
+        for q in calls.live_queues(self.rec).values():
             try:
                 dev = q.device
                 if dev.int_ptr in seen:
@@ -252,141 +244,114 @@ class OpenCLPlugin(Plugin):
 
     # ---------------------------------------------------------------- collect
     def _collect(self) -> Trace:
-        cl = self.cl
-        pi = cl.profiling_info
         b = TraceBuilder()
         host = b.plane(keys.HOST_PLANE, "host", pid=os.getpid())
         dev_index = {d.int_ptr: i for i, d in enumerate(self.device_list)}
+        c = calls.flatten(self.rec)
+        qkey, queues = calls.queue_keys(c)
+        qinfo = self._queue_info(queues, dev_index)
+        dt = calls.device_times(c, self.cl.profiling_info, getattr(self, "pending", set()))
+        if dt.unprofiled:
+            self.ctx.warn(self.name, f"{dt.unprofiled} OpenCL commands have no profiling information (queues "
+                                     "created before polyprof started cannot be made to profile); host calls only")
+        fits = self._fits(b, c, qkey, qinfo, dt)
+        host_rows = self._host_events(b, host, c)
+        self._api_stats(b, c, host_rows, qkey, qinfo, dt)
+        dev_rows = np.full(c.n, -1, np.int64)
+        for qp, info in qinfo.items():
+            sel = np.flatnonzero(dt.timed & (qkey == qp))
+            if len(sel):
+                dev_rows[sel] = self._device_events(b, c, sel, info, qp, fits[info["dev"]], dt.ts)
+        self._memory_events(b, host, dev_index)
+        linked = (dev_rows >= 0) & (host_rows >= 0)
+        b.flows(host_rows[linked], dev_rows[linked], c.corr[linked], "ac2g")
+        b.metadata["opencl"] = {"api_calls": int(c.n), "device_events": int((dev_rows >= 0).sum()),
+                                "incomplete": int(dt.incomplete.sum()), "unprofiled": int(dt.unprofiled),
+                                "queues_made_profiling": self.patcher.factory.forced if self.patcher.factory else 0}
+        self.rec = ic.Recording()  # drop the event references
+        return b.build()
 
-        # -------- flatten the records
-        recs: list[tuple] = []
-        thread_of: list[int] = []
-        threads = self._records()
-        for ti, (_tid, _name, buf) in enumerate(threads):
-            recs.extend(buf)
-            thread_of.extend([ti] * len(buf))
-        n = len(recs)
-        api = np.fromiter((r[0] for r in recs), np.int32, n)
-        t0 = np.fromiter((r[1] for r in recs), np.int64, n)
-        t1 = np.fromiter((r[2] for r in recs), np.int64, n)
-        corr = np.fromiter((r[3] for r in recs), np.int64, n)
-        thr = np.asarray(thread_of, np.int64)
-
-        # -------- queues and devices
-        qinfo: dict[int, dict[str, Any]] = {}  # queue int_ptr -> info
-        qkey = np.full(n, -1, np.int64)
-        for i, r in enumerate(recs):
-            q = r[5]
-            if q is None:
-                continue
+    def _queue_info(self, queues: dict[int, Any], dev_index: dict[int, int]) -> dict[int, dict[str, Any]]:
+        """Per queue int_ptr: its device index, its number on that device, name, order."""
+        ooo = int(self.cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        qinfo: dict[int, dict[str, Any]] = {}
+        for p, q in queues.items():
             try:
-                p = q.int_ptr
+                dev = q.device
+                props = int(q.properties)
             except Exception:
                 continue
-            qkey[i] = p
-            if p not in qinfo:
-                try:
-                    dev = q.device
-                    props = int(q.properties)
-                except Exception:
-                    continue
-                di = dev_index.get(dev.int_ptr, len(dev_index))
-                k = sum(1 for v in qinfo.values() if v["dev"] == di)
-                qinfo[p] = {"dev": di, "device": dev, "local": k, "name": f"Queue {k}",
-                            "out_of_order": bool(props & int(cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE))}
+            di = dev_index.get(dev.int_ptr, len(dev_index))
+            k = sum(1 for v in qinfo.values() if v["dev"] == di)
+            qinfo[p] = {"dev": di, "device": dev, "local": k, "name": f"Queue {k}", "out_of_order": bool(props & ooo)}
+        return qinfo
 
-        # -------- device timestamps
-        ts = np.full((n, 4), -1, np.int64)
-        has_event = np.zeros(n, bool)
-        incomplete = np.zeros(n, bool)
-        unprofiled = 0
-        ptr_to_row: dict[int, int] = {}
-        pending = getattr(self, "pending", set())
-        for i, r in enumerate(recs):
-            ev = r[4]
-            if ev is None:
-                continue
-            has_event[i] = True
-            try:
-                ptr = ev.int_ptr
-                ptr_to_row[ptr] = i
-                if ptr in pending:
-                    incomplete[i] = True
-                    continue
-                ts[i] = (ev.get_profiling_info(pi.QUEUED), ev.get_profiling_info(pi.SUBMIT),
-                         ev.get_profiling_info(pi.START), ev.get_profiling_info(pi.END))
-            except Exception:
-                unprofiled += 1
-        if unprofiled:
-            self.ctx.warn(self.name, f"{unprofiled} OpenCL commands have no profiling information (queues created "
-                                     "before polyprof started cannot be made to profile); host calls only")
-        timed = has_event & (ts[:, 3] > 0) & ~incomplete
-
-        # -------- clock fits per device
+    def _fits(self, b: TraceBuilder, c: calls.Calls, qkey: np.ndarray, qinfo: dict[int, dict[str, Any]],
+              dt: calls.DeviceTimes) -> dict[int, ClockFit]:
+        """One device -> session clock fit per device (metadata["clock_sync"])."""
         b.metadata["clock_sync"] = {}
         fits: dict[int, ClockFit] = {}
-        dev_of_row = np.array([qinfo[k]["dev"] if k in qinfo else -1 for k in qkey.tolist()], np.int64) \
-            if n else np.zeros(0, np.int64)
-        for di in sorted({v["dev"] for v in qinfo.values()}):
+        qdev = {k: v["dev"] for k, v in qinfo.items()}
+        dev_of_row = np.fromiter((qdev.get(k, -1) for k in qkey.tolist()), np.int64, c.n)
+        timed = dt.timed
+        for di in sorted(set(qdev.values())):
             dev = next(v["device"] for v in qinfo.values() if v["dev"] == di)
             sel = timed & (dev_of_row == di)
-            fit, meta = self._fit_device(dev, t0[sel], ts[sel, 0], t1[sel])
+            fit, meta = self._fit_device(dev, c.t0[sel], dt.ts[sel, 0], c.t1[sel])
             fits[di] = fit
             pname = keys.device_plane("OpenCL", di)
             b.metadata["clock_sync"][pname] = meta
             if not fit.consistent:
                 self.ctx.warn(self.name, f"{pname}: clock sync inconsistent: {fit.message}")
+        return fits
 
-        # -------- host API events, per thread
-        host_rows = np.full(n, -1, np.int64)
+    @staticmethod
+    def _host_events(b: TraceBuilder, host: int, c: calls.Calls) -> np.ndarray:
+        """The API calls, one track per thread; the row of each call."""
+        host_rows = np.full(c.n, -1, np.int64)
         names = np.array([ic.API[a][0] for a in range(len(ic.API))], object)
-        for ti, (tid, tname, _buf) in enumerate(threads):
-            sel = np.flatnonzero(thr == ti)
-            if not len(sel):
-                continue
-            track = b.track(host, tname, "thread", tid=tid)
-            rows = b.events(track, names[api[sel]], t0[sel], t1[sel] - t0[sel], CAT_API,
-                            stats={keys.CORRELATION_ID: corr[sel]})
-            host_rows[sel] = rows
-        self._api_stats(b, recs, host_rows, api, qkey, qinfo, incomplete, ptr_to_row, corr)
+        for ti, (tid, tname) in enumerate(c.threads):
+            sel = np.flatnonzero(c.thread == ti)
+            if len(sel):
+                track = b.track(host, tname, "thread", tid=tid)
+                host_rows[sel] = b.events(track, names[c.api[sel]], c.t0[sel], c.t1[sel] - c.t0[sel], CAT_API,
+                                          stats={keys.CORRELATION_ID: c.corr[sel]})
+        return host_rows
 
-        # -------- device events, one track per (device, queue)
-        dev_rows = np.full(n, -1, np.int64)
-        for qp, info in qinfo.items():
-            di = info["dev"]
-            sel = np.flatnonzero(timed & (qkey == qp))
-            if not len(sel):
-                continue
-            dev = info["device"]
-            plane = b.plane(keys.device_plane("OpenCL", di), "device", vendor=str(dev.vendor).strip(), index=di,
-                            pid=1_000_000 + di, properties=self._device_props(dev))
-            track = b.track(plane, info["name"], "queue", tid=info["local"],
-                            properties={"out_of_order": info["out_of_order"], "int_ptr": int(qp)})
-            fit = fits[di]
-            start = fit.to_host(ts[sel, 2])
-            end = np.maximum(fit.to_host(ts[sel, 3]), start)
-            queued = fit.to_host(ts[sel, 0])
-            dnames = np.array([self._device_name(recs[i]) for i in sel], object)
-            cats = np.array([ic.API[a][2] for a in api[sel]], object)
-            rows = b.events(track, dnames, start, end - start, cats, stats={
-                keys.CORRELATION_ID: corr[sel],
-                keys.QUEUE: np.full(len(sel), info["name"], object),
-                keys.DEVICE: np.full(len(sel), di, np.int64),
-                keys.QUEUE_DELAY: start - queued,
-                keys.SUBMIT_DELAY: ts[sel, 1] - ts[sel, 0],
-            })
-            dev_rows[sel] = rows
-            self._device_stats(b, recs, sel, rows)
-        self._memory_events(b, host, dev_index)
-        linked = (dev_rows >= 0) & (host_rows >= 0)
-        b.flows(host_rows[linked], dev_rows[linked], corr[linked], "ac2g")
-        b.metadata["opencl"] = {"api_calls": int(n), "device_events": int((dev_rows >= 0).sum()),
-                                "incomplete": int(incomplete.sum()), "unprofiled": int(unprofiled),
-                                "queues_made_profiling": self.patcher.factory.forced if self.patcher.factory else 0}
-        self.rec = ic.Recording()  # drop the event references
-        self._recs_cache = None
-        self._kernel_names = {}
-        return b.build()
+    def _device_events(self, b: TraceBuilder, c: calls.Calls, sel: np.ndarray, info: dict[str, Any], qp: int,
+                       fit: ClockFit, ts: np.ndarray) -> np.ndarray:
+        """The timed commands ``sel`` of one queue on its (device, queue) track."""
+        di, dev = info["dev"], info["device"]
+        plane = b.plane(keys.device_plane("OpenCL", di), "device", vendor=str(dev.vendor).strip(), index=di,
+                        pid=1_000_000 + di, properties=self._device_props(dev))
+        track = b.track(plane, info["name"], "queue", tid=info["local"],
+                        properties={"out_of_order": info["out_of_order"], "int_ptr": int(qp)})
+        start = fit.to_host(ts[sel, 2])
+        end = np.maximum(fit.to_host(ts[sel, 3]), start)
+        queued = fit.to_host(ts[sel, 0])
+        cats = np.array([ic.API[a][2] for a in range(len(ic.API))], object)[c.api[sel]]
+        rows = b.events(track, calls.device_names(c, sel), start, end - start, cats, stats={
+            keys.CORRELATION_ID: c.corr[sel],
+            keys.QUEUE: np.full(len(sel), info["name"], object),
+            keys.DEVICE: np.full(len(sel), di, np.int64),
+            keys.QUEUE_DELAY: start - queued,
+            keys.SUBMIT_DELAY: ts[sel, 1] - ts[sel, 0],
+        })
+        self._size_stats(b, c, sel, rows)
+        return rows
+
+    @staticmethod
+    def _size_stats(b: TraceBuilder, c: calls.Calls, sel: np.ndarray, rows: np.ndarray) -> None:
+        """grid and block of kernel launches, bytes of transfers, at ``rows``."""
+        k, grid, block = calls.kernel_sizes(c, sel)
+        for key, vals in ((keys.GRID, grid), (keys.BLOCK, block)):
+            ok = np.fromiter((bool(v) for v in vals), bool, len(vals))
+            if ok.any():
+                b.add_stat(key, rows[k[ok]], vals[ok])
+        nb = calls.byte_counts(c, sel)
+        ok = nb >= 0
+        if ok.any():
+            b.add_stat(keys.BYTES, rows[ok], nb[ok])
 
     def _memory_events(self, b: TraceBuilder, host: int, dev_index: dict[int, int]) -> None:
         """Buffer and image creation and release (option ``memory``) as memory events on
@@ -462,89 +427,34 @@ class OpenCLPlugin(Plugin):
             pass
         return props
 
-    def _device_name(self, r: tuple) -> str:
-        if r[0] == ic.KERNEL:
-            k = r[6]
-            cache = self.__dict__.setdefault("_kernel_names", {})
-            name = cache.get(id(k))  # the kernels are alive (records hold them): ids are unique
-            if name is None:
-                try:
-                    name = str(k.function_name)
-                except Exception:
-                    name = "kernel"
-                cache[id(k)] = name
-            return name
-        return ic.API[r[0]][1]
-
-    @staticmethod
-    def _sizes(v: Any) -> str | None:
-        if v is None:
-            return None
-        try:
-            return _sizes_cached(v)
-        except TypeError:  # unhashable (a list)
-            return _sizes_text(v)
-
-    def _api_stats(self, b: TraceBuilder, recs: list[tuple], host_rows: np.ndarray, api: np.ndarray,
-                   qkey: np.ndarray, qinfo: dict, incomplete: np.ndarray, ptr_to_row: dict[int, int],
-                   corr: np.ndarray) -> None:
-        kern: list[tuple[int, str]] = []
-        grid: list[tuple[int, str]] = []
-        block: list[tuple[int, str]] = []
-        nbytes: list[tuple[int, int]] = []
-        queue: list[tuple[int, str]] = []
+    def _api_stats(self, b: TraceBuilder, c: calls.Calls, host_rows: np.ndarray, qkey: np.ndarray,
+                   qinfo: dict[int, dict[str, Any]], dt: calls.DeviceTimes) -> None:
+        """Stats of the API calls: kernel, grid, block, bytes, queue, what a wait waited
+        for, blocking, incomplete."""
+        all_rows = np.arange(c.n)
+        self._size_stats(b, c, all_rows, host_rows)
+        kr = np.flatnonzero(c.api == ic.KERNEL)
+        if len(kr):
+            b.add_stat(keys.KERNEL, host_rows[kr], calls.device_names(c, kr))
+        qname = {k: v["name"] for k, v in qinfo.items()}
+        qrows, qvals = [], []
         waits: list[tuple[int, int]] = []
-        blocking: list[int] = []
-        for i, r in enumerate(recs):
-            row = int(host_rows[i])
-            a = r[0]
-            if a == ic.KERNEL:
-                kern.append((row, self._device_name(r)))
-                gs, ls = self._sizes(r[7]), self._sizes(r[8])
-                if gs:
-                    grid.append((row, gs))
-                if ls:
-                    block.append((row, ls))
-            elif isinstance(r[6], int) and r[6] >= 0:
-                nbytes.append((row, r[6]))
-            elif a in (ic.EVENT_WAIT, ic.WAIT_FOR_EVENTS):
-                waited = [ptr_to_row[p] for p in r[6] if p in ptr_to_row]
-                if waited:
-                    last = max(waited, key=lambda j: corr[j])
-                    waits.append((row, int(corr[last])))
-                    if qkey[last] in qinfo:
-                        queue.append((row, qinfo[qkey[last]]["name"]))
-            if qkey[i] in qinfo:
-                queue.append((row, qinfo[qkey[i]]["name"]))
-            if r[9]:
-                blocking.append(row)
-        for key, pairs in ((keys.KERNEL, kern), (keys.GRID, grid), (keys.BLOCK, block), (keys.BYTES, nbytes),
-                           (keys.QUEUE, queue), (keys.WAITS_FOR, waits)):
-            if pairs:
-                rows, vals = zip(*pairs)
-                b.add_stat(key, np.asarray(rows, np.int64),
-                           np.asarray(vals, np.int64 if key in (keys.BYTES, keys.WAITS_FOR) else object))
-        if blocking:
-            b.add_stat(keys.BLOCKING, np.asarray(blocking, np.int64), np.ones(len(blocking), np.int64))
-        inc = np.flatnonzero(incomplete)
-        if len(inc):
-            b.add_stat(keys.INCOMPLETE, host_rows[inc], np.ones(len(inc), np.int64))
-
-    def _device_stats(self, b: TraceBuilder, recs: list[tuple], sel: np.ndarray, rows: np.ndarray) -> None:
-        grid: list[tuple[int, str]] = []
-        block: list[tuple[int, str]] = []
-        nbytes: list[tuple[int, int]] = []
-        for i, row in zip(sel.tolist(), rows.tolist()):
-            r = recs[i]
-            if r[0] == ic.KERNEL:
-                gs, ls = self._sizes(r[7]), self._sizes(r[8])
-                if gs:
-                    grid.append((row, gs))
-                if ls:
-                    block.append((row, ls))
-            elif isinstance(r[6], int) and r[6] >= 0:
-                nbytes.append((row, r[6]))
-        for key, pairs in ((keys.GRID, grid), (keys.BLOCK, block), (keys.BYTES, nbytes)):
-            if pairs:
-                rr, vals = zip(*pairs)
-                b.add_stat(key, np.asarray(rr, np.int64), np.asarray(vals, np.int64 if key == keys.BYTES else object))
+        for i in np.flatnonzero(np.isin(c.api, (ic.EVENT_WAIT, ic.WAIT_FOR_EVENTS))).tolist():
+            waited = [dt.ptr_to_row[p] for p in c.info[i] or () if p in dt.ptr_to_row]
+            if waited:
+                last = max(waited, key=lambda j: c.corr[j])
+                waits.append((int(host_rows[i]), int(c.corr[last])))
+                if int(qkey[last]) in qname:
+                    qrows.append(int(host_rows[i]))
+                    qvals.append(qname[int(qkey[last])])
+        has_q = np.isin(qkey, list(qname)) if qname else np.zeros(c.n, bool)
+        qrows.extend(host_rows[has_q].tolist())
+        qvals.extend(qname[k] for k in qkey[has_q].tolist())
+        if qrows:
+            b.add_stat(keys.QUEUE, np.asarray(qrows, np.int64), np.asarray(qvals, object))
+        if waits:
+            w = np.asarray(waits, np.int64)
+            b.add_stat(keys.WAITS_FOR, w[:, 0], w[:, 1])
+        for key, mask in ((keys.BLOCKING, c.blocking), (keys.INCOMPLETE, dt.incomplete)):
+            if mask.any():
+                b.add_stat(key, host_rows[mask], np.ones(int(mask.sum()), np.int64))

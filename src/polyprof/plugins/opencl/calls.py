@@ -1,0 +1,202 @@
+"""The recorded OpenCL calls as columns, for collect.
+
+The wrappers (intercept.py) append flat records of ``STRIDE`` fields to one list per
+thread; here each field becomes one column by slicing those lists (no tuple per
+call), and what needs pyopencl (queues, kernels, profiling timestamps) is asked once
+per distinct object, or once per command for the timestamps.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import intercept as ic
+
+
+@dataclass
+class Calls:
+    """Every recorded call, one row each, threads one after another."""
+
+    threads: list[tuple[int, str]]  # (native tid, name) per thread index
+    thread: np.ndarray  # thread index per row
+    api: np.ndarray
+    t0: np.ndarray
+    t1: np.ndarray
+    corr: np.ndarray
+    events: list[Any]  # the command's pyopencl Event, or None
+    queues: list[Any]
+    info: list[Any]  # the kernel, a byte count, or the waited events' handles
+    global_size: list[Any]
+    local_size: list[Any]
+    blocking: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.api)
+
+
+def flatten(rec: ic.Recording) -> Calls:
+    """The recording's per-thread flat lists -> columns."""
+    S = ic.STRIDE
+    lists = [(tid, name, flat[:len(flat) // S * S]) for tid, name, flat in list(rec.threads)]
+    flat = lists[0][2] if len(lists) == 1 else list(itertools.chain.from_iterable(f for _t, _n, f in lists))
+    n = len(flat) // S
+    counts = [len(f) // S for _t, _n, f in lists]
+    return Calls(
+        threads=[(tid, name) for tid, name, _f in lists],
+        thread=np.repeat(np.arange(len(lists), dtype=np.int64), counts),
+        api=np.fromiter(flat[0::S], np.int32, n), t0=np.fromiter(flat[1::S], np.int64, n),
+        t1=np.fromiter(flat[2::S], np.int64, n), corr=np.fromiter(flat[3::S], np.int64, n),
+        events=flat[4::S], queues=flat[5::S], info=flat[6::S], global_size=flat[7::S],
+        local_size=flat[8::S], blocking=np.array(flat[9::S], dtype=bool).reshape(n))
+
+
+def _ptr(obj: Any) -> int:
+    try:
+        return int(obj.int_ptr)
+    except Exception:
+        return -1
+
+
+def by_object(objs: list[Any], value: Any) -> np.ndarray:
+    """``value(obj)`` per row, asked once per distinct object (by identity); None -> None.
+    Row order kept; an object array."""
+    n = len(objs)
+    if not n:
+        return np.zeros(0, object)
+    ids = np.fromiter(map(id, objs), np.int64, n)
+    uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+    vals = np.empty(len(uniq), object)
+    for k, i in enumerate(first.tolist()):
+        o = objs[i]
+        vals[k] = None if o is None else value(o)
+    return vals[inv.reshape(-1)]
+
+
+def queue_keys(c: Calls) -> tuple[np.ndarray, dict[int, Any]]:
+    """int_ptr of each row's queue (-1: none), and one queue object per int_ptr."""
+    ptrs = by_object(c.queues, _ptr)
+    qkey = np.array([-1 if p is None else p for p in ptrs.tolist()], np.int64).reshape(c.n)
+    queues: dict[int, Any] = {}
+    for i in np.flatnonzero(qkey >= 0).tolist():
+        queues.setdefault(int(qkey[i]), c.queues[i])
+    return qkey, queues
+
+
+def live_queues(rec: ic.Recording) -> dict[int, Any]:
+    """One queue object per int_ptr, of every queue a recorded call used."""
+    S = ic.STRIDE
+    out: dict[int, Any] = {}
+    seen: set[int] = set()
+    for _tid, _name, flat in list(rec.threads):
+        for q in flat[5::S]:
+            if q is None or id(q) in seen:
+                continue
+            seen.add(id(q))
+            p = _ptr(q)
+            if p >= 0:
+                out.setdefault(p, q)
+    return out
+
+
+@dataclass
+class DeviceTimes:
+    ts: np.ndarray  # (n, 4): queued, submit, start, end; -1 where unknown
+    has_event: np.ndarray
+    incomplete: np.ndarray
+    unprofiled: int
+    ptr_to_row: dict[int, int]
+
+    @property
+    def timed(self) -> np.ndarray:
+        return self.has_event & (self.ts[:, 3] > 0) & ~self.incomplete
+
+
+def device_times(c: Calls, profiling_info: Any, pending: set[int]) -> DeviceTimes:
+    """Each command's four profiling timestamps (the commands in ``pending`` did not
+    complete: no timestamps, marked incomplete)."""
+    n = c.n
+    ts = np.full((n, 4), -1, np.int64)
+    has_event = np.fromiter((e is not None for e in c.events), bool, n)
+    incomplete = np.zeros(n, bool)
+    unprofiled = 0
+    ptr_to_row: dict[int, int] = {}
+    pi = profiling_info
+    which = (pi.QUEUED, pi.SUBMIT, pi.START, pi.END)
+    events = c.events
+    for i in np.flatnonzero(has_event).tolist():
+        ev = events[i]
+        try:
+            ptr = ev.int_ptr
+            ptr_to_row[ptr] = i
+            if ptr in pending:
+                incomplete[i] = True
+                continue
+            get = ev.get_profiling_info
+            ts[i] = [get(w) for w in which]
+        except Exception:
+            unprofiled += 1
+    return DeviceTimes(ts, has_event, incomplete, unprofiled, ptr_to_row)
+
+
+def kernel_name(k: Any) -> str:
+    try:
+        return str(k.function_name)
+    except Exception:
+        return "kernel"
+
+
+def device_names(c: Calls, rows: np.ndarray) -> np.ndarray:
+    """The device activity's name of each of ``rows``: the kernel's function name, else
+    the command's (WriteBuffer (HtoD)...)."""
+    api = c.api[rows]
+    names = np.array([ic.API[a][1] for a in range(len(ic.API))], object)[api]
+    kr = np.flatnonzero(api == ic.KERNEL)
+    if len(kr):
+        names[kr] = by_object([c.info[i] for i in rows[kr].tolist()], kernel_name)
+    return names
+
+
+def _sizes_text(v: Any) -> str | None:
+    """A work size as "x,y,z" (the grid/block stat format)."""
+    if isinstance(v, int):
+        return str(v)
+    try:
+        return ",".join(str(int(x)) for x in v)
+    except Exception:
+        return None
+
+
+_sizes_cached = functools.lru_cache(maxsize=4096)(_sizes_text)
+
+
+def size_text(v: Any) -> str | None:
+    if v is None:
+        return None
+    try:
+        return _sizes_cached(v)
+    except TypeError:  # unhashable (a list)
+        return _sizes_text(v)
+
+
+def kernel_sizes(c: Calls, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of the kernel launches among ``rows``: their positions in ``rows``, grid and block
+    texts (None where not given)."""
+    k = np.flatnonzero(c.api[rows] == ic.KERNEL)
+    r = rows[k].tolist()
+    grid = np.array([size_text(c.global_size[i]) for i in r], object).reshape(len(r))
+    block = np.array([size_text(c.local_size[i]) for i in r], object).reshape(len(r))
+    return k, grid, block
+
+
+def byte_counts(c: Calls, rows: np.ndarray) -> np.ndarray:
+    """Bytes moved by each of ``rows`` (-1 where the record holds no byte count)."""
+    info = c.info
+    not_kernel = (c.api[rows] != ic.KERNEL).tolist()
+    return np.fromiter((info[i] if nk and isinstance(info[i], int) and info[i] >= 0 else -1
+                        for i, nk in zip(rows.tolist(), not_kernel)), np.int64, len(rows))
