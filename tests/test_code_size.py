@@ -1,7 +1,7 @@
 """The house rule: no module in src/ over 600 lines, no function over 100.
 
 The modules and functions listed below were over when the rule got a test; they are to
-be split (formats/kineto.py and formats/xspace.py by stage, as Perfetto splits its
+be split (formats/xspace.py by stage, as formats/kineto/ was, as Perfetto splits its
 tokenizer and parser). Anything else over the limits fails here, and so does a listed
 one that has been brought under (take it off the list)."""
 
@@ -12,9 +12,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "polyprof"
 MAX_MODULE, MAX_FUNCTION = 600, 100
-KNOWN_MODULES = {"formats/kineto.py", "formats/xspace.py"}
-KNOWN_FUNCTIONS = {"formats/xspace.py:to_space", "formats/xspace.py:from_space",
-                   "formats/kineto_writer.py:to_kineto"}
+KNOWN_MODULES = {"formats/xspace.py"}
+KNOWN_FUNCTIONS = {"formats/xspace.py:to_space", "formats/xspace.py:from_space"}
 
 
 def _sizes() -> tuple[dict[str, int], dict[str, int]]:

@@ -61,7 +61,7 @@ def test_shared_trace_same_as_reference(path: Path):
 def test_shared_trace_in_small_slices_same_as_reference(monkeypatch, chunk: int):
     path = KINETO_DIR / "a100_nccl_rank0.json.gz"  # flows, collectives, several streams
     old = reference.load(path)
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(kineto.slicing, "CHUNK_BYTES", chunk)
     assert_same_trace(kineto.load(path), old)
 
 
@@ -148,7 +148,7 @@ def test_odd_events_in_slices_same_as_reference(tmp_path: Path, monkeypatch, chu
     evs = _events() * 20
     p = _write(tmp_path / "t.json", {"traceEvents": evs, "after": {"k": "]}"}})
     old = reference.load(p)
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(kineto.slicing, "CHUNK_BYTES", chunk)
     monkeypatch.setattr(reference, "CHUNK_BYTES", chunk)
     assert_same_trace(kineto.load(p), old)
 
@@ -180,7 +180,7 @@ def test_ns_of_forms(texts, expected):
     import msgspec
 
     raws = [msgspec.Raw(t.encode()) for t in texts]
-    assert kineto._ns_of(raws, Path("x.json"), "ts").tolist() == expected
+    assert kineto.numbers._ns_of(raws, Path("x.json"), "ts").tolist() == expected
 
 
 def test_concatenated_gzip_members_same_as_reference(tmp_path: Path):
@@ -197,10 +197,10 @@ def test_concatenated_gzip_members_same_as_reference(tmp_path: Path):
 @pytest.mark.parametrize("codes", [[], [3], [5, 1, 5, 0, 1], [10 ** 9, 7, 10 ** 9]])
 def test_distinct_codes_like_np_unique(codes):
     a = np.array(codes, np.int64)
-    uniq, inverse = kineto._distinct(a, inverse=True)
+    uniq, inverse = kineto.codes._distinct(a, inverse=True)
     ref_u, ref_i = np.unique(a, return_inverse=True)
     assert uniq.tolist() == ref_u.tolist() and inverse.tolist() == ref_i.reshape(-1).tolist()
-    assert kineto._distinct(a).tolist() == ref_u.tolist()
+    assert kineto.codes._distinct(a).tolist() == ref_u.tolist()
 
 
 BAD_VALUES = {

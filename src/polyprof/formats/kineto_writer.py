@@ -99,16 +99,40 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
     """The Kineto JSON document of a trace (a dict ready for orjson)."""
     shift = _wall_shift(trace)
     ev = trace.events
-    n = trace.n_events
-    times = [ev["start_ns"] + shift] if n else []
+    times = [ev["start_ns"] + shift] if trace.n_events else []
     c = export_counters(trace)  # with the memory series as counter tracks
     if len(c["ts_ns"]):
         times.append(c["ts_ns"] + shift)
     origin = int(min(int(t.min()) for t in times)) if times else 0
     base = (origin // 1_000_000_000) * 1_000_000_000 if origin > 0 else 0
     pids, tids = _ids(trace)
-    out: list[dict[str, Any]] = []
+    out = _name_records(trace, pids, tids)
+    if trace.n_events:
+        out += _event_records(trace, pids, tids, shift - base)
+    if len(c["ts_ns"]):
+        cts = _us(c["ts_ns"] + shift - base)
+        for pl, nm, t, v in zip(c["plane"].tolist(), c["name"].tolist(), cts, c["value"].tolist()):
+            name = trace.strings[nm]
+            out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": t, "args": {name: v}})
+    meta = trace.metadata
+    doc: dict[str, Any] = {"schemaVersion": meta.get("schemaVersion", 1),
+                           "deviceProperties": _device_properties(trace)}
+    dist = meta.get("distributedInfo")
+    if not isinstance(dist, dict):
+        dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
+    if dist:
+        doc["distributedInfo"] = dist
+    doc["traceEvents"] = out
+    doc["traceName"] = str(meta.get("traceName") or (meta.get("source") or {}).get("path", "polyprof"))
+    doc["displayTimeUnit"] = "ms"
+    doc["baseTimeNanoseconds"] = base
+    doc["polyprof"] = {"clock": meta.get("clock", ""), "wall_shift_ns": shift}
+    return doc
 
+
+def _name_records(trace: Trace, pids: list[int], tids: list[int]) -> list[dict[str, Any]]:
+    """``M`` records: process names, labels and sort order per plane, thread names per track."""
+    out: list[dict[str, Any]] = []
     for p, pid in zip(trace.planes, pids):
         props = p.properties or {}
         if p.kind == "device":
@@ -128,78 +152,69 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
         out.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": {"name": t.name}})
         out.append({"name": "thread_sort_index", "ph": "M", "ts": 0, "pid": pid, "tid": tid,
                     "args": {"sort_index": t.sort_index}})
+    return out
 
-    if n:
-        track_pid = np.array([pids[t.plane] for t in trace.tracks], np.int64)
-        track_tid = np.array(tids, np.int64)
-        pid_l = track_pid[ev["track"]].tolist()
-        tid_l = track_tid[ev["track"]].tolist()
-        ts_l = _us(ev["start_ns"] + shift - base)
-        dur_l = _us(ev["dur_ns"])
-        names, cats = trace.names().tolist(), trace.categories().tolist()
-        kinds = trace.kinds
-        on_host = np.array([p.kind != "device" for p in trace.planes], bool)[trace.track_plane][ev["track"]]
-        # Kineto writes every device record as a complete event, even of zero length
-        complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))
-                    | (~on_host & (kinds != Kind.MARK))).tolist()
-        args: list[dict[str, Any] | None] = [None] * n
-        for key, col in trace.stats.items():
-            name = _ARG_NAMES.get(key, key)
-            vals = col.values.tolist() if col.kind in "iuf" else [_arg_value(v) for v in col.values]
-            if key == keys.STREAM and col.kind in "iu":
-                # a runtime call's stream argument on the host is a handle (ROCm: "0x0");
-                # device activity and framework ops (Triton's cpu_op) have an integer
-                handle = (on_host[col.rows] & (kinds[col.rows] == Kind.RUNTIME)).tolist()
-                vals = [f"0x{v:x}" if h and v >= 0 else v for v, h in zip(vals, handle)]
-            for r, v in zip(col.rows.tolist(), vals):
-                a = args[r]
-                if a is None:
-                    a = args[r] = {}
-                a[name] = v
-        _device_args(trace, args, track_tid, pids)
-        for i in range(n):
-            if complete[i]:
-                e = {"ph": "X", "cat": cats[i], "name": names[i], "pid": pid_l[i], "tid": tid_l[i],
-                     "ts": ts_l[i], "dur": dur_l[i]}
-            else:
-                e = {"ph": "i", "s": "t", "cat": cats[i], "name": names[i], "pid": pid_l[i], "tid": tid_l[i],
-                     "ts": ts_l[i]}
-            if args[i]:
-                e["args"] = args[i]
-            out.append(e)
 
-        fl = trace.flows
-        used: set[tuple[str, int]] = set()
-        for k, (s, d, fid, fc) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), fl["id"].tolist(),
-                                                 fl["category"].tolist())):
-            cat = trace.strings[fc] or "ac2g"
-            ident = fid if fid > 0 and (cat, fid) not in used else 10 ** 12 + k
-            used.add((cat, ident))
-            out.append({"ph": "s", "id": ident, "pid": pid_l[s], "tid": tid_l[s], "ts": ts_l[s],
-                        "cat": cat, "name": cat})
-            out.append({"ph": "f", "id": ident, "pid": pid_l[d], "tid": tid_l[d], "ts": ts_l[d],
-                        "cat": cat, "name": cat, "bp": "e"})
+def _event_records(trace: Trace, pids: list[int], tids: list[int], shift: int) -> list[dict[str, Any]]:
+    """``X``/``i`` records of the events (times moved by ``shift`` ns) and ``s``/``f`` of the flows."""
+    ev, n = trace.events, trace.n_events
+    track_pid = np.array([pids[t.plane] for t in trace.tracks], np.int64)
+    track_tid = np.array(tids, np.int64)
+    pid_l = track_pid[ev["track"]].tolist()
+    tid_l = track_tid[ev["track"]].tolist()
+    ts_l = _us(ev["start_ns"] + shift)
+    dur_l = _us(ev["dur_ns"])
+    names, cats = trace.names().tolist(), trace.categories().tolist()
+    kinds = trace.kinds
+    on_host = np.array([p.kind != "device" for p in trace.planes], bool)[trace.track_plane][ev["track"]]
+    # Kineto writes every device record as a complete event, even of zero length
+    complete = ((ev["dur_ns"] > 0) | np.isin(kinds, np.asarray(_X_KINDS, np.int8))
+                | (~on_host & (kinds != Kind.MARK))).tolist()
+    args = _event_args(trace, on_host)
+    _device_args(trace, args, track_tid, pids)
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        if complete[i]:
+            e = {"ph": "X", "cat": cats[i], "name": names[i], "pid": pid_l[i], "tid": tid_l[i],
+                 "ts": ts_l[i], "dur": dur_l[i]}
+        else:
+            e = {"ph": "i", "s": "t", "cat": cats[i], "name": names[i], "pid": pid_l[i], "tid": tid_l[i],
+                 "ts": ts_l[i]}
+        if args[i]:
+            e["args"] = args[i]
+        out.append(e)
+    fl = trace.flows
+    used: set[tuple[str, int]] = set()
+    for k, (s, d, fid, fc) in enumerate(zip(fl["src"].tolist(), fl["dst"].tolist(), fl["id"].tolist(),
+                                             fl["category"].tolist())):
+        cat = trace.strings[fc] or "ac2g"
+        ident = fid if fid > 0 and (cat, fid) not in used else 10 ** 12 + k
+        used.add((cat, ident))
+        out.append({"ph": "s", "id": ident, "pid": pid_l[s], "tid": tid_l[s], "ts": ts_l[s],
+                    "cat": cat, "name": cat})
+        out.append({"ph": "f", "id": ident, "pid": pid_l[d], "tid": tid_l[d], "ts": ts_l[d],
+                    "cat": cat, "name": cat, "bp": "e"})
+    return out
 
-    if len(c["ts_ns"]):
-        cts = _us(c["ts_ns"] + shift - base)
-        for pl, nm, t, v in zip(c["plane"].tolist(), c["name"].tolist(), cts, c["value"].tolist()):
-            name = trace.strings[nm]
-            out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": t, "args": {name: v}})
 
-    meta = trace.metadata
-    doc: dict[str, Any] = {"schemaVersion": meta.get("schemaVersion", 1),
-                           "deviceProperties": _device_properties(trace)}
-    dist = meta.get("distributedInfo")
-    if not isinstance(dist, dict):
-        dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
-    if dist:
-        doc["distributedInfo"] = dist
-    doc["traceEvents"] = out
-    doc["traceName"] = str(meta.get("traceName") or (meta.get("source") or {}).get("path", "polyprof"))
-    doc["displayTimeUnit"] = "ms"
-    doc["baseTimeNanoseconds"] = base
-    doc["polyprof"] = {"clock": meta.get("clock", ""), "wall_shift_ns": shift}
-    return doc
+def _event_args(trace: Trace, on_host: np.ndarray) -> list[dict[str, Any] | None]:
+    """Each event's args: its stats under Kineto's names (None: no stats)."""
+    kinds = trace.kinds
+    args: list[dict[str, Any] | None] = [None] * trace.n_events
+    for key, col in trace.stats.items():
+        name = _ARG_NAMES.get(key, key)
+        vals = col.values.tolist() if col.kind in "iuf" else [_arg_value(v) for v in col.values]
+        if key == keys.STREAM and col.kind in "iu":
+            # a runtime call's stream argument on the host is a handle (ROCm: "0x0");
+            # device activity and framework ops (Triton's cpu_op) have an integer
+            handle = (on_host[col.rows] & (kinds[col.rows] == Kind.RUNTIME)).tolist()
+            vals = [f"0x{v:x}" if h and v >= 0 else v for v, h in zip(vals, handle)]
+        for r, v in zip(col.rows.tolist(), vals):
+            a = args[r]
+            if a is None:
+                a = args[r] = {}
+            a[name] = v
+    return args
 
 
 def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.ndarray,
@@ -225,7 +240,7 @@ def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.
 def _device_properties(trace: Trace) -> list[dict[str, Any]]:
     """One entry per device plane (its properties), then listed devices without events."""
     out: list[dict[str, Any]] = []
-    seen: set[int] = set()
+    seen: set[Any] = set()  # device ids (the metadata may hold any JSON value)
     for p in trace.planes:
         if p.kind != "device" or p.index in seen:
             continue

@@ -1,0 +1,83 @@
+"""Kineto / Chrome trace JSON reader (what ``torch.profiler`` writes), ``.json`` or ``.json.gz``.
+
+Built for big traces: the file is decompressed as a stream and the ``traceEvents`` array
+is cut into slices of whole events; msgspec decodes each slice straight into small typed
+structs (only the fields the reader uses; ``ts`` and ``dur`` kept as their JSON text), and
+each slice becomes NumPy columns straight away, so the parsed JSON of the whole file never
+exists at once. Anything the fast path cannot cut (odd layouts, broken files) is parsed in
+one piece, with orjson's exact error message for broken JSON.
+
+Mapping to the Trace: host processes -> ``/host:CPU`` planes (thread tracks), devices ->
+``/device:<KIND>:<N>`` planes (one track per stream), ``X``/``i``/``I``/``B``-``E`` ->
+events, ``C`` -> counters, ``s``/``t``/``f`` -> flows bound to events, ``M`` -> names.
+Times are Kineto's wall clock in ns (``baseTimeNanoseconds`` + ``ts`` µs, or absolute
+µs), read from the digits of their text, so ns are exact.
+
+The stages, one module each (Perfetto's tokenizer/parser split):
+
+- ``stream.py``: the file as decompressed blocks (gzip streamed, ISA-L when installed);
+- ``slicing.py``: the ``traceEvents`` array cut into slices of whole events, decoded by
+  msgspec into the structs of ``events.py`` (the rest of the document parsed apart);
+- ``collector.py``: each slice -> NumPy columns (codes through ``codes.py``, exact ns
+  through ``numbers.py``, flow endpoints through ``flows.py``), args kept as JSON text
+  with the correlation ids typed at load (``ids.py``, ``args.py``);
+- ``build.py``: the Trace: planes and vendors (``devices.py``), tracks, B/E pairs, flows
+  bound and chained (``flows.py``), counters, metadata; the args not typed at load are
+  handed to the Trace's StatTable to decode on first use (``deferred.py``);
+- ``progress.py``: the progress bar.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any
+
+from ...errors import TraceFormatError
+from ...trace.core import Trace
+from ..safety import check_events, clean_metadata, guarded
+from . import slicing
+from .collector import _Collector
+from .progress import _Progress
+from .slicing import _event_slices
+from .stream import _Source
+
+__all__ = ["load"]
+
+
+@guarded
+def load(path: str | Path, progress: bool = False) -> Trace:
+    """Read a Kineto / Chrome trace JSON file (``.json`` or ``.json.gz``) into a Trace."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceFormatError(path, "no such file")
+    if path.is_dir():
+        raise TraceFormatError(path, "is a directory, not a trace file")
+    src_size = path.stat().st_size
+    if src_size == 0:
+        raise TraceFormatError(path, "empty file")
+    bar = _Progress(progress, path, src_size)
+    # parsed JSON makes no reference cycles: the cyclic GC would only re-scan the many
+    # short-lived dicts of every slice, which costs a good share of the load time
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        top: dict[str, Any] = {}
+        col = _Collector(path)
+        seen = 0
+        for events in _event_slices(path, _Source(path, bar, slicing.CHUNK_BYTES).blocks(), top):
+            seen += len(events)
+            check_events(path, seen)
+            col.add(events)
+            del events
+        trace = col.finish(top, bar)
+        clean_metadata(trace.metadata)
+        return trace
+    except MemoryError:
+        raise TraceFormatError(path, "not enough memory to read this trace") from None
+    except RecursionError:
+        raise TraceFormatError(path, "invalid JSON: nested too deeply") from None
+    finally:
+        if gc_was_on:
+            gc.enable()
+        bar.stop()

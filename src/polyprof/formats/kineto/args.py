@@ -1,0 +1,117 @@
+"""Event args -> typed stat columns: names, value typing, grouping by name.
+
+Kineto's ``correlation`` and ``External id`` become polyprof's ``correlation_id`` and
+``external_id``; other args keep their names. Values of one name become one column:
+int64 (uint64 past it), float64 when mixed with floats, else text (lists and objects
+as their JSON text).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+import orjson
+
+from ...trace import keys
+
+#: Kineto arg names -> polyprof stat keys; other args keep their own names.
+_ARG_KEYS = {"correlation": keys.CORRELATION_ID, "External id": keys.EXTERNAL_ID}
+#: Args typed at load, the ones analyses read (other args are typed on first use: the
+#: Trace's StatTable); also under the stat keys they become (polyprof's Chrome writer).
+_EAGER_NAMES = ("correlation", "External id", keys.CORRELATION_ID, keys.EXTERNAL_ID)
+_EAGER_KEYS = frozenset(_ARG_KEYS.get(k, k) for k in _EAGER_NAMES)
+#: Stats that are ids: hex/decimal strings (ROCm writes "stream": "0x0") become integers.
+_INT_KEYS = {keys.CORRELATION_ID, keys.EXTERNAL_ID, keys.STREAM, keys.DEVICE}
+
+
+def arg_names(key: str) -> list[str]:
+    """The arg names that become stat ``key``."""
+    return [n for n, k in _ARG_KEYS.items() if k == key] or [key]
+
+
+def _stat_values(key: str, vals: list) -> tuple[np.ndarray | None, np.ndarray]:
+    """(mask of kept values or None for all, typed array) for one arg's values."""
+    types = set(map(type, vals))
+    mask = None
+    if type(None) in types:
+        mask = np.array([v is not None for v in vals])
+        vals = [v for v in vals if v is not None]
+        types.discard(type(None))
+    if key in _INT_KEYS and str in types:
+        try:
+            vals = [int(v, 0) if type(v) is str else v for v in vals]
+            types = set(map(type, vals))
+        except ValueError:
+            pass
+    if types <= {int, bool}:
+        try:
+            return mask, np.array(vals, dtype=np.int64)
+        except OverflowError:
+            try:
+                return mask, np.array(vals, dtype=np.uint64)
+            except OverflowError:
+                pass
+    elif types <= {int, float, bool}:
+        try:
+            return mask, np.array(vals, dtype=np.float64)
+        except OverflowError:  # an int beyond any double: text, like other mixed values
+            pass
+    out = np.empty(len(vals), dtype=object)
+    if types == {str}:
+        out[:] = vals
+    else:
+        out[:] = [v if type(v) is str else (_json_text(v) if type(v) in (list, dict) else
+                                            ("true" if v is True else "false" if v is False else str(v)))
+                  for v in vals]
+    return mask, out
+
+
+def _json_text(v: list | dict) -> str:
+    try:
+        return orjson.dumps(v).decode()
+    except orjson.JSONEncodeError:  # ints beyond 64 bits, nesting beyond 254: msgspec writes them
+        return msgspec.json.encode(v).decode()
+
+
+def _group_args(args: list, base: int) -> dict[str, tuple[list[int], list[Any]]]:
+    """(rows, values) per arg name, in order of first appearance; a value that is not an
+    object counts as the arg ``args``; empty ones (null, {}, 0, "") are no args."""
+    groups: dict[str, tuple[list[int], list[Any]]] = {}
+    for r, a in enumerate(args, base):
+        if not a:
+            continue
+        if type(a) is not dict:
+            a = {"args": a}
+        for k, v in a.items():
+            try:
+                g = groups[k]
+            except KeyError:
+                g = groups[k] = ([], [])
+            g[0].append(r)
+            g[1].append(v)
+    return groups
+
+
+def _typed_stat(name: str, rows: np.ndarray, vals: list) -> tuple[str, np.ndarray, np.ndarray]:
+    """(stat key, rows, typed values) of one arg; rows without a value (null) dropped."""
+    key = _ARG_KEYS.get(name, name)
+    mask, arr = _stat_values(key, vals)
+    if mask is not None:
+        rows = rows[mask]
+    if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):  # from several arg-name groups
+        order = np.argsort(rows, kind="stable")
+        rows, arr = rows[order], arr[order]
+    return key, rows, arr
+
+
+#: Digits -> "0", exponent marks -> "\x01" (and "+" dropped): text in which a number that
+#: msgspec may find out of range (a double beyond 1.8e308, an int of more than 4300
+#: digits) shows as "\x01000" or 200 zeros; rare, and such text is decoded to know.
+_NUMBER_SHAPES = bytes.maketrans(b"0123456789eE", b"0000000000\x01\x01")
+
+
+def _big_numbers(text: bytes) -> bool:
+    shapes = text.translate(_NUMBER_SHAPES, b"+")
+    return shapes.rfind(b"\x01000") >= 0 or b"0" * 200 in shapes  # rfind: skips on the rare first byte

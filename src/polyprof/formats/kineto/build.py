@@ -1,0 +1,167 @@
+"""The Trace of a collector's columns: planes and tracks, B/E pairs, flows, counters, metadata."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import kineto_memory
+from ...trace.core import Trace
+from ...trace import keys
+from .args import _EAGER_KEYS
+from .codes import _distinct, _is_id
+from .deferred import _args_may_hold, _decode_arg_rows, _decode_deferred_args
+from .devices import device_planes
+from .flows import bind_flows
+from .progress import _Progress
+
+if TYPE_CHECKING:
+    from .collector import _Collector
+
+log = logging.getLogger("polyprof")
+
+
+def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> Trace:
+    """The Trace of a collector's columns: planes, tracks, B/E pairs, flows, counters, metadata."""
+    b = col.b
+    progress.stage("build", 5)
+    cat = lambda k: np.concatenate(col.cols[k]) if col.cols[k] else np.zeros(0, np.int64)
+    pid_c, tid_c, name_c, cat_c = cat("pid"), cat("tid"), cat("name"), cat("cat")
+    ts, dur = cat("ts"), cat("dur")
+    base = top.get("baseTimeNanoseconds")
+    base = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) and abs(base) < 2**62 \
+        else 0
+    ts = ts + base
+    n = len(ts)
+    col.cols = {}
+
+    pid_vals = list(col.pids)
+    tid_vals = list(col.tids)
+    progress.advance(1)
+    planes = device_planes(col, top, pid_vals, pid_c, cat_c)
+    # tracks: one per (pid, tid) pair that has events or flow endpoints
+    ntid = max(len(tid_vals), 1)
+    pair = pid_c * ntid + tid_c
+    uniq, inverse = _distinct(pair, inverse=True)
+    track_of_pair: dict[int, int] = {}
+    pseudo = 0
+    for u in uniq.tolist():
+        p, t = divmod(u, ntid)
+        plane, kind = planes[p]
+        pv, tv = pid_vals[p], tid_vals[t]
+        info = _thread_info(col, pv, tv)
+        tname = info.get("thread_name")
+        if _is_id(tv) and not isinstance(pv, str):
+            tid = tv
+            if not tname:
+                tname = f"stream {tv}" if kind == "device" else f"thread {tv}"
+        else:  # Kineto's pseudo processes ("Spans", "Traces", "") and string tids
+            pseudo += 1
+            tid = -pseudo
+            tname = tname or "/".join(str(x) for x in (pv, tv) if x not in ("", None)) or "global"
+        sort = info.get("thread_sort_index")
+        track_of_pair[u] = b.track(plane, str(tname).strip(), "stream" if kind == "device" else "thread",
+                                   tid, sort if isinstance(sort, int) else None)
+    track = (np.array([track_of_pair[u] for u in uniq.tolist()], np.int32)[inverse] if n
+             else np.zeros(0, np.int32))
+    progress.advance(1)
+
+    # B/E pairs
+    if col.b_rows or col.ends:
+        _match_ends(col, np.concatenate(col.b_rows) if col.b_rows else np.zeros(0, np.int64),
+                         pair, ts, dur, ntid, base)
+    b.events(track, name_c, ts, dur, cat_c)
+    progress.advance(1)
+
+    bind_flows(col, track, ts, dur, cat_c, track_of_pair, ntid, base)
+    progress.advance(1)
+    if col.counters:
+        cp = np.array([c[0] for c in col.counters])
+        names = [c[1] for c in col.counters]
+        cts = np.array([c[2] for c in col.counters], np.int64) + base
+        vals = np.array([c[3] for c in col.counters], np.float64)
+        for name in dict.fromkeys(names):
+            m = np.array([x == name for x in names])
+            for p in _distinct(cp[m]).tolist():
+                mm = m & (cp == p)
+                b.counter(planes[p][0], name, cts[mm], vals[mm])
+    b.metadata.update(_metadata(col, top, base, ts))
+    progress.advance(1)
+    trace = b.build()
+    if col.arg_batches or col.late_args:
+        trace.stats.defer(partial(_decode_deferred_args, col.arg_batches, col.late_args),
+                          _EAGER_KEYS | kineto_memory.MEMORY_KEYS,
+                          partial(_args_may_hold, col.arg_batches, col.late_args),
+                          partial(_decode_arg_rows, col.arg_batches, col.late_args))
+    return trace
+
+def _thread_info(col: "_Collector", pid: Any, tid: Any) -> dict[str, Any]:
+    try:
+        return col.threads.get((pid, tid), {})
+    except TypeError:
+        return {}
+
+def _match_ends(col: "_Collector", b_rows: np.ndarray, pair: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+                ntid: int, base: int) -> None:
+    """Close each B with the next E on its thread (a stack per thread, in time order)."""
+    items = [(int(pair[r]), int(ts[r]), 0, int(r), None) for r in b_rows.tolist()]
+    items += [(p * ntid + t, t_ns + base, 1, pos, args) for p, t, t_ns, pos, args in col.ends]
+    items.sort(key=lambda x: (x[0], x[1]))
+    stacks: dict[int, list[int]] = {}
+    unmatched_e = 0
+    extra: dict[str, tuple[list, list]] = {}
+    for key, t, is_end, ref, args in items:
+        st = stacks.setdefault(key, [])
+        if not is_end:
+            st.append(ref)
+        elif st:
+            row = st.pop()
+            dur[row] = max(t - int(ts[row]), 0)
+            if isinstance(args, dict):
+                for k, v in args.items():
+                    group = extra.setdefault(k, ([], []))
+                    group[0].append(row)
+                    group[1].append(v)
+        else:
+            unmatched_e += 1
+    open_rows = [r for st in stacks.values() for r in st]
+    if open_rows:
+        last = int((ts + dur).max())
+        rows = np.array(open_rows, np.int64)
+        dur[rows] = np.maximum(last - ts[rows], 0)
+        col.b.add_stat(keys.INCOMPLETE, rows, np.ones(len(rows), np.int64))
+    for k, (e_rows, vals) in extra.items():
+        col._add_stat(k, np.array(e_rows, np.int64), vals)
+    if unmatched_e:
+        col.skipped["E (no open B)"] = unmatched_e
+
+def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for k, v in top.items():
+        if k not in ("traceEvents", "__list__"):
+            meta[k] = v
+    epoch_like = bool(base) or (len(ts) and int(np.median(ts)) > 10 ** 17)
+    meta["clock"] = "wall" if epoch_like or not len(ts) else "unknown"
+    meta["source"] = {"format": "kineto" if not top.get("__list__") else "chrome-json",
+                      "path": str(col.path)}
+    di = top.get("distributedInfo")
+    if isinstance(di, dict):
+        for k in ("rank", "world_size", "backend"):
+            if k in di:
+                meta[k] = di[k]
+    warnings = []
+    if col.skipped:
+        warnings.append("kineto: events not imported: " +
+                        ", ".join(f"{n} x ph={p}" for p, n in sorted(col.skipped.items())))
+    if col.unbound_flows:
+        warnings.append(f"kineto: {col.unbound_flows} flow endpoints matched no event")
+    if warnings:
+        meta["warnings"] = warnings
+        for w in warnings:
+            log.info("%s: %s", col.path, w)
+    if col.other_meta:
+        meta["chrome_metadata_events"] = col.other_meta
+    return meta

@@ -1,0 +1,56 @@
+"""Integer codes for the values of a column (names, pids, tids) and distinct codes."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import msgspec
+import numpy as np
+
+
+
+def _codes(values: list, table: dict, make: Callable[[Any], int]) -> list[int]:
+    """Ids for values through ``table`` (filled by ``make`` for new values)."""
+    try:
+        return [table[v] for v in values]
+    except (KeyError, TypeError):
+        pass
+    out = []
+    for v in values:
+        try:
+            code = table.get(v)
+        except TypeError:  # a list or an object where a name or an id belongs: keyed by its JSON text
+            v = msgspec.json.encode(v).decode()
+            code = table.get(v)
+        if code is None:
+            code = table[v] = make(v)
+        out.append(code)
+    return out
+
+
+
+def _distinct(codes: np.ndarray, inverse: bool = False) -> Any:
+    """Sorted distinct values of small non-negative integer codes (and each one's index).
+
+    A counting pass instead of np.unique, which sorts, and whose first call imports
+    numpy.ma (12 ms) just to check for masked arrays."""
+    codes = np.asarray(codes, np.int64)
+    if len(codes) and codes.max() > 4 * len(codes) + 4096:  # sparse: counting would waste memory
+        return np.unique(codes, return_inverse=inverse)  # type: ignore[call-overload]
+    present = np.bincount(codes) > 0 if len(codes) else np.zeros(0, bool)
+    uniq = np.flatnonzero(present)
+    if not inverse:
+        return uniq
+    index = np.cumsum(present) - 1
+    return uniq, index[codes]
+
+
+def _is_id(v: Any) -> bool:
+    """An integer pid/tid that fits the trace's int64 ids (bool is not one)."""
+    return type(v) is int and -2**63 <= v < 2**63
+
+
+def _hashable(v: Any) -> bool:
+    return isinstance(v, (int, str, float, type(None)))
+
+

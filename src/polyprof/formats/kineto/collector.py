@@ -1,0 +1,254 @@
+"""Slices of parsed events -> NumPy columns (the parser stage, one slice at a time).
+
+Events (``X``/``i``/``I``/``B``) become columns of codes and ns; their args are buffered
+as JSON text and, every 8192 events, checked, their ids typed (``ids.py``) and the rest
+kept for the deferred decode (``deferred.py``). Flow endpoints become columns
+(``flows.py``); counters, metadata and ``E`` events, which are few, are kept one by one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+import numpy as np
+import orjson
+
+from .. import kineto_memory
+from ...errors import TraceFormatError
+from ...trace.builder import TraceBuilder
+from ...trace.core import Trace
+from .args import _EAGER_KEYS, _big_numbers, _typed_stat
+from .build import build_trace
+from .codes import _codes
+from .events import (_B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _OTHER, _PHASE_CODES, _PHASES, _S, _X,
+                     _Event)
+from .flows import add_flow_slice
+from .ids import fast_ids, id_groups
+from .numbers import _ns_of
+from .progress import _Progress
+
+#: Args are turned into typed stat columns every this many events (bounds the values kept).
+_ARG_FLUSH_EVENTS = 8192
+
+
+class _Collector:
+    """Turns slices of parsed events into columns; builds the Trace at the end."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.b = TraceBuilder()
+        self.strings: dict[Any, int] = {}
+        self.pids: dict[Any, int] = {}
+        self.tids: dict[Any, int] = {}
+        self.n = 0  # event rows so far
+        self.seen = 0  # trace events so far (all phases)
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pid", "tid", "name", "cat", "ts", "dur")}
+        self.b_rows: list[np.ndarray] = []
+        self.ends: list[tuple] = []  # E events: (pid, tid, ts, pos, args)
+        self.flow_cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
+        self.flow_names: dict[bytes, int] = {}  # flow ids that are not integers
+        self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
+        self.arg_raws: list[msgspec.Raw] = []  # args (JSON text) of the last events, from row arg_base
+        self.arg_base = 0
+        self.arg_batches: list[tuple[int, bytes]] = []  # (first row, "[args, ...]"): typed on first use
+        self.late_args: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # of E events, idem
+        self.process: dict[Any, dict[str, Any]] = {}
+        self.threads: dict[tuple, dict[str, Any]] = {}
+        self.other_meta: list[dict] = []
+        self.skipped: dict[str, int] = {}
+        self.unbound_flows = 0  # flow endpoints bound to no event (flows.py)
+
+    def _sid(self, v: Any) -> int:
+        return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
+
+    def _new_code(self, table: dict) -> Callable[[Any], int]:
+        return lambda v: len(table)
+
+    # ---------------------------------------------------------------- one slice
+    def add(self, evs: list[_Event]) -> None:
+        n = len(evs)
+        ts_ns = _ns_of([e.ts for e in evs], self.path, "ts")
+        try:
+            codes = np.array([_PHASE_CODES[e.ph] for e in evs], dtype=np.int8)
+        except (KeyError, TypeError):  # other or unhashable "ph" values
+            codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in (e.ph for e in evs)],
+                             dtype=np.int8)
+
+        ev_idx = np.flatnonzero(codes <= _B)
+        if len(ev_idx):
+            self._events(evs if len(ev_idx) == n else [evs[i] for i in ev_idx.tolist()],
+                         codes[ev_idx], ts_ns[ev_idx])
+        rare = np.flatnonzero(codes > _B)
+        if len(rare):
+            self._rare(evs, rare, codes, ts_ns)
+        self.seen += n
+
+    def _id_codes(self, values: list, table: dict) -> np.ndarray:
+        """Codes of pid/tid values (ints or strings)."""
+        return np.array(_codes(values, table, self._new_code(table)), np.int64)
+
+    def _events(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
+        c = self.cols
+        # one comprehension per field: attribute reads of the parsed structs
+        # known values (nearly all after the first slice) are looked up in the same pass
+        pids, tids, strings = self.pids, self.tids, self.strings
+        try:
+            pid = np.array([pids[e.pid] for e in sel], np.int64)
+        except (KeyError, TypeError):
+            pid = self._id_codes([e.pid for e in sel], pids)
+        try:
+            tid = np.array([tids[e.tid] for e in sel], np.int64)
+        except (KeyError, TypeError):
+            tid = self._id_codes([e.tid for e in sel], tids)
+        try:
+            name = np.array([strings[e.name] for e in sel], np.int32)
+        except (KeyError, TypeError):
+            name = np.array(_codes([e.name for e in sel], strings, self._sid), np.int32)
+        try:
+            cat = np.array([strings[e.cat] for e in sel], np.int32)
+        except (KeyError, TypeError):
+            cat = np.array(_codes([e.cat for e in sel], strings, self._sid), np.int32)
+        c["pid"].append(pid)
+        c["tid"].append(tid)
+        c["name"].append(name)
+        c["cat"].append(cat)
+        c["ts"].append(ts_ns)
+        x = ev_codes == _X
+        if x.all():
+            dur = _ns_of([e.dur for e in sel], self.path, "dur")
+        else:  # only X events have a duration (B: from its E)
+            dur = np.zeros(len(sel), np.int64)
+            rows = np.flatnonzero(x)
+            dur[rows] = _ns_of([sel[i].dur for i in rows.tolist()], self.path, "dur")
+        c["dur"].append(np.maximum(dur, 0))
+        base = self.n
+        if np.any(ev_codes == _B):
+            self.b_rows.append(np.flatnonzero(ev_codes == _B) + base)
+        self.arg_raws += [e.args for e in sel]
+        self.n += len(sel)
+        if len(self.arg_raws) >= _ARG_FLUSH_EVENTS:
+            self._flush_args()
+
+    def _flush_args(self) -> None:
+        """The buffered args as one JSON text: checked, the eager args typed, the rest kept.
+
+        Msgspec skipped over the args unchecked for UTF-8 and number range, which decoding
+        them checks: so that their decode on first use cannot fail, such text fails here.
+        """
+        raws, base = self.arg_raws, self.arg_base
+        self.arg_raws, self.arg_base = [], self.n
+        if not raws:
+            return
+        parts: list[bytes | msgspec.Raw] = list(raws)
+        parts[0] = b"[" + raws[0]
+        parts[-1] = bytes(parts[-1]) + b"]"
+        text = b",".join(parts)
+        del raws
+        if not text.isascii():
+            try:
+                text.decode()
+            except UnicodeDecodeError:
+                self._decode_args(text)  # raises, naming the file
+        if _big_numbers(text):
+            self._decode_args(text)
+        self._eager_args(text, base)
+        if kineto_memory.has_memory(text):
+            for key, (rows, vals) in kineto_memory.batch_stats(text, base, _DECODE_ANY).items():
+                self.b.add_stat(key, rows, vals)
+        self.arg_batches.append((base, text))
+
+    def _eager_args(self, text: bytes, base: int) -> None:
+        """Type the id args (``ids.py``) of one batch (``[args, ...]`` from row ``base``)."""
+        fast = fast_ids(text, base)
+        if fast is not None:
+            for key, rows, vals in fast:
+                self.b.add_stat(key, rows, vals)
+            return
+        for name, (g_rows, g_vals) in id_groups(text, base).items():
+            self._add_stat(name, np.array(g_rows, np.int64), g_vals)
+
+    def _add_stat(self, name: str, rows: np.ndarray, vals: list) -> None:
+        key, rows, arr = _typed_stat(name, rows, vals)
+        if not len(rows):
+            return
+        if key in _EAGER_KEYS or key in kineto_memory.MEMORY_KEYS:
+            self.b.add_stat(key, rows, arr)
+        else:
+            self.late_args.setdefault(key, []).append((rows, arr))
+
+    def _rare(self, evs: list[_Event], idx: np.ndarray, codes: np.ndarray, ts_ns: np.ndarray) -> None:
+        """Flows (columns), then counters, metadata and E events (few; one by one)."""
+        rc = codes[idx]
+        with_args = [i for i in idx.tolist() if evs[i].args is not _NO_ARGS]
+        args_of = dict(zip(with_args, self._decode_args(b"[" + b",".join([evs[i].args for i in with_args]) + b"]")))
+        fl = (rc >= _S) & (rc <= _F)
+        if fl.any():
+            add_flow_slice(self, [evs[i] for i in idx[fl].tolist()], rc[fl], ts_ns[idx[fl]])
+        for i, code in zip(idx[~fl].tolist(), rc[~fl].tolist()):
+            e = evs[i]
+            if code == _M:
+                self._meta(e, args_of.get(i))
+            elif code == _E:
+                pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
+                tid = _codes([e.tid], self.tids, self._new_code(self.tids))[0]
+                self.ends.append((pid, tid, int(ts_ns[i]), self.seen + i, args_of.get(i)))
+            elif code == _C:
+                args = args_of.get(i)
+                if not isinstance(args, dict):
+                    continue
+                name = e.name
+                name = name if isinstance(name, str) else str(name)
+                if e.id is not None:
+                    name = f"{name} {e.id}"
+                pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
+                single = len(args) == 1
+                for k, v in args.items():
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        self.counters.append((pid, name if single else f"{name}.{k}", int(ts_ns[i]), float(v)))
+            else:
+                p = e.ph
+                p = p if isinstance(p, str) else repr(p)
+                self.skipped[p] = self.skipped.get(p, 0) + 1
+
+    def _decode_args(self, text: bytes) -> Any:
+        """JSON text of args -> Python values; TraceFormatError (naming the file) if bad."""
+        try:
+            return _DECODE_ANY(text)
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:  # incl. ValidationError: out of range
+            raise TraceFormatError(self.path, f"invalid JSON in event args ({e})") from None
+
+    def _meta(self, e: _Event, args: Any) -> None:
+        name, args_ = e.name, args or {}
+        if not isinstance(args_, dict):
+            return
+        pid = e.pid
+        try:
+            if name in ("process_name", "process_labels", "process_sort_index"):
+                field = {"process_name": "name", "process_labels": "labels",
+                         "process_sort_index": "sort_index"}[name]
+                self.process.setdefault(pid, {})[name] = args_.get(field)
+                return
+            if name in ("thread_name", "thread_sort_index"):
+                field = "name" if name == "thread_name" else "sort_index"
+                self.threads.setdefault((pid, e.tid), {})[name] = args_.get(field)
+                return
+        except TypeError:  # unhashable pid/tid
+            pass
+        if len(self.other_meta) < 1000:  # as written, but args as read (null: none)
+            try:
+                rec = orjson.loads(msgspec.json.encode(e))
+            except orjson.JSONDecodeError:  # a number beyond a double: not kept
+                return
+            rec.pop("args", None)
+            if args is not None:
+                rec["args"] = args
+            self.other_meta.append(rec)
+
+    # ---------------------------------------------------------------- the Trace
+    def finish(self, top: dict[str, Any], progress: _Progress) -> Trace:
+        """The Trace of everything added (``build.py``)."""
+        self._flush_args()
+        return build_trace(self, top, progress)

@@ -1,0 +1,118 @@
+"""Which processes are devices, of which kind and vendor (the vendor heuristics).
+
+A pid is a device when its ``process_labels`` or ``process_name`` names one (``GPU 0``,
+``MTIA:1``, a plane name polyprof wrote), or when it has only device categories
+(kernels, copies) and an integer pid; the vendor comes from ``deviceProperties`` names,
+version keys of the document, and the runtime calls' names (``cuda*``, ``hip*``, ``ze*``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...trace import keys
+from .codes import _distinct, _hashable, _is_id
+
+if TYPE_CHECKING:
+    from .collector import _Collector
+
+_DEVICE_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z_]*)\s*:?\s*(\d{1,9})\s*$")
+_PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
+_DEVICE_KINDS = {"GPU", "MTIA", "XPU", "HPU", "NPU", "TPU", "MPS", "IPU", "DEVICE"}
+#: Categories that only occur on a device timeline (used when a pid has no labels).
+_DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "mtia_ccp_events",
+                      "cuda_sync", "collective_comm"}
+
+
+def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c: np.ndarray, cat_c: np.ndarray
+            ) -> list[tuple[int, str]]:
+    """(plane id, "host"|"device") for every pid code."""
+    b = col.b
+    devprops = {}
+    props = top.get("deviceProperties")
+    for d in props if isinstance(props, list) else []:
+        if isinstance(d, dict) and isinstance(d.get("id"), int):
+            devprops[d["id"]] = d
+    counts = np.bincount(pid_c, minlength=len(pid_vals)) if len(pid_c) else np.zeros(len(pid_vals), int)
+    # which pids show device-only categories
+    dev_cat_ids = {b.intern(c) for c in _DEVICE_CATEGORIES}
+    is_dev_cat = np.isin(cat_c, np.array(sorted(dev_cat_ids), np.int32))
+    dev_pids = set(_distinct(pid_c[is_dev_cat]).tolist())
+    vendor_hint = _vendor_hint(top, col.b.strings)
+
+    kinds: list[tuple[str, str, int]] = []  # (kind, device kind, index)
+    for code, pv in enumerate(pid_vals):
+        info = col.process.get(pv, {}) if _hashable(pv) else {}
+        labels, pname = info.get("process_labels"), info.get("process_name")
+        dev = None
+        m = _PLANE_NAME.match(pname) if isinstance(pname, str) else None
+        if m:  # a Chrome trace polyprof wrote: processes are named after planes
+            kinds.append(("device", m.group(1), int(m.group(2))))
+            continue
+        for text, strict in ((labels, False), (pname, True)):
+            if isinstance(text, str):
+                m = _DEVICE_LABEL.match(text)
+                if m and m.group(1).upper() != "CPU" and (not strict or m.group(1).upper() in _DEVICE_KINDS):
+                    dev = (m.group(1).upper(), int(m.group(2)))
+                    break
+                if text.strip().upper() == "CPU" and not strict:
+                    break
+        if dev is None and code in dev_pids and _is_id(pv) and pv >= 0:
+            dev = ("GPU", pv)
+        kinds.append(("device", dev[0], dev[1]) if dev else ("host", "", 0))
+
+    host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])]
+    main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None
+    used = set(_distinct(pid_c).tolist()) | {c[0] for c in col.counters}
+    out: list[tuple[int, str]] = []
+    for code, pv in enumerate(pid_vals):
+        kind, dkind, index = kinds[code]
+        if code not in used:  # only flow endpoints or E events: no plane of its own
+            out.append((-1, kind))
+            continue
+        info = col.process.get(pv, {}) if _hashable(pv) else {}
+        props = {k: v for k, v in info.items() if v is not None}
+        if kind == "device":
+            dp = devprops.get(index, {})
+            props = {**dp, **props}
+            vendor = _vendor(dkind, str(dp.get("name", "")), vendor_hint)
+            pid = pv if _is_id(pv) else index
+            out.append((b.plane(keys.device_plane(dkind, index), "device", vendor, index, pid, props), "device"))
+        elif code == main or not _is_id(pv):
+            # the main process, and Kineto's pseudo processes ("Spans", "Traces") on it
+            pid = pid_vals[main] if main is not None else 0
+            mprops = {k: v for k, v in (col.process.get(pid_vals[main], {}) if main is not None else {}).items()
+                      if v is not None}
+            out.append((b.plane(keys.HOST_PLANE, "host", "", 0, pid, mprops), "host"))
+        else:
+            out.append((b.plane(f"{keys.HOST_PLANE}:{pv}", "host", "", 0, pv, props), "host"))
+    return out
+
+def _vendor_hint(top: dict[str, Any], strings: list[str]) -> str:
+    if any(k in top for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version")):
+        return "NVIDIA"
+    if any(k in top for k in ("roctracer_version", "hip_runtime_version", "rocm_version")):
+        return "AMD"
+    names = [s for s in strings[:50000]]
+    if any(s.startswith("hip") for s in names):
+        return "AMD"
+    if any(s.startswith(("cuda", "cuLaunch", "cuMem")) for s in names):
+        return "NVIDIA"
+    if any(s.startswith(("ze", "sycl", "urEnqueue")) for s in names):
+        return "Intel"
+    return ""
+
+def _vendor(dkind: str, name: str, hint: str) -> str:
+    low = name.lower()
+    if dkind == "MTIA":
+        return "Meta"
+    if dkind == "XPU" or "intel" in low:
+        return "Intel"
+    if any(s in low for s in ("nvidia", "tesla", "geforce", "quadro", "rtx")):
+        return "NVIDIA"
+    if any(s in low for s in ("amd", "radeon", "instinct")):
+        return "AMD"
+    return hint

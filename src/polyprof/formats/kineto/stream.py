@@ -1,0 +1,76 @@
+"""The file as a stream of decompressed blocks (gzip detected by its magic)."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterator
+
+from ...errors import TraceFormatError
+from ..safety import Inflation
+from .progress import _Progress
+
+_zlib: ModuleType
+try:  # ISA-L's inflate is about 3x faster than zlib's; same API and results
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - isal has wheels for the usual platforms
+    _zlib = zlib
+_ZLIB_ERRORS: tuple[type[Exception], ...] = (zlib.error, _zlib.error)
+
+
+_READ_BYTES = 1 << 20
+
+
+class _Source:
+    """Decompressed bytes of a file in blocks; gzip detected by magic, streamed."""
+
+    def __init__(self, path: Path, progress: _Progress, block: int):
+        self.path, self.block = path, block  # block: most decompressed bytes handed on at a time
+        self.size = path.stat().st_size
+        self.progress = progress
+
+    def blocks(self) -> Iterator[bytes]:
+        with open(self.path, "rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            if head == b"\x1f\x8b":
+                yield from self._gunzip(f)
+                return
+            while True:
+                raw = f.read(_READ_BYTES)
+                if not raw:
+                    return
+                self.progress.advance(len(raw))
+                yield raw
+
+    def _gunzip(self, f: Any) -> Iterator[bytes]:
+        d = _zlib.decompressobj(wbits=31)
+        inflation = Inflation(self.path, self.size)
+        fed = False  # the current member has had input
+        try:
+            while True:
+                raw = f.read(_READ_BYTES)
+                if not raw:
+                    break
+                self.progress.advance(len(raw))
+                while raw:
+                    fed = True
+                    out = d.decompress(raw, self.block)
+                    if out:
+                        inflation.add(len(out))
+                        yield out
+                    if d.eof:  # concatenated gzip members
+                        raw = d.unused_data
+                        d = _zlib.decompressobj(wbits=31)
+                        fed = False
+                    else:
+                        raw = d.unconsumed_tail
+            out = d.flush()
+            if out:
+                yield out
+        except _ZLIB_ERRORS as e:
+            raise TraceFormatError(self.path, f"corrupt gzip data ({e})") from None
+        if fed and not d.eof:
+            raise TraceFormatError(self.path, "truncated gzip data: the compressed stream ends early")
+
