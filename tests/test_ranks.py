@@ -30,7 +30,12 @@ def four_ranks(tmp_path_factory, traces_dir):
 
 @pytest.fixture(scope="module")
 def summary_json(four_ranks):
-    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", *map(str, four_ranks), "--json"],
+    """Every step (the collectives are compared with the whole raw trace)."""
+    return _summary(*four_ranks, "--all-steps")
+
+
+def _summary(*args):
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", *map(str, args), "--json"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
@@ -72,9 +77,7 @@ def test_per_rank_tables_carry_the_rank(summary_json, four_ranks):
         assert t["columns"][0] == "rank"
         assert {r["rank"] for r in t["records"]} == {0, 1, 2, 3}
     # rank 0's rows are the single-file summary's
-    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(four_ranks[0]), "--json"],
-                       capture_output=True, text=True, timeout=300)
-    single = json.loads(p.stdout)["tables"]["temporal_breakdown"]["records"]
+    single = _summary(four_ranks[0], "--all-steps")["tables"]["temporal_breakdown"]["records"]
     mine = [{k: v for k, v in r.items() if k != "rank"} for r in _records(summary_json, "temporal_breakdown")
             if r["rank"] == 0]
     assert mine == single
@@ -98,6 +101,38 @@ def test_collective_stats_against_the_raw_json(summary_json, traces_dir):
     # 2 ranks in the group (the traces' "Group size"): nccl-tests' bus factor 2(n-1)/n = 1
     assert ar["busbw_gbps"] == pytest.approx(ar["algbw_gbps"])
     assert ar["algbw_gbps"] == pytest.approx(ar["bytes"] / ar["mean_ns"])
+
+
+def _raw_steps_and_collectives(path):
+    """(step number -> (start, end) in µs, start µs of each NCCL kernel), with the stdlib."""
+    ev = json.load(gzip.open(path))["traceEvents"]
+    steps = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in ev
+             if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")}
+    return steps, [e["ts"] for e in ev if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+
+
+def test_the_window_reaches_every_rank(four_ranks):
+    """--steps picks the same steps on every rank: per-rank tables, stragglers and
+    collective statistics count only that window's collectives (alignment uses all)."""
+    steps, starts = _raw_steps_and_collectives(four_ranks[0])
+    last = max(steps)
+    lo, hi = steps[last]
+    want = sum(lo <= t < hi for t in starts)
+    assert 0 < want < len(starts)
+    doc = _summary(*four_ranks, "--steps", f"{last}:{last + 1}")
+    assert doc["overview"]["window"].startswith(f"steps {last}")
+    over = {r["rank"]: r for r in _records(doc, "rank_overview")}
+    assert all(o["steps"] == 1 and o["collectives"] == want for o in over.values())
+    assert all(r["collectives"] == want for r in _records(doc, "stragglers"))
+    assert sum(r["count"] for r in _records(doc, "collective_stats")) == 4 * want
+    assert {r["rank"] for r in _records(doc, "step_stats")} == {0, 1, 2, 3}
+    assert {r["step"] for r in _records(doc, "step_stats")} == {last}
+    al = {r["rank"]: r for r in _records(doc, "rank_alignment")}
+    assert all(al[r]["collectives"] >= len(starts) - 1 for r in (1, 2, 3))  # every collective aligns
+    # the default window (warm-up step left out) is said, and holds fewer than every step
+    default = _summary(*four_ranks)
+    assert "first step skipped" in default["overview"]["window"]
+    assert 0 < _records(default, "rank_overview")[0]["collectives"] < len(starts)
 
 
 def test_two_real_sampled_ranks(traces_dir):
@@ -192,3 +227,29 @@ def test_analyze_only_some_tables(four_ranks):
     assert rep.tables["rank_alignment"]["aligned"].all()  # alignment always runs
     with pytest.raises(polyprof.PolyprofError, match="unknown analyses"):
         load_ranks(four_ranks[:1]).analyze("serial", tables=["nope"])
+
+
+def test_a_store_of_the_ranks_gets_the_same_job_tables(tmp_path, four_ranks, summary_json):
+    """`polyprof convert` then `summary STORE`: alignment, stragglers and collective
+    statistics as for the files (the store's ranks read one at a time), window included."""
+    from polyprof.store import convert
+
+    store = convert(four_ranks, tmp_path / "store")
+    doc = _summary(store, "--all-steps")
+    for name in ("rank_alignment", "stragglers", "collective_stats"):
+        got, want = _records(doc, name), _records(summary_json, name)
+        assert len(got) == len(want) > 0, name
+        for g, w in zip(got, want):  # floats summed in another order may differ in the last digit
+            assert g == {k: pytest.approx(v, rel=1e-12, nan_ok=True) if isinstance(v, float) else v
+                         for k, v in w.items()}, name
+    assert any(f["id"] == "straggler" and f["evidence"]["rank"] == LATE_RANK for f in doc["findings"])
+    steps, starts = _raw_steps_and_collectives(four_ranks[0])
+    last = max(steps)
+    want = sum(steps[last][0] <= t < steps[last][1] for t in starts)
+    one = _summary(store, "--steps", f"{last}:{last + 1}")
+    assert all(r["collectives"] == want for r in _records(one, "stragglers"))
+    assert {r["step"] for r in _records(one, "step_stats")} == {last}
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(store)], capture_output=True, text=True,
+                       timeout=300, env={**__import__("os").environ, "COLUMNS": "160"})
+    assert p.returncode == 0, p.stderr
+    assert "Clock alignment" in p.stdout and f"rank {LATE_RANK} is the straggler" in p.stdout

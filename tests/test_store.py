@@ -252,7 +252,10 @@ def test_cli_convert_summary_and_dask_local(tmp_path):
     assert plain.returncode == 0, plain.stderr
     doc = json.loads(plain.stdout)
     assert doc["ranks"] == list(range(8))
-    assert all(t["columns"][0] == "rank" for t in doc["tables"].values())
+    job = {"rank_alignment", "stragglers", "straggler_collectives", "collective_stats"}  # the job's, not per rank
+    assert job <= set(doc["tables"])
+    assert all(t["columns"][0] == "rank" for name, t in doc["tables"].items() if name not in job)
+    assert {r["rank"] for r in doc["tables"]["rank_alignment"]["records"]} == set(range(8))
     single = json.loads(cli("summary", str(src), "--json").stdout)
     k = doc["tables"]["kernel_breakdown"]
     assert _same([{c: v for c, v in rec.items() if c != "rank"} for rec in k["records"] if rec["rank"] == 0],

@@ -21,14 +21,16 @@ def analyze_ranks(args: argparse.Namespace) -> Any:
     process per core)."""
     from ..ranks.traceset import default_executor, load_ranks
     from ..store.executor import executor
+    from .common import window_from
 
     ts = load_ranks(args.file)
+    window = window_from(args) if hasattr(args, "steps") else "auto"
     dask = getattr(args, "dask", None)
     if not dask:  # the default pool (fork server, preloaded); -j 1: in this process
         ex = default_executor(args.jobs or min(len(ts), os.cpu_count() or 1))
         try:
-            return ts.analyze(ex)
+            return ts.analyze(ex, window=window)
         finally:
             ex.shutdown(wait=True, cancel_futures=True)
     with executor(dask, args.jobs or 1) as ex:
-        return ts.analyze(ex if ex is not None else "serial")
+        return ts.analyze(ex if ex is not None else "serial", window=window)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..analyze.common import rows_frame
 from ..analyze.findings import Finding
+from ..analyze.window import AUTO, label, selection, view
 from ..errors import PolyprofError
 from ..trace.core import Trace
 from .align import align_ranks, alignment_table
@@ -43,26 +44,45 @@ class RankResult:
     monotonic: bool
 
 
-def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None) -> RankResult:
-    """Every analysis of one rank (runs in the worker that loaded it); with ``tables``
-    (names in ``analyze.registry.ANALYSES``) only those, and no findings."""
+def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: Any = AUTO) -> RankResult:
+    """Every analysis of one rank over the steps ``window`` selects (runs in the worker
+    that loaded it); with ``tables`` (names in ``analyze.registry.ANALYSES``) only those,
+    and no findings. The collectives are all of the rank's (alignment uses every one),
+    marked ``in_window`` for the ones the window holds (stragglers and statistics)."""
     from ..analyze.registry import ANALYSES, Tables
     from ..report.tables import Report, build
 
     if tables is None:
-        rep = build(trace)
+        rep = build(trace, window)
     else:
         known = [a.name for a in ANALYSES]
         unknown = sorted(set(tables) - set(known))
         if unknown:
             raise PolyprofError(f"unknown analyses {unknown}; known: {known}")
-        t = Tables(trace)
-        rep = Report(trace, {n: t[n] for n in tables}, [], {"events": trace.n_events})
+        v = view(trace, window)
+        t = Tables(v)
+        rep = Report(v, {n: t[n] for n in tables}, [], {"events": trace.n_events, "window": label(v, window)})
     s = trace.sources[0]
-    anchor = trace.metadata.get("wall_anchor")
     return RankResult(int(s.rank if s.rank is not None else 0), s.label, rep.tables, rep.findings, rep.overview,
-                      collective_table(trace), anchor if isinstance(anchor, dict) else None,
-                      str(trace.metadata.get("clock", "")).startswith("CLOCK_MONOTONIC"))
+                      rank_collectives(trace, rep.trace), *anchor_of(trace))
+
+
+def rank_collectives(trace: Trace, windowed: Trace) -> pd.DataFrame:
+    """:func:`collective_table` of the whole rank with ``in_window``: the collective
+    began inside the selected steps (every one when the whole trace is analysed)."""
+    coll = collective_table(trace)
+    sel = selection(windowed)
+    start = coll["start_ns"].to_numpy()
+    if sel is None:
+        return coll.assign(in_window=np.ones(len(coll), bool))
+    return coll.assign(in_window=(start >= sel.lo) & (start < sel.hi))
+
+
+def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
+    """The rank's wall anchor (if any) and whether its times are polyprof's monotonic clock."""
+    anchor = trace.metadata.get("wall_anchor")
+    return (anchor if isinstance(anchor, dict) and "wall_ns" in anchor else None,
+            str(trace.metadata.get("clock", "")).startswith("CLOCK_MONOTONIC"))
 
 
 @dataclass
@@ -75,43 +95,62 @@ class RanksReport:
     trace: Trace | None = None  # not held: the ranks stay in their files
 
 
-def build_ranks(ts: Any, executor: Any = None, tables: tuple[str, ...] | None = None) -> RanksReport:
-    fn = rank_summary if tables is None else partial(rank_summary, tables=tuple(tables))
+def build_ranks(ts: Any, executor: Any = None, tables: tuple[str, ...] | None = None,
+                window: Any = AUTO) -> RanksReport:
+    fn = partial(rank_summary, tables=None if tables is None else tuple(tables), window=window)
     results: dict[int, RankResult] = ts.map(fn, executor, progress="analysing ranks")
     for r, res in results.items():  # the set's numbering wins over what a file says
         res.rank = r
     return combine(results, {e.rank: e.how for e in ts.entries})
 
 
+def job_tables(coll: dict[int, pd.DataFrame], anchors: dict[int, dict[str, Any]],
+               monotonic: dict[int, bool]) -> tuple[dict[str, pd.DataFrame], list[Finding]]:
+    """What needs every rank at once, from each rank's small collective table: the clock
+    alignment (from all collectives), stragglers and collective statistics (from those
+    ``in_window``), and the straggler findings. Used for trace files and stores alike."""
+    clocks = align_ranks(coll, anchors, monotonic)
+    inside = {r: t[t["in_window"].to_numpy(bool)] if "in_window" in t else t for r, t in coll.items()}
+    per_rank, per_coll = stragglers(inside, clocks)
+    tables = {"rank_alignment": alignment_table(clocks), "stragglers": per_rank,
+              "straggler_collectives": per_coll, "collective_stats": collective_stats(inside)}
+    return tables, _straggler_findings(per_rank, per_coll, tables["rank_alignment"])
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    order = {"high": 0, "medium": 1, "low": 2}
+    return sorted(findings, key=lambda f: order.get(f.severity, 3))
+
+
 def combine(results: dict[int, RankResult], how: dict[int, str] | None = None) -> RanksReport:
     how = how or {}
     ranks = sorted(results)
-    coll = {r: results[r].collectives for r in ranks}
-    clocks = align_ranks(coll, {r: results[r].anchor for r in ranks if results[r].anchor},
-                         {r: results[r].monotonic for r in ranks})
-    per_rank, per_coll = stragglers(coll, clocks)
-    tables: dict[str, pd.DataFrame] = {
-        "rank_overview": _overview_table(results, how),
-        "rank_alignment": alignment_table(clocks),
-        "stragglers": per_rank,
-        "straggler_collectives": per_coll,
-        "collective_stats": collective_stats(coll),
-    }
+    job, job_findings = job_tables({r: results[r].collectives for r in ranks},
+                                   {r: results[r].anchor for r in ranks if results[r].anchor},
+                                   {r: results[r].monotonic for r in ranks})
+    tables: dict[str, pd.DataFrame] = {"rank_overview": _overview_table(results, how), **job}
     names = list(dict.fromkeys(n for r in ranks for n in results[r].tables))
     for name in names:
         tables[name] = with_rank({r: results[r].tables[name] for r in ranks if name in results[r].tables})
-    findings = _straggler_findings(per_rank, per_coll, tables["rank_alignment"]) + _rank_findings(results)
-    order = {"high": 0, "medium": 1, "low": 2}
-    findings.sort(key=lambda f: order.get(f.severity, 3))
+    findings = sort_findings(job_findings + _rank_findings(results))
     al = tables["rank_alignment"]
     overview = {
         "ranks": len(ranks), "rank_ids": ranks, "reference_rank": ranks[0] if ranks else None,
         "events": int(sum(results[r].overview.get("events", 0) for r in ranks)),
         "aligned_ranks": int(al["aligned"].sum()) if len(al) else 0,
         "max_bound_ns": float(al.loc[al["aligned"], "bound_ns"].max()) if al["aligned"].any() else None,
+        "window": _windows(results),
         "per_rank": {r: results[r].overview for r in ranks},
     }
     return RanksReport(ranks, tables, findings, overview, results)
+
+
+def _windows(results: dict[int, RankResult]) -> str:
+    """The analysed window of the ranks: one line when they agree, else per rank."""
+    labels = {r: str(res.overview.get("window", "")) for r, res in results.items()}
+    if len(set(labels.values())) <= 1:
+        return next(iter(labels.values()), "")
+    return "; ".join(f"rank {r}: {w}" for r, w in sorted(labels.items()))
 
 
 def _rank_ranges(ranks: list[int]) -> str:
@@ -159,10 +198,11 @@ def _overview_table(results: dict[int, RankResult], how: dict[int, str]) -> pd.D
             pct = [float("nan")] * 3
         ov = res.tables.get("comm_comp_overlap")
         comm = int(ov["communication_ns"].sum()) if ov is not None and len(ov) else 0
+        n_coll = int(res.collectives["in_window"].sum()) if "in_window" in res.collectives else len(res.collectives)
         rows.append((r, res.label, how.get(r, ""), int(res.overview.get("events", 0)), len(steps),
                      float(steps.mean()) if len(steps) else float("nan"),
                      float(np.median(steps)) if len(steps) else float("nan"),
-                     float(steps.max()) if len(steps) else float("nan"), *pct, comm, len(res.collectives)))
+                     float(steps.max()) if len(steps) else float("nan"), *pct, comm, n_coll))
     return rows_frame(rows, OVERVIEW_COLUMNS)
 
 

@@ -57,22 +57,34 @@ class SerialExecutor(Executor):
 
 #: imported once by the pool's fork server, so each worker starts with them loaded
 #: (and shares their pages) instead of importing pandas and the readers itself
-PRELOAD = ["polyprof.ranks.report", "polyprof.formats.kineto", "polyprof.formats.native"]
+PRELOAD = ["polyprof.ranks.report", "polyprof.formats.detect", "polyprof.formats.kineto",
+           "polyprof.formats.native", "polyprof.formats.xspace", "polyprof.trace.identity",
+           "polyprof.analyze.registry", "polyprof.report.tables"]
 
 
 def default_executor(n_jobs: int) -> Executor:
-    """A process pool of at most one worker per core (serial for one job). Workers come
-    from a fork server that preloaded the analyses (forking the caller itself is unsafe
-    once it has threads, e.g. a profiled program's)."""
+    """A process pool of at most one worker per core (serial for one job).
+
+    Workers are forked from this process when it has no other thread (they start at
+    once with the readers and analyses already imported, and share those pages with it);
+    otherwise, e.g. inside a profiled program, forking is unsafe and they come from a
+    fork server that preloaded the analyses."""
+    import importlib
     import multiprocessing as mp
+    import threading
 
     workers = min(n_jobs, os.cpu_count() or 1)
     if workers <= 1:
         return SerialExecutor()
-    try:
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        for name in PRELOAD:
+            importlib.import_module(name)
+        ctx = mp.get_context("fork")
+    elif "forkserver" in methods:
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
-    except ValueError:  # no fork server on this platform
+    else:
         ctx = mp.get_context()
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
@@ -153,13 +165,16 @@ class TraceSet:
         """``fn``'s DataFrame for every rank, as one DataFrame with a ``rank`` column first."""
         return with_rank(self.map(fn, executor))
 
-    def analyze(self, executor: Executor | str | None = None, tables: Sequence[str] | None = None) -> Any:
+    def analyze(self, executor: Executor | str | None = None, tables: Sequence[str] | None = None,
+                window: Any = "auto") -> Any:
         """Every per-rank analysis (or only ``tables``, names of
-        ``polyprof.analyze.registry.ANALYSES``, and then no findings of the ranks),
-        alignment, collectives and stragglers: a :class:`polyprof.ranks.report.RanksReport`."""
+        ``polyprof.analyze.registry.ANALYSES``, and then no findings of the ranks) over the
+        steps ``window`` selects on each rank (as ``report.tables.build``: ``"auto"``,
+        None for every step, or an ``analyze.window.Window``), alignment, collectives and
+        stragglers: a :class:`polyprof.ranks.report.RanksReport`."""
         from .report import build_ranks
 
-        return build_ranks(self, executor, None if tables is None else tuple(tables))
+        return build_ranks(self, executor, None if tables is None else tuple(tables), window)
 
     def merged(self, executor: Executor | str | None = None) -> Trace:
         """Every rank in one Trace, each rank's times moved onto the reference rank's

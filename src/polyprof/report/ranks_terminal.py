@@ -34,6 +34,23 @@ def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> 
         ("non_compute_pct", "non-compute", fmt_pct), ("idle_pct", "idle", fmt_pct),
         ("communication_ns", "communication", fmt_ns), ("collectives", "collectives", i, True),
         ("events", "events", i, True)], 4 * top, W))
+    render_job(T, [], top, console)
+    kb = T.get("kernel_breakdown")
+    if kb is not None and len(kb):
+        kb = kb.sort_values("total_ns", ascending=False, kind="stable")
+        out(_table("Top device activity, per rank", kb, [
+            ("rank", "rank", i), ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("share_pct", "share", fmt_pct)], top, W))
+
+
+def render_job(T: dict[str, Any], findings: list[Any], top: int, console: Console) -> None:
+    """The job's tables (``ranks.report.job_tables``): clock alignment, stragglers and
+    collectives, after its findings (if any given)."""
+    out = partial(console.print, emoji=False, highlight=False)
+    W = console.width
+    i = lambda x: f"{int(x)}"  # noqa: E731
+    if findings:
+        out(Panel(Group(*_finding_lines(findings[:top])), title="Findings for the job", title_align="left"))
     out(_table("Clock alignment (onto the reference rank)", T["rank_alignment"], [
         ("rank", "rank", i), ("offset_ns", "offset", fmt_ns), ("bound_ns", "bound", _bound),
         ("method", "method", None), ("collectives", "matched", i), ("message", "note", _short, True)], 4 * top, W))
@@ -50,9 +67,3 @@ def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> 
             ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True),
             ("algbw_gbps", "algbw GB/s", lambda x: "-" if x != x else f"{x:.2f}"),
             ("busbw_gbps", "busbw GB/s", lambda x: "-" if x != x else f"{x:.2f}")], top, W))
-    kb = T.get("kernel_breakdown")
-    if kb is not None and len(kb):
-        kb = kb.sort_values("total_ns", ascending=False, kind="stable")
-        out(_table("Top device activity, per rank", kb, [
-            ("rank", "rank", i), ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
-            ("share_pct", "share", fmt_pct)], top, W))

@@ -15,6 +15,7 @@ from typing import Any, BinaryIO, Iterator
 import numpy as np
 import pandas as pd
 
+from ..analyze.window import AUTO
 from ..ranks.traceset import with_rank
 from ..report.tables import _plain
 from .executor import executor, map_ordered, run_all
@@ -37,31 +38,65 @@ class StoreReport:
                 for name, df in self.tables.items()}
 
 
-def rank_report(root: str, rank: int) -> dict[str, Any]:
-    """Read one rank and compute every summary table (a task for the executor). Event
-    rows in the tables (``*_row`` columns) are the rows of the trace the rank came from."""
+def rank_report(root: str, rank: int, window: Any = AUTO) -> dict[str, Any]:
+    """Read one rank and compute every summary table over ``window`` (a task for the
+    executor), with the rank's collectives and clock anchor for the job's alignment and
+    stragglers. Event rows in the tables (``*_row`` columns) are the rows of the trace
+    the rank came from."""
+    from ..ranks.report import anchor_of, rank_collectives
     from ..report.tables import build
     from .rankfiles import read_rank_rows
 
     st = Store(root)
     trace, input_rows = read_rank_rows(st.path(rank))
-    report = build(trace)
+    report = build(trace, window)
     for df in report.tables.values():
         for c in [c for c in df.columns if str(c).endswith("_row")]:
             df[c] = input_rows[df[c].to_numpy(np.int64)]
+    anchor, monotonic = anchor_of(trace)
     return {"rank": rank, "overview": report.overview, "findings": [f.to_dict() for f in report.findings],
-            "tables": report.tables}
+            "tables": report.tables, "collectives": rank_collectives(trace, report.trace), "anchor": anchor,
+            "monotonic": monotonic}
 
 
-def summary(store: Store | str | Path, *, dask: Any = None, jobs: int = 1) -> StoreReport:
-    """Every summary table of every rank; ``dask`` as in :func:`..store.executor.executor`."""
+class JobTables:
+    """Gathers each rank's (small) collective table and anchor as the ranks arrive; then
+    the job's alignment, stragglers and collective statistics (``ranks.report.job_tables``)."""
+
+    def __init__(self) -> None:
+        self.coll: dict[int, pd.DataFrame] = {}
+        self.anchors: dict[int, dict[str, Any]] = {}
+        self.monotonic: dict[int, bool] = {}
+
+    def add(self, part: dict[str, Any]) -> None:
+        r = part["rank"]
+        self.coll[r] = part["collectives"]
+        self.monotonic[r] = part["monotonic"]
+        if part["anchor"]:
+            self.anchors[r] = part["anchor"]
+
+    def result(self) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
+        from ..ranks.report import job_tables
+
+        tables, findings = job_tables(self.coll, self.anchors, self.monotonic)
+        return tables, [{"rank": None, **f.to_dict()} for f in findings]  # the job's, not one rank's
+
+
+def summary(store: Store | str | Path, *, dask: Any = None, jobs: int = 1, window: Any = AUTO) -> StoreReport:
+    """Every summary table of every rank over ``window`` (as ``report.tables.build``),
+    and the job's alignment, stragglers and collective statistics; ``dask`` as in
+    :func:`..store.executor.executor`."""
     st = store if isinstance(store, Store) else Store(store)
-    tasks = [(str(st.root), r) for r in st.ranks]
+    tasks = [(str(st.root), r, window) for r in st.ranks]
     with executor(dask, jobs) as ex:
         parts = run_all(rank_report, tasks, ex, "summary")
-    tables = {name: with_rank({p["rank"]: p["tables"][name] for p in parts})
-              for name in (parts[0]["tables"] if parts else {})}
-    findings = [{"rank": p["rank"], **f} for p in parts for f in p["findings"]]
+    job = JobTables()
+    for p in parts:
+        job.add(p)
+    tables, findings = job.result()
+    tables.update({name: with_rank({p["rank"]: p["tables"][name] for p in parts})
+                   for name in (parts[0]["tables"] if parts else {})})
+    findings += [{"rank": p["rank"], **f} for p in parts for f in p["findings"]]
     return StoreReport(str(st.root), st.ranks, {p["rank"]: p["overview"] for p in parts}, findings, tables)
 
 
@@ -79,17 +114,20 @@ def to_json(report: StoreReport) -> bytes:
                         | orjson.OPT_NON_STR_KEYS)
 
 
-def rank_reports(store: Store | str | Path, *, dask: Any = None, jobs: int = 1) -> Iterator[dict[str, Any]]:
+def rank_reports(store: Store | str | Path, *, dask: Any = None, jobs: int = 1,
+                 window: Any = AUTO) -> Iterator[dict[str, Any]]:
     """Each rank's :func:`rank_report`, in rank order, as the executor finishes them."""
     st = store if isinstance(store, Store) else Store(store)
-    tasks = [(str(st.root), r) for r in st.ranks]
+    tasks = [(str(st.root), r, window) for r in st.ranks]
     with executor(dask, jobs) as ex:
         yield from map_ordered(rank_report, tasks, ex, "summary", window=max(2, 2 * jobs))
 
 
-def write_json(store: Store | str | Path, out: BinaryIO, *, dask: Any = None, jobs: int = 1) -> None:
+def write_json(store: Store | str | Path, out: BinaryIO, *, dask: Any = None, jobs: int = 1,
+               window: Any = AUTO) -> None:
     """The document of :func:`to_json`, written to ``out`` with one rank's tables in memory
-    at a time (records are spooled to a temporary file per table, then copied out)."""
+    at a time (records are spooled to a temporary file per table, then copied out; the
+    job's tables, from every rank's small collective table, come first)."""
     import orjson
 
     st = store if isinstance(store, Store) else Store(store)
@@ -99,11 +137,13 @@ def write_json(store: Store | str | Path, out: BinaryIO, *, dask: Any = None, jo
     findings: list[dict[str, Any]] = []
     columns: dict[str, list[str]] = {}
     rows: dict[str, int] = {}
+    job = JobTables()
     with tempfile.TemporaryDirectory(prefix="polyprof-summary-") as tmp:
         spools: dict[str, BinaryIO] = {}
         try:
-            for part in rank_reports(st, dask=dask, jobs=jobs):
+            for part in rank_reports(st, dask=dask, jobs=jobs, window=window):
                 r = part["rank"]
+                job.add(part)
                 overview[r] = part["overview"]
                 findings += [{"rank": r, **f} for f in part["findings"]]
                 for name, df in part["tables"].items():
@@ -113,8 +153,13 @@ def write_json(store: Store | str | Path, out: BinaryIO, *, dask: Any = None, jo
                     for rec in d.to_dict(orient="records"):
                         f.write((b"," if rows.get(name) else b"") + dump({"rank": r, **rec}))
                         rows[name] = rows.get(name, 0) + 1
+            job_tables, job_findings = job.result()
             out.write(b'{"store":' + dump(str(st.root)) + b',"ranks":' + dump(st.ranks) + b',"overview":'
-                      + dump(overview) + b',"findings":' + dump(findings) + b',"tables":{')
+                      + dump(overview) + b',"findings":' + dump(job_findings + findings) + b',"tables":{')
+            for name, df in job_tables.items():
+                d = df.astype(object).where(pd.notna(df), None)
+                out.write(dump(name) + b':{"columns":' + dump(list(df.columns)) + b',"rows":' + dump(len(df))
+                          + b',"records":' + dump(d.to_dict(orient="records")) + b"},")
             for i, (name, cols) in enumerate(columns.items()):
                 out.write((b"," if i else b"") + dump(name) + b':{"columns":' + dump(cols) + b',"rows":'
                           + dump(rows.get(name, 0)) + b',"records":[')
@@ -130,12 +175,16 @@ def write_json(store: Store | str | Path, out: BinaryIO, *, dask: Any = None, jo
                 f.close()
 
 
-def rank_rows(store: Store | str | Path, *, dask: Any = None, jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+def rank_rows(store: Store | str | Path, *, dask: Any = None, jobs: int = 1,
+              window: Any = AUTO) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame], list[dict[str, Any]]]:
     """(one row per rank: events, spans, steps, device busy share, findings; kernels
-    summed over ranks: ranks, count, total, min and max of a rank's total)."""
+    summed over ranks: ranks, count, total, min and max of a rank's total; the job's
+    tables and findings: alignment, stragglers, collectives)."""
     rows = []
     kernels: dict[str, list] = {}
-    for part in rank_reports(store, dask=dask, jobs=jobs):
+    job = JobTables()
+    for part in rank_reports(store, dask=dask, jobs=jobs, window=window):
+        job.add(part)
         r, ov, t = part["rank"], part["overview"], part["tables"]
         tb = t.get("temporal_breakdown", pd.DataFrame())
         busy = float(tb["compute_pct"].mean()) if len(tb) and "compute_pct" in tb else float("nan")
@@ -154,4 +203,4 @@ def rank_rows(store: Store | str | Path, *, dask: Any = None, jobs: int = 1) -> 
                 k[4] = max(k[4], tot)
     kdf = pd.DataFrame([(n, *v) for n, v in kernels.items()],
                        columns=["name", "ranks", "count", "total_ns", "min_rank_ns", "max_rank_ns"])
-    return pd.DataFrame(rows), kdf.sort_values("total_ns", ascending=False, ignore_index=True)
+    return (pd.DataFrame(rows), kdf.sort_values("total_ns", ascending=False, ignore_index=True), *job.result())

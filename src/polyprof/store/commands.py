@@ -34,23 +34,29 @@ def handles(args: argparse.Namespace) -> bool:
 def summary(args: argparse.Namespace) -> int:
     from .analyze import rank_rows, write_json
 
+    from ..cli.common import window_from
+
     dask, jobs = getattr(args, "dask", None), getattr(args, "jobs", None) or 1
+    window = window_from(args) if hasattr(args, "steps") else "auto"
     if args.json:
-        write_json(args.file, sys.stdout.buffer, dask=dask, jobs=jobs)
+        write_json(args.file, sys.stdout.buffer, dask=dask, jobs=jobs, window=window)
         sys.stdout.flush()
         return 0
-    overview, kernels = rank_rows(args.file, dask=dask, jobs=jobs)
-    _render(str(args.file), overview, kernels, args.top)
+    overview, kernels, job, findings = rank_rows(args.file, dask=dask, jobs=jobs, window=window)
+    _render(str(args.file), overview, kernels, args.top, job, findings)
     return 0
 
 
-def _render(root: str, overview: Any, kernels: Any, top: int) -> None:
+def _render(root: str, overview: Any, kernels: Any, top: int, job: dict[str, Any], findings: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ..analyze.findings import Finding
+    from ..report.ranks_terminal import render_job
     from ..report.terminal import fmt_ns, fmt_pct
 
     con = Console(file=sys.stdout)
+    render_job(job, [Finding(**{k: v for k, v in f.items() if k != "rank"}) for f in findings], top, con)
     t = Table(title=f"polyprof summary of store {root}: {len(overview)} ranks", title_justify="left")
     for c in ("rank", "events", "trace span", "analysed span", "steps", "compute (mean over streams)", "findings"):
         t.add_column(c, justify="right")
