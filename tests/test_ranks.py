@@ -253,3 +253,39 @@ def test_a_store_of_the_ranks_gets_the_same_job_tables(tmp_path, four_ranks, sum
                        timeout=300, env={**__import__("os").environ, "COLUMNS": "160"})
     assert p.returncode == 0, p.stderr
     assert "Clock alignment" in p.stdout and f"rank {LATE_RANK} is the straggler" in p.stdout
+
+
+def test_default_pool_forks_only_without_threads(four_ranks):
+    """Forking a process with threads is unsafe: then the workers come from a fork server."""
+    import threading
+
+    from polyprof.ranks.traceset import default_executor
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        ex = default_executor(2)
+        try:
+            assert ex._mp_context.get_start_method() == "forkserver"
+            assert ex.submit(len, "abc").result(timeout=120) == 3
+        finally:
+            ex.shutdown()
+    finally:
+        stop.set()
+        t.join()
+    if threading.active_count() == 1:
+        ex = default_executor(2)
+        try:
+            assert ex._mp_context.get_start_method() == "fork"
+            rep = load_ranks(four_ranks[:2]).analyze(ex, tables=["kernel_breakdown"])
+            assert set(rep.tables["kernel_breakdown"]["rank"]) == {0, 1}
+        finally:
+            ex.shutdown()
+
+
+def test_subpackages_are_attributes_in_a_fresh_interpreter():
+    """`polyprof.analyze.kernel_breakdown` as the docs write it, with nothing imported first."""
+    p = subprocess.run([sys.executable, "-c", "import polyprof; print(polyprof.analyze.kernel_breakdown.__name__)"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "kernel_breakdown", p.stderr

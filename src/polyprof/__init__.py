@@ -34,6 +34,19 @@ def serve(port: int = 0, host: str = "127.0.0.1", **options: Any) -> "Server":
     return start(port, host, **options)
 
 
+#: subpackages reachable as attributes (``polyprof.analyze.kernel_breakdown``), imported on
+#: first use so that ``import polyprof`` stays cheap for a profiled program
+_LAZY = ("analyze", "ranks", "store", "report", "trace", "formats", "derive")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = ["profile", "section", "mark", "counter", "step", "load", "serve", "Trace", "Session",
            "PolyprofError", "TraceFormatError", "load_ranks", "TraceSet", "__version__", "export"]
 
