@@ -207,10 +207,20 @@ def anchors_of(traces: Iterable[Trace], ranks: Iterable[int]) -> tuple[dict[int,
 
 
 def with_rank(results: dict[int, "pd.DataFrame"]) -> "pd.DataFrame":
+    """The ranks' tables stacked into one, with a ``rank`` column first (one concat and
+    one column insert, not a copy of each rank's table)."""
+    import numpy as np
     import pandas as pd
 
-    parts = [df.assign(rank=r)[["rank", *df.columns]] for r, df in results.items()]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"rank": []})
+    frames = [df for df in results.values()]
+    if not frames:
+        return pd.DataFrame({"rank": []})
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+    if "rank" in out.columns:  # a table that already has one: the set's numbering wins
+        out = out.drop(columns="rank")
+    out.insert(0, "rank", np.repeat(np.fromiter(results, np.int64, len(results)),
+                                    [len(df) for df in frames]))
+    return out
 
 
 def _executor(executor: Executor | str | None, n: int) -> tuple[Executor, bool]:
