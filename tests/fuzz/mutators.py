@@ -4,7 +4,8 @@ Each format is mutated where its reader has to trust something: JSON values of t
 wrong type or range (Kineto), protobuf fields and references between planes, lines,
 events and metadata (XSpace), Arrow tables and the header of a ``.polyprof`` zip
 re-written with valid CRCs (native), Arrow stream batches and the header of a crash
-journal (journal). A share of every format also gets plain byte-level damage (bit
+journal (journal), and the declared uncompressed lengths of compressed Arrow buffers
+(native and journal). A share of every format also gets plain byte-level damage (bit
 flips, cuts, splices), the kind a disk error or a cut-off copy makes.
 
 Everything is deterministic in the ``random.Random`` given, so an input is named by
@@ -360,6 +361,29 @@ def _ipc_file(table: Any, rnd: random.Random) -> bytes:
     return sink.getvalue()
 
 
+_FRAME_MAGICS = (b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18")  # zstd, LZ4 frame
+
+
+def declared_length_mutate(data: bytes, rnd: random.Random) -> bytes:
+    """One compressed Arrow buffer's declared uncompressed length (the int64 before its
+    zstd or LZ4 frame) changed: what pyarrow allocates before it inflates."""
+    at = [i - 8 for m in _FRAME_MAGICS for i in _find_all(data, m) if i >= 8]
+    if not at:
+        return data
+    i = rnd.choice(at)
+    (n,) = struct.unpack_from("<q", data, i)
+    v = rnd.choice([2**62, 2**40, 2**31, 1 << 30, 64 << 20, len(data) * 1000, n + 1, n - 1, n * 2, 0, -2, -1])
+    return data[:i] + struct.pack("<q", v) + data[i + 8:]
+
+
+def _find_all(data: bytes, needle: bytes, limit: int = 64) -> list[int]:
+    out, i = [], data.find(needle)
+    while i >= 0 and len(out) < limit:
+        out.append(i)
+        i = data.find(needle, i + 1)
+    return out
+
+
 def native(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
     import pyarrow as pa
     import pyarrow.ipc as ipc
@@ -388,7 +412,10 @@ def native(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
         body = byte_mutate(body, rnd, 0, [m for m in members.values()])
     elif op < 0.9:
         table = ipc.open_file(pa.BufferReader(body)).read_all()
-        body = _ipc_file(arrow_mutate_table(table, rnd), rnd)
+        if rnd.random() < 0.25:  # the values as they were; a compressed buffer's declared length changed
+            body = declared_length_mutate(_ipc_file(table, rnd), rnd)
+        else:
+            body = _ipc_file(arrow_mutate_table(table, rnd), rnd)
     else:
         del members[name]
         body = b""
@@ -442,10 +469,12 @@ def journal(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
             schema = t.schema.with_metadata(meta)
             batches = [b.replace_schema_metadata(meta) for b in t.to_batches()]
     sink = io.BytesIO()
-    with ipc.new_stream(sink, schema) as w:
+    compression = rnd.choice([None, None, "zstd", "lz4"])  # the journal writes none; a reader takes any
+    with ipc.new_stream(sink, schema, options=ipc.IpcWriteOptions(compression=compression)) as w:
         for b in batches:
             w.write_batch(b)
-    return magic + sink.getvalue()
+    out = magic + sink.getvalue()
+    return declared_length_mutate(out, rnd) if compression and rnd.random() < 0.3 else out
 
 
 MUTATORS: dict[str, Callable[[bytes, random.Random, list[bytes]], bytes]] = {

@@ -4,20 +4,21 @@ the host data of a program that was killed before its session could stop."""
 from __future__ import annotations
 
 import logging
+import struct
 from pathlib import Path
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 
 from ..collect.clock import REFERENCE_CLOCK
 from ..errors import TraceFormatError
 from ..trace.core import Trace
+from . import arrow_ipc
 from . import journal_layout as j
 from .hostrecords import HostRecords, build
-from .safety import check_events, clean_metadata, guarded
+from .safety import Inflation, check_events, clean_metadata, guarded
 
 log = logging.getLogger("polyprof")
 
@@ -50,15 +51,16 @@ def load(path: str | Path) -> Trace:
     if not data.startswith(j.MAGIC):
         raise TraceFormatError(path, "not a polyprof crash journal")
     try:
-        reader = ipc.open_stream(pa.BufferReader(data[len(j.MAGIC):]))
-    except (pa.ArrowException, ValueError, OSError) as e:
+        stream = arrow_ipc.Stream(pa.py_buffer(data)[len(j.MAGIC):],
+                                  Inflation(path, len(data), "the journal's compressed Arrow data"))
+    except (pa.ArrowException, ValueError, OSError, struct.error) as e:
         raise TraceFormatError(path, f"journal has no readable header ({e}); the program was killed "
                                      "before its first flush") from None
-    if not reader.schema.equals(j.schema(), check_metadata=False):
+    if not stream.schema.equals(j.schema(), check_metadata=False):
         raise TraceFormatError(path, "journal records do not have the journal's schema: damaged, or written by "
                                      "another version of polyprof")
-    header, notes = _header(reader.schema.metadata or {})
-    batches, bad = _batches(reader, path)
+    header, notes = _header(stream.schema.metadata or {})
+    batches, bad = _batches(stream, path)
     if bad:
         notes.append(bad)
     table = pa.Table.from_batches(batches, schema=j.schema())
@@ -90,16 +92,18 @@ def _header(meta: dict) -> tuple[dict, list[str]]:
     return header, ([f"damaged session header fields dropped: {', '.join(sorted(bad))}"] if bad else [])
 
 
-def _batches(reader: ipc.RecordBatchStreamReader, path: Path) -> tuple[list[pa.RecordBatch], str]:
-    """Whole, valid batches up to the first damaged or cut one; and a note if there was one."""
+def _batches(stream: arrow_ipc.Stream, path: Path) -> tuple[list[pa.RecordBatch], str]:
+    """Whole, valid batches up to the first damaged, cut or oversized one (its compressed
+    buffers bounded before they are inflated); and a note if there was one."""
     out: list[pa.RecordBatch] = []
     while True:
         try:
-            batch = reader.read_next_batch()
-            batch.validate(full=True)
+            batch = stream.next_batch()
         except StopIteration:
             return out, ""
-        except (pa.ArrowException, ValueError, OSError) as e:
+        except TraceFormatError as e:  # a limit: what came before is kept
+            return out, f"batch {len(out)} refused ({e.problem}): it and everything after it dropped"
+        except (pa.ArrowException, ValueError, OSError, struct.error) as e:
             cut = isinstance(e, (OSError, EOFError)) or "read" in str(e).lower() and "expected" in str(e).lower()
             log.debug("%s: journal batch %d: %s", path, len(out), e)
             return out, ("the last write was cut short and dropped" if cut else

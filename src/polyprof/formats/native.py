@@ -24,6 +24,7 @@ from ..errors import PolyprofError, TraceFormatError, TraceSchemaError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, check_column
+from . import arrow_ipc
 from .safety import Inflation, check_events, clean_metadata, guarded
 
 MAGIC = "polyprof-trace"
@@ -120,16 +121,10 @@ def _read(zf: zipfile.ZipFile, name: str, path: Path) -> bytes:
         raise TraceFormatError(path, f"damaged .polyprof file: member {name!r} cannot be read ({e})") from None
 
 
-def _table(zf: zipfile.ZipFile, name: str, path: Path) -> pa.Table:
-    """An Arrow IPC member, validated in full before any value is looked at."""
-    try:
-        t = ipc.open_file(pa.BufferReader(_read(zf, name, path))).read_all()
-        t.validate(full=True)
-    except TraceFormatError:
-        raise
-    except (pa.ArrowException, ValueError, OSError) as e:  # ArrowInvalid is a ValueError
-        raise TraceFormatError(path, f"damaged .polyprof file: {name} is not valid Arrow data ({e})") from None
-    return t
+def _table(zf: zipfile.ZipFile, name: str, path: Path, infl: Inflation) -> pa.Table:
+    """An Arrow IPC member: its compressed buffers bounded before they are inflated,
+    validated in full before any value is looked at."""
+    return arrow_ipc.read_file(_read(zf, name, path), path, name, infl)  # bounded, each batch validated in full
 
 
 def _column(t: pa.Table, name: str, col: str, dtype: Any, path: Path) -> np.ndarray:
@@ -150,8 +145,9 @@ def _column(t: pa.Table, name: str, col: str, dtype: Any, path: Path) -> np.ndar
     return a.astype(dtype, copy=False)
 
 
-def _columns(zf: zipfile.ZipFile, name: str, spec: dict[str, Any], path: Path) -> dict[str, np.ndarray]:
-    t = _table(zf, name, path)
+def _columns(zf: zipfile.ZipFile, name: str, spec: dict[str, Any], path: Path,
+             infl: Inflation) -> dict[str, np.ndarray]:
+    t = _table(zf, name, path, infl)
     return {k: _column(t, name, k, dt, path) for k, dt in spec.items()}
 
 
@@ -186,7 +182,7 @@ def _short(v: Any) -> str:
     return s if len(s) < 60 else s[:57] + "..."
 
 
-def _stats(zf: zipfile.ZipFile, path: Path, entries: Any, n_events: int) -> dict[str, StatColumn]:
+def _stats(zf: zipfile.ZipFile, path: Path, entries: Any, n_events: int, infl: Inflation) -> dict[str, StatColumn]:
     if not isinstance(entries, list):
         raise TraceFormatError(path, "header.json: stats is not a list")
     stats: dict[str, StatColumn] = {}
@@ -197,7 +193,7 @@ def _stats(zf: zipfile.ZipFile, path: Path, entries: Any, n_events: int) -> dict
         if s["key"] in stats:
             raise TraceFormatError(path, f"header.json: stat {s['key']!r} is listed twice")
         name = s["entry"]
-        t = _table(zf, name, path)
+        t = _table(zf, name, path, infl)
         rows = _column(t, name, "rows", np.int64, path)
         if "values" not in t.column_names:
             raise TraceFormatError(path, f"damaged .polyprof file: {name} has no column 'values'")
@@ -260,17 +256,20 @@ def load(path: str | Path) -> Trace:
         if not isinstance(metadata, dict):
             raise TraceFormatError(path, "header.json: metadata is not an object")
         clean_metadata(metadata)
+        # one bound for the Arrow buffers of all members together (each member alone could
+        # reach the ratio's floor, and stats members are as many as the header lists)
+        infl = Inflation(path, max(path.stat().st_size, 1), "the compressed Arrow data")
         planes = _records(path, "planes", header.get("planes"), Plane)
         tracks = _records(path, "tracks", header.get("tracks"), Track)
-        events = _columns(zf, "events.arrow", EVENT_COLUMNS, path)
-        flows = _columns(zf, "flows.arrow", FLOW_COLUMNS, path)
-        counters = _columns(zf, "counters.arrow", COUNTER_COLUMNS, path)
-        st = _table(zf, "strings.arrow", path)
+        events = _columns(zf, "events.arrow", EVENT_COLUMNS, path, infl)
+        flows = _columns(zf, "flows.arrow", FLOW_COLUMNS, path, infl)
+        counters = _columns(zf, "counters.arrow", COUNTER_COLUMNS, path, infl)
+        st = _table(zf, "strings.arrow", path, infl)
         if st.column_names != ["s"] or not pa.types.is_string(st.column(0).type) or st.column(0).null_count:
             raise TraceFormatError(path, "damaged .polyprof file: strings.arrow is not one column of strings")
         strings = st.column("s").to_pylist()
         _check_events(path, events, counters, len(strings))
-        stats = _stats(zf, path, header.get("stats", []), len(events["start_ns"]))
+        stats = _stats(zf, path, header.get("stats", []), len(events["start_ns"]), infl)
         sources = _records(path, "sources", header.get("sources", []), Source)  # files before 0.2 have none
     trace = Trace(strings, planes, tracks, events, stats, flows, counters, metadata, sources)
     try:
