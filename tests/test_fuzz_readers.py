@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from fuzz import mutators, runner, seeds  # noqa: E402
 
 #: seconds per reader for the bounded run (about 25 s in all, with start-up)
 SECONDS = float(os.environ.get("POLYPROF_FUZZ_SECONDS", "4"))
+CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 
 
 @pytest.mark.parametrize("reader", sorted(seeds.READERS))
@@ -69,6 +71,30 @@ def test_the_runner_catches_a_worker_killed_by_a_signal(tmp_path: Path, monkeypa
     assert res.inputs == 8 and crashes
     for f in crashes:
         assert "-11" in f["detail"] and Path(f["file"]).stat().st_size % 3 == 0
+
+
+_MUTATE_DAMAGED = """
+import random, sys
+from pathlib import Path
+from fuzz import mutators
+for p in sorted(Path(sys.argv[1]).glob("*-40325.*")) + sorted(Path(sys.argv[1]).glob("segfault-*")):
+    reader = "journal" if p.name.endswith(".partial") else "native"
+    for i in range(1000):  # without validation, Random(701) crashes on the 40325 input
+        try:
+            mutators.MUTATORS[reader](p.read_bytes(), random.Random(i), [])
+        except Exception:  # mutate() falls back to byte-level edits on these
+            pass
+"""
+
+
+def test_mutators_survive_damaged_input():
+    """A stacked second round mutates damaged output: the journal mutator read its
+    batches unvalidated and pyarrow crashed the long run's parent with SIGSEGV (journal
+    input 40325 of seed 1: its first round is in the corpus). Replayed on it and on the
+    inputs that crashed the journal reader."""
+    r = subprocess.run([sys.executable, "-c", _MUTATE_DAMAGED, str(CORPUS / "journal")],
+                       cwd=Path(__file__).parent, env=runner._env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 # ----------------------------------------------------------------------------- hypothesis

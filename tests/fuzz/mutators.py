@@ -412,6 +412,7 @@ def native(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
         body = byte_mutate(body, rnd, 0, [m for m in members.values()])
     elif op < 0.9:
         table = ipc.open_file(pa.BufferReader(body)).read_all()
+        table.validate(full=True)  # a damaged input (a stacked round) would crash pyarrow below, not raise
         if rnd.random() < 0.25:  # the values as they were; a compressed buffer's declared length changed
             body = declared_length_mutate(_ipc_file(table, rnd), rnd)
         else:
@@ -445,6 +446,8 @@ def journal(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
     reader = ipc.open_stream(pa.BufferReader(data[len(magic):]))
     schema = reader.schema
     batches = list(reader)
+    for b in batches:  # a damaged input (a stacked round) would crash pyarrow below, not raise
+        b.validate(full=True)
     meta = dict(schema.metadata or {})
     if op < 0.7:
         try:

@@ -235,6 +235,17 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
 
 
 def _save(reader: str, seed: int, index: int, kind: str, save_dir: Path) -> Path:
+    """Regenerate and save an input, in a process of its own (if regenerating it kills
+    the process, the run goes on)."""
+    r = subprocess.run([sys.executable, "-m", "fuzz.runner", "--save", reader, str(seed), str(index), kind,
+                        str(save_dir.resolve())], cwd=HERE.parent, env=_env(), capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode:
+        return save_dir / f"(not saved: regenerating it failed with exit status {r.returncode})"
+    return Path(r.stdout.strip())
+
+
+def _save_here(reader: str, seed: int, index: int, kind: str, save_dir: Path) -> Path:
     from fuzz import mutators, seeds
 
     src, data = mutators.mutate(reader, seeds.load_seeds()[reader], seed, index)
@@ -248,3 +259,6 @@ def _save(reader: str, seed: int, index: int, kind: str, save_dir: Path) -> Path
 if __name__ == "__main__":
     if sys.argv[1:] == ["--worker"]:
         worker()
+    elif sys.argv[1:2] == ["--save"]:
+        r, sd, i, k, d = sys.argv[2:7]
+        print(_save_here(r, int(sd), int(i), k, Path(d)))
