@@ -37,6 +37,21 @@ def _must_load(path: Path) -> bool:
     return path.name.startswith("valid-") or path.parent.name == "seeds"
 
 
+NETS = [p for p in FILES if p.name.startswith("net-")]
+
+
+@pytest.mark.parametrize("path", NETS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_what_the_last_net_caught_is_now_refused_by_name(path: Path):
+    """Each ``net-*`` input was refused only by the last net in a long run (e.g. a Kineto
+    ``"ts": []`` became a 2-D time column): its reader now names the problem, or
+    drops the damaged part and loads."""
+    try:
+        polyprof.load(path)
+    except TraceFormatError as e:
+        assert not isinstance(e, ForeignError), e.problem
+        assert str(path) in str(e)
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_load_gives_a_trace_or_one_named_error(path: Path):
     try:

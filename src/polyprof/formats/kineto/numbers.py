@@ -107,7 +107,9 @@ def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
 
 def _floats(values: list, path: Path, what: str) -> np.ndarray:
     try:
-        return np.array(values, dtype=np.float64)
+        out = np.array(values, dtype=np.float64)
+        if out.shape == (len(values),):  # not [[]] or [[1], [2]]: lists make it 2-D
+            return out
     except (TypeError, ValueError):
         pass
     out = np.empty(len(values), np.float64)
