@@ -20,7 +20,7 @@ import pandas as pd
 from ..derive import cache
 from ..trace.categories import Kind, is_collective_name, is_copy_name
 from ..trace.core import Trace
-from .window import device_mask, selection, view
+from .window import device_mask, round_like_hta, selection, view
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
 CLASS_NAMES = np.array(["compute", "communication", "memcpy", "memset"], dtype=object)
@@ -73,7 +73,8 @@ def _span(trace: Trace) -> tuple[int, int]:
         corr = cache.correlation(trace)
         d = corr.device_rows[device_mask(trace, corr.launch, ev["start_ns"][corr.device_rows])]
         if len(d):
-            return int(ev["start_ns"][d].min()), int((ev["start_ns"][d] + ev["dur_ns"][d]).max())
+            s, e = round_like_hta(trace, ev["start_ns"][d], ev["start_ns"][d] + ev["dur_ns"][d])
+            return int(s.min()), int(e.max())
     if len(steps):
         t0, t1 = int(steps.start.min()), int(steps.end.max())
         corr = cache.correlation(trace)
@@ -106,8 +107,9 @@ def _view(trace: Trace) -> DeviceView:
     tr = ev["track"][rows]
     st = ev["start_ns"][rows]
     du = ev["dur_ns"][rows]
+    st, en = round_like_hta(trace, st, st + du)
     return DeviceView(rows, trace.track_plane[tr] if len(rows) else np.zeros(0, np.int32), tr,
-                      activity_class(trace, rows), st, st + du, corr.launch,
+                      activity_class(trace, rows), st, en, corr.launch,
                       analysed_span(trace), device_mask(trace, corr.launch, st), op_durations(trace, rows, du))
 
 

@@ -22,8 +22,11 @@ one's end (activity with no known launch: that started then; an open start, ``:B
 with nothing skipped, also counts what was launched before the first step) and the
 host events that start then. ``span="device"`` (``--span device``) makes the analysed
 span run from the first to the last device activity counted, HTA's convention for its
-temporal breakdown. A trace without steps has no step window: ``AUTO`` and ``None``
-analyse all of it, a step range is an error (``Window(span="device")`` still applies).
+temporal breakdown. ``round_us=True`` (``--round-us``) rounds every device activity
+inward to whole µs of the file's time base as HTA 0.5 does when it reads a Kineto file
+(:func:`round_like_hta`). A trace without steps has no step window: ``AUTO`` and
+``None`` analyse all of it, a step range is an error (``Window(span="device")`` and
+``round_us`` still apply).
 """
 
 from __future__ import annotations
@@ -58,9 +61,11 @@ class Window:
     stop: int | None = None
     skip_first: int = 0
     span: str = "steps"  # or "device": first to last device activity counted (HTA's convention)
+    round_us: bool = False  # device activity rounded inward to whole µs, as HTA reads Kineto files
 
     @classmethod
-    def parse(cls, steps: str | None = None, skip_first: int = 0, span: str = "steps") -> "Window":
+    def parse(cls, steps: str | None = None, skip_first: int = 0, span: str = "steps",
+              round_us: bool = False) -> "Window":
         """From ``--steps`` text (``2:5``, ``3``, ``:5``, ``2:``) and ``--skip-first``."""
         start = stop = None
         if steps is not None and steps.strip():
@@ -75,7 +80,7 @@ class Window:
             raise WindowError(f"--skip-first {skip_first}: must be 0 or more")
         if span not in SPANS:
             raise WindowError(f"--span {span!r}: expected one of {', '.join(SPANS)}")
-        return cls(start, stop, int(skip_first), span)
+        return cls(start, stop, int(skip_first), span, bool(round_us))
 
     def text(self) -> str:
         parts = []
@@ -85,6 +90,8 @@ class Window:
             parts.append(f"skip first {self.skip_first}")
         if self.span != "steps":
             parts.append(f"span: {self.span}")
+        if self.round_us:
+            parts.append("rounded to whole µs as HTA")
         return ", ".join(parts) or "all steps"
 
 
@@ -101,6 +108,7 @@ class Selection:
     span: str = "steps"
     lo: int = -_FAR  # events are counted when they (or their launch) start in [lo, hi)
     hi: int = _FAR
+    round_us: bool = False
 
 
 def _label(steps: Steps, index: np.ndarray, why: str) -> str:
@@ -133,7 +141,8 @@ def select(trace: Trace, window: WindowArg) -> Selection:
                              lo=int(steps.start[1]), hi=int(steps.end[-1]))
         return Selection(every, _label(steps, every, ""), False)
     if not len(steps) and window.start is None and window.stop is None and not window.skip_first:
-        return Selection(every, _label(steps, every, window.text()), window.span != "steps", window.span)
+        return Selection(every, _label(steps, every, window.text()), window.span != "steps" or window.round_us,
+                         window.span, round_us=window.round_us)
     if not len(steps):
         raise WindowError(f"{window.text()}: the trace has no steps (ProfilerStep#N, polyprof.step() "
                           "or step annotations), so there is nothing to choose from")
@@ -150,7 +159,8 @@ def select(trace: Trace, window: WindowArg) -> Selection:
     # an open start with nothing skipped also counts what was launched before the first step
     lo = -_FAR if window.start is None and not window.skip_first else int(steps.start[index[0]])
     return Selection(index, _label(steps, index, window.text()),
-                     len(index) < len(steps) or window.span != "steps", window.span, lo, int(steps.end[index[-1]]))
+                     len(index) < len(steps) or window.span != "steps" or window.round_us, window.span, lo,
+                     int(steps.end[index[-1]]), window.round_us)
 
 
 def _key(window: WindowArg) -> str:
@@ -210,3 +220,24 @@ def device_mask(trace: Trace, launch: np.ndarray, start_ns: np.ndarray) -> np.nd
     ev = trace.events
     t = np.where(launch >= 0, ev["start_ns"][np.maximum(launch, 0)], start_ns) if len(start_ns) else start_ns
     return (t >= sel.lo) & (t < sel.hi)
+
+
+def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) as HTA 0.5 reads them from a Kineto file, when the window asks
+    (``round_us``); unchanged otherwise.
+
+    HTA parses ``ts`` and ``dur`` (µs since ``baseTimeNanoseconds``) as doubles and, when
+    ``ts`` is fractional, moves each start up and each end (``ts + dur``, in doubles) down
+    to whole µs (``hta/common/trace_parser.py: round_down_time_stamps``). This does the
+    same on the same doubles: a start is the double nearest to its decimal text, as a JSON
+    parser makes it. An activity inside one µs comes out with its end before its start;
+    the timelines then drop it, where HTA's own merge subtracts it (docs/analysis.md)."""
+    sel = selection(trace)
+    if sel is None or not sel.round_us or not len(start):
+        return start, end
+    base = trace.metadata.get("baseTimeNanoseconds")
+    base = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else 0
+    rel = np.asarray(start, np.int64) - base
+    ts = (rel // 1000).astype(np.float64) + (rel % 1000) / 1000.0  # one rounding, as parsing the text
+    te = ts + (np.asarray(end, np.int64) - np.asarray(start, np.int64)) / 1000.0
+    return np.ceil(ts).astype(np.int64) * 1000 + base, np.floor(te).astype(np.int64) * 1000 + base

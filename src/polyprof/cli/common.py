@@ -53,6 +53,9 @@ def add_window_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--span", choices=("steps", "device"), default="steps",
                    help="analysed span: from the first step to the end of its device work (steps, default) "
                         "or from the first to the last device activity counted (device: HTA's convention)")
+    g.add_argument("--round-us", action="store_true",
+                   help="round each device activity inward to whole µs of the file's time base, as HTA "
+                        "reads Kineto files (with --steps :LAST --span device: HTA's temporal breakdown)")
 
 
 def window_from(args: argparse.Namespace) -> Any:
@@ -60,11 +63,13 @@ def window_from(args: argparse.Namespace) -> Any:
     from ..analyze.window import AUTO, Window
 
     span = getattr(args, "span", "steps")
+    rnd = bool(getattr(args, "round_us", False))
+    plain = span == "steps" and not rnd
     if args.all_steps:
-        return None if args.steps is None and span == "steps" else Window.parse(args.steps, 0, span)
+        return None if args.steps is None and plain else Window.parse(args.steps, 0, span, rnd)
     if args.steps is None and args.skip_first is None:
-        return AUTO if span == "steps" else Window.parse(None, 0, span)
-    return Window.parse(args.steps, args.skip_first or 0, span)
+        return AUTO if plain else Window.parse(None, 0, span, rnd)
+    return Window.parse(args.steps, args.skip_first or 0, span, rnd)
 
 
 def load_trace(path: str) -> Trace:

@@ -72,6 +72,27 @@ def _ids(trace: Trace) -> tuple[list[int], list[int]]:
     return pids, tids
 
 
+#: what :func:`correlation_offset` adds to small correlation ids
+HTA_ID_OFFSET = 1 << 15
+
+
+def correlation_offset(ids: np.ndarray, n_rows: int) -> int:
+    """What to add to the correlation ids so that HTA can load the file: 0 for most traces.
+
+    HTA (0.5) stores the ``correlation`` column in the smallest integer type that holds
+    its values (-1 included), then writes event row numbers into a copy of it: with ids
+    that fit int8 or int16 and more rows than that type holds (OpenCL ids count from 1),
+    it raises a TypeError while loading. Such ids are written plus :data:`HTA_ID_OFFSET`
+    (ids and links stay one to one; docs/analysis.md)."""
+    if not len(ids):
+        return 0
+    top = int(ids.max())
+    for bound in (127, 32767):  # int8, int16: plus the offset, the ids need int32
+        if top <= bound:
+            return HTA_ID_OFFSET if n_rows > bound else 0
+    return 0
+
+
 def _arg_value(v: Any) -> Any:
     """Stat value -> JSON arg; JSON text that the reader made of lists/dicts goes back to JSON."""
     if isinstance(v, bytes):
@@ -201,9 +222,15 @@ def _event_args(trace: Trace, on_host: np.ndarray) -> list[dict[str, Any] | None
     """Each event's args: its stats under Kineto's names (None: no stats)."""
     kinds = trace.kinds
     args: list[dict[str, Any] | None] = [None] * trace.n_events
+    # the records HTA may number: events, flow ends, counters, names (an upper bound)
+    n_rows = (trace.n_events + 2 * len(trace.flows["src"]) + len(trace.counters["ts_ns"])
+              + 3 * len(trace.planes) + 2 * len(trace.tracks))
     for key, col in trace.stats.items():
         name = _ARG_NAMES.get(key, key)
         vals = col.values.tolist() if col.kind in "iuf" else [_arg_value(v) for v in col.values]
+        if key == keys.CORRELATION_ID and col.kind in "iu":
+            moved = correlation_offset(col.values, n_rows)
+            vals = [v + moved for v in vals] if moved else vals
         if key == keys.STREAM and col.kind in "iu":
             # a runtime call's stream argument on the host is a handle (ROCm: "0x0");
             # device activity and framework ops (Triton's cpu_op) have an integer
