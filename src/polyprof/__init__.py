@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .collect.recorder import counter, mark, section, step
+from .collect.schedule import schedule
 from .collect.session import Session, profile
 from .errors import PolyprofError, TraceFormatError
 from .formats.detect import load
@@ -47,7 +48,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["profile", "section", "mark", "counter", "step", "load", "serve", "Trace", "Session",
+__all__ = ["profile", "section", "mark", "counter", "step", "schedule", "load", "serve", "Trace", "Session",
            "PolyprofError", "TraceFormatError", "load_ranks", "TraceSet", "__version__", "export"]
 
 if _os.environ.get("POLYPROF_SERVE"):  # serve captures from a program that imports polyprof

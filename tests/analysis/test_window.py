@@ -147,3 +147,44 @@ def test_kernel_states_partition_the_span(kineto_files):
             assert g.loc[g["state"] == "idle", "time_ns"].sum() == tb.loc[plane, "idle_ns"], f.name
             # compute only + compute with anything = the compute-covered time
             assert g.loc[g["state"].str.startswith("compute"), "time_ns"].sum() == tb.loc[plane, "compute_ns"], f.name
+
+
+def test_export_writes_the_window_the_analyses_count(v100, kineto_files, tmp_path):
+    """`polyprof export FILE --steps 102:104`: the written trace, analysed whole, gives
+    the numbers of the original analysed on that window (kernels, ops, the device-span
+    timeline); its steps are the selected ones; the default writes everything."""
+    import subprocess
+    import sys
+
+    f = next(p for p in kineto_files if p.name.startswith("v100"))
+    out = tmp_path / "w.polyprof"
+    r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(f), "--steps", "102:104", "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "steps 102-103 of 101-105" in r.stderr, r.stderr
+    w = polyprof.load(out)
+    assert cache.steps(w).number.tolist() == [102, 103]
+    win = Window(102, 104)
+    # counted straight from the event table: device activity whose launch started in the steps
+    steps = cache.steps(v100)
+    corr = cache.correlation(v100)
+    st = v100.events["start_ns"]
+    t = np.where(corr.launch >= 0, st[np.maximum(corr.launch, 0)], st[corr.device_rows])
+    want = int(((t >= steps.start[1]) & (t < steps.end[2])).sum())
+    assert len(cache.correlation(w).device_rows) == want
+    a, b = A.kernel_breakdown(v100, window=win), A.kernel_breakdown(w)
+    assert (a["count"].sum(), a["total_ns"].sum()) == (b["count"].sum(), b["total_ns"].sum()) == \
+        (want, a["total_ns"].sum())
+    a, b = A.op_stats(v100, window=win), A.op_stats(w)
+    assert (a["count"].sum(), a["total_ns"].sum()) == (b["count"].sum(), b["total_ns"].sum())
+    a = A.temporal_breakdown(v100, window=Window(102, 104, span="device")).iloc[-1]
+    b = A.temporal_breakdown(w, window=Window(span="device")).iloc[-1]
+    assert (a["span_ns"], a["busy_ns"]) == (b["span_ns"], b["busy_ns"])
+    # flows only between kept events, stats still on their events
+    assert len(w.flows["src"]) and (w.flows["src"] < w.n_events).all()
+    assert (w.stat_dense("correlation_id", -1)[cache.correlation(w).device_rows] >= 0).all()
+    r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(f), "-o", str(tmp_path / "all.polyprof")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and polyprof.load(tmp_path / "all.polyprof").n_events == v100.n_events
+    r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(f), "--steps", "7:9", "-o",
+                        str(tmp_path / "none.polyprof")], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "101-105" in r.stderr

@@ -10,7 +10,8 @@ torch.profiler trace may be cut short. The user chooses the steps:
   change for callers that do not ask);
 - ``AUTO`` (the default of ``polyprof summary``, ``report`` and ``report.tables.build``):
   without the first step when the trace has at least ``AUTO_MIN_STEPS`` steps — it
-  holds the warm-up — else every step.
+  holds the warm-up — else every step (and every step of a trace recorded by a
+  schedule, ``polyprof run --schedule``: it left the warm-up out already).
 
 A window selects steps; every analysis then runs on a *view* of the trace (the same
 arrays and correlation, see :func:`view`) whose steps are the selected ones. So the
@@ -135,6 +136,8 @@ def select(trace: Trace, window: WindowArg) -> Selection:
     if isinstance(window, str):
         if window != AUTO:
             raise WindowError(f"window {window!r}: expected a Window, None or {AUTO!r}")
+        if trace.metadata.get("schedule"):  # recorded by a schedule: its warm-up is not in the trace
+            return Selection(every, _label(steps, every, "the steps the schedule recorded"), False)
         if len(steps) >= AUTO_MIN_STEPS:
             return Selection(every[1:], _label(steps, every[1:], "first step skipped: warm-up; "
                                                                  "--skip-first 0 keeps it"), True,
@@ -241,3 +244,26 @@ def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np
     ts = (rel // 1000).astype(np.float64) + (rel % 1000) / 1000.0  # one rounding, as parsing the text
     te = ts + (np.asarray(end, np.int64) - np.asarray(start, np.int64)) / 1000.0
     return np.ceil(ts).astype(np.int64) * 1000 + base, np.floor(te).astype(np.int64) * 1000 + base
+
+
+def restrict(trace: Trace, window: WindowArg) -> Trace:
+    """A new trace with only what the analyses of ``window`` count (``polyprof export
+    --steps``): device activity launched in the selected steps (no known launch: started
+    in them), every other event that starts in them, the flows between kept events and
+    the counters inside. The trace itself when the window selects everything."""
+    from ..trace.subset import take
+
+    v = view(trace, window)
+    sel = selection(v)
+    if sel is None:
+        return trace
+    ev = trace.events
+    keep = host_mask(v, ev["start_ns"])
+    corr = cache.correlation(trace)
+    rows = corr.device_rows
+    keep[rows] = device_mask(v, corr.launch, ev["start_ns"][rows])
+    hi = max(sel.hi, int((ev["start_ns"][rows] + ev["dur_ns"][rows])[keep[rows]].max())) if keep[rows].any() \
+        else sel.hi
+    out = take(trace, keep, counter_ranges=[(sel.lo, hi)])
+    out.metadata["window"] = sel.label
+    return out

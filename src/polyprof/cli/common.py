@@ -43,10 +43,10 @@ def resolve(names: list[str] | None) -> list[Any]:
     return res(names)
 
 
-def add_window_args(p: argparse.ArgumentParser) -> None:
+def add_window_args(p: argparse.ArgumentParser, title: str | None = None) -> None:
     """--steps / --skip-first / --all-steps: which steps every analysis looks at."""
-    g = p.add_argument_group("analysed window (default: every step but the first, the warm-up, "
-                             "when there are 3 or more)")
+    g = p.add_argument_group(title or "analysed window (default: every step but the first, the warm-up, "
+                                      "when there are 3 or more)")
     g.add_argument("--steps", metavar="A:B", help="analyse the steps numbered A to B-1 (A:, :B, or one number N)")
     g.add_argument("--skip-first", type=int, metavar="N", help="leave out the first N steps (0: keep every step)")
     g.add_argument("--all-steps", action="store_true", help="analyse every step (same as --skip-first 0)")
@@ -58,9 +58,10 @@ def add_window_args(p: argparse.ArgumentParser) -> None:
                         "reads Kineto files (with --steps :LAST --span device: HTA's temporal breakdown)")
 
 
-def window_from(args: argparse.Namespace) -> Any:
-    """The window the options ask for: AUTO unless --steps, --skip-first or --all-steps."""
-    from ..analyze.window import AUTO, Window
+def window_from(args: argparse.Namespace, default: Any = "auto") -> Any:
+    """The window the options ask for: ``default`` (AUTO) unless --steps, --skip-first,
+    --all-steps, --span or --round-us."""
+    from ..analyze.window import Window
 
     span = getattr(args, "span", "steps")
     rnd = bool(getattr(args, "round_us", False))
@@ -68,7 +69,7 @@ def window_from(args: argparse.Namespace) -> Any:
     if args.all_steps:
         return None if args.steps is None and plain else Window.parse(args.steps, 0, span, rnd)
     if args.steps is None and args.skip_first is None:
-        return AUTO if plain else Window.parse(None, 0, span, rnd)
+        return default if plain else Window.parse(None, 0, span, rnd)
     return Window.parse(args.steps, args.skip_first or 0, span, rnd)
 
 

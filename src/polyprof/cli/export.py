@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..formats.registry import by_name, for_output, writers
-from .common import load_trace, output_path
+from .common import add_window_args, load_trace, output_path, window_from
 
 
 def register(sub: Any) -> None:
@@ -22,6 +22,8 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, help="output path")
     p.add_argument("--derive", action="store_true",
                    help="add the derived lines per device first (Steps, Sections, Framework Ops, ...)")
+    add_window_args(p, "steps to write (default: the whole trace; --steps or --skip-first: only the events "
+                       "the analyses of that window count)")
     from ..store.commands import add_rank_arg
 
     add_rank_arg(p)
@@ -32,6 +34,12 @@ def run(args: argparse.Namespace) -> int:
     from ..store import commands as store
 
     trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
+    window = window_from(args, default=None)
+    if window is not None:
+        from ..analyze.window import label, restrict
+
+        print(f"polyprof: writing {label(trace, window)}", file=sys.stderr)
+        trace = restrict(trace, window)
     if getattr(args, "derive", False):
         from ..derive import derive
 

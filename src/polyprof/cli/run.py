@@ -38,6 +38,10 @@ def register(sub: Any) -> None:
     add_plugin_args(p)
     p.add_argument("--memory", action="store_true",
                    help="record memory: every plugin's allocations and frees (torch, OpenCL buffers...)")
+    p.add_argument("--schedule", metavar="wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]",
+                   help="record only some steps (polyprof.step() calls), as torch.profiler's schedule: skip "
+                        "S steps, then R cycles (0: until the end) of W steps not recorded, U recorded and "
+                        "dropped (warm-up), A kept. A long run then holds only the steps asked for")
     p.add_argument("--no-summary", action="store_true", help="do not print the summary")
     p.add_argument("--serve", metavar="HOST:PORT",
                    help="record nothing until a capture arrives: serve captures on HOST:PORT "
@@ -113,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     output = Path(args.output or f"{stem}.polyprof")
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
     session = Session(plugin_list(args), output=output, collect_timeout=args.collect_timeout,
-                      record_argv=args.record_argv, follow_symlinks=args.follow_symlinks, memory=args.memory)
+                      record_argv=args.record_argv, follow_symlinks=args.follow_symlinks, memory=args.memory,
+                      schedule=args.schedule)
     pid = os.getpid()
     _received.clear()
     session.start()

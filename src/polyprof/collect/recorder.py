@@ -373,7 +373,7 @@ def step() -> None:
     rec.steps.append(_now())
     if rec.step_listeners:
         n = len(rec.steps)
-        for fn in rec.step_listeners:
+        for fn in list(rec.step_listeners):  # a listener may add or remove listeners
             try:
                 fn(n)
             except Exception:  # a listener must never break the user's program

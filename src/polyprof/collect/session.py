@@ -63,7 +63,10 @@ class Session:
     def __init__(self, plugins: Sequence[str | Any] | None = None, *, output: str | Path | None = None,
                  collect_timeout: float = 30.0, options: dict[str, Any] | None = None,
                  call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False,
-                 memory: bool = False):
+                 memory: bool = False, schedule: Any = None):
+        #: which steps to record (collect/schedule.py): a Schedule, its text, or None (all)
+        self.schedule = _schedule(schedule)
+        self._driver: Any = None
         self.plugin_spec = list(plugins) if plugins is not None else None
         self.memory = memory  # every plugin gets the option memory=True (it records memory)
         self.output = Path(output) if output else None
@@ -142,6 +145,12 @@ class Session:
             with _active_lock:
                 _active = None
             raise
+        if self.schedule is not None:  # before start: a plugin paused from step 0 never starts recording
+            from .schedule import Driver
+
+            self._driver = Driver(self.schedule, start, [s.plugin for s in self._slots],
+                                  lambda name, msg: self._error(name, "schedule", msg))
+            self._driver.begin()
         seen: set[int] = set()
         for slot in self._slots:
             if id(slot.plugin) in seen:  # the same object twice: the contract says one start
@@ -153,7 +162,33 @@ class Session:
             if started:
                 slot.started = True
                 slot.status = "started"
+        if self._driver is not None:
+            self._follow_steps(self._driver)
         return self
+
+    def _follow_steps(self, drv: Any) -> None:
+        from . import recorder
+
+        rec = recorder.active_recorder()
+        if rec is None:  # the host plugin failed: no steps to follow
+            self._error("session", "schedule", "no host recorder: the steps cannot be followed")
+            return
+        rec.step_listeners.append(lambda n: drv.on_step(n, rec.steps[n - 1]))
+
+    def _end_schedule(self, trace: Trace, end: int) -> Trace:
+        """The trace of the scheduled steps only (collect/schedule.py)."""
+        from ..trace.subset import overlapping, take
+
+        drv = self._driver
+        windows = drv.end(end)
+        out = take(trace, overlapping(trace, windows), counter_ranges=windows)
+        out.metadata["schedule"] = drv.summary()
+        if not windows:
+            msg = (f"the schedule ({self.schedule.text()}) recorded no step: the program ended in step "
+                   f"{drv.step}; nothing but the trace's layout is kept")
+            out.metadata.setdefault("warnings", []).append({"plugin": "session", "message": msg})
+            log.warning("polyprof: %s", msg)
+        return out
 
     def stop(self) -> Trace:
         if self._stopped:
@@ -191,6 +226,8 @@ class Session:
                     parts.append(part)
                     slot.status = "ok"
             self.trace = self._assemble(parts, end)
+            if self._driver is not None:
+                self.trace = self._end_schedule(self.trace, end)
         finally:
             with _active_lock:
                 if _active is self:
@@ -334,6 +371,21 @@ class Session:
         return wrapper  # type: ignore[return-value]
 
 
+def _schedule(spec: Any) -> Any:
+    """A Schedule from what profile()/run were given (None: record every step)."""
+    if spec is None:
+        return None
+    from .schedule import Schedule
+
+    if isinstance(spec, Schedule):
+        return spec
+    if isinstance(spec, str):
+        return Schedule.parse(spec)
+    if isinstance(spec, dict):
+        return Schedule(**spec)
+    raise SessionError(f"schedule={spec!r}: expected polyprof.schedule(...), its text or None")
+
+
 def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
@@ -369,7 +421,7 @@ def active_session() -> Session | None:
 def profile(plugins: Sequence[str | Any] | None = None, *, output: str | Path | None = None,
             collect_timeout: float = 30.0, options: dict[str, Any] | None = None,
             call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False,
-            memory: bool = False) -> Session:
+            memory: bool = False, schedule: Any = None) -> Session:
     """Profile a block or a function.
 
     ``with polyprof.profile() as prof: ...`` then ``prof.trace``; or
@@ -382,11 +434,13 @@ def profile(plugins: Sequence[str | Any] | None = None, *, output: str | Path | 
     ``memory=True`` turns on every plugin's memory recording (each gets the option
     ``memory=True``: torch records allocations, OpenCL buffer and image sizes).
     Opened while another session runs (e.g. a script under ``polyprof run``), it nests:
-    see :mod:`polyprof.collect.nested`.
+    see :mod:`polyprof.collect.nested`. ``schedule=polyprof.schedule(wait=1, warmup=1,
+    active=3)`` records only some steps, as torch.profiler's schedule
+    (:mod:`polyprof.collect.schedule`).
     """
     return Session(plugins, output=output, collect_timeout=collect_timeout, options=options,
                    call_timeout=call_timeout, record_argv=record_argv, follow_symlinks=follow_symlinks,
-                   memory=memory)
+                   memory=memory, schedule=schedule)
 
 
 __all__ = ["Session", "profile", "active_session", "PluginError"]

@@ -102,6 +102,7 @@ class TorchPlugin(Plugin):
         self._thread_names: dict[int, str] = {}
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
+        self._paused = False  # a session schedule's wait steps (pause() / resume())
 
     @staticmethod
     def conformance_workload(seconds: float) -> None:
@@ -155,7 +156,7 @@ class TorchPlugin(Plugin):
     def _begin(self) -> None:
         """Start our own torch profiler (own mode)."""
         with self._lock:
-            if self._prof is not None or self._state != "started" or self.driver is not None:
+            if self._prof is not None or self._state != "started" or self.driver is not None or self._paused:
                 return
             torch = imported_torch()
             if torch is None:
@@ -246,6 +247,19 @@ class TorchPlugin(Plugin):
         self.sync(cap)
         prof.stop()
         self.export(prof, cap)
+
+    # ------------------------------------------------------------------ schedule
+    def pause(self) -> None:
+        """A session schedule's steps not to record: this recording ends (and is kept)."""
+        self._paused = True
+        if self.driver is None:
+            self._end_own()
+
+    def resume(self) -> None:
+        """Recording again (a schedule's warm-up or active steps): a new torch recording."""
+        self._paused = False
+        if self._state == "started" and _imported_torch() is not None:
+            self._begin()
 
     # ------------------------------------------------------------------ hand-over
     def attach_driver(self, driver: Any) -> bool:

@@ -1,0 +1,146 @@
+"""Which steps a session records: a schedule like torch.profiler's.
+
+``schedule(wait=1, warmup=1, active=3, repeat=2, skip_first=10)``: the first
+``skip_first`` steps are not recorded, then cycles of ``wait`` steps not recorded,
+``warmup`` steps recorded and thrown away (the profilers start up: their first events
+cost more) and ``active`` steps kept; ``repeat`` cycles (0, the default as in torch: until the
+program ends; ``repeat=1`` records one cycle).
+Steps are counted by ``polyprof.step()`` calls (``prof.step()`` of the torch drop-in
+calls it): step 0 runs from the session's start to the first call, step N from the
+N-th call to the next, as on the Steps line.
+
+What it saves: plugins that can pause (``pause()`` / ``resume()``: torch) record only
+in warm-up and active steps, so a long run holds only those; every other plugin (the
+host's sections, OpenCL) records as usual and its events outside the active steps are
+dropped when the session assembles the trace. The trace keeps the events that overlap
+an active stretch, its metadata says which steps were recorded
+(``metadata["schedule"]``), and step numbers stay the program's (step 40 is step 40).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from ..errors import SessionError
+
+log = logging.getLogger("polyprof")
+
+WAIT, WARMUP, ACTIVE, DONE = "wait", "warmup", "active", "done"
+_FIELD = re.compile(r"^\s*(wait|warmup|active|repeat|skip_first|skip-first)\s*=\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Steps to record; see the module doc."""
+
+    wait: int = 0
+    warmup: int = 0
+    active: int = 1
+    repeat: int = 0  # as torch's: cycles until the program ends
+    skip_first: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("wait", "warmup", "active", "repeat", "skip_first"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise SessionError(f"schedule {name}={v!r}: must be a whole number, 0 or more")
+        if self.active < 1:
+            raise SessionError("schedule active=0: at least one step must be recorded")
+
+    @classmethod
+    def parse(cls, text: str) -> "Schedule":
+        """From ``wait=1,warmup=1,active=3[,repeat=1][,skip_first=0]``."""
+        kw: dict[str, int] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            m = _FIELD.match(part)
+            if not m:
+                raise SessionError(f"--schedule {text!r}: expected KEY=N items (wait, warmup, active, repeat, "
+                                   f"skip_first) separated by commas, not {part!r}")
+            kw[m.group(1).replace("-", "_")] = int(m.group(2))
+        return cls(**kw)
+
+    def state(self, step: int) -> str:
+        """What step number ``step`` (0 = the first) is: wait, warmup, active or done."""
+        k = step - self.skip_first
+        if k < 0:
+            return WAIT
+        cycle = self.wait + self.warmup + self.active
+        if self.repeat and k >= cycle * self.repeat:
+            return DONE
+        pos = k % cycle
+        return WAIT if pos < self.wait else WARMUP if pos < self.wait + self.warmup else ACTIVE
+
+    def text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in asdict(self).items())
+
+
+def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, skip_first: int = 0) -> Schedule:
+    """A recording schedule for :func:`polyprof.profile` (``schedule=``) and ``polyprof run
+    --schedule``, as ``torch.profiler.schedule``; see :mod:`polyprof.collect.schedule`."""
+    return Schedule(wait, warmup, active, repeat, skip_first)
+
+
+@dataclass
+class Driver:
+    """Follows the steps of a running session: pauses and resumes the plugins that can,
+    and notes the active stretches (``[start, end)`` on the session clock)."""
+
+    plan: Schedule
+    start_ns: int
+    plugins: list[Any]
+    on_error: Callable[[str, str], None]
+    windows: list[list[int]] = field(default_factory=list)  # [start, end], end -1 while open
+    recorded: list[int] = field(default_factory=list)  # numbers of the active steps
+    step: int = 0
+    recording: bool = True
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def begin(self) -> None:
+        """At the session's start (step 0 begins)."""
+        self._enter(0, self.start_ns)
+
+    def on_step(self, n: int, t_ns: int) -> None:
+        """The n-th ``polyprof.step()`` call, at ``t_ns``: step n begins."""
+        with self._lock:
+            if n <= self.step:
+                return
+            self._enter(n, t_ns)
+
+    def _enter(self, n: int, t_ns: int) -> None:
+        self.step = n
+        state = self.plan.state(n)
+        if self.windows and self.windows[-1][1] < 0 and state != ACTIVE:
+            self.windows[-1][1] = t_ns
+        if state == ACTIVE:
+            self.recorded.append(n)
+            if not self.windows or self.windows[-1][1] >= 0:
+                self.windows.append([t_ns, -1])
+        want = state in (WARMUP, ACTIVE)
+        if want != self.recording:
+            self.recording = want
+            for p in self.plugins:
+                self._call(p, "resume" if want else "pause")
+
+    def end(self, stop_ns: int) -> list[tuple[int, int]]:
+        """At the session's stop: the active stretches, the open one closed at ``stop_ns``."""
+        with self._lock:
+            if self.windows and self.windows[-1][1] < 0:
+                self.windows[-1][1] = stop_ns
+            return [(a, b) for a, b in self.windows]
+
+    def _call(self, plugin: Any, what: str) -> None:
+        fn = getattr(plugin, what, None)
+        if fn is None:
+            return
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - never into the program
+            self.on_error(str(getattr(plugin, "name", type(plugin).__name__)), f"{what}: {type(e).__name__}: {e}")
+
+    def summary(self) -> dict[str, Any]:
+        return {**asdict(self.plan), "recorded_steps": list(self.recorded),
+                "windows_ns": [list(w) for w in self.windows]}

@@ -1,0 +1,56 @@
+"""A trace with only some of its events: the recorded steps of a schedule, the analysed
+window of an export.
+
+Planes, tracks, strings, sources and metadata stay as they are (a plane or track may
+end up without events); stats keep the values of the kept rows; a flow is kept when
+both its ends are; counters are kept inside the time ranges given (all when none).
+One pass of array indexing, no per-event Python objects.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+import numpy as np
+
+from .core import Trace
+from .stats import StatColumn, StatTable
+
+
+def take(trace: Trace, keep: np.ndarray, counter_ranges: Sequence[tuple[int, int]] | None = None) -> Trace:
+    """The trace with the events where ``keep`` is True (a bool array, one per event)."""
+    keep = np.asarray(keep, bool)
+    if len(keep) != trace.n_events:
+        raise ValueError(f"keep has {len(keep)} entries for {trace.n_events} events")
+    new_row = np.cumsum(keep) - 1  # the new row of each kept event
+    events = {k: v[keep] for k, v in trace.events.items()}
+    stats = StatTable()
+    for key, col in trace.stats.items():
+        k = keep[col.rows]
+        stats[key] = StatColumn(new_row[col.rows[k]].astype(np.int64), col.values[k])
+    fl = trace.flows
+    fk = keep[fl["src"]] & keep[fl["dst"]] if len(fl["src"]) else np.zeros(0, bool)
+    flows = {"src": new_row[fl["src"][fk]].astype(np.int64), "dst": new_row[fl["dst"][fk]].astype(np.int64),
+             "id": fl["id"][fk], "category": fl["category"][fk]}
+    c = trace.counters
+    if counter_ranges is not None and len(c["ts_ns"]):
+        ck = np.zeros(len(c["ts_ns"]), bool)
+        for t0, t1 in counter_ranges:
+            ck |= (c["ts_ns"] >= t0) & (c["ts_ns"] <= t1)
+        counters = {k: v[ck] for k, v in c.items()}
+    else:
+        counters = dict(c)
+    return Trace(strings=list(trace.strings), planes=list(trace.planes), tracks=list(trace.tracks),
+                 events=events, stats=stats, flows=flows, counters=counters,
+                 metadata=copy.deepcopy(trace.metadata), sources=list(trace.sources)).validate()
+
+
+def overlapping(trace: Trace, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Which events overlap one of the ``[t0, t1)`` ranges (an instant: lies in one)."""
+    ev = trace.events
+    s, e = ev["start_ns"], ev["start_ns"] + ev["dur_ns"]
+    out = np.zeros(trace.n_events, bool)
+    for t0, t1 in ranges:
+        out |= np.where(e > s, (s < t1) & (e > t0), (s >= t0) & (s < t1))
+    return out

@@ -1,0 +1,108 @@
+"""The recording schedule (collect/schedule.py): which steps a session keeps, checked
+against torch.profiler's own schedule, and on live torch sessions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.collect.schedule import ACTIVE, DONE, WAIT, WARMUP, Schedule
+from polyprof.derive import cache
+from polyprof.errors import PolyprofError
+
+
+@pytest.mark.parametrize("kw", [dict(wait=1, warmup=1, active=3), dict(wait=2, warmup=0, active=1, repeat=3),
+                                dict(wait=0, warmup=2, active=2, repeat=0, skip_first=5),
+                                dict(wait=5, warmup=2, active=3, repeat=2, skip_first=1)])
+def test_states_are_torch_profilers_actions(kw: dict) -> None:
+    torch = pytest.importorskip("torch")
+    A = torch.profiler.ProfilerAction
+    want = {A.NONE: (WAIT, DONE), A.WARMUP: (WARMUP,), A.RECORD: (ACTIVE,), A.RECORD_AND_SAVE: (ACTIVE,)}
+    theirs = torch.profiler.schedule(**kw)
+    ours = polyprof.schedule(**kw)
+    for step in range(60):
+        assert ours.state(step) in want[theirs(step)], (kw, step, ours.state(step), theirs(step))
+
+
+def test_schedule_text_and_bad_values() -> None:
+    assert Schedule.parse("wait=1, warmup=2,active=3,repeat=0,skip-first=4") == Schedule(1, 2, 3, 0, 4)
+    for bad in ("wait=x", "active=0", "sleep=1", "wait=-1"):
+        with pytest.raises(PolyprofError) as e:
+            Schedule.parse(bad)
+        assert "schedule" in str(e.value)
+
+
+def _train(steps: int) -> None:
+    import torch
+
+    model = torch.nn.Linear(16, 16)
+    x = torch.randn(4, 16)
+    for _ in range(steps):
+        with polyprof.section("fwd"):
+            model(x).sum().backward()
+        polyprof.step()
+
+
+def test_a_session_keeps_only_the_active_steps_and_torch_records_only_then() -> None:
+    pytest.importorskip("torch")
+    plan = polyprof.schedule(wait=2, warmup=1, active=2, repeat=2)
+    with polyprof.profile(["host", "torch"], options={"host": {"sample_interval_s": 0}}, schedule=plan) as s:
+        _train(14)
+    t = s.trace
+    steps = cache.steps(t)
+    assert steps.number.tolist() == [3, 4, 8, 9]
+    meta = t.metadata["schedule"]
+    assert meta["recorded_steps"] == [3, 4, 8, 9] and len(meta["windows_ns"]) == 2
+    windows = np.array(meta["windows_ns"])
+    # one torch recording per warm-up + active stretch, nothing in between
+    cycles = t.metadata["clock_sync"]["torch"]["cycles"]
+    assert len(cycles) == 2, cycles
+    names = t.names()
+    ev = t.events
+    linear = np.flatnonzero(names == "aten::linear")
+    assert len(linear) == 4  # one per kept step: the warm-up's were dropped
+    inside = ((ev["start_ns"][linear, None] >= windows[:, 0]) & (ev["start_ns"][linear, None] < windows[:, 1]))
+    assert inside.any(axis=1).all()
+    assert (names == "fwd").sum() == 4
+    # the default summary window analyses every recorded step (no warm-up to skip)
+    from polyprof.analyze.window import AUTO, label
+
+    assert label(t, AUTO).startswith("all 4 steps")
+
+
+def test_a_run_that_ends_before_the_active_steps_says_so() -> None:
+    with polyprof.profile(["host"], options={"host": {"sample_interval_s": 0}},
+                          schedule=polyprof.schedule(wait=5, active=1)) as s:
+        for _ in range(3):
+            with polyprof.section("work"):
+                pass
+            polyprof.step()
+    t = s.trace
+    assert t.n_events == 0
+    assert any("recorded no step" in w["message"] for w in t.metadata["warnings"])
+
+
+def test_polyprof_run_schedule(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text("import polyprof, torch\n"
+                      "m = torch.nn.Linear(8, 8)\n"
+                      "for i in range(30):\n"
+                      "    m(torch.randn(2, 8)).sum().backward()\n"
+                      "    polyprof.step()\n")
+    out = tmp_path / "t.polyprof"
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(out),
+                        "--schedule", "skip_first=10,wait=1,warmup=1,active=3,repeat=1", str(script)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = polyprof.load(out)
+    assert cache.steps(t).number.tolist() == [12, 13, 14]
+    assert (t.names() == "aten::linear").sum() == 3
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--schedule", "active=two", str(script)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "schedule" in r.stderr, r.stderr
