@@ -258,7 +258,7 @@ class TorchPlugin(Plugin):
     def resume(self) -> None:
         """Recording again (a schedule's warm-up or active steps): a new torch recording."""
         self._paused = False
-        if self._state == "started" and _imported_torch() is not None:
+        if self._state == "started" and imported_torch() is not None:
             self._begin()
 
     # ------------------------------------------------------------------ hand-over
