@@ -289,3 +289,35 @@ def test_subpackages_are_attributes_in_a_fresh_interpreter():
     p = subprocess.run([sys.executable, "-c", "import polyprof; print(polyprof.analyze.kernel_breakdown.__name__)"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "kernel_breakdown", p.stderr
+
+
+def test_recorded_sequence_numbers_match_across_a_missing_collective(tmp_path, traces_dir):
+    """With PyTorch's ``Seq`` on the collectives, a collective missing from one rank's
+    trace in the middle does not shift the matching of the ones after it (ordered by
+    position, every later one would pair with its neighbour's)."""
+    paths = make_ranks(traces_dir / "kineto" / "a100_nccl_rank0.json.gz", tmp_path, OFFSETS[:3],
+                       {LATE_RANK: LATE_US}, jitter_us=20.0)
+    dropped = None
+    for r, p in enumerate(paths):
+        doc = json.load(gzip.open(p))
+        ev = doc["traceEvents"]
+        coll = sorted((e for e in ev if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
+                      key=lambda e: e["ts"])
+        for seq, e in enumerate(coll):  # one counter per process group, as torch numbers them
+            e["args"]["Seq"] = seq
+        if r == 1:
+            dropped = coll[8]
+            ev.remove(dropped)
+        with gzip.open(p, "wt") as f:
+            json.dump(doc, f)
+    rep = load_ranks(paths).analyze("serial", window=None)
+    al = rep.tables["rank_alignment"].set_index("rank")
+    for r in (1, 2):
+        assert al.loc[r, "aligned"] and "Seq" in al.loc[r, "message"]
+        assert abs(al.loc[r, "offset_ns"] + OFFSETS[r]) <= al.loc[r, "bound_ns"] < 1_000_000
+    assert al.loc[1, "collectives"] == len(coll) - 1 and al.loc[2, "collectives"] == len(coll)
+    per_coll = rep.tables["straggler_collectives"]
+    gap = per_coll[per_coll["seq"] == 8]
+    assert len(gap) == 1 and gap["ranks"].iloc[0] == 2  # the dropped one: ranks 0 and 2 only
+    worst = rep.tables["stragglers"].sort_values("late_ns").iloc[-1]
+    assert worst["rank"] == LATE_RANK and worst["last_count"] >= 10

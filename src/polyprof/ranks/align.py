@@ -11,10 +11,11 @@ estimate is the offset at which the collectives *end together* (the median of
 ``e0 - er``, which is how NCCL behaves), and the bound is a guarantee as long as the
 matched collectives are really the same ones.
 
-Matching: rows with the same ``key`` (process group and op) and ``seq`` (their order on
-the rank). If the two ranks' recordings did not start at the same collective, ``seq``
-is shifted by up to ``MAX_SHIFT`` and the shift whose constraints agree, with the most
-matches and then the smallest bound, wins. Point-to-point transfers are used only when a
+Matching: rows with the same ``key`` (process group and op) and ``seq`` (the recorded
+sequence number where both ranks have one, which needs no guessing; else their order on
+the rank). Ordered by position, if the two ranks' recordings did not start at the same
+collective, ``seq`` is shifted by up to ``MAX_SHIFT`` and the shift whose constraints
+agree, with the most matches and then the smallest bound, wins. Point-to-point transfers are used only when a
 rank has nothing else (they bind only the two peers). Ranks with no usable collectives
 fall back to their recorded clocks (wall clock for Kineto; the wall anchors for
 polyprof's own monotonic traces) and are reported as not aligned from events.
@@ -83,7 +84,8 @@ def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[ClockFit | None,
         r = ref if use_p2p else ref[~ref["p2p"].to_numpy(bool)]
         o = other if use_p2p else other[~other["p2p"].to_numpy(bool)]
         rc, oc = _codes(r, o)
-        for shift in sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs):
+        recorded = _all_recorded(r) and _all_recorded(o)
+        for shift in [0] if recorded else sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs):
             i, j = _pairs(rc, oc, shift)
             if not len(i):
                 continue
@@ -95,6 +97,11 @@ def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[ClockFit | None,
         if best[0] is not None:
             break
     return best
+
+
+def _all_recorded(t: pd.DataFrame) -> bool:
+    """Every collective numbered by the trace's own sequence numbers (no shift to guess)."""
+    return "seq_from" in t and len(t) > 0 and bool((t["seq_from"].to_numpy() == "Seq").all())
 
 
 def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, monotonic: dict[int, bool]) -> RankClock:
@@ -131,6 +138,8 @@ def align_ranks(tables: dict[int, pd.DataFrame], anchors: dict[int, dict[str, An
             out[r] = _fallback(r, anchors, ref, monotonic)
         else:
             msg = f"collectives matched with a shift of {shift}" if shift else ""
+            if _all_recorded(tables[ref]) and _all_recorded(tables[r]):
+                msg = "collectives matched by their sequence numbers (Seq)"
             out[r] = RankClock(r, fit, True, n, shift, msg)
     return out
 

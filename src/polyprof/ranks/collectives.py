@@ -7,9 +7,11 @@ in a trace without device activity, a blocking CPU collective (``gloo:all_reduce
 Host-side ``nccl:*`` annotations and ``record_param_comms`` are not used: they only
 enqueue the kernel, so they say nothing about when the ranks met.
 
-Each row gets a ``key`` (process group and operation) and ``seq``, its position among
-the rank's collectives of that key in time order: the k-th collective of a communicator
-is the same collective on every rank. Sizes come from the Kineto args
+Each row gets a ``key`` (process group and operation) and ``seq``: the collective's
+sequence number in its process group where the trace has one on every collective of the
+key (``Seq``, which recent PyTorch writes with the comms args), else its position among
+the rank's collectives of that key in time order (the k-th collective of a communicator
+is the same collective on every rank); ``seq_from`` says which. Sizes come from the Kineto args
 (``In msg nelems`` / ``Out msg nelems`` / ``dtype`` / ``Group size``) where present.
 """
 
@@ -23,7 +25,8 @@ import pandas as pd
 from ..analyze.common import COMMUNICATION, device_view, frame
 from ..trace.core import Trace
 
-COLUMNS = ["key", "seq", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size", "p2p"]
+COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
+           "p2p"]
 
 #: element sizes of the dtype names torch writes (``dtype`` arg; Input type names)
 DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
@@ -48,7 +51,7 @@ def normalise_op(text: str) -> str:
 
 
 #: the Kineto args a collective kernel may carry that the table uses
-ARGS = ("Collective name", "Process Group Name", "In msg nelems", "Out msg nelems", "dtype", "Group size")
+ARGS = ("Collective name", "Process Group Name", "In msg nelems", "Out msg nelems", "dtype", "Group size", "Seq")
 
 
 def _stats(trace: Trace, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -65,14 +68,29 @@ def _stats(trace: Trace, rows: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _num(values: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(values), np.int64)
+def _num(values: np.ndarray, missing: int = 0) -> np.ndarray:
+    out = np.full(len(values), missing, np.int64)
     for i, v in enumerate(values):
         try:
-            out[i] = int(v) if v is not None else 0
-        except (TypeError, ValueError):
+            out[i] = int(v) if v is not None else missing
+        except (TypeError, ValueError, OverflowError):
             pass
     return out
+
+
+def _sequence(keys: np.ndarray, recorded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(seq, seq_from) per row (rows in time order): the recorded ``Seq`` for the keys
+    whose every row has one, distinct and increasing; else the order within the key."""
+    if not len(keys):
+        return np.zeros(0, np.int64), np.zeros(0, object)
+    order = pd.Series(keys).groupby(keys).cumcount().to_numpy(np.int64)
+    seq, src = order.copy(), np.full(len(keys), "order", object)
+    for k in np.unique(keys[recorded >= 0]):
+        mine = keys == k
+        r = recorded[mine]
+        if (r >= 0).all() and (np.diff(r) > 0).all():
+            seq[mine], src[mine] = r, "Seq"
+    return seq, src
 
 
 def collective_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -99,17 +117,18 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     st = _stats(trace, rows)
     coll, pg_v, dtype = st["Collective name"], st["Process Group Name"], st["dtype"]
     n_in, n_out, group = _num(st["In msg nelems"]), _num(st["Out msg nelems"]), _num(st["Group size"])
+    recorded = _num(st["Seq"], -1)
     order = np.argsort(start, kind="stable")  # then time order
-    rows, start, end, coll, pg_v, n_in, n_out, dtype, group = (
-        x[order] for x in (rows, start, end, coll, pg_v, n_in, n_out, dtype, group))
+    rows, start, end, coll, pg_v, n_in, n_out, dtype, group, recorded = (
+        x[order] for x in (rows, start, end, coll, pg_v, n_in, n_out, dtype, group, recorded))
     names = trace.names(rows) if len(rows) else np.zeros(0, object)
     ops = np.array([normalise_op(str(c) if c else str(n)) for c, n in zip(coll, names)], object)
     pg = np.array([str(x) if x is not None else "" for x in pg_v], object)
     size = np.fromiter((DTYPE_BYTES.get(str(d).lower(), 0) if d is not None else 0 for d in dtype),
                        np.int64, len(rows))
     keys = np.array([f"{g}/{o}" if g else o for g, o in zip(pg, ops)], object)
-    seq = pd.Series(keys).groupby(keys).cumcount().to_numpy(np.int64) if len(keys) else np.zeros(0, np.int64)
-    return frame({"key": keys, "seq": seq, "op": ops, "pg": pg, "name": names,
+    seq, seq_from = _sequence(keys, recorded)
+    return frame({"key": keys, "seq": seq, "seq_from": seq_from, "op": ops, "pg": pg, "name": names,
                   "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64),
                   "dur_ns": (end - start).astype(np.int64), "bytes": np.maximum(n_in, n_out) * size,
                   "group_size": group,
