@@ -209,6 +209,7 @@ def test_terminal_summary_of_ranks(four_ranks):
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "4 ranks" in out and "Clock alignment" in out and "Stragglers" in out
+    assert "analysed window: steps" in out and "first step skipped" in out
     assert f"rank {LATE_RANK} is the straggler" in out
 
 

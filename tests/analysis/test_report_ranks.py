@@ -37,3 +37,4 @@ def test_ranks_side_by_side_in_the_browser(three_ranks, tmp_path):
     assert re.search(r"-2\.00 ms</td><td>[\d.]+ µs", card) and re.search(r"1\.00 ms</td><td>[\d.]+ µs", card)
     assert "rank 1 is the straggler" in dom
     assert card.count("<svg") >= 1  # step time per rank chart
+    assert "analysed window" in card and "first step skipped" in card

@@ -130,7 +130,8 @@ def ranks_view(ranks: Any) -> dict[str, Any]:
     alignment with its bounds, stragglers, collectives."""
     T = ranks.tables
     return {
-        "overview": {k: ranks.overview[k] for k in ("ranks", "reference_rank", "aligned_ranks", "max_bound_ns")},
+        "overview": {k: ranks.overview.get(k) for k in ("ranks", "reference_rank", "aligned_ranks", "max_bound_ns",
+                                                        "window")},
         "ranks": _records(T["rank_overview"], ["rank", "file", "steps", "step_mean_ns", "step_median_ns",
                                                "step_max_ns", "compute_pct", "non_compute_pct", "idle_pct",
                                                "communication_ns", "collectives", "events"], None),

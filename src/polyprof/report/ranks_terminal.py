@@ -26,6 +26,8 @@ def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> 
     out(f"[bold]polyprof summary[/]: {ov['ranks']} ranks, {ov['events']} events; "
         f"{ov['aligned_ranks']} of {ov['ranks']} on rank {ov['reference_rank']}'s clock from collectives"
         + (f" (bound at most {fmt_ns(bound)})" if bound is not None else ""))
+    if ov.get("window"):
+        out(f"[bold]analysed window[/]: {ov['window']}")
     if report.findings:
         out(Panel(Group(*_finding_lines(report.findings[:top])), title="Findings", title_align="left"))
     out(_table("Ranks side by side", T["rank_overview"], [
