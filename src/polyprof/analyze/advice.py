@@ -58,6 +58,13 @@ ADVICE: dict[str, dict[str, str]] = {
         "generic": "Move less data between host and device: keep data on the device, batch small transfers "
                    "and overlap them with compute.",
     },
+    "unsynchronised_clock": {
+        "opencl": "Record with the OpenCL plugin's clock sampling on (its default): options sync_markers "
+                  "(marker commands at stop), clock_interval_s (periodic samples) and event_samples (each "
+                  "enqueue) give the fit its samples; one of them is enough.",
+        "generic": "Record with the device plugin's clock synchronisation on, so its times can be put on the "
+                   "host's clock; until then compare this device only with itself.",
+    },
     "sync_stalls": {
         "torch": "Each sync stops the host from queueing work ahead. Remove per-step .item(), .cpu(), "
                  "print(tensor) and explicit synchronize() from the loop; log every N steps; use "

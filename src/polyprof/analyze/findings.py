@@ -18,6 +18,7 @@ from ..trace.core import Trace
 from ..trace.vocabulary import INPUT_MARKERS
 from .breakdown import kernel_breakdown as _kb
 from .advice import suggestion
+from .clocks import unsynchronised
 from .common import COMMUNICATION, MEMCPY, device_view, frame
 from .window import WindowArg, view
 
@@ -75,6 +76,9 @@ def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None,
     for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, _idle_between_steps,
                  _exposed_comm, memory_findings):
         out.extend(rule(trace, t))
+    unsynced = unsynchronised(trace)
+    if unsynced:  # its times are not the host's: no finding may set them against the host or a span
+        out = [f for f in out if f.plane not in unsynced] + _unsynchronised(trace, unsynced)
     order = {"high": 0, "medium": 1, "low": 2}
     return _one_per_rule(sorted(out, key=lambda f: order.get(f.severity, 3)))
 
@@ -102,15 +106,26 @@ def kernel_breakdown_by_device(trace: Trace) -> pd.DataFrame:
     return cache.memo(trace, "kernel_breakdown_by_device", lambda tr: _kb(tr, by_device=True))
 
 
-def _device_rows(t) -> pd.DataFrame:
+def _device_rows(trace: Trace, t) -> pd.DataFrame:
+    """The per-device rows of the temporal breakdown, of devices on the host's clock."""
     tb = t("temporal_breakdown")
-    return tb[tb["track_id"] == -1]
+    rows = tb[tb["track_id"] == -1]
+    unsynced = unsynchronised(trace)
+    return rows[~rows["plane"].isin(list(unsynced))] if unsynced else rows
+
+
+def _unsynchronised(trace: Trace, unsynced: dict[str, str]) -> list[Finding]:
+    return [Finding("unsynchronised_clock", f"{plane}: not synchronised with the host clock; its times "
+                                            "are left out of the findings that compare it with the host",
+                    "high", plane, {"why": why, "clock_sync": trace.metadata.get("clock_sync", {}).get(plane)},
+                    [], suggestion(trace, "unsynchronised_clock"))
+            for plane, why in sorted(unsynced.items())]
 
 
 def _host_bound(trace: Trace, t) -> list[Finding]:
     out = []
     idle = t("idle_time_breakdown")
-    for _, r in _device_rows(t).iterrows():
+    for _, r in _device_rows(trace, t).iterrows():
         if not r["span_ns"] or r["idle_pct"] < IDLE_PCT:
             continue
         ir = idle[(idle["plane"] == r["plane"]) & (idle["track_id"] == -1)]
@@ -173,7 +188,7 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     if not len(launch):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
         return []
     cpu_median = float(np.median(trace.events["dur_ns"][launch]))
-    dev = _device_rows(t)
+    dev = _device_rows(trace, t)
     idle = float(dev["idle_pct"].max()) if len(dev) else 0.0
     if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < median):
         return []
@@ -192,7 +207,7 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
     v = device_view(trace)
     if not len(v.rows):
         return []
-    spans = _device_rows(t).set_index("plane")["span_ns"]
+    spans = _device_rows(trace, t).set_index("plane")["span_ns"]
     n = len(trace.planes)
     dur = (v.end - v.start).astype(np.float64)
     total = np.bincount(v.plane, weights=dur, minlength=n)
@@ -285,7 +300,7 @@ def _idle_between_steps(trace: Trace, t) -> list[Finding]:
 
 def _exposed_comm(trace: Trace, t) -> list[Finding]:
     ov = t("comm_comp_overlap")
-    tb = _device_rows(t)
+    tb = _device_rows(trace, t)
     out = []
     for _, r in ov.iterrows():
         span = tb.loc[tb["plane"] == r["plane"], "span_ns"]

@@ -12,6 +12,7 @@ from .. import analyze
 from ..analyze.common import analysed_span
 from ..analyze.findings import Finding
 from ..analyze.registry import compute_all
+from ..analyze.clocks import unsynchronised
 from ..analyze.window import AUTO, WindowArg, label, view
 from ..derive import cache
 from ..trace.core import Trace
@@ -41,6 +42,7 @@ def build(trace: Trace, window: WindowArg = AUTO) -> Report:
         "trace_span_ns": s1 - s0, "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
         "steps": len(steps), "step_source": steps.source, "window": label(trace, window),
         "correlation": dict(corr.counts),
+        "unsynchronised": unsynchronised(trace),
         "plugin_errors": list(trace.metadata.get("plugin_errors", [])),
         "warnings": [str(w) for w in trace.metadata.get("warnings", []) or []],
     }

@@ -294,6 +294,9 @@ def _overview(out: Any, ov: dict[str, Any]) -> None:
                                                          if ov["steps"] else ", no steps"))
     if ov.get("window"):
         out(f"[bold]analysed window[/]: {ov['window']}")
+    for plane, why in (ov.get("unsynchronised") or {}).items():
+        out(f"[red]not synchronised[/]: {escape(plane)}: {escape(why)}; left out of findings that compare it "
+            "with the host")
     c = ov["correlation"]
     if c.get("device_activities") and not c.get("launch_calls"):
         out(f"correlation: {c['device_activities']} device activities; no host launch calls in this trace, "

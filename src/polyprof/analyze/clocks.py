@@ -1,0 +1,58 @@
+"""Devices whose clock was not put on the host's: their times cannot be compared with it.
+
+A plugin that maps a device clock onto the session clock records its fit in
+``metadata["clock_sync"][plane name]`` (the OpenCL plugin: ``trace/clock.py``'s
+``ClockFit.to_dict``). A fit made from no samples (``n == 0``) or without a finite
+bound is no fit: the device's events sit where an offset of 0 put them (226 ms early
+on PoCL when sampling is off). Such a device is named at the top of every summary, in
+the HTML overview and ``--json`` (``overview.unsynchronised``), gets its own finding,
+and is kept out of the findings that set its times against the host's or its span
+(``analyze/findings.py``). Its own tables (kernel times, per-stream breakdowns) are
+still computed: durations on one clock hold.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..derive import cache
+from ..trace.core import Trace
+
+
+def unsynchronised(trace: Trace) -> dict[str, str]:
+    """Plane name -> why its clock is not on the host's, for every such device plane."""
+    return cache.memo(trace, "unsynchronised", _find)
+
+
+def _find(trace: Trace) -> dict[str, str]:
+    fits: list[tuple[str, Any]] = []
+    for meta in [trace.metadata, *(s.metadata for s in trace.sources)]:
+        cs = meta.get("clock_sync") if isinstance(meta, dict) else None
+        if isinstance(cs, dict):
+            fits.extend(cs.items())
+    devices = {p.name for p in trace.planes if p.kind == "device"}
+    out: dict[str, str] = {}
+    for name, fit in fits:
+        if name not in devices or not isinstance(fit, dict):
+            continue
+        why = _why(fit)
+        if why:
+            out[name] = why
+    return out
+
+
+def _why(fit: dict[str, Any]) -> str:
+    n = fit.get("n")
+    bound = fit.get("bound_ns")
+    try:
+        finite = bound is not None and math.isfinite(float(bound))
+    except (TypeError, ValueError):
+        finite = False
+    msg = str(fit.get("message") or "")
+    if isinstance(n, int) and n == 0:
+        more = f" ({msg})" if msg and msg != "no clock samples" else ""
+        return f"no clock samples{more}: its times are not on the host's clock"
+    if not finite:
+        return f"clock fit without a bound ({msg or 'unknown error'}): its times may be off the host's by any amount"
+    return ""
