@@ -63,8 +63,10 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     in_order), ``launch_start_ns``, ``cpu_duration_ns`` (the launch call),
     ``device_start_ns``, ``device_duration_ns``, ``launch_delay_ns`` (device start minus
     launch call start: how long after the host asked the work began), ``queue_delay_ns``
-    (device start minus launch call end). Sorted by launch start. With a ``window``, the
-    activities launched in its steps.
+    (device start minus launch call end), ``graph_launch`` (the call launches a CUDA/HIP
+    graph: every kernel of the graph shares its correlation id and is attributed to it
+    and its op). Sorted by launch start. With a ``window``, the activities launched in
+    its steps.
     """
     from ..derive.correlate import METHOD_NAMES
 
@@ -88,6 +90,7 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
         "method": np.array([METHOD_NAMES[m] for m in range(4)], object)[corr.method[has]],
         "launch_start_ns": ls, "cpu_duration_ns": ld, "device_start_ns": ds, "device_duration_ns": dd,
         "launch_delay_ns": ds - ls, "queue_delay_ns": ds - (ls + ld),
+        "graph_launch": is_graph_launch(trace, l),
     })
     return df.sort_values("launch_start_ns", kind="stable").reset_index(drop=True)
 
@@ -95,12 +98,16 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
 def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: WindowArg = None) -> pd.DataFrame:
     """One row per (device, launch call name), from :func:`launch_stats` (pass it to reuse it).
 
-    Columns: ``plane``, ``launch_name``, ``count``, ``cpu_mean_ns`` (mean duration of the
-    call), ``device_mean_ns`` (mean duration of what it launched), ``delay_median_ns`` and
-    ``delay_p99_ns`` (launch delay). Sorted by count, most first.
+    Columns: ``plane``, ``launch_name``, ``count`` (device activities launched),
+    ``launches`` (distinct launch calls: a graph launch of 40 kernels is one),
+    ``graph_launches`` (of those, graph launches), ``cpu_mean_ns`` (mean duration of the
+    call, over launch calls), ``device_mean_ns`` (mean duration of what it launched),
+    ``delay_median_ns`` and ``delay_p99_ns`` (launch delay, over activities). Sorted by
+    count, most first.
     """
     ls = launch_stats(trace, window=window) if launches is None else launches
-    cols = ["plane", "launch_name", "count", "cpu_mean_ns", "device_mean_ns", "delay_median_ns", "delay_p99_ns"]
+    cols = ["plane", "launch_name", "count", "launches", "graph_launches", "cpu_mean_ns", "device_mean_ns",
+            "delay_median_ns", "delay_p99_ns"]
     if not len(ls):
         return pd.DataFrame({c: pd.Series(dtype=object if c in cols[:2] else np.float64) for c in cols})
     pc, planes = pd.factorize(ls["plane"])
@@ -108,9 +115,26 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: W
     g = group_stats(pc.astype(np.int64) * len(names) + nc, ls["launch_delay_ns"].to_numpy())
     o, st, n = g["order"], g["starts"], g["count"]
     p, k = np.divmod(g["key"], len(names))
+    # a launch call counts once however many activities it launched (a graph launch: dozens)
+    first = (~ls["launch_row"].duplicated()).to_numpy().astype(np.int64)
+    calls = group_reduce(o, st, first, np.add)
+    graph = first * ls["graph_launch"].to_numpy().astype(np.int64) if "graph_launch" in ls else first * 0
     out = frame({
         "plane": np.asarray(planes, object)[p], "launch_name": np.asarray(names, object)[k], "count": n,
-        "cpu_mean_ns": group_reduce(o, st, ls["cpu_duration_ns"].to_numpy(), np.add) / n,
+        "launches": calls, "graph_launches": group_reduce(o, st, graph, np.add),
+        "cpu_mean_ns": group_reduce(o, st, ls["cpu_duration_ns"].to_numpy() * first, np.add) / calls,
         "device_mean_ns": group_reduce(o, st, ls["device_duration_ns"].to_numpy(), np.add) / n,
         "delay_median_ns": g["median"], "delay_p99_ns": g["p99"]})
     return out.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def is_graph_launch(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Which launch calls launch a whole graph (``cudaGraphLaunch``, ``hipGraphLaunch``...)."""
+    from ..trace.vocabulary import GRAPH_LAUNCH_MARKERS
+
+    if not len(rows):
+        return np.zeros(0, bool)
+    ids, inv = np.unique(trace.events["name"][rows], return_inverse=True)
+    graph = np.fromiter((any(m in trace.strings[i].lower() for m in GRAPH_LAUNCH_MARKERS) for i in ids), bool,
+                        len(ids))
+    return graph[inv]

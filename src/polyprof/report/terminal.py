@@ -387,9 +387,11 @@ def _step_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int, has_dev
         out(_table("Steps", ss, cols, 2 * top, W))
     ls = T["launch_summary"]
     if len(ls):
+        # a call that launches many activities (a CUDA graph): calls and activities apart
+        calls = [("launches", "calls", i)] if (ls["launches"] != ls["count"]).any() else []
         out(_table("Launches", ls, [
-            ("plane", "device", None), ("launch_name", "launch call", None), ("count", "count", i),
-            ("cpu_mean_ns", "CPU mean", fmt_ns), ("device_mean_ns", "device mean", fmt_ns),
+            ("plane", "device", None), ("launch_name", "launch call", None), *calls,
+            ("count", "activities" if calls else "count", i), ("cpu_mean_ns", "CPU mean", fmt_ns), ("device_mean_ns", "device mean", fmt_ns),
             ("delay_median_ns", "delay median", fmt_ns), ("delay_p99_ns", "delay p99", fmt_ns, True)], top, W))
 
 

@@ -19,6 +19,8 @@ BLOCKING_COPIES = ("cudamemcpy", "cudamemcpy2d", "cudamemcpy3d", "hipmemcpy", "h
 
 #: host calls that enqueue device work: one with no device activity is an unmatched launch
 LAUNCH_MARKERS = ("launch", "memcpy", "memset", "enqueue", "runfunction", "graphlaunch")
+#: calls that launch a whole captured graph (every kernel of it shares the call's correlation id)
+GRAPH_LAUNCH_MARKERS = ("graphlaunch",)
 
 #: PyTorch's step ranges, ``ProfilerStep#N`` (exact match; the group is the step number)
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
