@@ -1,11 +1,16 @@
-"""Builds the optional C extension behind ``polyprof.section`` (polyprof.collect._fastsection).
+"""Builds the optional C extensions (everything else is declared in pyproject.toml):
 
-Everything else is declared in pyproject.toml. ``optional=True``: without a C compiler the
-build warns and goes on, and polyprof uses its pure-Python section instead
-(``polyprof.collect.recorder.IMPLEMENTATION == "python"``).
+- ``polyprof.collect._fastsection``: the compiled ``polyprof.section``;
+- ``polyprof.formats.xspace._wire``: the columnar XSpace event decoder.
+
+``optional=True``: without a C compiler the build warns and goes on, and polyprof uses
+the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
+``polyprof.formats.xspace.decode.IMPLEMENTATION`` say which is in use).
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("polyprof.collect._fastsection", ["src/polyprof/collect/_fastsection.c"],
-                             optional=True)])
+setup(ext_modules=[
+    Extension("polyprof.collect._fastsection", ["src/polyprof/collect/_fastsection.c"], optional=True),
+    Extension("polyprof.formats.xspace._wire", ["src/polyprof/formats/xspace/_wire.c"], optional=True),
+])

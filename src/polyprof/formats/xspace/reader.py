@@ -1,0 +1,197 @@
+"""XSpace -> Trace: planes, lines and events into columns.
+
+Every XPlane becomes a plane, every XLine a track, every XEvent an event at
+``line.timestamp_ns + offset_ps / 1000`` in integer ns: sub-ns precision is dropped
+(start rounded down, end up, so nesting holds and no event becomes an instant), as
+``metadata["xspace"]["time_resolution"]`` says. The small parts (plane and line fields,
+metadata maps) come from the protobuf message; the events and their stats from
+``decode`` as columns, so the work per event is NumPy's. Stat values are kept under
+their XProf names (``stats.py``); stats on an event's metadata apply to the event
+(event stats win), since XProf treats them as the event's own. What XProf's names mean
+is applied last (``xla.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import TraceFormatError
+from ...trace.builder import TraceBuilder
+from ...trace.core import Trace
+from .. import xprof_memory
+from ..safety import check_events, clean_metadata, guarded, reading
+from . import decode, names as N, xla
+from .events import EventReader
+from .stats import int_stat, layout, stat_value
+from .wire import parse, read_file
+
+log = logging.getLogger("polyprof")
+
+
+@guarded
+def load(path: str | Path) -> Trace:
+    """Read an ``.xplane.pb`` file (plain or gzipped)."""
+    path = Path(path)
+    return from_bytes(read_file(path), source=str(path))
+
+
+def from_bytes(data: bytes, source: str = "<bytes>") -> Trace:
+    """A Trace from a serialized XSpace (from a file, or handed back by a native plugin)."""
+    with reading(source):
+        data = bytes(data)
+        return _read(parse(data, source), data, source)
+
+
+def from_space(space: Any, source: str = "<bytes>") -> Trace:
+    """A Trace from a parsed XSpace message."""
+    return _read(space, None, source)
+
+
+def _read(space: Any, data: bytes | None, source: str) -> Trace:
+    check_events(source, sum(len(line.events) for plane in space.planes for line in plane.lines))
+    cols = decode.columns(space, data)
+    r = _SpaceReader(cols, source)
+    line0 = 0
+    for i, plane in enumerate(space.planes):
+        r.plane(plane, line0)
+        line0 += int(cols.plane_lines[i])
+    return r.finish(space)
+
+
+class _SpaceReader:
+    """Reads the planes one by one into a TraceBuilder, then builds the Trace."""
+
+    def __init__(self, cols: decode.EventColumns, source: str):
+        self.b = TraceBuilder()
+        self.source = source
+        self.cols = cols
+        self.ev = EventReader(self.b, cols, source)
+        self.line_start = np.concatenate([[0], np.cumsum(cols.line_events)])
+        self.producer = ""
+        self.drop_aliases: set[str] = set()
+        self.task_env: dict[str, Any] = {}
+        self.stored_meta: dict[str, Any] = {}
+        self.sort = 0
+
+    def plane(self, plane: Any, line0: int) -> None:
+        stat_names = {int(k): m.name for k, m in plane.stat_metadata.items()}
+        props: dict[str, Any] = {}
+        for st in plane.stats:
+            which = st.WhichOneof("value")
+            if which:
+                props[stat_names.get(st.metadata_id, str(st.metadata_id))] = stat_value(st, which, stat_names)
+        self.producer = str(props.pop(N.PLANE_STAT_PRODUCER, self.producer))
+        origin = int_stat(props.pop(N.PLANE_STAT_ORIGIN, 0), self.source, N.PLANE_STAT_ORIGIN)
+        if N.PLANE_STAT_METADATA in props:
+            self.stored_meta = layout(props.pop(N.PLANE_STAT_METADATA))
+            clean_metadata(self.stored_meta)
+        if props.pop(N.PLANE_STAT_GENERATED, None):
+            return
+        aliases = props.pop(N.PLANE_STAT_ALIASES, "")
+        if aliases:
+            self.drop_aliases.update(a for a in str(aliases).split(",") if a)
+        if plane.name == N.TASK_ENV:
+            self.task_env.update(props)
+        lay = layout(props.pop(N.PLANE_STAT_LAYOUT, None))
+        kind, _, index = N.plane_kind(plane.name)
+        is_host = kind == "host"  # decides default categories, as the writer assumed
+        kind = str(lay.get("kind", kind))
+        index = int_stat(lay.get("index", index), self.source, "plane index")
+        pid = self.b.plane(str(lay.get("name", plane.name)), kind, vendor=str(lay.get("vendor", "")),
+                           index=index, pid=int(plane.id), properties=props)
+        track_layout = lay.get("tracks", {})
+        if not isinstance(track_layout, dict):
+            raise TraceFormatError(self.source, f"plane {plane.name!r}: damaged {N.PLANE_STAT_LAYOUT} (tracks)")
+        meta = self.ev.metadata(plane, stat_names)
+        e0, e1 = int(self.line_start[line0]), int(self.line_start[line0 + len(plane.lines)])
+        orphans = meta.unreferenced(plane, self.cols.ev_mid[e0:e1])
+        if orphans:  # e.g. the HLO protos on /host:metadata: no events, but XProf tools use them
+            self.b.planes[pid].properties["xspace_event_metadata"] = orphans
+        kept = []
+        for j, line in enumerate(plane.lines):
+            spec = self._line(plane, line, pid, is_host, track_layout, origin, line0 + j, meta, stat_names)
+            if spec is not None:
+                kept.append(spec)
+        self.ev.plane_events(pid, kept, meta, stat_names)
+
+    def _line(self, plane: Any, line: Any, pid: int, is_host: bool, track_layout: dict[str, Any],
+              origin: int, index: int, meta: Any, stat_names: dict[int, str]
+              ) -> tuple[int, int, int, int, int, str, str] | None:
+        """(line index, event range, track, base ns, name, default category) of a line whose
+        events become events; None for one read otherwise or skipped."""
+        lname = line.name or line.display_name or f"line {line.id}"
+        e0, e1 = int(self.line_start[index]), int(self.line_start[index + 1])
+        polyprof = self.producer == "polyprof"
+        if lname == N.COUNTER_LINE and polyprof:
+            self.ev.counters(pid, e0, e1, int(line.timestamp_ns) + origin, meta, stat_names)
+            return None
+        if lname == xprof_memory.LINE and polyprof:
+            return None  # a copy of the memory events for XProf's memory_profile
+        tl = track_layout.get(str(line.id), {})
+        if not isinstance(tl, dict) or not isinstance(tl.get("props", {}), dict):
+            raise TraceFormatError(self.source, f"plane {plane.name!r}: damaged {N.PLANE_STAT_LAYOUT} "
+                                                f"(line {line.id})")
+        if tl.get("generated") and polyprof:
+            return None  # a line only XProf needs (the writer's device Steps line)
+        tprops: dict[str, Any] = dict(tl.get("props", {}))
+        if line.display_id:
+            tprops["display_id"] = int(line.display_id)
+        if line.display_name and line.display_name != lname:
+            tprops["display_name"] = line.display_name
+        if line.duration_ps:
+            tprops["duration_ps"] = int(line.duration_ps)
+        tkind = tl.get("kind") or N.default_track_kind(is_host, lname)
+        home = self.b.plane(str(tl["plane"])) if tl.get("plane") else pid  # written on /host:CPU for XProf
+        track = self.b.track(home, lname, str(tkind), tid=int_stat(tl.get("tid", line.id), self.source, "line tid"),
+                             sort_index=self.sort, properties=tprops)
+        self.sort += 1
+        if e1 == e0:
+            return None
+        base_ns = int(line.timestamp_ns) + origin
+        if abs(base_ns) > N.TIME_LIMIT_NS:
+            raise TraceFormatError(self.source, f"line {lname!r} starts at {base_ns} ns: beyond +-2**62 ns")
+        return index, e0, e1, track, base_ns, lname, N.default_category(is_host, lname)
+
+    def finish(self, space: Any) -> Trace:
+        b = self.b
+        value_kinds = self.ev.finish()
+        b.metadata.update(self.stored_meta)  # a polyprof-written file: the trace's own metadata
+        b.metadata.update({
+            "source": {"format": "xspace", "path": self.source},
+            "xspace": {
+                "hostnames": list(space.hostnames),
+                "errors": list(space.errors),
+                "warnings": list(space.warnings),
+                "time_resolution": "ns (XSpace ps times: starts rounded down, ends up)",
+                "stat_value_kinds": value_kinds,
+                "producer": self.producer or "unknown",
+                "metadata_stat_keys": sorted(self.ev.md_keys),
+            },
+        })
+        task_env = self.task_env
+        for k in ("profile_start_time", "profile_stop_time"):
+            if k not in task_env:
+                continue
+            if type(task_env[k]) is int and abs(task_env[k]) <= N.TIME_LIMIT_NS:
+                b.metadata["xspace"][f"{k}_ns"] = task_env[k]
+            else:
+                b.metadata.setdefault("warnings", []).append(f"Task Environment {k} {task_env.pop(k)!r} ignored: "
+                                                             "not a time in ns")
+        if self.ev.bad_flows:
+            b.metadata.setdefault("warnings", []).append(f"{self.ev.bad_flows} damaged flow stat(s) ignored")
+        if not self.stored_meta:
+            b.metadata["clock"] = "xspace"
+        trace = b.build()
+        if not self.stored_meta:
+            xla.wall_anchor(trace, task_env)
+        if self.producer != "polyprof":
+            xla.xprof_flows(trace)
+        xla.add_aliases(trace, self.drop_aliases)
+        xla.classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
+        log.debug("xspace %s: %d planes, %d lines, %d events, %d stat keys (%s decode)", self.source,
+                  len(trace.planes), len(trace.tracks), trace.n_events, len(trace.stats), decode.IMPLEMENTATION)
+        return trace

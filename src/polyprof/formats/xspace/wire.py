@@ -1,0 +1,138 @@
+"""Access to the XSpace bytes: the protobuf classes, parsing with validation, gzip,
+and the cheap wire-format checks that recognise an XSpace from its first bytes."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import Any
+
+from ...errors import TraceFormatError
+from ..safety import Inflation
+
+#: XSpace's fields (planes, errors, warnings, hostnames), all length-delimited: their tags
+_XSPACE_TAGS = (0x0A, 0x12, 0x1A, 0x22)
+#: XPlane's first field tags (id, name, lines, event_metadata, stat_metadata, stats)
+_XPLANE_TAGS = (0x08, 0x12, 0x1A, 0x22, 0x2A, 0x32, 0x3A)
+
+
+def pb() -> Any:
+    """The generated protobuf module (imported on first use: protobuf is heavy)."""
+    from .. import xplane_pb2
+
+    return xplane_pb2
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of an ``.xplane.pb`` file, inflated if gzipped."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot read: {e.strerror or e}") from None
+    if data[:2] == b"\x1f\x8b":
+        data = gunzip(data, path)
+    return data
+
+
+def gunzip(data: bytes, path: Path) -> bytes:
+    """Inflate every gzip member, within the inflation limits (safety.Inflation)."""
+    inflation = Inflation(path, len(data))
+    out: list[bytes] = []
+    rest = data
+    try:
+        while rest:
+            d = zlib.decompressobj(wbits=31)
+            while rest:
+                chunk = d.decompress(rest, 1 << 24)
+                inflation.add(len(chunk))
+                out.append(chunk)
+                rest = d.unconsumed_tail
+                if d.eof:
+                    break
+            if not d.eof:
+                raise TraceFormatError(path, "truncated gzip data: the compressed stream ends early")
+            rest = d.unused_data
+            if rest and rest[:2] != b"\x1f\x8b":
+                break  # trailing bytes after the last member, as gzip(1) allows
+    except zlib.error as e:
+        raise TraceFormatError(path, f"truncated or corrupt gzip data ({e})") from None
+    return b"".join(out)
+
+
+def parse(data: bytes, source: str = "<bytes>") -> Any:
+    """The XSpace message in ``data``; TraceFormatError if it is not one."""
+    from google.protobuf.message import DecodeError
+
+    space = pb().XSpace()
+    try:
+        space.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        detail = str(e).split(": ")[-1] if str(e) else "decode error"
+        raise TraceFormatError(source, f"not a valid XSpace protobuf ({detail}): truncated, "
+                                       "damaged, or not an .xplane.pb file") from None
+    if not space.planes:
+        if data:
+            raise TraceFormatError(source, "parses as protobuf but holds no XSpace planes: "
+                                           "not an .xplane.pb file")
+        raise TraceFormatError(source, "empty file: no XSpace planes")
+    if not any(p.name for p in space.planes):
+        raise TraceFormatError(source, "protobuf whose planes have no names: not an XSpace profile")
+    return space
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """True if ``head`` (first bytes, maybe ``GZ``-prefixed) starts an XSpace message.
+
+    An XSpace begins with its first plane (field 1, length-delimited) whose first field
+    is one of XPlane's. Files named ``*.xplane.pb`` are claimed too, so damaged ones get
+    an error that says what is wrong instead of "unrecognised format".
+    """
+    body = head[2:] if head.startswith(b"GZ") else head
+    if path.name.endswith((".xplane.pb", ".xplane.pb.gz", ".xspace.pb")):
+        return True
+    if len(body) < 3 or body[0] != 0x0A:
+        return False
+    length, pos = varint(body, 1)
+    if length is None or length <= 0 or pos >= len(body):
+        return False
+    return body[pos] in (0x08, 0x12, 0x1A, 0x22, 0x2A, 0x32)
+
+
+def is_protobuf_xspace(body: bytes, total: int | None) -> bool:
+    """True if ``body`` (the first bytes of a file of ``total`` bytes, None if unknown)
+    walks as XSpace's top-level fields: tag, length, next tag, ... each field inside
+    the file, the first one a plane starting with an XPlane field.
+
+    JSON text can start the same way (``\\n[`` is a plane of 91 bytes), but its bytes do
+    not walk: every hop must land on a field tag and, in a small file, end exactly at
+    its end."""
+    if len(body) < 3 or body[0] != 0x0A:
+        return False
+    pos = 0
+    fields = 0
+    while pos < len(body):
+        if body[pos] not in _XSPACE_TAGS:
+            return False
+        length, start = varint(body, pos + 1)
+        if length is None:
+            return start >= len(body) and fields > 0  # the varint runs past the head
+        if fields == 0 and (length == 0 or start < len(body) and body[start] not in _XPLANE_TAGS):
+            return False
+        end = start + length
+        if total is not None and end > total:
+            return False
+        pos, fields = end, fields + 1
+    return pos == len(body) or total is None or pos <= total
+
+
+def varint(data: bytes, pos: int) -> tuple[int | None, int]:
+    """(value, next position) of the varint at ``pos``; value None if it runs past ``data``."""
+    shift = value = 0
+    while pos < len(data) and shift < 64:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    return None, pos

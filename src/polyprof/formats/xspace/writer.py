@@ -1,0 +1,392 @@
+"""Trace -> XSpace, with the stats and line names XProf's converters read.
+
+Any Trace becomes an XSpace with one plane per plane and one line per track, metadata
+deduplicated per plane, stats with their value kinds. XProf holds times as uint64
+picoseconds, so absolute (wall-clock) times are written relative to the first event,
+like JAX does, with a "Task Environment" plane giving the wall-clock start. A polyprof
+category, flows, counters, track kinds and the trace's metadata are written in
+``polyprof.*`` stats XProf ignores and the reader restores, so polyprof -> XSpace ->
+polyprof keeps them. Device planes XProf's tools would skip (any but GPU, TPU and
+CUSTOM) are written as ``/device:CUSTOM:<n>`` under their own name in the layout stat
+(``xprof_names.py``). Events go in as columns (``written_stats``, ``encode``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import PolyprofError
+from ...trace import keys
+from ...trace.core import Trace
+from ...trace.memory import export_counters
+from .. import xprof_memory
+from ..xprof_names import line_homes, write_order, written_names
+from ..xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans
+from . import names as N
+from .encode import encode_events
+from .plane_writer import PlaneWriter, set_value
+from .written_stats import WrittenStats
+
+
+@dataclass
+class _Plan:
+    """What every plane's writing shares."""
+
+    trace: Trace
+    stats: WrittenStats
+    names: np.ndarray  # event name ids -> str, per event row via trace.events["name"]
+    long_ids: np.ndarray | None  # per event: id into long_table ("" = none)
+    long_table: list[str]
+    origin: int
+    homes: list[int]
+    plane_base: dict[int, int]
+    counters: dict[str, np.ndarray]
+    compiled: bool
+
+
+def to_space(trace: Trace, hostname: str | None = None, compiled: bool = True) -> Any:
+    """The XSpace message for ``trace`` (see the module docstring for what goes where);
+    ``compiled=False`` encodes events through protobuf's messages (the reference)."""
+    from .wire import pb
+
+    space = pb().XSpace()
+    host = hostname or _hostname(trace)
+    if host:
+        space.hostnames.append(host)
+    meta_x = trace.metadata.get("xspace", {}) if isinstance(trace.metadata.get("xspace"), dict) else {}
+    space.errors.extend(str(e) for e in meta_x.get("errors", []))
+    space.warnings.extend(str(w) for w in meta_x.get("warnings", []))
+    for e in trace.metadata.get("plugin_errors", []) or []:
+        space.errors.append(f"{e.get('plugin', '?')} {e.get('phase', '?')}: {e.get('error', '')}")
+    plan, first, last = _plan(trace, meta_x, compiled)
+    plane_names = written_names(trace.planes)
+    wrote_memory = False
+    used_ids: set[int] = set()
+    for p in (trace.planes[i] for i in write_order(trace.planes, plan.homes)):
+        xp = space.planes.add()
+        xp.id = p.pid if p.pid not in used_ids else 1_000_000 + p.id
+        used_ids.add(xp.id)
+        xp.name = plane_names[p.id]
+        pw = PlaneWriter(xp)
+        _write_plane(plan, p, xp, pw)
+        if plane_names[p.id] == keys.HOST_PLANE and not wrote_memory:
+            xprof_memory.write_line(xp, pw, trace, plan.origin, 2_100_000_000 + p.id)
+            wrote_memory = True
+    if not any(p.name == N.TASK_ENV for p in trace.planes):
+        xp = space.planes.add()
+        xp.name = N.TASK_ENV
+        pw = PlaneWriter(xp)
+        _task_env_stats(xp, pw, trace, first, last)
+        st = xp.stats.add()
+        st.metadata_id = pw.stat_id(N.PLANE_STAT_GENERATED)
+        st.int64_value = 1
+    return space
+
+
+def _plan(trace: Trace, meta_x: dict[str, Any], compiled: bool) -> tuple[_Plan, int, int]:
+    n = trace.n_events
+    ev = trace.events
+    homes = line_homes(trace.planes)
+    # the default category of each event's line: events of another category get a stat
+    table = np.asarray([trace.string_id(N.default_category(trace.planes[homes[t.plane]].kind == "host", t.name))
+                        for t in trace.tracks], np.int64)
+    stats = WrittenStats(trace, meta_x, table[ev["track"]] if n else np.zeros(0, np.int64))
+    long_col = trace.stats.get(N.STAT_LONG_NAME)
+    long_ids, long_table = None, [""]
+    if long_col is not None and n:
+        import pandas as pd
+
+        long_ids, uniq = pd.factorize(long_col.dense(n, ""))
+        long_table = [str(u) for u in uniq]
+    first, last = trace.span_ns
+    c = export_counters(trace)  # with the memory series as counter tracks
+    if len(c["ts_ns"]):
+        first = min(first, int(c["ts_ns"].min())) if n else int(c["ts_ns"].min())
+        last = max(last, int(c["ts_ns"].max()))
+    if last - first > N.MAX_SPAN_NS:  # XEvent offsets are int64 ps
+        raise PolyprofError(f"the trace spans {last - first:,} ns: more than XSpace's ps offsets can hold "
+                            f"({N.MAX_SPAN_NS:,} ns)")
+    origin = first if (first >= N.MAX_PLAIN_NS or first < 0) else 0
+    # one time base per XPlane: XProf's GPU tools take event offsets of different lines
+    # as comparable (CUPTI writes every line of a device at the same timestamp)
+    plane_base = {}
+    if n:
+        ev_home = np.asarray(homes, np.int64)[trace.track_plane[ev["track"]]]
+        order = np.argsort(ev_home, kind="stable")
+        uh, at = np.unique(ev_home[order], return_index=True)
+        mins = np.minimum.reduceat(ev["start_ns"][order], at)
+        plane_base = dict(zip(uh.tolist(), mins.tolist()))
+    plan = _Plan(trace, stats, trace._string_array, long_ids, long_table, origin, homes, plane_base, c, compiled)
+    return plan, first, last
+
+
+def _write_plane(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
+    trace = plan.trace
+    for k, v in p.properties.items():
+        if k in N.RESERVED_PROPS or v is None:
+            continue
+        st = xp.stats.add()
+        st.metadata_id = pw.stat_id(k)
+        set_value(st, v, "", pw)
+    layout: dict[str, Any] = {}
+    if xp.name != p.name:
+        layout["name"] = p.name
+    inferred_kind, _, inferred_index = N.plane_kind(xp.name)
+    if p.kind != inferred_kind:
+        layout["kind"] = p.kind
+    if p.vendor:
+        layout["vendor"] = p.vendor
+    if p.index != inferred_index:
+        layout["index"] = p.index
+    for md in p.properties.get("xspace_event_metadata", []) or []:
+        mid = pw.keep_event_id(int(md.get("id", 0)), md.get("display_name") or md.get("name", ""),
+                               md.get("name", "") if md.get("display_name") else "")
+        xm = xp.event_metadata[mid]
+        for k, v in (md.get("stats") or {}).items():
+            st = xm.stats.add()
+            st.metadata_id = pw.stat_id(k)
+            set_value(st, v, plan.stats.col_kind.get(k, ""), pw)
+    track_layout: dict[str, Any] = {}
+    lines = _PlaneLines(plan, xp, pw, p)
+    for t in trace.tracks:
+        if plan.homes[t.plane] == p.id:
+            lines.write(t, track_layout)
+    step_spans = device_step_spans(trace)
+    if p.kind == "device" and p.id in step_spans and not any(
+            t.name == STEP_LINE_NAME and plan.homes[t.plane] == p.id for t in trace.tracks):
+        _write_step_line(xp, pw, step_spans[p.id], plan.origin, plan.plane_base.get(p.id, 0))
+        track_layout[str(STEP_LINE_ID)] = {"generated": 1}
+    if track_layout:
+        layout["tracks"] = track_layout
+    import orjson
+
+    if plan.origin:
+        st = xp.stats.add()
+        st.metadata_id = pw.stat_id(N.PLANE_STAT_ORIGIN)
+        st.int64_value = plan.origin
+    if p.name == N.TASK_ENV:
+        _task_env_stats(xp, pw, trace, None, None)
+    for key, val in ((N.PLANE_STAT_PRODUCER, "polyprof"),
+                     (N.PLANE_STAT_ALIASES, ",".join(plan.stats.aliases)),
+                     (N.PLANE_STAT_LAYOUT, orjson.dumps(layout, default=str).decode() if layout else "")):
+        if val:
+            st = xp.stats.add()
+            st.metadata_id = pw.stat_id(key)
+            st.str_value = val
+    _write_counters(plan, p, xp, pw)
+
+
+class _PlaneLines:
+    """The lines of one written plane: ids kept unique, events as columns."""
+
+    def __init__(self, plan: _Plan, xp: Any, pw: PlaneWriter, p: Any):
+        self.plan, self.xp, self.pw, self.p = plan, xp, pw, p
+        self.used_ids: set[int] = set()
+        self.md_done: set[int] = set()
+        ev = plan.trace.events
+        if plan.trace.n_events:
+            self.by_track = np.argsort(ev["track"], kind="stable")
+            self.bounds = np.searchsorted(ev["track"][self.by_track], np.arange(len(plan.trace.tracks) + 1))
+        self.sid = np.full(len(plan.stats.keys), -1, np.int64)  # stat key code -> this plane's stat id
+
+    def write(self, t: Any, track_layout: dict[str, Any]) -> None:
+        plan, xp = self.plan, self.xp
+        xl = xp.lines.add()
+        lid = int(t.tid)
+        if lid in self.used_ids:
+            lid = 1_500_000_000 + t.id
+        self.used_ids.add(lid)
+        xl.id = lid
+        xl.name = t.name
+        tl: dict[str, Any] = {}
+        if t.kind != N.default_track_kind(self.p.kind == "host", t.name):
+            tl["kind"] = t.kind
+        if lid != t.tid:
+            tl["tid"] = t.tid
+        if t.plane != self.p.id:
+            tl["plane"] = plan.trace.planes[t.plane].name  # a placeholder plane's thread
+        extra = {k: v for k, v in t.properties.items() if k not in ("display_name", "display_id", "duration_ps")}
+        if extra:
+            tl["props"] = extra
+        if tl:
+            track_layout[str(lid)] = tl
+        if t.properties.get("display_name"):
+            xl.display_name = str(t.properties["display_name"])
+        if t.properties.get("display_id"):
+            xl.display_id = int(t.properties["display_id"])
+        if t.properties.get("duration_ps"):
+            xl.duration_ps = int(t.properties["duration_ps"])
+        if not plan.trace.n_events:
+            return
+        rows = self.by_track[self.bounds[t.id]:self.bounds[t.id + 1]]
+        if len(rows):
+            self._events(xl, rows)
+
+    def _events(self, xl: Any, rows: np.ndarray) -> None:
+        plan, pw = self.plan, self.pw
+        ev = plan.trace.events
+        starts, durs = ev["start_ns"][rows], ev["dur_ns"][rows]
+        order = np.lexsort((-durs, starts))  # parents before children
+        rows, starts, durs = rows[order], starts[order], durs[order]
+        base = plan.plane_base.get(self.p.id, int(starts[0]))
+        xl.timestamp_ns = base - plan.origin
+        # event metadata: one per (name, long name) on this plane
+        long_ids = plan.long_ids[rows] if plan.long_ids is not None else np.zeros(len(rows), np.int64)
+        key = ev["name"][rows].astype(np.int64) * (len(plan.long_table) + 1) + long_ids
+        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        mids = np.zeros(len(uniq), np.int64)
+        for j in np.argsort(first).tolist():  # ids in order of first use, as events are added
+            i = int(first[j])
+            mids[j] = pw.event_id(str(plan.names[ev["name"][rows[i]]]), plan.long_table[long_ids[i]])
+        self._metadata_stats(rows, first, mids)
+        ws = plan.stats
+        counts, idx = ws.of_rows(rows)
+        codes = ws.codes[idx]
+        new = codes[self.sid[codes] < 0]
+        if len(new):
+            uniq_new, at = np.unique(new, return_index=True)
+            for code in uniq_new[np.argsort(at)].tolist():  # ids in order of first use
+                self.sid[code] = pw.stat_id(ws.keys[code])
+        kind, ints, objs = ws.kind[idx], ws.ints[idx], ws.objs[idx]
+        refs = np.flatnonzero(kind == 6)
+        if len(refs):
+            ints = ints.copy()
+            ints[refs] = [pw.ref_id(v) for v in objs[refs].tolist()]
+        strs = objs[(kind == 4) | (kind == 5)].tolist()
+        data = encode_events(mids[inv.reshape(-1)], (starts - base) * 1000, durs * 1000, counts, self.sid[codes],
+                             kind, ints, ws.dbls[idx], strs, compiled=plan.compiled)
+        xl.MergeFromString(data)
+
+    def _metadata_stats(self, rows: np.ndarray, first: np.ndarray, mids: np.ndarray) -> None:
+        """Stats that every event of a (plane, name) group shares go on its metadata."""
+        ws = self.plan.stats
+        if not ws.md_level:
+            return
+        for i, mid in sorted(zip(first.tolist(), mids.tolist())):
+            md_here = ws.md_level.get(int(ws.groups[rows[i]]))
+            if not md_here or mid in self.md_done:
+                continue
+            self.md_done.add(mid)
+            xm = self.xp.event_metadata[mid]
+            for key, v in md_here.items():
+                st = xm.stats.add()
+                st.metadata_id = self.pw.stat_id(key)
+                set_value(st, v, ws.col_kind.get(key, ""), self.pw)
+
+
+def _write_counters(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
+    c = plan.counters
+    sel = np.flatnonzero(c["plane"] == p.id) if len(c["ts_ns"]) else np.zeros(0, np.int64)
+    if not len(sel):
+        return
+    xl = xp.lines.add()
+    xl.id = 2_000_000_000 + p.id
+    xl.name = N.COUNTER_LINE
+    ts = c["ts_ns"][sel]
+    base = int(ts.min())
+    xl.timestamp_ns = base - plan.origin
+    strings = plan.trace.strings
+    mids = np.asarray([pw.event_id(strings[nm]) for nm in c["name"][sel].tolist()], np.int64)
+    n = len(sel)
+    data = encode_events(mids, (ts - base) * 1000, np.zeros(n, np.int64), np.ones(n, np.int64),
+                         np.full(n, pw.stat_id(N.STAT_COUNTER_VALUE), np.int64), np.ones(n, np.uint8),
+                         np.zeros(n, np.int64), c["value"][sel], [], compiled=plan.compiled)
+    xl.MergeFromString(data)
+
+
+def _write_step_line(xp: Any, pw: PlaneWriter, spans: list[tuple[int, str, int, int]], origin: int,
+                     base: int) -> None:
+    """XProf's derived "Steps" line of a device: one event per step, over the device
+    activity launched in it, with the step's group id (``xprof_stats``)."""
+    xl = xp.lines.add()
+    xl.id = STEP_LINE_ID
+    xl.name = STEP_LINE_NAME
+    base = min(base, min(s for _, _, s, _ in spans))
+    xl.timestamp_ns = base - origin
+    gid = pw.stat_id(GROUP_ID)
+    for group, name, start, end in spans:
+        xe = xl.events.add()
+        xe.metadata_id = pw.event_id(name)
+        xe.offset_ps = (start - base) * 1000
+        xe.duration_ps = (end - start) * 1000
+        st = xe.stats.add()
+        st.metadata_id = gid
+        st.int64_value = group
+
+
+def _wall_ns(trace: Trace, t: int) -> int | None:
+    """Wall-clock ns of trace time ``t``, if the trace says how to know it."""
+    anchor = trace.metadata.get("wall_anchor")
+    if isinstance(anchor, dict) and "wall_ns" in anchor and "mono_ns" in anchor:
+        return int(anchor["wall_ns"]) + t - int(anchor["mono_ns"])
+    if trace.metadata.get("clock") == "wall" or t > 10**18:
+        return t
+    return None
+
+
+def _task_env_stats(xp: Any, pw: PlaneWriter, trace: Trace, first: int | None, last: int | None) -> None:
+    """The profile's start/stop wall times (as XProf and JAX write them) and, for
+    reading back, the trace's metadata."""
+    import orjson
+
+    if first is not None and last is not None and trace.n_events:
+        for key, t in (("profile_start_time", first), ("profile_stop_time", last)):
+            wall = _wall_ns(trace, t)
+            if wall is not None and wall >= 0:
+                st = xp.stats.add()
+                st.metadata_id = pw.stat_id(key)
+                st.uint64_value = wall
+    st = xp.stats.add()
+    st.metadata_id = pw.stat_id(N.PLANE_STAT_METADATA)
+    st.str_value = orjson.dumps(trace.metadata, default=str,
+                                option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _hostname(trace: Trace) -> str:
+    sess = trace.metadata.get("session")
+    if isinstance(sess, dict) and sess.get("hostname"):
+        return str(sess["hostname"])
+    xs = trace.metadata.get("xspace")
+    hosts = xs.get("hostnames") if isinstance(xs, dict) else None
+    if hosts:
+        return str(hosts[0])
+    for p in trace.planes:
+        if p.properties.get("hostname"):
+            return str(p.properties["hostname"])
+    return ""
+
+
+def to_bytes(trace: Trace) -> bytes:
+    """``trace`` as a serialized XSpace (what ``.xplane.pb`` files hold)."""
+    return to_space(trace).SerializeToString()
+
+
+def write(trace: Trace, path: str | Path) -> Path:
+    """Write ``trace`` as an ``.xplane.pb`` file (gzipped if the name ends in ``.gz``)."""
+    path = Path(path)
+    data = to_bytes(trace)
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=5)
+    path.write_bytes(data)
+    return path
+
+
+def write_logdir(trace: Trace, logdir: str | Path, run: str | None = None, host: str | None = None) -> Path:
+    """Write ``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, where TensorBoard and
+    XProf look for profiles; ``run`` defaults to the current time as XProf names runs."""
+    run = run or time.strftime("%Y_%m_%d_%H_%M_%S")
+    host = host or _hostname(trace) or socket.gethostname() or "localhost"
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", host)
+    out = Path(logdir) / "plugins" / "profile" / run
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{host}.xplane.pb"
+    path.write_bytes(to_space(trace, hostname=host).SerializeToString())
+    return path

@@ -1,0 +1,127 @@
+"""What XProf's and JAX's conventions mean, applied to a Trace just read: the wall-clock
+anchor, XProf's flow stats as flows, polyprof's keys for XProf's stat names, and the
+categories of host TraceMe events (steps, Python calls, CPU-backend HLO ops)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...trace import keys
+from ...trace.core import Trace
+from .names import CAT_TRACEME, XPROF_ALIASES
+
+_FLOW_ID_MASK = (1 << 56) - 1
+
+
+def wall_anchor(trace: Trace, task_env: dict[str, Any]) -> None:
+    """Link the file's times to wall-clock time where the file says how.
+
+    JAX/TSL (and XProf) store times relative to the profile start, whose wall-clock
+    time is the ``profile_start_time`` stat of the "Task Environment" plane; older
+    writers store absolute wall-clock ns. Anything else is left unanchored.
+    """
+    start, _ = trace.span_ns
+    wall0 = task_env.get("profile_start_time")
+    if trace.n_events and wall0 and 0 <= start < 10**15:  # relative times (< ~11 days)
+        trace.metadata["wall_anchor"] = {"mono_ns": 0, "wall_ns": int(wall0), "uncertainty_ns": 0}
+        trace.metadata["clock"] = "xspace (ns since profile_start_time)"
+    elif trace.n_events and start > 10**18:  # absolute wall-clock ns
+        trace.metadata["wall_anchor"] = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
+        trace.metadata["clock"] = "xspace (wall-clock ns)"
+
+
+def xprof_flows(trace: Trace) -> None:
+    """Flows from XProf's "flow" stats (direction in bits 0-1, a 56-bit flow id in bits
+    2-57, a context type in bits 58-63): the events sharing a flow id, in time order,
+    linked one to the next (category ``xflow`` or ``xflow:<context type>``). XProf
+    itself links GPU launches to kernels by correlation id, which stays a stat here."""
+    col = trace.stats.get("flow")
+    if col is None or col.kind not in "iu" or len(col) < 2:
+        return
+    vals = col.values.astype(np.uint64)
+    ids = (vals >> np.uint64(2)) & np.uint64(_FLOW_ID_MASK)
+    cats = (vals >> np.uint64(58)).astype(np.int64)
+    order = np.lexsort((trace.start_ns[col.rows], ids))
+    rows, ids, cats = col.rows[order], ids[order], cats[order]
+    link = np.flatnonzero(ids[1:] == ids[:-1])
+    if not len(link):
+        return
+    cats = cats[link]
+    uniq, inv = np.unique(cats, return_inverse=True)
+    table = []
+    for c in uniq.tolist():
+        nm = "xflow" if c == 0 else f"xflow:{c}"
+        i = trace.string_id(nm)
+        if i < 0:
+            i = len(trace.strings)
+            trace.strings.append(nm)
+            trace.__dict__.pop("_string_index", None)
+            trace.__dict__.pop("_string_array", None)
+            trace.__dict__.pop("kinds", None)
+        table.append(i)
+    cat_ids = np.asarray(table, np.int32)[inv.reshape(-1)]
+    fl = trace.flows
+    trace.flows = {
+        "src": np.concatenate([fl["src"], rows[link]]).astype(np.int64),
+        "dst": np.concatenate([fl["dst"], rows[link + 1]]).astype(np.int64),
+        "id": np.concatenate([fl["id"], ids[link].astype(np.int64)]),
+        "category": np.concatenate([fl["category"], cat_ids]),
+    }
+
+
+def add_aliases(trace: Trace, drop: set[str]) -> None:
+    """Copy XProf-named stats to polyprof keys; drop copies a polyprof writer added."""
+    for key in drop:
+        trace.stats.pop(key, None)
+    added = []
+    for xname, pkey in XPROF_ALIASES.items():
+        if xname in trace.stats and pkey not in trace.stats:
+            trace.stats[pkey] = trace.stats[xname]
+            added.append(pkey)
+    trace.metadata["xspace"]["alias_keys"] = added
+
+
+def classify_host_events(trace: Trace, has_devices: bool) -> None:
+    """Host TraceMe events carrying a step number are steps; ``$``-names are Python calls.
+    Without device planes (XLA's CPU backend) the host events naming an HLO op are the
+    ops' execution: the device activity of that profile."""
+    if not trace.n_events:
+        return
+    cat = trace.events["category"]
+    tr_id = trace.string_id(CAT_TRACEME)
+    if tr_id < 0:
+        return
+    is_tr = cat == tr_id
+    step = trace.stats.get(keys.STEP)
+    new_ids: dict[str, int] = {}
+
+    def sid(s: str) -> int:
+        i = trace.string_id(s)
+        if i < 0:
+            i = new_ids.get(s, -1)
+            if i < 0:
+                i = new_ids[s] = len(trace.strings)
+                trace.strings.append(s)
+        return i
+
+    if step is not None and len(step):
+        rows = step.rows[is_tr[step.rows]]
+        if len(rows):
+            cat[rows] = sid(keys.CAT_STEP)
+    hlo = trace.stats.get(keys.HLO_OP)
+    if not has_devices and hlo is not None and len(hlo):
+        rows = hlo.rows[is_tr[hlo.rows]]
+        if len(rows):
+            cat[rows] = sid("xla_op")
+    names = trace.strings
+    py_names = np.fromiter((n.startswith("$") for n in names), bool, len(names))
+    py_rows = np.flatnonzero(is_tr & py_names[trace.events["name"]])
+    if len(py_rows):
+        cat[py_rows] = sid("python_function")
+    if new_ids:
+        trace.__dict__.pop("_string_array", None)
+        trace.__dict__.pop("_string_index", None)
+        trace.__dict__.pop("kinds", None)
+

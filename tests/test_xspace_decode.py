@@ -1,0 +1,329 @@
+"""The compiled XSpace decoder and encoder (formats/xspace/_wire.c) against their
+pure-Python references (the same columns through protobuf's own message objects), on
+every shared XSpace trace, polyprof's export of every shared Kineto trace, hand-made
+wire oddities and hypothesis-generated XSpaces; and the whole reader / writer with the
+extension against the same code without it."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from polyprof.formats import xplane_pb2, xspace
+from polyprof.formats.detect import load
+from polyprof.formats.xspace import decode, encode, writer
+
+pytestmark = pytest.mark.skipif(decode.IMPLEMENTATION != "c",
+                                reason="the compiled XSpace decoder is not built (python setup.py build_ext "
+                                       "--inplace); only the pure-Python reader runs")
+
+_FIELDS = ("plane_lines", "line_events", "ev_mid", "ev_off", "ev_dur", "ev_nocc", "ev_isnocc", "ev_stats",
+           "st_mid", "st_kind", "st_int", "st_dbl")
+
+
+def assert_same_columns(a: decode.EventColumns, b: decode.EventColumns) -> None:
+    for f in _FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=f == "st_dbl"), f
+    assert a.st_obj.tolist() == b.st_obj.tolist()
+    assert [type(v) for v in a.st_obj.tolist()] == [type(v) for v in b.st_obj.tolist()]
+
+
+def assert_identical(a, b) -> None:
+    """Two readings of one file: the same trace, column by column, metadata included."""
+    assert a.n_events == b.n_events
+    for k in ("start_ns", "dur_ns", "track"):
+        assert np.array_equal(a.events[k], b.events[k]), k
+    for k in ("name", "category"):
+        assert a.names().tolist() == b.names().tolist() if k == "name" else \
+            a.categories().tolist() == b.categories().tolist(), k
+    assert list(a.stats) == list(b.stats)
+    for key, col in a.stats.items():
+        other = b.stats[key]
+        assert np.array_equal(col.rows, other.rows) and col.values.dtype == other.values.dtype, key
+        if col.values.dtype.kind == "f":
+            assert np.array_equal(col.values, other.values, equal_nan=True), key
+        else:
+            assert col.values.tolist() == other.values.tolist(), key
+    assert a.planes == b.planes and a.tracks == b.tracks
+    assert a.metadata == b.metadata
+    def flows(t) -> list[tuple]:
+        return sorted(zip(t.flows["src"].tolist(), t.flows["dst"].tolist(), t.flows["id"].tolist(),
+                          [t.strings[c] for c in t.flows["category"].tolist()]))
+    assert flows(a) == flows(b)
+    assert np.array_equal(a.counters["ts_ns"], b.counters["ts_ns"])
+    assert np.array_equal(a.counters["value"], b.counters["value"], equal_nan=True)
+
+
+def both_ways(data: bytes) -> None:
+    """The compiled walk of ``data`` equals protobuf's reading of it."""
+    space = xplane_pb2.XSpace.FromString(data)
+    assert_same_columns(decode.columns_from_bytes(data), decode.columns_from_messages(space))
+
+
+def without_extension(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(decode, "_wire", None)
+
+
+@pytest.fixture(scope="module")
+def shared_xspaces(traces_dir: Path) -> dict[str, bytes]:
+    """The shared XSpace traces, and polyprof's XSpace export of every shared Kineto trace."""
+    out = {p.name: p.read_bytes() for p in sorted((traces_dir / "xspace").glob("*.xplane.pb"))}
+    for p in sorted((traces_dir / "kineto").glob("*.json.gz")):
+        out[p.name] = xspace.to_bytes(load(p))
+    assert len(out) >= 12
+    return out
+
+
+def test_compiled_decode_equals_protobuf_on_every_shared_trace(shared_xspaces: dict[str, bytes]) -> None:
+    for name, data in shared_xspaces.items():
+        cols = decode.columns_from_bytes(data)
+        assert cols.n_events > 0, name
+        both_ways(data)
+
+
+def test_reader_with_and_without_the_extension_agree(shared_xspaces: dict[str, bytes],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = {name: xspace.from_bytes(data) for name, data in shared_xspaces.items()}
+    without_extension(monkeypatch)
+    for name, data in shared_xspaces.items():
+        assert_identical(fast[name], xspace.from_bytes(data))
+
+
+def test_writer_with_and_without_the_extension_agree(shared_xspaces: dict[str, bytes]) -> None:
+    for name, data in shared_xspaces.items():
+        trace = xspace.from_bytes(data)
+        fast, slow = writer.to_space(trace), writer.to_space(trace, compiled=False)
+        assert fast == slow, name
+        assert fast.SerializeToString() == slow.SerializeToString(), name
+
+
+def _tag(field: int, wt: int) -> bytes:
+    return _varint(field << 3 | wt)
+
+
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _ld(field: int, body: bytes) -> bytes:
+    return _tag(field, 2) + _varint(len(body)) + body
+
+
+def test_wire_oddities_read_as_protobuf_reads_them() -> None:
+    """Unknown fields of every wire type (a group too), a known field with another wire
+    type, repeated scalars (the last wins), both oneof members (the last wins), a
+    10-byte negative varint, empty stats and events."""
+    stat_a = (_tag(1, 0) + _varint(7) + _tag(4, 0) + _varint(-5) + _tag(2, 1) + struct.pack("<d", 2.5)
+              + _tag(9, 5) + b"\x01\x02\x03\x04")
+    stat_b = _tag(1, 0) + _varint(8) + _ld(5, "héllo".encode()) + _ld(6, b"\x00\xff")
+    stat_c = _tag(1, 0) + _varint(9) + _tag(3, 0) + _varint(2**64 - 1) + _tag(7, 0) + _varint(3)
+    group = _tag(12, 3) + _tag(1, 0) + _varint(1) + _ld(2, b"x") + _tag(12, 4)
+    ev1 = (_tag(1, 0) + _varint(3) + _tag(5, 0) + _varint(4) + _tag(2, 0) + _varint(-100) + _tag(3, 0)
+           + _varint(10) + _tag(3, 0) + _varint(11) + _ld(4, stat_a) + group + _ld(4, stat_b) + _ld(4, b""))
+    ev2 = _tag(2, 0) + _varint(5) + _tag(5, 0) + _varint(6) + _ld(4, stat_c) + _tag(1, 2) + _varint(0)
+    line = _tag(1, 0) + _varint(1) + _ld(2, b"L") + _ld(4, ev1) + _ld(4, b"") + _ld(4, ev2) + _tag(3, 1) + b"\0" * 8
+    plane = _ld(2, b"/device:TPU:0") + _ld(3, line) + _ld(3, b"") + _tag(15, 5) + b"\0" * 4
+    data = _ld(1, plane) + _ld(4, b"host") + _ld(1, _ld(2, b"/host:CPU"))
+    both_ways(data)
+    cols = decode.columns_from_bytes(data)
+    assert cols.line_events.tolist() == [3, 0] and cols.plane_lines.tolist() == [2, 0]
+    assert cols.ev_off.tolist() == [-100, 0, 0] and cols.ev_isnocc.tolist() == [False, False, True]
+    assert cols.st_kind.tolist() == [1, 5, 0, 6] and cols.st_obj[1] == b"\x00\xff"
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 17, 40])
+def test_malformed_wire_data_raises_value_error(cut: int) -> None:
+    space = xplane_pb2.XSpace()
+    p = space.planes.add()
+    p.name = "/host:CPU"
+    e = p.lines.add().events.add()
+    e.offset_ps = 12345
+    s = e.stats.add()
+    s.str_value = "a string long enough to cut"
+    data = space.SerializeToString()
+    with pytest.raises(ValueError):
+        decode.columns_from_bytes(data[:-cut])
+    with pytest.raises(ValueError):
+        decode.columns_from_bytes(b"\x0a\x05" + _tag(0, 0) + b"\x01\x02\x03")  # field number 0
+
+
+def test_reader_falls_back_to_protobuf_where_the_walk_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file protobuf accepts but the compiled walk does not (simulated: the walk
+    raises) is read through protobuf, with the same result."""
+    data = xspace.to_bytes(_small_trace())
+    expected = xspace.from_bytes(data)
+
+    class Refusing:
+        @staticmethod
+        def columns(data: bytes) -> tuple:
+            raise ValueError("refused")
+
+        encode = None
+
+    monkeypatch.setattr(decode, "_wire", Refusing)
+    assert_identical(expected, xspace.from_bytes(data))
+
+
+def _small_trace():
+    from polyprof.trace.builder import TraceBuilder
+
+    b = TraceBuilder()
+    p = b.plane("/host:CPU", "host", pid=1)
+    t = b.track(p, "main", "thread", tid=1)
+    b.events(t, np.asarray(["a", "b"], object), np.asarray([10, 20]), np.asarray([5, 5]), "cpu_op",
+             stats={"x": np.asarray([1, 2]), "s": np.asarray(["u", "v"], object)})
+    return b.build()
+
+
+# ----------------------------------------------------------------------------- hypothesis
+_i64 = st.integers(min_value=-2**63, max_value=2**63 - 1)
+_u64 = st.integers(min_value=0, max_value=2**64 - 1)
+_small = st.integers(min_value=-3, max_value=3)
+_SETTINGS = settings(max_examples=int(os.environ.get("POLYPROF_FUZZ_EXAMPLES", "60")), deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+                     derandomize=True)
+
+
+def _stat(draw, st_msg, ids: list[int]) -> None:
+    st_msg.metadata_id = draw(st.sampled_from(ids) if ids and draw(st.booleans()) else _small)
+    which = draw(st.sampled_from(["double", "uint64", "int64", "str", "bytes", "ref", "none"]))
+    if which == "double":
+        st_msg.double_value = draw(st.floats(allow_nan=True))
+    elif which == "uint64":
+        st_msg.uint64_value = draw(_u64)
+    elif which == "int64":
+        st_msg.int64_value = draw(_i64)
+    elif which == "str":
+        st_msg.str_value = draw(st.text(max_size=6))
+    elif which == "bytes":
+        st_msg.bytes_value = draw(st.binary(max_size=6))
+    elif which == "ref":
+        st_msg.ref_value = draw(st.sampled_from(ids) if ids and draw(st.booleans()) else _u64) % (1 << 64)
+
+
+@st.composite
+def xspaces(draw) -> bytes:
+    """XSpaces with every event and stat field, both oneofs, huge and negative values."""
+    space = xplane_pb2.XSpace()
+    for _ in range(draw(st.integers(1, 3))):
+        plane = space.planes.add()
+        plane.id = draw(_small)
+        plane.name = draw(st.sampled_from(["/host:CPU", "/device:GPU:0", "/device:TPU:1", "/host:metadata", "x"]))
+        ids = draw(st.lists(st.integers(0, 6), max_size=4, unique=True))
+        for sid in ids:
+            plane.stat_metadata[sid].id = sid
+            plane.stat_metadata[sid].name = draw(st.sampled_from(["a", "b", "flow", "step_num", "correlation_id",
+                                                                  "hlo_op", "kernel_details"]))
+        mids = draw(st.lists(st.integers(0, 5), max_size=4, unique=True))
+        for mid in mids:
+            md = plane.event_metadata[mid]
+            md.id, md.name = mid, draw(st.text(max_size=5))
+            md.display_name = draw(st.sampled_from(["", "shown"]))
+            for _ in range(draw(st.integers(0, 2))):
+                _stat(draw, md.stats.add(), ids)
+        for _ in range(draw(st.integers(0, 3))):
+            line = plane.lines.add()
+            line.id, line.timestamp_ns = draw(_small), draw(st.integers(-10**12, 10**12))
+            line.name = draw(st.sampled_from(["Steps", "XLA Ops", "Stream #1", "", "t"]))
+            for _ in range(draw(st.integers(0, 4))):
+                e = line.events.add()
+                e.metadata_id = draw(st.sampled_from(mids) if mids and draw(st.booleans()) else _small)
+                if draw(st.booleans()):
+                    e.offset_ps = draw(st.integers(-10**15, 10**15))
+                else:
+                    e.num_occurrences = draw(st.integers(0, 5))
+                e.duration_ps = draw(st.integers(0, 10**15))
+                for _ in range(draw(st.integers(0, 3))):
+                    _stat(draw, e.stats.add(), ids)
+    return space.SerializeToString()
+
+
+@_SETTINGS
+@given(data=xspaces())
+def test_hypothesis_compiled_decode_equals_protobuf(data: bytes) -> None:
+    both_ways(data)
+
+
+@_SETTINGS
+@given(data=xspaces())
+def test_hypothesis_reader_with_and_without_the_extension(data: bytes) -> None:
+    from polyprof.errors import TraceFormatError
+
+    try:
+        fast = xspace.from_bytes(data)
+    except TraceFormatError as e:
+        fast_error = str(e)
+    else:
+        fast_error = ""
+    saved = decode._wire
+    decode._wire = None
+    try:
+        slow = xspace.from_bytes(data)
+    except TraceFormatError as e:
+        assert str(e) == fast_error
+        return
+    finally:
+        decode._wire = saved
+    assert not fast_error
+    assert_identical(fast, slow)
+
+
+@_SETTINGS
+@given(data=xspaces(), cut=st.integers(1, 64), flip=st.integers(0, 10**6))
+def test_hypothesis_damaged_bytes_never_disagree(data: bytes, cut: int, flip: int) -> None:
+    """Damaged XSpaces: the compiled walk raises ValueError, or, wherever protobuf
+    accepts the bytes, gives what protobuf gives (the reader uses it only then)."""
+    damaged = bytearray(data[:max(1, len(data) - cut)] if flip % 2 else data)
+    if damaged:
+        damaged[flip % len(damaged)] ^= 1 << (flip % 8)
+    damaged_b = bytes(damaged)
+    try:
+        space = xplane_pb2.XSpace.FromString(damaged_b)
+    except Exception:
+        space = None
+    try:
+        cols = decode.columns_from_bytes(damaged_b)
+    except (ValueError, UnicodeDecodeError):
+        return
+    if space is not None and decode._same_shape(cols, space):
+        assert_same_columns(cols, decode.columns_from_messages(space))
+
+
+@st.composite
+def event_columns(draw) -> tuple:
+    n = draw(st.integers(0, 6))
+    nst = [draw(st.integers(0, 3)) for _ in range(n)]
+    kinds = [draw(st.integers(0, 6)) for _ in range(sum(nst))]
+    ints = [draw(_i64) for _ in kinds]
+    objs = [draw(st.text(max_size=5) if k == 4 else st.binary(max_size=5)) for k in kinds if k in (4, 5)]
+    return (np.asarray([draw(_i64) for _ in range(n)], np.int64), np.asarray([draw(_i64) for _ in range(n)]),
+            np.asarray([draw(_i64) for _ in range(n)]), np.asarray(nst, np.int64),
+            np.asarray([draw(_i64) for _ in kinds], np.int64), np.asarray(kinds, np.uint8),
+            np.asarray(ints, np.int64), np.asarray([draw(st.floats()) for _ in kinds], np.float64), objs)
+
+
+@_SETTINGS
+@given(cols=event_columns())
+def test_hypothesis_compiled_encode_equals_protobuf(cols: tuple) -> None:
+    fast = encode.encode_events(*cols)
+    slow = encode.encode_events(*cols, compiled=False)
+    assert xplane_pb2.XLine.FromString(fast) == xplane_pb2.XLine.FromString(slow) or _nan_in(cols)
+    assert fast == slow
+
+
+def _nan_in(cols: tuple) -> bool:
+    return bool(np.isnan(cols[7]).any())
