@@ -185,15 +185,22 @@ class EventReader:
     def _special(self, codes: np.ndarray, rows: np.ndarray, kind: np.ndarray, ints: np.ndarray,
                  dbls: np.ndarray, objs: np.ndarray, cats: np.ndarray, row0: int) -> None:
         """polyprof's category and flow stats (files polyprof wrote)."""
-        vals = python_values(kind, ints, dbls, objs)
         is_cat = codes == self.key_code.get(N.STAT_CATEGORY, -1)
         if is_cat.any():
             sel = np.flatnonzero(is_cat)
-            cats[rows[sel] - row0] = self.b.intern_many([str(vals[i]) for i in sel.tolist()])
+            if (kind[sel] == 4).all():  # as polyprof writes it: text
+                text = objs[sel]
+            else:
+                text = np.asarray([str(v) for v in python_values(kind[sel], ints[sel], dbls[sel], objs[sel])],
+                                  object)
+            cats[rows[sel] - row0] = self.b.intern_many(text)
+        sel = np.flatnonzero(~is_cat)
+        if not len(sel):
+            return
+        vals = python_values(kind[sel], ints[sel], dbls[sel], objs[sel])
         out_code = self.key_code.get(N.STAT_FLOW_OUT, -1)
-        for i in np.flatnonzero(~is_cat).tolist():
-            row = int(rows[i])
-            if codes[i] == out_code:
+        for i, code, row in zip(range(len(sel)), codes[sel].tolist(), rows[sel].tolist()):
+            if code == out_code:
                 flow = flow_out(vals[i])
                 if flow is None:
                     self.bad_flows += 1

@@ -102,6 +102,16 @@ def value_parts(values: Any, kind: str, field: str | None) -> tuple[np.ndarray, 
             "uint64_value" if arr.dtype.kind == "u" and kind == "u" else None)
         if field is None and arr.dtype.kind == "i":
             field = "uint64_value" if kind == "u" and (arr >= 0).all() else "int64_value"
+    if field is None and arr.dtype == object and kind in ("", "ref"):
+        from pandas.api.types import infer_dtype
+
+        inferred = infer_dtype(arr, skipna=False)  # one pass in C: most columns hold one type
+        if inferred == "string":
+            field = "ref" if kind == "ref" else "str_value"
+        elif inferred == "bytes" and kind == "":
+            field = "bytes_value"
+        elif inferred == "floating" and kind == "":
+            arr, field = arr.astype(np.float64), "double_value"
     if field is None:
         return _by_value(arr.tolist(), kind)
     code = _FIELD_KIND[field]
