@@ -2,9 +2,13 @@
 
 Reads and writes the TPU sample (tests/data/traces/xspace) and a synthetic trace of
 ``--events`` events (two planes, 8 tracks, three stats per event: int, float, string),
-reporting seconds and events per second (best of ``--repeat``).
+reporting seconds and events per second (best of ``--repeat``), with the compiled
+decoder/encoder (``formats/xspace/_wire.c``) and, alternating with it, the pure-Python
+path (protobuf's message objects), so the two are measured in the same run.
 
     python bench/xspace.py [--events 500000] [--repeat 3] [--json]
+
+XProf's own tools on the same file: bench/xspace_xprof.py.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from polyprof.formats import xspace
+from polyprof.formats.xspace import decode, writer
 from polyprof.trace.builder import TraceBuilder
 from polyprof.trace.core import Trace
 
@@ -39,22 +44,31 @@ def synthetic(n: int) -> Trace:
     return b.build()
 
 
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def measure(name: str, trace: Trace, data: bytes, repeat: int) -> dict:
+    """Best read and write times, compiled and pure-Python alternating round by round."""
+    wire = decode._wire
+    times: dict[str, list[float]] = {k: [] for k in ("read_c", "read_py", "write_c", "write_py")}
+    for _ in range(repeat):
+        times["read_c"].append(timed(lambda: xspace.from_bytes(data)))
+        times["write_c"].append(timed(lambda: xspace.to_bytes(trace)))
+        decode._wire = None
+        try:
+            times["read_py"].append(timed(lambda: xspace.from_bytes(data)))
+            times["write_py"].append(timed(lambda: writer.to_space(trace, compiled=False).SerializeToString()))
+        finally:
+            decode._wire = wire
     n = trace.n_events
-    read_s = best(lambda: xspace.from_bytes(data), repeat)
-    write_s = best(lambda: xspace.to_bytes(trace), repeat)
-    return {"input": name, "events": n, "bytes": len(data), "read_s": round(read_s, 3),
-            "read_events_per_s": round(n / read_s), "write_s": round(write_s, 3),
-            "write_events_per_s": round(n / write_s)}
+    row: dict = {"input": name, "events": n, "bytes": len(data)}
+    for k, v in times.items():
+        row[f"{k}_s"] = round(min(v), 3)
+        row[f"{k}_events_per_s"] = round(n / min(v))
+    return row
 
 
 def main() -> None:
@@ -64,6 +78,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     xspace.from_bytes(SAMPLE.read_bytes())  # warm imports (pandas, protobuf)
+    if decode._wire is None:
+        raise SystemExit("the compiled XSpace decoder is not built (python setup.py build_ext --inplace)")
     rows = []
     data = SAMPLE.read_bytes()
     rows.append(measure("tpu_inference_2.xplane.pb", xspace.from_bytes(data), data, args.repeat))
@@ -73,8 +89,11 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     for r in rows:
-        print(f"{r['input']}: {r['events']} events, {r['bytes'] / 1e6:.1f} MB; read {r['read_s']} s "
-              f"({r['read_events_per_s']:,} ev/s), write {r['write_s']} s ({r['write_events_per_s']:,} ev/s)")
+        print(f"{r['input']}: {r['events']} events, {r['bytes'] / 1e6:.1f} MB")
+        for what in ("read", "write"):
+            c, p = r[f"{what}_c_s"], r[f"{what}_py_s"]
+            print(f"  {what:<5} compiled {c} s ({r[f'{what}_c_events_per_s']:,} ev/s), pure Python {p} s "
+                  f"({r[f'{what}_py_events_per_s']:,} ev/s): {p / c:.1f}x")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from polyprof.formats.detect import load
 from polyprof.formats.xspace import decode, encode, writer
 
 pytestmark = pytest.mark.skipif(decode.IMPLEMENTATION != "c",
-                                reason="the compiled XSpace decoder is not built (python setup.py build_ext "
-                                       "--inplace); only the pure-Python reader runs")
+                                reason="the compiled XSpace decoder is not in use (no C compiler, or "
+                                       "POLYPROF_PURE_PYTHON=1); only the pure-Python reader runs")
 
 _FIELDS = ("plane_lines", "line_events", "ev_mid", "ev_off", "ev_dur", "ev_nocc", "ev_isnocc", "ev_stats",
            "st_mid", "st_kind", "st_int", "st_dbl")

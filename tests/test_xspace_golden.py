@@ -272,3 +272,23 @@ def test_golden_task_environment_anchors_wall_clock(implementation: str) -> None
     assert trace.metadata["wall_anchor"] == {"mono_ns": 0, "wall_ns": 1_700_000_000_000_000_000, "uncertainty_ns": 0}
     assert trace.metadata["xspace"]["profile_stop_time_ns"] == 1_700_000_001_000_000_000
     assert trace.metadata["clock"] == "xspace (ns since profile_start_time)"
+
+
+def test_extension_built_where_a_compiler_exists() -> None:
+    """`pip install -e .` (CI) builds the XSpace decoder into src/; a missing build would
+    silently fall back to the slower pure-Python decoder (and skip its cross-checks)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+
+    if os.environ.get("POLYPROF_PURE_PYTHON", "") not in ("", "0"):
+        pytest.skip("POLYPROF_PURE_PYTHON is set")
+    if shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is None:
+        pytest.skip("no C compiler: the fallback is expected")
+    assert decode.IMPLEMENTATION == "c" and decode._wire is not None
+    code = "from polyprof.formats.xspace import IMPLEMENTATION as I; print(I)"
+    env = {**os.environ, "POLYPROF_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.stdout.strip() == "python", out.stderr

@@ -4,12 +4,14 @@
 Both give an :class:`EventColumns` over every event of every line, in plane / line /
 event order (the order of the protobuf message), so the reader never touches one
 Python object per event when the extension is built. ``IMPLEMENTATION`` says which is
-in use; tests/test_xspace_decode.py checks the two agree.
+in use (``POLYPROF_PURE_PYTHON=1`` forces the Python one, as it does for sections);
+tests/test_xspace_decode.py checks the two agree.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +19,12 @@ import numpy as np
 
 log = logging.getLogger("polyprof")
 
-try:
-    from . import _wire  # type: ignore[attr-defined]
-except ImportError:  # built without a C compiler: the message walk below
+if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _wire  # type: ignore[attr-defined]
+    except ImportError:  # built without a C compiler: the message walk below
+        _wire = None
+else:  # the pure-Python reference, as for sections (collect/recorder.py)
     _wire = None
 
 IMPLEMENTATION = "c" if _wire is not None else "python"
