@@ -28,3 +28,22 @@ def test_journal_schema_still_available():
 
     assert journal.SCHEMA is journal.schema()
     assert journal.SCHEMA.names[:3] == ["kind", "name", "start_ns"]
+
+
+def test_run_of_an_empty_script_imports_no_pandas_and_no_device_runtime(tmp_path):
+    """`polyprof run --no-summary` of a script that imports nothing: the journal and the
+    trace are written without pandas (pyarrow.array would import it), the OpenCL and
+    torch plugins wait for their module's import, and the CLI's parser does not load
+    the store's analyses. What the run imported is read at the interpreter's exit,
+    after the trace was saved."""
+    script = tmp_path / "empty.py"
+    seen = tmp_path / "modules.txt"
+    script.write_text("import atexit, sys\n"
+                      f"atexit.register(lambda: open({str(seen)!r}, 'w').write("
+                      "' '.join(m for m in ('pandas', 'pyopencl', 'torch', 'jax', 'pyarrow') if m in sys.modules)))\n")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(tmp_path / "e.polyprof"),
+                        str(script)], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "e.polyprof").is_file()
+    assert seen.read_text().split() == ["pyarrow"]  # only what writing the trace needs

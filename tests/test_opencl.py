@@ -258,9 +258,19 @@ def test_without_device_plugins_says_why(tmp_path: Path) -> None:
              str(ROOT / "examples" / "threaded_pipeline.py"), "--steps", "3", env=env, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     t = polyprof.load(out)
-    assert t.metadata["plugins"]["opencl"].startswith("unavailable: no OpenCL device found")
+    # the script never imports pyopencl: the plugin waited for it and recorded nothing
+    assert t.metadata["opencl"] == {"api_calls": 0, "device_events": 0, "pyopencl_imported": False}
     assert t.metadata["plugins"]["host"] == "ok"
     assert (t.to_pandas().category == "section").sum() > 0 and not t.metadata["plugin_errors"]
+    # a script that imports pyopencl: the devices are checked then, and the reason given
+    script = tmp_path / "uses_opencl.py"
+    script.write_text("import polyprof, pyopencl\nwith polyprof.section('after import'):\n    pass\n")
+    p = _run("-m", "polyprof", "run", "--no-summary", "-o", str(out), str(script), env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    t = polyprof.load(out)
+    why = [w for w in t.metadata.get("warnings", []) if w.startswith("opencl:")]
+    assert len(why) == 1 and "pyopencl was imported but no OpenCL device found" in why[0], why
+    assert (t.to_pandas().name == "after import").sum() == 1 and not t.metadata["plugin_errors"]
 
 
 def test_launches_from_a_worker_thread_land_on_its_track() -> None:
@@ -410,3 +420,45 @@ def test_columns_of_the_recording_match_its_records_field_by_field() -> None:
     nb = calls.byte_counts(c, rows)
     assert set(nb[np.isin(c.api, (ic.READ, ic.WRITE))].tolist()) == {256}
     assert set(nb[~np.isin(c.api, (ic.READ, ic.WRITE))].tolist()) == {-1}
+
+
+def test_default_session_starts_opencl_when_the_program_imports_pyopencl(tmp_path: Path) -> None:
+    """A default session does not import pyopencl (a program that never uses OpenCL pays
+    nothing for it); the plugin starts at the program's `import pyopencl`, makes the
+    queues it creates profile and records their commands."""
+    code = f"""
+import sys, json, numpy as np, polyprof
+with polyprof.profile() as s:
+    before = "pyopencl" in sys.modules
+    import pyopencl as cl
+    ctx = cl.create_some_context(interactive=False)
+    q = cl.CommandQueue(ctx)
+    knl = cl.Kernel(cl.Program(ctx, "__kernel void k(__global float *a) {{ a[get_global_id(0)] += 1.0f; }}").build(), "k")
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256)
+    knl.set_arg(0, buf)
+    for _ in range(4):
+        cl.enqueue_nd_range_kernel(q, knl, (64,), None)
+    q.finish()
+t = s.trace
+df = t.to_pandas()
+json.dump({{"before": before, "meta": t.metadata.get("opencl"),
+           "kernels": int(((df.category == "kernel") & (df.name == "k")).sum())}}, open({str(tmp_path / "out.json")!r}, "w"))
+"""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["before"] is False
+    assert out["kernels"] == 4
+    assert out["meta"]["device_events"] == 4 and out["meta"]["queues_made_profiling"] == 1
+
+
+def test_session_availability_does_not_import_pyopencl() -> None:
+    code = ("import sys; from polyprof.plugins.opencl import OpenCLPlugin; "
+            "a = OpenCLPlugin.session_availability(); print(bool(a), 'pyopencl' in sys.modules)")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "False"]

@@ -436,3 +436,26 @@ def test_plugin_never_collected_leaves_no_temp_dir():
     del p
     gc.collect()
     assert not os.path.exists(d)
+
+
+# ----------------------------------------------------------------------------- section listeners
+def test_sections_mirror_into_torch_only_while_torch_records() -> None:
+    """The torch plugin listens to sections (a Python call on each enter and exit, off
+    the compiled fast path) only while its torch profiler records: not before torch is
+    imported, not after the session stops."""
+    from polyprof.collect import recorder
+
+    with polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}}) as s:
+        rec = recorder.active_recorder()
+        assert rec is not None and len(rec.listeners) == 1  # torch is imported here: recording
+        with polyprof.section("mirrored"):
+            torch.ones(2).sum()
+    assert rec.listeners == []
+    assert (s.trace.to_pandas().name == "mirrored").sum() == 1  # the copy was dropped again
+    code = ("import sys, polyprof; from polyprof.collect import recorder\n"
+            "with polyprof.profile():\n"
+            "    print(len(recorder.active_recorder().listeners), 'torch' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=SRC))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["0", "False"]  # a program that never imports torch: no listener

@@ -83,6 +83,14 @@ class Plugin(abc.ABC):
         """Whether this plugin can run on this machine, and if not, why."""
         return Availability(True)
 
+    @classmethod
+    def session_availability(cls) -> Availability:
+        """What a session that does not name its plugins checks before starting this
+        one (by default, :meth:`availability`). A plugin that starts only once the
+        program imports the module it profiles (opencl) answers cheaply here, so a
+        program that never imports it pays nothing, and checks fully at that import."""
+        return cls.availability()
+
     @staticmethod
     def conformance_workload(seconds: float) -> None:
         """What ``polyprof plugin check`` runs for ``seconds`` while this plugin records.

@@ -30,33 +30,38 @@ class PluginInfo:
     default: bool
 
 
-def _load_entry(ep: Any) -> PluginInfo:
+def _load_entry(ep: Any, session: bool = False) -> PluginInfo:
     from .signals import SavedDispositions
 
     # probing loads device runtimes (PoCL/LLVM install SIGSEGV/SIGBUS/... handlers):
     # the program keeps the signal dispositions it had
     with SavedDispositions():
-        return _probe(ep)
+        return _probe(ep, session)
 
 
-def _probe(ep: Any) -> PluginInfo:
+def _probe(ep: Any, session: bool = False) -> PluginInfo:
     try:
         factory = ep.load()
     except Exception as e:  # an uninstallable plugin must not break discovery
         return PluginInfo(ep.name, ep.value, None, Availability(False, f"cannot import: {e}"), False)
     try:
-        avail = factory.availability() if hasattr(factory, "availability") else Availability(True)
+        check = getattr(factory, "session_availability" if session else "availability", None)
+        if check is None:
+            check = getattr(factory, "availability", None)
+        avail = check() if check is not None else Availability(True)
     except Exception as e:
         avail = Availability(False, f"availability check failed: {e}")
     return PluginInfo(ep.name, ep.value, factory, avail, bool(getattr(factory, "default", True)))
 
 
-def discover() -> dict[str, PluginInfo]:
-    """Every plugin registered by any installed package, by name."""
+def discover(session: bool = False) -> dict[str, PluginInfo]:
+    """Every plugin registered by any installed package, by name. ``session``: the
+    availability a session checks before starting a plugin (``session_availability``,
+    cheaper for plugins that start at an import), not the full check."""
     found: dict[str, PluginInfo] = {}
     for ep in entry_points(group=GROUP):
         if ep.name not in found:
-            found[ep.name] = _load_entry(ep)
+            found[ep.name] = _load_entry(ep, session)
     try:  # POLYPROF_PLUGIN_PATH: native .so plugins
         for info in path_plugins():
             found.setdefault(info.name, info)
@@ -74,7 +79,7 @@ def resolve(names: list[str] | None) -> list[PluginInfo]:
         eps = {ep.name: ep for ep in entry_points(group=GROUP)}
         if all(n in eps for n in names):
             return [_load_entry(eps[n]) for n in names]
-    found = discover()
+    found = discover(session=names is None)
     if names is None:
         return [p for p in found.values() if p.default and p.availability.ok]
     out = []

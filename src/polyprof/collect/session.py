@@ -95,11 +95,15 @@ class Session:
             names = ["host", *names]
         slots: list[_Slot] = []
         if names is None:  # say which default plugins can't run here, and why (not an error)
-            self.skipped = {i.name: f"unavailable: {i.availability.reason}" for i in discover().values()
+            found = discover(session=True)  # one discovery: each plugin is loaded and checked once
+            self.skipped = {i.name: f"unavailable: {i.availability.reason}" for i in found.values()
                             if i.default and not i.availability.ok}
             for name, why in self.skipped.items():
                 log.info("plugin %s not used: %s", name, why)
-        for info in resolve(names):
+            infos = [i for i in found.values() if i.default and i.availability.ok]
+        else:
+            infos = resolve(names)
+        for info in infos:
             if info.factory is None or not info.availability.ok:
                 self._error(info.name, "load", f"not available: {info.availability.reason}")
                 continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import ctypes.util
 import logging
 import signal
@@ -60,7 +61,9 @@ def deferred(signals: tuple[int, ...] = DEFERRED) -> Iterator[list[int]]:
 _SIGACTION_SIZE = 256  # larger than struct sigaction on every Linux ABI (152 on x86-64)
 
 
+@functools.lru_cache(maxsize=1)
 def _libc() -> Any:
+    """libc through ctypes, found once (find_library runs ldconfig: ~5 ms a call)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]

@@ -56,9 +56,12 @@ def path_for(output: str | Path) -> Path:
 
 def batch(kind: int, n: int, **columns: Any) -> "pa.RecordBatch":
     """``n`` records of one kind; the columns not given are null."""
+    import numpy as np
     import pyarrow as pa
 
+    from .arrow_arrays import array  # pyarrow.array would import pandas
+
     sch = schema()
-    arrays = [pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(n, f.type)
+    arrays = [array(columns[f.name], f.type) if f.name in columns else pa.nulls(n, f.type)
               for f in sch if f.name != "kind"]
-    return pa.RecordBatch.from_arrays([pa.array([kind] * n, pa.int8()), *arrays], schema=sch)
+    return pa.RecordBatch.from_arrays([array(np.full(n, kind, np.int8), pa.int8()), *arrays], schema=sch)

@@ -24,6 +24,7 @@ from ..errors import PolyprofError, TraceFormatError, TraceSchemaError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, check_column
+from . import arrow_arrays as aa
 from . import arrow_ipc
 from .safety import Inflation, check_events, clean_metadata, guarded
 
@@ -62,22 +63,23 @@ def save(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     stat_meta = []
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
-        _write_table(zf, "events.arrow", pa.table(trace.events))
-        _write_table(zf, "flows.arrow", pa.table(trace.flows))
-        _write_table(zf, "counters.arrow", pa.table(trace.counters))
-        _write_table(zf, "strings.arrow", pa.table({"s": pa.array(trace.strings, pa.string())}))
+        # arrow_arrays: the same tables as pa.table/pa.array, without importing pandas
+        _write_table(zf, "events.arrow", aa.table(trace.events))
+        _write_table(zf, "flows.arrow", aa.table(trace.flows))
+        _write_table(zf, "counters.arrow", aa.table(trace.counters))
+        _write_table(zf, "strings.arrow", aa.table({"s": aa.array(trace.strings, pa.string())}))
         for i, (key, col) in enumerate(trace.stats.items()):
             kind = col.kind
             if kind == "O":
                 if all(isinstance(v, str) for v in col.values):
-                    values, kind = pa.array(col.values, pa.string()), "s"
+                    values, kind = aa.array(col.values, pa.string()), "s"
                 elif all(isinstance(v, bytes) for v in col.values):
-                    values, kind = pa.array(col.values, pa.binary()), "b"
+                    values, kind = aa.array(col.values, pa.binary()), "b"
                 else:
-                    values, kind = pa.array([str(v) for v in col.values], pa.string()), "s"
+                    values, kind = aa.array([str(v) for v in col.values], pa.string()), "s"
             else:
-                values = pa.array(col.values)
-            _write_table(zf, f"stats/{i}.arrow", pa.table({"rows": col.rows, "values": values}))
+                values = aa.array(col.values)
+            _write_table(zf, f"stats/{i}.arrow", aa.table({"rows": col.rows, "values": values}))
             stat_meta.append({"key": key, "kind": kind, "entry": f"stats/{i}.arrow"})
         header = {
             "format": MAGIC, "version": VERSION,

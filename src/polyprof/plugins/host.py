@@ -117,12 +117,16 @@ def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler 
     """The recorder's tuples and per-thread arrays as columns (only what began at or
     after ``since_ns`` when given: a nested session's window)."""
     lo = since_ns if since_ns is not None else -(1 << 62)
-    secs = [x for x in list(r.sections) if x[2] <= stop_ns and x[1] >= lo]  # list(): threads may append
+    secs = list(r.sections)  # a copy: threads may append
     h = hosttrace.HostRecords(start_ns=start_ns, threads=dict(r.threads),
                               main_ident=threading.main_thread().ident,
                               steps=[t for t in list(r.steps) if t >= lo])
     if secs:
-        h.sec_names, h.sec_start, h.sec_end, h.sec_stats, h.sec_ident = zip(*secs)
+        cols = hosttrace.section_columns(secs)
+        keep = (cols[2] <= stop_ns) & (cols[1] >= lo)
+        if not keep.all():
+            cols = tuple(c[keep] for c in cols)
+        h.sec_names, h.sec_start, h.sec_end, h.sec_stats, h.sec_ident = cols
     names = np.asarray(r.strings, dtype=object)
     marks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     ctrs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []

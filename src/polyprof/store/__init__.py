@@ -9,9 +9,28 @@
 See docs/store.md.
 """
 
-from .analyze import StoreReport, summary
-from .convert import convert
-from .manifest import SCHEMA_VERSION, is_store
-from .store import Store, open_store
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# names -> the module that defines them, imported on first use: the CLI imports
+# polyprof.store.commands to build its parser, and `polyprof run` must not pay for
+# pandas and pyarrow (store.analyze, store.store) on every run
+_LAZY = {"StoreReport": "analyze", "summary": "analyze", "convert": "convert", "SCHEMA_VERSION": "manifest",
+         "is_store": "manifest", "Store": "store", "open_store": "store"}
 
 __all__ = ["convert", "Store", "open_store", "summary", "StoreReport", "is_store", "SCHEMA_VERSION"]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

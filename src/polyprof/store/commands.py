@@ -8,7 +8,6 @@ import logging
 import sys
 from typing import Any, Iterator
 
-from .manifest import is_store
 
 log = logging.getLogger("polyprof")
 
@@ -25,6 +24,14 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
 
 def add_rank_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, help="with a store: the rank to use (default: the first)")
+
+
+def is_store(path: Any) -> bool:
+    """store.manifest.is_store, imported on use: the CLI imports this module to build
+    its parser, and the manifest's module imports pyarrow (`polyprof run` need not)."""
+    from .manifest import is_store as check
+
+    return check(path)
 
 
 def handles(args: argparse.Namespace) -> bool:

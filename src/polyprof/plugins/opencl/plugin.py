@@ -15,8 +15,10 @@ at stop and periodically in between pin the line to within a few hundred ns.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import sys
 import threading
 import time
 from typing import Any
@@ -24,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from ...collect.clock import now_ns
+from ...collect.importhook import ImportHook
+from ...collect.signals import SavedDispositions
 from ...trace.clock import ClockFit, ClockSync
 from ...collect.plugin import Availability, Plugin, SessionContext
 from ...trace import keys
@@ -130,8 +134,43 @@ class OpenCLPlugin(Plugin):
                                 + "; ".join(problems) + ")")
         return Availability(True)
 
+    @classmethod
+    def session_availability(cls) -> Availability:
+        """Before the program imports pyopencl: only that it is installed (the plugin
+        starts, and checks devices, when the program imports it); after: the full check."""
+        if "pyopencl" in sys.modules:
+            return cls.availability()
+        try:
+            found = importlib.util.find_spec("pyopencl") is not None
+        except (ImportError, ValueError) as e:
+            return Availability(False, f"pyopencl cannot be found: {e}")
+        return Availability(True) if found else Availability(False, "pyopencl not installed")
+
     # ---------------------------------------------------------------- lifecycle
     def _start(self, ctx: SessionContext) -> None:
+        """Intercept pyopencl now if the program imported it, else at its import (a
+        program that never imports pyopencl pays nothing)."""
+        self._begun = False
+        self._hook: ImportHook | None = None
+        self._lock = threading.Lock()
+        if "pyopencl" in sys.modules:
+            self._begin()
+        else:
+            self._hook = ImportHook("pyopencl", self._begin_after_import).install()
+
+    def _begin_after_import(self) -> None:
+        with self._lock:
+            if self._state != "started" or self._begun:
+                return
+            with SavedDispositions():  # loading the driver installs signal handlers
+                avail = self.availability()
+                if not avail.ok:
+                    if self.ctx is not None:
+                        self.ctx.warn(self.name, f"pyopencl was imported but {avail.reason}; OpenCL is not recorded")
+                    return
+                self._begin()
+
+    def _begin(self) -> None:
         import pyopencl as cl
 
         self.cl = cl
@@ -145,8 +184,15 @@ class OpenCLPlugin(Plugin):
         self.patcher.install(self.rec, self.memlog)
         if self.raw_sampler:
             self.raw_sampler.start()
+        self._begun = True
 
     def _stop(self) -> None:
+        with self._lock:
+            if self._hook is not None:
+                self._hook.remove()
+                self._hook = None
+            if not self._begun:
+                return
         self.rec.active = False
         if self.memlog is not None:
             self.memlog.active = False
@@ -245,6 +291,9 @@ class OpenCLPlugin(Plugin):
     # ---------------------------------------------------------------- collect
     def _collect(self) -> Trace:
         b = TraceBuilder()
+        if not self._begun:  # the program never imported pyopencl
+            b.metadata["opencl"] = {"api_calls": 0, "device_events": 0, "pyopencl_imported": False}
+            return b.build()
         host = b.plane(keys.HOST_PLANE, "host", pid=os.getpid())
         dev_index = {d.int_ptr: i for i, d in enumerate(self.device_list)}
         c = calls.flatten(self.rec)

@@ -4,12 +4,15 @@ imported (so a program that never imports torch pays nothing for it)."""
 
 from __future__ import annotations
 
-import importlib.abc
 import logging
 import sys
 from typing import Any
 
+from ...collect.importhook import ImportHook
+
 log = logging.getLogger("polyprof")
+
+__all__ = ["ImportHook", "Ranges", "imported_torch"]
 
 
 def imported_torch() -> Any | None:
@@ -37,51 +40,3 @@ class Ranges:
             ops = torch.ops.profiler
             self.enter = lambda name: ops._record_function_enter_new(name, None)
             self.exit = ops._record_function_exit._RecordFunction
-
-
-class ImportHook(importlib.abc.MetaPathFinder):
-    """Runs a callback right after ``torch`` finishes importing, so a default session
-    profiles torch without making programs that never import torch pay for it."""
-
-    def __init__(self, callback: Any):
-        self.callback = callback
-        self._busy = False
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != "torch" or self._busy:
-            return None
-        self._busy = True
-        try:
-            spec = None
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-        finally:
-            self._busy = False
-        loader = getattr(spec, "loader", None)
-        if spec is None or loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        original = loader.exec_module
-        callback = self.callback
-
-        def exec_module(module: Any) -> None:
-            try:
-                original(module)
-            finally:
-                try:
-                    del loader.exec_module  # back to the class's method
-                except AttributeError:
-                    pass
-            try:
-                callback()
-            except Exception as e:  # never break the user's `import torch`
-                log.warning("polyprof torch plugin could not start after import: %s", e)
-
-        try:
-            loader.exec_module = exec_module
-        except (AttributeError, TypeError):
-            return spec
-        return spec

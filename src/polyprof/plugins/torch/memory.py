@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from ...derive.intervals import innermost
 from ...trace import keys
 from ...trace.core import Trace
 from ...trace.stats import StatColumn
@@ -36,6 +35,8 @@ def snap_to_sections(t: Trace, start: np.ndarray, copies: np.ndarray, brackets: 
     mem = col.rows
     ev = t.events
     tr = ev["track"]
+    from ...derive.intervals import innermost  # derive/ imports pandas: only when torch data is merged
+
     hit = innermost(tr[copies], ev["start_ns"][copies], ev["start_ns"][copies] + ev["dur_ns"][copies],
                     tr[mem], ev["start_ns"][mem])
     inside = hit >= 0

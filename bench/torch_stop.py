@@ -1,0 +1,109 @@
+"""Stop + collect of the torch plugin against torch.profiler's own stop, for the same
+recorded ranges, alternating round by round in one process.
+
+Each round runs the same small CPU training loop (MLP, 3 sections per step) three
+ways and times only what happens after the loop:
+  torch          torch.profiler.profile: stop() + export_chrome_trace() (torch's trace)
+  torch, stop    the same, stop() alone (torch keeps its results in memory)
+  polyprof       polyprof.profile(plugins=["torch"]): session stop (the torch plugin's
+                 stop and collect: torch's stop, export, read, clock fit, merge, plus
+                 the host plugin's collect)
+Reports min and median of the per-round ratios polyprof / torch and polyprof / torch stop.
+
+    PYTHONPATH=$PWD/src python bench/torch_stop.py --steps 50 --rounds 9 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from typing import Callable
+
+import torch
+
+import polyprof
+
+logging.disable(logging.WARNING)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    w = a.width
+    model = torch.nn.Sequential(torch.nn.Linear(w, w), torch.nn.ReLU(), torch.nn.Linear(w, w),
+                                torch.nn.ReLU(), torch.nn.Linear(w, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, w), torch.randn(64, 1)
+    tmp = tempfile.mkdtemp(prefix="polyprof-torchstop-")
+
+    def loop(section: Callable[[str], object]) -> None:
+        for _ in range(a.steps):
+            with section("forward"):  # type: ignore[attr-defined]
+                loss = torch.nn.functional.mse_loss(model(x), y)
+            with section("backward"):  # type: ignore[attr-defined]
+                opt.zero_grad()
+                loss.backward()
+            with section("optimizer"):  # type: ignore[attr-defined]
+                opt.step()
+
+    rf = torch.profiler.record_function  # torch's own ranges for the same sections
+
+    def torch_only(export: bool) -> tuple[float, int]:
+        p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        p.start()
+        loop(rf)
+        t0 = time.perf_counter()
+        p.stop()
+        if export:
+            p.export_chrome_trace(os.path.join(tmp, "t.json"))
+        return time.perf_counter() - t0, len(p.profiler.kineto_results.events())
+
+    def with_polyprof() -> tuple[float, int]:
+        s = polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}})
+        s.start()
+        loop(polyprof.section)
+        t0 = time.perf_counter()
+        t = s.stop()
+        return time.perf_counter() - t0, t.n_events
+
+    modes = {"torch": lambda: torch_only(True), "torch, stop": lambda: torch_only(False), "polyprof": with_polyprof}
+    for fn in modes.values():  # warm up
+        fn()
+    runs: dict[str, list[tuple[float, int]]] = {m: [] for m in modes}
+    for _ in range(a.rounds):
+        for m, fn in modes.items():
+            runs[m].append(fn())
+    out: dict[str, object] = {"steps": a.steps, "rounds": a.rounds, "load": os.getloadavg(), "torch": torch.__version__}
+    for m, rs in runs.items():
+        out[m] = {"min_ms": min(r[0] for r in rs) * 1e3, "median_ms": statistics.median(r[0] for r in rs) * 1e3,
+                  "events": rs[-1][1]}
+    for base in ("torch", "torch, stop"):
+        ratios = [p[0] / b[0] for p, b in zip(runs["polyprof"], runs[base])]
+        out[f"polyprof / {base}"] = {"min": min(ratios), "median": statistics.median(ratios)}
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"{a.steps} steps, {a.rounds} rounds alternating, torch {torch.__version__}, load {os.getloadavg()[0]:.2f}")
+    for m in modes:
+        v = out[m]
+        assert isinstance(v, dict)
+        print(f"{m:<14} min {v['min_ms']:8.1f} ms  median {v['median_ms']:8.1f} ms  ({v['events']} events)")
+    for base in ("torch", "torch, stop"):
+        r = out[f"polyprof / {base}"]
+        assert isinstance(r, dict)
+        print(f"polyprof / {base:<12} min x{r['min']:.2f}  median x{r['median']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

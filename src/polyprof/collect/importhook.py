@@ -1,0 +1,71 @@
+"""Start a plugin when the program imports the module it profiles (torch, pyopencl):
+until then the plugin costs the program nothing."""
+
+from __future__ import annotations
+
+import importlib.abc
+import logging
+import sys
+from typing import Any
+
+log = logging.getLogger("polyprof")
+
+
+class ImportHook(importlib.abc.MetaPathFinder):
+    """Runs ``callback`` right after the program finishes importing ``module``, so a
+    default session profiles torch or pyopencl without making programs that never
+    import them pay for it (installed first in ``sys.meta_path`` by the plugin)."""
+
+    def __init__(self, module: str, callback: Any):
+        self.module = module
+        self.callback = callback
+        self._busy = False
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.module or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self._busy = False
+        loader = getattr(spec, "loader", None)
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+        callback, name = self.callback, self.module
+
+        def exec_module(module: Any) -> None:
+            try:
+                original(module)
+            finally:
+                try:
+                    del loader.exec_module  # back to the class's method
+                except AttributeError:
+                    pass
+            try:
+                callback()
+            except Exception as e:  # never break the user's import
+                log.warning("polyprof: the %s plugin could not start after import: %s", name, e)
+
+        try:
+            loader.exec_module = exec_module
+        except (AttributeError, TypeError):
+            return spec
+        return spec
+
+    def install(self) -> "ImportHook":
+        sys.meta_path.insert(0, self)
+        return self
+
+    def remove(self) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
