@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+import polyprof
 from polyprof.cli import main
 from polyprof.report.html import write
 
@@ -394,3 +395,34 @@ def test_html_report_of_a_tpu_trace_says_there_are_no_launches(traces_dir, tmp_p
     assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
     assert "no host launch calls in this trace" in body
     assert "device activities without a launch" not in body
+
+
+def test_kernel_states_and_queue_length_in_every_summary(kineto_files, tmp_path, capsys):
+    """HTA's two tables, in the terminal summary and the HTML report, with the numbers
+    of kernel_state_breakdown and queue_length_summary (checked against HTA itself in
+    tests/test_hta_export.py)."""
+    from polyprof.analyze.kernel_states import kernel_state_breakdown
+    from polyprof.analyze.queues import queue_length_summary
+    from polyprof.report.terminal import fmt_ns
+
+    path = next(p for p in kineto_files if p.name.startswith("a100_nccl"))
+    t = polyprof.load(path)
+    ks = kernel_state_breakdown(t, window="auto").set_index("state")
+    ql = queue_length_summary(t, window="auto")
+    assert main(["summary", str(path)]) == 0
+    text = capsys.readouterr().out
+    states = text[text.index("Kernel-type states"):text.index("Queue length per stream")]
+    for state in ("compute only", "communication only", "compute + communication", "idle"):
+        line = next(line for line in states.splitlines() if f" {state} " in line)
+        assert fmt_ns(ks.loc[state, "time_ns"]) in line, line
+    queues = text[text.index("Queue length per stream"):].split("└", 1)[0]
+    assert sum(1 for line in queues.splitlines() if "│ stream " in line) == len(ql) == 2
+    out = tmp_path / "a.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    if browser.chromium() is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    dom, _ = browser.dump_dom(out)
+    box = dom.split('id="states-table"', 1)[1].split("</section>", 1)[0]
+    assert "communication only" in box and "compute + communication" in box
+    box = dom.split('id="queues-table"', 1)[1].split("</section>", 1)[0]
+    assert "stream 7" in box and "stream 40" in box

@@ -59,7 +59,8 @@ def _short(s: Any, n: int = 70) -> str:
 
 
 #: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
-TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name", "device", "op", "section", "stack")
+TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name", "device", "op", "section", "stack",
+                "state")
 #: share of a shortened text cell given to the end of the text, tried in turn until the
 #: rows of a column are told apart (kernel templates and argument lists differ late)
 _TAIL_SHARES = (0.0, 0.4, 0.7, 1.0)
@@ -286,6 +287,10 @@ def _int(x: Any) -> str:
     return f"{int(x)}"
 
 
+def _num(x: Any) -> str:
+    return "" if x is None or x != x else f"{float(x):.3g}"
+
+
 def _overview(out: Any, ov: dict[str, Any]) -> None:
     """What the trace holds, the analysed window, and how device activity was matched."""
     out(f"[bold]polyprof summary[/]: {ov['events']} events on {len(ov['planes'])} plane(s), "
@@ -326,6 +331,17 @@ def _device_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> No
         ("plane", "device", None), ("stream", "stream", None), ("idle_ns", "idle", fmt_ns),
         ("host_wait_pct", "host-wait", fmt_pct), ("kernel_wait_pct", "kernel-wait", fmt_pct),
         ("other_pct", "other", fmt_pct), ("gaps", "gaps", i, True)], 4 * top, W))
+    ks = T.get("kernel_state_breakdown")
+    if ks is not None and len(ks):
+        out(_table("Kernel-type states (exclusive)", ks, [
+            ("plane", "device", None), ("state", "state", None), ("time_ns", "time", fmt_ns),
+            ("span_pct", "of span", fmt_pct), ("busy_pct", "of busy", fmt_pct),
+            ("segments", "stretches", i, True)], 4 * top, W))
+    ql = T.get("queue_length_summary")
+    if ql is not None and len(ql):
+        out(_table("Queue length per stream (launched, not started)", ql, [
+            ("plane", "device", None), ("stream", "stream", None), ("time_mean", "mean (time)", _num),
+            ("max", "max", _num), ("p50", "median", _num), ("changes", "changes", i, True)], 2 * top, W))
     ov_ = T["comm_comp_overlap"]
     ov_ = ov_[ov_["communication_ns"] > 0]
     if len(ov_):
