@@ -454,3 +454,35 @@ def test_false_positive_rate_without_change():
         p, _ = mann_whitney(x[:, :n], x[:, n:])
         assert lo < (p < 0.05).mean() < hi
         assert (p < 0.05).mean() <= 0.05 + 0.01
+
+
+def test_window_chooses_the_steps_of_both_runs(kineto_files, tmp_path):
+    """`polyprof diff A B --skip-first 1`: every trace of both runs loses its first step,
+    in the totals and in the test; the totals are those of the analyses on that window
+    (kernel_breakdown, op_stats), the directory path (workers) included."""
+    import polyprof.analyze as A
+    from polyprof.analyze.window import Window
+
+    f = next(p for p in kineto_files if p.name.startswith("v100"))
+    t = polyprof.load(f)
+    w = Window(skip_first=1)
+    d = diff(t, t, window=w)
+    assert d.overview["a"]["steps"] == 4 and "steps 102-105 of 101-105" in d.overview["a"]["window"]
+    kb = A.kernel_breakdown(t, window=w)
+    assert d.tables["kernels"]["total_ns_a"].sum() == kb["total_ns"].sum()
+    assert d.tables["kernels"]["count_a"].sum() == kb["count"].sum() < A.kernel_breakdown(t)["count"].sum()
+    assert d.tables["ops"]["count_a"].sum() == A.op_stats(t, window=w)["count"].sum()
+    whole = diff(t, t)
+    assert whole.overview["a"]["steps"] == 5 and whole.overview["a"]["window"].startswith("all 5 steps")
+    da = tmp_path / "A"
+    da.mkdir()
+    shutil.copy(f, da / "rank0.json.gz")
+    r = subprocess.run([sys.executable, "-m", "polyprof", "diff", str(da), str(f), "--skip-first", "1", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert doc["overview"]["a"]["steps"] == doc["overview"]["b"]["steps"] == 4
+    assert sum(x["total_ns_a"] for x in doc["tables"]["kernels"]["records"]) == kb["total_ns"].sum()
+    r = subprocess.run([sys.executable, "-m", "polyprof", "diff", str(f), str(f), "--steps", "7:9"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "101-105" in r.stderr

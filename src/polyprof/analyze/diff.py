@@ -43,6 +43,7 @@ from ..trace.core import Trace
 from .common import CLASS_NAMES, device_view, frame
 from .names import normalize_name
 from .ranktest import mann_whitney, min_p_value
+from .window import WindowArg, host_mask, label, view
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class _Events:
 
 
 def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: int = 5,
-         executor: Any = None) -> Diff:
+         executor: Any = None, window: WindowArg = None) -> Diff:
     """Compare run ``a`` with run ``b``; each is a Trace, an iterable of Traces (ranks),
     or a ``polyprof.ranks.TraceSet``.
 
@@ -89,13 +90,15 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     rank keeps one rank in memory), and a TraceSet's ranks are loaded and reduced where
     its ``map`` runs them, on ``executor`` (default: its process pool). ``normalize=False``
     matches raw names; ``top`` bounds the changes named per direction in the verdict.
+    ``window`` chooses the steps of every trace (``analyze/window.py``; default all): e.g.
+    ``Window(skip_first=1)`` leaves the warm-up step out of the totals and the test.
     See the module doc for the tables.
     """
     if not 0 < alpha < 1:
         raise PolyprofError(f"diff: alpha must be between 0 and 1, not {alpha!r}")
     acc = _Collector(normalize)
     for side, run in (("a", a), ("b", b)):
-        for sums in _summaries(run, side, executor):
+        for sums in _summaries(run, side, executor, window):
             acc.add(side, sums)
         if not acc.info[side]["traces"]:
             raise PolyprofError(f"diff: run {side.upper()} has no traces")
@@ -113,14 +116,17 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     return Diff(tables, step_time, verdict, changes, overview)
 
 
-def _summaries(run: Any, side: str, executor: Any) -> Iterator[TraceSums]:
+def _summaries(run: Any, side: str, executor: Any, window: WindowArg = None) -> Iterator[TraceSums]:
     """The per-trace sums of one run, in rank order for a TraceSet, else as given."""
+    from functools import partial
+
     from ..ranks.traceset import TraceSet
 
     if isinstance(run, TraceSet):
         import sys
 
-        done = run.map(summarize, executor, progress=f"run {side.upper()}" if sys.stderr.isatty() else None)
+        done = run.map(partial(summarize, window=window), executor,
+                       progress=f"run {side.upper()}" if sys.stderr.isatty() else None)
         yield from (done[r] for r in run.ranks)
         return
     if isinstance(run, Trace):
@@ -132,7 +138,7 @@ def _summaries(run: Any, side: str, executor: Any) -> Iterator[TraceSums]:
         if not isinstance(trace, Trace):
             raise PolyprofError(f"diff: run {side.upper()} item {i} is a {type(trace).__name__}, "
                                 "not a polyprof Trace")
-        yield summarize(trace)
+        yield summarize(trace, window)
 
 
 def _untestable(n_a: int, n_b: int, alpha: float) -> str | None:
@@ -164,13 +170,16 @@ def _rank(trace: Trace) -> int | None:
 
 
 def _events(trace: Trace) -> dict[str, _Events]:
-    """Kernels, ops and sections of one trace with the step each belongs to."""
+    """Kernels, ops and sections of one trace (those its window counts) with the step
+    each belongs to."""
     ev = trace.events
     steps = cache.steps(trace)
     v = device_view(trace)
-    launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)
-    out = {"kernels": _Events(ev["name"][v.rows], v.end - v.start, steps.of(launch_start), v.cls)}
+    c = v.counted
+    launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)[c]
+    out = {"kernels": _Events(ev["name"][v.rows[c]], (v.end - v.start)[c], steps.of(launch_start), v.cls[c])}
     for table, rows in (("ops", trace.rows_of_kind(Kind.CPU_OP)), ("sections", section_rows(trace))):
+        rows = rows[host_mask(trace, ev["start_ns"][rows])]
         out[table] = _Events(ev["name"][rows], ev["dur_ns"][rows], steps.of(ev["start_ns"][rows]))
     return out
 
@@ -198,10 +207,13 @@ class TraceSums:
     events: int
     step_ns: np.ndarray  # duration of each step
     tables: dict[str, TableSums]
+    window: str = ""  # the steps analysed, in words
 
 
-def summarize(trace: Trace) -> TraceSums:
-    """Per table and raw name of ``trace``: counts, totals and per-step totals."""
+def summarize(trace: Trace, window: WindowArg = None) -> TraceSums:
+    """Per table and raw name of ``trace`` (of the steps ``window`` selects): counts,
+    totals and per-step totals."""
+    trace = view(trace, window)
     steps = cache.steps(trace)
     n_steps = max(len(steps), 1)
     tables = {}
@@ -220,7 +232,7 @@ def summarize(trace: Trace) -> TraceSums:
             e.kind[first].astype(np.int64) if e.kind is not None else np.full(len(ids), -1, np.int64),
             np.bincount(inv, minlength=len(ids)).astype(np.int64), total, pair // n_steps, pair % n_steps, psum)
     return TraceSums(_rank(trace), len(trace.sources), trace.n_events,
-                     (steps.end - steps.start).astype(np.int64), tables)
+                     (steps.end - steps.start).astype(np.int64), tables, label(trace, window))
 
 
 class _Collector:
@@ -247,6 +259,7 @@ class _Collector:
             log.warning("diff: %s", note)
             info.setdefault("warnings", []).append(note)
         info["traces"] += 1
+        info.setdefault("window", sums.window)
         info["events"] += sums.events
         info["steps"] += len(sums.step_ns)
         info["traces_without_steps"] += int(not len(sums.step_ns))

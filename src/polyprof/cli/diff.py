@@ -24,15 +24,21 @@ def register(sub: Any) -> None:
     p.add_argument("--raw-names", action="store_true",
                    help="match names exactly (default: normalised, see docs/analysis.md)")
     p.add_argument("--json", action="store_true", help="print the tables and the verdict as JSON")
+    from .common import add_window_args
+
+    add_window_args(p, "steps compared, in every trace of both runs (default: every step; --skip-first 1 "
+                       "leaves the warm-up out)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..analyze.diff import diff
+    from .common import window_from
 
+    window = window_from(args, default=None)
     runs = {side: _run_of(path) for side, path in (("a", args.a), ("b", args.b))}
     d = diff(runs["a"][0], runs["b"][0], alpha=args.alpha, normalize=not args.raw_names,
-             top=min(args.top, VERDICT_TOP))
+             top=min(args.top, VERDICT_TOP), window=window)
     for side in ("a", "b"):
         d.overview[side]["paths"] = runs[side][1]
     if args.json:
@@ -107,6 +113,9 @@ def render(d: Any, top: int) -> None:
         return f"{o['traces']} trace(s), {o['events']} events, {o['steps']} steps"
 
     out(f"[bold]polyprof diff[/]: A = {escape(side('a'))}; B = {escape(side('b'))}")
+    for s in ("a", "b"):
+        if ov[s].get("window"):
+            out(f"[bold]analysed window[/] {s.upper()}: {escape(ov[s]['window'])}")
     out(Panel(Group(*(Text(line) for line in d.verdict)), title="Verdict", title_align="left"))
     i = lambda x: f"{int(x)}"  # noqa: E731
     for name, title in (("kernels", "Device activity"), ("ops", "Framework ops (host)"),
