@@ -322,3 +322,27 @@ def test_recorded_sequence_numbers_match_across_a_missing_collective(tmp_path, t
     assert len(gap) == 1 and gap["ranks"].iloc[0] == 2  # the dropped one: ranks 0 and 2 only
     worst = rep.tables["stragglers"].sort_values("late_ns").iloc[-1]
     assert worst["rank"] == LATE_RANK and worst["last_count"] >= 10
+
+
+def test_a_collective_missing_mid_trace_without_seq(tmp_path, traces_dir):
+    """Ordered by position only, a collective missing in the middle of one rank's trace
+    moves every later pairing by one: the pairs are taken where the ends agree instead."""
+    paths = make_ranks(traces_dir / "kineto" / "a100_nccl_rank0.json.gz", tmp_path, OFFSETS[:3],
+                       {LATE_RANK: LATE_US}, jitter_us=20.0)
+    doc = json.load(gzip.open(paths[1]))
+    coll = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
+                  key=lambda e: e["ts"])
+    doc["traceEvents"].remove(coll[8])
+    with gzip.open(paths[1], "wt") as f:
+        json.dump(doc, f)
+    rep = load_ranks(paths).analyze("serial", window=None)
+    al = rep.tables["rank_alignment"].set_index("rank")
+    for r in (1, 2):
+        assert al.loc[r, "aligned"]
+        assert abs(al.loc[r, "offset_ns"] + OFFSETS[r]) <= al.loc[r, "bound_ns"] < 1_000_000
+    assert al.loc[1, "collectives"] == len(coll) - 1 and "1 collective(s) without a match" in al.loc[1, "message"]
+    assert al.loc[2, "collectives"] == len(coll) and al.loc[2, "message"] == ""
+    per_rank = rep.tables["stragglers"].set_index("rank")
+    assert per_rank["late_ns"].idxmax() == LATE_RANK and per_rank.loc[LATE_RANK, "last_count"] >= 10
+    assert per_rank.loc[1, "collectives"] == len(coll) - 1  # every later one with its own, not its neighbour
+    assert per_rank.loc[1, "late_ns"] < per_rank.loc[LATE_RANK, "late_ns"] / 10

@@ -49,6 +49,20 @@ class RankClock:
     matched: int = 0
     shift: int = 0  # this rank's seq + shift = the reference rank's seq
     message: str = ""
+    #: when matched around gaps: the reference rank's seq of each row of this rank's
+    #: collective table (by index label), -1 where unmatched; else None (seq + shift)
+    seq_map: np.ndarray | None = None
+
+    def reference_seq(self, table: pd.DataFrame) -> np.ndarray:
+        """The reference rank's seq for each row of (a subset of) this rank's collective
+        table, -1 for a row matched to none."""
+        if self.seq_map is None:
+            return table["seq"].to_numpy(np.int64) + self.shift
+        idx = table.index.to_numpy()
+        out = np.full(len(idx), -1, np.int64)
+        known = idx < len(self.seq_map)
+        out[known] = self.seq_map[idx[known]]
+        return out
 
 
 def _codes(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -76,10 +90,14 @@ def _fit(ref: pd.DataFrame, other: pd.DataFrame, i: np.ndarray, j: np.ndarray) -
                             prefer_offset_ns=prefer, warn=False)
 
 
-def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[ClockFit | None, int, int]:
-    """(fit, matches, shift) of ``other`` onto ``ref``'s clock from collectives, or
-    (None, 0, 0) when no shift gives consistent constraints."""
-    best: tuple[ClockFit | None, int, int] = (None, 0, 0)
+Match = tuple[ClockFit | None, int, int, np.ndarray | None]
+
+
+def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> Match:
+    """(fit, matches, shift, seq map) of ``other`` onto ``ref``'s clock from collectives,
+    or (None, 0, 0, None) when no pairing gives consistent constraints (the seq map is
+    :attr:`RankClock.seq_map`, set when the pairs were found around gaps)."""
+    best: Match = (None, 0, 0, None)
     for use_p2p in (False, True):
         r = ref if use_p2p else ref[~ref["p2p"].to_numpy(bool)]
         o = other if use_p2p else other[~other["p2p"].to_numpy(bool)]
@@ -93,10 +111,59 @@ def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[ClockFit | None,
             if not f.consistent:
                 continue
             if best[0] is None or (len(i), -f.bound_ns) > (best[1], -best[0].bound_ns):
-                best = (f, len(i), shift)
+                best = (f, len(i), shift, None)
         if best[0] is not None:
             break
+        if not recorded:  # a collective missing mid-trace: no one shift fits every pair
+            found = _around_gaps(r, o, rc, oc)
+            if found[0] is not None:
+                return found
     return best
+
+
+#: collectives end together on every rank within a few µs (NCCL); a pair whose end
+#: difference is this far from the densest one's is not the same collective
+END_TOLERANCE_NS = 50_000
+
+
+def _around_gaps(ref: pd.DataFrame, other: pd.DataFrame, rc: np.ndarray, oc: np.ndarray) -> Match:
+    """Pairs taken from every shift at once, kept where the two ends agree with the
+    densest end difference (the clock offset): a collective missing from one rank's
+    recording in the middle moves the shift of every later one, which no single shift
+    fits. At least half of the smaller rank's collectives must pair up."""
+    pairs = [_pairs(rc, oc, s) for s in range(-MAX_SHIFT, MAX_SHIFT + 1)]
+    i = np.concatenate([p[0] for p in pairs])
+    j = np.concatenate([p[1] for p in pairs])
+    if len(i) < 2:
+        return None, 0, 0, None
+    diff = ref["end_ns"].to_numpy()[i] - other["end_ns"].to_numpy()[j]
+    d = np.sort(diff)
+    hi = np.searchsorted(d, d + 2 * END_TOLERANCE_NS, side="right")
+    k = int(np.argmax(hi - np.arange(len(d))))
+    centre = float(np.median(d[k:hi[k]]))
+    near = np.abs(diff - centre) <= END_TOLERANCE_NS
+    i, j, err = i[near], j[near], np.abs(diff[near] - centre)
+    by_err = np.argsort(err, kind="stable")  # each collective in one pair: the closest
+    _, first_i = np.unique(i[by_err], return_index=True)
+    keep = by_err[first_i]
+    _, first_j = np.unique(j[keep], return_index=True)
+    keep = keep[first_j]
+    if len(keep) < max(2, min(len(ref), len(other)) // 2):
+        return None, 0, 0, None
+    i, j = i[keep], j[keep]
+    f = _fit(ref, other, i, j)
+    if not f.consistent:
+        return None, 0, 0, None
+    labels = other.index.to_numpy()
+    seq_map = np.full(int(labels.max()) + 1 if len(labels) else 0, -1, np.int64)
+    seq_map[labels[j]] = ref["seq"].to_numpy(np.int64)[i]
+    return f, len(i), 0, seq_map
+
+
+def _n_group(t: pd.DataFrame) -> int:
+    """Collectives that bind every rank of their group (point-to-point only if that is all)."""
+    n = int((~t["p2p"].to_numpy(bool)).sum()) if len(t) else 0
+    return n or len(t)
 
 
 def _all_recorded(t: pd.DataFrame) -> bool:
@@ -133,14 +200,18 @@ def align_ranks(tables: dict[int, pd.DataFrame], anchors: dict[int, dict[str, An
     for r in ranks:
         if r == ref:
             continue
-        fit, n, shift = align_pair(tables[ref], tables[r])
+        fit, n, shift, seq_map = align_pair(tables[ref], tables[r])
         if fit is None:
             out[r] = _fallback(r, anchors, ref, monotonic)
         else:
             msg = f"collectives matched with a shift of {shift}" if shift else ""
             if _all_recorded(tables[ref]) and _all_recorded(tables[r]):
                 msg = "collectives matched by their sequence numbers (Seq)"
-            out[r] = RankClock(r, fit, True, n, shift, msg)
+            unmatched = _n_group(tables[ref]) + _n_group(tables[r]) - 2 * n
+            if unmatched > 0:
+                msg = (msg + "; " if msg else "") + (f"{unmatched} collective(s) without a match on the other "
+                                                     "rank (missing from one of the recordings)")
+            out[r] = RankClock(r, fit, True, n, shift, msg, seq_map)
     return out
 
 

@@ -30,8 +30,10 @@ def arrivals(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) -> p
         c = clocks.get(r)
         if c is None or not c.aligned or not len(t):
             continue
+        seq = c.reference_seq(t)
+        t = t[seq >= 0]  # a collective matched to none of the reference rank's
         parts.append(pd.DataFrame({
-            "key": t["key"].to_numpy(), "seq": t["seq"].to_numpy() + c.shift, "op": t["op"].to_numpy(),
+            "key": t["key"].to_numpy(), "seq": seq[seq >= 0], "op": t["op"].to_numpy(),
             "rank": r, "arrival_ns": c.fit.to_host(t["start_ns"].to_numpy()),
             "end_ns": c.fit.to_host(t["end_ns"].to_numpy()), "bound_ns": float(c.fit.bound_ns)}))
     if not parts:
