@@ -121,6 +121,48 @@ def test_html_report_with_hostile_names_stays_whole_in_chromium(hostile_file: Pa
     assert "<img" not in sub
 
 
+def _hostile_kineto(path: Path) -> Path:
+    """A Kineto trace with HOSTILE in op, kernel, annotation, thread, stream and device
+    names and in args; every name inside the analysed steps (1-N: step 0 is skipped)."""
+    ev = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": HOSTILE[4]}},
+          {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": HOSTILE[5]}},
+          {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 2, "ts": 900, "dur": 60}]
+    for i, h in enumerate(HOSTILE, 1):
+        t = 1000 * i
+        ev += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 2, "ts": t - 1,
+                "dur": 60},
+               {"ph": "X", "cat": "user_annotation", "name": h, "pid": 1, "tid": 2, "ts": t, "dur": 50,
+                "args": {h: h}},
+               {"ph": "X", "cat": "cpu_op", "name": f"{h} op", "pid": 1, "tid": 2, "ts": t + 5, "dur": 20,
+                "args": {"External id": i}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": t + 6,
+                "dur": 3, "args": {"correlation": 100 + i, "External id": i}},
+               {"ph": "X", "cat": "kernel", "name": f"{h} kernel", "pid": 0, "tid": 7, "ts": t + 10, "dur": 30,
+                "args": {"device": 0, "stream": 7, "correlation": 100 + i, "External id": i}}]
+    doc = {"deviceProperties": [{"id": 0, "name": HOSTILE[4]}], "traceEvents": ev,
+           "distributedInfo": {"backend": HOSTILE[0], "rank": 0}}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_html_report_of_a_hostile_kineto_trace_stays_whole_in_chromium(tmp_path: Path):
+    """The same through the Kineto reader: op, kernel, thread and stream names."""
+    src = _hostile_kineto(tmp_path / "k__DATA__<!--<script> onerror=x.json")
+    out = tmp_path / "r.html"
+    assert main(["report", str(src), "-o", str(out)]) == 0
+    dom, log = browser.dump_dom(out)
+    root = re.search(r"<html[^>]*>", dom).group(0)
+    assert "data-pwned" not in root and 'data-rendered="1"' in root and "data-js-errors" not in root, root
+    assert "Uncaught" not in log
+    body = dom.split('id="data"', 1)[0] + dom.split('id="data"', 1)[1].split("</script>", 1)[1]
+    for name in HOSTILE:  # shown as text, escaped once, as an op, a kernel and a section
+        esc = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert f"{esc} op" in body and f"{esc} kernel" in body, name
+    assert "k__DATA__&lt;!--&lt;script&gt; onerror=x.json" in body
+    assert not re.search(r"<img\b|<[a-zA-Z][^<>]*\son\w+=", body)  # no element from a name, no handler
+
+
 # ----------------------------------------------------------------------------- limits
 def test_a_decompression_bomb_stops_at_the_ratio_limit(tmp_path: Path):
     bomb = tmp_path / "bomb.json.gz"
