@@ -66,11 +66,14 @@ def test_the_runner_catches_a_worker_killed_by_a_signal(tmp_path: Path, monkeypa
                     "    import polyprof\n"
                     "    polyprof.load = load\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # the workers' scratch directories
     res = runner.run("native", seed=3, count=8, workers=1, deep_every=0, timeout=60, save_dir=tmp_path / "found")
     crashes = [f for f in res.findings if f["outcome"] == "crash"]
     assert res.inputs == 8 and crashes
-    for f in crashes:
+    for f in crashes:  # the file the worker was loading when it died
         assert "-11" in f["detail"] and Path(f["file"]).stat().st_size % 3 == 0
+    assert not list((tmp_path / "tmp").iterdir())  # dead and stopped workers' scratch removed (they leaked)
 
 
 _MUTATE_DAMAGED = """

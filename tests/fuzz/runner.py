@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,10 +88,10 @@ def worker() -> None:
     import polyprof.formats.xspace  # noqa: F401
     import polyprof.report.html  # noqa: F401
 
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
     with tempfile.TemporaryDirectory(prefix="polyprof-fuzz-") as tmpdir:
         tmp = Path(tmpdir)
+        sys.stdout.write(f"ready {tmp}\n")  # the parent saves an input left here by a crash or a hang
+        sys.stdout.flush()
         for line in sys.stdin:
             reader, seed, index, deep = line.split()
             src, data = mutators.mutate(reader, all_seeds[reader], int(seed), int(index))
@@ -130,7 +131,9 @@ class _Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, bufsize=1)
         self.job: tuple[int, float] | None = None  # (index, sent at)
-        self.ready = self.proc.stdout.readline().strip() == "ready"  # imports done
+        ready = self.proc.stdout.readline().strip().split(" ", 1)  # imports done: "ready TMPDIR"
+        self.ready = ready[:1] == ["ready"]
+        self.dir = Path(ready[1]) if len(ready) == 2 else None
         self.started = time.monotonic() - t
 
     def send(self, reader: str, seed: int, index: int, deep: bool) -> None:
@@ -143,6 +146,8 @@ class _Worker:
             self.proc.kill()
         self.proc.wait()
         self.log.close()
+        if self.dir is not None:  # killed or crashed: its TemporaryDirectory was not cleaned
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _env() -> dict[str, str]:
@@ -176,12 +181,12 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
     def more() -> bool:
         return (stop_at is None or nxt < stop_at) and (seconds is None or time.monotonic() - t0 < seconds)
 
-    def record(kind: str, index: int, detail: str, stage: str = "load") -> None:
+    def record(kind: str, index: int, detail: str, stage: str = "load", left_in: Path | None = None) -> None:
         res.outcomes[kind] += 1
         if kind in ("bug", "crash", "hang", "net"):
             entry = {"outcome": kind, "index": index, "detail": detail, "stage": stage}
             if save_dir is not None and kind != "net":
-                entry["file"] = str(_save(reader, seed, index, kind, save_dir))
+                entry["file"] = str(_save(reader, seed, index, kind, save_dir, left_in))
             res.findings.append(entry)
 
     try:
@@ -203,7 +208,8 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
                     record(r["outcome"], index, r["detail"], r["stage"])
                 else:  # the worker died on this input
                     code = w.proc.wait()
-                    record("crash", index, f"worker died with exit status {code}")
+                    record("crash", index, f"worker died with exit status {code}", left_in=w.dir)
+                    w.stop()
                     pool[pool.index(w)] = w = _Worker(env)
                     t0 += w.started  # a restart is not fuzzing time
                 res.inputs += 1
@@ -214,8 +220,10 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
             for i, w in enumerate(pool):
                 if w.job and now - w.job[1] > timeout:
                     index = w.job[0]
+                    w.proc.kill()
+                    w.proc.wait()
+                    record("hang", index, f"no answer in {timeout:.0f} s", left_in=w.dir)
                     w.stop()
-                    record("hang", index, f"no answer in {timeout:.0f} s")
                     res.inputs += 1
                     pool[i] = w = _Worker(env)
                     t0 += w.started
@@ -234,24 +242,24 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
     return res
 
 
-def _save(reader: str, seed: int, index: int, kind: str, save_dir: Path) -> Path:
-    """Regenerate and save an input, in a process of its own (if regenerating it kills
-    the process, the run goes on)."""
-    r = subprocess.run([sys.executable, "-m", "fuzz.runner", "--save", reader, str(seed), str(index), kind,
-                        str(save_dir.resolve())], cwd=HERE.parent, env=_env(), capture_output=True, text=True,
-                       timeout=120)
-    if r.returncode:
-        return save_dir / f"(not saved: regenerating it failed with exit status {r.returncode})"
-    return Path(r.stdout.strip())
-
-
-def _save_here(reader: str, seed: int, index: int, kind: str, save_dir: Path) -> Path:
+def _save(reader: str, seed: int, index: int, kind: str, save_dir: Path, left_in: Path | None = None) -> Path:
+    """Save an input for the corpus: for a crash or a hang, the file the worker left in
+    ``left_in`` (regenerating it here could kill this process too: making the input may
+    be what crashed); for a bug, regenerated (it was made once without harm)."""
+    save_dir.mkdir(parents=True, exist_ok=True)
+    name = f"{reader}-s{seed}-i{index}-{kind}"
+    if left_in is not None:
+        left = sorted(left_in.glob("input*"))
+        if not left:
+            return save_dir / f"(not saved: the worker died while making input {index})"
+        path = save_dir / (name + left[0].name[len("input"):])
+        shutil.copyfile(left[0], path)
+        return path
     from fuzz import mutators, seeds
 
     src, data = mutators.mutate(reader, seeds.load_seeds()[reader], seed, index)
     suffix = next(s for s in sorted(seeds.READERS[reader], key=len, reverse=True) if src.endswith(s))
-    save_dir.mkdir(parents=True, exist_ok=True)
-    path = save_dir / f"{reader}-s{seed}-i{index}-{kind}{suffix}"
+    path = save_dir / f"{name}{suffix}"
     path.write_bytes(data)
     return path
 
@@ -259,6 +267,3 @@ def _save_here(reader: str, seed: int, index: int, kind: str, save_dir: Path) ->
 if __name__ == "__main__":
     if sys.argv[1:] == ["--worker"]:
         worker()
-    elif sys.argv[1:2] == ["--save"]:
-        r, sd, i, k, d = sys.argv[2:7]
-        print(_save_here(r, int(sd), int(i), k, Path(d)))
