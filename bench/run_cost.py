@@ -7,7 +7,7 @@ the differences to the plain run of the same round, and of the ratios. Children 
 bytecode to a cache outside the tree, as an installed package has it (bench/child_env.py),
 and one untimed round goes first.
 
-    PYTHONPATH=$PWD/src python bench/run_cost.py --rounds 15 [--json]
+    PYTHONPATH=$PWD/src python bench/run_cost.py --rounds 15 [--json] [--src OTHER/src]
 """
 
 from __future__ import annotations
@@ -46,11 +46,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--src", default=str(SRC), help="the polyprof source tree to measure (default: this one)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="polyprof-runcost-")
     script = Path(tmp, "empty.py")
     script.write_text("")
-    env = child_env(str(SRC))
+    env = child_env(a.src)
     py = sys.executable
     modes = {
         "plain python": [py, str(script)],
