@@ -106,3 +106,12 @@ def test_polyprof_run_schedule(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--schedule", "active=two", str(script)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "schedule" in r.stderr, r.stderr
+
+
+def test_a_nested_session_says_its_schedule_is_ignored(caplog):
+    with polyprof.profile(["host"], options={"host": {"sample_interval_s": 0}}) as outer:
+        with polyprof.profile(["host"], schedule="active=1") as inner:
+            for _ in range(3):
+                polyprof.step()
+    assert any("schedule" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
+    assert len(cache.steps(inner.trace)) == 3 and len(cache.steps(outer.trace)) == 3

@@ -142,6 +142,9 @@ class Session:
 
             self._outer = outer
             begin(self, outer)
+            if self.schedule is not None:  # the outer session records; its own schedule (if any) rules
+                log.warning("polyprof: schedule (%s) ignored: this session runs inside another one, whose "
+                            "recording it shares", self.schedule.text())
             return self
         try:
             self._slots = self._make_slots()
