@@ -72,7 +72,7 @@ def test_a_session_keeps_only_the_active_steps_and_torch_records_only_then() -> 
     # the default summary window analyses every recorded step (no warm-up to skip)
     from polyprof.analyze.window import AUTO, label
 
-    assert label(t, AUTO).startswith("all 4 steps")
+    assert label(t, AUTO).startswith("all 4 steps (3-4, 8-9)")
 
 
 def test_a_run_that_ends_before_the_active_steps_says_so() -> None:

@@ -112,11 +112,18 @@ class Selection:
     round_us: bool = False
 
 
+def _runs(nums: np.ndarray, most: int = 4) -> str:
+    """Step numbers as runs: ``7-9, 17-19`` (the first ``most`` runs, then how many more)."""
+    cut = np.flatnonzero(np.diff(nums) != 1) + 1
+    runs = [f"{int(r[0])}-{int(r[-1])}" if len(r) > 1 else f"{int(r[0])}" for r in np.split(nums, cut)]
+    return ", ".join(runs[:most]) + (f", ... ({len(runs) - most} more runs)" if len(runs) > most else "")
+
+
 def _label(steps: Steps, index: np.ndarray, why: str) -> str:
     if not len(steps):
         return "whole trace (no steps)"
     nums = steps.number
-    every = f"{int(nums[0])}-{int(nums[-1])}" if len(nums) > 1 else f"{int(nums[0])}"
+    every = _runs(nums)
     chosen = nums[index]
     if len(index) == len(nums):
         text = f"all {len(nums)} steps ({every})"
