@@ -188,3 +188,40 @@ def test_export_writes_the_window_the_analyses_count(v100, kineto_files, tmp_pat
     r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(f), "--steps", "7:9", "-o",
                         str(tmp_path / "none.polyprof")], capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "101-105" in r.stderr
+
+
+def test_memory_and_counters_follow_the_window():
+    """A live torch run (memory on) whose step 0 allocates 16 MB and frees it: over every
+    step the peak holds it; with the first step left out the peak, the live allocations
+    and the counter samples are those of the later steps only."""
+    torch = pytest.importorskip("torch")
+    with polyprof.profile(["host", "torch"], memory=True, options={"host": {"sample_interval_s": 0.002}}) as s:
+        big = torch.ones(4_000_000)
+        time_held = big.sum()
+        del big
+        polyprof.step()
+        keep = []
+        for _ in range(3):
+            keep.append(torch.ones(50_000))
+            _ = time_held + keep[-1].sum()
+            import time
+
+            time.sleep(0.01)
+            polyprof.step()
+    t = s.trace
+    steps = cache.steps(t)
+    w = Window(skip_first=1)
+    whole = A.memory_peak(t).iloc[0]
+    win = A.memory_peak(t, window=w).iloc[0]
+    assert whole["peak_bytes"] >= 16_000_000 > win["peak_bytes"]
+    assert steps.start[1] <= win["peak_ns"] < steps.end[-1]
+    assert win["allocations"] < whole["allocations"]
+    live = A.memory_at_peak(t, window=w)
+    assert len(live) and (live["ts_ns"] >= steps.start[1]).all()
+    tl = A.memory_timeline(t, window=w)
+    assert len(tl) and tl["ts_ns"].between(steps.start[1], steps.end[-1] - 1).all()
+    cs = A.counter_stats(t, window=w).set_index("name")
+    whole_cs = A.counter_stats(t).set_index("name")
+    rss = cs.loc["process.rss_bytes"]
+    assert steps.start[1] <= rss["first_ns"] and rss["last_ns"] < steps.end[-1]
+    assert rss["samples"] < whole_cs.loc["process.rss_bytes", "samples"]

@@ -8,13 +8,20 @@ import pandas as pd
 
 from ..trace.core import Trace
 from .common import frame
+from .window import WindowArg, selection, view
 
 
-def counter_stats(trace: Trace) -> pd.DataFrame:
+def counter_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """One row per counter (plane and name): ``plane``, ``name``, ``samples``,
     ``first_ns``, ``last_ns``, ``first``, ``last``, ``min``, ``max``, ``mean`` (of the
-    samples). In the order the counters first appear."""
+    samples). In the order the counters first appear. ``window``: the samples inside the
+    steps it selects."""
+    trace = view(trace, window)
     c = trace.counters
+    sel = selection(trace)
+    if sel is not None:
+        inside = (c["ts_ns"] >= sel.lo) & (c["ts_ns"] < sel.hi)
+        c = {k: v[inside] for k, v in c.items()}
     n = len(c["ts_ns"])
     if not n:
         return frame({"plane": np.zeros(0, object), "name": np.zeros(0, object),

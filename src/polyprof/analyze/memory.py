@@ -19,24 +19,45 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import Memory, memory_events
 from .common import frame
+from .window import WindowArg, selection, view
 
 #: live allocations listed per series in ``memory_at_peak``
 TOP_LIVE = 20
 
 
 def memory(trace: Trace) -> Memory:
-    """The trace's memory events, computed once per trace."""
-    return cache.memo(trace, "memory_events", memory_events)
+    """The trace's memory events, computed once per trace (of a windowed view: the events
+    inside the selected steps, each series starting from what it held when they began)."""
+    m = cache.memo(trace, "memory_events", memory_events)
+    sel = selection(trace)
+    if sel is None or not len(m.rows):
+        return m
+    return cache.memo(trace, "memory_events_window", lambda _t: _inside(m, sel.lo, sel.hi))
 
 
-def memory_timeline(trace: Trace) -> pd.DataFrame:
+def _inside(m: Memory, lo: int, hi: int) -> Memory:
+    """``m`` with the events in ``[lo, hi)``; a series' start is its level just before."""
+    keep = (m.ts >= lo) & (m.ts < hi)
+    start = m.start.copy()
+    for s in range(m.n_series):
+        a, b = m.bounds(s)
+        before = np.flatnonzero(~keep[a:b] & (m.ts[a:b] < lo))
+        if len(before):
+            start[s] = m.level[a + before[-1]]
+    k = np.flatnonzero(keep)
+    return Memory(m.rows[k], m.ts[k], m.series[k], m.delta[k], m.addr[k], m.has_addr[k], m.level[k],
+                  m.reserved[k], m.device, m.plane, m.allocator, start, m.from_totals)
+
+
+def memory_timeline(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """One row per allocation or free, per series (device the memory is on, allocator),
     in time order. Columns: ``device`` (plane name), ``allocator``, ``ts_ns``,
     ``bytes`` (allocated > 0, freed < 0), ``allocated_bytes`` (the series' bytes just
     after the event: the allocator's total where it reports one, else the sum since the
     profile began), ``reserved_bytes`` (NaN if unknown), ``category`` (what the block
     holds, where the source says; else empty), ``category_bytes`` (bytes held in that
-    category after the event)."""
+    category after the event). ``window``: the events inside the steps it selects."""
+    trace = view(trace, window)
     m = memory(trace)
     cat = _text(trace, keys.MEMORY_CATEGORY, m.rows)
     cat_bytes = np.zeros(len(m.rows), np.int64)
@@ -56,20 +77,25 @@ def memory_timeline(trace: Trace) -> pd.DataFrame:
     })
 
 
-def memory_peak(trace: Trace) -> pd.DataFrame:
+def memory_peak(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """One row per series: ``device`` (plane name) and ``allocator``; ``start_bytes``
     (held before the first event), ``peak_bytes`` and ``peak_ns`` (the first time it was
     reached), ``end_bytes``,
     ``allocations`` and ``frees`` (counts), ``allocated_total_bytes`` (summed over every
     allocation), ``live_at_peak`` and ``live_at_peak_bytes`` (allocations made during
     the profile and not freed at the peak), ``from_allocator`` (True when the levels
-    are the allocator's own totals). Sorted by peak, largest first."""
+    are the allocator's own totals). Sorted by peak, largest first. ``window``: over the
+    steps it selects (``start_bytes``: held when the first of them began; live: allocated
+    in them)."""
+    trace = view(trace, window)
     m = memory(trace)
     out: dict[str, list] = {k: [] for k in ("device", "allocator", "start_bytes", "peak_bytes", "peak_ns",
                                             "end_bytes", "allocations", "frees", "allocated_total_bytes",
                                             "live_at_peak", "live_at_peak_bytes", "from_allocator")}
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
+        if lo == hi:  # no event of this series in the window
+            continue
         p = lo + int(np.argmax(m.level[lo:hi]))
         live = _live_at(m, lo, hi, p)
         d = m.delta[lo:hi]
@@ -103,17 +129,20 @@ def _live_at(m: Memory, lo: int, hi: int, p: int) -> np.ndarray:
     return alloc[~freed[alloc]]
 
 
-def memory_at_peak(trace: Trace, top: int = TOP_LIVE) -> pd.DataFrame:
+def memory_at_peak(trace: Trace, top: int = TOP_LIVE, window: WindowArg = None) -> pd.DataFrame:
     """The allocations live at each series' peak (``memory_peak``), largest first, at
     most ``top`` per series: ``device``, ``allocator``, ``bytes``, ``ts_ns`` (when it was
     allocated), ``addr``, ``thread``, ``op`` (innermost framework op around the
     allocation on its thread), ``section`` (innermost section), ``stack`` (the spans
     around it on its thread, outermost first: Python functions where the trace has
-    them, else sections and ops)."""
+    them, else sections and ops). ``window``: at the peak inside the steps it selects."""
+    trace = view(trace, window)
     m = memory(trace)
     picks = []
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
+        if lo == hi:
+            continue
         live = _live_at(m, lo, hi, lo + int(np.argmax(m.level[lo:hi])))
         picks.append(live[np.argsort(-m.delta[live], kind="stable")][:top])
     idx = np.concatenate(picks) if picks else np.zeros(0, np.int64)
@@ -262,6 +291,8 @@ def peak_holders(trace: Trace, by: str = "section") -> pd.DataFrame:
     parts = []
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
+        if lo == hi:  # no event of this series in a window
+            continue
         live = _live_at(m, lo, hi, lo + int(np.argmax(m.level[lo:hi])))
         if not len(live):
             continue
