@@ -33,6 +33,23 @@ def assert_same_columns(a: decode.EventColumns, b: decode.EventColumns) -> None:
         assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=f == "st_dbl"), f
     assert a.st_obj.tolist() == b.st_obj.tolist()
     assert [type(v) for v in a.st_obj.tolist()] == [type(v) for v in b.st_obj.tolist()]
+    assert metadata_entries(a) == metadata_entries(b)
+
+
+def metadata_entries(c: decode.EventColumns) -> dict[tuple[int, int], tuple]:
+    """(plane, id) -> everything of that event metadata entry; for an id given twice the
+    last entry, as protobuf's map keeps it (the map's order is protobuf's own)."""
+    out: dict[tuple[int, int], tuple] = {}
+    plane = np.repeat(np.arange(len(c.plane_mds)), c.plane_mds).tolist()
+    s0 = np.concatenate([[0], np.cumsum(c.md_stats)]).tolist()
+    c0 = np.concatenate([[0], np.cumsum(c.md_children)]).tolist()
+    for i, key in enumerate(c.md_key.tolist()):
+        st = slice(s0[i], s0[i + 1])
+        dbl = [repr(x) for x in c.ms_dbl[st].tolist()]  # NaN equals NaN as text
+        out[(plane[i], key)] = (c.md_name[i], c.md_display[i], c.md_meta[i], c.md_child[c0[i]:c0[i + 1]].tolist(),
+                                c.ms_mid[st].tolist(), c.ms_kind[st].tolist(), c.ms_int[st].tolist(), dbl,
+                                c.ms_obj[st].tolist())
+    return out
 
 
 def assert_identical(a, b) -> None:
@@ -123,7 +140,7 @@ def _ld(field: int, body: bytes) -> bytes:
     return _tag(field, 2) + _varint(len(body)) + body
 
 
-def test_wire_oddities_read_as_protobuf_reads_them() -> None:
+def test_wire_oddities_read_as_protobuf_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unknown fields of every wire type (a group too), a known field with another wire
     type, repeated scalars (the last wins), both oneof members (the last wins), a
     10-byte negative varint, empty stats and events."""
@@ -136,13 +153,25 @@ def test_wire_oddities_read_as_protobuf_reads_them() -> None:
            + _varint(10) + _tag(3, 0) + _varint(11) + _ld(4, stat_a) + group + _ld(4, stat_b) + _ld(4, b""))
     ev2 = _tag(2, 0) + _varint(5) + _tag(5, 0) + _varint(6) + _ld(4, stat_c) + _tag(1, 2) + _varint(0)
     line = _tag(1, 0) + _varint(1) + _ld(2, b"L") + _ld(4, ev1) + _ld(4, b"") + _ld(4, ev2) + _tag(3, 1) + b"\0" * 8
-    plane = _ld(2, b"/device:TPU:0") + _ld(3, line) + _ld(3, b"") + _tag(15, 5) + b"\0" * 4
+    # event metadata: packed and unpacked child ids, a stat, a key given twice, no value
+    md1 = (_tag(1, 0) + _varint(3) + _ld(2, b"op") + _ld(4, b"shown") + _ld(3, b"\x01proto") + _ld(6, _varint(5)
+           + _varint(-1)) + _tag(6, 0) + _varint(9) + _ld(5, stat_b) + _tag(9, 0) + _varint(1))
+    entries = (_ld(4, _tag(1, 0) + _varint(3) + _ld(2, _ld(2, b"first"))) + _ld(4, _tag(1, 0) + _varint(3)
+               + _ld(2, md1)) + _ld(4, _tag(1, 0) + _varint(8)) + _ld(4, _ld(2, _ld(2, b"keyless"))))
+    plane = _ld(2, b"/device:TPU:0") + _ld(3, line) + entries + _ld(3, b"") + _tag(15, 5) + b"\0" * 4
     data = _ld(1, plane) + _ld(4, b"host") + _ld(1, _ld(2, b"/host:CPU"))
     both_ways(data)
     cols = decode.columns_from_bytes(data)
     assert cols.line_events.tolist() == [3, 0] and cols.plane_lines.tolist() == [2, 0]
     assert cols.ev_off.tolist() == [-100, 0, 0] and cols.ev_isnocc.tolist() == [False, False, True]
     assert cols.st_kind.tolist() == [1, 5, 0, 6] and cols.st_obj[1] == b"\x00\xff"
+    md = metadata_entries(cols)
+    assert md[(0, 3)][:4] == ("op", "shown", b"\x01proto", [5, -1, 9]) and md[(0, 3)][5] == [5]
+    assert md[(0, 8)][:3] == ("", "", b"") and md[(0, 0)][0] == "keyless"
+    fast = xspace.from_bytes(data)
+    assert fast.names().tolist()[:1] == ["shown"]  # the second entry of id 3 counts
+    without_extension(monkeypatch)
+    assert_identical(fast, xspace.from_bytes(data))
 
 
 @pytest.mark.parametrize("cut", [1, 2, 5, 17, 40])

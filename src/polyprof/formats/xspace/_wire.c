@@ -1,9 +1,10 @@
 /* polyprof.formats.xspace._wire: the events of a serialized XSpace, as columns.
  *
  * One pass over the protobuf wire format: XSpace.planes (1) -> XPlane.lines (3) ->
- * XLine.events (4) -> XEvent fields and XEvent.stats (4) -> XStat fields. Everything
- * else (plane names and stats, metadata maps, line names...) is skipped here: it is
- * small, and the reader takes it from the protobuf message. The pure-Python reference
+ * XLine.events (4) -> XEvent fields and XEvent.stats (4) -> XStat fields, and
+ * XPlane.event_metadata (4, map entries) -> XEventMetadata fields and stats. The rest
+ * (plane names and stats, stat metadata, line names...) is skipped here: it is small,
+ * and the reader takes it from the protobuf message. The pure-Python reference
  * is `decode.columns_from_messages` (the same columns from protobuf's own objects);
  * tests/test_xspace_decode.py checks the two agree on every shared trace and on
  * generated XSpaces.
@@ -24,7 +25,12 @@
  *   st_kind      uint8[stats]    0 unset, 1 double, 2 uint64, 3 int64, 4 str, 5 bytes, 6 ref
  *   st_int       int64[stats]    uint64/int64/ref value (uint64 bits as int64)
  *   st_dbl       float64[stats]  double value
- *   objs         list            the str (decoded UTF-8) and bytes values, in stat order
+ *   plane_mds    int64[planes]   event metadata entries per plane (map entries, in file order)
+ *   md_key       int64[entries]  the entry's key; md_stats, md_children int64[entries]: counts
+ *   md_child     int64[...]      child ids; ms_mid, ms_kind, ms_int, ms_dbl: metadata stats
+ *   objs         list            the str (decoded UTF-8) and bytes values of event stats
+ *   mdtext       list            per entry: name, display name (str), metadata (bytes)
+ *   mdobjs       list            the str and bytes values of metadata stats
  *
  * encode(...) is the way back for the writer: the same columns (one line's events, ref
  * values as stat ids, str/bytes values in `objs`) into the bytes of XLine.events entries,
@@ -62,11 +68,15 @@ vec_push(vec_t *v, const void *x, size_t size)
 }
 
 enum { PLANE_LINES, LINE_EVENTS, EV_MID, EV_OFF, EV_DUR, EV_NOCC, EV_ISNOCC, EV_STATS,
-       ST_MID, ST_KIND, ST_INT, ST_DBL, N_VECS };
+       ST_MID, ST_KIND, ST_INT, ST_DBL,
+       PLANE_MDS, MD_KEY, MD_STATS, MD_CHILDREN, MD_CHILD,
+       MS_MID, MS_KIND, MS_INT, MS_DBL, N_VECS };
 
 typedef struct {
     vec_t v[N_VECS];
-    PyObject *objs;
+    PyObject *objs;    /* the str/bytes values of event stats */
+    PyObject *mdtext;  /* per metadata entry: name, display name, metadata bytes */
+    PyObject *mdobjs;  /* the str/bytes values of metadata stats */
     const uint8_t *base;
 } state_t;
 
@@ -178,8 +188,10 @@ skip(const state_t *st, const uint8_t **pp, const uint8_t *end, uint32_t field, 
     }
 }
 
+/* One XStat into the stat columns starting at vector `at` (ST_MID or MS_MID), its
+ * str/bytes value appended to `objs`. */
 static int
-xstat(state_t *st, const uint8_t *p, const uint8_t *end)
+xstat(state_t *st, const uint8_t *p, const uint8_t *end, int at, PyObject *objs)
 {
     int64_t mid = 0, ival = 0;
     double dval = 0.0;
@@ -223,15 +235,15 @@ xstat(state_t *st, const uint8_t *p, const uint8_t *end)
                                 : PyBytes_FromStringAndSize((const char *)s, e - s);
         if (!o)
             return -1;
-        int rc = PyList_Append(st->objs, o);
+        int rc = PyList_Append(objs, o);
         Py_DECREF(o);
         if (rc < 0)
             return -1;
     }
-    PUSH(st, ST_MID, int64_t, mid);
-    PUSH(st, ST_KIND, uint8_t, kind);
-    PUSH(st, ST_INT, int64_t, ival);
-    PUSH(st, ST_DBL, double, dval);
+    PUSH(st, at, int64_t, mid);
+    PUSH(st, at + 1, uint8_t, kind);
+    PUSH(st, at + 2, int64_t, ival);
+    PUSH(st, at + 3, double, dval);
     return 0;
 }
 
@@ -264,7 +276,7 @@ event(state_t *st, const uint8_t *p, const uint8_t *end)
                 isnocc = 1;
             }
         } else if (wt == 2 && f == 4) {
-            if (span(st, &p, end, &s, &e) < 0 || xstat(st, s, e) < 0)
+            if (span(st, &p, end, &s, &e) < 0 || xstat(st, s, e, ST_MID, st->objs) < 0)
                 return -1;
             nstats++;
         } else if (skip(st, &p, end, f, wt, 0) < 0) {
@@ -277,6 +289,106 @@ event(state_t *st, const uint8_t *p, const uint8_t *end)
     PUSH(st, EV_NOCC, int64_t, nocc);
     PUSH(st, EV_ISNOCC, uint8_t, isnocc);
     PUSH(st, EV_STATS, int64_t, nstats);
+    return 0;
+}
+
+
+static int
+append_text(PyObject *list, const uint8_t *s, const uint8_t *e, int is_str)
+{
+    Py_ssize_t n = s ? e - s : 0;
+    const char *p = s ? (const char *)s : "";
+    PyObject *o = is_str ? PyUnicode_DecodeUTF8(p, n, NULL) : PyBytes_FromStringAndSize(p, n);
+    if (!o)
+        return -1;
+    int rc = PyList_Append(list, o);
+    Py_DECREF(o);
+    return rc;
+}
+
+/* XEventMetadata: id (1), name (2), metadata (3), display_name (4), stats (5), child_id (6). */
+static int
+event_metadata(state_t *st, const uint8_t *p, const uint8_t *end, int64_t *nstats, int64_t *nchild)
+{
+    const uint8_t *ns = NULL, *ne = NULL, *ds = NULL, *de = NULL, *ms = NULL, *me = NULL;
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        uint64_t v;
+        const uint8_t *s, *e;
+        if (tag(st, &p, end, &f, &wt) < 0)
+            return -1;
+        if (wt == 2 && f >= 2 && f <= 6) {
+            if (span(st, &p, end, &s, &e) < 0)
+                return -1;
+            if (f == 2) {
+                ns = s;
+                ne = e;
+            } else if (f == 3) {
+                ms = s;
+                me = e;
+            } else if (f == 4) {
+                ds = s;
+                de = e;
+            } else if (f == 5) {
+                if (xstat(st, s, e, MS_MID, st->mdobjs) < 0)
+                    return -1;
+                (*nstats)++;
+            } else {
+                while (s < e) { /* packed child ids */
+                    if (varint(st, &s, e, &v) < 0)
+                        return -1;
+                    PUSH(st, MD_CHILD, int64_t, (int64_t)v);
+                    (*nchild)++;
+                }
+            }
+        } else if (wt == 0 && f == 6) {
+            if (varint(st, &p, end, &v) < 0)
+                return -1;
+            PUSH(st, MD_CHILD, int64_t, (int64_t)v);
+            (*nchild)++;
+        } else if (skip(st, &p, end, f, wt, 0) < 0) {
+            return -1;
+        }
+    }
+    if (append_text(st->mdtext, ns, ne, 1) < 0 || append_text(st->mdtext, ds, de, 1) < 0
+        || append_text(st->mdtext, ms, me, 0) < 0)
+        return -1;
+    return 0;
+}
+
+/* One XPlane.event_metadata map entry: key (1), value (2). A value given twice would
+ * be merged by protobuf; that is left to protobuf (ValueError here). */
+static int
+metadata_entry(state_t *st, const uint8_t *p, const uint8_t *end)
+{
+    int64_t key = 0, nstats = 0, nchild = 0;
+    int values = 0;
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        uint64_t v;
+        const uint8_t *s, *e;
+        if (tag(st, &p, end, &f, &wt) < 0)
+            return -1;
+        if (wt == 0 && f == 1) {
+            if (varint(st, &p, end, &v) < 0)
+                return -1;
+            key = (int64_t)v;
+        } else if (wt == 2 && f == 2) {
+            if (values++)
+                return bad(st, p, "a map entry with two values");
+            if (span(st, &p, end, &s, &e) < 0 || event_metadata(st, s, e, &nstats, &nchild) < 0)
+                return -1;
+        } else if (skip(st, &p, end, f, wt, 0) < 0) {
+            return -1;
+        }
+    }
+    if (!values && event_metadata(st, p, p, &nstats, &nchild) < 0)
+        return -1;
+    PUSH(st, MD_KEY, int64_t, key);
+    PUSH(st, MD_STATS, int64_t, nstats);
+    PUSH(st, MD_CHILDREN, int64_t, nchild);
     return 0;
 }
 
@@ -317,10 +429,26 @@ line(state_t *st, const uint8_t *p, const uint8_t *end)
 static int
 plane(state_t *st, const uint8_t *p, const uint8_t *end)
 {
-    int64_t n;
-    if (walk(st, p, end, 3, line, &n) < 0)
-        return -1;
-    PUSH(st, PLANE_LINES, int64_t, n);
+    int64_t nlines = 0, nmd = 0;
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        const uint8_t *s, *e;
+        if (tag(st, &p, end, &f, &wt) < 0)
+            return -1;
+        if (wt == 2 && (f == 3 || f == 4)) {
+            if (span(st, &p, end, &s, &e) < 0 || (f == 3 ? line(st, s, e) : metadata_entry(st, s, e)) < 0)
+                return -1;
+            if (f == 3)
+                nlines++;
+            else
+                nmd++;
+        } else if (skip(st, &p, end, f, wt, 0) < 0) {
+            return -1;
+        }
+    }
+    PUSH(st, PLANE_LINES, int64_t, nlines);
+    PUSH(st, PLANE_MDS, int64_t, nmd);
     return 0;
 }
 
@@ -336,8 +464,10 @@ columns(PyObject *self, PyObject *arg)
     int64_t n;
     st.base = view.buf;
     st.objs = PyList_New(0);
-    if (st.objs && walk(&st, st.base, st.base + view.len, 1, plane, &n) == 0) {
-        out = PyTuple_New(N_VECS + 1);
+    st.mdtext = PyList_New(0);
+    st.mdobjs = PyList_New(0);
+    if (st.objs && st.mdtext && st.mdobjs && walk(&st, st.base, st.base + view.len, 1, plane, &n) == 0) {
+        out = PyTuple_New(N_VECS + 3);
         for (int i = 0; out && i < N_VECS; i++) {
             PyObject *b = PyBytes_FromStringAndSize(st.v[i].p ? st.v[i].p : "", (Py_ssize_t)st.v[i].n);
             if (!b) {
@@ -347,13 +477,18 @@ columns(PyObject *self, PyObject *arg)
             PyTuple_SET_ITEM(out, i, b);
         }
         if (out) {
-            Py_INCREF(st.objs);
-            PyTuple_SET_ITEM(out, N_VECS, st.objs);
+            PyObject *lists[3] = {st.objs, st.mdtext, st.mdobjs};
+            for (int i = 0; i < 3; i++) {
+                Py_INCREF(lists[i]);
+                PyTuple_SET_ITEM(out, N_VECS + i, lists[i]);
+            }
         }
     }
     for (int i = 0; i < N_VECS; i++)
         PyMem_Free(st.v[i].p);
     Py_XDECREF(st.objs);
+    Py_XDECREF(st.mdtext);
+    Py_XDECREF(st.mdobjs);
     PyBuffer_Release(&view);
     return out;
 }

@@ -54,6 +54,20 @@ class EventColumns:
     st_int: np.ndarray  # int64: uint64 (as its bits), int64 or ref value
     st_dbl: np.ndarray  # float64: double value
     st_obj: np.ndarray  # object: the str / bytes value, None for other kinds
+    # XPlane.event_metadata, entry by entry (a key given twice: the last entry counts)
+    plane_mds: np.ndarray  # int64 entries per plane
+    md_key: np.ndarray  # int64 map key (the metadata id events refer to)
+    md_name: np.ndarray  # object str
+    md_display: np.ndarray  # object str
+    md_meta: np.ndarray  # object bytes (XEventMetadata.metadata)
+    md_stats: np.ndarray  # int64 stats per entry
+    md_children: np.ndarray  # int64 child ids per entry
+    md_child: np.ndarray  # int64
+    ms_mid: np.ndarray  # the metadata stats, as st_*
+    ms_kind: np.ndarray
+    ms_int: np.ndarray
+    ms_dbl: np.ndarray
+    ms_obj: np.ndarray
 
     @property
     def n_events(self) -> int:
@@ -79,6 +93,9 @@ def columns(space: Any, data: bytes | None) -> EventColumns:
 def _same_shape(cols: EventColumns, space: Any) -> bool:
     if cols.plane_lines.tolist() != [len(p.lines) for p in space.planes]:
         return False
+    keys = np.split(cols.md_key, np.cumsum(cols.plane_mds)[:-1]) if len(cols.plane_mds) else []
+    if [set(k.tolist()) for k in keys] != [set(p.event_metadata) for p in space.planes]:
+        return False
     return cols.line_events.tolist() == [len(line.events) for p in space.planes for line in p.lines]
 
 
@@ -86,47 +103,85 @@ def columns_from_bytes(data: bytes) -> EventColumns:
     """The compiled walk (``_wire.columns``); ValueError on malformed wire data."""
     assert _wire is not None
     (plane_lines, line_events, mid, off, dur, nocc, isnocc, nstats, smid, skind, sint, sdbl,
-     objs) = _wire.columns(data)
+     plane_mds, md_key, md_stats, md_children, md_child, msmid, mskind, msint, msdbl,
+     objs, mdtext, mdobjs) = _wire.columns(data)
     i64 = lambda b: np.frombuffer(b, np.int64)
-    kind = np.frombuffer(skind, np.uint8)
-    obj = np.full(len(kind), None, object)
-    if objs:
-        obj[(kind == 4) | (kind == 5)] = objs
+    kind, mkind = np.frombuffer(skind, np.uint8), np.frombuffer(mskind, np.uint8)
+    text = _objects(mdtext)
     return EventColumns(i64(plane_lines), i64(line_events), i64(mid), i64(off), i64(dur), i64(nocc),
                         np.frombuffer(isnocc, np.uint8).astype(bool), i64(nstats), i64(smid), kind,
-                        i64(sint), np.frombuffer(sdbl, np.float64), obj)
+                        i64(sint), np.frombuffer(sdbl, np.float64), _values(kind, objs),
+                        i64(plane_mds), i64(md_key), text[0::3], text[1::3], text[2::3], i64(md_stats),
+                        i64(md_children), i64(md_child), i64(msmid), mkind, i64(msint),
+                        np.frombuffer(msdbl, np.float64), _values(mkind, mdobjs))
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out
+
+
+def _values(kind: np.ndarray, objs: list[Any]) -> np.ndarray:
+    """The object column of stats: their str/bytes values in place, None elsewhere."""
+    out = np.full(len(kind), None, object)
+    if objs:
+        out[(kind == 4) | (kind == 5)] = objs
+    return out
 
 
 def columns_from_messages(space: Any) -> EventColumns:
     """The same columns from protobuf's objects: the pure-Python reference, one Python
     object access per event and stat."""
     plane_lines, line_events = [], []
-    mid, off, dur, nocc, isnocc, nstats = [], [], [], [], [], []
-    smid, skind, sint, sdbl, sobj = [], [], [], [], []
+    ev: tuple[list[Any], ...] = ([], [], [], [], [], [])  # mid, off, dur, nocc, isnocc, nstats
+    st: tuple[list[Any], ...] = ([], [], [], [], [])  # mid, kind, int, dbl, obj
+    plane_mds = []
+    md: tuple[list[Any], ...] = ([], [], [], [], [], [], [])  # key, name, display, meta, nstats, nchild, child
+    ms: tuple[list[Any], ...] = ([], [], [], [], [])
     for plane in space.planes:
         plane_lines.append(len(plane.lines))
         for line in plane.lines:
             line_events.append(len(line.events))
             for e in line.events:
-                mid.append(e.metadata_id)
                 n = e.WhichOneof("data") == "num_occurrences"
-                isnocc.append(n)
-                off.append(0 if n else e.offset_ps)
-                nocc.append(e.num_occurrences if n else 0)
-                dur.append(e.duration_ps)
-                nstats.append(len(e.stats))
-                for st in e.stats:
-                    which = st.WhichOneof("value")
-                    k = KIND_OF.get(which or "", 0)
-                    smid.append(st.metadata_id)
-                    skind.append(k)
-                    v = getattr(st, which) if which else 0
-                    sint.append(v - _U64 if k in (2, 6) and v >= 1 << 63 else v if k in (2, 3, 6) else 0)
-                    sdbl.append(v if k == 1 else 0.0)
-                    sobj.append(v if k in (4, 5) else None)
+                for col, v in zip(ev, (e.metadata_id, 0 if n else e.offset_ps, e.duration_ps,
+                                       e.num_occurrences if n else 0, n, len(e.stats))):
+                    col.append(v)
+                _stats(e.stats, st)
+        plane_mds.append(len(plane.event_metadata))
+        for key, m in plane.event_metadata.items():
+            for col, v in zip(md, (key, m.name, m.display_name, bytes(m.metadata), len(m.stats), len(m.child_id))):
+                col.append(v)
+            md[6].extend(m.child_id)
+            _stats(m.stats, ms)
     i64 = lambda v: np.asarray(v, np.int64)
-    obj = np.empty(len(sobj), object)
-    obj[:] = sobj
-    return EventColumns(i64(plane_lines), i64(line_events), i64(mid), i64(off), i64(dur), i64(nocc),
-                        np.asarray(isnocc, bool), i64(nstats), i64(smid), np.asarray(skind, np.uint8),
-                        i64(sint), np.asarray(sdbl, np.float64), obj)
+    return EventColumns(i64(plane_lines), i64(line_events), i64(ev[0]), i64(ev[1]), i64(ev[2]), i64(ev[3]),
+                        np.asarray(ev[4], bool), i64(ev[5]), i64(st[0]), np.asarray(st[1], np.uint8), i64(st[2]),
+                        np.asarray(st[3], np.float64), _objects(st[4]),
+                        i64(plane_mds), i64(md[0]), _objects(md[1]), _objects(md[2]), _objects(md[3]), i64(md[4]),
+                        i64(md[5]), i64(md[6]), i64(ms[0]), np.asarray(ms[1], np.uint8), i64(ms[2]),
+                        np.asarray(ms[3], np.float64), _objects(ms[4]))
+
+
+def _stats(stats: Any, out: tuple[list[Any], ...]) -> None:
+    """XStat messages appended to the (mid, kind, int, double, object) lists."""
+    smid, skind, sint, sdbl, sobj = out
+    for st in stats:
+        which = st.WhichOneof("value")
+        k = KIND_OF.get(which or "", 0)
+        smid.append(st.metadata_id)
+        skind.append(k)
+        v = getattr(st, which) if which else 0
+        sint.append(v - _U64 if k in (2, 6) and v >= 1 << 63 else v if k in (2, 3, 6) else 0)
+        sdbl.append(v if k == 1 else 0.0)
+        sobj.append(v if k in (4, 5) else None)
+
+
+def spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The indices ``starts[i] .. starts[i] + counts[i]`` of every ``i``, concatenated."""
+    counts = np.asarray(counts, np.int64)
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    return np.repeat(np.asarray(starts, np.int64) - np.cumsum(counts) + counts, counts) + np.arange(total)

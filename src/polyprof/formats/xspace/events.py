@@ -5,7 +5,6 @@ flow stats are read one by one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -13,33 +12,13 @@ import numpy as np
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from . import names as N
-from .decode import EventColumns
-from .stats import column, flow_in, flow_out, python_values, stat_value, typed
+from .decode import EventColumns, spans
+from .metadata import PlaneMetadata, read_metadata
+from .stats import column, flow_in, flow_out, python_values
 
 _SPECIAL = (N.STAT_CATEGORY, N.STAT_FLOW_OUT, N.STAT_FLOW_IN)
 #: The kind code of the ``num_occurrences`` stat made from XEvent.data (an int64, not an XStat)
 NOCC = 7
-
-
-@dataclass
-class PlaneMetadata:
-    """A plane's event metadata: display names, and what applies to its events."""
-
-    name: dict[int, str] = field(default_factory=dict)
-    long: dict[int, str] = field(default_factory=dict)
-    stats: dict[int, list[tuple[str, Any]]] = field(default_factory=dict)
-
-    def unreferenced(self, plane: Any, mids: np.ndarray) -> list[dict[str, Any]]:
-        """Event metadata that no event uses but that carries stats, as plain dicts."""
-        used = set(np.unique(mids).tolist())
-        out = []
-        for mid, m in plane.event_metadata.items():
-            mid = int(mid)
-            if mid in used or mid not in self.stats:
-                continue
-            out.append({"id": mid, "name": m.name, "display_name": m.display_name,
-                        "stats": {k: v for k, v in self.stats[mid]}})
-        return sorted(out, key=lambda d: d["id"])  # map order is unspecified
 
 
 class EventReader:
@@ -50,40 +29,24 @@ class EventReader:
         self.cols = cols
         self.source = source
         self.stat_start = np.concatenate([[0], np.cumsum(cols.ev_stats)])
+        self.ms_start = np.concatenate([[0], np.cumsum(cols.md_stats)])
+        self.md_start = np.concatenate([[0], np.cumsum(cols.plane_mds)])
         self.value_kinds: dict[str, set[str]] = {}
         self.md_keys: set[str] = set()
-        # key -> (rows per metadata id, the value, how many rows)
-        self.md_parts: dict[str, tuple[list[np.ndarray], list[Any], list[int]]] = {}
-        self.ev_parts: list[tuple[np.ndarray, ...]] = []  # (rows, key codes, kind, int, dbl, obj)
+        self.md_parts: list[tuple[np.ndarray, ...]] = []  # metadata-level: (rows, key codes, kind, int, dbl, obj)
+        self.ev_parts: list[tuple[np.ndarray, ...]] = []  # the events' own, the same columns
         self.key_code: dict[str, int] = {}
+        self.keys: list[str] = []
         self.flows_out: dict[int, tuple[int, int, str]] = {}
         self.flows_in: dict[int, int] = {}
         self.bad_flows = 0
         self.series: dict[tuple[int, str], tuple[list[int], list[float]]] = {}
 
     # ------------------------------------------------------------------ metadata
-    def metadata(self, plane: Any, stat_names: dict[int, str]) -> PlaneMetadata:
-        meta = PlaneMetadata()
-        for mid, m in plane.event_metadata.items():
-            mid = int(mid)
-            meta.name[mid] = m.display_name or m.name
-            if m.display_name and m.name and m.display_name != m.name:
-                meta.long[mid] = m.name
-            if m.stats:
-                lst = []
-                for st in m.stats:
-                    which = st.WhichOneof("value")
-                    if which:
-                        key = stat_names.get(st.metadata_id, str(st.metadata_id))
-                        lst.append((key, stat_value(st, which, stat_names)))
-                        self.value_kinds.setdefault(key, set()).add(which)
-                meta.stats[mid] = lst
-                self.md_keys.update(k for k, _ in lst)
-            if m.metadata:
-                meta.stats.setdefault(mid, []).append(("xevent_metadata", bytes(m.metadata)))
-            if m.child_id:
-                meta.stats.setdefault(mid, []).append(("child_ids", ",".join(map(str, m.child_id))))
-        return meta
+    def metadata(self, plane_index: int, stat_names: dict[int, str]) -> PlaneMetadata:
+        m0, m1 = int(self.md_start[plane_index]), int(self.md_start[plane_index + 1])
+        return read_metadata(self.cols, m0, m1, stat_names, self._code, self.keys, self.value_kinds, self.md_keys,
+                             self.ms_start)
 
     # ------------------------------------------------------------------ events
     def plane_events(self, pid: int, lines: list[tuple[Any, ...]], meta: PlaneMetadata,
@@ -120,22 +83,11 @@ class EventReader:
 
     def _metadata_stats(self, row0: int, uniq: np.ndarray, inv: np.ndarray, meta: PlaneMetadata) -> None:
         """Stats on event metadata, for every event of that metadata (one group per id)."""
-        if not (meta.long or meta.stats):
-            return
         order = np.argsort(inv, kind="stable")
         bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
-        for j, m in enumerate(uniq.tolist()):
-            extra = meta.stats.get(m, [])
-            if m in meta.long:
-                extra = [*extra, (N.STAT_LONG_NAME, meta.long[m])]
-            if not extra:
-                continue
-            rows = order[bounds[j]:bounds[j + 1]] + row0
-            for key, val in extra:
-                part = self.md_parts.setdefault(key, ([], [], []))
-                part[0].append(rows)
-                part[1].append(val)
-                part[2].append(len(rows))
+        part = meta.stats_of(uniq, order, bounds, row0)
+        if part is not None:
+            self.md_parts.append(part)
 
     def _event_stats(self, idx: np.ndarray, row0: int, cats: np.ndarray, stat_names: dict[int, str]) -> None:
         """The stats of the events ``idx`` (rows from ``row0``): polyprof's own stats are
@@ -151,8 +103,7 @@ class EventReader:
                                   c.ev_nocc[idx][sel], np.zeros(len(sel)), np.full(len(sel), None, object)))
         if not n_st.any():
             return
-        starts = self.stat_start[idx]
-        st_idx = np.repeat(starts - np.cumsum(n_st) + n_st, n_st) + np.arange(int(n_st.sum()))
+        st_idx = spans(self.stat_start[idx], n_st)
         st_rows = np.repeat(rows, n_st)
         kind = c.st_kind[st_idx]
         keep = kind != 0
@@ -179,7 +130,8 @@ class EventReader:
     def _code(self, key: str) -> int:
         code = self.key_code.get(key)
         if code is None:
-            code = self.key_code[key] = len(self.key_code)
+            code = self.key_code[key] = len(self.keys)
+            self.keys.append(key)
         return code
 
     def _special(self, codes: np.ndarray, rows: np.ndarray, kind: np.ndarray, ints: np.ndarray,
@@ -235,24 +187,8 @@ class EventReader:
         """Hand the gathered stats, flows and counters to the builder; returns the XStat
         value kinds seen per key."""
         b = self.b
-        for key, (rows_l, vals, counts) in self.md_parts.items():  # metadata-level first: event stats win
-            b.add_stat(key, np.concatenate(rows_l), np.repeat(typed(vals), counts))
-        if self.ev_parts:
-            parts = [np.concatenate(p) for p in zip(*self.ev_parts)]
-            rows, codes, kind, ints, dbls, objs = parts
-            order = np.argsort(codes, kind="stable")
-            rows, codes, kind, ints, dbls, objs = (a[order] for a in (rows, codes, kind, ints, dbls, objs))
-            bounds = np.searchsorted(codes, np.arange(len(self.key_code) + 1))
-            names = list(self.key_code)
-            for code, key in enumerate(names):
-                lo, hi = int(bounds[code]), int(bounds[code + 1])
-                if lo == hi:
-                    continue
-                kinds = kind[lo:hi]
-                b.add_stat(key, rows[lo:hi], column(kinds, ints[lo:hi], dbls[lo:hi], objs[lo:hi]))
-                real = [x for x in np.unique(kinds).tolist() if x != NOCC]
-                if real:
-                    self.value_kinds.setdefault(key, set()).update(N.VALUE_KINDS[x] for x in real)
+        self._add(self.md_parts, kinds=False)  # metadata-level first: the events' own stats win
+        self._add(self.ev_parts, kinds=True)
         for fk, (src, fid, fcat) in sorted(self.flows_out.items()):
             dst = self.flows_in.get(fk)
             if dst is not None:
@@ -260,3 +196,21 @@ class EventReader:
         for (pid, name), (t, v) in self.series.items():
             b.counter(pid, name, t, v)
         return {k: sorted(v) for k, v in self.value_kinds.items()}
+
+    def _add(self, parts: list[tuple[np.ndarray, ...]], kinds: bool) -> None:
+        """Stat columns, key by key, from (rows, key codes, kind, int, dbl, obj) parts."""
+        if not parts:
+            return
+        rows, codes, kind, ints, dbls, objs = (np.concatenate(p) for p in zip(*parts))
+        order = np.argsort(codes, kind="stable")
+        rows, codes, kind, ints, dbls, objs = (a[order] for a in (rows, codes, kind, ints, dbls, objs))
+        bounds = np.searchsorted(codes, np.arange(len(self.keys) + 1))
+        for code, key in enumerate(self.keys):
+            lo, hi = int(bounds[code]), int(bounds[code + 1])
+            if lo == hi:
+                continue
+            k = kind[lo:hi]
+            self.b.add_stat(key, rows[lo:hi], column(k, ints[lo:hi], dbls[lo:hi], objs[lo:hi]))
+            real = [x for x in np.unique(k).tolist() if x != NOCC] if kinds else []
+            if real:
+                self.value_kinds.setdefault(key, set()).update(N.VALUE_KINDS[x] for x in real)

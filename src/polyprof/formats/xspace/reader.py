@@ -57,7 +57,7 @@ def _read(space: Any, data: bytes | None, source: str) -> Trace:
     r = _SpaceReader(cols, source)
     line0 = 0
     for i, plane in enumerate(space.planes):
-        r.plane(plane, line0)
+        r.plane(plane, i, line0)
         line0 += int(cols.plane_lines[i])
     return r.finish(space)
 
@@ -77,7 +77,8 @@ class _SpaceReader:
         self.stored_meta: dict[str, Any] = {}
         self.sort = 0
 
-    def plane(self, plane: Any, line0: int) -> None:
+    def plane(self, plane: Any, number: int, line0: int) -> None:
+        """Plane ``number`` of the space, whose lines start at line ``line0`` of the columns."""
         stat_names = {int(k): m.name for k, m in plane.stat_metadata.items()}
         props: dict[str, Any] = {}
         for st in plane.stats:
@@ -106,9 +107,9 @@ class _SpaceReader:
         track_layout = lay.get("tracks", {})
         if not isinstance(track_layout, dict):
             raise TraceFormatError(self.source, f"plane {plane.name!r}: damaged {N.PLANE_STAT_LAYOUT} (tracks)")
-        meta = self.ev.metadata(plane, stat_names)
+        meta = self.ev.metadata(number, stat_names)
         e0, e1 = int(self.line_start[line0]), int(self.line_start[line0 + len(plane.lines)])
-        orphans = meta.unreferenced(plane, self.cols.ev_mid[e0:e1])
+        orphans = meta.unreferenced(self.cols.ev_mid[e0:e1])
         if orphans:  # e.g. the HLO protos on /host:metadata: no events, but XProf tools use them
             self.b.planes[pid].properties["xspace_event_metadata"] = orphans
         kept = []
