@@ -1,19 +1,22 @@
 /* polyprof.formats.xspace._wire: the events of a serialized XSpace, as columns.
  *
- * One pass over the protobuf wire format: XSpace.planes (1) -> XPlane.lines (3) ->
- * XLine.events (4) -> XEvent fields and XEvent.stats (4) -> XStat fields, and
- * XPlane.event_metadata (4, map entries) -> XEventMetadata fields and stats. The rest
- * (plane names and stats, stat metadata, line names...) is skipped here: it is small,
- * and the reader takes it from the protobuf message. The pure-Python reference
+ * One pass over the protobuf wire format, the whole XSpace: XSpace.planes (1) ->
+ * XPlane.lines (3) -> XLine.events (4) -> XEvent fields and XEvent.stats (4) -> XStat
+ * fields as columns; XPlane.event_metadata (4, map entries) -> XEventMetadata fields and
+ * stats as columns; the small rest (plane ids, names, stats and stat metadata, line
+ * fields, errors, warnings, hostnames) as Python objects. So reading never needs
+ * protobuf's Python classes (importing them costs more than this whole walk). The pure-Python reference
  * is `decode.columns_from_messages` (the same columns from protobuf's own objects);
  * tests/test_xspace_decode.py checks the two agree on every shared trace and on
  * generated XSpaces.
  *
  * Protobuf semantics kept: unknown fields (and known fields with another wire type)
  * are skipped, groups included; the last value of a scalar field wins; the oneofs
- * (XEvent.data, XStat.value) end as the member set last. Anything malformed (a varint
- * or a length running past its message, field number 0, a stray end-group) raises
- * ValueError; the caller then reads through protobuf, whose error it reports.
+ * (XEvent.data, XStat.value) end as the member set last; every string field is checked
+ * as UTF-8. Anything malformed (a varint or a length running past its message, field
+ * number 0, a stray end-group, text that is not UTF-8) raises ValueError (or
+ * UnicodeDecodeError), and so does a map entry with two values (protobuf would merge
+ * them); the caller then reads through protobuf, whose error it reports.
  *
  * columns(data) returns a tuple of bytes objects holding native-endian arrays, and one list:
  *   plane_lines  int64[planes]   lines per plane
@@ -31,6 +34,9 @@
  *   objs         list            the str (decoded UTF-8) and bytes values of event stats
  *   mdtext       list            per entry: name, display name (str), metadata (bytes)
  *   mdobjs       list            the str and bytes values of metadata stats
+ *   planes       list            per plane: (id, name, {stat metadata id: name}, [(stat id, kind, value)])
+ *   lines        list            per line: (id, display_id, name, display_name, timestamp_ns, duration_ps)
+ *   texts        list            [errors, warnings, hostnames]
  *
  * encode(...) is the way back for the writer: the same columns (one line's events, ref
  * values as stat ids, str/bytes values in `objs`) into the bytes of XLine.events entries,
@@ -77,6 +83,9 @@ typedef struct {
     PyObject *objs;    /* the str/bytes values of event stats */
     PyObject *mdtext;  /* per metadata entry: name, display name, metadata bytes */
     PyObject *mdobjs;  /* the str/bytes values of metadata stats */
+    PyObject *planes;  /* per plane: (id, name, {stat metadata id: name}, [(stat id, kind, value)]) */
+    PyObject *lines;   /* per line: (id, display_id, name, display_name, timestamp_ns, duration_ps) */
+    PyObject *texts;   /* XSpace.errors, warnings, hostnames: a tuple of three lists */
     const uint8_t *base;
 } state_t;
 
@@ -357,98 +366,285 @@ event_metadata(state_t *st, const uint8_t *p, const uint8_t *end, int64_t *nstat
     return 0;
 }
 
-/* One XPlane.event_metadata map entry: key (1), value (2). A value given twice would
- * be merged by protobuf; that is left to protobuf (ValueError here). */
+/* The key (1) and value (2) of a map entry. Returns 1, or 0 for an entry protobuf
+ * drops (one holding any other field: upb keeps it among the plane's unknown fields);
+ * a value given twice (protobuf would merge them) is left to protobuf (ValueError). */
 static int
-metadata_entry(state_t *st, const uint8_t *p, const uint8_t *end)
+map_entry(const state_t *st, const uint8_t *p, const uint8_t *end, int64_t *key, const uint8_t **vs,
+          const uint8_t **ve)
 {
-    int64_t key = 0, nstats = 0, nchild = 0;
-    int values = 0;
+    int values = 0, unknown = 0;
+    *key = 0;
+    *vs = *ve = NULL;
     while (p < end) {
         uint32_t f;
         int wt;
-        uint64_t v;
+        uint64_t x;
         const uint8_t *s, *e;
         if (tag(st, &p, end, &f, &wt) < 0)
             return -1;
         if (wt == 0 && f == 1) {
-            if (varint(st, &p, end, &v) < 0)
+            if (varint(st, &p, end, &x) < 0)
                 return -1;
-            key = (int64_t)v;
+            *key = (int64_t)x;
         } else if (wt == 2 && f == 2) {
             if (values++)
                 return bad(st, p, "a map entry with two values");
-            if (span(st, &p, end, &s, &e) < 0 || event_metadata(st, s, e, &nstats, &nchild) < 0)
+            if (span(st, &p, end, &s, &e) < 0)
                 return -1;
-        } else if (skip(st, &p, end, f, wt, 0) < 0) {
-            return -1;
+            *vs = s;
+            *ve = e;
+        } else {
+            unknown = 1;
+            if (skip(st, &p, end, f, wt, 0) < 0)
+                return -1;
         }
     }
-    if (!values && event_metadata(st, p, p, &nstats, &nchild) < 0)
+    return unknown ? 0 : 1;
+}
+
+/* One XPlane.event_metadata map entry; 1 if added, 0 if dropped. */
+static int
+metadata_entry(state_t *st, const uint8_t *p, const uint8_t *end)
+{
+    int64_t key, nstats = 0, nchild = 0;
+    const uint8_t *vs, *ve;
+    int rc = map_entry(st, p, end, &key, &vs, &ve);
+    if (rc <= 0)
+        return rc;
+    if (event_metadata(st, vs ? vs : p, vs ? ve : p, &nstats, &nchild) < 0)
         return -1;
     PUSH(st, MD_KEY, int64_t, key);
     PUSH(st, MD_STATS, int64_t, nstats);
     PUSH(st, MD_CHILDREN, int64_t, nchild);
-    return 0;
+    return 1;
 }
 
-/* Walk the fields of one message, calling `sub` on each length-delimited field
- * `want`; count how many. */
-static int
-walk(state_t *st, const uint8_t *p, const uint8_t *end, uint32_t want,
-     int (*sub)(state_t *, const uint8_t *, const uint8_t *), int64_t *count)
+static PyObject *
+utf8(const state_t *st, const uint8_t *s, const uint8_t *e)
 {
-    *count = 0;
+    return s ? PyUnicode_DecodeUTF8((const char *)s, e - s, NULL) : PyUnicode_FromStringAndSize("", 0);
+}
+
+/* XLine: id (1), display_id (10), name (2), display_name (11), timestamp_ns (3),
+ * duration_ps (9), events (4). */
+static int
+line(state_t *st, const uint8_t *p, const uint8_t *end)
+{
+    int64_t n = 0, v[4] = {0, 0, 0, 0}; /* id, display_id, timestamp_ns, duration_ps */
+    const uint8_t *ns = NULL, *ne = NULL, *ds = NULL, *de = NULL;
     while (p < end) {
         uint32_t f;
         int wt;
+        uint64_t x;
         const uint8_t *s, *e;
         if (tag(st, &p, end, &f, &wt) < 0)
             return -1;
-        if (wt == 2 && f == want) {
-            if (span(st, &p, end, &s, &e) < 0 || sub(st, s, e) < 0)
+        if (wt == 0 && (f == 1 || f == 10 || f == 3 || f == 9)) {
+            if (varint(st, &p, end, &x) < 0)
                 return -1;
-            (*count)++;
+            v[f == 1 ? 0 : f == 10 ? 1 : f == 3 ? 2 : 3] = (int64_t)x;
+        } else if (wt == 2 && (f == 2 || f == 4 || f == 11)) {
+            if (span(st, &p, end, &s, &e) < 0)
+                return -1;
+            if (f == 4) {
+                if (event(st, s, e) < 0)
+                    return -1;
+                n++;
+            } else if (f == 2) {
+                ns = s;
+                ne = e;
+            } else {
+                ds = s;
+                de = e;
+            }
         } else if (skip(st, &p, end, f, wt, 0) < 0) {
             return -1;
         }
     }
-    return 0;
-}
-
-static int
-line(state_t *st, const uint8_t *p, const uint8_t *end)
-{
-    int64_t n;
-    if (walk(st, p, end, 4, event, &n) < 0)
-        return -1;
     PUSH(st, LINE_EVENTS, int64_t, n);
-    return 0;
+    PyObject *name = utf8(st, ns, ne), *shown = name ? utf8(st, ds, de) : NULL;
+    PyObject *t = shown ? Py_BuildValue("(LLOOLL)", (long long)v[0], (long long)v[1], name, shown, (long long)v[2],
+                                        (long long)v[3]) : NULL;
+    Py_XDECREF(name);
+    Py_XDECREF(shown);
+    if (!t)
+        return -1;
+    int rc = PyList_Append(st->lines, t);
+    Py_DECREF(t);
+    return rc;
 }
 
+/* One XStat as a Python tuple (stat metadata id, kind code, value); the value of a
+ * uint64 or ref stat is a Python int of the unsigned value. */
+static PyObject *
+stat_tuple(state_t *st, const uint8_t *p, const uint8_t *end)
+{
+    PyObject *objs = PyList_New(0);
+    if (!objs)
+        return NULL;
+    PyObject *out = NULL;
+    size_t at = st->v[MS_MID].n; /* decode into the metadata-stat columns, then take it back out */
+    if (xstat(st, p, end, MS_MID, objs) == 0) {
+        int64_t mid, ival;
+        uint8_t kind;
+        double dval;
+        memcpy(&mid, st->v[MS_MID].p + at, 8);
+        memcpy(&kind, st->v[MS_KIND].p + at / 8, 1);
+        memcpy(&ival, st->v[MS_INT].p + at, 8);
+        memcpy(&dval, st->v[MS_DBL].p + at, 8);
+        st->v[MS_MID].n -= 8;
+        st->v[MS_KIND].n -= 1;
+        st->v[MS_INT].n -= 8;
+        st->v[MS_DBL].n -= 8;
+        PyObject *val = kind == 1 ? PyFloat_FromDouble(dval)
+                      : kind == 3 ? PyLong_FromLongLong(ival)
+                      : (kind == 2 || kind == 6) ? PyLong_FromUnsignedLongLong((uint64_t)ival)
+                      : (kind == 4 || kind == 5) ? Py_NewRef(PyList_GET_ITEM(objs, 0))
+                      : Py_NewRef(Py_None);
+        if (val) {
+            out = Py_BuildValue("(LiO)", (long long)mid, (int)kind, val);
+            Py_DECREF(val);
+        }
+    }
+    Py_DECREF(objs);
+    return out;
+}
+
+/* One XPlane.stat_metadata map entry: value XStatMetadata (id 1, name 2, description 3)
+ * into the dict {key: name}. */
 static int
-plane(state_t *st, const uint8_t *p, const uint8_t *end)
+stat_metadata_entry(state_t *st, const uint8_t *p, const uint8_t *end, PyObject *names)
+{
+    int64_t key;
+    const uint8_t *s, *e, *ns = NULL, *ne = NULL;
+    int rc = map_entry(st, p, end, &key, &s, &e);
+    if (rc <= 0)
+        return rc;
+    while (s && s < e) {
+        uint32_t g;
+        int wt;
+        const uint8_t *s2, *e2;
+        if (tag(st, &s, e, &g, &wt) < 0)
+            return -1;
+        if (wt == 2 && (g == 2 || g == 3)) {
+            if (span(st, &s, e, &s2, &e2) < 0)
+                return -1;
+            if (g == 2) {
+                ns = s2;
+                ne = e2;
+            } else { /* the description: checked as UTF-8, as protobuf does */
+                PyObject *d = utf8(st, s2, e2);
+                if (!d)
+                    return -1;
+                Py_DECREF(d);
+            }
+        } else if (skip(st, &s, e, g, wt, 0) < 0) {
+            return -1;
+        }
+    }
+    PyObject *k = PyLong_FromLongLong(key), *name = k ? utf8(st, ns, ne) : NULL;
+    rc = name ? PyDict_SetItem(names, k, name) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(name);
+    return rc;
+}
+
+/* XPlane: id (1), name (2), lines (3), event_metadata (4), stat_metadata (5), stats (6). */
+static int
+plane_fields(state_t *st, const uint8_t *p, const uint8_t *end, PyObject *names, PyObject *stats, int64_t *id,
+             const uint8_t **ns, const uint8_t **ne)
 {
     int64_t nlines = 0, nmd = 0;
     while (p < end) {
         uint32_t f;
         int wt;
+        uint64_t x;
         const uint8_t *s, *e;
         if (tag(st, &p, end, &f, &wt) < 0)
             return -1;
-        if (wt == 2 && (f == 3 || f == 4)) {
-            if (span(st, &p, end, &s, &e) < 0 || (f == 3 ? line(st, s, e) : metadata_entry(st, s, e)) < 0)
+        if (wt == 0 && f == 1) {
+            if (varint(st, &p, end, &x) < 0)
                 return -1;
-            if (f == 3)
+            *id = (int64_t)x;
+        } else if (wt == 2 && f >= 2 && f <= 6) {
+            if (span(st, &p, end, &s, &e) < 0)
+                return -1;
+            if (f == 2) {
+                *ns = s;
+                *ne = e;
+            } else if (f == 3) {
+                if (line(st, s, e) < 0)
+                    return -1;
                 nlines++;
-            else
-                nmd++;
+            } else if (f == 4) {
+                int rc = metadata_entry(st, s, e);
+                if (rc < 0)
+                    return -1;
+                nmd += rc;
+            } else if (f == 5) {
+                if (stat_metadata_entry(st, s, e, names) < 0)
+                    return -1;
+            } else {
+                PyObject *t = stat_tuple(st, s, e);
+                int rc = t ? PyList_Append(stats, t) : -1;
+                Py_XDECREF(t);
+                if (rc < 0)
+                    return -1;
+            }
         } else if (skip(st, &p, end, f, wt, 0) < 0) {
             return -1;
         }
     }
     PUSH(st, PLANE_LINES, int64_t, nlines);
     PUSH(st, PLANE_MDS, int64_t, nmd);
+    return 0;
+}
+
+static int
+plane(state_t *st, const uint8_t *p, const uint8_t *end)
+{
+    PyObject *names = PyDict_New(), *stats = PyList_New(0), *name = NULL, *t = NULL;
+    int64_t id = 0;
+    const uint8_t *ns = NULL, *ne = NULL;
+    int rc = -1;
+    if (names && stats && plane_fields(st, p, end, names, stats, &id, &ns, &ne) == 0 && (name = utf8(st, ns, ne))
+        && (t = Py_BuildValue("(LOOO)", (long long)id, name, names, stats)))
+        rc = PyList_Append(st->planes, t);
+    Py_XDECREF(names);
+    Py_XDECREF(stats);
+    Py_XDECREF(name);
+    Py_XDECREF(t);
+    return rc;
+}
+
+/* XSpace: planes (1), errors (2), warnings (3), hostnames (4). */
+static int
+space(state_t *st, const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        const uint8_t *s, *e;
+        if (tag(st, &p, end, &f, &wt) < 0)
+            return -1;
+        if (wt == 2 && f >= 1 && f <= 4) {
+            if (span(st, &p, end, &s, &e) < 0)
+                return -1;
+            if (f == 1) {
+                if (plane(st, s, e) < 0)
+                    return -1;
+            } else {
+                PyObject *t = utf8(st, s, e);
+                int rc = t ? PyList_Append(PyTuple_GET_ITEM(st->texts, f - 2), t) : -1;
+                Py_XDECREF(t);
+                if (rc < 0)
+                    return -1;
+            }
+        } else if (skip(st, &p, end, f, wt, 0) < 0) {
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -461,13 +657,16 @@ columns(PyObject *self, PyObject *arg)
     state_t st;
     memset(&st, 0, sizeof st);
     PyObject *out = NULL;
-    int64_t n;
     st.base = view.buf;
     st.objs = PyList_New(0);
     st.mdtext = PyList_New(0);
     st.mdobjs = PyList_New(0);
-    if (st.objs && st.mdtext && st.mdobjs && walk(&st, st.base, st.base + view.len, 1, plane, &n) == 0) {
-        out = PyTuple_New(N_VECS + 3);
+    st.planes = PyList_New(0);
+    st.lines = PyList_New(0);
+    st.texts = Py_BuildValue("([][][])");
+    if (st.objs && st.mdtext && st.mdobjs && st.planes && st.lines && st.texts
+        && space(&st, st.base, st.base + view.len) == 0) {
+        out = PyTuple_New(N_VECS + 6);
         for (int i = 0; out && i < N_VECS; i++) {
             PyObject *b = PyBytes_FromStringAndSize(st.v[i].p ? st.v[i].p : "", (Py_ssize_t)st.v[i].n);
             if (!b) {
@@ -477,8 +676,8 @@ columns(PyObject *self, PyObject *arg)
             PyTuple_SET_ITEM(out, i, b);
         }
         if (out) {
-            PyObject *lists[3] = {st.objs, st.mdtext, st.mdobjs};
-            for (int i = 0; i < 3; i++) {
+            PyObject *lists[6] = {st.objs, st.mdtext, st.mdobjs, st.planes, st.lines, st.texts};
+            for (int i = 0; i < 6; i++) {
                 Py_INCREF(lists[i]);
                 PyTuple_SET_ITEM(out, N_VECS + i, lists[i]);
             }
@@ -489,6 +688,9 @@ columns(PyObject *self, PyObject *arg)
     Py_XDECREF(st.objs);
     Py_XDECREF(st.mdtext);
     Py_XDECREF(st.mdobjs);
+    Py_XDECREF(st.planes);
+    Py_XDECREF(st.lines);
+    Py_XDECREF(st.texts);
     PyBuffer_Release(&view);
     return out;
 }

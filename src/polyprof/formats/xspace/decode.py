@@ -1,9 +1,10 @@
-"""The events of an XSpace as columns: the compiled walk of the wire format
-(``_wire.c``) or, without it, the same columns from protobuf's message objects.
+"""An XSpace as columns: the compiled walk of the wire format (``_wire.c``) or, without
+it, the same columns from protobuf's message objects.
 
-Both give an :class:`EventColumns` over every event of every line, in plane / line /
-event order (the order of the protobuf message), so the reader never touches one
-Python object per event when the extension is built. ``IMPLEMENTATION`` says which is
+Both give an :class:`EventColumns`: every event of every line, in plane / line / event
+order (the order of the protobuf message), the event metadata, and the small rest as
+Python objects, so the reader never touches one Python object per event, nor imports
+protobuf, when the extension is built. ``IMPLEMENTATION`` says which is
 in use (``POLYPROF_PURE_PYTHON=1`` forces the Python one, as it does for sections);
 tests/test_xspace_decode.py checks the two agree.
 """
@@ -68,35 +69,38 @@ class EventColumns:
     ms_int: np.ndarray
     ms_dbl: np.ndarray
     ms_obj: np.ndarray
+    # the small rest, as Python objects
+    planes: list[tuple[int, str, dict[int, str], list[tuple[int, int, Any]]]]  # id, name, stat names, stats
+    lines: list[tuple[int, int, str, str, int, int]]  # id, display_id, name, display_name, timestamp_ns, duration_ps
+    texts: tuple[list[str], list[str], list[str]]  # XSpace errors, warnings, hostnames
 
     @property
     def n_events(self) -> int:
         return len(self.ev_mid)
 
 
-def columns(space: Any, data: bytes | None) -> EventColumns:
-    """The columns of ``space`` (parsed from ``data`` when given, else serialized here)."""
+def columns(data: bytes, source: str) -> EventColumns:
+    """The columns of the serialized XSpace ``data``: the compiled walk, or protobuf's
+    reading where the walk is missing or refuses the bytes (TraceFormatError, naming
+    ``source``, if protobuf refuses them too)."""
     if _wire is not None:
-        raw = data if data is not None else space.SerializeToString()
         try:
-            cols = columns_from_bytes(raw)
-        except (ValueError, UnicodeDecodeError) as e:  # protobuf accepted what the walk did not
-            log.debug("xspace: compiled decode failed (%s); reading through protobuf", e)
-        else:
-            if _same_shape(cols, space):
-                return cols
-            log.warning("xspace: compiled decode disagrees with protobuf on the file's layout; "
-                        "reading through protobuf")
+            return columns_from_bytes(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            log.debug("xspace %s: compiled decode refused the bytes (%s); reading through protobuf", source, e)
+    from .wire import parse
+
+    return columns_from_messages(parse(data, source))
+
+
+def columns_of_space(space: Any) -> EventColumns:
+    """The columns of a parsed XSpace message."""
+    if _wire is not None:
+        try:
+            return columns_from_bytes(space.SerializeToString())
+        except (ValueError, UnicodeDecodeError) as e:
+            log.debug("xspace: compiled decode refused a parsed message (%s)", e)
     return columns_from_messages(space)
-
-
-def _same_shape(cols: EventColumns, space: Any) -> bool:
-    if cols.plane_lines.tolist() != [len(p.lines) for p in space.planes]:
-        return False
-    keys = np.split(cols.md_key, np.cumsum(cols.plane_mds)[:-1]) if len(cols.plane_mds) else []
-    if [set(k.tolist()) for k in keys] != [set(p.event_metadata) for p in space.planes]:
-        return False
-    return cols.line_events.tolist() == [len(line.events) for p in space.planes for line in p.lines]
 
 
 def columns_from_bytes(data: bytes) -> EventColumns:
@@ -104,7 +108,7 @@ def columns_from_bytes(data: bytes) -> EventColumns:
     assert _wire is not None
     (plane_lines, line_events, mid, off, dur, nocc, isnocc, nstats, smid, skind, sint, sdbl,
      plane_mds, md_key, md_stats, md_children, md_child, msmid, mskind, msint, msdbl,
-     objs, mdtext, mdobjs) = _wire.columns(data)
+     objs, mdtext, mdobjs, planes, lines, texts) = _wire.columns(data)
     i64 = lambda b: np.frombuffer(b, np.int64)
     kind, mkind = np.frombuffer(skind, np.uint8), np.frombuffer(mskind, np.uint8)
     text = _objects(mdtext)
@@ -113,7 +117,7 @@ def columns_from_bytes(data: bytes) -> EventColumns:
                         i64(sint), np.frombuffer(sdbl, np.float64), _values(kind, objs),
                         i64(plane_mds), i64(md_key), text[0::3], text[1::3], text[2::3], i64(md_stats),
                         i64(md_children), i64(md_child), i64(msmid), mkind, i64(msint),
-                        np.frombuffer(msdbl, np.float64), _values(mkind, mdobjs))
+                        np.frombuffer(msdbl, np.float64), _values(mkind, mdobjs), planes, lines, texts)
 
 
 def _objects(values: list[Any]) -> np.ndarray:
@@ -139,9 +143,18 @@ def columns_from_messages(space: Any) -> EventColumns:
     plane_mds = []
     md: tuple[list[Any], ...] = ([], [], [], [], [], [], [])  # key, name, display, meta, nstats, nchild, child
     ms: tuple[list[Any], ...] = ([], [], [], [], [])
+    planes: list[tuple[int, str, dict[int, str], list[tuple[int, int, Any]]]] = []
+    lines: list[tuple[int, int, str, str, int, int]] = []
     for plane in space.planes:
+        stats = []
+        for st_msg in plane.stats:
+            which = st_msg.WhichOneof("value")
+            stats.append((st_msg.metadata_id, KIND_OF.get(which or "", 0), getattr(st_msg, which) if which else None))
+        planes.append((plane.id, plane.name, {int(k): m.name for k, m in plane.stat_metadata.items()}, stats))
         plane_lines.append(len(plane.lines))
         for line in plane.lines:
+            lines.append((line.id, line.display_id, line.name, line.display_name, line.timestamp_ns,
+                          line.duration_ps))
             line_events.append(len(line.events))
             for e in line.events:
                 n = e.WhichOneof("data") == "num_occurrences"
@@ -161,7 +174,8 @@ def columns_from_messages(space: Any) -> EventColumns:
                         np.asarray(st[3], np.float64), _objects(st[4]),
                         i64(plane_mds), i64(md[0]), _objects(md[1]), _objects(md[2]), _objects(md[3]), i64(md[4]),
                         i64(md[5]), i64(md[6]), i64(ms[0]), np.asarray(ms[1], np.uint8), i64(ms[2]),
-                        np.asarray(ms[3], np.float64), _objects(ms[4]))
+                        np.asarray(ms[3], np.float64), _objects(ms[4]), planes, lines,
+                        (list(space.errors), list(space.warnings), list(space.hostnames)))
 
 
 def _stats(stats: Any, out: tuple[list[Any], ...]) -> None:

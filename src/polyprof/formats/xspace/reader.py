@@ -3,12 +3,11 @@
 Every XPlane becomes a plane, every XLine a track, every XEvent an event at
 ``line.timestamp_ns + offset_ps / 1000`` in integer ns: sub-ns precision is dropped
 (start rounded down, end up, so nesting holds and no event becomes an instant), as
-``metadata["xspace"]["time_resolution"]`` says. The small parts (plane and line fields,
-metadata maps) come from the protobuf message; the events and their stats from
-``decode`` as columns, so the work per event is NumPy's. Stat values are kept under
-their XProf names (``stats.py``); stats on an event's metadata apply to the event
-(event stats win), since XProf treats them as the event's own. What XProf's names mean
-is applied last (``xla.py``).
+``metadata["xspace"]["time_resolution"]`` says. Everything comes from ``decode``'s
+columns (the compiled walk, or protobuf's objects where it is missing), so the work per
+event is NumPy's. Stat values are kept under their XProf names (``stats.py``); stats on
+an event's metadata apply to the event (event stats win, ``metadata.py``), since XProf
+treats them as the event's own. What XProf's names mean is applied last (``xla.py``).
 """
 
 from __future__ import annotations
@@ -26,8 +25,8 @@ from .. import xprof_memory
 from ..safety import check_events, clean_metadata, guarded, reading
 from . import decode, names as N, xla
 from .events import EventReader
-from .stats import int_stat, layout, stat_value
-from .wire import parse, read_file
+from .stats import int_stat, layout
+from .wire import check_planes, read_file
 
 log = logging.getLogger("polyprof")
 
@@ -43,23 +42,25 @@ def from_bytes(data: bytes, source: str = "<bytes>") -> Trace:
     """A Trace from a serialized XSpace (from a file, or handed back by a native plugin)."""
     with reading(source):
         data = bytes(data)
-        return _read(parse(data, source), data, source)
+        cols = decode.columns(data, source)
+        check_planes(len(cols.planes), any(p[1] for p in cols.planes), len(data), source)
+        return _read(cols, source)
 
 
 def from_space(space: Any, source: str = "<bytes>") -> Trace:
     """A Trace from a parsed XSpace message."""
-    return _read(space, None, source)
+    return _read(decode.columns_of_space(space), source)
 
 
-def _read(space: Any, data: bytes | None, source: str) -> Trace:
-    check_events(source, sum(len(line.events) for plane in space.planes for line in plane.lines))
-    cols = decode.columns(space, data)
+def _read(cols: decode.EventColumns, source: str) -> Trace:
+    check_events(source, cols.n_events)
     r = _SpaceReader(cols, source)
     line0 = 0
-    for i, plane in enumerate(space.planes):
-        r.plane(plane, i, line0)
-        line0 += int(cols.plane_lines[i])
-    return r.finish(space)
+    for i, plane in enumerate(cols.planes):
+        n_lines = int(cols.plane_lines[i])
+        r.plane(plane, i, cols.lines[line0:line0 + n_lines], line0)
+        line0 += n_lines
+    return r.finish(cols.texts)
 
 
 class _SpaceReader:
@@ -77,14 +78,14 @@ class _SpaceReader:
         self.stored_meta: dict[str, Any] = {}
         self.sort = 0
 
-    def plane(self, plane: Any, number: int, line0: int) -> None:
-        """Plane ``number`` of the space, whose lines start at line ``line0`` of the columns."""
-        stat_names = {int(k): m.name for k, m in plane.stat_metadata.items()}
+    def plane(self, plane: tuple, number: int, lines: list[tuple], line0: int) -> None:
+        """Plane ``number`` of the space ((id, name, stat names, stats)), whose ``lines``
+        start at line ``line0`` of the columns."""
+        plane_id, plane_name, stat_names, stats = plane
         props: dict[str, Any] = {}
-        for st in plane.stats:
-            which = st.WhichOneof("value")
-            if which:
-                props[stat_names.get(st.metadata_id, str(st.metadata_id))] = stat_value(st, which, stat_names)
+        for mid, kind, value in stats:
+            if kind:
+                props[stat_names.get(mid, str(mid))] = stat_names.get(value, "") if kind == 6 else value
         self.producer = str(props.pop(N.PLANE_STAT_PRODUCER, self.producer))
         origin = int_stat(props.pop(N.PLANE_STAT_ORIGIN, 0), self.source, N.PLANE_STAT_ORIGIN)
         if N.PLANE_STAT_METADATA in props:
@@ -95,78 +96,79 @@ class _SpaceReader:
         aliases = props.pop(N.PLANE_STAT_ALIASES, "")
         if aliases:
             self.drop_aliases.update(a for a in str(aliases).split(",") if a)
-        if plane.name == N.TASK_ENV:
+        if plane_name == N.TASK_ENV:
             self.task_env.update(props)
         lay = layout(props.pop(N.PLANE_STAT_LAYOUT, None))
-        kind, _, index = N.plane_kind(plane.name)
+        kind, _, index = N.plane_kind(plane_name)
         is_host = kind == "host"  # decides default categories, as the writer assumed
         kind = str(lay.get("kind", kind))
         index = int_stat(lay.get("index", index), self.source, "plane index")
-        pid = self.b.plane(str(lay.get("name", plane.name)), kind, vendor=str(lay.get("vendor", "")),
-                           index=index, pid=int(plane.id), properties=props)
+        pid = self.b.plane(str(lay.get("name", plane_name)), kind, vendor=str(lay.get("vendor", "")),
+                           index=index, pid=int(plane_id), properties=props)
         track_layout = lay.get("tracks", {})
         if not isinstance(track_layout, dict):
-            raise TraceFormatError(self.source, f"plane {plane.name!r}: damaged {N.PLANE_STAT_LAYOUT} (tracks)")
+            raise TraceFormatError(self.source, f"plane {plane_name!r}: damaged {N.PLANE_STAT_LAYOUT} (tracks)")
         meta = self.ev.metadata(number, stat_names)
-        e0, e1 = int(self.line_start[line0]), int(self.line_start[line0 + len(plane.lines)])
+        e0, e1 = int(self.line_start[line0]), int(self.line_start[line0 + len(lines)])
         orphans = meta.unreferenced(self.cols.ev_mid[e0:e1])
         if orphans:  # e.g. the HLO protos on /host:metadata: no events, but XProf tools use them
             self.b.planes[pid].properties["xspace_event_metadata"] = orphans
         kept = []
-        for j, line in enumerate(plane.lines):
-            spec = self._line(plane, line, pid, is_host, track_layout, origin, line0 + j, meta, stat_names)
+        for j, line in enumerate(lines):
+            spec = self._line(plane_name, line, pid, is_host, track_layout, origin, line0 + j, meta, stat_names)
             if spec is not None:
                 kept.append(spec)
         self.ev.plane_events(pid, kept, meta, stat_names)
 
-    def _line(self, plane: Any, line: Any, pid: int, is_host: bool, track_layout: dict[str, Any],
+    def _line(self, plane_name: str, line: tuple, pid: int, is_host: bool, track_layout: dict[str, Any],
               origin: int, index: int, meta: Any, stat_names: dict[int, str]
               ) -> tuple[int, int, int, int, int, str, str] | None:
         """(line index, event range, track, base ns, name, default category) of a line whose
         events become events; None for one read otherwise or skipped."""
-        lname = line.name or line.display_name or f"line {line.id}"
+        line_id, display_id, name, display_name, timestamp_ns, duration_ps = line
+        lname = name or display_name or f"line {line_id}"
         e0, e1 = int(self.line_start[index]), int(self.line_start[index + 1])
         polyprof = self.producer == "polyprof"
         if lname == N.COUNTER_LINE and polyprof:
-            self.ev.counters(pid, e0, e1, int(line.timestamp_ns) + origin, meta, stat_names)
+            self.ev.counters(pid, e0, e1, int(timestamp_ns) + origin, meta, stat_names)
             return None
         if lname == xprof_memory.LINE and polyprof:
             return None  # a copy of the memory events for XProf's memory_profile
-        tl = track_layout.get(str(line.id), {})
+        tl = track_layout.get(str(line_id), {})
         if not isinstance(tl, dict) or not isinstance(tl.get("props", {}), dict):
-            raise TraceFormatError(self.source, f"plane {plane.name!r}: damaged {N.PLANE_STAT_LAYOUT} "
-                                                f"(line {line.id})")
+            raise TraceFormatError(self.source, f"plane {plane_name!r}: damaged {N.PLANE_STAT_LAYOUT} "
+                                                f"(line {line_id})")
         if tl.get("generated") and polyprof:
             return None  # a line only XProf needs (the writer's device Steps line)
         tprops: dict[str, Any] = dict(tl.get("props", {}))
-        if line.display_id:
-            tprops["display_id"] = int(line.display_id)
-        if line.display_name and line.display_name != lname:
-            tprops["display_name"] = line.display_name
-        if line.duration_ps:
-            tprops["duration_ps"] = int(line.duration_ps)
+        if display_id:
+            tprops["display_id"] = int(display_id)
+        if display_name and display_name != lname:
+            tprops["display_name"] = display_name
+        if duration_ps:
+            tprops["duration_ps"] = int(duration_ps)
         tkind = tl.get("kind") or N.default_track_kind(is_host, lname)
         home = self.b.plane(str(tl["plane"])) if tl.get("plane") else pid  # written on /host:CPU for XProf
-        track = self.b.track(home, lname, str(tkind), tid=int_stat(tl.get("tid", line.id), self.source, "line tid"),
+        track = self.b.track(home, lname, str(tkind), tid=int_stat(tl.get("tid", line_id), self.source, "line tid"),
                              sort_index=self.sort, properties=tprops)
         self.sort += 1
         if e1 == e0:
             return None
-        base_ns = int(line.timestamp_ns) + origin
+        base_ns = int(timestamp_ns) + origin
         if abs(base_ns) > N.TIME_LIMIT_NS:
             raise TraceFormatError(self.source, f"line {lname!r} starts at {base_ns} ns: beyond +-2**62 ns")
         return index, e0, e1, track, base_ns, lname, N.default_category(is_host, lname)
 
-    def finish(self, space: Any) -> Trace:
+    def finish(self, texts: tuple[list[str], list[str], list[str]]) -> Trace:
         b = self.b
         value_kinds = self.ev.finish()
         b.metadata.update(self.stored_meta)  # a polyprof-written file: the trace's own metadata
         b.metadata.update({
             "source": {"format": "xspace", "path": self.source},
             "xspace": {
-                "hostnames": list(space.hostnames),
-                "errors": list(space.errors),
-                "warnings": list(space.warnings),
+                "hostnames": list(texts[2]),
+                "errors": list(texts[0]),
+                "warnings": list(texts[1]),
                 "time_resolution": "ns (XSpace ps times: starts rounded down, ends up)",
                 "stat_value_kinds": value_kinds,
                 "producer": self.producer or "unknown",

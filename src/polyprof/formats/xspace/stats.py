@@ -117,9 +117,3 @@ def layout(raw: Any) -> dict[str, Any]:
         return {}
     return out if isinstance(out, dict) else {}
 
-
-def stat_value(st: Any, which: str, stat_names: dict[int, str]) -> Any:
-    """The value of one XStat message (a ``ref_value`` as the referenced stat's name)."""
-    if which == "ref_value":
-        return stat_names.get(st.ref_value, "")
-    return getattr(st, which)

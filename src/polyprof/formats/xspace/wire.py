@@ -70,14 +70,19 @@ def parse(data: bytes, source: str = "<bytes>") -> Any:
         detail = str(e).split(": ")[-1] if str(e) else "decode error"
         raise TraceFormatError(source, f"not a valid XSpace protobuf ({detail}): truncated, "
                                        "damaged, or not an .xplane.pb file") from None
-    if not space.planes:
-        if data:
+    check_planes(len(space.planes), any(p.name for p in space.planes), len(data), source)
+    return space
+
+
+def check_planes(n_planes: int, any_named: bool, size: int, source: str) -> None:
+    """TraceFormatError unless the message has planes, some of them named."""
+    if not n_planes:
+        if size:
             raise TraceFormatError(source, "parses as protobuf but holds no XSpace planes: "
                                            "not an .xplane.pb file")
         raise TraceFormatError(source, "empty file: no XSpace planes")
-    if not any(p.name for p in space.planes):
+    if not any_named:
         raise TraceFormatError(source, "protobuf whose planes have no names: not an XSpace profile")
-    return space
 
 
 def sniff(head: bytes, path: Path) -> bool:
