@@ -16,14 +16,26 @@ See ``reader`` and ``writer`` for what goes where; docs/architecture.md for the 
 
 from __future__ import annotations
 
-from ..xprof_names import line_homes, write_order, written_names
+from typing import Any
+
 from .decode import IMPLEMENTATION
 from .names import CAT_TRACEME, XPROF_ALIASES
-from .plane_writer import msgspec_text
 from .reader import from_bytes, from_space, load
 from .wire import is_protobuf_xspace, parse, sniff
-from .writer import to_bytes, to_space, write, write_logdir
+
+#: the writer's names, imported on first use (reading needs none of the writer's modules)
+_WRITER = {"to_bytes": "writer", "to_space": "writer", "write": "writer", "write_logdir": "writer",
+           "msgspec_text": "plane_writer", "line_homes": "..xprof_names", "write_order": "..xprof_names",
+           "written_names": "..xprof_names"}
 
 __all__ = ["CAT_TRACEME", "IMPLEMENTATION", "XPROF_ALIASES", "from_bytes", "from_space", "is_protobuf_xspace",
-           "line_homes", "load", "msgspec_text", "parse", "sniff", "to_bytes", "to_space", "write", "write_logdir",
-           "write_order", "written_names"]
+           "load", "parse", "sniff", *_WRITER]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WRITER.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module if module.startswith("..") else f".{module}", __name__), name)
