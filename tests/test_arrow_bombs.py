@@ -97,6 +97,27 @@ def test_the_bomb_is_real_pyarrow_inflates_it():
     assert table.column("v").chunk(0).buffers()[1].size == 32 << 20
 
 
+@pytest.mark.parametrize("eos", [True, False])
+def test_ipc_files_read_as_a_stream_with_or_without_the_end_marker(eos: bool):
+    """The file is read as the stream inside it (not through its footer); a writer may
+    leave out the end-of-stream marker before the footer, as pyarrow then reads it too."""
+    table = pa.table({"a": np.arange(5000), "s": [str(i) for i in range(5000)]})
+    sink = io.BytesIO()
+    with ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(table.slice(0, 2000))
+        w.write_table(table.slice(2000))
+    data = sink.getvalue()
+    (footer,) = struct.unpack_from("<i", data, len(data) - 10)
+    at = len(data) - 10 - footer - 8
+    assert data[at:at + 8] == b"\xff\xff\xff\xff\x00\x00\x00\x00"  # the marker, where the format puts it
+    if not eos:
+        data = data[:at] + data[at + 8:]
+        assert ipc.open_file(pa.BufferReader(data)).read_all().equals(table)
+    infl = safety.Inflation("x.arrow", len(data))
+    assert arrow_ipc.read_file(data, Path("x.arrow"), "x.arrow", infl).equals(table)
+    assert infl.total >= 5000 * 8  # lz4 buffers counted before they were inflated
+
+
 def test_a_compressed_arrow_buffer_is_bounded_before_it_is_inflated(tmp_path: Path):
     p = bomb_polyprof(tmp_path, 64 << 20)
     with safety.override(ratio_floor_bytes=1 << 20):

@@ -140,6 +140,18 @@ class Stream:
                 return
 
 
+def _stream_part(data: bytes) -> pa.Buffer:
+    """The stream inside an IPC file: after the magic (padded to 8 bytes), up to the
+    footer when the trailer (footer length, magic) is whole; so a writer that leaves
+    out the stream's end-of-stream marker is read too."""
+    end = len(data)
+    if end >= 18 and data.endswith(FILE_MAGIC):
+        (footer,) = struct.unpack_from("<i", data, end - 10)
+        if 0 < footer <= end - 18:
+            end -= 10 + footer
+    return pa.py_buffer(data)[8:end]
+
+
 def read_file(data: bytes, path: Path, name: str, inflation: Inflation) -> pa.Table:
     """An IPC file (a ``.polyprof`` member) as a table, its buffers counted in
     ``inflation`` before they are inflated; any damage is a :class:`TraceFormatError`
@@ -147,7 +159,7 @@ def read_file(data: bytes, path: Path, name: str, inflation: Inflation) -> pa.Ta
     try:
         if not data.startswith(FILE_MAGIC):
             raise ValueError("no Arrow file magic")
-        stream = Stream(pa.py_buffer(data)[8:], inflation)  # the magic, padded to 8 bytes, then the stream
+        stream = Stream(_stream_part(data), inflation)
         return pa.Table.from_batches(list(stream), schema=stream.schema)
     except TraceFormatError:
         raise
