@@ -120,6 +120,7 @@ class Stream:
         except StopIteration:
             raise ValueError("no schema message") from None
         self.schema = ipc.read_schema(first)
+        self.names = self.schema.names  # decoded now: a name that is not UTF-8 raises here (a ValueError)
         self.inflation = inflation
 
     def next_batch(self) -> pa.RecordBatch:
