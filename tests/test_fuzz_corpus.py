@@ -22,7 +22,7 @@ from polyprof.formats.safety import ForeignError
 
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 FILES = sorted(p for p in CORPUS.glob("*/*") if p.is_file())
-EXPORTS = ["chrome", "kineto", "xspace", "polyprof"]
+EXPORTS = ["chrome", "kineto", "xspace", "polyprof", "perfetto", "parquet", "tensorboard"]  # every writer
 
 
 def test_the_corpus_has_every_reader_and_the_issue_examples():
