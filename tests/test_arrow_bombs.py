@@ -118,6 +118,21 @@ def test_ipc_files_read_as_a_stream_with_or_without_the_end_marker(eos: bool):
     assert infl.total >= 5000 * 8  # lz4 buffers counted before they were inflated
 
 
+def test_a_stream_whose_first_message_is_not_a_schema_is_refused(tmp_path: Path):
+    """pyarrow's read_schema crashes (SIGSEGV) on a message of unknown type: long-run
+    .polyprof inputs 6126 and 8479 of seed 1 (in the corpus). The same for a journal."""
+    data = bytearray((SEEDS / "killed.polyprof.partial").read_bytes())
+    first = ipc.MessageReader.open_stream(pa.BufferReader(pa.py_buffer(bytes(data))[len(j.MAGIC):]))
+    fb = arrow_ipc._Flat(first.read_next_message().metadata.to_pybytes())
+    at = len(j.MAGIC) + 8 + fb.field(fb.root(), 1)  # after the continuation marker and the length
+    assert data[at] == 1  # MessageHeader.Schema
+    data[at] = 0x41
+    p = tmp_path / "bad.polyprof.partial"
+    p.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError, match="journal has no readable header.*type 'unknown', not a schema"):
+        polyprof.load(p)
+
+
 def test_a_compressed_arrow_buffer_is_bounded_before_it_is_inflated(tmp_path: Path):
     p = bomb_polyprof(tmp_path, 64 << 20)
     with safety.override(ratio_floor_bytes=1 << 20):

@@ -119,6 +119,8 @@ class Stream:
             first = self.reader.read_next_message()
         except StopIteration:
             raise ValueError("no schema message") from None
+        if first.type != "schema":  # read_schema on a message of another or unknown type crashes pyarrow
+            raise ValueError(f"the stream starts with a message of type {first.type!r}, not a schema")
         self.schema = ipc.read_schema(first)
         self.names = self.schema.names  # decoded now: a name that is not UTF-8 raises here (a ValueError)
         self.inflation = inflation
