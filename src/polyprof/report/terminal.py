@@ -393,7 +393,7 @@ def _step_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int, has_dev
     i = _int
     ss = T["step_stats"]
     if len(ss):
-        cols = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
+        cols: list[tuple] = [("step", "step", i), ("plane", "device", None), ("host_ns", "host", fmt_ns)]
         if has_device:
             cols += [("busy_ns", "busy", fmt_ns), ("compute_ns", "compute", fmt_ns), ("idle_ns", "idle", fmt_ns),
                      ("launch_count", "launches", i), ("launch_mean_ns", "launch mean", fmt_ns, True),
