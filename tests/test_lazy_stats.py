@@ -67,10 +67,11 @@ def test_eager_keys_and_the_deferred_part_as_the_eager_reader(old_v100):
     for key in EAGER:  # typed at load, as before
         assert key in trace.stats and trace.stats.pending == 1
         assert same_column(trace.stats.loaded()[key], old_v100.stats[key])
-    stream = trace.stats["stream"]  # not eager: decodes every other arg
-    assert trace.stats.pending == 0
+    stream = trace.stats["stream"]  # not eager: decodes that arg alone
+    assert trace.stats.pending == 1 and set(trace.stats.loaded()) == EAGER | {"stream"}
     assert same_column(stream, old_v100.stats["stream"])
-    assert sorted(trace.stats) == sorted(old_v100.stats)
+    assert sorted(trace.stats) == sorted(old_v100.stats)  # iteration decodes the others
+    assert trace.stats.pending == 0 and trace.stats["stream"] is stream
     for key in old_v100.stats:
         assert same_column(trace.stats[key], old_v100.stats[key]), key
     assert trace.event_stats(5) == old_v100.event_stats(5)
@@ -84,7 +85,8 @@ def test_a_key_no_event_has_decodes_nothing_and_is_absent():
     assert trace.stats.get("device_duration_ps") is None
     assert trace.stats.pending == 1
     assert "no such arg" not in trace.stats
-    assert trace.stats["stream"] is not None and trace.stats.pending == 0  # a real one decodes
+    assert trace.stats["stream"] is not None and trace.stats.pending == 1  # a real one decodes, alone
+    assert set(trace.stats.loaded()) == EAGER | {"stream"}
 
 
 def test_a_key_written_with_escapes_is_still_found(tmp_path: Path):
@@ -123,8 +125,8 @@ def test_two_threads_decode_the_args_once():
         t.start()
     for t in threads:
         t.join()
-    assert len(got) == 2 and got[0] is got[1]
-    assert trace.stats.pending == 0
+    assert len(got) == 2 and got[0] is got[1]  # one decode of that key
+    assert set(trace.stats.loaded()) == EAGER | {"grid"}
 
 
 def _one_event(args: bytes) -> bytes:
@@ -346,3 +348,85 @@ def test_lookup_rows_decodes_only_those_rows_and_agrees_with_the_full_decode(old
         m, v = got[key]
         assert np.array_equal(m, m_ref), key
         assert [str(x) for x in v] == [str(x) for x in v_ref], key
+
+
+# ----------------------------------------------------------------------------- one key at a time
+@pytest.mark.parametrize("path", sorted(KINETO_DIR.glob("*.json.gz")), ids=lambda p: p.name)
+def test_each_key_alone_then_the_rest_as_the_eager_reader(path: Path):
+    """A lookup decodes that key alone (the MTIA summary's ``queue`` lookup decoded every
+    arg); each key so decoded, and then everything else, equals the eager reader's."""
+    old = reference.load(path)
+    trace = kineto.load(path)
+    lazy = sorted(set(old.stats) - set(trace.stats.loaded()))
+    for key in lazy[::2]:  # half the keys one by one, the rest by the full decode
+        assert same_column(trace.stats[key], old.stats[key]), key
+        assert trace.stats.pending == 1, key
+    assert set(trace.stats.loaded()) == set(old.stats) - set(lazy[1::2])
+    assert trace.stats.get("queue") is None and trace.stats.pending == 1  # no such arg: nothing more
+    assert sorted(trace.stats) == sorted(old.stats) and trace.stats.pending == 0
+    for key in old.stats:
+        assert same_column(trace.stats[key], old.stats[key]), key
+
+
+LIST_ARGS = [  # values that must not be taken verbatim from the text, and ones that may
+    '{"a": [1, 2], "b": [1.50, 2], "c": [["x", "y z"]], "d": [1e5], "e": [-0], "f": [-0.0]}',
+    '{"a": [3], "b": [2.5e-3], "c": [["caf\\u00e9"]], "d": [{"k": 1, "k": 2}], "e": [0, -1], "f": ["1.5"]}',
+    '{"a": [9223372036854775807, 18446744073709551615, -9223372036854775808], "g": [[], [[1]]], "h": ["a\\\\b", "\\/"], "i": [true, null]}',
+    '{"a": "not a list", "g": [ 1 ,2 ], "h": ["é"], "j": [1], "k": [0.1, 0.2]}',
+    '[1, 2]', '"text"', '0', 'null', '{}', '{"j": [[1, 2], ",1.5,"], "k": []}',
+]
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["all", "each-key"])
+def test_list_args_as_the_eager_reader(tmp_path: Path, keyed: bool):
+    events = [f'{{"ph": "X", "name": "e{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": {i}, "dur": 1, "args": {a}}}'
+              for i, a in enumerate(LIST_ARGS * 3)]
+    p = tmp_path / "lists.json"
+    p.write_text('{"traceEvents": [' + ",\n".join(events) + "]}")
+    old, trace = reference.load(p), kineto.load(p)
+    keys = sorted(old.stats)
+    assert {"a", "b", "c", "d", "g", "h", "args"} <= set(keys)
+    if keyed:
+        for key in keys:
+            assert same_column(trace.stats[key], old.stats[key]), key
+    assert sorted(trace.stats) == keys
+    for key in keys:
+        assert same_column(trace.stats[key], old.stats[key]), key
+
+
+def test_a_deferred_part_that_decodes_keys_is_asked_only_for_those():
+    calls: list = []
+
+    def decode_keys(keys, skip=()):
+        calls.append((None if keys is None else sorted(keys), sorted(skip)))
+        cols = {"b": col([1], ["x"]), "c": col([0, 2], [1.5, 2.5])}
+        return {k: v for k, v in cols.items() if (keys is None or k in keys) and k not in skip}
+
+    t = StatTable({"a": col([0], [1])})
+    t.defer(lambda: pytest.fail("decode() of a part with decode_keys"), {"a"}, lambda k: k != "zz", None,
+            decode_keys)
+    assert t["b"].values.tolist() == ["x"] and calls == [(["b"], [])]
+    assert t.pending == 1 and set(t.loaded()) == {"a", "b"}
+    with pytest.raises(KeyError):
+        t["nope"]  # may be there (may_hold says yes), is not: asked once, then known absent
+    with pytest.raises(KeyError):
+        t["nope"]
+    assert t.get("zz") is None  # may_hold says no: not asked
+    assert calls == [(["b"], []), (["nope"], [])]
+    assert sorted(t) == ["a", "b", "c"] and t.pending == 0
+    assert calls[-1] == (None, ["b", "nope"])  # the full decode skips what was decoded
+
+
+def test_full_decode_in_a_fresh_process_does_not_import_pandas():
+    """Checking that a long column is all text imported pandas (0.4 s) in a process that
+    had not: the "+all stats" ingest figure of bench/ingest.py."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from polyprof.formats import kineto; "
+            f"t = kineto.load({str(KINETO_DIR / 'mtia_inference_rank0.json.gz')!r}); "
+            "n = len(t.stats); assert t.stats.pending == 0 and n > 20, n; "
+            "print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

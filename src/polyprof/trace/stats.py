@@ -9,6 +9,7 @@ some of them undecoded until they are first needed.
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -67,6 +68,22 @@ def check_column(key: str, col: Any, n_rows: int | None) -> None:
         raise TraceSchemaError(f"stat {key!r} rows are not ascending and unique")
 
 
+@dataclass
+class _Part:
+    """One deferred part of a StatTable (see :meth:`StatTable.defer`)."""
+
+    decode: Callable[[], Mapping[str, StatColumn]]
+    complete: frozenset[str]
+    may_hold: Callable[[str], bool] | None
+    decode_rows: Callable[[list[str], np.ndarray], Mapping[str, StatColumn]] | None
+    decode_keys: Callable[..., Mapping[str, StatColumn]] | None
+    done: frozenset[str] = frozenset()  # keys decoded already (through decode_keys)
+
+    def may(self, key: str) -> bool:
+        """Whether this part may still give ``key``."""
+        return key not in self.complete and key not in self.done and (self.may_hold is None or self.may_hold(key))
+
+
 class StatTable(MutableMapping[str, StatColumn]):
     """Stat columns by key, some of them decoded from their source only when first needed.
 
@@ -74,29 +91,30 @@ class StatTable(MutableMapping[str, StatColumn]):
     other args of a 100 MB Kineto trace need not become Python objects for it. A reader
     hands such stats over undecoded with :meth:`defer`. Looking up a materialised key, or
     a key that every deferred part declares complete (never in that part), answers at
-    once; any other lookup, iteration, ``len``, change, copy, pickle or repr first
-    decodes every deferred part, once, under a lock (threads wait for one decode).
-    Decoded columns are checked like materialised ones (:func:`check_column`).
+    once; looking up another key decodes that key alone where the parts can
+    (``decode_keys``), else everything; any iteration, ``len``, change, copy, pickle or
+    repr first decodes every deferred part, once, under a lock (threads wait for one
+    decode). Decoded columns are checked like materialised ones (:func:`check_column`).
     """
 
     def __init__(self, columns: Mapping[str, StatColumn] | Iterable[tuple[str, StatColumn]] = ()):
         self._columns: dict[str, StatColumn] = dict(columns)
-        self._deferred: list[tuple[Callable[[], Mapping[str, StatColumn]], frozenset[str],
-                                   Callable[[str], bool] | None,
-                                   Callable[[list[str], np.ndarray], Mapping[str, StatColumn]] | None]] = []
+        self._deferred: list[_Part] = []
         self._lock = threading.Lock()
         self._n_rows: int | None = None
 
     def defer(self, decode: Callable[[], Mapping[str, StatColumn]], complete: Iterable[str] = (),
               may_hold: Callable[[str], bool] | None = None,
-              decode_rows: Callable[[list[str], np.ndarray], Mapping[str, StatColumn]] | None = None) -> None:
+              decode_rows: Callable[[list[str], np.ndarray], Mapping[str, StatColumn]] | None = None,
+              decode_keys: Callable[..., Mapping[str, StatColumn]] | None = None) -> None:
         """Add columns that ``decode()`` makes on first use; it never returns a key in
         ``complete``, nor one already in the table, nor one for which ``may_hold(key)``
         is False (a cheap, conservative test: a lookup of such a key decodes nothing).
         ``decode_rows(keys, rows)``, if given, decodes some keys for some rows only (for
-        :meth:`lookup_rows`)."""
+        :meth:`lookup_rows`); ``decode_keys(keys, skip=())`` some keys only (a lookup),
+        or, with ``keys`` None, every key not in ``skip`` (instead of ``decode()``)."""
         with self._lock:
-            self._deferred = [*self._deferred, (decode, frozenset(complete), may_hold, decode_rows)]
+            self._deferred = [*self._deferred, _Part(decode, frozenset(complete), may_hold, decode_rows, decode_keys)]
 
     def lookup_rows(self, keys: Iterable[str], rows: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """(mask, values) of each of ``keys`` that some event has, for ``rows``
@@ -110,18 +128,18 @@ class StatTable(MutableMapping[str, StatColumn]):
             col = self._columns.get(key)
             if col is not None:
                 out[key] = col.lookup(rows)
-            elif any(key not in c and (m is None or m(key)) for _, c, m, _ in self._deferred):
+            elif any(p.may(key) for p in self._deferred):
                 need.append(key)
         if not need:
             return out
         deferred = list(self._deferred)
-        if any(dr is None for *_, dr in deferred):
+        if any(p.decode_rows is None for p in deferred):
             cols = self._all()
             found = {k: cols[k] for k in need if k in cols}
         else:
             parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-            for *_, dr in deferred:
-                for k, col in dr(need, rows).items():  # type: ignore[misc]
+            for p in deferred:
+                for k, col in p.decode_rows(need, rows).items():  # type: ignore[misc]
                     parts.setdefault(k, []).append((col.rows, col.values))
             found = {k: merge_columns(p) for k, p in parts.items()}
         for k, col in found.items():
@@ -143,15 +161,22 @@ class StatTable(MutableMapping[str, StatColumn]):
         for key, col in self._columns.items():
             check_column(key, col, n_rows)
 
+    def _take(self, key: str, col: StatColumn) -> None:
+        check_column(key, col, self._n_rows)
+        if key in self._columns:
+            raise TraceSchemaError(f"deferred stat {key!r} is already in the table")
+        self._columns[key] = col
+
     def _all(self) -> dict[str, StatColumn]:
         """Every column: deferred parts decoded first (once)."""
         if self._deferred:
             with self._lock:
                 if self._deferred:
                     new: dict[str, StatColumn] = {}
-                    for decode, complete, _, _ in self._deferred:
-                        for key, col in decode().items():
-                            if key in complete or key in new or key in self._columns:
+                    for p in self._deferred:
+                        cols = p.decode() if p.decode_keys is None else p.decode_keys(None, skip=p.done)
+                        for key, col in cols.items():
+                            if key in p.complete or key in p.done or key in new or key in self._columns:
                                 raise TraceSchemaError(f"deferred stat {key!r} is already in the table")
                             check_column(key, col, self._n_rows)
                             new[key] = col
@@ -159,12 +184,27 @@ class StatTable(MutableMapping[str, StatColumn]):
                     self._deferred = []
         return self._columns
 
+    def _one(self, key: str) -> StatColumn:
+        """``key`` from the deferred parts that may hold it: that key alone where they can."""
+        with self._lock:
+            if key in self._columns:
+                return self._columns[key]
+            parts = [(p, p.decode_keys) for p in self._deferred if p.may(key)]
+            if parts and all(dk is not None for _, dk in parts):
+                found = []
+                for p, dk in parts:
+                    found += [(c.rows, c.values) for k, c in dk([key]).items() if k == key]  # type: ignore[misc]
+                    p.done = p.done | {key}
+                if found:
+                    self._take(key, merge_columns(found) if len(found) > 1 else StatColumn(*found[0]))
+                return self._columns[key]  # KeyError: no part has it after all
+        return self._all()[key]  # a part that can only decode everything
+
     def __getitem__(self, key: str) -> StatColumn:
         if key in self._columns:
             return self._columns[key]
-        deferred = self._deferred
-        if deferred and any(key not in complete and (may is None or may(key)) for _, complete, may, _ in deferred):
-            return self._all()[key]
+        if any(p.may(key) for p in self._deferred):
+            return self._one(key)
         raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:
@@ -200,14 +240,24 @@ def as_values(values: Any) -> np.ndarray:
         return arr.astype(np.uint64, copy=False)
     if arr.dtype.kind == "f":
         return arr.astype(np.float64, copy=False)
-    if arr.dtype == object and arr.ndim == 1 and len(arr) > 256:
-        from pandas.api.types import infer_dtype  # one pass in C (a reader's long text columns)
-
-        if infer_dtype(arr, skipna=False) in ("string", "bytes"):
-            return arr
+    if arr.dtype == object and arr.ndim == 1 and len(arr) > 256 and _all_text(arr):
+        return arr
     out = np.empty(len(arr), dtype=object)
     out[:] = [v if isinstance(v, (str, bytes)) else _to_text(v) for v in values]
     return out
+
+
+def _all_text(arr: np.ndarray) -> bool:
+    """Whether an object array holds only str, or only bytes (a reader's long text columns).
+
+    pandas' ``infer_dtype`` checks in one pass in C, but importing pandas for it costs
+    0.4 s in a process that has not (a full decode of Kineto args right after a load):
+    it is used only once pandas is imported; otherwise the set of the values' types."""
+    pandas = sys.modules.get("pandas")
+    if pandas is not None:
+        return pandas.api.types.infer_dtype(arr, skipna=False) in ("string", "bytes")
+    types = set(map(type, arr))
+    return types == {str} or types == {bytes}
 
 
 def _to_text(v: Any) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,7 +12,7 @@ from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS
 from .codes import _distinct, _is_id
-from .deferred import _args_may_hold, _decode_arg_rows, _decode_deferred_args
+from .deferred import DeferredArgs
 from .devices import device_planes
 from .flows import bind_flows
 from .progress import _Progress
@@ -92,10 +91,9 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     progress.advance(1)
     trace = b.build()
     if col.arg_batches or col.late_args:
-        trace.stats.defer(partial(_decode_deferred_args, col.arg_batches, col.late_args),
-                          _EAGER_KEYS | kineto_memory.MEMORY_KEYS,
-                          partial(_args_may_hold, col.arg_batches, col.late_args),
-                          partial(_decode_arg_rows, col.arg_batches, col.late_args))
+        args = DeferredArgs(col.arg_batches, col.late_args)
+        trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
+                          args.columns)
     return trace
 
 def _thread_info(col: "_Collector", pid: Any, tid: Any) -> dict[str, Any]:

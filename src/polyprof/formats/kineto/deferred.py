@@ -1,112 +1,230 @@
 """Args not typed at load, kept as JSON text (one batch per 8192 events), typed on first use.
 
-The reader hands these functions to the Trace's ``StatTable.defer``: the decode of
-every column, a cheap test of whether a key may be in the text, and the decode of some
-keys for some rows. The text was checked at load (UTF-8, numbers in range), so nothing
-here can fail on it.
+The reader hands a :class:`DeferredArgs` to the Trace's ``StatTable.defer``: it decodes
+the columns of the keys asked for (a lookup of ``queue`` decodes that arg alone), of
+every key (iteration, copies), or some keys for some rows; and it says cheaply whether
+a key may be in the text at all. Each batch is decoded into one dict of raw JSON values
+per event (msgspec builds no values), the raw values are grouped by arg name, and each
+group is decoded as one JSON array: numbers and strings straight into a list, lists as
+their compact text (what the eager reader made of them, without building them) unless
+the text could differ from that (floats, escapes, objects), then the long way. The text
+was checked at load (UTF-8, numbers in range), so nothing here can fail on it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import gc
+import re
+from itertools import chain
+from functools import lru_cache
+from operator import attrgetter, itemgetter
+from typing import Any, Callable, Collection
 
 import msgspec
 import numpy as np
 
 from .. import kineto_memory
 from ...trace.stats import StatColumn, merge_columns
-from .args import _EAGER_NAMES, _group_args, _typed_stat, arg_names
+from .args import _ARG_KEYS, _EAGER_NAMES, _typed_stat, arg_names
 from .events import _DECODE_ANY
 
-
-def _decode_deferred_args(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]]
-                          ) -> dict[str, StatColumn]:
-    """The stat columns of every arg not typed at load, as the reader types them (one
-    part per batch and arg name, then the parts of E events; see TraceBuilder.build).
-
-    The text was checked at load, so this cannot fail: its nesting passed msgspec's
-    recursion limit then; if a deeper call stack now makes it fail, it runs again on a
-    thread of its own (a fresh stack).
-    """
-    try:
-        return _deferred_columns(batches, late)
-    except RecursionError:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
-            return pool.submit(_deferred_columns, batches, late).result()
-
-
-def _args_may_hold(batches: list[tuple[int, bytes]], late: dict[str, Any], key: str) -> bool:
-    """Whether any deferred arg may be called ``key``: its JSON name, quoted, occurs in
-    the text. Conservative: a batch with a \\u escape, or a name a writer could escape
-    otherwise, counts as a yes. Looking up a stat the args do not have (e.g. XProf's
-    ``device_duration_ps`` on a Kineto trace) then decodes nothing."""
-    if key in late:
-        return True
-    names = arg_names(key)
-    if any(c in n for n in names for c in '"\\/') or any(ord(c) < 0x20 or ord(c) > 0x7E for n in names for c in n):
-        return True
-    needles = [b'"' + n.encode() + b'"' for n in names]
-    return any(b"\\u" in text or any(nd in text for nd in needles) for _, text in batches)
-
+#: (first row, ``[args, ...]`` text) of each batch of events
+Batches = list[tuple[int, bytes]]
+#: typed (rows, values) parts of args that came from E events, by stat key
+Late = dict[str, list[tuple[np.ndarray, np.ndarray]]]
 
 _DECODE_RAWS = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_DECODE_ARG_RAWS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
+_DECODE_ARG_RAW = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+#: in compact JSON of lists, a number that orjson may print otherwise (1.50, 1e5, -0)
+_NOT_VERBATIM = re.compile(rb"[\[,]-?[0-9]+[.eE]|[\[,]-0[,\]]")
+_SKIPPED = frozenset(_EAGER_NAMES) | kineto_memory.MEMORY_KEYS  # typed at load
+_ABSENT = msgspec.Raw(b"null")  # an arg an event does not have (this very object)
 
 
-def _decode_arg_rows(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]],
-                     keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
-    """Some deferred args for some rows only: each batch holding one of the rows is split
-    into its events' JSON texts (no values built) and just those are decoded. Values are
-    typed from these rows as the full decode types a column."""
-    names = {k: arg_names(k) for k in keys}
-    rows = np.unique(np.asarray(rows, np.int64))
-    starts = [b for b, _ in batches] + [np.iinfo(np.int64).max]
-    got: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in keys}
-    for i, (base, text) in enumerate(batches):
-        sel = rows[(rows >= base) & (rows < starts[i + 1])]
-        if not len(sel):
-            continue
-        raws = _DECODE_RAWS(text)
-        for r in sel.tolist():
-            a = _DECODE_ANY(raws[r - base]) if r - base < len(raws) else None
-            if not a:
+class DeferredArgs:
+    """The deferred args of one trace (the ``StatTable.defer`` protocol)."""
+
+    def __init__(self, batches: Batches, late: Late):
+        self.batches, self.late = batches, late
+
+    def decode(self) -> dict[str, StatColumn]:
+        """Every column."""
+        return self.columns(None)
+
+    def columns(self, keys: Collection[str] | None, skip: Collection[str] = ()) -> dict[str, StatColumn]:
+        """The columns of ``keys`` (None: every key but those in ``skip``), typed as the
+        eager reader typed them (one part per batch and arg name, then E events' parts).
+
+        Its nesting passed msgspec's recursion limit at load; if a deeper call stack now
+        makes the decode fail, it runs again on a thread of its own (a fresh stack)."""
+        gc_was_on = gc.isenabled()
+        gc.disable()  # the decoded values make no reference cycles (as in the load)
+        try:
+            return self._columns(keys, skip)
+        except RecursionError:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
+                return pool.submit(self._columns, keys, skip).result()
+        finally:
+            if gc_was_on:
+                gc.enable()
+
+    def _columns(self, keys: Collection[str] | None, skip: Collection[str]) -> dict[str, StatColumn]:
+        names = None if keys is None else {n for k in keys for n in arg_names(k)}
+        parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        for base, text in self.batches:
+            if names is not None and not _may_hold(text, names):
                 continue
-            if type(a) is not dict:
-                a = {"args": a}
-            for k in keys:
-                for n in names[k]:
-                    if a.get(n) is not None:
-                        got[k][0].append(r)
-                        got[k][1].append(a[n])
-                        break
-    out = {}
-    for k in keys:
-        r_list, vals = got[k]
-        for lr, lv in late.get(k, []):
-            m = np.isin(lr, rows)
-            r_list.extend(lr[m].tolist())
-            vals.extend(list(lv[m]))
-        if r_list:
-            _, r_arr, arr = _typed_stat(names[k][0], np.asarray(r_list, np.int64), vals)
-            if len(r_arr):
-                out[k] = StatColumn(r_arr, arr)
-    return out
+            for name, (rows, raws) in _raw_groups(text, base, names).items():
+                key, r, arr = _typed_raws(name, rows, raws)
+                if len(r) and key not in skip:
+                    parts.setdefault(key, []).append((r, arr))
+        for key, p in self.late.items():
+            if (keys is None or key in keys) and key not in skip:
+                parts.setdefault(key, []).extend(p)
+        return {key: merge_columns(p) for key, p in parts.items()}
+
+    def may_hold(self, key: str) -> bool:
+        """Whether any deferred arg may be called ``key``: its JSON name, quoted, occurs in
+        the text. Conservative: a batch with a \\u escape, or a name a writer could escape
+        otherwise, counts as a yes. Looking up a stat the args do not have (e.g. XProf's
+        ``device_duration_ps`` on a Kineto trace) then decodes nothing."""
+        if key in self.late:
+            return True
+        names = arg_names(key)
+        return any(_may_hold(text, names) for _, text in self.batches)
+
+    def rows(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
+        """Some deferred args for some rows only: each batch holding one of the rows is
+        split into its events' JSON texts (no values built) and just those are decoded.
+        Values are typed from these rows as the full decode types a column."""
+        names = {k: arg_names(k) for k in keys}
+        rows = np.unique(np.asarray(rows, np.int64))
+        starts = [b for b, _ in self.batches] + [np.iinfo(np.int64).max]
+        got: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in keys}
+        for i, (base, text) in enumerate(self.batches):
+            sel = rows[(rows >= base) & (rows < starts[i + 1])]
+            if not len(sel):
+                continue
+            raws = _DECODE_RAWS(text)
+            for r in sel.tolist():
+                a = _DECODE_ANY(raws[r - base]) if r - base < len(raws) else None
+                if not a:
+                    continue
+                if type(a) is not dict:
+                    a = {"args": a}
+                for k in keys:
+                    for n in names[k]:
+                        if a.get(n) is not None:
+                            got[k][0].append(r)
+                            got[k][1].append(a[n])
+                            break
+        out = {}
+        for k in keys:
+            r_list, vals = got[k]
+            for lr, lv in self.late.get(k, []):
+                m = np.isin(lr, rows)
+                r_list.extend(lr[m].tolist())
+                vals.extend(list(lv[m]))
+            if r_list:
+                _, r_arr, arr = _typed_stat(names[k][0], np.asarray(r_list, np.int64), vals)
+                if len(r_arr):
+                    out[k] = StatColumn(r_arr, arr)
+        return out
 
 
-def _deferred_columns(batches: list[tuple[int, bytes]], late: dict[str, list[tuple[np.ndarray, np.ndarray]]]
-                      ) -> dict[str, StatColumn]:
-    parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for base, text in batches:
-        groups = _group_args(_DECODE_ANY(text), base)
-        for name in _EAGER_NAMES:
-            groups.pop(name, None)
-        for name in kineto_memory.MEMORY_KEYS:
-            groups.pop(name, None)
-        for name, (rows, vals) in groups.items():
-            key, r, arr = _typed_stat(name, np.array(rows, np.int64), vals)
-            if len(r):
-                parts.setdefault(key, []).append((r, arr))
-    for key, p in late.items():
-        parts.setdefault(key, []).extend(p)
-    return {key: merge_columns(p) for key, p in parts.items()}
+def _may_hold(text: bytes, names: Collection[str]) -> bool:
+    """Whether an arg called one of ``names`` may be in one batch's text."""
+    if any(c in n for n in names for c in '"\\/') or any(ord(c) < 0x20 or ord(c) > 0x7E for n in names for c in n):
+        return True
+    return b"\\u" in text or any(b'"' + n.encode() + b'"' in text for n in names)
+
+
+def _raw_groups(text: bytes, base: int, names: Collection[str] | None
+                ) -> dict[str, tuple[np.ndarray, list[msgspec.Raw]]]:
+    """(rows, raw JSON values) per arg name of one batch (only ``names`` if given); the
+    args typed at load left out. A value that is not an object counts as the arg
+    ``args``; empty ones (null, {}, 0, "", [], false) are no args.
+
+    Events of one kind have the same arg names in the same order (a "shape"): events are
+    grouped by shape and each shape's values transposed into columns by C-level
+    ``itemgetter`` and ``zip``, not one Python step per value. Rows may come out of
+    order (several shapes): the typing sorts them."""
+    if names is not None:
+        wanted = tuple(sorted(n for n in names if n not in _SKIPPED))
+        try:
+            return _named_groups(text, base, wanted)
+        except msgspec.ValidationError:  # an args value that is not an object: the general path
+            pass
+    try:
+        per_event: list[dict[str, msgspec.Raw]] = _DECODE_ARG_RAWS(text)
+    except msgspec.ValidationError:  # an args value that is not an object
+        per_event = [_as_arg_dict(r) for r in _DECODE_RAWS(text)]
+    shapes: dict[tuple[str, ...], list[int]] = {}
+    for i, shape in enumerate(map(tuple, per_event)):
+        try:
+            shapes[shape].append(i)
+        except KeyError:
+            shapes[shape] = [i]
+    parts: dict[str, list[tuple[list[int], Any]]] = {}
+    for shape, idx in shapes.items():
+        want = [k for k in shape if k not in _SKIPPED and (names is None or k in names)]
+        if not want:
+            continue
+        events = [per_event[i] for i in idx]
+        columns = zip(*map(itemgetter(*want), events)) if len(want) > 1 else [[e[want[0]] for e in events]]
+        for k, col in zip(want, columns):
+            parts.setdefault(k, []).append((idx, col))
+    groups = {}
+    for k, p in parts.items():
+        rows = np.fromiter(chain.from_iterable(i for i, _ in p), np.int64) + base if len(p) > 1 else \
+            np.array(p[0][0], np.int64) + base
+        groups[k] = (rows, list(chain.from_iterable(c for _, c in p)))
+    return groups
+
+
+@lru_cache(maxsize=64)
+def _names_decoder(names: tuple[str, ...]) -> Callable[[bytes], list[Any]]:
+    """A decoder of ``[args, ...]`` that keeps only the args called ``names`` (raw)."""
+    fields = [(f"f{i}", msgspec.Raw, _ABSENT) for i in range(len(names))]
+    struct = msgspec.defstruct("Args", fields, rename={f"f{i}": n for i, n in enumerate(names)}, gc=False)
+    return msgspec.json.Decoder(list[struct]).decode  # type: ignore[valid-type]
+
+
+def _named_groups(text: bytes, base: int, names: tuple[str, ...]) -> dict[str, tuple[np.ndarray, list[msgspec.Raw]]]:
+    """(rows, raw values) of the args called ``names`` in one batch: a decode that skips
+    every other arg; ValidationError if an args value is not an object."""
+    items = _names_decoder(names)(text)
+    groups = {}
+    for i, name in enumerate(names):
+        values = list(map(attrgetter(f"f{i}"), items))
+        rows = [r for r, v in enumerate(values) if v is not _ABSENT]
+        if rows:
+            groups[name] = (np.array(rows, np.int64) + base, [values[r] for r in rows])
+    return groups
+
+
+def _as_arg_dict(raw: msgspec.Raw) -> dict[str, msgspec.Raw]:
+    if memoryview(raw)[:1] == b"{":
+        return _DECODE_ARG_RAW(raw)
+    return {"args": raw} if _DECODE_ANY(raw) else {}
+
+
+def _typed_raws(name: str, rows: np.ndarray, raws: list[msgspec.Raw]) -> tuple[str, np.ndarray, np.ndarray]:
+    """(stat key, rows, typed values) of one arg's raw values, as ``_typed_stat`` types
+    the decoded values: lists become their compact JSON text, taken from the raw text
+    when orjson would print it the same (no floats, escapes or objects in it)."""
+    joined = b"".join((b"[", b",".join(raws), b"]"))
+    if all(memoryview(r)[:1] == b"[" for r in raws):
+        compact = msgspec.json.format(joined, indent=-1)
+        if b"\\" not in compact and b"{" not in compact and not _NOT_VERBATIM.search(compact):
+            out = np.empty(len(raws), object)
+            out[:] = [str(r, "utf-8") for r in _DECODE_RAWS(compact)]
+            if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):  # from several shapes
+                order = np.argsort(rows, kind="stable")
+                rows, out = rows[order], out[order]
+            return _ARG_KEYS.get(name, name), rows, out
+    return _typed_stat(name, rows, _DECODE_ANY(joined))
+
