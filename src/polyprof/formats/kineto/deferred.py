@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 import re
-from itertools import chain
+from itertools import chain, repeat
 from functools import lru_cache
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Collection
@@ -212,16 +212,31 @@ def _as_arg_dict(raw: msgspec.Raw) -> dict[str, msgspec.Raw]:
     return {"args": raw} if _DECODE_ANY(raw) else {}
 
 
+def _all_lists(joined: bytes, raws: list[msgspec.Raw]) -> bool:
+    """Whether every value of ``joined`` (``[raw,raw,...]``) is a list: a look at the
+    first byte of each, found from the values' lengths."""
+    lens = np.fromiter(map(len, raws), np.int64, len(raws))
+    starts = np.cumsum(lens + 1) - lens
+    return bool((np.frombuffer(joined, np.uint8)[starts] == 0x5B).all())
+
+
+def _not_verbatim(compact: bytes) -> bool:
+    """Whether compact JSON of lists may hold a number orjson prints otherwise."""
+    if b"." not in compact and b"e" not in compact and b"E" not in compact and b"-0" not in compact:
+        return False  # ints only (most lists of sizes and ids)
+    return _NOT_VERBATIM.search(compact) is not None
+
+
 def _typed_raws(name: str, rows: np.ndarray, raws: list[msgspec.Raw]) -> tuple[str, np.ndarray, np.ndarray]:
     """(stat key, rows, typed values) of one arg's raw values, as ``_typed_stat`` types
     the decoded values: lists become their compact JSON text, taken from the raw text
     when orjson would print it the same (no floats, escapes or objects in it)."""
     joined = b"".join((b"[", b",".join(raws), b"]"))
-    if all(memoryview(r)[:1] == b"[" for r in raws):
+    if memoryview(raws[0])[:1] == b"[" and _all_lists(joined, raws):
         compact = msgspec.json.format(joined, indent=-1)
-        if b"\\" not in compact and b"{" not in compact and not _NOT_VERBATIM.search(compact):
+        if b"\\" not in compact and b"{" not in compact and not _not_verbatim(compact):
             out = np.empty(len(raws), object)
-            out[:] = [str(r, "utf-8") for r in _DECODE_RAWS(compact)]
+            out[:] = list(map(str, _DECODE_RAWS(compact), repeat("utf-8")))
             if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):  # from several shapes
                 order = np.argsort(rows, kind="stable")
                 rows, out = rows[order], out[order]

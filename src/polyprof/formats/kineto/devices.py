@@ -38,8 +38,10 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
             devprops[d["id"]] = d
     counts = np.bincount(pid_c, minlength=len(pid_vals)) if len(pid_c) else np.zeros(len(pid_vals), int)
     # which pids show device-only categories
-    dev_cat_ids = {b.intern(c) for c in _DEVICE_CATEGORIES}
-    is_dev_cat = np.isin(cat_c, np.array(sorted(dev_cat_ids), np.int32))
+    # the device categories the trace has (interning the others would add them to its
+    # strings, where the vendor hint below took "cuda_sync" for a CUDA runtime call)
+    dev_cat_ids = [i for i, s in enumerate(b.strings) if s in _DEVICE_CATEGORIES]
+    is_dev_cat = np.isin(cat_c, np.array(dev_cat_ids, np.int32))
     dev_pids = set(_distinct(pid_c[is_dev_cat]).tolist())
     vendor_hint = _vendor_hint(top, col.b.strings)
 
