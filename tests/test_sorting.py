@@ -40,3 +40,17 @@ def test_lexsort_paths_and_extremes():
     assert lexsort([wide]).tolist() == [1, 3, 0, 2]
     assert lexsort([np.array([1.5, 0.5])]).tolist() == [1, 0]  # floats: np.lexsort itself
     assert lexsort([np.zeros(0, np.int64)]).tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unique_and_union_are_numpys(seed: int):
+    from polyprof.trace.sorting import union, unique
+
+    rng = np.random.default_rng(seed)
+    n = [0, 1, 2, 1000, 5000, 70000][seed]
+    for a in (rng.integers(-5, 5, n), rng.integers(0, 2 ** 62, n), rng.integers(0, 300, n).astype(np.int32),
+              rng.random(n).round(2), np.array([str(x) for x in rng.integers(0, 9, n)], object)):
+        got, ref = unique(a), np.unique(a)
+        assert got.dtype == ref.dtype and got.tolist() == ref.tolist()
+        b = a[: n // 3]
+        assert union(b, a[::-1]).tolist() == np.union1d(b, a[::-1]).tolist()

@@ -10,6 +10,7 @@ from ..trace.core import Trace
 from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view, frame, rows_frame
 from .grouping import group_stats
 from .window import WindowArg, view
+from ..trace.sorting import unique
 
 ALL_STREAMS = "(all streams)"
 #: an idle gap no longer than this, with the next activity already launched, is kernel-wait
@@ -19,9 +20,9 @@ KERNEL_WAIT_MAX_NS = 50_000
 def _groups(trace: Trace):  # trace: already the window's view
     """(plane, track or -1, selector) for every device stream, then each whole device."""
     v = device_view(trace)
-    for plane in np.unique(v.plane):
+    for plane in unique(v.plane):
         on = v.plane == plane
-        for track in np.unique(v.track[on]):
+        for track in unique(v.track[on]):
             yield int(plane), int(track), on & (v.track == track)
         yield int(plane), -1, on
 
@@ -147,7 +148,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     g = group_stats(key, dur)
     k = g["key"]
     # on how many devices each (name, class) ran: distinct (base, plane) pairs per base
-    pairs = np.unique(on_plane)
+    pairs = unique(on_plane)
     pb, pc = np.unique(pairs >> 20, return_counts=True)
     kb = (k >> 20) if by_device else k
     total = dur.sum()
@@ -174,7 +175,7 @@ def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     v = device_view(trace, window)
     t0, t1 = v.span
     out = []
-    for plane in np.unique(v.plane):
+    for plane in unique(v.plane):
         on = v.plane == plane
         cm = on & (v.cls == COMMUNICATION)
         cp = on & (v.cls == COMPUTE)

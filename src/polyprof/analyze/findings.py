@@ -21,6 +21,7 @@ from .advice import suggestion
 from .clocks import unsynchronised
 from .common import COMMUNICATION, MEMCPY, device_view, frame
 from .window import WindowArg, view
+from ..trace.sorting import unique
 
 IDLE_PCT = 30.0  # device idle share of the span that counts as "mostly waiting"
 HOST_WAIT_SHARE = 50.0  # share of idle that is host-wait for "host-bound"
@@ -214,7 +215,7 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
     copy = v.cls >= MEMCPY
     copies = np.bincount(v.plane[copy], weights=dur[copy], minlength=n)
     out = []
-    for plane in np.unique(v.plane).tolist():
+    for plane in unique(v.plane).tolist():
         name = trace.planes[plane].name
         cp = float(copies[plane])
         share = 100.0 * cp / total[plane] if total[plane] else 0.0

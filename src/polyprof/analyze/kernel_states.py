@@ -15,6 +15,7 @@ from ..derive.intervals import clip_union
 from ..trace.core import Trace
 from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view, rows_frame
 from .window import WindowArg, view
+from ..trace.sorting import unique
 
 #: state bits, in the order their names are joined ("compute + communication")
 CLASSES = (("compute", (COMPUTE,)), ("communication", (COMMUNICATION,)), ("memory", (MEMCPY, MEMSET)))
@@ -40,7 +41,7 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFra
     v = device_view(trace)
     t0, t1 = v.span
     out = []
-    for plane in np.unique(v.plane).tolist():
+    for plane in unique(v.plane).tolist():
         times, deltas = [], []
         for i, (_, classes) in enumerate(CLASSES):
             sel = (v.plane == plane) & np.isin(v.cls, classes)

@@ -19,6 +19,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import Memory, memory_events
 from .common import frame
+from ..trace.sorting import unique, union
 from .window import WindowArg, selection, view
 
 #: live allocations listed per series in ``memory_at_peak``
@@ -160,6 +161,8 @@ def memory_at_peak(trace: Trace, top: int = TOP_LIVE, window: WindowArg = None) 
 
 def context(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(op, section, stack) around each event row, on its own thread ("" where none)."""
+    if not len(rows):  # (a trace without memory events: no need to look at its spans)
+        return np.zeros(0, object), np.zeros(0, object), np.zeros(0, object)
     ev = trace.events
     th = cache.threads(trace)
     q_thread, q_ts = th[ev["track"][rows]], ev["start_ns"][rows]
@@ -176,7 +179,7 @@ def context(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     ops = trace.rows_of_kind(Kind.CPU_OP)
     secs = section_rows(trace)
     py = trace.rows_of_kind(Kind.PYTHON)
-    frames = py if len(py) else np.union1d(secs, ops)
+    frames = py if len(py) else union(secs, ops)
     return around(ops), around(secs), _stacks(trace, frames, q_thread, q_ts)
 
 
@@ -270,7 +273,7 @@ def allocated_inside(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndar
         return out
     ev_thread = cache.threads(trace)[trace.events["track"][m.rows[alloc]]]
     ts, d = m.ts[alloc], m.delta[alloc]
-    for t in np.unique(thread):
+    for t in unique(thread):
         on = ev_thread == t
         if not on.any():
             continue

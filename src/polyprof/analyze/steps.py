@@ -10,6 +10,7 @@ from ..derive.intervals import clip_union
 from ..trace.core import Trace
 from .common import COMPUTE, device_view, rows_frame
 from .window import WindowArg, view
+from ..trace.sorting import unique
 
 COLUMNS = ["step", "plane", "host_start_ns", "host_end_ns", "host_ns", "device_start_ns", "device_end_ns",
            "busy_ns", "compute_ns", "non_compute_ns", "idle_ns", "activities", "launch_count",
@@ -41,7 +42,7 @@ def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     lstart = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)
     of = steps.of(lstart)
     out = []
-    planes = np.unique(v.plane)
+    planes = unique(v.plane)
     for i in range(len(steps)):
         a, b = int(steps.start[i]), int(steps.end[i])
         if not len(planes):
@@ -57,7 +58,7 @@ def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
             ds = int(v.start[mine].min()) if mine.any() else -1
             de = int(v.end[mine].max()) if mine.any() else -1
             launched = mine & (v.launch >= 0)
-            lr = np.unique(v.launch[launched])
+            lr = unique(v.launch[launched])
             ld = ev["dur_ns"][lr]
             out.append((int(steps.number[i]), trace.planes[int(plane)].name, a, b, b - a, ds, de, busy, compute,
                         busy - compute, (b - a) - busy, int(launched.sum()), len(lr),

@@ -12,6 +12,7 @@ from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
 from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
 from .common import analysed_span, rows_frame
 from .window import WindowArg, view
+from ..trace.sorting import unique
 
 COLUMNS = ["thread", "calls", "sync_ns", "window_ns", "share_pct"]
 
@@ -67,7 +68,7 @@ def sync_by_thread(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     st = ev["start_ns"][rows]
     en = st + ev["dur_ns"][rows]
     out = []
-    for t in np.unique(th):
+    for t in unique(th):
         sel = th == t
         s, e = union(st[sel], en[sel])
         busy = int(covered(ws, we, s, e).sum())

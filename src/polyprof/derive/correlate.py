@@ -18,7 +18,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort
+from ..trace.sorting import lexsort, unique
 from ..trace.vocabulary import LAUNCH_MARKERS
 from . import cache
 from .intervals import innermost
@@ -171,7 +171,7 @@ def correlate(trace: Trace) -> Correlation:
                 op[rest[dm]] = _by_id(ops[omask], o_ids, d_ids)
 
     launch_rows = rt_host[_launch_like(trace, rt_host)] if len(rt_host) else rt_host
-    used = np.unique(launch[launch >= 0])
+    used = unique(launch[launch >= 0])
     counts = {
         "device_activities": int(n),
         "matched_by_correlation_id": int((method == BY_ID).sum()),
@@ -179,12 +179,18 @@ def correlate(trace: Trace) -> Correlation:
         "matched_in_order": int((method == IN_ORDER).sum()),
         "unmatched_device_activities": int((launch < 0).sum()),
         "launch_calls": int(len(launch_rows)),
-        "launch_calls_without_device_activity": int(len(np.setdiff1d(launch_rows, used))),
+        "launch_calls_without_device_activity": _count_not_in(launch_rows, used),
         "device_activities_with_framework_op": int((op >= 0).sum()),
     }
     if counts["unmatched_device_activities"]:
         log.info("correlation: %d of %d device activities have no launch", counts["unmatched_device_activities"], n)
     return Correlation(dev, launch, method, op, launch_rows, counts)
+
+
+def _count_not_in(a: np.ndarray, b: np.ndarray) -> int:
+    """``len(np.setdiff1d(a, b))`` for ``b`` distinct and sorted, without NumPy's hash-based unique."""
+    u = unique(a)
+    return int(len(u) - np.count_nonzero(np.isin(u, b, assume_unique=True)))
 
 
 def _queue_labels(trace: Trace, rows: np.ndarray, use_track: bool) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace.sorting import lexsort
+from ..trace.sorting import lexsort, unique
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +77,7 @@ class TimeKeys:
             self.grid = None
             self.mult = width
         else:
-            self.grid = np.unique(np.concatenate(arrs))
+            self.grid = unique(np.concatenate(arrs))
             self.mult = len(self.grid) + 1
 
     def __call__(self, track: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -208,7 +208,7 @@ class RangeMinMax:
         b = hi[valid] - (1 << level)
         vmn = np.empty(len(a), np.int64)
         vmx = np.empty(len(a), np.int64)
-        for lv in np.unique(level):
+        for lv in unique(level):
             sel = level == lv
             tmn, tmx = self._min[lv], self._max[lv]
             vmn[sel] = np.minimum(tmn[a[sel]], tmn[b[sel]])

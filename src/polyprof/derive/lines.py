@@ -21,7 +21,7 @@ from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort
+from ..trace.sorting import lexsort, unique
 from . import cache
 from .intervals import innermost, run_starts
 from .projection import LaunchIndex, section_rows
@@ -120,7 +120,7 @@ def derive_lines(trace: Trace) -> Trace:
     src_label = _source_labels(trace, corr)
     ops_name = np.where(corr.op >= 0, trace.names(np.maximum(corr.op, 0)), None)
     counts: dict[str, int] = {}
-    for plane in np.unique(dplane):
+    for plane in unique(dplane):
         p = trace.planes[plane]
         existing = {t.name for t in trace.tracks_of(int(plane))}
         sel = np.flatnonzero(dplane == plane)
@@ -246,7 +246,7 @@ def _name_scope_lines(trace, w, p, rows, st, en, stp, op_names, step_s, step_e, 
     if scoped is not None:
         smask = np.array([s is not None for s in scoped])
         # an explicit name_scope stat is all scopes (no op name at its end)
-        for i in np.unique(code[smask]):
+        for i in unique(code[smask]):
             parts[i] = [x for x in str(uniq[i]).split("/") if x]
     depth = max((len(x) for x in parts), default=0)
     if not depth:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort
+from ..trace.sorting import lexsort, unique
 from . import cache
 from .correlate import Correlation
 from .intervals import RangeMinMax, TimeKeys, _max, innermost
@@ -110,7 +110,7 @@ def handed_off(trace: Trace, sections: np.ndarray, l_thread: np.ndarray, l_start
     q = np.flatnonzero(innermost(s_thread, s0, s1, l_thread, l_start) < 0)
     if not len(q):
         return l_thread
-    owners = np.unique(s_thread)
+    owners = unique(s_thread)
     q_plane = trace.track_plane[l_thread[q]]
     best = np.full(len(q), np.iinfo(np.int64).min)
     out = l_thread.copy()

@@ -38,3 +38,23 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     if width * n < _LIMIT:  # the position as the last key: all distinct, so any sort is stable
         return np.argsort(combined * n + np.arange(n))
     return np.argsort(combined, kind="stable")
+
+
+def unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` (sorted distinct values of a 1-d array) by a sort and a
+    compare of neighbours. NumPy 2.3+ finds plain distinct values by hashing, which on
+    this machine took 0.09 s for 700k int32 of 50 values and 4.9 s for 700k distinct
+    int64, against 0.002 s and 0.02 s sorted (bench/scaling.py: 34% of a summary at
+    16x the V100 trace)."""
+    a = np.sort(np.asarray(values).ravel())
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.union1d(a, b)`` through :func:`unique`."""
+    return unique(np.concatenate([np.asarray(a).ravel(), np.asarray(b).ravel()]))

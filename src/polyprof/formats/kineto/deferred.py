@@ -27,6 +27,7 @@ from .. import kineto_memory
 from ...trace.stats import StatColumn, merge_columns
 from .args import _ARG_KEYS, _EAGER_NAMES, _typed_stat, arg_names
 from .events import _DECODE_ANY
+from ...trace.sorting import unique
 
 #: (first row, ``[args, ...]`` text) of each batch of events
 Batches = list[tuple[int, bytes]]
@@ -101,7 +102,7 @@ class DeferredArgs:
         split into its events' JSON texts (no values built) and just those are decoded.
         Values are typed from these rows as the full decode types a column."""
         names = {k: arg_names(k) for k in keys}
-        rows = np.unique(np.asarray(rows, np.int64))
+        rows = unique(np.asarray(rows, np.int64))
         starts = [b for b, _ in self.batches] + [np.iinfo(np.int64).max]
         got: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in keys}
         for i, (base, text) in enumerate(self.batches):
