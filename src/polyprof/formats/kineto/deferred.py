@@ -18,7 +18,7 @@ import re
 from itertools import chain, repeat
 from functools import lru_cache
 from operator import attrgetter, itemgetter
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, TypeVar
 
 import msgspec
 import numpy as np
@@ -29,6 +29,7 @@ from .args import _ARG_KEYS, _EAGER_NAMES, _typed_stat, arg_names
 from .events import _DECODE_ANY
 from ...trace.sorting import unique
 
+T = TypeVar("T")
 #: (first row, ``[args, ...]`` text) of each batch of events
 Batches = list[tuple[int, bytes]]
 #: typed (rows, values) parts of args that came from E events, by stat key
@@ -48,6 +49,14 @@ class DeferredArgs:
 
     def __init__(self, batches: Batches, late: Late):
         self.batches, self.late = batches, late
+        self._names: list[frozenset[str]] | None = None  # the arg names of each batch, once asked
+
+    def _batch_names(self) -> list[frozenset[str]]:
+        """The arg names in each batch (decoded once: looking for a quoted name in the
+        text cost a scan of every batch for each key looked up)."""
+        if self._names is None:
+            self._names = _fresh_stack(lambda: [_arg_names(text) for _, text in self.batches])
+        return self._names
 
     def decode(self) -> dict[str, StatColumn]:
         """Every column."""
@@ -55,19 +64,11 @@ class DeferredArgs:
 
     def columns(self, keys: Collection[str] | None, skip: Collection[str] = ()) -> dict[str, StatColumn]:
         """The columns of ``keys`` (None: every key but those in ``skip``), typed as the
-        eager reader typed them (one part per batch and arg name, then E events' parts).
-
-        Its nesting passed msgspec's recursion limit at load; if a deeper call stack now
-        makes the decode fail, it runs again on a thread of its own (a fresh stack)."""
+        eager reader typed them (one part per batch and arg name, then E events' parts)."""
         gc_was_on = gc.isenabled()
         gc.disable()  # the decoded values make no reference cycles (as in the load)
         try:
-            return self._columns(keys, skip)
-        except RecursionError:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
-                return pool.submit(self._columns, keys, skip).result()
+            return _fresh_stack(lambda: self._columns(keys, skip))
         finally:
             if gc_was_on:
                 gc.enable()
@@ -75,8 +76,9 @@ class DeferredArgs:
     def _columns(self, keys: Collection[str] | None, skip: Collection[str]) -> dict[str, StatColumn]:
         names = None if keys is None else {n for k in keys for n in arg_names(k)}
         parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for base, text in self.batches:
-            if names is not None and not _may_hold(text, names):
+        held = self._batch_names() if names is not None else [frozenset()] * len(self.batches)
+        for (base, text), have in zip(self.batches, held):
+            if names is not None and have.isdisjoint(names):
                 continue
             for name, (rows, raws) in _raw_groups(text, base, names).items():
                 key, r, arr = _typed_raws(name, rows, raws)
@@ -88,14 +90,13 @@ class DeferredArgs:
         return {key: merge_columns(p) for key, p in parts.items()}
 
     def may_hold(self, key: str) -> bool:
-        """Whether any deferred arg may be called ``key``: its JSON name, quoted, occurs in
-        the text. Conservative: a batch with a \\u escape, or a name a writer could escape
-        otherwise, counts as a yes. Looking up a stat the args do not have (e.g. XProf's
-        ``device_duration_ps`` on a Kineto trace) then decodes nothing."""
+        """Whether any deferred arg is called ``key`` (or the Kineto name of ``key``).
+        Looking up a stat the args do not have (e.g. XProf's ``device_duration_ps`` on a
+        Kineto trace) then decodes nothing more."""
         if key in self.late:
             return True
         names = arg_names(key)
-        return any(_may_hold(text, names) for _, text in self.batches)
+        return any(not have.isdisjoint(names) for have in self._batch_names())
 
     def rows(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
         """Some deferred args for some rows only: each batch holding one of the rows is
@@ -136,11 +137,25 @@ class DeferredArgs:
         return out
 
 
-def _may_hold(text: bytes, names: Collection[str]) -> bool:
-    """Whether an arg called one of ``names`` may be in one batch's text."""
-    if any(c in n for n in names for c in '"\\/') or any(ord(c) < 0x20 or ord(c) > 0x7E for n in names for c in n):
-        return True
-    return b"\\u" in text or any(b'"' + n.encode() + b'"' in text for n in names)
+def _fresh_stack(work: Callable[[], T]) -> T:
+    """``work()``; if a deep call stack makes msgspec's decode hit the recursion limit
+    (the text passed it at load), again on a thread of its own (a fresh stack)."""
+    try:
+        return work()
+    except RecursionError:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
+            return pool.submit(work).result()
+
+
+def _arg_names(text: bytes) -> frozenset[str]:
+    """The names of the args in one batch (``args`` for a value that is not an object)."""
+    try:
+        per_event: list[dict[str, msgspec.Raw]] = _DECODE_ARG_RAWS(text)
+    except msgspec.ValidationError:  # an args value that is not an object
+        per_event = [_as_arg_dict(r) for r in _DECODE_RAWS(text)]
+    return frozenset().union(*map(dict.keys, per_event)) - _SKIPPED
 
 
 def _raw_groups(text: bytes, base: int, names: Collection[str] | None
