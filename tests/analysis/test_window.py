@@ -182,6 +182,10 @@ def test_export_writes_the_window_the_analyses_count(v100, kineto_files, tmp_pat
     # flows only between kept events, stats still on their events
     assert len(w.flows["src"]) and (w.flows["src"] < w.n_events).all()
     assert (w.stat_dense("correlation_id", -1)[cache.correlation(w).device_rows] >= 0).all()
+    r = subprocess.run([sys.executable, "-m", "polyprof", "sql", str(f), "SELECT count(*) AS n FROM events",
+                        "--steps", "102:104", "--csv"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "steps 102-103" in r.stderr, r.stderr
+    assert int(r.stdout.split()[-1]) == w.n_events  # the same events as the export of the window
     r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(f), "-o", str(tmp_path / "all.polyprof")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and polyprof.load(tmp_path / "all.polyprof").n_events == v100.n_events

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import load_trace
+from .common import add_window_args, load_trace, window_from
 
 HELP = """\
 Tables: events (plane, track_id, track, name, category, start_ns, dur_ns, end_ns and one
@@ -28,6 +28,8 @@ def register(sub: Any) -> None:
                                 "every rank, with a rank column)")
     p.add_argument("query", help="a SQL query over the tables listed above")
     p.add_argument("--derive", action="store_true", help="add the derived lines (Steps, Sections, ...) first")
+    add_window_args(p, "steps to query (default: the whole trace; --steps or --skip-first: the events the "
+                       "analyses of that window count, as polyprof export)")
     p.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     p.add_argument("--memory-limit", default="1GB", help="with a store: DuckDB's memory limit (spills beyond it)")
@@ -82,9 +84,19 @@ def run(args: argparse.Namespace) -> int:
             from ..errors import PolyprofError
 
             raise PolyprofError("--derive does not apply to a store (its ranks are queried as stored)")
+        if window_from(args, default=None) is not None:
+            from ..errors import PolyprofError
+
+            raise PolyprofError("--steps / --skip-first do not apply to a store (filter on its steps in SQL)")
         result = store.sql(args)
     else:
         trace = load_trace(args.file)
+        window = window_from(args, default=None)
+        if window is not None:
+            from ..analyze.window import label, restrict
+
+            print(f"polyprof: querying {label(trace, window)}", file=sys.stderr)
+            trace = restrict(trace, window)
         if args.derive:
             from ..derive import derive
 
