@@ -49,14 +49,20 @@ class DeferredArgs:
 
     def __init__(self, batches: Batches, late: Late):
         self.batches, self.late = batches, late
-        self._names: list[frozenset[str]] | None = None  # the arg names of each batch, once asked
+        self._escaped: list[bool] | None = None  # which batches hold a \\u escape, once asked
+        self._may: dict[str, bool] = {}  # may_hold's answers
 
-    def _batch_names(self) -> list[frozenset[str]]:
-        """The arg names in each batch (decoded once: looking for a quoted name in the
-        text cost a scan of every batch for each key looked up)."""
-        if self._names is None:
-            self._names = _fresh_stack(lambda: [_arg_names(text) for _, text in self.batches])
-        return self._names
+    def _batches_with(self, names: Collection[str]) -> list[bool]:
+        """Which batches may hold an arg called one of ``names``: its JSON name, quoted,
+        occurs in the text (a scan, about 1 ms per 2.4 MB; decoding the names of every
+        arg instead allocated a value per arg, 40 ms in a fresh process). Conservative: a
+        batch with a \\u escape, or a name a writer could escape otherwise, counts as a yes."""
+        if self._escaped is None:
+            self._escaped = [b"\\u" in text for _, text in self.batches]
+        if any(c in n for n in names for c in '"\\/') or any(ord(c) < 0x20 or ord(c) > 0x7E for n in names for c in n):
+            return [True] * len(self.batches)
+        needles = [b'"' + n.encode() + b'"' for n in names]
+        return [esc or any(nd in text for nd in needles) for (_, text), esc in zip(self.batches, self._escaped)]
 
     def decode(self) -> dict[str, StatColumn]:
         """Every column."""
@@ -76,9 +82,9 @@ class DeferredArgs:
     def _columns(self, keys: Collection[str] | None, skip: Collection[str]) -> dict[str, StatColumn]:
         names = None if keys is None else {n for k in keys for n in arg_names(k)}
         parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        held = self._batch_names() if names is not None else [frozenset()] * len(self.batches)
+        held = self._batches_with(names) if names is not None else [True] * len(self.batches)
         for (base, text), have in zip(self.batches, held):
-            if names is not None and have.isdisjoint(names):
+            if not have:
                 continue
             for name, (rows, raws) in _raw_groups(text, base, names).items():
                 key, r, arr = _typed_raws(name, rows, raws)
@@ -90,13 +96,14 @@ class DeferredArgs:
         return {key: merge_columns(p) for key, p in parts.items()}
 
     def may_hold(self, key: str) -> bool:
-        """Whether any deferred arg is called ``key`` (or the Kineto name of ``key``).
-        Looking up a stat the args do not have (e.g. XProf's ``device_duration_ps`` on a
-        Kineto trace) then decodes nothing more."""
+        """Whether any deferred arg may be called ``key`` (or the Kineto name of ``key``);
+        answered once per key. Looking up a stat the args do not have (e.g. XProf's
+        ``device_duration_ps`` on a Kineto trace) then decodes nothing."""
         if key in self.late:
             return True
-        names = arg_names(key)
-        return any(not have.isdisjoint(names) for have in self._batch_names())
+        if key not in self._may:
+            self._may[key] = any(self._batches_with(arg_names(key)))
+        return self._may[key]
 
     def rows(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
         """Some deferred args for some rows only: each batch holding one of the rows is
@@ -147,15 +154,6 @@ def _fresh_stack(work: Callable[[], T]) -> T:
 
         with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
             return pool.submit(work).result()
-
-
-def _arg_names(text: bytes) -> frozenset[str]:
-    """The names of the args in one batch (``args`` for a value that is not an object)."""
-    try:
-        per_event: list[dict[str, msgspec.Raw]] = _DECODE_ARG_RAWS(text)
-    except msgspec.ValidationError:  # an args value that is not an object
-        per_event = [_as_arg_dict(r) for r in _DECODE_RAWS(text)]
-    return frozenset().union(*map(dict.keys, per_event)) - _SKIPPED
 
 
 def _raw_groups(text: bytes, base: int, names: Collection[str] | None
