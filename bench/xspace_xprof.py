@@ -16,7 +16,10 @@ rounds, and the ratios XProf / polyprof (best, median, and round by round: each 
 child against the polyprof child just before it). A ratio above 1 means polyprof is
 faster. One untimed warm-up child per tool runs first (bytecode, file cache).
 
-    python bench/xspace_xprof.py [FILE] [--repeat 7] [--json]
+    python bench/xspace_xprof.py [FILE] [--repeat 7] [--json] [--before DIR]
+
+``--before DIR``: also run the polyprof child on another checkout's ``src`` (e.g. ``git
+archive <commit> src | tar -x -C DIR``) in the same rounds, to compare two versions.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ t3 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "load": t2 - t1, "summary": t3 - t2, "work": t3 - t1,
                   "events": trace.n_events, "decoder": IMPLEMENTATION}))
 """
+
+# the same for a checkout that may lack formats.xspace.IMPLEMENTATION
+_POLYPROF_BEFORE = _POLYPROF.replace("from polyprof.formats.xspace import IMPLEMENTATION\n", "IMPLEMENTATION = '?'\n")
 
 _XPROF = r"""
 import json, sys, time, logging, os
@@ -101,19 +107,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("file", nargs="?", default=str(SAMPLE), help="an .xplane.pb file (default: the TPU sample)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--before", help="a directory holding another polyprof's src/ to measure in the same rounds")
     args = ap.parse_args(argv)
     if importlib.util.find_spec("xprof") is None:
         print("xprof is not installed (pip install xprof): nothing to compare against", file=sys.stderr)
         return 1
     path = Path(args.file).resolve()
     env = child_env(str(ROOT / "src"))
+    before_env = child_env(str(Path(args.before).resolve() / "src")) if args.before else None
     run([sys.executable, "-c", _POLYPROF, str(path)], env)  # warm-up
+    if before_env:
+        run([sys.executable, "-c", _POLYPROF_BEFORE, str(path)], before_env)
     for tool in TOOLS:
         xprof_round(path, tool)
     pp: list[dict] = []
+    before: list[dict] = []
     xp: dict[str, list[dict]] = {t: [] for t in TOOLS}
     for _ in range(args.repeat):
         pp.append(run([sys.executable, "-c", _POLYPROF, str(path)], env))
+        if before_env:
+            before.append(run([sys.executable, "-c", _POLYPROF_BEFORE, str(path)], before_env))
         for tool in TOOLS:
             xp[tool].append(xprof_round(path, tool))
     result: dict = {"file": path.name, "events": pp[0]["events"], "decoder": pp[0]["decoder"],
@@ -129,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
                                  "median": res[k]["median"] / result["polyprof"][k]["median"],
                                  "paired_median": statistics.median(paired), "paired_min": min(paired)}
         result[tool] = res
+    if before:
+        result["before"] = {k: stats([r[k] for r in before]) for k in ("load", "summary", "work", "process")}
+        paired = [b["load"] / p["load"] for p, b in zip(pp, before)]
+        result["before"]["load_ratio"] = {"best": result["before"]["load"]["best"] / result["polyprof"]["load"]["best"],
+                                          "paired_median": statistics.median(paired), "paired_min": min(paired)}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -138,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"polyprof           load {p['load']['best']:.3f} s + summary {p['summary']['best']:.3f} s = work "
           f"{p['work']['best']:.3f} s best, {p['work']['median']:.3f} s median; process {p['process']['best']:.2f} s "
           f"best, {p['process']['median']:.2f} s median (import {p['import']['best']:.2f} s)")
+    if before:
+        b = result["before"]
+        print(f"polyprof --before   load {b['load']['best']:.3f} s + summary {b['summary']['best']:.3f} s = work "
+              f"{b['work']['best']:.3f} s best, {b['work']['median']:.3f} s median; its load / this load: best "
+              f"{b['load_ratio']['best']:.1f}x, paired median {b['load_ratio']['paired_median']:.1f}x")
     for tool in TOOLS:
         x = result[tool]
         rw, rp = x["ratio_work"], x["ratio_process"]

@@ -74,19 +74,33 @@ def metadata_level(trace: Trace, md_keys: set[str]) -> tuple[np.ndarray, dict[in
         return np.zeros(n, np.int64), {}
     long_col = trace.stats.get(N.STAT_LONG_NAME)
     long_ids = (pd.factorize(long_col.dense(n, ""))[0] if long_col is not None
-                else np.zeros(n, np.int64))
-    ev = trace.events
-    groups = pd.factorize(pd.MultiIndex.from_arrays(
-        [trace.event_planes(), ev["name"], long_ids]))[0]
+                else np.zeros(n, np.int64)).astype(np.int64)
+    names = trace.events["name"].astype(np.int64)
+    key = (trace.event_planes().astype(np.int64) * (int(names.max()) + 1) + names) * (int(long_ids.max()) + 1) + long_ids
+    _, groups = np.unique(key, return_inverse=True)
+    groups = groups.reshape(-1).astype(np.int64)
+    n_groups = int(groups.max()) + 1
+    size = np.bincount(groups, minlength=n_groups)
     out: dict[int, dict[str, Any]] = {}
-    for key in keys_:
-        col = trace.stats[key]
-        dense = col.dense(n, None)
-        df = pd.DataFrame({"g": groups, "v": pd.Series(dense, dtype=object)})
-        agg = df.groupby("g")["v"].agg(["nunique", "count", "size", "first"])
-        ok = agg[(agg["nunique"] == 1) & (agg["count"] == agg["size"])]
-        for g, v in zip(ok.index.tolist(), ok["first"].tolist()):
-            out.setdefault(int(g), {})[key] = v
+    for k in keys_:
+        col = trace.stats[k]
+        codes = np.asarray(pd.factorize(col.values)[0], np.int64)  # missing values (NaN, None): -1
+        valid = codes >= 0
+        g = groups[col.rows[valid]]
+        codes = codes[valid]
+        count = np.bincount(g, minlength=n_groups)
+        lo = np.full(n_groups, np.iinfo(np.int64).max)
+        hi = np.full(n_groups, -1)
+        np.minimum.at(lo, g, codes)
+        np.maximum.at(hi, g, codes)
+        ok = (count == size) & (lo == hi)  # every event of the group, one value
+        if not ok.any():
+            continue
+        first_g, first_i = np.unique(g, return_index=True)
+        sel = ok[first_g]
+        vals = col.values[valid][first_i[sel]].tolist()
+        for grp, v in zip(first_g[sel].tolist(), vals):
+            out.setdefault(grp, {})[k] = v
     return groups, out
 
 
