@@ -12,5 +12,7 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("polyprof.collect._fastsection", ["src/polyprof/collect/_fastsection.c"], optional=True),
-    Extension("polyprof.formats.xspace._wire", ["src/polyprof/formats/xspace/_wire.c"], optional=True),
+    Extension("polyprof.formats.xspace._wire",
+              [f"src/polyprof/formats/xspace/{f}" for f in ("_wire.c", "_wire_read.c", "_wire_write.c")],
+              depends=["src/polyprof/formats/xspace/_wire.h"], optional=True),
 ])
