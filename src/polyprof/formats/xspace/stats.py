@@ -15,8 +15,6 @@ import numpy as np
 
 from ...errors import TraceFormatError
 
-_INT_KINDS = (2, 3)  # uint64, int64
-_NUM_KINDS = (1, 2, 3)
 
 
 def typed(vals: list[Any]) -> np.ndarray:
@@ -43,8 +41,8 @@ def column(kind: np.ndarray, ints: np.ndarray, dbls: np.ndarray, objs: np.ndarra
     XEvent.num_occurrences; refs already resolved to their names in ``objs``), by the
     same rule as :func:`typed`."""
     kind = np.where(kind == 7, 3, kind)  # num_occurrences from XEvent.data: an int64
-    present = np.unique(kind)
-    if np.isin(present, _INT_KINDS).all():
+    seen = np.bincount(kind, minlength=8).astype(bool)
+    if not seen[[0, 1, 4, 5, 6, 7]].any():  # uint64 and int64 only
         is_u = kind == 2
         huge = is_u & (ints < 0)  # uint64 values >= 2**63
         if not huge.any():
@@ -52,7 +50,7 @@ def column(kind: np.ndarray, ints: np.ndarray, dbls: np.ndarray, objs: np.ndarra
         if not (ints[~is_u] < 0).any():
             return ints.view(np.uint64).copy()
         return np.asarray([str(v) for v in python_values(kind, ints, dbls, objs)], object)
-    if np.isin(present, _NUM_KINDS).all():
+    if not seen[[0, 4, 5, 6, 7]].any():  # numbers only
         out = ints.astype(np.float64)
         u = kind == 2
         out[u] = ints[u].view(np.uint64).astype(np.float64)
