@@ -59,7 +59,7 @@ class SerialExecutor(Executor):
 #: (and shares their pages) instead of importing pandas and the readers itself
 PRELOAD = ["polyprof.ranks.report", "polyprof.formats.detect", "polyprof.formats.kineto",
            "polyprof.formats.native", "polyprof.formats.xspace", "polyprof.trace.identity",
-           "polyprof.analyze.registry", "polyprof.report.tables"]
+           "polyprof.analyze.registry", "polyprof.analyze.memory_findings", "polyprof.report.tables"]
 
 
 def default_executor(n_jobs: int) -> Executor:
