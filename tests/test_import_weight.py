@@ -47,3 +47,32 @@ def test_run_of_an_empty_script_imports_no_pandas_and_no_device_runtime(tmp_path
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "e.polyprof").is_file()
     assert seen.read_text().split() == ["pyarrow"]  # only what writing the trace needs
+
+
+def test_loading_a_kineto_trace_does_not_import_the_xspace_reader():
+    """Sniffing a .json.gz for XSpace imported the whole XSpace reader (protobuf and its
+    C walker: about 10 ms of a fresh process, a fifth of a small trace's load); Kineto's
+    JSON starts with "\\n{", which fails the walk's first tests without it."""
+    traces = Path(__file__).resolve().parent / "data" / "traces"
+    code = ("import sys, polyprof; "
+            f"[polyprof.load(p) for p in sorted(__import__('pathlib').Path({str(traces / 'kineto')!r}).glob('*.gz'))]; "
+            "print(sorted(m for m in sys.modules if 'xspace' in m))")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
+
+
+def test_the_xspace_sniff_shortcut_agrees_with_the_walk():
+    import random
+
+    from polyprof.formats.registry import _is_xspace
+    from polyprof.formats.xspace import is_protobuf_xspace
+
+    rng = random.Random(5)
+    heads = [b"\n{\n  \"a\": 1}", b"\n[", b"\n\x08\x01", b"\n\x05\x12\x03abc"]
+    heads += [bytes([0x0A] + [rng.randrange(256) for _ in range(rng.randrange(1, 12))]) for _ in range(5000)]
+    for head in heads:
+        path = Path(__file__)  # any file: only its size is read, as a bound
+        assert _is_xspace(head, path) == is_protobuf_xspace(head, path.stat().st_size), head
+        assert _is_xspace(b"GZ" + head, path) == is_protobuf_xspace(head, None), head

@@ -70,8 +70,17 @@ def _is_journal(head: bytes, path: Path) -> bool:
     return head.startswith(b"POLYPROF-JOURNAL ")  # any version: its reader says which it reads
 
 
+#: the tags an XPlane may start with (formats/xspace/wire.py: _XPLANE_TAGS)
+_XPLANE_FIRST = frozenset((0x08, 0x12, 0x1A, 0x22, 0x2A, 0x32, 0x3A))
+
+
 def _is_xspace(head: bytes, path: Path) -> bool:
     """A walk over XSpace's fields (before JSON: a plane of 91 bytes starts ``\\n[``)."""
+    body = head[2:] if head.startswith(b"GZ") else head
+    if len(body) < 3 or body[0] != 0x0A or (body[1] < 0x80 and body[2] not in _XPLANE_FIRST):
+        # the walk's first tests fail (no plane tag, or a plane that does not start with an
+        # XPlane field, as Kineto's "\n{" does): no need to import the XSpace reader
+        return False
     from .xspace import is_protobuf_xspace
 
     if head.startswith(b"GZ"):
