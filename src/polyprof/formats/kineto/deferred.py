@@ -40,6 +40,8 @@ _DECODE_ARG_RAWS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
 _DECODE_ARG_RAW = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 #: in compact JSON of lists, a number that orjson may print otherwise (1.50, 1e5, -0)
 _NOT_VERBATIM = re.compile(rb"[\[,]-?[0-9]+[.eE]|[\[,]-0[,\]]")
+#: digits and minus -> "0": a number in compact JSON of lists shows as "[0" or ",0"
+_NUMBER_STARTS = bytes.maketrans(b"0123456789-", b"00000000000")
 _SKIPPED = frozenset(_EAGER_NAMES) | kineto_memory.MEMORY_KEYS  # typed at load
 _ABSENT = msgspec.Raw(b"null")  # an arg an event does not have (this very object)
 
@@ -238,6 +240,9 @@ def _not_verbatim(compact: bytes) -> bool:
     """Whether compact JSON of lists may hold a number orjson prints otherwise."""
     if b"." not in compact and b"e" not in compact and b"E" not in compact and b"-0" not in compact:
         return False  # ints only (most lists of sizes and ids)
+    shapes = compact.translate(_NUMBER_STARTS)
+    if b"[0" not in shapes and b",0" not in shapes:
+        return False  # no value starts as a number (lists of strings): no regex scan
     return _NOT_VERBATIM.search(compact) is not None
 
 
