@@ -98,6 +98,8 @@ class Trace:
         if len(fl["src"]) and (min(fl["src"].min(), fl["dst"].min()) < 0
                                or max(fl["src"].max(), fl["dst"].max()) >= n):
             raise TraceSchemaError("flow refers to events that do not exist")
+        if len(fl["category"]) and (fl["category"].min() < 0 or fl["category"].max() >= ns):
+            raise TraceSchemaError("flow category refers to a string that does not exist")
         if len(self.counters["plane"]) and self.counters["plane"].max() >= len(self.planes):
             raise TraceSchemaError("counter plane id out of range")
         return self
