@@ -80,8 +80,16 @@ def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None,
     unsynced = unsynchronised(trace)
     if unsynced:  # its times are not the host's: no finding may set them against the host or a span
         out = [f for f in out if f.plane not in unsynced] + _unsynchronised(trace, unsynced)
-    order = {"high": 0, "medium": 1, "low": 2}
-    return _one_per_rule(sorted(out, key=lambda f: order.get(f.severity, 3)))
+    return _one_per_rule(by_severity(out))
+
+
+#: findings are listed worst first
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+def by_severity(findings: list[Finding]) -> list[Finding]:
+    """``findings`` worst first (stable within a severity)."""
+    return sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
 
 
 def _one_per_rule(found: list[Finding]) -> list[Finding]:

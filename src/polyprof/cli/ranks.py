@@ -24,7 +24,7 @@ def analyze_ranks(args: argparse.Namespace) -> Any:
     from .common import window_from
 
     ts = load_ranks(args.file)
-    window = window_from(args) if hasattr(args, "steps") else "auto"
+    window = window_from(args)
     dask = getattr(args, "dask", None)
     if not dask:  # the default pool (fork server, preloaded); -j 1: in this process
         ex = default_executor(args.jobs or min(len(ts), os.cpu_count() or 1))

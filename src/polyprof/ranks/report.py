@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 
 from ..analyze.common import rows_frame
-from ..analyze.findings import Finding
+from ..analyze.findings import SEVERITY_ORDER, Finding, by_severity
 from ..analyze.window import AUTO, label, selection, view
 from ..errors import PolyprofError
 from ..trace.core import Trace
 from .align import align_ranks, alignment_table
 from .collectives import collective_stats, collective_table
 from .stragglers import stragglers
-from .traceset import with_rank
+from .traceset import anchor_of, with_rank
 
 OVERVIEW_COLUMNS = ["rank", "file", "rank_from", "events", "steps", "step_mean_ns", "step_median_ns",
                     "step_max_ns", "compute_pct", "non_compute_pct", "idle_pct", "communication_ns", "collectives"]
@@ -78,13 +78,6 @@ def rank_collectives(trace: Trace, windowed: Trace) -> pd.DataFrame:
     return coll.assign(in_window=(start >= sel.lo) & (start < sel.hi))
 
 
-def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
-    """The rank's wall anchor (if any) and whether its times are polyprof's monotonic clock."""
-    anchor = trace.metadata.get("wall_anchor")
-    return (anchor if isinstance(anchor, dict) and "wall_ns" in anchor else None,
-            str(trace.metadata.get("clock", "")).startswith("CLOCK_MONOTONIC"))
-
-
 @dataclass
 class RanksReport:
     ranks: list[int]
@@ -117,11 +110,6 @@ def job_tables(coll: dict[int, pd.DataFrame], anchors: dict[int, dict[str, Any]]
     return tables, _straggler_findings(per_rank, per_coll, tables["rank_alignment"])
 
 
-def sort_findings(findings: list[Finding]) -> list[Finding]:
-    order = {"high": 0, "medium": 1, "low": 2}
-    return sorted(findings, key=lambda f: order.get(f.severity, 3))
-
-
 def combine(results: dict[int, RankResult], how: dict[int, str] | None = None) -> RanksReport:
     how = how or {}
     ranks = sorted(results)
@@ -132,7 +120,7 @@ def combine(results: dict[int, RankResult], how: dict[int, str] | None = None) -
     names = list(dict.fromkeys(n for r in ranks for n in results[r].tables))
     for name in names:
         tables[name] = with_rank({r: results[r].tables[name] for r in ranks if name in results[r].tables})
-    findings = sort_findings(job_findings + _rank_findings(results))
+    findings = by_severity(job_findings + _rank_findings(results))
     al = tables["rank_alignment"]
     overview = {
         "ranks": len(ranks), "rank_ids": ranks, "reference_rank": ranks[0] if ranks else None,
@@ -171,10 +159,9 @@ def _rank_findings(results: dict[int, RankResult]) -> list[Finding]:
     for r in sorted(results):
         for f in results[r].findings:
             groups.setdefault((f.id, f.plane), []).append((r, f))
-    order = {"high": 0, "medium": 1, "low": 2}
     out = []
     for members in groups.values():
-        r, f = min(members, key=lambda m: order.get(m[1].severity, 3))
+        r, f = min(members, key=lambda m: SEVERITY_ORDER.get(m[1].severity, 3))
         ranks = [m[0] for m in members]
         who = f"rank {r}" if len(ranks) == 1 else f"ranks {_rank_ranges(ranks)} (rank {r}'s numbers)"
         out.append(Finding(f.id, f"{who}: {f.title}", f.severity, f.plane, {"rank": r, "ranks": ranks, **f.evidence},

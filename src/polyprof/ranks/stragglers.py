@@ -31,9 +31,10 @@ def arrivals(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) -> p
         if c is None or not c.aligned or not len(t):
             continue
         seq = c.reference_seq(t)
-        t = t[seq >= 0]  # a collective matched to none of the reference rank's
+        matched = seq >= 0  # not: a collective matched to none of the reference rank's
+        t, seq = t[matched], seq[matched]
         parts.append(pd.DataFrame({
-            "key": t["key"].to_numpy(), "seq": seq[seq >= 0], "op": t["op"].to_numpy(),
+            "key": t["key"].to_numpy(), "seq": seq, "op": t["op"].to_numpy(),
             "rank": r, "arrival_ns": c.fit.to_host(t["start_ns"].to_numpy()),
             "end_ns": c.fit.to_host(t["end_ns"].to_numpy()), "bound_ns": float(c.fit.bound_ns)}))
     if not parts:

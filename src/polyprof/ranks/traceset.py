@@ -195,14 +195,20 @@ class TraceSet:
         return m
 
 
+def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
+    """The rank's wall anchor (if any) and whether its times are polyprof's monotonic clock."""
+    anchor = trace.metadata.get("wall_anchor")
+    return (anchor if isinstance(anchor, dict) and "wall_ns" in anchor else None,
+            str(trace.metadata.get("clock", "")).startswith("CLOCK_MONOTONIC"))
+
+
 def anchors_of(traces: Iterable[Trace], ranks: Iterable[int]) -> tuple[dict[int, Any], dict[int, bool]]:
     """Each rank's wall anchor and whether its times are a monotonic clock (polyprof's own)."""
     anchors, mono = {}, {}
     for r, t in zip(ranks, traces):
-        a = t.metadata.get("wall_anchor")
-        if isinstance(a, dict) and "wall_ns" in a:
+        a, mono[r] = anchor_of(t)
+        if a is not None:
             anchors[r] = a
-        mono[r] = str(t.metadata.get("clock", "")).startswith("CLOCK_MONOTONIC")
     return anchors, mono
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..analyze.window import AUTO
 from ..ranks.traceset import with_rank
-from ..report.tables import _plain
+from ..report.tables import _plain, _records_json
 from .executor import executor, map_ordered, run_all
 from .store import Store
 
@@ -43,7 +43,8 @@ def rank_report(root: str, rank: int, window: Any = AUTO) -> dict[str, Any]:
     executor), with the rank's collectives and clock anchor for the job's alignment and
     stragglers. Event rows in the tables (``*_row`` columns) are the rows of the trace
     the rank came from."""
-    from ..ranks.report import anchor_of, rank_collectives
+    from ..ranks.report import rank_collectives
+    from ..ranks.traceset import anchor_of
     from ..report.tables import build
     from .rankfiles import read_rank_rows
 
@@ -157,9 +158,8 @@ def write_json(store: Store | str | Path, out: BinaryIO, *, dask: Any = None, jo
             out.write(b'{"store":' + dump(str(st.root)) + b',"ranks":' + dump(st.ranks) + b',"overview":'
                       + dump(overview) + b',"findings":' + dump(job_findings + findings) + b',"tables":{')
             for name, df in job_tables.items():
-                d = df.astype(object).where(pd.notna(df), None)
                 out.write(dump(name) + b':{"columns":' + dump(list(df.columns)) + b',"rows":' + dump(len(df))
-                          + b',"records":' + dump(d.to_dict(orient="records")) + b"},")
+                          + b',"records":' + dump(_records_json(df)) + b"},")
             for i, (name, cols) in enumerate(columns.items()):
                 out.write((b"," if i else b"") + dump(name) + b':{"columns":' + dump(cols) + b',"rows":'
                           + dump(rows.get(name, 0)) + b',"records":[')

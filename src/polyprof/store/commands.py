@@ -44,7 +44,7 @@ def summary(args: argparse.Namespace) -> int:
     from ..cli.common import window_from
 
     dask, jobs = getattr(args, "dask", None), getattr(args, "jobs", None) or 1
-    window = window_from(args) if hasattr(args, "steps") else "auto"
+    window = window_from(args)
     if args.json:
         write_json(args.file, sys.stdout.buffer, dask=dask, jobs=jobs, window=window)
         sys.stdout.flush()
