@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
+from ..formats.arrow_write import StreamWriter
 from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported for callers
     CHUNK,
     COUNTER,
+    FIELDS,
     MAGIC,
     MARK,
     PROCESS,
@@ -35,7 +34,10 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
     path_for,
     schema,
 )
-from ..formats.journal_layout import batch as _batch
+from ..formats.journal_layout import columns as _batch
+
+if TYPE_CHECKING:
+    from ..formats.arrow_columns import Column
 
 log = logging.getLogger("polyprof")
 
@@ -72,13 +74,9 @@ class JournalWriter:
         # never through a pre-planted symlink, never onto a device or directory
         self._file = open(open_exclusive(Path(path), follow_symlinks), "wb", buffering=0)
         self._file.write(MAGIC)
-        import pyarrow.ipc as ipc
-
-        meta_schema = schema().with_metadata({b"polyprof": orjson.dumps(header, default=str)})
-        self._writer = ipc.new_stream(self._file, meta_schema)
-        # pyarrow writes the stream's schema with its first batch: an empty batch puts the
-        # header on disk now, so a program killed before the first flush leaves a valid file
-        self._writer.write_batch(_batch(THREAD, 0))
+        # the schema (with the header) goes to disk now: a program killed before the
+        # first flush leaves a valid file
+        self._writer = StreamWriter(self._file, FIELDS, {b"polyprof": orjson.dumps(header, default=str)})
         self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0}
         self._buf_pos: dict[int, tuple[int, int]] = {}
         self._threads_seen: dict[int, tuple[str, int]] = {}
@@ -109,10 +107,10 @@ class JournalWriter:
             self.behind = max(len(self.recorder.sections) - self._pos["sections"], 0)
             self.max_behind = max(self.max_behind, self.behind)
 
-    def _new_batches(self) -> list[pa.RecordBatch]:
+    def _new_batches(self) -> list[list[Column]]:
         """Everything recorded since the last flush, one batch per kind, built by columns."""
         r = self.recorder
-        out: list[pa.RecordBatch] = []
+        out: list[list[Column]] = []
         threads = [(i, v) for i, v in list(r.threads.items()) if self._threads_seen.get(i) != v]
         if threads:
             self._threads_seen.update(threads)

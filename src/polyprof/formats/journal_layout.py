@@ -2,10 +2,10 @@
 (collect/journal.py) and its reader (formats/journal.py).
 
 The line ``MAGIC``, then an Arrow IPC stream of record batches of :func:`schema`; the
-schema's metadata holds the session header as JSON. Each batch is written with plain
-``write()`` calls, so it is in the kernel's page cache (and survives the process) as
-soon as the call returns; a batch cut short by the kill is dropped by the reader.
-pyarrow is imported on first use only (``import polyprof`` stays light).
+schema's metadata holds the session header as JSON. Each batch is written with one
+plain ``write()`` call (formats/arrow_write.py, no pyarrow), so it is in the kernel's
+page cache (and survives the process) as soon as the call returns; a batch cut short
+by the kill is dropped by the reader. The reader uses pyarrow (:func:`schema`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .arrow_columns import Column
+
 MAGIC = b"POLYPROF-JOURNAL 1\n"
 SUFFIX = ".partial"
 
@@ -23,29 +25,25 @@ SECTION, MARK, COUNTER, STEP, THREAD, PROCESS = range(6)
 #: sections per record batch: bounds the journal thread's memory and each GIL hold
 CHUNK = 1 << 18
 
+#: one row per record; unused fields are null. PROCESS rows: start_ns = time,
+#: value = CPU seconds so far, end_ns = RSS bytes, tid = thread count
+FIELDS = (("kind", "int8"), ("name", "string"), ("start_ns", "int64"), ("end_ns", "int64"),
+          ("value", "float64"), ("ident", "int64"), ("tid", "int64"),
+          ("stats", "string"))  # stats: a JSON object of a section's keyword stats
+
 _SCHEMA: "pa.Schema | None" = None
 
 
 def schema() -> "pa.Schema":
-    """One row per record; unused fields are null. PROCESS rows: start_ns = time,
-    value = CPU seconds so far, end_ns = RSS bytes, tid = thread count.
-
-    Built on first use: pyarrow is imported only by sessions that write a journal
-    (``import polyprof`` stays light)."""
+    """:data:`FIELDS` as a pyarrow schema, for the reader (built on first use: the
+    writer does not import pyarrow)."""
     global _SCHEMA
     if _SCHEMA is None:
         import pyarrow as pa
 
-        _SCHEMA = pa.schema([
-            ("kind", pa.int8()),
-            ("name", pa.string()),
-            ("start_ns", pa.int64()),
-            ("end_ns", pa.int64()),
-            ("value", pa.float64()),
-            ("ident", pa.int64()),
-            ("tid", pa.int64()),
-            ("stats", pa.string()),  # JSON object of a section's keyword stats
-        ])
+        from .arrow_arrays import pyarrow_type
+
+        _SCHEMA = pa.schema([(n, pyarrow_type(t)) for n, t in FIELDS])
     return _SCHEMA
 
 
@@ -54,14 +52,20 @@ def path_for(output: str | Path) -> Path:
     return Path(str(output) + SUFFIX)
 
 
-def batch(kind: int, n: int, **columns: Any) -> "pa.RecordBatch":
-    """``n`` records of one kind; the columns not given are null."""
+def columns(kind: int, n: int, **values: Any) -> list[Column]:
+    """``n`` records of one kind as the journal's columns; the fields not given are null."""
     import numpy as np
+
+    from .arrow_columns import column, nulls
+
+    return [column(np.full(n, kind, np.int8)),
+            *(column(values[f], t) if f in values else nulls(n, t) for f, t in FIELDS[1:])]
+
+
+def batch(kind: int, n: int, **values: Any) -> "pa.RecordBatch":
+    """:func:`columns` as a pyarrow record batch."""
     import pyarrow as pa
 
-    from .arrow_arrays import array  # pyarrow.array would import pandas
+    from .arrow_arrays import from_column
 
-    sch = schema()
-    arrays = [array(columns[f.name], f.type) if f.name in columns else pa.nulls(n, f.type)
-              for f in sch if f.name != "kind"]
-    return pa.RecordBatch.from_arrays([array(np.full(n, kind, np.int8), pa.int8()), *arrays], schema=sch)
+    return pa.RecordBatch.from_arrays([from_column(c) for c in columns(kind, n, **values)], schema=schema())

@@ -1,97 +1,30 @@
-"""The native ``.polyprof`` file: a zip of Arrow IPC tables plus a JSON header.
+"""The native ``.polyprof`` file read back (its writer: formats/native_write.py).
 
-Lossless: strings, planes, tracks, event columns, every stat column with its dtype,
-flows, counters and metadata round-trip exactly. Arrow IPC keeps it fast and lets
-other tools (DuckDB, polars) read the tables inside.
+A zip of Arrow IPC tables plus a JSON header. Lossless: strings, planes, tracks, event
+columns, every stat column with its dtype, flows, counters and metadata round-trip
+exactly. Arrow IPC keeps it fast and lets other tools (DuckDB, polars) read the
+tables inside.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import zipfile
 import zlib
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.ipc as ipc
 
-from ..errors import PolyprofError, TraceFormatError, TraceSchemaError
+from ..errors import TraceFormatError, TraceSchemaError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, check_column
-from . import arrow_arrays as aa
 from . import arrow_ipc
+from .native_write import MAGIC, VERSION, save  # noqa: F401 - the writer, re-exported
 from .safety import Inflation, check_events, clean_metadata, guarded
-
-MAGIC = "polyprof-trace"
-VERSION = 1
-
-
-def _write_table(zf: zipfile.ZipFile, name: str, table: pa.Table) -> None:
-    sink = io.BytesIO()
-    with ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="zstd")) as w:
-        w.write_table(table)
-    zf.writestr(name, sink.getvalue())
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, (set, tuple)):
-        return list(o)
-    return str(o)
-
-
-def _header_json(header: dict[str, Any]) -> bytes:
-    try:
-        return orjson.dumps(header, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
-    except orjson.JSONEncodeError:  # metadata read from elsewhere: ints beyond 64 bits, deep nesting
-        import json
-
-        try:
-            return json.dumps(header, default=_json_default).encode()
-        except (RecursionError, ValueError, TypeError) as e:
-            raise PolyprofError(f"the trace's metadata cannot be saved as JSON ({e})") from None
-
-
-def save(trace: Trace, path: str | Path) -> Path:
-    path = Path(path)
-    stat_meta = []
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
-        # arrow_arrays: the same tables as pa.table/pa.array, without importing pandas
-        _write_table(zf, "events.arrow", aa.table(trace.events))
-        _write_table(zf, "flows.arrow", aa.table(trace.flows))
-        _write_table(zf, "counters.arrow", aa.table(trace.counters))
-        _write_table(zf, "strings.arrow", aa.table({"s": aa.array(trace.strings, pa.string())}))
-        for i, (key, col) in enumerate(trace.stats.items()):
-            kind = col.kind
-            if kind == "O":
-                if all(isinstance(v, str) for v in col.values):
-                    values, kind = aa.array(col.values, pa.string()), "s"
-                elif all(isinstance(v, bytes) for v in col.values):
-                    values, kind = aa.array(col.values, pa.binary()), "b"
-                else:
-                    values, kind = aa.array([str(v) for v in col.values], pa.string()), "s"
-            else:
-                values = aa.array(col.values)
-            _write_table(zf, f"stats/{i}.arrow", aa.table({"rows": col.rows, "values": values}))
-            stat_meta.append({"key": key, "kind": kind, "entry": f"stats/{i}.arrow"})
-        header = {
-            "format": MAGIC, "version": VERSION,
-            "sources": [asdict(s) for s in trace.sources],
-            "planes": [asdict(p) for p in trace.planes],
-            "tracks": [asdict(t) for t in trace.tracks],
-            "stats": stat_meta,
-            "metadata": trace.metadata,
-        }
-        zf.writestr("header.json", _header_json(header))
-    return path
-
 
 def is_native(head: bytes) -> bool:
     return head[:4] == b"PK\x03\x04"

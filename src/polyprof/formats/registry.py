@@ -92,7 +92,7 @@ def _is_xspace(head: bytes, path: Path) -> bool:
 FORMATS: tuple[Format, ...] = (
     Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
            reader="polyprof.formats.native:load", sniff=_is_zip,
-           writer="polyprof.formats.native:save", suffixes=(".polyprof",)),
+           writer="polyprof.formats.native_write:save", suffixes=(".polyprof",)),
     Format("xspace", "XSpace protobuf (.xplane.pb), as JAX, TensorFlow and XProf write it",
            reader="polyprof.formats.xspace:load", sniff=_is_xspace, claim=_named_xspace,
            writer="polyprof.formats.xspace:write", suffixes=(".xplane.pb",)),

@@ -237,7 +237,7 @@ class Trace:
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
         """Write the native ``.polyprof`` file (lossless)."""
-        from ..formats.native import save
+        from ..formats.native_write import save
 
         return save(self, path)
 
