@@ -346,3 +346,49 @@ def test_a_collective_missing_mid_trace_without_seq(tmp_path, traces_dir):
     assert per_rank["late_ns"].idxmax() == LATE_RANK and per_rank.loc[LATE_RANK, "last_count"] >= 10
     assert per_rank.loc[1, "collectives"] == len(coll) - 1  # every later one with its own, not its neighbour
     assert per_rank.loc[1, "late_ns"] < per_rank.loc[LATE_RANK, "late_ns"] / 10
+
+
+def test_per_event_tables_stay_with_their_rank(summary_json, four_ranks):
+    """The job gathers summaries: launch_stats (a row per device activity) is left with
+    the rank and named; its summary is gathered; asked for, it comes with a rank column."""
+    from polyprof.analyze.registry import PER_EVENT
+
+    assert PER_EVENT == ("launch_stats",)
+    assert "launch_stats" not in summary_json["tables"]
+    assert summary_json["overview"]["per_event_tables_left_with_ranks"] == ["launch_stats"]
+    assert {r["rank"] for r in _records(summary_json, "launch_summary")} == {0, 1, 2, 3}
+    rep = load_ranks(four_ranks[:2]).analyze("serial", tables=["launch_stats"], window=None)
+    single = polyprof.analyze.launch_stats(polyprof.load(four_ranks[1]))
+    got = rep.tables["launch_stats"]
+    assert list(got.columns) == ["rank", *single.columns]
+    assert (got["rank"] == 1).sum() == len(single) > 1000
+
+
+def _freeze_count(trace) -> int:
+    import gc
+
+    return gc.get_freeze_count()
+
+
+def test_fork_workers_start_with_a_frozen_heap_and_the_parent_does_not_keep_it(four_ranks):
+    """Workers forked by the default pool never walk the inherited heap in their
+    collections (gc.freeze before fork); the calling process gets its heap back."""
+    import gc
+    import threading
+
+    if threading.active_count() > 1:
+        pytest.skip("this process has threads: the pool uses a fork server")
+    assert gc.get_freeze_count() == 0
+    counts = load_ranks(four_ranks[:2]).map(_freeze_count)
+    assert all(c > 10_000 for c in counts.values()), counts
+    assert gc.get_freeze_count() == 0
+
+
+def test_summary_of_ranks_does_not_import_the_store_writer(four_ranks):
+    """Telling trace files from a store must not import pyarrow.parquet (~10-60 ms)."""
+    code = ("import sys\nfrom polyprof.cli import main\n"
+            f"rc = main(['summary', {str(four_ranks[0])!r}, {str(four_ranks[1])!r}, '--json', '-j', '1'])\n"
+            "print(rc, 'pyarrow.parquet' in sys.modules, file=sys.stderr)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    assert p.stderr.decode().split()[-2:] == ["0", "False"], p.stderr
+    assert json.loads(p.stdout)["overview"]["ranks"] == 2

@@ -25,6 +25,9 @@ class Analysis:
     function: str
     #: tables passed to the function after the trace, in order
     needs: tuple[str, ...] = ()
+    #: one row per event (grows with the trace, not with its distinct names): a job's
+    #: report leaves such tables with their rank (``ranks``, stores) and gathers the rest
+    per_event: bool = False
 
     def run(self, trace: Trace, *inputs: pd.DataFrame) -> pd.DataFrame:
         module, _, fn = self.function.partition(":")
@@ -40,7 +43,7 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("op_stats", "polyprof.analyze.ops:op_stats"),
     Analysis("section_stats", "polyprof.analyze.sections:section_stats"),
     Analysis("step_stats", "polyprof.analyze.steps:step_stats"),
-    Analysis("launch_stats", "polyprof.analyze.ops:launch_stats"),
+    Analysis("launch_stats", "polyprof.analyze.ops:launch_stats", per_event=True),
     Analysis("launch_summary", "polyprof.analyze.ops:launch_summary", needs=("launch_stats",)),
     Analysis("event_stats", "polyprof.analyze.events:event_stats"),
     Analysis("memory_peak", "polyprof.analyze.memory:memory_peak"),
@@ -82,6 +85,10 @@ class Tables(Mapping[str, pd.DataFrame]):
 
     def computed(self) -> dict[str, pd.DataFrame]:
         return dict(self._done)
+
+
+#: the tables a job's report leaves with each rank (see :attr:`Analysis.per_event`)
+PER_EVENT = tuple(a.name for a in ANALYSES if a.per_event)
 
 
 def compute_all(trace: Trace) -> dict[str, pd.DataFrame]:

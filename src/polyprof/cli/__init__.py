@@ -4,6 +4,7 @@ defines ``register(subparsers)``; add a command by adding a module to COMMANDS."
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import sys
@@ -13,6 +14,8 @@ from ..errors import PolyprofError
 COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo", "diff"]
 COMMANDS.append("convert")  # traces -> an on-disk store (issue 13)
 COMMANDS.append("capture")  # capture running processes on demand (issue 14)
+#: commands that only read traces and write results (no profiled program runs in them)
+READ_ONLY = {"summary", "report", "sql", "export", "diff", "convert"}
 
 DESCRIPTION = """\
 polyprof: a vendor-neutral profiler for ML and dataflow programs.
@@ -57,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     from .common import error_line
 
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        if args.command in READ_ONLY:
+            gc.freeze()  # done: interpreter shutdown need not walk the analysed heap (~0.1 s)
+        return rc
     except BrokenPipeError:
         return 0
     except (PolyprofError, OSError, MemoryError) as e:

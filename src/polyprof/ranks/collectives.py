@@ -83,8 +83,13 @@ def _sequence(keys: np.ndarray, recorded: np.ndarray) -> tuple[np.ndarray, np.nd
     whose every row has one, distinct and increasing; else the order within the key."""
     if not len(keys):
         return np.zeros(0, np.int64), np.zeros(0, object)
-    order = pd.Series(keys).groupby(keys).cumcount().to_numpy(np.int64)
-    seq, src = order.copy(), np.full(len(keys), "order", object)
+    codes = pd.factorize(keys)[0]  # an object array stays one (a Series of text would turn to Arrow)
+    by_key = np.argsort(codes, kind="stable")
+    c = codes[by_key]
+    first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    seq = np.empty(len(keys), np.int64)
+    seq[by_key] = np.arange(len(c)) - np.repeat(first, np.diff(np.r_[first, len(c)]))
+    src = np.full(len(keys), "order", object)
     for k in np.unique(keys[recorded >= 0]):
         mine = keys == k
         r = recorded[mine]

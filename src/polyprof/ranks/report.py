@@ -46,14 +46,17 @@ class RankResult:
 
 def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: Any = AUTO) -> RankResult:
     """Every analysis of one rank over the steps ``window`` selects (runs in the worker
-    that loaded it); with ``tables`` (names in ``analyze.registry.ANALYSES``) only those,
-    and no findings. The collectives are all of the rank's (alignment uses every one),
+    that loaded it) but those with a row per event (``analyze.registry.PER_EVENT``: the
+    launch table, 90% of a summary's rows); with ``tables`` (names in
+    ``analyze.registry.ANALYSES``) only those, and no findings. The collectives are all of the rank's (alignment uses every one),
     marked ``in_window`` for the ones the window holds (stragglers and statistics)."""
-    from ..analyze.registry import ANALYSES, Tables
+    from ..analyze.registry import ANALYSES, PER_EVENT, Tables
     from ..report.tables import Report, build
 
     if tables is None:
         rep = build(trace, window)
+        for name in PER_EVENT:  # rows per event stay with the rank: the job gathers summaries
+            rep.tables.pop(name, None)
     else:
         known = [a.name for a in ANALYSES]
         unknown = sorted(set(tables) - set(known))
@@ -94,7 +97,12 @@ def build_ranks(ts: Any, executor: Any = None, tables: tuple[str, ...] | None = 
     results: dict[int, RankResult] = ts.map(fn, executor, progress="analysing ranks")
     for r, res in results.items():  # the set's numbering wins over what a file says
         res.rank = r
-    return combine(results, {e.rank: e.how for e in ts.entries})
+    rep = combine(results, {e.rank: e.how for e in ts.entries})
+    if tables is None:
+        from ..analyze.registry import PER_EVENT
+
+        rep.overview["per_event_tables_left_with_ranks"] = list(PER_EVENT)
+    return rep
 
 
 def job_tables(coll: dict[int, pd.DataFrame], anchors: dict[int, dict[str, Any]],

@@ -11,12 +11,14 @@ function must be picklable for a process pool (a module-level function).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import PolyprofError
 from ..trace.core import Trace
@@ -146,7 +148,8 @@ class TraceSet:
         rank whose work fails raises a PolyprofError naming the rank and file."""
         ex, owned = _executor(executor, len(self))
         try:
-            futures = {e.rank: ex.submit(_run, fn, e) for e in self.entries}
+            with _frozen_for_fork(ex):
+                futures = {e.rank: ex.submit(_run, fn, e) for e in self.entries}
             out = {}
             for rank, fut in _progress(futures, progress):
                 e = self.entry(rank)
@@ -241,6 +244,24 @@ def _executor(executor: Executor | str | None, n: int) -> tuple[Executor, bool]:
 
         return ThreadPoolExecutor(max_workers=min(n, os.cpu_count() or 1)), True
     raise PolyprofError(f"unknown executor {executor!r} (an Executor, 'process', 'thread' or 'serial')")
+
+
+@contextmanager
+def _frozen_for_fork(ex: Executor) -> Iterator[None]:
+    """While a fork pool starts its workers (at the first submit), this process's heap
+    is moved out of the collector's reach (``gc.freeze``, as the gc docs advise before
+    fork): a worker's collections then never walk the inherited objects, which would
+    write to those pages and copy them (time, and memory counted once per worker). The
+    parent's heap is given back to the collector as soon as the workers exist."""
+    ctx = getattr(ex, "_mp_context", None)
+    if ctx is None or ctx.get_start_method() != "fork":
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _progress(futures: dict[int, Future], label: str | None) -> Iterable[tuple[int, Future]]:

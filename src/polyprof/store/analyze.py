@@ -48,9 +48,13 @@ def rank_report(root: str, rank: int, window: Any = AUTO) -> dict[str, Any]:
     from ..report.tables import build
     from .rankfiles import read_rank_rows
 
+    from ..analyze.registry import PER_EVENT
+
     st = Store(root)
     trace, input_rows = read_rank_rows(st.path(rank))
     report = build(trace, window)
+    for name in PER_EVENT:  # as for trace files (ranks.report.rank_summary): summaries only
+        report.tables.pop(name, None)
     for df in report.tables.values():
         for c in [c for c in df.columns if str(c).endswith("_row")]:
             df[c] = input_rows[df[c].to_numpy(np.int64)]

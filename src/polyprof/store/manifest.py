@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 
 from ..errors import TraceFormatError
-from .rankfiles import dumps
 
 FORMAT = "polyprof-store"
 #: Version of the store layout; a reader refuses stores from a newer one.
@@ -34,6 +33,7 @@ def is_store(path: str | Path) -> bool:
 
 def write_manifest(root: Path, ranks: list[dict[str, Any]], **extra: Any) -> Path:
     from ..collect.session import _version
+    from .rankfiles import dumps  # pyarrow.parquet: only when a store is written, not sniffed
 
     doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "polyprof_version": _version(),
            "ranks": sorted(ranks, key=lambda r: r["rank"]), **extra}
