@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..derive.intervals import clip_union, covered, intersect_len
 from ..trace.core import Trace
-from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view, frame, rows_frame
+from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view, empty_frame, frame, rows_frame
 from .grouping import group_stats
 from .window import WindowArg, view
 from ..trace.sorting import unique
@@ -138,7 +138,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     cols = ["name", "kind", *(["plane"] if by_device else []), "count", "total_ns", "mean_ns", "median_ns",
             "min_ns", "max_ns", "share_pct", "devices"]
     if not v.counted.any():
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+        return empty_frame(cols, cols)
     c = v.counted
     name = ev["name"][v.rows[c]].astype(np.int64)
     base = (name << 8) | v.cls[c].astype(np.int64)

@@ -158,6 +158,13 @@ def frame(columns: dict[str, Any], index: Sequence[Any] | None = None) -> pd.Dat
     return df
 
 
+def empty_frame(columns: Sequence[str], text: Sequence[str] = (), dtype: Any = np.int64) -> pd.DataFrame:
+    """A table with no rows: ``columns`` of ``dtype``, those in ``text`` object columns;
+    labels as :func:`frame` makes them (an empty table built by ``pd.DataFrame`` from
+    a dict got Arrow labels: 2-3 ms on first use in a fresh process)."""
+    return frame({c: np.zeros(0, object if c in text else dtype) for c in columns})
+
+
 def rows_frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
     """:func:`frame` from row tuples."""
     return frame({c: [r[i] for r in rows] for i, c in enumerate(columns)})

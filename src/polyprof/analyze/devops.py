@@ -19,7 +19,7 @@ import pandas as pd
 from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
-from .common import device_view, frame
+from .common import device_view, empty_frame, frame
 from .grouping import group_stats
 from .window import WindowArg
 
@@ -82,7 +82,7 @@ def device_op_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     cols = ["plane", "op", "count", "total_ns", "mean_ns", "share_pct"]
     c = v.counted
     if not c.any():
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("plane", "op") else np.float64) for c in cols})
+        return empty_frame(cols, ("plane", "op"), np.float64)
     codes, uniq = pd.factorize(device_op_names(trace)[c])
     key = v.plane[c].astype(np.int64) * len(uniq) + codes
     g = group_stats(key, v.dur[c])

@@ -53,10 +53,16 @@ class Finding:
 
 
 def _records(df: pd.DataFrame, cols: list[str], n: int = 5) -> list[dict[str, Any]]:
-    out = []
-    for r in df.head(n)[cols].itertuples(index=False):
-        out.append({c: (v.item() if hasattr(v, "item") else v) for c, v in zip(cols, r)})
-    return out
+    """The first ``n`` rows of ``cols`` as plain dicts, column by column (``itertuples``
+    makes a namedtuple class and ``df[cols]`` an Arrow label index, per call)."""
+    values = [[v.item() if hasattr(v, "item") else v for v in df[c].to_numpy()[:n].tolist()] for c in cols]
+    return [dict(zip(cols, row)) for row in zip(*values)]
+
+
+def _rows(df: pd.DataFrame, cols: list[str], keep: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """The rows of ``df`` (``keep``: a mask) as dicts of ``cols``, without pandas per row."""
+    values = [(df[c].to_numpy() if keep is None else df[c].to_numpy()[keep]).tolist() for c in cols]
+    return [dict(zip(cols, row)) for row in zip(*values)]
 
 
 def _sev(x: float, high: float) -> str:
@@ -115,12 +121,22 @@ def kernel_breakdown_by_device(trace: Trace) -> pd.DataFrame:
     return cache.memo(trace, "kernel_breakdown_by_device", lambda tr: _kb(tr, by_device=True))
 
 
-def _device_rows(trace: Trace, t) -> pd.DataFrame:
-    """The per-device rows of the temporal breakdown, of devices on the host's clock."""
+def _device_rows(trace: Trace, t) -> list[dict[str, Any]]:
+    """The per-device rows of the temporal breakdown (plane, span, idle), of devices on
+    the host's clock."""
     tb = t("temporal_breakdown")
-    rows = tb[tb["track_id"] == -1]
     unsynced = unsynchronised(trace)
-    return rows[~rows["plane"].isin(list(unsynced))] if unsynced else rows
+    rows = _rows(tb, ["plane", "span_ns", "idle_ns", "idle_pct"], tb["track_id"].to_numpy() == -1)
+    return [r for r in rows if r["plane"] not in unsynced]
+
+
+def _by_plane(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``rows`` by plane name, the first row of a name winning (a merged trace can have
+    two planes of one name)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        out.setdefault(r["plane"], r)
+    return out
 
 
 def _unsynchronised(trace: Trace, unsynced: dict[str, str]) -> list[Finding]:
@@ -134,13 +150,14 @@ def _unsynchronised(trace: Trace, unsynced: dict[str, str]) -> list[Finding]:
 def _host_bound(trace: Trace, t) -> list[Finding]:
     out = []
     idle = t("idle_time_breakdown")
-    for _, r in _device_rows(trace, t).iterrows():
+    waits = _by_plane(_rows(idle, ["plane", "host_wait_pct", "host_wait_ns"], idle["track_id"].to_numpy() == -1))
+    for r in _device_rows(trace, t):
         if not r["span_ns"] or r["idle_pct"] < IDLE_PCT:
             continue
-        ir = idle[(idle["plane"] == r["plane"]) & (idle["track_id"] == -1)]
-        if not len(ir):
+        ir = waits.get(r["plane"])
+        if ir is None:
             continue
-        hw = float(ir["host_wait_pct"].iloc[0] or 0)
+        hw = float(ir["host_wait_pct"] or 0)
         if hw < HOST_WAIT_SHARE:
             continue
         ops = t("op_stats").sort_values("self_ns", ascending=False)
@@ -148,7 +165,7 @@ def _host_bound(trace: Trace, t) -> list[Finding]:
             "host_bound", f"{r['plane']} idle {r['idle_pct']:.0f}% of the time, mostly waiting for the host",
             _sev(r["idle_pct"], 50), r["plane"],
             {"idle_pct": round(float(r["idle_pct"]), 2), "idle_ns": int(r["idle_ns"]),
-             "host_wait_ns": int(ir["host_wait_ns"].iloc[0]), "host_wait_pct_of_idle": round(hw, 2),
+             "host_wait_ns": int(ir["host_wait_ns"]), "host_wait_pct_of_idle": round(hw, 2),
              "span_ns": int(r["span_ns"])},
             _records(ops, ["name", "count", "self_ns"]) if len(ops) else [],
             suggestion(trace, "host_bound")))
@@ -159,8 +176,8 @@ def _input_bound(trace: Trace, t) -> list[Finding]:
     ev = t("event_stats")
     if not len(ev):
         return []
-    low = ev["name"].str.lower()
-    sel = ev[low.apply(lambda s: any(m in s for m in INPUT_MARKERS))]
+    names = ev["name"].to_numpy()
+    sel = ev[np.fromiter((any(m in str(s).lower() for m in INPUT_MARKERS) for s in names), bool, len(names))]
     if not len(sel):
         return []
     from .common import analysed_span
@@ -198,7 +215,8 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
         return []
     cpu_median = float(np.median(trace.events["dur_ns"][launch]))
     dev = _device_rows(trace, t)
-    idle = float(dev["idle_pct"].max()) if len(dev) else 0.0
+    known = [r["idle_pct"] for r in dev if r["idle_pct"] == r["idle_pct"]]  # NaN-skipping, as pandas' max
+    idle = float(max(known)) if known else float("nan") if dev else 0.0
     if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < median):
         return []
     shorts = k[k["mean_ns"] < SHORT_KERNEL_NS].sort_values("count", ascending=False)
@@ -216,7 +234,7 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
     v = device_view(trace)
     if not len(v.rows):
         return []
-    spans = _device_rows(trace, t).set_index("plane")["span_ns"]
+    spans = {p: r["span_ns"] for p, r in _by_plane(_device_rows(trace, t)).items()}
     n = len(trace.planes)
     dur = (v.end - v.start).astype(np.float64)
     total = np.bincount(v.plane, weights=dur, minlength=n)
@@ -309,11 +327,10 @@ def _idle_between_steps(trace: Trace, t) -> list[Finding]:
 
 def _exposed_comm(trace: Trace, t) -> list[Finding]:
     ov = t("comm_comp_overlap")
-    tb = _device_rows(trace, t)
+    spans = {p: r["span_ns"] for p, r in _by_plane(_device_rows(trace, t)).items()}
     out = []
-    for _, r in ov.iterrows():
-        span = tb.loc[tb["plane"] == r["plane"], "span_ns"]
-        span = float(span.iloc[0]) if len(span) else 0.0
+    for r in _rows(ov, ["plane", "communication_ns", "compute_ns", "overlap_ns", "overlap_pct"]):
+        span = float(spans.get(r["plane"], 0.0))
         exposed = float(r["communication_ns"] - r["overlap_ns"])
         if not span or 100.0 * exposed / span < EXPOSED_COMM_SHARE:
             continue

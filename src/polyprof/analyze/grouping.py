@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..trace.core import Trace
 from ..trace.sorting import lexsort
-from .common import frame
+from .common import empty_frame, frame
 
 STAT_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "p99_ns",
                 "first_start_ns", "last_end_ns"]
@@ -57,7 +57,7 @@ def group_reduce(order: np.ndarray, starts: np.ndarray, values: np.ndarray, op: 
 def duration_stats(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None) -> pd.DataFrame:
     """Stats of the events ``rows``, grouped by name id (or by the ``by`` labels)."""
     if not len(rows):
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in STAT_COLUMNS})
+        return empty_frame(STAT_COLUMNS, ("name",))
     ev = trace.events
     dur = ev["dur_ns"][rows]
     start = ev["start_ns"][rows]

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..derive.intervals import clip_union
 from ..trace.core import Trace
-from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view, rows_frame
+from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view, empty_frame, rows_frame
 from .window import WindowArg, view
 from ..trace.sorting import unique
 
@@ -66,5 +66,4 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFra
                 out.append((name, state_name(bits), int(per[bits]), int(segs[bits]),
                             100.0 * per[bits] / span if span else np.nan,
                             100.0 * per[bits] / busy if bits and busy else np.nan))
-    return rows_frame(out, COLUMNS) if out else pd.DataFrame(
-        {c: pd.Series(dtype=object if c in ("plane", "state") else np.float64) for c in COLUMNS})
+    return rows_frame(out, COLUMNS) if out else empty_frame(COLUMNS, ("plane", "state"), np.float64)

@@ -10,7 +10,7 @@ from ..derive.intervals import child_time
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from .common import CLASS_NAMES, activity_class, frame
+from .common import CLASS_NAMES, activity_class, empty_frame, frame
 from .grouping import group_reduce, group_stats
 from .window import WindowArg, device_mask, host_mask, view
 
@@ -32,7 +32,7 @@ def op_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     ops = trace.rows_of_kind(Kind.CPU_OP)
     ops = ops[host_mask(trace, ev["start_ns"][ops])]
     if not len(ops):
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in cols})
+        return empty_frame(cols, ("name",))
     st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], cache.threads(trace)[ev["track"][ops]]
     self_ns = du - child_time(tr, st, st + du)
     corr = cache.correlation(trace)
@@ -109,7 +109,7 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: W
     cols = ["plane", "launch_name", "count", "launches", "graph_launches", "cpu_mean_ns", "device_mean_ns",
             "delay_median_ns", "delay_p99_ns"]
     if not len(ls):
-        return pd.DataFrame({c: pd.Series(dtype=object if c in cols[:2] else np.float64) for c in cols})
+        return empty_frame(cols, cols[:2], np.float64)
     pc, planes = pd.factorize(ls["plane"])
     nc, names = pd.factorize(ls["launch_name"])
     g = group_stats(pc.astype(np.int64) * len(names) + nc, ls["launch_delay_ns"].to_numpy())

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.core import Trace
-from .common import device_view, frame, rows_frame
+from .common import device_view, empty_frame, frame, rows_frame
 from .window import WindowArg, view
 
 SUMMARY = ["plane", "stream", "changes", "mean", "std", "min", "p25", "p50", "p75", "max", "time_mean"]
@@ -74,5 +74,4 @@ def queue_length_summary(trace: Trace, window: WindowArg = None) -> pd.DataFrame
         tr = trace.tracks[int(track[a])]
         out.append((trace.planes[tr.plane].name, tr.name, len(x), float(x.mean()),
                     float(x.std(ddof=1)) if len(x) > 1 else np.nan, float(x.min()), *map(float, q), float(x.max()), tm))
-    return rows_frame(out, SUMMARY) if out else pd.DataFrame(
-        {c: pd.Series(dtype=object if c in ("plane", "stream") else np.float64) for c in SUMMARY})
+    return rows_frame(out, SUMMARY) if out else empty_frame(SUMMARY, ("plane", "stream"), np.float64)

@@ -46,10 +46,9 @@ def section_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     rows = rows[host_mask(trace, trace.events["start_ns"][rows])]
     base = duration_stats(trace, rows)
     extra = ["device_ops", "device_ns", "projected_ns", "device_util_pct", *MEMORY_COLUMNS]
-    if not len(rows):
-        for c in extra:
-            base[c] = pd.Series(dtype=object if c == "mem_source" else np.float64)
-        return base
+    if not len(rows):  # one frame, not ten column inserts
+        return frame({c: base[c].to_numpy() for c in base.columns}
+                     | {c: np.zeros(0, object if c == "mem_source" else np.float64) for c in extra})
     ev = trace.events
     st, du, tr = ev["start_ns"][rows], ev["dur_ns"][rows], cache.threads(trace)[ev["track"][rows]]
     corr = cache.correlation(trace)

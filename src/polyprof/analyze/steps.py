@@ -8,7 +8,7 @@ import pandas as pd
 from ..derive import cache
 from ..derive.intervals import clip_union
 from ..trace.core import Trace
-from .common import COMPUTE, device_view, rows_frame
+from .common import COMPUTE, device_view, empty_frame, rows_frame
 from .window import WindowArg, view
 from ..trace.sorting import unique
 
@@ -36,7 +36,7 @@ def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     trace = view(trace, window)
     steps = cache.steps(trace)
     if not len(steps):
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "plane" else np.int64) for c in COLUMNS})
+        return empty_frame(COLUMNS, ("plane",))
     v = device_view(trace)
     ev = trace.events
     lstart = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)

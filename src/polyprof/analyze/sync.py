@@ -10,7 +10,7 @@ from ..derive.intervals import covered, union
 from ..trace.core import Trace
 from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
 from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
-from .common import analysed_span, rows_frame
+from .common import analysed_span, empty_frame, rows_frame
 from .window import WindowArg, view
 from ..trace.sorting import unique
 
@@ -62,7 +62,7 @@ def sync_by_thread(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     ws, we = windows(trace)
     length = int((we - ws).sum())
     if not len(rows) or length <= 0:
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "thread" else np.int64) for c in COLUMNS})
+        return empty_frame(COLUMNS, ("thread",))
     ev = trace.events
     th = cache.threads(trace)[ev["track"][rows]]
     st = ev["start_ns"][rows]

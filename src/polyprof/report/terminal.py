@@ -239,7 +239,7 @@ def _finding_lines(findings: list) -> list:
         ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
                        f"{k[:-6]}={fmt_size(v)}" if k.endswith("_bytes") and isinstance(v, (int, float)) else
                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
-        out.append(Text.from_markup(f"[{color}]● {f.severity}[/] [bold]{escape(f.title)}[/]"))
+        out.append(Text.assemble((f"● {f.severity}", color), " ", (f.title, "bold")))  # no markup to parse
         parts = [("evidence", ev)]
         if f.events:
             parts.append(("top", "; ".join(_event_text(e) for e in f.events[:3])))
@@ -269,7 +269,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     has_device = bool(ov["correlation"].get("device_activities"))
     _overview(out, ov)
     if report.findings:
-        out(Panel(Group(*_finding_lines(report.findings)), title="Findings", title_align="left"))
+        out(Panel(Group(*_finding_lines(report.findings)), title=Text("Findings"), title_align="left"))
     _device_tables(out, T, top, W)
     _op_tables(out, T, top, W)
     _section_tables(out, T["section_stats"], top, W, has_device)
