@@ -5,8 +5,9 @@ A package by stage, each module one job:
 - ``wire``: the bytes: protobuf classes, parsing with validation, gzip, sniffing;
 - ``decode`` (+ the compiled ``_wire.c``): every event and event stat as columns;
 - ``reader`` and ``events``: planes, lines and events into a Trace;
+- ``deferred``: the stat columns, each built when first looked up;
 - ``stats``: XStat values into stat columns;
-- ``xla``: what XProf's and JAX's conventions mean (wall anchor, flows, aliases);
+- ``xla``: what XProf's and JAX's conventions mean (wall anchor, flows, categories);
 - ``names``: the names and limits both directions share;
 - ``writer``, ``written_stats``, ``plane_writer``, ``encode``: Trace -> XSpace, with the
   stats and line names XProf's converters read.

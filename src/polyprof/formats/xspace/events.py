@@ -13,8 +13,9 @@ from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from . import names as N
 from .decode import EventColumns, spans
+from .deferred import DeferredStats, EventPart, MetadataPart
 from .metadata import PlaneMetadata, read_metadata
-from .stats import column, flow_in, flow_out, python_values
+from .stats import flow_in, flow_out, python_values
 
 _SPECIAL = (N.STAT_CATEGORY, N.STAT_FLOW_OUT, N.STAT_FLOW_IN)
 #: The kind code of the ``num_occurrences`` stat made from XEvent.data (an int64, not an XStat)
@@ -22,7 +23,9 @@ NOCC = 7
 
 
 class EventReader:
-    """Adds the events of kept lines, plane by plane, and gathers their stats."""
+    """Adds the events of kept lines, plane by plane, and notes where their stats are
+    (``deferred.py`` builds the columns when asked); polyprof's own category and flow
+    stats are applied here."""
 
     def __init__(self, b: TraceBuilder, cols: EventColumns, source: str):
         self.b = b
@@ -32,9 +35,10 @@ class EventReader:
         self.ms_start = np.concatenate([[0], np.cumsum(cols.md_stats)])
         self.md_start = np.concatenate([[0], np.cumsum(cols.plane_mds)])
         self.value_kinds: dict[str, set[str]] = {}
+        self.ev_kinds: dict[int, set[str]] = {}  # key code -> value kinds of the events' own stats
         self.md_keys: set[str] = set()
-        self.md_parts: list[tuple[np.ndarray, ...]] = []  # metadata-level: (rows, key codes, kind, int, dbl, obj)
-        self.ev_parts: list[tuple[np.ndarray, ...]] = []  # the events' own, the same columns
+        self.md_parts: list[MetadataPart] = []  # metadata-level stats, plane by plane
+        self.ev_parts: list[EventPart] = []  # the events' own
         self.key_code: dict[str, int] = {}
         self.keys: list[str] = []
         self.flows_out: dict[int, tuple[int, int, str]] = {}
@@ -77,55 +81,47 @@ class EventReader:
         cats = np.repeat(np.asarray([self.b.intern(ln[6]) for ln in lines], np.int32), counts)
         tracks = np.repeat(np.asarray([ln[3] for ln in lines], np.int32), counts)
         row0 = self.b.n_events
-        self._metadata_stats(row0, uniq, inv, meta)
+        order = np.argsort(inv, kind="stable")  # the events of each metadata id, grouped
+        bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+        self.md_parts.append(MetadataPart(meta.table, uniq, order, bounds, row0))
         self._event_stats(idx, row0, cats, stat_names)
         self.b.events(tracks, name_ids, start, end - start, cats)
 
-    def _metadata_stats(self, row0: int, uniq: np.ndarray, inv: np.ndarray, meta: PlaneMetadata) -> None:
-        """Stats on event metadata, for every event of that metadata (one group per id)."""
-        order = np.argsort(inv, kind="stable")
-        bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
-        part = meta.stats_of(uniq, order, bounds, row0)
-        if part is not None:
-            self.md_parts.append(part)
-
     def _event_stats(self, idx: np.ndarray, row0: int, cats: np.ndarray, stat_names: dict[int, str]) -> None:
-        """The stats of the events ``idx`` (rows from ``row0``): polyprof's own stats are
-        applied here, the others kept as columns for :meth:`finish`."""
+        """Where the stats of the events ``idx`` (rows from ``row0``) are; polyprof's own
+        stats are applied here."""
         c = self.cols
         n_st = c.ev_stats[idx]
         rows = np.arange(row0, row0 + len(idx), dtype=np.int64)
-        nocc = c.ev_isnocc[idx]
-        if nocc.any():  # XEvent.data = num_occurrences: a stat of its own, before the event's stats
-            k = self._code("num_occurrences")
-            sel = np.flatnonzero(nocc)
-            self.ev_parts.append((rows[sel], np.full(len(sel), k, np.int64), np.full(len(sel), NOCC, np.uint8),
-                                  c.ev_nocc[idx][sel], np.zeros(len(sel)), np.full(len(sel), None, object)))
-        if not n_st.any():
-            return
+        is_nocc = c.ev_isnocc[idx]
+        nocc = None
+        if is_nocc.any():  # XEvent.data = num_occurrences: a stat of its own, before the event's stats
+            sel = np.flatnonzero(is_nocc)
+            nocc = (rows[sel], c.ev_nocc[idx][sel])
+        nocc_code = self._code("num_occurrences") if nocc is not None else -1
         st_idx = spans(self.stat_start[idx], n_st)
         st_rows = np.repeat(rows, n_st)
         kind = c.st_kind[st_idx]
-        keep = kind != 0
+        keep = np.flatnonzero(kind != 0)
         st_idx, st_rows, kind = st_idx[keep], st_rows[keep], kind[keep]
-        mids = c.st_mid[st_idx]
-        umid, minv = np.unique(mids, return_inverse=True)
-        keys_ = [stat_names.get(m, str(m)) for m in umid.tolist()]
-        codes = np.asarray([self._code(k) for k in keys_], np.int64)[minv.reshape(-1)]
-        objs = c.st_obj[st_idx]
-        refs = kind == 6
-        if refs.any():
-            objs = objs.copy()
-            objs[refs] = [stat_names.get(int(v) & ((1 << 64) - 1), "") for v in c.st_int[st_idx][refs].tolist()]
-        ints, dbls = c.st_int[st_idx], c.st_dbl[st_idx]
+        umid, minv = np.unique(c.st_mid[st_idx], return_inverse=True)
+        codes = np.asarray([self._code(stat_names.get(m, str(m))) for m in umid.tolist()], np.int64)[minv.reshape(-1)]
         special = np.isin(codes, [self.key_code[s] for s in _SPECIAL if s in self.key_code])
         if special.any():
-            self._special(codes[special], st_rows[special], kind[special], ints[special], dbls[special],
-                          objs[special], cats, row0)
+            sp = st_idx[special]
+            objs = c.st_obj[sp]
+            refs = np.flatnonzero(kind[special] == 6)
+            if len(refs):
+                objs[refs] = [stat_names.get(v & ((1 << 64) - 1), "") for v in c.st_int[sp][refs].tolist()]
+            self._special(codes[special], st_rows[special], kind[special], c.st_int[sp], c.st_dbl[sp], objs, cats,
+                          row0)
             plain = ~special
-            st_rows, codes, kind, ints, dbls, objs = (st_rows[plain], codes[plain], kind[plain], ints[plain],
-                                                      dbls[plain], objs[plain])
-        self.ev_parts.append((st_rows, codes, kind, ints, dbls, objs))
+            st_idx, st_rows, codes, kind = st_idx[plain], st_rows[plain], codes[plain], kind[plain]
+        if len(codes):  # the XStat value kinds of each key, for metadata["xspace"]
+            pairs = np.unique(codes * 8 + kind)
+            for code, k in zip((pairs // 8).tolist(), (pairs % 8).tolist()):
+                self.ev_kinds.setdefault(code, set()).add(N.VALUE_KINDS[k])
+        self.ev_parts.append(EventPart(st_idx, st_rows, codes, stat_names, nocc, nocc_code))
 
     def _code(self, key: str) -> int:
         code = self.key_code.get(key)
@@ -183,34 +179,20 @@ class EventReader:
             v.append(value)
 
     # ------------------------------------------------------------------ the end
-    def finish(self) -> dict[str, list[str]]:
-        """Hand the gathered stats, flows and counters to the builder; returns the XStat
-        value kinds seen per key."""
+    def finish(self, drop: set[str]) -> tuple[dict[str, list[str]], DeferredStats]:
+        """Hand the flows and counters to the builder, and the stats of :data:`deferred.EAGER`
+        (the others: the returned :class:`DeferredStats`, to defer once the trace is
+        built; ``drop``: keys left out). Returns the XStat value kinds seen per key too."""
         b = self.b
-        self._add(self.md_parts, kinds=False)  # metadata-level first: the events' own stats win
-        self._add(self.ev_parts, kinds=True)
+        stats = DeferredStats(self.cols, self.keys, self.md_parts, self.ev_parts, drop)
+        for code in sorted(self.ev_kinds):  # after the metadata-level ones, as columns were added
+            self.value_kinds.setdefault(self.keys[code], set()).update(self.ev_kinds[code])
+        for key, col in stats.eager().items():
+            b.add_stat(key, col.rows, col.values)
         for fk, (src, fid, fcat) in sorted(self.flows_out.items()):
             dst = self.flows_in.get(fk)
             if dst is not None:
                 b.flow(src, dst, fid, fcat)
         for (pid, name), (t, v) in self.series.items():
             b.counter(pid, name, t, v)
-        return {k: sorted(v) for k, v in self.value_kinds.items()}
-
-    def _add(self, parts: list[tuple[np.ndarray, ...]], kinds: bool) -> None:
-        """Stat columns, key by key, from (rows, key codes, kind, int, dbl, obj) parts."""
-        if not parts:
-            return
-        rows, codes, kind, ints, dbls, objs = (np.concatenate(p) for p in zip(*parts))
-        order = np.argsort(codes, kind="stable")
-        rows, codes, kind, ints, dbls, objs = (a[order] for a in (rows, codes, kind, ints, dbls, objs))
-        bounds = np.searchsorted(codes, np.arange(len(self.keys) + 1))
-        for code, key in enumerate(self.keys):
-            lo, hi = int(bounds[code]), int(bounds[code + 1])
-            if lo == hi:
-                continue
-            k = kind[lo:hi]
-            self.b.add_stat(key, rows[lo:hi], column(k, ints[lo:hi], dbls[lo:hi], objs[lo:hi]))
-            real = [x for x in np.unique(k).tolist() if x != NOCC] if kinds else []
-            if real:
-                self.value_kinds.setdefault(key, set()).update(N.VALUE_KINDS[x] for x in real)
+        return {k: sorted(v) for k, v in self.value_kinds.items()}, stats

@@ -44,21 +44,6 @@ class PlaneMetadata:
         return [{"id": m, "name": self.entries[m][0], "display_name": self.entries[m][1], "stats": stats[m]}
                 for m in unused]
 
-    def stats_of(self, uniq: np.ndarray, order: np.ndarray, bounds: np.ndarray, row0: int
-                 ) -> tuple[np.ndarray, ...] | None:
-        """(rows, key codes, kind, int, double, object) of the metadata-level stats of
-        events grouped by metadata id (``uniq`` ids; ``order[bounds[j]:bounds[j+1]]``
-        the events of ``uniq[j]``, rows from ``row0``)."""
-        mid, code, kind, ints, dbls, objs, _ = self.table
-        if not len(mid) or not len(uniq):
-            return None
-        j = np.minimum(np.searchsorted(uniq, mid), len(uniq) - 1)
-        count = np.where(uniq[j] == mid, bounds[j + 1] - bounds[j], 0)
-        if not count.any():
-            return None
-        rows = order[spans(bounds[j], count)] + row0
-        return (rows, *(np.repeat(a, count) for a in (code, kind, ints, dbls, objs)))
-
 
 def read_metadata(cols: EventColumns, m0: int, m1: int, stat_names: dict[int, str], code: Callable[[str], int],
                   keys: list[str], value_kinds: dict[str, set[str]], md_keys: set[str],

@@ -161,7 +161,7 @@ class _SpaceReader:
 
     def finish(self, texts: tuple[list[str], list[str], list[str]]) -> Trace:
         b = self.b
-        value_kinds = self.ev.finish()
+        value_kinds, stats = self.ev.finish(self.drop_aliases)
         b.metadata.update(self.stored_meta)  # a polyprof-written file: the trace's own metadata
         b.metadata.update({
             "source": {"format": "xspace", "path": self.source},
@@ -189,12 +189,14 @@ class _SpaceReader:
         if not self.stored_meta:
             b.metadata["clock"] = "xspace"
         trace = b.build()
+        trace.stats.defer(lambda: stats.columns(None), stats.built, stats.has, stats.rows, stats.columns)
+        trace.metadata["xspace"]["alias_keys"] = list(stats.alias)
         if not self.stored_meta:
             xla.wall_anchor(trace, task_env)
         if self.producer != "polyprof":
             xla.xprof_flows(trace)
-        xla.add_aliases(trace, self.drop_aliases)
         xla.classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
         log.debug("xspace %s: %d planes, %d lines, %d events, %d stat keys (%s decode)", self.source,
-                  len(trace.planes), len(trace.tracks), trace.n_events, len(trace.stats), decode.IMPLEMENTATION)
+                  len(trace.planes), len(trace.tracks), trace.n_events, len(stats.built) + len(stats.keys()),
+                  decode.IMPLEMENTATION)  # len(trace.stats) would build every deferred column
         return trace

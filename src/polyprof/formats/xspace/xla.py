@@ -1,6 +1,6 @@
 """What XProf's and JAX's conventions mean, applied to a Trace just read: the wall-clock
-anchor, XProf's flow stats as flows, polyprof's keys for XProf's stat names, and the
-categories of host TraceMe events (steps, Python calls, CPU-backend HLO ops)."""
+anchor, XProf's flow stats as flows, and the categories of host TraceMe events (steps,
+Python calls, CPU-backend HLO ops). polyprof's keys for XProf's stat names: ``deferred``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.core import Trace
-from .names import CAT_TRACEME, XPROF_ALIASES
+from .names import CAT_TRACEME
 
 _FLOW_ID_MASK = (1 << 56) - 1
 
@@ -69,18 +69,6 @@ def xprof_flows(trace: Trace) -> None:
         "id": np.concatenate([fl["id"], ids[link].astype(np.int64)]),
         "category": np.concatenate([fl["category"], cat_ids]),
     }
-
-
-def add_aliases(trace: Trace, drop: set[str]) -> None:
-    """Copy XProf-named stats to polyprof keys; drop copies a polyprof writer added."""
-    for key in drop:
-        trace.stats.pop(key, None)
-    added = []
-    for xname, pkey in XPROF_ALIASES.items():
-        if xname in trace.stats and pkey not in trace.stats:
-            trace.stats[pkey] = trace.stats[xname]
-            added.append(pkey)
-    trace.metadata["xspace"]["alias_keys"] = added
 
 
 def classify_host_events(trace: Trace, has_devices: bool) -> None:

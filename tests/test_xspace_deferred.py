@@ -1,0 +1,143 @@
+"""The XSpace reader's deferred stats (formats/xspace/deferred.py): a few keys typed at
+load, every other column built when first looked up.
+
+That the columns hold what the file holds is shown against protobuf's own reading in
+tests/test_xspace.py (every plane, line, event and stat of the TPU sample) and with
+and without the compiled walk in tests/test_xspace_decode.py; these tests show when
+columns are built, that a key built alone equals the same key of a full build, and
+that a summary builds only what it reads.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+import polyprof
+from polyprof.formats import xspace
+from polyprof.formats.xspace.deferred import EAGER
+from polyprof.report import tables, terminal
+from polyprof.trace import keys
+from polyprof.trace.stats import StatColumn
+
+TPU = Path(__file__).resolve().parent / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+
+
+def same_column(a: StatColumn, b: StatColumn) -> bool:
+    return (np.array_equal(a.rows, b.rows) and a.values.dtype == b.values.dtype
+            and a.values.tolist() == b.values.tolist())
+
+
+@pytest.fixture(scope="module")
+def full() -> dict[str, StatColumn]:
+    """Every column of the TPU sample, built all at once (iteration builds them all)."""
+    trace = polyprof.load(TPU)
+    return dict(trace.stats.items())
+
+
+def test_load_types_only_the_keys_analyses_read_without_a_lookup():
+    trace = polyprof.load(TPU)
+    assert trace.stats.pending == 1
+    loaded = set(trace.stats.loaded())
+    # the eager keys this file has; "flow": looked up by the reader itself (XProf's flows)
+    assert loaded == {"tf_op", keys.OP, keys.HLO_OP, "hlo_category", "device_duration_ps", "flow"}
+    assert loaded - {"flow"} <= set(EAGER)
+
+
+def test_a_summary_builds_only_the_columns_it_reads():
+    trace = polyprof.load(TPU)
+    report = tables.build(trace)
+    out = io.StringIO()
+    terminal.render(report, console=Console(file=out, width=160))
+    assert "Top device activity" in out.getvalue()
+    assert trace.stats.pending == 1  # no iteration, len or copy built the rest
+    assert len(trace.stats.loaded()) <= 8  # of 51 keys
+
+
+def test_each_key_alone_equals_the_full_build(full: dict[str, StatColumn]):
+    assert len(full) == 51
+    for key, want in full.items():
+        trace = polyprof.load(TPU)
+        assert key in trace.stats
+        got = trace.stats[key]
+        assert same_column(got, want), key
+        assert trace.stats.pending == 1
+        assert set(trace.stats.loaded()) <= set(EAGER) | {"flow", key}
+
+
+def test_a_key_no_event_has_builds_nothing():
+    trace = polyprof.load(TPU)
+    assert "correlation_id" not in trace.stats and trace.stats.get("no such key") is None
+    assert set(trace.stats.loaded()) == {"tf_op", keys.OP, keys.HLO_OP, "hlo_category", "device_duration_ps", "flow"}
+
+
+def test_xprof_names_are_also_read_under_polyprof_keys():
+    trace = polyprof.load(TPU)
+    assert trace.metadata["xspace"]["alias_keys"] == [keys.OP]  # tf_op -> op; no step_num, stream_id...
+    assert same_column(trace.stats[keys.OP], trace.stats["tf_op"])
+
+
+def test_lookup_rows_agrees_with_the_full_build(full: dict[str, StatColumn]):
+    trace = polyprof.load(TPU)
+    rows = np.arange(0, trace.n_events, 7, dtype=np.int64)
+    got = trace.stats.lookup_rows(["addr", "flops", "long_name", "no such key"], rows)
+    assert set(got) == {"addr", "flops", "long_name"}
+    for key, (mask, values) in got.items():
+        want_mask, want_values = full[key].lookup(rows)
+        assert np.array_equal(mask, want_mask) and values.tolist() == want_values.tolist(), key
+
+
+def test_metadata_stats_apply_to_events_and_the_events_own_win():
+    """An XEventMetadata stat reaches every event of that metadata; an event's own stat
+    of the same key wins (XProf treats metadata stats as the event's own): built alone
+    or all at once."""
+    from polyprof.formats import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add()
+    plane.name, plane.id = "/host:CPU", 1
+    for i, name in ((1, "k"), (2, "m"), (3, "n")):
+        plane.stat_metadata[i].id, plane.stat_metadata[i].name = i, name
+    md = plane.event_metadata[7]
+    md.id, md.name = 7, "op"
+    st = md.stats.add()
+    st.metadata_id, st.int64_value = 1, 1
+    st = md.stats.add()
+    st.metadata_id, st.str_value = 2, "a"
+    line = plane.lines.add()
+    line.id, line.name, line.timestamp_ns = 1, "main", 1000
+    for off, own in ((0, None), (5000, 2), (9000, None)):
+        e = line.events.add()
+        e.metadata_id, e.offset_ps, e.duration_ps = 7, off, 1000
+        if own is not None:
+            st = e.stats.add()
+            st.metadata_id, st.int64_value = 1, own
+            st = e.stats.add()
+            st.metadata_id, st.double_value = 3, 0.5
+    data = space.SerializeToString()
+    want = {"k": ([0, 1, 2], [1, 2, 1]), "m": ([0, 1, 2], ["a", "a", "a"]), "n": ([1], [0.5])}
+    alone = {}
+    for key in want:
+        trace = xspace.from_bytes(data)
+        alone[key] = trace.stats[key]
+        assert trace.stats.pending == 1
+    every = dict(xspace.from_bytes(data).stats.items())
+    assert set(every) == set(want)
+    for key, (rows, values) in want.items():
+        for col in (alone[key], every[key]):
+            assert col.rows.tolist() == rows and col.values.tolist() == values, key
+    assert every["k"].values.dtype == np.int64 and every["n"].values.dtype == np.float64
+
+
+def test_round_trip_keeps_every_column_and_the_writer_copies_are_dropped(full: dict[str, StatColumn]):
+    trace = polyprof.load(TPU)
+    back = xspace.from_bytes(xspace.to_bytes(trace))
+    assert back.stats.pending == 1
+    got = dict(back.stats.items())
+    assert set(got) == set(full)
+    for key, want in full.items():
+        assert same_column(got[key], want), key
