@@ -392,3 +392,35 @@ def test_summary_of_ranks_does_not_import_the_store_writer(four_ranks):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
     assert p.stderr.decode().split()[-2:] == ["0", "False"], p.stderr
     assert json.loads(p.stdout)["overview"]["ranks"] == 2
+
+
+def test_seq_on_record_param_comms_alone_reaches_its_kernel(tmp_path, traces_dir):
+    """PyTorch may write ``Seq`` only on the ``record_param_comms`` op that launched the
+    kernel: the kernel's collective takes it from there, and matching across a missing
+    collective then works as with ``Seq`` on the kernels."""
+    paths = make_ranks(traces_dir / "kineto" / "a100_nccl_rank0.json.gz", tmp_path, OFFSETS[:3],
+                       {LATE_RANK: LATE_US}, jitter_us=20.0)
+    for r, p in enumerate(paths):
+        doc = json.load(gzip.open(p))
+        ev = doc["traceEvents"]
+        ops = sorted((e for e in ev if e.get("name") == "record_param_comms"), key=lambda e: e["ts"])
+        for seq, e in enumerate(ops):
+            e["args"]["Seq"] = 100 + 2 * seq  # torch's numbers need not start at 0 or be dense
+        assert not any("Seq" in e.get("args", {}) for e in ev if e.get("cat") == "kernel")
+        if r == 1:  # drop the 9th collective kernel of rank 1 (its op stays)
+            coll = sorted((e for e in ev if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
+                          key=lambda e: e["ts"])
+            ev.remove(coll[8])
+        with gzip.open(p, "wt") as f:
+            json.dump(doc, f)
+    from polyprof.ranks.collectives import collective_table
+
+    t0 = collective_table(polyprof.load(paths[0]))
+    assert (t0["seq_from"] == "Seq").all() and len(t0) == 21
+    assert t0["seq"].tolist() == sorted(t0["seq"].tolist()) and t0["seq"].min() >= 100
+    rep = load_ranks(paths).analyze("serial", window=None)
+    al = rep.tables["rank_alignment"].set_index("rank")
+    for r in (1, 2):
+        assert al.loc[r, "aligned"] and "Seq" in al.loc[r, "message"]
+        assert abs(al.loc[r, "offset_ns"] + OFFSETS[r]) <= al.loc[r, "bound_ns"] < 1_000_000
+    assert al.loc[1, "collectives"] == 20 and al.loc[2, "collectives"] == 21

@@ -12,7 +12,9 @@ sequence number in its process group where the trace has one on every collective
 key (``Seq``, which recent PyTorch writes with the comms args), else its position among
 the rank's collectives of that key in time order (the k-th collective of a communicator
 is the same collective on every rank); ``seq_from`` says which. Sizes come from the Kineto args
-(``In msg nelems`` / ``Out msg nelems`` / ``dtype`` / ``Group size``) where present.
+(``In msg nelems`` / ``Out msg nelems`` / ``dtype`` / ``Group size``) where present. An arg
+the kernel lacks is taken from the framework op that launched it (``record_param_comms``,
+where PyTorch writes the comms args, ``Seq`` included, when the kernel has fewer).
 """
 
 from __future__ import annotations
@@ -68,6 +70,37 @@ def _stats(trace: Trace, rows: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
+def _with_op_args(trace: Trace, rows: np.ndarray, st: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``st`` with what a kernel lacks taken from the framework op that launched it
+    (``record_param_comms`` carries the comms args, ``Seq`` among them, where a kernel
+    may carry none or only some)."""
+    if not len(rows) or all((v != None).all() for v in st.values()):  # noqa: E711 - elementwise
+        return st
+    from ..derive import cache
+
+    corr = cache.correlation(trace)
+    dev = corr.device_rows
+    i = np.searchsorted(dev, rows)
+    found = i < len(dev)
+    found[found] &= dev[i[found]] == rows[found]
+    op = np.full(len(rows), -1, np.int64)
+    op[found] = corr.op[i[found]]
+    has = op >= 0
+    if not has.any():
+        return st
+    uniq, back = np.unique(op[has], return_inverse=True)
+    got = _stats(trace, uniq)
+    out = {}
+    for key, col in st.items():
+        col = col.copy()
+        take = np.flatnonzero(has)
+        fill = got[key][back]
+        use = (col[take] == None) & (fill != None)  # noqa: E711
+        col[take[use]] = fill[use]
+        out[key] = col
+    return out
+
+
 def _num(values: np.ndarray, missing: int = 0) -> np.ndarray:
     out = np.full(len(values), missing, np.int64)
     for i, v in enumerate(values):
@@ -119,7 +152,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     rows, start, end = collective_rows(trace)
     by_row = np.argsort(rows, kind="stable")  # stat lookups want ascending rows
     rows, start, end = rows[by_row], start[by_row], end[by_row]
-    st = _stats(trace, rows)
+    st = _with_op_args(trace, rows, _stats(trace, rows))
     coll, pg_v, dtype = st["Collective name"], st["Process Group Name"], st["dtype"]
     n_in, n_out, group = _num(st["In msg nelems"]), _num(st["Out msg nelems"]), _num(st["Group size"])
     recorded = _num(st["Seq"], -1)
