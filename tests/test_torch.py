@@ -459,3 +459,40 @@ def test_sections_mirror_into_torch_only_while_torch_records() -> None:
                        env=dict(os.environ, PYTHONPATH=SRC))
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["0", "False"]  # a program that never imports torch: no listener
+
+
+# ----------------------------------------------------------------------------- args left undecoded
+def test_torch_args_stay_undecoded_through_the_merge_and_equal_an_eager_decode(tmp_path):
+    """The session's stop decodes none of torch's args (they are carried through the
+    re-homing and both merges as text); decoded afterwards, every column equals an eager
+    decode of torch's own JSON of the same recording (tests/kineto_reference.py, the
+    reader before args were deferred) put through the same re-homing."""
+    import kineto_reference as reference
+
+    from polyprof.plugins.torch.ingest import ingest_kineto
+
+    model, opt, x, y = make_model()
+    opts = {**QUIET, "torch": {"keep_export": str(tmp_path), "record_shapes": True}}
+    with polyprof.profile(plugins=["torch"], options=opts) as s:
+        for _ in range(2):
+            train_step(model, opt, x, y)
+            polyprof.step()
+    t = s.trace
+    assert s.errors == [] and t.stats.pending >= 1  # nothing decoded by the stop
+    p = next(sl.plugin for sl in s._slots if sl.name == "torch")
+    rec = p._recorder
+    (kept,) = sorted(tmp_path.glob("*.json"))
+    eager, _ = ingest_kineto(reference.load(kept), p._captures[0], p._mirrors, p._names_by_tid(), p.ctx,
+                             p._had_steps, sections=(list(rec.sections), dict(rec.threads)))
+    assert eager.stats.pending == 0
+    off = t.n_events - eager.n_events  # torch's part comes last in the session's merge
+    assert off > 0 and t.names()[off:].tolist() == eager.names().tolist()
+    assert (t.start_ns[off:] == eager.start_ns).all()
+    assert {"Input Dims", "Sequence number", "external_id"} <= set(eager.stats)
+    for key, c in eager.stats.items():
+        got = t.stats[key]
+        mine = got.rows >= off
+        assert (got.rows[mine] - off).tolist() == c.rows.tolist(), key
+        assert got.values[mine].tolist() == c.values.tolist() and got.kind == c.kind, key
+    for key in set(t.stats) - set(eager.stats):  # the host plugin's keys only
+        assert (t.stats[key].rows < off).all(), key

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import TraceSchemaError
 from .core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from .model import Plane, Source, Track
-from .stats import StatTable, as_values, merge_columns
+from .stats import RowMap, StatTable, _Part, as_values, merge_columns
 
 
 class TraceBuilder:
@@ -32,6 +32,7 @@ class TraceBuilder:
         self._n = 0
         self._stat_parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         self._stat_small: dict[str, tuple[list, list]] = {}
+        self._stat_deferred: list[_Part] = []
         self._flows: dict[str, list] = {k: [] for k in FLOW_COLUMNS}
         self._counter_chunks: list[dict[str, np.ndarray]] = []
         self.metadata: dict[str, Any] = dict(metadata or {})
@@ -177,6 +178,15 @@ class TraceBuilder:
             raise TraceSchemaError(f"stat {key!r}: {len(rows)} rows but {len(vals)} values")
         self._stat_parts.setdefault(key, []).append((rows, vals))
 
+    def add_stats(self, stats: StatTable, n_events: int, rows: np.ndarray | None = None, base: int = 0) -> None:
+        """Every stat of a trace of ``n_events`` events, for its events ``rows`` (ascending;
+        None: all), which are this builder's rows ``base`` onwards, in order. Columns it has
+        not decoded stay undecoded (decoded, and their rows mapped, on first use here)."""
+        cols, parts = stats.carried(RowMap.of(n_events, rows, base))
+        for key, col in cols.items():
+            self._stat_parts.setdefault(key, []).append((col.rows, col.values))
+        self._stat_deferred.extend(parts)
+
     # -------------------------------------------------------------- flows, counters
     def flow(self, src: int, dst: int, flow_id: int = 0, category: str = "") -> None:
         f = self._flows
@@ -213,6 +223,7 @@ class TraceBuilder:
             self._stat_parts.setdefault(key, []).append((np.asarray(rows, np.int64), as_values(vals)))
         self._stat_small = {}
         stats = StatTable({k: merge_columns(p) for k, p in self._stat_parts.items()})
+        stats.adopt(self._stat_deferred)
         flows = {k: np.asarray(v, dtype=t) for (k, v), t in zip(self._flows.items(), FLOW_COLUMNS.values())}
         counters = {k: (np.concatenate([c[k] for c in self._counter_chunks]) if self._counter_chunks
                         else np.zeros(0, t)) for k, t in COUNTER_COLUMNS.items()}

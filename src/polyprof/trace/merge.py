@@ -43,8 +43,7 @@ def merge(traces: Sequence[Trace], metadata: dict[str, Any] | None = None) -> Tr
             ev = t.events
             b.events(tmap[ev["track"]], smap[ev["name"]], ev["start_ns"], ev["dur_ns"],
                      smap[ev["category"]])
-        for key, col in t.stats.items():
-            b.add_stat(key, col.rows + offset, col.values)
+        b.add_stats(t.stats, n, base=offset)  # deferred stats stay deferred
         fl = t.flows
         if len(fl["src"]):
             b._flows["src"].extend((fl["src"] + offset).tolist())

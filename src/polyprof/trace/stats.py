@@ -68,6 +68,49 @@ def check_column(key: str, col: Any, n_rows: int | None) -> None:
         raise TraceSchemaError(f"stat {key!r} rows are not ascending and unique")
 
 
+@dataclass(frozen=True)
+class RowMap:
+    """Where the events of one trace land in another (a trace built from it): the events
+    ``kept`` (ascending rows; None: all ``n`` of them) go, in order, to ``base`` onwards.
+    Deferred stats carried through re-homing and merging map their rows with it when
+    they are decoded, so a copy of a trace's stats decodes nothing."""
+
+    kept: np.ndarray | None
+    base: int
+    n: int  # how many events the map covers (len(kept), or the source trace's count)
+
+    @classmethod
+    def of(cls, n_events: int, kept: np.ndarray | None = None, base: int = 0) -> "RowMap":
+        if kept is None:
+            return cls(None, int(base), int(n_events))
+        kept = np.asarray(kept, np.int64)
+        return cls(kept, int(base), len(kept))
+
+    def column(self, col: StatColumn) -> StatColumn:
+        """``col`` (rows of the source) at its rows here; rows not kept are left out."""
+        if self.kept is None:
+            return StatColumn(col.rows + self.base, col.values)
+        if not len(col.rows) or not len(self.kept):
+            return StatColumn(col.rows[:0], col.values[:0])
+        pos = np.minimum(np.searchsorted(self.kept, col.rows), len(self.kept) - 1)
+        hit = self.kept[pos] == col.rows
+        return StatColumn(pos[hit] + self.base, col.values[hit])
+
+    def columns(self, cols: Mapping[str, StatColumn]) -> dict[str, StatColumn]:
+        out = {}
+        for key, col in cols.items():
+            m = self.column(col)
+            if len(m):
+                out[key] = m
+        return out
+
+    def back(self, rows: np.ndarray) -> np.ndarray:
+        """The source rows of ``rows`` here (ascending); rows outside the map are left out."""
+        local = np.asarray(rows, np.int64) - self.base
+        local = local[(local >= 0) & (local < self.n)]
+        return local if self.kept is None else self.kept[local]
+
+
 @dataclass
 class _Part:
     """One deferred part of a StatTable (see :meth:`StatTable.defer`)."""
@@ -83,6 +126,14 @@ class _Part:
         """Whether this part may still give ``key``."""
         return key not in self.complete and key not in self.done and (self.may_hold is None or self.may_hold(key))
 
+    def mapped(self, m: RowMap) -> "_Part":
+        """This part as seen from a trace built from its trace (rows mapped by ``m``)."""
+        dk, dr = self.decode_keys, self.decode_rows
+        return _Part(lambda: m.columns(self.decode()), self.complete, self.may_hold,
+                     None if dr is None else lambda keys, rows: m.columns(dr(keys, m.back(rows))),
+                     None if dk is None else lambda keys, skip=(): m.columns(dk(keys, skip=skip)),
+                     self.done)
+
 
 class StatTable(MutableMapping[str, StatColumn]):
     """Stat columns by key, some of them decoded from their source only when first needed.
@@ -95,6 +146,11 @@ class StatTable(MutableMapping[str, StatColumn]):
     (``decode_keys``), else everything; any iteration, ``len``, change, copy, pickle or
     repr first decodes every deferred part, once, under a lock (threads wait for one
     decode). Decoded columns are checked like materialised ones (:func:`check_column`).
+
+    A trace built from others (re-homed, subset, merged) takes their deferred parts
+    along undecoded (:meth:`carried`, :meth:`adopt`, through a :class:`RowMap`); a key
+    may then be in several parts and decoded already for some events: its column joins
+    them (an event given a value twice is a TraceSchemaError).
     """
 
     def __init__(self, columns: Mapping[str, StatColumn] | Iterable[tuple[str, StatColumn]] = ()):
@@ -114,7 +170,9 @@ class StatTable(MutableMapping[str, StatColumn]):
         :meth:`lookup_rows`); ``decode_keys(keys, skip=())`` some keys only (a lookup),
         or, with ``keys`` None, every key not in ``skip`` (instead of ``decode()``)."""
         with self._lock:
-            self._deferred = [*self._deferred, _Part(decode, frozenset(complete), may_hold, decode_rows, decode_keys)]
+            # the keys in the table now are never in the part: their lookups decode nothing
+            done = frozenset(complete) | frozenset(self._columns)
+            self._deferred = [*self._deferred, _Part(decode, done, may_hold, decode_rows, decode_keys)]
 
     def lookup_rows(self, keys: Iterable[str], rows: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """(mask, values) of each of ``keys`` that some event has, for ``rows``
@@ -126,9 +184,12 @@ class StatTable(MutableMapping[str, StatColumn]):
         need: list[str] = []
         for key in keys:
             col = self._columns.get(key)
-            if col is not None:
+            maybe = any(p.may(key) for p in self._deferred)
+            if col is not None and maybe:  # in a merged table: some rows decoded, others not
+                out[key] = self[key].lookup(rows)
+            elif col is not None:
                 out[key] = col.lookup(rows)
-            elif any(p.may(key) for p in self._deferred):
+            elif maybe:
                 need.append(key)
         if not need:
             return out
@@ -161,51 +222,71 @@ class StatTable(MutableMapping[str, StatColumn]):
         for key, col in self._columns.items():
             check_column(key, col, n_rows)
 
-    def _take(self, key: str, col: StatColumn) -> None:
-        check_column(key, col, self._n_rows)
-        if key in self._columns:
-            raise TraceSchemaError(f"deferred stat {key!r} is already in the table")
-        self._columns[key] = col
-
     def _all(self) -> dict[str, StatColumn]:
         """Every column: deferred parts decoded first (once)."""
         if self._deferred:
             with self._lock:
                 if self._deferred:
-                    new: dict[str, StatColumn] = {}
+                    new: dict[str, list[StatColumn]] = {}
                     for p in self._deferred:
                         cols = p.decode() if p.decode_keys is None else p.decode_keys(None, skip=p.done)
                         for key, col in cols.items():
-                            if key in p.complete or key in p.done or key in new or key in self._columns:
+                            if key in p.complete or key in p.done:
                                 raise TraceSchemaError(f"deferred stat {key!r} is already in the table")
-                            check_column(key, col, self._n_rows)
-                            new[key] = col
-                    self._columns.update(new)
+                            new.setdefault(key, []).append(col)
+                    self._columns.update({key: self._joined(key, cols) for key, cols in new.items()})
                     self._deferred = []
         return self._columns
 
     def _one(self, key: str) -> StatColumn:
         """``key`` from the deferred parts that may hold it: that key alone where they can."""
         with self._lock:
-            if key in self._columns:
-                return self._columns[key]
             parts = [(p, p.decode_keys) for p in self._deferred if p.may(key)]
+            if not parts and key in self._columns:  # another thread decoded it meanwhile
+                return self._columns[key]
             if parts and all(dk is not None for _, dk in parts):
                 found = []
                 for p, dk in parts:
-                    found += [(c.rows, c.values) for k, c in dk([key]).items() if k == key]  # type: ignore[misc]
+                    found += [c for k, c in dk([key]).items() if k == key]  # type: ignore[misc]
                     p.done = p.done | {key}
                 if found:
-                    self._take(key, merge_columns(found) if len(found) > 1 else StatColumn(*found[0]))
+                    self._columns[key] = self._joined(key, found)
                 return self._columns[key]  # KeyError: no part has it after all
         return self._all()[key]  # a part that can only decode everything
 
+    def _joined(self, key: str, found: list[StatColumn]) -> StatColumn:
+        """The column of ``key``: what is materialised and what deferred parts gave, which
+        (in a merged trace) hold other events' values; checked, never two values for an event."""
+        have = self._columns.get(key)
+        cols = found if have is None else [have, *found]
+        if len(cols) == 1:
+            col = cols[0]
+        else:
+            n = sum(len(c) for c in cols)
+            col = merge_columns([(c.rows, c.values) for c in cols])
+            if len(col) != n:
+                raise TraceSchemaError(f"deferred stat {key!r} is already in the table")
+        check_column(key, col, self._n_rows)
+        return col
+
+    def carried(self, m: RowMap) -> tuple[dict[str, StatColumn], list[_Part]]:
+        """This table's columns as seen from a trace built from this one (rows mapped by
+        ``m``): the materialised columns mapped now, the deferred parts to decode later
+        (:meth:`adopt` them there); nothing is decoded."""
+        with self._lock:
+            return m.columns(self._columns), [p.mapped(m) for p in self._deferred]
+
+    def adopt(self, parts: Iterable[_Part]) -> None:
+        """Deferred parts :meth:`carried` from other tables (their rows mapped into this one)."""
+        parts = list(parts)
+        if parts:
+            with self._lock:
+                self._deferred = [*self._deferred, *parts]
+
     def __getitem__(self, key: str) -> StatColumn:
-        if key in self._columns:
-            return self._columns[key]
-        if any(p.may(key) for p in self._deferred):
+        if self._deferred and any(p.may(key) for p in self._deferred):
             return self._one(key)
-        raise KeyError(key)
+        return self._columns[key]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._all())

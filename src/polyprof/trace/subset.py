@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .core import Trace
-from .stats import StatColumn, StatTable
+from .stats import RowMap, StatTable
 
 
 def take(trace: Trace, keep: np.ndarray, counter_ranges: Sequence[tuple[int, int]] | None = None) -> Trace:
@@ -25,10 +25,9 @@ def take(trace: Trace, keep: np.ndarray, counter_ranges: Sequence[tuple[int, int
         raise ValueError(f"keep has {len(keep)} entries for {trace.n_events} events")
     new_row = np.cumsum(keep) - 1  # the new row of each kept event
     events = {k: v[keep] for k, v in trace.events.items()}
-    stats = StatTable()
-    for key, col in trace.stats.items():
-        k = keep[col.rows]
-        stats[key] = StatColumn(new_row[col.rows[k]].astype(np.int64), col.values[k])
+    cols, parts = trace.stats.carried(RowMap.of(trace.n_events, np.flatnonzero(keep)))
+    stats = StatTable(cols)
+    stats.adopt(parts)  # deferred stats stay deferred
     fl = trace.flows
     fk = keep[fl["src"]] & keep[fl["dst"]] if len(fl["src"]) else np.zeros(0, bool)
     flows = {"src": new_row[fl["src"][fk]].astype(np.int64), "dst": new_row[fl["dst"][fk]].astype(np.int64),

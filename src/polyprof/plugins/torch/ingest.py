@@ -61,7 +61,7 @@ def ingest_kineto(t: Trace, cap: Capture, mirrors: list[tuple[int, str, int, int
         if sections is not None and len(drop):
             start = snap_to_sections(t, start, drop, brackets, sections[0], sections[1], track_tid)
     rows = np.flatnonzero(keep)
-    _copy_rows(b, t, keep, rows, start, tmap)
+    _copy_rows(b, t, rows, start, tmap)
     _steps(b, t, rows, start, host_has_steps)
     _flows_and_counters(b, t, keep, rows, pmap, align)
     info = {"capture": cap.index, **describe(align, wall if align is not wall else None), "events": int(len(rows)),
@@ -111,19 +111,15 @@ def _refit(t: Trace, cap: Capture, sync_rows: np.ndarray, drop: np.ndarray, brac
     return better if better is not None and better.bound_ns <= align.bound_ns else align
 
 
-def _copy_rows(b: TraceBuilder, t: Trace, keep: np.ndarray, rows: np.ndarray, start: np.ndarray,
-               tmap: np.ndarray) -> None:
+def _copy_rows(b: TraceBuilder, t: Trace, rows: np.ndarray, start: np.ndarray, tmap: np.ndarray) -> None:
     """The kept events (``rows``, in order) and their stats, at their session times."""
     ev = t.events
     smap = np.fromiter((b.intern(x) for x in t.strings), np.int32, len(t.strings))
+    base = b.n_events
     if len(rows):
         b.events(tmap[ev["track"][rows]], smap[ev["name"][rows]], start[rows], ev["dur_ns"][rows],
                  smap[ev["category"][rows]])
-    newrow = _new_rows(keep, rows)
-    for key, col in t.stats.items():
-        sel = keep[col.rows] if len(col.rows) else np.zeros(0, bool)
-        if sel.any():
-            b.add_stat(key, newrow[col.rows[sel]], col.values[sel])
+    b.add_stats(t.stats, t.n_events, rows, base)  # torch's args stay undecoded until asked for
 
 
 def _new_rows(keep: np.ndarray, rows: np.ndarray) -> np.ndarray:
