@@ -485,11 +485,17 @@ def test_torch_args_stay_undecoded_through_the_merge_and_equal_an_eager_decode(t
     eager, _ = ingest_kineto(reference.load(kept), p._captures[0], p._mirrors, p._names_by_tid(), p.ctx,
                              p._had_steps, sections=(list(rec.sections), dict(rec.threads)))
     assert eager.stats.pending == 0
-    off = t.n_events - eager.n_events  # torch's part comes last in the session's merge
-    assert off > 0 and t.names()[off:].tolist() == eager.names().tolist()
-    assert (t.start_ns[off:] == eager.start_ns).all()
+    # torch's export ends with 3 marks of its recording window, which its results in
+    # memory (what the plugin reads, plugins/torch/activities.py) do not have
+    n = eager.n_events - 3
+    assert eager.categories(np.arange(n, eager.n_events)).tolist() == ["Trace", "", ""]
+    off = t.n_events - n  # torch's part comes last in the session's merge
+    assert off > 0 and t.names()[off:].tolist() == eager.names()[:n].tolist()
+    assert (t.start_ns[off:] == eager.start_ns[:n]).all()
     assert {"Input Dims", "Sequence number", "external_id"} <= set(eager.stats)
     for key, c in eager.stats.items():
+        if key == "Op count":  # an arg of the window mark
+            continue
         got = t.stats[key]
         mine = got.rows >= off
         assert (got.rows[mine] - off).tolist() == c.rows.tolist(), key

@@ -31,6 +31,8 @@ from .progress import _Progress
 
 #: Args are turned into typed stat columns every this many events (bounds the values kept).
 _ARG_FLUSH_EVENTS = 8192
+#: the syntax of a batch of args, without building their values
+_CHECK_ARGS = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
 class _Collector:
@@ -85,6 +87,35 @@ class _Collector:
         if len(rare):
             self._rare(evs, rare, codes, ts_ns)
         self.seen += n
+
+    def add_columns(self, pid: np.ndarray, tid: np.ndarray, name: list[str], cat: list[str], ts_ns: np.ndarray,
+                    dur_ns: np.ndarray, args: list[str]) -> None:
+        """Events (``X``, or ``i`` with ``dur_ns`` 0) given as columns by a producer that
+        holds them in memory, not as JSON text (torch's results, plugins/torch/activities.py):
+        integer pids and tids, names and categories as str, times in ns, each event's args
+        as the text inside its JSON object (``"k": v, ...``; "" for none). The same columns,
+        codes and args batches :meth:`add` makes of the same events written as JSON."""
+        self._flush_args()
+        c = self.cols
+        for key, ints, table in (("pid", pid, self.pids), ("tid", tid, self.tids)):
+            uniq, inverse = np.unique(np.asarray(ints, np.int64), return_inverse=True)
+            c[key].append(np.array(self._id_codes(uniq.tolist(), table), np.int64)[inverse])
+        for key, strs in (("name", name), ("cat", cat)):
+            distinct = list(dict.fromkeys(strs))
+            code = dict(zip(distinct, _codes(distinct, self.strings, self._sid)))
+            c[key].append(np.fromiter(map(code.__getitem__, strs), np.int32, len(strs)))
+        c["ts"].append(np.asarray(ts_ns, np.int64))
+        c["dur"].append(np.maximum(np.asarray(dur_ns, np.int64), 0))
+        for first in range(0, len(args), _ARG_FLUSH_EVENTS):
+            text = ("[{" + "},{".join(args[first:first + _ARG_FLUSH_EVENTS]) + "}]").encode()
+            try:
+                _CHECK_ARGS(text)  # the JSON parse of the events would have checked it
+            except (msgspec.DecodeError, UnicodeDecodeError) as e:
+                raise TraceFormatError(self.path, f"invalid JSON in event args ({e})") from None
+            self._arg_batch(text, self.n + first)
+        self.n += len(ts_ns)
+        self.seen += len(ts_ns)
+        self.arg_base = self.n
 
     def _id_codes(self, values: list, table: dict) -> np.ndarray:
         """Codes of pid/tid values (ints or strings)."""
@@ -147,6 +178,11 @@ class _Collector:
         parts[-1] = bytes(parts[-1]) + b"]"
         text = b",".join(parts)
         del raws
+        self._arg_batch(text, base)
+
+    def _arg_batch(self, text: bytes, base: int) -> None:
+        """One batch of args (``[args, ...]`` from row ``base``): checked, ids and memory
+        stats typed, the rest kept as text."""
         if not text.isascii():
             try:
                 text.decode()

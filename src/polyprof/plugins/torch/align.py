@@ -25,7 +25,8 @@ class Capture:
 
     index: int
     samples: list[tuple[int, int]] = field(default_factory=list)  # (before, after) per marker
-    path: str | None = None
+    path: str | None = None  # torch's JSON export of it
+    trace: Trace | None = None  # or its Kineto Trace read from torch's results in memory (activities.py)
     lost: str = ""
     #: torch's category of each allocation, (time ns, address) -> name (memory.py)
     mem_categories: dict[tuple[int, int], str] | None = None

@@ -242,7 +242,7 @@ class TorchPlugin(Plugin):
         self._close_step_range()
         self.sync(cap)
         prof.stop()
-        self.export(prof, cap)
+        self._keep(prof, cap)
 
     # ------------------------------------------------------------------ schedule
     def pause(self) -> None:
@@ -285,7 +285,7 @@ class TorchPlugin(Plugin):
         cycles: list[dict[str, Any]] = []
         try:
             for cap in self._captures:
-                if cap.path is None:
+                if cap.path is None and cap.trace is None:
                     cycles.append({"capture": cap.index, "status": cap.lost or
                                    "ended without a saved trace (torch discards an incomplete cycle)"})
                     continue
@@ -322,6 +322,39 @@ class TorchPlugin(Plugin):
             exit_(h)
             cap.samples.append((a, b))
 
+    def _keep(self, prof: Any, cap: Capture) -> None:
+        """The recording our own torch profiler just ended: read from torch's results in
+        memory where torch hands them out (activities.py: no JSON written and read back),
+        else through torch's export. ``keep_export`` still writes torch's JSON."""
+        from . import activities  # the Kineto reader's modules: imported only when torch recorded
+
+        keep = self.options.get("keep_export")
+        if recording_survived(prof):
+            try:
+                cap.trace = activities.read(prof)
+            except Exception as e:  # reported; torch's export is read instead
+                self._warn(f"torch's results could not be read in memory ({type(e).__name__}: {e}); "
+                           "reading its JSON export instead")
+        if cap.trace is None:
+            self.export(prof, cap)
+            return
+        self._memory_categories(prof, cap)
+        if keep:
+            import torch
+
+            name = f"torch_{id(self):x}_cycle{cap.index}.json"
+            try:
+                os.makedirs(keep, exist_ok=True)
+                torch.profiler.profile.export_chrome_trace(prof, os.path.join(keep, name))
+            except Exception as e:  # the user's copy: its failure costs only the copy
+                self._warn(f"torch's JSON was not written to {keep}: {type(e).__name__}: {e}")
+
+    def _memory_categories(self, prof: Any, cap: Capture) -> None:
+        try:
+            cap.mem_categories = categories_of(prof)
+        except Exception as e:  # torch's private memory profile: its failure costs only the categories
+            self._warn(f"no memory categories from torch: {type(e).__name__}: {e}")
+
     def export(self, prof: Any, cap: Capture | None = None, directory: str | None = None) -> None:
         """Export torch's trace of the capture that just ended (called before any user
         on_trace_ready handler, so its own exports and files stay untouched)."""
@@ -339,10 +372,7 @@ class TorchPlugin(Plugin):
         path = os.path.join(folder, f"torch_{id(self):x}_cycle{cap.index}.json")
         torch.profiler.profile.export_chrome_trace(prof, path)
         cap.path = path
-        try:
-            cap.mem_categories = categories_of(prof)
-        except Exception as e:  # torch's private memory profile: its failure costs only the categories
-            self._warn(f"no memory categories from torch: {type(e).__name__}: {e}")
+        self._memory_categories(prof, cap)
         keep = self.options.get("keep_export")
         if keep:
             os.makedirs(keep, exist_ok=True)
@@ -442,7 +472,9 @@ class TorchPlugin(Plugin):
     def ingest(self, cap: Capture) -> tuple[Trace, dict[str, Any]]:
         from ...formats import kineto
 
-        t = kineto.load(cap.path)
+        t, cap.trace = cap.trace, None
+        if t is None:
+            t = kineto.load(cap.path)
         if cap.mem_categories:
             add_categories(t, cap.mem_categories)
         rec = self._recorder

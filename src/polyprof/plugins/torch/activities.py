@@ -1,0 +1,133 @@
+"""A torch recording read from torch's results in memory, not from its JSON export.
+
+torch (2.13 on) hands out the activities Kineto's JSON writer writes
+(``kineto_results.trace_activities()``): their names, kinds, OS thread ids, ns times,
+correlation and flow ids, and each one's args as the JSON text the writer puts in
+``"args"``. Reading them (a C-level call per field and event, about 0.1 µs) costs less than
+torch writing its JSON and polyprof reading it back, and the args stay text until a
+stat key is asked for. The columns go through the Kineto reader's own collector and
+builder (``formats/kineto/collector.py``, ``build.py``), so the Trace has the layout, codes,
+typed ids, memory stats and deferred args that reading the export gives.
+
+What the export has and this does not: torch's three marks of its recording window
+("PyTorch Profiler (0)", "Iteration Start: PyTorch Profiler", "Record Window End" on
+the pseudo processes "Spans", "Traces" and ""), whose end torch keeps to itself, and
+the export's ``trace_id``. Only recordings of host activities are read this way: one
+with device activities (kernels, copies) is left to the export, whose layout for them
+the real GPU traces in tests/data/traces pin and which cannot be recorded here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from operator import methodcaller
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...formats.kineto.collector import _Collector
+from ...formats.kineto.events import _F, _S, _Event
+from ...formats.kineto.progress import _Progress
+from ...formats.safety import clean_metadata
+from ...trace.core import Trace
+
+#: the activity kinds of a host-only recording (what torch records on CPUs)
+HOST_TYPES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_instant_event"})
+#: Kineto's flow kinds, as its JSON writer names them
+_FLOW_NAMES = {1: "fwdbwd", 2: "ac2g"}
+_SOURCE = Path("torch.profiler results (in memory)")
+
+_type, _name, _device = methodcaller("type"), methodcaller("name"), methodcaller("device_id")
+_resource, _start, _dur = methodcaller("resource_id"), methodcaller("timestamp"), methodcaller("duration")
+_corr, _flow, _meta = methodcaller("correlation_id"), methodcaller("flow_id"), methodcaller("metadata_json")
+
+
+def available(prof: Any) -> bool:
+    """Whether this torch hands its activities out (``trace_activities``, torch 2.13 on)."""
+    res = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    return callable(getattr(res, "trace_activities", None))
+
+
+def read(prof: Any) -> Trace | None:
+    """The Kineto Trace of a stopped ``torch.profiler.profile``, from memory; None when
+    it must come from torch's export (older torch, device activities, another process)."""
+    if not available(prof):
+        return None
+    acts = prof.profiler.kineto_results.trace_activities()
+    cats = list(map(_type, acts))
+    if not HOST_TYPES.issuperset(cats):
+        return None
+    pid = os.getpid()
+    pids = np.fromiter(map(_device, acts), np.int64, len(acts))
+    if len(pids) and not (pids == pid).all():
+        return None
+    tids = np.fromiter(map(_resource, acts), np.int64, len(acts))
+    tids = np.where(tids == np.iinfo(np.int64).min, 0, np.abs(tids))  # as the writer: |tid|, INT64_MIN -> 0
+    start = np.fromiter(map(_start, acts), np.int64, len(acts))
+    dur = np.fromiter(map(_dur, acts), np.int64, len(acts))
+    instant = np.array([c == "cpu_instant_event" for c in cats], bool)
+    dur[instant] = 0  # the writer's "i" events: no duration
+    args = list(map(_meta, acts))
+    corr = np.fromiter(map(_corr, acts), np.int64, len(acts))
+
+    col = _Collector(_SOURCE)
+    col.add_columns(pids, tids, list(map(_name, acts)), cats, start, dur, args)
+    has = np.flatnonzero(corr)  # the writer's "External id": the correlation id, when set
+    col.b.add_stat("external_id", has, corr[has])
+    _flows(col, acts, pid, tids, start)
+    col.process[pid] = {"process_name": "python", "process_labels": "CPU", "process_sort_index": pid}
+    for t in np.unique(tids).tolist():
+        col.threads[(pid, t)] = {"thread_name": f"thread {t} ({_thread_name(t)})", "thread_sort_index": t}
+    trace = col.finish(_top(prof), _Progress(False, _SOURCE, 0))
+    clean_metadata(trace.metadata)
+    return trace
+
+
+def _flows(col: _Collector, acts: list, pid: int, tids: np.ndarray, start: np.ndarray) -> None:
+    """Each activity's flow endpoint (``s``, or ``f`` bound to its enclosing slice), as
+    the writer writes them after the activity."""
+    ids = np.fromiter(map(_flow, acts), np.int64, len(acts))
+    rows = np.flatnonzero(ids > 0).tolist()
+    if not rows:
+        return
+    sel, ph = [], []
+    for r in rows:
+        a = acts[r]
+        cat = _FLOW_NAMES.get(a.flow_type(), "ac2g")
+        is_start = bool(a.flow_start())
+        sel.append(_Event(ph="s" if is_start else "f", name=cat, cat=cat, pid=pid, tid=int(tids[r]),
+                          id=int(ids[r]), bp=None if is_start else "e"))
+        ph.append(_S if is_start else _F)
+    from ...formats.kineto.flows import add_flow_slice
+
+    add_flow_slice(col, sel, np.array(ph, np.int8), start[rows])
+
+
+def _top(prof: Any) -> dict[str, Any]:
+    """The export's top-level fields that polyprof keeps (times are absolute ns here:
+    no ``baseTimeNanoseconds``)."""
+    top: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms",
+                           "host_name": socket.gethostname()}
+    for k in ("with_stack", "profile_memory", "record_shapes"):
+        if getattr(prof, k, False):
+            top[k] = 1
+    info = getattr(prof, "_get_distributed_info", None)
+    if info is not None:
+        try:
+            d = info()
+        except Exception:  # torch's own helper; without it the trace has no rank
+            d = None
+        if d:
+            top["distributedInfo"] = d
+    return top
+
+
+def _thread_name(tid: int) -> str:
+    """The OS name of a thread of this process (the writer's name for it), if it still runs."""
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "python"

@@ -1,0 +1,128 @@
+"""torch's recording read from its results in memory (plugins/torch/activities.py) against
+torch's own JSON export of the same recording read by the Kineto reader.
+
+Real torch on CPU: each recording is read both ways; every event, thread track, flow and
+stat (decoded from the deferred args) must be the same, except torch's three marks of
+its recording window, which only the export has (documented in the module).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from polyprof.formats import kineto  # noqa: E402
+from polyprof.plugins.torch import activities  # noqa: E402
+
+WINDOW_MARKS = {"PyTorch Profiler (0)", "Iteration Start: PyTorch Profiler", "Record Window End"}
+
+pytestmark = pytest.mark.skipif(not hasattr(torch._C._autograd._ProfilerResult, "trace_activities"),
+                                reason="this torch has no trace_activities()")
+
+
+def workload(threads: bool) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 16), torch.randn(8, 1)
+
+    def step() -> None:
+        with torch.profiler.record_function("forward"):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()  # fwdbwd flows
+        opt.step()
+
+    for _ in range(2):
+        step()
+    if threads:
+        th = threading.Thread(target=lambda: (model(x).sum(), torch.ones(3).add_(1)), name="worker")
+        th.start()
+        th.join()
+
+
+def record(tmp_path, **kw):
+    if kw.pop("all_threads", False):
+        kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+    p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], **kw)
+    p.start()
+    workload(threads="experimental_config" in kw)
+    p.stop()
+    path = tmp_path / "torch.json"
+    p.export_chrome_trace(str(path))
+    return activities.read(p), kineto.load(path)
+
+
+def track_key(t, rows):
+    tr = [t.tracks[i] for i in t.events["track"][rows]]
+    return [(t.planes[x.plane].name, x.tid, x.kind) for x in tr]
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"record_shapes": True, "with_stack": True},
+    {"profile_memory": True, "record_shapes": True},
+    {"all_threads": True, "with_flops": True, "with_modules": True},
+], ids=["plain", "shapes+stack", "memory", "all_threads"])
+def test_in_memory_read_equals_the_export_read(tmp_path, options):
+    mem, exp = record(tmp_path, **options)
+    assert mem is not None
+    assert mem.stats.pending == 1  # the args are still text
+    names = exp.names().tolist()
+    marks = [i for i, n in enumerate(names) if n in WINDOW_MARKS]
+    assert len(marks) == 3 and marks == list(range(exp.n_events - 3, exp.n_events))
+    n = exp.n_events - 3
+    assert mem.n_events == n > 50
+    rows = np.arange(n)
+    assert mem.names().tolist() == names[:n]
+    assert mem.categories().tolist() == exp.categories(rows).tolist()
+    assert (mem.start_ns == exp.start_ns[:n]).all() and (mem.dur_ns == exp.dur_ns[:n]).all()
+    assert track_key(mem, rows) == track_key(exp, rows)
+    assert {tr.tid for tr in mem.tracks} == {tr.tid for tr in exp.tracks if tr.tid > 0}
+    for key, c in exp.stats.items():
+        if key == "Op count":  # an arg of the window mark
+            continue
+        got = mem.stats[key]
+        assert got.rows.tolist() == c.rows.tolist(), key
+        assert got.kind == c.kind and got.values.tolist() == c.values.tolist(), key
+    assert set(mem.stats) == set(exp.stats) - {"Op count"}
+    for k in ("src", "dst", "id"):
+        assert mem.flows[k].tolist() == exp.flows[k].tolist(), k
+    assert len(exp.flows["src"]) > 0
+    assert [mem.strings[c] for c in mem.flows["category"]] == [exp.strings[c] for c in exp.flows["category"]]
+    for k in ("schemaVersion", "host_name", "with_stack", "profile_memory", "record_shapes"):
+        assert mem.metadata.get(k) == exp.metadata.get(k), k
+    if options.get("profile_memory"):
+        assert "Bytes" in mem.stats or "bytes" in mem.stats
+
+
+def test_recording_without_trace_activities_is_left_to_the_export():
+    class Old:  # a torch before 2.13: its results have no trace_activities()
+        class profiler:  # noqa: N801
+            kineto_results = object()
+
+    assert activities.read(Old()) is None and not activities.available(Old())
+
+
+def test_names_torch_cannot_write_are_read_exactly(tmp_path):
+    """torch's JSON writer does not escape names: a quote makes its export invalid JSON
+    (the whole recording was lost to polyprof) and a tab or a non-ASCII letter becomes
+    "unknown"; read from memory, every name is exact."""
+    names = ['say "hi"', "tab\there", "café ☕", "back\\slash"]
+    p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    p.start()
+    for n in names:
+        with torch.profiler.record_function(n):
+            torch.ones(2).sum()
+    p.stop()
+    t = activities.read(p)
+    got = t.names(np.flatnonzero(t.categories() == "user_annotation")).tolist()
+    assert got == names
+    path = tmp_path / "torch.json"
+    p.export_chrome_trace(str(path))
+    text = path.read_text()
+    assert '"name": "unknown"' in text and '"name": "say "hi"",' in text  # what torch wrote
