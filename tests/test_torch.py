@@ -502,3 +502,31 @@ def test_torch_args_stay_undecoded_through_the_merge_and_equal_an_eager_decode(t
         assert got.values[mine].tolist() == c.values.tolist() and got.kind == c.kind, key
     for key in set(t.stats) - set(eager.stats):  # the host plugin's keys only
         assert (t.stats[key].rows < off).all(), key
+
+
+def test_names_torch_cannot_write_keep_the_torch_ops():
+    """A quote in a section's or range's name made torch's JSON invalid, and the whole
+    torch recording was lost; read from torch's results in memory it is kept, names exact."""
+    with polyprof.profile(plugins=["torch"], options=QUIET) as s:
+        with polyprof.section('say "hi"'), torch.profiler.record_function('range "x" é'):
+            torch.ones(4).sum()
+    t = s.trace
+    assert s.errors == [] and not t.metadata.get("warnings")
+    assert len(rows_named(t, 'range "x" é', "user_annotation")) == 1
+    assert len(rows_named(t, 'say "hi"', "section")) == 1 and len(t.rows_of_kind(Kind.CPU_OP)) >= 1
+
+
+def test_results_that_cannot_be_read_in_memory_fall_back_to_the_export(monkeypatch):
+    from polyprof.plugins.torch import activities
+
+    def broken(prof):
+        raise RuntimeError("no results")
+
+    monkeypatch.setattr(activities, "read", broken)
+    with polyprof.profile(plugins=["torch"], options=QUIET) as s:
+        with polyprof.section("work"):
+            torch.ones(4).sum()
+    t = s.trace
+    assert any("could not be read in memory" in w and "no results" in w for w in t.metadata["warnings"])
+    assert len(t.rows_of_kind(Kind.CPU_OP)) >= 1 and len(rows_named(t, "work")) == 1
+    assert t.metadata["plugins"]["torch"] == "ok"
