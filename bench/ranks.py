@@ -18,11 +18,12 @@ Each round runs both tools in fresh child processes, alternating which goes firs
   then ``get_temporal_breakdown``, ``get_comm_comp_overlap`` and
   ``get_gpu_kernel_breakdown`` (``visualize=False``).
 
-Time is wall time of the child; memory is the peak of the summed PSS (proportional set
-size: a page shared by n processes counts 1/n in each) of the child and all its
-descendants, sampled every 20 ms with psutil: both tools use worker processes, so the
-child's own peak would flatter both, and summed RSS would count the pages that forked
-workers share with their parent once per worker. Ratios HTA / polyprof for time and
+Time is wall time of the child, run bare; memory is the peak of the summed PSS
+(proportional set size: a page shared by n processes counts 1/n in each) of the child and
+all its descendants, sampled every 20 ms with psutil in a second run of the same command
+right after (the sampling takes CPU that the timed run should not lose). Both tools use
+worker processes, so the child's own peak would flatter both, and summed RSS would count
+the pages that forked workers share with their parent once per worker. Ratios HTA / polyprof for time and
 polyprof / HTA for memory: best, median, and round by round.
 
     python bench/ranks.py                       # 8 and 32 ranks, 3 rounds
@@ -69,8 +70,19 @@ a.get_gpu_kernel_breakdown(visualize=False)
 
 
 def measure(cmd: list[str], env: dict[str, str]) -> dict:
-    """Wall seconds and peak summed RSS (MB) of a command and its descendants."""
+    """Wall seconds of a bare run, and the peak summed PSS (MB) of the command and its
+    descendants in a second, sampled run (the sampler's /proc scans every 20 ms take
+    CPU from the 2 cores, so they stay out of the timed run)."""
     t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd[:4]} failed ({p.returncode}): {p.stderr.decode(errors='replace')[-2000:]}")
+    return {"s": wall, "mb": peak_pss(cmd, env)}
+
+
+def peak_pss(cmd: list[str], env: dict[str, str]) -> float:
+    """Peak summed PSS (MB) of a command and its descendants, sampled every 20 ms."""
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     proc = psutil.Process(p.pid)
     peak = 0
@@ -87,11 +99,10 @@ def measure(cmd: list[str], env: dict[str, str]) -> dict:
         except psutil.Error:
             pass
         time.sleep(0.02)
-    wall = time.perf_counter() - t0
     err = p.stderr.read().decode(errors="replace") if p.stderr else ""
     if p.returncode != 0:
         raise SystemExit(f"{cmd[:4]} failed ({p.returncode}): {err[-2000:]}")
-    return {"s": wall, "mb": peak / 2**20}
+    return peak / 2**20
 
 
 def ratios(a: list[float], b: list[float]) -> dict:

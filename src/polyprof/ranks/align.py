@@ -112,6 +112,8 @@ def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> Match:
                 continue
             if best[0] is None or (len(i), -f.bound_ns) > (best[1], -best[0].bound_ns):
                 best = (f, len(i), shift, None)
+            if len(i) == len(rc) == len(oc):  # the same collectives on both: any other shift pairs fewer
+                break
         if best[0] is not None:
             break
         if not recorded:  # a collective missing mid-trace: no one shift fits every pair

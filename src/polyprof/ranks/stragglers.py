@@ -49,39 +49,51 @@ def stragglers(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) ->
     ``last_rank``, ``spread_ns`` (last - first arrival), ``wait_ns`` (summed over the
     ranks that waited), ``bound_ns`` (the largest alignment bound involved)."""
     a = arrivals(tables, clocks)
-    ranks = sorted(tables)
-    if len(a):
-        a = a[a.groupby(["key", "seq"])["rank"].transform("size") >= 2].reset_index(drop=True)
-    if not len(a):
-        per_rank = frame({c: np.zeros(len(ranks), np.float64) if c != "rank" else np.asarray(ranks, np.int64)
-                          for c in RANK_COLUMNS})
+    ranks = np.asarray(sorted(tables), np.int64)
+    # group the rows by collective (key, seq), in the order each first appears
+    kc = pd.factorize(a["key"].to_numpy(object))[0] if len(a) else np.zeros(0, np.int64)
+    seq = a["seq"].to_numpy(np.int64)
+    order = np.lexsort((np.arange(len(a)), seq, kc))
+    new = np.r_[True, (kc[order][1:] != kc[order][:-1]) | (seq[order][1:] != seq[order][:-1])] if len(a) \
+        else np.zeros(0, bool)
+    group = np.empty(len(a), np.int64)
+    group[order] = np.cumsum(new) - 1
+    size = np.bincount(group) if len(a) else np.zeros(0, np.int64)
+    keep = size[group] >= 2 if len(a) else np.zeros(0, bool)
+    if not keep.any():
+        per_rank = frame({c: np.zeros(len(ranks), np.float64) if c != "rank" else ranks for c in RANK_COLUMNS})
         return per_rank, pd.DataFrame({c: [] for c in EVENT_COLUMNS})
-    g = a.groupby(["key", "seq"], sort=False)
-    first = g["arrival_ns"].transform("min").to_numpy()
-    last = g["arrival_ns"].transform("max").to_numpy()
-    arr = a["arrival_ns"].to_numpy()
-    bound = g["bound_ns"].transform("max").to_numpy()
-    a = a.assign(late=arr - first, wait=last - arr)
-    is_last = arr == last
-    # the last rank of each collective (the first of them on ties), and whether it is
-    # later than the clocks' error allows
-    last_idx = a.assign(last=is_last)[is_last].groupby(["key", "seq"], sort=False).head(1).index.to_numpy()
-    ev = a.loc[last_idx, ["key", "seq", "op", "rank"]].rename(columns={"rank": "last_rank"})
-    first_idx = a[arr == first].groupby(["key", "seq"], sort=False).head(1).index.to_numpy()
-    ev = ev.merge(a.loc[first_idx, ["key", "seq", "rank"]].rename(columns={"rank": "first_rank"}), on=["key", "seq"])
-    agg = g.agg(ranks=("rank", "size"), spread_ns=("arrival_ns", lambda x: int(x.max() - x.min())),
-                bound_ns=("bound_ns", "max")).reset_index()
-    agg["wait_ns"] = a.groupby(["key", "seq"], sort=False)["wait"].sum().reindex(
-        pd.MultiIndex.from_frame(agg[["key", "seq"]])).to_numpy()
-    ev = ev.merge(agg, on=["key", "seq"])
+    a = a[keep].reset_index(drop=True)
+    _, group = np.unique(group[keep], return_inverse=True)
+    n = int(group.max()) + 1
+    arr, rank, bnd = a["arrival_ns"].to_numpy(), a["rank"].to_numpy(np.int64), a["bound_ns"].to_numpy(np.float64)
+    first = np.full(n, np.iinfo(np.int64).max, arr.dtype)
+    last = np.full(n, np.iinfo(np.int64).min, arr.dtype)
+    np.minimum.at(first, group, arr)
+    np.maximum.at(last, group, arr)
+    bound = np.full(n, -np.inf)
+    np.maximum.at(bound, group, bnd)
+    late, wait = arr - first[group], last[group] - arr
+    rows = np.arange(len(a))
+    # the first row (in arrival-table order) that arrived first / last in each collective
+    first_row, last_row = np.full(n, len(a)), np.full(n, len(a))
+    np.minimum.at(first_row, group[arr == first[group]], rows[arr == first[group]])
+    np.minimum.at(last_row, group[arr == last[group]], rows[arr == last[group]])
+    wait_ns = np.bincount(group, weights=wait, minlength=n).astype(wait.dtype)
+    by = np.argsort(last_row, kind="stable")  # collectives in the order their last arrival comes
+    ev = frame({"key": a["key"].to_numpy(object)[last_row[by]], "seq": a["seq"].to_numpy(np.int64)[last_row[by]],
+                "op": a["op"].to_numpy(object)[last_row[by]], "ranks": np.bincount(group, minlength=n)[by],
+                "first_rank": rank[first_row[by]], "last_rank": rank[last_row[by]],
+                "spread_ns": (last - first)[by].astype(np.int64), "wait_ns": wait_ns[by], "bound_ns": bound[by]})
     significant = ev["spread_ns"].to_numpy() > 2 * ev["bound_ns"].to_numpy()
+    lr, wn = ev["last_rank"].to_numpy(), ev["wait_ns"].to_numpy()
     per_rank = []
     for r in ranks:
-        mine = a["rank"].to_numpy() == r
-        sig_last = ev["last_rank"].to_numpy() == r
-        per_rank.append((r, int(a["late"].to_numpy()[mine].sum()), int((sig_last & significant).sum()),
-                         int(ev["wait_ns"].to_numpy()[sig_last].sum()), int(a["wait"].to_numpy()[mine].sum()),
-                         int(mine.sum()), float(bound[mine].max()) if mine.any() else float("nan")))
+        mine = rank == r
+        sig_last = lr == r
+        per_rank.append((int(r), int(late[mine].sum()), int((sig_last & significant).sum()), int(wn[sig_last].sum()),
+                         int(wait[mine].sum()), int(mine.sum()), float(bound[group[mine]].max()) if mine.any()
+                         else float("nan")))
     rank_df = frame({c: [row[i] for row in per_rank] for i, c in enumerate(RANK_COLUMNS)})
     ev = ev.sort_values("wait_ns", ascending=False, kind="stable").reset_index(drop=True)
     return rank_df, ev[EVENT_COLUMNS]
