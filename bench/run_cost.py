@@ -1,9 +1,11 @@
 """What ``polyprof run`` adds to a run: an empty script under plain ``python`` and under
 ``polyprof run`` (with and without the summary), alternating, in fresh processes.
 
-Wall time of each child (``perf_counter`` around it) and its peak RSS (``ru_maxrss``
-from ``os.wait4`` of that child); reports, per polyprof mode, the min and median of
-the differences to the plain run of the same round, and of the ratios. Children write
+Wall time of each child (``perf_counter`` around it), its CPU time (user + system,
+all its threads) and its peak RSS (``ru_maxrss``), both from ``os.wait4`` of that
+child; reports, per polyprof mode, the min and median of the differences to the plain
+run of the same round, and of the ratios. On a loaded machine the CPU time says more
+than the wall time (a child that waits for a core is not charged for it). Children write
 bytecode to a cache outside the tree, as an installed package has it (bench/child_env.py),
 and one untimed round goes first.
 
@@ -28,8 +30,8 @@ from child_env import child_env  # noqa: E402
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def child(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one child process."""
+def child(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB, CPU seconds) of one child process."""
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)
@@ -39,7 +41,7 @@ def child(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]
         raise SystemExit(f"{' '.join(argv)} failed ({p.returncode}): {p.stderr.read().decode() if p.stderr else ''}")
     if p.stderr:
         p.stderr.close()
-    return wall, usage.ru_maxrss / 1024.0
+    return wall, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -58,7 +60,7 @@ def main() -> int:
         "polyprof run --no-summary": [py, "-m", "polyprof", "run", "--no-summary", "-o", "e.polyprof", str(script)],
         "polyprof run": [py, "-m", "polyprof", "run", "-o", "e.polyprof", str(script)],
     }
-    runs: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    runs: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     for r in range(a.rounds + 1):
         for m, argv in modes.items():
             res = child(argv, env, tmp)
@@ -69,21 +71,26 @@ def main() -> int:
     for m, rs in runs.items():
         d_wall = [x[0] - p[0] for x, p in zip(rs, plain)]
         d_rss = [x[1] - p[1] for x, p in zip(rs, plain)]
+        d_cpu = [x[2] - p[2] for x, p in zip(rs, plain)]
         out[m] = {"wall_min_s": min(x[0] for x in rs), "wall_median_s": statistics.median(x[0] for x in rs),
                   "rss_min_mb": min(x[1] for x in rs), "rss_median_mb": statistics.median(x[1] for x in rs),
                   "added_wall_min_s": min(d_wall), "added_wall_median_s": statistics.median(d_wall),
                   "added_rss_min_mb": min(d_rss), "added_rss_median_mb": statistics.median(d_rss),
+                  "cpu_min_s": min(x[2] for x in rs), "added_cpu_min_s": min(d_cpu),
+                  "added_cpu_median_s": statistics.median(d_cpu),
                   "wall_ratio_min": min(x[0] / p[0] for x, p in zip(rs, plain)),
                   "wall_ratio_median": statistics.median(x[0] / p[0] for x, p in zip(rs, plain))}
     if a.json:
         print(json.dumps({"rounds": a.rounds, "load": os.getloadavg(), "modes": out}, indent=1))
         return 0
     print(f"{a.rounds} rounds, alternating; load {os.getloadavg()[0]:.2f}")
-    print(f"{'mode':<28}{'wall min/med s':>18}{'RSS min/med MB':>18}{'added s min/med':>19}{'added MB min/med':>19}")
+    print(f"{'mode':<28}{'wall min/med s':>18}{'RSS min/med MB':>18}{'added s min/med':>19}{'added MB min/med':>19}"
+          f"{'added CPU s min/med':>22}")
     for m, v in out.items():
         print(f"{m:<28}{v['wall_min_s']:>8.3f} /{v['wall_median_s']:>7.3f}{v['rss_min_mb']:>9.1f} /{v['rss_median_mb']:>6.1f}"
               f"{v['added_wall_min_s']:>10.3f} /{v['added_wall_median_s']:>6.3f}"
-              f"{v['added_rss_min_mb']:>10.1f} /{v['added_rss_median_mb']:>6.1f}")
+              f"{v['added_rss_min_mb']:>10.1f} /{v['added_rss_median_mb']:>6.1f}"
+              f"{v['added_cpu_min_s']:>13.3f} /{v['added_cpu_median_s']:>6.3f}")
     return 0
 
 

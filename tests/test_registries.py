@@ -174,3 +174,63 @@ def test_every_plugin_has_a_conformance_workload():
     from polyprof.plugins.torch import TorchPlugin
 
     assert TorchPlugin.conformance_workload is not Plugin.conformance_workload
+
+
+def test_entry_point_scan_gives_what_importlib_metadata_gives(tmp_path):
+    """collect/registry.entry_points reads the dist-info directories itself (importing
+    importlib.metadata and parsing every distribution's entry points cost a run
+    25-40 ms); it must find what importlib.metadata finds, in its order, for the
+    installed packages plus distributions made here: one shadowing polyprof's own
+    (a second "polyprof" later on sys.path), comments, blank lines and extras, one
+    without entry points, and an egg-info; then with a zip on sys.path (that path's
+    distributions only importlib.metadata reads)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    site = tmp_path / "site"
+    for name, text in {
+        "Extra_Plugin-1.0.dist-info": "# a comment\n\n[polyprof.plugins]\n  extra = extra_mod:Factory [gpu]\n"
+                                      "[console_scripts]\nextra-cli = extra_mod:main\n",
+        "polyprof-9.9.dist-info": "[polyprof.plugins]\nhost = shadowed:Never\n",  # later on sys.path: shadowed
+        "nothing-1.0.dist-info": None,
+        "old.egg-info": "[polyprof.plugins]\nold=old_mod : Obj.attr\n",
+    }.items():
+        (site / name).mkdir(parents=True)
+        if text is not None:
+            (site / name / "entry_points.txt").write_text(text)
+    zpath = tmp_path / "dists.zip"
+    with zipfile.ZipFile(zpath, "w") as z:
+        z.writestr("zipped-1.0.dist-info/entry_points.txt", "[polyprof.plugins]\nzipped = zipped_mod:P\n")
+        z.writestr("zipped-1.0.dist-info/METADATA", "Name: zipped\nVersion: 1.0\n")
+    code = ("import json, os, sys; sys.path += os.environ['EXTRA_PATH'].split(os.pathsep); "
+            "from importlib.metadata import entry_points as m; "
+            "from polyprof.collect import registry as r; "
+            "groups = ['polyprof.plugins', 'console_scripts']; "
+            "print(json.dumps([[[e.name, e.value] for e in m(group=g)] for g in groups] + "
+            "[[[e.name, e.value] for e in r.entry_points(g)] for g in groups] + [r._scan(groups[0]) is None]))")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    for extra, zipped in ((str(site), False), (os.pathsep.join([str(site), str(zpath)]), True)):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]), EXTRA_PATH=extra)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 0, p.stderr
+        want_plugins, want_scripts, got_plugins, got_scripts, fell_back = json.loads(p.stdout)
+        assert got_plugins == want_plugins and got_scripts == want_scripts
+        assert fell_back is zipped
+        names = [n for n, _ in got_plugins]
+        assert {"host", "extra", "old"} <= set(names) and ("zipped" in names) is zipped
+        assert dict(got_plugins)["host"] == "polyprof.plugins.host:HostPlugin"
+        assert dict(got_plugins)["extra"] == "extra_mod:Factory [gpu]"
+
+
+def test_entry_point_load_follows_module_and_attributes():
+    from polyprof.collect.registry import EntryPoint
+    from polyprof.plugins.host import HostPlugin
+
+    assert EntryPoint("host", "polyprof.plugins.host:HostPlugin").load() is HostPlugin
+    assert EntryPoint("x", "polyprof.plugins.host : HostPlugin.name [extra]").load() == "host"
+    import polyprof.plugins.host as mod
+
+    assert EntryPoint("m", "polyprof.plugins.host").load() is mod

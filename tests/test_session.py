@@ -150,3 +150,30 @@ def test_default_plugins_that_cannot_run_are_named_in_the_trace():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().startswith("unavailable:") and "pyopencl" in r.stdout
+
+
+def test_process_samples_read_from_proc_agree_with_psutil():
+    """The host sampler reads /proc/self/stat itself (psutil's import cost a short run
+    17-21 ms); it gives what psutil gives, with a thread started and memory touched."""
+    import threading
+
+    import psutil
+
+    from polyprof.plugins.host import _psutil_reader, process_reader
+
+    ours, theirs = process_reader(), _psutil_reader()
+    assert ours.__qualname__ != theirs.__qualname__  # Linux: the /proc reader
+    halt = threading.Event()
+    t = threading.Thread(target=halt.wait)
+    t.start()
+    try:
+        block = bytearray(64 << 20)  # 64 MiB touched: RSS moves
+        block[::4096] = b"x" * len(block[::4096])
+        a, b = ours(), theirs()
+        proc = psutil.Process()
+        assert a[2] == b[2] == proc.num_threads()
+        assert abs(a[1] - b[1]) < 4 << 20 and a[1] >= 64 << 20
+        assert 0 < a[0] and abs(a[0] - b[0]) < 0.5
+    finally:
+        halt.set()
+        t.join()

@@ -1,10 +1,12 @@
 """The built-in host plugin: user sections, marks, counters and steps, and the
-process's CPU and memory sampled in the background (psutil)."""
+process's CPU and memory sampled in the background (/proc/self/stat on Linux, psutil
+elsewhere)."""
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -29,24 +31,56 @@ class _Sampler(threading.Thread):
         self.rss: list[float] = []
         self.threads: list[float] = []
 
-    def sample(self, proc: Any) -> None:
+    def sample(self, read: Callable[[], tuple[float, float, float]]) -> None:
         for fn in self.on_sample:
             fn()
-        with proc.oneshot():
-            t = proc.cpu_times()
-            self.cpu.append(t.user + t.system)
-            self.rss.append(float(proc.memory_info().rss))
-            self.threads.append(float(proc.num_threads()))
+        cpu, rss, threads = read()
+        self.cpu.append(cpu)
+        self.rss.append(rss)
+        self.threads.append(threads)
         self.ts.append(now_ns())
 
     def run(self) -> None:
-        import psutil
-
-        proc = psutil.Process()
-        self.sample(proc)
+        read = process_reader()
+        self.sample(read)
         while not self.halt.wait(self.interval):
-            self.sample(proc)
-        self.sample(proc)
+            self.sample(read)
+        self.sample(read)
+
+
+def process_reader() -> Callable[[], tuple[float, float, float]]:
+    """A function giving this process's (CPU seconds, RSS bytes, OS threads) now.
+
+    On Linux one read of ``/proc/self/stat`` (the fields psutil reads from there and
+    from ``statm`` and ``status``; importing psutil cost a short run 17-21 ms);
+    elsewhere psutil."""
+    try:
+        ticks, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+        fd = os.open("/proc/self/stat", os.O_RDONLY)
+    except (AttributeError, ValueError, OSError):
+        return _psutil_reader()
+    os.close(fd)
+
+    def read() -> tuple[float, float, float]:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()  # after the command name, which may hold anything
+        # fields[0] is field 3 (state): utime 14, stime 15, num_threads 20, rss 24 (proc(5))
+        return (int(fields[11]) + int(fields[12])) / ticks, float(int(fields[21]) * page), float(fields[17])
+
+    return read
+
+
+def _psutil_reader() -> Callable[[], tuple[float, float, float]]:
+    import psutil
+
+    proc = psutil.Process()
+
+    def read() -> tuple[float, float, float]:
+        with proc.oneshot():
+            t = proc.cpu_times()
+            return t.user + t.system, float(proc.memory_info().rss), float(proc.num_threads())
+
+    return read
 
 
 class HostPlugin(Plugin):
