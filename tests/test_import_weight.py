@@ -34,13 +34,17 @@ def test_run_of_an_empty_script_imports_no_pandas_and_no_device_runtime(tmp_path
     """`polyprof run --no-summary` of a script that imports nothing: the journal and the
     trace are written without pyarrow or pandas (formats/arrow_write.py), the OpenCL and
     torch plugins wait for their module's import, and the CLI's parser does not load
-    the store's analyses. What the run imported is read at the interpreter's exit,
+    the store's analyses. Nor does it import what cost a short run 5-20 ms each: psutil
+    (the sampler reads /proc), numpy.ma (np.unique's first call), importlib.metadata
+    (the entry-point scan), multiprocessing (the ranks' executors), subprocess
+    (ctypes.util.find_library runs ldconfig), socket (the host name). What the run imported is read at the interpreter's exit,
     after the trace was saved."""
     script = tmp_path / "empty.py"
     seen = tmp_path / "modules.txt"
     script.write_text("import atexit, sys\n"
                       f"atexit.register(lambda: open({str(seen)!r}, 'w').write("
-                      "' '.join(m for m in ('pandas', 'pyopencl', 'torch', 'jax', 'pyarrow') if m in sys.modules)))\n")
+                      "' '.join(m for m in ('pandas', 'pyopencl', 'torch', 'jax', 'pyarrow', 'psutil', 'numpy.ma', "
+                      "'importlib.metadata', 'multiprocessing', 'subprocess', 'socket') if m in sys.modules)))\n")
     env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(tmp_path / "e.polyprof"),
                         str(script)], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)

@@ -18,11 +18,11 @@ from .collect.session import Session, profile
 from .errors import PolyprofError, TraceFormatError
 from .formats.detect import load
 from .formats.registry import write as export
-from .ranks.traceset import TraceSet, load_ranks
 from .trace.core import Trace
 
 if TYPE_CHECKING:
     from .capture import Server
+    from .ranks.traceset import TraceSet, load_ranks
 
 
 def serve(port: int = 0, host: str = "127.0.0.1", **options: Any) -> "Server":
@@ -40,11 +40,18 @@ def serve(port: int = 0, host: str = "127.0.0.1", **options: Any) -> "Server":
 _LAZY = ("analyze", "ranks", "store", "report", "trace", "formats", "derive")
 
 
+#: names imported on first use: the ranks' executors import multiprocessing and
+#: concurrent.futures (about 10 ms of every `polyprof run`)
+_LAZY_NAMES = {"TraceSet": "ranks.traceset", "load_ranks": "ranks.traceset"}
+
+
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
+    if name in _LAZY or name in _LAZY_NAMES:
         import importlib
 
-        return importlib.import_module(f"{__name__}.{name}")
+        if name in _LAZY:
+            return importlib.import_module(f"{__name__}.{name}")
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

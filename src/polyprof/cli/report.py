@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PolyprofError
-from ..ranks.traceset import load_ranks
 from .common import add_window_args, load_trace, output_path, window_from
 from .ranks import analyze_ranks, is_many
 
@@ -37,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     window = window_from(args)
     ranks = None
     if is_many(args.file):
+        from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module
+
         ranks = analyze_ranks(args)
         ref = ranks.ranks[0] if args.rank is None else args.rank
         if ref not in ranks.ranks:

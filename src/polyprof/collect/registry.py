@@ -69,7 +69,8 @@ def _scan(group: str) -> list[EntryPoint] | None:
 
     if any(f is not PathFinder and hasattr(f, "find_distributions") for f in sys.meta_path):
         return None
-    header, seen, out = f"[{group}]".encode(), set(), []
+    header, seen = f"[{group}]".encode(), set()
+    out: list[EntryPoint] = []
     for root, child, name in _distributions():
         if root is None:
             return None

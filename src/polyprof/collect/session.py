@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import PluginError, SessionError
 from ..trace.core import Trace
-from ..trace.identity import identify, rank_from_env
+from ..trace.identity import hostname, identify, rank_from_env
 from ..trace.merge import merge
 from . import journal, output as output_mod, signals
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
@@ -335,7 +334,7 @@ class Session:
     def _info(self) -> dict[str, Any]:
         """pid, host and the command; arguments only when asked (they may hold secrets)."""
         argv = list(sys.argv) if self.record_argv else sys.argv[:1] + ["<argument>"] * (len(sys.argv) - 1)
-        info: dict[str, Any] = {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": argv}
+        info: dict[str, Any] = {"pid": os.getpid(), "hostname": hostname(), "argv": argv}
         rank = rank_from_env()
         if rank is not None:
             info["rank"] = rank

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import ctypes.util
 import logging
 import signal
 import threading
@@ -63,13 +62,23 @@ _SIGACTION_SIZE = 256  # larger than struct sigaction on every Linux ABI (152 on
 
 @functools.lru_cache(maxsize=1)
 def _libc() -> Any:
-    """libc through ctypes, found once (find_library runs ldconfig: ~5 ms a call)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-        return libc
-    except (OSError, AttributeError):
-        return None
+    """libc through ctypes, found once: the symbols the process has loaded already
+    (libc's among them), else by name. ``ctypes.util.find_library`` runs ldconfig in a
+    subprocess (with the import of subprocess, 5-15 ms of every run): only when neither works."""
+    for name in (None, "libc.so.6", "find"):
+        try:
+            if name == "find":
+                from ctypes.util import find_library
+
+                name = find_library("c")
+                if name is None:
+                    return None
+            libc = ctypes.CDLL(name, use_errno=True)
+            libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+            return libc
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 class SavedDispositions:

@@ -4,7 +4,6 @@ journal's reader, so a recovered trace looks exactly like a collected one."""
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -15,6 +14,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
+from ..trace.identity import hostname
 from ..trace.sorting import unique
 
 
@@ -48,7 +48,7 @@ class HostRecords:
     #: the ident whose track sorts first (the main thread)
     main_ident: int | None = None
     pid: int = field(default_factory=os.getpid)
-    hostname: str = field(default_factory=socket.gethostname)
+    hostname: str = field(default_factory=hostname)
 
 
 def section_columns(secs: Sequence[tuple]) -> tuple[np.ndarray, ...]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

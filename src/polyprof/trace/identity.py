@@ -14,6 +14,16 @@ from typing import Any
 
 from .core import Trace
 
+def hostname() -> str:
+    """This machine's host name: ``socket.gethostname()``, which on POSIX is the
+    ``uname`` node name (read here without importing socket: 3-14 ms of a short run)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
+
 #: environment variables launchers set to the process's global rank, in order of trust
 RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
