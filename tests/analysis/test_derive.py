@@ -290,3 +290,76 @@ def test_work_handed_to_a_thread_without_an_open_section_projects_onto_the_open_
                  for d, r in zip(c.device_rows, sec)}
     assert by_kernel == {"fwd": "## forward ##", "bwd_a": "## backward ##", "allreduce": "nccl:all_reduce",
                          "late": None, "theirs": None}
+
+
+def _handed_off_by_thread(trace, sections, l_thread, l_start):
+    """The reference for ``handed_off``: one innermost query per thread with sections."""
+    from polyprof.derive import cache
+    from polyprof.derive.intervals import innermost
+
+    ev = trace.events
+    th = cache.threads(trace)
+    s_thread = th[ev["track"][sections]]
+    s0 = ev["start_ns"][sections]
+    s1 = s0 + ev["dur_ns"][sections]
+    q = np.flatnonzero(innermost(s_thread, s0, s1, l_thread, l_start) < 0)
+    out = l_thread.copy()
+    best = np.full(len(q), np.iinfo(np.int64).min)
+    for t in np.unique(s_thread).tolist():
+        same = trace.track_plane[l_thread[q]] == trace.track_plane[t]
+        hit = innermost(s_thread, s0, s1, np.full(len(q), t), l_start[q])
+        start = s0[np.maximum(hit, 0)]
+        take = same & (hit >= 0) & (start > best)
+        best[take] = start[take]
+        out[q[take]] = t
+    return out
+
+
+def _nested_spans(rng, t0, t1, depth):
+    """Random properly nested spans inside [t0, t1) (as one thread's sections are)."""
+    out = []
+    t = t0
+    while depth and t1 - t > 4 and len(out) < 6:
+        a = int(rng.integers(t, t1 - 2))
+        b = int(rng.integers(a + 1, min(t1, a + 40) + 1))
+        out.append((a, b))
+        out += _nested_spans(rng, a, b, depth - 1)
+        t = b
+    return out
+
+
+def test_handed_off_matches_one_query_per_thread():
+    """The batched hand-off (every launch against every thread at once, in chunks) picks
+    what one query per thread picks, ties (two sections opened at the same time on two
+    threads) included, on random nested sections in two processes."""
+    from polyprof.derive import cache, projection
+    from polyprof.derive.projection import handed_off
+
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        b = TraceBuilder()
+        threads = []
+        for p in range(2):
+            plane = b.plane(f"/host:CPU:{p}")
+            threads += [b.track(plane, f"t{i}", "thread", tid=10 * p + i + 1) for i in range(int(rng.integers(1, 5)))]
+        for tr in threads:
+            for a, c in _nested_spans(rng, 0, 200, 3):
+                b.event(tr, "s", a, c - a, "user_annotation")
+        for i in range(60):
+            b.event(threads[int(rng.integers(len(threads)))], "launch", int(rng.integers(0, 220)), 1, "cuda_runtime")
+        trace = b.build()
+        ev = trace.events
+        th = cache.threads(trace)
+        secs = np.flatnonzero(ev["dur_ns"] > 1)
+        launches = np.flatnonzero(ev["dur_ns"] == 1)
+        lt, ls = th[ev["track"][launches]], ev["start_ns"][launches]
+        want = _handed_off_by_thread(trace, secs, lt, ls)
+        assert np.array_equal(handed_off(trace, secs, lt, ls), want), trial
+        old = projection._PAIRS
+        projection._PAIRS = 3  # many small chunks
+        try:
+            assert np.array_equal(handed_off(trace, secs, lt, ls), want), trial
+        finally:
+            projection._PAIRS = old
+        if trial == 0:
+            assert (want != lt).any()  # some launches were handed over

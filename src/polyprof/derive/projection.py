@@ -101,7 +101,7 @@ class LaunchIndex:
 def handed_off(trace: Trace, sections: np.ndarray, l_thread: np.ndarray, l_start: np.ndarray) -> np.ndarray:
     """Launch threads, where no section is open on the launch's own thread replaced by
     the thread of the section open at the launch on another thread of the same process
-    (the latest started one; unchanged where none is open)."""
+    (the latest started one, the lowest thread on a tie; unchanged where none is open)."""
     ev = trace.events
     th = cache.threads(trace)
     s_thread = th[ev["track"][sections]]
@@ -111,19 +111,28 @@ def handed_off(trace: Trace, sections: np.ndarray, l_thread: np.ndarray, l_start
     if not len(q):
         return l_thread
     owners = unique(s_thread)
-    q_plane = trace.track_plane[l_thread[q]]
-    best = np.full(len(q), np.iinfo(np.int64).min)
     out = l_thread.copy()
-    for t in owners.tolist():
-        same = q_plane == trace.track_plane[t]
-        if not same.any():
+    # every (launch, thread with sections in the launch's process) pair asked at once:
+    # one sort of the sections instead of one per thread; in chunks of launches to bound
+    # the pairs
+    o_plane = trace.track_plane[owners]
+    step = max(1, _PAIRS // len(owners))
+    for a in range(0, len(q), step):
+        qa = q[a:a + step]
+        qi, oi = np.nonzero(trace.track_plane[l_thread[qa]][:, None] == o_plane[None, :])
+        hit = innermost(s_thread, s0, s1, owners[oi], l_start[qa[qi]])
+        ok = hit >= 0
+        qi, oi, start = qi[ok], oi[ok], s0[hit[ok]]
+        if not len(qi):
             continue
-        hit = innermost(s_thread, s0, s1, np.full(len(q), t), l_start[q])
-        start = s0[np.maximum(hit, 0)]
-        take = same & (hit >= 0) & (start > best)
-        best[take] = start[take]
-        out[q[take]] = t
+        best = lexsort((oi, -start, qi))  # per launch: latest start first, then lowest thread
+        first = best[np.r_[True, qi[best][1:] != qi[best][:-1]]]
+        out[qa[qi[first]]] = owners[oi[first]]
     return out
+
+
+#: at most this many (launch, thread) pairs per query in :func:`handed_off`
+_PAIRS = 1 << 20
 
 
 def project_rows(trace: Trace, corr: Correlation, rows: np.ndarray, plane: int | None = None) -> Projection:
