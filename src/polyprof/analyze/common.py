@@ -12,14 +12,14 @@ device and stream, so their idle times compare.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..trace.categories import Kind, is_collective_name, is_copy_name
 from ..trace.core import Trace
+from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
 from .window import device_mask, round_like_hta, selection, view
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
@@ -133,38 +133,3 @@ def op_durations(trace: Trace, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:
     out = dur.astype(np.float64)
     out[has] = np.asarray(ps, np.float64) / 1000.0
     return out
-
-
-def frame(columns: dict[str, Any], index: Sequence[Any] | None = None) -> pd.DataFrame:
-    """A DataFrame whose text columns stay NumPy object columns, as under pandas 2.
-
-    pandas 3 turns every text column (and the column labels) into Arrow strings; for the
-    small tables of a summary that conversion (and the Arrow ``take`` of every later
-    filter or sort) cost about a quarter of all the analyses.
-    """
-    if index is not None and not isinstance(index, pd.Index):
-        index = pd.Index(index, dtype=object)
-
-    def keep(v: Any) -> Any:
-        if isinstance(v, np.ndarray) and v.dtype != object or isinstance(v, pd.Series):
-            return v
-        if not isinstance(v, np.ndarray) and len(v) and not isinstance(v[0], str):
-            return v
-        return pd.Series(v, dtype=object, index=index)
-
-    # labels too (an inferred str Index is Arrow: 10-20 ms on first use): set after building
-    df = pd.DataFrame({i: keep(v) for i, v in enumerate(columns.values())}, index=index)
-    df.columns = pd.Index(list(columns), dtype=object)
-    return df
-
-
-def empty_frame(columns: Sequence[str], text: Sequence[str] = (), dtype: Any = np.int64) -> pd.DataFrame:
-    """A table with no rows: ``columns`` of ``dtype``, those in ``text`` object columns;
-    labels as :func:`frame` makes them (an empty table built by ``pd.DataFrame`` from
-    a dict got Arrow labels: 2-3 ms on first use in a fresh process)."""
-    return frame({c: np.zeros(0, object if c in text else dtype) for c in columns})
-
-
-def rows_frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
-    """:func:`frame` from row tuples."""
-    return frame({c: [r[i] for r in rows] for i, c in enumerate(columns)})

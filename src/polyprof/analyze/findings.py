@@ -277,7 +277,8 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
     # the calls behind it: sync calls of that thread starting inside the windows, by name
     ev = trace.events
     rows = sync_rows(trace)
-    rows = rows[np.array([trace.tracks[int(x)].name == worst["thread"] for x in ev["track"][rows]], bool)]
+    named = np.array([t.name == worst["thread"] for t in trace.tracks], bool)  # per track, not per row
+    rows = rows[named[ev["track"][rows]]]
     ws, we = windows(trace)
     pos = np.searchsorted(ws, ev["start_ns"][rows], side="right") - 1
     rows = rows[(pos >= 0) & (ev["start_ns"][rows] < we[np.maximum(pos, 0)])]

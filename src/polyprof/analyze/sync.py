@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from ..derive import cache
-from ..derive.intervals import covered, union
+from ..derive.intervals import TimeKeys, covered, union
 from ..trace.core import Trace
 from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
 from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
-from .common import analysed_span, empty_frame, rows_frame
+from .common import analysed_span, empty_frame, frame
 from .window import WindowArg, view
-from ..trace.sorting import unique
+from ..trace.sorting import lexsort
 
 COLUMNS = ["thread", "calls", "sync_ns", "window_ns", "share_pct"]
 
@@ -28,6 +30,14 @@ def windows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 def sync_rows(trace: Trace) -> np.ndarray:
     """Rows of synchronising calls on host threads (derived lines and device planes excluded)."""
+    return cache.memo(trace, "sync_rows", _sync_rows)
+
+
+#: a name that holds any of these (lower-cased) is a synchronising call
+_MARKER = re.compile("|".join(re.escape(m) for m in SYNC_MARKERS))
+
+
+def _sync_rows(trace: Trace) -> np.ndarray:
     if not trace.n_events:
         return np.zeros(0, np.int64)
     ev = trace.events
@@ -38,10 +48,9 @@ def sync_rows(trace: Trace) -> np.ndarray:
     if not len(cand):
         return cand
     # judged once per string, then looked up per event
-    strings = trace.strings
-    lows = [x.lower() for x in strings]
-    by_name = np.fromiter((any(m in x for m in SYNC_MARKERS) or x in _BLOCKING_COPIES for x in lows),
-                          bool, len(lows))
+    lows = [x.lower() for x in trace.strings]
+    search = _MARKER.search
+    by_name = np.fromiter((search(x) is not None or x in _BLOCKING_COPIES for x in lows), bool, len(lows))
     by_cat = np.fromiter((x in SYNC_CATEGORIES for x in lows), bool, len(lows))
     return cand[by_name[ev["name"][cand]] | by_cat[ev["category"][cand]]]
 
@@ -67,14 +76,21 @@ def sync_by_thread(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     th = cache.threads(trace)[ev["track"][rows]]
     st = ev["start_ns"][rows]
     en = st + ev["dur_ns"][rows]
-    out = []
-    for t in unique(th):
-        sel = th == t
-        s, e = union(st[sel], en[sel])
-        busy = int(covered(ws, we, s, e).sum())
-        pos = np.searchsorted(ws, st[sel], side="right") - 1
-        calls = int(((pos >= 0) & (st[sel] < we[np.maximum(pos, 0)])).sum())
-        name = trace.tracks[int(ev["track"][rows[np.flatnonzero(sel)[0]]])].name
-        out.append((name, calls, busy, length, 100.0 * busy / length))
-    df = rows_frame(out, COLUMNS)
+    # every thread at once: one (thread, time) key, so the union of each thread's calls
+    # is one pass over them sorted by thread, then start
+    key = TimeKeys([st, en], int(th.max()))
+    order = lexsort((st, th))
+    th, st, en, ks, ke = th[order], st[order], en[order], key(th[order], st[order]), key(th[order], en[order])
+    reach = np.maximum.accumulate(ke)
+    first = np.flatnonzero(np.r_[True, ks[1:] > reach[:-1]])  # a new segment of one thread's union
+    seg_busy = covered(ws, we, st[first], np.maximum.reduceat(en, first))
+    t_first = np.flatnonzero(np.r_[True, th[1:] != th[:-1]])  # each thread's first call
+    seg_thread = np.cumsum(np.r_[True, th[1:] != th[:-1]])[first] - 1
+    busy = np.add.reduceat(seg_busy, np.flatnonzero(np.r_[True, seg_thread[1:] != seg_thread[:-1]]))
+    pos = np.searchsorted(ws, st, side="right") - 1
+    calls = np.add.reduceat(((pos >= 0) & (st < we[np.maximum(pos, 0)])).astype(np.int64), t_first)
+    # named after the track of the thread's first sync row (two tracks can record one thread)
+    names = [trace.tracks[int(t)].name for t in ev["track"][np.minimum.reduceat(rows[order], t_first)]]
+    df = frame({"thread": names, "calls": calls, "sync_ns": busy, "window_ns": np.full(len(names), length, np.int64),
+                "share_pct": 100.0 * busy / length})
     return df.sort_values("sync_ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -1,0 +1,110 @@
+"""The analyses' DataFrames, built from NumPy columns in one step.
+
+A summary builds a dozen small tables; with pandas' general constructor, a sort and a
+few derived columns each, their pandas overhead (0.1-0.4 ms a call) was most of a small
+trace's summary. Here a table is computed as NumPy columns (sorted with
+:func:`order_desc` / :func:`order_asc`, which order exactly as pandas'
+``sort_values(kind="stable")``) and handed to pandas once (:func:`frame`), with text
+columns kept as NumPy object columns (pandas 3 would make them Arrow strings, whose
+conversion and ``take`` cost about a quarter of all the analyses).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from pandas.core.sorting import nargsort
+
+
+def _column(v: Any) -> np.ndarray | None:
+    """``v`` as a 1-d array for the direct path, or None where pandas must infer."""
+    if isinstance(v, np.ndarray):
+        return v if v.ndim == 1 else None
+    if not isinstance(v, (list, tuple)) or not len(v):
+        return None
+    kinds = set(map(type, v))
+    if kinds == {str}:
+        out = np.empty(len(v), object)
+        out[:] = v
+        return out
+    if kinds == {int} and -2 ** 63 <= min(v) and max(v) < 2 ** 63:
+        return np.array(v, np.int64)
+    if kinds == {float} or kinds == {int, float}:
+        return np.array(v, np.float64)
+    if kinds == {bool}:
+        return np.array(v, bool)
+    return None  # None, NumPy scalars, objects: pandas infers
+
+
+def frame(columns: dict[str, Any], index: Sequence[Any] | None = None,
+          order: np.ndarray | None = None) -> pd.DataFrame:
+    """A DataFrame of ``columns`` (each a NumPy array or a list; text stays ``object``),
+    rows taken in ``order`` when given (the index too), labels an object Index.
+
+    NumPy arrays and lists of text go to pandas as they are, in one block-manager build;
+    a frame with any other column (a Series, a list of numbers or of mixed values) goes
+    through pandas' constructor, which infers those as it always has.
+    """
+    if index is not None and not isinstance(index, pd.Index):
+        index = pd.Index(index, dtype=object)
+    labels = pd.Index(list(columns), dtype=object)
+    arrays = [_column(v) for v in columns.values()]
+    n = len(arrays[0]) if arrays and arrays[0] is not None else -1
+    if arrays and all(a is not None and len(a) == n for a in arrays) and (index is None or len(index) == n):
+        if order is not None:
+            arrays = [a[order] for a in arrays]  # type: ignore[index]
+            index = index[order] if index is not None else None
+        return pd.DataFrame._from_arrays(arrays, columns=labels, index=index if index is not None else
+                                         pd.RangeIndex(n), verify_integrity=False)
+    df = _general(columns, index)
+    if order is not None:
+        df = df.iloc[order] if index is not None else df.iloc[order].reset_index(drop=True)
+    return df
+
+
+def _general(columns: dict[str, Any], index: pd.Index | None) -> pd.DataFrame:
+    """pandas' constructor, text columns kept ``object``."""
+    def keep(v: Any) -> Any:
+        if isinstance(v, np.ndarray) and v.dtype != object or isinstance(v, pd.Series):
+            return v
+        if not isinstance(v, np.ndarray) and len(v) and not isinstance(v[0], str):
+            return v
+        return pd.Series(v, dtype=object, index=index)
+
+    # labels too (an inferred str Index is Arrow: 10-20 ms on first use): set after building
+    df = pd.DataFrame({i: keep(v) for i, v in enumerate(columns.values())}, index=index)
+    df.columns = pd.Index(list(columns), dtype=object)
+    return df
+
+
+def rows_frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
+    """:func:`frame` from row tuples."""
+    return frame({c: [r[i] for r in rows] for i, c in enumerate(columns)})
+
+
+def empty_frame(columns: Sequence[str], text: Sequence[str] = (), dtype: Any = np.int64) -> pd.DataFrame:
+    """A table with no rows: ``columns`` of ``dtype``, those in ``text`` object columns;
+    labels as :func:`frame` makes them (an empty table built by ``pd.DataFrame`` from
+    a dict got Arrow labels: 2-3 ms on first use in a fresh process)."""
+    return frame({c: np.zeros(0, object if c in text else dtype) for c in columns})
+
+
+def order_desc(values: np.ndarray, stable: bool = True) -> np.ndarray:
+    """Row order of ``sort_values(ascending=False)`` on ``values`` (``kind="stable"``
+    unless ``stable`` is False: pandas' default quicksort, whose order of ties this
+    keeps too). NaN last. pandas' own routine on the array, without a frame."""
+    return nargsort(np.asarray(values), kind="stable" if stable else "quicksort", ascending=False)
+
+
+def order_asc(values: np.ndarray, stable: bool = True) -> np.ndarray:
+    """Row order of ``sort_values()`` on ``values`` (see :func:`order_desc`)."""
+    return nargsort(np.asarray(values), kind="stable" if stable else "quicksort")
+
+
+def ratio_pct(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """100 * num / den, NaN where den is not positive (``den.where(den > 0)``)."""
+    num = np.asarray(num, np.float64)
+    den = np.asarray(den, np.float64)
+    return 100.0 * num / np.where(den > 0, den, np.nan)
