@@ -7,7 +7,8 @@ import pandas as pd
 
 from ..trace.core import Trace
 from .common import analysed_span
-from .grouping import duration_stats
+from .frames import frame, order_desc
+from .grouping import duration_columns
 from .window import WindowArg, selection, view
 
 
@@ -24,14 +25,11 @@ def event_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     if selection(trace) is not None:
         t0, t1 = analysed_span(trace)
         rows = rows[(ev["start_ns"][rows] >= t0) & (ev["start_ns"][rows] < t1)]
-    if not len(rows):
-        df = duration_stats(trace, rows)
-        df.insert(0, "category", pd.Series(dtype=object))
-        return df
-    m = len(trace.strings)  # a dense key sorts as one int64 with the durations
+    m = max(len(trace.strings), 1)  # a dense key sorts as one int64 with the durations
     key = ev["category"][rows].astype(np.int64) * m + ev["name"][rows]
-    df = duration_stats(trace, rows, by=key)
-    cat, name = np.divmod(df["name"].to_numpy().astype(np.int64), m)
-    df.insert(0, "category", pd.Series([trace.strings[c] for c in cat.tolist()], dtype=object))
-    df["name"] = pd.Series([trace.strings[n] for n in name.tolist()], dtype=object)
-    return df
+    cols, _ = duration_columns(trace, rows, by=key)
+    cat, name = np.divmod(cols["name"].astype(np.int64), m)
+    strings = np.asarray(trace.strings, dtype=object)
+    cols = {"category": strings[cat] if len(cat) else np.zeros(0, object), **cols,
+            "name": strings[name] if len(name) else np.zeros(0, object)}
+    return frame(cols, order=order_desc(cols["total_ns"]))

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..trace.core import Trace
 from ..trace.sorting import lexsort
-from .common import empty_frame, frame
+from .frames import frame, order_desc
 
 STAT_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "p99_ns",
                 "first_start_ns", "last_end_ns"]
@@ -56,18 +56,28 @@ def group_reduce(order: np.ndarray, starts: np.ndarray, values: np.ndarray, op: 
 
 def duration_stats(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None) -> pd.DataFrame:
     """Stats of the events ``rows``, grouped by name id (or by the ``by`` labels)."""
-    if not len(rows):
-        return empty_frame(STAT_COLUMNS, ("name",))
+    cols, _ = duration_columns(trace, rows, by)
+    return frame(cols, order=order_desc(cols["total_ns"]))
+
+
+def duration_columns(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None
+                     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The columns of :func:`duration_stats` in group order (ascending key, unsorted by
+    time), and the groups (:func:`group_stats`) for a caller adding columns of its own."""
     ev = trace.events
     dur = ev["dur_ns"][rows]
     start = ev["start_ns"][rows]
     g = group_stats(ev["name"][rows] if by is None else by, dur)
     keys = g["key"]
-    out = frame({
-        "name": [trace.strings[k] for k in keys] if by is None else keys,
+    if by is None:
+        names = np.empty(len(keys), object)
+        names[:] = [trace.strings[k] for k in keys.tolist()]
+    else:
+        names = keys
+    return {
+        "name": names,
         "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"], "median_ns": g["median"],
         "min_ns": g["min"], "max_ns": g["max"], "p99_ns": g["p99"],
         "first_start_ns": group_reduce(g["order"], g["starts"], start, np.minimum),
         "last_end_ns": group_reduce(g["order"], g["starts"], start + dur, np.maximum),
-    })
-    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    }, g

@@ -10,9 +10,9 @@ from ..derive.projection import LaunchIndex, section_rows
 from ..trace import keys
 from ..trace.core import Trace
 from .breakdown import busy_within
-from .common import frame
+from .frames import frame, order_desc
 from .memory import Level, allocated_inside
-from .grouping import duration_stats, group_reduce, group_stats
+from .grouping import duration_columns, group_reduce
 from .window import WindowArg, host_mask, view
 
 RSS_COUNTER = keys.COUNTER_RSS
@@ -44,32 +44,28 @@ def section_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     trace = view(trace, window)
     rows = section_rows(trace)
     rows = rows[host_mask(trace, trace.events["start_ns"][rows])]
-    base = duration_stats(trace, rows)
-    extra = ["device_ops", "device_ns", "projected_ns", "device_util_pct", *MEMORY_COLUMNS]
-    if not len(rows):  # one frame, not ten column inserts
-        return frame({c: base[c].to_numpy() for c in base.columns}
-                     | {c: np.zeros(0, object if c == "mem_source" else np.float64) for c in extra})
+    cols, g = duration_columns(trace, rows)
+    o, gs = g["order"], g["starts"]
+    if not len(rows):
+        return frame({**cols, **{c: np.zeros(0, object if c == "mem_source" else np.float64) for c in EXTRA}})
     ev = trace.events
     st, du, tr = ev["start_ns"][rows], ev["dur_ns"][rows], cache.threads(trace)[ev["track"][rows]]
     corr = cache.correlation(trace)
     proj = LaunchIndex(trace, corr, sections=rows).project(tr, st, st + du)
-    pspan = proj.span_ns
     busy = np.where(proj.count > 0, busy_within(trace, proj.first_ns, proj.last_ns), 0)
-    g = group_stats(ev["name"][rows], du)
-    o, gs = g["order"], g["starts"]
-    projected = group_reduce(o, gs, pspan, np.add)
+    projected = group_reduce(o, gs, proj.span_ns, np.add)
     busy_sum = group_reduce(o, gs, busy, np.add)
-    agg = frame({
+    cols |= {
         "device_ops": group_reduce(o, gs, proj.count, np.add), "device_ns": group_reduce(o, gs, proj.busy_ns, np.add),
         "projected_ns": projected,
         "device_util_pct": np.where(projected > 0, 100.0 * busy_sum / np.maximum(projected, 1), np.nan),
         **_memory_columns(trace, tr, st, st + du, o, gs),
-    }, index=[trace.strings[k] for k in g["key"]])
-    agg = agg.reindex(pd.Index(base["name"].to_numpy(), dtype=object))  # names are unique
-    for c in extra:
-        v = agg[c].to_numpy()
-        base[c] = pd.Series(v, dtype=object, index=base.index) if v.dtype == object else v
-    return base
+    }
+    return frame(cols, order=order_desc(cols["total_ns"]))
+
+
+#: the columns after the duration statistics
+EXTRA = ["device_ops", "device_ns", "projected_ns", "device_util_pct", *MEMORY_COLUMNS]
 
 
 def _memory_columns(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndarray, o: np.ndarray,
