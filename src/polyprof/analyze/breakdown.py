@@ -7,7 +7,8 @@ import pandas as pd
 
 from ..derive.intervals import clip_union, covered, intersect_len
 from ..trace.core import Trace
-from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view, empty_frame, frame, rows_frame
+from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
+from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .window import WindowArg, view
 from ..trace.sorting import unique
@@ -54,11 +55,17 @@ def temporal_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
         inside = int(((v.end[sel] > t0) & (v.start[sel] < t1)).sum())
         out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS,
                     track, t0, span, compute, busy - compute, span - busy, busy, inside))
-    df = rows_frame(out, ["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns",
-                                    "non_compute_ns", "idle_ns", "busy_ns", "activities"])
+    cols = _columns(out, ["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns",
+                          "non_compute_ns", "idle_ns", "busy_ns", "activities"])
     for c in ("compute", "non_compute", "idle"):
-        df[f"{c}_pct"] = 100.0 * df[f"{c}_ns"] / df["span_ns"].where(df["span_ns"] > 0)
-    return df
+        cols[f"{c}_pct"] = ratio_pct(cols[f"{c}_ns"], cols["span_ns"])
+    return frame(cols)
+
+
+def _columns(rows: list[tuple], names: list[str]) -> dict[str, np.ndarray]:
+    """Rows of (plane, stream, then integers) as columns; typed even when there are none."""
+    cols = {c: np.array([r[i] for r in rows], object if i < 2 else np.int64) for i, c in enumerate(names)}
+    return cols
 
 
 def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS,
@@ -114,11 +121,11 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
         idle = host + kern + other
         out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS, track,
                     idle, host, kern, other, gaps))
-    df = rows_frame(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns",
-                                    "kernel_wait_ns", "other_ns", "gaps"])
+    cols = _columns(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
+                          "gaps"])
     for c in ("host_wait", "kernel_wait", "other"):
-        df[f"{c}_pct"] = 100.0 * df[f"{c}_ns"] / df["idle_ns"].where(df["idle_ns"] > 0)
-    return df
+        cols[f"{c}_pct"] = ratio_pct(cols[f"{c}_ns"], cols["idle_ns"])
+    return frame(cols)
 
 
 def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = None) -> pd.DataFrame:
@@ -155,13 +162,13 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     out = frame({
         "name": np.asarray(trace.strings, dtype=object)[kb >> 8],
         "kind": CLASS_NAMES[kb & 0xFF],
-        **({"plane": [trace.planes[int(p)].name for p in (k & 0xFFFFF)]} if by_device else {}),
+        **({"plane": np.array([trace.planes[int(p)].name for p in (k & 0xFFFFF)], object)} if by_device else {}),
         "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"], "median_ns": g["median"],
         "min_ns": g["min"], "max_ns": g["max"],
         "share_pct": 100.0 * g["total"] / total if total else np.zeros(len(k)),
         "devices": pc[np.searchsorted(pb, kb)],
-    })
-    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    }, order=order_desc(g["total"]))
+    return out
 
 
 def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
@@ -184,9 +191,10 @@ def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
         comm = int((a_e - a_s).sum())
         ov = intersect_len(a_s, a_e, b_s, b_e)
         out.append((trace.planes[int(plane)].name, comm, int((b_e - b_s).sum()), ov))
-    df = rows_frame(out, ["plane", "communication_ns", "compute_ns", "overlap_ns"])
-    df["overlap_pct"] = 100.0 * df["overlap_ns"] / df["communication_ns"].where(df["communication_ns"] > 0)
-    return df
+    cols = {c: np.array([r[i] for r in out], object if i == 0 else np.int64)
+            for i, c in enumerate(["plane", "communication_ns", "compute_ns", "overlap_ns"])}
+    cols["overlap_pct"] = ratio_pct(cols["overlap_ns"], cols["communication_ns"])
+    return frame(cols)
 
 
 def busy_segments(trace: Trace, plane: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,8 @@ import pandas as pd
 from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
-from .common import device_view, empty_frame, frame
+from .common import device_view
+from .frames import empty_frame, frame, order_desc
 from .grouping import group_stats
 from .window import WindowArg
 
@@ -91,5 +92,5 @@ def device_op_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     out = frame({
         "plane": np.array([trace.planes[int(p)].name for p in plane], object),
         "op": np.asarray(uniq, object)[op], "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"],
-        "share_pct": 100.0 * g["total"] / np.maximum(per_plane[plane], 1)})
-    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+        "share_pct": 100.0 * g["total"] / np.maximum(per_plane[plane], 1)}, order=order_desc(g["total"]))
+    return out

@@ -29,13 +29,17 @@ def _column(v: Any) -> np.ndarray | None:
         out = np.empty(len(v), object)
         out[:] = v
         return out
-    if kinds == {int} and -2 ** 63 <= min(v) and max(v) < 2 ** 63:
+    if kinds <= _INTS and -2 ** 63 <= min(v) and max(v) < 2 ** 63:
         return np.array(v, np.int64)
-    if kinds == {float} or kinds == {int, float}:
+    if kinds <= _NUMBERS:
         return np.array(v, np.float64)
     if kinds == {bool}:
         return np.array(v, bool)
     return None  # None, NumPy scalars, objects: pandas infers
+
+
+_INTS = {int, np.int64}
+_NUMBERS = {int, np.int64, float, np.float64}
 
 
 def frame(columns: dict[str, Any], index: Sequence[Any] | None = None,

@@ -13,7 +13,8 @@ import pandas as pd
 
 from ..derive.intervals import clip_union
 from ..trace.core import Trace
-from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view, empty_frame, rows_frame
+from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view
+from .frames import empty_frame, rows_frame
 from .window import WindowArg, view
 from ..trace.sorting import unique
 

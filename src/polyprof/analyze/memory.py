@@ -18,7 +18,7 @@ from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import Memory, memory_events
-from .common import frame
+from .frames import frame, order_desc
 from ..trace.sorting import unique, union
 from .window import WindowArg, selection, view
 
@@ -105,9 +105,9 @@ def memory_peak(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
                 len(live), int(m.delta[live].sum()), bool(m.from_totals[s]))
         for k, v in zip(out, vals):
             out[k].append(v)
-    df = frame({k: np.array(v, dtype=object if k in ("device", "allocator") else None) if v else
-                np.zeros(0, object if k in ("device", "allocator") else np.int64) for k, v in out.items()})
-    return df.sort_values("peak_bytes", ascending=False, kind="stable").reset_index(drop=True)
+    cols = {k: np.array(v, dtype=object if k in ("device", "allocator") else None) if v else
+            np.zeros(0, object if k in ("device", "allocator") else np.int64) for k, v in out.items()}
+    return frame(cols, order=order_desc(cols["peak_bytes"]))
 
 
 def _live_at(m: Memory, lo: int, hi: int, p: int) -> np.ndarray:

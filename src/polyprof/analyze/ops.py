@@ -10,7 +10,8 @@ from ..derive.intervals import child_time
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from .common import CLASS_NAMES, activity_class, empty_frame, frame
+from .common import CLASS_NAMES, activity_class
+from .frames import empty_frame, frame, order_asc, order_desc
 from .grouping import group_reduce, group_stats
 from .window import WindowArg, device_mask, host_mask, view
 
@@ -50,8 +51,8 @@ def op_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
         "self_ns": group_reduce(o, st_, np.maximum(self_ns, 0), np.add), "mean_ns": g["mean"], "max_ns": g["max"],
         "device_ns": group_reduce(o, st_, proj.busy_ns, np.add),
         "self_device_ns": group_reduce(o, st_, direct, np.add),
-        "launches": group_reduce(o, st_, proj.count, np.add)})
-    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+        "launches": group_reduce(o, st_, proj.count, np.add)}, order=order_desc(g["total"]))
+    return out
 
 
 def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
@@ -81,7 +82,7 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     step_idx = steps.of(ls)
     tnames = np.array([t.name for t in trace.tracks], object)
     pnames = np.array([p.name for p in trace.planes], object)
-    df = frame({
+    return frame({
         "launch_row": l, "device_row": d, "launch_name": trace.names(l), "name": trace.names(d),
         "kind": CLASS_NAMES[activity_class(trace, d)],
         "plane": pnames[trace.track_plane[ev["track"][d]]] if len(d) else np.zeros(0, object),
@@ -91,8 +92,7 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
         "launch_start_ns": ls, "cpu_duration_ns": ld, "device_start_ns": ds, "device_duration_ns": dd,
         "launch_delay_ns": ds - ls, "queue_delay_ns": ds - (ls + ld),
         "graph_launch": is_graph_launch(trace, l),
-    })
-    return df.sort_values("launch_start_ns", kind="stable").reset_index(drop=True)
+    }, order=order_asc(ls))
 
 
 def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: WindowArg = None) -> pd.DataFrame:
@@ -110,13 +110,13 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: W
             "delay_median_ns", "delay_p99_ns"]
     if not len(ls):
         return empty_frame(cols, cols[:2], np.float64)
-    pc, planes = pd.factorize(ls["plane"])
-    nc, names = pd.factorize(ls["launch_name"])
+    pc, planes = pd.factorize(ls["plane"].to_numpy())
+    nc, names = pd.factorize(ls["launch_name"].to_numpy())
     g = group_stats(pc.astype(np.int64) * len(names) + nc, ls["launch_delay_ns"].to_numpy())
     o, st, n = g["order"], g["starts"], g["count"]
     p, k = np.divmod(g["key"], len(names))
     # a launch call counts once however many activities it launched (a graph launch: dozens)
-    first = (~ls["launch_row"].duplicated()).to_numpy().astype(np.int64)
+    first = first_of_each(ls["launch_row"].to_numpy()).astype(np.int64)
     calls = group_reduce(o, st, first, np.add)
     graph = first * ls["graph_launch"].to_numpy().astype(np.int64) if "graph_launch" in ls else first * 0
     out = frame({
@@ -124,8 +124,18 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: W
         "launches": calls, "graph_launches": group_reduce(o, st, graph, np.add),
         "cpu_mean_ns": group_reduce(o, st, ls["cpu_duration_ns"].to_numpy() * first, np.add) / calls,
         "device_mean_ns": group_reduce(o, st, ls["device_duration_ns"].to_numpy(), np.add) / n,
-        "delay_median_ns": g["median"], "delay_p99_ns": g["p99"]})
-    return out.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)
+        "delay_median_ns": g["median"], "delay_p99_ns": g["p99"]}, order=order_desc(n))
+    return out
+
+
+def first_of_each(values: np.ndarray) -> np.ndarray:
+    """True at the first occurrence of each value (``~Series.duplicated()``)."""
+    out = np.zeros(len(values), bool)
+    if len(values):
+        o = np.argsort(values, kind="stable")
+        v = values[o]
+        out[o[np.r_[True, v[1:] != v[:-1]]]] = True
+    return out
 
 
 def is_graph_launch(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ..trace.core import Trace
-from .common import device_view, empty_frame, frame, rows_frame
+from .common import device_view
+from .frames import empty_frame, frame, rows_frame
 from .window import WindowArg, view
 
 SUMMARY = ["plane", "stream", "changes", "mean", "std", "min", "p25", "p50", "p75", "max", "time_mean"]

@@ -8,7 +8,8 @@ import pandas as pd
 from ..derive import cache
 from ..derive.intervals import clip_union
 from ..trace.core import Trace
-from .common import COMPUTE, device_view, empty_frame, rows_frame
+from .common import COMPUTE, device_view
+from .frames import empty_frame, rows_frame
 from .window import WindowArg, view
 from ..trace.sorting import unique
 
