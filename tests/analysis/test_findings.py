@@ -103,3 +103,32 @@ def test_mtia_command_processor_events_are_told_apart_by_name(traces_dir):
     assert kind["pe_exe"] == "compute" and kind["merge"] == "compute"
     assert kind["dma_request"] == "memcpy"
     assert "event_wait" not in kind.index  # waiting is not device activity
+
+
+def test_sync_calls_by_category_and_name_as_a_pandas_groupby():
+    """The sync_stalls evidence groups its calls with NumPy: the same rows, counts, totals
+    and order (ties included) as the groupby it replaced."""
+    import numpy as np
+    import pandas as pd
+
+    from polyprof.analyze.findings import _by_category_and_name
+    from polyprof.trace import TraceBuilder
+
+    rng = np.random.default_rng(5)
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU"), "main", "thread", tid=1)
+    names = ["cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "clFinish"]
+    for i in range(200):
+        b.event(th, names[int(rng.integers(4))], 10 * i, int(rng.choice([5, 5, 7, 9])),
+                ["cuda_runtime", "cuda_sync"][int(rng.integers(2))])
+    trace = b.build()
+    rows = np.flatnonzero(rng.random(trace.n_events) < 0.7)
+    ev = trace.events
+    want = pd.DataFrame({"category": [trace.strings[c] for c in ev["category"][rows]],
+                         "name": [trace.strings[n] for n in ev["name"][rows]], "dur": ev["dur_ns"][rows]})
+    want = want.groupby(["category", "name"], sort=False)["dur"].agg(count="size", total_ns="sum").reset_index()
+    want = want.sort_values("total_ns", ascending=False)
+    got = _by_category_and_name(trace, rows)
+    assert len(got) == 8
+    assert got.to_dict("records") == want.to_dict("records")
+    assert len(_by_category_and_name(trace, rows[:0])) == 0

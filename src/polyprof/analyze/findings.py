@@ -19,7 +19,8 @@ from ..trace.vocabulary import INPUT_MARKERS
 from .breakdown import kernel_breakdown as _kb
 from .advice import suggestion
 from .clocks import unsynchronised
-from .common import COMMUNICATION, MEMCPY, device_view, frame
+from .common import COMMUNICATION, MEMCPY, device_view
+from .frames import frame, order_desc
 from .window import WindowArg, view
 from ..trace.sorting import unique
 
@@ -282,10 +283,7 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
     ws, we = windows(trace)
     pos = np.searchsorted(ws, ev["start_ns"][rows], side="right") - 1
     rows = rows[(pos >= 0) & (ev["start_ns"][rows] < we[np.maximum(pos, 0)])]
-    top = frame({"category": [trace.strings[c] for c in ev["category"][rows]],
-                        "name": [trace.strings[n] for n in ev["name"][rows]], "dur": ev["dur_ns"][rows]})
-    top = top.groupby(["category", "name"], sort=False)["dur"].agg(count="size", total_ns="sum").reset_index()
-    top = top.sort_values("total_ns", ascending=False)
+    top = _by_category_and_name(trace, rows)
     where = "of step time" if len(cache.steps(trace)) else "of the span"
     who = str(worst["thread"]) if str(worst["thread"]).startswith("thread") else f"thread {worst['thread']}"
     return [Finding("sync_stalls", f"{who} spends {share:.0f}% {where} waiting in "
@@ -296,6 +294,27 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
                      "threads_syncing": int((by_thread["sync_ns"] > 0).sum())},
                     _records(top, ["category", "name", "count", "total_ns"]),
                     suggestion(trace, "sync_stalls"))]
+
+
+def _by_category_and_name(trace: Trace, rows: np.ndarray) -> pd.DataFrame:
+    """``rows`` per (category, name): ``count``, ``total_ns``, most time first (a groupby
+    in order of first occurrence, then sorted by pandas' default sort)."""
+    ev = trace.events
+    if not len(rows):
+        return frame({"category": np.zeros(0, object), "name": np.zeros(0, object),
+                      "count": np.zeros(0, np.int64), "total_ns": np.zeros(0, np.int64)})
+    key = ev["category"][rows].astype(np.int64) * max(len(trace.strings), 1) + ev["name"][rows]
+    o = np.argsort(key, kind="stable")
+    k = key[o]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    count = np.diff(np.r_[starts, len(k)])
+    total = np.add.reduceat(ev["dur_ns"][rows][o], starts)
+    appear = np.argsort(o[starts], kind="stable")  # groups in order of first occurrence
+    first = rows[o[starts]][appear]
+    strings = np.asarray(trace.strings, dtype=object)
+    return frame({"category": strings[ev["category"][first]], "name": strings[ev["name"][first]],
+                  "count": count[appear], "total_ns": total[appear]},
+                 order=order_desc(total[appear], stable=False))
 
 
 def _idle_between_steps(trace: Trace, t) -> list[Finding]:

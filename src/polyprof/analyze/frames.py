@@ -29,8 +29,8 @@ def _column(v: Any) -> np.ndarray | None:
         out = np.empty(len(v), object)
         out[:] = v
         return out
-    if kinds <= _INTS and -2 ** 63 <= min(v) and max(v) < 2 ** 63:
-        return np.array(v, np.int64)
+    if kinds <= _INTS:  # beyond int64, pandas' uint64 or object
+        return np.array(v, np.int64) if -2 ** 63 <= min(v) and max(v) < 2 ** 63 else None
     if kinds <= _NUMBERS:
         return np.array(v, np.float64)
     if kinds == {bool}:

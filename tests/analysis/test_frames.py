@@ -1,0 +1,55 @@
+"""analyze/frames.py: the one-step frame build and the NumPy sort orders give exactly
+what pandas' own constructor and ``sort_values`` give (pandas is the reference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from polyprof.analyze.frames import _general, frame, order_asc, order_desc, ratio_pct, rows_frame
+
+COLUMNS = [
+    ["a", "b", "c"], [1, 2, 3], [1.0, 2.5, -1.0], [1, 2.5, 3], [True, False, True], [1, None, 3],
+    ["a", None, "c"], [np.int64(1), 2, 3], [np.float64(0.5), 1, np.nan], np.array(["x", "y", "z"], object),
+    np.array([1, 2, 3]), np.array([1.0, np.nan, 3.0]), (3, 4, 5), [2 ** 63, 1, 2], [[1], [2], [3]],
+    np.array([True, False, False]),
+]
+
+
+@pytest.mark.parametrize("col", COLUMNS, ids=lambda c: repr(c)[:24])
+def test_frame_types_columns_as_the_pandas_constructor_does(col):
+    cols = {"c": col, "n": np.array([3, 1, 2])}
+    want = _general(cols, None)
+    got = frame(cols)
+    pd.testing.assert_frame_equal(got, want)
+    assert got.columns.dtype == object and isinstance(got.index, pd.RangeIndex)
+    order = np.array([2, 0, 1])
+    pd.testing.assert_frame_equal(frame(cols, order=order), want.iloc[order].reset_index(drop=True))
+    idx = ["p", "q", "r"]
+    pd.testing.assert_frame_equal(frame(cols, index=idx, order=order), _general(cols, pd.Index(idx, dtype=object))
+                                  .iloc[order])
+
+
+def test_text_stays_numpy_object_not_arrow():
+    df = rows_frame([("gpu", 1, 0.5), ("cpu", 2, 1.5)], ["plane", "n", "x"])
+    assert df["plane"].dtype == object and df["n"].dtype == np.int64 and df["x"].dtype == np.float64
+
+
+def test_orders_match_sort_values_ties_and_nan_included():
+    rng = np.random.default_rng(3)
+    for n in range(0, 70):
+        ints = rng.integers(0, 4, n)
+        floats = np.where(rng.random(n) < 0.2, np.nan, rng.integers(0, 4, n).astype(float))
+        for vals in (ints, floats):
+            df = pd.DataFrame({"v": vals})
+            for stable in (True, False):
+                kw = {"kind": "stable"} if stable else {}
+                assert np.array_equal(df.sort_values("v", ascending=False, **kw).index, order_desc(vals, stable))
+                assert np.array_equal(df.sort_values("v", **kw).index, order_asc(vals, stable))
+
+
+def test_ratio_pct_is_nan_where_the_denominator_is_not_positive():
+    got = ratio_pct(np.array([1, 2, 3]), np.array([4, 0, -1]))
+    want = 100.0 * pd.Series([1, 2, 3]) / pd.Series([4, 0, -1]).where(pd.Series([4, 0, -1]) > 0)
+    np.testing.assert_array_equal(got, want.to_numpy())
