@@ -269,6 +269,18 @@ def test_summary_prints_names_and_errors_as_they_are():
     assert "plugin [bold]odd failed in collect: RuntimeError: bad [/] tag :fire:" in out, out
 
 
+def test_finding_titles_print_names_as_they_are():
+    """A finding's title names a thread: an emoji code in the name stays text there too."""
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host"), "loader :fire:", "thread", tid=1)
+    b.event(th, "step", 0, 1000, "section")
+    b.event(th, "cudaStreamSynchronize", 100, 800, "cuda_runtime")
+    out = _summary_text(b.build(), 160)
+    assert "thread loader :fire: spends 80%" in out, out
+
+
 def test_summary_shows_trace_warnings():
     from polyprof.trace import TraceBuilder
 
