@@ -7,6 +7,7 @@ figures the rule used and the events that matter most.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +25,8 @@ from .frames import frame, order_desc
 from .window import WindowArg, view
 from ..trace.sorting import unique
 
+#: an event whose (lower-cased) name holds one of these belongs to the input pipeline
+_INPUT = re.compile("|".join(re.escape(m) for m in INPUT_MARKERS))
 IDLE_PCT = 30.0  # device idle share of the span that counts as "mostly waiting"
 HOST_WAIT_SHARE = 50.0  # share of idle that is host-wait for "host-bound"
 INPUT_SHARE = 10.0  # input pipeline share of the span for "input-bound"
@@ -177,8 +180,8 @@ def _input_bound(trace: Trace, t) -> list[Finding]:
     ev = t("event_stats")
     if not len(ev):
         return []
-    names = ev["name"].to_numpy()
-    sel = ev[np.fromiter((any(m in str(s).lower() for m in INPUT_MARKERS) for s in names), bool, len(names))]
+    search = _INPUT.search
+    sel = ev[np.fromiter((search(str(s).lower()) is not None for s in ev["name"].to_numpy()), bool, len(ev))]
     if not len(sel):
         return []
     from .common import analysed_span

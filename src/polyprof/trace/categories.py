@@ -6,6 +6,7 @@ what kind of activity a category is, so a new vendor's names are one table entry
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 
 import numpy as np
@@ -117,9 +118,12 @@ def kind_of(category: str) -> Kind:
     return _BY_CATEGORY.get(category.lower(), Kind.OTHER)
 
 
+#: one search for every marker (a name is asked once per distinct device activity name)
+_COLLECTIVE = re.compile("|".join(re.escape(m) for m in _COLLECTIVE_MARKERS))
+
+
 def is_collective_name(name: str) -> bool:
-    low = name.lower()
-    return any(m in low for m in _COLLECTIVE_MARKERS)
+    return _COLLECTIVE.search(name.lower()) is not None
 
 
 def kinds_for_strings(strings: list[str]) -> np.ndarray:

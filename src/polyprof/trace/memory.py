@@ -90,6 +90,10 @@ def memory_events(trace: Trace) -> Memory:
         rows = np.zeros(0, np.int64)
     else:
         rows = col.rows[np.isfinite(col.values.astype(np.float64))]
+    if not len(rows):  # no memory events: no other memory stat to look up (a lookup can scan the args)
+        z = np.zeros(0, np.int64)
+        return Memory(rows=z, ts=z, series=z, delta=z, addr=z, has_addr=np.zeros(0, bool), level=z,
+                      reserved=np.zeros(0), device=[], plane=z, allocator=[], start=z, from_totals=np.zeros(0, bool))
     _, delta = _int_stat(trace, keys.ALLOC_BYTES, rows)
     plane_names = np.array([p.name for p in trace.planes] or [""], dtype=object)
     own = plane_names[trace.track_plane[trace.events["track"][rows]]] if len(rows) else plane_names[:0]
