@@ -288,6 +288,33 @@ def test_bad_input_gives_one_clear_error(tmp_path: Path, name: str):
     assert str(p) in str(ei2.value)
 
 
+@pytest.mark.parametrize("isal_from", [0, 1 << 62], ids=["isal", "zlib"])
+def test_gzip_reads_the_same_through_isal_and_zlib(tmp_path: Path, monkeypatch, isal_from: int):
+    """Small gzip files are inflated by zlib, larger ones by ISA-L: either gives the same
+    trace, and the same errors for a cut or garbled file."""
+    from polyprof.formats.kineto import stream
+
+    src = KINETO_DIR / "a100_alexnet_small.json.gz"
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(src.read_bytes()))
+    want = kineto.load(plain)
+    monkeypatch.setattr(stream, "ISAL_FROM_BYTES", isal_from)
+    assert stream.inflater(src.stat().st_size).__name__ == ("isal.isal_zlib" if isal_from == 0 else "zlib")
+    got = kineto.load(src)
+    assert got.n_events == want.n_events > 0
+    for col in ("start_ns", "dur_ns", "name", "track"):
+        assert np.array_equal(got.events[col], want.events[col])
+    raw_gz = src.read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(raw_gz[: len(raw_gz) // 2])
+    with pytest.raises(TraceFormatError, match="truncated gzip"):
+        kineto.load(cut)
+    bad = tmp_path / "garbage.json.gz"
+    bad.write_bytes(raw_gz[:20] + bytes(range(256)) * 4)
+    with pytest.raises(TraceFormatError, match="corrupt gzip data"):
+        kineto.load(bad)
+
+
 def test_truncated_gzip(tmp_path: Path):
     src = (KINETO_DIR / "a100_alexnet_small.json.gz").read_bytes()
     p = tmp_path / "cut.json.gz"
