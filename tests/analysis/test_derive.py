@@ -345,7 +345,7 @@ def test_handed_off_matches_one_query_per_thread():
         for tr in threads:
             for a, c in _nested_spans(rng, 0, 200, 3):
                 b.event(tr, "s", a, c - a, "user_annotation")
-        for i in range(60):
+        for _ in range(60):
             b.event(threads[int(rng.integers(len(threads)))], "launch", int(rng.integers(0, 220)), 1, "cuda_runtime")
         trace = b.build()
         ev = trace.events

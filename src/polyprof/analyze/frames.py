@@ -51,20 +51,19 @@ def frame(columns: dict[str, Any], index: Sequence[Any] | None = None,
     a frame with any other column (a Series, a list of numbers or of mixed values) goes
     through pandas' constructor, which infers those as it always has.
     """
-    if index is not None and not isinstance(index, pd.Index):
-        index = pd.Index(index, dtype=object)
+    idx: pd.Index | None = index if index is None or isinstance(index, pd.Index) else pd.Index(index, dtype=object)
     labels = pd.Index(list(columns), dtype=object)
     arrays = [_column(v) for v in columns.values()]
     n = len(arrays[0]) if arrays and arrays[0] is not None else -1
-    if arrays and all(a is not None and len(a) == n for a in arrays) and (index is None or len(index) == n):
+    if arrays and all(a is not None and len(a) == n for a in arrays) and (idx is None or len(idx) == n):
         if order is not None:
             arrays = [a[order] for a in arrays]  # type: ignore[index]
-            index = index[order] if index is not None else None
-        return pd.DataFrame._from_arrays(arrays, columns=labels, index=index if index is not None else
-                                         pd.RangeIndex(n), verify_integrity=False)
-    df = _general(columns, index)
+            idx = idx[order] if idx is not None else None
+        return pd.DataFrame._from_arrays(arrays, columns=labels, index=idx if idx is not None else pd.RangeIndex(n),
+                                         verify_integrity=False)
+    df = _general(columns, idx)
     if order is not None:
-        df = df.iloc[order] if index is not None else df.iloc[order].reset_index(drop=True)
+        df = df.iloc[order] if idx is not None else df.iloc[order].reset_index(drop=True)
     return df
 
 
