@@ -384,13 +384,14 @@ def test_fork_workers_start_with_a_frozen_heap_and_the_parent_does_not_keep_it(f
     assert gc.get_freeze_count() == 0
 
 
-def test_summary_of_ranks_does_not_import_the_store_writer(four_ranks):
-    """Telling trace files from a store must not import pyarrow.parquet (~10-60 ms)."""
+def test_summary_of_ranks_imports_no_store_writer_and_no_bar_off_a_terminal(four_ranks):
+    """Telling trace files from a store must not import pyarrow.parquet (~10-60 ms), nor
+    a progress bar nobody sees rich (~30 ms): stderr is a pipe here."""
     code = ("import sys\nfrom polyprof.cli import main\n"
-            f"rc = main(['summary', {str(four_ranks[0])!r}, {str(four_ranks[1])!r}, '--json', '-j', '1'])\n"
-            "print(rc, 'pyarrow.parquet' in sys.modules, file=sys.stderr)")
+            f"rc = main(['summary', {str(four_ranks[0])!r}, {str(four_ranks[1])!r}, '--json', '-j', '2'])\n"
+            "print(rc, 'pyarrow.parquet' in sys.modules, 'rich.progress' in sys.modules, file=sys.stderr)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
-    assert p.stderr.decode().split()[-2:] == ["0", "False"], p.stderr
+    assert p.stderr.decode().split()[-3:] == ["0", "False", "False"], p.stderr
     assert json.loads(p.stdout)["overview"]["ranks"] == 2
 
 

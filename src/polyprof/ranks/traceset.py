@@ -268,13 +268,15 @@ def _progress(futures: dict[int, Future], label: str | None) -> Iterable[tuple[i
     """Futures as they complete, with a progress bar on a terminal."""
     from concurrent.futures import as_completed
 
-    from rich.progress import Progress
+    from ..progress import TaskBar
 
     by_future = {f: r for r, f in futures.items()}
-    with Progress(transient=True, disable=label is None or len(futures) < 2) as bar:
-        task = bar.add_task(label or "", total=len(futures))
+    if label is None:
+        yield from ((by_future[f], f) for f in as_completed(by_future))
+        return
+    with TaskBar(len(futures), label) as bar:
         for f in as_completed(by_future):
-            bar.advance(task)
+            bar.advance()
             yield by_future[f], f
 
 

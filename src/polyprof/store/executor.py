@@ -14,11 +14,11 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import logging
-import sys
 from collections import deque
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import PolyprofError
+from ..progress import TaskBar
 
 log = logging.getLogger("polyprof")
 
@@ -79,7 +79,7 @@ def _dask(spec: str, jobs: int) -> Iterator[Any]:
 def run_all(fn: Callable[..., Any], tasks: Sequence[tuple], ex: Any, what: str = "ranks") -> list[Any]:
     """``fn(*task)`` for every task, on ``ex`` (or here when None); results in task order.
     A progress bar on a terminal; the first error is raised once every task has ended."""
-    with _Progress(len(tasks), what) as bar:
+    with TaskBar(len(tasks), what) as bar:
         if ex is None:
             out = []
             for t in tasks:
@@ -105,7 +105,7 @@ def map_ordered(fn: Callable[..., Any], tasks: Sequence[tuple], ex: Any, what: s
     """``fn(*task)`` for every task, yielded in task order as soon as each is ready; at most
     ``window`` tasks are submitted ahead of the one being waited for, so finished results
     waiting for their turn stay few."""
-    with _Progress(len(tasks), what) as bar:
+    with TaskBar(len(tasks), what) as bar:
         if ex is None:
             for t in tasks:
                 res = fn(*t)
@@ -129,33 +129,3 @@ def map_ordered(fn: Callable[..., Any], tasks: Sequence[tuple], ex: Any, what: s
         finally:
             for f in pending:  # an error, or the consumer stopped: drop what was not started
                 f.cancel()
-
-
-class _Progress:
-    """A rich bar on stderr when it is a terminal, else a log line per task."""
-
-    def __init__(self, total: int, what: str):
-        self.total, self.what, self.done, self.bar = total, what, 0, None
-        if sys.stderr.isatty() and total > 1:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                console=Console(stderr=True), transient=True)
-            self.task = self.bar.add_task(what, total=total)
-
-    def __enter__(self) -> "_Progress":
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def advance(self) -> None:
-        self.done += 1
-        if self.bar is not None:
-            self.bar.advance(self.task)
-        else:
-            log.info("%s: %d/%d", self.what, self.done, self.total)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.stop()
