@@ -1,14 +1,17 @@
 """Stop + collect of the torch plugin against torch.profiler's own stop, for the same
 recorded ranges, alternating round by round in one process.
 
-Each round runs the same small CPU training loop (MLP, 3 sections per step) three
-ways and times only what happens after the loop:
-  torch          torch.profiler.profile: stop() + export_chrome_trace() (torch's trace)
-  torch, stop    the same, stop() alone (torch keeps its results in memory)
-  polyprof       polyprof.profile(plugins=["torch"]): session stop (the torch plugin's
-                 stop and collect: torch's stop, export, read, clock fit, merge, plus
-                 the host plugin's collect)
-Reports min and median of the per-round ratios polyprof / torch and polyprof / torch stop.
+Each round runs the same small CPU training loop (MLP, 3 sections per step) four ways
+and times only what happens after the loop:
+  torch            torch.profiler.profile: stop() + export_chrome_trace() (torch's trace file)
+  torch, stop      the same, stop() alone (torch keeps its results in memory)
+  polyprof         polyprof.profile(), the default session as users get it (every
+                   available plugin: host, torch, and OpenCL where PoCL is installed):
+                   session stop, which returns the Trace (torch's stop, reading its
+                   results, clock fit, merge, every plugin's stop and collect)
+  polyprof, file   the same session with output=...polyprof: stop + writing the file
+Reports min and median of the per-round ratios polyprof / torch and polyprof / torch stop,
+and polyprof, file / torch (a file each).
 
     PYTHONPATH=$PWD/src python bench/torch_stop.py --steps 50 --rounds 9 [--json]
 """
@@ -68,15 +71,23 @@ def main() -> int:
             p.export_chrome_trace(os.path.join(tmp, "t.json"))
         return time.perf_counter() - t0, len(p.profiler.kineto_results.events())
 
-    def with_polyprof() -> tuple[float, int]:
-        s = polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}})
+    def with_polyprof(output: str | None) -> tuple[float, int]:
+        s = polyprof.profile(output=output, options={"host": {"sample_interval_s": 0}})
         s.start()
         loop(polyprof.section)
         t0 = time.perf_counter()
         t = s.stop()
-        return time.perf_counter() - t0, t.n_events
+        took = time.perf_counter() - t0
+        plugins = t.metadata["plugins"]
+        if plugins.get("torch") != "ok" or plugins.get("host") != "ok":
+            raise SystemExit(f"the default session did not record torch: {plugins}")
+        seen_plugins.update(k for k, v in plugins.items() if v == "ok")
+        return took, t.n_events
 
-    modes = {"torch": lambda: torch_only(True), "torch, stop": lambda: torch_only(False), "polyprof": with_polyprof}
+    out_file = os.path.join(tmp, "run.polyprof")
+    seen_plugins: set[str] = set()
+    modes = {"torch": lambda: torch_only(True), "torch, stop": lambda: torch_only(False),
+             "polyprof": lambda: with_polyprof(None), "polyprof, file": lambda: with_polyprof(out_file)}
     for fn in modes.values():  # warm up
         fn()
     runs: dict[str, list[tuple[float, int]]] = {m: [] for m in modes}
@@ -87,9 +98,11 @@ def main() -> int:
     for m, rs in runs.items():
         out[m] = {"min_ms": min(r[0] for r in rs) * 1e3, "median_ms": statistics.median(r[0] for r in rs) * 1e3,
                   "events": rs[-1][1]}
-    for base in ("torch", "torch, stop"):
-        ratios = [p[0] / b[0] for p, b in zip(runs["polyprof"], runs[base])]
-        out[f"polyprof / {base}"] = {"min": min(ratios), "median": statistics.median(ratios)}
+    pairs = (("polyprof", "torch"), ("polyprof", "torch, stop"), ("polyprof, file", "torch"))
+    for mine, base in pairs:
+        ratios = [p[0] / b[0] for p, b in zip(runs[mine], runs[base])]
+        out[f"{mine} / {base}"] = {"min": min(ratios), "median": statistics.median(ratios)}
+    out["plugins"] = sorted(seen_plugins)
     if a.json:
         print(json.dumps(out, indent=1))
         return 0
@@ -97,11 +110,12 @@ def main() -> int:
     for m in modes:
         v = out[m]
         assert isinstance(v, dict)
-        print(f"{m:<14} min {v['min_ms']:8.1f} ms  median {v['median_ms']:8.1f} ms  ({v['events']} events)")
-    for base in ("torch", "torch, stop"):
-        r = out[f"polyprof / {base}"]
+        print(f"{m:<16} min {v['min_ms']:8.1f} ms  median {v['median_ms']:8.1f} ms  ({v['events']} events)")
+    print(f"polyprof: the default session, plugins {', '.join(out['plugins'])}")  # type: ignore[arg-type]
+    for mine, base in pairs:
+        r = out[f"{mine} / {base}"]
         assert isinstance(r, dict)
-        print(f"polyprof / {base:<12} min x{r['min']:.2f}  median x{r['median']:.2f}")
+        print(f"{mine + ' / ' + base:<26} min x{r['min']:.2f}  median x{r['median']:.2f}")
     return 0
 
 

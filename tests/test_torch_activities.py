@@ -126,3 +126,46 @@ def test_names_torch_cannot_write_are_read_exactly(tmp_path):
     p.export_chrome_trace(str(path))
     text = path.read_text()
     assert '"name": "unknown"' in text and '"name": "say "hi"",' in text  # what torch wrote
+
+
+def test_args_fetched_after_the_profiler_is_gone_equal_the_export(tmp_path):
+    """The args are fetched from torch's results on first use: the Trace keeps those
+    results alive, so they can be asked for after torch's profiler object is dropped."""
+    import gc
+
+    p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
+    p.start()
+    workload(threads=False)
+    p.stop()
+    path = tmp_path / "torch.json"
+    p.export_chrome_trace(str(path))
+    mem = activities.read(p)
+    del p
+    gc.collect()
+    torch.ones(10_000).add_(1)  # the allocator reuses what was freed
+    exp = kineto.load(path)
+    for key in ("Input Dims", "Ev Idx", "Sequence number"):
+        assert mem.stats[key].values.tolist() == exp.stats[key].values.tolist(), key
+
+
+def test_args_that_are_not_json_are_left_out_and_counted():
+    from polyprof.formats.kineto.collector import arg_batches
+    from polyprof.formats.kineto.deferred import DeferredArgs
+
+    args = ['"a": 1', '"a": 2, "b": [1, 2]', '"a": oops', '"a": 1e999', ""]
+    batches, lost = arg_batches(args, first=10)
+    assert lost == 2 and len(batches) == 1 and batches[0][0] == 10
+    calls = []
+
+    def make():
+        calls.append(1)
+        return batches
+
+    d = DeferredArgs(make, {})
+    assert calls == []  # made on first use
+    cols = d.columns(None)
+    assert calls == [1]
+    assert cols["a"].rows.tolist() == [10, 11] and cols["a"].values.tolist() == [1, 2]
+    assert cols["b"].rows.tolist() == [11] and cols["b"].values.tolist() == ["[1,2]"]
+    d.columns(None)
+    assert calls == [1]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -90,11 +90,25 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     b.metadata.update(_metadata(col, top, base, ts))
     progress.advance(1)
     trace = b.build()
-    if col.arg_batches or col.late_args:
+    if col.lazy_args is not None:
+        make, first = col.lazy_args
+        args = DeferredArgs(lambda: _lazy_batches(make, first), col.late_args)
+        trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
+                          args.columns)
+    elif col.arg_batches or col.late_args:
         args = DeferredArgs(col.arg_batches, col.late_args)
         trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
                           args.columns)
     return trace
+
+def _lazy_batches(make: Callable[[], list[str]], first: int) -> list[tuple[int, bytes]]:
+    from .collector import arg_batches
+
+    batches, lost = arg_batches(make(), first)
+    if lost:
+        log.warning("kineto: the args of %d events were not valid JSON and are left out", lost)
+    return batches
+
 
 def _thread_info(col: "_Collector", pid: Any, tid: Any) -> dict[str, Any]:
     try:
@@ -154,6 +168,8 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     if col.skipped:
         warnings.append("kineto: events not imported: " +
                         ", ".join(f"{n} x ph={p}" for p, n in sorted(col.skipped.items())))
+    if col.lost_args:
+        warnings.append(f"kineto: the args of {col.lost_args} events were not valid JSON and are left out")
     if col.unbound_flows:
         warnings.append(f"kineto: {col.unbound_flows} flow endpoints matched no event")
     if warnings:

@@ -35,6 +35,36 @@ _ARG_FLUSH_EVENTS = 8192
 _CHECK_ARGS = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
+def arg_batches(args: list[str], first: int = 0) -> tuple[list[tuple[int, bytes]], int]:
+    """Events' args texts (inside their JSON objects, from row ``first``) as ``[args, ...]``
+    batches the deferred decode cannot fail on; an event whose args are not valid JSON
+    (or hold a number beyond 64 bits) loses them. (batches, how many events lost theirs)"""
+    out, lost = [], 0
+    for i in range(0, len(args), _ARG_FLUSH_EVENTS):
+        chunk = args[i:i + _ARG_FLUSH_EVENTS]
+        text = _joined(chunk)
+        if not _valid_args(text):
+            good = [a if _valid_args(_joined([a])) else "" for a in chunk]
+            lost += sum(a != g for a, g in zip(chunk, good))
+            text = _joined(good)
+        out.append((first + i, text))
+    return out, lost
+
+
+def _joined(args: list[str]) -> bytes:
+    return ("[{" + "},{".join(args) + "}]").encode("utf-8", "replace")
+
+
+def _valid_args(text: bytes) -> bool:
+    try:
+        _CHECK_ARGS(text)  # the syntax, as parsing the events as JSON checks it
+        if _big_numbers(text):
+            _DECODE_ANY(text)  # numbers in range
+        return True
+    except msgspec.DecodeError:
+        return False
+
+
 class _Collector:
     """Turns slices of parsed events into columns; builds the Trace at the end."""
 
@@ -62,6 +92,8 @@ class _Collector:
         self.other_meta: list[dict] = []
         self.skipped: dict[str, int] = {}
         self.unbound_flows = 0  # flow endpoints bound to no event (flows.py)
+        self.lazy_args: tuple[Callable[[], list[str]], int] | None = None  # add_columns' args, made on first use
+        self.lost_args = 0  # events whose args (from add_columns) were not valid JSON
 
     def _sid(self, v: Any) -> int:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
@@ -89,12 +121,17 @@ class _Collector:
         self.seen += n
 
     def add_columns(self, pid: np.ndarray, tid: np.ndarray, name: list[str], cat: list[str], ts_ns: np.ndarray,
-                    dur_ns: np.ndarray, args: list[str]) -> None:
+                    dur_ns: np.ndarray, args: list[str] | Callable[[], list[str]]) -> None:
         """Events (``X``, or ``i`` with ``dur_ns`` 0) given as columns by a producer that
         holds them in memory, not as JSON text (torch's results, plugins/torch/activities.py):
         integer pids and tids, names and categories as str, times in ns, each event's args
-        as the text inside its JSON object (``"k": v, ...``; "" for none). The same columns,
-        codes and args batches :meth:`add` makes of the same events written as JSON."""
+        as the text inside its JSON object (``"k": v, ...``; "" for none), or a function that
+        gives them on first use (then no arg is typed at load: the producer adds the ids,
+        and its events have no memory args). The same columns, codes and args batches
+        :meth:`add` makes of the same events written as JSON; args that are not valid JSON
+        are left out (counted)."""
+        if self.n or self.lazy_args is not None:
+            raise ValueError("add_columns: the events given as columns must be the only ones")
         self._flush_args()
         c = self.cols
         for key, ints, table in (("pid", pid, self.pids), ("tid", tid, self.tids)):
@@ -106,13 +143,12 @@ class _Collector:
             c[key].append(np.fromiter(map(code.__getitem__, strs), np.int32, len(strs)))
         c["ts"].append(np.asarray(ts_ns, np.int64))
         c["dur"].append(np.maximum(np.asarray(dur_ns, np.int64), 0))
-        for first in range(0, len(args), _ARG_FLUSH_EVENTS):
-            text = ("[{" + "},{".join(args[first:first + _ARG_FLUSH_EVENTS]) + "}]").encode()
-            try:
-                _CHECK_ARGS(text)  # the JSON parse of the events would have checked it
-            except (msgspec.DecodeError, UnicodeDecodeError) as e:
-                raise TraceFormatError(self.path, f"invalid JSON in event args ({e})") from None
-            self._arg_batch(text, self.n + first)
+        if callable(args):  # made on first use: nothing typed at load
+            self.lazy_args = (args, self.n)
+        else:
+            batches, self.lost_args = arg_batches(args, self.n)
+            for first, text in batches:
+                self._arg_batch(text, first)
         self.n += len(ts_ns)
         self.seen += len(ts_ns)
         self.arg_base = self.n

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import re
+import threading
 from itertools import chain, repeat
 from functools import lru_cache
 from operator import attrgetter, itemgetter
@@ -49,10 +50,22 @@ _ABSENT = msgspec.Raw(b"null")  # an arg an event does not have (this very objec
 class DeferredArgs:
     """The deferred args of one trace (the ``StatTable.defer`` protocol)."""
 
-    def __init__(self, batches: Batches, late: Late):
-        self.batches, self.late = batches, late
+    def __init__(self, batches: Batches | Callable[[], Batches], late: Late):
+        """``batches`` may be a function that makes them, called on first use (once)."""
+        self._batches, self.late = batches, late
+        self._make_lock = threading.Lock()
         self._escaped: list[bool] | None = None  # which batches hold a \\u escape, once asked
         self._may: dict[str, bool] = {}  # may_hold's answers
+
+    @property
+    def batches(self) -> Batches:
+        b = self._batches
+        if callable(b):
+            with self._make_lock:
+                if callable(self._batches):
+                    self._batches = self._batches()
+                b = self._batches
+        return b  # type: ignore[return-value]
 
     def _batches_with(self, names: Collection[str]) -> list[bool]:
         """Which batches may hold an arg called one of ``names``: its JSON name, quoted,

@@ -4,8 +4,9 @@ torch (2.13 on) hands out the activities Kineto's JSON writer writes
 (``kineto_results.trace_activities()``): their names, kinds, OS thread ids, ns times,
 correlation and flow ids, and each one's args as the JSON text the writer puts in
 ``"args"``. Reading them (a C-level call per field and event, about 0.1 µs) costs less than
-torch writing its JSON and polyprof reading it back, and the args stay text until a
-stat key is asked for. The columns go through the Kineto reader's own collector and
+torch writing its JSON and polyprof reading it back; the args (the costliest field:
+torch formats them on each call) are fetched only when a stat key is first asked for,
+so until then the Trace keeps torch's results object alive. The columns go through the Kineto reader's own collector and
 builder (``formats/kineto/collector.py``, ``build.py``), so the Trace has the layout, codes,
 typed ids, memory stats and deferred args that reading the export gives.
 
@@ -55,7 +56,8 @@ def read(prof: Any) -> Trace | None:
     it must come from torch's export (older torch, device activities, another process)."""
     if not available(prof):
         return None
-    acts = prof.profiler.kineto_results.trace_activities()
+    res = prof.profiler.kineto_results
+    acts = res.trace_activities()
     cats = list(map(_type, acts))
     if not HOST_TYPES.issuperset(cats):
         return None
@@ -69,7 +71,9 @@ def read(prof: Any) -> Trace | None:
     dur = np.fromiter(map(_dur, acts), np.int64, len(acts))
     instant = np.array([c == "cpu_instant_event" for c in cats], bool)
     dur[instant] = 0  # the writer's "i" events: no duration
-    args = list(map(_meta, acts))
+    # the args are fetched from torch when first asked for (half the cost of reading
+    # here), except in a recording of memory events, whose args are typed at load
+    args: Any = (lambda: _args_of(acts, res)) if not instant.any() else _args_of(acts, res)
     corr = np.fromiter(map(_corr, acts), np.int64, len(acts))
 
     col = _Collector(_SOURCE)
@@ -103,6 +107,21 @@ def _flows(col: _Collector, acts: list, pid: int, tids: np.ndarray, start: np.nd
     from ...formats.kineto.flows import add_flow_slice
 
     add_flow_slice(col, sel, np.array(ph, np.int8), start[rows])
+
+
+def _args_of(acts: list, res: Any) -> list[str]:
+    """Each activity's args as the text the writer puts inside ``"args": {}``. ``res``,
+    torch's results object, owns the activities: it is kept alive until this runs."""
+    try:
+        return list(map(_meta, acts))
+    except Exception:  # e.g. text that is not UTF-8: that activity's args are left out
+        out = []
+        for a in acts:
+            try:
+                out.append(a.metadata_json())
+            except Exception:
+                out.append("")
+        return out
 
 
 def _top(prof: Any) -> dict[str, Any]:
