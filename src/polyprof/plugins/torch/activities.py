@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import socket
-from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +39,6 @@ HOST_TYPES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_ins
 _FLOW_NAMES = {1: "fwdbwd", 2: "ac2g"}
 _SOURCE = Path("torch.profiler results (in memory)")
 
-_type, _name, _device = methodcaller("type"), methodcaller("name"), methodcaller("device_id")
-_resource, _start, _dur = methodcaller("resource_id"), methodcaller("timestamp"), methodcaller("duration")
-_corr, _flow, _meta = methodcaller("correlation_id"), methodcaller("flow_id"), methodcaller("metadata_json")
 
 
 def available(prof: Any) -> bool:
@@ -58,29 +54,31 @@ def read(prof: Any) -> Trace | None:
         return None
     res = prof.profiler.kineto_results
     acts = res.trace_activities()
-    cats = list(map(_type, acts))
-    if not HOST_TYPES.issuperset(cats):
+    field = _Fields(acts)
+    cats = field.values("type")
+    kinds = set(cats)
+    if not HOST_TYPES.issuperset(kinds):
         return None
     pid = os.getpid()
-    pids = np.fromiter(map(_device, acts), np.int64, len(acts))
+    pids = field.ints("device_id")
     if len(pids) and not (pids == pid).all():
         return None
-    tids = np.fromiter(map(_resource, acts), np.int64, len(acts))
+    tids = field.ints("resource_id")
     tids = np.where(tids == np.iinfo(np.int64).min, 0, np.abs(tids))  # as the writer: |tid|, INT64_MIN -> 0
-    start = np.fromiter(map(_start, acts), np.int64, len(acts))
-    dur = np.fromiter(map(_dur, acts), np.int64, len(acts))
-    instant = np.array([c == "cpu_instant_event" for c in cats], bool)
-    dur[instant] = 0  # the writer's "i" events: no duration
+    start, dur = field.ints("timestamp"), field.ints("duration")
+    memory = "cpu_instant_event" in kinds
+    if memory:  # the writer's "i" events: no duration
+        dur[np.array([c == "cpu_instant_event" for c in cats], bool)] = 0
     # the args are fetched from torch when first asked for (half the cost of reading
     # here), except in a recording of memory events, whose args are typed at load
-    args: Any = (lambda: _args_of(acts, res)) if not instant.any() else _args_of(acts, res)
-    corr = np.fromiter(map(_corr, acts), np.int64, len(acts))
+    args: Any = _args_of(acts, res) if memory else (lambda: _args_of(acts, res))
+    corr = field.ints("correlation_id")
 
     col = _Collector(_SOURCE)
-    col.add_columns(pids, tids, list(map(_name, acts)), cats, start, dur, args)
+    col.add_columns(pids, tids, field.values("name"), cats, start, dur, args)
     has = np.flatnonzero(corr)  # the writer's "External id": the correlation id, when set
     col.b.add_stat("external_id", has, corr[has])
-    _flows(col, acts, pid, tids, start)
+    _flows(col, acts, field.ints("flow_id"), pid, tids, start)
     col.process[pid] = {"process_name": "python", "process_labels": "CPU", "process_sort_index": pid}
     for t in np.unique(tids).tolist():
         col.threads[(pid, t)] = {"thread_name": f"thread {t} ({_thread_name(t)})", "thread_sort_index": t}
@@ -89,10 +87,25 @@ def read(prof: Any) -> Trace | None:
     return trace
 
 
-def _flows(col: _Collector, acts: list, pid: int, tids: np.ndarray, start: np.ndarray) -> None:
+class _Fields:
+    """One field of every activity: a C-level call each, through the class's own method
+    (a fifth faster than looking the method up on each object)."""
+
+    def __init__(self, acts: list):
+        self.acts, self.cls = acts, type(acts[0]) if acts else None
+
+    def values(self, name: str) -> list:
+        return list(map(getattr(self.cls, name), self.acts)) if self.acts else []
+
+    def ints(self, name: str) -> np.ndarray:
+        if not self.acts:
+            return np.zeros(0, np.int64)
+        return np.fromiter(map(getattr(self.cls, name), self.acts), np.int64, len(self.acts))
+
+
+def _flows(col: _Collector, acts: list, ids: np.ndarray, pid: int, tids: np.ndarray, start: np.ndarray) -> None:
     """Each activity's flow endpoint (``s``, or ``f`` bound to its enclosing slice), as
     the writer writes them after the activity."""
-    ids = np.fromiter(map(_flow, acts), np.int64, len(acts))
     rows = np.flatnonzero(ids > 0).tolist()
     if not rows:
         return
@@ -113,7 +126,7 @@ def _args_of(acts: list, res: Any) -> list[str]:
     """Each activity's args as the text the writer puts inside ``"args": {}``. ``res``,
     torch's results object, owns the activities: it is kept alive until this runs."""
     try:
-        return list(map(_meta, acts))
+        return _Fields(acts).values("metadata_json")
     except Exception:  # e.g. text that is not UTF-8: that activity's args are left out
         out = []
         for a in acts:
