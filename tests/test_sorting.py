@@ -29,6 +29,21 @@ def test_lexsort_matches_numpy(seed):
     assert np.array_equal(lexsort(keys), np.lexsort(keys))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_lexsort_keys_that_do_not_fit_only_reorder_ties(seed):
+    """Spans by (track, start, longest first): (track, start) fit one int64, the
+    durations do not; rows tied on (track, start), in runs of any length, are ordered by
+    the rest, stably, exactly as np.lexsort orders them."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 4000))
+    track = rng.integers(0, 8, n)
+    start = rng.integers(0, max(2, n // int(rng.integers(1, 50))), n) * 10 ** 9  # many shared starts
+    dur = rng.integers(-2 ** 62, 2 ** 62, n, dtype=np.int64)
+    dur[rng.random(n) < 0.3] = 7  # ties on every key too
+    for keys in ([-dur, start, track], [dur % 3, dur, start, track], [rng.random(n), start, track]):
+        assert np.array_equal(lexsort(keys), np.lexsort(keys))
+
+
 def test_lexsort_paths_and_extremes():
     a = np.array([3, 1, 3, 1, 2], np.int64)
     b = np.array([0, 0, 0, 0, 0], np.int64)

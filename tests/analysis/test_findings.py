@@ -93,6 +93,17 @@ def test_tpu_async_copies_are_copies_and_one_finding_covers_all_devices(traces_d
     assert len(found) == 1
     planes = {found[0].plane, *found[0].evidence["also_on"]}
     assert planes == {f"/device:TPU:{i}" for i in range(4)}
+    # its top events: that device's copies and fills, ranked as the per-device kernel
+    # breakdown ranks them (by total device time; XProf's per-op time, in float ns)
+    by_dev = A.kernel_breakdown(tr, by_device=True)
+    want = by_dev[(by_dev["plane"] == found[0].plane) & by_dev["kind"].isin(["memcpy", "memset"])]
+    want = want.sort_values("total_ns", ascending=False, kind="stable").head(5)
+    assert len(found[0].events) == len(want) == 5
+    assert [e["name"] for e in found[0].events] == want["name"].tolist()
+    assert [e["count"] for e in found[0].events] == want["count"].tolist()
+    assert [e["total_ns"] for e in found[0].events] == want["total_ns"].tolist()
+    assert [e["mean_ns"] for e in found[0].events] == want["mean_ns"].tolist()
+    assert all(e["name"].startswith("copy") for e in found[0].events)
 
 
 def test_mtia_command_processor_events_are_told_apart_by_name(traces_dir):

@@ -17,11 +17,11 @@ import pandas as pd
 from ..derive import cache
 from ..trace.core import Trace
 from ..trace.vocabulary import INPUT_MARKERS
-from .breakdown import kernel_breakdown as _kb
 from .advice import suggestion
 from .clocks import unsynchronised
 from .common import COMMUNICATION, MEMCPY, device_view
 from .frames import frame, order_desc
+from .grouping import group_stats
 from .window import WindowArg, view
 from ..trace.sorting import unique
 
@@ -121,8 +121,21 @@ def _one_per_rule(found: list[Finding]) -> list[Finding]:
     return out
 
 
-def kernel_breakdown_by_device(trace: Trace) -> pd.DataFrame:
-    return cache.memo(trace, "kernel_breakdown_by_device", lambda tr: _kb(tr, by_device=True))
+def _top_copies(trace: Trace, name: str, n: int = 5) -> list[dict[str, Any]]:
+    """The ``n`` copies and fills of the planes called ``name`` with the most device time
+    (name, count, total_ns, mean_ns), ranked as ``kernel_breakdown(by_device=True)``
+    ranks its rows: by total, ties in (name, kind, plane) order. Grouped here, for
+    those planes' copies alone."""
+    v = device_view(trace)
+    names = np.array([p.name for p in trace.planes], object)
+    sel = v.counted & (v.cls >= MEMCPY) & (names[v.plane] == name)
+    if not sel.any():
+        return []
+    base = (trace.events["name"][v.rows[sel]].astype(np.int64) << 8) | v.cls[sel].astype(np.int64)
+    g = group_stats((base << 20) | v.plane[sel].astype(np.int64), v.dur[sel])
+    top = np.argsort(-g["total"], kind="stable")[:n]
+    return [{"name": trace.strings[int(g["key"][i]) >> 28], "count": g["count"][i].item(),
+             "total_ns": g["total"][i].item(), "mean_ns": g["mean"][i].item()} for i in top.tolist()]
 
 
 def _device_rows(trace: Trace, t) -> list[dict[str, Any]]:
@@ -255,16 +268,12 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
         # copies on an idle device are not what limits the run
         if share < COPY_SHARE or of_span < COPY_SPAN_SHARE:
             continue
-        kb = kernel_breakdown_by_device(trace)
-        top = kb[(kb["plane"] == name) & kb["kind"].isin(["memcpy", "memset"])]
         out.append(Finding("copy_bound", f"{name}: copies and fills are {share:.0f}% of device activity time "
                                          f"({of_span:.0f}% of the span)",
                            _sev(share, 40), name,
                            {"copy_ns": int(cp), "device_activity_ns": int(total[plane]), "share_pct": round(share, 2),
                             "span_ns": int(span), "copy_pct_of_span": round(of_span, 2)},
-                           _records(top.sort_values("total_ns", ascending=False),
-                                    ["name", "count", "total_ns", "mean_ns"]),
-                           suggestion(trace, "copy_bound")))
+                           _top_copies(trace, name), suggestion(trace, "copy_bound")))
     return sorted(out, key=lambda f: -f.evidence["share_pct"])  # the worst device first
 
 
