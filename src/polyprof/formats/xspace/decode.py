@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,12 +35,16 @@ KIND_OF = {"double_value": 1, "uint64_value": 2, "int64_value": 3, "str_value": 
 _U64 = 1 << 64
 
 
-@dataclass
 class EventColumns:
     """Every event and event stat of an XSpace, flat. Counts give the nesting: plane ``i``
     has ``plane_lines[i]`` lines, line ``j`` has ``line_events[j]`` events, event ``k``
     has ``ev_stats[k]`` stats, each run in order."""
 
+    # a plain class, not a dataclass: making one costs ~1 ms at import, in every cold load
+    __slots__ = ("plane_lines", "line_events", "ev_mid", "ev_off", "ev_dur", "ev_nocc", "ev_isnocc", "ev_stats",
+                 "st_mid", "st_kind", "st_int", "st_dbl", "st_obj", "plane_mds", "md_key", "md_name", "md_display",
+                 "md_meta", "md_stats", "md_children", "md_child", "ms_mid", "ms_kind", "ms_int", "ms_dbl", "ms_obj",
+                 "planes", "lines", "texts")
     plane_lines: np.ndarray  # int64
     line_events: np.ndarray  # int64
     ev_mid: np.ndarray  # int64 XEvent.metadata_id
@@ -73,6 +76,12 @@ class EventColumns:
     planes: list[tuple[int, str, dict[int, str], list[tuple[int, int, Any]]]]  # id, name, stat names, stats
     lines: list[tuple[int, int, str, str, int, int]]  # id, display_id, name, display_name, timestamp_ns, duration_ps
     texts: tuple[list[str], list[str], list[str]]  # XSpace errors, warnings, hostnames
+
+    def __init__(self, *values: Any):
+        if len(values) != len(self.__slots__):
+            raise TypeError(f"EventColumns takes {len(self.__slots__)} columns, not {len(values)}")
+        for name, value in zip(self.__slots__, values):
+            setattr(self, name, value)
 
     @property
     def n_events(self) -> int:
