@@ -14,6 +14,7 @@ was checked at load (UTF-8, numbers in range), so nothing here can fail on it.
 from __future__ import annotations
 
 import gc
+import os
 import re
 import threading
 from itertools import chain, repeat
@@ -29,6 +30,17 @@ from ...trace.stats import StatColumn, merge_columns
 from .args import _ARG_KEYS, _EAGER_NAMES, _typed_stat, arg_names
 from .events import _DECODE_ANY
 from ...trace.sorting import unique
+
+if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+    try:  # the compiled grouping of a batch's args (_args.c); the Python one below otherwise
+        from . import _args  # type: ignore[attr-defined]
+    except ImportError:  # built without a C compiler
+        _args = None
+else:  # the pure-Python reference, as for sections and XSpace
+    _args = None
+
+#: which grouping of every arg is in use: "c" (``_args.c``) or "python"
+IMPLEMENTATION = "c" if _args is not None else "python"
 
 T = TypeVar("T")
 #: (first row, ``[args, ...]`` text) of each batch of events
@@ -101,8 +113,8 @@ class DeferredArgs:
         for (base, text), have in zip(self.batches, held):
             if not have:
                 continue
-            for name, (rows, raws) in _raw_groups(text, base, names).items():
-                key, r, arr = _typed_raws(name, rows, raws)
+            for name, (rows, joined, lens) in _joined_groups(text, base, names).items():
+                key, r, arr = _typed_joined(name, rows, joined, lens)
                 if len(r) and key not in skip:
                     parts.setdefault(key, []).append((r, arr))
         for key, p in self.late.items():
@@ -169,6 +181,22 @@ def _fresh_stack(work: Callable[[], T]) -> T:
 
         with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
             return pool.submit(work).result()
+
+
+def _joined_groups(text: bytes, base: int, names: Collection[str] | None
+                   ) -> dict[str, tuple[np.ndarray, bytes, np.ndarray]]:
+    """(rows, ``[v,v,...]`` text of the values, each value's length) per arg name of one
+    batch, as :func:`_raw_groups` groups them: by the compiled walk of the text when
+    every key is asked for and the batch is plain (``_args.c``), else from the raw values."""
+    if names is None and _args is not None:
+        try:
+            got = _args.groups(text, base, _SKIPPED)
+        except ValueError:  # escaped names, an args value that is not an object...: the Python path
+            pass
+        else:
+            return {k: (np.frombuffer(r, np.int64), j, np.frombuffer(n, np.int64)) for k, (r, j, n) in got.items()}
+    return {k: (rows, b"".join((b"[", b",".join(raws), b"]")), np.fromiter(map(len, raws), np.int64, len(raws)))
+            for k, (rows, raws) in _raw_groups(text, base, names).items()}
 
 
 def _raw_groups(text: bytes, base: int, names: Collection[str] | None
@@ -241,10 +269,9 @@ def _as_arg_dict(raw: msgspec.Raw) -> dict[str, msgspec.Raw]:
     return {"args": raw} if _DECODE_ANY(raw) else {}
 
 
-def _all_lists(joined: bytes, raws: list[msgspec.Raw]) -> bool:
-    """Whether every value of ``joined`` (``[raw,raw,...]``) is a list: a look at the
-    first byte of each, found from the values' lengths."""
-    lens = np.fromiter(map(len, raws), np.int64, len(raws))
+def _all_lists(joined: bytes, lens: np.ndarray) -> bool:
+    """Whether every value of ``joined`` (``[raw,raw,...]``, values of lengths ``lens``)
+    is a list: a look at the first byte of each."""
     starts = np.cumsum(lens + 1) - lens
     return bool((np.frombuffer(joined, np.uint8)[starts] == 0x5B).all())
 
@@ -259,15 +286,15 @@ def _not_verbatim(compact: bytes) -> bool:
     return _NOT_VERBATIM.search(compact) is not None
 
 
-def _typed_raws(name: str, rows: np.ndarray, raws: list[msgspec.Raw]) -> tuple[str, np.ndarray, np.ndarray]:
-    """(stat key, rows, typed values) of one arg's raw values, as ``_typed_stat`` types
-    the decoded values: lists become their compact JSON text, taken from the raw text
-    when orjson would print it the same (no floats, escapes or objects in it)."""
-    joined = b"".join((b"[", b",".join(raws), b"]"))
-    if memoryview(raws[0])[:1] == b"[" and _all_lists(joined, raws):
+def _typed_joined(name: str, rows: np.ndarray, joined: bytes, lens: np.ndarray) -> tuple[str, np.ndarray, np.ndarray]:
+    """(stat key, rows, typed values) of one arg's values (``joined``: ``[v,v,...]``, the
+    values' texts of lengths ``lens``), as ``_typed_stat`` types the decoded values: lists
+    become their compact JSON text, taken from the raw text when orjson would print it the
+    same (no floats, escapes or objects in it)."""
+    if joined[1:2] == b"[" and _all_lists(joined, lens):
         compact = msgspec.json.format(joined, indent=-1)
         if b"\\" not in compact and b"{" not in compact and not _not_verbatim(compact):
-            out = np.empty(len(raws), object)
+            out = np.empty(len(lens), object)
             out[:] = list(map(str, _DECODE_RAWS(compact), repeat("utf-8")))
             if len(rows) > 1 and np.any(rows[1:] < rows[:-1]):  # from several shapes
                 order = np.argsort(rows, kind="stable")

@@ -1,0 +1,304 @@
+/* polyprof.formats.kineto._args: one batch of deferred Kineto args, grouped by arg name.
+ *
+ * groups(text, base, skip) walks the JSON text "[args, args, ...]" of one batch (one
+ * element per event, from row `base`) once, and returns, per arg name in order of first
+ * appearance (skipping the names in the set `skip`):
+ *
+ *     name -> (rows, joined, lens)
+ *
+ *   rows    bytes: int64[n], the rows of the events that have the arg, ascending
+ *   joined  bytes: "[v1,v2,...]", each value's JSON text exactly as in the batch
+ *   lens    bytes: int64[n], the length of each value's text
+ *
+ * what the pure-Python path (deferred._raw_groups: msgspec's list[dict[str, Raw]], then
+ * grouping by arg-name shape) gives, without a Python object per event or per value.
+ * Only the plain case is taken: every element an object, names without escapes, no name
+ * twice in one object. Anything else (or text that is not JSON) raises ValueError, and
+ * the caller takes the Python path, which handles every case. The text was checked at
+ * load (UTF-8, JSON numbers in range), so values are not checked here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_NAMES 4096   /* distinct arg names in one batch; more: ValueError */
+#define MAX_IN_OBJECT 256 /* args of one event; more: ValueError */
+
+typedef struct {
+    const char *key;   /* into the text */
+    Py_ssize_t len;
+    uint64_t hash;
+    int skipped;
+    /* growable: rows, value lengths, joined text */
+    int64_t *rows, *lens;
+    Py_ssize_t n, cap;
+    char *text;
+    Py_ssize_t tlen, tcap;
+} Group;
+
+typedef struct {
+    Group *groups;
+    Py_ssize_t n;
+    Py_ssize_t *slots; /* open addressing: index + 1, 0 empty */
+    Py_ssize_t nslots;
+} Table;
+
+static int fail(const char *why) {
+    PyErr_SetString(PyExc_ValueError, why);
+    return -1;
+}
+
+static uint64_t fnv(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static inline int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static Py_ssize_t skip_ws(const char *s, Py_ssize_t i, Py_ssize_t end) {
+    while (i < end && is_ws(s[i])) i++;
+    return i;
+}
+
+/* End (one past) of the string starting at s[i] == '"'; -1 if unterminated. */
+static Py_ssize_t string_end(const char *s, Py_ssize_t i, Py_ssize_t end) {
+    for (i++; i < end; i++) {
+        if (s[i] == '\\') i++;
+        else if (s[i] == '"') return i + 1;
+    }
+    return -1;
+}
+
+/* End (one past) of the JSON value starting at s[i]; -1 if malformed or cut. */
+static Py_ssize_t value_end(const char *s, Py_ssize_t i, Py_ssize_t end) {
+    if (i >= end) return -1;
+    char c = s[i];
+    if (c == '"') return string_end(s, i, end);
+    if (c == '{' || c == '[') {
+        Py_ssize_t depth = 0;
+        for (; i < end; i++) {
+            c = s[i];
+            if (c == '"') {
+                i = string_end(s, i, end);
+                if (i < 0) return -1;
+                i--;
+            } else if (c == '{' || c == '[') {
+                depth++;
+            } else if (c == '}' || c == ']') {
+                if (--depth == 0) return i + 1;
+            }
+        }
+        return -1;
+    }
+    Py_ssize_t start = i;  /* a number, true, false, null */
+    while (i < end && !is_ws(s[i]) && s[i] != ',' && s[i] != '}' && s[i] != ']') i++;
+    return i > start ? i : -1;
+}
+
+static Group *find(Table *t, const char *key, Py_ssize_t len, PyObject *skip, int *err) {
+    uint64_t h = fnv(key, len);
+    Py_ssize_t mask = t->nslots - 1, j = (Py_ssize_t)(h & (uint64_t)mask);
+    for (;;) {
+        Py_ssize_t g = t->slots[j];
+        if (!g) break;
+        Group *gr = &t->groups[g - 1];
+        if (gr->hash == h && gr->len == len && memcmp(gr->key, key, (size_t)len) == 0) return gr;
+        j = (j + 1) & mask;
+    }
+    if (t->n >= MAX_NAMES) {
+        *err = fail("too many arg names");
+        return NULL;
+    }
+    Group *gr = &t->groups[t->n];
+    memset(gr, 0, sizeof(Group));
+    gr->key = key;
+    gr->len = len;
+    gr->hash = h;
+    PyObject *name = PyUnicode_DecodeUTF8(key, len, NULL);
+    if (!name) {
+        *err = -1;
+        return NULL;
+    }
+    int in = PySet_Contains(skip, name);
+    Py_DECREF(name);
+    if (in < 0) {
+        *err = -1;
+        return NULL;
+    }
+    gr->skipped = in;
+    t->slots[j] = ++t->n;
+    return gr;
+}
+
+static int add(Group *g, int64_t row, const char *v, Py_ssize_t vlen) {
+    if (g->n == g->cap) {
+        Py_ssize_t cap = g->cap ? 2 * g->cap : 64;
+        int64_t *r = PyMem_Realloc(g->rows, (size_t)cap * sizeof(int64_t));
+        if (!r) return -1;
+        g->rows = r;
+        int64_t *l = PyMem_Realloc(g->lens, (size_t)cap * sizeof(int64_t));
+        if (!l) return -1;
+        g->lens = l;
+        g->cap = cap;
+    }
+    if (g->tlen + vlen + 2 > g->tcap) {
+        Py_ssize_t cap = g->tcap ? 2 * g->tcap : 1024;
+        while (cap < g->tlen + vlen + 2) cap *= 2;
+        char *t = PyMem_Realloc(g->text, (size_t)cap);
+        if (!t) return -1;
+        g->text = t;
+        g->tcap = cap;
+    }
+    g->text[g->tlen++] = g->n ? ',' : '[';
+    memcpy(g->text + g->tlen, v, (size_t)vlen);
+    g->tlen += vlen;
+    g->rows[g->n] = row;
+    g->lens[g->n] = vlen;
+    g->n++;
+    return 0;
+}
+
+/* One args object at s[i] == '{': its args added to their groups; the end, or -1. */
+static Py_ssize_t object(Table *t, const char *s, Py_ssize_t i, Py_ssize_t end, int64_t row, PyObject *skip) {
+    Group *seen[MAX_IN_OBJECT];
+    int nseen = 0, err = 0;
+    i = skip_ws(s, i + 1, end);
+    if (i < end && s[i] == '}') return i + 1;
+    for (;;) {
+        if (i >= end || s[i] != '"') return fail("an arg name expected");
+        Py_ssize_t kend = string_end(s, i, end);
+        if (kend < 0) return fail("unterminated arg name");
+        if (memchr(s + i + 1, '\\', (size_t)(kend - i - 2))) return fail("an escaped arg name");
+        Group *g = find(t, s + i + 1, kend - i - 2, skip, &err);
+        if (!g) return -1;
+        for (int k = 0; k < nseen; k++)
+            if (seen[k] == g) return fail("an arg name twice in one event");
+        if (nseen == MAX_IN_OBJECT) return fail("too many args in one event");
+        seen[nseen++] = g;
+        i = skip_ws(s, kend, end);
+        if (i >= end || s[i] != ':') return fail("':' expected");
+        i = skip_ws(s, i + 1, end);
+        Py_ssize_t vend = value_end(s, i, end);
+        if (vend < 0) return fail("a malformed arg value");
+        if (!g->skipped && add(g, row, s + i, vend - i) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        i = skip_ws(s, vend, end);
+        if (i < end && s[i] == ',') {
+            i = skip_ws(s, i + 1, end);
+            continue;
+        }
+        if (i < end && s[i] == '}') return i + 1;
+        return fail("',' or '}' expected");
+    }
+}
+
+static PyObject *result(Table *t) {
+    PyObject *out = PyDict_New();
+    if (!out) return NULL;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        Group *g = &t->groups[k];
+        if (g->skipped || !g->n) continue;
+        g->text[g->tlen++] = ']';  /* add() kept room for it */
+        PyObject *name = PyUnicode_DecodeUTF8(g->key, g->len, NULL);
+        PyObject *v = name ? Py_BuildValue("(y#y#y#)", (const char *)g->rows, g->n * (Py_ssize_t)sizeof(int64_t),
+                                           g->text, g->tlen, (const char *)g->lens,
+                                           g->n * (Py_ssize_t)sizeof(int64_t)) : NULL;
+        if (!v || PyDict_SetItem(out, name, v) < 0) {
+            Py_XDECREF(name);
+            Py_XDECREF(v);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(name);
+        Py_DECREF(v);
+    }
+    return out;
+}
+
+static PyObject *groups(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    long long base;
+    PyObject *skip;
+    if (!PyArg_ParseTuple(args, "y*LO", &buf, &base, &skip)) return NULL;
+    if (!PyAnySet_Check(skip)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_TypeError, "skip must be a set");
+        return NULL;
+    }
+    const char *s = buf.buf;
+    Py_ssize_t end = buf.len, i;
+    Table t = {0};
+    PyObject *out = NULL;
+    t.nslots = 8192;  /* a power of two, above twice MAX_NAMES */
+    t.slots = PyMem_Calloc((size_t)t.nslots, sizeof(Py_ssize_t));
+    t.groups = PyMem_Malloc(MAX_NAMES * sizeof(Group));
+    if (!t.slots || !t.groups) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    i = skip_ws(s, 0, end);
+    if (i >= end || s[i] != '[') {
+        fail("'[' expected");
+        goto done;
+    }
+    i = skip_ws(s, i + 1, end);
+    int64_t row = base;
+    if (i < end && s[i] == ']') {
+        i++;
+    } else {
+        for (;;) {
+            if (i >= end || s[i] != '{') {
+                fail("an args object expected");
+                goto done;
+            }
+            i = object(&t, s, i, end, row++, skip);
+            if (i < 0) goto done;
+            i = skip_ws(s, i, end);
+            if (i < end && s[i] == ',') {
+                i = skip_ws(s, i + 1, end);
+                continue;
+            }
+            if (i < end && s[i] == ']') {
+                i++;
+                break;
+            }
+            fail("',' or ']' expected");
+            goto done;
+        }
+    }
+    if (skip_ws(s, i, end) != end) {
+        fail("text after the args");
+        goto done;
+    }
+    out = result(&t);
+done:
+    for (Py_ssize_t k = 0; t.groups && k < t.n; k++) {
+        PyMem_Free(t.groups[k].rows);
+        PyMem_Free(t.groups[k].lens);
+        PyMem_Free(t.groups[k].text);
+    }
+    PyMem_Free(t.groups);
+    PyMem_Free(t.slots);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"groups", groups, METH_VARARGS,
+     "groups(text, base, skip) -> {name: (rows int64 bytes, joined JSON bytes, lens int64 bytes)}: one batch "
+     "of args grouped by arg name; ValueError outside the plain case."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_args", "Deferred Kineto args grouped by name, in one walk of their text.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__args(void) { return PyModule_Create(&moduledef); }
