@@ -438,3 +438,24 @@ def test_kernel_states_and_queue_length_in_every_summary(kineto_files, tmp_path,
     assert "communication only" in box and "compute + communication" in box
     box = dom.split('id="queues-table"', 1)[1].split("</section>", 1)[0]
     assert "stream 7" in box and "stream 40" in box
+
+
+def test_last_cells_of_ascii_names_as_counted_cell_by_cell():
+    """The ASCII shortcut of the end of a name that fits n cells gives what counting
+    each character's cells gives (wide and control characters take the long way)."""
+    from rich.cells import cell_len
+
+    from polyprof.report.terminal import _last_cells
+
+    def by_cell(s: str, n: int) -> str:
+        out, used = [], 0
+        for ch in reversed(s):
+            used += cell_len(ch)
+            if used > n:
+                break
+            out.append(ch)
+        return "".join(reversed(out))
+
+    for s in ["", "a", "void gemm<float, 128>(float const*, int)", "tab\there", "核函数_kernel", "x\x00y"]:
+        for n in range(-1, len(s) + 3):
+            assert _last_cells(s, n) == by_cell(s, n), (s, n)

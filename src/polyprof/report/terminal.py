@@ -6,6 +6,7 @@ import sys
 from functools import partial
 from typing import Any, Iterator
 
+import numpy as np
 import pandas as pd
 from rich import box
 from rich.cells import cell_len, set_cell_size
@@ -68,6 +69,8 @@ _TAIL_SHARES = (0.0, 0.4, 0.7, 1.0)
 
 def _last_cells(s: str, n: int) -> str:
     """The end of ``s`` that fits in ``n`` cells."""
+    if s.isascii() and s.isprintable():  # one cell a character (most kernel and op names)
+        return s[len(s) - n:] if 0 < n < len(s) else (s if n > 0 else "")
     out, used = [], 0
     for ch in reversed(s):
         used += cell_len(ch)
@@ -138,8 +141,9 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int
     (a priority: higher goes first, then the rightmost) are left out when the table would
     not fit ``width`` characters; then text columns are shortened, widest first. Numbers
     and headers of numeric columns are always shown in full."""
-    rows = df.head(top)
-    cells = {c: [(fmt(v) if fmt else str(v)) for v in rows[c]] for c, _, fmt, *_ in cols}
+    shown = min(top, len(df))
+    # each column's first rows as Python values, as iterating df.head(top)[c] gives them
+    cells = {c: [(fmt(v) if fmt else str(v)) for v in df[c].to_numpy()[:shown].tolist()] for c, _, fmt, *_ in cols}
     need = {c: max([cell_len(h), *map(cell_len, cells[c])]) for c, h, *_ in cols}
     if "name" in need:
         need["name"] = min(need["name"], 60)
@@ -154,7 +158,7 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int
     note = ""
     # a text column with one value in every row (one device, say) moves to the title
     for col in [c for c in cols if c[0] in ("plane", "stream")]:
-        if not fits(keep, need) and len(keep) > 2 and len(rows) and df[col[0]].nunique(dropna=False) == 1:
+        if not fits(keep, need) and len(keep) > 2 and shown and df[col[0]].nunique(dropna=False) == 1:
             keep.remove(col)
             note += f"  {col[1]}: {cells[col[0]][0]}"
     # drop optional columns, highest priority number first, then rightmost first
@@ -176,7 +180,7 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int
             cells[c] = fit_texts(cells[c], w[c])
     return Grid(f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else "") + note,
                 [(head, w[c], c in TEXT_COLUMNS) for c, head in heads],
-                [[cells[c][i] for c, _ in heads] for i in range(len(rows))])
+                [[cells[c][i] for c, _ in heads] for i in range(shown)])
 
 
 BOLD, ITALIC = Style(bold=True), Style(italic=True)
@@ -420,7 +424,8 @@ def _other_events(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> Non
 
         shown = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE, Kind.RUNTIME, Kind.CPU_OP,
                  Kind.ANNOTATION, Kind.STEP, Kind.DEVICE_ANNOTATION, Kind.DERIVED)
-        other = other[[kind_of(str(c)) not in shown for c in other["category"]]]
+        cats = other["category"].to_numpy()
+        other = other[np.fromiter((kind_of(str(c)) not in shown for c in cats), bool, len(cats))]
     else:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
     if len(other):
