@@ -13,7 +13,15 @@ def _codes(values: list, table: dict, make: Callable[[Any], int]) -> list[int]:
     """Ids for values through ``table`` (filled by ``make`` for new values)."""
     try:
         return [table[v] for v in values]
-    except (KeyError, TypeError):
+    except KeyError:  # new values: added in order of first appearance, then looked up in C
+        try:
+            for v in dict.fromkeys(values):
+                if v not in table:
+                    table[v] = make(v)
+            return [table[v] for v in values]
+        except TypeError:  # an unhashable value (nothing was added): the general path
+            pass
+    except TypeError:
         pass
     out = []
     for v in values:
