@@ -9,7 +9,10 @@ than the wall time (a child that waits for a core is not charged for it). Childr
 bytecode to a cache outside the tree, as an installed package has it (bench/child_env.py),
 and one untimed round goes first.
 
-    PYTHONPATH=$PWD/src python bench/run_cost.py --rounds 15 [--json] [--src OTHER/src]
+    PYTHONPATH=$PWD/src python bench/run_cost.py --rounds 15 [--json] [--src OTHER/src] [--before OLD/src]
+
+``--before OLD/src`` runs both polyprof modes of another source tree too, in the same
+rounds (before/after measured alternating, under the same load).
 """
 
 from __future__ import annotations
@@ -49,20 +52,24 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--src", default=str(SRC), help="the polyprof source tree to measure (default: this one)")
+    ap.add_argument("--before", help="another source tree (an older commit's src) measured in the same rounds")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="polyprof-runcost-")
     script = Path(tmp, "empty.py")
     script.write_text("")
-    env = child_env(a.src)
     py = sys.executable
+    run = [py, "-m", "polyprof", "run", "-o", "e.polyprof"]
     modes = {
-        "plain python": [py, str(script)],
-        "polyprof run --no-summary": [py, "-m", "polyprof", "run", "--no-summary", "-o", "e.polyprof", str(script)],
-        "polyprof run": [py, "-m", "polyprof", "run", "-o", "e.polyprof", str(script)],
+        "plain python": ([py, str(script)], child_env(a.src)),
+        "polyprof run --no-summary": ([*run, "--no-summary", str(script)], child_env(a.src)),
+        "polyprof run": ([*run, str(script)], child_env(a.src)),
     }
+    if a.before:
+        modes["before: run --no-summary"] = ([*run, "--no-summary", str(script)], child_env(a.before))
+        modes["before: polyprof run"] = ([*run, str(script)], child_env(a.before))
     runs: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     for r in range(a.rounds + 1):
-        for m, argv in modes.items():
+        for m, (argv, env) in modes.items():
             res = child(argv, env, tmp)
             if r:  # round 0 warms the bytecode cache and the page cache
                 runs[m].append(res)
