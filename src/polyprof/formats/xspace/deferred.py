@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...trace import keys as K
+from ...trace.sorting import unique
 from ...trace.stats import StatColumn, as_values, merge_columns
 from .decode import EventColumns, spans
 from .names import XPROF_ALIASES
@@ -98,7 +99,7 @@ class DeferredStats:
                  drop: set[str]):
         self.cols, self.md, self.ev = cols, md, ev
         self.built: set[str] = set()
-        present = np.unique(np.concatenate([np.zeros(0, np.int64), *(p.codes() for p in md),
+        present = unique(np.concatenate([np.zeros(0, np.int64), *(p.codes() for p in md),
                                             *(p.codes for p in ev),
                                             *([p.nocc_code] for p in ev if p.nocc is not None)]))
         #: key -> code, of every key some event has (without the writer's copies)

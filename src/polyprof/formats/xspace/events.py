@@ -11,6 +11,7 @@ import numpy as np
 
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
+from ...trace.sorting import unique
 from . import names as N
 from .decode import EventColumns, spans
 from .deferred import DeferredStats, EventPart, MetadataPart
@@ -118,7 +119,7 @@ class EventReader:
             plain = ~special
             st_idx, st_rows, codes, kind = st_idx[plain], st_rows[plain], codes[plain], kind[plain]
         if len(codes):  # the XStat value kinds of each key, for metadata["xspace"]
-            pairs = np.unique(codes * 8 + kind)
+            pairs = unique(codes * 8 + kind)
             for code, k in zip((pairs // 8).tolist(), (pairs % 8).tolist()):
                 self.ev_kinds.setdefault(code, set()).add(N.VALUE_KINDS[k])
         self.ev_parts.append(EventPart(st_idx, st_rows, codes, stat_names, nocc, nocc_code))

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...trace.sorting import unique
 from . import names as N
 from .decode import EventColumns, spans
 from .stats import python_values
@@ -34,7 +35,7 @@ class PlaneMetadata:
     def unreferenced(self, used_mids: np.ndarray) -> list[dict[str, Any]]:
         """Event metadata that no event uses but that carries stats, as plain dicts
         (e.g. the HLO protos on /host:metadata: no events, but XProf's tools use them)."""
-        used = set(np.unique(used_mids).tolist())
+        used = set(unique(used_mids).tolist())
         unused = sorted(m for m, (_, _, with_stats) in self.entries.items() if with_stats and m not in used)
         if not unused:
             return []
@@ -54,7 +55,7 @@ def read_metadata(cols: EventColumns, m0: int, m1: int, stat_names: dict[int, st
     """The metadata entries ``m0:m1`` of the columns (one plane's map, in file order)."""
     key = cols.md_key[m0:m1]
     idx = np.arange(m0, m1)
-    if len(np.unique(key)) != len(key):  # a key given twice: the last entry counts, as in protobuf
+    if len(unique(key)) != len(key):  # a key given twice: the last entry counts, as in protobuf
         _, last = np.unique(key[::-1], return_index=True)
         idx = np.sort(m1 - 1 - last)
         key = cols.md_key[idx]
@@ -101,7 +102,7 @@ def _stats(cols: EventColumns, idx: np.ndarray, key: np.ndarray, n_st: np.ndarra
     if len(refs):
         objs = objs.copy()
         objs[refs] = [stat_names.get(v & ((1 << 64) - 1), "") for v in ints[refs].tolist()]
-    pairs = np.unique(codes * 8 + kind)
+    pairs = unique(codes * 8 + kind)
     for c, k in zip((pairs // 8).tolist(), (pairs % 8).tolist()):
         value_kinds.setdefault(keys[c], set()).add(N.VALUE_KINDS[k])
         md_keys.add(keys[c])
