@@ -139,7 +139,7 @@ class _Builder:
 # ----------------------------------------------------------------------- messages
 def _field(name: str, type: str) -> _Table:
     if type in NUMERIC:
-        bits = int(type.lstrip("uintfloa"))
+        bits = NUMERIC[type]().itemsize * 8
         if type.startswith("float"):
             tag, spec = _TYPE_TAGS["float"], _Table({0: ("<h", _PRECISION[bits])})
         else:
