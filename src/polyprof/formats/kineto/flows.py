@@ -43,17 +43,22 @@ def add_flow_slice(col: "_Collector", sel: list[_Event], ph: np.ndarray, ts_ns: 
         names = col.flow_names
         fid = np.array([i if type(i) is int and 0 <= i < 2 ** 63 else
                         -2 - names.setdefault(msgspec.json.encode(i), len(names)) for i in ids], np.int64)
-    fc = col.flow_cols
-    fc["cat"].append(np.array(_codes(cats, col.strings, col._sid), np.int64))
-    fc["id"].append(fid)
-    fc["ph"].append(ph)
-    fc["pid"].append(col._id_codes(pid, col.pids))
-    fc["tid"].append(col._id_codes(tid, col.tids))
-    fc["ts"].append(ts_ns)
     enclosing = ph != _F
     f_rows = np.flatnonzero(~enclosing)
     enclosing[f_rows] = [sel[i].bp == "e" for i in f_rows.tolist()]
-    fc["enclosing"].append(enclosing)
+    add_flow_columns(col, np.array(_codes(cats, col.strings, col._sid), np.int64), fid, ph,
+                     col._id_codes(pid, col.pids), col._id_codes(tid, col.tids), ts_ns, enclosing)
+
+
+def add_flow_columns(col: "_Collector", cat: np.ndarray, fid: np.ndarray, ph: np.ndarray, pid: np.ndarray,
+                     tid: np.ndarray, ts_ns: np.ndarray, enclosing: np.ndarray) -> None:
+    """Flow endpoints as columns: category string ids, ids (numbers >= 0), phase codes
+    (``_S``/``_T``/``_F``), pid and tid codes, times, whether each binds to the slice
+    that encloses it (``s``, ``t``, ``f`` with ``bp: e``) or to the next one."""
+    fc = col.flow_cols
+    for key, values in (("cat", cat), ("id", fid), ("ph", ph), ("pid", pid), ("tid", tid), ("ts", ts_ns),
+                        ("enclosing", enclosing)):
+        fc[key].append(values)
 
 
 def bind_flows(col: "_Collector", track: np.ndarray, ts: np.ndarray, dur: np.ndarray, cat_c: np.ndarray,

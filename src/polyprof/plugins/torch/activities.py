@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from ...formats.kineto.collector import _Collector
-from ...formats.kineto.events import _F, _S, _Event
+from ...formats.kineto.events import _F, _S
+from ...formats.kineto.flows import add_flow_columns
 from ...formats.kineto.progress import _Progress
 from ...formats.safety import clean_metadata
 from ...trace.core import Trace
@@ -78,7 +79,7 @@ def read(prof: Any) -> Trace | None:
     col.add_columns(pids, tids, field.values("name"), cats, start, dur, args)
     has = np.flatnonzero(corr)  # the writer's "External id": the correlation id, when set
     col.b.add_stat("external_id", has, corr[has])
-    _flows(col, acts, field.ints("flow_id"), pid, tids, start)
+    _flows(col, field, field.ints("flow_id"), pid, tids, start)
     col.process[pid] = {"process_name": "python", "process_labels": "CPU", "process_sort_index": pid}
     for t in np.unique(tids).tolist():
         col.threads[(pid, t)] = {"thread_name": f"thread {t} ({_thread_name(t)})", "thread_sort_index": t}
@@ -103,23 +104,23 @@ class _Fields:
         return np.fromiter(map(getattr(self.cls, name), self.acts), np.int64, len(self.acts))
 
 
-def _flows(col: _Collector, acts: list, ids: np.ndarray, pid: int, tids: np.ndarray, start: np.ndarray) -> None:
-    """Each activity's flow endpoint (``s``, or ``f`` bound to its enclosing slice), as
-    the writer writes them after the activity."""
-    rows = np.flatnonzero(ids > 0).tolist()
-    if not rows:
+def _flows(col: _Collector, field: "_Fields", ids: np.ndarray, pid: int, tids: np.ndarray,
+           start: np.ndarray) -> None:
+    """Each activity's flow endpoint (``s``, or ``f`` bound to its enclosing slice, as
+    the writer writes them after the activity), as the reader's flow columns."""
+    rows = np.flatnonzero(ids > 0)
+    if not len(rows):
         return
-    sel, ph = [], []
-    for r in rows:
-        a = acts[r]
-        cat = _FLOW_NAMES.get(a.flow_type(), "ac2g")
-        is_start = bool(a.flow_start())
-        sel.append(_Event(ph="s" if is_start else "f", name=cat, cat=cat, pid=pid, tid=int(tids[r]),
-                          id=int(ids[r]), bp=None if is_start else "e"))
-        ph.append(_S if is_start else _F)
-    from ...formats.kineto.flows import add_flow_slice
-
-    add_flow_slice(col, sel, np.array(ph, np.int8), start[rows])
+    sub = _Fields([field.acts[r] for r in rows.tolist()])
+    kinds = sub.ints("flow_type")
+    cats = [_FLOW_NAMES.get(k, "ac2g") for k in kinds.tolist()]
+    is_start = np.fromiter(map(bool, sub.values("flow_start")), bool, len(rows))
+    distinct = list(dict.fromkeys(cats))
+    code = dict(zip(distinct, (col._sid(c) for c in distinct)))
+    add_flow_columns(col, np.fromiter(map(code.__getitem__, cats), np.int64, len(cats)), ids[rows],
+                     np.where(is_start, _S, _F).astype(np.int8),
+                     np.full(len(rows), col._id_codes([pid], col.pids)[0], np.int64),
+                     col._id_codes(tids[rows].tolist(), col.tids), start[rows], np.ones(len(rows), bool))
 
 
 def _args_of(acts: list, res: Any) -> list[str]:
