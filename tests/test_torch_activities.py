@@ -46,11 +46,12 @@ def workload(threads: bool) -> None:
 
 
 def record(tmp_path, **kw):
-    if kw.pop("all_threads", False):
-        kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+    flags = {k: True for k in ("profile_all_threads", "trace_only") if kw.pop(k, False)}
+    if flags:  # trace_only: what the plugin asks for (torch builds no per-op Python events)
+        kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(**flags)
     p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], **kw)
     p.start()
-    workload(threads="experimental_config" in kw)
+    workload(threads="profile_all_threads" in flags)
     p.stop()
     path = tmp_path / "torch.json"
     p.export_chrome_trace(str(path))
@@ -66,8 +67,9 @@ def track_key(t, rows):
     {},
     {"record_shapes": True, "with_stack": True},
     {"profile_memory": True, "record_shapes": True},
-    {"all_threads": True, "with_flops": True, "with_modules": True},
-], ids=["plain", "shapes+stack", "memory", "all_threads"])
+    {"profile_all_threads": True, "with_flops": True, "with_modules": True},
+    {"profile_all_threads": True, "trace_only": True, "record_shapes": True},
+], ids=["plain", "shapes+stack", "memory", "all_threads", "trace_only"])
 def test_in_memory_read_equals_the_export_read(tmp_path, options):
     mem, exp = record(tmp_path, **options)
     assert mem is not None
@@ -169,3 +171,12 @@ def test_args_that_are_not_json_are_left_out_and_counted():
     assert cols["b"].rows.tolist() == [11] and cols["b"].values.tolist() == ["[1,2]"]
     d.columns(None)
     assert calls == [1]
+
+
+def test_the_plugin_asks_torch_for_no_per_op_events_unless_memory_needs_them():
+    from polyprof.plugins.torch import TorchPlugin
+
+    cfg = TorchPlugin()._profile_kwargs(torch)["experimental_config"]
+    assert cfg.trace_only and cfg.__getstate__()[7] is True  # the 8th field: profile_all_threads
+    kw = TorchPlugin(memory=True)._profile_kwargs(torch)
+    assert kw["profile_memory"] and "experimental_config" not in kw  # torch's memory profile needs them

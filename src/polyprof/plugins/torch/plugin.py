@@ -191,12 +191,24 @@ class TorchPlugin(Plugin):
                 kw[k] = bool(o[k])
         if o.get("memory") and "profile_memory" not in o:  # the session's memory=True
             kw["profile_memory"] = True
+        flags = {}
         # torch (2.4-2.13 at least) writes no [memory] events under profile_all_threads
         if o.get("all_threads", not kw.get("profile_memory")):
+            flags["profile_all_threads"] = True
+        # the plugin reads torch's activities (activities.py), never its per-op Python
+        # events: torch need not build them at stop (a quarter of its stop). torch's memory
+        # profile (memory.categories_of) needs them.
+        if not kw.get("profile_memory") and hasattr(torch._C._autograd._ProfilerResult, "trace_activities"):
+            flags["trace_only"] = True
+        while flags:
             try:
-                kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
-            except (TypeError, AttributeError):  # older torch: main thread only
-                pass
+                kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(**flags)
+                break
+            except (TypeError, AttributeError):  # an older torch: without trace_only, then all threads
+                if "trace_only" in flags:
+                    del flags["trace_only"]
+                else:
+                    flags.clear()
         return kw
 
     def _activities(self, torch: Any) -> list[Any]:
