@@ -129,3 +129,19 @@ def test_parquet_export_is_the_event_table(tmp_path):
     import pyarrow.parquet as pq
 
     assert b"polyprof" in pq.read_schema(path).metadata
+
+
+def test_collective_names_in_one_search_as_one_by_one():
+    """The joined search for communication kernels names what the per-name test names,
+    with names whose lower case is longer (İ), NULs, and several markers in one name."""
+    import random
+
+    from polyprof.trace.categories import collective_names, is_collective_name
+
+    pool = ["ncclKernel_AllReduce_RING", "void gemm<float>", "İİnccl", "ncc\0l", "x\0nccl", "all-gather.3",
+            "AllToAll", "broadcast_fusion", "", "RCCL_sendrecv", "reduce_scatter_İ", "copy-start", "İ" * 5 + "rccl"]
+    rng = random.Random(3)
+    for _ in range(200):
+        names = [rng.choice(pool) + rng.choice(["", "İ", "a", "\0"]) for _ in range(rng.randrange(0, 12))]
+        assert collective_names(names).tolist() == [is_collective_name(n) for n in names], names
+    assert collective_names(["x", "nccl"]).tolist() == [False, True]

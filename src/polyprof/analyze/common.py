@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..derive import cache
-from ..trace.categories import Kind, is_collective_name, is_copy_name
+from ..trace.categories import Kind, collective_names, is_copy_name
 from ..trace.core import Trace
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
 from .window import device_mask, round_like_hta, selection, view
@@ -53,8 +53,9 @@ def activity_class(trace: Trace, rows: np.ndarray) -> np.ndarray:
     if len(ker):
         ids = trace.events["name"][rows[ker]]
         uniq, inv = np.unique(ids, return_inverse=True)
-        coll = np.fromiter((is_collective_name(trace.strings[i]) for i in uniq), bool, len(uniq))
-        copy = np.fromiter((is_copy_name(trace.strings[i]) for i in uniq), bool, len(uniq))
+        names = [trace.strings[i] for i in uniq.tolist()]
+        coll = collective_names(names)
+        copy = np.fromiter((is_copy_name(n) for n in names), bool, len(names))
         out[ker[coll[inv]]] = COMMUNICATION
         out[ker[copy[inv]]] = MEMCPY
     return out

@@ -10,7 +10,7 @@ from ..derive.intervals import child_time
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from .common import CLASS_NAMES, activity_class
+from .common import CLASS_NAMES, device_view
 from .frames import empty_frame, frame, order_asc, order_desc
 from .grouping import group_reduce, group_stats
 from .window import WindowArg, device_mask, host_mask, view
@@ -84,7 +84,7 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     pnames = np.array([p.name for p in trace.planes], object)
     return frame({
         "launch_row": l, "device_row": d, "launch_name": trace.names(l), "name": trace.names(d),
-        "kind": CLASS_NAMES[activity_class(trace, d)],
+        "kind": CLASS_NAMES[device_view(trace).cls[has]],  # the view's rows are corr.device_rows
         "plane": pnames[trace.track_plane[ev["track"][d]]] if len(d) else np.zeros(0, object),
         "stream": tnames[ev["track"][d]],
         "step": np.where(step_idx >= 0, steps.number[np.maximum(step_idx, 0)] if len(steps) else -1, -1),

@@ -126,6 +126,21 @@ def is_collective_name(name: str) -> bool:
     return _COLLECTIVE.search(name.lower()) is not None
 
 
+def collective_names(names: list[str]) -> np.ndarray:
+    """:func:`is_collective_name` of each of ``names``, in one search of their joined text
+    (a marker holds no NUL, so no match spans two names)."""
+    if not names:
+        return np.zeros(0, bool)
+    lows = [n.lower() for n in names]  # each on its own: lower() may change a length
+    text = "\0".join(lows)
+    ends = np.cumsum([len(n) + 1 for n in lows])  # one past each name's NUL
+    out = np.zeros(len(names), bool)
+    hits = [m.start() for m in _COLLECTIVE.finditer(text)]
+    if hits:
+        out[np.searchsorted(ends, hits, side="right")] = True
+    return out
+
+
 def kinds_for_strings(strings: list[str]) -> np.ndarray:
     """Kind code for every entry of a string table (vectorised lookups use this)."""
     return np.fromiter((kind_of(s) for s in strings), dtype=np.int8, count=len(strings))
