@@ -56,10 +56,12 @@ class Finding:
         return asdict(self)
 
 
-def _records(df: pd.DataFrame, cols: list[str], n: int = 5) -> list[dict[str, Any]]:
-    """The first ``n`` rows of ``cols`` as plain dicts, column by column (``itertuples``
-    makes a namedtuple class and ``df[cols]`` an Arrow label index, per call)."""
-    values = [[v.item() if hasattr(v, "item") else v for v in df[c].to_numpy()[:n].tolist()] for c in cols]
+def _records(df: pd.DataFrame, cols: list[str], n: int = 5, at: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """The first ``n`` rows of ``cols`` (of the rows ``at``, in that order, if given) as
+    plain dicts, column by column (``itertuples`` makes a namedtuple class and
+    ``df[cols]`` an Arrow label index, per call)."""
+    take = slice(None, n) if at is None else at[:n]
+    values = [[v.item() if hasattr(v, "item") else v for v in df[c].to_numpy()[take].tolist()] for c in cols]
     return [dict(zip(cols, row)) for row in zip(*values)]
 
 
@@ -217,8 +219,9 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     kb = t("kernel_breakdown")
     if not len(kb):
         return []
-    k = kb[kb["kind"].isin(["compute", "communication"])]
-    n = int(k["count"].sum())
+    kind, count, mean = (kb[c].to_numpy() for c in ("kind", "count", "mean_ns"))
+    kernels = np.flatnonzero((kind == "compute") | (kind == "communication"))
+    n = int(count[kernels].sum())
     if n < MIN_KERNELS:
         return []
     v = device_view(trace)
@@ -236,14 +239,15 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     idle = float(max(known)) if known else float("nan") if dev else 0.0
     if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < median):
         return []
-    shorts = k[k["mean_ns"] < SHORT_KERNEL_NS].sort_values("count", ascending=False)
+    shorts = kernels[mean[kernels] < SHORT_KERNEL_NS]
+    shorts = shorts[order_desc(count[shorts], stable=False)]  # as sort_values("count", ascending=False)
     return [Finding(
         "launch_bound", f"{short:.0f}% of {n} kernels run under {SHORT_KERNEL_NS // 1000} µs "
                         f"(median {median / 1000:.1f} µs, launch call {cpu_median / 1000:.1f} µs), device idle "
                         f"{idle:.0f}%",
         _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": median,
                               "median_launch_cpu_ns": cpu_median, "device_idle_pct": round(idle, 2)},
-        _records(shorts, ["name", "count", "mean_ns", "total_ns"]),
+        _records(kb, ["name", "count", "mean_ns", "total_ns"], at=shorts),
         suggestion(trace, "launch_bound"))]
 
 
@@ -334,19 +338,21 @@ def _idle_between_steps(trace: Trace, t) -> list[Finding]:
     if len(ss) < 2:
         return []
     out = []
-    planes = ss["plane"].to_numpy()
+    planes, step, start, end, host = (ss[c].to_numpy() for c in ("plane", "step", "device_start_ns",
+                                                                  "device_end_ns", "host_ns"))
     for plane in dict.fromkeys(planes[planes != ""].tolist()):  # a groupby would build an Arrow index
-        g = ss[(planes == plane) & (ss["device_start_ns"] >= 0).to_numpy()].sort_values("step")
+        g = np.flatnonzero((planes == plane) & (start >= 0))
+        g = g[np.argsort(step[g], kind="stable")]  # one row per step and plane: the order is the steps'
         if len(g) < 2:
             continue
-        gaps = g["device_start_ns"].to_numpy()[1:] - g["device_end_ns"].to_numpy()[:-1]
+        gaps = start[g][1:] - end[g][:-1]
         gaps = np.maximum(gaps, 0)
-        steps_ns = float(g["host_ns"].sum())
+        steps_ns = float(host[g].sum())
         share = 100.0 * gaps.sum() / steps_ns if steps_ns else 0.0
         if share < STEP_GAP_SHARE:
             continue
         worst = np.argsort(gaps)[::-1][:5]
-        ev = [{"after_step": int(g["step"].iloc[i]), "gap_ns": int(gaps[i])} for i in worst]
+        ev = [{"after_step": int(step[g][i]), "gap_ns": int(gaps[i])} for i in worst]
         out.append(Finding("idle_between_steps", f"{plane} sits idle {share:.0f}% of step time between steps",
                            _sev(share, 25), str(plane),
                            {"gap_total_ns": int(gaps.sum()), "gap_mean_ns": float(gaps.mean()),
