@@ -102,7 +102,7 @@ def text(values: Sequence[Any], binary: bool = False, large: bool = False) -> Co
         raise ColumnTypeError(str(e)) from None
     lengths = np.fromiter(map(len, parts), np.int64, n)
     large = large or int(lengths.sum()) >= LARGE
-    offsets = np.zeros(n + 1, np.int64 if large else np.int32)
+    offsets = np.zeros(n + 1, "<i8" if large else "<i4")  # Arrow buffers are little-endian
     np.cumsum(lengths, out=offsets[1:])
     bitmap, nulls = validity(valid)
     t = ("large_" if large else "") + ("binary" if binary else "string")
@@ -113,10 +113,10 @@ def nulls(n: int, type: str) -> Column:
     """``n`` nulls of ``type``."""
     bitmap = np.zeros((n + 7) // 8, np.uint8)
     if type in TEXT:
-        return Column(type, n, n, (bitmap, np.zeros(n + 1, np.int64 if type.startswith("large") else np.int32), b""))
+        return Column(type, n, n, (bitmap, np.zeros(n + 1, "<i8" if type.startswith("large") else "<i4"), b""))
     if type == "bool":
         return Column(type, n, n, (bitmap, np.zeros((n + 7) // 8, np.uint8)))
-    return Column(type, n, n, (bitmap, np.zeros(n, NUMERIC[type])))
+    return Column(type, n, n, (bitmap, np.zeros(n, np.dtype(NUMERIC[type]).newbyteorder("<"))))
 
 
 def column(values: Any, type: str | None = None) -> Column:
