@@ -462,3 +462,40 @@ def test_session_availability_does_not_import_pyopencl() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["True", "False"]
+
+
+def test_compiled_profiling_timestamps_equal_pyopencl_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """profinfo.py reads each command's four timestamps in one C loop through the ICD
+    loader pyopencl uses; pyopencl's own get_profiling_info is the reference. Kernels,
+    writes and reads on real PoCL queues; an event with a bad handle reads as -1."""
+    from polyprof.plugins.opencl import profinfo
+
+    if profinfo.implementation() != "c":
+        pytest.skip("the compiled loop is not built here (python setup.py build_ext --inplace)")
+    ctx = cl.create_some_context(interactive=False)
+    q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    knl = cl.Kernel(_kernel_program(ctx), "twice")
+    a = np.ones(1024, np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, a.nbytes)
+    events = []
+    for _ in range(50):
+        events.append(cl.enqueue_copy(q, buf, a, is_blocking=False))
+        events.append(knl(q, a.shape, None, buf))
+        events.append(cl.enqueue_copy(q, a, buf, is_blocking=False))
+    q.finish()
+    got, ok = profinfo.timestamps(events, cl.profiling_info)
+    pi = cl.profiling_info
+    want = np.array([[e.get_profiling_info(w) for w in (pi.QUEUED, pi.SUBMIT, pi.START, pi.END)] for e in events],
+                    np.int64)
+    assert ok.all() and np.array_equal(got, want)
+    assert (np.diff(got, axis=1) >= 0).all()  # queued <= submit <= start <= end
+    monkeypatch.setattr(profinfo, "_profinfo", None)  # the fallback gives the same
+    slow, slow_ok = profinfo.timestamps(events, cl.profiling_info)
+    assert slow_ok.all() and np.array_equal(slow, want)
+    monkeypatch.undo()
+
+    class Bad:  # a null handle: OpenCL refuses it; the loop does not call it
+        int_ptr = 0
+
+    got, ok = profinfo.timestamps([events[0], Bad(), events[1]], cl.profiling_info)
+    assert ok.tolist() == [True, False, True] and (got[1] == -1).all() and np.array_equal(got[[0, 2]], want[:2])

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import intercept as ic
+from . import profinfo
 
 
 @dataclass
@@ -119,28 +120,30 @@ class DeviceTimes:
 
 def device_times(c: Calls, profiling_info: Any, pending: set[int]) -> DeviceTimes:
     """Each command's four profiling timestamps (the commands in ``pending`` did not
-    complete: no timestamps, marked incomplete)."""
+    complete: no timestamps, marked incomplete); read through ``profinfo.py``."""
     n = c.n
     ts = np.full((n, 4), -1, np.int64)
     has_event = np.fromiter((e is not None for e in c.events), bool, n)
     incomplete = np.zeros(n, bool)
     unprofiled = 0
     ptr_to_row: dict[int, int] = {}
-    pi = profiling_info
-    which = (pi.QUEUED, pi.SUBMIT, pi.START, pi.END)
     events = c.events
+    rows: list[int] = []
     for i in np.flatnonzero(has_event).tolist():
-        ev = events[i]
         try:
-            ptr = ev.int_ptr
-            ptr_to_row[ptr] = i
-            if ptr in pending:
-                incomplete[i] = True
-                continue
-            get = ev.get_profiling_info
-            ts[i] = [get(w) for w in which]
+            ptr = events[i].int_ptr
         except Exception:
             unprofiled += 1
+            continue
+        ptr_to_row[ptr] = i
+        if ptr in pending:
+            incomplete[i] = True
+        else:
+            rows.append(i)
+    if rows:
+        got, ok = profinfo.timestamps([events[i] for i in rows], profiling_info)
+        ts[rows] = got
+        unprofiled += int((~ok).sum())
     return DeviceTimes(ts, has_event, incomplete, unprofiled, ptr_to_row)
 
 
