@@ -121,15 +121,24 @@ class DeferredStats:
 
     def column(self, key: str) -> StatColumn:
         """The column of ``key`` (one of :meth:`keys`)."""
-        code = self.code[self.alias.get(key, key)]
+        return self._build(self.code[self.alias.get(key, key)])
+
+    def _build(self, code: int) -> StatColumn:
         md = [v for p in self.md if (v := p.values(code)) is not None]
         ev = [v for p in self.ev for v in p.values(self.cols, code)]
         return merge_columns([_typed(parts) for parts in (md, ev) if parts])
 
     def columns(self, keys: list[str] | None = None, skip: Any = ()) -> dict[str, StatColumn]:
-        """``keys`` (those the file has), or with None every key not in ``skip``."""
+        """``keys`` (those the file has), or with None every key not in ``skip``; a key
+        and its alias asked for together share one column, as an alias always did."""
         want = self.keys() if keys is None else keys
-        return {k: self.column(k) for k in want if self.has(k) and k not in skip}
+        built: dict[int, StatColumn] = {}
+        out = {}
+        for k in want:
+            if self.has(k) and k not in skip:
+                code = self.code[self.alias.get(k, k)]
+                out[k] = built[code] if code in built else built.setdefault(code, self._build(code))
+        return out
 
     def rows(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
         """For ``StatTable.lookup_rows``: the whole columns (typed from all their rows)."""
