@@ -141,3 +141,21 @@ def test_round_trip_keeps_every_column_and_the_writer_copies_are_dropped(full: d
     assert set(got) == set(full)
     for key, want in full.items():
         assert same_column(got[key], want), key
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 7), (0, 300), (65530, 65540), (-5, 300), (-2 ** 62, 2 ** 62)])
+def test_grouping_by_metadata_id_is_numpys_unique_and_a_stable_sort(lo: int, hi: int):
+    """The reader groups events by metadata id with a 16-bit radix sort where the ids
+    fit: the same distinct ids, inverse, grouped order and bounds as np.unique and a
+    stable argsort of the inverse, for ids that fit and ids that do not."""
+    from polyprof.formats.xspace.events import grouped
+
+    rng = np.random.default_rng(lo & 0xFFFF)
+    for n in (0, 1, 2000):
+        v = rng.integers(lo, hi, n, dtype=np.int64)
+        uniq, inv, order, bounds = grouped(v)
+        want_uniq, want_inv = np.unique(v, return_inverse=True)
+        want_order = np.argsort(want_inv, kind="stable")
+        assert uniq.tolist() == want_uniq.tolist() and inv.tolist() == want_inv.tolist()
+        assert order.tolist() == want_order.tolist()
+        assert bounds.tolist() == np.searchsorted(want_inv[want_order], np.arange(len(want_uniq) + 1)).tolist()
