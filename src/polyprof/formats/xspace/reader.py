@@ -71,7 +71,7 @@ class _SpaceReader:
         self.source = source
         self.cols = cols
         self.ev = EventReader(self.b, cols, source)
-        self.line_start = np.concatenate([[0], np.cumsum(cols.line_events)])
+        self.line_start = [0, *np.cumsum(cols.line_events).tolist()]  # first event of each line (ints)
         self.producer = ""
         self.drop_aliases: set[str] = set()
         self.task_env: dict[str, Any] = {}
@@ -109,7 +109,7 @@ class _SpaceReader:
         if not isinstance(track_layout, dict):
             raise TraceFormatError(self.source, f"plane {plane_name!r}: damaged {N.PLANE_STAT_LAYOUT} (tracks)")
         meta = self.ev.metadata(number, stat_names)
-        e0, e1 = int(self.line_start[line0]), int(self.line_start[line0 + len(lines)])
+        e0, e1 = self.line_start[line0], self.line_start[line0 + len(lines)]
         orphans = meta.unreferenced(self.cols.ev_mid[e0:e1])
         if orphans:  # e.g. the HLO protos on /host:metadata: no events, but XProf tools use them
             self.b.planes[pid].properties["xspace_event_metadata"] = orphans
@@ -127,7 +127,7 @@ class _SpaceReader:
         events become events; None for one read otherwise or skipped."""
         line_id, display_id, name, display_name, timestamp_ns, duration_ps = line
         lname = name or display_name or f"line {line_id}"
-        e0, e1 = int(self.line_start[index]), int(self.line_start[index + 1])
+        e0, e1 = self.line_start[index], self.line_start[index + 1]
         polyprof = self.producer == "polyprof"
         if lname == N.COUNTER_LINE and polyprof:
             self.ev.counters(pid, e0, e1, int(timestamp_ns) + origin, meta, stat_names)
