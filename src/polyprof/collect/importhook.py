@@ -3,7 +3,6 @@ until then the plugin costs the program nothing."""
 
 from __future__ import annotations
 
-import importlib.abc
 import logging
 import sys
 from typing import Any
@@ -11,10 +10,13 @@ from typing import Any
 log = logging.getLogger("polyprof")
 
 
-class ImportHook(importlib.abc.MetaPathFinder):
+class ImportHook:
     """Runs ``callback`` right after the program finishes importing ``module``, so a
     default session profiles torch or pyopencl without making programs that never
-    import them pay for it (installed first in ``sys.meta_path`` by the plugin)."""
+    import them pay for it (installed first in ``sys.meta_path`` by the plugin).
+
+    A meta path finder by its methods (``importlib.abc.MetaPathFinder`` as a base
+    imports importlib.resources: 1-3 ms of every run)."""
 
     def __init__(self, module: str, callback: Any):
         self.module = module
@@ -59,6 +61,9 @@ class ImportHook(importlib.abc.MetaPathFinder):
         except (AttributeError, TypeError):
             return spec
         return spec
+
+    def invalidate_caches(self) -> None:
+        """Nothing cached (``importlib.invalidate_caches()`` calls it)."""
 
     def install(self) -> "ImportHook":
         sys.meta_path.insert(0, self)
