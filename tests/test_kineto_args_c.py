@@ -165,3 +165,31 @@ def test_cut_and_garbled_text_never_crashes():
         except ValueError:
             pass
     _same(trace_text)
+
+
+def test_arg_names_of_every_batch_as_msgspec_decodes_them(kineto_files):
+    """The names-only walk gives each batch's arg names exactly (what a lookup of an
+    absent key is answered from), and may_hold says yes for every key some event has."""
+    for path in kineto_files:
+        trace = polyprof.load(path)
+        args = next(p.decode.__self__ for p in trace.stats._deferred
+                    if isinstance(getattr(p.decode, "__self__", None), deferred.DeferredArgs))
+        for _, text in args.batches:
+            want = set().union(*(d.keys() for d in deferred._DECODE_ARG_RAWS(text)))
+            assert deferred._args.names(text) == want, path
+        for key in trace.stats:
+            assert args.may_hold(key) or key in ("correlation_id", "external_id") or not len(trace.stats[key]), key
+        assert not args.may_hold("no such arg anywhere")
+
+
+def test_may_hold_without_the_walk_says_yes_where_the_walk_does(kineto_files, monkeypatch):
+    for path in kineto_files[:4]:
+        trace = polyprof.load(path)
+        args = next(p.decode.__self__ for p in trace.stats._deferred
+                    if isinstance(getattr(p.decode, "__self__", None), deferred.DeferredArgs))
+        keys = ["queue", "stream", "device_duration_ps", "Input Dims", "step", "nothing"]
+        exact = [args._batches_with([k]) for k in keys]
+        args._names = [None] * len(args.batches)  # as without the extension: the text scan
+        scanned = [args._batches_with([k]) for k in keys]
+        for e, sc in zip(exact, scanned):
+            assert all(s or not x for x, s in zip(e, sc))  # the scan is conservative: a superset

@@ -12,6 +12,8 @@
  *
  * what the pure-Python path (deferred._raw_groups: msgspec's list[dict[str, Raw]], then
  * grouping by arg-name shape) gives, without a Python object per event or per value.
+ * names(text) walks the same way and returns the set of every arg name (what a
+ * lookup of a key asks first: whether any event has it).
  * Only the plain case is taken: every element an object, names without escapes, no name
  * twice in one object. Anything else (or text that is not JSON) raises ValueError, and
  * the caller takes the Python path, which handles every case. The text was checked at
@@ -39,6 +41,7 @@ typedef struct {
 
 typedef struct {
     Group *groups;
+    int values; /* 0: names only (no values kept) */
     Py_ssize_t n;
     Py_ssize_t *slots; /* open addressing: index + 1, 0 empty */
     Py_ssize_t nslots;
@@ -185,7 +188,7 @@ static Py_ssize_t object(Table *t, const char *s, Py_ssize_t i, Py_ssize_t end, 
         i = skip_ws(s, i + 1, end);
         Py_ssize_t vend = value_end(s, i, end);
         if (vend < 0) return fail("a malformed arg value");
-        if (!g->skipped && add(g, row, s + i, vend - i) < 0) {
+        if (t->values && !g->skipped && add(g, row, s + i, vend - i) < 0) {
             PyErr_NoMemory();
             return -1;
         }
@@ -222,20 +225,47 @@ static PyObject *result(Table *t) {
     return out;
 }
 
-static PyObject *groups(PyObject *self, PyObject *args) {
+/* The names of every arg of a batch, as a set of str. */
+static PyObject *names_of(Table *t) {
+    PyObject *out = PySet_New(NULL);
+    if (!out) return NULL;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        PyObject *name = PyUnicode_DecodeUTF8(t->groups[k].key, t->groups[k].len, NULL);
+        if (!name || PySet_Add(out, name) < 0) {
+            Py_XDECREF(name);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(name);
+    }
+    return out;
+}
+
+static PyObject *walk(PyObject *args, int values) {
     Py_buffer buf;
-    long long base;
-    PyObject *skip;
-    if (!PyArg_ParseTuple(args, "y*LO", &buf, &base, &skip)) return NULL;
-    if (!PyAnySet_Check(skip)) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_TypeError, "skip must be a set");
-        return NULL;
+    long long base = 0;
+    PyObject *skip = NULL;
+    if (values) {
+        if (!PyArg_ParseTuple(args, "y*LO", &buf, &base, &skip)) return NULL;
+        if (!PyAnySet_Check(skip)) {
+            PyBuffer_Release(&buf);
+            PyErr_SetString(PyExc_TypeError, "skip must be a set");
+            return NULL;
+        }
+        Py_INCREF(skip);
+    } else {
+        if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+        skip = PyFrozenSet_New(NULL);  /* every name */
+        if (!skip) {
+            PyBuffer_Release(&buf);
+            return NULL;
+        }
     }
     const char *s = buf.buf;
     Py_ssize_t end = buf.len, i;
     Table t = {0};
     PyObject *out = NULL;
+    t.values = values;
     t.nslots = 8192;  /* a power of two, above twice MAX_NAMES */
     t.slots = PyMem_Calloc((size_t)t.nslots, sizeof(Py_ssize_t));
     t.groups = PyMem_Malloc(MAX_NAMES * sizeof(Group));
@@ -277,7 +307,7 @@ static PyObject *groups(PyObject *self, PyObject *args) {
         fail("text after the args");
         goto done;
     }
-    out = result(&t);
+    out = values ? result(&t) : names_of(&t);
 done:
     for (Py_ssize_t k = 0; t.groups && k < t.n; k++) {
         PyMem_Free(t.groups[k].rows);
@@ -287,10 +317,17 @@ done:
     PyMem_Free(t.groups);
     PyMem_Free(t.slots);
     PyBuffer_Release(&buf);
+    Py_DECREF(skip);
     return out;
 }
 
+static PyObject *groups(PyObject *self, PyObject *args) { return walk(args, 1); }
+
+static PyObject *names(PyObject *self, PyObject *args) { return walk(args, 0); }
+
 static PyMethodDef methods[] = {
+    {"names", names, METH_VARARGS,
+     "names(text) -> set: the names of every arg of one batch; ValueError outside the plain case."},
     {"groups", groups, METH_VARARGS,
      "groups(text, base, skip) -> {name: (rows int64 bytes, joined JSON bytes, lens int64 bytes)}: one batch "
      "of args grouped by arg name; ValueError outside the plain case."},

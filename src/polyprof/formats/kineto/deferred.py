@@ -67,6 +67,7 @@ class DeferredArgs:
         self._batches, self.late = batches, late
         self._make_lock = threading.Lock()
         self._escaped: list[bool] | None = None  # which batches hold a \\u escape, once asked
+        self._names: list[frozenset[str] | None] | None = None  # each batch's arg names, once asked
         self._may: dict[str, bool] = {}  # may_hold's answers
 
     @property
@@ -80,16 +81,23 @@ class DeferredArgs:
         return b  # type: ignore[return-value]
 
     def _batches_with(self, names: Collection[str]) -> list[bool]:
-        """Which batches may hold an arg called one of ``names``: its JSON name, quoted,
-        occurs in the text (a scan, about 1 ms per 2.4 MB; decoding the names of every
-        arg instead allocated a value per arg, 40 ms in a fresh process). Conservative: a
+        """Which batches may hold an arg called one of ``names``: exactly, from each
+        batch's arg names found once by the compiled walk (``_args.names``, about 1 ms
+        per 2.4 MB for every key to come); else its JSON name, quoted, occurs in the text
+        (a scan per key, about 1 ms per 2.4 MB; decoding the names of every arg instead
+        allocated a value per arg, 40 ms in a fresh process). The scan is conservative: a
         batch with a \\u escape, or a name a writer could escape otherwise, counts as a yes."""
+        if self._names is None:  # the compiled walk knows each batch's names exactly (None: it could not)
+            self._names = [_batch_names(text) for _, text in self.batches]
+        if all(n is not None for n in self._names):
+            return [not got.isdisjoint(names) for got in self._names]  # type: ignore[union-attr]
         if self._escaped is None:
             self._escaped = [b"\\u" in text for _, text in self.batches]
         if any(c in n for n in names for c in '"\\/') or any(ord(c) < 0x20 or ord(c) > 0x7E for n in names for c in n):
-            return [True] * len(self.batches)
+            return [True if got is None else not got.isdisjoint(names) for got in self._names]
         needles = [b'"' + n.encode() + b'"' for n in names]
-        return [esc or any(nd in text for nd in needles) for (_, text), esc in zip(self.batches, self._escaped)]
+        return [(esc or any(nd in text for nd in needles)) if got is None else not got.isdisjoint(names)
+                for (_, text), esc, got in zip(self.batches, self._escaped, self._names)]
 
     def decode(self) -> dict[str, StatColumn]:
         """Every column."""
@@ -181,6 +189,17 @@ def _fresh_stack(work: Callable[[], T]) -> T:
 
         with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
             return pool.submit(work).result()
+
+
+def _batch_names(text: bytes) -> frozenset[str] | None:
+    """The names of every arg of one batch (compiled walk), or None where the walk
+    cannot tell (no extension, escaped names, args that are not an object...)."""
+    if _args is None:
+        return None
+    try:
+        return frozenset(_args.names(text))
+    except ValueError:
+        return None
 
 
 def _joined_groups(text: bytes, base: int, names: Collection[str] | None
