@@ -425,3 +425,28 @@ def test_seq_on_record_param_comms_alone_reaches_its_kernel(tmp_path, traces_dir
         assert al.loc[r, "aligned"] and "Seq" in al.loc[r, "message"]
         assert abs(al.loc[r, "offset_ns"] + OFFSETS[r]) <= al.loc[r, "bound_ns"] < 1_000_000
     assert al.loc[1, "collectives"] == 20 and al.loc[2, "collectives"] == 21
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_rank_peeked_across_read_steps(tmp_path, gz):
+    """distributedInfo found wherever it lies in the first megabyte, whole: a rank number
+    cut by a read step is not taken for its first digits; beyond the first megabyte it
+    is not looked for (the file name or the order decides)."""
+    from polyprof.ranks.identity import PEEK_BYTES, PEEK_STEP, rank_in_file
+
+    def write(name, pad):
+        text = (b'{"schemaVersion": 1, "pad": "' + b"x" * pad + b'", "distributedInfo": '
+                b'{"backend": "nccl", "rank": 1234, "world_size": 2048}, "traceEvents": []}')
+        p = tmp_path / (name + (".json.gz" if gz else ".json"))
+        p.write_bytes(gzip.compress(text) if gz else text)
+        return p, text
+
+    p, text = write("cut", 0)
+    cut = text.index(b"1234") + 2  # the step ends between "12" and "34"
+    p, text = write("cut", PEEK_STEP - cut)
+    assert text[PEEK_STEP - 2:PEEK_STEP + 2] == b"1234"
+    assert rank_in_file(p) == 1234
+    p, _ = write("deep", 5 * PEEK_STEP + 17)
+    assert rank_in_file(p) == 1234
+    p, _ = write("beyond", PEEK_BYTES + 10)
+    assert rank_in_file(p) is None

@@ -15,23 +15,38 @@ import orjson
 log = logging.getLogger("polyprof")
 
 PEEK_BYTES = 1 << 20
-_DIST = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
+PEEK_STEP = 64 << 10
+_DIST = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)(?=\D)')  # the whole number
 _NAME = re.compile(r"(?:rank|worker|proc|process|node|gpu)[-_.]?(\d+)", re.IGNORECASE)
 _TRAILING = re.compile(r"(\d+)(?:\D*)$")
 
 
-def _head(path: Path) -> bytes:
+def _peek_rank(path: Path) -> int | None:
+    """The ``distributedInfo`` rank in the first :data:`PEEK_BYTES` of the (inflated)
+    text, read a step at a time: Kineto writes it before the events, so one 64 KiB
+    step usually finds it."""
+    import zlib
+
     with open(path, "rb") as f:
         raw = f.read(PEEK_BYTES)
-    if raw[:2] == b"\x1f\x8b":
-        import zlib
-
-        d = zlib.decompressobj(wbits=31)
-        try:
-            return d.decompress(raw, PEEK_BYTES)
-        except zlib.error:
-            return b""
-    return raw
+    d = zlib.decompressobj(wbits=31) if raw[:2] == b"\x1f\x8b" else None
+    text = b""
+    while len(text) < PEEK_BYTES:
+        if d is None:
+            more = raw[len(text):len(text) + PEEK_STEP]
+        else:
+            try:
+                more = d.decompress(raw, PEEK_STEP)
+            except zlib.error:
+                return None
+            raw = d.unconsumed_tail
+        if not more:
+            break
+        text += more
+        m = _DIST.search(text, max(0, len(text) - len(more) - 4096))  # a match may span two steps
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def rank_in_file(path: Path) -> int | None:
@@ -46,8 +61,7 @@ def rank_in_file(path: Path) -> int | None:
                     return int(s["rank"])
             info = header.get("metadata", {}).get("distributedInfo", {})
             return int(info["rank"]) if isinstance(info.get("rank"), int) else None
-        m = _DIST.search(_head(path))
-        return int(m.group(1)) if m else None
+        return _peek_rank(path)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile, orjson.JSONDecodeError):
         return None
 
