@@ -72,7 +72,7 @@ class EventPart:
         self.st_idx, self.rows, self.codes, self.stat_names = st_idx, rows, codes, stat_names
         self.nocc, self.nocc_code = nocc, nocc_code
 
-    def values(self, cols: EventColumns, code: int) -> list[tuple[np.ndarray, ...]]:
+    def values(self, cols: "StatValues", code: int) -> list[tuple[np.ndarray, ...]]:
         """(rows, kind, int, double, object) runs of key ``code``; refs as the names they refer to."""
         out: list[tuple[np.ndarray, ...]] = []
         if self.nocc is not None and code == self.nocc_code:
@@ -91,13 +91,23 @@ class EventPart:
         return out
 
 
+class StatValues:
+    """The event stats' value columns of the decoded XSpace: all a deferred column needs
+    of it (the events' times and ids are not kept alive with the trace)."""
+
+    __slots__ = ("st_kind", "st_int", "st_dbl", "st_obj")
+
+    def __init__(self, cols: EventColumns):
+        self.st_kind, self.st_int, self.st_dbl, self.st_obj = cols.st_kind, cols.st_int, cols.st_dbl, cols.st_obj
+
+
 class DeferredStats:
     """Every stat column of one XSpace read, by key, built on request; those in
     ``built`` (given to the trace at load) are not offered again."""
 
     def __init__(self, cols: EventColumns, keys: list[str], md: list[MetadataPart], ev: list[EventPart],
                  drop: set[str]):
-        self.cols, self.md, self.ev = cols, md, ev
+        self.cols, self.md, self.ev = StatValues(cols), md, ev
         self.built: set[str] = set()
         present = unique(np.concatenate([np.zeros(0, np.int64), *(p.codes() for p in md),
                                             *(p.codes for p in ev),
