@@ -180,3 +180,32 @@ def test_the_plugin_asks_torch_for_no_per_op_events_unless_memory_needs_them():
     assert cfg.trace_only and cfg.__getstate__()[7] is True  # the 8th field: profile_all_threads
     kw = TorchPlugin(memory=True)._profile_kwargs(torch)
     assert kw["profile_memory"] and "experimental_config" not in kw  # torch's memory profile needs them
+
+
+def test_the_session_stop_fetches_no_args_from_torch(monkeypatch):
+    """torch formats each op's args on every call (the costliest field): the session's
+    stop (steps, sections, re-homing, merges) must not ask for them; the first stat
+    lookup does, once."""
+    import polyprof
+
+    calls = []
+    real = activities._args_of
+
+    def counting(acts, res):
+        calls.append(len(acts))
+        return real(acts, res)
+
+    monkeypatch.setattr(activities, "_args_of", counting)
+    with polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}}) as s:
+        for _ in range(2):
+            with polyprof.section("step body"):
+                workload(threads=False)
+            polyprof.step()
+        with torch.profiler.record_function("ProfilerStep#7"):  # torch's own step range: kept, step 7
+            torch.ones(3).sum()
+    t = s.trace
+    assert s.errors == [] and calls == []
+    assert t.stat_dense("step", -1)[t.names() == "ProfilerStep#7"].tolist() == [7]
+    assert (t.categories() == "cpu_op").sum() > 20 and sorted(t.stat_dense("step", -1)[t.categories() == "step"]) == [0, 1]
+    assert len(t.stats["Ev Idx"]) > 20 and len(calls) == 1
+    assert len(t.stats["Sequence number"]) > 0 and len(calls) == 1

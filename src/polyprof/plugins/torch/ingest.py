@@ -140,7 +140,9 @@ def _steps(b: TraceBuilder, t: Trace, rows: np.ndarray, start: np.ndarray, host_
     nums = np.array([_step_num(t.strings[i]) for i in ev["name"][rows[step_local]]], np.int64)
     ok = nums >= 0
     step_local, nums = step_local[ok], nums[ok]
-    if len(step_local) and keys.STEP not in t.stats:
+    # the materialised columns only: asking the deferred args would fetch them all from
+    # torch (activities.py); torch gives its ProfilerStep ranges no "step" arg
+    if len(step_local) and keys.STEP not in t.stats.loaded():
         b.add_stat(keys.STEP, step_local, nums)
     if len(step_local) and not host_has_steps:
         src = rows[step_local]
