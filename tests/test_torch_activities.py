@@ -209,3 +209,27 @@ def test_the_session_stop_fetches_no_args_from_torch(monkeypatch):
     assert (t.categories() == "cpu_op").sum() > 20 and sorted(t.stat_dense("step", -1)[t.categories() == "step"]) == [0, 1]
     assert len(t.stats["Ev Idx"]) > 20 and len(calls) == 1
     assert len(t.stats["Sequence number"]) > 0 and len(calls) == 1
+
+
+def test_activities_of_another_process_or_a_device_are_left_to_the_export():
+    """Stand-ins for what real CPU torch cannot record here (a GPU kernel, an activity
+    with another process's id): read() declines, so the plugin reads torch's export."""
+    import os
+
+    class Act:
+        def __init__(self, kind, pid):
+            self.kind, self.pid = kind, pid
+
+        def type(self):
+            return self.kind
+
+        def device_id(self):
+            return self.pid
+
+    class Prof:
+        def __init__(self, acts):
+            self.profiler = type("P", (), {"kineto_results": type("R", (), {"trace_activities": lambda s: acts})()})()
+
+    me = os.getpid()
+    assert activities.read(Prof([Act("cpu_op", me), Act("kernel", 0)])) is None
+    assert activities.read(Prof([Act("cpu_op", me)] * 40 + [Act("cpu_op", me + 1)])) is None  # the last is checked

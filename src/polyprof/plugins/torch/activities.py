@@ -61,9 +61,12 @@ def read(prof: Any) -> Trace | None:
     if not HOST_TYPES.issuperset(kinds):
         return None
     pid = os.getpid()
-    pids = field.ints("device_id")
-    if len(pids) and not (pids == pid).all():
+    # Kineto records host activities of this process only (device id = its pid): checked
+    # on every 16th activity and the last (a full pass costs 0.7 ms per 8,600)
+    sample = _Fields(field.acts[::16] + field.acts[-1:])
+    if not (sample.ints("device_id") == pid).all():
         return None
+    pids = np.full(len(acts), pid, np.int64)
     tids = field.ints("resource_id")
     tids = np.where(tids == np.iinfo(np.int64).min, 0, np.abs(tids))  # as the writer: |tid|, INT64_MIN -> 0
     start, dur = field.ints("timestamp"), field.ints("duration")
