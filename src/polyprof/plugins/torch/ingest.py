@@ -33,9 +33,8 @@ def ingest_kineto(t: Trace, cap: Capture, mirrors: list[tuple[int, str, int, int
     the host plugin's thread tracks, without our markers and section copies. With the
     host ``sections`` (the recorder's tuples and threads), allocations inside a section's
     copy are kept inside the section (``memory.snap_to_sections``)."""
-    names = t.names()
     n = t.n_events
-    is_sync = names == SYNC_NAME if n else np.zeros(0, bool)
+    is_sync = t.events["name"] == t.string_id(SYNC_NAME)  # ids, not an object array of every name
     sync_rows = np.flatnonzero(is_sync)
     align = fit_alignment(cap.samples, t.start_ns[sync_rows]) if len(sync_rows) else None
     wall = wall_alignment(t, ctx)
@@ -51,7 +50,7 @@ def ingest_kineto(t: Trace, cap: Capture, mirrors: list[tuple[int, str, int, int
     keep = ~is_sync
     dropped_copies = 0
     if n and mirrors:
-        drop, brackets = _mirror_rows(t, names, start, mirrors, int(math.ceil(align.bound_ns)), host_planes,
+        drop, brackets = _mirror_rows(t, start, mirrors, int(math.ceil(align.bound_ns)), host_planes,
                                       track_tid)
         keep[drop] = False
         dropped_copies = len(drop)
@@ -179,13 +178,13 @@ def _step_num(name: str) -> int:
         return -1
 
 
-def _mirror_rows(t: Trace, names: np.ndarray, start: np.ndarray, mirrors: list[tuple[int, str, int, int]],
+def _mirror_rows(t: Trace, start: np.ndarray, mirrors: list[tuple[int, str, int, int]],
                  unc: int, host_planes: set[int], track_tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of torch's copies of polyprof sections: user_annotation ranges with the
     section's name, on its thread, starting inside the bracket of the mirror call;
     with the (before, after) bracket each one matched."""
-    cats = t.categories()
-    cand = np.flatnonzero(np.isin(cats, _ANNOTATION_CATEGORIES))
+    cat_ids = [t.string_id(c) for c in _ANNOTATION_CATEGORIES]
+    cand = np.flatnonzero(np.isin(t.events["category"], cat_ids))
     if not len(cand):
         return np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
     tr = t.events["track"][cand]
@@ -193,7 +192,7 @@ def _mirror_rows(t: Trace, names: np.ndarray, start: np.ndarray, mirrors: list[t
     cand = cand[on_host]
     groups: dict[tuple[int, str], list[int]] = {}
     tids = track_tid[t.events["track"][cand]]
-    for row, tid, nm in zip(cand.tolist(), tids.tolist(), names[cand].tolist()):
+    for row, tid, nm in zip(cand.tolist(), tids.tolist(), t.names(cand).tolist()):
         groups.setdefault((tid, nm), []).append(row)
     slack = 2 * unc + 20_000
     drop: list[int] = []
@@ -206,16 +205,17 @@ def _mirror_rows(t: Trace, names: np.ndarray, start: np.ndarray, mirrors: list[t
         if not rows:
             continue
         rows_arr = np.asarray(rows, np.int64)
-        order = np.argsort(start[rows_arr], kind="stable")
-        rows_arr = rows_arr[order]
-        st = start[rows_arr]
-        used = np.zeros(len(rows_arr), bool)
-        for a, bb in sorted(brackets):
-            i = int(np.searchsorted(st, a - slack))
+        rows_arr = rows_arr[np.argsort(start[rows_arr], kind="stable")]
+        st_arr = start[rows_arr]
+        br = sorted(brackets)
+        first = st_arr.searchsorted(np.array([a for a, _ in br], np.int64) - slack).tolist()
+        st, row_list = st_arr.tolist(), rows_arr.tolist()
+        used = [False] * len(st)
+        for (a, bb), i in zip(br, first):
             while i < len(st) and st[i] <= bb + slack:
                 if not used[i]:
                     used[i] = True
-                    drop.append(int(rows_arr[i]))
+                    drop.append(row_list[i])
                     matched.append((a, bb))
                     break
                 i += 1
