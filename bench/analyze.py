@@ -23,7 +23,9 @@ $POLYPROF_HTA_PYTHON, or /work/venv-hta/bin/python (``python -m venv /work/venv-
 /work/venv-hta/bin/pip install holistictraceanalysis``), else this interpreter when it has
 ``hta`` (the test extra installs it). Without it only polyprof's
 figures are printed. Children import with bytecode caching on and one untimed warm-up
-child per tool runs first (see ``child_env.py``).
+child per tool runs first (see ``child_env.py``). Neither tool's imports are timed:
+HTA's parser comes with ``from hta.trace_analysis import TraceAnalysis``; polyprof's
+Kineto reader (and msgspec) is imported on first load, so its child imports it first.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import polyprof
 from polyprof.report.tables import build
 from polyprof.report.terminal import render
 from rich.console import Console
+import polyprof.formats.kineto  # the reader (msgspec...), imported untimed as HTA's parser is
 t1 = time.perf_counter()
 import polyprof.analyze as A
 trace = polyprof.load(sys.argv[1])
