@@ -56,12 +56,12 @@ def normalise_op(text: str) -> str:
 ARGS = ("Collective name", "Process Group Name", "In msg nelems", "Out msg nelems", "dtype", "Group size", "Seq")
 
 
-def _stats(trace: Trace, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """Each of :data:`ARGS` for ``rows`` (ascending) as an object array (None where
+def _stats(trace: Trace, rows: np.ndarray, keys: tuple[str, ...] = ARGS) -> dict[str, np.ndarray]:
+    """Each of ``keys`` for ``rows`` (ascending) as an object array (None where
     absent); deferred args are decoded for these rows only."""
-    got = trace.stats.lookup_rows(ARGS, rows) if len(rows) else {}
+    got = trace.stats.lookup_rows(keys, rows) if len(rows) else {}
     out = {}
-    for key in ARGS:
+    for key in keys:
         col = np.full(len(rows), None, object)
         if key in got:
             m, v = got[key]
@@ -74,7 +74,8 @@ def _with_op_args(trace: Trace, rows: np.ndarray, st: dict[str, np.ndarray]) -> 
     """``st`` with what a kernel lacks taken from the framework op that launched it
     (``record_param_comms`` carries the comms args, ``Seq`` among them, where a kernel
     may carry none or only some)."""
-    if not len(rows) or all((v != None).all() for v in st.values()):  # noqa: E711 - elementwise
+    lacking = tuple(k for k, v in st.items() if (v == None).any())  # noqa: E711 - elementwise
+    if not len(rows) or not lacking:
         return st
     from ..derive import cache
 
@@ -89,10 +90,10 @@ def _with_op_args(trace: Trace, rows: np.ndarray, st: dict[str, np.ndarray]) -> 
     if not has.any():
         return st
     uniq, back = np.unique(op[has], return_inverse=True)
-    got = _stats(trace, uniq)
-    out = {}
-    for key, col in st.items():
-        col = col.copy()
+    got = _stats(trace, uniq, lacking)
+    out = dict(st)
+    for key in lacking:
+        col = st[key].copy()
         take = np.flatnonzero(has)
         fill = got[key][back]
         use = (col[take] == None) & (fill != None)  # noqa: E711
