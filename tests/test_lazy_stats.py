@@ -327,13 +327,21 @@ def test_trace_wraps_a_dict_and_validate_does_not_decode():
     assert isinstance(trace.validate().stats, StatTable)
 
 
-def test_lookup_rows_decodes_only_those_rows_and_agrees_with_the_full_decode(old_v100):
+@pytest.mark.parametrize("n", [300, 3000])
+def test_lookup_rows_decodes_only_those_rows_and_agrees_with_the_full_decode(old_v100, n):
+    """A few rows (at most FEW_ROWS) are decoded without first walking every arg name of
+    the trace to see whether a key is there at all; more rows ask first. Both agree
+    with the eager reader."""
+    from polyprof.trace.stats import FEW_ROWS
+
     trace = kineto.load(V100)
     rng = np.random.default_rng(3)
-    rows = np.unique(rng.integers(0, trace.n_events, 300))
+    rows = np.unique(rng.integers(0, trace.n_events, n))
     keys = ["stream", "device", "Input Dims", "grid", "correlation_id", "no such arg"]
     got = trace.stats.lookup_rows(keys, rows)
     assert trace.stats.pending == 1  # nothing decoded whole
+    args = trace.stats._deferred[0].may_hold.__self__
+    assert (args._names is None) == (len(rows) <= FEW_ROWS)
     assert "no such arg" not in got
     assert {"stream", "correlation_id"} <= set(got)
     for key in keys[:-1]:

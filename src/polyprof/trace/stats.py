@@ -20,6 +20,9 @@ import numpy as np
 from ..errors import TraceSchemaError
 
 _NUMERIC = {"i": np.int64, "u": np.uint64, "f": np.float64}
+#: :meth:`Stats.lookup_rows` of at most this many rows decodes them rather than first
+#: asking each deferred part whether it holds the key anywhere
+FEW_ROWS = 1024
 
 
 @dataclass
@@ -182,8 +185,15 @@ class StatTable(MutableMapping[str, StatColumn]):
         rows = np.asarray(rows, np.int64)
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         need: list[str] = []
+        # a few rows' args decode cheaper than a first may() (which may walk every arg
+        # name of the trace); decoding them answers which keys they have just as well
+        few = len(rows) <= FEW_ROWS and all(p.decode_rows is not None for p in self._deferred)
         for key in keys:
             col = self._columns.get(key)
+            if col is None and few:
+                if any(key not in p.complete and key not in p.done for p in self._deferred):
+                    need.append(key)
+                continue
             maybe = any(p.may(key) for p in self._deferred)
             if col is not None and maybe:  # in a merged table: some rows decoded, others not
                 out[key] = self[key].lookup(rows)
