@@ -91,10 +91,10 @@ def _with_op_args(trace: Trace, rows: np.ndarray, st: dict[str, np.ndarray]) -> 
         return st
     uniq, back = np.unique(op[has], return_inverse=True)
     got = _stats(trace, uniq, lacking)
+    take = np.flatnonzero(has)
     out = dict(st)
     for key in lacking:
         col = st[key].copy()
-        take = np.flatnonzero(has)
         fill = got[key][back]
         use = (col[take] == None) & (fill != None)  # noqa: E711
         col[take[use]] = fill[use]

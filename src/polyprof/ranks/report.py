@@ -46,17 +46,16 @@ class RankResult:
 
 def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: Any = AUTO) -> RankResult:
     """Every analysis of one rank over the steps ``window`` selects (runs in the worker
-    that loaded it) but those with a row per event (``analyze.registry.PER_EVENT``: the
-    launch table, 90% of a summary's rows); with ``tables`` (names in
-    ``analyze.registry.ANALYSES``) only those, and no findings. The collectives are all of the rank's (alignment uses every one),
-    marked ``in_window`` for the ones the window holds (stragglers and statistics)."""
-    from ..analyze.registry import ANALYSES, PER_EVENT, Tables
+    that loaded it) but those :func:`summaries_only` leaves out; with ``tables`` (names in
+    ``analyze.registry.ANALYSES``) only those, and no findings. The collectives are all
+    of the rank's (alignment uses every one), marked ``in_window`` for the ones the
+    window holds (stragglers and statistics)."""
+    from ..analyze.registry import ANALYSES, Tables
     from ..report.tables import Report, build
 
     if tables is None:
         rep = build(trace, window)
-        for name in PER_EVENT:  # rows per event stay with the rank: the job gathers summaries
-            rep.tables.pop(name, None)
+        rep.tables = summaries_only(rep.tables)
     else:
         known = [a.name for a in ANALYSES]
         unknown = sorted(set(tables) - set(known))
@@ -68,6 +67,15 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
     s = trace.sources[0]
     return RankResult(int(s.rank if s.rank is not None else 0), s.label, rep.tables, rep.findings, rep.overview,
                       rank_collectives(trace, rep.trace), *anchor_of(trace))
+
+
+def summaries_only(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """What a job gathers of a rank's tables (trace files and stores alike): all but
+    those with a row per event (``analyze.registry.PER_EVENT``: the launch table, 90% of
+    a summary's rows), which stay with the rank."""
+    from ..analyze.registry import PER_EVENT
+
+    return {name: df for name, df in tables.items() if name not in PER_EVENT}
 
 
 def rank_collectives(trace: Trace, windowed: Trace) -> pd.DataFrame:

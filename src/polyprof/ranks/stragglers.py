@@ -50,22 +50,15 @@ def stragglers(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) ->
     ranks that waited), ``bound_ns`` (the largest alignment bound involved)."""
     a = arrivals(tables, clocks)
     ranks = np.asarray(sorted(tables), np.int64)
-    # group the rows by collective (key, seq), in the order each first appears
-    kc = pd.factorize(a["key"].to_numpy(object))[0] if len(a) else np.zeros(0, np.int64)
-    seq = a["seq"].to_numpy(np.int64)
-    order = np.lexsort((np.arange(len(a)), seq, kc))
-    new = np.r_[True, (kc[order][1:] != kc[order][:-1]) | (seq[order][1:] != seq[order][:-1])] if len(a) \
-        else np.zeros(0, bool)
-    group = np.empty(len(a), np.int64)
-    group[order] = np.cumsum(new) - 1
-    size = np.bincount(group) if len(a) else np.zeros(0, np.int64)
-    keep = size[group] >= 2 if len(a) else np.zeros(0, bool)
+    group, n = _collectives(a["key"].to_numpy(object), a["seq"].to_numpy(np.int64))
+    size = np.bincount(group, minlength=n)
+    keep = size[group] >= 2  # seen on two ranks or more
     if not keep.any():
         per_rank = frame({c: np.zeros(len(ranks), np.float64) if c != "rank" else ranks for c in RANK_COLUMNS})
         return per_rank, pd.DataFrame({c: [] for c in EVENT_COLUMNS})
     a = a[keep].reset_index(drop=True)
-    _, group = np.unique(group[keep], return_inverse=True)
-    n = int(group.max()) + 1
+    group = (np.cumsum(size >= 2) - 1)[group[keep]]  # the kept collectives numbered 0..n-1
+    n = int((size >= 2).sum())
     arr, rank, bnd = a["arrival_ns"].to_numpy(), a["rank"].to_numpy(np.int64), a["bound_ns"].to_numpy(np.float64)
     first = np.full(n, np.iinfo(np.int64).max, arr.dtype)
     last = np.full(n, np.iinfo(np.int64).min, arr.dtype)
@@ -97,3 +90,16 @@ def stragglers(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) ->
     rank_df = frame({c: [row[i] for row in per_rank] for i, c in enumerate(RANK_COLUMNS)})
     ev = ev.sort_values("wait_ns", ascending=False, kind="stable").reset_index(drop=True)
     return rank_df, ev[EVENT_COLUMNS]
+
+
+def _collectives(key: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:
+    """The collective (``key``, ``seq``) of each arrival as a number, and how many there are."""
+    if not len(key):
+        return np.zeros(0, np.int64), 0
+    kc = pd.factorize(key)[0]
+    order = np.lexsort((seq, kc))
+    k, s = kc[order], seq[order]
+    new = np.r_[True, (k[1:] != k[:-1]) | (s[1:] != s[:-1])]
+    group = np.empty(len(key), np.int64)
+    group[order] = np.cumsum(new) - 1
+    return group, int(new.sum())

@@ -43,18 +43,15 @@ def rank_report(root: str, rank: int, window: Any = AUTO) -> dict[str, Any]:
     executor), with the rank's collectives and clock anchor for the job's alignment and
     stragglers. Event rows in the tables (``*_row`` columns) are the rows of the trace
     the rank came from."""
-    from ..ranks.report import rank_collectives
+    from ..ranks.report import rank_collectives, summaries_only
     from ..ranks.traceset import anchor_of
     from ..report.tables import build
     from .rankfiles import read_rank_rows
 
-    from ..analyze.registry import PER_EVENT
-
     st = Store(root)
     trace, input_rows = read_rank_rows(st.path(rank))
     report = build(trace, window)
-    for name in PER_EVENT:  # as for trace files (ranks.report.rank_summary): summaries only
-        report.tables.pop(name, None)
+    report.tables = summaries_only(report.tables)
     for df in report.tables.values():
         for c in [c for c in df.columns if str(c).endswith("_row")]:
             df[c] = input_rows[df[c].to_numpy(np.int64)]
