@@ -60,12 +60,14 @@ def add_window_args(p: argparse.ArgumentParser, title: str | None = None) -> Non
 
 def window_from(args: argparse.Namespace, default: Any = "auto") -> Any:
     """The window the options ask for: ``default`` (AUTO) unless --steps, --skip-first,
-    --all-steps, --span or --round-us."""
-    from ..analyze.window import Window
-
+    --all-steps, --span or --round-us (the analyses are imported only then)."""
     span = getattr(args, "span", "steps")
     rnd = bool(getattr(args, "round_us", False))
     plain = span == "steps" and not rnd
+    if plain and not args.all_steps and args.steps is None and args.skip_first is None:
+        return default
+    from ..analyze.window import Window
+
     if args.all_steps:
         return None if args.steps is None and plain else Window.parse(args.steps, 0, span, rnd)
     if args.steps is None and args.skip_first is None:

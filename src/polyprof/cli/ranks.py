@@ -24,9 +24,11 @@ def analyze_ranks(args: argparse.Namespace) -> Any:
     from .common import window_from
 
     ts = load_ranks(args.file)
-    window = window_from(args)
     dask = getattr(args, "dask", None)
-    if not dask:  # the default pool (fork server, preloaded); -j 1: in this process
+    if not dask:
+        ts.prefetch()  # reading ranks while the analyses import (ranks/prefetch.py)
+    window = window_from(args)
+    if not dask:  # the default pool (forked, or from a fork server, preloaded); -j 1: in this process
         ex = default_executor(args.jobs or min(len(ts), os.cpu_count() or 1))
         try:
             return ts.analyze(ex, window=window)

@@ -33,13 +33,14 @@ def run(args: argparse.Namespace) -> int:
     if len(args.file) == 1 and store.is_store(args.file[0]):
         args.file = args.file[0]
         return store.summary(args)
-    from ..report.tables import build, to_json
-
-    window = window_from(args)
     if is_many(args.file):
-        report: Any = analyze_ranks(args)
+        report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
     else:
-        report = build(load_trace(args.file[0]), window)
+        from ..report.tables import build
+
+        report = build(load_trace(args.file[0]), window_from(args))
+    from ..report.tables import to_json
+
     if args.json:
         sys.stdout.buffer.write(to_json(report))
         sys.stdout.buffer.write(b"\n")

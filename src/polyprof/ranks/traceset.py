@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import PolyprofError
 from ..trace.core import Trace
+from . import prefetch
 from .identity import assign_ranks
 
 if TYPE_CHECKING:
@@ -112,7 +113,8 @@ def load_rank(entry: RankEntry) -> Trace:
 
 
 def _run(fn: Callable[[Trace], Any], entry: RankEntry) -> Any:
-    return fn(load_rank(entry))
+    trace = prefetch.loaded(entry.path)
+    return fn(load_rank(entry) if trace is None else trace)
 
 
 class TraceSet:
@@ -125,6 +127,7 @@ class TraceSet:
         if len(set(ranks)) != len(ranks):
             raise PolyprofError(f"two traces claim the same rank: {sorted(ranks)}")
         self.entries = sorted(entries, key=lambda e: e.rank)
+        self._prefetch: prefetch.Prefetch | None = None
 
     @property
     def ranks(self) -> list[int]:
@@ -147,9 +150,15 @@ class TraceSet:
         """``fn(trace)`` for every rank, on ``executor`` (default: a process pool); a
         rank whose work fails raises a PolyprofError naming the rank and file."""
         ex, owned = _executor(executor, len(self))
+        pre, self._prefetch = self._prefetch, None
+        read = pre.take() if pre is not None and _in_reach(ex) else {}
         try:
             with _frozen_for_fork(ex):
-                futures = {e.rank: ex.submit(_run, fn, e) for e in self.entries}
+                prefetch.use(read)  # the ranks read ahead go last: they only need analysing
+                futures = {e.rank: ex.submit(_run, fn, e)
+                           for e in sorted(self.entries, key=lambda e: str(e.path) in read)}
+            if _forks(ex):  # the workers exist now, and hold their own reference
+                prefetch.release()
             out = {}
             for rank, fut in _progress(futures, progress):
                 e = self.entry(rank)
@@ -161,8 +170,20 @@ class TraceSet:
                     raise PolyprofError(f"rank {rank} ({e.label}): {type(err).__name__}: {err}") from None
             return {r: out[r] for r in self.ranks}
         finally:
+            prefetch.release()
+            if pre is not None:
+                pre.close()
             if owned:
                 ex.shutdown(wait=True, cancel_futures=True)
+
+    def prefetch(self, executor: Executor | str | None = None) -> None:
+        """Start reading ranks ahead (``ranks/prefetch.py``) for the next :meth:`map` on
+        ``executor``, where that can overlap what this process imports meanwhile: an
+        in-process executor or a fork pool not started yet; otherwise nothing."""
+        if self._prefetch is not None or not prefetch.worth_it(self.entries):
+            return
+        if executor in (None, "process", "serial", "thread") or _in_reach(executor):
+            self._prefetch = prefetch.Prefetch(self.entries)
 
     def table(self, fn: Callable[[Trace], "pd.DataFrame"], executor: Executor | str | None = None) -> "pd.DataFrame":
         """``fn``'s DataFrame for every rank, as one DataFrame with a ``rank`` column first."""
@@ -175,6 +196,7 @@ class TraceSet:
         steps ``window`` selects on each rank (as ``report.tables.build``: ``"auto"``,
         None for every step, or an ``analyze.window.Window``), alignment, collectives and
         stragglers: a :class:`polyprof.ranks.report.RanksReport`."""
+        self.prefetch(executor)  # while the analyses import
         from .report import build_ranks
 
         return build_ranks(self, executor, None if tables is None else tuple(tables), window)
@@ -246,6 +268,20 @@ def _executor(executor: Executor | str | None, n: int) -> tuple[Executor, bool]:
     raise PolyprofError(f"unknown executor {executor!r} (an Executor, 'process', 'thread' or 'serial')")
 
 
+def _in_reach(ex: Any) -> bool:
+    """Whether work on ``ex`` can see what this process holds now: it runs here, or in
+    workers that will fork from here (a fork pool not started yet)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return isinstance(ex, (SerialExecutor, ThreadPoolExecutor)) or (_forks(ex) and not getattr(ex, "_processes", None))
+
+
+def _forks(ex: Any) -> bool:
+    """Whether ``ex`` is a process pool whose workers are forked from this process."""
+    ctx = getattr(ex, "_mp_context", None)
+    return ctx is not None and ctx.get_start_method() == "fork"
+
+
 @contextmanager
 def _frozen_for_fork(ex: Executor) -> Iterator[None]:
     """While a fork pool starts its workers (at the first submit), this process's heap
@@ -253,8 +289,7 @@ def _frozen_for_fork(ex: Executor) -> Iterator[None]:
     fork): a worker's collections then never walk the inherited objects, which would
     write to those pages and copy them (time, and memory counted once per worker). The
     parent's heap is given back to the collector as soon as the workers exist."""
-    ctx = getattr(ex, "_mp_context", None)
-    if ctx is None or ctx.get_start_method() != "fork":
+    if not _forks(ex):
         yield
         return
     gc.freeze()

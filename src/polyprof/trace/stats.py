@@ -9,6 +9,7 @@ some of them undecoded until they are first needed.
 
 from __future__ import annotations
 
+import pickle
 import sys
 import threading
 from dataclasses import dataclass
@@ -314,10 +315,26 @@ class StatTable(MutableMapping[str, StatColumn]):
         return StatTable(self._all())
 
     def __reduce__(self) -> tuple:
+        """Deferred parts stay deferred where they pickle (a Kineto trace's args: its
+        undecoded text), so a pickled trace costs no decode; others are decoded first."""
+        with self._lock:
+            columns, parts = dict(self._columns), list(self._deferred)
+        if parts:
+            try:
+                return (_unpickled, (columns, pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL), self._n_rows))
+            except (pickle.PicklingError, TypeError, AttributeError):  # a lambda, a lock...
+                pass
         return (StatTable, (self._all(),))
 
     def __repr__(self) -> str:
         return f"StatTable({self._all()!r})"
+
+
+def _unpickled(columns: dict[str, StatColumn], parts: bytes, n_rows: int | None) -> StatTable:
+    table = StatTable(columns)
+    table._deferred = pickle.loads(parts)
+    table._n_rows = n_rows
+    return table
 
 
 def as_values(values: Any) -> np.ndarray:

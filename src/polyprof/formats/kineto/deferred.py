@@ -70,6 +70,15 @@ class DeferredArgs:
         self._names: list[frozenset[str] | None] | None = None  # each batch's arg names, once asked
         self._may: dict[str, bool] = {}  # may_hold's answers
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(vars(self), _batches=self.batches)  # made now if made on first use
+        del state["_make_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._make_lock = threading.Lock()
+
     @property
     def batches(self) -> Batches:
         b = self._batches

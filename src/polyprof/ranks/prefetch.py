@@ -1,0 +1,123 @@
+"""Reading ranks ahead while this process imports what analyses them.
+
+A job's summary in a fresh process first imports pandas and the analyses (0.2-0.3 s on
+one core, the others idle), and only then forks the pool's workers, which share those
+imports and start reading ranks. Reading a trace file needs none of that. A prefetch
+forks one reader at once: it loads the ranks in order and leaves each trace pickled in a
+private temporary folder. When the pool is about to start, :meth:`Prefetch.take` stops
+the reader and loads the traces it finished; :func:`use` hands them to :func:`loaded`,
+which the pool's workers (forked after, so they inherit them) and an in-process executor
+ask first, so those ranks are only analysed.
+
+Only where it helps and is safe (:func:`worth_it`): the fork start method, no other
+thread in this process, pandas not imported yet (else there is no idle window), at least
+two ranks read from files. A file the reader cannot read stops it quietly: the pool
+reads that file itself and reports the error as usual. The reader's traces are pickled
+whole (their deferred args decoded), so the ranks it read cost their parent memory until
+the workers start (:func:`use` keeps them only until then).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from ..trace.core import Trace
+    from .traceset import RankEntry
+
+log = logging.getLogger("polyprof")
+
+#: traces read ahead, by file: set in the parent before the workers fork (they inherit it)
+_READ: dict[str, "Trace"] = {}
+
+
+def worth_it(entries: Sequence["RankEntry"]) -> bool:
+    """Whether reading ahead can overlap this process's imports (see the module doc)."""
+    import multiprocessing as mp
+
+    return (len(entries) >= 2 and "pandas" not in sys.modules and threading.active_count() == 1
+            and "fork" in mp.get_all_start_methods() and all(e.path is not None and e.trace is None
+                                                             and e.path.is_file() for e in entries))
+
+
+class Prefetch:
+    """One reader process loading ``entries`` in order until :meth:`take` stops it."""
+
+    def __init__(self, entries: Sequence["RankEntry"]):
+        import multiprocessing as mp
+
+        self.entries = list(entries)
+        shm = Path("/dev/shm")  # memory, not a disk, where the system has it
+        self.dir = Path(tempfile.mkdtemp(prefix="polyprof-prefetch-",
+                                         dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None))
+        self.proc = mp.get_context("fork").Process(target=_read_ahead, args=(self.entries, self.dir),
+                                                   name="polyprof-prefetch", daemon=True)
+        self.proc.start()
+
+    def take(self) -> dict[str, "Trace"]:
+        """Stop the reader; the traces it finished, by file. (Its files are complete
+        once renamed, so they are read while it dies; :meth:`close` reaps it.)"""
+        self.proc.kill()
+        out: dict[str, Trace] = {}
+        try:
+            for i, e in enumerate(self.entries):
+                f = self.dir / f"{i}.pickle"
+                if not f.exists():
+                    break
+                with open(f, "rb") as fh:
+                    out[str(e.path)] = pickle.load(fh)
+        except Exception as err:  # noqa: BLE001 - a lost prefetch is read again by the pool
+            log.debug("prefetch: could not take a rank read ahead (%s)", err)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        log.debug("prefetch: %d of %d ranks read ahead", len(out), len(self.entries))
+        return out
+
+    def close(self) -> None:
+        """Stop and reap the reader, and remove its folder (after :meth:`take` or instead)."""
+        self.proc.kill()
+        self.proc.join()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _read_ahead(entries: list["RankEntry"], folder: Path) -> None:
+    """The reader: each rank loaded and pickled (written under a temporary name, then
+    renamed, so that a kill leaves no partial file); the first failure ends it."""
+    from .traceset import load_rank
+
+    logging.disable(logging.CRITICAL)  # the pool reports what goes wrong, once
+    for i, e in enumerate(entries):
+        try:
+            trace = load_rank(e)
+            tmp = folder / f"{i}.part"
+            with open(tmp, "wb") as fh:
+                pickle.dump(trace, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, folder / f"{i}.pickle")
+        except BaseException:  # noqa: BLE001 - the pool reads it again and reports
+            return
+
+
+def use(traces: dict[str, "Trace"]) -> None:
+    """Make ``traces`` (by file) what :func:`loaded` answers, replacing any before."""
+    _READ.clear()
+    _READ.update(traces)
+
+
+def loaded(path: Path | None) -> "Trace | None":
+    """The trace read ahead from ``path``, once (None if it was not)."""
+    if not _READ or path is None:
+        return None
+    return _READ.pop(str(path), None)
+
+
+def release() -> None:
+    """Forget the traces read ahead (once the workers that use them exist)."""
+    _READ.clear()

@@ -1,0 +1,132 @@
+"""Reading ranks ahead while the analyses import (ranks/prefetch.py), on ranks made from
+the real A100 NCCL trace: what the reader hands over is the trace a worker would read,
+the ranks it read are only analysed, what it cannot read is read and reported by the
+pool as before, and it leaves nothing behind."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.errors import PolyprofError
+from polyprof.ranks import load_ranks, prefetch, traceset
+from rankmaker import make_ranks
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory, traces_dir):
+    out = tmp_path_factory.mktemp("prefetch")
+    return make_ranks(traces_dir / "kineto" / "a100_nccl_rank0.json.gz", out, [0, 2_000_000, -1_500_000, 900_000],
+                      {1: 250.0}, jitter_us=10.0)
+
+
+def _wait_for(pre: prefetch.Prefetch, n: int, timeout: float = 120.0) -> None:
+    """Until the reader has finished ``n`` ranks (bounded)."""
+    end = time.monotonic() + timeout
+    while len(list(pre.dir.glob("*.pickle"))) < n:
+        assert time.monotonic() < end, "the reader finished too few ranks in time"
+        assert pre.proc.is_alive() or len(list(pre.dir.glob("*.pickle"))) >= n
+        time.sleep(0.02)
+
+
+def _same_trace(a, b) -> None:
+    assert a.n_events == b.n_events and a.strings == b.strings
+    for key in a.events:
+        assert np.array_equal(a.events[key], b.events[key]), key
+    assert [s.rank for s in a.sources] == [s.rank for s in b.sources]
+    assert [p.name for p in a.planes] == [p.name for p in b.planes]
+    sa, sb = dict(a.stats), dict(b.stats)
+    assert sorted(sa) == sorted(sb)
+    for key in sa:
+        assert np.array_equal(sa[key].rows, sb[key].rows) and sa[key].values.tolist() == sb[key].values.tolist(), key
+
+
+def test_the_reader_hands_over_the_traces_a_worker_would_read(four_ranks):
+    ts = load_ranks(four_ranks)
+    pre = prefetch.Prefetch(ts.entries)
+    try:
+        _wait_for(pre, 2)
+        got = pre.take()
+    finally:
+        pre.close()
+    assert len(got) >= 2 and not pre.dir.exists()
+    for e in ts.entries:
+        if str(e.path) in got:
+            read = got[str(e.path)]
+            assert read.stats.pending == 1  # the args came over as text, undecoded
+            _same_trace(read, traceset.load_rank(e))
+
+
+def test_the_ranks_read_ahead_are_only_analysed_and_agree(four_ranks, monkeypatch):
+    fn = polyprof.analyze.kernel_breakdown
+    plain = load_ranks(four_ranks).table(fn, "serial")
+    ts = load_ranks(four_ranks)
+    ts._prefetch = prefetch.Prefetch(ts.entries)  # pandas is imported here: worth_it() would say no
+    _wait_for(ts._prefetch, 2)
+    reads = []
+    real = traceset.load_rank
+    monkeypatch.setattr(traceset, "load_rank", lambda e: reads.append(e.rank) or real(e))
+    ahead = ts.table(fn, "serial")
+    assert ahead.equals(plain)
+    assert len(reads) <= 2  # at least two ranks came from the reader, not from a read here
+    assert not prefetch._READ and ts._prefetch is None
+
+
+def _n_events(trace) -> int:
+    return trace.n_events
+
+
+def test_a_file_the_reader_cannot_read_is_read_and_reported_by_the_pool(tmp_path, four_ranks):
+    bad = tmp_path / "rank-1.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "ts": '))
+    ts = load_ranks([four_ranks[0], bad, four_ranks[2]])
+    ts._prefetch = pre = prefetch.Prefetch(ts.entries)
+    _wait_for(pre, 1)
+    pre.proc.join(timeout=120)  # it stops at the bad file, having read the one before
+    assert pre.proc.exitcode == 0 and len(list(pre.dir.glob("*.pickle"))) == 1
+    with pytest.raises(PolyprofError, match=r"rank 1 \(rank-1.json.gz\)"):
+        ts.map(_n_events, "serial")
+    assert not pre.dir.exists()
+
+
+def test_no_reader_where_it_cannot_help(four_ranks):
+    """Only before pandas is imported (the window it fills), for two ranks or more read
+    from files, and for executors that see this process's memory."""
+    code = ("import sys\nfrom polyprof.ranks import load_ranks, prefetch\n"
+            f"ts = load_ranks({[str(p) for p in four_ranks]!r})\n"
+            "one = load_ranks([ts.entries[0].path])\n"
+            "print(prefetch.worth_it(ts.entries), prefetch.worth_it(one.entries))\n"
+            "from concurrent.futures import ProcessPoolExecutor\nimport multiprocessing as mp\n"
+            "ex = ProcessPoolExecutor(2, mp_context=mp.get_context('forkserver'))\n"
+            "ts.prefetch(ex); print(ts._prefetch is None)\n"
+            "import pandas\nprint(prefetch.worth_it(ts.entries))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "False", "True", "False"]
+
+
+def test_summary_of_ranks_reads_ahead_agrees_and_leaves_nothing(four_ranks, tmp_path):
+    shm = Path("/dev/shm")
+    where = shm if shm.is_dir() else Path(tempfile.gettempdir())
+    before = set(where.glob("polyprof-prefetch-*"))
+    p = subprocess.run([sys.executable, "-m", "polyprof", "-vv", "summary", *map(str, four_ranks), "--json",
+                        "--all-steps"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "ranks read ahead" in p.stderr  # the reader ran (how many it read depends on the machine)
+    assert set(where.glob("polyprof-prefetch-*")) == before
+    from polyprof.report.tables import to_json
+
+    want = json.loads(to_json(load_ranks(four_ranks).analyze("serial", window=None)))
+    got = json.loads(p.stdout)
+    assert got["tables"].keys() == want["tables"].keys()
+    for name, table in want["tables"].items():
+        assert got["tables"][name] == table, name
