@@ -167,6 +167,24 @@ def test_summary_of_bad_file_names_file(tmp_path):
     assert r.returncode == 1 and "bad.json" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_summary_ends_without_teardown_but_with_its_output_and_exit_handlers(pipeline_trace, tmp_path):
+    """The command skips the interpreter's teardown after a summary (cli.entry): what it
+    printed to a pipe (block-buffered) is all there, the exit handlers ran, and the exit
+    code is main()'s, for success and for an error."""
+    code = ("import atexit, sys\natexit.register(lambda: print('handlers ran', file=sys.stderr))\n"
+            "sys.argv = ['polyprof'] + sys.argv[1:]\nfrom polyprof.cli import entry\nentry()\n"
+            "print('not reached', file=sys.stderr)\n")
+    ok = subprocess.run([sys.executable, "-c", code, "summary", str(pipeline_trace[0]), "--json"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["tables"]
+    assert "handlers ran" in ok.stderr and "not reached" not in ok.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    err = subprocess.run([sys.executable, "-c", code, "summary", str(bad)], capture_output=True, text=True,
+                         timeout=120)
+    assert err.returncode == 1 and "bad.json" in err.stderr and "handlers ran" in err.stderr
+
+
 def test_help_reads_well():
     r = cli("--help")
     assert r.returncode == 0

@@ -16,6 +16,9 @@ COMMANDS.append("convert")  # traces -> an on-disk store (issue 13)
 COMMANDS.append("capture")  # capture running processes on demand (issue 14)
 #: commands that only read traces and write results (no profiled program runs in them)
 READ_ONLY = {"summary", "report", "sql", "export", "diff", "convert"}
+#: read-only commands whose every output is closed when they return (stdout, or a file
+#: written whole): the ``polyprof`` command ends them without tearing down the heap
+QUICK_EXIT = {"summary", "report", "diff"}
 
 DESCRIPTION = """\
 polyprof: a vendor-neutral profiler for ML and dataflow programs.
@@ -85,5 +88,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def entry() -> None:
+    """The ``polyprof`` command (console script and ``python -m polyprof``): :func:`main`;
+    then, after :data:`QUICK_EXIT` commands, the exit handlers run and the process ends
+    without the interpreter's teardown, which frees every object of the analysed heap
+    one by one (about 20 ms of CPU after a summary of 8 ranks, against 8 ms for the
+    process to end). ``main()`` called in a program returns as usual."""
+    argv = sys.argv[1:]
+    rc = main(argv)
+    if command_of(argv) in QUICK_EXIT:
+        import atexit
+        import os
+
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (BrokenPipeError, OSError):  # a reader gone: nothing more to write
+            pass
+        atexit._run_exitfuncs()  # logging's flush, temporary folders, worker pools
+        os._exit(rc)
+    sys.exit(rc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyze.common import COMMUNICATION, device_view, frame
+from ..analyze.frames import order_desc
 from ..trace.core import Trace
 
 COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
@@ -194,20 +195,39 @@ def collective_stats(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
     ``algbw_gbps`` (bytes / mean time), ``busbw_gbps`` (``algbw`` x the nccl-tests bus
     factor of the op and group size; NaN without sizes).
     """
-    parts = [t.assign(rank=r) for r, t in tables.items() if len(t)]
+    parts = [(r, t) for r, t in tables.items() if len(t)]
     cols = ["op", "bytes", "count", "ranks", "total_ns", "mean_ns", "max_ns", "algbw_gbps", "busbw_gbps"]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object if c == "op" else float) for c in cols})
-    df = pd.concat(parts, ignore_index=True)
-    g = df.groupby(["op", "bytes"], sort=False)
-    out = g.agg(count=("dur_ns", "size"), ranks=("rank", "nunique"), total_ns=("dur_ns", "sum"),
-                mean_ns=("dur_ns", "mean"), max_ns=("dur_ns", "max"), group=("group_size", "max")).reset_index()
-    nbytes = out["bytes"].to_numpy(np.float64)
-    algbw = np.where(nbytes > 0, nbytes / np.maximum(out["mean_ns"].to_numpy(np.float64), 1), np.nan)  # B/ns = GB/s
-    n = np.where(out["group"] > 0, out["group"], out["ranks"]).astype(int)
-    out["algbw_gbps"] = algbw
-    out["busbw_gbps"] = algbw * np.array([bus_factor(o, k) for o, k in zip(out["op"], n)])
-    out = out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
-    return out[cols]
+
+    def column(name: str, dtype: type) -> np.ndarray:
+        return np.concatenate([t[name].to_numpy(dtype) for _, t in parts])
+
+    ops, nbytes, dur, group = column("op", object), column("bytes", np.int64), column("dur_ns", np.int64), \
+        column("group_size", np.int64)
+    rank = np.repeat(np.array([r for r, _ in parts], np.int64), [len(t) for _, t in parts])
+    # groups of (op, bytes) numbered in order of first appearance (pandas' groupby(sort=False))
+    names, op_code = np.unique(ops.astype(str), return_inverse=True)
+    _, first, inv = np.unique(np.stack([op_code.ravel(), nbytes], axis=1), axis=0, return_index=True,
+                              return_inverse=True)
+    renumber = np.empty(len(first), np.int64)
+    renumber[np.argsort(first, kind="stable")] = np.arange(len(first))
+    g, k = renumber[inv.ravel()], len(first)
+    count = np.bincount(g, minlength=k)
+    total = np.zeros(k, np.int64)
+    np.add.at(total, g, dur)
+    longest, widest = np.full(k, np.iinfo(np.int64).min), np.full(k, np.iinfo(np.int64).min)
+    np.maximum.at(longest, g, dur)
+    np.maximum.at(widest, g, group)
+    ranks = np.bincount(np.unique(np.stack([g, rank], axis=1), axis=0)[:, 0], minlength=k)
+    firsts = np.sort(first)
+    mean = total / count
+    size = nbytes[firsts].astype(np.float64)
+    algbw = np.where(size > 0, size / np.maximum(mean, 1), np.nan)  # B/ns = GB/s
+    n = np.where(widest > 0, widest, ranks)
+    busbw = algbw * np.array([bus_factor(o, int(m)) for o, m in zip(ops[firsts], n)])
+    return frame({"op": ops[firsts], "bytes": nbytes[firsts], "count": count, "ranks": ranks, "total_ns": total,
+                  "mean_ns": mean, "max_ns": longest, "algbw_gbps": algbw, "busbw_gbps": busbw},
+                 order=order_desc(total))
 
 

@@ -42,6 +42,7 @@ class RankResult:
     collectives: pd.DataFrame
     anchor: dict[str, Any] | None
     monotonic: bool
+    overview_row: tuple  # this rank's numbers in the job's rank_overview (OVERVIEW_COLUMNS[4:])
 
 
 def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: Any = AUTO) -> RankResult:
@@ -65,8 +66,9 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
         t = Tables(v)
         rep = Report(v, {n: t[n] for n in tables}, [], {"events": trace.n_events, "window": label(v, window)})
     s = trace.sources[0]
+    coll = rank_collectives(trace, rep.trace)
     return RankResult(int(s.rank if s.rank is not None else 0), s.label, rep.tables, rep.findings, rep.overview,
-                      rank_collectives(trace, rep.trace), *anchor_of(trace))
+                      coll, *anchor_of(trace), _overview_row(rep.tables, coll))
 
 
 def summaries_only(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -186,27 +188,29 @@ def _rank_findings(results: dict[int, RankResult]) -> list[Finding]:
 
 
 def _overview_table(results: dict[int, RankResult], how: dict[int, str]) -> pd.DataFrame:
-    rows = []
-    for r in sorted(results):
-        res = results[r]
-        st = res.tables.get("step_stats")
-        steps = st.drop_duplicates("step")["host_ns"].to_numpy(np.float64) if st is not None and len(st) else np.zeros(0)
-        tb = res.tables.get("temporal_breakdown")
-        allrows = tb[tb["track_id"] == -1] if tb is not None and len(tb) else None
-        if allrows is not None and len(allrows):
-            span = allrows["span_ns"].sum()
-            pct = [float(allrows[c].sum() / span * 100) if span else float("nan")
-                   for c in ("compute_ns", "non_compute_ns", "idle_ns")]
-        else:
-            pct = [float("nan")] * 3
-        ov = res.tables.get("comm_comp_overlap")
-        comm = int(ov["communication_ns"].sum()) if ov is not None and len(ov) else 0
-        n_coll = int(res.collectives["in_window"].sum()) if "in_window" in res.collectives else len(res.collectives)
-        rows.append((r, res.label, how.get(r, ""), int(res.overview.get("events", 0)), len(steps),
-                     float(steps.mean()) if len(steps) else float("nan"),
-                     float(np.median(steps)) if len(steps) else float("nan"),
-                     float(steps.max()) if len(steps) else float("nan"), *pct, comm, n_coll))
-    return rows_frame(rows, OVERVIEW_COLUMNS)
+    return rows_frame([(r, results[r].label, how.get(r, ""), int(results[r].overview.get("events", 0)),
+                        *results[r].overview_row) for r in sorted(results)], OVERVIEW_COLUMNS)
+
+
+def _overview_row(tables: dict[str, pd.DataFrame], collectives: pd.DataFrame) -> tuple:
+    """One rank's steps, breakdown and communication for the job's ``rank_overview``
+    (computed where the rank is analysed)."""
+    st = tables.get("step_stats")
+    steps = st.drop_duplicates("step")["host_ns"].to_numpy(np.float64) if st is not None and len(st) else np.zeros(0)
+    tb = tables.get("temporal_breakdown")
+    allrows = tb[tb["track_id"] == -1] if tb is not None and len(tb) else None
+    if allrows is not None and len(allrows):
+        span = allrows["span_ns"].sum()
+        pct = [float(allrows[c].sum() / span * 100) if span else float("nan")
+               for c in ("compute_ns", "non_compute_ns", "idle_ns")]
+    else:
+        pct = [float("nan")] * 3
+    ov = tables.get("comm_comp_overlap")
+    comm = int(ov["communication_ns"].sum()) if ov is not None and len(ov) else 0
+    n_coll = int(collectives["in_window"].sum()) if "in_window" in collectives else len(collectives)
+    return (len(steps), float(steps.mean()) if len(steps) else float("nan"),
+            float(np.median(steps)) if len(steps) else float("nan"),
+            float(steps.max()) if len(steps) else float("nan"), *pct, comm, n_coll)
 
 
 def _straggler_findings(per_rank: pd.DataFrame, per_coll: pd.DataFrame, align: pd.DataFrame) -> list[Finding]:
