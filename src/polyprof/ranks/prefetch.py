@@ -19,6 +19,7 @@ the workers start (:func:`use` keeps them only until then).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import pickle
@@ -55,6 +56,10 @@ class Prefetch:
         import multiprocessing as mp
 
         self.entries = list(entries)
+        if any(e.path is not None and e.path.name.endswith((".json", ".json.gz")) for e in self.entries):
+            # the Kineto reader (no pandas), imported once here, before the fork: the
+            # reader starts reading at once, and the pool's workers need it too
+            importlib.import_module("polyprof.formats.kineto")
         shm = Path("/dev/shm")  # memory, not a disk, where the system has it
         self.dir = Path(tempfile.mkdtemp(prefix="polyprof-prefetch-",
                                          dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None))
