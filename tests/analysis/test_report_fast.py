@@ -15,6 +15,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 import polyprof
+from polyprof.analyze.frames import column
 from polyprof.report import terminal
 from polyprof.report.tables import build
 
@@ -60,12 +61,12 @@ def test_column_reads_what_pandas_reads():
                        "s": pd.array(["x", "y", None, "z"], dtype="string"), "n": pd.array([1, None, 3, 4], "Int64"),
                        "c": pd.Categorical(["p", "q", "p", "p"])})
     for c in df.columns:
-        got, want = terminal.column(df, c), df[c].to_numpy()
+        got, want = column(df, c), df[c].to_numpy()
         assert isinstance(got, np.ndarray) and got.dtype == want.dtype, c
         assert got.tolist() == want.tolist() or all(
             (a is b) or (a == b) or (a != a and b != b) for a, b in zip(got.tolist(), want.tolist())), c
     dup = pd.DataFrame([[1, 2], [3, 4]], columns=["a", "a"])  # a duplicated label: pandas' frame
-    assert terminal.column(dup, "a").tolist() == dup["a"].to_numpy().tolist() == [[1, 2], [3, 4]]
+    assert column(dup, "a").tolist() == dup["a"].to_numpy().tolist() == [[1, 2], [3, 4]]
 
 
 def test_one_value_is_nunique_of_one():

@@ -20,7 +20,7 @@ from ..trace.vocabulary import INPUT_MARKERS
 from .advice import suggestion
 from .clocks import unsynchronised
 from .common import COMMUNICATION, MEMCPY, device_view
-from .frames import frame, order_desc
+from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .window import WindowArg, view
 from ..trace.sorting import unique
@@ -61,13 +61,13 @@ def _records(df: pd.DataFrame, cols: list[str], n: int = 5, at: np.ndarray | Non
     plain dicts, column by column (``itertuples`` makes a namedtuple class and
     ``df[cols]`` an Arrow label index, per call)."""
     take = slice(None, n) if at is None else at[:n]
-    values = [[v.item() if hasattr(v, "item") else v for v in df[c].to_numpy()[take].tolist()] for c in cols]
+    values = [[v.item() if hasattr(v, "item") else v for v in column(df, c)[take].tolist()] for c in cols]
     return [dict(zip(cols, row)) for row in zip(*values)]
 
 
 def _rows(df: pd.DataFrame, cols: list[str], keep: np.ndarray | None = None) -> list[dict[str, Any]]:
     """The rows of ``df`` (``keep``: a mask) as dicts of ``cols``, without pandas per row."""
-    values = [(df[c].to_numpy() if keep is None else df[c].to_numpy()[keep]).tolist() for c in cols]
+    values = [(column(df, c) if keep is None else column(df, c)[keep]).tolist() for c in cols]
     return [dict(zip(cols, row)) for row in zip(*values)]
 
 
@@ -145,7 +145,7 @@ def _device_rows(trace: Trace, t) -> list[dict[str, Any]]:
     the host's clock."""
     tb = t("temporal_breakdown")
     unsynced = unsynchronised(trace)
-    rows = _rows(tb, ["plane", "span_ns", "idle_ns", "idle_pct"], tb["track_id"].to_numpy() == -1)
+    rows = _rows(tb, ["plane", "span_ns", "idle_ns", "idle_pct"], column(tb, "track_id") == -1)
     return [r for r in rows if r["plane"] not in unsynced]
 
 
@@ -169,7 +169,7 @@ def _unsynchronised(trace: Trace, unsynced: dict[str, str]) -> list[Finding]:
 def _host_bound(trace: Trace, t) -> list[Finding]:
     out = []
     idle = t("idle_time_breakdown")
-    waits = _by_plane(_rows(idle, ["plane", "host_wait_pct", "host_wait_ns"], idle["track_id"].to_numpy() == -1))
+    waits = _by_plane(_rows(idle, ["plane", "host_wait_pct", "host_wait_ns"], column(idle, "track_id") == -1))
     for r in _device_rows(trace, t):
         if not r["span_ns"] or r["idle_pct"] < IDLE_PCT:
             continue
@@ -179,14 +179,15 @@ def _host_bound(trace: Trace, t) -> list[Finding]:
         hw = float(ir["host_wait_pct"] or 0)
         if hw < HOST_WAIT_SHARE:
             continue
-        ops = t("op_stats").sort_values("self_ns", ascending=False)
+        ops = t("op_stats")
+        by_self = order_desc(column(ops, "self_ns"), stable=False)  # as sort_values("self_ns", ascending=False)
         out.append(Finding(
             "host_bound", f"{r['plane']} idle {r['idle_pct']:.0f}% of the time, mostly waiting for the host",
             _sev(r["idle_pct"], 50), r["plane"],
             {"idle_pct": round(float(r["idle_pct"]), 2), "idle_ns": int(r["idle_ns"]),
              "host_wait_ns": int(ir["host_wait_ns"]), "host_wait_pct_of_idle": round(hw, 2),
              "span_ns": int(r["span_ns"])},
-            _records(ops, ["name", "count", "self_ns"]) if len(ops) else [],
+            _records(ops, ["name", "count", "self_ns"], at=by_self) if len(ops) else [],
             suggestion(trace, "host_bound")))
     return out
 
@@ -196,7 +197,8 @@ def _input_bound(trace: Trace, t) -> list[Finding]:
     if not len(ev):
         return []
     search = _INPUT.search
-    sel = ev[np.fromiter((search(str(s).lower()) is not None for s in ev["name"].to_numpy()), bool, len(ev))]
+    names = column(ev, "name")
+    sel = np.flatnonzero(np.fromiter((search(str(s).lower()) is not None for s in names.tolist()), bool, len(names)))
     if not len(sel):
         return []
     from .common import analysed_span
@@ -204,14 +206,14 @@ def _input_bound(trace: Trace, t) -> list[Finding]:
     t0, t1 = analysed_span(trace)
     span = max(t1 - t0, 1)
     # nested input events would double count: take the largest one as the lower bound
-    top = float(sel["total_ns"].max())
+    top = float(column(ev, "total_ns")[sel].max())
     share = 100.0 * top / span
     if share < INPUT_SHARE:
         return []
     return [Finding("input_bound", f"input pipeline takes {share:.0f}% of the analysed span",
                     _sev(share, 30), "/host:CPU", {"input_ns": int(top), "span_ns": int(span),
                                                    "share_pct": round(share, 2)},
-                    _records(sel, ["name", "count", "total_ns"]),
+                    _records(ev, ["name", "count", "total_ns"], at=sel),
                     suggestion(trace, "input_bound"))]
 
 
@@ -219,7 +221,7 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     kb = t("kernel_breakdown")
     if not len(kb):
         return []
-    kind, count, mean = (kb[c].to_numpy() for c in ("kind", "count", "mean_ns"))
+    kind, count, mean = (column(kb, c) for c in ("kind", "count", "mean_ns"))
     kernels = np.flatnonzero((kind == "compute") | (kind == "communication"))
     n = int(count[kernels].sum())
     if n < MIN_KERNELS:
@@ -287,7 +289,7 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
     by_thread = sync_by_thread(trace)
     if not len(by_thread):
         return []
-    worst = by_thread.iloc[0]
+    worst = {c: column(by_thread, c)[0] for c in ("thread", "share_pct", "sync_ns", "window_ns", "calls")}
     share = float(worst["share_pct"])
     if share < SYNC_SHARE:
         return []
@@ -307,7 +309,7 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
                     _sev(share, 20), "/host:CPU",
                     {"sync_ns": int(worst["sync_ns"]), "window_ns": int(worst["window_ns"]),
                      "share_pct": round(share, 2), "calls": int(worst["calls"]), "thread": str(worst["thread"]),
-                     "threads_syncing": int((by_thread["sync_ns"] > 0).sum())},
+                     "threads_syncing": int((column(by_thread, "sync_ns") > 0).sum())},
                     _records(top, ["category", "name", "count", "total_ns"]),
                     suggestion(trace, "sync_stalls"))]
 
@@ -338,7 +340,7 @@ def _idle_between_steps(trace: Trace, t) -> list[Finding]:
     if len(ss) < 2:
         return []
     out = []
-    planes, step, start, end, host = (ss[c].to_numpy() for c in ("plane", "step", "device_start_ns",
+    planes, step, start, end, host = (column(ss, c) for c in ("plane", "step", "device_start_ns",
                                                                   "device_end_ns", "host_ns"))
     for plane in dict.fromkeys(planes[planes != ""].tolist()):  # a groupby would build an Arrow index
         g = np.flatnonzero((planes == plane) & (start >= 0))

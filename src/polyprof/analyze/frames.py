@@ -82,6 +82,17 @@ def _general(columns: dict[str, Any], index: pd.Index | None) -> pd.DataFrame:
     return df
 
 
+def column(df: pd.DataFrame, c: str) -> np.ndarray:
+    """``df[c].to_numpy()``, without building the Series (6 µs a column, and a summary
+    reads a hundred) where the column is one NumPy array of its own."""
+    try:
+        i = df.columns.get_loc(c)
+        a = df._get_column_array(i) if isinstance(i, int) else None
+    except (AttributeError, KeyError, TypeError):  # pandas without it: the public way
+        a = None
+    return a if isinstance(a, np.ndarray) else df[c].to_numpy()
+
+
 def rows_frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
     """:func:`frame` from row tuples."""
     return frame({c: [r[i] for r in rows] for i, c in enumerate(columns)})

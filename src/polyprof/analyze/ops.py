@@ -11,7 +11,7 @@ from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from .common import CLASS_NAMES, device_view
-from .frames import empty_frame, frame, order_asc, order_desc
+from .frames import column, empty_frame, frame, order_asc, order_desc
 from .grouping import group_reduce, group_stats
 from .window import WindowArg, device_mask, host_mask, view
 
@@ -110,20 +110,20 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: W
             "delay_median_ns", "delay_p99_ns"]
     if not len(ls):
         return empty_frame(cols, cols[:2], np.float64)
-    pc, planes = pd.factorize(ls["plane"].to_numpy())
-    nc, names = pd.factorize(ls["launch_name"].to_numpy())
-    g = group_stats(pc.astype(np.int64) * len(names) + nc, ls["launch_delay_ns"].to_numpy())
+    pc, planes = pd.factorize(column(ls, "plane"))
+    nc, names = pd.factorize(column(ls, "launch_name"))
+    g = group_stats(pc.astype(np.int64) * len(names) + nc, column(ls, "launch_delay_ns"))
     o, st, n = g["order"], g["starts"], g["count"]
     p, k = np.divmod(g["key"], len(names))
     # a launch call counts once however many activities it launched (a graph launch: dozens)
-    first = first_of_each(ls["launch_row"].to_numpy()).astype(np.int64)
+    first = first_of_each(column(ls, "launch_row")).astype(np.int64)
     calls = group_reduce(o, st, first, np.add)
-    graph = first * ls["graph_launch"].to_numpy().astype(np.int64) if "graph_launch" in ls else first * 0
+    graph = first * column(ls, "graph_launch").astype(np.int64) if "graph_launch" in ls else first * 0
     out = frame({
         "plane": np.asarray(planes, object)[p], "launch_name": np.asarray(names, object)[k], "count": n,
         "launches": calls, "graph_launches": group_reduce(o, st, graph, np.add),
-        "cpu_mean_ns": group_reduce(o, st, ls["cpu_duration_ns"].to_numpy() * first, np.add) / calls,
-        "device_mean_ns": group_reduce(o, st, ls["device_duration_ns"].to_numpy(), np.add) / n,
+        "cpu_mean_ns": group_reduce(o, st, column(ls, "cpu_duration_ns") * first, np.add) / calls,
+        "device_mean_ns": group_reduce(o, st, column(ls, "device_duration_ns"), np.add) / n,
         "delay_median_ns": g["median"], "delay_p99_ns": g["p99"]}, order=order_desc(n))
     return out
 

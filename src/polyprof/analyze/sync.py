@@ -13,6 +13,7 @@ from ..trace.core import Trace
 from ..trace.vocabulary import BLOCKING_COPIES as _BLOCKING_COPIES
 from ..trace.vocabulary import SYNC_CATEGORIES, SYNC_MARKERS  # noqa: F401  (SYNC_CATEGORIES: for callers)
 from .common import analysed_span, empty_frame, frame
+from .frames import order_desc
 from .window import WindowArg, view
 from ..trace.sorting import lexsort
 
@@ -91,6 +92,5 @@ def sync_by_thread(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     calls = np.add.reduceat(((pos >= 0) & (st < we[np.maximum(pos, 0)])).astype(np.int64), t_first)
     # named after the track of the thread's first sync row (two tracks can record one thread)
     names = [trace.tracks[int(t)].name for t in ev["track"][np.minimum.reduceat(rows[order], t_first)]]
-    df = frame({"thread": names, "calls": calls, "sync_ns": busy, "window_ns": np.full(len(names), length, np.int64),
-                "share_pct": 100.0 * busy / length})
-    return df.sort_values("sync_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return frame({"thread": names, "calls": calls, "sync_ns": busy, "window_ns": np.full(len(names), length, np.int64),
+                  "share_pct": 100.0 * busy / length}, order=order_desc(busy))

@@ -18,6 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from ..analyze.frames import column
 from ..trace.core import Trace
 
 
@@ -145,17 +146,6 @@ def fit_texts(texts: list[str], width: int) -> list[str]:
             fixed = {t: _window(t, width, at) for t in originals}
             best = [fixed.get(t, o) if o == shown else o for t, o in zip(texts, best)]
     return best
-
-
-def column(df: pd.DataFrame, c: str) -> np.ndarray:
-    """``df[c].to_numpy()``, without building the Series (6 µs a column, and a summary
-    reads a hundred) where the column is one NumPy array of its own."""
-    try:
-        i = df.columns.get_loc(c)
-        a = df._get_column_array(i) if isinstance(i, int) else None
-    except (AttributeError, KeyError, TypeError):  # pandas without it: the public way
-        a = None
-    return a if isinstance(a, np.ndarray) else df[c].to_numpy()
 
 
 def _one_value(a: np.ndarray) -> bool:
@@ -469,7 +459,7 @@ def _other_events(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> Non
 
         shown = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE, Kind.RUNTIME, Kind.CPU_OP,
                  Kind.ANNOTATION, Kind.STEP, Kind.DEVICE_ANNOTATION, Kind.DERIVED)
-        cats = other["category"].to_numpy()
+        cats = column(other, "category")
         other = other[np.fromiter((kind_of(str(c)) not in shown for c in cats), bool, len(cats))]
     else:
         other = other[~other["category"].isin(["section", "user_annotation", "step"])]
