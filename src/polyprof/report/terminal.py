@@ -156,13 +156,19 @@ def _one_value(a: np.ndarray) -> bool:
     return pd.Series(a).nunique(dropna=False) == 1
 
 
-def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200) -> "Grid":
-    """A table of ``df``: (column, header, formatter[, optional]). Optional columns
+def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200,
+           rows: np.ndarray | None = None) -> "Grid":
+    """A table of ``df`` (of its rows at the positions ``rows``, when given: as
+    ``df.iloc[rows]`` without building that frame): (column, header, formatter[,
+    optional]). Optional columns
     (a priority: higher goes first, then the rightmost) are left out when the table would
     not fit ``width`` characters; then text columns are shortened, widest first. Numbers
     and headers of numeric columns are always shown in full."""
-    shown = min(top, len(df))
     values = {c: column(df, c) for c, *_ in cols}
+    if rows is not None:
+        values = {c: v[rows] for c, v in values.items()}
+    n = len(df) if rows is None else len(rows)
+    shown = min(top, n)
     # each column's first rows as Python values, as iterating df.head(top)[c] gives them
     cells = {c: [(fmt(v) if fmt else str(v)) for v in values[c][:shown].tolist()] for c, _, fmt, *_ in cols}
     need = {c: max([_cells(h), *map(_cells, cells[c])]) for c, h, *_ in cols}
@@ -199,7 +205,7 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int
     for c, _ in heads:
         if c in TEXT_COLUMNS:
             cells[c] = fit_texts(cells[c], w[c])
-    return Grid(f"{title}" + (f"  (top {top} of {len(df)})" if len(df) > top else "") + note,
+    return Grid(f"{title}" + (f"  (top {top} of {n})" if n > top else "") + note,
                 [(head, w[c], c in TEXT_COLUMNS) for c, head in heads],
                 [[cells[c][i] for c, _ in heads] for i in range(shown)])
 
@@ -382,11 +388,11 @@ def _device_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> No
             ("plane", "device", None), ("stream", "stream", None), ("time_mean", "mean (time)", _num),
             ("max", "max", _num), ("p50", "median", _num), ("changes", "changes", i, True)], 2 * top, W))
     ov_ = T["comm_comp_overlap"]
-    ov_ = ov_[ov_["communication_ns"] > 0]
-    if len(ov_):
+    comm = np.flatnonzero(column(ov_, "communication_ns") > 0)
+    if len(comm):
         out(_table("Communication / compute overlap", ov_, [
             ("plane", "device", None), ("communication_ns", "communication", fmt_ns),
-            ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W))
+            ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W, comm))
 
 
 def _op_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> None:
@@ -443,7 +449,7 @@ def _step_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int, has_dev
     ls = T["launch_summary"]
     if len(ls):
         # a call that launches many activities (a CUDA graph): calls and activities apart
-        calls = [("launches", "calls", i)] if (ls["launches"] != ls["count"]).any() else []
+        calls = [("launches", "calls", i)] if (column(ls, "launches") != column(ls, "count")).any() else []
         out(_table("Launches", ls, [
             ("plane", "device", None), ("launch_name", "launch call", None), *calls,
             ("count", "activities" if calls else "count", i), ("cpu_mean_ns", "CPU mean", fmt_ns), ("device_mean_ns", "device mean", fmt_ns),
@@ -459,15 +465,17 @@ def _other_events(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> Non
 
         shown = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE, Kind.RUNTIME, Kind.CPU_OP,
                  Kind.ANNOTATION, Kind.STEP, Kind.DEVICE_ANNOTATION, Kind.DERIVED)
-        cats = column(other, "category")
-        other = other[np.fromiter((kind_of(str(c)) not in shown for c in cats), bool, len(cats))]
-    else:
-        other = other[~other["category"].isin(["section", "user_annotation", "step"])]
-    if len(other):
+    cats = column(other, "category").tolist()
+    if has_kernels:
+        keep = np.fromiter((kind_of(str(c)) not in shown for c in cats), bool, len(cats))
+    else:  # as ~isin([...]): exact matches
+        keep = np.fromiter((c not in ("section", "user_annotation", "step") for c in cats), bool, len(cats))
+    rows = np.flatnonzero(keep)
+    if len(rows):
         out(_table("Other events by total time" if has_kernels else "Top events by total time", other, [
             ("category", "category", None), ("name", "name", None), ("count", "count", _int),
             ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns),
-            ("max_ns", "max", fmt_ns)], top, W))
+            ("max_ns", "max", fmt_ns)], top, W, rows))
 
 
 def _counter_table(out: Any, cs: pd.DataFrame | None, top: int, W: int) -> None:
@@ -487,7 +495,7 @@ def _counter_table(out: Any, cs: pd.DataFrame | None, top: int, W: int) -> None:
 
 def _section_memory(out: Any, sec: pd.DataFrame, top: int, W: int) -> None:
     """Memory per section, when the trace has any (allocators, else process RSS)."""
-    if "mem_source" not in sec or not sec["mem_delta_bytes"].notna().any():
+    if "mem_source" not in sec or not (~np.isnan(column(sec, "mem_delta_bytes").astype(np.float64))).any():
         return
     rss = "allocator" not in set(sec["mem_source"])
     cols: list[tuple] = [("name", "name", None), ("mem_delta_bytes", "Δ held", fmt_bytes),
