@@ -145,3 +145,16 @@ def test_collective_names_in_one_search_as_one_by_one():
         names = [rng.choice(pool) + rng.choice(["", "İ", "a", "\0"]) for _ in range(rng.randrange(0, 12))]
         assert collective_names(names).tolist() == [is_collective_name(n) for n in names], names
     assert collective_names(["x", "nccl"]).tolist() == [False, True]
+
+
+def test_rows_of_kind_is_isin_of_the_kinds(kineto_files):
+    """The byte-table lookup of rows_of_kind against np.isin it stands in for."""
+    import itertools
+
+    for path in kineto_files[:4]:
+        t = polyprof.load(path)
+        for r in (1, 2, 3):
+            for kinds in itertools.islice(itertools.combinations(list(Kind), r), 40):
+                want = np.flatnonzero(np.isin(t.kinds, np.asarray(kinds, np.int8)))
+                assert np.array_equal(t.rows_of_kind(*kinds), want), (path.name, kinds)
+        assert len(t.rows_of_kind()) == 0

@@ -53,3 +53,31 @@ def test_ratio_pct_is_nan_where_the_denominator_is_not_positive():
     got = ratio_pct(np.array([1, 2, 3]), np.array([4, 0, -1]))
     want = 100.0 * pd.Series([1, 2, 3]) / pd.Series([4, 0, -1]).where(pd.Series([4, 0, -1]) > 0)
     np.testing.assert_array_equal(got, want.to_numpy())
+
+
+def test_orders_match_nargsort_on_every_dtype_and_many_ties():
+    """The NumPy path of order_asc / order_desc against pandas' nargsort it stands in for."""
+    from pandas.core.sorting import nargsort
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 7, 40, 300, 5000):
+        for values in (rng.integers(0, 5, n), rng.integers(-3, 3, n).astype(np.uint8) if n else np.zeros(0, np.uint8),
+                       rng.integers(0, 4, n).astype(np.float64), np.where(rng.random(n) < 0.2, np.nan, rng.random(n)),
+                       rng.integers(0, 3, n).astype(np.int32), rng.integers(0, 3, n).astype(object),
+                       rng.integers(0, 2, n).astype(bool)):
+            for stable, kind in ((True, "stable"), (False, "quicksort")):
+                assert order_desc(values, stable).tolist() == nargsort(values, kind=kind, ascending=False).tolist()
+                assert order_asc(values, stable).tolist() == nargsort(values, kind=kind).tolist()
+
+
+def test_tables_share_their_label_index_and_it_cannot_be_changed():
+    a = frame({"x": np.arange(3), "y": np.arange(3.0)})
+    b = frame({"x": np.arange(2), "y": np.arange(2.0)})
+    assert list(a.columns) == ["x", "y"] and a.columns.dtype == object and a.columns.equals(b.columns)
+    with pytest.raises(TypeError):
+        a.columns[0] = "z"  # an Index is immutable, so sharing one is safe
+    with pytest.raises(ValueError):
+        a.columns.values[0] = "z"
+    b.columns.name = "mine"
+    b.columns = ["p", "q"]
+    assert list(a.columns) == ["x", "y"] and a.columns.name is None

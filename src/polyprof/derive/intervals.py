@@ -29,7 +29,8 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def clip_union(starts: np.ndarray, ends: np.ndarray, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`union` restricted to the window [t0, t1)."""
-    s, e = union(np.clip(starts, t0, t1), np.clip(ends, t0, t1))
+    # np.clip's own definition, without its Python wrapper (5 us a call, a summary makes dozens)
+    s, e = union(np.minimum(np.maximum(starts, t0), t1), np.minimum(np.maximum(ends, t0), t1))
     keep = e > s
     return s[keep], e[keep]
 
@@ -45,7 +46,7 @@ def covered(seg_s: np.ndarray, seg_e: np.ndarray, a: np.ndarray, b: np.ndarray) 
     def upto(t: np.ndarray) -> np.ndarray:  # covered length in (-inf, t)
         i = np.searchsorted(seg_s, t, side="right")  # segments starting at or before t
         last = np.maximum(i - 1, 0)
-        partial = np.where(i > 0, np.clip(t - seg_s[last], 0, seg_e[last] - seg_s[last]), 0)
+        partial = np.where(i > 0, np.minimum(np.maximum(t - seg_s[last], 0), seg_e[last] - seg_s[last]), 0)
         return cum[last] * (i > 0) + partial
 
     return np.maximum(upto(b) - upto(a), 0)
