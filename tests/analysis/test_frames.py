@@ -81,3 +81,13 @@ def test_tables_share_their_label_index_and_it_cannot_be_changed():
     b.columns.name = "mine"
     b.columns = ["p", "q"]
     assert list(a.columns) == ["x", "y"] and a.columns.name is None
+
+
+def test_table_labels_are_the_index_the_constructor_makes():
+    from polyprof.analyze.frames import _labels
+
+    for names in (("a", "b"), ("name", "count", "total_ns"), (), ("x",), ("dup", "dup")):
+        got, want = _labels(names), pd.Index(list(names), dtype=object)
+        assert type(got) is type(want) and got.dtype == want.dtype == object and got.equals(want), names
+        assert got.is_unique == want.is_unique and got.inferred_type == want.inferred_type
+        assert list(frame({n: np.arange(2) for n in names}).columns) == list(dict.fromkeys(names))
