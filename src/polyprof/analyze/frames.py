@@ -12,7 +12,7 @@ conversion and ``take`` cost about a quarter of all the analyses).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import pandas as pd
@@ -130,7 +130,7 @@ def order_asc(values: np.ndarray, stable: bool = True) -> np.ndarray:
     return _order(np.asarray(values), "stable" if stable else "quicksort", True)
 
 
-def _order(values: np.ndarray, kind: str, ascending: bool) -> np.ndarray:
+def _order(values: np.ndarray, kind: Literal["stable", "quicksort"], ascending: bool) -> np.ndarray:
     """``nargsort(values, kind, ascending)`` (NaN last): its steps in NumPy for integer
     and float arrays (pandas' function costs 10-20 us of checks a call), pandas' own
     for anything else."""
