@@ -455,6 +455,37 @@ json.dump({{"before": before, "meta": t.metadata.get("opencl"),
     assert out["meta"]["device_events"] == 4 and out["meta"]["queues_made_profiling"] == 1
 
 
+@pytest.mark.parametrize("imports", [False, True])
+def test_stop_and_collect_run_on_the_session_thread_until_pyopencl_is_imported(imports: bool) -> None:
+    """Before the program imports pyopencl the plugin touched no device: its stop and
+    collect run on the session's thread (no thread hand-off at the session's end);
+    after that import they run in helper threads under the time limits."""
+    code = f"""
+import json, sys, threading, polyprof
+from polyprof.plugins.opencl import OpenCLPlugin
+here = {{}}
+def spy(phase):
+    real = getattr(OpenCLPlugin, phase)
+    def call(self):
+        here[phase] = threading.current_thread() is threading.main_thread()
+        return real(self)
+    setattr(OpenCLPlugin, phase, call)
+spy("_stop"); spy("_collect")
+with polyprof.profile() as s:
+    if {imports!r}:
+        import pyopencl
+print(json.dumps({{"here": here, "status": s.trace.metadata["plugins"].get("opencl"),
+                  "imported": s.trace.metadata["opencl"].get("pyopencl_imported", True)}}))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["status"] == "ok" and out["imported"] is imports
+    assert out["here"] == {"_stop": not imports, "_collect": not imports}
+
+
 def test_session_availability_does_not_import_pyopencl() -> None:
     code = ("import sys; from polyprof.plugins.opencl import OpenCLPlugin; "
             "a = OpenCLPlugin.session_availability(); print(bool(a), 'pyopencl' in sys.modules)")

@@ -88,6 +88,56 @@ def test_a_hanging_plugin_is_time_limited_and_reported(phase):
     assert _count(prof.trace, "work") == 1
 
 
+class Recorded(Plugin):
+    """A plugin whose ``time_limited`` answers per call (a property, as the torch and
+    OpenCL plugins'), recording on which thread each call ran."""
+
+    name = "recorded"
+
+    def __init__(self, limited) -> None:
+        super().__init__()
+        self.limited, self.threads = limited, {}
+
+    @property
+    def time_limited(self) -> bool:
+        return self.limited(self._state)
+
+    def _note(self, phase: str) -> None:
+        self.threads[phase] = threading.current_thread().name
+
+    def _start(self, ctx) -> None:
+        self._note("start")
+
+    def _stop(self) -> None:
+        self._note("stop")
+
+    def _collect(self):
+        self._note("collect")
+        return TraceBuilder().build()
+
+
+def test_time_limited_is_asked_before_each_call():
+    """A plugin limited until it stops (its collect works on memory only) is started
+    and stopped in helper threads, collected on the session's thread."""
+    p = Recorded(lambda state: state != "stopped")
+    with polyprof.profile(plugins=["host", p]) as prof:
+        pass
+    here = threading.current_thread().name
+    assert p.threads == {"start": "polyprof-start-recorded", "stop": "polyprof-stop-recorded", "collect": here}
+    assert prof.trace.metadata["plugins"]["recorded"] == "ok"
+
+
+def test_a_time_limited_that_raises_keeps_the_limit():
+    def broken(state):
+        raise RuntimeError("no answer")
+
+    p = Recorded(broken)
+    with polyprof.profile(plugins=["host", p]) as prof:
+        pass
+    assert p.threads == {ph: f"polyprof-{ph}-recorded" for ph in ("start", "stop", "collect")}
+    assert prof.trace.metadata["plugins"]["recorded"] == "ok" and prof.trace.metadata["plugin_errors"] == []
+
+
 def test_host_data_is_never_dropped_by_the_collect_limit():
     """8 CPU-bound threads, 1,000,000 sections in all, a collect limit far shorter than
     the host collect takes: every section is kept (the limit is for device plugins)."""

@@ -420,7 +420,8 @@ def test_torch_profiler_that_cannot_start_is_reported_not_raised():
 
 
 def test_plugin_never_collected_leaves_no_temp_dir():
-    """A plugin stopped but never collected (failed stop, conformance checks) cleans up."""
+    """A plugin stopped but never collected (failed stop, conformance checks) removes
+    the folder its exports went to."""
     import gc
     import os
 
@@ -430,12 +431,23 @@ def test_plugin_never_collected_leaves_no_temp_dir():
 
     p = TorchPlugin()
     p.start(SessionContext(start_ns=now_ns(), wall_anchor=wall_anchor()))
-    d = p._tmpdir
-    assert d and os.path.isdir(d)
+    d = p._export_dir()  # where an export (older torch, device activities) is written
+    assert os.path.isdir(d) and p._export_dir() == d
     p.stop()
     del p
     gc.collect()
     assert not os.path.exists(d)
+
+
+def test_a_recording_read_from_memory_writes_no_file(tmp_path, monkeypatch):
+    """Read from torch's results in memory, a session makes no export folder at all."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}}) as s:
+        torch.ones(4).sum()
+    assert s.trace.metadata["plugins"]["torch"] == "ok" and len(s.trace.rows_of_kind(Kind.CPU_OP))
+    assert list(tmp_path.iterdir()) == []
 
 
 # ----------------------------------------------------------------------------- section listeners

@@ -233,3 +233,29 @@ def test_activities_of_another_process_or_a_device_are_left_to_the_export():
     me = os.getpid()
     assert activities.read(Prof([Act("cpu_op", me), Act("kernel", 0)])) is None
     assert activities.read(Prof([Act("cpu_op", me)] * 40 + [Act("cpu_op", me + 1)])) is None  # the last is checked
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_collect_runs_on_the_session_thread_only_for_a_recording_in_memory(monkeypatch, in_memory):
+    """A recording read from torch's memory is collected on the session's thread (CPU
+    work on it: no thread hand-off, no limit that could only drop it); one read from
+    torch's JSON export keeps the helper thread and its time limit. Same ops either way."""
+    import polyprof
+    from polyprof.plugins.torch import TorchPlugin
+
+    if not in_memory:
+        monkeypatch.setattr(activities, "read", lambda prof: None)  # as on a torch before 2.13
+    where = []
+    real = TorchPlugin._collect
+
+    def spy(self):
+        where.append(threading.current_thread().name)
+        return real(self)
+
+    monkeypatch.setattr(TorchPlugin, "_collect", spy)
+    with polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}}) as s:
+        with polyprof.section("work"):
+            workload(threads=False)
+    assert s.errors == [] and s.trace.metadata["plugins"]["torch"] == "ok"
+    assert where == [threading.current_thread().name if in_memory else "polyprof-collect-torch"]
+    assert (s.trace.categories() == "cpu_op").sum() > 20 and (s.trace.names() == "work").sum() == 1

@@ -66,9 +66,6 @@ class Plugin(abc.ABC):
     device_kinds: ClassVar[tuple[str, ...]] = ()
     #: enabled in sessions that do not name their plugins, when available
     default: ClassVar[bool] = True
-    #: the session runs start/stop/collect in a helper thread under a time limit;
-    #: False only for plugins whose data is already in memory (the host plugin)
-    time_limited: ClassVar[bool] = True
     #: start()/stop() must run on the thread that opened the session (the profiler
     #: keeps thread-local state, e.g. torch): no time limit then, a hang is reported after
     session_thread_only: ClassVar[bool] = False
@@ -77,6 +74,14 @@ class Plugin(abc.ABC):
         self.options = options
         self._state = "new"
         self.ctx: SessionContext | None = None
+
+    @property
+    def time_limited(self) -> bool:
+        """The session runs start/stop/collect in a helper thread under a time limit;
+        False only where the call does CPU work on data in memory (the host plugin's
+        class attribute). Asked before each call, so a property may answer per call
+        (the torch plugin's collect of a recording read from torch's memory)."""
+        return True
 
     @classmethod
     def availability(cls) -> Availability:

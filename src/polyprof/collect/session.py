@@ -46,10 +46,19 @@ class _Slot:
         self.plugin = plugin
         self.started = False
         self.status = "new"
-        #: calls run in a helper thread under a time limit (False: the host plugin)
-        self.limited = bool(getattr(plugin, "time_limited", True))
         #: start()/stop() must run on the session's own thread (thread-local profiler state)
         self.here = bool(getattr(plugin, "session_thread_only", False))
+
+    @property
+    def limited(self) -> bool:
+        """The next call runs in a helper thread under a time limit. Asked before each
+        call: a plugin may say False once the call left does only CPU work on data in
+        memory (the host plugin always; the torch plugin's collect of what it read from
+        torch's memory), sparing a thread hand-off; never raises (True then)."""
+        try:
+            return bool(getattr(self.plugin, "time_limited", True))
+        except Exception:
+            return True
 
 
 class Session:

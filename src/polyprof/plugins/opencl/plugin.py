@@ -146,6 +146,15 @@ class OpenCLPlugin(Plugin):
             return Availability(False, f"pyopencl cannot be found: {e}")
         return Availability(True) if found else Availability(False, "pyopencl not installed")
 
+    @property
+    def time_limited(self) -> bool:
+        """Started but before the program imported pyopencl, no device was touched: stop()
+        removes an import hook and collect() returns an empty trace, on the session's
+        thread (no thread hand-off). A device probe at that import, running now (it holds
+        the lock), keeps the limit, as do start() and everything after the import."""
+        lock = getattr(self, "_lock", None)
+        return getattr(self, "_begun", True) or lock is None or lock.locked()
+
     # ---------------------------------------------------------------- lifecycle
     def _start(self, ctx: SessionContext) -> None:
         """Intercept pyopencl now if the program imported it, else at its import (a

@@ -44,7 +44,7 @@ from ...collect.clock import now_ns
 from ...collect.plugin import Availability, Plugin, SessionContext
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
-from ...trace.merge import merge
+from ...trace.merge import merge, merge_metadata
 from .align import Capture, clock_summary
 from .hooks import ImportHook, Ranges, imported_torch
 from .ingest import STEP_PREFIX, SYNC_NAME, ingest_kineto
@@ -104,6 +104,14 @@ class TorchPlugin(Plugin):
         self._had_steps = False
         self._paused = False  # a session schedule's wait steps (pause() / resume())
 
+    @property
+    def time_limited(self) -> bool:
+        """start() and stop() run on the session's thread anyway; collect() of recordings
+        read from torch's memory (activities.py) is CPU work on them, nothing waited on:
+        it runs there too, with no limit that could only drop them (and no thread
+        hand-off at the session's end). Reading torch's JSON exports keeps the limit."""
+        return self._state != "stopped" or any(c.path is not None for c in self._captures)
+
     @staticmethod
     def conformance_workload(seconds: float) -> None:
         """What `polyprof plugin check torch` runs while the plugin records: torch ops on the CPU."""
@@ -131,10 +139,6 @@ class TorchPlugin(Plugin):
     # ------------------------------------------------------------------ lifecycle
     def _start(self, ctx: SessionContext) -> None:
         global _active
-        self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
-        # removed at collect; also when a plugin that is never collected (failed stop,
-        # conformance checks) is garbage-collected or the interpreter exits
-        weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
         self._recorder = rec_mod.active_recorder()
         self._snapshot_threads()
         if _active is None:
@@ -310,6 +314,9 @@ class TorchPlugin(Plugin):
         if not parts:
             b = TraceBuilder(meta)
             return b.build()
+        if len(parts) == 1:  # one recording (the usual case): merging would only copy it
+            merge_metadata(parts[0].metadata, meta)
+            return parts[0]
         return merge(parts, meta)
 
     # ------------------------------------------------------------------ used by the drop-in
@@ -380,7 +387,7 @@ class TorchPlugin(Plugin):
             self._warn(cap.lost + "; its torch ops are lost")
             return
         # a driver's directory is the driver's to clean (it hands the file out later)
-        folder = directory or self._tmpdir or tempfile.gettempdir()
+        folder = directory or self._export_dir()
         path = os.path.join(folder, f"torch_{id(self):x}_cycle{cap.index}.json")
         torch.profiler.profile.export_chrome_trace(prof, path)
         cap.path = path
@@ -474,6 +481,16 @@ class TorchPlugin(Plugin):
             self.ctx.warn(self.name, msg)
         else:
             log.warning("plugin torch: %s", msg)
+
+    def _export_dir(self) -> str:
+        """Where torch's exports go until they are read: made at the first export only
+        (a recording read from memory writes none). Removed at collect; also when a
+        plugin that is never collected (failed stop, conformance checks) is
+        garbage-collected or the interpreter exits."""
+        if self._tmpdir is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
+            weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
+        return self._tmpdir
 
     def _cleanup(self) -> None:
         if self._tmpdir:
