@@ -73,7 +73,8 @@ def track_key(t, rows):
 def test_in_memory_read_equals_the_export_read(tmp_path, options):
     mem, exp = record(tmp_path, **options)
     assert mem is not None
-    assert mem.stats.pending == 1  # the args are still text
+    assert mem.stats.pending == 2  # the args are still text, the correlation ids in torch
+    assert "external_id" not in mem.stats.loaded() and "external_id" in exp.stats.loaded()
     names = exp.names().tolist()
     marks = [i for i, n in enumerate(names) if n in WINDOW_MARKS]
     assert len(marks) == 3 and marks == list(range(exp.n_events - 3, exp.n_events))
@@ -188,14 +189,19 @@ def test_the_session_stop_fetches_no_args_from_torch(monkeypatch):
     lookup does, once."""
     import polyprof
 
-    calls = []
-    real = activities._args_of
+    calls, ext_calls = [], []
+    real, real_ext = activities._args_of, activities._external_ids
 
     def counting(acts, res):
         calls.append(len(acts))
         return real(acts, res)
 
+    def counting_ext(acts, res):
+        ext_calls.append(len(acts))
+        return real_ext(acts, res)
+
     monkeypatch.setattr(activities, "_args_of", counting)
+    monkeypatch.setattr(activities, "_external_ids", counting_ext)
     with polyprof.profile(plugins=["torch"], options={"host": {"sample_interval_s": 0}}) as s:
         for _ in range(2):
             with polyprof.section("step body"):
@@ -209,6 +215,11 @@ def test_the_session_stop_fetches_no_args_from_torch(monkeypatch):
     assert (t.categories() == "cpu_op").sum() > 20 and sorted(t.stat_dense("step", -1)[t.categories() == "step"]) == [0, 1]
     assert len(t.stats["Ev Idx"]) > 20 and len(calls) == 1
     assert len(t.stats["Sequence number"]) > 0 and len(calls) == 1
+    assert ext_calls == [] and "external_id" not in t.stats.loaded()
+    ext = t.stats["external_id"]  # torch's correlation ids, fetched now: one per torch op
+    assert len(ext_calls) == 1 and len(calls) == 1
+    ops = np.flatnonzero(t.categories() == "cpu_op")
+    assert np.isin(ops, ext.rows).all() and len(np.unique(ext.lookup(ops)[1])) == len(ops)
 
 
 def test_activities_of_another_process_or_a_device_are_left_to_the_export():

@@ -5,8 +5,9 @@ torch (2.13 on) hands out the activities Kineto's JSON writer writes
 correlation and flow ids, and each one's args as the JSON text the writer puts in
 ``"args"``. Reading them (a C-level call per field and event, about 0.1 µs) costs less than
 torch writing its JSON and polyprof reading it back; the args (the costliest field:
-torch formats them on each call) are fetched only when a stat key is first asked for,
-so until then the Trace keeps torch's results object alive. The columns go through the Kineto reader's own collector and
+torch formats them on each call) and the correlation ids (``external_id``, which only
+device correlation asks for) are fetched only when a stat key is first asked for, so
+until then the Trace keeps torch's results object alive. The columns go through the Kineto reader's own collector and
 builder (``formats/kineto/collector.py``, ``build.py``), so the Trace has the layout, codes,
 typed ids, memory stats and deferred args that reading the export gives.
 
@@ -32,7 +33,9 @@ from ...formats.kineto.events import _F, _S
 from ...formats.kineto.flows import add_flow_columns
 from ...formats.kineto.progress import _Progress
 from ...formats.safety import clean_metadata
+from ...trace import keys
 from ...trace.core import Trace
+from ...trace.stats import StatColumn
 
 #: the activity kinds of a host-only recording (what torch records on CPUs)
 HOST_TYPES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_instant_event"})
@@ -76,17 +79,17 @@ def read(prof: Any) -> Trace | None:
     # the args are fetched from torch when first asked for (half the cost of reading
     # here), except in a recording of memory events, whose args are typed at load
     args: Any = _args_of(acts, res) if memory else (lambda: _args_of(acts, res))
-    corr = field.ints("correlation_id")
 
     col = _Collector(_SOURCE)
     col.add_columns(pids, tids, field.values("name"), cats, start, dur, args)
-    has = np.flatnonzero(corr)  # the writer's "External id": the correlation id, when set
-    col.b.add_stat("external_id", has, corr[has])
     _flows(col, field, field.ints("flow_id"), pid, tids, start)
     col.process[pid] = {"process_name": "python", "process_labels": "CPU", "process_sort_index": pid}
     for t in np.unique(tids).tolist():
         col.threads[(pid, t)] = {"thread_name": f"thread {t} ({_thread_name(t)})", "thread_sort_index": t}
     trace = col.finish(_top(prof), _Progress(False, _SOURCE, 0))
+    # the writer's "External id" (each activity's correlation id), read from torch when
+    # first asked for, like the args: only device correlation asks for it
+    trace.stats.defer(lambda: _external_ids(acts, res), may_hold=keys.EXTERNAL_ID.__eq__)
     clean_metadata(trace.metadata)
     return trace
 
@@ -124,6 +127,14 @@ def _flows(col: _Collector, field: "_Fields", ids: np.ndarray, pid: int, tids: n
                      np.where(is_start, _S, _F).astype(np.int8),
                      np.full(len(rows), col._id_codes([pid], col.pids)[0], np.int64),
                      col._id_codes(tids[rows].tolist(), col.tids), start[rows], np.ones(len(rows), bool))
+
+
+def _external_ids(acts: list, res: Any) -> dict[str, StatColumn]:
+    """The ``external_id`` stat: each activity's correlation id, where set. ``res``,
+    torch's results object, owns the activities: it is kept alive until this runs."""
+    corr = _Fields(acts).ints("correlation_id")
+    has = np.flatnonzero(corr)
+    return {keys.EXTERNAL_ID: StatColumn(has, corr[has])} if len(has) else {}
 
 
 def _args_of(acts: list, res: Any) -> list[str]:
