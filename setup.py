@@ -3,11 +3,13 @@
 - ``polyprof.collect._fastsection``: the compiled ``polyprof.section``;
 - ``polyprof.formats.xspace._wire``: the columnar XSpace event decoder;
 - ``polyprof.formats.kineto._args``: deferred Kineto args grouped by name in one walk;
+- ``polyprof.formats.kineto._gather``: one field of many decoded Kineto events as a column;
 - ``polyprof.plugins.opencl._profinfo``: OpenCL commands' profiling timestamps in one loop.
 
 ``optional=True``: without a C compiler the build warns and goes on, and polyprof uses
 the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
 ``polyprof.formats.xspace.decode.IMPLEMENTATION``, ``polyprof.formats.kineto.deferred.IMPLEMENTATION``,
+``polyprof.formats.kineto.gather.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()`` say which is in use).
 """
 
@@ -19,5 +21,6 @@ setup(ext_modules=[
               [f"src/polyprof/formats/xspace/{f}" for f in ("_wire.c", "_wire_read.c", "_wire_write.c")],
               depends=["src/polyprof/formats/xspace/_wire.h"], optional=True),
     Extension("polyprof.formats.kineto._args", ["src/polyprof/formats/kineto/_args.c"], optional=True),
+    Extension("polyprof.formats.kineto._gather", ["src/polyprof/formats/kineto/_gather.c"], optional=True),
     Extension("polyprof.plugins.opencl._profinfo", ["src/polyprof/plugins/opencl/_profinfo.c"], optional=True),
 ])

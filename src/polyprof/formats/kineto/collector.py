@@ -19,6 +19,7 @@ from .. import kineto_memory
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
+from . import gather
 from .args import _EAGER_KEYS, _big_numbers, _typed_stat
 from .build import build_trace
 from .codes import _codes
@@ -104,10 +105,9 @@ class _Collector:
     # ---------------------------------------------------------------- one slice
     def add(self, evs: list[_Event]) -> None:
         n = len(evs)
-        ts_ns = _ns_of([e.ts for e in evs], self.path, "ts")
-        try:
-            codes = np.array([_PHASE_CODES[e.ph] for e in evs], dtype=np.int8)
-        except (KeyError, TypeError):  # other or unhashable "ph" values
+        ts_ns = _ns_of(gather.values(evs, "ts"), self.path, "ts")
+        codes = gather.codes(evs, "ph", _PHASE_CODES, np.int8)
+        if codes is None:  # other or unhashable "ph" values
             codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in (e.ph for e in evs)],
                              dtype=np.int8)
 
@@ -159,25 +159,21 @@ class _Collector:
 
     def _events(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
         c = self.cols
-        # one comprehension per field: attribute reads of the parsed structs
-        # known values (nearly all after the first slice) are looked up in the same pass
+        # one pass per field over the parsed structs (gather.py): known values (nearly
+        # all after the first slice) are looked up in the same pass; new ones numbered here
         pids, tids, strings = self.pids, self.tids, self.strings
-        try:
-            pid = np.array([pids[e.pid] for e in sel], np.int64)
-        except (KeyError, TypeError):
-            pid = self._id_codes([e.pid for e in sel], pids)
-        try:
-            tid = np.array([tids[e.tid] for e in sel], np.int64)
-        except (KeyError, TypeError):
-            tid = self._id_codes([e.tid for e in sel], tids)
-        try:
-            name = np.array([strings[e.name] for e in sel], np.int32)
-        except (KeyError, TypeError):
-            name = np.array(_codes([e.name for e in sel], strings, self._sid), np.int32)
-        try:
-            cat = np.array([strings[e.cat] for e in sel], np.int32)
-        except (KeyError, TypeError):
-            cat = np.array(_codes([e.cat for e in sel], strings, self._sid), np.int32)
+        pid = gather.codes(sel, "pid", pids, np.int64)
+        if pid is None:
+            pid = self._id_codes(gather.values(sel, "pid"), pids)
+        tid = gather.codes(sel, "tid", tids, np.int64)
+        if tid is None:
+            tid = self._id_codes(gather.values(sel, "tid"), tids)
+        name = gather.codes(sel, "name", strings, np.int32)
+        if name is None:
+            name = np.array(_codes(gather.values(sel, "name"), strings, self._sid), np.int32)
+        cat = gather.codes(sel, "cat", strings, np.int32)
+        if cat is None:
+            cat = np.array(_codes(gather.values(sel, "cat"), strings, self._sid), np.int32)
         c["pid"].append(pid)
         c["tid"].append(tid)
         c["name"].append(name)
@@ -185,7 +181,7 @@ class _Collector:
         c["ts"].append(ts_ns)
         x = ev_codes == _X
         if x.all():
-            dur = _ns_of([e.dur for e in sel], self.path, "dur")
+            dur = _ns_of(gather.values(sel, "dur"), self.path, "dur")
         else:  # only X events have a duration (B: from its E)
             dur = np.zeros(len(sel), np.int64)
             rows = np.flatnonzero(x)
@@ -194,7 +190,7 @@ class _Collector:
         base = self.n
         if np.any(ev_codes == _B):
             self.b_rows.append(np.flatnonzero(ev_codes == _B) + base)
-        self.arg_raws += [e.args for e in sel]
+        self.arg_raws += gather.values(sel, "args")
         self.n += len(sel)
         if len(self.arg_raws) >= _ARG_FLUSH_EVENTS:
             self._flush_args()

@@ -1,0 +1,89 @@
+"""The compiled field gather of decoded Kineto events (formats/kineto/_gather.c) against
+its Python path: the same trace from every shared Kineto file either way, the same
+columns on odd values (new, unhashable, out of range, other types), and a clear error
+where it is misused."""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+import pytest
+
+from polyprof.formats import kineto
+from polyprof.formats.kineto import gather
+from polyprof.formats.kineto.events import _Event
+
+pytestmark = pytest.mark.skipif(gather.IMPLEMENTATION != "c",
+                                reason="the _gather extension is not built (python setup.py build_ext --inplace)")
+
+
+def _same(a, b) -> None:
+    assert a.n_events == b.n_events and a.strings == b.strings
+    for key in a.events:
+        assert np.array_equal(a.events[key], b.events[key]), key
+    assert [(p.name, p.source) for p in a.planes] == [(p.name, p.source) for p in b.planes]
+    assert [(t.plane, t.name) for t in a.tracks] == [(t.plane, t.name) for t in b.tracks]
+    sa, sb = dict(a.stats), dict(b.stats)
+    assert sorted(sa) == sorted(sb)
+    for key in sa:
+        assert np.array_equal(sa[key].rows, sb[key].rows) and sa[key].values.tolist() == sb[key].values.tolist(), key
+    for key in a.flows:
+        assert np.array_equal(a.flows[key], b.flows[key]), key
+
+
+def test_every_shared_trace_reads_the_same_with_and_without_the_extension(kineto_files, monkeypatch):
+    for path in kineto_files:
+        fast = kineto.load(path)
+        monkeypatch.setattr(gather, "_gather", None)
+        slow = kineto.load(path)
+        monkeypatch.undo()
+        _same(fast, slow)
+
+
+def _events(*fields: dict) -> list[_Event]:
+    return [_Event(**f) for f in fields]
+
+
+@pytest.mark.parametrize("values, table, dtype", [
+    ([1, 2, 1, 1, 3], {1: 0, 2: 1, 3: 2}, np.int64),  # runs of one value
+    (["a", "b", "a"], {"a": 7, "b": -3}, np.int32),
+    ([1, 2, 9], {1: 0, 2: 1}, np.int64),  # a value not in the table
+    ([[1], 2], {2: 0}, np.int64),  # unhashable
+    ([1, 2], {1: 0, 2: 300}, np.int8),  # does not fit int8
+    ([1, 2], {1: 0, 2: 2 ** 40}, np.int32),  # does not fit int32
+    ([1, 2], {1: 0, 2: 2 ** 70}, np.int64),  # does not fit int64
+    ([1, 2], {1: 0, 2: "x"}, np.int64),  # a code that is not an int
+    ([1.0, True], {1: 5}, np.int64),  # equal keys of other types, as a dict lookup finds them
+    ([], {}, np.int64),
+])
+def test_codes_as_the_python_path(values, table, dtype):
+    evs = _events(*({"pid": v} for v in values))
+    fast = gather.codes(evs, "pid", table, dtype)
+    slow = gather.codes(evs, "pid", table, dtype, compiled=False)
+    if slow is None:
+        assert fast is None
+    else:
+        assert fast is not None and fast.dtype == slow.dtype and fast.tolist() == slow.tolist()
+        fast[:] = 0  # a column the collector may write to
+
+
+def test_values_as_the_python_path():
+    raw = msgspec.Raw(b"12.5")
+    evs = _events({"ts": raw, "name": "k"}, {"name": None}, {})
+    for field in ("ts", "name", "args", "id"):
+        assert gather.values(evs, field) == gather.values(evs, field, compiled=False)
+    assert gather.values(evs, "ts")[0] is raw
+
+
+def test_other_objects_take_the_python_path_or_fail_clearly():
+    class Other:
+        pid = 1
+
+    evs = [_Event(pid=1), Other()]
+    assert gather.codes(evs, "pid", {1: 0}, np.int64) is None
+    with pytest.raises(TypeError, match="struct type"):
+        gather.values(evs, "pid")
+    with pytest.raises(TypeError, match="member descriptor"):
+        gather._gather.codes([_Event(pid=1)], "pid", {1: 0}, 8)
+    with pytest.raises(ValueError, match="itemsize"):
+        gather._gather.codes([_Event(pid=1)], gather._FIELDS["pid"], {1: 0}, 2)
