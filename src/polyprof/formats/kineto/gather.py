@@ -9,6 +9,7 @@ is used without the extension and is what tests/test_kineto_gather.py holds it t
 
 from __future__ import annotations
 
+import os
 from operator import attrgetter
 from typing import Any
 
@@ -16,9 +17,12 @@ import numpy as np
 
 from .events import _Event
 
-try:
-    from . import _gather
-except ImportError:  # pragma: no cover - built by setup.py; the Python path below otherwise
+if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _gather  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - built by setup.py; the Python path below otherwise
+        _gather = None
+else:  # the pure-Python reference, as for sections, XSpace and the args
     _gather = None
 
 #: "c" (``_gather.c``) or "python": which one is in use
