@@ -15,6 +15,7 @@ import numpy as np
 
 from ...trace.categories import Kind, kind_of
 from ...trace.sorting import lexsort
+from . import gather
 from .codes import _codes, _distinct
 from .events import _F, _S, _Event
 
@@ -24,10 +25,7 @@ if TYPE_CHECKING:
 
 def add_flow_slice(col: "_Collector", sel: list[_Event], ph: np.ndarray, ts_ns: np.ndarray) -> None:
     """The flow endpoints of one slice as columns (ids, categories, threads, times, binding)."""
-    ids = [e.id for e in sel]
-    cats = [e.cat for e in sel]
-    pid = [e.pid for e in sel]
-    tid = [e.tid for e in sel]
+    ids = gather.values(sel, "id")
     if None in ids:
         for j, e in enumerate(sel):
             if ids[j] is None:
@@ -46,8 +44,12 @@ def add_flow_slice(col: "_Collector", sel: list[_Event], ph: np.ndarray, ts_ns: 
     enclosing = ph != _F
     f_rows = np.flatnonzero(~enclosing)
     enclosing[f_rows] = [sel[i].bp == "e" for i in f_rows.tolist()]
-    add_flow_columns(col, np.array(_codes(cats, col.strings, col._sid), np.int64), fid, ph,
-                     col._id_codes(pid, col.pids), col._id_codes(tid, col.tids), ts_ns, enclosing)
+    cat = gather.codes(sel, "cat", col.strings, np.int64)
+    if cat is None:
+        cat = np.array(_codes(gather.values(sel, "cat"), col.strings, col._sid), np.int64)
+    pid, tid = (gather.codes(sel, f, table, np.int64) for f, table in (("pid", col.pids), ("tid", col.tids)))
+    add_flow_columns(col, cat, fid, ph, col._id_codes(gather.values(sel, "pid"), col.pids) if pid is None else pid,
+                     col._id_codes(gather.values(sel, "tid"), col.tids) if tid is None else tid, ts_ns, enclosing)
 
 
 def add_flow_columns(col: "_Collector", cat: np.ndarray, fid: np.ndarray, ph: np.ndarray, pid: np.ndarray,
