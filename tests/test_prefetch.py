@@ -81,6 +81,19 @@ def test_the_ranks_read_ahead_are_only_analysed_and_agree(four_ranks, monkeypatc
     assert not prefetch._READ and ts._prefetch is None
 
 
+def test_the_reader_stops_at_its_budget_and_its_folder_goes_with_it(four_ranks, monkeypatch):
+    monkeypatch.setattr(prefetch, "MAX_BYTES", 1)  # one rank's pickle is over it
+    pre = prefetch.Prefetch(load_ranks(four_ranks).entries)
+    folder = pre.dir
+    pre.proc.join(timeout=120)
+    assert pre.proc.exitcode == 0 and sorted(p.name for p in folder.iterdir()) == ["0.pickle"]
+    del pre  # never taken nor closed: the folder is removed when the prefetch goes
+    import gc
+
+    gc.collect()
+    assert not folder.exists()
+
+
 def _n_events(trace) -> int:
     return trace.n_events
 

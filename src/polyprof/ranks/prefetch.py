@@ -3,18 +3,20 @@
 A job's summary in a fresh process first imports pandas and the analyses (0.2-0.3 s on
 one core, the others idle), and only then forks the pool's workers, which share those
 imports and start reading ranks. Reading a trace file needs none of that. A prefetch
-forks one reader at once: it loads the ranks in order and leaves each trace pickled in a
-private temporary folder. When the pool is about to start, :meth:`Prefetch.take` stops
-the reader and loads the traces it finished; :func:`use` hands them to :func:`loaded`,
-which the pool's workers (forked after, so they inherit them) and an in-process executor
-ask first, so those ranks are only analysed.
+forks one reader at once: it loads the ranks in order and leaves each trace pickled (a
+Kineto trace's args as their text, undecoded) in a private temporary folder, under
+``/dev/shm`` where that has room to spare, up to :data:`MAX_BYTES` and a quarter of the
+folder's free space. When the pool is about to start, :meth:`Prefetch.take` stops the
+reader and loads the traces it finished; :func:`use` hands them to :func:`loaded`, which
+the pool's workers (forked after, so they inherit them) and an in-process executor ask
+first, so those ranks are only analysed. The parent keeps them only until the workers
+exist (:func:`release`). What is read ahead is bounded by what one core reads while the
+analyses import: a few ranks of a small job, nothing of a job of huge traces.
 
 Only where it helps and is safe (:func:`worth_it`): the fork start method, no other
 thread in this process, pandas not imported yet (else there is no idle window), at least
 two ranks read from files. A file the reader cannot read stops it quietly: the pool
-reads that file itself and reports the error as usual. The reader's traces are pickled
-whole (their deferred args decoded), so the ranks it read cost their parent memory until
-the workers start (:func:`use` keeps them only until then).
+reads that file itself and reports the error as usual.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -36,6 +39,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polyprof")
 
+#: at most this many bytes of traces are read ahead (and a quarter of the folder's free space)
+MAX_BYTES = 1 << 30
+#: /dev/shm is used only with this much free space
+SHM_FREE_BYTES = 2 << 30
 #: traces read ahead, by file: set in the parent before the workers fork (they inherit it)
 _READ: dict[str, "Trace"] = {}
 
@@ -60,10 +67,10 @@ class Prefetch:
             # the Kineto reader (no pandas), imported once here, before the fork: the
             # reader starts reading at once, and the pool's workers need it too
             importlib.import_module("polyprof.formats.kineto")
-        shm = Path("/dev/shm")  # memory, not a disk, where the system has it
-        self.dir = Path(tempfile.mkdtemp(prefix="polyprof-prefetch-",
-                                         dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None))
-        self.proc = mp.get_context("fork").Process(target=_read_ahead, args=(self.entries, self.dir),
+        self.dir = Path(tempfile.mkdtemp(prefix="polyprof-prefetch-", dir=_folder()))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)  # at exit too
+        budget = min(MAX_BYTES, _free(self.dir) // 4)
+        self.proc = mp.get_context("fork").Process(target=_read_ahead, args=(self.entries, self.dir, budget),
                                                    name="polyprof-prefetch", daemon=True)
         self.proc.start()
 
@@ -82,7 +89,7 @@ class Prefetch:
         except Exception as err:  # noqa: BLE001 - a lost prefetch is read again by the pool
             log.debug("prefetch: could not take a rank read ahead (%s)", err)
         finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            self._cleanup()
         log.debug("prefetch: %d of %d ranks read ahead", len(out), len(self.entries))
         return out
 
@@ -90,23 +97,46 @@ class Prefetch:
         """Stop and reap the reader, and remove its folder (after :meth:`take` or instead)."""
         self.proc.kill()
         self.proc.join()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._cleanup()
 
 
-def _read_ahead(entries: list["RankEntry"], folder: Path) -> None:
+def _folder() -> str | None:
+    """/dev/shm (memory, not a disk) where the system has one with room to spare (a
+    container's is often 64 MB, which the pool's semaphores need too); else the
+    temporary folder."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK) and _free(Path(shm)) >= SHM_FREE_BYTES:
+        return shm
+    return None
+
+
+def _free(folder: Path) -> int:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
+def _read_ahead(entries: list["RankEntry"], folder: Path, budget: int) -> None:
     """The reader: each rank loaded and pickled (written under a temporary name, then
-    renamed, so that a kill leaves no partial file); the first failure ends it."""
+    renamed, so that a kill leaves no partial file), until ``budget`` bytes are written;
+    the first failure ends it."""
     from .traceset import load_rank
 
     logging.disable(logging.CRITICAL)  # the pool reports what goes wrong, once
+    written = 0
     for i, e in enumerate(entries):
         try:
             trace = load_rank(e)
             tmp = folder / f"{i}.part"
             with open(tmp, "wb") as fh:
                 pickle.dump(trace, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                written += fh.tell()
             os.replace(tmp, folder / f"{i}.pickle")
         except BaseException:  # noqa: BLE001 - the pool reads it again and reports
+            return
+        if written >= budget:
             return
 
 
