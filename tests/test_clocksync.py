@@ -130,3 +130,42 @@ def test_samples_all_at_once_do_not_invent_a_drift() -> None:
     assert f.consistent and f.drift_ppm == 0.0
     assert f.bound_ns <= 21 + 1
     assert f.growth_ppm == pytest.approx(1000.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1),
+       n=st.integers(1, 40),
+       offset=st.integers(-2**61, 2**61),
+       span_ns=st.integers(0, 10**11),
+       delay=st.floats(1.0, 1e5),
+       skew=st.sampled_from([0.0, 0.0, 1e-6, 1e-3]),
+       late=st.integers(-3000, 0))
+def test_offset_only_fit_equals_the_general_fit_with_no_drift(seed: int, n: int, offset: int, span_ns: int,
+                                                              delay: float, skew: float, late: int) -> None:
+    """fit_same_rate's closed form (trace/clock._offset_only, what the torch plugin fits
+    at every stop) against the hull fit it replaces: the same ClockFit, float for float
+    (the sign of a zero drift included), or inconsistent for both. Wall-clock sized
+    offsets; brackets shifted by ``late`` (and a drifting clock, ``skew``) make some
+    samples admit no common offset."""
+    from polyprof.trace.clock import _offset_only
+
+    rng = np.random.default_rng(seed)
+    other = np.sort(1_700_000_000_000_000_000 + rng.integers(0, span_ns + 1, n))
+    host = other - offset + np.rint((other - other[0]) * skew).astype(np.int64)
+    hb = host - np.floor(rng.exponential(delay, n)).astype(np.int64)
+    ha = host + np.ceil(rng.exponential(delay, n)).astype(np.int64) + late
+    hb = np.minimum(hb, ha)  # brackets the general fit would not drop
+    fast, general = _offset_only(hb, other, ha, "m"), fit(hb, other, ha, max_drift_ppm=0.0, method="m")
+    assert fast is not None and fast.consistent == general.consistent
+    if general.consistent:
+        assert repr(fast) == repr(general)
+        assert fast.to_host(other).tolist() == general.to_host(other).tolist()
+
+
+def test_offset_only_fit_leaves_dropped_and_missing_samples_to_the_general_fit() -> None:
+    from polyprof.trace.clock import _offset_only, fit_same_rate
+
+    assert _offset_only([], [], [], "m") is None
+    assert _offset_only([5, 9], [100, 200], [7, 8], "m") is None  # the second bracket: before > after
+    f = fit_same_rate([5, 9], [100, 200], [7, 8], "m")
+    assert f.consistent and f.n == 1 and repr(f) == repr(fit([5], [100], [7], max_drift_ppm=0.0, method="m"))
