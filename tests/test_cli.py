@@ -185,6 +185,15 @@ def test_summary_ends_without_teardown_but_with_its_output_and_exit_handlers(pip
     assert err.returncode == 1 and "bad.json" in err.stderr and "handlers ran" in err.stderr
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("fmt", [[], ["--json"]], ids=["terminal", "json"])
+def test_summary_to_a_full_disk_fails_in_one_line(pipeline_trace, fmt):
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(pipeline_trace[0]), *fmt],
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 1 and "No space left on device" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_help_reads_well():
     r = cli("--help")
     assert r.returncode == 0

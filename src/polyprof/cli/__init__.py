@@ -102,8 +102,16 @@ def entry() -> None:
 
         try:
             sys.stdout.flush()
+        except BrokenPipeError:  # a reader gone: nothing more to write
+            pass
+        except OSError as e:  # e.g. a full disk: the output is incomplete
+            from .common import error_line
+
+            print(error_line(e), file=sys.stderr)
+            rc = rc or 1
+        try:
             sys.stderr.flush()
-        except (BrokenPipeError, OSError):  # a reader gone: nothing more to write
+        except OSError:
             pass
         atexit._run_exitfuncs()  # logging's flush, temporary folders, worker pools
         os._exit(rc)
