@@ -74,3 +74,18 @@ def test_one_value_is_nunique_of_one():
     for v in cases:
         a = np.array(v, object)
         assert terminal._one_value(a) == (pd.Series(a).nunique(dropna=False) == 1), v
+
+
+@pytest.mark.parametrize("name", ["mi250_rocm_minitoy", "cuda_event_sync_multistream", "a100_alexnet_small",
+                                  "sampled_rank0"])
+def test_device_rows_reused_from_a_lone_stream_are_what_computing_them_gives(traces_dir, name, monkeypatch):
+    from polyprof.analyze import breakdown
+
+    path = next((traces_dir / "kineto").glob(f"{name}.json*"))
+    fast = [breakdown.temporal_breakdown(polyprof.load(path)), breakdown.idle_time_breakdown(polyprof.load(path))]
+    groups = breakdown._groups
+    monkeypatch.setattr(breakdown, "_groups", lambda t: ((p, k, s, False) for p, k, s, _ in groups(t)))
+    general = [breakdown.temporal_breakdown(polyprof.load(path)), breakdown.idle_time_breakdown(polyprof.load(path))]
+    for a, b in zip(fast, general):
+        pd.testing.assert_frame_equal(a, b)
+    assert (fast[0]["stream"] == breakdown.ALL_STREAMS).any()

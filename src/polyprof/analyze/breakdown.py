@@ -19,13 +19,16 @@ KERNEL_WAIT_MAX_NS = 50_000
 
 
 def _groups(trace: Trace):  # trace: already the window's view
-    """(plane, track or -1, selector) for every device stream, then each whole device."""
+    """(plane, track or -1, selector, same) for every device stream, then each whole
+    device; ``same``: the device row selects what its one stream's row did (a device
+    with one stream), so its figures are that row's."""
     v = device_view(trace)
     for plane in unique(v.plane):
         on = v.plane == plane
-        for track in unique(v.track[on]):
-            yield int(plane), int(track), on & (v.track == track)
-        yield int(plane), -1, on
+        tracks = unique(v.track[on])
+        for track in tracks:
+            yield int(plane), int(track), on & (v.track == track), False
+        yield int(plane), -1, on, len(tracks) == 1
 
 
 def temporal_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
@@ -46,13 +49,14 @@ def temporal_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     t0, t1 = v.span
     span = t1 - t0
     out = []
-    for plane, track, sel in _groups(trace):
-        bs, be = clip_union(v.start[sel], v.end[sel], t0, t1)
-        comp = sel & (v.cls == COMPUTE)
-        cs, ce = clip_union(v.start[comp], v.end[comp], t0, t1)
-        busy = int((be - bs).sum())
-        compute = int((ce - cs).sum())
-        inside = int(((v.end[sel] > t0) & (v.start[sel] < t1)).sum())
+    for plane, track, sel, same in _groups(trace):
+        if not same:
+            bs, be = clip_union(v.start[sel], v.end[sel], t0, t1)
+            comp = sel & (v.cls == COMPUTE)
+            cs, ce = clip_union(v.start[comp], v.end[comp], t0, t1)
+            busy = int((be - bs).sum())
+            compute = int((ce - cs).sum())
+            inside = int(((v.end[sel] > t0) & (v.start[sel] < t1)).sum())
         out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS,
                     track, t0, span, compute, busy - compute, span - busy, busy, inside))
     cols = _columns(out, ["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns",
@@ -89,7 +93,10 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     t0, t1 = v.span
     launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], -1)
     out = []
-    for plane, track, sel in _groups(trace):
+    for plane, track, sel, same in _groups(trace):
+        if same:  # the device's one stream: its figures
+            out.append((out[-1][0], ALL_STREAMS, track, *out[-1][3:]))
+            continue
         idx = np.flatnonzero(sel & (v.end > t0) & (v.start < t1))
         s = np.minimum(np.maximum(v.start[idx], t0), t1)  # np.clip, without its wrapper
         e = np.minimum(np.maximum(v.end[idx], t0), t1)

@@ -36,6 +36,8 @@ def _fmt(n: float) -> str:
 def _peak_dominated(trace: Trace, t: Callable[[str], pd.DataFrame]) -> list[Finding]:
     peaks = t("memory_peak")
     out: list[Finding] = []
+    if not len(peaks):  # no memory in the trace (iterrows of no rows still costs a frame's values)
+        return out
     for _, p in peaks.iterrows():
         live, peak = int(p["live_at_peak_bytes"]), int(p["peak_bytes"])
         if live < PEAK_MIN_BYTES or 100.0 * live / max(peak, 1) < PEAK_LIVE_SHARE:

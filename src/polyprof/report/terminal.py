@@ -232,9 +232,10 @@ class Grid:
     def _line(self, cells: list[str], left: str, sep: str, right: str) -> str:
         out = []
         for text, (_, w, left_aligned) in zip(cells, self.columns):
-            if _cells(text) > w:
-                text = set_cell_size(text, w - 1) + "…" if w > 1 else set_cell_size(text, w)
-            pad = " " * (w - _cells(text))
+            n = _cells(text)
+            if n > w:  # cut to exactly w cells
+                text, n = (set_cell_size(text, w - 1) + "…" if w > 1 else set_cell_size(text, w)), w
+            pad = " " * (w - n)
             out.append(text + pad if left_aligned else pad + text)
         return left + " " + f" {sep} ".join(out) + " " + right
 
