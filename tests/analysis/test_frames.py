@@ -91,3 +91,18 @@ def test_table_labels_are_the_index_the_constructor_makes():
         assert type(got) is type(want) and got.dtype == want.dtype == object and got.equals(want), names
         assert got.is_unique == want.is_unique and got.inferred_type == want.inferred_type
         assert list(frame({n: np.arange(2) for n in names}).columns) == list(dict.fromkeys(names))
+
+
+def test_factorize_is_pandas_factorize():
+    from polyprof.analyze.frames import _SMALL, factorize
+
+    rng = np.random.default_rng(5)
+    words = np.array(["hipLaunchKernel", "cudaLaunchKernel", "/device:GPU:0", "", "é", "x" * 300], object)
+    cases = [words[rng.integers(0, len(words), n)] for n in (0, 1, 5, 200, _SMALL, _SMALL + 1)]
+    cases += [np.array(["a", None, "b", "a"], object), np.array(["a", np.nan, "a"], object),
+              np.array([3, 1, 3], object), np.array([2, 2, 7], np.int64)]
+    for values in cases:
+        codes, uniq = factorize(values)
+        want_codes, want_uniq = pd.factorize(values)
+        assert codes.dtype == want_codes.dtype and codes.tolist() == want_codes.tolist(), values[:5]
+        assert isinstance(uniq, np.ndarray) and uniq.tolist() == list(want_uniq), values[:5]

@@ -92,7 +92,7 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     ev = trace.events
     t0, t1 = v.span
     launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], -1)
-    out = []
+    out: list[tuple] = []
     for plane, track, sel, same in _groups(trace):
         if same:  # the device's one stream: its figures
             out.append((out[-1][0], ALL_STREAMS, track, *out[-1][3:]))

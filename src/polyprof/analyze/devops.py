@@ -20,7 +20,7 @@ from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
 from .common import device_view
-from .frames import empty_frame, frame, order_desc
+from .frames import empty_frame, factorize, frame, order_desc
 from .grouping import group_stats
 from .window import WindowArg
 
@@ -84,7 +84,7 @@ def device_op_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     c = v.counted
     if not c.any():
         return empty_frame(cols, ("plane", "op"), np.float64)
-    codes, uniq = pd.factorize(device_op_names(trace)[c])
+    codes, uniq = factorize(device_op_names(trace)[c])
     key = v.plane[c].astype(np.int64) * len(uniq) + codes
     g = group_stats(key, v.dur[c])
     plane, op = np.divmod(g["key"], len(uniq))

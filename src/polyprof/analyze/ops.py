@@ -11,7 +11,7 @@ from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from .common import CLASS_NAMES, device_view
-from .frames import column, empty_frame, frame, order_asc, order_desc
+from .frames import column, empty_frame, factorize, frame, order_asc, order_desc
 from .grouping import group_reduce, group_stats
 from .window import WindowArg, device_mask, host_mask, view
 
@@ -110,8 +110,8 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: W
             "delay_median_ns", "delay_p99_ns"]
     if not len(ls):
         return empty_frame(cols, cols[:2], np.float64)
-    pc, planes = pd.factorize(column(ls, "plane"))
-    nc, names = pd.factorize(column(ls, "launch_name"))
+    pc, planes = factorize(column(ls, "plane"))
+    nc, names = factorize(column(ls, "launch_name"))
     g = group_stats(pc.astype(np.int64) * len(names) + nc, column(ls, "launch_delay_ns"))
     o, st, n = g["order"], g["starts"], g["count"]
     p, k = np.divmod(g["key"], len(names))
