@@ -69,3 +69,23 @@ def test_unique_and_union_are_numpys(seed: int):
         assert got.dtype == ref.dtype and got.tolist() == ref.tolist()
         b = a[: n // 3]
         assert union(b, a[::-1]).tolist() == np.union1d(b, a[::-1]).tolist()
+
+
+def test_unique_inverse_counts_and_member_are_numpys():
+    """The sort and table paths against the NumPy functions they stand in for."""
+    from polyprof.trace.sorting import member, unique_counts, unique_inverse
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 9, 500):
+        for dtype, lo, hi in ((np.int64, -40, 40), (np.int32, 0, 7), (np.int8, -3, 12), (np.uint8, 0, 255),
+                              (np.int64, 0, 2 ** 40), (np.float64, 0, 5)):
+            a = rng.integers(lo, hi, n).astype(dtype)
+            u, i = unique_inverse(a)
+            want_u, want_i = np.unique(a, return_inverse=True)
+            assert u.dtype == want_u.dtype and np.array_equal(u, want_u), (n, dtype)
+            assert i.dtype == want_i.dtype and i.shape == want_i.shape and np.array_equal(i, want_i), (n, dtype)
+            u, c = unique_counts(a)
+            want_u, want_c = np.unique(a, return_counts=True)
+            assert np.array_equal(u, want_u) and c.dtype == want_c.dtype and np.array_equal(c, want_c), (n, dtype)
+            for table in (rng.integers(lo, hi, 6).astype(dtype), a[:0], np.array([-1, 2 ** 50], np.int64)):
+                assert np.array_equal(member(a, table), np.isin(a, table)), (n, dtype, table)

@@ -89,3 +89,14 @@ def test_device_rows_reused_from_a_lone_stream_are_what_computing_them_gives(tra
     for a, b in zip(fast, general):
         pd.testing.assert_frame_equal(a, b)
     assert (fast[0]["stream"] == breakdown.ALL_STREAMS).any()
+
+
+def test_quartiles_are_numpys_percentiles():
+    from polyprof.analyze.queues import quartiles
+
+    rng = np.random.default_rng(0)
+    for n in [*range(1, 40), 101, 1000]:
+        for x in (rng.integers(0, 9, n).astype(float), rng.random(n) * 1e3, rng.random(n) * 1e15,
+                  np.where(rng.random(n) < 0.1, np.nan, 1.0)):
+            got, want = quartiles(x), np.percentile(x, [25, 50, 75])
+            assert np.array_equal(got, want, equal_nan=True), (n, x[:5])

@@ -11,7 +11,7 @@ from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
 from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .window import WindowArg, view
-from ..trace.sorting import unique
+from ..trace.sorting import unique, unique_counts
 
 ALL_STREAMS = "(all streams)"
 #: an idle gap no longer than this, with the next activity already launched, is kernel-wait
@@ -163,7 +163,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     k = g["key"]
     # on how many devices each (name, class) ran: distinct (base, plane) pairs per base
     pairs = unique(on_plane)
-    pb, pc = np.unique(pairs >> 20, return_counts=True)
+    pb, pc = unique_counts(pairs >> 20)
     kb = (k >> 20) if by_device else k
     total = dur.sum()
     out = frame({

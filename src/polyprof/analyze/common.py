@@ -20,6 +20,7 @@ from ..derive import cache
 from ..trace.categories import Kind, collective_names, is_copy_name
 from ..trace.core import Trace
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
+from ..trace.sorting import unique_inverse
 from .window import device_mask, round_like_hta, selection, view
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
@@ -52,7 +53,7 @@ def activity_class(trace: Trace, rows: np.ndarray) -> np.ndarray:
     ker = np.flatnonzero(k == Kind.KERNEL)
     if len(ker):
         ids = trace.events["name"][rows[ker]]
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = unique_inverse(ids)
         names = [trace.strings[i] for i in uniq.tolist()]
         coll = collective_names(names)
         copy = np.fromiter((is_copy_name(n) for n in names), bool, len(names))

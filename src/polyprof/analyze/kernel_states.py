@@ -16,7 +16,7 @@ from ..trace.core import Trace
 from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view
 from .frames import empty_frame, rows_frame
 from .window import WindowArg, view
-from ..trace.sorting import unique
+from ..trace.sorting import member, unique
 
 #: state bits, in the order their names are joined ("compute + communication")
 CLASSES = (("compute", (COMPUTE,)), ("communication", (COMMUNICATION,)), ("memory", (MEMCPY, MEMSET)))
@@ -45,7 +45,7 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFra
     for plane in unique(v.plane).tolist():
         times, deltas = [], []
         for i, (_, classes) in enumerate(CLASSES):
-            sel = (v.plane == plane) & np.isin(v.cls, classes)
+            sel = (v.plane == plane) & member(v.cls, np.asarray(classes, np.int64))
             s, e = clip_union(v.start[sel], v.end[sel], t0, t1)
             times += [s, e]
             deltas += [np.full(len(s), 1 << i), np.full(len(e), -(1 << i))]

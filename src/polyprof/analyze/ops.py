@@ -10,6 +10,7 @@ from ..derive.intervals import child_time
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.sorting import unique_inverse
 from .common import CLASS_NAMES, device_view
 from .frames import column, empty_frame, factorize, frame, order_asc, order_desc
 from .grouping import group_reduce, group_stats
@@ -144,7 +145,7 @@ def is_graph_launch(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
     if not len(rows):
         return np.zeros(0, bool)
-    ids, inv = np.unique(trace.events["name"][rows], return_inverse=True)
+    ids, inv = unique_inverse(trace.events["name"][rows])
     graph = np.fromiter((any(m in trace.strings[i].lower() for m in GRAPH_LAUNCH_MARKERS) for i in ids), bool,
                         len(ids))
     return graph[inv]

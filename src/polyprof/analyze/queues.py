@@ -71,8 +71,30 @@ def queue_length_summary(trace: Trace, window: WindowArg = None) -> pd.DataFrame
         x = length[a:b].astype(np.float64)
         dt = np.diff(ts[a:b])
         tm = float((x[:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else float(x.mean())
-        q = np.percentile(x, [25, 50, 75])
+        q = quartiles(x)
         tr = trace.tracks[int(track[a])]
         out.append((trace.planes[tr.plane].name, tr.name, len(x), float(x.mean()),
                     float(x.std(ddof=1)) if len(x) > 1 else np.nan, float(x.min()), *map(float, q), float(x.max()), tm))
     return rows_frame(out, SUMMARY) if out else empty_frame(SUMMARY, ("plane", "stream"), np.float64)
+
+
+def quartiles(x: np.ndarray) -> np.ndarray:
+    """``np.percentile(x, [25, 50, 75])`` of a 1-d float array: NumPy's linear method step
+    by step (its function costs 160-300 us of set-up the first time in a process, for a
+    handful of values here); NumPy's own where ``x`` is empty or holds NaN."""
+    if not len(x) or np.isnan(x).any():
+        return np.percentile(x, [25, 50, 75])
+    s = np.sort(x)
+    n = len(s)
+    virtual = (n - 1) * np.array([0.25, 0.5, 0.75])
+    prev = np.floor(virtual)
+    nxt = prev + 1
+    last = virtual >= n - 1  # NumPy takes the last value there
+    prev[last] = -1
+    nxt[last] = -1
+    a, b = s[prev.astype(np.intp)], s[nxt.astype(np.intp)]
+    t = virtual - prev
+    d = b - a
+    out = a + d * t
+    np.subtract(b, d * (1 - t), out=out, where=t >= 0.5)
+    return out

@@ -18,7 +18,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, unique
+from ..trace.sorting import lexsort, member, unique, unique_inverse
 from ..trace.vocabulary import LAUNCH_MARKERS
 from . import cache
 from .intervals import innermost
@@ -130,7 +130,7 @@ def correlate(trace: Trace) -> Correlation:
     fl = trace.flows
     if len(fl["src"]) and (launch < 0).any():
         src, dst = fl["src"], fl["dst"]
-        is_host_src = np.isin(src, rt_host)
+        is_host_src = member(src, rt_host)
         pos = np.minimum(np.searchsorted(dev, dst), max(n - 1, 0))
         to_dev = (dev[pos] == dst) & is_host_src if n else np.zeros(len(dst), bool)
         pos, src = pos[to_dev], src[to_dev]
@@ -190,7 +190,7 @@ def correlate(trace: Trace) -> Correlation:
 def _count_not_in(a: np.ndarray, b: np.ndarray) -> int:
     """``len(np.setdiff1d(a, b))`` for ``b`` distinct and sorted, without NumPy's hash-based unique."""
     u = unique(a)
-    return int(len(u) - np.count_nonzero(np.isin(u, b, assume_unique=True)))
+    return int(len(u) - np.count_nonzero(member(u, b)))
 
 
 def _queue_labels(trace: Trace, rows: np.ndarray, use_track: bool) -> np.ndarray:
@@ -213,7 +213,7 @@ def _queue_labels(trace: Trace, rows: np.ndarray, use_track: bool) -> np.ndarray
 
 def _launch_like(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """Which calls enqueue device work (LAUNCH_MARKERS in the name), judged once per name."""
-    ids, inv = np.unique(trace.events["name"][rows], return_inverse=True)
+    ids, inv = unique_inverse(trace.events["name"][rows])
     looks = np.fromiter((any(m in trace.strings[i].lower() for m in LAUNCH_MARKERS) for i in ids), bool, len(ids))
     return looks[inv] if len(rows) else np.zeros(0, bool)
 
@@ -226,7 +226,7 @@ def _in_order(trace: Trace, dev: np.ndarray, launch: np.ndarray, method: np.ndar
     col = trace.stats.get(keys.QUEUE)
     if col is None or not len(rt_host):
         return
-    taken = np.isin(rt_host, launch[launch >= 0])
+    taken = member(rt_host, launch[launch >= 0])
     cand = rt_host[~taken & _launch_like(trace, rt_host)]  # never a wait or sync call on the queue
     lq = _queue_labels(trace, cand, use_track=False)
     cand, lq = cand[lq != None], lq[lq != None]  # noqa: E711

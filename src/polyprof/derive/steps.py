@@ -16,6 +16,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.sorting import member, unique_inverse
 from ..trace.vocabulary import PROFILER_STEP as _PROFILER_STEP
 
 
@@ -56,7 +57,7 @@ def _make(trace: Trace, rows: np.ndarray, numbers: np.ndarray, source: str) -> S
     # one event per step number (a step marked on several threads keeps its widest span)
     start = ev["start_ns"][rows]
     end = start + ev["dur_ns"][rows]
-    uniq, inv = np.unique(numbers, return_inverse=True)
+    uniq, inv = unique_inverse(numbers)
     if len(uniq) < len(numbers):
         s = np.full(len(uniq), np.iinfo(np.int64).max)
         e = np.full(len(uniq), np.iinfo(np.int64).min)
@@ -78,7 +79,7 @@ def find_steps(trace: Trace) -> Steps:
     # 1. ProfilerStep#N
     sids = [i for i, s in enumerate(trace.strings) if _PROFILER_STEP.match(s)]
     if sids:
-        rows = _primary(trace, np.flatnonzero(np.isin(ev["name"], sids) & (ev["dur_ns"] > 0)))
+        rows = _primary(trace, np.flatnonzero(member(ev["name"], np.asarray(sids, np.int64)) & (ev["dur_ns"] > 0)))
         host = np.array([p.kind == "host" for p in trace.planes], bool)
         rows = rows[host[trace.track_plane[ev["track"][rows]]]]
         if len(rows):

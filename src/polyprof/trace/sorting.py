@@ -79,3 +79,43 @@ def unique(values: np.ndarray) -> np.ndarray:
 def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.union1d(a, b)`` through :func:`unique`."""
     return unique(np.concatenate([np.asarray(a).ravel(), np.asarray(b).ravel()]))
+
+
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of a 1-d array: one stable sort. Beside
+    sorting being what scales (above), NumPy's function costs 80-200 us of set-up the
+    first time in a process, more than a small trace's whole analysis step."""
+    a = np.asarray(values).ravel()
+    order = np.argsort(a, kind="stable")
+    s = a[order]
+    new = np.empty(len(s), bool)
+    new[:1] = True
+    np.not_equal(s[1:], s[:-1], out=new[1:])
+    inverse = np.empty(len(a), np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return s[new], inverse
+
+
+def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_counts=True)`` of a 1-d array (see :func:`unique_inverse`)."""
+    s = np.sort(np.asarray(values).ravel())
+    if not len(s):
+        return s, np.zeros(0, np.intp)
+    first = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))
+    return s[first], np.diff(np.append(first, len(s))).astype(np.intp)
+
+
+def member(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``np.isin(values, table)`` for integer arrays: a lookup in a boolean table when the
+    values are small non-negative integers (string ids, kind codes, rows), NumPy's own
+    otherwise (whose first call in a process costs 200 us of set-up)."""
+    values, table = np.asarray(values), np.asarray(table)
+    if values.dtype.kind not in "iu" or table.dtype.kind not in "iu" or not len(values):
+        return np.isin(values, table)
+    hi = int(values.max())
+    if int(values.min()) < 0 or hi > max(1 << 22, 4 * len(values)):
+        return np.isin(values, table)
+    lut = np.zeros(hi + 1, bool)
+    t = table[(table >= 0) & (table <= hi)] if len(table) else table
+    lut[t] = True
+    return lut[values]

@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 
 from ...trace.categories import Kind, kind_of
-from ...trace.sorting import lexsort
+from ...trace.sorting import lexsort, member
 from . import gather
 from .codes import _codes, _distinct
 from .events import _F, _S, _Event
@@ -114,7 +114,7 @@ def bind_flows(col: "_Collector", track: np.ndarray, ts: np.ndarray, dur: np.nda
 def _annotation_mask(strings: list[str], cat_c: np.ndarray) -> np.ndarray:
     ann = [i for i, s in enumerate(strings)
            if kind_of(s) in (Kind.ANNOTATION, Kind.DEVICE_ANNOTATION, Kind.STEP)]
-    return np.isin(cat_c, np.array(ann, np.int32)) if ann else np.zeros(len(cat_c), bool)
+    return member(cat_c, np.array(ann, np.int32)) if ann else np.zeros(len(cat_c), bool)
 
 
 def _bind(track: np.ndarray, start: np.ndarray, dur: np.ndarray, annotation: np.ndarray,
