@@ -4,6 +4,7 @@ from .breakdown import comm_comp_overlap, idle_time_breakdown, kernel_breakdown,
 from .events import event_stats
 from .counters import counter_stats
 from .findings import Finding, findings
+from . import memory_findings  # noqa: F401  (findings() runs its rules every time; it imports .findings)
 from .memory import memory_at_peak, memory_peak, memory_timeline
 from .ops import launch_stats, launch_summary, op_stats
 from .sections import section_stats
