@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...trace import keys
+from ...trace.sorting import member
 from .codes import _distinct, _hashable, _is_id
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
     # the device categories the trace has (interning the others would add them to its
     # strings, where the vendor hint below took "cuda_sync" for a CUDA runtime call)
     dev_cat_ids = [i for i, s in enumerate(b.strings) if s in _DEVICE_CATEGORIES]
-    is_dev_cat = np.isin(cat_c, np.array(dev_cat_ids, np.int32))
+    is_dev_cat = member(cat_c, np.array(dev_cat_ids, np.int32))
     dev_pids = set(_distinct(pid_c[is_dev_cat]).tolist())
     vendor_hint = _vendor_hint(top, col.b.strings)
 
