@@ -28,12 +28,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.html import write
-    from ..report.tables import build
-
     from ..store import commands as store
 
-    window = window_from(args)
     ranks = None
     if is_many(args.file):
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module
@@ -49,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
         args.file = args.file[0]
         trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
         trace.metadata["title"] = name = Path(args.file).name
+    from ..report.html import write  # after the ranks: they are read while it imports
+    from ..report.tables import build
+
     out = output_path(args.output) if args.output else Path(name.split(".")[0] + ".html")
-    write(trace, out, report=build(trace, window), ranks=ranks)
+    write(trace, out, report=build(trace, window_from(args)), ranks=ranks)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0
