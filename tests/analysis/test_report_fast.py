@@ -100,3 +100,25 @@ def test_quartiles_are_numpys_percentiles():
                   np.where(rng.random(n) < 0.1, np.nan, 1.0)):
             got, want = quartiles(x), np.percentile(x, [25, 50, 75])
             assert np.array_equal(got, want, equal_nan=True), (n, x[:5])
+
+
+def test_a_fitting_text_prints_as_rich_prints_it():
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.panel import Panel
+    from rich.text import Text
+
+    texts = [Text("short"), Text.assemble(("bold", "bold"), " and plain µs…"), Text("x" * 79), Text("x" * 80),
+             Text("y" * 81), Text("trailing   "), Text("tab\there"), Text("two\nlines"), Text("styled", style="red"),
+             Text("left", justify="left"), Text("centre", justify="center"), Text("wide 畳み込み層"),
+             Text.assemble(("● high", "red"), " ", ("a finding title that is long enough to wrap " * 3, "bold"))]
+    for width in (20, 40, 80, 160):
+        for color in (False, True):
+            for t in texts:
+                # as a part of the summary: inside a Group, a Padding, a Panel
+                for wrap in (lambda x: Group(x), lambda x: Padding(x, (0, 0, 0, 2)), lambda x: Panel(Group(x))):
+                    a, buf_a = _console(width, color)
+                    b, buf_b = _console(width, color)
+                    a.print(wrap(terminal.Fit(t)))
+                    b.print(wrap(t))
+                    assert buf_a.getvalue() == buf_b.getvalue(), (width, color, t.plain)

@@ -12,6 +12,7 @@ from rich import box
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console, ConsoleOptions, Group
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.segment import Segment
@@ -255,6 +256,26 @@ class Grid:
             yield Segment.line()
 
 
+class Fit:
+    """``text`` as rich prints it; one that fits its line is rendered without rich's word
+    wrap (a regex walk over its words and copies of it: 50-100 us a text the first time
+    in a process), which would leave it whole anyway."""
+
+    def __init__(self, text: Text):
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+        t, plain = self.text, self.text.plain
+        if (not t.style and (t.justify or options.justify or "default") == "default" and "\n" not in plain
+                and "\t" not in plain and _cells(plain) <= options.max_width):
+            yield from t.render(console, end=t.end)  # what wrap + join gives a line that fits
+        else:
+            yield t
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)
+
+
 def _event_text(e: Any) -> str:
     if not isinstance(e, dict):
         return _short(e, 60)
@@ -274,13 +295,13 @@ def _finding_lines(findings: list) -> list:
         ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
                        f"{k[:-6]}={fmt_size(v)}" if k.endswith("_bytes") and isinstance(v, (int, float)) else
                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
-        out.append(Text.assemble((f"● {f.severity}", color), " ", (f.title, "bold")))  # no markup to parse
+        out.append(Fit(Text.assemble((f"● {f.severity}", color), " ", (f.title, "bold"))))  # no markup to parse
         parts = [("evidence", ev)]
         if f.events:
             parts.append(("top", "; ".join(_event_text(e) for e in f.events[:3])))
         parts.append(("try", f.suggestion))
         for label, text in parts:
-            out.append(Padding(Text.assemble((f"{label}: ", "dim"), text), (0, 0, 0, 2)))
+            out.append(Padding(Fit(Text.assemble((f"{label}: ", "dim"), text)), (0, 0, 0, 2)))
     return out
 
 
@@ -303,7 +324,8 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     text = partial(console.render_str, emoji=False, highlight=False)  # what print makes of a str
 
     def out(x: Any) -> None:
-        items.append(text(x) if isinstance(x, str) else x)
+        x = text(x) if isinstance(x, str) else x
+        items.append(Fit(x) if isinstance(x, Text) else x)
 
     _parts(out, report, top, console.width)
     console.print(Group(*items), emoji=False, highlight=False, crop=False)
