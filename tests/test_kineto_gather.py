@@ -12,23 +12,10 @@ import pytest
 from polyprof.formats import kineto
 from polyprof.formats.kineto import gather
 from polyprof.formats.kineto.events import _Event
+from test_kineto_differential import assert_same_trace
 
 pytestmark = pytest.mark.skipif(gather.IMPLEMENTATION != "c",
                                 reason="the _gather extension is not built (python setup.py build_ext --inplace)")
-
-
-def _same(a, b) -> None:
-    assert a.n_events == b.n_events and a.strings == b.strings
-    for key in a.events:
-        assert np.array_equal(a.events[key], b.events[key]), key
-    assert [(p.name, p.source) for p in a.planes] == [(p.name, p.source) for p in b.planes]
-    assert [(t.plane, t.name) for t in a.tracks] == [(t.plane, t.name) for t in b.tracks]
-    sa, sb = dict(a.stats), dict(b.stats)
-    assert sorted(sa) == sorted(sb)
-    for key in sa:
-        assert np.array_equal(sa[key].rows, sb[key].rows) and sa[key].values.tolist() == sb[key].values.tolist(), key
-    for key in a.flows:
-        assert np.array_equal(a.flows[key], b.flows[key]), key
 
 
 def test_every_shared_trace_reads_the_same_with_and_without_the_extension(kineto_files, monkeypatch):
@@ -37,7 +24,7 @@ def test_every_shared_trace_reads_the_same_with_and_without_the_extension(kineto
         monkeypatch.setattr(gather, "_gather", None)
         slow = kineto.load(path)
         monkeypatch.undo()
-        _same(fast, slow)
+        assert_same_trace(fast, slow)
 
 
 def _events(*fields: dict) -> list[_Event]:

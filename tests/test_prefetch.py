@@ -13,13 +13,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import polyprof
 from polyprof.errors import PolyprofError
 from polyprof.ranks import load_ranks, prefetch, traceset
 from rankmaker import make_ranks
+from test_kineto_differential import assert_same_trace
 
 
 @pytest.fixture(scope="module")
@@ -38,18 +38,6 @@ def _wait_for(pre: prefetch.Prefetch, n: int, timeout: float = 120.0) -> None:
         time.sleep(0.02)
 
 
-def _same_trace(a, b) -> None:
-    assert a.n_events == b.n_events and a.strings == b.strings
-    for key in a.events:
-        assert np.array_equal(a.events[key], b.events[key]), key
-    assert [s.rank for s in a.sources] == [s.rank for s in b.sources]
-    assert [p.name for p in a.planes] == [p.name for p in b.planes]
-    sa, sb = dict(a.stats), dict(b.stats)
-    assert sorted(sa) == sorted(sb)
-    for key in sa:
-        assert np.array_equal(sa[key].rows, sb[key].rows) and sa[key].values.tolist() == sb[key].values.tolist(), key
-
-
 def test_the_reader_hands_over_the_traces_a_worker_would_read(four_ranks):
     ts = load_ranks(four_ranks)
     pre = prefetch.Prefetch(ts.entries)
@@ -63,7 +51,9 @@ def test_the_reader_hands_over_the_traces_a_worker_would_read(four_ranks):
         if str(e.path) in got:
             read = got[str(e.path)]
             assert read.stats.pending == 1  # the args came over as text, undecoded
-            _same_trace(read, traceset.load_rank(e))
+            direct = traceset.load_rank(e)
+            assert_same_trace(read, direct)
+            assert [(s.rank, s.label) for s in read.sources] == [(s.rank, s.label) for s in direct.sources]
 
 
 def test_the_ranks_read_ahead_are_only_analysed_and_agree(four_ranks, monkeypatch):
