@@ -96,3 +96,24 @@ def test_cli_gives_one_line_no_traceback(bad_files, tmp_path: Path, name: str, c
         phrase = "no trace files in this directory"
     assert lines[0].startswith(f"polyprof: error: {path}: ") and phrase in lines[0]
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_the_head_of_a_gzip_file_is_what_gzip_reads(tmp_path, kineto_files):
+    """detect's one-call head against gzip.open(...).read(n), which it falls back to."""
+    import zlib
+
+    from polyprof.formats.detect import _gunzip_head, _head
+
+    data = b"".join(gzip.decompress(p.read_bytes()) for p in kineto_files[:3])
+    cases = {"plain": gzip.compress(data), "short": gzip.compress(data[:100]),
+             "fast": gzip.compress(data, compresslevel=1), "members": gzip.compress(data[:50]) + gzip.compress(data),
+             "stored": gzip.compress(bytes(range(256)) * 40, compresslevel=0)}
+    for name, blob in cases.items():
+        path = tmp_path / f"{name}.json.gz"
+        path.write_bytes(blob)
+        with gzip.open(path, "rb") as g:
+            want = b"GZ" + g.read(4096)
+        assert _head(path) == want, name
+    raw = gzip.compress(data)[:4096]
+    assert _gunzip_head(raw, 4096) == zlib.decompressobj(31).decompress(raw, 4096)
+    assert _gunzip_head(b"\x1f\x8b" + bytes(50), 4096) is None  # not gzip data: gzip words the error
