@@ -20,7 +20,8 @@ Each round runs both tools in fresh child processes, alternating which goes firs
 
 Time is wall time of the child, run bare; memory is the peak of the summed PSS
 (proportional set size: a page shared by n processes counts 1/n in each) of the child and
-all its descendants, sampled every 20 ms with psutil in a second run of the same command
+all its descendants, plus the ranks polyprof read ahead waiting in /dev/shm (tmpfs pages
+no process's PSS counts), sampled every 20 ms with psutil in a second run of the same command
 right after (the sampling takes CPU that the timed run should not lose). Both tools use
 worker processes, so the child's own peak would flatter both, and summed RSS would count
 the pages that forked workers share with their parent once per worker. Ratios HTA / polyprof for time and
@@ -33,6 +34,7 @@ polyprof / HTA for memory: best, median, and round by round.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import statistics
@@ -82,14 +84,16 @@ def measure(cmd: list[str], env: dict[str, str]) -> dict:
 
 
 def peak_pss(cmd: list[str], env: dict[str, str]) -> float:
-    """Peak summed PSS (MB) of a command and its descendants, sampled every 20 ms."""
+    """Peak summed PSS (MB) of a command and its descendants, plus the files polyprof's
+    reading ahead keeps in memory (``/dev/shm/polyprof-prefetch-*``: tmpfs pages, in no
+    process's PSS), sampled every 20 ms."""
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     proc = psutil.Process(p.pid)
     peak = 0
     while p.poll() is None:
         try:
             procs = [proc, *proc.children(recursive=True)]
-            rss = 0
+            rss = _prefetch_bytes()
             for q in procs:
                 try:
                     rss += q.memory_full_info().pss
@@ -103,6 +107,17 @@ def peak_pss(cmd: list[str], env: dict[str, str]) -> float:
     if p.returncode != 0:
         raise SystemExit(f"{cmd[:4]} failed ({p.returncode}): {err[-2000:]}")
     return peak / 2**20
+
+
+def _prefetch_bytes() -> int:
+    total = 0
+    for folder in glob.glob("/dev/shm/polyprof-prefetch-*"):
+        try:
+            with os.scandir(folder) as it:
+                total += sum(e.stat().st_size for e in it)
+        except OSError:  # removed meanwhile
+            pass
+    return total
 
 
 def ratios(a: list[float], b: list[float]) -> dict:

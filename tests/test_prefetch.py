@@ -44,16 +44,41 @@ def test_the_reader_hands_over_the_traces_a_worker_would_read(four_ranks):
     try:
         _wait_for(pre, 2)
         got = pre.take()
+        assert len(got) >= 2
+        prefetch.use(got)
+        for e in ts.entries:
+            if str(e.path) in got:
+                read = prefetch.loaded(e.path)
+                assert read is not None and read.stats.pending == 1  # the args came over as text
+                assert not got[str(e.path)].exists()  # a pickle goes once loaded
+                assert prefetch.loaded(e.path) is None  # and is loaded once
+                direct = traceset.load_rank(e)
+                assert_same_trace(read, direct)
+                assert [(s.rank, s.label) for s in read.sources] == [(s.rank, s.label) for s in direct.sources]
     finally:
+        prefetch.release()
         pre.close()
-    assert len(got) >= 2 and not pre.dir.exists()
-    for e in ts.entries:
-        if str(e.path) in got:
-            read = got[str(e.path)]
-            assert read.stats.pending == 1  # the args came over as text, undecoded
-            direct = traceset.load_rank(e)
-            assert_same_trace(read, direct)
-            assert [(s.rank, s.label) for s in read.sources] == [(s.rank, s.label) for s in direct.sources]
+    assert not pre.dir.exists()
+
+
+def test_a_pickle_gone_or_broken_is_read_from_the_file(four_ranks):
+    want = [load_ranks(four_ranks).load(r).n_events for r in range(4)]
+    ts = load_ranks(four_ranks)
+    ts._prefetch = pre = prefetch.Prefetch(ts.entries)
+    _wait_for(pre, 2)
+    (pre.dir / "1.pickle").write_bytes(b"not a pickle")
+    assert ts.table(_n_events, "serial")["n"].tolist() == want
+    assert not pre.dir.exists() and not prefetch._READ
+    pre = prefetch.Prefetch(ts.entries)
+    try:
+        _wait_for(pre, 1)
+        got = pre.take()
+        prefetch.use(got)
+        got[str(ts.entries[0].path)].unlink()
+        assert prefetch.loaded(ts.entries[0].path) is None
+    finally:
+        prefetch.release()
+        pre.close()
 
 
 def test_the_ranks_read_ahead_are_only_analysed_and_agree(four_ranks, monkeypatch):
@@ -84,8 +109,10 @@ def test_the_reader_stops_at_its_budget_and_its_folder_goes_with_it(four_ranks, 
     assert not folder.exists()
 
 
-def _n_events(trace) -> int:
-    return trace.n_events
+def _n_events(trace):
+    import pandas as pd
+
+    return pd.DataFrame({"n": [trace.n_events]})
 
 
 def test_a_file_the_reader_cannot_read_is_read_and_reported_by_the_pool(tmp_path, four_ranks):
@@ -97,7 +124,7 @@ def test_a_file_the_reader_cannot_read_is_read_and_reported_by_the_pool(tmp_path
     pre.proc.join(timeout=120)  # it stops at the bad file, having read the one before
     assert pre.proc.exitcode == 0 and len(list(pre.dir.glob("*.pickle"))) == 1
     with pytest.raises(PolyprofError, match=r"rank 1 \(rank-1.json.gz\)"):
-        ts.map(_n_events, "serial")
+        ts.map(_n_events, "serial")  # rank 1 is read from its file, and fails
     assert not pre.dir.exists()
 
 

@@ -7,11 +7,13 @@ forks one reader at once: it loads the ranks in order and leaves each trace pick
 Kineto trace's args as their text, undecoded) in a private temporary folder, under
 ``/dev/shm`` where that has room to spare, up to :data:`MAX_BYTES` and a quarter of the
 folder's free space. When the pool is about to start, :meth:`Prefetch.take` stops the
-reader and loads the traces it finished; :func:`use` hands them to :func:`loaded`, which
-the pool's workers (forked after, so they inherit them) and an in-process executor ask
-first, so those ranks are only analysed. The parent keeps them only until the workers
-exist (:func:`release`). What is read ahead is bounded by what one core reads while the
-analyses import: a few ranks of a small job, nothing of a job of huge traces.
+reader and lists the pickles it finished; :func:`use` hands that list to :func:`loaded`,
+which the pool's workers (forked after, so they inherit it) and an in-process executor
+ask first: the one that runs such a rank loads its pickle (and removes it) instead of
+the trace file, and only analyses it. The parent never holds a trace, and a pickle
+lives until its rank is run (the pool runs them right after its first ranks).
+What is read ahead is bounded by what one core reads while the analyses import: a few
+ranks of a small job, nothing of a job of huge traces.
 
 Only where it helps and is safe (:func:`worth_it`): the fork start method, no other
 thread in this process, pandas not imported yet (else there is no idle window), at least
@@ -43,8 +45,9 @@ log = logging.getLogger("polyprof")
 MAX_BYTES = 1 << 30
 #: /dev/shm is used only with this much free space
 SHM_FREE_BYTES = 2 << 30
-#: traces read ahead, by file: set in the parent before the workers fork (they inherit it)
-_READ: dict[str, "Trace"] = {}
+#: the pickles of the ranks read ahead, by trace file: set in the parent before the
+#: workers fork (they inherit it)
+_READ: dict[str, Path] = {}
 
 
 def worth_it(entries: Sequence["RankEntry"]) -> bool:
@@ -74,22 +77,17 @@ class Prefetch:
                                                    name="polyprof-prefetch", daemon=True)
         self.proc.start()
 
-    def take(self) -> dict[str, "Trace"]:
-        """Stop the reader; the traces it finished, by file. (Its files are complete
-        once renamed, so they are read while it dies; :meth:`close` reaps it.)"""
+    def take(self) -> dict[str, Path]:
+        """Stop the reader; the pickles of the ranks it finished, by file. (A pickle is
+        complete once renamed, so they are listed while it dies; :meth:`close` reaps it
+        and removes what was not loaded.)"""
         self.proc.kill()
-        out: dict[str, Trace] = {}
-        try:
-            for i, e in enumerate(self.entries):
-                f = self.dir / f"{i}.pickle"
-                if not f.exists():
-                    break
-                with open(f, "rb") as fh:
-                    out[str(e.path)] = pickle.load(fh)
-        except Exception as err:  # noqa: BLE001 - a lost prefetch is read again by the pool
-            log.debug("prefetch: could not take a rank read ahead (%s)", err)
-        finally:
-            self._cleanup()
+        out: dict[str, Path] = {}
+        for i, e in enumerate(self.entries):
+            f = self.dir / f"{i}.pickle"
+            if not f.exists():
+                break
+            out[str(e.path)] = f
         log.debug("prefetch: %d of %d ranks read ahead", len(out), len(self.entries))
         return out
 
@@ -140,19 +138,30 @@ def _read_ahead(entries: list["RankEntry"], folder: Path, budget: int) -> None:
             return
 
 
-def use(traces: dict[str, "Trace"]) -> None:
-    """Make ``traces`` (by file) what :func:`loaded` answers, replacing any before."""
+def use(pickles: dict[str, Path]) -> None:
+    """Make ``pickles`` (by trace file) what :func:`loaded` loads, replacing any before."""
     _READ.clear()
-    _READ.update(traces)
+    _READ.update(pickles)
 
 
 def loaded(path: Path | None) -> "Trace | None":
-    """The trace read ahead from ``path``, once (None if it was not)."""
+    """The trace read ahead from ``path``, loaded from its pickle, which is then removed
+    (None if it was not read ahead, or its pickle is gone: the caller reads the file)."""
     if not _READ or path is None:
         return None
-    return _READ.pop(str(path), None)
+    f = _READ.pop(str(path), None)
+    if f is None:
+        return None
+    try:
+        with open(f, "rb") as fh:
+            trace = pickle.load(fh)
+        os.unlink(f)
+    except Exception as err:  # noqa: BLE001 - read again from the file
+        log.debug("prefetch: %s read ahead but not loaded (%s)", path, err)
+        return None
+    return trace
 
 
 def release() -> None:
-    """Forget the traces read ahead (once the workers that use them exist)."""
+    """Forget the ranks read ahead."""
     _READ.clear()

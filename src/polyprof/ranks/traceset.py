@@ -154,11 +154,8 @@ class TraceSet:
         read = pre.take() if pre is not None and _in_reach(ex) else {}
         try:
             with _frozen_for_fork(ex):
-                prefetch.use(read)  # the ranks read ahead go last: they only need analysing
-                futures = {e.rank: ex.submit(_run, fn, e)
-                           for e in sorted(self.entries, key=lambda e: str(e.path) in read)}
-            if _forks(ex):  # the workers exist now, and hold their own reference
-                prefetch.release()
+                prefetch.use(read)
+                futures = {e.rank: ex.submit(_run, fn, e) for e in _queue(self.entries, read, ex)}
             out = {}
             for rank, fut in _progress(futures, progress):
                 e = self.entry(rank)
@@ -266,6 +263,19 @@ def _executor(executor: Executor | str | None, n: int) -> tuple[Executor, bool]:
 
         return ThreadPoolExecutor(max_workers=min(n, os.cpu_count() or 1)), True
     raise PolyprofError(f"unknown executor {executor!r} (an Executor, 'process', 'thread' or 'serial')")
+
+
+def _queue(entries: list[RankEntry], read: dict[str, Any], ex: Executor) -> list[RankEntry]:
+    """The order ranks are submitted in: one rank to read per worker, then the ranks
+    read ahead (quick, only analysed: their pickles are freed early) but one per worker,
+    then the rest, then those last few (short tasks even out the workers' ends)."""
+    if not read:
+        return entries
+    ahead = [e for e in entries if str(e.path) in read]
+    rest = [e for e in entries if str(e.path) not in read]
+    n = getattr(ex, "_max_workers", 1)
+    early, late = (ahead[:-n], ahead[-n:]) if len(ahead) > n else ([], ahead)
+    return rest[:n] + early + rest[n:] + late
 
 
 def _in_reach(ex: Any) -> bool:
