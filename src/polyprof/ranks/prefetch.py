@@ -11,7 +11,8 @@ reader and lists the pickles it finished; :func:`use` hands that list to :func:`
 which the pool's workers (forked after, so they inherit it) and an in-process executor
 ask first: the one that runs such a rank loads its pickle (and removes it) instead of
 the trace file, and only analyses it. The parent never holds a trace, and a pickle
-lives until its rank is run (the pool runs them right after its first ranks).
+lives until its rank is run (``traceset._queue``: after one rank per worker, but the
+last few at the end).
 What is read ahead is bounded by what one core reads while the analyses import: a few
 ranks of a small job, nothing of a job of huge traces.
 

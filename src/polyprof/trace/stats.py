@@ -147,9 +147,10 @@ class StatTable(MutableMapping[str, StatColumn]):
     hands such stats over undecoded with :meth:`defer`. Looking up a materialised key, or
     a key that every deferred part declares complete (never in that part), answers at
     once; looking up another key decodes that key alone where the parts can
-    (``decode_keys``), else everything; any iteration, ``len``, change, copy, pickle or
+    (``decode_keys``), else everything; any iteration, ``len``, change, ``copy()`` or
     repr first decodes every deferred part, once, under a lock (threads wait for one
-    decode). Decoded columns are checked like materialised ones (:func:`check_column`).
+    decode). A pickle (or ``copy.copy``/``deepcopy``) takes the deferred parts along
+    undecoded where they pickle (a Kineto trace's args: their text), else decodes first. Decoded columns are checked like materialised ones (:func:`check_column`).
 
     A trace built from others (re-homed, subset, merged) takes their deferred parts
     along undecoded (:meth:`carried`, :meth:`adopt`, through a :class:`RowMap`); a key
