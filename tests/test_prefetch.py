@@ -160,3 +160,32 @@ def test_summary_of_ranks_reads_ahead_agrees_and_leaves_nothing(four_ranks, tmp_
     assert got["tables"].keys() == want["tables"].keys()
     for name, table in want["tables"].items():
         assert got["tables"][name] == table, name
+
+
+@pytest.mark.parametrize("kind", ["xspace", "native"])
+def test_other_formats_come_over_whole(tmp_path, traces_dir, four_ranks, kind):
+    """An XSpace rank (its deferred stats do not pickle: decoded first) and a .polyprof
+    rank come over from the reader as the trace a worker reads from the file."""
+    import shutil
+
+    if kind == "xspace":
+        paths = [tmp_path / f"rank-{i}.xplane.pb" for i in range(2)]
+        for p in paths:
+            shutil.copy(traces_dir / "xspace" / "tpu_inference_2.xplane.pb", p)
+    else:
+        paths = [tmp_path / f"rank-{i}.polyprof" for i in range(2)]
+        for src, p in zip(four_ranks, paths):
+            polyprof.export(polyprof.load(src), p)
+    ts = load_ranks(paths)
+    pre = prefetch.Prefetch(ts.entries)
+    try:
+        _wait_for(pre, 2)
+        got = pre.take()
+        prefetch.use(got)
+        for e in ts.entries:
+            read = prefetch.loaded(e.path)
+            assert read is not None
+            assert_same_trace(read, traceset.load_rank(e))
+    finally:
+        prefetch.release()
+        pre.close()
