@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from operator import attrgetter
+from types import MemberDescriptorType
 from typing import Any
 
 import numpy as np
@@ -25,9 +26,11 @@ if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
 else:  # the pure-Python reference, as for sections, XSpace and the args
     _gather = None
 
+_FIELDS = {name: _Event.__dict__.get(name) for name in _Event.__struct_fields__}
+if not all(isinstance(d, MemberDescriptorType) for d in _FIELDS.values()):  # a msgspec that lays structs out otherwise
+    _gather = None
 #: "c" (``_gather.c``) or "python": which one is in use
 IMPLEMENTATION = "c" if _gather is not None else "python"
-_FIELDS = {name: _Event.__dict__[name] for name in _Event.__struct_fields__}
 
 
 def codes(events: list[_Event], field: str, table: dict, dtype: Any, compiled: bool = True) -> np.ndarray | None:
