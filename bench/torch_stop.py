@@ -32,11 +32,11 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Callable
 
 import torch
 
 import polyprof
+from torch_workload import training_loop
 
 logging.disable(logging.WARNING)
 
@@ -48,23 +48,8 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    torch.manual_seed(0)
-    w = a.width
-    model = torch.nn.Sequential(torch.nn.Linear(w, w), torch.nn.ReLU(), torch.nn.Linear(w, w),
-                                torch.nn.ReLU(), torch.nn.Linear(w, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(64, w), torch.randn(64, 1)
+    loop = training_loop(a.steps, a.width)
     tmp = tempfile.mkdtemp(prefix="polyprof-torchstop-")
-
-    def loop(section: Callable[[str], object]) -> None:
-        for _ in range(a.steps):
-            with section("forward"):  # type: ignore[attr-defined]
-                loss = torch.nn.functional.mse_loss(model(x), y)
-            with section("backward"):  # type: ignore[attr-defined]
-                opt.zero_grad()
-                loss.backward()
-            with section("optimizer"):  # type: ignore[attr-defined]
-                opt.step()
 
     rf = torch.profiler.record_function  # torch's own ranges for the same sections
 

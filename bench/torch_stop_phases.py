@@ -30,6 +30,7 @@ from polyprof.collect import session
 from polyprof.formats.kineto import collector
 from polyprof.plugins.opencl import plugin as opencl_plugin
 from polyprof.plugins.torch import activities, ingest, plugin as torch_plugin
+from torch_workload import training_loop
 
 logging.disable(logging.WARNING)
 TIMES: dict[str, list[float]] = {}
@@ -75,23 +76,8 @@ def main() -> int:
     a = ap.parse_args()
     for owner, attr, name in PHASES:
         setattr(owner, attr, _timed(getattr(owner, attr), name))
-    torch.manual_seed(0)
-    w = 256
-    model = torch.nn.Sequential(torch.nn.Linear(w, w), torch.nn.ReLU(), torch.nn.Linear(w, w),
-                                torch.nn.ReLU(), torch.nn.Linear(w, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(64, w), torch.randn(64, 1)
+    loop = training_loop(a.steps)
     out = os.path.join(tempfile.mkdtemp(prefix="polyprof-phases-"), "t.json")
-
-    def loop(section: Callable[[str], Any]) -> None:
-        for _ in range(a.steps):
-            with section("forward"):
-                loss = torch.nn.functional.mse_loss(model(x), y)
-            with section("backward"):
-                opt.zero_grad()
-                loss.backward()
-            with section("optimizer"):
-                opt.step()
 
     per_round: list[dict[str, float]] = []
     torch_ms: list[float] = []

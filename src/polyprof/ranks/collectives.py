@@ -207,7 +207,7 @@ def collective_stats(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
         column("group_size", np.int64)
     rank = np.repeat(np.array([r for r, _ in parts], np.int64), [len(t) for _, t in parts])
     # groups of (op, bytes) numbered in order of first appearance (pandas' groupby(sort=False))
-    names, op_code = np.unique(ops.astype(str), return_inverse=True)
+    _, op_code = np.unique(ops.astype(str), return_inverse=True)
     _, first, inv = np.unique(np.stack([op_code.ravel(), nbytes], axis=1), axis=0, return_index=True,
                               return_inverse=True)
     renumber = np.empty(len(first), np.int64)

@@ -150,7 +150,8 @@ class StatTable(MutableMapping[str, StatColumn]):
     (``decode_keys``), else everything; any iteration, ``len``, change, ``copy()`` or
     repr first decodes every deferred part, once, under a lock (threads wait for one
     decode). A pickle (or ``copy.copy``/``deepcopy``) takes the deferred parts along
-    undecoded where they pickle (a Kineto trace's args: their text), else decodes first. Decoded columns are checked like materialised ones (:func:`check_column`).
+    undecoded where they pickle (a Kineto trace's args: their text), else decodes first.
+    Decoded columns are checked like materialised ones (:func:`check_column`).
 
     A trace built from others (re-homed, subset, merged) takes their deferred parts
     along undecoded (:meth:`carried`, :meth:`adopt`, through a :class:`RowMap`); a key

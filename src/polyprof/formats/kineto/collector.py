@@ -153,31 +153,27 @@ class _Collector:
         self.seen += len(ts_ns)
         self.arg_base = self.n
 
+    def field_codes(self, sel: list[_Event], field: str, dtype: Any) -> np.ndarray:
+        """The codes of one field of events: ``pid``/``tid`` through their tables, ``name``/
+        ``cat`` as string ids. One pass over the parsed structs (gather.py) looks up the
+        known values (nearly all after the first slice); new ones are numbered here."""
+        if field in ("pid", "tid"):
+            table = self.pids if field == "pid" else self.tids
+            got = gather.codes(sel, field, table, dtype)
+            return self._id_codes(gather.values(sel, field), table).astype(dtype, copy=False) if got is None else got
+        got = gather.codes(sel, field, self.strings, dtype)
+        return np.array(_codes(gather.values(sel, field), self.strings, self._sid), dtype) if got is None else got
+
     def _id_codes(self, values: list, table: dict) -> np.ndarray:
         """Codes of pid/tid values (ints or strings)."""
         return np.array(_codes(values, table, self._new_code(table)), np.int64)
 
     def _events(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
         c = self.cols
-        # one pass per field over the parsed structs (gather.py): known values (nearly
-        # all after the first slice) are looked up in the same pass; new ones numbered here
-        pids, tids, strings = self.pids, self.tids, self.strings
-        pid = gather.codes(sel, "pid", pids, np.int64)
-        if pid is None:
-            pid = self._id_codes(gather.values(sel, "pid"), pids)
-        tid = gather.codes(sel, "tid", tids, np.int64)
-        if tid is None:
-            tid = self._id_codes(gather.values(sel, "tid"), tids)
-        name = gather.codes(sel, "name", strings, np.int32)
-        if name is None:
-            name = np.array(_codes(gather.values(sel, "name"), strings, self._sid), np.int32)
-        cat = gather.codes(sel, "cat", strings, np.int32)
-        if cat is None:
-            cat = np.array(_codes(gather.values(sel, "cat"), strings, self._sid), np.int32)
-        c["pid"].append(pid)
-        c["tid"].append(tid)
-        c["name"].append(name)
-        c["cat"].append(cat)
+        c["pid"].append(self.field_codes(sel, "pid", np.int64))
+        c["tid"].append(self.field_codes(sel, "tid", np.int64))
+        c["name"].append(self.field_codes(sel, "name", np.int32))
+        c["cat"].append(self.field_codes(sel, "cat", np.int32))
         c["ts"].append(ts_ns)
         x = ev_codes == _X
         if x.all():

@@ -16,7 +16,7 @@ import numpy as np
 from ...trace.categories import Kind, kind_of
 from ...trace.sorting import lexsort, member
 from . import gather
-from .codes import _codes, _distinct
+from .codes import _distinct
 from .events import _F, _S, _Event
 
 if TYPE_CHECKING:
@@ -44,12 +44,8 @@ def add_flow_slice(col: "_Collector", sel: list[_Event], ph: np.ndarray, ts_ns: 
     enclosing = ph != _F
     f_rows = np.flatnonzero(~enclosing)
     enclosing[f_rows] = [sel[i].bp == "e" for i in f_rows.tolist()]
-    cat = gather.codes(sel, "cat", col.strings, np.int64)
-    if cat is None:
-        cat = np.array(_codes(gather.values(sel, "cat"), col.strings, col._sid), np.int64)
-    pid, tid = (gather.codes(sel, f, table, np.int64) for f, table in (("pid", col.pids), ("tid", col.tids)))
-    add_flow_columns(col, cat, fid, ph, col._id_codes(gather.values(sel, "pid"), col.pids) if pid is None else pid,
-                     col._id_codes(gather.values(sel, "tid"), col.tids) if tid is None else tid, ts_ns, enclosing)
+    add_flow_columns(col, col.field_codes(sel, "cat", np.int64), fid, ph, col.field_codes(sel, "pid", np.int64),
+                     col.field_codes(sel, "tid", np.int64), ts_ns, enclosing)
 
 
 def add_flow_columns(col: "_Collector", cat: np.ndarray, fid: np.ndarray, ph: np.ndarray, pid: np.ndarray,
