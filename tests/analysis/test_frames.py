@@ -94,7 +94,8 @@ def test_table_labels_are_the_index_the_constructor_makes():
 
 
 def test_factorize_is_pandas_factorize():
-    from polyprof.analyze.frames import _SMALL, factorize
+    from polyprof.analyze.frames import factorize
+    from polyprof.trace.factorize import SMALL as _SMALL
 
     rng = np.random.default_rng(5)
     words = np.array(["hipLaunchKernel", "cudaLaunchKernel", "/device:GPU:0", "", "é", "x" * 300], object)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..derive.intervals import clip_union, covered, intersect_len
 from ..trace.core import Trace
@@ -12,6 +13,9 @@ from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .window import WindowArg, view
 from ..trace.sorting import unique, unique_counts
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ALL_STREAMS = "(all streams)"
 #: an idle gap no longer than this, with the next activity already launched, is kernel-wait

@@ -3,12 +3,16 @@ a queue depth), the process samples and the memory counters of a source."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..trace.core import Trace
 from .common import frame
 from .window import WindowArg, selection, view
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def counter_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:

@@ -11,10 +11,11 @@ names (as ``tf_op``), so both tools group device time the same way.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
 
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..trace import keys
@@ -23,6 +24,9 @@ from .common import device_view
 from .frames import empty_frame, factorize, frame, order_desc
 from .grouping import group_stats
 from .window import WindowArg
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: stats that name an activity's framework op directly (XProf's name first)
 OP_STATS = ("tf_op", keys.OP)

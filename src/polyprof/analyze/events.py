@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..trace.core import Trace
 from .common import analysed_span
 from .frames import frame, order_desc
 from .grouping import duration_columns
 from .window import WindowArg, selection, view
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def event_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..trace.core import Trace
@@ -24,6 +23,9 @@ from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .window import WindowArg, view
 from ..trace.sorting import unique
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: an event whose (lower-cased) name holds one of these belongs to the input pipeline
 _INPUT = re.compile("|".join(re.escape(m) for m in INPUT_MARKERS))

@@ -7,12 +7,16 @@ groupby with quantiles on traces of 10^5 events.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..trace.core import Trace
 from ..trace.sorting import lexsort
 from .frames import frame, order_desc
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STAT_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "p99_ns",
                 "first_start_ns", "last_end_ns"]

@@ -8,8 +8,9 @@ one state: the set of classes busy then, or idle. So the state times add up to t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..derive.intervals import clip_union
 from ..trace.core import Trace
@@ -17,6 +18,9 @@ from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view
 from .frames import empty_frame, rows_frame
 from .window import WindowArg, view
 from ..trace.sorting import member, unique
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: state bits, in the order their names are joined ("compute + communication")
 CLASSES = (("compute", (COMPUTE,)), ("communication", (COMMUNICATION,)), ("memory", (MEMCPY, MEMSET)))

@@ -8,8 +8,9 @@ allocator events. See docs/analysis.md, "Memory".
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..derive.intervals import RangeMinMax, innermost
@@ -18,9 +19,12 @@ from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import Memory, memory_events
-from .frames import frame, order_desc
+from .frames import factorize, frame, order_desc
 from ..trace.sorting import unique, union
 from .window import WindowArg, selection, view
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: live allocations listed per series in ``memory_at_peak``
 TOP_LIVE = 20
@@ -63,7 +67,7 @@ def memory_timeline(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     cat = _text(trace, keys.MEMORY_CATEGORY, m.rows)
     cat_bytes = np.zeros(len(m.rows), np.int64)
     if len(m.rows):
-        codes, _ = pd.factorize(pd.Series(cat, dtype=object).to_numpy())
+        codes, _ = factorize(np.asarray(cat, dtype=object))
         key = m.series * (codes.max() + 1) + codes
         order = np.argsort(key, kind="stable")
         cs = np.cumsum(m.delta[order])
@@ -291,7 +295,8 @@ def peak_holders(trace: Trace, by: str = "section") -> pd.DataFrame:
     ``allocations``, ``share_pct`` (of the bytes live at the peak that were allocated
     during the profile). Largest first within each series."""
     m = memory(trace)
-    parts = []
+    names = ("device", "allocator", "holder", "bytes", "allocations", "share_pct")
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in names}
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
         if lo == hi:  # no event of this series in a window
@@ -301,20 +306,17 @@ def peak_holders(trace: Trace, by: str = "section") -> pd.DataFrame:
             continue
         op, section, _ = context(trace, m.rows[live]) if by in ("op", "section") else (None, None, None)
         label = section if by == "section" else op
-        codes, uniq = pd.factorize(pd.Series(label, dtype=object).to_numpy())
+        codes, uniq = factorize(np.asarray(label, dtype=object))
         b = np.bincount(codes, weights=m.delta[live]).astype(np.int64)
         n = np.bincount(codes)
         total = max(int(m.delta[live].sum()), 1)
         order = np.argsort(-b, kind="stable")
-        parts.append(frame({"device": np.full(len(order), m.device[s], object),
-                            "allocator": np.full(len(order), m.allocator[s], object),
-                            "holder": np.asarray(uniq, dtype=object)[order], "bytes": b[order],
-                            "allocations": n[order], "share_pct": 100.0 * b[order] / total}))
-    if not parts:
-        return frame({"device": np.zeros(0, object), "allocator": np.zeros(0, object),
-                      "holder": np.zeros(0, object), "bytes": np.zeros(0, np.int64),
-                      "allocations": np.zeros(0, np.int64), "share_pct": np.zeros(0)})
-    return pd.concat(parts, ignore_index=True)
+        for c, v in zip(names, (np.full(len(order), m.device[s], object), np.full(len(order), m.allocator[s], object),
+                                np.asarray(uniq, dtype=object)[order], b[order], n[order],
+                                100.0 * b[order] / total)):
+            parts[c].append(v)
+    empty = (np.zeros(0, object),) * 3 + (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
+    return frame({c: np.concatenate(parts[c]) if parts[c] else e for c, e in zip(names, empty)})
 
 
 def step_levels(trace: Trace) -> pd.DataFrame:

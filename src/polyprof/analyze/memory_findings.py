@@ -7,10 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..trace.core import Trace
 from .findings import Finding, _records
+from .frames import column, order_asc
 from .memory import peak_holders, step_levels
 
 MIB = 1 << 20
@@ -22,7 +22,7 @@ GROWTH_RISING_SHARE = 80.0  # share of step-to-step changes that must be increas
 GROWTH_MIN_BYTES = 1 * MIB  # growth from the first to the last step end
 
 
-def memory_findings(trace: Trace, t: Callable[[str], pd.DataFrame]) -> list[Finding]:
+def memory_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     return [*_peak_dominated(trace, t), *_growth(trace)]
 
 
@@ -33,33 +33,34 @@ def _fmt(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def _peak_dominated(trace: Trace, t: Callable[[str], pd.DataFrame]) -> list[Finding]:
+def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     peaks = t("memory_peak")
     out: list[Finding] = []
-    if not len(peaks):  # no memory in the trace (iterrows of no rows still costs a frame's values)
-        return out
-    for _, p in peaks.iterrows():
+    cols = ("device", "allocator", "live_at_peak_bytes", "peak_bytes", "start_bytes", "peak_ns")
+    values = {c: column(peaks, c).tolist() for c in cols} if len(peaks) else {}
+    for i in range(len(peaks)):
+        p = {c: v[i] for c, v in values.items()}
         live, peak = int(p["live_at_peak_bytes"]), int(p["peak_bytes"])
         if live < PEAK_MIN_BYTES or 100.0 * live / max(peak, 1) < PEAK_LIVE_SHARE:
             continue
         for by in ("section", "op"):
             h = peak_holders(trace, by)
-            h = h[(h["device"] == p["device"]).to_numpy() & (h["allocator"] == p["allocator"]).to_numpy()]
-            h = h[(h["holder"] != "").to_numpy()]
-            if not len(h) or h["share_pct"].iloc[0] < PEAK_HOLDER_SHARE:
+            at = np.flatnonzero((column(h, "device") == p["device"]) & (column(h, "allocator") == p["allocator"])
+                                & (column(h, "holder") != ""))
+            if not len(at) or column(h, "share_pct")[at[0]] < PEAK_HOLDER_SHARE:
                 continue
-            top = h.iloc[0]
-            share = float(top["share_pct"])
+            holder, share = column(h, "holder")[at[0]], float(column(h, "share_pct")[at[0]])
             out.append(Finding(
                 "memory_peak_held_by_one", f"{p['device']}: {share:.0f}% of the memory live at the "
-                f"{_fmt(peak)} peak was allocated in {by} {top['holder']!r}",
+                f"{_fmt(peak)} peak was allocated in {by} {holder!r}",
                 "high" if share >= 80 else "medium", str(p["device"]),
-                {"by": by, "holder": str(top["holder"]), "held_bytes": int(top["bytes"]),
+                {"by": by, "holder": str(holder), "held_bytes": int(column(h, "bytes")[at[0]]),
                  "share_pct": round(share, 2), "peak_bytes": peak, "start_bytes": int(p["start_bytes"]),
                  "live_at_peak_bytes": live, "peak_at_ns": int(p["peak_ns"]) - trace.span_ns[0],
                  "allocator": str(p["allocator"])},
-                _records(h.rename(columns={"holder": "name"}), ["name", "bytes", "allocations", "share_pct"]),
-                f"Lowering the peak starts with {top['holder']!r}: free or reuse its tensors sooner "
+                [{("name" if k == "holder" else k): v for k, v in r.items()}
+                 for r in _records(h, ["holder", "bytes", "allocations", "share_pct"], at=at)],
+                f"Lowering the peak starts with {holder!r}: free or reuse its tensors sooner "
                 "(del, in-place ops), keep fewer of them alive at once (smaller batch or chunks, "
                 "activation checkpointing), or store them in a smaller dtype."))
             break  # a section when one dominates, else an op
@@ -71,10 +72,11 @@ def _growth(trace: Trace) -> list[Finding]:
     out: list[Finding] = []
     if not len(lv):
         return out
-    dev, alloc = lv["device"].to_numpy(), lv["allocator"].to_numpy()
+    dev, alloc = column(lv, "device"), column(lv, "allocator")
     for d, a in dict.fromkeys(zip(dev.tolist(), alloc.tolist())):
-        g = lv[(dev == d) & (alloc == a)].sort_values("step")
-        held = g["held_bytes"].to_numpy()
+        at = np.flatnonzero((dev == d) & (alloc == a))
+        at = at[order_asc(column(lv, "step")[at], stable=False)]  # as sort_values("step")
+        steps, held = column(lv, "step")[at], column(lv, "held_bytes")[at]
         if len(held) < GROWTH_MIN_STEPS:
             continue
         diffs = np.diff(held)
@@ -84,7 +86,7 @@ def _growth(trace: Trace) -> list[Finding]:
             continue
         per_step = growth / (len(held) - 1)
         ev: list[dict[str, Any]] = [{"step": int(s), "held_bytes": int(h)}
-                                    for s, h in zip(g["step"].tolist()[-5:], held[-5:].tolist())]
+                                    for s, h in zip(steps[-5:].tolist(), held[-5:].tolist())]
         out.append(Finding(
             "memory_growth", f"{d}: memory held grows step over step (+{_fmt(per_step)} per step, "
             f"{_fmt(growth)} over {len(held)} steps)", "high" if rising == 100.0 else "medium", str(d),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..derive.intervals import child_time
@@ -12,9 +13,12 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import unique_inverse
 from .common import CLASS_NAMES, device_view
-from .frames import column, empty_frame, factorize, frame, order_asc, order_desc
+from .frames import column, empty_frame, factorize, frame, labels, order_asc, order_desc
 from .grouping import group_reduce, group_stats
 from .window import WindowArg, device_mask, host_mask, view
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def op_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
@@ -120,7 +124,7 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: W
     first = first_of_each(column(ls, "launch_row")).astype(np.int64)
     calls = group_reduce(o, st, first, np.add)
     # (a label looked up in the list: "in ls" builds the labels' hash table, 60 us the first time)
-    graph = first * column(ls, "graph_launch").astype(np.int64) if "graph_launch" in ls.columns.tolist() else first * 0
+    graph = first * column(ls, "graph_launch").astype(np.int64) if "graph_launch" in labels(ls) else first * 0
     out = frame({
         "plane": np.asarray(planes, object)[p], "launch_name": np.asarray(names, object)[k], "count": n,
         "launches": calls, "graph_launches": group_reduce(o, st, graph, np.add),

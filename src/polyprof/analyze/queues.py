@@ -8,13 +8,17 @@ means the device waits for the host.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..trace.core import Trace
 from .common import device_view
 from .frames import empty_frame, frame, rows_frame
 from .window import WindowArg, view
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SUMMARY = ["plane", "stream", "changes", "mean", "std", "min", "p25", "p50", "p75", "max", "time_mean"]
 

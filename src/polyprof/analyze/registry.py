@@ -4,17 +4,21 @@ the ranks and store views and the findings compute from a trace.
 An analysis is a function ``(trace, *tables it needs) -> DataFrame`` documenting its
 columns; a new one is one module plus one :class:`Analysis` line below, and it then
 appears in ``polyprof summary --json`` and is there for findings and reports to use.
+Computed with ``columnar=True`` (the terminal summary), the tables are pandas-free
+:class:`~analyze.table.Table` s instead (``analyze/frames.py``).
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from ..trace.core import Trace
+from .frames import columnar as _columnar
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -63,18 +67,22 @@ def by_name(name: str) -> Analysis:
         raise KeyError(f"no analysis named {name!r}; known: {', '.join(_BY_NAME)}") from None
 
 
-class Tables(Mapping[str, pd.DataFrame]):
+class Tables(Mapping[str, Any]):
     """The analysis tables of one trace, each computed on first use (with what it needs)
-    and kept; ``given`` are tables already computed elsewhere."""
+    and kept; ``given`` are tables already computed elsewhere. ``columnar``: computed
+    as :class:`~analyze.table.Table` s, without pandas."""
 
-    def __init__(self, trace: Trace, given: Mapping[str, pd.DataFrame] | None = None):
+    def __init__(self, trace: Trace, given: Mapping[str, pd.DataFrame] | None = None, columnar: bool = False):
         self.trace = trace
+        self.columnar = columnar
         self._done: dict[str, pd.DataFrame] = dict(given or {})
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name not in self._done:
             a = by_name(name)
-            self._done[name] = a.run(self.trace, *(self[n] for n in a.needs))
+            inputs = [self[n] for n in a.needs]
+            with _columnar(self.columnar):
+                self._done[name] = a.run(self.trace, *inputs)
         return self._done[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -91,9 +99,9 @@ class Tables(Mapping[str, pd.DataFrame]):
 PER_EVENT = tuple(a.name for a in ANALYSES if a.per_event)
 
 
-def compute_all(trace: Trace) -> dict[str, pd.DataFrame]:
-    """Every table of :data:`ANALYSES`, in report order."""
-    t = Tables(trace)
+def compute_all(trace: Trace, columnar: bool = False) -> dict[str, pd.DataFrame]:
+    """Every table of :data:`ANALYSES`, in report order (``columnar``: as Tables)."""
+    t = Tables(trace, columnar=columnar)
     return {a.name: t[a.name] for a in ANALYSES}
 
 

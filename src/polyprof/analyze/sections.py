@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..derive.projection import LaunchIndex, section_rows
@@ -14,6 +15,9 @@ from .frames import frame, order_desc
 from .memory import Level, allocated_inside
 from .grouping import duration_columns, group_reduce
 from .window import WindowArg, host_mask, view
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RSS_COUNTER = keys.COUNTER_RSS
 MEMORY_COLUMNS = ["alloc_bytes", "mem_delta_bytes", "mem_min_bytes", "mem_max_bytes", "mem_mean_bytes",

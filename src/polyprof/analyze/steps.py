@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..derive.intervals import clip_union
@@ -12,6 +13,9 @@ from .common import COMPUTE, device_view
 from .frames import empty_frame, rows_frame
 from .window import WindowArg, view
 from ..trace.sorting import unique
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = ["step", "plane", "host_start_ns", "host_end_ns", "host_ns", "device_start_ns", "device_end_ns",
            "busy_ns", "compute_ns", "non_compute_ns", "idle_ns", "activities", "launch_count",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
 
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..derive.intervals import TimeKeys, covered, union
@@ -16,6 +17,9 @@ from .common import analysed_span, empty_frame, frame
 from .frames import order_desc
 from .window import WindowArg, view
 from ..trace.sorting import lexsort
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = ["thread", "calls", "sync_ns", "window_ns", "share_pct"]
 

@@ -15,11 +15,11 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.categories import Kind
+from ..trace.factorize import factorize
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, unique
 from . import cache
@@ -67,7 +67,7 @@ def _stat_labels(trace: Trace, rows: np.ndarray, names: tuple[str, ...]) -> np.n
 
 def _codes(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes (-1 for None) and the unique labels."""
-    codes, uniques = pd.factorize(pd.Series(labels, dtype=object), use_na_sentinel=True)
+    codes, uniques = factorize(np.asarray(labels, dtype=object))
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 

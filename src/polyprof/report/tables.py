@@ -5,17 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .. import analyze
 from ..analyze.common import analysed_span
 from ..analyze.findings import Finding
+from ..analyze.frames import columnar as _columnar
 from ..analyze.registry import compute_all
 from ..analyze.clocks import unsynchronised
 from ..analyze.window import AUTO, WindowArg, label, view
 from ..derive import cache
 from ..trace.core import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -26,13 +31,15 @@ class Report:
     overview: dict[str, Any] = field(default_factory=dict)
 
 
-def build(trace: Trace, window: WindowArg = AUTO) -> Report:
+def build(trace: Trace, window: WindowArg = AUTO, columnar: bool = False) -> Report:
     """Every table and finding of the steps ``window`` selects (``analyze/window.py``;
     by default every step but the first, which holds the warm-up, when there are three
-    or more). ``Report.trace`` is the window's view of ``trace``."""
+    or more). ``Report.trace`` is the window's view of ``trace``. ``columnar``: the
+    tables as pandas-free :class:`~analyze.table.Table` s (what the terminal needs)."""
     trace = view(trace, window)
-    tables = compute_all(trace)  # analyze/registry.py: every table, in report order
-    found = analyze.findings(trace, tables)
+    tables = compute_all(trace, columnar)  # analyze/registry.py: every table, in report order
+    with _columnar(columnar):  # what a rule computes for itself, too
+        found = analyze.findings(trace, tables)
     corr = cache.correlation(trace)
     steps = cache.steps(trace)
     t0, t1 = analysed_span(trace)
@@ -71,6 +78,8 @@ def _records_json(df: pd.DataFrame) -> Any:
             return orjson.Fragment(df.to_json(orient="records", double_precision=15, date_format="iso"))
         except (ValueError, TypeError, OverflowError):
             pass
+    import pandas as pd
+
     d = df.astype(object).where(pd.notna(df), None)
     return d.to_dict(orient="records")
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import pandas as pd
 from rich import box
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console, ConsoleOptions, Group
@@ -19,8 +18,12 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from ..analyze.frames import column
+from ..analyze.frames import column, labels, order_desc
+from ..analyze.table import Table
 from ..trace.core import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def fmt_ns(ns: float) -> str:
@@ -150,11 +153,11 @@ def fit_texts(texts: list[str], width: int) -> list[str]:
 
 
 def _one_value(a: np.ndarray) -> bool:
-    """``nunique(dropna=False) == 1`` of a non-empty column of text (else pandas says)."""
-    first = a[0]
-    if isinstance(first, str) and a.dtype == object:
-        return all(v == first for v in a.tolist())
-    return pd.Series(a).nunique(dropna=False) == 1
+    """``nunique(dropna=False) == 1`` of a non-empty column: every value the same (every
+    NaN the same value, None another)."""
+    vals = a.tolist()
+    nan = vals[0] != vals[0]
+    return all(v != v for v in vals) if nan else all(v == vals[0] for v in vals)
 
 
 def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200,
@@ -307,10 +310,11 @@ def _finding_lines(findings: list) -> list:
 
 def print_summary(trace: Trace, top: int = 15, console: Console | None = None, window: Any = "auto") -> None:
     """The terminal summary of the steps ``window`` selects (``analyze/window.py``;
-    default: without the warm-up step)."""
+    default: without the warm-up step). Its tables are computed without pandas
+    (``analyze/table.py``)."""
     from .tables import build
 
-    render(build(trace, window), top, console)
+    render(build(trace, window, columnar=True), top, console)
 
 
 def render(report: Any, top: int = 15, console: Console | None = None) -> None:
@@ -501,15 +505,19 @@ def _other_events(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> Non
             ("max_ns", "max", fmt_ns)], top, W, rows))
 
 
+def _with(df: Any, **more: np.ndarray) -> Table:
+    """``df.assign(**more)`` as a Table (of a Table or a DataFrame)."""
+    return Table({**{c: column(df, c) for c in labels(df)}, **more})
+
+
 def _counter_table(out: Any, cs: pd.DataFrame | None, top: int, W: int) -> None:
     """Counters: bytes as bytes, everything else as a number."""
     if cs is None or not len(cs):
         return
-    nums = ["first", "last", "min", "max", "mean"]
-    shown_cs = cs.astype({c: object for c in nums})
-    for c in nums:
-        shown_cs[c] = [fmt_size(v) if str(n).endswith("_bytes") else fmt_num(v)
-                       for n, v in zip(cs["name"], cs[c])]
+    names = column(cs, "name").tolist()
+    shown_cs = _with(cs, **{c: np.array([fmt_size(v) if str(n).endswith("_bytes") else fmt_num(v)
+                                         for n, v in zip(names, column(cs, c).tolist())], dtype=object)
+                            for c in ("first", "last", "min", "max", "mean")})
     out(_table("Counters", shown_cs, [
         ("plane", "plane", None), ("name", "name", None), ("samples", "samples", _int),
         ("first", "first", None), ("last", "last", None), ("min", "min", None, 1),
@@ -519,16 +527,16 @@ def _counter_table(out: Any, cs: pd.DataFrame | None, top: int, W: int) -> None:
 def _section_memory(out: Any, sec: pd.DataFrame, top: int, W: int) -> None:
     """Memory per section, when the trace has any (allocators, else process RSS)."""
     # (the labels as a list: "in sec" builds their hash table, 60 us the first time)
-    if "mem_source" not in sec.columns.tolist() or not (~np.isnan(column(sec, "mem_delta_bytes").astype(np.float64))).any():
+    if "mem_source" not in labels(sec) or not (~np.isnan(column(sec, "mem_delta_bytes").astype(np.float64))).any():
         return
-    rss = "allocator" not in set(sec["mem_source"])
+    rss = "allocator" not in set(column(sec, "mem_source").tolist())
     cols: list[tuple] = [("name", "name", None), ("mem_delta_bytes", "Δ held", fmt_bytes),
                          ("mem_min_bytes", "min", fmt_size, 1), ("mem_max_bytes", "max", fmt_size),
                          ("mem_mean_bytes", "mean", fmt_size, 1)]
     if not rss:
         cols.insert(1, ("alloc_bytes", "allocated", fmt_size))
-    bysize = sec.sort_values("mem_max_bytes", ascending=False, kind="stable")
-    out(_table("Memory by section" + (" (process RSS)" if rss else ""), bysize, cols, top, W))
+    bysize = order_desc(column(sec, "mem_max_bytes"))  # as sort_values(ascending=False, kind="stable")
+    out(_table("Memory by section" + (" (process RSS)" if rss else ""), sec, cols, top, W, bysize))
     out("[dim]held = " + ("process RSS" if rss else "bytes allocated and not yet freed, every device added up")
         + "; Δ held = at exit - at entry, summed over instances; min/max/mean = during the section[/]")
 
@@ -540,7 +548,7 @@ def _memory_tables(out: Any, report: Any, top: int, W: int) -> None:
     if mp is None or not len(mp):
         return
     origin = report.trace.span_ns[0]
-    mp = mp.assign(when=mp["peak_ns"] - origin)
+    mp = _with(mp, when=column(mp, "peak_ns") - origin)
     out(_table("Memory peak", mp, [
         ("device", "device", None), ("allocator", "allocator", None), ("start_bytes", "start", fmt_size),
         ("peak_bytes", "peak", fmt_size), ("when", "at", fmt_ns), ("end_bytes", "end", fmt_size),

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from . import keys
 from .core import COUNTER_COLUMNS, Trace
+from .factorize import factorize
 from .sorting import lexsort
 
 
@@ -99,8 +99,8 @@ def memory_events(trace: Trace) -> Memory:
     own = plane_names[trace.track_plane[trace.events["track"][rows]]] if len(rows) else plane_names[:0]
     device = _text_stat(trace, keys.MEMORY_DEVICE, rows, own)
     allocator = _text_stat(trace, keys.ALLOCATOR, rows, np.full(len(rows), "", dtype=object))
-    dcode, duniq = pd.factorize(device)  # hashing in C: no Python object per event
-    acode, auniq = pd.factorize(allocator)
+    dcode, duniq = factorize(device)  # by value, not per event
+    acode, auniq = factorize(allocator)
     combo, first = np.unique(dcode.astype(np.int64) * max(len(auniq), 1) + acode, return_index=True)
     keys_ = sorted((str(duniq[dcode[i]]), str(auniq[acode[i]])) for i in first.tolist())
     index = {k: i for i, k in enumerate(keys_)}

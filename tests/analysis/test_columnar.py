@@ -1,0 +1,201 @@
+"""The terminal summary's pandas-free tables (``analyze/table.py``) against the
+DataFrames the same analyses make for everything else (issue 17, item 3): every table,
+every finding and the printed summary must be the same either way. Real traces (every
+Kineto and XSpace sample), real runs (torch with memory, a script with sections and
+counters), and the synthetic shapes no program here makes (a CUDA device, a leak)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from rich.console import Console
+
+import polyprof
+from polyprof.analyze import frames
+from polyprof.analyze.table import Table
+from polyprof.report import terminal
+from polyprof.report.tables import build
+from polyprof.trace.factorize import factorize
+
+from . import synth
+from .test_memory import PATTERN, _leaky
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+REAL = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "data" / "traces" / "kineto").glob("*.json.gz"))
+
+
+def _text(report, width: int = 120) -> str:
+    buf = io.StringIO()
+    terminal.render(report, 15, Console(file=buf, width=width, color_system=None))
+    return buf.getvalue()
+
+
+def _same(trace, window="auto") -> None:
+    """Both builds of ``trace``'s report: tables, findings, overview and text equal."""
+    pandas_report = build(trace, window)
+    table_report = build(trace, window, columnar=True)
+    assert list(table_report.tables) == list(pandas_report.tables)
+    for name, df in pandas_report.tables.items():
+        t = table_report.tables[name]
+        assert isinstance(t, Table), name
+        assert isinstance(df, pd.DataFrame), name
+        pd.testing.assert_frame_equal(t.to_pandas(), df, check_exact=True, obj=name)
+    assert [f.to_dict() for f in table_report.findings] == [f.to_dict() for f in pandas_report.findings]
+    assert table_report.overview == pandas_report.overview
+    assert _text(table_report) == _text(pandas_report)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_every_kineto_sample_gives_the_same_summary_without_pandas(traces_dir, name):
+    trace = polyprof.load(traces_dir / "kineto" / name)
+    _same(trace)
+    _same(trace, window=None)  # every step
+
+
+def test_the_tpu_sample_gives_the_same_summary_without_pandas(traces_dir):
+    _same(polyprof.load(traces_dir / "xspace" / "tpu_inference_2.xplane.pb"))
+
+
+@pytest.mark.parametrize("make", [synth.gpu_trace, lambda: synth.gpu_trace(with_ids=False),
+                                  lambda: synth.pipeline_trace(sync_us=300, loader_us=500, copy_us=50,
+                                                               end_sync_us=2000),
+                                  _leaky, lambda: _leaky(freed=True)])
+def test_synthetic_shapes_give_the_same_summary_without_pandas(make):
+    trace = make()
+    _same(trace)
+    _same(trace, window=None)
+
+
+def test_a_leak_is_found_from_tables_without_pandas():
+    """The memory findings read the tables as columns: both fire on a leaky trace."""
+    found = {f.id for f in build(_leaky(), None, columnar=True).findings}
+    assert {"memory_growth", "memory_peak_held_by_one"} <= found
+
+
+def _run(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess:
+    """``polyprof run`` of a script whose exit handler lists the heavy modules loaded
+    (after the summary was printed: atexit runs once main returns)."""
+    seen = tmp_path / "modules.txt"
+    script = tmp_path / "s.py"
+    script.write_text("import atexit, sys\n"
+                      f"atexit.register(lambda: open({str(seen)!r}, 'w').write("
+                      "' '.join(m for m in ('pandas', 'pyarrow') if m in sys.modules)))\n" + body)
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="120")
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", *args, "-o", str(tmp_path / "s.polyprof"), str(script)],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def test_the_summary_of_a_run_imports_neither_pandas_nor_pyarrow(tmp_path):
+    """What ``polyprof run`` prints at the end is computed without pandas (0.3 s and
+    90 MB to import), for a script with steps, sections and a counter, and it is what
+    ``polyprof summary`` of the written trace prints through the DataFrames."""
+    body = ("import polyprof, time\n"
+            "for i in range(4):\n"
+            "    with polyprof.section('work'):\n"
+            "        time.sleep(0.002)\n"
+            "    polyprof.counter('loss', 1.0 / (i + 1))\n"
+            "    polyprof.step()\n")
+    p = _run(tmp_path, body)
+    assert (tmp_path / "modules.txt").read_text().split() == []
+    assert "Sections" in p.stdout and "work" in p.stdout and "loss" in p.stdout
+    # the same tables as the DataFrame path computes from the saved trace
+    _same(polyprof.load(tmp_path / "s.polyprof"))
+
+
+def test_a_torch_run_with_memory_gives_the_same_summary_without_pandas(tmp_path):
+    pytest.importorskip("torch")
+    _run(tmp_path, PATTERN, "--memory")
+    trace = polyprof.load(tmp_path / "s.polyprof")
+    report = build(trace, None, columnar=True)
+    assert len(report.tables["memory_peak"]) and len(report.tables["section_stats"])
+    _same(trace)
+    _same(trace, window=None)
+
+
+# ------------------------------------------------------------------ the parts
+@pytest.mark.parametrize("values", [
+    ["b", "a", "b", "c", "a"], ["x"] * 3, [], ["a", None, "b", None, "a"], [float("nan"), "a", 1, 1.0, "a"],
+])
+def test_factorize_of_objects_is_pandas_factorize(values):
+    a = np.empty(len(values), object)
+    a[:] = values
+    codes, uniq = factorize(a)
+    want_codes, want_uniq = pd.factorize(a)
+    assert codes.tolist() == want_codes.tolist()
+    assert list(uniq) == list(want_uniq)
+
+
+@pytest.mark.parametrize("a", [np.array([3, 1, 3, 2, 1, 7], np.int64), np.array([2.5, np.nan, 1.0, 2.5, -0.0, 0.0]),
+                               np.array([True, False, True]), np.array(["b", "a", "b"]), np.zeros(0, np.int32),
+                               np.random.default_rng(1).integers(0, 50, 10_000)])
+def test_factorize_of_numbers_is_pandas_factorize(a):
+    codes, uniq = factorize(a)
+    want_codes, want_uniq = pd.factorize(a)
+    assert codes.tolist() == want_codes.tolist()
+    assert np.asarray(uniq).tolist() == np.asarray(want_uniq).tolist()
+
+
+def test_factorize_of_a_long_array_with_and_without_pandas_loaded():
+    """Beyond SMALL values pandas' hash table is used when pandas is loaded: the dict
+    path gives the same codes (here pandas is loaded, so the dict path is called as is)."""
+    from polyprof.trace import factorize as F
+
+    rng = np.random.default_rng(2)
+    a = np.array([f"name{i}" for i in rng.integers(0, 300, 3 * F.SMALL)], dtype=object)
+    a[::97] = None
+    by_pandas = F.factorize(a)
+    by_dict = F._objects(a)
+    assert by_pandas[0].tolist() == by_dict[0].tolist()
+    assert list(by_pandas[1]) == list(by_dict[1])
+
+
+@pytest.mark.parametrize("values", [
+    np.array([3.0, np.nan, 1.0, 3.0, np.nan, 2.0]), np.array([5, 1, 5, 2], np.int64),
+    np.array(["b", "a", "c", "a"], dtype=object), np.array([np.nan, np.nan]), np.array([True, False, True]),
+    np.array(["b", None, "a"], dtype=object),
+])
+@pytest.mark.parametrize("stable", [True, False])
+def test_row_orders_are_pandas_sort_values(values, stable):
+    kind = "stable" if stable else "quicksort"
+    s = pd.DataFrame({"v": values})
+    assert frames.order_desc(values, stable).tolist() == \
+        s.sort_values("v", ascending=False, kind=kind).index.tolist()
+    assert frames.order_asc(values, stable).tolist() == s.sort_values("v", kind=kind).index.tolist()
+
+
+@pytest.mark.parametrize("column", [[1, None, 3], [None, 2.5], [], ["a", "b"], [1, 2], [True, False],
+                                    [None, None], ["a", None], [np.float32(1.5)]])
+def test_a_table_column_is_what_pandas_infers(column):
+    """A column pandas would infer (numbers with gaps, empty lists) gets its dtype in
+    the Table too; the columns pandas must infer still go through pandas."""
+    with frames.columnar():
+        t = frames.frame({"c": column, "n": list(range(len(column)))})
+    df = frames.frame({"c": column, "n": list(range(len(column)))})
+    assert isinstance(t, Table) and isinstance(df, pd.DataFrame)
+    pd.testing.assert_frame_equal(t.to_pandas(), df, check_exact=True)
+
+
+def test_one_value_is_nunique_of_one():
+    for values in (["a", "a"], ["a", "b"], [1.0, np.nan], [np.nan, np.nan], [None, np.nan], [2, 2]):
+        a = np.empty(len(values), object)
+        a[:] = values
+        assert terminal._one_value(a) == (pd.Series(a).nunique(dropna=False) == 1), values
+
+
+def test_json_summary_still_holds_dataframes(traces_dir, capsys):
+    """``--json`` (and the HTML report, the ranks) keep the DataFrame path."""
+    from polyprof.cli import main
+
+    assert main(["summary", "--json", str(traces_dir / "kineto" / "triton_example.json.gz")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tables"]["kernel_breakdown"]["rows"] > 0
