@@ -33,8 +33,7 @@ _CHILD = r"""
 import io, json, logging, sys, time
 logging.disable(logging.CRITICAL)
 import polyprof
-from polyprof.report.tables import build
-from polyprof.report.terminal import render
+from polyprof.report.terminal import print_summary
 from rich.console import Console
 profile = len(sys.argv) > 2
 if profile:
@@ -43,8 +42,7 @@ if profile:
 t0 = time.perf_counter()
 trace = polyprof.load(sys.argv[1])
 t1 = time.perf_counter()
-report = build(trace)
-render(report, console=Console(file=io.StringIO(), width=160))
+print_summary(trace, console=Console(file=io.StringIO(), width=160))
 t2 = time.perf_counter()
 if profile:
     pr.disable()

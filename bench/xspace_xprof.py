@@ -48,13 +48,12 @@ logging.disable(logging.CRITICAL)
 t0 = time.perf_counter()
 import polyprof
 from polyprof.formats.xspace import IMPLEMENTATION
-from polyprof.report.tables import build
-from polyprof.report.terminal import render
+from polyprof.report.terminal import print_summary
 from rich.console import Console
 t1 = time.perf_counter()
 trace = polyprof.load(sys.argv[1])
 t2 = time.perf_counter()
-render(build(trace), console=Console(file=io.StringIO(), width=160))
+print_summary(trace, console=Console(file=io.StringIO(), width=160))
 t3 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "load": t2 - t1, "summary": t3 - t2, "work": t3 - t1,
                   "events": trace.n_events, "decoder": IMPLEMENTATION}))
