@@ -199,3 +199,19 @@ def test_json_summary_still_holds_dataframes(traces_dir, capsys):
     assert main(["summary", "--json", str(traces_dir / "kineto" / "triton_example.json.gz")]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["tables"]["kernel_breakdown"]["rows"] > 0
+
+
+def test_summary_of_a_saved_trace_reads_and_prints_without_pandas(tmp_path):
+    """``polyprof summary run.polyprof``: the Arrow columns are read from their buffers
+    (pyarrow's to_numpy imports pandas) and the summary is the DataFrame path's."""
+    _run(tmp_path, "import polyprof\nwith polyprof.section('s'):\n    polyprof.counter('c', 2.5)\n", "--no-summary")
+    code = ("import sys; from polyprof.cli import main; rc = main(['summary', sys.argv[1]]); "
+            "print('HEAVY', sorted(m for m in ('pandas',) if m in sys.modules)); sys.exit(rc)")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="120")
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.polyprof")], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "HEAVY []" in p.stdout and "Sections" in p.stdout
+    trace = polyprof.load(tmp_path / "s.polyprof")
+    assert trace.n_events and "pandas" in sys.modules  # (this test process has it: the comparison below)
+    _same(trace)

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ..report.tables import build
 
-        report = build(load_trace(args.file[0]), window_from(args))
+        # the terminal's tables without pandas (analyze/table.py); --json writes DataFrames
+        report = build(load_trace(args.file[0]), window_from(args), columnar=not args.json)
     from ..report.tables import to_json
 
     if args.json:
