@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .collect.recorder import counter, mark, section, step
-from .collect.schedule import schedule
-from .collect.session import Session, profile
 from .errors import PolyprofError, TraceFormatError
-from .formats.detect import load
-from .formats.registry import write as export
-from .trace.core import Trace
 
 if TYPE_CHECKING:
     from .capture import Server
+    from .collect.schedule import schedule
+    from .collect.session import Session, profile
+    from .formats.detect import load
+    from .formats.registry import write as export
     from .ranks.traceset import TraceSet, load_ranks
+    from .trace.core import Trace
 
 
 def serve(port: int = 0, host: str = "127.0.0.1", **options: Any) -> "Server":
@@ -40,9 +40,13 @@ def serve(port: int = 0, host: str = "127.0.0.1", **options: Any) -> "Server":
 _LAZY = ("analyze", "ranks", "store", "report", "trace", "formats", "derive")
 
 
-#: names imported on first use: the ranks' executors import multiprocessing and
-#: concurrent.futures (about 10 ms of every `polyprof run`)
-_LAZY_NAMES = {"TraceSet": "ranks.traceset", "load_ranks": "ranks.traceset"}
+#: names imported on first use, (module, attribute): ``import polyprof`` in a program that
+#: only marks sections imports neither NumPy (the session, the trace) nor the readers;
+#: the ranks' executors import multiprocessing and concurrent.futures (about 10 ms)
+_LAZY_NAMES = {"TraceSet": ("ranks.traceset", "TraceSet"), "load_ranks": ("ranks.traceset", "load_ranks"),
+               "Session": ("collect.session", "Session"), "profile": ("collect.session", "profile"),
+               "schedule": ("collect.schedule", "schedule"), "load": ("formats.detect", "load"),
+               "export": ("formats.registry", "write"), "Trace": ("trace.core", "Trace")}
 
 
 def __getattr__(name: str) -> Any:
@@ -51,8 +55,15 @@ def __getattr__(name: str) -> Any:
 
         if name in _LAZY:
             return importlib.import_module(f"{__name__}.{name}")
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
+        module, attr = _LAZY_NAMES[name]
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, *_LAZY_NAMES})
 
 
 __all__ = ["profile", "section", "mark", "counter", "step", "schedule", "load", "serve", "Trace", "Session",

@@ -36,7 +36,6 @@ from .abi import (  # noqa: F401 - the ABI layer (collect/abi.py), re-exported
     CODE_NAMES,
     COLLECT_FN,
     DESTROY_FN,
-    ENV_PATH,
     ERR_BUFFER_TOO_SMALL,
     ERR_INTERNAL,
     ERR_INVALID_ARGUMENT,

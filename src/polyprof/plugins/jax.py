@@ -30,7 +30,6 @@ import numpy as np
 from ..collect.clock import now_ns
 from ..collect.plugin import Availability, Plugin, SessionContext
 from ..errors import PluginError
-from ..trace import clock
 from ..trace.core import Trace
 from ..trace.stats import StatColumn
 
@@ -125,6 +124,8 @@ class JaxPlugin(Plugin):
 
     def _align(self, trace: Trace) -> dict[str, Any]:
         """Move the XSpace's times onto the session clock; returns how it was done."""
+        from ..trace import clock  # here: every session's discovery imports this module
+
         assert self.ctx is not None
         names = trace.names() if trace.n_events else np.zeros(0, object)
         start, end = trace.start_ns, trace.end_ns

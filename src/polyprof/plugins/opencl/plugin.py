@@ -21,23 +21,23 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...collect.clock import now_ns
 from ...collect.importhook import ImportHook
-from ...collect.signals import SavedDispositions
-from ...trace.clock import ClockFit, ClockSync
 from ...collect.plugin import Availability, Plugin, SessionContext
+from ...collect.signals import SavedDispositions
 from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
-from . import calls
-from . import intercept as ic
-from . import probe
-from .memory import ALLOC_NAMES, FREE_NAME, MemoryLog
-from .probe import devices as _devices
+
+# What records and reads OpenCL calls (calls, intercept, memory, probe, the clock fit)
+# is imported when the program imports pyopencl, not by every session's discovery.
+if TYPE_CHECKING:
+    from ...trace.clock import ClockFit
+    from . import calls
 
 log = logging.getLogger("polyprof")
 
@@ -87,6 +87,8 @@ class OpenCLPlugin(Plugin):
         intercepted calls and device activity (and their clock mapping)."""
         import pyopencl as cl
 
+        from . import probe
+
         dev, problems = probe.first_compiling()
         if dev is None:
             raise RuntimeError("no OpenCL device here can compile kernels ("
@@ -121,8 +123,10 @@ class OpenCLPlugin(Plugin):
             return Availability(False, f"no OpenCL platform found ({e})")
         if not platforms:
             return Availability(False, "no OpenCL platform found")
+        from . import probe
+
         try:
-            devs = _devices()
+            devs = probe.devices()
         except Exception as e:
             return Availability(False, f"no OpenCL device found ({e})")
         if not devs:
@@ -182,8 +186,12 @@ class OpenCLPlugin(Plugin):
     def _begin(self) -> None:
         import pyopencl as cl
 
+        from . import intercept as ic
+        from .memory import MemoryLog
+        from .probe import devices
+
         self.cl = cl
-        self.device_list = _devices()
+        self.device_list = devices()
         self.rec = ic.Recording()
         self.patcher = ic.Patcher()
         self.raw_start = [_raw_triple() for _ in range(8)] if _RAW is not None else []
@@ -217,6 +225,8 @@ class OpenCLPlugin(Plugin):
         """Flush every queue, then wait for unfinished commands until ``timeout``;
         returns the int_ptr of the events still not complete. On an in-order queue
         the last command completes last, so only it is waited for when it completes."""
+        from . import calls
+
         cl = self.cl
         queues = calls.live_queues(self.rec)
         for q in queues.values():
@@ -246,10 +256,11 @@ class OpenCLPlugin(Plugin):
     def _events_to_wait_for(self, queues: dict[int, Any]) -> list[Any]:
         """The last event of each in-order queue when it is complete; every event of
         out-of-order queues, and of in-order ones whose last event is not complete."""
+        from .intercept import STRIDE as S
+
         cl = self.cl
         ooo = int(cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
         complete = int(cl.command_execution_status.COMPLETE)
-        S = ic.STRIDE
         last: dict[int, Any] = {}  # id(queue) -> its last event
         every: list[tuple[int, Any]] = []
         for _tid, _name, flat in list(self.rec.threads):
@@ -270,6 +281,8 @@ class OpenCLPlugin(Plugin):
     def _marker_samples(self, k: int) -> dict[int, list[tuple[int, int, int, int, int, Any]]]:
         """Per device (int_ptr): k (host before, raw before, event, raw after, host after)
         brackets around marker enqueues on a private profiling queue."""
+        from . import calls
+
         cl = self.cl
         out: dict[int, list] = {}
         if k <= 0:
@@ -303,6 +316,9 @@ class OpenCLPlugin(Plugin):
         if not self._begun:  # the program never imported pyopencl
             b.metadata["opencl"] = {"api_calls": 0, "device_events": 0, "pyopencl_imported": False}
             return b.build()
+        from . import calls
+        from . import intercept as ic
+
         host = b.plane(keys.HOST_PLANE, "host", pid=os.getpid())
         dev_index = {d.int_ptr: i for i, d in enumerate(self.device_list)}
         c = calls.flatten(self.rec)
@@ -366,6 +382,8 @@ class OpenCLPlugin(Plugin):
     @staticmethod
     def _host_events(b: TraceBuilder, host: int, c: calls.Calls) -> np.ndarray:
         """The API calls, one track per thread; the row of each call."""
+        from . import intercept as ic
+
         host_rows = np.full(c.n, -1, np.int64)
         names = np.array([ic.API[a][0] for a in range(len(ic.API))], object)
         for ti, (tid, tname) in enumerate(c.threads):
@@ -379,6 +397,9 @@ class OpenCLPlugin(Plugin):
     def _device_events(self, b: TraceBuilder, c: calls.Calls, sel: np.ndarray, info: dict[str, Any], qp: int,
                        fit: ClockFit, ts: np.ndarray) -> np.ndarray:
         """The timed commands ``sel`` of one queue on its (device, queue) track."""
+        from . import calls
+        from . import intercept as ic
+
         di, dev = info["dev"], info["device"]
         plane = b.plane(keys.device_plane("OpenCL", di), "device", vendor=str(dev.vendor).strip(), index=di,
                         pid=1_000_000 + di, properties=self._device_props(dev))
@@ -401,6 +422,8 @@ class OpenCLPlugin(Plugin):
     @staticmethod
     def _size_stats(b: TraceBuilder, c: calls.Calls, sel: np.ndarray, rows: np.ndarray) -> None:
         """grid and block of kernel launches, bytes of transfers, at ``rows``."""
+        from . import calls
+
         k, grid, block = calls.kernel_sizes(c, sel)
         for key, vals in ((keys.GRID, grid), (keys.BLOCK, block)):
             ok = np.fromiter((bool(v) for v in vals), bool, len(vals))
@@ -417,6 +440,8 @@ class OpenCLPlugin(Plugin):
         recs = list(self.memlog.records) if self.memlog is not None else []
         if not recs:
             return
+        from .memory import ALLOC_NAMES, FREE_NAME
+
         ts, nbytes, handle, dev, tid, tname, kind = (list(c) for c in zip(*recs))
         devs = {d: dev_index.get(d, 0) for d in set(dev)}
         by_ptr = {d.int_ptr: d for d in self.device_list}
@@ -434,6 +459,8 @@ class OpenCLPlugin(Plugin):
 
     def _fit_device(self, dev: Any, hb: np.ndarray, queued: np.ndarray, ha: np.ndarray) -> tuple[ClockFit, dict]:
         """Fit device -> host for one device from all the sample sources we have."""
+        from ...trace.clock import ClockFit, ClockSync
+
         max_drift = float(self.options.get("max_drift_ppm", 1000.0))
         markers = self.markers.get(dev.int_ptr, []) if hasattr(self, "markers") else []
         mk = np.array([(h0, q, h1) for h0, _r0, q, _r1, h1 in markers], np.int64).reshape(-1, 3)
@@ -489,6 +516,9 @@ class OpenCLPlugin(Plugin):
                    qinfo: dict[int, dict[str, Any]], dt: calls.DeviceTimes) -> None:
         """Stats of the API calls: kernel, grid, block, bytes, queue, what a wait waited
         for, blocking, incomplete."""
+        from . import calls
+        from . import intercept as ic
+
         all_rows = np.arange(c.n)
         self._size_stats(b, c, all_rows, host_rows)
         kr = np.flatnonzero(c.api == ic.KERNEL)

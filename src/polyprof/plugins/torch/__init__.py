@@ -7,13 +7,31 @@
 * ``align``: Kineto's clock onto the session clock (trace/clock.py);
 * ``ingest``: one Kineto recording re-homed into the session trace;
 * ``memory``: torch's memory events kept inside their sections, with torch's categories.
+
+Every session's plugin discovery imports this package: ``ingest`` (and the clock
+service) are imported on first use, once torch recorded something.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .align import Capture, fit_alignment, fit_pairs
-from .ingest import STEP_PREFIX, SYNC_NAME, ingest_kineto
 from .plugin import TorchPlugin, active_plugin, default_activities, recording_survived
 
+if TYPE_CHECKING:
+    from .ingest import STEP_PREFIX, SYNC_NAME, ingest_kineto
+
 _Capture = Capture  # the name tests and older callers use
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("STEP_PREFIX", "SYNC_NAME", "ingest_kineto"):
+        from . import ingest
+
+        return getattr(ingest, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["STEP_PREFIX", "SYNC_NAME", "Capture", "TorchPlugin", "active_plugin", "default_activities",
            "fit_alignment", "fit_pairs", "ingest_kineto", "recording_survived"]

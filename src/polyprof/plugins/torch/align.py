@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...collect.plugin import SessionContext
-from ...trace import clock
-from ...trace.clock import ClockFit
 from ...trace.core import Trace
+
+if TYPE_CHECKING:  # the clock service is imported once torch recorded (not by every session)
+    from ...trace.clock import ClockFit
 
 
 @dataclass
@@ -51,6 +52,8 @@ def fit_pairs(a: np.ndarray, b: np.ndarray, k: np.ndarray, method: str = "paired
     brackets admit no common line (they do not pair up)."""
     if not len(k):
         return None
+    from ...trace import clock
+
     f = clock.fit_same_rate(a, k, b, method=method)
     return f if f.consistent else None
 
@@ -74,6 +77,8 @@ def clock_summary(cycles: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def wall_alignment(t: Trace, ctx: SessionContext | None) -> ClockFit:
+    from ...trace import clock
+
     anchor = (ctx.wall_anchor if ctx is not None else None) or {}
     base = t.metadata.get("baseTimeNanoseconds") or 0
     off = int(anchor.get("wall_ns", 0)) - int(anchor.get("mono_ns", 0))  # wall - session

@@ -47,8 +47,9 @@ from ...trace.core import Trace
 from ...trace.merge import merge, merge_metadata
 from .align import Capture, clock_summary
 from .hooks import ImportHook, Ranges, imported_torch
-from .ingest import STEP_PREFIX, SYNC_NAME, ingest_kineto
-from .memory import add_categories, categories_of
+
+# ingest (Kineto's events into the session trace) and memory are imported once torch
+# recorded: every session's discovery imports this module
 
 log = logging.getLogger("polyprof")
 
@@ -331,6 +332,8 @@ class TorchPlugin(Plugin):
         torch = imported_torch()
         if torch is None:
             return
+        from .ingest import SYNC_NAME
+
         r = self._ensure_ranges(torch)
         cap = cap if cap is not None else (self._captures[-1] if self._captures else self.new_capture())
         enter, exit_ = r.enter, r.exit
@@ -370,6 +373,8 @@ class TorchPlugin(Plugin):
 
     def _memory_categories(self, prof: Any, cap: Capture) -> None:
         try:
+            from .memory import categories_of
+
             cap.mem_categories = categories_of(prof)
         except Exception as e:  # torch's private memory profile: its failure costs only the categories
             self._warn(f"no memory categories from torch: {type(e).__name__}: {e}")
@@ -454,6 +459,8 @@ class TorchPlugin(Plugin):
         r = self._ranges
         if r is None or self._prof is None:
             return
+        from .ingest import STEP_PREFIX
+
         self._close_step_range()
         name = f"{STEP_PREFIX}{n}"
         a = now_ns()
@@ -500,6 +507,8 @@ class TorchPlugin(Plugin):
     # ------------------------------------------------------------------ ingest
     def ingest(self, cap: Capture) -> tuple[Trace, dict[str, Any]]:
         from ...formats import kineto
+        from .ingest import ingest_kineto
+        from .memory import add_categories
 
         t, cap.trace = cap.trace, None
         if t is None:
