@@ -12,6 +12,7 @@ its exit code and writes nothing: the trace is the parent's.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import runpy
 import signal
@@ -122,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     pid = os.getpid()
     _received.clear()
     session.start()
+    _freeze_what_polyprof_made()
     code = run_script(target, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
         return code
@@ -148,6 +150,16 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _freeze_what_polyprof_made() -> None:
+    """Move every object made so far (polyprof's, NumPy's and the other modules' it
+    imported: about 100k objects) out of the garbage collector's sight, just before the
+    program starts (``gc.freeze``). They live until the process ends anyway; the
+    interpreter's shutdown no longer walks them in its last collections (7-12 ms of
+    every run, about the whole of NumPy's exit cost). What the program makes is
+    collected, and finalized at its exit, as under plain ``python``."""
+    gc.freeze()
+
+
 def _report_written(session: Session, n_events: int) -> None:
     w = session.written
     if w is None or w.path is None:
@@ -171,6 +183,7 @@ def _run_serving(args: argparse.Namespace, address: str) -> int:
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
     pid = os.getpid()
     _received.clear()
+    _freeze_what_polyprof_made()
     code = run_script(args.script, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the server is the parent's
         return code

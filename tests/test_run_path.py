@@ -1,0 +1,162 @@
+"""What `polyprof run` does around the program, kept cheap (issue 17, item 3;
+bench/run_cost.py measures it) without changing what the program sees.
+
+* ``import polyprof`` in a program that only marks sections imports neither the
+  session nor NumPy nor the readers; each lazy name still resolves.
+* The plugins' discovery imports no device-recording code: that comes with the
+  program's own ``import pyopencl`` / ``import torch`` (and OpenCL is still recorded).
+* Objects polyprof made before the program starts are frozen (``gc.freeze``); the
+  program's own garbage is still collected and finalized, during the run and at its
+  exit, exactly as under plain ``python`` (compared with plain python here).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _python(code: str) -> str:
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_import_polyprof_imports_no_numpy_and_no_session():
+    out = _python("import sys, polyprof\n"
+                  "with polyprof.section('x'): pass\n"
+                  "polyprof.mark('m'); polyprof.counter('c', 1.0); polyprof.step()\n"
+                  "print(sorted(m for m in ('numpy', 'polyprof.collect.session', 'polyprof.trace.core', "
+                  "'polyprof.formats.detect', 'polyprof.collect.schedule') if m in sys.modules))")
+    assert out == "[]"
+
+
+def test_every_lazy_name_resolves_to_its_module_object():
+    out = _python(
+        "import polyprof, polyprof.collect as c, polyprof.formats as f, polyprof.plugins.torch as t\n"
+        "from polyprof.collect.session import Session, profile\n"
+        "from polyprof.collect.schedule import schedule\n"
+        "from polyprof.formats.detect import load\n"
+        "from polyprof.formats.registry import write\n"
+        "from polyprof.trace.core import Trace\n"
+        "from polyprof.collect.plugin import Availability, Plugin, SessionContext\n"
+        "from polyprof.plugins.torch import ingest\n"
+        "ok = [polyprof.Session is Session, polyprof.profile is profile, polyprof.schedule is schedule,\n"
+        "      polyprof.load is load, polyprof.export is write, polyprof.Trace is Trace, c.Session is Session,\n"
+        "      c.profile is profile, c.Plugin is Plugin, c.Availability is Availability,\n"
+        "      c.SessionContext is SessionContext, f.load is load, t.ingest_kineto is ingest.ingest_kineto,\n"
+        "      t.STEP_PREFIX == ingest.STEP_PREFIX, t.SYNC_NAME == ingest.SYNC_NAME,\n"
+        "      set(polyprof.__all__) <= set(dir(polyprof))]\n"
+        "print(ok)")
+    assert out == str([True] * 16)
+    with pytest.raises(AttributeError):
+        import polyprof
+
+        polyprof.no_such_name  # noqa: B018
+    from polyprof import formats
+
+    with pytest.raises(AttributeError):
+        formats.no_such_name  # noqa: B018
+
+
+def test_discovery_imports_no_device_recording_code():
+    """A session's discovery loads each plugin's class (and checks it can run): the
+    OpenCL recorder, torch's Kineto ingest and the clock service wait for the
+    program's import of pyopencl or torch."""
+    out = _python("import sys\n"
+                  "from polyprof.collect.registry import discover\n"
+                  "found = discover(session=True)\n"
+                  "print(sorted(n for n in ('host', 'opencl', 'torch', 'jax') if n in found and found[n].factory),\n"
+                  "      sorted(m for m in ('polyprof.plugins.opencl.calls', 'polyprof.plugins.opencl.intercept', "
+                  "'polyprof.plugins.opencl.probe', 'polyprof.plugins.torch.ingest', 'polyprof.plugins.torch.memory', "
+                  "'polyprof.trace.clock', 'polyprof.collect.native', 'pyopencl', 'torch', 'jax') "
+                  "if m in sys.modules))")
+    assert out == "['host', 'jax', 'opencl', 'torch'] []"
+
+
+def test_opencl_is_recorded_when_the_program_imports_pyopencl_after_the_start(tmp_path):
+    """The OpenCL plugin's recording code is imported at the program's own
+    ``import pyopencl`` (through the import hook), and records as before: a kernel
+    launch on the host track, its execution on a device track, linked by a flow."""
+    pytest.importorskip("pyopencl")
+    from polyprof.plugins.opencl import OpenCLPlugin
+
+    if not OpenCLPlugin.availability().ok:
+        pytest.skip(OpenCLPlugin.availability().reason)
+    script = tmp_path / "cl.py"
+    script.write_text(
+        "import numpy as np, pyopencl as cl\n"
+        "from polyprof.plugins.opencl import probe\n"
+        "dev, _ = probe.first_compiling()\n"
+        "ctx = cl.Context([dev]); q = cl.CommandQueue(ctx)\n"
+        "prg = cl.Program(ctx, '__kernel void twice(__global float* a) { a[get_global_id(0)] *= 2; }').build()\n"
+        "a = np.ones(256, np.float32)\n"
+        "buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)\n"
+        "prg.twice(q, a.shape, None, buf)\n"
+        "cl.enqueue_copy(q, a, buf); q.finish()\n"
+        "assert (a == 2).all()\n")
+    out = tmp_path / "cl.polyprof"
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(out), str(script)],
+                       capture_output=True, text=True, env=_env(), timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    import polyprof
+
+    t = polyprof.load(out)
+    meta = t.metadata["opencl"]
+    assert meta["api_calls"] >= 3 and meta["device_events"] >= 2, meta
+    names = set(t.names().tolist())
+    assert "twice" in names
+    assert len(t.flows["src"]) >= 1
+
+
+_FINALIZERS = """\
+import gc, sys
+out = sys.argv[1]
+
+class Node:
+    def __init__(self, tag):
+        self.tag, self.other = tag, None
+    def __del__(self, _open=open):  # `open` itself may be gone late in the shutdown
+        with _open(out, "a") as f:
+            f.write(self.tag + "\\n")
+
+def cycle(tag):
+    a, b = Node(tag), Node(tag + "'")
+    a.other, b.other = b, a
+    return a
+
+cycle("collected")  # garbage at once: found by the collection below
+gc.collect()
+with open(out, "a") as f:
+    f.write("after collect\\n")
+KEPT = cycle("at exit")  # alive until the program ends: then garbage, finalized by a collection
+"""
+
+
+def test_the_programs_garbage_is_collected_and_finalized_as_under_plain_python(tmp_path):
+    """Had polyprof frozen the program's objects (a ``gc.freeze`` after the program, say),
+    the cycle left alive would never be finalized."""
+    script = tmp_path / "fin.py"
+    script.write_text(_FINALIZERS)
+    plain, profiled = tmp_path / "plain.txt", tmp_path / "profiled.txt"
+    p = subprocess.run([sys.executable, str(script), str(plain)], capture_output=True, text=True, env=_env(),
+                       timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(tmp_path / "f.polyprof"),
+                        str(script), str(profiled)], capture_output=True, text=True, env=_env(), timeout=300,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert sorted(plain.read_text().splitlines()) == sorted(profiled.read_text().splitlines())
+    lines = profiled.read_text().splitlines()
+    assert lines.index("after collect") == 2 and set(lines[:2]) == {"collected", "collected'"}
+    assert set(lines[3:]) == {"at exit", "at exit'"}
