@@ -234,3 +234,18 @@ def test_entry_point_load_follows_module_and_attributes():
     import polyprof.plugins.host as mod
 
     assert EntryPoint("m", "polyprof.plugins.host").load() is mod
+
+
+def test_distribution_names_normalise_as_importlib_metadata_does():
+    """registry._normalise (string operations, on every run's scan) against the regular
+    expression importlib.metadata uses, on names with every run of "_" and "."."""
+    import itertools
+    import re
+
+    from polyprof.collect.registry import _normalise
+
+    parts = ["a", "B", "_", ".", "__", "..", "._", "_.", "9"]
+    for n in range(1, 5):
+        for combo in itertools.product(parts, repeat=n):
+            name = "".join(combo).lower()
+            assert _normalise(name) == re.sub(r"[-_.]+", "_", name), name

@@ -5,9 +5,10 @@ bench/run_cost.py measures it) without changing what the program sees.
   session nor NumPy nor the readers; each lazy name still resolves.
 * The plugins' discovery imports no device-recording code: that comes with the
   program's own ``import pyopencl`` / ``import torch`` (and OpenCL is still recorded).
-* Objects polyprof made before the program starts are frozen (``gc.freeze``); the
-  program's own garbage is still collected and finalized, during the run and at its
-  exit, exactly as under plain ``python`` (compared with plain python here).
+* polyprof starts with the garbage collector off and freezes what it made before the
+  program starts (``gc.freeze``), then turns the collector back on: the program's own
+  garbage is collected (by the collector's own runs too) and finalized, during the run
+  and at its exit, as under plain ``python`` (compared with plain python here).
 """
 
 from __future__ import annotations
@@ -135,6 +136,17 @@ def cycle(tag):
     a.other, b.other = b, a
     return a
 
+class Loop:
+    finalized = 0
+    def __init__(self):
+        self.me = self
+    def __del__(self):
+        Loop.finalized += 1
+
+for _ in range(5000):  # garbage found by the collector's own runs (none is asked for)
+    Loop()
+with open(out, "a") as f:
+    f.write(f"enabled {gc.isenabled()}, collected on its own {Loop.finalized > 0}\\n")
 cycle("collected")  # garbage at once: found by the collection below
 gc.collect()
 with open(out, "a") as f:
@@ -158,5 +170,20 @@ def test_the_programs_garbage_is_collected_and_finalized_as_under_plain_python(t
     assert p.returncode == 0, p.stderr
     assert sorted(plain.read_text().splitlines()) == sorted(profiled.read_text().splitlines())
     lines = profiled.read_text().splitlines()
-    assert lines.index("after collect") == 2 and set(lines[:2]) == {"collected", "collected'"}
-    assert set(lines[3:]) == {"at exit", "at exit'"}
+    assert lines[0] == "enabled True, collected on its own True"  # the collector is on, as under python
+    assert lines.index("after collect") == 3 and set(lines[1:3]) == {"collected", "collected'"}
+    assert set(lines[4:]) == {"at exit", "at exit'"}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_main_leaves_the_collector_as_it_found_it(tmp_path, enabled):
+    """``polyprof.cli.main(["run", ...])`` called in a process: the program runs with
+    the collector on or off as the caller had it, and main() returns it so."""
+    script = tmp_path / "s.py"
+    script.write_text(f"import gc\nopen({str(tmp_path / 'seen.txt')!r}, 'w').write(str(gc.isenabled()))\n")
+    out = _python(f"import gc\n{'' if enabled else 'gc.disable()'}\n"
+                  "from polyprof.cli import main\n"
+                  f"rc = main(['run', '--no-summary', '-o', {str(tmp_path / 's.polyprof')!r}, {str(script)!r}])\n"
+                  "print(rc, gc.isenabled())")
+    assert out == f"0 {enabled}"
+    assert (tmp_path / "seen.txt").read_text() == str(enabled)

@@ -153,11 +153,18 @@ def run(args: argparse.Namespace) -> int:
 def _freeze_what_polyprof_made() -> None:
     """Move every object made so far (polyprof's, NumPy's and the other modules' it
     imported: about 100k objects) out of the garbage collector's sight, just before the
-    program starts (``gc.freeze``). They live until the process ends anyway; the
-    interpreter's shutdown no longer walks them in its last collections (7-12 ms of
-    every run, about the whole of NumPy's exit cost). What the program makes is
-    collected, and finalized at its exit, as under plain ``python``."""
+    program starts (``gc.freeze``), and turn the collector back on if it was on when the
+    command began (the ``polyprof`` command starts `run` with it off: cli/__init__.py).
+    Those objects live until the process ends anyway; the interpreter's shutdown no
+    longer walks them in its last collections (7-12 ms of every run, about the whole of
+    NumPy's exit cost). What the program makes is collected, and finalized at its exit,
+    as under plain ``python``. (The pattern the ``gc`` module documents for fork
+    servers: disable early, freeze, enable.)"""
+    from . import gc_was_enabled
+
     gc.freeze()
+    if gc_was_enabled:
+        gc.enable()
 
 
 def _report_written(session: Session, n_events: int) -> None:

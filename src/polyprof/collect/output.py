@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,18 @@ class OutputError(PolyprofError):
     """The trace could not be written at the path asked for."""
 
 
-@dataclass
 class Written:
     """Where the trace went: ``path`` (None: nowhere) and why not the output."""
 
-    requested: Path
-    path: Path | None
-    error: str | None = None
+    __slots__ = ("requested", "path", "error")
+
+    def __init__(self, requested: Path, path: Path | None, error: str | None = None):
+        self.requested = requested
+        self.path = path
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Written(requested={self.requested!r}, path={self.path!r}, error={self.error!r})"
 
     @property
     def fell_back(self) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
@@ -81,14 +80,33 @@ def _scan(group: str) -> list[EntryPoint] | None:
         if name in seen:
             continue
         seen.add(name)
-        try:
-            with open(os.path.join(root, child, "entry_points.txt"), "rb") as f:
-                data = f.read()
-        except OSError:  # none, or an egg-info file (no directory)
+        data = _read(os.path.join(root, child, "entry_points.txt"))
+        if data is None:  # none, or an egg-info file (no directory)
             continue
         if header in data:
             out.extend(_parse(data.decode("utf-8", "replace"), group))
     return out
+
+
+def _read(path: str) -> bytes | None:
+    """The file's bytes; None if it cannot be read. Most distributions have no
+    entry_points.txt: ``os.access`` says so without an exception, and the file objects
+    of ``open`` cost ~15 µs more than ``os.read`` (~50 files read by every run)."""
+    if not os.access(path, os.R_OK):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _distributions() -> Iterator[tuple[str | None, str, str]]:
@@ -109,7 +127,16 @@ def _distributions() -> Iterator[tuple[str | None, str, str]]:
         for child in children:
             low = child.lower()
             if low.endswith((".dist-info", ".egg-info")):  # the name as importlib.metadata normalises it
-                yield root, child, re.sub(r"[-_.]+", "_", low.rpartition(".")[0].partition("-")[0])
+                yield root, child, _normalise(low.rpartition(".")[0].partition("-")[0])
+
+
+def _normalise(name: str) -> str:
+    """``re.sub(r"[-_.]+", "_", name)`` for a name without "-" (the version's
+    separator), in string operations: a few µs less for each installed distribution."""
+    name = name.replace(".", "_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name
 
 
 def _parse(text: str, group: str) -> Iterator[EntryPoint]:

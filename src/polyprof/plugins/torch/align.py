@@ -8,7 +8,6 @@ Kineto <-> session offset. Without markers, the session's wall anchor is used.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,18 +19,26 @@ if TYPE_CHECKING:  # the clock service is imported once torch recorded (not by e
     from ...trace.clock import ClockFit
 
 
-@dataclass
 class Capture:
-    """One Kineto recording (the session, or one active cycle of a schedule)."""
+    """One Kineto recording (the session, or one active cycle of a schedule). A plain
+    class: every session's discovery imports this module, and a dataclass costs each
+    `polyprof run` ~0.3 ms to define."""
 
-    index: int
-    samples: list[tuple[int, int]] = field(default_factory=list)  # (before, after) per marker
-    path: str | None = None  # torch's JSON export of it
-    trace: Trace | None = None  # or its Kineto Trace read from torch's results in memory (activities.py)
-    lost: str = ""
-    #: torch's category of each allocation, (time ns, address) -> name (memory.py)
-    mem_categories: dict[tuple[int, int], str] | None = None
+    def __init__(self, index: int, samples: list[tuple[int, int]] | None = None, path: str | None = None,
+                 trace: Trace | None = None, lost: str = "",
+                 mem_categories: dict[tuple[int, int], str] | None = None):
+        self.index = index
+        self.samples: list[tuple[int, int]] = [] if samples is None else samples  # (before, after) per marker
+        self.path = path  # torch's JSON export of it
+        #: or its Kineto Trace read from torch's results in memory (activities.py)
+        self.trace = trace
+        self.lost = lost
+        #: torch's category of each allocation, (time ns, address) -> name (memory.py)
+        self.mem_categories = mem_categories
 
+    def __repr__(self) -> str:
+        return (f"Capture(index={self.index}, samples={len(self.samples)}, path={self.path!r}, "
+                f"trace={'yes' if self.trace is not None else None}, lost={self.lost!r})")
 
 
 def fit_alignment(samples: list[tuple[int, int]], kineto_ns: np.ndarray) -> ClockFit | None:
