@@ -85,7 +85,7 @@ def _quick_start() -> None:
     """What every `polyprof run` pays before the program starts, made smaller
     (bench/run_cost.py; docs/benchmarks.md):
 
-    * the garbage collector is off while polyprof starts: its ~100k long-lived
+    * the garbage collector is off while polyprof starts: its ~37k long-lived
       objects (NumPy's, the plugins', the modules they import) made the collections
       during the start cost ~4 ms; `run` freezes them and turns the collector back on
       just before the program starts (cli/run.py), as the ``gc`` module documents for

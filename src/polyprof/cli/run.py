@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _freeze_what_polyprof_made() -> None:
     """Move every object made so far (polyprof's, NumPy's and the other modules' it
-    imported: about 100k objects) out of the garbage collector's sight, just before the
+    imported: about 37k tracked objects) out of the garbage collector's sight, just before the
     program starts (``gc.freeze``), and turn the collector back on if it was on when the
     command began (the ``polyprof`` command starts `run` with it off: cli/__init__.py).
     Those objects live until the process ends anyway; the interpreter's shutdown no
