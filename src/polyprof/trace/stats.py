@@ -12,9 +12,8 @@ from __future__ import annotations
 import pickle
 import sys
 import threading
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Iterator, Mapping, MutableMapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, MutableMapping, NamedTuple
 
 import numpy as np
 
@@ -26,15 +25,23 @@ _NUMERIC = {"i": np.int64, "u": np.uint64, "f": np.float64}
 FEW_ROWS = 1024
 
 
-@dataclass
+# StatColumn, RowMap and _Part are plain classes and a named tuple, not dataclasses:
+# every `polyprof run` imports this module, and defining the three as dataclasses cost
+# it ~0.8 ms (their generated __eq__ could not compare arrays anyway).
 class StatColumn:
-    rows: np.ndarray  # int64, ascending, unique
-    values: np.ndarray  # int64 | uint64 | float64 | object
+    """One stat key's values at some events: ``rows`` (int64, ascending, unique) and
+    ``values`` (int64, uint64, float64 or object), one per row."""
 
-    def __post_init__(self) -> None:
-        if len(self.rows) != len(self.values):
-            raise TraceSchemaError(
-                f"stat column has {len(self.rows)} rows but {len(self.values)} values")
+    __slots__ = ("rows", "values")
+
+    def __init__(self, rows: np.ndarray, values: np.ndarray):
+        if len(rows) != len(values):
+            raise TraceSchemaError(f"stat column has {len(rows)} rows but {len(values)} values")
+        self.rows = rows
+        self.values = values
+
+    def __repr__(self) -> str:
+        return f"StatColumn(rows={self.rows!r}, values={self.values!r})"
 
     @property
     def kind(self) -> str:
@@ -72,8 +79,7 @@ def check_column(key: str, col: Any, n_rows: int | None) -> None:
         raise TraceSchemaError(f"stat {key!r} rows are not ascending and unique")
 
 
-@dataclass(frozen=True)
-class RowMap:
+class RowMap(NamedTuple):
     """Where the events of one trace land in another (a trace built from it): the events
     ``kept`` (ascending rows; None: all ``n`` of them) go, in order, to ``base`` onwards.
     Deferred stats carried through re-homing and merging map their rows with it when
@@ -115,16 +121,21 @@ class RowMap:
         return local if self.kept is None else self.kept[local]
 
 
-@dataclass
 class _Part:
     """One deferred part of a StatTable (see :meth:`StatTable.defer`)."""
 
-    decode: Callable[[], Mapping[str, StatColumn]]
-    complete: frozenset[str]
-    may_hold: Callable[[str], bool] | None
-    decode_rows: Callable[[list[str], np.ndarray], Mapping[str, StatColumn]] | None
-    decode_keys: Callable[..., Mapping[str, StatColumn]] | None
-    done: frozenset[str] = frozenset()  # keys decoded already (through decode_keys)
+    __slots__ = ("decode", "complete", "may_hold", "decode_rows", "decode_keys", "done")
+
+    def __init__(self, decode: Callable[[], Mapping[str, StatColumn]], complete: frozenset[str],
+                 may_hold: Callable[[str], bool] | None,
+                 decode_rows: Callable[[list[str], np.ndarray], Mapping[str, StatColumn]] | None,
+                 decode_keys: Callable[..., Mapping[str, StatColumn]] | None, done: frozenset[str] = frozenset()):
+        self.decode = decode
+        self.complete = complete
+        self.may_hold = may_hold
+        self.decode_rows = decode_rows
+        self.decode_keys = decode_keys
+        self.done = done  # keys decoded already (through decode_keys)
 
     def may(self, key: str) -> bool:
         """Whether this part may still give ``key``."""
