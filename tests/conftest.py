@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -14,6 +15,13 @@ SRC = ROOT / "src"
 sys.path.insert(0, str(SRC))
 os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])
 TRACES = ROOT / "tests" / "data" / "traces"
+# A job started in the background of a non-interactive shell (`cmd &` in a CI script)
+# inherits SIGINT ignored, and so would every program the tests start: plain python then
+# ignores Ctrl-C too, and the signal tests (which model a program run from a terminal)
+# could not tell polyprof's behaviour from python's. Python's own handler here means
+# the children start with the default disposition (a caught signal resets at exec).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
