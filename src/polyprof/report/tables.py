@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,7 +24,8 @@ if TYPE_CHECKING:
 @dataclass
 class Report:
     trace: Trace
-    tables: dict[str, pd.DataFrame]
+    #: DataFrames; :class:`~analyze.table.Table` s when built with ``columnar=True``
+    tables: dict[str, Any]
     findings: list[Finding]
     overview: dict[str, Any] = field(default_factory=dict)
 
