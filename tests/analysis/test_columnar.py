@@ -215,3 +215,63 @@ def test_summary_of_a_saved_trace_reads_and_prints_without_pandas(tmp_path):
     trace = polyprof.load(tmp_path / "s.polyprof")
     assert trace.n_events and "pandas" in sys.modules  # (this test process has it: the comparison below)
     _same(trace)
+
+
+def _page(report) -> str:
+    from polyprof.report.html import page_data, script_json
+
+    return script_json(page_data(report))
+
+
+@pytest.mark.parametrize("name", ["v100_ns_resolution_rank0.json.gz", "a100_nccl_rank0.json.gz",
+                                  "mtia_inference_rank0.json.gz", "cpu_only_rank34.json.gz"])
+def test_the_html_report_has_the_same_data_either_way(traces_dir, name):
+    """The HTML report's embedded data (every table it shows, the timeline, the memory
+    and counter charts) from Tables is byte for byte what it is from DataFrames."""
+    trace = polyprof.load(traces_dir / "kineto" / name)
+    assert _page(build(trace, columnar=True)) == _page(build(trace))
+
+
+def test_the_html_report_of_a_torch_memory_run_has_the_same_data_either_way(tmp_path):
+    pytest.importorskip("torch")
+    _run(tmp_path, PATTERN, "--memory", "--no-summary")
+    trace = polyprof.load(tmp_path / "s.polyprof")
+    page = _page(build(trace, None, columnar=True))
+    assert page == _page(build(trace, None)) and '"peak_bytes"' in page
+
+
+def test_polyprof_report_of_one_trace_imports_no_pandas(traces_dir, tmp_path):
+    code = ("import sys; from polyprof.cli import main; rc = main(['report', sys.argv[1], '-o', sys.argv[2]]); "
+            "print('HEAVY', sorted(m for m in ('pandas',) if m in sys.modules)); sys.exit(rc)")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "r.html"
+    p = subprocess.run([sys.executable, "-c", code, str(traces_dir / "kineto" / "a100_alexnet_small.json.gz"),
+                        str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "HEAVY []" in p.stdout and out.stat().st_size > 10_000
+
+
+def _pandas_records(df: pd.DataFrame, cols: list[str], n: int | None) -> dict:
+    """What the HTML report's records were, by pandas' own rules (``notna``, object rows)."""
+    d = df[[c for c in cols if c in df.columns]]
+    if n is not None:
+        d = d.head(n)
+    d = d.astype(object).where(pd.notna(d), None)
+    return {"columns": list(d.columns), "rows": d.values.tolist(), "total": len(df)}
+
+
+def test_html_records_are_what_pandas_made_of_every_table(traces_dir):
+    """The column-wise records (report/html.py) against pandas' on every DataFrame of a
+    trace's report and of a two-rank job's (NaN, nullable and text columns)."""
+    from polyprof import load_ranks
+    from polyprof.report.html import _records
+
+    kineto = traces_dir / "kineto"
+    tables = dict(build(polyprof.load(kineto / "a100_nccl_rank0.json.gz")).tables)
+    job = load_ranks([kineto / "sampled_rank0.json.gz", kineto / "sampled_rank1.json.gz"]).analyze("serial")
+    tables.update({f"ranks.{k}": v for k, v in job.tables.items()})
+    assert any(df.isna().to_numpy().any() for df in tables.values() if len(df))  # missing values are covered
+    for name, df in tables.items():
+        cols = [*map(str, df.columns), "not_a_column"]
+        for n in (None, 3):
+            assert _records(df, cols, n) == _pandas_records(df, cols, n), name

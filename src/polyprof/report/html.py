@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pandas as pd
 
 from ..analyze.common import COMPUTE, device_view
+from ..analyze.frames import column, labels
 from ..derive import cache
 from ..derive.intervals import covered, union
 from ..trace.categories import Kind
@@ -78,12 +78,19 @@ def timeline(report: Report) -> dict[str, Any]:
     return {"t0": t0, "duration_ns": int(t1 - t0), "bins": BINS, "rows": rows, "steps": step_marks[:500]}
 
 
-def _records(df: pd.DataFrame, cols: list[str], n: int | None = TOP) -> dict[str, Any]:
-    d = df[[c for c in cols if c in df.columns]]
-    if n is not None:
-        d = d.head(n)
-    d = d.astype(object).where(pd.notna(d), None)
-    return {"columns": list(d.columns), "rows": d.values.tolist(), "total": len(df)}
+def _missing(v: Any) -> bool:
+    """What ``pd.notna`` calls missing, among the values a table's ``tolist`` gives:
+    None, NaN, and pandas' NA and NaT (in the ranks' DataFrames)."""
+    return v is None or type(v).__name__ in ("NAType", "NaTType") or (isinstance(v, float) and v != v)
+
+
+def _records(df: Any, cols: list[str], n: int | None = TOP) -> dict[str, Any]:
+    """The first ``n`` rows of the ``cols`` a table (a DataFrame or a Table) has, as
+    lists of Python values, missing ones None."""
+    keep = [c for c in cols if c in labels(df)]
+    stop = len(df) if n is None else min(n, len(df))
+    values = [[None if _missing(v) else v for v in column(df, c)[:stop].tolist()] for c in keep]
+    return {"columns": keep, "rows": [list(r) for r in zip(*values)], "total": len(df)}
 
 
 def page_data(report: Report) -> dict[str, Any]:
@@ -183,5 +190,5 @@ def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: A
     """Write the report for ``trace`` to ``path`` (with ``ranks``: the job's ranks side by
     side, ``trace`` being the rank whose timeline is shown)."""
     path = Path(path)
-    path.write_text(render(report or build(trace), ranks), encoding="utf-8")
+    path.write_text(render(report or build(trace, columnar=True), ranks), encoding="utf-8")
     return path

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analyze.frames import column
 from ..analyze.memory import memory
 from ..derive import cache
 from ..derive.projection import section_rows
@@ -42,12 +43,11 @@ def _series(report: Report) -> list[dict[str, Any]]:
         ts = np.r_[m.ts[lo], m.ts[lo:hi]]
         vals = np.r_[m.start[s], m.level[lo:hi]].astype(np.float64)
         t, v = _thin(ts, vals)
-        row = None
+        at = np.zeros(0, np.intp)
         if peaks is not None and len(peaks):
-            sel = (peaks["device"] == m.device[s]).to_numpy() & (peaks["allocator"] == m.allocator[s]).to_numpy()
-            row = peaks[sel].iloc[0] if sel.any() else None
+            at = np.flatnonzero((column(peaks, "device") == m.device[s]) & (column(peaks, "allocator") == m.allocator[s]))
         out.append({"label": m.device[s] + (f" · {m.allocator[s]}" if m.allocator[s] else ""), "ts": t, "values": v,
-                    "peak_ns": int(row["peak_ns"]) if row is not None else int(ts[np.argmax(vals)]),
+                    "peak_ns": int(column(peaks, "peak_ns")[at[0]]) if len(at) else int(ts[np.argmax(vals)]),
                     "peak_bytes": float(vals.max()), "kind": "allocated"})
     if out:
         return out
@@ -71,7 +71,7 @@ def _counters(report: Report) -> list[dict[str, Any]]:
     if cs is None:
         return out
     plane_id = {p.name: p.id for p in trace.planes}
-    for plane, name in zip(cs["plane"].tolist()[:MAX_COUNTERS], cs["name"].tolist()[:MAX_COUNTERS]):
+    for plane, name in zip(column(cs, "plane")[:MAX_COUNTERS].tolist(), column(cs, "name")[:MAX_COUNTERS].tolist()):
         sel = (c["plane"] == plane_id.get(plane, -1)) & (c["name"] == trace.string_id(name))
         order = np.argsort(c["ts_ns"][sel], kind="stable")
         t, v = _thin(c["ts_ns"][sel][order], c["value"][sel][order])
@@ -86,7 +86,7 @@ def _sections(report: Report) -> list[list[Any]]:
     rows = section_rows(trace)
     if sec is None or not len(sec) or not len(rows):
         return []
-    names = set(sec["name"].head(6).tolist())
+    names = set(column(sec, "name")[:6].tolist())
     ev = trace.events
     picked = rows[np.isin(trace.names(rows), list(names))][:MAX_SECTION_BANDS]
     return [[int(s), int(s + d), str(n)] for s, d, n in
