@@ -3,7 +3,8 @@
 
 Wall time of each child (``perf_counter`` around it), its CPU time (user + system,
 all its threads) and its peak RSS (``ru_maxrss``), both from ``os.wait4`` of that
-child; reports, per polyprof mode, the min and median of the differences to the plain
+child in a small launcher process (``_LAUNCH``: a child's peak RSS can read no lower
+than its parent's, and this script's is above plain python's); reports, per polyprof mode, the min and median of the differences to the plain
 run of the same round, and of the ratios. On a loaded machine the CPU time says more
 than the wall time (a child that waits for a core is not charged for it). Children write
 bytecode to a cache outside the tree, as an installed package has it (bench/child_env.py),
@@ -24,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,18 +33,41 @@ from child_env import child_env  # noqa: E402
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
+#: forks and execs one command and reports its wall time and rusage. It runs as
+#: ``python -I -S`` (no site, ``os`` and ``time`` only: ≈ 8.5 MB), because a child's peak
+#: RSS starts at its parent's: Linux carries the forking process's high-water mark over
+#: the exec, so children of this benchmark (≈ 14 MB, and more once it has results) all
+#: read at least that, which hid plain python's ≈ 9 MB and understated what polyprof adds.
+_LAUNCH = """
+import os, sys, time
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # what the child prints goes nowhere
+        os.execv(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+print(wall, ru.ru_maxrss, ru.ru_utime + ru.ru_stime, os.waitstatus_to_exitcode(status))
+"""
+
+
 def child(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, float]:
-    """(wall seconds, peak RSS MB, CPU seconds) of one child process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({p.returncode}): {p.stderr.read().decode() if p.stderr else ''}")
-    if p.stderr:
-        p.stderr.close()
-    return wall, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
+    """(wall seconds, peak RSS MB, CPU seconds) of one child process, from the launcher."""
+    p = subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCH, *argv], env=env, cwd=cwd,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines or lines[-1].split()[-1] != "0":
+        raise SystemExit(f"{' '.join(argv)} failed: {p.stderr[-2000:]}")
+    wall, rss_kb, cpu, _ = lines[-1].split()
+    return float(wall), int(rss_kb) / 1024.0, float(cpu)
+
+
+def floor_mb(env: dict[str, str], cwd: str) -> float:
+    """The launcher's own peak RSS, below which no child's can be read (``/bin/true``'s)."""
+    return child(["/bin/true"], env, cwd)[1]
 
 
 def main() -> int:
@@ -87,10 +110,12 @@ def main() -> int:
                   "added_cpu_median_s": statistics.median(d_cpu),
                   "wall_ratio_min": min(x[0] / p[0] for x, p in zip(rs, plain)),
                   "wall_ratio_median": statistics.median(x[0] / p[0] for x, p in zip(rs, plain))}
+    floor = floor_mb(child_env(a.src), tmp)
     if a.json:
-        print(json.dumps({"rounds": a.rounds, "load": os.getloadavg(), "modes": out}, indent=1))
+        print(json.dumps({"rounds": a.rounds, "load": os.getloadavg(), "rss_floor_mb": floor, "modes": out}, indent=1))
         return 0
-    print(f"{a.rounds} rounds, alternating; load {os.getloadavg()[0]:.2f}")
+    print(f"{a.rounds} rounds, alternating; load {os.getloadavg()[0]:.2f}; no peak RSS reads below the "
+          f"launcher's {floor:.1f} MB")
     print(f"{'mode':<28}{'wall min/med s':>18}{'RSS min/med MB':>18}{'added s min/med':>19}{'added MB min/med':>19}"
           f"{'added CPU s min/med':>22}")
     for m, v in out.items():
