@@ -275,3 +275,63 @@ def test_html_records_are_what_pandas_made_of_every_table(traces_dir):
         cols = [*map(str, df.columns), "not_a_column"]
         for n in (None, 3):
             assert _records(df, cols, n) == _pandas_records(df, cols, n), name
+
+
+# ------------------------------------------------------------------ random traces
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from polyprof.trace import keys  # noqa: E402
+from polyprof.trace.builder import TraceBuilder  # noqa: E402
+
+_OPS = ["aten::mm", "aten::relu", "aten::add_", "Optimizer.step", "forward"]
+_KERNELS = ["gemm_kernel", "relu_kernel", "ncclKernel_AllReduce_RING", "Memcpy HtoD", "elementwise"]
+_LAUNCHES = ["cudaLaunchKernel", "cudaMemcpyAsync", "cudaDeviceSynchronize", "cudaStreamSynchronize"]
+
+
+@st.composite
+def _traces(draw):
+    """A host with one or two threads and a GPU with one or two streams: steps, framework
+    ops, sections, launches with (some unmatched) kernels, memory events, counters."""
+    b = TraceBuilder()
+    host = b.plane(keys.HOST_PLANE, "host", pid=1)
+    threads = [b.track(host, f"thread {i}", tid=i + 1) for i in range(draw(st.integers(1, 2)))]
+    gpu = b.plane("/device:GPU:0", "device", vendor="nvidia", index=0)
+    streams = [b.track(gpu, f"stream {7 + i}", "stream", tid=7 + i) for i in range(draw(st.integers(1, 2)))]
+    us = st.integers(0, 2_000).map(lambda x: x * 1000)
+    n_steps = draw(st.integers(0, 4))
+    for k in range(n_steps):
+        b.event(threads[0], f"ProfilerStep#{k}", k * 2_000_000, 2_000_000, "user_annotation")
+    corr = 1
+    for _ in range(draw(st.integers(0, 40))):
+        th = draw(st.sampled_from(threads))
+        t0, d = draw(us), draw(us)
+        what = draw(st.sampled_from(["op", "section", "launch", "alloc", "counter"]))
+        if what == "op":
+            b.event(th, draw(st.sampled_from(_OPS)), t0, d, "cpu_op")
+        elif what == "section":
+            b.event(th, draw(st.sampled_from(["load", "train", "eval"])), t0, d, "user_annotation")
+        elif what == "launch":
+            name = draw(st.sampled_from(_LAUNCHES))
+            b.event(th, name, t0, max(d // 20, 1000), "cuda_runtime", correlation_id=corr)
+            if name != "cudaDeviceSynchronize" and draw(st.booleans()):
+                kernel = draw(st.sampled_from(_KERNELS))
+                cat = "gpu_memcpy" if kernel.startswith("Memcpy") else "kernel"
+                b.event(draw(st.sampled_from(streams)), kernel, t0 + draw(us), max(d, 1000), cat,
+                        correlation_id=corr, stream=7, device=0)
+            corr += 1
+        elif what == "alloc":
+            n = draw(st.integers(-4, 8)) * (1 << 20)
+            b.event(th, "alloc" if n >= 0 else "free", t0, 0, keys.CAT_MEMORY, alloc_bytes=n,
+                    addr=draw(st.integers(1, 6)))
+        else:
+            b.counter(host, draw(st.sampled_from(["loss", "process.rss_bytes"])), [t0], [float(d) / 7])
+    return b.build()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_traces())
+def test_random_traces_give_the_same_summary_without_pandas(trace):
+    _same(trace)
+    _same(trace, window=None)
+    assert _page(build(trace, None, columnar=True)) == _page(build(trace, None))

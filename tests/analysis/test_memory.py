@@ -437,3 +437,23 @@ def test_perfetto_export_has_the_memory_counter_track(pattern_run, tmp_path):
     assert len(uuids) == 1
     values = [v for u, _, v in d.counters if u in uuids]
     assert len(values) >= 48 and max(values) - min(values) == 32 * MiB
+
+
+def test_memory_allocated_only_in_the_warm_up_step_does_not_break_the_summary():
+    """Found by the random traces of tests/analysis/test_columnar.py: with three steps the
+    summary leaves out the first (warm-up); a series whose every event falls in it has no
+    event in the window, and its step levels indexed an empty array (IndexError). It
+    holds, at the end of every analysed step, what it held when the window began."""
+    from polyprof.report.tables import build
+
+    b = TraceBuilder()
+    host = b.plane(keys.HOST_PLANE, "host")
+    th = b.track(host, "main", tid=1)
+    for s in range(3):
+        b.event(th, f"ProfilerStep#{s}", s * 1000, 1000, "user_annotation")
+    b.event(th, "alloc", 100, 0, keys.CAT_MEMORY, alloc_bytes=3 * MiB, addr=1)
+    t = b.build()
+    report = build(t)  # the default window: steps 1 and 2
+    assert report.overview["window"].startswith("steps 1-2 of 0-2")
+    levels = A.memory.step_levels(polyprof.analyze.window.view(t, "auto"))
+    assert levels["step"].tolist() == [1, 2] and levels["held_bytes"].tolist() == [3 * MiB, 3 * MiB]

@@ -330,7 +330,9 @@ def step_levels(trace: Trace) -> pd.DataFrame:
     for s in range(m.n_series if len(ends) else 0):
         lo, hi = m.bounds(s)
         i = np.searchsorted(m.ts[lo:hi], ends[order], side="right") - 1
-        held = np.where(i >= 0, m.level[lo:hi][np.maximum(i, 0)], m.start[s])
+        # a series with no event in a window holds, all along it, what it held before
+        held = np.where(i >= 0, m.level[lo:hi][np.maximum(i, 0)], m.start[s]) if hi > lo else \
+            np.full(len(order), m.start[s])
         cols["device"] += [m.device[s]] * len(order)
         cols["allocator"] += [m.allocator[s]] * len(order)
         cols["step"] += np.asarray(steps.number)[order].tolist()
