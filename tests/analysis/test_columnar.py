@@ -335,3 +335,21 @@ def test_random_traces_give_the_same_summary_without_pandas(trace):
     _same(trace)
     _same(trace, window=None)
     assert _page(build(trace, None, columnar=True)) == _page(build(trace, None))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_traces(), _traces())
+def test_random_traces_through_every_output(tmp_path_factory, trace, other):
+    """What found the window bugs above, kept: every report (JSON, HTML), the diff, and a
+    .polyprof round trip that prints the same summary."""
+    from polyprof.analyze.diff import diff
+    from polyprof.report.html import render
+    from polyprof.report.tables import to_json
+
+    report = build(trace)
+    assert json.loads(to_json(report))["overview"]["events"] == trace.n_events
+    assert "__DATA__" not in render(report)
+    diff(trace, other)
+    path = tmp_path_factory.mktemp("rt") / "t.polyprof"
+    trace.save(path)
+    assert _text(build(polyprof.load(path), columnar=True)) == _text(build(trace, columnar=True))

@@ -457,3 +457,19 @@ def test_memory_allocated_only_in_the_warm_up_step_does_not_break_the_summary():
     assert report.overview["window"].startswith("steps 1-2 of 0-2")
     levels = A.memory.step_levels(polyprof.analyze.window.view(t, "auto"))
     assert levels["step"].tolist() == [1, 2] and levels["held_bytes"].tolist() == [3 * MiB, 3 * MiB]
+
+
+def test_html_memory_chart_of_a_series_with_no_event_in_the_window(tmp_path):
+    """The same trace's HTML report (its memory chart indexed the series' first event):
+    the series is drawn flat at what it held, across the analysed window."""
+    from polyprof.report.html import page_data
+    from polyprof.report.tables import build
+
+    b = TraceBuilder()
+    host = b.plane(keys.HOST_PLANE, "host")
+    th = b.track(host, "main", tid=1)
+    for s in range(3):
+        b.event(th, f"ProfilerStep#{s}", s * 1000, 1000, "user_annotation")
+    b.event(th, "alloc", 100, 0, keys.CAT_MEMORY, alloc_bytes=3 * MiB, addr=1)
+    series = page_data(build(b.build()))["memory"]["series"]
+    assert [(x["ts"], x["values"]) for x in series] == [([1000, 3000], [3 * MiB, 3 * MiB])]

@@ -40,8 +40,13 @@ def _series(report: Report) -> list[dict[str, Any]]:
     peaks = report.tables.get("memory_peak")
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
-        ts = np.r_[m.ts[lo], m.ts[lo:hi]]
-        vals = np.r_[m.start[s], m.level[lo:hi]].astype(np.float64)
+        if hi > lo:
+            ts = np.r_[m.ts[lo], m.ts[lo:hi]]
+            vals = np.r_[m.start[s], m.level[lo:hi]].astype(np.float64)
+        else:  # no event in the analysed window: what it held before, all along it
+            a0 = int(report.overview.get("analysed_span_start_ns", trace.span_ns[0]))
+            ts = np.array([a0, a0 + int(report.overview.get("analysed_span_ns", 0))], np.int64)
+            vals = np.full(2, float(m.start[s]))
         t, v = _thin(ts, vals)
         at = np.zeros(0, np.intp)
         if peaks is not None and len(peaks):
