@@ -439,6 +439,17 @@ def test_perfetto_export_has_the_memory_counter_track(pattern_run, tmp_path):
     assert len(values) >= 48 and max(values) - min(values) == 32 * MiB
 
 
+def _warm_up_only():
+    """Three steps; the one memory event is in the first (the warm-up the default window leaves out)."""
+    b = TraceBuilder()
+    host = b.plane(keys.HOST_PLANE, "host")
+    th = b.track(host, "main", tid=1)
+    for s in range(3):
+        b.event(th, f"ProfilerStep#{s}", s * 1000, 1000, "user_annotation")
+    b.event(th, "alloc", 100, 0, keys.CAT_MEMORY, alloc_bytes=3 * MiB, addr=1)
+    return b.build()
+
+
 def test_memory_allocated_only_in_the_warm_up_step_does_not_break_the_summary():
     """Found by the random traces of tests/analysis/test_columnar.py: with three steps the
     summary leaves out the first (warm-up); a series whose every event falls in it has no
@@ -446,30 +457,18 @@ def test_memory_allocated_only_in_the_warm_up_step_does_not_break_the_summary():
     holds, at the end of every analysed step, what it held when the window began."""
     from polyprof.report.tables import build
 
-    b = TraceBuilder()
-    host = b.plane(keys.HOST_PLANE, "host")
-    th = b.track(host, "main", tid=1)
-    for s in range(3):
-        b.event(th, f"ProfilerStep#{s}", s * 1000, 1000, "user_annotation")
-    b.event(th, "alloc", 100, 0, keys.CAT_MEMORY, alloc_bytes=3 * MiB, addr=1)
-    t = b.build()
+    t = _warm_up_only()
     report = build(t)  # the default window: steps 1 and 2
     assert report.overview["window"].startswith("steps 1-2 of 0-2")
     levels = A.memory.step_levels(polyprof.analyze.window.view(t, "auto"))
     assert levels["step"].tolist() == [1, 2] and levels["held_bytes"].tolist() == [3 * MiB, 3 * MiB]
 
 
-def test_html_memory_chart_of_a_series_with_no_event_in_the_window(tmp_path):
+def test_html_memory_chart_of_a_series_with_no_event_in_the_window():
     """The same trace's HTML report (its memory chart indexed the series' first event):
     the series is drawn flat at what it held, across the analysed window."""
     from polyprof.report.html import page_data
     from polyprof.report.tables import build
 
-    b = TraceBuilder()
-    host = b.plane(keys.HOST_PLANE, "host")
-    th = b.track(host, "main", tid=1)
-    for s in range(3):
-        b.event(th, f"ProfilerStep#{s}", s * 1000, 1000, "user_annotation")
-    b.event(th, "alloc", 100, 0, keys.CAT_MEMORY, alloc_bytes=3 * MiB, addr=1)
-    series = page_data(build(b.build()))["memory"]["series"]
+    series = page_data(build(_warm_up_only()))["memory"]["series"]
     assert [(x["ts"], x["values"]) for x in series] == [([1000, 3000], [3 * MiB, 3 * MiB])]
