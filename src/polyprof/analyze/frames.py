@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal, Sequence
 
 import numpy as np
 
-from ..trace.factorize import factorize as _factorize
+from ..trace.factorize import factorize  # noqa: F401  (pd.factorize without pandas: where the analyses find it)
 from .table import Table
 
 if TYPE_CHECKING:
@@ -166,12 +166,6 @@ def column(df: Any, c: str) -> np.ndarray:
 def labels(df: Any) -> list[str]:
     """The column names of a :class:`Table` or a DataFrame."""
     return df.columns if isinstance(df, Table) else df.columns.tolist()
-
-
-def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(values)``: codes in order of first appearance and the distinct
-    values (``trace/factorize.py``: without pandas unless it is loaded and the array long)."""
-    return _factorize(values)
 
 
 def rows_frame(rows: list[tuple], columns: list[str]) -> Any:

@@ -38,13 +38,16 @@ def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     out: list[Finding] = []
     cols = ("device", "allocator", "live_at_peak_bytes", "peak_bytes", "start_bytes", "peak_ns")
     values = {c: column(peaks, c).tolist() for c in cols} if len(peaks) else {}
+    holders: dict[str, Any] = {}  # by "section" / "op": every series at once, computed once
     for i in range(len(peaks)):
         p = {c: v[i] for c, v in values.items()}
         live, peak = int(p["live_at_peak_bytes"]), int(p["peak_bytes"])
         if live < PEAK_MIN_BYTES or 100.0 * live / max(peak, 1) < PEAK_LIVE_SHARE:
             continue
         for by in ("section", "op"):
-            h = peak_holders(trace, by)
+            if by not in holders:
+                holders[by] = peak_holders(trace, by)
+            h = holders[by]
             at = np.flatnonzero((column(h, "device") == p["device"]) & (column(h, "allocator") == p["allocator"])
                                 & (column(h, "holder") != ""))
             if not len(at) or column(h, "share_pct")[at[0]] < PEAK_HOLDER_SHARE:

@@ -87,7 +87,8 @@ def _missing(v: Any) -> bool:
 def _records(df: Any, cols: list[str], n: int | None = TOP) -> dict[str, Any]:
     """The first ``n`` rows of the ``cols`` a table (a DataFrame or a Table) has, as
     lists of Python values, missing ones None."""
-    keep = [c for c in cols if c in labels(df)]
+    names = labels(df)
+    keep = [c for c in cols if c in names]
     stop = len(df) if n is None else min(n, len(df))
     values = [[None if _missing(v) else v for v in column(df, c)[:stop].tolist()] for c in keep]
     return {"columns": keep, "rows": [list(r) for r in zip(*values)], "total": len(df)}
