@@ -353,3 +353,20 @@ def test_random_traces_through_every_output(tmp_path_factory, trace, other):
     path = tmp_path_factory.mktemp("rt") / "t.polyprof"
     trace.save(path)
     assert _text(build(polyprof.load(path), columnar=True)) == _text(build(trace, columnar=True))
+
+
+@pytest.mark.parametrize("n", [3, 3 * 4096])
+def test_intern_many_gives_missing_values_their_text_with_or_without_pandas(n):
+    """TraceBuilder.intern_many went through pandas' factorize when pandas was loaded,
+    which codes None as -1: the last distinct string was taken for it ("b" below), while
+    without pandas it was interned as "None". Both go through trace/factorize.py now
+    (n > SMALL: pandas' hash table, loaded in this process)."""
+    from polyprof.trace.builder import TraceBuilder
+
+    values = np.empty(n, object)
+    values[:] = (["a", None, "b"] * n)[:n]
+    b = TraceBuilder()
+    ids = b.intern_many(values)
+    assert [b.strings[i] for i in ids[:3].tolist()] == ["a", "None", "b"]
+    assert b.strings[:3] == ["a", "None", "b"]  # interned in order of first appearance
+    assert [b.strings[i] for i in ids.tolist()] == [str(v) for v in values.tolist()]

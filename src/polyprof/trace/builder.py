@@ -6,13 +6,13 @@ Scalar ``event()`` calls are for small producers; readers hand whole columns to
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import TraceSchemaError
 from .core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
+from .factorize import factorize
 from .model import Plane, Source, Track
 from .stats import RowMap, StatTable, _Part, as_values, merge_columns
 
@@ -46,21 +46,18 @@ class TraceBuilder:
         return i
 
     def intern_many(self, values: Sequence[str] | np.ndarray) -> np.ndarray:
-        """Ids for many strings at once (factorised, so cost is per distinct string).
-
-        With pandas: its hash factorisation. Without (a live session that has not needed
-        it: importing pandas costs ~0.5 s), a dict of the distinct values, about 1.5x as
-        slow per value but with nothing to import."""
-        values = np.asarray(values, dtype=object)
+        """Ids for many strings at once, factorised (``trace/factorize.py``: a dict of
+        the distinct values, or pandas' hash table when pandas is loaded and the array
+        long), so the cost is per distinct string. A missing value (None, NaN) is
+        interned as its text, as ``str`` writes it, like any other value."""
+        values = np.asarray(values, dtype=object).reshape(-1)
         if not len(values):
             return np.zeros(0, np.int32)
-        pd = sys.modules.get("pandas")
-        if pd is None or not hasattr(pd, "factorize"):
-            lst = values.reshape(-1).tolist()
-            ids = {u: self.intern(str(u)) for u in dict.fromkeys(lst)}
-            return np.fromiter(map(ids.__getitem__, lst), np.int32, len(lst))
-        codes, uniques = pd.factorize(values)
-        table = np.fromiter((self.intern(str(u)) for u in uniques), np.int32, len(uniques))
+        codes, uniques = factorize(values)
+        if codes.min() < 0:  # factorize leaves missing values out: give them their text
+            values = np.array([str(v) if c < 0 else v for v, c in zip(values.tolist(), codes.tolist())], dtype=object)
+            codes, uniques = factorize(values)
+        table = np.fromiter((self.intern(str(u)) for u in uniques.tolist()), np.int32, len(uniques))
         return table[codes]
 
     # -------------------------------------------------------------- sources, planes, tracks
