@@ -216,6 +216,16 @@ def _text(trace: Trace, key: str, rows: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ per section
+def value_at(ts: np.ndarray, values: np.ndarray, base: float, t: np.ndarray) -> np.ndarray:
+    """A step function at the times ``t``: the value just after the last change at or
+    before each (``values[i]`` from ``ts[i]`` on, ascending), ``base`` before the first
+    change or where there is none."""
+    if not len(ts):
+        return np.full(np.shape(t), base)
+    i = np.searchsorted(ts, t, side="right") - 1
+    return np.where(i >= 0, values[np.maximum(i, 0)], base)
+
+
 class Level:
     """Bytes held over time as a step function (every series added up; else the process
     RSS): the value at any time, its min / max / time-weighted mean over spans."""
@@ -244,8 +254,7 @@ class Level:
 
     def at(self, t: np.ndarray) -> np.ndarray:
         """Value just after every event at or before ``t`` (``base`` before the first)."""
-        i = np.searchsorted(self.ts, t, side="right") - 1
-        return np.where(i >= 0, self.values[np.maximum(i, 0)], self.base)
+        return value_at(self.ts, self.values, self.base, t)
 
     def _area(self, t: np.ndarray) -> np.ndarray:
         i = np.searchsorted(self.ts, t, side="right") - 1
@@ -329,10 +338,8 @@ def step_levels(trace: Trace) -> pd.DataFrame:
     order = np.argsort(ends, kind="stable")
     for s in range(m.n_series if len(ends) else 0):
         lo, hi = m.bounds(s)
-        i = np.searchsorted(m.ts[lo:hi], ends[order], side="right") - 1
-        # a series with no event in a window holds, all along it, what it held before
-        held = np.where(i >= 0, m.level[lo:hi][np.maximum(i, 0)], m.start[s]) if hi > lo else \
-            np.full(len(order), m.start[s])
+        # (a series with no event in a window holds, all along it, what it held before)
+        held = value_at(m.ts[lo:hi], m.level[lo:hi], m.start[s], ends[order])
         cols["device"] += [m.device[s]] * len(order)
         cols["allocator"] += [m.allocator[s]] * len(order)
         cols["step"] += np.asarray(steps.number)[order].tolist()
