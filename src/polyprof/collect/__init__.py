@@ -6,7 +6,9 @@ The names below are imported on first use: ``polyprof.section`` lives in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .plugin import Availability, Plugin, SessionContext
@@ -14,14 +16,7 @@ if TYPE_CHECKING:
 
 _NAMES = {"Availability": "plugin", "Plugin": "plugin", "SessionContext": "plugin", "Session": "session",
           "profile": "session"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _NAMES:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _NAMES)
 
 
 __all__ = ["Plugin", "Availability", "SessionContext", "Session", "profile"]

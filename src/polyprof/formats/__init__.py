@@ -5,18 +5,14 @@ writers here, not the readers' detection."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .detect import load
 
-
-def __getattr__(name: str) -> Any:
-    if name == "load":
-        from .detect import load
-
-        return load
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, {"load": "detect"})
 
 
 __all__ = ["load"]

@@ -5,8 +5,7 @@ Names are imported on first use, so ``import polyprof`` stays free of pandas."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_names
 
 _WHERE = {
     "TraceSet": "traceset", "RankEntry": "traceset", "SerialExecutor": "traceset", "load_ranks": "traceset",
@@ -15,9 +14,4 @@ _WHERE = {
     "build_ranks": "report", "combine": "report", "rank_summary": "report",
 }
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+__getattr__ = lazy_names(__name__, _WHERE)

@@ -11,8 +11,7 @@ See docs/store.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_names
 
 # names -> the module that defines them, imported on first use: the CLI imports
 # polyprof.store.commands to build its parser, and `polyprof run` must not pay for
@@ -23,13 +22,7 @@ _LAZY = {"StoreReport": "analyze", "summary": "analyze", "convert": "convert", "
 __all__ = ["convert", "Store", "open_store", "summary", "StoreReport", "is_store", "SCHEMA_VERSION"]
 
 
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -17,8 +17,7 @@ See ``reader`` and ``writer`` for what goes where; docs/architecture.md for the 
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..._lazy import lazy_names
 from .decode import IMPLEMENTATION
 from .names import CAT_TRACEME, XPROF_ALIASES
 from .reader import from_bytes, from_space, load
@@ -33,10 +32,4 @@ __all__ = ["CAT_TRACEME", "IMPLEMENTATION", "XPROF_ALIASES", "from_bytes", "from
            "load", "parse", "sniff", *_WRITER]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WRITER.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module if module.startswith("..") else f".{module}", __name__), name)
+__getattr__ = lazy_names(__name__, _WRITER)

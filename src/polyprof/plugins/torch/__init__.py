@@ -14,8 +14,9 @@ service) are imported on first use, once torch recorded something.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..._lazy import lazy_names
 from .align import Capture, fit_alignment, fit_pairs
 from .plugin import TorchPlugin, active_plugin, default_activities, recording_survived
 
@@ -25,12 +26,7 @@ if TYPE_CHECKING:
 _Capture = Capture  # the name tests and older callers use
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("STEP_PREFIX", "SYNC_NAME", "ingest_kineto"):
-        from . import ingest
-
-        return getattr(ingest, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, dict.fromkeys(("STEP_PREFIX", "SYNC_NAME", "ingest_kineto"), "ingest"))
 
 
 __all__ = ["STEP_PREFIX", "SYNC_NAME", "Capture", "TorchPlugin", "active_plugin", "default_activities",
