@@ -280,3 +280,21 @@ def test_loading_never_unpickles(tmp_path: Path):
     except TraceFormatError:
         pass
     assert not _Evil.marker.exists()
+
+
+def test_a_4mb_gzip_bomb_of_events_is_refused_at_the_first_64mib(tmp_path: Path):
+    # the ratio is measured against the compressed bytes read so far, so the parser never
+    # sees more than the ratio's floor of a bomb, whatever the file's size (issue 34)
+    ev = b'{"ph":"X","name":"k","cat":"kernel","ts":1,"dur":1,"pid":1,"tid":1,"args":{}},'
+    member = gzip.compress(ev * ((8 << 20) // len(ev)), 6)
+    bomb = tmp_path / "bomb.json.gz"
+    with open(bomb, "wb") as f:
+        f.write(gzip.compress(b'{"traceEvents":[' + ev))
+        for _ in range((4 << 20) // len(member)):
+            f.write(member)
+        f.write(gzip.compress(ev[:-1] + b"]}"))
+    assert bomb.stat().st_size > 3 << 20
+    with pytest.raises(TraceFormatError, match="decompression bomb") as e:
+        polyprof.load(bomb)
+    so_far = int(re.search(r"([\d,]+) so far", str(e.value)).group(1).replace(",", ""))
+    assert so_far < (64 << 20) + (16 << 20), str(e.value)

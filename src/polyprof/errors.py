@@ -24,6 +24,11 @@ class TraceFormatError(PolyprofError):
         return (type(self), (self.path, self.problem))
 
 
+class OutputError(PolyprofError):
+    """An output could not be written at the path asked for (names it; any previous file
+    there is left as it was: ``polyprof/outfile.py``)."""
+
+
 class TraceSchemaError(PolyprofError):
     """Data handed to the trace does not fit the schema (lengths, ids, types)."""
 

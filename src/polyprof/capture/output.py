@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import CaptureError
+from ..outfile import write_file
 from .client import Captured
 from .protocol import XSPACE_TOOL
 from .security import split_address
@@ -44,9 +45,9 @@ def write_one(c: Captured, path: Path, fmt: str, trace: Any = None) -> tuple[Pat
     number of events."""
     trace = trace if trace is not None else c.trace()
     if fmt == "xplane":
-        path.write_bytes(c.data or b"")
+        write_file(path, lambda tmp: tmp.write_bytes(c.data or b""))
     else:
-        trace.save(path)
+        write_file(path, trace.save)
     return path, trace.n_events
 
 

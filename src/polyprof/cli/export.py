@@ -20,6 +20,8 @@ def register(sub: Any) -> None:
     p.add_argument("-f", "--format", choices=[f.name for f in writers()], default=None,
                    help="output format (default: from the output name, else chrome)")
     p.add_argument("-o", "--output", required=True, help="output path")
+    p.add_argument("--force", action="store_true",
+                   help="write through a symbolic link at the output path (refused by default)")
     p.add_argument("--derive", action="store_true",
                    help="add the derived lines per device first (Steps, Sections, Framework Ops, ...)")
     add_window_args(p, "steps to write (default: the whole trace; --steps or --skip-first: only the events "
@@ -45,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
 
         trace = derive(trace)
     fmt = by_name(args.format) if args.format else (for_output(args.output) or by_name("chrome"))
-    out = fmt.write(trace, output_path(args.output))
+    out = fmt.write(trace, output_path(args.output), force=args.force)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0

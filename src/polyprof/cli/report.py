@@ -19,6 +19,8 @@ def register(sub: Any) -> None:
     p.add_argument("file", nargs="+", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store; several "
                                           "files or a directory: the ranks of one job side by side")
     p.add_argument("-o", "--output", help="HTML file to write (default: FILE's name + .html)")
+    p.add_argument("--force", action="store_true",
+                   help="write through a symbolic link at the output path (refused by default)")
     from ..store.commands import add_executor_args, add_rank_arg
 
     add_rank_arg(p)
@@ -49,6 +51,6 @@ def run(args: argparse.Namespace) -> int:
     from ..report.tables import build
 
     out = output_path(args.output) if args.output else Path(name.split(".")[0] + ".html")
-    write(trace, out, report=build(trace, window_from(args), columnar=True), ranks=ranks)
+    write(trace, out, report=build(trace, window_from(args), columnar=True), ranks=ranks, force=args.force)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0

@@ -17,13 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import PolyprofError
+from ..errors import OutputError
+from ..outfile import check_target, replacing
+
+__all__ = ["OutputError", "Written", "check_target", "fallback_path", "open_exclusive", "save", "write_atomic"]
 
 log = logging.getLogger("polyprof")
-
-
-class OutputError(PolyprofError):
-    """The trace could not be written at the path asked for."""
 
 
 class Written:
@@ -44,47 +43,11 @@ class Written:
         return self.path is not None and self.error is not None
 
 
-def check_target(path: Path, follow_symlinks: bool = False) -> None:
-    """OutputError if ``path`` is not somewhere polyprof may write a file."""
-    if path.is_symlink() and not follow_symlinks:
-        raise OutputError(f"{path} is a symbolic link (to {os.readlink(path)}); refusing to follow it "
-                          "(pass follow_symlinks=True / --follow-symlinks to write through it)")
-    if path.exists() and not path.is_file():
-        kind = "a directory" if path.is_dir() else "not a regular file"
-        raise OutputError(f"{path} is {kind}")
-
-
 def write_atomic(trace: Any, path: Path, follow_symlinks: bool = False) -> Path:
     """Save ``trace`` at ``path`` (temporary file + rename); OutputError on any failure."""
-    check_target(path, follow_symlinks)
-    if follow_symlinks and path.is_symlink():
-        path = path.resolve()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OutputError(f"cannot create the directory {path.parent}: {e.strerror or e}") from None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise OutputError(f"cannot write in {path.parent}: {e.strerror or e}") from None
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a trace is as readable as any output file
+    with replacing(path, force=follow_symlinks) as tmp:
         trace.save(tmp)
-        with open(tmp, "rb+") as f:  # the data is on disk before the name points at it
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
-        if isinstance(e, Exception):
-            raise OutputError(f"cannot write {path}: {type(e).__name__}: {e}") from None
-        raise
-    return path
+    return path.resolve() if follow_symlinks and path.is_symlink() else path
 
 
 def fallback_path(requested: Path) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import PolyprofError
+from ..outfile import write_file
 
 Sniff = Callable[[bytes, Path], bool]
 
@@ -37,13 +38,23 @@ class Format:
     writer: str | None = None
     #: output names ending so are written in this format when none is named
     suffixes: tuple[str, ...] = ()
+    #: the writer makes a directory (``writer(trace, path, force=)``; it writes each
+    #: file through ``polyprof.outfile`` itself)
+    directory: bool = False
 
     def read(self, path: Path, **options: Any) -> Any:
         return _resolve(self.reader)(path, **options)  # type: ignore[arg-type]
 
-    def write(self, trace: Any, path: str | Path) -> Path:
-        out = _resolve(self.writer)(trace, path)  # type: ignore[arg-type]
-        return Path(out) if out is not None else Path(path)
+    def write(self, trace: Any, path: str | Path, force: bool = False) -> Path:
+        """Write ``trace`` at ``path``: a file beside it renamed over it (a failure leaves
+        any previous file intact; a symlink at ``path`` is refused unless ``force``), or,
+        for a format that writes a directory (tensorboard), files renamed into it."""
+        writer = _resolve(self.writer)  # type: ignore[arg-type]
+        if self.directory:
+            out = writer(trace, path, force=force)
+            return Path(out) if out is not None else Path(path)
+        write_file(path, lambda tmp: writer(trace, tmp), force)
+        return Path(path)
 
 
 def _resolve(target: str) -> Callable[..., Any]:
@@ -105,7 +116,7 @@ FORMATS: tuple[Format, ...] = (
     Format("kineto", "Kineto JSON, where torch traces open (HTA, TensorBoard's torch plugin)",
            writer="polyprof.formats.kineto_writer:write", suffixes=(".pt.trace.json", ".pt.trace.json.gz")),
     Format("tensorboard", "a TensorBoard / XProf log directory (-o names the directory)",
-           writer="polyprof.formats.xspace:write_logdir"),
+           writer="polyprof.formats.xspace:write_logdir", directory=True),
     Format("parquet", "the event table as Parquet, for DuckDB, pandas, polars",
            writer="polyprof.formats.parquet:write", suffixes=(".parquet",)),
     Format("perfetto", "Perfetto protobuf, streamed (no 2 GB JSON limit)",
@@ -135,7 +146,7 @@ def for_output(path: str | Path) -> Format | None:
     return max(hits, key=lambda h: h[0])[1] if hits else None
 
 
-def write(trace: Any, path: str | Path, format: str | None = None) -> Path:
+def write(trace: Any, path: str | Path, format: str | None = None, force: bool = False) -> Path:
     """Write ``trace`` to ``path`` in ``format``, or in the format its name ends with."""
     fmt = by_name(format) if format else for_output(path)
     if fmt is None:
@@ -145,4 +156,4 @@ def write(trace: Any, path: str | Path, format: str | None = None) -> Path:
     if not fmt.writer:
         raise PolyprofError(f"polyprof reads {fmt.name} but does not write it; writable: "
                             + ", ".join(f.name for f in writers()))
-    return fmt.write(trace, path)
+    return fmt.write(trace, path, force)

@@ -8,7 +8,10 @@ Limits (each also an environment variable, read when a file is opened):
   compressed input (gzip, a zip member) may inflate to.
 - ``max_inflate_ratio`` (``POLYPROF_MAX_INFLATE_RATIO``, default 200): inflated / compressed
   size, checked once more than ``ratio_floor_bytes`` (64 MiB) came out. Real traces
-  compress 7-20x; gzip's most is ~1030x, what a decompression bomb uses.
+  compress 7-20x; gzip's most is ~1030x, what a decompression bomb uses. A streamed
+  input is measured against the compressed bytes *read so far*, not the file's size, so
+  a bomb is refused after about ``ratio_floor_bytes`` of output, before the parser has
+  spent time on more (a 4 MB bomb: ~1 GB inflated, refused at the first 64 MiB).
 - ``max_events`` (``POLYPROF_MAX_EVENTS``, default 2**31 - 1): events in one trace.
 
 ``with safety.override(max_events=10**6): polyprof.load(path)`` changes them for a block.
@@ -80,15 +83,18 @@ class Inflation:
         self.limits = current()
         self.total = 0
 
-    def add(self, n: int) -> None:
+    def add(self, n: int, consumed: int | None = None) -> None:
+        """``n`` more bytes came out; ``consumed``: compressed bytes read so far, when the
+        input is streamed (the ratio is then checked against them, not the whole file)."""
         self.total += n
         lim = self.limits
+        basis = self.compressed if consumed is None else max(min(consumed, self.compressed), 1)
         if self.total > lim.max_inflated_bytes:
             raise TraceFormatError(self.path, f"{self.what} inflates to more than {lim.max_inflated_bytes:,} bytes "
                                               "(limit max_inflated_bytes / POLYPROF_MAX_INFLATED_BYTES)")
-        if self.total > lim.ratio_floor_bytes and self.total > lim.max_inflate_ratio * self.compressed:
+        if self.total > lim.ratio_floor_bytes and self.total > lim.max_inflate_ratio * basis:
             raise TraceFormatError(self.path, f"{self.what} inflates more than {lim.max_inflate_ratio:g}x "
-                                              f"({self.compressed:,} compressed bytes, {self.total:,} so far): "
+                                              f"({basis:,} compressed bytes, {self.total:,} so far): "
                                               "a decompression bomb? (limit max_inflate_ratio / "
                                               "POLYPROF_MAX_INFLATE_RATIO)")
 

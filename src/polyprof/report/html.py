@@ -21,6 +21,7 @@ from ..analyze.frames import column, labels
 from ..derive import cache
 from ..derive.intervals import covered, union
 from ..trace.categories import Kind
+from ..outfile import write_file
 from ..trace.core import Trace
 from .memory_view import memory_view
 from .tables import Report, build
@@ -187,9 +188,12 @@ def render(report: Report, ranks: Any = None) -> str:
     return re.sub("__TITLE__|__DATA__", lambda m: values[m.group(0)], template)
 
 
-def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: Any = None) -> Path:
+def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: Any = None,
+          force: bool = False) -> Path:
     """Write the report for ``trace`` to ``path`` (with ``ranks``: the job's ranks side by
-    side, ``trace`` being the rank whose timeline is shown)."""
+    side, ``trace`` being the rank whose timeline is shown); beside it and renamed over
+    it, a symlink at ``path`` refused unless ``force`` (``polyprof.outfile``)."""
     path = Path(path)
-    path.write_text(render(report or build(trace, columnar=True), ranks), encoding="utf-8")
+    page = render(report or build(trace, columnar=True), ranks)
+    write_file(path, lambda tmp: tmp.write_text(page, encoding="utf-8"), force)
     return path

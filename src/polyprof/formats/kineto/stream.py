@@ -55,6 +55,7 @@ class _Source:
         d = z.decompressobj(wbits=31)
         inflation = Inflation(self.path, self.size)
         fed = False  # the current member has had input
+        consumed = 0  # compressed bytes inflated so far (the bomb check's basis)
         try:
             while True:
                 raw = f.read(_READ_BYTES)
@@ -64,8 +65,9 @@ class _Source:
                 while raw:
                     fed = True
                     out = d.decompress(raw, self.block)
+                    consumed += len(raw) - len(d.unconsumed_tail) - len(d.unused_data)
                     if out:
-                        inflation.add(len(out))
+                        inflation.add(len(out), consumed)
                         yield out
                     if d.eof:  # concatenated gzip members
                         raw = d.unused_data

@@ -44,7 +44,7 @@ def gunzip(data: bytes, path: Path) -> bytes:
             d = zlib.decompressobj(wbits=31)
             while rest:
                 chunk = d.decompress(rest, 1 << 24)
-                inflation.add(len(chunk))
+                inflation.add(len(chunk), len(data) - len(d.unconsumed_tail) - len(d.unused_data))
                 out.append(chunk)
                 rest = d.unconsumed_tail
                 if d.eof:

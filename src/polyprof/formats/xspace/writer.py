@@ -31,6 +31,7 @@ from .. import xprof_memory
 from ..xprof_names import line_homes, write_order, written_names
 from ..xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans
 from . import names as N
+from ...outfile import write_file
 from .encode import encode_events
 from .plane_writer import PlaneWriter, set_value
 from .written_stats import WrittenStats
@@ -379,7 +380,8 @@ def write(trace: Trace, path: str | Path) -> Path:
     return path
 
 
-def write_logdir(trace: Trace, logdir: str | Path, run: str | None = None, host: str | None = None) -> Path:
+def write_logdir(trace: Trace, logdir: str | Path, run: str | None = None, host: str | None = None,
+                 force: bool = False) -> Path:
     """Write ``<logdir>/plugins/profile/<run>/<host>.xplane.pb``, where TensorBoard and
     XProf look for profiles; ``run`` defaults to the current time as XProf names runs."""
     run = run or time.strftime("%Y_%m_%d_%H_%M_%S")
@@ -388,5 +390,6 @@ def write_logdir(trace: Trace, logdir: str | Path, run: str | None = None, host:
     out = Path(logdir) / "plugins" / "profile" / run
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{host}.xplane.pb"
-    path.write_bytes(to_space(trace, hostname=host).SerializeToString())
+    data = to_space(trace, hostname=host).SerializeToString()
+    write_file(path, lambda tmp: tmp.write_bytes(data), force)
     return path
