@@ -12,23 +12,32 @@ from ..trace.core import Trace
 
 
 def add_plugin_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plugins", help="comma-separated plugins to use (default: every available one; "
-                                     "see `polyprof plugins`)")
-    p.add_argument("--collect-timeout", type=float, default=30.0, metavar="S",
-                   help="time limit for each plugin's collect step (default 30 s)")
+    """--plugins, --collect-timeout (as the session declares them) and --plugin."""
+    from ..collect.options import add_arguments
+
+    add_arguments(p, ("plugins", "collect_timeout"))
+    add_plugin_target_arg(p)
+
+
+def add_plugin_target_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plugin", action="append", default=[], metavar="TARGET",
                    help="also load this plugin: a native plugin library (path.so) or a factory "
                         "(pkg.module:Factory); repeatable")
 
 
-def plugin_list(args: argparse.Namespace) -> list[Any] | None:
-    """Plugin names for the session, plus plugin objects loaded from ``--plugin``."""
+def plugin_list(args: argparse.Namespace, plugins: Any = None) -> list[Any] | None:
+    """The session's plugins: ``plugins`` (names and objects, None: the defaults, unless
+    --plugins gives them), plus plugin objects loaded from ``--plugin``."""
+    if plugins is None and getattr(args, "plugins", None):
+        from ..collect.options import plugin_targets
+
+        plugins = plugin_targets(args.plugins)
     extra = [load_target(t) for t in getattr(args, "plugin", None) or []]
-    if not args.plugins:
+    if plugins is None:
         if not extra:
             return None
         return [*(info.name for info in resolve(None)), *extra]  # the defaults, and these
-    return [*(p.strip() for p in args.plugins.split(",") if p.strip()), *extra]
+    return [*plugins, *extra]
 
 
 def load_target(target: str) -> Any:

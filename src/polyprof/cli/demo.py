@@ -54,7 +54,7 @@ def pick(workload: str) -> tuple[str, ModuleType]:
 def run(args: argparse.Namespace) -> int:
     name, mod = pick(args.workload)
     print(f"polyprof demo: profiling the {name} workload ({mod.__name__}; -w to choose)", file=sys.stderr)
-    with Session(plugin_list(args), output=Path(args.output), collect_timeout=args.collect_timeout) as s:
+    with Session(plugin_list(args), output=Path(args.output), collect_timeout=args.collect_timeout or 30.0) as s:
         mod.main([])
     print_summary(s.trace)
     out = args.output

@@ -18,11 +18,13 @@ import runpy
 import signal
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..collect.session import Session
-from .common import add_plugin_args, plugin_list, print_summary
+from ..collect import options
+from .common import add_plugin_target_arg, plugin_list, print_summary
 
 
 def register(sub: Any) -> None:
@@ -30,19 +32,8 @@ def register(sub: Any) -> None:
                        description="Run SCRIPT as __main__ inside a profiling session. The exit code is "
                                    "the script's; the trace is written even if the script raises, "
                                    "calls sys.exit or is interrupted (SIGINT/SIGTERM).")
-    p.add_argument("-o", "--output", help="trace file to write (default: SCRIPT_STEM.polyprof); missing "
-                                        "directories are made")
-    p.add_argument("--follow-symlinks", action="store_true",
-                   help="write the trace through a symbolic link at the output path (default: refuse)")
-    p.add_argument("--record-argv", action="store_true",
-                   help="keep the script's arguments in the trace (default: left out, they may hold secrets)")
-    add_plugin_args(p)
-    p.add_argument("--memory", action="store_true",
-                   help="record memory: every plugin's allocations and frees (torch, OpenCL buffers...)")
-    p.add_argument("--schedule", metavar="wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]",
-                   help="record only some steps (polyprof.step() calls), as torch.profiler's schedule: skip "
-                        "S steps, then R cycles (0: until the end) of W steps not recorded, U recorded and "
-                        "dropped (warm-up), A kept. A long run then holds only the steps asked for")
+    options.add_arguments(p)  # the session's options, declared once (collect/options.py)
+    add_plugin_target_arg(p)
     p.add_argument("--no-summary", action="store_true", help="do not print the summary")
     p.add_argument("--serve", metavar="HOST:PORT",
                    help="record nothing until a capture arrives: serve captures on HOST:PORT "
@@ -114,12 +105,12 @@ def run(args: argparse.Namespace) -> int:
     serve = args.serve or os.environ.get("POLYPROF_SERVE", "").strip()
     if serve:
         return _run_serving(args, serve)
-    stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
-    output = Path(args.output or f"{stem}.polyprof")
+    settings = session_options(args)  # flags over $POLYPROF_* over the defaults
+    if settings.output is None:
+        stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
+        settings = replace(settings, output=Path(f"{stem}.polyprof"))
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
-    session = Session(plugin_list(args), output=output, collect_timeout=args.collect_timeout,
-                      record_argv=args.record_argv, follow_symlinks=args.follow_symlinks, memory=args.memory,
-                      schedule=args.schedule)
+    session = Session(settings=settings)
     pid = os.getpid()
     _received.clear()
     session.start()
@@ -148,6 +139,16 @@ def run(args: argparse.Namespace) -> int:
     if _received:  # killed by a signal: end the way plain python would have
         _die_like(_received[0])
     return code
+
+
+def session_options(args: argparse.Namespace) -> options.SessionOptions:
+    """The session's options: the flags given, over the environment's, over the defaults;
+    ``--plugin`` targets are added to the plugins (to the default ones if none are named)."""
+    settings = options.make(None, **options.from_arguments(args))
+    if getattr(args, "plugin", None):
+        named = None if settings.plugins is None else list(settings.plugins)
+        settings = replace(settings, plugins=plugin_list(args, named))
+    return settings
 
 
 def _freeze_what_polyprof_made() -> None:
@@ -185,7 +186,8 @@ def _run_serving(args: argparse.Namespace, address: str) -> int:
     """Run the script with a capture server and no session of its own."""
     from ..capture import serve_address
 
-    server = serve_address(address, plugins=plugin_list(args), collect_timeout=args.collect_timeout)
+    settings = session_options(args)
+    server = serve_address(address, plugins=settings.plugins, collect_timeout=settings.collect_timeout)
     print(f"polyprof: serving captures on {server.address} (auth: {server.secured})", file=sys.stderr)
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
     pid = os.getpid()

@@ -271,6 +271,12 @@ def resolve_factory(target: str) -> Callable[..., Any]:
     return info.factory
 
 
+def is_target(name: str) -> bool:
+    """Whether a plugin named in a session's list is a target to load (``pkg.module:Factory``
+    or a library path) rather than an installed plugin's name."""
+    return ":" in name or is_library_path(name)
+
+
 def load_target(target: str, **options: Any) -> Plugin:
     """A plugin object from ``path.so``, ``pkg.module:Factory`` or a registered name."""
     if is_library_path(target):

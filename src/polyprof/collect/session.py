@@ -18,7 +18,6 @@ import logging
 import os
 import sys
 import threading
-from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import PluginError, SessionError
@@ -28,8 +27,9 @@ from ..trace.merge import merge
 from . import journal, output as output_mod, signals
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Outcome, call_guarded, call_here
+from .options import NAMES, SessionOptions, make
 from .plugin import SessionContext
-from .registry import discover, resolve
+from .registry import discover, is_target, load_target, resolve
 
 log = logging.getLogger("polyprof")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -68,26 +68,36 @@ class Session:
     default plugin. The host plugin always runs (it records the sections).
     """
 
-    def __init__(self, plugins: Sequence[str | Any] | None = None, *, output: str | Path | None = None,
-                 collect_timeout: float = 30.0, options: dict[str, Any] | None = None,
-                 call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False,
-                 memory: bool = False, schedule: Any = None):
-        #: which steps to record (collect/schedule.py): a Schedule, its text, or None (all)
-        self.schedule = _schedule(schedule)
+    def __init__(self, plugins: Sequence[str | Any] | None = None, *, settings: SessionOptions | None = None,
+                 **options: Any):
+        """``settings``: the session's options as one :class:`SessionOptions`; or the
+        options one by one as keywords (the environment is not read: see :func:`profile`)."""
+        if settings is None:
+            unknown = sorted(set(options) - set(NAMES))
+            if unknown:
+                raise SessionError(f"unknown session option {', '.join(map(repr, unknown))}; the options are "
+                                   f"{', '.join(NAMES)}")
+            settings = SessionOptions(plugins=plugins, **options)
+        elif plugins is not None or options:
+            raise SessionError("give the session's options either as settings= or one by one, not both")
+        #: every option of this session, as given (collect/options.py)
+        self.settings = settings
+        #: which steps to record (collect/schedule.py): a Schedule or None (all)
+        self.schedule = settings.schedule
         self._driver: Any = None
-        self.plugin_spec = list(plugins) if plugins is not None else None
-        self.memory = memory  # every plugin gets the option memory=True (it records memory)
-        self.output = Path(output) if output else None
-        self.collect_timeout = collect_timeout
-        self.call_timeout = call_timeout
-        self.record_argv = record_argv
-        self.follow_symlinks = follow_symlinks
+        self.plugin_spec = list(settings.plugins) if settings.plugins is not None else None
+        self.memory = settings.memory  # every plugin gets the option memory=True (it records memory)
+        self.output = settings.output
+        self.collect_timeout = settings.collect_timeout
+        self.call_timeout = settings.call_timeout
+        self.record_argv = settings.record_argv
+        self.follow_symlinks = settings.follow_symlinks
         #: where the trace was actually written (None: not written); see collect/output.py
         self.written: output_mod.Written | None = None
         self._pid = os.getpid()
         self._outer: "Session | None" = None  # set when this session nests in another
         self._inert = False  # a copy of the session in a forked child: records nothing
-        self.options = dict(options or {})
+        self.options = {k: dict(v) for k, v in settings.options.items()}
         self.trace: Trace | None = None
         self.errors: list[dict[str, str]] = []
         self._slots: list[_Slot] = []
@@ -98,7 +108,7 @@ class Session:
     # ---------------------------------------------------------------- lifecycle
     def _make_slots(self) -> list[_Slot]:
         spec = self.plugin_spec
-        names = None if spec is None else [p for p in spec if isinstance(p, str)]
+        names = None if spec is None else [p for p in spec if isinstance(p, str) and not is_target(p)]
         if names is not None and "host" not in names:
             names = ["host", *names]
         slots: list[_Slot] = []
@@ -121,7 +131,15 @@ class Session:
             except Exception as e:
                 self._error(info.name, "create", _describe(e))
         for p in spec or []:
-            if not isinstance(p, str):
+            if isinstance(p, str) and is_target(p):  # pkg.module:Factory or path.so: made for each session
+                try:
+                    opts = self.options.get(p, {})
+                    p = load_target(p, **({"memory": True, **opts} if self.memory else opts))
+                except Exception as e:
+                    self._error(p, "create", _describe(e))
+                    continue
+                slots.append(_Slot(str(getattr(p, "name", type(p).__name__)), p))
+            elif not isinstance(p, str):
                 if self.memory and isinstance(getattr(p, "options", None), dict):
                     p.options.setdefault("memory", True)
                 slots.append(_Slot(str(getattr(p, "name", type(p).__name__)), p))
@@ -373,9 +391,7 @@ class Session:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            s = Session(self.plugin_spec, output=self.output, collect_timeout=self.collect_timeout,
-                        options=self.options, call_timeout=self.call_timeout, record_argv=self.record_argv,
-                        follow_symlinks=self.follow_symlinks)
+            s = Session(settings=self.settings)  # every option, as given to profile()
             try:
                 with s:
                     return fn(*args, **kwargs)
@@ -384,21 +400,6 @@ class Session:
 
         wrapper.trace = None  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
-
-
-def _schedule(spec: Any) -> Any:
-    """A Schedule from what profile()/run were given (None: record every step)."""
-    if spec is None:
-        return None
-    from .schedule import Schedule
-
-    if isinstance(spec, Schedule):
-        return spec
-    if isinstance(spec, str):
-        return Schedule.parse(spec)
-    if isinstance(spec, dict):
-        return Schedule(**spec)
-    raise SessionError(f"schedule={spec!r}: expected polyprof.schedule(...), its text or None")
 
 
 def _describe(e: BaseException) -> str:
@@ -433,29 +434,28 @@ def active_session() -> Session | None:
     return _active
 
 
-def profile(plugins: Sequence[str | Any] | None = None, *, output: str | Path | None = None,
-            collect_timeout: float = 30.0, options: dict[str, Any] | None = None,
-            call_timeout: float = 10.0, record_argv: bool = False, follow_symlinks: bool = False,
-            memory: bool = False, schedule: Any = None) -> Session:
+def profile(plugins: Sequence[str | Any] | None = None, **options: Any) -> Session:
     """Profile a block or a function.
 
     ``with polyprof.profile() as prof: ...`` then ``prof.trace``; or
-    ``@polyprof.profile(output="run.polyprof")``. ``options`` maps a plugin name to
-    keyword options for it, e.g. ``{"host": {"sample_interval_s": 0.01}}``.
-    ``collect_timeout``/``call_timeout``: seconds a device plugin's collect() and its
-    start()/stop() may take before it is abandoned and reported. ``record_argv``: keep
-    the command's arguments in the trace (default: only the program's name).
-    ``follow_symlinks``: write through a symlink at the output path (default: refuse).
-    ``memory=True`` turns on every plugin's memory recording (each gets the option
-    ``memory=True``: torch records allocations, OpenCL buffer and image sizes).
+    ``@polyprof.profile(output="run.polyprof")`` (each call is profiled with every
+    option given here). The options are :class:`polyprof.collect.options.SessionOptions`'
+    fields, the same as ``polyprof run``'s flags and the ``POLYPROF_*`` environment
+    variables (an option given here wins over the environment's):
+    ``plugins`` (names or plugin objects; default every available one), ``output``,
+    ``memory=True`` (every plugin records memory: torch allocations, OpenCL buffer and
+    image sizes), ``schedule=polyprof.schedule(wait=1, warmup=1, active=3)`` (record
+    only some steps, as torch.profiler's schedule: :mod:`polyprof.collect.schedule`),
+    ``options`` (a plugin name -> keyword options for it, e.g.
+    ``{"host": {"sample_interval_s": 0.01}}``), ``collect_timeout``/``call_timeout``
+    (seconds a device plugin's collect() and its start()/stop() may take before it is
+    abandoned and reported), ``record_argv`` (keep the command's arguments in the
+    trace; default: only the program's name), ``follow_symlinks`` (write through a
+    symlink at the output path; default: refuse).
     Opened while another session runs (e.g. a script under ``polyprof run``), it nests:
-    see :mod:`polyprof.collect.nested`. ``schedule=polyprof.schedule(wait=1, warmup=1,
-    active=3)`` records only some steps, as torch.profiler's schedule
-    (:mod:`polyprof.collect.schedule`).
+    see :mod:`polyprof.collect.nested`.
     """
-    return Session(plugins, output=output, collect_timeout=collect_timeout, options=options,
-                   call_timeout=call_timeout, record_argv=record_argv, follow_symlinks=follow_symlinks,
-                   memory=memory, schedule=schedule)
+    return Session(settings=make(None, plugins=plugins, **options))
 
 
 __all__ = ["Session", "profile", "active_session", "PluginError"]
