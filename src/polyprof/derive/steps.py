@@ -9,6 +9,7 @@ no launch, in which it started itself).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,8 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import member, unique_inverse
 from ..trace.vocabulary import PROFILER_STEP as _PROFILER_STEP
+
+log = logging.getLogger("polyprof")
 
 
 @dataclass
@@ -70,6 +73,41 @@ def _make(trace: Trace, rows: np.ndarray, numbers: np.ndarray, source: str) -> S
     return Steps(numbers, start, end, rows, source)
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _ignored(trace: Trace, rows: np.ndarray, why: str) -> None:
+    first = trace.strings[int(trace.events["name"][rows[0]])]
+    log.warning("%d step marker(s) ignored, with %s (the first: %r)", len(rows), why, first[:80])
+
+
+def _in_range(trace: Trace, rows: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose step stat is a whole number that fits int64 (a stat of ``1e400``
+    or ``nan`` from a foreign file is left out with a warning, not an overflow)."""
+    v = np.asarray(values)
+    if v.dtype.kind == "f":
+        ok = np.isfinite(v) & (v >= -(2.0**63)) & (v < 2.0**63)
+    elif v.dtype.kind == "u":
+        ok = v <= np.uint64(_INT64_MAX)
+    elif v.dtype.kind == "i":
+        ok = np.ones(len(v), bool)
+    else:  # text or objects: what int() takes and int64 holds
+        ok = np.array([_whole(x) for x in v.tolist()], bool)
+        if ok.any():
+            v = np.array([int(float(x)) if ok_ else 0 for x, ok_ in zip(v.tolist(), ok)], dtype=object)
+    if not ok.all():
+        _ignored(trace, rows[~ok], "a step number that is not a whole number within int64")
+    return rows[ok], v[ok].astype(np.int64)
+
+
+def _whole(x: object) -> bool:
+    try:
+        f = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return f == f and abs(f) < 2.0**63
+
+
 def find_steps(trace: Trace) -> Steps:
     """The steps of ``trace`` (see the module doc for the sources)."""
     ev = trace.events
@@ -83,16 +121,22 @@ def find_steps(trace: Trace) -> Steps:
         host = np.array([p.kind == "host" for p in trace.planes], bool)
         rows = rows[host[trace.track_plane[ev["track"][rows]]]]
         if len(rows):
-            nums = np.array([int(_PROFILER_STEP.match(trace.strings[n]).group(1)) for n in ev["name"][rows]])
-            return _make(trace, rows, nums, "ProfilerStep")
+            nums = [int(_PROFILER_STEP.match(trace.strings[n]).group(1)) for n in ev["name"][rows]]
+            ok = np.array([_INT64_MIN <= n <= _INT64_MAX for n in nums], bool)
+            if not ok.all():
+                _ignored(trace, rows[~ok], "a step number beyond int64")
+            if ok.any():
+                return _make(trace, rows[ok], np.array([n for n, k in zip(nums, ok) if k], np.int64),
+                             "ProfilerStep")
     # 2. polyprof.step() and other "step" category events carrying a step number
     rows = _primary(trace, trace.rows_of_kind(Kind.STEP))
     col = trace.stats.get(keys.STEP)
     if len(rows) and col is not None:
         m, v = col.lookup(rows)
         rows = rows[m & (ev["dur_ns"][rows] > 0)]
+        rows, nums = _in_range(trace, rows, col.lookup(rows)[1])
         if len(rows):
-            return _make(trace, rows, col.lookup(rows)[1].astype(np.int64), "polyprof")
+            return _make(trace, rows, nums, "polyprof")
     # 3. JAX / TF step annotations on the host
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     for key in ("step_num", keys.STEP):
@@ -101,8 +145,9 @@ def find_steps(trace: Trace) -> Steps:
             continue
         rows = _primary(trace, col.rows)
         rows = rows[host[trace.track_plane[ev["track"][rows]]] & (ev["dur_ns"][rows] > 0)]
+        rows, nums = _in_range(trace, rows, col.lookup(rows)[1])
         if len(rows):
-            return _make(trace, rows, col.lookup(rows)[1].astype(np.int64), "annotation")
+            return _make(trace, rows, nums, "annotation")
     return Steps(empty, empty, empty, empty, "")
 
 

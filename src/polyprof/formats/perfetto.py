@@ -331,15 +331,17 @@ def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, by_rank: np.nd
     order = order[np.isin(track[order], bad)]
     tr, s, e = track[order], start[order], end[order]
     slice_ = e > s
+    crowded = 0
     cut = np.flatnonzero(tr[1:] != tr[:-1]) + 1
     for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(tr)].tolist()):
         seg = np.flatnonzero(slice_[lo:hi]) + lo
-        idx, lanes = _stack_lanes(s[seg].tolist(), e[seg].tolist())
+        idx, lanes, full = _stack_lanes(s[seg].tolist(), e[seg].tolist())
         if lanes.any():
             lane[order[seg[idx]]] = lanes[idx]
-    if lane.max() > 255:
-        log.warning("perfetto: more than 255 overlapping lanes on a track; the rest share lane 255")
-        np.minimum(lane, 255, out=lane)
+        crowded += full
+    if crowded:
+        log.warning("perfetto: more than %d overlapping lanes on %d track(s); the rest share lane %d",
+                    _MAX_LANES - 1, crowded, _MAX_LANES - 1)
     return lane
 
 
@@ -364,8 +366,12 @@ def _crossing_tracks(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     return np.unique(np.concatenate(bad)) if bad else np.zeros(0, np.int64)
 
 
-def _stack_lanes(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Lanes for slices sorted by (start, longest first) so that each lane is a stack."""
+def _stack_lanes(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Lanes for slices sorted by (start, longest first) so that each lane is a stack:
+    each slice goes to the first lane whose open slices all contain it. Linear in the
+    slices for a bounded number of lanes: beyond ``_SCAN_LANES`` lanes the first fit is
+    found over a NumPy array of the lanes' innermost open ends, and past ``_MAX_LANES``
+    slices share the last lane (then the third value is True)."""
     stacks: list[list[int]] = [[]]
     out = np.zeros(len(starts), np.int64)
     for i, (s, e) in enumerate(zip(starts, ends)):
@@ -377,6 +383,41 @@ def _stack_lanes(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.nda
                 out[i] = k
                 break
         else:
+            if len(stacks) == _SCAN_LANES:
+                full = _stack_lanes_wide(starts, ends, i, stacks, out)
+                return np.flatnonzero(out), out, full
             stacks.append([e])
             out[i] = len(stacks) - 1
-    return np.flatnonzero(out), out
+    return np.flatnonzero(out), out, False
+
+
+_SCAN_LANES, _MAX_LANES = 16, 256
+
+
+def _stack_lanes_wide(starts: list[int], ends: list[int], first: int, stacks: list[list[int]],
+                      out: np.ndarray) -> bool:
+    """:func:`_stack_lanes` from slice ``first`` on, when the lanes are many; True if
+    some slice fitted in none of the ``_MAX_LANES``."""
+    full = False
+    empty = np.iinfo(np.int64).max
+    top = np.full(_MAX_LANES, empty, np.int64)  # each lane's innermost open end (empty: any slice fits)
+    for k, st in enumerate(stacks):
+        top[k] = st[-1] if st else empty
+    stacks.extend([] for _ in range(_MAX_LANES - len(stacks)))
+    for i in range(first, len(starts)):
+        s, e = starts[i], ends[i]
+        for k in np.flatnonzero(top <= s).tolist():  # lanes whose innermost slices ended
+            st = stacks[k]
+            while st and st[-1] <= s:
+                st.pop()
+            top[k] = st[-1] if st else empty
+        fit = np.flatnonzero(top >= e)
+        if not len(fit):
+            out[i] = _MAX_LANES - 1  # crosses every lane: shares the last (warned)
+            full = True
+            continue
+        k = int(fit[0])
+        stacks[k].append(e)
+        top[k] = e
+        out[i] = k
+    return full
