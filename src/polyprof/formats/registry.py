@@ -77,6 +77,18 @@ def _is_json(head: bytes, path: Path) -> bool:
     return body.lstrip()[:1] in (b"{", b"[")
 
 
+def _is_sqlite(head: bytes, path: Path) -> bool:
+    return head.startswith(b"SQLite format 3\x00")
+
+
+def _is_nsys(head: bytes, path: Path) -> bool:
+    if not _is_sqlite(head, path):
+        return False
+    from .nsys import sniff
+
+    return sniff(head, path)
+
+
 def _is_journal(head: bytes, path: Path) -> bool:
     return head.startswith(b"POLYPROF-JOURNAL ")  # any version: its reader says which it reads
 
@@ -104,6 +116,8 @@ FORMATS: tuple[Format, ...] = (
     Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
            reader="polyprof.formats.native:load", sniff=_is_zip,
            writer="polyprof.formats.native_write:save", suffixes=(".polyprof",)),
+    Format("nsys", "Nsight Systems SQLite export (nsys export --type sqlite)",
+           reader="polyprof.formats.nsys:load", sniff=_is_nsys, claim=_is_sqlite),
     Format("xspace", "XSpace protobuf (.xplane.pb), as JAX, TensorFlow and XProf write it",
            reader="polyprof.formats.xspace:load", sniff=_is_xspace, claim=_named_xspace,
            writer="polyprof.formats.xspace:write", suffixes=(".xplane.pb",)),

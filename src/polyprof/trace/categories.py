@@ -57,6 +57,11 @@ _BY_CATEGORY: dict[str, Kind] = {
     "xla_op": Kind.KERNEL,  # an HLO op executing on a device (or the CPU backend)
     "xla_module": Kind.DERIVED,  # a whole compiled program; its ops are the activity
     "traceme": Kind.CPU_OP,  # host TraceMe annotation
+    # Nsight Systems SQLite exports (formats/nsys)
+    "nvtx": Kind.ANNOTATION,  # NVTX push/pop and start/end ranges: sections
+    "nvtx_mark": Kind.MARK,
+    "os_runtime": Kind.OTHER,  # OSRT_API: libc/pthread calls
+    "cuda_graph": Kind.OTHER,  # CUDA graph creation and node events on the host
     # Kineto activity types not listed above
     "privateuse1_driver": Kind.RUNTIME,
     "glow_runtime": Kind.RUNTIME,

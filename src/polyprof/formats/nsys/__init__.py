@@ -1,0 +1,89 @@
+"""Nsight Systems' SQLite export (``nsys export --type sqlite``) as a Trace.
+
+A package by stage: ``schema`` finds what the export holds (tables, columns, enum
+names: versions differ), ``tables`` reads each event table as NumPy columns, ``build``
+makes the Trace (a source per process, planes per device, tracks per thread and stream,
+flows by correlation id). ``load`` is the reader; docs/formats.md says what is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+from ...errors import TraceFormatError
+from ...trace.core import Trace
+from .. import sqlite_db
+from ..safety import guarded
+from . import schema, tables
+from .build import build
+
+log = logging.getLogger("polyprof")
+
+__all__ = ["load", "sniff", "read"]
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """An SQLite file with Nsight Systems' tables."""
+    if not sqlite_db.is_sqlite(head):
+        return False
+    try:
+        conn = sqlite_db.connect(path)
+    except TraceFormatError:
+        return False
+    try:
+        return schema.is_nsys(sqlite_db.schema(conn))
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def read(conn: sqlite3.Connection, path: Path) -> Trace:
+    tabs = sqlite_db.schema(conn)
+    if not schema.is_nsys(tabs):
+        raise TraceFormatError(path, not_an_export(tabs))
+    ex = schema.inspect(conn, tabs)
+    strings = tables.Strings(conn, ex)
+    notes: list[str] = []
+    runtime, dropped = tables.api_calls(conn, ex, strings)
+    info: list[str] = []
+    if dropped:
+        info.append(f"{dropped} CUDA API rows of another event class repeat a call already read "
+                    "(same correlation id) and are left out")
+    marks, unended = tables.nvtx(conn, ex, strings)
+    if unended:
+        notes.append(f"nsys: {unended} NVTX ranges never ended and are left out")
+    parts = [tables.kernels(conn, ex, strings), tables.copies(conn, ex), tables.fills(conn, ex),
+             tables.syncs(conn, ex), runtime, marks, tables.os_calls(conn, ex, strings),
+             *tables.graph_events(conn, ex, strings)]
+    unread = ex.unread()
+    if unread:
+        log.info("%s: %d tables not read (%s)", path, len(unread), ", ".join(unread[:12])
+                 + (", ..." if len(unread) > 12 else ""))
+    for n in notes:
+        log.warning("%s: %s", path, n)
+    for n in info:
+        log.info("%s: %s", path, n)
+    return build(conn, ex, [p for p in parts if p is not None], path, notes, info)
+
+
+def not_an_export(tabs: sqlite_db.Schema) -> str:
+    names = sorted(tabs.columns)
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return ("an SQLite database, but not an Nsight Systems export (no StringIds with CUPTI/NVTX tables) "
+            f"nor a rocpd database (no rocpd_* tables); its tables: {shown or 'none'}")
+
+
+@guarded
+def load(path: str | Path, **options: object) -> Trace:
+    """Read an Nsight Systems SQLite export."""
+    path = Path(path)
+    conn = sqlite_db.connect(path)
+    try:
+        return read(conn, path)
+    except sqlite3.Error as e:
+        raise sqlite_db.failure(path, e) from None
+    finally:
+        conn.close()

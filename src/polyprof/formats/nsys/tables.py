@@ -1,0 +1,372 @@
+"""Each event table of an Nsight Systems export as NumPy columns (one :class:`Part` per table).
+
+Times are the export's: nanoseconds since the session start. A host event's thread is
+its ``globalTid`` (process ``globalTid >> 24 & 0xFFFFFF``, thread ``globalTid &
+0xFFFFFF``); a device event's process is its ``globalPid`` (when the table has none, the
+process of the runtime call with its correlation id: see build.py).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...trace import keys
+from .. import sqlite_db
+from . import schema as S
+from .schema import Export
+
+#: the API version suffix Nsight keeps on runtime names (``cudaMemcpy_v3020``)
+_VERSION = re.compile(r"_v\d+$")
+
+CAT_RUNTIME, CAT_DRIVER = "cuda_runtime", "cuda_driver"
+CAT_NVTX, CAT_NVTX_MARK = "nvtx", "nvtx_mark"
+CAT_OSRT, CAT_GRAPH, CAT_SYNC = "os_runtime", "cuda_graph", "cuda_sync"
+
+
+@dataclass
+class Part:
+    """Events of one table: times, where they happened, names, category, stats."""
+
+    table: str
+    device: bool  # device events: (process, device, stream); host: (process, thread)
+    start: np.ndarray
+    end: np.ndarray
+    gpid: np.ndarray  # globalPid (process << 24), -1 when the table has none
+    tid: np.ndarray  # host: OS thread id; device: stream id
+    dev: np.ndarray  # device id (host events: 0)
+    names: np.ndarray  # codes into name_values
+    name_values: list[str]
+    category: np.ndarray  # codes into categories
+    categories: list[str]
+    stats: dict[str, Any] = field(default_factory=dict)
+    corr: np.ndarray | None = None  # correlation ids (-1: none)
+    rows: np.ndarray | None = None  # the events' rows in the trace, once added
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def take(self, keep: np.ndarray) -> "Part":
+        stats = {}
+        for k, v in self.stats.items():
+            stats[k] = v[keep] if not isinstance(v, tuple) else v
+        pick = lambda a: None if a is None else a[keep]  # noqa: E731
+        return Part(self.table, self.device, self.start[keep], self.end[keep], self.gpid[keep], self.tid[keep],
+                    self.dev[keep], self.names[keep], self.name_values, self.category[keep], self.categories,
+                    stats, pick(self.corr))
+
+
+def _host_ids(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(globalPid, OS thread id) of globalTid values."""
+    gpid = np.where(gtid >= 0, gtid & ~np.int64(0xFFFFFF), -1)
+    return gpid, gtid & 0xFFFFFF
+
+
+class Strings:
+    """``StringIds``: id -> text, and ids -> (codes, distinct texts) for a column."""
+
+    def __init__(self, conn: sqlite3.Connection, ex: Export):
+        self.text: dict[int, str] = {}
+        if ex.has("StringIds", "id", "value"):
+            self.text = {int(i): str(v) for i, v in sqlite_db.rows(conn, "SELECT id, value FROM StringIds")
+                         if i is not None and v is not None}
+
+    def codes(self, ids: np.ndarray, clean: Any = None) -> tuple[np.ndarray, list[str]]:
+        uniq, inv = np.unique(ids, return_inverse=True)
+        vals = [self.text.get(int(u), f"[string {int(u)}]" if u >= 0 else "[unnamed]") for u in uniq.tolist()]
+        if clean is not None:
+            vals = [clean(v) for v in vals]
+        return inv.astype(np.int64), vals
+
+
+def _opt(ex: Export, table: str, *cols: str) -> dict[str, str]:
+    have = set(ex.cols(table))
+    return {c: c for c in cols if c in have}
+
+
+def _one(n: int, value: str) -> tuple[np.ndarray, list[str]]:
+    return np.zeros(n, np.int64), [value]
+
+
+def _set(stats: dict[str, Any], key: str, values: np.ndarray, missing: int = -1) -> None:
+    """A stat from an integer column, left out where the column is NULL (``missing``)."""
+    has = values != missing
+    if has.all():
+        stats[key] = values
+    elif has.any():
+        rows = np.flatnonzero(has)
+        stats[key] = (rows, values[rows])
+
+
+def _triples(c: dict[str, np.ndarray], prefix: str, n: int) -> np.ndarray | None:
+    names = [f"{prefix}{a}" for a in "XYZ"]
+    if not all(k in c for k in names):
+        return None
+    trip = np.stack([c[k] for k in names], axis=1)
+    uniq, inv = np.unique(trip, axis=0, return_inverse=True)
+    text = np.array([",".join(str(int(x)) for x in u) for u in uniq], dtype=object)
+    return text[inv.ravel()]
+
+
+def _device_common(c: dict[str, np.ndarray], n: int, stats: dict[str, Any]) -> None:
+    _set(stats, keys.CORRELATION_ID, c["correlationId"])
+    stats[keys.STREAM] = c["streamId"]
+    stats[keys.DEVICE] = c["deviceId"]
+    if "contextId" in c:
+        _set(stats, "context", c["contextId"])
+    if "graphNodeId" in c:
+        _set(stats, "graph node id", c["graphNodeId"])
+    if "graphId" in c:
+        _set(stats, "graph id", c["graphId"])
+
+
+def _device_part(table: str, c: dict[str, np.ndarray], names: tuple[np.ndarray, list[str]],
+                 category: str, stats: dict[str, Any]) -> Part:
+    n = len(c["start"])
+    return Part(table, True, c["start"], c["end"], c.get("globalPid", np.full(n, -1, np.int64)), c["streamId"],
+                c["deviceId"], names[0], names[1], *_one(n, category), stats, c["correlationId"])
+
+
+_DEVICE_COLS = ("start", "end", "deviceId", "streamId", "correlationId")
+
+
+def kernels(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | None:
+    t = S.KERNEL
+    if not ex.has(t, *_DEVICE_COLS):
+        return None
+    name_col = next((c for c in ("demangledName", "shortName", "mangledName") if ex.has(t, c)), None)
+    exprs = {c: c for c in _DEVICE_COLS}
+    exprs.update(_opt(ex, t, "globalPid", "contextId", "registersPerThread", "gridX", "gridY", "gridZ",
+                      "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory",
+                      "graphNodeId", "graphId", "gridId"))
+    if name_col:
+        exprs["name"] = name_col
+    c = sqlite_db.read_columns(conn, t, exprs)
+    n = len(c["start"])
+    stats: dict[str, Any] = {}
+    _device_common(c, n, stats)
+    for key, prefix in ((keys.GRID, "grid"), (keys.BLOCK, "block")):
+        trip = _triples(c, prefix, n)
+        if trip is not None:
+            stats[key] = trip
+    if "registersPerThread" in c:
+        _set(stats, "registers per thread", c["registersPerThread"])
+    if "staticSharedMemory" in c or "dynamicSharedMemory" in c:
+        st = c.get("staticSharedMemory", np.zeros(n, np.int64))
+        dy = c.get("dynamicSharedMemory", np.zeros(n, np.int64))
+        stats["shared memory"] = np.maximum(st, 0) + np.maximum(dy, 0)
+    names = strings.codes(c["name"]) if "name" in c else _one(n, "kernel")
+    return _device_part(t, c, names, keys.CAT_KERNEL, stats)
+
+
+def _combined_names(parts: list[np.ndarray], label: Any) -> tuple[np.ndarray, list[str]]:
+    """Names made from a few small-integer columns (label(*values) -> text)."""
+    key = np.stack(parts, axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    return inv.ravel().astype(np.int64), [label(*(int(x) for x in u)) for u in uniq]
+
+
+def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
+    t = S.MEMCPY
+    if not ex.has(t, *_DEVICE_COLS):
+        return None
+    exprs = {c: c for c in _DEVICE_COLS}
+    exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"))
+    c = sqlite_db.read_columns(conn, t, exprs)
+    n = len(c["start"])
+    stats: dict[str, Any] = {}
+    _device_common(c, n, stats)
+    if "bytes" in c:
+        _set(stats, keys.BYTES, c["bytes"])
+    kind = c.get("copyKind", np.zeros(n, np.int64))
+    src, dst = c.get("srcKind", np.full(n, -1, np.int64)), c.get("dstKind", np.full(n, -1, np.int64))
+    ck, mk = ex.copy_kinds, ex.mem_kinds
+
+    def label(k: int, s: int, d: int) -> str:
+        base = f"Memcpy {ck.get(k, f'kind {k}')}"
+        return base if s < 0 or d < 0 else f"{base} ({mk.get(s, s)} -> {mk.get(d, d)})"
+
+    names = _combined_names([kind, src, dst], label)
+    kcodes, kvals = _combined_names([kind], lambda k: ck.get(k, f"kind {k}"))
+    stats["copy kind"] = np.array(kvals, dtype=object)[kcodes]
+    return _device_part(t, c, names, keys.CAT_MEMCPY, stats)
+
+
+def fills(conn: sqlite3.Connection, ex: Export) -> Part | None:
+    t = S.MEMSET
+    if not ex.has(t, *_DEVICE_COLS):
+        return None
+    exprs = {c: c for c in _DEVICE_COLS}
+    exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "value", "memKind", "graphNodeId"))
+    c = sqlite_db.read_columns(conn, t, exprs)
+    n = len(c["start"])
+    stats: dict[str, Any] = {}
+    _device_common(c, n, stats)
+    if "bytes" in c:
+        _set(stats, keys.BYTES, c["bytes"])
+    if "value" in c:
+        _set(stats, "value", c["value"])
+    mk = ex.mem_kinds
+    names = _combined_names([c.get("memKind", np.full(n, -1, np.int64))],
+                            lambda k: "Memset" if k < 0 else f"Memset ({mk.get(k, k)})")
+    return _device_part(t, c, names, keys.CAT_MEMSET, stats)
+
+
+def syncs(conn: sqlite3.Connection, ex: Export) -> Part | None:
+    t = S.SYNC
+    if not ex.has(t, *_DEVICE_COLS):
+        return None
+    exprs = {c: c for c in _DEVICE_COLS}
+    exprs.update(_opt(ex, t, "globalPid", "contextId", "syncType", "eventId"))
+    c = sqlite_db.read_columns(conn, t, exprs)
+    n = len(c["start"])
+    stats: dict[str, Any] = {}
+    _device_common(c, n, stats)
+    if "eventId" in c:
+        _set(stats, "event id", c["eventId"])
+    st = ex.sync_types
+    names = _combined_names([c.get("syncType", np.zeros(n, np.int64))], lambda k: st.get(k, f"Sync {k}"))
+    return _device_part(t, c, names, CAT_SYNC, stats)
+
+
+def _host_part(table: str, c: dict[str, np.ndarray], names: tuple[np.ndarray, list[str]],
+               category: tuple[np.ndarray, list[str]], stats: dict[str, Any], corr: np.ndarray | None = None) -> Part:
+    n = len(c["start"])
+    gpid, tid = _host_ids(c["globalTid"])
+    return Part(table, False, c["start"], c["end"], gpid, tid, np.zeros(n, np.int64), names[0], names[1],
+                category[0], category[1], stats, corr)
+
+
+def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part | None, int]:
+    """CUDA runtime and driver calls; also the number of rows left out as copies of a call
+    already read (Nsight 2022 adds a row of another event class, with the call's
+    backtrace, for some calls: same correlation id, a slightly wider span)."""
+    t = S.RUNTIME
+    if not ex.has(t, "start", "end", "globalTid", "correlationId", "nameId"):
+        return None, 0
+    exprs = {c: c for c in ("start", "end", "globalTid", "correlationId", "nameId")}
+    exprs.update(_opt(ex, t, "eventClass", "returnValue"))
+    c = sqlite_db.read_columns(conn, t, exprs)
+    n = len(c["start"])
+    names = strings.codes(c["nameId"], lambda s: _VERSION.sub("", s))
+    rt, drv = ex.api_classes["TRACE_PROCESS_EVENT_CUDA_RUNTIME"], ex.api_classes["TRACE_PROCESS_EVENT_CUDA_DRIVER"]
+    cls = c.get("eventClass", np.full(n, rt, np.int64))
+    known = (cls == rt) | (cls == drv)
+    dropped = 0
+    if not known.all():
+        # a call of another class whose correlation id a runtime/driver call of its
+        # process already has is that call again
+        gpid, _ = _host_ids(c["globalTid"])
+        k_ids = np.unique(np.stack([gpid[known], c["correlationId"][known]], axis=1), axis=0)
+        other = np.flatnonzero(~known)
+        o_keys = np.stack([gpid[other], c["correlationId"][other]], axis=1)
+        dup = _rows_in(o_keys, k_ids) & (c["correlationId"][other] >= 0)
+        keep = np.ones(n, bool)
+        keep[other[dup]] = False
+        dropped = int(dup.sum())
+        c = {k: v[keep] for k, v in c.items()}
+        names = (names[0][keep], names[1])
+        cls, known = cls[keep], known[keep]
+        n = len(c["start"])
+    # driver calls by class; calls of other classes by their name
+    is_driver = np.array([s.startswith("cu") and not s.startswith("cuda") for s in names[1]], bool)
+    drv_row = np.where(known, cls == drv, is_driver[names[0]] if len(names[1]) else False)
+    category = (drv_row.astype(np.int64), [CAT_RUNTIME, CAT_DRIVER])
+    stats: dict[str, Any] = {}
+    _set(stats, keys.CORRELATION_ID, c["correlationId"])
+    if "returnValue" in c:
+        nz = np.flatnonzero(c["returnValue"] > 0)
+        if len(nz):
+            stats["return value"] = (nz, c["returnValue"][nz])
+    return _host_part(t, c, names, category, stats, c["correlationId"]), dropped
+
+
+def _rows_in(a: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Which rows of ``a`` (n x 2) are rows of ``table`` (sorted unique m x 2)."""
+    if not len(a) or not len(table):
+        return np.zeros(len(a), bool)
+    both = np.concatenate([table, a])
+    _, inv = np.unique(both, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    seen = np.zeros(inv.max() + 1, bool)
+    seen[inv[:len(table)]] = True
+    return seen[inv[len(table):]]
+
+
+def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part | None, int]:
+    """NVTX push/pop and start/end ranges (sections) and marks; also the number of
+    ranges left out because they never ended."""
+    t = S.NVTX
+    if not ex.has(t, "start", "eventType", "globalTid"):
+        return None, 0
+    types = ex.nvtx_types
+    ranges = (types["NvtxPushPopRange"], types["NvtxStartEndRange"])
+    wanted = ranges + (types["NvtxMark"],)
+    where = f"eventType IN ({', '.join(str(int(x)) for x in wanted)})"
+    exprs = {"start": "start", "end": "end" if ex.has(t, "end") else "NULL", "eventType": "eventType",
+             "globalTid": "globalTid"}
+    exprs.update(_opt(ex, t, "textId", "domainId"))
+    c = sqlite_db.read_columns(conn, t, exprs, where)
+    n = len(c["start"])
+    # names: registered strings (textId) where set, else the inline text
+    if ex.has(t, "text"):
+        tcodes, tvals = sqlite_db.read_texts(conn, t, "text", where)
+    else:
+        tcodes, tvals = np.zeros(n, np.int64), [""]
+    if "textId" in c:
+        has_id = c["textId"] >= 0
+        icodes, ivals = strings.codes(np.where(has_id, c["textId"], -1))
+        all_vals = tvals + ivals
+        codes = np.where(has_id, icodes + len(tvals), tcodes)
+    else:
+        all_vals, codes = tvals, tcodes
+    all_vals = [v if v else "[unnamed NVTX range]" for v in all_vals]
+    is_mark = c["eventType"] == types["NvtxMark"]
+    unended = ~is_mark & (c["end"] < c["start"])
+    keep = ~unended
+    c["end"] = np.where(is_mark, c["start"], c["end"])
+    stats: dict[str, Any] = {}
+    if "domainId" in c and ex.has(t, "text"):
+        domains = {int(d): str(txt) for d, txt in sqlite_db.rows(
+            conn, f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {int(types['NvtxDomainCreate'])}")
+            if d is not None and txt is not None}
+        if domains:
+            dom = c["domainId"]
+            rows = np.flatnonzero(np.isin(dom, list(domains)))
+            if len(rows):
+                stats["domain"] = (rows, np.array([domains[int(d)] for d in dom[rows].tolist()], dtype=object))
+    part = _host_part(t, c, (codes, all_vals), (is_mark.astype(np.int64), [CAT_NVTX, CAT_NVTX_MARK]), stats)
+    return part.take(keep) if not keep.all() else part, int(unended.sum())
+
+
+def _named_host(conn: sqlite3.Connection, ex: Export, strings: Strings, table: str, category: str,
+                extra: tuple[str, ...] = ()) -> Part | None:
+    if not ex.has(table, "start", "end", "globalTid", "nameId"):
+        return None
+    exprs = {c: c for c in ("start", "end", "globalTid", "nameId")}
+    exprs.update(_opt(ex, table, *extra))
+    c = sqlite_db.read_columns(conn, table, exprs)
+    n = len(c["start"])
+    stats: dict[str, Any] = {}
+    for col in extra:
+        if col in c:
+            _set(stats, {"graphNodeId": "graph node id", "graphExecId": "graph exec id",
+                         "returnValue": "return value"}.get(col, col), c[col])
+    return _host_part(table, c, strings.codes(c["nameId"]), _one(n, category), stats)
+
+
+def os_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | None:
+    return _named_host(conn, ex, strings, S.OSRT, CAT_OSRT, ("returnValue",))
+
+
+def graph_events(conn: sqlite3.Connection, ex: Export, strings: Strings) -> list[Part]:
+    out = []
+    for table in (S.GRAPH, S.GRAPH_NODE):
+        p = _named_host(conn, ex, strings, table, CAT_GRAPH, ("graphNodeId", "graphExecId"))
+        if p is not None:
+            out.append(p)
+    return out
