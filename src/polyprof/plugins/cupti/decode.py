@@ -1,0 +1,121 @@
+"""Activity records -> NumPy columns, one kind at a time, without a Python object per record.
+
+Every field is one fancy index: records start on 8-byte boundaries and CUPTI's fields
+are naturally aligned, so the blob viewed as the field's type, indexed at
+``(record offset + field offset) / size``, is the column (a byte gather where a field
+is not aligned, which CUPTI's structs never do). Strings (kernel names, NVTX names)
+are decoded once per distinct text; kernel names are demangled once per distinct name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from typing import Iterable
+
+import numpy as np
+
+from . import layout
+from .buffers import Records
+
+
+def rows_of(rec: Records, kinds: Iterable[int]) -> np.ndarray:
+    """Indices (into ``rec``) of the records of ``kinds``, in buffer order."""
+    return np.flatnonzero(np.isin(rec.kinds, list(kinds)))
+
+
+def column(rec: Records, rows: np.ndarray, field: layout.Field) -> np.ndarray:
+    """One field of the records ``rows``."""
+    dt = np.dtype(field.dtype)
+    pos = rec.offsets[rows] + field.offset
+    size = dt.itemsize
+    if not len(pos):
+        return np.zeros(0, dt)
+    if not (pos % size).any() and len(rec.blob) % size == 0:
+        return rec.blob.view(dt)[pos // size]
+    idx = pos[:, None] + np.arange(size)
+    return np.ascontiguousarray(rec.blob[idx]).view(dt).reshape(-1)
+
+
+def columns(rec: Records, rows: np.ndarray, fields: dict[str, layout.Field],
+            names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    """The fields ``names`` (all by default) of the records ``rows``."""
+    return {n: column(rec, rows, fields[n]) for n in (names if names is not None else fields)}
+
+
+def texts(rec: Records, rows: np.ndarray, slot: int = 0) -> np.ndarray:
+    """The text in string slot ``slot`` of each record (object array; None where the
+    record's pointer was NULL), decoded once per distinct string."""
+    at = rec.strings[rows, slot] if len(rows) else np.zeros(0, np.int64)
+    out = np.empty(len(at), object)
+    if not len(at):
+        return out
+    uniq, inv = np.unique(at, return_inverse=True)
+    arena = rec.arena
+    vals: list[str | None] = []
+    for u in uniq.tolist():
+        if u < 0:
+            vals.append(None)
+            continue
+        end = arena.find(b"\0", u)
+        vals.append(arena[u:end if end >= 0 else len(arena)].decode("utf-8", "replace"))
+    table = np.empty(len(vals), object)
+    table[:] = vals
+    out[:] = table[inv.reshape(-1)]
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _cxa_demangle():  # -> the C++ runtime's __cxa_demangle, or None
+    for name in ("stdc++", "c++"):
+        path = ctypes.util.find_library(name)
+        if not path:
+            continue
+        try:
+            fn = ctypes.CDLL(path).__cxa_demangle
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_void_p
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+        return fn
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _free():  # -> libc's free
+    fn = ctypes.CDLL(None).free
+    fn.argtypes = [ctypes.c_void_p]
+    return fn
+
+
+@functools.lru_cache(maxsize=65536)
+def demangle(name: str) -> str:
+    """A C++ symbol as C++ writes it (``_Z6kernelPfi`` -> ``kernel(float*, int)``), as
+    Kineto and Nsight show kernel names; the name itself where it is not mangled."""
+    if not name.startswith("_Z"):
+        return name
+    fn = _cxa_demangle()
+    if fn is None:
+        return name
+    status = ctypes.c_int(0)
+    p = fn(name.encode(), None, None, ctypes.byref(status))
+    if not p or status.value != 0:
+        return name
+    try:
+        return ctypes.string_at(p).decode("utf-8", "replace")
+    finally:
+        _free()(p)
+
+
+def demangled(names: np.ndarray) -> np.ndarray:
+    """``demangle`` over an object array, once per distinct name."""
+    out = np.empty(len(names), object)
+    if not len(names):
+        return out
+    filled = np.where(names == None, "", names)  # noqa: E711 - elementwise
+    uniq, inv = np.unique(filled.astype(str), return_inverse=True)
+    table = np.empty(len(uniq), object)
+    table[:] = [demangle(u) for u in uniq.tolist()]
+    out[:] = table[inv.reshape(-1)]
+    return out

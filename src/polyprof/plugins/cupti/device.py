@@ -1,0 +1,156 @@
+"""The device layer: everything the cupti plugin asks of CUPTI, through cupti-python.
+
+One small class, so a test can put a fake in its place (tests/test_cupti.py does, as
+no GPU is there) while the plugin above it runs unchanged. What it does:
+
+- say in one line why CUPTI cannot run here (no cupti-python, no driver, no device);
+- take CUPTI's one subscriber slot (``cuptiSubscribe``), which tells whether another
+  tool already holds CUPTI (torch.profiler/Kineto, Nsight Systems, ...);
+- enable and disable activity kinds, switch thread ids to the system's (gettid);
+- register the buffer callbacks of a sink (buffers.py): the C callbacks with the
+  libcupti cupti-python loaded, or cupti-python's own Python callbacks;
+- flush (``cuptiActivityFlushAll``), read ``cuptiGetTimestamp``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import logging
+from typing import Any
+
+from . import layout
+from .buffers import IMPLEMENTATION, CSink, PySink
+
+log = logging.getLogger("polyprof")
+
+INSTALL_HINT = "pip install 'polyprof[cuda]'"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def session_problem() -> str | None:
+    """Why CUPTI cannot run here, from what costs nothing to ask (no driver call): the
+    binding is installed and the NVIDIA driver's library loads. None: it may run."""
+    try:
+        found = importlib.util.find_spec("cupti") is not None
+    except (ImportError, ValueError) as e:
+        return f"cupti-python cannot be found ({e})"
+    if not found:
+        return f"cupti-python is not installed ({INSTALL_HINT})"
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return f"no NVIDIA driver here (libcuda.so.1 does not load: {str(e).split(':')[-1].strip()})"
+    return None
+
+
+def problem() -> str | None:
+    """:func:`session_problem`, then a device and CUPTI itself: cuInit, the device
+    count, a CUPTI timestamp. None: CUPTI can record here."""
+    why = session_problem()
+    if why:
+        return why
+    try:
+        from cupti import cupti as binding
+    except Exception as e:
+        return f"cupti-python does not import ({_first_line(e)})"
+    try:
+        from cuda.bindings import driver
+
+        err, = driver.cuInit(0)[:1]
+        if int(err) != 0:
+            return f"the CUDA driver does not initialise (cuInit: {err.name if hasattr(err, 'name') else err})"
+        err, count = driver.cuDeviceGetCount()
+        if int(err) != 0 or count == 0:
+            return "no CUDA device here (cuDeviceGetCount: 0)"
+    except ImportError:
+        pass  # cuda-bindings comes with cupti-python; without it CUPTI answers below
+    except Exception as e:
+        return f"the CUDA driver cannot be asked for devices ({_first_line(e)})"
+    try:
+        binding.get_timestamp()
+    except Exception as e:
+        return f"CUPTI does not run here ({_first_line(e)})"
+    return None
+
+
+def _noop_callback(*args: Any) -> None:
+    """The subscriber's callback: no callback domain is ever enabled."""
+
+
+class CuptiDevice:
+    """CUPTI through cupti-python (and, for the C sink, the libcupti it loaded)."""
+
+    def __init__(self) -> None:
+        from cupti import cupti as binding
+
+        self.binding = binding
+        self._subscriber: int | None = None
+        self._lib: ctypes.CDLL | None = None
+
+    # ------------------------------------------------------------------ subscriber
+    def subscribe(self) -> str | None:
+        """Take CUPTI's subscriber slot; None, or why not in one line."""
+        try:
+            self._subscriber = self.binding.subscribe(_noop_callback, None)
+            return None
+        except self.binding.cuptiError as e:
+            text = str(e)
+            if "MULTIPLE_SUBSCRIBERS" in text or str(layout.ERROR_MULTIPLE_SUBSCRIBERS) in text:
+                return ("another tool already holds CUPTI (torch.profiler/Kineto, JAX's profiler, "
+                        "Nsight Systems or Compute, cuda-gdb...)")
+            return f"CUPTI refused a subscriber ({_first_line(e)})"
+        except Exception as e:
+            return f"CUPTI does not run here ({_first_line(e)})"
+
+    def unsubscribe(self) -> None:
+        if self._subscriber is not None:
+            sub, self._subscriber = self._subscriber, None
+            self.binding.unsubscribe(sub)
+
+    # ------------------------------------------------------------------ activity
+    def system_thread_ids(self) -> None:
+        self.binding.set_thread_id_type(layout.THREAD_ID_TYPE_SYSTEM)
+
+    def enable(self, kind: int) -> None:
+        if kind in (layout.DEVICE, layout.CONTEXT):  # also the devices and contexts made before start
+            self.binding.activity_enable_and_dump(kind)
+        else:
+            self.binding.activity_enable(kind)
+
+    def disable(self, kind: int) -> None:
+        self.binding.activity_disable(kind)
+
+    def flush(self) -> None:
+        self.binding.activity_flush_all(layout.FLUSH_FORCED)
+
+    def timestamp(self) -> int:
+        return int(self.binding.get_timestamp())
+
+    def library_path(self) -> str:
+        """The libcupti cupti-python loaded (NVTX's injection library, the C sink's functions)."""
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        return str(load_nvidia_dynamic_lib("cupti").abs_path)
+
+    def _address(self, name: str) -> int:
+        if self._lib is None:
+            self._lib = ctypes.CDLL(self.library_path())
+        return int(ctypes.cast(getattr(self._lib, name), ctypes.c_void_p).value or 0)
+
+    def sink(self, implementation: str = IMPLEMENTATION, buffer_bytes: int = 8 << 20) -> CSink | PySink:
+        """A sink with its callbacks registered with CUPTI."""
+        if implementation == "c":
+            sink = CSink(self._address("cuptiActivityGetNextRecord"),
+                         self._address("cuptiActivityGetNumDroppedRecords"), buffer_bytes)
+            rc = sink.register(self._address("cuptiActivityRegisterCallbacks"))
+            if rc != 0:
+                raise RuntimeError(f"cuptiActivityRegisterCallbacks returned CUptiResult {rc}")
+            return sink
+        py = PySink(buffer_bytes)
+        self.binding.activity_register_callbacks(py.request, py.complete)
+        return py

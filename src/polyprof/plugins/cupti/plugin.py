@@ -1,0 +1,212 @@
+"""CUDA device activity for any framework, from CUPTI through NVIDIA's cupti-python.
+
+start: take CUPTI's subscriber slot (or defer, in one line, to the tool that holds
+it), have NVTX report to CUPTI, register the buffer callbacks (buffers.py), enable the
+activity kinds, take clock samples. stop: flush CUPTI's buffers
+(``cuptiActivityFlushAll``), disable the kinds, take the last clock samples, keep the
+completed buffers, give the subscriber slot back. collect: decode the buffers and
+build the trace (convert.py), on the session clock (clock.py); no CUPTI call.
+
+One recorder of device activity per session: while this plugin records, the torch
+plugin leaves CUDA out of torch.profiler (holder.py), so every kernel appears once; when
+torch.profiler already holds CUPTI at this plugin's start, this plugin defers to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+from ...collect.plugin import Availability, Plugin, SessionContext
+from ...trace.builder import TraceBuilder
+from ...trace.core import Trace
+from . import holder
+
+log = logging.getLogger("polyprof")
+
+NVTX_ENV = "NVTX_INJECTION64_PATH"
+
+
+def default_kinds(unified_memory: bool = False) -> list[int]:
+    from . import layout as L
+
+    kinds = [L.DEVICE, L.CONTEXT, L.CONCURRENT_KERNEL, L.MEMCPY, L.MEMCPY2, L.MEMSET, L.RUNTIME, L.DRIVER,
+             L.SYNCHRONIZATION, L.EXTERNAL_CORRELATION, L.MARKER]
+    if unified_memory:
+        kinds.append(L.UNIFIED_MEMORY_COUNTER)
+    return kinds
+
+
+def kineto_holds_cupti() -> str | None:
+    """Why torch.profiler (Kineto) is recording CUDA in this process now, or None."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch._C._autograd._profiler_enabled():
+            return None
+        kineto = torch._C._autograd._kineto_enabled() if hasattr(torch._C._autograd, "_kineto_enabled") else True
+    except Exception:
+        return None
+    if kineto:
+        return "torch.profiler (Kineto) is recording in this process and holds CUPTI"
+    return None
+
+
+class CuptiPlugin(Plugin):
+    """Options (``options={"cupti": {...}}``): ``unified_memory`` (False: also unified-memory
+    transfers and page faults; the session's ``memory=True`` does not set it),
+    ``nvtx`` (True: NVTX ranges and marks, by setting ``NVTX_INJECTION64_PATH`` to
+    libcupti for the rest of the process when no other NVTX tool is set),
+    ``buffer_bytes`` (8 MiB per CUPTI buffer), ``clock_interval_s`` (0.5: clock samples
+    between start and stop), ``implementation`` ("c" or "python": which buffer sink),
+    ``demangle`` (True: C++ kernel names as C++ writes them), ``device`` (the device
+    layer; a test passes a fake)."""
+
+    name = "cupti"
+    device_kinds = ("CUDA",)
+    default = True
+
+    def __init__(self, **options: Any) -> None:
+        self._device = options.pop("device", None)
+        super().__init__(**options)
+        self._deferred: str | None = None
+        self._problems: list[str] = []
+        self._batches: list[Any] = []
+        self._counts: dict[str, Any] = {}
+        self._kinds: list[int] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def availability(cls) -> Availability:
+        from .device import problem
+
+        why = problem()
+        return Availability(why is None, why or "")
+
+    @classmethod
+    def session_availability(cls) -> Availability:
+        """What a default session asks: cupti-python installed and the NVIDIA driver's
+        library loads (no driver call; the device is asked for at start)."""
+        from .device import session_problem
+
+        why = session_problem()
+        return Availability(why is None, why or "")
+
+    def _defer(self, why: str) -> None:
+        self._deferred = why
+        if self.ctx is not None:
+            self.ctx.warn(self.name, f"{why}; CUDA activity is not recorded by the cupti plugin in this session")
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start(self, ctx: SessionContext) -> None:
+        why = kineto_holds_cupti()
+        if why:
+            self._defer(why)
+            return
+        if self._device is None:
+            from .device import CuptiDevice
+
+            self._device = CuptiDevice()
+        dev = self._device
+        why = dev.subscribe()
+        if why:
+            self._defer(why)
+            return
+        from .buffers import IMPLEMENTATION
+        from .clock import ClockSampler
+
+        o = self.options
+        self.implementation = str(o.get("implementation", IMPLEMENTATION))
+        try:
+            self.clock = ClockSampler(dev.timestamp, float(o.get("clock_interval_s", 0.5)))
+            self.clock.start()
+            if self.clock.errors:
+                raise RuntimeError(f"cuptiGetTimestamp failed: {self.clock.errors[0]}")
+            dev.system_thread_ids()
+            if o.get("nvtx", True):
+                self._nvtx_injection(dev)
+            self.sink = dev.sink(self.implementation, int(o.get("buffer_bytes", 8 << 20)))
+        except Exception as e:  # CUPTI cannot record: give the slot back, say why once
+            dev.unsubscribe()
+            self._defer(f"CUPTI did not start ({type(e).__name__}: {e})")
+            return
+        failed = []
+        for kind in default_kinds(bool(o.get("unified_memory", False))):
+            try:
+                dev.enable(kind)
+                self._kinds.append(kind)
+            except Exception as e:
+                from .layout import KIND_NAMES
+
+                failed.append(f"{KIND_NAMES.get(kind, kind)} ({e})")
+        if failed:
+            self._problems.append("activity kinds not enabled: " + "; ".join(failed))
+            ctx.warn(self.name, self._problems[-1])
+        holder.set_holder(self.name)
+
+    def _nvtx_injection(self, dev: Any) -> None:
+        """NVTX calls reach CUPTI only when libcupti is NVTX's injection library, which
+        NVTX reads from the environment at its first call in the process."""
+        current = os.environ.get(NVTX_ENV)
+        path = dev.library_path()
+        if current and current != path:
+            self._problems.append(f"{NVTX_ENV} names another tool ({current}); NVTX ranges are not recorded")
+            return
+        os.environ[NVTX_ENV] = path
+
+    def _stop(self) -> None:
+        if self._deferred is not None:
+            return
+        dev = self._device
+        try:
+            dev.flush()
+        except Exception as e:
+            self._problems.append(f"cuptiActivityFlushAll failed ({type(e).__name__}: {e}); "
+                                  "the activity of the last buffer may be missing")
+        for kind in self._kinds:
+            try:
+                dev.disable(kind)
+            except Exception:
+                pass
+        try:
+            dev.flush()  # what was recorded while the kinds were being disabled
+        except Exception:
+            pass
+        self.clock.stop()
+        self._batches = self.sink.take()
+        self._counts = self.sink.counts()
+        try:
+            dev.unsubscribe()
+        finally:
+            holder.set_holder(None)
+        self._threads = {t.native_id: t.name for t in threading.enumerate() if getattr(t, "native_id", None)}
+
+    def _collect(self) -> Trace:
+        if self._deferred is not None:
+            b = TraceBuilder({"cupti": {"deferred": self._deferred}})
+            return b.build()
+        from .buffers import Records
+        from .convert import Converter
+
+        fit, clock_meta = self.clock.fit(float(self.options.get("max_drift_ppm", 1000.0)))
+        if not fit.consistent and self.ctx is not None:
+            self.ctx.warn(self.name, f"clock sync inconsistent: {fit.message}")
+        rec = Records.of(self._batches)
+        self._batches = []
+        conv = Converter(rec, fit, threads=getattr(self, "_threads", {}),
+                         demangle=bool(self.options.get("demangle", True)))
+        dropped = int(self._counts.get("dropped", 0))
+        if dropped and self.ctx is not None:
+            self.ctx.warn(self.name, f"CUPTI dropped {dropped} activity records (buffers full); "
+                                     "raise options cupti.buffer_bytes")
+        trace = conv.build()
+        planes = [p.name for p in trace.planes if p.kind == "device"]
+        trace.metadata["clock_sync"] = {**{p: clock_meta for p in planes}, "cupti": clock_meta}
+        trace.metadata["cupti"] = {"implementation": self.implementation, "records": len(rec.kinds),
+                                   **conv.counts, "buffers": self._counts, "problems": self._problems}
+        return trace
