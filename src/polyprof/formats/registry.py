@@ -111,6 +111,13 @@ def _is_xspace(head: bytes, path: Path) -> bool:
     return is_protobuf_xspace(head, path.stat().st_size)
 
 
+def _is_perfetto(head: bytes, path: Path) -> bool:
+    """TracePackets by their field shapes (before XSpace: both start with field 1)."""
+    from .perfetto_read import sniff
+
+    return sniff(head, path)
+
+
 #: in sniffing order (XSpace, checked by walking its fields, before JSON)
 FORMATS: tuple[Format, ...] = (
     Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
@@ -118,6 +125,9 @@ FORMATS: tuple[Format, ...] = (
            writer="polyprof.formats.native_write:save", suffixes=(".polyprof",)),
     Format("nsys", "Nsight Systems SQLite export (nsys export --type sqlite)",
            reader="polyprof.formats.nsys:load", sniff=_is_nsys, claim=_is_sqlite),
+    Format("perfetto", "Perfetto protobuf (.pftrace), streamed (no 2 GB JSON limit)",
+           reader="polyprof.formats.perfetto_read:load", sniff=_is_perfetto,
+           writer="polyprof.formats.perfetto:write", suffixes=(".perfetto-trace", ".pftrace")),
     Format("xspace", "XSpace protobuf (.xplane.pb), as JAX, TensorFlow and XProf write it",
            reader="polyprof.formats.xspace:load", sniff=_is_xspace, claim=_named_xspace,
            writer="polyprof.formats.xspace:write", suffixes=(".xplane.pb",)),
@@ -133,8 +143,6 @@ FORMATS: tuple[Format, ...] = (
            writer="polyprof.formats.xspace:write_logdir", directory=True),
     Format("parquet", "the event table as Parquet, for DuckDB, pandas, polars",
            writer="polyprof.formats.parquet:write", suffixes=(".parquet",)),
-    Format("perfetto", "Perfetto protobuf, streamed (no 2 GB JSON limit)",
-           writer="polyprof.formats.perfetto:write", suffixes=(".perfetto-trace", ".pftrace")),
 )
 
 

@@ -1,0 +1,104 @@
+"""Perfetto protobuf traces (``.pftrace``, ``.perfetto-trace``, gzipped or not) read into a Trace.
+
+What Perfetto's SDK, its tracing service, rocprofv3 and polyprof's own writer
+(``formats/perfetto.py``) write: ``TracePacket`` s holding ``TrackEvent`` s (slice begin
+and end, instants, legacy complete slices, counters, flows, debug annotations), their
+interned strings and incremental state, track descriptors (processes, threads, named
+and counter tracks under their parents), clock snapshots, and the GPU messages
+``GpuRenderStageEvent`` and ``GpuCounterEvent``. Decoded with the protobuf library
+(``trace.proto``, the part of Perfetto's protos read here, generated into
+``trace_pb2``), streamed a run of packets at a time, into columns.
+
+The stages, one module each, in the order data flows:
+
+- ``shape.py``: the content test for sniffing (protobuf field shapes);
+- ``packets.py``: the file as runs of whole packets (gzip streamed), truncation and
+  foreign bytes reported with their offset;
+- ``collector.py``: each packet into columns, with ``sequences.py`` (per-sequence
+  interned data, defaults, validity) and ``clocks.py`` (snapshots, scoped clocks);
+- ``slices.py``: begin/end pairs and flow chains, vectorised;
+- ``tracks.py``: Perfetto's tracks -> polyprof's planes and tracks;
+- ``build.py``: the Trace.
+
+What is not read: ftrace and other system data (scheduling, CPU frequency, Android
+logs), heap and CPU profiles, Chrome's typed event payloads beyond their debug
+annotations; the trace's ``warnings`` count what was skipped.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any
+
+from typing import TYPE_CHECKING
+
+from ..safety import guarded
+from .shape import looks_like_packets
+
+if TYPE_CHECKING:
+    from ...trace.core import Trace
+
+__all__ = ["load", "sniff"]
+
+
+def pb() -> Any:
+    """The generated protobuf module (imported on first use: protobuf is heavy)."""
+    from . import trace_pb2
+
+    return trace_pb2
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """True if ``head`` (the first bytes; ``GZ`` + inflated bytes for gzip) starts a
+    Perfetto trace, by its protobuf field shapes (``packets.looks_like_packets``)."""
+    if head.startswith(b"GZ"):
+        return looks_like_packets(head[2:], None)
+    return looks_like_packets(head, path.stat().st_size)
+
+
+@guarded
+def load(path: str | Path, progress: bool = False) -> "Trace":
+    """Read a Perfetto protobuf trace into a Trace."""
+    from google.protobuf.message import DecodeError
+
+    from ...errors import TraceFormatError
+    from ..kineto.progress import _Progress
+    from ..safety import check_events
+    from . import packets
+    from .build import build
+    from .collector import Collector
+
+    path = Path(path)
+    if not path.exists():
+        raise TraceFormatError(path, "no such file")
+    if path.is_dir():
+        raise TraceFormatError(path, "is a directory, not a trace file")
+    size = path.stat().st_size
+    if not size:
+        raise TraceFormatError(path, "empty file")
+    Trace_ = pb().Trace
+    col = Collector()
+    bar = _Progress(progress, path, size)
+    gc_was_on = gc.isenabled()
+    gc.disable()  # the decoded messages make no cycles; the collector would only rescan them
+    n_packets = 0
+    try:
+        for offset, data in packets.chunks(path, bar):
+            try:
+                msg = Trace_.FromString(data)
+            except (DecodeError, ValueError, RuntimeError) as e:
+                raise TraceFormatError(path, f"damaged Perfetto trace: the packets from byte {offset:,} do not "
+                                             f"decode as TracePackets ({str(e) or 'decode error'})") from None
+            n_packets += len(msg.packet)
+            col.add(msg)
+            del msg
+            check_events(path, col.n)
+        if not n_packets:
+            raise TraceFormatError(path, "holds no Perfetto packets")
+        bar.stop()
+        return build(col, path)
+    finally:
+        bar.stop()
+        if gc_was_on:
+            gc.enable()

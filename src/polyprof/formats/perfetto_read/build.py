@@ -1,0 +1,107 @@
+"""The columns read -> the Trace: slices closed, clocks converted, tracks laid out.
+
+Begin/end pairs become slices (``slices.match``); a slice never ended is kept, ending
+at the trace's last timestamp, with the ``incomplete`` stat (Perfetto shows it as not
+terminated). Times go onto one clock (``clocks.py``). Track codes become planes and
+tracks (``tracks.py``); counters are scaled by their unit multiplier and summed where
+the track says the values are increments. What was skipped is said in the trace's
+``warnings``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from ...trace import keys
+from ...trace.core import Trace
+from .clocks import Clocks
+from .collector import END, Collector
+from .slices import link, match
+
+log = logging.getLogger("polyprof")
+
+
+def _concat(parts: list[dict[str, np.ndarray]], spec: dict[str, type]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, t) for k, t in spec.items()}
+
+
+def build(col: Collector, path: Path) -> Trace:
+    b = col.b
+    warnings: list[str] = []
+    ev = _concat(col.parts, {"kind": np.int8, "track": np.int64, "ts": np.int64, "clock": np.int64,
+                             "dur": np.int64, "name": np.int32, "cat": np.int32})
+    ct = _concat(col.counter_parts, {"track": np.int64, "ts": np.int64, "clock": np.int64, "value": np.float64})
+    clocks: Clocks = col.clocks
+    ts, unlinked = clocks.convert(ev["clock"], ev["ts"])
+    cts, unlinked_c = clocks.convert(ct["clock"], ct["ts"])
+    for c in sorted(set(unlinked) | set(unlinked_c)):
+        warnings.append(f"clock {c} is in no clock snapshot with the trace clock: its times are kept as they are")
+    kind, track = ev["kind"], ev["track"]
+
+    begins, ends, orphans = match(kind, track)
+    dur = ev["dur"].copy()
+    last = int(max(ts.max() if len(ts) else 0, (ts + dur).max() if len(ts) else 0))
+    closed = ends >= 0
+    dur[begins[closed]] = ts[ends[closed]] - ts[begins[closed]]
+    open_rows = begins[~closed]
+    dur[open_rows] = last - ts[open_rows]
+    if orphans:
+        warnings.append(f"{orphans:,} slice ends closed no open slice on their track")
+    if len(open_rows):
+        warnings.append(f"{len(open_rows):,} slices never ended: they end at the trace's last timestamp "
+                        f"(stat '{keys.INCOMPLETE}')")
+    if (dur < 0).any():
+        warnings.append(f"{int((dur < 0).sum()):,} slices end before they begin (timestamps out of order): "
+                        "their duration is 0")
+        np.maximum(dur, 0, out=dur)
+
+    keep = kind != END
+    new_row = np.cumsum(keep) - 1
+    rows = np.flatnonzero(keep)
+    used = np.unique(track[rows])
+    derived_id = next((i for i, s in enumerate(b.strings) if s == keys.CAT_DERIVED), -1)
+    not_derived = np.unique(track[rows][ev["cat"][rows] != derived_id])
+    layout = col.tracks.layout(b, used, np.setdiff1d(used, not_derived))
+    trace_track = layout.track[track[rows]]
+    stats: dict[str, object] = {}
+    if len(open_rows):
+        stats[keys.INCOMPLETE] = (new_row[open_rows], np.ones(len(open_rows), np.int64))
+    b.events(trace_track, ev["name"][rows], ts[rows], dur[rows], ev["cat"][rows], stats=stats)
+    for key, by_kind in col.stats.items():
+        for parts in by_kind.values():
+            for r, v in parts:
+                b.add_stat(key, new_row[r], v)
+
+    flows = np.concatenate(col.flow_parts) if col.flow_parts else np.zeros((0, 4), np.int64)
+    src, dst, ids = link(flows)
+    if len(src):
+        b.flows(new_row[src], new_row[dst], ids)
+
+    _counters(b, layout, ct["track"], cts, ct["value"])
+    for why, n in sorted(col.skipped.items()):
+        warnings.append(f"skipped {n:,} {why}")
+    for w in warnings:
+        log.warning("%s: %s", path, w)
+    anchor = clocks.wall_anchor()
+    if anchor:
+        b.source(clock={"wall_anchor": anchor})
+    if warnings:
+        b.metadata["warnings"] = warnings
+    return b.build()
+
+
+def _counters(b, layout, track: np.ndarray, ts: np.ndarray, value: np.ndarray) -> None:
+    if not len(track):
+        return
+    order = np.lexsort((ts, track))
+    track, ts, value = track[order], ts[order], value[order]
+    cut = np.flatnonzero(track[1:] != track[:-1]) + 1
+    for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(track)].tolist()):
+        plane, name, incremental, mult = layout.counter(int(track[lo]))
+        v = value[lo:hi] * mult
+        if incremental:
+            v = np.cumsum(v)
+        b.counter(plane, name, ts[lo:hi], v)

@@ -1,0 +1,365 @@
+"""The parser: each decoded packet into columns.
+
+Packets are decoded a run at a time (``packets.py``) by the protobuf library into the
+classes of ``trace_pb2`` (generated from ``trace.proto``: the part of Perfetto's format
+read here) and gone through once, in file order. What a packet says goes into plain
+lists for the run, turned into NumPy columns when the run ends, so no Python object is
+kept per event:
+
+- track events (``TrackEvent``): kind (begin, end, instant, complete), track, time and
+  its clock, duration, name and category (ids into the builder's strings); their debug
+  annotations as stat parts (rows, values) by key and value type; their flow ids;
+- counters (``TYPE_COUNTER`` events, ``extra_*counter_values``, ``GpuCounterEvent``):
+  track, time, clock, value;
+- GPU render stages (``GpuRenderStageEvent``): complete slices on a hardware queue;
+- track descriptors, legacy process/thread descriptors, process trees and clock
+  snapshots: the few records ``tracks.py`` and ``clocks.py`` keep.
+
+Begin/end pairs, flows, tracks and clocks are resolved once everything is read
+(``build.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ...trace.builder import TraceBuilder
+from .clocks import Clocks
+from .sequences import SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, Sequence
+from .tracks import Tracks
+
+log = logging.getLogger("polyprof")
+
+BEGIN, END, INSTANT, COMPLETE = 1, 2, 3, 5
+_TYPE_COUNTER = 4
+#: legacy (Chrome JSON) phases -> kinds
+_PHASES = {ord("B"): BEGIN, ord("E"): END, ord("X"): COMPLETE, ord("I"): INSTANT, ord("i"): INSTANT,
+           ord("n"): INSTANT, ord("R"): INSTANT}
+_COMPUTE_STAGE = 2  # InternedGpuRenderStageSpecification.RenderStageCategory.COMPUTE
+
+
+class Collector:
+    """Columns of everything read so far (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.b = TraceBuilder()
+        self.tracks = Tracks()
+        self.clocks = Clocks()
+        self.seqs: dict[int, Sequence] = {}
+        self.n = 0  # track-event rows so far
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.counter_parts: list[dict[str, np.ndarray]] = []
+        #: stat key -> value kind ("i", "u", "f", "b", "s") -> [(rows, values)]
+        self.stats: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
+        self.flow_parts: list[np.ndarray] = []  # (space, id, row, terminating) x n
+        self.skipped: dict[str, int] = {}
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self.kind: list[int] = []
+        self.track: list[int] = []
+        self.ts: list[int] = []
+        self.clock: list[int] = []
+        self.dur: list[int] = []
+        self.name: list[int] = []
+        self.cat: list[int] = []
+        self.c_track: list[int] = []
+        self.c_ts: list[int] = []
+        self.c_clock: list[int] = []
+        self.c_value: list[float] = []
+        self.st: dict[tuple[str, str], tuple[list[int], list[Any]]] = {}
+        self.flows: list[int] = []
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+    # ------------------------------------------------------------------ a run of packets
+    def add(self, trace: Any) -> None:
+        """Every packet of a decoded ``Trace`` message."""
+        for p in trace.packet:
+            self.packet(p)
+        self.flush()
+
+    def flush(self) -> None:
+        if self.kind:
+            self.parts.append({
+                "kind": np.array(self.kind, np.int8), "track": np.array(self.track, np.int64),
+                "ts": np.array(self.ts, np.int64), "clock": np.array(self.clock, np.int64),
+                "dur": np.array(self.dur, np.int64), "name": np.array(self.name, np.int32),
+                "cat": np.array(self.cat, np.int32)})
+        if self.c_track:
+            self.counter_parts.append({
+                "track": np.array(self.c_track, np.int64), "ts": np.array(self.c_ts, np.int64),
+                "clock": np.array(self.c_clock, np.int64), "value": np.array(self.c_value, np.float64)})
+        for (k, kind), (rows, vals) in self.st.items():
+            self.stats.setdefault(k, {}).setdefault(kind, []).append((np.array(rows, np.int64), _values(kind, vals)))
+        if self.flows:
+            self.flow_parts.append(np.array(self.flows, np.int64).reshape(-1, 4))
+        self._fresh()
+
+    def packet(self, p: Any) -> None:
+        seq_id = p.trusted_packet_sequence_id
+        s = self.seqs.get(seq_id)
+        if s is None:
+            s = self.seqs[seq_id] = Sequence(seq_id)
+        flags = p.sequence_flags
+        if flags & SEQ_INCREMENTAL_STATE_CLEARED or p.incremental_state_cleared:
+            s.reset()
+        elif p.previous_packet_dropped:
+            s.valid = False
+        if flags & SEQ_NEEDS_INCREMENTAL_STATE and not s.valid:
+            self.skip("packets needing incremental state lost with a dropped packet")
+            return
+        if p.HasField("trace_packet_defaults"):
+            s.defaults(p.trace_packet_defaults)
+        if p.HasField("interned_data"):
+            s.intern(p.interned_data, self.b.intern)
+        if p.HasField("clock_snapshot"):
+            self.clocks.snapshot(p.clock_snapshot, seq_id)
+        if p.HasField("track_event"):
+            self.track_event(p, s)
+        elif p.HasField("track_descriptor"):
+            self.tracks.describe(p.track_descriptor)
+        elif p.HasField("thread_descriptor"):
+            t = p.thread_descriptor
+            s.thread = (t.pid, t.tid)
+            s.last_us = t.reference_timestamp_us
+            self.tracks.thread(t.pid, t.tid, t.thread_name)
+        elif p.HasField("process_descriptor"):
+            d = p.process_descriptor
+            self.tracks.process(d.pid, d.process_name or (d.cmdline[0] if d.cmdline else ""), list(d.process_labels))
+        elif p.HasField("process_tree"):
+            for pr in p.process_tree.processes:
+                self.tracks.process(pr.pid, pr.cmdline[0] if pr.cmdline else "", [], weak=True)
+            for th in p.process_tree.threads:
+                self.tracks.thread(th.tgid, th.tid, th.name, weak=True)
+        elif p.HasField("gpu_render_stage_event"):
+            self.render_stage(p, s)
+        elif p.HasField("gpu_counter_event"):
+            self.gpu_counters(p, s)
+
+    def _time(self, p: Any, s: Sequence) -> tuple[int, int]:
+        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else s.clock
+        return self.clocks.resolve(clock, p.timestamp, s.id)
+
+    # ------------------------------------------------------------------ track events
+    def track_event(self, p: Any, s: Sequence) -> None:
+        te = p.track_event
+        kind = te.type
+        dur = 0
+        legacy = te.legacy_event if te.HasField("legacy_event") else None
+        if p.HasField("timestamp"):
+            clock, ts = self._time(p, s)
+        elif te.HasField("timestamp_delta_us") or te.HasField("timestamp_absolute_us"):
+            if te.HasField("timestamp_delta_us"):
+                s.last_us += te.timestamp_delta_us
+            else:
+                s.last_us = te.timestamp_absolute_us
+            clock, ts = self.clocks.resolve(s.clock, s.last_us * 1000, s.id)
+        else:
+            self.skip("track events without a timestamp")
+            return
+        if not kind:
+            kind = _PHASES.get(legacy.phase, 0) if legacy is not None else 0
+            if kind == COMPLETE:
+                dur = legacy.duration_us * 1000  # type: ignore[union-attr]
+            if not kind:
+                self.skip("track events of no type (or a legacy phase not read)")
+                return
+        if te.HasField("track_uuid"):
+            track = self.tracks.of_uuid(te.track_uuid)
+        elif s.track is not None:
+            track = self.tracks.of_uuid(s.track)
+        elif legacy is not None and legacy.HasField("tid_override"):
+            track = self.tracks.thread(legacy.pid_override or (s.thread or (0, 0))[0], legacy.tid_override, "")
+        elif s.thread is not None:
+            track = self.tracks.thread(s.thread[0], s.thread[1], "")
+        else:
+            track = self.tracks.of_uuid(0)
+        if te.extra_counter_values:
+            self._extra(te.extra_counter_track_uuids or s.extra_counters, te.extra_counter_values, ts, clock)
+        if te.extra_double_counter_values:
+            self._extra(te.extra_double_counter_track_uuids or s.extra_doubles, te.extra_double_counter_values,
+                        ts, clock)
+        if kind == _TYPE_COUNTER:
+            which = te.WhichOneof("counter_value_field")
+            if which is None:
+                self.skip("counter events without a value")
+                return
+            self.c_track.append(track)
+            self.c_ts.append(ts)
+            self.c_clock.append(clock)
+            self.c_value.append(float(getattr(te, which)))
+            return
+        if kind not in (BEGIN, END, INSTANT, COMPLETE):
+            self.skip(f"track events of type {kind}")
+            return
+        row = self.n
+        self.n += 1
+        self.kind.append(kind)
+        self.track.append(track)
+        self.ts.append(ts)
+        self.clock.append(clock)
+        self.dur.append(dur)
+        if kind == END:
+            self.name.append(0)
+            self.cat.append(0)
+            return
+        which = te.WhichOneof("name_field")
+        if which == "name_iid":
+            name = s.names.get(te.name_iid)
+            if name is None:
+                name = self.b.intern(f"<name iid {te.name_iid} not interned>")
+                self.skip("event names not interned on their sequence (named by iid)")
+        elif which == "name":
+            name = self.b.intern(te.name)
+        elif legacy is not None and legacy.name_iid:
+            name = s.names.get(legacy.name_iid, self.b.intern(""))
+        else:
+            name = self.b.intern("")
+        self.name.append(name)
+        if te.category_iids:
+            ids = [s.cats.get(i) for i in te.category_iids]
+            cat = ids[0] if len(ids) == 1 and ids[0] is not None else \
+                self.b.intern(",".join(self.b.strings[i] if i is not None else "" for i in ids))
+        elif te.categories:
+            cat = self.b.intern(",".join(te.categories))
+        else:
+            cat = self.b.intern("")
+        self.cat.append(cat)
+        if te.debug_annotations:
+            for a in te.debug_annotations:
+                self._annotation(a, s, row, "")
+        if te.flow_ids or te.terminating_flow_ids or te.flow_ids_old or te.terminating_flow_ids_old:
+            fl = self.flows
+            for f in te.flow_ids:
+                fl += (0, _signed(f), row, 0)
+            for f in te.terminating_flow_ids:
+                fl += (0, _signed(f), row, 1)
+            for f in te.flow_ids_old:
+                fl += (s.id + 1, _signed(f), row, 0)
+            for f in te.terminating_flow_ids_old:
+                fl += (s.id + 1, _signed(f), row, 1)
+        if legacy is not None and legacy.HasField("bind_id"):
+            # a legacy flow (FlowDirection: 1 in, 2 out, 3 both); the bind id links them
+            self.flows += (-1, _signed(legacy.bind_id), row, 1 if legacy.flow_direction == 1 else 0)
+
+    def _extra(self, uuids: Any, values: Any, ts: int, clock: int) -> None:
+        for u, v in zip(uuids, values):
+            self.c_track.append(self.tracks.of_uuid(u))
+            self.c_ts.append(ts)
+            self.c_clock.append(clock)
+            self.c_value.append(float(v))
+
+    def _annotation(self, a: Any, s: Sequence, row: int, prefix: str) -> None:
+        which = a.WhichOneof("name_field")
+        key = s.anames.get(a.name_iid, f"<annotation iid {a.name_iid}>") if which == "name_iid" else a.name
+        if prefix:
+            key = f"{prefix}.{key}" if key else prefix
+        v = a.WhichOneof("value")
+        if v is None:
+            if a.dict_entries:
+                for e in a.dict_entries:
+                    self._annotation(e, s, row, key)
+            elif a.array_values:
+                self._stat(key, "s", row, orjson.dumps([_plain(x, s) for x in a.array_values]).decode())
+            return
+        if v == "string_value_iid":
+            self._stat(key, "s", row, s.values.get(a.string_value_iid, ""))
+        elif v in ("string_value", "legacy_json_value"):
+            self._stat(key, "s", row, getattr(a, v))
+        elif v == "int_value":
+            self._stat(key, "i", row, a.int_value)
+        elif v in ("uint_value", "pointer_value"):
+            self._stat(key, "u", row, getattr(a, v))
+        elif v == "double_value":
+            self._stat(key, "f", row, a.double_value)
+        elif v == "bool_value":
+            self._stat(key, "b", row, a.bool_value)
+
+    def _stat(self, key: str, kind: str, row: int, value: Any) -> None:
+        e = self.st.get((key, kind))
+        if e is None:
+            e = self.st[(key, kind)] = ([], [])
+        e[0].append(row)
+        e[1].append(value)
+
+    # ------------------------------------------------------------------ GPU messages
+    def render_stage(self, p: Any, s: Sequence) -> None:
+        """A ``GpuRenderStageEvent``: a complete slice on its GPU's hardware queue."""
+        g = p.gpu_render_stage_event
+        clock, ts = self._time(p, s)
+        queue = s.specs.get(g.hw_queue_iid, (f"queue {g.hw_queue_id}", 0))[0] if g.HasField("hw_queue_iid") \
+            else f"queue {g.hw_queue_id}"
+        stage_name, category = s.specs.get(g.stage_iid, (f"stage {g.stage_id}", 0)) if g.HasField("stage_iid") \
+            else (f"stage {g.stage_id}", 0)
+        which = g.WhichOneof("name_field")
+        if which == "name":
+            label = g.name
+        elif which == "name_iid":
+            label = self.b.strings[s.names[g.name_iid]] if g.name_iid in s.names else stage_name
+        else:
+            label = stage_name
+        row = self.n
+        self.n += 1
+        self.kind.append(COMPLETE)
+        self.track.append(self.tracks.gpu_queue(g.gpu_id, queue))
+        self.ts.append(ts)
+        self.clock.append(clock)
+        self.dur.append(g.duration)
+        self.name.append(self.b.intern(label))
+        self.cat.append(self.b.intern("kernel" if category == _COMPUTE_STAGE else "gpu_render_stage"))
+        self._stat("stage", "s", row, stage_name)
+        if g.HasField("submission_id"):
+            self._stat("submission_id", "u", row, g.submission_id)
+        if g.HasField("context"):
+            self._stat("context", "u", row, g.context)
+        for e in g.extra_data:
+            self._stat(e.name, "s", row, e.value)
+
+    def gpu_counters(self, p: Any, s: Sequence) -> None:
+        """A ``GpuCounterEvent``: samples of its GPU's counters (named by the descriptor
+        an earlier event of the GPU carried)."""
+        g = p.gpu_counter_event
+        if g.HasField("counter_descriptor"):
+            for spec in g.counter_descriptor.specs:
+                self.tracks.gpu_counter_names[(g.gpu_id, spec.counter_id)] = spec.name
+        clock, ts = self._time(p, s)
+        for c in g.counters:
+            which = c.WhichOneof("value")
+            if which is None:
+                continue
+            self.c_track.append(self.tracks.gpu_counter(g.gpu_id, c.counter_id))
+            self.c_ts.append(ts)
+            self.c_clock.append(clock)
+            self.c_value.append(float(getattr(c, which)))
+
+
+def _signed(v: int) -> int:
+    """A uint64 id as int64 (the same bits)."""
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _plain(a: Any, s: Sequence) -> Any:
+    """A nested annotation as a JSON value."""
+    v = a.WhichOneof("value")
+    if v is None:
+        if a.dict_entries:
+            return {(s.anames.get(e.name_iid, "") if e.WhichOneof("name_field") == "name_iid" else e.name):
+                    _plain(e, s) for e in a.dict_entries}
+        return [_plain(x, s) for x in a.array_values]
+    if v == "string_value_iid":
+        return s.values.get(a.string_value_iid, "")
+    return getattr(a, v)
+
+
+def _values(kind: str, vals: list[Any]) -> np.ndarray:
+    if kind == "s":
+        out = np.empty(len(vals), object)
+        out[:] = vals
+        return out
+    return np.array(vals, {"i": np.int64, "u": np.uint64, "f": np.float64, "b": np.bool_}[kind])

@@ -1,0 +1,224 @@
+"""Perfetto's tracks -> polyprof's planes and tracks.
+
+Perfetto describes tracks by ``TrackDescriptor`` (a uuid, a parent, and a process, a
+thread or a counter, or only a name); older producers name a sequence's thread by a
+``ThreadDescriptor`` packet and processes by ``ProcessDescriptor`` or a ``ProcessTree``.
+Every track is given a small code when it is first named (by a descriptor or by an event
+that refers to it: descriptors may come after their events), and resolved at the end:
+
+- a process -> a plane (kind ``host``) called by the process's name (``<name> (pid N)``
+  when several processes share it, ``pid N`` when it has none); a ``/device:<KIND>:<N>``
+  name (a polyprof export) makes a device plane;
+- a thread -> a ``thread`` track of its process's plane (tid, thread name);
+- a named track -> a track of the plane of its nearest process or thread ancestor:
+  ``stream`` on a device plane (the number in ``stream 7`` is its tid), else ``line``;
+  ``derived`` when all its events are of polyprof's ``derived`` category (the lines
+  ``polyprof export --derive`` adds: Steps, Sections...); a track with no such
+  ancestor goes to the plane ``Global tracks``. polyprof's writer puts slices that
+  overlap without nesting on child tracks ``<track> (overlap k)``: they are that track.
+- a counter track -> counter samples named after the track on its ancestor's plane;
+- a GPU's hardware queue (``GpuRenderStageEvent``) -> a ``stream`` of ``/device:GPU:<id>``,
+  and its counters (``GpuCounterEvent``) -> counters there.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ...trace.builder import TraceBuilder
+from ..kineto.devices import _vendor, _vendor_hint
+
+_DEVICE_PLANE = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
+_OVERLAP = re.compile(r"^(.*) \(overlap \d+\)$")
+_NUMBER = re.compile(r"(\d{1,18})\s*$")
+GLOBAL_PLANE = "Global tracks"
+
+
+class Tracks:
+    """Every track named so far: ``info[code]`` holds what is known of it."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[tuple, int] = {}
+        self.info: list[dict[str, Any]] = []
+        self.processes: dict[int, dict[str, Any]] = {}  # pid -> name, labels, order
+        self.gpu_counter_names: dict[tuple[int, int], str] = {}
+
+    def _code(self, key: tuple) -> int:
+        c = self.by_key.get(key)
+        if c is None:
+            c = self.by_key[key] = len(self.info)
+            self.info.append({})
+        return c
+
+    def of_uuid(self, uuid: int) -> int:
+        return self._code(("uuid", uuid))
+
+    def describe(self, td: Any) -> None:
+        c = self.of_uuid(td.uuid)
+        info = self.info[c]
+        info["described"] = True
+        if td.HasField("parent_uuid"):
+            info["parent"] = td.parent_uuid
+        which = td.WhichOneof("static_or_dynamic_name")
+        if which:
+            info["name"] = getattr(td, which)
+        if td.HasField("sibling_order_rank"):
+            info["rank"] = td.sibling_order_rank
+        if td.HasField("process"):
+            p = td.process
+            info["process"] = p.pid
+            self.process(p.pid, p.process_name or (p.cmdline[0] if p.cmdline else ""), list(p.process_labels))
+        if td.HasField("thread"):
+            t = td.thread
+            info["thread"] = (t.pid, t.tid)
+            if t.thread_name:
+                info["name"] = t.thread_name
+            self.by_key.setdefault(("thread", t.pid, t.tid), c)
+        if td.HasField("counter"):
+            k = td.counter
+            info["counter"] = (bool(k.is_incremental), k.unit_multiplier or 1)
+
+    def process(self, pid: int, name: str, labels: list[str], weak: bool = False) -> None:
+        p = self.processes.get(pid)
+        if p is None:
+            self.processes[pid] = {"name": name, "labels": labels, "order": len(self.processes)}
+        elif name and (not weak or not p["name"]):
+            p["name"] = name
+            p["labels"] = labels or p["labels"]
+
+    def thread(self, pid: int, tid: int, name: str, weak: bool = False) -> int:
+        c = self._code(("thread", pid, tid))
+        info = self.info[c]
+        info.setdefault("thread", (pid, tid))
+        if name and (not weak or "name" not in info):
+            info["name"] = name
+        return c
+
+    def gpu_queue(self, gpu: int, queue: str) -> int:
+        c = self._code(("gpu queue", gpu, queue))
+        self.info[c].update(gpu=gpu, name=queue)
+        return c
+
+    def gpu_counter(self, gpu: int, counter_id: int) -> int:
+        c = self._code(("gpu counter", gpu, counter_id))
+        self.info[c].update(gpu=gpu, counter=(False, 1), gpu_counter=counter_id)
+        return c
+
+    # ------------------------------------------------------------------ resolution
+    def layout(self, b: TraceBuilder, used: np.ndarray, derived: np.ndarray) -> "Layout":
+        """Planes and tracks in ``b`` for every track; ``used``: the codes events are on,
+        ``derived``: those whose events are all of the ``derived`` category."""
+        return Layout(self, b, used, derived)
+
+
+class Layout:
+    """Trace track of every event track code, (plane, name, incremental, multiplier) of
+    every counter track code."""
+
+    def __init__(self, tracks: Tracks, b: TraceBuilder, used: np.ndarray, derived: np.ndarray):
+        self.t, self.b = tracks, b
+        self.hint = _vendor_hint({}, b.strings)
+        self.shared_names: dict[str, int] = {}
+        for p in tracks.processes.values():
+            self.shared_names[p["name"]] = self.shared_names.get(p["name"], 0) + 1
+        self.derived = set(derived.tolist())
+        self.planes: dict[Any, int] = {}
+        n = len(tracks.info)
+        self.track = np.full(n, -1, np.int64)
+        for pid in sorted(tracks.processes, key=lambda p: tracks.processes[p]["order"]):
+            self.plane_of_pid(pid)
+        want = np.zeros(n, bool)
+        want[used] = True
+        lanes = []
+        for c, info in enumerate(tracks.info):
+            if not want[c] and ("counter" in info or "process" in info or not info.get("described")):
+                continue
+            if _OVERLAP.match(info.get("name", "")):
+                lanes.append(c)
+                continue
+            self.track[c] = self._track(c)
+        for c in lanes:  # after the tracks they are lanes of
+            self.track[c] = self._track(c)
+
+    def plane_of_pid(self, pid: int) -> int:
+        key = ("pid", pid)
+        if key not in self.planes:
+            p = self.t.processes.get(pid, {"name": "", "labels": []})
+            name = p["name"]
+            m = _DEVICE_PLANE.match(name)
+            if m:
+                dkind, index = m.group(1), int(m.group(2))
+                hint = self.hint if dkind == "GPU" else ""
+                self.planes[key] = self.b.plane(name, "device", _vendor(dkind, "", hint), index, index)
+            else:
+                if not name or self.shared_names.get(name, 0) > 1:
+                    name = f"{name} (pid {pid})" if name else f"pid {pid}"
+                self.planes[key] = self.b.plane(name, "host", pid=pid)
+        return self.planes[key]
+
+    def _plane_of_gpu(self, gpu: int) -> int:
+        name = f"/device:GPU:{gpu}"
+        if name not in self.planes:
+            self.planes[name] = self.b.plane(name, "device", self.hint, gpu, gpu)
+        return self.planes[name]
+
+    def _global(self) -> int:
+        if GLOBAL_PLANE not in self.planes:
+            self.planes[GLOBAL_PLANE] = self.b.plane(GLOBAL_PLANE, "host")
+        return self.planes[GLOBAL_PLANE]
+
+    def plane_of(self, c: int) -> int:
+        """The plane of track code ``c``: of its nearest process or thread ancestor."""
+        seen = set()
+        info = self.t.info[c]
+        while True:
+            if "thread" in info:
+                return self.plane_of_pid(info["thread"][0])
+            if "process" in info:
+                return self.plane_of_pid(info["process"])
+            if "gpu" in info:
+                return self._plane_of_gpu(info["gpu"])
+            parent = info.get("parent")
+            code = self.t.by_key.get(("uuid", parent)) if parent is not None else None
+            if code is None or code in seen:
+                return self._global()
+            seen.add(code)
+            info = self.t.info[code]
+
+    def _track(self, c: int) -> int:
+        info = self.t.info[c]
+        plane = self.plane_of(c)
+        rank = info.get("rank")
+        name = info.get("name", "")
+        if "thread" in info:
+            pid, tid = info["thread"]
+            return self.b.track(plane, name or f"thread {tid}", "thread", tid, sort_index=rank)
+        if "process" in info:
+            return self.b.track(plane, self.b.planes[plane].name, "line", 0, sort_index=rank)
+        m = _OVERLAP.match(name)
+        if m:
+            base = next((t.id for t in self.b.tracks if t.plane == plane and t.name == m.group(1)), None)
+            if base is not None:
+                return base
+        if not name:
+            name = "Default track" if c == self.t.by_key.get(("uuid", 0)) else f"track {c}"
+        if c in self.derived:
+            return self.b.track(plane, name, "derived", 0, sort_index=rank)
+        if self.b.planes[plane].kind == "device":
+            num = _NUMBER.search(name)
+            return self.b.track(plane, name, "stream", int(num.group(1)) if num else 0, sort_index=rank)
+        return self.b.track(plane, name, "line", 0, sort_index=rank)
+
+    def counter(self, c: int) -> tuple[int, str, bool, int]:
+        """(plane, counter name, incremental, unit multiplier) of counter track code ``c``."""
+        info = self.t.info[c]
+        incremental, mult = info.get("counter", (False, 1))
+        if "gpu_counter" in info:
+            key = (info["gpu"], info["gpu_counter"])
+            name = self.t.gpu_counter_names.get(key, f"gpu counter {key[1]}")
+        else:
+            name = info.get("name") or f"counter {c}"
+        return self.plane_of(c), name, incremental, mult
