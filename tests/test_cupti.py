@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +28,12 @@ import pytest
 cupti_binding = pytest.importorskip("cupti.cupti", reason="cupti-python is not installed")
 
 from polyprof.collect.clock import now_ns  # noqa: E402
-from polyprof.plugins.cupti import buffers, decode, layout  # noqa: E402
+from polyprof.collect.plugin import SessionContext  # noqa: E402
+from polyprof.plugins.cupti import buffers, clock, convert, decode, holder, layout  # noqa: E402
+from polyprof.plugins.cupti.plugin import CuptiPlugin  # noqa: E402
+from polyprof.trace import keys  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 needs_c = pytest.mark.skipif(buffers._cuptibuf is None, reason="_cuptibuf not built (setup.py build_ext)")
 
@@ -263,10 +272,10 @@ def workload_records(fake: FakeCupti, n: int = 300, tid: int = 4242, t: int | No
                     graph=(5, 100 + i) if i % 7 == 0 else (0, 0))
         corr += 1
     a = t + n * 2_000 + 10_000
-    fake.api(41, a, a + 3_000, corr, tid)
+    fake.api(31, a, a + 3_000, corr, tid)
     fake.memcpy(a + 500, a + 2_500, corr, 1 << 20)
     corr += 1
-    fake.api(44, a + 4_000, a + 4_500, corr, tid)
+    fake.api(49, a + 4_000, a + 4_500, corr, tid)
     fake.memset(a + 5_000, a + 5_400, corr, 4096)
     corr += 1
     fake.api(131, a + 6_000, a + 9_000, corr, tid)
@@ -340,3 +349,222 @@ def test_demangle():
     assert decode.demangle("_Z6kernelPfi") == "kernel(float*, int)"
     assert decode.demangle("gemm_tile") == "gemm_tile"
     assert decode.demangle("_Zgarbage") == "_Zgarbage"
+
+
+# ----------------------------------------------------------------------------- the plugin
+
+
+def started(fake: FakeCupti, **options) -> tuple[CuptiPlugin, SessionContext]:
+    p = CuptiPlugin(device=fake, clock_interval_s=0.01, **options)
+    ctx = SessionContext(start_ns=now_ns(), wall_anchor={})
+    p.start(ctx)
+    return p, ctx
+
+
+@pytest.mark.parametrize("impl", [pytest.param("c", marks=needs_c), "python"])
+def test_session_converts_a_run_onto_the_session_clock(impl):
+    """start -> a run's records -> stop (flush) -> collect: kernels on their stream with
+    launch configuration, graph ids and external ids, copies, fills, sync, runtime calls
+    linked by flows, NVTX ranges as sections projected onto their kernels, all on the
+    session clock within the fit's bound."""
+    fake = FakeCupti(drift_ppm=40.0)
+    p, ctx = started(fake, implementation=impl)
+    assert holder.holds_cupti() and fake.subscribed and layout.CONCURRENT_KERNEL in fake.enabled
+    tid = 4242
+    t, t_end = workload_records(fake, n=300, tid=tid)
+    time.sleep(0.05)  # periodic clock samples
+    p.stop()
+    assert fake.flushes >= 1 and not fake.subscribed and not holder.holds_cupti()
+    tr = p.collect()
+    md = tr.metadata["cupti"]
+    assert md["implementation"] == impl and md["kernels"] == 300 and md["flows"] == 302, md
+    assert md["nvtx_ranges"] == 1 and md["nvtx_marks"] == 1
+    fit = tr.metadata["clock_sync"]["/device:GPU:0"]
+    assert fit["consistent"] and fit["bound_ns"] < 200_000 and fit["samples"] >= 16, fit
+    ev, s = tr.events, tr.strings
+    cat = np.array(s, object)[ev["category"]]
+    names = np.array(s, object)[ev["name"]]
+    k = np.flatnonzero(cat == keys.CAT_KERNEL)
+    assert set(names[k]) == {"kernel(float*, int)", "gemm_tile"}
+    # device times mapped back onto the host clock the fake ran them at, within the bound
+    first = k[np.argmin(ev["start_ns"][k])]
+    assert abs(int(ev["start_ns"][first]) - (t + 1_000 + 20_000)) <= fit["bound_ns"] + 1
+    assert (ev["dur_ns"][k] >= 999).all() and (ev["dur_ns"][k] <= 1_001).all()
+    plane = tr.planes[tr.track_plane[ev["track"][first]]]
+    assert plane.name == "/device:GPU:0" and plane.properties["name"] == "NVIDIA H100 80GB HBM3"
+    assert tr.tracks[ev["track"][first]].name == "Stream 7"
+    for key, val in ((keys.GRID, "4,1,1"), (keys.BLOCK, "128,1,1"), (convert.REGISTERS, 32),
+                     (convert.SHARED_MEMORY, 1280), (keys.EXTERNAL_ID, 9000), (keys.STREAM, 7)):
+        m, v = tr.stats[key].lookup(np.array([first]))
+        assert m[0] and v[0] == val, key
+    m, v = tr.stats[convert.GRAPH_NODE_ID].lookup(k)
+    assert m.sum() == 43 and set(v.tolist()) == {100 + i for i in range(0, 300, 7)}
+    cp = np.flatnonzero(cat == keys.CAT_MEMCPY)
+    assert list(names[cp]) == ["Memcpy HtoD (Pageable -> Device)"]
+    assert tr.stats[keys.BYTES].lookup(cp)[1][0] == 1 << 20
+    assert list(names[cat == keys.CAT_MEMSET]) == ["Memset (Device)"]
+    assert list(names[cat == convert.CAT_SYNC]) == ["Stream Sync"]
+    rt = np.flatnonzero(cat == convert.CAT_RUNTIME)
+    assert set(names[rt]) == {"cudaLaunchKernel", "cudaMemcpy", "cudaMemset", "cudaStreamSynchronize"}
+    assert {tr.tracks[i].tid for i in ev["track"][rt]} == {tid}
+    # NVTX: a section on the launching thread, projected onto the 300 kernels it launched
+    from polyprof.analyze.sections import section_stats
+    from polyprof.analyze.frames import column
+
+    st = section_stats(tr)
+    row = list(column(st, "name")).index("forward")
+    assert column(st, "device_ops")[row] == 300 + 2  # 300 kernels, the copy, the fill
+    assert tr.stats[convert.NVTX_DOMAIN].lookup(np.flatnonzero(names == "forward"))[1][0] == "polyprof-test"
+
+
+def test_clock_bound_covers_the_true_mapping():
+    """Paired samples of a clock 1.7e18 ns ahead and 40 ppm fast: the fit maps every
+    CUPTI time to its host time within the stated bound, over a run and past it."""
+    fake = FakeCupti(drift_ppm=40.0)
+    s = clock.ClockSampler(fake.timestamp, interval_s=0.005)
+    s.start()
+    time.sleep(0.1)
+    s.stop()
+    fit, meta = s.fit()
+    assert fit.consistent and meta["samples"] >= 20
+    host = np.linspace(fake.t0, now_ns(), 50).astype(np.int64)
+    err = np.abs(fit.to_host(fake.to_cupti(host)) - host)
+    assert (err <= fit.bound_at(fake.to_cupti(host)) + 1).all(), (err.max(), fit.bound_ns)
+    assert fit.bound_ns < 100_000 and abs(fit.drift_ppm + 40.0) < 20.0, fit  # host = other - 40 ppm
+
+
+def test_another_subscriber_defers_with_one_line(caplog):
+    """When another tool holds CUPTI's subscriber slot the plugin defers: one warning,
+    nothing enabled, an empty trace that says why."""
+    from polyprof.plugins.cupti.device import CuptiDevice
+
+    class Taken:  # cupti-python as it answers when Nsight or Kineto subscribed first
+        cuptiError = cupti_binding.cuptiError
+
+        @staticmethod
+        def subscribe(cb, data):
+            raise cupti_binding.cuptiError(layout.ERROR_MULTIPLE_SUBSCRIBERS)
+
+    dev = CuptiDevice.__new__(CuptiDevice)
+    dev.binding, dev._subscriber, dev._lib = Taken, None, None
+    why = dev.subscribe()
+    assert why and "another tool already holds CUPTI" in why
+    fake = FakeCupti(taken=why)
+    p, ctx = started(fake)
+    assert not fake.enabled and not holder.holds_cupti()
+    assert len(ctx.warnings) == 1 and "another tool already holds CUPTI" in ctx.warnings[0]
+    p.stop()
+    tr = p.collect()
+    assert tr.n_events == 0 and "another tool" in tr.metadata["cupti"]["deferred"]
+
+
+def test_defers_to_a_running_torch_profiler():
+    """torch.profiler recording (Kineto) at start: the plugin leaves CUPTI to it."""
+    torch = pytest.importorskip("torch")
+    fake = FakeCupti()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        p, ctx = started(fake)
+    assert not fake.subscribed and len(ctx.warnings) == 1 and "torch.profiler" in ctx.warnings[0]
+    p.stop()
+    assert p.collect().n_events == 0
+
+
+def test_torch_plugin_leaves_cuda_to_cupti():
+    """While the cupti plugin records, the torch plugin asks torch.profiler for no CUDA
+    activity (every kernel once, from CUPTI)."""
+    torch = pytest.importorskip("torch")
+    from polyprof.plugins.torch.plugin import TorchPlugin
+
+    class CudaTorch:  # torch as it looks on a CUDA machine
+        profiler = torch.profiler
+        cuda = type("cuda", (), {"is_available": staticmethod(lambda: True)})
+
+    PA = torch.profiler.ProfilerActivity
+    tp = TorchPlugin(activities=["cpu", "cuda"])
+    assert PA.CUDA in tp._activities(CudaTorch)
+    fake = FakeCupti()
+    p, ctx = started(fake)
+    try:
+        assert PA.CUDA not in tp._activities(CudaTorch)
+        assert PA.CUDA not in TorchPlugin()._activities(CudaTorch)
+    finally:
+        p.stop()
+    assert PA.CUDA in tp._activities(CudaTorch)
+
+
+def test_cannot_run_here_says_why_in_one_line():
+    """No driver on this machine: availability is one line naming what is missing, and
+    importing polyprof and the plugin never fails."""
+    from polyprof.plugins.cupti.device import problem, session_problem
+
+    a = CuptiPlugin.availability()
+    assert not a.ok and "\n" not in a.reason and ("driver" in a.reason or "device" in a.reason), a.reason
+    assert session_problem() == problem() or not CuptiPlugin.session_availability().ok
+    code = ("import sys; sys.modules['cupti'] = None; import polyprof; "
+            "from polyprof.plugins.cupti import CuptiPlugin as P; print(P.availability().reason)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert r.returncode == 0 and r.stdout.strip().startswith("cupti-python"), r.stderr
+
+
+def test_polyprof_plugins_lists_the_reason(tmp_path):
+    """`polyprof plugins` (the entry point in pyproject.toml) shows cupti, unavailable,
+    with its one-line reason."""
+    import tomllib
+
+    eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["polyprof.plugins"]
+    assert eps["cupti"] == "polyprof.plugins.cupti:CuptiPlugin"
+    site = tmp_path / "site" / "polyprof-9.9.dist-info"
+    site.mkdir(parents=True)
+    (site / "entry_points.txt").write_text("[polyprof.plugins]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: polyprof\nVersion: 9.9\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT / "src")]),
+           "COLUMNS": "250"}
+    r = subprocess.run([sys.executable, "-m", "polyprof", "plugins"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    line = next(ln for ln in r.stdout.splitlines() if "cupti" in ln)
+    assert "no" in line and CuptiPlugin.availability().reason[:40] in line, r.stdout
+
+
+class KitCupti(CuptiPlugin):
+    """The cupti plugin over the fake device layer (the only fake: the kit drives the
+    plugin's real start/stop/collect, decoding and conversion)."""
+
+    current: FakeCupti | None = None
+
+    def __init__(self, **options):
+        fake = FakeCupti()
+        KitCupti.current = fake
+        super().__init__(device=fake, clock_interval_s=0.02, **options)
+
+    @classmethod
+    def availability(cls):
+        from polyprof.collect.plugin import Availability
+
+        return Availability(True)
+
+    @staticmethod
+    def conformance_workload(seconds: float) -> None:
+        """Launches on the fake GPU as a CUDA program makes them, for ``seconds``."""
+        import threading
+
+        fake = KitCupti.current
+        tid = threading.get_native_id()
+        end = time.perf_counter() + seconds
+        corr = 1
+        while time.perf_counter() < end:
+            if fake is not None and fake.subscribed:
+                a = now_ns()
+                fake.api(211, a, a + 500, corr, tid)
+                fake.kernel("kit_kernel", a + 1_000, a + 2_000, corr)
+                corr += 1
+            time.sleep(0.001)
+
+
+def test_conformance_kit_passes_over_a_fake_device_layer():
+    """The kit's clauses against the plugin; only the device layer is a fake."""
+    from polyprof.collect.conformance import Limits, check
+
+    report = check("test_cupti:KitCupti", limits=Limits(activity_s=0.1))
+    assert report.ok, [(r.id, r.status, r.reason) for r in report.results]
+    assert "empty" not in report.result("valid_trace").reason

@@ -223,8 +223,17 @@ class TorchPlugin(Plugin):
             out = []
             for a in asked:
                 out.append(getattr(PA, a.upper()) if isinstance(a, str) else a)
-            return out
-        return default_activities(torch)
+        else:
+            out = default_activities(torch)
+        from ..cupti.holder import holds_cupti
+
+        cuda = getattr(PA, "CUDA", None)
+        if cuda in out and holds_cupti():  # CUPTI takes one recorder: the cupti plugin records CUDA
+            out = [a for a in out if a != cuda]
+            if asked:
+                self._warn("CUDA activity comes from the cupti plugin in this session (CUPTI takes one "
+                           "recorder); torch.profiler records torch ops only")
+        return out
 
     def _stop(self) -> None:
         global _active
