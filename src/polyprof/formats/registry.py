@@ -118,6 +118,19 @@ def _is_perfetto(head: bytes, path: Path) -> bool:
     return sniff(head, path)
 
 
+def _is_parquet(head: bytes, path: Path) -> bool:
+    return head[:4] == b"PAR1" and _tail(path, 4) == b"PAR1"  # Parquet's magic at both ends
+
+
+def _tail(path: Path, n: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(-n, 2)
+            return f.read(n)
+    except OSError:
+        return b""
+
+
 #: in sniffing order (XSpace, checked by walking its fields, before JSON)
 FORMATS: tuple[Format, ...] = (
     Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
@@ -142,6 +155,7 @@ FORMATS: tuple[Format, ...] = (
     Format("tensorboard", "a TensorBoard / XProf log directory (-o names the directory)",
            writer="polyprof.formats.xspace:write_logdir", directory=True),
     Format("parquet", "the event table as Parquet, for DuckDB, pandas, polars",
+           reader="polyprof.formats.parquet:load", sniff=_is_parquet,
            writer="polyprof.formats.parquet:write", suffixes=(".parquet",)),
 )
 
