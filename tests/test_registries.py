@@ -32,7 +32,7 @@ def test_every_real_trace_is_read_by_its_registered_format(traces_dir: Path):
     seen = {detect(p) for p in [*traces_dir.glob("kineto/*.json.gz"), *traces_dir.glob("xspace/*.pb")]}
     assert seen == {"chrome-json", "xspace"}
     assert {f.name for f in freg.readers()} >= {"polyprof", "chrome-json", "polyprof-journal", "xspace", "nsys",
-                                                "perfetto"}
+                                                "perfetto", "rocpd", "rocprofv3-json"}
 
 
 @pytest.mark.parametrize("fmt", [f.name for f in freg.writers() if f.name != "tensorboard"])

@@ -89,6 +89,20 @@ def _is_nsys(head: bytes, path: Path) -> bool:
     return sniff(head, path)
 
 
+def _is_rocpd(head: bytes, path: Path) -> bool:
+    if not _is_sqlite(head, path):
+        return False
+    from .rocpd import sniff
+
+    return sniff(head, path)
+
+
+def _is_rocprof_json(head: bytes, path: Path) -> bool:
+    from .rocprof_json import sniff
+
+    return sniff(head, path)
+
+
 def _is_journal(head: bytes, path: Path) -> bool:
     return head.startswith(b"POLYPROF-JOURNAL ")  # any version: its reader says which it reads
 
@@ -136,6 +150,8 @@ FORMATS: tuple[Format, ...] = (
     Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
            reader="polyprof.formats.native:load", sniff=_is_zip,
            writer="polyprof.formats.native_write:save", suffixes=(".polyprof",)),
+    Format("rocpd", "rocpd SQLite database, as rocprofv3 writes it (rocprofiler-sdk)",
+           reader="polyprof.formats.rocpd:load", sniff=_is_rocpd),
     Format("nsys", "Nsight Systems SQLite export (nsys export --type sqlite)",
            reader="polyprof.formats.nsys:load", sniff=_is_nsys, claim=_is_sqlite),
     Format("perfetto", "Perfetto protobuf (.pftrace), streamed (no 2 GB JSON limit)",
@@ -144,6 +160,8 @@ FORMATS: tuple[Format, ...] = (
     Format("xspace", "XSpace protobuf (.xplane.pb), as JAX, TensorFlow and XProf write it",
            reader="polyprof.formats.xspace:load", sniff=_is_xspace, claim=_named_xspace,
            writer="polyprof.formats.xspace:write", suffixes=(".xplane.pb",)),
+    Format("rocprofv3-json", "rocprofv3's JSON output (results.json, rocprofiler-sdk)",
+           reader="polyprof.formats.rocprof_json:load", sniff=_is_rocprof_json),
     Format("chrome-json", "Chrome trace-event JSON, as torch.profiler/Kineto and others write it",
            reader="polyprof.formats.kineto:load", sniff=_is_json),
     Format("polyprof-journal", "the crash journal of a killed run (OUTPUT.partial)",

@@ -62,6 +62,12 @@ _BY_CATEGORY: dict[str, Kind] = {
     "nvtx_mark": Kind.MARK,
     "os_runtime": Kind.OTHER,  # OSRT_API: libc/pthread calls
     "cuda_graph": Kind.OTHER,  # CUDA graph creation and node events on the host
+    # rocprofv3 / rocpd (formats/rocprof_json.py, formats/rocpd)
+    "hsa_api": Kind.RUNTIME,  # HSA runtime calls (what HIP calls underneath, and direct users)
+    "hip_compiler": Kind.OTHER,  # __hipRegisterFunction and friends: no device work
+    "rccl_api": Kind.RUNTIME,  # RCCL calls, which launch the collective kernels
+    "roctx": Kind.ANNOTATION,  # ROCTx ranges: sections
+    "roctx_mark": Kind.MARK,
     # Kineto activity types not listed above
     "privateuse1_driver": Kind.RUNTIME,
     "glow_runtime": Kind.RUNTIME,

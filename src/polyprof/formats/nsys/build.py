@@ -21,7 +21,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import sqlite_db
 from .schema import Export
-from .tables import Part
+from ..parts import Part, flow_pairs
 
 #: TARGET_INFO_GPU columns -> the deviceProperties names Kineto writes (what analyses read)
 _GPU_PROPS = {"name": "name", "totalMemory": "totalGlobalMem", "smCount": "numSms",
@@ -159,27 +159,8 @@ def _flows(b: TraceBuilder, parts: list[Part]) -> None:
     devices = [p for p in parts if p.device and p.corr is not None and p.table != "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"]
     if not launches or not devices:
         return
-    l_key = np.concatenate([p.gpid for p in launches])
-    l_corr = np.concatenate([p.corr for p in launches])  # type: ignore[misc]
-    l_row = np.concatenate([p.rows for p in launches])
-    d_key = np.concatenate([p.gpid for p in devices])
-    d_corr = np.concatenate([p.corr for p in devices])  # type: ignore[misc]
-    d_row = np.concatenate([p.rows for p in devices])
-    ok = l_corr > 0
-    l_key, l_corr, l_row = l_key[ok], l_corr[ok], l_row[ok]
-    order = np.lexsort((l_row, l_corr, l_key))
-    l_key, l_corr, l_row = l_key[order], l_corr[order], l_row[order]
-    first = np.ones(len(l_key), bool)
-    first[1:] = (l_key[1:] != l_key[:-1]) | (l_corr[1:] != l_corr[:-1])
-    l_key, l_corr, l_row = l_key[first], l_corr[first], l_row[first]
-    if not len(l_key):
-        return
-    # match (gpid, corr) pairs by a combined sort key
-    both = np.concatenate([np.stack([l_key, l_corr], 1), np.stack([d_key, d_corr], 1)])
-    _, inv = np.unique(both, axis=0, return_inverse=True)
-    inv = inv.ravel()
-    where = np.full(inv.max() + 1, -1, np.int64)
-    where[inv[:len(l_key)]] = l_row
-    src = where[inv[len(l_key):]]
-    hit = src >= 0
-    b.flows(src[hit], d_row[hit], d_corr[hit], category="ac2g")
+    cat = lambda ps, f: np.concatenate([getattr(p, f) for p in ps])  # noqa: E731
+    src, dst, ids = flow_pairs(cat(launches, "gpid"), cat(launches, "corr"), cat(launches, "rows"),
+                               cat(devices, "gpid"), cat(devices, "corr"), cat(devices, "rows"))
+    if len(src):
+        b.flows(src, dst, ids, category="ac2g")

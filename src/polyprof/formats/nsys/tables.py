@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from ...trace import keys
 from .. import sqlite_db
 from . import schema as S
 from .schema import Export
+from ..parts import Part, triples, combined_names as _combined_names, one as _one, set_stat as _set
 
 #: the API version suffix Nsight keeps on runtime names (``cudaMemcpy_v3020``)
 _VERSION = re.compile(r"_v\d+$")
@@ -26,38 +26,6 @@ _VERSION = re.compile(r"_v\d+$")
 CAT_RUNTIME, CAT_DRIVER = "cuda_runtime", "cuda_driver"
 CAT_NVTX, CAT_NVTX_MARK = "nvtx", "nvtx_mark"
 CAT_OSRT, CAT_GRAPH, CAT_SYNC = "os_runtime", "cuda_graph", "cuda_sync"
-
-
-@dataclass
-class Part:
-    """Events of one table: times, where they happened, names, category, stats."""
-
-    table: str
-    device: bool  # device events: (process, device, stream); host: (process, thread)
-    start: np.ndarray
-    end: np.ndarray
-    gpid: np.ndarray  # globalPid (process << 24), -1 when the table has none
-    tid: np.ndarray  # host: OS thread id; device: stream id
-    dev: np.ndarray  # device id (host events: 0)
-    names: np.ndarray  # codes into name_values
-    name_values: list[str]
-    category: np.ndarray  # codes into categories
-    categories: list[str]
-    stats: dict[str, Any] = field(default_factory=dict)
-    corr: np.ndarray | None = None  # correlation ids (-1: none)
-    rows: np.ndarray | None = None  # the events' rows in the trace, once added
-
-    def __len__(self) -> int:
-        return len(self.start)
-
-    def take(self, keep: np.ndarray) -> "Part":
-        stats = {}
-        for k, v in self.stats.items():
-            stats[k] = v[keep] if not isinstance(v, tuple) else v
-        pick = lambda a: None if a is None else a[keep]  # noqa: E731
-        return Part(self.table, self.device, self.start[keep], self.end[keep], self.gpid[keep], self.tid[keep],
-                    self.dev[keep], self.names[keep], self.name_values, self.category[keep], self.categories,
-                    stats, pick(self.corr))
 
 
 def _host_ids(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,28 +56,15 @@ def _opt(ex: Export, table: str, *cols: str) -> dict[str, str]:
     return {c: c for c in cols if c in have}
 
 
-def _one(n: int, value: str) -> tuple[np.ndarray, list[str]]:
-    return np.zeros(n, np.int64), [value]
 
 
-def _set(stats: dict[str, Any], key: str, values: np.ndarray, missing: int = -1) -> None:
-    """A stat from an integer column, left out where the column is NULL (``missing``)."""
-    has = values != missing
-    if has.all():
-        stats[key] = values
-    elif has.any():
-        rows = np.flatnonzero(has)
-        stats[key] = (rows, values[rows])
 
 
 def _triples(c: dict[str, np.ndarray], prefix: str, n: int) -> np.ndarray | None:
     names = [f"{prefix}{a}" for a in "XYZ"]
     if not all(k in c for k in names):
         return None
-    trip = np.stack([c[k] for k in names], axis=1)
-    uniq, inv = np.unique(trip, axis=0, return_inverse=True)
-    text = np.array([",".join(str(int(x)) for x in u) for u in uniq], dtype=object)
-    return text[inv.ravel()]
+    return triples(*(c[k] for k in names))
 
 
 def _device_common(c: dict[str, np.ndarray], n: int, stats: dict[str, Any]) -> None:
@@ -163,11 +118,6 @@ def kernels(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | No
     return _device_part(t, c, names, keys.CAT_KERNEL, stats)
 
 
-def _combined_names(parts: list[np.ndarray], label: Any) -> tuple[np.ndarray, list[str]]:
-    """Names made from a few small-integer columns (label(*values) -> text)."""
-    key = np.stack(parts, axis=1)
-    uniq, inv = np.unique(key, axis=0, return_inverse=True)
-    return inv.ravel().astype(np.int64), [label(*(int(x) for x in u)) for u in uniq]
 
 
 def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
