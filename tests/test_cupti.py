@@ -367,14 +367,17 @@ def test_session_converts_a_run_onto_the_session_clock(impl):
     launch configuration, graph ids and external ids, copies, fills, sync, runtime calls
     linked by flows, NVTX ranges as sections projected onto their kernels, all on the
     session clock within the fit's bound."""
+    os.environ.pop("NVTX_INJECTION64_PATH", None)
     fake = FakeCupti(drift_ppm=40.0)
     p, ctx = started(fake, implementation=impl)
     assert holder.holds_cupti() and fake.subscribed and layout.CONCURRENT_KERNEL in fake.enabled
+    assert os.environ["NVTX_INJECTION64_PATH"] == fake.library_path()  # NVTX reports to CUPTI
     tid = 4242
     t, t_end = workload_records(fake, n=300, tid=tid)
     time.sleep(0.05)  # periodic clock samples
     p.stop()
     assert fake.flushes >= 1 and not fake.subscribed and not holder.holds_cupti()
+    assert "NVTX_INJECTION64_PATH" not in os.environ  # processes started later do not load CUPTI
     tr = p.collect()
     md = tr.metadata["cupti"]
     assert md["implementation"] == impl and md["kernels"] == 300 and md["flows"] == 302, md
@@ -568,3 +571,23 @@ def test_conformance_kit_passes_over_a_fake_device_layer():
     report = check("test_cupti:KitCupti", limits=Limits(activity_s=0.1))
     assert report.ok, [(r.id, r.status, r.reason) for r in report.results]
     assert "empty" not in report.result("valid_trace").reason
+
+
+def test_records_cut_by_the_flush():
+    """A forced flush hands over work still running (end 0: kept, no duration,
+    ``incomplete``) and work not begun (start 0: no place in time, counted, dropped)."""
+    from polyprof.trace.clock import constant
+
+    recs = [record(layout.CONCURRENT_KERNEL, start=5_000, end=6_000, correlation_id=1, stream_id=3, name=0),
+            record(layout.CONCURRENT_KERNEL, start=7_000, end=0, correlation_id=2, stream_id=3, name=0),
+            record(layout.CONCURRENT_KERNEL, start=0, end=0, correlation_id=3, stream_id=3, name=0),
+            record(layout.MEMCPY, start=0, end=0, correlation_id=4, stream_id=3)]
+    sink = buffers.PySink()
+    deliver(sink, recs, 1 << 16)
+    conv = convert.Converter(buffers.Records.of(sink.take()), constant(1_000_000, 10.0, "test"))
+    tr = conv.build()
+    assert tr.n_events == 2 and conv.counts["kernels_without_start"] == 1 and conv.counts["memcpy_without_start"] == 1
+    assert sorted(tr.events["start_ns"].tolist()) == [1_005_000, 1_007_000]
+    assert sorted(tr.events["dur_ns"].tolist()) == [0, 1_000]
+    m, v = tr.stats[keys.INCOMPLETE].lookup(np.arange(2))
+    assert m.sum() == 1 and tr.events["dur_ns"][np.flatnonzero(m)[0]] == 0

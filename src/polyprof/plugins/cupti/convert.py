@@ -116,7 +116,24 @@ class Converter:
     def _time(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         s = self.fit.to_host(start.astype(np.int64))
         e = self.fit.to_host(end.astype(np.int64))
-        return s, np.maximum(e - s, 0)
+        return s, np.where(end > start, e - s, 0)
+
+    def _timed(self, what: str, c: dict[str, np.ndarray], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The records of ``rows`` that have a start time, and those still running when
+        CUPTI flushed (end 0: kept with no duration, stat ``incomplete``). A record with
+        no start (a forced flush of work not begun) has no place in time: counted, dropped."""
+        keep = c["start"] != 0
+        dropped = int((~keep).sum())
+        if dropped:
+            self.counts[f"{what}_without_start"] = dropped
+            for k in list(c):
+                c[k] = c[k][keep]
+            rows = rows[keep]
+        return rows, c["end"] < c["start"]
+
+    def _incomplete(self, out: np.ndarray, open_: np.ndarray) -> None:
+        if open_.any():
+            self.b.add_stat(keys.INCOMPLETE, out[open_], np.ones(int(open_.sum()), np.int64))
 
     def _rows(self, *kinds: int) -> np.ndarray:
         return decode.rows_of(self.rec, kinds)
@@ -201,6 +218,7 @@ class Converter:
         if not len(rows):
             return
         c = decode.columns(self.rec, rows, layout.KERNEL_FIELDS)
+        rows, open_ = self._timed("kernels", c, rows)
         self.context_device.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
         names = decode.texts(self.rec, rows, 0)
         names = decode.demangled(names) if self.demangle else np.where(names == None, "", names)  # noqa: E711
@@ -217,6 +235,7 @@ class Converter:
         })
         self._graph_stats(out, c)
         self._add_external(out, corr)
+        self._incomplete(out, open_)
         self._device_rows.append((out, corr))
 
     def copies(self) -> None:
@@ -226,6 +245,7 @@ class Converter:
             if not len(rows):
                 continue
             c = decode.columns(self.rec, rows, fields)
+            rows, open_ = self._timed("memcpy", c, rows)
             self.context_device.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
             ck = _labels(c["copy_kind"], layout.MEMCPY_KINDS)
             sk = _labels(c["src_kind"], layout.MEMORY_KINDS)
@@ -248,6 +268,7 @@ class Converter:
             out = self.b.events(tracks, names, start, dur, keys.CAT_MEMCPY, stats=stats)
             self._graph_stats(out, c)
             self._add_external(out, corr)
+            self._incomplete(out, open_)
             self._device_rows.append((out, corr))
 
     def fills(self) -> None:
@@ -256,6 +277,7 @@ class Converter:
         if not len(rows):
             return
         c = decode.columns(self.rec, rows, layout.MEMSET_FIELDS)
+        rows, open_ = self._timed("memset", c, rows)
         self.context_device.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
         mk = _labels(c["memory_kind"], layout.MEMORY_KINDS)
         names = _labels(c["memory_kind"], {k: f"Memset ({v})" for k, v in layout.MEMORY_KINDS.items()})
@@ -268,6 +290,7 @@ class Converter:
             keys.BYTES: c["bytes"].astype(np.int64), DST_KIND: mk, "value": c["value"].astype(np.int64)})
         self._graph_stats(out, c)
         self._add_external(out, corr)
+        self._incomplete(out, open_)
         self._device_rows.append((out, corr))
 
     def synchronization(self) -> None:
@@ -276,6 +299,7 @@ class Converter:
         if not len(rows):
             return
         c = decode.columns(self.rec, rows, layout.SYNC_FIELDS)
+        rows, _ = self._timed("synchronization", c, rows)
         ctx = c["context_id"].astype(np.int64)
         device = np.fromiter((self.context_device.get(x, 0) for x in ctx.tolist()), np.int64, len(ctx))
         start, dur = self._time(c["start"], c["end"])
@@ -361,6 +385,7 @@ class Converter:
         if not len(rows):
             return
         c = decode.columns(self.rec, rows, layout.UNIFIED_MEMORY_FIELDS)
+        rows, _ = self._timed("unified_memory", c, rows)
         kind = c["counter_kind"].astype(np.int64)
         transfer = np.isin(kind, (1, 2, 8))  # HtoD, DtoH, DtoD: bytes moved
         device = np.where(kind == 2, c["src_id"], c["dst_id"]).astype(np.int64)

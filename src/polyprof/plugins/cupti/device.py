@@ -119,8 +119,22 @@ class CuptiDevice:
     def enable(self, kind: int) -> None:
         if kind in (layout.DEVICE, layout.CONTEXT):  # also the devices and contexts made before start
             self.binding.activity_enable_and_dump(kind)
-        else:
-            self.binding.activity_enable(kind)
+            return
+        if kind == layout.UNIFIED_MEMORY_COUNTER:
+            self._configure_unified_memory()
+        self.binding.activity_enable(kind)
+
+    def _configure_unified_memory(self) -> None:
+        """CUPTI records unified-memory counters only once told which: transfers
+        (HtoD, DtoH, DtoD) and page faults (CPU, GPU), every device of the process."""
+        import numpy as np
+
+        counters = (1, 2, 3, 4, 8)  # CUpti_ActivityUnifiedMemoryCounterKind
+        cfg = np.zeros(len(counters), self.binding.activity_unified_memory_counter_config_dtype)
+        cfg["scope"] = 2  # CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES
+        cfg["kind"] = counters
+        cfg["enable"] = 1
+        self.binding.activity_configure_unified_memory_counter(cfg.ctypes.data, len(cfg))
 
     def disable(self, kind: int) -> None:
         self.binding.activity_disable(kind)

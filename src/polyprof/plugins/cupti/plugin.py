@@ -79,7 +79,7 @@ class CuptiPlugin(Plugin):
         self._batches: list[Any] = []
         self._counts: dict[str, Any] = {}
         self._kinds: list[int] = []
-        self._lock = threading.Lock()
+        self._nvtx_env_set = False
 
     @classmethod
     def availability(cls) -> Availability:
@@ -157,7 +157,9 @@ class CuptiPlugin(Plugin):
         if current and current != path:
             self._problems.append(f"{NVTX_ENV} names another tool ({current}); NVTX ranges are not recorded")
             return
-        os.environ[NVTX_ENV] = path
+        if current is None:
+            os.environ[NVTX_ENV] = path
+            self._nvtx_env_set = True  # unset at stop: processes started later do not load CUPTI
 
     def _stop(self) -> None:
         if self._deferred is not None:
@@ -178,6 +180,8 @@ class CuptiPlugin(Plugin):
         except Exception:
             pass
         self.clock.stop()
+        if self._nvtx_env_set:
+            os.environ.pop(NVTX_ENV, None)
         self._batches = self.sink.take()
         self._counts = self.sink.counts()
         try:

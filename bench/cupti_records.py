@@ -1,0 +1,58 @@
+"""What cupti-python's own buffer path costs per activity record, on the CPU.
+
+cupti-python hands a completed CUPTI buffer to Python as a list of record objects
+(``ActivityKernel13`` ...). This times, per kernel record of a full 8 MiB buffer laid
+out by the binding's dtype: making the binding's objects (``from_ptr``, a copy each, as
+the list holds them) and polyprof's Python sink copying them back into one array
+(buffers.PySink.complete), against the decoding of the same buffer into columns
+(decode.py), which both sinks share. The C sink (_cuptibuf.c) makes no object per
+record; its cost needs libcupti's walker, so it is measured on a GPU
+(scripts/gpu_check_cupti.py, "collection cost per kernel").
+
+    PYTHONPATH=src python bench/cupti_records.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import numpy as np
+from cupti import cupti as binding
+
+from polyprof.plugins.cupti import buffers, decode, layout
+
+
+def main(repeats: int = 5) -> None:
+    n = (8 << 20) // 248
+    recs = np.zeros(n, binding.activity_kernel13_dtype)
+    recs["kind"] = layout.CONCURRENT_KERNEL
+    recs["start"] = np.arange(n) * 2_000
+    recs["end"] = recs["start"] + 1_000
+    recs["correlation_id"] = np.arange(n)
+    base = recs.ctypes.data
+    make, sink_cost, dec = [], [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        objs = [binding.ActivityKernel13.from_ptr(base + i * 248) for i in range(n)]
+        t1 = time.perf_counter()
+        sink = buffers.PySink()
+        sink.complete(objs)
+        t2 = time.perf_counter()
+        rec = buffers.Records.of(sink.take())
+        rows = decode.rows_of(rec, [layout.CONCURRENT_KERNEL])
+        decode.columns(rec, rows, layout.KERNEL_FIELDS, ["start", "end", "correlation_id", "stream_id",
+                                                          "device_id", "grid_x", "block_x"])
+        t3 = time.perf_counter()
+        make.append((t1 - t0) / n * 1e9)
+        sink_cost.append((t2 - t1) / n * 1e9)
+        dec.append((t3 - t2) / n * 1e9)
+    print(f"records per 8 MiB buffer: {n}; load average {os.getloadavg()[0]:.1f}")
+    for what, v in (("binding objects (from_ptr)", make), ("PySink copy back", sink_cost),
+                    ("decode 7 columns", dec)):
+        print(f"{what:28s} min {min(v):7.1f} ns/record  median {statistics.median(v):7.1f} ns/record")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""The cupti plugin on a real NVIDIA GPU, against torch.profiler: one command.
+
+    pip install -e '.[cuda,torch]' nvtx && python setup.py build_ext --inplace
+    python scripts/gpu_check_cupti.py            # prints a table for docs/benchmarks.md
+
+Runs, each as its own process, as users run them:
+
+1. a PyTorch workload without any profiler in the script (matmuls, elementwise ops,
+   copies), under ``polyprof run --plugins host,cupti`` and under torch.profiler
+   (CUDA activity): kernel count (must be equal) and total kernel time (within 1%);
+2. a program with NVTX ranges (``nvtx.annotate``) under ``polyprof run``: each range's
+   projected device time (polyprof's section statistics) against the kernels launched
+   inside it;
+3. the clock bound of the cupti plugin's CUPTI -> session clock fit;
+4. collection cost per kernel: a launch-bound loop of tiny kernels, plain / under
+   polyprof (cupti) / under torch.profiler, alternated, ``--repeats`` times each; cost
+   per kernel = (time profiled - time plain) / kernels; min and median.
+
+Exit status 1 when a check fails. Nothing here has run on a GPU yet (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = "host,polyprof.plugins.cupti:CuptiPlugin"
+
+WORKLOAD = textwrap.dedent('''
+    import json, os, sys, time
+    import torch
+    mode, out = sys.argv[1], sys.argv[2]
+    dev = torch.device("cuda")
+    x = torch.randn(1024, 1024, device=dev)
+    w = torch.randn(1024, 1024, device=dev)
+    host = torch.randn(1 << 20)
+
+    def work():
+        global x
+        for _ in range(20):
+            x = torch.relu(x @ w) / 1024.0
+            y = x.sum()
+        _ = host.to(dev)
+        z = torch.zeros(1 << 20, device=dev)
+        return y, z
+
+    torch.cuda.synchronize()
+    if mode == "torch":
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+            work(); torch.cuda.synchronize()
+        p.export_chrome_trace(out)
+    else:
+        work(); torch.cuda.synchronize()
+''')
+
+NVTX_PROGRAM = textwrap.dedent('''
+    import sys
+    import nvtx, torch
+    dev = torch.device("cuda")
+    x = torch.randn(2048, 2048, device=dev)
+    for step in range(5):
+        with nvtx.annotate("forward"):
+            for _ in range(4):
+                x = torch.tanh(x @ x) * 0.5
+        with nvtx.annotate("reduce"):
+            s = x.sum()
+    torch.cuda.synchronize()
+''')
+
+TINY = textwrap.dedent('''
+    import sys, time
+    import torch
+    mode, n = sys.argv[1], int(sys.argv[2])
+    t = torch.zeros(1, device="cuda")
+    for _ in range(200):
+        t.add_(1)
+    torch.cuda.synchronize()
+    def loop():
+        a = time.perf_counter()
+        for _ in range(n):
+            t.add_(1)
+        torch.cuda.synchronize()
+        return time.perf_counter() - a
+    if mode == "torch":
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            s = loop()
+    else:
+        s = loop()
+    print("LOOP_S", s)
+''')
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> str:
+    r = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
+    if r.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(args)}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+    return r.stdout
+
+
+def polyprof_run(script: Path, out: Path, *args: str) -> None:
+    run([sys.executable, "-m", "polyprof", "run", "--plugins", PLUGINS, "--no-summary", "-o", str(out),
+         str(script), *args], env={"PYTHONPATH": str(ROOT / "src")})
+
+
+def kernels(trace) -> tuple[int, int]:
+    """(count, total ns) of kernels on device planes."""
+    import numpy as np
+
+    from polyprof.trace.categories import Kind
+
+    rows = trace.rows_of_kind(Kind.KERNEL)
+    dev = np.array([p.kind == "device" for p in trace.planes], bool)
+    rows = rows[dev[trace.track_plane[trace.events["track"][rows]]]]
+    return len(rows), int(trace.events["dur_ns"][rows].sum())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--tiny", type=int, default=20000, help="kernels in the launch-bound loop")
+    a = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    import polyprof
+    from polyprof.analyze.frames import column
+    from polyprof.analyze.sections import section_stats
+
+    rows: list[tuple[str, str, str, str]] = []
+    ok = True
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        wl, nv, tiny = tmp / "workload.py", tmp / "nvtx_program.py", tmp / "tiny.py"
+        wl.write_text(WORKLOAD)
+        nv.write_text(NVTX_PROGRAM)
+        tiny.write_text(TINY)
+
+        # 1. kernels: polyprof (cupti) vs torch.profiler
+        polyprof_run(wl, tmp / "wl.polyprof", "plain", "-")
+        run([sys.executable, str(wl), "torch", str(tmp / "wl_torch.json")])
+        t_pp = polyprof.load(tmp / "wl.polyprof")
+        t_tp = polyprof.load(tmp / "wl_torch.json")
+        (n_pp, ns_pp), (n_tp, ns_tp) = kernels(t_pp), kernels(t_tp)
+        dt = abs(ns_pp - ns_tp) / max(ns_tp, 1) * 100
+        good = n_pp == n_tp and dt <= 1.0
+        ok &= good
+        rows.append(("kernels (count)", str(n_pp), str(n_tp), "equal" if n_pp == n_tp else "DIFFERENT"))
+        rows.append(("kernel time (ms)", f"{ns_pp / 1e6:.3f}", f"{ns_tp / 1e6:.3f}", f"{dt:.2f}% apart"))
+        cs = t_pp.metadata.get("clock_sync", {}).get("cupti", {})
+        rows.append(("clock bound (ns)", f"{cs.get('bound_ns', float('nan')):.0f}", "-",
+                     f"{cs.get('samples', 0)} paired samples, drift {cs.get('drift_ppm', 0):.2f} ppm"))
+
+        # 2. NVTX ranges as sections, projected
+        polyprof_run(nv, tmp / "nv.polyprof")
+        t_nv = polyprof.load(tmp / "nv.polyprof")
+        st = section_stats(t_nv)
+        names = list(column(st, "name"))
+        for name in ("forward", "reduce"):
+            if name not in names:
+                ok = False
+                rows.append((f"NVTX '{name}'", "missing", "-", "FAIL"))
+                continue
+            i = names.index(name)
+            rows.append((f"NVTX '{name}' projected (ms)", f"{column(st, 'projected_ns')[i] / 1e6:.3f}",
+                         f"{column(st, 'device_ns')[i] / 1e6:.3f} kernel ms",
+                         f"{int(column(st, 'count')[i])} ranges, {int(column(st, 'device_ops')[i])} kernels"))
+
+        # 4. collection cost per kernel
+        times: dict[str, list[float]] = {"plain": [], "cupti": [], "torch": []}
+        for _ in range(a.repeats):
+            for mode in ("plain", "cupti", "torch"):
+                if mode == "cupti":
+                    out = tmp / "tiny.polyprof"
+                    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--plugins", PLUGINS,
+                                        "--no-summary", "-o", str(out), str(tiny), "plain", str(a.tiny)],
+                                       capture_output=True, text=True, env={**os.environ,
+                                                                            "PYTHONPATH": str(ROOT / "src")})
+                    text = r.stdout
+                else:
+                    text = run([sys.executable, str(tiny), mode, str(a.tiny)])
+                times[mode].append(float(text.split("LOOP_S")[-1].split()[0]))
+        base = statistics.median(times["plain"])
+        for mode in ("cupti", "torch"):
+            per = [(t - base) / a.tiny * 1e9 for t in times[mode]]
+            rows.append((f"cost per kernel, {mode} (ns)", f"{min(per):.0f} min", f"{statistics.median(per):.0f} median",
+                         f"{a.tiny} tiny kernels, {a.repeats} runs, plain {base * 1e3:.1f} ms"))
+
+    import torch
+
+    print(f"device: {torch.cuda.get_device_name(0)}; load average {os.getloadavg()[0]:.1f}\n")
+    print("| check | polyprof (cupti) | torch.profiler | note |\n|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print(json.dumps({"ok": ok}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
