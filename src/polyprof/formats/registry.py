@@ -145,6 +145,12 @@ def _tail(path: Path, n: int) -> bytes:
         return b""
 
 
+def _is_memory_timeline(head: bytes, path: Path) -> bool:
+    from .torch_memory_timeline import sniff
+
+    return sniff(head, path)
+
+
 #: in sniffing order (XSpace, checked by walking its fields, before JSON)
 FORMATS: tuple[Format, ...] = (
     Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
@@ -162,6 +168,8 @@ FORMATS: tuple[Format, ...] = (
            writer="polyprof.formats.xspace:write", suffixes=(".xplane.pb",)),
     Format("rocprofv3-json", "rocprofv3's JSON output (results.json, rocprofiler-sdk)",
            reader="polyprof.formats.rocprof_json:load", sniff=_is_rocprof_json),
+    Format("torch-memory-timeline", "torch.profiler's export_memory_timeline JSON (plot points or raw events)",
+           reader="polyprof.formats.torch_memory_timeline:load", sniff=_is_memory_timeline),
     Format("chrome-json", "Chrome trace-event JSON, as torch.profiler/Kineto and others write it",
            reader="polyprof.formats.kineto:load", sniff=_is_json),
     Format("polyprof-journal", "the crash journal of a killed run (OUTPUT.partial)",
