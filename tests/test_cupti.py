@@ -591,3 +591,70 @@ def test_records_cut_by_the_flush():
     assert sorted(tr.events["dur_ns"].tolist()) == [0, 1_000]
     m, v = tr.stats[keys.INCOMPLETE].lookup(np.arange(2))
     assert m.sum() == 1 and tr.events["dur_ns"][np.flatnonzero(m)[0]] == 0
+
+
+def test_session_with_torch_and_cupti_records_each_kernel_once(monkeypatch):
+    """Both plugins in one session, in either order: the first to take CUPTI records the
+    device activity. cupti first: torch asks torch.profiler for CPU only. torch first (its
+    profiler running): cupti defers quietly to the session's own torch plugin."""
+    torch = pytest.importorskip("torch")
+    from polyprof.plugins.torch import plugin as torch_plugin
+
+    calls = []
+    real = torch_plugin.default_activities
+    monkeypatch.setattr(torch_plugin, "default_activities",
+                        lambda t: real(t) + [t.profiler.ProfilerActivity.CUDA])  # as on a CUDA machine
+    monkeypatch.setattr(torch.profiler, "profile", lambda **kw: calls.append(kw["activities"]) or _Prof())
+    ctx = SessionContext(start_ns=now_ns(), wall_anchor={})
+    PA = torch.profiler.ProfilerActivity
+    # cupti first (a default session starts plugins in name order)
+    fake = FakeCupti()
+    cp = CuptiPlugin(device=fake, clock_interval_s=0)
+    tp = torch_plugin.TorchPlugin()
+    cp.start(ctx)
+    tp.start(ctx)
+    assert calls[-1] == [PA.CPU] and fake.subscribed
+    tp.stop()
+    cp.stop()
+    # torch first: its torch.profiler records CUDA; cupti leaves CUPTI to it, without a warning
+    tp2, cp2 = torch_plugin.TorchPlugin(), CuptiPlugin(device=FakeCupti(), clock_interval_s=0)
+    ctx2 = SessionContext(start_ns=now_ns(), wall_anchor={})
+    tp2.start(ctx2)
+    assert PA.CUDA in calls[-1]
+    monkeypatch.setattr(torch._C._autograd, "_profiler_enabled", lambda: True)
+    cp2.start(ctx2)
+    assert cp2._deferred and "torch plugin" in cp2._deferred and not ctx2.warnings
+    cp2.stop()
+    tp2.stop()
+
+
+class _Prof:
+    """torch.profiler.profile, as far as the torch plugin's start and stop use it."""
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+
+def test_torch_drop_in_leaves_cuda_to_a_recording_cupti_plugin():
+    """polyprof.torch.profile started while the cupti plugin records (under polyprof run):
+    its torch.profiler is asked for no CUDA activity."""
+    torch = pytest.importorskip("torch")
+    from polyprof.plugins.torch import plugin as torch_plugin
+
+    PA = torch.profiler.ProfilerActivity
+    ctx = SessionContext(start_ns=now_ns(), wall_anchor={})
+    cp = CuptiPlugin(device=FakeCupti(), clock_interval_s=0)
+    tp = torch_plugin.TorchPlugin()
+    cp.start(ctx)
+    tp.start(ctx)
+    try:
+        drop_in = type("DropIn", (), {"activities": {PA.CPU, PA.CUDA}})()
+        assert tp.attach_driver(drop_in)
+        assert drop_in.activities == {PA.CPU} and any("cupti plugin" in w for w in ctx.warnings)
+        tp.detach_driver(drop_in)
+    finally:
+        tp.stop()
+        cp.stop()

@@ -185,7 +185,10 @@ class profile(torch.profiler.profile):
             return
         try:
             if self._pp_plugins is None:
-                names = [p.name for p in resolve(None) if p.name != "torch"]
+                # torch.profiler records CUDA itself: the cupti plugin stays out (CUPTI takes one recorder)
+                skip = {"torch", "cupti"} if getattr(torch.profiler.ProfilerActivity, "CUDA", None) in set(
+                    getattr(self, "activities", None) or ()) else {"torch"}
+                names = [p.name for p in resolve(None) if p.name not in skip]
             else:
                 names = [p for p in self._pp_plugins if p != "torch"]
             plugin = TorchPlugin(driver=self, **self._pp_options.get("torch", {}))

@@ -57,6 +57,15 @@ def kineto_holds_cupti() -> str | None:
     return None
 
 
+def session_torch_records() -> bool:
+    """Whether polyprof's own torch plugin is recording with torch.profiler now."""
+    import sys
+
+    mod = sys.modules.get("polyprof.plugins.torch.plugin")
+    tp = mod.active_plugin() if mod is not None else None
+    return tp is not None and getattr(tp, "_prof", None) is not None
+
+
 class CuptiPlugin(Plugin):
     """Options (``options={"cupti": {...}}``): ``unified_memory`` (False: also unified-memory
     transfers and page faults; the session's ``memory=True`` does not set it),
@@ -106,7 +115,11 @@ class CuptiPlugin(Plugin):
     def _start(self, ctx: SessionContext) -> None:
         why = kineto_holds_cupti()
         if why:
-            self._defer(why)
+            if session_torch_records():  # this session's torch plugin started first: it records CUDA
+                self._deferred = "the torch plugin records CUDA activity in this session (Kineto holds CUPTI)"
+                log.info("plugin cupti: %s", self._deferred)
+            else:
+                self._defer(why)
             return
         if self._device is None:
             from .device import CuptiDevice

@@ -290,11 +290,25 @@ class TorchPlugin(Plugin):
         kept, and the drop-in's cycles come to this plugin. False if we cannot."""
         if self._state != "started" or self.driver is not None:
             return False
+        self._leave_cuda_to_cupti(driver)
         self._end_own()
         with self._lock:
             self.driver = driver
         self._attach_listener()
         return True
+
+    def _leave_cuda_to_cupti(self, driver: Any) -> None:
+        """A drop-in started while the cupti plugin records: its torch.profiler records
+        torch ops only (CUPTI takes one recorder; every kernel once, from the cupti plugin)."""
+        from ..cupti.holder import holds_cupti
+
+        acts = getattr(driver, "activities", None)
+        torch = imported_torch()
+        cuda = getattr(torch.profiler.ProfilerActivity, "CUDA", None) if torch is not None else None
+        if holds_cupti() and isinstance(acts, set) and cuda in acts:
+            acts.discard(cuda)
+            self._warn("polyprof.torch.profile records torch ops only in this session: CUDA activity "
+                       "comes from the cupti plugin (CUPTI takes one recorder)")
 
     def detach_driver(self, driver: Any) -> None:
         """The drop-in is done: resume our own recording for the rest of the session."""
