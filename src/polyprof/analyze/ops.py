@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..derive import cache
-from ..derive.intervals import child_time
+from ..derive.intervals import child_time, nesting_depth
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
@@ -25,12 +25,17 @@ def op_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     """One row per framework op name (events of kind CPU_OP, e.g. ``aten::linear``).
 
     Columns: ``name``, ``count``, ``total_ns`` (host time including nested ops),
-    ``self_ns`` (host time minus the direct child ops), ``mean_ns``, ``max_ns``,
-    ``device_ns`` (duration of all device activity launched inside the op, nested
-    ops included), ``self_device_ns`` (device activity whose launch links to this op
-    itself, by external id or as the innermost op), ``launches`` (device activities
-    launched inside the op). Sorted by ``total_ns``. With a ``window``, the ops that
-    start in its steps.
+    ``self_ns`` (host time minus the direct children: ops and runtime calls such as
+    ``cudaLaunchKernel``), ``mean_ns``, ``max_ns``, ``device_ns`` (duration of all device
+    activity launched inside the op, nested ops included), ``self_device_ns`` (device
+    activity whose launch links to this op itself, by external id or as the innermost
+    op), ``launches`` (device activities launched inside the op). Sorted by
+    ``total_ns``. With a ``window``, the ops that start in its steps.
+
+    An op whose only child op has its own name (``aten::div`` calling ``aten::div``) is
+    one call: the child is merged into it, its children and device activity become the
+    parent's, as torch's ``key_averages`` and TensorBoard's torch plugin count
+    (``EventList._remove_dup_nodes``), so inclusive times are not counted twice.
     """
     trace = view(trace, window)
     cols = ["name", "count", "total_ns", "self_ns", "mean_ns", "max_ns", "device_ns", "self_device_ns", "launches"]
@@ -39,16 +44,23 @@ def op_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     ops = ops[host_mask(trace, ev["start_ns"][ops])]
     if not len(ops):
         return empty_frame(cols, ("name",))
-    st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], cache.threads(trace)[ev["track"][ops]]
-    self_ns = du - child_time(tr, st, st + du)
+    threads = cache.threads(trace)
+    st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], threads[ev["track"][ops]]
+    into = merged_into(tr, st, st + du, ev["name"][ops])
     corr = cache.correlation(trace)
-    proj = LaunchIndex(trace, corr).project(tr, st, st + du)
     direct = np.zeros(len(ops), np.int64)
     has = corr.op >= 0
     if has.any():
         pos = np.minimum(np.searchsorted(ops, corr.op), len(ops) - 1)
         has &= ops[pos] == corr.op  # the op is one of those counted (a window may leave it out)
-        np.add.at(direct, pos[has], ev["dur_ns"][corr.device_rows[has]])
+        np.add.at(direct, into[pos[has]], ev["dur_ns"][corr.device_rows[has]])
+    keep = into == np.arange(len(ops))
+    ops, st, du, tr, direct = ops[keep], st[keep], du[keep], tr[keep], direct[keep]
+    rt = trace.rows_of_kind(Kind.RUNTIME)
+    c_tr = np.concatenate([tr, threads[ev["track"][rt]]])
+    c_st = np.concatenate([st, ev["start_ns"][rt]])
+    self_ns = du - child_time(c_tr, c_st, c_st + np.concatenate([du, ev["dur_ns"][rt]]))[:len(ops)]
+    proj = LaunchIndex(trace, corr).project(tr, st, st + du)
     g = group_stats(ev["name"][ops], du)
     o, st_ = g["order"], g["starts"]
     out = frame({
@@ -57,6 +69,35 @@ def op_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
         "device_ns": group_reduce(o, st_, proj.busy_ns, np.add),
         "self_device_ns": group_reduce(o, st_, direct, np.add),
         "launches": group_reduce(o, st_, proj.count, np.add)}, order=order_desc(g["total"]))
+    return out
+
+
+def merged_into(track: np.ndarray, start: np.ndarray, end: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """For each op, the op it counts as: itself, or (an op that is the only child op of
+    one with the same name, as torch's ``EventList._remove_dup_nodes``) the outermost op
+    of that chain. Parents come from the nesting depth, one searchsorted per level."""
+    n = len(start)
+    out = np.arange(n, dtype=np.int64)
+    order, _, depth = nesting_depth(track, start, end)
+    if not len(order) or not depth.max():
+        return out
+    parent = np.full(len(order), -1, np.int64)  # positions in ``order``
+    for d in range(1, int(depth.max()) + 1):
+        ch, par = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+        if len(ch) and len(par):
+            p = np.searchsorted(par, ch) - 1
+            parent[ch[p >= 0]] = par[p[p >= 0]]
+    has = parent >= 0
+    only = np.bincount(parent[has], minlength=len(order)) == 1
+    same = np.zeros(len(order), bool)
+    same[has] = (name[order[has]] == name[order[parent[has]]]) & only[parent[has]]
+    up = np.where(same, parent, np.arange(len(order)))
+    while True:  # to the top of each chain (pointer jumping)
+        nxt = up[up]
+        if np.array_equal(nxt, up):
+            break
+        up = nxt
+    out[order] = order[up]
     return out
 
 

@@ -37,8 +37,8 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     n = len(ts)
     col.cols = {}
 
-    pid_vals = list(col.pids)
-    tid_vals = list(col.tids)
+    pid_vals = col.id_values[id(col.pids)]
+    tid_vals = col.id_values[id(col.tids)]
     progress.advance(1)
     planes = device_planes(col, top, pid_vals, pid_c, cat_c)
     # tracks: one per (pid, tid) pair that has events or flow endpoints

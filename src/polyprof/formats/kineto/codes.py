@@ -53,6 +53,32 @@ def _distinct(codes: np.ndarray, inverse: bool = False) -> Any:
     return uniq, index[codes]
 
 
+def same_id(v: Any) -> Any:
+    """The other spelling of a pid/tid that Chrome's viewer takes for the same thread: the
+    int of a decimal string ("25738" -> 25738) and the string of an int; None if none.
+    (Kineto of torch 1.8-1.9 wrote X events' tids as strings and flows' as ints.)"""
+    if type(v) is int:
+        return str(v)
+    if type(v) is str and v and len(v) < 20 and (v.isdigit() or (v[0] == "-" and v[1:].isdigit())) \
+            and v.isascii() and str(int(v)) == v:
+        return int(v)
+    return None
+
+
+def _id_code(table: dict, values: list, v: Any) -> int:
+    """The code of a pid/tid value new to ``table``: its other spelling's (``same_id``),
+    else the next one; ``values[code]`` is the value (the int where both are seen)."""
+    other = same_id(v)
+    if other is not None:
+        code = table.get(other)
+        if code is not None:
+            if type(v) is int:
+                values[code] = v
+            return code
+    values.append(v)
+    return len(values) - 1
+
+
 def _is_id(v: Any) -> bool:
     """An integer pid/tid that fits the trace's int64 ids (bool is not one)."""
     return type(v) is int and -2**63 <= v < 2**63

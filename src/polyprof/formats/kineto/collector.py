@@ -22,7 +22,7 @@ from ...trace.core import Trace
 from . import gather
 from .args import _EAGER_KEYS, _big_numbers, _typed_stat
 from .build import build_trace
-from .codes import _codes
+from .codes import _codes, _id_code, same_id
 from .events import (_B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _OTHER, _PHASE_CODES, _PHASES, _S, _X,
                      _Event)
 from .flows import add_flow_slice
@@ -73,8 +73,9 @@ class _Collector:
         self.path = path
         self.b = TraceBuilder()
         self.strings: dict[Any, int] = {}
-        self.pids: dict[Any, int] = {}
+        self.pids: dict[Any, int] = {}  # pid/tid value -> code ("7" and 7 share one: same_id)
         self.tids: dict[Any, int] = {}
+        self.id_values: dict[int, list] = {id(self.pids): [], id(self.tids): []}  # code -> value
         self.n = 0  # event rows so far
         self.seen = 0  # trace events so far (all phases)
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pid", "tid", "name", "cat", "ts", "dur")}
@@ -100,7 +101,10 @@ class _Collector:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
 
     def _new_code(self, table: dict) -> Callable[[Any], int]:
-        return lambda v: len(table)
+        values = self.id_values.get(id(table))
+        if values is None:
+            return lambda v: len(table)
+        return lambda v: _id_code(table, values, v)
 
     # ---------------------------------------------------------------- one slice
     def add(self, evs: list[_Event]) -> None:
@@ -289,15 +293,20 @@ class _Collector:
         if not isinstance(args_, dict):
             return
         pid = e.pid
-        try:
+        try:  # kept under both spellings of numeric ids (same_id): events may use the other
+            pids = (pid,) if same_id(pid) is None else (pid, same_id(pid))
             if name in ("process_name", "process_labels", "process_sort_index"):
                 field = {"process_name": "name", "process_labels": "labels",
                          "process_sort_index": "sort_index"}[name]
-                self.process.setdefault(pid, {})[name] = args_.get(field)
+                for p in pids:
+                    self.process.setdefault(p, {})[name] = args_.get(field)
                 return
             if name in ("thread_name", "thread_sort_index"):
                 field = "name" if name == "thread_name" else "sort_index"
-                self.threads.setdefault((pid, e.tid), {})[name] = args_.get(field)
+                tids = (e.tid,) if same_id(e.tid) is None else (e.tid, same_id(e.tid))
+                for p in pids:
+                    for t in tids:
+                        self.threads.setdefault((p, t), {})[name] = args_.get(field)
                 return
         except TypeError:  # unhashable pid/tid
             pass

@@ -118,37 +118,78 @@ def _bind(track: np.ndarray, start: np.ndarray, dur: np.ndarray, annotation: np.
     """Event row each flow endpoint binds to (-1 if none).
 
     Enclosing binding (``s``, ``t``, ``f`` with ``bp: e``): the innermost slice on the
-    endpoint's thread that contains its time; at equal start and duration a real op
-    wins over an annotation. Otherwise (``f`` without ``bp``): the next slice to start.
+    endpoint's thread that contains its time (ends inclusive); at equal start and duration
+    a real op wins over an annotation. Otherwise (``f`` without ``bp``): the next slice to
+    start. Linear in the slices and endpoints: slices sorted by (track, start, longest
+    first), the one wanted is the nearest at or before the last slice starting at or
+    before the time whose end reaches it, found along the chain of previous greater ends
+    (:func:`previous_greater`), as long as the nesting is deep, all endpoints at once.
     """
     out = np.full(len(qts), -1, np.int64)
+    if not len(start) or not len(qts):
+        return out
     order = lexsort((~annotation, -dur, start, track))
-    t_sorted = track[order]
-    end = start + dur
-    for t in _distinct(qtrack[qtrack >= 0]).tolist():
-        lo, hi = np.searchsorted(t_sorted, t, "left"), np.searchsorted(t_sorted, t, "right")
-        if lo == hi:
-            continue
-        seg = order[lo:hi]
-        s_seg = start[seg]
-        q = np.flatnonzero(qtrack == t)
-        enc = enclosing[q]
-        # enclosing: last slice starting at or before ts, walked back until one contains ts
-        qe = q[enc]
-        pos = np.searchsorted(s_seg, qts[qe], "right") - 1
-        cand = np.where(pos >= 0, seg[np.maximum(pos, 0)], -1)
-        good = (pos >= 0) & (end[np.maximum(cand, 0)] >= qts[qe])
-        out[qe[good]] = cand[good]
-        for i in np.flatnonzero(~good & (pos >= 0)).tolist():
-            t_q = qts[qe[i]]
-            for j in range(pos[i] - 1, max(pos[i] - 4096, -1), -1):
-                if end[seg[j]] >= t_q:
-                    out[qe[i]] = seg[j]
-                    break
-        # next slice
-        qn = q[~enc]
-        if len(qn):
-            pos = np.searchsorted(s_seg, qts[qn], "left")
-            ok = pos < len(seg)
-            out[qn[ok]] = seg[pos[ok]]
+    t_s, s_s = track[order].astype(np.int64), start[order]
+    e_s = s_s + dur[order]
+    key = _TrackTime(t_s, s_s, qtrack, qts)
+    sk = key(t_s, s_s)
+    valid = qtrack >= 0
+    qk = key(np.where(valid, qtrack, 0), qts)
+    first = np.searchsorted(t_s, qtrack, "left")  # the endpoint's track's first slice
+    # enclosing: from the last slice starting at or before the time, up the chain
+    enc = np.flatnonzero(valid & enclosing)
+    p = np.searchsorted(sk, qk[enc], "right") - 1
+    prev = previous_greater(t_s, e_s)
+    t_q = qts[enc]
+    live = p >= first[enc]
+    while True:
+        live &= p >= first[enc]
+        pend = live & (e_s[np.maximum(p, 0)] < t_q)
+        if not pend.any():
+            break
+        p = np.where(pend, prev[np.maximum(p, 0)], p)
+    out[enc[live]] = order[p[live]]
+    # next slice to start on the track
+    nxt = np.flatnonzero(valid & ~enclosing)
+    if len(nxt):
+        p = np.searchsorted(sk, qk[nxt], "left")
+        ok = p < len(sk)
+        ok[ok] &= t_s[p[ok]] == qtrack[nxt][ok]
+        out[nxt[ok]] = order[p[ok]]
     return out
+
+
+def previous_greater(track: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each slice (sorted by track), the nearest earlier one on its track whose end is
+    greater (-1 if none): the enclosing slice where slices nest. Pointer jumping, every
+    slice at once: each round a slice skips to its candidate's own candidate while that
+    one ends no later, so chains halve (a few rounds, each linear)."""
+    n = len(end)
+    prev = np.arange(-1, n - 1, dtype=np.int64)
+    if n:
+        prev[1:][track[1:] != track[:-1]] = -1
+    todo = np.flatnonzero(prev >= 0)
+    while len(todo):
+        c = prev[todo]
+        skip = end[c] <= end[todo]
+        todo = todo[skip]
+        nxt = prev[c[skip]]
+        prev[todo] = nxt
+        todo = todo[nxt >= 0]
+    return prev
+
+
+class _TrackTime:
+    """One sortable int64 per (track, time) over the slices' and endpoints' times."""
+
+    def __init__(self, t_s: np.ndarray, s_s: np.ndarray, qtrack: np.ndarray, qts: np.ndarray):
+        times = np.concatenate([s_s, qts])
+        self.lo = int(times.min())
+        self.width = int(times.max()) - self.lo + 2
+        ntrack = int(max(t_s.max(initial=0), qtrack.max(initial=0))) + 2
+        self.grid = np.unique(times) if self.width * ntrack >= 2 ** 62 else None
+
+    def __call__(self, track: np.ndarray, times: np.ndarray) -> np.ndarray:
+        if self.grid is None:
+            return track.astype(np.int64) * self.width + (times - self.lo)
+        return track.astype(np.int64) * (len(self.grid) + 1) + np.searchsorted(self.grid, times)

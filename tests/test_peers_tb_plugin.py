@@ -1,0 +1,115 @@
+"""TensorBoard's torch plugin (kineto tb_plugin) on its own resnet50 samples: polyprof's
+operator and kernel tables equal the tables tb_plugin's end-to-end test expects
+(``result_check_file.txt``, the commit before tb_plugin left pytorch/kineto).
+
+The samples are torch 1.8-era Kineto traces: X events carry their ``tid`` as a string and
+flows as an int, and ``aten::div`` calls ``aten::div``. tb_plugin's tables leave out the
+``ProfilerStep#N`` and user-annotation rows (polyprof lists them as ops too), and
+polyprof's kernel table has no Tensor Core, blocks-per-SM or occupancy columns; every
+other number is compared, all rows. Its times are in whole microseconds (the means
+rounded).
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.analyze.breakdown import kernel_breakdown
+from polyprof.analyze.frames import column
+from polyprof.analyze.ops import merged_into, op_stats
+from polyprof.trace.builder import TraceBuilder
+
+DATA = Path(__file__).parent / "data" / "peers" / "tb_plugin"
+#: run -> (sample of worker0 span 1, line of its operator table, of its kernel table, its flows)
+RUNS = {
+    "resnet50_num_workers_0": ("worker0.1623143089861", 2, 3, 9096),
+    "resnet50_num_workers_4": ("worker0.1623212756351", 7, 8, 9258),
+}
+
+
+def sample(run: str, tmp: Path) -> Path:
+    """The run's sample as the .json tb_plugin read (kept here xz-compressed)."""
+    out = tmp / f"{run}.{RUNS[run][0]}.pt.trace.json"
+    if not out.exists():
+        out.write_bytes(lzma.decompress((DATA / f"{out.name}.xz").read_bytes()))
+    return out
+
+
+@pytest.fixture(scope="module", params=sorted(RUNS))
+def run(request, tmp_path_factory):
+    name = request.param
+    lines = (DATA / "result_check_file.txt").read_text().splitlines()
+    trace = polyprof.load(sample(name, tmp_path_factory.getbasetemp()))
+    return trace, json.loads(lines[RUNS[name][1]]), json.loads(lines[RUNS[name][2]]), RUNS[name][3]
+
+
+def test_operator_table_equals_tb_plugin(run):
+    trace, ops, _, _ = run
+    t = op_stats(trace)
+    row = {n: i for i, n in enumerate(column(t, "name"))}
+    us = lambda c, i: int(column(t, c)[i]) // 1000  # noqa: E731
+    assert len(ops["data"]) > 60
+    for r in ops["data"]:
+        i = row[r["name"]]
+        assert (int(column(t, "count")[i]), us("self_device_ns", i), us("device_ns", i), us("self_ns", i),
+                us("total_ns", i)) == (r["calls"], r["device_self_duration"], r["device_total_duration"],
+                                        r["host_self_duration"], r["host_total_duration"]), r["name"]
+    extra = set(row) - {r["name"] for r in ops["data"]}
+    assert all(n.startswith(("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")) for n in extra), extra
+
+
+def test_kernel_table_equals_tb_plugin(run):
+    trace, _, kernels, _ = run
+    t = kernel_breakdown(trace)
+    row = {n: i for i, n in enumerate(column(t, "name"))}
+    rows = kernels["data"]["rows"]
+    assert len(rows) > 60
+    for r in rows:
+        i = row[r[0]]
+        got = (int(column(t, "count")[i]), int(column(t, "total_ns")[i]) // 1000,
+               int(np.round(column(t, "mean_ns")[i] / 1000)), int(column(t, "max_ns")[i]) // 1000,
+               int(column(t, "min_ns")[i]) // 1000)
+        assert got == tuple(r[2:7]), r[0]
+    # the rest are the copies and fills, which tb_plugin's kernel table leaves out
+    assert set(column(t, "kind")[[i for n, i in row.items() if n not in {r[0] for r in rows}]]) <= {
+        "memcpy", "memset"}
+
+
+def test_every_flow_binds_and_each_thread_is_one_track(run):
+    trace, _, _, flows = run  # every "s" of the file (its tid an int) bound to its launch call
+    assert not any("flow" in w for w in trace.metadata.get("warnings", []))
+    assert len(trace.flows["src"]) == flows
+    assert set(trace.names(trace.flows["src"])) <= {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync"}
+    host = [tr.tid for tr in trace.tracks if tr.kind == "thread" and tr.tid > 0]
+    assert len(host) == len(set(host))
+
+
+def test_an_op_calling_itself_counts_once():
+    # aten::div -> aten::div (its only child op) is one call, as torch's key_averages;
+    # an op with two children of its name, or a child of another name, is not merged
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU"), "main", tid=1)
+    gpu = b.track(b.plane("/device:GPU:0", "device"), "s", "stream", tid=7)
+    b.event(th, "aten::div", 0, 100, "cpu_op", external_id=1)
+    b.event(th, "aten::div", 10, 80, "cpu_op", external_id=2)
+    b.event(th, "cudaLaunchKernel", 20, 10, "cuda_runtime", correlation_id=5, external_id=2)
+    b.event(gpu, "div_kernel", 40, 30, "kernel", correlation_id=5)
+    b.event(th, "aten::add", 200, 100, "cpu_op")
+    b.event(th, "aten::add", 210, 20, "cpu_op")
+    b.event(th, "aten::add", 240, 20, "cpu_op")
+    t = op_stats(b.build())
+    row = {n: i for i, n in enumerate(column(t, "name"))}
+    i = row["aten::div"]
+    assert [int(column(t, c)[i]) for c in ("count", "total_ns", "self_ns", "device_ns", "self_device_ns")] == [
+        1, 100, 90, 30, 30]
+    assert int(column(t, "count")[row["aten::add"]]) == 3
+    # a chain of three collapses onto the outermost
+    tr = np.zeros(3, np.int64)
+    st = np.array([0, 1, 2])
+    assert merged_into(tr, st, np.array([10, 9, 8]), np.array([4, 4, 4])).tolist() == [0, 0, 0]
