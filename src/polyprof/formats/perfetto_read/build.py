@@ -3,8 +3,8 @@
 Begin/end pairs become slices (``slices.match``); a slice never ended is kept, ending
 at the trace's last timestamp, with the ``incomplete`` stat (Perfetto shows it as not
 terminated). Times go onto one clock (``clocks.py``). Track codes become planes and
-tracks (``tracks.py``); counters are scaled by their unit multiplier and summed where
-the track says the values are increments. What was skipped is said in the trace's
+tracks (``tracks.py``); counters are scaled by their unit multiplier (incremental ones
+were summed per sequence while reading). What was skipped is said in the trace's
 ``warnings``.
 """
 
@@ -61,10 +61,11 @@ def build(col: Collector, path: Path) -> Trace:
     keep = kind != END
     new_row = np.cumsum(keep) - 1
     rows = np.flatnonzero(keep)
-    used = np.unique(track[rows])
+    used, first = np.unique(track[rows], return_index=True)
+    first_names = {int(c): b.strings[int(n)] for c, n in zip(used.tolist(), ev["name"][rows[first]].tolist())}
     derived_id = next((i for i, s in enumerate(b.strings) if s == keys.CAT_DERIVED), -1)
     not_derived = np.unique(track[rows][ev["cat"][rows] != derived_id])
-    layout = col.tracks.layout(b, used, np.setdiff1d(used, not_derived))
+    layout = col.tracks.layout(b, used, np.setdiff1d(used, not_derived), first_names)
     trace_track = layout.track[track[rows]]
     stats: dict[str, object] = {}
     if len(open_rows):
@@ -77,8 +78,13 @@ def build(col: Collector, path: Path) -> Trace:
 
     flows = np.concatenate(col.flow_parts) if col.flow_parts else np.zeros((0, 4), np.int64)
     src, dst, ids = link(flows)
-    if len(src):
-        b.flows(new_row[src], new_row[dst], ids)
+    if len(src):  # a flow on an end event is the flow of the slice it closes
+        begin_of = np.arange(len(kind))
+        begin_of[kind == END] = -1
+        begin_of[ends[closed]] = begins[closed]
+        src, dst = begin_of[src], begin_of[dst]
+        ok = (src >= 0) & (dst >= 0) & (src != dst)
+        b.flows(new_row[src[ok]], new_row[dst[ok]], ids[ok])
 
     _counters(b, layout, ct["track"], cts, ct["value"])
     for why, n in sorted(col.skipped.items()):
@@ -100,8 +106,5 @@ def _counters(b, layout, track: np.ndarray, ts: np.ndarray, value: np.ndarray) -
     track, ts, value = track[order], ts[order], value[order]
     cut = np.flatnonzero(track[1:] != track[:-1]) + 1
     for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(track)].tolist()):
-        plane, name, incremental, mult = layout.counter(int(track[lo]))
-        v = value[lo:hi] * mult
-        if incremental:
-            v = np.cumsum(v)
-        b.counter(plane, name, ts[lo:hi], v)
+        plane, name, mult = layout.counter(int(track[lo]))
+        b.counter(plane, name, ts[lo:hi], value[lo:hi] * mult)

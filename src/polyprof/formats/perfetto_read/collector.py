@@ -40,6 +40,9 @@ _TYPE_COUNTER = 4
 _PHASES = {ord("B"): BEGIN, ord("E"): END, ord("X"): COMPLETE, ord("I"): INSTANT, ord("i"): INSTANT,
            ord("n"): INSTANT, ord("R"): INSTANT}
 _COMPUTE_STAGE = 2  # InternedGpuRenderStageSpecification.RenderStageCategory.COMPUTE
+_SCOPE_PROCESS = 2  # LegacyEvent.InstantEventScope.SCOPE_PROCESS
+#: a track event's thread time and instruction count: (oneof, counter name, scale)
+_THREAD_COUNTERS = (("thread_time", "thread_time", 1000), ("thread_instruction_count", "thread_instruction_count", 1))
 
 
 class Collector:
@@ -170,30 +173,27 @@ class Collector:
             if not kind:
                 self.skip("track events of no type (or a legacy phase not read)")
                 return
-        if te.HasField("track_uuid"):
-            track = self.tracks.of_uuid(te.track_uuid)
-        elif s.track is not None:
-            track = self.tracks.of_uuid(s.track)
-        elif legacy is not None and legacy.HasField("tid_override"):
-            track = self.tracks.thread(legacy.pid_override or (s.thread or (0, 0))[0], legacy.tid_override, "")
-        elif s.thread is not None:
-            track = self.tracks.thread(s.thread[0], s.thread[1], "")
-        else:
-            track = self.tracks.of_uuid(0)
+        track = self._track(te, legacy, s)
         if te.extra_counter_values:
-            self._extra(te.extra_counter_track_uuids or s.extra_counters, te.extra_counter_values, ts, clock)
+            self._extra(te.extra_counter_track_uuids or s.extra_counters, te.extra_counter_values, ts, clock, s)
         if te.extra_double_counter_values:
             self._extra(te.extra_double_counter_track_uuids or s.extra_doubles, te.extra_double_counter_values,
-                        ts, clock)
+                        ts, clock, s)
+        for field, counter, scale in _THREAD_COUNTERS:
+            which = te.WhichOneof(field)
+            if which is not None:
+                code = self.tracks.child_counter(track, counter)
+                v = getattr(te, which) * scale
+                if which.endswith("delta") or which.endswith("delta_us"):
+                    v += s.counters.get(code, 0)
+                s.counters[code] = v
+                self._counter(code, ts, clock, v)
         if kind == _TYPE_COUNTER:
             which = te.WhichOneof("counter_value_field")
             if which is None:
                 self.skip("counter events without a value")
                 return
-            self.c_track.append(track)
-            self.c_ts.append(ts)
-            self.c_clock.append(clock)
-            self.c_value.append(float(getattr(te, which)))
+            self._counter(track, ts, clock, self._running(track, getattr(te, which), s))
             return
         if kind not in (BEGIN, END, INSTANT, COMPLETE):
             self.skip(f"track events of type {kind}")
@@ -205,9 +205,10 @@ class Collector:
         self.ts.append(ts)
         self.clock.append(clock)
         self.dur.append(dur)
-        if kind == END:
+        if kind == END:  # its flows belong to the slice it closes (build.py)
             self.name.append(0)
             self.cat.append(0)
+            self._flows(te, legacy, s, row)
             return
         which = te.WhichOneof("name_field")
         if which == "name_iid":
@@ -234,6 +235,9 @@ class Collector:
         if te.debug_annotations:
             for a in te.debug_annotations:
                 self._annotation(a, s, row, "")
+        self._flows(te, legacy, s, row)
+
+    def _flows(self, te: Any, legacy: Any, s: Sequence, row: int) -> None:
         if te.flow_ids or te.terminating_flow_ids or te.flow_ids_old or te.terminating_flow_ids_old:
             fl = self.flows
             for f in te.flow_ids:
@@ -248,12 +252,49 @@ class Collector:
             # a legacy flow (FlowDirection: 1 in, 2 out, 3 both); the bind id links them
             self.flows += (-1, _signed(legacy.bind_id), row, 1 if legacy.flow_direction == 1 else 0)
 
-    def _extra(self, uuids: Any, values: Any, ts: int, clock: int) -> None:
+    def _track(self, te: Any, legacy: Any, s: Sequence) -> int:
+        """The track of an event: pid/tid overrides, else its track uuid, else (for a
+        legacy event without a type) its legacy scope, else the sequence's default track,
+        else the sequence's thread, else the default track (uuid 0)."""
+        untyped = legacy is not None and not te.type
+        if legacy is not None and legacy.HasField("tid_override"):
+            pid = legacy.pid_override if legacy.HasField("pid_override") else self._pid(s)
+            return self.tracks.thread(pid or 0, legacy.tid_override, "")
+        if te.HasField("track_uuid") and not (untyped and te.track_uuid == 0):
+            return self.tracks.of_uuid(te.track_uuid)
+        if untyped and legacy.instant_event_scope == _SCOPE_PROCESS:
+            return self.tracks.process_track(self._pid(s) or 0)
+        if s.track is not None and not untyped:
+            return self.tracks.of_uuid(s.track)
+        if s.thread is not None:
+            return self.tracks.thread(s.thread[0], s.thread[1], "")
+        if s.track is not None:
+            return self.tracks.of_uuid(s.track)
+        return self.tracks.of_uuid(0)
+
+    def _pid(self, s: Sequence) -> int | None:
+        """The process of a sequence: of its legacy thread, else of its default track."""
+        if s.thread is not None:
+            return s.thread[0]
+        return self.tracks.pid_of(self.tracks.of_uuid(s.track)) if s.track is not None else None
+
+    def _running(self, code: int, value: float, s: Sequence) -> float:
+        """A counter's value: an incremental counter's running sum on this sequence."""
+        if not self.tracks.incremental(code):
+            return float(value)
+        v = s.counters[code] = s.counters.get(code, 0) + value
+        return float(v)
+
+    def _counter(self, code: int, ts: int, clock: int, value: float) -> None:
+        self.c_track.append(code)
+        self.c_ts.append(ts)
+        self.c_clock.append(clock)
+        self.c_value.append(float(value))
+
+    def _extra(self, uuids: Any, values: Any, ts: int, clock: int, s: Sequence) -> None:
         for u, v in zip(uuids, values):
-            self.c_track.append(self.tracks.of_uuid(u))
-            self.c_ts.append(ts)
-            self.c_clock.append(clock)
-            self.c_value.append(float(v))
+            code = self.tracks.of_uuid(u)
+            self._counter(code, ts, clock, self._running(code, v, s))
 
     def _annotation(self, a: Any, s: Sequence, row: int, prefix: str) -> None:
         which = a.WhichOneof("name_field")
@@ -333,10 +374,7 @@ class Collector:
             which = c.WhichOneof("value")
             if which is None:
                 continue
-            self.c_track.append(self.tracks.gpu_counter(g.gpu_id, c.counter_id))
-            self.c_ts.append(ts)
-            self.c_clock.append(clock)
-            self.c_value.append(float(getattr(c, which)))
+            self._counter(self.tracks.gpu_counter(g.gpu_id, c.counter_id), ts, clock, getattr(c, which))
 
 
 def _signed(v: int) -> int:

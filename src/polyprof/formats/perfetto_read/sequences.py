@@ -7,8 +7,10 @@ values small ids (iids) that later packets of the same sequence use. A packet fl
 state afresh; after ``previous_packet_dropped`` the state is unknown until the next
 clear, and packets flagged ``SEQ_NEEDS_INCREMENTAL_STATE`` are skipped meanwhile (and
 counted), as Perfetto's trace processor does. ``TracePacketDefaults`` (a default clock
-and default tracks for track events) and a legacy ``ThreadDescriptor`` (the thread a
-sequence's events are on, and its microsecond time base) belong to the state too.
+and default tracks for track events), a legacy ``ThreadDescriptor`` (the thread a
+sequence's events are on, and its microsecond time base) and the running values of
+incremental counters (each sequence sums its own deltas, from zero after a clear)
+belong to the state too.
 """
 
 from __future__ import annotations
@@ -23,17 +25,22 @@ class Sequence:
     """The incremental state of one packet sequence."""
 
     __slots__ = ("id", "valid", "names", "cats", "anames", "values", "specs", "contexts", "clock",
-                 "track", "extra_counters", "extra_doubles", "thread", "last_us", "clocks")
+                 "track", "extra_counters", "extra_doubles", "thread", "last_us", "counters")
 
     def __init__(self, seq_id: int):
         self.id = seq_id
-        #: False after a packet was lost, until the state is cleared
-        self.valid = True
-        self.clocks: dict[int, list[Any]] = {}  # sequence-scoped clock id -> [last ns, multiplier, incremental]
+        self.clock = 0  # TracePacketDefaults.timestamp_clock_id (0: none)
+        self.track: int | None = None  # TrackEventDefaults.track_uuid
+        self.extra_counters: list[int] = []
+        self.extra_doubles: list[int] = []
+        self.thread: tuple[int, int] | None = None  # legacy ThreadDescriptor (pid, tid)
+        self.last_us = 0  # legacy microsecond timestamps: the last absolute value
         self.reset()
-        self.valid = True
 
     def reset(self) -> None:
+        """A clear: interned data and counter sums start afresh. The defaults and the
+        legacy thread stay until a packet sets them again (as in Perfetto's trace
+        processor, where a new generation of the state inherits them)."""
         self.valid = True
         self.names: dict[int, int] = {}  # iid -> string id (the builder's table)
         self.cats: dict[int, int] = {}
@@ -41,12 +48,7 @@ class Sequence:
         self.values: dict[int, str] = {}
         self.specs: dict[int, tuple[str, int]] = {}  # GPU render stage / hw queue iid -> (name, category)
         self.contexts: dict[int, int] = {}  # graphics context iid -> pid
-        self.clock = 0  # TracePacketDefaults.timestamp_clock_id (0: none)
-        self.track: int | None = None  # TrackEventDefaults.track_uuid
-        self.extra_counters: list[int] = []
-        self.extra_doubles: list[int] = []
-        self.thread: tuple[int, int] | None = None  # legacy ThreadDescriptor (pid, tid)
-        self.last_us = 0  # legacy microsecond timestamps: the last absolute value
+        self.counters: dict[int, float] = {}  # incremental counter track code -> running value
 
     def intern(self, d: Any, intern: Callable[[str], int]) -> None:
         """Add an ``InternedData`` message's entries (a later entry with an iid wins)."""

@@ -38,7 +38,7 @@ class TracePacket(_message.Message):
     trusted_pid: int
     sequence_flags: int
     incremental_state_cleared: bool
-    previous_packet_dropped: bool
+    previous_packet_dropped: int
     first_packet_on_sequence: bool
     interned_data: InternedData
     trace_packet_defaults: TracePacketDefaults
@@ -50,7 +50,7 @@ class TracePacket(_message.Message):
     process_tree: ProcessTree
     gpu_render_stage_event: GpuRenderStageEvent
     gpu_counter_event: GpuCounterEvent
-    def __init__(self, timestamp: _Optional[int] = ..., timestamp_clock_id: _Optional[int] = ..., trusted_packet_sequence_id: _Optional[int] = ..., trusted_pid: _Optional[int] = ..., sequence_flags: _Optional[int] = ..., incremental_state_cleared: _Optional[bool] = ..., previous_packet_dropped: _Optional[bool] = ..., first_packet_on_sequence: _Optional[bool] = ..., interned_data: _Optional[_Union[InternedData, _Mapping]] = ..., trace_packet_defaults: _Optional[_Union[TracePacketDefaults, _Mapping]] = ..., track_event: _Optional[_Union[TrackEvent, _Mapping]] = ..., track_descriptor: _Optional[_Union[TrackDescriptor, _Mapping]] = ..., process_descriptor: _Optional[_Union[ProcessDescriptor, _Mapping]] = ..., thread_descriptor: _Optional[_Union[ThreadDescriptor, _Mapping]] = ..., clock_snapshot: _Optional[_Union[ClockSnapshot, _Mapping]] = ..., process_tree: _Optional[_Union[ProcessTree, _Mapping]] = ..., gpu_render_stage_event: _Optional[_Union[GpuRenderStageEvent, _Mapping]] = ..., gpu_counter_event: _Optional[_Union[GpuCounterEvent, _Mapping]] = ...) -> None: ...
+    def __init__(self, timestamp: _Optional[int] = ..., timestamp_clock_id: _Optional[int] = ..., trusted_packet_sequence_id: _Optional[int] = ..., trusted_pid: _Optional[int] = ..., sequence_flags: _Optional[int] = ..., incremental_state_cleared: _Optional[bool] = ..., previous_packet_dropped: _Optional[int] = ..., first_packet_on_sequence: _Optional[bool] = ..., interned_data: _Optional[_Union[InternedData, _Mapping]] = ..., trace_packet_defaults: _Optional[_Union[TracePacketDefaults, _Mapping]] = ..., track_event: _Optional[_Union[TrackEvent, _Mapping]] = ..., track_descriptor: _Optional[_Union[TrackDescriptor, _Mapping]] = ..., process_descriptor: _Optional[_Union[ProcessDescriptor, _Mapping]] = ..., thread_descriptor: _Optional[_Union[ThreadDescriptor, _Mapping]] = ..., clock_snapshot: _Optional[_Union[ClockSnapshot, _Mapping]] = ..., process_tree: _Optional[_Union[ProcessTree, _Mapping]] = ..., gpu_render_stage_event: _Optional[_Union[GpuRenderStageEvent, _Mapping]] = ..., gpu_counter_event: _Optional[_Union[GpuCounterEvent, _Mapping]] = ...) -> None: ...
 
 class TracePacketDefaults(_message.Message):
     __slots__ = ("timestamp_clock_id", "track_event_defaults")
@@ -71,14 +71,15 @@ class TrackEventDefaults(_message.Message):
     def __init__(self, track_uuid: _Optional[int] = ..., extra_counter_track_uuids: _Optional[_Iterable[int]] = ..., extra_double_counter_track_uuids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TrackEvent(_message.Message):
-    __slots__ = ("category_iids", "categories", "name_iid", "name", "type", "track_uuid", "counter_value", "double_counter_value", "extra_counter_track_uuids", "extra_counter_values", "extra_double_counter_track_uuids", "extra_double_counter_values", "flow_ids_old", "flow_ids", "terminating_flow_ids_old", "terminating_flow_ids", "debug_annotations", "timestamp_delta_us", "timestamp_absolute_us", "legacy_event")
+    __slots__ = ("category_iids", "categories", "name_iid", "name", "type", "track_uuid", "counter_value", "double_counter_value", "extra_counter_track_uuids", "extra_counter_values", "extra_double_counter_track_uuids", "extra_double_counter_values", "flow_ids_old", "flow_ids", "terminating_flow_ids_old", "terminating_flow_ids", "debug_annotations", "timestamp_delta_us", "timestamp_absolute_us", "thread_time_delta_us", "thread_time_absolute_us", "thread_instruction_count_delta", "thread_instruction_count_absolute", "legacy_event")
     class LegacyEvent(_message.Message):
-        __slots__ = ("name_iid", "phase", "duration_us", "bind_id", "flow_direction", "pid_override", "tid_override")
+        __slots__ = ("name_iid", "phase", "duration_us", "bind_id", "flow_direction", "instant_event_scope", "pid_override", "tid_override")
         NAME_IID_FIELD_NUMBER: _ClassVar[int]
         PHASE_FIELD_NUMBER: _ClassVar[int]
         DURATION_US_FIELD_NUMBER: _ClassVar[int]
         BIND_ID_FIELD_NUMBER: _ClassVar[int]
         FLOW_DIRECTION_FIELD_NUMBER: _ClassVar[int]
+        INSTANT_EVENT_SCOPE_FIELD_NUMBER: _ClassVar[int]
         PID_OVERRIDE_FIELD_NUMBER: _ClassVar[int]
         TID_OVERRIDE_FIELD_NUMBER: _ClassVar[int]
         name_iid: int
@@ -86,9 +87,10 @@ class TrackEvent(_message.Message):
         duration_us: int
         bind_id: int
         flow_direction: int
+        instant_event_scope: int
         pid_override: int
         tid_override: int
-        def __init__(self, name_iid: _Optional[int] = ..., phase: _Optional[int] = ..., duration_us: _Optional[int] = ..., bind_id: _Optional[int] = ..., flow_direction: _Optional[int] = ..., pid_override: _Optional[int] = ..., tid_override: _Optional[int] = ...) -> None: ...
+        def __init__(self, name_iid: _Optional[int] = ..., phase: _Optional[int] = ..., duration_us: _Optional[int] = ..., bind_id: _Optional[int] = ..., flow_direction: _Optional[int] = ..., instant_event_scope: _Optional[int] = ..., pid_override: _Optional[int] = ..., tid_override: _Optional[int] = ...) -> None: ...
     CATEGORY_IIDS_FIELD_NUMBER: _ClassVar[int]
     CATEGORIES_FIELD_NUMBER: _ClassVar[int]
     NAME_IID_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +110,10 @@ class TrackEvent(_message.Message):
     DEBUG_ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_DELTA_US_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_ABSOLUTE_US_FIELD_NUMBER: _ClassVar[int]
+    THREAD_TIME_DELTA_US_FIELD_NUMBER: _ClassVar[int]
+    THREAD_TIME_ABSOLUTE_US_FIELD_NUMBER: _ClassVar[int]
+    THREAD_INSTRUCTION_COUNT_DELTA_FIELD_NUMBER: _ClassVar[int]
+    THREAD_INSTRUCTION_COUNT_ABSOLUTE_FIELD_NUMBER: _ClassVar[int]
     LEGACY_EVENT_FIELD_NUMBER: _ClassVar[int]
     category_iids: _containers.RepeatedScalarFieldContainer[int]
     categories: _containers.RepeatedScalarFieldContainer[str]
@@ -128,8 +134,12 @@ class TrackEvent(_message.Message):
     debug_annotations: _containers.RepeatedCompositeFieldContainer[DebugAnnotation]
     timestamp_delta_us: int
     timestamp_absolute_us: int
+    thread_time_delta_us: int
+    thread_time_absolute_us: int
+    thread_instruction_count_delta: int
+    thread_instruction_count_absolute: int
     legacy_event: TrackEvent.LegacyEvent
-    def __init__(self, category_iids: _Optional[_Iterable[int]] = ..., categories: _Optional[_Iterable[str]] = ..., name_iid: _Optional[int] = ..., name: _Optional[str] = ..., type: _Optional[int] = ..., track_uuid: _Optional[int] = ..., counter_value: _Optional[int] = ..., double_counter_value: _Optional[float] = ..., extra_counter_track_uuids: _Optional[_Iterable[int]] = ..., extra_counter_values: _Optional[_Iterable[int]] = ..., extra_double_counter_track_uuids: _Optional[_Iterable[int]] = ..., extra_double_counter_values: _Optional[_Iterable[float]] = ..., flow_ids_old: _Optional[_Iterable[int]] = ..., flow_ids: _Optional[_Iterable[int]] = ..., terminating_flow_ids_old: _Optional[_Iterable[int]] = ..., terminating_flow_ids: _Optional[_Iterable[int]] = ..., debug_annotations: _Optional[_Iterable[_Union[DebugAnnotation, _Mapping]]] = ..., timestamp_delta_us: _Optional[int] = ..., timestamp_absolute_us: _Optional[int] = ..., legacy_event: _Optional[_Union[TrackEvent.LegacyEvent, _Mapping]] = ...) -> None: ...
+    def __init__(self, category_iids: _Optional[_Iterable[int]] = ..., categories: _Optional[_Iterable[str]] = ..., name_iid: _Optional[int] = ..., name: _Optional[str] = ..., type: _Optional[int] = ..., track_uuid: _Optional[int] = ..., counter_value: _Optional[int] = ..., double_counter_value: _Optional[float] = ..., extra_counter_track_uuids: _Optional[_Iterable[int]] = ..., extra_counter_values: _Optional[_Iterable[int]] = ..., extra_double_counter_track_uuids: _Optional[_Iterable[int]] = ..., extra_double_counter_values: _Optional[_Iterable[float]] = ..., flow_ids_old: _Optional[_Iterable[int]] = ..., flow_ids: _Optional[_Iterable[int]] = ..., terminating_flow_ids_old: _Optional[_Iterable[int]] = ..., terminating_flow_ids: _Optional[_Iterable[int]] = ..., debug_annotations: _Optional[_Iterable[_Union[DebugAnnotation, _Mapping]]] = ..., timestamp_delta_us: _Optional[int] = ..., timestamp_absolute_us: _Optional[int] = ..., thread_time_delta_us: _Optional[int] = ..., thread_time_absolute_us: _Optional[int] = ..., thread_instruction_count_delta: _Optional[int] = ..., thread_instruction_count_absolute: _Optional[int] = ..., legacy_event: _Optional[_Union[TrackEvent.LegacyEvent, _Mapping]] = ...) -> None: ...
 
 class DebugAnnotation(_message.Message):
     __slots__ = ("name_iid", "name", "bool_value", "uint_value", "int_value", "double_value", "pointer_value", "legacy_json_value", "string_value", "string_value_iid", "dict_entries", "array_values")

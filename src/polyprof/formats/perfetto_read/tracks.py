@@ -35,15 +35,22 @@ _DEVICE_PLANE = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
 _OVERLAP = re.compile(r"^(.*) \(overlap \d+\)$")
 _NUMBER = re.compile(r"(\d{1,18})\s*$")
 GLOBAL_PLANE = "Global tracks"
+#: CounterDescriptor.BuiltinCounterType -> the name Perfetto gives such a counter
+_COUNTER_TYPES = {1: "thread_time", 2: "thread_instruction_count"}
 
 
 class Tracks:
-    """Every track named so far: ``info[code]`` holds what is known of it."""
+    """Every track named so far: ``info[code]`` holds what is known of it.
+
+    A pid used again by a new process (a process descriptor with another uuid) starts a
+    new *generation* of that pid, as Perfetto's trace processor does: threads described
+    after it belong to the new process."""
 
     def __init__(self) -> None:
         self.by_key: dict[tuple, int] = {}
         self.info: list[dict[str, Any]] = []
-        self.processes: dict[int, dict[str, Any]] = {}  # pid -> name, labels, order
+        self.processes: dict[tuple[int, int], dict[str, Any]] = {}  # (pid, generation) -> name, labels, order
+        self.generation: dict[int, int] = {}  # pid -> its current generation
         self.gpu_counter_names: dict[tuple[int, int], str] = {}
 
     def _code(self, key: tuple) -> int:
@@ -69,33 +76,77 @@ class Tracks:
             info["rank"] = td.sibling_order_rank
         if td.HasField("process"):
             p = td.process
-            info["process"] = p.pid
-            self.process(p.pid, p.process_name or (p.cmdline[0] if p.cmdline else ""), list(p.process_labels))
+            info["process"] = self.process(p.pid, p.process_name or (p.cmdline[0] if p.cmdline else ""),
+                                           list(p.process_labels), uuid=td.uuid)
         if td.HasField("thread"):
             t = td.thread
             info["thread"] = (t.pid, t.tid)
+            info.setdefault("generation", self._current(t.pid))
             if t.thread_name:
                 info["name"] = t.thread_name
             self.by_key.setdefault(("thread", t.pid, t.tid), c)
         if td.HasField("counter"):
             k = td.counter
-            info["counter"] = (bool(k.is_incremental), k.unit_multiplier or 1)
+            info["counter"] = (bool(k.is_incremental), k.unit_multiplier or 1, k.type)
 
-    def process(self, pid: int, name: str, labels: list[str], weak: bool = False) -> None:
-        p = self.processes.get(pid)
+    def _current(self, pid: int) -> int:
+        """The current generation of ``pid`` (a nameless process is made for a pid first
+        seen through a thread)."""
+        if pid not in self.generation:
+            self.process(pid, "", [])
+        return self.generation[pid]
+
+    def process(self, pid: int, name: str, labels: list[str], weak: bool = False, uuid: int | None = None
+                ) -> tuple[int, int]:
+        """(pid, generation) of a process named by a descriptor or a process tree."""
+        g = self.generation.get(pid)
+        p = self.processes.get((pid, g)) if g is not None else None
+        if p is not None and uuid is not None and p["uuid"] not in (None, uuid):  # the pid was reused
+            g, p = g + 1, None  # type: ignore[operator]
         if p is None:
-            self.processes[pid] = {"name": name, "labels": labels, "order": len(self.processes)}
-        elif name and (not weak or not p["name"]):
-            p["name"] = name
-            p["labels"] = labels or p["labels"]
+            g = 0 if g is None else g
+            self.generation[pid] = g
+            self.processes[(pid, g)] = {"name": name, "labels": labels, "uuid": uuid, "order": len(self.processes)}
+        else:
+            if name and (not weak or not p["name"]):
+                p["name"] = name
+                p["labels"] = labels or p["labels"]
+            if p["uuid"] is None:
+                p["uuid"] = uuid
+        return pid, g  # type: ignore[return-value]
+
+    def process_track(self, pid: int) -> int:
+        """The track of the current process of ``pid`` itself (legacy process-scoped events)."""
+        key = (pid, self._current(pid))
+        c = self._code(("process",) + key)
+        self.info[c]["process"] = key
+        return c
 
     def thread(self, pid: int, tid: int, name: str, weak: bool = False) -> int:
         c = self._code(("thread", pid, tid))
         info = self.info[c]
         info.setdefault("thread", (pid, tid))
+        info.setdefault("generation", self._current(pid))
         if name and (not weak or "name" not in info):
             info["name"] = name
         return c
+
+    def pid_of(self, code: int) -> int | None:
+        info = self.info[code]
+        if "thread" in info:
+            return info["thread"][0]
+        if "process" in info:
+            return info["process"][0]
+        return None
+
+    def child_counter(self, parent: int, name: str) -> int:
+        """A counter of a track's own (a thread's ``thread_time``)."""
+        c = self._code(("child counter", parent, name))
+        self.info[c].update(counter=(False, 1, 0), name=name, parent_code=parent)
+        return c
+
+    def incremental(self, code: int) -> bool:
+        return bool(self.info[code].get("counter", (False,))[0])
 
     def gpu_queue(self, gpu: int, queue: str) -> int:
         c = self._code(("gpu queue", gpu, queue))
@@ -104,22 +155,26 @@ class Tracks:
 
     def gpu_counter(self, gpu: int, counter_id: int) -> int:
         c = self._code(("gpu counter", gpu, counter_id))
-        self.info[c].update(gpu=gpu, counter=(False, 1), gpu_counter=counter_id)
+        self.info[c].update(gpu=gpu, counter=(False, 1, 0), gpu_counter=counter_id)
         return c
 
     # ------------------------------------------------------------------ resolution
-    def layout(self, b: TraceBuilder, used: np.ndarray, derived: np.ndarray) -> "Layout":
+    def layout(self, b: TraceBuilder, used: np.ndarray, derived: np.ndarray, first_names: dict[int, str]
+               ) -> "Layout":
         """Planes and tracks in ``b`` for every track; ``used``: the codes events are on,
-        ``derived``: those whose events are all of the ``derived`` category."""
-        return Layout(self, b, used, derived)
+        ``derived``: those whose events are all of the ``derived`` category,
+        ``first_names``: the name of the first event on each (names a nameless track)."""
+        return Layout(self, b, used, derived, first_names)
 
 
 class Layout:
     """Trace track of every event track code, (plane, name, incremental, multiplier) of
     every counter track code."""
 
-    def __init__(self, tracks: Tracks, b: TraceBuilder, used: np.ndarray, derived: np.ndarray):
+    def __init__(self, tracks: Tracks, b: TraceBuilder, used: np.ndarray, derived: np.ndarray,
+                 first_names: dict[int, str]):
         self.t, self.b = tracks, b
+        self.first_names = first_names
         self.hint = _vendor_hint({}, b.strings)
         self.shared_names: dict[str, int] = {}
         for p in tracks.processes.values():
@@ -128,8 +183,8 @@ class Layout:
         self.planes: dict[Any, int] = {}
         n = len(tracks.info)
         self.track = np.full(n, -1, np.int64)
-        for pid in sorted(tracks.processes, key=lambda p: tracks.processes[p]["order"]):
-            self.plane_of_pid(pid)
+        for key in sorted(tracks.processes, key=lambda k: tracks.processes[k]["order"]):
+            self.plane_of_process(key)
         want = np.zeros(n, bool)
         want[used] = True
         lanes = []
@@ -143,10 +198,11 @@ class Layout:
         for c in lanes:  # after the tracks they are lanes of
             self.track[c] = self._track(c)
 
-    def plane_of_pid(self, pid: int) -> int:
-        key = ("pid", pid)
+    def plane_of_process(self, key: tuple[int, int]) -> int:
+        """The plane of process ``key`` (pid, generation)."""
         if key not in self.planes:
-            p = self.t.processes.get(pid, {"name": "", "labels": []})
+            pid = key[0]
+            p = self.t.processes.get(key, {"name": "", "labels": []})
             name = p["name"]
             m = _DEVICE_PLANE.match(name)
             if m:
@@ -176,17 +232,31 @@ class Layout:
         info = self.t.info[c]
         while True:
             if "thread" in info:
-                return self.plane_of_pid(info["thread"][0])
+                pid = info["thread"][0]
+                return self.plane_of_process((pid, info.get("generation", self.t.generation.get(pid, 0))))
             if "process" in info:
-                return self.plane_of_pid(info["process"])
+                return self.plane_of_process(info["process"])
             if "gpu" in info:
                 return self._plane_of_gpu(info["gpu"])
-            parent = info.get("parent")
-            code = self.t.by_key.get(("uuid", parent)) if parent is not None else None
+            if "parent_code" in info:
+                code = info["parent_code"]
+            else:
+                parent = info.get("parent")
+                code = self.t.by_key.get(("uuid", parent)) if parent is not None else None
             if code is None or code in seen:
                 return self._global()
             seen.add(code)
             info = self.t.info[code]
+
+    def _thread_parent(self, c: int) -> str | None:
+        """The name of the thread track a track hangs under, if it does."""
+        info = self.t.info[c]
+        code = info.get("parent_code")
+        if code is None and info.get("parent") is not None:
+            code = self.t.by_key.get(("uuid", info["parent"]))
+        if code is None or "thread" not in self.t.info[code]:
+            return None
+        return self.t.info[code].get("name") or f"thread {self.t.info[code]['thread'][1]}"
 
     def _track(self, c: int) -> int:
         info = self.t.info[c]
@@ -194,7 +264,7 @@ class Layout:
         rank = info.get("rank")
         name = info.get("name", "")
         if "thread" in info:
-            pid, tid = info["thread"]
+            tid = info["thread"][1]
             return self.b.track(plane, name or f"thread {tid}", "thread", tid, sort_index=rank)
         if "process" in info:
             return self.b.track(plane, self.b.planes[plane].name, "line", 0, sort_index=rank)
@@ -204,7 +274,7 @@ class Layout:
             if base is not None:
                 return base
         if not name:
-            name = "Default track" if c == self.t.by_key.get(("uuid", 0)) else f"track {c}"
+            name = "Default Track" if c == self.t.by_key.get(("uuid", 0)) else self.first_names.get(c, f"track {c}")
         if c in self.derived:
             return self.b.track(plane, name, "derived", 0, sort_index=rank)
         if self.b.planes[plane].kind == "device":
@@ -212,13 +282,17 @@ class Layout:
             return self.b.track(plane, name, "stream", int(num.group(1)) if num else 0, sort_index=rank)
         return self.b.track(plane, name, "line", 0, sort_index=rank)
 
-    def counter(self, c: int) -> tuple[int, str, bool, int]:
-        """(plane, counter name, incremental, unit multiplier) of counter track code ``c``."""
+    def counter(self, c: int) -> tuple[int, str, int]:
+        """(plane, counter name, unit multiplier) of counter track code ``c``. polyprof's
+        counters are per plane: a counter under a thread is called ``<name> (<thread>)``."""
         info = self.t.info[c]
-        incremental, mult = info.get("counter", (False, 1))
+        _, mult, ctype = info.get("counter", (False, 1, 0))
         if "gpu_counter" in info:
             key = (info["gpu"], info["gpu_counter"])
             name = self.t.gpu_counter_names.get(key, f"gpu counter {key[1]}")
         else:
-            name = info.get("name") or f"counter {c}"
-        return self.plane_of(c), name, incremental, mult
+            name = info.get("name") or _COUNTER_TYPES.get(ctype) or f"counter {c}"
+            thread = self._thread_parent(c)
+            if thread:
+                name = f"{name} ({thread})"
+        return self.plane_of(c), name, mult
