@@ -4,7 +4,8 @@ cupti-python hands a completed CUPTI buffer to Python as a list of record object
 (``ActivityKernel13`` ...). This times, per kernel record of a full 8 MiB buffer laid
 out by the binding's dtype: making the binding's objects (``from_ptr``, a copy each, as
 the list holds them) and polyprof's Python sink copying them back into one array
-(buffers.PySink.complete), against the decoding of the same buffer into columns
+(buffers.PySink.complete: the kinds, one ``bytes.join`` of the objects' buffers, the
+kernel name once per distinct pointer), against the decoding of the same buffer into columns
 (decode.py), which both sinks share. The C sink (_cuptibuf.c) makes no object per
 record; its cost needs libcupti's walker, so it is measured on a GPU
 (scripts/gpu_check_cupti.py, "collection cost per kernel").
@@ -14,6 +15,7 @@ record; its cost needs libcupti's walker, so it is measured on a GPU
 
 from __future__ import annotations
 
+import ctypes
 import os
 import statistics
 import time
@@ -31,6 +33,8 @@ def main(repeats: int = 5) -> None:
     recs["start"] = np.arange(n) * 2_000
     recs["end"] = recs["start"] + 1_000
     recs["correlation_id"] = np.arange(n)
+    name = ctypes.create_string_buffer(b"void at::native::vectorized_elementwise_kernel<4>(int)")
+    recs["name"] = ctypes.addressof(name)  # one kernel launched n times: one shared name
     base = recs.ctypes.data
     make, sink_cost, dec = [], [], []
     for _ in range(repeats):

@@ -20,10 +20,9 @@ are equal. ``IMPLEMENTATION`` says which sink a session uses.
 
 from __future__ import annotations
 
-import ctypes
 import logging
+import operator
 import os
-import re
 import threading
 from typing import Any, NamedTuple, Sequence
 
@@ -41,7 +40,7 @@ if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
 else:
     _cuptibuf = None
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_KIND = operator.attrgetter("kind")
 
 IMPLEMENTATION = "c" if _cuptibuf is not None else "python"
 DEFAULT_BUFFER_BYTES = 8 << 20
@@ -134,7 +133,6 @@ class PySink:
         self.buffer_bytes = int(buffer_bytes)
         self._lock = threading.Lock()
         self._batches: list[Batch] = []
-        self._sizes: dict[type, int] = {}
         self._counts = {"buffers_requested": 0, "buffers_completed": 0, "records": 0, "dropped": 0,
                         "buffers_not_allocated": 0, "walks_cut_short": 0, "bytes": 0}
 
@@ -143,50 +141,77 @@ class PySink:
         self._counts["buffers_requested"] += 1
         return self.buffer_bytes, 0
 
-    def _size(self, a: Any) -> int:
-        """sizeof() of the struct behind one of the binding's record objects: the itemsize
-        of the binding's dtype for its class (``ActivityMemcpyPtoP4`` ->
-        ``activity_memcpy_pto_p4_dtype``)."""
-        t = type(a)
-        size = self._sizes.get(t)
-        if size is None:
-            from cupti import cupti as binding
-
-            snake = _CAMEL.sub("_", t.__name__).lower()
-            dtype = getattr(binding, snake + "_dtype", None)
-            size = int(dtype.itemsize) if dtype is not None else layout.RECORD_SIZE[int(a.kind)]
-            self._sizes[t] = size
-        return size
-
     def complete(self, activities: Sequence[Any]) -> None:
-        """The binding's buffer-completed callback."""
+        """The binding's buffer-completed callback. Its record objects expose their
+        struct's bytes (the buffer protocol): the kinds in one pass, the bytes of every
+        record in one ``bytes.join``; the strings of the few kinds that point to some."""
         n = len(activities)
-        kinds = np.fromiter((a.kind for a in activities), np.int32, n)
-        sizes = np.fromiter((self._size(a) for a in activities), np.int64, n)
-        padded = sizes + (-sizes) % layout.ALIGNMENT
+        kinds = np.fromiter(map(_KIND, activities), np.int32, n)
+        sizes = self._sizes_of(kinds, activities)
+        pad = (-sizes) % layout.ALIGNMENT
+        if pad.any():  # CUPTI's structs are multiples of 8 bytes; pad any that is not
+            parts: list[Any] = []
+            for a, p in zip(activities, pad.tolist()):
+                parts.append(a)
+                if p:
+                    parts.append(bytes(p))
+            blob = b"".join(parts)
+        else:
+            blob = b"".join(activities)
         offsets = np.zeros(n, np.int64)
         if n:
-            np.cumsum(padded[:-1], out=offsets[1:])
-        blob = np.zeros(int(padded.sum()), np.uint8)
-        base = blob.ctypes.data
-        memmove = ctypes.memmove
-        for a, off, size in zip(activities, offsets.tolist(), sizes.tolist()):
-            memmove(base + off, a.ptr, size)
-        strings = np.full((n, 2), -1, np.int64)
-        arena = bytearray()
-        for i in np.flatnonzero(np.isin(kinds, list(layout.STRING_FIELDS))).tolist():
-            a = activities[i]
-            texts = (a.name, a.domain) if kinds[i] == layout.MARKER else (a.name,)
-            for j, text in enumerate(texts):
-                if text:  # the binding gives "" for a NULL pointer
-                    strings[i, j] = len(arena)
-                    arena += text.encode("utf-8", "surrogateescape") + b"\0"
-        batch = Batch(blob.tobytes(), offsets.tobytes(), kinds.tobytes(), strings.tobytes(), bytes(arena))
+            np.cumsum((sizes + pad)[:-1], out=offsets[1:])
+        strings, arena = self._strings(activities, kinds, offsets, np.frombuffer(blob, np.uint8))
+        batch = Batch(blob, offsets.tobytes(), kinds.tobytes(), strings.tobytes(), bytes(arena))
         with self._lock:
             self._batches.append(batch)
             self._counts["buffers_completed"] += 1
             self._counts["records"] += n
             self._counts["bytes"] += len(batch.records)
+
+    @staticmethod
+    def _strings(activities: Sequence[Any], kinds: np.ndarray, offsets: np.ndarray,
+                 blob: np.ndarray) -> tuple[np.ndarray, bytes]:
+        """The string slots and arena of one buffer, as the C sink makes them: a kind whose
+        strings CUPTI shares (kernel names) is read once per distinct pointer; NVTX names
+        once per record."""
+        n = len(kinds)
+        strings = np.full((n, 2), -1, np.int64)
+        arena = bytearray()
+        memo: dict[str, int] = {}
+
+        def put(text: str) -> int:
+            at = memo.get(text)
+            if at is None:
+                at = memo[text] = len(arena)
+                arena.extend(text.encode("utf-8", "surrogateescape") + b"\0")
+            return at
+
+        for kind, cache_by_pointer, offs in [(k, c, (o1,) if o2 < 0 else (o1, o2)) for k, o1, o2, c in STRING_TABLE]:
+            rows = np.flatnonzero(kinds == kind)
+            if not len(rows):
+                continue
+            if cache_by_pointer:
+                pos = offsets[rows] + offs[0]
+                ptr = blob[pos[:, None] + np.arange(8)].copy().view(np.uint64).reshape(-1)
+                uniq, first, inv = np.unique(ptr, return_index=True, return_inverse=True)
+                table = np.array([-1 if p == 0 else put(activities[rows[f]].name or "") for p, f in
+                                  zip(uniq.tolist(), first.tolist())], np.int64)
+                strings[rows, 0] = table[inv.reshape(-1)]
+                continue
+            for i in rows.tolist():  # NVTX: the binding's "" is a NULL pointer
+                a = activities[i]
+                for j, text in enumerate((a.name, a.domain)[:len(offs)]):
+                    if text:
+                        strings[i, j] = put(text)
+        return strings, bytes(arena)
+
+    @staticmethod
+    def _sizes_of(kinds: np.ndarray, activities: Sequence[Any]) -> np.ndarray:
+        """sizeof() of each record's struct: the first record of each kind tells it."""
+        uniq, first, inv = np.unique(kinds, return_index=True, return_inverse=True)
+        table = np.fromiter((memoryview(activities[f]).nbytes for f in first.tolist()), np.int64, len(uniq))
+        return table[inv.reshape(-1)]
 
     def take(self) -> list[Batch]:
         with self._lock:

@@ -89,6 +89,7 @@ class CuptiPlugin(Plugin):
         self._counts: dict[str, Any] = {}
         self._kinds: list[int] = []
         self._nvtx_env_set = False
+        self._threads: dict[int, str] = {}
 
     @classmethod
     def availability(cls) -> Availability:
@@ -161,6 +162,7 @@ class CuptiPlugin(Plugin):
             self._problems.append("activity kinds not enabled: " + "; ".join(failed))
             ctx.warn(self.name, self._problems[-1])
         holder.set_holder(self.name)
+        self._threads = self._thread_names()
 
     def _nvtx_injection(self, dev: Any) -> None:
         """NVTX calls reach CUPTI only when libcupti is NVTX's injection library, which
@@ -201,7 +203,11 @@ class CuptiPlugin(Plugin):
             dev.unsubscribe()
         finally:
             holder.set_holder(None)
-        self._threads = {t.native_id: t.name for t in threading.enumerate() if getattr(t, "native_id", None)}
+        self._threads.update(self._thread_names())  # names of threads started since, kept for ended ones
+
+    @staticmethod
+    def _thread_names() -> dict[int, str]:
+        return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
 
     def _collect(self) -> Trace:
         if self._deferred is not None:
@@ -215,7 +221,7 @@ class CuptiPlugin(Plugin):
             self.ctx.warn(self.name, f"clock sync inconsistent: {fit.message}")
         rec = Records.of(self._batches)
         self._batches = []
-        conv = Converter(rec, fit, threads=getattr(self, "_threads", {}),
+        conv = Converter(rec, fit, threads=self._threads,
                          demangle=bool(self.options.get("demangle", True)))
         dropped = int(self._counts.get("dropped", 0))
         if dropped and self.ctx is not None:
