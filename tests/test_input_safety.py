@@ -298,3 +298,35 @@ def test_a_4mb_gzip_bomb_of_events_is_refused_at_the_first_64mib(tmp_path: Path)
         polyprof.load(bomb)
     so_far = int(re.search(r"([\d,]+) so far", str(e.value)).group(1).replace(",", ""))
     assert so_far < (64 << 20) + (16 << 20), str(e.value)
+
+
+SMALL = Path(__file__).parent / "data" / "traces" / "kineto" / "a100_alexnet_small.json.gz"
+
+
+def test_sql_statement_time_limit():
+    code, out, err = _cli("sql", str(SMALL), "SELECT a.name, b.name FROM events a, events b, events c",
+                          "--timeout", "1")
+    assert code == 1 and err.strip() == "polyprof: error: SQL statement stopped after 1 s (--timeout / timeout_s)"
+
+
+def test_sql_memory_limit_is_one_line():
+    code, out, err = _cli("sql", str(SMALL), "SELECT a.name, list(repeat(b.name, 1000)) FROM events a, events b "
+                          "GROUP BY a.name", "--memory-limit", "40MB", "--timeout", "120")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "more than the memory limit" in err and "--memory-limit" in err
+
+
+def test_sql_result_is_streamed_not_held():
+    # 870 x 870 rows: counted, only --max-rows of them kept and printed
+    code, out, err = _cli("sql", str(SMALL), "SELECT a.name FROM events a, events b", "--max-rows", "3")
+    assert code == 0 and "756900 row(s)" in out and "756897 more row(s)" in err
+    code, out, err = _cli("sql", str(SMALL), "SELECT count(*) AS n FROM events", "--csv")
+    assert out.split() == ['"n"', "870"]
+
+
+def test_sql_default_memory_limit_is_a_quarter_of_ram():
+    import psutil
+
+    from polyprof.cli.sql import default_memory_limit
+
+    assert default_memory_limit() == f"{psutil.virtual_memory().total // 4 >> 20}MB"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Iterator
 
+from ..errors import PolyprofError
 from .common import add_window_args, load_trace, window_from
 
 HELP = """\
@@ -32,42 +33,113 @@ def register(sub: Any) -> None:
                        "analyses of that window count, as polyprof export)")
     p.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a table")
-    p.add_argument("--memory-limit", default="1GB", help="with a store: DuckDB's memory limit (spills beyond it)")
+    p.add_argument("--memory-limit", default=None,
+                   help="DuckDB's memory limit, e.g. 4GB (default: a quarter of RAM; a store spills beyond it)")
+    p.add_argument("--timeout", type=float, default=TIMEOUT_S,
+                   help=f"stop a statement running longer than this many seconds (default {TIMEOUT_S:g}; 0: never)")
     p.add_argument("--allow-external", action="store_true",
                    help="let the query read and write files, ATTACH databases and install extensions "
                         "(off by default: a query sees only the trace's tables)")
     p.set_defaults(func=run)
 
 
-def query(trace: Any, sql: str, allow_external: bool = False) -> Any:
+#: a statement still running after this many seconds is stopped (``--timeout``)
+TIMEOUT_S = 600.0
+
+
+def default_memory_limit() -> str:
+    """A quarter of the machine's memory, DuckDB's way of writing it."""
+    import psutil
+
+    return f"{max(psutil.virtual_memory().total // 4 >> 20, 64)}MB"
+
+
+def query(trace: Any, sql: str, allow_external: bool = False, memory_limit: str | None = None,
+          timeout_s: float | None = TIMEOUT_S) -> Any:
     """Run ``sql`` over the trace's tables; returns a pyarrow Table.
 
-    Unless ``allow_external``, the query can touch nothing but those tables (SANDBOX)."""
-    import duckdb
+    Unless ``allow_external``, the query can touch nothing but those tables (SANDBOX).
+    DuckDB's memory is bounded by ``memory_limit`` (default: a quarter of RAM) and the
+    statement by ``timeout_s``; a result bigger than memory is better read with
+    :func:`stream`."""
+    import pyarrow as pa
 
-    from ..errors import PolyprofError
+    schema, batches = stream(trace, sql, allow_external, memory_limit, timeout_s)
+    return pa.Table.from_batches(list(batches), schema)
+
+
+def stream(trace: Any, sql: str, allow_external: bool = False, memory_limit: str | None = None,
+           timeout_s: float | None = TIMEOUT_S) -> tuple[Any, Iterator[Any]]:
+    """:func:`query`'s result as (schema, record batches), computed as they are read, so
+    a huge result (a cross join) is never held whole."""
+    import threading
+
+    import duckdb
+    import pyarrow as pa
 
     con = duckdb.connect(":memory:")
+    con.execute(f"SET memory_limit = '{_literal(memory_limit or default_memory_limit())}'")
     for name, table in trace.tables().items():
         con.register(name, table)
     if not allow_external:
         from ..formats.safety import duckdb_sandbox
 
         duckdb_sandbox(con)
+    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+
+    def done() -> None:  # the timer thread ends and the connection closes before anything returns
+        if timer is not None:
+            timer.cancel()
+            timer.join()
+        con.close()
+
+    def fail(e: BaseException) -> PolyprofError:
+        done()
+        if isinstance(e, duckdb.PermissionException):
+            return PolyprofError(f"SQL refused: {_one_line(e)} (polyprof sql gives a query the trace's tables only: "
+                                 "no files, ATTACH, extensions or network; --allow-external lifts this)")
+        if isinstance(e, duckdb.InterruptException):
+            return PolyprofError(f"SQL statement stopped after {timeout_s:g} s (--timeout / timeout_s)")
+        if isinstance(e, duckdb.OutOfMemoryException):
+            return PolyprofError(f"SQL statement needs more than the memory limit: "
+                                 f"{_one_line(e).split(' Possible solutions')[0]} "
+                                 "(--memory-limit / memory_limit)")
+        return PolyprofError(f"SQL error: {_one_line(e)}")
+
     try:
         rel = con.sql(sql)
         if rel is None:  # a statement without a result
-            import pyarrow as pa
-
-            return pa.table({})
-        # duckdb 2 names it to_arrow_table; 1.x arrow()
-        fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
-        return fetch()
-    except duckdb.PermissionException as e:
-        raise PolyprofError(f"SQL refused: {_one_line(e)} (polyprof sql gives a query the trace's tables only: "
-                            "no files, ATTACH, extensions or network; --allow-external lifts this)") from None
+            done()
+            return pa.schema([]), iter(())
+        reader = rel.fetch_record_batch(1 << 16)
     except duckdb.Error as e:
-        raise PolyprofError(f"SQL error: {_one_line(e)}") from None
+        raise fail(e) from None
+
+    def batches() -> Iterator[Any]:
+        try:
+            while True:
+                try:
+                    yield reader.read_next_batch()
+                except StopIteration:
+                    return
+        except duckdb.Error as e:
+            raise fail(e) from None
+        except (pa.ArrowException, OSError) as e:  # DuckDB's error as it comes through the Arrow stream
+            text = str(e)
+            kind = (duckdb.InterruptException if text.startswith("INTERRUPT") else
+                    duckdb.OutOfMemoryException if "Out of Memory" in text else duckdb.Error)
+            raise fail(kind(text)) from None
+        finally:
+            done()
+
+    return reader.schema, batches()
+
+
+def _literal(v: str) -> str:
+    return str(v).replace("'", "''")
 
 
 def _one_line(e: BaseException) -> str:
@@ -81,13 +153,10 @@ def run(args: argparse.Namespace) -> int:
 
     if store.handles(args):
         if args.derive:
-            from ..errors import PolyprofError
-
             raise PolyprofError("--derive does not apply to a store (its ranks are queried as stored)")
         if window_from(args, default=None) is not None:
-            from ..errors import PolyprofError
-
             raise PolyprofError("--steps / --skip-first do not apply to a store (filter on its steps in SQL)")
+        args.memory_limit = args.memory_limit or default_memory_limit()
         result = store.sql(args)
     else:
         trace = load_trace(args.file)
@@ -101,23 +170,42 @@ def run(args: argparse.Namespace) -> int:
             from ..derive import derive
 
             trace = derive(trace)
-        result = query(trace, args.query, allow_external=args.allow_external)
+        schema, batches = stream(trace, args.query, allow_external=args.allow_external,
+                                 memory_limit=args.memory_limit, timeout_s=args.timeout or None)
+        return _print(schema, batches, args)
+    return _print(result.schema, iter(result.to_batches()), args)
+
+
+def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int:
+    """The result as CSV (streamed) or as a table of its first ``--max-rows`` rows; the
+    rest is counted, not kept."""
+    import sys
+
+    import pyarrow as pa
+
     if args.csv:
         import pyarrow.csv as pacsv
 
-        pacsv.write_csv(result, sys.stdout.buffer)
+        with pacsv.CSVWriter(sys.stdout.buffer, schema) as w:
+            for b in batches:
+                w.write_batch(b)
         return 0
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    kept, n = [], 0
+    for b in batches:
+        if n < args.max_rows:
+            kept.append(b.slice(0, args.max_rows - n))
+        n += b.num_rows
     # cells and headers as Text: names such as "[memory]" are data, not rich markup
-    t = Table(title=f"{result.num_rows} row(s)", title_justify="left")
-    for c in result.column_names:
+    t = Table(title=f"{n} row(s)", title_justify="left")
+    for c in schema.names:
         t.add_column(Text(c), overflow="fold")
-    for row in result.slice(0, args.max_rows).to_pylist():
+    for row in pa.Table.from_batches(kept, schema).to_pylist():
         t.add_row(*[Text("" if v is None else str(v)) for v in row.values()])
     Console().print(t)
-    if result.num_rows > args.max_rows:
-        print(f"... {result.num_rows - args.max_rows} more row(s); use --max-rows or --csv", file=sys.stderr)
+    if n > args.max_rows:
+        print(f"... {n - args.max_rows} more row(s); use --max-rows or --csv", file=sys.stderr)
     return 0
