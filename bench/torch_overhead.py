@@ -23,6 +23,7 @@ import torch
 
 import polyprof
 import polyprof.torch as ptorch
+from polyprof.trace.metadata_keys import plugin_fit
 
 logging.disable(logging.WARNING)
 
@@ -77,7 +78,7 @@ def main() -> None:
         loop(model, opt, x, y, args.steps, polyprof.step)
         t1 = time.perf_counter()
         t = s.stop()
-        return t1 - t0, time.perf_counter() - t1, t.n_events, t.metadata["clock_sync"]["torch"].get("uncertainty_ns")
+        return t1 - t0, time.perf_counter() - t1, t.n_events, plugin_fit(t.metadata, "torch").get("uncertainty_ns")
 
     def polyprof_dropin():
         p = ptorch.profile(activities=[torch.profiler.ProfilerActivity.CPU], polyprof_options=quiet)
@@ -87,7 +88,7 @@ def main() -> None:
         t1 = time.perf_counter()
         p.stop()
         t = p.trace
-        return t1 - t0, time.perf_counter() - t1, t.n_events, t.metadata["clock_sync"]["torch"].get("uncertainty_ns")
+        return t1 - t0, time.perf_counter() - t1, t.n_events, plugin_fit(t.metadata, "torch").get("uncertainty_ns")
 
     plain()  # warm up
     modes = [("no profiler", plain), ("torch.profiler", torch_only),

@@ -11,6 +11,7 @@ import polyprof
 from polyprof.errors import PluginStateError
 from polyprof.plugins.jax import JaxPlugin
 from polyprof.trace import keys
+from polyprof.trace.metadata_keys import plugin_fit
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -69,7 +70,7 @@ def test_plugin_ran_and_kept_the_session_clock(session) -> None:
     assert trace.metadata["plugins"] == {"host": "ok", "jax": "ok"}
     assert trace.metadata["plugin_errors"] == []
     assert trace.metadata["clock"] == "CLOCK_MONOTONIC"  # the session's, not the XSpace's
-    sync = trace.metadata["clock_sync"]["jax"]
+    sync = plugin_fit(trace.metadata, "jax")
     assert sync["method"] == "traceme_bracket"
     assert 0 <= sync["uncertainty_ns"] < 100_000
     # the markers that measured the offset are not left in the trace
@@ -115,7 +116,7 @@ def test_jitted_ops_inside_the_window_and_their_section(session) -> None:
     for a, b in sections:  # every step ran some of its ops inside its section
         assert ((trace.start_ns[step_ops] >= a) & (trace.end_ns[step_ops] <= b)).any()
     # and the JAX step annotation i encloses polyprof's section i (same thread, nested)
-    unc = trace.metadata["clock_sync"]["jax"]["uncertainty_ns"]
+    unc = plugin_fit(trace.metadata, "jax")["uncertainty_ns"]
     jax_steps = _intervals(trace, np.flatnonzero((names == "train") & (cats == keys.CAT_STEP)))
     jax_steps = jax_steps[np.argsort(jax_steps[:, 0])]
     for (sa, sb), (a, b) in zip(jax_steps, sections[np.argsort(sections[:, 0])]):

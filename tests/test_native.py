@@ -276,7 +276,7 @@ def test_own_clock_is_synced_onto_the_session_clock(libs):
         conformance.workload(0.15)
     t = s.trace
     info = t.metadata["native_plugins"]["procstat-ownclock"]
-    sync = info["clock_sync"]
+    sync = t.metadata["clock_sync"]["/host:procstat"]["procstat-ownclock"]  # keyed by plane, then plugin
     assert info["clock"] == "own"
     assert abs(sync["drift_ppm"]) < 1000 and sync["uncertainty_ns"] < 1_000_000
     plane = t.plane_by_name("/host:procstat")

@@ -143,7 +143,7 @@ def test_flows_link_each_launch_to_its_device_activity(trace: polyprof.Trace, df
 
 
 def test_clock_sync_recorded_and_device_times_ordered(trace: polyprof.Trace, df: pd.DataFrame) -> None:
-    sync = trace.metadata["clock_sync"]["/device:OpenCL:0"]
+    sync = trace.metadata["clock_sync"]["/device:OpenCL:0"]["opencl"]
     assert sync["consistent"]
     assert sync["device_clock"] == "CLOCK_MONOTONIC_RAW"  # PoCL's timestamps, checked at stop
     assert 0 < sync["bound_ns"] < 50_000
@@ -350,7 +350,7 @@ def test_clock_fit_without_enqueue_samples_predicts_queued_times() -> None:
     with polyprof.profile(plugins=["opencl"], options={"opencl": {"event_samples": False}}) as prof:
         demo.run(frames=3, height=64, width=96)
     t = prof.trace
-    sync = t.metadata["clock_sync"]["/device:OpenCL:0"]
+    sync = t.metadata["clock_sync"]["/device:OpenCL:0"]["opencl"]
     assert "enqueue_calls" not in sync["sources"] and sync["sources"]["markers"] > 0
     assert sync["consistent"]
     bound = sync["bound_ns"] + sync["growth_ppm"] * 1e-6 * 1e9

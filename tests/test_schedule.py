@@ -14,6 +14,7 @@ import polyprof
 from polyprof.collect.schedule import ACTIVE, DONE, WAIT, WARMUP, Schedule
 from polyprof.derive import cache
 from polyprof.errors import PolyprofError
+from polyprof.trace.metadata_keys import plugin_fit
 
 
 @pytest.mark.parametrize("kw", [dict(wait=1, warmup=1, active=3), dict(wait=2, warmup=0, active=1, repeat=3),
@@ -60,7 +61,7 @@ def test_a_session_keeps_only_the_active_steps_and_torch_records_only_then() -> 
     assert meta["recorded_steps"] == [3, 4, 8, 9] and len(meta["windows_ns"]) == 2
     windows = np.array(meta["windows_ns"])
     # one torch recording per warm-up + active stretch, nothing in between
-    cycles = t.metadata["clock_sync"]["torch"]["cycles"]
+    cycles = plugin_fit(t.metadata, "torch")["cycles"]
     assert len(cycles) == 2, cycles
     names = t.names()
     ev = t.events

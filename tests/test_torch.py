@@ -22,6 +22,7 @@ torch = pytest.importorskip("torch")
 import polyprof  # noqa: E402
 from polyprof.plugins.torch import TorchPlugin, default_activities  # noqa: E402
 from polyprof.trace.categories import Kind  # noqa: E402
+from polyprof.trace.metadata_keys import plugin_fit  # noqa: E402
 
 QUIET = {"host": {"sample_interval_s": 0}}
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -125,7 +126,7 @@ def test_ops_recorded_during_forward_nest_under_forward(plugin_run):
         r = fwd[k]
         # torch's times carry the clock fit's error (its bound): an op that starts within
         # the bound of the section's start is inside it (seen under load 50)
-        unc = int(t.metadata["clock_sync"]["torch"]["uncertainty_ns"])
+        unc = int(plugin_fit(t.metadata, "torch")["uncertainty_ns"])
         inside = cpu[(start[cpu] >= start[r] - unc) & (end[cpu] <= end[r] + unc)]
         got = sorted(zip(start[inside].tolist(), names[inside].tolist()))
         got_aten = [n for _, n in got if n.startswith("aten::")]
@@ -151,7 +152,7 @@ def test_sections_show_in_torch_trace_and_are_not_doubled(plugin_run):
     steps = np.flatnonzero(t.categories() == "step")
     assert sorted(t.stat_dense("step", -1)[steps].tolist()) == [0, 1, 2]
     assert len(rows_named(t, "polyprof::clock_sync")) == 0
-    sync = t.metadata["clock_sync"]["torch"]
+    sync = plugin_fit(t.metadata, "torch")
     assert sync["method"].startswith("paired_markers")
     assert 0 < sync["uncertainty_ns"] < 200_000
     # Kineto's clock is wall time: the session's wall anchor alone lands within a few ms
@@ -239,7 +240,7 @@ def test_dropin_with_schedule_and_on_trace_ready(tmp_path):
     steps = np.flatnonzero(t.categories() == "step")
     assert sorted(t.stat_dense("step", -1)[steps].tolist()) == list(range(9))
     # every recorded cycle is aligned on its own
-    cycles = t.metadata["clock_sync"]["torch"]["cycles"]
+    cycles = plugin_fit(t.metadata, "torch")["cycles"]
     assert [c.get("method", "")[:14] for c in cycles if "events" in c] == ["paired_markers"] * 2, cycles
     # torch's ProfilerStep#2 lies inside polyprof's step 2
     r = rows_named(t, "ProfilerStep#2")[0]
@@ -377,7 +378,7 @@ def test_dropin_inside_a_session_hands_over_to_its_torch_plugin():
         cpu = t.rows_of_kind(Kind.CPU_OP)
         inside = cpu[(t.start_ns[cpu] >= t.start_ns[r]) & (t.end_ns[cpu] <= t.end_ns[r])]
         assert "aten::addmm" in set(names[inside].tolist()), sec
-    cycles = [c for c in t.metadata["clock_sync"]["torch"]["cycles"] if "events" in c]
+    cycles = [c for c in plugin_fit(t.metadata, "torch")["cycles"] if "events" in c]
     # own recording; the drop-in's two cycles (steps 1 and 3: torch saves the open one
     # at exit); own recording again
     assert len(cycles) == 4

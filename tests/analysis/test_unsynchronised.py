@@ -36,7 +36,7 @@ def test_findings_leave_an_unsynchronised_device_out(kineto_files):
     assert {"host_bound", "exposed_communication"} <= before
     u = copy.copy(t)
     u.__dict__.pop("_polyprof_memo", None)
-    u.metadata = {**t.metadata, "clock_sync": {"/device:GPU:0": _no_fit()}}
+    u.metadata = {**t.metadata, "clock_sync": {"/device:GPU:0": {"cupti": _no_fit()}}}
     assert set(unsynchronised(u)) == {"/device:GPU:0"}
     after = A.findings(u, window="auto")
     assert [f.id for f in after if f.plane == "/device:GPU:0"] == ["unsynchronised_clock"]
@@ -45,7 +45,7 @@ def test_findings_leave_an_unsynchronised_device_out(kineto_files):
     # a fit with samples and a bound is a fit: nothing flagged
     good = copy.copy(t)
     good.__dict__.pop("_polyprof_memo", None)
-    good.metadata = {**t.metadata, "clock_sync": {"/device:GPU:0": {**_no_fit(), "n": 12, "bound_ns": 800.0}}}
+    good.metadata = {**t.metadata, "clock_sync": {"/device:GPU:0": {"cupti": {**_no_fit(), "n": 12, "bound_ns": 800.0}}}}
     assert unsynchronised(good) == {}
 
 

@@ -44,6 +44,7 @@ from .common import CLASS_NAMES, device_view, frame
 from .names import normalize_name
 from .ranktest import mann_whitney, min_p_value
 from .window import WindowArg, host_mask, label, view
+from ..trace import metadata_keys as mkeys
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def _rank(trace: Trace) -> int | None:
     """The trace's rank: its one source's, else ``distributedInfo``'s, else None."""
     if len(trace.sources) == 1 and trace.sources[0].rank is not None:
         return int(trace.sources[0].rank)
-    rank = trace.metadata.get("rank")
+    rank = trace.metadata.get(mkeys.RANK)
     return rank if isinstance(rank, int) else None
 
 

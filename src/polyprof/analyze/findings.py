@@ -23,6 +23,7 @@ from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .window import WindowArg, view
 from ..trace.sorting import unique
+from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -163,7 +164,7 @@ def _by_plane(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def _unsynchronised(trace: Trace, unsynced: dict[str, str]) -> list[Finding]:
     return [Finding("unsynchronised_clock", f"{plane}: not synchronised with the host clock; its times "
                                             "are left out of the findings that compare it with the host",
-                    "high", plane, {"why": why, "clock_sync": trace.metadata.get("clock_sync", {}).get(plane)},
+                    "high", plane, {"why": why, "clock_sync": trace.metadata.get(mkeys.CLOCK_SYNC, {}).get(plane)},
                     [], suggestion(trace, "unsynchronised_clock"))
             for plane, why in sorted(unsynced.items())]
 

@@ -43,6 +43,7 @@ from ..derive import cache
 from ..derive.steps import Steps
 from ..errors import WindowError
 from ..trace.core import Trace
+from ..trace import metadata_keys as mkeys
 
 _FAR = 1 << 62
 AUTO = "auto"
@@ -143,7 +144,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
     if isinstance(window, str):
         if window != AUTO:
             raise WindowError(f"window {window!r}: expected a Window, None or {AUTO!r}")
-        if trace.metadata.get("schedule"):  # recorded by a schedule: its warm-up is not in the trace
+        if trace.metadata.get(mkeys.SCHEDULE):  # recorded by a schedule: its warm-up is not in the trace
             return Selection(every, _label(steps, every, "the steps the schedule recorded"), False)
         if len(steps) >= AUTO_MIN_STEPS:
             return Selection(every[1:], _label(steps, every[1:], "first step skipped: warm-up; "
@@ -245,7 +246,7 @@ def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np
     sel = selection(trace)
     if sel is None or not sel.round_us or not len(start):
         return start, end
-    base = trace.metadata.get("baseTimeNanoseconds")
+    base = trace.metadata.get(mkeys.BASE_TIME_NS)
     base = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else 0
     rel = np.asarray(start, np.int64) - base
     ts = (rel // 1000).astype(np.float64) + (rel % 1000) / 1000.0  # one rounding, as parsing the text
@@ -272,5 +273,5 @@ def restrict(trace: Trace, window: WindowArg) -> Trace:
     hi = max(sel.hi, int((ev["start_ns"][rows] + ev["dur_ns"][rows])[keep[rows]].max())) if keep[rows].any() \
         else sel.hi
     out = take(trace, keep, counter_ranges=[(sel.lo, hi)])
-    out.metadata["window"] = sel.label
+    out.metadata[mkeys.WINDOW] = sel.label
     return out

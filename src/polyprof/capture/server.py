@@ -26,6 +26,7 @@ from ..trace.identity import rank_from_env
 from . import profiler_service_pb2 as pb
 from .protocol import XSPACE_TOOL, generic_handler
 from .security import TLSFiles, check_exposure, join_address, token_interceptor
+from ..trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof.serve")
 
@@ -143,7 +144,7 @@ class CaptureService:
         if not context.is_active():
             log.info("capture %s: the client went away; its trace is dropped", capture.session_id)
             return pb.ProfileResponse(empty_trace=True)
-        trace.metadata["capture"] = {"session_id": capture.session_id, "peer": capture.peer,
+        trace.metadata[mkeys.CAPTURE] = {"session_id": capture.session_id, "peer": capture.peer,
                                      "requested_ms": capture.duration_ms}
         from ..formats.xspace import to_bytes
 

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import PolyprofError
 from .common import add_window_args, load_trace, output_path, window_from
 from .ranks import analyze_ranks, is_many
+from ..trace import metadata_keys as mkeys
 
 
 def register(sub: Any) -> None:
@@ -41,12 +42,12 @@ def run(args: argparse.Namespace) -> int:
         if ref not in ranks.ranks:
             raise PolyprofError(f"--rank {ref}: the job has ranks {ranks.ranks}")
         trace = load_ranks(args.file).load(ref)
-        trace.metadata["title"] = f"{len(ranks.ranks)} ranks (rank {ref} in detail)"
+        trace.metadata[mkeys.TITLE] = f"{len(ranks.ranks)} ranks (rank {ref} in detail)"
         name = "ranks"
     else:
         args.file = args.file[0]
         trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
-        trace.metadata["title"] = name = Path(args.file).name
+        trace.metadata[mkeys.TITLE] = name = Path(args.file).name
     from ..report.html import write  # after the ranks: they are read while it imports
     from ..report.tables import build
 

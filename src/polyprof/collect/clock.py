@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 
+from ..trace.metadata_keys import REFERENCE_CLOCK  # noqa: F401 - the clock's name, declared with the keys
+
 #: Reference clock of every trace polyprof records (CLOCK_MONOTONIC on Linux).
 now_ns = time.perf_counter_ns
-REFERENCE_CLOCK = "CLOCK_MONOTONIC"
 
 
 def wall_anchor() -> dict[str, int]:

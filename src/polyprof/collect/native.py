@@ -24,6 +24,7 @@ from typing import Any, Callable, ClassVar, TypeVar
 
 from ..errors import PluginError
 from ..trace.clock import ClockSync, retime
+from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .abi import (  # noqa: F401 - the ABI layer (collect/abi.py), re-exported
     _CANARY,
@@ -272,12 +273,14 @@ class NativePlugin(Plugin):
                                 "process": "helper" if self.remote else "in-process",
                                 "struct_size": self.handle.struct_size, "bytes": len(data),
                                 "clock": "session" if self.handle.clock_domain == CLOCK_SESSION else "own"}
-        if len(self._sync):
-            info["clock_sync"] = map_clock(trace, self._sync)
-        xs = trace.metadata.get("xspace", {})
+        fit = map_clock(trace, self._sync) if len(self._sync) else None
+        xs = trace.metadata.get(mkeys.XSPACE, {})
         info["xspace"] = {k: xs[k] for k in ("hostnames", "errors", "warnings") if k in xs}
         # The session's metadata (clock, source...) describes the merged trace, not this part.
-        trace.metadata = {"native_plugins": {self.name: info}}
+        trace.metadata = {mkeys.NATIVE_PLUGINS: {self.name: info}}
+        if fit is not None:  # the library's own clock, mapped onto the session's for each of its planes
+            for plane in {p.name for p in trace.planes}:
+                mkeys.record_fit(trace.metadata, plane, self.name, fit)
         return trace
 
     def close(self) -> None:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from .clock import REFERENCE_CLOCK, now_ns
+from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
     from .session import Session
@@ -45,7 +47,6 @@ def begin(inner: "Session", outer: "Session") -> None:
 def end(inner: "Session", outer: "Session") -> Trace:
     from ..formats import hostrecords as hosttrace
     from ..plugins.host import records
-    from .session import _empty_trace
 
     stop = now_ns()  # before the marker section closes: it belongs to the outer trace only
     sec = getattr(inner, "_nested_section", None)
@@ -54,17 +55,17 @@ def end(inner: "Session", outer: "Session") -> Trace:
     ctx = inner._ctx
     assert ctx is not None
     meta: dict[str, Any] = {
-        "clock": REFERENCE_CLOCK,
-        "session": {"start_ns": ctx.start_ns, "stop_ns": stop, **inner._info()},
-        "wall_anchor": ctx.wall_anchor,
-        "nested_in": {"start_ns": outer._ctx.start_ns if outer._ctx else None,
+        mkeys.CLOCK_NAME: REFERENCE_CLOCK,
+        mkeys.SESSION: {"start_ns": ctx.start_ns, "stop_ns": stop, **inner._info()},
+        mkeys.WALL_ANCHOR: ctx.wall_anchor,
+        mkeys.NESTED_IN: {"start_ns": outer._ctx.start_ns if outer._ctx else None,
                       "note": "host data only; device plugins' data is in the outer session's trace"},
-        "plugins": {"host": "ok"}, "plugin_errors": [], "warnings": [],
+        mkeys.PLUGINS: {"host": "ok"}, mkeys.PLUGIN_ERRORS: [], mkeys.WARNINGS: [],
     }
     host = _host(outer)
     if host is None:
-        meta["plugins"] = {}
-        return _empty_trace(meta)
+        meta[mkeys.PLUGINS] = {}
+        return TraceBuilder(meta).build()
     h = records(host.recorder, ctx.start_ns, stop, getattr(host, "sampler", None), since_ns=ctx.start_ns)
     trace = hosttrace.build(h, meta)
     trace.metadata.update(meta)

@@ -30,6 +30,7 @@ from .guard import Outcome, call_guarded, call_here
 from .options import NAMES, SessionOptions, make
 from .plugin import SessionContext
 from .registry import discover, is_target, load_target, resolve
+from ..trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -215,11 +216,11 @@ class Session:
         drv = self._driver
         windows = drv.end(end)
         out = take(trace, overlapping(trace, windows), counter_ranges=windows)
-        out.metadata["schedule"] = drv.summary()
+        out.metadata[mkeys.SCHEDULE] = drv.summary()
         if not windows:
             msg = (f"the schedule ({self.schedule.text()}) recorded no step: the program ended in step "
                    f"{drv.step}; nothing but the trace's layout is kept")
-            out.metadata.setdefault("warnings", []).append({"plugin": "session", "message": msg})
+            out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": msg})
             log.warning("polyprof: %s", msg)
         return out
 
@@ -230,7 +231,7 @@ class Session:
             return self.trace
         self._stopped = True
         if self._inert or os.getpid() != self._pid:  # a forked child's copy: not its session
-            self.trace = _empty_trace({"forked_child": True, "plugin_errors": [], "plugins": {}})
+            self.trace = _empty_trace({mkeys.FORKED_CHILD: True, mkeys.PLUGIN_ERRORS: [], mkeys.PLUGINS: {}})
             return self.trace
         with signals.deferred():  # SIGINT/SIGTERM now: delivered once the trace is saved
             if self._outer is not None:
@@ -336,19 +337,19 @@ class Session:
         ctx = self._ctx
         assert ctx is not None
         meta = {
-            "polyprof_version": _version(),
-            "clock": REFERENCE_CLOCK,
-            "session": {"start_ns": ctx.start_ns, "stop_ns": end, **self._info()},
-            "wall_anchor": ctx.wall_anchor,
-            "plugins": {**self.skipped, **{s.name: s.status for s in self._slots}},
-            "plugin_errors": list(self.errors),
-            "warnings": list(ctx.warnings),
+            mkeys.POLYPROF_VERSION: _version(),
+            mkeys.CLOCK_NAME: REFERENCE_CLOCK,
+            mkeys.SESSION: {"start_ns": ctx.start_ns, "stop_ns": end, **self._info()},
+            mkeys.WALL_ANCHOR: ctx.wall_anchor,
+            mkeys.PLUGINS: {**self.skipped, **{s.name: s.status for s in self._slots}},
+            mkeys.PLUGIN_ERRORS: list(self.errors),
+            mkeys.WARNINGS: list(ctx.warnings),
         }
         try:
             return identify(merge(parts, meta), rank=rank_from_env())
         except Exception as e:  # keep what merges; name the part that does not
             self._error("session", "merge", _describe(e))
-            meta["plugin_errors"] = list(self.errors)
+            meta[mkeys.PLUGIN_ERRORS] = list(self.errors)
             good = []
             for p in parts:
                 try:

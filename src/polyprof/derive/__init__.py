@@ -13,16 +13,17 @@ from .correlate import Correlation, correlate
 from .lines import derive_lines
 from .projection import LaunchIndex, Projection, project_rows, section_rows
 from .steps import Steps, find_steps
+from ..trace import metadata_keys as mkeys
 
 
 def derive(trace: Trace) -> Trace:
     """``trace`` plus its derived lines (idempotent: a derived trace is returned as is)."""
-    if trace.metadata.get("derived"):
+    if trace.metadata.get(mkeys.DERIVED):
         return trace
     lines = derive_lines(trace)
     corr = cache.correlation(trace)
-    lines.metadata["correlation"] = dict(corr.counts)
-    lines.metadata["derived"] = True
+    lines.metadata[mkeys.CORRELATION] = dict(corr.counts)
+    lines.metadata[mkeys.DERIVED] = True
     return trace.extend(lines)
 
 

@@ -25,6 +25,7 @@ from ..trace.sorting import lexsort, unique
 from . import cache
 from .intervals import innermost, run_starts
 from .projection import LaunchIndex, section_rows
+from ..trace import metadata_keys as mkeys
 
 _I64_MAX = np.iinfo(np.int64).max
 _SCOPED = re.compile(r"^[\w.\-]+(/[\w.\-]+)+(:[\w.\-]+)?$")
@@ -176,7 +177,7 @@ def derive_lines(trace: Trace) -> Trace:
         emit(keys.LINE_XLA_OPS, _stat_labels(trace, rows, XLA_OP_STATS), keys.HLO_OP)
         emit(keys.LINE_SOURCE, src_label[sel] if src_label is not None else None, keys.SOURCE)
     out = w.b.build()
-    out.metadata["derived_lines"] = counts
+    out.metadata[mkeys.DERIVED_LINES] = counts
     return out
 
 

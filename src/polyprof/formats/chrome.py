@@ -14,6 +14,7 @@ import numpy as np
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from .jsonfile import write_json
+from ..trace import metadata_keys as mkeys
 
 
 def _pids(trace: Trace) -> list[int]:
@@ -94,6 +95,6 @@ def to_chrome_events(trace: Trace) -> list[dict[str, Any]]:
 def write(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     doc = {"traceEvents": to_chrome_events(trace), "displayTimeUnit": "ns",
-           "otherData": {"origin_ns": trace.span_ns[0], "clock": trace.metadata.get("clock", ""),
+           "otherData": {"origin_ns": trace.span_ns[0], "clock": trace.metadata.get(mkeys.CLOCK_NAME, ""),
                          "producer": "polyprof"}}
     return write_json(doc, path)

@@ -12,7 +12,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..collect.clock import REFERENCE_CLOCK
+from ..trace.metadata_keys import REFERENCE_CLOCK
 from ..errors import TraceFormatError
 from ..trace.core import Trace
 from . import arrow_ipc

@@ -22,6 +22,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from .jsonfile import write_json
+from ..trace import metadata_keys as mkeys
 
 #: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).
 _ARG_NAMES = {keys.CORRELATION_ID: "correlation", keys.EXTERNAL_ID: "External id"}
@@ -35,9 +36,9 @@ _X_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME, Kind.CPU_OP, Ki
 
 def _wall_shift(trace: Trace) -> int:
     """ns to add to the trace's times to get wall-clock ns (0 if already wall)."""
-    if trace.metadata.get("clock") == "wall":
+    if trace.metadata.get(mkeys.CLOCK_NAME) == "wall":
         return 0
-    anchor = trace.metadata.get("wall_anchor")
+    anchor = trace.metadata.get(mkeys.SOURCE_WALL_ANCHOR)
     if isinstance(anchor, dict) and "mono_ns" in anchor and "wall_ns" in anchor:
         return int(anchor["wall_ns"]) - int(anchor["mono_ns"])
     return 0
@@ -136,18 +137,18 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
             name = trace.strings[nm]
             out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": t, "args": {name: v}})
     meta = trace.metadata
-    doc: dict[str, Any] = {"schemaVersion": meta.get("schemaVersion", 1),
+    doc: dict[str, Any] = {"schemaVersion": meta.get(mkeys.SCHEMA_VERSION, 1),
                            "deviceProperties": _device_properties(trace)}
-    dist = meta.get("distributedInfo")
+    dist = meta.get(mkeys.DISTRIBUTED_INFO)
     if not isinstance(dist, dict):
         dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
     if dist:
         doc["distributedInfo"] = dist
     doc["traceEvents"] = out
-    doc["traceName"] = str(meta.get("traceName") or (meta.get("source") or {}).get("path", "polyprof"))
+    doc["traceName"] = str(meta.get(mkeys.TRACE_NAME) or (meta.get(mkeys.FILE_SOURCE) or {}).get("path", "polyprof"))
     doc["displayTimeUnit"] = "ms"
     doc["baseTimeNanoseconds"] = base
-    doc["polyprof"] = {"clock": meta.get("clock", ""), "wall_shift_ns": shift}
+    doc["polyprof"] = {"clock": meta.get(mkeys.CLOCK_NAME, ""), "wall_shift_ns": shift}
     return doc
 
 
@@ -276,7 +277,7 @@ def _device_properties(trace: Trace) -> list[dict[str, Any]]:
         props.setdefault("name", p.name)
         out.append({"id": props.pop("id"), **props})
         seen.add(p.index)
-    for d in trace.metadata.get("deviceProperties") or []:
+    for d in trace.metadata.get(mkeys.DEVICE_PROPERTIES) or []:
         if isinstance(d, dict) and d.get("id") not in seen:
             out.append(d)
             seen.add(d.get("id"))

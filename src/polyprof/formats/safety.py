@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..errors import PolyprofError, TraceFormatError
+from ..trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof")
 
@@ -158,17 +159,17 @@ def _int64(v: Any) -> bool:
 
 #: metadata keys that code reads back, and what each must be to be read
 _KNOWN_METADATA = {
-    "wall_anchor": lambda v: isinstance(v, dict) and all(_int64(x) for x in v.values()),
-    "clock": lambda v: isinstance(v, str),
-    "title": lambda v: isinstance(v, str),
-    "warnings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-    "plugin_errors": lambda v: isinstance(v, list),
-    "xspace": lambda v: isinstance(v, dict),
-    "session": lambda v: isinstance(v, dict),
-    "source": lambda v: isinstance(v, (dict, str)),
-    "deviceProperties": lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
-    "baseTimeNanoseconds": _int64,
-    "clock_sync": lambda v: isinstance(v, dict),
+    mkeys.WALL_ANCHOR: lambda v: isinstance(v, dict) and all(_int64(x) for x in v.values()),
+    mkeys.CLOCK_NAME: lambda v: isinstance(v, str),
+    mkeys.TITLE: lambda v: isinstance(v, str),
+    mkeys.WARNINGS: lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    mkeys.PLUGIN_ERRORS: lambda v: isinstance(v, list),
+    mkeys.XSPACE: lambda v: isinstance(v, dict),
+    mkeys.SESSION: lambda v: isinstance(v, dict),
+    mkeys.FILE_SOURCE: lambda v: isinstance(v, (dict, str)),
+    mkeys.DEVICE_PROPERTIES: lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+    mkeys.BASE_TIME_NS: _int64,
+    mkeys.CLOCK_SYNC: lambda v: isinstance(v, dict),
 }
 
 
@@ -193,10 +194,10 @@ def _text(v: Any, n: int = 10_000) -> str:
 def clean_metadata(metadata: dict[str, Any]) -> list[str]:
     """Drop well-known metadata entries of the wrong type and turn values JSON cannot
     hold into text (in place); the names changed."""
-    props = metadata.get("deviceProperties")
+    props = metadata.get(mkeys.DEVICE_PROPERTIES)
     if isinstance(props, list):  # keep the devices described well enough to be matched by id
-        metadata["deviceProperties"] = [d for d in props if isinstance(d, dict) and _int64(d.get("id", 0))]
-    session = metadata.get("session")
+        metadata[mkeys.DEVICE_PROPERTIES] = [d for d in props if isinstance(d, dict) and _int64(d.get("id", 0))]
+    session = metadata.get(mkeys.SESSION)
     if isinstance(session, dict):  # the fields code reads back (trace.identity, clocks)
         for k, ok in (("pid", _int64), ("rank", _int64), ("start_ns", _int64), ("stop_ns", _int64),
                       ("hostname", lambda v: isinstance(v, str))):
@@ -210,7 +211,7 @@ def clean_metadata(metadata: dict[str, Any]) -> list[str]:
             metadata[k] = _text(v)
             bad.append(k)
     if bad:
-        metadata.setdefault("warnings", []).append(f"damaged metadata entries dropped or kept as text: {', '.join(bad)}")
+        metadata.setdefault(mkeys.WARNINGS, []).append(f"damaged metadata entries dropped or kept as text: {', '.join(bad)}")
     return bad
 
 

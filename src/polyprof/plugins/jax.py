@@ -30,6 +30,7 @@ import numpy as np
 from ..collect.clock import now_ns
 from ..collect.plugin import Availability, Plugin, SessionContext
 from ..errors import PluginError
+from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.stats import StatColumn
 
@@ -136,13 +137,13 @@ class JaxPlugin(Plugin):
             if len(rows) == 1:
                 r = rows[0]
                 lo_o.append(int(start[r])), lo_h.append(a), hi_o.append(int(end[r])), hi_h.append(b)
-        xs_meta = trace.metadata.get("xspace", {})
+        xs_meta = trace.metadata.get(mkeys.XSPACE, {})
         wall0 = xs_meta.get("profile_start_time_ns")
         anchor = self.ctx.wall_anchor
         wall_offset = None
         if wall0 is not None:  # xspace t=0 is wall time wall0; mono = wall - (wall_ns - mono_ns)
             wall_offset = int(wall0) - (anchor["wall_ns"] - anchor["mono_ns"])
-        info: dict[str, Any] = {"xspace_clock": trace.metadata.get("clock", "")}
+        info: dict[str, Any] = {"xspace_clock": trace.metadata.get(mkeys.CLOCK_NAME, "")}
         fit = None
         if lo_o:  # XProf's times are wall-clock based: the host's rate, an offset unless stepped
             fit = clock.fit_bounds(lo_o, lo_h, hi_o, hi_h, max_drift_ppm=0.0, method="traceme_bracket", warn=False)
@@ -171,18 +172,22 @@ class JaxPlugin(Plugin):
         drop = np.fromiter((isinstance(n, str) and n.startswith(_SYNC) for n in names), bool, len(names))
         trace = _without_rows(trace, drop) if drop.any() else trace
         env = next((p for p in trace.planes if p.name == "Task Environment"), None)
-        xs = dict(trace.metadata.get("xspace", {}))
-        meta: dict[str, Any] = {"clock_sync": {"jax": sync},
-                                "jax": {"xspace": {k: xs[k] for k in ("hostnames", "errors", "warnings",
+        xs = dict(trace.metadata.get(mkeys.XSPACE, {}))
+        meta: dict[str, Any] = {mkeys.CLOCK_SYNC: {},
+                                mkeys.JAX: {"xspace": {k: xs[k] for k in ("hostnames", "errors", "warnings",
                                                                        "profile_start_time_ns",
                                                                        "profile_stop_time_ns") if k in xs}}}
         if env is not None:
-            meta["jax"]["task_environment"] = {k: v for k, v in env.properties.items() if not isinstance(v, bytes)}
+            meta[mkeys.JAX]["task_environment"] = {k: v for k, v in env.properties.items() if not isinstance(v, bytes)}
         if kept:
-            meta["jax"]["xplane"] = kept
+            meta[mkeys.JAX]["xplane"] = kept
         for err in xs.get("errors", []):
             assert self.ctx is not None
             self.ctx.warn(self.name, f"jax.profiler: {err}")
+        fit = {**sync, "bound_ns": sync.get("bound_ns", math.inf if sync.get("uncertainty_ns") is None
+                                            else float(sync["uncertainty_ns"]))}
+        for plane in {p.name for p in trace.planes}:  # the XSpace's clock, mapped onto the session's
+            mkeys.record_fit(meta, plane, self.name, fit)
         trace.metadata = meta
         return trace
 

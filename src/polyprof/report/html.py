@@ -25,6 +25,7 @@ from ..outfile import write_file
 from ..trace.core import Trace
 from .memory_view import memory_view
 from .tables import Report, build
+from ..trace import metadata_keys as mkeys
 
 BINS = 600  # timeline resolution
 MAX_HOST_ROWS = 8
@@ -132,7 +133,7 @@ def page_data(report: Report) -> dict[str, Any]:
 
 
 def _title(trace: Trace) -> str:
-    src = trace.metadata.get("title") or trace.metadata.get("source") or ""
+    src = trace.metadata.get(mkeys.TITLE) or trace.metadata.get(mkeys.FILE_SOURCE) or ""
     if isinstance(src, dict):
         src = src.get("path") or src.get("file") or ""
     return Path(str(src)).name if src else "polyprof report"

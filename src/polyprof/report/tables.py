@@ -16,6 +16,7 @@ from ..analyze.clocks import unsynchronised
 from ..analyze.window import AUTO, WindowArg, label, view
 from ..derive import cache
 from ..trace.core import Trace
+from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,8 +50,8 @@ def build(trace: Trace, window: WindowArg = AUTO, columnar: bool = False) -> Rep
         "steps": len(steps), "step_source": steps.source, "window": label(trace, window),
         "correlation": dict(corr.counts),
         "unsynchronised": unsynchronised(trace),
-        "plugin_errors": list(trace.metadata.get("plugin_errors", [])),
-        "warnings": [str(w) for w in trace.metadata.get("warnings", []) or []],
+        "plugin_errors": list(trace.metadata.get(mkeys.PLUGIN_ERRORS, [])),
+        "warnings": [str(w) for w in trace.metadata.get(mkeys.WARNINGS, []) or []],
     }
     return Report(trace, tables, found, overview)
 

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from .core import Trace
+from . import metadata_keys as mkeys
 
 def hostname() -> str:
     """This machine's host name: ``socket.gethostname()``, which on POSIX is the
@@ -30,7 +31,7 @@ RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 def rank_of(metadata: dict[str, Any]) -> int | None:
     """The rank a trace's metadata names (``distributedInfo.rank``), or None."""
-    info = metadata.get("distributedInfo")
+    info = metadata.get(mkeys.DISTRIBUTED_INFO)
     if isinstance(info, dict):
         r = info.get("rank")
         if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
@@ -54,19 +55,19 @@ def identify(trace: Trace, label: str = "", host: str = "", pid: int = 0, rank: 
         return trace
     s = trace.sources[0]
     md = trace.metadata
-    session = md.get("session") if isinstance(md.get("session"), dict) else {}
+    session = md.get(mkeys.SESSION) if isinstance(md.get(mkeys.SESSION), dict) else {}
     if s.rank is None:
         s.rank = rank if rank is not None else rank_of(md)
         if s.rank is None and isinstance(session.get("rank"), int):
             s.rank = session["rank"]
     if not s.host:
-        hosts = md.get("xspace", {}).get("hostnames") if isinstance(md.get("xspace"), dict) else None
+        hosts = md.get(mkeys.XSPACE, {}).get("hostnames") if isinstance(md.get(mkeys.XSPACE), dict) else None
         s.host = host or str(session.get("hostname") or (hosts[0] if hosts else ""))
     if not s.pid:
         s.pid = int(pid or session.get("pid") or 0)
     if not s.label:
         s.label = label
-    anchor = md.get("wall_anchor")
+    anchor = md.get(mkeys.SOURCE_WALL_ANCHOR)
     if isinstance(anchor, dict) and "wall_ns" in anchor:
         s.clock.setdefault("wall_anchor", dict(anchor))
     return trace

@@ -16,6 +16,7 @@ from .deferred import DeferredArgs
 from .devices import device_planes
 from .flows import bind_flows
 from .progress import _Progress
+from ...trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
     from .collector import _Collector
@@ -156,8 +157,8 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
         if k not in ("traceEvents", "__list__"):
             meta[k] = v
     epoch_like = bool(base) or (len(ts) and int(np.median(ts)) > 10 ** 17)
-    meta["clock"] = "wall" if epoch_like or not len(ts) else "unknown"
-    meta["source"] = {"format": "kineto" if not top.get("__list__") else "chrome-json",
+    meta[mkeys.CLOCK_NAME] = "wall" if epoch_like or not len(ts) else "unknown"
+    meta[mkeys.FILE_SOURCE] = {"format": "kineto" if not top.get("__list__") else "chrome-json",
                       "path": str(col.path)}
     di = top.get("distributedInfo")
     if isinstance(di, dict):
@@ -173,9 +174,9 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     if col.unbound_flows:
         warnings.append(f"kineto: {col.unbound_flows} flow endpoints matched no event")
     if warnings:
-        meta["warnings"] = warnings
+        meta[mkeys.WARNINGS] = warnings
         for w in warnings:
             log.info("%s: %s", col.path, w)
     if col.other_meta:
-        meta["chrome_metadata_events"] = col.other_meta
+        meta[mkeys.CHROME_METADATA_EVENTS] = col.other_meta
     return meta

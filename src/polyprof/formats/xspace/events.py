@@ -114,7 +114,7 @@ class EventReader:
                           row0)
             plain = ~special
             st_idx, st_rows, codes, kind = st_idx[plain], st_rows[plain], codes[plain], kind[plain]
-        if len(codes):  # the XStat value kinds of each key, for metadata["xspace"]
+        if len(codes):  # the XStat value kinds of each key, for metadata[mkeys.XSPACE]
             pairs = unique(codes * 8 + kind)
             for code, k in zip((pairs // 8).tolist(), (pairs % 8).tolist()):
                 self.ev_kinds.setdefault(code, set()).add(N.VALUE_KINDS[k])

@@ -27,6 +27,7 @@ from . import decode, names as N, xla
 from .events import EventReader
 from .stats import int_stat, layout
 from .wire import check_planes, read_file
+from ...trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof")
 
@@ -180,17 +181,17 @@ class _SpaceReader:
             if k not in task_env:
                 continue
             if type(task_env[k]) is int and abs(task_env[k]) <= N.TIME_LIMIT_NS:
-                b.metadata["xspace"][f"{k}_ns"] = task_env[k]
+                b.metadata[mkeys.XSPACE][f"{k}_ns"] = task_env[k]
             else:
-                b.metadata.setdefault("warnings", []).append(f"Task Environment {k} {task_env.pop(k)!r} ignored: "
+                b.metadata.setdefault(mkeys.WARNINGS, []).append(f"Task Environment {k} {task_env.pop(k)!r} ignored: "
                                                              "not a time in ns")
         if self.ev.bad_flows:
-            b.metadata.setdefault("warnings", []).append(f"{self.ev.bad_flows} damaged flow stat(s) ignored")
+            b.metadata.setdefault(mkeys.WARNINGS, []).append(f"{self.ev.bad_flows} damaged flow stat(s) ignored")
         if not self.stored_meta:
-            b.metadata["clock"] = "xspace"
+            b.metadata[mkeys.CLOCK_NAME] = "xspace"
         trace = b.build()
         trace.stats.defer(lambda: stats.columns(None), stats.built, stats.has, stats.rows, stats.columns)
-        trace.metadata["xspace"]["alias_keys"] = list(stats.alias)
+        trace.metadata[mkeys.XSPACE]["alias_keys"] = list(stats.alias)
         if not self.stored_meta:
             xla.wall_anchor(trace, task_env)
         if self.producer != "polyprof":

@@ -35,6 +35,7 @@ from ...outfile import write_file
 from .encode import encode_events
 from .plane_writer import PlaneWriter, set_value
 from .written_stats import WrittenStats
+from ...trace import metadata_keys as mkeys
 
 
 @dataclass
@@ -62,10 +63,10 @@ def to_space(trace: Trace, hostname: str | None = None, compiled: bool = True) -
     host = hostname or _hostname(trace)
     if host:
         space.hostnames.append(host)
-    meta_x = trace.metadata.get("xspace", {}) if isinstance(trace.metadata.get("xspace"), dict) else {}
+    meta_x = trace.metadata.get(mkeys.XSPACE, {}) if isinstance(trace.metadata.get(mkeys.XSPACE), dict) else {}
     space.errors.extend(str(e) for e in meta_x.get("errors", []))
     space.warnings.extend(str(w) for w in meta_x.get("warnings", []))
-    for e in trace.metadata.get("plugin_errors", []) or []:
+    for e in trace.metadata.get(mkeys.PLUGIN_ERRORS, []) or []:
         space.errors.append(f"{e.get('plugin', '?')} {e.get('phase', '?')}: {e.get('error', '')}")
     plan, first, last = _plan(trace, meta_x, compiled)
     plane_names = written_names(trace.planes)
@@ -325,10 +326,10 @@ def _write_step_line(xp: Any, pw: PlaneWriter, spans: list[tuple[int, str, int, 
 
 def _wall_ns(trace: Trace, t: int) -> int | None:
     """Wall-clock ns of trace time ``t``, if the trace says how to know it."""
-    anchor = trace.metadata.get("wall_anchor")
+    anchor = trace.metadata.get(mkeys.SOURCE_WALL_ANCHOR)
     if isinstance(anchor, dict) and "wall_ns" in anchor and "mono_ns" in anchor:
         return int(anchor["wall_ns"]) + t - int(anchor["mono_ns"])
-    if trace.metadata.get("clock") == "wall" or t > 10**18:
+    if trace.metadata.get(mkeys.CLOCK_NAME) == "wall" or t > 10**18:
         return t
     return None
 
@@ -352,10 +353,10 @@ def _task_env_stats(xp: Any, pw: PlaneWriter, trace: Trace, first: int | None, l
 
 
 def _hostname(trace: Trace) -> str:
-    sess = trace.metadata.get("session")
+    sess = trace.metadata.get(mkeys.SESSION)
     if isinstance(sess, dict) and sess.get("hostname"):
         return str(sess["hostname"])
-    xs = trace.metadata.get("xspace")
+    xs = trace.metadata.get(mkeys.XSPACE)
     hosts = xs.get("hostnames") if isinstance(xs, dict) else None
     if hosts:
         return str(hosts[0])

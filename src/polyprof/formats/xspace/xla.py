@@ -11,6 +11,7 @@ import numpy as np
 from ...trace import keys
 from ...trace.core import Trace
 from .names import CAT_TRACEME
+from ...trace import metadata_keys as mkeys
 
 _FLOW_ID_MASK = (1 << 56) - 1
 
@@ -25,11 +26,11 @@ def wall_anchor(trace: Trace, task_env: dict[str, Any]) -> None:
     start, _ = trace.span_ns
     wall0 = task_env.get("profile_start_time")
     if trace.n_events and wall0 and 0 <= start < 10**15:  # relative times (< ~11 days)
-        trace.metadata["wall_anchor"] = {"mono_ns": 0, "wall_ns": int(wall0), "uncertainty_ns": 0}
-        trace.metadata["clock"] = "xspace (ns since profile_start_time)"
+        trace.metadata[mkeys.SOURCE_WALL_ANCHOR] = {"mono_ns": 0, "wall_ns": int(wall0), "uncertainty_ns": 0}
+        trace.metadata[mkeys.CLOCK_NAME] = "xspace (ns since profile_start_time)"
     elif trace.n_events and start > 10**18:  # absolute wall-clock ns
-        trace.metadata["wall_anchor"] = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
-        trace.metadata["clock"] = "xspace (wall-clock ns)"
+        trace.metadata[mkeys.SOURCE_WALL_ANCHOR] = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
+        trace.metadata[mkeys.CLOCK_NAME] = "xspace (wall-clock ns)"
 
 
 def xprof_flows(trace: Trace) -> None:

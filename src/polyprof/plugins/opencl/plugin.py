@@ -30,6 +30,7 @@ from ...collect.importhook import ImportHook
 from ...collect.plugin import Availability, Plugin, SessionContext
 from ...collect.signals import SavedDispositions
 from ...trace import keys
+from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 
@@ -314,7 +315,7 @@ class OpenCLPlugin(Plugin):
     def _collect(self) -> Trace:
         b = TraceBuilder()
         if not self._begun:  # the program never imported pyopencl
-            b.metadata["opencl"] = {"api_calls": 0, "device_events": 0, "pyopencl_imported": False}
+            b.metadata[mkeys.OPENCL] = {"api_calls": 0, "device_events": 0, "pyopencl_imported": False}
             return b.build()
         from . import calls
         from . import intercept as ic
@@ -339,7 +340,7 @@ class OpenCLPlugin(Plugin):
         self._memory_events(b, host, dev_index)
         linked = (dev_rows >= 0) & (host_rows >= 0)
         b.flows(host_rows[linked], dev_rows[linked], c.corr[linked], "ac2g")
-        b.metadata["opencl"] = {"api_calls": int(c.n), "device_events": int((dev_rows >= 0).sum()),
+        b.metadata[mkeys.OPENCL] = {"api_calls": int(c.n), "device_events": int((dev_rows >= 0).sum()),
                                 "incomplete": int(dt.incomplete.sum()), "unprofiled": int(dt.unprofiled),
                                 "queues_made_profiling": self.patcher.factory.forced if self.patcher.factory else 0}
         self.rec = ic.Recording()  # drop the event references
@@ -362,8 +363,8 @@ class OpenCLPlugin(Plugin):
 
     def _fits(self, b: TraceBuilder, c: calls.Calls, qkey: np.ndarray, qinfo: dict[int, dict[str, Any]],
               dt: calls.DeviceTimes) -> dict[int, ClockFit]:
-        """One device -> session clock fit per device (metadata["clock_sync"])."""
-        b.metadata["clock_sync"] = {}
+        """One device -> session clock fit per device (``mkeys.record_fit``)."""
+        b.metadata.setdefault(mkeys.CLOCK_SYNC, {})
         fits: dict[int, ClockFit] = {}
         qdev = {k: v["dev"] for k, v in qinfo.items()}
         dev_of_row = np.fromiter((qdev.get(k, -1) for k in qkey.tolist()), np.int64, c.n)
@@ -374,7 +375,7 @@ class OpenCLPlugin(Plugin):
             fit, meta = self._fit_device(dev, c.t0[sel], dt.ts[sel, 0], c.t1[sel])
             fits[di] = fit
             pname = keys.device_plane("OpenCL", di)
-            b.metadata["clock_sync"][pname] = meta
+            mkeys.record_fit(b.metadata, pname, self.name, meta)
             if not fit.consistent:
                 self.ctx.warn(self.name, f"{pname}: clock sync inconsistent: {fit.message}")
         return fits

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...collect.plugin import SessionContext
 from ...trace.core import Trace
+from ...trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:  # the clock service is imported once torch recorded (not by every session)
     from ...trace.clock import ClockFit
@@ -87,7 +88,7 @@ def wall_alignment(t: Trace, ctx: SessionContext | None) -> ClockFit:
     from ...trace import clock
 
     anchor = (ctx.wall_anchor if ctx is not None else None) or {}
-    base = t.metadata.get("baseTimeNanoseconds") or 0
+    base = t.metadata.get(mkeys.BASE_TIME_NS) or 0
     off = int(anchor.get("wall_ns", 0)) - int(anchor.get("mono_ns", 0))  # wall - session
     # the reader may keep times relative to baseTimeNanoseconds
     if t.n_events and base and int(t.start_ns.min()) < base // 2:

@@ -19,6 +19,7 @@ from ...trace.core import Trace
 from ...trace.vocabulary import PROFILER_STEP_PREFIX
 from .align import Capture, describe, fit_alignment, fit_pairs, wall_alignment
 from .memory import snap_to_sections
+from ...trace import metadata_keys as mkeys
 
 #: name of the ranges used to measure the Kineto <-> session clock offset
 SYNC_NAME = "polyprof::clock_sync"
@@ -65,9 +66,9 @@ def ingest_kineto(t: Trace, cap: Capture, mirrors: list[tuple[int, str, int, int
     _flows_and_counters(b, t, keep, rows, pmap, align)
     info = {"capture": cap.index, **describe(align, wall if align is not wall else None), "events": int(len(rows)),
             "dropped_section_copies": int(dropped_copies), "sync_markers": int(len(sync_rows))}
-    if t.metadata.get("warnings"):
-        b.metadata["warnings"] = [f"torch: {w}" for w in t.metadata["warnings"]]
-    b.metadata["torch"] = {k: v for k, v in t.metadata.items()
+    if t.metadata.get(mkeys.WARNINGS):
+        b.metadata[mkeys.WARNINGS] = [f"torch: {w}" for w in t.metadata[mkeys.WARNINGS]]
+    b.metadata[mkeys.TORCH] = {k: v for k, v in t.metadata.items()
                            if k in ("deviceProperties", "distributedInfo", "schemaVersion", "trace_id",
                                     "baseTimeNanoseconds", "displayTimeUnit", "host_name",
                                     "rank", "world_size", "backend")}

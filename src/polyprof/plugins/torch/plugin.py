@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import os
 import shutil
 import sys
@@ -42,9 +43,10 @@ from typing import Any
 from ...collect import recorder as rec_mod
 from ...collect.clock import now_ns
 from ...collect.plugin import Availability, Plugin, SessionContext
+from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
-from ...trace.merge import merge, merge_metadata
+from ...trace.merge import merge
 from .align import Capture, clock_summary
 from .hooks import ImportHook, Ranges, imported_torch
 
@@ -334,14 +336,15 @@ class TorchPlugin(Plugin):
                 cycles.append(info)
         finally:
             self._cleanup()
-        meta: dict[str, Any] = {"clock_sync": {"torch": clock_summary(cycles)}}
         if not parts:
-            b = TraceBuilder(meta)
-            return b.build()
-        if len(parts) == 1:  # one recording (the usual case): merging would only copy it
-            merge_metadata(parts[0].metadata, meta)
-            return parts[0]
-        return merge(parts, meta)
+            return TraceBuilder({mkeys.CLOCK_SYNC: {}}).build()
+        out = parts[0] if len(parts) == 1 else merge(parts)  # one recording (the usual case): no copy
+        summary = clock_summary(cycles)
+        aligned = [c for c in cycles if "method" in c]
+        fit = {**summary, "n": len(aligned), "bound_ns": float(summary.get("uncertainty_ns", math.inf))}
+        for plane in {p.name for p in out.planes}:  # torch's clock, mapped onto the session's
+            mkeys.record_fit(out.metadata, plane, self.name, fit)
+        return out
 
     # ------------------------------------------------------------------ used by the drop-in
     def new_capture(self) -> Capture:
