@@ -417,7 +417,7 @@ class _Run:
         return f"{len(data)} bytes, {len(space.planes)} plane(s), {n} events, every metadata id defined"
 
     def stop_race(self, inst: Any) -> str:
-        from .. import section
+        from .recorder import section
 
         halt = threading.Event()
         errors: list[str] = []

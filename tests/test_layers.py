@@ -1,0 +1,255 @@
+"""Import direction: the layer order written in docs/architecture.md, checked on every
+module's imports (top-level and in-function; ``if TYPE_CHECKING:`` imports are
+annotations only and not counted), with the short list of exceptions below; and no
+import cycle between modules, but the listed ones.
+
+The tests that the check itself works add an upward import (a temporary module in a
+copy of the tree, and an edge in a parsed graph) and a cycle, and see them caught."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+SRC = ROOT / "src" / "polyprof"
+DOC = ROOT / "docs" / "architecture.md"
+
+#: (importer, imported module) -> why this upward import stays, for now. Each entry must
+#: still be needed (test_every_exception_is_still_needed).
+UPWARD_EXCEPTIONS = {
+    ("polyprof.trace.core", "polyprof.formats.native_write"):
+        "Trace.save writes the native file: goes when writers leave formats/ (issue 27, floors)",
+    ("polyprof.formats.xprof_stats", "polyprof.analyze.common"):
+        "the XSpace writer adds XProf's kernel stats from analyses: moves beside report/ (issue 27)",
+    ("polyprof.formats.xprof_stats", "polyprof.analyze.devops"):
+        "the same writer's framework-op stats (issue 27, floors)",
+    ("polyprof.analyze.diff", "polyprof.ranks.traceset"):
+        "diff of two jobs: being rebuilt on the one job pipeline (issue 27, jobs)",
+    ("polyprof.analyze.diff", "polyprof.report.terminal"):
+        "diff's printing, to move to report/ (issue 27, tables)",
+    ("polyprof.ranks.traceset", "polyprof.store.manifest"):
+        "ranks and store: one job pipeline over rank sources replaces both (issue 27, jobs)",
+    ("polyprof.ranks.traceset", "polyprof.store.store"): "the same (issue 27, jobs)",
+    ("polyprof.ranks.traceset", "polyprof.store.rankfiles"): "the same (issue 27, jobs)",
+    ("polyprof.store.commands", "polyprof.cli.common"):
+        "store's commands take argparse's Namespace: move into cli/ (issue 27, jobs)",
+}
+
+#: import cycles (sets of modules) that stay, for now, and why
+CYCLE_EXCEPTIONS = {
+    frozenset({"polyprof.trace.core", "polyprof.trace.merge", "polyprof.trace.builder",
+               "polyprof.formats.native_write"}):
+        "Trace.extend / Trace.save call merge and the native writer, which build Traces",
+    frozenset({"polyprof.derive.cache", "polyprof.derive.correlate"}):
+        "the memo computes the correlation; correlate reads the memo's threads",
+    frozenset({"polyprof.analyze.frames", "polyprof.analyze.table"}):
+        "the Table type and its helpers: being made one module (issue 27, tables)",
+    frozenset({"polyprof.analyze.findings", "polyprof.analyze.memory_findings"}):
+        "the memory rules and the rule list (issue 27, tables)",
+    frozenset({"polyprof.ranks.prefetch", "polyprof.ranks.report", "polyprof.ranks.traceset"}):
+        "ranks' executor and report: one job pipeline replaces them (issue 27, jobs)",
+    frozenset({"polyprof.formats.kineto.build", "polyprof.formats.kineto.collector"}):
+        "the collector hands its columns to build, which reads the args' batches back",
+}
+
+
+# ------------------------------------------------------------------ the layer table
+def layers(doc: str | None = None) -> dict[str, int]:
+    """Package (or top-level module) -> its floor, from the ```layers block of
+    docs/architecture.md (lowest first)."""
+    text = DOC.read_text() if doc is None else doc
+    m = re.search(r"```layers\n(.*?)```", text, re.S)
+    assert m, "docs/architecture.md has no ```layers block"
+    out: dict[str, int] = {}
+    for i, line in enumerate(l for l in m.group(1).splitlines() if l.strip()):
+        _, _, names = line.partition(":")
+        for name in names.split("#")[0].split():
+            assert name not in out, f"{name} is on two floors"
+            out[name] = i
+    return out
+
+
+def unit(module: str) -> str:
+    """What a module's floor is looked up by: its package under polyprof (``trace``),
+    or the top-level module's name (``errors``), or ``polyprof`` for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+# ------------------------------------------------------------------ the import graph
+class Import:
+    def __init__(self, importer: str, imported: str, line: int, in_function: bool):
+        self.importer, self.imported, self.line, self.in_function = importer, imported, line, in_function
+
+    def __repr__(self) -> str:
+        where = "in a function" if self.in_function else "at the top"
+        return f"{self.importer}:{self.line} imports {self.imported} ({where})"
+
+
+def module_names(src: Path) -> set[str]:
+    """Every module of the tree: .py files, and compiled extensions (by their .c source)."""
+    out = set()
+    for p in [*src.rglob("*.py"), *src.rglob("*.c")]:
+        parts = list(p.relative_to(src.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out.add(".".join(parts))
+    return out
+
+
+def imports(src: Path = SRC) -> list[Import]:
+    """:func:`parse_imports`, of this tree parsed once per test run."""
+    if src != SRC:
+        return parse_imports(src)
+    if not _PARSED:
+        _PARSED.extend(parse_imports(SRC))
+    return list(_PARSED)
+
+
+_PARSED: list[Import] = []
+
+
+def parse_imports(src: Path) -> list[Import]:
+    """Every import of a polyprof module in the tree at ``src`` (the ``polyprof`` folder),
+    resolved to the module imported (``from .x import name`` -> ``..x``; ``from . import
+    mod`` -> ``.mod``), except those under ``if TYPE_CHECKING:``."""
+    mods = module_names(src)
+    out: list[Import] = []
+    for path in sorted(src.rglob("*.py")):
+        parts = list(path.relative_to(src.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts.pop()
+        me = ".".join(parts)
+        tree = ast.parse(path.read_text(), str(path))
+        skip: set[int] = set()
+        inside: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                inside.update(id(n) for n in ast.walk(node) if n is not node)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            found: list[str] = []
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = parts if is_pkg else parts[:-1]
+                    base = base[:len(base) - (node.level - 1)]
+                    target = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    target = node.module or ""
+                found = [f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names]
+            for name in found:
+                while name and name not in mods:  # polyprof.x.func -> polyprof.x
+                    name = name.rpartition(".")[0]
+                if name and name != me and name.split(".")[0] == "polyprof":
+                    out.append(Import(me, name, node.lineno, id(node) in inside))
+    return out
+
+
+def upward(edges: list[Import], floors: dict[str, int]) -> list[Import]:
+    """The imports of a higher floor by a lower one."""
+    return [e for e in edges if floors[unit(e.imported)] > floors[unit(e.importer)]]
+
+
+def cycles(edges: list[Import]) -> list[frozenset[str]]:
+    """The import cycles: strongly connected sets of two or more modules (Tarjan)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in edges:
+        graph[e.importer].add(e.imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(frozenset(comp))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return found
+
+
+# ------------------------------------------------------------------ the checks
+def test_every_package_has_a_floor():
+    floors = layers()
+    units = {unit(m) for m in module_names(SRC)}
+    assert units - set(floors) == set(), "add these to the ```layers block of docs/architecture.md"
+    assert set(floors) - units == set(), "the ```layers block names packages that do not exist"
+
+
+def test_no_lower_floor_imports_a_higher_one():
+    bad = [e for e in upward(imports(), layers()) if (e.importer, e.imported) not in UPWARD_EXCEPTIONS]
+    assert bad == [], "\n".join(map(repr, bad))
+
+
+def test_every_exception_is_still_needed():
+    edges = {(e.importer, e.imported) for e in imports()}
+    assert [k for k in UPWARD_EXCEPTIONS if k not in edges] == []
+    assert [sorted(c) for c in CYCLE_EXCEPTIONS if c not in set(cycles(imports()))] == []
+
+
+def test_no_import_cycle():
+    bad = [sorted(c) for c in cycles(imports()) if c not in CYCLE_EXCEPTIONS]
+    assert bad == []
+
+
+def test_an_added_upward_import_is_caught(tmp_path):
+    """A copy of the tree with one more module on the trace floor that imports the
+    report floor (in a function, where such imports hide): the check names it."""
+    tree = tmp_path / "polyprof"
+    shutil.copytree(SRC, tree, ignore=shutil.ignore_patterns("*.so", "__pycache__", "*_pb2.py", "*.html", "*.proto"))
+    (tree / "trace" / "upstairs.py").write_text("def f():\n    from ..report import terminal\n    return terminal\n")
+    bad = [e for e in upward(imports(tree), layers()) if (e.importer, e.imported) not in UPWARD_EXCEPTIONS]
+    assert [(e.importer, e.imported, e.in_function) for e in bad] == [
+        ("polyprof.trace.upstairs", "polyprof.report.terminal", True)]
+
+
+def test_an_upward_edge_in_a_parsed_graph_is_caught():
+    edges = imports()
+    floors = layers()
+    before = len(upward(edges, floors))
+    edges.append(Import("polyprof.derive.steps", "polyprof.analyze.steps", 1, False))
+    after = upward(edges, floors)
+    assert len(after) == before + 1 and after[-1].importer == "polyprof.derive.steps"
+
+
+def test_an_added_cycle_is_caught():
+    edges = imports()
+    edges.append(Import("polyprof.trace.keys", "polyprof.trace.metadata_keys", 1, True))
+    edges.append(Import("polyprof.trace.metadata_keys", "polyprof.trace.keys", 1, True))
+    assert frozenset({"polyprof.trace.keys", "polyprof.trace.metadata_keys"}) in cycles(edges)
