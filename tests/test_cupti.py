@@ -382,7 +382,7 @@ def test_session_converts_a_run_onto_the_session_clock(impl):
     md = tr.metadata["cupti"]
     assert md["implementation"] == impl and md["kernels"] == 300 and md["flows"] == 302, md
     assert md["nvtx_ranges"] == 1 and md["nvtx_marks"] == 1
-    fit = tr.metadata["clock_sync"]["/device:GPU:0"]
+    fit = tr.metadata["clock_sync"]["/device:GPU:0"]["cupti"]
     assert fit["consistent"] and fit["bound_ns"] < 200_000 and fit["samples"] >= 16, fit
     ev, s = tr.events, tr.strings
     cat = np.array(s, object)[ev["category"]]

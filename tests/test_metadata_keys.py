@@ -17,7 +17,9 @@ from polyprof.trace import metadata_keys as mk
 
 DATA = Path(__file__).parent / "data" / "traces"
 SRC = Path(__file__).parents[1] / "src" / "polyprof"
-TRACES = sorted([*DATA.glob("kineto/*.json.gz"), *DATA.glob("xspace/*.xplane.pb")])
+TRACES = sorted([*DATA.glob("kineto/*.json.gz"), *DATA.glob("xspace/*.xplane.pb"),
+                 *(DATA.parent / "nsys").glob("*.sqlite"), *(DATA.parent / "rocprof").glob("*.json*"),
+                 *(DATA.parent / "rocprof").glob("*.db")])
 
 
 def _document_keys(path: Path) -> set[str]:

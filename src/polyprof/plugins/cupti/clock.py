@@ -5,7 +5,7 @@ tries; eight at start, eight at stop, and one every ``interval_s`` in between fr
 daemon thread (so a long run's drift is pinned in the middle too). The fit
 (``trace/clock.py``: convex hull of the brackets) maps every CUPTI timestamp onto the
 session clock and says how far off it can be (``bound_ns``, recorded in
-``metadata["clock_sync"]``).
+``metadata["clock_sync"][plane]["cupti"]``).
 """
 
 from __future__ import annotations

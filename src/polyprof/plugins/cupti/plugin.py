@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from ...collect.plugin import Availability, Plugin, SessionContext
+from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from . import holder
@@ -229,7 +230,9 @@ class CuptiPlugin(Plugin):
                                      "raise options cupti.buffer_bytes")
         trace = conv.build()
         planes = [p.name for p in trace.planes if p.kind == "device"]
-        trace.metadata["clock_sync"] = {**{p: clock_meta for p in planes}, "cupti": clock_meta}
-        trace.metadata["cupti"] = {"implementation": self.implementation, "records": len(rec.kinds),
+        trace.metadata[mkeys.CLOCK_SYNC] = {}
+        for p in planes:  # the GPU clock, mapped onto the session's: keyed by plane, then plugin
+            mkeys.record_fit(trace.metadata, p, self.name, clock_meta)
+        trace.metadata[mkeys.CUPTI] = {"implementation": self.implementation, "records": len(rec.kinds),
                                    **conv.counts, "buffers": self._counts, "problems": self._problems}
         return trace
