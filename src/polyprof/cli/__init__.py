@@ -4,12 +4,13 @@ defines ``register(subparsers)``; add a command by adding a module to COMMANDS."
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import logging
 import sys
 
 from ..errors import PolyprofError
+from ..lowlevel import heap
+from ..lowlevel.exit import quick_exit
 
 COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo", "diff"]
 COMMANDS.append("convert")  # traces -> an on-disk store (issue 13)
@@ -62,7 +63,7 @@ def _version() -> str:
     return __version__
 
 
-#: commands whose start is a profiled program's start (cli/run.py): see :func:`_quick_start`
+#: commands whose start is a profiled program's start (cli/run.py): lowlevel.heap.quiet_start
 QUICK_START = {"run"}
 #: whether the garbage collector was on when :func:`main` began (restored when it returns)
 gc_was_enabled = True
@@ -71,31 +72,13 @@ gc_was_enabled = True
 def main(argv: list[str] | None = None) -> int:
     global gc_was_enabled
     argv = sys.argv[1:] if argv is None else list(argv)
-    gc_was_enabled = gc.isenabled()
+    gc_was_enabled = heap.collector_on()
     if command_of(argv) in QUICK_START:
-        _quick_start()
+        heap.quiet_start()
     try:
         return _main(argv)
     finally:
-        if gc_was_enabled:
-            gc.enable()
-
-
-def _quick_start() -> None:
-    """What every `polyprof run` pays before the program starts, made smaller
-    (bench/run_cost.py; docs/benchmarks.md):
-
-    * the garbage collector is off while polyprof starts: its ~37k long-lived
-      objects (NumPy's, the plugins', the modules they import) made the collections
-      during the start cost ~4 ms; `run` freezes them and turns the collector back on
-      just before the program starts (cli/run.py), as the ``gc`` module documents for
-      fork servers (disable early, freeze, enable);
-    * NumPy is imported first, before the CLI's parser and polyprof's modules: the
-      same import made later in the start cost 10-20 ms more (wall and CPU, 15 paired
-      rounds on the 2-vCPU machine; ~11 ms with OpenBLAS on one thread). Every run
-      imports it anyway (the trace's columns)."""
-    gc.disable()
-    import numpy  # noqa: F401
+        heap.restore_collector(gc_was_enabled)
 
 
 def _main(argv: list[str]) -> int:
@@ -111,7 +94,7 @@ def _main(argv: list[str]) -> int:
     try:
         rc = int(args.func(args) or 0)
         if args.command in READ_ONLY:
-            gc.freeze()  # done: interpreter shutdown need not walk the analysed heap (~0.1 s)
+            heap.freeze_for_exit()
         return rc
     except BrokenPipeError:
         return 0
@@ -125,31 +108,14 @@ def _main(argv: list[str]) -> int:
 
 def entry() -> None:
     """The ``polyprof`` command (console script and ``python -m polyprof``): :func:`main`;
-    then, after :data:`QUICK_EXIT` commands, the exit handlers run and the process ends
-    without the interpreter's teardown, which frees every object of the analysed heap
-    one by one (about 20 ms of CPU after a summary of 8 ranks, against 8 ms for the
-    process to end). ``main()`` called in a program returns as usual."""
+    then, after :data:`QUICK_EXIT` commands, :func:`polyprof.lowlevel.exit.quick_exit`.
+    ``main()`` called in a program returns as usual."""
     argv = sys.argv[1:]
     rc = main(argv)
     if command_of(argv) in QUICK_EXIT:
-        import atexit
-        import os
+        from .common import error_line
 
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:  # a reader gone: nothing more to write
-            pass
-        except OSError as e:  # e.g. a full disk: the output is incomplete
-            from .common import error_line
-
-            print(error_line(e), file=sys.stderr)
-            rc = rc or 1
-        try:
-            sys.stderr.flush()
-        except OSError:
-            pass
-        atexit._run_exitfuncs()  # logging's flush, temporary folders, worker pools
-        os._exit(rc)
+        quick_exit(rc, lambda e: print(error_line(e), file=sys.stderr))
     sys.exit(rc)
 
 

@@ -12,7 +12,6 @@ its exit code and writes nothing: the trace is the parent's.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import runpy
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..collect.session import Session
+from ..lowlevel import heap
 from ..collect import options
 from .common import add_plugin_target_arg, plugin_list, print_summary
 
@@ -152,20 +152,11 @@ def session_options(args: argparse.Namespace) -> options.SessionOptions:
 
 
 def _freeze_what_polyprof_made() -> None:
-    """Move every object made so far (polyprof's, NumPy's and the other modules' it
-    imported: about 37k tracked objects) out of the garbage collector's sight, just before the
-    program starts (``gc.freeze``), and turn the collector back on if it was on when the
-    command began (the ``polyprof`` command starts `run` with it off: cli/__init__.py).
-    Those objects live until the process ends anyway; the interpreter's shutdown no
-    longer walks them in its last collections (7-12 ms of every run, about the whole of
-    NumPy's exit cost). What the program makes is collected, and finalized at its exit,
-    as under plain ``python``. (The pattern the ``gc`` module documents for fork
-    servers: disable early, freeze, enable.)"""
+    """Just before the program starts: lowlevel.heap.freeze_before_program (the
+    ``polyprof`` command started `run` with the collector off: cli/__init__.py)."""
     from . import gc_was_enabled
 
-    gc.freeze()
-    if gc_was_enabled:
-        gc.enable()
+    heap.freeze_before_program(gc_was_enabled)
 
 
 def _report_written(session: Session, n_events: int) -> None:

@@ -29,11 +29,11 @@ The stages, one module each (Perfetto's tokenizer/parser split):
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from typing import Any
 
 from ...errors import TraceFormatError
+from ...lowlevel.heap import collector_paused
 from ...trace.core import Trace
 from ..safety import check_events, clean_metadata, guarded
 from . import slicing
@@ -58,26 +58,23 @@ def load(path: str | Path, progress: bool = False) -> Trace:
         raise TraceFormatError(path, "empty file")
     bar = _Progress(progress, path, src_size)
     # parsed JSON makes no reference cycles: the cyclic GC would only re-scan the many
-    # short-lived dicts of every slice, which costs a good share of the load time
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
-        top: dict[str, Any] = {}
-        col = _Collector(path)
-        seen = 0
-        for events in _event_slices(path, _Source(path, bar, slicing.CHUNK_BYTES).blocks(), top):
-            seen += len(events)
-            check_events(path, seen)
-            col.add(events)
-            del events
-        trace = col.finish(top, bar)
-        clean_metadata(trace.metadata)
-        return trace
-    except MemoryError:
-        raise TraceFormatError(path, "not enough memory to read this trace") from None
-    except RecursionError:
-        raise TraceFormatError(path, "invalid JSON: nested too deeply") from None
-    finally:
-        if gc_was_on:
-            gc.enable()
-        bar.stop()
+    # short-lived dicts of every slice
+    with collector_paused():
+        try:
+            top: dict[str, Any] = {}
+            col = _Collector(path)
+            seen = 0
+            for events in _event_slices(path, _Source(path, bar, slicing.CHUNK_BYTES).blocks(), top):
+                seen += len(events)
+                check_events(path, seen)
+                col.add(events)
+                del events
+            trace = col.finish(top, bar)
+            clean_metadata(trace.metadata)
+            return trace
+        except MemoryError:
+            raise TraceFormatError(path, "not enough memory to read this trace") from None
+        except RecursionError:
+            raise TraceFormatError(path, "invalid JSON: nested too deeply") from None
+        finally:
+            bar.stop()

@@ -13,7 +13,6 @@ was checked at load (UTF-8, numbers in range), so nothing here can fail on it.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 import threading
@@ -26,6 +25,7 @@ import msgspec
 import numpy as np
 
 from .. import kineto_memory
+from ...lowlevel.heap import collector_paused
 from ...trace.stats import StatColumn, merge_columns
 from .args import _ARG_KEYS, _EAGER_NAMES, _typed_stat, arg_names
 from .events import _DECODE_ANY
@@ -115,13 +115,8 @@ class DeferredArgs:
     def columns(self, keys: Collection[str] | None, skip: Collection[str] = ()) -> dict[str, StatColumn]:
         """The columns of ``keys`` (None: every key but those in ``skip``), typed as the
         eager reader typed them (one part per batch and arg name, then E events' parts)."""
-        gc_was_on = gc.isenabled()
-        gc.disable()  # the decoded values make no reference cycles (as in the load)
-        try:
+        with collector_paused():  # the decoded values make no reference cycles (as in the load)
             return _fresh_stack(lambda: self._columns(keys, skip))
-        finally:
-            if gc_was_on:
-                gc.enable()
 
     def _columns(self, keys: Collection[str] | None, skip: Collection[str]) -> dict[str, StatColumn]:
         names = None if keys is None else {n for k in keys for n in arg_names(k)}

@@ -1,0 +1,25 @@
+"""Speed tricks that act on the interpreter itself, in one place, each kept because it
+pays on real use (figures: docs/benchmarks.md, "Interpreter tricks").
+
+* :func:`heap.collector_paused` — the cyclic garbage collector off while a reader
+  makes millions of short-lived objects that form no cycles (decoded JSON of Kineto
+  files and their args): otherwise each collection re-scans them.
+* :func:`heap.quiet_start` — ``polyprof run``'s start with the collector off, NumPy
+  imported first; :func:`heap.freeze_before_program` moves what polyprof made out of
+  the collector's sight just before the profiled program starts and turns the
+  collector back on (the pattern the ``gc`` module documents for fork servers:
+  disable early, freeze, enable), so the program's own collections and the
+  interpreter's exit do not walk polyprof's objects.
+* :func:`heap.freeze_for_exit` — a read-only command done: the interpreter's
+  shutdown need not walk the analysed heap.
+* :func:`exit.quick_exit` — after a command whose every output is closed (a summary,
+  a report), the exit handlers run and the process ends without the interpreter's
+  teardown, which frees every object of the analysed heap one by one.
+
+What a program profiled by ``polyprof run`` sees of these: the frozen objects are not
+in ``gc.get_objects()`` and ``gc.get_freeze_count()`` is not 0 (docs/architecture.md).
+Nothing here is a benchmark-only path: each trick runs on every ``polyprof`` command of
+its kind. The compiled fast paths (``_fastsection``, ``_gather``, ``_args``, ``_wire``,
+``_profinfo``) sit next to the Python they replace, each with its pure-Python twin
+(``POLYPROF_PURE_PYTHON=1``).
+"""
