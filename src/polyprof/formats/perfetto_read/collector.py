@@ -41,8 +41,21 @@ _PHASES = {ord("B"): BEGIN, ord("E"): END, ord("X"): COMPLETE, ord("I"): INSTANT
            ord("n"): INSTANT, ord("R"): INSTANT}
 _COMPUTE_STAGE = 2  # InternedGpuRenderStageSpecification.RenderStageCategory.COMPUTE
 _SCOPE_PROCESS = 2  # LegacyEvent.InstantEventScope.SCOPE_PROCESS
-#: a track event's thread time and instruction count: (oneof, counter name, scale)
-_THREAD_COUNTERS = (("thread_time", "thread_time", 1000), ("thread_instruction_count", "thread_instruction_count", 1))
+# field numbers (trace.proto): TracePacket
+_P_TIMESTAMP, _P_CLOCK, _P_SEQ, _P_FLAGS, _P_CLEARED, _P_DROPPED = 8, 58, 10, 13, 41, 42
+_P_INTERNED, _P_DEFAULTS, _P_TRACK_EVENT, _P_DESCRIPTOR, _P_PROCESS, _P_THREAD = 12, 59, 11, 60, 43, 44
+_P_CLOCKS, _P_TREE, _P_RENDER_STAGE, _P_GPU_COUNTERS = 6, 2, 53, 52
+# TrackEvent
+_TE_TYPE, _TE_TRACK, _TE_NAME_IID, _TE_NAME, _TE_CATEGORY_IIDS, _TE_CATEGORIES = 9, 11, 10, 23, 3, 22
+_TE_COUNTER, _TE_DOUBLE_COUNTER, _TE_ANNOTATIONS, _TE_LEGACY, _TE_DELTA_US, _TE_ABSOLUTE_US = 30, 44, 4, 6, 1, 16
+_TE_EXTRA_TRACKS, _TE_EXTRA_VALUES, _TE_EXTRA_DOUBLE_TRACKS, _TE_EXTRA_DOUBLES = 31, 12, 45, 46
+#: flow id fields: (number, per-sequence ids, terminating)
+_FLOW_FIELDS = ((47, False, 0), (48, False, 1), (36, True, 0), (42, True, 1))
+#: a track event's thread time and instruction count: ((delta, absolute), counter name, scale)
+_THREAD_COUNTERS = (((2, 17), "thread_time", 1000), ((8, 20), "thread_instruction_count", 1))
+# DebugAnnotation
+_DA_NAME_IID, _DA_NAME, _DA_STRING_IID, _DA_DICT, _DA_ARRAY = 1, 10, 17, 11, 12
+_DA_KINDS = {2: "b", 3: "u", 4: "i", 5: "f", 7: "u", 9: "s", 6: "s"}
 
 
 class Collector:
@@ -105,63 +118,65 @@ class Collector:
         self._fresh()
 
     def packet(self, p: Any) -> None:
-        seq_id = p.trusted_packet_sequence_id
+        # the set fields by number, in one call (cheaper than asking for each field)
+        f = {fd.number: v for fd, v in p.ListFields()}
+        seq_id = f.get(_P_SEQ, 0)
         s = self.seqs.get(seq_id)
         if s is None:
             s = self.seqs[seq_id] = Sequence(seq_id)
-        flags = p.sequence_flags
-        if flags & SEQ_INCREMENTAL_STATE_CLEARED or p.incremental_state_cleared:
+        flags = f.get(_P_FLAGS, 0)
+        if flags & SEQ_INCREMENTAL_STATE_CLEARED or f.get(_P_CLEARED):
             s.reset()
-        elif p.previous_packet_dropped:
+        elif f.get(_P_DROPPED):
             s.valid = False
         if flags & SEQ_NEEDS_INCREMENTAL_STATE and not s.valid:
             self.skip("packets needing incremental state lost with a dropped packet")
             return
-        if p.HasField("trace_packet_defaults"):
-            s.defaults(p.trace_packet_defaults)
-        if p.HasField("interned_data"):
-            s.intern(p.interned_data, self.b.intern)
-        if p.HasField("clock_snapshot"):
-            self.clocks.snapshot(p.clock_snapshot, seq_id)
-        if p.HasField("track_event"):
-            self.track_event(p, s)
-        elif p.HasField("track_descriptor"):
-            self.tracks.describe(p.track_descriptor)
-        elif p.HasField("thread_descriptor"):
-            t = p.thread_descriptor
+        if _P_DEFAULTS in f:
+            s.defaults(f[_P_DEFAULTS])
+        if _P_INTERNED in f:
+            s.intern(f[_P_INTERNED], self.b.intern)
+        if _P_CLOCKS in f:
+            self.clocks.snapshot(f[_P_CLOCKS], seq_id)
+        te = f.get(_P_TRACK_EVENT)
+        if te is not None:
+            self.track_event(f, te, s)
+        elif _P_DESCRIPTOR in f:
+            self.tracks.describe(f[_P_DESCRIPTOR])
+        elif _P_THREAD in f:
+            t = f[_P_THREAD]
             s.thread = (t.pid, t.tid)
             s.last_us = t.reference_timestamp_us
             self.tracks.thread(t.pid, t.tid, t.thread_name)
-        elif p.HasField("process_descriptor"):
-            d = p.process_descriptor
+        elif _P_PROCESS in f:
+            d = f[_P_PROCESS]
             self.tracks.process(d.pid, d.process_name or (d.cmdline[0] if d.cmdline else ""), list(d.process_labels))
-        elif p.HasField("process_tree"):
-            for pr in p.process_tree.processes:
+        elif _P_TREE in f:
+            for pr in f[_P_TREE].processes:
                 self.tracks.process(pr.pid, pr.cmdline[0] if pr.cmdline else "", [], weak=True)
-            for th in p.process_tree.threads:
+            for th in f[_P_TREE].threads:
                 self.tracks.thread(th.tgid, th.tid, th.name, weak=True)
-        elif p.HasField("gpu_render_stage_event"):
-            self.render_stage(p, s)
-        elif p.HasField("gpu_counter_event"):
-            self.gpu_counters(p, s)
+        elif _P_RENDER_STAGE in f:
+            self.render_stage(f, f[_P_RENDER_STAGE], s)
+        elif _P_GPU_COUNTERS in f:
+            self.gpu_counters(f, f[_P_GPU_COUNTERS], s)
 
-    def _time(self, p: Any, s: Sequence) -> tuple[int, int]:
-        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else s.clock
-        return self.clocks.resolve(clock, p.timestamp, s.id)
+    def _time(self, f: dict[int, Any], s: Sequence) -> tuple[int, int]:
+        return self.clocks.resolve(f.get(_P_CLOCK, s.clock), f.get(_P_TIMESTAMP, 0), s.id)
 
     # ------------------------------------------------------------------ track events
-    def track_event(self, p: Any, s: Sequence) -> None:
-        te = p.track_event
-        kind = te.type
+    def track_event(self, f: dict[int, Any], te: Any, s: Sequence) -> None:
+        t = {fd.number: v for fd, v in te.ListFields()}
+        kind = t.get(_TE_TYPE, 0)
         dur = 0
-        legacy = te.legacy_event if te.HasField("legacy_event") else None
-        if p.HasField("timestamp"):
-            clock, ts = self._time(p, s)
-        elif te.HasField("timestamp_delta_us") or te.HasField("timestamp_absolute_us"):
-            if te.HasField("timestamp_delta_us"):
-                s.last_us += te.timestamp_delta_us
+        legacy = t.get(_TE_LEGACY)
+        if _P_TIMESTAMP in f:
+            clock, ts = self._time(f, s)
+        elif _TE_DELTA_US in t or _TE_ABSOLUTE_US in t:
+            if _TE_DELTA_US in t:
+                s.last_us += t[_TE_DELTA_US]
             else:
-                s.last_us = te.timestamp_absolute_us
+                s.last_us = t[_TE_ABSOLUTE_US]
             clock, ts = self.clocks.resolve(s.clock, s.last_us * 1000, s.id)
         else:
             self.skip("track events without a timestamp")
@@ -173,27 +188,26 @@ class Collector:
             if not kind:
                 self.skip("track events of no type (or a legacy phase not read)")
                 return
-        track = self._track(te, legacy, s)
-        if te.extra_counter_values:
-            self._extra(te.extra_counter_track_uuids or s.extra_counters, te.extra_counter_values, ts, clock, s)
-        if te.extra_double_counter_values:
-            self._extra(te.extra_double_counter_track_uuids or s.extra_doubles, te.extra_double_counter_values,
-                        ts, clock, s)
-        for field, counter, scale in _THREAD_COUNTERS:
-            which = te.WhichOneof(field)
-            if which is not None:
-                code = self.tracks.child_counter(track, counter)
-                v = getattr(te, which) * scale
-                if which.endswith("delta") or which.endswith("delta_us"):
-                    v += s.counters.get(code, 0)
-                s.counters[code] = v
-                self._counter(code, ts, clock, v)
+        track = self._track(t, legacy, s)
+        if _TE_EXTRA_VALUES in t:
+            self._extra(t.get(_TE_EXTRA_TRACKS) or s.extra_counters, t[_TE_EXTRA_VALUES], ts, clock, s)
+        if _TE_EXTRA_DOUBLES in t:
+            self._extra(t.get(_TE_EXTRA_DOUBLE_TRACKS) or s.extra_doubles, t[_TE_EXTRA_DOUBLES], ts, clock, s)
+        for numbers, counter, scale in _THREAD_COUNTERS:
+            for number in numbers:
+                if number in t:
+                    code = self.tracks.child_counter(track, counter)
+                    v = t[number] * scale
+                    if number == numbers[0]:  # a delta
+                        v += s.counters.get(code, 0)
+                    s.counters[code] = v
+                    self._counter(code, ts, clock, v)
         if kind == _TYPE_COUNTER:
-            which = te.WhichOneof("counter_value_field")
-            if which is None:
+            value = t.get(_TE_COUNTER, t.get(_TE_DOUBLE_COUNTER))
+            if value is None:
                 self.skip("counter events without a value")
                 return
-            self._counter(track, ts, clock, self._running(track, getattr(te, which), s))
+            self._counter(track, ts, clock, self._running(track, value, s))
             return
         if kind not in (BEGIN, END, INSTANT, COMPLETE):
             self.skip(f"track events of type {kind}")
@@ -208,60 +222,56 @@ class Collector:
         if kind == END:  # its flows belong to the slice it closes (build.py)
             self.name.append(0)
             self.cat.append(0)
-            self._flows(te, legacy, s, row)
+            self._flows(t, legacy, s, row)
             return
-        which = te.WhichOneof("name_field")
-        if which == "name_iid":
-            name = s.names.get(te.name_iid)
+        if _TE_NAME_IID in t:
+            name = s.names.get(t[_TE_NAME_IID])
             if name is None:
-                name = self.b.intern(f"<name iid {te.name_iid} not interned>")
+                name = self.b.intern(f"<name iid {t[_TE_NAME_IID]} not interned>")
                 self.skip("event names not interned on their sequence (named by iid)")
-        elif which == "name":
-            name = self.b.intern(te.name)
+        elif _TE_NAME in t:
+            name = self.b.intern(t[_TE_NAME])
         elif legacy is not None and legacy.name_iid:
             name = s.names.get(legacy.name_iid, self.b.intern(""))
         else:
             name = self.b.intern("")
         self.name.append(name)
-        if te.category_iids:
-            ids = [s.cats.get(i) for i in te.category_iids]
+        if _TE_CATEGORY_IIDS in t:
+            ids = [s.cats.get(i) for i in t[_TE_CATEGORY_IIDS]]
             cat = ids[0] if len(ids) == 1 and ids[0] is not None else \
                 self.b.intern(",".join(self.b.strings[i] if i is not None else "" for i in ids))
-        elif te.categories:
-            cat = self.b.intern(",".join(te.categories))
+        elif _TE_CATEGORIES in t:
+            cat = self.b.intern(",".join(t[_TE_CATEGORIES]))
         else:
             cat = self.b.intern("")
         self.cat.append(cat)
-        if te.debug_annotations:
-            for a in te.debug_annotations:
+        if _TE_ANNOTATIONS in t:
+            for a in t[_TE_ANNOTATIONS]:
                 self._annotation(a, s, row, "")
-        self._flows(te, legacy, s, row)
+        self._flows(t, legacy, s, row)
 
-    def _flows(self, te: Any, legacy: Any, s: Sequence, row: int) -> None:
-        if te.flow_ids or te.terminating_flow_ids or te.flow_ids_old or te.terminating_flow_ids_old:
-            fl = self.flows
-            for f in te.flow_ids:
-                fl += (0, _signed(f), row, 0)
-            for f in te.terminating_flow_ids:
-                fl += (0, _signed(f), row, 1)
-            for f in te.flow_ids_old:
-                fl += (s.id + 1, _signed(f), row, 0)
-            for f in te.terminating_flow_ids_old:
-                fl += (s.id + 1, _signed(f), row, 1)
+    def _flows(self, t: dict[int, Any], legacy: Any, s: Sequence, row: int) -> None:
+        fl = self.flows
+        for number, space, term in _FLOW_FIELDS:
+            if number in t:
+                sp = s.id + 1 if space else 0
+                for fid in t[number]:
+                    fl += (sp, _signed(fid), row, term)
         if legacy is not None and legacy.HasField("bind_id"):
             # a legacy flow (FlowDirection: 1 in, 2 out, 3 both); the bind id links them
-            self.flows += (-1, _signed(legacy.bind_id), row, 1 if legacy.flow_direction == 1 else 0)
+            fl += (-1, _signed(legacy.bind_id), row, 1 if legacy.flow_direction == 1 else 0)
 
-    def _track(self, te: Any, legacy: Any, s: Sequence) -> int:
+    def _track(self, t: dict[int, Any], legacy: Any, s: Sequence) -> int:
         """The track of an event: pid/tid overrides, else its track uuid, else (for a
         legacy event without a type) its legacy scope, else the sequence's default track,
         else the sequence's thread, else the default track (uuid 0)."""
-        untyped = legacy is not None and not te.type
+        untyped = legacy is not None and not t.get(_TE_TYPE)
         if legacy is not None and legacy.HasField("tid_override"):
             pid = legacy.pid_override if legacy.HasField("pid_override") else self._pid(s)
             return self.tracks.thread(pid or 0, legacy.tid_override, "")
-        if te.HasField("track_uuid") and not (untyped and te.track_uuid == 0):
-            return self.tracks.of_uuid(te.track_uuid)
+        uuid = t.get(_TE_TRACK)
+        if uuid is not None and not (untyped and uuid == 0):
+            return self.tracks.of_uuid(uuid)
         if untyped and legacy.instant_event_scope == _SCOPE_PROCESS:
             return self.tracks.process_track(self._pid(s) or 0)
         if s.track is not None and not untyped:
@@ -297,30 +307,30 @@ class Collector:
             self._counter(code, ts, clock, self._running(code, v, s))
 
     def _annotation(self, a: Any, s: Sequence, row: int, prefix: str) -> None:
-        which = a.WhichOneof("name_field")
-        key = s.anames.get(a.name_iid, f"<annotation iid {a.name_iid}>") if which == "name_iid" else a.name
+        key, kind, value = "", "", None
+        nested = None
+        for fd, v in a.ListFields():
+            n = fd.number
+            if n == _DA_NAME_IID:
+                key = s.anames.get(v, f"<annotation iid {v}>")
+            elif n == _DA_NAME:
+                key = v
+            elif n in _DA_KINDS:
+                kind, value = _DA_KINDS[n], v
+            elif n == _DA_STRING_IID:
+                kind, value = "s", s.values.get(v, "")
+            elif n in (_DA_DICT, _DA_ARRAY):
+                nested = (n, v)
         if prefix:
             key = f"{prefix}.{key}" if key else prefix
-        v = a.WhichOneof("value")
-        if v is None:
-            if a.dict_entries:
-                for e in a.dict_entries:
+        if kind:
+            self._stat(key, kind, row, value)
+        elif nested is not None:
+            if nested[0] == _DA_DICT:
+                for e in nested[1]:
                     self._annotation(e, s, row, key)
-            elif a.array_values:
-                self._stat(key, "s", row, orjson.dumps([_plain(x, s) for x in a.array_values]).decode())
-            return
-        if v == "string_value_iid":
-            self._stat(key, "s", row, s.values.get(a.string_value_iid, ""))
-        elif v in ("string_value", "legacy_json_value"):
-            self._stat(key, "s", row, getattr(a, v))
-        elif v == "int_value":
-            self._stat(key, "i", row, a.int_value)
-        elif v in ("uint_value", "pointer_value"):
-            self._stat(key, "u", row, getattr(a, v))
-        elif v == "double_value":
-            self._stat(key, "f", row, a.double_value)
-        elif v == "bool_value":
-            self._stat(key, "b", row, a.bool_value)
+            else:
+                self._stat(key, "s", row, orjson.dumps([_plain(x, s) for x in nested[1]]).decode())
 
     def _stat(self, key: str, kind: str, row: int, value: Any) -> None:
         e = self.st.get((key, kind))
@@ -330,10 +340,9 @@ class Collector:
         e[1].append(value)
 
     # ------------------------------------------------------------------ GPU messages
-    def render_stage(self, p: Any, s: Sequence) -> None:
+    def render_stage(self, f: dict[int, Any], g: Any, s: Sequence) -> None:
         """A ``GpuRenderStageEvent``: a complete slice on its GPU's hardware queue."""
-        g = p.gpu_render_stage_event
-        clock, ts = self._time(p, s)
+        clock, ts = self._time(f, s)
         queue = s.specs.get(g.hw_queue_iid, (f"queue {g.hw_queue_id}", 0))[0] if g.HasField("hw_queue_iid") \
             else f"queue {g.hw_queue_id}"
         stage_name, category = s.specs.get(g.stage_iid, (f"stage {g.stage_id}", 0)) if g.HasField("stage_iid") \
@@ -362,14 +371,13 @@ class Collector:
         for e in g.extra_data:
             self._stat(e.name, "s", row, e.value)
 
-    def gpu_counters(self, p: Any, s: Sequence) -> None:
+    def gpu_counters(self, f: dict[int, Any], g: Any, s: Sequence) -> None:
         """A ``GpuCounterEvent``: samples of its GPU's counters (named by the descriptor
         an earlier event of the GPU carried)."""
-        g = p.gpu_counter_event
         if g.HasField("counter_descriptor"):
             for spec in g.counter_descriptor.specs:
                 self.tracks.gpu_counter_names[(g.gpu_id, spec.counter_id)] = spec.name
-        clock, ts = self._time(p, s)
+        clock, ts = self._time(f, s)
         for c in g.counters:
             which = c.WhichOneof("value")
             if which is None:
