@@ -19,6 +19,7 @@ import polyprof  # noqa: E402
 from polyprof.capture import client, security, serve  # noqa: E402
 from polyprof.capture import profiler_service_pb2 as pb  # noqa: E402
 from polyprof.capture.protocol import stub  # noqa: E402
+from polyprof.collect.session import active_session  # noqa: E402
 from polyprof.errors import CaptureError, PolyprofError, ServeError  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def server():
     yield s
     s.stop(grace_s=2)
     assert work.end() > 0
-    assert polyprof.collect.session.active_session() is None
+    assert active_session() is None
 
 
 def channel(s):
@@ -290,3 +291,19 @@ def test_capture_command_logdir_and_xplane_set(server, tmp_path: Path, capsys) -
     (only,) = list(out.iterdir())
     assert only.name.endswith("-rank0.xplane.pb")  # ranks follow the address order
     assert (polyprof.load(only).to_pandas()["name"] == "work").sum() > 0
+
+
+@pytest.mark.parametrize("method", ["Profile", "Terminate", "Monitor"])
+def test_a_malformed_request_is_refused_without_a_traceback(server, method: str, capfd, caplog) -> None:
+    # bytes that are no protobuf message (a truncated varint field): before, gRPC logged
+    # "Exception deserializing request!" with a traceback into the program's stderr
+    raw = channel(server).unary_unary(f"/tensorflow.ProfilerService/{method}", request_serializer=None,
+                                      response_deserializer=None)
+    with caplog.at_level("INFO", logger="polyprof"):
+        with pytest.raises(grpc.RpcError) as e:
+            raw(b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "malformed" in e.value.details()
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err and "Exception deserializing" not in err and not out
+    assert any(f"malformed {method} request" in r.getMessage() for r in caplog.records)
+    assert stub(channel(server), "Monitor")(pb.MonitorRequest(), timeout=10)  # still serving

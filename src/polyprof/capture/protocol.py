@@ -8,9 +8,12 @@ method paths, instead of through generated gRPC stubs, for the same reason.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from . import profiler_service_pb2 as pb
+
+log = logging.getLogger("polyprof")
 
 SERVICE = "tensorflow.ProfilerService"
 
@@ -34,15 +37,51 @@ def path(method: str) -> str:
     return f"/{SERVICE}/{method}"
 
 
+class Malformed:
+    """A request whose bytes are not the method's message: handed to the method wrapper
+    instead of letting gRPC log a traceback (into the profiled program's stderr)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def _lenient(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as e:  # noqa: BLE001 - any parse failure: answered INVALID_ARGUMENT below
+            return Malformed(e)
+
+    return deserialize
+
+
+def _refusing_malformed(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def method(request: Any, context: Any) -> Any:
+        if isinstance(request, Malformed):
+            import grpc
+
+            err = " ".join(f"{type(request.error).__name__}: {request.error}".split())[:200]
+            log.info("capture server: a malformed %s request from %s refused (%s)", name, context.peer(), err)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"polyprof: malformed {name} request ({err})")
+        return fn(request, context)
+
+    return method
+
+
 def generic_handler(impl: dict[str, Callable[[Any, Any], Any]]) -> Any:
-    """A gRPC handler serving ``impl[method](request, context)`` for each method."""
+    """A gRPC handler serving ``impl[method](request, context)`` for each method; a
+    request that does not parse is refused with INVALID_ARGUMENT and one line in
+    polyprof's log (at info), never a traceback."""
     import grpc
 
     handlers = {}
     for name, fn in impl.items():
         req, resp = METHODS[name]
         handlers[name] = grpc.unary_unary_rpc_method_handler(
-            fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
+            _refusing_malformed(name, fn), request_deserializer=_lenient(req.FromString),
+            response_serializer=resp.SerializeToString)
     return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
 
