@@ -658,3 +658,45 @@ def test_torch_drop_in_leaves_cuda_to_a_recording_cupti_plugin():
     finally:
         tp.stop()
         cp.stop()
+
+
+def test_peer_copies_unified_memory_and_process_ranges():
+    """The less common records, laid out by the binding's dtypes: a peer-to-peer copy, a
+    context-wide synchronisation, unified-memory transfers and faults, an NVTX
+    start/end range bound to the process rather than a thread."""
+    from polyprof.trace.clock import constant
+
+    pid = os.getpid()
+    recs = [record(layout.CONTEXT, context_id=4, device_id=1),
+            record(layout.MEMCPY2, start=1_000, end=3_000, bytes=4096, copy_kind=10, src_kind=3, dst_kind=3,
+                   device_id=1, context_id=4, stream_id=9, src_device_id=1, dst_device_id=0, correlation_id=5),
+            record(layout.SYNCHRONIZATION, start=4_000, end=4_500, type=4, context_id=4, stream_id=0xFFFFFFFF,
+                   correlation_id=6),
+            record(layout.UNIFIED_MEMORY_COUNTER, counter_kind=1, value=65536, start=5_000, end=6_000,
+                   address=0x7000, src_id=0, dst_id=1),
+            record(layout.UNIFIED_MEMORY_COUNTER, counter_kind=4, value=3, start=7_000, end=7_500, dst_id=1),
+            record(layout.MARKER, flags=layout.MARKER_START, timestamp=8_000, id=7, object_kind=layout.OBJECT_PROCESS,
+                   process_id=pid),
+            record(layout.MARKER, flags=layout.MARKER_END, timestamp=9_000, id=7, object_kind=layout.OBJECT_PROCESS,
+                   process_id=pid)]
+    sink = buffers.PySink()
+    deliver(sink, recs, 1 << 16)
+    rec = buffers.Records.of(sink.take())
+    assert list(rec.kinds) == [int(r["kind"][0]) for r in recs]
+    tr = convert.Converter(rec, constant(0, 1.0, "test")).build()
+    s = np.array(tr.strings, object)
+    ev = {s[n]: (i, s[c], tr.planes[tr.track_plane[t]].name, tr.tracks[t].name) for i, (n, c, t) in
+          enumerate(zip(tr.events["name"], tr.events["category"], tr.events["track"]))}
+    assert ev.keys() == {"Memcpy PtoP (Device -> Device)", "Context Sync", "Unified Memory HtoD",
+                         "Unified Memory GPU Page Fault", ""}
+    cp = ev["Memcpy PtoP (Device -> Device)"]
+    assert cp[1:] == (keys.CAT_MEMCPY, "/device:GPU:1", "Stream 9")
+    assert tr.stats["dst device"].lookup(np.array([cp[0]]))[1][0] == 0
+    assert ev["Context Sync"][1:] == (convert.CAT_SYNC, "/device:GPU:1", "Context Sync")  # device from CONTEXT
+    um = ev["Unified Memory HtoD"]
+    assert um[1:] == (keys.CAT_MEMCPY, "/device:GPU:1", "Unified Memory")
+    assert tr.stats[keys.BYTES].lookup(np.array([um[0]]))[1][0] == 65536
+    assert ev["Unified Memory GPU Page Fault"][1] == convert.CAT_UNIFIED
+    rng = ev[""]
+    assert rng[1:] == (convert.CAT_ANNOTATION, keys.HOST_PLANE, "NVTX (process)")
+    assert tr.events["dur_ns"][rng[0]] == 1_000
