@@ -301,7 +301,7 @@ def test_a_part_that_cannot_pickle_is_decoded_first():
 
 @pytest.mark.parametrize("name", ["v100_ns_resolution_rank0", "cpu_only_rank34"])
 def test_a_pickled_kineto_trace_keeps_its_args_as_text(name):
-    """What the ranks' reader ahead (ranks/prefetch.py) hands over: the args stay
+    """What the ranks' reader ahead (ranks/executor.py) hands over: the args stay
     undecoded through pickle, and decode to the same columns as the original's."""
     path = Path(__file__).resolve().parent / "data" / "traces" / "kineto" / f"{name}.json.gz"
     trace = kineto.load(path)

@@ -1,4 +1,4 @@
-"""Reading ranks ahead while the analyses import (ranks/prefetch.py), on ranks made from
+"""Reading ranks ahead while the analyses import (ranks/executor.py), on ranks made from
 the real A100 NCCL trace: what the reader hands over is the trace a worker would read,
 the ranks it read are only analysed, what it cannot read is read and reported by the
 pool as before, and it leaves nothing behind."""
@@ -17,7 +17,8 @@ import pytest
 
 import polyprof
 from polyprof.errors import PolyprofError
-from polyprof.ranks import load_ranks, prefetch, traceset
+from polyprof.ranks import executor as prefetch
+from polyprof.ranks import load_ranks, traceset
 from rankmaker import make_ranks
 from test_kineto_differential import assert_same_trace
 
@@ -29,7 +30,7 @@ def four_ranks(tmp_path_factory, traces_dir):
                       {1: 250.0}, jitter_us=10.0)
 
 
-def _wait_for(pre: prefetch.Prefetch, n: int, timeout: float = 120.0) -> None:
+def _wait_for(pre: prefetch.ReadAhead, n: int, timeout: float = 120.0) -> None:
     """Until the reader has finished ``n`` ranks (bounded)."""
     end = time.monotonic() + timeout
     while len(list(pre.dir.glob("*.pickle"))) < n:
@@ -40,7 +41,7 @@ def _wait_for(pre: prefetch.Prefetch, n: int, timeout: float = 120.0) -> None:
 
 def test_the_reader_hands_over_the_traces_a_worker_would_read(four_ranks):
     ts = load_ranks(four_ranks)
-    pre = prefetch.Prefetch(ts.entries)
+    pre = traceset.read_ahead(ts.entries)
     try:
         _wait_for(pre, 2)
         got = pre.take()
@@ -48,10 +49,10 @@ def test_the_reader_hands_over_the_traces_a_worker_would_read(four_ranks):
         prefetch.use(got)
         for e in ts.entries:
             if str(e.path) in got:
-                read = prefetch.loaded(e.path)
+                read = prefetch.read_ahead(e.path)
                 assert read is not None and read.stats.pending == 1  # the args came over as text
                 assert not got[str(e.path)].exists()  # a pickle goes once loaded
-                assert prefetch.loaded(e.path) is None  # and is loaded once
+                assert prefetch.read_ahead(e.path) is None  # and is loaded once
                 direct = traceset.load_rank(e)
                 assert_same_trace(read, direct)
                 assert [(s.rank, s.label) for s in read.sources] == [(s.rank, s.label) for s in direct.sources]
@@ -64,18 +65,18 @@ def test_the_reader_hands_over_the_traces_a_worker_would_read(four_ranks):
 def test_a_pickle_gone_or_broken_is_read_from_the_file(four_ranks):
     want = [load_ranks(four_ranks).load(r).n_events for r in range(4)]
     ts = load_ranks(four_ranks)
-    ts._prefetch = pre = prefetch.Prefetch(ts.entries)
+    ts._ahead = pre = traceset.read_ahead(ts.entries)
     _wait_for(pre, 2)
     (pre.dir / "1.pickle").write_bytes(b"not a pickle")
     assert ts.table(_n_events, "serial")["n"].tolist() == want
     assert not pre.dir.exists() and not prefetch._READ
-    pre = prefetch.Prefetch(ts.entries)
+    pre = traceset.read_ahead(ts.entries)
     try:
         _wait_for(pre, 1)
         got = pre.take()
         prefetch.use(got)
         got[str(ts.entries[0].path)].unlink()
-        assert prefetch.loaded(ts.entries[0].path) is None
+        assert prefetch.read_ahead(ts.entries[0].path) is None
     finally:
         prefetch.release()
         pre.close()
@@ -85,20 +86,20 @@ def test_the_ranks_read_ahead_are_only_analysed_and_agree(four_ranks, monkeypatc
     fn = polyprof.analyze.kernel_breakdown
     plain = load_ranks(four_ranks).table(fn, "serial")
     ts = load_ranks(four_ranks)
-    ts._prefetch = prefetch.Prefetch(ts.entries)  # pandas is imported here: worth_it() would say no
-    _wait_for(ts._prefetch, 2)
+    ts._ahead = traceset.read_ahead(ts.entries)  # pandas is imported here: worth_it() would say no
+    _wait_for(ts._ahead, 2)
     reads = []
     real = traceset.load_rank
     monkeypatch.setattr(traceset, "load_rank", lambda e: reads.append(e.rank) or real(e))
     ahead = ts.table(fn, "serial")
     assert ahead.equals(plain)
     assert len(reads) <= 2  # at least two ranks came from the reader, not from a read here
-    assert not prefetch._READ and ts._prefetch is None
+    assert not prefetch._READ and ts._ahead is None
 
 
 def test_the_reader_stops_at_its_budget_and_its_folder_goes_with_it(four_ranks, monkeypatch):
     monkeypatch.setattr(prefetch, "MAX_BYTES", 1)  # one rank's pickle is over it
-    pre = prefetch.Prefetch(load_ranks(four_ranks).entries)
+    pre = traceset.read_ahead(load_ranks(four_ranks).entries)
     folder = pre.dir
     pre.proc.join(timeout=120)
     assert pre.proc.exitcode == 0 and sorted(p.name for p in folder.iterdir()) == ["0.pickle"]
@@ -119,7 +120,7 @@ def test_a_file_the_reader_cannot_read_is_read_and_reported_by_the_pool(tmp_path
     bad = tmp_path / "rank-1.json.gz"
     bad.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "ts": '))
     ts = load_ranks([four_ranks[0], bad, four_ranks[2]])
-    ts._prefetch = pre = prefetch.Prefetch(ts.entries)
+    ts._ahead = pre = traceset.read_ahead(ts.entries)
     _wait_for(pre, 1)
     pre.proc.join(timeout=120)  # it stops at the bad file, having read the one before
     assert pre.proc.exitcode == 0 and len(list(pre.dir.glob("*.pickle"))) == 1
@@ -131,14 +132,15 @@ def test_a_file_the_reader_cannot_read_is_read_and_reported_by_the_pool(tmp_path
 def test_no_reader_where_it_cannot_help(four_ranks):
     """Only before pandas is imported (the window it fills), for two ranks or more read
     from files, and for executors that see this process's memory."""
-    code = ("import sys\nfrom polyprof.ranks import load_ranks, prefetch\n"
+    code = ("import sys\nfrom polyprof.ranks import load_ranks\nfrom polyprof.ranks import executor as prefetch\n"
             f"ts = load_ranks({[str(p) for p in four_ranks]!r})\n"
             "one = load_ranks([ts.entries[0].path])\n"
-            "print(prefetch.worth_it(ts.entries), prefetch.worth_it(one.entries))\n"
+            "print(prefetch.worth_reading_ahead([e.path for e in ts.entries]), "
+            "prefetch.worth_reading_ahead([e.path for e in one.entries]))\n"
             "from concurrent.futures import ProcessPoolExecutor\nimport multiprocessing as mp\n"
             "ex = ProcessPoolExecutor(2, mp_context=mp.get_context('forkserver'))\n"
-            "ts.prefetch(ex); print(ts._prefetch is None)\n"
-            "import pandas\nprint(prefetch.worth_it(ts.entries))\n")
+            "ts.prefetch(ex); print(ts._ahead is None)\n"
+            "import pandas\nprint(prefetch.worth_reading_ahead([e.path for e in ts.entries]))\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["True", "False", "True", "False"]
@@ -177,13 +179,13 @@ def test_other_formats_come_over_whole(tmp_path, traces_dir, four_ranks, kind):
         for src, p in zip(four_ranks, paths):
             polyprof.export(polyprof.load(src), p)
     ts = load_ranks(paths)
-    pre = prefetch.Prefetch(ts.entries)
+    pre = traceset.read_ahead(ts.entries)
     try:
         _wait_for(pre, 2)
         got = pre.take()
         prefetch.use(got)
         for e in ts.entries:
-            read = prefetch.loaded(e.path)
+            read = prefetch.read_ahead(e.path)
             assert read is not None
             assert_same_trace(read, traceset.load_rank(e))
     finally:

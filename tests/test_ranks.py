@@ -230,45 +230,72 @@ def test_analyze_only_some_tables(four_ranks):
         load_ranks(four_ranks[:1]).analyze("serial", tables=["nope"])
 
 
-def test_a_store_of_the_ranks_gets_the_same_job_tables(tmp_path, four_ranks, summary_json):
-    """`polyprof convert` then `summary STORE`: alignment, stragglers and collective
-    statistics as for the files (the store's ranks read one at a time), window included."""
-    from polyprof.store import convert
-
-    store = convert(four_ranks, tmp_path / "store")
-    doc = _summary(store, "--all-steps")
-    for name in ("rank_alignment", "stragglers", "collective_stats"):
-        got, want = _records(doc, name), _records(summary_json, name)
-        assert len(got) == len(want) > 0, name
-        for g, w in zip(got, want):  # floats summed in another order may differ in the last digit
-            assert g == {k: pytest.approx(v, rel=1e-12, nan_ok=True) if isinstance(v, float) else v
-                         for k, v in w.items()}, name
-    assert any(f["id"] == "straggler" and f["evidence"]["rank"] == LATE_RANK for f in doc["findings"])
-    steps, starts = _raw_steps_and_collectives(four_ranks[0])
-    last = max(steps)
-    want = sum(steps[last][0] <= t < steps[last][1] for t in starts)
-    one = _summary(store, "--steps", f"{last}:{last + 1}")
-    assert all(r["collectives"] == want for r in _records(one, "stragglers"))
-    assert {r["step"] for r in _records(one, "step_stats")} == {last}
-    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(store)], capture_output=True, text=True,
-                       timeout=300, env={**__import__("os").environ, "COLUMNS": "160"})
+def test_a_store_of_the_ranks_is_the_same_job(tmp_path, four_ranks, summary_json):
+    """`polyprof convert` then `summary STORE --json`: the very document of the rank
+    files (every table, column and value, findings, overview), window included; the
+    terminal summary and the HTML report of both are the same too."""
+    store = tmp_path / "job.store"
+    p = subprocess.run([sys.executable, "-m", "polyprof", "convert", *map(str, four_ranks), "-o", str(store)],
+                       capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
-    assert "Clock alignment" in p.stdout and f"rank {LATE_RANK} is the straggler" in p.stdout
+    assert _summary(store, "--all-steps") == summary_json
+    steps, _ = _raw_steps_and_collectives(four_ranks[0])
+    last = max(steps)
+    for args in (["--json", "--steps", f"{last}:{last + 1}"], []):
+        env = {**__import__("os").environ, "COLUMNS": "160"}
+        x, y = (subprocess.run([sys.executable, "-m", "polyprof", "summary", *map(str, src), *args],
+                               capture_output=True, text=True, timeout=600, env=env)
+                for src in (four_ranks, [store]))
+        assert x.returncode == 0 and y.returncode == 0, (x.stderr, y.stderr)
+        assert x.stdout == y.stdout, args
+    assert "Clock alignment" in y.stdout and f"rank {LATE_RANK} is the straggler" in y.stdout
+    pages = []
+    for src, out in ((four_ranks, "files.html"), ([store], "store.html")):
+        p = subprocess.run([sys.executable, "-m", "polyprof", "report", *map(str, src), "--rank", "2",
+                            "-o", str(tmp_path / out)], capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        pages.append((tmp_path / out).read_bytes())
+    assert pages[0] == pages[1] and b"4 ranks (rank 2 in detail)" in pages[0]
+
+
+def test_rank_sources_of_every_kind(tmp_path, four_ranks, traces_dir):
+    """Traces in memory and a capture's log directory are ranks of a job like files: the
+    same rule numbers them, and the job's report of Traces equals that of their files."""
+    import shutil
+
+    files = four_ranks[:2]
+    traces = [polyprof.load(p) for p in files]
+    mem = load_ranks(traces)
+    assert [(e.rank, e.how) for e in mem.entries] == [(0, "distributedInfo"), (1, "distributedInfo")]
+    a = load_ranks(files).analyze("serial", tables=["kernel_breakdown"])
+    b = mem.analyze("serial", tables=["kernel_breakdown"])
+    for name in ("kernel_breakdown", "rank_alignment", "stragglers"):
+        assert a.tables[name].equals(b.tables[name]), name
+    run = tmp_path / "logdir" / "plugins" / "profile" / "2026_11_28"
+    run.mkdir(parents=True)
+    for r in (1, 0):
+        shutil.copy(traces_dir / "xspace" / "tpu_inference_2.xplane.pb", run / f"host-4{r}-rank{r}.xplane.pb")
+    cap = load_ranks(tmp_path / "logdir")
+    assert [(e.rank, e.how, e.label) for e in cap.entries] == [(0, "file name", "host-40-rank0.xplane.pb"),
+                                                                (1, "file name", "host-41-rank1.xplane.pb")]
+    assert cap.load(1).sources[0].rank == 1
+    with pytest.raises(polyprof.PolyprofError, match="not a rank of a job"):
+        load_ranks([object()])
 
 
 def test_default_pool_forks_only_without_threads(four_ranks):
     """Forking a process with threads is unsafe: then the workers come from a fork server."""
     import threading
 
-    from polyprof.ranks.traceset import default_executor
+    from polyprof.ranks.executor import LocalPool
 
     stop = threading.Event()
     t = threading.Thread(target=stop.wait, daemon=True)
     t.start()
     try:
-        ex = default_executor(2)
+        ex = LocalPool(2)
         try:
-            assert ex._mp_context.get_start_method() == "forkserver"
+            assert ex.start_method == "forkserver"
             assert ex.submit(len, "abc").result(timeout=120) == 3
         finally:
             ex.shutdown()
@@ -276,9 +303,9 @@ def test_default_pool_forks_only_without_threads(four_ranks):
         stop.set()
         t.join()
     if threading.active_count() == 1:
-        ex = default_executor(2)
+        ex = LocalPool(2)
         try:
-            assert ex._mp_context.get_start_method() == "fork"
+            assert ex.start_method == "fork"
             rep = load_ranks(four_ranks[:2]).analyze(ex, tables=["kernel_breakdown"])
             assert set(rep.tables["kernel_breakdown"]["rank"]) == {0, 1}
         finally:

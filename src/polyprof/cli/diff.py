@@ -51,16 +51,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_of(path: str) -> tuple[Any, list[str]]:
-    """One run: a store's ranks (read one at a time), else ``polyprof.load_ranks`` of the
-    file or directory (each rank loaded and reduced in a worker); and its paths."""
+    """One run: ``polyprof.load_ranks`` of the file, directory or store (each rank loaded
+    and reduced in a worker); and its paths (a store's ranks: the store)."""
     from ..ranks.traceset import load_ranks
-    from ..store.commands import store_traces
 
-    ranks = store_traces(path)
-    if ranks is not None:
-        return ranks, [str(path)]
     ts = load_ranks(path)
-    return ts, [str(e.path) for e in ts.entries]
+    return ts, [str(e.path) for e in ts.entries] if all(e.path is not None for e in ts.entries) else [str(path)]
 
 
 def to_json(d: Any) -> bytes:

@@ -26,16 +26,16 @@ def register(sub: Any) -> None:
                    help="add the derived lines per device first (Steps, Sections, Framework Ops, ...)")
     add_window_args(p, "steps to write (default: the whole trace; --steps or --skip-first: only the events "
                        "the analyses of that window count)")
-    from ..store.commands import add_rank_arg
+    from .ranks import add_rank_arg
 
     add_rank_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store import commands as store
+    from .ranks import is_job, rank_of_job
 
-    trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
+    trace = rank_of_job(args.file, args.rank) if is_job(args.file) else load_trace(args.file)
     window = window_from(args, default=None)
     if window is not None:
         from ..analyze.window import label, restrict

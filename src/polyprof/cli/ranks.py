@@ -1,38 +1,65 @@
-"""What the commands that take the ranks of a job share: which inputs mean several
-ranks, and the per-rank analysis on the executor the options name. (Not a command.)"""
+"""What the commands that take the ranks of a job share: their options, which inputs
+are a job (several files, a directory, a store), the job's report on the executor the
+options name, and one rank of a job. (Not a command.)"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import logging
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger("polyprof")
 
-def is_many(files: list[str]) -> bool:
-    """Several files, or one directory that is not a store: the ranks of a job."""
-    from ..store.manifest import is_store
 
-    return len(files) > 1 or (len(files) == 1 and Path(files[0]).is_dir() and not is_store(files[0]))
+def add_executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dask", metavar="SPEC",
+                   help="run the per-rank work on Dask: 'local' (a LocalCluster for this command) or a "
+                        "scheduler address (tcp://host:8786); needs polyprof[dask]")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="ranks worked on at once: worker processes (default one per core; -j 1: one rank in "
+                        "memory at a time, in this process); with --dask local, the number of Dask workers "
+                        "(default 2)")
+
+
+def add_rank_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rank", type=int, help="with the ranks of a job (a store, a directory): the rank to use "
+                                            "(default: the first)")
+
+
+def is_store(path: Any) -> bool:
+    from ..store.manifest import is_store as check  # no pyarrow: the CLI asks this of every input
+
+    return check(path)
+
+
+def is_job(files: list[str] | str) -> bool:
+    """Several files, a directory or a store: the ranks of a job."""
+    if isinstance(files, str):
+        files = [files]
+    return len(files) > 1 or (len(files) == 1 and Path(files[0]).is_dir())
 
 
 def analyze_ranks(args: argparse.Namespace) -> Any:
-    """``load_ranks(args.file).analyze(...)`` on ``--dask`` / ``-j`` (default: one worker
-    process per core)."""
-    from ..ranks.traceset import default_executor, load_ranks
-    from ..store.executor import executor
+    """The job report of ``args.file`` (``load_ranks(...).analyze``) on ``--dask`` / ``-j``
+    (default: local processes, one per core), over the window of the options."""
+    from ..ranks.traceset import load_ranks
     from .common import window_from
 
     ts = load_ranks(args.file)
     dask = getattr(args, "dask", None)
-    if not dask:
-        ts.prefetch()  # reading ranks while the analyses import (ranks/prefetch.py)
-    window = window_from(args)
-    if not dask:  # the default pool (forked, or from a fork server, preloaded); -j 1: in this process
-        ex = default_executor(args.jobs or min(len(ts), os.cpu_count() or 1))
-        try:
-            return ts.analyze(ex, window=window)
-        finally:
-            ex.shutdown(wait=True, cancel_futures=True)
-    with executor(dask, args.jobs or 1) as ex:
-        return ts.analyze(ex if ex is not None else "serial", window=window)
+    ts.prefetch(dask)  # reading ranks while the analyses import (ranks/executor.py)
+    return ts.analyze(dask, window=window_from(args), jobs=getattr(args, "jobs", None))
+
+
+def rank_of_job(path: str, rank: int | None) -> Any:
+    """The Trace of ``rank`` (default: the first, with a warning when there are more) of
+    the job at ``path`` (a store or a directory of ranks)."""
+    from ..ranks.traceset import load_ranks
+
+    ts = load_ranks(path)
+    if rank is None:
+        rank = ts.ranks[0]
+        if len(ts) > 1:
+            log.warning("%s holds %d ranks; using rank %d (choose with --rank)", path, len(ts), rank)
+    return ts.load(rank)

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..errors import PolyprofError
 from .common import add_window_args, load_trace, output_path, window_from
-from .ranks import analyze_ranks, is_many
 from ..trace import metadata_keys as mkeys
+from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job
 
 
 def register(sub: Any) -> None:
@@ -22,8 +22,6 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", help="HTML file to write (default: FILE's name + .html)")
     p.add_argument("--force", action="store_true",
                    help="write through a symbolic link at the output path (refused by default)")
-    from ..store.commands import add_executor_args, add_rank_arg
-
     add_rank_arg(p)
     add_executor_args(p)
     add_window_args(p)
@@ -31,10 +29,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store import commands as store
-
     ranks = None
-    if is_many(args.file):
+    if is_job(args.file):  # several files, a directory or a store: the same page for the same ranks
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module
 
         ranks = analyze_ranks(args)
@@ -43,10 +39,10 @@ def run(args: argparse.Namespace) -> int:
             raise PolyprofError(f"--rank {ref}: the job has ranks {ranks.ranks}")
         trace = load_ranks(args.file).load(ref)
         trace.metadata[mkeys.TITLE] = f"{len(ranks.ranks)} ranks (rank {ref} in detail)"
-        name = "ranks"
+        name = Path(args.file[0]).name if len(args.file) == 1 else "ranks"
     else:
         args.file = args.file[0]
-        trace = store.load_rank(args) if store.handles(args) else load_trace(args.file)
+        trace = load_trace(args.file)
         trace.metadata[mkeys.TITLE] = name = Path(args.file).name
     from ..report.html import write  # after the ranks: they are read while it imports
     from ..report.tables import build

@@ -149,15 +149,17 @@ def _one_line(e: BaseException) -> str:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ..store import commands as store
+    from .ranks import is_store
 
-    if store.handles(args):
+    if is_store(args.file):
         if args.derive:
             raise PolyprofError("--derive does not apply to a store (its ranks are queried as stored)")
         if window_from(args, default=None) is not None:
             raise PolyprofError("--steps / --skip-first do not apply to a store (filter on its steps in SQL)")
-        args.memory_limit = args.memory_limit or default_memory_limit()
-        result = store.sql(args)
+        from ..store.store import Store
+
+        result = Store(args.file).sql(args.query, memory_limit=args.memory_limit or default_memory_limit(),
+                                      allow_external=args.allow_external)
     else:
         trace = load_trace(args.file)
         window = window_from(args, default=None)

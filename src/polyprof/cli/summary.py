@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from .common import add_window_args, load_trace, window_from
-from .ranks import analyze_ranks, is_many
+from .ranks import add_executor_args, analyze_ranks, is_job
 
 
 def register(sub: Any) -> None:
@@ -20,20 +20,14 @@ def register(sub: Any) -> None:
     p.add_argument("-n", "--top", type=int, default=15, help="rows per table (default 15)")
     p.add_argument("--json", action="store_true",
                    help="print every table and finding as JSON (for scripts and CI)")
-    from ..store.commands import add_executor_args
-
     add_executor_args(p)
     add_window_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store import commands as store
-
-    if len(args.file) == 1 and store.is_store(args.file[0]):
-        args.file = args.file[0]
-        return store.summary(args)
-    if is_many(args.file):
+    job = is_job(args.file)  # several files, a directory or a store: one job, whatever its ranks are in
+    if job:
         report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
     else:
         from ..report.tables import build
@@ -47,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(b"\n")
         sys.stdout.flush()
         return 0
-    if is_many(args.file):
+    if job:
         from ..report.ranks_terminal import render_ranks
 
         render_ranks(report, top=args.top)

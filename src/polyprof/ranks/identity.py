@@ -1,18 +1,16 @@
-"""Which rank a file holds, before loading it: ``distributedInfo`` (peeked from the
-first megabyte of a Kineto JSON, or the sources of a ``.polyprof`` header), else a
-number in the file name (``rank-3``, ``rank_3``, ``rank3``, ``worker3``...), else the
-order given. A job whose files claim one rank twice falls back to the order given."""
+"""Which rank a file holds, before loading it: the ``distributedInfo`` it names (peeked
+from the first megabyte of a Kineto JSON, or the sources of a ``.polyprof`` header), and
+a number in its file name (``rank-3``, ``rank_3``, ``rank3``, ``worker3``...). How these
+become ranks: ``sources.assign_ranks``."""
 
 from __future__ import annotations
 
-import logging
 import re
 import zipfile
 from pathlib import Path
 
 import orjson
 
-log = logging.getLogger("polyprof")
 
 PEEK_BYTES = 1 << 20
 PEEK_STEP = 64 << 10
@@ -70,22 +68,3 @@ def rank_in_name(path: Path) -> int | None:
     stem = path.name.split(".")[0]
     m = _NAME.search(stem) or _TRAILING.search(stem)
     return int(m.group(1)) if m else None
-
-
-def assign_ranks(paths: list[Path]) -> list[tuple[int, str]]:
-    """(rank, how) for each path, in the order given; ``how`` is ``distributedInfo``,
-    ``file name`` or ``order``."""
-    for how, get in (("distributedInfo", rank_in_file), ("file name", rank_in_name)):
-        found = [get(p) for p in paths]
-        if all(r is not None for r in found) and len(set(found)) == len(found):
-            return [(int(r), how) for r in found]  # type: ignore[arg-type]
-        if how == "distributedInfo" and any(r is not None for r in found):
-            dup = len({r for r in found if r is not None}) < sum(r is not None for r in found)
-            if dup:
-                log.warning("several files name the same rank in distributedInfo; ranks by file name or order")
-            elif any(r is None for r in found):
-                # some files name their rank: keep those, number the rest after them
-                known = {r for r in found if r is not None}
-                nxt = (r for r in range(len(paths) + max(known) + 1) if r not in known)
-                return [(int(r), "distributedInfo") if r is not None else (next(nxt), "order") for r in found]
-    return [(i, "order") for i in range(len(paths))]

@@ -1,120 +1,65 @@
-"""The ranks of one job as a set: identity, per-rank work on an executor, and the
-whole job on one clock.
+"""The ranks of one job as a set: one type over every kind of rank source (trace files,
+a directory, a store, Traces in memory, a capture's result; ranks/sources.py), with the
+per-rank work on an executor (ranks/executor.py) and the job's report
+(ranks/report.py).
 
-Per-rank work runs where the rank is loaded: a worker loads one file, runs the function
+Per-rank work runs where the rank is loaded: a worker loads one rank, runs the function
 on it and hands back only its (small) result, so the parent never holds more than the
-results, and a worker never more than one rank. The executor is any
-``concurrent.futures.Executor`` (a process pool by default; a Dask ``Client`` works
-through its ``get_executor()``, a thread pool or ``serial`` for in-process work); the
-function must be picklable for a process pool (a module-level function).
+results, and a worker never more than one rank. Functions must be picklable for a
+process pool (module-level functions).
 """
 
 from __future__ import annotations
 
-import gc
-import logging
 import os
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import PolyprofError
 from ..trace.core import Trace
-from . import prefetch
-from .identity import assign_ranks
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-log = logging.getLogger("polyprof")
-
-#: file name patterns a directory of ranks is read with
-TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb")
+from . import executor as executors
+from .sources import RankSource, assign_ranks, resolve
 
 
 @dataclass
 class RankEntry:
+    """One rank of the set: its number, how that was found, and where it comes from."""
+
     rank: int
-    how: str  # how the rank was found: distributedInfo | file name | order
-    path: Path | None = None
-    trace: Trace | None = None
+    how: str  # distributedInfo (or what a store recorded) | file name | order
+    source: RankSource
 
     @property
     def label(self) -> str:
-        return self.path.name if self.path is not None else f"rank {self.rank}"
+        return self.source.label or f"rank {self.rank}"
 
+    @property
+    def path(self) -> Path | None:
+        """The trace file the rank is read from (None: a store's rank, a Trace)."""
+        return self.source.path
 
-class SerialExecutor(Executor):
-    """Runs each call at once in this process (one rank, or no pool wanted)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        f: Future = Future()
-        try:
-            f.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
-            f.set_exception(e)
-        return f
-
-
-#: imported once by the pool's fork server, so each worker starts with them loaded
-#: (and shares their pages) instead of importing pandas and the readers itself
-PRELOAD = ["polyprof.ranks.report", "polyprof.formats.detect", "polyprof.formats.kineto",
-           "polyprof.formats.native", "polyprof.formats.xspace", "polyprof.trace.identity",
-           "polyprof.analyze.registry", "polyprof.analyze.memory_findings", "polyprof.report.tables"]
-
-
-def default_executor(n_jobs: int) -> Executor:
-    """A process pool of at most one worker per core (serial for one job).
-
-    Workers are forked from this process when it has no other thread (they start at
-    once with the readers and analyses already imported, and share those pages with it);
-    otherwise, e.g. inside a profiled program, forking is unsafe and they come from a
-    fork server that preloaded the analyses."""
-    import importlib
-    import multiprocessing as mp
-    import threading
-
-    workers = min(n_jobs, os.cpu_count() or 1)
-    if workers <= 1:
-        return SerialExecutor()
-    methods = mp.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        for name in PRELOAD:
-            importlib.import_module(name)
-        ctx = mp.get_context("fork")
-    elif "forkserver" in methods:
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD)
-    else:
-        ctx = mp.get_context()
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    @property
+    def trace(self) -> Trace | None:
+        """The Trace, where the rank is one in memory."""
+        return getattr(self.source, "trace", None)
 
 
 def load_rank(entry: RankEntry) -> Trace:
-    """One rank's trace, with its source named (rank, file name)."""
-    from ..formats.detect import load
+    """One rank's trace, loaded from its source, with the source named (rank, label)."""
+    return _named(entry.source.load(), entry)
+
+
+def _named(trace: Trace, entry: RankEntry) -> Trace:
     from ..trace.identity import identify
 
-    if entry.trace is not None:
-        trace = entry.trace
-    elif entry.path is not None and entry.path.is_dir():  # a rank of a store (polyprof convert)
-        from ..store.rankfiles import read_rank
-
-        trace = read_rank(entry.path)
-    else:
-        trace = load(entry.path)  # type: ignore[arg-type]
     if len(trace.sources) == 1:
         trace.sources[0].rank = entry.rank
         if not trace.sources[0].label:
             trace.sources[0].label = entry.label
     return identify(trace)
-
-
-def _run(fn: Callable[[Trace], Any], entry: RankEntry) -> Any:
-    trace = prefetch.loaded(entry.path)
-    return fn(load_rank(entry) if trace is None else trace)
 
 
 class TraceSet:
@@ -127,7 +72,7 @@ class TraceSet:
         if len(set(ranks)) != len(ranks):
             raise PolyprofError(f"two traces claim the same rank: {sorted(ranks)}")
         self.entries = sorted(entries, key=lambda e: e.rank)
-        self._prefetch: prefetch.Prefetch | None = None
+        self._ahead: executors.ReadAhead | None = None
 
     @property
     def ranks(self) -> list[int]:
@@ -140,63 +85,77 @@ class TraceSet:
         return f"TraceSet({len(self)} ranks: {self.ranks[:8]}{'...' if len(self) > 8 else ''})"
 
     def entry(self, rank: int) -> RankEntry:
-        return next(e for e in self.entries if e.rank == rank)
+        for e in self.entries:
+            if e.rank == rank:
+                return e
+        raise PolyprofError(f"no rank {rank} (ranks: {self.ranks})")
 
     def load(self, rank: int) -> Trace:
+        """One rank's Trace, loaded here."""
         return load_rank(self.entry(rank))
 
+    def traces(self) -> Iterable[tuple[int, Trace]]:
+        """(rank, Trace) in rank order, loaded here one at a time."""
+        for r in self.ranks:
+            yield r, self.load(r)
+
     def map(self, fn: Callable[[Trace], Any], executor: Executor | str | None = None,
-            progress: str | None = None) -> dict[int, Any]:
-        """``fn(trace)`` for every rank, on ``executor`` (default: a process pool); a
-        rank whose work fails raises a PolyprofError naming the rank and file."""
-        ex, owned = _executor(executor, len(self))
-        pre, self._prefetch = self._prefetch, None
-        read = pre.take() if pre is not None and _in_reach(ex) else {}
+            progress: str | None = None, jobs: int | None = None) -> dict[int, Any]:
+        """``fn(trace)`` for every rank, on ``executor`` (ranks/executor.py; default: local
+        processes, ``jobs`` of them, one per core by default), by rank; a rank whose work
+        fails raises a PolyprofError naming the rank and its source."""
+        ahead, self._ahead = self._ahead, None
+        out: dict[int, Any] = {}
         try:
-            with _frozen_for_fork(ex):
-                prefetch.use(read)
-                futures = {e.rank: ex.submit(_run, fn, e) for e in _queue(self.entries, read, ex)}
-            out = {}
-            for rank, fut in _progress(futures, progress):
-                e = self.entry(rank)
-                try:
-                    out[rank] = fut.result()
-                except PolyprofError as err:
-                    raise PolyprofError(f"rank {rank} ({e.label}): {err}") from None
-                except Exception as err:  # a worker that died, or a bug: still name the rank
-                    raise PolyprofError(f"rank {rank} ({e.label}): {type(err).__name__}: {err}") from None
-            return {r: out[r] for r in self.ranks}
+            with executors.executor(executor, jobs, len(self)) as ex:
+                done = executors.run(_run_on, [(fn, e) for e in self.entries], ex, progress=progress,
+                                     names=[f"rank {e.rank} ({e.label})" for e in self.entries], ahead=ahead,
+                                     ahead_of=[None if e.path is None else str(e.path) for e in self.entries])
+                ahead = None  # run() closes it
+                for i, res in done:
+                    out[self.entries[i].rank] = res
         finally:
-            prefetch.release()
-            if pre is not None:
-                pre.close()
-            if owned:
-                ex.shutdown(wait=True, cancel_futures=True)
+            if ahead is not None:
+                ahead.close()
+        return {r: out[r] for r in self.ranks}
 
     def prefetch(self, executor: Executor | str | None = None) -> None:
-        """Start reading ranks ahead (``ranks/prefetch.py``) for the next :meth:`map` on
-        ``executor``, where that can overlap what this process imports meanwhile: an
-        in-process executor or a fork pool not started yet; otherwise nothing."""
-        if self._prefetch is not None or not prefetch.worth_it(self.entries):
-            return
-        if executor in (None, "process", "serial", "thread") or _in_reach(executor):
-            self._prefetch = prefetch.Prefetch(self.entries)
+        """Start reading the rank files ahead (ranks/executor.py) for the next :meth:`map`
+        on ``executor``, where that can overlap what this process imports meanwhile;
+        otherwise nothing."""
+        if self._ahead is None and executors.worth_reading_ahead([e.path for e in self.entries], executor):
+            self._ahead = read_ahead(self.entries)
 
-    def table(self, fn: Callable[[Trace], "pd.DataFrame"], executor: Executor | str | None = None) -> "pd.DataFrame":
-        """``fn``'s DataFrame for every rank, as one DataFrame with a ``rank`` column first."""
+    def table(self, fn: Callable[[Trace], Any], executor: Executor | str | None = None) -> Any:
+        """``fn``'s table for every rank, as one table with a ``rank`` column first."""
+        from .stack import with_rank
+
         return with_rank(self.map(fn, executor))
 
     def analyze(self, executor: Executor | str | None = None, tables: Sequence[str] | None = None,
-                window: Any = "auto") -> Any:
+                window: Any = "auto", jobs: int | None = None, progress: str | None = "analysing ranks") -> Any:
         """Every per-rank analysis (or only ``tables``, names of
         ``polyprof.analyze.registry.ANALYSES``, and then no findings of the ranks) over the
-        steps ``window`` selects on each rank (as ``report.tables.build``: ``"auto"``,
-        None for every step, or an ``analyze.window.Window``), alignment, collectives and
-        stragglers: a :class:`polyprof.ranks.report.RanksReport`."""
+        steps ``window`` selects on each rank (``"auto"``, None for every step, or an
+        ``analyze.window.Window``), with alignment, collectives and stragglers: a
+        :class:`polyprof.ranks.report.JobReport`."""
         self.prefetch(executor)  # while the analyses import
-        from .report import build_ranks
+        from .report import RankInfo, job_report
+        from .result import rank_summary
 
-        return build_ranks(self, executor, None if tables is None else tuple(tables), window)
+        fn = partial(rank_summary, tables=None if tables is None else tuple(tables), window=window)
+        results = self.map(fn, executor, progress=progress, jobs=jobs)
+        info = {e.rank: RankInfo(e.rank, e.label, e.how) for e in self.entries}
+        return job_report(results, info, per_event_left=tables is None)
+
+    def convert(self, output: str | os.PathLike, executor: Executor | str | None = None, *,
+                jobs: int | None = None, chunk_rows: int | None = None, overwrite: bool = False) -> Path:
+        """Write the ranks as a store at ``output`` (store/; one rank per task, each
+        written where it is loaded); returns its path. ``polyprof.load_ranks(output)``
+        gives back these ranks, numbered and labelled as here."""
+        from .convert import convert
+
+        return convert(self, output, executor, jobs=jobs, chunk_rows=chunk_rows, overwrite=overwrite)
 
     def merged(self, executor: Executor | str | None = None) -> Trace:
         """Every rank in one Trace, each rank's times moved onto the reference rank's
@@ -205,10 +164,16 @@ class TraceSet:
         from ..trace.merge import merge
         from .align import align_ranks
         from .collectives import collective_table
+        from .result import anchor_of
 
         traces = [self.load(r) for r in self.ranks]
         tables = {r: collective_table(t) for r, t in zip(self.ranks, traces)}
-        clocks = align_ranks(tables, *anchors_of(traces, self.ranks))
+        anchors, mono = {}, {}
+        for r, t in zip(self.ranks, traces):
+            a, mono[r] = anchor_of(t)
+            if a is not None:
+                anchors[r] = a
+        clocks = align_ranks(tables, anchors, mono)
         m = merge(traces)
         for s in m.sources:
             c = clocks.get(s.rank) if s.rank is not None else None
@@ -217,160 +182,30 @@ class TraceSet:
         return m
 
 
-def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
-    """The rank's wall anchor (if any) and whether its times are polyprof's monotonic clock."""
-    anchor = trace.metadata.get("wall_anchor")
-    return (anchor if isinstance(anchor, dict) and "wall_ns" in anchor else None,
-            str(trace.metadata.get("clock", "")).startswith("CLOCK_MONOTONIC"))
+def _run_on(fn: Callable[[Trace], Any], entry: RankEntry) -> Any:
+    """A task: ``fn`` of the rank read ahead for ``entry`` (ranks/executor.py), else of
+    the rank loaded here."""
+    trace = executors.read_ahead(entry.path)
+    return fn(load_rank(entry) if trace is None else trace)
 
 
-def anchors_of(traces: Iterable[Trace], ranks: Iterable[int]) -> tuple[dict[int, Any], dict[int, bool]]:
-    """Each rank's wall anchor and whether its times are a monotonic clock (polyprof's own)."""
-    anchors, mono = {}, {}
-    for r, t in zip(ranks, traces):
-        a, mono[r] = anchor_of(t)
-        if a is not None:
-            anchors[r] = a
-    return anchors, mono
+def read_ahead(entries: Sequence[RankEntry]) -> executors.ReadAhead:
+    """A reader of the rank files of ``entries`` (ranks/executor.py), started now."""
+    return executors.ReadAhead([(e.path, partial(load_rank, e)) for e in entries if e.path is not None])
 
 
-def with_rank(results: dict[int, "pd.DataFrame"]) -> "pd.DataFrame":
-    """The ranks' tables stacked into one, with a ``rank`` column first (one concat and
-    one column insert, not a copy of each rank's table)."""
-    import numpy as np
-    import pandas as pd
+def load_ranks(items: Any, rank_by: str = "auto") -> TraceSet:
+    """The ranks of one job from trace files, a directory of them, a store, a capture's
+    log directory, Traces already loaded, or capture results (ranks/sources.py).
 
-    frames = [df for df in results.values()]
-    if not frames:
-        return pd.DataFrame({"rank": []})
-    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
-    if "rank" in out.columns:  # a table that already has one: the set's numbering wins
-        out = out.drop(columns="rank")
-    out.insert(0, "rank", np.repeat(np.fromiter(results, np.int64, len(results)),
-                                    [len(df) for df in frames]))
-    return out
-
-
-def _executor(executor: Executor | str | None, n: int) -> tuple[Executor, bool]:
-    if isinstance(executor, Executor):
-        return executor, False
-    if executor in (None, "process"):
-        return default_executor(n), True
-    if executor == "serial":
-        return SerialExecutor(), True
-    if executor == "thread":
-        from concurrent.futures import ThreadPoolExecutor
-
-        return ThreadPoolExecutor(max_workers=min(n, os.cpu_count() or 1)), True
-    raise PolyprofError(f"unknown executor {executor!r} (an Executor, 'process', 'thread' or 'serial')")
-
-
-def _queue(entries: list[RankEntry], read: dict[str, Any], ex: Executor) -> list[RankEntry]:
-    """The order ranks are submitted in: one rank to read per worker, then the ranks
-    read ahead (quick, only analysed: their pickles are freed early) but one per worker,
-    then the rest, then those last few (short tasks even out the workers' ends)."""
-    if not read:
-        return entries
-    ahead = [e for e in entries if str(e.path) in read]
-    rest = [e for e in entries if str(e.path) not in read]
-    n = getattr(ex, "_max_workers", 1)
-    early, late = (ahead[:-n], ahead[-n:]) if len(ahead) > n else ([], ahead)
-    return rest[:n] + early + rest[n:] + late
-
-
-def _in_reach(ex: Any) -> bool:
-    """Whether work on ``ex`` can see what this process holds now: it runs here, or in
-    workers that will fork from here (a fork pool not started yet)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    return isinstance(ex, (SerialExecutor, ThreadPoolExecutor)) or (_forks(ex) and not getattr(ex, "_processes", None))
-
-
-def _forks(ex: Any) -> bool:
-    """Whether ``ex`` is a process pool whose workers are forked from this process."""
-    ctx = getattr(ex, "_mp_context", None)
-    return ctx is not None and ctx.get_start_method() == "fork"
-
-
-@contextmanager
-def _frozen_for_fork(ex: Executor) -> Iterator[None]:
-    """While a fork pool starts its workers (at the first submit), this process's heap
-    is moved out of the collector's reach (``gc.freeze``, as the gc docs advise before
-    fork): a worker's collections then never walk the inherited objects, which would
-    write to those pages and copy them (time, and memory counted once per worker). The
-    parent's heap is given back to the collector as soon as the workers exist."""
-    if not _forks(ex):
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-def _progress(futures: dict[int, Future], label: str | None) -> Iterable[tuple[int, Future]]:
-    """Futures as they complete, with a progress bar on a terminal."""
-    from concurrent.futures import as_completed
-
-    from ..progress import TaskBar
-
-    by_future = {f: r for r, f in futures.items()}
-    if label is None:
-        yield from ((by_future[f], f) for f in as_completed(by_future))
-        return
-    with TaskBar(len(futures), label) as bar:
-        for f in as_completed(by_future):
-            bar.advance()
-            yield by_future[f], f
-
-
-def expand(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Files as given, and every trace file in a directory given (sorted)."""
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES)
-                           and not q.name.startswith("."))
-            if not found:
-                raise PolyprofError(f"{p}: no trace files in this directory")
-            out.extend(found)
-        elif not p.exists():
-            raise PolyprofError(f"{p}: no such file")
-        else:
-            out.append(p)
-    return out
-
-
-def _is_store(p: Any) -> bool:
-    from ..store.manifest import is_store
-
-    return isinstance(p, (str, os.PathLike)) and is_store(p)
-
-
-def load_ranks(paths: str | os.PathLike | Iterable[str | os.PathLike | Trace]) -> TraceSet:
-    """The ranks of one job from files, a directory, a store, or Traces already loaded.
-
-    The rank of each comes from its ``distributedInfo``, else from its file name
-    (``rank-3.json.gz``), else from the order given. Files are not loaded here: per-rank
-    work (``TraceSet.map``, ``analyze``) loads each where it runs.
+    The rank of each comes from what its data names (Kineto's ``distributedInfo``, a
+    ``.polyprof`` header, a store's manifest, a Trace's source), else from its file name
+    (``rank-3.json.gz``), else from the order given (``rank_by="auto"``); ``"order"``:
+    from the order given; ``"trace"``: what the data names, an error where one does not
+    name a distinct rank. Nothing is loaded here: per-rank work (``TraceSet.map``,
+    ``analyze``) loads each rank where it runs.
     """
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    items = list(paths)
-    if items and all(isinstance(t, Trace) for t in items):
-        entries = []
-        for i, t in enumerate(items):
-            r = t.sources[0].rank if len(t.sources) == 1 and t.sources[0].rank is not None else None
-            entries.append(RankEntry(r if r is not None else i, "distributedInfo" if r is not None else "order",
-                                     trace=t))
-        if len({e.rank for e in entries}) < len(entries):
-            entries = [RankEntry(i, "order", trace=t) for i, t in enumerate(items)]  # type: ignore[misc]
-        return TraceSet(entries)
-    if len(items) == 1 and _is_store(items[0]):  # a store: its ranks, read one at a time where used
-        from ..store.store import Store
-
-        st = Store(items[0])  # type: ignore[arg-type]
-        return TraceSet([RankEntry(r, "store", path=st.path(r)) for r in st.ranks])
-    files = expand(items)  # type: ignore[arg-type]
-    return TraceSet([RankEntry(r, how, path=p) for p, (r, how) in zip(files, assign_ranks(files))])
+    sources = resolve(items)
+    if not sources:
+        raise PolyprofError("no traces given")
+    return TraceSet([RankEntry(a.rank, a.how, s) for s, a in zip(sources, assign_ranks(sources, rank_by))])

@@ -1,5 +1,6 @@
-"""The multi-rank summary in the terminal: ranks side by side, alignment, stragglers,
-collectives and findings (the tables of ``polyprof.ranks.report.RanksReport``)."""
+"""The job's summary in the terminal: ranks side by side, alignment, stragglers,
+collectives and findings (a ``polyprof.ranks.report.JobReport``, whatever its ranks
+came from: trace files, a store, Traces). Tables are read through the Table API."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from rich.console import Console, Group
 from rich.panel import Panel
 
+from ..analyze.frames import column, order_desc
 from .terminal import _finding_lines, _short, _table, fmt_bytes, fmt_ns, fmt_pct
 
 
@@ -39,10 +41,9 @@ def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> 
     render_job(T, [], top, console)
     kb = T.get("kernel_breakdown")
     if kb is not None and len(kb):
-        kb = kb.sort_values("total_ns", ascending=False, kind="stable")
         out(_table("Top device activity, per rank", kb, [
             ("rank", "rank", i), ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
-            ("share_pct", "share", fmt_pct)], top, W))
+            ("share_pct", "share", fmt_pct)], top, W, rows=order_desc(column(kb, "total_ns"))))
 
 
 def render_job(T: dict[str, Any], findings: list[Any], top: int, console: Console) -> None:
@@ -58,10 +59,10 @@ def render_job(T: dict[str, Any], findings: list[Any], top: int, console: Consol
         ("method", "method", None), ("collectives", "matched", i), ("message", "note", _short, True)], 4 * top, W))
     st = T["stragglers"]
     if len(T["straggler_collectives"]):
-        out(_table("Stragglers (arrival at collectives)", st.sort_values("caused_wait_ns", ascending=False), [
+        out(_table("Stragglers (arrival at collectives)", st, [
             ("rank", "rank", i), ("late_ns", "late (sum)", fmt_ns), ("last_count", "last", i),
             ("caused_wait_ns", "others waited", fmt_ns), ("waited_ns", "waited", fmt_ns),
-            ("collectives", "collectives", i, True)], 4 * top, W))
+            ("collectives", "collectives", i, True)], 4 * top, W, rows=order_desc(column(st, "caused_wait_ns"), stable=False)))
     cs = T["collective_stats"]
     if len(cs):
         out(_table("Collectives", cs, [

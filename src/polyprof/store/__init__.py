@@ -1,26 +1,22 @@
-"""The on-disk trace store: Parquet partitioned by rank, read one rank at a time.
+"""The on-disk trace store: Parquet partitioned by rank, read one rank at a time, and
+SQL over every rank. The format only: which traces go in, and where the per-rank work
+runs, is the job's (``polyprof.load_ranks(...).convert(STORE)``; docs/store.md).
 
-    polyprof.store.convert(["rank0.json.gz", "rank1.json.gz"], "job.store")
     st = polyprof.store.Store("job.store")
-    trace = st.load(0)                      # one rank back as a Trace
+    trace = st.load(0)                      # one rank back as a Trace, as it was written
     st.sql("SELECT rank, count(*) FROM events GROUP BY rank")   # DuckDB, memory-limited
-    polyprof.store.summary(st, dask="local")                     # per-rank tables + rank column
-
-See docs/store.md.
 """
 
 from __future__ import annotations
 
 from .._lazy import lazy_names
 
-# names -> the module that defines them, imported on first use: the CLI imports
-# polyprof.store.commands to build its parser, and `polyprof run` must not pay for
-# pandas and pyarrow (store.analyze, store.store) on every run
-_LAZY = {"StoreReport": "analyze", "summary": "analyze", "convert": "convert", "SCHEMA_VERSION": "manifest",
-         "is_store": "manifest", "Store": "store", "open_store": "store"}
+# names -> the module that defines them, imported on first use (pyarrow is not needed
+# to tell a store from a trace file)
+_LAZY = {"SCHEMA_VERSION": "manifest", "is_store": "manifest", "Store": "store", "open_store": "store",
+         "read_rank": "rankfiles", "write_rank": "rankfiles"}
 
-__all__ = ["convert", "Store", "open_store", "summary", "StoreReport", "is_store", "SCHEMA_VERSION"]
-
+__all__ = sorted(_LAZY)
 
 __getattr__ = lazy_names(__name__, _LAZY)
 

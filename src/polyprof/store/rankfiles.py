@@ -154,14 +154,12 @@ def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
         raise TraceFormatError(path, f"damaged store file ({e})") from None
 
 
-def read_rank(directory: Path) -> Trace:
-    """The Trace of one rank (events in time order)."""
-    return read_rank_rows(directory)[0]
-
-
 @guarded  # whatever the checks here miss still leaves as a TraceFormatError naming the rank
-def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
-    """The Trace of one rank, and each event's row in the trace it was converted from.
+def read_rank(directory: Path) -> Trace:
+    """The Trace of one rank, its events in the order of the trace it was converted from
+    (``input_row``; the files hold them in time order), so that reading a rank back
+    gives the very trace that was written: every analysis of it, event rows included,
+    equals that of the input file.
 
     The stats analyses look up (``trace.keys``) are read at once; the others (Kineto's
     other args, XSpace's other stats) on first use, as the Kineto reader defers them, so
@@ -173,17 +171,25 @@ def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
     path = directory / "events.parquet"
     table = _read(path, ["track_id", "name_id", "category_id", "start_ns", "dur_ns", "input_row",
                          *(s["column"] for s in eager)])
-    if table.num_rows != header["events"]:
-        raise TraceFormatError(path, f"damaged store: {table.num_rows} events, rank.json says {header['events']}")
-    events = {k: table.column(c).to_numpy().astype(EVENT_COLUMNS[k], copy=False) for k, c in
+    n = header["events"]
+    if table.num_rows != n:
+        raise TraceFormatError(path, f"damaged store: {table.num_rows} events, rank.json says {n}")
+    input_rows = table.column("input_row").to_numpy().astype(np.int64, copy=False)
+    order = _input_order(path, input_rows)
+    events = {k: table.column(c).to_numpy().astype(EVENT_COLUMNS[k], copy=False)[order] for k, c in
               (("track", "track_id"), ("name", "name_id"), ("category", "category_id"),
                ("start_ns", "start_ns"), ("dur_ns", "dur_ns"))}
-    input_rows = table.column("input_row").to_numpy()
-    stats = _stat_columns(table, eager)
+    stats = _stat_columns(table, eager, input_rows)
     del table
     fl = _read(directory / "flows.parquet")
     flows = {k: fl.column(c).to_numpy().astype(FLOW_COLUMNS[k], copy=False)
              for k, c in (("src", "src"), ("dst", "dst"), ("id", "id"), ("category", "category_id"))}
+    if len(flows["src"]):
+        if (flows["src"].min(initial=0) < 0 or flows["dst"].min(initial=0) < 0
+                or max(flows["src"].max(), flows["dst"].max()) >= n):
+            raise TraceFormatError(directory / "flows.parquet", "damaged store: a flow names an event beyond the rank's")
+        flows["src"] = input_rows[flows["src"]]
+        flows["dst"] = input_rows[flows["dst"]]
     ct = _read(directory / "counters.parquet")
     counters = {k: ct.column(c).to_numpy().astype(COUNTER_COLUMNS[k], copy=False)
                 for k, c in (("plane", "plane"), ("name", "name_id"), ("ts_ns", "ts_ns"), ("value", "value"))}
@@ -196,8 +202,23 @@ def read_rank_rows(directory: Path) -> tuple[Trace, np.ndarray]:
     except Exception as e:  # ids out of range, bad planes: a damaged or hand-edited store
         raise TraceFormatError(directory, f"damaged store: inconsistent rank ({e})") from None
     if lazy:
-        trace.stats.defer(partial(_read_stats, path, lazy), _WELL_KNOWN)
-    return trace, input_rows
+        trace.stats.defer(partial(_read_stats, path, lazy, input_rows), _WELL_KNOWN)
+    return trace
+
+
+def _input_order(path: Path, input_rows: np.ndarray) -> np.ndarray:
+    """The file's rows in input order (the inverse of ``input_rows``, which must be a
+    permutation of the rank's rows)."""
+    n = len(input_rows)
+    seen = np.zeros(n, bool)
+    if n and (input_rows.min() < 0 or input_rows.max() >= n):
+        raise TraceFormatError(path, "damaged store: input_row out of range")
+    seen[input_rows] = True
+    if not seen.all():
+        raise TraceFormatError(path, "damaged store: input_row is not a permutation of the events")
+    order = np.empty(n, np.int64)
+    order[input_rows] = np.arange(n, dtype=np.int64)
+    return order
 
 
 #: stat keys analyses look up (trace.keys, and analyze.common's DEVICE_DURATION_PS); a
@@ -207,22 +228,26 @@ _WELL_KNOWN = frozenset([v for k, v in vars(keys).items() if k.isupper() and isi
                          and not k.startswith(("CAT_", "LINE_", "HOST_"))] + ["device_duration_ps"])
 
 
-def _read_stats(path: Path, meta: list[dict[str, Any]]) -> dict[str, StatColumn]:
+def _read_stats(path: Path, meta: list[dict[str, Any]], input_rows: np.ndarray) -> dict[str, StatColumn]:
     """Stat columns of ``meta`` from ``path`` (the deferred text stats)."""
-    return _stat_columns(_read(path, [s["column"] for s in meta]), meta)
+    return _stat_columns(_read(path, [s["column"] for s in meta]), meta, input_rows)
 
 
-def _stat_columns(table: pa.Table, meta: list[dict[str, Any]]) -> dict[str, StatColumn]:
+def _stat_columns(table: pa.Table, meta: list[dict[str, Any]], input_rows: np.ndarray) -> dict[str, StatColumn]:
+    """Each stat of ``meta`` at the events (in input order: ``input_rows``) that have it."""
     stats = {}
     for s in meta:
         col = table.column(s["column"])
         valid = col.is_valid().to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(valid).astype(np.int64)
+        at = np.flatnonzero(valid)
+        rows = input_rows[at]
+        by_row = np.argsort(rows, kind="stable")
         present = col.drop_null()
         if s["kind"] in "iuf":
-            values = present.to_numpy()
+            values = present.to_numpy()[by_row]
         else:
             values = np.empty(len(rows), object)
             values[:] = present.to_pylist()
-        stats[s["key"]] = StatColumn(rows, values)
+            values = values[by_row]
+        stats[s["key"]] = StatColumn(rows[by_row], values)
     return stats

@@ -1,0 +1,63 @@
+"""A job's ranks written as a store (``polyprof convert``, ``TraceSet.convert``).
+
+Each rank is one task on the executor: it loads its rank as per-rank work does (the
+format's reader; a Kineto trace is parsed a slice at a time into columns), writes the
+rank's files (``store.rankfiles.write_rank``) and frees it, so memory is bounded by one
+rank per worker, never by the number of ranks. The manifest records each rank's number,
+how it was found and its label (the input's file name), so the store's ranks are the
+job's ranks: ``summary STORE`` is ``summary`` of the inputs.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from concurrent.futures import Executor
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import executor as executors
+
+if TYPE_CHECKING:
+    from .traceset import RankEntry, TraceSet
+
+
+def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str | None = None, *,
+            jobs: int | None = None, chunk_rows: int | None = None, overwrite: bool = False) -> Path:
+    """Write the ranks of ``ts`` as the store ``output``; returns its path. ``jobs``:
+    ranks converted at once (default 1: one rank in memory at a time)."""
+    from ..store import writer
+    from ..store.rankfiles import CHUNK_ROWS
+
+    root = Path(output)
+    rows = chunk_rows or CHUNK_ROWS
+    writer.prepare(root, overwrite)
+    tasks = [(e, str(writer.part(root, i)), rows) for i, e in enumerate(ts.entries)]
+    done: dict[int, dict[str, Any]] = {}
+    with executors.executor(executor, jobs or 1, len(tasks)) as ex:
+        for i, info in executors.run(convert_rank, tasks, ex, progress="convert",
+                                     names=[f"rank {e.rank} ({e.label})" for e in ts.entries]):
+            done[i] = info
+    ranks = [{"rank": e.rank, "rank_from": e.how, "label": e.label, **done[i]} for i, e in enumerate(ts.entries)]
+    writer.finish(root, ranks, chunk_rows=rows)
+    return root
+
+
+def convert_rank(entry: "RankEntry", part: str, chunk_rows: int) -> dict[str, Any]:
+    """One rank into one folder (a task: runs wherever the executor puts it)."""
+    from ..store.rankfiles import write_rank
+    from .traceset import load_rank
+
+    fmt = "trace"
+    if entry.path is not None:
+        from ..formats.detect import detect
+
+        fmt = detect(entry.path)
+    trace = load_rank(entry)
+    info = write_rank(trace, Path(part), chunk_rows)
+    sources = [asdict(s) for s in trace.sources]
+    del trace
+    gc.collect()
+    where = str(entry.path.resolve()) if entry.path is not None else entry.label
+    return {"part": part, "format": fmt, "input": where, "sources": sources, **info}

@@ -1,0 +1,119 @@
+"""One rank's result: what a worker hands back after analysing the rank it loaded.
+
+Small by construction: the rank's summary tables (not those with a row per event), its
+findings and overview, its collectives (for the job's alignment and stragglers), its
+clock anchor, and its row of the job's ``rank_overview``. The same for every kind of
+rank source (trace files, a store, Traces in memory): the job report is made from these
+alone. Tables are read through the Table API (``analyze.frames.column``), so they may be
+:class:`~polyprof.analyze.table.Table` s or DataFrames.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..analyze.findings import Finding
+from ..analyze.frames import column
+from ..analyze.window import AUTO, label, selection, view
+from ..errors import PolyprofError
+from ..trace import metadata_keys as mkeys
+from ..trace.core import Trace
+from .collectives import collective_table
+
+#: the columns of the job's ``rank_overview``: the first three from the job (rank, the
+#: source's label, how its rank was found), the rest from :func:`overview_row`
+OVERVIEW_COLUMNS = ["rank", "file", "rank_from", "events", "steps", "step_mean_ns", "step_median_ns",
+                    "step_max_ns", "compute_pct", "non_compute_pct", "idle_pct", "communication_ns", "collectives"]
+
+
+class RankResult(NamedTuple):
+    """What one rank's worker hands back (tables, not events)."""
+
+    tables: dict[str, Any]
+    findings: list[Finding]
+    overview: dict[str, Any]
+    collectives: Any  # ranks.collectives.collective_table, with ``in_window``
+    anchor: dict[str, Any] | None
+    monotonic: bool
+    overview_row: tuple  # this rank's numbers in the job's rank_overview (OVERVIEW_COLUMNS[3:])
+
+
+def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: Any = AUTO) -> RankResult:
+    """Every analysis of one rank over the steps ``window`` selects, as Tables (runs in
+    the worker that loaded it), but those :func:`summaries_only` leaves out; with
+    ``tables`` (names in ``analyze.registry.ANALYSES``) only those, and no findings. The
+    collectives are all of the rank's (alignment uses every one), marked ``in_window``
+    for the ones the window holds (stragglers and statistics)."""
+    from ..analyze.frames import columnar
+    from ..analyze.registry import ANALYSES, Tables
+    from ..report.tables import Report, build
+
+    if tables is None:
+        rep = build(trace, window, columnar=True)
+        rep.tables = summaries_only(rep.tables)
+    else:
+        known = [a.name for a in ANALYSES]
+        unknown = sorted(set(tables) - set(known))
+        if unknown:
+            raise PolyprofError(f"unknown analyses {unknown}; known: {known}")
+        v = view(trace, window)
+        with columnar():
+            t = Tables(v)
+            rep = Report(v, {n: t[n] for n in tables}, [], {"events": trace.n_events, "window": label(v, window)})
+    coll = rank_collectives(trace, rep.trace)
+    return RankResult(rep.tables, rep.findings, rep.overview, coll, *anchor_of(trace),
+                      overview_row(rep.tables, coll, trace.n_events))
+
+
+def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
+    """What a job gathers of a rank's tables: all but those with a row per event
+    (``analyze.registry.PER_EVENT``: the launch table, 90% of a summary's rows), which
+    stay with the rank."""
+    from ..analyze.registry import PER_EVENT
+
+    return {name: t for name, t in tables.items() if name not in PER_EVENT}
+
+
+def rank_collectives(trace: Trace, windowed: Trace) -> Any:
+    """:func:`collective_table` of the whole rank with ``in_window``: the collective
+    began inside the selected steps (every one when the whole trace is analysed)."""
+    coll = collective_table(trace)
+    sel = selection(windowed)
+    start = column(coll, "start_ns")
+    if sel is None:
+        return coll.assign(in_window=np.ones(len(coll), bool))
+    return coll.assign(in_window=(start >= sel.lo) & (start < sel.hi))
+
+
+def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
+    """The rank's wall anchor (if any) and whether its times are polyprof's monotonic clock."""
+    anchor = trace.metadata.get(mkeys.WALL_ANCHOR)
+    return (anchor if isinstance(anchor, dict) and "wall_ns" in anchor else None,
+            str(trace.metadata.get(mkeys.CLOCK_NAME, "")).startswith(mkeys.REFERENCE_CLOCK))
+
+
+def overview_row(tables: dict[str, Any], collectives: Any, events: int) -> tuple:
+    """One rank's events, steps, breakdown and communication for the job's
+    ``rank_overview`` (computed where the rank is analysed)."""
+    st = tables.get("step_stats")
+    if st is not None and len(st):
+        _, first = np.unique(column(st, "step"), return_index=True)  # a step's first row (host time per step)
+        steps = column(st, "host_ns")[np.sort(first)].astype(np.float64)
+    else:
+        steps = np.zeros(0)
+    tb = tables.get("temporal_breakdown")
+    whole = column(tb, "track_id") == -1 if tb is not None and len(tb) else None
+    if whole is not None and whole.any():
+        span = column(tb, "span_ns")[whole].sum()
+        pct = [float(column(tb, c)[whole].sum() / span * 100) if span else float("nan")
+               for c in ("compute_ns", "non_compute_ns", "idle_ns")]
+    else:
+        pct = [float("nan")] * 3
+    ov = tables.get("comm_comp_overlap")
+    comm = int(column(ov, "communication_ns").sum()) if ov is not None and len(ov) else 0
+    n_coll = int(column(collectives, "in_window").sum())
+    return (int(events), len(steps), float(steps.mean()) if len(steps) else float("nan"),
+            float(np.median(steps)) if len(steps) else float("nan"),
+            float(steps.max()) if len(steps) else float("nan"), *pct, comm, n_coll)

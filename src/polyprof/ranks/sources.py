@@ -1,0 +1,238 @@
+"""Rank sources: where each rank of a job comes from, resolved from what the user gave.
+
+As Perfetto's ``BatchTraceProcessor`` takes trace resolvers, a job takes *rank
+sources*: a trace file, one rank of a store, a Trace already in memory, a capture's
+result. Each is small and picklable (a worker loads its rank where it runs: ``load``)
+and says what it knows of its rank before loading: the rank the data itself names
+(``named``: a Kineto ``distributedInfo``, a ``.polyprof`` header, a store's manifest, a
+Trace's source) and a number in its file name (``in_name``). :func:`resolve` turns
+paths (files, a directory, a store, a capture's log directory), Traces and capture
+results into sources, through :data:`RESOLVERS` (one function per kind, asked in order);
+:func:`assign_ranks` numbers them, one rule for every kind (module ``identity``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, NamedTuple
+
+from ..errors import PolyprofError
+from ..trace.core import Trace
+from .identity import rank_in_file, rank_in_name
+
+#: file name patterns a directory of ranks is read with
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb")
+
+
+class RankSource:
+    """One rank's data, not loaded yet. ``label`` names it in tables (the file);
+    ``path`` is the trace file it reads, if it reads one (what can be read ahead)."""
+
+    label: str = ""
+    path: Path | None = None
+
+    def named(self) -> tuple[int, str] | None:
+        """The rank the data names itself, and how it says so (not loading it)."""
+        return None
+
+    def in_name(self) -> int | None:
+        """A rank number in the source's file name."""
+        return None
+
+    def load(self) -> Trace:
+        raise NotImplementedError
+
+
+class TraceFile(RankSource):
+    """A trace file of any format ``polyprof.load`` reads."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.file = self.path = Path(path)
+        self.label = self.file.name
+
+    def named(self) -> tuple[int, str] | None:
+        r = rank_in_file(self.file)
+        return None if r is None else (r, "distributedInfo")
+
+    def in_name(self) -> int | None:
+        return rank_in_name(self.file)
+
+    def load(self) -> Trace:
+        from ..formats.detect import load
+
+        return load(self.file)
+
+    def __repr__(self) -> str:
+        return f"TraceFile({str(self.path)!r})"
+
+
+class StoreRank(RankSource):
+    """One rank of a store (``polyprof convert``): its rank, file name and how the rank
+    was found are the ones the conversion recorded in the manifest."""
+
+    def __init__(self, folder: str | os.PathLike, rank: int, label: str = "", how: str = "store"):
+        self.folder = Path(folder)
+        self.rank = rank
+        self.label = label or f"rank {rank}"
+        self.how = how
+
+    def named(self) -> tuple[int, str] | None:
+        return self.rank, self.how
+
+    def load(self) -> Trace:
+        from ..store.rankfiles import read_rank
+
+        return read_rank(self.folder)
+
+    def __repr__(self) -> str:
+        return f"StoreRank({str(self.folder)!r})"
+
+
+class InMemory(RankSource):
+    """A Trace already loaded (a live session's, a capture's)."""
+
+    def __init__(self, trace: Trace, label: str = ""):
+        self.trace = trace
+        src = trace.sources[0] if len(trace.sources) == 1 else None
+        self.label = label or (src.label if src is not None and src.label else "")
+        self._rank = src.rank if src is not None else None
+
+    def named(self) -> tuple[int, str] | None:
+        return None if self._rank is None else (int(self._rank), "distributedInfo")
+
+    def load(self) -> Trace:
+        return self.trace
+
+    def __repr__(self) -> str:
+        return f"InMemory({self.trace!r})"
+
+
+# ----------------------------------------------------------------------------- resolvers
+def _trace(item: Any) -> list[RankSource] | None:
+    return [InMemory(item)] if isinstance(item, Trace) else None
+
+
+def _source(item: Any) -> list[RankSource] | None:
+    return [item] if isinstance(item, RankSource) else None
+
+
+def _captured(item: Any) -> list[RankSource] | None:
+    """A capture's result (``polyprof.capture.client.Captured``): its trace, if it succeeded."""
+    if not (callable(getattr(item, "trace", None)) and hasattr(item, "ok") and hasattr(item, "address")):
+        return None
+    if not item.ok:
+        raise PolyprofError(f"the capture of {item.address} failed: {getattr(item, 'error', '')}")
+    return [InMemory(item.trace(), label=str(item.address))]
+
+
+def _store(item: Any) -> list[RankSource] | None:
+    from ..store.manifest import is_store, read_manifest
+
+    if not isinstance(item, (str, os.PathLike)) or not is_store(Path(item)):
+        return None
+    root = Path(item)
+    return [StoreRank(root / r["path"], r["rank"], r.get("label") or Path(str(r.get("input", ""))).name,
+                      r.get("rank_from") or "store")
+            for r in sorted(read_manifest(root)["ranks"], key=lambda r: r["rank"])]
+
+
+def _logdir(item: Any) -> list[RankSource] | None:
+    """A capture's log directory (``polyprof capture --logdir``, XProf's layout
+    ``<logdir>/plugins/profile/<run>/<process>.xplane.pb``): the latest run's files."""
+    if not isinstance(item, (str, os.PathLike)):
+        return None
+    profile = Path(item) / "plugins" / "profile"
+    if not profile.is_dir():
+        return None
+    runs = sorted((p for p in profile.iterdir() if p.is_dir()), key=lambda p: (p.stat().st_mtime, p.name))
+    if not runs:
+        raise PolyprofError(f"{item}: a log directory without a profile run")
+    return _directory(runs[-1])
+
+
+def _directory(item: Any) -> list[RankSource] | None:
+    if not isinstance(item, (str, os.PathLike)) or not Path(item).is_dir():
+        return None
+    p = Path(item)
+    found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES)
+                   and not q.name.startswith("."))
+    if not found:
+        raise PolyprofError(f"{p}: no trace files in this directory")
+    return [TraceFile(q) for q in found]
+
+
+def _file(item: Any) -> list[RankSource] | None:
+    if not isinstance(item, (str, os.PathLike)):
+        return None
+    if not Path(item).exists():
+        raise PolyprofError(f"{item}: no such file")
+    return [TraceFile(item)]
+
+
+#: what a job can be made of, asked in order; each gives the sources of one item, or
+#: None when the item is not of its kind
+RESOLVERS: list[Callable[[Any], list[RankSource] | None]] = [_source, _trace, _captured, _store, _logdir,
+                                                             _directory, _file]
+
+
+def resolve(items: Any) -> list[RankSource]:
+    """The rank sources of ``items``: a path or a Trace, or several (see the module doc)."""
+    if isinstance(items, (str, os.PathLike, Trace, RankSource)):
+        items = [items]
+    out: list[RankSource] = []
+    for item in items:
+        for resolver in RESOLVERS:
+            got = resolver(item)
+            if got is not None:
+                out.extend(got)
+                break
+        else:
+            raise PolyprofError(f"not a rank of a job: {type(item).__name__} {item!r:.80}")
+    return out
+
+
+class Assigned(NamedTuple):
+    rank: int
+    how: str  # distributedInfo (or the store's record) | file name | order
+
+
+def assign_ranks(sources: Iterable[RankSource], rank_by: str = "auto") -> list[Assigned]:
+    """(rank, how) for each source, in the order given. ``rank_by="auto"``: the ranks the
+    sources name themselves when they all do and differ; when only some do, those, and
+    the others numbered after them; else the numbers in the file names when they all
+    have distinct ones; else the order given. ``"order"``: the order given; ``"trace"``:
+    the ranks the sources name, an error naming the first that names none or repeats one."""
+    import logging
+
+    sources = list(sources)
+    if rank_by not in ("auto", "trace", "order"):
+        raise PolyprofError(f"rank_by must be auto, trace or order, not {rank_by!r}")
+    if rank_by == "order":
+        return [Assigned(i, "order") for i in range(len(sources))]
+    named = [s.named() for s in sources]
+    if rank_by == "trace":
+        seen: dict[int, str] = {}
+        for s, n in zip(sources, named):
+            if n is None or n[0] in seen:
+                what = "names no rank" if n is None else f"repeats rank {n[0]} of {seen[n[0]]}"
+                raise PolyprofError(f"{s.path or s.label}: {what}; number the ranks by order instead")
+            seen[n[0]] = s.label
+        return [Assigned(*n) for n in named]  # type: ignore[misc]
+    known = [n for n in named if n is not None]
+    if known:
+        ranks = [n[0] for n in known]
+        if len(set(ranks)) < len(ranks):
+            logging.getLogger("polyprof").warning(
+                "several sources name the same rank (%s); ranks by file name or order",
+                ", ".join(s.label for s, n in zip(sources, named) if n is not None and ranks.count(n[0]) > 1))
+        elif len(known) == len(sources):
+            return [Assigned(r, how) for r, how in known]  # type: ignore[misc]
+        else:  # some name their rank: keep those, number the rest after them
+            taken = set(ranks)
+            free = (r for r in range(len(sources) + max(taken) + 1) if r not in taken)
+            return [Assigned(*n) if n is not None else Assigned(next(free), "order") for n in named]
+    in_name = [s.in_name() for s in sources]
+    if all(r is not None for r in in_name) and len(set(in_name)) == len(in_name):
+        return [Assigned(int(r), "file name") for r in in_name]  # type: ignore[arg-type]
+    return [Assigned(i, "order") for i in range(len(sources))]
