@@ -368,3 +368,41 @@ def test_gpu_render_stages_and_counters_are_a_device(tmp_path):
     assert trace.counters["value"].tolist() == [87.5]
     # the kernel is seen by the analyses as device work
     assert "kernel_breakdown" in build(trace, columnar=True).tables
+
+
+def test_mutated_traces_give_a_trace_or_one_checked_error(tmp_path):
+    """Seeded byte flips, cuts and insertions in polyprof's export and Perfetto's traces:
+    each reads, or fails with a TraceFormatError the reader raised itself (not the
+    guard's ForeignError for an unchecked exception)."""
+    import random
+
+    from polyprof.formats.safety import ForeignError
+
+    trace = polyprof.load(ROOT / "tests/data/traces/kineto/cuda_event_sync_multistream.json.gz")
+    seeds = [perfetto.write(trace, tmp_path / "s.pftrace").read_bytes(),
+             _pftrace("track_event_tracks", tmp_path).read_bytes(),
+             _pftrace("track_event_counters", tmp_path).read_bytes()]
+    rng = random.Random(20261128)
+    outcomes = Counter()
+    for i in range(150):
+        b = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 6)):
+            pos = rng.randrange(len(b))
+            k = rng.random()
+            if k < 0.6:
+                b[pos] = rng.randrange(256)
+            elif k < 0.8:
+                del b[pos:pos + rng.randint(1, 20)]
+            else:
+                b[pos:pos] = rng.randbytes(rng.randint(1, 8))
+        path = tmp_path / f"m{i}.pftrace"
+        path.write_bytes(bytes(b))
+        try:
+            load(path)
+            outcomes["ok"] += 1
+        except ForeignError as e:  # pragma: no cover - what this test is for
+            raise AssertionError(f"unchecked {type(e.cause).__name__} on mutation {i}: {e}") from None
+        except TraceFormatError as e:
+            assert str(path) in str(e) and "\n" not in str(e)
+            outcomes["error"] += 1
+    assert outcomes["ok"] and outcomes["error"]

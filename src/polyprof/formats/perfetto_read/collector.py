@@ -29,7 +29,7 @@ import orjson
 
 from ...trace.builder import TraceBuilder
 from .clocks import Clocks
-from .sequences import SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, Sequence
+from .sequences import SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, Sequence, text
 from .tracks import Tracks
 
 log = logging.getLogger("polyprof")
@@ -230,7 +230,7 @@ class Collector:
                 name = self.b.intern(f"<name iid {t[_TE_NAME_IID]} not interned>")
                 self.skip("event names not interned on their sequence (named by iid)")
         elif _TE_NAME in t:
-            name = self.b.intern(t[_TE_NAME])
+            name = self.b.intern(text(t[_TE_NAME]))
         elif legacy is not None and legacy.name_iid:
             name = s.names.get(legacy.name_iid, self.b.intern(""))
         else:
@@ -241,7 +241,7 @@ class Collector:
             cat = ids[0] if len(ids) == 1 and ids[0] is not None else \
                 self.b.intern(",".join(self.b.strings[i] if i is not None else "" for i in ids))
         elif _TE_CATEGORIES in t:
-            cat = self.b.intern(",".join(t[_TE_CATEGORIES]))
+            cat = self.b.intern(",".join(map(text, t[_TE_CATEGORIES])))
         else:
             cat = self.b.intern("")
         self.cat.append(cat)
@@ -314,9 +314,9 @@ class Collector:
             if n == _DA_NAME_IID:
                 key = s.anames.get(v, f"<annotation iid {v}>")
             elif n == _DA_NAME:
-                key = v
+                key = text(v)
             elif n in _DA_KINDS:
-                kind, value = _DA_KINDS[n], v
+                kind, value = _DA_KINDS[n], text(v)
             elif n == _DA_STRING_IID:
                 kind, value = "s", s.values.get(v, "")
             elif n in (_DA_DICT, _DA_ARRAY):
@@ -349,7 +349,7 @@ class Collector:
             else (f"stage {g.stage_id}", 0)
         which = g.WhichOneof("name_field")
         if which == "name":
-            label = g.name
+            label = text(g.name)
         elif which == "name_iid":
             label = self.b.strings[s.names[g.name_iid]] if g.name_iid in s.names else stage_name
         else:
@@ -369,14 +369,14 @@ class Collector:
         if g.HasField("context"):
             self._stat("context", "u", row, g.context)
         for e in g.extra_data:
-            self._stat(e.name, "s", row, e.value)
+            self._stat(text(e.name), "s", row, text(e.value))
 
     def gpu_counters(self, f: dict[int, Any], g: Any, s: Sequence) -> None:
         """A ``GpuCounterEvent``: samples of its GPU's counters (named by the descriptor
         an earlier event of the GPU carried)."""
         if g.HasField("counter_descriptor"):
             for spec in g.counter_descriptor.specs:
-                self.tracks.gpu_counter_names[(g.gpu_id, spec.counter_id)] = spec.name
+                self.tracks.gpu_counter_names[(g.gpu_id, spec.counter_id)] = text(spec.name)
         clock, ts = self._time(f, s)
         for c in g.counters:
             which = c.WhichOneof("value")
@@ -395,12 +395,12 @@ def _plain(a: Any, s: Sequence) -> Any:
     v = a.WhichOneof("value")
     if v is None:
         if a.dict_entries:
-            return {(s.anames.get(e.name_iid, "") if e.WhichOneof("name_field") == "name_iid" else e.name):
+            return {(s.anames.get(e.name_iid, "") if e.WhichOneof("name_field") == "name_iid" else text(e.name)):
                     _plain(e, s) for e in a.dict_entries}
         return [_plain(x, s) for x in a.array_values]
     if v == "string_value_iid":
         return s.values.get(a.string_value_iid, "")
-    return getattr(a, v)
+    return text(getattr(a, v))
 
 
 def _values(kind: str, vals: list[Any]) -> np.ndarray:

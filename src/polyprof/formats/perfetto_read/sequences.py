@@ -17,6 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+def text(v: Any) -> str:
+    """A string field's value as text: protobuf hands a proto2 string that is not valid
+    UTF-8 over as bytes."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
 SEQ_INCREMENTAL_STATE_CLEARED = 1
 SEQ_NEEDS_INCREMENTAL_STATE = 2
 
@@ -53,15 +59,15 @@ class Sequence:
     def intern(self, d: Any, intern: Callable[[str], int]) -> None:
         """Add an ``InternedData`` message's entries (a later entry with an iid wins)."""
         for e in d.event_names:
-            self.names[e.iid] = intern(e.name)
+            self.names[e.iid] = intern(text(e.name))
         for e in d.event_categories:
-            self.cats[e.iid] = intern(e.name)
+            self.cats[e.iid] = intern(text(e.name))
         for e in d.debug_annotation_names:
-            self.anames[e.iid] = e.name
+            self.anames[e.iid] = text(e.name)
         for e in d.debug_annotation_string_values:
             self.values[e.iid] = e.str.decode("utf-8", "replace")
         for e in d.gpu_specifications:
-            self.specs[e.iid] = (e.name, e.category)
+            self.specs[e.iid] = (text(e.name), e.category)
         for e in d.graphics_contexts:
             self.contexts[e.iid] = e.pid
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from ...trace.builder import TraceBuilder
 from ..kineto.devices import _vendor, _vendor_hint
+from .sequences import text
 
 _DEVICE_PLANE = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
 _OVERLAP = re.compile(r"^(.*) \(overlap \d+\)$")
@@ -71,19 +72,19 @@ class Tracks:
             info["parent"] = td.parent_uuid
         which = td.WhichOneof("static_or_dynamic_name")
         if which:
-            info["name"] = getattr(td, which)
+            info["name"] = text(getattr(td, which))
         if td.HasField("sibling_order_rank"):
             info["rank"] = td.sibling_order_rank
         if td.HasField("process"):
             p = td.process
-            info["process"] = self.process(p.pid, p.process_name or (p.cmdline[0] if p.cmdline else ""),
+            info["process"] = self.process(p.pid, text(p.process_name or (p.cmdline[0] if p.cmdline else "")),
                                            list(p.process_labels), uuid=td.uuid)
         if td.HasField("thread"):
             t = td.thread
             info["thread"] = (t.pid, t.tid)
             info.setdefault("generation", self._current(t.pid))
             if t.thread_name:
-                info["name"] = t.thread_name
+                info["name"] = text(t.thread_name)
             self.by_key.setdefault(("thread", t.pid, t.tid), c)
         if td.HasField("counter"):
             k = td.counter
@@ -99,6 +100,7 @@ class Tracks:
     def process(self, pid: int, name: str, labels: list[str], weak: bool = False, uuid: int | None = None
                 ) -> tuple[int, int]:
         """(pid, generation) of a process named by a descriptor or a process tree."""
+        name, labels = text(name), [text(x) for x in labels]
         g = self.generation.get(pid)
         p = self.processes.get((pid, g)) if g is not None else None
         if p is not None and uuid is not None and p["uuid"] not in (None, uuid):  # the pid was reused
@@ -123,6 +125,7 @@ class Tracks:
         return c
 
     def thread(self, pid: int, tid: int, name: str, weak: bool = False) -> int:
+        name = text(name)
         c = self._code(("thread", pid, tid))
         info = self.info[c]
         info.setdefault("thread", (pid, tid))
