@@ -12,7 +12,7 @@ import numpy as np
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from ...trace.sorting import unique
-from . import names as N
+from . import gpu, names as N
 from .decode import EventColumns, spans
 from .deferred import DeferredStats, EventPart, MetadataPart
 from .metadata import PlaneMetadata, read_metadata
@@ -56,7 +56,8 @@ class EventReader:
     # ------------------------------------------------------------------ events
     def plane_events(self, pid: int, lines: list[tuple[Any, ...]], meta: PlaneMetadata,
                      stat_names: dict[int, str]) -> None:
-        """Add the events of ``lines`` ((index, e0, e1, track, base ns, name, category) each)."""
+        """Add the events of ``lines`` ((index, e0, e1, track, base ns, name, category[, mixed])
+        each; mixed: a GPU stream line whose events' categories come from their stats)."""
         if not lines:
             return
         c = self.cols
@@ -78,6 +79,11 @@ class EventReader:
         name_ids = np.fromiter((self.b.intern(meta.name.get(m, "")) for m in uniq.tolist()), np.int32,
                                len(uniq))[inv]
         cats = np.repeat(np.asarray([self.b.intern(ln[6]) for ln in lines], np.int32), counts)
+        mixed = [k for k, ln in enumerate(lines) if len(ln) > 7 and ln[7]]
+        if mixed:  # GPU stream lines of several kinds: each event's own stats say which
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            rows = np.concatenate([np.arange(bounds[k], bounds[k + 1]) for k in mixed])
+            gpu.refine_mixed(c, self.stat_start, idx, cats, rows, meta, stat_names, self.b.intern)
         tracks = np.repeat(np.asarray([ln[3] for ln in lines], np.int32), counts)
         row0 = self.b.n_events
         self.md_parts.append(MetadataPart(meta.table, uniq, order, bounds, row0))

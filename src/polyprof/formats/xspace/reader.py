@@ -23,7 +23,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import xprof_memory
 from ..safety import check_events, clean_metadata, guarded, reading
-from . import decode, names as N, xla
+from . import decode, gpu, names as N, xla
 from .events import EventReader
 from .stats import int_stat, layout
 from .wire import check_planes, read_file
@@ -123,7 +123,7 @@ class _SpaceReader:
 
     def _line(self, plane_name: str, line: tuple, pid: int, is_host: bool, track_layout: dict[str, Any],
               origin: int, index: int, meta: Any, stat_names: dict[int, str]
-              ) -> tuple[int, int, int, int, int, str, str] | None:
+              ) -> tuple[Any, ...] | None:
         """(line index, event range, track, base ns, name, default category) of a line whose
         events become events; None for one read otherwise or skipped."""
         line_id, display_id, name, display_name, timestamp_ns, duration_ps = line
@@ -158,7 +158,10 @@ class _SpaceReader:
         base_ns = int(timestamp_ns) + origin
         if abs(base_ns) > N.TIME_LIMIT_NS:
             raise TraceFormatError(self.source, f"line {lname!r} starts at {base_ns} ns: beyond +-2**62 ns")
-        return index, e0, e1, track, base_ns, lname, N.default_category(is_host, lname)
+        cat = N.default_category(is_host, lname)
+        if not is_host and not polyprof and (gcat := gpu.line_category(lname)) is not None:
+            return index, e0, e1, track, base_ns, lname, gcat, gpu.is_mixed(lname)  # XLA's GPU layout
+        return index, e0, e1, track, base_ns, lname, cat
 
     def finish(self, texts: tuple[list[str], list[str], list[str]]) -> Trace:
         b = self.b
@@ -197,6 +200,14 @@ class _SpaceReader:
         if self.producer != "polyprof":
             xla.xprof_flows(trace)
         xla.classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
+        if self.producer != "polyprof":  # XLA's GPU layout (polyprof's own files say what they hold)
+            gpu.launch_calls(trace, trace.string_id(N.CAT_TRACEME))
+            gpu.framework_ops(trace)
+            unread = gpu.uninterpreted_planes(trace)
+            if unread:
+                trace.metadata.setdefault("warnings", []).extend(unread)
+                for w in unread:
+                    log.warning("%s: %s", self.source, w)
         log.debug("xspace %s: %d planes, %d lines, %d events, %d stat keys (%s decode)", self.source,
                   len(trace.planes), len(trace.tracks), trace.n_events, len(stats.built) + len(stats.keys()),
                   decode.IMPLEMENTATION)  # len(trace.stats) would build every deferred column

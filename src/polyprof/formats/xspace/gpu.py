@@ -1,0 +1,178 @@
+"""XLA's GPU profiler layout (CUPTI on CUDA, roctracer on ROCm), as XProf reads it.
+
+Each stream of a ``/device:GPU:N`` plane is a line named ``Stream #<id>(<kinds>)``, the
+kinds of activity it holds (``Kernel``, ``MemcpyH2D``, ``MemcpyD2H``, ``MemcpyD2D``,
+``MemcpyP2P``, ``MemcpyOther``, ``Memset``, ``MemoryAlloc``...). An event's own stats
+say what it is (``kernel_details``, ``memcpy_details``, ``memset_details``, on the event
+or its metadata); where it has none, the line's kinds do. Its XLA op (``hlo_op``,
+``hlo_module``), framework op (``tf_op``) and ``correlation_id`` (the host launch call's)
+are stats the reader keeps like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import numpy as np
+
+from ...trace import keys
+from ...trace.categories import DEVICE_ACTIVITY
+from ...trace.core import Trace
+from .decode import EventColumns, spans
+from .metadata import PlaneMetadata
+
+_STREAM_LINE = re.compile(r"^Stream #(\d+)(?:\((.*)\))?$")
+
+CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_MEMORY = "kernel", "gpu_memcpy", "gpu_memset", "gpu_memory"
+#: the stat that names what an event is -> its category, in order of precedence
+DETAIL_STATS = (("memcpy_details", CAT_MEMCPY), ("memset_details", CAT_MEMSET), ("kernel_details", CAT_KERNEL),
+                ("memalloc_details", CAT_MEMORY), ("memfree_details", CAT_MEMORY))
+
+
+def line_kinds(name: str) -> list[str] | None:
+    """The kinds of a ``Stream #N(...)`` line (``[]`` when it lists none); None for other lines."""
+    m = _STREAM_LINE.match(name)
+    if m is None:
+        return None
+    return [k.strip() for k in (m.group(2) or "").split(",") if k.strip()]
+
+
+def _kind_category(kind: str) -> str:
+    k = kind.lower()
+    if k.startswith("memcpy"):
+        return CAT_MEMCPY
+    if k.startswith("memset"):
+        return CAT_MEMSET
+    if k.startswith("memory") or k.startswith("memalloc") or k.startswith("memfree"):
+        return CAT_MEMORY
+    return CAT_KERNEL
+
+
+def line_category(name: str) -> str | None:
+    """The category of a stream line's events when their stats do not say (None: not a
+    stream line): the one kind it lists, else kernel."""
+    kinds = line_kinds(name)
+    if kinds is None:
+        return None
+    cats = {_kind_category(k) for k in kinds}
+    return cats.pop() if len(cats) == 1 else CAT_KERNEL
+
+
+def is_mixed(name: str) -> bool:
+    """A stream line whose events' kinds must be read from their stats."""
+    kinds = line_kinds(name)
+    return kinds is not None and len({_kind_category(k) for k in kinds}) != 1
+
+
+def refine_mixed(cols: EventColumns, stat_start: np.ndarray, idx: np.ndarray, cats: np.ndarray, rows: np.ndarray,
+                 meta: PlaneMetadata, stat_names: dict[int, str], intern: Callable[[str], int]) -> None:
+    """Set the category (``cats``, in place) of the events ``idx[rows]`` (on mixed stream
+    lines) from their detail stats (``DETAIL_STATS``), on the event or its metadata."""
+    ev = idx[rows]
+    n_st = cols.ev_stats[ev]
+    st = spans(stat_start[ev], n_st)
+    owner = np.repeat(np.arange(len(ev)), n_st)
+    mid_tab, code_tab = meta.table[0], meta.table[1]
+    done = np.zeros(len(ev), bool)
+    for key, cat in DETAIL_STATS:
+        ids = np.asarray([m for m, nm in stat_names.items() if nm == key], np.int64)
+        has = np.zeros(len(ev), bool)
+        if len(ids):
+            has[owner[np.isin(cols.st_mid[st], ids)]] = True
+        if key in meta.keys:
+            code = meta.keys.index(key)
+            has |= np.isin(cols.ev_mid[ev], mid_tab[code_tab == code])
+        has &= ~done
+        if has.any():
+            cats[rows[has]] = intern(cat)
+            done |= has
+
+
+def launch_calls(trace: Trace, traceme: int) -> None:
+    """Host events of the GPU tracer (the API calls that launched or copied, carrying the
+    ``correlation_id`` of their device activity) become runtime calls (``cuda_runtime``,
+    ``hip_runtime``, else ``runtime``), so launches are matched as in a Kineto trace."""
+    corr = trace.stats.get(keys.CORRELATION_ID)
+    if corr is None or not len(corr) or traceme < 0:
+        return
+    ev = trace.events
+    rows = corr.rows[ev["category"][corr.rows] == traceme]
+    host = np.asarray([p.kind == "host" for p in trace.planes], bool)
+    rows = rows[host[trace.track_plane[ev["track"][rows]]]]
+    if not len(rows):
+        return
+    names = ev["name"][rows]
+    uniq = np.unique(names)
+    cat_of = {}
+    for i in uniq.tolist():
+        nm = trace.strings[i]
+        cat_of[i] = "hip_runtime" if nm.startswith(("hip", "hsa")) else \
+            "cuda_runtime" if nm.startswith("cu") else "runtime"
+    ids = {c: _string(trace, c) for c in set(cat_of.values())}
+    table = np.asarray([ids[cat_of[i]] for i in uniq.tolist()], np.int32)
+    ev["category"][rows] = table[np.searchsorted(uniq, names)]
+    trace.__dict__.pop("kinds", None)
+
+
+def framework_ops(trace: Trace) -> None:
+    """The framework op of XLA's GPU activity: its ``tf_op`` stat holds only the module
+    annotation (``XlaModule:``), and the op's framework name (the HLO instruction's
+    ``op_name``, which XProf's framework_op_stats shows) is the ``name`` stat; that name
+    replaces the annotation in ``tf_op`` (and ``op``) at those events."""
+    loaded = trace.stats.loaded()
+    cols = [loaded[k] for k in ("tf_op", keys.OP) if k in loaded and loaded[k].kind == "O"]
+    if not cols:
+        return
+    tf = cols[0]
+    module = np.fromiter((isinstance(v, str) and v.startswith("XlaModule:") for v in tf.values), bool, len(tf))
+    if not module.any():
+        return
+    try:
+        name = trace.stats["name"]
+    except KeyError:
+        return
+    rows = tf.rows[module]
+    found, vals = name.lookup(rows)
+    ok = np.fromiter((isinstance(v, str) and v != "" for v in vals), bool, len(vals))
+    rows, vals = rows[found][ok], vals[ok]
+    for col in {id(c): c for c in cols}.values():
+        at = np.searchsorted(col.rows, rows)
+        at_ok = (at < len(col.rows)) & (col.rows[np.minimum(at, len(col.rows) - 1)] == rows)
+        if col.values.dtype != object:
+            col.values = col.values.astype(object)
+        col.values[at[at_ok]] = vals[at_ok]
+
+
+def _string(trace: Trace, s: str) -> int:
+    i = trace.string_id(s)
+    if i < 0:
+        i = len(trace.strings)
+        trace.strings.append(s)
+        trace.__dict__.pop("_string_index", None)
+        trace.__dict__.pop("_string_array", None)
+    return i
+
+
+def uninterpreted_planes(trace: Trace) -> list[str]:
+    """One line per device plane with events but no device activity (kernels, copies,
+    fills, XLA ops) polyprof recognises, naming its lines: such a plane would otherwise
+    read as an idle device."""
+    if not trace.n_events:
+        return []
+    ev = trace.events
+    kinds = trace.kinds
+    busy = np.isin(kinds, np.asarray(DEVICE_ACTIVITY, kinds.dtype))
+    plane_of = trace.track_plane[ev["track"]]
+    n = np.bincount(plane_of, minlength=len(trace.planes))
+    known = np.bincount(plane_of[busy], minlength=len(trace.planes))
+    out = []
+    for p in trace.planes:
+        if p.kind != "device" or not n[p.id] or known[p.id]:
+            continue
+        lines = [t.name for t in trace.tracks if t.plane == p.id]
+        shown = ", ".join(repr(x) for x in lines[:4]) + (f" and {len(lines) - 4} more" if len(lines) > 4 else "")
+        out.append(f"xspace: {p.name}: {int(n[p.id])} events on lines {shown} that polyprof does not "
+                   "interpret as device activity (not read as kernels, copies or XLA ops)")
+    return out
+
