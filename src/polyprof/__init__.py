@@ -42,7 +42,7 @@ _LAZY = ("analyze", "ranks", "store", "report", "trace", "formats", "derive")
 
 #: names imported on first use, (module, attribute): ``import polyprof`` in a program that
 #: only marks sections imports neither NumPy (the session, the trace) nor the readers;
-#: the ranks' executors import multiprocessing and concurrent.futures (about 10 ms)
+#: the ranks' executors import multiprocessing and concurrent.futures
 _LAZY_NAMES = {"TraceSet": ("ranks.traceset", "TraceSet"), "load_ranks": ("ranks.traceset", "load_ranks"),
                "Session": ("collect.session", "Session"), "profile": ("collect.session", "profile"),
                "schedule": ("collect.schedule", "schedule"), "load": ("formats.detect", "load"),

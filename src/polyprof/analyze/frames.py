@@ -1,7 +1,7 @@
 """The analyses' tables, built from NumPy columns in one step.
 
 A summary builds a dozen small tables; with pandas' general constructor, a sort and a
-few derived columns each, their pandas overhead (0.1-0.4 ms a call) was most of a small
+few derived columns each, their pandas overhead was most of a small
 trace's summary. Here a table is computed as NumPy columns (sorted with
 :func:`order_desc` / :func:`order_asc`, which order exactly as pandas'
 ``sort_values(kind="stable")``) and handed over once (:func:`frame`): to pandas, with
@@ -118,9 +118,8 @@ def _pandas_frame(columns: dict[str, Any], index: Sequence[Any] | None, order: n
 
 @lru_cache(maxsize=256)
 def _labels(names: tuple[str, ...]) -> "pd.Index":
-    """The column labels of a table: one object Index per set of names, built once (8-12
-    us each through pandas' constructor, 20 us the first time, and every table of a
-    summary needs one); tables get views of it. The names are strings, so the Index is
+    """The column labels of a table: one object Index per set of names, built once (through
+    pandas' constructor each costs a set-up, and every table of a summary needs one); tables get views of it. The names are strings, so the Index is
     made straight from their object array, as the constructor would make it."""
     import pandas as pd
 
@@ -141,7 +140,7 @@ def _general(columns: dict[str, Any], index: "pd.Index | None") -> "pd.DataFrame
             return v
         return pd.Series(v, dtype=object, index=index)
 
-    # labels too (an inferred str Index is Arrow: 10-20 ms on first use): set after building
+    # labels too (an inferred str Index is Arrow, slow on first use): set after building
     df = pd.DataFrame({i: keep(v) for i, v in enumerate(columns.values())}, index=index)
     df.columns = pd.Index(list(columns), dtype=object)
     return df
@@ -149,7 +148,7 @@ def _general(columns: dict[str, Any], index: "pd.Index | None") -> "pd.DataFrame
 
 def column(df: Any, c: str) -> np.ndarray:
     """Column ``c`` of a :class:`Table` or a DataFrame as a NumPy array: ``df[c].to_numpy()``,
-    without building the Series (6 µs a column, and a summary reads a hundred) where the
+    without building the Series (a summary reads a hundred columns) where the
     column is one NumPy array of its own."""
     if isinstance(df, Table):
         return df[c]
@@ -176,7 +175,7 @@ def rows_frame(rows: list[tuple], columns: list[str]) -> Any:
 def empty_frame(columns: Sequence[str], text: Sequence[str] = (), dtype: Any = np.int64) -> Any:
     """A table with no rows: ``columns`` of ``dtype``, those in ``text`` object columns;
     labels as :func:`frame` makes them (an empty table built by ``pd.DataFrame`` from
-    a dict got Arrow labels: 2-3 ms on first use in a fresh process)."""
+    a dict got Arrow labels, slow on first use in a fresh process)."""
     return frame({c: np.zeros(0, object if c in text else dtype) for c in columns})
 
 
@@ -194,7 +193,7 @@ def order_asc(values: np.ndarray, stable: bool = True) -> np.ndarray:
 
 def _order(values: np.ndarray, kind: Literal["stable", "quicksort"], ascending: bool) -> np.ndarray:
     """pandas' ``nargsort(values, kind, ascending)`` (NaN last): its steps in NumPy for
-    numbers (pandas' function costs 10-20 us of checks a call) and for text (an object
+    numbers (pandas' function pays its checks on every call) and for text (an object
     array of str, which nothing in it is missing from); pandas' own for anything else."""
     if values.ndim != 1:
         return _nargsort(values, kind, ascending)

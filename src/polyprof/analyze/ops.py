@@ -164,7 +164,7 @@ def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: W
     # a launch call counts once however many activities it launched (a graph launch: dozens)
     first = first_of_each(column(ls, "launch_row")).astype(np.int64)
     calls = group_reduce(o, st, first, np.add)
-    # (a label looked up in the list: "in ls" builds the labels' hash table, 60 us the first time)
+    # (a label looked up in the list: "in ls" builds the labels' hash table)
     graph = first * column(ls, "graph_launch").astype(np.int64) if "graph_launch" in labels(ls) else first * 0
     out = frame({
         "plane": np.asarray(planes, object)[p], "launch_name": np.asarray(names, object)[k], "count": n,

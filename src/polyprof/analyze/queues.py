@@ -84,7 +84,7 @@ def queue_length_summary(trace: Trace, window: WindowArg = None) -> pd.DataFrame
 
 def quartiles(x: np.ndarray) -> np.ndarray:
     """``np.percentile(x, [25, 50, 75])`` of a 1-d float array: NumPy's linear method step
-    by step (its function costs 160-300 us of set-up the first time in a process, for a
+    by step (its function pays a set-up the first time in a process, for a
     handful of values here); NumPy's own where ``x`` is empty, long (a partition beats
     the sort there) or holds NaN."""
     if not len(x) or len(x) > 4096 or np.isnan(x).any():

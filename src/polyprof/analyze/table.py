@@ -4,8 +4,8 @@ Every analysis computes its table as NumPy columns and hands them to
 :func:`analyze.frames.frame` once. That makes a pandas DataFrame, what the library's
 users get, unless the tables are being computed for the terminal summary
 (:func:`analyze.frames.columnar`): then it makes a :class:`Table`, and the summary
-never imports pandas (0.3-0.4 s and about 90 MB in a fresh process, most of what
-``polyprof run`` of a small script would otherwise add; docs/architecture.md). The
+never imports pandas (most of what ``polyprof run`` of a small script would
+otherwise add; docs/benchmarks.md). The
 consumers of the tables on that path (the findings, ``report/terminal.py``) read
 columns through :func:`analyze.frames.column`, which takes either kind.
 """

@@ -38,7 +38,7 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or of the command ``only`` alone (importing every
-    command's module and building its parser cost each `polyprof run` 6-13 ms)."""
+    command's module and building its parser was part of each `polyprof run`'s start)."""
     parser = argparse.ArgumentParser(prog="polyprof", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")

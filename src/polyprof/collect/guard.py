@@ -16,7 +16,7 @@ from typing import Any, Callable
 class Outcome:
     """What a guarded call gave: its value, or the exception it raised (with its
     traceback), or that it overran its time limit. (A plain class: every session makes
-    it; a dataclass costs each `polyprof run` about 0.3 ms to define.)"""
+    it; a dataclass is slower to define in each `polyprof run`.)"""
 
     __slots__ = ("value", "error", "tb", "timed_out")
 

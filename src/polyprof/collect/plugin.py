@@ -25,8 +25,8 @@ log = logging.getLogger("polyprof")
 
 class Availability(NamedTuple):
     """Whether a plugin can run here, and why not. (Immutable, compared by value; a
-    named tuple rather than a frozen dataclass, which costs every `polyprof run` 0.4 ms
-    to define.)"""
+    named tuple rather than a frozen dataclass, which is slower to define in every
+    `polyprof run`.)"""
 
     ok: bool
     reason: str = ""

@@ -22,7 +22,7 @@ ENV_PATH = "POLYPROF_PLUGIN_PATH"
 
 
 # Named tuples, not dataclasses: every `polyprof run` discovers plugins, and defining
-# these two as dataclasses cost it about 0.6 ms.
+# these two as dataclasses is slower.
 class PluginInfo(NamedTuple):
     """One plugin found: its name, where it comes from (``module:attr`` or a library
     path), its factory (None: it cannot be loaded), whether it can run here, and
@@ -56,7 +56,7 @@ def entry_points(group: str = GROUP) -> list[EntryPoint]:
     Read straight from the ``*.dist-info`` and ``*.egg-info`` directories on
     ``sys.path``, and only the ``entry_points.txt`` files that name the group are
     parsed: importing importlib.metadata and parsing every installed distribution's
-    entry points cost each ``polyprof run`` 25-40 ms. Anything else that can hold
+    entry points was a large part of each ``polyprof run``'s start (docs/benchmarks.md). Anything else that can hold
     distributions (a zip or egg on ``sys.path``, another finder) goes through
     importlib.metadata. tests/test_registries.py compares the two."""
     found = _scan(group)
@@ -91,7 +91,7 @@ def _scan(group: str) -> list[EntryPoint] | None:
 def _read(path: str) -> bytes | None:
     """The file's bytes; None if it cannot be read. Most distributions have no
     entry_points.txt: ``os.access`` says so without an exception, and the file objects
-    of ``open`` cost ~15 µs more than ``os.read`` (~50 files read by every run)."""
+    of ``open`` cost more than ``os.read`` (every run reads some fifty files)."""
     if not os.access(path, os.R_OK):
         return None
     try:

@@ -64,7 +64,7 @@ _SIGACTION_SIZE = 256  # larger than struct sigaction on every Linux ABI (152 on
 def _libc() -> Any:
     """libc through ctypes, found once: the symbols the process has loaded already
     (libc's among them), else by name. ``ctypes.util.find_library`` runs ldconfig in a
-    subprocess (with the import of subprocess, 5-15 ms of every run): only when neither works."""
+    subprocess (with the import of subprocess): only when neither works."""
     for name in (None, "libc.so.6", "find"):
         try:
             if name == "find":

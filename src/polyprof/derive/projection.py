@@ -150,7 +150,7 @@ def section_rows(trace: Trace) -> np.ndarray:
         return rows
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     rows = rows[host[trace.track_plane[trace.events["track"][rows]]]]
-    # np.setdiff1d (sorted distinct rows not steps), as a mask: its first call costs 60 us+
+    # np.setdiff1d (sorted distinct rows not steps), as a mask: its first call pays a set-up
     step = np.zeros(trace.n_events, bool)
     step[cache.steps(trace).rows] = True
     return np.sort(rows[~step[rows]])

@@ -1,7 +1,7 @@
 """pyarrow arrays from NumPy columns and string lists without importing pandas.
 
 ``pyarrow.array`` imports pandas on its first call (to ask whether the input is a
-pandas object): 0.3-0.6 s and ~50 MB that writing a trace would pay just for that.
+pandas object): time and memory that writing a trace would pay just for that.
 These build the same arrays from their buffers (``formats/arrow_columns.py``, then
 ``pa.Array.from_buffers``), which does not; anything else falls back to
 ``pyarrow.array``. Tested against ``pyarrow.array`` (tests/test_arrow_arrays.py).

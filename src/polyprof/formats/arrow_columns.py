@@ -34,7 +34,7 @@ class Column(NamedTuple):
     """One Arrow array: ``type`` (a name of :data:`TYPES`), its length and null count,
     and its buffers in Arrow's order (validity or None, then the values; for text the
     offsets, then the bytes). (A named tuple: the crash journal's writer makes columns
-    at every run's start, and a frozen dataclass costs ~0.5 ms to define.)"""
+    at every run's start, and a frozen dataclass is slower to define.)"""
 
     type: str
     length: int

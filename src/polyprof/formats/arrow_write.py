@@ -2,7 +2,7 @@
 
 ``polyprof run`` writes a crash journal (an IPC stream) while the program runs and a
 ``.polyprof`` file (IPC files in a zip) at its end; importing pyarrow for that cost
-about 30 MB and 25-45 ms of every run. This writes the same formats for the flat
+every run time and memory. This writes the same formats for the flat
 schemas polyprof uses (ints, floats, bools, strings, binary; no nesting, no
 dictionaries, no compression). pyarrow reads what it writes (tests/test_arrow_write.py
 reads it with pyarrow and with polyprof's readers, and compares it with what pyarrow
@@ -50,8 +50,8 @@ _PRECISION = {16: 0, 32: 1, 64: 2}  # HALF, SINGLE, DOUBLE
 
 
 # ----------------------------------------------------------------------- flatbuffers
-# Plain classes, not dataclasses: making a dataclass costs each `polyprof run` (which
-# writes the crash journal's schema at start) about 0.2 ms, these three ~0.6 ms.
+# Plain classes, not dataclasses: making a dataclass is slower in each `polyprof run`
+# (which writes the crash journal's schema at start).
 class _Table:
     __slots__ = ("fields",)
 

@@ -35,8 +35,8 @@ def _head(path: Path, n: int = 4096) -> bytes:
 
 def _gunzip_head(raw: bytes, n: int) -> bytes | None:
     """The first ``n`` decompressed bytes, when the first compressed bytes ``raw`` hold
-    them (one zlib call: 8 us, where opening the file with ``gzip`` costs 170 us the first
-    time in a process); None otherwise, for ``gzip`` to read (and word any error)."""
+    them (one zlib call, cheaper than opening the file with ``gzip`` the first time in a
+    process); None otherwise, for ``gzip`` to read (and word any error)."""
     try:
         out = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, n)
     except zlib.error:

@@ -20,7 +20,7 @@ from ..trace.sorting import unique
 class HostRecords:
     """What the host side recorded, as columns (one entry per record). The columns
     start empty and are assigned whole. (A plain class: `polyprof run` builds one at
-    every stop, and defining these 21 fields as a dataclass cost each run 0.6-0.8 ms.)"""
+    every stop, and defining these 21 fields as a dataclass is slower in each run.)"""
 
     #: completed sections
     sec_names: Sequence[str] = ()
@@ -59,7 +59,7 @@ class HostRecords:
 def section_columns(secs: Sequence[tuple]) -> tuple[np.ndarray, ...]:
     """The recorder's section tuples ``(name, start_ns, end_ns, stats, ident)`` as five
     columns (names and stats as object arrays), one C-level pass per column: ``zip(*secs)``
-    costs about ten times as much per section at a few hundred thousand."""
+    costs far more per section at a few hundred thousand."""
     n = len(secs)
     return (np.fromiter(map(itemgetter(0), secs), object, n), np.fromiter(map(itemgetter(1), secs), np.int64, n),
             np.fromiter(map(itemgetter(2), secs), np.int64, n), np.fromiter(map(itemgetter(3), secs), object, n),
@@ -78,7 +78,7 @@ def _thread_tracks(b: TraceBuilder, plane: int, r: HostRecords, idents: np.ndarr
 
 def _track_ids(tracks: dict[int, int], idents: np.ndarray) -> np.ndarray:
     """The track of each thread ident (every ident has one). By a search in the sorted
-    idents: np.unique's first call imports numpy.ma (12 ms of a short run)."""
+    idents: np.unique's first call imports numpy.ma."""
     known = np.array(sorted(tracks), np.int64)
     ids = np.array([tracks[i] for i in known.tolist()], np.int32)
     return ids[np.searchsorted(known, np.asarray(idents, np.int64).reshape(-1))]

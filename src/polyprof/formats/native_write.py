@@ -31,7 +31,7 @@ VERSION = 1
 
 
 #: a trace whose columns hold fewer bytes than this is written by formats/arrow_write.py
-#: (no pyarrow import: ~30 MB and 25-45 ms less for every small `polyprof run`), its
+#: (no pyarrow import for every small `polyprof run`), its
 #: tables uncompressed; a bigger one by pyarrow, each table zstd-compressed
 SMALL_TRACE_BYTES = 2 << 20
 

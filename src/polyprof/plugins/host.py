@@ -52,7 +52,7 @@ def process_reader() -> Callable[[], tuple[float, float, float]]:
     """A function giving this process's (CPU seconds, RSS bytes, OS threads) now.
 
     On Linux one read of ``/proc/self/stat`` (the fields psutil reads from there and
-    from ``statm`` and ``status``; importing psutil cost a short run 17-21 ms);
+    from ``statm`` and ``status``; importing psutil is a cost for a short run);
     elsewhere psutil."""
     try:
         ticks, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")

@@ -42,7 +42,7 @@ _SYNC = "polyprof.clock_sync"
 class JaxPlugin(Plugin):
     name = "jax"
     device_kinds = ("CPU", "GPU", "TPU")
-    #: off unless asked for: starting jax.profiler imports jax and costs ~0.1 s
+    #: off unless asked for: starting jax.profiler imports jax
     default = False
 
     @staticmethod

@@ -67,7 +67,7 @@ def _short(s: Any, n: int = 70) -> str:
 def _cells(s: str) -> int:
     """``rich.cells.cell_len(s)``: its length where every character is one printable
     ASCII character or the ellipsis this module adds (rich measures a text with an
-    ellipsis character by character, loading its Unicode tables: 0.4 ms in a fresh
+    ellipsis character by character, loading its Unicode tables in a fresh
     process)."""
     if s.isascii() and s.isprintable():
         return len(s)
@@ -261,7 +261,7 @@ class Grid:
 
 class Fit:
     """``text`` as rich prints it; one that fits its line is rendered without rich's word
-    wrap (a regex walk over its words and copies of it: 50-100 us a text the first time
+    wrap (a regex walk over its words and copies of it, slow the first time
     in a process), which would leave it whole anyway."""
 
     def __init__(self, text: Text):
@@ -322,8 +322,8 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     one table per analysis that has rows, problems last."""
     console = console or Console(file=sys.stdout)
     # ":name:" in a kernel or op name stays as it is; styles are explicit, so no repr
-    # highlighting (its regexes cost 12 ms to compile in every fresh process). Every part
-    # is printed in one call (each call costs rich 50-80 µs of set-up and output)
+    # highlighting (its regexes are compiled in every fresh process). Every part
+    # is printed in one call (each call costs rich a set-up)
     items: list[Any] = []
     text = partial(console.render_str, emoji=False, highlight=False)  # what print makes of a str
 
@@ -365,7 +365,7 @@ def _num(x: Any) -> str:
 
 def _overview(out: Any, ov: dict[str, Any]) -> None:
     """What the trace holds, the analysed window, and how device activity was matched."""
-    # styled pieces, not markup: rich's markup parser costs 100 us the first time in a process
+    # styled pieces, not markup: rich's markup parser is slow the first time in a process
     out(Text.assemble(("polyprof summary", "bold"), f": {ov['events']} events on {len(ov['planes'])} plane(s), "
                       f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
                       f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
@@ -526,7 +526,7 @@ def _counter_table(out: Any, cs: pd.DataFrame | None, top: int, W: int) -> None:
 
 def _section_memory(out: Any, sec: pd.DataFrame, top: int, W: int) -> None:
     """Memory per section, when the trace has any (allocators, else process RSS)."""
-    # (the labels as a list: "in sec" builds their hash table, 60 us the first time)
+    # (the labels as a list: "in sec" builds their hash table)
     if "mem_source" not in labels(sec) or not (~np.isnan(column(sec, "mem_delta_bytes").astype(np.float64))).any():
         return
     rss = "allocator" not in set(column(sec, "mem_source").tolist())

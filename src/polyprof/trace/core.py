@@ -147,7 +147,7 @@ class Trace:
 
     def rows_of_kind(self, *kinds: Kind) -> np.ndarray:
         """Rows whose kind is one of ``kinds`` (one table lookup per row: ``np.isin``'s
-        set-up cost 10-15 us a call, and a summary asks a dozen times)."""
+        set-up is paid on every call, and a summary asks a dozen times)."""
         k = self.kinds
         if k.dtype != np.int8:
             return np.flatnonzero(np.isin(k, np.asarray(kinds, dtype=np.int8)))

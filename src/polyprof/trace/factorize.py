@@ -2,8 +2,8 @@
 
 The readers, the derived lines and the analyses label text columns (devices,
 allocators, plane names) with integer codes. pandas' hash table does that in C, but
-importing pandas costs 0.3-0.4 s and about 90 MB in a fresh process (pandas 3 brings
-pyarrow), more than a ``polyprof run`` of a small script should pay for its summary.
+importing pandas (which brings pyarrow) costs a fresh process more time and memory
+than a ``polyprof run`` of a small script should pay for its summary.
 So pandas' own function is used when pandas is already loaded and the array is long
 (beyond :data:`SMALL` values its hash table is the faster); otherwise a dict of the
 distinct values (object arrays) or one stable sort (numbers, fixed-width text).
@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 #: below this many values the dict is faster than pandas' hash table (whose first use in
-#: a process also costs 170 us of set-up)
+#: a process also pays a set-up)
 SMALL = 4096
 
 

@@ -17,7 +17,7 @@ from . import metadata_keys as mkeys
 
 def hostname() -> str:
     """This machine's host name: ``socket.gethostname()``, which on POSIX is the
-    ``uname`` node name (read here without importing socket: 3-14 ms of a short run)."""
+    ``uname`` node name (read here without importing socket, a cost for a short run)."""
     if hasattr(os, "uname"):
         return os.uname().nodename
     import socket

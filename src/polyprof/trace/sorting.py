@@ -2,7 +2,7 @@
 
 ``np.lexsort`` sorts once per key; for the integer columns of a trace (tracks, times,
 durations, name ids) the keys usually fit together in one int64, and one argsort of that
-is 2-8x faster (or at least saves the passes of the keys merged); keys that do not fit
+is faster (or at least saves the passes of the keys merged); keys that do not fit
 only reorder the rows that tie on those that do. The result is exactly ``np.lexsort``'s
 (a stable order).
 """
@@ -63,10 +63,8 @@ def _break_ties(order: np.ndarray, primary: np.ndarray, rest: list[np.ndarray]) 
 
 def unique(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` (sorted distinct values of a 1-d array) by a sort and a
-    compare of neighbours. NumPy 2.3+ finds plain distinct values by hashing, which on
-    this machine took 0.09 s for 700k int32 of 50 values and 4.9 s for 700k distinct
-    int64, against 0.002 s and 0.02 s sorted (bench/scaling.py: 34% of a summary at
-    16x the V100 trace)."""
+    compare of neighbours. NumPy 2.3+ finds plain distinct values by hashing, which is
+    far slower than sorting on long int columns (bench/scaling.py; docs/benchmarks.md)."""
     a = np.sort(np.asarray(values).ravel())
     if len(a) < 2:
         return a
@@ -83,8 +81,8 @@ def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` of a 1-d array: one stable sort. Beside
-    sorting being what scales (above), NumPy's function costs 80-200 us of set-up the
-    first time in a process, more than a small trace's whole analysis step."""
+    sorting being what scales (above), NumPy's function pays a set-up the first time
+    in a process that outweighs a small trace's whole analysis step."""
     a = np.asarray(values).ravel()
     order = np.argsort(a, kind="stable")
     s = a[order]
@@ -108,7 +106,7 @@ def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def member(values: np.ndarray, table: np.ndarray) -> np.ndarray:
     """``np.isin(values, table)`` for integer arrays: a lookup in a boolean table when the
     values are small non-negative integers (string ids, kind codes, rows), NumPy's own
-    otherwise (whose first call in a process costs 200 us of set-up)."""
+    otherwise (whose first call in a process pays a set-up)."""
     values, table = np.asarray(values), np.asarray(table)
     if values.dtype.kind not in "iu" or table.dtype.kind not in "iu" or not len(values):
         return np.isin(values, table)

@@ -26,8 +26,8 @@ FEW_ROWS = 1024
 
 
 # StatColumn, RowMap and _Part are plain classes and a named tuple, not dataclasses:
-# every `polyprof run` imports this module, and defining the three as dataclasses cost
-# it ~0.8 ms (their generated __eq__ could not compare arrays anyway).
+# every `polyprof run` imports this module, and defining the three as dataclasses is
+# slower (their generated __eq__ could not compare arrays anyway).
 class StatColumn:
     """One stat key's values at some events: ``rows`` (int64, ascending, unique) and
     ``values`` (int64, uint64, float64 or object), one per row."""
@@ -372,7 +372,7 @@ def _all_text(arr: np.ndarray) -> bool:
     """Whether an object array holds only str, or only bytes (a reader's long text columns).
 
     pandas' ``infer_dtype`` checks in one pass in C, but importing pandas for it costs
-    0.4 s in a process that has not (a full decode of Kineto args right after a load):
+    more than the check in a process that has not (a full decode of Kineto args right after a load):
     it is used only once pandas is imported; otherwise the set of the values' types."""
     pandas = sys.modules.get("pandas")
     if pandas is not None:

@@ -41,7 +41,7 @@ def _distinct(codes: np.ndarray, inverse: bool = False) -> Any:
     """Sorted distinct values of small non-negative integer codes (and each one's index).
 
     A counting pass instead of np.unique, which sorts, and whose first call imports
-    numpy.ma (12 ms) just to check for masked arrays."""
+    numpy.ma just to check for masked arrays."""
     codes = np.asarray(codes, np.int64)
     if len(codes) and codes.max() > 4 * len(codes) + 4096:  # sparse: counting would waste memory
         return np.unique(codes, return_inverse=inverse)  # type: ignore[call-overload]

@@ -91,10 +91,10 @@ class DeferredArgs:
 
     def _batches_with(self, names: Collection[str]) -> list[bool]:
         """Which batches may hold an arg called one of ``names``: exactly, from each
-        batch's arg names found once by the compiled walk (``_args.names``, about 1 ms
-        per 2.4 MB for every key to come); else its JSON name, quoted, occurs in the text
-        (a scan per key, about 1 ms per 2.4 MB; decoding the names of every arg instead
-        allocated a value per arg, 40 ms in a fresh process). The scan is conservative: a
+        batch's arg names found once by the compiled walk (``_args.names``, once
+        for every key to come); else its JSON name, quoted, occurs in the text
+        (a scan per key; decoding the names of every arg instead
+        allocated a value per arg). The scan is conservative: a
         batch with a \\u escape, or a name a writer could escape otherwise, counts as a yes."""
         if self._names is None:  # the compiled walk knows each batch's names exactly (None: it could not)
             self._names = [_batch_names(text) for _, text in self.batches]

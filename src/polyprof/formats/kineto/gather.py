@@ -3,7 +3,7 @@
 :func:`codes` is ``np.array([table[e.<field>] for e in events], dtype)``, or None when a
 value is not in ``table`` (the collector then numbers the new values its own way);
 :func:`values` is ``[e.<field> for e in events]``. The compiled loop reads the structs'
-slots directly (about 5x faster than the comprehension and ``np.array``); the Python one
+slots directly (faster than the comprehension and ``np.array``); the Python one
 is used without the extension and is what tests/test_kineto_gather.py holds it to.
 """
 

@@ -12,8 +12,8 @@ from ..safety import Inflation
 from .progress import _Progress
 
 _READ_BYTES = 1 << 20
-#: compressed files from this size are inflated by ISA-L (about 3x faster than zlib, same
-#: API and results); below it zlib, as importing ISA-L (~1 ms) costs more than it saves
+#: compressed files from this size are inflated by ISA-L (faster than zlib, same
+#: API and results); below it zlib, as importing ISA-L costs more than it saves
 ISAL_FROM_BYTES = 64 << 10
 
 

@@ -40,7 +40,7 @@ class EventColumns:
     has ``plane_lines[i]`` lines, line ``j`` has ``line_events[j]`` events, event ``k``
     has ``ev_stats[k]`` stats, each run in order."""
 
-    # a plain class, not a dataclass: making one costs ~1 ms at import, in every cold load
+    # a plain class, not a dataclass: making one is slower at import, in every cold load
     __slots__ = ("plane_lines", "line_events", "ev_mid", "ev_off", "ev_dur", "ev_nocc", "ev_isnocc", "ev_stats",
                  "st_mid", "st_kind", "st_int", "st_dbl", "st_obj", "plane_mds", "md_key", "md_name", "md_display",
                  "md_meta", "md_stats", "md_children", "md_child", "ms_mid", "ms_kind", "ms_int", "ms_dbl", "ms_obj",

@@ -205,8 +205,8 @@ def grouped(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     """``np.unique(values, return_inverse=True)`` and the rows grouped by value: (distinct
     values ascending, each row's group, the rows in group order (stable), group bounds
     in that order). Metadata ids are small, so they are sorted as uint16 where they fit:
-    NumPy's stable sort of 16-bit values is a radix sort, about 10x faster on the TPU
-    sample's 19k host events than sorting int64."""
+    NumPy's stable sort of 16-bit values is a radix sort, faster than
+    sorting int64."""
     v = np.asarray(values, np.int64)
     small = len(v) and int(v.min()) >= 0 and int(v.max()) < 1 << 16
     order = np.argsort(v.astype(np.uint16) if small else v, kind="stable")

@@ -1,7 +1,7 @@
 """Each recorded command's four profiling timestamps (queued, submit, start, end).
 
-pyopencl asks OpenCL for one timestamp per Python call (about 1 µs each, four per
-command: most of the plugin's cost at stop). The compiled loop (``_profinfo.c``, an
+pyopencl asks OpenCL for one timestamp per Python call (four per command: most of
+the plugin's cost at stop). The compiled loop (``_profinfo.c``, an
 optional extension built by ``setup.py``) asks for all of them in C, through
 ``clGetEventProfilingInfo`` of the OpenCL ICD loader pyopencl itself has loaded; pyopencl's
 own calls are the fallback and the reference (tests/test_opencl.py checks both give the

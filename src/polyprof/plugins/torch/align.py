@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the clock service is imported once torch recorded (not by e
 
 class Capture:
     """One Kineto recording (the session, or one active cycle of a schedule). A plain
-    class: every session's discovery imports this module, and a dataclass costs each
-    `polyprof run` ~0.3 ms to define."""
+    class: every session's discovery imports this module, and a dataclass is slower
+    to define in each `polyprof run`."""
 
     def __init__(self, index: int, samples: list[tuple[int, int]] | None = None, path: str | None = None,
                  trace: Trace | None = None, lost: str = "",

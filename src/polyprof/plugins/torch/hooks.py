@@ -24,7 +24,7 @@ def imported_torch() -> Any | None:
 class Ranges:
     """Open/close torch ``user_annotation`` ranges as cheaply as torch allows.
 
-    ``torch._C._autograd._record_function_with_args_enter`` costs ~2 µs and records
+    ``torch._C._autograd._record_function_with_args_enter`` is cheap and records
     a user_annotation; ``_RecordFunctionFast`` is as cheap but records cpu_op, so it
     is not used. Falls back to the dispatcher ops ``record_function`` itself uses.
     """

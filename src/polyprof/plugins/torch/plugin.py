@@ -432,7 +432,7 @@ class TorchPlugin(Plugin):
     def _attach_listener(self) -> None:
         """Mirror sections into torch, only while a torch profiler records for us: a
         recorder with no listener keeps sections on the compiled fast path (a Python
-        call per enter and exit costs ~0.4 µs each)."""
+        call per enter and exit would cost more)."""
         rec = self._recorder
         if rec is not None and self.options.get("mirror_sections", True) and self._on_section not in rec.listeners:
             rec.listeners.append(self._on_section)
