@@ -127,6 +127,7 @@ def main() -> int:
     import polyprof
     from polyprof.analyze.frames import column
     from polyprof.analyze.sections import section_stats
+    from polyprof.trace.metadata_keys import clock_fits
 
     rows: list[tuple[str, str, str, str]] = []
     ok = True
@@ -156,7 +157,7 @@ def main() -> int:
                      "equal" if same else "DIFFERENT"))
         rows.append(("kernel time (ms, median)", f"{ns_pp / 1e6:.3f}", f"{ns_tp / 1e6:.3f}",
                      f"{dt:.2f}% apart ({'ok' if dt <= 1.0 else 'over 1%'})"))
-        cs = t_pp.metadata.get("clock_sync", {}).get("cupti", {})
+        cs = next((f for _plane, plugin, f in clock_fits(t_pp.metadata) if plugin == "cupti"), {})
         rows.append(("clock bound (ns)", f"{cs.get('bound_ns', float('nan')):.0f}", "-",
                      f"{cs.get('samples', 0)} paired samples, drift {cs.get('drift_ppm', 0):.2f} ppm"))
         md = t_pp.metadata.get("cupti", {})
