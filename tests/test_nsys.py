@@ -242,8 +242,8 @@ def test_summary_shows_the_tables(tmp_path):
 
 def test_layout_of_the_real_export():
     trace = polyprof.load(REAL)
-    assert [p.name for p in trace.planes] == ["/device:GPU:0", "/host:CPU"]
-    gpu = trace.planes[0]
+    assert sorted(p.name for p in trace.planes) == ["/device:GPU:0", "/host:CPU"]
+    gpu = trace.plane_by_name("/device:GPU:0")
     assert gpu.vendor == "NVIDIA" and gpu.properties["name"] == "NVIDIA A100-SXM4-40GB"
     assert gpu.properties["numSms"] == 108
     src = trace.sources[0]

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..trace.sorting import lexsort, unique_inverse
+
 
 @dataclass
 class Part:
@@ -69,40 +71,60 @@ def set_stat(stats: dict[str, Any], key: str, values: np.ndarray, missing: int =
         stats[key] = (rows, values[rows])
 
 
+def group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(group of each row, one row per group as a k x len(cols) array) of integer columns
+    taken together: each column factorized by a sort, the codes combined into one int64
+    key (``np.unique(axis=0)`` sorts rows of Python-compared structures: minutes on
+    millions of rows)."""
+    n = len(cols[0])
+    key = np.zeros(n, np.int64)
+    size = 1
+    for c in cols:
+        u, inv = unique_inverse(c)
+        if len(u) <= 1:
+            continue
+        if size * len(u) >= (1 << 62):  # renumber what is combined so far
+            uk, key = unique_inverse(key)
+            key = key.astype(np.int64)
+            size = len(uk)
+        key = key * len(u) + inv
+        size *= len(u)
+    uk, inv = unique_inverse(key)
+    first = np.empty(len(uk), np.intp)
+    first[inv[::-1]] = np.arange(n - 1, -1, -1)  # the first row of each group
+    return inv, np.stack([np.asarray(c)[first] for c in cols], axis=1) if n else np.zeros((0, len(cols)), np.int64)
+
+
 def triples(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     """``"x,y,z"`` texts (grid, block) of three integer columns, made once per distinct triple."""
-    trip = np.stack([x, y, z], axis=1)
-    uniq, inv = np.unique(trip, axis=0, return_inverse=True)
-    text = np.array([",".join(str(int(v)) for v in u) for u in uniq], dtype=object)
-    return text[inv.ravel()]
+    inv, uniq = group_rows(x, y, z)
+    text = np.array([",".join(str(int(v)) for v in u) for u in uniq.tolist()], dtype=object)
+    return text[inv]
 
 
 def combined_names(parts: list[np.ndarray], label: Any) -> tuple[np.ndarray, list[str]]:
     """Codes and names made from a few small-integer columns (``label(*values) -> text``)."""
-    key = np.stack(parts, axis=1)
-    uniq, inv = np.unique(key, axis=0, return_inverse=True)
-    return inv.ravel().astype(np.int64), [label(*(int(x) for x in u)) for u in uniq]
+    inv, uniq = group_rows(*parts)
+    return inv.astype(np.int64), [label(*(int(x) for x in u)) for u in uniq.tolist()]
 
 
 def flow_pairs(launch_proc: np.ndarray, launch_corr: np.ndarray, launch_row: np.ndarray,
                dev_proc: np.ndarray, dev_corr: np.ndarray, dev_row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src rows, dst rows, ids): each device row to the first launch row with its
     (process, correlation id); ids <= 0 are no ids."""
-    ok = launch_corr > 0
-    lp, lc, lr = launch_proc[ok], launch_corr[ok], launch_row[ok]
-    order = np.lexsort((lr, lc, lp))
-    lp, lc, lr = lp[order], lc[order], lr[order]
-    first = np.ones(len(lp), bool)
-    first[1:] = (lp[1:] != lp[:-1]) | (lc[1:] != lc[:-1])
-    lp, lc, lr = lp[first], lc[first], lr[first]
-    if not len(lp) or not len(dev_row):
+    nl = len(launch_row)
+    if not nl or not len(dev_row):
         z = np.zeros(0, np.int64)
         return z, z, z
-    both = np.concatenate([np.stack([lp, lc], 1), np.stack([dev_proc, dev_corr], 1)])
-    _, inv = np.unique(both, axis=0, return_inverse=True)
-    inv = inv.ravel()
-    where = np.full(inv.max() + 1, -1, np.int64)
-    where[inv[:len(lp)]] = lr
-    src = where[inv[len(lp):]]
+    group, _ = group_rows(np.concatenate([launch_proc, dev_proc]), np.concatenate([launch_corr, dev_corr]))
+    gl, gd = group[:nl], group[nl:]
+    ok = launch_corr > 0
+    gl, lr = gl[ok], launch_row[ok]
+    order = lexsort((lr, gl))
+    first = np.ones(len(order), bool)
+    first[1:] = gl[order][1:] != gl[order][:-1]
+    where = np.full(len(group) and int(group.max()) + 1, -1, np.int64)
+    where[gl[order][first]] = lr[order][first]
+    src = where[gd]
     hit = (src >= 0) & (dev_corr > 0)
     return src[hit], dev_row[hit], dev_corr[hit]

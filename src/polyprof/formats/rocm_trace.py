@@ -18,7 +18,8 @@ import numpy as np
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
-from .parts import Part, flow_pairs
+from ..trace.sorting import unique
+from .parts import Part, flow_pairs, group_rows
 
 #: rocprofiler-sdk's buffer-record kinds -> polyprof categories (trace/categories.py)
 API_CATEGORIES = {"HIP_RUNTIME_API": "hip_runtime", "HIP_RUNTIME_API_EXT": "hip_runtime",
@@ -70,7 +71,7 @@ def build(parts: list[Part], processes: dict[int, Process], agents: dict[tuple[i
     where the work has no stream (device parts), or its OS thread id (host parts)."""
     parts = [p for p in parts if len(p)]
     b = TraceBuilder()
-    procs = sorted({int(g) for p in parts for g in np.unique(p.gpid).tolist()})
+    procs = sorted({int(g) for p in parts for g in unique(p.gpid).tolist()})
     several = len(procs) > 1
     source_of = {}
     for g in procs:
@@ -79,8 +80,7 @@ def build(parts: list[Part], processes: dict[int, Process], agents: dict[tuple[i
                                 clock={"wall_anchor": dict(anchor)} if anchor else None,
                                 metadata={"process_name": pr.name} if pr.name else None)
     for p in parts:
-        key = np.stack([p.gpid, p.dev, p.tid], axis=1)
-        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        inv, uniq = group_rows(p.gpid, p.dev, p.tid)
         track_of = np.empty(len(uniq), np.int32)
         for i, (g, d, t) in enumerate(uniq.tolist()):
             src = source_of[g]
@@ -97,7 +97,7 @@ def build(parts: list[Part], processes: dict[int, Process], agents: dict[tuple[i
                 track_of[i] = b.track(plane, pr.threads.get(t) or f"thread {t}", "thread", t)
         names = b.intern_many(np.array(p.name_values, dtype=object))[p.names] if p.name_values else p.names
         cats = np.array([b.intern(c) for c in p.categories], np.int32)[p.category]
-        p.rows = b.events(track_of[inv.ravel()], names.astype(np.int32), p.start, np.maximum(p.end - p.start, 0),
+        p.rows = b.events(track_of[inv], names.astype(np.int32), p.start, np.maximum(p.end - p.start, 0),
                           cats, p.stats)
     launches = [p for p in parts if not p.device and p.corr is not None]
     devices = [p for p in parts if p.device and p.corr is not None]

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import TraceFormatError
 from ..trace import keys
 from ..trace.core import Trace
+from ..trace.sorting import unique_inverse
 from . import rocm_trace
 from .parts import Part, combined_names, set_stat, triples
 from .safety import guarded
@@ -199,7 +200,7 @@ def _tool_parts(tool: _Tool, g: int) -> list[Part]:
         n = len(kd)
         sym = {s.kernel_id: s for s in tool.kernel_symbols}
         kid = _col(kd, lambda r: r.dispatch_info.kernel_id)
-        uniq, inv = np.unique(kid, return_inverse=True)
+        uniq, inv = unique_inverse(kid)
         kname = [(lambda s: (s.formatted_kernel_name or s.demangled_kernel_name or s.kernel_name)
                   if s else f"kernel {k}")(sym.get(k)) for k in uniq.tolist()]
         stream = _col(kd, lambda r: r.stream_id.handle)
@@ -220,11 +221,11 @@ def _tool_parts(tool: _Tool, g: int) -> list[Part]:
         stats["shared memory"] = _col(kd, lambda r: r.dispatch_info.group_segment_size)
         stats["scratch memory"] = _col(kd, lambda r: r.dispatch_info.private_segment_size)
         vg = np.array([(sym[k].arch_vgpr_count if k in sym else -1) for k in uniq.tolist()], np.int64)
-        set_stat(stats, "vgpr count", vg[inv.ravel()])
+        set_stat(stats, "vgpr count", vg[inv])
         parts.append(Part("kernel_dispatch", True, _col(kd, lambda r: r.start_timestamp),
                           _col(kd, lambda r: r.end_timestamp), np.full(n, g, np.int64),
                           -queue, _col(kd, lambda r: r.dispatch_info.agent_id.handle),
-                          inv.ravel().astype(np.int64), kname, np.zeros(n, np.int64), [keys.CAT_KERNEL], stats, corr))
+                          inv.astype(np.int64), kname, np.zeros(n, np.int64), [keys.CAT_KERNEL], stats, corr))
     mc = buf.memory_copy
     if mc:
         n = len(mc)

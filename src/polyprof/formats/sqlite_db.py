@@ -6,12 +6,14 @@ through a ``mode=ro`` URI (no writes, no extension loading: ``sqlite3`` never en
 it and nothing here does), and tables are read column by column in SQL, never as one
 Python tuple per row.
 
-How columns are read (:func:`read_columns`): one pass asks SQLite for each column's
-minimum and maximum; the columns are then bit-packed into as few 62-bit words as their
-ranges allow (a constant column costs nothing, a stream id a few bits), and each word is
-fetched as one ``group_concat`` text per chunk of rows, parsed by NumPy in C. SQLite's
-own VM does the per-row work; Python sees one string per word and chunk. Chunks of
-``CHUNK_ROWS`` rows (by rowid) bound the memory of the texts.
+How columns are read (:func:`read_columns`): each column is one ``group_concat`` text
+per chunk of ``CHUNK_ROWS`` rowids (all of a chunk's columns in one scan of it), parsed
+by NumPy in C (``np.fromstring``); SQLite's VM does the per-row work, Python sees one
+string per column and chunk, and the chunks bound the texts' memory. Columns declared
+NOT NULL are read as they are; others through ``coalesce`` (group_concat skips NULLs,
+which would misalign the columns). Measured alternatives, both slower: bit-packing
+columns into fewer texts (the min/max pass it needs costs as much as it saves), and
+``fetchmany`` of rows (a tuple per row).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -33,8 +35,6 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAGIC = b"SQLite format 3\x00"
 #: rows of a table fetched per query (bounds the group_concat texts: ~20 bytes per value)
 CHUNK_ROWS = 1 << 18
-#: bits of one packed word (a positive int64 that SQLite's integer arithmetic never overflows)
-_WORD_BITS = 62
 
 
 def is_sqlite(head: bytes) -> bool:
@@ -96,6 +96,10 @@ class Schema:
 
     columns: dict[str, tuple[str, ...]]
     views: frozenset[str]
+    required: dict[str, frozenset[str]] = field(default_factory=dict)  # columns declared NOT NULL
+
+    def not_null(self, table: str) -> frozenset[str]:
+        return self.required.get(table, frozenset())
 
     def has(self, table: str, *cols: str) -> bool:
         have = self.columns.get(table)
@@ -109,12 +113,14 @@ class Schema:
 def schema(conn: sqlite3.Connection) -> Schema:
     rows = conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
     cols: dict[str, tuple[str, ...]] = {}
+    required: dict[str, frozenset[str]] = {}
     for name, _ in rows:
         if name.startswith("sqlite_"):
             continue
-        q = name.replace('"', '""')
-        cols[name] = tuple(r[1] for r in conn.execute(f'PRAGMA table_info("{q}")').fetchall())
-    return Schema(cols, frozenset(n for n, t in rows if t == "view"))
+        info = conn.execute(f"PRAGMA table_info({quote(name)})").fetchall()
+        cols[name] = tuple(r[1] for r in info)
+        required[name] = frozenset(r[1] for r in info if r[3])
+    return Schema(cols, frozenset(n for n, t in rows if t == "view"), required)
 
 
 def quote(name: str) -> str:
@@ -128,79 +134,42 @@ def _parse(text: str | None) -> np.ndarray:
 
 
 def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str], where: str = "",
-                 nulls: Mapping[str, int] | None = None, rowid: bool = True) -> dict[str, np.ndarray]:
+                 nulls: Mapping[str, int] | None = None, rowid: bool = True,
+                 not_null: Iterable[str] = ()) -> dict[str, np.ndarray]:
     """Integer columns of ``table`` (``name -> SQL expression``) as int64 arrays, row by
     row aligned; NULL reads as ``nulls[name]`` (default -1). ``where`` filters rows.
-    ``rowid=False`` (views) reads the table in one chunk."""
+    ``not_null``: columns the table declares NOT NULL (read without ``coalesce``).
+    ``rowid=False`` (views) reads the table in one query, else chunks of rowids."""
     nulls = dict(nulls or {})
     names = list(exprs)
-    exprs = {n: quote(e) if _IDENT.match(e) and e.upper() != "NULL" else e for n, e in exprs.items()}
     if not names:
         return {}
-    sql = {n: f"coalesce(({exprs[n]}), {int(nulls.get(n, -1))})" for n in names}
-    cond = f" WHERE {where}" if where else ""
-    src = quote(table)
-    agg = ", ".join(f"min({sql[n]}), max({sql[n]})" for n in names)
-    first = conn.execute(f"SELECT count(*), min(rowid), max(rowid), {agg} FROM {src}{cond}"
-                         if rowid else f"SELECT count(*), 0, 0, {agg} FROM {src}{cond}").fetchone()
-    count = int(first[0])
-    if not count:
-        return {n: np.zeros(0, np.int64) for n in names}
-    lo = {n: int(first[3 + 2 * i]) for i, n in enumerate(names)}
-    hi = {n: int(first[4 + 2 * i]) for i, n in enumerate(names)}
-    out = {n: np.full(count, lo[n], np.int64) for n in names if lo[n] == hi[n]}
-    # pack the varying columns: (column, shift) per word
-    words: list[list[tuple[str, int]]] = []
-    used = _WORD_BITS + 1
+    plain = set(not_null)
+    sql = {}
     for n in names:
-        if n in out:
-            continue
-        span = hi[n] - lo[n]
-        bits = span.bit_length() if span < (1 << 63) else 64
-        if bits > _WORD_BITS:
-            words.append([(n, -1)])  # read as it is
-            used = _WORD_BITS + 1
-            continue
-        if used + bits > _WORD_BITS:
-            words.append([])
-            used = 0
-        words[-1].append((n, used))
-        used += bits
-    word_sql = []
-    for w in words:
-        if w[0][1] < 0:
-            word_sql.append(sql[w[0][0]])
+        e = exprs[n]
+        if _IDENT.match(e) and e.upper() != "NULL":
+            sql[n] = quote(e) if e in plain else f"coalesce({quote(e)}, {int(nulls.get(n, -1))})"
         else:
-            word_sql.append(" + ".join(f"(({sql[n]}) - ({lo[n]})) * {1 << s}" if s else f"(({sql[n]}) - ({lo[n]}))"
-                                       for n, s in w))
-    if not words:  # every column constant
-        return {n: out[n] for n in names}
-    parts: list[list[np.ndarray]] = [[] for _ in words]
-    select = ", ".join(f"group_concat({w})" for w in word_sql)
-    if rowid and count > CHUNK_ROWS:
-        r0, r1 = int(first[1]), int(first[2])
-        step = CHUNK_ROWS
-        for a in range(r0, r1 + 1, step):
-            c = f"rowid BETWEEN {a} AND {a + step - 1}" + (f" AND ({where})" if where else "")
-            row = conn.execute(f"SELECT {select} FROM {src} WHERE {c}").fetchone()
-            for i, text in enumerate(row):
-                parts[i].append(_parse(text))
-    else:
-        row = conn.execute(f"SELECT {select} FROM {src}{cond}").fetchone()
-        for i, text in enumerate(row):
-            parts[i].append(_parse(text))
-    for w, p in zip(words, parts):
-        packed = np.concatenate(p) if len(p) != 1 else p[0]
-        if len(packed) != count:  # the table changed under us, or a damaged page
-            raise sqlite3.DatabaseError(f"{table}: read {len(packed)} of {count} rows")
-        if w[0][1] < 0:
-            out[w[0][0]] = packed
-            continue
-        for n, s in w:
-            span = hi[n] - lo[n]
-            mask = (1 << span.bit_length()) - 1
-            out[n] = ((packed >> s) & mask) + lo[n]
-    return {n: out[n] for n in names}
+            sql[n] = f"coalesce(({e}), {int(nulls.get(n, -1))})"
+    src = quote(table)
+    select = ", ".join(f"group_concat({sql[n]})" for n in names)
+    conds: list[str] = []
+    if rowid:
+        lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {src}").fetchone()
+        if lo is None:
+            return {n: np.zeros(0, np.int64) for n in names}
+        conds = [f"rowid BETWEEN {a} AND {min(a + CHUNK_ROWS - 1, hi)}" for a in range(int(lo), int(hi) + 1, CHUNK_ROWS)]
+    parts: list[list[np.ndarray]] = [[] for _ in names]
+    for c in conds or [""]:
+        cond = " AND ".join(x for x in (c, f"({where})" if where else "") if x)
+        row = conn.execute(f"SELECT {select} FROM {src}" + (f" WHERE {cond}" if cond else "")).fetchone()
+        cols = [_parse(text) for text in row]
+        if any(len(x) != len(cols[0]) for x in cols):  # a damaged page, or a NULL in a NOT NULL column
+            raise sqlite3.DatabaseError(f"{table}: columns of different lengths ({[len(x) for x in cols]})")
+        for i, x in enumerate(cols):
+            parts[i].append(x)
+    return {n: (np.concatenate(p) if len(p) != 1 else p[0]) for n, p in zip(names, parts)}
 
 
 def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = "") -> tuple[np.ndarray, list[str]]:

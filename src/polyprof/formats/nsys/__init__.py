@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from pathlib import Path
+from typing import Callable
 
 from ...errors import TraceFormatError
 from ...trace.core import Trace
@@ -46,27 +47,38 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
         raise TraceFormatError(path, not_an_export(tabs))
     ex = schema.inspect(conn, tabs)
     strings = tables.Strings(conn, ex)
-    notes: list[str] = []
-    runtime, dropped = tables.api_calls(conn, ex, strings)
     info: list[str] = []
-    if dropped:
-        info.append(f"{dropped} CUDA API rows of another event class repeat a call already read "
-                    "(same correlation id) and are left out")
-    marks, unended = tables.nvtx(conn, ex, strings)
-    if unended:
-        notes.append(f"nsys: {unended} NVTX ranges never ended and are left out")
-    parts = [tables.kernels(conn, ex, strings), tables.copies(conn, ex), tables.fills(conn, ex),
-             tables.syncs(conn, ex), runtime, marks, tables.os_calls(conn, ex, strings),
-             *tables.graph_events(conn, ex, strings)]
+    notes: list[str] = []
+
+    def runtime() -> tables.Part | None:
+        part, dropped = tables.api_calls(conn, ex, strings)
+        if dropped:
+            info.append(f"{dropped} CUDA API rows of another event class repeat a call already read "
+                        "(same correlation id) and are left out")
+        return part
+
+    def marks() -> tables.Part | None:
+        part, unended = tables.nvtx(conn, ex, strings)
+        if unended:
+            notes.append(f"nsys: {unended} NVTX ranges never ended and are left out")
+        return part
+
+    readers: list[Callable[[], tables.Part | None]] = [
+        runtime, lambda: tables.kernels(conn, ex, strings), lambda: tables.copies(conn, ex),
+        lambda: tables.fills(conn, ex), lambda: tables.syncs(conn, ex), marks,
+        lambda: tables.os_calls(conn, ex, strings),
+        lambda: tables.graph_table(conn, ex, strings, schema.GRAPH),
+        lambda: tables.graph_table(conn, ex, strings, schema.GRAPH_NODE)]
     unread = ex.unread()
     if unread:
         log.info("%s: %d tables not read (%s)", path, len(unread), ", ".join(unread[:12])
                  + (", ..." if len(unread) > 12 else ""))
+    trace = build(conn, ex, readers, path, notes, info)
     for n in notes:
         log.warning("%s: %s", path, n)
     for n in info:
         log.info("%s: %s", path, n)
-    return build(conn, ex, [p for p in parts if p is not None], path, notes, info)
+    return trace
 
 
 def not_an_export(tabs: sqlite_db.Schema) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import sqlite_db
 from .schema import Export
-from ..parts import Part, flow_pairs
+from ..parts import Part, flow_pairs, group_rows
 
 #: TARGET_INFO_GPU columns -> the deviceProperties names Kineto writes (what analyses read)
 _GPU_PROPS = {"name": "name", "totalMemory": "totalGlobalMem", "smCount": "numSms",
@@ -61,33 +61,30 @@ def _key_table(conn: sqlite3.Connection, ex: Export, table: str, key: str, value
             if isinstance(k, int) and v is not None}
 
 
-def fill_processes(parts: list[Part]) -> None:
+def fill_process(p: Part, launches: list[tuple[np.ndarray, np.ndarray]], known: set[int]) -> None:
     """Device events without a process (tables without ``globalPid``): the process of the
     runtime call with the same correlation id, else the only process there is."""
-    host = [p for p in parts if not p.device and p.corr is not None]
-    known = np.unique(np.concatenate([p.gpid for p in parts if len(p)] or [np.zeros(0, np.int64)]))
-    known = known[known >= 0]
-    for p in parts:
-        if not p.device or not len(p) or (p.gpid >= 0).all():
-            continue
-        miss = np.flatnonzero(p.gpid < 0)
-        if host and p.corr is not None:
-            corr = np.concatenate([h.corr for h in host])  # type: ignore[misc]
-            gp = np.concatenate([h.gpid for h in host])
-            order = np.argsort(corr, kind="stable")
-            corr, gp = corr[order], gp[order]
-            pos = np.minimum(np.searchsorted(corr, p.corr[miss]), max(len(corr) - 1, 0))
-            hit = (corr[pos] == p.corr[miss]) if len(corr) else np.zeros(len(miss), bool)
-            p.gpid[miss[hit]] = gp[pos[hit]]
-            miss = miss[~hit]
-        if len(known) == 1:
-            p.gpid[miss] = known[0]
+    if not p.device or not len(p) or (p.gpid >= 0).all():
+        return
+    miss = np.flatnonzero(p.gpid < 0)
+    if launches and p.corr is not None:
+        gp = np.concatenate([g for g, _ in launches])
+        corr = np.concatenate([c for _, c in launches])
+        order = np.argsort(corr, kind="stable")
+        corr, gp = corr[order], gp[order]
+        pos = np.minimum(np.searchsorted(corr, p.corr[miss]), max(len(corr) - 1, 0))
+        hit = (corr[pos] == p.corr[miss]) if len(corr) else np.zeros(len(miss), bool)
+        p.gpid[miss[hit]] = gp[pos[hit]]
+        miss = miss[~hit]
+    if len(known) == 1:
+        p.gpid[miss] = next(iter(known))
 
 
-def build(conn: sqlite3.Connection, ex: Export, parts: list[Part], path: Path,
+def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part | None]], path: Path,
           notes: list[str], info: list[str] = ()) -> Trace:  # type: ignore[assignment]
-    parts = [p for p in parts if p is not None and len(p)]
-    fill_processes(parts)
+    """The Trace of the parts ``readers`` return, read one at a time (the runtime calls
+    first, whose processes device tables without ``globalPid`` take); what a part leaves
+    behind once its events are in the builder is what flows need."""
     b = TraceBuilder()
     anchor = None
     if ex.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
@@ -107,39 +104,41 @@ def build(conn: sqlite3.Connection, ex: Export, parts: list[Part], path: Path,
     tnames = {g: snames.get(int(v), "") for g, v in tnames_raw.items() if isinstance(v, int)}
     gpus = gpu_properties(conn, ex)
 
-    gpids = np.unique(np.concatenate([p.gpid for p in parts])) if parts else np.zeros(0, np.int64)
-    several = len(gpids) > 1
     source_of: dict[int, int] = {}
-    for g in gpids.tolist():
-        pid = (g >> 24) & 0xFFFFFF if g >= 0 else 0
-        label = f"{path.name} pid {pid}" if several else ""
-        smd = {"process_name": pnames[g]} if g in pnames else {}
-        source_of[g] = b.source(host=host, pid=pid, label=label,
-                                clock={"wall_anchor": dict(anchor)} if anchor else None, metadata=smd)
-
-    # tracks: one per (process, thread) and per (process, device, stream)
-    for p in parts:
-        key = np.stack([p.gpid, p.dev, p.tid], axis=1)
-        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    launches: list[tuple[np.ndarray, np.ndarray]] = []  # (process, correlation id) of runtime calls
+    linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]] = []  # (device, process, corr, rows)
+    for read in readers:
+        p = read()
+        if p is None or not len(p):
+            continue
+        fill_process(p, launches, set(source_of))
+        inv, uniq = group_rows(p.gpid, p.dev, p.tid)
         track_of = np.empty(len(uniq), np.int32)
         for i, (g, d, t) in enumerate(uniq.tolist()):
-            src = source_of[g]
             pid = (g >> 24) & 0xFFFFFF if g >= 0 else 0
+            if g not in source_of:  # sources in order of first appearance; labelled below
+                source_of[g] = b.source(host=host, pid=pid, label=f"pid {pid}",
+                                        clock={"wall_anchor": dict(anchor)} if anchor else None,
+                                        metadata={"process_name": pnames[g]} if g in pnames else None)
+            src = source_of[g]
             if p.device:
-                props = gpus.get(d, {})
-                plane = b.plane(keys.device_plane("GPU", d), "device", "NVIDIA", d, d, props, source=src)
-                name = f"stream {t}" if t >= 0 else "context"
-                track_of[i] = b.track(plane, name, "stream", t)
+                plane = b.plane(keys.device_plane("GPU", d), "device", "NVIDIA", d, d, gpus.get(d, {}), source=src)
+                track_of[i] = b.track(plane, f"stream {t}" if t >= 0 else "context", "stream", t)
             else:
                 plane = b.plane(keys.HOST_PLANE, "host", "", 0, pid,
                                 {"process_name": pnames[g]} if g in pnames else None, source=src)
-                tname = tnames.get(g | t, "") or f"thread {t}"
-                track_of[i] = b.track(plane, tname, "thread", t)
+                track_of[i] = b.track(plane, tnames.get(g | t, "") or f"thread {t}", "thread", t)
         names = b.intern_many(np.array(p.name_values, dtype=object))[p.names] if p.name_values else p.names
         cats = np.array([b.intern(c) for c in p.categories], np.int32)[p.category]
-        dur = np.maximum(p.end - p.start, 0)
-        p.rows = b.events(track_of[inv.ravel()], names.astype(np.int32), p.start, dur, cats, p.stats)
-    _flows(b, parts)
+        rows = b.events(track_of[inv], names.astype(np.int32), p.start, np.maximum(p.end - p.start, 0), cats, p.stats)
+        if p.corr is not None and p.table != "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION":
+            linked.append((p.device, p.gpid, p.corr, rows))
+            if not p.device:
+                launches.append((p.gpid, p.corr))
+        del p, names, cats, inv, rows
+    for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
+        s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""
+    _flows(b, linked)
     md: dict[str, Any] = {"clock": "nsys session time (ns since the session start)",
                           "nsys": {"version": dict(ex.version), "tables_not_read": ex.unread(),
                                    "notes": list(info)}}
@@ -153,14 +152,14 @@ def build(conn: sqlite3.Connection, ex: Export, parts: list[Part], path: Path,
     return b.build()
 
 
-def _flows(b: TraceBuilder, parts: list[Part]) -> None:
+def _flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]]) -> None:
     """A flow from each runtime call to each device activity with its (process, correlation id)."""
-    launches = [p for p in parts if not p.device and p.corr is not None]
-    devices = [p for p in parts if p.device and p.corr is not None and p.table != "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"]
+    launches = [x for x in linked if not x[0]]
+    devices = [x for x in linked if x[0]]
     if not launches or not devices:
         return
-    cat = lambda ps, f: np.concatenate([getattr(p, f) for p in ps])  # noqa: E731
-    src, dst, ids = flow_pairs(cat(launches, "gpid"), cat(launches, "corr"), cat(launches, "rows"),
-                               cat(devices, "gpid"), cat(devices, "corr"), cat(devices, "rows"))
+    cat = lambda xs, i: np.concatenate([x[i] for x in xs])  # noqa: E731
+    src, dst, ids = flow_pairs(cat(launches, 1), cat(launches, 2), cat(launches, 3),
+                               cat(devices, 1), cat(devices, 2), cat(devices, 3))
     if len(src):
         b.flows(src, dst, ids, category="ac2g")

@@ -18,7 +18,8 @@ from ...trace import keys
 from .. import sqlite_db
 from . import schema as S
 from .schema import Export
-from ..parts import Part, triples, combined_names as _combined_names, one as _one, set_stat as _set
+from ...trace.sorting import unique_inverse
+from ..parts import Part, group_rows, triples, combined_names as _combined_names, one as _one, set_stat as _set
 
 #: the API version suffix Nsight keeps on runtime names (``cudaMemcpy_v3020``)
 _VERSION = re.compile(r"_v\d+$")
@@ -44,7 +45,7 @@ class Strings:
                          if i is not None and v is not None}
 
     def codes(self, ids: np.ndarray, clean: Any = None) -> tuple[np.ndarray, list[str]]:
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = unique_inverse(ids)
         vals = [self.text.get(int(u), f"[string {int(u)}]" if u >= 0 else "[unnamed]") for u in uniq.tolist()]
         if clean is not None:
             vals = [clean(v) for v in vals]
@@ -100,7 +101,7 @@ def kernels(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | No
                       "graphNodeId", "graphId", "gridId"))
     if name_col:
         exprs["name"] = name_col
-    c = sqlite_db.read_columns(conn, t, exprs)
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -126,7 +127,7 @@ def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
         return None
     exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"))
-    c = sqlite_db.read_columns(conn, t, exprs)
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -152,7 +153,7 @@ def fills(conn: sqlite3.Connection, ex: Export) -> Part | None:
         return None
     exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "value", "memKind", "graphNodeId"))
-    c = sqlite_db.read_columns(conn, t, exprs)
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -172,7 +173,7 @@ def syncs(conn: sqlite3.Connection, ex: Export) -> Part | None:
         return None
     exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "syncType", "eventId"))
-    c = sqlite_db.read_columns(conn, t, exprs)
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -199,8 +200,8 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
     if not ex.has(t, "start", "end", "globalTid", "correlationId", "nameId"):
         return None, 0
     exprs = {c: c for c in ("start", "end", "globalTid", "correlationId", "nameId")}
-    exprs.update(_opt(ex, t, "eventClass", "returnValue"))
-    c = sqlite_db.read_columns(conn, t, exprs)
+    exprs.update(_opt(ex, t, "eventClass"))
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
     n = len(c["start"])
     names = strings.codes(c["nameId"], lambda s: _VERSION.sub("", s))
     rt, drv = ex.api_classes["TRACE_PROCESS_EVENT_CUDA_RUNTIME"], ex.api_classes["TRACE_PROCESS_EVENT_CUDA_DRIVER"]
@@ -211,12 +212,11 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
         # a call of another class whose correlation id a runtime/driver call of its
         # process already has is that call again
         gpid, _ = _host_ids(c["globalTid"])
-        k_ids = np.unique(np.stack([gpid[known], c["correlationId"][known]], axis=1), axis=0)
-        other = np.flatnonzero(~known)
-        o_keys = np.stack([gpid[other], c["correlationId"][other]], axis=1)
-        dup = _rows_in(o_keys, k_ids) & (c["correlationId"][other] >= 0)
-        keep = np.ones(n, bool)
-        keep[other[dup]] = False
+        group, _ = group_rows(gpid, c["correlationId"])
+        seen = np.zeros(int(group.max()) + 1, bool)
+        seen[group[known]] = True
+        dup = ~known & seen[group] & (c["correlationId"] >= 0)
+        keep = ~dup
         dropped = int(dup.sum())
         c = {k: v[keep] for k, v in c.items()}
         names = (names[0][keep], names[1])
@@ -228,23 +228,7 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
     category = (drv_row.astype(np.int64), [CAT_RUNTIME, CAT_DRIVER])
     stats: dict[str, Any] = {}
     _set(stats, keys.CORRELATION_ID, c["correlationId"])
-    if "returnValue" in c:
-        nz = np.flatnonzero(c["returnValue"] > 0)
-        if len(nz):
-            stats["return value"] = (nz, c["returnValue"][nz])
     return _host_part(t, c, names, category, stats, c["correlationId"]), dropped
-
-
-def _rows_in(a: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Which rows of ``a`` (n x 2) are rows of ``table`` (sorted unique m x 2)."""
-    if not len(a) or not len(table):
-        return np.zeros(len(a), bool)
-    both = np.concatenate([table, a])
-    _, inv = np.unique(both, axis=0, return_inverse=True)
-    inv = inv.ravel()
-    seen = np.zeros(inv.max() + 1, bool)
-    seen[inv[:len(table)]] = True
-    return seen[inv[len(table):]]
 
 
 def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part | None, int]:
@@ -260,7 +244,7 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     exprs = {"start": "start", "end": "end" if ex.has(t, "end") else "NULL", "eventType": "eventType",
              "globalTid": "globalTid"}
     exprs.update(_opt(ex, t, "textId", "domainId"))
-    c = sqlite_db.read_columns(conn, t, exprs, where)
+    c = sqlite_db.read_columns(conn, t, exprs, where, not_null=ex.tables.not_null(t))
     n = len(c["start"])
     # names: registered strings (textId) where set, else the inline text
     if ex.has(t, "text"):
@@ -299,7 +283,7 @@ def _named_host(conn: sqlite3.Connection, ex: Export, strings: Strings, table: s
         return None
     exprs = {c: c for c in ("start", "end", "globalTid", "nameId")}
     exprs.update(_opt(ex, table, *extra))
-    c = sqlite_db.read_columns(conn, table, exprs)
+    c = sqlite_db.read_columns(conn, table, exprs, not_null=ex.tables.not_null(table))
     n = len(c["start"])
     stats: dict[str, Any] = {}
     for col in extra:
@@ -310,13 +294,9 @@ def _named_host(conn: sqlite3.Connection, ex: Export, strings: Strings, table: s
 
 
 def os_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | None:
-    return _named_host(conn, ex, strings, S.OSRT, CAT_OSRT, ("returnValue",))
+    return _named_host(conn, ex, strings, S.OSRT, CAT_OSRT)
 
 
-def graph_events(conn: sqlite3.Connection, ex: Export, strings: Strings) -> list[Part]:
-    out = []
-    for table in (S.GRAPH, S.GRAPH_NODE):
-        p = _named_host(conn, ex, strings, table, CAT_GRAPH, ("graphNodeId", "graphExecId"))
-        if p is not None:
-            out.append(p)
-    return out
+def graph_table(conn: sqlite3.Connection, ex: Export, strings: Strings, table: str) -> Part | None:
+    """CUDA_GRAPH_EVENTS or CUDA_GRAPH_NODE_EVENTS."""
+    return _named_host(conn, ex, strings, table, CAT_GRAPH, ("graphNodeId", "graphExecId"))

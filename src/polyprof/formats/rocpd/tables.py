@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...trace import keys
+from ...trace.sorting import unique_inverse
 from .. import rocm_trace, sqlite_db
 from ..parts import Part, set_stat, triples
 from ..sqlite_db import quote
@@ -76,13 +77,13 @@ class Info:
         return np.where(pid_rows >= 0, self.base | pid_rows, -1)
 
     def tids(self, thread_rows: np.ndarray) -> np.ndarray:
-        uniq, inv = np.unique(thread_rows, return_inverse=True)
-        return np.array([self.thread_tid.get(int(u), int(u)) for u in uniq], np.int64)[inv.ravel()]
+        uniq, inv = unique_inverse(thread_rows)
+        return np.array([self.thread_tid.get(int(u), int(u)) for u in uniq.tolist()], np.int64)[inv]
 
     def names(self, ids: np.ndarray, table: dict[int, str], clean: Any = None) -> tuple[np.ndarray, list[str]]:
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = unique_inverse(ids)
         vals = [table.get(int(u), f"[string {int(u)}]") for u in uniq.tolist()]
-        return inv.ravel().astype(np.int64), [clean(v) for v in vals] if clean else vals
+        return inv.astype(np.int64), [clean(v) for v in vals] if clean else vals
 
 
 def kernels(conn: sqlite3.Connection, info: Info) -> Part | None:
@@ -96,7 +97,7 @@ def kernels(conn: sqlite3.Connection, info: Info) -> Part | None:
               "workgroup_size_z", "group_segment_size", "private_segment_size"):
         if run.has(base, col):
             exprs[col] = col
-    c = sqlite_db.read_columns(conn, run.t(base), exprs)
+    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)))
     n = len(c["start"])
     codes, vals = info.names(c["kernel_id"], {i: str(d.get("display_name") or d.get("kernel_name") or f"kernel {i}")
                                              for i, d in info.symbols.items()})
@@ -133,7 +134,7 @@ def copies(conn: sqlite3.Connection, info: Info) -> Part | None:
              "src": "src_agent_id" if run.has(base, "src_agent_id") else "NULL",
              "size": "size" if run.has(base, "size") else "NULL",
              "name_id": "name_id" if run.has(base, "name_id") else "NULL"}
-    c = sqlite_db.read_columns(conn, run.t(base), exprs)
+    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)))
     n = len(c["start"])
     on = np.where(np.isin(c["dst"], list(info.gpu)), c["dst"], c["src"])
     codes, vals = info.names(c["name_id"], info.strings, rocm_trace.copy_name)
@@ -152,9 +153,9 @@ def regions(conn: sqlite3.Connection, info: Info) -> Part | None:
         return None
     exprs = {"start": "start", "end": "end", "name_id": "name_id", "pid": run.where(base, "pid"),
              "tid": run.where(base, "tid"), "corr": run.correlation(base), "category": run.category(base)}
-    c = sqlite_db.read_columns(conn, run.t(base), exprs)
+    c = sqlite_db.read_columns(conn, run.t(base), exprs, not_null=run.schema.not_null(run.t(base)))
     codes, vals = info.names(c["name_id"], info.strings)
-    cat_ids, inv = np.unique(c["category"], return_inverse=True)
+    cat_ids, inv = unique_inverse(c["category"])
     kind = [info.categories.get(int(i), "") for i in cat_ids.tolist()]
     marker = np.array([k.startswith("MARKER_") for k in kind], bool)[inv.ravel()]
     instant = marker & (c["end"] <= c["start"])
