@@ -700,3 +700,21 @@ def test_peer_copies_unified_memory_and_process_ranges():
     rng = ev[""]
     assert rng[1:] == (convert.CAT_ANNOTATION, keys.HOST_PLANE, "NVTX (process)")
     assert tr.events["dur_ns"][rng[0]] == 1_000
+
+
+def test_real_device_layer_without_a_driver():
+    """cupti-python's device layer as it is here (no driver): the plugin defers at start
+    with the binding's reason in one line; libcupti has the three functions the C sink
+    registers and walks with."""
+    from polyprof.plugins.cupti.device import CuptiDevice
+
+    dev = CuptiDevice()
+    for fn in ("cuptiActivityRegisterCallbacks", "cuptiActivityGetNextRecord", "cuptiActivityGetNumDroppedRecords"):
+        assert dev._address(fn) != 0, fn
+    p = CuptiPlugin()
+    ctx = SessionContext(start_ns=now_ns(), wall_anchor={})
+    p.start(ctx)
+    p.stop()
+    tr = p.collect()
+    assert len(ctx.warnings) == 1 and "CUDA driver is not found" in ctx.warnings[0], ctx.warnings
+    assert "\n" not in ctx.warnings[0] and tr.n_events == 0 and not holder.holds_cupti()
