@@ -33,6 +33,7 @@ VARIANTS = {
     "exit_collect": [f"-DFAULT_COLLECT={EXIT}", '-DPLUGIN_NAME="exit-collect"'],
     "hang_start": [f"-DFAULT_START={HANG}", '-DPLUGIN_NAME="hang-start"'],
     "segv_init": [f"-DFAULT_INIT={SEGV}", '-DPLUGIN_NAME="segv-init"'],
+    "noisy": ["-DNOISY", '-DPLUGIN_NAME="noisy"'],
 }
 
 
@@ -153,3 +154,21 @@ def test_in_process_is_an_opt_in(libs):
     assert s.trace.metadata["native_plugins"]["procstat"]["process"] == "in-process"
     assert s.trace.plane_by_name("/host:procstat") is not None
     assert s.trace.metadata["plugin_errors"] == []
+
+
+def test_a_plugins_printf_goes_to_the_log_not_the_programs_output(libs, tmp_path):
+    """Issue 34: what vendor code writes to stdout and stderr in its helper process ends
+    up in polyprof's log (-v shows it), never in the program's stdout or stderr."""
+    script = tmp_path / "s.py"
+    script.write_text(SCRIPT)
+    plain = subprocess.run([sys.executable, str(script), "a"], capture_output=True, text=True, timeout=60)
+    args = ["run", "--no-summary", "--plugins", "host", "--plugin", str(libs["noisy"]), "-o",
+            str(tmp_path / "s.polyprof"), str(script), "a"]
+    r = _run(*args, cwd=tmp_path)
+    assert r.returncode == plain.returncode == 7 and r.stdout == plain.stdout
+    assert "procstat:" not in r.stderr, r.stderr
+    assert load(tmp_path / "s.polyprof").metadata["plugins"]["noisy"] == "ok"
+    r = _run("-v", *args, cwd=tmp_path)
+    assert r.stdout == plain.stdout
+    assert "plugin libnoisy.so (stdout): procstat: hello from start()" in r.stderr, r.stderr
+    assert "plugin libnoisy.so (stderr): procstat: complaint from stop()" in r.stderr, r.stderr

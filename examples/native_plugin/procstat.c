@@ -24,6 +24,8 @@
  * Faults polyprof must survive (it runs native plugins in a helper process):
  *   -DFAULT_INIT=K, -DFAULT_START=K, -DFAULT_STOP=K, -DFAULT_COLLECT=K with K =
  *   1 segfault, 2 abort(), 3 _exit(3), 4 hang for ever
+ * Chatter polyprof must keep out of the program's output:
+ *   -DNOISY                printf()s in start() and fprintf(stderr)s in stop()
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -239,6 +241,10 @@ static int32_t ps_start(void* self, const char* options_json, PolyprofStatus* st
 #ifdef FAULT_START
   fault(FAULT_START);
 #endif
+#ifdef NOISY
+  printf("procstat: hello from start()\n");
+  fflush(stdout);
+#endif
   pthread_mutex_lock(&p->mu);
   if (p->state != 0) {
     int state = p->state;
@@ -272,6 +278,9 @@ static int32_t ps_stop(void* self, PolyprofStatus* st) {
   procstat* p = (procstat*)self;
 #ifdef FAULT_STOP
   fault(FAULT_STOP);
+#endif
+#ifdef NOISY
+  fprintf(stderr, "procstat: complaint from stop()\n");
 #endif
   pthread_mutex_lock(&p->mu);
   if (p->state != 1) {

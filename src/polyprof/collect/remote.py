@@ -39,6 +39,29 @@ _BOOT = ("import os, sys, types\n"
          "main(int(sys.argv[1]), int(sys.argv[2]))")
 
 
+#: the longest line of a plugin's output passed to the log (the rest is cut)
+MAX_LINE = 4096
+_LEVELS = {b"polyprof: WARNING: ": logging.WARNING, b"polyprof: ERROR: ": logging.ERROR,
+           b"polyprof: CRITICAL: ": logging.ERROR, b"polyprof: INFO: ": logging.INFO}
+
+
+def _forward(stream: Any, who: str) -> None:
+    """The helper's stdout or stderr, line by line, into polyprof's log (the plugin's own
+    printf at info; the helper's log records at their level): never the program's own
+    stdout or stderr."""
+    try:
+        with stream:
+            while True:
+                line = stream.readline(MAX_LINE)
+                if not line:
+                    return
+                head = next((h for h in _LEVELS if line.startswith(h)), b"")
+                level, text = _LEVELS.get(head, logging.INFO), line[len(head):]
+                log.log(level, "plugin %s: %s", who, text.decode("utf-8", "replace").rstrip("\n"))
+    except (OSError, ValueError):
+        return
+
+
 #: time for the helper to start and the library's init to return
 LOAD_TIMEOUT_S = 30.0
 
@@ -83,10 +106,14 @@ class RemoteHandle:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, str(c_read), str(c_write), _PKG_PARENT],
-                pass_fds=(c_read, c_write), stdin=subprocess.DEVNULL, start_new_session=True)
+                pass_fds=(c_read, c_write), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True)
         finally:
             os.close(c_read)
             os.close(c_write)
+        for stream, what in ((self._proc.stdout, "stdout"), (self._proc.stderr, "stderr")):
+            threading.Thread(target=_forward, args=(stream, f"{self.path.name} ({what})"), daemon=True,
+                             name=f"polyprof-plugin-{what}").start()
         from multiprocessing.connection import Connection
 
         self._in = Connection(p_read, writable=False)
