@@ -718,3 +718,25 @@ def test_real_device_layer_without_a_driver():
     tr = p.collect()
     assert len(ctx.warnings) == 1 and "CUDA driver is not found" in ctx.warnings[0], ctx.warnings
     assert "\n" not in ctx.warnings[0] and tr.n_events == 0 and not holder.holds_cupti()
+
+
+def test_schedule_pauses_cupti_recording():
+    """A session schedule's paused steps: CUPTI makes no activity records (the kinds are
+    disabled, devices and contexts stay on); a pause before start starts paused."""
+    fake = FakeCupti()
+    p = CuptiPlugin(device=fake, clock_interval_s=0)
+    p.pause()  # the schedule's step 0 is a wait step
+    p.start(SessionContext(start_ns=now_ns(), wall_anchor={}))
+    assert fake.enabled == {layout.DEVICE, layout.CONTEXT}
+    t = now_ns()
+    fake.kernel("skipped", t, t + 100, 1)
+    p.resume()
+    assert layout.CONCURRENT_KERNEL in fake.enabled and layout.MARKER in fake.enabled
+    fake.kernel("kept", t + 200, t + 300, 2)
+    p.pause()
+    fake.kernel("skipped", t + 400, t + 500, 3)
+    assert fake.enabled == {layout.DEVICE, layout.CONTEXT}
+    p.stop()
+    assert not fake.enabled
+    tr = p.collect()
+    assert [tr.strings[i] for i in tr.events["name"]] == ["kept"]

@@ -5,7 +5,8 @@ it), have NVTX report to CUPTI, register the buffer callbacks (buffers.py), enab
 activity kinds, take clock samples. stop: flush CUPTI's buffers
 (``cuptiActivityFlushAll``), disable the kinds, take the last clock samples, keep the
 completed buffers, give the subscriber slot back. collect: decode the buffers and
-build the trace (convert.py), on the session clock (clock.py); no CUPTI call.
+build the trace (convert.py), on the session clock (clock.py); no CUPTI call. A session
+schedule's unrecorded steps disable the activity kinds (pause/resume).
 
 One recorder of device activity per session: while this plugin records, the torch
 plugin leaves CUDA out of torch.profiler (holder.py), so every kernel appears once; when
@@ -28,6 +29,10 @@ from . import holder
 log = logging.getLogger("polyprof")
 
 NVTX_ENV = "NVTX_INJECTION64_PATH"
+
+
+#: what names devices, contexts and streams: kept on while a schedule pauses recording
+_RESOURCE_KINDS = (8, 9)  # layout.DEVICE, layout.CONTEXT
 
 
 def default_kinds(unified_memory: bool = False) -> list[int]:
@@ -91,6 +96,8 @@ class CuptiPlugin(Plugin):
         self._kinds: list[int] = []
         self._nvtx_env_set = False
         self._threads: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._paused = False  # a session schedule's steps not recorded (pause() may come before start)
 
     @classmethod
     def availability(cls) -> Availability:
@@ -150,20 +157,54 @@ class CuptiPlugin(Plugin):
             dev.unsubscribe()
             self._defer(f"CUPTI did not start ({type(e).__name__}: {e})")
             return
-        failed = []
-        for kind in default_kinds(bool(o.get("unified_memory", False))):
-            try:
-                dev.enable(kind)
-                self._kinds.append(kind)
-            except Exception as e:
-                from .layout import KIND_NAMES
-
-                failed.append(f"{KIND_NAMES.get(kind, kind)} ({e})")
+        self._wanted = default_kinds(bool(o.get("unified_memory", False)))
+        with self._lock:
+            failed = self._enable([k for k in self._wanted if not self._paused or k in _RESOURCE_KINDS])
         if failed:
             self._problems.append("activity kinds not enabled: " + "; ".join(failed))
             ctx.warn(self.name, self._problems[-1])
         holder.set_holder(self.name)
         self._threads = self._thread_names()
+
+    def _enable(self, kinds: list[int]) -> list[str]:
+        """Enable ``kinds``; what failed, as "KIND (why)"."""
+        from .layout import KIND_NAMES
+
+        failed = []
+        for kind in kinds:
+            if kind in self._kinds:
+                continue
+            try:
+                self._device.enable(kind)
+                self._kinds.append(kind)
+            except Exception as e:
+                failed.append(f"{KIND_NAMES.get(kind, kind)} ({e})")
+        return failed
+
+    # ------------------------------------------------------------------ schedule
+    def pause(self) -> None:
+        """A session schedule's steps not to record: CUPTI stops making records of
+        activity (devices and contexts stay on, to name what comes later)."""
+        with self._lock:
+            self._paused = True
+            if self._state != "started" or self._deferred is not None:
+                return
+            for kind in [k for k in self._kinds if k not in _RESOURCE_KINDS]:
+                try:
+                    self._device.disable(kind)
+                    self._kinds.remove(kind)
+                except Exception as e:
+                    self._problems.append(f"pause: {kind} not disabled ({e})")
+
+    def resume(self) -> None:
+        """Recording again (a schedule's warm-up and active steps)."""
+        with self._lock:
+            self._paused = False
+            if self._state != "started" or self._deferred is not None or not hasattr(self, "_wanted"):
+                return
+            failed = self._enable(self._wanted)
+        if failed:
+            self._problems.append("resume: activity kinds not enabled: " + "; ".join(failed))
 
     def _nvtx_injection(self, dev: Any) -> None:
         """NVTX calls reach CUPTI only when libcupti is NVTX's injection library, which
@@ -186,11 +227,13 @@ class CuptiPlugin(Plugin):
         except Exception as e:
             self._problems.append(f"cuptiActivityFlushAll failed ({type(e).__name__}: {e}); "
                                   "the activity of the last buffer may be missing")
-        for kind in self._kinds:
-            try:
-                dev.disable(kind)
-            except Exception:
-                pass
+        with self._lock:
+            for kind in self._kinds:
+                try:
+                    dev.disable(kind)
+                except Exception:
+                    pass
+            self._kinds = []
         try:
             dev.flush()  # what was recorded while the kinds were being disabled
         except Exception:
