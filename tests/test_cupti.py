@@ -740,3 +740,37 @@ def test_schedule_pauses_cupti_recording():
     assert not fake.enabled
     tr = p.collect()
     assert [tr.strings[i] for i in tr.events["name"]] == ["kept"]
+
+
+@needs_c
+def test_c_sink_under_concurrent_completions_and_full_buffers():
+    """CUPTI completes buffers from its own threads: four threads each completing full
+    8 MiB buffers (33,825 kernel records: the record arrays grow) at once; every record
+    arrives, in buffer order per thread, and CUPTI's dropped count is summed."""
+    import threading
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t))
+    def dropped(ctx, stream, out):
+        out[0] = 2
+        return 0
+
+    walker = FakeCupti._walker()
+    sink = buffers.CSink(ctypes.cast(walker, ctypes.c_void_p).value, ctypes.cast(dropped, ctypes.c_void_p).value)
+    n = (8 << 20) // 248
+    per_thread = []
+    for t in range(4):
+        r = np.zeros(n, dtype_of(layout.CONCURRENT_KERNEL))
+        r["kind"] = layout.CONCURRENT_KERNEL
+        r["correlation_id"] = np.arange(n) + t * n
+        per_thread.append([r[i:i + 1] for i in range(n)])
+    threads = [threading.Thread(target=deliver, args=(sink, recs, 8 << 20)) for recs in per_thread]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    counts = sink.counts()
+    assert counts["records"] == 4 * n and counts["buffers_completed"] == 4 and counts["dropped"] == 8
+    rec = buffers.Records.of(sink.take())
+    corr = decode.column(rec, np.arange(len(rec.kinds)), layout.KERNEL_FIELDS["correlation_id"])
+    assert sorted(corr.tolist()) == list(range(4 * n))
+    assert sink.take() == []  # taken once
