@@ -70,6 +70,14 @@ class FakeCupti:
         self.flushes = 0
         self.sink_obj: buffers.CSink | buffers.PySink | None = None
         self._next = self._walker()
+        self.dropped = 0  # records CUPTI says it dropped per completed buffer
+
+        @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t))
+        def dropped(ctx, stream, out):  # cuptiActivityGetNumDroppedRecords
+            out[0] = self.dropped
+            return 0
+
+        self._dropped = dropped
 
     # the clock
     def to_cupti(self, host_ns) -> np.ndarray:
@@ -103,7 +111,8 @@ class FakeCupti:
 
     def sink(self, implementation: str = buffers.IMPLEMENTATION, buffer_bytes: int = 8 << 20):
         if implementation == "c":
-            self.sink_obj = buffers.CSink(ctypes.cast(self._next, ctypes.c_void_p).value, 0, buffer_bytes)
+            drop = ctypes.cast(self._dropped, ctypes.c_void_p).value if self.dropped else 0
+            self.sink_obj = buffers.CSink(ctypes.cast(self._next, ctypes.c_void_p).value, drop, buffer_bytes)
         else:
             self.sink_obj = buffers.PySink(buffer_bytes)
         self.buffer_bytes = buffer_bytes
@@ -774,3 +783,17 @@ def test_c_sink_under_concurrent_completions_and_full_buffers():
     corr = decode.column(rec, np.arange(len(rec.kinds)), layout.KERNEL_FIELDS["correlation_id"])
     assert sorted(corr.tolist()) == list(range(4 * n))
     assert sink.take() == []  # taken once
+
+
+@needs_c
+def test_dropped_records_are_reported():
+    """CUPTI dropped records (its buffers were full): one warning, with the count."""
+    fake = FakeCupti()
+    fake.dropped = 17
+    p, ctx = started(fake, implementation="c")
+    t = now_ns()
+    fake.kernel("k", t, t + 10, 1)
+    p.stop()
+    tr = p.collect()
+    assert tr.metadata["cupti"]["buffers"]["dropped"] == 17
+    assert any("dropped 17 activity records" in w for w in ctx.warnings), ctx.warnings
