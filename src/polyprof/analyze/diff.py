@@ -1,7 +1,8 @@
-"""Diff of two runs: what got slower or faster, and whether it is beyond step-to-step noise.
+"""Diff of two runs: what got slower or faster, beyond the noise and above a floor.
 
-Each side is one trace or several (the ranks of one run). Three tables, one row per
-name (normalised, see ``analyze/names.py``, so the same work matches across runs):
+Each side is one run (a trace, or the traces of its ranks) or several runs of the same
+program (replicates, :class:`Runs`). Three tables, one row per name (normalised, see
+``analyze/names.py``, and renames that keep their role merged, ``analyze/roles.py``):
 
 * ``kernels``: device activity (kernels, copies, fills, collectives; their duration);
 * ``ops``: framework ops (host duration, nested ops included, as in ``op_stats``);
@@ -9,21 +10,21 @@ name (normalised, see ``analyze/names.py``, so the same work matches across runs
 
 Columns: ``name``, [``kind`` for kernels: compute / communication / memcpy / memset],
 ``count_a``, ``count_b``, ``delta_count``, ``total_ns_a``, ``total_ns_b``,
-``delta_total_ns`` (B minus A), ``rel_change`` (``delta_total_ns / total_ns_a``; NaN when
-A has none), ``step_mean_ns_a``, ``step_mean_ns_b`` (mean per-step total; NaN without
-steps), ``p_value``, ``significant`` (None when the test cannot be made), ``change``
-("slower", "faster" or ""), ``variants`` (distinct raw names merged into the row),
-``raw_names``. Sorted by ``|delta_total_ns|``, largest first.
+``delta_total_ns`` (B minus A; per run: the mean over a side's runs, summed over its
+ranks), ``step_mean_ns_a``, ``step_mean_ns_b`` (mean total per step), ``step_delta_ns``
+and ``rel_change`` (its change, in ns and relative to A; NaN when A has none),
+``p_value`` (the row's test), ``p_adjusted`` (Holm, across the rows tested),
+``significant`` (None when nothing could be tested), ``change`` ("slower", "faster" or
+""), ``reason`` (why a row is not called changed), ``rank_decided`` (the rank whose own
+test called the row, -1 otherwise), ``variants``, ``raw_names``. Significant rows come
+first (largest per-step change first), then the others by ``|delta_total_ns|``.
 
-**The test.** A row's sample in a run is its total time in each step (on each rank):
-device activity belongs to the step in which its launch call started, host events to
-the step in which they started (as in ``step_stats``); steps come from the trace's
-derived steps. The two runs' per-step totals are compared with a two-sided
-Mann-Whitney U test (``analyze/ranktest.py``: exact for small samples, normal
-approximation beyond); ``significant`` is ``p_value < alpha`` and ``change`` gives its
-direction (of the per-step mean). When a run has no steps, or too few for the test to
-reach ``alpha`` at all (3 vs 3 steps cannot: the smallest p-value is 0.1), the test
-cannot be made: ``significant`` is None and the verdict says why.
+A row is called changed when all three hold (docs/analysis.md, "Diff of two runs"):
+its adjusted p-value is below ``alpha`` (the test: ``analyze/diff_stats.py``); its
+per-step change is at least ``rel_floor`` of A's (default 5%); and at least
+``abs_floor_ns`` per step (default 20 µs). Rows whose every per-step total, in both
+runs, is below the absolute floor cannot reach it and are not tested (nor counted in
+the correction): a label-blind filter, so the correction stays valid.
 """
 
 from __future__ import annotations
@@ -33,42 +34,64 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import numpy as np
-import pandas as pd
 
 from ..derive import cache
 from ..derive.projection import section_rows
 from ..errors import PolyprofError
 from ..trace.categories import Kind
-from ..trace.core import Trace
-from .common import CLASS_NAMES, device_view, frame
-from .names import normalize_name
-from .ranktest import mann_whitney, min_p_value
-from .window import WindowArg, host_mask, label, view
 from ..trace import metadata_keys as mkeys
+from ..trace.core import Trace
+from .common import CLASS_NAMES, device_view
+from .diff_stats import TESTS, Compared, Samples, compare
+from .frames import column, frame
+from .names import normalize_name
+from .ranktest import CORRECTIONS
+from .roles import role_name
+from .window import AUTO, WindowArg, host_mask, label, view
 
 log = logging.getLogger(__name__)
 
 TABLES = ("kernels", "ops", "sections")
 LABELS = {"kernels": "kernel", "ops": "op", "sections": "section"}
 ALPHA = 0.05
+#: a change smaller than this share of A's per-step time is not called a change
+REL_FLOOR = 0.05
+#: nor one smaller than this, in ns per step
+ABS_FLOOR_NS = 20_000
+CORRECTION = "holm"
+#: rows whose per-step distributions a Diff keeps (for charts), at most
+KEEP_SAMPLES = 12
 COLUMNS = ["name", "count_a", "count_b", "delta_count", "total_ns_a", "total_ns_b", "delta_total_ns",
-           "rel_change", "step_mean_ns_a", "step_mean_ns_b", "p_value", "significant", "change",
-           "variants", "raw_names"]
+           "step_mean_ns_a", "step_mean_ns_b", "step_delta_ns", "rel_change", "p_value", "p_adjusted",
+           "significant", "change", "reason", "rank_decided", "variants", "raw_names"]
+
+
+class Runs(tuple):
+    """Several runs of one side (replicates): ``diff(Runs([a1, a2]), Runs([b1, b2]))``.
+    Each item is a run: a Trace, a sequence of Traces (its ranks) or a TraceSet."""
 
 
 @dataclass
 class Diff:
     """The tables, the step-time comparison and the verdict of :func:`diff`."""
 
-    tables: dict[str, pd.DataFrame]
+    tables: dict[str, Any]
     step_time: dict[str, Any]
     verdict: list[str]
     changes: list[dict[str, Any]]  # the significant rows of every table, largest per-step change first
     overview: dict[str, Any] = field(default_factory=dict)
+    #: per-step totals of the top rows (significant first): table, name, and per side
+    #: the samples with their run and rank
+    samples: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
         return "\n".join(self.verdict)
+
+    @property
+    def changed(self) -> bool:
+        """Whether any row or the step time is called changed."""
+        return bool(self.changes) or bool(self.step_time.get("change"))
 
 
 @dataclass
@@ -82,43 +105,82 @@ class _Events:
 
 
 def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: int = 5,
-         executor: Any = None, window: WindowArg = None) -> Diff:
-    """Compare run ``a`` with run ``b``; each is a Trace, an iterable of Traces (ranks),
-    or a ``polyprof.ranks.TraceSet``.
+         executor: Any = None, window: WindowArg = AUTO, rel_floor: float = REL_FLOOR,
+         abs_floor_ns: float = ABS_FLOOR_NS, correction: str = CORRECTION, test: str = "t") -> Diff:
+    """Compare run ``a`` with run ``b``. Each side is a run — a Trace, a sequence of
+    Traces (its ranks) or a ``polyprof.ranks.TraceSet`` — or several runs of the same
+    program: a :class:`Runs`, or a list whose items are sequences or TraceSets.
 
     Each trace is reduced to its per-name sums (:func:`summarize`) before the next is
-    looked at: an iterable is consumed one trace at a time (a generator that loads each
-    rank keeps one rank in memory), and a TraceSet's ranks are loaded and reduced where
-    its ``map`` runs them, on ``executor`` (default: its process pool). ``normalize=False``
-    matches raw names; ``top`` bounds the changes named per direction in the verdict.
-    ``window`` chooses the steps of every trace (``analyze/window.py``; default all): e.g.
-    ``Window(skip_first=1)`` leaves the warm-up step out of the totals and the test.
-    See the module doc for the tables.
+    looked at: a sequence is consumed one trace at a time, and a TraceSet's ranks are
+    loaded and reduced where its ``map`` runs them, on ``executor`` (default: its
+    process pool). ``window`` chooses the steps of every trace (``analyze/window.py``);
+    the default is ``summary``'s (AUTO: the first step, the warm-up, left out of traces
+    with 3 or more). ``normalize=False`` matches raw names (no normalisation, no role
+    rules). ``rel_floor`` and ``abs_floor_ns`` are the smallest change called a change;
+    ``correction`` is "holm" (default) or "bh"; ``test`` is "t" (default) or "rank".
+    ``top`` bounds the changes named per direction in the verdict. See the module doc.
     """
     if not 0 < alpha < 1:
         raise PolyprofError(f"diff: alpha must be between 0 and 1, not {alpha!r}")
+    if not (rel_floor >= 0 and abs_floor_ns >= 0):
+        raise PolyprofError(f"diff: the effect floors must be 0 or more, not {rel_floor!r} and {abs_floor_ns!r}")
+    if correction not in CORRECTIONS:
+        raise PolyprofError(f"diff: correction must be one of {', '.join(CORRECTIONS)}, not {correction!r}")
+    if test not in TESTS:
+        raise PolyprofError(f"diff: test must be one of {', '.join(TESTS)}, not {test!r}")
     acc = _Collector(normalize)
-    for side, run in (("a", a), ("b", b)):
-        for sums in _summaries(run, side, executor, window):
-            acc.add(side, sums)
+    for side, runs in (("a", _runs(a)), ("b", _runs(b))):
+        for run_no, run in enumerate(runs):
+            for rank, sums in _summaries(run, side, executor, window):
+                acc.add(side, run_no, rank, sums)
         if not acc.info[side]["traces"]:
             raise PolyprofError(f"diff: run {side.upper()} has no traces")
-    n_a, n_b = len(acc.step_ns["a"]), len(acc.step_ns["b"])
-    reason = _untestable(n_a, n_b, alpha)
-    tables = {t: acc.table(t, alpha, reason is None) for t in TABLES}
-    step_time = _step_time(acc, alpha, reason)
+    whole = acc.whole_traces()
+    compared = {t: compare(acc.samples("a", t, whole), acc.samples("b", t, whole), test) for t in TABLES}
+    floors = (rel_floor, abs_floor_ns)
+    tested = {t: _testable(acc, t, whole, compared[t], abs_floor_ns) for t in TABLES}
+    adjusted = _adjust({t: np.where(tested[t], compared[t].p, np.nan) for t in TABLES}, correction)
+    untestable = next((c.untestable for c in compared.values() if c.untestable), None)
+    if untestable is not None and whole:
+        which = [s.upper() for s in ("a", "b") if acc.info[s]["traces_without_steps"]]
+        untestable = (f"run {' and '.join(which)} {'have' if len(which) > 1 else 'has'} no steps and one run "
+                      "a side (the test compares per-step totals, or runs: record steps with torch.profiler's "
+                      "schedule or polyprof.step(), or give several runs a side)")
+    tables = {t: acc.table(t, compared[t], tested[t], adjusted[t], alpha, floors, untestable is None)
+              for t in TABLES}
+    step_time = _step_time(acc, whole, alpha, floors, test)
     changes = _changes(tables)
+    n_tested = int(sum(int(tested[t].sum()) for t in TABLES))
+    strata = compared["kernels"].strata
+    method = compared["kernels"].method or compared["ops"].method
     overview = {"a": acc.info["a"], "b": acc.info["b"], "alpha": alpha, "normalized_names": normalize,
-                "test": "two-sided Mann-Whitney U over per-step totals" +
-                        (f" ({_method(n_a, n_b)}, {n_a} vs {n_b} steps)" if reason is None else ""),
-                "untestable": reason}
-    verdict = _verdict(tables, step_time, changes, reason, alpha, top)
+                "test": method, "correction": correction, "rows_tested": n_tested,
+                "rel_floor": rel_floor, "abs_floor_ns": abs_floor_ns, "ranks": strata,
+                "samples": "whole traces (a trace without steps)" if whole else "steps",
+                "untestable": untestable}
+    verdict = _verdict(tables, step_time, changes, overview, top)
     verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
-    return Diff(tables, step_time, verdict, changes, overview)
+    d = Diff(tables, step_time, verdict, changes, overview)
+    d.samples = _keep_samples(acc, tables, whole)
+    return d
 
 
-def _summaries(run: Any, side: str, executor: Any, window: WindowArg = None) -> Iterator[TraceSums]:
-    """The per-trace sums of one run, in rank order for a TraceSet, else as given."""
+def _runs(side: Any) -> list[Any]:
+    """The runs of one side: a Runs' items, a list of sequences / TraceSets, else one run."""
+    from ..ranks.traceset import TraceSet
+
+    if isinstance(side, Runs):
+        return list(side)
+    if isinstance(side, (list, tuple)) and side and all(
+            isinstance(r, (list, tuple, TraceSet)) for r in side):
+        return list(side)
+    return [side]
+
+
+def _summaries(run: Any, side: str, executor: Any, window: WindowArg = None) -> Iterator[tuple[int, TraceSums]]:
+    """(rank, sums) of each trace of one run, in rank order for a TraceSet, else as given
+    (the rank: the trace's own, else its position)."""
     from functools import partial
 
     from ..ranks.traceset import TraceSet
@@ -128,7 +190,7 @@ def _summaries(run: Any, side: str, executor: Any, window: WindowArg = None) -> 
 
         done = run.map(partial(summarize, window=window), executor,
                        progress=f"run {side.upper()}" if sys.stderr.isatty() else None)
-        yield from (done[r] for r in run.ranks)
+        yield from ((int(r), done[r]) for r in run.ranks)
         return
     if isinstance(run, Trace):
         run = [run]
@@ -139,27 +201,8 @@ def _summaries(run: Any, side: str, executor: Any, window: WindowArg = None) -> 
         if not isinstance(trace, Trace):
             raise PolyprofError(f"diff: run {side.upper()} item {i} is a {type(trace).__name__}, "
                                 "not a polyprof Trace")
-        yield summarize(trace, window)
-
-
-def _untestable(n_a: int, n_b: int, alpha: float) -> str | None:
-    """Why per-step totals cannot be tested at ``alpha``, or None."""
-    if not n_a or not n_b:
-        which = " and ".join(s for s, n in (("A", n_a), ("B", n_b)) if not n)
-        return (f"run {which} {'have' if ' and ' in which else 'has'} no steps (the test compares per-step "
-                "totals; record steps: torch.profiler's schedule, polyprof.step())")
-    if min_p_value(n_a, n_b) >= alpha:
-        return (f"too few steps ({n_a} vs {n_b}): the smallest p-value they allow is "
-                f"{min_p_value(n_a, n_b):.3g}, not below alpha {alpha:g}")
-    return None
-
-
-def _method(n_a: int, n_b: int) -> str:
-    import math
-
-    from .ranktest import EXACT_LIMIT
-
-    return "exact" if math.comb(n_a + n_b, n_a) <= EXACT_LIMIT else "normal approximation"
+        sums = summarize(trace, window)
+        yield (sums.rank if sums.rank is not None else i), sums
 
 
 def _rank(trace: Trace) -> int | None:
@@ -209,9 +252,10 @@ class TraceSums:
     step_ns: np.ndarray  # duration of each step
     tables: dict[str, TableSums]
     window: str = ""  # the steps analysed, in words
+    span_ns: int = 0  # the trace's duration (its one sample when it has no steps)
 
 
-def summarize(trace: Trace, window: WindowArg = None) -> TraceSums:
+def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
     """Per table and raw name of ``trace`` (of the steps ``window`` selects): counts,
     totals and per-step totals."""
     trace = view(trace, window)
@@ -233,12 +277,14 @@ def summarize(trace: Trace, window: WindowArg = None) -> TraceSums:
             e.kind[first].astype(np.int64) if e.kind is not None else np.full(len(ids), -1, np.int64),
             np.bincount(inv, minlength=len(ids)).astype(np.int64), total, pair // n_steps, pair % n_steps, psum)
     return TraceSums(_rank(trace), len(trace.sources), trace.n_events,
-                     (steps.end - steps.start).astype(np.int64), tables, label(trace, window))
+                     (steps.end - steps.start).astype(np.int64), tables, label(trace, window),
+                     int(trace.span_ns[1] - trace.span_ns[0]) if trace.n_events else 0)
 
 
 class _Collector:
-    """Per table: one vocabulary of (normalised) names for both runs, and per run the
-    counts, totals and per-step totals of each name, added trace by trace."""
+    """Per table: one vocabulary of (normalised) names for both runs, and per side the
+    counts, totals and per-step totals of each name, added trace by trace; each step (and
+    each trace) labelled with its run and rank."""
 
     def __init__(self, normalize: bool):
         self.normalize = normalize
@@ -247,36 +293,47 @@ class _Collector:
         self.kind: dict[str, list[int]] = {t: [] for t in TABLES}
         self.parts: dict[tuple[str, str], list[tuple[np.ndarray, ...]]] = {}
         self.step_ns: dict[str, list[int]] = {"a": [], "b": []}
-        self.info = {s: {"traces": 0, "ranks": [], "events": 0, "steps": 0, "traces_without_steps": 0}
-                     for s in ("a", "b")}
+        self.step_of: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}  # (run, rank) per step
+        self.trace_of: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}  # (run, rank) per trace
+        self.span_ns: dict[str, list[int]] = {"a": [], "b": []}
+        self.info: dict[str, dict[str, Any]] = {
+            s: {"runs": 0, "traces": 0, "ranks": [], "events": 0, "steps": 0, "traces_without_steps": 0}
+            for s in ("a", "b")}
 
-    def add(self, side: str, sums: TraceSums) -> None:
+    def add(self, side: str, run: int, rank: int, sums: TraceSums) -> None:
         info = self.info[side]
-        info["ranks"].append(sums.rank if sums.rank is not None else info["traces"])
+        info["runs"] = max(info["runs"], run + 1)
+        if rank not in info["ranks"]:
+            info["ranks"].append(rank)
         if sums.sources > 1:
             note = (f"run {side.upper()} trace {info['traces']} holds {sums.sources} sources (merged ranks): "
                     "their steps merge by number into one sample each; pass the ranks as separate traces "
-                    "for a sample per rank and step")
+                    "to test each rank")
             log.warning("diff: %s", note)
             info.setdefault("warnings", []).append(note)
+        trace_no = info["traces"]
         info["traces"] += 1
         info.setdefault("window", sums.window)
         info["events"] += sums.events
         info["steps"] += len(sums.step_ns)
         info["traces_without_steps"] += int(not len(sums.step_ns))
-        offset = len(self.step_ns[side])  # this trace's steps are samples offset.. of the run
+        offset = len(self.step_ns[side])  # this trace's steps are samples offset.. of the side
         self.step_ns[side].extend(sums.step_ns.tolist())
+        self.step_of[side].extend([(run, rank)] * len(sums.step_ns))
+        self.trace_of[side].append((run, rank))
+        self.span_ns[side].append(sums.span_ns)
         for table, t in sums.tables.items():
             g = self._keys(table, t)
             self.parts.setdefault((side, table), []).append(
-                (g, t.count, t.total, g[t.pair_name], offset + t.pair_step, t.pair_total))
+                (g, t.count, t.total, g[t.pair_name], offset + t.pair_step, t.pair_total,
+                 np.full(len(g), trace_no)))
 
     def _keys(self, table: str, t: TableSums) -> np.ndarray:
         """Index in the table's vocabulary of each of ``t``'s raw names (normalised)."""
         index, raw, kinds = self.index[table], self.raw[table], self.kind[table]
         out = np.empty(len(t.names), np.int64)
         for i, name in enumerate(t.names):
-            key = normalize_name(name) if self.normalize else name
+            key = role_name(normalize_name(name)) if self.normalize else name
             j = index.setdefault(key, len(index))
             if j == len(raw):
                 raw.append(set())
@@ -285,70 +342,180 @@ class _Collector:
             out[i] = j
         return out
 
-    def _sums(self, side: str, table: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """count, total (per name) and the names x steps matrix of per-step totals."""
+    def whole_traces(self) -> bool:
+        """Whether the samples are whole traces: some trace has no steps."""
+        return any(self.info[s]["traces_without_steps"] for s in ("a", "b"))
+
+    def n_runs(self, side: str) -> int:
+        return max(self.info[side]["runs"], 1)
+
+    def sums(self, side: str, table: str) -> tuple[np.ndarray, np.ndarray]:
+        """count and total per name, summed over every trace of the side."""
+        n = len(self.index[table])
         count, total = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        per_step = np.zeros((n, len(self.step_ns[side])))
-        for g, c, t, pk, ps, psum in self.parts.get((side, table), []):
+        for g, c, t, *_ in self.parts.get((side, table), []):
             np.add.at(count, g, c)  # two raw names of one trace may normalise to one
             np.add.at(total, g, t)
-            np.add.at(per_step, (pk, ps), psum)
-        return count, total, per_step
+        return count, total
 
-    def table(self, table: str, alpha: float, testable: bool) -> pd.DataFrame:
+    def samples(self, side: str, table: str, whole: bool) -> Samples:
+        """The names x samples matrix of one side: per-step totals, or (``whole``) each
+        trace's totals; with each sample's run and rank."""
+        n = len(self.index[table])
+        labels = self.trace_of[side] if whole else self.step_of[side]
+        x = np.zeros((n, len(labels)))
+        for g, _, t, pk, ps, psum, trace_no in self.parts.get((side, table), []):
+            if whole:
+                np.add.at(x, (g, trace_no), t)
+            else:
+                np.add.at(x, (pk, ps), psum)
+        lab = np.array(labels, np.int64).reshape(-1, 2)
+        return Samples(x, lab[:, 0], lab[:, 1])
+
+    def step_samples(self, side: str, whole: bool) -> Samples:
+        values = self.span_ns[side] if whole else self.step_ns[side]
+        lab = np.array(self.trace_of[side] if whole else self.step_of[side], np.int64).reshape(-1, 2)
+        return Samples(np.asarray(values, np.float64)[None, :], lab[:, 0], lab[:, 1])
+
+    def table(self, table: str, c: Compared, tested: np.ndarray, p_adj: np.ndarray, alpha: float,
+              floors: tuple[float, float], testable: bool) -> Any:
         names = list(self.index[table])
         n = len(names)
-        ca, ta, xa = self._sums("a", table, n)
-        cb, tb, xb = self._sums("b", table, n)
-        p = mann_whitney(xa, xb)[0] if n and xa.shape[1] and xb.shape[1] else np.full(n, np.nan)
-        mean_a = xa.mean(axis=1) if xa.shape[1] else np.full(n, np.nan)
-        mean_b = xb.mean(axis=1) if xb.shape[1] else np.full(n, np.nan)
-        sig = p < alpha
-        change = np.where(sig & (mean_b > mean_a), "slower", np.where(sig & (mean_b < mean_a), "faster", ""))
+        ca, ta = self.sums("a", table)
+        cb, tb = self.sums("b", table)
+        ra, rb = self.n_runs("a"), self.n_runs("b")
+        per_run = ra > 1 or rb > 1  # with replicates: the mean over a side's runs
+        count_a, total_a = (ca / ra, ta / ra) if per_run else (ca, ta)
+        count_b, total_b = (cb / rb, tb / rb) if per_run else (cb, tb)
+        step_delta = c.mean_b - c.mean_a
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(c.mean_a > 0, step_delta / c.mean_a, np.nan)
+        sig, change, reason = _decide(c.p, p_adj, tested, step_delta, rel, alpha, floors, testable)
         raw = [sorted(r) for r in self.raw[table]]
-        cols: dict[str, Any] = {"name": np.array(names, dtype=object)}
+        cols: dict[str, Any] = {"name": _objects(names)}
         if table == "kernels":
             cols["kind"] = CLASS_NAMES[np.array(self.kind[table], np.int64)] if n else np.zeros(0, object)
-        delta = tb - ta
+        delta = total_b - total_a
         cols.update({
-            "count_a": ca, "count_b": cb, "delta_count": cb - ca, "total_ns_a": ta, "total_ns_b": tb,
-            "delta_total_ns": delta, "rel_change": np.where(ta > 0, delta / np.maximum(ta, 1), np.nan),
-            "step_mean_ns_a": mean_a, "step_mean_ns_b": mean_b, "p_value": p,
-            "significant": pd.Series([bool(s) if testable else None for s in sig], dtype=object),
-            "change": change.astype(object) if testable else np.full(n, "", dtype=object),
-            "variants": np.array([len(r) for r in raw], np.int64),
-            "raw_names": pd.Series(raw, dtype=object)})
-        df = frame(cols)
-        order = np.lexsort((np.array(names, dtype=object).astype(str) if n else np.zeros(0, str),
-                            -np.abs(delta)))
-        return df.take(order).reset_index(drop=True)
+            "count_a": count_a, "count_b": count_b, "delta_count": count_b - count_a, "total_ns_a": total_a,
+            "total_ns_b": total_b, "delta_total_ns": delta, "step_mean_ns_a": c.mean_a,
+            "step_mean_ns_b": c.mean_b, "step_delta_ns": step_delta, "rel_change": rel, "p_value": c.p,
+            "p_adjusted": p_adj, "significant": sig, "change": change, "reason": reason,
+            "rank_decided": c.rank_decided.astype(np.int64),
+            "variants": np.array([len(r) for r in raw], np.int64), "raw_names": _objects(raw)})
+        sig_first = np.array([s is True for s in sig.tolist()], bool)
+        key = np.where(sig_first, -np.abs(np.nan_to_num(step_delta)), 0.0)
+        order = np.lexsort((_objects(names).astype(str) if n else np.zeros(0, str),
+                            -np.abs(delta.astype(np.float64)), key, ~sig_first))
+        return frame(cols, order=order)
 
 
-def _step_time(acc: _Collector, alpha: float, reason: str | None) -> dict[str, Any]:
-    """Step durations of both runs compared with the same test."""
-    a = np.asarray(acc.step_ns["a"], np.float64)
-    b = np.asarray(acc.step_ns["b"], np.float64)
-    p = float(mann_whitney(a[None, :], b[None, :])[0][0]) if len(a) and len(b) else float("nan")
-    mean_a = float(a.mean()) if len(a) else float("nan")
-    mean_b = float(b.mean()) if len(b) else float("nan")
-    sig = None if reason else bool(p < alpha)
-    return {"steps_a": len(a), "steps_b": len(b), "mean_ns_a": mean_a, "mean_ns_b": mean_b,
-            "delta_ns": mean_b - mean_a, "rel_change": (mean_b - mean_a) / mean_a if mean_a > 0 else float("nan"),
-            "p_value": p, "significant": sig,
-            "change": ("slower" if mean_b > mean_a else "faster") if sig else ""}
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out
 
 
-def _changes(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
+def _testable(acc: _Collector, table: str, whole: bool, c: Compared, abs_floor_ns: float) -> np.ndarray:
+    """Rows that could reach the absolute floor: some sample (either side) at least at it."""
+    n = len(acc.index[table])
+    peak = np.zeros(n)
+    for side in ("a", "b"):
+        x = acc.samples(side, table, whole).x
+        if x.shape[1]:
+            peak = np.maximum(peak, x.max(axis=1))
+    return (peak >= abs_floor_ns) & ~np.isnan(c.p) if n else np.zeros(0, bool)
+
+
+def _adjust(p: dict[str, np.ndarray], correction: str) -> dict[str, np.ndarray]:
+    """Adjusted p-values of every table's rows, corrected as one family."""
+    flat = np.concatenate([p[t] for t in TABLES]) if p else np.zeros(0)
+    adj = CORRECTIONS[correction](flat)
+    out, at = {}, 0
+    for t in TABLES:
+        out[t] = adj[at:at + len(p[t])]
+        at += len(p[t])
+    return out
+
+
+def _decide(p: np.ndarray, p_adj: np.ndarray, tested: np.ndarray, delta: np.ndarray, rel: np.ndarray,
+            alpha: float, floors: tuple[float, float], testable: bool) -> tuple[np.ndarray, ...]:
+    """(significant, change, reason) of each row: the test, then the two floors."""
+    rel_floor, abs_floor = floors
+    n = len(p)
+    big_rel = np.isnan(rel) | (np.abs(np.nan_to_num(rel)) >= rel_floor)  # NaN: new in B (A had none)
+    big = big_rel & (np.abs(np.nan_to_num(delta)) >= abs_floor) & (np.nan_to_num(delta) != 0)
+    below_p = tested & (np.nan_to_num(p_adj, nan=1.0) < alpha)
+    sig = below_p & big
+    change = np.where(sig & (delta > 0), "slower", np.where(sig & (delta < 0), "faster", "")).astype(object)
+    reason = np.full(n, "", dtype=object)
+    reason[~tested] = "not tested: below the absolute floor in every sample"
+    reason[tested & ~below_p] = "within the noise"
+    reason[below_p & ~big] = "below the effect floor"
+    reason[np.isnan(p)] = "not testable"
+    significant = np.empty(n, object)
+    significant[:] = [bool(s) for s in sig] if testable else [None] * n
+    if not testable:
+        change[:] = ""
+    return significant, change, reason
+
+
+def _step_time(acc: _Collector, whole: bool, alpha: float, floors: tuple[float, float], test: str) -> dict[str, Any]:
+    """Step durations (whole traces' durations when some trace has no steps) of both
+    runs, compared with the same test and floors (a family of its own)."""
+    sa, sb = acc.step_samples("a", whole), acc.step_samples("b", whole)
+    c = compare(sa, sb, test) if sa.x.shape[1] and sb.x.shape[1] else None
+    n_a, n_b = sa.x.shape[1], sb.x.shape[1]
+    if c is None:
+        return {"steps_a": n_a, "steps_b": n_b, "mean_ns_a": float("nan"), "mean_ns_b": float("nan"),
+                "delta_ns": float("nan"), "rel_change": float("nan"), "p_value": float("nan"),
+                "significant": None, "change": "", "reason": "not testable", "unit": "trace" if whole else "step"}
+    mean_a, mean_b = float(c.mean_a[0]), float(c.mean_b[0])
+    delta = mean_b - mean_a
+    rel = delta / mean_a if mean_a > 0 else float("nan")
+    p = float(c.p[0])
+    testable = c.untestable is None
+    sig, change, reason = _decide(c.p, c.p, np.ones(1, bool), np.array([delta]), np.array([rel]), alpha, floors,
+                                  testable)
+    return {"steps_a": n_a, "steps_b": n_b, "mean_ns_a": mean_a, "mean_ns_b": mean_b, "delta_ns": delta,
+            "rel_change": rel, "p_value": p, "significant": sig[0], "change": change[0], "reason": reason[0],
+            "unit": "trace" if whole else "step"}
+
+
+def _changes(tables: dict[str, Any]) -> list[dict[str, Any]]:
     """Significant rows of every table, largest change of the per-step mean first."""
-    ints = ("count_a", "count_b", "total_ns_a", "total_ns_b", "delta_total_ns")
-    floats = ("step_mean_ns_a", "step_mean_ns_b", "p_value")
+    fields = ("name", "change", "count_a", "count_b", "total_ns_a", "total_ns_b", "delta_total_ns",
+              "step_mean_ns_a", "step_mean_ns_b", "step_delta_ns", "rel_change", "p_value", "p_adjusted",
+              "rank_decided")
     out = []
     for t, df in tables.items():
-        idx = np.flatnonzero(df["change"].to_numpy() != "")
-        cols = {c: df[c].to_numpy()[idx].tolist() for c in ("name", "change", *ints, *floats)}
+        idx = np.flatnonzero(column(df, "change") != "")
+        cols = {c: column(df, c)[idx].tolist() for c in fields}
         for i in range(len(idx)):
             out.append({"table": t, **{c: v[i] for c, v in cols.items()}})
-    out.sort(key=lambda c: (-abs(c["step_mean_ns_b"] - c["step_mean_ns_a"]), c["table"], c["name"]))
+    out.sort(key=lambda c: (-abs(c["step_delta_ns"]), c["table"], c["name"]))
+    return out
+
+
+def _keep_samples(acc: _Collector, tables: dict[str, Any], whole: bool) -> list[dict[str, Any]]:
+    """The per-step totals of the rows with the largest per-step change, significant
+    ones first (at most KEEP_SAMPLES), for the charts of the HTML diff."""
+    cands = []
+    for t, df in tables.items():
+        sig = np.array([s is True for s in column(df, "significant").tolist()], bool)
+        delta = np.abs(np.nan_to_num(column(df, "step_delta_ns").astype(np.float64)))
+        names = column(df, "name")
+        for i in range(len(df)):
+            cands.append((not sig[i], -delta[i], t, str(names[i])))
+    cands.sort()
+    out = []
+    for _, _, t, name in cands[:KEEP_SAMPLES]:
+        j = acc.index[t][name]
+        entry: dict[str, Any] = {"table": t, "name": name}
+        for side in ("a", "b"):
+            s = acc.samples(side, t, whole)
+            entry[side] = {"ns": s.x[j].tolist(), "run": s.run.tolist(), "rank": s.rank.tolist()}
+        out.append(entry)
     return out
 
 
@@ -362,29 +529,53 @@ def _item(c: dict[str, Any], short: int = 60) -> str:
     name = c["name"] if len(c["name"]) <= short else c["name"][: short - 1] + "…"
     a, b = c["step_mean_ns_a"], c["step_mean_ns_b"]
     rel = (b - a) / a if a > 0 else float("nan")
-    return f"{LABELS[c['table']]} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, p={c['p_value']:.2g})"
+    where = f", rank {c['rank_decided']}" if c.get("rank_decided", -1) >= 0 else ""
+    return (f"{LABELS[c['table']]} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, "
+            f"p={c['p_adjusted']:.2g}{where})")
 
 
-def _verdict(tables: dict[str, pd.DataFrame], st: dict[str, Any], changes: list[dict[str, Any]],
-             reason: str | None, alpha: float, top: int) -> list[str]:
-    """A few lines: step time, what got slower, what got faster, what did not change."""
+def _verdict(tables: dict[str, Any], st: dict[str, Any], changes: list[dict[str, Any]], ov: dict[str, Any],
+             top: int) -> list[str]:
+    """A headline, then the step time, what got slower, what got faster, what did not change."""
     from ..report.terminal import fmt_ns
 
+    reason = ov["untestable"]
+    floor = f"{100 * ov['rel_floor']:g}% and {fmt_ns(ov['abs_floor_ns'])} per step"
+    unit = st.get("unit", "step")
+    step_changed = bool(st.get("change"))
     lines = []
-    if st["steps_a"] and st["steps_b"]:
-        what = {"slower": "B is slower", "faster": "B is faster", "": "no significant change"}[st["change"]] \
-            if reason is None else "not tested"
-        lines.append(f"Step time: {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} per step "
-                     f"({_pct(st['rel_change'])}, p={st['p_value']:.2g}; {st['steps_a']} vs {st['steps_b']} "
-                     f"steps): {what}.")
+    if reason is not None:
+        lines.append("Not tested: no change can be called significant.")
+    elif not changes and not step_changed:
+        lines.append(f"No significant change (alpha {ov['alpha']:g}, {ov['correction']}-corrected across "
+                     f"{ov['rows_tested']} rows; changes under {floor} are not called changes).")
+    else:
+        slower = sum(c["change"] == "slower" for c in changes)
+        rows = f"{slower} row(s) slower, {len(changes) - slower} faster"
+        if step_changed:
+            lines.append(f"B is {st['change']}: {unit} time {_pct(st['rel_change'])}; {rows}.")
+        else:
+            lines.append(f"Changes in B: {rows}; {unit} time unchanged.")
+    if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
+        what = ("not tested" if reason is not None or st["significant"] is None else
+                {"slower": "B is slower", "faster": "B is faster"}.get(st["change"], "no significant change"))
+        if reason is None and not st["change"] and st.get("reason") == "below the effect floor":
+            what = f"no significant change (beyond the noise, under {floor})"
+        lines.append(f"{unit.capitalize()} time: {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} per "
+                     f"{unit} ({_pct(st['rel_change'])}, p={st['p_value']:.2g}; {st['steps_a']} vs "
+                     f"{st['steps_b']} {unit}s): {what}.")
     if reason is not None:
         lines.append(f"No change is called significant: {reason}.")
-        rows = [(t, r) for t, df in tables.items() for r in df.head(top).itertuples(index=False)]
-        rows.sort(key=lambda x: -abs(x[1].delta_total_ns))
+        rows = []
+        for t, df in tables.items():
+            for i in range(min(top, len(df))):
+                rows.append((t, column(df, "name")[i], column(df, "total_ns_a")[i], column(df, "total_ns_b")[i],
+                             column(df, "delta_total_ns")[i]))
+        rows.sort(key=lambda x: -abs(x[4]))
         if rows:
             lines.append("Largest differences in total time (not tested): " + "; ".join(
-                f"{LABELS[t]} {r.name[:60]} {fmt_ns(r.total_ns_a)} -> {fmt_ns(r.total_ns_b)} ({_pct(r.rel_change)})"
-                for t, r in rows[:top]) + ".")
+                f"{LABELS[t]} {str(name)[:60]} {fmt_ns(a)} -> {fmt_ns(b)} "
+                f"({_pct((b - a) / a if a > 0 else float('nan'))})" for t, name, a, b, _ in rows[:top]) + ".")
         return lines
     for direction in ("slower", "faster"):
         sel = [c for c in changes if c["change"] == direction]
@@ -393,6 +584,12 @@ def _verdict(tables: dict[str, pd.DataFrame], st: dict[str, Any], changes: list[
             lines.append(f"{direction.capitalize()} in B ({len(sel)}): " +
                          "; ".join(_item(c) for c in sel[:top]) + more + ".")
     total = sum(len(df) for df in tables.values())
-    lines.append(f"Within step-to-step noise: {total - len(changes)} of {total} kernels, ops and sections "
-                 f"(Mann-Whitney U over per-step totals, alpha {alpha:g}).")
+    floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
+    lines.append(f"Unchanged: {total - len(changes)} of {total} kernels, ops and sections"
+                 + (f" ({floored} beyond the noise but under {floor})" if floored else "")
+                 + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
+                   f"alpha {ov['alpha']:g}.")
+    if max(ov["a"]["runs"], 1) == 1 and max(ov["b"]["runs"], 1) == 1 and ov["samples"] == "steps":
+        lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
+                     "side has several runs (polyprof diff A1 A2 -- B1 B2).")
     return lines

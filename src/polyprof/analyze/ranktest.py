@@ -105,3 +105,142 @@ def _exact(ranks: np.ndarray, observed: np.ndarray, n_a: int) -> np.ndarray:
         lower = (sums <= obs + tol).mean(axis=1)
         out[lo:lo + step] = np.minimum(1.0, 2.0 * np.minimum(upper, lower))
     return out
+
+
+# ----------------------------------------------------------------------- t tests
+def _log_beta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    lg = np.frompyfunc(math.lgamma, 1, 1)
+    return (lg(a) + lg(b) - lg(a + b)).astype(np.float64)
+
+
+def _beta_cf(a: np.ndarray, b: np.ndarray, x: np.ndarray, iterations: int = 300) -> np.ndarray:
+    """The continued fraction of the incomplete beta function (modified Lentz), elementwise."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = np.ones_like(x)
+    d = 1.0 - qab * x / qap
+    d = 1.0 / np.where(np.abs(d) < tiny, tiny, d)
+    h = d.copy()
+    for m in range(1, iterations + 1):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / np.where(np.abs(d) < tiny, tiny, d)
+            c = 1.0 + aa / c
+            c = np.where(np.abs(c) < tiny, tiny, c)
+            delta = d * c
+            h = h * delta
+        if np.all(np.abs(delta - 1.0) < 1e-15):
+            break
+    return h
+
+
+def beta_inc(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The regularized incomplete beta function I_x(a, b), elementwise (0 <= x <= 1)."""
+    a, b, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                  np.clip(np.asarray(x, np.float64), 0.0, 1.0))
+    out = np.where(x <= 0, 0.0, 1.0)
+    inner = (x > 0) & (x < 1)
+    if not inner.any():
+        return out
+    a, b, x = a[inner], b[inner], x[inner]
+    front = np.exp(a * np.log(x) + b * np.log1p(-x) - _log_beta(a, b))
+    flip = x > (a + 1.0) / (a + b + 2.0)  # the fraction converges fast below this point
+    direct = front * _beta_cf(np.where(flip, b, a), np.where(flip, a, b), np.where(flip, 1.0 - x, x))
+    out[inner] = np.where(flip, 1.0 - direct / b, direct / a)
+    return out
+
+
+def t_two_sided(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Two-sided p-value of Student's t with ``df`` degrees of freedom (df may be
+    fractional): P(|T| >= |t|) = I_{df/(df+t^2)}(df/2, 1/2). An infinite t
+    gives 0; a NaN t or df < 1e-9 gives NaN."""
+    t, df = np.broadcast_arrays(np.asarray(t, np.float64), np.asarray(df, np.float64))
+    out = np.full(t.shape, np.nan)
+    ok = ~np.isnan(t) & (df > 1e-9)
+    inf = ok & np.isinf(t)
+    out[inf] = 0.0
+    fin = ok & ~inf
+    if fin.any():
+        x = df[fin] / (df[fin] + t[fin] ** 2)
+        out[fin] = np.minimum(1.0, beta_inc(df[fin] / 2.0, np.full(x.shape, 0.5), x))
+    return out
+
+
+def student_groups(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Student's two-sample t test with the variance pooled over both sides, per row of
+    ``a`` (items x n_a) and ``b`` (items x n_b): (t of mean(b) - mean(a), n_a + n_b - 2
+    degrees of freedom, two-sided p). One side may have a single value (one run): the
+    other side's values give the variance. Needs n_a + n_b >= 3 (else NaN). Both sides
+    constant: p 1 when their values are equal, 0 when not (t infinite)."""
+    a, b = np.atleast_2d(np.asarray(a, np.float64)), np.atleast_2d(np.asarray(b, np.float64))
+    k, n_a, n_b = a.shape[0], a.shape[1], b.shape[1]
+    df = n_a + n_b - 2
+    if n_a < 1 or n_b < 1 or df < 1:
+        nan = np.full(k, np.nan)
+        return nan, nan, nan.copy()
+    diff = b.mean(axis=1) - a.mean(axis=1)
+    ss = ((a - a.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) + ((b - b.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    se2 = ss / df * (1.0 / n_a + 1.0 / n_b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se2 > 0, diff / np.sqrt(se2), np.where(diff == 0, 0.0, np.copysign(np.inf, diff)))
+    dfs = np.full(k, float(df))
+    return t, dfs, t_two_sided(t, dfs)
+
+
+# ----------------------------------------------------------------------- combining
+def stouffer(p: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """Two-sided p-value of several independent two-sided tests of one item combined
+    with direction (Stouffer's Z): each p and the sign of its change become a signed
+    normal score, their sum over sqrt(k) is tested. Rows of ``p`` are items, columns
+    the tests (ranks); NaN columns are left out of a row."""
+    from statistics import NormalDist
+
+    p = np.atleast_2d(np.asarray(p, np.float64))
+    sign = np.atleast_2d(np.asarray(sign, np.float64))
+    ok = ~np.isnan(p)
+    inv = NormalDist().inv_cdf
+    half = np.clip(np.where(ok, p, 1.0) / 2.0, 1e-300, 0.5)
+    z = np.array([inv(1.0 - h) if h > 1e-12 else -inv(h) for h in half.ravel().tolist()]).reshape(p.shape)
+    z = np.where(ok, z * np.sign(sign), 0.0)
+    k = ok.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        big = np.abs(z.sum(axis=1)) / np.sqrt(k)
+    out = np.array([math.erfc(v / math.sqrt(2.0)) if v == v else math.nan for v in big.tolist()])
+    return np.where(k > 0, out, np.nan)
+
+
+# ----------------------------------------------------------------------- many rows
+def holm(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error control under any
+    dependence): the i-th smallest of m is multiplied by m - i, made monotone, capped
+    at 1. NaN entries are not part of the family and stay NaN."""
+    p = np.asarray(p, np.float64)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(~np.isnan(p))
+    if not len(idx):
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    m = len(order)
+    adj = np.maximum.accumulate(np.minimum(1.0, p[order] * (m - np.arange(m))))
+    out[order] = adj
+    return out
+
+
+def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (false-discovery-rate control for
+    independent or positively dependent tests); NaN entries stay NaN."""
+    p = np.asarray(p, np.float64)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(~np.isnan(p))
+    if not len(idx):
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    m = len(order)
+    adj = p[order] * m / np.arange(1, m + 1)
+    out[order] = np.minimum(1.0, np.minimum.accumulate(adj[::-1])[::-1])
+    return out
+
+
+#: the corrections for testing many rows at once, by name
+CORRECTIONS = {"holm": holm, "bh": benjamini_hochberg}

@@ -1,53 +1,134 @@
-"""polyprof diff: what got slower or faster between two runs (terminal tables or --json)."""
+"""polyprof diff: what got slower or faster between two runs (terminal tables or --json).
+
+``polyprof diff A B`` compares two runs; ``polyprof diff A1 A2 -- B1 B2`` compares several
+runs of each side (replicates). Each run is a trace file, a directory of its ranks'
+trace files, or a store; a directory whose trace files are in subdirectories is a
+directory of runs, one per subdirectory.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
+
+from ..errors import PolyprofError
 
 #: changes named per direction in the verdict, at most
 VERDICT_TOP = 5
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("diff", help="compare two runs: what got slower or faster, beyond step-to-step noise",
-                       description="Per kernel, framework op and section: counts and total time in run A and "
-                                   "run B, the delta, and whether it is beyond step-to-step noise (Mann-Whitney U "
-                                   "over per-step totals). A and B are trace files or directories of rank files.")
-    p.add_argument("a", metavar="A", help="run A: a trace file, a directory of its ranks' trace files, or a store")
-    p.add_argument("b", metavar="B", help="run B: a trace file, a directory of its ranks' trace files, or a store")
+def _options(p: argparse.ArgumentParser) -> None:
+    """Every option of the command (parsed again after the runs, which may hold ``--``)."""
     p.add_argument("-n", "--top", type=int, default=15,
                    help="rows per table (default 15; --json has every row); the verdict names at most "
                         f"{VERDICT_TOP} changes each way")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level of the test (default 0.05)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level, after the correction for testing many rows (default 0.05)")
+    p.add_argument("--min-change-pct", type=float, default=5.0, metavar="PCT",
+                   help="smallest change called a change, in percent of A's time per step (default 5)")
+    p.add_argument("--min-change-us", type=float, default=20.0, metavar="US",
+                   help="smallest change called a change, in µs per step (default 20)")
+    p.add_argument("--correction", choices=("holm", "bh"), default="holm",
+                   help="correction for testing many rows: holm (family-wise, default) or bh "
+                        "(Benjamini-Hochberg false-discovery rate)")
+    p.add_argument("--test", choices=("t", "rank"), default="t",
+                   help="t: Student's t on log time per step (default); rank: Mann-Whitney U")
     p.add_argument("--raw-names", action="store_true",
-                   help="match names exactly (default: normalised, see docs/analysis.md)")
+                   help="match names exactly (default: normalised and renames that keep their role merged, "
+                        "see docs/analysis.md)")
     p.add_argument("--json", action="store_true", help="print the tables and the verdict as JSON")
+    p.add_argument("--wide", action="store_true",
+                   help="every column of the tables, whatever the terminal's width")
     from .common import add_window_args
 
-    add_window_args(p, "steps compared, in every trace of both runs (default: every step; --skip-first 1 "
-                       "leaves the warm-up out)")
+    add_window_args(p, "steps compared, in every trace of both runs (default: as `summary`, every step but the "
+                       "first, the warm-up, when there are 3 or more)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "diff", help="compare two runs: what got slower or faster, beyond the noise",
+        usage="polyprof diff [options] A B\n       polyprof diff [options] A1 A2 ... -- B1 B2 ...",
+        description="Per kernel, framework op and section: counts and time in run A and run B, the change per "
+                    "step, and whether it is beyond the noise (a t test per rank, ranks combined, corrected for "
+                    "testing many rows) and above the effect floor. A run is a trace file, a directory of its "
+                    "ranks' files, or a store; several runs a side (replicates) go before and after `--`, or "
+                    "as a directory of run directories.")
+    p.add_argument("runs", nargs=argparse.REMAINDER, metavar="RUN",
+                   help="A B, or A1 A2 ... -- B1 B2 ...")
+    _options(p)
     p.set_defaults(func=run)
 
 
+def _parse_runs(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The runs of A and of B, and the options given among them (set on ``args``)."""
+    inner = argparse.ArgumentParser(prog="polyprof diff", add_help=False)
+    inner.add_argument("paths", nargs="*")
+    _options(inner)
+    tokens = list(args.runs)
+    sides = [tokens[:tokens.index("--")], tokens[tokens.index("--") + 1:]] if "--" in tokens else [tokens]
+    found = []
+    for side in sides:
+        ns, extra = inner.parse_known_args(side, namespace=argparse.Namespace(**vars(args)))
+        if extra:
+            raise PolyprofError(f"diff: unknown option {extra[0]!r} (see polyprof diff -h)")
+        for k, v in vars(ns).items():
+            if k != "paths" and v != inner.get_default(k):
+                setattr(args, k, v)
+        found.append(ns.paths)
+    if len(found) == 1:
+        if len(found[0]) != 2:
+            raise PolyprofError(f"diff: expected two runs, A B (or A1 A2 ... -- B1 B2 ...), got {len(found[0])}")
+        return [found[0][0]], [found[0][1]]
+    if not found[0] or not found[1]:
+        raise PolyprofError("diff: give at least one run before and one after `--` (A1 A2 -- B1 B2)")
+    return found[0], found[1]
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..analyze.diff import diff
+    from ..analyze.diff import Runs, diff
     from .common import window_from
 
-    window = window_from(args, default=None)
-    runs = {side: _run_of(path) for side, path in (("a", args.a), ("b", args.b))}
-    d = diff(runs["a"][0], runs["b"][0], alpha=args.alpha, normalize=not args.raw_names,
-             top=min(args.top, VERDICT_TOP), window=window)
+    a_paths, b_paths = _parse_runs(args)
+    window = window_from(args)
+    sides: dict[str, tuple[Any, list[list[str]]]] = {}
+    for side, paths in (("a", a_paths), ("b", b_paths)):
+        runs, shown = [], []
+        for path in paths:
+            for r, names in _runs_at(path):
+                runs.append(r)
+                shown.append(names)
+        sides[side] = (Runs(runs), shown)
+    d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
+             top=min(args.top, VERDICT_TOP), window=window, rel_floor=args.min_change_pct / 100.0,
+             abs_floor_ns=args.min_change_us * 1000.0, correction=args.correction, test=args.test)
     for side in ("a", "b"):
-        d.overview[side]["paths"] = runs[side][1]
+        d.overview[side]["paths"] = [p for names in sides[side][1] for p in names]
     if args.json:
         sys.stdout.buffer.write(to_json(d))
         sys.stdout.buffer.write(b"\n")
         sys.stdout.flush()
         return 0
-    render(d, args.top)
+    render(d, args.top, wide=args.wide)
     return 0
+
+
+def _runs_at(path: str) -> list[tuple[Any, list[str]]]:
+    """The runs at ``path``: one (a file, a directory of rank files, a store), or one per
+    subdirectory of a directory of runs; each with its paths."""
+    from ..ranks.traceset import TRACE_SUFFIXES
+    from ..store.manifest import is_store
+
+    p = Path(path)
+    if p.is_dir() and not is_store(p):
+        files = [q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES)
+                 and not q.name.startswith(".")]
+        subdirs = sorted(q for q in p.iterdir() if q.is_dir() and not q.name.startswith("."))
+        if not files and subdirs:
+            return [_run_of(str(q)) for q in subdirs]
+    return [_run_of(path)]
 
 
 def _run_of(path: str) -> tuple[Any, list[str]]:
@@ -62,16 +143,22 @@ def _run_of(path: str) -> tuple[Any, list[str]]:
 def to_json(d: Any) -> bytes:
     """Overview, step time, verdict (text and the significant changes) and every table."""
     import orjson
-    import pandas as pd
 
+    from ..analyze.frames import column, labels
     from ..report.tables import _plain
+
+    def plain(v: Any) -> Any:
+        return None if v is None or (isinstance(v, float) and v != v) else v
 
     tables = {}
     for name, df in d.tables.items():
-        rec = df.astype(object).where(pd.notna(df), None) if len(df) else df
-        tables[name] = {"columns": list(df.columns), "rows": len(df), "records": rec.to_dict(orient="records")}
-    doc = {"overview": d.overview, "step_time": d.step_time,
-           "verdict": {"text": d.verdict, "changes": d.changes}, "tables": tables}
+        cols = labels(df)
+        values = [[plain(v) for v in column(df, c).tolist()] for c in cols]
+        tables[name] = {"columns": cols, "rows": len(df),
+                        "records": [dict(zip(cols, r)) for r in zip(*values)] if cols else []}
+    doc = {"overview": d.overview, "step_time": {k: plain(v) for k, v in d.step_time.items()},
+           "verdict": {"text": d.verdict, "changes": [{k: plain(v) for k, v in c.items()} for c in d.changes]},
+           "tables": tables}
     return orjson.dumps(doc, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2
                         | orjson.OPT_NON_STR_KEYS)
 
@@ -90,7 +177,54 @@ def _p(x: float) -> str:
     return "-" if x != x else f"{x:.2g}"
 
 
-def render(d: Any, top: int) -> None:
+def _num(x: float) -> str:
+    return f"{int(x)}" if float(x).is_integer() else f"{x:.1f}"
+
+
+#: the columns of each table: (column, header, formatter); the name, the change per
+#: step, its p-value and the verdict are always shown
+TABLE_COLUMNS: list[tuple] = [
+    ("name", "name", str), ("count_a", "n A", _num), ("count_b", "n B", _num), ("total_ns_a", "total A", None),
+    ("total_ns_b", "total B", None), ("delta_total_ns", "Δ total", _signed_ns), ("step_mean_ns_a", "A/step", None),
+    ("step_mean_ns_b", "B/step", None), ("rel_change", "Δ%/step", _rel), ("p_adjusted", "p", _p),
+    ("change", "change", None)]
+#: what a narrow terminal leaves out, group by group, until the table fits
+DROP_ORDER = [("delta_total_ns",), ("count_a", "count_b"), ("total_ns_a", "total_ns_b"),
+              ("step_mean_ns_a", "step_mean_ns_b")]
+#: a name is never shortened below this (unless every optional column is out)
+NAME_MIN = 24
+
+
+def fit_columns(df: Any, cols: list[tuple], top: int, width: int) -> tuple[Any, list[str]]:
+    """The grid of ``df`` with as many columns as fit ``width``: optional columns leave in
+    :data:`DROP_ORDER`, a group at a time, until the names get at least
+    :data:`NAME_MIN` cells; and the headers left out."""
+    names = [str(v) for v in column_values(df, "name", top)]
+    want = min(NAME_MIN, max(map(len, names), default=0))
+    gone: set[str] = set()
+    for level in range(len(DROP_ORDER) + 1):
+        gone = {c for group in DROP_ORDER[:level] for c in group}
+        keep = [c for c in cols if c[0] not in gone]
+        grid = table_of(df, keep, top, width)
+        fits = sum(w + 3 for _, w, _ in grid.columns) + 1 <= width
+        if fits and grid.columns[0][1] >= want:
+            break
+    return grid, [c[1] for c in cols if c[0] in gone]
+
+
+def column_values(df: Any, name: str, top: int) -> list[Any]:
+    from ..analyze.frames import column
+
+    return column(df, name)[:top].tolist()
+
+
+def table_of(df: Any, cols: list[tuple], top: int, width: int) -> Any:
+    from ..report.terminal import _table
+
+    return _table("", df, cols, top, width)
+
+
+def render(d: Any, top: int, wide: bool = False, console: Any = None) -> None:
     from functools import partial
 
     from rich.console import Console, Group
@@ -98,30 +232,40 @@ def render(d: Any, top: int) -> None:
     from rich.panel import Panel
     from rich.text import Text
 
-    from ..report.terminal import _short, _table, fmt_ns
+    from ..report.terminal import fmt_ns
 
-    console = Console(file=sys.stdout)
+    console = console or Console(file=sys.stdout)
     out = partial(console.print, emoji=False, highlight=False)
+    width = 100_000 if wide else console.width
     ov = d.overview
 
     def side(s: str) -> str:
         o = ov[s]
-        return f"{o['traces']} trace(s), {o['events']} events, {o['steps']} steps"
+        runs = f"{o['runs']} runs, " if o["runs"] > 1 else ""
+        return f"{runs}{o['traces']} trace(s), {o['events']} events, {o['steps']} steps"
 
     out(f"[bold]polyprof diff[/]: A = {escape(side('a'))}; B = {escape(side('b'))}")
     for s in ("a", "b"):
         if ov[s].get("window"):
             out(f"[bold]analysed window[/] {s.upper()}: {escape(ov[s]['window'])}")
     out(Panel(Group(*(Text(line) for line in d.verdict)), title="Verdict", title_align="left"))
-    i = lambda x: f"{int(x)}"  # noqa: E731
+    cols = [c if c[2] is not None or c[0] == "change" else (c[0], c[1], fmt_ns) for c in TABLE_COLUMNS]
+    dropped: list[str] = []
     for name, title in (("kernels", "Device activity"), ("ops", "Framework ops (host)"),
                         ("sections", "Sections (host)")):
         df = d.tables[name]
         if not len(df):
             continue
-        out(_table(f"{title}, largest change first", df, [
-            ("name", "name", _short), ("count_a", "n A", i), ("count_b", "n B", i),
-            ("total_ns_a", "total A", fmt_ns), ("total_ns_b", "total B", fmt_ns),
-            ("delta_total_ns", "Δ total", _signed_ns), ("rel_change", "Δ%", _rel),
-            ("p_value", "p", _p, 2), ("change", "change", None, 1)], top, console.width))
-    out(f"[dim]n = count; Δ = B - A; p: {escape(ov['test'])}; change = p < {ov['alpha']:g}[/]")
+        grid, gone = fit_columns(df, cols, top, width)
+        grid.title = f"{title}, changes first" + (f"  (top {top} of {len(df)})" if len(df) > top else "")
+        dropped += [h for h in gone if h not in dropped]
+        if wide:
+            Console(file=console.file, width=max(console.width, sum(w + 3 for _, w, _ in grid.columns) + 1),
+                    force_terminal=console.is_terminal, no_color=console.no_color).print(grid)
+        else:
+            out(grid)
+    floor = f"{ov['rel_floor'] * 100:g}% and {fmt_ns(ov['abs_floor_ns'])} per step"
+    out(f"[dim]n = count; Δ = B - A; Δ%/step: change of the time per step; p: {escape(ov['correction'])}-"
+        f"adjusted, {escape(ov['test'])}; change: p < {ov['alpha']:g} and the change is at least {floor}[/]")
+    if dropped:
+        out(f"[dim]Left out to fit {console.width} columns: {', '.join(dropped)} (--wide shows them)[/]")

@@ -1,0 +1,151 @@
+"""The test of a diff: per row, is B's time different from A's beyond the noise?
+
+Input per side: a matrix of samples (rows x samples: a row's total time in one step of
+one trace), and per sample the run and the rank it came from. Each rank is a stratum,
+tested on its own (A's rank 3 against B's rank 3), and the ranks' results are combined:
+
+* **Within a rank, one run a side**: the samples are the steps. ``test="t"`` (default):
+  Student's two-sample t test on ``log(x + LOG_OFFSET_NS)`` (time varies by factors,
+  and a row absent from a step has 0 there), the variance pooled over both sides: the
+  null hypothesis is "A and B are the same distribution", which has one variance, and
+  pooling gives ``n_a + n_b - 2`` degrees of freedom where Welch's correction would
+  leave about ``n - 1`` of the noisier side (a few steps make that a large loss: a
+  change in the spread alone is not called a change, the effect floor sees to that);
+  ``test="rank"``: the two-sided Mann-Whitney U test.
+* **Within a rank, several runs on a side** (replicates): the unit is the run, so
+  run-to-run variance is what a change is measured against: each run's mean over its
+  steps (of the log values for ``t``), then Student's t with the variance pooled over
+  the runs of both sides (``n_runs - 2`` degrees of freedom; one side may have a single
+  run), or Mann-Whitney over the run means for ``rank``. This is the nested (runs within
+  sides) test of a rank-free ANOVA: the side effect is tested against the runs.
+* **Across ranks**: the ranks' two-sided p-values with the direction of their change are
+  combined by Stouffer's Z (a change on every rank adds up), and the row's p-value is
+  the smaller of that and the most-changed rank's, Bonferroni-corrected for the looks
+  taken: ``min(1, 2 * min(p_combined, R * min_r p_r))`` with R ranks (R = 1: that rank's
+  p). So a change on one rank shows, and ranks are never pooled into one sample.
+
+The effect of a row is the change of its mean per sample (per step), in ns and relative
+to A: over a rank's runs, the mean of each run's mean; across ranks, the mean of the
+ranks' (or, when one rank decided the row, that rank's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ranktest import mann_whitney, min_p_value, student_groups, stouffer
+
+#: added to every sample before the log of the t test (a row absent from a step is 0 there)
+LOG_OFFSET_NS = 1000.0
+TESTS = ("t", "rank")
+
+
+@dataclass
+class Samples:
+    """One side: ``x`` (rows x samples), and each sample's run and rank."""
+
+    x: np.ndarray
+    run: np.ndarray
+    rank: np.ndarray
+
+
+@dataclass
+class Compared:
+    """Per row: the row's p-value and effect, and how they were found."""
+
+    p: np.ndarray  # the row's two-sided p-value (NaN: not testable)
+    mean_a: np.ndarray  # mean per sample, ns (of the deciding rank, or the mean over ranks)
+    mean_b: np.ndarray
+    p_ranks: np.ndarray  # rows x strata: each rank's p-value
+    strata: list[int]  # the ranks tested (present on both sides)
+    rank_decided: np.ndarray  # the rank whose own test gave the row's p, -1 when the combination did
+    method: str  # in words
+    untestable: str | None  # why no rank could be tested, or None
+
+
+def _mean_of_runs(x: np.ndarray, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows x runs matrix of each run's mean sample, the runs)."""
+    runs, inv = np.unique(run, return_inverse=True)
+    sums = np.zeros((x.shape[0], len(runs)))
+    np.add.at(sums.T, inv, x.T)
+    return sums / np.bincount(inv, minlength=len(runs)), runs
+
+
+def _stratum(xa: np.ndarray, ra: np.ndarray, xb: np.ndarray, rb: np.ndarray,
+             test: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str | None]:
+    """One rank: (p, mean_a, mean_b) per row and why it cannot be tested (or None)."""
+    ma_runs, runs_a = _mean_of_runs(xa, ra)
+    mb_runs, runs_b = _mean_of_runs(xb, rb)
+    mean_a, mean_b = ma_runs.mean(axis=1), mb_runs.mean(axis=1)
+    k = xa.shape[0]
+    if len(runs_a) == 1 and len(runs_b) == 1:
+        n_a, n_b = xa.shape[1], xb.shape[1]
+        if test == "t":
+            if n_a < 2 or n_b < 2:
+                return np.full(k, np.nan), mean_a, mean_b, f"{n_a} vs {n_b} samples (the t test needs 2 a side)"
+            p = student_groups(np.log(xa + LOG_OFFSET_NS), np.log(xb + LOG_OFFSET_NS))[2]
+        else:
+            p = mann_whitney(xa, xb)[0]
+            if min_p_value(n_a, n_b) >= 0.5:
+                return np.full(k, np.nan), mean_a, mean_b, f"{n_a} vs {n_b} samples"
+        return p, mean_a, mean_b, None
+    if len(runs_a) + len(runs_b) < 3:
+        return np.full(k, np.nan), mean_a, mean_b, "too few runs"
+    if test == "t":
+        la = _mean_of_runs(np.log(xa + LOG_OFFSET_NS), ra)[0]
+        lb = _mean_of_runs(np.log(xb + LOG_OFFSET_NS), rb)[0]
+        p = student_groups(la, lb)[2]
+    else:
+        p = mann_whitney(ma_runs, mb_runs)[0]
+    return p, mean_a, mean_b, None
+
+
+def compare(a: Samples, b: Samples, test: str = "t") -> Compared:
+    """Test every row of ``a`` against ``b`` (see the module doc)."""
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}, not {test!r}")
+    k = a.x.shape[0]
+    strata = sorted(set(a.rank.tolist()) & set(b.rank.tolist()))
+    ps, mas, mbs, why = [], [], [], []
+    for r in strata:
+        ia, ib = a.rank == r, b.rank == r
+        p, ma, mb, reason = _stratum(a.x[:, ia], a.run[ia], b.x[:, ib], b.run[ib], test)
+        ps.append(p)
+        mas.append(ma)
+        mbs.append(mb)
+        why.append(reason)
+    if not strata:
+        nan = np.full(k, np.nan)
+        return Compared(nan, nan.copy(), nan.copy(), np.zeros((k, 0)), [], np.full(k, -1), "",
+                        "no rank is in both runs" if len(a.rank) and len(b.rank) else "no samples")
+    P = np.stack(ps, axis=1)
+    MA, MB = np.stack(mas, axis=1), np.stack(mbs, axis=1)
+    mean_a, mean_b = MA.mean(axis=1), MB.mean(axis=1)
+    decided = np.full(k, -1, np.int64)
+    testable = [i for i, w in enumerate(why) if w is None]
+    untestable = None if testable else "; ".join(f"rank {r}: {w}" for r, w in zip(strata, why))
+    if len(strata) == 1:
+        p = P[:, 0]
+    else:
+        comb = stouffer(P, MB - MA)
+        best = np.argmin(np.where(np.isnan(P), np.inf, P), axis=1)
+        p_min = P[np.arange(k), best]
+        by_rank = p_min * len(strata) < comb
+        p = np.minimum(1.0, 2.0 * np.where(by_rank, p_min * len(strata), comb))
+        p = np.where(np.isnan(comb) & np.isnan(p_min), np.nan, p)
+        rows = np.flatnonzero(by_rank & ~np.isnan(p_min))
+        decided[rows] = np.array(strata)[best[rows]]
+        mean_a[rows], mean_b[rows] = MA[rows, best[rows]], MB[rows, best[rows]]
+    runs_a = {int(r): len(np.unique(a.run[a.rank == r])) for r in strata}
+    runs_b = {int(r): len(np.unique(b.run[b.rank == r])) for r in strata}
+    replicated = any(runs_a[r] > 1 or runs_b[r] > 1 for r in strata)
+    if test == "t":
+        method = ("Student's t over the runs' mean log time (run-to-run variance)" if replicated else
+                  "Student's t over log per-step totals")
+    else:
+        method = "Mann-Whitney U over " + ("the runs' mean time" if replicated else "per-step totals")
+    if len(strata) > 1:
+        method += f", each of {len(strata)} ranks, combined (Stouffer) and the most-changed rank (Bonferroni)"
+    return Compared(p, mean_a, mean_b, P, [int(r) for r in strata], decided, method, untestable)
