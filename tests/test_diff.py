@@ -165,7 +165,13 @@ def test_injected_changes_called_and_nothing_else(injected):
     assert others and all(r["delta_total_ns"] == 0 and r["significant"] is False for r in others)
     for table in ("ops", "sections"):  # host time was not touched
         rows = doc["tables"][table]["records"]
-        assert rows and all(r["delta_total_ns"] == 0 and r["significant"] is False for r in rows)
+        assert rows and all(r["significant"] is False for r in rows)
+    # (op_stats' merge of an op into its only child of the same name breaks ties between
+    # ops of equal times by their order in the file, which dropping device events moves:
+    # a few aten::view / as_strided / result_type calls count differently, a tiny share of the time)
+    assert all(r["delta_total_ns"] == 0 for r in doc["tables"]["sections"]["records"])
+    assert sum(abs(r["delta_total_ns"]) for r in doc["tables"]["ops"]["records"]) < 1e-4 * sum(
+        r["total_ns_a"] for r in doc["tables"]["ops"]["records"])
     assert doc["step_time"]["significant"] is False
     # the verdict names the two changes, in their direction, and not the hiccup
     text = "\n".join(doc["verdict"]["text"])

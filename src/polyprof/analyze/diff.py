@@ -5,7 +5,8 @@ program (replicates, :class:`Runs`). Three tables, one row per name (normalised,
 ``analyze/names.py``, and renames that keep their role merged, ``analyze/roles.py``):
 
 * ``kernels``: device activity (kernels, copies, fills, collectives; their duration);
-* ``ops``: framework ops (host duration, nested ops included, as in ``op_stats``);
+* ``ops``: framework ops (host duration, nested ops included, an op that is the only
+  child of an op of its name merged into it, as in ``op_stats``);
 * ``sections``: host sections and user annotations that are not steps (host duration).
 
 Columns: ``name``, [``kind`` for kernels: compute / communication / memcpy / memset],
@@ -45,6 +46,7 @@ from .common import CLASS_NAMES, device_view
 from .diff_stats import TESTS, Compared, Samples, compare
 from .frames import column, frame
 from .names import normalize_name
+from .ops import merged_into
 from .ranktest import CORRECTIONS
 from .roles import role_name
 from .window import AUTO, WindowArg, host_mask, label, view
@@ -224,6 +226,11 @@ def _events(trace: Trace) -> dict[str, _Events]:
     out = {"kernels": _Events(ev["name"][v.rows[c]], (v.end - v.start)[c], steps.of(launch_start), v.cls[c])}
     for table, rows in (("ops", trace.rows_of_kind(Kind.CPU_OP)), ("sections", section_rows(trace))):
         rows = rows[host_mask(trace, ev["start_ns"][rows])]
+        if table == "ops" and len(rows):  # an op that is the only child of its namesake is one call (op_stats)
+            st = ev["start_ns"][rows]
+            into = merged_into(cache.threads(trace)[ev["track"][rows]], st, st + ev["dur_ns"][rows],
+                               ev["name"][rows])
+            rows = rows[into == np.arange(len(rows))]
         out[table] = _Events(ev["name"][rows], ev["dur_ns"][rows], steps.of(ev["start_ns"][rows]))
     return out
 
