@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 def _runs_at(path: str) -> list[tuple[Any, list[str]]]:
     """The runs at ``path``: one (a file, a directory of rank files, a store), or one per
     subdirectory of a directory of runs; each with its paths."""
-    from ..ranks.traceset import TRACE_SUFFIXES
+    from ..ranks.sources import TRACE_SUFFIXES
     from ..store.manifest import is_store
 
     p = Path(path)
