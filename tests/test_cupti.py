@@ -797,3 +797,18 @@ def test_dropped_records_are_reported():
     tr = p.collect()
     assert tr.metadata["cupti"]["buffers"]["dropped"] == 17
     assert any("dropped 17 activity records" in w for w in ctx.warnings), ctx.warnings
+
+
+@needs_c
+def test_c_sink_takes_empty_buffers():
+    """CUPTI may complete a buffer with no records (a flush with nothing recorded)."""
+    sink = buffers.CSink(ctypes.cast(FakeCupti._walker(), ctypes.c_void_p).value, 0)
+    req, done = sink.addresses()
+    ptr, size, maxn = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+    REQUEST(req)(ctypes.byref(ptr), ctypes.byref(size), ctypes.byref(maxn))
+    COMPLETE(done)(None, 0, ptr.value, size.value, 0)
+    COMPLETE(done)(None, 0, None, 0, 0)  # and a NULL buffer
+    batches = sink.take()
+    assert len(batches) == 2 and all(b.records == b"" and b.kinds == b"" for b in batches)
+    rec = buffers.Records.of(batches)
+    assert len(rec.kinds) == 0 and len(decode.texts(rec, np.zeros(0, np.int64))) == 0

@@ -269,10 +269,11 @@ static PyObject *take(PyObject *self, PyObject *noargs) {
     while (b) {
         Batch *next = b->next;
         if (out) {
-            PyObject *t = Py_BuildValue("(y#y#y#y#y#)", (const char *)b->buf, (Py_ssize_t)b->valid,
-                                        (const char *)b->offs, (Py_ssize_t)(b->n * sizeof(int64_t)),
-                                        (const char *)b->kinds, (Py_ssize_t)(b->n * sizeof(int32_t)),
-                                        (const char *)b->strs, (Py_ssize_t)(b->n * 2 * sizeof(int64_t)),
+            /* y# makes None of a NULL pointer: an empty buffer (or one with no records) has some */
+            PyObject *t = Py_BuildValue("(y#y#y#y#y#)", b->buf ? (const char *)b->buf : "", (Py_ssize_t)b->valid,
+                                        b->offs ? (const char *)b->offs : "", (Py_ssize_t)(b->n * sizeof(int64_t)),
+                                        b->kinds ? (const char *)b->kinds : "", (Py_ssize_t)(b->n * sizeof(int32_t)),
+                                        b->strs ? (const char *)b->strs : "", (Py_ssize_t)(b->n * 2 * sizeof(int64_t)),
                                         b->arena ? b->arena : "", (Py_ssize_t)b->alen);
             if (!t || PyList_Append(out, t) != 0) Py_CLEAR(out);
             Py_XDECREF(t);
