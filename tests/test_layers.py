@@ -32,12 +32,6 @@ UPWARD_EXCEPTIONS = {
         "diff of two jobs: being rebuilt on the one job pipeline (issue 27, jobs)",
     ("polyprof.analyze.diff", "polyprof.report.terminal"):
         "diff's printing, to move to report/ (issue 27, tables)",
-    ("polyprof.ranks.traceset", "polyprof.store.manifest"):
-        "ranks and store: one job pipeline over rank sources replaces both (issue 27, jobs)",
-    ("polyprof.ranks.traceset", "polyprof.store.store"): "the same (issue 27, jobs)",
-    ("polyprof.ranks.traceset", "polyprof.store.rankfiles"): "the same (issue 27, jobs)",
-    ("polyprof.store.commands", "polyprof.cli.common"):
-        "store's commands take argparse's Namespace: move into cli/ (issue 27, jobs)",
 }
 
 #: import cycles (sets of modules) that stay, for now, and why
@@ -51,8 +45,8 @@ CYCLE_EXCEPTIONS = {
         "the Table type and its helpers: being made one module (issue 27, tables)",
     frozenset({"polyprof.analyze.findings", "polyprof.analyze.memory_findings"}):
         "the memory rules and the rule list (issue 27, tables)",
-    frozenset({"polyprof.ranks.prefetch", "polyprof.ranks.report", "polyprof.ranks.traceset"}):
-        "ranks' executor and report: one job pipeline replaces them (issue 27, jobs)",
+    frozenset({"polyprof.ranks.convert", "polyprof.ranks.traceset"}):
+        "a job's traces converted to a store, and the job read from one (issue 27, jobs: in progress)",
     frozenset({"polyprof.formats.kineto.build", "polyprof.formats.kineto.collector"}):
         "the collector hands its columns to build, which reads the args' batches back",
 }

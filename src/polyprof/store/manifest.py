@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from ..errors import TraceFormatError
+from .._version import __version__
 
 FORMAT = "polyprof-store"
 #: Version of the store layout; a reader refuses stores from a newer one.
@@ -32,10 +33,9 @@ def is_store(path: str | Path) -> bool:
 
 
 def write_manifest(root: Path, ranks: list[dict[str, Any]], **extra: Any) -> Path:
-    from ..collect.session import _version
     from .rankfiles import dumps  # pyarrow.parquet: only when a store is written, not sniffed
 
-    doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "polyprof_version": _version(),
+    doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "polyprof_version": __version__,
            "ranks": sorted(ranks, key=lambda r: r["rank"]), **extra}
     tmp = root / (MANIFEST + ".tmp")
     tmp.write_bytes(dumps(doc))
