@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"polyprof demo: profiling the {name} workload ({mod.__name__}; -w to choose)", file=sys.stderr)
     with Session(plugin_list(args), output=Path(args.output), collect_timeout=args.collect_timeout or 30.0) as s:
         mod.main([])
-    print_summary(s.trace)
+    print_summary(s.stop())
     out = args.output
     print(f"polyprof: trace written to {out}; try `polyprof report {out} -o demo.html`, or "
           f"`polyprof export {out} -f chrome -o demo.json.gz` and open it in Perfetto", file=sys.stderr)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..collect.session import Session
 from ..lowlevel import heap
+from ..trace.core import Trace
 from ..collect import options
 from .common import add_plugin_target_arg, plugin_list, print_summary
 
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     code = run_script(target, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
         return code
+    trace: Trace | None
     try:
         trace = session.stop()  # a signal during the save is held, then delivered here
     except KeyboardInterrupt:
@@ -147,7 +149,7 @@ def session_options(args: argparse.Namespace) -> options.SessionOptions:
     settings = options.make(None, **options.from_arguments(args))
     if getattr(args, "plugin", None):
         named = None if settings.plugins is None else list(settings.plugins)
-        settings = replace(settings, plugins=plugin_list(args, named))
+        settings = replace(settings, plugins=tuple(plugin_list(args, named) or ()))
     return settings
 
 

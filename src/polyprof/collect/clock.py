@@ -13,12 +13,13 @@ now_ns = time.perf_counter_ns
 def wall_anchor() -> dict[str, int]:
     """A (monotonic, wall) pair taken as close together as we can, to merge traces
     from other processes and hosts; the bracket bounds its error."""
-    best = None
+    best: tuple[int, int, int] | None = None
     for _ in range(5):
         a = now_ns()
         w = time.time_ns()
         b = now_ns()
         if best is None or b - a < best[2] - best[0]:
             best = (a, w, b)
+    assert best is not None
     a, w, b = best
     return {"mono_ns": (a + b) // 2, "wall_ns": w, "uncertainty_ns": (b - a) // 2 + 1}

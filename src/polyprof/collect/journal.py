@@ -11,11 +11,12 @@ over only at collect. The file's layout is formats/journal_layout.py.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
@@ -72,7 +73,7 @@ class JournalWriter:
         self.max_lag_ns = 0
         self._in_child = False
         # never through a pre-planted symlink, never onto a device or directory
-        self._file = open(open_exclusive(Path(path), follow_symlinks), "wb", buffering=0)
+        self._file: BinaryIO = open(open_exclusive(Path(path), follow_symlinks), "wb", buffering=0)
         self._file.write(MAGIC)
         # the schema (with the header) goes to disk now: a program killed before the
         # first flush leaves a valid file
@@ -203,12 +204,15 @@ class JournalWriter:
         except OSError:
             pass
         _abandoned.append((self._writer, self._file))  # never finalised in the child
-        self._file = _Closed()
+        self._file = _closed_file()
         self._in_child = True
 
 
-class _Closed:
-    closed = True
+def _closed_file() -> BinaryIO:
+    """A file that says it is closed (the child's journal writes nothing)."""
+    f = io.BytesIO()
+    f.close()
+    return f
 
 
 _abandoned: list[Any] = []

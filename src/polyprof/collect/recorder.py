@@ -30,7 +30,7 @@ class ThreadBuffer:
     def __init__(self) -> None:
         t = threading.current_thread()
         self.tid = threading.get_native_id()
-        self.ident = t.ident
+        self.ident: int = t.ident if t.ident is not None else threading.get_ident()
         self.name = t.name
         self.mark_names = array("i")
         self.mark_ts = array("q")
@@ -195,7 +195,7 @@ class PySection:
                 stack.append((_now(), app))
         return self
 
-    def __exit__(self, et: object, ev: object, tb: object) -> bool:
+    def __exit__(self, et: object, ev: object, tb: object) -> None:
         app = self._app
         if app is not None and not self._more:  # fast path: the object's only opening
             t1 = _now()
@@ -208,7 +208,6 @@ class PySection:
                     self._notify(False)
         elif self._more:
             self._close(False)
-        return False
 
     begin = __enter__
 
@@ -237,12 +236,12 @@ class PySection:
                 if _listeners:
                     self._notify(False)
                 return
-        app = self._app
-        if app is None or (self._tid != tid and not loose):
+        held = self._app
+        if held is None or (self._tid != tid and not loose):
             return  # not opened on this thread (e.g. entered before the session began)
         t0, otid = self._t0, self._tid
         self._app = None  # take the slot: no call since reading it
-        app((self.name, t0, t1, self.stats or None, otid))
+        held((self.name, t0, t1, self.stats or None, otid))
         if _listeners:
             self._notify(False)
 

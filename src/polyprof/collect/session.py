@@ -78,7 +78,7 @@ class Session:
             if unknown:
                 raise SessionError(f"unknown session option {', '.join(map(repr, unknown))}; the options are "
                                    f"{', '.join(NAMES)}")
-            settings = SessionOptions(plugins=plugins, **options)
+            settings = SessionOptions(plugins=None if plugins is None else tuple(plugins), **options)
         elif plugins is not None or options:
             raise SessionError("give the session's options either as settings= or one by one, not both")
         #: every option of this session, as given (collect/options.py)
@@ -192,7 +192,7 @@ class Session:
                 continue
             seen.add(id(slot.plugin))
             with signals.SavedDispositions():  # a device runtime's handlers must not replace the program's
-                started = self._call(slot, "start", lambda s=slot: s.plugin.start(self._ctx))
+                started = self._call(slot, "start", functools.partial(_start, slot.plugin, self._ctx))
             if started:
                 slot.started = True
                 slot.status = "started"
@@ -218,7 +218,7 @@ class Session:
         out = take(trace, overlapping(trace, windows), counter_ranges=windows)
         out.metadata[mkeys.SCHEDULE] = drv.summary()
         if not windows:
-            msg = (f"the schedule ({self.schedule.text()}) recorded no step: the program ended in step "
+            msg = (f"the schedule ({drv.plan.text()}) recorded no step: the program ended in step "
                    f"{drv.step}; nothing but the trace's layout is kept")
             out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": msg})
             log.warning("polyprof: %s", msg)
@@ -242,6 +242,8 @@ class Session:
                 self._stop_all()
             if self.output is not None:
                 self._save()
+        if self.trace is None:
+            raise SessionError("session stopped without a trace")
         return self.trace
 
     def _stop_all(self) -> None:
@@ -383,9 +385,8 @@ class Session:
     def __enter__(self) -> "Session":
         return self.start()
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
-        return False
 
     def __call__(self, fn: F) -> F:
         """Use as a decorator: each call is profiled; the last trace is ``fn.trace``."""
@@ -401,6 +402,10 @@ class Session:
 
         wrapper.trace = None  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
+
+
+def _start(plugin: Any, ctx: SessionContext | None) -> None:
+    plugin.start(ctx)
 
 
 def _describe(e: BaseException) -> str:

@@ -98,7 +98,7 @@ class SavedDispositions:
 
     def changed(self) -> list[int]:
         """Signals whose disposition differs from the snapshot now."""
-        out = []
+        out: list[int] = []
         if self._libc is None:
             return out
         for s, buf in self._saved.items():

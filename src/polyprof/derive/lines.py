@@ -72,6 +72,9 @@ def _codes(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
+#: the name of a row without one (np.where's other branch)
+_NO_NAME = np.array(None, dtype=object)
+
 class _LineWriter:
     def __init__(self, trace: Trace):
         self.trace = trace
@@ -79,10 +82,12 @@ class _LineWriter:
         self.order = 0
 
     def line(self, plane_name: str, plane_props: dict[str, Any], line: str, start: np.ndarray,
-             end: np.ndarray, names: np.ndarray, stats: dict[str, np.ndarray]) -> int:
+             end: np.ndarray, names: np.ndarray, stats: dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]]
+             ) -> int:
         if not len(start):
             return 0
         src = self.trace.plane_by_name(plane_name)
+        assert src is not None, plane_name  # a derived line is made for a plane of the trace
         pid = self.b.plane(plane_name, src.kind, src.vendor, src.index, src.pid, plane_props)
         self.order += 1
         tr = self.b.track(pid, line, "derived", tid=0, sort_index=-1000 + self.order)
@@ -119,7 +124,7 @@ def derive_lines(trace: Trace) -> Trace:
     sec_rows = section_rows(trace)
     # source: stat on the activity or its launch, else the innermost python function around the launch
     src_label = _source_labels(trace, corr)
-    ops_name = np.where(corr.op >= 0, trace.names(np.maximum(corr.op, 0)), None)
+    ops_name = np.where(corr.op >= 0, trace.names(np.maximum(corr.op, 0)), _NO_NAME)
     counts: dict[str, int] = {}
     for plane in unique(dplane):
         p = trace.planes[plane]
@@ -162,7 +167,8 @@ def derive_lines(trace: Trace) -> Trace:
             s, e, lab, sx = _runs(st, en, code, stp)
             s, e = _clip_to_steps(s, e, sx, sx, step_s, step_e)
             names = uniq[lab]
-            stats = {keys.STEP: (np.flatnonzero(sx >= 0), step_num(sx)[sx >= 0])}
+            stats: dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]] = {
+                keys.STEP: (np.flatnonzero(sx >= 0), step_num(sx)[sx >= 0])}
             if stat_key:
                 stats[stat_key] = names
             counts[line] = counts.get(line, 0) + w.line(p.name, {}, line, s, e, names, stats)
@@ -294,7 +300,7 @@ def _source_labels(trace: Trace, corr) -> np.ndarray | None:
         th = cache.threads(trace)
         hit = innermost(th[ev["track"][py]], ev["start_ns"][py], ev["start_ns"][py] + ev["dur_ns"][py],
                         th[ev["track"][lrow]], ev["start_ns"][lrow])
-        names = np.where(hit >= 0, trace.names(py[np.maximum(hit, 0)]), None)
+        names = np.where(hit >= 0, trace.names(py[np.maximum(hit, 0)]), _NO_NAME)
         sub = lab[has]
         sub[sub == None] = names[sub == None]  # noqa: E711
         lab[has] = sub

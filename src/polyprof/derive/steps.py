@@ -121,7 +121,7 @@ def find_steps(trace: Trace) -> Steps:
         host = np.array([p.kind == "host" for p in trace.planes], bool)
         rows = rows[host[trace.track_plane[ev["track"][rows]]]]
         if len(rows):
-            nums = [int(_PROFILER_STEP.match(trace.strings[n]).group(1)) for n in ev["name"][rows]]
+            nums = [int(m.group(1)) for n in ev["name"][rows] if (m := _PROFILER_STEP.match(trace.strings[n]))]
             ok = np.array([_INT64_MIN <= n <= _INT64_MAX for n in nums], bool)
             if not ok.all():
                 _ignored(trace, rows[~ok], "a step number beyond int64")
@@ -132,11 +132,11 @@ def find_steps(trace: Trace) -> Steps:
     rows = _primary(trace, trace.rows_of_kind(Kind.STEP))
     col = trace.stats.get(keys.STEP)
     if len(rows) and col is not None:
-        m, v = col.lookup(rows)
-        rows = rows[m & (ev["dur_ns"][rows] > 0)]
-        rows, nums = _in_range(trace, rows, col.lookup(rows)[1])
+        has, _ = col.lookup(rows)
+        rows = rows[has & (ev["dur_ns"][rows] > 0)]
+        rows, found = _in_range(trace, rows, col.lookup(rows)[1])
         if len(rows):
-            return _make(trace, rows, nums, "polyprof")
+            return _make(trace, rows, found, "polyprof")
     # 3. JAX / TF step annotations on the host
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     for key in ("step_num", keys.STEP):
@@ -145,9 +145,9 @@ def find_steps(trace: Trace) -> Steps:
             continue
         rows = _primary(trace, col.rows)
         rows = rows[host[trace.track_plane[ev["track"][rows]]] & (ev["dur_ns"][rows] > 0)]
-        rows, nums = _in_range(trace, rows, col.lookup(rows)[1])
+        rows, found = _in_range(trace, rows, col.lookup(rows)[1])
         if len(rows):
-            return _make(trace, rows, nums, "annotation")
+            return _make(trace, rows, found, "annotation")
     return Steps(empty, empty, empty, empty, "")
 
 

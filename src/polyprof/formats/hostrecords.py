@@ -17,31 +17,34 @@ from ..trace.identity import hostname as _hostname
 from ..trace.sorting import unique
 
 
+#: an empty column (what a HostRecords column is until assigned)
+_NONE = np.zeros(0, np.int64)
+_NONE.flags.writeable = False
+
+
 class HostRecords:
     """What the host side recorded, as columns (one entry per record). The columns
     start empty and are assigned whole. (A plain class: `polyprof run` builds one at
     every stop, and defining these 21 fields as a dataclass is slower in each run.)"""
 
-    #: completed sections
-    sec_names: Sequence[str] = ()
-    sec_start: Sequence[int] = ()
-    sec_end: Sequence[int] = ()
-    sec_stats: Sequence[dict[str, Any] | None] = ()
-    sec_ident: Sequence[int] = ()
+    #: completed sections: names (object), start and end ns, stats (object: dict or None), thread idents
+    sec_names: np.ndarray = _NONE
+    sec_start: np.ndarray = _NONE
+    sec_end: np.ndarray = _NONE
+    sec_stats: np.ndarray = _NONE
+    sec_ident: np.ndarray = _NONE
     #: marks and user counters, with the thread that made them
-    mark_names: Sequence[str] = ()
-    mark_ts: Sequence[int] = ()
-    mark_ident: Sequence[int] = ()
-    ctr_names: Sequence[str] = ()
-    ctr_ts: Sequence[int] = ()
-    ctr_values: Sequence[float] = ()
-    #: polyprof.step() times
-    steps: Sequence[int] = ()
+    mark_names: np.ndarray = _NONE
+    mark_ts: np.ndarray = _NONE
+    mark_ident: np.ndarray = _NONE
+    ctr_names: np.ndarray = _NONE
+    ctr_ts: np.ndarray = _NONE
+    ctr_values: np.ndarray = _NONE
     #: process samples: time, CPU seconds used so far, RSS bytes, thread count
-    proc_ts: Sequence[int] = ()
-    proc_cpu: Sequence[float] = ()
-    proc_rss: Sequence[float] = ()
-    proc_threads: Sequence[float] = ()
+    proc_ts: np.ndarray = _NONE
+    proc_cpu: np.ndarray = _NONE
+    proc_rss: np.ndarray = _NONE
+    proc_threads: np.ndarray = _NONE
 
     def __init__(self, start_ns: int, *, threads: dict[int, tuple[str, int]] | None = None,
                  main_ident: int | None = None, steps: Sequence[int] = (), pid: int | None = None,
@@ -51,7 +54,8 @@ class HostRecords:
         self.threads: dict[int, tuple[str, int]] = {} if threads is None else threads
         #: the ident whose track sorts first (the main thread)
         self.main_ident = main_ident
-        self.steps = steps
+        #: polyprof.step() times
+        self.steps: np.ndarray | Sequence[int] = steps
         self.pid = os.getpid() if pid is None else pid
         self.hostname = _hostname() if hostname is None else hostname
 
@@ -84,17 +88,17 @@ def _track_ids(tracks: dict[int, int], idents: np.ndarray) -> np.ndarray:
     return ids[np.searchsorted(known, np.asarray(idents, np.int64).reshape(-1))]
 
 
-def _section_stats(b: TraceBuilder, rows: np.ndarray, stats: Sequence[dict[str, Any] | None]) -> None:
+def _section_stats(b: TraceBuilder, rows: np.ndarray, stats: Sequence[dict[str, Any] | None] | np.ndarray) -> None:
     """Keyword stats of the sections that have any (most have none)."""
     col = np.asarray(stats, dtype=object).reshape(-1)
-    by_key: dict[str, tuple[list, list]] = {}
+    by_key: dict[str, tuple[list[int], list[Any]]] = {}
     for local in np.flatnonzero(np.fromiter(map(bool, col), bool, len(col))).tolist():
         for k, v in col[local].items():
             rs, vs = by_key.setdefault(k, ([], []))
             rs.append(rows[local])
             vs.append(v)
     for k, (rs, vs) in by_key.items():
-        b.add_stat(k, rs, vs)
+        b.add_stat(k, np.asarray(rs, np.int64), vs)
 
 
 def build(r: HostRecords, metadata: dict[str, Any] | None = None) -> Trace:

@@ -150,7 +150,8 @@ def _records(table: pa.Table, header: dict) -> HostRecords:
     h.main_ident = int(idents[0]) if len(idents) else None  # the session's thread is noted first
     h.sec_names, h.sec_start, h.sec_end, stats, h.sec_ident = pick(j.SECTION, "name", "start_ns", "end_ns",
                                                                   "stats", "ident")
-    h.sec_stats = [_section_stats(s) for s in stats]
+    h.sec_stats = np.empty(len(stats), object)
+    h.sec_stats[:] = [_section_stats(s) for s in stats]
     h.mark_names, h.mark_ts, h.mark_ident = pick(j.MARK, "name", "start_ns", "ident")
     h.ctr_names, h.ctr_ts, h.ctr_values = pick(j.COUNTER, "name", "start_ns", "value")
     (h.steps,) = pick(j.STEP, "start_ns")

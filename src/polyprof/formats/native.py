@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..errors import TraceFormatError, TraceSchemaError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
-from ..trace.stats import StatColumn, check_column
+from ..trace.stats import StatColumn, StatTable, check_column
 from . import arrow_ipc
 from .native_write import MAGIC, VERSION, save  # noqa: F401 - the writer, re-exported
 from .safety import Inflation, check_events, clean_metadata, guarded
@@ -220,7 +220,7 @@ def load(path: str | Path) -> Trace:
         _check_events(path, events, counters, len(strings))
         stats = _stats(zf, path, header.get("stats", []), len(events["start_ns"]), infl)
         sources = _records(path, "sources", header.get("sources", []), Source)  # files before 0.2 have none
-    trace = Trace(strings, planes, tracks, events, stats, flows, counters, metadata, sources)
+    trace = Trace(strings, planes, tracks, events, StatTable(stats), flows, counters, metadata, sources)
     try:
         return trace.validate()
     except TraceSchemaError as e:

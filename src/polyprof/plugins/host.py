@@ -186,6 +186,7 @@ def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler 
         i0 = 0
         if since_ns is not None:
             i0 = next((i for i in range(n) if sampler.ts[i] >= lo), n)
-        h.proc_ts, h.proc_cpu = sampler.ts[i0:n], sampler.cpu[i0:n]
-        h.proc_rss, h.proc_threads = sampler.rss[i0:n], sampler.threads[i0:n]
+        h.proc_ts, h.proc_cpu = np.asarray(sampler.ts[i0:n], np.int64), np.asarray(sampler.cpu[i0:n], np.float64)
+        h.proc_rss = np.asarray(sampler.rss[i0:n], np.float64)
+        h.proc_threads = np.asarray(sampler.threads[i0:n], np.float64)
     return h

@@ -32,7 +32,7 @@ from ..collect.plugin import Availability, Plugin, SessionContext
 from ..errors import PluginError
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
-from ..trace.stats import StatColumn
+from ..trace.stats import StatColumn, StatTable
 
 log = logging.getLogger("polyprof")
 
@@ -131,12 +131,18 @@ class JaxPlugin(Plugin):
         names = trace.names() if trace.n_events else np.zeros(0, object)
         start, end = trace.start_ns, trace.end_ns
         # a marker inside the bracket [a, b]: its start maps to >= a, its end to <= b
-        lo_o, lo_h, hi_o, hi_h = [], [], [], []
+        lo_o: list[int] = []
+        lo_h: list[int] = []
+        hi_o: list[int] = []
+        hi_h: list[int] = []
         for name, a, b in self._brackets:
             rows = np.flatnonzero(names == name)
             if len(rows) == 1:
                 r = rows[0]
-                lo_o.append(int(start[r])), lo_h.append(a), hi_o.append(int(end[r])), hi_h.append(b)
+                lo_o.append(int(start[r]))
+                lo_h.append(a)
+                hi_o.append(int(end[r]))
+                hi_h.append(b)
         xs_meta = trace.metadata.get(mkeys.XSPACE, {})
         wall0 = xs_meta.get("profile_start_time_ns")
         anchor = self.ctx.wall_anchor
@@ -206,5 +212,5 @@ def _without_rows(trace: Trace, drop: np.ndarray) -> Trace:
     fm = keep[fl["src"]] & keep[fl["dst"]] if len(fl["src"]) else np.zeros(0, bool)
     flows = {"src": new_index[fl["src"][fm]], "dst": new_index[fl["dst"][fm]], "id": fl["id"][fm],
              "category": fl["category"][fm]}
-    return Trace(trace.strings, trace.planes, trace.tracks, events, stats, flows, trace.counters,
+    return Trace(trace.strings, trace.planes, trace.tracks, events, StatTable(stats), flows, trace.counters,
                  trace.metadata).validate()

@@ -69,7 +69,7 @@ def timeline(report: Report) -> dict[str, Any]:
         for track in np.unique(tr[idx]):
             r = idx[tr[idx] == track]
             s, e = union(ev["start_ns"][r], ev["start_ns"][r] + ev["dur_ns"][r])
-            busy.append((int(covered(s, e, [t0], [t1])[0]), int(track), r))
+            busy.append((int(covered(s, e, np.array([t0]), np.array([t1]))[0]), int(track), r))
         for _, track, r in sorted(busy, reverse=True)[:MAX_HOST_ROWS]:
             t = trace.tracks[track]
             rows.append({"group": trace.planes[t.plane].name, "label": t.name,

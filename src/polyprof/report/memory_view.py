@@ -71,7 +71,7 @@ def _series(report: Report) -> list[dict[str, Any]]:
 def _counters(report: Report) -> list[dict[str, Any]]:
     trace = report.trace
     c = trace.counters
-    out = []
+    out: list[dict[str, Any]] = []
     cs = report.tables.get("counter_stats")
     if cs is None:
         return out

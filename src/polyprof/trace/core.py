@@ -79,9 +79,9 @@ class Trace:
                     raise TraceSchemaError(f"event {col} id out of range of the string table")
             if ev["dur_ns"].min() < 0:
                 raise TraceSchemaError("negative event duration")
-        for i, t in enumerate(self.tracks):
-            if t.id != i or not 0 <= t.plane < len(self.planes):
-                raise TraceSchemaError(f"track {t.name!r} has a bad id or plane")
+        for i, tr in enumerate(self.tracks):
+            if tr.id != i or not 0 <= tr.plane < len(self.planes):
+                raise TraceSchemaError(f"track {tr.name!r} has a bad id or plane")
         for i, s in enumerate(self.sources):
             if s.id != i:
                 raise TraceSchemaError(f"source {s.describe()!r} has id {s.id}, expected {i}")

@@ -10,7 +10,7 @@ the multi-rank analyses can tell ranks apart without knowing the format.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 from .core import Trace
 from . import metadata_keys as mkeys
@@ -39,10 +39,10 @@ def rank_of(metadata: dict[str, Any]) -> int | None:
     return None
 
 
-def rank_from_env(env: dict[str, str] | None = None) -> int | None:
-    env = os.environ if env is None else env
+def rank_from_env(env: Mapping[str, str] | None = None) -> int | None:
+    found: Mapping[str, str] = os.environ if env is None else env
     for k in RANK_ENV:
-        v = env.get(k, "")
+        v = found.get(k, "")
         if v.isdigit():
             return int(v)
     return None
@@ -55,7 +55,8 @@ def identify(trace: Trace, label: str = "", host: str = "", pid: int = 0, rank: 
         return trace
     s = trace.sources[0]
     md = trace.metadata
-    session = md.get(mkeys.SESSION) if isinstance(md.get(mkeys.SESSION), dict) else {}
+    got = md.get(mkeys.SESSION)
+    session: dict[str, Any] = got if isinstance(got, dict) else {}
     if s.rank is None:
         s.rank = rank if rank is not None else rank_of(md)
         if s.rank is None and isinstance(session.get("rank"), int):

@@ -24,7 +24,8 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     if n < 2 or any(np.asarray(k).dtype.kind not in "iub" for k in keys):
         return np.lexsort(keys)
     cols = [np.asarray(k).astype(np.int64, copy=False) for k in reversed(keys)]  # primary first
-    combined, width, used = None, 1, 0
+    combined: np.ndarray | None = None
+    width, used = 1, 0
     for c in cols:
         lo = int(c.min())
         span = int(c.max()) - lo + 1
@@ -33,7 +34,7 @@ def lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
         combined = c - lo if combined is None else combined * span + (c - lo)
         width *= span
         used += 1
-    if used < 2:
+    if used < 2 or combined is None:
         return np.lexsort(keys)
     if width * n < _LIMIT:  # the position as the last key: all distinct, so any sort is stable
         order = np.argsort(combined * n + np.arange(n))

@@ -42,12 +42,12 @@ def snap_to_sections(t: Trace, start: np.ndarray, copies: np.ndarray, brackets: 
     inside = hit >= 0
     if not inside.any():
         return start
-    spans: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    spans: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
     for name, s, e, _stats, ident in sections:
         tid = threads.get(ident, ("", ident))[1]
-        spans.setdefault((tid, name), ([], []))  # type: ignore[arg-type]
-        spans[(tid, name)][0].append(s)  # type: ignore[union-attr]
-        spans[(tid, name)][1].append(e)  # type: ignore[union-attr]
+        starts, ends = spans.setdefault((tid, name), ([], []))
+        starts.append(s)
+        ends.append(e)
     sorted_spans = {}
     for key, (ss, es) in spans.items():
         o = np.argsort(ss, kind="stable")
