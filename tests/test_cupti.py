@@ -812,3 +812,28 @@ def test_c_sink_takes_empty_buffers():
     assert len(batches) == 2 and all(b.records == b"" and b.kinds == b"" for b in batches)
     rec = buffers.Records.of(batches)
     assert len(rec.kinds) == 0 and len(decode.texts(rec, np.zeros(0, np.int64))) == 0
+
+
+@needs_c
+def test_c_sink_notes_a_walk_cut_short():
+    """A record CUPTI's walker cannot size (CUPTI_ERROR_INVALID_KIND) ends the walk of its
+    buffer: the records before it are kept, and the counts say a walk was cut short."""
+    sizes = {k: dtype_of(k).itemsize for k in layout.DTYPE_NAMES}
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p))
+    def walker(buf, valid, rec):
+        off = 0 if not rec[0] else rec[0] - buf + sizes[ctypes.c_int32.from_address(rec[0]).value]
+        if off >= valid:
+            return layout.ERROR_MAX_LIMIT_REACHED
+        if ctypes.c_int32.from_address(buf + off).value not in sizes:
+            return 21  # CUPTI_ERROR_INVALID_KIND
+        rec[0] = buf + off
+        return 0
+
+    sink = buffers.CSink(ctypes.cast(walker, ctypes.c_void_p).value, 0)
+    odd = np.zeros(1, [("kind", "<i4"), ("pad", "<i4")])
+    odd["kind"] = 99
+    deliver(sink, [record(layout.RUNTIME, cbid=211), odd, record(layout.RUNTIME, cbid=31)], 1 << 16)
+    assert sink.counts()["walks_cut_short"] == 1
+    rec = buffers.Records.of(sink.take())
+    assert list(rec.kinds) == [layout.RUNTIME]

@@ -33,6 +33,7 @@ typedef int (*NextFn)(uint8_t *buffer, size_t valid, void **record);
 typedef int (*DroppedFn)(void *ctx, uint32_t stream, size_t *dropped);
 
 #define MAX_KIND 128
+#define ERROR_MAX_LIMIT_REACHED 12 /* CUPTI_ERROR_MAX_LIMIT_REACHED: the end of a buffer's records */
 #define CACHE_SLOTS 512
 
 typedef struct Batch {
@@ -140,7 +141,8 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
     void *rec = NULL;
     NextFn next = next_fn;
     if (b->valid && next) {
-        while (next(buffer, b->valid, &rec) == 0 && rec) {
+        int rc;
+        while ((rc = next(buffer, b->valid, &rec)) == 0 && rec) {
             if (b->n == b->cap && grow(b) != 0) {
                 b->failed = 1;
                 break;
@@ -163,6 +165,7 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
             }
             b->n++;
         }
+        if (rc != 0 && rc != ERROR_MAX_LIMIT_REACHED) b->failed = 1; /* e.g. a kind this CUPTI cannot size */
     }
     free(cache);
     size_t dropped = 0;

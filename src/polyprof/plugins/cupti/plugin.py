@@ -271,6 +271,11 @@ class CuptiPlugin(Plugin):
         if dropped and self.ctx is not None:
             self.ctx.warn(self.name, f"CUPTI dropped {dropped} activity records (buffers full); "
                                      "raise options cupti.buffer_bytes")
+        short = {k: int(self._counts.get(k, 0)) for k in ("walks_cut_short", "buffers_not_allocated")}
+        if any(short.values()) and self.ctx is not None:
+            self.ctx.warn(self.name, f"CUPTI buffers not read whole: {short['walks_cut_short']} walks cut short "
+                                     f"(a record CUPTI could not size), {short['buffers_not_allocated']} buffers "
+                                     "not allocated (out of memory)")
         trace = conv.build()
         planes = [p.name for p in trace.planes if p.kind == "device"]
         trace.metadata[mkeys.CLOCK_SYNC] = {}
