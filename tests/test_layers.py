@@ -52,6 +52,25 @@ CYCLE_EXCEPTIONS = {
 }
 
 
+#: in-function imports of polyprof's own modules are allowed, with their reason, in these
+#: modules (prefix -> why: each buys start-up time measured in docs/benchmarks.md, "What
+#: `polyprof run` adds to a run", or keeps a heavy dependency off a path that does not use it)
+LAZY_BY_DESIGN = {
+    "polyprof.cli.": "the CLI builds only the given command's parser; a command imports its work when it runs",
+    "polyprof.cli": "the same: `polyprof run` must not import the analyses",
+    "polyprof": "`import polyprof` imports the recorder only (a program that marks sections needs no NumPy)",
+    "polyprof.collect.session": "a session imports nesting, schedules and subsets only when it uses them",
+    "polyprof.collect.registry": "discovery loads each plugin's class only, and native plugins only when listed",
+    "polyprof.plugins.": "what records a device is imported when the program imports its framework",
+    "polyprof.formats.registry": "a format's modules are imported when that format is read or written",
+    "polyprof.capture": "the gRPC server and its protobufs only when a capture is served",
+}
+#: in-function imports of polyprof modules elsewhere with no reason on their line or the
+#: line above: at most this many (it may only go down; each should get its reason or move
+#: to the top of its module)
+UNEXPLAINED_LIMIT = 105  # 102 when this check came
+
+
 # ------------------------------------------------------------------ the layer table
 def layers(doc: str | None = None) -> dict[str, int]:
     """Package (or top-level module) -> its floor, from the ```layers block of
@@ -247,3 +266,37 @@ def test_an_added_cycle_is_caught():
     edges.append(Import("polyprof.trace.keys", "polyprof.trace.metadata_keys", 1, True))
     edges.append(Import("polyprof.trace.metadata_keys", "polyprof.trace.keys", 1, True))
     assert frozenset({"polyprof.trace.keys", "polyprof.trace.metadata_keys"}) in cycles(edges)
+
+
+def _lazy_reason(e: Import, lines: dict[str, list[str]]) -> bool:
+    if any(e.importer == p or (p.endswith(".") and e.importer.startswith(p)) for p in LAZY_BY_DESIGN):
+        return True
+    text = lines[e.importer]
+    here = text[e.line - 1] if e.line <= len(text) else ""
+    above = text[e.line - 2].strip() if e.line >= 2 else ""
+    return "#" in here or above.startswith("#")
+
+
+def _sources() -> dict[str, list[str]]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path.read_text().splitlines()
+    return out
+
+
+def test_in_function_imports_have_a_reason():
+    """An import of a polyprof module inside a function says why (a comment on its line
+    or above, or its module's reason in LAZY_BY_DESIGN); the others are counted and may
+    only become fewer."""
+    lines = _sources()
+    unexplained = [e for e in imports() if e.in_function and not _lazy_reason(e, lines)]
+    assert len(unexplained) <= UNEXPLAINED_LIMIT, "\n".join(map(repr, unexplained))
+    # the check sees a bare one
+    lines["polyprof.trace.keys"] = ["def f():", "    from . import metadata_keys"]
+    bare = Import("polyprof.trace.keys", "polyprof.trace.metadata_keys", 2, True)
+    assert not _lazy_reason(bare, lines)
+    lines["polyprof.trace.keys"][1] += "  # a reason"
+    assert _lazy_reason(bare, lines)
