@@ -34,8 +34,10 @@ def build(col: Collector, path: Path) -> Trace:
     ev = _concat(col.parts, {"kind": np.int8, "track": np.int64, "ts": np.int64, "clock": np.int64,
                              "dur": np.int64, "name": np.int32, "cat": np.int32})
     ct = _concat(col.counter_parts, {"track": np.int64, "ts": np.int64, "clock": np.int64, "value": np.float64})
+    col.parts.clear()  # joined: the parts would only double the memory from here on
+    col.counter_parts.clear()
     clocks: Clocks = col.clocks
-    ts, unlinked = clocks.convert(ev["clock"], ev["ts"])
+    ts, unlinked = clocks.convert(ev.pop("clock"), ev.pop("ts"))
     cts, unlinked_c = clocks.convert(ct["clock"], ct["ts"])
     for c in sorted(set(unlinked) | set(unlinked_c)):
         warnings.append(f"clock {c} is in no clock snapshot with the trace clock: its times are kept as they are")
@@ -71,9 +73,11 @@ def build(col: Collector, path: Path) -> Trace:
     if len(open_rows):
         stats[keys.INCOMPLETE] = (new_row[open_rows], np.ones(len(open_rows), np.int64))
     b.events(trace_track, ev["name"][rows], ts[rows], dur[rows], ev["cat"][rows], stats=stats)
-    for key, by_kind in col.stats.items():
-        for parts in by_kind.values():
-            for r, v in parts:
+    del trace_track
+    for key in list(col.stats):  # each key's parts dropped as soon as they are handed on
+        for parts in col.stats.pop(key).values():
+            while parts:
+                r, v = parts.pop(0)
                 b.add_stat(key, new_row[r], v)
 
     flows = np.concatenate(col.flow_parts) if col.flow_parts else np.zeros((0, 4), np.int64)

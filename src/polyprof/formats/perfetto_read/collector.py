@@ -73,6 +73,7 @@ class Collector:
         self.stats: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
         self.flow_parts: list[np.ndarray] = []  # (space, id, row, terminating) x n
         self.skipped: dict[str, int] = {}
+        self._texts: dict[str, str] = {}
         self._fresh()
 
     def _fresh(self) -> None:
@@ -333,6 +334,8 @@ class Collector:
                 self._stat(key, "s", row, orjson.dumps([_plain(x, s) for x in nested[1]]).decode())
 
     def _stat(self, key: str, kind: str, row: int, value: Any) -> None:
+        if kind == "s":  # one object per distinct text, not one per event
+            value = self._texts.setdefault(value, value)
         e = self.st.get((key, kind))
         if e is None:
             e = self.st[(key, kind)] = ([], [])

@@ -3,7 +3,7 @@
 A Perfetto trace is a ``Trace`` message: nothing but field 1 (``packet``, length-
 delimited) repeated. The file is read in blocks (gzip inflated as a stream, within the
 inflation limits: ``kineto/stream.py``), the packet boundaries are found by reading
-each packet's tag and length, and runs of whole packets of about ``CHUNK_BYTES`` are
+each packet's tag and length, and runs of whole packets of about ``CHUNK_BYTES`` (1 MiB) are
 handed on as one ``Trace`` message to decode. Only the current run and one block are
 held, whatever the size of the file. A file cut inside a packet, or bytes where no
 packet can start, is a :class:`~polyprof.errors.TraceFormatError` naming the file and
@@ -20,7 +20,7 @@ from ..kineto.progress import _Progress
 from ..kineto.stream import _Source
 from .shape import _PACKET_TAG, varint
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20  # a decoded run's messages take several times its bytes
 _BLOCK = 1 << 20
 #: the most one packet may be (Perfetto's own limit for a packet is far below this)
 MAX_PACKET = 1 << 30

@@ -33,18 +33,26 @@ def match(kind: np.ndarray, track: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     seg[1:] = np.cumsum(tr[1:] != tr[:-1])
     first = np.ones(len(o), bool)
     first[1:] = seg[1:] != seg[:-1]
-    csum = np.cumsum(step)
+    c = np.cumsum(step)
     starts = np.flatnonzero(first)
-    c = csum - np.repeat(csum[starts] - step[starts], np.diff(np.r_[starts, len(o)]))  # per-track running sum
+    c -= np.repeat(c[starts] - step[starts], np.diff(np.r_[starts, len(o)]))  # per-track running sum
+    del starts
     big = 2 * len(o) + 2
-    shifted = c - big * seg
-    low = np.minimum(np.minimum.accumulate(shifted), -big * seg) + big * seg  # running min of (0, c...)
+    seg *= big
+    low = c - seg
+    np.minimum.accumulate(low, out=low)
+    np.minimum(low, -seg, out=low)
+    low += seg  # running min of (0, c...) per track
+    del seg
     prev_low = np.zeros(len(o), np.int64)
     prev_low[1:] = low[:-1]
     prev_low[first] = 0
     orphan = (step < 0) & (c < prev_low)
-    depth = c - low  # the stack depth after each event
-    level = np.where(step > 0, depth, depth + 1)  # begins: the level they open; ends: the level they close
+    del prev_low, first
+    c -= low  # the stack depth after each event
+    del low
+    level = np.where(step > 0, c, c + 1)  # begins: the level they open; ends: the level they close
+    del c
     keep = ~orphan
     o, tr, level, isb = o[keep], tr[keep], level[keep], (step > 0)[keep]
     order = np.lexsort((np.arange(len(o)), level, tr))
