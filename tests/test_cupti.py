@@ -409,6 +409,9 @@ def test_session_converts_a_run_onto_the_session_clock(impl):
                      (convert.SHARED_MEMORY, 1280), (keys.EXTERNAL_ID, 9000), (keys.STREAM, 7)):
         m, v = tr.stats[key].lookup(np.array([first]))
         assert m[0] and v[0] == val, key
+    m, v = tr.stats[convert.BLOCKS_PER_SM].lookup(np.array([first]))  # 4 blocks over 132 SMs, 4 warps each
+    assert m[0] and abs(v[0] - 4 / 132) < 1e-12 and tr.stats[convert.WARPS_PER_SM].lookup(
+        np.array([first]))[1][0] == 4 * 4 / 132
     m, v = tr.stats[convert.GRAPH_NODE_ID].lookup(k)
     assert m.sum() == 43 and set(v.tolist()) == {100 + i for i in range(0, 300, 7)}
     cp = np.flatnonzero(cat == keys.CAT_MEMCPY)

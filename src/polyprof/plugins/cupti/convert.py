@@ -40,6 +40,8 @@ CAT_UNIFIED = "unified_memory"
 REGISTERS = "registers per thread"
 SHARED_MEMORY = "shared memory"
 CONTEXT = "context"
+BLOCKS_PER_SM = "blocks per SM"
+WARPS_PER_SM = "warps per SM"
 GRAPH_ID = "graph id"
 GRAPH_NODE_ID = "graph node id"
 COPY_KIND = "copy kind"
@@ -233,10 +235,26 @@ class Converter:
             REGISTERS: c["registers_per_thread"].astype(np.int64),
             SHARED_MEMORY: c["static_shared_memory"].astype(np.int64) + c["dynamic_shared_memory"].astype(np.int64),
         })
+        self._occupancy_stats(out, c)
         self._graph_stats(out, c)
         self._add_external(out, corr)
         self._incomplete(out, open_)
         self._device_rows.append((out, corr))
+
+    def _occupancy_stats(self, rows: np.ndarray, c: dict[str, np.ndarray]) -> None:
+        """``blocks per SM`` and ``warps per SM`` (Kineto's names): the grid spread over the
+        device's multiprocessors (from its DEVICE record; absent without one), a block's
+        threads rounded up to whole warps of 32."""
+        sms = np.array([self.devices.get(int(d), {}).get("multiprocessors", 0) for d in range(
+            int(c["device_id"].max()) + 1)] if len(c["device_id"]) else [], np.float64)
+        if not len(sms) or not sms.any():
+            return
+        per = sms[c["device_id"].astype(np.int64)]
+        known = np.flatnonzero(per > 0)
+        blocks = (c["grid_x"].astype(np.float64) * c["grid_y"] * c["grid_z"])[known] / per[known]
+        threads = (c["block_x"].astype(np.float64) * c["block_y"] * c["block_z"])[known]
+        self.b.add_stat(BLOCKS_PER_SM, rows[known], blocks)
+        self.b.add_stat(WARPS_PER_SM, rows[known], blocks * np.ceil(threads / 32.0))
 
     def copies(self) -> None:
         for kind, fields in ((layout.MEMCPY, layout.MEMCPY_FIELDS), (layout.MEMCPY2, layout.MEMCPY2_FIELDS)):
