@@ -624,8 +624,12 @@ class _Collector:
                 pid = _codes([e.get("pid")], self.pids, self._new_code(self.pids))[0]
                 single = len(args) == 1
                 for k, v in args.items():
+                    if isinstance(v, str) and re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", v.strip()):
+                        v = float(v)  # a number written as a string, as Perfetto reads it
                     if isinstance(v, (int, float)) and not isinstance(v, bool):
                         self.counters.append((pid, name if single else f"{name}.{k}", int(ts_ns[i]), float(v)))
+                    else:
+                        self.not_numbers = getattr(self, "not_numbers", 0) + 1
             else:
                 p = e.get("ph")
                 p = p if isinstance(p, str) else repr(p)
@@ -925,9 +929,11 @@ class _Collector:
                 if k in di:
                     meta[k] = di[k]
         warnings = []
-        if self.skipped:
-            warnings.append("kineto: events not imported: " +
-                            ", ".join(f"{n} x ph={p}" for p, n in sorted(self.skipped.items())))
+        left_out = [f"{n} x ph={p}" for p, n in sorted(self.skipped.items())]
+        if getattr(self, "not_numbers", 0):
+            left_out.append(f"{self.not_numbers} counter values that are not numbers")
+        if left_out:
+            warnings.append("kineto: events not imported: " + ", ".join(left_out))
         if getattr(self, "unbound_flows", 0):
             warnings.append(f"kineto: {self.unbound_flows} flow endpoints matched no event")
         if self.inexact_ts:

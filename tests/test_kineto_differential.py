@@ -216,8 +216,9 @@ BAD_VALUES = {
     "infinite_ts.json": b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1e400, "dur": 1}]}',
     "lone_surrogate.json": b'{"traceEvents": [{"ph": "X", "name": "a\\ud800", "pid": 1, "tid": 1, "ts": 1}]}',
     "nan_ts.json": b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": NaN}]}',
-    "object_ts.json": b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": {"a": 1}}]}',
 }
+# (a ts that is a string of letters or an object drops that event, counted, as Perfetto:
+# tests/test_peers_perfetto_json.py)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_VALUES))

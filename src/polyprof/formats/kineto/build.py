@@ -12,6 +12,7 @@ from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS
 from .codes import _distinct, _is_id
+from . import asyncs
 from .deferred import DeferredArgs
 from .devices import device_planes
 from .flows import bind_flows
@@ -74,6 +75,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         _match_ends(col, np.concatenate(col.b_rows) if col.b_rows else np.zeros(0, np.int64),
                          pair, ts, dur, ntid, base)
     b.events(track, name_c, ts, dur, cat_c)
+    asyncs.build(col, planes, base, int((ts + dur).max()) if n else base)
     progress.advance(1)
 
     bind_flows(col, track, ts, dur, cat_c, track_of_pair, ntid, base)
@@ -166,9 +168,17 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
             if k in di:
                 meta[k] = di[k]
     warnings = []
-    if col.skipped:
-        warnings.append("kineto: events not imported: " +
-                        ", ".join(f"{n} x ph={p}" for p, n in sorted(col.skipped.items())))
+    repaired = top.get("__repaired__") or {}
+    meta.pop("__repaired__", None)
+    # one line: what was left out and why (phases not read, lenient.Dropped's reasons), and what was repaired
+    left_out = [f"{n} x ph={p}" for p, n in sorted(col.skipped.items())]
+    left_out += [f"{n} {r}" for r, n in sorted(col.dropped.counts.items())]
+    fixed = ", ".join(f"{n} {what}" for what, n in sorted(repaired.items()))
+    if left_out:
+        warnings.append("kineto: events not imported: " + ", ".join(left_out) +
+                        (f" (JSON repaired: {fixed})" if fixed else ""))
+    elif fixed:
+        warnings.append(f"kineto: JSON repaired: {fixed}")
     if col.lost_args:
         warnings.append(f"kineto: the args of {col.lost_args} events were not valid JSON and are left out")
     if col.unbound_flows:

@@ -23,11 +23,12 @@ from . import gather
 from .args import _EAGER_KEYS, _big_numbers, _typed_stat
 from .build import build_trace
 from .codes import _codes, _id_code, same_id
-from .events import (_B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _OTHER, _PHASE_CODES, _PHASES, _S, _X,
-                     _Event)
+from .events import (_ASYNC_PHASES, _B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _NULL, _OTHER, _PHASE_CODES,
+                     _PHASES, _S, _X, _Event)
+from . import asyncs, lenient
 from .flows import add_flow_slice
 from .ids import fast_ids, id_groups
-from .numbers import _ns_of
+from .numbers import NotANumber, _ns_of
 from .progress import _Progress
 
 #: Args are turned into typed stat columns every this many events (bounds the values kept).
@@ -96,6 +97,8 @@ class _Collector:
         self.unbound_flows = 0  # flow endpoints bound to no event (flows.py)
         self.lazy_args: tuple[Callable[[], list[str]], int] | None = None  # add_columns' args, made on first use
         self.lost_args = 0  # events whose args (from add_columns) were not valid JSON
+        self.dropped = lenient.Dropped()  # what was left out, by reason: one warning line
+        self.asyncs: list[tuple] = []  # b/e/n events (asyncs.py)
 
     def _sid(self, v: Any) -> int:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
@@ -109,11 +112,16 @@ class _Collector:
     # ---------------------------------------------------------------- one slice
     def add(self, evs: list[_Event]) -> None:
         n = len(evs)
-        ts_ns = _ns_of(gather.values(evs, "ts"), self.path, "ts")
         codes = gather.codes(evs, "ph", _PHASE_CODES, np.int8)
-        if codes is None:  # other or unhashable "ph" values
-            codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in (e.ph for e in evs)],
-                             dtype=np.int8)
+        if codes is None:  # other or unhashable "ph" values; "XXX" is X (its first letter)
+            codes = np.array([_PHASES.get(lenient.phase(p), _OTHER) if type(p) is str else _OTHER
+                              for p in (e.ph for e in evs)], dtype=np.int8)
+        try:
+            ts_ns = _ns_of(gather.values(evs, "ts"), self.path, "ts")
+        except NotANumber:  # a ts that is not a number: that event is dropped (metadata kept)
+            evs, codes, ts_ns = self._valid_times(evs, codes)
+            self.seen += n - len(evs)
+            n = len(evs)
 
         ev_idx = np.flatnonzero(codes <= _B)
         if len(ev_idx):
@@ -123,6 +131,22 @@ class _Collector:
         if len(rare):
             self._rare(evs, rare, codes, ts_ns)
         self.seen += n
+
+    def _valid_times(self, evs: list[_Event], codes: np.ndarray) -> tuple[list[_Event], np.ndarray, np.ndarray]:
+        """The events whose ``ts`` is a number (metadata events: any ``ts``, read as 0),
+        their phase codes and times; the others counted as dropped."""
+        keep, times = [], []
+        for i, e in enumerate(evs):
+            try:
+                times.append(int(_ns_of([e.ts], self.path, "ts")[0]))
+            except NotANumber:
+                if codes[i] != _M:
+                    self.dropped.add("events whose ts is not a number")
+                    continue
+                e.ts = _NULL
+                times.append(0)
+            keep.append(i)
+        return [evs[i] for i in keep], codes[keep], np.asarray(times, np.int64)
 
     def add_columns(self, pid: np.ndarray, tid: np.ndarray, name: list[str], cat: list[str], ts_ns: np.ndarray,
                     dur_ns: np.ndarray, args: list[str] | Callable[[], list[str]]) -> None:
@@ -173,19 +197,24 @@ class _Collector:
         return np.array(_codes(values, table, self._new_code(table)), np.int64)
 
     def _events(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray) -> None:
+        x = ev_codes == _X
+        try:
+            if x.all():
+                dur = _ns_of(gather.values(sel, "dur"), self.path, "dur")
+            else:  # only X events have a duration (B: from its E)
+                dur = np.zeros(len(sel), np.int64)
+                rows = np.flatnonzero(x)
+                dur[rows] = _ns_of([sel[i].dur for i in rows.tolist()], self.path, "dur")
+        except NotANumber:  # a dur that is not a number: that event is dropped
+            sel, ev_codes, ts_ns, dur = self._valid_durations(sel, ev_codes, ts_ns)
+            if not len(sel):
+                return
         c = self.cols
         c["pid"].append(self.field_codes(sel, "pid", np.int64))
         c["tid"].append(self.field_codes(sel, "tid", np.int64))
         c["name"].append(self.field_codes(sel, "name", np.int32))
         c["cat"].append(self.field_codes(sel, "cat", np.int32))
         c["ts"].append(ts_ns)
-        x = ev_codes == _X
-        if x.all():
-            dur = _ns_of(gather.values(sel, "dur"), self.path, "dur")
-        else:  # only X events have a duration (B: from its E)
-            dur = np.zeros(len(sel), np.int64)
-            rows = np.flatnonzero(x)
-            dur[rows] = _ns_of([sel[i].dur for i in rows.tolist()], self.path, "dur")
         c["dur"].append(np.maximum(dur, 0))
         base = self.n
         if np.any(ev_codes == _B):
@@ -194,6 +223,23 @@ class _Collector:
         self.n += len(sel)
         if len(self.arg_raws) >= _ARG_FLUSH_EVENTS:
             self._flush_args()
+
+    def _valid_durations(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray
+                         ) -> tuple[list[_Event], np.ndarray, np.ndarray, np.ndarray]:
+        """The events whose X ``dur`` is a number, with their codes, times and durations;
+        the others counted as dropped."""
+        keep, durs = [], []
+        for i, e in enumerate(sel):
+            d = 0
+            if ev_codes[i] == _X:
+                try:
+                    d = int(_ns_of([e.dur], self.path, "dur")[0])
+                except NotANumber:
+                    self.dropped.add("X events whose dur is not a number")
+                    continue
+            keep.append(i)
+            durs.append(d)
+        return [sel[i] for i in keep], ev_codes[keep], ts_ns[keep], np.asarray(durs, np.int64)
 
     def _flush_args(self) -> None:
         """The buffered args as one JSON text: checked, the eager args typed, the rest kept.
@@ -274,8 +320,14 @@ class _Collector:
                 pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
                 single = len(args) == 1
                 for k, v in args.items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool):
-                        self.counters.append((pid, name if single else f"{name}.{k}", int(ts_ns[i]), float(v)))
+                    value = lenient.number(v)  # a number, or a string that holds one ("0.75")
+                    if value is None:
+                        self.dropped.add("counter values that are not numbers")
+                        continue
+                    self.counters.append((pid, name if single else f"{name}.{k}", int(ts_ns[i]), value))
+            elif code in _ASYNC_PHASES:
+                pid = _codes([e.pid], self.pids, self._new_code(self.pids))[0]
+                asyncs.add(self, e, _ASYNC_PHASES[code], pid, int(ts_ns[i]), args_of.get(i))
             else:
                 p = e.ph
                 p = p if isinstance(p, str) else repr(p)

@@ -69,7 +69,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
 
     host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])]
     main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None
-    used = set(_distinct(pid_c).tolist()) | {c[0] for c in col.counters}
+    used = set(_distinct(pid_c).tolist()) | {c[0] for c in col.counters} | {a[0] for a in col.asyncs}
     out: list[tuple[int, str]] = []
     for code, pv in enumerate(pid_vals):
         kind, dkind, index = kinds[code]

@@ -13,8 +13,10 @@ from typing import Any
 import msgspec
 
 # phase codes
-_X, _I, _B, _E, _C, _S, _T, _F, _M, _OTHER = range(10)
-_PHASES = {"X": _X, "i": _I, "I": _I, "B": _B, "E": _E, "C": _C, "s": _S, "t": _T, "f": _F, "M": _M}
+_X, _I, _B, _E, _C, _S, _T, _F, _M, _OTHER, _ASYNC_B, _ASYNC_E, _ASYNC_N = range(13)
+_PHASES = {"X": _X, "i": _I, "I": _I, "B": _B, "E": _E, "C": _C, "s": _S, "t": _T, "f": _F, "M": _M,
+           "b": _ASYNC_B, "e": _ASYNC_E, "n": _ASYNC_N}
+_ASYNC_PHASES = {_ASYNC_B: "b", _ASYNC_E: "e", _ASYNC_N: "n"}
 _PHASE_CODES: dict[Any, int] = dict(_PHASES)
 
 _NULL = msgspec.Raw(b"null")

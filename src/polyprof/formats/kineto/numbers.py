@@ -105,6 +105,11 @@ def _exact_ns(texts: list[bytes], approx_us: np.ndarray) -> np.ndarray:
     return out
 
 
+class NotANumber(TraceFormatError):
+    """A time that is not a number (a string of letters, an object): the reader drops
+    that event and counts it (``collector.py``); other bad times refuse the file."""
+
+
 def _floats(values: list, path: Path, what: str) -> np.ndarray:
     try:
         out = np.array(values, dtype=np.float64)
@@ -117,5 +122,5 @@ def _floats(values: list, path: Path, what: str) -> np.ndarray:
         try:
             out[i] = float(v) if v is not None else np.nan
         except (TypeError, ValueError):
-            raise TraceFormatError(path, f"event {what} {v!r} is not a number") from None
+            raise NotANumber(path, f"event {what} {v!r} is not a number") from None
     return out

@@ -16,6 +16,8 @@ from typing import Any, Iterator
 import msgspec
 import orjson
 
+from . import lenient
+
 from ...errors import TraceFormatError
 from .events import _DECODE_DOC_EVENTS, _DECODE_EVENTS, _Event
 
@@ -223,7 +225,15 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) ->
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise TraceFormatError(path, f"invalid JSON ({e})") from None
+        fixed, repaired = lenient.repair(data)
+        try:
+            doc = orjson.loads(fixed) if repaired else None
+        except orjson.JSONDecodeError:
+            doc = None
+        if doc is None:
+            raise TraceFormatError(path, f"invalid JSON ({e})") from None
+        data = fixed
+        top["__repaired__"] = repaired  # said in the reader's warning (build.py)
     if isinstance(doc, list):
         top["__list__"] = True
         events = doc
