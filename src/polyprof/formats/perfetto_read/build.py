@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ...trace import keys
+from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
 from .clocks import Clocks
 from .collector import END, Collector
@@ -97,9 +98,9 @@ def build(col: Collector, path: Path) -> Trace:
         log.warning("%s: %s", path, w)
     anchor = clocks.wall_anchor()
     if anchor:
-        b.source(clock={"wall_anchor": anchor})
+        b.source(clock={mkeys.SOURCE_WALL_ANCHOR: anchor})
     if warnings:
-        b.metadata["warnings"] = warnings
+        b.metadata[mkeys.WARNINGS] = warnings
     return b.build()
 
 

@@ -205,7 +205,7 @@ class _SpaceReader:
             gpu.framework_ops(trace)
             unread = gpu.uninterpreted_planes(trace)
             if unread:
-                trace.metadata.setdefault("warnings", []).extend(unread)
+                trace.metadata.setdefault(mkeys.WARNINGS, []).extend(unread)
                 for w in unread:
                     log.warning("%s: %s", self.source, w)
         log.debug("xspace %s: %d planes, %d lines, %d events, %d stat keys (%s decode)", self.source,
