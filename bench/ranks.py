@@ -29,6 +29,12 @@ polyprof / HTA for memory: best, median, and round by round.
 
     python bench/ranks.py                       # 8 and 32 ranks, 3 rounds
     python bench/ranks.py --ranks 8 --repeat 5 --json
+    python bench/ranks.py --ranks 8 --baseline /path/to/other/src --no-hta   # before/after, same rounds
+
+``--baseline SRC`` adds that source tree's ``polyprof summary DIR --json``
+(``polyprof_baseline``) and its store (``polyprof convert`` then ``summary STORE
+--json``, both trees) to every round, alternating with the rest, and prints this tree's
+time over the baseline's (min and median, and round by round).
 """
 
 from __future__ import annotations
@@ -56,8 +62,9 @@ _POLYPROF_SAME = r"""
 import sys, logging
 logging.disable(logging.CRITICAL)
 import polyprof
+import numpy as np
 rep = polyprof.load_ranks(sys.argv[1]).analyze(tables=("temporal_breakdown", "comm_comp_overlap", "kernel_breakdown"))
-assert len(rep.tables["temporal_breakdown"]["rank"].unique()) == len(rep.ranks)
+assert len(np.unique(np.asarray(rep.tables["temporal_breakdown"]["rank"]))) == len(rep.ranks)
 """
 
 _HTA = r"""
@@ -126,27 +133,47 @@ def ratios(a: list[float], b: list[float]) -> dict:
             "round_median": statistics.median(pairs), "round_min": min(pairs)}
 
 
-def bench(n: int, repeat: int, hta_python: str, jobs: int | None) -> dict:
+def bench(n: int, repeat: int, hta_python: str, jobs: int | None, baseline: str | None = None,
+          hta: bool = True) -> dict:
     from rankmaker import make_ranks
 
     with tempfile.TemporaryDirectory(prefix=f"polyprof-ranks{n}-") as d:
+        data = Path(d) / "ranks"
         offsets = [((r * 7919) % 13 - 6) * 1_000_000 + r * 137 for r in range(n)]
-        make_ranks(SOURCE, Path(d), offsets, {n // 2: 300.0}, jitter_us=10.0)
+        make_ranks(SOURCE, data, offsets, {n // 2: 300.0}, jitter_us=10.0)
         env = child_env(str(ROOT / "src"))
-        pp = [sys.executable, "-m", "polyprof", "summary", d, "--json", *(["-j", str(jobs)] if jobs else [])]
-        same = [sys.executable, "-c", _POLYPROF_SAME, d]
-        hta = [hta_python, "-c", _HTA, d]
-        tools = [("polyprof", pp), ("polyprof_same", same), ("hta", hta)]
-        for _, cmd in tools:  # warm-up (bytecode, page cache), untimed
-            measure(cmd, env)
+        j = ["-j", str(jobs)] if jobs else []
+        pp = [sys.executable, "-m", "polyprof", "summary", str(data), "--json", *j]
+        same = [sys.executable, "-c", _POLYPROF_SAME, str(data)]
+        tools = [("polyprof", pp, env), ("polyprof_same", same, env)]
+        if hta:
+            tools.append(("hta", [hta_python, "-c", _HTA, str(data)], env))
+        if baseline:
+            base_env = child_env(baseline)
+            tools.append(("polyprof_baseline", pp, base_env))
+            for name, e in (("store", env), ("store_baseline", base_env)):
+                store = Path(d) / name
+                subprocess.run([sys.executable, "-m", "polyprof", "convert", str(data), "-o", str(store)],
+                               env=e, check=True, capture_output=True)
+                tools.append((f"polyprof_{name}", [sys.executable, "-m", "polyprof", "summary", str(store), "--json",
+                                                   *j], e))
+        for _, cmd, e in tools:  # warm-up (bytecode, page cache), untimed
+            measure(cmd, e)
         rounds = []
         for i in range(repeat):
             order = tools if i % 2 == 0 else tools[::-1]
-            r = {name: measure(cmd, env) for name, cmd in order}
+            r = {name: measure(cmd, e) for name, cmd, e in order}
             rounds.append(r)
             print(f"  {n} ranks, round {i + 1}: " + "; ".join(
                 f"{k} {v['s']:.2f} s {v['mb']:.0f} MB" for k, v in r.items()), file=sys.stderr)
     out: dict = {"ranks": n, "rounds": rounds}
+    for now, before in (("polyprof", "polyprof_baseline"), ("polyprof_store", "polyprof_store_baseline")):
+        if before in rounds[0]:
+            t_a, t_b = [r[now]["s"] for r in rounds], [r[before]["s"] for r in rounds]
+            m_a, m_b = [r[now]["mb"] for r in rounds], [r[before]["mb"] for r in rounds]
+            out[f"{now}_vs_baseline"] = {"time": ratios(t_a, t_b), "memory": ratios(m_a, m_b)}
+    if not hta:
+        return out
     t_h = [r["hta"]["s"] for r in rounds]
     m_h = [r["hta"]["mb"] for r in rounds]
     out["hta_s"] = {"best": min(t_h), "median": statistics.median(t_h)}
@@ -167,14 +194,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="polyprof's -j (default: one worker per core)")
     ap.add_argument("--hta-python", default=os.environ.get("POLYPROF_HTA_PYTHON", sys.executable),
                     help="interpreter with holistictraceanalysis installed (default: this one)")
+    ap.add_argument("--baseline", metavar="SRC", help="another polyprof source tree to time against, paired")
+    ap.add_argument("--no-hta", action="store_true", help="leave HTA out (with --baseline: before/after only)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     print(f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores", file=sys.stderr)
-    results = [bench(n, args.repeat, args.hta_python, args.jobs) for n in args.ranks]
+    results = [bench(n, args.repeat, args.hta_python, args.jobs, args.baseline, not args.no_hta) for n in args.ranks]
+    print(f"load {os.getloadavg()[0]:.1f} at the end", file=sys.stderr)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     for r in results:
+        for now in ("polyprof", "polyprof_store"):
+            v = r.get(f"{now}_vs_baseline")
+            if v:
+                t, m = v["time"], v["memory"]
+                print(f"{r['ranks']:>3} ranks, {now} / baseline: time {t['best']:.3f}x min, {t['median']:.3f}x "
+                      f"median, {t['round_median']:.3f}x round by round; memory {m['median']:.3f}x median")
+        if "hta" not in r["rounds"][0]:
+            continue
         for tool in ("polyprof", "polyprof_same"):
             t = r[tool]
             s, m = t["speedup"], t["memory_ratio"]

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -344,10 +343,18 @@ def test_load_ranks_of_a_store_equals_load_ranks_of_the_files(small_store):
         [(e.rank, e.how, e.label) for e in polyprof.load_ranks(files).entries]
     assert set(a.tables) == set(b.tables) and len(a.tables) > 5
     for name in a.tables:
-        pd.testing.assert_frame_equal(a.tables[name], b.tables[name], check_exact=True, obj=name)
+        assert _columns(a.tables[name]) == _columns(b.tables[name]), name
     assert [f.to_dict() for f in a.findings] == [f.to_dict() for f in b.findings]
     assert orjson.dumps(a.overview, option=orjson.OPT_NON_STR_KEYS) == \
         orjson.dumps(b.overview, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _columns(table) -> dict:
+    """A table (a Table or a DataFrame, through the Table API) as plain column lists."""
+    from polyprof.analyze.frames import column, labels
+
+    return {c: [None if isinstance(v, float) and v != v else v for v in column(table, c).tolist()]
+            for c in labels(table)}
 
 
 def test_summary_and_report_of_a_directory_and_of_its_store_are_the_same(tmp_path):
@@ -363,7 +370,7 @@ def test_summary_and_report_of_a_directory_and_of_its_store_are_the_same(tmp_pat
         x, y = cli("summary", str(d), *args), cli("summary", str(store), *args)
         assert x.returncode == 0 and y.returncode == 0, (x.stderr, y.stderr)
         assert x.stdout == y.stdout, args
-    doc = json.loads(x.stdout if False else cli("summary", str(store), "--json").stdout)
+    doc = json.loads(cli("summary", str(store), "--json").stdout)
     assert [r["file"] for r in doc["tables"]["rank_overview"]["records"]] == \
         ["sampled_rank0.json.gz", "sampled_rank1.json.gz"]
     assert cli("report", str(d), "-o", str(tmp_path / "d.html")).returncode == 0
