@@ -255,7 +255,7 @@ class CuptiPlugin(Plugin):
 
     def _collect(self) -> Trace:
         if self._deferred is not None:
-            b = TraceBuilder({"cupti": {"deferred": self._deferred}})
+            b = TraceBuilder({mkeys.CUPTI: {"deferred": self._deferred}})
             return b.build()
         from .buffers import Records
         from .convert import Converter
