@@ -840,3 +840,33 @@ def test_c_sink_notes_a_walk_cut_short():
     assert sink.counts()["walks_cut_short"] == 1
     rec = buffers.Records.of(sink.take())
     assert list(rec.kinds) == [layout.RUNTIME]
+
+
+def test_gpu_check_reads_what_it_compares(tmp_path):
+    """scripts/gpu_check_cupti.py's reading side, on a session recorded over the fake
+    device layer: kernel count and time from the polyprof trace and from the same trace
+    as Kineto JSON (what torch.profiler writes) agree, the NVTX section is projected, the
+    clock fit is found."""
+    import importlib.util
+    import threading
+
+    import polyprof
+    from polyprof.analyze.frames import column
+    from polyprof.analyze.sections import section_stats
+    from polyprof.trace.metadata_keys import clock_fits
+
+    spec = importlib.util.spec_from_file_location("gpu_check_cupti", ROOT / "scripts" / "gpu_check_cupti.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    fake = FakeCupti()
+    out = tmp_path / "run.polyprof"
+    with polyprof.profile(plugins=["host", CuptiPlugin(device=fake, clock_interval_s=0)], output=out):
+        workload_records(fake, n=50, tid=threading.get_native_id())
+    t = polyprof.load(out)
+    polyprof.export(t, tmp_path / "run.json", format="kineto")
+    n, ns = gpu_check.kernels(t)
+    assert (n, ns) == gpu_check.kernels(polyprof.load(tmp_path / "run.json")) and n == 50
+    st = section_stats(t)
+    i = list(column(st, "name")).index("forward")
+    assert column(st, "device_ops")[i] == 52 and column(st, "projected_ns")[i] > 0
+    assert [plugin for _p, plugin, _f in clock_fits(t.metadata)] == ["cupti"]
