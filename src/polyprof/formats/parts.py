@@ -111,20 +111,27 @@ def combined_names(parts: list[np.ndarray], label: Any) -> tuple[np.ndarray, lis
 def flow_pairs(launch_proc: np.ndarray, launch_corr: np.ndarray, launch_row: np.ndarray,
                dev_proc: np.ndarray, dev_corr: np.ndarray, dev_row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src rows, dst rows, ids): each device row to the first launch row with its
-    (process, correlation id); ids <= 0 are no ids."""
-    nl = len(launch_row)
-    if not nl or not len(dev_row):
+    (process, correlation id); ids <= 0 are no ids. One int64 key per (process, id)
+    where the ids fit beside the process codes, so only the launches are sorted."""
+    if not len(launch_row) or not len(dev_row):
         z = np.zeros(0, np.int64)
         return z, z, z
-    group, _ = group_rows(np.concatenate([launch_proc, dev_proc]), np.concatenate([launch_corr, dev_corr]))
-    gl, gd = group[:nl], group[nl:]
+    procs, pcode = unique_inverse(np.concatenate([launch_proc, dev_proc]))
+    hi = int(max(launch_corr.max(), dev_corr.max()))
+    bits = max(hi, 1).bit_length()
+    if hi < 0 or len(procs).bit_length() + bits > 62:
+        group, _ = group_rows(np.concatenate([launch_proc, dev_proc]), np.concatenate([launch_corr, dev_corr]))
+        lkey, dkey = group[:len(launch_row)].astype(np.int64), group[len(launch_row):].astype(np.int64)
+    else:
+        lkey = (pcode[:len(launch_row)].astype(np.int64) << bits) | np.maximum(launch_corr, 0)
+        dkey = (pcode[len(launch_row):].astype(np.int64) << bits) | np.maximum(dev_corr, 0)
+    del pcode
     ok = launch_corr > 0
-    gl, lr = gl[ok], launch_row[ok]
-    order = lexsort((lr, gl))
-    first = np.ones(len(order), bool)
-    first[1:] = gl[order][1:] != gl[order][:-1]
-    where = np.full(len(group) and int(group.max()) + 1, -1, np.int64)
-    where[gl[order][first]] = lr[order][first]
-    src = where[gd]
-    hit = (src >= 0) & (dev_corr > 0)
-    return src[hit], dev_row[hit], dev_corr[hit]
+    lkey, lrow = lkey[ok], launch_row[ok]
+    order = lexsort((lrow, lkey))  # by key, then row: the first launch of a key first
+    lkey, lrow = lkey[order], lrow[order]
+    del order
+    pos = np.searchsorted(lkey, dkey) if len(lkey) else np.zeros(len(dkey), np.intp)
+    pos = np.minimum(pos, max(len(lkey) - 1, 0))
+    hit = (dev_corr > 0) & (lkey[pos] == dkey) if len(lkey) else np.zeros(len(dkey), bool)
+    return lrow[pos[hit]], dev_row[hit], dev_corr[hit]

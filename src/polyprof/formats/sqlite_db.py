@@ -33,8 +33,9 @@ log = logging.getLogger("polyprof")
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAGIC = b"SQLite format 3\x00"
-#: rows of a table fetched per query (bounds the group_concat texts: ~20 bytes per value)
-CHUNK_ROWS = 1 << 18
+#: rows of a table fetched per query (bounds the group_concat texts: ~12 bytes per value, twice:
+#: SQLite's and Python's copy)
+CHUNK_ROWS = 1 << 16
 
 
 def is_sqlite(head: bytes) -> bool:
@@ -172,18 +173,22 @@ def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
     return {n: (np.concatenate(p) if len(p) != 1 else p[0]) for n, p in zip(names, parts)}
 
 
-def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = "") -> tuple[np.ndarray, list[str]]:
-    """A text column as (codes, distinct values): ``values[codes]`` is the column, NULL
-    as ``""``. The distinct values and each row's rank among them are computed by SQLite."""
-    cond = f" WHERE {where}" if where else ""
+def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = ""
+               ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A text column's non-NULL values as (rowids, codes, distinct values): row
+    ``rowids[i]`` holds ``values[codes[i]]``. The distinct values and each row's rank
+    among them are computed by SQLite (rows without text cost only the NULL test)."""
+    cond = f" WHERE ({expr}) IS NOT NULL" + (f" AND ({where})" if where else "")
     src = quote(table)
-    e = f"coalesce(CAST(({expr}) AS TEXT), '')"
+    e = f"CAST(({expr}) AS TEXT)"
     values = [r[0] for r in conn.execute(f"SELECT DISTINCT {e} FROM {src}{cond} ORDER BY 1").fetchall()]
     if not values:
-        return np.zeros(0, np.int64), []
-    text = conn.execute(f"SELECT group_concat(r) FROM (SELECT dense_rank() OVER (ORDER BY {e}) - 1 AS r "
-                        f"FROM {src}{cond} ORDER BY rowid)").fetchone()[0]
-    return _parse(text), values
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    rid, rank = conn.execute(f"SELECT group_concat(rowid), group_concat(r) FROM (SELECT rowid, dense_rank() OVER "
+                             f"(ORDER BY {e}) - 1 AS r FROM {src}{cond})").fetchone()
+    rid, rank = _parse(rid), _parse(rank)
+    order = np.argsort(rid, kind="stable")
+    return rid[order], rank[order], values
 
 
 def rows(conn: sqlite3.Connection, sql: str) -> list[tuple]:

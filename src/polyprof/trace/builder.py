@@ -34,6 +34,7 @@ class TraceBuilder:
         self._stat_small: dict[str, tuple[list, list]] = {}
         self._stat_deferred: list[_Part] = []
         self._flows: dict[str, list] = {k: [] for k in FLOW_COLUMNS}
+        self._flow_chunks: list[dict[str, np.ndarray]] = []  # flows() columns, kept as arrays
         self._counter_chunks: list[dict[str, np.ndarray]] = []
         self.metadata: dict[str, Any] = dict(metadata or {})
 
@@ -195,11 +196,11 @@ class TraceBuilder:
     def flows(self, src: np.ndarray, dst: np.ndarray, flow_id: np.ndarray | None = None,
               category: str = "") -> None:
         src = np.asarray(src, np.int64)
-        f = self._flows
-        f["src"].extend(src.tolist())
-        f["dst"].extend(np.asarray(dst, np.int64).tolist())
-        f["id"].extend((np.zeros(len(src), np.int64) if flow_id is None else np.asarray(flow_id)).tolist())
-        f["category"].extend([self.intern(category)] * len(src))
+        n = len(src)
+        ids = np.zeros(n, np.int64) if flow_id is None else np.asarray(flow_id)
+        cols = {"src": src, "dst": np.asarray(dst, np.int64), "id": ids,
+                "category": np.full(n, self.intern(category))}
+        self._flow_chunks.append({k: np.asarray(cols[k], t) for k, t in FLOW_COLUMNS.items()})
 
     def counter(self, plane: int, name: str, ts_ns: Any, value: Any) -> None:
         """Add samples of the counter ``name`` (scalars or arrays)."""
@@ -214,14 +215,19 @@ class TraceBuilder:
     # -------------------------------------------------------------- build
     def build(self, validate: bool = True) -> Trace:
         self._flush_small()
-        events = {k: (np.concatenate([c[k] for c in self._chunks]) if self._chunks
-                      else np.zeros(0, t)) for k, t in EVENT_COLUMNS.items()}
+        events = {}
+        for k, t in EVENT_COLUMNS.items():  # column by column, each chunk's part freed once copied
+            events[k] = np.concatenate([c.pop(k) for c in self._chunks]) if self._chunks else np.zeros(0, t)
+        self._chunks = [dict(events)] if self._chunks else []  # building again gives the same trace
         for key, (rows, vals) in self._stat_small.items():
             self._stat_parts.setdefault(key, []).append((np.asarray(rows, np.int64), as_values(vals)))
         self._stat_small = {}
-        stats = StatTable({k: merge_columns(p) for k, p in self._stat_parts.items()})
+        merged = {k: merge_columns(self._stat_parts.pop(k)) for k in list(self._stat_parts)}
+        self._stat_parts = {k: [(c.rows, c.values)] for k, c in merged.items()}
+        stats = StatTable(merged)
         stats.adopt(self._stat_deferred)
-        flows = {k: np.asarray(v, dtype=t) for (k, v), t in zip(self._flows.items(), FLOW_COLUMNS.values())}
+        flows = {k: np.concatenate([np.asarray(self._flows[k], dtype=t)] + [c[k] for c in self._flow_chunks])
+                 for k, t in FLOW_COLUMNS.items()}
         counters = {k: (np.concatenate([c[k] for c in self._counter_chunks]) if self._counter_chunks
                         else np.zeros(0, t)) for k, t in COUNTER_COLUMNS.items()}
         trace = Trace(list(self.strings), list(self.planes), list(self.tracks), events, stats,

@@ -200,28 +200,37 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
     if not ex.has(t, "start", "end", "globalTid", "correlationId", "nameId"):
         return None, 0
     exprs = {c: c for c in ("start", "end", "globalTid", "correlationId", "nameId")}
-    exprs.update(_opt(ex, t, "eventClass"))
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
+    rt, drv = ex.api_classes["TRACE_PROCESS_EVENT_CUDA_RUNTIME"], ex.api_classes["TRACE_PROCESS_EVENT_CUDA_DRIVER"]
+    dropped = 0
+    nn = ex.tables.not_null(t)
+    if ex.has(t, "eventClass"):
+        exprs["eventClass"] = "eventClass"
+        cuda = f"eventClass IN ({int(rt)}, {int(drv)})"
+        c = sqlite_db.read_columns(conn, t, exprs, cuda, not_null=nn)
+        # a call of another class whose correlation id a runtime/driver call of its
+        # process already has is that call again: first only the ids of those rows
+        other = f"NOT ({cuda})"
+        o = sqlite_db.read_columns(conn, t, {"globalTid": "globalTid", "correlationId": "correlationId"}, other,
+                                   not_null=nn)
+        if len(o["globalTid"]):
+            nk = len(c["globalTid"])
+            gp = _host_ids(np.concatenate([c["globalTid"], o["globalTid"]]))[0]
+            corr_all = np.concatenate([c["correlationId"], o["correlationId"]])
+            group, _ = group_rows(gp, corr_all)
+            seen = np.zeros(int(group.max()) + 1, bool)
+            seen[group[:nk]] = True
+            dup = seen[group[nk:]] & (o["correlationId"] >= 0)
+            dropped = int(dup.sum())
+            if not dup.all():  # calls of other classes of their own: read them whole
+                rest = sqlite_db.read_columns(conn, t, exprs, other, not_null=nn)
+                c = {k: np.concatenate([c[k], rest[k][~dup]]) for k in c}
+            del o, gp, corr_all, group, seen, dup
+    else:
+        c = sqlite_db.read_columns(conn, t, exprs, not_null=nn)
     n = len(c["start"])
     names = strings.codes(c["nameId"], lambda s: _VERSION.sub("", s))
-    rt, drv = ex.api_classes["TRACE_PROCESS_EVENT_CUDA_RUNTIME"], ex.api_classes["TRACE_PROCESS_EVENT_CUDA_DRIVER"]
     cls = c.get("eventClass", np.full(n, rt, np.int64))
     known = (cls == rt) | (cls == drv)
-    dropped = 0
-    if not known.all():
-        # a call of another class whose correlation id a runtime/driver call of its
-        # process already has is that call again
-        gpid, _ = _host_ids(c["globalTid"])
-        group, _ = group_rows(gpid, c["correlationId"])
-        seen = np.zeros(int(group.max()) + 1, bool)
-        seen[group[known]] = True
-        dup = ~known & seen[group] & (c["correlationId"] >= 0)
-        keep = ~dup
-        dropped = int(dup.sum())
-        c = {k: v[keep] for k, v in c.items()}
-        names = (names[0][keep], names[1])
-        cls, known = cls[keep], known[keep]
-        n = len(c["start"])
     # driver calls by class; calls of other classes by their name
     is_driver = np.array([s.startswith("cu") and not s.startswith("cuda") for s in names[1]], bool)
     drv_row = np.where(known, cls == drv, is_driver[names[0]] if len(names[1]) else False)
@@ -244,13 +253,17 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     exprs = {"start": "start", "end": "end" if ex.has(t, "end") else "NULL", "eventType": "eventType",
              "globalTid": "globalTid"}
     exprs.update(_opt(ex, t, "textId", "domainId"))
+    if ex.has(t, "text"):
+        exprs["rowid"] = "rowid"
     c = sqlite_db.read_columns(conn, t, exprs, where, not_null=ex.tables.not_null(t))
     n = len(c["start"])
     # names: registered strings (textId) where set, else the inline text
+    tcodes, tvals = np.zeros(n, np.int64), [""]  # code 0: no text
     if ex.has(t, "text"):
-        tcodes, tvals = sqlite_db.read_texts(conn, t, "text", where)
-    else:
-        tcodes, tvals = np.zeros(n, np.int64), [""]
+        trow, tc, tv = sqlite_db.read_texts(conn, t, "text", where)
+        pos = np.searchsorted(c.pop("rowid"), trow)
+        tcodes[pos] = tc + 1
+        tvals += tv
     if "textId" in c:
         has_id = c["textId"] >= 0
         icodes, ivals = strings.codes(np.where(has_id, c["textId"], -1))
