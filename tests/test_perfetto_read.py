@@ -406,3 +406,51 @@ def test_mutated_traces_give_a_trace_or_one_checked_error(tmp_path):
             assert str(path) in str(e) and "\n" not in str(e)
             outcomes["error"] += 1
     assert outcomes["ok"] and outcomes["error"]
+
+
+def test_rocprofv3_layout_gpu_tracks_become_a_device(tmp_path):
+    """The track layout rocprofv3 writes (rocprofiler-sdk's generatePerfetto.cpp: GPU
+    agent streams and extra host threads as tracks with no process, API calls linked to
+    their kernels and copies by flow ids). Built by hand: no public rocprofv3 .pftrace
+    exists to copy."""
+    def td(uuid, **kw):
+        return _pkt(timestamp=0, track_descriptor=P.TrackDescriptor(uuid=uuid, **kw))
+
+    def ev(ts, uuid, kind, name=None, cat=None, flow=None, **ann):
+        e = P.TrackEvent(type=kind, track_uuid=uuid)
+        if name:
+            e.name, e.categories[:] = name, [cat]
+        if flow:
+            e.flow_ids.append(flow)
+        for k, v in ann.items():
+            e.debug_annotations.add(name=k, uint_value=v)
+        return _pkt(timestamp=ts, track_event=e)
+
+    B, E = P.TrackEvent.TYPE_SLICE_BEGIN, P.TrackEvent.TYPE_SLICE_END
+    packets = [
+        td(10, process=P.ProcessDescriptor(pid=4242, process_name="python3")),
+        td(11, parent_uuid=10, thread=P.ThreadDescriptor(pid=4242, tid=4242, thread_name="python3")),
+        td(20, name="THREAD 1 (4250)"),
+        td(30, name="COMPUTE AGENT [4] STREAM [0] (GPU)"),
+        td(31, name="COPY to AGENT [4] STREAM [0] (GPU)"),
+        ev(1000, 11, B, "hipLaunchKernel", "hip_api", flow=0xABC7, corr_id=7), ev(1200, 11, E),
+        ev(1300, 20, B, "hipMemcpyAsync", "hip_api", flow=0xABC8, corr_id=8), ev(1400, 20, E),
+        ev(1500, 30, B, "gemm_kernel", "kernel_dispatch", flow=0xABC7, corr_id=7), ev(2500, 30, E),
+        ev(2600, 31, B, "MEMORY_COPY_HOST_TO_DEVICE", "memory_copy", flow=0xABC8, corr_id=8, copy_bytes=4096),
+        ev(2800, 31, E),
+    ]
+    trace = polyprof.load(_write(tmp_path, packets))
+    assert [(p.name, p.kind, p.vendor) for p in trace.planes] == [("python3", "host", ""),
+                                                                  ("/device:GPU:4", "device", "AMD")]
+    assert sorted((trace.planes[t.plane].name, t.name, t.kind, t.tid) for t in trace.tracks) == [
+        ("/device:GPU:4", "COMPUTE AGENT [4] STREAM [0] (GPU)", "stream", 0),
+        ("/device:GPU:4", "COPY to AGENT [4] STREAM [0] (GPU)", "stream", 0),
+        ("python3", "THREAD 1 (4250)", "thread", 4250), ("python3", "python3", "thread", 4242)]
+    names = trace.names()
+    assert sorted(zip(names[trace.flows["src"]].tolist(), names[trace.flows["dst"]].tolist())) == [
+        ("hipLaunchKernel", "gemm_kernel"), ("hipMemcpyAsync", "MEMORY_COPY_HOST_TO_DEVICE")]
+    report = build(trace, columnar=True)
+    assert report.overview["correlation"]["matched_by_flow"] == 2
+    kb = report.tables["kernel_breakdown"]
+    rows = {n: (k, t) for n, k, t in zip(kb["name"], kb["kind"], kb["total_ns"])}
+    assert rows == {"gemm_kernel": ("compute", 1000), "MEMORY_COPY_HOST_TO_DEVICE": ("memcpy", 200)}

@@ -68,6 +68,12 @@ _BY_CATEGORY: dict[str, Kind] = {
     "rccl_api": Kind.RUNTIME,  # RCCL calls, which launch the collective kernels
     "roctx": Kind.ANNOTATION,  # ROCTx ranges: sections
     "roctx_mark": Kind.MARK,
+    # rocprofv3's Perfetto output (rocprofiler-sdk's perfetto categories; formats/perfetto_read)
+    "hip_api": Kind.RUNTIME,
+    "kernel_dispatch": Kind.KERNEL,
+    "memory_copy": Kind.MEMCPY,
+    "marker_api": Kind.ANNOTATION,  # ROCTx ranges
+    "memory_allocation": Kind.OTHER,
     # Kineto activity types not listed above
     "privateuse1_driver": Kind.RUNTIME,
     "glow_runtime": Kind.RUNTIME,

@@ -13,7 +13,9 @@ that refers to it: descriptors may come after their events), and resolved at the
 - a named track -> a track of the plane of its nearest process or thread ancestor:
   ``stream`` on a device plane (the number in ``stream 7`` is its tid), else ``line``;
   ``derived`` when all its events are of polyprof's ``derived`` category (the lines
-  ``polyprof export --derive`` adds: Steps, Sections...); a track with no such
+  ``polyprof export --derive`` adds: Steps, Sections...); rocprofv3's GPU agent tracks
+  (which have no process) are streams of ``/device:GPU:<agent node>``, and its other host
+  threads are threads of the trace's one process; another track with no such
   ancestor goes to the plane ``Global tracks``. polyprof's writer puts slices that
   overlap without nesting on child tracks ``<track> (overlap k)``: they are that track.
 - a counter track -> counter samples named after the track on its ancestor's plane;
@@ -34,6 +36,13 @@ from .sequences import text
 
 _DEVICE_PLANE = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
 _OVERLAP = re.compile(r"^(.*) \(overlap \d+\)$")
+#: rocprofv3's tracks with no process (rocprofiler-sdk, lib/output/generatePerfetto.cpp):
+#: a GPU agent's streams and queues ("COMPUTE AGENT [4] STREAM [0] (GPU)", "COMPUTE GPU [0]
+#: QUEUE [1] ...", "COPY to AGENT [4] THREAD [1] (GPU)") and the host threads other than
+#: the main one ("THREAD 1 (12345)")
+_ROCPROF_DEVICE = re.compile(r"^(?:COMPUTE|COPY to) [A-Z]+ \[(\d+)\] .*\((?:GPU|UNK)\)\s*$|"
+                             r"^COMPUTE [A-Z]+ \[(\d+)\] QUEUE \[\d+\] GPU\s*$")
+_ROCPROF_THREAD = re.compile(r"^THREAD \d+ \((\d+)\)$")
 _NUMBER = re.compile(r"(\d{1,18})\s*$")
 GLOBAL_PLANE = "Global tracks"
 #: CounterDescriptor.BuiltinCounterType -> the name Perfetto gives such a counter
@@ -247,9 +256,24 @@ class Layout:
                 parent = info.get("parent")
                 code = self.t.by_key.get(("uuid", parent)) if parent is not None else None
             if code is None or code in seen:
-                return self._global()
+                return self._root(info)
             seen.add(code)
             info = self.t.info[code]
+
+    def _root(self, info: dict[str, Any]) -> int:
+        """The plane of a track with no process above it: a rocprofv3 GPU track's device,
+        a rocprofv3 host thread's process (when the trace has one), else Global tracks."""
+        name = info.get("name", "")
+        m = _ROCPROF_DEVICE.match(name)
+        if m:
+            index = int(m.group(1) or m.group(2))
+            key = f"/device:GPU:{index}"
+            if key not in self.planes:
+                self.planes[key] = self.b.plane(key, "device", "AMD", index, index)
+            return self.planes[key]
+        if _ROCPROF_THREAD.match(name) and len(self.t.processes) == 1:
+            return self.plane_of_process(next(iter(self.t.processes)))
+        return self._global()
 
     def _thread_parent(self, c: int) -> str | None:
         """The name of the thread track a track hangs under, if it does."""
@@ -280,6 +304,9 @@ class Layout:
             name = "Default Track" if c == self.t.by_key.get(("uuid", 0)) else self.first_names.get(c, f"track {c}")
         if c in self.derived:
             return self.b.track(plane, name, "derived", 0, sort_index=rank)
+        m = _ROCPROF_THREAD.match(name)
+        if m and self.b.planes[plane].name != GLOBAL_PLANE:
+            return self.b.track(plane, name, "thread", int(m.group(1)), sort_index=rank)
         if self.b.planes[plane].kind == "device":
             num = _NUMBER.search(name)
             return self.b.track(plane, name, "stream", int(num.group(1)) if num else 0, sort_index=rank)
