@@ -805,3 +805,65 @@ def test_cli_replicates_before_and_after_the_separator(injected, tmp_path):
     assert r.returncode == 1 and "--bogus" in r.stderr and r.stderr.count("\n") == 1
     r = cli("diff", str(runs["A1"]), "--")
     assert r.returncode == 1 and "after `--`" in r.stderr
+
+
+def test_html_diff_renders_its_charts_in_headless_chromium(injected, tmp_path):
+    """`polyprof diff A B -o diff.html`: one self-contained page (nothing fetched) that
+    headless Chromium draws without a script error: the verdict, a bar per change in
+    its colour, the per-step distributions (a dot per step of each run), the three
+    tables with A's and B's columns side by side."""
+    import re
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from analysis import browser
+
+    if browser.chromium() is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    html = tmp_path / "diff.html"
+    r = cli("diff", str(injected["a"]), str(injected["b"]), "--raw-names", "-o", str(html), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    page = html.read_text()
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)  # nothing loaded from anywhere
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page
+    dom, log = browser.dump_dom(html)
+    root = re.search(r"<html[^>]*>", dom).group(0)
+    assert 'data-rendered="1"' in root and "data-js-errors" not in root, root
+    assert not [line for line in log.splitlines() if "Uncaught" in line]
+    assert "Changes in B: 1 row(s) slower, 1 faster" in dom
+    chart = dom.split('id="changes-svg"', 1)[1].split("</svg>", 1)[0]
+    assert chart.count('class="bar slower"') == 1 and chart.count('class="bar faster"') == 1
+    text = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # noqa: E731  (as in the DOM)
+    assert text(injected["k1"]) in chart and text(injected["k2"]) in chart  # each bar's title: the full name
+    dists = dom.split('id="dists"', 1)[1].split("</section>", 1)[0]
+    assert dists.count('dist-svg"') == dists.count("<svg") >= 3  # step time and the two changes at least
+    steps = doc["overview"]["a"]["steps"]
+    assert dists.count('class="dot a"') == dists.count('class="dot b"') == steps * dists.count("<svg")
+    kernels = dom.split('id="kernels-table"', 1)[1].split("</table>", 1)[0]
+    assert "run A" in kernels and "run B" in kernels
+    assert kernels.count("<tr") == 2 + len(doc["tables"]["kernels"]["records"])  # two header rows
+    png = browser.screenshot(html, tmp_path / "shot.png", height=1800)
+    w, h, rows = browser.read_png(png)
+    bpp = len(rows[0]) // w
+
+    def count(color, tol=24):
+        return sum(1 for row in rows for x in range(0, w * bpp, bpp)
+                   if all(abs(row[x + i] - color[i]) <= tol for i in range(3)))
+
+    assert count((0xC0, 0x39, 0x2B)) > 100, "no slower bar painted"
+    assert count((0x1E, 0x84, 0x49)) > 100, "no faster bar painted"
+    assert count((0x3B, 0x73, 0xC4)) > 50 and count((0xE8, 0x91, 0x3A)) > 50, "no step dots painted"
+
+
+def test_html_diff_of_an_a_a_pair_says_no_change(tmp_path):
+    """The page of an A/A pair: the headline says no change, the chart has no coloured bar."""
+    from polyprof.report.diff_html import page_data, render
+
+    rng = np.random.default_rng(3)
+    base, noise = workload(rng, 30)
+    d = diff(synthetic_run(rng, base, noise), synthetic_run(rng, base, noise))
+    data = page_data(d)
+    assert not d.changes and data["verdict"][0].startswith("No significant change")
+    assert data["chart"] and all(r["change"] == "" for r in data["chart"])
+    assert data["samples"][0]["name"] == "step time" and len(data["samples"][0]["a"]["ns"]) == 9
+    assert "__DATA__" not in render(d)

@@ -44,6 +44,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .common import CLASS_NAMES, device_view
 from .diff_stats import TESTS, Compared, Samples, compare
+from .diff_verdict import verdict_lines
 from .frames import column, frame
 from .names import normalize_name
 from .ops import merged_into
@@ -82,8 +83,8 @@ class Diff:
     verdict: list[str]
     changes: list[dict[str, Any]]  # the significant rows of every table, largest per-step change first
     overview: dict[str, Any] = field(default_factory=dict)
-    #: per-step totals of the top rows (significant first): table, name, and per side
-    #: the samples with their run and rank
+    #: per-step totals of the step time and of the top rows (significant first): table
+    #: ("steps" for the step time), name, and per side the samples with their run and rank
     samples: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -161,7 +162,9 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
                 "rel_floor": rel_floor, "abs_floor_ns": abs_floor_ns, "ranks": strata,
                 "samples": "whole traces (a trace without steps)" if whole else "steps",
                 "untestable": untestable}
-    verdict = _verdict(tables, step_time, changes, overview, top)
+    from ..report.terminal import fmt_ns
+
+    verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns)
     verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
     d = Diff(tables, step_time, verdict, changes, overview)
     d.samples = _keep_samples(acc, tables, whole)
@@ -516,6 +519,11 @@ def _keep_samples(acc: _Collector, tables: dict[str, Any], whole: bool) -> list[
             cands.append((not sig[i], -delta[i], t, str(names[i])))
     cands.sort()
     out = []
+    steps = {side: acc.step_samples(side, whole) for side in ("a", "b")}
+    if all(st.x.shape[1] for st in steps.values()):  # the step time first
+        out.append({"table": "steps", "name": "trace time" if whole else "step time",
+                    **{side: {"ns": st.x[0].tolist(), "run": st.run.tolist(), "rank": st.rank.tolist()}
+                       for side, st in steps.items()}})
     for _, _, t, name in cands[:KEEP_SAMPLES]:
         j = acc.index[t][name]
         entry: dict[str, Any] = {"table": t, "name": name}
@@ -524,79 +532,3 @@ def _keep_samples(acc: _Collector, tables: dict[str, Any], whole: bool) -> list[
             entry[side] = {"ns": s.x[j].tolist(), "run": s.run.tolist(), "rank": s.rank.tolist()}
         out.append(entry)
     return out
-
-
-def _pct(x: float) -> str:
-    return "new" if x != x or x == float("inf") else "gone" if x == -1 else f"{100 * x:+.1f}%"
-
-
-def _item(c: dict[str, Any], short: int = 60) -> str:
-    from ..report.terminal import fmt_ns
-
-    name = c["name"] if len(c["name"]) <= short else c["name"][: short - 1] + "…"
-    a, b = c["step_mean_ns_a"], c["step_mean_ns_b"]
-    rel = (b - a) / a if a > 0 else float("nan")
-    where = f", rank {c['rank_decided']}" if c.get("rank_decided", -1) >= 0 else ""
-    return (f"{LABELS[c['table']]} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, "
-            f"p={c['p_adjusted']:.2g}{where})")
-
-
-def _verdict(tables: dict[str, Any], st: dict[str, Any], changes: list[dict[str, Any]], ov: dict[str, Any],
-             top: int) -> list[str]:
-    """A headline, then the step time, what got slower, what got faster, what did not change."""
-    from ..report.terminal import fmt_ns
-
-    reason = ov["untestable"]
-    floor = f"{100 * ov['rel_floor']:g}% and {fmt_ns(ov['abs_floor_ns'])} per step"
-    unit = st.get("unit", "step")
-    step_changed = bool(st.get("change"))
-    lines = []
-    if reason is not None:
-        lines.append("Not tested: no change can be called significant.")
-    elif not changes and not step_changed:
-        lines.append(f"No significant change (alpha {ov['alpha']:g}, {ov['correction']}-corrected across "
-                     f"{ov['rows_tested']} rows; changes under {floor} are not called changes).")
-    else:
-        slower = sum(c["change"] == "slower" for c in changes)
-        rows = f"{slower} row(s) slower, {len(changes) - slower} faster"
-        if step_changed:
-            lines.append(f"B is {st['change']}: {unit} time {_pct(st['rel_change'])}; {rows}.")
-        else:
-            lines.append(f"Changes in B: {rows}; {unit} time unchanged.")
-    if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
-        what = ("not tested" if reason is not None or st["significant"] is None else
-                {"slower": "B is slower", "faster": "B is faster"}.get(st["change"], "no significant change"))
-        if reason is None and not st["change"] and st.get("reason") == "below the effect floor":
-            what = f"no significant change (beyond the noise, under {floor})"
-        lines.append(f"{unit.capitalize()} time: {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} per "
-                     f"{unit} ({_pct(st['rel_change'])}, p={st['p_value']:.2g}; {st['steps_a']} vs "
-                     f"{st['steps_b']} {unit}s): {what}.")
-    if reason is not None:
-        lines.append(f"No change is called significant: {reason}.")
-        rows = []
-        for t, df in tables.items():
-            for i in range(min(top, len(df))):
-                rows.append((t, column(df, "name")[i], column(df, "total_ns_a")[i], column(df, "total_ns_b")[i],
-                             column(df, "delta_total_ns")[i]))
-        rows.sort(key=lambda x: -abs(x[4]))
-        if rows:
-            lines.append("Largest differences in total time (not tested): " + "; ".join(
-                f"{LABELS[t]} {str(name)[:60]} {fmt_ns(a)} -> {fmt_ns(b)} "
-                f"({_pct((b - a) / a if a > 0 else float('nan'))})" for t, name, a, b, _ in rows[:top]) + ".")
-        return lines
-    for direction in ("slower", "faster"):
-        sel = [c for c in changes if c["change"] == direction]
-        if sel:
-            more = f" (and {len(sel) - top} more)" if len(sel) > top else ""
-            lines.append(f"{direction.capitalize()} in B ({len(sel)}): " +
-                         "; ".join(_item(c) for c in sel[:top]) + more + ".")
-    total = sum(len(df) for df in tables.values())
-    floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
-    lines.append(f"Unchanged: {total - len(changes)} of {total} kernels, ops and sections"
-                 + (f" ({floored} beyond the noise but under {floor})" if floored else "")
-                 + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
-                   f"alpha {ov['alpha']:g}.")
-    if max(ov["a"]["runs"], 1) == 1 and max(ov["b"]["runs"], 1) == 1 and ov["samples"] == "steps":
-        lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
-                     "side has several runs (polyprof diff A1 A2 -- B1 B2).")
-    return lines

@@ -1,4 +1,4 @@
-"""polyprof diff: what got slower or faster between two runs (terminal tables or --json).
+"""polyprof diff: what got slower or faster between two runs (terminal tables, --json, -o HTML).
 
 ``polyprof diff A B`` compares two runs; ``polyprof diff A1 A2 -- B1 B2`` compares several
 runs of each side (replicates). Each run is a trace file, a directory of its ranks'
@@ -39,6 +39,9 @@ def _options(p: argparse.ArgumentParser) -> None:
                    help="match names exactly (default: normalised and renames that keep their role merged, "
                         "see docs/analysis.md)")
     p.add_argument("--json", action="store_true", help="print the tables and the verdict as JSON")
+    p.add_argument("-o", "--output", metavar="FILE.html",
+                   help="also write the diff as one self-contained HTML file (tables side by side, the changes "
+                        "charted, per-step distributions); works offline")
     p.add_argument("--wide", action="store_true",
                    help="every column of the tables, whatever the terminal's width")
     from .common import add_window_args
@@ -106,12 +109,18 @@ def run(args: argparse.Namespace) -> int:
              abs_floor_ns=args.min_change_us * 1000.0, correction=args.correction, test=args.test)
     for side in ("a", "b"):
         d.overview[side]["paths"] = [p for names in sides[side][1] for p in names]
+    if args.output:
+        from ..report.diff_html import write
+
+        write(d, args.output)
     if args.json:
         sys.stdout.buffer.write(to_json(d))
         sys.stdout.buffer.write(b"\n")
         sys.stdout.flush()
         return 0
     render(d, args.top, wide=args.wide)
+    if args.output:
+        print(f"HTML diff written to {args.output}")
     return 0
 
 

@@ -1,0 +1,83 @@
+"""The verdict of a diff in words: a headline, the step time, what got slower and
+faster, what did not change (``analyze/diff.py`` computes, this says it)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .frames import column
+
+LABELS = {"kernels": "kernel", "ops": "op", "sections": "section"}
+
+
+def _pct(x: float) -> str:
+    return "new" if x != x or x == float("inf") else "gone" if x == -1 else f"{100 * x:+.1f}%"
+
+
+def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], short: int = 60) -> str:
+    name = c["name"] if len(c["name"]) <= short else c["name"][: short - 1] + "…"
+    a, b = c["step_mean_ns_a"], c["step_mean_ns_b"]
+    rel = (b - a) / a if a > 0 else float("nan")
+    where = f", rank {c['rank_decided']}" if c.get("rank_decided", -1) >= 0 else ""
+    return (f"{LABELS[c['table']]} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, "
+            f"p={c['p_adjusted']:.2g}{where})")
+
+
+def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict[str, Any]], ov: dict[str, Any],
+                  top: int, fmt_ns: Callable[[float], str]) -> list[str]:
+    """A headline, then the step time, what got slower, what got faster, what did not
+    change; times written by ``fmt_ns``."""
+    reason = ov["untestable"]
+    floor = f"{100 * ov['rel_floor']:g}% and {fmt_ns(ov['abs_floor_ns'])} per step"
+    unit = st.get("unit", "step")
+    step_changed = bool(st.get("change"))
+    lines = []
+    if reason is not None:
+        lines.append("Not tested: no change can be called significant.")
+    elif not changes and not step_changed:
+        lines.append(f"No significant change (alpha {ov['alpha']:g}, {ov['correction']}-corrected across "
+                     f"{ov['rows_tested']} rows; changes under {floor} are not called changes).")
+    else:
+        slower = sum(c["change"] == "slower" for c in changes)
+        counts = f"{slower} row(s) slower, {len(changes) - slower} faster"
+        if step_changed:
+            lines.append(f"B is {st['change']}: {unit} time {_pct(st['rel_change'])}; {counts}.")
+        else:
+            lines.append(f"Changes in B: {counts}; {unit} time unchanged.")
+    if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
+        what = ("not tested" if reason is not None or st["significant"] is None else
+                {"slower": "B is slower", "faster": "B is faster"}.get(st["change"], "no significant change"))
+        if reason is None and not st["change"] and st.get("reason") == "below the effect floor":
+            what = f"no significant change (beyond the noise, under {floor})"
+        lines.append(f"{unit.capitalize()} time: {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} per "
+                     f"{unit} ({_pct(st['rel_change'])}, p={st['p_value']:.2g}; {st['steps_a']} vs "
+                     f"{st['steps_b']} {unit}s): {what}.")
+    if reason is not None:
+        lines.append(f"No change is called significant: {reason}.")
+        rows = []
+        for t, df in tables.items():
+            for i in range(min(top, len(df))):
+                rows.append((t, column(df, "name")[i], column(df, "total_ns_a")[i], column(df, "total_ns_b")[i],
+                             column(df, "delta_total_ns")[i]))
+        rows.sort(key=lambda x: -abs(x[4]))
+        if rows:
+            lines.append("Largest differences in total time (not tested): " + "; ".join(
+                f"{LABELS[t]} {str(name)[:60]} {fmt_ns(a)} -> {fmt_ns(b)} "
+                f"({_pct((b - a) / a if a > 0 else float('nan'))})" for t, name, a, b, _ in rows[:top]) + ".")
+        return lines
+    for direction in ("slower", "faster"):
+        sel = [c for c in changes if c["change"] == direction]
+        if sel:
+            more = f" (and {len(sel) - top} more)" if len(sel) > top else ""
+            lines.append(f"{direction.capitalize()} in B ({len(sel)}): " +
+                         "; ".join(_item(c, fmt_ns) for c in sel[:top]) + more + ".")
+    total = sum(len(df) for df in tables.values())
+    floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
+    lines.append(f"Unchanged: {total - len(changes)} of {total} kernels, ops and sections"
+                 + (f" ({floored} beyond the noise but under {floor})" if floored else "")
+                 + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
+                   f"alpha {ov['alpha']:g}.")
+    if max(ov["a"]["runs"], 1) == 1 and max(ov["b"]["runs"], 1) == 1 and ov["samples"] == "steps":
+        lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
+                     "side has several runs (polyprof diff A1 A2 -- B1 B2).")
+    return lines

@@ -1,0 +1,98 @@
+"""The HTML diff (``polyprof diff A B -o diff.html``): one self-contained file, offline.
+
+Python computes everything (``analyze.diff.diff``); ``diff_template.html`` holds the
+page and a small script that draws, from the embedded JSON, the verdict, a chart of the
+changes (relative change per step of the changed rows and of the largest tested ones,
+the effect floor shaded), the per-step distributions of the top rows in A and B, and
+the three tables with A's and B's columns side by side. No network, no external script.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..analyze.frames import column, labels
+from .html import script_json
+
+#: rows of each table put in the page (a note says how many there were)
+MAX_ROWS = 500
+#: bars in the chart of changes: every changed row, then the largest tested ones up to this
+CHART_ROWS = 24
+TABLE_COLUMNS = ["name", "kind", "count_a", "total_ns_a", "step_mean_ns_a", "count_b", "total_ns_b", "step_mean_ns_b",
+                 "step_delta_ns", "rel_change", "p_value", "p_adjusted", "change", "reason", "rank_decided",
+                 "variants"]
+
+
+def _plain(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    return v
+
+
+def _table(df: Any) -> dict[str, Any]:
+    cols = [c for c in TABLE_COLUMNS if c in labels(df)]
+    n = min(len(df), MAX_ROWS)
+    values = [[_plain(v) for v in column(df, c)[:n].tolist()] for c in cols]
+    return {"columns": cols, "rows": [list(r) for r in zip(*values)], "total": len(df)}
+
+
+def _chart(d: Any) -> list[dict[str, Any]]:
+    """The changed rows, then the tested rows with the largest relative change per step."""
+    out, rest = [], []
+    for t, df in d.tables.items():
+        rel = column(df, "rel_change").astype(np.float64)
+        reason = column(df, "reason")
+        for i in range(len(df)):
+            row = {"table": t, "name": str(column(df, "name")[i]), "rel": _plain(float(rel[i])),
+                   "delta_ns": _plain(float(column(df, "step_delta_ns")[i])),
+                   "p": _plain(float(column(df, "p_adjusted")[i])), "change": str(column(df, "change")[i]),
+                   "reason": str(reason[i])}
+            if row["change"]:
+                out.append(row)
+            elif reason[i] in ("within the noise", "below the effect floor") and rel[i] == rel[i] and rel[i] != 0:
+                rest.append(row)
+    out.sort(key=lambda r: -abs(r["rel"]) if r["rel"] is not None else float("-inf"))
+    rest.sort(key=lambda r: -abs(r["rel"]))
+    return out + rest[:max(0, CHART_ROWS - len(out))]
+
+
+def _title(d: Any) -> str:
+    names = []
+    for s in ("a", "b"):
+        paths = d.overview[s].get("paths") or []
+        names.append(Path(paths[0]).name + (f" +{len(paths) - 1}" if len(paths) > 1 else "") if paths
+                     else s.upper())
+    return f"{names[0]} vs {names[1]}"
+
+
+def page_data(d: Any) -> dict[str, Any]:
+    return {"title": _title(d), "overview": d.overview, "verdict": d.verdict,
+            "step_time": {k: _plain(v) for k, v in d.step_time.items()},
+            "changes": [{k: _plain(v) for k, v in c.items()} for c in d.changes],
+            "chart": _chart(d), "samples": d.samples,
+            "tables": {t: _table(df) for t, df in d.tables.items()}}
+
+
+def render(d: Any) -> str:
+    """The page of the Diff ``d`` (placeholders filled in one pass: text from the traces
+    is never substituted again)."""
+    template = resources.files("polyprof.report").joinpath("diff_template.html").read_text(encoding="utf-8")
+    values = {"__TITLE__": html.escape(_title(d), quote=True), "__DATA__": script_json(page_data(d))}
+    return re.sub("__TITLE__|__DATA__", lambda m: values[m.group(0)], template)
+
+
+def write(d: Any, path: str | Path) -> Path:
+    """Write the HTML diff to ``path`` (a temporary file beside it, then renamed)."""
+    import os
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(render(d), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
