@@ -11,6 +11,9 @@ record; its cost needs libcupti's walker, so it is measured on a GPU
 (scripts/gpu_check_cupti.py, "collection cost per kernel").
 
     PYTHONPATH=src python bench/cupti_records.py
+
+It then converts a run of 1,000,000 launches (a kernel record and a runtime-call record
+each) into a Trace (convert.Converter: events, stats, flows), the whole of collect.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import time
 import numpy as np
 from cupti import cupti as binding
 
-from polyprof.plugins.cupti import buffers, decode, layout
+from polyprof.plugins.cupti import buffers, convert, decode, layout
+from polyprof.trace.clock import constant
 
 
 def main(repeats: int = 5) -> None:
@@ -58,5 +62,36 @@ def main(repeats: int = 5) -> None:
         print(f"{what:28s} min {min(v):7.1f} ns/record  median {statistics.median(v):7.1f} ns/record")
 
 
+def convert_launches(n: int = 1_000_000, repeats: int = 3) -> None:
+    k = np.zeros(n, binding.activity_kernel13_dtype)
+    k["kind"] = layout.CONCURRENT_KERNEL
+    k["start"] = np.arange(n) * 2_000 + 10**9
+    k["end"] = k["start"] + 1_000
+    k["correlation_id"] = np.arange(n) + 1
+    k["stream_id"] = 7
+    k["grid_x"] = np.arange(n) % 5 + 1
+    k["block_x"] = 128
+    a = np.zeros(n, binding.activity_api_dtype)
+    a["kind"] = layout.RUNTIME
+    a["cbid"] = 211
+    a["start"] = k["start"] - 1_500
+    a["end"] = a["start"] + 300
+    a["correlation_id"] = k["correlation_id"]
+    a["thread_id"] = 1234
+    rec = buffers.Records(np.concatenate([k.view(np.uint8), a.view(np.uint8)]),
+                          np.concatenate([np.arange(n) * 248, n * 248 + np.arange(n) * 40]).astype(np.int64),
+                          np.concatenate([np.full(n, layout.CONCURRENT_KERNEL, np.int32),
+                                          np.full(n, layout.RUNTIME, np.int32)]),
+                          np.full((2 * n, 2), -1, np.int64), b"")
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        tr = convert.Converter(rec, constant(0, 1.0, "bench")).build()
+        times.append(time.perf_counter() - t0)
+    print(f"convert {n} launches ({tr.n_events} events, {len(tr.flows['src'])} flows): "
+          f"min {min(times):.2f} s, median {statistics.median(times):.2f} s; load average {os.getloadavg()[0]:.1f}")
+
+
 if __name__ == "__main__":
     main()
+    convert_launches()

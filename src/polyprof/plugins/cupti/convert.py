@@ -66,23 +66,34 @@ def api_names(driver: bool) -> dict[int, str]:
     return {int(m.value): _VERSION.sub("", m.name) for m in enum}
 
 
-def _names_of(cbids: np.ndarray, driver: bool) -> np.ndarray:
-    table = api_names(driver)
-    uniq, inv = np.unique(cbids, return_inverse=True)
-    names = np.empty(len(uniq), object)
-    names[:] = [table.get(int(c), f"{'cu' if driver else 'cuda'} API {int(c)}") for c in uniq.tolist()]
-    return names[inv.reshape(-1)]
+def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(np.stack(cols, 1), axis=0, return_index, return_inverse)`` for integer
+    columns, through one int64 key when their ranges fit in 63 bits (a 1-d sort: the
+    axis=0 form sorts rows as records, ten times slower on a million)."""
+    ints = [np.asarray(c).astype(np.int64) for c in cols]
+    n = len(ints[0]) if ints else 0
+    if not n:
+        return np.zeros((0, len(ints)), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lows = [int(c.min()) for c in ints]
+    bits = [max(int(c.max()) - lo, 0).bit_length() for c, lo in zip(ints, lows)]
+    if sum(bits) > 63:
+        uniq, first, inv = np.unique(np.stack(ints, axis=1), axis=0, return_index=True, return_inverse=True)
+        return uniq, first, inv.reshape(-1)
+    key = np.zeros(n, np.int64)
+    for c, lo, b in zip(ints, lows, bits):
+        key = (key << b) | (c - lo)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return np.stack([c[first] for c in ints], axis=1), first, inv.reshape(-1)
 
 
 def _dims(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     """'x,y,z' texts, made once per distinct triple."""
-    trip = np.stack([x, y, z], axis=1).astype(np.int64)
-    if not len(trip):
+    if not len(x):
         return np.zeros(0, object)
-    uniq, inv = np.unique(trip, axis=0, return_inverse=True)
+    uniq, _, inv = unique_rows(x, y, z)
     texts = np.empty(len(uniq), object)
     texts[:] = [f"{a},{b},{c}" for a, b, c in uniq.tolist()]
-    return texts[inv.reshape(-1)]
+    return texts[inv]
 
 
 def _labels(values: np.ndarray, table: dict[int, str]) -> np.ndarray:
@@ -147,10 +158,9 @@ class Converter:
 
     def _stream_tracks(self, device: np.ndarray, stream: np.ndarray, context: np.ndarray) -> np.ndarray:
         """The (device, stream) track of each activity."""
-        key = np.stack([device.astype(np.int64), stream.astype(np.int64)], axis=1)
-        if not len(key):
+        if not len(device):
             return np.zeros(0, np.int32)
-        uniq, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        uniq, first, inv = unique_rows(device, stream)
         tracks = np.empty(len(uniq), np.int32)
         for i, ((dev, st), f) in enumerate(zip(uniq.tolist(), first.tolist())):
             plane = self._plane(dev)
@@ -160,6 +170,31 @@ class Converter:
                 tracks[i] = self.b.track(plane, f"Stream {st}", "stream", tid=st,
                                          properties={"context": int(context[f])})
         return tracks[inv.reshape(-1)]
+
+    def _note_contexts(self, context: np.ndarray, device: np.ndarray) -> None:
+        """Which device each context is on (once per distinct pair)."""
+        if len(context):
+            pairs, _, _ = unique_rows(context, device)
+            self.context_device.update(map(tuple, pairs.tolist()))
+
+    def _name_ids(self, codes: np.ndarray, names: list[str]) -> np.ndarray:
+        """Event name ids: each distinct name interned once (the builder would factorise
+        an object array of a million names element by element)."""
+        table = np.array([self.b.intern(n) for n in names], np.int32)
+        return table[codes] if len(codes) else np.zeros(0, np.int32)
+
+    def _label_ids(self, values: np.ndarray, table: dict[int, str], default: str = "{}") -> np.ndarray:
+        uniq, inv = np.unique(values, return_inverse=True)
+        return self._name_ids(inv.reshape(-1), [table.get(int(v), default.format(int(v))) for v in uniq.tolist()])
+
+    def _api_name_ids(self, cbids: np.ndarray, driver: bool) -> np.ndarray:
+        return self._label_ids(cbids, api_names(driver), ("cu" if driver else "cuda") + " API {}")
+
+    def _devices_of(self, context: np.ndarray) -> np.ndarray:
+        """The device of each context (0 where no record said)."""
+        uniq, inv = np.unique(context.astype(np.int64), return_inverse=True)
+        table = np.array([self.context_device.get(x, 0) for x in uniq.tolist()], np.int64)
+        return table[inv.reshape(-1)]
 
     def _external(self, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(positions in ``corr`` with an external id, the ids, their kinds)."""
@@ -198,7 +233,7 @@ class Converter:
         rows = self._rows(layout.CONTEXT)
         if len(rows):
             c = decode.columns(self.rec, rows, layout.CONTEXT_FIELDS)
-            self.context_device.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
+            self._note_contexts(c["context_id"], c["device_id"])
 
     def read_external(self) -> None:
         rows = self._rows(layout.EXTERNAL_CORRELATION)
@@ -221,9 +256,9 @@ class Converter:
             return
         c = decode.columns(self.rec, rows, layout.KERNEL_FIELDS)
         rows, open_ = self._timed("kernels", c, rows)
-        self.context_device.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
-        names = decode.texts(self.rec, rows, 0)
-        names = decode.demangled(names) if self.demangle else np.where(names == None, "", names)  # noqa: E711
+        self._note_contexts(c["context_id"], c["device_id"])
+        codes, texts = decode.text_codes(self.rec, rows, 0)
+        names = self._name_ids(codes, [(decode.demangle(t) if self.demangle else t) if t else "" for t in texts])
         start, dur = self._time(c["start"], c["end"])
         tracks = self._stream_tracks(c["device_id"], c["stream_id"], c["context_id"])
         corr = c["correlation_id"].astype(np.int64)
@@ -264,15 +299,12 @@ class Converter:
                 continue
             c = decode.columns(self.rec, rows, fields)
             rows, open_ = self._timed("memcpy", c, rows)
-            self.context_device.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
+            self._note_contexts(c["context_id"], c["device_id"])
             ck = _labels(c["copy_kind"], layout.MEMCPY_KINDS)
             sk = _labels(c["src_kind"], layout.MEMORY_KINDS)
             dk = _labels(c["dst_kind"], layout.MEMORY_KINDS)
-            key = np.stack([c["copy_kind"], c["src_kind"], c["dst_kind"]], axis=1).astype(np.int64)
-            uniq, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-            table = np.empty(len(uniq), object)
-            table[:] = [f"Memcpy {ck[f]} ({sk[f]} -> {dk[f]})" for f in first.tolist()]
-            names = table[inv.reshape(-1)]
+            _, first, inv = unique_rows(c["copy_kind"], c["src_kind"], c["dst_kind"])
+            names = self._name_ids(inv, [f"Memcpy {ck[f]} ({sk[f]} -> {dk[f]})" for f in first.tolist()])
             start, dur = self._time(c["start"], c["end"])
             tracks = self._stream_tracks(c["device_id"], c["stream_id"], c["context_id"])
             corr = c["correlation_id"].astype(np.int64)
@@ -296,9 +328,10 @@ class Converter:
             return
         c = decode.columns(self.rec, rows, layout.MEMSET_FIELDS)
         rows, open_ = self._timed("memset", c, rows)
-        self.context_device.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
+        self._note_contexts(c["context_id"], c["device_id"])
         mk = _labels(c["memory_kind"], layout.MEMORY_KINDS)
-        names = _labels(c["memory_kind"], {k: f"Memset ({v})" for k, v in layout.MEMORY_KINDS.items()})
+        names = self._label_ids(c["memory_kind"], {k: f"Memset ({v})" for k, v in layout.MEMORY_KINDS.items()},
+                                "Memset ({})")
         start, dur = self._time(c["start"], c["end"])
         tracks = self._stream_tracks(c["device_id"], c["stream_id"], c["context_id"])
         corr = c["correlation_id"].astype(np.int64)
@@ -319,10 +352,10 @@ class Converter:
         c = decode.columns(self.rec, rows, layout.SYNC_FIELDS)
         rows, _ = self._timed("synchronization", c, rows)
         ctx = c["context_id"].astype(np.int64)
-        device = np.fromiter((self.context_device.get(x, 0) for x in ctx.tolist()), np.int64, len(ctx))
+        device = self._devices_of(ctx)
         start, dur = self._time(c["start"], c["end"])
         tracks = self._stream_tracks(device, c["stream_id"], ctx)
-        self.b.events(tracks, _labels(c["type"], layout.SYNC_TYPES), start, dur, CAT_SYNC, stats={
+        self.b.events(tracks, self._label_ids(c["type"], layout.SYNC_TYPES), start, dur, CAT_SYNC, stats={
             keys.CORRELATION_ID: c["correlation_id"].astype(np.int64), keys.DEVICE: device, CONTEXT: ctx,
             keys.STREAM: c["stream_id"].astype(np.int64), "cuda_event_id": c["cuda_event_id"].astype(np.int64)})
 
@@ -343,7 +376,7 @@ class Converter:
             c = decode.columns(self.rec, rows, layout.API_FIELDS)
             start, dur = self._time(c["start"], c["end"])
             corr = c["correlation_id"].astype(np.int64)
-            out = self.b.events(self._thread_tracks(c["thread_id"]), _names_of(c["cbid"], driver), start, dur, cat,
+            out = self.b.events(self._thread_tracks(c["thread_id"]), self._api_name_ids(c["cbid"], driver), start, dur, cat,
                                 stats={keys.CORRELATION_ID: corr, "cbid": c["cbid"].astype(np.int64)})
             failed = np.flatnonzero(c["return_value"] != 0)
             if len(failed):
@@ -408,9 +441,10 @@ class Converter:
         transfer = np.isin(kind, (1, 2, 8))  # HtoD, DtoH, DtoD: bytes moved
         device = np.where(kind == 2, c["src_id"], c["dst_id"]).astype(np.int64)
         start, dur = self._time(c["start"], c["end"])
-        names = _labels(kind, layout.UNIFIED_MEMORY_COUNTERS)
-        tracks = np.fromiter((self.b.track(self._plane(d), "Unified Memory", "stream", tid=-2)
-                              for d in device.tolist()), np.int32, len(device))
+        names = self._label_ids(kind, layout.UNIFIED_MEMORY_COUNTERS)
+        uniq, inv = np.unique(device, return_inverse=True)
+        tracks = np.array([self.b.track(self._plane(d), "Unified Memory", "stream", tid=-2) for d in uniq.tolist()],
+                          np.int32)[inv.reshape(-1)]
         for sel, cat in ((np.flatnonzero(transfer), keys.CAT_MEMCPY), (np.flatnonzero(~transfer), CAT_UNIFIED)):
             if len(sel):
                 stat = keys.BYTES if cat == keys.CAT_MEMCPY else "count"

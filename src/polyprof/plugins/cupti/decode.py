@@ -44,13 +44,12 @@ def columns(rec: Records, rows: np.ndarray, fields: dict[str, layout.Field],
     return {n: column(rec, rows, fields[n]) for n in (names if names is not None else fields)}
 
 
-def texts(rec: Records, rows: np.ndarray, slot: int = 0) -> np.ndarray:
-    """The text in string slot ``slot`` of each record (object array; None where the
-    record's pointer was NULL), decoded once per distinct string."""
+def text_codes(rec: Records, rows: np.ndarray, slot: int = 0) -> tuple[np.ndarray, list[str | None]]:
+    """The texts in string slot ``slot`` of the records ``rows`` as codes into a list of
+    distinct texts (None: the record's pointer was NULL), each decoded once."""
     at = rec.strings[rows, slot] if len(rows) else np.zeros(0, np.int64)
-    out = np.empty(len(at), object)
     if not len(at):
-        return out
+        return np.zeros(0, np.int64), []
     uniq, inv = np.unique(at, return_inverse=True)
     arena = rec.arena
     vals: list[str | None] = []
@@ -60,10 +59,16 @@ def texts(rec: Records, rows: np.ndarray, slot: int = 0) -> np.ndarray:
             continue
         end = arena.find(b"\0", u)
         vals.append(arena[u:end if end >= 0 else len(arena)].decode("utf-8", "replace"))
+    return inv.reshape(-1), vals
+
+
+def texts(rec: Records, rows: np.ndarray, slot: int = 0) -> np.ndarray:
+    """The text in string slot ``slot`` of each record (object array; None where the
+    record's pointer was NULL), decoded once per distinct string."""
+    codes, vals = text_codes(rec, rows, slot)
     table = np.empty(len(vals), object)
     table[:] = vals
-    out[:] = table[inv.reshape(-1)]
-    return out
+    return table[codes] if len(codes) else np.empty(0, object)
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,16 +111,3 @@ def demangle(name: str) -> str:
         return ctypes.string_at(p).decode("utf-8", "replace")
     finally:
         _free()(p)
-
-
-def demangled(names: np.ndarray) -> np.ndarray:
-    """``demangle`` over an object array, once per distinct name."""
-    out = np.empty(len(names), object)
-    if not len(names):
-        return out
-    filled = np.where(names == None, "", names)  # noqa: E711 - elementwise
-    uniq, inv = np.unique(filled.astype(str), return_inverse=True)
-    table = np.empty(len(uniq), object)
-    table[:] = [demangle(u) for u in uniq.tolist()]
-    out[:] = table[inv.reshape(-1)]
-    return out
