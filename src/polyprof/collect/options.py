@@ -13,6 +13,8 @@ option                  ``polyprof run`` flag        environment variable     de
 ``output``              ``-o/--output PATH``         ``POLYPROF_OUTPUT``      none (run: SCRIPT.polyprof)
 ``memory``              ``--memory``                 ``POLYPROF_MEMORY``      off
 ``schedule``            ``--schedule TEXT``          ``POLYPROF_SCHEDULE``    every step
+``delay``               ``--delay S``                ``POLYPROF_DELAY``       0
+``duration``            ``--duration S``             ``POLYPROF_DURATION``    until the end
 ``options``             ``--plugin-options JSON``    ``POLYPROF_PLUGIN_OPTIONS``  none
 ``collect_timeout``     ``--collect-timeout S``      ``POLYPROF_COLLECT_TIMEOUT``  30
 ``call_timeout``        ``--call-timeout S``         ``POLYPROF_CALL_TIMEOUT``  10
@@ -68,6 +70,12 @@ class SessionOptions:
               "cycles (0: until the end) of W steps not recorded, U recorded and dropped (warm-up), A kept. A long "
               "run then holds only the steps asked for", kind="schedule", flags=("--schedule",),
         metavar="wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]")
+    delay: float = _option(
+        0.0, "record nothing for the first S seconds (as nsys --delay); steps and sections still count",
+        kind="seconds", flags=("--delay",), metavar="S")
+    duration: float | None = _option(
+        None, "record for S seconds (after --delay), then nothing more (as nsys --duration)",
+        kind="seconds", flags=("--duration",), metavar="S")
     options: Mapping[str, Mapping[str, Any]] = _option(
         None, "keyword options per plugin, as JSON: '{\"host\": {\"sample_interval_s\": 0.01}}'",
         kind="json", flags=("--plugin-options",), metavar="JSON", factory=dict)
@@ -107,6 +115,20 @@ class SessionOptions:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise SessionError(f"{name}={value!r}: expected a number of seconds above 0")
             put(self, name, float(value))
+        for name in ("delay", "duration"):
+            value = getattr(self, name)
+            if value is None and name == "duration":
+                continue
+            if isinstance(value, str):
+                value = _read(name, value)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    value > 0 or (name == "delay" and value == 0)) or value != value:
+                raise SessionError(f"{name}={value!r}: expected a number of seconds"
+                                   + (", 0 or more" if name == "delay" else " above 0"))
+            put(self, name, float(value))
+        if self.schedule is not None and (self.delay or self.duration is not None):
+            raise SessionError("a schedule (steps) and delay/duration (seconds) both choose what is recorded: "
+                               "give one of them")
         for name in ("memory", "record_argv", "follow_symlinks"):
             value = getattr(self, name)
             put(self, name, _read(name, value) if isinstance(value, str) else bool(value))
@@ -142,7 +164,8 @@ def from_environ(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in NAMES:
         text = env.get(env_name(name))
-        if text is not None and (text.strip() or name not in ("plugins", "output", "schedule", "options")):
+        if text is not None and (text.strip() or name not in ("plugins", "output", "schedule", "options",
+                                                                "duration")):
             out[name] = _read(name, text, f"${env_name(name)}")
     return out
 

@@ -63,6 +63,8 @@ class Recorder:
         self.listeners: list[Callable[[str, bool], None]] = []
         #: callables(n) told after the n-th polyprof.step() call (e.g. torch's ProfilerStep#n)
         self.step_listeners: list[Callable[[int], None]] = []
+        #: the program called polyprof.step() itself: detected steps (auto_step) stand down
+        self.explicit_steps = False
 
     def snapshot_threads(self) -> None:
         for t in threading.enumerate():
@@ -369,6 +371,20 @@ def step() -> None:
     rec = _recorder
     if rec is None or not rec.active:
         return
+    rec.explicit_steps = True
+    _next_step(rec)
+
+
+def auto_step() -> None:
+    """A step detected in an unmodified program (e.g. an optimizer's ``step()``: the torch
+    plugin); ignored once the program calls :func:`step` itself."""
+    rec = _recorder
+    if rec is None or not rec.active or rec.explicit_steps:
+        return
+    _next_step(rec)
+
+
+def _next_step(rec: Recorder) -> None:
     rec.steps.append(_now())
     if rec.step_listeners:
         n = len(rec.steps)

@@ -144,3 +144,84 @@ class Driver:
     def summary(self) -> dict[str, Any]:
         return {**asdict(self.plan), "recorded_steps": list(self.recorded),
                 "windows_ns": [list(w) for w in self.windows]}
+
+
+class Timed:
+    """Records from ``delay_s`` after the session's start for ``duration_s`` seconds
+    (None: to the end), as nsys's ``--delay`` / ``--duration``.
+
+    The window is exact on the session clock: events outside it are dropped when the
+    trace is assembled (as a schedule's). Plugins that can pause are paused outside it,
+    so a long run holds only the window: those that may be paused from any thread at
+    the moment the window opens or closes (a timer), those whose profiler state belongs
+    to the program's thread (``session_thread_only``: torch) at the next step boundary
+    on that thread (``polyprof.step()`` or a detected optimizer step) or at the end."""
+
+    def __init__(self, delay_s: float, duration_s: float | None, start_ns: int, plugins: list[Any],
+                 on_error: Callable[[str, str], None]):
+        self.delay_s, self.duration_s = float(delay_s), duration_s
+        self.open_ns = start_ns + int(self.delay_s * 1e9)
+        self.close_ns = None if duration_s is None else self.open_ns + int(duration_s * 1e9)
+        self.plugins = plugins
+        self.on_error = on_error
+        self.recording = True
+        self.step = 0
+        self._lock = threading.Lock()
+        self._timers: list[threading.Timer] = []
+        self._applied: dict[int, bool] = {}  # id(plugin) -> recording as last applied
+
+    def begin(self) -> None:
+        """At the session's start, before the plugins start."""
+        if self.delay_s > 0:
+            self._want(False, on_thread=True)
+            self._at(self.delay_s, True)
+        if self.duration_s is not None:
+            self._at(self.delay_s + self.duration_s, False)
+
+    def _at(self, seconds: float, want: bool) -> None:
+        t = threading.Timer(seconds, self._want, args=(want,))
+        t.daemon = True
+        t.name = "polyprof-window"
+        self._timers.append(t)
+        t.start()
+
+    def _want(self, want: bool, on_thread: bool = False) -> None:
+        with self._lock:
+            self.recording = want
+            for p in self.plugins:
+                if on_thread or not getattr(p, "session_thread_only", False):
+                    self._apply(p, want)
+
+    def _apply(self, plugin: Any, want: bool) -> None:
+        if self._applied.get(id(plugin), True) == want:
+            return
+        self._applied[id(plugin)] = want
+        fn = getattr(plugin, "resume" if want else "pause", None)
+        if fn is None:
+            return
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - never into the program
+            self.on_error(str(getattr(plugin, "name", type(plugin).__name__)),
+                          f"{'resume' if want else 'pause'}: {type(e).__name__}: {e}")
+
+    def on_step(self, n: int, t_ns: int) -> None:
+        """A step boundary on the program's thread: the thread-bound plugins follow."""
+        with self._lock:
+            self.step = max(self.step, n)
+            for p in self.plugins:
+                if getattr(p, "session_thread_only", False):
+                    self._apply(p, self.recording)
+
+    def end(self, stop_ns: int) -> list[tuple[int, int]]:
+        for t in self._timers:
+            t.cancel()
+        lo, hi = self.open_ns, stop_ns if self.close_ns is None else min(self.close_ns, stop_ns)
+        return [(lo, hi)] if hi > lo else []
+
+    def summary(self) -> dict[str, Any]:
+        return {"delay_s": self.delay_s, "duration_s": self.duration_s,
+                "windows_ns": [[self.open_ns, self.close_ns if self.close_ns is not None else -1]]}
+
+    def text(self) -> str:
+        return f"delay={self.delay_s:g} s" + (f", duration={self.duration_s:g} s" if self.duration_s else "")

@@ -169,9 +169,9 @@ class Session:
 
             self._outer = outer
             begin(self, outer)
-            if self.schedule is not None:  # the outer session records; its own schedule (if any) rules
-                log.warning("polyprof: schedule (%s) ignored: this session runs inside another one, whose "
-                            "recording it shares", self.schedule.text())
+            if self._driver_asked():  # the outer session records; its own schedule (if any) rules
+                log.warning("polyprof: schedule or window ignored: this session runs inside another one, whose "
+                            "recording it shares")
             return self
         try:
             self._slots = self._make_slots()
@@ -184,6 +184,12 @@ class Session:
 
             self._driver = Driver(self.schedule, start, [s.plugin for s in self._slots],
                                   lambda name, msg: self._error(name, "schedule", msg))
+            self._driver.begin()
+        elif self.settings.delay or self.settings.duration is not None:  # a window in seconds
+            from .schedule import Timed
+
+            self._driver = Timed(self.settings.delay, self.settings.duration, start,
+                                 [s.plugin for s in self._slots], lambda name, msg: self._error(name, "window", msg))
             self._driver.begin()
         seen: set[int] = set()
         for slot in self._slots:
@@ -200,6 +206,9 @@ class Session:
             self._follow_steps(self._driver)
         return self
 
+    def _driver_asked(self) -> bool:
+        return self.schedule is not None or bool(self.settings.delay) or self.settings.duration is not None
+
     def _follow_steps(self, drv: Any) -> None:
         from . import recorder
 
@@ -212,6 +221,7 @@ class Session:
     def _end_schedule(self, trace: Trace, end: int) -> Trace:
         """The trace of the scheduled steps only (collect/schedule.py)."""
         from ..trace.subset import overlapping, take
+        from .schedule import Driver
 
         drv = self._driver
         windows = drv.end(end)
@@ -219,7 +229,8 @@ class Session:
         out.metadata[mkeys.SCHEDULE] = drv.summary()
         if not windows:
             msg = (f"the schedule ({drv.plan.text()}) recorded no step: the program ended in step "
-                   f"{drv.step}; nothing but the trace's layout is kept")
+                   f"{drv.step}; nothing but the trace's layout is kept") if isinstance(drv, Driver) else (
+                   f"the window ({drv.text()}) recorded nothing: the program ended before it opened")
             out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": msg})
             log.warning("polyprof: %s", msg)
         return out
