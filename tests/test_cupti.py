@@ -796,7 +796,9 @@ def test_dropped_records_are_reported():
     p, ctx = started(fake, implementation="c")
     t = now_ns()
     fake.kernel("k", t, t + 10, 1)
+    assert p.time_limited  # stop calls CUPTI
     p.stop()
+    assert not p.time_limited  # collect is work on memory
     tr = p.collect()
     assert tr.metadata["cupti"]["buffers"]["dropped"] == 17
     assert any("dropped 17 activity records" in w for w in ctx.warnings), ctx.warnings

@@ -99,6 +99,14 @@ class CuptiPlugin(Plugin):
         self._lock = threading.Lock()
         self._paused = False  # a session schedule's steps not recorded (pause() may come before start)
 
+    @property
+    def time_limited(self) -> bool:
+        """start and stop call CUPTI (a flush can wait on the driver): time limited.
+        collect is CPU work on the buffers stop kept (no CUPTI call): run on the session's
+        thread with no limit, which could only drop a long run's activity (a million
+        launches take seconds to convert)."""
+        return self._state != "stopped"
+
     @classmethod
     def availability(cls) -> Availability:
         from .device import problem
