@@ -118,12 +118,42 @@ def kernels(trace) -> tuple[int, int]:
     return len(rows), int(trace.events["dur_ns"][rows].sum())
 
 
+def preflight() -> list[str]:
+    """What this machine lacks for the check, one line each."""
+    import importlib.util
+
+    out = []
+    for mod, why in (("torch", "PyTorch with CUDA"), ("nvtx", "the nvtx package (pip install nvtx)"),
+                     ("cupti", "cupti-python (pip install 'polyprof[cuda]')")):
+        if importlib.util.find_spec(mod) is None:
+            out.append(f"{mod} is not installed: {why}")
+    if not out:
+        import torch
+
+        if not torch.cuda.is_available():
+            out.append("torch sees no CUDA device")
+        from polyprof.plugins.cupti import CuptiPlugin
+        from polyprof.plugins.cupti import buffers
+
+        avail = CuptiPlugin.availability()
+        if not avail:
+            out.append(f"the cupti plugin cannot run: {avail.reason}")
+        if buffers.IMPLEMENTATION != "c":
+            out.append("the C buffer sink is not built (python setup.py build_ext --inplace): "
+                       "the collection cost would be the fallback's")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--tiny", type=int, default=20000, help="kernels in the launch-bound loop")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
+    problems = preflight()
+    if problems:
+        print("cannot run the GPU check here:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
     import polyprof
     from polyprof.analyze.frames import column
     from polyprof.analyze.sections import section_stats
