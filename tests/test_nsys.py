@@ -331,6 +331,19 @@ def test_damaged_pages_give_one_error_naming_the_file(tmp_path):
     assert "damaged.sqlite" in str(e.value) and "\n" not in str(e.value)
 
 
+def test_values_of_the_wrong_type_give_one_line(tmp_path):
+    odd = tmp_path / "odd.sqlite"
+    shutil.copy(REAL, odd)
+    odd.chmod(0o644)
+    conn = sqlite3.connect(odd)
+    conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 2")
+    conn.commit()
+    conn.close()
+    r = cli("summary", str(odd))
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(err) == 1 and "odd.sqlite" in err[0] and "integers" in err[0], r.stderr
+
+
 def test_read_only_and_unchanged(tmp_path):
     ro = tmp_path / "ro.sqlite"
     shutil.copy(REAL, ro)

@@ -71,6 +71,15 @@ def set_stat(stats: dict[str, Any], key: str, values: np.ndarray, missing: int =
         stats[key] = (rows, values[rows])
 
 
+def factorized(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, code of each value): no sort for a constant column (a
+    single process, device or class is the usual case)."""
+    col = np.asarray(col)
+    if not len(col) or col.min() == col.max():
+        return col[:1], np.zeros(len(col), np.intp)
+    return unique_inverse(col)
+
+
 def group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(group of each row, one row per group as a k x len(cols) array) of integer columns
     taken together: each column factorized by a sort, the codes combined into one int64
@@ -80,7 +89,7 @@ def group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     key = np.zeros(n, np.int64)
     size = 1
     for c in cols:
-        u, inv = unique_inverse(c)
+        u, inv = factorized(c)
         if len(u) <= 1:
             continue
         if size * len(u) >= (1 << 62):  # renumber what is combined so far
@@ -89,7 +98,7 @@ def group_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             size = len(uk)
         key = key * len(u) + inv
         size *= len(u)
-    uk, inv = unique_inverse(key)
+    uk, inv = factorized(key)
     first = np.empty(len(uk), np.intp)
     first[inv[::-1]] = np.arange(n - 1, -1, -1)  # the first row of each group
     return inv, np.stack([np.asarray(c)[first] for c in cols], axis=1) if n else np.zeros((0, len(cols)), np.int64)
@@ -116,7 +125,7 @@ def flow_pairs(launch_proc: np.ndarray, launch_corr: np.ndarray, launch_row: np.
     if not len(launch_row) or not len(dev_row):
         z = np.zeros(0, np.int64)
         return z, z, z
-    procs, pcode = unique_inverse(np.concatenate([launch_proc, dev_proc]))
+    procs, pcode = factorized(np.concatenate([launch_proc, dev_proc]))
     hi = int(max(launch_corr.max(), dev_corr.max()))
     bits = max(hi, 1).bit_length()
     if hi < 0 or len(procs).bit_length() + bits > 62:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -129,9 +130,16 @@ def quote(name: str) -> str:
 
 
 def _parse(text: str | None) -> np.ndarray:
+    """A group_concat text of integers as int64; anything else (text, reals, numbers
+    beyond int64) is a DatabaseError, not a warning and a short column."""
     if not text:
         return np.zeros(0, np.int64)
-    return np.fromstring(text, dtype=np.int64, sep=",")  # type: ignore[call-overload]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return np.fromstring(text, dtype=np.int64, sep=",")  # type: ignore[call-overload]
+        except (DeprecationWarning, ValueError, OverflowError):
+            raise sqlite3.DatabaseError("a column the reader reads as integers holds other values") from None
 
 
 def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str], where: str = "",
