@@ -139,3 +139,66 @@ def test_bad_journal_is_a_clear_error(tmp_path, content, problem):
     with pytest.raises(TraceFormatError, match=problem) as e:
         polyprof.load(p)
     assert "bad.partial" in str(e.value)
+
+
+BURST = r"""
+import json, os, signal, sys, time
+import polyprof
+burst, after, out = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+marks = []
+with polyprof.profile(["host"], output=out):
+    sec, now = polyprof.section, time.perf_counter_ns
+    t_end = now() + int(burst * 1e9)
+    n = 0
+    while True:
+        for _ in range(1000):
+            with sec("s"):
+                pass
+        n += 1000
+        marks.append((n, now()))
+        if marks[-1][1] >= t_end:
+            break
+    time.sleep(after)
+    print(json.dumps({"marks": marks, "kill_ns": now()}), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_burst_of_sections_is_in_the_journal_a_second_later(tmp_path):
+    """Issue 34: SIGKILL 0.3 s after a burst (as fast as one thread records): every
+    section that ended more than 1 s before the kill is in the journal (bench/
+    journal_burst.py runs the 3 s burst of the issue)."""
+    import json
+
+    out = tmp_path / "b.polyprof"
+    p = subprocess.run([sys.executable, "-c", BURST, "1.5", "0.3", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    info = json.loads(p.stdout.strip().splitlines()[-1])
+    needed = max((n for n, t in info["marks"] if t <= info["kill_ns"] - 1_000_000_000), default=0)
+    held = int((polyprof.load(journal.path_for(out)).names() == "s").sum())
+    assert info["marks"][-1][0] > 100_000
+    assert held >= needed, (held, needed, info["marks"][-1][0])
+
+
+@pytest.mark.skipif(journal.IMPLEMENTATION != "c", reason="the compiled section columns are not built")
+def test_compiled_and_python_section_columns_write_the_same_journal(tmp_path, monkeypatch):
+    import threading
+
+    from polyprof.collect import recorder as rec
+
+    tid = threading.get_ident()
+    secs = [(f"sec{i % 50}" if i % 7 else "ünï", i, i + 10, ({"k": i} if i % 10 == 0 else ({} if i % 3 == 0 else None)),
+             tid + i % 3) for i in range(70_000)]
+    files = {}
+    for impl in ("c", "python"):
+        monkeypatch.setattr(journal, "section_columns", journal._columns_c if impl == "c" else journal._columns_py)
+        r = rec.Recorder()
+        r.sections.extend(secs)
+        path = tmp_path / f"{impl}.partial"
+        w = journal.JournalWriter(path, {"pid": 1}, r, None, interval=3600)
+        w.flush()
+        w.close(delete=False)
+        files[impl] = path.read_bytes()
+    assert files["c"] == files["python"]
+    t = polyprof.load(tmp_path / "c.partial")
+    assert t.n_events == len(secs) and set(t.names()) == {f"sec{i}" for i in range(50)} | {"ünï"}

@@ -479,7 +479,87 @@ py_now_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
     return PyLong_FromLongLong(now_ns());
 }
 
+/* columns(sections, index, names) -> (codes, start, end, ident, stats_rows): the recorder's
+ * section tuples (name, start_ns, end_ns, stats, ident) as native-endian buffers, in one
+ * pass: codes are int32 indexes into `names` (a list, extended with each name new to
+ * `index`, a dict name -> code kept by the caller), start/end/ident int64, stats_rows
+ * the int32 rows whose stats are truthy (their JSON is made in Python). The crash
+ * journal's thread runs this while a program may be recording a million sections a
+ * second; collect/journal.py:_columns_py is the pure-Python equivalent. */
+static PyObject *
+columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *secs, *index, *names, *out = NULL;
+    PyObject *b_codes = NULL, *b_start = NULL, *b_end = NULL, *b_ident = NULL, *rows = NULL;
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyDict_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "columns(list of section tuples, dict name -> code, list of names)");
+        return NULL;
+    }
+    secs = args[0]; index = args[1]; names = args[2];
+    Py_ssize_t n = PyList_GET_SIZE(secs);
+    b_codes = PyBytes_FromStringAndSize(NULL, n * 4);
+    b_start = PyBytes_FromStringAndSize(NULL, n * 8);
+    b_end = PyBytes_FromStringAndSize(NULL, n * 8);
+    b_ident = PyBytes_FromStringAndSize(NULL, n * 8);
+    rows = PyList_New(0);
+    if (!b_codes || !b_start || !b_end || !b_ident || !rows)
+        goto done;
+    int32_t *codes = (int32_t *)PyBytes_AS_STRING(b_codes);
+    int64_t *start = (int64_t *)PyBytes_AS_STRING(b_start);
+    int64_t *end = (int64_t *)PyBytes_AS_STRING(b_end);
+    int64_t *ident = (int64_t *)PyBytes_AS_STRING(b_ident);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(secs, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) {
+            PyErr_Format(PyExc_ValueError, "section %zd is not a 5-tuple", i);
+            goto done;
+        }
+        PyObject *name = PyTuple_GET_ITEM(t, 0);
+        PyObject *code = PyDict_GetItemWithError(index, name);
+        if (code == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            code = PyLong_FromSsize_t(PyList_GET_SIZE(names));
+            if (code == NULL || PyDict_SetItem(index, name, code) < 0 || PyList_Append(names, name) < 0) {
+                Py_XDECREF(code);
+                goto done;
+            }
+            Py_DECREF(code);  /* the dict holds it */
+        }
+        codes[i] = (int32_t)PyLong_AsLong(code);
+        start[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 1));
+        end[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
+        ident[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 4));
+        if (PyErr_Occurred())
+            goto done;
+        PyObject *stats = PyTuple_GET_ITEM(t, 3);
+        if (stats != Py_None) {
+            int truth = PyObject_IsTrue(stats);
+            if (truth < 0)
+                goto done;
+            if (truth) {
+                PyObject *row = PyLong_FromSsize_t(i);
+                if (row == NULL || PyList_Append(rows, row) < 0) {
+                    Py_XDECREF(row);
+                    goto done;
+                }
+                Py_DECREF(row);
+            }
+        }
+    }
+    out = PyTuple_Pack(5, b_codes, b_start, b_end, b_ident, rows);
+done:
+    Py_XDECREF(b_codes);
+    Py_XDECREF(b_start);
+    Py_XDECREF(b_end);
+    Py_XDECREF(b_ident);
+    Py_XDECREF(rows);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
+    {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
+     "columns(sections, index, names): section tuples as buffers (see the source)."},
     {"activate", activate, METH_O, "Record sections into this Recorder (None: stop recording)."},
     {"set_decorator", set_decorator, METH_O, "The function(section, fn) that builds decorated wrappers."},
     {"set_task_key", set_task_key, METH_O, "The function(tid) keying further openings per thread or asyncio task."},

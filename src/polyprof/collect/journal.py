@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 import orjson
 
@@ -36,6 +36,7 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
     schema,
 )
 from ..formats.journal_layout import columns as _batch
+from .recorder import _fast
 
 if TYPE_CHECKING:
     from ..formats.arrow_columns import Column
@@ -55,11 +56,48 @@ def _stats_json(stats: dict[str, Any] | None) -> str | None:
     return orjson.dumps(stats, default=str, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
 
 
+#: sections per batch: small enough that the journal thread writes a batch every few
+#: tens of ms under a burst (the "last second" promise), large enough to amortise a batch
+SECTION_CHUNK = 1 << 16
+#: batches of sections per flush (memory bounded; the writer loops at once when behind)
+MAX_SECTION_BATCHES = 64
+
+
+def _columns_py(secs: list[tuple], index: dict[str, int], names: list[str]) -> tuple[Any, ...]:
+    """The compiled ``_fastsection.columns`` in Python (``POLYPROF_PURE_PYTHON=1``, or no
+    compiler): (name codes, start, end, ident, rows with stats), codes into ``names``."""
+    import numpy as np
+
+    from ..formats.hostrecords import section_columns
+
+    name, t0, t1, stats, ident = section_columns(secs)
+    for v in dict.fromkeys(name.tolist()):
+        if v not in index:
+            index[v] = len(names)
+            names.append(v)
+    codes = np.fromiter(map(index.__getitem__, name.tolist()), np.int32, len(secs))
+    rows = np.flatnonzero(np.fromiter(map(bool, stats), bool, len(secs)))
+    return codes, t0, t1, ident, rows.tolist()
+
+
+def _columns_c(secs: list[tuple], index: dict[str, int], names: list[str]) -> tuple[Any, ...]:
+    import numpy as np
+
+    codes, t0, t1, ident, rows = _fast.columns(secs, index, names)
+    return (np.frombuffer(codes, np.int32), np.frombuffer(t0, np.int64), np.frombuffer(t1, np.int64),
+            np.frombuffer(ident, np.int64), rows)
+
+
+#: the section tuples into columns: "c" (one compiled pass) or "python"
+IMPLEMENTATION = "c" if _fast is not None and hasattr(_fast, "columns") else "python"
+section_columns = _columns_c if IMPLEMENTATION == "c" else _columns_py
+
+
 class JournalWriter:
     """Appends what a Recorder (and the host sampler) gathered since the last flush."""
 
     def __init__(self, path: Path, header: dict[str, Any], recorder: Any, sampler: Any = None,
-                 interval: float = 1.0, follow_symlinks: bool = False):
+                 interval: float = 0.5, follow_symlinks: bool = False):
         from .output import open_exclusive
 
         self.path = path
@@ -80,6 +118,10 @@ class JournalWriter:
         self._writer = StreamWriter(self._file, FIELDS, {b"polyprof": orjson.dumps(header, default=str)})
         self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0}
         self._buf_pos: dict[int, tuple[int, int]] = {}
+        self._name_index: dict[str, int] = {}  # section names interned for the session
+        self._names: list[str] = []
+        self._name_bytes: list[bytes] = []
+        self._encoded: Any = None  # the names' UTF-8 as an object array
         self._threads_seen: dict[int, tuple[str, int]] = {}
         self._lock = threading.Lock()
         self._halt = threading.Event()
@@ -103,13 +145,15 @@ class JournalWriter:
                 from .clock import now_ns
 
                 self.max_lag_ns = max(self.max_lag_ns, now_ns() - secs[p0][2])
-            for batch in self._new_batches():
+            for batch in self._new_batches():  # each on disk as soon as it is built
                 self._writer.write_batch(batch)
             self.behind = max(len(self.recorder.sections) - self._pos["sections"], 0)
             self.max_behind = max(self.max_behind, self.behind)
 
-    def _new_batches(self) -> list[list[Column]]:
-        """Everything recorded since the last flush, one batch per kind, built by columns."""
+    def _new_batches(self) -> Iterator[list[Column]]:
+        """Everything recorded since the last flush, one batch per kind (sections: per
+        ``SECTION_CHUNK``, at most ``MAX_SECTION_BATCHES`` a flush), built by columns and
+        handed on one at a time, so each is written before the next is built."""
         r = self.recorder
         out: list[list[Column]] = []
         threads = [(i, v) for i, v in list(r.threads.items()) if self._threads_seen.get(i) != v]
@@ -117,17 +161,15 @@ class JournalWriter:
             self._threads_seen.update(threads)
             out.append(_batch(THREAD, len(threads), name=[v[0] for _, v in threads],
                               ident=[i for i, _ in threads], tid=[v[1] for _, v in threads]))
-        p0 = self._pos["sections"]
-        secs = r.sections[p0:p0 + CHUNK]  # a slice is atomic under the GIL; memory bounded
-        while secs:
-            self._pos["sections"] += len(secs)
-            names, t0, t1, stats, idents = zip(*secs)
-            out.append(_batch(SECTION, len(secs), name=names, start_ns=t0, end_ns=t1, ident=idents,
-                              stats=[_stats_json(x) if x else None for x in stats]))
-            if len(out) >= 4:  # at most 4 chunks per flush; the rest at the next one
-                break
+        yield from out
+        out.clear()
+        for _ in range(MAX_SECTION_BATCHES):  # the rest at the next flush, at once when behind
             p0 = self._pos["sections"]
-            secs = r.sections[p0:p0 + CHUNK]
+            secs = r.sections[p0:p0 + SECTION_CHUNK]  # a slice is atomic under the GIL; memory bounded
+            if not secs:
+                break
+            self._pos["sections"] += len(secs)
+            yield self._section_batch(secs)
         for buf in list(r.buffers):
             m0, c0 = self._buf_pos.get(id(buf), (0, 0))
             m1 = min(len(buf.mark_names), len(buf.mark_ts))
@@ -152,7 +194,24 @@ class JournalWriter:
                 out.append(_batch(PROCESS, p1 - p0, start_ns=s.ts[p0:p1], value=s.cpu[p0:p1],
                                   end_ns=[int(x) for x in s.rss[p0:p1]],
                                   tid=[int(x) for x in s.threads[p0:p1]]))
-        return out
+        yield from out
+
+    def _section_batch(self, secs: list[tuple]) -> list[Column]:
+        """Section tuples as the journal's columns: names interned for the session and
+        gathered, keyword stats as JSON only where present (most sections have none)."""
+        import numpy as np
+
+        from ..formats.arrow_columns import gathered_text, sparse_text
+
+        codes, t0, t1, ident, rows = section_columns(secs, self._name_index, self._names)
+        if len(self._names) > len(self._name_bytes):
+            self._name_bytes.extend(v.encode("utf-8", "surrogatepass") for v in self._names[len(self._name_bytes):])
+            self._encoded = np.empty(len(self._name_bytes), object)
+            self._encoded[:] = self._name_bytes
+        n = len(secs)
+        stats = sparse_text(n, np.asarray(rows, np.int64), [_stats_json(secs[i][3]) or "" for i in rows])
+        return _batch(SECTION, n, name=gathered_text(codes, self._encoded), start_ns=t0, end_ns=t1, ident=ident,
+                      stats=stats)
 
     def close(self, delete: bool) -> None:
         """Append what is left, stop; ``delete`` once the full trace is safely written elsewhere."""

@@ -108,6 +108,30 @@ def text(values: Sequence[Any], binary: bool = False, large: bool = False) -> Co
     return Column(t, n, nulls, (bitmap, offsets, b"".join(parts)))
 
 
+def gathered_text(codes: np.ndarray, encoded: np.ndarray) -> Column:
+    """A string column whose value ``i`` is ``encoded[codes[i]]`` (UTF-8 bytes, an
+    object array of the distinct values): names interned once, gathered in C loops."""
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))[codes]
+    large = int(lengths.sum()) >= LARGE
+    offsets = np.zeros(len(codes) + 1, "<i8" if large else "<i4")
+    np.cumsum(lengths, out=offsets[1:])
+    return Column("large_string" if large else "string", len(codes), 0, (None, offsets, b"".join(encoded[codes])))
+
+
+def sparse_text(n: int, rows: np.ndarray, values: Sequence[str]) -> Column:
+    """A string column of ``n`` nulls but at ``rows`` (ascending), which hold ``values``."""
+    parts = [v.encode("utf-8", "surrogatepass") for v in values]
+    lengths = np.zeros(n, np.int64)
+    lengths[rows] = np.fromiter(map(len, parts), np.int64, len(parts))
+    large = int(lengths.sum()) >= LARGE
+    offsets = np.zeros(n + 1, "<i8" if large else "<i4")
+    np.cumsum(lengths, out=offsets[1:])
+    valid = np.zeros(n, bool)
+    valid[rows] = True
+    bitmap, nulls = validity(valid)
+    return Column("large_string" if large else "string", n, nulls, (bitmap, offsets, b"".join(parts)))
+
+
 def nulls(n: int, type: str) -> Column:
     """``n`` nulls of ``type``."""
     bitmap = np.zeros((n + 7) // 8, np.uint8)

@@ -85,12 +85,14 @@ def _psutil_reader() -> Callable[[], tuple[float, float, float]]:
 
 class HostPlugin(Plugin):
     """Options: ``sample_interval_s`` (default 0.02; 0 disables process sampling);
-    ``journal_interval_s`` (default 1.0; 0 disables the crash journal, which is kept
-    only when the session writes an output file)."""
+    ``journal_interval_s`` (default 0.5: what was recorded waits at most that long
+    before its batch is built and written, so a kill loses at most the last second;
+    0 disables the crash journal, which is kept only when the session writes an output
+    file)."""
 
     name = "host"
     device_kinds = ("CPU",)
-    default_journal_interval_s = 1.0
+    default_journal_interval_s = 0.5
     time_limited = False  # its data is in memory already: no time limit may drop it
 
     def _start(self, ctx: SessionContext) -> None:
