@@ -117,6 +117,22 @@ def combined_names(parts: list[np.ndarray], label: Any) -> tuple[np.ndarray, lis
     return inv.astype(np.int64), [label(*(int(x) for x in u)) for u in uniq.tolist()]
 
 
+def pair_keys(proc_a: np.ndarray, id_a: np.ndarray, proc_b: np.ndarray, id_b: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 per (process, id) pair of two sets, equal where the pairs are: the
+    process's code above the id's bits when they fit (ids < 0 count as 0), else the
+    pairs' group numbers."""
+    _, pcode = factorized(np.concatenate([proc_a, proc_b]))
+    hi = int(max(id_a.max(initial=0), id_b.max(initial=0)))
+    bits = max(hi, 1).bit_length()
+    if int(pcode.max(initial=0)).bit_length() + bits > 62:
+        group, _ = group_rows(np.concatenate([proc_a, proc_b]), np.concatenate([id_a, id_b]))
+        group = group.astype(np.int64)
+        return group[:len(id_a)], group[len(id_a):]
+    pcode = pcode.astype(np.int64) << bits
+    return pcode[:len(id_a)] | np.maximum(id_a, 0), pcode[len(id_a):] | np.maximum(id_b, 0)
+
+
 def flow_pairs(launch_proc: np.ndarray, launch_corr: np.ndarray, launch_row: np.ndarray,
                dev_proc: np.ndarray, dev_corr: np.ndarray, dev_row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src rows, dst rows, ids): each device row to the first launch row with its
@@ -125,19 +141,12 @@ def flow_pairs(launch_proc: np.ndarray, launch_corr: np.ndarray, launch_row: np.
     if not len(launch_row) or not len(dev_row):
         z = np.zeros(0, np.int64)
         return z, z, z
-    procs, pcode = factorized(np.concatenate([launch_proc, dev_proc]))
-    hi = int(max(launch_corr.max(), dev_corr.max()))
-    bits = max(hi, 1).bit_length()
-    if hi < 0 or len(procs).bit_length() + bits > 62:
-        group, _ = group_rows(np.concatenate([launch_proc, dev_proc]), np.concatenate([launch_corr, dev_corr]))
-        lkey, dkey = group[:len(launch_row)].astype(np.int64), group[len(launch_row):].astype(np.int64)
-    else:
-        lkey = (pcode[:len(launch_row)].astype(np.int64) << bits) | np.maximum(launch_corr, 0)
-        dkey = (pcode[len(launch_row):].astype(np.int64) << bits) | np.maximum(dev_corr, 0)
-    del pcode
+    lkey, dkey = pair_keys(launch_proc, launch_corr, dev_proc, dev_corr)
     ok = launch_corr > 0
     lkey, lrow = lkey[ok], launch_row[ok]
-    order = lexsort((lrow, lkey))  # by key, then row: the first launch of a key first
+    # by key, then row (rows ascend in the launches as given: a stable sort keeps them),
+    # so the first launch of a key comes first
+    order = np.argsort(lkey, kind="stable") if np.all(lrow[1:] >= lrow[:-1]) else lexsort((lrow, lkey))
     lkey, lrow = lkey[order], lrow[order]
     del order
     pos = np.searchsorted(lkey, dkey) if len(lkey) else np.zeros(len(dkey), np.intp)

@@ -139,6 +139,7 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
     for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
         s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""
     _flows(b, linked)
+    del linked, launches
     md: dict[str, Any] = {"clock": "nsys session time (ns since the session start)",
                           "nsys": {"version": dict(ex.version), "tables_not_read": ex.unread(),
                                    "notes": list(info)}}

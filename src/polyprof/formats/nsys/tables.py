@@ -19,7 +19,7 @@ from .. import sqlite_db
 from . import schema as S
 from .schema import Export
 from ...trace.sorting import unique_inverse
-from ..parts import Part, group_rows, triples, combined_names as _combined_names, one as _one, set_stat as _set
+from ..parts import Part, pair_keys, triples, combined_names as _combined_names, one as _one, set_stat as _set
 
 #: the API version suffix Nsight keeps on runtime names (``cudaMemcpy_v3020``)
 _VERSION = re.compile(r"_v\d+$")
@@ -213,18 +213,17 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
         o = sqlite_db.read_columns(conn, t, {"globalTid": "globalTid", "correlationId": "correlationId"}, other,
                                    not_null=nn)
         if len(o["globalTid"]):
-            nk = len(c["globalTid"])
-            gp = _host_ids(np.concatenate([c["globalTid"], o["globalTid"]]))[0]
-            corr_all = np.concatenate([c["correlationId"], o["correlationId"]])
-            group, _ = group_rows(gp, corr_all)
-            seen = np.zeros(int(group.max()) + 1, bool)
-            seen[group[:nk]] = True
-            dup = seen[group[nk:]] & (o["correlationId"] >= 0)
+            ckey, okey = pair_keys(_host_ids(c["globalTid"])[0], c["correlationId"],
+                                   _host_ids(o["globalTid"])[0], o["correlationId"])
+            ckey.sort()
+            pos = np.minimum(np.searchsorted(ckey, okey), max(len(ckey) - 1, 0))
+            dup = (ckey[pos] == okey) & (o["correlationId"] > 0) if len(ckey) else np.zeros(len(okey), bool)
+            del ckey, okey, pos
             dropped = int(dup.sum())
             if not dup.all():  # calls of other classes of their own: read them whole
                 rest = sqlite_db.read_columns(conn, t, exprs, other, not_null=nn)
                 c = {k: np.concatenate([c[k], rest[k][~dup]]) for k in c}
-            del o, gp, corr_all, group, seen, dup
+            del o, dup
     else:
         c = sqlite_db.read_columns(conn, t, exprs, not_null=nn)
     n = len(c["start"])
