@@ -223,7 +223,7 @@ class Trace:
     # ------------------------------------------------------------------ tables
     def to_arrow(self, stats: Iterable[str] | None = None) -> "pa.Table":
         """The event table as Arrow: one row per event, stats as nullable columns."""
-        from .tables import events_to_arrow
+        from .tables import events_to_arrow  # pyarrow (and pandas) only for the tables' edge
 
         return events_to_arrow(self, stats)
 
@@ -237,20 +237,20 @@ class Trace:
 
     def tables(self) -> dict[str, "pa.Table"]:
         """Every table: events, flows, counters, planes, tracks."""
-        from .tables import all_tables
+        from .tables import all_tables  # pyarrow (and pandas) only for the tables' edge
 
         return all_tables(self)
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
         """Write the native ``.polyprof`` file (lossless)."""
-        from ..formats.native_write import save
+        from ..formats.native_write import save  # upward: the one listed exception (tests/test_layers.py)
 
         return save(self, path)
 
     def extend(self, other: "Trace") -> "Trace":
         """A new trace holding this one's data and ``other``'s (planes matched by
         source and name; see :func:`polyprof.trace.merge.merge`)."""
-        from .merge import merge
+        from .merge import merge  # merge builds a Trace: a cycle at import time
 
         return merge([self, other])
