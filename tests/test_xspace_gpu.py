@@ -158,3 +158,21 @@ def test_cuda_layout_mixed_stream_and_an_uninterpreted_plane(tmp_path: Path) -> 
     assert out.returncode == 0, out.stderr
     said = (out.stdout + out.stderr).replace("\n", " ")
     assert "/device:GPU:1: 1 events on lines 'Unknown line'" in " ".join(said.split())
+
+
+def test_busy_time_equals_tracelens(tmp_path: Path) -> None:
+    """TraceLens's own expectation for the legacy file (its perf report's gpu_timeline.csv,
+    kept beside it): GPU 7 computes 3.586493 ms, GPU 0 copies 0.889028 ms, the others are
+    idle. polyprof's temporal breakdown gives the same busy times."""
+    import csv
+
+    import polyprof.analyze as A
+
+    rows = list(csv.DictReader((DATA / "jax_conv_minimal_legacy.gpu_timeline.csv").open()))
+    want = {(int(r["gpu_pid"]), r["type"]): float(r["time ms"]) for r in rows}
+    t = polyprof.load(DATA / "jax_conv_minimal_legacy.xplane.pb")
+    tb = A.temporal_breakdown(t)
+    tb = tb[tb["stream"] == "(all streams)"].set_index("plane")
+    for pid, plane in ((8, "/device:GPU:7"), (1, "/device:GPU:0")):  # TraceLens's pid: the XPlane id + 1
+        assert tb.loc[plane, "compute_ns"] == round(want[pid, "computation_time"] * 1e6)
+        assert tb.loc[plane, "non_compute_ns"] == round(want[pid, "total_memcpy_time"] * 1e6)
