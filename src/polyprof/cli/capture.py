@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CaptureError
+from .common import Subparsers
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "capture", allow_abbrev=False,  # no `--token SECRET` taken for --token-file
         help="capture running processes that serve captures (polyprof, TensorFlow, JAX)",

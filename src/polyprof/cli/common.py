@@ -11,6 +11,10 @@ from ..errors import PolyprofError
 from ..trace.core import Trace
 
 
+#: what each command's ``register`` is given: the ``polyprof`` parser's subparsers
+Subparsers = argparse._SubParsersAction
+
+
 def add_plugin_args(p: argparse.ArgumentParser) -> None:
     """--plugins, --collect-timeout (as the session declares them) and --plugin."""
     from ..collect.options import add_arguments

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from .ranks import add_executor_args
+from .common import Subparsers
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("convert", help="convert traces (one per rank) into a store (Parquet per rank)",
                        description="Read traces of any supported format, one per rank, and write a store: "
                                    "Parquet files per rank, events sorted by time, and a manifest. "

@@ -7,10 +7,9 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from ..collect.session import Session
-from .common import add_plugin_args, plugin_list, print_summary
+from .common import Subparsers, add_plugin_args, plugin_list, print_summary
 
 
 #: bundled workloads; ``auto`` takes the first whose needs are met here, so a newcomer
@@ -21,7 +20,7 @@ WORKLOADS = {
 }
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("demo", help="profile a bundled workload and print the summary",
                        description="Profile a bundled workload and print the summary. "
                                    "opencl: an image pipeline (upload, blur, gradient, reduce, "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PolyprofError
+from .common import Subparsers
 
 #: changes named per direction in the verdict, at most
 VERDICT_TOP = 5
@@ -50,7 +51,7 @@ def _options(p: argparse.ArgumentParser) -> None:
                        "first, the warm-up, when there are 3 or more)")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "diff", help="compare two runs: what got slower or faster, beyond the noise",
         usage="polyprof diff [options] A B\n       polyprof diff [options] A1 A2 ... -- B1 B2 ...",

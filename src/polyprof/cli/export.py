@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from ..formats.registry import by_name, for_output, writers
-from .common import add_window_args, load_trace, output_path, window_from
+from .common import Subparsers, add_window_args, load_trace, output_path, window_from
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("export", help="convert a trace (chrome = Perfetto / chrome://tracing)",
                        description="Read any supported trace and write it in another format: "
                                    + "; ".join(f"{f.name}: {f.summary}" for f in writers())

@@ -7,9 +7,10 @@ import sys
 from typing import Any
 
 from ..errors import PolyprofError
+from .common import Subparsers
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("plugin", help="tools for plugin authors (conformance kit)",
                        description="Tools for plugin authors.")
     psub = p.add_subparsers(dest="plugin_command", metavar="ACTION")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from .common import Subparsers
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("plugins", help="list discovered plugins and whether each can run here")
     p.set_defaults(func=run)
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..errors import PolyprofError
-from .common import add_window_args, load_trace, output_path, window_from
+from .common import Subparsers, add_window_args, load_trace, output_path, window_from
 from ..trace import metadata_keys as mkeys
 from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("report", help="write an HTML report (one file, works offline)",
                        description="Per-device timeline overview, time breakdowns, top kernels / ops / "
                                    "sections, steps and findings, in one self-contained HTML file.")

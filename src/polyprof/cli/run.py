@@ -25,10 +25,10 @@ from ..collect.session import Session
 from ..lowlevel import heap
 from ..trace.core import Trace
 from ..collect import options
-from .common import add_plugin_target_arg, plugin_list, print_summary
+from .common import Subparsers, add_plugin_target_arg, plugin_list, print_summary
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("run", help="profile a Python script and write a .polyprof trace",
                        description="Run SCRIPT as __main__ inside a profiling session. The exit code is "
                                    "the script's; the trace is written even if the script raises, "

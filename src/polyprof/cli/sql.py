@@ -6,7 +6,7 @@ import argparse
 from typing import Any, Iterator
 
 from ..errors import PolyprofError
-from .common import add_window_args, load_trace, window_from
+from .common import Subparsers, add_window_args, load_trace, window_from
 
 HELP = """\
 Tables: events (plane, track_id, track, name, category, start_ns, dur_ns, end_ns and one
@@ -22,7 +22,7 @@ and the setting is locked. --allow-external lifts that for a query you trust.
 
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("sql", help="run SQL (DuckDB) over a trace's events",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store (polyprof convert: "

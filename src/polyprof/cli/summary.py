@@ -6,11 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_window_args, load_trace, window_from
+from .common import Subparsers, add_window_args, load_trace, window_from
 from .ranks import add_executor_args, analyze_ranks, is_job
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("summary", help="print where the time went in a trace",
                        description="Device time breakdowns, top kernels / ops / sections, steps, launches and "
                                    "findings for any supported trace file.")
