@@ -153,8 +153,8 @@ def bench(n: int, repeat: int, hta_python: str, jobs: int | None, baseline: str 
             tools.append(("polyprof_baseline", pp, base_env))
             for name, e in (("store", env), ("store_baseline", base_env)):
                 store = Path(d) / name
-                subprocess.run([sys.executable, "-m", "polyprof", "convert", str(data), "-o", str(store)],
-                               env=e, check=True, capture_output=True)
+                subprocess.run([sys.executable, "-m", "polyprof", "convert", *map(str, sorted(data.iterdir())),
+                                "-o", str(store)], env=e, check=True, capture_output=True)
                 tools.append((f"polyprof_{name}", [sys.executable, "-m", "polyprof", "summary", str(store), "--json",
                                                    *j], e))
         for _, cmd, e in tools:  # warm-up (bytecode, page cache), untimed

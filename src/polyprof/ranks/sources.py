@@ -31,6 +31,9 @@ class RankSource:
 
     label: str = ""
     path: Path | None = None
+    #: whether the job works on such ranks one at a time unless told otherwise (``jobs``):
+    #: a store's, whose ranks need not fit in memory side by side
+    one_at_a_time: bool = False
 
     def named(self) -> tuple[int, str] | None:
         """The rank the data names itself, and how it says so (not loading it)."""
@@ -69,7 +72,10 @@ class TraceFile(RankSource):
 
 class StoreRank(RankSource):
     """One rank of a store (``polyprof convert``): its rank, file name and how the rank
-    was found are the ones the conversion recorded in the manifest."""
+    was found are the ones the conversion recorded in the manifest. A store is for jobs
+    bigger than memory: its ranks are worked on one at a time unless ``jobs`` says more."""
+
+    one_at_a_time = True
 
     def __init__(self, folder: str | os.PathLike, rank: int, label: str = "", how: str = "store"):
         self.folder = Path(folder)

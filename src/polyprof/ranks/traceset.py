@@ -102,8 +102,11 @@ class TraceSet:
     def map(self, fn: Callable[[Trace], Any], executor: Executor | str | None = None,
             progress: str | None = None, jobs: int | None = None) -> dict[int, Any]:
         """``fn(trace)`` for every rank, on ``executor`` (ranks/executor.py; default: local
-        processes, ``jobs`` of them, one per core by default), by rank; a rank whose work
-        fails raises a PolyprofError naming the rank and its source."""
+        processes, ``jobs`` of them: one per core, or one rank at a time in this process
+        for a store's ranks), by rank; a rank whose work fails raises a PolyprofError
+        naming the rank and its source."""
+        if jobs is None and any(e.source.one_at_a_time for e in self.entries):
+            jobs = 1
         ahead, self._ahead = self._ahead, None
         out: dict[int, Any] = {}
         try:
