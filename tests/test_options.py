@@ -113,6 +113,12 @@ def test_every_option_is_declared_once_and_reaches_every_entry():
         polyprof.profile(memroy=True)
     with pytest.raises(SessionError, match=r"\$POLYPROF_MEMORY='maybe'"):
         opts.make({"POLYPROF_MEMORY": "maybe"})
+    # profile()'s signature (help(), notebooks) is the dataclass's fields
+    import inspect
+
+    sig = inspect.signature(polyprof.profile)
+    assert list(sig.parameters) == ["plugins", *(n for n in opts.NAMES if n != "plugins")]
+    assert sig.parameters["memory"].default is False and sig.parameters["collect_timeout"].default == 30.0
     # nothing given, nothing in the environment: the declared defaults
     assert polyprof.profile().settings == opts.SessionOptions()
     # given wins over the environment, which wins over the default

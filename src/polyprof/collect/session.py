@@ -13,7 +13,9 @@ parent's files; a session opened while another runs nests inside it (docs/plugin
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import logging
 import os
 import sys
@@ -473,6 +475,20 @@ def profile(plugins: Sequence[str | Any] | None = None, **options: Any) -> Sessi
     see :mod:`polyprof.collect.nested`.
     """
     return Session(settings=make(None, plugins=plugins, **options))
+
+
+def _signature() -> inspect.Signature:
+    """profile()'s signature as help() and notebooks show it: SessionOptions' fields."""
+    params = [inspect.Parameter("plugins", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
+    for f in dataclasses.fields(SessionOptions):
+        if f.name != "plugins":
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc, operator]
+            params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=f.type))
+    return inspect.Signature(params, return_annotation="Session")
+
+
+profile.__signature__ = _signature()  # type: ignore[attr-defined]
 
 
 __all__ = ["Session", "profile", "active_session", "PluginError"]
