@@ -56,9 +56,14 @@ class Part:
                     stats, pick(self.corr))
 
 
+def zeros(n: int) -> np.ndarray:
+    """A read-only column of ``n`` zeros that takes no memory (a broadcast scalar)."""
+    return np.broadcast_to(np.int64(0), (n,))
+
+
 def one(n: int, value: str) -> tuple[np.ndarray, list[str]]:
     """Codes and values of a column that is ``value`` everywhere."""
-    return np.zeros(n, np.int64), [value]
+    return zeros(n), [value]
 
 
 def set_stat(stats: dict[str, Any], key: str, values: np.ndarray, missing: int = -1) -> None:
@@ -122,6 +127,9 @@ def pair_keys(proc_a: np.ndarray, id_a: np.ndarray, proc_b: np.ndarray, id_b: np
     """One int64 per (process, id) pair of two sets, equal where the pairs are: the
     process's code above the id's bits when they fit (ids < 0 count as 0), else the
     pairs' group numbers."""
+    one_proc = [int(x) for p in (proc_a, proc_b) if len(p) for x in (p.min(), p.max())]
+    if len(set(one_proc)) <= 1:  # a single process: the ids are the keys
+        return np.maximum(id_a, 0), np.maximum(id_b, 0)
     _, pcode = factorized(np.concatenate([proc_a, proc_b]))
     hi = int(max(id_a.max(initial=0), id_b.max(initial=0)))
     bits = max(hi, 1).bit_length()
@@ -143,7 +151,8 @@ def flow_pairs(launch_proc: np.ndarray, launch_corr: np.ndarray, launch_row: np.
         return z, z, z
     lkey, dkey = pair_keys(launch_proc, launch_corr, dev_proc, dev_corr)
     ok = launch_corr > 0
-    lkey, lrow = lkey[ok], launch_row[ok]
+    lkey, lrow = (lkey, launch_row) if ok.all() else (lkey[ok], launch_row[ok])
+    del ok
     # by key, then row (rows ascend in the launches as given: a stable sort keeps them),
     # so the first launch of a key comes first
     order = np.argsort(lkey, kind="stable") if np.all(lrow[1:] >= lrow[:-1]) else lexsort((lrow, lkey))

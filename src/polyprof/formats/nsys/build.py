@@ -159,7 +159,7 @@ def _flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, np.
     devices = [x for x in linked if x[0]]
     if not launches or not devices:
         return
-    cat = lambda xs, i: np.concatenate([x[i] for x in xs])  # noqa: E731
+    cat = lambda xs, i: xs[0][i] if len(xs) == 1 else np.concatenate([x[i] for x in xs])  # noqa: E731
     src, dst, ids = flow_pairs(cat(launches, 1), cat(launches, 2), cat(launches, 3),
                                cat(devices, 1), cat(devices, 2), cat(devices, 3))
     if len(src):

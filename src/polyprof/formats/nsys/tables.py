@@ -19,7 +19,7 @@ from .. import sqlite_db
 from . import schema as S
 from .schema import Export
 from ...trace.sorting import unique_inverse
-from ..parts import Part, pair_keys, triples, combined_names as _combined_names, one as _one, set_stat as _set
+from ..parts import Part, pair_keys, zeros, triples, combined_names as _combined_names, one as _one, set_stat as _set
 
 #: the API version suffix Nsight keeps on runtime names (``cudaMemcpy_v3020``)
 _VERSION = re.compile(r"_v\d+$")
@@ -188,7 +188,7 @@ def _host_part(table: str, c: dict[str, np.ndarray], names: tuple[np.ndarray, li
                category: tuple[np.ndarray, list[str]], stats: dict[str, Any], corr: np.ndarray | None = None) -> Part:
     n = len(c["start"])
     gpid, tid = _host_ids(c["globalTid"])
-    return Part(table, False, c["start"], c["end"], gpid, tid, np.zeros(n, np.int64), names[0], names[1],
+    return Part(table, False, c["start"], c["end"], gpid, tid, zeros(n), names[0], names[1],
                 category[0], category[1], stats, corr)
 
 
