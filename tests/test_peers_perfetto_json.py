@@ -161,3 +161,19 @@ def test_repairs_and_phase_letters(tmp_path: Path) -> None:
     t = load("test_string_pid_tid", tmp_path)  # "ph": "XXX" is X; string pid and tid name the thread
     assert slices(t) == Counter({(5100, 500100, "name.exec"): 1})
     assert [tr.name for tr in t.tracks] == ["foo/bar"]
+
+
+@pytest.mark.parametrize("version, want", [
+    # Perfetto test/trace_processor/diff_tests/parser/parsing/tests.py test_flow_events_json_v1 / _v2
+    ("v1", {("SenderB", "Blergh"), ("SenderA", "OtherSlice"), ("OtherSlice", "SomeSlice")}),
+    ("v2", {("SenderB", "Blergh"), ("SenderA", "OtherSlice"), ("OtherSlice", "SomeSlice"),
+            ("OtherSlice", "SomeOtherSlice")}),
+])
+def test_flow_events(version: str, want: set) -> None:
+    """Flows v1 (s/t/f events bound to slices) and v2 (bind_id with flow_in/flow_out on
+    the slices): the same (slice out, slice in) pairs as Perfetto."""
+    t = polyprof.load(SUITE.parent / f"flow_events_json_{version}.json")
+    names = t.names()
+    got = [(names[s], names[d]) for s, d in zip(t.flows["src"], t.flows["dst"])]
+    assert len(got) == len(want) and set(got) == want
+    assert not t.metadata.get("warnings")

@@ -15,7 +15,7 @@ from .codes import _distinct, _is_id
 from . import asyncs
 from .deferred import DeferredArgs
 from .devices import device_planes
-from .flows import bind_flows
+from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from ...trace import metadata_keys as mkeys
 
@@ -79,6 +79,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     progress.advance(1)
 
     bind_flows(col, track, ts, dur, cat_c, track_of_pair, ntid, base)
+    bind_v2(col, ts, cat_c)
     progress.advance(1)
     if col.counters:
         cp = np.array([c[0] for c in col.counters])

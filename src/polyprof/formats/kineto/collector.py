@@ -26,7 +26,7 @@ from .codes import _codes, _id_code, same_id
 from .events import (_ASYNC_PHASES, _B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _NULL, _OTHER, _PHASE_CODES,
                      _PHASES, _S, _X, _Event)
 from . import asyncs, lenient
-from .flows import add_flow_slice
+from .flows import add_flow_slice, add_v2_slice
 from .ids import fast_ids, id_groups
 from .numbers import NotANumber, _ns_of
 from .progress import _Progress
@@ -99,6 +99,7 @@ class _Collector:
         self.lost_args = 0  # events whose args (from add_columns) were not valid JSON
         self.dropped = lenient.Dropped()  # what was left out, by reason: one warning line
         self.asyncs: list[tuple] = []  # b/e/n events (asyncs.py)
+        self.flow_v2: list[tuple] = []  # slices with bind_id and flow_in/flow_out (flows.py)
 
     def _sid(self, v: Any) -> int:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
@@ -217,6 +218,7 @@ class _Collector:
         c["ts"].append(ts_ns)
         c["dur"].append(np.maximum(dur, 0))
         base = self.n
+        add_v2_slice(self, sel, base)
         if np.any(ev_codes == _B):
             self.b_rows.append(np.flatnonzero(ev_codes == _B) + base)
         self.arg_raws += gather.values(sel, "args")

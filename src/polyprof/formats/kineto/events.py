@@ -42,6 +42,8 @@ class _Event(msgspec.Struct, gc=False, omit_defaults=True):
     id2: Any = None
     bind_id: Any = None
     bp: Any = None
+    flow_in: Any = None  # flow events v2: the slice ends (flow_in) or starts (flow_out) flow bind_id
+    flow_out: Any = None
 
 
 class _Document(msgspec.Struct, gc=False):

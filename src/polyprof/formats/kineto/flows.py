@@ -48,6 +48,42 @@ def add_flow_slice(col: "_Collector", sel: list[_Event], ph: np.ndarray, ts_ns: 
                      col.field_codes(sel, "tid", np.int64), ts_ns, enclosing)
 
 
+def add_v2_slice(col: "_Collector", sel: list[_Event], base: int) -> None:
+    """Flow events v2 of one slice of X/B events: ``bind_id`` with ``flow_out`` (the slice
+    starts the flow) and/or ``flow_in`` (it ends there), kept as (row, id code, in, out)."""
+    binds = gather.values(sel, "bind_id")
+    if binds.count(None) == len(binds):
+        return
+    rows = [i for i, b in enumerate(binds) if b is not None]
+    fin = np.array([sel[i].flow_in is True for i in rows], bool)
+    fout = np.array([sel[i].flow_out is True for i in rows], bool)
+    keep = fin | fout
+    if not keep.any():
+        return
+    names = col.flow_names
+    codes = np.array([names.setdefault(msgspec.json.encode(binds[i]), len(names)) for i in rows], np.int64)
+    col.flow_v2.append((np.asarray(rows, np.int64)[keep] + base, codes[keep], fin[keep], fout[keep]))
+
+
+def bind_v2(col: "_Collector", ts: np.ndarray, cat_c: np.ndarray) -> None:
+    """Flows v2: each ``flow_in`` slice is the end of a flow from the latest ``flow_out``
+    slice of its bind_id before it (a slice may be both), as Perfetto links them."""
+    if not col.flow_v2:
+        return
+    rows, ids, fin, fout = (np.concatenate(x) for x in zip(*col.flow_v2))
+    order = lexsort((rows, ts[rows], ids))
+    rows, ids, fin, fout = rows[order], ids[order], fin[order], fout[order]
+    pos = np.arange(len(rows))
+    last_out = np.maximum.accumulate(np.concatenate([[-1], np.where(fout, pos, -1)[:-1]]))
+    ok = fin & (last_out >= 0)
+    ok[ok] &= ids[last_out[ok]] == ids[ok]
+    src, dst = rows[last_out[ok]], rows[ok]
+    cats = cat_c[src]
+    for c in _distinct(cats).tolist():
+        m = cats == c
+        col.b.flows(src[m], dst[m], ids[ok][m] + 1, col.b.strings[c])
+
+
 def add_flow_columns(col: "_Collector", cat: np.ndarray, fid: np.ndarray, ph: np.ndarray, pid: np.ndarray,
                      tid: np.ndarray, ts_ns: np.ndarray, enclosing: np.ndarray) -> None:
     """Flow endpoints as columns: category string ids, ids (numbers >= 0), phase codes
