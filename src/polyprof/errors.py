@@ -56,3 +56,8 @@ class CaptureError(PolyprofError):
 class WindowError(PolyprofError):
     """An analysed window (``--steps``, ``--skip-first``) that the trace cannot give:
     says what was asked and which steps the trace has."""
+
+
+class PeakError(PolyprofError):
+    """A device peak given by hand (``--peak``, ``peaks=``) that cannot be read: says
+    which part and what is expected."""

@@ -56,6 +56,8 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("device_op_breakdown", "polyprof.analyze.devops:device_op_breakdown"),
     Analysis("kernel_state_breakdown", "polyprof.analyze.kernel_states:kernel_state_breakdown"),
     Analysis("queue_length_summary", "polyprof.analyze.queues:queue_length_summary"),
+    Analysis("op_efficiency", "polyprof.analyze.efficiency:op_efficiency"),
+    Analysis("mfu", "polyprof.analyze.efficiency:mfu"),
 )
 _BY_NAME = {a.name: a for a in ANALYSES}
 

@@ -1,0 +1,187 @@
+"""How far from the hardware: achieved FLOP/s and bandwidth of each op against the
+device's roofline (``op_efficiency``), and model FLOPs utilisation (``mfu``).
+
+FLOPs and bytes come from :mod:`analyze.flops` (the trace's own figures, else estimated
+from shapes), peaks from :mod:`analyze.peaks` (overridden with ``peak=`` here, or for
+every table computed inside :func:`peaks.using`, as ``--peak`` does).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+import numpy as np
+
+from ..derive import cache
+from ..derive.projection import LaunchIndex
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from ..trace import keys
+from .flops import SOURCE_NAMES, Costs, op_costs
+from .frames import empty_frame, frame, order_desc
+from .grouping import group_reduce, group_stats
+from .peaks import Peak, device_peak, given
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+def _peak(trace: Trace, peak: str | Mapping[str, float] | None) -> Peak | None:
+    return device_peak(trace, peak if peak is not None else given())
+
+
+def costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
+    """(rows, on_device, costs): the framework ops with a FLOP or byte figure, then the
+    device events (XLA ops, kernels) that carry their own ``flops`` stat."""
+    ops = trace.rows_of_kind(Kind.CPU_OP)
+    col = trace.stats.get(keys.FLOPS)
+    dev = np.zeros(0, np.int64)
+    if col is not None and len(col):
+        dev = np.setdiff1d(col.rows, ops, assume_unique=False)
+        dev = dev[trace.kinds[dev] != Kind.CPU_OP] if len(dev) else dev
+    rows = np.concatenate([ops, dev])
+    on_device = np.concatenate([np.zeros(len(ops), bool), np.ones(len(dev), bool)])
+    order = np.argsort(rows, kind="stable")
+    rows, on_device = rows[order], on_device[order]
+    c = op_costs(trace, rows)
+    keep = ~(np.isnan(c.flops) & np.isnan(c.bytes))
+    c.flops, c.bytes, c.precision, c.source = c.flops[keep], c.bytes[keep], c.precision[keep], c.source[keep]
+    return rows[keep], on_device[keep], c
+
+
+def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> pd.DataFrame:
+    """One row per op name with a FLOP or byte figure: framework ops (``aten::mm``...)
+    and device ops that carry XLA's cost figures.
+
+    Columns: ``name``, ``count``, ``flops`` and ``bytes`` (summed over calls; an op
+    nested in another keeps its own figure, so do not sum the column over names: ``mfu``
+    counts each FLOP once), ``flops_source`` (trace / shapes), ``precision`` (of the
+    first input), ``device_ns`` (device time the op's calls launched, nested ops
+    included; for a device op its duration), ``host_ns`` (the calls' host duration),
+    ``time_ns`` (``device_ns`` where the op ran work on a device, else ``host_ns``: a
+    CPU op), ``where`` (device / host), ``flops_per_s`` and ``bytes_per_s`` (achieved,
+    over ``time_ns``), ``intensity`` (FLOPs per byte), ``peak_flops_per_s`` (the
+    device's peak at that precision), ``roofline_pct`` (achieved FLOP/s as a share of
+    the roofline at that intensity, min(peak, intensity × bandwidth); NaN on the host or
+    without peaks), ``bound_by`` (compute / memory: which side of the ridge point the
+    intensity lies; "" where unknown). Sorted by ``time_ns``.
+    """
+    cols = ["name", "count", "flops", "bytes", "flops_source", "precision", "device_ns", "host_ns", "time_ns",
+            "where", "flops_per_s", "bytes_per_s", "intensity", "peak_flops_per_s", "roofline_pct", "bound_by"]
+    rows, on_device, c = costed_rows(trace)
+    if not len(rows):
+        return empty_frame(cols, ("name", "flops_source", "precision", "where", "bound_by"), np.float64)
+    ev = trace.events
+    st, du = ev["start_ns"][rows], ev["dur_ns"][rows]
+    dev_ns = np.where(on_device, du, 0)
+    host = ~on_device
+    if host.any():
+        proj = LaunchIndex(trace, cache.correlation(trace)).project(
+            cache.threads(trace)[ev["track"][rows[host]]], st[host], st[host] + du[host])
+        dev_ns[host] = proj.busy_ns
+    g = group_stats(ev["name"][rows], du)
+    o, s = g["order"], g["starts"]
+    first = o[s]  # a group's first row (in row order): its precision and source
+    flops = group_reduce(o, s, np.nan_to_num(c.flops), np.add)
+    nbytes = group_reduce(o, s, np.nan_to_num(c.bytes), np.add)
+    has_f = group_reduce(o, s, (~np.isnan(c.flops)).astype(np.int64), np.add) > 0
+    has_b = group_reduce(o, s, (~np.isnan(c.bytes)).astype(np.int64), np.add) > 0
+    flops, nbytes = np.where(has_f, flops, np.nan), np.where(has_b, nbytes, np.nan)
+    device_ns = group_reduce(o, s, dev_ns, np.add)
+    host_ns = group_reduce(o, s, np.where(on_device, 0, du), np.add)
+    on_dev = device_ns > 0
+    time_ns = np.where(on_dev, device_ns, host_ns).astype(np.float64)
+    prec = c.precision[first]
+    pk = _peak(trace, peak)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fps = flops / time_ns * 1e9
+        bps = nbytes / time_ns * 1e9
+        intensity = flops / nbytes
+        peak_f = np.array([pk.flops(p) if pk else 0.0 for p in prec], np.float64)
+        bw = pk.bandwidth if pk else 0.0
+        roof = np.where(np.isnan(intensity), peak_f, np.minimum(peak_f, intensity * bw if bw else np.inf))
+        known = on_dev & (peak_f > 0) & np.isfinite(fps)
+        roofline_pct = np.where(known & (roof > 0), 100.0 * fps / roof, np.nan)
+        ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
+        bound = np.where(~np.isfinite(intensity) | np.isnan(ridge) | (peak_f <= 0), "",
+                         np.where(intensity >= ridge, "compute", "memory")).astype(object)
+    return frame({
+        "name": np.asarray(trace.strings, dtype=object)[g["key"]], "count": g["count"], "flops": flops,
+        "bytes": nbytes, "flops_source": SOURCE_NAMES[c.source[first]], "precision": prec,
+        "device_ns": device_ns, "host_ns": host_ns, "time_ns": time_ns,
+        "where": np.where(on_dev, "device", "host").astype(object), "flops_per_s": fps, "bytes_per_s": bps,
+        "intensity": intensity, "peak_flops_per_s": np.where(peak_f > 0, peak_f, np.nan),
+        "roofline_pct": roofline_pct, "bound_by": bound}, order=order_desc(time_ns))
+
+
+def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, flops, precision) of the model's FLOPs, each counted once: the ops with a
+    FLOP figure not nested in another such op on the same thread (``aten::linear``, not
+    also its ``aten::addmm``); device ops with their own figures where no framework op
+    has one."""
+    rows, on_device, c = costed_rows(trace)
+    f = ~np.isnan(c.flops)
+    host = f & ~on_device
+    pick = host if host.any() else f
+    rows, flops, prec = rows[pick], c.flops[pick], c.precision[pick]
+    if not host.any() or not len(rows):
+        return rows, flops, prec
+    ev = trace.events
+    th = cache.threads(trace)[ev["track"][rows]]
+    st = ev["start_ns"][rows]
+    en = st + ev["dur_ns"][rows]
+    order = np.lexsort((-en, st, th))
+    th_o, st_o, en_o = th[order], st[order], en[order]
+    outer = np.ones(len(rows), bool)
+    bounds = np.flatnonzero(np.r_[True, th_o[1:] != th_o[:-1], True])
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        prev_end = np.maximum.accumulate(en_o[a:b])
+        outer[order[a + 1:b]] = st_o[a + 1:b] >= prev_end[:-1]
+    return rows[outer], flops[outer], prec[outer]
+
+
+def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> pd.DataFrame:
+    """Model FLOPs utilisation per step and overall: model FLOPs (each counted once,
+    :func:`model_rows`) ÷ (time × peak FLOP/s of the precision assumed × devices).
+
+    Columns: ``step`` (-1: the whole trace, first), ``flops``, ``time_ns`` (the step's
+    span; overall: the steps' spans summed, or the trace's span without steps),
+    ``flops_per_s`` (achieved), ``precision`` (assumed: ``precision`` if given, else the
+    one most FLOPs were in), ``devices`` (device planes with activity, at least 1),
+    ``peak_flops_per_s`` (per device), ``mfu_pct`` (NaN without a peak: a CPU run, an
+    unknown device), ``device`` (the peaks' model and their source).
+    """
+    rows, flops, prec = model_rows(trace)
+    cols = ["step", "flops", "time_ns", "flops_per_s", "precision", "devices", "peak_flops_per_s", "mfu_pct",
+            "device"]
+    if not len(rows):
+        return empty_frame(cols, ("precision", "device"), np.float64)
+    if precision is None:
+        kinds, inv = np.unique(prec.astype(str), return_inverse=True)
+        weights = np.bincount(inv, weights=flops, minlength=len(kinds))
+        precision = str(kinds[int(np.argmax(weights))])
+    pk = _peak(trace, peak)
+    ev = trace.events
+    steps = cache.steps(trace)
+    st = ev["start_ns"][rows]
+    step_idx = steps.of(st) if len(steps) else np.full(len(rows), -1)
+    busy = np.unique(trace.event_planes())
+    devices = max(1, sum(1 for p in trace.planes if p.kind == "device" and p.id in busy))
+    if len(steps):
+        per = np.bincount(step_idx[step_idx >= 0], weights=flops[step_idx >= 0], minlength=len(steps))
+        span = (steps.end - steps.start).astype(np.float64)
+        step_no = np.r_[-1, steps.number]
+        f_all = np.r_[per.sum(), per]
+        t_all = np.r_[span.sum(), span]
+    else:
+        t0, t1 = trace.span_ns
+        step_no, f_all, t_all = np.array([-1]), np.array([flops.sum()]), np.array([float(t1 - t0)])
+    peak_f = pk.flops(precision) if pk else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fps = f_all / t_all * 1e9
+        pct = 100.0 * fps / (peak_f * devices) if peak_f else np.full(len(fps), np.nan)
+    n = len(step_no)
+    return frame({
+        "step": step_no.astype(np.int64), "flops": f_all, "time_ns": t_all, "flops_per_s": fps,
+        "precision": np.full(n, precision, object), "devices": np.full(n, devices, np.int64),
+        "peak_flops_per_s": np.full(n, peak_f if peak_f else np.nan), "mfu_pct": pct,
+        "device": np.full(n, f"{pk.model} ({pk.source})" if pk else "", object)})

@@ -1,0 +1,174 @@
+"""Device peaks as data: peak FLOP/s per precision and memory bandwidth of an
+accelerator, read from ``peaks.json`` (beside this module, each figure with its vendor
+document), matched to a trace's device by name, overridable by hand.
+
+A precision's peak is its tensor (matrix) unit's where the device has one, else its
+vector units'; ``fp32`` on an NVIDIA GPU is the vector peak (TF32 is its own
+precision, used only when asked for: ``--peak`` or ``precision=``).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..errors import PeakError
+from ..trace.core import Trace
+from ..trace import metadata_keys as mkeys
+
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+_UNITS = ("tensor", "vector")
+#: every rate a device entry may give, in FLOP/s (OP/s for int8), and ``hbm`` in bytes/s
+RATE_KEYS = tuple(f"{p}_{u}" for p in PRECISIONS for u in _UNITS) + ("hbm",)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One device's peaks: ``rates`` maps :data:`RATE_KEYS` to FLOP/s (bytes/s for
+    ``hbm``); ``source`` the documents they are from (and ``--peak`` where overridden)."""
+
+    model: str
+    rates: Mapping[str, float] = field(default_factory=dict)
+    units: int = 0
+    unit_kind: str = ""
+    source: str = ""
+
+    def flops(self, precision: str) -> float:
+        """Peak FLOP/s of ``precision`` (tensor unit first, then vector), 0 if unknown;
+        precision "" (not known: an XLA op) is the device's main one, bf16 where it has
+        a bf16 unit, else fp32."""
+        if not precision:
+            return self.flops("bf16") or self.flops("fp32")
+        for u in _UNITS:
+            v = self.rates.get(f"{precision}_{u}", 0.0)
+            if v:
+                return float(v)
+        return 0.0
+
+    @property
+    def bandwidth(self) -> float:
+        """Peak memory bandwidth in bytes/s, 0 if unknown."""
+        return float(self.rates.get("hbm", 0.0))
+
+
+@lru_cache(maxsize=1)
+def table() -> tuple[dict[str, Any], ...]:
+    """The device entries of ``peaks.json``, in matching order."""
+    with open(Path(__file__).with_name("peaks.json"), encoding="utf-8") as f:
+        return tuple(json.load(f)["devices"])
+
+
+def _peak(entry: Mapping[str, Any]) -> Peak:
+    return Peak(entry["model"], {k: float(entry[k]) for k in RATE_KEYS if k in entry}, int(entry.get("units", 0)),
+                entry.get("unit_kind", ""), entry.get("source", ""))
+
+
+def match(name: str) -> Peak | None:
+    """The peaks of the device called ``name`` (e.g. Kineto's ``NVIDIA A100-PG509-200``),
+    or None: the first entry one of whose lists of substrings all occur in the name."""
+    low = f" {name.lower()} "
+    for e in table():
+        if any(all(s in low for s in words) for words in e["match"]):
+            return _peak(e)
+    return None
+
+
+def device_names(trace: Trace) -> list[str]:
+    """The device names a trace gives: its device planes' ``name`` (Kineto's
+    deviceProperties ride on the planes) or ``device_type_string`` (XSpace), then the
+    ``deviceProperties`` of the trace's metadata (and of torch's, for a live session)."""
+    out: list[str] = []
+    for p in trace.planes:
+        if p.kind == "device":
+            for k in ("name", "device_type_string", "device_name"):
+                v = p.properties.get(k) if p.properties else None
+                if isinstance(v, str) and v:
+                    out.append(v)
+    props = list(trace.metadata.get(mkeys.DEVICE_PROPERTIES) or [])
+    torch_md = trace.metadata.get(mkeys.TORCH)
+    if isinstance(torch_md, dict):
+        props += list(torch_md.get("deviceProperties") or [])
+    out += [d["name"] for d in props if isinstance(d, dict) and isinstance(d.get("name"), str)]
+    return out
+
+
+def _plane_peaks(trace: Trace, found: Peak | None) -> Peak | None:
+    """XProf's own peaks where a device plane carries them (``peak_teraflops_per_second``,
+    bf16 on a TPU; ``peak_hbm_bw_gigabytes_per_second``) over the table's."""
+    for p in trace.planes:
+        props = p.properties or {}
+        tf, bw = props.get("peak_teraflops_per_second"), props.get("peak_hbm_bw_gigabytes_per_second")
+        if p.kind == "device" and isinstance(tf, (int, float)) and tf > 0:
+            base = found or Peak(str(props.get("device_type_string") or p.name))
+            rates = {**base.rates, "bf16_tensor": float(tf) * 1e12}
+            if isinstance(bw, (int, float)) and bw > 0:
+                rates["hbm"] = float(bw) * 1e9
+            return replace(base, rates=rates, source=f"the trace's device plane {p.name} (XProf's peaks)")
+    return found
+
+
+def parse_override(text: str) -> dict[str, float]:
+    """``"bf16=989e12,hbm=3.35e12"`` -> rates. A bare precision (``bf16``) sets its
+    tensor peak; ``bf16_vector`` and the other :data:`RATE_KEYS` name one unit."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, eq, val = part.partition("=")
+        key = key.strip().lower()
+        key = f"{key}_tensor" if key in PRECISIONS else key
+        if not eq or key not in RATE_KEYS:
+            raise PeakError(f"--peak {part!r}: expected NAME=VALUE with NAME one of "
+                            f"{', '.join(PRECISIONS)}, hbm or PRECISION_tensor/_vector")
+        try:
+            v = float(val)
+        except ValueError:
+            raise PeakError(f"--peak {part!r}: {val!r} is not a number (FLOP/s or bytes/s, e.g. 989e12)") from None
+        if not v > 0 or v == float("inf"):
+            raise PeakError(f"--peak {part!r}: the peak must be a positive finite number")
+        out[key] = v
+    return out
+
+
+def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None) -> Peak | None:
+    """The peaks of the trace's (first recognised) device, with ``override`` (text as
+    :func:`parse_override` reads it, or rates) put over them; None when no device is
+    recognised and nothing is given."""
+    over = parse_override(override) if isinstance(override, str) else dict(override or {})
+    for k in over:
+        if k not in RATE_KEYS:
+            raise PeakError(f"peak {k!r}: expected one of {', '.join(RATE_KEYS)}")
+    found = next((p for p in map(match, device_names(trace)) if p is not None), None)
+    found = _plane_peaks(trace, found)
+    if not over:
+        return found
+    base = found or Peak("given by hand")
+    src = f"{base.source}; " if base.source else ""
+    return replace(base, rates={**base.rates, **over}, source=f"{src}given: {', '.join(sorted(over))}")
+
+
+
+
+#: the peaks given for the tables computed now (``--peak``): see :func:`using`
+_GIVEN: ContextVar[str | Mapping[str, float] | None] = ContextVar("polyprof_peak", default=None)
+
+
+@contextmanager
+def using(override: str | Mapping[str, float] | None) -> Iterator[None]:
+    """Within it, the efficiency tables use these peaks over the matched device's (the
+    text of ``--peak``, or rates); checked at once, so a bad value fails before any work."""
+    if isinstance(override, str):
+        parse_override(override)
+    token = _GIVEN.set(override)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
+def given() -> str | Mapping[str, float] | None:
+    """The peaks :func:`using` set, or None."""
+    return _GIVEN.get()

@@ -1,0 +1,150 @@
+"""FLOPs and bytes per op, device peaks, op_efficiency and mfu (issue 31): against a
+real torch CPU run recorded with torch's own FLOP counter, and shared traces."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.analyze import peaks
+from polyprof.analyze.efficiency import mfu, op_efficiency
+from polyprof.analyze.flops import estimate_one, op_costs
+from polyprof.analyze.frames import column
+from polyprof.errors import PeakError
+from polyprof.trace.categories import Kind
+
+DATA = Path(__file__).parent / "data" / "traces"
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory):
+    """A real CPU run of matmul, linear, conv, attention and elementwise ops, recorded
+    by torch.profiler with ``with_flops=True``: (the exported trace, torch's FLOPs per
+    op event in order, the events' names in order)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    x, w, b = torch.randn(8, 64), torch.randn(32, 64), torch.randn(32)
+    img, cw, gw = torch.randn(2, 4, 16, 16), torch.randn(6, 4, 3, 3), torch.randn(4, 2, 3, 3)
+    q = torch.randn(2, 4, 16, 8)
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True, record_shapes=True) as p:
+        torch.nn.functional.linear(x, w, b)
+        torch.nn.functional.linear(x, w)
+        torch.mm(x, w.t())
+        torch.matmul(x, w.t())
+        torch.addmm(b, x, w.t())
+        torch.bmm(q[0], q[1].transpose(1, 2))
+        torch.baddbmm(torch.zeros(4, 16, 16), q[0], q[1].transpose(1, 2))
+        torch.nn.functional.conv2d(img, cw, stride=2, padding=1)
+        torch.nn.functional.conv2d(img, cw)
+        torch.nn.functional.conv2d(img, gw, stride=2, padding=2, dilation=2, groups=2)
+        torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+        _ = x + x
+        _ = x * x
+    path = tmp_path_factory.mktemp("flops") / "run.json"
+    p.export_chrome_trace(str(path))
+    counted = [(e.name, int(e.flops), e.time_range.start) for e in p.events() if e.flops]
+    return path, counted
+
+
+def test_flops_equal_torchs_own_for_every_op_it_counts(torch_run):
+    path, counted = torch_run
+    assert {n for n, _, _ in counted} >= {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::conv2d",
+                                           "aten::add", "aten::mul"}
+    t = polyprof.load(path)
+    rows = t.rows_of_kind(Kind.CPU_OP)
+    c = op_costs(t, rows)
+    names = t.names(rows)
+    # per event: torch's events in time order against polyprof's of the same name
+    mine: dict[str, list[float]] = defaultdict(list)
+    for n, f in zip(names[np.argsort(t.events["start_ns"][rows], kind="stable")],
+                    c.flops[np.argsort(t.events["start_ns"][rows], kind="stable")]):
+        mine[n].append(f)
+    theirs: dict[str, list[float]] = defaultdict(list)
+    for n, f, _ in sorted(counted, key=lambda e: e[2]):
+        theirs[n].append(float(f))
+    for n, fl in theirs.items():
+        assert mine[n] == fl, n  # the estimate from shapes alone (the export has no flops arg)
+    # and the table, per op name
+    oe = op_efficiency(t)
+    by_name = dict(zip(column(oe, "name"), column(oe, "flops")))
+    for n, fl in theirs.items():
+        assert by_name[n] == sum(fl), n
+    assert set(column(oe, "flops_source")) == {"shapes"}
+
+
+def test_attention_and_conv_by_hand(torch_run):
+    path, _ = torch_run
+    t = polyprof.load(path)
+    oe = op_efficiency(t)
+    by_name = dict(zip(column(oe, "name"), column(oe, "flops")))
+    # q, k, v [B=2, H=4, L=16, E=8]: 2·B·H·L·S·(E + Ev), the causal call half of it
+    full = 2 * 2 * 4 * 16 * 16 * (8 + 8)
+    assert by_name["aten::scaled_dot_product_attention"] == full + full / 2
+    # conv2d 6×4×3×3 on 2×4×16×16, stride 2 pad 1 -> 8×8 out: 2·N·Cout·Hout·Wout·Cin·kh·kw
+    assert estimate_one("aten::conv2d", "[[2,4,16,16],[6,4,3,3],[],[],[],[],[]]", '["float","float"]',
+                        '["","","","[2, 2]","[1, 1]","[1, 1]","1"]')[0] == 2 * 2 * 6 * 8 * 8 * 4 * 9
+
+
+def test_model_flops_count_each_flop_once(torch_run):
+    path, counted = torch_run
+    t = polyprof.load(path)
+    m = mfu(t)
+    assert column(m, "step").tolist() == [-1]
+    # outermost ops only: linear (not its addmm), matmul (not its mm), conv2d (not
+    # convolution...), sdpa (not its flash kernel), and the rest
+    total = (2 * 2 * 8 * 64 * 32  # two linears
+             + 2 * 8 * 64 * 32 * 3  # mm, matmul, addmm
+             + 2 * 4 * 16 * 8 * 16 * 2  # bmm, baddbmm
+             + sum(f for n, f, _ in counted if n == "aten::conv2d")
+             + 1.5 * 2 * 2 * 4 * 16 * 16 * 16  # attention, the causal half
+             + 512 * 2)  # add, mul
+    assert column(m, "flops")[0] == total
+    assert math.isnan(column(m, "mfu_pct")[0])  # a CPU: no peak
+    m = mfu(t, peak="fp32=1e9")
+    assert column(m, "mfu_pct")[0] == pytest.approx(100 * total / (column(m, "time_ns")[0] / 1e9) / 1e9)
+
+
+def test_peaks_match_devices_and_overrides():
+    assert peaks.match("NVIDIA A100-PG509-200").model == "NVIDIA A100 40GB"
+    assert peaks.match("NVIDIA A100-SXM4-80GB").rates["hbm"] == 2.039e12
+    assert peaks.match("NVIDIA H100 80GB HBM3").flops("bf16") == 989.4e12
+    assert peaks.match("NVIDIA H100 PCIe").flops("bf16") == 756e12
+    assert peaks.match("Tesla V100-SXM2-32GB").flops("fp16") == 125e12
+    assert peaks.match("AMD Instinct MI300X").flops("fp8") == 2614.9e12
+    assert peaks.match("TPU v6 Lite").flops("bf16") == 918e12
+    assert peaks.match("Some CPU") is None
+    for e in peaks.table():  # every figure names its document
+        assert e["source"] and e["hbm"] > 0 and e["units"] > 0
+    assert peaks.parse_override("bf16=989e12, hbm=3.35e12") == {"bf16_tensor": 989e12, "hbm": 3.35e12}
+    for bad in ("bf17=1", "bf16", "bf16=fast", "hbm=-1"):
+        with pytest.raises(PeakError, match="--peak"):
+            peaks.parse_override(bad)
+
+
+def test_a100_trace_finds_its_peaks_and_has_the_tables():
+    t = polyprof.load(DATA / "kineto" / "a100_alexnet_small.json.gz")
+    pk = peaks.device_peak(t)
+    assert pk is not None and pk.model == "NVIDIA A100 40GB" and pk.flops("tf32") == 156e12
+    over = peaks.device_peak(t, "bf16=1e15")
+    assert over.flops("bf16") == 1e15 and over.bandwidth == 1.555e12 and "given: bf16_tensor" in over.source
+
+
+def test_roofline_on_xla_cost_stats():
+    """XSpace's HLO ops carry XLA's flops and bytes_accessed; the plane XProf's peaks."""
+    t = polyprof.load(DATA / "xspace" / "tpu_inference_2.xplane.pb")
+    oe = op_efficiency(t)
+    i = list(column(oe, "name")).index("broadcast_add_fusion")
+    assert column(oe, "flops_source")[i] == "trace" and column(oe, "where")[i] == "device"
+    fl, by, ns = column(oe, "flops")[i], column(oe, "bytes")[i], column(oe, "time_ns")[i]
+    assert column(oe, "intensity")[i] == fl / by
+    roof = min(918e12, fl / by * 1637.993152512e9)
+    assert column(oe, "roofline_pct")[i] == pytest.approx(100 * (fl / ns * 1e9) / roof)
+    assert column(oe, "bound_by")[i] == "memory"
