@@ -152,6 +152,8 @@ def test_unmodified_torch_script_follows_a_schedule(tmp_path):
 
 def test_explicit_steps_win_and_a_second_optimizer_is_not_counted():
     torch = pytest.importorskip("torch")
+    from polyprof.collect.recorder import active_recorder
+
     a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
     oa, ob = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
     with polyprof.profile(["host", "torch"]) as s:
@@ -159,10 +161,14 @@ def test_explicit_steps_win_and_a_second_optimizer_is_not_counted():
             (a(torch.ones(1, 2)).sum() + b(torch.ones(1, 2)).sum()).backward()
             oa.step()
             ob.step()  # the same step's second optimizer
-        from polyprof.collect.recorder import active_recorder
-
-        assert len(active_recorder().steps) == 4
-        polyprof.step()  # the program counts its own steps from here: detection stands down
-        oa.step()
-        assert len(active_recorder().steps) == 5
-    assert len(find_steps(s.trace)) >= 4
+        rec = active_recorder()
+        assert len(rec.auto_steps) == 4 and rec.steps == []
+    assert len(find_steps(s.trace)) == 4  # detected steps are the trace's steps
+    with polyprof.profile(["host", "torch"]) as s:
+        for _ in range(3):
+            a(torch.ones(1, 2)).sum().backward()
+            oa.step()  # detected first...
+            polyprof.step()  # ...but the program counts its own steps: those are kept
+        rec = active_recorder()
+        assert len(rec.steps) == 3 and len(rec.auto_steps) == 1
+    assert find_steps(s.trace).number.tolist() == [0, 1, 2]  # from the 3 explicit calls

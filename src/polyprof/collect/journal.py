@@ -36,7 +36,8 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
     schema,
 )
 from ..formats.journal_layout import columns as _batch
-from .recorder import _fast
+from .background import Halt, unobserved
+from .recorder import _fast, used_steps
 
 if TYPE_CHECKING:
     from ..formats.arrow_columns import Column
@@ -124,11 +125,12 @@ class JournalWriter:
         self._encoded: Any = None  # the names' UTF-8 as an object array
         self._threads_seen: dict[int, tuple[str, int]] = {}
         self._lock = threading.Lock()
-        self._halt = threading.Event()
+        self._halt = Halt()  # a raw lock: the program's profilers do not see this thread wait
         self._thread = threading.Thread(target=self._run, name="polyprof-journal", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        unobserved()  # the program's profilers (torch with_stack) never list this thread
         while not self._halt.wait(0.0 if self.behind else self.interval):  # behind: catch up at once
             try:
                 self.flush()
@@ -182,7 +184,11 @@ class JournalWriter:
                 out.append(_batch(COUNTER, c1 - c0, name=[r.strings[i] for i in buf.ctr_names[c0:c1]],
                                   start_ns=buf.ctr_ts[c0:c1], value=buf.ctr_values[c0:c1],
                                   ident=[buf.ident] * (c1 - c0)))
-        steps = r.steps[self._pos["steps"]:]
+        if r.explicit_steps and self._pos.get("auto_written"):  # detected steps were written: the
+            self._pos["steps"], self._pos["auto_written"] = 0, 0    # program's own come from their start
+        steps = used_steps(r)[self._pos["steps"]:]
+        if steps and not r.explicit_steps and not r.steps:
+            self._pos["auto_written"] = 1
         if steps:
             self._pos["steps"] += len(steps)
             out.append(_batch(STEP, len(steps), start_ns=steps))
@@ -253,7 +259,7 @@ class JournalWriter:
         does not exist here), so it is replaced; the file descriptor is pointed at
         /dev/null so nothing the child's copy of the writer does can reach the file."""
         self._lock = threading.Lock()
-        self._halt = threading.Event()
+        self._halt = Halt()
         self._halt.set()
         self._thread = threading.current_thread()
         try:

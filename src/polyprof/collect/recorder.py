@@ -65,6 +65,11 @@ class Recorder:
         self.step_listeners: list[Callable[[int], None]] = []
         #: the program called polyprof.step() itself: detected steps (auto_step) stand down
         self.explicit_steps = False
+        #: steps detected in an unmodified program (auto_step): the trace's steps when the
+        #: program never calls polyprof.step(); told to ``auto_listeners`` (a session's
+        #: schedule or window), never to ``step_listeners`` (torch's ProfilerStep ranges)
+        self.auto_steps: list[int] = []
+        self.auto_listeners: list[Callable[[int], None]] = []
 
     def snapshot_threads(self) -> None:
         for t in threading.enumerate():
@@ -377,19 +382,28 @@ def step() -> None:
 
 def auto_step() -> None:
     """A step detected in an unmodified program (e.g. an optimizer's ``step()``: the torch
-    plugin); ignored once the program calls :func:`step` itself."""
+    plugin), kept apart from :func:`step`'s; ignored once the program calls that itself."""
     rec = _recorder
     if rec is None or not rec.active or rec.explicit_steps:
         return
-    _next_step(rec)
+    rec.auto_steps.append(_now())
+    _tell(rec.auto_listeners, len(rec.auto_steps))
 
 
 def _next_step(rec: Recorder) -> None:
     rec.steps.append(_now())
     if rec.step_listeners:
-        n = len(rec.steps)
-        for fn in list(rec.step_listeners):  # a listener may add or remove listeners
-            try:
-                fn(n)
-            except Exception:  # a listener must never break the user's program
-                pass
+        _tell(rec.step_listeners, len(rec.steps))
+
+
+def used_steps(rec: Recorder) -> list[int]:
+    """The step boundaries a trace keeps: the program's own, else the detected ones."""
+    return rec.steps if rec.steps or rec.explicit_steps else rec.auto_steps
+
+
+def _tell(listeners: list[Callable[[int], None]], n: int) -> None:
+    for fn in list(listeners):  # a listener may add or remove listeners
+        try:
+            fn(n)
+        except Exception:  # a listener must never break the user's program
+            pass

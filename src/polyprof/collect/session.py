@@ -219,6 +219,7 @@ class Session:
             self._error("session", "schedule", "no host recorder: the steps cannot be followed")
             return
         rec.step_listeners.append(lambda n: drv.on_step(n, rec.steps[n - 1]))
+        rec.auto_listeners.append(lambda n: drv.on_step(n, rec.auto_steps[n - 1]))  # unmodified programs
 
     def _end_schedule(self, trace: Trace, end: int) -> Trace:
         """The trace of the scheduled steps only (collect/schedule.py)."""

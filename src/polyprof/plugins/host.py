@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from ..collect import recorder as rec_mod
+from ..collect.background import Halt, unobserved
 from ..collect.clock import now_ns
 from ..collect.journal import JournalWriter
 from ..collect.plugin import Plugin, SessionContext
@@ -24,7 +25,7 @@ class _Sampler(threading.Thread):
     def __init__(self, interval: float):
         super().__init__(name="polyprof-sampler", daemon=True)
         self.interval = interval
-        self.halt = threading.Event()
+        self.halt = Halt()  # a raw lock: the program's profilers do not see this thread wait
         self.on_sample: list = []
         self.ts: list[int] = []
         self.cpu: list[float] = []
@@ -41,6 +42,7 @@ class _Sampler(threading.Thread):
         self.ts.append(now_ns())
 
     def run(self) -> None:
+        unobserved()  # the program's profilers (torch with_stack) never list this thread
         read = process_reader()
         self.sample(read)
         while not self.halt.wait(self.interval):
@@ -156,7 +158,7 @@ def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler 
     secs = list(r.sections)  # a copy: threads may append
     h = hosttrace.HostRecords(start_ns=start_ns, threads=dict(r.threads),
                               main_ident=threading.main_thread().ident,
-                              steps=[t for t in list(r.steps) if t >= lo])
+                              steps=[t for t in list(rec_mod.used_steps(r)) if t >= lo])
     if secs:
         cols = hosttrace.section_columns(secs)
         keep = (cols[2] <= stop_ns) & (cols[1] >= lo)

@@ -49,6 +49,7 @@ from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
 from .hooks import ImportHook, Ranges, imported_torch
+from .steps import OptimizerSteps
 
 # ingest (Kineto's events into the session trace) and memory are imported once torch
 # recorded: every session's discovery imports this module
@@ -106,8 +107,9 @@ class TorchPlugin(Plugin):
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
         self._paused = False  # a session schedule's wait steps (pause() / resume())
-        self._step_hook: Any = None  # torch's optimizer step hook handle (steps of unmodified programs)
-        self._step_owner: Any = None  # weakref to the optimizer whose steps are counted
+        #: steps of unmodified programs: the optimizer's step() calls (plugins/torch/steps.py)
+        self._steps = OptimizerSteps(enabled=lambda: self.driver is None,
+                                     on=self.options.get("auto_steps", True) is not False, warn=self._warn)
 
     @property
     def time_limited(self) -> bool:
@@ -152,7 +154,7 @@ class TorchPlugin(Plugin):
             self._attach_listener()
             return
         if imported_torch() is not None:
-            self._watch_optimizer_steps()
+            self._steps.watch()
             self._begin()
         else:
             self._hook = ImportHook("torch", self._begin_after_import)
@@ -160,44 +162,8 @@ class TorchPlugin(Plugin):
 
     def _begin_after_import(self) -> None:
         if self._state == "started":
-            self._watch_optimizer_steps()
+            self._steps.watch()
             self._begin()
-
-    # ------------------------------------------------------------------ steps of unmodified programs
-    def _watch_optimizer_steps(self) -> None:
-        """Steps without ``polyprof.step()``: each ``step()`` of the first optimizer that
-        steps ends a step (torch's global optimizer step hook; Lightning's loops call it
-        too), so a schedule or ``--delay``/``--duration`` follows an unmodified training
-        script. Off with the plugin option ``auto_steps=False``; stands down when the
-        program calls ``polyprof.step()`` itself."""
-        if self._step_hook is not None or imported_torch() is None or self.options.get("auto_steps", True) is False:
-            return
-        try:  # torch.optim.optimizer is imported with torch (not an attribute of torch.optim in 2.13)
-            register = getattr(importlib.import_module("torch.optim.optimizer"), "register_optimizer_step_post_hook",
-                               None)
-            if register is None:  # torch < 2.0
-                return
-            self._step_hook = register(self._optimizer_stepped)
-        except Exception as e:  # noqa: BLE001 - reported; the program goes on
-            self._warn(f"cannot follow optimizer steps: {type(e).__name__}: {e}")
-
-    def _optimizer_stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        try:
-            if self._step_owner is None:
-                self._step_owner = weakref.ref(optimizer)
-            elif self._step_owner() is not optimizer:
-                return  # a second optimizer of the same step (GANs, several param groups' optimizers)
-            rec_mod.auto_step()
-        except Exception:  # noqa: BLE001 - never into the program's optimizer step
-            pass
-
-    def _unwatch_optimizer_steps(self) -> None:
-        hook, self._step_hook = self._step_hook, None
-        if hook is not None:
-            try:
-                hook.remove()
-            except Exception:  # noqa: BLE001
-                pass
 
     def _begin(self) -> None:
         """Start our own torch profiler (own mode)."""
@@ -287,7 +253,7 @@ class TorchPlugin(Plugin):
             except ValueError:
                 pass
             self._hook = None
-        self._unwatch_optimizer_steps()
+        self._steps.unwatch()
         self._detach_listener()
         rec = self._recorder
         if rec is not None:
