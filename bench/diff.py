@@ -1,21 +1,36 @@
-"""Diff benchmark: ``polyprof diff`` against Holistic Trace Analysis' ``TraceDiff``.
+"""Diff benchmark: ``polyprof diff`` against Holistic Trace Analysis' ``TraceDiff``, and
+how often ``polyprof diff`` calls an unchanged program changed (``--aa``).
 
-Run A is a Kineto trace (default: the V100 one), run B a copy in which the kernel with
-the most device time is 30% longer (written once, with the stdlib). Each tool in a fresh
-process per round, rounds alternating, after one untimed warm-up child per tool:
+Speed. Run A is a Kineto trace (default: the V100 one), run B a copy in which the kernel
+with the most device time is 30% longer (written once, with the stdlib). Each tool in a
+fresh process per round, rounds alternating, after one untimed warm-up child per tool:
 
-* polyprof: ``polyprof.load`` of both, ``analyze.diff.diff`` (kernels, ops and sections
-  with counts, totals, deltas and the per-step Mann-Whitney test, the verdict), and the
-  rendered terminal tables (``cli.diff.render``).
+* polyprof: ``polyprof.load`` of both, ``analyze.diff.diff`` over every step as HTA
+  (``window=None``: kernels, ops and sections with counts, totals, deltas, the per-step
+  test per rank with Holm's correction and the effect floor, the verdict) as the command
+  computes it (``columnar()``: polyprof's Tables, no pandas), and the rendered terminal
+  tables (``cli.diff.render``).
 * HTA: ``LabeledTrace`` of both run directories (its parse), then
   ``TraceDiff.compare_traces`` over every rank and iteration, CPU ops and GPU kernels
   (counts, total durations, deltas; no significance test).
 
 Reported: best and median seconds (load, diff, total) and HTA / polyprof ratios (best,
-median, round by round). Also a check that both tools see the injected change.
+median, round by round), the load average. Also a check that both tools see the
+injected change.
+
+False alarms (``--aa K``): a small torch CPU training script (tests/test_diff.py's
+``TRAIN``) run K times as pairs of processes one after the other, as a user runs a
+program twice, each pair diffed with ``polyprof diff A B --json``: how many pairs had
+any row (or the step time) called changed, and which rows. ``--synthetic N``: N pairs of
+tests/test_diff.py's synthetic workload (200 kernels, 10 steps, each kernel's noise
+1-5%), A and B from one distribution, diffed in process with the floors off (the
+correction alone) and on, with each test: the share of pairs with any row called.
 
     python bench/diff.py                        # V100 trace, 5 rounds
     python bench/diff.py FILE --repeat 9 --json
+    python bench/diff.py --aa 10                # 10 A/A pairs of the torch script
+    python bench/diff.py --aa 10 --together     # the two processes of each pair at once
+    python bench/diff.py --synthetic 200        # 200 synthetic A/A pairs, floors off and on
 
 HTA runs from --hta-python, $POLYPROF_HTA_PYTHON, /work/venv-hta/bin/python, or this
 interpreter when it can import ``hta``.
@@ -47,20 +62,22 @@ logging.disable(logging.CRITICAL)
 t0 = time.perf_counter()
 import polyprof
 from polyprof.analyze.diff import diff
+from polyprof.analyze.frames import column, columnar
 from polyprof.cli.diff import render
 t1 = time.perf_counter()
 a, b = polyprof.load(sys.argv[1]), polyprof.load(sys.argv[2])
 t2 = time.perf_counter()
-d = diff(a, b)
+with columnar():  # as `polyprof diff` computes them: Tables, no pandas
+    d = diff(a, b, window=None)
 import contextlib
 with contextlib.redirect_stdout(io.StringIO()):
     render(d, 15)
 t3 = time.perf_counter()
-k = d.tables["kernels"].set_index("name")
-row = k.loc[k["raw_names"].map(lambda r: sys.argv[3] in r)].iloc[0]
+k = d.tables["kernels"]
+i = next(i for i, r in enumerate(column(k, "raw_names")) if sys.argv[3] in r)
 print(json.dumps({"import": t1 - t0, "load": t2 - t1, "diff": t3 - t2, "events": a.n_events + b.n_events,
-                  "target_delta_ns": int(row["delta_total_ns"]), "target_change": row["change"],
-                  "changes": len(d.changes)}))
+                  "target_delta_ns": int(column(k, "delta_total_ns")[i]), "target_change": column(k, "change")[i],
+                  "changes": len(d.changes), "pandas": "pandas" in sys.modules}))
 """
 
 _HTA = r"""
@@ -133,7 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--hta-python", help="interpreter with holistictraceanalysis installed")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--aa", type=int, metavar="K", help="instead: K A/A pairs of the torch script, diffed")
+    ap.add_argument("--together", action="store_true", help="with --aa: the two processes of a pair at once")
+    ap.add_argument("--synthetic", type=int, metavar="N", help="instead: N synthetic A/A pairs, diffed in process")
     args = ap.parse_args(argv)
+    if args.aa:
+        return false_alarms(args.aa, args.json, args.together)
+    if args.synthetic:
+        return synthetic_false_alarms(args.synthetic)
     src = Path(args.file)
     hta = hta_python(args.hta_python)
     tmp = Path(tempfile.mkdtemp(prefix="polyprof-bench-diff-"))
@@ -171,10 +195,78 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def false_alarms(pairs: int, as_json: bool, together: bool = False) -> int:
+    """K A/A pairs of the torch script, one process after the other (``together``: at
+    the same time), each diffed."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_diff import TRAIN
+
+    env = child_env(str(ROOT / "src"))
+    tmp = Path(tempfile.mkdtemp(prefix="polyprof-bench-aa-"))
+    results = []
+    try:
+        script = tmp / "train.py"
+        script.write_text(TRAIN)
+        for k in range(pairs):
+            paths = [tmp / f"{k}{s}.json" for s in "ab"]
+            if together:  # both processes at once, as tests/test_diff.py's A/A test
+                procs = [subprocess.Popen([sys.executable, str(script), str(p)], env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL) for p in paths]
+                if any(p.wait(timeout=900) for p in procs):
+                    raise RuntimeError("the torch script failed")
+            for p in paths if not together else []:
+                subprocess.run([sys.executable, str(script), str(p)], env=env, check=True, capture_output=True,
+                               timeout=900)
+            out = subprocess.run([sys.executable, "-m", "polyprof", "diff", *map(str, paths), "--json"], env=env,
+                                 check=True, capture_output=True, text=True, timeout=900)
+            doc = json.loads(out.stdout)
+            results.append({"changes": [f"{c['table']}:{c['name']} {c['change']}" for c in doc["verdict"]["changes"]],
+                            "step_time": doc["step_time"]["change"], "rows_tested": doc["overview"]["rows_tested"],
+                            "headline": doc["verdict"]["text"][0]})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    alarms = [r for r in results if r["changes"] or r["step_time"]]
+    summary = {"pairs": pairs, "pairs_with_a_change_called": len(alarms), "load_average": os.getloadavg()[0],
+               "results": results}
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    how = "at the same time" if together else "one after the other"
+    print(f"{pairs} A/A pairs of the torch script (processes {how}): {len(alarms)} with a change "
+          f"called ({100 * len(alarms) / pairs:.0f}%); rows tested per pair "
+          f"{min(r['rows_tested'] for r in results)}-{max(r['rows_tested'] for r in results)}; "
+          f"load average {summary['load_average']:.1f}")
+    for r in alarms:
+        print(f"  {r['headline']} {'; '.join(r['changes'])} {('step time ' + r['step_time']) if r['step_time'] else ''}")
+    return 0
+
+
+def synthetic_false_alarms(pairs: int) -> int:
+    """N synthetic A/A pairs: the share with any row called, per test, floors off and on."""
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(ROOT / "tests"))
+    import numpy as np
+    from test_diff import synthetic_run, workload
+
+    from polyprof.analyze.diff import ABS_FLOOR_NS, REL_FLOOR, diff
+
+    print(f"{pairs} synthetic A/A pairs, 200 kernels, 10 steps (9 analysed) a side, alpha 0.05, Holm")
+    for test in ("t", "rank"):
+        for floors in ((0.0, 0.0), (REL_FLOOR, ABS_FLOOR_NS)):
+            rng = np.random.default_rng(123)
+            base, noise = workload(rng)
+            called = sum(bool(diff(synthetic_run(rng, base, noise), synthetic_run(rng, base, noise), test=test,
+                                   rel_floor=floors[0], abs_floor_ns=floors[1]).changes) for _ in range(pairs))
+            print(f"  test {test}, floors {100 * floors[0]:g}% and {floors[1] / 1000:g} µs: {called} of {pairs} "
+                  f"pairs with a row called ({100 * called / pairs:.1f}%)")
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
 def _print(r: dict) -> None:
     p = r["polyprof"]
     print(f"{r['file']} vs a copy with {r['target'][:60]} x{SLOWDOWN}: {r['events']} events in all, "
-          f"{r['repeat']} rounds (fresh process each)")
+          f"{r['repeat']} rounds (fresh process each); load average {os.getloadavg()[0]:.1f}")
     print(f"polyprof  load {p['load']['best']:.3f} s  diff+render {p['diff']['best']:.3f} s  total "
           f"{p['total']['best']:.3f} s (best; median {p['total']['median']:.3f} s); target delta "
           f"{r['polyprof_target']['delta_ns'] / 1e6:.3f} ms, change {r['polyprof_target']['change']!r}, "

@@ -867,3 +867,44 @@ def test_html_diff_of_an_a_a_pair_says_no_change(tmp_path):
     assert data["chart"] and all(r["change"] == "" for r in data["chart"])
     assert data["samples"][0]["name"] == "step time" and len(data["samples"][0]["a"]["ns"]) == 9
     assert "__DATA__" not in render(d)
+
+
+def test_everything_moving_together_is_named_as_such():
+    """One run a side, B's machine 30% slower for everything: the verdict calls the rows
+    and the step time slower, and says that this is what a change of the machine looks
+    like, with the way to tell (several runs a side)."""
+    from polyprof.trace import TraceBuilder
+
+    rng = np.random.default_rng(9)
+    base, noise = workload(rng, 20)
+
+    def run(factor: float):
+        b = TraceBuilder()
+        th = b.track(b.plane("/host:CPU", "host", pid=1), "main", "thread", tid=1)
+        for k in range(8):
+            o = k * 50_000_000
+            step = int(40_000_000 * factor * rng.lognormal(0, 0.01))
+            b.event(th, f"ProfilerStep#{k}", o, step, "user_annotation")
+            t = o + 1000
+            for i, d in enumerate((base * factor * rng.lognormal(0, noise) * 1000).astype(np.int64).tolist()):
+                b.event(th, f"aten::op{i}", t, d, "cpu_op")
+                t += d + 100
+        return b.build()
+
+    d = diff(run(1.0), run(1.3))
+    assert d.step_time["change"] == "slower" and len(d.changes) >= 3
+    assert any(line.startswith("The step time and every changed row moved together (slower)") for line in d.verdict)
+
+
+def test_the_command_does_not_import_pandas(injected, tmp_path):
+    """`polyprof diff` computes its tables as polyprof's Tables: the terminal, the JSON and
+    the HTML outputs never import pandas (0.3-0.9 s of a fresh process)."""
+    code = ("import io, sys\nfrom polyprof.cli import main\nout = sys.stdout\n"
+            "sys.stdout = io.TextIOWrapper(io.BytesIO())\n"
+            f"assert main(['diff', {str(injected['a'])!r}, {str(injected['b'])!r}, '-o', {str(tmp_path / 'd.html')!r}]) "
+            "== 0\n"
+            f"assert main(['diff', {str(injected['a'])!r}, {str(injected['b'])!r}, '--json']) == 0\n"
+            "sys.stdout = out\nprint('pandas' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"

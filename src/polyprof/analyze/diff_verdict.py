@@ -78,6 +78,13 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                  + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
                    f"alpha {ov['alpha']:g}.")
     if max(ov["a"]["runs"], 1) == 1 and max(ov["b"]["runs"], 1) == 1 and ov["samples"] == "steps":
-        lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
-                     "side has several runs (polyprof diff A1 A2 -- B1 B2).")
+        along = [c for c in changes if c["change"] == st.get("change")]
+        if st.get("change") and len(along) >= 3 and len(along) == len(changes):
+            lines.append(f"The step time and every changed row moved together ({st['change']}): that is what a "
+                         "change of the machine or of its load looks like (another node, other work beside it) "
+                         "as much as a change of the program; several runs a side tell them apart "
+                         "(polyprof diff A1 A2 -- B1 B2).")
+        else:
+            lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
+                         "side has several runs (polyprof diff A1 A2 -- B1 B2).")
     return lines

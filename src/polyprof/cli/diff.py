@@ -93,6 +93,7 @@ def _parse_runs(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     from ..analyze.diff import Runs, diff
+    from ..analyze.frames import columnar
     from .common import window_from
 
     a_paths, b_paths = _parse_runs(args)
@@ -105,9 +106,10 @@ def run(args: argparse.Namespace) -> int:
                 runs.append(r)
                 shown.append(names)
         sides[side] = (Runs(runs), shown)
-    d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
-             top=min(args.top, VERDICT_TOP), window=window, rel_floor=args.min_change_pct / 100.0,
-             abs_floor_ns=args.min_change_us * 1000.0, correction=args.correction, test=args.test)
+    with columnar():  # the tables as polyprof's Tables: the command never imports pandas
+        d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
+                 top=min(args.top, VERDICT_TOP), window=window, rel_floor=args.min_change_pct / 100.0,
+                 abs_floor_ns=args.min_change_us * 1000.0, correction=args.correction, test=args.test)
     for side in ("a", "b"):
         d.overview[side]["paths"] = [p for names in sides[side][1] for p in names]
     if args.output:
@@ -151,7 +153,8 @@ def _run_of(path: str) -> tuple[Any, list[str]]:
 
 
 def to_json(d: Any) -> bytes:
-    """Overview, step time, verdict (text and the significant changes) and every table."""
+    """Overview, step time, verdict (text and the significant changes), every table, and
+    the per-step samples of the step time and the top rows."""
     import orjson
 
     from ..analyze.frames import column, labels
@@ -168,7 +171,7 @@ def to_json(d: Any) -> bytes:
                         "records": [dict(zip(cols, r)) for r in zip(*values)] if cols else []}
     doc = {"overview": d.overview, "step_time": {k: plain(v) for k, v in d.step_time.items()},
            "verdict": {"text": d.verdict, "changes": [{k: plain(v) for k, v in c.items()} for c in d.changes]},
-           "tables": tables}
+           "tables": tables, "samples": d.samples}
     return orjson.dumps(doc, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2
                         | orjson.OPT_NON_STR_KEYS)
 
