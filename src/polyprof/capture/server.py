@@ -27,6 +27,7 @@ from . import profiler_service_pb2 as pb
 from .protocol import XSPACE_TOOL, generic_handler
 from .security import TLSFiles, check_exposure, join_address, token_interceptor
 from ..trace import metadata_keys as mkeys
+from ..lowlevel import fork
 
 log = logging.getLogger("polyprof.serve")
 
@@ -224,7 +225,7 @@ def _forget_in_child() -> None:
     _server = None  # a forked child has the memory of the parent's server, not its threads
 
 
-os.register_at_fork(after_in_child=_forget_in_child)
+fork.in_child(_forget_in_child)
 
 
 def current() -> Server | None:

@@ -23,6 +23,7 @@ import threading
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import PluginError, SessionError
+from ..lowlevel import fork
 from ..trace.core import Trace
 from ..trace.identity import hostname, identify, rank_from_env
 from ..trace.merge import merge
@@ -446,8 +447,7 @@ def _after_fork_in_child() -> None:
         s._after_fork_in_child()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+fork.in_child(_after_fork_in_child)
 
 
 def active_session() -> Session | None:

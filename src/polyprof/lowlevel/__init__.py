@@ -16,6 +16,11 @@ pays on real use (figures: docs/benchmarks.md, "Interpreter tricks").
   a report), the exit handlers run and the process ends without the interpreter's
   teardown, which frees every object of the analysed heap one by one.
 
+* :func:`fork.in_child` — what a forked child does with what it copied: a session
+  there records nothing and never touches the parent's files (DataLoader workers,
+  multiprocessing pools), a capture server forgets the parent's server. Not for speed:
+  so that a fork never corrupts the parent's trace.
+
 What a program profiled by ``polyprof run`` sees of these: the frozen objects are not
 in ``gc.get_objects()`` and ``gc.get_freeze_count()`` is not 0 (docs/architecture.md).
 Nothing here is a benchmark-only path: each trick runs on every ``polyprof`` command of
