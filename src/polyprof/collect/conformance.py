@@ -195,7 +195,7 @@ class _NativeSubject(_Subject):
         return self._timed("collect", inst.collect_bytes, in_thread=True)
 
     def to_trace(self, inst: Any, data: bytes) -> Trace:
-        from ..formats.xspace import from_bytes
+        from ..formats.xspace import from_bytes  # the XSpace reader: only when a native plugin is checked
 
         return from_bytes(data, source=f"native plugin {self.name}")
 
@@ -405,7 +405,7 @@ class _Run:
         return f"{cap}-byte buffer refused with ERR_BUFFER_TOO_SMALL and size {size}; nothing written past it"
 
     def xspace_well_formed(self, inst: NativeHandle) -> str:
-        from ..formats.xspace import parse
+        from ..formats.xspace import parse  # the XSpace reader: only when a native plugin is checked
 
         data = self.session(inst)
         try:
@@ -419,7 +419,7 @@ class _Run:
         return f"{len(data)} bytes, {len(space.planes)} plane(s), {n} events, every metadata id defined"
 
     def stop_race(self, inst: Any) -> str:
-        from .recorder import section
+        from .recorder import section  # the kit's workload marks a section as a program does
 
         halt = threading.Event()
         errors: list[str] = []

@@ -69,7 +69,7 @@ def _columns_py(secs: list[tuple], index: dict[str, int], names: list[str]) -> t
     compiler): (name codes, start, end, ident, rows with stats), codes into ``names``."""
     import numpy as np
 
-    from ..formats.hostrecords import section_columns
+    from ..formats.hostrecords import section_columns  # only when a flush has sections
 
     name, t0, t1, stats, ident = section_columns(secs)
     for v in dict.fromkeys(name.tolist()):
@@ -99,7 +99,7 @@ class JournalWriter:
 
     def __init__(self, path: Path, header: dict[str, Any], recorder: Any, sampler: Any = None,
                  interval: float = 0.5, follow_symlinks: bool = False):
-        from .output import open_exclusive
+        from .output import open_exclusive  # only when the journal's file is opened
 
         self.path = path
         self.recorder = recorder
@@ -144,7 +144,7 @@ class JournalWriter:
                 return
             secs, p0 = self.recorder.sections, self._pos["sections"]
             if p0 < len(secs):  # the oldest section not yet on disk: how far behind we are
-                from .clock import now_ns
+                from .clock import now_ns  # the writer thread's clock, read when it starts
 
                 self.max_lag_ns = max(self.max_lag_ns, now_ns() - secs[p0][2])
             for batch in self._new_batches():  # each on disk as soon as it is built
@@ -207,7 +207,7 @@ class JournalWriter:
         gathered, keyword stats as JSON only where present (most sections have none)."""
         import numpy as np
 
-        from ..formats.arrow_columns import gathered_text, sparse_text
+        from ..formats.arrow_columns import gathered_text, sparse_text  # only when a flush writes text
 
         codes, t0, t1, ident, rows = section_columns(secs, self._name_index, self._names)
         if len(self._names) > len(self._name_bytes):

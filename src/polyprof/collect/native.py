@@ -177,7 +177,7 @@ def open_handle(path: str | Path, in_process: bool | None = None, timeout_s: flo
     or loaded into this process when ``in_process`` (or POLYPROF_NATIVE_IN_PROCESS=1)."""
     if in_process if in_process is not None else in_process_default():
         return NativeHandle(path)
-    from .remote import RemoteHandle
+    from .remote import RemoteHandle  # the helper process's client: only for a plugin run out of process
 
     h = RemoteHandle(path, timeout_s=timeout_s, collect_timeout_s=collect_timeout_s)
     if h.placement == PLACEMENT_IN_PROCESS and in_process is None:  # it says it must live in the program
@@ -255,7 +255,7 @@ class NativePlugin(Plugin):
             take_samples(self._sync, self.handle.clock_now)
 
     def _collect(self) -> Trace:
-        from ..formats.xspace import from_space, parse
+        from ..formats.xspace import from_space, parse  # the XSpace reader: only when a native plugin hands data over
 
         if self._poisoned:
             raise PluginError(f"{self.name}: an earlier call overran its time limit; not collecting")

@@ -34,9 +34,10 @@ def _die_with_parent() -> None:
 
 
 def _serve(conn: Any) -> None:
+    # the helper imports as little as it can until its pipes are set and the library loads
     from .clock import now_ns
-    from .abi import NativeCallError, NativeHandle, NativeUnavailable
-    from ..errors import PluginError
+    from .abi import NativeCallError, NativeHandle, NativeUnavailable  # (as above)
+    from ..errors import PluginError  # (as above)
 
     handle: NativeHandle | None = None
     while True:

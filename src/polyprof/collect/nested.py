@@ -37,7 +37,7 @@ def _host(outer: "Session") -> Any:
 
 
 def begin(inner: "Session", outer: "Session") -> None:
-    from .recorder import section
+    from .recorder import section  # a nested session only: the outer session's recorder
 
     log.info("polyprof: a session opened inside the running one nests in it (host data only)")
     inner._nested_section = section(SECTION_NAME)  # type: ignore[attr-defined]
@@ -45,8 +45,8 @@ def begin(inner: "Session", outer: "Session") -> None:
 
 
 def end(inner: "Session", outer: "Session") -> Trace:
-    from ..formats import hostrecords as hosttrace
-    from ..plugins.host import records
+    from ..formats import hostrecords as hosttrace  # a nested session only: its host data as a Trace
+    from ..plugins.host import records  # a nested session only: the outer host plugin's records
 
     stop = now_ns()  # before the marker section closes: it belongs to the outer trace only
     sec = getattr(inner, "_nested_section", None)

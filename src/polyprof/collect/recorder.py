@@ -333,7 +333,7 @@ def _load_fast() -> Any:
     if os.environ.get("POLYPROF_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from . import _fastsection
+        from . import _fastsection  # the optional compiled section type, tried once (POLYPROF_PURE_PYTHON)
     except ImportError:
         return None
     _fastsection.set_decorator(_decorate)
