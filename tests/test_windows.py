@@ -172,3 +172,36 @@ def test_explicit_steps_win_and_a_second_optimizer_is_not_counted():
         rec = active_recorder()
         assert len(rec.steps) == 3 and len(rec.auto_steps) == 1
     assert find_steps(s.trace).number.tolist() == [0, 1, 2]  # from the 3 explicit calls
+
+
+MANY = ("import polyprof\n"
+        "for i in range(30_000):\n"
+        "    with polyprof.section(f's{i}'):\n"
+        "        pass\n")
+
+
+def _check_capped(t: polyprof.Trace, n: int) -> None:
+    names = t.names()
+    kept = [int(x[1:]) for x in names[np.char.startswith(names.astype(str), "s")]]
+    assert len(kept) <= n + n // 8 + 1 and max(kept) == 29_999  # the newest kept, the oldest dropped
+    assert min(kept) >= 30_000 - (n + n // 8 + 1)
+    assert any("oldest sections were dropped" in str(w) for w in t.metadata["warnings"])
+
+
+def test_max_events_keeps_the_newest_sections_through_every_entry(tmp_path, monkeypatch):
+    with polyprof.profile(["host"], max_host_events=5000) as s:
+        exec(MANY, {})
+    _check_capped(s.trace, 5000)
+
+    @polyprof.profile(["host"], max_host_events=5000)
+    def work() -> None:
+        exec(MANY, {})
+
+    work()
+    _check_capped(work.trace, 5000)
+    _run(tmp_path, MANY, ["--max-events", "5000", "-o", "f.polyprof"])
+    _check_capped(polyprof.load(tmp_path / "f.polyprof"), 5000)
+    _run(tmp_path, MANY, ["-o", "e.polyprof"], {"POLYPROF_MAX_HOST_EVENTS": "5000"})
+    _check_capped(polyprof.load(tmp_path / "e.polyprof"), 5000)
+    with pytest.raises(SessionError, match="max_host_events=0"):
+        polyprof.profile(max_host_events=0)

@@ -142,15 +142,23 @@ class JournalWriter:
         with self._lock:
             if self._file.closed:
                 return
-            secs, p0 = self.recorder.sections, self._pos["sections"]
-            if p0 < len(secs):  # the oldest section not yet on disk: how far behind we are
+            self.recorder.trim()
+            with self.recorder.trim_lock:
+                secs, p0 = self.recorder.sections, self._index()
+                oldest = secs[p0][2] if p0 < len(secs) else None
+            if oldest is not None:  # the oldest section not yet on disk: how far behind we are
                 from .clock import now_ns  # the writer thread's clock, read when it starts
 
-                self.max_lag_ns = max(self.max_lag_ns, now_ns() - secs[p0][2])
+                self.max_lag_ns = max(self.max_lag_ns, now_ns() - oldest)
             for batch in self._new_batches():  # each on disk as soon as it is built
                 self._writer.write_batch(batch)
-            self.behind = max(len(self.recorder.sections) - self._pos["sections"], 0)
+            self.behind = max(len(self.recorder.sections) - self._index(), 0)
             self.max_behind = max(self.max_behind, self.behind)
+
+    def _index(self) -> int:
+        """Where the next section to write is in the recorder's list, whose front may
+        have been dropped (``max_sections``: those not yet written are lost here too)."""
+        return max(self._pos["sections"] - self.recorder.dropped, 0)
 
     def _new_batches(self) -> Iterator[list[Column]]:
         """Everything recorded since the last flush, one batch per kind (sections: per
@@ -166,11 +174,12 @@ class JournalWriter:
         yield from out
         out.clear()
         for _ in range(MAX_SECTION_BATCHES):  # the rest at the next flush, at once when behind
-            p0 = self._pos["sections"]
-            secs = r.sections[p0:p0 + SECTION_CHUNK]  # a slice is atomic under the GIL; memory bounded
+            with r.trim_lock:
+                p0 = self._index()
+                secs = r.sections[p0:p0 + SECTION_CHUNK]  # memory bounded by a batch
             if not secs:
                 break
-            self._pos["sections"] += len(secs)
+            self._pos["sections"] = r.dropped + p0 + len(secs)  # counted from the session's first section
             yield self._section_batch(secs)
         for buf in list(r.buffers):
             m0, c0 = self._buf_pos.get(id(buf), (0, 0))

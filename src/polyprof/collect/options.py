@@ -15,6 +15,7 @@ option                  ``polyprof run`` flag        environment variable     de
 ``schedule``            ``--schedule TEXT``          ``POLYPROF_SCHEDULE``    every step
 ``delay``               ``--delay S``                ``POLYPROF_DELAY``       0
 ``duration``            ``--duration S``             ``POLYPROF_DURATION``    until the end
+``max_host_events``     ``--max-events N``           ``POLYPROF_MAX_HOST_EVENTS``  every section
 ``options``             ``--plugin-options JSON``    ``POLYPROF_PLUGIN_OPTIONS``  none
 ``collect_timeout``     ``--collect-timeout S``      ``POLYPROF_COLLECT_TIMEOUT``  30
 ``call_timeout``        ``--call-timeout S``         ``POLYPROF_CALL_TIMEOUT``  10
@@ -76,6 +77,9 @@ class SessionOptions:
     duration: float | None = _option(
         None, "record for S seconds (after --delay), then nothing more (as nsys --duration)",
         kind="seconds", flags=("--duration",), metavar="S")
+    max_host_events: int | None = _option(
+        None, "keep at most N sections in memory: the oldest beyond it are dropped and counted (a long run's "
+              "host records bounded)", kind="count", flags=("--max-events",), metavar="N")
     options: Mapping[str, Mapping[str, Any]] = _option(
         None, "keyword options per plugin, as JSON: '{\"host\": {\"sample_interval_s\": 0.01}}'",
         kind="json", flags=("--plugin-options",), metavar="JSON", factory=dict)
@@ -129,6 +133,13 @@ class SessionOptions:
         if self.schedule is not None and (self.delay or self.duration is not None):
             raise SessionError("a schedule (steps) and delay/duration (seconds) both choose what is recorded: "
                                "give one of them")
+        if self.max_host_events is not None:
+            value = self.max_host_events
+            if isinstance(value, str):
+                value = _read("max_host_events", value)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SessionError(f"max_host_events={value!r}: expected a whole number, 1 or more")
+            put(self, "max_host_events", value)
         for name in ("memory", "record_argv", "follow_symlinks"):
             value = getattr(self, name)
             put(self, name, _read(name, value) if isinstance(value, str) else bool(value))
@@ -165,7 +176,7 @@ def from_environ(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     for name in NAMES:
         text = env.get(env_name(name))
         if text is not None and (text.strip() or name not in ("plugins", "output", "schedule", "options",
-                                                                "duration")):
+                                                                "duration", "max_host_events")):
             out[name] = _read(name, text, f"${env_name(name)}")
     return out
 
@@ -209,6 +220,8 @@ def _read(name: str, text: str, where: str | None = None) -> Any:
             raise ValueError("expected 1/0, true/false, yes/no or on/off")
         if kind == "seconds":
             return float(t)
+        if kind == "count":
+            return int(t)
         if kind == "path":
             return Path(t)
         if kind == "json":

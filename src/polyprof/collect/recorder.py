@@ -70,6 +70,23 @@ class Recorder:
         #: schedule or window), never to ``step_listeners`` (torch's ProfilerStep ranges)
         self.auto_steps: list[int] = []
         self.auto_listeners: list[Callable[[int], None]] = []
+        #: sections dropped from the front to keep at most ``max_sections`` (None: all)
+        self.max_sections: int | None = None
+        self.dropped = 0
+        #: held while the front of ``sections`` is dropped, and by readers that index it
+        self.trim_lock = threading.Lock()
+
+    def trim(self) -> None:
+        """Drop the oldest sections past ``max_sections`` (by chunks of an eighth of it, so
+        the list is not moved for every new section); they are counted in ``dropped``."""
+        keep = self.max_sections
+        if keep is None or len(self.sections) <= keep + max(keep // 8, 1):
+            return
+        with self.trim_lock:
+            k = len(self.sections) - keep
+            if k > 0:
+                del self.sections[:k]
+                self.dropped += k
 
     def snapshot_threads(self) -> None:
         for t in threading.enumerate():

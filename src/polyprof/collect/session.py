@@ -102,6 +102,8 @@ class Session:
         self._outer: "Session | None" = None  # set when this session nests in another
         self._inert = False  # a copy of the session in a forked child: records nothing
         self.options = {k: dict(v) for k, v in settings.options.items()}
+        if settings.max_host_events is not None:  # the host plugin keeps the sections
+            self.options.setdefault("host", {}).setdefault("max_events", settings.max_host_events)
         self.trace: Trace | None = None
         self.errors: list[dict[str, str]] = []
         self._slots: list[_Slot] = []

@@ -87,6 +87,8 @@ def _psutil_reader() -> Callable[[], tuple[float, float, float]]:
 
 class HostPlugin(Plugin):
     """Options: ``sample_interval_s`` (default 0.02; 0 disables process sampling);
+    ``max_events`` (default none: keep every section; else the oldest beyond it are
+    dropped and counted, the session's ``--max-events``);
     ``journal_interval_s`` (default 0.5: what was recorded waits at most that long
     before its batch is built and written, so a kill loses at most the last second;
     0 disables the crash journal, which is kept only when the session writes an output
@@ -99,6 +101,8 @@ class HostPlugin(Plugin):
 
     def _start(self, ctx: SessionContext) -> None:
         self.recorder = rec_mod.Recorder()
+        limit = self.options.get("max_events")
+        self.recorder.max_sections = int(limit) if limit else None
         self.recorder.active = True
         self.start_ns = ctx.start_ns
         rec_mod.activate(self.recorder)
@@ -108,6 +112,7 @@ class HostPlugin(Plugin):
         rec_mod.watch_thread_starts(self.recorder)
         if self.sampler:
             self.sampler.on_sample.append(self.recorder.snapshot_threads)
+            self.sampler.on_sample.append(self.recorder.trim)
             self.sampler.start()
         self.journal: JournalWriter | None = None
         every = float(self.options.get("journal_interval_s", self.default_journal_interval_s))
@@ -128,6 +133,10 @@ class HostPlugin(Plugin):
         if self.sampler:
             self.sampler.halt.set()
             self.sampler.join(2.0)
+        self.recorder.trim()
+        if self.recorder.dropped and self.ctx is not None:
+            self.ctx.warn(self.name, f"the {self.recorder.dropped:,} oldest sections were dropped to keep "
+                          f"{self.recorder.max_sections:,} (--max-events / max_host_events)")
         if self.journal is not None:
             self.journal.close(delete=False)  # the session deletes it once the trace is saved
             lag = self.journal.max_lag_ns / 1e9
