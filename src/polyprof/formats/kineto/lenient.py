@@ -57,7 +57,8 @@ def phase(p: Any) -> Any:
 
 
 class Dropped:
-    """Counts of what the reader left out, by reason; one warning line."""
+    """Counts of what the reader left out, by reason (``build.py`` says them in the one
+    "events not imported" warning line)."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
@@ -65,8 +66,3 @@ class Dropped:
     def add(self, reason: str, n: int = 1) -> None:
         if n:
             self.counts[reason] = self.counts.get(reason, 0) + n
-
-    def line(self) -> str | None:
-        if not self.counts:
-            return None
-        return "chrome-json: dropped " + "; ".join(f"{n} {r}" for r, n in sorted(self.counts.items()))
