@@ -58,10 +58,9 @@ t1 = time.perf_counter()
 import polyprof.analyze as A
 trace = polyprof.load(sys.argv[1])
 t2 = time.perf_counter()
-report = build(trace, columnar=True)  # what `polyprof summary` computes (report/terminal.py: print_summary)
+report = build(trace)  # what `polyprof summary` computes (report/terminal.py: print_summary)
 render(report, console=Console(file=io.StringIO(), width=160))
 t3 = time.perf_counter()
-import pandas  # the library's analyses return DataFrames: imported untimed, as HTA's
 fresh = polyprof.load(sys.argv[1])  # same analyses as HTA's two, on a trace with nothing cached
 t4 = time.perf_counter()
 A.temporal_breakdown(fresh)

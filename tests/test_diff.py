@@ -237,12 +237,12 @@ def test_api_takes_traces_and_sequences(kineto_files):
     ranks = [polyprof.load(next(f for f in kineto_files if f.name == f"sampled_rank{i}.json.gz")) for i in (0, 1)]
     both = diff(ranks, (t for t in ranks))  # a generator is consumed one trace at a time
     one = diff(ranks[0], ranks[0])
-    k, k0 = both.tables["kernels"], one.tables["kernels"]
+    k, k0 = both.tables["kernels"].to_pandas(), one.tables["kernels"].to_pandas()
     assert (k["delta_total_ns"] == 0).all() and (k["significant"] == False).all()  # noqa: E712
     # two ranks' counts add up
     c = k.set_index("name")["count_a"]
     c0 = k0.set_index("name")["count_a"]
-    c1 = diff(ranks[1], ranks[1]).tables["kernels"].set_index("name")["count_a"]
+    c1 = diff(ranks[1], ranks[1]).tables["kernels"].to_pandas().set_index("name")["count_a"]
     assert (c == c0.reindex(c.index, fill_value=0) + c1.reindex(c.index, fill_value=0)).all()
 
 
@@ -276,7 +276,7 @@ def test_traceset_ranks_reduce_in_workers(kineto_files, tmp_path):
             assert got["name"].tolist() == want["name"].tolist()
             for c in ("count_a", "count_b", "total_ns_a", "total_ns_b", "delta_total_ns"):
                 assert got[c].tolist() == want[c].tolist(), (t, c)
-            np.testing.assert_allclose(got["p_value"].to_numpy(float), want["p_value"].to_numpy(float))
+            np.testing.assert_allclose(np.asarray(got["p_value"], float), np.asarray(want["p_value"], float))
 
 
 def test_no_steps_cannot_be_tested(kineto_files):
@@ -287,13 +287,13 @@ def test_no_steps_cannot_be_tested(kineto_files):
     assert doc["step_time"]["steps_a"] == 1 and doc["step_time"]["unit"] == "trace"  # the whole trace, one sample
     t = polyprof.load(f)
     d = diff(t, t)
-    assert d.tables["kernels"]["significant"].isna().all() and "no steps" in d.text
+    assert all(v is None for v in d.tables["kernels"]["significant"].tolist()) and "no steps" in d.text
 
 
 def test_xspace_tpu_trace_diffs_with_itself(traces_dir):
     t = polyprof.load(traces_dir / "xspace" / "tpu_inference_2.xplane.pb")
     d = diff(t, t)
-    k = d.tables["kernels"].set_index("name")
+    k = d.tables["kernels"].to_pandas().set_index("name")
     # XLA's instance numbers are stripped: copy-done, copy-done.1 ... copy-done.5 are one row
     assert k.loc["copy-done", "variants"] == 6 and k.loc["copy-done", "count_a"] == 2400
     assert (k["delta_total_ns"] == 0).all()
@@ -326,10 +326,10 @@ def test_real_torch_cpu_runs(tmp_path):
     d = diff(polyprof.load(a), polyprof.load(b))
     # summary's window: the first of the 8 recorded steps is left out
     assert d.overview["untestable"] is None and d.step_time["steps_a"] == d.step_time["steps_b"] == 7
-    ops = d.tables["ops"].set_index("name")
+    ops = d.tables["ops"].to_pandas().set_index("name")
     assert ops.loc["aten::mm", "count_a"] == ops.loc["aten::mm", "count_b"] == 21
     assert ops.loc["aten::mm", "change"] == "slower" and ops.loc["aten::mm", "p_value"] < 0.05
-    sec = d.tables["sections"].set_index("name")
+    sec = d.tables["sections"].to_pandas().set_index("name")
     assert sec.loc["work", "change"] == "slower" and sec.loc["work", "count_a"] == 7
     assert d.step_time["change"] == "slower"
     assert "aten::mm" in next(l for l in d.verdict if l.startswith("Slower in B"))

@@ -158,7 +158,7 @@ def test_hta_reads_a_live_opencl_run(tmp_path: Path) -> None:
     assert res["device_events"] == len(dv.rows) > 0
     # the export as HTA reads it (its time base) with HTA's convention: the same numbers
     back = load(out)
-    ours = polyprof.analyze.temporal_breakdown(back, window=Window(span="device", round_us=True))
+    ours = polyprof.analyze.temporal_breakdown(back, window=Window(span="device", round_us=True)).to_pandas()
     ours = ours[ours["stream"] == "(all streams)"].iloc[0]
     assert res["kernel_us"] * 1000 == ours["span_ns"]
     # an activity inside one µs comes out of the rounding reversed (end before start):
@@ -261,7 +261,7 @@ def test_kernel_state_table_equals_htas(traces_dir: Path, tmp_path: Path) -> Non
     for n in STEPPED:
         t = load(traces_dir / "kineto" / f"{n}.json.gz")
         w = Window(stop=int(cache.steps(t).number[-1]), span="device")
-        ours = kernel_state_breakdown(t, window=w)
+        ours = kernel_state_breakdown(t, window=w).to_pandas()
         ours = ours[ours["state"] != "idle"].set_index("state")
         want = {}
         for k, (us, pct) in hta[n].items():
@@ -306,7 +306,7 @@ def test_queue_length_summary_equals_htas(traces_dir: Path, tmp_path: Path) -> N
     hta = {Path(k).name: v for k, v in json.loads(out.read_text()).items()}
     for n in STEPPED:
         t = load(traces_dir / "kineto" / f"{n}.json.gz")
-        ours = queue_length_summary(t, window=Window(stop=int(cache.steps(t).number[-1])))
+        ours = queue_length_summary(t, window=Window(stop=int(cache.steps(t).number[-1]))).to_pandas()
         want = hta[n]
         assert len(ours) == len(want), n
         for r in ours.itertuples(index=False):

@@ -149,7 +149,7 @@ def test_two_real_sampled_ranks(traces_dir):
     assert [s.rank for s in m.sources] == [0, 1]
     gpu = {(p.source, p.name) for p in m.planes if p.kind == "device"}
     assert gpu == {(0, "/device:GPU:0"), (1, "/device:GPU:1")}
-    al = {r["rank"]: r for r in rep.tables["rank_alignment"].to_dict("records")}
+    al = {r["rank"]: r for r in rep.tables["rank_alignment"].to_pandas().to_dict("records")}
     assert al[1]["method"] in ("collectives", "recorded clock")
     if not al[1]["aligned"]:
         assert math.isnan(al[1]["bound_ns"]) and al[1]["message"]
@@ -188,7 +188,7 @@ def test_executor_is_pluggable_and_results_agree(four_ranks):
 def test_a_rank_without_matching_collectives_is_reported_unaligned(tmp_path, four_ranks, traces_dir):
     cpu = traces_dir / "kineto" / "mi250_rocm_minitoy.json.gz"  # no collectives at all
     rep = load_ranks([four_ranks[0], cpu]).analyze("serial")
-    al = rep.tables["rank_alignment"].set_index("rank")
+    al = rep.tables["rank_alignment"].to_pandas().set_index("rank")
     other = [r for r in al.index if r != al.index.min()][0]
     assert not al.loc[other, "aligned"] and math.isnan(al.loc[other, "bound_ns"])
     assert "no collective" in al.loc[other, "message"]
@@ -354,15 +354,15 @@ def test_recorded_sequence_numbers_match_across_a_missing_collective(tmp_path, t
         with gzip.open(p, "wt") as f:
             json.dump(doc, f)
     rep = load_ranks(paths).analyze("serial", window=None)
-    al = rep.tables["rank_alignment"].set_index("rank")
+    al = rep.tables["rank_alignment"].to_pandas().set_index("rank")
     for r in (1, 2):
         assert al.loc[r, "aligned"] and "Seq" in al.loc[r, "message"]
         assert abs(al.loc[r, "offset_ns"] + OFFSETS[r]) <= al.loc[r, "bound_ns"] < 1_000_000
     assert al.loc[1, "collectives"] == len(coll) - 1 and al.loc[2, "collectives"] == len(coll)
     per_coll = rep.tables["straggler_collectives"]
-    gap = per_coll[per_coll["seq"] == 8]
-    assert len(gap) == 1 and gap["ranks"].iloc[0] == 2  # the dropped one: ranks 0 and 2 only
-    worst = rep.tables["stragglers"].sort_values("late_ns").iloc[-1]
+    gap = per_coll.take(per_coll["seq"] == 8)
+    assert len(gap) == 1 and gap["ranks"][0] == 2  # the dropped one: ranks 0 and 2 only
+    worst = rep.tables["stragglers"].to_pandas().sort_values("late_ns").iloc[-1]
     assert worst["rank"] == LATE_RANK and worst["last_count"] >= 10
 
 
@@ -378,13 +378,13 @@ def test_a_collective_missing_mid_trace_without_seq(tmp_path, traces_dir):
     with gzip.open(paths[1], "wt") as f:
         json.dump(doc, f)
     rep = load_ranks(paths).analyze("serial", window=None)
-    al = rep.tables["rank_alignment"].set_index("rank")
+    al = rep.tables["rank_alignment"].to_pandas().set_index("rank")
     for r in (1, 2):
         assert al.loc[r, "aligned"]
         assert abs(al.loc[r, "offset_ns"] + OFFSETS[r]) <= al.loc[r, "bound_ns"] < 1_000_000
     assert al.loc[1, "collectives"] == len(coll) - 1 and "1 collective(s) without a match" in al.loc[1, "message"]
     assert al.loc[2, "collectives"] == len(coll) and al.loc[2, "message"] == ""
-    per_rank = rep.tables["stragglers"].set_index("rank")
+    per_rank = rep.tables["stragglers"].to_pandas().set_index("rank")
     assert per_rank["late_ns"].idxmax() == LATE_RANK and per_rank.loc[LATE_RANK, "last_count"] >= 10
     assert per_rank.loc[1, "collectives"] == len(coll) - 1  # every later one with its own, not its neighbour
     assert per_rank.loc[1, "late_ns"] < per_rank.loc[LATE_RANK, "late_ns"] / 10
@@ -462,7 +462,7 @@ def test_seq_on_record_param_comms_alone_reaches_its_kernel(tmp_path, traces_dir
     assert (t0["seq_from"] == "Seq").all() and len(t0) == 21
     assert t0["seq"].tolist() == sorted(t0["seq"].tolist()) and t0["seq"].min() >= 100
     rep = load_ranks(paths).analyze("serial", window=None)
-    al = rep.tables["rank_alignment"].set_index("rank")
+    al = rep.tables["rank_alignment"].to_pandas().set_index("rank")
     for r in (1, 2):
         assert al.loc[r, "aligned"] and "Seq" in al.loc[r, "message"]
         assert abs(al.loc[r, "offset_ns"] + OFFSETS[r]) <= al.loc[r, "bound_ns"] < 1_000_000

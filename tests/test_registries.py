@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 import pytest
 
 import polyprof
 from polyprof.analyze import registry as areg
+from polyprof.analyze.table import Table
 from polyprof.formats import registry as freg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,9 +131,8 @@ def test_findings_reuse_the_report_tables(monkeypatch, a100):
 
 def test_a_new_analysis_is_one_registry_line(monkeypatch, a100, tmp_path: Path):
     mod = tmp_path / "myanalysis.py"
-    mod.write_text("import pandas as pd\n"
-                   "def busiest_names(trace, kernels):\n"
-                   "    return kernels[['name', 'total_ns']].head(3).reset_index(drop=True)\n")
+    mod.write_text("def busiest_names(trace, kernels):\n"
+                   "    return kernels[['name', 'total_ns']].head(3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     new = areg.Analysis("busiest_names", "myanalysis:busiest_names", needs=("kernel_breakdown",))
     monkeypatch.setattr(areg, "ANALYSES", (*areg.ANALYSES, new))
@@ -142,9 +141,25 @@ def test_a_new_analysis_is_one_registry_line(monkeypatch, a100, tmp_path: Path):
 
     rep = build(a100)
     got = rep.tables["busiest_names"]
-    want = rep.tables["kernel_breakdown"][["name", "total_ns"]].head(3).reset_index(drop=True)
-    pd.testing.assert_frame_equal(got, want)
+    want = rep.tables["kernel_breakdown"].select(["name", "total_ns"]).head(3)
+    assert isinstance(got, Table) and got.equals(want) and len(got) == 3
     assert json.loads(to_json(rep))["tables"]["busiest_names"]["rows"] == 3
+
+
+def test_an_analysis_that_returns_a_dataframe_is_given_as_a_table(monkeypatch, a100, tmp_path: Path):
+    """A third party's analysis written with pandas still works: the registry hands its
+    result on as a Table, like every other analysis's."""
+    mod = tmp_path / "pandasanalysis.py"
+    mod.write_text("def top_kernels(trace, kernels):\n"
+                   "    return kernels.to_pandas().nlargest(2, 'total_ns')[['name', 'total_ns']]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    new = areg.Analysis("top_kernels", "pandasanalysis:top_kernels", needs=("kernel_breakdown",))
+    monkeypatch.setattr(areg, "ANALYSES", (*areg.ANALYSES, new))
+    monkeypatch.setitem(areg._BY_NAME, new.name, new)
+    got = areg.Tables(a100)["top_kernels"]
+    kb = areg.Tables(a100)["kernel_breakdown"]
+    assert isinstance(got, Table) and got.columns == ["name", "total_ns"]
+    assert got["total_ns"].tolist() == sorted(kb["total_ns"].tolist(), reverse=True)[:2]
 
 
 # ------------------------------------------------------------------ plugins

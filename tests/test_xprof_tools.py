@@ -95,7 +95,7 @@ def test_kernel_stats_lists_polyprofs_kernels(name: str, exported: dict) -> None
         c = cells(r)
         got_ns[c[kn]] += c[tot] * 1000.0
         got_n[c[kn]] += c[occ]
-    kb = A.kernel_breakdown(t)
+    kb = A.kernel_breakdown(t).to_pandas()
     kb = kb[kb["kind"].isin(["compute", "communication"])].groupby("name")[["total_ns", "count"]].sum()
     assert len(kb) > 5
     assert set(got_ns) == set(kb.index)
@@ -111,7 +111,7 @@ def test_kernel_stats_lists_polyprofs_kernels(name: str, exported: dict) -> None
 def test_framework_op_stats_has_polyprofs_device_ops(name: str, exported: dict) -> None:
     t, res = exported[name]
     got = device_ops(res)
-    want = device_op_breakdown(t).groupby("op")["total_ns"].sum()
+    want = device_op_breakdown(t).to_pandas().groupby("op")["total_ns"].sum()
     ops = {k: v for k, v in got.items() if k != "IDLE"}
     assert len(ops) >= 5 and set(ops) == set(want.index)
     for k, v in want.items():
@@ -137,7 +137,7 @@ def test_overview_page_finds_polyprofs_steps(name: str, exported: dict) -> None:
     graph = next(tb for tb in res["overview_page"] if "stepnum" in [c["id"] for c in tb.get("cols", [])])
     got = [int(cells(r)[0]) for r in graph["rows"]]
     ss = A.step_stats(t)
-    with_device = ss[ss["activities"] > 0]["step"].tolist()
+    with_device = ss["step"][ss["activities"] > 0].tolist()
     assert got and set(got) <= set(steps.number.tolist()) and set(got) <= set(with_device)
     # XProf drops an incomplete first/last step at most
     assert len(got) >= len(with_device) - 2
@@ -150,11 +150,11 @@ def test_tpu_per_op_device_time_equals_xprof(traces_dir: Path, tmp_path: Path) -
     copy = tmp_path / src.name  # XProf caches results next to the file: work on a copy
     copy.write_bytes(src.read_bytes())
     got = device_ops(xprof_tools(copy, ("framework_op_stats",)))
-    want = device_op_breakdown(load(src)).groupby("op")["total_ns"].sum()
+    want = device_op_breakdown(load(src)).to_pandas().groupby("op")["total_ns"].sum()
     top = sorted(((v, k) for k, v in got.items() if k != "IDLE"), reverse=True)[:10]
     assert len(top) == 10
     for v, k in top:
         assert abs(want[k] - v) <= 0.005 * v, (k, want[k], v)
     # the async copies are where the event span and the op's own time differ most
-    kb = A.kernel_breakdown(load(src)).set_index("name")
+    kb = A.kernel_breakdown(load(src)).to_pandas().set_index("name")
     assert abs(kb.loc["copy-done.2", "total_ns"] - got["copy-done.2"]) <= 0.005 * got["copy-done.2"]

@@ -14,12 +14,12 @@ from .synth import US, gpu_trace
 def test_temporal_and_idle_breakdown_by_hand():
     t = gpu_trace()
     tb = A.temporal_breakdown(t)
-    dev = tb[tb["track_id"] == -1].iloc[0]
+    dev = tb.take(tb["track_id"] == -1).to_dicts()[0]
     # span = the two ProfilerSteps (2 ms); compute = (100 + 10) µs x 2; copies 50 µs x 2
     assert (dev["span_ns"], dev["compute_ns"], dev["non_compute_ns"]) == (2000 * US, 220 * US, 100 * US)
     assert dev["idle_ns"] == 2000 * US - 320 * US
     it = A.idle_time_breakdown(t)
-    row = it[it["track_id"] == -1].iloc[0]
+    row = it.take(it["track_id"] == -1).to_dicts()[0]
     # gaps: [0,50) host (gemm launched at 30 >= 0); [150,160) kernel-wait (relu launched at 130);
     # [170,600) host; [650,1050) host; [1150,1160) kernel; [1170,1600) host; tail [1650,2000) other
     assert row["host_wait_ns"] == (50 + 430 + 400 + 430) * US
@@ -38,12 +38,12 @@ def test_overlapping_streams_count_once_per_device():
     b.event(s2, "ncclKernel_AllReduce", 300, 100, "kernel")
     b.event(s1, "k", 350, 100, "kernel")
     t = b.build()
-    tb = A.temporal_breakdown(t).set_index("stream")
+    tb = A.temporal_breakdown(t).to_pandas().set_index("stream")
     assert tb.loc["(all streams)", ["span_ns", "compute_ns", "non_compute_ns", "idle_ns"]].tolist() == [450, 200, 100, 150]
     assert tb.loc["s2", ["compute_ns", "non_compute_ns", "idle_ns"]].tolist() == [0, 200, 250]
-    ov = A.comm_comp_overlap(t).iloc[0]
+    ov = A.comm_comp_overlap(t).to_dicts()[0]
     assert (ov["communication_ns"], ov["overlap_ns"], ov["overlap_pct"]) == (100, 50, 50.0)
-    kb = A.kernel_breakdown(t).set_index("name")
+    kb = A.kernel_breakdown(t).to_pandas().set_index("name")
     assert kb.loc["ncclKernel_AllReduce", "kind"] == "communication"
     assert kb.loc["k", ["count", "total_ns"]].tolist() == [2, 200]
     assert kb["share_pct"].sum() == pytest.approx(100.0)
@@ -59,7 +59,7 @@ def test_op_stats_self_and_caused_device_time():
     b.event(s, "gemm", 30, 40, "kernel", correlation_id=1)
     b.event(th, "cudaLaunchKernel", 80, 5, "cuda_runtime", correlation_id=2, external_id=1)
     b.event(s, "bias", 90, 7, "kernel", correlation_id=2)
-    ops = A.op_stats(b.build()).set_index("name")
+    ops = A.op_stats(b.build()).to_pandas().set_index("name")
     assert ops.loc["aten::linear", ["total_ns", "self_ns", "device_ns", "self_device_ns", "launches"]].tolist() == [100, 35, 47, 7, 2]
     assert ops.loc["aten::addmm", ["total_ns", "self_ns", "device_ns", "self_device_ns", "launches"]].tolist() == [60, 55, 40, 40, 1]
 
@@ -67,7 +67,7 @@ def test_op_stats_self_and_caused_device_time():
 def test_launch_stats_rows():
     ls = A.launch_stats(gpu_trace())
     assert len(ls) == 6
-    first = ls.iloc[0]
+    first = ls.to_dicts()[0]
     assert (first["launch_name"], first["name"], first["step"]) == ("cudaLaunchKernel", "gemm", 1)
     assert (first["cpu_duration_ns"], first["launch_delay_ns"], first["queue_delay_ns"]) == (10 * US, 20 * US, 10 * US)
     assert (ls["device_start_ns"] >= ls["launch_start_ns"]).all()
@@ -76,12 +76,13 @@ def test_launch_stats_rows():
 def test_launch_summary_agrees_with_a_pandas_groupby(traces_dir):
     import polyprof
 
-    ls = A.launch_stats(polyprof.load(traces_dir / "kineto" / "v100_ns_resolution_rank0.json.gz"))
+    table = A.launch_stats(polyprof.load(traces_dir / "kineto" / "v100_ns_resolution_rank0.json.gz"))
+    ls = table.to_pandas()
     gb = ls.groupby(["plane", "launch_name"])
     want = gb.agg(count=("cpu_duration_ns", "size"), cpu=("cpu_duration_ns", "mean"),
                   dev=("device_duration_ns", "mean"), delay=("launch_delay_ns", "median"))
     want["p99"] = gb["launch_delay_ns"].quantile(0.99)
-    got = A.launch_summary(None, ls).set_index(["plane", "launch_name"])
+    got = A.launch_summary(None, table).to_pandas().set_index(["plane", "launch_name"])
     assert got["count"].tolist() == sorted(got["count"], reverse=True)
     assert len(got) == len(want) == 3
     for key, row in want.iterrows():
@@ -89,7 +90,7 @@ def test_launch_summary_agrees_with_a_pandas_groupby(traces_dir):
         assert g["count"] == row["count"]
         assert np.allclose([g["cpu_mean_ns"], g["device_mean_ns"], g["delay_median_ns"], g["delay_p99_ns"]],
                            [row["cpu"], row["dev"], row["delay"], row["p99"]])
-    empty = A.launch_summary(None, ls.iloc[:0])
+    empty = A.launch_summary(None, table.head(0))
     assert len(empty) == 0 and "delay_p99_ns" in empty.columns
 
 
@@ -112,9 +113,9 @@ def test_section_stats_projection_utilization_and_memory():
     b.counter(host, "process.rss_bytes", np.array([0, 499, 999, 1499, 2600]), np.array([10.0, 15, 20, 22, 40]))
     table = A.section_stats(b.build())
     assert table["name"].tolist() == ["Backward", "Self Attention"]
-    bw = table.set_index("name").loc["Backward"]
+    bw = table.to_pandas().set_index("name").loc["Backward"]
     assert (bw["count"], bw["device_ops"], bw["device_ns"], bw["projected_ns"]) == (1, 1, 50, 50)
-    sec = table.set_index("name").loc["Self Attention"]
+    sec = table.to_pandas().set_index("name").loc["Self Attention"]
     assert (sec["count"], sec["total_ns"], sec["p99_ns"]) == (3, 1500, 500)
     assert (sec["device_ops"], sec["device_ns"], sec["projected_ns"]) == (6, 600, 900)
     assert sec["device_util_pct"] == pytest.approx(100 * 600 / 900)
@@ -127,7 +128,7 @@ def test_step_stats_and_findings():
     t = gpu_trace()
     ss = A.step_stats(t)
     assert ss["step"].tolist() == [1, 2]
-    r = ss.iloc[0]
+    r = ss.to_dicts()[0]
     assert (r["busy_ns"], r["compute_ns"], r["idle_ns"], r["launch_count"]) == (160 * US, 110 * US, 840 * US, 3)
     assert (r["device_start_ns"], r["device_end_ns"]) == (50 * US, 650 * US)
     assert (ss["busy_ns"] + ss["idle_ns"] == ss["host_ns"]).all()
@@ -181,32 +182,29 @@ def test_every_analysis_documents_each_of_its_columns():
         assert not missing, f"{name}: columns not in its docstring: {sorted(missing)}"
 
 
-def test_summary_tables_build_no_arrow_strings(traces_dir, monkeypatch):
-    """Text columns and column labels stay NumPy objects: pandas 3's Arrow strings cost
-    10-20 ms on first use and a quarter of the analyses (docs/analysis.md, Reports)."""
-    from pandas.core.arrays import string_arrow
-
+def test_summary_tables_are_tables_with_text_as_numpy_objects(traces_dir):
+    """Every table of a summary is a Table; text columns are NumPy object arrays of str,
+    and stay ``object`` (not pandas 3's Arrow strings) in ``to_pandas()``."""
     import polyprof
+    from polyprof.analyze.table import Table
     from polyprof.report.tables import build
 
-    trace = polyprof.load(traces_dir / "kineto" / "v100_ns_resolution_rank0.json.gz")
-    made = []
-    real = string_arrow.ArrowStringArray._from_sequence.__func__
-    monkeypatch.setattr(string_arrow.ArrowStringArray, "_from_sequence",
-                        classmethod(lambda cls, *a, **k: made.append(1) or real(cls, *a, **k)))
-    report = build(trace)
-    assert not made
-    for name, df in report.tables.items():
-        assert df.columns.dtype == object, name
-        assert all(df[c].dtype != "str" for c in df.columns), name
-    assert isinstance(report.tables["kernel_breakdown"]["name"].iloc[0], str)
+    report = build(polyprof.load(traces_dir / "kineto" / "v100_ns_resolution_rank0.json.gz"))
+    for name, t in report.tables.items():
+        assert isinstance(t, Table), name
+        for c in t.columns:
+            assert t[c].dtype.kind in "biufO", (name, c)
+            assert t[c].dtype != object or all(type(v) is str for v in t[c].tolist()), (name, c)
+        df = t.to_pandas()
+        assert df.columns.dtype == object and all(df[c].dtype != "str" for c in df.columns), name
+    assert isinstance(report.tables["kernel_breakdown"]["name"][0], str)
 
 
 def test_event_stats_agrees_with_a_pandas_groupby(traces_dir):
     import polyprof
 
     trace = polyprof.load(traces_dir / "kineto" / "v100_ns_resolution_rank0.json.gz")
-    got = A.event_stats(trace)
+    got = A.event_stats(trace).to_pandas()
     ev = trace.to_pandas()
     ev = ev[ev["dur_ns"] > 0]
     gb = ev.groupby([ev["category"].astype(object), ev["name"].astype(object)])["dur_ns"]

@@ -248,7 +248,7 @@ def test_one_os_thread_split_over_two_tracks_still_projects():
     b.event(q, "other_kernel", 300, 10, "kernel", correlation_id=2)
     import polyprof.analyze as A
 
-    table = A.section_stats(b.build()).set_index("name")
+    table = A.section_stats(b.build()).to_pandas().set_index("name")
     sec = table.loc["blur"]
     assert (sec["device_ops"], sec["device_ns"], sec["projected_ns"]) == (1, 200, 200)
     assert table.loc["prefetch", "device_ops"] == 1
@@ -280,7 +280,7 @@ def test_work_handed_to_a_thread_without_an_open_section_projects_onto_the_open_
     trace = b.build()
     import polyprof.analyze as A
 
-    table = A.section_stats(trace).set_index("name")
+    table = A.section_stats(trace).to_pandas().set_index("name")
     assert tuple(table.loc["## backward ##", ["device_ops", "device_ns", "projected_ns"]]) == (1, 300, 300)
     assert tuple(table.loc["## forward ##", ["device_ops", "device_ns"]]) == (1, 100)
     assert tuple(table.loc["nccl:all_reduce", ["device_ops", "device_ns"]]) == (1, 50)

@@ -50,7 +50,7 @@ def test_sync_share_is_per_thread_and_never_exceeds_100_percent():
     assert ev["share_pct"] == pytest.approx(30.0)
     assert ev["threads_syncing"] == 4
     assert f["sync_stalls"].events[0]["name"] == "cudaStreamSynchronize"
-    by_thread = A.sync_by_thread(pipeline_trace(sync_us=3000, kernel_us=300, sync_threads=4))
+    by_thread = A.sync_by_thread(pipeline_trace(sync_us=3000, kernel_us=300, sync_threads=4)).to_pandas()
     assert len(by_thread) == 4 and (by_thread["share_pct"] <= 100).all()
     assert (by_thread["calls"] == 5).all()
 
@@ -82,11 +82,11 @@ def test_tpu_async_copies_are_copies_and_one_finding_covers_all_devices(traces_d
     import polyprof
 
     tr = polyprof.load(traces_dir / "xspace" / "tpu_inference_2.xplane.pb")
-    kb = A.kernel_breakdown(tr)
+    kb = A.kernel_breakdown(tr).to_pandas()
     copy_done = kb[kb["name"].str.startswith("copy-done")]
     assert len(copy_done) and set(copy_done["kind"]) == {"memcpy"}
     assert set(kb.loc[kb["name"].str.contains("fusion"), "kind"]) == {"compute"}
-    tb = A.temporal_breakdown(tr)
+    tb = A.temporal_breakdown(tr).to_pandas()
     dev = tb[tb["track_id"] == -1]
     assert (dev["non_compute_pct"] > dev["compute_pct"]).all()
     found = [f for f in A.findings(tr) if f.id == "copy_bound"]
@@ -95,7 +95,7 @@ def test_tpu_async_copies_are_copies_and_one_finding_covers_all_devices(traces_d
     assert planes == {f"/device:TPU:{i}" for i in range(4)}
     # its top events: that device's copies and fills, ranked as the per-device kernel
     # breakdown ranks them (by total device time; XProf's per-op time, in float ns)
-    by_dev = A.kernel_breakdown(tr, by_device=True)
+    by_dev = A.kernel_breakdown(tr, by_device=True).to_pandas()
     want = by_dev[(by_dev["plane"] == found[0].plane) & by_dev["kind"].isin(["memcpy", "memset"])]
     want = want.sort_values("total_ns", ascending=False, kind="stable").head(5)
     assert len(found[0].events) == len(want) == 5
@@ -110,7 +110,7 @@ def test_mtia_command_processor_events_are_told_apart_by_name(traces_dir):
     import polyprof
 
     tr = polyprof.load(traces_dir / "kineto" / "mtia_inference_rank0.json.gz")
-    kind = A.kernel_breakdown(tr).set_index("name")["kind"]
+    kind = A.kernel_breakdown(tr).to_pandas().set_index("name")["kind"]
     assert kind["pe_exe"] == "compute" and kind["merge"] == "compute"
     assert kind["dma_request"] == "memcpy"
     assert "event_wait" not in kind.index  # waiting is not device activity
@@ -141,5 +141,5 @@ def test_sync_calls_by_category_and_name_as_a_pandas_groupby():
     want = want.sort_values("total_ns", ascending=False)
     got = _by_category_and_name(trace, rows)
     assert len(got) == 8
-    assert got.to_dict("records") == want.to_dict("records")
+    assert got.to_dicts() == want.to_dict("records")
     assert len(_by_category_and_name(trace, rows[:0])) == 0

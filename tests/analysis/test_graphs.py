@@ -86,7 +86,7 @@ def test_every_kernel_of_a_graph_goes_to_its_launch_and_op(graphs):
 
 def test_launch_tables_count_one_launch_per_graph(graphs):
     t, g, made = graphs
-    ls = A.launch_summary(g)
+    ls = A.launch_summary(g).to_pandas()
     row = ls[ls["launch_name"] == GRAPH].iloc[0]
     assert row["launches"] == row["graph_launches"] == len(made)
     assert row["count"] == sum(len(m["kernels"]) for m in made)
@@ -96,18 +96,18 @@ def test_launch_tables_count_one_launch_per_graph(graphs):
     # every launch call counts once: calls in the summary = distinct matched launches
     corr = cache.correlation(g)
     assert int(ls["launches"].sum()) == len(np.unique(corr.launch[corr.launch >= 0]))
-    st = A.launch_stats(g)
+    st = A.launch_stats(g).to_pandas()
     assert st.loc[st["graph_launch"], "launch_name"].eq(GRAPH).all()
     assert int(st["graph_launch"].sum()) == row["count"]
     # steps: the same activities, fewer launch calls (distinct calls)
-    a, b = A.step_stats(t), A.step_stats(g)
+    a, b = A.step_stats(t).to_pandas(), A.step_stats(g).to_pandas()
     assert a["activities"].tolist() == b["activities"].tolist()
     assert a["launch_count"].sum() - b["launch_count"].sum() == sum(m["removed"] for m in made)
 
 
 def test_op_device_time_is_unchanged_by_graph_launches(graphs):
     t, g, made = graphs
-    a, b = A.op_stats(t).set_index("name"), A.op_stats(g).set_index("name")
+    a, b = A.op_stats(t).to_pandas().set_index("name"), A.op_stats(g).to_pandas().set_index("name")
     assert a["self_device_ns"].sum() == b["self_device_ns"].sum()
     names = {g.strings[g.events["name"][m["op"]]] for m in made}
     for n in names:

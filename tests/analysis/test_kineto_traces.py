@@ -31,11 +31,11 @@ def trace(request, kineto_files):
 
 def test_breakdowns_are_consistent(trace):
     name, t = trace
-    tb = A.temporal_breakdown(t)
+    tb = A.temporal_breakdown(t).to_pandas()
     # per stream (and per device) compute + non-compute + idle = the analysed span
     assert (tb["compute_ns"] + tb["non_compute_ns"] + tb["idle_ns"] == tb["span_ns"]).all(), name
     assert (tb[["compute_ns", "non_compute_ns", "idle_ns"]] >= 0).all().all(), name
-    it = A.idle_time_breakdown(t).set_index(["plane", "stream"])
+    it = A.idle_time_breakdown(t).to_pandas().set_index(["plane", "stream"])
     tbi = tb.set_index(["plane", "stream"])
     assert (it["host_wait_ns"] + it["kernel_wait_ns"] + it["other_ns"] == it["idle_ns"]).all(), name
     assert (it["idle_ns"] == tbi.loc[it.index, "idle_ns"]).all(), name
@@ -47,7 +47,7 @@ def test_breakdowns_are_consistent(trace):
     # event record/wait under one category
     mtia_exec = (cat == "mtia_ccp_events") & ~nm.isin(["dma_request", "event_record", "event_wait"])
     kernels = ev[on_device & ((cat == "kernel") | mtia_exec)]
-    kb = A.kernel_breakdown(t)
+    kb = A.kernel_breakdown(t).to_pandas()
     kern = kb[kb["kind"].isin(["compute", "communication"])]
     assert int(kern["total_ns"].sum()) == int(kernels["dur_ns"].sum()), name
     assert int(kern["count"].sum()) == len(kernels), name
@@ -58,7 +58,7 @@ def test_breakdowns_are_consistent(trace):
 
 def test_matched_launches_precede_their_device_work_and_unmatched_are_counted(trace, capsys):
     name, t = trace
-    ls = A.launch_stats(t)
+    ls = A.launch_stats(t).to_pandas()
     assert (ls["device_start_ns"] >= ls["launch_start_ns"]).all(), name
     from polyprof.derive.cache import correlation
 
@@ -112,7 +112,7 @@ def test_summary_and_findings_run(trace):
 
 def test_v100_sections_have_projected_gpu_time(kineto_files):
     path = next(p for p in kineto_files if p.name.startswith("v100"))
-    sec = A.section_stats(_load(path)).set_index("name")
+    sec = A.section_stats(_load(path)).to_pandas().set_index("name")
     opt = sec.loc["Optimizer.step#SGD.step"]
     assert opt["count"] == 5
     assert opt["projected_ns"] > 0 and opt["device_ns"] > 0 and opt["device_ops"] > 0
@@ -127,7 +127,7 @@ def test_v100_sections_have_projected_gpu_time(kineto_files):
     matched = int((cache.correlation(_load(path)).launch >= 0).sum())
     assert phases["device_ops"].sum() == matched
     assert "ProfilerStep#101" not in sec.index  # steps are not sections
-    steps = A.step_stats(_load(path))
+    steps = A.step_stats(_load(path)).to_pandas()
     assert steps["step"].tolist() == [101, 102, 103, 104, 105]
 
 

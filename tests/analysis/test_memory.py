@@ -120,7 +120,7 @@ def test_timeline_agrees_with_torchs_export_memory_timeline(tmp_path):
         prof.export_memory_timeline(str(tmp_path / "tl.json"))
     _, sizes = json.loads((tmp_path / "tl.json").read_text())
     torch_peak = float(np.asarray(sizes).sum(axis=1).max())
-    tl = A.memory_timeline(prof.trace)
+    tl = A.memory_timeline(prof.trace).to_pandas()
     cpu = tl[(tl["device"] == "/host:CPU").to_numpy()]
     ours = float(cpu["allocated_bytes"].max())
     assert torch_peak > 32 * MiB
@@ -151,14 +151,14 @@ def test_opencl_buffers_and_images_on_the_device_timeline(tmp_path):
     """))
     cli("run", "--memory", "--plugins", "opencl", "--no-summary", "-o", "o.polyprof", "ocl.py", cwd=tmp_path)
     t = polyprof.load(tmp_path / "o.polyprof")
-    tl = A.memory_timeline(t)
+    tl = A.memory_timeline(t).to_pandas()
     assert set(tl["device"]) == {"/device:OpenCL:0"} and set(tl["allocator"]) == {"opencl"}
     image = 64 * 64 * 16
     assert sorted(tl["bytes"][tl["bytes"] > 0].tolist()) == [image] + [MiB] * 5
     assert tl["bytes"].sum() == 0  # every allocation was released
-    peak = A.memory_peak(t).iloc[0]
+    peak = A.memory_peak(t).to_pandas().iloc[0]
     assert peak["peak_bytes"] == 5 * MiB + image and peak["device"] == "/device:OpenCL:0"
-    sec = A.section_stats(t).set_index("name")
+    sec = A.section_stats(t).to_pandas().set_index("name")
     assert sec.loc["alloc", "alloc_bytes"] == 5 * MiB + image
     assert sec.loc["free", "mem_delta_bytes"] == -5 * MiB  # the image goes after the section
     # the explicit release comes before the other frees, inside "free"
@@ -186,11 +186,11 @@ def test_without_memory_option_no_opencl_memory_is_recorded(tmp_path):
         ctx = cl.create_some_context(interactive=False)
         cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096)
     assert cl.Buffer is before
-    assert A.memory_timeline(s.trace).empty
+    assert A.memory_timeline(s.trace).to_pandas().empty
     with polyprof.profile(["opencl"], memory=True) as s:
         buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096)
     assert cl.Buffer is before and type(buf) is before  # the program's objects are the real ones
-    assert A.memory_timeline(s.trace)["bytes"].tolist() == [4096]
+    assert A.memory_timeline(s.trace).to_pandas()["bytes"].tolist() == [4096]
 
 
 KINETO = {
@@ -220,8 +220,8 @@ def test_kineto_memory_events_typed_at_load_without_decoding_other_args(tmp_path
     path.write_text(json.dumps(KINETO))
     t = polyprof.load(path)
     assert t.stats.pending == 1
-    tl = A.memory_timeline(t)
-    peak = A.memory_peak(t).set_index("device")
+    tl = A.memory_timeline(t).to_pandas()
+    peak = A.memory_peak(t).to_pandas().set_index("device")
     assert t.stats.pending == 1  # the memory analyses read only the typed keys
     gpu = tl[(tl["device"] == "/device:GPU:0").to_numpy()]
     assert gpu["bytes"].tolist() == [1048576, -1048576]
@@ -231,7 +231,7 @@ def test_kineto_memory_events_typed_at_load_without_decoding_other_args(tmp_path
     assert peak.loc["/device:GPU:0", "peak_bytes"] == 1049600
     assert peak.loc["/host:CPU", "peak_bytes"] == 512
     assert {p.name for p in t.planes} >= {"/device:GPU:0", "/host:CPU"}
-    live = A.memory_at_peak(t)
+    live = A.memory_at_peak(t).to_pandas()
     row = live[(live["device"] == "/device:GPU:0").to_numpy()].iloc[0]
     assert (row["op"], row["section"], row["bytes"]) == ("aten::empty", "fwd", 1048576)
     # the args also stay under their own names
@@ -244,7 +244,7 @@ def test_kineto_writer_round_trip_keeps_memory_events(pattern_run, tmp_path):
     for fmt, name in (("kineto", "k.json"), ("xspace", "x.xplane.pb")):
         cli("export", str(path), "-f", fmt, "-o", name, cwd=tmp_path)
         back = polyprof.load(tmp_path / name)
-        a, b = A.memory_peak(t), A.memory_peak(back)
+        a, b = A.memory_peak(t).to_pandas(), A.memory_peak(back).to_pandas()
         assert b[["device", "start_bytes", "peak_bytes", "allocations"]].values.tolist() == \
             a[["device", "start_bytes", "peak_bytes", "allocations"]].values.tolist(), fmt
         # the derived counter is exported once, not again on a second export
@@ -297,10 +297,10 @@ def test_live_at_peak_pairs_frees_with_allocations_by_address():
                         (70, -50, 2)):
         b.event(th, "m", ts, 0, keys.CAT_MEMORY, alloc_bytes=n, addr=addr)
     t = b.build()
-    p = A.memory_peak(t).iloc[0]
+    p = A.memory_peak(t).to_pandas().iloc[0]
     assert (p["peak_bytes"], p["live_at_peak"], p["live_at_peak_bytes"], p["end_bytes"]) == (357, 3, 357, 300)
     assert p["from_allocator"] is False or p["from_allocator"] == 0
-    live = A.memory_at_peak(t)
+    live = A.memory_at_peak(t).to_pandas()
     assert live["bytes"].tolist() == [300, 50, 7] and live["ts_ns"].tolist() == [30, 40, 50]
 
 
@@ -310,7 +310,7 @@ def test_section_memory_falls_back_to_rss_without_memory_events():
     th = b.track(host, "main", tid=1)
     b.event(th, "s", 100, 100, "section")
     b.counter(host, keys.COUNTER_RSS, np.array([0, 150, 300]), np.array([10.0, 40.0, 20.0]))
-    row = A.section_stats(b.build()).iloc[0]
+    row = A.section_stats(b.build()).to_pandas().iloc[0]
     assert row["mem_source"] == "rss" and np.isnan(row["alloc_bytes"])
     assert (row["mem_delta_bytes"], row["mem_min_bytes"], row["mem_max_bytes"]) == (30.0, 10.0, 40.0)
     assert row["mem_mean_bytes"] == pytest.approx((10 * 50 + 40 * 50) / 100)
@@ -386,10 +386,10 @@ def test_kineto_memory_events_with_odd_values(tmp_path):
     path = tmp_path / "odd.json"
     path.write_text(json.dumps(doc))
     t = polyprof.load(path)
-    tl = A.memory_timeline(t)
+    tl = A.memory_timeline(t).to_pandas()
     assert tl["bytes"].tolist() == [64, -64]
     assert t.stats["Bytes"].values.tolist() == ["ten", "64", "-64"]  # mixed types: kept as text
-    p = A.memory_peak(t).iloc[0]
+    p = A.memory_peak(t).to_pandas().iloc[0]
     assert (p["peak_bytes"], p["live_at_peak"], p["end_bytes"]) == (64, 1, 0)
 
 
@@ -407,7 +407,7 @@ def test_torch_categories_when_torch_computes_them():
             model(torch.randn(64, 256)).sum().backward()
             opt.step()
             opt.zero_grad()
-    tl = A.memory_timeline(prof.trace)
+    tl = A.memory_timeline(prof.trace).to_pandas()
     cats = set(tl["category"])
     assert {"optimizer_state", "gradient", "activation"} <= cats
     state = tl[(tl["category"] == "optimizer_state").to_numpy()]
@@ -416,7 +416,7 @@ def test_torch_categories_when_torch_computes_them():
     # without them torch computes no categories: none are made up
     with pt.profile(profile_memory=True) as plain:
         model(torch.randn(64, 256)).sum().backward()
-    assert set(A.memory_timeline(plain.trace)["category"]) == {""}
+    assert set(A.memory_timeline(plain.trace).to_pandas()["category"]) == {""}
 
 
 def test_perfetto_export_has_the_memory_counter_track(pattern_run, tmp_path):

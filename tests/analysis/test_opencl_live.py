@@ -19,7 +19,7 @@ def test_opencl_pipeline_sections_project_onto_the_device(capsys):
     t = prof.trace
     dev = [p.name for p in t.planes if p.name.startswith("/device:OpenCL")]
     assert dev, [p.name for p in t.planes]
-    sec = A.section_stats(t).set_index("name")
+    sec = A.section_stats(t).to_pandas().set_index("name")
     for name in ("blur", "gradient"):
         assert sec.loc[name, "count"] == 3
         assert sec.loc[name, "device_ns"] > 0 and sec.loc[name, "projected_ns"] > 0, name

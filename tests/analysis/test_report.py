@@ -358,7 +358,7 @@ def test_kernel_names_at_80_columns_stay_apart(kineto_files):
     lines = _render80(trace)
     assert max(len(line) for line in lines) <= 80
     shown = _table_names(lines, "Top device activity")
-    full = A.kernel_breakdown(trace)["name"].head(len(shown)).tolist()
+    full = A.kernel_breakdown(trace)["name"][: len(shown)].tolist()
     assert len(shown) == 15 and len(set(full)) == len(full)
     assert len(set(shown)) == len(shown), shown
     for s, f in zip(shown, full):  # each cell is pieces of its own name, in order
@@ -419,7 +419,7 @@ def test_kernel_states_and_queue_length_in_every_summary(kineto_files, tmp_path,
 
     path = next(p for p in kineto_files if p.name.startswith("a100_nccl"))
     t = polyprof.load(path)
-    ks = kernel_state_breakdown(t, window="auto").set_index("state")
+    ks = kernel_state_breakdown(t, window="auto").to_pandas().set_index("state")
     ql = queue_length_summary(t, window="auto")
     assert main(["summary", str(path)]) == 0
     text = capsys.readouterr().out

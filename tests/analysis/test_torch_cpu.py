@@ -24,11 +24,11 @@ def test_torch_cpu_trace_steps_ops_and_sections(tmp_path):
     t = polyprof.load(out)
     ss = A.step_stats(t)
     assert len(ss) == 3 and (ss["host_ns"] > 0).all()
-    ops = A.op_stats(t).set_index("name")
+    ops = A.op_stats(t).to_pandas().set_index("name")
     assert ops.loc["aten::linear", "count"] == 6
     assert (ops["self_ns"] <= ops["total_ns"]).all() and (ops["self_ns"] >= 0).all()
     # aten::linear's self time excludes the aten::addmm it calls
     assert ops.loc["aten::linear", "self_ns"] < ops.loc["aten::linear", "total_ns"]
-    sec = A.section_stats(t).set_index("name")
+    sec = A.section_stats(t).to_pandas().set_index("name")
     assert sec.loc["forward pass", "count"] == 3
     assert not any(n.startswith("ProfilerStep#") for n in sec.index)

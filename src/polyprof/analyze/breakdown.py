@@ -15,7 +15,7 @@ from .window import WindowArg, view
 from ..trace.sorting import unique, unique_counts
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 ALL_STREAMS = "(all streams)"
 #: an idle gap no longer than this, with the next activity already launched, is kernel-wait
@@ -35,7 +35,7 @@ def _groups(trace: Trace):  # trace: already the window's view
         yield int(plane), -1, on, len(tracks) == 1
 
 
-def temporal_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def temporal_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     """Busy compute / busy non-compute / idle time per device stream and per device.
 
     One row per (device, stream) and one per device with ``stream`` = "(all streams)"
@@ -77,7 +77,7 @@ def _columns(rows: list[tuple], names: list[str]) -> dict[str, np.ndarray]:
 
 
 def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS,
-                        window: WindowArg = None) -> pd.DataFrame:
+                        window: WindowArg = None) -> Table:
     """Idle time per device stream (and device) split by cause.
 
     Each idle gap inside the analysed span (between busy periods, and before the first)
@@ -139,7 +139,7 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     return frame(cols)
 
 
-def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = None) -> pd.DataFrame:
+def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = None) -> Table:
     """Device activity (kernels, copies, fills) grouped by name.
 
     Columns: ``name``, ``kind`` (compute / communication / memcpy / memset), [``plane``
@@ -182,7 +182,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     return out
 
 
-def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> Table:
     """How much communication ran while compute ran, per device (inside the analysed span).
 
     Columns: ``plane``, ``communication_ns`` (time covered by communication kernels),

@@ -12,10 +12,10 @@ from .common import frame
 from .window import WindowArg, selection, view
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 
-def counter_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def counter_stats(trace: Trace, window: WindowArg = None) -> Table:
     """One row per counter (plane and name): ``plane``, ``name``, ``samples``,
     ``first_ns``, ``last_ns``, ``first``, ``last``, ``min``, ``max``, ``mean`` (of the
     samples). In the order the counters first appear. ``window``: the samples inside the

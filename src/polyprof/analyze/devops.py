@@ -26,7 +26,7 @@ from .grouping import group_stats
 from .window import WindowArg
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 #: stats that name an activity's framework op directly (XProf's name first)
 OP_STATS = ("tf_op", keys.OP)
@@ -75,7 +75,7 @@ def _names(trace: Trace) -> np.ndarray:
     return out
 
 
-def device_op_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def device_op_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     """Device time per framework op, one row per (device, op).
 
     Columns: ``plane``, ``op`` (see the module doc), ``count`` (device activities),

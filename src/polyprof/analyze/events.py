@@ -13,10 +13,10 @@ from .grouping import duration_columns
 from .window import WindowArg, selection, view
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 
-def event_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def event_stats(trace: Trace, window: WindowArg = None) -> Table:
     """One row per (category, name) of events with a duration.
 
     Columns: ``category``, ``name``, ``count``, ``total_ns``, ``mean_ns``, ``median_ns``,

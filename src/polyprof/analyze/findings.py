@@ -26,7 +26,7 @@ from ..trace.sorting import unique
 from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 #: an event whose (lower-cased) name holds one of these belongs to the input pipeline
 _INPUT = re.compile("|".join(re.escape(m) for m in INPUT_MARKERS))
@@ -59,7 +59,7 @@ class Finding:
         return asdict(self)
 
 
-def _records(df: pd.DataFrame, cols: list[str], n: int = 5, at: np.ndarray | None = None) -> list[dict[str, Any]]:
+def _records(df: Table, cols: list[str], n: int = 5, at: np.ndarray | None = None) -> list[dict[str, Any]]:
     """The first ``n`` rows of ``cols`` (of the rows ``at``, in that order, if given) as
     plain dicts, column by column (``itertuples`` makes a namedtuple class and
     ``df[cols]`` an Arrow label index, per call)."""
@@ -68,7 +68,7 @@ def _records(df: pd.DataFrame, cols: list[str], n: int = 5, at: np.ndarray | Non
     return [dict(zip(cols, row)) for row in zip(*values)]
 
 
-def _rows(df: pd.DataFrame, cols: list[str], keep: np.ndarray | None = None) -> list[dict[str, Any]]:
+def _rows(df: Table, cols: list[str], keep: np.ndarray | None = None) -> list[dict[str, Any]]:
     """The rows of ``df`` (``keep``: a mask) as dicts of ``cols``, without pandas per row."""
     values = [(column(df, c) if keep is None else column(df, c)[keep]).tolist() for c in cols]
     return [dict(zip(cols, row)) for row in zip(*values)]
@@ -78,7 +78,7 @@ def _sev(x: float, high: float) -> str:
     return "high" if x >= high else "medium"
 
 
-def findings(trace: Trace, tables: dict[str, pd.DataFrame] | None = None,
+def findings(trace: Trace, tables: dict[str, Table] | None = None,
              window: WindowArg = None) -> list[Finding]:
     """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses,
     which must be of the same ``window``: the steps analysed, ``analyze/window.py``)."""
@@ -317,7 +317,7 @@ def _sync_stalls(trace: Trace, t) -> list[Finding]:
                     suggestion(trace, "sync_stalls"))]
 
 
-def _by_category_and_name(trace: Trace, rows: np.ndarray) -> pd.DataFrame:
+def _by_category_and_name(trace: Trace, rows: np.ndarray) -> Table:
     """``rows`` per (category, name): ``count``, ``total_ns``, most time first (a groupby
     in order of first occurrence, then sorted by pandas' default sort)."""
     ev = trace.events

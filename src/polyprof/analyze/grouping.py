@@ -16,7 +16,7 @@ from ..trace.sorting import lexsort
 from .frames import frame, order_desc
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 STAT_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "p99_ns",
                 "first_start_ns", "last_end_ns"]
@@ -58,7 +58,7 @@ def group_reduce(order: np.ndarray, starts: np.ndarray, values: np.ndarray, op: 
     return op.reduceat(np.asarray(values)[order], starts)
 
 
-def duration_stats(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None) -> pd.DataFrame:
+def duration_stats(trace: Trace, rows: np.ndarray, by: np.ndarray | None = None) -> Table:
     """Stats of the events ``rows``, grouped by name id (or by the ``by`` labels)."""
     cols, _ = duration_columns(trace, rows, by)
     return frame(cols, order=order_desc(cols["total_ns"]))

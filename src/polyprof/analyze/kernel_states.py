@@ -20,7 +20,7 @@ from .window import WindowArg, view
 from ..trace.sorting import member, unique
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 #: state bits, in the order their names are joined ("compute + communication")
 CLASSES = (("compute", (COMPUTE,)), ("communication", (COMMUNICATION,)), ("memory", (MEMCPY, MEMSET)))
@@ -34,7 +34,7 @@ def state_name(bits: int) -> str:
     return " + ".join(names) + (" only" if len(names) == 1 else "")
 
 
-def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     """One row per (device, state) that occurs, states in bit order, idle last.
 
     Columns: ``plane``, ``state`` ("compute only", "communication only", "memory only",

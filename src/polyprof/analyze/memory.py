@@ -24,7 +24,7 @@ from ..trace.sorting import unique, union
 from .window import WindowArg, selection, view
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 #: live allocations listed per series in ``memory_at_peak``
 TOP_LIVE = 20
@@ -54,7 +54,7 @@ def _inside(m: Memory, lo: int, hi: int) -> Memory:
                   m.reserved[k], m.device, m.plane, m.allocator, start, m.from_totals)
 
 
-def memory_timeline(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def memory_timeline(trace: Trace, window: WindowArg = None) -> Table:
     """One row per allocation or free, per series (device the memory is on, allocator),
     in time order. Columns: ``device`` (plane name), ``allocator``, ``ts_ns``,
     ``bytes`` (allocated > 0, freed < 0), ``allocated_bytes`` (the series' bytes just
@@ -82,7 +82,7 @@ def memory_timeline(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     })
 
 
-def memory_peak(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def memory_peak(trace: Trace, window: WindowArg = None) -> Table:
     """One row per series: ``device`` (plane name) and ``allocator``; ``start_bytes``
     (held before the first event), ``peak_bytes`` and ``peak_ns`` (the first time it was
     reached), ``end_bytes``,
@@ -134,7 +134,7 @@ def _live_at(m: Memory, lo: int, hi: int, p: int) -> np.ndarray:
     return alloc[~freed[alloc]]
 
 
-def memory_at_peak(trace: Trace, top: int = TOP_LIVE, window: WindowArg = None) -> pd.DataFrame:
+def memory_at_peak(trace: Trace, top: int = TOP_LIVE, window: WindowArg = None) -> Table:
     """The allocations live at each series' peak (``memory_peak``), largest first, at
     most ``top`` per series: ``device``, ``allocator``, ``bytes``, ``ts_ns`` (when it was
     allocated), ``addr``, ``thread``, ``op`` (innermost framework op around the
@@ -298,7 +298,7 @@ def allocated_inside(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndar
 
 
 # ------------------------------------------------------------------ for the findings
-def peak_holders(trace: Trace, by: str = "section") -> pd.DataFrame:
+def peak_holders(trace: Trace, by: str = "section") -> Table:
     """Bytes live at each series' peak, grouped by the ``section`` or ``op`` (``by``)
     that allocated them: ``device``, ``allocator``, ``holder`` ("" = none), ``bytes``,
     ``allocations``, ``share_pct`` (of the bytes live at the peak that were allocated
@@ -328,7 +328,7 @@ def peak_holders(trace: Trace, by: str = "section") -> pd.DataFrame:
     return frame({c: np.concatenate(parts[c]) if parts[c] else e for c, e in zip(names, empty)})
 
 
-def step_levels(trace: Trace) -> pd.DataFrame:
+def step_levels(trace: Trace) -> Table:
     """Bytes held by each series at the end of every step: ``device``, ``allocator``,
     ``step``, ``end_ns``, ``held_bytes``. Empty without steps or memory events."""
     m = memory(trace)

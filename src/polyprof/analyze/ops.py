@@ -18,10 +18,10 @@ from .grouping import group_reduce, group_stats
 from .window import WindowArg, device_mask, host_mask, view
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 
-def op_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def op_stats(trace: Trace, window: WindowArg = None) -> Table:
     """One row per framework op name (events of kind CPU_OP, e.g. ``aten::linear``).
 
     Columns: ``name``, ``count``, ``total_ns`` (host time including nested ops),
@@ -101,7 +101,7 @@ def merged_into(track: np.ndarray, start: np.ndarray, end: np.ndarray, name: np.
     return out
 
 
-def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     """One row per device activity matched to the host call that launched it.
 
     Columns: ``launch_row``, ``device_row`` (event rows), ``launch_name`` (e.g.
@@ -141,7 +141,7 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
     }, order=order_asc(ls))
 
 
-def launch_summary(trace: Trace, launches: pd.DataFrame | None = None, window: WindowArg = None) -> pd.DataFrame:
+def launch_summary(trace: Trace, launches: Table | None = None, window: WindowArg = None) -> Table:
     """One row per (device, launch call name), from :func:`launch_stats` (pass it to reuse it).
 
     Columns: ``plane``, ``launch_name``, ``count`` (device activities launched),

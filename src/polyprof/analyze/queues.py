@@ -18,7 +18,7 @@ from .frames import empty_frame, frame, rows_frame
 from .window import WindowArg, view
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 SUMMARY = ["plane", "stream", "changes", "mean", "std", "min", "p25", "p50", "p75", "max", "time_mean"]
 
@@ -43,7 +43,7 @@ def _series(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return track, ts, csum - before
 
 
-def queue_length(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def queue_length(trace: Trace, window: WindowArg = None) -> Table:
     """The queue length of every device stream as a step function: one row per change.
 
     Columns: ``plane``, ``stream``, ``ts_ns`` (when it changed), ``queue_length`` (from
@@ -58,7 +58,7 @@ def queue_length(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
                   "stream": tnames[track], "ts_ns": ts, "queue_length": length})
 
 
-def queue_length_summary(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def queue_length_summary(trace: Trace, window: WindowArg = None) -> Table:
     """Per device stream, statistics of its queue length.
 
     Columns: ``plane``, ``stream``, ``changes`` (rows of :func:`queue_length`), ``mean``,

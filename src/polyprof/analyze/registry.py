@@ -1,24 +1,20 @@
 """Every analysis table, in one list: what the summary, the HTML report, ``--json``,
 the ranks and store views and the findings compute from a trace.
 
-An analysis is a function ``(trace, *tables it needs) -> DataFrame`` documenting its
-columns; a new one is one module plus one :class:`Analysis` line below, and it then
-appears in ``polyprof summary --json`` and is there for findings and reports to use.
-Computed with ``columnar=True`` (the terminal summary), the tables are pandas-free
-:class:`~analyze.table.Table` s instead (``analyze/frames.py``).
+An analysis is a function ``(trace, *tables it needs) -> Table`` documenting its
+columns (``analyze/table.py``; built with ``analyze.frames.frame``); a new one is one
+module plus one :class:`Analysis` line below, and it then appears in
+``polyprof summary --json`` and is there for findings and reports to use.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from ..trace.core import Trace
-from .frames import columnar as _columnar
-
-if TYPE_CHECKING:
-    import pandas as pd
+from .table import Table
 
 
 @dataclass(frozen=True)
@@ -33,9 +29,12 @@ class Analysis:
     #: report leaves such tables with their rank (``ranks``, stores) and gathers the rest
     per_event: bool = False
 
-    def run(self, trace: Trace, *inputs: pd.DataFrame) -> pd.DataFrame:
+    def run(self, trace: Trace, *inputs: Table) -> Table:
+        """The table (a function that returns a pandas DataFrame, say a third party's, has
+        it converted: every analysis gives a :class:`Table`)."""
         module, _, fn = self.function.partition(":")
-        return getattr(importlib.import_module(module), fn)(trace, *inputs)
+        out = getattr(importlib.import_module(module), fn)(trace, *inputs)
+        return out if isinstance(out, Table) else Table.from_pandas(out)
 
 
 #: in report order
@@ -69,22 +68,19 @@ def by_name(name: str) -> Analysis:
         raise KeyError(f"no analysis named {name!r}; known: {', '.join(_BY_NAME)}") from None
 
 
-class Tables(Mapping[str, Any]):
+class Tables(Mapping[str, Table]):
     """The analysis tables of one trace, each computed on first use (with what it needs)
-    and kept; ``given`` are tables already computed elsewhere. ``columnar``: computed
-    as :class:`~analyze.table.Table` s, without pandas."""
+    and kept; ``given`` are tables already computed elsewhere."""
 
-    def __init__(self, trace: Trace, given: Mapping[str, pd.DataFrame] | None = None, columnar: bool = False):
+    def __init__(self, trace: Trace, given: Mapping[str, Table] | None = None):
         self.trace = trace
-        self.columnar = columnar
-        self._done: dict[str, pd.DataFrame] = dict(given or {})
+        self._done: dict[str, Table] = dict(given or {})
 
-    def __getitem__(self, name: str) -> pd.DataFrame:
+    def __getitem__(self, name: str) -> Table:
         if name not in self._done:
             a = by_name(name)
             inputs = [self[n] for n in a.needs]
-            with _columnar(self.columnar):
-                self._done[name] = a.run(self.trace, *inputs)
+            self._done[name] = a.run(self.trace, *inputs)
         return self._done[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -93,7 +89,7 @@ class Tables(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(_BY_NAME)
 
-    def computed(self) -> dict[str, pd.DataFrame]:
+    def computed(self) -> dict[str, Table]:
         return dict(self._done)
 
 
@@ -101,13 +97,13 @@ class Tables(Mapping[str, Any]):
 PER_EVENT = tuple(a.name for a in ANALYSES if a.per_event)
 
 
-def compute_all(trace: Trace, columnar: bool = False) -> dict[str, pd.DataFrame]:
-    """Every table of :data:`ANALYSES`, in report order (``columnar``: as Tables)."""
-    t = Tables(trace, columnar=columnar)
+def compute_all(trace: Trace) -> dict[str, Table]:
+    """Every table of :data:`ANALYSES`, in report order."""
+    t = Tables(trace)
     return {a.name: t[a.name] for a in ANALYSES}
 
 
-def getter(trace: Trace, tables: Mapping[str, pd.DataFrame] | None) -> Callable[[str], Any]:
+def getter(trace: Trace, tables: Mapping[str, Table] | None) -> Callable[[str], Table]:
     """``name -> table`` for rules that need some tables: reuses ``tables``, computes the rest."""
     t = tables if isinstance(tables, Tables) else Tables(trace, tables)
     return t.__getitem__

@@ -17,14 +17,14 @@ from .grouping import duration_columns, group_reduce
 from .window import WindowArg, host_mask, view
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 RSS_COUNTER = keys.COUNTER_RSS
 MEMORY_COLUMNS = ["alloc_bytes", "mem_delta_bytes", "mem_min_bytes", "mem_max_bytes", "mem_mean_bytes",
                   "mem_source"]
 
 
-def section_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def section_stats(trace: Trace, window: WindowArg = None) -> Table:
     """One row per section name (polyprof sections and user annotations; step markers
     such as ``ProfilerStep#N`` are steps, not sections).
 

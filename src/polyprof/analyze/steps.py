@@ -15,14 +15,14 @@ from .window import WindowArg, view
 from ..trace.sorting import unique
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 COLUMNS = ["step", "plane", "host_start_ns", "host_end_ns", "host_ns", "device_start_ns", "device_end_ns",
            "busy_ns", "compute_ns", "non_compute_ns", "idle_ns", "activities", "launch_count",
            "launch_mean_ns", "launch_max_ns", "unlaunched_activities"]
 
 
-def step_stats(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def step_stats(trace: Trace, window: WindowArg = None) -> Table:
     """One row per (step, device); one row per step with plane "" when there is no device.
 
     Columns: ``step`` (number), ``plane``, ``host_start_ns`` / ``host_end_ns`` /

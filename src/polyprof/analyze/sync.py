@@ -19,7 +19,7 @@ from .window import WindowArg, view
 from ..trace.sorting import lexsort
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 COLUMNS = ["thread", "calls", "sync_ns", "window_ns", "share_pct"]
 
@@ -60,7 +60,7 @@ def _sync_rows(trace: Trace) -> np.ndarray:
     return cand[by_name[ev["name"][cand]] | by_cat[ev["category"][cand]]]
 
 
-def sync_by_thread(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def sync_by_thread(trace: Trace, window: WindowArg = None) -> Table:
     """Time each host thread spent blocked in synchronising calls (``cudaStreamSynchronize``,
     ``clFinish``, ``block_until_ready``, blocking ``cudaMemcpy``...), inside the steps when
     the trace has steps, else inside the analysed span — so the profiler's own sync after

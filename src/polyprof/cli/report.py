@@ -47,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
     from ..report.tables import build
 
     out = output_path(args.output) if args.output else Path(name.split(".")[0] + ".html")
-    write(trace, out, report=build(trace, window_from(args), columnar=True), ranks=ranks, force=args.force)
+    write(trace, out, report=build(trace, window_from(args)), ranks=ranks, force=args.force)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0

@@ -32,8 +32,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ..report.tables import build
 
-        # the terminal's tables without pandas (analyze/table.py); --json writes DataFrames
-        report = build(load_trace(args.file[0]), window_from(args), columnar=not args.json)
+        report = build(load_trace(args.file[0]), window_from(args))
     from ..report.tables import to_json
 
     if args.json:

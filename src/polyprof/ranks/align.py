@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..analyze.common import rows_frame
+from ..analyze.table import Table
 from ..trace import clock
 from ..trace.clock import ClockFit
 
@@ -49,29 +49,27 @@ class RankClock:
     matched: int = 0
     shift: int = 0  # this rank's seq + shift = the reference rank's seq
     message: str = ""
-    #: when matched around gaps: the reference rank's seq of each row of this rank's
-    #: collective table (by index label), -1 where unmatched; else None (seq + shift)
-    seq_map: np.ndarray | None = None
+    #: when matched around gaps: the reference rank's seq of each of this rank's
+    #: collectives, by its (key, seq), the unmatched left out; else None (seq + shift)
+    seq_map: dict[tuple[str, int], int] | None = None
 
-    def reference_seq(self, table: pd.DataFrame) -> np.ndarray:
+    def reference_seq(self, table: Table) -> np.ndarray:
         """The reference rank's seq for each row of (a subset of) this rank's collective
         table, -1 for a row matched to none."""
+        seq = np.asarray(table["seq"], np.int64)
         if self.seq_map is None:
-            return table["seq"].to_numpy(np.int64) + self.shift
-        idx = table.index.to_numpy()
-        out = np.full(len(idx), -1, np.int64)
-        known = idx < len(self.seq_map)
-        out[known] = self.seq_map[idx[known]]
-        return out
+            return seq + self.shift
+        m = self.seq_map
+        return np.fromiter((m.get(ks, -1) for ks in zip(table["key"].tolist(), seq.tolist())), np.int64, len(seq))
 
 
-def _codes(ref: pd.DataFrame, other: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _codes(ref: Table, other: Table) -> tuple[np.ndarray, np.ndarray]:
     """One int64 per collective, (key, seq) packed, comparable across the two ranks."""
     keys = {k: i for i, k in enumerate(dict.fromkeys([*ref["key"].tolist(), *other["key"].tolist()]))}
 
-    def pack(t: pd.DataFrame) -> np.ndarray:
+    def pack(t: Table) -> np.ndarray:
         kc = np.fromiter((keys[k] for k in t["key"].tolist()), np.int64, len(t))
-        return (kc << 32) + t["seq"].to_numpy(np.int64) + (1 << 31)
+        return (kc << 32) + np.asarray(t["seq"], np.int64) + (1 << 31)
 
     return pack(ref), pack(other)
 
@@ -82,25 +80,25 @@ def _pairs(ref_codes: np.ndarray, other_codes: np.ndarray, shift: int) -> tuple[
     return i.astype(np.int64), j.astype(np.int64)
 
 
-def _fit(ref: pd.DataFrame, other: pd.DataFrame, i: np.ndarray, j: np.ndarray) -> ClockFit:
-    s0, e0 = ref["start_ns"].to_numpy()[i], ref["end_ns"].to_numpy()[i]
-    sr, er = other["start_ns"].to_numpy()[j], other["end_ns"].to_numpy()[j]
+def _fit(ref: Table, other: Table, i: np.ndarray, j: np.ndarray) -> ClockFit:
+    s0, e0 = ref["start_ns"][i], ref["end_ns"][i]
+    sr, er = other["start_ns"][j], other["end_ns"][j]
     prefer = int(np.median(e0 - er))
     return clock.fit_bounds(er, s0, sr, e0, max_drift_ppm=MAX_DRIFT_PPM, method="collectives",
                             prefer_offset_ns=prefer, warn=False)
 
 
-Match = tuple[ClockFit | None, int, int, np.ndarray | None]
+Match = tuple[ClockFit | None, int, int, dict[tuple[str, int], int] | None]
 
 
-def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> Match:
+def align_pair(ref: Table, other: Table) -> Match:
     """(fit, matches, shift, seq map) of ``other`` onto ``ref``'s clock from collectives,
     or (None, 0, 0, None) when no pairing gives consistent constraints (the seq map is
     :attr:`RankClock.seq_map`, set when the pairs were found around gaps)."""
     best: Match = (None, 0, 0, None)
     for use_p2p in (False, True):
-        r = ref if use_p2p else ref[~ref["p2p"].to_numpy(bool)]
-        o = other if use_p2p else other[~other["p2p"].to_numpy(bool)]
+        r = ref if use_p2p else ref.take(~np.asarray(ref["p2p"], bool))
+        o = other if use_p2p else other.take(~np.asarray(other["p2p"], bool))
         rc, oc = _codes(r, o)
         recorded = _all_recorded(r) and _all_recorded(o)
         for shift in [0] if recorded else sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs):
@@ -128,7 +126,7 @@ def align_pair(ref: pd.DataFrame, other: pd.DataFrame) -> Match:
 END_TOLERANCE_NS = 50_000
 
 
-def _around_gaps(ref: pd.DataFrame, other: pd.DataFrame, rc: np.ndarray, oc: np.ndarray) -> Match:
+def _around_gaps(ref: Table, other: Table, rc: np.ndarray, oc: np.ndarray) -> Match:
     """Pairs taken from every shift at once, kept where the two ends agree with the
     densest end difference (the clock offset): a collective missing from one rank's
     recording in the middle moves the shift of every later one, which no single shift
@@ -138,7 +136,7 @@ def _around_gaps(ref: pd.DataFrame, other: pd.DataFrame, rc: np.ndarray, oc: np.
     j = np.concatenate([p[1] for p in pairs])
     if len(i) < 2:
         return None, 0, 0, None
-    diff = ref["end_ns"].to_numpy()[i] - other["end_ns"].to_numpy()[j]
+    diff = ref["end_ns"][i] - other["end_ns"][j]
     d = np.sort(diff)
     hi = np.searchsorted(d, d + 2 * END_TOLERANCE_NS, side="right")
     k = int(np.argmax(hi - np.arange(len(d))))
@@ -156,21 +154,20 @@ def _around_gaps(ref: pd.DataFrame, other: pd.DataFrame, rc: np.ndarray, oc: np.
     f = _fit(ref, other, i, j)
     if not f.consistent:
         return None, 0, 0, None
-    labels = other.index.to_numpy()
-    seq_map = np.full(int(labels.max()) + 1 if len(labels) else 0, -1, np.int64)
-    seq_map[labels[j]] = ref["seq"].to_numpy(np.int64)[i]
+    seq_map = dict(zip(zip(other["key"][j].tolist(), np.asarray(other["seq"], np.int64)[j].tolist()),
+                       np.asarray(ref["seq"], np.int64)[i].tolist()))
     return f, len(i), 0, seq_map
 
 
-def _n_group(t: pd.DataFrame) -> int:
+def _n_group(t: Table) -> int:
     """Collectives that bind every rank of their group (point-to-point only if that is all)."""
-    n = int((~t["p2p"].to_numpy(bool)).sum()) if len(t) else 0
+    n = int((~np.asarray(t["p2p"], bool)).sum()) if len(t) else 0
     return n or len(t)
 
 
-def _all_recorded(t: pd.DataFrame) -> bool:
+def _all_recorded(t: Table) -> bool:
     """Every collective numbered by the trace's own sequence numbers (no shift to guess)."""
-    return "seq_from" in t and len(t) > 0 and bool((t["seq_from"].to_numpy() == "Seq").all())
+    return "seq_from" in t and len(t) > 0 and bool((t["seq_from"] == "Seq").all())
 
 
 def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, monotonic: dict[int, bool]) -> RankClock:
@@ -186,7 +183,7 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, monotonic
     return RankClock(rank, fit, False, 0, 0, msg)
 
 
-def align_ranks(tables: dict[int, pd.DataFrame], anchors: dict[int, dict[str, Any]] | None = None,
+def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | None = None,
                 monotonic: dict[int, bool] | None = None, ref: int | None = None) -> dict[int, RankClock]:
     """A :class:`RankClock` per rank putting it on ``ref``'s clock (default: the lowest
     rank). ``tables`` are :func:`polyprof.ranks.collectives.collective_table` per rank;
@@ -217,7 +214,7 @@ def align_ranks(tables: dict[int, pd.DataFrame], anchors: dict[int, dict[str, An
     return out
 
 
-def alignment_table(clocks: dict[int, RankClock]) -> pd.DataFrame:
+def alignment_table(clocks: dict[int, RankClock]) -> Table:
     """``rank``, ``offset_ns`` (added to that rank's times to put them on the reference
     rank's clock), ``bound_ns`` (NaN: not bounded), ``method``, ``collectives`` (matched),
     ``drift_ppm``, ``aligned`` (from events), ``message``."""

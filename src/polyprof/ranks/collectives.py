@@ -22,11 +22,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from ..analyze.common import COMMUNICATION, device_view, frame
 from ..analyze.frames import order_desc
+from ..analyze.table import Table
 from ..trace.core import Trace
+from ..trace.factorize import factorize
 
 COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
            "p2p"]
@@ -118,7 +119,7 @@ def _sequence(keys: np.ndarray, recorded: np.ndarray) -> tuple[np.ndarray, np.nd
     whose every row has one, distinct and increasing; else the order within the key."""
     if not len(keys):
         return np.zeros(0, np.int64), np.zeros(0, object)
-    codes = pd.factorize(keys)[0]  # an object array stays one (a Series of text would turn to Arrow)
+    codes = factorize(keys)[0]
     by_key = np.argsort(codes, kind="stable")
     c = codes[by_key]
     first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
@@ -149,7 +150,7 @@ def collective_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows, st, st + trace.dur_ns[rows]
 
 
-def collective_table(trace: Trace) -> pd.DataFrame:
+def collective_table(trace: Trace) -> Table:
     """One row per collective of one rank, in time order; see the module doc."""
     rows, start, end = collective_rows(trace)
     by_row = np.argsort(rows, kind="stable")  # stat lookups want ascending rows
@@ -187,7 +188,7 @@ def bus_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def collective_stats(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
+def collective_stats(tables: dict[int, Table]) -> Table:
     """Per collective type and size over every rank: count, time, bytes, bandwidths.
 
     Columns: ``op``, ``bytes`` (per call, 0 when the trace gives no size), ``count``,
@@ -198,10 +199,10 @@ def collective_stats(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
     parts = [(r, t) for r, t in tables.items() if len(t)]
     cols = ["op", "bytes", "count", "ranks", "total_ns", "mean_ns", "max_ns", "algbw_gbps", "busbw_gbps"]
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "op" else float) for c in cols})
+        return frame({c: np.zeros(0, object if c == "op" else np.float64) for c in cols})
 
     def column(name: str, dtype: type) -> np.ndarray:
-        return np.concatenate([t[name].to_numpy(dtype) for _, t in parts])
+        return np.concatenate([np.asarray(t[name], dtype) for _, t in parts])
 
     ops, nbytes, dur, group = column("op", object), column("bytes", np.int64), column("dur_ns", np.int64), \
         column("group_size", np.int64)

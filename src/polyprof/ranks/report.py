@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
 from ..analyze.findings import SEVERITY_ORDER, Finding, by_severity
 from ..analyze.frames import column, frame
+from ..analyze.table import Table
 from .align import align_ranks, alignment_table
 from .collectives import collective_stats
 from .result import OVERVIEW_COLUMNS, RankResult
@@ -136,29 +137,32 @@ def _overview_table(results: dict[int, RankResult], info: dict[int, RankInfo]) -
     return frame({c: [row[i] for row in rows] for i, c in enumerate(OVERVIEW_COLUMNS)})
 
 
-def _straggler_findings(per_rank: pd.DataFrame, per_coll: pd.DataFrame, align: pd.DataFrame) -> list[Finding]:
+def _straggler_findings(per_rank: Table, per_coll: Table, align: Table) -> list[Finding]:
     out = []
-    bad = align[~align["aligned"].astype(bool)] if len(align) else align
+    bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
     if len(bad):
         out.append(Finding("ranks_not_aligned", f"{len(bad)} rank(s) could not be aligned from collectives",
-                           "low", "", {"ranks": bad["rank"].tolist(), "message": str(bad["message"].iloc[0])},
+                           "low", "", {"ranks": bad["rank"].tolist(), "message": str(bad["message"][0])},
                            suggestion="Cross-rank timing for these ranks rests on their recorded clocks; record "
                                       "the same steps on every rank (same profiler schedule) so their collectives "
                                       "can be matched."))
     n = len(per_rank)
     if n < 2 or not len(per_coll):
         return out
-    significant = per_coll["spread_ns"].to_numpy() > 2 * per_coll["bound_ns"].to_numpy()
+    significant = per_coll["spread_ns"] > 2 * per_coll["bound_ns"]
     total = int(significant.sum())
     if not total:
         return out
-    top = per_rank.sort_values(["last_count", "caused_wait_ns"], ascending=False).iloc[0]
+    # the rank that came last most often, then caused the most waiting (the first such row)
+    at = int(np.lexsort((-np.asarray(per_rank["caused_wait_ns"], np.float64),
+                         -np.asarray(per_rank["last_count"], np.float64)))[0])
+    top = {c: per_rank[c][at] for c in per_rank.columns}
     share = top["last_count"] / total
     expected = 1 / n
     if top["last_count"] < 2 or share < expected + 0.5 * (1 - expected):
         return out
     r = int(top["rank"])
-    mine = per_coll[(per_coll["last_rank"] == r) & significant]
+    mine = per_coll.take((per_coll["last_rank"] == r) & significant)
     wait = int(mine["wait_ns"].sum())
     out.append(Finding(
         "straggler", f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives; "
@@ -166,9 +170,9 @@ def _straggler_findings(per_rank: pd.DataFrame, per_coll: pd.DataFrame, align: p
         "high" if share >= 0.9 else "medium", "",
         {"rank": r, "last_count": int(top["last_count"]), "collectives": total, "share_pct": round(100 * share, 1),
          "caused_wait_ns": wait, "late_ns": int(top["late_ns"]),
-         "median_spread_ns": float(mine["spread_ns"].median()), "alignment_bound_ns": float(top["bound_ns"])},
+         "median_spread_ns": float(np.median(mine["spread_ns"])), "alignment_bound_ns": float(top["bound_ns"])},
         [{"name": f"{k} #{s}", "last_rank": r, "spread_ns": int(sp)}
-         for k, s, sp in mine[["key", "seq", "spread_ns"]].head(5).itertuples(index=False)],
+         for k, s, sp in mine.select(["key", "seq", "spread_ns"]).head(5).rows()],
         f"Look at what rank {r} does before its collectives (data loading, host work, a slower device, "
         "uneven work per rank): the other ranks idle in every collective until it arrives."))
     return out

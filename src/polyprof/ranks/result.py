@@ -83,8 +83,8 @@ def rank_collectives(trace: Trace, windowed: Trace) -> Any:
     sel = selection(windowed)
     start = column(coll, "start_ns")
     if sel is None:
-        return coll.assign(in_window=np.ones(len(coll), bool))
-    return coll.assign(in_window=(start >= sel.lo) & (start < sel.hi))
+        return coll.with_columns(in_window=np.ones(len(coll), bool))
+    return coll.with_columns(in_window=(start >= sel.lo) & (start < sel.hi))
 
 
 def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:

@@ -13,16 +13,17 @@ counts only the collectives where the last rank came later than the bound allows
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..analyze.common import frame
+from ..analyze.table import Table
+from ..trace.factorize import factorize
 from .align import RankClock
 
 RANK_COLUMNS = ["rank", "late_ns", "last_count", "caused_wait_ns", "waited_ns", "collectives", "bound_ns"]
 EVENT_COLUMNS = ["key", "seq", "op", "ranks", "first_rank", "last_rank", "spread_ns", "wait_ns", "bound_ns"]
 
 
-def arrivals(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) -> pd.DataFrame:
+def arrivals(tables: dict[int, Table], clocks: dict[int, RankClock]) -> Table:
     """One row per (collective, rank) of the aligned ranks: key, seq (the reference
     rank's numbering), op, rank, arrival_ns and end_ns on the reference clock, bound_ns."""
     parts = []
@@ -32,17 +33,18 @@ def arrivals(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) -> p
             continue
         seq = c.reference_seq(t)
         matched = seq >= 0  # not: a collective matched to none of the reference rank's
-        t, seq = t[matched], seq[matched]
-        parts.append(pd.DataFrame({
-            "key": t["key"].to_numpy(), "seq": seq, "op": t["op"].to_numpy(),
-            "rank": r, "arrival_ns": c.fit.to_host(t["start_ns"].to_numpy()),
-            "end_ns": c.fit.to_host(t["end_ns"].to_numpy()), "bound_ns": float(c.fit.bound_ns)}))
+        t, seq = t.take(matched), seq[matched]
+        parts.append(frame({
+            "key": t["key"], "seq": seq, "op": t["op"], "rank": np.full(len(t), r, np.int64),
+            "arrival_ns": c.fit.to_host(t["start_ns"]), "end_ns": c.fit.to_host(t["end_ns"]),
+            "bound_ns": np.full(len(t), float(c.fit.bound_ns))}))
     if not parts:
-        return pd.DataFrame(columns=["key", "seq", "op", "rank", "arrival_ns", "end_ns", "bound_ns"])
-    return pd.concat(parts, ignore_index=True)
+        return frame({c: np.zeros(0, object) for c in ["key", "seq", "op", "rank", "arrival_ns", "end_ns",
+                                                       "bound_ns"]})
+    return Table.concat(parts)
 
 
-def stragglers(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def stragglers(tables: dict[int, Table], clocks: dict[int, RankClock]) -> tuple[Table, Table]:
     """(per rank, per collective) tables; see the module doc. Per rank: ``rank``,
     ``late_ns``, ``last_count``, ``caused_wait_ns``, ``waited_ns``, ``collectives``,
     ``bound_ns``; per collective: ``key``, ``seq``, ``op``, ``ranks``, ``first_rank``,
@@ -50,16 +52,16 @@ def stragglers(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) ->
     ranks that waited), ``bound_ns`` (the largest alignment bound involved)."""
     a = arrivals(tables, clocks)
     ranks = np.asarray(sorted(tables), np.int64)
-    group, n = _collectives(a["key"].to_numpy(object), a["seq"].to_numpy(np.int64))
+    group, n = _collectives(np.asarray(a["key"], object), np.asarray(a["seq"], np.int64))
     size = np.bincount(group, minlength=n)
     keep = size[group] >= 2  # seen on two ranks or more
     if not keep.any():
         per_rank = frame({c: np.zeros(len(ranks), np.float64) if c != "rank" else ranks for c in RANK_COLUMNS})
-        return per_rank, pd.DataFrame({c: [] for c in EVENT_COLUMNS})
-    a = a[keep].reset_index(drop=True)
+        return per_rank, frame({c: np.zeros(0, object) for c in EVENT_COLUMNS})
+    a = a.take(keep)
     group = (np.cumsum(size >= 2) - 1)[group[keep]]  # the kept collectives numbered 0..n-1
     n = int((size >= 2).sum())
-    arr, rank, bnd = a["arrival_ns"].to_numpy(), a["rank"].to_numpy(np.int64), a["bound_ns"].to_numpy(np.float64)
+    arr, rank, bnd = a["arrival_ns"], np.asarray(a["rank"], np.int64), np.asarray(a["bound_ns"], np.float64)
     first = np.full(n, np.iinfo(np.int64).max, arr.dtype)
     last = np.full(n, np.iinfo(np.int64).min, arr.dtype)
     np.minimum.at(first, group, arr)
@@ -74,29 +76,28 @@ def stragglers(tables: dict[int, pd.DataFrame], clocks: dict[int, RankClock]) ->
     np.minimum.at(last_row, group[arr == last[group]], rows[arr == last[group]])
     wait_ns = np.bincount(group, weights=wait, minlength=n).astype(wait.dtype)
     by = np.argsort(last_row, kind="stable")  # collectives in the order their last arrival comes
-    ev = frame({"key": a["key"].to_numpy(object)[last_row[by]], "seq": a["seq"].to_numpy(np.int64)[last_row[by]],
-                "op": a["op"].to_numpy(object)[last_row[by]], "ranks": np.bincount(group, minlength=n)[by],
+    ev = frame({"key": np.asarray(a["key"], object)[last_row[by]], "seq": np.asarray(a["seq"], np.int64)[last_row[by]],
+                "op": np.asarray(a["op"], object)[last_row[by]], "ranks": np.bincount(group, minlength=n)[by],
                 "first_rank": rank[first_row[by]], "last_rank": rank[last_row[by]],
                 "spread_ns": (last - first)[by].astype(np.int64), "wait_ns": wait_ns[by], "bound_ns": bound[by]})
-    significant = ev["spread_ns"].to_numpy() > 2 * ev["bound_ns"].to_numpy()
-    lr, wn = ev["last_rank"].to_numpy(), ev["wait_ns"].to_numpy()
-    per_rank = []
+    significant = ev["spread_ns"] > 2 * ev["bound_ns"]
+    lr, wn = ev["last_rank"], ev["wait_ns"]
+    rows_of: list[tuple] = []
     for r in ranks:
         mine = rank == r
         sig_last = lr == r
-        per_rank.append((int(r), int(late[mine].sum()), int((sig_last & significant).sum()), int(wn[sig_last].sum()),
+        rows_of.append((int(r), int(late[mine].sum()), int((sig_last & significant).sum()), int(wn[sig_last].sum()),
                          int(wait[mine].sum()), int(mine.sum()), float(bound[group[mine]].max()) if mine.any()
                          else float("nan")))
-    rank_df = frame({c: [row[i] for row in per_rank] for i, c in enumerate(RANK_COLUMNS)})
-    ev = ev.sort_values("wait_ns", ascending=False, kind="stable").reset_index(drop=True)
-    return rank_df, ev[EVENT_COLUMNS]
+    rank_df = frame({c: [row[i] for row in rows_of] for i, c in enumerate(RANK_COLUMNS)})
+    return rank_df, ev.sort_by("wait_ns", descending=True).select(EVENT_COLUMNS)
 
 
 def _collectives(key: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:
     """The collective (``key``, ``seq``) of each arrival as a number, and how many there are."""
     if not len(key):
         return np.zeros(0, np.int64), 0
-    kc = pd.factorize(key)[0]
+    kc = factorize(key)[0]
     order = np.lexsort((seq, kc))
     k, s = kc[order], seq[order]
     new = np.r_[True, (k[1:] != k[:-1]) | (s[1:] != s[:-1])]

@@ -151,7 +151,7 @@ def ranks_view(ranks: Any) -> dict[str, Any]:
                                                "communication_ns", "collectives", "events"], None),
         "alignment": _records(T["rank_alignment"], ["rank", "offset_ns", "bound_ns", "method", "collectives",
                                                     "aligned", "message"], None),
-        "stragglers": _records(T["stragglers"].sort_values("caused_wait_ns", ascending=False, kind="stable"),
+        "stragglers": _records(T["stragglers"].sort_by("caused_wait_ns", descending=True),
                                ["rank", "late_ns", "last_count", "caused_wait_ns", "waited_ns", "collectives"], None),
         "straggler_collectives": _records(T["straggler_collectives"], ["key", "seq", "op", "ranks", "first_rank",
                                                                        "last_rank", "spread_ns", "wait_ns",
@@ -195,6 +195,6 @@ def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: A
     side, ``trace`` being the rank whose timeline is shown); beside it and renamed over
     it, a symlink at ``path`` refused unless ``force`` (``polyprof.outfile``)."""
     path = Path(path)
-    page = render(report or build(trace, columnar=True), ranks)
+    page = render(report or build(trace), ranks)
     write_file(path, lambda tmp: tmp.write_text(page, encoding="utf-8"), force)
     return path

@@ -3,43 +3,39 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .. import analyze
 from ..analyze.common import analysed_span
 from ..analyze.findings import Finding
-from ..analyze.frames import columnar as _columnar
 from ..analyze.registry import compute_all
 from ..analyze.clocks import unsynchronised
+from ..analyze.table import Table
 from ..analyze.window import AUTO, WindowArg, label, view
 from ..derive import cache
 from ..trace.core import Trace
 from ..trace import metadata_keys as mkeys
-
-if TYPE_CHECKING:
-    import pandas as pd
+from . import json_records
 
 
 @dataclass
 class Report:
     trace: Trace
-    #: DataFrames; :class:`~analyze.table.Table` s when built with ``columnar=True``
-    tables: dict[str, Any]
+    #: every analysis table, in report order
+    tables: dict[str, Table]
     findings: list[Finding]
     overview: dict[str, Any] = field(default_factory=dict)
 
 
-def build(trace: Trace, window: WindowArg = AUTO, columnar: bool = False) -> Report:
+def build(trace: Trace, window: WindowArg = AUTO) -> Report:
     """Every table and finding of the steps ``window`` selects (``analyze/window.py``;
     by default every step but the first, which holds the warm-up, when there are three
-    or more). ``Report.trace`` is the window's view of ``trace``. ``columnar``: the
-    tables as pandas-free :class:`~analyze.table.Table` s (what the terminal needs)."""
+    or more). ``Report.trace`` is the window's view of ``trace``."""
     trace = view(trace, window)
-    tables = compute_all(trace, columnar)  # analyze/registry.py: every table, in report order
-    with _columnar(columnar):  # what a rule computes for itself, too
-        found = analyze.findings(trace, tables)
+    tables = compute_all(trace)  # analyze/registry.py: every table, in report order
+    found = analyze.findings(trace, tables)
     corr = cache.correlation(trace)
     steps = cache.steps(trace)
     t0, t1 = analysed_span(trace)
@@ -66,22 +62,14 @@ def _plain(o: Any) -> Any:
     return str(o)
 
 
-def _records_json(df: pd.DataFrame) -> Any:
-    """The rows of ``df`` as JSON records (NaN -> null), written column-wise by pandas'
-    C writer (floats to 15 significant digits) and embedded as is; the object path
-    (``to_dict``) took most of a many-rank ``--json``. Frames pandas cannot write
-    (odd objects, duplicate labels) go the object way."""
+def _records_json(t: Any) -> Any:
+    """The rows of a table as JSON records (docs/analysis.md, "Numbers in --json"),
+    written column-wise (``report/json_records.py``) and embedded as is."""
     import orjson
 
-    if len(df) and df.columns.is_unique:
-        try:
-            return orjson.Fragment(df.to_json(orient="records", double_precision=15, date_format="iso"))
-        except (ValueError, TypeError, OverflowError):
-            pass
-    import pandas as pd
-
-    d = df.astype(object).where(pd.notna(df), None)
-    return d.to_dict(orient="records")
+    if not isinstance(t, Table):  # a pandas DataFrame a caller put in a report
+        t = Table.from_pandas(t)
+    return orjson.Fragment(json_records.records(t)) if len(t) else []
 
 
 def to_json(report: Report, max_rows: int | None = None) -> bytes:
@@ -91,7 +79,7 @@ def to_json(report: Report, max_rows: int | None = None) -> bytes:
     tables = {}
     for name, df in report.tables.items():
         d = df if max_rows is None else df.head(max_rows)
-        tables[name] = {"columns": list(df.columns), "rows": len(df), "records": _records_json(d)}
+        tables[name] = {"columns": [str(c) for c in df.columns], "rows": len(df), "records": _records_json(d)}
     doc = {"overview": report.overview, "findings": [f.to_dict() for f in report.findings], "tables": tables}
     return orjson.dumps(doc, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2
                         | orjson.OPT_NON_STR_KEYS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 from rich import box
@@ -22,8 +22,6 @@ from ..analyze.frames import column, labels, order_desc
 from ..analyze.table import Table
 from ..trace.core import Trace
 
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def fmt_ns(ns: float) -> str:
@@ -160,7 +158,7 @@ def _one_value(a: np.ndarray) -> bool:
     return all(v != v for v in vals) if nan else all(v == vals[0] for v in vals)
 
 
-def _table(title: str, df: pd.DataFrame, cols: list[tuple], top: int, width: int = 200,
+def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
            rows: np.ndarray | None = None) -> "Grid":
     """A table of ``df`` (of its rows at the positions ``rows``, when given: as
     ``df.iloc[rows]`` without building that frame): (column, header, formatter[,
@@ -310,11 +308,10 @@ def _finding_lines(findings: list) -> list:
 
 def print_summary(trace: Trace, top: int = 15, console: Console | None = None, window: Any = "auto") -> None:
     """The terminal summary of the steps ``window`` selects (``analyze/window.py``;
-    default: without the warm-up step). Its tables are computed without pandas
-    (``analyze/table.py``)."""
+    default: without the warm-up step)."""
     from .tables import build
 
-    render(build(trace, window, columnar=True), top, console)
+    render(build(trace, window), top, console)
 
 
 def render(report: Any, top: int = 15, console: Console | None = None) -> None:
@@ -388,7 +385,7 @@ def _overview(out: Any, ov: dict[str, Any]) -> None:
             f"{c['launch_calls']}; with a framework op {c['device_activities_with_framework_op']}"))
 
 
-def _device_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> None:
+def _device_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
     """Device time, idle time by cause, communication overlap."""
     tb = T["temporal_breakdown"]
     if not len(tb):
@@ -422,7 +419,7 @@ def _device_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> No
             ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W, comm))
 
 
-def _op_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> None:
+def _op_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
     """Top device activity and top framework ops."""
     i = _int
     kb = T["kernel_breakdown"]
@@ -437,7 +434,7 @@ def _op_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> None:
             ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
 
 
-def _section_tables(out: Any, sec: pd.DataFrame, top: int, W: int, has_device: bool) -> None:
+def _section_tables(out: Any, sec: Table, top: int, W: int, has_device: bool) -> None:
     """Sections (host time, and the device time they caused), then memory per section."""
     if not len(sec):
         return
@@ -460,7 +457,7 @@ def _section_tables(out: Any, sec: pd.DataFrame, top: int, W: int, has_device: b
     _section_memory(out, sec, top, W)
 
 
-def _step_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int, has_device: bool) -> None:
+def _step_tables(out: Any, T: dict[str, Table], top: int, W: int, has_device: bool) -> None:
     """Steps, and launches per launch call."""
     i = _int
     ss = T["step_stats"]
@@ -483,7 +480,7 @@ def _step_tables(out: Any, T: dict[str, pd.DataFrame], top: int, W: int, has_dev
             ("delay_median_ns", "delay median", fmt_ns), ("delay_p99_ns", "delay p99", fmt_ns, True)], top, W))
 
 
-def _other_events(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> None:
+def _other_events(out: Any, T: dict[str, Table], top: int, W: int) -> None:
     """Events no table above shows (all events by total time when there is no device)."""
     other = T["event_stats"]
     has_kernels = bool(len(T["kernel_breakdown"]))
@@ -506,11 +503,11 @@ def _other_events(out: Any, T: dict[str, pd.DataFrame], top: int, W: int) -> Non
 
 
 def _with(df: Any, **more: np.ndarray) -> Table:
-    """``df.assign(**more)`` as a Table (of a Table or a DataFrame)."""
+    """``df`` with ``more`` columns (``df`` a Table, or a DataFrame of the ranks' tables)."""
     return Table({**{c: column(df, c) for c in labels(df)}, **more})
 
 
-def _counter_table(out: Any, cs: pd.DataFrame | None, top: int, W: int) -> None:
+def _counter_table(out: Any, cs: Table | None, top: int, W: int) -> None:
     """Counters: bytes as bytes, everything else as a number."""
     if cs is None or not len(cs):
         return
@@ -524,7 +521,7 @@ def _counter_table(out: Any, cs: pd.DataFrame | None, top: int, W: int) -> None:
         ("max", "max", None, 1), ("mean", "mean", None, 2)], top, W))
 
 
-def _section_memory(out: Any, sec: pd.DataFrame, top: int, W: int) -> None:
+def _section_memory(out: Any, sec: Table, top: int, W: int) -> None:
     """Memory per section, when the trace has any (allocators, else process RSS)."""
     # (the labels as a list: "in sec" builds their hash table)
     if "mem_source" not in labels(sec) or not (~np.isnan(column(sec, "mem_delta_bytes").astype(np.float64))).any():
