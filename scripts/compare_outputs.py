@@ -4,7 +4,7 @@
 
 runs ``polyprof summary`` (terminal text, ``--json``, ``--json --all-steps``),
 ``polyprof report`` (the HTML page) and the export formats that read analyses, for
-every trace in tests/data/traces and for the two-rank job of the sampled ranks (as
+every trace file in tests/data and for the two-rank job of the sampled ranks (as
 files and as a store the tree before converts them to), once
 with each tree on ``PYTHONPATH``, and reports every output that is not byte for byte
 the same. AFTER_SRC defaults to this checkout's ``src``. Exit status 1 on a
@@ -25,7 +25,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = sorted(p for p in (ROOT / "tests" / "data" / "traces").rglob("*") if p.suffix in (".gz", ".pb"))
+#: every trace file in tests/data (the fuzz corpus and XProf's op_stats protobuf are not traces)
+TRACES = sorted(p for p in (ROOT / "tests" / "data").rglob("*") if "corpus" not in p.parts and p.is_file()
+                and p.name.endswith((".json.gz", ".xplane.pb", ".sqlite", ".json.xz")))
 RANKS = [ROOT / "tests/data/traces/kineto/sampled_rank0.json.gz", ROOT / "tests/data/traces/kineto/sampled_rank1.json.gz"]
 
 log = logging.getLogger("compare_outputs")

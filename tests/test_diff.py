@@ -583,7 +583,7 @@ def test_floor_and_correction_are_settable():
     assert not any(c["name"] == f"kernel_{slow:03d}" for c in d.changes)
     k = d.tables["kernels"]
     i = list(k["name"]).index(f"kernel_{slow:03d}")
-    assert k["reason"].to_numpy()[i] == "below the effect floor" and k["p_adjusted"].to_numpy()[i] < 0.05
+    assert k["reason"][i] == "below the effect floor" and k["p_adjusted"][i] < 0.05
     d = diff(a, b, abs_floor_ns=10 ** 9)  # nothing reaches a second per step: nothing is tested
     assert d.overview["rows_tested"] == 0 and not d.changes
     assert row(diff(a, b, correction="bh"))["change"] == "slower"
@@ -614,7 +614,7 @@ def test_a_change_on_one_rank_shows():
     i = list(d_rank["name"]).index(f"kernel_{k:03d}")
     pooled = compare(*(Samples(np.array([[s for t in side for s in _kernel_steps(t, k)]]),
                                np.zeros(36, np.int64), np.zeros(36, np.int64)) for side in (a, b)))
-    assert pooled.p[0] > 100 * d_rank["p_value"].to_numpy()[i]
+    assert pooled.p[0] > 100 * d_rank["p_value"][i]
 
 
 def _kernel_steps(trace, k: int) -> list[float]:

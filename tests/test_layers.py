@@ -41,8 +41,6 @@ CYCLE_EXCEPTIONS = {
         "Trace.extend / Trace.save call merge and the native writer, which build Traces",
     frozenset({"polyprof.derive.cache", "polyprof.derive.correlate"}):
         "the memo computes the correlation; correlate reads the memo's threads",
-    frozenset({"polyprof.analyze.frames", "polyprof.analyze.table"}):
-        "the Table type and its helpers: being made one module (issue 27, tables)",
     frozenset({"polyprof.analyze.findings", "polyprof.analyze.memory_findings"}):
         "the memory rules and the rule list (issue 27, tables)",
     frozenset({"polyprof.ranks.convert", "polyprof.ranks.traceset"}):

@@ -66,7 +66,7 @@ def test_every_real_trace_reads_back_equal(path, tmp_path):
     back = polyprof.load(out)
     assert_same_trace(trace, back)
     # and the summary a user sees of it
-    a, b = build(trace, columnar=True), build(back, columnar=True)
+    a, b = build(trace), build(back)
     assert list(a.tables) == list(b.tables)
     for name, x in a.tables.items():
         y = b.tables[name]

@@ -79,7 +79,7 @@ def test_own_export_of_every_real_trace_reads_back_the_same(path, tmp_path):
     for key in trace.stats:  # every stat of every event, under its own name
         col, got = trace.stats[key], back.stats[key]
         assert len(got) == len(col), key
-    _same_tables(build(_reordered(trace), columnar=True), build(back, columnar=True))
+    _same_tables(build(_reordered(trace)), build(back))
 
 
 def test_gzipped_export_reads_the_same(tmp_path):
@@ -367,7 +367,7 @@ def test_gpu_render_stages_and_counters_are_a_device(tmp_path):
     assert [trace.strings[n] for n in trace.counters["name"].tolist()] == ["busy %"]
     assert trace.counters["value"].tolist() == [87.5]
     # the kernel is seen by the analyses as device work
-    assert "kernel_breakdown" in build(trace, columnar=True).tables
+    assert "kernel_breakdown" in build(trace).tables
 
 
 def test_mutated_traces_give_a_trace_or_one_checked_error(tmp_path):

@@ -65,7 +65,7 @@ def test_per_op_device_time_equals_xprof(name: str, tmp_path: Path) -> None:
     assert want["jit(forward_3d_conv)/conv_general_dilated" if "08" in name else
                 "jit(forward_3d_conv)/jit(main)/conv_general_dilated"] > 3e6  # the convolution
     trace = polyprof.load(DATA / name)
-    got = device_op_breakdown(trace).groupby("op")["total_ns"].sum()
+    got = device_op_breakdown(trace).to_pandas().groupby("op")["total_ns"].sum()
     for op, ns in want.items():
         assert abs(got[op] - ns) <= 1, (op, got[op], ns)  # XProf prints µs to 3 decimals
     # the rest of polyprof's rows is device activity without an HLO op, which XProf's
@@ -145,7 +145,7 @@ def test_cuda_layout_mixed_stream_and_an_uninterpreted_plane(tmp_path: Path) -> 
     corr = cache.correlation(t)
     assert sorted(t.names(corr.launch).tolist()) == ["cuLaunchKernel", "cuLaunchKernel", "cuMemcpyHtoDAsync_v2",
                                                       "cuMemsetD32Async"]
-    ops = device_op_breakdown(t).set_index("op")
+    ops = device_op_breakdown(t).to_pandas().set_index("op")
     assert ops.loc["jit(f)/dot_general", "total_ns"] == 2_000
     # the plane polyprof cannot read is named, once
     assert t.metadata["warnings"] == [

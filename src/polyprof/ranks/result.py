@@ -46,12 +46,11 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
     ``tables`` (names in ``analyze.registry.ANALYSES``) only those, and no findings. The
     collectives are all of the rank's (alignment uses every one), marked ``in_window``
     for the ones the window holds (stragglers and statistics)."""
-    from ..analyze.frames import columnar
     from ..analyze.registry import ANALYSES, Tables
     from ..report.tables import Report, build
 
     if tables is None:
-        rep = build(trace, window, columnar=True)
+        rep = build(trace, window)
         rep.tables = summaries_only(rep.tables)
     else:
         known = [a.name for a in ANALYSES]
@@ -59,9 +58,8 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
         if unknown:
             raise PolyprofError(f"unknown analyses {unknown}; known: {known}")
         v = view(trace, window)
-        with columnar():
-            t = Tables(v)
-            rep = Report(v, {n: t[n] for n in tables}, [], {"events": trace.n_events, "window": label(v, window)})
+        t = Tables(v)
+        rep = Report(v, {n: t[n] for n in tables}, [], {"events": trace.n_events, "window": label(v, window)})
     coll = rank_collectives(trace, rep.trace)
     return RankResult(rep.tables, rep.findings, rep.overview, coll, *anchor_of(trace),
                       overview_row(rep.tables, coll, trace.n_events))
