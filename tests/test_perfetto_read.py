@@ -449,7 +449,7 @@ def test_rocprofv3_layout_gpu_tracks_become_a_device(tmp_path):
     names = trace.names()
     assert sorted(zip(names[trace.flows["src"]].tolist(), names[trace.flows["dst"]].tolist())) == [
         ("hipLaunchKernel", "gemm_kernel"), ("hipMemcpyAsync", "MEMORY_COPY_HOST_TO_DEVICE")]
-    report = build(trace, columnar=True)
+    report = build(trace)
     assert report.overview["correlation"]["matched_by_flow"] == 2
     kb = report.tables["kernel_breakdown"]
     rows = {n: (k, t) for n, k, t in zip(kb["name"], kb["kind"], kb["total_ns"])}
