@@ -8,7 +8,7 @@ fresh process per round, rounds alternating, after one untimed warm-up child per
 * polyprof: ``polyprof.load`` of both, ``analyze.diff.diff`` over every step as HTA
   (``window=None``: kernels, ops and sections with counts, totals, deltas, the per-step
   test per rank with Holm's correction and the effect floor, the verdict) as the command
-  computes it (``columnar()``: polyprof's Tables, no pandas), and the rendered terminal
+  computes it (polyprof's Tables, no pandas), and the rendered terminal
   tables (``cli.diff.render``).
 * HTA: ``LabeledTrace`` of both run directories (its parse), then
   ``TraceDiff.compare_traces`` over every rank and iteration, CPU ops and GPU kernels
@@ -62,13 +62,12 @@ logging.disable(logging.CRITICAL)
 t0 = time.perf_counter()
 import polyprof
 from polyprof.analyze.diff import diff
-from polyprof.analyze.frames import column, columnar
+from polyprof.analyze.frames import column
 from polyprof.cli.diff import render
 t1 = time.perf_counter()
 a, b = polyprof.load(sys.argv[1]), polyprof.load(sys.argv[2])
 t2 = time.perf_counter()
-with columnar():  # as `polyprof diff` computes them: Tables, no pandas
-    d = diff(a, b, window=None)
+d = diff(a, b, window=None)  # as `polyprof diff` computes them: Tables, no pandas
 import contextlib
 with contextlib.redirect_stdout(io.StringIO()):
     render(d, 15)

@@ -93,7 +93,6 @@ def _parse_runs(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     from ..analyze.diff import Runs, diff
-    from ..analyze.frames import columnar
     from .common import window_from
 
     a_paths, b_paths = _parse_runs(args)
@@ -106,10 +105,9 @@ def run(args: argparse.Namespace) -> int:
                 runs.append(r)
                 shown.append(names)
         sides[side] = (Runs(runs), shown)
-    with columnar():  # the tables as polyprof's Tables: the command never imports pandas
-        d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
-                 top=min(args.top, VERDICT_TOP), window=window, rel_floor=args.min_change_pct / 100.0,
-                 abs_floor_ns=args.min_change_us * 1000.0, correction=args.correction, test=args.test)
+    d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
+             top=min(args.top, VERDICT_TOP), window=window, rel_floor=args.min_change_pct / 100.0,
+             abs_floor_ns=args.min_change_us * 1000.0, correction=args.correction, test=args.test)
     for side in ("a", "b"):
         d.overview[side]["paths"] = [p for names in sides[side][1] for p in names]
     if args.output:
