@@ -33,8 +33,9 @@ def register(sub: Subparsers) -> None:
                         "per process, <host>-<pid>[-rank<r>] (default capture/)")
     p.add_argument("--logdir", help="instead of -o: write <logdir>/plugins/profile/<session>/<process>.xplane.pb "
                                     "for XProf or TensorBoard")
-    p.add_argument("--format", choices=["polyprof", "xplane"],
-                   help="file format for several processes (default polyprof)")
+    p.add_argument("-f", "--format", choices=["polyprof", "xspace", "xplane"],
+                   help="file format for several processes: polyprof (default) or xspace, the XSpace as "
+                        "received (the name `polyprof export -f` uses; xplane: the same)")
     p.add_argument("--session-id", help="the capture's name (default: the time, as XProf names runs)")
     p.add_argument("--token-file", help="file holding the shared token")
     p.add_argument("--tls-ca", help="PEM file of the CA that signed the server's certificate (enables TLS)")
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         if captures[0].ok:
             written.append((captures[0], *output.write_one(captures[0], path, output.format_for(path))))
     else:
-        written = output.write_set(captures, Path(args.output or "capture"), args.format or "polyprof")
+        fmt = "xplane" if args.format in ("xspace", "xplane") else "polyprof"  # output.py's name for XSpace bytes
+        written = output.write_set(captures, Path(args.output or "capture"), fmt)
     for c, path, n in written:
         print(f"polyprof: captured {c.address} -> {path} ({n} events)", file=sys.stderr)
     if len(written) > 1 and not args.logdir:

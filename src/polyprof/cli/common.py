@@ -24,9 +24,10 @@ def add_plugin_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_plugin_target_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plugin", action="append", default=[], metavar="TARGET",
+    p.add_argument("--add-plugin", action="append", default=[], metavar="TARGET", dest="plugin",
                    help="also load this plugin: a native plugin library (path.so) or a factory "
-                        "(pkg.module:Factory); repeatable")
+                        "(pkg.module:Factory), besides those of --plugins; repeatable")
+    p.add_argument("--plugin", action="append", dest="plugin", help=argparse.SUPPRESS)  # its name until 0.3
 
 
 def plugin_list(args: argparse.Namespace, plugins: Any = None) -> list[Any] | None:
