@@ -92,7 +92,7 @@ def test_cli_gives_one_line_no_traceback(bad_files, tmp_path: Path, name: str, c
     assert "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r.stderr
-    if name == "a_directory.json" and command in ("summary", "report"):  # they read a directory of ranks
+    if name == "a_directory.json":  # every command reads a directory as the ranks of a job
         phrase = "no trace files in this directory"
     assert lines[0].startswith(f"polyprof: error: {path}: ") and phrase in lines[0]
     assert not list(tmp_path.iterdir())  # nothing written
