@@ -615,6 +615,10 @@ def test_a_change_on_one_rank_shows():
     pooled = compare(*(Samples(np.array([[s for t in side for s in _kernel_steps(t, k)]]),
                                np.zeros(36, np.int64), np.zeros(36, np.int64)) for side in (a, b)))
     assert pooled.p[0] > 100 * d_rank["p_value"][i]
+    # ranks matched by number: a rank in one run only is named, not tested
+    d = diff(a, b[:3])
+    assert d.overview["ranks"] == [0, 1, 2] and d.overview["ranks_not_tested"] == {"a": [3], "b": []}
+    assert any("only in A: 3" in line for line in d.verdict)
 
 
 def _kernel_steps(trace, k: int) -> list[float]:

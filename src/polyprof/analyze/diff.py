@@ -166,6 +166,12 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
 
     verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns)
     verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
+    alone = {s: sorted(set(acc.info[s]["ranks"]) - set(acc.info[o]["ranks"])) for s, o in (("a", "b"), ("b", "a"))}
+    overview["ranks_not_tested"] = alone
+    if alone["a"] or alone["b"]:
+        where = "; ".join(f"only in {s.upper()}: {', '.join(map(str, r))}" for s, r in alone.items() if r)
+        verdict.append(f"Note: ranks are matched by number, and some are in one run only ({where}): their time is "
+                       "in the totals, not in the tests.")
     d = Diff(tables, step_time, verdict, changes, overview)
     d.samples = _keep_samples(acc, tables, whole)
     return d
