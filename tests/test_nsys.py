@@ -353,3 +353,33 @@ def test_read_only_and_unchanged(tmp_path):
     assert trace.n_events == 99
     assert ro.read_bytes() == before
     assert not (tmp_path / "ro.sqlite-journal").exists() and not (tmp_path / "ro.sqlite-wal").exists()
+
+
+def test_damaged_copies_give_a_trace_or_one_checked_error(tmp_path):
+    """Seeded byte flips, zeroed bytes and cuts of the real export: each loads, or fails
+    with a TraceFormatError the reader raised itself (not one it did not check for)."""
+    import random
+
+    from polyprof.formats.safety import ForeignError
+
+    data = REAL.read_bytes()
+    rng = random.Random(7)
+    bad = tmp_path / "bad.sqlite"
+    failed = 0
+    for _ in range(25):
+        d = bytearray(data)
+        kind = rng.choice(["flip", "zero", "cut"])
+        if kind == "cut":
+            d = d[:rng.randrange(100, len(d))]
+        else:
+            for _ in range(rng.randrange(1, 40)):
+                d[rng.randrange(100, len(d))] = rng.randrange(256) if kind == "flip" else 0
+        bad.write_bytes(bytes(d))
+        try:
+            polyprof.load(bad)
+        except ForeignError as e:  # pragma: no cover - what this test is for
+            pytest.fail(f"unchecked failure: {e}")
+        except TraceFormatError as e:
+            failed += 1
+            assert "bad.sqlite" in str(e) and "\n" not in str(e)
+    assert failed  # the mutations do damage it

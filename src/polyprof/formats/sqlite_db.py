@@ -81,11 +81,20 @@ def connect(path: str | Path) -> sqlite3.Connection:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
         raise TraceFormatError(path, f"damaged SQLite database ({e})") from None
+    except UnicodeDecodeError:  # sqlite3 decodes SQLite's message, which may quote damaged bytes
+        raise TraceFormatError(path, "damaged SQLite database (its schema is not readable)") from None
     return conn
 
 
-def failure(path: str | Path, e: sqlite3.Error) -> TraceFormatError:
+#: what reading a damaged database can raise: SQLite's errors, and the UnicodeDecodeError
+#: of sqlite3 decoding a message or a name that quotes damaged bytes
+ERRORS = (sqlite3.Error, UnicodeDecodeError)
+
+
+def failure(path: str | Path, e: Exception) -> TraceFormatError:
     """One line for an SQLite error met while reading ``path``."""
+    if isinstance(e, UnicodeDecodeError):
+        return TraceFormatError(path, "damaged SQLite database (text that is not UTF-8 where SQLite keeps names)")
     text = str(e)
     if isinstance(e, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text):
         return TraceFormatError(path, f"damaged or truncated SQLite database ({text})")

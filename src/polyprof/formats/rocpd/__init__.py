@@ -35,7 +35,7 @@ def sniff(head: bytes, path: Path) -> bool:
         return False
     try:
         return layout.is_rocpd(sqlite_db.schema(conn))
-    except sqlite3.Error:
+    except sqlite_db.ERRORS:
         return False
     finally:
         conn.close()
@@ -81,7 +81,7 @@ def load(path: str | Path, **options: object) -> Trace:
     conn = sqlite_db.connect(path)
     try:
         return read(conn, path)
-    except sqlite3.Error as e:
+    except sqlite_db.ERRORS as e:
         raise sqlite_db.failure(path, e) from None
     finally:
         conn.close()
