@@ -14,7 +14,7 @@ _WHERE = {
     "resolve": "sources", "assign_ranks": "sources",
     "SerialExecutor": "executor", "LocalPool": "executor",
     "RankResult": "result", "rank_summary": "result",
-    "JobReport": "report", "RanksReport": "report", "job_report": "report", "job_tables": "report",
+    "JobReport": "report", "job_report": "report", "job_tables": "report",
     "with_rank": "stack",
     "align_ranks": "align", "alignment_table": "align", "collective_table": "collectives",
     "collective_stats": "collectives", "stragglers": "stragglers",

@@ -49,10 +49,6 @@ class JobReport:
     trace: None = None  # a job holds no trace: the ranks stay where they came from
 
 
-#: the name the job report had before it was one type for every kind of source
-RanksReport = JobReport
-
-
 def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_event_left: bool = True) -> JobReport:
     """The report of the ranks' ``results`` (by rank; ``info`` says which is which)."""
     ranks = sorted(results)

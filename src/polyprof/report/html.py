@@ -140,7 +140,7 @@ def _title(trace: Trace) -> str:
 
 
 def ranks_view(ranks: Any) -> dict[str, Any]:
-    """The ranks side by side (a ``polyprof.ranks.RanksReport``): step time per rank,
+    """The ranks side by side (a ``polyprof.ranks.JobReport``): step time per rank,
     alignment with its bounds, stragglers, collectives."""
     T = ranks.tables
     return {
@@ -175,7 +175,7 @@ def script_json(doc: Any) -> str:
 
 
 def render(report: Report, ranks: Any = None) -> str:
-    """The page; with ``ranks`` (a RanksReport) the ranks side by side come first and
+    """The page; with ``ranks`` (a JobReport) the ranks side by side come first and
     the findings are the job's, while the timeline and tables are ``report``'s rank.
 
     The template's placeholders are filled in one pass, so text from the trace (a title
