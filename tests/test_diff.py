@@ -237,6 +237,10 @@ def test_api_takes_traces_and_sequences(kineto_files):
     ranks = [polyprof.load(next(f for f in kineto_files if f.name == f"sampled_rank{i}.json.gz")) for i in (0, 1)]
     both = diff(ranks, (t for t in ranks))  # a generator is consumed one trace at a time
     one = diff(ranks[0], ranks[0])
+    # one trace a side: compared whatever their ranks (rank 0 of one run against rank 1 of another)
+    cross = diff(ranks[0], ranks[1])
+    assert cross.overview["untestable"] is None and cross.overview["ranks_not_tested"] == {"a": [], "b": []}
+    assert cross.overview["a"]["ranks"] == [0] and cross.overview["b"]["ranks"] == [1]
     k, k0 = both.tables["kernels"].to_pandas(), one.tables["kernels"].to_pandas()
     assert (k["delta_total_ns"] == 0).all() and (k["significant"] == False).all()  # noqa: E712
     # two ranks' counts add up

@@ -140,6 +140,7 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
         if not acc.info[side]["traces"]:
             raise PolyprofError(f"diff: run {side.upper()} has no traces")
     whole = acc.whole_traces()
+    one_rank = acc.one_trace_per_run()  # then the rank numbers do not matter: rank 0 of A against rank 1 of B
     compared = {t: compare(acc.samples("a", t, whole), acc.samples("b", t, whole), test) for t in TABLES}
     floors = (rel_floor, abs_floor_ns)
     tested = {t: _testable(acc, t, whole, compared[t], abs_floor_ns) for t in TABLES}
@@ -166,7 +167,8 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
 
     verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns)
     verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
-    alone = {s: sorted(set(acc.info[s]["ranks"]) - set(acc.info[o]["ranks"])) for s, o in (("a", "b"), ("b", "a"))}
+    alone = {s: [] if one_rank else sorted(set(acc.info[s]["ranks"]) - set(acc.info[o]["ranks"]))
+             for s, o in (("a", "b"), ("b", "a"))}
     overview["ranks_not_tested"] = alone
     if alone["a"] or alone["b"]:
         where = "; ".join(f"only in {s.upper()}: {', '.join(map(str, r))}" for s, r in alone.items() if r)
@@ -357,6 +359,17 @@ class _Collector:
             raw[j].add(name)
             out[i] = j
         return out
+
+    def one_trace_per_run(self) -> bool:
+        """Whether every run of both sides is one trace; if so, their ranks become one
+        stratum (a trace of rank 0 is compared with one of rank 1)."""
+        runs = {(s, run) for s in ("a", "b") for run, _ in self.trace_of[s]}
+        if len(runs) != sum(len(self.trace_of[s]) for s in ("a", "b")):
+            return False
+        for s in ("a", "b"):
+            self.step_of[s] = [(run, 0) for run, _ in self.step_of[s]]
+            self.trace_of[s] = [(run, 0) for run, _ in self.trace_of[s]]
+        return True
 
     def whole_traces(self) -> bool:
         """Whether the samples are whole traces: some trace has no steps."""
