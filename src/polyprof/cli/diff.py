@@ -220,7 +220,22 @@ def fit_columns(df: Any, cols: list[tuple], top: int, width: int) -> tuple[Any, 
         fits = sum(w + 3 for _, w, _ in grid.columns) + 1 <= width
         if fits and grid.columns[0][1] >= want:
             break
+    _middle(grid, names)
     return grid, [c[1] for c in cols if c[0] in gone]
+
+
+def _middle(grid: Any, names: list[str]) -> None:
+    """Names too long for their column shortened in the middle (their start and their
+    end kept: kernels differ at both), where that keeps the rows apart."""
+    from ..report.terminal import _cells, _elide
+
+    width = grid.columns[0][1]
+    if all(_cells(n) <= width for n in names):
+        return
+    cut = [_elide(n, width, round((width - 1) * 0.4)) for n in names]
+    if len(set(cut)) == len(set(names)):
+        for row, text in zip(grid.rows, cut):
+            row[0] = text
 
 
 def column_values(df: Any, name: str, top: int) -> list[Any]:
