@@ -428,6 +428,16 @@ def test_json_that_is_not_rocprofv3_gives_one_line(tmp_path):
     assert r.returncode == 1 and len(err) == 1 and "results.json" in err[0]
 
 
+def test_json_numbers_beyond_64_bits_give_one_line(tmp_path):
+    doc = real_doc()
+    doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"][0]["start_timestamp"] = 2**70
+    bad = tmp_path / "big.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError, match="beyond 64 bits") as e:
+        polyprof.load(bad)
+    assert "big.json" in str(e.value)
+
+
 def test_truncated_rocpd_gives_one_line(rocpd_db, tmp_path):
     cut = tmp_path / "cut.db"
     data = rocpd_db.read_bytes()

@@ -293,7 +293,11 @@ def from_bytes(data: bytes, path: Path) -> Trace:
         processes[g] = rocm_trace.Process(pid=int(tool.metadata.pid), host=str(node.get("hostname") or ""),
                                           name=" ".join(tool.metadata.command[:1]))
         agents.update(_agents(tool, g)[0])
-        parts.extend(_tool_parts(tool, g))
+        try:
+            parts.extend(_tool_parts(tool, g))
+        except OverflowError:
+            raise TraceFormatError(path, f"process {tool.metadata.pid}: a record holds an integer beyond "
+                                         "64 bits") from None
     md = {"clock": "rocprofiler-sdk timestamps (ns)",
           "rocprof": {"format": "rocprofv3 json", "processes": len(doc.tool)}}
     return rocm_trace.build(parts, processes, agents, {}, md, path.name)
