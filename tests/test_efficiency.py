@@ -148,3 +148,28 @@ def test_roofline_on_xla_cost_stats():
     roof = min(918e12, fl / by * 1637.993152512e9)
     assert column(oe, "roofline_pct")[i] == pytest.approx(100 * (fl / ns * 1e9) / roof)
     assert column(oe, "bound_by")[i] == "memory"
+
+
+def test_occupancy_equals_a_hand_computation_for_three_limits():
+    """A100 (deviceProperties of the trace): 2048 threads = 64 warps, 65536 registers and
+    167936 bytes of shared memory per SM, 32 blocks, 1 KiB of shared memory reserved per
+    block; registers in units of 256 per warp, shared memory in units of 128 bytes."""
+    from polyprof.analyze import kernel_breakdown
+
+    kb = kernel_breakdown(polyprof.load(DATA / "kineto" / "a100_alexnet_small.json.gz"))
+    rows = {n: i for i, n in enumerate(column(kb, "name"))}
+
+    def at(prefix: str) -> tuple:
+        i = next(i for n, i in rows.items() if n.startswith(prefix))
+        return tuple(column(kb, c)[i] for c in ("block", "registers", "shared_mem", "occupancy", "occupancy_limit"))
+
+    # shared memory: 128 threads = 4 warps; (32768 + 1024) B -> 167936 // 33792 = 4 blocks
+    # (registers: 86 -> ceil(86·32/256)·256 = 2816 per warp, 65536 // (4·2816) = 5 blocks)
+    assert at("ampere_sgemm_32x32_sliced1x4_tn") == ("128,1,1", 86, 32768, 4 * 4 / 64, "shared_mem")
+    # registers: 160 per thread -> 5120 per warp, 65536 // (4·5120) = 3 blocks
+    # (shared memory: 167936 // (16384 + 1024) = 9 blocks)
+    assert at("cudnn_ampere_scudnn_128x64_relu") == ("128,1,1", 160, 16384, 3 * 4 / 64, "registers")
+    # threads: 2048 // 128 = 16 blocks (registers: 18 -> 768 per warp, 65536 // 3072 = 21)
+    assert at("void at::native::vectorized_elementwise_kernel") == ("128,1,1", 18, 0, 16 * 4 / 64, "threads")
+    i = rows["Memcpy HtoD (Pageable -> Device)"]  # not a kernel: nothing
+    assert column(kb, "grid")[i] == "" and math.isnan(column(kb, "occupancy")[i])

@@ -329,7 +329,7 @@ def test_summary_leaves_text_stats_undecoded(small_store):
     build(trace)
     assert trace.stats.pending == 1, "the summary decoded the text stats of a store rank"
     assert "correlation_id" in trace.stats.loaded() and "Sequence number" not in trace.stats.loaded()
-    assert "Input Dims" in trace.stats and trace.stats.pending == 0
+    assert "Ev Idx" in trace.stats and trace.stats.pending == 0
     assert "Sequence number" in trace.stats.loaded()
 
 

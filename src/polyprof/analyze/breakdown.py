@@ -11,6 +11,7 @@ from ..trace.core import Trace
 from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
 from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
+from .occupancy import LAUNCH_COLUMNS, launch_config
 from .window import WindowArg, view
 from ..trace.sorting import unique, unique_counts
 
@@ -149,12 +150,14 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     device activity), ``devices`` (planes it ran on). Sorted by ``total_ns``. Summing
     ``total_ns`` over the compute and communication rows gives the busy kernel time
     (durations summed, so concurrent streams add up). With a ``window``, the activity
-    launched in its steps.
+    launched in its steps. The launch configuration of each name's first launch:
+    ``grid``, ``block``, ``registers``, ``shared_mem``, theoretical ``occupancy`` and
+    ``occupancy_limit`` (``analyze/occupancy.py``; "" / -1 / NaN where unknown).
     """
     v = device_view(trace, window)
     ev = trace.events
     cols = ["name", "kind", *(["plane"] if by_device else []), "count", "total_ns", "mean_ns", "median_ns",
-            "min_ns", "max_ns", "share_pct", "devices"]
+            "min_ns", "max_ns", "share_pct", "devices", *LAUNCH_COLUMNS]
     if not v.counted.any():
         return empty_frame(cols, cols)
     c = v.counted
@@ -178,6 +181,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
         "min_ns": g["min"], "max_ns": g["max"],
         "share_pct": 100.0 * g["total"] / total if total else np.zeros(len(k)),
         "devices": pc[np.searchsorted(pb, kb)],
+        **launch_config(trace, v.rows[c][g["order"][g["starts"]]]),
     }, order=order_desc(g["total"]))
     return out
 

@@ -24,11 +24,8 @@ from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.sorting import unique_inverse
 
-INPUT_DIMS = "Input Dims"
-INPUT_TYPE = "Input type"
-CONCRETE = "Concrete Inputs"
-#: XLA's cost analysis, as XSpace carries it on each HLO op
-XLA_BYTES = "bytes_accessed"
+INPUT_DIMS, INPUT_TYPE, CONCRETE = keys.INPUT_DIMS, keys.INPUT_TYPE, keys.CONCRETE_INPUTS
+XLA_BYTES = keys.BYTES_ACCESSED  # XLA's cost analysis, as XSpace carries it on each HLO op
 
 #: where an op's figures come from (the ``flops_source`` column)
 SOURCE_NAMES = np.array(["", "trace", "shapes"], object)
