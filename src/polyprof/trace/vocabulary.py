@@ -22,6 +22,25 @@ LAUNCH_MARKERS = ("launch", "memcpy", "memset", "enqueue", "runfunction", "graph
 #: calls that launch a whole captured graph (every kernel of it shares the call's correlation id)
 GRAPH_LAUNCH_MARKERS = ("graphlaunch",)
 
+#: host calls that put one piece of device work on a stream's queue (exact names): a
+#: stream's queue length counts these against the work they launched (HTA's counters)
+QUEUED_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync",
+                   "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipMemsetAsync",
+                   "hipMemcpyAsync", "hipMemcpyWithStream",
+                   "runFunction - job_prep_and_submit_for_execution")
+#: host calls during which the host waits for the device (exact names): on a critical
+#: path their time is the device's, not the host's (an async copy that waits shows it by
+#: its own sync record)
+WAITING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery",
+                 "cudaEventSynchronize", "cudaMemcpy", "hipDeviceSynchronize", "hipStreamSynchronize",
+                 "hipEventQuery", "hipEventSynchronize", "hipMemcpy")
+#: host calls that record a device event on a stream (exact names)
+EVENT_RECORD_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord")
+#: Kineto's device-side synchronisation records (``cuda_sync`` events, exact names): the
+#: whole device waits, one stream waits, the host waits on an event, a stream waits on one
+CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT = (
+    "Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
+
 #: PyTorch's step ranges, ``ProfilerStep#N`` (exact match; the group is the step number)
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 #: what polyprof names a step when it writes one into torch's trace

@@ -1,0 +1,121 @@
+"""The critical path of each step of one rank: which ops and device activities make the
+step as long as it is, and how much slack the others have.
+
+Per step (the whole trace when it has none) the dependency graph of ``analyze/depgraph.py``
+is built over the step's host span and its longest path found (``analyze/longest_path.py``);
+both follow HTA's critical path analysis, whose results they reproduce
+(tests/test_critical_path.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..derive import cache
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from .depgraph import DepGraph, build
+from .frames import empty_frame, frame
+from .longest_path import LongestPath, longest_path
+from .window import WindowArg, view
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+COLUMNS = ["rank", "step", "name", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns", "path_ns"]
+_TEXT = ("name", "kind", "track")
+
+
+def step_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(step numbers, host starts, host ends): the steps, or the whole trace as step -1."""
+    steps = cache.steps(trace)
+    if len(steps):
+        return (np.asarray(steps.number, np.int64), np.asarray(steps.start, np.int64),
+                np.asarray(steps.end, np.int64))
+    if not trace.n_events:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    s = np.asarray(trace.events["start_ns"], np.int64)
+    e = s + np.asarray(trace.events["dur_ns"], np.int64)
+    return np.array([-1], np.int64), np.array([s.min()], np.int64), np.array([e.max()], np.int64)
+
+
+def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
+    """Per graph event: its time on the path (the path's edges it owns, as HTA attributes
+    them) and its slack: how much longer it could take before the path got longer (0 on
+    the path), from the longest path through any of its spans (through its nodes where it
+    owns none)."""
+    n = len(g.rows)
+    on = np.zeros(n, np.int64)
+    owned = g.owner[p.edges]
+    keep = owned >= 0
+    np.add.at(on, owned[keep], g.weight[p.edges][keep])
+    best = np.full(n, np.iinfo(np.int64).min, np.int64)
+    has = g.owner >= 0
+    np.maximum.at(best, g.owner[has], p.through[has])
+    by_node = (p.fwd + p.bwd).reshape(-1, 2).max(axis=1) if n else np.zeros(0, np.int64)
+    best = np.where(best == np.iinfo(np.int64).min, by_node, best)
+    return on, np.maximum(p.length - best, 0)
+
+
+def _kind_names(trace: Trace, rows: np.ndarray, device: np.ndarray) -> np.ndarray:
+    k = trace.kinds[rows]
+    names = np.array([x.name.lower() for x in Kind], dtype=object)
+    out = names[k]
+    out[device & (k == Kind.OTHER)] = "sync"
+    return out
+
+
+def rank_of(trace: Trace) -> int:
+    """The trace's rank in its job (its first source's), 0 when unknown."""
+    for s in trace.sources:
+        if s.rank is not None:
+            return int(s.rank)
+    return 0
+
+
+def critical_path(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+    """Every op, runtime call and device activity of each step's dependency graph.
+
+    Columns: ``rank``; ``step`` (-1: a trace without steps, taken whole); ``name``;
+    ``kind`` (``cpu_op``, ``runtime``, ``kernel``, ``memcpy``, ``memset``,
+    ``collective``, ``sync``: a device's synchronisation record); ``track`` (thread or
+    stream); ``start_ns``, ``dur_ns``; ``on_path_ns`` (its time on the step's critical
+    path: its own span's edges on the path, gaps between its children included; launch
+    delays and waits belong to no event); ``slack_ns`` (how much longer it could take before
+    the step's path got longer: 0 on the path); ``path_ns`` (the step's critical path
+    length). Ordered by step, then start. ``window``: the steps analysed
+    (``analyze/window.py``).
+    """
+    trace = view(trace, window)
+    numbers, starts, ends = step_windows(trace)
+    parts: list[dict[str, np.ndarray]] = []
+    ev = trace.events
+    track_names = np.array([t.name for t in trace.tracks], dtype=object)
+    names = np.asarray(trace.strings, dtype=object)
+    rank = rank_of(trace)
+    for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
+        g = build(trace, t0, t1)
+        if not len(g.rows):
+            continue
+        p = longest_path(g)
+        on, slack = event_times(g, p)
+        rows = g.rows
+        parts.append({
+            "rank": np.full(len(rows), rank, np.int64),
+            "step": np.full(len(rows), number, np.int64),
+            "name": names[ev["name"][rows]],
+            "kind": _kind_names(trace, rows, g.device),
+            "track": track_names[ev["track"][rows]],
+            "start_ns": np.asarray(ev["start_ns"][rows], np.int64),
+            "dur_ns": np.asarray(ev["dur_ns"][rows], np.int64),
+            "on_path_ns": on,
+            "slack_ns": slack,
+            "path_ns": np.full(len(rows), p.length, np.int64),
+        })
+    if not parts:
+        return empty_frame(COLUMNS, _TEXT)
+    cols = {c: np.concatenate([x[c] for x in parts]) for c in COLUMNS}
+    order = np.lexsort((cols["start_ns"], cols["step"]))
+    return frame({c: v[order] for c, v in cols.items()})

@@ -1,0 +1,355 @@
+"""The dependency graph of one rank inside a window, as HTA builds it for its critical path.
+
+Every op and runtime call on a host thread, and every device activity launched inside the
+window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of graph event
+``i``). Edges, all NumPy columns:
+
+* **host threads**: the ops' nesting in the order a depth-first walk meets their starts and
+  ends, each step an edge weighted by the time between them (zero into the end of a call
+  during which the host waits: ``WAITING_CALLS``); consecutive top-level ops are joined by
+  a zero-weight dependency.
+* **device**: each activity's span; launch -> activity (the launch delay) when the stream was
+  empty at the launch and the activity started after its launch, else activity ->
+  activity on the stream (the gap); a zero-weight launch edge otherwise, so that an activity
+  never starts before its launch (HTA's ``CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE``).
+* **synchronisation** (Kineto's ``cuda_sync`` records): a stream waiting on an event depends
+  on the last activity launched on the event's stream before the event was recorded; a host
+  waiting on an event, a stream or the whole device depends on that activity, that stream's
+  last activity or every stream's last one.
+
+Each edge with a span's time belongs to one event (``owner``): the op whose time it is (a
+gap between two children belongs to their parent, a gap on a stream to the activity before).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..derive import cache
+from ..derive.correlate import Correlation
+from ..derive.intervals import nesting_depth
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from ..trace.sorting import lexsort, member
+from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QUEUED_LAUNCHES, STREAM_SYNC,
+                                STREAM_WAIT_EVENT, WAITING_CALLS)
+
+#: edge types (HTA's CPEdgeType, in its order)
+OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
+EDGE_TYPES = ("operator", "dependency", "kernel_launch_delay", "kernel_kernel_delay", "sync_dependency")
+#: a gap this long between two activities on a stream is taken for a dependency the trace
+#: does not show, not for the stream's own delay (HTA's threshold)
+KERNEL_GAP_LIMIT_NS = 1_500_000
+
+
+@dataclass
+class DepGraph:
+    """Graph events (``rows``: their event rows; ``device``: on a device) and edges between
+    their nodes (node ``2*i`` starts event ``i``, ``2*i+1`` ends it)."""
+
+    rows: np.ndarray
+    device: np.ndarray
+    time: np.ndarray  # per node, ns
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    etype: np.ndarray  # int8, EDGE_TYPES
+    owner: np.ndarray  # graph event whose time the edge is, -1 for none
+
+    @property
+    def n_nodes(self) -> int:
+        return 2 * len(self.rows)
+
+
+def _names_in(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
+    """Bool per string id: the string is one of ``names`` (exact)."""
+    want = set(names)
+    return np.fromiter((s in want for s in trace.strings), bool, len(trace.strings))
+
+
+def _int_stat(trace: Trace, key: str) -> np.ndarray:
+    col = trace.stat(key)
+    if col is None:
+        return np.full(trace.n_events, -1, np.int64)
+    try:
+        return np.asarray(col.dense(trace.n_events, -1), np.int64)
+    except (TypeError, ValueError):  # text in a number's place: nothing usable
+        return np.full(trace.n_events, -1, np.int64)
+
+
+def _lookup(keys: np.ndarray, rows: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """For each ``want``, the row whose key equals it (first by key order), -1 when none."""
+    if not len(keys):
+        return np.full(len(want), -1, np.int64)
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    i = np.minimum(np.searchsorted(k, want), len(k) - 1)
+    return np.where(k[i] == want, rows[order][i], -1)
+
+
+def _prev_at_or_before(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
+                       q_t: np.ndarray) -> np.ndarray:
+    """Per query, ``value`` of the last item with the same key and ``t`` at or before the
+    query's time; -1 when none."""
+    out = np.full(len(q_t), -1, np.int64)
+    if not len(t) or not len(q_t):
+        return out
+    for k in np.unique(q_key):
+        mine = np.flatnonzero(key == k)
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(t[mine], kind="stable")]
+        q = np.flatnonzero(q_key == k)
+        j = np.searchsorted(t[mine], q_t[q], side="right") - 1
+        ok = j >= 0
+        out[q[ok]] = value[mine[j[ok]]]
+    return out
+
+
+def _next_at_or_after(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
+                      q_t: np.ndarray) -> np.ndarray:
+    """Per query, ``value`` of the first item with the same key at or after its time."""
+    out = np.full(len(q_t), -1, np.int64)
+    for k in np.unique(q_key):
+        mine = np.flatnonzero(key == k)
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(t[mine], kind="stable")]
+        q = np.flatnonzero(q_key == k)
+        j = np.searchsorted(t[mine], q_t[q], side="left")
+        ok = j < len(mine)
+        out[q[ok]] = value[mine[j[ok]]]
+    return out
+
+
+class _Edges:
+    """Edge columns gathered in insertion order (ties of the longest path go to the
+    first-inserted edge, as networkx breaks them)."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, etype: int, owner: np.ndarray,
+            order: np.ndarray) -> None:
+        n = len(src)
+        if n:
+            self.parts.append((np.asarray(src, np.int64), np.asarray(dst, np.int64),
+                               np.asarray(weight, np.int64), np.full(n, etype, np.int8),
+                               np.asarray(owner, np.int64), np.asarray(order, np.float64)))
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        if not self.parts:
+            z = np.zeros(0, np.int64)
+            return z, z, z, np.zeros(0, np.int8), z
+        cols = [np.concatenate([p[i] for p in self.parts]) for i in range(6)]
+        o = np.argsort(cols[5], kind="stable")
+        return tuple(c[o] for c in cols[:5])
+
+
+def build(trace: Trace, t0: int, t1: int) -> DepGraph:
+    """The graph of the ops starting in ``[t0, t1]`` on host threads and of the device
+    activity launched from calls starting there."""
+    ev = trace.events
+    start = np.asarray(ev["start_ns"], np.int64)
+    dur = np.asarray(ev["dur_ns"], np.int64)
+    end = start + dur
+    track = np.asarray(ev["track"], np.int64)
+    names = np.asarray(ev["name"], np.int64)
+    kinds = trace.kinds
+    host_plane = np.array([p.kind == "host" for p in trace.planes], bool)
+    derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
+    on_host = host_plane[trace.track_plane[track]] & ~derived[track] if trace.n_events else np.zeros(0, bool)
+    in_window = (start >= t0) & (start <= t1) & (dur > 0)
+
+    host = np.flatnonzero(on_host & in_window & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64)))
+
+    # device activity launched from inside the window
+    corr = cache.correlation(trace)
+    d_rows, d_launch = corr.device_rows, corr.launch
+    keep = d_launch >= 0
+    keep[keep] = in_window[d_launch[keep]]
+    dev, dev_launch = d_rows[keep], d_launch[keep]
+
+    # synchronisation records on devices, tied to their host call by correlation id
+    cid = _int_stat(trace, "correlation_id")
+    sync_name = _names_in(trace, (CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT))
+    sy = np.flatnonzero(~on_host & sync_name[names]) if trace.n_events else np.zeros(0, np.int64)
+    runtime = np.flatnonzero(on_host & (kinds == Kind.RUNTIME) & (cid >= 0))
+    sy_call = _lookup(cid[runtime], runtime, cid[sy])
+    ok = sy_call >= 0
+    ok[ok] = in_window[sy_call[ok]] | (names[sy[ok]] == trace.string_id(STREAM_WAIT_EVENT))
+    sy, sy_call = sy[ok], sy_call[ok]
+
+    rows = np.concatenate([host, dev, sy])
+    n_h, n_d = len(host), len(dev)
+    device = np.zeros(len(rows), bool)
+    device[n_h:] = True
+    node_time = np.empty(2 * len(rows), np.int64)
+    node_time[0::2] = start[rows]
+    node_time[1::2] = end[rows]
+    gidx = np.full(trace.n_events, -1, np.int64)  # event row -> graph event
+    gidx[rows] = np.arange(len(rows))
+    edges = _Edges()
+
+    _thread_edges(trace, host, start, end, track, names, node_time, edges)
+    _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, on_host,
+                  gidx, node_time, n_h, n_d, edges)
+    src, dst, weight, etype, owner = edges.columns()
+    return DepGraph(rows, device, node_time, src, dst, weight, etype, owner)
+
+
+def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.ndarray, track: np.ndarray,
+                  names: np.ndarray, node_time: np.ndarray, edges: _Edges) -> None:
+    if not len(host):
+        return
+    thread = cache.threads(trace)[track[host]]
+    order, _, depth_sorted = nesting_depth(thread, start[host], end[host])
+    depth = np.zeros(len(host), np.int64)
+    depth[order] = depth_sorted
+    parent = np.full(len(host), -1, np.int64)
+    par_sorted = np.full(len(order), -1, np.int64)
+    for d in range(1, int(depth_sorted.max(initial=0)) + 1):
+        here, up = np.flatnonzero(depth_sorted == d), np.flatnonzero(depth_sorted == d - 1)
+        par_sorted[here] = up[np.searchsorted(up, here) - 1]
+    has = par_sorted >= 0
+    parent[order[has]] = order[par_sorted[has]]
+
+    # the walk: at one time ends come before starts, deeper ends first, shallower starts first
+    n = len(host)
+    node = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
+    ev = node >> 1
+    is_end = (node & 1).astype(bool)
+    t = node_time[node]
+    sub = np.where(is_end, -depth[ev], depth[ev])
+    walk = lexsort((sub - sub.min(initial=0), (~is_end).astype(np.int64), t, thread[ev]))
+    a, b = node[walk[:-1]], node[walk[1:]]
+    same = thread[a >> 1] == thread[b >> 1]
+    a, b = a[same], b[same]
+    ea, eb = a >> 1, b >> 1
+    a_end, b_end = (a & 1).astype(bool), (b & 1).astype(bool)
+    top = a_end & ~b_end & (depth[ea] == 0) & (depth[eb] == 0)
+    waits = _names_in(trace, WAITING_CALLS)[names[host]]
+    weight = np.where(b_end & waits[eb], 0, node_time[b] - node_time[a])
+    owner = np.where(~a_end, ea, np.where(b_end, eb, parent[ea]))
+    seq = np.arange(len(a), dtype=np.float64)
+    edges.add(a[top], b[top], np.zeros(int(top.sum()), np.int64), DEPENDENCY, np.full(int(top.sum()), -1), seq[top])
+    edges.add(a[~top], b[~top], weight[~top], OPERATOR, owner[~top], seq[~top])
+
+
+def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.ndarray, sy_call: np.ndarray,
+                  corr: Correlation, start: np.ndarray, end: np.ndarray, track: np.ndarray, names: np.ndarray,
+                  cid: np.ndarray, on_host: np.ndarray, gidx: np.ndarray, node_time: np.ndarray,
+                  n_h: int, n_d: int, edges: _Edges) -> None:
+    if not len(dev) and not len(sy):
+        return
+    base = float(len(node_time))  # device edges after every thread edge
+    # processing order: activities by start, sync records by end (HTA's)
+    sort_t = np.concatenate([start[dev], end[sy]])
+    pos = np.empty(len(sort_t), np.int64)
+    pos[np.argsort(sort_t, kind="stable")] = np.arange(len(sort_t))
+    k_pos, s_pos = pos[:n_d], pos[n_d:]
+    g_dev = n_h + np.arange(n_d)
+
+    # the queue of each stream over the whole trace: +1 at a launch, -1 when its work starts
+    q_launch = _names_in(trace, QUEUED_LAUNCHES)
+    m = corr.launch >= 0
+    m[m] = q_launch[names[corr.launch[m]]]
+    qk, ql = corr.device_rows[m], corr.launch[m]
+    n_q = len(qk)
+    q_track = np.concatenate([track[qk], track[qk]])
+    q_t = np.concatenate([start[ql], start[qk]])
+    q_v = np.concatenate([np.ones(n_q, np.int64), -np.ones(n_q, np.int64)])
+    o = lexsort((q_t, q_track)) if n_q else np.zeros(0, np.int64)
+    cs = np.cumsum(q_v[o])
+    first = np.r_[True, q_track[o][1:] != q_track[o][:-1]] if n_q else np.zeros(0, bool)
+    grp_start = np.maximum.accumulate(np.where(first, np.arange(len(o)), 0)) if n_q else o
+    before = np.where(grp_start > 0, cs[grp_start - 1], 0) if n_q else cs
+    level = np.empty(len(o), np.int64)
+    level[o] = cs - before
+    q_at_launch = np.full(trace.n_events, -9, np.int64)
+    q_at_start = np.full(trace.n_events, -9, np.int64)
+    q_at_launch[qk] = level[:n_q]
+    q_at_start[qk] = level[n_q:]
+
+    # the activity each event record marks: the last launch onto the recorded stream before it
+    sync_src = np.full(len(sy), -1, np.int64)  # the device activity row a sync waits for
+    ev_kind = names[sy]
+    is_event = member(ev_kind, np.array([trace.string_id(EVENT_SYNC), trace.string_id(STREAM_WAIT_EVENT)], np.int64))
+    waits = np.zeros(0, np.int64)
+    if is_event.any():  # (the stats are decoded only for traces that have such records)
+        wait_corr = _int_stat(trace, "wait_on_cuda_event_record_corr_id")
+        wait_stream = _int_stat(trace, "wait_on_stream")
+        waits = np.flatnonzero(is_event & (wait_corr[sy] >= 0) & (wait_stream[sy] >= 0))
+    if len(waits):
+        records = np.flatnonzero(on_host & _names_in(trace, EVENT_RECORD_CALLS)[names] & (cid >= 0))
+        rec = _lookup(cid[records], records, wait_corr[sy[waits]])
+        # the stream a record names: the track of its stream number on the waiting event's device
+        plane_of = trace.track_plane
+        stream_track = {(tr.plane, tr.tid): tr.id for tr in trace.tracks if tr.kind == "stream"}
+        want_track = np.array([stream_track.get((int(plane_of[track[sy[w]]]), int(s)), -1)
+                               for w, s in zip(waits.tolist(), wait_stream[sy[waits]].tolist())], np.int64)
+        good = rec >= 0
+        src = _prev_at_or_before(track[qk], start[ql], qk, want_track[good], start[rec[good]])
+        sync_src[waits[good]] = src
+    kernel_sync = np.full(n_d, -1, np.int64)  # graph event a device activity waits for
+    sw = np.flatnonzero((ev_kind == trace.string_id(STREAM_WAIT_EVENT)) & (sync_src >= 0))
+    if len(sw):
+        # the stream waits from its next launch on the waiting call's thread onwards
+        threads = cache.threads(trace)
+        dest = _next_at_or_after(threads[track[ql]] * (1 << 20) + track[qk], start[ql], qk,
+                                 threads[track[sy_call[sw]]] * (1 << 20) + track[sy[sw]], start[sy_call[sw]])
+        ok = (dest >= 0) & (gidx[np.maximum(dest, 0)] >= n_h) & (gidx[sync_src[sw]] >= 0)
+        kernel_sync[gidx[dest[ok]] - n_h] = gidx[sync_src[sw][ok]]
+
+    # each activity's span
+    edges.add(2 * g_dev, 2 * g_dev + 1, dur_of(start, end, dev), OPERATOR, g_dev, base + 4 * k_pos)
+    # the previous activity on its stream
+    o = lexsort((start[dev], track[dev]))
+    prev = np.full(n_d, -1, np.int64)
+    same = track[dev][o][1:] == track[dev][o][:-1]
+    prev[o[1:][same]] = g_dev[o[:-1][same]]
+    ks = kernel_sync
+    has_ks = ks >= 0
+    edges.add(2 * ks[has_ks] + 1, 2 * g_dev[has_ks], np.zeros(int(has_ks.sum()), np.int64), SYNC,
+              np.full(int(has_ks.sum()), -1), base + 4 * k_pos[has_ks] + 1)
+    l_ts = start[dev_launch]
+    prev_end = np.where(prev >= 0, node_time[2 * np.maximum(prev, 0) + 1], np.iinfo(np.int64).min)
+    ks_end = np.where(has_ks, node_time[2 * np.maximum(ks, 0) + 1], np.iinfo(np.int64).min)
+    g_launch = gidx[dev_launch]
+    launched = ((q_at_launch[dev] == 1) & (q_at_start[dev] == 0) & (prev_end < l_ts) & (ks_end < l_ts)
+                & (g_launch >= 0))
+    gap = (~launched & (prev >= 0) & (start[dev] - prev_end < KERNEL_GAP_LIMIT_NS)
+           & (~has_ks | (ks_end < prev_end)))
+    edges.add(2 * g_launch[launched], 2 * g_dev[launched], start[dev][launched] - l_ts[launched], LAUNCH,
+              np.full(int(launched.sum()), -1), base + 4 * k_pos[launched] + 2)
+    edges.add(2 * prev[gap] + 1, 2 * g_dev[gap], start[dev][gap] - prev_end[gap], KERNEL_KERNEL, prev[gap],
+              base + 4 * k_pos[gap] + 2)
+    zero = ~launched & (g_launch >= 0)
+    edges.add(2 * g_launch[zero], 2 * g_dev[zero], np.zeros(int(zero.sum()), np.int64), LAUNCH,
+              np.full(int(zero.sum()), -1), base + 4 * k_pos[zero] + 3)
+
+    # the host waits: on an event's activity, on a stream's last activity, on every stream's
+    call_node = 2 * gidx[sy_call] + 1
+    host_ok = gidx[sy_call] >= 0
+    es = np.flatnonzero((ev_kind == trace.string_id(EVENT_SYNC)) & (sync_src >= 0) & host_ok)
+    es = es[gidx[sync_src[es]] >= 0]
+    edges.add(2 * gidx[sync_src[es]] + 1, call_node[es], np.zeros(len(es), np.int64), SYNC,
+              np.full(len(es), -1), base + 4 * s_pos[es])
+    ctx = (ev_kind == trace.string_id(CONTEXT_SYNC)) & host_ok
+    one = (ev_kind == trace.string_id(STREAM_SYNC)) & host_ok
+    d_tracks = track[dev]
+    for tr in np.unique(d_tracks):
+        mine = np.flatnonzero(d_tracks == tr)
+        mine = mine[np.argsort(k_pos[mine], kind="stable")]
+        q = np.flatnonzero(ctx | (one & (track[sy] == tr)))
+        j = np.searchsorted(k_pos[mine], s_pos[q]) - 1
+        q, j = q[j >= 0], j[j >= 0]
+        last = g_dev[mine[j]]
+        edges.add(2 * last + 1, call_node[q], np.zeros(len(q), np.int64), SYNC, np.full(len(q), -1),
+                  base + 4 * s_pos[q] + (tr % 1024) / 2048)
+
+
+def dur_of(start: np.ndarray, end: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    return end[rows] - start[rows]

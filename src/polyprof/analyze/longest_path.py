@@ -1,0 +1,124 @@
+"""The longest path through a dependency graph (``analyze/depgraph.py``) and the slack of
+every edge: one pass forward and one backward over the nodes in topological order.
+
+Ties go as networkx's ``dag_longest_path`` (HTA's) breaks them: a node takes the first
+inserted of its best incoming edges, a path starts afresh where the best is negative, and
+it ends at the first node in topological order with the greatest length.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import PolyprofError
+from ..trace.sorting import lexsort
+from .depgraph import DepGraph
+
+log = logging.getLogger("polyprof")
+
+
+@dataclass
+class LongestPath:
+    nodes: np.ndarray  # node ids along the path, first to last
+    edges: np.ndarray  # edge indices along it, first to last
+    length: int  # ns: the sum of its edges' weights
+    through: np.ndarray  # per edge, the longest path that runs through it (ns)
+    fwd: np.ndarray  # per node, the longest path that ends there (ns)
+    bwd: np.ndarray  # per node, the longest path that starts there (ns)
+
+
+def topological_order(g: DepGraph) -> np.ndarray:
+    """Nodes in an order every edge runs forward in: by time (ends before starts at one
+    instant, device ends first, deeper ends first...), else by Kahn's walk."""
+    n = g.n_nodes
+    is_end = np.arange(n) & 1
+    dev = np.repeat(g.device, 2)
+    # at one instant: ends (device ones first) before starts (host ones first)
+    tie = np.where(is_end == 1, np.where(dev, 0, 1), np.where(dev, 3, 2))
+    order = lexsort((tie, g.time))
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
+    if not len(g.src) or bool((pos[g.src] < pos[g.dst]).all()):
+        return order
+    return _kahn(g, pos)
+
+
+def _kahn(g: DepGraph, pos: np.ndarray) -> np.ndarray:
+    """Kahn's walk, taking ready nodes in ``pos`` order (used only where time order and the
+    edges disagree: clock skew or ties the time order misplaces)."""
+    import heapq
+
+    n = g.n_nodes
+    indeg = np.bincount(g.dst, minlength=n).tolist()
+    o = np.argsort(g.src, kind="stable")
+    ptr = np.searchsorted(g.src[o], np.arange(n + 1)).tolist()
+    out_dst = g.dst[o].tolist()
+    p = pos.tolist()
+    heap = [(p[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        order.append(v)
+        for d in out_dst[ptr[v]:ptr[v + 1]]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                heapq.heappush(heap, (p[d], d))
+    if len(order) != n:
+        raise PolyprofError("the dependency graph has a cycle (events overlapping on a thread or stream)")
+    log.debug("critical path: %d edges against time order; nodes taken in Kahn's order", int((pos[g.src] >= pos[g.dst]).sum()))
+    return np.asarray(order, np.int64)
+
+
+def longest_path(g: DepGraph) -> LongestPath:
+    n = g.n_nodes
+    if not len(g.src):
+        z = np.zeros(0, np.int64)
+        return LongestPath(z, z, 0, z, np.zeros(n, np.int64), np.zeros(n, np.int64))
+    order = topological_order(g)
+    src, dst, w = g.src.tolist(), g.dst.tolist(), g.weight.tolist()
+    # incoming edges per node in insertion order, outgoing likewise
+    i_o = np.argsort(g.dst, kind="stable")
+    i_ptr = np.searchsorted(g.dst[i_o], np.arange(n + 1)).tolist()
+    ins = i_o.tolist()
+    o_o = np.argsort(g.src, kind="stable")
+    o_ptr = np.searchsorted(g.src[o_o], np.arange(n + 1)).tolist()
+    outs = o_o.tolist()
+    fwd = [0] * n
+    best = [-1] * n
+    for v in order.tolist():
+        lo, hi = i_ptr[v], i_ptr[v + 1]
+        if lo == hi:
+            continue
+        b, be = None, -1
+        for e in ins[lo:hi]:
+            c = fwd[src[e]] + w[e]
+            if b is None or c > b:
+                b, be = c, e
+        if b is not None and b >= 0:
+            fwd[v], best[v] = b, be
+    bwd = [0] * n
+    for u in order[::-1].tolist():
+        lo, hi = o_ptr[u], o_ptr[u + 1]
+        if lo == hi:
+            continue
+        bwd[u] = max(0, max(w[e] + bwd[dst[e]] for e in outs[lo:hi]))
+    f = np.asarray(fwd, np.int64)
+    has_edge = np.zeros(n, bool)
+    has_edge[g.src] = True
+    has_edge[g.dst] = True
+    cand = order[has_edge[order]]
+    end = int(cand[int(np.argmax(f[cand]))])
+    path_e = []
+    v = end
+    while best[v] >= 0:
+        e = best[v]
+        path_e.append(e)
+        v = src[e]
+    edges = np.asarray(path_e[::-1], np.int64)
+    nodes = np.concatenate([[v], g.dst[edges]]).astype(np.int64)
+    b = np.asarray(bwd, np.int64)
+    return LongestPath(nodes, edges, int(f[end]), f[g.src] + g.weight + b[g.dst], f, b)
