@@ -173,3 +173,30 @@ def test_occupancy_equals_a_hand_computation_for_three_limits():
     assert at("void at::native::vectorized_elementwise_kernel") == ("128,1,1", 18, 0, 16 * 4 / 64, "threads")
     i = rows["Memcpy HtoD (Pageable -> Device)"]  # not a kernel: nothing
     assert column(kb, "grid")[i] == "" and math.isnan(column(kb, "occupancy")[i])
+
+
+def test_summary_json_has_the_tables_and_takes_peaks():
+    """``polyprof summary --json`` as a user runs it: op_efficiency and mfu on a shared
+    A100 trace (no shapes: its tables are empty, its kernels keep their occupancy) and
+    on one with shapes, with ``--peak`` over the (unknown) device's."""
+    import json
+    import subprocess
+    import sys
+
+    def summary(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "polyprof", "summary", "--json", *args], capture_output=True,
+                              text=True, timeout=300)
+
+    p = summary(str(DATA / "kineto" / "a100_alexnet_small.json.gz"))
+    tables = json.loads(p.stdout)["tables"]
+    assert {"op_efficiency", "mfu"} <= set(tables)
+    assert "occupancy" in tables["kernel_breakdown"]["columns"]
+    p = summary(str(DATA / "kineto" / "sampled_rank0.json.gz"), "--all-steps", "--peak", "fp32=19.5e12,hbm=1.555e12")
+    tables = json.loads(p.stdout)["tables"]
+    overall = tables["mfu"]["records"][0]
+    assert overall["step"] == -1 and overall["peak_flops_per_s"] == 19.5e12 and overall["precision"] == "fp32"
+    assert overall["mfu_pct"] == pytest.approx(100 * overall["flops"] / (overall["time_ns"] / 1e9) / 19.5e12)
+    mm = next(r for r in tables["op_efficiency"]["records"] if r["name"] == "aten::mm")
+    assert mm["where"] == "device" and mm["bound_by"] in ("compute", "memory") and mm["flops"] > 0
+    bad = summary(str(DATA / "kineto" / "sampled_rank0.json.gz"), "--peak", "bf16=fast")
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("polyprof: error: --peak")

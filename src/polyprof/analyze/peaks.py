@@ -10,6 +10,7 @@ precision, used only when asked for: ``--peak`` or ``precision=``).
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -169,6 +170,11 @@ def using(override: str | Mapping[str, float] | None) -> Iterator[None]:
         _GIVEN.reset(token)
 
 
+#: the environment variable ``--peak`` sets (worker processes of a job's summary inherit it)
+ENV = "POLYPROF_PEAK"
+
+
 def given() -> str | Mapping[str, float] | None:
-    """The peaks :func:`using` set, or None."""
-    return _GIVEN.get()
+    """The peaks :func:`using` set, else those of ``POLYPROF_PEAK``, else None."""
+    v = _GIVEN.get()
+    return v if v is not None else (os.environ.get(ENV) or None)

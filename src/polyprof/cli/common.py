@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,24 @@ def add_window_args(p: argparse.ArgumentParser, title: str | None = None) -> Non
     g.add_argument("--round-us", action="store_true",
                    help="round each device activity inward to whole µs of the file's time base, as HTA "
                         "reads Kineto files (with --steps :LAST --span device: HTA's temporal breakdown)")
+
+
+def add_peak_arg(p: argparse.ArgumentParser) -> None:
+    """--peak: device peaks for op_efficiency and mfu over those matched to the trace's device."""
+    p.add_argument("--peak", metavar="NAME=VALUE,...",
+                   help="device peaks over the matched device's (analyze/peaks.json), e.g. bf16=989e12,hbm=3.35e12 "
+                        "(FLOP/s per precision fp64/fp32/tf32/bf16/fp16/fp8/int8, bytes/s for hbm)")
+
+
+def apply_peak(args: argparse.Namespace) -> None:
+    """Checks --peak and hands it to the efficiency tables of this process and its workers
+    (``POLYPROF_PEAK``, read by ``analyze/peaks.py``)."""
+    text = getattr(args, "peak", None)
+    if text:
+        from ..analyze.peaks import ENV, parse_override  # only when --peak is given
+
+        parse_override(text)
+        os.environ[ENV] = text
 
 
 def window_from(args: argparse.Namespace, default: Any = "auto") -> Any:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import PolyprofError
-from .common import Subparsers, add_window_args, load_trace, output_path, window_from
+from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path, window_from
 from ..trace import metadata_keys as mkeys
 from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job
 
@@ -24,10 +24,12 @@ def register(sub: Subparsers) -> None:
     add_rank_arg(p)
     add_executor_args(p)
     add_window_args(p)
+    add_peak_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_peak(args)
     ranks = None
     if is_job(args.file):  # several files, a directory or a store: the same page for the same ranks
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import Subparsers, add_window_args, load_trace, window_from
+from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, window_from
 from .ranks import add_executor_args, analyze_ranks, is_job
 
 
@@ -22,10 +22,12 @@ def register(sub: Subparsers) -> None:
                    help="print every table and finding as JSON (for scripts and CI)")
     add_executor_args(p)
     add_window_args(p)
+    add_peak_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_peak(args)
     job = is_job(args.file)  # several files, a directory or a store: one job, whatever its ranks are in
     if job:
         report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
