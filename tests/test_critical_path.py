@@ -16,7 +16,7 @@ import pytest
 import polyprof
 from polyprof.analyze import depgraph
 from polyprof.analyze.critical_path import critical_path, event_times
-from polyprof.analyze.frames import column, columnar
+from polyprof.analyze.frames import column
 from polyprof.analyze.longest_path import longest_path
 from polyprof.analyze.registry import ANALYSES
 
@@ -138,8 +138,7 @@ def test_end_to_end_critical_events_as_htas_output():
 
 def test_view_rows_times_and_slack():
     t = _load("cuda_event_sync_multi_stream")
-    with columnar(True):
-        cp = critical_path(t)
+    cp = critical_path(t)
     assert {"rank", "step", "name", "kind", "start_ns", "dur_ns", "on_path_ns", "slack_ns"} <= set(cp.columns)
     on, slack, path = column(cp, "on_path_ns"), column(cp, "slack_ns"), column(cp, "path_ns")
     assert (path == 1_178_000).all()  # whole trace (no steps): HTA's path length
@@ -163,8 +162,7 @@ def test_view_rows_times_and_slack():
 def test_registered_and_per_step():
     assert any(a.name == "critical_path" and a.per_event for a in ANALYSES)
     t = polyprof.load(Path(__file__).parent / "data" / "traces" / "kineto" / "cuda_event_sync_multistream.json.gz")
-    with columnar(True):
-        cp = critical_path(t)
+    cp = critical_path(t)
     steps = np.unique(column(cp, "step"))
     assert len(steps) >= 1
     for s in steps.tolist():

@@ -9,8 +9,6 @@ both follow HTA's critical path analysis, whose results they reproduce
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..derive import cache
@@ -18,11 +16,9 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from .depgraph import DepGraph, build
 from .frames import empty_frame, frame
+from .table import Table
 from .longest_path import LongestPath, longest_path
 from .window import WindowArg, view
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 COLUMNS = ["rank", "step", "name", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns", "path_ns"]
 _TEXT = ("name", "kind", "track")
@@ -75,7 +71,7 @@ def rank_of(trace: Trace) -> int:
     return 0
 
 
-def critical_path(trace: Trace, window: WindowArg = None) -> pd.DataFrame:
+def critical_path(trace: Trace, window: WindowArg = None) -> Table:
     """Every op, runtime call and device activity of each step's dependency graph.
 
     Columns: ``rank``; ``step`` (-1: a trace without steps, taken whole); ``name``;
