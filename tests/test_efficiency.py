@@ -200,3 +200,44 @@ def test_summary_json_has_the_tables_and_takes_peaks():
     assert mm["where"] == "device" and mm["bound_by"] in ("compute", "memory") and mm["flops"] > 0
     bad = summary(str(DATA / "kineto" / "sampled_rank0.json.gz"), "--peak", "bf16=fast")
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("polyprof: error: --peak")
+
+
+TRACELENS = Path(__file__).parent / "data" / "peers" / "tracelens_perf"
+
+
+@pytest.mark.parametrize("trace", sorted(p.name for p in TRACELENS.glob("*.json.gz")))
+def test_flops_agree_with_tracelens_perf_model(trace):
+    """Every GEMM, convolution and SDPA call of TraceLens's reference perf-model CSVs
+    (its public H100 and MI300X test traces): polyprof's FLOPs of the same calls in the
+    same trace within 1% (TraceLens adds the bias, M·N, to a GEMM's 2·M·N·K; polyprof
+    counts as torch does)."""
+    import csv
+    import json
+
+    t = polyprof.load(TRACELENS / trace)
+    rows = t.rows_of_kind(Kind.CPU_OP)
+    c = op_costs(t, rows)
+    has, dims = t.stats.lookup_rows(["Input Dims"], rows)["Input Dims"]
+    ours: dict[tuple[str, str], set[float]] = defaultdict(set)
+    for n, d, f in zip(t.names(rows)[has], dims, c.flops[has]):
+        ours[n, json.dumps(json.loads(d))].add(float(f))
+    checked = defaultdict(int)
+    for table in ("GEMM", "CONV_fwd", "SDPA_fwd"):
+        path = TRACELENS / trace.replace(".json.gz", f"_{table}.csv")
+        if not path.exists():
+            continue
+        with open(path, encoding="utf-8") as f:
+            for r in csv.DictReader(f):
+                ref = float(r["GFLOPS_first"]) * 1e9
+                mine = ours[r["name"], json.dumps(json.loads(r["Input Dims_first"]))]
+                assert mine and all(abs(m - ref) <= 0.01 * ref for m in mine), (r["name"], r["Input Dims_first"])
+                checked[table] += 1
+    assert checked["GEMM"] >= 4 and checked["SDPA_fwd"] >= 1
+    # the device is recognised, so the tables have peaks
+    pk = peaks.device_peak(t)
+    assert pk is not None and pk.model == ("NVIDIA H100 SXM" if trace.startswith("h100") else "AMD Instinct MI300X")
+    oe = op_efficiency(t)
+    i = list(column(oe, "name")).index("aten::addmm")
+    assert column(oe, "precision")[i] == "bf16" and column(oe, "peak_flops_per_s")[i] == pk.flops("bf16")
+    assert 0 < column(oe, "roofline_pct")[i] <= 100
+    assert 0 < column(mfu(t), "mfu_pct")[0] < 100
