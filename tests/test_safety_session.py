@@ -448,13 +448,14 @@ def test_one_section_object_shared_by_asyncio_tasks_times_each_task(section_impl
     assert got[1] < got[2] < got[0], got  # 10 < 30 < 60 ms, whatever the machine's load
 
 
-def test_journal_says_how_far_behind_it_fell(tmp_path):
-    """More sections per interval than one flush writes (4 x 2**18): the flush leaves
-    the rest for the next one and the count is kept; close writes them all."""
+def test_journal_says_how_far_behind_it_fell(tmp_path, monkeypatch):
+    """More sections per interval than one flush writes (here 4 batches of 2**16): the
+    flush leaves the rest for the next one and the count is kept; close writes them all."""
+    monkeypatch.setattr(journal, "MAX_SECTION_BATCHES", 4)
     rec = Recorder()
     path = tmp_path / "j.partial"
     w = journal.JournalWriter(path, {"start_ns": 0, "wall_anchor": {}}, rec, interval=3600)
-    n = 4 * journal.CHUNK + 1000
+    n = 4 * journal.SECTION_CHUNK + 1000
     t = time.perf_counter_ns()  # the session clock
     rec.sections.extend(("s", t, t, None, 1) for i in range(n))
     time.sleep(0.05)

@@ -20,7 +20,8 @@ from typing import Any
 from ..errors import OutputError
 from ..outfile import check_target, replacing
 
-__all__ = ["OutputError", "Written", "check_target", "fallback_path", "open_exclusive", "save", "write_atomic"]
+__all__ = ["OutputError", "Written", "check_target", "fallback_path", "launcher_rank", "open_exclusive", "per_rank",
+           "save", "write_atomic"]
 
 log = logging.getLogger("polyprof")
 
@@ -48,6 +49,37 @@ def write_atomic(trace: Any, path: Path, follow_symlinks: bool = False) -> Path:
     with replacing(path, force=follow_symlinks) as tmp:
         trace.save(tmp)
     return path.resolve() if follow_symlinks and path.is_symlink() else path
+
+
+#: (rank, world size) variables of the launchers: torchrun, Open MPI, MPICH / Intel MPI, SLURM
+RANK_VARIABLES = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                  ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
+
+
+def launcher_rank(environ: Any = None) -> int | None:
+    """This process's rank when a launcher started several (None: one process)."""
+    env = os.environ if environ is None else environ
+    for rank, size in RANK_VARIABLES:
+        try:
+            r, n = int(env[rank]), int(env[size])
+        except (KeyError, ValueError):
+            continue
+        if n > 1 and 0 <= r < n:
+            return r
+    return None
+
+
+def per_rank(path: Path, environ: Any = None) -> Path:
+    """The output of this rank: ``{rank}`` in the name replaced, else ``.rankN`` put before
+    the suffix (``train.polyprof`` -> ``train.rank3.polyprof``) when a launcher (torchrun,
+    mpirun, srun) started several processes, so no rank overwrites another's file."""
+    rank = launcher_rank(environ)
+    if "{rank}" in path.name:
+        return path.with_name(path.name.replace("{rank}", str(rank if rank is not None else 0)))
+    if rank is None:
+        return path
+    suffix = "".join(path.suffixes[-1:]) if path.suffix else ""
+    return path.with_name(f"{path.name[:len(path.name) - len(suffix)]}.rank{rank}{suffix}")
 
 
 def fallback_path(requested: Path) -> Path:

@@ -91,7 +91,8 @@ class Session:
         self._driver: Any = None
         self.plugin_spec = list(settings.plugins) if settings.plugins is not None else None
         self.memory = settings.memory  # every plugin gets the option memory=True (it records memory)
-        self.output = settings.output
+        #: under torchrun / mpirun / srun, each rank's own file (collect/output.py: per_rank)
+        self.output = None if settings.output is None else output_mod.per_rank(settings.output)
         self.collect_timeout = settings.collect_timeout
         self.call_timeout = settings.call_timeout
         self.record_argv = settings.record_argv
