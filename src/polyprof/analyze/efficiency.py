@@ -17,6 +17,7 @@ from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace import keys
+from .common import op_durations
 from .flops import SOURCE_NAMES, Costs, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
@@ -72,7 +73,8 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         return empty_frame(cols, ("name", "flops_source", "precision", "where", "bound_by"), np.float64)
     ev = trace.events
     st, du = ev["start_ns"][rows], ev["dur_ns"][rows]
-    dev_ns = np.where(on_device, du, 0)
+    # a device op's time as XProf counts it (device_duration_ps where the op has it)
+    dev_ns = np.where(on_device, op_durations(trace, rows, du), 0)
     host = ~on_device
     if host.any():
         proj = LaunchIndex(trace, cache.correlation(trace)).project(
@@ -86,7 +88,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     has_f = group_reduce(o, s, (~np.isnan(c.flops)).astype(np.int64), np.add) > 0
     has_b = group_reduce(o, s, (~np.isnan(c.bytes)).astype(np.int64), np.add) > 0
     flops, nbytes = np.where(has_f, flops, np.nan), np.where(has_b, nbytes, np.nan)
-    device_ns = group_reduce(o, s, dev_ns, np.add)
+    device_ns = group_reduce(o, s, dev_ns.astype(np.float64), np.add)
     host_ns = group_reduce(o, s, np.where(on_device, 0, du), np.add)
     on_dev = device_ns > 0
     time_ns = np.where(on_dev, device_ns, host_ns).astype(np.float64)
@@ -185,3 +187,4 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
         "precision": np.full(n, precision, object), "devices": np.full(n, devices, np.int64),
         "peak_flops_per_s": np.full(n, peak_f if peak_f else np.nan), "mfu_pct": pct,
         "device": np.full(n, f"{pk.model} ({pk.source})" if pk else "", object)})
+
