@@ -1,0 +1,151 @@
+"""Issue 35's targets, whole processes as users run them, paired with the peer.
+
+For every Kineto trace HTA reads (tests/data/traces/kineto, tb_plugin's 2021 samples in
+tests/data/peers/tb_plugin) one ``polyprof summary FILE`` process and one HTA 0.5
+process (load + ``get_temporal_breakdown`` + ``get_gpu_kernel_breakdown``) per round;
+for every XSpace (the TPU sample, TraceLens's MI300 GPU files) one ``polyprof summary``
+and one XProf process running ``overview_page`` and ``framework_op_stats`` on the file.
+Rounds alternate which tool goes first; each child's wall time, CPU time (user + sys,
+from ``wait4``) and peak RSS are taken from the kernel. Printed per file: min and median
+of each and of the per-round ratios (peer / polyprof: above 1 means polyprof is faster
+or smaller), and the load average before and after, with which targets hold.
+
+    python bench/whole_process.py --rounds 3
+    python bench/whole_process.py --rounds 5 --only v100,tpu
+
+One untimed warm-up process per tool runs first (bytecode caches, child_env.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import lzma
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from child_env import child_env
+
+ROOT = Path(__file__).resolve().parents[1]
+KINETO = ROOT / "tests" / "data" / "traces" / "kineto"
+TB_PLUGIN = ROOT / "tests" / "data" / "peers" / "tb_plugin"
+XSPACES = [ROOT / "tests" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb",
+           *sorted((ROOT / "tests" / "data" / "peers" / "tracelens").glob("*.xplane.pb"))]
+
+HTA = r"""
+import io, sys, logging, warnings, contextlib
+logging.disable(logging.CRITICAL)
+warnings.filterwarnings("ignore")
+from hta.trace_analysis import TraceAnalysis
+with contextlib.redirect_stdout(io.StringIO()):
+    a = TraceAnalysis(trace_dir=sys.argv[1])
+    a.get_temporal_breakdown(visualize=False)
+    a.get_gpu_kernel_breakdown(visualize=False)
+"""
+
+XPROF = r"""
+import sys, logging
+logging.disable(logging.CRITICAL)
+from xprof.convert import raw_to_tool_data as r
+for tool in ("overview_page", "framework_op_stats"):
+    r.xspace_to_tool_data([sys.argv[1]], tool, {"use_saved_result": False})
+"""
+
+
+def measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Wall seconds, CPU seconds and peak RSS (MiB) of one child process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    if os.waitstatus_to_exitcode(status):
+        raise RuntimeError(f"{' '.join(cmd[:4])} failed: {err[-1500:]}")
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
+
+
+def inputs(tmp: Path) -> list[tuple[str, Path, str]]:
+    """(label, file, peer) for every input: Kineto files each in a directory of their own
+    (HTA reads a directory of ranks), XSpace files as they are."""
+    out = []
+    kineto = sorted(KINETO.glob("*.json.gz"))
+    for src in kineto:
+        d = tmp / src.name.split(".")[0]
+        d.mkdir()
+        shutil.copy(src, d / src.name)
+        out.append((src.name.split(".")[0], d / src.name, "hta"))
+    for xz in sorted(TB_PLUGIN.glob("*.pt.trace.json.xz")):
+        d = tmp / ("tb_" + xz.name.split(".")[0])
+        d.mkdir()
+        f = d / xz.name.replace(".json.xz", ".json.gz")
+        f.write_bytes(gzip.compress(lzma.decompress(xz.read_bytes()), 6))
+        out.append((d.name, f, "hta"))
+    out += [(x.name.split(".")[0], x, "xprof") for x in XSPACES if x.exists()]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", help="comma-separated substrings of the inputs to run")
+    args = ap.parse_args(argv)
+    env, peer_env = child_env(str(ROOT / "src")), child_env(None)
+    load0 = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="polyprof-whole-") as tmp:
+        todo = inputs(Path(tmp))
+        if args.only:
+            keys = args.only.split(",")
+            todo = [t for t in todo if any(k in t[0] for k in keys)]
+        for label, path, peer in todo:
+            poly = [sys.executable, "-m", "polyprof", "summary", str(path)]
+            other = [sys.executable, "-c", HTA, str(path.parent)] if peer == "hta" else \
+                [sys.executable, "-c", XPROF, str(path)]
+            measure(poly, env)  # warm-up, untimed
+            try:
+                measure(other, peer_env)
+            except RuntimeError as e:
+                print(f"{label}: {peer} does not read it ({str(e).strip().splitlines()[-1][:120]}); skipped",
+                      flush=True)
+                continue
+            ours, theirs = [], []
+            for r in range(args.rounds):
+                pair = [(ours, poly, env), (theirs, other, peer_env)]
+                for acc, cmd, e in (pair if r % 2 == 0 else pair[::-1]):
+                    acc.append(measure(cmd, e))
+            ratio = {k: [t[k] / o[k] for o, t in zip(ours, theirs)] for k in ("wall", "cpu", "rss")}
+            size = path.stat().st_size
+            rows.append((label, peer, size, ours, theirs, ratio))
+            print(f"{label} ({size / 1e6:.1f} MB, vs {peer}): polyprof wall {min(o['wall'] for o in ours):.2f} / "
+                  f"{statistics.median(o['wall'] for o in ours):.2f} s, cpu "
+                  f"{statistics.median(o['cpu'] for o in ours):.2f} s, rss "
+                  f"{statistics.median(o['rss'] for o in ours):.0f} MiB; {peer} wall "
+                  f"{statistics.median(t['wall'] for t in theirs):.2f} s, rss "
+                  f"{statistics.median(t['rss'] for t in theirs):.0f} MiB; {peer}/polyprof wall "
+                  f"{min(ratio['wall']):.1f}x / {statistics.median(ratio['wall']):.1f}x, cpu "
+                  f"{min(ratio['cpu']):.1f}x / {statistics.median(ratio['cpu']):.1f}x, rss "
+                  f"{statistics.median(ratio['rss']):.2f}x", flush=True)
+    load1 = os.getloadavg()
+    print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}; {args.rounds} rounds, alternating")
+    hta_rows = [r for r in rows if r[1] == "hta"]
+    xprof_rows = [r for r in rows if r[1] == "xprof"]
+    if hta_rows:
+        cpu10 = all(min(r[5]["cpu"]) >= 10 for r in hta_rows)
+        mem = all(statistics.median(r[5]["rss"]) >= 1 / 0.3 for r in hta_rows)
+        print(f"target: summary >= 10x HTA in CPU seconds on every Kineto trace (lowest round): "
+              f"{'holds' if cpu10 else 'does not hold'}; peak memory <= 0.3x HTA's: {'holds' if mem else 'does not hold'}")
+    if xprof_rows:
+        faster = all(min(r[5]["wall"]) > 1 for r in xprof_rows)
+        print(f"target: summary faster than XProf overview_page + framework_op_stats on every XSpace: "
+              f"{'holds' if faster else 'does not hold'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
