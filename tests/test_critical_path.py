@@ -168,3 +168,24 @@ def test_registered_and_per_step():
     for s in steps.tolist():
         mine = column(cp, "step") == s
         assert (column(cp, "slack_ns")[mine] == 0).any()  # each step has a path
+
+
+def test_terminal_table_sums_the_path():
+    import io
+
+    from rich.console import Console
+
+    from polyprof.analyze.critical_path import on_path_totals
+    from polyprof.report.terminal import print_summary
+
+    t = _load("cuda_event_sync_multi_stream")
+    cp = critical_path(t)
+    tot = on_path_totals(cp)
+    assert int(column(tot, "on_path_ns").sum()) == int(column(cp, "on_path_ns").sum())
+    assert (np.diff(column(tot, "on_path_ns")) <= 0).all()
+    top = column(tot, "name")[0]
+    mine = column(cp, "name") == top
+    assert column(tot, "on_path_ns")[0] == column(cp, "on_path_ns")[mine].sum()
+    buf = io.StringIO()
+    print_summary(t, console=Console(file=buf, width=160))
+    assert "Critical path" in buf.getvalue() and top[:20] in buf.getvalue()

@@ -15,7 +15,7 @@ from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from .depgraph import DepGraph, build
-from .frames import empty_frame, frame
+from .frames import column, empty_frame, frame
 from .table import Table
 from .longest_path import LongestPath, longest_path
 from .window import WindowArg, view
@@ -115,3 +115,29 @@ def critical_path(trace: Trace, window: WindowArg = None) -> Table:
     cols = {c: np.concatenate([x[c] for x in parts]) for c in COLUMNS}
     order = np.lexsort((cols["start_ns"], cols["step"]))
     return frame({c: v[order] for c, v in cols.items()})
+
+
+def on_path_totals(cp: Table) -> Table:
+    """The events on the critical path summed by (name, kind) over the steps of a
+    :func:`critical_path` table: ``name``, ``kind``, ``on_path_ns``, ``share_pct`` (of
+    the steps' path lengths together), ``steps`` (steps in which it was on the path).
+    Largest first."""
+    on = np.asarray(column(cp, "on_path_ns"), np.int64)
+    keep = np.flatnonzero(on > 0)
+    if not len(keep):
+        return empty_frame(["name", "kind", "on_path_ns", "share_pct", "steps"], ("name", "kind"))
+    step = np.asarray(column(cp, "step"), np.int64)
+    path = np.asarray(column(cp, "path_ns"), np.int64)
+    _, first = np.unique(step, return_index=True)
+    total = int(path[first].sum())
+    name_u, name_i = np.unique(np.asarray(column(cp, "name")[keep], str), return_inverse=True)
+    kind_u, kind_i = np.unique(np.asarray(column(cp, "kind")[keep], str), return_inverse=True)
+    uniq, inv = np.unique(name_i * len(kind_u) + kind_i, return_inverse=True)
+    sums = np.bincount(inv, weights=on[keep]).astype(np.int64)
+    pairs = np.unique(np.stack([inv, step[keep]]), axis=1)
+    steps = np.bincount(pairs[0], minlength=len(uniq))
+    names, kinds = name_u[uniq // len(kind_u)].astype(object), kind_u[uniq % len(kind_u)].astype(object)
+    order = np.argsort(-sums, kind="stable")
+    return frame({"name": names[order], "kind": kinds[order],
+                  "on_path_ns": sums[order], "share_pct": np.round(100.0 * sums[order] / max(total, 1), 1),
+                  "steps": steps[order].astype(np.int64)})

@@ -18,6 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from ..analyze.critical_path import on_path_totals
 from ..analyze.frames import column, labels, order_desc
 from ..analyze.table import Table
 from ..trace.core import Trace
@@ -344,6 +345,7 @@ def _parts(out: Any, report: Any, top: int, W: int) -> None:
     _section_tables(out, T["section_stats"], top, W, has_device)
     _memory_tables(out, report, top, W)
     _step_tables(out, T, top, W, has_device)
+    _critical_path_table(out, T.get("critical_path"), top, W)
     _other_events(out, T, top, W)
     _counter_table(out, T.get("counter_stats"), top, W)
     for err in ov["plugin_errors"]:
@@ -478,6 +480,17 @@ def _step_tables(out: Any, T: dict[str, Table], top: int, W: int, has_device: bo
             ("plane", "device", None), ("launch_name", "launch call", None), *calls,
             ("count", "activities" if calls else "count", i), ("cpu_mean_ns", "CPU mean", fmt_ns), ("device_mean_ns", "device mean", fmt_ns),
             ("delay_median_ns", "delay median", fmt_ns), ("delay_p99_ns", "delay p99", fmt_ns, True)], top, W))
+
+
+def _critical_path_table(out: Any, cp: Table | None, top: int, W: int) -> None:
+    """What the steps' critical paths ran through (analyze/critical_path.py)."""
+    if cp is None or not len(cp):
+        return
+    t = on_path_totals(cp)
+    if len(t):
+        out(_table("Critical path", t, [("name", "name", None), ("kind", "kind", None),
+                                        ("on_path_ns", "on path", fmt_ns), ("share_pct", "share", fmt_pct),
+                                        ("steps", "steps", _int, True)], top, W))
 
 
 def _other_events(out: Any, T: dict[str, Table], top: int, W: int) -> None:
