@@ -189,3 +189,36 @@ def test_terminal_table_sums_the_path():
     buf = io.StringIO()
     print_summary(t, console=Console(file=buf, width=160))
     assert "Critical path" in buf.getvalue() and top[:20] in buf.getvalue()
+
+
+def test_critical_path_track_in_perfetto_and_chrome(tmp_path):
+    """`polyprof export --critical-path`: a "critical path" track whose slices are the path's
+    edges with time, read back from the Perfetto protobuf and the Chrome JSON written."""
+    import subprocess
+    import sys
+
+    src = next((DATA / "cuda_event_sync_multi_stream").glob("*.json.gz"))
+    t, g, p = _graph("cuda_event_sync_multi_stream", "", 0)
+    timed = p.edges[g.weight[p.edges] > 0]
+    outs = {}
+    for fmt, name in (("perfetto", "cp.pftrace"), ("chrome", "cp.json")):
+        outs[fmt] = tmp_path / name
+        r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(src), "-f", fmt, "-o", str(outs[fmt]),
+                            "--critical-path"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    back = polyprof.load(outs["perfetto"])
+    track = [tr.id for tr in back.tracks if tr.name == "critical path"]
+    assert len(track) == 1
+    mine = np.flatnonzero(back.events["track"] == track[0])
+    assert len(mine) == len(timed)
+    assert int(back.events["dur_ns"][mine].sum()) == p.length
+    assert sorted(back.events["start_ns"][mine].tolist()) == sorted(g.time[g.src[timed]].tolist())
+    doc = json.loads(outs["chrome"].read_text())
+    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    meta = [e for e in evs if e.get("ph") == "M" and e.get("args", {}).get("name") == "critical path"]
+    assert len(meta) == 1
+    slices = [e for e in evs if e.get("ph") == "X" and (e["pid"], e["tid"]) == (meta[0]["pid"], meta[0]["tid"])]
+    assert len(slices) == len(timed)
+    owned = g.owner[timed] >= 0
+    assert sorted(e["name"] for e in slices if e["name"] not in ("launch delay", "kernel gap", "wait")) == \
+        sorted(t.names()[g.rows[g.owner[timed][owned]]].tolist())

@@ -23,6 +23,8 @@ def register(sub: Subparsers) -> None:
                    help="write through a symbolic link at the output path (refused by default)")
     p.add_argument("--derive", action="store_true",
                    help="add the derived lines per device first (Steps, Sections, Framework Ops, ...)")
+    p.add_argument("--critical-path", action="store_true",
+                   help="add a 'critical path' track: each step's critical path (docs/analysis.md)")
     add_window_args(p, "steps to write (default: the whole trace; --steps or --skip-first: only the events "
                        "the analyses of that window count)")
     from .ranks import add_rank_arg
@@ -45,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
         from ..derive import derive
 
         trace = derive(trace)
+    if getattr(args, "critical_path", False):
+        from ..analyze.critical_path_track import with_critical_path
+
+        trace = with_critical_path(trace)
     fmt = by_name(args.format) if args.format else (for_output(args.output) or by_name("chrome"))
     out = fmt.write(trace, output_path(args.output), force=args.force)
     print(f"polyprof: wrote {out}", file=sys.stderr)

@@ -1,0 +1,68 @@
+"""The critical path as a track: ``with_critical_path(trace)`` is the trace plus a derived
+track "critical path" on its host plane, one slice per stretch of each step's path, so
+every writer (Perfetto, Chrome JSON, Kineto, XSpace, .polyprof) shows it beside the
+threads and streams.
+
+A slice is a path edge with time: named after the event it belongs to (an op, a call,
+a kernel), or "launch delay" / "kernel gap" / "wait" for the edges that belong to none;
+its stats are ``step``, ``edge`` (the edge type, ``depgraph.EDGE_TYPES``) and ``on``
+(the track of the event it belongs to, "" for none).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace import keys
+from ..trace import metadata_keys as mkeys
+from ..trace.builder import TraceBuilder
+from ..trace.core import Trace
+from .critical_path import step_windows
+from .depgraph import EDGE_TYPES, build
+from .longest_path import longest_path
+
+#: the track's name
+TRACK = "critical path"
+_UNOWNED = {"kernel_launch_delay": "launch delay", "kernel_kernel_delay": "kernel gap",
+            "sync_dependency": "wait", "dependency": "dependency", "operator": "operator"}
+
+
+def with_critical_path(trace: Trace) -> Trace:
+    """``trace`` plus the "critical path" track (the input is not changed; a trace that
+    has the track already is returned as it is)."""
+    if any(t.name == TRACK and t.kind == "derived" for t in trace.tracks):
+        return trace
+    host = next((p for p in trace.planes if p.kind == "host"), None)
+    if host is None:
+        return trace
+    numbers, starts, ends = step_windows(trace)
+    names = np.asarray(trace.strings, dtype=object)
+    track_names = np.array([t.name for t in trace.tracks], dtype=object)
+    parts: list[tuple[np.ndarray, ...]] = []
+    for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
+        g = build(trace, t0, t1)
+        if not len(g.src):
+            continue
+        p = longest_path(g)
+        e = p.edges[g.weight[p.edges] > 0]
+        if not len(e):
+            continue
+        owner = g.owner[e]
+        rows = np.where(owner >= 0, g.rows[np.maximum(owner, 0)], -1)
+        etype = np.array(EDGE_TYPES, dtype=object)[g.etype[e]]
+        label = np.where(rows >= 0, names[trace.events["name"][np.maximum(rows, 0)]],
+                         np.array([_UNOWNED[x] for x in etype.tolist()], dtype=object))
+        on = np.where(rows >= 0, track_names[trace.events["track"][np.maximum(rows, 0)]], "")
+        s = g.time[g.src[e]]
+        parts.append((s, g.time[g.dst[e]] - s, label, np.full(len(e), number, np.int64), etype,
+                      on.astype(object)))
+    if not parts:
+        return trace
+    start, dur, label, step, etype, on = (np.concatenate([x[i] for x in parts]) for i in range(6))
+    b = TraceBuilder(metadata={})
+    pid = b.plane(host.name, host.kind, host.vendor, host.index, host.pid, {}, source=host.source)
+    tr = b.track(pid, TRACK, "derived", tid=0, sort_index=-2000)
+    b.events(tr, label, start, dur, keys.CAT_DERIVED, stats={"step": step, "edge": etype, "on": on})
+    lines = b.build()
+    lines.metadata[mkeys.DERIVED] = trace.metadata.get(mkeys.DERIVED, False)
+    return trace.extend(lines)
