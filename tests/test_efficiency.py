@@ -284,3 +284,33 @@ def test_xprof_roofline_on_polyprofs_export_equals_op_efficiency(tmp_path):
             assert theirs[name][1] == pytest.approx(bps / 2 ** 30, rel=1e-6), name  # GiB/s
             checked += 1
     assert checked >= 3
+
+
+def test_efficiency_findings_on_tracelens_h100_bert():
+    """The three efficiency findings on TraceLens's H100 BERT trace (bf16, no steps)."""
+    from polyprof.analyze import kernel_breakdown
+    from polyprof.report.tables import build
+
+    t = polyprof.load(TRACELENS / "h100_gaunernst_bert-small-uncased__1016001.json.gz")
+    found = {f.id: f for f in build(t).findings}
+    m = mfu(t)
+    low = found["low_mfu"]
+    assert low.evidence["mfu_pct"] == pytest.approx(column(m, "mfu_pct")[0]) and low.evidence["precision"] == "bf16"
+    assert low.severity == "high" and low.events[0]["lost_ns"] >= low.events[-1]["lost_ns"] > 0
+    # the time each named op loses: its time less its roofline share of it
+    e = low.events[0]
+    assert e["lost_ns"] == pytest.approx(e["time_ns"] * (1 - e["roofline_pct"] / 100))
+
+    chain = found["fusable_chain"]
+    assert chain.events[0]["chain"] == ("aten::embedding → aten::embedding → aten::add → aten::embedding → "
+                                        "aten::add_ → aten::layer_norm")
+    assert chain.evidence["share_pct"] >= 5.0
+
+    occ = found["low_occupancy"]
+    kb = kernel_breakdown(t)
+    i = next(i for i, n in enumerate(column(kb, "name")) if "s16816gemm_bf16_256x128" in n)
+    # H100 (deviceProperties): 256 threads = 8 warps; 230 registers -> ceil(230·32/256)·256 =
+    # 7424 per warp, 65536 // (8·7424) = 1 block; shared memory (147456 + 1024) -> 233472 //
+    # 148480 = 1 block too: the first limit in order, registers. 1·8/64 warps = 0.125
+    assert (column(kb, "occupancy")[i], column(kb, "occupancy_limit")[i]) == (8 / 64, "registers")
+    assert any(ev["name"] == column(kb, "name")[i] for ev in occ.events)

@@ -41,8 +41,9 @@ CYCLE_EXCEPTIONS = {
         "Trace.extend / Trace.save call merge and the native writer, which build Traces",
     frozenset({"polyprof.derive.cache", "polyprof.derive.correlate"}):
         "the memo computes the correlation; correlate reads the memo's threads",
-    frozenset({"polyprof.analyze.findings", "polyprof.analyze.memory_findings"}):
-        "the memory rules and the rule list (issue 27, tables)",
+    frozenset({"polyprof.analyze.findings", "polyprof.analyze.memory_findings",
+               "polyprof.analyze.efficiency_findings"}):
+        "the memory and efficiency rules and the rule list (issue 27, tables)",
     frozenset({"polyprof.ranks.convert", "polyprof.ranks.traceset"}):
         "a job's traces converted to a store, and the job read from one (issue 27, jobs: in progress)",
     frozenset({"polyprof.formats.kineto.build", "polyprof.formats.kineto.collector"}):

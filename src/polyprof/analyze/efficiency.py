@@ -26,7 +26,7 @@ from .peaks import Peak, device_peak, given
 if TYPE_CHECKING:
     import pandas as pd
 
-def _peak(trace: Trace, peak: str | Mapping[str, float] | None) -> Peak | None:
+def resolve_peak(trace: Trace, peak: str | Mapping[str, float] | None) -> Peak | None:
     return device_peak(trace, peak if peak is not None else given())
 
 
@@ -47,6 +47,37 @@ def costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     keep = ~(np.isnan(c.flops) & np.isnan(c.bytes))
     c.flops, c.bytes, c.precision, c.source = c.flops[keep], c.bytes[keep], c.precision[keep], c.source[keep]
     return rows[keep], on_device[keep], c
+
+
+def device_time(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndarray:
+    """ns of device time of each row (float64): a device op's own time as XProf counts it
+    (``device_duration_ps`` where it has it), a host op's the device time of what it
+    launched (nested ops included)."""
+    ev = trace.events
+    st, du = ev["start_ns"][rows], ev["dur_ns"][rows]
+    out = np.where(on_device, op_durations(trace, rows, du), 0).astype(np.float64)
+    host = ~on_device
+    if host.any():
+        proj = LaunchIndex(trace, cache.correlation(trace)).project(
+            cache.threads(trace)[ev["track"][rows[host]]], st[host], st[host] + du[host])
+        out[host] = proj.busy_ns
+    return out
+
+
+def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Which of the host events ``rows`` no other of them encloses on the same thread."""
+    ev = trace.events
+    th = cache.threads(trace)[ev["track"][rows]]
+    st = ev["start_ns"][rows]
+    en = st + ev["dur_ns"][rows]
+    order = np.lexsort((-en, st, th))
+    th_o, st_o, en_o = th[order], st[order], en[order]
+    outer = np.ones(len(rows), bool)
+    bounds = np.flatnonzero(np.r_[True, th_o[1:] != th_o[:-1], True]) if len(rows) else np.zeros(0, np.int64)
+    for a, b in zip(bounds[:-1], bounds[1:]):  # one pass per thread
+        prev_end = np.maximum.accumulate(en_o[a:b])
+        outer[order[a + 1:b]] = st_o[a + 1:b] >= prev_end[:-1]
+    return outer
 
 
 def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> pd.DataFrame:
@@ -72,14 +103,8 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     if not len(rows):
         return empty_frame(cols, ("name", "flops_source", "precision", "where", "bound_by"), np.float64)
     ev = trace.events
-    st, du = ev["start_ns"][rows], ev["dur_ns"][rows]
-    # a device op's time as XProf counts it (device_duration_ps where the op has it)
-    dev_ns = np.where(on_device, op_durations(trace, rows, du), 0)
-    host = ~on_device
-    if host.any():
-        proj = LaunchIndex(trace, cache.correlation(trace)).project(
-            cache.threads(trace)[ev["track"][rows[host]]], st[host], st[host] + du[host])
-        dev_ns[host] = proj.busy_ns
+    du = ev["dur_ns"][rows]
+    dev_ns = device_time(trace, rows, on_device)
     g = group_stats(ev["name"][rows], du)
     o, s = g["order"], g["starts"]
     first = o[s]  # a group's first row (in row order): its precision and source
@@ -93,7 +118,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     on_dev = device_ns > 0
     time_ns = np.where(on_dev, device_ns, host_ns).astype(np.float64)
     prec = c.precision[first]
-    pk = _peak(trace, peak)
+    pk = resolve_peak(trace, peak)
     with np.errstate(divide="ignore", invalid="ignore"):
         fps = flops / time_ns * 1e9
         bps = nbytes / time_ns * 1e9
@@ -127,17 +152,7 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows, flops, prec = rows[pick], c.flops[pick], c.precision[pick]
     if not host.any() or not len(rows):
         return rows, flops, prec
-    ev = trace.events
-    th = cache.threads(trace)[ev["track"][rows]]
-    st = ev["start_ns"][rows]
-    en = st + ev["dur_ns"][rows]
-    order = np.lexsort((-en, st, th))
-    th_o, st_o, en_o = th[order], st[order], en[order]
-    outer = np.ones(len(rows), bool)
-    bounds = np.flatnonzero(np.r_[True, th_o[1:] != th_o[:-1], True])
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        prev_end = np.maximum.accumulate(en_o[a:b])
-        outer[order[a + 1:b]] = st_o[a + 1:b] >= prev_end[:-1]
+    outer = outermost(trace, rows)
     return rows[outer], flops[outer], prec[outer]
 
 
@@ -161,7 +176,7 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
         kinds, inv = np.unique(prec.astype(str), return_inverse=True)
         weights = np.bincount(inv, weights=flops, minlength=len(kinds))
         precision = str(kinds[int(np.argmax(weights))])
-    pk = _peak(trace, peak)
+    pk = resolve_peak(trace, peak)
     ev = trace.events
     steps = cache.steps(trace)
     st = ev["start_ns"][rows]

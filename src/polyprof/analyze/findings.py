@@ -82,6 +82,7 @@ def findings(trace: Trace, tables: dict[str, Table] | None = None,
              window: WindowArg = None) -> list[Finding]:
     """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses,
     which must be of the same ``window``: the steps analysed, ``analyze/window.py``)."""
+    from .efficiency_findings import efficiency_findings
     from .memory_findings import memory_findings
     from .registry import getter
 
@@ -90,7 +91,7 @@ def findings(trace: Trace, tables: dict[str, Table] | None = None,
 
     out: list[Finding] = []
     for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, _idle_between_steps,
-                 _exposed_comm, memory_findings):
+                 _exposed_comm, memory_findings, efficiency_findings):
         out.extend(rule(trace, t))
     unsynced = unsynchronised(trace)
     if unsynced:  # its times are not the host's: no finding may set them against the host or a span

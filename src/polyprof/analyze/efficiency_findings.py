@@ -1,0 +1,143 @@
+"""The efficiency findings: low model FLOPs utilisation (naming the ops that lose most
+against their roofline), chains of memory-bound ops worth fusing, and kernels whose
+occupancy registers or shared memory hold down. Thresholds are module constants, as in
+``findings.py``."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..derive import cache
+from ..trace.core import Trace
+from .efficiency import costed_rows, device_time, outermost, resolve_peak
+from .findings import Finding, _records
+from .frames import column, order_desc
+
+LOW_MFU_PCT = 30.0  # overall MFU below this is "low"
+VERY_LOW_MFU_PCT = 10.0  # ... below this, high severity
+CHAIN_MIN_OPS = 3  # consecutive memory-bound ops that make a chain
+CHAIN_MAX_INTENSITY = 4.0  # FLOPs per byte: elementwise, norms, softmax, copies (not small GEMMs)
+CHAIN_SHARE = 5.0  # a chain's device time, share of the device time of all top-level ops
+OCCUPANCY_MAX = 0.25  # theoretical occupancy at or below this is "low"
+OCCUPANCY_SHARE = 5.0  # ... for kernels with at least this share of device time
+
+
+def efficiency_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
+    return [*_low_mfu(trace, t), *_fusable_chains(trace), *_low_occupancy(trace, t)]
+
+
+def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
+    m = t("mfu")
+    if not len(m):
+        return []
+    pct = float(column(m, "mfu_pct")[0])
+    if not np.isfinite(pct) or pct >= LOW_MFU_PCT:
+        return []
+    oe = t("op_efficiency")
+    roof = column(oe, "roofline_pct") if len(oe) else np.zeros(0)
+    ok = np.isfinite(roof)
+    lost = np.where(ok, column(oe, "time_ns") * (1.0 - np.minimum(np.nan_to_num(roof), 100.0) / 100.0), 0.0) \
+        if len(oe) else np.zeros(0)
+    top = order_desc(lost)[:5] if len(lost) else np.zeros(0, np.int64)
+    top = top[lost[top] > 0] if len(top) else top
+    events = _records(oe, ["name", "count", "time_ns", "flops_per_s", "roofline_pct", "bound_by"], 5, top)
+    for e, i in zip(events, top.tolist()):
+        e["lost_ns"] = float(lost[i])
+    names = ", ".join(e["name"] for e in events[:3]) or "no op with a FLOP figure"
+    prec = str(column(m, "precision")[0])
+    return [Finding(
+        "low_mfu", f"Model FLOPs utilisation is {pct:.1f}% ({prec}); most lost in {names}",
+        "high" if pct < VERY_LOW_MFU_PCT else "medium", "",
+        {"mfu_pct": pct, "precision": prec, "flops": float(column(m, "flops")[0]),
+         "time_ns": float(column(m, "time_ns")[0]), "peak_flops_per_s": float(column(m, "peak_flops_per_s")[0]),
+         "devices": int(column(m, "devices")[0]), "device": str(column(m, "device")[0])},
+        events,
+        "The ops listed lose the most time against their roofline (time × (1 − roofline share)). For "
+        "compute-bound ones use a lower precision the tensor units run fast (bf16/fp16, TF32 for fp32 "
+        "matmuls), shapes that are multiples of 8/16, larger batches; for memory-bound ones fuse them with "
+        "their neighbours (torch.compile, jax.jit) so their data stays on chip.")]
+
+
+def _fusable_chains(trace: Trace) -> list[Finding]:
+    """Runs of top-level ops, one after another on a thread, each below the device's ridge
+    point and of low intensity (elementwise, norms, softmax, copies: not a small GEMM,
+    which is memory-bound too but not fused away) and running device work: each pays a
+    trip to memory a fused kernel would not."""
+    pk = resolve_peak(trace, None)
+    if pk is None or not pk.bandwidth:
+        return []
+    rows, on_device, c = costed_rows(trace)
+    host = ~on_device & ~np.isnan(c.bytes) & (c.bytes > 0)
+    rows, flops, nbytes, prec = rows[host], c.flops[host], c.bytes[host], c.precision[host]
+    if len(rows) < CHAIN_MIN_OPS:
+        return []
+    top = outermost(trace, rows)
+    rows, flops, nbytes, prec = rows[top], flops[top], nbytes[top], prec[top]
+    dev = device_time(trace, rows, np.zeros(len(rows), bool))
+    ridge = np.array([pk.flops(p) for p in prec]) / pk.bandwidth
+    intensity = np.nan_to_num(flops) / nbytes
+    mem = (intensity < ridge) & (intensity < CHAIN_MAX_INTENSITY) & (dev > 0)
+    ev = trace.events
+    th = cache.threads(trace)[ev["track"][rows]]
+    order = np.lexsort((ev["start_ns"][rows], th))
+    m, t_o = mem[order], th[order]
+    # runs of memory-bound ops on one thread: starts where the flag or the thread changes
+    brk = np.r_[True, (m[1:] != m[:-1]) | (t_o[1:] != t_o[:-1])]
+    starts = np.flatnonzero(brk)
+    ends = np.r_[starts[1:], len(m)]
+    chains: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0, 0.0])
+    names = trace.names(rows[order])
+    dev_o = dev[order]
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        if m[a] and b - a >= CHAIN_MIN_OPS:
+            key = tuple(names[a:b].tolist())
+            chains[key][0] += 1
+            chains[key][1] += float(dev_o[a:b].sum())
+    total = float(dev.sum())
+    if not chains or not total:
+        return []
+    ranked = sorted(chains.items(), key=lambda kv: -kv[1][1])
+    sig, (count, ns) = ranked[0]
+    share = 100.0 * ns / total
+    if share < CHAIN_SHARE:
+        return []
+    events = [{"chain": " → ".join(k), "ops": len(k), "count": int(n), "device_ns": float(d),
+               "share_pct": 100.0 * d / total} for k, (n, d) in ranked[:5]]
+    return [Finding(
+        "fusable_chain", f"{len(sig)} memory-bound ops in a row take {share:.1f}% of op device time "
+        f"({sig[0]} → … → {sig[-1]}, {int(count)}×)",
+        "high" if share >= 4 * CHAIN_SHARE else "medium", "",
+        {"chain_ops": len(sig), "occurrences": int(count), "device_ns": ns, "share_pct": share,
+         "ridge_flops_per_byte": float(ridge[0]) if len(ridge) else float("nan"), "device": pk.model},
+        events,
+        "Each op of the chain reads and writes memory below the device's ridge point; fused into one kernel "
+        "(torch.compile, jax.jit, a fused op such as F.scaled_dot_product_attention or a fused optimizer), "
+        "the intermediates stay on chip.")]
+
+
+def _low_occupancy(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
+    kb = t("kernel_breakdown")
+    if not len(kb) or "occupancy" not in kb.columns:
+        return []
+    occ, lim, share = column(kb, "occupancy"), column(kb, "occupancy_limit"), column(kb, "share_pct")
+    sel = np.flatnonzero(np.isfinite(occ) & (occ <= OCCUPANCY_MAX) & np.isin(lim, ["registers", "shared_mem"])
+                         & (share >= OCCUPANCY_SHARE))
+    if not len(sel):
+        return []
+    sel = sel[order_desc(share[sel])]
+    events = _records(kb, ["name", "count", "total_ns", "share_pct", "block", "registers", "shared_mem", "occupancy",
+                           "occupancy_limit"], 5, sel)
+    worst = events[0]
+    return [Finding(
+        "low_occupancy", f"{len(sel)} kernel(s) with {float(share[sel].sum()):.1f}% of device time run at "
+        f"≤{OCCUPANCY_MAX:.0%} theoretical occupancy, held by {worst['occupancy_limit'].replace('_', ' ')}",
+        "medium", "", {"kernels": int(len(sel)), "share_pct": float(share[sel].sum()),
+                       "threshold": OCCUPANCY_MAX}, events,
+        "Registers or shared memory per block cap how many blocks an SM holds. Cap registers "
+        "(__launch_bounds__, maxrregcount, Triton num_warps/num_stages), use less shared memory per block "
+        "(smaller tiles, fewer pipeline stages), or check that the low occupancy is the kernel's design "
+        "(large GEMM tiles often are).")]
