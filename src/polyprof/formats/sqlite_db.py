@@ -153,23 +153,34 @@ def _parse(text: str | None) -> np.ndarray:
 
 def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str], where: str = "",
                  nulls: Mapping[str, int] | None = None, rowid: bool = True,
-                 not_null: Iterable[str] = ()) -> dict[str, np.ndarray]:
+                 not_null: Iterable[str] = (), wide: Iterable[str] = ()) -> dict[str, np.ndarray]:
     """Integer columns of ``table`` (``name -> SQL expression``) as int64 arrays, row by
     row aligned; NULL reads as ``nulls[name]`` (default -1). ``where`` filters rows.
     ``not_null``: columns the table declares NOT NULL (read without ``coalesce``).
+    ``wide``: columns of long numbers that vary little (Nsight's ``globalTid``: 15
+    digits), read as their difference from the table's first value (shorter texts).
     ``rowid=False`` (views) reads the table in one query, else chunks of rowids."""
     nulls = dict(nulls or {})
     names = list(exprs)
     if not names:
         return {}
     plain = set(not_null)
+    base: dict[str, int] = {}
+    for n in wide:
+        e = exprs.get(n)
+        if e is not None and _IDENT.match(e):
+            got = conn.execute(f"SELECT {quote(e)} FROM {quote(table)} WHERE {quote(e)} IS NOT NULL LIMIT 1").fetchone()
+            if got and isinstance(got[0], int) and not isinstance(got[0], bool):
+                base[n] = int(got[0])
     sql = {}
     for n in names:
         e = exprs[n]
+        null = int(nulls.get(n, -1)) - base.get(n, 0)
         if _IDENT.match(e) and e.upper() != "NULL":
-            sql[n] = quote(e) if e in plain else f"coalesce({quote(e)}, {int(nulls.get(n, -1))})"
+            col = f"({quote(e)} - {base[n]})" if n in base else quote(e)
+            sql[n] = col if e in plain else f"coalesce({col}, {null})"
         else:
-            sql[n] = f"coalesce(({e}), {int(nulls.get(n, -1))})"
+            sql[n] = f"coalesce(({e}), {null})"
     src = quote(table)
     select = ", ".join(f"group_concat({sql[n]})" for n in names)
     conds: list[str] = []
@@ -187,7 +198,10 @@ def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
             raise sqlite3.DatabaseError(f"{table}: columns of different lengths ({[len(x) for x in cols]})")
         for i, x in enumerate(cols):
             parts[i].append(x)
-    return {n: (np.concatenate(p) if len(p) != 1 else p[0]) for n, p in zip(names, parts)}
+    out = {n: (np.concatenate(p) if len(p) != 1 else p[0]) for n, p in zip(names, parts)}
+    for n, k in base.items():
+        out[n] += k
+    return out
 
 
 def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = ""

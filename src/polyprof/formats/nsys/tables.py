@@ -21,6 +21,9 @@ from .schema import Export
 from ...trace.sorting import unique_inverse
 from ..parts import Part, pair_keys, zeros, triples, combined_names as _combined_names, one as _one, set_stat as _set
 
+#: columns of 15-digit ids that vary little (process << 24 | thread), read as differences
+_WIDE = ("globalTid", "globalPid")
+
 #: the API version suffix Nsight keeps on runtime names (``cudaMemcpy_v3020``)
 _VERSION = re.compile(r"_v\d+$")
 
@@ -101,7 +104,7 @@ def kernels(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | No
                       "graphNodeId", "graphId", "gridId"))
     if name_col:
         exprs["name"] = name_col
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -127,7 +130,7 @@ def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
         return None
     exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"))
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -153,7 +156,7 @@ def fills(conn: sqlite3.Connection, ex: Export) -> Part | None:
         return None
     exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "value", "memKind", "graphNodeId"))
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -173,7 +176,7 @@ def syncs(conn: sqlite3.Connection, ex: Export) -> Part | None:
         return None
     exprs = {c: c for c in _DEVICE_COLS}
     exprs.update(_opt(ex, t, "globalPid", "contextId", "syncType", "eventId"))
-    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t))
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
     n = len(c["start"])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
@@ -206,12 +209,12 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
     if ex.has(t, "eventClass"):
         exprs["eventClass"] = "eventClass"
         cuda = f"eventClass IN ({int(rt)}, {int(drv)})"
-        c = sqlite_db.read_columns(conn, t, exprs, cuda, not_null=nn)
+        c = sqlite_db.read_columns(conn, t, exprs, cuda, not_null=nn, wide=_WIDE)
         # a call of another class whose correlation id a runtime/driver call of its
         # process already has is that call again: first only the ids of those rows
         other = f"NOT ({cuda})"
         o = sqlite_db.read_columns(conn, t, {"globalTid": "globalTid", "correlationId": "correlationId"}, other,
-                                   not_null=nn)
+                                   not_null=nn, wide=_WIDE)
         if len(o["globalTid"]):
             ckey, okey = pair_keys(_host_ids(c["globalTid"])[0], c["correlationId"],
                                    _host_ids(o["globalTid"])[0], o["correlationId"])
@@ -221,11 +224,11 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
             del ckey, okey, pos
             dropped = int(dup.sum())
             if not dup.all():  # calls of other classes of their own: read them whole
-                rest = sqlite_db.read_columns(conn, t, exprs, other, not_null=nn)
+                rest = sqlite_db.read_columns(conn, t, exprs, other, not_null=nn, wide=_WIDE)
                 c = {k: np.concatenate([c[k], rest[k][~dup]]) for k in c}
             del o, dup
     else:
-        c = sqlite_db.read_columns(conn, t, exprs, not_null=nn)
+        c = sqlite_db.read_columns(conn, t, exprs, not_null=nn, wide=_WIDE)
     n = len(c["start"])
     names = strings.codes(c["nameId"], lambda s: _VERSION.sub("", s))
     cls = c.get("eventClass", np.full(n, rt, np.int64))
@@ -254,7 +257,7 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     exprs.update(_opt(ex, t, "textId", "domainId"))
     if ex.has(t, "text"):
         exprs["rowid"] = "rowid"
-    c = sqlite_db.read_columns(conn, t, exprs, where, not_null=ex.tables.not_null(t))
+    c = sqlite_db.read_columns(conn, t, exprs, where, not_null=ex.tables.not_null(t), wide=_WIDE)
     n = len(c["start"])
     # names: registered strings (textId) where set, else the inline text
     tcodes, tvals = np.zeros(n, np.int64), [""]  # code 0: no text
@@ -295,7 +298,7 @@ def _named_host(conn: sqlite3.Connection, ex: Export, strings: Strings, table: s
         return None
     exprs = {c: c for c in ("start", "end", "globalTid", "nameId")}
     exprs.update(_opt(ex, table, *extra))
-    c = sqlite_db.read_columns(conn, table, exprs, not_null=ex.tables.not_null(table))
+    c = sqlite_db.read_columns(conn, table, exprs, not_null=ex.tables.not_null(table), wide=_WIDE)
     n = len(c["start"])
     stats: dict[str, Any] = {}
     for col in extra:
