@@ -29,7 +29,7 @@ def a100(traces_dir: Path) -> polyprof.Trace:
 def test_every_real_trace_is_read_by_its_registered_format(traces_dir: Path):
     from polyprof.formats.detect import detect
 
-    seen = {detect(p) for p in [*traces_dir.glob("kineto/*.json.gz"), *traces_dir.glob("xspace/*.pb")]}
+    seen = {detect(p) for p in [*traces_dir.glob("kineto/*.json.gz"), *traces_dir.glob("xspace/*.xplane.pb")]}
     assert seen == {"chrome-json", "xspace"}
     assert {f.name for f in freg.readers()} >= {"polyprof", "chrome-json", "polyprof-journal", "xspace", "nsys",
                                                 "perfetto", "rocpd", "rocprofv3-json"}
