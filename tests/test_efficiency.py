@@ -314,3 +314,31 @@ def test_efficiency_findings_on_tracelens_h100_bert():
     # 148480 = 1 block too: the first limit in order, registers. 1·8/64 warps = 0.125
     assert (column(kb, "occupancy")[i], column(kb, "occupancy_limit")[i]) == (8 / 64, "registers")
     assert any(ev["name"] == column(kb, "name")[i] for ev in occ.events)
+
+
+def test_html_report_draws_the_roofline(tmp_path):
+    """The report's roofline: one point per op with a FLOP rate and an intensity, under
+    the H100's bf16 roof; in headless Chromium (when installed) the page renders it."""
+    import re
+
+    from polyprof.report.html import write
+    from polyprof.report.roofline_view import roofline_svg
+    from polyprof.report.tables import build
+
+    t = polyprof.load(TRACELENS / "h100_gaunernst_bert-small-uncased__1016001.json.gz")
+    rep = build(t)
+    svg = roofline_svg(rep)
+    oe = rep.tables["op_efficiency"]
+    x, y = column(oe, "intensity"), column(oe, "flops_per_s")
+    points = int((np.isfinite(x) & (x > 0) & np.isfinite(y) & (y > 0)).sum())
+    assert points >= 4 and svg.count("<circle") == points
+    assert "bf16 989.4 TFLOP/s" in svg and "<polyline" in svg
+    html = write(t, tmp_path / "report.html", report=rep)
+    from analysis import browser
+
+    if browser.chromium() is None:
+        pytest.skip("chromium not installed")
+    dom, log = browser.dump_dom(html)
+    assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
+    chart = dom.split('id="roofline-chart"', 1)[1].split("</section>", 1)[0]
+    assert chart.count("<circle") == points and "roofs: NVIDIA H100 SXM" in chart

@@ -24,6 +24,7 @@ from ..trace.categories import Kind
 from ..outfile import write_file
 from ..trace.core import Trace
 from .memory_view import memory_view
+from .roofline_view import roofline_view
 from .tables import Report, build
 from ..trace import metadata_keys as mkeys
 
@@ -129,6 +130,7 @@ def page_data(report: Report) -> dict[str, Any]:
         "memory_live": _records(T["memory_at_peak"], ["device", "bytes", "op", "section", "stack"], TOP),
         "counters": _records(T["counter_stats"], ["plane", "name", "samples", "first", "last", "min", "max", "mean"],
                              None),
+        "roofline": roofline_view(report),
     }
 
 
