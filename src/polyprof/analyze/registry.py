@@ -58,6 +58,7 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("op_efficiency", "polyprof.analyze.efficiency:op_efficiency"),
     Analysis("mfu", "polyprof.analyze.efficiency:mfu"),
     Analysis("critical_path", "polyprof.analyze.critical_path:critical_path", per_event=True),
+    Analysis("cuda_graphs", "polyprof.analyze.cuda_graphs:cuda_graphs"),
 )
 _BY_NAME = {a.name: a for a in ANALYSES}
 

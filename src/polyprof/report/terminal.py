@@ -346,6 +346,12 @@ def _parts(out: Any, report: Any, top: int, W: int) -> None:
     _memory_tables(out, report, top, W)
     _step_tables(out, T, top, W, has_device)
     _critical_path_table(out, T.get("critical_path"), top, W)
+    cg = T.get("cuda_graphs")
+    if cg is not None and len(cg):
+        out(_table("CUDA/HIP graphs", cg, [("graph", "graph", None), ("replays", "replays", _int),
+                                          ("device_ns", "device / replay", fmt_ns),
+                                          ("kernels_per_replay", "kernels / replay", _int),
+                                          ("first_kernel", "first kernel", None, True)], top, W))
     _other_events(out, T, top, W)
     _counter_table(out, T.get("counter_stats"), top, W)
     for err in ov["plugin_errors"]:

@@ -41,6 +41,14 @@ EVENT_RECORD_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRe
 CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT = (
     "Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
 
+#: stats that name the CUDA/HIP graph a launch replays or a kernel belongs to (Kineto's
+#: graph launch args, nsys' and CUPTI's graphId / graphNodeId), in preference order
+GRAPH_ID_STATS = ("graph id", "graphId", "graph_id")
+GRAPH_EXEC_STATS = ("graph exec id", "graphExecId", "graph_exec_id")
+GRAPH_NODE_STATS = ("graphNodeId", "graph node id", "graph_node_id")
+#: the arg of a launch call that names its kernel (Kineto's HIP launches)
+LAUNCH_KERNEL_STAT = "kernel"
+
 #: PyTorch's step ranges, ``ProfilerStep#N`` (exact match; the group is the step number)
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 #: what polyprof names a step when it writes one into torch's trace
