@@ -143,6 +143,18 @@ def build_newer_export(path: Path) -> Path:
                 "callchainId)")
     dst.executemany("INSERT INTO OSRT_API VALUES (?,?,?,?,?,?,?,?)",
                     [(1000 * i, 1000 * i + 300, 27, gtid, 9001, 0, 0, None) for i in range(1, 4)])
+    # a CUDA graph launch: one cudaGraphLaunch call, two kernels of the graph with its
+    # correlation id and their graph node ids (after the real export's last activity)
+    end0 = src.execute('SELECT max("end") FROM CUPTI_ACTIVITY_KIND_RUNTIME').fetchone()[0]
+    dst.execute("INSERT INTO StringIds VALUES (9004, 'cudaGraphLaunch_v10000')")
+    dst.execute('INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, "end", eventClass, globalTid, correlationId, nameId, '
+                "returnValue) VALUES (?, ?, 0, ?, 777777, 9004, 0)", (end0 + 1000, end0 + 6000, gtid))
+    for node, (a, b) in ((5, (end0 + 9000, end0 + 19000)), (6, (end0 + 20000, end0 + 26000))):
+        dst.execute('INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, "end", deviceId, contextId, streamId, '
+                    "correlationId, globalPid, demangledName, shortName, registersPerThread, gridX, gridY, gridZ, "
+                    "blockX, blockY, blockZ, staticSharedMemory, dynamicSharedMemory, graphNodeId, graphId) "
+                    "VALUES (?, ?, 0, 1, 7, 777777, ?, 670, 671, 26, 2, 1, 1, 512, 1, 1, 0, 0, ?, 3)",
+                    (a, b, gpid, node))
     dst.execute('CREATE TABLE CUDA_GRAPH_NODE_EVENTS (start, "end", globalTid, nameId, graphNodeId, graphExecId)')
     dst.execute("INSERT INTO CUDA_GRAPH_NODE_EVENTS VALUES (5000, 9000, ?, 9002, 17, 3)", (gtid,))
     dst.execute("CREATE TABLE SOME_FUTURE_TABLE (x, y)")
@@ -285,14 +297,24 @@ def test_newer_layout_several_processes_and_more_tables(newer):
     # flows stay within a process: 20 per process, each to a device op of its own source
     fl = trace.flows
     es = trace.event_sources()
-    assert len(fl["src"]) == 40 and (es[fl["src"]] == es[fl["dst"]]).all()
+    assert len(fl["src"]) == 42 and (es[fl["src"]] == es[fl["dst"]]).all()
     assert trace.metadata["nsys"]["version"]["EXPORT_SCHEMA_VERSION"] == "3.11.1"
     assert "SOME_FUTURE_TABLE" in trace.metadata["nsys"]["tables_not_read"]
     # the summary's correlation: all 40 device ops matched by id, within their process
     from polyprof.derive.correlate import correlate
 
     c = correlate(trace)
-    assert int((c.launch >= 0).sum()) == 40
+    assert int((c.launch >= 0).sum()) == 42
+    # the graph launch: both kernels of the graph come from the one call, which is a graph launch
+    from polyprof.analyze.ops import launch_stats
+
+    call = int(np.flatnonzero(trace.names() == "cudaGraphLaunch")[0])
+    kernels = c.device_rows[c.launch == call]
+    assert len(kernels) == 2
+    assert sorted(trace.event_stats(int(k))["graph node id"] for k in kernels) == [5, 6]
+    ls = launch_stats(trace)
+    graph = {n: bool(g) for n, g in zip(column(ls, "launch_name"), column(ls, "graph_launch"))}
+    assert graph["cudaGraphLaunch"] and not graph["cudaLaunchKernel"]
 
 
 def test_truncated_sqlite_gives_one_line(tmp_path):
