@@ -1,8 +1,8 @@
 """The HTML report: one self-contained file (inline CSS, JS and data; works offline).
 
-Python computes everything (tables, findings, a binned timeline per device stream and
-host thread); ``template.html`` holds the page and a small script that draws the
-timeline on a canvas and the charts as inline SVG from the embedded JSON.
+Python computes everything (tables, findings, and the timeline's events as columns:
+``timeline.py``); ``template.html`` holds the page, the interactive timeline that draws
+them on a canvas, and the charts as inline SVG from the embedded JSON.
 """
 
 from __future__ import annotations
@@ -13,72 +13,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 
-from ..analyze.common import COMPUTE, device_view
 from ..analyze.frames import column, labels
-from ..derive import cache
-from ..derive.intervals import covered, union
-from ..trace.categories import Kind
 from ..outfile import write_file
 from ..trace.core import Trace
 from .memory_view import memory_view
 from .roofline_view import roofline_view
 from .tables import Report, build
+from .timeline import Part, timeline_data
 from ..trace import metadata_keys as mkeys
 
-BINS = 600  # timeline resolution
-MAX_HOST_ROWS = 8
 TOP = 20
-
-
-def _bins(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> list[float]:
-    """Busy fraction of each bin, rounded for a compact page."""
-    us, ue = union(s, e)
-    cov = covered(us, ue, edges[:-1], edges[1:])
-    return np.round(cov / np.maximum(np.diff(edges), 1), 3).tolist()
-
-
-def timeline(report: Report) -> dict[str, Any]:
-    """Per device stream (compute / other busy fractions) and busiest host threads, binned."""
-    trace = report.trace
-    t0 = int(report.overview["analysed_span_start_ns"])
-    t1 = t0 + int(report.overview["analysed_span_ns"])
-    if t1 <= t0:
-        t0, t1 = trace.span_ns
-    edges = np.linspace(t0, max(t1, t0 + 1), BINS + 1).astype(np.int64)
-    v = device_view(trace)
-    rows = []
-    for plane in np.unique(v.plane):
-        on = v.plane == plane
-        for track in np.unique(v.track[on]):
-            sel = on & (v.track == track)
-            comp = sel & (v.cls == COMPUTE)
-            rows.append({"group": trace.planes[int(plane)].name, "label": trace.tracks[int(track)].name,
-                         "compute": _bins(v.start[comp], v.end[comp], edges),
-                         "other": _bins(v.start[sel & ~comp], v.end[sel & ~comp], edges)})
-    ev = trace.events
-    host = [p.id for p in trace.planes if p.kind == "host"]
-    if trace.n_events and host:
-        tr = ev["track"]
-        on_host = np.isin(trace.track_plane[tr], host) & (ev["dur_ns"] > 0) & (trace.kinds != Kind.OTHER)
-        thread = np.array([t.kind not in ("derived", "steps") for t in trace.tracks], bool)
-        on_host &= thread[tr]
-        idx = np.flatnonzero(on_host)
-        busy = []
-        for track in np.unique(tr[idx]):
-            r = idx[tr[idx] == track]
-            s, e = union(ev["start_ns"][r], ev["start_ns"][r] + ev["dur_ns"][r])
-            busy.append((int(covered(s, e, np.array([t0]), np.array([t1]))[0]), int(track), r))
-        for _, track, r in sorted(busy, reverse=True)[:MAX_HOST_ROWS]:
-            t = trace.tracks[track]
-            rows.append({"group": trace.planes[t.plane].name, "label": t.name,
-                         "compute": _bins(ev["start_ns"][r], ev["start_ns"][r] + ev["dur_ns"][r], edges),
-                         "other": [0.0] * BINS})
-    steps = cache.steps(trace)
-    step_marks = [[int(a - t0), int(b - t0), int(n)] for a, b, n in zip(steps.start, steps.end, steps.number)]
-    return {"t0": t0, "duration_ns": int(t1 - t0), "bins": BINS, "rows": rows, "steps": step_marks[:500]}
 
 
 def _missing(v: Any) -> bool:
@@ -104,7 +50,6 @@ def page_data(report: Report) -> dict[str, Any]:
         "title": _title(report.trace),
         "overview": report.overview,
         "findings": [f.to_dict() for f in report.findings],
-        "timeline": timeline(report),
         "temporal": _records(tb, ["plane", "stream", "span_ns", "compute_ns", "non_compute_ns", "idle_ns",
                                   "compute_pct", "non_compute_pct", "idle_pct", "activities"], None),
         "idle": _records(T["idle_time_breakdown"], ["plane", "stream", "idle_ns", "host_wait_ns", "kernel_wait_ns",
@@ -176,9 +121,12 @@ def script_json(doc: Any) -> str:
     return text.translate(_SCRIPT_ESCAPES)
 
 
-def render(report: Report, ranks: Any = None) -> str:
+def render(report: Report, ranks: Any = None, parts: list[Part] | None = None,
+           marks: list[dict[str, Any]] | None = None) -> str:
     """The page; with ``ranks`` (a JobReport) the ranks side by side come first and
-    the findings are the job's, while the timeline and tables are ``report``'s rank.
+    the findings are the job's, while the tables are ``report``'s rank. The timeline
+    draws ``parts`` (a job's ranks on the aligned clock, with ``marks`` highlighted),
+    by default ``report``'s trace alone.
 
     The template's placeholders are filled in one pass, so text from the trace (a title
     holding ``__DATA__``) is never substituted again."""
@@ -187,16 +135,19 @@ def render(report: Report, ranks: Any = None) -> str:
     if ranks is not None:
         page["ranks"] = ranks_view(ranks)
         page["findings"] = [f.to_dict() for f in ranks.findings]
-    values = {"__TITLE__": html.escape(_title(report.trace), quote=True), "__DATA__": script_json(page)}
-    return re.sub("__TITLE__|__DATA__", lambda m: values[m.group(0)], template)
+    tl = timeline_data(parts or [Part("", report.trace)], marks)
+    blob = tl.pop("blob")  # base64: nothing in it to escape
+    values = {"__TITLE__": html.escape(_title(report.trace), quote=True), "__DATA__": script_json(page),
+              "__TIMELINE__": script_json(tl), "__TIMELINE_BLOB__": blob}
+    return re.sub("__TITLE__|__DATA__|__TIMELINE_BLOB__|__TIMELINE__", lambda m: values[m.group(0)], template)
 
 
 def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: Any = None,
-          force: bool = False) -> Path:
+          force: bool = False, parts: list[Part] | None = None, marks: list[dict[str, Any]] | None = None) -> Path:
     """Write the report for ``trace`` to ``path`` (with ``ranks``: the job's ranks side by
     side, ``trace`` being the rank whose timeline is shown); beside it and renamed over
     it, a symlink at ``path`` refused unless ``force`` (``polyprof.outfile``)."""
     path = Path(path)
-    page = render(report or build(trace), ranks)
+    page = render(report or build(trace), ranks, parts, marks)
     write_file(path, lambda tmp: tmp.write_text(page, encoding="utf-8"), force)
     return path

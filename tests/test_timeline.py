@@ -1,0 +1,168 @@
+"""The HTML report's interactive timeline: its data (report/timeline.py) and the page
+driven in headless Chromium over the DevTools protocol (wheel zoom, drag pan, W/S/A/D,
+click on a kernel, search), on a real Kineto trace of an A100 run."""
+
+from __future__ import annotations
+
+import base64
+import zlib
+
+import numpy as np
+import pytest
+
+from polyprof.derive import cache
+from polyprof.formats.detect import load
+from polyprof.report import timeline as tl
+from polyprof.report.html import write
+from polyprof.report.timeline import Part, timeline_data
+from polyprof.trace.categories import Kind
+
+from analysis.browser import chromium, read_png
+
+ALEXNET = "kineto/a100_alexnet_small.json.gz"
+
+
+def _columns(d: dict) -> dict[str, np.ndarray]:
+    raw = zlib.decompress(base64.b64decode(d["blob"]))
+    types = {"u2": "<u2", "i4": "<i4", "f8": "<f8"}
+    return {c["name"]: np.frombuffer(raw, types[c["dtype"]], c["length"], c["offset"]) for c in d["layout"]}
+
+
+def _fmt_ns(v: float) -> str:
+    """The page's fmtNs."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:#.4g} {unit}".replace(". ", " ")
+    return f"{round(v)} ns"
+
+
+@pytest.fixture(scope="module")
+def alexnet(traces_dir):
+    return load(traces_dir / ALEXNET)
+
+
+def test_every_event_of_every_track_on_its_lane(alexnet):
+    t = alexnet
+    d = timeline_data([Part("", t)])
+    c = _columns(d)
+    q = d["quantum"]
+    assert q == 1000  # Kineto's microseconds
+    start = np.cumsum(c["start"].astype(np.int64)) * q
+    dur = c["dur"].astype(np.int64) * q
+    assert d["events"] == t.n_events == len(start)
+    # the multiset of (name, start, duration) is the trace's, on the timeline's clock
+    got = sorted(zip([d["names"][i] for i in c["name"]], (start + d["t0"]).tolist(), dur.tolist()))
+    want = sorted(zip(t.names().tolist(), t.events["start_ns"].tolist(), t.events["dur_ns"].tolist()))
+    assert got == want
+    # every track with events is there, and within a lane of a thread events do not overlap
+    assert {(x["group"], x["label"]) for x in d["tracks"]} == {
+        (t.planes[t.tracks[k].plane].name, t.tracks[k].name) for k in np.unique(t.events["track"])}
+    for x in d["tracks"]:
+        lanes = x["lanes"]
+        assert lanes == sorted(lanes)
+        for lo, hi in zip(lanes[:-1], lanes[1:]):
+            s, e = start[lo:hi], start[lo:hi] + dur[lo:hi]
+            assert (np.diff(s) >= 0).all()
+            if x["kind"] == "thread":
+                assert (s[1:] >= e[:-1]).all(), x["label"]
+    # a kernel points at its launch, and the launch back at a kernel
+    corr = cache.correlation(t)
+    k = int(corr.device_rows[corr.launch >= 0][0])
+    names = np.array(d["names"])[c["name"]]
+    pos = np.flatnonzero((names == t.names()[k]) & (start + d["t0"] == t.events["start_ns"][k]))[0]
+    launch = int(corr.launch[corr.device_rows == k][0])
+    assert names[c["partner"][pos]] == t.strings[t.events["name"][launch]]
+    assert c["partner"][c["partner"][pos]] >= 0
+
+
+def test_past_the_budget_the_shortest_events_are_left_out_with_a_note(alexnet, monkeypatch):
+    monkeypatch.setattr(tl, "MAX_EVENTS", 200)
+    d = timeline_data([Part("", alexnet)])
+    c = _columns(d)
+    assert d["events"] <= 200 and "left out of the timeline" in d["note"]
+    kept = c["dur"].astype(np.int64) * d["quantum"]
+    assert kept.min() >= np.sort(alexnet.events["dur_ns"])[::-1][199]
+    assert d["tracks"] and d["tracks"][-1]["lanes"][-1] == d["events"]
+    assert all(p < d["events"] for p in c["partner"])
+
+
+def test_ranks_on_one_clock(alexnet):
+    d = timeline_data([Part("rank 0", alexnet), Part("rank 1", alexnet, 5_000_000)])
+    assert d["events"] == 2 * alexnet.n_events
+    groups = {x["group"].split(" · ")[0] for x in d["tracks"]}
+    assert groups == {"rank 0", "rank 1"}
+    assert d["t0"] == alexnet.span_ns[0] and d["span_ns"] == alexnet.span_ns[1] - alexnet.span_ns[0] + 5_000_000
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs chromium")
+def test_zoom_pan_click_and_search_in_chromium(alexnet, tmp_path):
+    import cdp
+
+    out = write(alexnet, tmp_path / "r.html")
+    kern = alexnet.rows_of_kind(Kind.KERNEL)
+    k = int(kern[np.argmax(alexnet.events["dur_ns"][kern])])
+    kname, kdur = alexnet.strings[alexnet.events["name"][k]], int(alexnet.events["dur_ns"][k])
+    page = cdp.Page(chromium())
+    try:
+        page.open(out, "document.documentElement.getAttribute('data-tl-ready')")
+        assert page.eval("window.__errors.length") == 0
+        page.eval("document.getElementById('timeline-card').scrollIntoView()")
+        box = page.eval("(function(){var r=document.getElementById('tl-canvas').getBoundingClientRect();"
+                        "return [r.left, r.top, r.width, r.height]})()")
+        x, y = box[0] + 240 + (box[2] - 240) * 0.6, box[1] + 80
+        r0 = page.eval("window.__timeline.range()")
+        # the wheel over the plot narrows the visible range, around the pointer
+        page.mouse("mouseWheel", x, y, deltaX=0, deltaY=-300)
+        r1 = page.eval("window.__timeline.range()")
+        assert r1[1] - r1[0] < 0.7 * (r0[1] - r0[0])
+        assert r1[0] > r0[0] and r1[1] < r0[1]
+        # a drag to the right shows earlier times: the same width, moved left
+        page.mouse("mousePressed", x, y, button="left", clickCount=1)
+        page.mouse("mouseMoved", x + 100, y, button="left")
+        page.mouse("mouseMoved", x + 200, y, button="left")
+        page.mouse("mouseReleased", x + 200, y, button="left", clickCount=1)
+        r2 = page.eval("window.__timeline.range()")
+        assert r2[1] - r2[0] == pytest.approx(r1[1] - r1[0])
+        assert r2[0] == pytest.approx(r1[0] - 200 / (box[2] - 246) * (r1[1] - r1[0]), rel=1e-6)
+        # W zooms in, S out, D pans right (as in Perfetto)
+        page.key("w")
+        r3 = page.eval("window.__timeline.range()")
+        assert r3[1] - r3[0] < r2[1] - r2[0]
+        page.key("d")
+        r4 = page.eval("window.__timeline.range()")
+        assert r4[0] > r3[0] and r4[1] - r4[0] == pytest.approx(r3[1] - r3[0])
+        page.key("s")
+        assert page.eval("window.__timeline.range()[1] - window.__timeline.range()[0]") > r4[1] - r4[0]
+        # a click on the longest kernel (brought into view) shows its name and duration
+        pos = page.eval(f"window.__timeline.find({kname!r})")
+        assert pos >= 0
+        page.eval(f"window.__timeline.show({pos})")
+        at = page.eval(f"window.__timeline.where({pos})")
+        page.mouse("mousePressed", at["x"], at["y"], button="left", clickCount=1)
+        page.mouse("mouseReleased", at["x"], at["y"], button="left", clickCount=1)
+        text = page.eval("document.getElementById('tl-details').innerText")
+        assert kname in text and _fmt_ns(kdur) in text, text
+        assert "launched by" in text  # its launch, found by correlation
+        # search finds an op and selects it
+        page.eval("document.getElementById('tl-search').focus()")
+        page.call("Input.insertText", text="aten::conv2d")
+        page.call("Input.dispatchKeyEvent", type="keyDown", key="Enter", code="Enter", windowsVirtualKeyCode=13)
+        found = page.eval("document.getElementById('tl-found').textContent")
+        assert found.startswith("match 1 of ")
+        assert int(found.split()[-1]) == int((alexnet.names() == "aten::conv2d").sum())
+        assert "aten::conv2d" in page.eval("document.getElementById('tl-details').innerText")
+        # the screenshot of the timeline is not blank: many colours where events are drawn
+        page.eval("window.__timeline.zoom(1e9)")  # the whole span again
+        box = page.eval("(function(){var r=document.getElementById('tl-canvas').getBoundingClientRect();"
+                        "return [r.left + scrollX, r.top + scrollY, r.width, r.height]})()")  # page coordinates
+        png = page.screenshot(tmp_path / "tl.png", {"x": box[0] + 240, "y": box[1] + 30, "width": box[2] - 250,
+                                                    "height": box[3] - 40})
+        w, h, rows = read_png(png)
+        bpp = len(rows[0]) // w
+        pixels = {bytes(row[i:i + 3]) for row in rows for i in range(0, len(row), bpp)}
+        assert len(pixels) > 20
+        painted = sum(1 for row in rows for i in range(0, len(row), bpp) if row[i:i + 3] != b"\xff\xff\xff")
+        assert painted > 0.02 * w * h
+        assert page.eval("window.__errors.length") == 0
+    finally:
+        page.close()
