@@ -342,3 +342,23 @@ def test_html_report_draws_the_roofline(tmp_path):
     assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
     chart = dom.split('id="roofline-chart"', 1)[1].split("</section>", 1)[0]
     assert chart.count("<circle") == points and "roofs: NVIDIA H100 SXM" in chart
+
+
+def test_polyprof_torch_profile_with_flops_live():
+    """The drop-in ``polyprof.torch.profile(with_flops=True)`` (no record_shapes): its
+    trace's op_efficiency has torch's own FLOPs for every op torch counts."""
+    torch = pytest.importorskip("torch")
+    import polyprof.torch as pt
+
+    x, w, img, cw = torch.randn(8, 64), torch.randn(32, 64), torch.randn(2, 3, 16, 16), torch.randn(4, 3, 3, 3)
+    with pt.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_flops=True) as p:
+        torch.nn.functional.linear(x, w)
+        torch.matmul(x, w.t())
+        torch.nn.functional.conv2d(img, cw, padding=1)
+    theirs: dict[str, float] = defaultdict(float)
+    for e in p.events():
+        if e.flops:
+            theirs[e.name] += e.flops
+    oe = op_efficiency(p.trace)
+    mine = dict(zip(column(oe, "name"), column(oe, "flops")))
+    assert theirs and {n: mine[n] for n in theirs} == dict(theirs)

@@ -32,7 +32,12 @@ def resolve_peak(trace: Trace, peak: str | Mapping[str, float] | None) -> Peak |
 
 def costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     """(rows, on_device, costs): the framework ops with a FLOP or byte figure, then the
-    device events (XLA ops, kernels) that carry their own ``flops`` stat."""
+    device events (XLA ops, kernels) that carry their own ``flops`` stat. Computed once
+    per trace (``derive/cache.memo``): op_efficiency, mfu and the findings share it."""
+    return cache.memo(trace, "costed_rows", _costed_rows)
+
+
+def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     ops = trace.rows_of_kind(Kind.CPU_OP)
     col = trace.stats.get(keys.FLOPS)
     dev = np.zeros(0, np.int64)
