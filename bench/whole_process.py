@@ -5,8 +5,8 @@ tests/data/peers/tb_plugin) one ``polyprof summary FILE`` process and one HTA 0.
 process (load + ``get_temporal_breakdown`` + ``get_gpu_kernel_breakdown``) per round;
 for every XSpace (the TPU sample, TraceLens's MI300 GPU files) one ``polyprof summary``
 and one XProf process running ``overview_page`` and ``framework_op_stats`` on the file.
-Rounds alternate which tool goes first; each child's wall time, CPU time (user + sys,
-from ``wait4``) and peak RSS are taken from the kernel. Printed per file: min and median
+Rounds alternate which tool goes first; each child's wall time, CPU time (user + sys)
+and peak RSS are read by GNU ``time``. Printed per file: min and median
 of each and of the per-round ratios (peer / polyprof: above 1 means polyprof is faster
 or smaller), and the load average before and after, with which targets hold.
 
@@ -59,15 +59,18 @@ for tool in ("overview_page", "framework_op_stats"):
 
 
 def measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
-    """Wall seconds, CPU seconds and peak RSS (MiB) of one child process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{' '.join(cmd[:4])} failed: {err[-1500:]}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
+    """Wall seconds, CPU seconds (user + sys) and peak RSS (MiB) of one child process, as
+    GNU time reads them (``wait4``'s rusage of a child spawned from this process also
+    counts the pages of the fork before its exec)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
+        t0 = time.perf_counter()
+        p = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name, *cmd], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=1800)
+        wall = time.perf_counter() - t0
+        if p.returncode:
+            raise RuntimeError(f"{' '.join(cmd[:4])} failed: {p.stderr.decode(errors='replace')[-1500:]}")
+        user, sys_, rss = out.read().split()[-3:]
+    return {"wall": wall, "cpu": float(user) + float(sys_), "rss": int(rss) / 1024}
 
 
 def inputs(tmp: Path) -> list[tuple[str, Path, str]]:
