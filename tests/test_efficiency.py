@@ -362,3 +362,29 @@ def test_polyprof_torch_profile_with_flops_live():
     oe = op_efficiency(p.trace)
     mine = dict(zip(column(oe, "name"), column(oe, "flops")))
     assert theirs and {n: mine[n] for n in theirs} == dict(theirs)
+
+
+def test_kernel_efficiency_shares_each_ops_figures_among_its_kernels():
+    """Per kernel: the launching op's FLOPs split by duration among its kernels, so the
+    kernels of aten::addmm add up to aten::addmm's FLOPs; tensor-core GEMMs marked."""
+    from polyprof.analyze.efficiency import kernel_efficiency
+
+    t = polyprof.load(TRACELENS / "h100_gaunernst_bert-small-uncased__1016001.json.gz")
+    ke, oe = kernel_efficiency(t), op_efficiency(t)
+    op = column(ke, "op")
+    addmm = float(column(oe, "flops")[list(column(oe, "name")).index("aten::addmm")])
+    assert column(ke, "flops")[op == "aten::addmm"].sum() == pytest.approx(addmm)
+    names, tc = column(ke, "name"), column(ke, "tensor_core")
+    assert all(tc[i] for i, n in enumerate(names) if "tensorop" in n or "xmma" in n)
+    assert not any(tc[i] for i, n in enumerate(names) if "elementwise" in n)
+    i = int(np.argmax(column(ke, "device_ns")))
+    assert column(ke, "flops_per_s")[i] == pytest.approx(column(ke, "flops")[i] / column(ke, "device_ns")[i] * 1e9)
+
+
+def test_kineto_export_keeps_flops(tmp_path):
+    """XLA's flops stats through polyprof's Kineto export and back: op_efficiency agrees."""
+    t = polyprof.load(DATA / "xspace" / "tpu_inference_2.xplane.pb")
+    u = polyprof.load(polyprof.export(t, tmp_path / "tpu.json.gz", format="kineto"))
+    a, b = op_efficiency(t), op_efficiency(u)
+    assert dict(zip(column(a, "name"), column(a, "flops"))) == dict(zip(column(b, "name"), column(b, "flops")))
+    assert set(column(b, "flops_source")) == {"trace"}

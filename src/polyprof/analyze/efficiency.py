@@ -208,3 +208,80 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
         "peak_flops_per_s": np.full(n, peak_f if peak_f else np.nan), "mfu_pct": pct,
         "device": np.full(n, f"{pk.model} ({pk.source})" if pk else "", object)})
 
+
+
+#: kernel-name marks of tensor-core (matrix-unit) code: NVIDIA's HMMA/WGMMA GEMMs and
+#: convolutions (cuBLAS/cuDNN/CUTLASS names), AMD's MFMA (rocBLAS/hipBLASLt ``_MI`` tiles)
+TENSOR_CORE_MARKS = ("tensorop", "xmma", "hmma", "wgmma", "wmma", "gmma", "_mma", "mfma", "16816", "1688",
+                     "_mi16x16", "_mi32x32", "flash_fwd", "flash_bwd", "fmha")
+
+
+def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(device rows ascending, flops, bytes) of kernels: a kernel's own ``flops`` stat, else
+    its launching framework op's (the innermost, ``Correlation.op``) figures shared among
+    the kernels that op launched in proportion to their durations (one kernel: the lot)."""
+    corr = cache.correlation(trace)
+    kinds = trace.kinds[corr.device_rows] if len(corr.device_rows) else np.zeros(0, np.int8)
+    sel = np.flatnonzero((corr.op >= 0) & (kinds == Kind.KERNEL))
+    rows, ops = corr.device_rows[sel], corr.op[sel]
+    uops, inv = np.unique(ops, return_inverse=True)
+    c = op_costs(trace, uops)
+    dur = trace.events["dur_ns"][rows].astype(np.float64)
+    total = np.bincount(inv, weights=dur, minlength=len(uops))
+    count = np.bincount(inv, minlength=len(uops)).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(total[inv] > 0, dur / total[inv], 1.0 / np.maximum(count[inv], 1))
+    flops, nbytes = c.flops[inv] * share, c.bytes[inv] * share
+    own = trace.stats.get(keys.FLOPS)
+    if own is not None and len(own):  # a kernel's own figure first
+        has, vals = own.lookup(rows)
+        flops[has] = np.asarray(vals, np.float64)
+    keep = ~np.isnan(flops) | ~np.isnan(nbytes)
+    return rows[keep], flops[keep], nbytes[keep]
+
+
+def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> pd.DataFrame:
+    """One row per kernel name with a FLOP or byte figure (:func:`kernel_costs`).
+
+    Columns: ``name``, ``count``, ``flops``, ``bytes``, ``device_ns``, ``flops_per_s``,
+    ``bytes_per_s``, ``intensity``, ``roofline_pct`` and ``bound_by`` (as
+    ``op_efficiency``, at the precision of the launching op), ``op`` (the framework op
+    of the first launch), ``tensor_core`` (the name is one of a tensor-core / matrix-unit
+    kernel: :data:`TENSOR_CORE_MARKS`). Sorted by ``device_ns``.
+    """
+    cols = ["name", "count", "flops", "bytes", "device_ns", "flops_per_s", "bytes_per_s", "intensity",
+            "roofline_pct", "bound_by", "op", "tensor_core"]
+    rows, flops, nbytes = kernel_costs(trace)
+    if not len(rows):
+        return empty_frame(cols, ("name", "bound_by", "op"), np.float64)
+    ev = trace.events
+    corr = cache.correlation(trace)
+    op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]
+    prec = op_costs(trace, np.unique(op_rows)).precision[np.searchsorted(np.unique(op_rows), op_rows)]
+    dur = ev["dur_ns"][rows].astype(np.float64)
+    g = group_stats(ev["name"][rows], dur)
+    o, s = g["order"], g["starts"]
+    first = o[s]
+    f = group_reduce(o, s, np.nan_to_num(flops), np.add)
+    b = group_reduce(o, s, np.nan_to_num(nbytes), np.add)
+    f = np.where(group_reduce(o, s, (~np.isnan(flops)).astype(np.int64), np.add) > 0, f, np.nan)
+    b = np.where(group_reduce(o, s, (~np.isnan(nbytes)).astype(np.int64), np.add) > 0, b, np.nan)
+    t = g["total"].astype(np.float64)
+    pk = resolve_peak(trace, peak)
+    names = np.asarray(trace.strings, dtype=object)[g["key"]]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fps, bps, inten = f / t * 1e9, b / t * 1e9, f / b
+        peak_f = np.array([pk.flops(p) if pk else 0.0 for p in prec[first]], np.float64)
+        bw = pk.bandwidth if pk else 0.0
+        roof = np.where(np.isnan(inten), peak_f, np.minimum(peak_f, inten * bw if bw else np.inf))
+        pct = np.where((peak_f > 0) & (roof > 0) & np.isfinite(fps), 100.0 * fps / roof, np.nan)
+        ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
+        bound = np.where(~np.isfinite(inten) | np.isnan(ridge) | (peak_f <= 0), "",
+                         np.where(inten >= ridge, "compute", "memory")).astype(object)
+    low = [n.lower() for n in names.tolist()]
+    return frame({
+        "name": names, "count": g["count"], "flops": f, "bytes": b, "device_ns": t, "flops_per_s": fps,
+        "bytes_per_s": bps, "intensity": inten, "roofline_pct": pct, "bound_by": bound,
+        "op": trace.names(op_rows[first]) if len(first) else np.zeros(0, object),
+        "tensor_core": np.array([any(m in n for m in TENSOR_CORE_MARKS) for n in low], bool)},
+        order=order_desc(t))

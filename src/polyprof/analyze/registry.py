@@ -57,6 +57,7 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("queue_length_summary", "polyprof.analyze.queues:queue_length_summary"),
     Analysis("op_efficiency", "polyprof.analyze.efficiency:op_efficiency"),
     Analysis("mfu", "polyprof.analyze.efficiency:mfu"),
+    Analysis("kernel_efficiency", "polyprof.analyze.efficiency:kernel_efficiency"),
     Analysis("critical_path", "polyprof.analyze.critical_path:critical_path", per_event=True),
     Analysis("cuda_graphs", "polyprof.analyze.cuda_graphs:cuda_graphs"),
 )
