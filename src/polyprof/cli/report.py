@@ -30,15 +30,20 @@ def register(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     apply_peak(args)
-    ranks = None
+    ranks = parts = marks = highlight = None
     if is_job(args.file):  # several files, a directory or a store: the same page for the same ranks
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module
 
         ranks = analyze_ranks(args)
+        from ..report.timeline_job import collective_names, job_parts  # after the ranks, as report.html below
+
         ref = ranks.ranks[0] if args.rank is None else args.rank
         if ref not in ranks.ranks:
             raise PolyprofError(f"--rank {ref}: the job has ranks {ranks.ranks}")
-        trace = load_ranks(args.file).load(ref)
+        ts = load_ranks(args.file)
+        trace = ts.load(ref)
+        parts, marks = job_parts(ranks, ts.load, [(ref, trace)])
+        highlight = collective_names(ranks)
         trace.metadata[mkeys.TITLE] = f"{len(ranks.ranks)} ranks (rank {ref} in detail)"
         name = Path(args.file[0]).name if len(args.file) == 1 else "ranks"
     else:
@@ -49,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.tables import build
 
     out = output_path(args.output) if args.output else Path(name.split(".")[0] + ".html")
-    write(trace, out, report=build(trace, window_from(args)), ranks=ranks, force=args.force)
+    write(trace, out, report=build(trace, window_from(args)), ranks=ranks, force=args.force, parts=parts, marks=marks,
+          highlight=highlight)
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0

@@ -183,10 +183,12 @@ def _counters(part: Part, t0: int, group_of: dict[int, str]) -> list[dict[str, A
     return out
 
 
-def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None,
+                  highlight: list[str] | None = None) -> dict[str, Any]:
     """What the page's timeline draws for ``parts`` (one trace, or a job's ranks with
     their clock offsets); ``marks`` are highlighted spans ({"start_ns", "end_ns",
-    "label", "kind"} on the aligned clock, e.g. collectives that waited on a straggler)."""
+    "label", "kind"} on the aligned clock, e.g. collectives that waited on a straggler),
+    and events named in ``highlight`` (a job's collectives) are drawn in one colour."""
     spans = [(p.trace.span_ns[0] + p.offset_ns, p.trace.span_ns[1] + p.offset_ns) for p in parts if p.trace.n_events]
     t0 = min((s for s, _ in spans), default=0)
     t1 = max((e for _, e in spans), default=t0 + 1)
@@ -237,7 +239,8 @@ def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None) 
         cols["op"].append(pos_of[op[rows]])
         found += _stat_cells(trace, pos_of)
         st = cache.steps(trace)
-        steps += [[int(a + part.offset_ns - t0), int(b + part.offset_ns - t0), int(k), part.label]
+        # a job's step bands: the first rank's (the others' fall at about the same aligned times)
+        steps += [] if steps else [[int(a + part.offset_ns - t0), int(b + part.offset_ns - t0), int(k), part.label]
                   for a, b, k in zip(st.start[:500], st.end[:500], st.number[:500])]
         counters += _counters(part, t0, group_of)
         base += n
@@ -261,6 +264,8 @@ def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None) 
     q = max(int(np.gcd.reduce(np.r_[start, dur])) if len(start) else 1, 1)
     blob, layout = _pack({"start": np.diff(start // q, prepend=0), "dur": dur // q, "name": name,
                           "partner": partner, "op": op})
-    return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "quantum": q, "events": int(len(start)),
+    marks = [{**m, "start_ns": int(m["start_ns"]) - t0, "end_ns": int(m["end_ns"]) - t0} for m in marks or []]
+    hot = sorted(n for n in set(highlight or ()) if n in names)
+    return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "quantum": q, "events": int(len(start)), "hot": hot,
             "names": list(names), "tracks": tracks, "blob": blob, "layout": layout, "args": _args(found, dur),
-            "counters": counters, "steps": steps, "marks": marks or [], "note": note}
+            "counters": counters, "steps": steps, "marks": marks, "note": note}

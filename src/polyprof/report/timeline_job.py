@@ -1,0 +1,82 @@
+"""A job's ranks for the HTML report's timeline: each rank's trace moved by its clock
+offset from the job's alignment, the collectives that waited on a straggler as marks,
+and the collectives' names to highlight.
+
+Reads a :class:`~polyprof.ranks.report.JobReport` through the Table API (its
+``rank_alignment`` and ``straggler_collectives`` tables, each rank's collectives), and
+loads the ranks' traces from the job's :class:`~polyprof.ranks.traceset.TraceSet`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..analyze.frames import column
+from ..trace.core import Trace
+from .timeline import Part
+
+log = logging.getLogger(__name__)
+
+MAX_MARKS = 2000
+
+
+def offsets(job: Any) -> dict[int, int]:
+    """Per rank: what the alignment adds to its times (0 where it found none)."""
+    al = job.tables["rank_alignment"]
+    out = {int(r): 0 for r in job.ranks}
+    for r, off in zip(column(al, "rank").tolist(), column(al, "offset_ns").tolist()):
+        out[int(r)] = int(off) if off is not None and off == off else 0
+    return out
+
+
+def straggler_marks(job: Any, offset: dict[int, int]) -> list[dict[str, Any]]:
+    """Per collective that waited on a late rank (``straggler_collectives``): from the
+    first rank's arrival to the last's, on the aligned clock."""
+    sc = job.tables.get("straggler_collectives")
+    if sc is None or not len(sc):
+        return []
+    arrivals: dict[tuple[str, int], list[int]] = {}
+    wanted = set(zip(column(sc, "key").tolist(), column(sc, "seq").tolist()))
+    for r, res in job.results.items():
+        c = res.collectives
+        if c is None or not len(c):
+            continue
+        for k, s, t in zip(column(c, "key").tolist(), column(c, "seq").tolist(), column(c, "start_ns").tolist()):
+            if (k, s) in wanted:
+                arrivals.setdefault((k, s), []).append(int(t) + offset.get(int(r), 0))
+    marks: list[dict[str, Any]] = []
+    for k, s, op, last, spread in zip(column(sc, "key").tolist(), column(sc, "seq").tolist(),
+                                       column(sc, "op").tolist(), column(sc, "last_rank").tolist(),
+                                       column(sc, "spread_ns").tolist()):
+        times = arrivals.get((k, s))
+        if not times or len(marks) >= MAX_MARKS:
+            continue
+        marks.append({"start_ns": min(times), "end_ns": max(times), "kind": "straggler",
+                      "label": f"{op} #{s}: rank {last} last, {int(spread)} ns after the first"})
+    return marks
+
+
+def collective_names(job: Any) -> list[str]:
+    """The names of the collectives' events on every rank (drawn in one colour)."""
+    names: set[str] = set()
+    for res in job.results.values():
+        c = res.collectives
+        if c is not None and len(c):
+            names.update(str(n) for n in np.unique(np.asarray(column(c, "name"), object).astype(str)))
+    return sorted(names)
+
+
+def job_parts(job: Any, load: Callable[[int], Trace], loaded: Iterable[tuple[int, Trace]] = (),
+              ) -> tuple[list[Part], list[dict[str, Any]]]:
+    """(the ranks as timeline parts on the aligned clock, the straggler marks);
+    ``load(rank)`` reads a rank, ``loaded`` gives ranks already read."""
+    have = dict(loaded)
+    off = offsets(job)
+    parts = []
+    for r in job.ranks:
+        trace = have.pop(r) if r in have else load(r)
+        parts.append(Part(f"rank {r}", trace, off.get(r, 0)))
+    return parts, straggler_marks(job, off)
