@@ -388,3 +388,23 @@ def test_kineto_export_keeps_flops(tmp_path):
     a, b = op_efficiency(t), op_efficiency(u)
     assert dict(zip(column(a, "name"), column(a, "flops"))) == dict(zip(column(b, "name"), column(b, "flops")))
     assert set(column(b, "flops_source")) == {"trace"}
+
+
+def test_cupti_flop_counters_are_measured_flops():
+    """a100_cupti_counters: CUPTI's range profiler counted each kernel's executed FP
+    instructions; FLOPs = add + mul + 2·fma per precision (Nsight Compute's sum)."""
+    import gzip
+    import json
+
+    raw = json.load(gzip.open(DATA / "kineto" / "a100_cupti_counters.json.gz"))["traceEvents"]
+    ranges = [e for e in raw if e.get("cat") == "cuda_profiler_range"]
+    by_name: dict[str, float] = defaultdict(float)
+    for e in ranges:
+        a = e["args"]
+        by_name[e["name"]] += sum((2 if k.split("_")[-3].endswith("fma") else 1) * v for k, v in a.items()
+                                  if k.startswith("smsp__sass_thread_inst_executed_op_"))
+    oe = op_efficiency(polyprof.load(DATA / "kineto" / "a100_cupti_counters.json.gz"))
+    src = column(oe, "flops_source")
+    ours = {n: f for n, f, s in zip(column(oe, "name"), column(oe, "flops"), src) if s == "counters"}
+    assert ours == pytest.approx(dict(by_name)) and len(ours) >= 10
+    assert {"fp16", "fp32"} <= set(column(oe, "precision")[src == "counters"])

@@ -18,7 +18,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace import keys
 from .common import op_durations
-from .flops import SOURCE_NAMES, Costs, op_costs
+from .flops import SOURCE_NAMES, Costs, counter_rows, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
 from .peaks import Peak, device_peak, given
@@ -44,6 +44,7 @@ def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     if col is not None and len(col):
         dev = np.setdiff1d(col.rows, ops, assume_unique=False)
         dev = dev[trace.kinds[dev] != Kind.CPU_OP] if len(dev) else dev
+    dev = np.union1d(dev, np.setdiff1d(counter_rows(trace), ops))  # CUPTI FLOP counters of kernel ranges
     rows = np.concatenate([ops, dev])
     on_device = np.concatenate([np.zeros(len(ops), bool), np.ones(len(dev), bool)])
     order = np.argsort(rows, kind="stable")

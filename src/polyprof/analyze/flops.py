@@ -28,8 +28,17 @@ INPUT_DIMS, INPUT_TYPE, CONCRETE = keys.INPUT_DIMS, keys.INPUT_TYPE, keys.CONCRE
 XLA_BYTES = keys.BYTES_ACCESSED  # XLA's cost analysis, as XSpace carries it on each HLO op
 
 #: where an op's figures come from (the ``flops_source`` column)
-SOURCE_NAMES = np.array(["", "trace", "shapes"], object)
-NONE, TRACE, SHAPES = 0, 1, 2
+SOURCE_NAMES = np.array(["", "trace", "shapes", "counters"], object)
+NONE, TRACE, SHAPES, COUNTERS = 0, 1, 2, 3
+
+#: CUPTI range-profiler counters of executed floating-point instructions (per thread) ->
+#: (FLOPs per instruction, precision): Nsight Compute's "achieved FLOPs" sum, a fused
+#: multiply-add counting two
+_SASS = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+COUNTER_FLOPS = {_SASS.format(op): (2.0 if op.endswith("fma") else 1.0, prec)
+                 for prec, ops in (("fp64", ("dadd", "dmul", "dfma")), ("fp32", ("fadd", "fmul", "ffma")),
+                                   ("fp16", ("hadd", "hmul", "hfma")))
+                 for op in ops}
 
 #: bytes per element of torch's type names, and the precision they compute in
 _TYPES: dict[str, tuple[int, str]] = {
@@ -84,6 +93,7 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
         p = np.array([e[2] for e in est], object)
         flops[at], nbytes[at], prec[at] = f[inv], b[inv], p[inv]
         src[at[~np.isnan(flops[at])]] = SHAPES
+    _counters(trace, rows, flops, prec, src)
     for stat, out in ((keys.FLOPS, flops), (XLA_BYTES, nbytes)):
         if stat in found:
             has, vals = found[stat]
@@ -92,6 +102,35 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
             if stat == keys.FLOPS:
                 src[has] = TRACE
     return Costs(flops, nbytes, prec, src)
+
+
+def counter_rows(trace: Trace) -> np.ndarray:
+    """Rows carrying any of the FLOP counters (:data:`COUNTER_FLOPS`), ascending."""
+    cols = [trace.stats.get(k) for k in COUNTER_FLOPS if k in trace.stats]
+    return np.unique(np.concatenate([c.rows for c in cols if c is not None] or [np.zeros(0, np.int64)]))
+
+
+def _counters(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.ndarray, src: np.ndarray) -> None:
+    """FLOPs measured by CUPTI's instruction counters, where the rows carry them; the
+    precision with the most FLOPs."""
+    present = [k for k in COUNTER_FLOPS if k in trace.stats]
+    if not present:
+        return
+    found = trace.stats.lookup_rows(present, rows)
+    total = np.zeros(len(rows))
+    per = {p: np.zeros(len(rows)) for p in ("fp64", "fp32", "fp16")}
+    has_any = np.zeros(len(rows), bool)
+    for k, (has, vals) in found.items():
+        w, p = COUNTER_FLOPS[k]
+        v = w * np.asarray(vals, np.float64)
+        total[has] += v
+        per[p][has] += v
+        has_any |= has
+    at = np.flatnonzero(has_any)
+    flops[at] = total[at]
+    names = np.array(list(per), object)
+    prec[at] = np.where(total[at] > 0, names[np.argmax(np.stack([per[p][at] for p in per]), axis=0)], "")
+    src[at] = COUNTERS
 
 
 def _text_at(col: tuple[np.ndarray, np.ndarray] | None, at: np.ndarray, n: int) -> np.ndarray:
