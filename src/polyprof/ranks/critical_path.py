@@ -1,0 +1,146 @@
+"""The critical path of one step of a job: the ranks' dependency graphs joined through
+their matched collectives, and what-ifs on it.
+
+Each rank's graph is ``analyze/depgraph.py``'s over the step (by position: the k-th step
+of every rank). The k-th collective of a communicator (``ranks/collectives.py``: key and
+sequence) ends together on every rank, once the last rank has arrived: its span on each
+rank is replaced by edges from every rank's start to each rank's end, weighing the end
+less the last arrival's start. So a rank that waits in a collective depends on the last
+to arrive, and the job's longest path names the rank and the op that hold the step.
+The ranks' clocks are taken as they are in the traces (align them first,
+``ranks/align.py``, where they differ).
+
+A what-if changes one event's span by a number of ns and takes the longest path again:
+the step's predicted change (the rest of the timeline kept as it was).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analyze.critical_path import step_windows
+from ..analyze.depgraph import OPERATOR, SYNC, DepGraph, build
+from ..analyze.frames import column, frame
+from ..analyze.longest_path import LongestPath, longest_path
+from ..analyze.table import Table
+from ..trace.core import Trace
+from ..trace.categories import Kind
+from .collectives import collective_rows, collective_table
+
+COLUMNS = ["rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns"]
+
+
+@dataclass
+class JobGraph:
+    """The ranks' graphs as one: graph events are numbered rank after rank (``rank``,
+    ``row``: the event's rank and its row in that rank's trace)."""
+
+    graph: DepGraph
+    rank: np.ndarray
+    ranks: list[int]
+    traces: list[Trace]
+    collectives: int  # matched collective instances joined
+
+    def event(self, rank: int, row: int) -> int:
+        """The graph event of ``row`` of ``rank``'s trace (-1: not in the step's graph)."""
+        hit = np.flatnonzero((self.rank == rank) & (self.graph.rows == row))
+        return int(hit[0]) if len(hit) else -1
+
+
+def job_graph(traces: dict[int, Trace], step: int) -> JobGraph:
+    """The joined graph of the ``step``-th step (by position) of every rank."""
+    ranks = sorted(traces)
+    parts: list[DepGraph] = []
+    ev_off = [0]
+    matched: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for i, r in enumerate(ranks):
+        t = traces[r]
+        numbers, starts, ends = step_windows(t)
+        g = build(t, int(starts[step]), int(ends[step]))
+        parts.append(g)
+        ev_off.append(ev_off[-1] + len(g.rows))
+        local = np.full(t.n_events, -1, np.int64)
+        local[g.rows] = np.arange(len(g.rows))
+        ct = collective_table(t)
+        for key, seq, row in zip(column(ct, "key").tolist(), column(ct, "seq").tolist(),
+                                 _collective_rows(t).tolist()):
+            ge = int(local[row]) if row >= 0 else -1
+            if ge >= 0:
+                matched.setdefault((key, int(seq)), []).append((i, ge + ev_off[i]))
+    rank = np.concatenate([np.full(len(g.rows), r, np.int64) for r, g in zip(ranks, parts)])
+    rows = np.concatenate([g.rows for g in parts])
+    device = np.concatenate([g.device for g in parts])
+    time = np.concatenate([g.time for g in parts])
+    src = np.concatenate([g.src + 2 * ev_off[i] for i, g in enumerate(parts)])
+    dst = np.concatenate([g.dst + 2 * ev_off[i] for i, g in enumerate(parts)])
+    weight = np.concatenate([g.weight for g in parts])
+    etype = np.concatenate([g.etype for g in parts])
+    owner = np.concatenate([np.where(g.owner >= 0, g.owner + ev_off[i], -1) for i, g in enumerate(parts)])
+    full = [m for m in matched.values() if len({i for i, _ in m}) == len(ranks) and len(m) == len(ranks)]
+    drop = np.zeros(len(src), bool)
+    add_s, add_d, add_w, add_o = [], [], [], []
+    for m in full:
+        evs = np.array([e for _, e in m], np.int64)
+        starts_n, ends_n = 2 * evs, 2 * evs + 1
+        last = int(time[starts_n].max())
+        drop |= (etype == OPERATOR) & np.isin(src, starts_n) & np.isin(dst, ends_n)
+        for s in starts_n.tolist():
+            for e, ev in zip(ends_n.tolist(), evs.tolist()):
+                add_s.append(s)
+                add_d.append(e)
+                add_w.append(max(int(time[e]) - last, 0))
+                add_o.append(ev)
+    keep = ~drop
+    n_add = len(add_s)
+    joined = DepGraph(rows, device, time,
+                      np.concatenate([src[keep], np.asarray(add_s, np.int64)]),
+                      np.concatenate([dst[keep], np.asarray(add_d, np.int64)]),
+                      np.concatenate([weight[keep], np.asarray(add_w, np.int64)]),
+                      np.concatenate([etype[keep], np.full(n_add, SYNC, np.int8)]),
+                      np.concatenate([owner[keep], np.asarray(add_o, np.int64)]))
+    return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full))
+
+
+def _collective_rows(trace: Trace) -> np.ndarray:
+    """The event row of each row of ``collective_table(trace)``, in its order (by row,
+    then by start, both stable, as the table orders them)."""
+    rows, start, _ = collective_rows(trace)
+    by_row = np.argsort(rows, kind="stable")
+    rows, start = rows[by_row], start[by_row]
+    return rows[np.argsort(start, kind="stable")]
+
+
+def path_table(jg: JobGraph, p: LongestPath) -> Table:
+    """The events on the job's path with their time on it, by rank then start."""
+    g = jg.graph
+    own = g.owner[p.edges]
+    ok = own >= 0
+    on = np.bincount(own[ok], weights=g.weight[p.edges][ok], minlength=len(g.rows)).astype(np.int64)
+    ev = np.flatnonzero(on > 0)
+    names, kinds, starts, durs = [], [], [], []
+    for e in ev.tolist():  # the path's events: a few hundred per step
+        t = jg.traces[jg.ranks.index(int(jg.rank[e]))]
+        row = int(g.rows[e])
+        names.append(t.strings[int(t.events["name"][row])])
+        kinds.append(Kind(int(t.kinds[row])).name.lower())
+        starts.append(int(t.events["start_ns"][row]))
+        durs.append(int(t.events["dur_ns"][row]))
+    return frame({"rank": jg.rank[ev], "name": np.array(names, dtype=object), "kind": np.array(kinds, dtype=object),
+                  "start_ns": np.array(starts, np.int64), "dur_ns": np.array(durs, np.int64), "on_path_ns": on[ev]})
+
+
+def what_if(jg: JobGraph, rank: int, row: int, delta_ns: int) -> int:
+    """The step's predicted change (ns) if ``row`` of ``rank``'s trace took ``delta_ns``
+    longer (negative: shorter), from the joined graph's longest path."""
+    g = jg.graph
+    e = jg.event(rank, row)
+    if e < 0:
+        return 0
+    base = longest_path(g).length
+    span = (g.owner == e) & ((g.etype == OPERATOR) | ((g.etype == SYNC) & (g.dst == 2 * e + 1)))
+    w = g.weight.copy()
+    w[span] = np.maximum(w[span] + delta_ns, 0)
+    changed = DepGraph(g.rows, g.device, g.time, g.src, g.dst, w, g.etype, g.owner)
+    return longest_path(changed).length - base
