@@ -93,19 +93,25 @@ def longest_path(g: DepGraph) -> LongestPath:
         lo, hi = i_ptr[v], i_ptr[v + 1]
         if lo == hi:
             continue
-        b, be = None, -1
-        for e in ins[lo:hi]:
+        be = ins[lo]
+        b = fwd[src[be]] + w[be]
+        for e in ins[lo + 1:hi]:  # the first inserted of the best wins (strictly greater)
             c = fwd[src[e]] + w[e]
-            if b is None or c > b:
+            if c > b:
                 b, be = c, e
-        if b is not None and b >= 0:
+        if b >= 0:
             fwd[v], best[v] = b, be
     bwd = [0] * n
     for u in order[::-1].tolist():
         lo, hi = o_ptr[u], o_ptr[u + 1]
         if lo == hi:
             continue
-        bwd[u] = max(0, max(w[e] + bwd[dst[e]] for e in outs[lo:hi]))
+        b = 0
+        for e in outs[lo:hi]:
+            c = w[e] + bwd[dst[e]]
+            if c > b:
+                b = c
+        bwd[u] = b
     f = np.asarray(fwd, np.int64)
     has_edge = np.zeros(n, bool)
     has_edge[g.src] = True
