@@ -15,7 +15,9 @@ def register(sub: Subparsers) -> None:
                                    + "; ".join(f"{f.name}: {f.summary}" for f in writers())
                                    + ". Without -f, the output name's ending picks the format "
                                    "(else chrome).")
-    p.add_argument("file", help="input trace (.polyprof, Kineto/Chrome JSON, XSpace)")
+    p.add_argument("file", help="input trace (.polyprof, Kineto/Chrome JSON, XSpace), or a job's directory of "
+                                "ranks or store: every rank on the aligned clock, one process per rank (--rank: "
+                                "that rank alone)")
     p.add_argument("-f", "--format", choices=[f.name for f in writers()], default=None,
                    help="output format (default: from the output name, else chrome)")
     p.add_argument("-o", "--output", required=True, help="output path")
@@ -36,7 +38,15 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from .ranks import is_job, rank_of_job
 
-    trace = rank_of_job(args.file, args.rank) if is_job(args.file) else load_trace(args.file)
+    if is_job(args.file) and args.rank is None:
+        from ..ranks.processes import one_process_per_rank
+        from ..ranks.traceset import load_ranks
+
+        ts = load_ranks(args.file)
+        trace = one_process_per_rank(ts.merged())
+        print(f"polyprof: {len(ts)} ranks on rank {ts.ranks[0]}'s clock, one process each", file=sys.stderr)
+    else:
+        trace = rank_of_job(args.file, args.rank) if is_job(args.file) else load_trace(args.file)
     window = window_from(args, default=None)
     if window is not None:
         from ..analyze.window import label, restrict
