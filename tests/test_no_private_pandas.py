@@ -75,3 +75,16 @@ def test_the_check_finds_each_kind_of_private_use(tmp_path):
                     "df = pd.DataFrame({'a': [1]})\ncodes, uniq = pd.factorize(df['a'])\n"
                     "class T:\n    __slots__ = ('_data',)\n")
     assert private_uses(good) == []
+
+
+def test_no_analysis_says_it_returns_a_dataframe():
+    """Every analysis returns a Table (issue 27): no ``-> pd.DataFrame`` annotation in
+    analyze/, report/ or ranks/ but the conversions at the edge (``Table.to_pandas``)."""
+    found = []
+    for pkg in ("analyze", "report", "ranks"):
+        for p in sorted((SRC / "polyprof" / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None \
+                        and "DataFrame" in ast.unparse(node.returns) and node.name != "to_pandas":
+                    found.append(f"{pkg}/{p.name}:{node.lineno} {node.name}")
+    assert not found, "analyses annotated as returning DataFrames: " + "; ".join(found)

@@ -1,4 +1,5 @@
-"""Analyses: functions from a Trace to DataFrames. Each documents its columns."""
+"""Analyses: functions from a Trace to polyprof's Table (``analyze/table.py``; ``.to_pandas()``
+for a DataFrame). Each documents its columns."""
 
 from .breakdown import comm_comp_overlap, idle_time_breakdown, kernel_breakdown, temporal_breakdown
 from .events import event_stats

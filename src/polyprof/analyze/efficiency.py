@@ -24,7 +24,7 @@ from .grouping import group_reduce, group_stats
 from .peaks import Peak, device_peak, given
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from .table import Table
 
 def resolve_peak(trace: Trace, peak: str | Mapping[str, float] | None) -> Peak | None:
     return device_peak(trace, peak if peak is not None else given())
@@ -86,7 +86,7 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return outer
 
 
-def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> pd.DataFrame:
+def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
     """One row per op name with a FLOP or byte figure: framework ops (``aten::mm``...)
     and device ops that carry XLA's cost figures.
 
@@ -162,7 +162,7 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows[outer], flops[outer], prec[outer]
 
 
-def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> pd.DataFrame:
+def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> Table:
     """Model FLOPs utilisation per step and overall: model FLOPs (each counted once,
     :func:`model_rows`) ÷ (time × peak FLOP/s of the precision assumed × devices).
 
@@ -241,7 +241,7 @@ def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows[keep], flops[keep], nbytes[keep]
 
 
-def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> pd.DataFrame:
+def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
     """One row per kernel name with a FLOP or byte figure (:func:`kernel_costs`).
 
     Columns: ``name``, ``count``, ``flops``, ``bytes``, ``device_ns``, ``flops_per_s``,

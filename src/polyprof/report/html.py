@@ -29,7 +29,7 @@ TOP = 20
 
 def _missing(v: Any) -> bool:
     """What ``pd.notna`` calls missing, among the values a table's ``tolist`` gives:
-    None, NaN, and pandas' NA and NaT (in the ranks' DataFrames)."""
+    None, NaN, and pandas' NA and NaT (in a DataFrame a caller passes)."""
     return v is None or type(v).__name__ in ("NAType", "NaTType") or (isinstance(v, float) and v != v)
 
 
