@@ -104,3 +104,15 @@ def test_kernels_mapped_to_captured_ops(replay, capture):
     # the ops: what vLLM's decoder runs, a layer's worth each
     top = Counter(m.op_name.tolist()).most_common(3)
     assert {"aten::addmm", "vllm::moe_forward"} <= {n for n, _ in top}
+
+
+def test_graph_named_by_nsys_graph_id(tmp_path):
+    """An Nsight Systems export (tests/test_nsys.py's, with a cudaGraphLaunch whose two
+    kernels carry graphId 3 and graph node ids 5, 6): the graph is named by its id."""
+    from test_nsys import build_newer_export
+
+    trace = polyprof.load(build_newer_export(tmp_path / "newer.sqlite"))
+    t = cuda_graphs(trace)
+    assert column(t, "graph").tolist() == ["graph 3"]
+    assert column(t, "replays").tolist() == [1] and column(t, "kernels_per_replay").tolist() == [2]
+    assert column(t, "device_ns").tolist() == [(19000 - 9000) + (26000 - 20000)]
