@@ -89,7 +89,11 @@ def inputs(tmp: Path) -> list[tuple[str, Path, str]]:
         f = d / xz.name.replace(".json.xz", ".json.gz")
         f.write_bytes(gzip.compress(lzma.decompress(xz.read_bytes()), 6))
         out.append((d.name, f, "hta"))
-    out += [(x.name.split(".")[0], x, "xprof") for x in XSPACES if x.exists()]
+    for x in XSPACES:  # copied: XProf writes its op_stats cache next to the file it reads
+        if x.exists():
+            d = tmp / ("xs_" + x.name.split(".")[0])
+            d.mkdir()
+            out.append((x.name.split(".")[0], Path(shutil.copy(x, d / x.name)), "xprof"))
     return out
 
 
