@@ -12,7 +12,7 @@ from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
 from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .occupancy import LAUNCH_COLUMNS, launch_config
-from .window import WindowArg, view
+from .window import WindowArg, selection, view
 from ..trace.sorting import unique, unique_counts
 
 if TYPE_CHECKING:
@@ -47,9 +47,13 @@ def temporal_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     ``plane``, ``stream``, ``track_id`` (-1 for the device row), ``span_start_ns``,
     ``span_ns``, ``compute_ns``, ``non_compute_ns``, ``idle_ns``, ``busy_ns``,
     ``activities`` (count inside the span), ``compute_pct``, ``non_compute_pct``,
-    ``idle_pct``. ``window``: the steps analysed (``analyze/window.py``; default all).
+    ``idle_pct``. ``window``: the steps analysed (``analyze/window.py``; default all);
+    ``"hta"``: HTA 0.5's temporal breakdown (:func:`_hta_temporal`).
     """
     trace = view(trace, window)
+    sel = selection(trace)
+    if sel is not None and sel.hta:
+        return _hta_temporal(trace)
     v = device_view(trace)
     t0, t1 = v.span
     span = t1 - t0
@@ -66,6 +70,45 @@ def temporal_breakdown(trace: Trace, window: WindowArg = None) -> Table:
                     track, t0, span, compute, busy - compute, span - busy, busy, inside))
     cols = _columns(out, ["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns",
                           "non_compute_ns", "idle_ns", "busy_ns", "activities"])
+    for c in ("compute", "non_compute", "idle"):
+        cols[f"{c}_pct"] = ratio_pct(cols[f"{c}_ns"], cols["span_ns"])
+    return frame(cols)
+
+
+ALL_DEVICES = "(all devices)"
+_TEMPORAL = ["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns", "non_compute_ns", "idle_ns",
+             "busy_ns", "activities"]
+
+
+def _hta_temporal(trace: Trace) -> Table:
+    """The temporal breakdown as HTA 0.5 computes it (``analyze/hta_compat.py``): the
+    activity HTA counts, merged its way, over its span (the rank's first to last
+    activity). Rows as :func:`temporal_breakdown`'s, each over that span; with more than
+    one device, a last row ``(all devices)`` / ``(all streams)``: HTA's one row per rank."""
+    from .hta_compat import hta_activity, merged
+
+    a = hta_activity(trace)
+    track = trace.events["track"][a.rows]
+    plane = trace.track_plane[track] if len(track) else np.zeros(0, np.int32)
+    t0, t1, _ = merged(a.start, a.end)
+    span = t1 - t0
+
+    def row(p: str, stream: str, track_id: int, sel: np.ndarray) -> tuple:
+        busy = merged(a.start[sel], a.end[sel])[2]
+        compute = merged(a.start[sel & a.compute], a.end[sel & a.compute])[2]
+        return (p, stream, track_id, t0, span, compute, busy - compute, span - busy, busy, int(sel.sum()))
+
+    out = []
+    planes = unique(plane)
+    for p in planes:
+        on = plane == p
+        name = trace.planes[int(p)].name
+        for tr in unique(track[on]):
+            out.append(row(name, trace.tracks[int(tr)].name, int(tr), on & (track == tr)))
+        out.append(row(name, ALL_STREAMS, -1, on))
+    if len(planes) > 1:
+        out.append(row(ALL_DEVICES, ALL_STREAMS, -1, np.ones(len(a.rows), bool)))
+    cols = _columns(out, _TEMPORAL)
     for c in ("compute", "non_compute", "idle"):
         cols[f"{c}_pct"] = ratio_pct(cols[f"{c}_ns"], cols["span_ns"])
     return frame(cols)

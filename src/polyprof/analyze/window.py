@@ -27,7 +27,10 @@ temporal breakdown. ``round_us=True`` (``--round-us``) rounds every device activ
 inward to whole µs of the file's time base as HTA 0.5 does when it reads a Kineto file
 (:func:`round_like_hta`). A trace without steps has no step window: ``AUTO`` and
 ``None`` analyse all of it, a step range is an error (``Window(span="device")`` and
-``round_us`` still apply).
+``round_us`` still apply). ``HTA`` (``"hta"``, ``--window hta``) is HTA 0.5's window:
+every step but the last (with two or more), first to last device activity, rounded to
+whole µs; under it the temporal breakdown counts exactly what HTA's does
+(``analyze/hta_compat.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ from ..trace import metadata_keys as mkeys
 
 _FAR = 1 << 62
 AUTO = "auto"
+#: HTA 0.5's window (``--window hta``): the steps but the last, first to last device
+#: activity, rounded to whole µs; the temporal breakdown then counts the activity HTA
+#: counts (``analyze/hta_compat.py``)
+HTA = "hta"
 #: what the analysed span of a window covers: from the first selected step's start to
 #: the end of the device work launched in the last ("steps"), or from the first to the
 #: last device activity counted ("device": HTA's temporal breakdown convention)
@@ -111,6 +118,7 @@ class Selection:
     lo: int = -_FAR  # events are counted when they (or their launch) start in [lo, hi)
     hi: int = _FAR
     round_us: bool = False
+    hta: bool = False  # HTA's window: analyses that reproduce HTA read its activity (hta_compat)
 
 
 def _runs(nums: np.ndarray, most: int = 4) -> str:
@@ -142,8 +150,10 @@ def select(trace: Trace, window: WindowArg) -> Selection:
     if window is None:
         return Selection(every, _label(steps, every, ""), False)
     if isinstance(window, str):
+        if window == HTA:
+            return _hta_selection(steps)
         if window != AUTO:
-            raise WindowError(f"window {window!r}: expected a Window, None or {AUTO!r}")
+            raise WindowError(f"window {window!r}: expected a Window, None, {AUTO!r} or {HTA!r}")
         if trace.metadata.get(mkeys.SCHEDULE):  # recorded by a schedule: its warm-up is not in the trace
             return Selection(every, _label(steps, every, "the steps the schedule recorded"), False)
         if len(steps) >= AUTO_MIN_STEPS:
@@ -172,6 +182,19 @@ def select(trace: Trace, window: WindowArg) -> Selection:
     return Selection(index, _label(steps, index, window.text()),
                      len(index) < len(steps) or window.span != "steps" or window.round_us, window.span, lo,
                      int(steps.end[index[-1]]), window.round_us)
+
+
+def _hta_selection(steps: Steps) -> Selection:
+    """HTA's window: with two steps or more, what was launched before the last step
+    starts (HTA drops the last step); from the first to the last device activity, each
+    rounded to whole µs as HTA reads a Kineto file."""
+    every = np.arange(len(steps))
+    why = "HTA 0.5's window: first to last device activity, rounded to whole µs"
+    if len(steps) < 2:
+        return Selection(every, _label(steps, every, why), True, "device", round_us=True, hta=True)
+    index = every[:-1]
+    return Selection(index, _label(steps, index, why + "; the last step dropped"), True, "device",
+                     hi=int(steps.start[-1]), round_us=True, hta=True)
 
 
 def _key(window: WindowArg) -> str:
@@ -246,12 +269,9 @@ def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np
     sel = selection(trace)
     if sel is None or not sel.round_us or not len(start):
         return start, end
-    base = trace.metadata.get(mkeys.BASE_TIME_NS)
-    base = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else 0
-    rel = np.asarray(start, np.int64) - base
-    ts = (rel // 1000).astype(np.float64) + (rel % 1000) / 1000.0  # one rounding, as parsing the text
-    te = ts + (np.asarray(end, np.int64) - np.asarray(start, np.int64)) / 1000.0
-    return np.ceil(ts).astype(np.int64) * 1000 + base, np.floor(te).astype(np.int64) * 1000 + base
+    from .hta_compat import base_time_ns, rounded_like_hta
+
+    return rounded_like_hta(start, end, base_time_ns(trace))
 
 
 def restrict(trace: Trace, window: WindowArg) -> Trace:

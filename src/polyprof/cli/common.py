@@ -71,6 +71,10 @@ def add_window_args(p: argparse.ArgumentParser, title: str | None = None) -> Non
     g.add_argument("--round-us", action="store_true",
                    help="round each device activity inward to whole µs of the file's time base, as HTA "
                         "reads Kineto files (with --steps :LAST --span device: HTA's temporal breakdown)")
+    g.add_argument("--window", choices=("polyprof", "hta"), default="polyprof",
+                   help="hta: HTA 0.5's window and reading of the trace (every step but the last, first to last "
+                        "device activity, µs-rounded; the temporal breakdown counts what HTA counts); "
+                        "not with the options above")
 
 
 def add_peak_arg(p: argparse.ArgumentParser) -> None:
@@ -93,7 +97,16 @@ def apply_peak(args: argparse.Namespace) -> None:
 
 def window_from(args: argparse.Namespace, default: Any = "auto") -> Any:
     """The window the options ask for: ``default`` (AUTO) unless --steps, --skip-first,
-    --all-steps, --span or --round-us (the analyses are imported only then)."""
+    --all-steps, --span or --round-us (the analyses are imported only then); ``"hta"``
+    for --window hta."""
+    if getattr(args, "window", "polyprof") == "hta":
+        if args.steps is not None or args.skip_first is not None or args.all_steps \
+                or getattr(args, "span", "steps") != "steps" or getattr(args, "round_us", False):
+            from ..errors import WindowError
+
+            raise WindowError("--window hta sets the steps, span and rounding itself: leave out --steps, "
+                              "--skip-first, --all-steps, --span and --round-us")
+        return "hta"
     span = getattr(args, "span", "steps")
     rnd = bool(getattr(args, "round_us", False))
     plain = span == "steps" and not rnd

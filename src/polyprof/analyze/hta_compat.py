@@ -1,0 +1,149 @@
+"""HTA 0.5's reading of a Kineto trace, for the ``hta`` window (``--window hta``).
+
+Holistic Trace Analysis builds one table per rank and its temporal breakdown counts
+the rows of that table that have a stream. Which rows those are, from its parser and
+its iteration filter (``hta/common/trace_parser.py``, ``hta/common/trace.py``,
+``hta/common/trace_filter.py``), restated here on polyprof's columns:
+
+- every event with a duration, except the categories ``Trace`` and ``python_function``;
+- its ``stream`` and ``correlation`` are the args of those names (-1 when absent or
+  not an integer: ROCm's runtime calls carry ``"stream": "0x0"``, which polyprof reads
+  as 0 and HTA as none, so runtime calls have none here): a device activity is a row with a stream; device activity without
+  one (MTIA's DMA requests) is not counted, a ``cuda_sync`` record with one is;
+- times are read as doubles of µs and, when the file's ``ts`` are fractional, each
+  start moves up and each end down to whole µs (:func:`rounded_like_hta`);
+- with two or more ``ProfilerStep`` names, the rows are cut to the "CPU" rows (all but
+  the launched device rows: a stream and a correlation id, or an ``Event Sync`` /
+  ``Context Sync`` record) starting before the last step starts, and the launched
+  device rows whose correlation id one of those carries. Device activity without a
+  correlation id thus stays when it started before the last step; device activity
+  whose launch is not in the file is dropped;
+- kernel types from the name: compute unless a NCCL kernel, a copy, a fill or a sync.
+
+Its temporal breakdown then merges the counted rows HTA's way (sorted by start, a row
+whose start is past every end so far opens a new busy stretch; a stretch is its least
+start to its greatest end, so an activity rounded to an end before its start subtracts
+when alone) over the span from the first stretch's start to the last one's end.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+from ..derive import cache
+from ..trace.core import Trace
+from ..trace import metadata_keys as mkeys
+from ..trace import keys
+
+#: categories HTA's parser leaves out (its ``skip_event_types`` default and ``Trace``)
+SKIPPED_CATEGORIES = ("Trace", "python_function")
+#: the category of runtime calls (cudaLaunchKernel, hipLaunchKernel, ...)
+RUNTIME_CATEGORY = "cuda_runtime"
+#: device-wide sync records HTA counts with the launched device rows
+SYNC_NAMES = ("Event Sync", "Context Sync")
+#: names HTA does not call COMPUTATION: NCCL kernels, MTIA DMA (dma...), anything with
+#: Memcpy, Memset at the start, anything with Sync
+_NOT_COMPUTE = re.compile(r"^nccl.*Kernel|^dma|.*Memcpy|Memset|.*Sync")
+
+
+class HtaActivity(NamedTuple):
+    """The device rows HTA's temporal breakdown counts, with its times (ns)."""
+
+    rows: np.ndarray  # event rows, ascending
+    start: np.ndarray
+    end: np.ndarray  # before start where rounding reversed a sub-µs activity
+    compute: np.ndarray  # bool: HTA's COMPUTATION kernel type
+
+
+def rounded_like_hta(start: np.ndarray, end: np.ndarray, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) as HTA's parser rounds float timestamps: ``ts`` (µs since
+    ``base_ns``, the double nearest its decimal text) up, ``ts + dur`` (in doubles)
+    down, to whole µs."""
+    rel = np.asarray(start, np.int64) - base_ns
+    ts = (rel // 1000).astype(np.float64) + (rel % 1000) / 1000.0  # one rounding, as parsing the text
+    te = ts + (np.asarray(end, np.int64) - np.asarray(start, np.int64)) / 1000.0
+    return np.ceil(ts).astype(np.int64) * 1000 + base_ns, np.floor(te).astype(np.int64) * 1000 + base_ns
+
+
+def base_time_ns(trace: Trace) -> int:
+    base = trace.metadata.get(mkeys.BASE_TIME_NS)
+    return int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else 0
+
+
+def _int_arg(trace: Trace, key: str) -> np.ndarray:
+    """The integer arg ``key`` of every event, -1 where absent or not an integer."""
+    n = trace.n_events
+    out = np.full(n, -1, np.int64)
+    col = trace.stats.get(key)
+    if col is None or not len(col.rows):
+        return out
+    vals = col.values
+    if vals.dtype.kind in "iu":
+        out[col.rows] = vals
+    elif vals.dtype.kind == "f":
+        ok = np.isfinite(vals)
+        out[col.rows[ok]] = vals[ok].astype(np.int64)
+    else:  # mixed or text: HTA's int() of each value
+        for r, v in zip(col.rows.tolist(), vals.tolist()):
+            try:
+                out[r] = int(v)
+            except (TypeError, ValueError):
+                pass
+    return out
+
+
+def hta_activity(trace: Trace) -> HtaActivity:
+    """The device rows HTA 0.5's temporal breakdown counts in ``trace`` (module doc)."""
+    return cache.memo(trace, "hta_activity", _activity)
+
+
+def _activity(trace: Trace) -> HtaActivity:
+    ev = trace.events
+    strings = np.asarray(trace.strings, dtype=object)
+    n = trace.n_events
+    cat_ids = np.flatnonzero(np.isin(strings, SKIPPED_CATEGORIES))
+    kept = ~np.isin(ev["category"], cat_ids)
+    stream = _int_arg(trace, keys.STREAM)
+    # runtime calls carry a stream only on ROCm, as hex text ("0x0") that HTA's int() refuses
+    stream[np.isin(ev["category"], np.flatnonzero(strings == RUNTIME_CATEGORY))] = -1
+    corr = _int_arg(trace, keys.CORRELATION_ID)
+    start = ev["start_ns"].astype(np.int64)
+    end = start + ev["dur_ns"].astype(np.int64)
+    base = base_time_ns(trace)
+    if n and np.any((start[kept] - base) % 1000):  # HTA rounds only a file with fractional ts
+        start, end = rounded_like_hta(start, end, base)
+    step_ids = np.flatnonzero(np.array(["ProfilerStep" in s for s in strings.tolist()], bool))
+    names = ev["name"]
+    step_ids = np.intersect1d(step_ids, names[kept])
+    if len(step_ids) >= 2:  # HTA's iteration filter
+        sync_ids = np.flatnonzero(np.isin(strings, SYNC_NAMES))
+        launched = ((stream >= 0) & (corr >= 0)) | np.isin(names, sync_ids)
+        host = kept & ~launched
+        is_step = host & np.isin(names, step_ids)
+        last = start[is_step].max() if is_step.any() else np.iinfo(np.int64).min
+        host &= start < last
+        kept = host | (kept & launched & np.isin(corr, corr[host]))
+    rows = np.flatnonzero(kept & (stream != -1))
+    name_ids = names[rows]
+    uniq, inv = np.unique(name_ids, return_inverse=True)
+    compute = np.array([_NOT_COMPUTE.match(strings[i]) is None for i in uniq.tolist()], bool)[inv] \
+        if len(rows) else np.zeros(0, bool)
+    return HtaActivity(rows, start[rows], end[rows], compute)
+
+
+def merged(start: np.ndarray, end: np.ndarray) -> tuple[int, int, int]:
+    """(first start, last end, busy time) of intervals merged as HTA merges kernels."""
+    if not len(start):
+        return 0, 0, 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    opens = np.ones(len(s), bool)
+    opens[1:] = s[1:] > reach[:-1]
+    at = np.flatnonzero(opens)
+    gs = np.minimum.reduceat(s, at)
+    ge = np.maximum.reduceat(e, at)
+    return int(gs[0]), int(ge[-1]), int(ge.sum() - gs.sum())
