@@ -120,3 +120,35 @@ def test_export_the_aligned_job_one_process_per_rank(job, tmp_path, traces_dir):
     doc = json.loads(out.read_text())
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     assert sorted(e["args"]["name"] for e in events if e.get("name") == "process_name") == sorted(process.values())
+
+
+def _on_a_terminal(*args: str) -> str:
+    """What ``polyprof ARGS`` writes when its output is a terminal (a pseudo-terminal)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    main_fd, child_fd = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "polyprof", *args], stdin=child_fd, stdout=child_fd, stderr=child_fd,
+                         env={**os.environ, "COLUMNS": "120"})
+    os.close(child_fd)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main_fd)
+    assert p.wait(120) == 0, out.decode(errors="replace")
+    return out.decode(errors="replace")
+
+
+def test_progress_bars_on_a_terminal(job, tmp_path):
+    text = _on_a_terminal("report", str(job), "-o", str(tmp_path / "j.html"), "-j", "1")
+    assert "read ranks for the timeline" in text and "report j.html" in text and "/4" in text
+    text = _on_a_terminal("export", str(job), "-f", "perfetto", "-o", str(tmp_path / "j.pftrace"))
+    assert "read ranks" in text and "wrote" in text

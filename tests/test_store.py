@@ -284,6 +284,7 @@ def test_cli_convert_summary_and_dask_local(tmp_path):
     assert json.loads(dask.stdout) == doc
     again = cli("convert", *map(str, ranks[:2]), "-o", str(tmp_path / "d"), "--dask", "local", timeout=240)
     assert again.returncode == 0, again.stderr
+    assert "INFO" not in again.stderr and "INFO" not in dask.stderr  # Dask's own log lines only with -v
     assert Store(tmp_path / "d").ranks == [0, 1]
 
 

@@ -12,6 +12,10 @@ from ..trace import metadata_keys as mkeys
 from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job
 
 
+#: events from which the report shows its phases on a terminal (about 2 s of work here)
+BIG_TRACE = 300_000
+
+
 def register(sub: Subparsers) -> None:
     p = sub.add_parser("report", help="write an HTML report (one file, works offline)",
                        description="Per-device timeline overview, time breakdowns, top kernels / ops / "
@@ -53,8 +57,16 @@ def run(args: argparse.Namespace) -> int:
     from ..report.html import write  # after the ranks: they are read while it imports
     from ..report.tables import build
 
+    from ..progress import TaskBar  # with the report's modules
+
     out = output_path(args.output) if args.output else Path(name.split(".")[0] + ".html")
-    write(trace, out, report=build(trace, window_from(args)), ranks=ranks, force=args.force, parts=parts, marks=marks,
-          highlight=highlight)
+    # analyses, timeline, page: a bar where that takes seconds (a job, a big trace)
+    phases = 3 if parts or trace.n_events >= BIG_TRACE else 1
+    with TaskBar(phases, f"report {out.name}") as bar:
+        report = build(trace, window_from(args))
+        bar.advance()
+        write(trace, out, report=report, ranks=ranks, force=args.force, parts=parts, marks=marks,
+              highlight=highlight, step=bar.advance)
+        bar.advance()
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0

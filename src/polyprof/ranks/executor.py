@@ -162,6 +162,9 @@ def _dask(spec: str, jobs: int | None) -> Iterator[cf.Executor]:
         from distributed import Client, LocalCluster
     except ImportError:
         raise ExecutorError("--dask needs dask.distributed: pip install 'polyprof[dask]'") from None
+    if not log.isEnabledFor(logging.INFO):  # Dask's own INFO lines (set by its config) only with -v
+        for name in ("distributed", "dask"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     if spec == "local":
         workers = jobs if jobs and jobs > 1 else 2
         log.info("starting a Dask LocalCluster with %d workers", workers)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import PolyprofError
+from ..progress import TaskBar
 from ..trace.core import Trace
 from . import executor as executors
 from .sources import RankSource, assign_ranks, resolve
@@ -169,7 +170,11 @@ class TraceSet:
         from .collectives import collective_table
         from .result import anchor_of
 
-        traces = [self.load(r) for r in self.ranks]
+        traces = []
+        with TaskBar(len(self), "read ranks") as bar:
+            for r in self.ranks:
+                traces.append(self.load(r))
+                bar.advance()
         tables = {r: collective_table(t) for r, t in zip(self.ranks, traces)}
         anchors, mono = {}, {}
         for r, t in zip(self.ranks, traces):

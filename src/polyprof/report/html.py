@@ -11,7 +11,7 @@ import html
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -122,11 +122,13 @@ def script_json(doc: Any) -> str:
 
 
 def render(report: Report, ranks: Any = None, parts: list[Part] | None = None,
-           marks: list[dict[str, Any]] | None = None, highlight: list[str] | None = None) -> str:
+           marks: list[dict[str, Any]] | None = None, highlight: list[str] | None = None,
+           step: Callable[[], None] | None = None) -> str:
     """The page; with ``ranks`` (a JobReport) the ranks side by side come first and
     the findings are the job's, while the tables are ``report``'s rank. The timeline
     draws ``parts`` (a job's ranks on the aligned clock, with ``marks`` shaded and the
-    events named in ``highlight`` in one colour), by default ``report``'s trace alone.
+    events named in ``highlight`` in one colour), by default ``report``'s trace alone;
+    ``step`` is called once the timeline is built (a progress bar's advance).
 
     The template's placeholders are filled in one pass, so text from the trace (a title
     holding ``__DATA__``) is never substituted again."""
@@ -136,6 +138,8 @@ def render(report: Report, ranks: Any = None, parts: list[Part] | None = None,
         page["ranks"] = ranks_view(ranks)
         page["findings"] = [f.to_dict() for f in ranks.findings]
     tl = timeline_data(parts or [Part("", report.trace)], marks, highlight)
+    if step is not None:
+        step()
     blob = tl.pop("blob")  # base64: nothing in it to escape
     values = {"__TITLE__": html.escape(_title(report.trace), quote=True), "__DATA__": script_json(page),
               "__TIMELINE__": script_json(tl), "__TIMELINE_BLOB__": blob}
@@ -144,11 +148,11 @@ def render(report: Report, ranks: Any = None, parts: list[Part] | None = None,
 
 def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: Any = None,
           force: bool = False, parts: list[Part] | None = None, marks: list[dict[str, Any]] | None = None,
-          highlight: list[str] | None = None) -> Path:
+          highlight: list[str] | None = None, step: Callable[[], None] | None = None) -> Path:
     """Write the report for ``trace`` to ``path`` (with ``ranks``: the job's ranks side by
     side, ``trace`` being the rank whose timeline is shown); beside it and renamed over
     it, a symlink at ``path`` refused unless ``force`` (``polyprof.outfile``)."""
     path = Path(path)
-    page = render(report or build(trace), ranks, parts, marks, highlight)
+    page = render(report or build(trace), ranks, parts, marks, highlight, step)
     write_file(path, lambda tmp: tmp.write_text(page, encoding="utf-8"), force)
     return path

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..analyze.frames import column
+from ..progress import TaskBar
 from ..trace.core import Trace
 from .timeline import Part
 
@@ -76,7 +77,9 @@ def job_parts(job: Any, load: Callable[[int], Trace], loaded: Iterable[tuple[int
     have = dict(loaded)
     off = offsets(job)
     parts = []
-    for r in job.ranks:
-        trace = have.pop(r) if r in have else load(r)
-        parts.append(Part(f"rank {r}", trace, off.get(r, 0)))
+    with TaskBar(len(job.ranks), "read ranks for the timeline") as bar:
+        for r in job.ranks:
+            trace = have.pop(r) if r in have else load(r)
+            parts.append(Part(f"rank {r}", trace, off.get(r, 0)))
+            bar.advance()
     return parts, straggler_marks(job, off)
