@@ -299,7 +299,7 @@ def test_efficiency_findings_on_tracelens_h100_bert():
     assert low.severity == "high" and low.events[0]["lost_ns"] >= low.events[-1]["lost_ns"] > 0
     # the time each named op loses: its time less its roofline share of it
     e = low.events[0]
-    assert e["lost_ns"] == pytest.approx(e["time_ns"] * (1 - e["roofline_pct"] / 100))
+    assert e["lost_ns"] == pytest.approx(e["time_ns"] * (1 - e["roofline_pct"] / 100), rel=1e-3)  # pct rounded
 
     chain = found["fusable_chain"]
     assert chain.events[0]["chain"] == ("aten::embedding → aten::embedding → aten::add → aten::embedding → "

@@ -47,6 +47,8 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     events = _records(oe, ["name", "count", "time_ns", "flops_per_s", "roofline_pct", "bound_by"], 5, top)
     for e, i in zip(events, top.tolist()):
         e["lost_ns"] = float(lost[i])
+        e["flops_per_s"] = float(f"{e['flops_per_s']:.4g}")  # readable in the terminal's evidence lines
+        e["roofline_pct"] = round(float(e["roofline_pct"]), 2)
     names = ", ".join(e["name"] for e in events[:3]) or "no op with a FLOP figure"
     prec = str(column(m, "precision")[0])
     return [Finding(
@@ -131,6 +133,9 @@ def _low_occupancy(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     sel = sel[order_desc(share[sel])]
     events = _records(kb, ["name", "count", "total_ns", "share_pct", "block", "registers", "shared_mem", "occupancy",
                            "occupancy_limit"], 5, sel)
+    for e in events:
+        e["share_pct"] = round(float(e["share_pct"]), 2)
+        e["occupancy"] = round(float(e["occupancy"]), 4)
     worst = events[0]
     return [Finding(
         "low_occupancy", f"{len(sel)} kernel(s) with {float(share[sel].sum()):.1f}% of device time run at "
