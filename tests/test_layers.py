@@ -28,8 +28,6 @@ UPWARD_EXCEPTIONS = {
         "the XSpace writer adds XProf's kernel stats from analyses: moves beside report/ (issue 27)",
     ("polyprof.formats.xprof_stats", "polyprof.analyze.devops"):
         "the same writer's framework-op stats (issue 27, floors)",
-    ("polyprof.analyze.diff", "polyprof.ranks.traceset"):
-        "diff of two jobs: being rebuilt on the one job pipeline (issue 27, jobs)",
     ("polyprof.analyze.diff", "polyprof.report.terminal"):
         "diff's printing, to move to report/ (issue 27, tables)",
 }
@@ -44,8 +42,6 @@ CYCLE_EXCEPTIONS = {
     frozenset({"polyprof.analyze.findings", "polyprof.analyze.memory_findings",
                "polyprof.analyze.efficiency_findings"}):
         "the memory and efficiency rules and the rule list (issue 27, tables)",
-    frozenset({"polyprof.ranks.convert", "polyprof.ranks.traceset"}):
-        "a job's traces converted to a store, and the job read from one (issue 27, jobs: in progress)",
     frozenset({"polyprof.formats.kineto.build", "polyprof.formats.kineto.collector"}):
         "the collector hands its columns to build, which reads the args' batches back",
 }

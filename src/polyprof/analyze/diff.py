@@ -179,14 +179,18 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     return d
 
 
+def _is_job(run: Any) -> bool:
+    """A job's ranks (``polyprof.ranks.TraceSet``, known by what it does: ``map`` over its
+    ``ranks``; analyze/ does not import the job layer above it)."""
+    return callable(getattr(run, "map", None)) and isinstance(getattr(run, "ranks", None), list)
+
+
 def _runs(side: Any) -> list[Any]:
     """The runs of one side: a Runs' items, a list of sequences / TraceSets, else one run."""
-    from ..ranks.traceset import TraceSet
-
     if isinstance(side, Runs):
         return list(side)
     if isinstance(side, (list, tuple)) and side and all(
-            isinstance(r, (list, tuple, TraceSet)) for r in side):
+            isinstance(r, (list, tuple)) or _is_job(r) for r in side):
         return list(side)
     return [side]
 
@@ -196,9 +200,7 @@ def _summaries(run: Any, side: str, executor: Any, window: WindowArg = None) -> 
     (the rank: the trace's own, else its position)."""
     from functools import partial
 
-    from ..ranks.traceset import TraceSet
-
-    if isinstance(run, TraceSet):
+    if _is_job(run):
         import sys
 
         done = run.map(partial(summarize, window=window), executor,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .._lazy import lazy_names
 
 _WHERE = {
-    "TraceSet": "traceset", "RankEntry": "traceset", "load_ranks": "traceset", "load_rank": "traceset",
+    "TraceSet": "traceset", "RankEntry": "sources", "load_ranks": "traceset", "load_rank": "sources",
     "RankSource": "sources", "TraceFile": "sources", "StoreRank": "sources", "InMemory": "sources",
     "resolve": "sources", "assign_ranks": "sources",
     "SerialExecutor": "executor", "LocalPool": "executor",

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import executor as executors
 
+from .sources import RankEntry, load_rank
+
 if TYPE_CHECKING:
-    from .traceset import RankEntry, TraceSet
+    from .traceset import TraceSet
 
 
 def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str | None = None, *,
@@ -47,7 +49,6 @@ def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str 
 def convert_rank(entry: "RankEntry", part: str, chunk_rows: int) -> dict[str, Any]:
     """One rank into one folder (a task: runs wherever the executor puts it)."""
     from ..store.rankfiles import write_rank
-    from .traceset import load_rank
 
     fmt = "trace"
     if entry.path is not None:

@@ -16,7 +16,7 @@ with threads (a notebook, a profiled program) forking is unsafe, and the workers
 from a fork server that preloads the same modules.
 
 **Reading ahead** (:class:`ReadAhead`). A fresh process first imports pandas and the
-analyses (a few tenths of a second on one core, the others idle), and only then starts
+analyses (on one core, the others idle; docs/benchmarks.md), and only then starts
 the pool. Reading a trace file needs none of that. So a job that will run on a fork pool
 not started yet (or in this process) first forks one reader, which loads the rank files
 in order and pickles each trace (a Kineto trace's args as their text, undecoded) into a
@@ -319,7 +319,7 @@ class ReadAhead:
 
 def _folder() -> str | None:
     """/dev/shm (memory, not a disk) where it has room to spare (a container's is often
-    64 MB, which the pool's semaphores need too); else the temporary folder."""
+    small, and the pool's semaphores need it too); else the temporary folder."""
     shm = "/dev/shm"
     if os.path.isdir(shm) and os.access(shm, os.W_OK) and _free(Path(shm)) >= SHM_FREE_BYTES:
         return shm

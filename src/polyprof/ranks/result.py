@@ -67,7 +67,7 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
 
 def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
     """What a job gathers of a rank's tables: all but those with a row per event
-    (``analyze.registry.PER_EVENT``: the launch table, 90% of a summary's rows), which
+    (``analyze.registry.PER_EVENT``: the launch table, most of a summary's rows), which
     stay with the rank."""
     from ..analyze.registry import PER_EVENT
 

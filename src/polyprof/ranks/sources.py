@@ -14,11 +14,14 @@ results into sources, through :data:`RESOLVERS` (one function per kind, asked in
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import PolyprofError
+from ..store.manifest import is_store, read_manifest
 from ..trace.core import Trace
+from ..trace.identity import identify
 from .identity import rank_in_file, rank_in_name
 
 #: file name patterns a directory of ranks is read with
@@ -62,7 +65,7 @@ class TraceFile(RankSource):
         return rank_in_name(self.file)
 
     def load(self) -> Trace:
-        from ..formats.detect import load
+        from ..formats.detect import load  # the readers: where the rank is loaded, not where the job is listed
 
         return load(self.file)
 
@@ -87,7 +90,7 @@ class StoreRank(RankSource):
         return self.rank, self.how
 
     def load(self) -> Trace:
-        from ..store.rankfiles import read_rank
+        from ..store.rankfiles import read_rank  # pyarrow.parquet: only where a store's rank is read
 
         return read_rank(self.folder)
 
@@ -133,8 +136,6 @@ def _captured(item: Any) -> list[RankSource] | None:
 
 
 def _store(item: Any) -> list[RankSource] | None:
-    from ..store.manifest import is_store, read_manifest
-
     if not isinstance(item, (str, os.PathLike)) or not is_store(Path(item)):
         return None
     root = Path(item)
@@ -242,3 +243,40 @@ def assign_ranks(sources: Iterable[RankSource], rank_by: str = "auto") -> list[A
     if all(r is not None for r in in_name) and len(set(in_name)) == len(in_name):
         return [Assigned(int(r), "file name") for r in in_name]  # type: ignore[arg-type]
     return [Assigned(i, "order") for i in range(len(sources))]
+
+
+@dataclass
+class RankEntry:
+    """One rank of the set: its number, how that was found, and where it comes from."""
+
+    rank: int
+    how: str  # distributedInfo (or what a store recorded) | file name | order
+    source: RankSource
+
+    @property
+    def label(self) -> str:
+        return self.source.label or f"rank {self.rank}"
+
+    @property
+    def path(self) -> Path | None:
+        """The trace file the rank is read from (None: a store's rank, a Trace)."""
+        return self.source.path
+
+    @property
+    def trace(self) -> Trace | None:
+        """The Trace, where the rank is one in memory."""
+        return getattr(self.source, "trace", None)
+
+
+def load_rank(entry: RankEntry) -> Trace:
+    """One rank's trace, loaded from its source, with the source named (rank, label):
+    what per-rank work (``TraceSet.map``) and conversion to a store work on."""
+    return _named(entry.source.load(), entry)
+
+
+def _named(trace: Trace, entry: RankEntry) -> Trace:
+    if len(trace.sources) == 1:
+        trace.sources[0].rank = entry.rank
+        if not trace.sources[0].label:
+            trace.sources[0].label = entry.label
+    return identify(trace)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -22,45 +21,7 @@ from ..errors import PolyprofError
 from ..progress import TaskBar
 from ..trace.core import Trace
 from . import executor as executors
-from .sources import RankSource, assign_ranks, resolve
-
-
-@dataclass
-class RankEntry:
-    """One rank of the set: its number, how that was found, and where it comes from."""
-
-    rank: int
-    how: str  # distributedInfo (or what a store recorded) | file name | order
-    source: RankSource
-
-    @property
-    def label(self) -> str:
-        return self.source.label or f"rank {self.rank}"
-
-    @property
-    def path(self) -> Path | None:
-        """The trace file the rank is read from (None: a store's rank, a Trace)."""
-        return self.source.path
-
-    @property
-    def trace(self) -> Trace | None:
-        """The Trace, where the rank is one in memory."""
-        return getattr(self.source, "trace", None)
-
-
-def load_rank(entry: RankEntry) -> Trace:
-    """One rank's trace, loaded from its source, with the source named (rank, label)."""
-    return _named(entry.source.load(), entry)
-
-
-def _named(trace: Trace, entry: RankEntry) -> Trace:
-    from ..trace.identity import identify
-
-    if len(trace.sources) == 1:
-        trace.sources[0].rank = entry.rank
-        if not trace.sources[0].label:
-            trace.sources[0].label = entry.label
-    return identify(trace)
+from .sources import RankEntry, assign_ranks, load_rank, resolve
 
 
 class TraceSet:

@@ -20,7 +20,6 @@ Reading a rank gives back the Trace it was written from, its events in time orde
 from __future__ import annotations
 
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +201,8 @@ def read_rank(directory: Path) -> Trace:
     except Exception as e:  # ids out of range, bad planes: a damaged or hand-edited store
         raise TraceFormatError(directory, f"damaged store: inconsistent rank ({e})") from None
     if lazy:
-        trace.stats.defer(partial(_read_stats, path, lazy, input_rows), _WELL_KNOWN)
+        part = _StoredStats(path, lazy, input_rows)
+        trace.stats.defer(part.decode, _WELL_KNOWN, part.may_hold, part.decode_rows, part.decode_keys)
     return trace
 
 
@@ -228,9 +228,38 @@ _WELL_KNOWN = frozenset([v for k, v in vars(keys).items() if k.isupper() and isi
                          and not k.startswith(("CAT_", "LINE_", "HOST_"))] + ["device_duration_ps"])
 
 
-def _read_stats(path: Path, meta: list[dict[str, Any]], input_rows: np.ndarray) -> dict[str, StatColumn]:
-    """Stat columns of ``meta`` from ``path`` (the deferred text stats)."""
-    return _stat_columns(_read(path, [s["column"] for s in meta]), meta, input_rows)
+class _StoredStats:
+    """A rank's stats read on first use (``StatTable.defer``): which keys it holds is
+    known from rank.json, and each key is a column of its own, so a lookup reads that
+    column alone, and a lookup of some events' values (``lookup_rows``) reads the
+    columns asked for and keeps those events'."""
+
+    def __init__(self, path: Path, meta: list[dict[str, Any]], input_rows: np.ndarray):
+        self.path, self.meta, self.input_rows = path, meta, input_rows
+        self.keys = frozenset(s["key"] for s in meta)
+
+    def may_hold(self, key: str) -> bool:
+        return key in self.keys
+
+    def decode(self) -> dict[str, StatColumn]:
+        return self.decode_keys(None)
+
+    def decode_keys(self, keys: Any, skip: Any = ()) -> dict[str, StatColumn]:
+        """The columns of ``keys`` (None: every key not in ``skip``)."""
+        meta = [s for s in self.meta if (s["key"] not in skip if keys is None else s["key"] in keys)]
+        if not meta:
+            return {}
+        return _stat_columns(_read(self.path, [s["column"] for s in meta]), meta, self.input_rows)
+
+    def decode_rows(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
+        """The values of ``keys`` at the events ``rows`` (ascending) that have them."""
+        out = {}
+        for key, col in self.decode_keys(keys).items():
+            at = np.searchsorted(rows, col.rows)
+            keep = (at < len(rows)) & (rows[np.minimum(at, len(rows) - 1)] == col.rows) if len(rows) else \
+                np.zeros(len(col.rows), bool)
+            out[key] = StatColumn(col.rows[keep], col.values[keep])
+        return out
 
 
 def _stat_columns(table: pa.Table, meta: list[dict[str, Any]], input_rows: np.ndarray) -> dict[str, StatColumn]:
