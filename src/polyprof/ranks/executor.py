@@ -290,7 +290,8 @@ class ReadAhead:
             # the Kineto reader (no pandas), imported once here, before the fork: the
             # reader starts at once, and the pool's workers need it too
             importlib.import_module("polyprof.formats.kineto")
-        self.dir = Path(tempfile.mkdtemp(prefix="polyprof-prefetch-", dir=_folder()))
+        # named by this process: what it leaves behind is told from other processes' folders
+        self.dir = Path(tempfile.mkdtemp(prefix=f"polyprof-prefetch-{os.getpid()}-", dir=_folder()))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)  # at exit too
         budget = min(MAX_BYTES, _free(self.dir) // 4)
         self.proc = mp.get_context("fork").Process(target=_read_ahead, args=([f for _, f in loaders], self.dir, budget),
