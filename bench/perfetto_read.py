@@ -54,7 +54,7 @@ def run(path: Path) -> tuple[float, int, int]:
 def make(src: Path, copies: int, tmp: Path) -> tuple[Path, Path]:
     sys.path.insert(0, str(ROOT / "src"))
     import polyprof
-    from polyprof.formats import perfetto
+    from polyprof.writers import perfetto
 
     doc = json.loads(gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes())
     doc["traceEvents"] = doc["traceEvents"] * copies

@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from polyprof.formats import xspace
-from polyprof.formats.xspace import decode, writer
+from polyprof.writers import xspace as xspace_writer
+from polyprof.formats.xspace import decode
+from polyprof.writers import xspace as writer
 from polyprof.trace.builder import TraceBuilder
 from polyprof.trace.core import Trace
 
@@ -59,7 +61,7 @@ def measure(name: str, trace: Trace, data: bytes, repeat: int) -> dict:
     for _ in range(repeat):
         times["read_c"].append(timed(lambda: xspace.from_bytes(data)))
         times["read_all_c"].append(timed(lambda: len(xspace.from_bytes(data).stats)))  # len builds them all
-        times["write_c"].append(timed(lambda: xspace.to_bytes(trace)))
+        times["write_c"].append(timed(lambda: xspace_writer.to_bytes(trace)))
         decode._wire = None
         try:
             times["read_py"].append(timed(lambda: xspace.from_bytes(data)))
@@ -87,7 +89,7 @@ def main() -> None:
     data = SAMPLE.read_bytes()
     rows.append(measure("tpu_inference_2.xplane.pb", xspace.from_bytes(data), data, args.repeat))
     syn = synthetic(args.events)
-    rows.append(measure(f"synthetic {args.events} events, 3 stats each", syn, xspace.to_bytes(syn), args.repeat))
+    rows.append(measure(f"synthetic {args.events} events, 3 stats each", syn, xspace_writer.to_bytes(syn), args.repeat))
     if args.json:
         print(json.dumps(rows, indent=1))
         return

@@ -24,7 +24,7 @@ import polyprof
 from polyprof.analyze.common import device_view
 from polyprof.analyze.window import Window
 from polyprof.derive.intervals import union
-from polyprof.formats import kineto_writer
+from polyprof.writers import kineto as kineto_writer
 from polyprof.formats.detect import load
 from polyprof.trace.categories import Kind
 

@@ -22,7 +22,8 @@ import pytest
 
 import polyprof
 from polyprof.errors import TraceFormatError
-from polyprof.formats import chrome, kineto, kineto_writer
+from polyprof.formats import chrome, kineto
+from polyprof.writers import kineto as kineto_writer
 from polyprof.formats.detect import load as load_any
 
 KINETO_DIR = Path(__file__).resolve().parent / "data" / "traces" / "kineto"

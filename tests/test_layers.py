@@ -24,10 +24,6 @@ DOC = ROOT / "docs" / "architecture.md"
 UPWARD_EXCEPTIONS = {
     ("polyprof.trace.core", "polyprof.formats.native_write"):
         "Trace.save writes the native file: goes when writers leave formats/ (issue 27, floors)",
-    ("polyprof.formats.xprof_stats", "polyprof.analyze.common"):
-        "the XSpace writer adds XProf's kernel stats from analyses: moves beside report/ (issue 27)",
-    ("polyprof.formats.xprof_stats", "polyprof.analyze.devops"):
-        "the same writer's framework-op stats (issue 27, floors)",
     ("polyprof.analyze.diff", "polyprof.report.terminal"):
         "diff's printing, to move to report/ (issue 27, tables)",
 }

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import polyprof
-from polyprof.formats import perfetto
+from polyprof.writers import perfetto
 from polyprof.trace.builder import TraceBuilder
 
 P = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")

@@ -14,7 +14,7 @@ import pytest
 
 import polyprof
 from polyprof.errors import TraceFormatError
-from polyprof.formats import perfetto
+from polyprof.writers import perfetto
 from polyprof.formats.detect import detect
 from polyprof.formats.perfetto_read import load, trace_pb2
 from polyprof.formats.perfetto_read.shape import varint

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import polyprof
-from polyprof.formats import xspace
+from polyprof.writers import xspace as xspace_writer
 from polyprof.formats.detect import load
 from polyprof.trace.core import Trace
 
@@ -73,7 +73,7 @@ def viewer_events(res: dict, skip_lines: tuple[str, ...] = ("polyprof counters",
     lines XProf derived that ``trace`` does not have."""
     own: set[tuple[str, str]] = set()
     if trace is not None:  # (plane as written, line): a host "Steps" track is not a device's
-        written = dict(zip((p.name for p in trace.planes), xspace.written_names(trace.planes)))
+        written = dict(zip((p.name for p in trace.planes), xspace_writer.written_names(trace.planes)))
         own = {(written[trace.planes[t.plane].name], t.name) for t in trace.tracks}
     return Counter((p, t, n, round(ts * 1000), round(d * 1000))
                    for p, t, n, ph, ts, d in res["trace_viewer"]
@@ -101,7 +101,7 @@ def test_xprof_reads_a_live_session(tmp_path: Path) -> None:
             polyprof.step()
     trace = prof.trace
     assert trace.n_events >= 12
-    path = xspace.write_logdir(trace, tmp_path / "logs", run="live")
+    path = xspace_writer.write_logdir(trace, tmp_path / "logs", run="live")
     res = run_xprof(path, tmp_path)
     got, want = viewer_events(res, trace=trace), polyprof_events(trace)
     assert sum(got.values()) == trace.n_events
@@ -121,12 +121,12 @@ def test_xprof_reads_a_live_opencl_session(tmp_path: Path) -> None:
     trace = prof.trace
     dev = [p for p in trace.planes if p.name.startswith("/device:OpenCL")]
     assert dev and any(len(trace.tracks_of(p.id)) for p in dev)
-    path = xspace.write(trace, tmp_path / "opencl.xplane.pb")
+    path = xspace_writer.write(trace, tmp_path / "opencl.xplane.pb")
     res = run_xprof(path, tmp_path)
     got = viewer_events(res, trace=trace)
     assert sum(got.values()) == trace.n_events
     # XProf shows the device as /device:CUSTOM:<n>; the events are the same otherwise
-    renamed = {p.name: n for p, n in zip(trace.planes, xspace.written_names(trace.planes))}
+    renamed = {p.name: n for p, n in zip(trace.planes, xspace_writer.written_names(trace.planes))}
     want = Counter({(renamed[p], t, n, s, d): c for (p, t, n, s, d), c in polyprof_events(trace).items()})
     assert got == want
     assert load(path).plane_by_name(dev[0].name) is not None  # and polyprof reads its own name back
@@ -140,13 +140,13 @@ def test_xprof_reads_real_kineto_traces(name: str, traces_dir: Path, tmp_path: P
     -> XProf: every event, at its time (XProf sees times relative to the first event;
     the writer records that origin)."""
     trace = load(traces_dir / "kineto" / f"{name}.json.gz")
-    path = xspace.write(trace, tmp_path / f"{name}.xplane.pb")
+    path = xspace_writer.write(trace, tmp_path / f"{name}.xplane.pb")
     res = run_xprof(path, tmp_path)
     origin = trace.span_ns[0]
     got = viewer_events(res, trace=trace)
     # XProf shows devices it has no name for as CUSTOM, the threads of every host process on /host:CPU
-    homes = xspace.line_homes(trace.planes)
-    renamed = {p.name: n for p, n in zip(trace.planes, xspace.written_names(trace.planes))}
+    homes = xspace_writer.line_homes(trace.planes)
+    renamed = {p.name: n for p, n in zip(trace.planes, xspace_writer.written_names(trace.planes))}
     renamed.update({p.name: trace.planes[homes[p.id]].name for p in trace.planes if homes[p.id] != p.id})
     want = Counter({(renamed[p], t, n, s - origin, d): c for (p, t, n, s, d), c in polyprof_events(trace).items()})
     assert sum(got.values()) == trace.n_events
@@ -160,7 +160,7 @@ def test_xprof_reads_the_tpu_sample_written_by_polyprof(traces_dir: Path, tmp_pa
     orig_dir.mkdir()
     orig = orig_dir / src.name  # XProf caches results next to the file: work on a copy
     orig.write_bytes(src.read_bytes())
-    ours = xspace.write(load(src), tmp_path / "ours.xplane.pb")
+    ours = xspace_writer.write(load(src), tmp_path / "ours.xplane.pb")
     a, b = run_xprof(orig, tmp_path), run_xprof(ours, tmp_path)
     ev_a, ev_b = a["trace_viewer"], b["trace_viewer"]
     assert len(ev_a) == len(ev_b) > 26000

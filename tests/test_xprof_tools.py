@@ -22,7 +22,7 @@ import pytest
 import polyprof.analyze as A
 from polyprof.analyze.devops import device_op_breakdown
 from polyprof.derive import cache
-from polyprof.formats import xspace
+from polyprof.writers import xspace as xspace_writer
 from polyprof.formats.detect import load
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("xprof") is None,
@@ -79,7 +79,7 @@ def exported(traces_dir: Path, tmp_path_factory) -> dict:
         t = load(traces_dir / "kineto" / f"{name}.json.gz")
         d = base / name
         d.mkdir()
-        out[name] = (t, xprof_tools(xspace.write(t, d / f"{name}.xplane.pb")))
+        out[name] = (t, xprof_tools(xspace_writer.write(t, d / f"{name}.xplane.pb")))
     return out
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from polyprof.errors import TraceFormatError
 from polyprof.formats import xspace
+from polyprof.writers import xspace as xspace_writer
 from polyprof.formats.detect import detect, load
 from polyprof.trace import keys
 from polyprof.trace.builder import TraceBuilder
@@ -193,7 +194,7 @@ def _assert_same(a: Trace, b: Trace) -> None:
 
 
 def test_round_trip_tpu_sample(tpu_trace: Trace) -> None:
-    back = xspace.from_bytes(xspace.to_bytes(tpu_trace))
+    back = xspace.from_bytes(xspace_writer.to_bytes(tpu_trace))
     _assert_same(tpu_trace, back)
     # already in file order, so the rows line up one to one
     assert np.array_equal(back.start_ns, tpu_trace.start_ns)
@@ -227,7 +228,7 @@ def _synthetic() -> Trace:
 
 def test_round_trip_any_trace_keeps_events_stats_flows_counters() -> None:
     trace = _synthetic()
-    data = xspace.to_bytes(trace)
+    data = xspace_writer.to_bytes(trace)
     back = xspace.from_bytes(data)
     _assert_same(trace, back)
     assert back.stats["big"].values.dtype == np.uint64 and back.stats["big"].values[0] == 2**63 + 5
@@ -255,22 +256,22 @@ def test_round_trip_any_trace_keeps_events_stats_flows_counters() -> None:
 def test_round_trip_every_kineto_trace(kineto_files: list[Path]) -> None:
     for path in kineto_files:
         trace = load(path)
-        back = xspace.from_bytes(xspace.to_bytes(trace), source=str(path))
+        back = xspace.from_bytes(xspace_writer.to_bytes(trace), source=str(path))
         _assert_same(trace, back)
         assert len(back.flows["src"]) == len(trace.flows["src"])
 
 
 def test_round_trip_jax_profile(jax_xspace: Path) -> None:
     trace = load(jax_xspace)
-    _assert_same(trace, xspace.from_bytes(xspace.to_bytes(trace)))
+    _assert_same(trace, xspace.from_bytes(xspace_writer.to_bytes(trace)))
 
 
 def test_write_gz_and_logdir(tmp_path: Path) -> None:
     trace = _synthetic()
-    p = xspace.write(trace, tmp_path / "a.xplane.pb.gz")
+    p = xspace_writer.write(trace, tmp_path / "a.xplane.pb.gz")
     assert gzip.decompress(p.read_bytes())[:1] == b"\x0a"
     assert load(p).n_events == trace.n_events
-    out = xspace.write_logdir(trace, tmp_path / "logs", run="run1")
+    out = xspace_writer.write_logdir(trace, tmp_path / "logs", run="run1")
     assert out == tmp_path / "logs" / "plugins" / "profile" / "run1" / "box.xplane.pb"
     assert load(out).n_events == trace.n_events
     assert decode(out.read_bytes())[0].name == keys.HOST_PLANE
@@ -373,7 +374,7 @@ def test_devices_xprof_has_no_name_for_are_written_as_custom_and_read_back() -> 
         t = b.track(plane, name, "thread" if plane == host else "stream", tid=1)
         b.event(t, "work", 1_000, 500, category="kernel")
     trace = b.build()
-    space = xspace.to_space(trace)
+    space = xspace_writer.to_space(trace)
     assert [p.name for p in space.planes if p.name.startswith("/device:")] == \
         ["/device:CUSTOM:0", "/device:CUSTOM:17"]
     back = xspace.from_space(space)

@@ -16,8 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polyprof.formats import xplane_pb2, xspace
+from polyprof.writers import xspace as xspace_writer
 from polyprof.formats.detect import load
-from polyprof.formats.xspace import decode, encode, writer
+from polyprof.formats.xspace import decode, encode
+from polyprof.writers import xspace as writer
 
 pytestmark = pytest.mark.skipif(decode.IMPLEMENTATION != "c",
                                 reason="the compiled XSpace decoder is not in use (no C compiler, or "
@@ -97,7 +99,7 @@ def shared_xspaces(traces_dir: Path) -> dict[str, bytes]:
     """The shared XSpace traces, and polyprof's XSpace export of every shared Kineto trace."""
     out = {p.name: p.read_bytes() for p in sorted((traces_dir / "xspace").glob("*.xplane.pb"))}
     for p in sorted((traces_dir / "kineto").glob("*.json.gz")):
-        out[p.name] = xspace.to_bytes(load(p))
+        out[p.name] = xspace_writer.to_bytes(load(p))
     assert len(out) >= 12
     return out
 
@@ -197,7 +199,7 @@ def test_malformed_wire_data_raises_value_error(cut: int) -> None:
 def test_reader_falls_back_to_protobuf_where_the_walk_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     """A file protobuf accepts but the compiled walk does not (simulated: the walk
     raises) is read through protobuf, with the same result."""
-    data = xspace.to_bytes(_small_trace())
+    data = xspace_writer.to_bytes(_small_trace())
     expected = xspace.from_bytes(data)
 
     class Refusing:

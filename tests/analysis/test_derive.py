@@ -216,13 +216,11 @@ def test_derived_lines_are_separate_tracks_per_device_in_chrome_export(tmp_path)
 
 
 def test_derived_lines_in_xspace_export_use_xprof_line_names():
-    import pytest
+    from polyprof.formats import xspace
+    from polyprof.writers import xspace as xspace_writer
 
-    xspace = pytest.importorskip("polyprof.formats.xspace")
-    if not hasattr(xspace, "to_space"):
-        pytest.skip("no XSpace writer on this branch")
     t = derive(_scoped_trace())
-    space = xspace.to_space(t)
+    space = xspace_writer.to_space(t)
     lines = {p.name: {l.name for l in p.lines} for p in space.planes}
     assert {keys.LINE_STEPS, keys.LINE_XLA_MODULES, keys.LINE_XLA_OPS, keys.LINE_NAME_SCOPE} <= lines["/device:GPU:0"]
     back = xspace.from_space(space)

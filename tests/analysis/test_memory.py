@@ -424,7 +424,7 @@ def test_perfetto_export_has_the_memory_counter_track(pattern_run, tmp_path):
     pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     import importlib.util
 
-    from polyprof.formats import perfetto
+    from polyprof.writers import perfetto
 
     spec = importlib.util.spec_from_file_location("_perfetto_decoder", Path(__file__).parents[1] / "test_perfetto.py")
     mod = importlib.util.module_from_spec(spec)

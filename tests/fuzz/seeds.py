@@ -87,7 +87,8 @@ def _trimmed_tpu(keep: int = 12) -> bytes:
 
 def build() -> None:
     import polyprof
-    from polyprof.formats import native, xspace
+    from polyprof.formats import native
+    from polyprof.writers import xspace as xspace_writer
 
     SEEDS.mkdir(parents=True, exist_ok=True)
     for name in KINETO_SEEDS:
@@ -96,8 +97,8 @@ def build() -> None:
     (SEEDS / "triton_example.json.gz").write_bytes((TRACES / "kineto" / "triton_example.json.gz").read_bytes())
     (SEEDS / "tpu_trimmed.xplane.pb").write_bytes(_trimmed_tpu())
     small = polyprof.load(TRACES / "kineto" / "cuda_event_sync_multistream.json.gz")
-    xspace.write(small, SEEDS / "polyprof_written.xplane.pb")
-    (SEEDS / "polyprof_written.xplane.pb.gz").write_bytes(gzip.compress(xspace.to_bytes(small)))
+    xspace_writer.write(small, SEEDS / "polyprof_written.xplane.pb")
+    (SEEDS / "polyprof_written.xplane.pb.gz").write_bytes(gzip.compress(xspace_writer.to_bytes(small)))
     native.save(small, SEEDS / "kineto_converted.polyprof")
     with tempfile.TemporaryDirectory() as tmp:
         script, out = Path(tmp) / "killed.py", Path(tmp) / "killed.polyprof"

@@ -147,7 +147,7 @@ class CaptureService:
             return pb.ProfileResponse(empty_trace=True)
         trace.metadata[mkeys.CAPTURE] = {"session_id": capture.session_id, "peer": capture.peer,
                                      "requested_ms": capture.duration_ms}
-        from ..formats.xspace import to_bytes
+        from ..writers.xspace import to_bytes
 
         data = to_bytes(trace)
         if len(data) > self.limits.max_response_bytes:

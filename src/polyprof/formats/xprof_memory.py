@@ -24,7 +24,7 @@ ALLOC, FREE = "MemoryAllocation", "MemoryDeallocation"
 
 def write_line(xp: Any, pw: Any, trace: Trace, origin: int, line_id: int) -> None:
     """Append the memory line to the XPlane ``xp`` (a host plane); ``pw`` is the plane's
-    metadata writer (``xspace.plane_writer.PlaneWriter``); times relative to ``origin``."""
+    metadata writer (``writers.xspace_plane.PlaneWriter``); times relative to ``origin``."""
     m = memory_events(trace)
     if not len(m.rows):
         return

@@ -1,7 +1,7 @@
 """Perfetto protobuf traces (``.pftrace``, ``.perfetto-trace``, gzipped or not) read into a Trace.
 
 What Perfetto's SDK, its tracing service, rocprofv3 and polyprof's own writer
-(``formats/perfetto.py``) write: ``TracePacket`` s holding ``TrackEvent`` s (slice begin
+(``writers/perfetto.py``) write: ``TracePacket`` s holding ``TrackEvent`` s (slice begin
 and end, instants, legacy complete slices, counters, flows, debug annotations), their
 interned strings and incremental state, track descriptors (processes, threads, named
 and counter tracks under their parents), clock snapshots, and the GPU messages

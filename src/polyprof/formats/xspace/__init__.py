@@ -9,27 +9,20 @@ A package by stage, each module one job:
 - ``stats``: XStat values into stat columns;
 - ``xla``: what XProf's and JAX's conventions mean (wall anchor, flows, categories);
 - ``names``: the names and limits both directions share;
-- ``writer``, ``written_stats``, ``plane_writer``, ``encode``: Trace -> XSpace, with the
-  stats and line names XProf's converters read.
+- ``encode`` (+ ``_wire.c``): one line's events from columns into ``XLine.events`` bytes.
 
-See ``reader`` and ``writer`` for what goes where; docs/architecture.md for the layout.
+The writer (Trace -> XSpace, with the stats and line names XProf's converters read) is
+:mod:`polyprof.writers.xspace`: it reads polyprof's analyses, so it sits above them.
+
+See ``reader`` for what goes where; docs/architecture.md for the layout.
 """
 
 from __future__ import annotations
 
-from ..._lazy import lazy_names
 from .decode import IMPLEMENTATION
 from .names import CAT_TRACEME, XPROF_ALIASES
 from .reader import from_bytes, from_space, load
 from .wire import is_protobuf_xspace, parse, sniff
 
-#: the writer's names, imported on first use (reading needs none of the writer's modules)
-_WRITER = {"to_bytes": "writer", "to_space": "writer", "write": "writer", "write_logdir": "writer",
-           "msgspec_text": "plane_writer", "line_homes": "..xprof_names", "write_order": "..xprof_names",
-           "written_names": "..xprof_names"}
-
 __all__ = ["CAT_TRACEME", "IMPLEMENTATION", "XPROF_ALIASES", "from_bytes", "from_space", "is_protobuf_xspace",
-           "load", "parse", "sniff", *_WRITER]
-
-
-__getattr__ = lazy_names(__name__, _WRITER)
+           "load", "parse", "sniff"]

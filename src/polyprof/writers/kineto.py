@@ -21,7 +21,7 @@ from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
-from .jsonfile import write_json
+from ..formats.jsonfile import write_json
 from ..trace import metadata_keys as mkeys
 
 #: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).

@@ -8,7 +8,7 @@ category, flows, counters, track kinds and the trace's metadata are written in
 ``polyprof.*`` stats XProf ignores and the reader restores, so polyprof -> XSpace ->
 polyprof keeps them. Device planes XProf's tools would skip (any but GPU, TPU and
 CUSTOM) are written as ``/device:CUSTOM:<n>`` under their own name in the layout stat
-(``xprof_names.py``). Events go in as columns (``written_stats``, ``encode``).
+(``xprof_names.py``). Events go in as columns (``xspace_stats``, ``formats.xspace.encode``).
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import PolyprofError
-from ...trace import keys
-from ...trace.core import Trace
-from ...trace.memory import export_counters
-from .. import xprof_memory
-from ..xprof_names import line_homes, write_order, written_names
-from ..xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans
-from . import names as N
-from ...outfile import write_file
-from .encode import encode_events
-from .plane_writer import PlaneWriter, set_value
-from .written_stats import WrittenStats
-from ...trace import metadata_keys as mkeys
+from ..errors import PolyprofError
+from ..trace import keys
+from ..trace.core import Trace
+from ..trace.memory import export_counters
+from ..formats import xprof_memory
+from .xprof_names import line_homes, write_order, written_names
+from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans
+from ..formats.xspace import names as N
+from ..outfile import write_file
+from ..formats.xspace.encode import encode_events
+from .xspace_plane import PlaneWriter, set_value
+from .xspace_stats import WrittenStats
+from ..trace import metadata_keys as mkeys
 
 
 @dataclass
@@ -57,7 +57,7 @@ class _Plan:
 def to_space(trace: Trace, hostname: str | None = None, compiled: bool = True) -> Any:
     """The XSpace message for ``trace`` (see the module docstring for what goes where);
     ``compiled=False`` encodes events through protobuf's messages (the reference)."""
-    from .wire import pb
+    from ..formats.xspace.wire import pb
 
     space = pb().XSpace()
     host = hostname or _hostname(trace)

@@ -32,8 +32,8 @@ import numpy as np
 from ..derive.intervals import nesting_depth
 from ..trace.core import Trace
 from ..trace.memory import export_counters
-from . import perfetto_wire as w
-from .chrome import _pids, _tids
+from ..formats import perfetto_wire as w
+from ..formats.chrome import _pids, _tids
 
 log = logging.getLogger("polyprof")
 

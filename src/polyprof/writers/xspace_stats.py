@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ...trace.core import Trace
-from ..xprof_stats import xprof_columns
-from . import names as N
+from ..trace.core import Trace
+from .xprof_stats import xprof_columns
+from ..formats.xspace import names as N
 
 _FIELD_KIND = {"double_value": 1, "uint64_value": 2, "int64_value": 3, "str_value": 4, "bytes_value": 5, "ref": 6}
 
@@ -106,7 +106,7 @@ def metadata_level(trace: Trace, md_keys: set[str]) -> tuple[np.ndarray, dict[in
 
 def value_parts(values: Any, kind: str, field: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(kind code, int, double, object) columns of ``values`` written as ``field`` (or,
-    for None, value by value as :func:`plane_writer.set_value` would)."""
+    for None, value by value as :func:`xspace_plane.set_value` would)."""
     arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
     n = len(arr)
     ints, dbls = np.zeros(n, np.int64), np.zeros(n, np.float64)
@@ -142,8 +142,8 @@ def value_parts(values: Any, kind: str, field: str | None) -> tuple[np.ndarray, 
 
 
 def _by_value(vals: list[Any], kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Kind codes and values one by one: the rules of ``plane_writer.set_value``."""
-    from .plane_writer import json_text
+    """Kind codes and values one by one: the rules of ``xspace_plane.set_value``."""
+    from .xspace_plane import json_text
 
     n = len(vals)
     codes = np.zeros(n, np.uint8)
