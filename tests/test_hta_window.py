@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from polyprof.analyze.breakdown import ALL_DEVICES, ALL_STREAMS, temporal_breakdown
@@ -42,11 +43,17 @@ logging.disable(logging.CRITICAL)
 from hta.trace_analysis import TraceAnalysis
 out = {}
 for d in sys.argv[2:]:
+    ta = TraceAnalysis(trace_dir=d)
     try:
-        r = TraceAnalysis(trace_dir=d).get_temporal_breakdown(visualize=False).iloc[0].to_dict()
+        r = ta.get_temporal_breakdown(visualize=False).iloc[0].to_dict()
         out[d] = {k: float(v) for k, v in r.items()}
     except Exception as e:
         out[d] = {"error": type(e).__name__}
+    try:  # the file's rank (sampled_rank1 is rank 1)
+        df = ta.get_idle_time_breakdown(ranks=[next(iter(ta.t.traces))], visualize=False)[0]
+        out[d]["idle"] = [[int(r["stream"]), r["idle_category"], float(r["idle_time"])] for r in df.to_dict("records")]
+    except Exception as e:
+        out[d]["idle_error"] = type(e).__name__
 json.dump(out, open(sys.argv[1], "w"))
 """
 
@@ -99,7 +106,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def hta(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """HTA 0.5's temporal breakdown of every file (one subprocess: HTA sets pandas options)."""
+    """HTA 0.5's temporal and idle time breakdowns of every file (one subprocess: HTA
+    sets pandas options)."""
     res = tmp_path_factory.mktemp("hta_out") / "hta.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run([sys.executable, "-c", _DRIVER, str(res), *(str(p.parent) for p in files.values())],
@@ -134,6 +142,35 @@ def test_temporal_breakdown_equals_htas_on_every_kineto_trace(files: dict[str, P
         assert int(tb["span_ns"][i]) == 1000 * h["kernel_time(us)"], name
         compared.append(name)
     assert len(compared) == len(files) - len(UNREAD) == 12
+
+
+def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, dict]) -> None:
+    """HTA's get_idle_time_breakdown (per stream: host-wait, kernel-wait, other; its 30 µs
+    threshold) equals polyprof's under window "hta", to the ns, on every file HTA reads."""
+    from polyprof.analyze.breakdown import idle_time_breakdown
+    from polyprof.analyze.hta_compat import idle_gaps
+
+    cats = {"host_wait": 0, "kernel_wait": 1, "other": 2}
+    compared = 0
+    for name, path in files.items():
+        h = hta[name]
+        t = load(path)
+        if name in UNREAD:
+            assert "idle_error" in h and not idle_gaps(t), name
+            continue
+        assert "idle" in h, (name, h)
+        theirs: dict[int, list[float]] = {}
+        for stream, cat, us in h["idle"]:
+            theirs.setdefault(stream, [0.0, 0.0, 0.0])[cats[cat]] = 1000 * us
+        ours = idle_gaps(t)
+        assert set(ours) == set(theirs), name
+        for stream, g in ours.items():
+            assert [g.host_wait, g.kernel_wait, g.other] == theirs[stream], (name, stream)
+        it = idle_time_breakdown(t, window=HTA)
+        per_stream = np.asarray(it["track_id"]) >= 0
+        assert int(np.asarray(it["host_wait_ns"])[per_stream].sum()) == sum(v[0] for v in theirs.values()), name
+        compared += 1
+    assert compared == len(files) - len(UNREAD)
 
 
 def test_htas_rules_by_hand(files: dict[str, Path], hta: dict[str, dict]) -> None:

@@ -134,8 +134,13 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
     other_ns == idle_ns``, which equals ``temporal_breakdown``'s ``idle_ns``. Columns:
     ``plane``, ``stream``, ``track_id``, ``idle_ns``, ``host_wait_ns``, ``kernel_wait_ns``,
     ``other_ns``, ``gaps``, ``host_wait_pct``, ``kernel_wait_pct``, ``other_pct`` (of idle).
+    ``window="hta"``: HTA 0.5's idle time breakdown (:func:`_hta_idle`; its 30 µs
+    threshold unless ``kernel_wait_max_ns`` is given).
     """
     trace = view(trace, window)
+    sel = selection(trace)
+    if sel is not None and sel.hta:
+        return _hta_idle(trace, kernel_wait_max_ns)
     v = device_view(trace)
     ev = trace.events
     t0, t1 = v.span
@@ -176,6 +181,34 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
         idle = host + kern + other
         out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS, track,
                     idle, host, kern, other, gaps))
+    cols = _columns(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
+                          "gaps"])
+    for c in ("host_wait", "kernel_wait", "other"):
+        cols[f"{c}_pct"] = ratio_pct(cols[f"{c}_ns"], cols["idle_ns"])
+    return frame(cols)
+
+
+def _hta_idle(trace: Trace, kernel_wait_max_ns: int) -> Table:
+    """HTA 0.5's ``get_idle_time_breakdown`` (``hta_compat.idle_gaps``): one row per HTA
+    stream, on the track of its first activity, and per device ``(all streams)``: the
+    sum of its streams (HTA charts them stacked). ``gaps``: the gaps between consecutive
+    activities of a stream."""
+    from .hta_compat import CONSECUTIVE_KERNEL_DELAY_NS, idle_gaps
+
+    delay = CONSECUTIVE_KERNEL_DELAY_NS if kernel_wait_max_ns == KERNEL_WAIT_MAX_NS else kernel_wait_max_ns
+    by_plane: dict[int, list[tuple]] = {}
+    for g in idle_gaps(trace, delay).values():
+        track = int(trace.events["track"][g.first_row])
+        plane = int(trace.track_plane[track])
+        by_plane.setdefault(plane, []).append(
+            (trace.planes[plane].name, trace.tracks[track].name, track, g.host_wait + g.kernel_wait + g.other,
+             g.host_wait, g.kernel_wait, g.other, g.gaps))
+    out: list[tuple] = []
+    for plane in sorted(by_plane):
+        rows_ = by_plane[plane]
+        out += rows_
+        sums = [sum(r[i] for r in rows_) for i in range(3, 8)]
+        out.append((rows_[0][0], ALL_STREAMS, -1, *sums))
     cols = _columns(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
                           "gaps"])
     for c in ("host_wait", "kernel_wait", "other"):

@@ -95,17 +95,27 @@ def _int_arg(trace: Trace, key: str) -> np.ndarray:
     return out
 
 
-def hta_activity(trace: Trace) -> HtaActivity:
-    """The device rows HTA 0.5's temporal breakdown counts in ``trace`` (module doc)."""
-    return cache.memo(trace, "hta_activity", _activity)
+class HtaTable(NamedTuple):
+    """HTA's per-rank table as polyprof's columns: one entry per event of the trace."""
+
+    kept: np.ndarray  # bool: a row of HTA's table (after its iteration filter)
+    stream: np.ndarray  # HTA's stream, -1 for none
+    corr: np.ndarray  # HTA's correlation, -1 for none
+    launched: np.ndarray  # bool: HTA's "GPU kernel" rows (a stream and a correlation, or a sync record)
+    start: np.ndarray  # ns, rounded as HTA reads the file
+    end: np.ndarray
 
 
-def _activity(trace: Trace) -> HtaActivity:
+def hta_table(trace: Trace) -> HtaTable:
+    """The rows of HTA 0.5's per-rank table and its columns (module doc)."""
+    return cache.memo(trace, "hta_table", _table)
+
+
+def _table(trace: Trace) -> HtaTable:
     ev = trace.events
     strings = np.asarray(trace.strings, dtype=object)
     n = trace.n_events
-    cat_ids = np.flatnonzero(np.isin(strings, SKIPPED_CATEGORIES))
-    kept = ~np.isin(ev["category"], cat_ids)
+    kept = ~np.isin(ev["category"], np.flatnonzero(np.isin(strings, SKIPPED_CATEGORIES)))
     stream = _int_arg(trace, keys.STREAM)
     # runtime calls carry a stream only on ROCm, as hex text ("0x0") that HTA's int() refuses
     stream[np.isin(ev["category"], np.flatnonzero(strings == RUNTIME_CATEGORY))] = -1
@@ -115,23 +125,81 @@ def _activity(trace: Trace) -> HtaActivity:
     base = base_time_ns(trace)
     if n and np.any((start[kept] - base) % 1000):  # HTA rounds only a file with fractional ts
         start, end = rounded_like_hta(start, end, base)
-    step_ids = np.flatnonzero(np.array(["ProfilerStep" in s for s in strings.tolist()], bool))
     names = ev["name"]
+    launched = ((stream >= 0) & (corr >= 0)) | np.isin(names, np.flatnonzero(np.isin(strings, SYNC_NAMES)))
+    step_ids = np.flatnonzero(np.array(["ProfilerStep" in s for s in strings.tolist()], bool))
     step_ids = np.intersect1d(step_ids, names[kept])
     if len(step_ids) >= 2:  # HTA's iteration filter
-        sync_ids = np.flatnonzero(np.isin(strings, SYNC_NAMES))
-        launched = ((stream >= 0) & (corr >= 0)) | np.isin(names, sync_ids)
         host = kept & ~launched
         is_step = host & np.isin(names, step_ids)
         last = start[is_step].max() if is_step.any() else np.iinfo(np.int64).min
         host &= start < last
         kept = host | (kept & launched & np.isin(corr, corr[host]))
-    rows = np.flatnonzero(kept & (stream != -1))
-    name_ids = names[rows]
-    uniq, inv = np.unique(name_ids, return_inverse=True)
+    return HtaTable(kept, stream, corr, launched, start, end)
+
+
+def hta_activity(trace: Trace) -> HtaActivity:
+    """The device rows HTA 0.5's temporal breakdown counts in ``trace`` (module doc)."""
+    return cache.memo(trace, "hta_activity", _activity)
+
+
+def _activity(trace: Trace) -> HtaActivity:
+    t = hta_table(trace)
+    strings = np.asarray(trace.strings, dtype=object)
+    rows = np.flatnonzero(t.kept & (t.stream != -1))
+    uniq, inv = np.unique(trace.events["name"][rows], return_inverse=True)
     compute = np.array([_NOT_COMPUTE.match(strings[i]) is None for i in uniq.tolist()], bool)[inv] \
         if len(rows) else np.zeros(0, bool)
-    return HtaActivity(rows, start[rows], end[rows], compute)
+    return HtaActivity(rows, t.start[rows], t.end[rows], compute)
+
+
+#: categories of the device activity HTA's idle time breakdown looks at (not cuda_sync)
+KERNEL_CATEGORIES = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
+#: HTA's ``consecutive_kernel_delay`` default: a shorter gap with the work queued is kernel-wait
+CONSECUTIVE_KERNEL_DELAY_NS = 30_000
+
+
+class StreamIdle(NamedTuple):
+    """One stream's idle time as HTA splits it (ns) and where the stream is."""
+
+    host_wait: int
+    kernel_wait: int
+    other: int
+    first_row: int  # the stream's first activity
+    gaps: int
+
+
+def idle_gaps(trace: Trace, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS) -> dict[int, StreamIdle]:
+    """HTA 0.5's ``get_idle_time_breakdown``: per stream, the host-wait, kernel-wait and
+    other idle ns. On each stream, the activities of :data:`KERNEL_CATEGORIES` in HTA's table
+    sorted by start; each one's gap is its start less the previous one's end (negative
+    where they overlap, and summed so); host-wait when its launch call started after that
+    end, kernel-wait when not and the gap is under ``delay_ns``, other else."""
+    t = hta_table(trace)
+    ev = trace.events
+    strings = np.asarray(trace.strings, dtype=object)
+    dev = t.kept & (t.stream != -1) & np.isin(ev["category"], np.flatnonzero(np.isin(strings, KERNEL_CATEGORIES)))
+    # the launch: a row HTA does not call a kernel with the same correlation (the last such
+    # row), its start when it is in the table
+    cpu = np.flatnonzero(~t.launched & (t.corr >= 0))
+    cpu = cpu[np.argsort(t.corr[cpu], kind="stable")]
+    out: dict[int, StreamIdle] = {}
+    for stream in np.unique(t.stream[dev]).tolist():
+        rows = np.flatnonzero(dev & (t.stream == stream))
+        rows = rows[np.argsort(t.start[rows], kind="stable")]
+        s, e = t.start[rows], t.end[rows]
+        gap = s[1:] - e[:-1]
+        c = t.corr[rows[1:]]
+        at = np.searchsorted(t.corr[cpu], c, side="right") - 1
+        has = (c >= 0) & (at >= 0)
+        launch = np.where(has, cpu[np.maximum(at, 0)], -1)
+        has &= t.corr[launch] == c
+        has &= t.kept[launch]
+        host = has & (t.start[launch] > e[:-1])
+        kern = ~host & (gap < delay_ns)
+        out[int(stream)] = StreamIdle(int(gap[host].sum()), int(gap[kern].sum()), int(gap[~host & ~kern].sum()),
+                                      int(rows[0]), len(gap))
+    return out
 
 
 def merged(start: np.ndarray, end: np.ndarray) -> tuple[int, int, int]:
