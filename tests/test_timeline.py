@@ -10,6 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
+from polyprof.analyze.critical_path_track import with_critical_path
 from polyprof.derive import cache
 from polyprof.formats.detect import load
 from polyprof.report import timeline as tl
@@ -49,13 +50,22 @@ def test_every_event_of_every_track_on_its_lane(alexnet):
     assert q == 1000  # Kineto's microseconds
     start = np.cumsum(c["start"].astype(np.int64)) * q
     dur = c["dur"].astype(np.int64) * q
-    assert d["events"] == t.n_events == len(start)
-    # the multiset of (name, start, duration) is the trace's, on the timeline's clock
-    got = sorted(zip([d["names"][i] for i in c["name"]], (start + d["t0"]).tolist(), dur.tolist()))
+    # the trace's events, and each step's critical path as one more track
+    cp = [x for x in d["tracks"] if x["label"] == "critical path"]
+    assert len(cp) == 1 and cp[0]["kind"] == "derived"
+    on_cp = np.zeros(len(start), bool)
+    on_cp[cp[0]["lanes"][0]:cp[0]["lanes"][-1]] = True
+    assert d["events"] == t.n_events + on_cp.sum() == len(start)
+    cp_names = {d["names"][i] for i in c["name"][on_cp]}
+    assert cp_names & set(t.names().tolist())  # the path's stretches are named after the events they follow
+    # the multiset of (name, start, duration) off the path is the trace's, on the timeline's clock
+    keep = ~on_cp
+    got = sorted(zip([d["names"][i] for i in c["name"][keep]], (start + d["t0"])[keep].tolist(),
+                     dur[keep].tolist()))
     want = sorted(zip(t.names().tolist(), t.events["start_ns"].tolist(), t.events["dur_ns"].tolist()))
     assert got == want
     # every track with events is there, and within a lane of a thread events do not overlap
-    assert {(x["group"], x["label"]) for x in d["tracks"]} == {
+    assert {(x["group"], x["label"]) for x in d["tracks"] if x["label"] != "critical path"} == {
         (t.planes[t.tracks[k].plane].name, t.tracks[k].name) for k in np.unique(t.events["track"])}
     for x in d["tracks"]:
         lanes = x["lanes"]
@@ -69,7 +79,7 @@ def test_every_event_of_every_track_on_its_lane(alexnet):
     corr = cache.correlation(t)
     k = int(corr.device_rows[corr.launch >= 0][0])
     names = np.array(d["names"])[c["name"]]
-    pos = np.flatnonzero((names == t.names()[k]) & (start + d["t0"] == t.events["start_ns"][k]))[0]
+    pos = np.flatnonzero((names == t.names()[k]) & (start + d["t0"] == t.events["start_ns"][k]) & keep)[0]
     launch = int(corr.launch[corr.device_rows == k][0])
     assert names[c["partner"][pos]] == t.strings[t.events["name"][launch]]
     assert c["partner"][c["partner"][pos]] >= 0
@@ -88,7 +98,8 @@ def test_past_the_budget_the_shortest_events_are_left_out_with_a_note(alexnet, m
 
 def test_ranks_on_one_clock(alexnet):
     d = timeline_data([Part("rank 0", alexnet), Part("rank 1", alexnet, 5_000_000)])
-    assert d["events"] == 2 * alexnet.n_events
+    one = timeline_data([Part("", alexnet)])["events"]  # with its critical path
+    assert d["events"] == 2 * one
     groups = {x["group"].split(" · ")[0] for x in d["tracks"]}
     assert groups == {"rank 0", "rank 1"}
     assert d["t0"] == alexnet.span_ns[0] and d["span_ns"] == alexnet.span_ns[1] - alexnet.span_ns[0] + 5_000_000
@@ -149,7 +160,8 @@ def test_zoom_pan_click_and_search_in_chromium(alexnet, tmp_path):
         page.call("Input.dispatchKeyEvent", type="keyDown", key="Enter", code="Enter", windowsVirtualKeyCode=13)
         found = page.eval("document.getElementById('tl-found').textContent")
         assert found.startswith("match 1 of ")
-        assert int(found.split()[-1]) == int((alexnet.names() == "aten::conv2d").sum())
+        drawn = with_critical_path(alexnet)  # the ops, and the path's stretches named after them
+        assert int(found.split()[-1]) == int((drawn.names() == "aten::conv2d").sum()) > 0
         assert "aten::conv2d" in page.eval("document.getElementById('tl-details').innerText")
         # the screenshot of the timeline is not blank: many colours where events are drawn
         page.eval("window.__timeline.zoom(1e9)")  # the whole span again

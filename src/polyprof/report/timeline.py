@@ -1,6 +1,7 @@
 """The data the HTML report's interactive timeline draws, built columnar from Traces.
 
-Every track of every plane (host threads, device streams, derived lines), the counters
+Every track of every plane (host threads, device streams, derived lines, each step's
+critical path as a track for traces up to ``MAX_CRITICAL_PATH_EVENTS``), the counters
 and memory series, of one trace or of a job's ranks on the aligned clock. Events go as
 binary columns (start, duration, name, correlated event), sorted by (track, lane,
 start), deflated and base64-encoded in one string that the page inflates with the
@@ -21,6 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..analyze.critical_path_track import with_critical_path
 from ..analyze.memory import memory
 from ..derive import cache
 from ..derive.intervals import nesting_depth
@@ -31,6 +33,9 @@ MAX_EVENTS = 1_500_000
 MAX_ARG_CELLS = 100_000
 MAX_ARG_TEXT = 160
 MAX_COUNTER_SERIES = 64
+#: traces up to this many events get the critical path track (its graphs cost about as
+#: much as the rest of the report per event, and it adds several slices per event)
+MAX_CRITICAL_PATH_EVENTS = 200_000
 
 
 class Part(NamedTuple):
@@ -201,6 +206,8 @@ def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None,
     base = 0
     for part in parts:
         trace = part.trace
+        if 0 < trace.n_events <= MAX_CRITICAL_PATH_EVENTS:
+            trace = with_critical_path(trace)
         ev = trace.events
         prefix = part.label + " · " if part.label else ""
         group_of = {p.id: prefix + p.name for p in trace.planes}
