@@ -115,9 +115,11 @@ def _pack(columns: dict[str, np.ndarray]) -> tuple[str, list[dict[str, Any]]]:
 
 
 def _stat_cells(trace: Trace, pos_of: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(key, page positions, values) of each argument the trace's events carry."""
+    """(key, page positions, values) of each argument the trace's events carry, keys in
+    sorted order (a table's order of keys follows what was decoded first: a trace read
+    from a store and the same trace read from its file give one page)."""
     found = []
-    for key in list(trace.stats.keys()):
+    for key in sorted(trace.stats.keys()):
         col = trace.stats[key]
         if not len(col.rows):
             continue
