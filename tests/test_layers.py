@@ -23,7 +23,7 @@ DOC = ROOT / "docs" / "architecture.md"
 #: still be needed (test_every_exception_is_still_needed).
 UPWARD_EXCEPTIONS = {
     ("polyprof.trace.core", "polyprof.formats.native_write"):
-        "Trace.save writes the native file: goes when writers leave formats/ (issue 27, floors)",
+        "Trace.save writes the native .polyprof file (formats/native_write.py): kept as public API",
     ("polyprof.analyze.diff", "polyprof.report.terminal"):
         "diff's printing, to move to report/ (issue 27, tables)",
 }
