@@ -191,7 +191,8 @@ def test_htas_rules_by_hand(files: dict[str, Path], hta: dict[str, dict]) -> Non
 
 def test_cli_window_hta(files: dict[str, Path], hta: dict[str, dict], tmp_path: Path) -> None:
     """``summary --window hta --json`` as users run it; ``export --window hta`` writes a
-    trace; --window hta with --steps is one error line."""
+    trace; ``report --window hta`` says the window; --window hta with --steps is one
+    error line."""
     f = files["a100_nccl_rank0"]
     env = {**os.environ}
     r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(f), "--window", "hta", "--json"],
@@ -206,6 +207,11 @@ def test_cli_window_hta(files: dict[str, Path], hta: dict[str, dict], tmp_path: 
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert 0 < load(out).n_events < load(f).n_events  # the last step left out
+    html = tmp_path / "r.html"
+    r = subprocess.run([sys.executable, "-m", "polyprof", "report", str(files["triton_example"]), "--window", "hta",
+                        "-o", str(html)], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "steps (1) (HTA 0.5" in html.read_text()  # one step: HTA keeps it, first to last activity
     r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(f), "--window", "hta", "--steps", "4:5"],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "--window hta" in r.stderr

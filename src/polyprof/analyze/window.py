@@ -191,7 +191,8 @@ def _hta_selection(steps: Steps) -> Selection:
     every = np.arange(len(steps))
     why = "HTA 0.5's window: first to last device activity, rounded to whole µs"
     if len(steps) < 2:
-        return Selection(every, _label(steps, every, why), True, "device", round_us=True, hta=True)
+        text = _label(steps, every, why) if len(steps) else f"whole trace ({why})"
+        return Selection(every, text, True, "device", round_us=True, hta=True)
     index = every[:-1]
     return Selection(index, _label(steps, index, why + "; the last step dropped"), True, "device",
                      hi=int(steps.start[-1]), round_us=True, hta=True)
