@@ -152,3 +152,9 @@ def test_progress_bars_on_a_terminal(job, tmp_path):
     assert "read ranks for the timeline" in text and "report j.html" in text and "/4" in text
     text = _on_a_terminal("export", str(job), "-f", "perfetto", "-o", str(tmp_path / "j.pftrace"))
     assert "read ranks" in text and "wrote" in text
+
+
+def test_convert_of_one_file_shows_a_bar_on_a_terminal(traces_dir, tmp_path):
+    text = _on_a_terminal("convert", str(traces_dir / "kineto" / "a100_nccl_rank0.json.gz"), "-o",
+                          str(tmp_path / "one.store"))
+    assert "convert" in text and "0/1" in text and "wrote store" in text

@@ -14,9 +14,10 @@ log = logging.getLogger("polyprof")
 class TaskBar:
     """``with TaskBar(total, what) as bar: ... bar.advance()``."""
 
-    def __init__(self, total: int, what: str):
+    def __init__(self, total: int, what: str, single: bool = False):
+        """``single``: a bar for one task too (its elapsed time; a long conversion)."""
         self.total, self.what, self.done, self.bar = total, what, 0, None
-        if sys.stderr.isatty() and total > 1:
+        if sys.stderr.isatty() and (total > 1 or (single and total == 1)):
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -38,7 +38,7 @@ def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str 
     tasks = [(e, str(writer.part(root, i)), rows) for i, e in enumerate(ts.entries)]
     done: dict[int, dict[str, Any]] = {}
     with executors.executor(executor, jobs or 1, len(tasks)) as ex:
-        for i, info in executors.run(convert_rank, tasks, ex, progress="convert",
+        for i, info in executors.run(convert_rank, tasks, ex, progress="convert", progress_single=True,
                                      names=[f"rank {e.rank} ({e.label})" for e in ts.entries]):
             done[i] = info
     ranks = [{"rank": e.rank, "rank_from": e.how, "label": e.label, **done[i]} for i, e in enumerate(ts.entries)]

@@ -207,11 +207,12 @@ def _frozen_for_fork(ex: Any) -> Iterator[None]:
 
 def run(fn: Callable[..., Any], tasks: Sequence[tuple], ex: cf.Executor, *, names: Sequence[str] | None = None,
         progress: str | None = None, ahead: "ReadAhead | None" = None,
-        ahead_of: Sequence[str | None] = ()) -> Iterator[tuple[int, Any]]:
+        ahead_of: Sequence[str | None] = (), progress_single: bool = False) -> Iterator[tuple[int, Any]]:
     """``(i, fn(*tasks[i]))`` for every task as it finishes on ``ex``. A task that fails
     raises a PolyprofError naming it (``names[i]``), and the tasks not started are
     cancelled. ``ahead``: ranks read ahead, used where ``ex`` can see them; then
-    ``ahead_of[i]`` is the file task i reads (its place in the queue)."""
+    ``ahead_of[i]`` is the file task i reads (its place in the queue). ``progress``
+    labels a bar on a terminal (``progress_single``: also for one task)."""
     read = ahead.take() if ahead is not None and in_reach(ex) else {}
     try:
         with _frozen_for_fork(ex):
@@ -219,7 +220,7 @@ def run(fn: Callable[..., Any], tasks: Sequence[tuple], ex: cf.Executor, *, name
             order = _queue(len(tasks), [p is not None and p in read for p in ahead_of] if read else [],
                            getattr(ex, "workers", 1))
             futures = {ex.submit(fn, *tasks[i]): i for i in order}
-        for f in _progress(futures, progress):
+        for f in _progress(futures, progress, progress_single):
             i = futures[f]
             try:
                 res = f.result()
@@ -253,14 +254,14 @@ def _queue(n: int, read: list[bool], workers: int) -> list[int]:
     return rest[:workers] + early + rest[workers:] + late
 
 
-def _progress(futures: dict[cf.Future, int], label: str | None) -> Iterator[cf.Future]:
+def _progress(futures: dict[cf.Future, int], label: str | None, single: bool = False) -> Iterator[cf.Future]:
     """Futures as they complete, with a progress bar on a terminal."""
     if label is None:
         yield from cf.as_completed(futures)
         return
     from ..progress import TaskBar
 
-    with TaskBar(len(futures), label) as bar:
+    with TaskBar(len(futures), label, single) as bar:
         for f in cf.as_completed(futures):
             bar.advance()
             yield f
