@@ -16,6 +16,7 @@ from ..derive import cache
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.sorting import member, union, unique
 from ..trace import keys
 from .common import op_durations
 from .flops import SOURCE_NAMES, Costs, counter_rows, op_costs
@@ -41,10 +42,12 @@ def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     ops = trace.rows_of_kind(Kind.CPU_OP)
     col = trace.stats.get(keys.FLOPS)
     dev = np.zeros(0, np.int64)
-    if col is not None and len(col):
-        dev = np.setdiff1d(col.rows, ops, assume_unique=False)
+    if col is not None and len(col):  # sort-based set operations: np.unique's first call imports numpy.ma
+        dev = unique(col.rows[~member(col.rows, ops)])
         dev = dev[trace.kinds[dev] != Kind.CPU_OP] if len(dev) else dev
-    dev = np.union1d(dev, np.setdiff1d(counter_rows(trace), ops))  # CUPTI FLOP counters of kernel ranges
+    counted = counter_rows(trace)  # CUPTI FLOP counters of kernel ranges
+    if len(counted):
+        dev = union(dev, counted[~member(counted, ops)])
     rows = np.concatenate([ops, dev])
     on_device = np.concatenate([np.zeros(len(ops), bool), np.ones(len(dev), bool)])
     order = np.argsort(rows, kind="stable")

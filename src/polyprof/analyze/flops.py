@@ -22,7 +22,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
-from ..trace.sorting import unique_inverse
+from ..trace.sorting import unique, unique_inverse
 
 INPUT_DIMS, INPUT_TYPE, CONCRETE = keys.INPUT_DIMS, keys.INPUT_TYPE, keys.CONCRETE_INPUTS
 XLA_BYTES = keys.BYTES_ACCESSED  # XLA's cost analysis, as XSpace carries it on each HLO op
@@ -107,7 +107,7 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
 def counter_rows(trace: Trace) -> np.ndarray:
     """Rows carrying any of the FLOP counters (:data:`COUNTER_FLOPS`), ascending."""
     cols = [trace.stats.get(k) for k in COUNTER_FLOPS if k in trace.stats]
-    return np.unique(np.concatenate([c.rows for c in cols if c is not None] or [np.zeros(0, np.int64)]))
+    return unique(np.concatenate([c.rows for c in cols if c is not None] or [np.zeros(0, np.int64)]))
 
 
 def _counters(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.ndarray, src: np.ndarray) -> None:
