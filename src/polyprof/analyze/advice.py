@@ -76,6 +76,33 @@ ADVICE: dict[str, dict[str, str]] = {
         "generic": "Each sync stops the host from queueing work ahead. Wait less often: once per batch "
                    "rather than per operation.",
     },
+    "low_mfu": {
+        "torch": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). For "
+                 "compute-bound ones use a precision the tensor units run fast (bf16/fp16 autocast, TF32 for "
+                 "fp32 matmuls), shapes that are multiples of 8/16, larger batches; fuse memory-bound ones with "
+                 "their neighbours (torch.compile) so their data stays on chip.",
+        "jax": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). For "
+               "compute-bound ones use bf16 (jax.numpy dtypes, precision=), shapes that are multiples of 8/128, "
+               "larger batches; keep memory-bound ones inside one jax.jit so XLA fuses them.",
+        "generic": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). "
+                   "For compute-bound ones use a precision the device's matrix units run fast, shapes that are "
+                   "multiples of 8/16, larger batches; fuse memory-bound ones with their neighbours.",
+    },
+    "fusable_chain": {
+        "torch": "Each op of the chain reads and writes memory below the device's ridge point; fused into one "
+                 "kernel (torch.compile, or a fused op such as F.scaled_dot_product_attention or a fused "
+                 "optimizer) the intermediates stay on chip.",
+        "jax": "Each op of the chain reads and writes memory below the device's ridge point; inside one jax.jit "
+               "XLA fuses such chains, so the intermediates stay on chip.",
+        "generic": "Each op of the chain reads and writes memory below the device's ridge point; fused into one "
+                   "kernel the intermediates stay on chip.",
+    },
+    "low_occupancy": {
+        "generic": "Registers or shared memory per block cap how many blocks an SM holds. Cap registers "
+                   "(__launch_bounds__, maxrregcount, Triton num_warps/num_stages), use less shared memory per "
+                   "block (smaller tiles, fewer pipeline stages), or check that the low occupancy is the "
+                   "kernel's design (large GEMM tiles often are).",
+    },
 }
 
 

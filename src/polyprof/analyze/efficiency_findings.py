@@ -13,6 +13,7 @@ import numpy as np
 
 from ..derive import cache
 from ..trace.core import Trace
+from .advice import suggestion
 from .efficiency import costed_rows, device_time, outermost, resolve_peak
 from .findings import Finding, _records
 from .frames import column, order_desc
@@ -57,11 +58,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         {"mfu_pct": pct, "precision": prec, "flops": float(column(m, "flops")[0]),
          "time_ns": float(column(m, "time_ns")[0]), "peak_flops_per_s": float(column(m, "peak_flops_per_s")[0]),
          "devices": int(column(m, "devices")[0]), "device": str(column(m, "device")[0])},
-        events,
-        "The ops listed lose the most time against their roofline (time × (1 − roofline share)). For "
-        "compute-bound ones use a lower precision the tensor units run fast (bf16/fp16, TF32 for fp32 "
-        "matmuls), shapes that are multiples of 8/16, larger batches; for memory-bound ones fuse them with "
-        "their neighbours (torch.compile, jax.jit) so their data stays on chip.")]
+        events, suggestion(trace, "low_mfu"))]
 
 
 def _fusable_chains(trace: Trace) -> list[Finding]:
@@ -115,10 +112,7 @@ def _fusable_chains(trace: Trace) -> list[Finding]:
         "high" if share >= 4 * CHAIN_SHARE else "medium", "",
         {"chain_ops": len(sig), "occurrences": int(count), "device_ns": ns, "share_pct": share,
          "ridge_flops_per_byte": float(ridge[0]) if len(ridge) else float("nan"), "device": pk.model},
-        events,
-        "Each op of the chain reads and writes memory below the device's ridge point; fused into one kernel "
-        "(torch.compile, jax.jit, a fused op such as F.scaled_dot_product_attention or a fused optimizer), "
-        "the intermediates stay on chip.")]
+        events, suggestion(trace, "fusable_chain"))]
 
 
 def _low_occupancy(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
@@ -142,7 +136,4 @@ def _low_occupancy(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         f"≤{OCCUPANCY_MAX:.0%} theoretical occupancy, held by {worst['occupancy_limit'].replace('_', ' ')}",
         "medium", "", {"kernels": int(len(sel)), "share_pct": float(share[sel].sum()),
                        "threshold": OCCUPANCY_MAX}, events,
-        "Registers or shared memory per block cap how many blocks an SM holds. Cap registers "
-        "(__launch_bounds__, maxrregcount, Triton num_warps/num_stages), use less shared memory per block "
-        "(smaller tiles, fewer pipeline stages), or check that the low occupancy is the kernel's design "
-        "(large GEMM tiles often are).")]
+        suggestion(trace, "low_occupancy"))]
