@@ -163,6 +163,17 @@ def test_zoom_pan_click_and_search_in_chromium(alexnet, tmp_path):
         drawn = with_critical_path(alexnet)  # the ops, and the path's stretches named after them
         assert int(found.split()[-1]) == int((drawn.names() == "aten::conv2d").sum()) > 0
         assert "aten::conv2d" in page.eval("document.getElementById('tl-details').innerText")
+        # an op's device work: the activities correlation gives it, counted in its details
+        corr = cache.correlation(alexnet)
+        op_row = int(np.bincount(corr.op[corr.op >= 0]).argmax())
+        n_work = int((corr.op == op_row).sum())
+        op_name = alexnet.strings[alexnet.events["name"][op_row]]
+        at = int(alexnet.events["start_ns"][op_row] - alexnet.span_ns[0])
+        starts = page.eval(f"window.__timeline.find({op_name!r}, {at})")
+        assert starts >= 0
+        page.eval(f"window.__timeline.select({starts}, true)")
+        text = page.eval("document.getElementById('tl-details').innerText")
+        assert f"{n_work} activities" in text, text
         # the screenshot of the timeline is not blank: many colours where events are drawn
         page.eval("window.__timeline.zoom(1e9)")  # the whole span again
         box = page.eval("(function(){var r=document.getElementById('tl-canvas').getBoundingClientRect();"
