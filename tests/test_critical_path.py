@@ -222,3 +222,16 @@ def test_critical_path_track_in_perfetto_and_chrome(tmp_path):
     owned = g.owner[timed] >= 0
     assert sorted(e["name"] for e in slices if e["name"] not in ("launch delay", "kernel gap", "wait")) == \
         sorted(t.names()[g.rows[g.owner[timed][owned]]].tolist())
+
+
+def test_left_out_above_its_event_limit(monkeypatch, caplog):
+    """A summary or report of a huge trace leaves the critical path out with one warning
+    (its graph is built step by step); the API lifts the limit with max_events=None."""
+    t = _load("cuda_event_sync_multi_stream")
+    full = critical_path(t)
+    assert len(full) > 0
+    monkeypatch.setenv("POLYPROF_CRITICAL_PATH_MAX_EVENTS", "10")
+    with caplog.at_level("WARNING", logger="polyprof"):
+        assert len(critical_path(t)) == 0
+    assert any("critical path left out" in r.getMessage() for r in caplog.records)
+    assert critical_path(t, max_events=None).equals(full)

@@ -9,6 +9,9 @@ both follow HTA's critical path analysis, whose results they reproduce
 
 from __future__ import annotations
 
+import logging
+import os
+
 import numpy as np
 
 from ..derive import cache
@@ -23,6 +26,8 @@ from .window import WindowArg, view
 COLUMNS = ["rank", "step", "name", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns", "path_ns"]
 _TEXT = ("name", "kind", "track")
 
+
+log = logging.getLogger("polyprof")
 
 def step_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(step numbers, host starts, host ends): the steps, or the whole trace as step -1."""
@@ -71,7 +76,22 @@ def rank_of(trace: Trace) -> int:
     return 0
 
 
-def critical_path(trace: Trace, window: WindowArg = None) -> Table:
+#: above this many events in the analysed window the summary and report leave the
+#: critical path out (one warning): its graph is built step by step, and a trace of a
+#: million events cost the report ten times its other tables. ``max_events=None`` or
+#: ``POLYPROF_CRITICAL_PATH_MAX_EVENTS=0`` lifts the limit.
+MAX_EVENTS = 300_000
+
+
+def _limit(max_events: int | None | str) -> int | None:
+    if max_events != "default":
+        return None if max_events is None else int(max_events)
+    raw = os.environ.get("POLYPROF_CRITICAL_PATH_MAX_EVENTS", "").strip()
+    value = int(raw) if raw.isdigit() else MAX_EVENTS
+    return value or None
+
+
+def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None | str = "default") -> Table:
     """Every op, runtime call and device activity of each step's dependency graph.
 
     Columns: ``rank``; ``step`` (-1: a trace without steps, taken whole); ``name``;
@@ -82,9 +102,16 @@ def critical_path(trace: Trace, window: WindowArg = None) -> Table:
     delays and waits belong to no event); ``slack_ns`` (how much longer it could take before
     the step's path got longer: 0 on the path); ``path_ns`` (the step's critical path
     length). Ordered by step, then start. ``window``: the steps analysed
-    (``analyze/window.py``).
+    (``analyze/window.py``). Empty, with a warning, above ``max_events`` events
+    (:data:`MAX_EVENTS`; None: no limit).
     """
     trace = view(trace, window)
+    limit = _limit(max_events)
+    if limit is not None and trace.n_events > limit:
+        log.warning("critical path left out: %d events in the analysed window, more than %d "
+                    "(POLYPROF_CRITICAL_PATH_MAX_EVENTS, or critical_path(trace, max_events=None))",
+                    trace.n_events, limit)
+        return empty_frame(COLUMNS, _TEXT)
     numbers, starts, ends = step_windows(trace)
     parts: list[dict[str, np.ndarray]] = []
     ev = trace.events
