@@ -492,3 +492,23 @@ def test_rank_peeked_across_read_steps(tmp_path, gz):
     assert rank_in_file(p) == 1234
     p, _ = write("beyond", PEEK_BYTES + 10)
     assert rank_in_file(p) is None
+
+
+def test_at_80_columns_the_ranks_table_keeps_idle_and_communication_and_says_what_is_not_aligned():
+    """Issue 33/28: in an 80-column terminal the ranks' table drops the file and step
+    count, never the shares and times; the headline says plainly when no rank could be
+    aligned from collectives (the sampled pair has only point-to-point traffic)."""
+    import os
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "traces" / "kineto"
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(data / "sampled_rank0.json.gz"),
+                        str(data / "sampled_rank1.json.gz")], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    table = lines[next(i for i, ln in enumerate(lines) if ln.startswith("Ranks side by side")) + 2]  # the header row
+    assert "idle" in table and "communication" in table and "compute" in table
+    assert all(len(ln) <= 80 for ln in lines)
+    assert "not aligned: no collective matched rank 0's" in " ".join(ln.strip() for ln in lines[:2])
+    assert "bound at most 0 ns" not in r.stdout

@@ -19,22 +19,35 @@ def _bound(x: float) -> str:
     return "not bounded" if x != x else fmt_ns(x)
 
 
+def _alignment_line(ov: dict[str, Any], bound: Any) -> str:
+    """How the ranks were put on one clock, saying plainly when some (or all but the
+    reference) were not: their times are then as each rank recorded them."""
+    n, aligned, ref = ov["ranks"], ov["aligned_ranks"], ov["reference_rank"]
+    if n > 1 and aligned <= 1:
+        return (f"not aligned: no collective matched rank {ref}'s, so each rank's times are as it "
+                "recorded them (wall clock)")
+    text = f"{aligned} of {n} on rank {ref}'s clock from collectives"
+    text += f" (bound at most {fmt_ns(bound)})" if bound is not None else ""
+    if aligned < n:
+        text += f"; {n - aligned} not aligned (times as recorded)"
+    return text
+
+
 def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> None:
     console = console or Console(file=sys.stdout)
     out = partial(console.print, emoji=False, highlight=False)
     T, ov, W = report.tables, report.overview, console.width
     i = lambda x: f"{int(x)}"  # noqa: E731
     bound = ov.get("max_bound_ns")
-    out(f"[bold]polyprof summary[/]: {ov['ranks']} ranks, {ov['events']} events; "
-        f"{ov['aligned_ranks']} of {ov['ranks']} on rank {ov['reference_rank']}'s clock from collectives"
-        + (f" (bound at most {fmt_ns(bound)})" if bound is not None else ""))
+    out(f"[bold]polyprof summary[/]: {ov['ranks']} ranks, {ov['events']} events; " + _alignment_line(ov, bound))
     if ov.get("window"):
         out(f"[bold]analysed window[/]: {ov['window']}")
     if report.findings:
         out(Panel(Group(*_finding_lines(report.findings[:top])), title="Findings", title_align="left"))
     out(_table("Ranks side by side", T["rank_overview"], [
-        ("rank", "rank", i), ("file", "file", _short), ("steps", "steps", i), ("step_mean_ns", "step mean", fmt_ns),
-        ("step_max_ns", "step max", fmt_ns), ("compute_pct", "compute", fmt_pct),
+        # at 80 columns the file and the step count go first: the verdict is in the times and shares
+        ("rank", "rank", i), ("file", "file", _short, 3), ("steps", "steps", i, 2),
+        ("step_mean_ns", "step mean", fmt_ns), ("step_max_ns", "step max", fmt_ns), ("compute_pct", "compute", fmt_pct),
         ("non_compute_pct", "non-compute", fmt_pct), ("idle_pct", "idle", fmt_pct),
         ("communication_ns", "communication", fmt_ns), ("collectives", "collectives", i, True),
         ("events", "events", i, True)], 4 * top, W))
