@@ -50,20 +50,34 @@ def _reordered(trace: Trace) -> Trace:
                  StatTable(stats), flows, trace.counters, dict(trace.metadata), trace.sources).validate()
 
 
+#: columns computed from trace-level metadata that a Perfetto file has no place for: the
+#: devices' properties (SM count, registers per SM: occupancy; the model: its peak
+#: FLOP/s) and the job's rank (Kineto's distributedInfo). docs/formats.md says so.
+NOT_CARRIED = {("kernel_breakdown", "occupancy"), ("kernel_breakdown", "occupancy_limit"),
+               ("op_efficiency", "peak_flops_per_s"), ("op_efficiency", "roofline_pct"),
+               ("op_efficiency", "bound_by"), ("op_efficiency", "ridge_flops_per_byte"),
+               ("mfu", "peak_flops_per_s"), ("mfu", "mfu_pct"), ("mfu", "device"), ("critical_path", "rank")}
+
+
 def _same_tables(a, b) -> None:
-    """Two reports' tables, findings and overview equal (through the Table API)."""
+    """Two reports' tables, findings and overview equal (through the Table API), but for
+    the columns of :data:`NOT_CARRIED`."""
     assert list(a.tables) == list(b.tables)
     for name, x in a.tables.items():
         y = b.tables[name]
         assert list(x.columns) == list(y.columns), name
         assert len(x) == len(y), name
         for c in x.columns:
+            if (name, c) in NOT_CARRIED:
+                continue
             u, v = np.asarray(x[c]), np.asarray(y[c])
             if u.dtype.kind == "f" and v.dtype.kind == "f":
                 assert np.array_equal(u, v, equal_nan=True), (name, c)
             else:
                 assert u.tolist() == v.tolist(), (name, c)
-    assert [f.to_dict() for f in a.findings] == [f.to_dict() for f in b.findings]
+    needs_peaks = {"low_mfu", "low_occupancy", "fusable_chain"}  # from NOT_CARRIED's device properties
+    assert [f.to_dict() for f in a.findings if f.id not in needs_peaks] == \
+        [f.to_dict() for f in b.findings if f.id not in needs_peaks]
     assert a.overview == b.overview
 
 

@@ -172,6 +172,7 @@ def test_busy_time_equals_tracelens(tmp_path: Path) -> None:
     want = {(int(r["gpu_pid"]), r["type"]): float(r["time ms"]) for r in rows}
     t = polyprof.load(DATA / "jax_conv_minimal_legacy.xplane.pb")
     tb = A.temporal_breakdown(t)
+    tb = tb.to_pandas()
     tb = tb[tb["stream"] == "(all streams)"].set_index("plane")
     for pid, plane in ((8, "/device:GPU:7"), (1, "/device:GPU:0")):  # TraceLens's pid: the XPlane id + 1
         assert tb.loc[plane, "compute_ns"] == round(want[pid, "computation_time"] * 1e6)

@@ -252,26 +252,7 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     k_pos, s_pos = pos[:n_d], pos[n_d:]
     g_dev = n_h + np.arange(n_d)
 
-    # the queue of each stream over the whole trace: +1 at a launch, -1 when its work starts
-    q_launch = _names_in(trace, QUEUED_LAUNCHES)
-    m = corr.launch >= 0
-    m[m] = q_launch[names[corr.launch[m]]]
-    qk, ql = corr.device_rows[m], corr.launch[m]
-    n_q = len(qk)
-    q_track = np.concatenate([track[qk], track[qk]])
-    q_t = np.concatenate([start[ql], start[qk]])
-    q_v = np.concatenate([np.ones(n_q, np.int64), -np.ones(n_q, np.int64)])
-    o = lexsort((q_t, q_track)) if n_q else np.zeros(0, np.int64)
-    cs = np.cumsum(q_v[o])
-    first = np.r_[True, q_track[o][1:] != q_track[o][:-1]] if n_q else np.zeros(0, bool)
-    grp_start = np.maximum.accumulate(np.where(first, np.arange(len(o)), 0)) if n_q else o
-    before = np.where(grp_start > 0, cs[grp_start - 1], 0) if n_q else cs
-    level = np.empty(len(o), np.int64)
-    level[o] = cs - before
-    q_at_launch = np.full(trace.n_events, -9, np.int64)
-    q_at_start = np.full(trace.n_events, -9, np.int64)
-    q_at_launch[qk] = level[:n_q]
-    q_at_start[qk] = level[n_q:]
+    qk, ql, q_at_launch, q_at_start = _queue_levels(trace, corr, names, start, track)
 
     # the activity each event record marks: the last launch onto the recorded stream before it
     sync_src = np.full(len(sy), -1, np.int64)  # the device activity row a sync waits for
@@ -349,6 +330,33 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
         last = g_dev[mine[j]]
         edges.add(2 * last + 1, call_node[q], np.zeros(len(q), np.int64), SYNC, np.full(len(q), -1),
                   base + 4 * s_pos[q] + (tr % 1024) / 2048)
+
+
+def _queue_levels(trace: Trace, corr: Correlation, names: np.ndarray, start: np.ndarray,
+                  track: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The queue of each stream over the whole trace (+1 at a launch, -1 when its work
+    starts): the queued activities, their launches, and the queue's length at each
+    activity's launch and at its start (-9 for the rows not queued)."""
+    q_launch = _names_in(trace, QUEUED_LAUNCHES)
+    m = corr.launch >= 0
+    m[m] = q_launch[names[corr.launch[m]]]
+    qk, ql = corr.device_rows[m], corr.launch[m]
+    n_q = len(qk)
+    q_track = np.concatenate([track[qk], track[qk]])
+    q_t = np.concatenate([start[ql], start[qk]])
+    q_v = np.concatenate([np.ones(n_q, np.int64), -np.ones(n_q, np.int64)])
+    o = lexsort((q_t, q_track)) if n_q else np.zeros(0, np.int64)
+    cs = np.cumsum(q_v[o])
+    first = np.r_[True, q_track[o][1:] != q_track[o][:-1]] if n_q else np.zeros(0, bool)
+    grp_start = np.maximum.accumulate(np.where(first, np.arange(len(o)), 0)) if n_q else o
+    before = np.where(grp_start > 0, cs[grp_start - 1], 0) if n_q else cs
+    level = np.empty(len(o), np.int64)
+    level[o] = cs - before
+    q_at_launch = np.full(trace.n_events, -9, np.int64)
+    q_at_start = np.full(trace.n_events, -9, np.int64)
+    q_at_launch[qk] = level[:n_q]
+    q_at_start[qk] = level[n_q:]
+    return qk, ql, q_at_launch, q_at_start
 
 
 def dur_of(start: np.ndarray, end: np.ndarray, rows: np.ndarray) -> np.ndarray:
