@@ -24,7 +24,7 @@ import sqlite3
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -119,6 +119,23 @@ class Schema:
     def present(self, table: str, cols: Iterable[str]) -> list[str]:
         have = set(self.columns.get(table, ()))
         return [c for c in cols if c in have]
+
+
+def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool]) -> bool:
+    """An SQLite file whose tables ``is_ours`` recognises (opened read-only; any failure
+    to open or read its schema: not ours)."""
+    if not is_sqlite(head):
+        return False
+    try:
+        conn = connect(path)
+    except TraceFormatError:
+        return False
+    try:
+        return is_ours(schema(conn))
+    except ERRORS:
+        return False
+    finally:
+        conn.close()
 
 
 def schema(conn: sqlite3.Connection) -> Schema:

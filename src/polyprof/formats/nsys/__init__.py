@@ -27,18 +27,7 @@ __all__ = ["load", "sniff", "read"]
 
 def sniff(head: bytes, path: Path) -> bool:
     """An SQLite file with Nsight Systems' tables."""
-    if not sqlite_db.is_sqlite(head):
-        return False
-    try:
-        conn = sqlite_db.connect(path)
-    except TraceFormatError:
-        return False
-    try:
-        return schema.is_nsys(sqlite_db.schema(conn))
-    except sqlite_db.ERRORS:
-        return False
-    finally:
-        conn.close()
+    return sqlite_db.sniff(head, path, schema.is_nsys)
 
 
 def read(conn: sqlite3.Connection, path: Path) -> Trace:
