@@ -13,6 +13,8 @@ results into sources, through :data:`RESOLVERS` (one function per kind, asked in
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,7 @@ from .identity import rank_in_file, rank_in_name
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb")
 
 
-class RankSource:
+class RankSource(ABC):
     """One rank's data, not loaded yet. ``label`` names it in tables (the file);
     ``path`` is the trace file it reads, if it reads one (what can be read ahead)."""
 
@@ -46,8 +48,9 @@ class RankSource:
         """A rank number in the source's file name."""
         return None
 
+    @abstractmethod
     def load(self) -> Trace:
-        raise NotImplementedError
+        """The rank's Trace."""
 
 
 class TraceFile(RankSource):
