@@ -84,6 +84,18 @@ def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, s
     return Schedule(wait, warmup, active, repeat, skip_first)
 
 
+def call_plugin(plugin: Any, what: str, on_error: Callable[[str, str], None]) -> None:
+    """``plugin.pause()`` or ``resume()`` if it has one; what it raises goes to
+    ``on_error(plugin name, message)``, never into the program."""
+    fn = getattr(plugin, what, None)
+    if fn is None:
+        return
+    try:
+        fn()
+    except BaseException as e:  # noqa: BLE001 - never into the program
+        on_error(str(getattr(plugin, "name", type(plugin).__name__)), f"{what}: {type(e).__name__}: {e}")
+
+
 @dataclass
 class Driver:
     """Follows the steps of a running session: pauses and resumes the plugins that can,
@@ -133,13 +145,7 @@ class Driver:
             return [(a, b) for a, b in self.windows]
 
     def _call(self, plugin: Any, what: str) -> None:
-        fn = getattr(plugin, what, None)
-        if fn is None:
-            return
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001 - never into the program
-            self.on_error(str(getattr(plugin, "name", type(plugin).__name__)), f"{what}: {type(e).__name__}: {e}")
+        call_plugin(plugin, what, self.on_error)
 
     def summary(self) -> dict[str, Any]:
         return {**asdict(self.plan), "recorded_steps": list(self.recorded),
@@ -196,14 +202,7 @@ class Timed:
         if self._applied.get(id(plugin), True) == want:
             return
         self._applied[id(plugin)] = want
-        fn = getattr(plugin, "resume" if want else "pause", None)
-        if fn is None:
-            return
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001 - never into the program
-            self.on_error(str(getattr(plugin, "name", type(plugin).__name__)),
-                          f"{'resume' if want else 'pause'}: {type(e).__name__}: {e}")
+        call_plugin(plugin, "resume" if want else "pause", self.on_error)
 
     def on_step(self, n: int, t_ns: int) -> None:
         """A step boundary on the program's thread: the thread-bound plugins follow."""
