@@ -91,21 +91,28 @@ def _in_range(trace: Trace, rows: np.ndarray, values: np.ndarray) -> tuple[np.nd
         ok = v <= np.uint64(_INT64_MAX)
     elif v.dtype.kind == "i":
         ok = np.ones(len(v), bool)
-    else:  # text or objects: what int() takes and int64 holds
-        ok = np.array([_whole(x) for x in v.tolist()], bool)
-        if ok.any():
-            v = np.array([int(float(x)) if ok_ else 0 for x, ok_ in zip(v.tolist(), ok)], dtype=object)
+    else:  # text or objects: read once, exactly when it is an integer's text
+        parsed = [_as_int(x) for x in v.tolist()]
+        ok = np.array([n is not None for n in parsed], bool)
+        v = np.array([0 if n is None else n for n in parsed], dtype=object)
     if not ok.all():
         _ignored(trace, rows[~ok], "a step number that is not a whole number within int64")
     return rows[ok], v[ok].astype(np.int64)
 
 
-def _whole(x: object) -> bool:
+def _as_int(x: object) -> int | None:
+    """``x`` as an int64 step number (``"12"``, ``12``, ``"12.0"``), None if it is none."""
     try:
-        f = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    return f == f and abs(f) < 2.0**63
+        n = int(x)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        try:
+            f = float(x)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+        if f != f or abs(f) >= 2.0**63:
+            return None
+        n = int(f)
+    return n if _INT64_MIN <= n <= _INT64_MAX else None
 
 
 def find_steps(trace: Trace) -> Steps:
