@@ -17,7 +17,7 @@ from polyprof.errors import PolyprofError
 from polyprof.trace.metadata_keys import plugin_fit
 
 
-@pytest.mark.parametrize("kw", [dict(wait=1, warmup=1, active=3), dict(wait=2, warmup=0, active=1, repeat=3),
+@pytest.mark.parametrize("kw", [dict(wait=1, warmup=1, active=3, repeat=1), dict(wait=2, warmup=0, active=1, repeat=3),
                                 dict(wait=0, warmup=2, active=2, repeat=0, skip_first=5),
                                 dict(wait=5, warmup=2, active=3, repeat=2, skip_first=1)])
 def test_states_are_torch_profilers_actions(kw: dict) -> None:
@@ -28,6 +28,14 @@ def test_states_are_torch_profilers_actions(kw: dict) -> None:
     ours = polyprof.schedule(**kw)
     for step in range(60):
         assert ours.state(step) in want[theirs(step)], (kw, step, ours.state(step), theirs(step))
+
+
+def test_one_cycle_unless_repeat_says_otherwise() -> None:
+    """polyprof's default differs from torch's (repeat=0, cycles to the end): one cycle."""
+    ours = polyprof.schedule(wait=1, warmup=1, active=3)
+    assert [s for s in range(1000) if ours.state(s) == ACTIVE] == [2, 3, 4]
+    assert Schedule.parse("wait=1,warmup=1,active=3") == ours
+    assert sum(Schedule.parse("wait=1,warmup=1,active=3,repeat=0").state(s) == ACTIVE for s in range(1000)) == 600
 
 
 def test_schedule_text_and_bad_values() -> None:

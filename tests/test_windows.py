@@ -139,10 +139,11 @@ def test_torch_follows_the_window_at_step_boundaries():
 
 
 def test_unmodified_torch_script_follows_a_schedule(tmp_path):
-    """No polyprof.step() in the script: steps are its optimizer's step() calls."""
+    """No polyprof.step() in the script: steps are its optimizer's step() calls; 1,000 steps
+    and the schedule of the issue, one cycle (polyprof's default repeat=1)."""
     pytest.importorskip("torch")
-    r = _run(tmp_path, TRAIN, ["--plugins", "host,torch", "--schedule", "wait=1,warmup=1,active=3,repeat=1", "-o",
-                               "s.polyprof"], argv=("30",))
+    r = _run(tmp_path, TRAIN, ["--plugins", "host,torch", "--schedule", "wait=1,warmup=1,active=3", "-o",
+                               "s.polyprof"], argv=("1000",))
     assert "trained" in r.stdout
     t = polyprof.load(tmp_path / "s.polyprof")
     assert t.metadata["schedule"]["recorded_steps"] == [2, 3, 4]

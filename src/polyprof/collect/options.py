@@ -67,8 +67,8 @@ class SessionOptions:
         False, "record memory: every plugin's allocations and frees (torch, OpenCL buffers...)",
         kind="bool", flags=("--memory",))
     schedule: Schedule | None = _option(
-        None, "record only some steps (polyprof.step() calls), as torch.profiler's schedule: skip S steps, then R "
-              "cycles (0: until the end) of W steps not recorded, U recorded and dropped (warm-up), A kept. A long "
+        None, "record only some steps (polyprof.step() calls or detected optimizer steps), as torch.profiler's "
+              "schedule: skip S steps, then R cycles (default 1; 0: until the end) of W steps not recorded, U recorded and dropped (warm-up), A kept. A long "
               "run then holds only the steps asked for", kind="schedule", flags=("--schedule",),
         metavar="wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]")
     delay: float = _option(

@@ -3,8 +3,10 @@
 ``schedule(wait=1, warmup=1, active=3, repeat=2, skip_first=10)``: the first
 ``skip_first`` steps are not recorded, then cycles of ``wait`` steps not recorded,
 ``warmup`` steps recorded and thrown away (the profilers start up: their first events
-cost more) and ``active`` steps kept; ``repeat`` cycles (0, the default as in torch: until the
-program ends; ``repeat=1`` records one cycle).
+cost more) and ``active`` steps kept; ``repeat`` cycles (0: until the program ends, as
+torch's default). polyprof's default is ``repeat=1``, one cycle, unlike torch's: a
+schedule given to ``polyprof run`` on a long program should record the few steps it names,
+not a share of every step to the end (docs/torch.md).
 Steps are counted by ``polyprof.step()`` calls (``prof.step()`` of the torch drop-in
 calls it): step 0 runs from the session's start to the first call, step N from the
 N-th call to the next, as on the Steps line.
@@ -40,7 +42,7 @@ class Schedule:
     wait: int = 0
     warmup: int = 0
     active: int = 1
-    repeat: int = 0  # as torch's: cycles until the program ends
+    repeat: int = 1  # one cycle; 0: cycles until the program ends (torch's default)
     skip_first: int = 0
 
     def __post_init__(self) -> None:
@@ -78,9 +80,10 @@ class Schedule:
         return ", ".join(f"{k}={v}" for k, v in asdict(self).items())
 
 
-def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, skip_first: int = 0) -> Schedule:
+def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 1, skip_first: int = 0) -> Schedule:
     """A recording schedule for :func:`polyprof.profile` (``schedule=``) and ``polyprof run
-    --schedule``, as ``torch.profiler.schedule``; see :mod:`polyprof.collect.schedule`."""
+    --schedule``, as ``torch.profiler.schedule`` but one cycle unless ``repeat`` says
+    otherwise (0: to the end); see :mod:`polyprof.collect.schedule`."""
     return Schedule(wait, warmup, active, repeat, skip_first)
 
 
