@@ -359,3 +359,39 @@ def test_plugins_command_shows_the_implementation() -> None:
     expected = "compiled" if recorder.IMPLEMENTATION == "c" else "pure Python"
     assert f"sections: {expected}" in " ".join(r.stdout.split())
 
+
+
+def test_growth_hook_runs_on_the_recording_thread_and_a_bad_one_turns_off(rec):
+    """The crash journal's back-pressure (issue 34): ``set_growth(fn, at)`` calls fn on the
+    thread that records once the list holds ``at`` sections; fn says when to call again.
+    A hook that raises is turned off and the program never sees it."""
+    import threading
+
+    calls: list[tuple[int, int]] = []
+
+    def hook() -> int:
+        calls.append((len(rec.sections), threading.get_ident()))
+        return len(rec.sections) + 10
+
+    recorder.set_growth(hook, 5)
+    try:
+        for _ in range(30):
+            with polyprof.section("g"):
+                pass
+        assert [n for n, _ in calls] == [5, 15, 25]
+        assert {t for _, t in calls} == {threading.get_ident()}
+
+        def bad() -> int:
+            raise RuntimeError("hook broke")
+
+        recorder.set_growth(bad, len(rec.sections) + 1)
+        for _ in range(5):
+            with polyprof.section("g"):
+                pass
+        assert len(named(rec, "g")) == 35  # every section recorded, nothing raised
+        recorder.set_growth(hook, len(rec.sections) + 1)  # a new hook after a bad one works
+        with polyprof.section("g"):
+            pass
+        assert calls[-1][0] == 36
+    finally:
+        recorder.set_growth(None, 0)

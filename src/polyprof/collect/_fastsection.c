@@ -31,6 +31,11 @@ static PyObject *g_sections;   /* g_recorder.sections (a list) */
 static PyObject *g_listeners;  /* g_recorder.listeners (a list, mutated in place) */
 static PyObject *g_decorate;   /* recorder._decorate(section, fn) */
 static PyObject *g_task_key;   /* recorder._task_key(tid): tid, or (tid, task id) in an asyncio task */
+/* The crash journal's growth hook (set_growth): called on the recording thread when the
+ * sections list reaches g_grow_at entries; it returns the next size to call it at. One
+ * comparison per section otherwise. */
+static PyObject *g_grow_fn;
+static Py_ssize_t g_grow_at = PY_SSIZE_T_MAX;
 static PyObject *s_notify;     /* "notify" */
 
 /* The clock of time.perf_counter_ns(): CLOCK_MONOTONIC on Linux; elsewhere Python's own. */
@@ -231,6 +236,31 @@ section_enter(Section *self, PyObject *Py_UNUSED(ignored))
     return Py_NewRef(self);
 }
 
+/* The list reached g_grow_at: ask the hook for the next size. Whatever the hook does
+ * wrong turns the hook off: it must never reach the program. */
+static void
+grown(void)
+{
+    PyObject *fn = g_grow_fn, *r;
+    Py_ssize_t at = -1;
+    g_grow_at = PY_SSIZE_T_MAX;  /* not re-entered while it runs */
+    Py_INCREF(fn);
+    r = PyObject_CallNoArgs(fn);
+    if (r != NULL) {
+        at = PyLong_AsSsize_t(r);
+        Py_DECREF(r);
+    }
+    if (at < 0 || PyErr_Occurred()) {
+        PyErr_Clear();
+        if (g_grow_fn == fn)
+            Py_CLEAR(g_grow_fn);
+        at = PY_SSIZE_T_MAX;
+    }
+    if (g_grow_fn == fn)
+        g_grow_at = at;
+    Py_DECREF(fn);
+}
+
 /* Append (name, t0, t1, stats or None, tid) to list. */
 static int
 record(Section *self, PyObject *list, int64_t t0, int64_t t1, unsigned long tid)
@@ -264,6 +294,8 @@ record(Section *self, PyObject *list, int64_t t0, int64_t t1, unsigned long tid)
         PyObject_GC_UnTrack(tup);
     rc = PyList_Append(list, tup);
     Py_DECREF(tup);
+    if (rc == 0 && PyList_GET_SIZE(list) >= g_grow_at && g_grow_fn != NULL)
+        grown();
     return rc;
 }
 
@@ -557,12 +589,37 @@ done:
     return out;
 }
 
+static PyObject *
+set_growth(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t at;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set_growth(fn or None, at)");
+        return NULL;
+    }
+    at = PyLong_AsSsize_t(args[1]);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    if (args[0] == Py_None) {
+        Py_CLEAR(g_grow_fn);
+        g_grow_at = PY_SSIZE_T_MAX;
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(args[0]);
+    Py_XSETREF(g_grow_fn, args[0]);
+    g_grow_at = at;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(sections, index, names): section tuples as buffers (see the source)."},
     {"activate", activate, METH_O, "Record sections into this Recorder (None: stop recording)."},
     {"set_decorator", set_decorator, METH_O, "The function(section, fn) that builds decorated wrappers."},
     {"set_task_key", set_task_key, METH_O, "The function(tid) keying further openings per thread or asyncio task."},
+    {"set_growth", (PyCFunction)(void (*)(void))set_growth, METH_FASTCALL,
+     "set_growth(fn, at): call fn() on the recording thread when the sections list reaches at entries; "
+     "fn returns the next size (fn None: off)."},
     {"now_ns", py_now_ns, METH_NOARGS, "The clock sections use (that of time.perf_counter_ns)."},
     {NULL},
 };

@@ -37,7 +37,7 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
 )
 from ..formats.journal_layout import columns as _batch
 from .background import Halt, unobserved
-from .recorder import _fast, used_steps
+from .recorder import _fast, set_growth, used_steps
 
 if TYPE_CHECKING:
     from ..formats.arrow_columns import Column
@@ -62,6 +62,12 @@ def _stats_json(stats: dict[str, Any] | None) -> str | None:
 SECTION_CHUNK = 1 << 16
 #: batches of sections per flush (memory bounded; the writer loops at once when behind)
 MAX_SECTION_BATCHES = 64
+#: sections recorded between two looks of the growth hook on the recording thread
+GROWTH_CHECK = 1 << 15
+#: how long a completed section may wait for the journal's thread; past it, the thread
+#: that records writes the backlog itself (a burst outruns the journal's thread, which
+#: shares the GIL with it), so at most about a second is lost at any recording rate
+CATCH_UP_NS = 400_000_000
 
 
 def _columns_py(secs: list[tuple], index: dict[str, int], names: list[str]) -> tuple[Any, ...]:
@@ -128,6 +134,7 @@ class JournalWriter:
         self._halt = Halt()  # a raw lock: the program's profilers do not see this thread wait
         self._thread = threading.Thread(target=self._run, name="polyprof-journal", daemon=True)
         self._thread.start()
+        set_growth(self._on_growth, len(recorder.sections) + GROWTH_CHECK)
 
     def _run(self) -> None:
         unobserved()  # the program's profilers (torch with_stack) never list this thread
@@ -137,6 +144,23 @@ class JournalWriter:
             except Exception as e:  # the journal must never disturb the program
                 log.warning("crash journal %s stopped: %s", self.path, e)
                 return
+
+    def _on_growth(self) -> int:
+        """Every ``GROWTH_CHECK`` sections, on the thread that records them: if the oldest
+        section not yet on disk ended more than ``CATCH_UP_NS`` ago, write now. A program
+        that is not in a burst only pays the look. Returns when to look again."""
+        if self._in_child or self._file.closed:
+            return -1  # the hook turns itself off
+        r = self.recorder
+        with r.trim_lock:
+            p0 = self._index()
+            oldest = r.sections[p0][2] if p0 < len(r.sections) else None
+        if oldest is not None:
+            from .clock import now_ns  # the sections' clock
+
+            if now_ns() - oldest > CATCH_UP_NS:
+                self.flush()
+        return len(r.sections) + GROWTH_CHECK
 
     def flush(self) -> None:
         with self._lock:
@@ -232,6 +256,7 @@ class JournalWriter:
         """Append what is left, stop; ``delete`` once the full trace is safely written elsewhere."""
         if self._in_child:
             return  # the parent's file: not ours to touch
+        set_growth(None, 0)
         self._halt.set()
         if self._thread is not threading.current_thread():
             self._thread.join(5.0)
@@ -267,6 +292,7 @@ class JournalWriter:
         The lock may have been held by the parent's journal thread at fork (that thread
         does not exist here), so it is replaced; the file descriptor is pointed at
         /dev/null so nothing the child's copy of the writer does can reach the file."""
+        set_growth(None, 0)
         self._lock = threading.Lock()
         self._halt = Halt()
         self._halt.set()

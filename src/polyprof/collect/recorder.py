@@ -123,6 +123,36 @@ class Recorder:
 
 
 _append: Callable[[tuple], None] | None = None  # the active recorder's sections.append
+#: the crash journal's growth hook (:func:`set_growth`) and the sections' count to call it at
+_grow: Callable[[], int] | None = None
+_grow_at = sys.maxsize
+
+
+def set_growth(fn: Callable[[], int] | None, at: int) -> None:
+    """Call ``fn()`` on the recording thread once the active recorder holds ``at``
+    sections; it returns the next count to call it at (``fn`` None: off). The crash
+    journal writes on the program's thread through it when a burst outruns its own
+    thread (journal.py). A hook that raises or returns a bad count is turned off."""
+    global _grow, _grow_at
+    _grow, _grow_at = fn, at if fn is not None else sys.maxsize
+    if _fast is not None:
+        _fast.set_growth(fn, _grow_at)
+
+
+def _grown() -> None:
+    """PySection's side of :func:`set_growth` (the compiled section has its own)."""
+    global _grow, _grow_at
+    fn, _grow_at = _grow, sys.maxsize  # not re-entered while it runs
+    try:
+        at = fn() if fn is not None else -1
+        ok = isinstance(at, int) and at >= 0
+    except Exception:
+        ok = False
+    if _grow is fn:
+        if ok:
+            _grow_at = at
+        else:
+            _grow = None
 _listeners: list[Callable[[str, bool], None]] | None = None  # the active recorder's listeners
 
 
@@ -228,6 +258,8 @@ class PySection:
                 t0 = self._t0
                 self._app = None
                 app((self.name, t0, t1, self.stats or None, tid))
+                if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
+                    _grown()
                 if _listeners:
                     self._notify(False)
         elif self._more:
@@ -257,6 +289,8 @@ class PySection:
                 if not stack:
                     del more[key]  # only this thread adds or removes its key
                 app((self.name, t0, t1, self.stats or None, tid))
+                if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
+                    _grown()
                 if _listeners:
                     self._notify(False)
                 return
