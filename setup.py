@@ -5,13 +5,15 @@
 - ``polyprof.formats.kineto._args``: deferred Kineto args grouped by name in one walk;
 - ``polyprof.formats.kineto._gather``: one field of many decoded Kineto events as a column;
 - ``polyprof.plugins.opencl._profinfo``: OpenCL commands' profiling timestamps in one loop;
-- ``polyprof.plugins.cupti._cuptibuf``: CUPTI's activity buffers kept and walked in C.
+- ``polyprof.plugins.cupti._cuptibuf``: CUPTI's activity buffers kept and walked in C;
+- ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages.
 
 ``optional=True``: without a C compiler the build warns and goes on, and polyprof uses
 the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
 ``polyprof.formats.xspace.decode.IMPLEMENTATION``, ``polyprof.formats.kineto.deferred.IMPLEMENTATION``,
 ``polyprof.formats.kineto.gather.IMPLEMENTATION``,
-``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``
+``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
+``polyprof.formats.sqlite_db.IMPLEMENTATION``
 say which is in use).
 """
 
@@ -26,4 +28,5 @@ setup(ext_modules=[
     Extension("polyprof.formats.kineto._gather", ["src/polyprof/formats/kineto/_gather.c"], optional=True),
     Extension("polyprof.plugins.opencl._profinfo", ["src/polyprof/plugins/opencl/_profinfo.c"], optional=True),
     Extension("polyprof.plugins.cupti._cuptibuf", ["src/polyprof/plugins/cupti/_cuptibuf.c"], optional=True),
+    Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
 ])

@@ -6,7 +6,9 @@ through a ``mode=ro`` URI (no writes, no extension loading: ``sqlite3`` never en
 it and nothing here does), and tables are read column by column in SQL, never as one
 Python tuple per row.
 
-How columns are read (:func:`read_columns`): each column is one ``group_concat`` text
+How columns are read (:func:`read_columns`): where it applies (a table's plain integer
+columns, every row), by walking the table's pages in C (:mod:`.sqlite_pages`); else
+through SQL, where each column is one ``group_concat`` text
 per chunk of ``CHUNK_ROWS`` rowids (all of a chunk's columns in one scan of it), parsed
 by NumPy in C (``np.fromstring``); SQLite's VM does the per-row work, Python sees one
 string per column and chunk, and the chunks bound the texts' memory. Columns declared
@@ -29,6 +31,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from ..errors import TraceFormatError
+from . import sqlite_pages
 
 log = logging.getLogger("polyprof")
 
@@ -170,14 +173,20 @@ def _parse(text: str | None) -> np.ndarray:
 
 def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str], where: str = "",
                  nulls: Mapping[str, int] | None = None, rowid: bool = True,
-                 not_null: Iterable[str] = (), wide: Iterable[str] = ()) -> dict[str, np.ndarray]:
+                 not_null: Iterable[str] = (), wide: Iterable[str] = (), compiled: bool = True
+                 ) -> dict[str, np.ndarray]:
     """Integer columns of ``table`` (``name -> SQL expression``) as int64 arrays, row by
     row aligned; NULL reads as ``nulls[name]`` (default -1). ``where`` filters rows.
     ``not_null``: columns the table declares NOT NULL (read without ``coalesce``).
     ``wide``: columns of long numbers that vary little (Nsight's ``globalTid``: 15
     digits), read as their difference from the table's first value (shorter texts).
-    ``rowid=False`` (views) reads the table in one query, else chunks of rowids."""
+    ``rowid=False`` (views) reads the table in one query, else chunks of rowids.
+    ``compiled``: the page walk where it applies (False: SQL only; tests compare them)."""
     nulls = dict(nulls or {})
+    if compiled and rowid and not where:
+        fast = sqlite_pages.columns(conn, table, exprs, nulls)
+        if fast is not None:
+            return fast
     names = list(exprs)
     if not names:
         return {}

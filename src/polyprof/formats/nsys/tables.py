@@ -208,27 +208,25 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
     nn = ex.tables.not_null(t)
     if ex.has(t, "eventClass"):
         exprs["eventClass"] = "eventClass"
-        cuda = f"eventClass IN ({int(rt)}, {int(drv)})"
-        c = sqlite_db.read_columns(conn, t, exprs, cuda, not_null=nn, wide=_WIDE)
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=nn, wide=_WIDE)
+    if "eventClass" in c:
         # a call of another class whose correlation id a runtime/driver call of its
-        # process already has is that call again: first only the ids of those rows
-        other = f"NOT ({cuda})"
-        o = sqlite_db.read_columns(conn, t, {"globalTid": "globalTid", "correlationId": "correlationId"}, other,
-                                   not_null=nn, wide=_WIDE)
-        if len(o["globalTid"]):
-            ckey, okey = pair_keys(_host_ids(c["globalTid"])[0], c["correlationId"],
-                                   _host_ids(o["globalTid"])[0], o["correlationId"])
+        # process already has is that call again: left out (runtime/driver rows first)
+        cuda = (c["eventClass"] == rt) | (c["eventClass"] == drv)
+        other = np.flatnonzero(~cuda)
+        if len(other):
+            ours = np.flatnonzero(cuda)
+            gpid = _host_ids(c["globalTid"])[0]
+            ckey, okey = pair_keys(gpid[ours], c["correlationId"][ours], gpid[other], c["correlationId"][other])
             ckey.sort()
             pos = np.minimum(np.searchsorted(ckey, okey), max(len(ckey) - 1, 0))
-            dup = (ckey[pos] == okey) & (o["correlationId"] > 0) if len(ckey) else np.zeros(len(okey), bool)
-            del ckey, okey, pos
+            dup = (ckey[pos] == okey) & (c["correlationId"][other] > 0) if len(ckey) else np.zeros(len(okey), bool)
+            del ckey, okey, pos, gpid
             dropped = int(dup.sum())
-            if not dup.all():  # calls of other classes of their own: read them whole
-                rest = sqlite_db.read_columns(conn, t, exprs, other, not_null=nn, wide=_WIDE)
-                c = {k: np.concatenate([c[k], rest[k][~dup]]) for k in c}
-            del o, dup
-    else:
-        c = sqlite_db.read_columns(conn, t, exprs, not_null=nn, wide=_WIDE)
+            take = np.concatenate([ours, other[~dup]])
+            c = {k: v[take] for k, v in c.items()}
+            del take, ours, dup
+        del cuda, other
     n = len(c["start"])
     names = strings.codes(c["nameId"], lambda s: _VERSION.sub("", s))
     cls = c.get("eventClass", np.full(n, rt, np.int64))
@@ -257,7 +255,11 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     exprs.update(_opt(ex, t, "textId", "domainId"))
     if ex.has(t, "text"):
         exprs["rowid"] = "rowid"
-    c = sqlite_db.read_columns(conn, t, exprs, where, not_null=ex.tables.not_null(t), wide=_WIDE)
+    c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
+    wanted_rows = np.isin(c["eventType"], np.array(wanted, np.int64))
+    if not wanted_rows.all():  # domain registrations and other event types: not events
+        c = {k: v[wanted_rows] for k, v in c.items()}
+    del wanted_rows
     n = len(c["start"])
     # names: registered strings (textId) where set, else the inline text
     tcodes, tvals = np.zeros(n, np.int64), [""]  # code 0: no text
