@@ -10,6 +10,7 @@ test's truth does not depend on polyprof's reader.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 from decimal import Decimal
@@ -53,3 +54,40 @@ def make_ranks(src: Path, out_dir: Path, offsets_ns: list[int], late_us: dict[in
             json.dump(d, f)
         paths.append(p)
     return paths
+
+
+def slow_kernel(src: Path, dst: Path, rank: int, world: int, correlation: int, extra_us: float) -> Path:
+    """Write ``src`` as ``rank`` of ``world`` with the device activity of ``correlation``
+    taking ``extra_us`` longer, the delay passed on as a device would: each later activity
+    on the device starts no earlier than the new end of the one before it on its stream
+    (where it followed that one's end), and a collective kernel (``nccl*``) no earlier than
+    the new ends of the other streams' activities that had ended before it started (the
+    collective's stream waits for the compute stream); idle time absorbs the delay. Host
+    events stay: the host calls of the A100 NCCL trace never wait on the device long
+    enough to move (its longest waiting call is a few microseconds)."""
+    doc = json.load(gzip.open(src))
+    info = dict(doc.get("distributedInfo") or {})
+    info.update(rank=rank, world_size=world)
+    doc["distributedInfo"] = info
+    dev = sorted((e for e in doc["traceEvents"] if e.get("ph") == "X"
+                  and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: Decimal(str(e["ts"])))
+    ends: dict[object, tuple[list[Decimal], list[Decimal]]] = {}  # per stream: old ends, new ends
+    for e in dev:
+        stream = e["args"].get("stream")
+        ts, dur = Decimal(str(e["ts"])), Decimal(str(e.get("dur", 0)))
+        new = ts
+        for s, (old, moved) in ends.items():
+            if s == stream or _is_collective_kernel(e):
+                i = bisect.bisect_right(old, ts)  # the last on that stream that had ended by then
+                if i:
+                    new = max(new, moved[i - 1])
+        mine = ends.setdefault(stream, ([], []))
+        mine[0].append(ts + dur)
+        if e["args"].get("correlation") == correlation:
+            dur += Decimal(str(extra_us))
+            e["dur"] = float(dur)
+        mine[1].append(new + dur)
+        e["ts"] = float(new)
+    with gzip.open(dst, "wt") as f:
+        json.dump(doc, f)
+    return dst

@@ -12,6 +12,18 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   empty at the launch and the activity started after its launch, else activity ->
   activity on the stream (the gap); a zero-weight launch edge otherwise, so that an activity
   never starts before its launch (HTA's ``CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE``).
+* **collectives**: a communication kernel (NCCL, RCCL) waits for the last device activity
+  its host thread launched before it onto another stream of its device (launch order on
+  the host thread): PyTorch's ProcessGroupNCCL records an event on the thread's current
+  stream and makes the collective's stream wait on it (``syncStream``) before every
+  collective. The trace shows it by a stream-wait call (``STREAM_WAIT_CALLS``) on that
+  thread between the two launches; on a thread that records no stream-wait call at all
+  the rule is taken as it is. An edge the timestamps contradict (the activity ending
+  more than ``AGREE_NS`` after the collective started) is left out. Kineto traces without ``cuda_sync`` records
+  (the calls' args name no stream or event) have no other trace of this dependency; the
+  other record/wait pairs of such traces are not paired (pairing each wait with the last
+  record before it on its thread is contradicted by the timestamps of the A100 NCCL
+  trace in a quarter of its waits).
 * **synchronisation** (Kineto's ``cuda_sync`` records): a stream waiting on an event depends
   on the last activity launched on the event's stream before the event was recorded; a host
   waiting on an event, a stream or the whole device depends on that activity, that stream's
@@ -34,7 +46,8 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, member
 from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QUEUED_LAUNCHES, STREAM_SYNC,
-                                STREAM_WAIT_EVENT, WAITING_CALLS)
+                                STREAM_WAIT_CALLS, STREAM_WAIT_EVENT, WAITING_CALLS)
+from .common import COMMUNICATION, activity_class
 
 #: edge types (HTA's CPEdgeType, in its order)
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
@@ -42,6 +55,9 @@ EDGE_TYPES = ("operator", "dependency", "kernel_launch_delay", "kernel_kernel_de
 #: a gap this long between two activities on a stream is taken for a dependency the trace
 #: does not show, not for the stream's own delay (HTA's threshold)
 KERNEL_GAP_LIMIT_NS = 1_500_000
+#: an inferred edge is kept where its source ends at most this long after its destination
+#: starts (Kineto writes microseconds as decimals: two times can round a few ns apart)
+AGREE_NS = 1_000
 
 
 @dataclass
@@ -283,6 +299,9 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
                                  threads[track[sy_call[sw]]] * (1 << 20) + track[sy[sw]], start[sy_call[sw]])
         ok = (dest >= 0) & (gidx[np.maximum(dest, 0)] >= n_h) & (gidx[sync_src[sw]] >= 0)
         kernel_sync[gidx[dest[ok]] - n_h] = gidx[sync_src[sw][ok]]
+    coll_wait = _collective_waits(trace, dev, dev_launch, start, end, track, names, on_host)
+    fill = (kernel_sync < 0) & (coll_wait >= 0)
+    kernel_sync[fill] = g_dev[coll_wait[fill]]
 
     # each activity's span
     edges.add(2 * g_dev, 2 * g_dev + 1, dur_of(start, end, dev), OPERATOR, g_dev, base + 4 * k_pos)
@@ -330,6 +349,39 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
         last = g_dev[mine[j]]
         edges.add(2 * last + 1, call_node[q], np.zeros(len(q), np.int64), SYNC, np.full(len(q), -1),
                   base + 4 * s_pos[q] + (tr % 1024) / 2048)
+
+
+def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, start: np.ndarray, end: np.ndarray,
+                      track: np.ndarray, names: np.ndarray, on_host: np.ndarray) -> np.ndarray:
+    """Per device activity (index into ``dev``), the activity (index into ``dev``) a
+    collective waits for by launch order on its host thread (the module's rule), -1 for
+    none."""
+    out = np.full(len(dev), -1, np.int64)
+    coll = np.flatnonzero(activity_class(trace, dev) == COMMUNICATION) if len(dev) else np.zeros(0, np.int64)
+    if not len(coll):
+        return out
+    thread = cache.threads(trace)[track[dev_launch]]
+    plane = trace.track_plane[track[dev]]
+    launched_at = start[dev_launch]
+    wait_rows = np.flatnonzero(on_host & _names_in(trace, STREAM_WAIT_CALLS)[names])
+    wait_thread = cache.threads(trace)[track[wait_rows]]
+    for s in np.unique(track[dev[coll]]).tolist():
+        mine = coll[track[dev[coll]] == s]
+        other = np.flatnonzero((track[dev] != s) & (plane == plane[mine[0]]))
+        # the last launch from the same thread strictly before the collective's
+        prev = _prev_at_or_before(thread[other], launched_at[other], other, thread[mine], launched_at[mine] - 1)
+        ok = prev >= 0
+        mine, prev = mine[ok], prev[ok]
+        ok = end[dev[prev]] <= start[dev[mine]] + AGREE_NS  # the timestamps agree
+        for th in np.unique(thread[mine]).tolist():
+            w = np.sort(start[wait_rows[wait_thread == th]])
+            if not len(w):
+                continue  # no stream-wait calls recorded on this thread: the rule as it is
+            q = thread[mine] == th
+            between = np.searchsorted(w, launched_at[mine[q]]) - np.searchsorted(w, launched_at[prev[q]], "right")
+            ok[q] &= between > 0
+        out[mine[ok]] = prev[ok]
+    return out
 
 
 def _queue_levels(trace: Trace, corr: Correlation, names: np.ndarray, start: np.ndarray,

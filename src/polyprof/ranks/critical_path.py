@@ -1,6 +1,9 @@
 """The critical path of one step of a job: the ranks' dependency graphs joined through
 their matched collectives, and what-ifs on it.
 
+Each rank's graph also gets the stream order HTA's graph leaves out (``_stream_order``):
+an activity waits for the one before it on its stream however long the gap between them.
+
 Each rank's graph is ``analyze/depgraph.py``'s over the step (by position: the k-th step
 of every rank). The k-th collective of a communicator (``ranks/collectives.py``: key and
 sequence) ends together on every rank, once the last rank has arrived: its span on each
@@ -73,11 +76,13 @@ def job_graph(traces: dict[int, Trace], step: int) -> JobGraph:
     rows = np.concatenate([g.rows for g in parts])
     device = np.concatenate([g.device for g in parts])
     time = np.concatenate([g.time for g in parts])
-    src = np.concatenate([g.src + 2 * ev_off[i] for i, g in enumerate(parts)])
-    dst = np.concatenate([g.dst + 2 * ev_off[i] for i, g in enumerate(parts)])
-    weight = np.concatenate([g.weight for g in parts])
-    etype = np.concatenate([g.etype for g in parts])
-    owner = np.concatenate([np.where(g.owner >= 0, g.owner + ev_off[i], -1) for i, g in enumerate(parts)])
+    order = [_stream_order(traces[r], g) for r, g in zip(ranks, parts)]
+    src = np.concatenate([np.r_[g.src, o[0]] + 2 * ev_off[i] for i, (g, o) in enumerate(zip(parts, order))])
+    dst = np.concatenate([np.r_[g.dst, o[1]] + 2 * ev_off[i] for i, (g, o) in enumerate(zip(parts, order))])
+    weight = np.concatenate([np.r_[g.weight, np.zeros(len(o[0]), np.int64)] for g, o in zip(parts, order)])
+    etype = np.concatenate([np.r_[g.etype, np.full(len(o[0]), SYNC, np.int8)] for g, o in zip(parts, order)])
+    owner = np.concatenate([np.r_[np.where(g.owner >= 0, g.owner + ev_off[i], -1), np.full(len(o[0]), -1)]
+                            for i, (g, o) in enumerate(zip(parts, order))])
     full = [m for m in matched.values() if len({i for i, _ in m}) == len(ranks) and len(m) == len(ranks)]
     drop = np.zeros(len(src), bool)
     add_s, add_d, add_w, add_o = [], [], [], []
@@ -101,6 +106,25 @@ def job_graph(traces: dict[int, Trace], step: int) -> JobGraph:
                       np.concatenate([etype[keep], np.full(n_add, SYNC, np.int8)]),
                       np.concatenate([owner[keep], np.asarray(add_o, np.int64)]))
     return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full))
+
+
+def _stream_order(trace: Trace, g: DepGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-weight edges (src and dst nodes) from each device activity's end to the start of
+    the next on its stream where the rank's graph has none: HTA's graph leaves out a gap
+    of 1.5 ms or more between two activities on a stream, but the later cannot start before
+    the earlier ends, and a what-if that delays the earlier must delay it."""
+    dev = np.flatnonzero(g.device)
+    if len(dev) < 2:
+        z = np.zeros(0, np.int64)
+        return z, z
+    track = np.asarray(trace.events["track"], np.int64)[g.rows[dev]]
+    o = np.lexsort((g.time[2 * dev], track))
+    a, b = dev[o][:-1], dev[o][1:]
+    same = track[o][1:] == track[o][:-1]
+    a, b = 2 * a[same] + 1, 2 * b[same]
+    have = set(zip(g.src.tolist(), g.dst.tolist()))
+    new = np.fromiter(((x, y) not in have for x, y in zip(a.tolist(), b.tolist())), bool, len(a))
+    return a[new], b[new]
 
 
 def _collective_rows(trace: Trace) -> np.ndarray:

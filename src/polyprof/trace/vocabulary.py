@@ -36,6 +36,8 @@ WAITING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQue
                  "hipEventQuery", "hipEventSynchronize", "hipMemcpy")
 #: host calls that record a device event on a stream (exact names)
 EVENT_RECORD_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord")
+#: host calls that make a stream wait for an event recorded on another (exact names)
+STREAM_WAIT_CALLS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 #: Kineto's device-side synchronisation records (``cuda_sync`` events, exact names): the
 #: whole device waits, one stream waits, the host waits on an event, a stream waits on one
 CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT = (
