@@ -48,9 +48,9 @@ def test_iteration_551_is_a_step() -> None:
 
 def test_cupti_profiler_ranges() -> None:
     """HTA test_cupti_profiler.py (cupti_profiler/...trace.json.gz): 77 counter rows, the
-    6th kernel by time an ``fft2d_r2c_32x32`` with 86,114,304 fadd instructions. (HTA
-    also names its top and bottom op, aten::conv2d and aten::cudnn_convolution: polyprof
-    does not attribute CUPTI ranges to ops yet; docs/analysis.md.)"""
+    6th kernel by time an ``fft2d_r2c_32x32`` with 86,114,304 fadd instructions, its top and
+    bottom op aten::conv2d and aten::cudnn_convolution (every range against HTA run live:
+    tests/test_cupti_ranges.py)."""
     t = polyprof.load(KINETO / "a100_cupti_counters.json.gz")
     rows = np.flatnonzero(np.asarray(t.categories()) == "cuda_profiler_range")
     assert len(rows) == 77
@@ -58,3 +58,7 @@ def test_cupti_profiler_ranges() -> None:
     assert "fft2d_r2c_32x32" in t.strings[t.events["name"][fifth]]
     col = t.stats["smsp__sass_thread_inst_executed_op_fadd_pred_on.sum"]
     assert col.lookup(np.array([fifth]))[1].tolist() == [86114304]
+    from polyprof.analyze.cupti_ranges import cupti_counters
+
+    tb = cupti_counters(t)
+    assert (tb["top_op"][5], tb["bottom_op"][5]) == ("aten::conv2d", "aten::cudnn_convolution")

@@ -395,9 +395,9 @@ def test_per_event_tables_stay_with_their_rank(summary_json, four_ranks):
     the rank and named; its summary is gathered; asked for, it comes with a rank column."""
     from polyprof.analyze.registry import PER_EVENT
 
-    assert PER_EVENT == ("launch_stats", "critical_path")
+    assert PER_EVENT == ("launch_stats", "critical_path", "cupti_counters")
     assert "launch_stats" not in summary_json["tables"]
-    assert summary_json["overview"]["per_event_tables_left_with_ranks"] == ["launch_stats", "critical_path"]
+    assert summary_json["overview"]["per_event_tables_left_with_ranks"] == ["launch_stats", "critical_path", "cupti_counters"]
     assert {r["rank"] for r in _records(summary_json, "launch_summary")} == {0, 1, 2, 3}
     rep = load_ranks(four_ranks[:2]).analyze("serial", tables=["launch_stats"], window=None)
     single = polyprof.analyze.launch_stats(polyprof.load(four_ranks[1]))

@@ -60,6 +60,7 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("kernel_efficiency", "polyprof.analyze.efficiency:kernel_efficiency"),
     Analysis("critical_path", "polyprof.analyze.critical_path:critical_path", per_event=True),
     Analysis("cuda_graphs", "polyprof.analyze.cuda_graphs:cuda_graphs"),
+    Analysis("cupti_counters", "polyprof.analyze.cupti_ranges:cupti_counters", per_event=True),
 )
 _BY_NAME = {a.name: a for a in ANALYSES}
 

@@ -76,7 +76,7 @@ def _cells(s: str) -> int:
 
 #: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
 TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name", "device", "op", "section", "stack",
-                "state")
+                "state", "top_op", "bottom_op")
 #: share of a shortened text cell given to the end of the text, tried in turn until the
 #: rows of a column are told apart (kernel templates and argument lists differ late)
 _TAIL_SHARES = (0.0, 0.4, 0.7, 1.0)
@@ -352,6 +352,11 @@ def _parts(out: Any, report: Any, top: int, W: int) -> None:
                                           ("device_ns", "device / replay", fmt_ns),
                                           ("kernels_per_replay", "kernels / replay", _int),
                                           ("first_kernel", "first kernel", None, True)], top, W))
+    cc = T.get("cupti_counters")
+    if cc is not None and len(cc):
+        out(_table("CUPTI counter ranges by op", cc, [
+            ("top_op", "top op", None), ("bottom_op", "bottom op", None), ("flops", "FLOPs (counted)", _num),
+            ("name", "kernel", None)], top, W))
     _other_events(out, T, top, W)
     _counter_table(out, T.get("counter_stats"), top, W)
     for err in ov["plugin_errors"]:

@@ -28,6 +28,10 @@ QUEUED_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", 
                    "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipMemsetAsync",
                    "hipMemcpyAsync", "hipMemcpyWithStream",
                    "runFunction - job_prep_and_submit_for_execution")
+#: the category of CUPTI's range-profiler events (one per profiled kernel, its counters as
+#: args), and the launch calls they pair with in order (name prefixes, as HTA matches them)
+PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
+RANGE_LAUNCHES = ("cudaLaunchKernel",)
 #: host calls during which the host waits for the device (exact names): on a critical
 #: path their time is the device's, not the host's (an async copy that waits shows it by
 #: its own sync record)
