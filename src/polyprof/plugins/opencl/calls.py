@@ -11,12 +11,17 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, SupportsInt, cast
 
 import numpy as np
 
 from . import intercept as ic
 from . import profinfo
+
+if TYPE_CHECKING:
+    from pyopencl import CommandQueue, Event
+    from pyopencl import profiling_info as ProfilingInfo
 
 
 @dataclass
@@ -29,11 +34,11 @@ class Calls:
     t0: np.ndarray
     t1: np.ndarray
     corr: np.ndarray
-    events: list[Any]  # the command's pyopencl Event, or None
-    queues: list[Any]
-    info: list[Any]  # the kernel, a byte count, or the waited events' handles
-    global_size: list[Any]
-    local_size: list[Any]
+    events: list[object]  # the command's pyopencl Event, or None
+    queues: list[object]  # the command's CommandQueue, or None
+    info: list[object]  # the kernel, a byte count, or the waited events' handles
+    global_size: list[object]  # an int or a tuple of ints, or None
+    local_size: list[object]
     blocking: np.ndarray
 
     @property
@@ -57,14 +62,15 @@ def flatten(rec: ic.Recording) -> Calls:
         local_size=flat[8::S], blocking=np.array(flat[9::S], dtype=bool).reshape(n))
 
 
-def _ptr(obj: Any) -> int:
+def _ptr(obj: object) -> int:
     try:
-        return int(obj.int_ptr)
-    except Exception:
+        p = getattr(obj, "int_ptr", None)
+    except Exception:  # a released object's handle
         return -1
+    return int(p) if isinstance(p, int) else -1
 
 
-def by_object(objs: list[Any], value: Any) -> np.ndarray:
+def by_object(objs: list[object], value: Callable[[object], object]) -> np.ndarray:
     """``value(obj)`` per row, asked once per distinct object (by identity); None -> None.
     Row order kept; an object array."""
     n = len(objs)
@@ -79,20 +85,21 @@ def by_object(objs: list[Any], value: Any) -> np.ndarray:
     return vals[inv.reshape(-1)]
 
 
-def queue_keys(c: Calls) -> tuple[np.ndarray, dict[int, Any]]:
+def queue_keys(c: Calls) -> tuple[np.ndarray, dict[int, CommandQueue]]:
     """int_ptr of each row's queue (-1: none), and one queue object per int_ptr."""
     ptrs = by_object(c.queues, _ptr)
     qkey = np.array([-1 if p is None else p for p in ptrs.tolist()], np.int64).reshape(c.n)
-    queues: dict[int, Any] = {}
+    queues: dict[int, CommandQueue] = {}
     for i in np.flatnonzero(qkey >= 0).tolist():
-        queues.setdefault(int(qkey[i]), c.queues[i])
+        # a queue by construction: the wrapped pyopencl call accepted it as one
+        queues.setdefault(int(qkey[i]), cast("CommandQueue", c.queues[i]))
     return qkey, queues
 
 
-def live_queues(rec: ic.Recording) -> dict[int, Any]:
+def live_queues(rec: ic.Recording) -> dict[int, CommandQueue]:
     """One queue object per int_ptr, of every queue a recorded call used."""
     S = ic.STRIDE
-    out: dict[int, Any] = {}
+    out: dict[int, CommandQueue] = {}
     seen: set[int] = set()
     for _tid, _name, flat in list(rec.threads):
         for q in flat[5::S]:
@@ -101,7 +108,7 @@ def live_queues(rec: ic.Recording) -> dict[int, Any]:
             seen.add(id(q))
             p = _ptr(q)
             if p >= 0:
-                out.setdefault(p, q)
+                out.setdefault(p, cast("CommandQueue", q))  # as in queue_keys
     return out
 
 
@@ -118,7 +125,7 @@ class DeviceTimes:
         return self.has_event & (self.ts[:, 3] > 0) & ~self.incomplete
 
 
-def device_times(c: Calls, profiling_info: Any, pending: set[int]) -> DeviceTimes:
+def device_times(c: Calls, profiling_info: type[ProfilingInfo], pending: set[int]) -> DeviceTimes:
     """Each command's four profiling timestamps (the commands in ``pending`` did not
     complete: no timestamps, marked incomplete); read through ``profinfo.py``."""
     n = c.n
@@ -130,9 +137,8 @@ def device_times(c: Calls, profiling_info: Any, pending: set[int]) -> DeviceTime
     events = c.events
     rows: list[int] = []
     for i in np.flatnonzero(has_event).tolist():
-        try:
-            ptr = events[i].int_ptr
-        except Exception:
+        ptr = _ptr(events[i])
+        if ptr < 0:
             unprofiled += 1
             continue
         ptr_to_row[ptr] = i
@@ -141,16 +147,17 @@ def device_times(c: Calls, profiling_info: Any, pending: set[int]) -> DeviceTime
         else:
             rows.append(i)
     if rows:
-        got, ok = profinfo.timestamps([events[i] for i in rows], profiling_info)
+        # Events by construction: what the wrapped enqueue returned
+        got, ok = profinfo.timestamps([cast("Event", events[i]) for i in rows], profiling_info)
         ts[rows] = got
         unprofiled += int((~ok).sum())
     return DeviceTimes(ts, has_event, incomplete, unprofiled, ptr_to_row)
 
 
-def kernel_name(k: Any) -> str:
+def kernel_name(k: object) -> str:
     try:
-        return str(k.function_name)
-    except Exception:
+        return str(getattr(k, "function_name", "kernel"))
+    except Exception:  # a released kernel
         return "kernel"
 
 
@@ -165,20 +172,24 @@ def device_names(c: Calls, rows: np.ndarray) -> np.ndarray:
     return names
 
 
-def _sizes_text(v: Any) -> str | None:
+def _sizes_text(v: object) -> str | None:
     """A work size as "x,y,z" (the grid/block stat format)."""
     if isinstance(v, int):
         return str(v)
-    try:
-        return ",".join(str(int(x)) for x in v)
-    except Exception:
+    if not isinstance(v, Iterable):
         return None
+    parts = []
+    for x in v:
+        if not isinstance(x, SupportsInt):
+            return None
+        parts.append(str(int(x)))
+    return ",".join(parts)
 
 
 _sizes_cached = functools.lru_cache(maxsize=4096)(_sizes_text)
 
 
-def size_text(v: Any) -> str | None:
+def size_text(v: object) -> str | None:
     if v is None:
         return None
     try:

@@ -14,7 +14,12 @@ from __future__ import annotations
 import itertools
 import threading
 from time import perf_counter_ns as _now
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Iterable, SupportsInt
+
+if TYPE_CHECKING:
+    import pyopencl._cl as _cl_types
+
+    from .memory import MemoryLog
 
 # api codes -> (host API name, device activity name, device category)
 KERNEL, WRITE, READ, COPY, WRITE_RECT, READ_RECT, COPY_RECT, FILL = range(8)
@@ -75,10 +80,10 @@ class Recording:
         self.active = True
         self._tls = threading.local()
         self._lock = threading.Lock()
-        self.threads: list[tuple[int, str, list[tuple]]] = []  # (native tid, name, records)
+        self.threads: list[tuple[int, str, list[object]]] = []  # (native tid, name, records)
         self._corr = itertools.count(1)
 
-    def records(self) -> list[tuple[int, str, list[tuple]]]:
+    def records(self) -> list[tuple[int, str, list[tuple[object, ...]]]]:
         """(native tid, thread name, records as tuples) per thread, for collect."""
         out = []
         for tid, name, flat in list(self.threads):
@@ -87,11 +92,11 @@ class Recording:
             out.append((tid, name, list(zip(*[it] * STRIDE))))
         return out
 
-    def buffer(self) -> list[Any]:
+    def buffer(self) -> list[object]:
         try:
             return self._tls.buf
         except AttributeError:
-            buf: list[Any] = []
+            buf: list[object] = []
             self._tls.buf = buf
             t = threading.current_thread()
             with self._lock:
@@ -100,29 +105,34 @@ class Recording:
 
 
 _rec: Recording | None = None
-_nanny_type: Any = None
-_event_from_ptr: Callable[..., Any] | None = None
+_nanny_type: type[_cl_types.NannyEvent] | None = None
+_event_from_ptr: Callable[[int, bool], _cl_types.Event] | None = None
 
 
-def _plain(ev: Any) -> Any:
+def _plain(ev: object) -> object:
     """A NannyEvent keeps the user's host array alive; hold a plain wrapper of the same
     cl_event instead, so the user's program frees memory as it would unprofiled."""
-    if type(ev) is _nanny_type:
-        return _event_from_ptr(ev.int_ptr, True)  # type: ignore[misc]
+    if _nanny_type is not None and isinstance(ev, _nanny_type) and _event_from_ptr is not None:
+        return _event_from_ptr(ev.int_ptr, True)
     return ev
 
 
-def _nbytes(obj: Any) -> int:
+def _nbytes(obj: object) -> int:
+    n = getattr(obj, "nbytes", None)
+    if isinstance(n, SupportsInt):
+        return int(n)
     try:
-        return int(obj.nbytes)
-    except AttributeError:
-        try:
-            return memoryview(obj).nbytes
-        except TypeError:
-            return -1
+        return memoryview(obj).nbytes  # type: ignore[arg-type]  # any buffer; TypeError if not one
+    except TypeError:
+        return -1
 
 
-def _rec_call(api: int, t0: int, t1: int, ev: Any, queue: Any, info: Any, blocking: bool) -> None:
+def _int(v: object, default: int) -> int:
+    """An int argument (a size, a byte count), or ``default`` if it is not a number."""
+    return int(v) if isinstance(v, SupportsInt) else default
+
+
+def _rec_call(api: int, t0: int, t1: int, ev: object, queue: object, info: object, blocking: bool) -> None:
     rec = _rec
     if rec is None or not rec.active:
         return
@@ -137,9 +147,9 @@ def _rec_call(api: int, t0: int, t1: int, ev: Any, queue: Any, info: Any, blocki
 # ----------------------------------------------------------------------------- wrappers
 
 
-def wrap_kernel(orig: Callable[..., Any]) -> Callable[..., Any]:
-    def enqueue_nd_range_kernel(queue: Any, kernel: Any, global_work_size: Any, local_work_size: Any,
-                                *args: Any, **kwargs: Any) -> Any:
+def wrap_kernel(orig: Callable[..., object]) -> Callable[..., object]:
+    def enqueue_nd_range_kernel(queue: object, kernel: object, global_work_size: object, local_work_size: object,
+                                *args: object, **kwargs: object) -> object:
         t0 = _now()
         ev = orig(queue, kernel, global_work_size, local_work_size, *args, **kwargs)
         t1 = _now()
@@ -160,10 +170,10 @@ def wrap_kernel(orig: Callable[..., Any]) -> Callable[..., Any]:
     return enqueue_nd_range_kernel
 
 
-def wrap_host_transfer(orig: Callable[..., Any], api: int) -> Callable[..., Any]:
+def wrap_host_transfer(orig: Callable[..., object], api: int) -> Callable[..., object]:
     """read/write buffer: (queue, mem, hostbuf, offset=0, wait_for=None, is_blocking=True)."""
 
-    def host_transfer(queue: Any, mem: Any, hostbuf: Any, *args: Any, **kwargs: Any) -> Any:
+    def host_transfer(queue: object, mem: object, hostbuf: object, *args: object, **kwargs: object) -> object:
         t0 = _now()
         ev = orig(queue, mem, hostbuf, *args, **kwargs)
         t1 = _now()
@@ -175,9 +185,8 @@ def wrap_host_transfer(orig: Callable[..., Any], api: int) -> Callable[..., Any]
                 except AttributeError:
                     buf = rec.buffer()
                 blocking = kwargs.get("is_blocking", args[2] if len(args) > 2 else True)
-                try:
-                    nbytes = hostbuf.nbytes
-                except AttributeError:
+                nbytes = getattr(hostbuf, "nbytes", None)
+                if nbytes is None:
                     nbytes = _nbytes(hostbuf)
                 buf.extend((api, t0, t1, next(rec._corr), _plain(ev), queue, nbytes, None, None,
                             bool(blocking)))
@@ -189,33 +198,36 @@ def wrap_host_transfer(orig: Callable[..., Any], api: int) -> Callable[..., Any]
     return host_transfer
 
 
-def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> Any:
+def _arg(args: tuple, kwargs: dict, i: int, name: str, default: object = None) -> object:
     """Positional argument i (0 = queue) or keyword ``name``."""
     if name in kwargs:
         return kwargs[name]
     return args[i] if len(args) > i else default
 
 
-def _prod(region: Any) -> int:
+def _prod(region: object) -> int:
+    """The product of a region's or a shape's sizes; -1 if it is not a sequence of ints."""
+    if not isinstance(region, (tuple, list)):
+        return -1
     n = 1
     for r in region:
-        n *= int(r)
-    return n
+        n *= _int(r, -1)
+    return n if n >= 0 else -1
 
 
-def _info_for(api: int, args: tuple, kwargs: dict, result: Any) -> tuple[Any, bool]:
+def _info_for(api: int, args: tuple, kwargs: dict, result: object) -> tuple[object, bool]:
     """(info, blocking) for the generic wrappers; bytes where they can be known cheaply."""
     if api == COPY:
-        n = _arg(args, kwargs, 3, "byte_count", -1)
-        if n is None or int(n) < 0:
-            n = min(args[1].size, args[2].size)
-        return int(n), False
+        n = _int(_arg(args, kwargs, 3, "byte_count", -1), -1)
+        if n < 0:
+            n = min(_int(getattr(args[1], "size", -1), -1), _int(getattr(args[2], "size", -1), -1))
+        return n, False
     if api in (WRITE_RECT, READ_RECT):
         return _prod(_arg(args, kwargs, 5, "region")), bool(_arg(args, kwargs, 9, "is_blocking", True))
     if api == COPY_RECT:
         return _prod(_arg(args, kwargs, 5, "region")), False
     if api == FILL:
-        return int(_arg(args, kwargs, 4, "size", 0)), False
+        return _int(_arg(args, kwargs, 4, "size", 0), -1), False
     if api in (READ_IMAGE, WRITE_IMAGE):
         return _nbytes(_arg(args, kwargs, 4, "hostbuf")), bool(_arg(args, kwargs, 8, "is_blocking", True))
     if api == MAP_BUFFER:
@@ -223,7 +235,10 @@ def _info_for(api: int, args: tuple, kwargs: dict, result: Any) -> tuple[Any, bo
 
         shape = _arg(args, kwargs, 4, "shape")
         shape = (shape,) if isinstance(shape, int) else shape
-        return _prod(shape) * np.dtype(_arg(args, kwargs, 5, "dtype")).itemsize, \
+        dtype = _arg(args, kwargs, 5, "dtype")
+        itemsize = np.dtype(dtype).itemsize if isinstance(dtype, (np.dtype, type, str)) else -1
+        size = _prod(shape)
+        return size * itemsize if size >= 0 and itemsize >= 0 else -1, \
             bool(_arg(args, kwargs, 9, "is_blocking", True))
     if api == MAP_IMAGE:
         return -1, bool(_arg(args, kwargs, 10, "is_blocking", True))
@@ -232,11 +247,11 @@ def _info_for(api: int, args: tuple, kwargs: dict, result: Any) -> tuple[Any, bo
     return -1, False
 
 
-def wrap_generic(orig: Callable[..., Any], api: int) -> Callable[..., Any]:
-    """Any other enqueue whose first argument is the queue and which returns an event
+def wrap_generic(orig: Callable[..., object], api: int) -> Callable[..., object]:
+    """object other enqueue whose first argument is the queue and which returns an event
     (or, for map, ``(array, event)``, or None for the old barrier)."""
 
-    def enqueue(*args: Any, **kwargs: Any) -> Any:
+    def enqueue(*args: object, **kwargs: object) -> object:
         t0 = _now()
         res = orig(*args, **kwargs)
         t1 = _now()
@@ -253,8 +268,8 @@ def wrap_generic(orig: Callable[..., Any], api: int) -> Callable[..., Any]:
     return enqueue
 
 
-def wrap_unmap(orig: Callable[..., Any]) -> Callable[..., Any]:
-    def release(self: Any, queue: Any = None, wait_for: Any = None) -> Any:
+def wrap_unmap(orig: Callable[..., object]) -> Callable[..., object]:
+    def release(self: object, queue: object = None, wait_for: object = None) -> object:
         t0 = _now()
         ev = orig(self, queue, wait_for)
         t1 = _now()
@@ -269,8 +284,8 @@ def wrap_unmap(orig: Callable[..., Any]) -> Callable[..., Any]:
     return release
 
 
-def wrap_finish(orig: Callable[..., Any]) -> Callable[..., Any]:
-    def finish(self: Any) -> Any:
+def wrap_finish(orig: Callable[..., object]) -> Callable[..., object]:
+    def finish(self: object) -> object:
         t0 = _now()
         r = orig(self)
         t1 = _now()
@@ -284,8 +299,8 @@ def wrap_finish(orig: Callable[..., Any]) -> Callable[..., Any]:
     return finish
 
 
-def wrap_event_wait(orig: Callable[..., Any]) -> Callable[..., Any]:
-    def wait(self: Any) -> Any:
+def wrap_event_wait(orig: Callable[..., object]) -> Callable[..., object]:
+    def wait(self: _cl_types.Event) -> object:
         t0 = _now()
         r = orig(self)
         t1 = _now()
@@ -300,8 +315,8 @@ def wrap_event_wait(orig: Callable[..., Any]) -> Callable[..., Any]:
     return wait
 
 
-def wrap_wait_for_events(orig: Callable[..., Any]) -> Callable[..., Any]:
-    def wait_for_events(events: Any) -> Any:
+def wrap_wait_for_events(orig: Callable[..., object]) -> Callable[..., object]:
+    def wait_for_events(events: Iterable[_cl_types.Event]) -> object:
         t0 = _now()
         r = orig(events)
         t1 = _now()
@@ -328,48 +343,47 @@ class QueueFactory:
         self.created = 0
         self.forced = 0
 
-    def _props(self, properties: Any) -> Any:
+    def _props(self, properties: object) -> object:
         if properties is None:
             properties = 0
-        try:
-            value = int(properties)
-        except (TypeError, ValueError):
+        if not isinstance(properties, SupportsInt):
             return properties  # a property list: leave it as the user wrote it
+        value = int(properties)
         if not value & int(self._flag):
             self.forced += 1
-            return properties | self._flag
+            return value | int(self._flag)
         return properties
 
-    def __call__(self, context: Any, device: Any = None, properties: Any = 0, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, context: object, device: object = None, properties: object = 0, *args: object, **kwargs: object) -> object:
         self.created += 1
         return self._base(context, device, self._props(properties), *args, **kwargs)
 
-    def __instancecheck__(self, obj: Any) -> bool:
+    def __instancecheck__(self, obj: object) -> bool:
         return isinstance(obj, self._base)
 
-    def __subclasscheck__(self, cls: Any) -> bool:
+    def __subclasscheck__(self, cls: type) -> bool:
         return issubclass(cls, self._base)
 
     def __mro_entries__(self, bases: tuple) -> tuple:
         """``class MyQueue(cl.CommandQueue)`` gets a base that also adds profiling."""
         if self._sub is None:
-            factory = self
+            factory, base = self, self._base
 
-            class ProfilingCommandQueue(self._base):  # type: ignore[misc, valid-type]
-                def __init__(self, context: Any, device: Any = None, properties: Any = 0,
-                             *args: Any, **kwargs: Any) -> None:
+            class ProfilingCommandQueue(base):  # type: ignore[misc, valid-type]
+                def __init__(self, context: object, device: object = None, properties: object = 0,
+                             *args: object, **kwargs: object) -> None:
                     super().__init__(context, device, factory._props(properties), *args, **kwargs)
 
             self._sub = ProfilingCommandQueue
         return (self._sub,)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._base, name)
 
-    def __or__(self, other: Any) -> Any:  # ``cl.CommandQueue | None`` in annotations
+    def __or__(self, other: object) -> object:  # ``cl.CommandQueue | None`` in annotations
         return self._base | other
 
-    def __ror__(self, other: Any) -> Any:
+    def __ror__(self, other: object) -> object:
         return other | self._base
 
     def __repr__(self) -> str:
@@ -413,14 +427,14 @@ class Patcher:
     """Installs the wrappers and takes every one of them out again."""
 
     def __init__(self) -> None:
-        self._undo: list[tuple[Any, str, Any]] = []
+        self._undo: list[tuple[object, str, object]] = []
         self.factory: QueueFactory | None = None
 
-    def _set(self, owner: Any, name: str, value: Any) -> None:
+    def _set(self, owner: object, name: str, value: object) -> None:
         self._undo.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)))
         setattr(owner, name, value)
 
-    def install(self, rec: Recording, memory_log: Any = None) -> None:
+    def install(self, rec: Recording, memory_log: MemoryLog | None = None) -> None:
         """The wrappers; with a ``memory.MemoryLog``, buffer and image sizes too."""
         global _rec, _nanny_type, _event_from_ptr
         import pyopencl as cl

@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from time import perf_counter_ns as _now
-from typing import Any
 
 ATTR = "_polyprof_mem"  # the key of the release watcher in a memory object's __dict__
 #: record fields: time, signed bytes, handle, device int_ptr, native thread id, thread name, kind
@@ -36,14 +35,16 @@ class MemoryLog:
         t = threading.current_thread()
         self.records.append((_now(), nbytes, handle, device, threading.get_native_id(), t.name, kind))
 
-    def device_of(self, context: Any) -> int:
+    def device_of(self, context: object) -> int:
         try:
-            key = context.int_ptr
+            key = getattr(context, "int_ptr", None)
+            if not isinstance(key, int):
+                return 0  # not a Context: the memory is still counted
             dev = self._devices.get(key)
             if dev is None:
-                dev = self._devices[key] = int(context.devices[0].int_ptr)
+                dev = self._devices[key] = int(getattr(context, "devices", [])[0].int_ptr)
             return dev
-        except Exception:  # not a Context, or no device: the memory is still counted
+        except Exception:  # no device: the memory is still counted
             return 0
 
 
@@ -53,7 +54,8 @@ class _Release:
     __slots__ = ("device", "handle", "kind", "log", "nbytes")
 
     def __init__(self, log: MemoryLog, nbytes: int, handle: int, device: int, kind: str):
-        self.log, self.nbytes, self.handle, self.device, self.kind = log, nbytes, handle, device, kind
+        self.log: MemoryLog | None = log
+        self.nbytes, self.handle, self.device, self.kind = nbytes, handle, device, kind
 
     def fire(self) -> None:
         log, self.log = self.log, None
@@ -75,12 +77,12 @@ class MemoryFactory:
     def __init__(self, base: type, kind: str, log: MemoryLog):
         self._base, self._kind, self._log = base, kind, log
 
-    def __call__(self, context: Any, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, context: object, *args: object, **kwargs: object) -> object:
         obj = self._base(context, *args, **kwargs)
         log = self._log
         if log.active:
             try:
-                nbytes, handle = int(obj.size), int(obj.int_ptr)
+                nbytes, handle = int(getattr(obj, "size", -1)), int(getattr(obj, "int_ptr", -1))
                 dev = log.device_of(context)
                 log.note(nbytes, handle, dev, self._kind)
                 obj.__dict__[ATTR] = _Release(log, nbytes, handle, dev, self._kind)
@@ -88,35 +90,35 @@ class MemoryFactory:
                 pass
         return obj
 
-    def __instancecheck__(self, obj: Any) -> bool:
+    def __instancecheck__(self, obj: object) -> bool:
         return isinstance(obj, self._base)
 
-    def __subclasscheck__(self, cls: Any) -> bool:
+    def __subclasscheck__(self, cls: type) -> bool:
         return issubclass(cls, self._base)
 
     def __mro_entries__(self, bases: tuple) -> tuple:
         return (self._base,)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._base, name)
 
-    def __or__(self, other: Any) -> Any:
+    def __or__(self, other: object) -> object:
         return self._base | other
 
-    def __ror__(self, other: Any) -> Any:
+    def __ror__(self, other: object) -> object:
         return other | self._base
 
     def __repr__(self) -> str:
         return f"<polyprof memory-recording factory for {self._base!r}>"
 
 
-def wrap_release(orig: Callable[..., Any]) -> Callable[..., Any]:
+def wrap_release(orig: Callable[[object], object]) -> Callable[[object], object]:
     """``MemoryObject.release``: the memory is freed now, not when the object goes."""
 
-    def release(self: Any) -> Any:
+    def release(self: object) -> object:
         try:
             watcher = self.__dict__.pop(ATTR, None)
-        except AttributeError:
+        except AttributeError:  # no __dict__: not one of ours
             watcher = None
         out = orig(self)
         if watcher is not None:
@@ -127,14 +129,14 @@ def wrap_release(orig: Callable[..., Any]) -> Callable[..., Any]:
     return release
 
 
-def install(set_attr: Callable[[Any, str, Any], None], log: MemoryLog) -> None:
+def install(set_attr: Callable[[object, str, object], None], log: MemoryLog) -> None:
     """Put the stand-ins in place through the patcher's ``set_attr`` (which undoes them)."""
     import pyopencl as cl
     from pyopencl import _cl
 
     for name, kind in (("Buffer", "buffer"), ("Image", "image")):
         base = getattr(_cl, name, None)
-        if base is not None and getattr(cl, name, None) is base:
+        if getattr(cl, name, None) is base and isinstance(base, type):
             set_attr(cl, name, MemoryFactory(base, kind, log))
     if "release" in _cl.MemoryObject.__dict__:
         set_attr(_cl.MemoryObject, "release", wrap_release(_cl.MemoryObject.__dict__["release"]))

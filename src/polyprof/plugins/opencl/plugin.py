@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import numpy as np
 
@@ -37,6 +37,8 @@ from ...trace.core import Trace
 # What records and reads OpenCL calls (calls, intercept, memory, probe, the clock fit)
 # is imported when the program imports pyopencl, not by every session's discovery.
 if TYPE_CHECKING:
+    from pyopencl import CommandQueue, Device, Event
+
     from ...trace.clock import ClockFit
     from . import calls
 
@@ -56,6 +58,16 @@ def _raw_triple() -> tuple[int, int, int]:
         if best is None or b - a < best[2] - best[0]:
             best = (a, r, b)
     return best  # type: ignore[return-value]
+
+
+class QueueInfo(TypedDict):
+    """One queue: its device's index and object, its number on that device, name, order."""
+
+    dev: int
+    device: Device
+    local: int
+    name: str
+    out_of_order: bool
 
 
 class _RawSampler(threading.Thread):
@@ -160,6 +172,11 @@ class OpenCLPlugin(Plugin):
         lock = getattr(self, "_lock", None)
         return getattr(self, "_begun", True) or lock is None or lock.locked()
 
+    def _warn(self, message: str) -> None:
+        """A warning in the session's trace (every caller runs between start and collect)."""
+        if self.ctx is not None:
+            self.ctx.warn(self.name, message)
+
     # ---------------------------------------------------------------- lifecycle
     def _start(self, ctx: SessionContext) -> None:
         """Intercept pyopencl now if the program imported it, else at its import (a
@@ -180,7 +197,7 @@ class OpenCLPlugin(Plugin):
                 avail = self.availability()
                 if not avail.ok:
                     if self.ctx is not None:
-                        self.ctx.warn(self.name, f"pyopencl was imported but {avail.reason}; OpenCL is not recorded")
+                        self._warn(f"pyopencl was imported but {avail.reason}; OpenCL is not recorded")
                     return
                 self._begin()
 
@@ -250,11 +267,11 @@ class OpenCLPlugin(Plugin):
             except Exception:
                 continue
         if pending:
-            self.ctx.warn(self.name, f"{len(pending)} OpenCL commands still pending {timeout:g} s after stop; "
+            self._warn(f"{len(pending)} OpenCL commands still pending {timeout:g} s after stop; "
                                      "recorded as incomplete (stat incomplete=1) without device timing")
         return pending
 
-    def _events_to_wait_for(self, queues: dict[int, Any]) -> list[Any]:
+    def _events_to_wait_for(self, queues: dict[int, CommandQueue]) -> list[Event]:
         """The last event of each in-order queue when it is complete; every event of
         out-of-order queues, and of in-order ones whose last event is not complete."""
         from .intercept import STRIDE as S
@@ -262,11 +279,12 @@ class OpenCLPlugin(Plugin):
         cl = self.cl
         ooo = int(cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
         complete = int(cl.command_execution_status.COMPLETE)
-        last: dict[int, Any] = {}  # id(queue) -> its last event
-        every: list[tuple[int, Any]] = []
+        last: dict[int, Event] = {}  # id(queue) -> its last event
+        every: list[tuple[int, Event]] = []
         for _tid, _name, flat in list(self.rec.threads):
             for ev, q in zip(flat[4::S], flat[5::S]):
                 if ev is not None:
+                    ev = cast("Event", ev)  # an Event by construction: what the wrapped enqueue returned
                     every.append((id(q), ev))
                     last[id(q)] = ev
         done: set[int] = set()
@@ -279,13 +297,13 @@ class OpenCLPlugin(Plugin):
                 continue
         return [ev for qid, ev in every if qid not in done]
 
-    def _marker_samples(self, k: int) -> dict[int, list[tuple[int, int, int, int, int, Any]]]:
+    def _marker_samples(self, k: int) -> dict[int, list[tuple[int, int, int, int, int]]]:
         """Per device (int_ptr): k (host before, raw before, event, raw after, host after)
         brackets around marker enqueues on a private profiling queue."""
         from . import calls
 
         cl = self.cl
-        out: dict[int, list] = {}
+        out: dict[int, list[tuple[int, int, int, int, int]]] = {}
         if k <= 0:
             return out
         seen: set[int] = set()
@@ -308,7 +326,7 @@ class OpenCLPlugin(Plugin):
                 out[dev.int_ptr] = [(h0, r0, int(ev.get_profiling_info(cl.profiling_info.QUEUED)), r1, h1)
                                     for h0, r0, ev, r1, h1 in rows]
             except Exception as e:
-                self.ctx.warn(self.name, f"clock samples from markers failed: {e}")
+                self._warn(f"clock samples from markers failed: {e}")
         return out
 
     # ---------------------------------------------------------------- collect
@@ -327,7 +345,7 @@ class OpenCLPlugin(Plugin):
         qinfo = self._queue_info(queues, dev_index)
         dt = calls.device_times(c, self.cl.profiling_info, getattr(self, "pending", set()))
         if dt.unprofiled:
-            self.ctx.warn(self.name, f"{dt.unprofiled} OpenCL commands have no profiling information (queues "
+            self._warn(f"{dt.unprofiled} OpenCL commands have no profiling information (queues "
                                      "created before polyprof started cannot be made to profile); host calls only")
         fits = self._fits(b, c, qkey, qinfo, dt)
         host_rows = self._host_events(b, host, c)
@@ -346,10 +364,10 @@ class OpenCLPlugin(Plugin):
         self.rec = ic.Recording()  # drop the event references
         return b.build()
 
-    def _queue_info(self, queues: dict[int, Any], dev_index: dict[int, int]) -> dict[int, dict[str, Any]]:
+    def _queue_info(self, queues: dict[int, CommandQueue], dev_index: dict[int, int]) -> dict[int, QueueInfo]:
         """Per queue int_ptr: its device index, its number on that device, name, order."""
         ooo = int(self.cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
-        qinfo: dict[int, dict[str, Any]] = {}
+        qinfo: dict[int, QueueInfo] = {}
         for p, q in queues.items():
             try:
                 dev = q.device
@@ -361,7 +379,7 @@ class OpenCLPlugin(Plugin):
             qinfo[p] = {"dev": di, "device": dev, "local": k, "name": f"Queue {k}", "out_of_order": bool(props & ooo)}
         return qinfo
 
-    def _fits(self, b: TraceBuilder, c: calls.Calls, qkey: np.ndarray, qinfo: dict[int, dict[str, Any]],
+    def _fits(self, b: TraceBuilder, c: calls.Calls, qkey: np.ndarray, qinfo: dict[int, QueueInfo],
               dt: calls.DeviceTimes) -> dict[int, ClockFit]:
         """One device -> session clock fit per device (``mkeys.record_fit``)."""
         b.metadata.setdefault(mkeys.CLOCK_SYNC, {})
@@ -377,7 +395,7 @@ class OpenCLPlugin(Plugin):
             pname = keys.device_plane("OpenCL", di)
             mkeys.record_fit(b.metadata, pname, self.name, meta)
             if not fit.consistent:
-                self.ctx.warn(self.name, f"{pname}: clock sync inconsistent: {fit.message}")
+                self._warn(f"{pname}: clock sync inconsistent: {fit.message}")
         return fits
 
     @staticmethod
@@ -395,7 +413,7 @@ class OpenCLPlugin(Plugin):
                                           stats={keys.CORRELATION_ID: c.corr[sel]})
         return host_rows
 
-    def _device_events(self, b: TraceBuilder, c: calls.Calls, sel: np.ndarray, info: dict[str, Any], qp: int,
+    def _device_events(self, b: TraceBuilder, c: calls.Calls, sel: np.ndarray, info: QueueInfo, qp: int,
                        fit: ClockFit, ts: np.ndarray) -> np.ndarray:
         """The timed commands ``sel`` of one queue on its (device, queue) track."""
         from . import calls
@@ -458,7 +476,7 @@ class OpenCLPlugin(Plugin):
             keys.MEMORY_DEVICE: np.array([keys.device_plane("OpenCL", devs[d]) for d in dev], object),
             keys.ALLOCATOR: np.full(len(recs), "opencl", object)})
 
-    def _fit_device(self, dev: Any, hb: np.ndarray, queued: np.ndarray, ha: np.ndarray) -> tuple[ClockFit, dict]:
+    def _fit_device(self, dev: Device, hb: np.ndarray, queued: np.ndarray, ha: np.ndarray) -> tuple[ClockFit, dict[str, object]]:
         """Fit device -> host for one device from all the sample sources we have."""
         from ...trace.clock import ClockFit, ClockSync
 
@@ -481,7 +499,7 @@ class OpenCLPlugin(Plugin):
         if use_events:
             sync.add_many(hb, queued, ha)
             sources["enqueue_calls"] = int(len(hb))
-        fit = sync.fit() if len(sync) else ClockFit(0.0, 0.0, float("inf"), 0, consistent=False,
+        fit = sync.fit() if len(sync) else ClockFit(0, 0.0, float("inf"), 0, consistent=False,
                                                      message="no clock samples")
         if use_events and not fit.consistent and len(base):
             log.warning("opencl: enqueue-call clock samples are inconsistent; fitting without them")
@@ -495,8 +513,8 @@ class OpenCLPlugin(Plugin):
         return fit, meta
 
     @staticmethod
-    def _device_props(dev: Any) -> dict[str, Any]:
-        props: dict[str, Any] = {}
+    def _device_props(dev: Device) -> dict[str, object]:
+        props: dict[str, object] = {}
         for attr in ("name", "version", "driver_version", "max_compute_units", "global_mem_size",
                      "max_work_group_size", "max_clock_frequency"):
             try:
@@ -508,13 +526,14 @@ class OpenCLPlugin(Plugin):
             import pyopencl as cl
 
             props["platform"] = dev.platform.name.strip()
-            props["type"] = cl.device_type.to_string(dev.type)
+            # pyopencl's stub types to_string as a classmethod of a plain function
+            props["type"] = cl.device_type.to_string(dev.type)  # type: ignore[operator]
         except Exception:
             pass
         return props
 
     def _api_stats(self, b: TraceBuilder, c: calls.Calls, host_rows: np.ndarray, qkey: np.ndarray,
-                   qinfo: dict[int, dict[str, Any]], dt: calls.DeviceTimes) -> None:
+                   qinfo: dict[int, QueueInfo], dt: calls.DeviceTimes) -> None:
         """Stats of the API calls: kernel, grid, block, bytes, queue, what a wait waited
         for, blocking, incomplete."""
         from . import calls

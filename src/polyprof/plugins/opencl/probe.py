@@ -18,18 +18,21 @@ import os
 import re
 import sys
 import tempfile
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from pyopencl import Device
 
 log = logging.getLogger("polyprof")
 
 PROBE_SOURCE = "__kernel void polyprof_probe(__global int *a) { a[get_global_id(0)] = 1; }"
 
 
-def devices() -> list[Any]:
+def devices() -> list[Device]:
     """Every device of every OpenCL platform, in platform order."""
     import pyopencl as cl
 
-    out = []
+    out: list[Device] = []
     for p in cl.get_platforms():
         try:
             out.extend(p.get_devices())
@@ -47,10 +50,10 @@ def _short(text: str) -> str:
     return lines[-1] if lines else "build failed"
 
 
-_verdicts: dict[Any, str | None] = {}
+_verdicts: dict[Device, str | None] = {}
 
 
-def build_problem(device: Any) -> str | None:
+def build_problem(device: Device) -> str | None:
     """None when ``device`` builds a trivial kernel, else the driver's reason in one line."""
     if device in _verdicts:
         return _verdicts[device]
@@ -104,7 +107,7 @@ def _stderr_kept_clean() -> Iterator[list[str]]:
             os.write(2, b"".join(keep))
 
 
-def first_compiling() -> tuple[Any | None, list[str]]:
+def first_compiling() -> tuple[Device | None, list[str]]:
     """The first device that compiles kernels, and for each device before it, why not
     (``"<device>: <reason>"``). No device at all gives ``(None, [])``."""
     problems: list[str] = []
@@ -118,7 +121,7 @@ def first_compiling() -> tuple[Any | None, list[str]]:
     return None, problems
 
 
-def context_spec(device: Any) -> str:
+def context_spec(device: Device) -> str:
     """``"platform:device"`` indices for ``PYOPENCL_CTX`` (what create_some_context reads)."""
     import pyopencl as cl
 

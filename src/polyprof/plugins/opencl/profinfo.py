@@ -14,9 +14,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pyopencl import Event
+    from pyopencl import profiling_info as ProfilingInfo
 
 if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
     try:
@@ -46,7 +50,7 @@ def implementation() -> str:
     return "c" if _profinfo is not None and _loader_function() else "python"
 
 
-def timestamps(events: list[Any], profiling_info: Any) -> tuple[np.ndarray, np.ndarray]:
+def timestamps(events: list[Event], profiling_info: type[ProfilingInfo]) -> tuple[np.ndarray, np.ndarray]:
     """(n, 4) int64 timestamps of ``events`` (pyopencl Events, kept alive by the caller)
     and whether all four could be read for each; a row that could not be read is -1."""
     n = len(events)
@@ -65,7 +69,7 @@ def timestamps(events: list[Any], profiling_info: Any) -> tuple[np.ndarray, np.n
     for i, ev in enumerate(events):
         try:
             get = ev.get_profiling_info
-            ts[i] = [get(w) for w in which]
+            ts[i] = np.asarray([get(w) for w in which], np.int64)
             ok[i] = True
         except Exception:
             pass
