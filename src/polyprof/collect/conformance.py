@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable, Generic, TypeVar, Union
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from .native import (
 )
 from .plugin import Plugin, SessionContext
 from .registry import is_library_path, resolve_factory
-from .remote import PluginCrashed, PluginTimeout
+from .remote import PluginCrashed, PluginTimeout, RemoteHandle
 
 log = logging.getLogger("polyprof")
 
@@ -58,6 +58,12 @@ PASS, FAIL, NA, NOT_RUN = "pass", "fail", "n/a", "not run"
 _GUARD = 4096
 _CANARY = 0x5A
 _SLACK_NS = 2_000_000  # event times may lie this far outside [start call, stop return]
+
+T = TypeVar("T")
+I = TypeVar("I")  # what a subject drives: a native handle, or a Plugin  # noqa: E741
+D = TypeVar("D")  # what its collect() returns: XSpace bytes, or a Trace
+#: a native plugin, in a helper process or in this one
+NativeInstance = Union[NativeHandle, RemoteHandle]
 
 
 @dataclass
@@ -96,7 +102,7 @@ class Report:
     def result(self, clause: str) -> ClauseResult:
         return next(r for r in self.results if r.id == clause)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"target": self.target, "kind": self.kind, "plugin": self.plugin, "ok": self.ok,
                 "clauses": [r.__dict__ for r in self.results]}
 
@@ -116,8 +122,8 @@ workload = Plugin.conformance_workload
 
 
 # ------------------------------------------------------------------ subjects
-class _Subject:
-    """One way of driving a plugin; records the longest time of each call."""
+class _Timings:
+    """The calls of one subject: the longest time of each, the ones that overran."""
 
     kind = "?"
 
@@ -129,7 +135,7 @@ class _Subject:
         #: caller's thread; :func:`_guarded` watches them from outside
         self.current: dict[int, tuple[str, float, float]] = {}
 
-    def _timed(self, what: str, fn: Callable[[], Any], *, in_thread: bool) -> Any:
+    def _timed(self, what: str, fn: Callable[[], T], *, in_thread: bool) -> T:
         limit = {"start": self.limits.start_s, "stop": self.limits.stop_s}.get(what, self.limits.collect_s)
         t0 = time.perf_counter()
         me = threading.get_ident()
@@ -153,19 +159,25 @@ class _Subject:
     name = "?"
     describe = ""
 
-    def new(self) -> Any: ...
-    def start(self, inst: Any) -> None: ...
-    def stop(self, inst: Any, in_thread: bool = True) -> None: ...
-    def collect(self, inst: Any) -> Any: ...
-    def to_trace(self, inst: Any, data: Any) -> Trace:
+
+class _Subject(_Timings, Generic[I, D]):
+    """One way of driving a plugin: instances ``I`` whose collect gives ``D``."""
+
+    def new(self) -> I:
+        raise NotImplementedError
+    def start(self, inst: I) -> None: ...
+    def stop(self, inst: I, in_thread: bool = True) -> None: ...
+    def collect(self, inst: I) -> D:
+        raise NotImplementedError
+    def to_trace(self, inst: I, data: D) -> Trace:
         raise TypeError(f"{type(self).__name__} does not turn a plugin's data into a Trace")
-    def dispose(self, inst: Any) -> None: ...
+    def dispose(self, inst: I) -> None: ...
 
 
-class _NativeSubject(_Subject):
+class _NativeSubject(_Subject[NativeInstance, bytes]):
     kind = "native"
 
-    def __init__(self, path: str, options: dict[str, Any], limits: Limits):
+    def __init__(self, path: str, options: dict[str, object], limits: Limits):
         super().__init__(limits)
         self.path = path
         self.options = options
@@ -177,7 +189,7 @@ class _NativeSubject(_Subject):
                          + ("" if isinstance(h, NativeHandle) else ", run in a helper process"))
         h.destroy()
 
-    def new(self) -> Any:
+    def new(self) -> NativeInstance:
         """An instance in a helper process, as sessions run it (a crash fails a clause,
         not the kit), or in this process with POLYPROF_NATIVE_IN_PROCESS=1. The kit times
         calls itself; the helper's own limit only ends a helper the kit abandoned."""
@@ -185,28 +197,28 @@ class _NativeSubject(_Subject):
         return open_handle(self.path, timeout_s=max(lim.start_s, lim.stop_s) + 30,
                            collect_timeout_s=lim.collect_s + 30)
 
-    def start(self, inst: NativeHandle) -> None:
+    def start(self, inst: NativeInstance) -> None:
         self._timed("start", lambda: inst.start(self.options), in_thread=True)
 
-    def stop(self, inst: NativeHandle, in_thread: bool = True) -> None:
+    def stop(self, inst: NativeInstance, in_thread: bool = True) -> None:
         self._timed("stop", inst.stop, in_thread=True)
 
-    def collect(self, inst: NativeHandle) -> bytes:
+    def collect(self, inst: NativeInstance) -> bytes:
         return self._timed("collect", inst.collect_bytes, in_thread=True)
 
-    def to_trace(self, inst: Any, data: bytes) -> Trace:
+    def to_trace(self, inst: NativeInstance, data: bytes) -> Trace:
         from ..formats.xspace import from_bytes  # the XSpace reader: only when a native plugin is checked
 
         return from_bytes(data, source=f"native plugin {self.name}")
 
-    def dispose(self, inst: NativeHandle) -> None:
+    def dispose(self, inst: NativeInstance) -> None:
         inst.destroy()
 
 
-class _PythonSubject(_Subject):
+class _PythonSubject(_Subject[Plugin, Trace]):
     kind = "python"
 
-    def __init__(self, factory: Callable[..., Any], options: dict[str, Any], limits: Limits):
+    def __init__(self, factory: Callable[..., object], options: dict[str, object], limits: Limits):
         super().__init__(limits)
         self.factory = factory
         self.options = options
@@ -238,7 +250,7 @@ class _PythonSubject(_Subject):
     def collect(self, inst: Plugin) -> Trace:
         return self._timed("collect", inst.collect, in_thread=True)
 
-    def to_trace(self, inst: Any, data: Trace) -> Trace:
+    def to_trace(self, inst: Plugin, data: Trace) -> Trace:
         return data
 
     def dispose(self, inst: Plugin) -> None:
@@ -249,7 +261,7 @@ class _PythonSubject(_Subject):
                 pass
 
 
-def _subject(target: str, options: dict[str, Any], limits: Limits) -> _Subject:
+def _subject(target: str, options: dict[str, object], limits: Limits) -> _NativeSubject | _PythonSubject:
     """Turn a target (path.so, module:Factory, installed name) into a subject."""
     if is_library_path(target):
         return _NativeSubject(target, options, limits)
@@ -270,7 +282,7 @@ def _subject(target: str, options: dict[str, Any], limits: Limits) -> _Subject:
 
 
 # ------------------------------------------------------------------ helpers
-def _expect_error(fn: Callable[[], Any], what: str) -> str:
+def _expect_error(fn: Callable[[], object], what: str) -> str:
     """Run a call the contract says must fail; the description of how it failed."""
     try:
         fn()
@@ -287,7 +299,7 @@ def _expect_error(fn: Callable[[], Any], what: str) -> str:
     raise ClauseFailed(f"{what} succeeded; the contract says it must return an error")
 
 
-def _must(fn: Callable[[], Any], what: str) -> Any:
+def _must(fn: Callable[[], T], what: str) -> T:
     try:
         return fn()
     except ClauseFailed:
@@ -296,22 +308,22 @@ def _must(fn: Callable[[], Any], what: str) -> Any:
         raise ClauseFailed(f"{what} failed: {type(e).__name__}: {e}") from None
 
 
-class _Run:
+class _Run(Generic[I, D]):
     """One kit run against one subject."""
 
-    def __init__(self, subject: _Subject, limits: Limits, workload_fn: Callable[[float], None]):
+    def __init__(self, subject: _Subject[I, D], limits: Limits, workload_fn: Callable[[float], None]):
         self.s = subject
         self.limits = limits
         self.work = workload_fn
 
-    def session(self, inst: Any) -> Any:
+    def session(self, inst: I) -> D:
         """start, workload, stop, collect on a fresh instance; the collected data."""
         _must(lambda: self.s.start(inst), "start()")
         self.work(self.limits.activity_s)
         _must(lambda: self.s.stop(inst), "stop()")
         return _must(lambda: self.s.collect(inst), "collect()")
 
-    def with_instance(self, fn: Callable[[Any], str]) -> str:
+    def with_instance(self, fn: Callable[[I], str]) -> str:
         inst = _must(self.s.new, "creating an instance")
         abandoned = False
         try:
@@ -327,13 +339,13 @@ class _Run:
                     log.debug("kit: dispose failed: %s", e)
 
     # -------------------------------------------------------------- clauses
-    def lifecycle(self, inst: Any) -> str:
+    def lifecycle(self, inst: I) -> str:
         refused = _expect_error(lambda: self.s.stop(inst), "stop() before start()")
         data = self.session(inst)
         trace = _must(lambda: self.s.to_trace(inst, data), "reading what collect() returned")
         return f"{refused}; start/stop/collect gave {trace.n_events} events"
 
-    def double_start(self, inst: Any) -> str:
+    def double_start(self, inst: I) -> str:
         _must(lambda: self.s.start(inst), "start()")
         refused = _expect_error(lambda: self.s.start(inst), "second start()")
         self.work(self.limits.activity_s / 2)
@@ -342,14 +354,14 @@ class _Run:
         _must(lambda: self.s.to_trace(inst, data), "reading what collect() returned")
         return f"{refused}; stop and collect still work"
 
-    def collect_without_start(self, inst: Any) -> str:
+    def collect_without_start(self, inst: I) -> str:
         a = _expect_error(lambda: self.s.collect(inst), "collect() before start()")
         _must(lambda: self.s.start(inst), "start()")
         b = _expect_error(lambda: self.s.collect(inst), "collect() before stop()")
         _must(lambda: self.s.stop(inst), "stop()")
         return f"{a}; {b}"
 
-    def collect_twice(self, inst: Any) -> str:
+    def collect_twice(self, inst: I) -> str:
         first = self.session(inst)
         try:
             second = self.s.collect(inst)
@@ -362,14 +374,17 @@ class _Run:
         except Exception as e:
             raise ClauseFailed(f"second collect() raised {type(e).__name__}: {e}") from None
         if isinstance(first, bytes):
-            if first != second:
-                raise ClauseFailed(f"second collect() returned different bytes ({len(second)} vs {len(first)})")
+            if not isinstance(second, bytes) or first != second:
+                got = len(second) if isinstance(second, bytes) else type(second).__name__
+                raise ClauseFailed(f"second collect() returned different bytes ({got} vs {len(first)})")
             return f"second collect() returned the same {len(first)} bytes"
-        if not isinstance(second, Trace) or second.n_events != first.n_events:
+        if not isinstance(first, Trace) or not isinstance(second, Trace) or second.n_events != first.n_events:
             raise ClauseFailed("second collect() returned different data")
         return "second collect() returned the same data"
 
-    def buffer_too_small(self, inst: NativeHandle) -> str:
+    def buffer_too_small(self, inst: I) -> str:
+        if not isinstance(inst, (NativeHandle, RemoteHandle)):
+            raise ClauseFailed("native plugins only")
         _must(lambda: self.s.start(inst), "start()")
         self.work(self.limits.activity_s)
         _must(lambda: self.s.stop(inst), "stop()")
@@ -404,10 +419,12 @@ class _Run:
             raise ClauseFailed(f"collect() into a {need}-byte buffer wrote {size} bytes or past its end")
         return f"{cap}-byte buffer refused with ERR_BUFFER_TOO_SMALL and size {size}; nothing written past it"
 
-    def xspace_well_formed(self, inst: NativeHandle) -> str:
+    def xspace_well_formed(self, inst: I) -> str:
         from ..formats.xspace import parse  # the XSpace reader: only when a native plugin is checked
 
         data = self.session(inst)
+        if not isinstance(data, bytes):
+            raise ClauseFailed("native plugins only")
         try:
             space = parse(data, source=f"collect() of {self.s.name}")
         except PolyprofError as e:
@@ -418,7 +435,7 @@ class _Run:
         n = sum(len(line.events) for p in space.planes for line in p.lines)
         return f"{len(data)} bytes, {len(space.planes)} plane(s), {n} events, every metadata id defined"
 
-    def stop_race(self, inst: Any) -> str:
+    def stop_race(self, inst: I) -> str:
         from .recorder import section  # the kit's workload marks a section as a program does
 
         halt = threading.Event()
@@ -462,9 +479,12 @@ class _Run:
         session really uses, clock mapping included)."""
         s = self.s
         if isinstance(s, _NativeSubject):
-            inst: Plugin = _must(lambda: NativePlugin(s.path, **s.options), "loading with NativePlugin")
-        else:
+            path, options = s.path, s.options
+            inst: Plugin = _must(lambda: NativePlugin(path, **options), "loading with NativePlugin")
+        elif isinstance(s, _PythonSubject):
             inst = _must(s.new, "creating an instance")
+        else:
+            raise ClauseFailed(f"no way to drive a {s.kind} plugin through polyprof's wrapper")
         ctx = SessionContext(start_ns=now_ns(), wall_anchor=wall_anchor())
         t0 = now_ns()
         native = isinstance(s, _NativeSubject)  # native code may run in any thread
@@ -501,7 +521,7 @@ def _outside(what: str, lo: int, hi: int, t0: int, t1: int) -> str:
 
 
 # ------------------------------------------------------------------ entry point
-def check(target: str, *, options: dict[str, Any] | None = None, limits: Limits | None = None,
+def check(target: str, *, options: dict[str, object] | None = None, limits: Limits | None = None,
           workload_fn: Callable[[float], None] | None = None) -> Report:
     """Run every clause against ``target``; never raises for a misbehaving plugin."""
     limits = limits or Limits()
@@ -519,18 +539,11 @@ def check(target: str, *, options: dict[str, Any] | None = None, limits: Limits 
         return report
     report.kind, report.plugin = subject.kind, subject.name
     res["load"].status, res["load"].reason = PASS, subject.describe
-    run = _Run(subject, limits, workload_fn or getattr(_factory_of(subject), "conformance_workload", None)
-               or workload)
-    steps: list[tuple[str, Callable[[], str]]] = [
-        ("lifecycle", lambda: run.with_instance(run.lifecycle)),
-        ("double_start", lambda: run.with_instance(run.double_start)),
-        ("collect_without_start", lambda: run.with_instance(run.collect_without_start)),
-        ("collect_twice", lambda: run.with_instance(run.collect_twice)),
-        ("buffer_too_small", lambda: run.with_instance(run.buffer_too_small)),
-        ("xspace_well_formed", lambda: run.with_instance(run.xspace_well_formed)),
-        ("stop_race", lambda: run.with_instance(run.stop_race)),
-        ("valid_trace", run.valid_trace),
-    ]
+    work = workload_fn or getattr(getattr(subject, "factory", None), "conformance_workload", None) or workload
+    if isinstance(subject, _NativeSubject):
+        steps = _steps(_Run(subject, limits, work))
+    else:
+        steps = _steps(_Run(subject, limits, work))
     for cid, fn in steps:
         r = res[cid]
         if cid in NATIVE_ONLY and subject.kind != "native":
@@ -560,20 +573,35 @@ def check(target: str, *, options: dict[str, Any] | None = None, limits: Limits 
     return report
 
 
-def _guarded(subject: _Subject, fn: Callable[[], str], clause: str) -> str:
+def _steps(run: _Run[I, D]) -> list[tuple[str, Callable[[], str]]]:
+    """Each clause as a call, in report order."""
+    return [
+        ("lifecycle", lambda: run.with_instance(run.lifecycle)),
+        ("double_start", lambda: run.with_instance(run.double_start)),
+        ("collect_without_start", lambda: run.with_instance(run.collect_without_start)),
+        ("collect_twice", lambda: run.with_instance(run.collect_twice)),
+        ("buffer_too_small", lambda: run.with_instance(run.buffer_too_small)),
+        ("xspace_well_formed", lambda: run.with_instance(run.xspace_well_formed)),
+        ("stop_race", lambda: run.with_instance(run.stop_race)),
+        ("valid_trace", run.valid_trace),
+    ]
+
+
+def _guarded(subject: _Timings, fn: Callable[[], str], clause: str) -> str:
     """Run one clause. Native calls carry their own time limit; a Python plugin's
     start() and stop() run in the thread that drives it (as in a session), so the clause
     runs in a thread of its own, started, stopped and collected from there, and a call
     that overruns its limit is reported and abandoned instead of hanging the kit."""
     if subject.kind == "native":
         return fn()
-    box: dict[str, Any] = {}
+    value: list[str] = []
+    error: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["value"] = fn()
+            value.append(fn())
         except BaseException as e:  # noqa: BLE001 - re-raised below
-            box["error"] = e
+            error.append(e)
 
     t = threading.Thread(target=run, name=f"polyprof-kit-{clause}", daemon=True)
     t.start()
@@ -589,10 +617,6 @@ def _guarded(subject: _Subject, fn: Callable[[], str], clause: str) -> str:
             key = "collect" if what.startswith("collect") else what
             subject.timings[key] = max(subject.timings.get(key, 0.0), time.perf_counter() - t0)
             raise CallTimeout(f"{msg}; the kit abandoned this instance (its thread is still inside {what}())")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _factory_of(subject: _Subject) -> Any:
-    return getattr(subject, "factory", None)
+    if error:
+        raise error[0]
+    return value[0]

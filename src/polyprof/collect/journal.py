@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 import orjson
 
@@ -40,18 +40,25 @@ from .background import Halt, unobserved
 from .recorder import _fast, set_growth, used_steps
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..formats.arrow_columns import Column
+    from ..plugins.host import _Sampler
+    from .recorder import Recorder
+
+    #: name codes, start, end, thread ident, rows with stats
+    SectionColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int]]
 
 log = logging.getLogger("polyprof")
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "SCHEMA":
         return schema()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _stats_json(stats: dict[str, Any] | None) -> str | None:
+def _stats_json(stats: dict[str, object] | None) -> str | None:
     if not stats:
         return None
     return orjson.dumps(stats, default=str, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
@@ -70,7 +77,7 @@ GROWTH_CHECK = 1 << 15
 CATCH_UP_NS = 400_000_000
 
 
-def _columns_py(secs: list[tuple], index: dict[str, int], names: list[str]) -> tuple[Any, ...]:
+def _columns_py(secs: list[tuple], index: dict[str, int], names: list[str]) -> SectionColumns:
     """The compiled ``_fastsection.columns`` in Python (``POLYPROF_PURE_PYTHON=1``, or no
     compiler): (name codes, start, end, ident, rows with stats), codes into ``names``."""
     import numpy as np
@@ -87,8 +94,11 @@ def _columns_py(secs: list[tuple], index: dict[str, int], names: list[str]) -> t
     return codes, t0, t1, ident, rows.tolist()
 
 
-def _columns_c(secs: list[tuple], index: dict[str, int], names: list[str]) -> tuple[Any, ...]:
+def _columns_c(secs: list[tuple], index: dict[str, int], names: list[str]) -> SectionColumns:
     import numpy as np
+
+    if _fast is None:
+        raise RuntimeError("the compiled section columns are not built")
 
     codes, t0, t1, ident, rows = _fast.columns(secs, index, names)
     return (np.frombuffer(codes, np.int32), np.frombuffer(t0, np.int64), np.frombuffer(t1, np.int64),
@@ -103,7 +113,7 @@ section_columns = _columns_c if IMPLEMENTATION == "c" else _columns_py
 class JournalWriter:
     """Appends what a Recorder (and the host sampler) gathered since the last flush."""
 
-    def __init__(self, path: Path, header: dict[str, Any], recorder: Any, sampler: Any = None,
+    def __init__(self, path: Path, header: dict[str, object], recorder: Recorder, sampler: _Sampler | None = None,
                  interval: float = 0.5, follow_symlinks: bool = False):
         from .output import open_exclusive  # only when the journal's file is opened
 
@@ -128,7 +138,7 @@ class JournalWriter:
         self._name_index: dict[str, int] = {}  # section names interned for the session
         self._names: list[str] = []
         self._name_bytes: list[bytes] = []
-        self._encoded: Any = None  # the names' UTF-8 as an object array
+        self._encoded: np.ndarray | None = None  # the names' UTF-8 as an object array
         self._threads_seen: dict[int, tuple[str, int]] = {}
         self._lock = threading.Lock()
         self._halt = Halt()  # a raw lock: the program's profilers do not see this thread wait
@@ -243,7 +253,7 @@ class JournalWriter:
         from ..formats.arrow_columns import gathered_text, sparse_text  # only when a flush writes text
 
         codes, t0, t1, ident, rows = section_columns(secs, self._name_index, self._names)
-        if len(self._names) > len(self._name_bytes):
+        if self._encoded is None or len(self._names) > len(self._name_bytes):
             self._name_bytes.extend(v.encode("utf-8", "surrogatepass") for v in self._names[len(self._name_bytes):])
             self._encoded = np.empty(len(self._name_bytes), object)
             self._encoded[:] = self._name_bytes
@@ -315,4 +325,4 @@ def _closed_file() -> BinaryIO:
     return f
 
 
-_abandoned: list[Any] = []
+_abandoned: list[tuple[StreamWriter, BinaryIO]] = []

@@ -15,9 +15,11 @@ import threading
 from array import array
 from threading import get_ident as _get_ident
 from time import perf_counter_ns as _now
-from typing import Any, Callable, TypeVar
+from collections.abc import AsyncGenerator, Generator
+from types import ModuleType
+from typing import Callable, TypeVar
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 _recorder: "Recorder | None" = None
 
@@ -50,7 +52,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.active = False
-        self.sections: list[tuple[str, int, int, dict[str, Any], int]] = []
+        self.sections: list[tuple[str, int, int, dict[str, object] | None, int]] = []
         self.strings: list[str] = []
         self._ids: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -189,7 +191,7 @@ def active_recorder() -> Recorder | None:
     return _recorder
 
 
-def _task_key(tid: int) -> Any:
+def _task_key(tid: int) -> int | tuple[int, int]:
     """Key of the stack of further openings of one section object: the thread, or
     inside an asyncio task (thread, task), so tasks interleaved on one thread that
     share a section object (``with ATTN:`` in each) close their own openings. Called
@@ -223,11 +225,11 @@ class PySection:
 
     __slots__ = ("name", "stats", "_app", "_t0", "_tid", "_more")
 
-    def __init__(self, name: str, **stats: Any) -> None:
+    def __init__(self, name: str, **stats: object) -> None:
         self.name = name
         self.stats = stats
         self._app: Callable[[tuple], None] | None = None  # the slot is free when None
-        self._more: dict[int, list[tuple[int, Callable[[tuple], None]]]] | None = None
+        self._more: dict[int | tuple[int, int], list[tuple[int, Callable[[tuple], None]]]] | None = None
 
     def __enter__(self) -> "PySection":
         app = _append
@@ -312,7 +314,7 @@ class PySection:
         return _decorate(self, fn)
 
 
-def _decorate(sec: Any, fn: F) -> F:
+def _decorate(sec: PySection, fn: F) -> F:
     """``@section(name, **stats)``: each call runs in a fresh section of the same type.
 
     On an ``async def``, a generator or an async generator the section times the work,
@@ -325,7 +327,7 @@ def _decorate(sec: Any, fn: F) -> F:
     cls, name, stats = type(sec), sec.name, sec.stats
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
-        async def coroutine(*args: Any, **kwargs: Any) -> Any:
+        async def coroutine(*args: object, **kwargs: object) -> object:
             with cls(name, **stats):
                 return await fn(*args, **kwargs)
 
@@ -334,25 +336,26 @@ def _decorate(sec: Any, fn: F) -> F:
         return functools.wraps(fn)(_async_generator(cls, name, stats, fn))  # type: ignore[return-value]
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
-        def generator(*args: Any, **kwargs: Any) -> Any:
+        def generator(*args: object, **kwargs: object) -> Generator[object, object, object]:
             with cls(name, **stats):
                 return (yield from fn(*args, **kwargs))
 
         return generator  # type: ignore[return-value]
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: object, **kwargs: object) -> object:
         with cls(name, **stats):
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
 
-def _async_generator(cls: Any, name: str, stats: dict[str, Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+def _async_generator(cls: type[PySection], name: str, stats: dict[str, object],
+                     fn: Callable[..., AsyncGenerator[object, object]]) -> Callable[..., AsyncGenerator[object, object]]:
     """An async generator that forwards asend/athrow/aclose to ``fn``'s (the async
     counterpart of ``yield from``) inside one section."""
 
-    async def agen(*args: Any, **kwargs: Any) -> Any:
+    async def agen(*args: object, **kwargs: object) -> AsyncGenerator[object, object]:
         inner = fn(*args, **kwargs)
         with cls(name, **stats):
             try:
@@ -379,7 +382,7 @@ def _async_generator(cls: Any, name: str, stats: dict[str, Any], fn: Callable[..
     return agen
 
 
-def _load_fast() -> Any:
+def _load_fast() -> ModuleType | None:
     """The compiled extension, or None (not built, or POLYPROF_PURE_PYTHON=1)."""
     if os.environ.get("POLYPROF_PURE_PYTHON", "") not in ("", "0"):
         return None
