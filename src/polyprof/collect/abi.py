@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ..errors import PluginError
 from .clock import now_ns
@@ -203,7 +203,7 @@ class NativeHandle:
         self.self_ptr = t.self
         self._start, self._stop, self._collect, self._destroy = t.start, t.stop, t.collect, t.destroy
         self.clock_domain = CLOCK_SESSION
-        self._clock: Callable[[Any], int] | None = None
+        self._clock: Callable[[object], int] | None = None
         if self.covers("clock_domain"):
             self.clock_domain = int(t.clock_domain)
             if self.clock_domain not in (CLOCK_SESSION, CLOCK_OWN):
@@ -220,7 +220,7 @@ class NativeHandle:
         """Whether the plugin's struct_size includes ``field`` (a later-minor field)."""
         return self.struct_size >= _end_of(PluginTable, field)
 
-    def _on_log(self, _data: Any, level: int, message: bytes | None) -> None:
+    def _on_log(self, _data: object, level: int, message: bytes | None) -> None:
         try:
             log.log(int(level) or logging.INFO, "native plugin %s: %s", self.name,
                     (message or b"").decode("utf-8", "replace"))
@@ -232,7 +232,7 @@ class NativeHandle:
         if code != OK:
             raise NativeCallError(self.name, function, code, status.text)
 
-    def start(self, options: dict[str, Any] | None = None) -> None:
+    def start(self, options: dict[str, object] | None = None) -> None:
         st = Status.new()
         opts = json.dumps(options or {}, default=str).encode()
         self._check("start", self._start(self.self_ptr, opts, ctypes.byref(st)), st)
@@ -241,7 +241,7 @@ class NativeHandle:
         st = Status.new()
         self._check("stop", self._stop(self.self_ptr, ctypes.byref(st)), st)
 
-    def collect_raw(self, buffer: Any, capacity: int) -> tuple[int, int, str]:
+    def collect_raw(self, buffer: ctypes.Array[ctypes.c_ubyte] | None, capacity: int) -> tuple[int, int, str]:
         """One collect() call: (code, *size, message); ``buffer`` None asks the size."""
         st = Status.new()
         size = ctypes.c_size_t(0)

@@ -311,7 +311,7 @@ def _must(fn: Callable[[], T], what: str) -> T:
 class _Run(Generic[I, D]):
     """One kit run against one subject."""
 
-    def __init__(self, subject: _Subject[I, D], limits: Limits, workload_fn: Callable[[float], None]):
+    def __init__(self, subject: _Subject[I, D], limits: Limits, workload_fn: Callable[[float], object]):
         self.s = subject
         self.limits = limits
         self.work = workload_fn
@@ -522,7 +522,7 @@ def _outside(what: str, lo: int, hi: int, t0: int, t1: int) -> str:
 
 # ------------------------------------------------------------------ entry point
 def check(target: str, *, options: dict[str, object] | None = None, limits: Limits | None = None,
-          workload_fn: Callable[[float], None] | None = None) -> Report:
+          workload_fn: Callable[[float], object] | None = None) -> Report:
     """Run every clause against ``target``; never raises for a misbehaving plugin."""
     limits = limits or Limits()
     report = Report(target, results=[ClauseResult(cid, title) for cid, title in CLAUSES])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import traceback
-from typing import Any, Callable
+from typing import Callable
 
 
 class Outcome:
@@ -20,7 +20,7 @@ class Outcome:
 
     __slots__ = ("value", "error", "tb", "timed_out")
 
-    def __init__(self, value: Any = None, error: BaseException | None = None, tb: str | None = None,
+    def __init__(self, value: object = None, error: BaseException | None = None, tb: str | None = None,
                  timed_out: bool = False):
         self.value = value
         self.error = error
@@ -35,7 +35,7 @@ class Outcome:
         return self.error is None and not self.timed_out
 
 
-def call_guarded(fn: Callable[[], Any], name: str, limit_s: float | None) -> Outcome:
+def call_guarded(fn: Callable[[], object], name: str, limit_s: float | None) -> Outcome:
     """``fn()`` in a daemon thread named ``name``; ``limit_s`` None waits for ever."""
     out = Outcome()
     done = threading.Event()
@@ -56,7 +56,7 @@ def call_guarded(fn: Callable[[], Any], name: str, limit_s: float | None) -> Out
     return out
 
 
-def call_here(fn: Callable[[], Any]) -> Outcome:
+def call_here(fn: Callable[[], object]) -> Outcome:
     """``fn()`` on the calling thread with every exception caught (for plugins whose
     state is thread-local, e.g. torch's profiler: they cannot move to a helper thread)."""
     out = Outcome()

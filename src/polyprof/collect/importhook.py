@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 log = logging.getLogger("polyprof")
 
@@ -18,12 +22,13 @@ class ImportHook:
     A meta path finder by its methods (``importlib.abc.MetaPathFinder`` as a base
     imports importlib.resources in every run)."""
 
-    def __init__(self, module: str, callback: Any):
+    def __init__(self, module: str, callback: Callable[[], None]):
         self.module = module
         self.callback = callback
         self._busy = False
 
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname != self.module or self._busy:
             return None
         self._busy = True
@@ -43,7 +48,7 @@ class ImportHook:
         original = loader.exec_module
         callback, name = self.callback, self.module
 
-        def exec_module(module: Any) -> None:
+        def exec_module(module: ModuleType) -> None:
             try:
                 original(module)
             finally:

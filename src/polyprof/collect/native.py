@@ -20,7 +20,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar
 
 from ..errors import PluginError
 from ..trace.clock import ClockSync, retime
@@ -70,6 +70,10 @@ from .abi import (  # noqa: F401 - the ABI layer (collect/abi.py), re-exported
 from .clock import now_ns
 from .plugin import Availability, Plugin, SessionContext
 
+if TYPE_CHECKING:
+    from ..formats.xplane_pb2 import XSpace
+    from .remote import RemoteHandle
+
 log = logging.getLogger("polyprof")
 
 
@@ -82,7 +86,7 @@ def take_samples(sync: ClockSync, read: Callable[[], int], tries: int = 8) -> No
         sync.add(a, p, now_ns())
 
 
-def map_clock(trace: Trace, sync: ClockSync) -> dict[str, Any]:
+def map_clock(trace: Trace, sync: ClockSync) -> dict[str, object]:
     """Move a trace from the plugin's clock onto the session clock, in place
     (trace/clock.py: convex-hull offset and drift with an accuracy bound)."""
     fit = sync.fit()
@@ -92,7 +96,7 @@ def map_clock(trace: Trace, sync: ClockSync) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------ XSpace checks
-def xspace_problems(space: Any, limit: int = 4) -> list[str]:
+def xspace_problems(space: XSpace, limit: int = 4) -> list[str]:
     """What is structurally wrong with a parsed XSpace (undefined metadata ids,
     negative times, unnamed planes); empty when nothing is."""
     problems: list[str] = []
@@ -145,22 +149,23 @@ def call_with_limit(fn: Callable[[], R], what: str, limit_s: float) -> R:
     Native code cannot be interrupted: a call that overruns is abandoned (its thread
     keeps running) and the plugin is never called again.
     """
-    box: dict[str, Any] = {}
+    value: list[R] = []
+    error: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["value"] = fn()
+            value.append(fn())
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-            box["error"] = e
+            error.append(e)
 
     t = threading.Thread(target=run, name=f"polyprof-{what}", daemon=True)
     t.start()
     t.join(limit_s)
     if t.is_alive():
         raise TimeoutError(f"{what} did not return within {limit_s:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if error:
+        raise error[0]
+    return value[0]
 
 
 ENV_IN_PROCESS = "POLYPROF_NATIVE_IN_PROCESS"
@@ -172,7 +177,7 @@ def in_process_default() -> bool:
 
 
 def open_handle(path: str | Path, in_process: bool | None = None, timeout_s: float | None = 60.0,
-                collect_timeout_s: float | None = 60.0) -> Any:
+                collect_timeout_s: float | None = 60.0) -> NativeHandle | RemoteHandle:
     """A handle on a native plugin: in a helper process (default; collect/remote.py),
     or loaded into this process when ``in_process`` (or POLYPROF_NATIVE_IN_PROCESS=1)."""
     if in_process if in_process is not None else in_process_default():
@@ -202,7 +207,7 @@ class NativePlugin(Plugin):
     #: set on the classes made by :func:`native_factory`
     library_path: ClassVar[str | None] = None
 
-    def __init__(self, path: str | Path | None = None, **options: Any):
+    def __init__(self, path: str | Path | None = None, **options: Any):  # read as Plugin's are
         super().__init__(**options)
         target = path or self.library_path
         if target is None:
@@ -248,11 +253,12 @@ class NativePlugin(Plugin):
             self._clock_samples()
 
     def _clock_samples(self) -> None:
-        if self.remote:  # bracketed in the helper, next to the plugin (same CLOCK_MONOTONIC)
-            for a, p, b in self.handle.clock_samples(8):
+        h = self.handle
+        if isinstance(h, NativeHandle):
+            take_samples(self._sync, h.clock_now)
+        else:  # bracketed in the helper, next to the plugin (same CLOCK_MONOTONIC)
+            for a, p, b in h.clock_samples(8):
                 self._sync.add(a, p, b)
-        else:
-            take_samples(self._sync, self.handle.clock_now)
 
     def _collect(self) -> Trace:
         from ..formats.xspace import from_space, parse  # the XSpace reader: only when a native plugin hands data over
@@ -269,7 +275,7 @@ class NativePlugin(Plugin):
         if problems:  # the reader would guess (empty names...); the session reports it instead
             raise PluginError(f"{self.name}: collect() returned a malformed XSpace: {'; '.join(problems)}")
         trace = from_space(space, source)
-        info: dict[str, Any] = {"library": str(self.handle.path), "abi": "%d.%d" % tuple(self.handle.abi),
+        info: dict[str, object] = {"library": str(self.handle.path), "abi": "%d.%d" % tuple(self.handle.abi),
                                 "process": "helper" if self.remote else "in-process",
                                 "struct_size": self.handle.struct_size, "bytes": len(data),
                                 "clock": "session" if self.handle.clock_domain == CLOCK_SESSION else "own"}
@@ -285,11 +291,12 @@ class NativePlugin(Plugin):
 
     def close(self) -> None:
         """Free the native instance (after collect, or if it was never started)."""
-        if self.remote:  # destroy when that is safe; a helper still running is just ended
+        h = self.handle
+        if not isinstance(h, NativeHandle):  # destroy when that is safe; a helper still running is just ended
             if not self._poisoned and (self._state != "started" or self._start_failed):
-                self.handle.destroy()
+                h.destroy()
             else:
-                self.handle.close()
+                h.close()
         elif not self._poisoned and (self._state != "started" or self._start_failed):
             self.handle.destroy()
 

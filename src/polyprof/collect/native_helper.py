@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import Protocol
 
 
 def _die_with_parent() -> None:
@@ -33,7 +33,14 @@ def _die_with_parent() -> None:
         pass
 
 
-def _serve(conn: Any) -> None:
+class _Channel(Protocol):
+    """The parent's requests in, the replies out (two one-way pipes)."""
+
+    def recv(self) -> tuple[str, tuple]: ...  # (op, its arguments), as RemoteHandle._call sends
+    def send(self, obj: object) -> None: ...
+
+
+def _serve(conn: _Channel) -> None:
     # the helper imports as little as it can until its pipes are set and the library loads
     from .clock import now_ns
     from .abi import NativeCallError, NativeHandle, NativeUnavailable  # (as above)
@@ -46,7 +53,7 @@ def _serve(conn: Any) -> None:
         except (EOFError, OSError):
             return
         try:
-            value: Any = None
+            value: object = None
             if op == "open":
                 handle = NativeHandle(args[0], profiled_pid=args[1])
                 value = {"name": handle.name, "device_kinds": handle.device_kinds, "abi": handle.abi,
@@ -71,11 +78,12 @@ def _serve(conn: Any) -> None:
                     buf = (ctypes.c_ubyte * len(data)).from_buffer_copy(data)
                     value = (*handle.collect_raw(buf, capacity), bytes(buf))
             elif op == "clock_samples":
-                value = []
+                samples: list[tuple[int, int, int]] = []
                 for _ in range(int(args[0])):
                     a = now_ns()
                     p = handle.clock_now()
-                    value.append((a, p, now_ns()))
+                    samples.append((a, p, now_ns()))
+                value = samples
             elif op == "clock_now":
                 value = handle.clock_now()
             elif op == "destroy":

@@ -15,7 +15,7 @@ journal covers the same records).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
@@ -23,15 +23,18 @@ from .clock import REFERENCE_CLOCK, now_ns
 from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
+    from ..plugins.host import HostPlugin
     from .session import Session
 
 log = logging.getLogger("polyprof")
 SECTION_NAME = "polyprof.profile"
 
 
-def _host(outer: "Session") -> Any:
+def _host(outer: "Session") -> HostPlugin | None:
+    from ..plugins.host import HostPlugin  # a nested session only: the outer session's host plugin
+
     for slot in outer._slots:
-        if slot.name == "host" and slot.started and hasattr(slot.plugin, "recorder"):
+        if slot.name == "host" and slot.started and isinstance(slot.plugin, HostPlugin):
             return slot.plugin
     return None
 
@@ -54,7 +57,7 @@ def end(inner: "Session", outer: "Session") -> Trace:
         sec.__exit__(None, None, None)
     ctx = inner._ctx
     assert ctx is not None
-    meta: dict[str, Any] = {
+    meta: dict[str, object] = {
         mkeys.CLOCK_NAME: REFERENCE_CLOCK,
         mkeys.SESSION: {"start_ns": ctx.start_ns, "stop_ns": stop, **inner._info()},
         mkeys.WALL_ANCHOR: ctx.wall_anchor,

@@ -34,30 +34,36 @@ import json
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from ..errors import PolyprofError, SessionError
 from .schedule import Schedule
+
+if TYPE_CHECKING:
+    from .plugin import Plugin
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 
-def _option(default: Any, help: str, *, kind: str, flags: tuple[str, ...], metavar: str | None = None,
-            factory: Any = None) -> Any:
+T = TypeVar("T")
+
+
+def _option(default: T, help: str, *, kind: str, flags: tuple[str, ...], metavar: str | None = None,
+            factory: Callable[[], T] | None = None) -> T:
     """One option's declaration: its default, its help, how its text is read (``kind``)
     and its ``polyprof run`` flags; its environment variable is ``POLYPROF_<NAME>``."""
     meta = {"help": help, "kind": kind, "flags": flags, "metavar": metavar}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
+    return field(default=default, metadata=meta)  # type: ignore[no-any-return]  # a Field, read as its value
 
 
 @dataclass(frozen=True)
 class SessionOptions:
     """What a profiling session is asked for (see the module doc for each entry)."""
 
-    plugins: tuple[Any, ...] | None = _option(
+    plugins: tuple[str | Plugin, ...] | None = _option(
         None, "comma-separated plugins to use: installed names, pkg.module:Factory or path.so (default: every "
               "available one; see `polyprof plugins`)", kind="plugins", flags=("--plugins",), metavar="A,B")
     output: Path | None = _option(
@@ -80,8 +86,8 @@ class SessionOptions:
     max_host_events: int | None = _option(
         None, "keep at most N sections in memory: the oldest beyond it are dropped and counted (a long run's "
               "host records bounded)", kind="count", flags=("--max-events",), metavar="N")
-    options: Mapping[str, Mapping[str, Any]] = _option(
-        None, "keyword options per plugin, as JSON: '{\"host\": {\"sample_interval_s\": 0.01}}'",
+    options: Mapping[str, Mapping[str, object]] = _option(
+        {}, "keyword options per plugin, as JSON: '{\"host\": {\"sample_interval_s\": 0.01}}'",
         kind="json", flags=("--plugin-options",), metavar="JSON", factory=dict)
     collect_timeout: float = _option(
         30.0, "seconds each device plugin's collect step may take before its data is dropped (default 30)",
@@ -144,7 +150,7 @@ class SessionOptions:
             value = getattr(self, name)
             put(self, name, _read(name, value) if isinstance(value, str) else bool(value))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -157,22 +163,23 @@ def env_name(name: str) -> str:
     return "POLYPROF_" + ("PLUGIN_OPTIONS" if name == "options" else name.upper())
 
 
-def make(environ: Mapping[str, str] | None = None, /, **given: Any) -> SessionOptions:
+def make(environ: Mapping[str, str] | None = None, /, **given: object) -> SessionOptions:
     """The options of a session: ``given`` over the environment's (``os.environ`` unless
     ``environ``), over the defaults. An unknown name is a :class:`SessionError`."""
     unknown = sorted(set(given) - set(NAMES))
     if unknown:
         raise SessionError(f"unknown session option {', '.join(map(repr, unknown))}; the options are "
                            f"{', '.join(NAMES)}")
-    values = from_environ(environ)
+    # values as given (text, numbers, objects): SessionOptions.__post_init__ checks and normalises each
+    values: dict[str, Any] = from_environ(environ)
     values.update({k: v for k, v in given.items() if not (k == "plugins" and v is None)})
     return SessionOptions(**values)
 
 
-def from_environ(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def from_environ(environ: Mapping[str, str] | None = None) -> dict[str, object]:
     """The options set in the environment (``POLYPROF_<NAME>``), read from their text."""
     env = os.environ if environ is None else environ
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name in NAMES:
         text = env.get(env_name(name))
         if text is not None and (text.strip() or name not in ("plugins", "output", "schedule", "options",
@@ -181,7 +188,7 @@ def from_environ(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     return out
 
 
-def add_arguments(parser: argparse.ArgumentParser | Any, names: tuple[str, ...] = NAMES) -> None:
+def add_arguments(parser: argparse._ActionsContainer, names: tuple[str, ...] = NAMES) -> None:
     """The flags of the options ``names`` (default: all), as declared; every default
     is None (not given: the environment's, else the option's default)."""
     for f in fields(SessionOptions):
@@ -196,9 +203,9 @@ def add_arguments(parser: argparse.ArgumentParser | Any, names: tuple[str, ...] 
                                 help=f"{meta['help']} (also ${env_name(f.name)})")
 
 
-def from_arguments(args: argparse.Namespace, names: tuple[str, ...] = NAMES) -> dict[str, Any]:
+def from_arguments(args: argparse.Namespace, names: tuple[str, ...] = NAMES) -> dict[str, object]:
     """The options given as flags (parsed by :func:`add_arguments`), read from their text."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for f in fields(SessionOptions):
         value = getattr(args, f.name, None) if f.name in names else None
         if value is not None:
@@ -206,7 +213,7 @@ def from_arguments(args: argparse.Namespace, names: tuple[str, ...] = NAMES) -> 
     return out
 
 
-def _read(name: str, text: str, where: str | None = None) -> Any:
+def _read(name: str, text: str, where: str | None = None) -> object:
     """Option ``name``'s value from its text (a flag's or a variable's)."""
     kind = next(f.metadata["kind"] for f in fields(SessionOptions) if f.name == name)
     where = where or name
@@ -243,7 +250,7 @@ def plugin_targets(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
-def _schedule(spec: Any) -> Schedule | None:
+def _schedule(spec: object) -> Schedule | None:
     """A Schedule from what a session was given (None: record every step)."""
     if spec is None or isinstance(spec, Schedule):
         return spec

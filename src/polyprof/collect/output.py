@@ -15,10 +15,13 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Mapping
 
 from ..errors import OutputError
 from ..outfile import check_target, replacing
+
+if TYPE_CHECKING:
+    from ..trace.core import Trace
 
 __all__ = ["OutputError", "Written", "check_target", "fallback_path", "launcher_rank", "open_exclusive", "per_rank",
            "save", "write_atomic"]
@@ -44,7 +47,7 @@ class Written:
         return self.path is not None and self.error is not None
 
 
-def write_atomic(trace: Any, path: Path, follow_symlinks: bool = False) -> Path:
+def write_atomic(trace: Trace, path: Path, follow_symlinks: bool = False) -> Path:
     """Save ``trace`` at ``path`` (temporary file + rename); OutputError on any failure."""
     with replacing(path, force=follow_symlinks) as tmp:
         trace.save(tmp)
@@ -56,7 +59,7 @@ RANK_VARIABLES = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WO
                   ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
 
 
-def launcher_rank(environ: Any = None) -> int | None:
+def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
     """This process's rank when a launcher started several (None: one process)."""
     env = os.environ if environ is None else environ
     for rank, size in RANK_VARIABLES:
@@ -69,7 +72,7 @@ def launcher_rank(environ: Any = None) -> int | None:
     return None
 
 
-def per_rank(path: Path, environ: Any = None) -> Path:
+def per_rank(path: Path, environ: Mapping[str, str] | None = None) -> Path:
     """The output of this rank: ``{rank}`` in the name replaced, else ``.rankN`` put before
     the suffix (``train.polyprof`` -> ``train.rank3.polyprof``) when a launcher (torchrun,
     mpirun, srun) started several processes, so no rank overwrites another's file."""
@@ -89,7 +92,7 @@ def fallback_path(requested: Path) -> Path:
     return Path(name)
 
 
-def save(trace: Any, requested: Path, follow_symlinks: bool = False) -> Written:
+def save(trace: Trace, requested: Path, follow_symlinks: bool = False) -> Written:
     """Write at ``requested``, else at a fallback; never raises an ordinary error."""
     try:
         return Written(requested, write_atomic(trace, requested, follow_symlinks))

@@ -41,16 +41,16 @@ class SessionContext:
 
     start_ns: int
     wall_anchor: dict[str, int]
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, dict[str, object]] = field(default_factory=dict)  # per plugin, by name
     warnings: list[str] = field(default_factory=list)
     #: where the host plugin appends its crash journal (None: the session writes no file)
     journal_path: Path | None = None
     #: facts about the session (pid, host, argv) for files written before it ends
-    session_info: dict[str, Any] = field(default_factory=dict)
+    session_info: dict[str, object] = field(default_factory=dict)
     #: whether files (the journal) may be written through a symlink at their path
     follow_symlinks: bool = False
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"start_ns": self.start_ns, "wall_anchor": self.wall_anchor, **self.session_info}
 
     @staticmethod
@@ -73,7 +73,7 @@ class Plugin(abc.ABC):
     #: keeps thread-local state, e.g. torch): no time limit then, a hang is reported after
     session_thread_only: ClassVar[bool] = False
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, **options: Any) -> None:  # each plugin reads its own options' values
         self.options = options
         self._state = "new"
         self.ctx: SessionContext | None = None

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from ..errors import PluginError
 from .plugin import Availability, Plugin
@@ -30,7 +30,7 @@ class PluginInfo(NamedTuple):
 
     name: str
     target: str
-    factory: Callable[..., Any] | None
+    factory: Callable[..., object] | None
     availability: Availability
     default: bool
 
@@ -41,11 +41,13 @@ class EntryPoint(NamedTuple):
     name: str
     value: str
 
-    def load(self) -> Any:
+    def load(self) -> Callable[..., object]:
         module, _, attr = self.value.partition("[")[0].partition(":")
-        obj: Any = importlib.import_module(module.strip())
+        obj: object = importlib.import_module(module.strip())
         for part in filter(None, attr.strip().split(".")):
             obj = getattr(obj, part)
+        if not callable(obj):
+            raise PluginError(f"entry point {self.name} = {self.value}: not callable")
         return obj
 
 
@@ -152,7 +154,7 @@ def _parse(text: str, group: str) -> Iterator[EntryPoint]:
             yield EntryPoint(name.strip(), value.strip())
 
 
-def _load_entries(eps: list[Any], session: bool = False) -> list[PluginInfo]:
+def _load_entries(eps: list[EntryPoint], session: bool = False) -> list[PluginInfo]:
     """Each plugin loaded and its availability checked."""
     from .signals import SavedDispositions
 
@@ -162,7 +164,7 @@ def _load_entries(eps: list[Any], session: bool = False) -> list[PluginInfo]:
         return [_probe(ep, session) for ep in eps]
 
 
-def _probe(ep: Any, session: bool = False) -> PluginInfo:
+def _probe(ep: EntryPoint, session: bool = False) -> PluginInfo:
     try:
         factory = ep.load()
     except Exception as e:  # an uninstallable plugin must not break discovery
@@ -233,7 +235,7 @@ def plugin_path_libraries(value: str | None = None) -> list[Path]:
     return out
 
 
-def path_plugins() -> list[Any]:
+def path_plugins() -> list[PluginInfo]:
     """Registry entries for the libraries on POLYPROF_PLUGIN_PATH."""
     if not os.environ.get(ENV_PATH, ""):
         return []  # the usual case: collect/native.py (and its clock fitting) is not imported
@@ -257,7 +259,7 @@ def is_library_path(target: str) -> bool:
     return target.endswith(".so") or ".so." in target or os.sep in target
 
 
-def resolve_factory(target: str) -> Callable[..., Any]:
+def resolve_factory(target: str) -> Callable[..., object]:
     """The plugin factory named by ``pkg.module:Factory`` or an installed plugin name."""
     if ":" in target:
         return import_factory(target)
@@ -277,7 +279,7 @@ def is_target(name: str) -> bool:
     return ":" in name or is_library_path(name)
 
 
-def load_target(target: str, **options: Any) -> Plugin:
+def load_target(target: str, **options: object) -> Plugin:
     """A plugin object from ``path.so``, ``pkg.module:Factory`` or a registered name."""
     if is_library_path(target):
         from .native import load_native
@@ -289,11 +291,11 @@ def load_target(target: str, **options: Any) -> Plugin:
     return plugin
 
 
-def import_factory(target: str) -> Callable[..., Any]:
+def import_factory(target: str) -> Callable[..., object]:
     """``pkg.module:attr`` -> the attribute (a Plugin class or a factory function)."""
     module, _, attr = target.partition(":")
     try:
-        obj: Any = importlib.import_module(module)
+        obj: object = importlib.import_module(module)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:

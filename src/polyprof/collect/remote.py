@@ -21,10 +21,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, TypeVar
 
 from ..errors import PluginError
 from .abi import ERR_UNAVAILABLE, NativeCallError, NativeUnavailable, PluginTable, _end_of
+
+if TYPE_CHECKING:
+    import ctypes
 
 log = logging.getLogger("polyprof")
 
@@ -45,7 +48,7 @@ _LEVELS = {b"polyprof: WARNING: ": logging.WARNING, b"polyprof: ERROR: ": loggin
            b"polyprof: CRITICAL: ": logging.ERROR, b"polyprof: INFO: ": logging.INFO}
 
 
-def _forward(stream: Any, who: str) -> None:
+def _forward(stream: IO[bytes], who: str) -> None:
     """The helper's stdout or stderr, line by line, into polyprof's log (the plugin's own
     printf at info; the helper's log records at their level): never the program's own
     stdout or stderr."""
@@ -85,6 +88,16 @@ def how_it_ended(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
+T = TypeVar("T")
+
+
+def _answer(kind: type[T], value: object, op: str) -> T:
+    """The helper's answer to ``op``, checked to be a ``kind``."""
+    if not isinstance(value, kind):
+        raise PluginError(f"the native plugin's helper answered {op} with {type(value).__name__}")
+    return value
+
+
 class RemoteHandle:
     """One native plugin instance in its own helper process.
 
@@ -120,8 +133,8 @@ class RemoteHandle:
         self._out = Connection(p_write, readable=False)
         self._destroyed = True
         try:
-            info = self._call("open", str(self.path), os.getpid(), what="loading (polyprof_plugin_init)",
-                              timeout=LOAD_TIMEOUT_S)  # the helper's Python starts first
+            info = _answer(dict, self._call("open", str(self.path), os.getpid(), what="loading (polyprof_plugin_init)",
+                                            timeout=LOAD_TIMEOUT_S), "open")  # the helper's Python starts first
         except BaseException:
             self.close()
             raise
@@ -134,7 +147,7 @@ class RemoteHandle:
         self._destroyed = False
 
     # ------------------------------------------------------------------ transport
-    def _call(self, op: str, *args: Any, what: str | None = None, timeout: float | None = -1.0) -> Any:
+    def _call(self, op: str, *args: object, what: str | None = None, timeout: float | None = -1.0) -> object:
         what = what or f"{op}()"
         limit = self.timeout_s if timeout == -1.0 else timeout
         with self._lock:
@@ -188,32 +201,32 @@ class RemoteHandle:
     def covers(self, field: str) -> bool:
         return self.struct_size >= _end_of(PluginTable, field)
 
-    def start(self, options: dict[str, Any] | None = None) -> None:
+    def start(self, options: dict[str, object] | None = None) -> None:
         self._call("start", dict(options or {}))
 
     def stop(self) -> None:
         self._call("stop")
 
     def collect_bytes(self) -> bytes:
-        return self._call("collect_bytes", what="collect()", timeout=self.collect_timeout_s)
+        return _answer(bytes, self._call("collect_bytes", what="collect()", timeout=self.collect_timeout_s), "collect")
 
-    def collect_raw(self, buffer: Any, capacity: int) -> tuple[int, int, str]:
+    def collect_raw(self, buffer: ctypes.Array[ctypes.c_ubyte] | None, capacity: int) -> tuple[int, int, str]:
         """As NativeHandle.collect_raw: the helper fills a copy of ``buffer`` (canary
         bytes included), which is copied back, so overruns show the same way."""
         import ctypes
 
         data = None if buffer is None else bytes(buffer)
-        code, size, msg, out = self._call("collect_raw", data, capacity, what="collect()",
-                                          timeout=self.collect_timeout_s)
-        if out is not None:
+        code, size, msg, out = _answer(tuple, self._call("collect_raw", data, capacity, what="collect()",
+                                                         timeout=self.collect_timeout_s), "collect")
+        if out is not None and buffer is not None:
             ctypes.memmove(ctypes.addressof(buffer), out, len(out))
         return code, size, msg
 
     def clock_samples(self, tries: int = 8) -> list[tuple[int, int, int]]:
-        return self._call("clock_samples", tries, what="clock_now_ns()")
+        return _answer(list, self._call("clock_samples", tries, what="clock_now_ns()"), "clock_samples")
 
     def clock_now(self) -> int:
-        return int(self._call("clock_now", what="clock_now_ns()"))
+        return _answer(int, self._call("clock_now", what="clock_now_ns()"), "clock_now")
 
     def destroy(self) -> None:
         """destroy() in the helper, then end it (a crash in destroy is only logged)."""

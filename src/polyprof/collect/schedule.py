@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from ..errors import SessionError
 
@@ -87,7 +87,7 @@ def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 1, s
     return Schedule(wait, warmup, active, repeat, skip_first)
 
 
-def call_plugin(plugin: Any, what: str, on_error: Callable[[str, str], None]) -> None:
+def call_plugin(plugin: object, what: str, on_error: Callable[[str, str], None]) -> None:
     """``plugin.pause()`` or ``resume()`` if it has one; what it raises goes to
     ``on_error(plugin name, message)``, never into the program."""
     fn = getattr(plugin, what, None)
@@ -106,7 +106,7 @@ class Driver:
 
     plan: Schedule
     start_ns: int
-    plugins: list[Any]
+    plugins: list[object]
     on_error: Callable[[str, str], None]
     windows: list[list[int]] = field(default_factory=list)  # [start, end], end -1 while open
     recorded: list[int] = field(default_factory=list)  # numbers of the active steps
@@ -147,10 +147,10 @@ class Driver:
                 self.windows[-1][1] = stop_ns
             return [(a, b) for a, b in self.windows]
 
-    def _call(self, plugin: Any, what: str) -> None:
+    def _call(self, plugin: object, what: str) -> None:
         call_plugin(plugin, what, self.on_error)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {**asdict(self.plan), "recorded_steps": list(self.recorded),
                 "windows_ns": [list(w) for w in self.windows]}
 
@@ -166,7 +166,7 @@ class Timed:
     to the program's thread (``session_thread_only``: torch) at the next step boundary
     on that thread (``polyprof.step()`` or a detected optimizer step) or at the end."""
 
-    def __init__(self, delay_s: float, duration_s: float | None, start_ns: int, plugins: list[Any],
+    def __init__(self, delay_s: float, duration_s: float | None, start_ns: int, plugins: list[object],
                  on_error: Callable[[str, str], None]):
         self.delay_s, self.duration_s = float(delay_s), duration_s
         self.open_ns = start_ns + int(self.delay_s * 1e9)
@@ -201,7 +201,7 @@ class Timed:
                 if on_thread or not getattr(p, "session_thread_only", False):
                     self._apply(p, want)
 
-    def _apply(self, plugin: Any, want: bool) -> None:
+    def _apply(self, plugin: object, want: bool) -> None:
         if self._applied.get(id(plugin), True) == want:
             return
         self._applied[id(plugin)] = want
@@ -221,7 +221,7 @@ class Timed:
         lo, hi = self.open_ns, stop_ns if self.close_ns is None else min(self.close_ns, stop_ns)
         return [(lo, hi)] if hi > lo else []
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {"delay_s": self.delay_s, "duration_s": self.duration_s,
                 "windows_ns": [[self.open_ns, self.close_ns if self.close_ns is not None else -1]]}
 

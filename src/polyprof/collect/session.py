@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..errors import PluginError, SessionError
 from ..lowlevel import fork
@@ -31,12 +31,15 @@ from . import journal, output as output_mod, signals
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Outcome, call_guarded, call_here
 from .options import NAMES, SessionOptions, make
-from .plugin import SessionContext
+from .plugin import Plugin, SessionContext
 from .registry import discover, is_target, load_target, resolve
 from ..trace import metadata_keys as mkeys
 
+if TYPE_CHECKING:
+    from .schedule import Driver, Timed
+
 log = logging.getLogger("polyprof")
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 _active_lock = threading.Lock()
 _active: "Session | None" = None
@@ -45,7 +48,7 @@ _active: "Session | None" = None
 class _Slot:
     """One plugin in a session and what happened to it."""
 
-    def __init__(self, name: str, plugin: Any):
+    def __init__(self, name: str, plugin: Plugin):
         self.name = name
         self.plugin = plugin
         self.started = False
@@ -72,8 +75,8 @@ class Session:
     default plugin. The host plugin always runs (it records the sections).
     """
 
-    def __init__(self, plugins: Sequence[str | Any] | None = None, *, settings: SessionOptions | None = None,
-                 **options: Any):
+    def __init__(self, plugins: Sequence[str | Plugin] | None = None, *, settings: SessionOptions | None = None,
+                 **options: Any):  # as given: SessionOptions checks and normalises each
         """``settings``: the session's options as one :class:`SessionOptions`; or the
         options one by one as keywords (the environment is not read: see :func:`profile`)."""
         if settings is None:
@@ -88,7 +91,7 @@ class Session:
         self.settings = settings
         #: which steps to record (collect/schedule.py): a Schedule or None (all)
         self.schedule = settings.schedule
-        self._driver: Any = None
+        self._driver: Driver | Timed | None = None
         self.plugin_spec = list(settings.plugins) if settings.plugins is not None else None
         self.memory = settings.memory  # every plugin gets the option memory=True (it records memory)
         #: under torchrun / mpirun / srun, each rank's own file (collect/output.py: per_rank)
@@ -134,18 +137,21 @@ class Session:
                 continue
             try:
                 opts = self.options.get(info.name, {})
-                slots.append(_Slot(info.name, info.factory(**({"memory": True, **opts} if self.memory else opts))))
+                made = info.factory(**({"memory": True, **opts} if self.memory else opts))
+                if not isinstance(made, Plugin):
+                    raise PluginError(f"the factory returned {type(made).__name__}, not a polyprof Plugin")
+                slots.append(_Slot(info.name, made))
             except Exception as e:
                 self._error(info.name, "create", _describe(e))
         for p in spec or []:
             if isinstance(p, str) and is_target(p):  # pkg.module:Factory or path.so: made for each session
                 try:
                     opts = self.options.get(p, {})
-                    p = load_target(p, **({"memory": True, **opts} if self.memory else opts))
+                    loaded = load_target(p, **({"memory": True, **opts} if self.memory else opts))
                 except Exception as e:
                     self._error(p, "create", _describe(e))
                     continue
-                slots.append(_Slot(str(getattr(p, "name", type(p).__name__)), p))
+                slots.append(_Slot(str(getattr(loaded, "name", type(loaded).__name__)), loaded))
             elif not isinstance(p, str):
                 if self.memory and isinstance(getattr(p, "options", None), dict):
                     p.options.setdefault("memory", True)
@@ -215,7 +221,7 @@ class Session:
     def _driver_asked(self) -> bool:
         return self.schedule is not None or bool(self.settings.delay) or self.settings.duration is not None
 
-    def _follow_steps(self, drv: Any) -> None:
+    def _follow_steps(self, drv: Driver | Timed) -> None:
         from . import recorder
 
         rec = recorder.active_recorder()
@@ -231,6 +237,8 @@ class Session:
         from .schedule import Driver
 
         drv = self._driver
+        if drv is None:  # no schedule: every step was recorded
+            return trace
         windows = drv.end(end)
         out = take(trace, overlapping(trace, windows), counter_ranges=windows)
         out.metadata[mkeys.SCHEDULE] = drv.summary()
@@ -325,7 +333,7 @@ class Session:
             slot.status = "failed"
             return None
 
-    def _call(self, slot: _Slot, phase: str, fn: Callable[[], Any]) -> bool:
+    def _call(self, slot: _Slot, phase: str, fn: Callable[[], object]) -> bool:
         """start()/stop() of one plugin: never raises, time limited unless the plugin
         must run on this thread (then a hang is reported once it returns)."""
         t0 = now_ns()
@@ -379,10 +387,10 @@ class Session:
                     pass
             return identify(merge(good, meta), rank=rank_from_env())
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self) -> dict[str, object]:
         """pid, host and the command; arguments only when asked (they may hold secrets)."""
         argv = list(sys.argv) if self.record_argv else sys.argv[:1] + ["<argument>"] * (len(sys.argv) - 1)
-        info: dict[str, Any] = {"pid": os.getpid(), "hostname": hostname(), "argv": argv}
+        info: dict[str, object] = {"pid": os.getpid(), "hostname": hostname(), "argv": argv}
         rank = rank_from_env()
         if rank is not None:
             info["rank"] = rank
@@ -410,7 +418,7 @@ class Session:
         """Use as a decorator: each call is profiled; the last trace is ``fn.trace``."""
 
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: object, **kwargs: object) -> object:
             s = Session(settings=self.settings)  # every option, as given to profile()
             try:
                 with s:
@@ -422,7 +430,7 @@ class Session:
         return wrapper  # type: ignore[return-value]
 
 
-def _start(plugin: Any, ctx: SessionContext | None) -> None:
+def _start(plugin: Plugin, ctx: SessionContext) -> None:
     plugin.start(ctx)
 
 
@@ -436,7 +444,7 @@ def _version() -> str:
     return __version__
 
 
-def _empty_trace(meta: dict[str, Any]) -> Trace:
+def _empty_trace(meta: dict[str, object]) -> Trace:
     from ..trace.builder import TraceBuilder
 
     return TraceBuilder(meta).build()
@@ -457,7 +465,7 @@ def active_session() -> Session | None:
     return _active
 
 
-def profile(plugins: Sequence[str | Any] | None = None, **options: Any) -> Session:
+def profile(plugins: Sequence[str | Plugin] | None = None, **options: object) -> Session:
     """Profile a block or a function.
 
     ``with polyprof.profile() as prof: ...`` then ``prof.trace``; or

@@ -16,7 +16,8 @@ import functools
 import logging
 import signal
 import threading
-from typing import Any, Iterator
+from types import FrameType
+from typing import Callable, Iterator
 
 log = logging.getLogger("polyprof")
 
@@ -35,13 +36,13 @@ def deferred(signals: tuple[int, ...] = DEFERRED) -> Iterator[list[int]]:
         yield pending
         return
 
-    def hold(signum: int, _frame: Any) -> None:
+    def hold(signum: int, _frame: FrameType | None) -> None:
         if signum not in pending:
             pending.append(signum)
             log.warning("polyprof: %s received while saving the trace; delivered once it is saved",
                         signal.Signals(signum).name)
 
-    previous: dict[int, Any] = {}
+    previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
     try:
         for s in signals:
             try:
@@ -61,7 +62,7 @@ _SIGACTION_SIZE = 256  # larger than struct sigaction on every Linux ABI (152 on
 
 
 @functools.lru_cache(maxsize=1)
-def _libc() -> Any:
+def _libc() -> ctypes.CDLL | None:
     """libc through ctypes, found once: the symbols the process has loaded already
     (libc's among them), else by name. ``ctypes.util.find_library`` runs ldconfig in a
     subprocess (with the import of subprocess): only when neither works."""
@@ -86,7 +87,7 @@ class SavedDispositions:
 
     def __init__(self) -> None:
         self._libc = _libc()
-        self._saved: dict[int, Any] = {}
+        self._saved: dict[int, ctypes.Array[ctypes.c_char]] = {}
         if self._libc is None:
             return
         for s in range(1, signal.NSIG):
@@ -111,8 +112,10 @@ class SavedDispositions:
     def restore(self) -> list[int]:
         """Put back every disposition that changed; returns the signals restored."""
         changed = self.changed()
-        for s in changed:
-            self._libc.sigaction(s, self._saved[s], None)
+        libc = self._libc
+        if libc is not None:
+            for s in changed:
+                libc.sigaction(s, self._saved[s], None)
         if changed:
             log.debug("restored the dispositions of %s", ", ".join(signal.Signals(s).name for s in changed
                                                                   if s in signal.Signals._value2member_map_))
