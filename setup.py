@@ -4,6 +4,7 @@
 - ``polyprof.formats.xspace._wire``: the columnar XSpace event decoder;
 - ``polyprof.formats.kineto._args``: deferred Kineto args grouped by name in one walk;
 - ``polyprof.formats.kineto._gather``: one field of many decoded Kineto events as a column;
+- ``polyprof.formats.kineto._tokens``: slices of Kineto ``traceEvents`` tokenized into columns;
 - ``polyprof.plugins.opencl._profinfo``: OpenCL commands' profiling timestamps in one loop;
 - ``polyprof.plugins.cupti._cuptibuf``: CUPTI's activity buffers kept and walked in C;
 - ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages.
@@ -11,7 +12,7 @@
 ``optional=True``: without a C compiler the build warns and goes on, and polyprof uses
 the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
 ``polyprof.formats.xspace.decode.IMPLEMENTATION``, ``polyprof.formats.kineto.deferred.IMPLEMENTATION``,
-``polyprof.formats.kineto.gather.IMPLEMENTATION``,
+``polyprof.formats.kineto.gather.IMPLEMENTATION``, ``polyprof.formats.kineto.tokenized.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
 ``polyprof.formats.sqlite_db.IMPLEMENTATION``
 say which is in use).
@@ -26,6 +27,7 @@ setup(ext_modules=[
               depends=["src/polyprof/formats/xspace/_wire.h"], optional=True),
     Extension("polyprof.formats.kineto._args", ["src/polyprof/formats/kineto/_args.c"], optional=True),
     Extension("polyprof.formats.kineto._gather", ["src/polyprof/formats/kineto/_gather.c"], optional=True),
+    Extension("polyprof.formats.kineto._tokens", ["src/polyprof/formats/kineto/_tokens.c"], optional=True),
     Extension("polyprof.plugins.opencl._profinfo", ["src/polyprof/plugins/opencl/_profinfo.c"], optional=True),
     Extension("polyprof.plugins.cupti._cuptibuf", ["src/polyprof/plugins/cupti/_cuptibuf.c"], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),

@@ -16,8 +16,10 @@ Times are Kineto's wall clock in ns (``baseTimeNanoseconds`` + ``ts`` µs, or ab
 The stages, one module each (Perfetto's tokenizer/parser split):
 
 - ``stream.py``: the file as decompressed blocks (gzip streamed, ISA-L when installed);
-- ``slicing.py``: the ``traceEvents`` array cut into slices of whole events, decoded by
-  msgspec into the structs of ``events.py`` (the rest of the document parsed apart);
+- ``slicing.py``: the ``traceEvents`` array cut into slices of whole events, each read by
+  the compiled tokenizer into columns (``tokenized.py`` + ``_tokens.c``), or decoded by
+  msgspec into the structs of ``events.py`` where it does not read a slice exactly (the
+  rest of the document parsed apart);
 - ``collector.py``: each slice -> NumPy columns (codes through ``codes.py``, exact ns
   through ``numbers.py``, flow endpoints through ``flows.py``), args kept as JSON text
   with the correlation ids typed at load (``ids.py``, ``args.py``);
@@ -36,7 +38,7 @@ from ...errors import TraceFormatError
 from ...lowlevel.heap import collector_paused
 from ...trace.core import Trace
 from ..safety import check_events, clean_metadata, guarded
-from . import slicing
+from . import slicing, tokenized
 from .collector import _Collector
 from .progress import _Progress
 from .slicing import _event_slices
@@ -63,11 +65,18 @@ def load(path: str | Path, progress: bool = False) -> Trace:
         try:
             top: dict[str, Any] = {}
             col = _Collector(path)
+            col.tok = tokenized.tokenizer()
+            scan = col.tok.scan if col.tok is not None else None
             seen = 0
-            for events in _event_slices(path, _Source(path, bar, slicing.CHUNK_BYTES).blocks(), top):
-                seen += len(events)
-                check_events(path, seen)
-                col.add(events)
+            for events in _event_slices(path, _Source(path, bar, slicing.CHUNK_BYTES).blocks(), top, scan):
+                if isinstance(events, tuple):  # tokenized in C
+                    seen += events[0]
+                    check_events(path, seen)
+                    tokenized.add(col, events)
+                else:
+                    seen += len(events)
+                    check_events(path, seen)
+                    col.add(events)
                 del events
             trace = col.finish(top, bar)
             clean_metadata(trace.metadata)

@@ -9,7 +9,7 @@ kept for the deferred decode (``deferred.py``). Flow endpoints become columns
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 import numpy as np
@@ -30,6 +30,9 @@ from .flows import add_flow_slice, add_v2_slice
 from .ids import fast_ids, id_groups
 from .numbers import NotANumber, _ns_of
 from .progress import _Progress
+
+if TYPE_CHECKING:
+    from .tokenized import Tokenizer
 
 #: Args are turned into typed stat columns every this many events (bounds the values kept).
 _ARG_FLUSH_EVENTS = 8192
@@ -86,7 +89,7 @@ class _Collector:
             k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
         self.flow_names: dict[bytes, int] = {}  # flow ids that are not integers
         self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
-        self.arg_raws: list[msgspec.Raw] = []  # args (JSON text) of the last events, from row arg_base
+        self.arg_raws: list[msgspec.Raw] = []  # args (JSON text) of the events from row arg_base
         self.arg_base = 0
         self.arg_batches: list[tuple[int, bytes]] = []  # (first row, "[args, ...]"): typed on first use
         self.late_args: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # of E events, idem
@@ -100,6 +103,7 @@ class _Collector:
         self.dropped = lenient.Dropped()  # what was left out, by reason: one warning line
         self.asyncs: list[tuple] = []  # b/e/n events (asyncs.py)
         self.flow_v2: list[tuple] = []  # slices with bind_id and flow_in/flow_out (flows.py)
+        self.tok: Tokenizer | None = None  # the compiled tokenizer's tables (tokenized.py), if in use
 
     def _sid(self, v: Any) -> int:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
@@ -223,7 +227,7 @@ class _Collector:
             self.b_rows.append(np.flatnonzero(ev_codes == _B) + base)
         self.arg_raws += gather.values(sel, "args")
         self.n += len(sel)
-        if len(self.arg_raws) >= _ARG_FLUSH_EVENTS:
+        if self.n - self.arg_base >= _ARG_FLUSH_EVENTS:  # arg_raws: one Raw per event, or many (tokenized.py)
             self._flush_args()
 
     def _valid_durations(self, sel: list[_Event], ev_codes: np.ndarray, ts_ns: np.ndarray

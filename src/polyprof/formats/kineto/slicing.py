@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Union
 
 import msgspec
 import orjson
@@ -78,19 +78,28 @@ def _decode_events(text: bytes) -> list[_Event]:
         raise  # pragma: no cover - valid for orjson, not for msgspec
 
 
-def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
-    """Yield slices of ``traceEvents`` as events; fill ``top`` with the rest of the document."""
+#: a slice as the compiled tokenizer's columns (tokenized.py), or its events decoded by msgspec
+Slice = Union[list[_Event], tuple]
+
+
+def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
+                  scan: Callable[[bytearray, int], tuple | None] | None = None) -> Iterator[Slice]:
+    """Yield slices of ``traceEvents`` as events; fill ``top`` with the rest of the document.
+
+    ``scan`` (``_tokens.Tokenizer.scan``): a slice it reads comes as its columns, the
+    others (and the last events of the array) as msgspec's structs."""
     seen = 0
     try:
-        for events in _slices(path, blocks, top):
+        for events in _slices(path, blocks, top, scan):
             yield events
-            seen += len(events)
+            seen += events[0] if type(events) is tuple else len(events)
     except _NotAnEvent as e:
         raise TraceFormatError(path, f"not a Chrome/Kineto trace: traceEvents[{seen + e.index}] "
                                      f"is a {e.what}, not an event object") from None
 
 
-def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]) -> Iterator[list[_Event]]:
+def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
+            scan: Callable[[bytearray, int], tuple | None] | None) -> Iterator[Slice]:
     buf = bytearray()
     prefix: bytes | None = None
     is_list = False
@@ -126,7 +135,7 @@ def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]) -> Iterato
         if len(body) < CHUNK_BYTES:
             break  # end of input: the rest is handled by _tail
         try:
-            cut = _cut(body)
+            cut = _cut(body, scan)
         except _Slurp:
             yield from _slurp(path, prefix + b"[" + bytes(body), it, top)
             return
@@ -164,13 +173,16 @@ def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any]) -> Iterato
     top.update(rest)
 
 
-def _cut(body: bytearray) -> tuple[list[_Event], int] | None:
+def _cut(body: bytearray, scan: Callable[[bytearray, int], tuple | None] | None = None) -> tuple[Slice, int] | None:
     """Parse the longest run of whole events at the start of ``body`` (None: no cut found)."""
     end = len(body)
     for _ in range(3):
         stop, nxt = _boundary_before(body, end)
         if stop < 0:
             return None
+        columns = scan(body, stop) if scan is not None else None
+        if columns is not None:
+            return columns, nxt
         text = b"".join((b"[", memoryview(body)[:stop], b"]"))
         try:
             events = _decode_events(text)
