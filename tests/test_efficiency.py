@@ -254,8 +254,7 @@ json.dump(json.loads(data), open(sys.argv[2], "w"))
 def test_xprof_roofline_on_polyprofs_export_equals_op_efficiency(tmp_path):
     """XProf's roofline_model (installed, run offline in a subprocess) on polyprof's
     XSpace export of the TPU trace: each XLA op's FLOP rate and memory bandwidth equal
-    op_efficiency's. (GPU traces: XProf takes a GPU op's FLOPs only from the cost
-    analysis of XLA's HLO, a framework op's are 0 by its code; docs/analysis.md.)"""
+    op_efficiency's. (GPU PyTorch traces: tests/test_xprof_costs.py.)"""
     import importlib.util
     import json
     import subprocess

@@ -32,6 +32,7 @@ from ..derive import cache
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from .xprof_costs import device_costs, stat_columns
 
 KERNEL_DETAILS = "kernel_details"
 MEMCPY_DETAILS = "memcpy_details"
@@ -115,6 +116,9 @@ def xprof_columns(trace: Trace) -> dict[str, tuple[np.ndarray, list[Any]]]:
     steps = cache.steps(trace)
     if len(steps) and GROUP_ID not in trace.stats:
         out.update(_groups(trace, steps))
+    costs = device_costs(trace)
+    if costs is not None:  # the framework ops' FLOPs as XLA ops (xprof_costs)
+        out.update(stat_columns(trace, costs))
     return out
 
 

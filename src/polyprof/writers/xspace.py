@@ -33,6 +33,7 @@ from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spa
 from ..formats.xspace import names as N
 from ..outfile import write_file
 from ..formats.xspace.encode import encode_events
+from .xprof_costs import METADATA_PLANE, device_caps, device_costs, write_hlo_module
 from .xspace_plane import PlaneWriter, set_value
 from .xspace_stats import WrittenStats
 from ..trace import metadata_keys as mkeys
@@ -82,6 +83,16 @@ def to_space(trace: Trace, hostname: str | None = None, compiled: bool = True) -
         if plane_names[p.id] == keys.HOST_PLANE and not wrote_memory:
             xprof_memory.write_line(xp, pw, trace, plan.origin, 2_100_000_000 + p.id)
             wrote_memory = True
+    costs = device_costs(trace)
+    if costs is not None and not any(p.name == METADATA_PLANE for p in trace.planes):
+        # XProf's /host:metadata plane with the module of the framework ops; the reader drops it
+        xp = space.planes.add()
+        xp.id, xp.name = max(used_ids, default=0) + 1, METADATA_PLANE
+        pw = PlaneWriter(xp)
+        write_hlo_module(pw, costs)
+        st = xp.stats.add()
+        st.metadata_id = pw.stat_id(N.PLANE_STAT_GENERATED)
+        st.int64_value = 1
     if not any(p.name == N.TASK_ENV for p in trace.planes):
         xp = space.planes.add()
         xp.name = N.TASK_ENV
@@ -138,6 +149,11 @@ def _write_plane(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
         st = xp.stats.add()
         st.metadata_id = pw.stat_id(k)
         set_value(st, v, "", pw)
+    caps = device_caps(trace, p) if xp.name.startswith("/device:GPU:") else {}
+    for k, v in caps.items():  # XProf's device capabilities (xprof_costs), dropped on reading
+        st = xp.stats.add()
+        st.metadata_id = pw.stat_id(k)
+        set_value(st, v, "", pw)
     layout: dict[str, Any] = {}
     if xp.name != p.name:
         layout["name"] = p.name
@@ -177,7 +193,7 @@ def _write_plane(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
     if p.name == N.TASK_ENV:
         _task_env_stats(xp, pw, trace, None, None)
     for key, val in ((N.PLANE_STAT_PRODUCER, "polyprof"),
-                     (N.PLANE_STAT_ALIASES, ",".join(plan.stats.aliases)),
+                     (N.PLANE_STAT_ALIASES, ",".join([*plan.stats.aliases, *caps])),
                      (N.PLANE_STAT_LAYOUT, orjson.dumps(layout, default=str).decode() if layout else "")):
         if val:
             st = xp.stats.add()

@@ -94,9 +94,10 @@ class _SpaceReader:
             clean_metadata(self.stored_meta)
         if props.pop(N.PLANE_STAT_GENERATED, None):
             return
-        aliases = props.pop(N.PLANE_STAT_ALIASES, "")
-        if aliases:
-            self.drop_aliases.update(a for a in str(aliases).split(",") if a)
+        aliases = [a for a in str(props.pop(N.PLANE_STAT_ALIASES, "")).split(",") if a]
+        self.drop_aliases.update(aliases)
+        for a in aliases:  # plane stats the writer added for XProf (device capabilities)
+            props.pop(a, None)
         if plane_name == N.TASK_ENV:
             self.task_env.update(props)
         lay = layout(props.pop(N.PLANE_STAT_LAYOUT, None))

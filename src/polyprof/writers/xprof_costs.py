@@ -1,0 +1,227 @@
+"""What XProf's roofline_model and op_profile read for the FLOPs of a GPU trace's ops.
+
+XProf gives a GPU event FLOPs only when the event is an XLA op: its ``hlo_op`` names an
+instruction of an HLO module stored on the ``/host:metadata`` plane (an ``hlo_proto``
+stat on the event metadata whose id is the ``program_id`` the event carries); then the
+event's own ``flops`` and ``bytes_accessed`` stats are its cost (xprof
+``ConvertDeviceTraceXPlaneToOpMetricsDb``). An event with only ``tf_op`` (a framework
+op) counts 0 FLOPs, so a PyTorch trace exported with ``tf_op`` alone shows 0 FLOP/s.
+
+So, for a trace with framework-op costs (``analyze.efficiency``: the trace's own
+figures or estimates from shapes) and no XLA ops of its own, the writer adds:
+
+- one HLO module, ``polyprof_framework_ops``, with one ``custom-call`` instruction per
+  framework op name (target and ``op_name`` metadata: the op's name; the instruction's
+  name: the op's name made a valid HLO name, ``aten::addmm`` -> ``aten__addmm``), shape
+  ``()`` so XLA's cost analysis gives it nothing of its own;
+- on each device activity launched inside an *outermost* costed op (the ops ``mfu``
+  counts, so each FLOP is counted once): ``hlo_op`` and ``program_id`` naming that op's
+  instruction, and ``flops`` / ``bytes_accessed``: the op's total over all its calls
+  divided evenly among all the device activities they launched. XProf keeps one value
+  per occurrence and merges back-to-back occurrences (value × count), so equal values
+  make its sums exact whatever it merges: its FLOP rate of an op is polyprof's
+  ``op_efficiency`` rate (total FLOPs ÷ summed device time); per step it apportions
+  the FLOPs by the step's share of the op's device activities;
+- on each device plane XProf's device capabilities, from polyprof's peaks
+  (``analyze.peaks``) and Kineto's ``deviceProperties``: ``peak_teraflops_per_second``
+  (at the precision most model FLOPs are in), ``memory_bandwidth`` (bytes/s),
+  ``core_count``, ``compute_cap_major`` / ``compute_cap_minor``, ``memory_size``.
+
+Only what the trace lacks is added, and every added key is listed for polyprof's
+reader to drop, so polyprof -> XSpace -> polyprof keeps the trace as it was. A trace that
+already carries ``flops`` (torch's ``with_flops``, on its host ops) keeps them as they
+are; its device activities get no ``flops`` of polyprof's (both would be one stat key).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ..analyze.common import device_view
+from ..analyze.devops import device_op_names
+from ..analyze.efficiency import costed_rows, model_rows, outermost, resolve_peak
+from ..derive import cache
+from ..derive.intervals import innermost
+from ..formats.perfetto_wire import message
+from ..trace import keys
+from ..trace.core import Trace
+from ..trace.model import Plane
+from .xspace_plane import PlaneWriter
+
+METADATA_PLANE = "/host:metadata"  # tsl kMetadataPlaneName
+HLO_PROTO = "Hlo Proto"  # tsl StatType::kHloProto
+HLO_OP = keys.HLO_OP
+PROGRAM_ID = keys.PROGRAM_ID
+FLOPS = keys.FLOPS
+BYTES_ACCESSED = keys.BYTES_ACCESSED
+MODULE_NAME = "polyprof_framework_ops"
+#: the module's program id (any id the trace's events do not use: it has no XLA ops)
+PROGRAM = 1
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def hlo_name(op: str) -> str:
+    """``op`` as XLA names an instruction (XLA's name sanitizer): letters, digits, ``_``
+    ``.`` ``-``, the first a letter or ``_``, no leading ``__``."""
+    s = _UNSAFE.sub("_", op) or "_"
+    if not (s[0].isalpha() or s[0] == "_"):
+        s = "_" + s[1:]
+    if s.startswith("__") and not s.startswith("__xla_"):
+        s = "a" + s[1:]
+    return s
+
+
+@dataclass
+class DeviceCosts:
+    """The XLA-op view of a trace's costed framework ops."""
+
+    rows: np.ndarray  # device activity rows, ascending
+    instruction: np.ndarray  # per row: index into ``names``
+    names: list[str]  # instruction names (unique, valid HLO names)
+    ops: list[str]  # the outermost costed framework op of each instruction
+    device_ops: list[str]  # the op XProf's framework-op view puts its time under (``tf_op``)
+    flops: np.ndarray  # int64 per instruction: each occurrence's FLOPs
+    bytes: np.ndarray  # int64 per instruction: each occurrence's bytes
+
+
+def device_costs(trace: Trace) -> DeviceCosts | None:
+    """Each device activity launched inside an outermost costed framework op, with its
+    share of that op's figures (module docstring); None when there are none, or the
+    trace has XLA ops of its own (``hlo_op``). Computed once per trace."""
+    return cache.memo(trace, "xprof_device_costs", _device_costs)
+
+
+def _device_costs(trace: Trace) -> DeviceCosts | None:
+    if HLO_OP in trace.stats or PROGRAM_ID in trace.stats:
+        return None
+    rows, on_device, c = costed_rows(trace)
+    host = np.flatnonzero(~on_device)
+    if not len(host):
+        return None
+    outer = host[outermost(trace, rows[host])]
+    ops = rows[outer]
+    v = device_view(trace)
+    has = np.flatnonzero(v.launch >= 0)
+    if not len(has):
+        return None
+    ev = trace.events
+    th = cache.threads(trace)
+    launch = v.launch[has]
+    hit = innermost(th[ev["track"][ops]], ev["start_ns"][ops], ev["start_ns"][ops] + ev["dur_ns"][ops],
+                    th[ev["track"][launch]], ev["start_ns"][launch])
+    sel = hit >= 0
+    if not sel.any():
+        return None
+    at, call = has[sel], hit[sel]  # positions in the device view; the outer op call of each
+    dev_rows = v.rows[at]
+    # each call's figures shared among its device activities by duration (all equal if none lasts)
+    dur = ev["dur_ns"][dev_rows].astype(np.float64)
+    n_calls = len(ops)
+    call_dur = np.bincount(call, weights=dur, minlength=n_calls)
+    call_n = np.bincount(call, minlength=n_calls).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(call_dur[call] > 0, dur / call_dur[call], 1.0 / call_n[call])
+    f = np.nan_to_num(c.flops[outer])[call] * share
+    b = np.nan_to_num(c.bytes[outer])[call] * share
+    # one instruction per (outer op, device op): XProf's framework-op view stays per device op
+    outer_names = np.asarray(trace.strings, dtype=object)[ev["name"][ops[call]]]
+    dev_ops = device_op_names(trace)[at]
+    pairs = [f"{o}\0{d}" for o, d in zip(outer_names.tolist(), dev_ops.tolist())]
+    keys_, inv = np.unique(np.asarray(pairs, dtype=object).astype(str), return_inverse=True)
+    count = np.bincount(inv, minlength=len(keys_))
+    per_f = np.rint(np.bincount(inv, weights=f, minlength=len(keys_)) / count).astype(np.int64)
+    per_b = np.rint(np.bincount(inv, weights=b, minlength=len(keys_)) / count).astype(np.int64)
+    split = [k.split("\0", 1) for k in keys_.tolist()]
+    parts: dict[str, int] = {}
+    for o, _ in split:
+        parts[o] = parts.get(o, 0) + 1
+    names: list[str] = []
+    taken: set[str] = set()
+    for o, d in split:
+        base = name = hlo_name(o) if parts[o] == 1 else f"{hlo_name(o)}.{hlo_name(d)}"
+        k = 0
+        while name in taken:
+            k += 1
+            name = f"{base}.{k}"
+        taken.add(name)
+        names.append(name)
+    order = np.argsort(dev_rows, kind="stable")
+    return DeviceCosts(dev_rows[order], inv[order].astype(np.int64), names, [o for o, _ in split],
+                       [d for _, d in split], per_f, per_b)
+
+
+def stat_columns(trace: Trace, costs: DeviceCosts) -> dict[str, tuple[np.ndarray, list[object]]]:
+    """Stat key -> (rows, values) of the XLA-op stats, for the keys the trace lacks."""
+    out: dict[str, tuple[np.ndarray, list[object]]] = {
+        HLO_OP: (costs.rows, [costs.names[i] for i in costs.instruction.tolist()]),
+        PROGRAM_ID: (costs.rows, [PROGRAM] * len(costs.rows)),
+    }
+    if FLOPS not in trace.stats:
+        out[FLOPS] = (costs.rows, costs.flops[costs.instruction].tolist())
+    if BYTES_ACCESSED not in trace.stats:
+        out[BYTES_ACCESSED] = (costs.rows, costs.bytes[costs.instruction].tolist())
+    return out
+
+
+# xla.ShapeProto.element_type: TUPLE; fields of the HLO protos (xla/service/hlo.proto,
+# xla/xla_data.proto) written here
+_TUPLE = 13
+
+
+def hlo_proto(costs: DeviceCosts) -> bytes:
+    """A serialized ``xla.HloProto``: the module of one custom-call per instruction."""
+    empty = message([(2, _TUPLE)])  # ShapeProto{element_type=TUPLE}: ()
+    instrs = []
+    for i, (name, op, dev) in enumerate(zip(costs.names, costs.ops, costs.device_ops), start=1):
+        # OpMetadata{op_type=1, op_name=2}: XProf's framework op is op_name + ":" + op_type,
+        # so the device op's name is cut at its first ':' to read back as itself
+        head, colon, tail = dev.partition(":")
+        meta = message([(1, colon and tail), (2, head)]) if colon else message([(2, dev)])
+        # HloInstructionProto{name=1, opcode=2, shape=3, metadata=7, custom_call_target=28, id=35}
+        instrs.append(message([(1, name), (2, "custom-call"), (3, empty), (7, meta), (28, op), (35, i)]))
+    root = len(instrs)
+    program = message([(2, empty)])  # ProgramShapeProto{result=()}
+    # HloComputationProto{name=1, instructions=2, program_shape=4, id=5, root_id=6}
+    comp = message([(1, "main"), (2, instrs), (4, program), (5, 1), (6, root)])
+    # HloModuleProto{name=1, entry_computation_name=2, computations=3, host_program_shape=4, id=5,
+    # entry_computation_id=6}
+    module = message([(1, MODULE_NAME), (2, "main"), (3, comp), (4, program), (5, PROGRAM), (6, 1)])
+    return message([(1, module)])  # HloProto{hlo_module=1}
+
+
+def write_hlo_module(pw: PlaneWriter, costs: DeviceCosts) -> None:
+    """The module as XProf finds it on its plane (``pw``): event metadata with id
+    :data:`PROGRAM` holding a ``Hlo Proto`` bytes stat."""
+    mid = pw.keep_event_id(PROGRAM, MODULE_NAME)
+    st = pw.x.event_metadata[mid].stats.add()
+    st.metadata_id = pw.stat_id(HLO_PROTO)
+    st.bytes_value = hlo_proto(costs)
+
+
+def device_caps(trace: Trace, plane: Plane) -> dict[str, float | int]:
+    """XProf's device-capability stats for a device plane, for the ones it lacks."""
+    props: Mapping[str, object] = plane.properties
+    out: dict[str, float | int] = {}
+    pk = resolve_peak(trace, None)
+    if pk is not None:
+        _, fl, prec = model_rows(trace)
+        main = ""
+        if len(prec):  # as mfu: the precision most model FLOPs are in
+            kinds, inv = np.unique(prec.astype(str), return_inverse=True)
+            main = str(kinds[int(np.argmax(np.bincount(inv, weights=fl, minlength=len(kinds))))])
+        tf = pk.flops(main) or pk.flops("")
+        if tf:
+            out["peak_teraflops_per_second"] = tf / 1e12
+        if pk.bandwidth:
+            out["memory_bandwidth"] = int(pk.bandwidth)
+    for xprof_key, kineto_key in (("core_count", "numSms"), ("compute_cap_major", "computeMajor"),
+                                  ("compute_cap_minor", "computeMinor"), ("memory_size", "totalGlobalMem")):
+        v = props.get(kineto_key)
+        if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            out[xprof_key] = int(v)
+    return {k: v for k, v in out.items() if k not in props}

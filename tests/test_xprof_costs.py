@@ -1,0 +1,124 @@
+"""XProf's roofline on polyprof's XSpace export of GPU PyTorch traces (issue 31): the
+framework ops' FLOPs written as XLA ops of a generated HLO module (writers/xprof_costs),
+so XProf itself computes each op's FLOP rate and bandwidth, equal to op_efficiency's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.analyze import peaks
+from polyprof.analyze.efficiency import mfu, op_efficiency
+from polyprof.analyze.frames import column
+from polyprof.writers.xprof_costs import device_costs, hlo_name
+
+TRACELENS = Path(__file__).parent / "data" / "peers" / "tracelens_perf"
+BERT = "h100_gaunernst_bert-small-uncased__1016001.json.gz"
+
+_XPROF_DRIVER = r"""
+import json, sys
+from xprof.convert import raw_to_tool_data as r
+data, _ = r.xspace_to_tool_data([sys.argv[1]], "roofline_model", {"use_saved_result": False})
+json.dump(json.loads(data), open(sys.argv[2], "w"))
+"""
+
+
+def _xprof_roofline(path: Path, out: Path) -> tuple[dict, dict[str, dict]]:
+    """(the table's properties, XProf's "Total" row per operation) of roofline_model,
+    run offline in a subprocess as XProf's own converter."""
+    p = subprocess.run([sys.executable, "-c", _XPROF_DRIVER, str(path), str(out)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    table = json.loads(out.read_text())[0]
+    ids = [c["id"] for c in table["cols"]]
+    rows = {}
+    for r in table["rows"]:
+        row = dict(zip(ids, [x.get("v") if x else None for x in r["c"]]))
+        if row["step"] == "Total":
+            rows[row["operation"]] = row
+    return table["p"], rows
+
+
+@pytest.mark.parametrize("trace", sorted(p.name for p in TRACELENS.glob("*.json.gz")))
+def test_xprof_roofline_gpu_flop_rates_equal_op_efficiency(trace, tmp_path):
+    """TraceLens's H100 and MI300X traces (BERT, a ViT with convolutions; shapes, no
+    flops arg): XProf's measured FLOP rate (GFLOP/s) and memory bandwidth (GiB/s) of each
+    framework op equal op_efficiency's; its peaks are polyprof's; its program's FLOPs
+    are mfu's. An op whose time XProf lists under several device ops (aten::conv2d:
+    cudnn_convolution and the bias add_) has one row per part: their sums agree."""
+    if importlib.util.find_spec("xprof") is None:
+        pytest.skip("xprof is not installed")
+    t = polyprof.load(TRACELENS / trace)
+    out = polyprof.export(t, tmp_path / "gpu.xplane.pb", format="xspace")
+    props, theirs = _xprof_roofline(out, tmp_path / "roofline.json")
+    pk = peaks.device_peak(t)
+    assert props["device_type"] == "GPU"
+    assert float(props["peak_flop_rate"]) == pytest.approx(pk.flops("bf16") / 1e9, rel=1e-5)
+    assert float(props["peak_hbm_bw"]) == pytest.approx(pk.bandwidth / 2**30, rel=1e-5)
+    c = device_costs(t)
+    xprof: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # op -> GFLOP, GiB, us
+    for name, op in zip(c.names, c.ops):
+        row = theirs[name]
+        assert row["category"] == "custom-call" and row["occurrences"] > 0
+        us = row["total_time"]
+        x = xprof[op]
+        x[0] += row["measured_flop_rate"] * us / 1e6
+        x[1] += row["measured_memory_bw"] * us / 1e6
+        x[2] += us
+    oe = op_efficiency(t)
+    mine = {n: (f, b) for n, f, b in zip(column(oe, "name"), column(oe, "flops_per_s"), column(oe, "bytes_per_s"))}
+    for op, (gflop, gib, us) in xprof.items():
+        fps, bps = mine[op]
+        assert gflop / us * 1e6 == pytest.approx(np.nan_to_num(fps) / 1e9, rel=1e-6), op
+        assert gib / us * 1e6 == pytest.approx(np.nan_to_num(bps) / 2**30, rel=1e-6), op
+    assert {"aten::linear", "aten::scaled_dot_product_attention", "aten::layer_norm", "aten::gelu"} <= set(xprof)
+    assert sum(1 for g, _, _ in xprof.values() if g > 0) >= 4
+    if "Falconsai" in trace:
+        assert sum(1 for op in c.ops if op == "aten::conv2d") == 2
+    # the program: XProf's FLOPs over the trace (rate × time) are the model FLOPs mfu counts
+    prog = theirs["Program"]
+    assert prog["measured_flop_rate"] * 1e9 * prog["total_time"] / 1e6 == pytest.approx(column(mfu(t), "flops")[0],
+                                                                                         rel=1e-6)
+
+
+def test_xla_op_view_of_the_framework_ops():
+    """What the writer adds, on the H100 ViT trace: each device activity launched inside
+    an outermost costed op names one instruction per (that op, its device op); every
+    occurrence of an instruction carries the same share, and occurrences × share add up
+    to the op's FLOPs whatever XProf merges."""
+    t = polyprof.load(TRACELENS / "h100_Falconsai_nsfw_image_detection__1016002.json.gz")
+    c = device_costs(t)
+    assert c is not None
+    oe = op_efficiency(t)
+    by_name = dict(zip(column(oe, "name"), column(oe, "flops")))
+    n = np.bincount(c.instruction, minlength=len(c.names))
+    total: dict[str, float] = defaultdict(float)
+    for i, op in enumerate(c.ops):
+        total[op] += float(c.flops[i] * n[i])
+    for op, f in total.items():
+        assert f == pytest.approx(np.nan_to_num(by_name[op]), abs=float(n.sum())), op  # rounded per occurrence
+    conv = [i for i, op in enumerate(c.ops) if op == "aten::conv2d"]
+    assert sorted(c.names[i] for i in conv) == ["aten__conv2d.aten__add_", "aten__conv2d.aten__cudnn_convolution"]
+    assert hlo_name("aten::addmm") == "aten__addmm" and hlo_name("9x") == "_x" and hlo_name("__y") == "a_y"
+
+
+def test_round_trip_leaves_out_what_was_added_for_xprof(tmp_path):
+    """polyprof -> XSpace -> polyprof: no hlo_op / program_id / flops / bytes_accessed
+    stats, no /host:metadata plane, the GPU plane's properties as they were, and the
+    same op_efficiency."""
+    t = polyprof.load(TRACELENS / BERT)
+    u = polyprof.load(polyprof.export(t, tmp_path / "gpu.xplane.pb", format="xspace"))
+    assert not {"hlo_op", "program_id", "flops", "bytes_accessed"} & set(u.stats.keys())
+    assert [p.name for p in u.planes] == [p.name for p in t.planes]
+    for p, q in zip(t.planes, u.planes):
+        assert set(q.properties) == set(p.properties), p.name
+    a, b = op_efficiency(t), op_efficiency(u)
+    assert dict(zip(column(a, "name"), column(a, "flops"))) == dict(zip(column(b, "name"), column(b, "flops")))
