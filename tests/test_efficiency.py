@@ -121,6 +121,11 @@ def test_peaks_match_devices_and_overrides():
     assert peaks.match("AMD Instinct MI300X").flops("fp8") == 2614.9e12
     assert peaks.match("TPU v6 Lite").flops("bf16") == 918e12
     assert peaks.match("Some CPU") is None
+    # a die of a two-die module (ROCm reports each MI250X die as a device of 110 CUs): half the rates
+    die = peaks.match_properties({"name": "AMD Instinct MI250X", "numSms": 110})
+    assert die.units == 110 and die.flops("bf16") == 383e12 / 2 and die.bandwidth == 3.2768e12 / 2
+    assert peaks.match_properties({"name": "NVIDIA H100 PCIe", "numSms": 114}).flops("bf16") == 756e12
+    assert peaks.match_properties({"name": "AMD Radeon Graphics", "numSms": 64}) is None
     for e in peaks.table():  # every figure names its document
         assert e["source"] and e["hbm"] > 0 and e["units"] > 0
     assert peaks.parse_override("bf16=989e12, hbm=3.35e12") == {"bf16_tensor": 989e12, "hbm": 3.35e12}
@@ -200,6 +205,40 @@ def test_summary_json_has_the_tables_and_takes_peaks():
     assert mm["where"] == "device" and mm["bound_by"] in ("compute", "memory") and mm["flops"] > 0
     bad = summary(str(DATA / "kineto" / "sampled_rank0.json.gz"), "--peak", "bf16=fast")
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("polyprof: error: --peak")
+
+
+def test_shared_traces_with_shapes_have_op_efficiency_and_mfu():
+    """The shared Kineto traces recorded with shapes (``Input Dims``) and what their
+    tables hold. a100_alexnet_small, a100_cupti_counters, a100_nccl_rank0,
+    cuda_event_sync_multistream and v100_ns_resolution_rank0 have no shapes at all;
+    cpu_only_rank34's shapes are of gloo:all_reduce and aten::empty only (nothing to
+    count) and triton_example's of one Inductor-generated Triton kernel (not covered):
+    their tables are empty. ``summary --json`` on the MI250 one, as a user runs it: its
+    device ("AMD Radeon Graphics", gfx90a, 104 CUs: one die of an MI250) has half the
+    module's peaks."""
+    import json
+    import subprocess
+    import sys
+
+    with_rows = {"mi250_rocm_minitoy": "aten::addmm", "mtia_inference_rank0": "aten::sub", "sampled_rank0": "aten::mm",
+                 "sampled_rank1": "aten::mm"}
+    for name in (*with_rows, "cpu_only_rank34", "triton_example"):
+        t = polyprof.load(DATA / "kineto" / f"{name}.json.gz")
+        assert t.stats.get("Input Dims") is not None, name
+        oe, m = op_efficiency(t), mfu(t)
+        if name in with_rows:
+            assert with_rows[name] in set(column(oe, "name")) and column(m, "flops")[0] > 0, name
+        else:
+            assert len(oe) == 0 and len(m) == 0, name
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", "--json",
+                        str(DATA / "kineto" / "mi250_rocm_minitoy.json.gz")], capture_output=True, text=True, timeout=300)
+    tables = json.loads(p.stdout)["tables"]
+    addmm = next(r for r in tables["op_efficiency"]["records"] if r["name"] == "aten::addmm")
+    assert addmm["flops"] == 2 * 5 * 128 * 128 and addmm["where"] == "device"  # [5, 128] x [128, 128]
+    overall = tables["mfu"]["records"][0]
+    assert overall["precision"] == "fp32" and overall["peak_flops_per_s"] == 90.5e12 / 2  # MI250 FP32 matrix, per die
+    assert overall["mfu_pct"] == pytest.approx(100 * overall["flops"] / (overall["time_ns"] / 1e9) / 45.25e12)
+    assert "104 of its 208 CUs" in overall["device"]
 
 
 TRACELENS = Path(__file__).parent / "data" / "peers" / "tracelens_perf"

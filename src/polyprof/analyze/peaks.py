@@ -79,23 +79,46 @@ def match(name: str) -> Peak | None:
     return None
 
 
-def device_names(trace: Trace) -> list[str]:
-    """The device names a trace gives: its device planes' ``name`` (Kineto's
-    deviceProperties ride on the planes) or ``device_type_string`` (XSpace), then the
+def device_properties(trace: Trace) -> list[Mapping[str, Any]]:
+    """The device descriptions a trace gives: its device planes' properties (Kineto's
+    deviceProperties ride on the planes; XSpace's ``device_type_string``), then the
     ``deviceProperties`` of the trace's metadata (and of torch's, for a live session)."""
-    out: list[str] = []
-    for p in trace.planes:
-        if p.kind == "device":
-            for k in ("name", "device_type_string", "device_name"):
-                v = p.properties.get(k) if p.properties else None
-                if isinstance(v, str) and v:
-                    out.append(v)
+    out: list[Mapping[str, Any]] = [p.properties for p in trace.planes if p.kind == "device" and p.properties]
     props = list(trace.metadata.get(mkeys.DEVICE_PROPERTIES) or [])
     torch_md = trace.metadata.get(mkeys.TORCH)
     if isinstance(torch_md, dict):
         props += list(torch_md.get("deviceProperties") or [])
-    out += [d["name"] for d in props if isinstance(d, dict) and isinstance(d.get("name"), str)]
-    return out
+    return out + [d for d in props if isinstance(d, dict)]
+
+
+def _name(props: Mapping[str, Any]) -> str:
+    return next((v for v in (props.get(k) for k in ("name", "device_type_string", "device_name"))
+                 if isinstance(v, str) and v), "")
+
+
+def device_names(trace: Trace) -> list[str]:
+    """The device names a trace gives (:func:`device_properties`), in that order."""
+    return [n for n in map(_name, device_properties(trace)) if n]
+
+
+def match_properties(props: Mapping[str, Any]) -> Peak | None:
+    """The peaks of the device ``props`` describe (deviceProperties): by its name
+    (:func:`match`), else by an entry's ``match_props``; a device with an exact fraction
+    of the entry's units (``numSms``: one die of a two-die MI250, a partition) gets
+    that fraction of each rate."""
+    name = _name(props)
+    found = match(name) if name else None
+    if found is None:
+        low = {k: v.lower() if isinstance(v, str) else v for k, v in props.items()}
+        found = next((_peak(e) for e in table() for cond in e.get("match_props", ())
+                      if all(low.get(k) == v for k, v in cond.items())), None)
+    units = props.get("numSms")
+    if (found is None or not isinstance(units, int) or isinstance(units, bool) or not 0 < units < found.units
+            or found.units % units):
+        return found
+    k = units / found.units
+    return replace(found, rates={r: v * k for r, v in found.rates.items()}, units=units,
+                   source=f"{found.source}; {units} of its {found.units} {found.unit_kind}s: {k:g} of each rate")
 
 
 def _plane_peaks(trace: Trace, found: Peak | None) -> Peak | None:
@@ -142,7 +165,7 @@ def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None)
     for k in over:
         if k not in RATE_KEYS:
             raise PeakError(f"peak {k!r}: expected one of {', '.join(RATE_KEYS)}")
-    found = next((p for p in map(match, device_names(trace)) if p is not None), None)
+    found = next((p for p in map(match_properties, device_properties(trace)) if p is not None), None)
     found = _plane_peaks(trace, found)
     if not over:
         return found
