@@ -107,6 +107,37 @@ def test_where_the_walk_does_not_apply(tmp_path: Path) -> None:
         sqlite_db.read_columns(conn, "txt", {"v": "v"})
 
 
+def texts_both(conn: sqlite3.Connection, table: str, column: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    fast = sqlite_pages.texts(conn, table, column)
+    assert fast is not None, f"{table}.{column}: the page walk should apply"
+    slow = sqlite_db.read_texts(conn, table, column, compiled=False)
+    assert fast[2] == slow[2]
+    assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
+    return fast
+
+
+def test_text_columns_against_sqlite(tmp_path: Path) -> None:
+    conn = sqlite_db.connect(NSYS)
+    rid, codes, values = texts_both(conn, "NVTX_EVENTS", "text")
+    assert "saxpy" in values and len(rid) == 7
+    texts_both(conn, "StringIds", "value")
+    conn.close()
+    path = tmp_path / "t.sqlite"
+    make(path, 512).close()
+    w = sqlite3.connect(path)
+    w.execute("CREATE TABLE names (a INTEGER, s TEXT)")
+    w.executemany("INSERT INTO names VALUES (?, ?)", [(i, None if i % 4 == 0 else f"{'é' * (i % 300)}k{i % 9}")
+                                                      for i in range(2000)])
+    w.execute("INSERT INTO names VALUES (1, '')")
+    w.commit()
+    w.close()
+    conn = sqlite_db.connect(path)
+    rid, codes, values = texts_both(conn, "names", "s")
+    assert "" in values and len(values) > 500
+    texts_both(conn, "ev", "big")  # texts spilling onto overflow pages
+    assert sqlite_pages.texts(conn, "ev", "a") is None  # numbers: SQL casts them
+
+
 def _interior_root(path: Path, table: str) -> tuple[int, int]:
     conn = sqlite3.connect(path)
     root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]

@@ -143,15 +143,20 @@ def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool]) -> bool:
 
 def schema(conn: sqlite3.Connection) -> Schema:
     rows = conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
-    cols: dict[str, tuple[str, ...]] = {}
-    required: dict[str, frozenset[str]] = {}
-    for name, _ in rows:
-        if name.startswith("sqlite_"):
-            continue
-        info = conn.execute(f"PRAGMA table_info({quote(name)})").fetchall()
-        cols[name] = tuple(r[1] for r in info)
-        required[name] = frozenset(r[1] for r in info if r[3])
-    return Schema(cols, frozenset(n for n, t in rows if t == "view"), required)
+    cols: dict[str, list[str]] = {n: [] for n, _ in rows if not n.startswith("sqlite_")}
+    required: dict[str, set[str]] = {n: set() for n in cols}
+    try:  # every table's columns in one query (SQLite >= 3.16)
+        info = conn.execute("SELECT m.name, p.name, p.\"notnull\" FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+                            "WHERE m.type IN ('table', 'view') ORDER BY m.name, p.cid").fetchall()
+    except sqlite3.OperationalError:
+        info = [(n, r[1], r[3]) for n in cols for r in conn.execute(f"PRAGMA table_info({quote(n)})").fetchall()]
+    for table, col, notnull in info:
+        if table in cols:
+            cols[table].append(col)
+            if notnull:
+                required[table].add(col)
+    return Schema({n: tuple(c) for n, c in cols.items()}, frozenset(n for n, t in rows if t == "view"),
+                  {n: frozenset(r) for n, r in required.items()})
 
 
 def quote(name: str) -> str:
@@ -230,11 +235,16 @@ def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
     return out
 
 
-def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = ""
+def read_texts(conn: sqlite3.Connection, table: str, expr: str, where: str = "", compiled: bool = True
                ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """A text column's non-NULL values as (rowids, codes, distinct values): row
-    ``rowids[i]`` holds ``values[codes[i]]``. The distinct values and each row's rank
+    """A text column's non-NULL values as (rowids, codes, distinct values sorted): row
+    ``rowids[i]`` holds ``values[codes[i]]``. A plain column of every row: by the page
+    walk where it applies (``compiled``); else the distinct values and each row's rank
     among them are computed by SQLite (rows without text cost only the NULL test)."""
+    if compiled and not where:
+        fast = sqlite_pages.texts(conn, table, expr)
+        if fast is not None:
+            return fast
     cond = f" WHERE ({expr}) IS NOT NULL" + (f" AND ({where})" if where else "")
     src = quote(table)
     e = f"CAST(({expr}) AS TEXT)"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -35,9 +35,10 @@ else:  # the SQL path only, as for the other compiled helpers
 IMPLEMENTATION = "c" if _sqlite_pages is not None else "sql"
 
 
-def _header(path: Path) -> tuple[int, int] | None:
-    """(page size, reserved bytes per page) of a database in rollback-journal mode; None
-    for WAL mode (the newest pages may be in the ``-wal`` file) or an unreadable header."""
+def _header(path: Path) -> tuple[int, int, int] | None:
+    """(page size, reserved bytes per page, text encoding: 1 UTF-8) of a database in
+    rollback-journal mode; None for WAL mode (the newest pages may be in the ``-wal``
+    file) or an unreadable header."""
     try:
         with open(path, "rb") as f:
             head = f.read(100)
@@ -47,7 +48,7 @@ def _header(path: Path) -> tuple[int, int] | None:
         return None
     page = int.from_bytes(head[16:18], "big")
     page = 65536 if page == 1 else page
-    return page, head[20]
+    return page, head[20], int.from_bytes(head[56:60], "big")
 
 
 def _main_file(conn: sqlite3.Connection) -> Path | None:
@@ -57,7 +58,7 @@ def _main_file(conn: sqlite3.Connection) -> Path | None:
     return None
 
 
-def _plan(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str]) -> tuple[int, list[int]] | None:
+def _plan(conn: sqlite3.Connection, table: str, exprs: Iterable[str]) -> tuple[int, list[int]] | None:
     """(root page, record column per output: -1 rowid, -2 NULL) when the walk applies."""
     got = conn.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
                        (table,)).fetchone()
@@ -72,7 +73,7 @@ def _plan(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str]) -> tup
     by_name = {r[1]: r for r in info}
     pks = [r for r in info if r[5]]
     want: list[int] = []
-    for e in exprs.values():
+    for e in exprs:
         r = by_name.get(e)
         if r is None:
             if e.lower() == "rowid" and "rowid" not in {n.lower() for n in by_name}:
@@ -104,7 +105,7 @@ def columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
         return None
     path = _main_file(conn)
     head = _header(path) if path is not None else None
-    plan = _plan(conn, table, exprs) if head is not None else None
+    plan = _plan(conn, table, exprs.values()) if head is not None else None
     if plan is None or path is None or head is None:
         return None
     root, want = plan
@@ -124,3 +125,28 @@ def columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
     else:
         rows = int(conn.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()[0])
     return {n: out[n] if n in out else np.full(rows, int(nulls.get(n, -1)), np.int64) for n in names}
+
+
+def texts(conn: sqlite3.Connection, table: str, column: str) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
+    """:func:`polyprof.formats.sqlite_db.read_texts` of a plain column of every row:
+    (rowids of the rows with text, each one's code, the distinct texts sorted as SQLite
+    sorts them: by their UTF-8 bytes), or None where the walk does not apply (a number
+    or a blob in the column, a database not in UTF-8, see :func:`columns`)."""
+    if _sqlite_pages is None:
+        return None
+    path = _main_file(conn)
+    head = _header(path) if path is not None else None
+    plan = _plan(conn, table, [column]) if head is not None and head[2] == 1 else None
+    if plan is None or path is None or head is None or plan[1][0] < 0:
+        return None
+    try:
+        rid, code, raw = _sqlite_pages.texts(str(path), head[0], head[1], plan[0], plan[1][0])
+    except ValueError as e:
+        raise sqlite3.DatabaseError(f"database disk image is malformed ({e})") from None
+    except TypeError:
+        return None
+    order = sorted(range(len(raw)), key=raw.__getitem__)
+    rank = np.empty(len(raw), np.int64)
+    rank[order] = np.arange(len(raw))
+    codes = rank[np.frombuffer(code, np.int64)] if len(raw) else np.zeros(0, np.int64)
+    return np.frombuffer(rid, np.int64), codes, [raw[i].decode("utf-8", "replace") for i in order]

@@ -224,7 +224,7 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
             del ckey, okey, pos, gpid
             dropped = int(dup.sum())
             take = np.concatenate([ours, other[~dup]])
-            c = {k: v[take] for k, v in c.items()}
+            c = {k: v.take(take) for k, v in c.items()}
             del take, ours, dup
         del cuda, other
     n = len(c["start"])
@@ -249,7 +249,6 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     types = ex.nvtx_types
     ranges = (types["NvtxPushPopRange"], types["NvtxStartEndRange"])
     wanted = ranges + (types["NvtxMark"],)
-    where = f"eventType IN ({', '.join(str(int(x)) for x in wanted)})"
     exprs = {"start": "start", "end": "end" if ex.has(t, "end") else "NULL", "eventType": "eventType",
              "globalTid": "globalTid"}
     exprs.update(_opt(ex, t, "textId", "domainId"))
@@ -258,16 +257,22 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
     wanted_rows = np.isin(c["eventType"], np.array(wanted, np.int64))
     if not wanted_rows.all():  # domain registrations and other event types: not events
-        c = {k: v[wanted_rows] for k, v in c.items()}
+        take = np.flatnonzero(wanted_rows)
+        c = {k: v.take(take) for k, v in c.items()}
+        del take
     del wanted_rows
     n = len(c["start"])
     # names: registered strings (textId) where set, else the inline text
     tcodes, tvals = np.zeros(n, np.int64), [""]  # code 0: no text
-    if ex.has(t, "text"):
-        trow, tc, tv = sqlite_db.read_texts(conn, t, "text", where)
-        pos = np.searchsorted(c.pop("rowid"), trow)
-        tcodes[pos] = tc + 1
-        tvals += tv
+    if ex.has(t, "text"):  # every row's text: those of the rows kept
+        trow, tc, tv = sqlite_db.read_texts(conn, t, "text")
+        rid = c.pop("rowid")
+        pos = np.minimum(np.searchsorted(rid, trow), max(n - 1, 0))
+        hit = rid[pos] == trow if n else np.zeros(len(trow), bool)
+        used, tc = np.unique(tc[hit], return_inverse=True)
+        tcodes[pos[hit]] = tc.reshape(-1) + 1
+        tvals += [tv[i] for i in used.tolist()]
+        del trow, rid, pos, hit
     if "textId" in c:
         has_id = c["textId"] >= 0
         icodes, ivals = strings.codes(np.where(has_id, c["textId"], -1))
@@ -283,13 +288,14 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     stats: dict[str, Any] = {}
     if "domainId" in c and ex.has(t, "text"):
         domains = {int(d): str(txt) for d, txt in sqlite_db.rows(
-            conn, f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {int(types['NvtxDomainCreate'])}")
+            conn, f"SELECT DISTINCT domainId, text FROM NVTX_EVENTS WHERE eventType = {int(types['NvtxDomainCreate'])}")
             if d is not None and txt is not None}
         if domains:
-            dom = c["domainId"]
-            rows = np.flatnonzero(np.isin(dom, list(domains)))
+            dom, ids = c["domainId"], np.array(sorted(domains), np.int64)
+            rows = np.flatnonzero(np.isin(dom, ids))
             if len(rows):
-                stats["domain"] = (rows, np.array([domains[int(d)] for d in dom[rows].tolist()], dtype=object))
+                labels = np.array([domains[int(d)] for d in ids.tolist()], dtype=object)
+                stats["domain"] = (rows, labels[np.searchsorted(ids, dom[rows])])
     part = _host_part(t, c, (codes, all_vals), (is_mark.astype(np.int64), [CAT_NVTX, CAT_NVTX_MARK]), stats)
     return part.take(keep) if not keep.all() else part, int(unended.sum())
 
