@@ -12,11 +12,14 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import ServeError
 from .security import TLSFiles, read_token, split_address, tls_from_env
 from .server import Limits, Server, current
+
+if TYPE_CHECKING:
+    from ..collect.plugin import Plugin
 
 log = logging.getLogger("polyprof.serve")
 
@@ -26,7 +29,7 @@ SERVE_ENV = "POLYPROF_SERVE"
 OWNER_ENV = "POLYPROF_SERVE_OWNER"
 
 
-def serve(port: int = 0, host: str = "127.0.0.1", *, plugins: Sequence[Any] | None = None,
+def serve(port: int = 0, host: str = "127.0.0.1", *, plugins: Sequence[str | Plugin] | None = None,
           token: str | None = None, token_file: str | Path | None = None, tls: TLSFiles | None = None,
           max_duration_ms: int = Limits.max_duration_ms, max_response_bytes: int = Limits.max_response_bytes,
           collect_timeout: float = 30.0) -> Server:
@@ -51,14 +54,15 @@ def serve(port: int = 0, host: str = "127.0.0.1", *, plugins: Sequence[Any] | No
                  collect_timeout=collect_timeout)
 
 
-def serve_address(address: str, **kwargs: Any) -> Server:
+def serve_address(address: str, *, plugins: Sequence[str | Plugin] | None = None,
+                  collect_timeout: float = 30.0) -> Server:
     """:func:`serve` on ``HOST:PORT`` (or ``PORT`` for loopback); the server already
     running in this process if it listens there."""
     host, port = split_address(address)
     running = current()
     if running is not None and running.host == host and port in (0, running.port):
         return running
-    server = serve(port, host, **kwargs)
+    server = serve(port, host, plugins=plugins, collect_timeout=collect_timeout)
     if port:
         os.environ[OWNER_ENV] = str(os.getpid())
     return server

@@ -20,12 +20,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import CaptureError
 from . import profiler_service_pb2 as pb
 from .protocol import XSPACE_TOOL, stub
 from .security import TLSFiles, split_address, token_metadata
+
+if TYPE_CHECKING:
+    import grpc
+
+    from ..trace.core import Trace
 
 log = logging.getLogger("polyprof.capture")
 
@@ -47,7 +52,7 @@ class Captured:
     def ok(self) -> bool:
         return self.data is not None
 
-    def trace(self) -> Any:
+    def trace(self) -> Trace:
         """The capture as a polyprof Trace."""
         if self.data is None:
             raise CaptureError(f"{self.address}: {self.error}")
@@ -57,7 +62,7 @@ class Captured:
         return identify(from_bytes(self.data, source=f"capture of {self.address}"), label=self.address)
 
 
-def request_for(duration_ms: int, session_id: str, repository_root: str, host_name: str) -> Any:
+def request_for(duration_ms: int, session_id: str, repository_root: str, host_name: str) -> pb.ProfileRequest:
     """A ProfileRequest as TSL's own client fills it (host and device tracing on)."""
     req = pb.ProfileRequest(duration_ms=duration_ms, session_id=session_id, repository_root=repository_root,
                             host_name=host_name, tools=[XSPACE_TOOL])
@@ -97,7 +102,7 @@ def capture(addresses: Sequence[str], duration_ms: int, *, token: str | None = N
         pool.shutdown(wait=True)
 
 
-def _channel(address: str, tls: TLSFiles | None, max_bytes: int) -> Any:
+def _channel(address: str, tls: TLSFiles | None, max_bytes: int) -> grpc.Channel:
     import grpc
 
     options = [("grpc.max_receive_message_length", max_bytes), ("grpc.enable_retries", 0)]
@@ -105,7 +110,7 @@ def _channel(address: str, tls: TLSFiles | None, max_bytes: int) -> Any:
             else grpc.insecure_channel(address, options=options))
 
 
-def _one(address: str, channel: Any, duration_ms: int, session_id: str, token: str | None,
+def _one(address: str, channel: grpc.Channel, duration_ms: int, session_id: str, token: str | None,
          grace_s: float) -> Captured:
     import grpc
 
@@ -123,7 +128,7 @@ def _one(address: str, channel: Any, duration_ms: int, session_id: str, token: s
         shutil.rmtree(repo, ignore_errors=True)
 
 
-def _read_response(address: str, response: Any, saved_dir: Path) -> Captured:
+def _read_response(address: str, response: pb.ProfileResponse, saved_dir: Path) -> Captured:
     for tool in response.tool_data:
         if tool.name == XSPACE_TOOL or tool.name.endswith("." + XSPACE_TOOL):
             return Captured(address, data=bytes(tool.data), via="response")
@@ -137,7 +142,7 @@ def _read_response(address: str, response: Any, saved_dir: Path) -> Captured:
                                    "response; capture it from that machine")
 
 
-def describe_rpc_error(e: Any, address: str, timeout_s: float) -> str:
+def describe_rpc_error(e: BaseException, address: str, timeout_s: float) -> str:
     """One line for a failed call: what the server (or gRPC) said."""
     code = e.code() if hasattr(e, "code") else None
     details = (e.details() if hasattr(e, "details") else str(e)) or ""

@@ -12,13 +12,16 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import CaptureError
 from ..outfile import write_file
 from .client import Captured
 from .protocol import XSPACE_TOOL
 from .security import split_address
+
+if TYPE_CHECKING:
+    from ..trace.core import Trace
 
 log = logging.getLogger("polyprof.capture")
 
@@ -29,7 +32,7 @@ def format_for(path: str | Path) -> str:
     return "xplane" if str(path).endswith(("." + XSPACE_TOOL, ".xplane.pb.gz")) else "polyprof"
 
 
-def process_name(trace: Any, address: str) -> str:
+def process_name(trace: Trace, address: str) -> str:
     """``host-pid[-rankR]`` for a polyprof capture, ``host-portP`` for others (from the
     trace's source, which :meth:`Captured.trace` identifies)."""
     source = trace.sources[0]
@@ -40,7 +43,7 @@ def process_name(trace: Any, address: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def write_one(c: Captured, path: Path, fmt: str, trace: Any = None) -> tuple[Path, int]:
+def write_one(c: Captured, path: Path, fmt: str, trace: Trace | None = None) -> tuple[Path, int]:
     """Write one capture (``xplane``: the XSpace as received); returns the path and its
     number of events."""
     trace = trace if trace is not None else c.trace()
@@ -69,7 +72,7 @@ def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[tup
     return written
 
 
-def assign_ranks(captures: Sequence[Captured], done: list[tuple[Captured, Any]]) -> None:
+def assign_ranks(captures: Sequence[Captured], done: list[tuple[Captured, Trace]]) -> None:
     """Keep the ranks the processes reported when every one did and they differ; else
     number them by their place in the address list (a failed one leaves its number out)."""
     ranks = [t.sources[0].rank for _, t in done]

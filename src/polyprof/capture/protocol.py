@@ -9,16 +9,20 @@ method paths, instead of through generated gRPC stubs, for the same reason.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import profiler_service_pb2 as pb
+
+if TYPE_CHECKING:
+    import grpc
+    from google.protobuf.message import Message
 
 log = logging.getLogger("polyprof")
 
 SERVICE = "tensorflow.ProfilerService"
 
 #: method name -> (request type, response type)
-METHODS: dict[str, tuple[Any, Any]] = {
+METHODS: dict[str, tuple[type[Message], type[Message]]] = {
     "Profile": (pb.ProfileRequest, pb.ProfileResponse),
     "Terminate": (pb.TerminateRequest, pb.TerminateResponse),
     "Monitor": (pb.MonitorRequest, pb.MonitorResponse),
@@ -47,8 +51,8 @@ class Malformed:
         self.error = error
 
 
-def _lenient(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    def deserialize(data: bytes) -> Any:
+def _lenient(parse: Callable[[bytes], Message]) -> Callable[[bytes], Message | Malformed]:
+    def deserialize(data: bytes) -> Message | Malformed:
         try:
             return parse(data)
         except Exception as e:  # noqa: BLE001 - any parse failure: answered INVALID_ARGUMENT below
@@ -57,8 +61,8 @@ def _lenient(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return deserialize
 
 
-def _refusing_malformed(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    def method(request: Any, context: Any) -> Any:
+def _refusing_malformed(name: str, fn: Callable[..., Message]) -> Callable[[object, grpc.ServicerContext], Message]:
+    def method(request: object, context: grpc.ServicerContext) -> Message:
         if isinstance(request, Malformed):
             import grpc
 
@@ -70,7 +74,7 @@ def _refusing_malformed(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[A
     return method
 
 
-def generic_handler(impl: dict[str, Callable[[Any, Any], Any]]) -> Any:
+def generic_handler(impl: dict[str, Callable[..., Message]]) -> grpc.GenericRpcHandler:
     """A gRPC handler serving ``impl[method](request, context)`` for each method; a
     request that does not parse is refused with INVALID_ARGUMENT and one line in
     polyprof's log (at info), never a traceback."""
@@ -85,7 +89,7 @@ def generic_handler(impl: dict[str, Callable[[Any, Any], Any]]) -> Any:
     return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
 
-def stub(channel: Any, method: str) -> Any:
+def stub(channel: grpc.Channel, method: str) -> grpc.UnaryUnaryMultiCallable:
     """A callable for one method on ``channel`` (``stub(ch, "Profile")(request, timeout=...)``)."""
     req, resp = METHODS[method]
     return channel.unary_unary(path(method), request_serializer=req.SerializeToString,

@@ -15,10 +15,13 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import ServeError
 from .protocol import TOKEN_METADATA_KEY
+
+if TYPE_CHECKING:
+    import grpc
 
 TOKEN_ENV = "POLYPROF_SERVE_TOKEN"
 TOKEN_FILE_ENV = "POLYPROF_SERVE_TOKEN_FILE"
@@ -96,16 +99,17 @@ class TLSFiles:
         except OSError as e:
             raise ServeError(f"TLS {which} file {path}: cannot read it ({e})") from None
 
-    def server_credentials(self) -> Any:
+    def server_credentials(self) -> grpc.ServerCredentials:
         import grpc
 
         if not (self.cert and self.key):
             raise ServeError("TLS needs both a certificate and a key file")
-        ca = self._read("ca")
-        return grpc.ssl_server_credentials([(self._read("key"), self._read("cert"))],
+        ca, key, cert = self._read("ca"), self._read("key"), self._read("cert")
+        assert key is not None and cert is not None  # both paths are set (checked above)
+        return grpc.ssl_server_credentials([(key, cert)],
                                            root_certificates=ca, require_client_auth=ca is not None)
 
-    def channel_credentials(self) -> Any:
+    def channel_credentials(self) -> grpc.ChannelCredentials:
         import grpc
 
         return grpc.ssl_channel_credentials(root_certificates=self._read("ca"),
@@ -132,25 +136,26 @@ def check_exposure(host: str, token: str | None, tls: TLSFiles | None) -> None:
         f"(${TLS_CERT_ENV}, ${TLS_KEY_ENV}, ${TLS_CLIENT_CA_ENV}), or serve on 127.0.0.1")
 
 
-def token_metadata(token: str | None) -> list[tuple[str, str]]:
-    return [(TOKEN_METADATA_KEY, f"Bearer {token}")] if token else []
+def token_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    return ((TOKEN_METADATA_KEY, f"Bearer {token}"),) if token else ()
 
 
-def token_interceptor(token: str) -> Any:
+def token_interceptor(token: str) -> grpc.ServerInterceptor:
     """A server interceptor that answers UNAUTHENTICATED to calls without ``token``."""
     import grpc
 
     expected = f"Bearer {token}".encode()
 
-    def deny(request: Any, context: Any) -> Any:
+    def deny(request: object, context: grpc.ServicerContext) -> None:
         context.abort(grpc.StatusCode.UNAUTHENTICATED,
                       "polyprof: this server needs the shared token (authorization metadata); "
                       f"set ${TOKEN_ENV} or ${TOKEN_FILE_ENV} for the client")
 
-    denied = grpc.unary_unary_rpc_method_handler(deny)
+    denied: grpc.RpcMethodHandler[object, None] = grpc.unary_unary_rpc_method_handler(deny)
 
     class _TokenCheck(grpc.ServerInterceptor):
-        def intercept_service(self, continuation: Any, details: Any) -> Any:
+        def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+                              details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
             for key, value in details.invocation_metadata or ():
                 if key == TOKEN_METADATA_KEY:
                     got = value.encode() if isinstance(value, str) else bytes(value)

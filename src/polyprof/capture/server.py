@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from ..errors import ServeError
 from ..trace.identity import rank_from_env
@@ -28,6 +28,11 @@ from .protocol import XSPACE_TOOL, generic_handler
 from .security import TLSFiles, check_exposure, join_address, token_interceptor
 from ..trace import metadata_keys as mkeys
 from ..lowlevel import fork
+
+if TYPE_CHECKING:
+    import grpc
+
+    from ..collect.plugin import Plugin
 
 log = logging.getLogger("polyprof.serve")
 
@@ -61,7 +66,7 @@ class _Capture:
 class _Refusal(Exception):
     """A capture refused or failed for a reason the client is told (a gRPC status)."""
 
-    def __init__(self, code: Any, message: str):
+    def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(message)
         self.code, self.message = code, message
 
@@ -73,7 +78,7 @@ def _size(n: int) -> str:
 class CaptureService:
     """The three RPCs; one capture at a time."""
 
-    def __init__(self, plugins: Sequence[Any] | None, limits: Limits, collect_timeout: float):
+    def __init__(self, plugins: Sequence[str | Plugin] | None, limits: Limits, collect_timeout: float):
         self.plugins = list(plugins) if plugins is not None else None
         self.limits = limits
         self.collect_timeout = collect_timeout
@@ -82,12 +87,12 @@ class CaptureService:
         self._current: _Capture | None = None
         self.captures = 0
 
-    def handler(self) -> Any:
+    def handler(self) -> grpc.GenericRpcHandler:
         return generic_handler({"Profile": self.profile, "Terminate": self.terminate,
                                 "Monitor": self.monitor})
 
     # ------------------------------------------------------------------ Profile
-    def profile(self, request: Any, context: Any) -> Any:
+    def profile(self, request: pb.ProfileRequest, context: grpc.ServicerContext) -> pb.ProfileResponse:
         import grpc
 
         try:
@@ -98,7 +103,7 @@ class CaptureService:
             log.debug("capture failed", exc_info=True)
             context.abort(grpc.StatusCode.INTERNAL, f"polyprof: the capture failed: {type(e).__name__}: {e}")
 
-    def _profile(self, request: Any, context: Any) -> Any:
+    def _profile(self, request: pb.ProfileRequest, context: grpc.ServicerContext) -> pb.ProfileResponse:
         import grpc
 
         duration = int(request.opts.duration_ms or request.duration_ms)
@@ -122,7 +127,7 @@ class CaptureService:
             self._current = None
             self._busy.release()
 
-    def _run(self, capture: _Capture, context: Any) -> Any:
+    def _run(self, capture: _Capture, context: grpc.ServicerContext) -> pb.ProfileResponse:
         import grpc
 
         from ..collect.session import Session
@@ -167,14 +172,14 @@ class CaptureService:
             capture.end.wait(min(_POLL_S, left))
 
     # ------------------------------------------------------------------ the others
-    def terminate(self, request: Any, context: Any) -> Any:
+    def terminate(self, request: pb.TerminateRequest, context: grpc.ServicerContext) -> pb.TerminateResponse:
         cur = self._current
         if cur is not None and request.session_id == cur.session_id:
             log.info("capture %s: terminated by %s", cur.session_id, context.peer())
             cur.end.set()
         return pb.TerminateResponse()
 
-    def monitor(self, request: Any, context: Any) -> Any:
+    def monitor(self, request: pb.MonitorRequest, context: grpc.ServicerContext) -> pb.MonitorResponse:
         cur = self._current
         if cur is None:
             state = "idle"
@@ -191,7 +196,7 @@ class CaptureService:
 class Server:
     """A running capture server (see :func:`serve`). ``address`` is what it listens on."""
 
-    def __init__(self, grpc_server: Any, service: CaptureService, host: str, port: int, secured: str):
+    def __init__(self, grpc_server: grpc.Server, service: CaptureService, host: str, port: int, secured: str):
         self._grpc = grpc_server
         self.service = service
         self.host = host
@@ -249,7 +254,7 @@ def no_fork_handlers() -> Iterator[None]:
             os.environ.pop(_FORK_ENV, None)
 
 
-def start(host: str, port: int, *, plugins: Sequence[Any] | None, token: str | None,
+def start(host: str, port: int, *, plugins: Sequence[str | Plugin] | None, token: str | None,
           tls: TLSFiles | None, limits: Limits, collect_timeout: float) -> Server:
     global _server
     check_exposure(host, token, tls)

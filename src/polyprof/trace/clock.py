@@ -36,9 +36,10 @@ import logging
 import math
 from array import array
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 if TYPE_CHECKING:
     from .core import Trace
@@ -51,7 +52,7 @@ log = logging.getLogger("polyprof")
 DEFAULT_MAX_DRIFT_PPM = 1000.0
 
 
-def fit_same_rate(host_before: Any, other: Any, host_after: Any, method: str) -> ClockFit:
+def fit_same_rate(host_before: ArrayLike, other: ArrayLike, host_after: ArrayLike, method: str) -> ClockFit:
     """Paired samples of a clock that runs at the host clock's rate: the wall clock
     (CLOCK_REALTIME) against CLOCK_MONOTONIC, which NTP slews alike, so only an offset
     separates them (Kineto's and XProf's timestamps in a live session). The bound is then
@@ -63,7 +64,7 @@ def fit_same_rate(host_before: Any, other: Any, host_after: Any, method: str) ->
     return f if f.consistent else fit(host_before, other, host_after, method=method)
 
 
-def _offset_only(host_before: Any, other: Any, host_after: Any, method: str) -> ClockFit | None:
+def _offset_only(host_before: ArrayLike, other: ArrayLike, host_after: ArrayLike, method: str) -> ClockFit | None:
     """:func:`fit` with no drift, in closed form: the offset lies between the highest
     lower point and the lowest upper point (the hulls and the polygon of :func:`fit_bounds`
     reduce to them), the same ClockFit, float for float. A tenth of the cost: the torch
@@ -113,7 +114,7 @@ class ClockFit:
     message: str = ""
     method: str = ""
 
-    def to_host(self, other_ns: Any) -> np.ndarray:
+    def to_host(self, other_ns: ArrayLike) -> np.ndarray:
         """Other-clock times (int ns, any shape) on the host clock (int64 ns)."""
         o = np.asarray(other_ns, dtype=np.int64)
         if self.drift_ppm == 0.0:
@@ -121,7 +122,7 @@ class ClockFit:
         corr = np.rint((self.drift_ppm * 1e-6) * (o - self.ref_ns).astype(np.float64)).astype(np.int64)
         return o + np.int64(self.offset_ns) + corr
 
-    def bound_at(self, other_ns: Any) -> np.ndarray:
+    def bound_at(self, other_ns: ArrayLike) -> np.ndarray:
         """Error bound (ns) of :meth:`to_host` at the given other-clock times."""
         o = np.asarray(other_ns, dtype=np.int64)
         outside = np.maximum(self.first_ns - o, 0) + np.maximum(o - self.last_ns, 0)
@@ -135,7 +136,7 @@ class ClockFit:
                        growth_ppm=self.growth_ppm + other.growth_ppm,
                        method=" + ".join(m for m in (self.method, other.method) if m))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"method": self.method, "offset_ns": int(self.offset_ns), "drift_ppm": self.drift_ppm,
                 "bound_ns": self.bound_ns, "n": self.n, "ref_ns": self.ref_ns, "first_ns": self.first_ns,
                 "last_ns": self.last_ns, "growth_ppm": self.growth_ppm, "drift_min_ppm": self.drift_min_ppm,
@@ -168,7 +169,7 @@ class ClockSync:
         self._other.append(int(other))
         self._after.append(int(host_after))
 
-    def add_many(self, host_before: Any, other: Any, host_after: Any) -> None:
+    def add_many(self, host_before: ArrayLike, other: ArrayLike, host_after: ArrayLike) -> None:
         self._before.extend(np.asarray(host_before, np.int64).tolist())
         self._other.extend(np.asarray(other, np.int64).tolist())
         self._after.extend(np.asarray(host_after, np.int64).tolist())
@@ -189,7 +190,7 @@ class ClockSync:
 # ----------------------------------------------------------------------------- wall anchors
 
 
-def from_anchors(anchor: dict[str, Any], onto: dict[str, Any], extra_bound_ns: float = 0.0,
+def from_anchors(anchor: Mapping[str, float], onto: Mapping[str, float], extra_bound_ns: float = 0.0,
                  method: str = "wall anchors") -> ClockFit:
     """Map the monotonic clock of a process whose wall anchor is ``anchor`` onto that of
     ``onto`` (anchors as :func:`polyprof.collect.clock.wall_anchor` takes them:
@@ -210,8 +211,8 @@ def retime(trace: "Trace", fit_: ClockFit, source: int | None = None, record: bo
     (``Source.clock['alignment']``) unless ``record`` is False."""
     ev, c = trace.events, trace.counters
     if source is None:
-        rows: Any = slice(None)
-        crows: Any = slice(None)
+        rows: slice | np.ndarray = slice(None)
+        crows: slice | np.ndarray = slice(None)
         touched = list(trace.sources)
     else:
         rows = np.flatnonzero(trace.event_sources() == source)
@@ -284,7 +285,7 @@ def _extreme(x: np.ndarray, y: np.ndarray, upper: bool) -> tuple[np.ndarray, np.
     return ux[idx], ext[idx]
 
 
-def fit(host_before: Any, other: Any, host_after: Any, max_drift_ppm: float = DEFAULT_MAX_DRIFT_PPM,
+def fit(host_before: ArrayLike, other: ArrayLike, host_after: ArrayLike, max_drift_ppm: float = DEFAULT_MAX_DRIFT_PPM,
         method: str = "paired samples, convex hull") -> ClockFit:
     """Fit the line through paired samples ``(host_before, other, host_after)``: the
     other clock read ``other`` at a host time in ``[host_before, host_after]``."""
@@ -300,7 +301,7 @@ def fit(host_before: Any, other: Any, host_after: Any, max_drift_ppm: float = DE
     return fit_bounds(ot, hb, ot, ha, max_drift_ppm=max_drift_ppm, method=method)
 
 
-def fit_bounds(other_lo: Any, host_lo: Any, other_hi: Any, host_hi: Any,
+def fit_bounds(other_lo: ArrayLike, host_lo: ArrayLike, other_hi: ArrayLike, host_hi: ArrayLike,
                max_drift_ppm: float = DEFAULT_MAX_DRIFT_PPM, method: str = "convex hull",
                prefer_offset_ns: int | None = None, warn: bool = True) -> ClockFit:
     """Fit the line from one-sided constraints: the other clock's ``other_lo[i]`` maps to
