@@ -1,8 +1,10 @@
 """Peak memory of a long torch run: plain python, `polyprof run`, and `polyprof run
 --schedule` (only a few steps recorded). Runs alternate; each is a fresh process whose
-peak RSS comes from wait4.
+peak RSS comes from wait4. ``--unmodified``: the script has no polyprof call at all
+(steps are its optimizer's, detected), as issue 34's 1,000-step script.
 
     python bench/schedule.py --steps 3000 --repeat 2
+    python bench/schedule.py --steps 1000 --repeat 2 --unmodified --schedule wait=1,warmup=1,active=3
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ for i in range(int(sys.argv[1])):
     polyprof.step()
 '''
 
+#: the same loop with no polyprof anywhere
+UNMODIFIED = SCRIPT.replace("import polyprof\n", "").replace('    with polyprof.section("forward"):\n        loss',
+                                                                  "    loss").replace(
+    '    with polyprof.section("backward"):\n        loss.backward()', "    loss.backward()").replace(
+    "    polyprof.step()\n", "")
+
 
 def measure(cmd: list[str], timeout: float) -> tuple[float, float]:
     """(peak RSS in MB, wall s) of one process."""
@@ -61,12 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--schedule", default="wait=1,warmup=1,active=5,repeat=1")
+    ap.add_argument("--unmodified", action="store_true", help="a script with no polyprof call")
     ap.add_argument("--timeout", type=float, default=600)
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / "train.py"
-        script.write_text(SCRIPT)
+        script.write_text(UNMODIFIED if a.unmodified else SCRIPT)
+        assert not a.unmodified or "polyprof" not in UNMODIFIED
         out = str(Path(d) / "t.polyprof")
         runs = {
             "python": [sys.executable, str(script), str(a.steps)],
