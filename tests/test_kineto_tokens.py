@@ -215,3 +215,48 @@ def test_scan_never_crashes_on_cut_or_garbled_text():
         assert got is None or (type(got) is tuple and got[0] >= 1)
     with pytest.raises(ValueError):
         tokenized.tokenizer().scan(b"{}", 5)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("args", [
+    '{"correlation": 5, "External id": 5, "correlation": 6}',  # twice: ids.py reads them
+    '{"correlation": "7", "External id": 5}',  # a string id
+    '{"correlation": 1.0}',
+    '{"correlation_id": 4, "external_id": 9}',  # polyprof's own spellings
+    '{"corr\\u0065lation": 4}',
+    '{"correlation": -9223372036854775808}',  # ids.py's "absent"
+    '{"note": "x -9223372036854775808 y"}',
+    '{"huge": 1e400}',  # msgspec finds it out of range: the file is refused alike
+    '{"small": 1e-5, "long": 0.1234567890123456789012}',
+    '{"Bytes": 512, "Addr": 1234, "Total Allocated": 4096, "Total Reserved": 8192, "Device Type": 1, '
+    '"Device Id": 0}',  # a memory event
+    '{"nested": {"Total Allocated": 1}, "s": "a \\"Total Allocated"}',
+    '{"alloc_bytes": 64}',
+    '[1, 2]',
+    '{"name": "caf\\u00e9 \u4e2d"}',
+])
+def test_args_found_by_the_tokenizer_are_typed_as_msgspec_types_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      args: str):
+    """More than one batch of args (8192 events), the first all tokenized in C: its checks,
+    ids and memory stats as the Python path makes them from the same text."""
+    odd = '{"ph": "X", "cat": "cpu_op", "name": "odd args", "pid": 1, "tid": 2, "ts": 1500, "dur": 1, "args": %s}'
+    path = _write(tmp_path, [], text=_kineto_like(20000, {3000: odd % args}))
+    compiled = _load(path, True, monkeypatch)
+    assert_identical(compiled, _load(path, False, monkeypatch))
+    if isinstance(compiled, str):
+        assert "1e400" in args and "out of range" in compiled
+        return
+    c, python = _slices_read_in_c(path, monkeypatch)
+    assert c >= 3 and python == 0
+
+
+def test_ids_of_a_compiled_batch_come_from_the_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from polyprof.formats.kineto import collector
+
+    calls = {"id_columns": 0, "fast_ids": 0, "_big_numbers": 0}
+    for name in calls:
+        def counted(*a: object, _f: object = getattr(collector, name), _n: str = name) -> object:
+            calls[_n] += 1
+            return _f(*a)  # type: ignore[operator]
+        monkeypatch.setattr(collector, name, counted)
+    kineto.load(_write(tmp_path, [], text=_kineto_like(20000, {})))
+    assert calls == {"id_columns": 1, "fast_ids": 1, "_big_numbers": 1}  # the last batch holds msgspec's tail

@@ -209,14 +209,37 @@ static cp number(cp p, cp end, Num *n) {
     return p;
 }
 
+/* What the args text of a slice holds, for the checks collector.py makes of each batch:
+ * numbers msgspec may find out of range (args.py `_big_numbers`), the memory events'
+ * markers (kineto_memory.MARKERS), and ids.py's "absent" number. Supersets: a flag
+ * set where nothing is there only sends the batch to the check. */
+typedef struct { int risky, memory, absent; } Flags;
+
+static void mark_string(Flags *f, cp q, cp r) {  /* the string token q..r */
+    size_t len = (size_t)(r - q) - 2;
+    if (!f || len < 11) return;
+    if ((r[-2] == 'd' && len >= 15 && !memcmp(r - 16, "Total Allocated", 15)) ||
+        (r[-2] == 's' && !memcmp(r - 12, "alloc_bytes", 11)))
+        f->memory = 1;
+    for (cp x = q + 1; len >= 19 && x + 19 <= r - 1; x++) {
+        x = memchr(x, '9', (size_t)(r - 1 - x));
+        if (!x || x + 19 > r - 1) break;
+        if (!memcmp(x, "9223372036854775808", 19)) { f->absent = 1; break; }
+    }
+}
+
 /* Any JSON value -> past it; NULL if not valid (or not read exactly). `strict`: the value
  * is decoded by msgspec as a Python value (so numbers must fit: no exponent, <= 18 digits). */
-static cp value(cp p, cp end, int depth, int strict) {
+static cp value(cp p, cp end, int depth, int strict, Flags *f) {
     if (p >= end) return NULL;
     int esc;
     Num n;
+    cp q = p;
     switch (*p) {
-    case '"': return string(p, end, &esc);
+    case '"':
+        p = string(p, end, &esc);
+        if (p) mark_string(f, q, p);
+        return p;
     case '{': case '[': {
         unsigned char close = *p == '{' ? '}' : ']';
         if (depth >= MAX_DEPTH) return NULL;
@@ -224,12 +247,15 @@ static cp value(cp p, cp end, int depth, int strict) {
         if (p < end && *p == close) return p + 1;
         for (;;) {
             if (close == '}') {
-                if (p >= end || *p != '"' || !(p = string(p, end, &esc))) return NULL;
+                if (p >= end || *p != '"') return NULL;
+                q = p;
+                if (!(p = string(p, end, &esc))) return NULL;
+                mark_string(f, q, p);
                 p = ws(p, end);
                 if (p >= end || *p != ':') return NULL;
                 p = ws(p + 1, end);
             }
-            if (!(p = value(p, end, depth + 1, strict))) return NULL;
+            if (!(p = value(p, end, depth + 1, strict, f))) return NULL;
             p = ws(p, end);
             if (p >= end) return NULL;
             if (*p == close) return p + 1;
@@ -243,6 +269,10 @@ static cp value(cp p, cp end, int depth, int strict) {
     default:
         p = number(p, end, &n);
         if (p && strict && (n.exp || n.digits + n.frac > 18)) return NULL;
+        if (p && f) {  /* a double's range, an int's 4300 digits (args.py); ids.py's number */
+            f->risky |= n.exp || n.digits >= 200 || n.frac >= 200;
+            f->absent |= n.digits >= 19;
+        }
         return p;
     }
 }
@@ -252,7 +282,10 @@ enum { K_PH, K_NAME, K_CAT, K_PID, K_TID, K_TS, K_DUR, K_ARGS, K_ID, K_ID2, K_BI
 static const char *KEYS[K_N] = {"ph", "name", "cat", "pid", "tid", "ts", "dur", "args", "id", "id2",
                                 "bind_id", "bp", "flow_in", "flow_out"};
 
-typedef struct { cp at[K_N], to[K_N]; int esc[K_N]; unsigned seen; } Ev;
+/* ids.py's eager ids of one event's args: "correlation" and "External id" when they are
+ * integers; ok 0 where ids.py must read them (other types, other spellings, twice). */
+typedef struct { int64_t corr, ext; int ok; } Ids;
+typedef struct { cp at[K_N], to[K_N]; int esc[K_N]; unsigned seen; Flags flags; Ids ids; } Ev;
 
 static int key_of(cp k, size_t n) {
     for (int i = 0; i < K_N; i++)
@@ -260,9 +293,61 @@ static int key_of(cp k, size_t n) {
     return -1;
 }
 
+static int plain_int(cp p, cp e, int64_t *out) {
+    Num n;
+    if (number(p, e, &n) != e || n.frac || n.exp || n.digits > 18) return 0;
+    int neg = *p == '-';
+    int64_t v = 0;
+    for (p += neg; p < e; p++) v = v * 10 + (*p - '0');
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* An event's args value -> past it, its flags and ids. */
+static cp args_value(cp p, cp end, Ev *ev) {
+    Ids *ids = &ev->ids;
+    if (*p != '{') {
+        ids->ok = 0;
+        return value(p, end, 1, 0, &ev->flags);
+    }
+    p = ws(p + 1, end);
+    if (p < end && *p == '}') return p + 1;
+    for (;;) {
+        int esc, which = 0;
+        if (p >= end || *p != '"') return NULL;
+        cp k = p, ke = string(p, end, &esc);
+        if (!ke) return NULL;
+        mark_string(&ev->flags, k, ke);
+        size_t kl = (size_t)(ke - k) - 2;
+        if (esc) ids->ok = 0;
+        else if (kl == 11 && !memcmp(k + 1, "correlation", 11)) which = 1;
+        else if (kl == 11 && !memcmp(k + 1, "External id", 11)) which = 2;
+        else if ((kl == 14 && !memcmp(k + 1, "correlation_id", 14)) || (kl == 11 && !memcmp(k + 1, "external_id", 11)))
+            ids->ok = 0;
+        p = ws(ke, end);
+        if (p >= end || *p != ':') return NULL;
+        p = ws(p + 1, end);
+        cp v = p;
+        if (!(p = value(p, end, 2, 0, &ev->flags))) return NULL;
+        if (which) {
+            int64_t *slot = which == 1 ? &ids->corr : &ids->ext, x;
+            if (*slot != UNSET || !plain_int(v, p, &x)) ids->ok = 0;
+            else *slot = x;
+        }
+        p = ws(p, end);
+        if (p >= end) return NULL;
+        if (*p == '}') return p + 1;
+        if (*p != ',') return NULL;
+        p = ws(p + 1, end);
+    }
+}
+
 /* p at '{' -> past '}'; NULL if we do not read it exactly. */
 static cp event(cp p, cp end, Ev *ev) {
     ev->seen = 0;
+    memset(&ev->flags, 0, sizeof(Flags));
+    ev->ids.corr = ev->ids.ext = UNSET;
+    ev->ids.ok = 1;
     p = ws(p + 1, end);
     if (p < end && *p == '}') return p + 1;
     for (;;) {
@@ -276,13 +361,14 @@ static cp event(cp p, cp end, Ev *ev) {
         p = ws(p + 1, end);
         cp v = p;
         if (id < 0) {
-            p = value(p, end, 1, 0);
+            p = value(p, end, 1, 0, NULL);
         } else {
             if (ev->seen & (1u << id)) return NULL;  /* twice: msgspec keeps the last */
             ev->seen |= 1u << id;
             ev->esc[id] = 0;
-            if (*v == '"') p = string(p, end, &ev->esc[id]);
-            else p = value(p, end, 1, !(id == K_TS || id == K_DUR || id == K_ARGS));
+            if (id == K_ARGS) p = args_value(p, end, ev);
+            else if (*v == '"') p = string(p, end, &ev->esc[id]);
+            else p = value(p, end, 1, !(id == K_TS || id == K_DUR), NULL);
             ev->at[id] = v;
             ev->to[id] = p;
         }
@@ -345,7 +431,7 @@ static int phase(Ev *ev) {
 }
 
 /* ---------------------------------------------------------------- the tokenizer */
-enum { C_PH, C_PID, C_TID, C_NAME, C_CAT, C_TS, C_DUR, C_ARGS,
+enum { C_PH, C_PID, C_TID, C_NAME, C_CAT, C_TS, C_DUR, C_ARGS, C_CORR, C_EXT,
        F_CAT, F_PID, F_TID, F_ID, F_PH, F_TS, F_ENC, R_IDX, R_TEXT, NBUF };
 enum { T_PID, T_TID, T_STR };
 
@@ -354,6 +440,8 @@ typedef struct {
     Table tables[3];
     int32_t epoch;
     Buf out[NBUF];
+    Flags flags;  /* of the events' args in this slice */
+    int ids_ok;
 } Tok;
 
 static const unsigned char EMPTY_STR[] = "\"\"", NULL_TOK[] = "null", NO_ARGS[] = "{}";
@@ -381,9 +469,13 @@ static int common(Tok *s, Ev *ev, int ph) {
     if (o[C_ARGS].len && put(&o[C_ARGS], ",", 1)) return -1;
     int bad = put8(&o[C_PH], (int8_t)ph) || put64(&o[C_PID], pid) || put64(&o[C_TID], tid) ||
               put32(&o[C_NAME], (int32_t)name) || put32(&o[C_CAT], (int32_t)cat) || put64(&o[C_TS], ts) ||
-              put64(&o[C_DUR], dur) ||
+              put64(&o[C_DUR], dur) || put64(&o[C_CORR], ev->ids.corr) || put64(&o[C_EXT], ev->ids.ext) ||
               ((ev->seen & (1u << K_ARGS)) ? put(&o[C_ARGS], ev->at[K_ARGS], (size_t)(ev->to[K_ARGS] - ev->at[K_ARGS]))
                                            : put(&o[C_ARGS], NO_ARGS, 2));
+    s->flags.risky |= ev->flags.risky;
+    s->flags.memory |= ev->flags.memory;
+    s->flags.absent |= ev->flags.absent;
+    s->ids_ok &= ev->ids.ok;
     return bad ? -1 : 1;
 }
 
@@ -470,12 +562,14 @@ static PyObject *tok_scan(Tok *s, PyObject *args) {
     s->epoch++;
     for (int t = 0; t < 3; t++) s->tables[t].pending.len = 0;
     for (int b = 0; b < NBUF; b++) s->out[b].len = 0;
+    memset(&s->flags, 0, sizeof(Flags));
+    s->ids_ok = 1;
     Py_ssize_t count = 0;
     int r = scan_events(s, (cp)view.buf, (cp)view.buf + stop, &count);
     PyBuffer_Release(&view);
     if (r < 0) return PyErr_NoMemory();
     if (r == 0) Py_RETURN_NONE;
-    PyObject *res = PyTuple_New(NBUF + 2);
+    PyObject *res = PyTuple_New(NBUF + 3);
     if (!res) return NULL;
     PyTuple_SET_ITEM(res, 0, PyLong_FromSsize_t(count));
     for (int b = 0; b < NBUF; b++) {
@@ -487,7 +581,9 @@ static PyObject *tok_scan(Tok *s, PyObject *args) {
     if (keys)
         for (int t = 0; t < 3; t++) PyTuple_SET_ITEM(keys, t, pending_keys(&s->tables[t]));
     PyTuple_SET_ITEM(res, NBUF + 1, keys);
-    for (Py_ssize_t k = 0; k < NBUF + 2; k++) {
+    PyTuple_SET_ITEM(res, NBUF + 2, Py_BuildValue("(iii)", s->ids_ok && !s->flags.absent, s->flags.risky,
+                                                  s->flags.memory));
+    for (Py_ssize_t k = 0; k < NBUF + 3; k++) {
         PyObject *x = PyTuple_GET_ITEM(res, k);
         if (!x || (k == NBUF + 1 && (!PyTuple_GET_ITEM(x, 0) || !PyTuple_GET_ITEM(x, 1) || !PyTuple_GET_ITEM(x, 2)))) {
             Py_DECREF(res);

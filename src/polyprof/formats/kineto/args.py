@@ -26,6 +26,20 @@ _EAGER_KEYS = frozenset(_ARG_KEYS.get(k, k) for k in _EAGER_NAMES)
 _INT_KEYS = {keys.CORRELATION_ID, keys.EXTERNAL_ID, keys.STREAM, keys.DEVICE}
 
 
+class ArgsPiece:
+    """The args of many events as the compiled tokenizer joins them (``text``: their JSON
+    texts joined by commas), with what it found in them: ``risky``, a number msgspec may
+    find out of range; ``memory``, a memory event's marker (kineto_memory.MARKERS);
+    ``ids``, the ``correlation`` and ``External id`` integers of each event (``ids.ABSENT``:
+    none), or None where ids.py must read them. ``risky`` and ``memory`` may say yes where
+    nothing is there (the check then decides), never no where something is."""
+
+    __slots__ = ("text", "risky", "memory", "ids")
+
+    def __init__(self, text: bytes, risky: bool, memory: bool, ids: tuple[np.ndarray, np.ndarray] | None):
+        self.text, self.risky, self.memory, self.ids = text, risky, memory, ids
+
+
 def arg_names(key: str) -> list[str]:
     """The arg names that become stat ``key``."""
     return [n for n, k in _ARG_KEYS.items() if k == key] or [key]

@@ -20,14 +20,14 @@ from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from . import gather
-from .args import _EAGER_KEYS, _big_numbers, _typed_stat
+from .args import _EAGER_KEYS, ArgsPiece, _big_numbers, _typed_stat
 from .build import build_trace
 from .codes import _codes, _id_code, same_id
 from .events import (_ASYNC_PHASES, _B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _NULL, _OTHER, _PHASE_CODES,
                      _PHASES, _S, _X, _Event)
 from . import asyncs, lenient
 from .flows import add_flow_slice, add_v2_slice
-from .ids import fast_ids, id_groups
+from .ids import fast_ids, id_columns, id_groups
 from .numbers import NotANumber, _ns_of
 from .progress import _Progress
 
@@ -89,7 +89,7 @@ class _Collector:
             k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
         self.flow_names: dict[bytes, int] = {}  # flow ids that are not integers
         self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
-        self.arg_raws: list[msgspec.Raw] = []  # args (JSON text) of the events from row arg_base
+        self.arg_raws: list[msgspec.Raw | ArgsPiece] = []  # args (JSON text) of the events from row arg_base
         self.arg_base = 0
         self.arg_batches: list[tuple[int, bytes]] = []  # (first row, "[args, ...]"): typed on first use
         self.late_args: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # of E events, idem
@@ -252,30 +252,46 @@ class _Collector:
 
         Msgspec skipped over the args unchecked for UTF-8 and number range, which decoding
         them checks: so that their decode on first use cannot fail, such text fails here.
+        The compiled tokenizer's pieces say what it found (``ArgsPiece``): the checks it
+        made are not made again.
         """
         raws, base = self.arg_raws, self.arg_base
         self.arg_raws, self.arg_base = [], self.n
         if not raws:
             return
-        parts: list[bytes | msgspec.Raw] = list(raws)
-        parts[0] = b"[" + raws[0]
+        pieces = [r for r in raws if type(r) is ArgsPiece]
+        compiled = len(pieces) == len(raws)  # every event's args from the tokenizer
+        parts: list[bytes | msgspec.Raw] = [r.text if isinstance(r, ArgsPiece) else r for r in raws]
+        parts[0] = b"[" + parts[0]
         parts[-1] = bytes(parts[-1]) + b"]"
         text = b",".join(parts)
-        del raws
-        self._arg_batch(text, base)
+        del raws, parts
+        if not compiled:
+            return self._arg_batch(text, base)
+        ids = None
+        if all(p.ids is not None for p in pieces):
+            ids = [np.concatenate([p.ids[k] for p in pieces]) for k in (0, 1)]  # type: ignore[index]
+        self._arg_batch(text, base, (any(p.risky for p in pieces), any(p.memory for p in pieces), ids))
 
-    def _arg_batch(self, text: bytes, base: int) -> None:
+    def _arg_batch(self, text: bytes, base: int,
+                   found: tuple[bool, bool, list[np.ndarray] | None] | None = None) -> None:
         """One batch of args (``[args, ...]`` from row ``base``): checked, ids and memory
-        stats typed, the rest kept as text."""
-        if not text.isascii():
+        stats typed, the rest kept as text. ``found``: what the compiled tokenizer found
+        in all of it (risky numbers, memory markers, the ids' columns or None), the UTF-8
+        checked."""
+        if found is None and not text.isascii():
             try:
                 text.decode()
             except UnicodeDecodeError:
                 self._decode_args(text)  # raises, naming the file
-        if _big_numbers(text):
+        if (found is None or found[0]) and _big_numbers(text):
             self._decode_args(text)
-        self._eager_args(text, base)
-        if kineto_memory.has_memory(text):
+        if found is not None and found[2] is not None:
+            for key, rows, vals in id_columns(found[2][0], found[2][1], base):
+                self.b.add_stat(key, rows, vals)
+        else:
+            self._eager_args(text, base)
+        if (found is None or found[1]) and kineto_memory.has_memory(text):
             for key, (rows, vals) in kineto_memory.batch_stats(text, base, _DECODE_ANY).items():
                 self.b.add_stat(key, rows, vals)
         self.arg_batches.append((base, text))

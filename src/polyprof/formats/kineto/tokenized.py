@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from . import gather, lenient
+from .args import ArgsPiece
 from .codes import _codes
 from .collector import _ARG_FLUSH_EVENTS
 from .events import _B, _DECODE_EVENTS, _OTHER, _PHASE_CODES, _PHASES
@@ -41,8 +42,9 @@ else:
 #: "c" (``_tokens.c``) or "python" (every slice decoded by msgspec): which one is in use
 IMPLEMENTATION = "c" if _tokens is not None else "python"
 
-#: what ``scan`` gives: (events, ph, pid, tid, name, cat, ts, dur, args text, flow cat, pid,
-#: tid, id, ph, ts, enclosing, other events' indices, their text, new keys per table)
+#: what ``scan`` gives: (events, ph, pid, tid, name, cat, ts, dur, args text, correlation
+#: and External id columns, flow cat, pid, tid, id, ph, ts, enclosing, other events'
+#: indices, their text, new keys per table, (ids read, risky numbers, memory markers))
 Scanned = tuple
 _PID, _TID, _STR = range(3)
 _DECODE_KEY = msgspec.json.decode
@@ -86,14 +88,15 @@ class _Codes:
 
 def add(col: "_Collector", res: Scanned) -> None:
     """One tokenized slice into the collector, as :meth:`_Collector.add` adds it decoded."""
-    (n, ph, pid, tid, name, cat, ts, dur, args, fcat, fpid, ftid, fid, fph, fts, fenc, ridx, rtext,
-     pending) = res
+    (n, ph, pid, tid, name, cat, ts, dur, args, corr, ext, fcat, fpid, ftid, fid, fph, fts, fenc, ridx, rtext,
+     pending, (ids_ok, risky, memory)) = res
     tables = (_Codes(pending[_PID], col.pids, col._new_code(col.pids)),
               _Codes(pending[_TID], col.tids, col._new_code(col.tids)),
               _Codes(pending[_STR], col.strings, col._sid))
     ph = np.frombuffer(ph, np.int8)
     if len(ph):
-        _events(col, tables, ph, pid, tid, name, cat, ts, dur, args)
+        ids = (np.frombuffer(corr, np.int64), np.frombuffer(ext, np.int64)) if ids_ok else None
+        _events(col, tables, ph, pid, tid, name, cat, ts, dur, ArgsPiece(args, bool(risky), bool(memory), ids))
     if len(fcat):
         f_cat = tables[_STR].column(np.frombuffer(fcat, np.int64))
         f_pid = tables[_PID].column(np.frombuffer(fpid, np.int64))
@@ -110,7 +113,7 @@ def add(col: "_Collector", res: Scanned) -> None:
 
 
 def _events(col: "_Collector", tables: tuple[_Codes, ...], ph: np.ndarray, pid: bytearray, tid: bytearray,
-            name: bytearray, cat: bytearray, ts: bytearray, dur: bytearray, args: bytes) -> None:
+            name: bytearray, cat: bytearray, ts: bytearray, dur: bytearray, args: ArgsPiece) -> None:
     """The events' columns, as :meth:`_Collector._events` appends them."""
     c = col.cols
     c["pid"].append(tables[_PID].column(np.frombuffer(pid, np.int64)))
@@ -123,7 +126,7 @@ def _events(col: "_Collector", tables: tuple[_Codes, ...], ph: np.ndarray, pid: 
     is_b = ph == _B
     if is_b.any():
         col.b_rows.append(np.flatnonzero(is_b) + base)
-    col.arg_raws.append(msgspec.Raw(args))  # the args of len(ph) events, joined as _flush_args joins them
+    col.arg_raws.append(args)  # the args of len(ph) events
     col.n += len(ph)
     if col.n - col.arg_base >= _ARG_FLUSH_EVENTS:
         col._flush_args()
