@@ -127,14 +127,16 @@ def test_summary_of_each_rank_equals_the_single_file_summary(all_summary, all_re
         assert _same(mine, table["records"]), name
 
 
-def test_events_sorted_in_row_groups_and_strings_dictionary_encoded(all_store):
+def test_events_sorted_within_row_groups_and_strings_dictionary_encoded(all_store):
     st = Store(all_store)
     rank = next(i for i, p in enumerate(TRACES) if p.name == "v100_ns_resolution_rank0.json.gz")
     f = pq.ParquetFile(st.path(rank) / "events.parquet")
-    assert f.metadata.num_row_groups == -(-f.metadata.num_rows // 4096)
-    starts = [f.metadata.row_group(i).column(f.schema_arrow.get_field_index("start_ns")).statistics
-              for i in range(f.metadata.num_row_groups)]
-    assert all(a.max <= b.min for a, b in zip(starts, starts[1:]))  # time-sorted across row groups
+    # streamed a chunk of about 4096 events at a time (whole slices of the file): a row
+    # group per chunk, each in start order (docs/store.md)
+    assert f.metadata.num_row_groups >= f.metadata.num_rows // (2 * 4096) > 1
+    for i in range(f.metadata.num_row_groups):
+        starts = f.read_row_group(i, columns=["start_ns"]).column(0).to_numpy()
+        assert len(starts) and np.all(np.diff(starts) >= 0)
     name_col = f.metadata.row_group(0).column(f.schema_arrow.get_field_index("name"))
     assert "RLE_DICTIONARY" in str(name_col.encodings) or "PLAIN_DICTIONARY" in str(name_col.encodings)
     m = json.loads((all_store / "manifest.json").read_text())

@@ -12,9 +12,10 @@ from .common import Subparsers
 def register(sub: Subparsers) -> None:
     p = sub.add_parser("convert", help="convert traces (one per rank) into a store (Parquet per rank)",
                        description="Read traces of any supported format, one per rank, and write a store: "
-                                   "Parquet files per rank, events sorted by time, and a manifest. "
-                                   "summary, sql, report and export accept the store; memory stays bounded "
-                                   "by one rank per worker. See docs/store.md.")
+                                   "Parquet files per rank, events sorted by time (within each row group), and a "
+                                   "manifest. summary, sql, report and export accept the store. Kineto/Chrome "
+                                   "JSON is streamed in chunks of events (memory: a chunk, whatever the rank's "
+                                   "size); other inputs are bounded by one rank per worker. See docs/store.md.")
     p.add_argument("inputs", nargs="+", metavar="IN",
                    help="the ranks: trace files (Kineto/Chrome JSON, XSpace, .polyprof), a directory of them, or a store")
     p.add_argument("-o", "--output", required=True, help="the store directory to write")
@@ -22,7 +23,10 @@ def register(sub: Subparsers) -> None:
                    help="rank numbers from the traces (Kineto distributedInfo), from the order of the inputs, "
                         "or auto (default): as `polyprof summary` numbers them: the traces', else the numbers in "
                         "the file names, else the order")
-    p.add_argument("--chunk-rows", type=int, default=None, help="events per Parquet row group (default 262144)")
+    p.add_argument("--chunk-rows", type=int, default=None,
+                   help="events per Parquet row group; Kineto/Chrome JSON is streamed a chunk of this many events "
+                        "at a time, a row group each (default 65536; memory about 1 KB per event of a chunk), "
+                        "other inputs are read whole (default 262144)")
     p.add_argument("--overwrite", action="store_true", help="replace a store already at -o")
     add_executor_args(p)
     p.set_defaults(func=run)

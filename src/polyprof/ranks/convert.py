@@ -11,6 +11,7 @@ job's ranks: ``summary STORE`` is ``summary`` of the inputs.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 from concurrent.futures import Executor
 from dataclasses import asdict
@@ -19,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import executor as executors
 
-from .sources import RankEntry, load_rank
+from .sources import RankEntry, _named, load_rank
 
 if TYPE_CHECKING:
     from .traceset import TraceSet
+
+log = logging.getLogger("polyprof")
 
 
 def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str | None = None, *,
@@ -35,7 +38,7 @@ def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str 
     root = Path(output)
     rows = chunk_rows or CHUNK_ROWS
     writer.prepare(root, overwrite)
-    tasks = [(e, str(writer.part(root, i)), rows) for i, e in enumerate(ts.entries)]
+    tasks = [(e, str(writer.part(root, i)), chunk_rows or 0) for i, e in enumerate(ts.entries)]
     done: dict[int, dict[str, Any]] = {}
     with executors.executor(executor, jobs or 1, len(tasks)) as ex:
         for i, info in executors.run(convert_rank, tasks, ex, progress="convert", progress_single=True,
@@ -47,18 +50,53 @@ def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str 
 
 
 def convert_rank(entry: "RankEntry", part: str, chunk_rows: int) -> dict[str, Any]:
-    """One rank into one folder (a task: runs wherever the executor puts it)."""
-    from ..store.rankfiles import write_rank
+    """One rank into one folder (a task: runs wherever the executor puts it). Kineto and
+    Chrome JSON are streamed a chunk of ``chunk_rows`` events at a time (0: the reader's
+    default, formats/kineto/chunks.py) in a row group each (memory: a chunk); other
+    inputs, and JSON the chunked reader cannot stream, are read whole and written in row
+    groups of ``chunk_rows`` (0: store.rankfiles.CHUNK_ROWS)."""
+    from ..store.rankfiles import CHUNK_ROWS, write_rank
 
     fmt = "trace"
     if entry.path is not None:
         from ..formats.detect import detect
 
         fmt = detect(entry.path)
+        if fmt in STREAMED:
+            info = _convert_streamed(entry, Path(part), chunk_rows)
+            if info is not None:
+                return {"format": fmt, **info}
     trace = load_rank(entry)
-    info = write_rank(trace, Path(part), chunk_rows)
+    info = write_rank(trace, Path(part), chunk_rows or CHUNK_ROWS)
     sources = [asdict(s) for s in trace.sources]
     del trace
     gc.collect()
     where = str(entry.path.resolve()) if entry.path is not None else entry.label
     return {"part": part, "format": fmt, "input": where, "sources": sources, **info}
+
+
+#: formats whose ranks are converted a chunk at a time (formats/kineto/chunks.py)
+STREAMED = ("kineto", "chrome-json")
+
+
+def _convert_streamed(entry: "RankEntry", part: Path, chunk_rows: int) -> dict[str, object] | None:
+    """One Kineto / Chrome JSON rank streamed into ``part``; None where the file needs the
+    whole-file reader (said in the log)."""
+    from ..formats.kineto.chunks import CHUNK_EVENTS, Unsupported, read_chunks  # the reader, pyarrow: in the task
+    from ..store.rankstream import RankStream
+
+    assert entry.path is not None
+    out = RankStream(part)
+    try:
+        rest = read_chunks(entry.path, out.add, chunk_rows or CHUNK_EVENTS)
+    except Unsupported as e:
+        out.abort()
+        log.warning("%s: read whole, not in chunks (%s): memory grows with this rank", entry.path, e)
+        return None
+    except BaseException:
+        out.abort()
+        raise
+    trace = _named(rest.trace, entry)
+    info = out.finish(trace, rest.flows, rest.span_ns)
+    where = str(entry.path.resolve())
+    return {"part": str(part), "input": where, "sources": [asdict(s) for s in trace.sources], **info}

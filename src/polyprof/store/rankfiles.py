@@ -112,19 +112,28 @@ def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> d
     pq.write_table(pa.table(cols), directory / "events.parquet", row_group_size=chunk_rows,
                    compression="zstd", write_statistics=["start_ns", "end_ns", "dur_ns", "track_id"])
     fl = trace.flows
-    pq.write_table(pa.table({"src": inv[fl["src"]] if len(fl["src"]) else fl["src"],
-                             "dst": inv[fl["dst"]] if len(fl["dst"]) else fl["dst"],
-                             "id": fl["id"], "category_id": fl["category"]}),
+    flows = {"src": inv[fl["src"]] if len(fl["src"]) else fl["src"],
+             "dst": inv[fl["dst"]] if len(fl["dst"]) else fl["dst"], "id": fl["id"], "category": fl["category"]}
+    return write_rest(trace, directory, flows, n, trace.span_ns, stats)
+
+
+def write_rest(trace: Trace, directory: Path, flows: dict[str, np.ndarray], n: int, span_ns: tuple[int, int],
+               stats: list[dict[str, str]]) -> dict[str, object]:
+    """Every file of a rank but events.parquet: flows (``flows``: rows of events.parquet),
+    counters, strings and rank.json (``stats``: each stat's key, column and kind); the
+    rank's summary for the manifest."""
+    pq.write_table(pa.table({"src": flows["src"], "dst": flows["dst"], "id": flows["id"],
+                             "category_id": flows["category"]}),
                    directory / "flows.parquet", compression="zstd")
     c = trace.counters
     pq.write_table(pa.table({"plane": c["plane"], "name_id": c["name"], "ts_ns": c["ts_ns"], "value": c["value"]}),
                    directory / "counters.parquet", compression="zstd")
     pq.write_table(pa.table({"s": pa.array(trace.strings, pa.string())}), directory / "strings.parquet",
                    compression="zstd")
-    info = {"events": n, "flows": len(fl["src"]), "counters": len(c["ts_ns"]),
-            "span_ns": list(trace.span_ns), "plane_names": [p.name for p in trace.planes]}
-    header = {"sources": [asdict(s) for s in trace.sources], "planes": [asdict(p) for p in trace.planes], "tracks": [asdict(t) for t in trace.tracks],
-              "stats": stats, "metadata": trace.metadata, **info}
+    info = {"events": n, "flows": len(flows["src"]), "counters": len(c["ts_ns"]),
+            "span_ns": list(span_ns), "plane_names": [p.name for p in trace.planes]}
+    header = {"sources": [asdict(s) for s in trace.sources], "planes": [asdict(p) for p in trace.planes],
+              "tracks": [asdict(t) for t in trace.tracks], "stats": stats, "metadata": trace.metadata, **info}
     (directory / "rank.json").write_bytes(dumps(header))
     return info
 

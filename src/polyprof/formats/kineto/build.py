@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
@@ -32,9 +32,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     cat = lambda k: np.concatenate(col.cols[k]) if col.cols[k] else np.zeros(0, np.int64)
     pid_c, tid_c, name_c, cat_c = cat("pid"), cat("tid"), cat("name"), cat("cat")
     ts, dur = cat("ts"), cat("dur")
-    base = top.get("baseTimeNanoseconds")
-    base = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) and abs(base) < 2**62 \
-        else 0
+    base = base_ns(top)
     ts = ts + base
     n = len(ts)
     col.cols = {}
@@ -47,6 +45,49 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     ntid = max(len(tid_vals), 1)
     pair = pid_c * ntid + tid_c
     uniq, inverse = _distinct(pair, inverse=True)
+    track_of_pair = pair_tracks(col, planes, uniq, ntid)
+    track = (np.array([track_of_pair[u] for u in uniq.tolist()], np.int32)[inverse] if n
+             else np.zeros(0, np.int32))
+    progress.advance(1)
+
+    # B/E pairs
+    if col.b_rows or col.ends:
+        _match_ends(col, np.concatenate(col.b_rows) if col.b_rows else np.zeros(0, np.int64),
+                         pair, ts, dur, ntid, base)
+    b.events(track, name_c, ts, dur, cat_c)
+    asyncs.build(col, planes, base, int((ts + dur).max()) if n else base)
+    progress.advance(1)
+
+    bind_flows(col, track, ts, dur, cat_c, track_of_pair, ntid, base)
+    bind_v2(col, ts, cat_c)
+    progress.advance(1)
+    add_counters(col, planes, base)
+    b.metadata.update(_metadata(col, top, base, ts))
+    progress.advance(1)
+    trace = b.build()
+    if col.lazy_args is not None:
+        make, first = col.lazy_args
+        args = DeferredArgs(lambda: _lazy_batches(make, first), col.late_args)
+        trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
+                          args.columns)
+    elif col.arg_batches or col.late_args:
+        args = DeferredArgs(col.arg_batches, col.late_args)
+        trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
+                          args.columns)
+    return trace
+
+def base_ns(top: Mapping[str, object]) -> int:
+    """``baseTimeNanoseconds`` of the document (0 when absent or not a number)."""
+    base = top.get("baseTimeNanoseconds")
+    return int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) and abs(base) < 2**62 else 0
+
+
+def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarray, ntid: int) -> dict[int, int]:
+    """The track of each distinct (pid code * ntid + tid code) pair, ascending, made in
+    that order (the chunked conversion, chunks.py, makes the same tracks)."""
+    b = col.b
+    pid_vals = col.id_values[id(col.pids)]
+    tid_vals = col.id_values[id(col.tids)]
     track_of_pair: dict[int, int] = {}
     pseudo = 0
     for u in uniq.tolist():
@@ -66,44 +107,24 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         sort = info.get("thread_sort_index")
         track_of_pair[u] = b.track(plane, str(tname).strip(), "stream" if kind == "device" else "thread",
                                    tid, sort if isinstance(sort, int) else None)
-    track = (np.array([track_of_pair[u] for u in uniq.tolist()], np.int32)[inverse] if n
-             else np.zeros(0, np.int32))
-    progress.advance(1)
+    return track_of_pair
 
-    # B/E pairs
-    if col.b_rows or col.ends:
-        _match_ends(col, np.concatenate(col.b_rows) if col.b_rows else np.zeros(0, np.int64),
-                         pair, ts, dur, ntid, base)
-    b.events(track, name_c, ts, dur, cat_c)
-    asyncs.build(col, planes, base, int((ts + dur).max()) if n else base)
-    progress.advance(1)
 
-    bind_flows(col, track, ts, dur, cat_c, track_of_pair, ntid, base)
-    bind_v2(col, ts, cat_c)
-    progress.advance(1)
-    if col.counters:
-        cp = np.array([c[0] for c in col.counters])
-        names = [c[1] for c in col.counters]
-        cts = np.array([c[2] for c in col.counters], np.int64) + base
-        vals = np.array([c[3] for c in col.counters], np.float64)
-        for name in dict.fromkeys(names):
-            m = np.array([x == name for x in names])
-            for p in _distinct(cp[m]).tolist():
-                mm = m & (cp == p)
-                b.counter(planes[p][0], name, cts[mm], vals[mm])
-    b.metadata.update(_metadata(col, top, base, ts))
-    progress.advance(1)
-    trace = b.build()
-    if col.lazy_args is not None:
-        make, first = col.lazy_args
-        args = DeferredArgs(lambda: _lazy_batches(make, first), col.late_args)
-        trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
-                          args.columns)
-    elif col.arg_batches or col.late_args:
-        args = DeferredArgs(col.arg_batches, col.late_args)
-        trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
-                          args.columns)
-    return trace
+def add_counters(col: "_Collector", planes: list[tuple[int, str]], base: int) -> None:
+    """The counter samples collected, onto their planes."""
+    b = col.b
+    if not col.counters:
+        return
+    cp = np.array([c[0] for c in col.counters])
+    names = [c[1] for c in col.counters]
+    cts = np.array([c[2] for c in col.counters], np.int64) + base
+    vals = np.array([c[3] for c in col.counters], np.float64)
+    for name in dict.fromkeys(names):
+        m = np.array([x == name for x in names])
+        for p in _distinct(cp[m]).tolist():
+            mm = m & (cp == p)
+            b.counter(planes[p][0], name, cts[mm], vals[mm])
+
 
 def _lazy_batches(make: Callable[[], list[str]], first: int) -> list[tuple[int, bytes]]:
     from .collector import arg_batches

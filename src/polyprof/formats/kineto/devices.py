@@ -28,16 +28,18 @@ _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation
                       "cuda_sync", "collective_comm"}
 
 
-def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c: np.ndarray, cat_c: np.ndarray
-            ) -> list[tuple[int, str]]:
-    """(plane id, "host"|"device") for every pid code."""
+def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c: np.ndarray, cat_c: np.ndarray,
+                  counts: np.ndarray | None = None) -> list[tuple[int, str]]:
+    """(plane id, "host"|"device") for every pid code. ``counts``: events per pid code,
+    when ``pid_c``/``cat_c`` hold each (pid, category) pair once (chunks.py)."""
     b = col.b
     devprops = {}
     props = top.get("deviceProperties")
     for d in props if isinstance(props, list) else []:
         if isinstance(d, dict) and isinstance(d.get("id"), int):
             devprops[d["id"]] = d
-    counts = np.bincount(pid_c, minlength=len(pid_vals)) if len(pid_c) else np.zeros(len(pid_vals), int)
+    if counts is None:
+        counts = np.bincount(pid_c, minlength=len(pid_vals)) if len(pid_c) else np.zeros(len(pid_vals), int)
     # which pids show device-only categories
     # the device categories the trace has (interning the others would add them to its
     # strings, where the vendor hint below took "cuda_sync" for a CUDA runtime call)

@@ -103,6 +103,29 @@ def bind_flows(col: "_Collector", track: np.ndarray, ts: np.ndarray, dur: np.nda
         col.unbound_flows = sum(len(x) for x in fc["id"])
         return
     fcat, fid = np.concatenate(fc["cat"]), np.concatenate(fc["id"])
+    ph = np.concatenate(fc["ph"])
+    fts = np.concatenate(fc["ts"]) + base
+    fpair = np.concatenate(fc["pid"]) * ntid + np.concatenate(fc["tid"])
+    ftrack = endpoint_tracks(track_of_pair, fpair)
+    enclosing = np.concatenate(fc["enclosing"])
+    rows = _bind(track, ts, dur, _annotation_mask(col.b.strings, cat_c), ftrack, fts, enclosing)
+    add_chained(col, fcat, fid, ph, fts, rows)
+
+
+def endpoint_tracks(track_of_pair: dict[int, int], fpair: np.ndarray) -> np.ndarray:
+    """The track of each endpoint's (pid, tid) pair; -1 where that pair has no events."""
+    pairs = np.fromiter(track_of_pair, np.int64, len(track_of_pair))  # ascending (_distinct)
+    tracks = np.fromiter(track_of_pair.values(), np.int64, len(track_of_pair))
+    if not len(pairs):
+        return np.full(len(fpair), -1, np.int64)
+    at = np.minimum(np.searchsorted(pairs, fpair), len(pairs) - 1)
+    return np.where(pairs[at] == fpair, tracks[at], -1)
+
+
+def add_chained(col: "_Collector", fcat: np.ndarray, fid: np.ndarray, ph: np.ndarray, fts: np.ndarray,
+                rows: np.ndarray) -> None:
+    """Chain the endpoints (bound to event ``rows``, -1: none) of one (category, id) in
+    time order and add the flows to the builder; the endpoints left count as unbound."""
     # number the distinct (cat, id) pairs in sorted order; first: a pair's first endpoint
     by_pair = lexsort((fid, fcat))  # stable
     new = np.ones(len(by_pair), bool)
@@ -110,15 +133,7 @@ def bind_flows(col: "_Collector", track: np.ndarray, ts: np.ndarray, dur: np.nda
     key = np.empty(len(by_pair), np.int64)
     key[by_pair] = np.cumsum(new) - 1
     first = by_pair[new]
-    ph = np.concatenate(fc["ph"])
-    fts = np.concatenate(fc["ts"]) + base
-    fpair = np.concatenate(fc["pid"]) * ntid + np.concatenate(fc["tid"])
-    pairs = np.fromiter(track_of_pair, np.int64, len(track_of_pair))  # ascending (_distinct)
-    tracks = np.fromiter(track_of_pair.values(), np.int64, len(track_of_pair))
-    at = np.minimum(np.searchsorted(pairs, fpair), len(pairs) - 1)
-    ftrack = np.where(pairs[at] == fpair, tracks[at], -1)
-    enclosing = np.concatenate(fc["enclosing"])
-    rows = _bind(track, ts, dur, _annotation_mask(col.b.strings, cat_c), ftrack, fts, enclosing)
+    del by_pair, new
     # chain endpoints of one (cat, id): s -> t -> ... -> f in time order
     pos = np.arange(len(key))
     order = lexsort((pos, ph, fts, key))

@@ -1,0 +1,178 @@
+"""One rank written chunk by chunk (a rank larger than memory; docs/store.md).
+
+The files are those of :func:`rankfiles.write_rank`, with one difference: events are in
+start order within each row group (a chunk each), not across the file. Each chunk is
+written as it comes to a run file of its own (``.runs/N.parquet``) with the stat columns
+it has, typed as they came; :meth:`RankStream.finish` then copies the runs, one at a
+time, into ``events.parquet`` with one type per stat (numbers widen, a stat that is
+text anywhere is text everywhere: ``trace.stats.merge_columns``' rule), then writes the
+flows, counters, strings and ``rank.json``. Memory: one chunk.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..trace.core import Trace
+from ..trace.stats import StatColumn
+from ..trace.tables import _dict_column
+from .rankfiles import BASE_COLUMNS, write_rest
+
+_STATISTICS = ["start_ns", "end_ns", "dur_ns", "track_id"]
+
+
+class ChunkNames(Protocol):
+    """What a chunk's ids name."""
+    @property
+    def strings(self) -> list[str]: ...
+    @property
+    def plane_names(self) -> list[str]: ...
+    @property
+    def track_names(self) -> list[str]: ...
+    @property
+    def track_plane(self) -> np.ndarray: ...
+
+
+class ChunkLike(Protocol):
+    """Events in start order, each one's row in the input, stats by position in the chunk."""
+    @property
+    def events(self) -> dict[str, np.ndarray]: ...
+    @property
+    def input_row(self) -> np.ndarray: ...
+    @property
+    def stats(self) -> dict[str, StatColumn]: ...
+    @property
+    def names(self) -> ChunkNames: ...
+
+
+class RankStream:
+    """``add(chunk)`` for each chunk (events in start order, stats by position in the
+    chunk), then ``finish(...)``."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.runs = self.directory / ".runs"
+        self.runs.mkdir(exist_ok=True)
+        self.n = 0
+        self.n_runs = 0
+        self.kinds: dict[str, set[str]] = {}  # stat key -> the kinds its chunks had (i/u/f/s/b)
+
+    def add(self, chunk: ChunkLike) -> None:
+        ev, nm = chunk.events, chunk.names
+        n = len(ev["start_ns"])
+        if not n:
+            return
+        cols: dict[str, pa.Array] = {
+            "track_id": pa.array(ev["track"]), "name_id": pa.array(ev["name"]),
+            "category_id": pa.array(ev["category"]), "start_ns": pa.array(ev["start_ns"]),
+            "dur_ns": pa.array(ev["dur_ns"]), "end_ns": pa.array(ev["start_ns"] + ev["dur_ns"]),
+            "input_row": pa.array(chunk.input_row.astype(np.int64, copy=False)),
+            "plane": _dict_column(nm.track_plane[ev["track"]], nm.plane_names),
+            "track": _dict_column(ev["track"], nm.track_names),
+            "name": _dict_column(ev["name"], nm.strings),
+            "category": _dict_column(ev["category"], nm.strings),
+        }
+        for key, col in chunk.stats.items():
+            arr, kind = _stat_array(col, n)
+            cols[f"s:{key}"] = arr
+            self.kinds.setdefault(key, set()).add(kind)
+        pq.write_table(pa.table(cols), self.runs / f"{self.n_runs}.parquet", compression="zstd",
+                       row_group_size=max(n, 1))
+        self.n_runs += 1
+        self.n += n
+
+    def finish(self, trace: Trace, flows: dict[str, np.ndarray], span_ns: tuple[int, int]) -> dict[str, object]:
+        """Write events.parquet from the runs, and the rank's other files (``trace``: its
+        strings, planes, tracks, counters, metadata and sources; ``flows``: rows are
+        positions among the events added); returns the rank's summary for the manifest."""
+        final = {key: _final_kind(k) for key, k in self.kinds.items()}
+        column = {key: (key if key not in BASE_COLUMNS else f"stat.{key}") for key in final}
+        fields = [pa.field(c, t) for c, t in _base_schema()]
+        fields += [pa.field(column[k], _ARROW[final[k]]) for k in final]
+        schema = pa.schema(fields)
+        with pq.ParquetWriter(self.directory / "events.parquet", schema, compression="zstd",
+                              write_statistics=_STATISTICS) as w:
+            for i in range(self.n_runs):
+                run = self.runs / f"{i}.parquet"
+                t = pq.ParquetFile(run).read(use_threads=False)
+                w.write_table(_conform(t, schema, final, column), row_group_size=max(t.num_rows, 1))
+                del t
+                run.unlink()
+        shutil.rmtree(self.runs, ignore_errors=True)
+        stats = [{"key": k, "column": column[k], "kind": final[k]} for k in final]
+        return write_rest(trace, self.directory, flows, self.n, span_ns, stats)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_ARROW = {"i": pa.int64(), "u": pa.uint64(), "f": pa.float64(), "s": pa.string(), "b": pa.binary()}
+
+
+def _base_schema() -> list[tuple[str, pa.DataType]]:
+    d = pa.dictionary(pa.int32(), pa.string())
+    return [("track_id", pa.int32()), ("name_id", pa.int32()), ("category_id", pa.int32()),
+            ("start_ns", pa.int64()), ("dur_ns", pa.int64()), ("end_ns", pa.int64()), ("input_row", pa.int64()),
+            ("plane", d), ("track", d), ("name", d), ("category", d)]
+
+
+def _stat_array(col: StatColumn, n: int) -> tuple[pa.Array, str]:
+    """A stat as a nullable column over the chunk's rows, and its kind (i/u/f/s/b)."""
+    mask = np.ones(n, bool)
+    mask[col.rows] = False
+    vals = col.values
+    if vals.dtype.kind in "iuf":
+        dense = np.zeros(n, vals.dtype)
+        dense[col.rows] = vals
+        return pa.array(dense, mask=mask), vals.dtype.kind
+    kind, typ = ("b", pa.binary()) if all(isinstance(v, bytes) for v in vals) else ("s", pa.string())
+    if kind == "s" and not all(isinstance(v, str) for v in vals):
+        vals = np.array([v if isinstance(v, str) else str(v) for v in vals], object)
+    dense = np.full(n, None, object)
+    dense[col.rows] = vals
+    return pa.array(dense, typ), kind
+
+
+def _final_kind(kinds: set[str]) -> str:
+    """One kind for a stat whose chunks had ``kinds`` (merge_columns' rule)."""
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    if kinds & {"s", "b"}:
+        return "s"
+    return "f" if "f" in kinds else "i"
+
+
+def _conform(t: pa.Table, schema: pa.Schema, final: dict[str, str], column: dict[str, str]) -> pa.Table:
+    """A run's table with every column of ``schema``, typed as it says."""
+    n = t.num_rows
+    out = [t.column(name) for name in BASE_COLUMNS]
+    for key, kind in final.items():
+        name = f"s:{key}"
+        typ = _ARROW[kind]
+        if name not in t.column_names:
+            out.append(pa.nulls(n, typ))
+            continue
+        col = t.column(name).combine_chunks()
+        if col.type != typ:
+            col = _cast(col, kind)
+        out.append(col)
+    return pa.Table.from_arrays(out, schema=schema)
+
+
+def _cast(col: pa.Array, kind: str) -> pa.Array:
+    if kind == "s":  # numbers as merge_columns writes them: str() of each NumPy value
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        vals = np.full(len(col), None, object)
+        if pa.types.is_binary(col.type):
+            vals[valid] = [v.decode("utf-8", "replace") for v in col.drop_null().to_pylist()]
+        else:
+            vals[valid] = [str(x) for x in col.drop_null().to_numpy(zero_copy_only=False)]
+        return pa.array(vals, pa.string())
+    return col.cast(_ARROW[kind], safe=False)  # u -> i wraps, as merge_columns' astype does

@@ -1,0 +1,124 @@
+"""One rank of any size (issue 34): a Kineto rank converted a chunk of events at a time
+equals the whole-file reader's Trace, flows across chunks included; files the chunked
+reader cannot stream are read whole, said in the log; a store converted so summarises
+as the file does (a small replicate of a real trace; bench/big_rank.py the 2 GB one)."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+import polyprof
+from polyprof.formats.kineto.chunks import Unsupported, read_chunks
+from polyprof.report.tables import build, to_json
+from polyprof.store import Store
+
+KINETO = sorted((Path(__file__).resolve().parent / "data/traces/kineto").glob("*.json.gz"))
+NCCL = next(p for p in KINETO if p.name.startswith("a100_nccl"))
+
+
+def _stat(trace, key) -> list:
+    col = trace.stats[key]
+    out = np.full(trace.n_events, None, object)
+    out[col.rows] = col.values.tolist()
+    return out.tolist()
+
+
+@pytest.mark.parametrize("path", KINETO, ids=[p.name for p in KINETO])
+def test_chunks_are_the_whole_file_trace(path):
+    """Small chunks (many per file, so flows bind and chain across them): the events
+    handed on, put back in input order, are the whole-file reader's, stats and flows too."""
+    whole = polyprof.load(path)
+    chunks = []
+    rest = read_chunks(path, chunks.append, chunk_events=997)
+    assert len(chunks) >= min(3, whole.n_events // 997)
+    assert rest.events == whole.n_events == sum(len(c.input_row) for c in chunks)
+    rows = np.concatenate([c.input_row for c in chunks])
+    back = np.empty(len(rows), np.int64)  # input row -> position among the events handed on
+    back[rows] = np.arange(len(rows))
+    for k in ("track", "name", "category", "start_ns", "dur_ns"):
+        got = np.concatenate([c.events[k] for c in chunks])
+        assert np.array_equal(got[back], whole.events[k]), k
+    for c in chunks:
+        assert np.all(np.diff(c.events["start_ns"]) >= 0)  # each chunk in start order
+    assert [(t.plane, t.name, t.tid) for t in rest.trace.tracks] == [(t.plane, t.name, t.tid) for t in whole.tracks]
+    assert [(p.name, p.vendor) for p in rest.trace.planes] == [(p.name, p.vendor) for p in whole.planes]
+    assert rest.trace.strings == whole.strings
+    for k in ("src", "dst"):
+        assert np.array_equal(rows[rest.flows[k]], whole.flows[k]), k
+    for k in ("id", "category"):
+        assert np.array_equal(rest.flows[k], whole.flows[k]), k
+    assert rest.span_ns == whole.span_ns
+    keys = set().union(*(c.stats for c in chunks))
+    assert keys == set(whole.stats)
+    for key in ("correlation_id", "external_id", "grid", "Sequence number"):
+        if key not in keys:
+            continue
+        dense = np.full(whole.n_events, None, object)
+        offset = 0
+        for c in chunks:
+            dense[c.input_row[c.stats[key].rows] if key in c.stats else []] = \
+                c.stats[key].values.tolist() if key in c.stats else []
+            offset += len(c.input_row)
+        assert dense.tolist() == _stat(whole, key), key
+    assert orjson.loads(orjson.dumps(rest.trace.metadata, default=str)) == \
+        orjson.loads(orjson.dumps(whole.metadata, default=str, option=orjson.OPT_NON_STR_KEYS))
+
+
+def test_begin_end_pairs_are_read_whole_and_said(tmp_path, caplog):
+    doc = {"traceEvents": [
+        {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "X", "name": "inner", "pid": 1, "tid": 1, "ts": 11, "dur": 2},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 20}]}
+    path = tmp_path / "be.json"
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(Unsupported, match="B/E events"):
+        read_chunks(path, lambda c: None)
+    with caplog.at_level(logging.WARNING, logger="polyprof"):
+        store = polyprof.load_ranks([path]).convert(tmp_path / "s")
+    assert "read whole, not in chunks (B/E events" in caplog.text
+    got = Store(store).load(0)
+    assert sorted(got.events["dur_ns"].tolist()) == [2000, 10000]
+
+
+def _replicate(src: Path, out: Path, copies: int) -> Path:
+    """``copies`` copies of ``src``'s events, each shifted by the trace's span, with its
+    ids and step numbers made distinct (bench/big_rank.py makes the 2 GB rank so)."""
+    doc = orjson.loads(gzip.decompress(src.read_bytes()))
+    events = doc.pop("traceEvents")
+    timed = [e for e in events if e.get("ph") != "M"]
+    span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed) + 1000.0
+    body = []
+    for k in range(copies):
+        for e in timed:
+            e = dict(e, ts=round(e["ts"] + k * span, 3))
+            if isinstance(e.get("id"), int):
+                e["id"] += k << 40
+            if str(e.get("name", "")).startswith("ProfilerStep#"):
+                e["name"] = f"ProfilerStep#{int(e['name'][13:]) + 10 * k}"
+            if isinstance(e.get("args"), dict):
+                e["args"] = {a: (v + (k << 40) if a in ("correlation", "External id") and isinstance(v, int) else v)
+                             for a, v in e["args"].items()}
+            body.append(e)
+    doc["traceEvents"] = body + [e for e in events if e.get("ph") == "M"]
+    out.write_bytes(orjson.dumps(doc))
+    return out
+
+
+def test_summary_of_a_streamed_store_equals_the_file_summary(tmp_path):
+    """Item 1's equality on a smaller replicate: two copies of the A100 NCCL trace
+    streamed in chunks of 15000 events; every table and finding of the store's summary (its
+    rank) equals the whole-file summary's."""
+    path = _replicate(NCCL, tmp_path / "rank0.json", 2)
+    store = polyprof.load_ranks([path]).convert(tmp_path / "s", chunk_rows=15000)
+    whole = orjson.loads(to_json(build(polyprof.load(path))))
+    got = orjson.loads(to_json(build(Store(store).load(0))))
+    assert got["tables"].keys() == whole["tables"].keys()
+    for name in whole["tables"]:
+        assert got["tables"][name] == whole["tables"][name], name
+    assert got["findings"] == whole["findings"]
