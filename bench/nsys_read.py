@@ -1,22 +1,31 @@
 """Nsight Systems SQLite read speed and memory, whole processes, against a pandas peer.
 
+Issue 29's item 4: ``polyprof summary FILE.sqlite`` (and ``polyprof.load`` alone) at
+100 MB of SQLite per second or more, with peak memory at most twice the file.
+
 Makes a large export by replicating the rows of an export's event tables (``--fixture``;
 ``--tables all``: every table of events, so the file has the real export's mix, where
 CPU samples and scheduling take most bytes; ``--tables read``: only the tables the
-reader reads, kernels, copies, CUDA API calls, NVTX: its worst case), each copy shifted
+reader reads, kernels, copies, CUDA API calls, NVTX: its worst case; StringIds is not
+replicated, as a longer run repeats the names it has), each copy shifted
 in time by the export's span, its correlation ids and sample ids by a fixed step, so
 every copy links up as the original does. Then times, in fresh processes alternating
 with the peer:
 
-- polyprof: ``polyprof.load(file)``;
+- load: ``polyprof.load(file)``;
+- summary: ``python -m polyprof summary file`` (the reader, every analysis and the
+  terminal report: what a user runs);
 - peer: what scripts and pipit's Nsight reader do: ``pandas.read_sql_query`` of each of
   those tables joined with ``StringIds`` (names), through the standard ``sqlite3``.
 
 Reports MB of SQLite per second (file size / whole-process wall time, interpreter start
-and imports included) and peak RSS / file size of each process; min and median of
-``--repeat`` pairs, their ratios, and the load average.
+and imports included), the same per second of the process's CPU time (user + system:
+what a shared machine's load does not stretch as much) and peak RSS / file size of each
+process; min and median of ``--repeat`` rounds, the ratios to the peer, and the load
+average.
 
     python bench/nsys_read.py [--fixture EXPORT] [--tables all|read] [--mb 200] [--repeat 5] [--keep FILE]
+                              [--no-peer]
 """
 
 from __future__ import annotations
@@ -123,17 +132,17 @@ def _replicate(c: sqlite3.Connection, tables: list[str], span: int, first: int, 
                   "ORDER BY reps.r")
 
 
-def run(code: str, path: Path, env: dict) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of one child process."""
+def run(argv: list[str], env: dict) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (bytes) of one child process."""
     t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-c", code, str(path)], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, cwd="/")
+    p = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         cwd="/")
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
-    out, err = p.communicate()
+    _, err = p.communicate()
     if status:
         raise SystemExit(err.decode()[-2000:])
-    return wall, usage.ru_maxrss * 1024
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def main() -> int:
@@ -146,6 +155,7 @@ def main() -> int:
     ap.add_argument("--tables", choices=("all", "read"), default="all",
                     help="replicate every event table (default, a real export's mix) or only those the reader "
                          "reads (its worst case)")
+    ap.add_argument("--no-peer", action="store_true", help="leave the pandas peer out (it takes minutes)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="nsys-bench-"))
     path = args.keep or tmp / "replicated.sqlite"
@@ -160,27 +170,31 @@ def main() -> int:
     print(f"file: {size / 1e6:.1f} MB ({args.fixture.name} replicated, tables: {args.tables}); rows read: "
           + ", ".join(f"{t.split('_')[-1].lower()} {n:,}" for t, n in rows.items()))
     env_p = child_env(str(ROOT / "src"))
-    env_peer = child_env(None)
-    run(POLYPROF, path, env_p)  # warm-up: bytecode, page cache
-    run(PEER, path, env_peer)
+    tools = {"load": (["-c", POLYPROF, str(path)], env_p), "summary": (["-m", "polyprof", "summary", str(path)], env_p)}
+    if not args.no_peer:
+        tools["peer"] = (["-c", PEER, str(path)], child_env(None))
+    for argv, env in tools.values():  # warm-up: bytecode, page cache
+        run(argv, env)
     load0 = os.getloadavg()
-    res: dict[str, list[tuple[float, int]]] = {"polyprof": [], "peer": []}
+    res: dict[str, list[tuple[float, float, int]]] = {k: [] for k in tools}
     for _ in range(args.repeat):
-        res["polyprof"].append(run(POLYPROF, path, env_p))
-        res["peer"].append(run(PEER, path, env_peer))
+        for k, (argv, env) in tools.items():
+            res[k].append(run(argv, env))
     load1 = os.getloadavg()
     print(f"{args.repeat} whole processes each, alternating; load average {load0[0]:.1f} -> {load1[0]:.1f}")
-    print(f"  {'reader':<9} {'wall min':>9} {'median':>8} {'MB/s best':>10} {'MB/s med':>9} "
-          f"{'RSS max':>9} {'RSS/file':>9}")
+    print(f"  {'process':<8} {'wall min':>9} {'median':>8} {'MB/s best':>10} {'MB/s med':>9} {'CPU min':>8} "
+          f"{'MB/CPU-s':>9} {'RSS max':>9} {'RSS/file':>9}")
     for k, v in res.items():
-        walls = [w for w, _ in v]
-        rss = max(r for _, r in v)
-        print(f"  {k:<9} {min(walls):>8.2f}s {statistics.median(walls):>7.2f}s {size / 1e6 / min(walls):>10.0f} "
-              f"{size / 1e6 / statistics.median(walls):>9.0f} {rss / 1e6:>7.0f}MB {rss / size:>9.2f}")
-    p = [w for w, _ in res["polyprof"]]
-    q = [w for w, _ in res["peer"]]
-    ratios = [a / b for a, b in zip(p, q)]
-    print(f"  polyprof / peer wall time: min {min(ratios):.2f}x, median {statistics.median(ratios):.2f}x")
+        walls, cpus = [w for w, _, _ in v], [u for _, u, _ in v]
+        rss = max(r for _, _, r in v)
+        print(f"  {k:<8} {min(walls):>8.2f}s {statistics.median(walls):>7.2f}s {size / 1e6 / min(walls):>10.0f} "
+              f"{size / 1e6 / statistics.median(walls):>9.0f} {min(cpus):>7.2f}s {size / 1e6 / min(cpus):>9.0f} "
+              f"{rss / 1e6:>7.0f}MB {rss / size:>9.2f}")
+    if "peer" in res:
+        q = [w for w, _, _ in res["peer"]]
+        for k in ("load", "summary"):
+            ratios = [w / b for (w, _, _), b in zip(res[k], q)]
+            print(f"  {k} / peer wall time: min {min(ratios):.2f}x, median {statistics.median(ratios):.2f}x")
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import gc
-import sys
 from contextlib import contextmanager
-from functools import lru_cache
-from typing import Callable, Iterator
+from typing import Iterator
 
 
 @contextmanager
@@ -59,25 +57,3 @@ def restore_collector(was_on: bool) -> None:
     """Turn the collector back on if it was on (after :func:`quiet_start`)."""
     if was_on:
         gc.enable()
-
-
-@lru_cache(maxsize=1)
-def _malloc_trim() -> Callable[[int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes  # here: every `polyprof run` imports this module, few need the call
-
-    try:  # the process's own symbols, the C library's among them
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
-    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
-        return None
-
-
-def return_free_memory() -> None:
-    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
-    elsewhere). A reader that makes and drops large temporary columns leaves them as
-    free but resident memory otherwise: glibc serves arrays below its (self-raising)
-    mmap threshold from the heap, which shrinks only from its top."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)

@@ -16,7 +16,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...lowlevel.heap import return_free_memory
 from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
@@ -137,7 +136,6 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
             if not p.device:
                 launches.append((p.gpid, p.corr))
         del p, names, cats, inv, rows
-        return_free_memory()  # the table's columns, read and dropped: before the next is read
     for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
         s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""
     _flows(b, linked)
@@ -152,9 +150,7 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
     if notes:
         md["warnings"] = list(notes)
     b.metadata.update(md)
-    trace = b.build()
-    return_free_memory()
-    return trace
+    return b.build()
 
 
 def _flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]]) -> None:

@@ -255,24 +255,32 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     if ex.has(t, "text"):
         exprs["rowid"] = "rowid"
     c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
+    # every row's inline text (code 0: none), domain registrations' among them
+    text, tvals = np.zeros(len(c["start"]), np.int64), [""]
+    if ex.has(t, "text"):
+        trow, tc, tv = sqlite_db.read_texts(conn, t, "text")
+        text[np.searchsorted(c.pop("rowid"), trow)] = tc + 1
+        tvals += tv
+        del trow, tc
+    domains: dict[int, str] = {}
+    if "domainId" in c:
+        reg = np.flatnonzero((c["eventType"] == types["NvtxDomainCreate"]) & (text > 0) & (c["domainId"] >= 0))
+        pairs = np.unique(np.stack([c["domainId"][reg], text[reg]]), axis=1) if len(reg) else np.zeros((2, 0), int)
+        domains = {int(d): tvals[int(k)] for d, k in pairs.T.tolist()}
     wanted_rows = np.isin(c["eventType"], np.array(wanted, np.int64))
     if not wanted_rows.all():  # domain registrations and other event types: not events
         take = np.flatnonzero(wanted_rows)
         c = {k: v.take(take) for k, v in c.items()}
+        text = text.take(take)
         del take
     del wanted_rows
-    n = len(c["start"])
-    # names: registered strings (textId) where set, else the inline text
-    tcodes, tvals = np.zeros(n, np.int64), [""]  # code 0: no text
-    if ex.has(t, "text"):  # every row's text: those of the rows kept
-        trow, tc, tv = sqlite_db.read_texts(conn, t, "text")
-        rid = c.pop("rowid")
-        pos = np.minimum(np.searchsorted(rid, trow), max(n - 1, 0))
-        hit = rid[pos] == trow if n else np.zeros(len(trow), bool)
-        used, tc = np.unique(tc[hit], return_inverse=True)
-        tcodes[pos[hit]] = tc.reshape(-1) + 1
-        tvals += [tv[i] for i in used.tolist()]
-        del trow, rid, pos, hit
+    counts = np.bincount(text, minlength=len(tvals))  # the texts of the rows kept (and "": code 0)
+    counts[0] = 1
+    used = np.flatnonzero(counts)
+    remap = np.zeros(len(tvals), np.int64)
+    remap[used] = np.arange(len(used))
+    tcodes, tvals = remap[text], [tvals[i] for i in used.tolist()]
+    del text, counts, remap
     if "textId" in c:
         has_id = c["textId"] >= 0
         icodes, ivals = strings.codes(np.where(has_id, c["textId"], -1))
@@ -286,16 +294,12 @@ def nvtx(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[Part |
     keep = ~unended
     c["end"] = np.where(is_mark, c["start"], c["end"])
     stats: dict[str, Any] = {}
-    if "domainId" in c and ex.has(t, "text"):
-        domains = {int(d): str(txt) for d, txt in sqlite_db.rows(
-            conn, f"SELECT DISTINCT domainId, text FROM NVTX_EVENTS WHERE eventType = {int(types['NvtxDomainCreate'])}")
-            if d is not None and txt is not None}
-        if domains:
-            dom, ids = c["domainId"], np.array(sorted(domains), np.int64)
-            rows = np.flatnonzero(np.isin(dom, ids))
-            if len(rows):
-                labels = np.array([domains[int(d)] for d in ids.tolist()], dtype=object)
-                stats["domain"] = (rows, labels[np.searchsorted(ids, dom[rows])])
+    if domains:
+        dom, ids = c["domainId"], np.array(sorted(domains), np.int64)
+        rows = np.flatnonzero(np.isin(dom, ids))
+        if len(rows):
+            labels = np.array([domains[int(d)] for d in ids.tolist()], dtype=object)
+            stats["domain"] = (rows, labels[np.searchsorted(ids, dom[rows])])
     part = _host_part(t, c, (codes, all_vals), (is_mark.astype(np.int64), [CAT_NVTX, CAT_NVTX_MARK]), stats)
     return part.take(keep) if not keep.all() else part, int(unended.sum())
 
