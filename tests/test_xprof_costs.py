@@ -18,7 +18,7 @@ import polyprof
 from polyprof.analyze import peaks
 from polyprof.analyze.efficiency import mfu, op_efficiency
 from polyprof.analyze.frames import column
-from polyprof.writers.xprof_costs import device_costs, hlo_name
+from polyprof.writers.xprof_costs import device_costs, exclusive, hlo_name
 
 TRACELENS = Path(__file__).parent / "data" / "peers" / "tracelens_perf"
 BERT = "h100_gaunernst_bert-small-uncased__1016001.json.gz"
@@ -51,9 +51,11 @@ def _xprof_roofline(path: Path, out: Path) -> tuple[dict, dict[str, dict]]:
 def test_xprof_roofline_gpu_flop_rates_equal_op_efficiency(trace, tmp_path):
     """TraceLens's H100 and MI300X traces (BERT, a ViT with convolutions; shapes, no
     flops arg): XProf's measured FLOP rate (GFLOP/s) and memory bandwidth (GiB/s) of each
-    framework op equal op_efficiency's; its peaks are polyprof's; its program's FLOPs
-    are mfu's. An op whose time XProf lists under several device ops (aten::conv2d:
-    cudnn_convolution and the bias add_) has one row per part: their sums agree."""
+    framework op that launched its work itself (the GEMMs, attention, norms...) equal
+    op_efficiency's; its peaks are polyprof's; its program's FLOPs are mfu's (within
+    1e-5: the ViT's convolution wrappers keep no negative FLOPs of their own). An op
+    whose calls wrap costed ops (aten::miopen_convolution around its bias aten::add_ on
+    the MI300X) shows its own part only, less time than op_efficiency's: skipped."""
     if importlib.util.find_spec("xprof") is None:
         pytest.skip("xprof is not installed")
     t = polyprof.load(TRACELENS / trace)
@@ -74,26 +76,32 @@ def test_xprof_roofline_gpu_flop_rates_equal_op_efficiency(trace, tmp_path):
         x[1] += row["measured_memory_bw"] * us / 1e6
         x[2] += us
     oe = op_efficiency(t)
-    mine = {n: (f, b) for n, f, b in zip(column(oe, "name"), column(oe, "flops_per_s"), column(oe, "bytes_per_s"))}
+    mine = {n: (f, b, ns) for n, f, b, ns in zip(column(oe, "name"), column(oe, "flops_per_s"),
+                                                 column(oe, "bytes_per_s"), column(oe, "device_ns"))}
+    equal = set()
     for op, (gflop, gib, us) in xprof.items():
-        fps, bps = mine[op]
+        fps, bps, ns = mine[op]
+        if us * 1000 < ns * (1 - 1e-9):  # a call wraps costed ops that launched the rest of its work
+            continue
+        assert us * 1000 == pytest.approx(ns, rel=1e-9), op
         assert gflop / us * 1e6 == pytest.approx(np.nan_to_num(fps) / 1e9, rel=1e-6), op
         assert gib / us * 1e6 == pytest.approx(np.nan_to_num(bps) / 2**30, rel=1e-6), op
-    assert {"aten::linear", "aten::scaled_dot_product_attention", "aten::layer_norm", "aten::gelu"} <= set(xprof)
-    assert sum(1 for g, _, _ in xprof.values() if g > 0) >= 4
-    if "Falconsai" in trace:
-        assert sum(1 for op in c.ops if op == "aten::conv2d") == 2
+        equal.add(op)
+    assert {"aten::addmm", "aten::_flash_attention_forward", "aten::native_layer_norm", "aten::gelu"} <= equal
+    assert sum(1 for op in equal if xprof[op][0] > 0) >= 4
+    if trace.startswith("h100_Falconsai"):
+        assert "aten::cudnn_convolution" in equal
     # the program: XProf's FLOPs over the trace (rate × time) are the model FLOPs mfu counts
     prog = theirs["Program"]
     assert prog["measured_flop_rate"] * 1e9 * prog["total_time"] / 1e6 == pytest.approx(column(mfu(t), "flops")[0],
-                                                                                         rel=1e-6)
+                                                                                         rel=1e-5)
 
 
 def test_xla_op_view_of_the_framework_ops():
-    """What the writer adds, on the H100 ViT trace: each device activity launched inside
-    an outermost costed op names one instruction per (that op, its device op); every
-    occurrence of an instruction carries the same share, and occurrences × share add up
-    to the op's FLOPs whatever XProf merges."""
+    """What the writer adds, on the H100 ViT trace: each device activity names the
+    instruction of (its innermost costed op, its device op); that op's own FLOPs (less
+    its costed children's: aten::linear keeps none of aten::addmm's) are shared over the
+    activities it launched, every occurrence of an instruction carrying the same value."""
     t = polyprof.load(TRACELENS / "h100_Falconsai_nsfw_image_detection__1016002.json.gz")
     c = device_costs(t)
     assert c is not None
@@ -103,11 +111,22 @@ def test_xla_op_view_of_the_framework_ops():
     total: dict[str, float] = defaultdict(float)
     for i, op in enumerate(c.ops):
         total[op] += float(c.flops[i] * n[i])
-    for op, f in total.items():
-        assert f == pytest.approx(np.nan_to_num(by_name[op]), abs=float(n.sum())), op  # rounded per occurrence
-    conv = [i for i, op in enumerate(c.ops) if op == "aten::conv2d"]
-    assert sorted(c.names[i] for i in conv) == ["aten__conv2d.aten__add_", "aten__conv2d.aten__cudnn_convolution"]
+    for op in ("aten::addmm", "aten::cudnn_convolution", "aten::_flash_attention_forward", "aten::gelu"):
+        assert total[op] == pytest.approx(by_name[op], abs=float(n.sum())), op  # rounded per occurrence
+    assert "aten::linear" not in c.ops and "aten::conv2d" not in c.ops
+    assert "aten__addmm" in c.names and "aten___flash_attention_forward" in c.names
     assert hlo_name("aten::addmm") == "aten__addmm" and hlo_name("9x") == "_x" and hlo_name("__y") == "a_y"
+
+
+def test_exclusive_figures_by_hand():
+    """Spans on two threads: a parent with two children (one nested twice), an instant
+    child: each keeps its value less its direct children's, never below 0."""
+    th = np.array([0, 0, 0, 0, 1, 0])
+    st = np.array([0, 10, 12, 50, 0, 60])
+    en = np.array([100, 40, 20, 90, 100, 60])
+    val = np.array([100.0, 30.0, 5.0, 80.0, 7.0, 1.0])
+    # 0 holds 1 and 3 (and the instant 5 at 60, inside 3); 1 holds 2; thread 1 apart
+    assert exclusive(th, st, en, val).tolist() == [0.0, 25.0, 5.0, 79.0, 7.0, 1.0]
 
 
 def test_round_trip_leaves_out_what_was_added_for_xprof(tmp_path):

@@ -1,7 +1,7 @@
 """What XProf's roofline_model and op_profile read for the FLOPs of a GPU trace's ops.
 
 XProf gives a GPU event FLOPs only when the event is an XLA op: its ``hlo_op`` names an
-instruction of an HLO module stored on the ``/host:metadata`` plane (an ``hlo_proto``
+instruction of an HLO module stored on the ``/host:metadata`` plane (a ``Hlo Proto``
 stat on the event metadata whose id is the ``program_id`` the event carries); then the
 event's own ``flops`` and ``bytes_accessed`` stats are its cost (xprof
 ``ConvertDeviceTraceXPlaneToOpMetricsDb``). An event with only ``tf_op`` (a framework
@@ -11,26 +11,31 @@ So, for a trace with framework-op costs (``analyze.efficiency``: the trace's own
 figures or estimates from shapes) and no XLA ops of its own, the writer adds:
 
 - one HLO module, ``polyprof_framework_ops``, with one ``custom-call`` instruction per
-  framework op name (target and ``op_name`` metadata: the op's name; the instruction's
-  name: the op's name made a valid HLO name, ``aten::addmm`` -> ``aten__addmm``), shape
-  ``()`` so XLA's cost analysis gives it nothing of its own;
-- on each device activity launched inside an *outermost* costed op (the ops ``mfu``
-  counts, so each FLOP is counted once): ``hlo_op`` and ``program_id`` naming that op's
-  instruction, and ``flops`` / ``bytes_accessed``: the op's total over all its calls
-  divided evenly among all the device activities they launched. XProf keeps one value
-  per occurrence and merges back-to-back occurrences (value × count), so equal values
-  make its sums exact whatever it merges: its FLOP rate of an op is polyprof's
-  ``op_efficiency`` rate (total FLOPs ÷ summed device time); per step it apportions
-  the FLOPs by the step's share of the op's device activities;
-- on each device plane XProf's device capabilities, from polyprof's peaks
+  (costed op, device op) pair (the instruction's name: the op's name made a valid HLO
+  name, ``aten::addmm`` -> ``aten__addmm``, with the device op's after a dot where the
+  op's work falls under several; its ``op_name`` / ``op_type`` metadata: the device op,
+  cut so that XProf's ``op_name:op_type`` reads as it, so XProf's framework-op view keeps
+  polyprof's device ops), shape ``()`` so XLA's cost analysis gives it nothing of its own;
+- on each device activity, the innermost costed op around its launch (as an XLA op is
+  the innermost unit of work): ``hlo_op`` and ``program_id`` naming its instruction, and
+  ``flops`` / ``bytes_accessed``: that op's *own* figures (less its costed children's:
+  ``aten::linear`` keeps none of its ``aten::addmm``'s, so each FLOP is counted once)
+  shared among the activities each call launched by duration, then divided evenly among
+  all occurrences of the instruction. XProf keeps one value per occurrence and merges
+  back-to-back occurrences (value × count), so equal values make its sums exact
+  whatever it merges: its FLOP rate of an op that launches its work itself is
+  polyprof's ``op_efficiency`` rate (total FLOPs ÷ summed device time); per step it
+  apportions the FLOPs by the step's share of the occurrences;
+- on each GPU plane XProf's device capabilities, from polyprof's peaks
   (``analyze.peaks``) and Kineto's ``deviceProperties``: ``peak_teraflops_per_second``
   (at the precision most model FLOPs are in), ``memory_bandwidth`` (bytes/s),
   ``core_count``, ``compute_cap_major`` / ``compute_cap_minor``, ``memory_size``.
 
 Only what the trace lacks is added, and every added key is listed for polyprof's
 reader to drop, so polyprof -> XSpace -> polyprof keeps the trace as it was. A trace that
-already carries ``flops`` (torch's ``with_flops``, on its host ops) keeps them as they
-are; its device activities get no ``flops`` of polyprof's (both would be one stat key).
+already carries ``flops`` (older torch exports wrote them on host ops) keeps them as
+they are; its device activities get no ``flops`` of polyprof's (both would be one stat
+key, and the reader could not tell them apart).
 """
 
 from __future__ import annotations
@@ -43,9 +48,9 @@ import numpy as np
 
 from ..analyze.common import device_view
 from ..analyze.devops import device_op_names
-from ..analyze.efficiency import costed_rows, model_rows, outermost, resolve_peak
+from ..analyze.efficiency import costed_rows, model_rows, resolve_peak
 from ..derive import cache
-from ..derive.intervals import innermost
+from ..derive.intervals import innermost, nesting_depth
 from ..formats.perfetto_wire import message
 from ..trace import keys
 from ..trace.core import Trace
@@ -83,15 +88,15 @@ class DeviceCosts:
     rows: np.ndarray  # device activity rows, ascending
     instruction: np.ndarray  # per row: index into ``names``
     names: list[str]  # instruction names (unique, valid HLO names)
-    ops: list[str]  # the outermost costed framework op of each instruction
+    ops: list[str]  # the costed framework op of each instruction
     device_ops: list[str]  # the op XProf's framework-op view puts its time under (``tf_op``)
     flops: np.ndarray  # int64 per instruction: each occurrence's FLOPs
     bytes: np.ndarray  # int64 per instruction: each occurrence's bytes
 
 
 def device_costs(trace: Trace) -> DeviceCosts | None:
-    """Each device activity launched inside an outermost costed framework op, with its
-    share of that op's figures (module docstring); None when there are none, or the
+    """Each device activity launched inside a costed framework op, with its share of the
+    innermost such op's own figures (module docstring); None when there are none, or the
     trace has XLA ops of its own (``hlo_op``). Computed once per trace."""
     return cache.memo(trace, "xprof_device_costs", _device_costs)
 
@@ -103,35 +108,38 @@ def _device_costs(trace: Trace) -> DeviceCosts | None:
     host = np.flatnonzero(~on_device)
     if not len(host):
         return None
-    outer = host[outermost(trace, rows[host])]
-    ops = rows[outer]
+    ops = rows[host]
     v = device_view(trace)
     has = np.flatnonzero(v.launch >= 0)
     if not len(has):
         return None
     ev = trace.events
     th = cache.threads(trace)
+    o_th, o_st = th[ev["track"][ops]], ev["start_ns"][ops]
+    o_en = o_st + ev["dur_ns"][ops]
     launch = v.launch[has]
-    hit = innermost(th[ev["track"][ops]], ev["start_ns"][ops], ev["start_ns"][ops] + ev["dur_ns"][ops],
-                    th[ev["track"][launch]], ev["start_ns"][launch])
+    hit = innermost(o_th, o_st, o_en, th[ev["track"][launch]], ev["start_ns"][launch])
     sel = hit >= 0
     if not sel.any():
         return None
-    at, call = has[sel], hit[sel]  # positions in the device view; the outer op call of each
+    at, call = has[sel], hit[sel]  # positions in the device view; the innermost costed op of each
     dev_rows = v.rows[at]
-    # each call's figures shared among its device activities by duration (all equal if none lasts)
+    own_f = exclusive(o_th, o_st, o_en, np.nan_to_num(c.flops[host]))
+    own_b = exclusive(o_th, o_st, o_en, np.nan_to_num(c.bytes[host]))
+    # each call's own figures shared among the activities it launched itself, by duration
+    # (all equal if none lasts)
     dur = ev["dur_ns"][dev_rows].astype(np.float64)
     n_calls = len(ops)
     call_dur = np.bincount(call, weights=dur, minlength=n_calls)
     call_n = np.bincount(call, minlength=n_calls).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(call_dur[call] > 0, dur / call_dur[call], 1.0 / call_n[call])
-    f = np.nan_to_num(c.flops[outer])[call] * share
-    b = np.nan_to_num(c.bytes[outer])[call] * share
-    # one instruction per (outer op, device op): XProf's framework-op view stays per device op
-    outer_names = np.asarray(trace.strings, dtype=object)[ev["name"][ops[call]]]
+    f = own_f[call] * share
+    b = own_b[call] * share
+    # one instruction per (costed op, device op): XProf's framework-op view stays per device op
+    op_names_ = np.asarray(trace.strings, dtype=object)[ev["name"][ops[call]]]
     dev_ops = device_op_names(trace)[at]
-    pairs = [f"{o}\0{d}" for o, d in zip(outer_names.tolist(), dev_ops.tolist())]
+    pairs = [f"{o}\0{d}" for o, d in zip(op_names_.tolist(), dev_ops.tolist())]
     keys_, inv = np.unique(np.asarray(pairs, dtype=object).astype(str), return_inverse=True)
     count = np.bincount(inv, minlength=len(keys_))
     per_f = np.rint(np.bincount(inv, weights=f, minlength=len(keys_)) / count).astype(np.int64)
@@ -153,6 +161,25 @@ def _device_costs(trace: Trace) -> DeviceCosts | None:
     order = np.argsort(dev_rows, kind="stable")
     return DeviceCosts(dev_rows[order], inv[order].astype(np.int64), names, [o for o, _ in split],
                        [d for _, d in split], per_f, per_b)
+
+
+def exclusive(thread: np.ndarray, start: np.ndarray, end: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Each span's ``value`` less its children's (the spans directly inside it on its
+    thread), at least 0: an ``aten::linear``'s FLOPs are its ``aten::addmm``'s, so it
+    keeps none of its own and each FLOP is counted once."""
+    parent = np.full(len(value), -1, np.int64)
+    order, _, depth = nesting_depth(thread, start, end)
+    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
+        child, cand = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+        k = np.searchsorted(cand, child) - 1  # the nearest span one level up before it
+        p = cand[np.maximum(k, 0)]
+        ok = (k >= 0) & (thread[order[p]] == thread[order[child]])
+        parent[order[child[ok]]] = order[p[ok]]
+    empty = np.flatnonzero(end <= start)  # an instant op: the span around its time
+    if len(empty):
+        parent[empty] = innermost(thread, start, end, thread[empty], start[empty])
+    inner = np.bincount(parent[parent >= 0], weights=value[parent >= 0], minlength=len(value))
+    return np.maximum(value - inner, 0.0)
 
 
 def stat_columns(trace: Trace, costs: DeviceCosts) -> dict[str, tuple[np.ndarray, list[object]]]:
