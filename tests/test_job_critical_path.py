@@ -15,7 +15,7 @@ from polyprof.analyze import depgraph
 from polyprof.analyze.critical_path import step_windows
 from polyprof.analyze.frames import column
 from polyprof.analyze.longest_path import longest_path
-from polyprof.ranks.critical_path import job_graph, path_table, what_if
+from polyprof.ranks.critical_path import job_graph, path_table, what_if, with_deltas
 from rankmaker import make_ranks, slow_kernel
 
 SRC = Path(__file__).parent / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
@@ -114,11 +114,14 @@ def test_collective_waits_for_the_compute_stream():
         assert g.time[2 * src + 1] <= g.time[2 * i]
 
 
-def test_a_slower_kernel_before_an_all_reduce(tmp_path, jobs):
-    """Must-show: rank 3's kernel before the step's last all-reduce made 3 ms slower, the
-    delay passed on through its device as the device would (tests/rankmaker.slow_kernel).
-    The job's critical path on the modified ranks runs through that kernel, and the what-if
-    on the unmodified ranks predicts the step's change within 5% of the change measured."""
+D = 3_000_000
+
+
+@pytest.fixture(scope="module")
+def slowed(jobs, tmp_path_factory):
+    """Rank 3's kernel before the step's last all-reduce (found in the joined graph: the
+    compute activity that collective waits for) 3 ms slower, the delay passed on through
+    its device as the device would (tests/rankmaker.slow_kernel): (row, its path)."""
     _, traces = jobs
     jg = job_graph(traces, STEP)
     g = jg.graph
@@ -131,17 +134,66 @@ def test_a_slower_kernel_before_an_all_reduce(tmp_path, jobs):
     kernel = [int(s) >> 1 for s in g.src[into] if not names[g.rows[int(s) >> 1]].startswith("nccl")]
     assert len(kernel) == 1
     row = int(g.rows[kernel[0]])
-    d = 3_000_000
-    predicted = what_if(jg, SLOW, row, d)
-    slowed = dict(traces)
-    slowed[SLOW] = polyprof.load(slow_kernel(SRC, tmp_path / "slow.json.gz", SLOW, 4, int(corr[row]), d / 1000))
-    js = job_graph(slowed, STEP)
+    out = tmp_path_factory.mktemp("slow") / "rank-3.json.gz"
+    return row, slow_kernel(SRC, out, SLOW, 4, int(corr[row]), D / 1000)
+
+
+def test_a_slower_kernel_before_an_all_reduce(jobs, slowed):
+    """Must-show: the job's critical path on the modified ranks runs through rank 3's
+    slowed kernel, and the what-if on the unmodified ranks predicts the step's change
+    within 5% of the change measured."""
+    _, traces = jobs
+    row, path = slowed
+    jg = job_graph(traces, STEP)
+    g = jg.graph
+    t = traces[SLOW]
+    names = t.names()
+    predicted = what_if(jg, SLOW, row, D)
+    modified = dict(traces)
+    modified[SLOW] = polyprof.load(path)
+    js = job_graph(modified, STEP)
     ps = longest_path(js.graph)
     measured = ps.length - longest_path(g).length
-    assert measured > 0.9 * d
+    assert measured > 0.9 * D
     assert abs(predicted - measured) <= 0.05 * measured
     on = path_table(js, ps)
     hit = ((column(on, "rank") == SLOW) & (column(on, "name") == names[row])
-           & (column(on, "dur_ns") == int(t.events["dur_ns"][row]) + d))  # the slowed kernel
+           & (column(on, "dur_ns") == int(t.events["dur_ns"][row]) + D))  # the slowed kernel
     assert hit.sum() == 1
-    assert int(column(on, "on_path_ns")[hit][0]) == int(t.events["dur_ns"][row]) + d  # wholly on the path
+    assert int(column(on, "on_path_ns")[hit][0]) == int(t.events["dur_ns"][row]) + D  # wholly on the path
+
+
+def test_critical_path_command_on_the_job(jobs, slowed, tmp_path):
+    """`polyprof critical-path DIR` on the modified job (clocks aligned from the collectives):
+    step 1's path names rank 3's slowed kernel, wholly on it, and is as long as the API's
+    on the traces; a what-if halving rank 3's all-reduces is the joined graph's own change
+    with those events' spans halved."""
+    import shutil
+    import subprocess
+    import sys
+
+    paths, traces = jobs
+    row, path = slowed
+    for r in range(3):
+        shutil.copy(paths[r], tmp_path / f"rank-{r}.json.gz")
+    shutil.copy(path, tmp_path / "rank-3.json.gz")
+    r = subprocess.run([sys.executable, "-m", "polyprof", "critical-path", str(tmp_path), "--step", str(STEP),
+                        "--what-if", "3:ncclKernel_AllReduce:0.5", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    t = traces[SLOW]
+    name, dur = t.names()[row], int(t.events["dur_ns"][row]) + D
+    hit = [x for x in out["critical_path"] if x["rank"] == SLOW and x["name"] == name and x["dur_ns"] == dur]
+    assert len(hit) == 1 and hit[0]["on_path_ns"] == dur and hit[0]["step"] == STEP
+    modified = dict(traces)
+    modified[SLOW] = polyprof.load(path)
+    js = job_graph(modified, STEP)
+    assert {x["path_ns"] for x in out["critical_path"]} == {longest_path(js.graph).length}
+    assert [c["aligned"] for c in out["clocks"]] == [True] * 4
+    (w,) = out["what_if"]
+    g, names = js.graph, modified[SLOW].names()
+    ev = np.array([i for i in np.flatnonzero(js.rank == SLOW).tolist()
+                   if names[g.rows[i]].startswith("ncclKernel_AllReduce")], np.int64)
+    assert w["events"] == len(ev) == 5
+    half = -np.round(modified[SLOW].events["dur_ns"][g.rows[ev]] * 0.5).astype(np.int64)
+    assert w["change_ns"] == with_deltas(js, ev, half) < 0

@@ -15,8 +15,9 @@ from ..lowlevel.exit import quick_exit
 COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo", "diff"]
 COMMANDS.append("convert")  # traces -> an on-disk store (issue 13)
 COMMANDS.append("capture")  # capture running processes on demand (issue 14)
+COMMANDS.append("critical-path")  # a job's critical path and what-ifs (issue 32)
 #: commands that only read traces and write results (no profiled program runs in them)
-READ_ONLY = {"summary", "report", "sql", "export", "diff", "convert"}
+READ_ONLY = {"summary", "report", "sql", "export", "diff", "convert", "critical-path"}
 #: read-only commands whose every output is closed when they return (stdout, or a file
 #: written whole): the ``polyprof`` command ends them without tearing down the heap
 QUICK_EXIT = {"summary", "report", "diff"}

@@ -30,6 +30,7 @@ from ..analyze.longest_path import LongestPath, longest_path
 from ..analyze.table import Table
 from ..trace.core import Trace
 from ..trace.categories import Kind
+from .align import RankClock, align_ranks
 from .collectives import collective_rows, collective_table
 
 COLUMNS = ["rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns"]
@@ -52,8 +53,11 @@ class JobGraph:
         return int(hit[0]) if len(hit) else -1
 
 
-def job_graph(traces: dict[int, Trace], step: int) -> JobGraph:
-    """The joined graph of the ``step``-th step (by position) of every rank."""
+def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] | None = None) -> JobGraph:
+    """The joined graph of the ``step``-th step (by position) of every rank; ``clocks``
+    (``ranks/align.py``'s, see :func:`align`) put each rank's times on one clock and
+    number its collectives as the reference rank does; without them the traces' own
+    clocks and sequence numbers are taken."""
     ranks = sorted(traces)
     parts: list[DepGraph] = []
     ev_off = [0]
@@ -67,15 +71,17 @@ def job_graph(traces: dict[int, Trace], step: int) -> JobGraph:
         local = np.full(t.n_events, -1, np.int64)
         local[g.rows] = np.arange(len(g.rows))
         ct = collective_table(t)
-        for key, seq, row in zip(column(ct, "key").tolist(), column(ct, "seq").tolist(),
+        seqs = clocks[r].reference_seq(ct) if clocks and r in clocks else np.asarray(column(ct, "seq"), np.int64)
+        for key, seq, row in zip(column(ct, "key").tolist(), seqs.tolist(),
                                  _collective_rows(t).tolist()):
             ge = int(local[row]) if row >= 0 else -1
-            if ge >= 0:
+            if ge >= 0 and seq >= 0:
                 matched.setdefault((key, int(seq)), []).append((i, ge + ev_off[i]))
     rank = np.concatenate([np.full(len(g.rows), r, np.int64) for r, g in zip(ranks, parts)])
     rows = np.concatenate([g.rows for g in parts])
     device = np.concatenate([g.device for g in parts])
-    time = np.concatenate([g.time for g in parts])
+    time = np.concatenate([clocks[r].fit.to_host(g.time) if clocks and r in clocks else g.time
+                           for r, g in zip(ranks, parts)])
     order = [_stream_order(traces[r], g) for r, g in zip(ranks, parts)]
     src = np.concatenate([np.r_[g.src, o[0]] + 2 * ev_off[i] for i, (g, o) in enumerate(zip(parts, order))])
     dst = np.concatenate([np.r_[g.dst, o[1]] + 2 * ev_off[i] for i, (g, o) in enumerate(zip(parts, order))])
@@ -158,13 +164,76 @@ def path_table(jg: JobGraph, p: LongestPath) -> Table:
 def what_if(jg: JobGraph, rank: int, row: int, delta_ns: int) -> int:
     """The step's predicted change (ns) if ``row`` of ``rank``'s trace took ``delta_ns``
     longer (negative: shorter), from the joined graph's longest path."""
-    g = jg.graph
     e = jg.event(rank, row)
     if e < 0:
         return 0
+    return with_deltas(jg, np.array([e], np.int64), np.array([delta_ns], np.int64))
+
+
+def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray) -> int:
+    """The step's predicted change (ns) if each graph event of ``events`` took its
+    ``deltas`` longer: the edges into each event's end that carry its span (one on any
+    path: the last stretch of an op, a kernel's span, a collective's end) change by it."""
+    g = jg.graph
+    if not len(events):
+        return 0
     base = longest_path(g).length
-    span = (g.owner == e) & ((g.etype == OPERATOR) | ((g.etype == SYNC) & (g.dst == 2 * e + 1)))
+    by_event = np.zeros(len(g.rows), np.int64)
+    by_event[events] = deltas
+    own = np.maximum(g.owner, 0)
+    span = (g.owner >= 0) & (g.dst == 2 * own + 1) & ((g.etype == OPERATOR) | (g.etype == SYNC))
     w = g.weight.copy()
-    w[span] = np.maximum(w[span] + delta_ns, 0)
+    w[span] = np.maximum(w[span] + by_event[own[span]], 0)
     changed = DepGraph(g.rows, g.device, g.time, g.src, g.dst, w, g.etype, g.owner)
     return longest_path(changed).length - base
+
+
+def what_if_op(jg: JobGraph, rank: int, pattern: str, factor: float) -> tuple[int, int]:
+    """(the step's predicted change in ns, events changed) if every op, call or device
+    activity of ``rank`` in the step whose name holds ``pattern`` (case-insensitive) took
+    ``factor`` times as long (0.8: 20% faster)."""
+    g = jg.graph
+    mine = np.flatnonzero(jg.rank == rank)
+    if not len(mine):
+        return 0, 0
+    t = jg.traces[jg.ranks.index(rank)]
+    want = pattern.lower()
+    hit = np.fromiter((want in s.lower() for s in t.strings), bool, len(t.strings))
+    ev = mine[hit[np.asarray(t.events["name"], np.int64)[g.rows[mine]]]]
+    dur = np.asarray(t.events["dur_ns"], np.int64)[g.rows[ev]]
+    return with_deltas(jg, ev, np.round(dur * (factor - 1.0)).astype(np.int64)), len(ev)
+
+
+JOB_COLUMNS = ["step", "rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns", "path_ns"]
+
+
+def align(traces: dict[int, Trace]) -> dict[int, RankClock]:
+    """Each rank's clock onto the lowest rank's, from the matched collectives
+    (``ranks/align.py``; a rank without a match keeps its own clock)."""
+    return align_ranks({r: collective_table(t) for r, t in traces.items()})
+
+
+def n_steps(traces: dict[int, Trace]) -> int:
+    """Steps every rank has (by position; a trace without steps is one)."""
+    return min((len(step_windows(t)[0]) for t in traces.values()), default=0)
+
+
+def job_critical_path(traces: dict[int, Trace], steps: list[int] | None = None,
+                      clocks: dict[int, RankClock] | None = None) -> Table:
+    """The job's critical path of each step (by position; default every step all ranks
+    have): the events on it, with ``step``, ``rank``, ``name``, ``kind``, ``start_ns``
+    and ``dur_ns`` (on the rank's own clock), ``on_path_ns`` (its time on the path) and
+    ``path_ns`` (the step's path length). By step, then rank, then start."""
+    parts = []
+    for k in (range(n_steps(traces)) if steps is None else steps):
+        jg = job_graph(traces, k, clocks)
+        p = longest_path(jg.graph)
+        t = path_table(jg, p)
+        cols = {c: np.asarray(t[c]) for c in t.columns}
+        n = len(cols["rank"])
+        parts.append({"step": np.full(n, k, np.int64), **cols, "path_ns": np.full(n, p.length, np.int64)})
+    if not parts:
+        return frame({c: np.zeros(0, object if c in ("name", "kind") else np.int64) for c in JOB_COLUMNS})
+    out = {c: np.concatenate([x[c] for x in parts]) for c in JOB_COLUMNS}
+    o = np.lexsort((out["start_ns"], out["rank"], out["step"]))
+    return frame({c: v[o] for c, v in out.items()})

@@ -1,0 +1,128 @@
+"""polyprof critical-path: what holds each step of a job (its ranks joined through their
+matched collectives), and what-ifs on it (ranks/critical_path.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import PolyprofError
+from .common import Subparsers
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "critical-path", help="what holds each step across the ranks of a job, and what-ifs",
+        description="The critical path of each step of a job: every rank's dependency graph (HTA's) joined "
+                    "through the matched collectives (the k-th collective of a communicator ends when its last "
+                    "rank arrives), on the aligned clock. Prints per step the path's length, the rank and the "
+                    "ops on it; --what-if RANK:NAME:FACTOR predicts each step's change if that rank's ops whose "
+                    "name holds NAME took FACTOR times as long (0.8: 20%% faster). One trace file is a job of "
+                    "one rank. Every rank is held in memory.")
+    p.add_argument("file", nargs="+", help="the ranks' trace files, a directory of them, or a store")
+    p.add_argument("--step", type=int, action="append", metavar="K",
+                   help="the K-th step (by position, from 0) of every rank; repeat for more (default: every step)")
+    p.add_argument("--what-if", action="append", default=[], metavar="RANK:NAME:FACTOR",
+                   help="predicted change of each step if rank RANK's ops, calls and kernels whose name holds "
+                        "NAME (case-insensitive) took FACTOR times as long; repeatable")
+    p.add_argument("-n", "--top", type=int, default=10, help="events listed per step (default 10; --json: all)")
+    p.add_argument("--no-align", action="store_true",
+                   help="take the ranks' clocks as they are (default: aligned from their collectives)")
+    p.add_argument("--json", action="store_true", help="print the path, the what-ifs and the clocks as JSON")
+    p.set_defaults(func=run)
+
+
+def _what_ifs(specs: list[str]) -> list[tuple[int, str, float]]:
+    out = []
+    for s in specs:
+        parts = s.rsplit(":", 1)
+        head = parts[0].split(":", 1) if len(parts) == 2 else []
+        try:
+            if len(head) != 2 or not head[1]:
+                raise ValueError
+            out.append((int(head[0]), head[1], float(parts[1])))
+        except ValueError:
+            raise PolyprofError(f"--what-if {s!r}: expected RANK:NAME:FACTOR, e.g. 3:all_gather:0.8") from None
+    return out
+
+
+def _traces(files: list[str]) -> dict[int, Any]:
+    from ..analyze.critical_path import rank_of
+    from .common import load_trace
+    from .ranks import is_job
+
+    if not is_job(files):
+        t = load_trace(files[0])
+        return {rank_of(t): t}
+    from ..ranks.traceset import load_ranks
+
+    ts = load_ranks(files if len(files) > 1 else files[0])
+    return dict(ts.traces())
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..analyze.longest_path import longest_path
+    from ..ranks import critical_path as jcp
+
+    asks = _what_ifs(args.what_if)
+    traces = _traces(args.file)
+    for r, _, _ in asks:
+        if r not in traces:
+            raise PolyprofError(f"--what-if: no rank {r} (ranks: {sorted(traces)})")
+    clocks = None if args.no_align or len(traces) < 2 else jcp.align(traces)
+    total = jcp.n_steps(traces)
+    steps = list(range(total)) if not args.step else args.step
+    bad = [k for k in steps if not 0 <= k < total]
+    if bad:
+        raise PolyprofError(f"--step {bad[0]}: the ranks have {total} step(s) in common (0 to {total - 1})")
+    table = jcp.job_critical_path(traces, steps, clocks)
+    predicted = []
+    for k in steps:
+        jg = jcp.job_graph(traces, k, clocks)
+        base = longest_path(jg.graph).length
+        for r, name, factor in asks:
+            delta, n = jcp.what_if_op(jg, r, name, factor)
+            predicted.append({"step": k, "rank": r, "name": name, "factor": factor, "events": n,
+                              "path_ns": base, "change_ns": delta})
+    if args.json:
+        rows = [{c: (v.item() if isinstance(v, np.generic) else v) for c, v in zip(table.columns, vals)}
+                for vals in zip(*(table[c].tolist() for c in table.columns))]
+        clock_rows = [{"rank": r, "offset_ns": int(c.fit.offset_ns), "aligned": bool(c.aligned)}
+                      for r, c in sorted((clocks or {}).items())]
+        sys.stdout.write(json.dumps({"critical_path": rows, "what_if": predicted, "clocks": clock_rows}) + "\n")
+        return 0
+    _print(table, predicted, steps, args.top)
+    return 0
+
+
+def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int) -> None:
+    import numpy as np
+
+    step = np.asarray(table["step"], np.int64)
+    for k in steps:
+        m = np.flatnonzero(step == k)
+        if not len(m):
+            print(f"step {k}: no critical path (no events in the step)")
+            continue
+        length = int(table["path_ns"][m[0]])
+        on = np.asarray(table["on_path_ns"], np.int64)[m]
+        ranks = np.asarray(table["rank"], np.int64)[m]
+        share = {int(r): int(on[ranks == r].sum()) for r in np.unique(ranks)}
+        held = max(share, key=lambda r: share[r])
+        print(f"step {k}: critical path {length / 1e6:.3f} ms; rank {held} holds "
+              f"{100.0 * share[held] / max(length, 1):.0f}% of it"
+              + (f" ({', '.join(f'rank {r} {100.0 * v / max(length, 1):.0f}%' for r, v in share.items() if r != held)})"
+                 if len(share) > 1 else ""))
+        keys: dict[tuple[int, str, str], int] = {}
+        for r, n, kind, v in zip(ranks.tolist(), table["name"][m].tolist(), table["kind"][m].tolist(), on.tolist()):
+            keys[(r, n, kind)] = keys.get((r, n, kind), 0) + v
+        print(f"  {'rank':>4}  {'kind':<10} {'on path ms':>10}  name")
+        for (r, n, kind), v in sorted(keys.items(), key=lambda x: -x[1])[:top]:
+            print(f"  {r:>4}  {kind:<10} {v / 1e6:>10.3f}  {n[:100]}")
+        for w in (x for x in predicted if x["step"] == k):
+            print(f"  what-if: rank {w['rank']}'s {w['name']!r} x{w['factor']:g} ({w['events']} events): "
+                  f"step {w['change_ns'] / 1e6:+.3f} ms")
