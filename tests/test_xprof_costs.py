@@ -141,3 +141,32 @@ def test_round_trip_leaves_out_what_was_added_for_xprof(tmp_path):
         assert set(q.properties) == set(p.properties), p.name
     a, b = op_efficiency(t), op_efficiency(u)
     assert dict(zip(column(a, "name"), column(a, "flops"))) == dict(zip(column(b, "name"), column(b, "flops")))
+
+
+def test_export_cli_gives_xprof_the_peaks_asked_for(tmp_path):
+    """``polyprof export -f xspace --peak`` on a trace of an unnamed GPU (HTA's sampled
+    trace): the GPU plane carries XProf's peak stats from --peak (fp32: the precision of
+    its model FLOPs); polyprof reads the file back without them."""
+    from polyprof.formats.xspace.wire import pb
+
+    out = tmp_path / "s.xplane.pb"
+    trace = Path(__file__).parent / "data" / "traces" / "kineto" / "sampled_rank0.json.gz"
+    p = subprocess.run([sys.executable, "-m", "polyprof", "export", "-f", "xspace", "-o", str(out), "--peak",
+                        "fp32=19.5e12,hbm=1.555e12", str(trace)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    space = pb().XSpace()
+    space.ParseFromString(out.read_bytes())
+    gpu = next(x for x in space.planes if x.name == "/device:GPU:0")
+    names = {k: m.name for k, m in gpu.stat_metadata.items()}
+    stats = {names[s.metadata_id]: s for s in gpu.stats}
+    assert stats["peak_teraflops_per_second"].double_value == 19.5
+    assert stats["memory_bandwidth"].int64_value == 1_555_000_000_000
+    back = polyprof.load(out)
+    assert not {"peak_teraflops_per_second", "memory_bandwidth"} & set(back.planes[gpu_index(back)].properties)
+    bad = subprocess.run([sys.executable, "-m", "polyprof", "export", "-f", "xspace", "-o", str(out), "--force",
+                          "--peak", "bf16=fast", str(trace)], capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("polyprof: error: --peak")
+
+
+def gpu_index(t) -> int:
+    return next(p.id for p in t.planes if p.name == "/device:GPU:0")

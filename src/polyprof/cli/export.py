@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..formats.registry import by_name, for_output, writers
-from .common import Subparsers, add_window_args, load_trace, output_path, window_from
+from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path, window_from
 
 
 def register(sub: Subparsers) -> None:
@@ -29,6 +29,7 @@ def register(sub: Subparsers) -> None:
                    help="add a 'critical path' track: each step's critical path (docs/analysis.md)")
     add_window_args(p, "steps to write (default: the whole trace; --steps or --skip-first: only the events "
                        "the analyses of that window count)")
+    add_peak_arg(p)  # the device peaks an XSpace export gives XProf's roofline (writers/xprof_costs.py)
     from .ranks import add_rank_arg
 
     add_rank_arg(p)
@@ -38,6 +39,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from .ranks import is_job, rank_of_job
 
+    apply_peak(args)
     if is_job(args.file) and args.rank is None:
         from ..ranks.processes import one_process_per_rank
         from ..ranks.traceset import load_ranks
