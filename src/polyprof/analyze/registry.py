@@ -61,6 +61,8 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("critical_path", "polyprof.analyze.critical_path:critical_path", per_event=True),
     Analysis("cuda_graphs", "polyprof.analyze.cuda_graphs:cuda_graphs"),
     Analysis("cupti_counters", "polyprof.analyze.cupti_ranges:cupti_counters", per_event=True),
+    Analysis("collective_stats", "polyprof.analyze.collectives:collective_summary"),
+    Analysis("transfers", "polyprof.analyze.transfers:transfers"),
 )
 _BY_NAME = {a.name: a for a in ANALYSES}
 

@@ -15,9 +15,11 @@ Matching: rows with the same ``key`` (process group and op) and ``seq`` (the rec
 sequence number where both ranks have one, which needs no guessing; else their order on
 the rank). Ordered by position, if the two ranks' recordings did not start at the same
 collective, ``seq`` is shifted by up to ``MAX_SHIFT`` and the shift whose constraints
-agree, with the most matches and then the smallest bound, wins. Point-to-point transfers are used only when a
-rank has nothing else (they bind only the two peers). Ranks with no usable collectives
-fall back to their recorded clocks (wall clock for Kineto; the wall anchors for
+agree, with the most matches and then the smallest bound, wins. A rank with no
+collective to match is aligned from its point-to-point transfers, matched by peer and
+order (``ranks/transfers.py``), onto the reference rank or, through a chain of
+transfers, onto a rank already aligned (a pipeline's stages; the bounds add). Ranks with
+neither fall back to their recorded clocks (wall clock for Kineto; the wall anchors for
 polyprof's own monotonic traces) and are reported as not aligned from events.
 """
 
@@ -33,6 +35,7 @@ from ..analyze.common import rows_frame
 from ..analyze.table import Table
 from ..trace import clock
 from ..trace.clock import ClockFit
+from .transfers import align_transfers
 
 MAX_SHIFT = 3
 #: hosts' clocks differ in rate by a few ppm (NTP keeps them within tens); the hull may
@@ -96,29 +99,29 @@ def align_pair(ref: Table, other: Table) -> Match:
     or (None, 0, 0, None) when no pairing gives consistent constraints (the seq map is
     :attr:`RankClock.seq_map`, set when the pairs were found around gaps)."""
     best: Match = (None, 0, 0, None)
-    for use_p2p in (False, True):
-        r = ref if use_p2p else ref.take(~np.asarray(ref["p2p"], bool))
-        o = other if use_p2p else other.take(~np.asarray(other["p2p"], bool))
-        rc, oc = _codes(r, o)
-        recorded = _all_recorded(r) and _all_recorded(o)
-        for shift in [0] if recorded else sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs):
-            i, j = _pairs(rc, oc, shift)
-            if not len(i):
-                continue
-            f = _fit(r, o, i, j)
-            if not f.consistent:
-                continue
-            if best[0] is None or (len(i), -f.bound_ns) > (best[1], -best[0].bound_ns):
-                best = (f, len(i), shift, None)
-            if len(i) == len(rc) == len(oc):  # the same collectives on both: any other shift pairs fewer
-                break
-        if best[0] is not None:
+    r, o = _group_only(ref), _group_only(other)
+    rc, oc = _codes(r, o)
+    recorded = _all_recorded(r) and _all_recorded(o)
+    for shift in [0] if recorded else sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs):
+        i, j = _pairs(rc, oc, shift)
+        if not len(i):
+            continue
+        f = _fit(r, o, i, j)
+        if not f.consistent:
+            continue
+        if best[0] is None or (len(i), -f.bound_ns) > (best[1], -best[0].bound_ns):
+            best = (f, len(i), shift, None)
+        if len(i) == len(rc) == len(oc):  # the same collectives on both: any other shift pairs fewer
             break
-        if not recorded:  # a collective missing mid-trace: no one shift fits every pair
-            found = _around_gaps(r, o, rc, oc)
-            if found[0] is not None:
-                return found
+    if best[0] is None and not recorded:  # a collective missing mid-trace: no one shift fits every pair
+        return _around_gaps(r, o, rc, oc)
     return best
+
+
+def _group_only(t: Table) -> Table:
+    """The collectives of a rank's table: point-to-point transfers bind two ranks, not a
+    group, and are matched by peer (``ranks/transfers.py``)."""
+    return t.take(~np.asarray(t["p2p"], bool)) if len(t) else t
 
 
 #: collectives end together on every rank within a few µs (NCCL); a pair whose end
@@ -160,9 +163,8 @@ def _around_gaps(ref: Table, other: Table, rc: np.ndarray, oc: np.ndarray) -> Ma
 
 
 def _n_group(t: Table) -> int:
-    """Collectives that bind every rank of their group (point-to-point only if that is all)."""
-    n = int((~np.asarray(t["p2p"], bool)).sum()) if len(t) else 0
-    return n or len(t)
+    """Collectives that bind every rank of their group."""
+    return int((~np.asarray(t["p2p"], bool)).sum()) if len(t) else 0
 
 
 def _all_recorded(t: Table) -> bool:
@@ -170,17 +172,29 @@ def _all_recorded(t: Table) -> bool:
     return "seq_from" in t and len(t) > 0 and bool((t["seq_from"] == "Seq").all())
 
 
-def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, monotonic: dict[int, bool]) -> RankClock:
+def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, monotonic: dict[int, bool],
+              note: str = "") -> RankClock:
     a, b = anchors.get(rank), anchors.get(ref)
+    why = "no collective matched the reference rank's" + (f", and {note}" if note else "")
     if monotonic.get(rank) and monotonic.get(ref) and a and b:
         fit = clock.from_anchors(a, b, method="wall anchors")
         fit = clock.constant(fit.offset_ns, math.nan, "wall anchors")
-        msg = "no collective matched the reference rank's: placed by the two hosts' wall clocks (bound unknown)"
+        msg = f"{why}: placed by the two hosts' wall clocks (bound unknown)"
     else:
         fit = clock.constant(0, math.nan, "recorded clock")
-        msg = ("no collective matched the reference rank's: times kept as recorded "
-               "(wall clock; hosts agree only as well as NTP keeps them)")
+        msg = f"{why}: times kept as recorded (wall clock; hosts agree only as well as NTP keeps them)"
     return RankClock(rank, fit, False, 0, 0, msg)
+
+
+def _no_peer(t: Table) -> str:
+    """Why a rank's transfers cannot align it when none names a peer."""
+    if not len(t):
+        return ""
+    p2p = np.asarray(t["p2p"], bool)
+    if p2p.any() and (np.asarray(t["peer"], np.int64)[p2p] < 0).all():
+        return (f"its {int(p2p.sum())} point-to-point transfer(s) name no peer to match (SendRecv kernels "
+                "without Src/Dst Rank)")
+    return ""
 
 
 def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | None = None,
@@ -189,34 +203,64 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
     rank). ``tables`` are :func:`polyprof.ranks.collectives.collective_table` per rank;
     ``anchors`` the ranks' wall anchors and ``monotonic`` whether a rank's times are a
     monotonic clock (polyprof's own traces) rather than wall-clock based (Kineto), for
-    the fallback."""
+    the fallback. Collectives first; a rank they leave is aligned from its transfers."""
     anchors, monotonic = anchors or {}, monotonic or {}
     ranks = sorted(tables)
     if not ranks:
         return {}
     ref = ranks[0] if ref is None else ref
-    out = {ref: RankClock(ref, clock.constant(0, 0.0, "reference"), True, len(tables[ref]))}
+    out = {ref: RankClock(ref, clock.constant(0, 0.0, "reference"), True, _n_group(tables[ref]))}
     for r in ranks:
         if r == ref:
             continue
         fit, n, shift, seq_map = align_pair(tables[ref], tables[r])
-        if fit is None:
-            out[r] = _fallback(r, anchors, ref, monotonic)
-        else:
+        if fit is not None:
+            r_, o_ = _group_only(tables[ref]), _group_only(tables[r])
             msg = f"collectives matched with a shift of {shift}" if shift else ""
-            if _all_recorded(tables[ref]) and _all_recorded(tables[r]):
+            if _all_recorded(r_) and _all_recorded(o_):
                 msg = "collectives matched by their sequence numbers (Seq)"
             unmatched = _n_group(tables[ref]) + _n_group(tables[r]) - 2 * n
             if unmatched > 0:
                 msg = (msg + "; " if msg else "") + (f"{unmatched} collective(s) without a match on the other "
                                                      "rank (missing from one of the recordings)")
             out[r] = RankClock(r, fit, True, n, shift, msg, seq_map)
+    why = _by_transfers(tables, ref, out)
+    for r in ranks:
+        if r not in out:
+            out[r] = _fallback(r, anchors, ref, monotonic, why.get(r) or _no_peer(tables[r]))
     return out
+
+
+def _by_transfers(tables: dict[int, Table], ref: int, out: dict[int, RankClock]) -> dict[int, str]:
+    """Align (into ``out``) the ranks collectives left, from their transfers with the
+    reference rank or with a rank already aligned (its fit then this one's: the bounds
+    add), until no more can be; why not, for those left."""
+    why: dict[int, str] = {}
+    pending = [r for r in sorted(tables) if r not in out]
+    progress = True
+    while pending and progress:
+        progress = False
+        for r in list(pending):
+            for x in sorted(out, key=lambda x: (x != ref, x)):
+                f, n, msg = align_transfers(tables[x], x, tables[r], r)
+                if f is None:
+                    if msg:
+                        why.setdefault(r, msg)
+                    continue
+                text = f"{n} transfers matched by peer and order"
+                if x != ref:
+                    f, text = f.then(out[x].fit), text + f" with rank {x} (aligned through it: the bounds add)"
+                out[r] = RankClock(r, f, True, n, 0, text, {})
+                pending.remove(r)
+                progress = True
+                break
+    return why
 
 
 def alignment_table(clocks: dict[int, RankClock]) -> Table:
     """``rank``, ``offset_ns`` (added to that rank's times to put them on the reference
-    rank's clock), ``bound_ns`` (NaN: not bounded), ``method``, ``collectives`` (matched),
+    rank's clock), ``bound_ns`` (NaN: not bounded), ``method``, ``collectives`` (matched:
+    collectives, or transfers where ``method`` says so),
     ``drift_ppm``, ``aligned`` (from events), ``message``."""
     rows = [(r, int(c.fit.offset_ns), float(c.fit.bound_ns), c.fit.method, c.matched, float(c.fit.drift_ppm),
              c.aligned, c.message) for r, c in sorted(clocks.items())]

@@ -21,10 +21,11 @@ from ..analyze.findings import SEVERITY_ORDER, Finding, by_severity
 from ..analyze.frames import column, frame
 from ..analyze.table import Table
 from .align import align_ranks, alignment_table
-from .collectives import collective_stats
+from ..analyze.collectives import collective_stats
 from .result import OVERVIEW_COLUMNS, RankResult
 from .stack import with_rank
 from .stragglers import stragglers
+from .transfers import job_transfers
 
 
 @dataclass
@@ -54,9 +55,12 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
     ranks = sorted(results)
     job, job_findings = job_tables({r: results[r].collectives for r in ranks},
                                    {r: a for r in ranks if (a := results[r].anchor)},
-                                   {r: results[r].monotonic for r in ranks})
+                                   {r: results[r].monotonic for r in ranks},
+                                   {r: int(results[r].overview_row[1]) for r in ranks})
     tables: dict[str, Any] = {"rank_overview": _overview_table(results, info), **job}
-    names = list(dict.fromkeys(n for r in ranks for n in results[r].tables))
+    # the job's own collective_stats and transfers (over every rank, both ends of a
+    # transfer joined) stand for the ranks' tables of those names
+    names = [n for n in dict.fromkeys(n for r in ranks for n in results[r].tables) if n not in job]
     for name in names:
         tables[name] = with_rank({r: results[r].tables[name] for r in ranks if name in results[r].tables})
     findings = by_severity(job_findings + _rank_findings(results))
@@ -66,6 +70,8 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
         "ranks": len(ranks), "rank_ids": ranks, "reference_rank": ranks[0] if ranks else None,
         "events": int(sum(results[r].overview.get("events", 0) for r in ranks)),
         "aligned_ranks": int(aligned.sum()) if aligned is not None else 0,
+        "aligned_by": sorted({str(m) for m, a in zip(column(al, "method"), aligned) if a and m != "reference"})
+        if aligned is not None else [],
         "max_bound_ns": float(column(al, "bound_ns")[aligned].max())
         if aligned is not None and aligned.any() else None,
         "window": _windows(results),
@@ -79,15 +85,18 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
 
 
 def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
-               monotonic: dict[int, bool]) -> tuple[dict[str, Any], list[Finding]]:
+               monotonic: dict[int, bool], steps: dict[int, int] | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """What needs every rank at once, from each rank's small collective table: the clock
-    alignment (from all collectives), stragglers and collective statistics (from those
-    ``in_window``), and the straggler findings."""
+    alignment (from all collectives, else transfers), stragglers and collective
+    statistics (from the collectives ``in_window``: never point-to-point transfers, whose
+    two ends are no group's arrival), the transfers (``steps``: each rank's steps in the
+    window, for the per-step figures), and the straggler findings."""
     clocks = align_ranks(coll, anchors, monotonic)
-    inside = {r: t[column(t, "in_window").astype(bool)] for r, t in coll.items()}
+    inside = {r: t[column(t, "in_window").astype(bool) & ~column(t, "p2p").astype(bool)] for r, t in coll.items()}
     per_rank, per_coll = stragglers(inside, clocks)
     tables = {"rank_alignment": alignment_table(clocks), "stragglers": per_rank,
-              "straggler_collectives": per_coll, "collective_stats": collective_stats(inside)}
+              "straggler_collectives": per_coll, "collective_stats": collective_stats(inside),
+              "transfers": job_transfers(coll, steps or {})}
     return tables, _straggler_findings(per_rank, per_coll, tables["rank_alignment"])
 
 
@@ -137,7 +146,8 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table) -> list[
     out = []
     bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
     if len(bad):
-        out.append(Finding("ranks_not_aligned", f"{len(bad)} rank(s) could not be aligned from collectives",
+        out.append(Finding("ranks_not_aligned", f"{len(bad)} rank(s) could not be aligned from collectives "
+                                                 "or transfers",
                            "low", "", {"ranks": bad["rank"].tolist(), "message": str(bad["message"][0])},
                            suggestion="Cross-rank timing for these ranks rests on their recorded clocks; record "
                                       "the same steps on every rank (same profiler schedule) so their collectives "

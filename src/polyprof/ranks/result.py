@@ -20,12 +20,13 @@ from ..analyze.window import AUTO, label, selection, view
 from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
-from .collectives import collective_table
+from ..analyze.collectives import collective_table, union_ns
 
 #: the columns of the job's ``rank_overview``: the first three from the job (rank, the
 #: source's label, how its rank was found), the rest from :func:`overview_row`
 OVERVIEW_COLUMNS = ["rank", "file", "rank_from", "events", "steps", "step_mean_ns", "step_median_ns",
-                    "step_max_ns", "compute_pct", "non_compute_pct", "idle_pct", "communication_ns", "collectives"]
+                    "step_max_ns", "compute_pct", "non_compute_pct", "idle_pct", "communication_ns",
+                    "communication_pct", "collectives", "transfers"]
 
 
 class RankResult(NamedTuple):
@@ -62,7 +63,7 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
         rep = Report(v, {n: t[n] for n in tables}, [], {"events": trace.n_events, "window": label(v, window)})
     coll = rank_collectives(trace, rep.trace)
     return RankResult(rep.tables, rep.findings, rep.overview, coll, *anchor_of(trace),
-                      overview_row(rep.tables, coll, trace.n_events))
+                      overview_row(rep.tables, coll, trace.n_events, rep.overview.get("analysed_span_ns", 0)))
 
 
 def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
@@ -92,9 +93,12 @@ def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
             str(trace.metadata.get(mkeys.CLOCK_NAME, "")).startswith(mkeys.REFERENCE_CLOCK))
 
 
-def overview_row(tables: dict[str, Any], collectives: Any, events: int) -> tuple:
+def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns: int = 0) -> tuple:
     """One rank's events, steps, breakdown and communication for the job's
-    ``rank_overview`` (computed where the rank is analysed)."""
+    ``rank_overview`` (computed where the rank is analysed). Communication is the time
+    covered by communication kernels on its devices, else (a job on CPUs: gloo, MPI) by
+    its CPU backends' collectives and transfers in the window, from post to completion:
+    time a thread waited in ``gloo:recv`` is communication."""
     st = tables.get("step_stats")
     if st is not None and len(st):
         _, first = np.unique(column(st, "step"), return_index=True)  # a step's first row (host time per step)
@@ -111,7 +115,13 @@ def overview_row(tables: dict[str, Any], collectives: Any, events: int) -> tuple
         pct = [float("nan")] * 3
     ov = tables.get("comm_comp_overlap")
     comm = int(column(ov, "communication_ns").sum()) if ov is not None and len(ov) else 0
-    n_coll = int(column(collectives, "in_window").sum())
+    inside = column(collectives, "in_window").astype(bool)
+    p2p = column(collectives, "p2p").astype(bool) if len(collectives) else inside
+    if not comm and len(collectives):
+        host = inside & column(collectives, "host").astype(bool)
+        comm = union_ns(column(collectives, "start_ns")[host], column(collectives, "end_ns")[host])
+    comm_pct = 100.0 * comm / span_ns if span_ns else float("nan")
     return (int(events), len(steps), float(steps.mean()) if len(steps) else float("nan"),
             float(np.median(steps)) if len(steps) else float("nan"),
-            float(steps.max()) if len(steps) else float("nan"), *pct, comm, n_coll)
+            float(steps.max()) if len(steps) else float("nan"), *pct, comm, comm_pct, int((inside & ~p2p).sum()),
+            int((inside & p2p).sum()))

@@ -12,25 +12,33 @@ from rich.console import Console, Group
 from rich.panel import Panel
 
 from ..analyze.frames import column, order_desc
-from .terminal import _finding_lines, _short, _table, fmt_bytes, fmt_ns, fmt_pct
+from .terminal import _finding_lines, _short, _table, comm_tables, fmt_ns, fmt_pct
 
 
 def _bound(x: float) -> str:
     return "not bounded" if x != x else fmt_ns(x)
 
 
-def _alignment_line(ov: dict[str, Any], bound: Any) -> str:
-    """How the ranks were put on one clock, saying plainly when some (or all but the
-    reference) were not: their times are then as each rank recorded them."""
+def _alignment_line(ov: dict[str, Any], bound: Any, why: str = "") -> str:
+    """How the ranks were put on one clock (from collectives, transfers), saying plainly
+    when some (or all but the reference) were not, and why: their times are then as
+    each rank recorded them."""
     n, aligned, ref = ov["ranks"], ov["aligned_ranks"], ov["reference_rank"]
     if n > 1 and aligned <= 1:
-        return (f"not aligned: no collective matched rank {ref}'s, so each rank's times are as it "
-                "recorded them (wall clock)")
-    text = f"{aligned} of {n} on rank {ref}'s clock from collectives"
+        why = why or f"no collective matched rank {ref}'s"
+        return f"not aligned: {why}, so each rank's times are as it recorded them (wall clock)"
+    by = " and ".join(ov.get("aligned_by") or ["collectives"])
+    text = f"{aligned} of {n} on rank {ref}'s clock from {by}"
     text += f" (bound at most {fmt_ns(bound)})" if bound is not None else ""
     if aligned < n:
         text += f"; {n - aligned} not aligned (times as recorded)"
     return text
+
+
+def _not_aligned_why(al: Any) -> str:
+    """The first unaligned rank's reason (its message up to the colon)."""
+    bad = [str(m) for m, a in zip(column(al, "message"), column(al, "aligned")) if not a] if len(al) else []
+    return bad[0].split(":")[0] if bad else ""
 
 
 def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> None:
@@ -39,7 +47,8 @@ def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> 
     T, ov, W = report.tables, report.overview, console.width
     i = lambda x: f"{int(x)}"  # noqa: E731
     bound = ov.get("max_bound_ns")
-    out(f"[bold]polyprof summary[/]: {ov['ranks']} ranks, {ov['events']} events; " + _alignment_line(ov, bound))
+    out(f"[bold]polyprof summary[/]: {ov['ranks']} ranks, {ov['events']} events; "
+        + _alignment_line(ov, bound, _not_aligned_why(T["rank_alignment"])))
     if ov.get("window"):
         out(f"[bold]analysed window[/]: {ov['window']}")
     if report.findings:
@@ -49,7 +58,8 @@ def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> 
         ("rank", "rank", i), ("file", "file", _short, 3), ("steps", "steps", i, 2),
         ("step_mean_ns", "step mean", fmt_ns), ("step_max_ns", "step max", fmt_ns), ("compute_pct", "compute", fmt_pct),
         ("non_compute_pct", "non-compute", fmt_pct), ("idle_pct", "idle", fmt_pct),
-        ("communication_ns", "communication", fmt_ns), ("collectives", "collectives", i, True),
+        ("communication_ns", "communication", fmt_ns), ("communication_pct", "comm.", fmt_pct, 2),
+        ("collectives", "collectives", i, True), ("transfers", "transfers", i, True),
         ("events", "events", i, True)], 4 * top, W))
     render_job(T, [], top, console)
     kb = T.get("kernel_breakdown")
@@ -76,10 +86,4 @@ def render_job(T: dict[str, Any], findings: list[Any], top: int, console: Consol
             ("rank", "rank", i), ("late_ns", "late (sum)", fmt_ns), ("last_count", "last", i),
             ("caused_wait_ns", "others waited", fmt_ns), ("waited_ns", "waited", fmt_ns),
             ("collectives", "collectives", i, True)], 4 * top, W, rows=order_desc(column(st, "caused_wait_ns"), stable=False)))
-    cs = T["collective_stats"]
-    if len(cs):
-        out(_table("Collectives", cs, [
-            ("op", "op", None), ("bytes", "size", fmt_bytes), ("count", "count", i), ("ranks", "ranks", i),
-            ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True),
-            ("algbw_gbps", "algbw GB/s", lambda x: "-" if x != x else f"{x:.2f}"),
-            ("busbw_gbps", "busbw GB/s", lambda x: "-" if x != x else f"{x:.2f}")], top, W))
+    comm_tables(out, T, top, W)

@@ -346,6 +346,7 @@ def _parts(out: Any, report: Any, top: int, W: int) -> None:
     _memory_tables(out, report, top, W)
     _step_tables(out, T, top, W, has_device)
     _critical_path_table(out, T.get("critical_path"), top, W)
+    comm_tables(out, T, top, W)
     cg = T.get("cuda_graphs")
     if cg is not None and len(cg):
         out(_table("CUDA/HIP graphs", cg, [("graph", "graph", None), ("replays", "replays", _int),
@@ -367,6 +368,24 @@ def _parts(out: Any, report: Any, top: int, W: int) -> None:
 
 def _int(x: Any) -> str:
     return f"{int(x)}"
+
+
+def comm_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
+    """Collectives (per op and size), point-to-point transfers (who to whom): a trace's or a job's."""
+    cs, tr, bw = T.get("collective_stats"), T.get("transfers"), lambda x: "-" if x != x else f"{x:.2f}"
+    who, size = (lambda x: "?" if int(x) < 0 else f"{int(x)}"), (lambda x: fmt_size(x) if x else "-")
+    if cs is not None and len(cs):
+        out(_table("Collectives", cs, [
+            ("op", "op", None), ("bytes", "size", size), ("count", "count", _int), ("ranks", "ranks", _int, 2),
+            ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True),
+            ("algbw_gbps", "algbw GB/s", bw, True), ("busbw_gbps", "busbw GB/s", bw)], top, W))
+    if tr is not None and len(tr):
+        job = "send_ns" in tr.columns
+        out(_table("Transfers (point-to-point)", tr, [
+            ("src", "from", who), ("dst", "to", who), *([] if job else [("op", "op", None)]),
+            ("bytes", "size", size), ("count", "count", _int), ("bytes_per_step", "bytes/step", size),
+            *([("send_ns", "send", fmt_ns, 1), ("recv_ns", "recv", fmt_ns, 1)] if job else [("time_ns", "time", fmt_ns, 1)]),
+            ("time_per_step_ns", "time/step", fmt_ns), ("blocking_ns", "blocked", fmt_ns)], top, W))
 
 
 def _num(x: Any) -> str:

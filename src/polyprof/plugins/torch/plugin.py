@@ -42,6 +42,7 @@ from typing import Any
 
 from ...collect import recorder as rec_mod
 from ...collect.clock import now_ns
+from ...collect.output import launcher_rank
 from ...collect.plugin import Availability, Plugin, SessionContext
 from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
@@ -57,7 +58,6 @@ from .steps import OptimizerSteps
 log = logging.getLogger("polyprof")
 
 _SYNC_REPEATS = 3
-
 
 _active: "TorchPlugin | None" = None  # the torch plugin of the running session, if any
 
@@ -78,8 +78,8 @@ class TorchPlugin(Plugin):
 
     Options (``options={"torch": {...}}``): ``activities`` (names such as "cpu",
     "cuda" or ``ProfilerActivity`` values; default: CPU plus every present device),
-    ``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``,
-    ``with_modules`` (as torch), ``memory`` (the session's ``memory=True``: sets
+    ``record_shapes`` (default: on in one of several ranks), ``profile_memory``,
+    ``with_stack``, ``with_flops``, ``with_modules`` (as torch), ``memory`` (the session's ``memory=True``: sets
     ``profile_memory``, so allocations and frees become memory events), ``all_threads``
     (default True, but False with ``profile_memory``: torch records no allocations under
     ``profile_all_threads``), ``mirror_sections``
@@ -202,6 +202,8 @@ class TorchPlugin(Plugin):
         for k in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
             if k in o:
                 kw[k] = bool(o[k])
+        if "record_shapes" not in o and launcher_rank() is not None:  # one of several ranks:
+            kw["record_shapes"] = True  # its comms' bytes and peers (analyze/collectives.py)
         if o.get("memory") and "profile_memory" not in o:  # the session's memory=True
             kw["profile_memory"] = True
         flags = {}

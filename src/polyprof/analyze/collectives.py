@@ -1,0 +1,398 @@
+"""The collectives and point-to-point transfers of one rank, as a small table: what
+alignment, stragglers, collective statistics and transfers work from.
+
+A collective is a communication kernel on a device (NCCL, RCCL: ``ncclKernel_*``,
+``ncclDevKernel_*``, named as ``analyze.common.activity_class`` calls communication) or,
+in a trace without device communication, a CPU collective (``gloo:all_reduce``,
+``mpi:*``: the work from its post to its completion, on whichever thread ran it).
+Point-to-point rows (``p2p``: send, recv, NCCL's SendRecv kernels) are transfers, never
+collectives: they bind two ranks, not a group, and have a ``peer`` where the trace says
+who (``Src Rank`` / ``Dst Rank``, which recent PyTorch writes with the comms args; for
+gloo and MPI the peer argument of the ``c10d::send`` / ``c10d::recv_`` op that posted
+them, a rank of its process group, recorded with ``record_shapes``).
+Host-side ``nccl:*`` annotations and ``record_param_comms`` are not used: they only
+enqueue the kernel, so they say nothing about when the ranks met.
+
+Each row gets a ``key`` (process group and operation) and ``seq``: the collective's
+sequence number in its process group where the trace has one on every collective of the
+key (``Seq``, which recent PyTorch writes with the comms args), else its position among
+the rank's collectives of that key in time order (the k-th collective of a communicator
+is the same collective on every rank); ``seq_from`` says which. Sizes come from the Kineto args
+(``In msg nelems`` / ``Out msg nelems`` / ``dtype`` / ``Group size``) where present, else
+from the row's input shapes and types (``Input Dims`` / ``Input type``: torch writes them
+on ``gloo:*`` ranges with ``record_shapes``). An arg
+the kernel lacks is taken from the framework op that launched it (``record_param_comms``,
+where PyTorch writes the comms args, ``Seq`` included, when the kernel has fewer).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import orjson
+
+from ..trace import keys
+from ..trace.core import Trace
+from ..trace.factorize import factorize
+from .common import COMMUNICATION, device_view, frame
+from .frames import order_desc
+from .table import Table
+from .window import selection
+
+COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
+           "p2p", "peer", "peer_from", "host"]
+#: name prefixes of the CPU backends' work ranges (torch's ProcessGroupGloo / ProcessGroupMPI)
+CPU_PREFIXES = ("gloo:", "mpi:")
+#: the c10d ops that post a point-to-point transfer; their third input is the peer
+C10D_P2P = ("c10d::send", "c10d::recv_")
+
+#: element sizes of the dtype names torch writes (``dtype`` arg; Input type names)
+DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+               "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "byte": 1, "char": 1,
+               "signed char": 1, "unsigned char": 1, "int8": 1, "uint8": 1, "bool": 1,
+               "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+_KERNEL_OP = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+_P2P = ("sendrecv", "send", "recv")
+
+
+def normalise_op(text: str) -> str:
+    """``ncclKernel_AllReduce_RING_LL_Sum_float(...)``, ``allreduce``, ``gloo:all_reduce``,
+    ``nccl:_all_gather_base`` -> ``allreduce`` / ``allgather``."""
+    m = _KERNEL_OP.search(text)
+    s = m.group(1) if m else text.split(":", 1)[-1]
+    s = s.lower().replace("_", "").replace("-", "")
+    for suffix in ("base", "coalesced", "intoTensor".lower()):
+        if s.endswith(suffix) and len(s) > len(suffix):
+            s = s[: -len(suffix)]
+    return s
+
+
+#: the Kineto args a collective kernel may carry that the table uses
+ARGS = ("Collective name", "Process Group Name", "In msg nelems", "Out msg nelems", "dtype", "Group size", "Seq",
+        "Src Rank", "Dst Rank", keys.INPUT_DIMS, keys.INPUT_TYPE)
+SHAPE_ARGS = (keys.INPUT_DIMS, keys.INPUT_TYPE)
+
+
+def _stats(trace: Trace, rows: np.ndarray, keys: tuple[str, ...] = ARGS) -> dict[str, np.ndarray]:
+    """Each of ``keys`` for ``rows`` (ascending) as an object array (None where
+    absent); deferred args are decoded for these rows only."""
+    got = trace.stats.lookup_rows(keys, rows) if len(rows) else {}
+    out = {}
+    for key in keys:
+        col = np.full(len(rows), None, object)
+        if key in got:
+            m, v = got[key]
+            col[m] = list(v)
+        out[key] = col
+    return out
+
+
+def _with_op_args(trace: Trace, rows: np.ndarray, st: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``st`` with what a kernel lacks taken from the framework op that launched it
+    (``record_param_comms`` carries the comms args, ``Seq`` among them, where a kernel
+    may carry none or only some)."""
+    # shapes stay the row's own: a launching op's inputs are not the message (an
+    # all-gather's output buffer is among them)
+    lacking = tuple(k for k, v in st.items() if k not in SHAPE_ARGS and (v == None).any())  # noqa: E711
+    if not len(rows) or not lacking:
+        return st
+    from ..derive import cache
+
+    corr = cache.correlation(trace)
+    dev = corr.device_rows
+    i = np.searchsorted(dev, rows)
+    found = i < len(dev)
+    found[found] &= dev[i[found]] == rows[found]
+    op = np.full(len(rows), -1, np.int64)
+    op[found] = corr.op[i[found]]
+    has = op >= 0
+    if not has.any():
+        return st
+    uniq, back = np.unique(op[has], return_inverse=True)
+    got = _stats(trace, uniq, lacking)
+    take = np.flatnonzero(has)
+    out = dict(st)
+    for key in lacking:
+        col = st[key].copy()
+        fill = got[key][back]
+        use = (col[take] == None) & (fill != None)  # noqa: E711
+        col[take[use]] = fill[use]
+        out[key] = col
+    return out
+
+
+def _num(values: np.ndarray, missing: int = 0) -> np.ndarray:
+    out = np.full(len(values), missing, np.int64)
+    for i, v in enumerate(values):
+        try:
+            out[i] = int(v) if v is not None else missing
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return out
+
+
+def _sequence(keys: np.ndarray, recorded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(seq, seq_from) per row (rows in time order): the recorded ``Seq`` for the keys
+    whose every row has one, distinct and increasing; else the order within the key."""
+    if not len(keys):
+        return np.zeros(0, np.int64), np.zeros(0, object)
+    codes = factorize(keys)[0]
+    by_key = np.argsort(codes, kind="stable")
+    c = codes[by_key]
+    first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    seq = np.empty(len(keys), np.int64)
+    seq[by_key] = np.arange(len(c)) - np.repeat(first, np.diff(np.r_[first, len(c)]))
+    src = np.full(len(keys), "order", object)
+    for k in np.unique(keys[recorded >= 0]):
+        mine = keys == k
+        r = recorded[mine]
+        if (r >= 0).all() and (np.diff(r) > 0).all():
+            seq[mine], src[mine] = r, "Seq"
+    return seq, src
+
+
+def collective_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, start, end) of the rank's collectives and transfers: device communication
+    kernels, else the CPU backends' work ranges (gloo, MPI)."""
+    v = device_view(trace)
+    sel = v.cls == COMMUNICATION
+    if sel.any():
+        return v.rows[sel], v.start[sel], v.end[sel]
+    rows = cpu_comm_rows(trace)
+    st = trace.start_ns[rows]
+    return rows, st, st + trace.dur_ns[rows]
+
+
+def cpu_comm_rows(trace: Trace) -> np.ndarray:
+    """Rows of the CPU backends' work ranges (``gloo:*``, ``mpi:*``) that last."""
+    if not trace.n_events:
+        return np.zeros(0, np.int64)
+    ids = [i for i, s in enumerate(trace.strings) if s.lower().startswith(CPU_PREFIXES)]
+    if not ids:
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.isin(trace.events["name"], ids) & (trace.events["dur_ns"] > 0))
+
+
+def _json(x: object) -> object:
+    if isinstance(x, (str, bytes)):
+        try:
+            return orjson.loads(x)
+        except orjson.JSONDecodeError:
+            return None
+    return x
+
+
+def shape_bytes(dims: object, types: object) -> int:
+    """Bytes of the tensors an op's ``Input Dims`` and ``Input type`` describe (JSON text
+    or lists); inputs of other types (scalars, tensor lists) count nothing."""
+    d, t = _json(dims), _json(types)
+    if not isinstance(d, list) or not isinstance(t, list):
+        return 0
+    total = 0
+    for shape, dtype in zip(d, t):
+        size = DTYPE_BYTES.get(str(dtype).lower(), 0)
+        if size and isinstance(shape, list) and all(isinstance(x, int) for x in shape):
+            total += size * int(np.prod(shape, dtype=np.int64))
+    return total
+
+
+def _group_ranks(trace: Trace) -> list[int] | None:
+    """The global ranks of the trace's one process group (``distributedInfo.pg_config``),
+    None when there are several (a c10d op's peer is then a rank of a group it does not
+    name) or none are listed."""
+    info = trace.metadata.get("distributedInfo")
+    if not isinstance(info, dict):
+        torch_md = trace.metadata.get("torch")
+        info = torch_md.get("distributedInfo") if isinstance(torch_md, dict) else None
+    pgs = info.get("pg_config") if isinstance(info, dict) else None
+    if isinstance(pgs, list) and len(pgs) == 1 and isinstance(pgs[0], dict):
+        ranks = pgs[0].get("ranks")
+        if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
+            return ranks
+    return None
+
+
+def _c10d_peers(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(peer, how, posted) of host send/recv ranges: the peer input of the
+    ``c10d::send`` / ``c10d::recv_`` op on the same thread that was running when the
+    range began (its ``Concrete Inputs``: process group, tensors, peer, tag), -1 where
+    none says; and when that op began (-1: none found). gloo posts the transfer inside
+    the op, before its ``gloo:send`` range begins: a message may arrive before it."""
+    peer, how = np.full(len(rows), -1, np.int64), np.full(len(rows), "", object)
+    posted = np.full(len(rows), -1, np.int64)
+    ids = [trace.string_id(n) for n in C10D_P2P]
+    posts = np.flatnonzero(np.isin(trace.events["name"], [i for i in ids if i >= 0]))
+    if not len(rows) or not len(posts):
+        return peer, how, posted
+    ev = trace.events
+    start, track = ev["start_ns"][rows], ev["track"][rows]
+    found = np.full(len(rows), -1, np.int64)
+    for tr in np.unique(track).tolist():
+        mine = np.flatnonzero(track == tr)
+        cand = posts[ev["track"][posts] == tr]
+        if not len(cand):
+            continue
+        cand = cand[np.argsort(ev["start_ns"][cand], kind="stable")]
+        i = np.searchsorted(ev["start_ns"][cand], start[mine], side="right") - 1
+        ok = i >= 0
+        c = cand[np.maximum(i, 0)]
+        ok &= ev["start_ns"][c] + ev["dur_ns"][c] >= start[mine]
+        found[mine[ok]] = c[ok]
+    has = np.flatnonzero(found >= 0)
+    if not len(has):
+        return peer, how, posted
+    uniq, back = np.unique(found[has], return_inverse=True)
+    inputs = _stats(trace, uniq, (keys.CONCRETE_INPUTS,))[keys.CONCRETE_INPUTS]
+    names = trace.names(uniq)
+    group = _group_ranks(trace)
+    for k, at in zip(back.tolist(), has.tolist()):
+        args = _json(inputs[k])
+        if not isinstance(args, list) or len(args) < 3 or not str(names[k]).startswith(f"c10d::{ops[at]}"):
+            continue
+        posted[at] = ev["start_ns"][uniq[k]]
+        try:
+            p = int(args[2])
+        except (TypeError, ValueError):
+            continue
+        if group is not None and 0 <= p < len(group):
+            peer[at], how[at] = group[p], "c10d op"
+        else:
+            peer[at], how[at] = p, "c10d op (rank in its group)"
+    return peer, how, posted
+
+
+def _peers(trace: Trace, rows: np.ndarray, ops: np.ndarray, host: np.ndarray, st: dict[str, np.ndarray]
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(peer, how, posted) of each row: the comms args' ``Dst Rank`` (a send) or ``Src
+    Rank`` (a recv), else, for host transfers, the posting c10d op's peer; -1 and "" for
+    the rest. ``posted``: when a host transfer's c10d op began (-1: not found)."""
+    dst, src = _num(st["Dst Rank"], -1), _num(st["Src Rank"], -1)
+    peer = np.where(ops == "recv", src, np.where(ops == "send", dst, np.maximum(dst, src)))
+    how = np.where(peer >= 0, "comms args", "").astype(object)
+    posted = np.full(len(rows), -1, np.int64)
+    ask = np.flatnonzero(host & np.isin(ops, ["send", "recv"]))
+    if len(ask):
+        p, h, posted[ask] = _c10d_peers(trace, rows[ask], ops[ask])
+        none = peer[ask] < 0
+        peer[ask[none]], how[ask[none]] = p[none], h[none]
+    return peer, how, posted
+
+
+def collective_table(trace: Trace) -> Table:
+    """One row per collective or transfer of one rank, in time order; see the module doc.
+    A host transfer starts when the c10d op that posted it began."""
+    rows, start, end = collective_rows(trace)
+    by_row = np.argsort(rows, kind="stable")  # stat lookups want ascending rows
+    rows, start, end = rows[by_row], start[by_row], end[by_row]
+    st = _with_op_args(trace, rows, _stats(trace, rows))
+    coll, pg_v, dtype = st["Collective name"], st["Process Group Name"], st["dtype"]
+    n_in, n_out, group = _num(st["In msg nelems"]), _num(st["Out msg nelems"]), _num(st["Group size"])
+    names = trace.names(rows) if len(rows) else np.zeros(0, object)
+    ops = np.array([normalise_op(str(c) if c else str(n)) for c, n in zip(coll, names)], object)
+    size = np.fromiter((DTYPE_BYTES.get(str(d).lower(), 0) if d is not None else 0 for d in dtype),
+                       np.int64, len(rows))
+    nbytes = np.maximum(n_in, n_out) * size
+    host = ~np.isin(rows, device_view(trace).rows)
+    for i in np.flatnonzero((nbytes == 0) & host).tolist():
+        nbytes[i] = shape_bytes(st[keys.INPUT_DIMS][i], st[keys.INPUT_TYPE][i])
+    peer, peer_from, posted = _peers(trace, rows, ops, host, st)
+    start = np.where(posted >= 0, np.minimum(posted, start), start)
+    o = np.argsort(start, kind="stable")  # time order
+    pg = np.array([str(x) if x is not None else "" for x in pg_v[o]], object)
+    keys_ = np.array([f"{g}/{op}" if g else op for g, op in zip(pg, ops[o])], object)
+    seq, seq_from = _sequence(keys_, _num(st["Seq"][o], -1))
+    return frame({"key": keys_, "seq": seq, "seq_from": seq_from, "op": ops[o], "pg": pg, "name": names[o],
+                  "start_ns": start[o].astype(np.int64), "end_ns": end[o].astype(np.int64),
+                  "dur_ns": (end - start)[o].astype(np.int64), "bytes": nbytes[o], "group_size": group[o],
+                  "p2p": np.fromiter((x in _P2P for x in ops[o]), bool, len(ops)), "peer": peer[o],
+                  "peer_from": peer_from[o], "host": host[o]})
+
+
+#: bus bandwidth = algorithm bandwidth x this factor (n = ranks in the group), as
+#: nccl-tests define it: the data each link carries, comparable with the link's peak
+def bus_factor(op: str, n: int) -> float:
+    if n <= 1:
+        return 1.0
+    if op == "allreduce":
+        return 2 * (n - 1) / n
+    if op in ("allgather", "reducescatter", "alltoall", "alltoallv"):
+        return (n - 1) / n
+    return 1.0
+
+
+def collective_stats(tables: dict[int, Table]) -> Table:
+    """Per collective type and size over every rank: count, time, bytes, bandwidths.
+
+    Columns: ``op``, ``bytes`` (per call, 0 when the trace gives no size), ``count``,
+    ``ranks``, ``total_ns``, ``mean_ns``, ``max_ns`` (kernel time, summed over ranks),
+    ``algbw_gbps`` (bytes / mean time), ``busbw_gbps`` (``algbw`` x the nccl-tests bus
+    factor of the op and group size; NaN without sizes).
+    """
+    parts = [(r, t) for r, t in tables.items() if len(t)]
+    cols = ["op", "bytes", "count", "ranks", "total_ns", "mean_ns", "max_ns", "algbw_gbps", "busbw_gbps"]
+    if not parts:
+        return frame({c: np.zeros(0, object if c == "op" else np.float64) for c in cols})
+
+    def column(name: str, dtype: type) -> np.ndarray:
+        return np.concatenate([np.asarray(t[name], dtype) for _, t in parts])
+
+    ops, nbytes, dur, group = column("op", object), column("bytes", np.int64), column("dur_ns", np.int64), \
+        column("group_size", np.int64)
+    rank = np.repeat(np.array([r for r, _ in parts], np.int64), [len(t) for _, t in parts])
+    # groups of (op, bytes) numbered in order of first appearance (pandas' groupby(sort=False))
+    _, op_code = np.unique(ops.astype(str), return_inverse=True)
+    _, first, inv = np.unique(np.stack([op_code.ravel(), nbytes], axis=1), axis=0, return_index=True,
+                              return_inverse=True)
+    renumber = np.empty(len(first), np.int64)
+    renumber[np.argsort(first, kind="stable")] = np.arange(len(first))
+    g, k = renumber[inv.ravel()], len(first)
+    count = np.bincount(g, minlength=k)
+    total = np.zeros(k, np.int64)
+    np.add.at(total, g, dur)
+    longest, widest = np.full(k, np.iinfo(np.int64).min), np.full(k, np.iinfo(np.int64).min)
+    np.maximum.at(longest, g, dur)
+    np.maximum.at(widest, g, group)
+    ranks = np.bincount(np.unique(np.stack([g, rank], axis=1), axis=0)[:, 0], minlength=k)
+    firsts = np.sort(first)
+    mean = total / count
+    size = nbytes[firsts].astype(np.float64)
+    algbw = np.where(size > 0, size / np.maximum(mean, 1), np.nan)  # B/ns = GB/s
+    n = np.where(widest > 0, widest, ranks)
+    busbw = algbw * np.array([bus_factor(o, int(m)) for o, m in zip(ops[firsts], n)])
+    return frame({"op": ops[firsts], "bytes": nbytes[firsts], "count": count, "ranks": ranks, "total_ns": total,
+                  "mean_ns": mean, "max_ns": longest, "algbw_gbps": algbw, "busbw_gbps": busbw},
+                 order=order_desc(total))
+
+
+
+
+def union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Time covered by the intervals ``[start, end)`` (overlaps once)."""
+    if not len(start):
+        return 0
+    o = np.argsort(start, kind="stable")
+    s, e = np.asarray(start, np.int64)[o], np.maximum.accumulate(np.asarray(end, np.int64)[o])
+    new = np.r_[True, s[1:] > e[:-1]]  # a run starts where it begins after all before it ended
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(s) - 1]
+    return int((e[last] - s[first]).sum())
+
+
+def windowed(trace: Trace, table: Table) -> Table:
+    """The rows of a collective table that began in the analysed window (all of them
+    for a trace analysed whole): what stragglers, statistics and transfers count."""
+    sel = selection(trace)
+    if sel is None or not len(table):
+        return table
+    start = np.asarray(table["start_ns"], np.int64)
+    return table.take((start >= sel.lo) & (start < sel.hi))
+
+
+def collective_summary(trace: Trace) -> Table:
+    """:func:`collective_stats` of one trace's collectives in the analysed window (point-
+    to-point transfers are in ``transfers``, never here): the same columns, ``ranks`` 1."""
+    t = windowed(trace, collective_table(trace))
+    return collective_stats({0: t.take(~np.asarray(t["p2p"], bool))})
