@@ -50,6 +50,7 @@ from .names import normalize_name
 from .ops import merged_into
 from .ranktest import CORRECTIONS
 from .roles import role_name
+from .units import fmt_ns
 from .window import AUTO, WindowArg, host_mask, label, view
 
 log = logging.getLogger(__name__)
@@ -163,8 +164,6 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
                 "rel_floor": rel_floor, "abs_floor_ns": abs_floor_ns, "ranks": strata,
                 "samples": "whole traces (a trace without steps)" if whole else "steps",
                 "untestable": untestable}
-    from ..report.terminal import fmt_ns
-
     verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns)
     verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
     alone = {s: [] if one_rank else sorted(set(acc.info[s]["ranks"]) - set(acc.info[o]["ranks"]))

@@ -15,7 +15,7 @@ from ..derive import cache
 from ..trace.core import Trace
 from .advice import suggestion
 from .efficiency import costed_rows, device_time, outermost, resolve_peak
-from .findings import Finding, _records
+from .finding import Finding, _records
 from .frames import column, order_desc
 
 LOW_MFU_PCT = 30.0  # overall MFU below this is "low"

@@ -8,7 +8,6 @@ figures the rule used and the events that matter most.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,10 +16,15 @@ from ..derive import cache
 from ..trace.core import Trace
 from ..trace.vocabulary import INPUT_MARKERS
 from .advice import suggestion
+from .efficiency_findings import efficiency_findings
+from .finding import Finding, _records  # noqa: F401 - Finding: analyze's API, as before
 from .clocks import unsynchronised
-from .common import COMMUNICATION, MEMCPY, device_view
+from .common import COMMUNICATION, MEMCPY, analysed_span, device_view
 from .frames import column, frame, order_desc
 from .grouping import group_stats
+from .memory_findings import memory_findings
+from .registry import getter
+from .sync import sync_by_thread, sync_rows, windows
 from .window import WindowArg, view
 from ..trace.sorting import unique
 from ..trace import metadata_keys as mkeys
@@ -45,29 +49,6 @@ EXPOSED_COMM_SHARE = 10.0  # non-overlapped communication, share of the span
 
 
 
-@dataclass
-class Finding:
-    id: str  # host_bound, input_bound, ..., memory_peak_held_by_one, memory_growth
-    title: str
-    severity: str  # "high" | "medium" | "low"
-    plane: str
-    evidence: dict[str, Any]
-    events: list[dict[str, Any]] = field(default_factory=list)
-    suggestion: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _records(df: Table, cols: list[str], n: int = 5, at: np.ndarray | None = None) -> list[dict[str, Any]]:
-    """The first ``n`` rows of ``cols`` (of the rows ``at``, in that order, if given) as
-    plain dicts, column by column (``itertuples`` makes a namedtuple class and
-    ``df[cols]`` an Arrow label index, per call)."""
-    take = slice(None, n) if at is None else at[:n]
-    values = [[v.item() if hasattr(v, "item") else v for v in column(df, c)[take].tolist()] for c in cols]
-    return [dict(zip(cols, row)) for row in zip(*values)]
-
-
 def _rows(df: Table, cols: list[str], keep: np.ndarray | None = None) -> list[dict[str, Any]]:
     """The rows of ``df`` (``keep``: a mask) as dicts of ``cols``, without pandas per row."""
     values = [(column(df, c) if keep is None else column(df, c)[keep]).tolist() for c in cols]
@@ -82,10 +63,6 @@ def findings(trace: Trace, tables: dict[str, Table] | None = None,
              window: WindowArg = None) -> list[Finding]:
     """Every finding that fires on ``trace`` (``tables`` reuses already computed analyses,
     which must be of the same ``window``: the steps analysed, ``analyze/window.py``)."""
-    from .efficiency_findings import efficiency_findings
-    from .memory_findings import memory_findings
-    from .registry import getter
-
     trace = view(trace, window)
     t = getter(trace, tables)
 
@@ -205,7 +182,6 @@ def _input_bound(trace: Trace, t) -> list[Finding]:
     sel = np.flatnonzero(np.fromiter((search(str(s).lower()) is not None for s in names.tolist()), bool, len(names)))
     if not len(sel):
         return []
-    from .common import analysed_span
 
     t0, t1 = analysed_span(trace)
     span = max(t1 - t0, 1)
@@ -288,7 +264,6 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
 
 
 def _sync_stalls(trace: Trace, t) -> list[Finding]:
-    from .sync import sync_by_thread, sync_rows, windows
 
     by_thread = sync_by_thread(trace)
     if not len(by_thread):

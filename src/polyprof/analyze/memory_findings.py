@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..trace.core import Trace
-from .findings import Finding, _records
+from .finding import Finding, _records
 from .frames import column, order_asc
 from .memory import peak_holders, step_levels
 

@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..derive import cache
+from ..derive.correlate import METHOD_NAMES
 from ..derive.intervals import child_time, nesting_depth
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import unique_inverse
+from ..trace.vocabulary import GRAPH_LAUNCH_MARKERS
 from .common import CLASS_NAMES, device_view
 from .frames import column, empty_frame, factorize, frame, labels, order_asc, order_desc
 from .grouping import group_reduce, group_stats
@@ -115,8 +117,6 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     and its op). Sorted by launch start. With a ``window``, the activities launched in
     its steps.
     """
-    from ..derive.correlate import METHOD_NAMES
-
     trace = view(trace, window)
     corr = cache.correlation(trace)
     steps = cache.steps(trace)
@@ -187,8 +187,6 @@ def first_of_each(values: np.ndarray) -> np.ndarray:
 
 def is_graph_launch(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """Which launch calls launch a whole graph (``cudaGraphLaunch``, ``hipGraphLaunch``...)."""
-    from ..trace.vocabulary import GRAPH_LAUNCH_MARKERS
-
     if not len(rows):
         return np.zeros(0, bool)
     ids, inv = unique_inverse(trace.events["name"][rows])

@@ -46,7 +46,9 @@ from ..derive import cache
 from ..derive.steps import Steps
 from ..errors import WindowError
 from ..trace.core import Trace
+from ..trace.subset import take
 from ..trace import metadata_keys as mkeys
+from .hta_compat import base_time_ns, rounded_like_hta
 
 _FAR = 1 << 62
 AUTO = "auto"
@@ -270,8 +272,6 @@ def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np
     sel = selection(trace)
     if sel is None or not sel.round_us or not len(start):
         return start, end
-    from .hta_compat import base_time_ns, rounded_like_hta
-
     return rounded_like_hta(start, end, base_time_ns(trace))
 
 
@@ -280,8 +280,6 @@ def restrict(trace: Trace, window: WindowArg) -> Trace:
     --steps``): device activity launched in the selected steps (no known launch: started
     in them), every other event that starts in them, the flows between kept events and
     the counters inside. The trace itself when the window selects everything."""
-    from ..trace.subset import take
-
     v = view(trace, window)
     sel = selection(v)
     if sel is None:

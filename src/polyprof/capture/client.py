@@ -56,8 +56,8 @@ class Captured:
         """The capture as a polyprof Trace."""
         if self.data is None:
             raise CaptureError(f"{self.address}: {self.error}")
-        from ..formats.xspace import from_bytes
-        from ..trace.identity import identify
+        from ..formats.xspace import from_bytes  # the XSpace reader only when a capture is read
+        from ..trace.identity import identify  # (as above)
 
         return identify(from_bytes(self.data, source=f"capture of {self.address}"), label=self.address)
 

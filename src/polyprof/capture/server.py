@@ -130,8 +130,8 @@ class CaptureService:
     def _run(self, capture: _Capture, context: grpc.ServicerContext) -> pb.ProfileResponse:
         import grpc
 
-        from ..collect.session import Session
-        from ..errors import SessionError
+        from ..collect.session import Session  # a session only when a capture runs
+        from ..errors import SessionError  # (as above)
 
         context.add_callback(capture.end.set)  # the client went away (or the call ended)
         session = Session(self.plugins, collect_timeout=self.collect_timeout)
@@ -152,7 +152,7 @@ class CaptureService:
             return pb.ProfileResponse(empty_trace=True)
         trace.metadata[mkeys.CAPTURE] = {"session_id": capture.session_id, "peer": capture.peer,
                                      "requested_ms": capture.duration_ms}
-        from ..writers.xspace import to_bytes
+        from ..writers.xspace import to_bytes  # the writer and its analyses only for a capture's answer
 
         data = to_bytes(trace)
         if len(data) > self.limits.max_response_bytes:

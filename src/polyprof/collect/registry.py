@@ -41,13 +41,12 @@ class EntryPoint(NamedTuple):
     name: str
     value: str
 
-    def load(self) -> Callable[..., object]:
+    def load(self) -> object:
+        """What the entry point names: a module, or an attribute of one."""
         module, _, attr = self.value.partition("[")[0].partition(":")
         obj: object = importlib.import_module(module.strip())
         for part in filter(None, attr.strip().split(".")):
             obj = getattr(obj, part)
-        if not callable(obj):
-            raise PluginError(f"entry point {self.name} = {self.value}: not callable")
         return obj
 
 
@@ -169,6 +168,8 @@ def _probe(ep: EntryPoint, session: bool = False) -> PluginInfo:
         factory = ep.load()
     except Exception as e:  # an uninstallable plugin must not break discovery
         return PluginInfo(ep.name, ep.value, None, Availability(False, f"cannot import: {e}"), False)
+    if not callable(factory):
+        return PluginInfo(ep.name, ep.value, None, Availability(False, f"{ep.value} is not callable"), False)
     try:
         check = getattr(factory, "session_availability" if session else "availability", None)
         if check is None:

@@ -24,7 +24,7 @@ except Exception as e:  # pragma: no cover - depends on the machine
 
 
 def _first_device() -> "cl.Device":
-    from polyprof.plugins.opencl import probe
+    from polyprof.plugins.opencl import probe  # pyopencl's device probe only when the demo runs
 
     dev, problems = probe.first_compiling()
     if dev is not None:

@@ -20,7 +20,7 @@ from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, member, unique, unique_inverse
 from ..trace.vocabulary import LAUNCH_MARKERS
-from . import cache
+from .memo import threads
 from .intervals import innermost
 
 log = logging.getLogger("polyprof")
@@ -157,7 +157,7 @@ def correlate(trace: Trace) -> Correlation:
         need = lop < 0
         if need.any():
             ends = ev["start_ns"][ops] + ev["dur_ns"][ops]
-            th = cache.threads(trace)
+            th = threads(trace)
             hit = innermost(th[ev["track"][ops]], ev["start_ns"][ops], ends,
                             th[ev["track"][lrows[need]]], ev["start_ns"][lrows[need]])
             lop[need] = np.where(hit >= 0, ops[np.maximum(hit, 0)], -1)

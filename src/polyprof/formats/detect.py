@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import TraceFormatError
 from ..trace.core import Trace
+from ..trace.identity import identify
 from .registry import by_name, readers
 from .safety import reading
 
@@ -89,6 +90,4 @@ def load(path: str | Path, **options) -> Trace:
     read = by_name(detect(path)).read
     with reading(path):  # the readers guard themselves too; a plugin-registered one may not
         trace = read(path, **options)
-        from ..trace.identity import identify
-
         return identify(trace, label=path.name)

@@ -41,7 +41,7 @@ def schema() -> "pa.Schema":
     if _SCHEMA is None:
         import pyarrow as pa
 
-        from .arrow_arrays import pyarrow_type
+        from .arrow_arrays import pyarrow_type  # with pyarrow: only when the schema is asked for
 
         _SCHEMA = pa.schema([(n, pyarrow_type(t)) for n, t in FIELDS])
     return _SCHEMA
@@ -56,7 +56,7 @@ def columns(kind: int, n: int, **values: Any) -> list[Column]:
     """``n`` records of one kind as the journal's columns; the fields not given are null."""
     import numpy as np
 
-    from .arrow_columns import column, nulls
+    from .arrow_columns import column, nulls  # with NumPy: a session's start stays without it
 
     return [column(np.full(n, kind, np.int8)),
             *(column(values[f], t) if f in values else nulls(n, t) for f, t in FIELDS[1:])]
@@ -66,6 +66,6 @@ def batch(kind: int, n: int, **values: Any) -> "pa.RecordBatch":
     """:func:`columns` as a pyarrow record batch."""
     import pyarrow as pa
 
-    from .arrow_arrays import from_column
+    from .arrow_arrays import from_column  # with pyarrow, as above
 
     return pa.RecordBatch.from_arrays([from_column(c) for c in columns(kind, n, **values)], schema=schema())

@@ -43,7 +43,7 @@ def _write_table(zf: zipfile.ZipFile, name: str, columns: dict[str, ac.Column], 
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    from .arrow_arrays import from_column
+    from .arrow_arrays import from_column  # with pyarrow: only for the pyarrow path
 
     table = pa.Table.from_arrays([from_column(c) for c in columns.values()], names=list(columns))
     sink = io.BytesIO()

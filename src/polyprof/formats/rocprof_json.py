@@ -141,8 +141,8 @@ def sniff(head: bytes, path: Path) -> bool:
 
 
 def _read(path: Path) -> bytes:
-    from .kineto.progress import _Progress
-    from .kineto.stream import _Source
+    from .kineto.progress import _Progress  # the streamed blocks only when a file is read, not sniffed
+    from .kineto.stream import _Source  # (as above)
 
     return b"".join(_Source(path, _Progress(False, path, 0), 1 << 24).blocks())
 

@@ -21,19 +21,11 @@ from rich.text import Text
 from ..analyze.critical_path import on_path_totals
 from ..analyze.frames import column, labels, order_desc
 from ..analyze.table import Table
+from ..analyze.units import fmt_ns
+from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
+from .tables import build
 
-
-
-def fmt_ns(ns: float) -> str:
-    """Human time: 1.23 s, 4.56 ms, 7.89 µs, 12 ns."""
-    ns = float(ns)
-    if ns != ns:
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}" if abs(ns) < 100 * scale else f"{ns / scale:.0f} {unit}"
-    return f"{ns:.0f} ns"
 
 
 def fmt_pct(x: float) -> str:
@@ -310,8 +302,6 @@ def _finding_lines(findings: list) -> list:
 def print_summary(trace: Trace, top: int = 15, console: Console | None = None, window: Any = "auto") -> None:
     """The terminal summary of the steps ``window`` selects (``analyze/window.py``;
     default: without the warm-up step)."""
-    from .tables import build
-
     render(build(trace, window), top, console)
 
 
@@ -528,8 +518,6 @@ def _other_events(out: Any, T: dict[str, Table], top: int, W: int) -> None:
     other = T["event_stats"]
     has_kernels = bool(len(T["kernel_breakdown"]))
     if has_kernels:  # device activity, framework ops and launch calls have their own tables above
-        from ..trace.categories import Kind, kind_of
-
         shown = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COLLECTIVE, Kind.RUNTIME, Kind.CPU_OP,
                  Kind.ANNOTATION, Kind.STEP, Kind.DEVICE_ANNOTATION, Kind.DERIVED)
     cats = column(other, "category").tolist()

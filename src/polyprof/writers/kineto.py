@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ..derive.correlate import device_activity_rows
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
@@ -249,8 +250,6 @@ def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.
                  pids: list[int]) -> None:
     """Kineto's ``stream`` and ``device`` args on device activity that has none (OpenCL
     queues, XLA ops): HTA takes device kernels to be the events with a stream."""
-    from ..derive.correlate import device_activity_rows
-
     rows = device_activity_rows(trace)
     if not len(rows):
         return

@@ -44,7 +44,7 @@ __all__ = ["load", "sniff"]
 
 def pb() -> Any:
     """The generated protobuf module (imported on first use: protobuf is heavy)."""
-    from . import trace_pb2
+    from . import trace_pb2  # protobuf: only when a Perfetto file is read
 
     return trace_pb2
 
@@ -62,12 +62,13 @@ def load(path: str | Path, progress: bool = False) -> "Trace":
     """Read a Perfetto protobuf trace into a Trace."""
     from google.protobuf.message import DecodeError
 
-    from ...errors import TraceFormatError
-    from ..kineto.progress import _Progress
-    from ..safety import check_events
-    from . import packets
-    from .build import build
-    from .collector import Collector
+    # the reader's stages only when a file is read (sniffing imports this module)
+    from ...errors import TraceFormatError  # (as above)
+    from ..kineto.progress import _Progress  # (as above)
+    from ..safety import check_events  # (as above)
+    from . import packets  # (as above)
+    from .build import build  # (as above)
+    from .collector import Collector  # (as above)
 
     path = Path(path)
     if not path.exists():

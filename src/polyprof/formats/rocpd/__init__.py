@@ -34,7 +34,7 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
     tabs = sqlite_db.schema(conn)
     runs = layout.runs(tabs)
     if not runs:
-        from ..nsys import not_an_export
+        from ..nsys import not_an_export  # the shared message, only for a file that is no database of either
 
         raise TraceFormatError(path, not_an_export(tabs))
     parts: list[Part] = []

@@ -97,7 +97,7 @@ def columns(data: bytes, source: str) -> EventColumns:
             return columns_from_bytes(data)
         except (ValueError, UnicodeDecodeError) as e:
             log.debug("xspace %s: compiled decode refused the bytes (%s); reading through protobuf", source, e)
-    from .wire import parse
+    from .wire import parse  # protobuf's messages only when the compiled walk refuses the bytes
 
     return columns_from_messages(parse(data, source))
 

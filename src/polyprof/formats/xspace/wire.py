@@ -18,7 +18,7 @@ _XPLANE_TAGS = (0x08, 0x12, 0x1A, 0x22, 0x2A, 0x32, 0x3A)
 
 def pb() -> Any:
     """The generated protobuf module (imported on first use: protobuf is heavy)."""
-    from .. import xplane_pb2
+    from .. import xplane_pb2  # protobuf: only on the message path
 
     return xplane_pb2
 

@@ -1,0 +1,37 @@
+"""One finding (a rule's verdict on a trace, with its evidence and the events that show
+it) and its rows as plain records: what every rule module builds on."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .frames import column
+
+if TYPE_CHECKING:
+    from .table import Table
+
+
+@dataclass
+class Finding:
+    id: str  # host_bound, input_bound, ..., memory_peak_held_by_one, memory_growth
+    title: str
+    severity: str  # "high" | "medium" | "low"
+    plane: str
+    evidence: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    suggestion: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _records(df: Table, cols: list[str], n: int = 5, at: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """The first ``n`` rows of ``cols`` (of the rows ``at``, in that order, if given) as
+    plain dicts, column by column (``itertuples`` makes a namedtuple class and
+    ``df[cols]`` an Arrow label index, per call)."""
+    take = slice(None, n) if at is None else at[:n]
+    values = [[v.item() if hasattr(v, "item") else v for v in column(df, c)[take].tolist()] for c in cols]
+    return [dict(zip(cols, row)) for row in zip(*values)]

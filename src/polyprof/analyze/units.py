@@ -1,0 +1,15 @@
+"""Times as people read them, for the analyses' own sentences (a diff's verdict) and
+every report."""
+
+from __future__ import annotations
+
+
+def fmt_ns(ns: float) -> str:
+    """Human time: 1.23 s, 4.56 ms, 7.89 µs, 12 ns."""
+    ns = float(ns)
+    if ns != ns:
+        return "-"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}" if abs(ns) < 100 * scale else f"{ns / scale:.0f} {unit}"
+    return f"{ns:.0f} ns"
