@@ -25,7 +25,7 @@ process; min and median of ``--repeat`` rounds, the ratios to the peer, and the 
 average.
 
     python bench/nsys_read.py [--fixture EXPORT] [--tables all|read] [--mb 200] [--repeat 5] [--keep FILE]
-                              [--no-peer]
+                              [--no-peer] [--baseline OTHER_CHECKOUT/src]
 """
 
 from __future__ import annotations
@@ -156,6 +156,8 @@ def main() -> int:
                     help="replicate every event table (default, a real export's mix) or only those the reader "
                          "reads (its worst case)")
     ap.add_argument("--no-peer", action="store_true", help="leave the pandas peer out (it takes minutes)")
+    ap.add_argument("--baseline", type=Path, help="another checkout's src/ (say, before a change): its load and "
+                                                  "summary are timed too, in the same rounds")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="nsys-bench-"))
     path = args.keep or tmp / "replicated.sqlite"
@@ -171,6 +173,10 @@ def main() -> int:
           + ", ".join(f"{t.split('_')[-1].lower()} {n:,}" for t, n in rows.items()))
     env_p = child_env(str(ROOT / "src"))
     tools = {"load": (["-c", POLYPROF, str(path)], env_p), "summary": (["-m", "polyprof", "summary", str(path)], env_p)}
+    if args.baseline:
+        env_b = child_env(str(args.baseline.resolve()))
+        tools["load-base"] = (["-c", POLYPROF, str(path)], env_b)
+        tools["summary-base"] = (["-m", "polyprof", "summary", str(path)], env_b)
     if not args.no_peer:
         tools["peer"] = (["-c", PEER, str(path)], child_env(None))
     for argv, env in tools.values():  # warm-up: bytecode, page cache
@@ -182,12 +188,12 @@ def main() -> int:
             res[k].append(run(argv, env))
     load1 = os.getloadavg()
     print(f"{args.repeat} whole processes each, alternating; load average {load0[0]:.1f} -> {load1[0]:.1f}")
-    print(f"  {'process':<8} {'wall min':>9} {'median':>8} {'MB/s best':>10} {'MB/s med':>9} {'CPU min':>8} "
+    print(f"  {'process':<12} {'wall min':>9} {'median':>8} {'MB/s best':>10} {'MB/s med':>9} {'CPU min':>8} "
           f"{'MB/CPU-s':>9} {'RSS max':>9} {'RSS/file':>9}")
     for k, v in res.items():
         walls, cpus = [w for w, _, _ in v], [u for _, u, _ in v]
         rss = max(r for _, _, r in v)
-        print(f"  {k:<8} {min(walls):>8.2f}s {statistics.median(walls):>7.2f}s {size / 1e6 / min(walls):>10.0f} "
+        print(f"  {k:<12} {min(walls):>8.2f}s {statistics.median(walls):>7.2f}s {size / 1e6 / min(walls):>10.0f} "
               f"{size / 1e6 / statistics.median(walls):>9.0f} {min(cpus):>7.2f}s {size / 1e6 / min(cpus):>9.0f} "
               f"{rss / 1e6:>7.0f}MB {rss / size:>9.2f}")
     if "peer" in res:
