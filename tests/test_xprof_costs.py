@@ -48,11 +48,14 @@ def _xprof_roofline(path: Path, out: Path) -> tuple[dict, dict[str, dict]]:
 
 
 SHARED = Path(__file__).parent / "data" / "traces" / "kineto"
-#: trace -> (the ops expected to launch their work themselves, the precision of the XProf peak)
+#: trace -> (the ops expected to launch their work themselves, the precision of the XProf
+#: peak, XProf's name of the device: from the vendor and compute capability written)
 CASES = {**{p.name: ({"aten::addmm", "aten::_flash_attention_forward", "aten::native_layer_norm", "aten::gelu"},
-                     "bf16") for p in TRACELENS.glob("*.json.gz")},
-         "sampled_rank0.json.gz": ({"aten::mm", "aten::bmm", "aten::addmm", "aten::_softmax"}, None),
-         "mi250_rocm_minitoy.json.gz": ({"aten::mm", "aten::addmm", "aten::threshold_backward"}, "fp32")}
+                     "bf16", "Nvidia GPU (Hopper)" if p.name.startswith("h100") else "AMD GPU - gfx942")
+            for p in TRACELENS.glob("*.json.gz")},
+         "sampled_rank0.json.gz": ({"aten::mm", "aten::bmm", "aten::addmm", "aten::_softmax"}, None, "Nvidia GPU"),
+         "mi250_rocm_minitoy.json.gz": ({"aten::mm", "aten::addmm", "aten::threshold_backward"}, "fp32",
+                                        "AMD GPU - gfx-9XX series")}
 
 
 @pytest.mark.parametrize("trace", sorted(CASES))
@@ -70,12 +73,12 @@ def test_xprof_roofline_gpu_flop_rates_equal_op_efficiency(trace, tmp_path):
     if importlib.util.find_spec("xprof") is None:
         pytest.skip("xprof is not installed")
     path = TRACELENS / trace if (TRACELENS / trace).exists() else SHARED / trace
-    expected, precision = CASES[trace]
+    expected, precision, device_type = CASES[trace]
     t = polyprof.load(path)
     out = polyprof.export(t, tmp_path / "gpu.xplane.pb", format="xspace")
     props, theirs = _xprof_roofline(out, tmp_path / "roofline.json")
     pk = peaks.device_peak(t)
-    assert props["device_type"] == "GPU"
+    assert props["device_type"] == device_type
     assert float(props["peak_flop_rate"]) == pytest.approx(pk.flops(precision) / 1e9 if pk else 0, rel=1e-5)
     assert float(props["peak_hbm_bw"]) == pytest.approx(pk.bandwidth / 2**30 if pk else 0, rel=1e-5)
     c = device_costs(t)
@@ -105,7 +108,7 @@ def test_xprof_roofline_gpu_flop_rates_equal_op_efficiency(trace, tmp_path):
     assert sum(1 for op in equal if xprof[op][0] > 0) >= 3
     if trace.startswith("h100_Falconsai"):
         assert "aten::cudnn_convolution" in equal
-    if precision == "bf16":  # every costed call launched its work: XProf's program FLOPs are the model's
+    if precision == "bf16":  # TraceLens's: every costed call launched its work: XProf's program FLOPs are the model's
         prog = theirs["Program"]
         assert prog["measured_flop_rate"] * 1e9 * prog["total_time"] / 1e6 == pytest.approx(
             column(mfu(t), "flops")[0], rel=1e-5)

@@ -29,7 +29,8 @@ figures or estimates from shapes) and no XLA ops of its own, the writer adds:
 - on each GPU plane XProf's device capabilities, from polyprof's peaks
   (``analyze.peaks``) and Kineto's ``deviceProperties``: ``peak_teraflops_per_second``
   (at the precision most model FLOPs are in), ``memory_bandwidth`` (bytes/s),
-  ``core_count``, ``compute_cap_major`` / ``compute_cap_minor``, ``memory_size``.
+  ``core_count``, ``compute_cap_major`` / ``compute_cap_minor``, ``memory_size``,
+  ``device_vendor`` (none on a plane that has XProf's own: a profiler's XSpace).
 
 Only what the trace lacks is added, and every added key is listed for polyprof's
 reader to drop, so polyprof -> XSpace -> polyprof keeps the trace as it was. A trace that
@@ -230,10 +231,22 @@ def write_hlo_module(pw: PlaneWriter, costs: DeviceCosts) -> None:
     st.bytes_value = hlo_proto(costs)
 
 
-def device_caps(trace: Trace, plane: Plane) -> dict[str, float | int]:
-    """XProf's device-capability stats for a device plane, for the ones it lacks."""
+#: the device-capability stats XProf's profilers write on a GPU plane (tsl xplane_schema)
+_XPROF_CAPS = ("clock_rate", "core_count", "memory_bandwidth", "peak_teraflops_per_second", "device_vendor")
+#: polyprof's vendor names -> XProf's (tsl kDeviceVendorNvidia, kDeviceVendorAMD)
+_VENDORS = {"NVIDIA": "Nvidia", "AMD": "AMD"}
+
+
+def device_caps(trace: Trace, plane: Plane) -> dict[str, float | int | str]:
+    """XProf's device-capability stats for a device plane; none for a plane that has
+    XProf's own (an XSpace a profiler wrote: XProf derives its peaks from them)."""
     props: Mapping[str, object] = plane.properties
-    out: dict[str, float | int] = {}
+    if any(k in props for k in _XPROF_CAPS):
+        return {}
+    out: dict[str, float | int | str] = {}
+    vendor = _VENDORS.get(plane.vendor.upper())
+    if vendor:
+        out["device_vendor"] = vendor
     pk = resolve_peak(trace, None)
     if pk is not None:
         _, fl, prec = model_rows(trace)
