@@ -1,48 +1,139 @@
-"""Time ``polyprof.load`` of one trace: in-process repeats and fresh processes, optionally
-against another checkout's ``src`` (before/after a change, measured in the same run).
+"""Time ``polyprof.load`` of traces: MB/s of uncompressed JSON against msgspec's typed
+decode of the same bytes (the floor), in-process repeats and fresh processes, optionally
+against another checkout's ``src`` (before/after a change, measured in the same run);
+and time and memory per event as a trace is replicated to millions of events.
 
     python bench/load.py                                  # the V100 Kineto trace, 7 runs
-    python bench/load.py FILE --repeat 7 --against /tmp/before/src
+    python bench/load.py FILE... --repeat 7 --against /tmp/before/src
+    python bench/load.py --big --replicate 4              # issue 35: every trace of 30 MB or more
+    python bench/load.py --linear 15 150 730              # 1M, 10M, 50M events (V100 copies)
 
 Each tree runs in children with ``PYTHONPATH=<tree>``, alternating between the trees:
 "in-process" is ``--rounds`` children per tree, each loading the file ``--repeat`` times
-after one warm-up load (all those loads pooled); "fresh" is ``--repeat`` children per
-tree, one load each (imports not timed). Also
-timed: load + decoding every stat (``len(trace.stats)``), which a deferred-stats reader
-leaves for later. Best and median of each; the machine may be shared, so compare bests.
+after one warm-up load (all those loads pooled), each load paired with one typed decode
+of the file's uncompressed bytes by msgspec (``kineto.events._DECODE_DOC_EVENTS``, the
+structs the reader's Python path decodes; the bytes read and inflated untimed); "fresh"
+is ``--repeat`` children per tree, one load each (imports not timed). Also timed: load +
+decoding every stat (``len(trace.stats)``), which a deferred-stats reader leaves for
+later. Best and median of each; the machine may be shared, so compare bests. ``.xz``
+files (tb_plugin's samples) are inflated to plain JSON first; ``--replicate N`` adds the
+first file repeated N times (bench/scaling.py's copies: times and ids moved along).
+
+``--linear`` loads copies of the first file (default the V100) in fresh processes, one
+per size and round: seconds and µs per event, and memory per event (peak RSS less the
+RSS before the load, over the Trace's events) against the smallest size.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import lzma
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT / "tests" / "data" / "traces" / "kineto" / "v100_ns_resolution_rank0.json.gz"
+KINETO = ROOT / "tests" / "data" / "traces" / "kineto"
+DEFAULT = KINETO / "v100_ns_resolution_rank0.json.gz"
+#: the shared Kineto traces of 30 MB or more of JSON (tb_plugin's 2021 samples; the V100 is 15 MB)
+BIG = sorted((ROOT / "tests" / "data" / "peers" / "tb_plugin").glob("*.pt.trace.json.xz"))
 
 _CHILD = r"""
-import json, logging, sys, time
+import gzip, json, logging, sys, time
 logging.disable(logging.CRITICAL)
 import polyprof
+from polyprof.formats.kineto.events import _DECODE_DOC_EVENTS
 path, n, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+raw = gzip.open(path, "rb").read() if path.endswith(".gz") else open(path, "rb").read()
 if warm:
     polyprof.load(path)
+    _DECODE_DOC_EVENTS(raw)
 out = []
 for _ in range(n):
     t0 = time.perf_counter()
     tr = polyprof.load(path)
     t1 = time.perf_counter()
     len(tr.stats)
-    out.append((t1 - t0, time.perf_counter() - t0))
+    t2 = time.perf_counter()
     del tr
-print(json.dumps({"runs": out, "module": polyprof.__file__}))
+    t3 = time.perf_counter()
+    doc = _DECODE_DOC_EVENTS(raw)
+    t4 = time.perf_counter()
+    del doc
+    out.append((t1 - t0, t2 - t0, t4 - t3))
+print(json.dumps({"runs": out, "bytes": len(raw), "module": polyprof.__file__}))
 """
+
+_LINEAR = r"""
+import json, logging, resource, sys, time
+logging.disable(logging.CRITICAL)
+import polyprof, polyprof.formats.kineto
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+before = rss()
+t0 = time.perf_counter()
+tr = polyprof.load(sys.argv[1])
+t1 = time.perf_counter()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"load": t1 - t0, "events": tr.n_events, "before": before, "peak": peak, "after": rss()}))
+"""
+
+_TS = re.compile(rb'"ts": ?(\d+)(?:\.(\d{1,3}))?\b')
+_IDS = re.compile(rb'"(id|correlation|External id)": ?(\d+)\b')
+
+
+def _plain(src: Path, tmp: Path) -> Path:
+    """``.xz`` -> plain JSON in ``tmp`` (polyprof reads gzip and plain JSON); others as they are."""
+    if not src.name.endswith(".xz"):
+        return src
+    out = tmp / src.name[:-3]
+    out.write_bytes(lzma.decompress(src.read_bytes()))
+    return out
+
+
+def replicate(src: Path, times: int, out_dir: Path) -> Path:
+    """``src`` with its events repeated ``times`` times, written as plain JSON one copy at a
+    time (as bench/scaling.py's copies: copy k moved by k spans, its flow, correlation and
+    external ids by k times the largest; times keep three decimals)."""
+    raw = gzip.open(src, "rb").read() if src.name.endswith(".gz") else src.read_bytes()
+    m = re.search(rb'"traceEvents"\s*:\s*\[', raw)
+    end = re.compile(rb"}\s*\]\s*(,\s*\"|})").search(raw, m.end()) if m else None
+    if not m or not end:
+        raise SystemExit(f"{src}: no traceEvents array found")
+    text = raw[m.end():end.start() + 1]
+    marks = sorted([(x.start(), x.end(), 0, int(x.group(1)) * 1000 + int((x.group(2) or b"0").ljust(3, b"0")), b"ts")
+                    for x in _TS.finditer(text)] +
+                   [(x.start(), x.end(), 1, int(x.group(2)), x.group(1)) for x in _IDS.finditer(text)])
+    lits, pos = [], 0
+    for a, b, *_ in marks:
+        lits.append(text[pos:a])
+        pos = b
+    tail = text[pos:]
+    span = max(v for _, _, k, v, _ in marks if k == 0) - min(v for _, _, k, v, _ in marks if k == 0) + 1_000_000
+    top = max([v for _, _, k, v, _ in marks if k == 1] or [0]) + 1
+    out = out_dir / f"{src.name.split('.')[0]}_x{times}.json"
+    with open(out, "wb") as f:
+        f.write(raw[:m.end()])
+        for k in range(times):
+            parts = []
+            for lit, (_, _, kind, v, name) in zip(lits, marks):
+                parts.append(lit)
+                if kind == 0:
+                    v += k * span
+                    parts.append(b'"ts": %d.%03d' % (v // 1000, v % 1000))
+                else:
+                    parts.append(b'"%s": %d' % (name, v + k * top))
+            parts.append(tail)
+            f.write((b",\n" if k else b"") + b"".join(parts))
+        f.write(raw[end.start() + 1:])
+    return out
 
 
 def child(tree: str, path: Path, n: int, warm: bool) -> dict:
@@ -54,38 +145,89 @@ def child(tree: str, path: Path, n: int, warm: bool) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def report(path: Path, trees: dict[str, str], args: argparse.Namespace) -> None:
+    inproc: dict[str, list] = {k: [] for k in trees}
+    fresh: dict[str, list] = {k: [] for k in trees}
+    size = 0
+    for _ in range(args.rounds):
+        for k, tree in trees.items():
+            got = child(tree, path, args.repeat, warm=True)
+            inproc[k] += got["runs"]
+            size = got["bytes"]
+    for _ in range(args.repeat):
+        for k, tree in trees.items():
+            fresh[k] += child(tree, path, 1, warm=False)["runs"]
+    mb = size / 1e6
+    print(f"{path.name}: {mb:.1f} MB of JSON; best / median (s) of {args.rounds} x {args.repeat} in-process "
+          f"loads, {args.repeat} fresh ones")
+    print(f"  {'tree':<8} {'how':<11} {'load':>17} {'load + all stats':>19} {'MB/s':>13} "
+          f"{'floor MB/s':>13} {'load / floor':>13}")
+    for how, res in (("in-process", inproc), ("fresh", fresh)):
+        for k in trees:
+            load = [a for a, _, _ in res[k]]
+            full = [b for _, b, _ in res[k]]
+            floor = [c for _, _, c in res[k]]
+            ratio = [a / c for a, _, c in res[k]]
+            print(f"  {k:<8} {how:<11} {min(load):>8.3f} {statistics.median(load):>8.3f} "
+                  f"{min(full):>9.3f} {statistics.median(full):>9.3f} {mb / min(load):>6.0f} "
+                  f"{mb / statistics.median(load):>6.0f} {mb / min(floor):>6.0f} {mb / statistics.median(floor):>6.0f} "
+                  f"{min(ratio):>6.2f} {statistics.median(ratio):>6.2f}")
+        if args.against:
+            a = [x for x, _, _ in res["against"]]
+            t = [x for x, _, _ in res["this"]]
+            print(f"  {'':<8} {how:<11} load: this is {1 - min(t) / min(a):.1%} faster (best), "
+                  f"{1 - statistics.median(t) / statistics.median(a):.1%} (median)")
+
+
+def linear(src: Path, sizes: list[int], rounds: int, tmp: Path) -> None:
+    files = {n: replicate(src, n, tmp) for n in sorted(set(sizes))}
+    res: dict[int, list[dict]] = {n: [] for n in files}
+    env = child_env(str(ROOT / "src"))
+    for _ in range(rounds):
+        for n, path in files.items():
+            r = subprocess.run([sys.executable, "-c", _LINEAR, str(path)], capture_output=True, text=True,
+                               env=env, cwd="/", timeout=3600)
+            if r.returncode:
+                raise SystemExit(f"x{n}: {r.stderr[-2000:]}")
+            res[n].append(json.loads(r.stdout.strip().splitlines()[-1]))
+    first = min(res)
+    base = min(r["load"] for r in res[first]) / res[first][0]["events"]
+    print(f"{src.name} copied: load in fresh processes, {rounds} rounds; memory: peak RSS less RSS before the load")
+    for n, rs in res.items():
+        ev = rs[0]["events"]
+        best = min(r["load"] for r in rs)
+        med = statistics.median(r["load"] for r in rs)
+        mem = min(r["peak"] - r["before"] for r in rs)
+        print(f"  x{n:<4} {ev:>10} events {files[n].stat().st_size / 1e9:6.2f} GB  load best {best:8.2f} s  median "
+              f"{med:8.2f} s  {best / ev * 1e6:.3f} µs per event (x{first}: {best / ev / base:.2f})  "
+              f"{mem / ev:.0f} B per event (peak RSS {min(r['peak'] for r in rs) / 2**30:.2f} GiB)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", nargs="?", type=Path, default=DEFAULT)
+    ap.add_argument("files", nargs="*", type=Path)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=3, help="in-process children per tree (default 3)")
     ap.add_argument("--against", help="another checkout's src folder (e.g. the code before a change)")
+    ap.add_argument("--big", action="store_true", help="every shared Kineto trace of 30 MB or more")
+    ap.add_argument("--replicate", type=int, metavar="N", help="also the first file repeated N times")
+    ap.add_argument("--linear", type=int, nargs="+", metavar="N", help="time and memory per event of N copies")
     args = ap.parse_args()
+    files = list(args.files) + (BIG if args.big else [])
+    files = files or [DEFAULT]
     trees = {"this": str(ROOT / "src")}
     if args.against:
         trees = {"against": str(Path(args.against).resolve()), **trees}
-    inproc: dict[str, list] = {k: [] for k in trees}
-    fresh: dict[str, list] = {k: [] for k in trees}
-    for _ in range(args.rounds):
-        for k, tree in trees.items():
-            inproc[k] += child(tree, args.file, args.repeat, warm=True)["runs"]
-    for _ in range(args.repeat):
-        for k, tree in trees.items():
-            fresh[k] += child(tree, args.file, 1, warm=False)["runs"]
-    print(f"{args.file.name}: best / median (s) of {args.rounds} x {args.repeat} in-process loads, "
-          f"{args.repeat} fresh ones")
-    print(f"  {'tree':<8} {'how':<11} {'load':>17} {'load + all stats':>19}")
-    for how, res in (("in-process", inproc), ("fresh", fresh)):
-        for k in trees:
-            load = [a for a, _ in res[k]]
-            full = [b for _, b in res[k]]
-            print(f"  {k:<8} {how:<11} {min(load):>8.3f} {statistics.median(load):>8.3f} "
-                  f"{min(full):>9.3f} {statistics.median(full):>9.3f}")
-        if args.against:
-            a = [x for x, _ in res["against"]]
-            t = [x for x, _ in res["this"]]
-            print(f"  {'':<8} {how:<11} load: this is {1 - min(t) / min(a):.1%} faster (best), "
-                  f"{1 - statistics.median(t) / statistics.median(a):.1%} (median)")
+    with tempfile.TemporaryDirectory(prefix="polyprof-load-") as t:
+        tmp = Path(t)
+        if args.linear:
+            linear(files[0], args.linear, args.rounds, tmp)
+            return 0
+        paths = [_plain(f, tmp) for f in files]
+        if args.replicate:
+            paths.append(replicate(paths[0], args.replicate, tmp))
+        for path in paths:
+            report(path, trees, args)
     for k, tree in trees.items():
         print(f"  {k}: {tree}")
     return 0
