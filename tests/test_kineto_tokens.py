@@ -260,3 +260,26 @@ def test_ids_of_a_compiled_batch_come_from_the_tokenizer(tmp_path: Path, monkeyp
         monkeypatch.setattr(collector, name, counted)
     kineto.load(_write(tmp_path, [], text=_kineto_like(20000, {})))
     assert calls == {"id_columns": 1, "fast_ids": 1, "_big_numbers": 1}  # the last batch holds msgspec's tail
+
+
+def test_args_kept_deflated_decode_as_plain_text(monkeypatch: pytest.MonkeyPatch):
+    """packed.py: the batches kept deflated read back as the list of texts they were
+    (items, slices, first rows), and every stat, a lookup and some rows decode the same."""
+    from polyprof.formats.kineto import collector, packed
+
+    path = DATA / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
+    packed_trace = kineto.load(path)
+    with monkeypatch.context() as m:
+        m.setattr(collector, "PackedBatches", list)
+        plain_trace = kineto.load(path)
+    batches = plain_trace.stats._deferred[0].decode.__self__.batches
+    held = packed_trace.stats._deferred[0].decode.__self__.batches
+    assert isinstance(held, packed.PackedBatches) == packed.DEFLATED and type(batches) is list
+    assert list(held) == batches and held[1:3] == batches[1:3] and packed.bases(held) == packed.bases(batches)
+    if packed.DEFLATED:
+        assert held.nbytes() * 4 < sum(len(t) for _, t in batches)
+    rows = np.arange(0, plain_trace.n_events, 97)
+    a, b = (t.stats.lookup_rows(["stream", "grid"], rows) for t in (packed_trace, plain_trace))
+    assert a.keys() == b.keys() == {"stream", "grid"}
+    assert all(np.array_equal(a[k][0], b[k][0]) and list(a[k][1]) == list(b[k][1]) for k in a)
+    assert_identical(packed_trace, plain_trace)

@@ -19,7 +19,7 @@ import threading
 from itertools import chain, repeat
 from functools import lru_cache
 from operator import attrgetter, itemgetter
-from typing import Any, Callable, Collection, TypeVar
+from typing import Any, Callable, Collection, Sequence, TypeVar
 
 import msgspec
 import numpy as np
@@ -29,6 +29,7 @@ from ...lowlevel.heap import collector_paused
 from ...trace.stats import StatColumn, merge_columns
 from .args import _ARG_KEYS, _EAGER_NAMES, _typed_stat, arg_names
 from .events import _DECODE_ANY
+from .packed import bases
 from ...trace.sorting import unique
 
 if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
@@ -44,7 +45,7 @@ IMPLEMENTATION = "c" if _args is not None else "python"
 
 T = TypeVar("T")
 #: (first row, ``[args, ...]`` text) of each batch of events
-Batches = list[tuple[int, bytes]]
+Batches = Sequence[tuple[int, bytes]]
 #: typed (rows, values) parts of args that came from E events, by stat key
 Late = dict[str, list[tuple[np.ndarray, np.ndarray]]]
 
@@ -121,10 +122,10 @@ class DeferredArgs:
     def _columns(self, keys: Collection[str] | None, skip: Collection[str]) -> dict[str, StatColumn]:
         names = None if keys is None else {n for k in keys for n in arg_names(k)}
         parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        held = self._batches_with(names) if names is not None else [True] * len(self.batches)
-        for (base, text), have in zip(self.batches, held):
-            if not have:
-                continue
+        batches = self.batches
+        held = self._batches_with(names) if names is not None else [True] * len(batches)
+        for i in [i for i, have in enumerate(held) if have]:  # only these inflated (packed.py)
+            base, text = batches[i]
             for name, (rows, joined, lens) in _joined_groups(text, base, names).items():
                 key, r, arr = _typed_joined(name, rows, joined, lens)
                 if len(r) and key not in skip:
@@ -150,12 +151,14 @@ class DeferredArgs:
         Values are typed from these rows as the full decode types a column."""
         names = {k: arg_names(k) for k in keys}
         rows = unique(np.asarray(rows, np.int64))
-        starts = [b for b, _ in self.batches] + [np.iinfo(np.int64).max]
+        batches = self.batches
+        starts = bases(batches) + [np.iinfo(np.int64).max]
         got: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in keys}
-        for i, (base, text) in enumerate(self.batches):
+        for i, base in enumerate(starts[:-1]):
             sel = rows[(rows >= base) & (rows < starts[i + 1])]
             if not len(sel):
                 continue
+            text = batches[i][1]
             raws = _DECODE_RAWS(text)
             for r in sel.tolist():
                 a = _DECODE_ANY(raws[r - base]) if r - base < len(raws) else None

@@ -1,0 +1,67 @@
+"""The args batches a trace keeps for their decode on first use, held deflated.
+
+A Kineto trace's args are most of its text and are kept, as text, until a stat asks for
+them (``deferred.py``); at tens of millions of events that text is most of the Trace's
+memory. :class:`PackedBatches` keeps each batch deflated by ISA-L at its fastest level
+(some GB/s; Kineto's args shrink about tenfold) and inflates a batch when it is read.
+Without ISA-L the batches stay as they are (zlib's deflate would cost the load more than
+a few percent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+from typing import overload
+
+
+def _isal() -> ModuleType | None:
+    try:
+        from isal import isal_zlib
+    except ImportError:  # pragma: no cover - isal has wheels for the usual platforms
+        return None
+    return isal_zlib
+
+
+isal_zlib = _isal()
+
+#: whether batches are kept deflated (ISA-L is installed)
+DEFLATED = isal_zlib is not None
+
+
+class PackedBatches(Sequence[tuple[int, bytes]]):
+    """(first row, ``[args, ...]`` text) of each batch, as a list of them reads, each
+    batch's text deflated; :attr:`bases` gives the first rows without inflating."""
+
+    def __init__(self) -> None:
+        self.bases: list[int] = []
+        self._blobs: list[bytes] = []
+
+    def append(self, batch: tuple[int, bytes]) -> None:
+        base, text = batch
+        self.bases.append(base)
+        self._blobs.append(isal_zlib.compress(text, 0) if isal_zlib is not None else text)
+
+    def __len__(self) -> int:
+        return len(self.bases)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, bytes]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, bytes]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[int, bytes] | list[tuple[int, bytes]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        blob = self._blobs[i]
+        return self.bases[i], (isal_zlib.decompress(blob) if isal_zlib is not None else blob)
+
+    def nbytes(self) -> int:
+        """Bytes held (deflated)."""
+        return sum(map(len, self._blobs))
+
+
+def bases(batches: Sequence[tuple[int, bytes]]) -> list[int]:
+    """The first rows of batches (packed or a plain list), without inflating any."""
+    return batches.bases if isinstance(batches, PackedBatches) else [b for b, _ in batches]
