@@ -197,3 +197,49 @@ def test_critical_path_command_on_the_job(jobs, slowed, tmp_path):
     assert w["events"] == len(ev) == 5
     half = -np.round(modified[SLOW].events["dur_ns"][g.rows[ev]] * 0.5).astype(np.int64)
     assert w["change_ns"] == with_deltas(js, ev, half) < 0
+
+
+def test_job_critical_path_track_in_perfetto_and_chrome(jobs, slowed, tmp_path):
+    """`polyprof export DIR --critical-path` of the modified job: one "critical path" track
+    whose slices are the joined path's weighted edges, step by step (Perfetto protobuf read
+    back, Chrome JSON parsed): step 1's slices sum to its job path length, and the slowed
+    kernel of rank 3 is one of them, as long as it became."""
+    import shutil
+    import subprocess
+    import sys
+
+    from polyprof.ranks.critical_path import align
+
+    paths, traces = jobs
+    row, path = slowed
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in range(3):
+        shutil.copy(paths[r], job / f"rank-{r}.json.gz")
+    shutil.copy(path, job / "rank-3.json.gz")
+    outs = {"perfetto": tmp_path / "cp.pftrace", "chrome": tmp_path / "cp.json"}
+    for fmt, out in outs.items():
+        r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(job), "-f", fmt, "-o", str(out),
+                            "--critical-path"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    modified = dict(traces)
+    modified[SLOW] = polyprof.load(path)
+    js = job_graph(modified, STEP, align(modified))
+    p = longest_path(js.graph)
+    weighted = int((js.graph.weight[p.edges] > 0).sum())
+    doc = json.loads(outs["chrome"].read_text())
+    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    (meta,) = [e for e in evs if e.get("ph") == "M" and e.get("args", {}).get("name") == "critical path"]
+    slices = [e for e in evs if e.get("ph") == "X" and (e["pid"], e["tid"]) == (meta["pid"], meta["tid"])]
+    mine = [e for e in slices if e["args"]["step"] == STEP]
+    assert len(mine) == weighted
+    assert abs(sum(e["dur"] for e in mine) * 1000 - p.length) <= len(mine)  # µs with 3 decimals
+    t = traces[SLOW]
+    kernel = [e for e in mine if e["name"] == t.names()[row] and e["args"]["rank"] == SLOW
+              and round(e["dur"] * 1000) == int(t.events["dur_ns"][row]) + D]
+    assert len(kernel) == 1
+    back = polyprof.load(outs["perfetto"])
+    (track,) = [tr.id for tr in back.tracks if tr.name == "critical path"]
+    on = np.flatnonzero(back.events["track"] == track)
+    assert len(on) == len(slices)
+    assert int(back.events["dur_ns"][on].sum()) == sum(round(e["dur"] * 1000) for e in slices)

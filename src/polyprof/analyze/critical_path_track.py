@@ -23,7 +23,7 @@ from .longest_path import longest_path
 
 #: the track's name
 TRACK = "critical path"
-_UNOWNED = {"kernel_launch_delay": "launch delay", "kernel_kernel_delay": "kernel gap",
+UNOWNED = {"kernel_launch_delay": "launch delay", "kernel_kernel_delay": "kernel gap",
             "sync_dependency": "wait", "dependency": "dependency", "operator": "operator"}
 
 
@@ -51,7 +51,7 @@ def with_critical_path(trace: Trace) -> Trace:
         rows = np.where(owner >= 0, g.rows[np.maximum(owner, 0)], -1)
         etype = np.array(EDGE_TYPES, dtype=object)[g.etype[e]]
         label = np.where(rows >= 0, names[trace.events["name"][np.maximum(rows, 0)]],
-                         np.array([_UNOWNED[x] for x in etype.tolist()], dtype=object))
+                         np.array([UNOWNED[x] for x in etype.tolist()], dtype=object))
         on = np.where(rows >= 0, track_names[trace.events["track"][np.maximum(rows, 0)]], "")
         s = g.time[g.src[e]]
         parts.append((s, g.time[g.dst[e]] - s, label, np.full(len(e), number, np.int64), etype,

@@ -26,7 +26,8 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--derive", action="store_true",
                    help="add the derived lines per device first (Steps, Sections, Framework Ops, ...)")
     p.add_argument("--critical-path", action="store_true",
-                   help="add a 'critical path' track: each step's critical path (docs/analysis.md)")
+                   help="add a 'critical path' track: each step's critical path (of a job: through every rank, "
+                        "joined at their collectives; docs/analysis.md)")
     add_window_args(p, "steps to write (default: the whole trace; --steps or --skip-first: only the events "
                        "the analyses of that window count)")
     add_peak_arg(p)  # the device peaks an XSpace export gives XProf's roofline (writers/xprof_costs.py)
@@ -40,12 +41,15 @@ def run(args: argparse.Namespace) -> int:
     from .ranks import is_job, rank_of_job
 
     apply_peak(args)
+    job_path = None
     if is_job(args.file) and args.rank is None:
         from ..ranks.processes import one_process_per_rank
         from ..ranks.traceset import load_ranks
 
         ts = load_ranks(args.file)
         trace = one_process_per_rank(ts.merged())
+        if getattr(args, "critical_path", False):  # the ranks joined through their collectives
+            job_path = dict(ts.traces())
         print(f"polyprof: {len(ts)} ranks on rank {ts.ranks[0]}'s clock, one process each", file=sys.stderr)
     else:
         trace = rank_of_job(args.file, args.rank) if is_job(args.file) else load_trace(args.file)
@@ -59,7 +63,12 @@ def run(args: argparse.Namespace) -> int:
         from ..derive import derive
 
         trace = derive(trace)
-    if getattr(args, "critical_path", False):
+    if job_path is not None:
+        from ..ranks.critical_path import align
+        from ..ranks.critical_path_track import with_job_critical_path
+
+        trace = with_job_critical_path(trace, job_path, align(job_path))
+    elif getattr(args, "critical_path", False):
         from ..analyze.critical_path_track import with_critical_path
 
         trace = with_critical_path(trace)

@@ -1,0 +1,69 @@
+"""The job's critical path as a track: ``with_job_critical_path(merged, traces)`` is a job's
+merged trace (``TraceSet.merged``: every rank on the reference rank's clock) plus a derived
+track "critical path" on its first host plane, one slice per stretch of each step's path
+through the joined ranks (``ranks/critical_path.py``), so Perfetto and Chrome JSON show
+which rank and op hold the step, and where the path crosses from rank to rank.
+
+A slice is a path edge with weight: it ends at the edge's end on the aligned clock and lasts
+the edge's weight (a collective's stretch runs from the last rank's arrival to the end), so
+a step's slices sum to its path length. Named as in ``analyze/critical_path_track.py``
+(the event it belongs to, else "launch delay", "kernel gap", "wait"), with the stats
+``step``, ``rank`` (of the event, or of the edge's end), ``edge`` and ``on`` (the track).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analyze.critical_path_track import TRACK, UNOWNED
+from ..analyze.depgraph import EDGE_TYPES
+from ..analyze.longest_path import longest_path
+from ..trace import keys
+from ..trace import metadata_keys as mkeys
+from ..trace.builder import TraceBuilder
+from ..trace.core import Trace
+from .align import RankClock
+from .critical_path import job_graph, n_steps
+
+
+def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
+                           clocks: dict[int, RankClock] | None = None) -> Trace:
+    """``merged`` plus the job's "critical path" track (``merged`` is not changed; one that
+    has the track already is returned as it is). ``traces``: the ranks, as loaded;
+    ``clocks``: their alignment onto the clock ``merged`` is on (``critical_path.align``)."""
+    if any(t.name == TRACK and t.kind == "derived" for t in merged.tracks):
+        return merged
+    host = next((p for p in merged.planes if p.kind == "host"), None)
+    if host is None:
+        return merged
+    parts: list[tuple[np.ndarray, ...]] = []
+    unowned = np.array([UNOWNED[x] for x in EDGE_TYPES], dtype=object)
+    for k in range(n_steps(traces)):
+        jg = job_graph(traces, k, clocks)
+        g = jg.graph
+        p = longest_path(g)
+        e = p.edges[g.weight[p.edges] > 0]
+        own = g.owner[e]
+        ev = np.where(own >= 0, own, g.dst[e] >> 1)
+        rank = jg.rank[ev]
+        label = unowned[g.etype[e]]
+        on = np.full(len(e), "", dtype=object)
+        for r in np.unique(rank).tolist():
+            t = jg.traces[jg.ranks.index(r)]
+            m = np.flatnonzero((rank == r) & (own >= 0))
+            rows = g.rows[ev[m]]
+            label[m] = np.asarray(t.strings, dtype=object)[t.events["name"][rows]]
+            on[m] = np.array([tr.name for tr in t.tracks], dtype=object)[t.events["track"][rows]]
+        end, w = g.time[g.dst[e]], g.weight[e]
+        parts.append((end - w, w, label, np.full(len(e), k, np.int64), rank,
+                      np.array(EDGE_TYPES, dtype=object)[g.etype[e]], on))
+    if not parts or not sum(len(x[0]) for x in parts):
+        return merged
+    start, dur, label, step, rank, etype, on = (np.concatenate([x[i] for x in parts]) for i in range(7))
+    b = TraceBuilder(metadata={})
+    pid = b.plane(host.name, host.kind, host.vendor, host.index, host.pid, {}, source=host.source)
+    tr = b.track(pid, TRACK, "derived", tid=0, sort_index=-2000)
+    b.events(tr, label, start, dur, keys.CAT_DERIVED, stats={"step": step, "rank": rank, "edge": etype, "on": on})
+    lines = b.build()
+    lines.metadata[mkeys.DERIVED] = merged.metadata.get(mkeys.DERIVED, False)
+    return merged.extend(lines)
