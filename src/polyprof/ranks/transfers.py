@@ -13,7 +13,8 @@ offset between two ranks from both sides only when messages go both ways (a pipe
 activations forward and gradients back); one way only bounds it from one side, and the
 rank is reported as not aligned. Where two recordings did not start at the same
 transfer, a shift of up to ``MAX_SHIFT`` per direction is tried, sizes must agree, and
-the first shift pair whose constraints agree (most matches first) is taken.
+of the shift pairs whose constraints agree the one with the most matches, then the
+smallest bound, is taken (a pairing off by one may agree too, only more loosely).
 """
 
 from __future__ import annotations
@@ -128,12 +129,17 @@ def align_transfers(ref_t: Table, ref: int, other_t: Table, other: int) -> tuple
         a, b = (ref, other) if len(fwd[0]) else (other, ref)
         return None, 0, (f"transfers go one way only (rank {a} to rank {b}): they bound the clock offset "
                          "from one side")
+    best: tuple[ClockFit | None, int] = (None, 0)
     for sf, nf in _shifts(fwd[1], fwd[3]):
         for sb, nb in _shifts(back[1], back[3]):
             send_f, recv_f = _pairs(fwd[0], fwd[2], sf)
             send_b, recv_b = _pairs(back[0], back[2], sb)
             f = clock.fit_bounds(recv_f, send_f, send_b, recv_b, max_drift_ppm=100.0, method="transfers",
                                  warn=False)
-            if f.consistent:
-                return f, nf + nb, ""
-    return None, 0, "the transfers' constraints disagree (a recording that starts mid-exchange?)"
+            # a pairing off by one can still agree (a later message's receive ends after an
+            # earlier send too), only more loosely: the most matches, then the tightest
+            if f.consistent and (best[0] is None or (nf + nb, -f.bound_ns) > (best[1], -best[0].bound_ns)):
+                best = (f, nf + nb)
+    if best[0] is None:
+        return None, 0, "the transfers' constraints disagree (a recording that starts mid-exchange?)"
+    return best[0], best[1], ""

@@ -1,0 +1,151 @@
+"""Point-to-point transfers (issue 28): shown as transfers, never collectives; their bytes
+from torch's comms args or shapes; ranks aligned from them by peer and order, with a
+bound; an honest headline when they cannot be."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.analyze.collectives import COLUMNS, shape_bytes, union_ns
+from polyprof.analyze.frames import frame
+from polyprof.ranks.align import align_ranks, alignment_table
+from polyprof.report.tables import build
+
+DATA = Path(__file__).parent / "data" / "traces"
+GLOO = [DATA / "gloo" / f"gloo_rank{r}.json.gz" for r in (0, 1)]
+SAMPLED = [DATA / "kineto" / f"sampled_rank{r}.json.gz" for r in (0, 1)]
+
+
+def _records(t) -> list[dict]:
+    return [dict(zip(t.columns, row)) for row in t.rows()]
+
+
+@pytest.fixture(scope="module")
+def gloo_job():
+    return polyprof.load_ranks([str(p) for p in GLOO]).analyze(executor="serial")
+
+
+def test_gloo_kineto_pair_transfers_with_bytes_and_peers(gloo_job):
+    """torch.profiler's own traces of a gloo job (record_shapes): 4 sends of 4,096 bytes
+    0 -> 1 and 4 of 2,048 bytes 1 -> 0, each seen at both ends, counted once."""
+    rows = {(r["src"], r["dst"]): r for r in _records(gloo_job.tables["transfers"])}
+    assert set(rows) == {(0, 1), (1, 0)}
+    assert (rows[0, 1]["bytes"], rows[0, 1]["count"], rows[0, 1]["sends"], rows[0, 1]["recvs"]) == (4096, 4, 4, 4)
+    assert (rows[1, 0]["bytes"], rows[1, 0]["count"], rows[1, 0]["sends"], rows[1, 0]["recvs"]) == (2048, 4, 4, 4)
+    assert rows[0, 1]["total_bytes"] == 4 * 4096
+    for r in rows.values():  # gloo's send and recv block their thread: all of it is waiting
+        assert r["blocking_ns"] == r["send_ns"] + r["recv_ns"] > 0
+
+
+def test_collectives_are_only_collectives(gloo_job):
+    """The broadcast is the only collective: its bytes from the gloo range's shapes, and
+    the straggler tables pair no send with a recv."""
+    cs = _records(gloo_job.tables["collective_stats"])
+    assert [(c["op"], c["bytes"], c["count"], c["ranks"]) for c in cs] == [("broadcast", 4096, 8, 2)]
+    assert set(gloo_job.tables["straggler_collectives"]["op"].tolist()) == {"broadcast"}
+    assert all(s["collectives"] == 4 for s in _records(gloo_job.tables["stragglers"]))
+
+
+def test_a_single_rank_file_shows_its_collectives_and_transfers():
+    tables = build(polyprof.load(GLOO[1])).tables
+    cs = _records(tables["collective_stats"])
+    assert [(c["op"], c["bytes"], c["count"], c["ranks"]) for c in cs] == [("broadcast", 4096, 4, 1)]
+    tr = sorted((r["src"], r["dst"], r["op"], r["bytes"], r["count"], r["peer_from"])
+                for r in _records(tables["transfers"]))
+    # the peer from the c10d op's inputs, a rank of the trace's one process group (pg_config)
+    assert tr == [(0, 1, "recv", 4096, 4, "c10d op"), (1, 0, "send", 2048, 4, "c10d op")]
+    nccl = build(polyprof.load(DATA / "kineto" / "a100_nccl_rank0.json.gz")).tables["collective_stats"]
+    assert set(nccl["op"].tolist()) == {"allreduce", "broadcast"} and (nccl["bytes"] > 0).all()
+
+
+def test_the_sampled_pair_is_not_aligned_and_says_why():
+    """The real sampled_rank0/1 pair has only NCCL SendRecv kernels that name no peer:
+    transfers to an unknown rank, no collective, no straggler row, not aligned."""
+    job = polyprof.load_ranks([str(p) for p in SAMPLED]).analyze(executor="serial")
+    assert len(job.tables["collective_stats"]) == 0 and len(job.tables["straggler_collectives"]) == 0
+    tr = _records(job.tables["transfers"])
+    assert {(r["src"], r["dst"]) for r in tr} == {(0, -1), (1, -1)}
+    assert sum(r["count"] for r in tr) == 20
+    al = _records(job.tables["rank_alignment"])[1]
+    assert not al["aligned"] and math.isnan(al["bound_ns"])
+    assert "name no peer to match" in al["message"]
+    assert job.overview["max_bound_ns"] == 0.0 and job.overview["aligned_ranks"] == 1
+
+
+def test_shape_bytes():
+    assert shape_bytes('[[1024]]', '["float"]') == 4096
+    assert shape_bytes([[32, 64], [], []], ["float", "Scalar", ""]) == 8192
+    assert shape_bytes('[[[1024]], [], [], []]', '["TensorList", "", "Scalar", "Scalar"]') == 0
+    assert shape_bytes("not json", "[]") == 0
+    assert union_ns(np.array([0, 5, 20]), np.array([10, 12, 30])) == 22
+
+
+# --- alignment from transfers, on tables made to a known truth -------------------------
+
+def _table(rows: list[tuple[str, int, int, int, int]]):
+    """A collective table of transfers: (op, peer, start, end, bytes) per row."""
+    rows = sorted(rows, key=lambda r: r[2])
+    n = len(rows)
+    col = {c: np.zeros(n, np.int64) for c in COLUMNS}
+    col.update({"key": np.array([r[0] for r in rows], object), "seq": np.arange(n), "seq_from": np.full(n, "order", object),
+                "op": np.array([r[0] for r in rows], object), "pg": np.full(n, "", object),
+                "name": np.array([f"gloo:{r[0]}" for r in rows], object),
+                "start_ns": np.array([r[2] for r in rows], np.int64), "end_ns": np.array([r[3] for r in rows], np.int64),
+                "bytes": np.array([r[4] for r in rows], np.int64), "p2p": np.ones(n, bool),
+                "peer": np.array([r[1] for r in rows], np.int64), "peer_from": np.full(n, "c10d op", object),
+                "host": np.ones(n, bool)})
+    col["dur_ns"] = col["end_ns"] - col["start_ns"]
+    return frame(col)
+
+
+def _pipeline(offsets: dict[int, int], steps: int = 10, drop_first: int | None = None,
+              backward: bool = True) -> dict[int, object]:
+    """Three pipeline stages 0 <-> 1 <-> 2: activations forward, gradients back (when
+    ``backward``), each rank's times on its own clock (true time + its offset)."""
+    rows: dict[int, list] = {0: [], 1: [], 2: []}
+
+    def xfer(src: int, dst: int, t: int, nbytes: int) -> None:
+        rows[src].append(("send", dst, t + offsets[src], t + 8_000 + offsets[src], nbytes))
+        rows[dst].append(("recv", src, t - 40_000 + offsets[dst], t + 25_000 + offsets[dst], nbytes))
+
+    for k in range(steps):
+        t = 1_000_000 * (k + 1)
+        xfer(0, 1, t, 8192)
+        xfer(1, 2, t + 100_000, 8192)
+        if backward:
+            xfer(2, 1, t + 500_000, 4096)
+            xfer(1, 0, t + 600_000, 4096)
+    if drop_first is not None:  # that rank's recording began after its first transfer
+        rows[drop_first] = sorted(rows[drop_first], key=lambda r: r[2])[1:]
+    return {r: _table(v) for r, v in rows.items()}
+
+
+def test_transfers_align_a_pipeline_within_their_bound_through_a_chain():
+    offsets = {0: 0, 1: 3_000_000_000, 2: -7_654_321}
+    clocks = align_ranks(_pipeline(offsets))
+    for r in (1, 2):
+        c = clocks[r]
+        assert c.aligned and c.fit.method.startswith("transfers") and math.isfinite(c.fit.bound_ns)
+        assert abs(c.fit.offset_ns - (offsets[0] - offsets[r])) <= c.fit.bound_ns <= 200_000
+    assert clocks[1].matched == 20 and "with rank" not in clocks[1].message
+    assert "with rank 1" in clocks[2].message  # no transfer with rank 0: through rank 1, the bounds add
+    assert clocks[2].fit.bound_ns >= clocks[1].fit.bound_ns
+
+
+def test_a_recording_that_misses_the_first_transfer_is_matched_with_a_shift():
+    offsets = {0: 0, 1: 55_555, 2: 0}
+    clocks = align_ranks(_pipeline(offsets, drop_first=1))
+    c = clocks[1]
+    assert c.aligned and abs(c.fit.offset_ns - (0 - 55_555)) <= c.fit.bound_ns <= 200_000
+
+
+def test_transfers_one_way_only_bound_nothing_and_say_so():
+    al = _records(alignment_table(align_ranks(_pipeline({0: 0, 1: 10_000, 2: 0}, backward=False))))
+    assert [a["aligned"] for a in al] == [True, False, False]
+    assert "transfers go one way only (rank 0 to rank 1)" in al[1]["message"]
+    assert all(math.isnan(a["bound_ns"]) for a in al[1:])
