@@ -1,10 +1,13 @@
-"""``--window hta``: polyprof's temporal breakdown equals HTA 0.5's ``get_temporal_breakdown``
+"""``--window hta``: polyprof's temporal breakdown, idle time breakdown, queue length
+summary and kernel-type table equal HTA 0.5's (``get_temporal_breakdown``,
+``get_idle_time_breakdown``, ``get_queue_length_summary``, ``get_gpu_kernel_breakdown``)
 on every Kineto trace in tests/data that HTA reads, with HTA run here (one subprocess
 for every file, shared by the module's tests).
 
 Files: the shared Kineto traces (tests/data/traces/kineto), kineto tb_plugin's resnet50
 samples (tests/data/peers/tb_plugin, xz: staged decompressed, as HTA reads only .json and
-.gz), and a small Kineto file written here with each of HTA's rules in it (a kernel whose
+.gz), the other peers' Kineto traces (HTA's critical-path tests, TraceLens' H100 and MI300
+runs, vLLM decode with CUDA graph launches), and a small Kineto file written here with each of HTA's rules in it (a kernel whose
 launch is not in the file, launch-less copies, an ``Event Sync`` record, a streamless
 DMA request, the last step).
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import polyprof
 from polyprof.analyze.breakdown import ALL_DEVICES, ALL_STREAMS, temporal_breakdown
 from polyprof.analyze.window import HTA
 from polyprof.errors import WindowError
@@ -54,6 +58,12 @@ for d in sys.argv[2:]:
         out[d]["idle"] = [[int(r["stream"]), r["idle_category"], float(r["idle_time"])] for r in df.to_dict("records")]
     except Exception as e:
         out[d]["idle_error"] = type(e).__name__
+    q = ta.get_queue_length_summary(ranks=list(ta.t.traces))
+    if q is not None:
+        q.columns = [c[1] for c in q.columns]
+        out[d]["queue"] = {str(s): {k: float(v) for k, v in r.items()} for (_, s), r in q.to_dict("index").items()}
+    kt, _ = ta.get_gpu_kernel_breakdown(visualize=False)
+    out[d]["kernel_types"] = [[r["kernel_type"], int(r["sum"]), float(r["percentage"])] for r in kt.to_dict("records")]
 json.dump(out, open(sys.argv[1], "w"))
 """
 
@@ -97,6 +107,18 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         d.mkdir()
         out[d.name] = d / "rank0.json"
         out[d.name].write_bytes(lzma.decompress(f.read_bytes()))
+    # the peers' Kineto traces (HTA's critical-path tests, TraceLens' H100/MI300 runs and
+    # vLLM CUDA-graph decode), but those that are byte for byte one of the above
+    seen = {p.read_bytes() for p in out.values() if p.suffix == ".gz"}
+    for f in sorted([*(DATA / "peers" / "hta_critical_path").rglob("*.json.gz"),
+                     *(DATA / "peers" / "tracelens").glob("*.json.gz"),
+                     *(DATA / "peers" / "tracelens_perf").glob("*.json.gz")]):
+        if f.read_bytes() in seen:
+            continue
+        d = tmp / ("peer-" + "-".join(f.relative_to(DATA / "peers").parts).removesuffix(".json.gz"))
+        d.mkdir()
+        out[d.name] = d / "rank0.json.gz"
+        out[d.name].write_bytes(f.read_bytes())
     d = tmp / "rules"
     d.mkdir()
     out["rules"] = d / "rank0.json.gz"
@@ -116,6 +138,12 @@ def hta(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dic
     return {Path(k).name: v for k, v in json.loads(res.read_text()).items()}
 
 
+@pytest.fixture(scope="module")
+def traces(files: dict[str, Path]) -> dict[str, polyprof.Trace]:
+    """Each file loaded once for the module's tests."""
+    return {name: load(path) for name, path in files.items()}
+
+
 def htas_row(tb) -> int:
     """The row that is HTA's one per rank: every device (the last "(all streams)" row)."""
     rows = [i for i in range(len(tb)) if tb["stream"][i] == ALL_STREAMS]
@@ -124,11 +152,12 @@ def htas_row(tb) -> int:
     return rows[-1]
 
 
-def test_temporal_breakdown_equals_htas_on_every_kineto_trace(files: dict[str, Path], hta: dict[str, dict]) -> None:
+def test_temporal_breakdown_equals_htas_on_every_kineto_trace(files: dict[str, Path], hta: dict[str, dict],
+                                                              traces: dict[str, polyprof.Trace]) -> None:
     compared = []
-    for name, path in files.items():
+    for name in files:
         h = hta[name]
-        tb = temporal_breakdown(load(path), window=HTA)
+        tb = temporal_breakdown(traces[name], window=HTA)
         if name in UNREAD:
             assert "error" in h, (name, h)  # HTA's own limit, as UNREAD says
             assert len(tb) == 0, name  # nothing HTA would count
@@ -141,10 +170,11 @@ def test_temporal_breakdown_equals_htas_on_every_kineto_trace(files: dict[str, P
             assert int(tb[f"{ours}_ns"][i]) == 1000 * h[f"{theirs}(us)"], (name, ours)
         assert int(tb["span_ns"][i]) == 1000 * h["kernel_time(us)"], name
         compared.append(name)
-    assert len(compared) == len(files) - len(UNREAD) == 12
+    assert len(compared) == len(files) - len(UNREAD) == 21
 
 
-def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, dict]) -> None:
+def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, dict],
+                                        traces: dict[str, polyprof.Trace]) -> None:
     """HTA's get_idle_time_breakdown (per stream: host-wait, kernel-wait, other; its 30 µs
     threshold) equals polyprof's under window "hta", to the ns, on every file HTA reads."""
     from polyprof.analyze.breakdown import idle_time_breakdown
@@ -152,9 +182,9 @@ def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, 
 
     cats = {"host_wait": 0, "kernel_wait": 1, "other": 2}
     compared = 0
-    for name, path in files.items():
+    for name in files:
         h = hta[name]
-        t = load(path)
+        t = traces[name]
         if name in UNREAD:
             assert "idle_error" in h and not idle_gaps(t), name
             continue
@@ -171,6 +201,49 @@ def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, 
         assert int(np.asarray(it["host_wait_ns"])[per_stream].sum()) == sum(v[0] for v in theirs.values()), name
         compared += 1
     assert compared == len(files) - len(UNREAD)
+
+
+def test_queue_length_summary_equals_htas(files: dict[str, Path], hta: dict[str, dict],
+                                          traces: dict[str, polyprof.Trace]) -> None:
+    """HTA's get_queue_length_summary, stream by stream: count, min, quartiles and max
+    exactly, mean and std to HTA's printed precision (pandas shows 6 decimals), on every
+    file; none where HTA has none (no launch with a device activity)."""
+    from polyprof.analyze.queues import queue_length_summary
+
+    names = {"count": "changes", "mean": "mean", "std": "std", "min": "min", "25%": "p25", "50%": "p50",
+             "75%": "p75", "max": "max"}
+    compared = 0
+    for name in files:
+        want = hta[name].get("queue") or {}
+        ours = queue_length_summary(traces[name], window=HTA)
+        assert [s.removeprefix("stream ") for s in ours["stream"].tolist()] == list(want), name
+        for i, (stream, h) in enumerate(want.items()):
+            for theirs, col in names.items():
+                a, b = float(ours[col][i]), h[theirs]
+                assert (np.isnan(a) and np.isnan(b)) or round(a, 6) == round(b, 6), (name, stream, theirs, a, b)
+        compared += len(want) > 0
+    assert compared == len(files) - len(UNREAD)
+    assert hta["v100_ns_resolution_rank0"]["queue"]["7"]["max"] == 1022  # the long queue
+
+
+def test_kernel_type_table_equals_htas(files: dict[str, Path], hta: dict[str, dict],
+                                      traces: dict[str, polyprof.Trace]) -> None:
+    """HTA's kernel-type table (get_gpu_kernel_breakdown): the same rows in the same order,
+    µs sums equal, percentages equal at HTA's one decimal, zero-length rows included
+    (resnet50_num_workers_0 has one), on every file."""
+    from polyprof.analyze.kernel_states import kernel_state_breakdown
+
+    label = {"COMPUTATION": "compute", "COMMUNICATION": "communication", "MEMORY": "memory"}
+    for name in files:
+        want = hta[name]["kernel_types"]
+        ours = kernel_state_breakdown(traces[name], window=HTA)
+        assert len(ours) == len(want), (name, ours.to_pandas(), want)
+        for i, (kind, us, pct) in enumerate(want):
+            parts = [label[k] for k in kind.split(" overlapping ")]
+            assert ours["state"][i] == " + ".join(parts) + (" only" if len(parts) == 1 else ""), (name, i)
+            assert int(ours["time_ns"][i]) == 1000 * us, (name, kind)
+            assert round(float(ours["busy_pct"][i]), 1) == pct, (name, kind)
+    assert ["COMPUTATION overlapping MEMORY", 0, 0.0] in hta["resnet50_num_workers_0"]["kernel_types"]
 
 
 def test_htas_rules_by_hand(files: dict[str, Path], hta: dict[str, dict]) -> None:
@@ -202,6 +275,10 @@ def test_cli_window_hta(files: dict[str, Path], hta: dict[str, dict], tmp_path: 
     assert "HTA" in doc["overview"]["window"]
     rec = [x for x in doc["tables"]["temporal_breakdown"]["records"] if x["stream"] == ALL_STREAMS][-1]
     assert abs(rec["idle_pct"] - hta["a100_nccl_rank0"]["idle_time_pctg"]) <= 0.01
+    q = {r["stream"]: r for r in doc["tables"]["queue_length_summary"]["records"]}
+    assert round(q["stream 7"]["mean"], 6) == round(hta["a100_nccl_rank0"]["queue"]["7"]["mean"], 6)
+    ks = doc["tables"]["kernel_state_breakdown"]["records"]
+    assert [r["time_ns"] // 1000 for r in ks] == [us for _, us, _ in hta["a100_nccl_rank0"]["kernel_types"]]
     out = tmp_path / "w.json.gz"
     r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(f), "--window", "hta", "-o", str(out)],
                        capture_output=True, text=True, timeout=300, env=env)

@@ -104,6 +104,8 @@ class HtaTable(NamedTuple):
     launched: np.ndarray  # bool: HTA's "GPU kernel" rows (a stream and a correlation, or a sync record)
     start: np.ndarray  # ns, rounded as HTA reads the file
     end: np.ndarray
+    parsed: np.ndarray  # bool: a row of HTA's table before its iteration filter
+    filtered: bool  # whether the iteration filter applied (two step names or more)
 
 
 def hta_table(trace: Trace) -> HtaTable:
@@ -129,13 +131,14 @@ def _table(trace: Trace) -> HtaTable:
     launched = ((stream >= 0) & (corr >= 0)) | np.isin(names, np.flatnonzero(np.isin(strings, SYNC_NAMES)))
     step_ids = np.flatnonzero(np.array(["ProfilerStep" in s for s in strings.tolist()], bool))
     step_ids = np.intersect1d(step_ids, names[kept])
+    parsed = kept
     if len(step_ids) >= 2:  # HTA's iteration filter
         host = kept & ~launched
         is_step = host & np.isin(names, step_ids)
         last = start[is_step].max() if is_step.any() else np.iinfo(np.int64).min
         host &= start < last
         kept = host | (kept & launched & np.isin(corr, corr[host]))
-    return HtaTable(kept, stream, corr, launched, start, end)
+    return HtaTable(kept, stream, corr, launched, start, end, parsed, len(step_ids) >= 2)
 
 
 def hta_activity(trace: Trace) -> HtaActivity:

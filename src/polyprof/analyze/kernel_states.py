@@ -15,8 +15,11 @@ import numpy as np
 from ..derive.intervals import clip_union
 from ..trace.core import Trace
 from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view
+from .breakdown import ALL_DEVICES
+from .hta_compat import hta_activity, merged
+from .hta_tables import kernel_types
 from .frames import empty_frame, rows_frame
-from .window import WindowArg, view
+from .window import WindowArg, selection, view
 from ..trace.sorting import member, unique
 
 if TYPE_CHECKING:
@@ -41,8 +44,17 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     "compute + communication", ..., "idle"), ``time_ns`` (time in that state inside the
     analysed span; they add up to the span), ``segments`` (separate stretches of it),
     ``span_pct`` (of the span), ``busy_pct`` (of the time any class is busy; NaN for idle).
+
+    ``window="hta"``: HTA 0.5's kernel-type table (``get_gpu_kernel_breakdown``,
+    ``analyze/hta_tables.py``), its rows in its order: every state HTA lists, zero-length
+    ones included, no idle row; ``time_ns`` is its ``sum`` (whole µs), ``busy_pct`` its
+    ``percentage`` before rounding, ``span_pct`` of HTA's temporal span, ``segments`` the
+    stretches of positive length; one plane, or ``(all devices)`` (HTA's one table per rank).
     """
     trace = view(trace, window)
+    sel = selection(trace)
+    if sel is not None and sel.hta:
+        return _hta_states(trace)
     v = device_view(trace)
     t0, t1 = v.span
     out = []
@@ -71,4 +83,19 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> Table:
                 out.append((name, state_name(bits), int(per[bits]), int(segs[bits]),
                             100.0 * per[bits] / span if span else np.nan,
                             100.0 * per[bits] / busy if bits and busy else np.nan))
+    return rows_frame(out, COLUMNS) if out else empty_frame(COLUMNS, ("plane", "state"), np.float64)
+
+
+def _hta_states(trace: Trace) -> Table:
+    """HTA 0.5's kernel-type table as rows of :func:`kernel_state_breakdown`."""
+    kt = kernel_types(trace)
+    planes = unique(trace.track_plane[trace.events["track"][kt.rows]]) if len(kt.rows) else np.zeros(0, np.int64)
+    name = trace.planes[int(planes[0])].name if len(planes) == 1 else ALL_DEVICES
+    a = hta_activity(trace)
+    t0, t1, _ = merged(a.start, a.end)
+    total = int(kt.time_us.sum())
+    out = []
+    for bits, us, n in zip(kt.bits.tolist(), kt.time_us.tolist(), kt.stretches.tolist()):
+        out.append((name, state_name(bits) if bits else "untyped", 1000 * us, n,
+                    100.0 * 1000 * us / (t1 - t0) if t1 > t0 else np.nan, 100.0 * us / total if total else np.nan))
     return rows_frame(out, COLUMNS) if out else empty_frame(COLUMNS, ("plane", "state"), np.float64)

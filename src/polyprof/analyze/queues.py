@@ -14,8 +14,10 @@ import numpy as np
 
 from ..trace.core import Trace
 from .common import device_view
+from .breakdown import ALL_DEVICES
+from .hta_tables import queue_series
 from .frames import empty_frame, frame, rows_frame
-from .window import WindowArg, view
+from .window import WindowArg, selection, view
 
 if TYPE_CHECKING:
     from .table import Table
@@ -49,8 +51,14 @@ def queue_length(trace: Trace, window: WindowArg = None) -> Table:
     Columns: ``plane``, ``stream``, ``ts_ns`` (when it changed), ``queue_length`` (from
     then until the next row of the stream). Only device activity matched to its launch
     counts (with a ``window``: launched in its steps). Sorted by stream, then time.
+    ``window="hta"``: HTA 0.5's series (``analyze/hta_tables.py``), streams by number,
+    each in HTA's order.
     """
     trace = view(trace, window)
+    sel = selection(trace)
+    if sel is not None and sel.hta:
+        plane, stream, ts, length, _ = _hta_series(trace)
+        return frame({"plane": plane, "stream": stream, "ts_ns": ts, "queue_length": length})
     track, ts, length = _series(trace)
     tnames = np.array([t.name for t in trace.tracks], object)
     pnames = np.array([p.name for p in trace.planes], object)
@@ -64,22 +72,45 @@ def queue_length_summary(trace: Trace, window: WindowArg = None) -> Table:
     Columns: ``plane``, ``stream``, ``changes`` (rows of :func:`queue_length`), ``mean``,
     ``std``, ``min``, ``p25``, ``p50``, ``p75``, ``max`` (over the values at the changes,
     as HTA's ``get_queue_length_summary`` gives them), ``time_mean`` (mean over time,
-    from the stream's first change to its last).
+    from the stream's first change to its last). ``window="hta"``: HTA 0.5's own (its
+    series, :func:`queue_length`), equal to its summary.
     """
     trace = view(trace, window)
-    track, ts, length = _series(trace)
+    sel = selection(trace)
+    if sel is not None and sel.hta:
+        plane, stream, ts, length, group = _hta_series(trace)
+    else:
+        track, ts, length = _series(trace)
+        tnames = np.array([t.name for t in trace.tracks], object)
+        pnames = np.array([p.name for p in trace.planes], object)
+        plane = pnames[trace.track_plane[track]] if len(track) else np.zeros(0, object)
+        stream, group = tnames[track], track
     out = []
-    bounds = (np.flatnonzero(np.concatenate([[True], track[1:] != track[:-1], [True]])) if len(track)
+    bounds = (np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1], [True]])) if len(group)
               else np.zeros(0, np.int64))
     for a, b in zip(bounds[:-1], bounds[1:]):
         x = length[a:b].astype(np.float64)
         dt = np.diff(ts[a:b])
         tm = float((x[:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else float(x.mean())
         q = quartiles(x)
-        tr = trace.tracks[int(track[a])]
-        out.append((trace.planes[tr.plane].name, tr.name, len(x), float(x.mean()),
+        out.append((plane[a], stream[a], len(x), float(x.mean()),
                     float(x.std(ddof=1)) if len(x) > 1 else np.nan, float(x.min()), *map(float, q), float(x.max()), tm))
     return rows_frame(out, SUMMARY) if out else empty_frame(SUMMARY, ("plane", "stream"), np.float64)
+
+
+def _hta_series(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(plane, stream, ts_ns, queue_length, HTA's stream number) of HTA's series: a
+    stream's plane is its device rows' (``(all devices)`` where they lie on several)."""
+    q = queue_series(trace)
+    plane = np.full(len(q.row), ALL_DEVICES, object)
+    stream = np.array([f"stream {s}" for s in q.stream.tolist()], object)
+    on = trace.track_plane[trace.events["track"][q.row]] if len(q.row) else np.zeros(0, np.int64)
+    for s in np.unique(q.stream).tolist():
+        mine = q.stream == s
+        planes = np.unique(on[mine & (q.delta < 0)])
+        if len(planes) == 1:
+            plane[mine] = trace.planes[int(planes[0])].name
+    return plane, stream, q.ts_ns, q.length, q.stream
 
 
 def quartiles(x: np.ndarray) -> np.ndarray:
