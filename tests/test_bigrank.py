@@ -122,3 +122,36 @@ def test_summary_of_a_streamed_store_equals_the_file_summary(tmp_path):
     for name in whole["tables"]:
         assert got["tables"][name] == whole["tables"][name], name
     assert got["findings"] == whole["findings"]
+
+
+@pytest.mark.parametrize("target", ["file", "store"])
+def test_summary_that_would_not_fit_says_so_in_one_line(tmp_path, monkeypatch, capsys, target):
+    """Rather than be killed part way (silently, under a memory cgroup), summary compares
+    a rank's estimated need with the memory this process may use (here made 64 MiB)."""
+    from polyprof.cli import main
+    from polyprof.ranks import fits
+
+    path = NCCL if target == "file" else polyprof.load_ranks([NCCL]).convert(tmp_path / "s")
+    monkeypatch.setattr(fits, "available_bytes", lambda: 64 << 20)
+    assert main(["summary", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and "0.1 GiB is available" in err
+    assert ("polyprof convert" in err) == (target == "file") and "polyprof sql" in err
+    monkeypatch.setenv("POLYPROF_MEMORY_CHECK", "0")
+    assert main(["summary", str(path)]) == 0
+
+
+def test_memory_available_reads_cgroup_v1_and_v2(tmp_path, monkeypatch):
+    from polyprof.ranks import fits
+
+    (tmp_path / "limit").write_text("1073741824\n")
+    (tmp_path / "usage").write_text(str(100 << 20))
+    (tmp_path / "max").write_text("max\n")
+    monkeypatch.setattr(fits, "_meminfo_available", lambda: 8 << 30)
+    monkeypatch.setattr(fits, "_cgroup_files", lambda: [(str(tmp_path / "limit"), str(tmp_path / "usage"))])
+    assert fits.available_bytes() == (1 << 30) - (100 << 20)
+    monkeypatch.setattr(fits, "_cgroup_files", lambda: [(str(tmp_path / "max"), str(tmp_path / "usage"))])
+    assert fits.available_bytes() == 8 << 30
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(b"x" * 100000))
+    assert fits.json_text_bytes(gz) == 100000

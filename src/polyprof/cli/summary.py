@@ -29,6 +29,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     apply_peak(args)
     job = is_job(args.file)  # several files, a directory or a store: one job, whatever its ranks are in
+    _check_memory(args.file)
     if job:
         report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
     else:
@@ -51,3 +52,24 @@ def run(args: argparse.Namespace) -> int:
 
     render(report, top=args.top)
     return 0
+
+
+def _check_memory(files: list[str]) -> None:
+    """One line, before reading, where a rank will not fit in memory (ranks/fits.py): a
+    Kineto/Chrome JSON file given alone, each rank of a store."""
+    from pathlib import Path
+
+    from ..ranks import fits
+    from .ranks import is_store
+
+    if len(files) == 1 and is_store(files[0]):
+        from ..store.manifest import read_manifest
+
+        root = Path(files[0])
+        for r in read_manifest(root)["ranks"]:
+            fits.check_store_rank(root, r["rank"], int(r.get("events", 0)))
+    elif len(files) == 1 and Path(files[0]).is_file():
+        from ..formats.detect import detect
+
+        if detect(files[0]) in ("kineto", "chrome-json"):
+            fits.check_file(files[0])

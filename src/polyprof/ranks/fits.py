@@ -1,0 +1,115 @@
+"""Whether a rank fits in memory to be analysed, asked before reading it (docs/store.md,
+"One rank of any size").
+
+The analyses work on a rank in memory. Rather than be killed by the kernel part way
+(no message at all under a memory cgroup), ``polyprof summary`` compares what a rank
+will need, estimated from its size, with the memory this process may use (the memory
+cgroup's limit, v2 or v1, less what it already uses; else the system's available
+memory), and says so in one line when it will not fit. The estimates (measured on
+replicates of the V100 trace, docs/benchmarks.md, issue 34): a Kineto / Chrome JSON
+file needs about twice its JSON text, a store's rank about 400 bytes per event, each
+plus the interpreter's ~150 MiB. ``POLYPROF_MEMORY_CHECK=0`` skips the check.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import PolyprofError
+
+#: what the interpreter, NumPy, pyarrow and the analyses' code take before any trace
+BASE_BYTES = 150 << 20
+#: memory per byte of Kineto / Chrome JSON read whole and analysed
+JSON_FACTOR = 2.0
+#: memory per event of a store's rank read back and analysed
+STORE_EVENT_BYTES = 400
+_UNLIMITED = 1 << 60
+
+
+def available_bytes() -> int:
+    """The memory this process may still use: its memory cgroup's limit less its usage
+    (cgroup v2, else v1), capped by the system's MemAvailable."""
+    avail = _meminfo_available()
+    for limit, usage in _cgroup_files():
+        try:
+            lim = Path(limit).read_text().strip()
+            used = int(Path(usage).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if lim.isdigit() and int(lim) < _UNLIMITED:
+            avail = min(avail, max(int(lim) - used, 0))
+    return avail
+
+
+def _meminfo_available() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return _UNLIMITED
+
+
+def _cgroup_files() -> list[tuple[str, str]]:
+    """(limit file, usage file) of this process's memory cgroup."""
+    out = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
+        rel = rel.lstrip("/")
+        if controllers == "":  # v2
+            d = Path("/sys/fs/cgroup") / rel
+            out.append((str(d / "memory.max"), str(d / "memory.current")))
+        elif "memory" in controllers.split(","):
+            d = Path("/sys/fs/cgroup/memory") / rel
+            out.append((str(d / "memory.limit_in_bytes"), str(d / "memory.usage_in_bytes")))
+    return out
+
+
+def json_text_bytes(path: Path) -> int:
+    """The size of a JSON file's text: a gzip file's from its trailer (the size modulo
+    4 GiB, so taken as at least ten times the compressed size when that could wrap)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if f.read(2) != b"\x1f\x8b" or size < 18:
+            return size
+        f.seek(-4, os.SEEK_END)
+        isize = int.from_bytes(f.read(4), "little")
+    return max(isize, 10 * size) if 40 * size >= 1 << 32 else isize
+
+
+def check_fits(what: str, need: int, hint: str) -> None:
+    """Raise one line when ``need`` bytes exceed what this process may use."""
+    if os.environ.get("POLYPROF_MEMORY_CHECK", "1") == "0":
+        return
+    avail = available_bytes()
+    if need > avail:
+        raise PolyprofError(f"{what}: needs about {_gib(need)} of memory to analyse, {_gib(avail)} is available "
+                            f"here; {hint} (POLYPROF_MEMORY_CHECK=0 tries anyway)")
+
+
+def check_file(path: str | Path) -> None:
+    """A Kineto / Chrome JSON file to be read whole and analysed."""
+    p = Path(path)
+    need = BASE_BYTES + int(JSON_FACTOR * json_text_bytes(p))
+    check_fits(str(p), need, f"convert it to a store first (polyprof convert {p} -o STORE streams it in chunks) "
+                             "and query the store with polyprof sql STORE, which is memory-limited")
+
+
+def check_store_rank(store: str | Path, rank: int, events: int) -> None:
+    """A store's rank of ``events`` events to be read back and analysed."""
+    need = BASE_BYTES + STORE_EVENT_BYTES * events
+    check_fits(f"{store}: rank {rank} ({events:,} events)", need,
+               "query it with polyprof sql STORE, which is memory-limited, or analyse it on a machine with more memory")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
