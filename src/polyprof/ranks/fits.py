@@ -54,7 +54,7 @@ def _meminfo_available() -> int:
 
 def _cgroup_files() -> list[tuple[str, str]]:
     """(limit file, usage file) of this process's memory cgroup."""
-    out = []
+    out: list[tuple[str, str]] = []
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:

@@ -40,16 +40,15 @@ from ...trace.core import EVENT_COLUMNS, Trace
 from ...trace.identity import identify
 from ...trace.stats import StatColumn, merge_columns
 from ..safety import check_events, clean_metadata
-from . import slicing
+from . import slicing, tokenized
 from .args import _EAGER_KEYS
 from .build import _metadata, add_counters, base_ns, pair_tracks
 from .collector import _Collector
 from .deferred import DeferredArgs
 from .devices import device_planes
-from .events import _Event
 from .flows import _bind, add_chained, endpoint_tracks
 from .progress import _Progress
-from .slicing import _event_slices
+from .slicing import Slice, _event_slices
 from .stream import _Source
 
 log = logging.getLogger("polyprof")
@@ -119,18 +118,24 @@ class _Reader:
     def __init__(self, path: Path, chunk_events: int, progress: bool):
         self.path, self.chunk_events, self.progress = path, chunk_events, progress
         self.col = _Collector(path)
+        self.col.tok = tokenized.tokenizer()  # the C tokenizer where built (its code tables: both passes)
         self.top: dict[str, object] = {}
 
-    def _slices(self, what: str) -> Iterator[list[_Event]]:
+    def _slices(self, what: str) -> Iterator[int]:
+        """Each slice of the file added to the collector (as ``kineto.load`` adds it); its events."""
         bar = _Progress(self.progress, self.path, self.path.stat().st_size)
         bar.stage(f"{what} {self.path.name}", self.path.stat().st_size)
+        col = self.col
+        scan = col.tok.scan if col.tok is not None else None
         try:
             seen = 0
             top: dict[str, object] = {}
-            for events in _event_slices(self.path, _Source(self.path, bar, slicing.CHUNK_BYTES).blocks(), top):
-                seen += len(events)
+            for events in _event_slices(self.path, _Source(self.path, bar, slicing.CHUNK_BYTES).blocks(), top, scan):
+                n = _add(col, events)
+                del events
+                seen += n
                 check_events(self.path, seen)
-                yield events
+                yield n
             self.top = top
         finally:
             bar.stop()
@@ -141,11 +146,9 @@ class _Reader:
         counts = np.zeros(0, np.int64)
         pid_cat: set[int] = set()
         pid_tid: set[int] = set()
-        for events in self._slices("scan"):
-            if len(events) > max(self.chunk_events, _ONE_PIECE):
+        for n in self._slices("scan"):
+            if n > max(self.chunk_events, _ONE_PIECE):
                 raise Unsupported("the document could not be cut into slices (read in one piece)")
-            col.add(events)
-            del events
             c = col.cols
             if c["pid"]:
                 pid, tid, cat = (np.concatenate(c[k]) for k in ("pid", "tid", "cat"))
@@ -157,7 +160,7 @@ class _Reader:
                 counts[:len(got)] += got
                 pid_cat.update(np.unique((pid << 32) | cat).tolist())
                 pid_tid.update(np.unique((pid << 32) | tid).tolist())
-            col.arg_raws, col.arg_batches = [], []
+            col.arg_raws, col.arg_batches, col.arg_base = [], [], col.n
             col.b._stat_parts = {}
             for k, t in _NARROW.items():
                 parts = col.flow_cols[k]
@@ -206,9 +209,7 @@ class _Reader:
         self.first = 0
         self.span = [np.iinfo(np.int64).max, np.iinfo(np.int64).min]
         self.epoch = 0  # events whose time looks like an epoch (the clock's name, build._metadata)
-        for events in self._slices("convert"):
-            col.add(events)
-            del events
+        for _ in self._slices("convert"):
             col.flow_cols = {k: [] for k in col.flow_cols}  # known from the scan
             del col.counters[n_counters:]
             if col.n - self.first >= self.chunk_events:
@@ -274,6 +275,15 @@ class _Reader:
         identify(trace, label=self.path.name)
         span = (self.span[0], self.span[1]) if self.handed else (0, 0)
         return Rest(trace, flows, self.handed, span)
+
+
+def _add(col: _Collector, events: Slice) -> int:
+    """One slice into the collector (tokenized in C, or decoded by msgspec); its events."""
+    if isinstance(events, tuple):
+        tokenized.add(col, events)
+        return int(events[0])
+    col.add(events)
+    return len(events)
 
 
 class _Endpoints:
