@@ -114,6 +114,41 @@ def test_xprof_roofline_gpu_flop_rates_equal_op_efficiency(trace, tmp_path):
             column(mfu(t), "flops")[0], rel=1e-5)
 
 
+_OP_PROFILE_DRIVER = r"""
+import json, sys
+from xprof.convert import raw_to_tool_data as r
+data, _ = r.xspace_to_tool_data([sys.argv[1]], "op_profile", {"use_saved_result": False})
+json.dump(json.loads(data), open(sys.argv[2], "w"))
+"""
+
+
+def test_xprof_op_profile_has_the_flops(tmp_path):
+    """XProf's op_profile on the H100 BERT export: under the program
+    polyprof_framework_ops, each instruction's FLOPs (``rawFlops``) and time are the
+    written ones, addmm's polyprof's own to the rounding of its occurrences."""
+    if importlib.util.find_spec("xprof") is None:
+        pytest.skip("xprof is not installed")
+    t = polyprof.load(TRACELENS / BERT)
+    out = polyprof.export(t, tmp_path / "gpu.xplane.pb", format="xspace")
+    res = tmp_path / "op_profile.json"
+    p = subprocess.run([sys.executable, "-c", _OP_PROFILE_DRIVER, str(out), str(res)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    prog = next(c for c in json.loads(res.read_text())["byProgram"]["children"]
+                if c["name"].startswith("polyprof_framework_ops"))
+    nodes = {n["name"]: n["metrics"] for cat in prog["children"] for n in cat["children"]}
+    c = device_costs(t)
+    n = np.bincount(c.instruction, minlength=len(c.names))
+    dur = t.events["dur_ns"][c.rows]
+    assert set(nodes) == set(c.names)
+    for i, name in enumerate(c.names):
+        assert nodes[name]["rawFlops"] == c.flops[i] * n[i], name
+        assert nodes[name]["rawTime"] == dur[c.instruction == i].sum() * 1000, name  # ps
+    oe = op_efficiency(t)
+    addmm = float(column(oe, "flops")[list(column(oe, "name")).index("aten::addmm")])
+    assert abs(nodes["aten__addmm"]["rawFlops"] - addmm) <= n[c.names.index("aten__addmm")] / 2
+
+
 def test_xla_op_view_of_the_framework_ops():
     """What the writer adds, on the H100 ViT trace: each device activity names the
     instruction of (its innermost costed op, its device op); that op's own FLOPs (less
