@@ -47,6 +47,7 @@ from .collector import _Collector
 from .deferred import DeferredArgs
 from .devices import device_planes
 from .flows import _bind, add_chained, endpoint_tracks
+from .packed import PackedBatches
 from .progress import _Progress
 from .slicing import Slice, _event_slices
 from .stream import _Source
@@ -160,7 +161,7 @@ class _Reader:
                 counts[:len(got)] += got
                 pid_cat.update(np.unique((pid << 32) | cat).tolist())
                 pid_tid.update(np.unique((pid << 32) | tid).tolist())
-            col.arg_raws, col.arg_batches, col.arg_base = [], [], col.n
+            col.arg_raws, col.arg_batches, col.arg_base = [], PackedBatches(), col.n
             col.b._stat_parts = {}
             for k, t in _NARROW.items():
                 parts = col.flow_cols[k]
@@ -202,7 +203,7 @@ class _Reader:
         col = self.col
         col.n = col.seen = col.arg_base = 0
         col.cols = {k: [] for k in col.cols}
-        col.arg_raws, col.arg_batches = [], []
+        col.arg_raws, col.arg_batches = [], PackedBatches()
         col.b._stat_parts = {}
         n_counters = len(col.counters)
         self.handed = 0
@@ -255,7 +256,7 @@ class _Reader:
         col = self.col
         parts, col.b._stat_parts = col.b._stat_parts, {}
         out = {k: merge_columns(v) for k, v in parts.items()}
-        batches, col.arg_batches = col.arg_batches, []
+        batches, col.arg_batches = col.arg_batches, PackedBatches()
         if batches:
             skip = _EAGER_KEYS | kineto_memory.MEMORY_KEYS | set(out)
             out.update(DeferredArgs(batches, {}).columns(None, skip))
