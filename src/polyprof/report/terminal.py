@@ -432,7 +432,8 @@ def _device_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
     if ql is not None and len(ql):
         out(_table("Queue length per stream (launched, not started)", ql, [
             ("plane", "device", None), ("stream", "stream", None), ("time_mean", "mean (time)", _num),
-            ("mean", "mean (changes)", _num, True), ("max", "max", _num), ("p50", "median", _num), ("changes", "changes", i, True)], 2 * top, W))
+            ("mean", "mean (changes)", _num, True), ("max", "max", _num), ("p50", "median", _num),
+            ("changes", "changes", i, True)], 2 * top, W))
     ov_ = T["comm_comp_overlap"]
     comm = np.flatnonzero(column(ov_, "communication_ns") > 0)
     if len(comm):
