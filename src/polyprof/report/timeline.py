@@ -45,6 +45,9 @@ class Part(NamedTuple):
     label: str
     trace: Trace
     offset_ns: int = 0
+    #: draw the trace's own critical path (False: a job's ranks, whose joined path one
+    #: part carries already, report/timeline_job.py)
+    critical_path: bool = True
 
 
 def _track_order(trace: Trace) -> list[int]:
@@ -208,7 +211,7 @@ def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None,
     base = 0
     for part in parts:
         trace = part.trace
-        if 0 < trace.n_events <= MAX_CRITICAL_PATH_EVENTS:
+        if part.critical_path and 0 < trace.n_events <= MAX_CRITICAL_PATH_EVENTS:
             trace = with_critical_path(trace)
         ev = trace.events
         prefix = part.label + " · " if part.label else ""

@@ -16,8 +16,10 @@ import numpy as np
 
 from ..analyze.frames import column
 from ..progress import TaskBar
+from ..ranks.critical_path import align
+from ..ranks.critical_path_track import with_job_critical_path
 from ..trace.core import Trace
-from .timeline import Part
+from .timeline import MAX_CRITICAL_PATH_EVENTS, Part
 
 log = logging.getLogger(__name__)
 
@@ -82,4 +84,16 @@ def job_parts(job: Any, load: Callable[[int], Trace], loaded: Iterable[tuple[int
             trace = have.pop(r) if r in have else load(r)
             parts.append(Part(f"rank {r}", trace, off.get(r, 0)))
             bar.advance()
-    return parts, straggler_marks(job, off)
+    return _with_job_path(parts, job.ranks), straggler_marks(job, off)
+
+
+def _with_job_path(parts: list[Part], ranks: list[int]) -> list[Part]:
+    """The parts with the job's critical path (the ranks joined at their collectives,
+    ranks/critical_path_track.py) as a track of the first, and no rank's own path, for
+    jobs of at most ``MAX_CRITICAL_PATH_EVENTS`` events; else as they are (each rank's own
+    path, where its size allows)."""
+    if not parts or sum(p.trace.n_events for p in parts) > MAX_CRITICAL_PATH_EVENTS:
+        return parts
+    traces = {int(r): p.trace for r, p in zip(ranks, parts)}
+    first = parts[0]._replace(trace=with_job_critical_path(parts[0].trace, traces, align(traces)))
+    return [p._replace(critical_path=False) for p in [first] + parts[1:]]
