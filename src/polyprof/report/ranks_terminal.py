@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.panel import Panel
 
 from ..analyze.frames import column, order_desc
+from ..analyze.table import Table
 from .terminal import _finding_lines, _short, _table, comm_tables, fmt_ns, fmt_pct
+
+if TYPE_CHECKING:
+    from ..analyze.finding import Finding
+    from ..ranks.report import JobReport
 
 
 def _bound(x: float) -> str:
     return "not bounded" if x != x else fmt_ns(x)
 
 
-def _alignment_line(ov: dict[str, Any], bound: Any, why: str = "") -> str:
+def _alignment_line(ov: dict[str, Any], bound: float | None, why: str = "") -> str:
     """How the ranks were put on one clock (from collectives, transfers), saying plainly
     when some (or all but the reference) were not, and why: their times are then as
     each rank recorded them."""
@@ -35,13 +40,13 @@ def _alignment_line(ov: dict[str, Any], bound: Any, why: str = "") -> str:
     return text
 
 
-def _not_aligned_why(al: Any) -> str:
+def _not_aligned_why(al: Table) -> str:
     """The first unaligned rank's reason (its message up to the colon)."""
     bad = [str(m) for m, a in zip(column(al, "message"), column(al, "aligned")) if not a] if len(al) else []
     return bad[0].split(":")[0] if bad else ""
 
 
-def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> None:
+def render_ranks(report: JobReport, top: int = 15, console: Console | None = None) -> None:
     console = console or Console(file=sys.stdout)
     out = partial(console.print, emoji=False, highlight=False)
     T, ov, W = report.tables, report.overview, console.width
@@ -69,7 +74,7 @@ def render_ranks(report: Any, top: int = 15, console: Console | None = None) -> 
             ("share_pct", "share", fmt_pct)], top, W, rows=order_desc(column(kb, "total_ns"))))
 
 
-def render_job(T: dict[str, Any], findings: list[Any], top: int, console: Console) -> None:
+def render_job(T: dict[str, Table], findings: list[Finding], top: int, console: Console) -> None:
     """The job's tables (``ranks.report.job_tables``): clock alignment, stragglers and
     collectives, after its findings (if any given)."""
     out = partial(console.print, emoji=False, highlight=False)

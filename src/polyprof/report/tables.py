@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from ..derive import cache
 from ..trace.core import Trace
 from ..trace import metadata_keys as mkeys
 from . import json_records
+
+if TYPE_CHECKING:
+    import orjson
+    import pandas as pd
 
 
 @dataclass
@@ -52,7 +56,7 @@ def build(trace: Trace, window: WindowArg = AUTO) -> Report:
     return Report(trace, tables, found, overview)
 
 
-def _plain(o: Any) -> Any:
+def _plain(o: object) -> object:
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):
@@ -62,7 +66,7 @@ def _plain(o: Any) -> Any:
     return str(o)
 
 
-def _records_json(t: Any) -> Any:
+def _records_json(t: Table | pd.DataFrame) -> orjson.Fragment | list[object]:
     """The rows of a table as JSON records (docs/analysis.md, "Numbers in --json"),
     written column-wise (``report/json_records.py``) and embedded as is."""
     import orjson

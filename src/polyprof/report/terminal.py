@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from rich import box
 from rich.cells import cell_len, set_cell_size
-from rich.console import Console, ConsoleOptions, Group
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.padding import Padding
@@ -22,9 +22,13 @@ from ..analyze.critical_path import on_path_totals
 from ..analyze.frames import column, labels, order_desc
 from ..analyze.table import Table
 from ..analyze.units import fmt_ns
+from ..analyze.window import WindowArg
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
-from .tables import build
+from .tables import Report, build
+
+#: where each part of a summary goes, in order
+Out = Callable[[RenderableType], None]
 
 
 
@@ -50,7 +54,7 @@ def fmt_num(x: float) -> str:
     return "-" if x != x else f"{x:.4g}"
 
 
-def _short(s: Any, n: int = 70) -> str:
+def _short(s: object, n: int = 70) -> str:
     s = str(s)
     return s if len(s) <= n else s[: n - 1] + "…"
 
@@ -258,7 +262,7 @@ class Fit:
     def __init__(self, text: Text):
         self.text = text
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         t, plain = self.text, self.text.plain
         if (not t.style and (t.justify or options.justify or "default") == "default" and "\n" not in plain
                 and "\t" not in plain and _cells(plain) <= options.max_width):
@@ -270,7 +274,7 @@ class Fit:
         return Measurement.get(console, options, self.text)
 
 
-def _event_text(e: Any) -> str:
+def _event_text(e: object) -> str:
     if not isinstance(e, dict):
         return _short(e, 60)
     parts = [_short(e["name"], 50)] if "name" in e else []
@@ -299,23 +303,23 @@ def _finding_lines(findings: list) -> list:
     return out
 
 
-def print_summary(trace: Trace, top: int = 15, console: Console | None = None, window: Any = "auto") -> None:
+def print_summary(trace: Trace, top: int = 15, console: Console | None = None, window: WindowArg = "auto") -> None:
     """The terminal summary of the steps ``window`` selects (``analyze/window.py``;
     default: without the warm-up step)."""
     render(build(trace, window), top, console)
 
 
-def render(report: Any, top: int = 15, console: Console | None = None) -> None:
+def render(report: Report, top: int = 15, console: Console | None = None) -> None:
     """Print a report (``report/tables.py: build``): the overview, the findings, then
     one table per analysis that has rows, problems last."""
     console = console or Console(file=sys.stdout)
     # ":name:" in a kernel or op name stays as it is; styles are explicit, so no repr
     # highlighting (its regexes are compiled in every fresh process). Every part
     # is printed in one call (each call costs rich a set-up)
-    items: list[Any] = []
+    items: list[RenderableType] = []
     text = partial(console.render_str, emoji=False, highlight=False)  # what print makes of a str
 
-    def out(x: Any) -> None:
+    def out(x: RenderableType) -> None:
         x = text(x) if isinstance(x, str) else x
         items.append(Fit(x) if isinstance(x, Text) else x)
 
@@ -323,7 +327,7 @@ def render(report: Any, top: int = 15, console: Console | None = None) -> None:
     console.print(Group(*items), emoji=False, highlight=False, crop=False)
 
 
-def _parts(out: Any, report: Any, top: int, W: int) -> None:
+def _parts(out: Out, report: Report, top: int, W: int) -> None:
     """Each part of the summary, in order, to ``out``."""
     T, ov = report.tables, report.overview
     has_device = bool(ov["correlation"].get("device_activities"))
@@ -356,11 +360,11 @@ def _parts(out: Any, report: Any, top: int, W: int) -> None:
         out(f"[yellow]warning[/]: {escape(w)}")
 
 
-def _int(x: Any) -> str:
+def _int(x: float) -> str:
     return f"{int(x)}"
 
 
-def comm_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
+def comm_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
     """Collectives (per op and size), point-to-point transfers (who to whom): a trace's or a job's."""
     cs, tr, bw = T.get("collective_stats"), T.get("transfers"), lambda x: "-" if x != x else f"{x:.2f}"
     who, size = (lambda x: "?" if int(x) < 0 else f"{int(x)}"), (lambda x: fmt_size(x) if x else "-")
@@ -378,11 +382,11 @@ def comm_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
             ("time_per_step_ns", "time/step", fmt_ns), ("blocking_ns", "blocked", fmt_ns)], top, W))
 
 
-def _num(x: Any) -> str:
+def _num(x: float | None) -> str:
     return "" if x is None or x != x else f"{float(x):.3g}"
 
 
-def _overview(out: Any, ov: dict[str, Any]) -> None:
+def _overview(out: Out, ov: dict[str, Any]) -> None:
     """What the trace holds, the analysed window, and how device activity was matched."""
     # styled pieces, not markup: rich's markup parser is slow the first time in a process
     out(Text.assemble(("polyprof summary", "bold"), f": {ov['events']} events on {len(ov['planes'])} plane(s), "
@@ -407,7 +411,7 @@ def _overview(out: Any, ov: dict[str, Any]) -> None:
             f"{c['launch_calls']}; with a framework op {c['device_activities_with_framework_op']}"))
 
 
-def _device_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
+def _device_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
     """Device time, idle time by cause, communication overlap."""
     tb = T["temporal_breakdown"]
     if not len(tb):
@@ -442,7 +446,7 @@ def _device_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
             ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W, comm))
 
 
-def _op_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
+def _op_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
     """Top device activity and top framework ops."""
     i = _int
     kb = T["kernel_breakdown"]
@@ -457,7 +461,7 @@ def _op_tables(out: Any, T: dict[str, Table], top: int, W: int) -> None:
             ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
 
 
-def _section_tables(out: Any, sec: Table, top: int, W: int, has_device: bool) -> None:
+def _section_tables(out: Out, sec: Table, top: int, W: int, has_device: bool) -> None:
     """Sections (host time, and the device time they caused), then memory per section."""
     if not len(sec):
         return
@@ -480,7 +484,7 @@ def _section_tables(out: Any, sec: Table, top: int, W: int, has_device: bool) ->
     _section_memory(out, sec, top, W)
 
 
-def _step_tables(out: Any, T: dict[str, Table], top: int, W: int, has_device: bool) -> None:
+def _step_tables(out: Out, T: dict[str, Table], top: int, W: int, has_device: bool) -> None:
     """Steps, and launches per launch call."""
     i = _int
     ss = T["step_stats"]
@@ -503,7 +507,7 @@ def _step_tables(out: Any, T: dict[str, Table], top: int, W: int, has_device: bo
             ("delay_median_ns", "delay median", fmt_ns), ("delay_p99_ns", "delay p99", fmt_ns, True)], top, W))
 
 
-def _critical_path_table(out: Any, cp: Table | None, top: int, W: int) -> None:
+def _critical_path_table(out: Out, cp: Table | None, top: int, W: int) -> None:
     """What the steps' critical paths ran through (analyze/critical_path.py)."""
     if cp is None or not len(cp):
         return
@@ -514,7 +518,7 @@ def _critical_path_table(out: Any, cp: Table | None, top: int, W: int) -> None:
                                         ("steps", "steps", _int, True)], top, W))
 
 
-def _other_events(out: Any, T: dict[str, Table], top: int, W: int) -> None:
+def _other_events(out: Out, T: dict[str, Table], top: int, W: int) -> None:
     """Events no table above shows (all events by total time when there is no device)."""
     other = T["event_stats"]
     has_kernels = bool(len(T["kernel_breakdown"]))
@@ -534,12 +538,12 @@ def _other_events(out: Any, T: dict[str, Table], top: int, W: int) -> None:
             ("max_ns", "max", fmt_ns)], top, W, rows))
 
 
-def _with(df: Any, **more: np.ndarray) -> Table:
+def _with(df: Table, **more: np.ndarray) -> Table:
     """``df`` with ``more`` columns (``df`` a Table, or a DataFrame of the ranks' tables)."""
     return Table({**{c: column(df, c) for c in labels(df)}, **more})
 
 
-def _counter_table(out: Any, cs: Table | None, top: int, W: int) -> None:
+def _counter_table(out: Out, cs: Table | None, top: int, W: int) -> None:
     """Counters: bytes as bytes, everything else as a number."""
     if cs is None or not len(cs):
         return
@@ -553,7 +557,7 @@ def _counter_table(out: Any, cs: Table | None, top: int, W: int) -> None:
         ("max", "max", None, 1), ("mean", "mean", None, 2)], top, W))
 
 
-def _section_memory(out: Any, sec: Table, top: int, W: int) -> None:
+def _section_memory(out: Out, sec: Table, top: int, W: int) -> None:
     """Memory per section, when the trace has any (allocators, else process RSS)."""
     # (the labels as a list: "in sec" builds their hash table)
     if "mem_source" not in labels(sec) or not (~np.isnan(column(sec, "mem_delta_bytes").astype(np.float64))).any():
@@ -570,7 +574,7 @@ def _section_memory(out: Any, sec: Table, top: int, W: int) -> None:
         + "; Δ held = at exit - at entry, summed over instances; min/max/mean = during the section[/]")
 
 
-def _memory_tables(out: Any, report: Any, top: int, W: int) -> None:
+def _memory_tables(out: Out, report: Report, top: int, W: int) -> None:
     """The peak per device and allocator, and the allocations live at it."""
     T = report.tables
     mp = T.get("memory_peak")
