@@ -44,6 +44,7 @@ from .collect.registry import discover, resolve
 from .collect.session import Session, active_session
 from .errors import PluginError, PolyprofError
 from .plugins.torch import TorchPlugin, active_plugin
+from .plugins.torch.align import Capture
 from .trace.core import Trace
 
 log = logging.getLogger("polyprof")
@@ -60,29 +61,30 @@ class profile(torch.profiler.profile):
     Everything else goes to ``torch.profiler.profile`` unchanged.
     """
 
-    def __init__(self, *, activities: Iterable[Any] | None = None,
-                 schedule: Callable[[int], Any] | None = None,
-                 on_trace_ready: Callable[..., Any] | None = None, record_shapes: bool = False,
+    def __init__(self, *, activities: Iterable[torch.profiler.ProfilerActivity] | None = None,
+                 schedule: Callable[[int], torch.profiler.ProfilerAction] | None = None,
+                 on_trace_ready: Callable[[torch.profiler.profile], object] | None = None, record_shapes: bool = False,
                  profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
-                 with_modules: bool = False, experimental_config: Any = None,
+                 with_modules: bool = False, experimental_config: Any = None,  # torch's private _ExperimentalConfig
                  plugins: Sequence[str] | None = None, output: str | Path | None = None,
-                 polyprof_options: dict[str, Any] | None = None, **torch_kwargs: Any) -> None:
+                 polyprof_options: dict[str, dict[str, object]] | None = None,
+                 **torch_kwargs: Any) -> None:  # the rest of torch.profiler.profile's, passed on as given
         if plugins is not None:  # a typo in polyprof's own argument fails here, not silently later
             known = discover()
             unknown = [p for p in plugins if p not in known]
             if unknown:
                 raise PluginError(f"no plugin named {', '.join(map(repr, unknown))}; "
                                   f"installed: {', '.join(sorted(known))}")
-        self._pp_user_handler: Callable[..., Any] | None = None
+        self._pp_user_handler: Callable[[torch.profiler.profile], object] | None = None
         self._pp_plugins = plugins
         self._pp_output = output
         self._pp_options = dict(polyprof_options or {})
         self._pp_session: Session | None = None
         self._pp_plugin: TorchPlugin | None = None
-        self._pp_capture: Any = None
+        self._pp_capture: Capture | None = None
         self._pp_attached = False  # driving the torch plugin of an outer session
         self._pp_files: list[str] = []  # our exports of each cycle (read at collect)
-        self._pp_saved: tuple[Any, str] | None = None  # (torch's cycle profiler, our export)
+        self._pp_saved: tuple[object, str] | None = None  # (torch's cycle profiler, our export)
         self._pp_dir = tempfile.mkdtemp(prefix="polyprof-torch-")
         weakref.finalize(self, shutil.rmtree, self._pp_dir, True)
         #: the polyprof Trace of the whole run, set when the profiler stops
@@ -95,14 +97,14 @@ class profile(torch.profiler.profile):
     # torch calls ``self.on_trace_ready(self)`` at the end of each cycle; the property
     # puts our export in front of the user's handler whichever way it was set.
     @property  # type: ignore[override]
-    def on_trace_ready(self) -> Callable[..., Any]:
+    def on_trace_ready(self) -> Callable[[torch.profiler.profile], None]:
         return self._pp_trace_ready
 
     @on_trace_ready.setter
-    def on_trace_ready(self, fn: Callable[..., Any] | None) -> None:
+    def on_trace_ready(self, fn: Callable[[torch.profiler.profile], object] | None) -> None:
         self._pp_user_handler = fn
 
-    def _pp_trace_ready(self, prof: Any) -> None:
+    def _pp_trace_ready(self, prof: torch.profiler.profile) -> None:
         plugin, cap = self._pp_plugin, self._pp_capture
         if plugin is not None and cap is not None:
             try:
@@ -116,7 +118,7 @@ class profile(torch.profiler.profile):
         if self._pp_user_handler is not None:
             self._pp_user_handler(prof)
 
-    def export_chrome_trace(self, path: str, use_python_export: bool = False) -> Any:
+    def export_chrome_trace(self, path: str, use_python_export: bool = False) -> object:
         """As torch's. Kineto saves a cycle only once and polyprof saved it already,
         so a cycle polyprof exported is copied (gzipped for ``.gz``) from that file."""
         saved = self._pp_saved

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from numpy.typing import ArrayLike
+
 import numpy as np
 
 from ..errors import TraceSchemaError
@@ -63,7 +65,7 @@ class TraceBuilder:
 
     # -------------------------------------------------------------- sources, planes, tracks
     def source(self, rank: int | None = None, host: str = "", pid: int = 0, label: str = "",
-               clock: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None) -> int:
+               clock: Mapping[str, object] | None = None, metadata: Mapping[str, object] | None = None) -> int:
         """Id of the source with this identity (rank, host, pid, label), created on first
         use; a later call's clock and metadata fill what the first left out."""
         key = (rank, host, pid, label)
@@ -79,7 +81,7 @@ class TraceBuilder:
         return i
 
     def plane(self, name: str, kind: str = "host", vendor: str = "", index: int = 0,
-              pid: int = 0, properties: Mapping[str, Any] | None = None, source: int = 0) -> int:
+              pid: int = 0, properties: Mapping[str, object] | None = None, source: int = 0) -> int:
         """Id of the plane called ``name`` of ``source``, created on first use."""
         pid_ = self._plane_by_name.get((source, name))
         if pid_ is None:
@@ -90,7 +92,7 @@ class TraceBuilder:
         return pid_
 
     def track(self, plane: int, name: str, kind: str = "thread", tid: int = 0,
-              sort_index: int | None = None, properties: Mapping[str, Any] | None = None) -> int:
+              sort_index: int | None = None, properties: Mapping[str, object] | None = None) -> int:
         """Id of the track (plane, kind, tid, name), created on first use."""
         key = (plane, kind, tid, name)
         t = self._track_by_key.get(key)
@@ -107,7 +109,7 @@ class TraceBuilder:
         return self._n
 
     def event(self, track: int, name: str, start_ns: int, dur_ns: int = 0,
-              category: str = "", **stats: Any) -> int:
+              category: str = "", **stats: object) -> int:
         """Add one event; returns its row."""
         row = self._n
         small = self._small
@@ -131,7 +133,7 @@ class TraceBuilder:
 
     def events(self, track: np.ndarray | int, name: np.ndarray, start_ns: np.ndarray,
                dur_ns: np.ndarray, category: np.ndarray | int | str = "",
-               stats: Mapping[str, Any] | None = None) -> np.ndarray:
+               stats: Mapping[str, ArrayLike] | None = None) -> np.ndarray:
         """Add many events from columns; names/categories as ids or strings.
 
         ``stats`` maps key -> values for every new event (None/NaN-free), or
@@ -160,7 +162,7 @@ class TraceBuilder:
                 self.add_stat(key, np.arange(base, base + n, dtype=np.int64), val)
         return np.arange(base, base + n, dtype=np.int64)
 
-    def _ids(self, values: Any, n: int) -> np.ndarray:
+    def _ids(self, values: ArrayLike, n: int) -> np.ndarray:
         if isinstance(values, str):
             return np.full(n, self.intern(values), np.int32)
         arr = np.asarray(values)
@@ -168,7 +170,7 @@ class TraceBuilder:
             return np.broadcast_to(arr.astype(np.int32), (n,)).copy()
         return self.intern_many(arr)
 
-    def add_stat(self, key: str, rows: np.ndarray, values: Any) -> None:
+    def add_stat(self, key: str, rows: ArrayLike, values: ArrayLike) -> None:
         """Attach ``values`` under ``key`` to the given event rows."""
         rows = np.asarray(rows, np.int64)
         vals = as_values(values)
@@ -202,7 +204,7 @@ class TraceBuilder:
                 "category": np.full(n, self.intern(category))}
         self._flow_chunks.append({k: np.asarray(cols[k], t) for k, t in FLOW_COLUMNS.items()})
 
-    def counter(self, plane: int, name: str, ts_ns: Any, value: Any) -> None:
+    def counter(self, plane: int, name: str, ts_ns: ArrayLike, value: ArrayLike) -> None:
         """Add samples of the counter ``name`` (scalars or arrays)."""
         ts = np.atleast_1d(np.asarray(ts_ns, np.int64))
         self._counter_chunks.append({

@@ -120,7 +120,7 @@ def declared(name: str, scope: str = SOURCE) -> MetaKey | None:
     return (DECLARED_CLOCK if scope == CLOCK else DECLARED).get(name)
 
 
-def problems(metadata: Mapping[str, Any], scope: str = SOURCE, foreign: frozenset[str] | set[str] = frozenset()
+def problems(metadata: Mapping[str, object], scope: str = SOURCE, foreign: frozenset[str] | set[str] = frozenset()
              ) -> list[str]:
     """What is undeclared or of another type than declared in ``metadata`` (a trace's,
     or with ``scope`` CLOCK a source's clock); ``foreign``: keys a file's reader keeps
@@ -138,13 +138,13 @@ def problems(metadata: Mapping[str, Any], scope: str = SOURCE, foreign: frozense
 
 
 # --- clock fits ---------------------------------------------------------------------
-def record_fit(metadata: dict[str, Any], plane: str, plugin: str, fit: Mapping[str, Any]) -> None:
+def record_fit(metadata: dict[str, Any], plane: str, plugin: str, fit: Mapping[str, object]) -> None:
     """Record that ``plugin`` put the times of ``plane`` on the session clock by ``fit``
     (a ``ClockFit.to_dict()``, or a plugin's summary with ``method`` and ``bound_ns``)."""
     metadata.setdefault(CLOCK_SYNC, {}).setdefault(plane, {})[plugin] = dict(fit)
 
 
-def clock_fits(metadata: Mapping[str, Any]) -> Iterator[tuple[str | None, str, dict[str, Any]]]:
+def clock_fits(metadata: Mapping[str, object]) -> Iterator[tuple[str | None, str, dict[str, Any]]]:
     """(plane, plugin, fit) of every fit recorded in ``metadata``; traces written
     before the one convention (plane -> fit, or plugin -> summary) read as plane ->
     "unknown" and None -> plugin."""
@@ -163,12 +163,12 @@ def clock_fits(metadata: Mapping[str, Any]) -> Iterator[tuple[str | None, str, d
             yield str(key), "unknown", dict(value)
 
 
-def fits_of(metadata: Mapping[str, Any], plugin: str) -> dict[str | None, dict[str, Any]]:
+def fits_of(metadata: Mapping[str, object], plugin: str) -> dict[str | None, dict[str, Any]]:
     """Plane -> the fit ``plugin`` recorded for it."""
     return {plane: fit for plane, who, fit in clock_fits(metadata) if who == plugin}
 
 
-def plugin_fit(metadata: Mapping[str, Any], plugin: str) -> dict[str, Any]:
+def plugin_fit(metadata: Mapping[str, object], plugin: str) -> dict[str, Any]:
     """The fit of a plugin that maps one clock for all its planes (torch, jax, a native
     plugin): the same on each of them. Empty when it recorded none."""
     return next(iter(fits_of(metadata, plugin).values()), {})

@@ -70,7 +70,7 @@ def build(col: Collector, path: Path) -> Trace:
     not_derived = np.unique(track[rows][ev["cat"][rows] != derived_id])
     layout = col.tracks.layout(b, used, np.setdiff1d(used, not_derived), first_names)
     trace_track = layout.track[track[rows]]
-    stats: dict[str, object] = {}
+    stats: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key -> (rows, values)
     if len(open_rows):
         stats[keys.INCOMPLETE] = (new_row[open_rows], np.ones(len(open_rows), np.int64))
     b.events(trace_track, ev["name"][rows], ts[rows], dur[rows], ev["cat"][rows], stats=stats)
