@@ -156,3 +156,23 @@ def test_registered_and_in_the_summary() -> None:
                        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "160"})
     assert r.returncode == 0 and "CUPTI counter ranges by op" in r.stdout and "aten::cudnn_convolution" in r.stdout
     assert len(cupti_counters(polyprof.load(KINETO / "triton_example.json.gz"))) == 0
+
+
+def test_shown_in_the_html_report(tmp_path: Path) -> None:
+    """The report's CUPTI card lists the ranges with their ops; a trace without ranges hides it."""
+    import re
+
+    from polyprof.report.html import write
+
+    html = write(polyprof.load(KINETO / "a100_cupti_counters.json.gz"), tmp_path / "r.html")
+    from analysis import browser
+
+    if browser.chromium() is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    dom, _ = browser.dump_dom(html)
+    assert 'data-rendered="1"' in re.search(r"<html[^>]*>", dom).group(0)
+    card = dom.split('id="cupti-card"', 1)[1].split("</section>", 1)[0]
+    assert card.count("<tr>") == 78 and "aten::cudnn_convolution" in card and "fft2d_r2c_32x32" in card
+    other = write(polyprof.load(KINETO / "triton_example.json.gz"), tmp_path / "o.html")
+    dom, _ = browser.dump_dom(other)
+    assert re.search(r'id="cupti-card"[^>]*style="display: none;?"', dom)

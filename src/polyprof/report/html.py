@@ -76,6 +76,7 @@ def page_data(report: Report) -> dict[str, Any]:
         "counters": _records(T["counter_stats"], ["plane", "name", "samples", "first", "last", "min", "max", "mean"],
                              None),
         "roofline": roofline_view(report),
+        "cupti": _records(T["cupti_counters"], ["range", "top_op", "bottom_op", "flops", "name"], 200),
     }
 
 
