@@ -222,3 +222,40 @@ def test_export_cli_gives_xprof_the_peaks_asked_for(tmp_path):
 
 def gpu_index(t) -> int:
     return next(p.id for p in t.planes if p.name == "/device:GPU:0")
+
+
+def test_trace_with_a_flops_arg_keeps_it_and_xprof_gets_the_device_ones(tmp_path):
+    """TraceLens's H100 BERT trace with torch's ``flops`` arg put on its aten::addmm calls
+    (2·M·K·N, as older torch exports wrote it): the export adds the device activities'
+    flops on the GPU plane alone; XProf's addmm rate is op_efficiency's (its FLOPs from
+    the trace now); polyprof reads back the host ops' flops and nothing else."""
+    import gzip
+
+    doc = json.loads(gzip.decompress((TRACELENS / BERT).read_bytes()))
+    n = 0
+    for e in doc["traceEvents"]:
+        if e.get("name") == "aten::addmm" and "Input Dims" in e.get("args", {}):
+            _, (m, k), (_, nn) = e["args"]["Input Dims"][:3]
+            e["args"]["flops"] = 2 * m * k * nn
+            n += 1
+    assert n == 26
+    src = tmp_path / "bert_flops.json"
+    src.write_text(json.dumps(doc))
+    t = polyprof.load(src)
+    oe = op_efficiency(t)
+    i = list(column(oe, "name")).index("aten::addmm")
+    assert column(oe, "flops_source")[i] == "trace"
+    out = polyprof.export(t, tmp_path / "gpu.xplane.pb", format="xspace")
+    back = polyprof.load(out)
+    for tr in (t, back):  # rows are numbered anew on reading: the same events by name and value
+        col = tr.stats.get("flops")
+        assert set(tr.names(col.rows)) == {"aten::addmm"} and len(col.rows) == n
+        assert sorted(col.values.tolist()) == sorted(t.stats.get("flops").values.tolist())
+    assert dict(zip(column(op_efficiency(back), "name"), column(op_efficiency(back), "flops"))) == \
+        dict(zip(column(oe, "name"), column(oe, "flops")))
+    assert "hlo_op" not in back.stats and "bytes_accessed" not in back.stats
+    if importlib.util.find_spec("xprof") is None:
+        pytest.skip("xprof is not installed")
+    _, theirs = _xprof_roofline(out, tmp_path / "roofline.json")
+    row = theirs["aten__addmm"]
+    assert row["measured_flop_rate"] == pytest.approx(column(oe, "flops_per_s")[i] / 1e9, rel=1e-6)

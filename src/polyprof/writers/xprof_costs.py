@@ -34,9 +34,10 @@ figures or estimates from shapes) and no XLA ops of its own, the writer adds:
 
 Only what the trace lacks is added, and every added key is listed for polyprof's
 reader to drop, so polyprof -> XSpace -> polyprof keeps the trace as it was. A trace that
-already carries ``flops`` (older torch exports wrote them on host ops) keeps them as
-they are; its device activities get no ``flops`` of polyprof's (both would be one stat
-key, and the reader could not tell them apart).
+already carries ``flops`` on its host ops (torch's ``flops`` arg) keeps them; the device
+activities' ``flops`` go on the device planes, which name them (``polyprof.added``) for
+the reader to drop there alone. Where the trace has ``flops`` on a device plane
+already, its activities get none of polyprof's.
 """
 
 from __future__ import annotations
@@ -189,10 +190,22 @@ def stat_columns(trace: Trace, costs: DeviceCosts) -> dict[str, tuple[np.ndarray
         HLO_OP: (costs.rows, [costs.names[i] for i in costs.instruction.tolist()]),
         PROGRAM_ID: (costs.rows, [PROGRAM] * len(costs.rows)),
     }
-    if FLOPS not in trace.stats:
-        out[FLOPS] = (costs.rows, costs.flops[costs.instruction].tolist())
-    if BYTES_ACCESSED not in trace.stats:
-        out[BYTES_ACCESSED] = (costs.rows, costs.bytes[costs.instruction].tolist())
+    for key, vals in ((FLOPS, costs.flops), (BYTES_ACCESSED, costs.bytes)):
+        if key not in trace.stats:
+            out[key] = (costs.rows, vals[costs.instruction].tolist())
+    return out
+
+
+def plane_columns(trace: Trace, costs: DeviceCosts) -> dict[str, tuple[np.ndarray, list[object]]]:
+    """``flops`` / ``bytes_accessed`` of the device activities where the trace has the key
+    on other planes only (torch's ``flops`` arg on host ops): written on the activities'
+    planes, which list them for the reader to drop there alone."""
+    out: dict[str, tuple[np.ndarray, list[object]]] = {}
+    planes = np.unique(trace.track_plane[trace.events["track"][costs.rows]])
+    for key, vals in ((FLOPS, costs.flops), (BYTES_ACCESSED, costs.bytes)):
+        col = trace.stats.get(key)
+        if col is not None and not np.isin(trace.track_plane[trace.events["track"][col.rows]], planes).any():
+            out[key] = (costs.rows, vals[costs.instruction].tolist())
     return out
 
 

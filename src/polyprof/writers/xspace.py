@@ -194,6 +194,7 @@ def _write_plane(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
         _task_env_stats(xp, pw, trace, None, None)
     for key, val in ((N.PLANE_STAT_PRODUCER, "polyprof"),
                      (N.PLANE_STAT_ALIASES, ",".join([*plan.stats.aliases, *caps])),
+                     (N.PLANE_STAT_ADDED, ",".join(_added_here(plan, p.id))),
                      (N.PLANE_STAT_LAYOUT, orjson.dumps(layout, default=str).decode() if layout else "")):
         if val:
             st = xp.stats.add()
@@ -298,6 +299,13 @@ class _PlaneLines:
                 st = xm.stats.add()
                 st.metadata_id = self.pw.stat_id(key)
                 set_value(st, v, ws.col_kind.get(key, ""), self.pw)
+
+
+def _added_here(plan: _Plan, plane: int) -> list[str]:
+    """The keys the writer added to this plane's events alone (``xprof_costs.plane_columns``)."""
+    homes = np.asarray(plan.homes, np.int64)
+    tp, tracks = plan.trace.track_plane, plan.trace.events["track"]
+    return [k for k, (rows, _) in plan.stats.plane_added.items() if (homes[tp[tracks[rows]]] == plane).any()]
 
 
 def _write_counters(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:

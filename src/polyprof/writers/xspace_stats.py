@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..trace.core import Trace
+from .xprof_costs import device_costs, plane_columns
 from .xprof_stats import xprof_columns
 from ..formats.xspace import names as N
 
@@ -209,6 +210,11 @@ class WrittenStats:
         for key, (rows_, vals) in self.added.items():
             parts.append(self._part(key, np.asarray(rows_, np.int64), value_parts(vals, "", None)))
         self.aliases = sorted({*aliases.values(), *self.added})
+        # and those added on the device planes alone (the key is the trace's on others)
+        costs = device_costs(trace)
+        self.plane_added = plane_columns(trace, costs) if costs is not None else {}
+        for key, (rows_, vals) in self.plane_added.items():
+            parts.append(self._part(key, np.asarray(rows_, np.int64), value_parts(vals, "", None)))
         fl = trace.flows
         if len(fl["src"]):
             k = np.arange(1, len(fl["src"]) + 1)

@@ -55,9 +55,11 @@ class EventReader:
 
     # ------------------------------------------------------------------ events
     def plane_events(self, pid: int, lines: list[tuple[Any, ...]], meta: PlaneMetadata,
-                     stat_names: dict[int, str]) -> None:
+                     stat_names: dict[int, str], drop: frozenset[str] = frozenset()) -> None:
         """Add the events of ``lines`` ((index, e0, e1, track, base ns, name, category[, mixed])
-        each; mixed: a GPU stream line whose events' categories come from their stats)."""
+        each; mixed: a GPU stream line whose events' categories come from their stats);
+        ``drop``: keys of the events' own stats left out (a polyprof writer added them to
+        this plane only)."""
         if not lines:
             return
         c = self.cols
@@ -87,10 +89,11 @@ class EventReader:
         tracks = np.repeat(np.asarray([ln[3] for ln in lines], np.int32), counts)
         row0 = self.b.n_events
         self.md_parts.append(MetadataPart(meta.table, uniq, order, bounds, row0))
-        self._event_stats(idx, row0, cats, stat_names)
+        self._event_stats(idx, row0, cats, stat_names, drop)
         self.b.events(tracks, name_ids, start, end - start, cats)
 
-    def _event_stats(self, idx: np.ndarray, row0: int, cats: np.ndarray, stat_names: dict[int, str]) -> None:
+    def _event_stats(self, idx: np.ndarray, row0: int, cats: np.ndarray, stat_names: dict[int, str],
+                     drop: frozenset[str] = frozenset()) -> None:
         """Where the stats of the events ``idx`` (rows from ``row0``) are; polyprof's own
         stats are applied here."""
         c = self.cols
@@ -109,6 +112,9 @@ class EventReader:
         st_idx, st_rows, kind = st_idx[keep], st_rows[keep], kind[keep]
         umid, minv, _, _ = grouped(c.st_mid[st_idx])
         codes = np.asarray([self._code(stat_names.get(m, str(m))) for m in umid.tolist()], np.int64)[minv]
+        if drop:
+            kept = np.flatnonzero(~np.isin(codes, [self.key_code.get(k, -1) for k in drop]))
+            st_idx, st_rows, kind, codes = st_idx[kept], st_rows[kept], kind[kept], codes[kept]
         special = np.isin(codes, [self.key_code[s] for s in _SPECIAL if s in self.key_code])
         if special.any():
             sp = st_idx[special]

@@ -98,6 +98,7 @@ class _SpaceReader:
         self.drop_aliases.update(aliases)
         for a in aliases:  # plane stats the writer added for XProf (device capabilities)
             props.pop(a, None)
+        added_here = frozenset(a for a in str(props.pop(N.PLANE_STAT_ADDED, "")).split(",") if a)
         if plane_name == N.TASK_ENV:
             self.task_env.update(props)
         lay = layout(props.pop(N.PLANE_STAT_LAYOUT, None))
@@ -120,7 +121,7 @@ class _SpaceReader:
             spec = self._line(plane_name, line, pid, is_host, track_layout, origin, line0 + j, meta, stat_names)
             if spec is not None:
                 kept.append(spec)
-        self.ev.plane_events(pid, kept, meta, stat_names)
+        self.ev.plane_events(pid, kept, meta, stat_names, added_here)
 
     def _line(self, plane_name: str, line: tuple, pid: int, is_host: bool, track_layout: dict[str, Any],
               origin: int, index: int, meta: Any, stat_names: dict[int, str]
