@@ -180,3 +180,23 @@ def test_a_damaged_nsys_export_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError) as e:
         nsys.load(p)
     assert str(p) in str(e.value) and "damaged" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_nsys_fixture_reads_the_same_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole reader on the SQL path (no extension) gives the Trace the walk gives:
+    events, stats and flows."""
+    from polyprof.formats import nsys
+
+    walked = nsys.load(NSYS)
+    monkeypatch.setattr(sqlite_pages, "_sqlite_pages", None)
+    by_sql = nsys.load(NSYS)
+    assert walked.n_events == by_sql.n_events == 99
+    for k in walked.events:
+        assert np.array_equal(walked.events[k], by_sql.events[k]), k
+    assert walked.strings == by_sql.strings
+    assert sorted(walked.stats) == sorted(by_sql.stats)
+    for k in walked.stats:
+        a, b = walked.stats[k], by_sql.stats[k]
+        assert np.array_equal(a.rows, b.rows) and list(a.values) == list(b.values), k
+    for k in walked.flows:
+        assert np.array_equal(walked.flows[k], by_sql.flows[k]), k
