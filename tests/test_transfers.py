@@ -98,7 +98,7 @@ def _table(rows: list[tuple[str, int, int, int, int]]):
                 "start_ns": np.array([r[2] for r in rows], np.int64), "end_ns": np.array([r[3] for r in rows], np.int64),
                 "bytes": np.array([r[4] for r in rows], np.int64), "p2p": np.ones(n, bool),
                 "peer": np.array([r[1] for r in rows], np.int64), "peer_from": np.full(n, "c10d op", object),
-                "host": np.ones(n, bool)})
+                "host": np.ones(n, bool), "row": np.arange(n)})
     col["dur_ns"] = col["end_ns"] - col["start_ns"]
     return frame(col)
 

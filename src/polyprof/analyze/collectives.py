@@ -42,7 +42,7 @@ from .table import Table
 from .window import selection
 
 COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
-           "p2p", "peer", "peer_from", "host"]
+           "p2p", "peer", "peer_from", "host", "row"]
 #: name prefixes of the CPU backends' work ranges (torch's ProcessGroupGloo / ProcessGroupMPI)
 CPU_PREFIXES = ("gloo:", "mpi:")
 #: the c10d ops that post a point-to-point transfer; their third input is the peer
@@ -282,8 +282,9 @@ def _peers(trace: Trace, rows: np.ndarray, ops: np.ndarray, host: np.ndarray, st
 
 
 def collective_table(trace: Trace) -> Table:
-    """One row per collective or transfer of one rank, in time order; see the module doc.
-    A host transfer starts when the c10d op that posted it began."""
+    """One row per collective or transfer of one rank, in the order they began; see the
+    module doc. A host transfer's ``start_ns`` is when the c10d op that posted it began;
+    ``row`` is the event's row in the trace."""
     rows, start, end = collective_rows(trace)
     by_row = np.argsort(rows, kind="stable")  # stat lookups want ascending rows
     rows, start, end = rows[by_row], start[by_row], end[by_row]
@@ -299,8 +300,8 @@ def collective_table(trace: Trace) -> Table:
     for i in np.flatnonzero((nbytes == 0) & host).tolist():
         nbytes[i] = shape_bytes(st[keys.INPUT_DIMS][i], st[keys.INPUT_TYPE][i])
     peer, peer_from, posted = _peers(trace, rows, ops, host, st)
+    o = np.argsort(start, kind="stable")  # time order (of the ranges: the order ranks/critical_path.py takes)
     start = np.where(posted >= 0, np.minimum(posted, start), start)
-    o = np.argsort(start, kind="stable")  # time order
     pg = np.array([str(x) if x is not None else "" for x in pg_v[o]], object)
     keys_ = np.array([f"{g}/{op}" if g else op for g, op in zip(pg, ops[o])], object)
     seq, seq_from = _sequence(keys_, _num(st["Seq"][o], -1))
@@ -308,7 +309,7 @@ def collective_table(trace: Trace) -> Table:
                   "start_ns": start[o].astype(np.int64), "end_ns": end[o].astype(np.int64),
                   "dur_ns": (end - start)[o].astype(np.int64), "bytes": nbytes[o], "group_size": group[o],
                   "p2p": np.fromiter((x in _P2P for x in ops[o]), bool, len(ops)), "peer": peer[o],
-                  "peer_from": peer_from[o], "host": host[o]})
+                  "peer_from": peer_from[o], "host": host[o], "row": rows[o].astype(np.int64)})
 
 
 #: bus bandwidth = algorithm bandwidth x this factor (n = ranks in the group), as

@@ -89,7 +89,7 @@ def _title(trace: Trace) -> str:
 
 def ranks_view(ranks: Any) -> dict[str, Any]:
     """The ranks side by side (a ``polyprof.ranks.JobReport``): step time per rank,
-    alignment with its bounds, stragglers, collectives."""
+    alignment with its bounds, stragglers, collectives, transfers."""
     T = ranks.tables
     return {
         "overview": {k: ranks.overview.get(k) for k in ("ranks", "reference_rank", "aligned_ranks", "max_bound_ns",
@@ -106,6 +106,8 @@ def ranks_view(ranks: Any) -> dict[str, Any]:
                                                                        "bound_ns"]),
         "collectives": _records(T["collective_stats"], ["op", "bytes", "count", "ranks", "total_ns", "mean_ns",
                                                         "max_ns", "algbw_gbps", "busbw_gbps"]),
+        "transfers": _records(T["transfers"], ["src", "dst", "bytes", "count", "bytes_per_step", "send_ns", "recv_ns",
+                                               "time_per_step_ns", "blocking_ns"]),
     }
 
 
