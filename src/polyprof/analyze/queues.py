@@ -103,7 +103,8 @@ def _hta_series(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     stream's plane is its device rows' (``(all devices)`` where they lie on several)."""
     q = queue_series(trace)
     plane = np.full(len(q.row), ALL_DEVICES, object)
-    stream = np.array([f"stream {s}" for s in q.stream.tolist()], object)
+    numbers, at = np.unique(q.stream, return_inverse=True)
+    stream = np.array([f"stream {s}" for s in numbers.tolist()], object)[at]
     on = trace.track_plane[trace.events["track"][q.row]] if len(q.row) else np.zeros(0, np.int64)
     for s in np.unique(q.stream).tolist():
         mine = q.stream == s
