@@ -221,7 +221,7 @@ def main() -> int:
     ap.add_argument("--replicate", type=int, metavar="N", help="also the first file repeated N times")
     ap.add_argument("--linear", type=int, nargs="+", metavar="N", help="time and memory per event of N copies")
     args = ap.parse_args()
-    files = list(args.files) + (BIG if args.big else [])
+    files = [f.resolve() for f in args.files] + (BIG if args.big else [])
     files = files or [DEFAULT]
     trees = {"this": str(ROOT / "src")}
     if args.against:
