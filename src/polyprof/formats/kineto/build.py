@@ -44,16 +44,19 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     # tracks: one per (pid, tid) pair that has events or flow endpoints
     ntid = max(len(tid_vals), 1)
     pair = pid_c * ntid + tid_c
+    del pid_c, tid_c  # the load's peak memory is here: what is no longer needed goes
     uniq, inverse = _distinct(pair, inverse=True)
     track_of_pair = pair_tracks(col, planes, uniq, ntid)
     track = (np.array([track_of_pair[u] for u in uniq.tolist()], np.int32)[inverse] if n
              else np.zeros(0, np.int32))
+    del inverse
     progress.advance(1)
 
     # B/E pairs
     if col.b_rows or col.ends:
         _match_ends(col, np.concatenate(col.b_rows) if col.b_rows else np.zeros(0, np.int64),
                          pair, ts, dur, ntid, base)
+    del pair
     b.events(track, name_c, ts, dur, cat_c)
     asyncs.build(col, planes, base, int((ts + dur).max()) if n else base)
     progress.advance(1)
