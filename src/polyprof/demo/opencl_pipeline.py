@@ -158,7 +158,8 @@ def run(frames: int = 6, height: int = 384, width: int = 512, radius: int = 4,
                           wait_for=[ev_v])
             with polyprof.section("reduce"):
                 ev_fill = cl.enqueue_fill_buffer(compute_q, d_partial, np.float32(0), 0, groups * 4)
-                reduce_sum.set_args(d_mag, d_partial, cl.LocalMemory(local * 4), np.int32(n))
+                # a LocalMemory is a kernel argument pyopencl takes; its stub's union leaves it out
+                reduce_sum.set_args(d_mag, d_partial, cl.LocalMemory(local * 4), np.int32(n))  # type: ignore[arg-type]
                 ev_red = cl.enqueue_nd_range_kernel(compute_q, reduce_sum, (groups * local,), (local,),
                                                     wait_for=[ev_fill])
                 ev_red.wait()
@@ -166,7 +167,7 @@ def run(frames: int = 6, height: int = 384, width: int = 512, radius: int = 4,
                 mag = np.empty((height, width), np.float32)
                 ev_down = cl.enqueue_copy(copy_q, mag, d_mag, is_blocking=False, wait_for=[ev_red])
                 partial, ev_map = cl.enqueue_map_buffer(compute_q, d_partial, cl.map_flags.READ, 0,
-                                                        (groups,), np.float32)
+                                                        (groups,), np.dtype(np.float32))
                 total = float(partial.astype(np.float64).sum())
                 partial.base.release(compute_q).wait()
                 cl.wait_for_events([ev_down])
