@@ -297,11 +297,14 @@ class _Endpoints:
 
     def __init__(self, col: _Collector, track_of_pair: dict[int, int], ntid: int, base: int):
         fc = col.flow_cols
-        cat = lambda k, t: np.concatenate(fc[k]).astype(t, copy=False) if fc[k] else np.zeros(0, t)
+
+        def cat(k: str, t: type) -> np.ndarray:  # each column's parts freed once joined
+            parts, fc[k] = fc[k], []
+            return np.concatenate(parts).astype(t, copy=False) if parts else np.zeros(0, t)
+
         self.cat, self.id, self.ph = cat("cat", np.int32), cat("id", np.int64), cat("ph", np.int8)
         self.ts = cat("ts", np.int64) + base
         pair = cat("pid", np.int64) * ntid + cat("tid", np.int64)
-        fc["pid"], fc["tid"] = [], []
         self.track = endpoint_tracks(track_of_pair, pair).astype(np.int32) if track_of_pair else \
             np.full(len(pair), -1, np.int32)
         del pair

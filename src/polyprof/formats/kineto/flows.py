@@ -126,33 +126,32 @@ def add_chained(col: "_Collector", fcat: np.ndarray, fid: np.ndarray, ph: np.nda
                 rows: np.ndarray) -> None:
     """Chain the endpoints (bound to event ``rows``, -1: none) of one (category, id) in
     time order and add the flows to the builder; the endpoints left count as unbound."""
-    # number the distinct (cat, id) pairs in sorted order; first: a pair's first endpoint
-    by_pair = lexsort((fid, fcat))  # stable
-    new = np.ones(len(by_pair), bool)
-    new[1:] = (fcat[by_pair][1:] != fcat[by_pair][:-1]) | (fid[by_pair][1:] != fid[by_pair][:-1])
-    key = np.empty(len(by_pair), np.int64)
-    key[by_pair] = np.cumsum(new) - 1
-    first = by_pair[new]
-    del by_pair, new
-    # chain endpoints of one (cat, id): s -> t -> ... -> f in time order
-    pos = np.arange(len(key))
-    order = lexsort((pos, ph, fts, key))
-    k_s, ph_s, row_s = key[order], ph[order], rows[order]
-    same = k_s[1:] == k_s[:-1]
+    # endpoints by (cat, id), then time, phase and position (lexsort is stable):
+    # s -> t -> ... -> f; a (cat, id) pair's number (its key) in sorted order
+    order = lexsort((ph, fts, fid, fcat))
+    c_s, i_s = fcat[order], fid[order]
+    same = (c_s[1:] == c_s[:-1]) & (i_s[1:] == i_s[:-1])
+    ph_s, row_s = ph[order], rows[order]
+    del order
+    key = np.concatenate([[0], np.cumsum(~same)])
     link = same & (ph_s[:-1] != _F) & (ph_s[1:] != _S)
     src, dst = row_s[:-1][link], row_s[1:][link]
     # a lone s/f pair whose f is earlier (skewed clocks) still belongs together
     sizes = np.bincount(key)
-    swap = same & (ph_s[:-1] == _F) & (ph_s[1:] == _S) & (sizes[k_s[:-1]] == 2)
+    swap = same & (ph_s[:-1] == _F) & (ph_s[1:] == _S) & (sizes[key[:-1]] == 2)
+    del ph_s, same, sizes
     src = np.concatenate([src, row_s[1:][swap]])
     dst = np.concatenate([dst, row_s[:-1][swap]])
-    fkey = np.concatenate([k_s[1:][link], k_s[1:][swap]])
+    at = np.concatenate([np.flatnonzero(link) + 1, np.flatnonzero(swap) + 1])  # sorted positions
+    del row_s, link, swap
     ok = (src >= 0) & (dst >= 0) & (src != dst)
     col.unbound_flows = int(np.count_nonzero(~ok))
-    src, dst, fkey = src[ok], dst[ok], fkey[ok]
-    ids = fid[first][fkey]
+    src, dst, at = src[ok], dst[ok], at[ok]
+    fkey = key[at]
+    ids = i_s[at]
     ids = np.where(ids >= 0, ids, fkey + 1)
-    cats = fcat[first][fkey]
+    del i_s, key
+    cats = c_s[at]
     for c in _distinct(cats).tolist():
         m = cats == c
         col.b.flows(src[m], dst[m], ids[m], col.b.strings[c])
