@@ -33,6 +33,7 @@ import numpy as np
 
 import orjson
 
+from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
@@ -99,8 +100,6 @@ def _with_op_args(trace: Trace, rows: np.ndarray, st: dict[str, np.ndarray]) -> 
     lacking = tuple(k for k, v in st.items() if k not in SHAPE_ARGS and (v == None).any())  # noqa: E711
     if not len(rows) or not lacking:
         return st
-    from ..derive import cache
-
     corr = cache.correlation(trace)
     dev = corr.device_rows
     i = np.searchsorted(dev, rows)
@@ -284,7 +283,12 @@ def _peers(trace: Trace, rows: np.ndarray, ops: np.ndarray, host: np.ndarray, st
 def collective_table(trace: Trace) -> Table:
     """One row per collective or transfer of one rank, in the order they began; see the
     module doc. A host transfer's ``start_ns`` is when the c10d op that posted it began;
-    ``row`` is the event's row in the trace."""
+    ``row`` is the event's row in the trace. Made once per trace (or window's view of
+    it: the same rows), for the summary's tables and the job's alike."""
+    return cache.memo(trace, "collective_table", _collective_table)
+
+
+def _collective_table(trace: Trace) -> Table:
     rows, start, end = collective_rows(trace)
     by_row = np.argsort(rows, kind="stable")  # stat lookups want ascending rows
     rows, start, end = rows[by_row], start[by_row], end[by_row]

@@ -78,7 +78,7 @@ def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
 def rank_collectives(trace: Trace, windowed: Trace) -> Any:
     """:func:`collective_table` of the whole rank with ``in_window``: the collective
     began inside the selected steps (every one when the whole trace is analysed)."""
-    coll = collective_table(trace)
+    coll = collective_table(windowed)  # the same rows as the whole trace's, made once with the summary's
     sel = selection(windowed)
     start = column(coll, "start_ns")
     if sel is None:
