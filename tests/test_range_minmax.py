@@ -1,0 +1,34 @@
+"""derive.intervals.RangeMinMax against a brute-force min / max of every range asked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from polyprof.derive.intervals import RangeMinMax
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 31, 32, 33, 64, 65, 100, 1000, 4099])
+def test_every_kind_of_range_against_brute_force(n: int) -> None:
+    rng = np.random.default_rng(n)
+    lo_v = rng.integers(-(1 << 62), 1 << 62, n)
+    hi_v = lo_v + rng.integers(0, 1 << 20, n)
+    r = RangeMinMax(lo_v, hi_v)
+    m = 3000
+    lo = rng.integers(0, n + 1, m) if n else np.zeros(m, np.int64)
+    length = np.where(rng.random(m) < 0.5, rng.integers(0, 40, m), rng.integers(0, n + 2, m))
+    hi = np.minimum(lo + length, n)
+    hi[::17] = lo[::17]  # empty ranges
+    valid, mn, mx = r.query(lo, hi)
+    assert np.array_equal(valid, hi > lo)
+    for i in np.flatnonzero(valid):
+        assert mn[i] == lo_v[lo[i]:hi[i]].min() and mx[i] == hi_v[lo[i]:hi[i]].max(), (lo[i], hi[i])
+    assert not mn[~valid].any() and not mx[~valid].any()
+
+
+def test_memory_is_linear_in_the_values() -> None:
+    n = 1 << 16
+    r = RangeMinMax(np.arange(n), np.arange(n))
+    held = sum(a.nbytes for t in (r._min, r._max, r._bmin, r._bmax) for a in t)
+    held += sum(a.nbytes for a in (r._pre_min, r._pre_max, r._suf_min, r._suf_max))
+    assert held < 20 * 8 * n  # the full sparse tables held 2 x 17 arrays of n values
