@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from .names import normalize_name
 from .ops import merged_into
 from .ranktest import CORRECTIONS
 from .roles import role_name
+from .table import Table
 from .units import fmt_ns
 from .window import AUTO, WindowArg, host_mask, label, view
 
@@ -79,7 +80,7 @@ class Runs(tuple):
 class Diff:
     """The tables, the step-time comparison and the verdict of :func:`diff`."""
 
-    tables: dict[str, Any]
+    tables: dict[str, Table]
     step_time: dict[str, Any]
     verdict: list[str]
     changes: list[dict[str, Any]]  # the significant rows of every table, largest per-step change first
@@ -408,7 +409,7 @@ class _Collector:
         return Samples(np.asarray(values, np.float64)[None, :], lab[:, 0], lab[:, 1])
 
     def table(self, table: str, c: Compared, tested: np.ndarray, p_adj: np.ndarray, alpha: float,
-              floors: tuple[float, float], testable: bool) -> Any:
+              floors: tuple[float, float], testable: bool) -> Table:
         names = list(self.index[table])
         n = len(names)
         ca, ta = self.sums("a", table)
@@ -422,7 +423,7 @@ class _Collector:
             rel = np.where(c.mean_a > 0, step_delta / c.mean_a, np.nan)
         sig, change, reason = _decide(c.p, p_adj, tested, step_delta, rel, alpha, floors, testable)
         raw = [sorted(r) for r in self.raw[table]]
-        cols: dict[str, Any] = {"name": _objects(names)}
+        cols: dict[str, np.ndarray] = {"name": _objects(names)}
         if table == "kernels":
             cols["kind"] = CLASS_NAMES[np.array(self.kind[table], np.int64)] if n else np.zeros(0, object)
         delta = total_b - total_a
@@ -440,7 +441,7 @@ class _Collector:
         return frame(cols, order=order)
 
 
-def _objects(values: list[Any]) -> np.ndarray:
+def _objects(values: Sequence[object]) -> np.ndarray:
     out = np.empty(len(values), object)
     out[:] = values
     return out
@@ -512,7 +513,7 @@ def _step_time(acc: _Collector, whole: bool, alpha: float, floors: tuple[float, 
             "unit": "trace" if whole else "step"}
 
 
-def _changes(tables: dict[str, Any]) -> list[dict[str, Any]]:
+def _changes(tables: dict[str, Table]) -> list[dict[str, Any]]:
     """Significant rows of every table, largest change of the per-step mean first."""
     fields = ("name", "change", "count_a", "count_b", "total_ns_a", "total_ns_b", "delta_total_ns",
               "step_mean_ns_a", "step_mean_ns_b", "step_delta_ns", "rel_change", "p_value", "p_adjusted",
@@ -527,7 +528,7 @@ def _changes(tables: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _keep_samples(acc: _Collector, tables: dict[str, Any], whole: bool) -> list[dict[str, Any]]:
+def _keep_samples(acc: _Collector, tables: dict[str, Table], whole: bool) -> list[dict[str, Any]]:
     """The per-step totals of the rows with the largest per-step change, significant
     ones first (at most KEEP_SAMPLES), for the charts of the HTML diff."""
     cands = []

@@ -11,7 +11,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..analyze.diff import Diff
+    from ..analyze.table import Table
+    from ..ranks.traceset import TraceSet
+    from ..report.terminal import Grid
 
 from ..errors import PolyprofError
 from .common import Subparsers
@@ -97,9 +105,10 @@ def run(args: argparse.Namespace) -> int:
 
     a_paths, b_paths = _parse_runs(args)
     window = window_from(args)
-    sides: dict[str, tuple[Any, list[list[str]]]] = {}
+    sides: dict[str, tuple[Runs, list[list[str]]]] = {}
     for side, paths in (("a", a_paths), ("b", b_paths)):
-        runs, shown = [], []
+        runs: list[TraceSet] = []
+        shown: list[list[str]] = []
         for path in paths:
             for r, names in _runs_at(path):
                 runs.append(r)
@@ -125,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _runs_at(path: str) -> list[tuple[Any, list[str]]]:
+def _runs_at(path: str) -> list[tuple[TraceSet, list[str]]]:
     """The runs at ``path``: one (a file, a directory of rank files, a store), or one per
     subdirectory of a directory of runs; each with its paths."""
     from ..ranks.sources import TRACE_SUFFIXES
@@ -141,7 +150,7 @@ def _runs_at(path: str) -> list[tuple[Any, list[str]]]:
     return [_run_of(path)]
 
 
-def _run_of(path: str) -> tuple[Any, list[str]]:
+def _run_of(path: str) -> tuple[TraceSet, list[str]]:
     """One run: ``polyprof.load_ranks`` of the file, directory or store (each rank loaded
     and reduced in a worker); and its paths (a store's ranks: the store)."""
     from ..ranks.traceset import load_ranks
@@ -150,7 +159,7 @@ def _run_of(path: str) -> tuple[Any, list[str]]:
     return ts, [str(e.path) for e in ts.entries] if all(e.path is not None for e in ts.entries) else [str(path)]
 
 
-def to_json(d: Any) -> bytes:
+def to_json(d: Diff) -> bytes:
     """Overview, step time, verdict (text and the significant changes), every table, and
     the per-step samples of the step time and the top rows."""
     import orjson
@@ -158,7 +167,7 @@ def to_json(d: Any) -> bytes:
     from ..analyze.frames import column, labels
     from ..report.tables import _plain
 
-    def plain(v: Any) -> Any:
+    def plain(v: object) -> object:
         return None if v is None or (isinstance(v, float) and v != v) else v
 
     tables = {}
@@ -206,7 +215,7 @@ DROP_ORDER = [("delta_total_ns",), ("count_a", "count_b"), ("total_ns_a", "total
 NAME_MIN = 24
 
 
-def fit_columns(df: Any, cols: list[tuple], top: int, width: int) -> tuple[Any, list[str]]:
+def fit_columns(df: Table, cols: list[tuple], top: int, width: int) -> tuple[Grid, list[str]]:
     """The grid of ``df`` with as many columns as fit ``width``: optional columns leave in
     :data:`DROP_ORDER`, a group at a time, until the names get at least
     :data:`NAME_MIN` cells; and the headers left out."""
@@ -224,7 +233,7 @@ def fit_columns(df: Any, cols: list[tuple], top: int, width: int) -> tuple[Any, 
     return grid, [c[1] for c in cols if c[0] in gone]
 
 
-def _middle(grid: Any, names: list[str]) -> None:
+def _middle(grid: Grid, names: list[str]) -> None:
     """Names too long for their column shortened in the middle (their start and their
     end kept: kernels differ at both), where that keeps the rows apart."""
     from ..report.terminal import _cells, _elide
@@ -238,19 +247,19 @@ def _middle(grid: Any, names: list[str]) -> None:
             row[0] = text
 
 
-def column_values(df: Any, name: str, top: int) -> list[Any]:
+def column_values(df: Table, name: str, top: int) -> list[object]:
     from ..analyze.frames import column
 
     return column(df, name)[:top].tolist()
 
 
-def table_of(df: Any, cols: list[tuple], top: int, width: int) -> Any:
+def table_of(df: Table, cols: list[tuple], top: int, width: int) -> Grid:
     from ..report.terminal import _table
 
     return _table("", df, cols, top, width)
 
 
-def render(d: Any, top: int, wide: bool = False, console: Any = None) -> None:
+def render(d: Diff, top: int, wide: bool = False, console: Console | None = None) -> None:
     from functools import partial
 
     from rich.console import Console, Group

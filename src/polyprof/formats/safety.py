@@ -24,7 +24,10 @@ import logging
 import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
+
+if TYPE_CHECKING:
+    import duckdb
 
 from ..errors import PolyprofError, TraceFormatError
 from ..trace import metadata_keys as mkeys
@@ -61,7 +64,7 @@ def current() -> Limits:
 
 
 @contextlib.contextmanager
-def override(**changes: Any) -> Iterator[Limits]:
+def override(**changes: Any) -> Iterator[Limits]:  # each of its Limits field's type
     """Use other limits inside a ``with`` block (names as in :class:`Limits`)."""
     global _override
     known = {f.name for f in fields(Limits)}
@@ -141,19 +144,22 @@ def reading(path: str | Path) -> Iterator[None]:
         raise ForeignError(path, e) from None
 
 
-def guarded(load: Any) -> Any:
+R = TypeVar("R")
+
+
+def guarded(load: Callable[..., R]) -> Callable[..., R]:
     """Decorate a reader ``load(path, ...)`` with :func:`reading` on its path."""
     import functools
 
     @functools.wraps(load)
-    def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(path: str | Path, *args: object, **kwargs: object) -> R:
         with reading(path):
             return load(path, *args, **kwargs)
 
     return wrapper
 
 
-def _int64(v: Any) -> bool:
+def _int64(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and -2**62 <= v <= 2**62
 
 
@@ -173,7 +179,7 @@ _KNOWN_METADATA = {
 }
 
 
-def _portable(v: Any) -> bool:
+def _portable(v: object) -> bool:
     import orjson
 
     try:
@@ -183,7 +189,7 @@ def _portable(v: Any) -> bool:
     return True
 
 
-def _text(v: Any, n: int = 10_000) -> str:
+def _text(v: object, n: int = 10_000) -> str:
     try:
         s = repr(v)
     except (RecursionError, ValueError):
@@ -221,7 +227,7 @@ SQL_SANDBOX = ["SET enable_external_access = false", "SET allow_community_extens
                "SET lock_configuration = true"]
 
 
-def duckdb_sandbox(con: Any, paths: Iterable[str | Path] = (), directories: Iterable[str | Path] = ()) -> None:
+def duckdb_sandbox(con: duckdb.DuckDBPyConnection, paths: Iterable[str | Path] = (), directories: Iterable[str | Path] = ()) -> None:
     """Lock a DuckDB connection to the tables it has: no other files (but ``paths`` and
     ``directories``, e.g. a store's own Parquet files and spill space), no ATTACH, no
     extension installs or loads, no network; then lock the configuration so the query
