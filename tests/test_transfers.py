@@ -149,3 +149,47 @@ def test_transfers_one_way_only_bound_nothing_and_say_so():
     assert [a["aligned"] for a in al] == [True, False, False]
     assert "transfers go one way only (rank 0 to rank 1)" in al[1]["message"]
     assert all(math.isnan(a["bound_ns"]) for a in al[1:])
+
+
+def _nccl_rank(path: Path, rank: int, offset_us: float, steps: int = 6) -> Path:
+    """A Kineto trace of NCCL point-to-point kernels as PyTorch 2.4+ writes them (the
+    comms args copied onto the kernel: Collective name, Src/Dst Rank, In msg nelems,
+    dtype). A fake for GPU hardware (none here): the layout of tests/data/traces'
+    A100 NCCL trace, with SendRecv kernels of a two-stage pipeline."""
+    ev: list[dict] = [{"name": "process_name", "ph": "M", "ts": 0, "pid": 0, "tid": 0, "args": {"name": "python"}},
+                      {"name": "process_labels", "ph": "M", "ts": 0, "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}]
+
+    def kernel(coll: str, peer: int, t: float, dur: float, corr: int) -> None:
+        args = {"device": 0, "stream": 20, "correlation": corr, "External id": corr, "Collective name": coll,
+                "In msg nelems": 2048, "Out msg nelems": 2048, "dtype": "Float", "Group size": 2,
+                "Process Group Name": "0", ("Dst Rank" if coll == "send" else "Src Rank"): peer}
+        ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+                   "pid": 0, "tid": 20, "ts": t + offset_us, "dur": dur, "args": args})
+
+    other = 1 - rank
+    for k in range(steps):
+        t = 1000.0 * (k + 1)
+        if rank == 0:
+            kernel("send", other, t, 50, 10 * k + 1)
+            kernel("recv", other, t + 290, 65, 10 * k + 2)
+        else:
+            kernel("recv", other, t - 10, 65, 10 * k + 1)
+            kernel("send", other, t + 300, 50, 10 * k + 2)
+    doc = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+           "traceEvents": ev}
+    out = path / f"nccl_p2p_rank{rank}.json"
+    out.write_text(__import__("json").dumps(doc))
+    return out
+
+
+def test_nccl_sendrecv_kernels_with_peers_are_transfers_that_align(tmp_path):
+    files = [_nccl_rank(tmp_path, 0, 0.0), _nccl_rank(tmp_path, 1, 5000.0)]
+    job = polyprof.load_ranks([str(f) for f in files]).analyze(executor="serial", window=None)
+    rows = {(r["src"], r["dst"]): r for r in _records(job.tables["transfers"])}
+    assert set(rows) == {(0, 1), (1, 0)}
+    for r in rows.values():  # 2048 floats, 6 each way; a kernel blocks its stream, not the host
+        assert (r["bytes"], r["count"], r["sends"], r["recvs"], r["blocking_ns"]) == (8192, 6, 6, 6, 0)
+    assert len(job.tables["collective_stats"]) == 0 and len(job.tables["straggler_collectives"]) == 0
+    al = _records(job.tables["rank_alignment"])[1]
+    assert al["method"] == "transfers" and al["aligned"] and al["collectives"] == 12
+    assert abs(al["offset_ns"] - (-5_000_000)) <= al["bound_ns"] <= 100_000
