@@ -63,7 +63,7 @@ def render_ranks(report: JobReport, top: int = 15, console: Console | None = Non
         ("rank", "rank", i), ("file", "file", _short, 3), ("steps", "steps", i, 2),
         ("step_mean_ns", "step mean", fmt_ns), ("step_max_ns", "step max", fmt_ns), ("compute_pct", "compute", fmt_pct),
         ("non_compute_pct", "non-compute", fmt_pct), ("idle_pct", "idle", fmt_pct),
-        ("communication_ns", "communication", fmt_ns), ("communication_pct", "comm.", fmt_pct, 2),
+        ("communication_ns", "communication", fmt_ns), ("communication_pct", "comm.", fmt_pct, True),
         ("collectives", "collectives", i, True), ("transfers", "transfers", i, True),
         ("events", "events", i, True)], 4 * top, W))
     render_job(T, [], top, console)
