@@ -13,7 +13,13 @@ import html
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..analyze.diff import Diff
+    from ..analyze.table import Table
 
 import numpy as np
 
@@ -29,27 +35,27 @@ TABLE_COLUMNS = ["name", "kind", "count_a", "total_ns_a", "step_mean_ns_a", "cou
                  "variants"]
 
 
-def _plain(v: Any) -> Any:
+def _plain(v: object) -> object:
     if v is None or (isinstance(v, float) and v != v):
         return None
     return v
 
 
-def _table(df: Any) -> dict[str, Any]:
+def _table(df: Table | pd.DataFrame) -> dict[str, Any]:
     cols = [c for c in TABLE_COLUMNS if c in labels(df)]
     n = min(len(df), MAX_ROWS)
     values = [[_plain(v) for v in column(df, c)[:n].tolist()] for c in cols]
     return {"columns": cols, "rows": [list(r) for r in zip(*values)], "total": len(df)}
 
 
-def _chart(d: Any) -> list[dict[str, Any]]:
+def _chart(d: Diff) -> list[dict[str, Any]]:
     """The changed rows, then the tested rows with the largest relative change per step."""
     out, rest = [], []
     for t, df in d.tables.items():
         rel = column(df, "rel_change").astype(np.float64)
         reason = column(df, "reason")
         for i in range(len(df)):
-            row = {"table": t, "name": str(column(df, "name")[i]), "rel": _plain(float(rel[i])),
+            row: dict[str, Any] = {"table": t, "name": str(column(df, "name")[i]), "rel": _plain(float(rel[i])),
                    "delta_ns": _plain(float(column(df, "step_delta_ns")[i])),
                    "p": _plain(float(column(df, "p_adjusted")[i])), "change": str(column(df, "change")[i]),
                    "reason": str(reason[i])}
@@ -62,7 +68,7 @@ def _chart(d: Any) -> list[dict[str, Any]]:
     return out + rest[:max(0, CHART_ROWS - len(out))]
 
 
-def _title(d: Any) -> str:
+def _title(d: Diff) -> str:
     names = []
     for s in ("a", "b"):
         paths = d.overview[s].get("paths") or []
@@ -71,7 +77,7 @@ def _title(d: Any) -> str:
     return f"{names[0]} vs {names[1]}"
 
 
-def page_data(d: Any) -> dict[str, Any]:
+def page_data(d: Diff) -> dict[str, Any]:
     return {"title": _title(d), "overview": d.overview, "verdict": d.verdict,
             "step_time": {k: _plain(v) for k, v in d.step_time.items()},
             "changes": [{k: _plain(v) for k, v in c.items()} for c in d.changes],
@@ -79,7 +85,7 @@ def page_data(d: Any) -> dict[str, Any]:
             "tables": {t: _table(df) for t, df in d.tables.items()}}
 
 
-def render(d: Any) -> str:
+def render(d: Diff) -> str:
     """The page of the Diff ``d`` (placeholders filled in one pass: text from the traces
     is never substituted again)."""
     template = resources.files("polyprof.report").joinpath("diff_template.html").read_text(encoding="utf-8")
@@ -87,7 +93,7 @@ def render(d: Any) -> str:
     return re.sub("__TITLE__|__DATA__", lambda m: values[m.group(0)], template)
 
 
-def write(d: Any, path: str | Path) -> Path:
+def write(d: Diff, path: str | Path) -> Path:
     """Write the HTML diff to ``path`` (a temporary file beside it, then renamed)."""
     import os
 

@@ -11,7 +11,7 @@ import html
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
@@ -24,16 +24,22 @@ from .tables import Report, build
 from .timeline import Part, timeline_data
 from ..trace import metadata_keys as mkeys
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..analyze.table import Table
+    from ..ranks.report import JobReport
+
 TOP = 20
 
 
-def _missing(v: Any) -> bool:
+def _missing(v: object) -> bool:
     """What ``pd.notna`` calls missing, among the values a table's ``tolist`` gives:
     None, NaN, and pandas' NA and NaT (in a DataFrame a caller passes)."""
     return v is None or type(v).__name__ in ("NAType", "NaTType") or (isinstance(v, float) and v != v)
 
 
-def _records(df: Any, cols: list[str], n: int | None = TOP) -> dict[str, Any]:
+def _records(df: Table | pd.DataFrame, cols: list[str], n: int | None = TOP) -> dict[str, Any]:
     """The first ``n`` rows of the ``cols`` a table (a DataFrame or a Table) has, as
     lists of Python values, missing ones None."""
     names = labels(df)
@@ -87,7 +93,7 @@ def _title(trace: Trace) -> str:
     return Path(str(src)).name if src else "polyprof report"
 
 
-def ranks_view(ranks: Any) -> dict[str, Any]:
+def ranks_view(ranks: JobReport) -> dict[str, Any]:
     """The ranks side by side (a ``polyprof.ranks.JobReport``): step time per rank,
     alignment with its bounds, stragglers, collectives, transfers."""
     T = ranks.tables
@@ -117,14 +123,14 @@ _SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"
                    0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
-def script_json(doc: Any) -> str:
+def script_json(doc: object) -> str:
     """JSON that is safe as the text of a ``<script type="application/json">`` element."""
     text = orjson.dumps(doc, default=lambda o: o.item() if hasattr(o, "item") else str(o),
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
     return text.translate(_SCRIPT_ESCAPES)
 
 
-def render(report: Report, ranks: Any = None, parts: list[Part] | None = None,
+def render(report: Report, ranks: JobReport | None = None, parts: list[Part] | None = None,
            marks: list[dict[str, Any]] | None = None, highlight: list[str] | None = None,
            step: Callable[[], None] | None = None) -> str:
     """The page; with ``ranks`` (a JobReport) the ranks side by side come first and
@@ -149,7 +155,7 @@ def render(report: Report, ranks: Any = None, parts: list[Part] | None = None,
     return re.sub("__TITLE__|__DATA__|__TIMELINE_BLOB__|__TIMELINE__", lambda m: values[m.group(0)], template)
 
 
-def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: Any = None,
+def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: JobReport | None = None,
           force: bool = False, parts: list[Part] | None = None, marks: list[dict[str, Any]] | None = None,
           highlight: list[str] | None = None, step: Callable[[], None] | None = None) -> Path:
     """Write the report for ``trace`` to ``path`` (with ``ranks``: the job's ranks side by

@@ -10,7 +10,7 @@ loads the ranks' traces from the job's :class:`~polyprof.ranks.traceset.TraceSet
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -21,12 +21,15 @@ from ..ranks.critical_path_track import with_job_critical_path
 from ..trace.core import Trace
 from .timeline import MAX_CRITICAL_PATH_EVENTS, Part
 
+if TYPE_CHECKING:
+    from ..ranks.report import JobReport
+
 log = logging.getLogger(__name__)
 
 MAX_MARKS = 2000
 
 
-def offsets(job: Any) -> dict[int, int]:
+def offsets(job: JobReport) -> dict[int, int]:
     """Per rank: what the alignment adds to its times (0 where it found none)."""
     al = job.tables["rank_alignment"]
     out = {int(r): 0 for r in job.ranks}
@@ -35,7 +38,7 @@ def offsets(job: Any) -> dict[int, int]:
     return out
 
 
-def straggler_marks(job: Any, offset: dict[int, int]) -> list[dict[str, Any]]:
+def straggler_marks(job: JobReport, offset: dict[int, int]) -> list[dict[str, Any]]:
     """Per collective that waited on a late rank (``straggler_collectives``): from the
     first rank's arrival to the last's, on the aligned clock."""
     sc = job.tables.get("straggler_collectives")
@@ -62,7 +65,7 @@ def straggler_marks(job: Any, offset: dict[int, int]) -> list[dict[str, Any]]:
     return marks
 
 
-def collective_names(job: Any) -> list[str]:
+def collective_names(job: JobReport) -> list[str]:
     """The names of the collectives' events on every rank (drawn in one colour)."""
     names: set[str] = set()
     for res in job.results.values():
@@ -72,7 +75,7 @@ def collective_names(job: Any) -> list[str]:
     return sorted(names)
 
 
-def job_parts(job: Any, load: Callable[[int], Trace], loaded: Iterable[tuple[int, Trace]] = (),
+def job_parts(job: JobReport, load: Callable[[int], Trace], loaded: Iterable[tuple[int, Trace]] = (),
               ) -> tuple[list[Part], list[dict[str, Any]]]:
     """(the ranks as timeline parts on the aligned clock, the straggler marks);
     ``load(rank)`` reads a rank, ``loaded`` gives ranks already read."""
