@@ -52,11 +52,14 @@ def _reordered(trace: Trace) -> Trace:
 
 #: columns computed from trace-level metadata that a Perfetto file has no place for: the
 #: devices' properties (SM count, registers per SM: occupancy; the model: its peak
-#: FLOP/s) and the job's rank (Kineto's distributedInfo). docs/formats.md says so.
+#: FLOP/s, so rooflines) and the job's rank and process groups (Kineto's distributedInfo:
+#: a transfer's own end, a peer's rank in its group). docs/formats.md says so.
 NOT_CARRIED = {("kernel_breakdown", "occupancy"), ("kernel_breakdown", "occupancy_limit"),
                ("op_efficiency", "peak_flops_per_s"), ("op_efficiency", "roofline_pct"),
                ("op_efficiency", "bound_by"), ("op_efficiency", "ridge_flops_per_byte"),
-               ("mfu", "peak_flops_per_s"), ("mfu", "mfu_pct"), ("mfu", "device"), ("critical_path", "rank")}
+               ("mfu", "peak_flops_per_s"), ("mfu", "mfu_pct"), ("mfu", "device"), ("critical_path", "rank"),
+               ("kernel_efficiency", "roofline_pct"), ("kernel_efficiency", "bound_by"),
+               ("transfers", "src"), ("transfers", "dst"), ("transfers", "peer_from")}
 
 
 def _same_tables(a, b) -> None:
