@@ -204,6 +204,14 @@ static inline int64_t decode_int(uint32_t t, const unsigned char *p, int64_t nul
 
 static const int INT_SIZE[10] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0};
 
+/* Where a value of serial type t that starts at off ends, for a record of n bytes: past
+ * n it is n + 1 (a serial type's size may be near 2**63; two such must not wrap around
+ * to an offset inside the record). */
+static inline uint64_t body_end(uint64_t off, uint64_t t, uint64_t n) {
+    uint64_t size = t < 10 ? (uint64_t)INT_SIZE[t] : t >= 12 ? (t - 12) / 2 : 0;
+    return off > n || size > n - off ? n + 1 : off + size;
+}
+
 
 /* texts(): a row's text (if not NULL) as its rowid and the code of its text. */
 static int row_text(Ctx *c, int64_t rowid, const unsigned char *rec, uint64_t n) {
@@ -218,7 +226,7 @@ static int row_text(Ctx *c, int64_t rowid, const unsigned char *rec, uint64_t n)
         int m = varint(h, hend, &t);
         if (!m) return malformed("record header");
         h += m;
-        if (col < c->text_col) off += t < 10 ? (uint64_t)INT_SIZE[t] : t >= 12 ? (t - 12) / 2 : 0;
+        if (col < c->text_col) off = body_end(off, t, n);
     }
     if (t == 0) return 0;
     if (t < 13 || !(t & 1)) {
@@ -226,7 +234,7 @@ static int row_text(Ctx *c, int64_t rowid, const unsigned char *rec, uint64_t n)
         return -1;
     }
     uint64_t len = (t - 13) / 2;
-    if (off + len > n) return malformed("record body shorter than its header");
+    if (off > n || len > n - off) return malformed("record body shorter than its header");
     int64_t code = distinct_code(c->distinct, rec + off, (size_t)len);
     if (code < 0) return -1;
     if (c->n == c->cap && grow(c) < 0) return -1;
@@ -253,7 +261,7 @@ static int row(Ctx *c, int64_t rowid, const unsigned char *rec, uint64_t n) {
         h += m;
         c->types[ncol] = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
         c->offs[ncol] = off;
-        off += t < 10 ? (uint64_t)INT_SIZE[t] : t >= 12 ? (t - 12) / 2 : 0;
+        off = body_end(off, t, n);
         ncol++;
     }
     if (c->n == c->cap && grow(c) < 0) return -1;
@@ -297,6 +305,7 @@ static int leaf_cell(Ctx *c, const unsigned char *pg, uint32_t off) {
     uint64_t M = ((U - 12) * 32 / 255) - 23, K = M + ((size - M) % (U - 4));
     uint64_t local = K <= X ? K : M;
     if (p + local + 4 > end) return malformed("cell past its page");
+    if (size - local > (uint64_t)c->npages * (U - 4)) return malformed("payload larger than the file");
     if (size > c->scratch_cap) {
         unsigned char *s = PyMem_Realloc(c->scratch, size);
         if (!s) { PyErr_NoMemory(); return -1; }
