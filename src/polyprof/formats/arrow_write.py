@@ -159,14 +159,14 @@ def _field(name: str, type: str) -> _Table:
                    5: _Vector([])})
 
 
-def _schema(fields: Sequence[tuple[str, str]], metadata: Mapping[Any, Any] | None) -> _Table:
+def _schema(fields: Sequence[tuple[str, str]], metadata: Mapping[str | bytes, object] | None) -> _Table:
     table = _Table({0: ("<h", 0), 1: _Vector([_field(n, t) for n, t in fields])})
     if metadata:
         table.fields[2] = _Vector([_Table({0: _bytes(k), 1: _bytes(v)}) for k, v in metadata.items()])
     return table
 
 
-def _bytes(s: Any) -> bytes:
+def _bytes(s: object) -> bytes:
     return s if isinstance(s, bytes) else str(s).encode()
 
 
@@ -175,7 +175,7 @@ def _message(header_type: int, header: _Table, body_length: int) -> bytes:
     return CONTINUATION + struct.pack("<i", len(meta)) + meta
 
 
-def schema_message(fields: Sequence[tuple[str, str]], metadata: Mapping[Any, Any] | None = None) -> bytes:
+def schema_message(fields: Sequence[tuple[str, str]], metadata: Mapping[str | bytes, object] | None = None) -> bytes:
     """The encapsulated schema message of ``fields`` ((name, type) pairs)."""
     return _message(_SCHEMA, _schema(fields, metadata), 0)
 
@@ -209,7 +209,7 @@ class StreamWriter:
     call per record batch (a process killed in the middle leaves whole batches before
     it; readers drop the cut one). ``close()`` writes the end-of-stream marker."""
 
-    def __init__(self, sink: BinaryIO, fields: Sequence[tuple[str, str]], metadata: Mapping[Any, Any] | None = None,
+    def __init__(self, sink: BinaryIO, fields: Sequence[tuple[str, str]], metadata: Mapping[str | bytes, object] | None = None,
                  position: int = 0):
         self.sink, self.fields = sink, list(fields)
         #: where the next message starts in the file (``position``: where the stream starts)
@@ -232,7 +232,7 @@ class StreamWriter:
         self._write(END_OF_STREAM)
 
 
-def file_bytes(columns: Mapping[str, Column], metadata: Mapping[Any, Any] | None = None) -> bytes:
+def file_bytes(columns: Mapping[str, Column], metadata: Mapping[str | bytes, object] | None = None) -> bytes:
     """An IPC file of one record batch of ``columns`` (name -> column)."""
     fields = [(name, col.type) for name, col in columns.items()]
     sink = io.BytesIO()

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..xplane_pb2 import XSpace, XStat
 
 log = logging.getLogger("polyprof")
 
@@ -77,7 +80,7 @@ class EventColumns:
     lines: list[tuple[int, int, str, str, int, int]]  # id, display_id, name, display_name, timestamp_ns, duration_ps
     texts: tuple[list[str], list[str], list[str]]  # XSpace errors, warnings, hostnames
 
-    def __init__(self, *values: Any):
+    def __init__(self, *values: object):
         if len(values) != len(self.__slots__):
             raise TypeError(f"EventColumns takes {len(self.__slots__)} columns, not {len(values)}")
         for name, value in zip(self.__slots__, values):
@@ -102,7 +105,7 @@ def columns(data: bytes, source: str) -> EventColumns:
     return columns_from_messages(parse(data, source))
 
 
-def columns_of_space(space: Any) -> EventColumns:
+def columns_of_space(space: XSpace) -> EventColumns:
     """The columns of a parsed XSpace message."""
     if _wire is not None:
         try:
@@ -129,7 +132,7 @@ def columns_from_bytes(data: bytes) -> EventColumns:
                         np.frombuffer(msdbl, np.float64), _values(mkind, mdobjs), planes, lines, texts)
 
 
-def _objects(values: list[Any]) -> np.ndarray:
+def _objects(values: Sequence[object]) -> np.ndarray:
     out = np.empty(len(values), object)
     out[:] = values
     return out
@@ -143,7 +146,7 @@ def _values(kind: np.ndarray, objs: list[Any]) -> np.ndarray:
     return out
 
 
-def columns_from_messages(space: Any) -> EventColumns:
+def columns_from_messages(space: XSpace) -> EventColumns:
     """The same columns from protobuf's objects: the pure-Python reference, one Python
     object access per event and stat."""
     plane_lines, line_events = [], []
@@ -187,7 +190,7 @@ def columns_from_messages(space: Any) -> EventColumns:
                         (list(space.errors), list(space.warnings), list(space.hostnames)))
 
 
-def _stats(stats: Any, out: tuple[list[Any], ...]) -> None:
+def _stats(stats: Iterable[XStat], out: tuple[list[Any], ...]) -> None:
     """XStat messages appended to the (mid, kind, int, double, object) lists."""
     smid, skind, sint, sdbl, sobj = out
     for st in stats:

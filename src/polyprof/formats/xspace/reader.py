@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from .events import EventReader
 from .stats import int_stat, layout
 from .wire import check_planes, read_file
 from ...trace import metadata_keys as mkeys
+
+if TYPE_CHECKING:
+    from ..xplane_pb2 import XSpace
 
 log = logging.getLogger("polyprof")
 
@@ -48,7 +51,7 @@ def from_bytes(data: bytes, source: str = "<bytes>") -> Trace:
         return _read(cols, source)
 
 
-def from_space(space: Any, source: str = "<bytes>") -> Trace:
+def from_space(space: XSpace, source: str = "<bytes>") -> Trace:
     """A Trace from a parsed XSpace message."""
     return _read(decode.columns_of_space(space), source)
 

@@ -62,7 +62,7 @@ def column(kind: np.ndarray, ints: np.ndarray, dbls: np.ndarray, objs: np.ndarra
     return out
 
 
-def python_values(kind: np.ndarray, ints: np.ndarray, dbls: np.ndarray, objs: np.ndarray) -> list[Any]:
+def python_values(kind: np.ndarray, ints: np.ndarray, dbls: np.ndarray, objs: np.ndarray) -> list[int | float | str | bytes | None]:
     """Decoded values as Python objects (what protobuf's messages would give)."""
     out = objs.copy()
     i = (kind == 2) | (kind == 3)
@@ -77,7 +77,7 @@ def python_values(kind: np.ndarray, ints: np.ndarray, dbls: np.ndarray, objs: np
     return out.tolist()
 
 
-def int_stat(v: Any, source: str, what: str) -> int:
+def int_stat(v: object, source: str, what: str) -> int:
     """An integer polyprof wrote (as int or decimal text); TraceFormatError if it is not one."""
     if type(v) is int and -2**63 <= v < 2**63:
         return v
@@ -88,7 +88,7 @@ def int_stat(v: Any, source: str, what: str) -> int:
     raise TraceFormatError(source, f"damaged {what}: {str(v)[:60]!r} is not an integer")
 
 
-def flow_out(val: Any) -> tuple[int, int, str] | None:
+def flow_out(val: object) -> tuple[int, int, str] | None:
     """(key, flow id, category) of a polyprof flow-out stat ``key:id:category``; None if damaged."""
     parts = str(val).split(":", 2)
     if len(parts) != 3 or not all(p.lstrip("-").isdigit() and len(p) < 19 for p in parts[:2]):
@@ -96,7 +96,7 @@ def flow_out(val: Any) -> tuple[int, int, str] | None:
     return int(parts[0]), int(parts[1]), parts[2]
 
 
-def flow_in(val: Any) -> int | None:
+def flow_in(val: object) -> int | None:
     """The key of a polyprof flow-in stat (int or decimal text); None if damaged."""
     if type(val) is int or (type(val) is str and val.lstrip("-").isdigit()):
         return int(val)
