@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 
 from ...trace import keys
+from .events import _DECODE_ANY
 
 #: Kineto arg names -> polyprof stat keys; other args keep their own names.
 _ARG_KEYS = {"correlation": keys.CORRELATION_ID, "External id": keys.EXTERNAL_ID}
@@ -129,3 +130,39 @@ _NUMBER_SHAPES = bytes.maketrans(b"0123456789eE", b"0000000000\x01\x01")
 def _big_numbers(text: bytes) -> bool:
     shapes = text.translate(_NUMBER_SHAPES, b"+")
     return shapes.rfind(b"\x01000") >= 0 or b"0" * 200 in shapes  # rfind: skips on the rare first byte
+
+
+#: Args are turned into typed stat columns every this many events (bounds the values kept).
+_ARG_FLUSH_EVENTS = 8192
+#: the syntax of a batch of args, without building their values
+_CHECK_ARGS = msgspec.json.Decoder(list[msgspec.Raw]).decode
+
+
+def arg_batches(args: list[str], first: int = 0) -> tuple[list[tuple[int, bytes]], int]:
+    """Events' args texts (inside their JSON objects, from row ``first``) as ``[args, ...]``
+    batches the deferred decode cannot fail on; an event whose args are not valid JSON
+    (or hold a number beyond 64 bits) loses them. (batches, how many events lost theirs)"""
+    out, lost = [], 0
+    for i in range(0, len(args), _ARG_FLUSH_EVENTS):
+        chunk = args[i:i + _ARG_FLUSH_EVENTS]
+        text = _joined(chunk)
+        if not _valid_args(text):
+            good = [a if _valid_args(_joined([a])) else "" for a in chunk]
+            lost += sum(a != g for a, g in zip(chunk, good))
+            text = _joined(good)
+        out.append((first + i, text))
+    return out, lost
+
+
+def _joined(args: list[str]) -> bytes:
+    return ("[{" + "},{".join(args) + "}]").encode("utf-8", "replace")
+
+
+def _valid_args(text: bytes) -> bool:
+    try:
+        _CHECK_ARGS(text)  # the syntax, as parsing the events as JSON checks it
+        if _big_numbers(text):
+            _DECODE_ANY(text)  # numbers in range
+        return True
+    except msgspec.DecodeError:
+        return False

@@ -10,7 +10,7 @@ import numpy as np
 from .. import kineto_memory
 from ...trace.core import Trace
 from ...trace import keys
-from .args import _EAGER_KEYS
+from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
 from . import asyncs
 from .deferred import DeferredArgs
@@ -130,8 +130,6 @@ def add_counters(col: "_Collector", planes: list[tuple[int, str]], base: int) ->
 
 
 def _lazy_batches(make: Callable[[], list[str]], first: int) -> list[tuple[int, bytes]]:
-    from .collector import arg_batches
-
     batches, lost = arg_batches(make(), first)
     if lost:
         log.warning("kineto: the args of %d events were not valid JSON and are left out", lost)

@@ -20,7 +20,8 @@ from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from . import gather
-from .args import _EAGER_KEYS, ArgsPiece, _big_numbers, _typed_stat
+# _ARG_FLUSH_EVENTS: tokenized.py reads it from here
+from .args import _ARG_FLUSH_EVENTS, _EAGER_KEYS, ArgsPiece, _big_numbers, _typed_stat, arg_batches  # noqa: F401
 from .build import build_trace
 from .codes import _codes, _id_code, same_id
 from .events import (_ASYNC_PHASES, _B, _C, _DECODE_ANY, _E, _F, _M, _NO_ARGS, _NULL, _OTHER, _PHASE_CODES,
@@ -34,42 +35,6 @@ from .progress import _Progress
 
 if TYPE_CHECKING:
     from .tokenized import Tokenizer
-
-#: Args are turned into typed stat columns every this many events (bounds the values kept).
-_ARG_FLUSH_EVENTS = 8192
-#: the syntax of a batch of args, without building their values
-_CHECK_ARGS = msgspec.json.Decoder(list[msgspec.Raw]).decode
-
-
-def arg_batches(args: list[str], first: int = 0) -> tuple[list[tuple[int, bytes]], int]:
-    """Events' args texts (inside their JSON objects, from row ``first``) as ``[args, ...]``
-    batches the deferred decode cannot fail on; an event whose args are not valid JSON
-    (or hold a number beyond 64 bits) loses them. (batches, how many events lost theirs)"""
-    out, lost = [], 0
-    for i in range(0, len(args), _ARG_FLUSH_EVENTS):
-        chunk = args[i:i + _ARG_FLUSH_EVENTS]
-        text = _joined(chunk)
-        if not _valid_args(text):
-            good = [a if _valid_args(_joined([a])) else "" for a in chunk]
-            lost += sum(a != g for a, g in zip(chunk, good))
-            text = _joined(good)
-        out.append((first + i, text))
-    return out, lost
-
-
-def _joined(args: list[str]) -> bytes:
-    return ("[{" + "},{".join(args) + "}]").encode("utf-8", "replace")
-
-
-def _valid_args(text: bytes) -> bool:
-    try:
-        _CHECK_ARGS(text)  # the syntax, as parsing the events as JSON checks it
-        if _big_numbers(text):
-            _DECODE_ANY(text)  # numbers in range
-        return True
-    except msgspec.DecodeError:
-        return False
-
 
 class _Collector:
     """Turns slices of parsed events into columns; builds the Trace at the end."""
