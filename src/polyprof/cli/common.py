@@ -6,10 +6,15 @@ import argparse
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import PolyprofError
 from ..trace.core import Trace
+
+if TYPE_CHECKING:
+    from ..analyze.window import WindowArg
+    from ..collect.plugin import Plugin
+    from ..collect.registry import PluginInfo
 
 
 #: what each command's ``register`` is given: the ``polyprof`` parser's subparsers
@@ -31,7 +36,7 @@ def add_plugin_target_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plugin", action="append", dest="plugin", help=argparse.SUPPRESS)  # its name until 0.3
 
 
-def plugin_list(args: argparse.Namespace, plugins: Any = None) -> list[Any] | None:
+def plugin_list(args: argparse.Namespace, plugins: Sequence[str | Plugin] | None = None) -> list[str | Plugin] | None:
     """The session's plugins: ``plugins`` (names and objects, None: the defaults, unless
     --plugins gives them), plus plugin objects loaded from ``--plugin``."""
     if plugins is None and getattr(args, "plugins", None):
@@ -46,13 +51,13 @@ def plugin_list(args: argparse.Namespace, plugins: Any = None) -> list[Any] | No
     return [*plugins, *extra]
 
 
-def load_target(target: str) -> Any:
+def load_target(target: str) -> Plugin:
     from ..collect.registry import load_target as load
 
     return load(target)
 
 
-def resolve(names: list[str] | None) -> list[Any]:
+def resolve(names: list[str] | None) -> list[PluginInfo]:
     from ..collect.registry import resolve as res
 
     return res(names)
@@ -95,7 +100,7 @@ def apply_peak(args: argparse.Namespace) -> None:
         os.environ[ENV] = text
 
 
-def window_from(args: argparse.Namespace, default: Any = "auto") -> Any:
+def window_from(args: argparse.Namespace, default: WindowArg = "auto") -> WindowArg:
     """The window the options ask for: ``default`` (AUTO) unless --steps, --skip-first,
     --all-steps, --span or --round-us (the analyses are imported only then); ``"hta"``
     for --window hta."""
@@ -160,7 +165,7 @@ def error_line(e: BaseException) -> str:
     return "polyprof: error: " + " ".join(text.split())
 
 
-def print_summary(trace: Trace, **options: Any) -> None:
+def print_summary(trace: Trace, top: int = 15, window: WindowArg = "auto") -> None:
     from ..report.terminal import print_summary as show
 
-    show(trace, **options)
+    show(trace, top=top, window=window)

@@ -7,7 +7,11 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..ranks.report import JobReport
+    from ..trace.core import Trace
 
 log = logging.getLogger("polyprof")
 
@@ -27,7 +31,7 @@ def add_rank_arg(p: argparse.ArgumentParser) -> None:
                                             "(default: the first)")
 
 
-def is_store(path: Any) -> bool:
+def is_store(path: str | Path) -> bool:
     from ..store.manifest import is_store as check  # no pyarrow: the CLI asks this of every input
 
     return check(path)
@@ -40,7 +44,7 @@ def is_job(files: list[str] | str) -> bool:
     return len(files) > 1 or (len(files) == 1 and Path(files[0]).is_dir())
 
 
-def analyze_ranks(args: argparse.Namespace) -> Any:
+def analyze_ranks(args: argparse.Namespace) -> JobReport:
     """The job report of ``args.file`` (``load_ranks(...).analyze``) on ``--dask`` / ``-j``
     (default: local processes, one per core), over the window of the options."""
     from ..ranks.traceset import load_ranks
@@ -52,7 +56,7 @@ def analyze_ranks(args: argparse.Namespace) -> Any:
     return ts.analyze(dask, window=window_from(args), jobs=getattr(args, "jobs", None))
 
 
-def rank_of_job(path: str, rank: int | None) -> Any:
+def rank_of_job(path: str, rank: int | None) -> Trace:
     """The Trace of ``rank`` (default: the first, with a warning when there are more) of
     the job at ``path`` (a store or a directory of ranks)."""
     from ..ranks.traceset import load_ranks

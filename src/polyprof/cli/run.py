@@ -19,7 +19,7 @@ import sys
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 from ..collect.session import Session
 from ..lowlevel import heap
@@ -51,7 +51,7 @@ UNWIND = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIG
 _received: list[int] = []
 
 
-def _on_signal(signum: int, frame: Any) -> None:
+def _on_signal(signum: int, frame: FrameType | None) -> None:
     # Unwind the script through its finally/with blocks so open sections complete.
     _received.append(signum)
     raise SystemExit(128 + signum)
