@@ -16,9 +16,9 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "polyprof"
 #: the most Any per 1,000 lines CI accepts; lower it as modules are typed. Issue 27's goal
-#: was 17 (half of the 34 it found); it ended at 14.6, and the limit keeps a little room
+#: was 17 (half of the 34 it found); it ended at 12.8, and the limit keeps a little room
 #: for the work then under way. See docs/architecture.md, "Types"
-LIMIT = 16.0
+LIMIT = 15.0
 GOAL = 17.0
 
 
