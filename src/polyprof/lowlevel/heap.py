@@ -57,3 +57,26 @@ def restore_collector(was_on: bool) -> None:
     """Turn the collector back on if it was on (after :func:`quiet_start`)."""
     if was_on:
         gc.enable()
+
+
+_LIBC: object = None
+
+
+def trim() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). A reader that frees a chunk's arrays before making the next one's keeps
+    its resident memory to about one chunk this way: glibc raises its mmap threshold as
+    large blocks are freed, so later arrays come from the heap, whose freed pages it
+    otherwise keeps (formats/kineto/chunks.py)."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _LIBC = lib.malloc_trim if hasattr(lib, "malloc_trim") else False
+        except OSError:
+            _LIBC = False
+    if _LIBC:
+        _LIBC(0)  # type: ignore[operator]

@@ -26,6 +26,7 @@ caller reads such a file whole.
 from __future__ import annotations
 
 import logging
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -34,7 +35,7 @@ import numpy as np
 
 from .. import kineto_memory
 from ...errors import TraceFormatError
-from ...lowlevel.heap import collector_paused
+from ...lowlevel.heap import collector_paused, trim
 from ...trace.categories import Kind, kind_of
 from ...trace.core import EVENT_COLUMNS, Trace
 from ...trace.identity import identify
@@ -249,6 +250,8 @@ class _Reader:
         on_chunk(Chunk(events, order.astype(np.int64) + self.first, moved, self.names))
         self.handed += n
         self.first = col.n
+        del events, moved, stats, order, inv, ts, dur, track, name, category
+        trim()
 
     def _stats(self) -> dict[str, StatColumn]:
         """This chunk's stats, rows from its first event: the ones typed at load, then the
@@ -302,7 +305,10 @@ class _Endpoints:
             parts, fc[k] = fc[k], []
             return np.concatenate(parts).astype(t, copy=False) if parts else np.zeros(0, t)
 
-        self.cat, self.id, self.ph = cat("cat", np.int32), cat("id", np.int64), cat("ph", np.int8)
+        # category, id and phase are needed only to chain, at the end: on disk meanwhile
+        self.spilled = tempfile.TemporaryFile()
+        for k, t in (("cat", np.int32), ("id", np.int64), ("ph", np.int8)):
+            np.save(self.spilled, cat(k, t))
         self.ts = cat("ts", np.int64) + base
         pair = cat("pid", np.int64) * ntid + cat("tid", np.int64)
         self.track = endpoint_tracks(track_of_pair, pair).astype(np.int32) if track_of_pair else \
@@ -348,10 +354,17 @@ class _Endpoints:
         b = col.b
         if not len(self.ts) or not n_events:
             col.unbound_flows = len(self.ts)
+            self.spilled.close()
             return {"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64), "id": np.zeros(0, np.int64),
                     "category": np.zeros(0, np.int32)}
         del self.start, self.dur, self.real, self.track, self.enclosing
-        add_chained(col, self.cat.astype(np.int64), self.id, self.ph, self.ts, self.row)
+        trim()
+        self.spilled.seek(0)
+        ends = {k: np.load(self.spilled) for k in ("cat", "id", "ph")}
+        self.spilled.close()
+        ends["ts"], ends["row"] = self.ts, self.row
+        del self.ts, self.row
+        add_chained(col, ends)
         chunks, b._flow_chunks = b._flow_chunks, []
         return {k: np.concatenate([c[k] for c in chunks]) if chunks else np.zeros(0, t)
                 for k, t in (("src", np.int64), ("dst", np.int64), ("id", np.int64), ("category", np.int32))}

@@ -109,7 +109,8 @@ def bind_flows(col: "_Collector", track: np.ndarray, ts: np.ndarray, dur: np.nda
     ftrack = endpoint_tracks(track_of_pair, fpair)
     enclosing = np.concatenate(fc["enclosing"])
     rows = _bind(track, ts, dur, _annotation_mask(col.b.strings, cat_c), ftrack, fts, enclosing)
-    add_chained(col, fcat, fid, ph, fts, rows)
+    del ftrack, enclosing
+    add_chained(col, {"cat": fcat, "id": fid, "ph": ph, "ts": fts, "row": rows})
 
 
 def endpoint_tracks(track_of_pair: dict[int, int], fpair: np.ndarray) -> np.ndarray:
@@ -122,24 +123,31 @@ def endpoint_tracks(track_of_pair: dict[int, int], fpair: np.ndarray) -> np.ndar
     return np.where(pairs[at] == fpair, tracks[at], -1)
 
 
-def add_chained(col: "_Collector", fcat: np.ndarray, fid: np.ndarray, ph: np.ndarray, fts: np.ndarray,
-                rows: np.ndarray) -> None:
-    """Chain the endpoints (bound to event ``rows``, -1: none) of one (category, id) in
-    time order and add the flows to the builder; the endpoints left count as unbound."""
+def add_chained(col: "_Collector", ends: dict[str, np.ndarray]) -> None:
+    """Chain the endpoints (``ends``: their ``cat``, ``id``, ``ph``, ``ts`` and the event
+    ``row`` each is bound to, -1: none) of one (category, id) in time order and add the
+    flows to the builder; the endpoints left count as unbound. ``ends`` is emptied as
+    its arrays are used, so that they can be freed (millions, in chunks.py)."""
     # endpoints by (cat, id), then time, phase and position (lexsort is stable):
     # s -> t -> ... -> f; a (cat, id) pair's number (its key) in sorted order
-    order = lexsort((ph, fts, fid, fcat))
-    c_s, i_s = fcat[order], fid[order]
-    same = (c_s[1:] == c_s[:-1]) & (i_s[1:] == i_s[:-1])
-    ph_s, row_s = ph[order], rows[order]
+    order = lexsort((ends["ph"], ends.pop("ts"), ends["id"], ends["cat"]))
+    c_s = ends.pop("cat")[order]
+    i_s = ends.pop("id")[order]
+    ph_s = ends.pop("ph")[order]
+    row_s = ends.pop("row")[order]
     del order
-    key = np.concatenate([[0], np.cumsum(~same)])
+    same = (c_s[1:] == c_s[:-1]) & (i_s[1:] == i_s[:-1])
+    key = np.zeros(len(c_s), np.int32 if len(c_s) < 2 ** 31 else np.int64)
+    np.cumsum(~same, out=key[1:])
     link = same & (ph_s[:-1] != _F) & (ph_s[1:] != _S)
     src, dst = row_s[:-1][link], row_s[1:][link]
     # a lone s/f pair whose f is earlier (skewed clocks) still belongs together
-    sizes = np.bincount(key)
-    swap = same & (ph_s[:-1] == _F) & (ph_s[1:] == _S) & (sizes[key[:-1]] == 2)
-    del ph_s, same, sizes
+    swap = same & (ph_s[:-1] == _F) & (ph_s[1:] == _S)
+    cand = np.flatnonzero(swap)
+    if len(cand):  # the pair's size, from where its key starts and ends (keys ascend)
+        k = key[cand]
+        swap[cand] = np.searchsorted(key, k, "right") - np.searchsorted(key, k, "left") == 2
+    del ph_s, same, cand
     src = np.concatenate([src, row_s[1:][swap]])
     dst = np.concatenate([dst, row_s[:-1][swap]])
     at = np.concatenate([np.flatnonzero(link) + 1, np.flatnonzero(swap) + 1])  # sorted positions
