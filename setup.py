@@ -7,14 +7,15 @@
 - ``polyprof.formats.kineto._tokens``: slices of Kineto ``traceEvents`` tokenized into columns;
 - ``polyprof.plugins.opencl._profinfo``: OpenCL commands' profiling timestamps in one loop;
 - ``polyprof.plugins.cupti._cuptibuf``: CUPTI's activity buffers kept and walked in C;
-- ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages.
+- ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages;
+- ``polyprof.analyze._longest``: the two passes of the critical path's longest path.
 
 ``optional=True``: without a C compiler the build warns and goes on, and polyprof uses
 the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
 ``polyprof.formats.xspace.decode.IMPLEMENTATION``, ``polyprof.formats.kineto.deferred.IMPLEMENTATION``,
 ``polyprof.formats.kineto.gather.IMPLEMENTATION``, ``polyprof.formats.kineto.tokenized.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
-``polyprof.formats.sqlite_db.IMPLEMENTATION``
+``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``
 say which is in use).
 """
 
@@ -31,4 +32,5 @@ setup(ext_modules=[
     Extension("polyprof.plugins.opencl._profinfo", ["src/polyprof/plugins/opencl/_profinfo.c"], optional=True),
     Extension("polyprof.plugins.cupti._cuptibuf", ["src/polyprof/plugins/cupti/_cuptibuf.c"], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
+    Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], optional=True),
 ])

@@ -37,6 +37,7 @@ from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
+from ..trace.sorting import unique
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
 from .table import Table
@@ -145,7 +146,7 @@ def _sequence(keys: np.ndarray, recorded: np.ndarray) -> tuple[np.ndarray, np.nd
     seq = np.empty(len(keys), np.int64)
     seq[by_key] = np.arange(len(c)) - np.repeat(first, np.diff(np.r_[first, len(c)]))
     src = np.full(len(keys), "order", object)
-    for k in np.unique(keys[recorded >= 0]):
+    for k in unique(keys[recorded >= 0]):
         mine = keys == k
         r = recorded[mine]
         if (r >= 0).all() and (np.diff(r) > 0).all():
@@ -229,7 +230,7 @@ def _c10d_peers(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> tuple[np.nda
     ev = trace.events
     start, track = ev["start_ns"][rows], ev["track"][rows]
     found = np.full(len(rows), -1, np.int64)
-    for tr in np.unique(track).tolist():
+    for tr in unique(track).tolist():
         mine = np.flatnonzero(track == tr)
         cand = posts[ev["track"][posts] == tr]
         if not len(cand):
@@ -360,7 +361,9 @@ def collective_stats(tables: dict[int, Table]) -> Table:
     longest, widest = np.full(k, np.iinfo(np.int64).min), np.full(k, np.iinfo(np.int64).min)
     np.maximum.at(longest, g, dur)
     np.maximum.at(widest, g, group)
-    ranks = np.bincount(np.unique(np.stack([g, rank], axis=1), axis=0)[:, 0], minlength=k)
+    r = np.asarray(rank, np.int64) - (int(rank.min()) if len(rank) else 0)
+    width = int(r.max()) + 1 if len(r) else 1  # distinct (group, rank) pairs as one int64 key
+    ranks = np.bincount(unique(g * width + r) // width, minlength=k)
     firsts = np.sort(first)
     mean = total / count
     size = nbytes[firsts].astype(np.float64)

@@ -17,6 +17,7 @@ import numpy as np
 from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.sorting import unique
 from .depgraph import DepGraph, build
 from .frames import column, empty_frame, frame
 from .table import Table
@@ -161,8 +162,9 @@ def on_path_totals(cp: Table) -> Table:
     kind_u, kind_i = np.unique(np.asarray(column(cp, "kind")[keep], str), return_inverse=True)
     uniq, inv = np.unique(name_i * len(kind_u) + kind_i, return_inverse=True)
     sums = np.bincount(inv, weights=on[keep]).astype(np.int64)
-    pairs = np.unique(np.stack([inv, step[keep]]), axis=1)
-    steps = np.bincount(pairs[0], minlength=len(uniq))
+    st = step[keep] - int(step[keep].min())
+    width = int(st.max()) + 1  # distinct (row, step) pairs as one int64 key
+    steps = np.bincount(unique(inv * width + st) // width, minlength=len(uniq))
     names, kinds = name_u[uniq // len(kind_u)].astype(object), kind_u[uniq % len(kind_u)].astype(object)
     order = np.argsort(-sums, kind="stable")
     return frame({"name": names[order], "kind": kinds[order],

@@ -27,7 +27,7 @@ from ..derive.intervals import TimeKeys, nesting_depth
 from ..trace import vocabulary
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import member
+from ..trace.sorting import member, unique
 from .flops import COUNTER_FLOPS
 from .frames import frame
 from .window import WindowArg, selection, view
@@ -65,7 +65,7 @@ def _paired(trace: Trace, ranges: np.ndarray, launches: np.ndarray) -> np.ndarra
     ev = trace.events
     src = trace.event_sources()
     out = np.full(len(ranges), -1, np.int64)
-    for s in np.unique(src[ranges]).tolist():
+    for s in unique(src[ranges]).tolist():
         r = np.flatnonzero(src[ranges] == s)
         r = r[np.argsort(ev["start_ns"][ranges[r]], kind="stable")]
         lau = launches[src[launches] == s]

@@ -44,7 +44,7 @@ from ..derive.correlate import Correlation
 from ..derive.intervals import nesting_depth
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, member
+from ..trace.sorting import lexsort, member, unique
 from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QUEUED_LAUNCHES, STREAM_SYNC,
                                 STREAM_WAIT_CALLS, STREAM_WAIT_EVENT, WAITING_CALLS)
 from .common import COMMUNICATION, activity_class
@@ -112,7 +112,7 @@ def _prev_at_or_before(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key:
     out = np.full(len(q_t), -1, np.int64)
     if not len(t) or not len(q_t):
         return out
-    for k in np.unique(q_key):
+    for k in unique(q_key):
         mine = np.flatnonzero(key == k)
         if not len(mine):
             continue
@@ -128,7 +128,7 @@ def _next_at_or_after(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: 
                       q_t: np.ndarray) -> np.ndarray:
     """Per query, ``value`` of the first item with the same key at or after its time."""
     out = np.full(len(q_t), -1, np.int64)
-    for k in np.unique(q_key):
+    for k in unique(q_key):
         mine = np.flatnonzero(key == k)
         if not len(mine):
             continue
@@ -340,7 +340,7 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     ctx = (ev_kind == trace.string_id(CONTEXT_SYNC)) & host_ok
     one = (ev_kind == trace.string_id(STREAM_SYNC)) & host_ok
     d_tracks = track[dev]
-    for tr in np.unique(d_tracks):
+    for tr in unique(d_tracks):
         mine = np.flatnonzero(d_tracks == tr)
         mine = mine[np.argsort(k_pos[mine], kind="stable")]
         q = np.flatnonzero(ctx | (one & (track[sy] == tr)))
@@ -365,7 +365,7 @@ def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sta
     launched_at = start[dev_launch]
     wait_rows = np.flatnonzero(on_host & _names_in(trace, STREAM_WAIT_CALLS)[names])
     wait_thread = cache.threads(trace)[track[wait_rows]]
-    for s in np.unique(track[dev[coll]]).tolist():
+    for s in unique(track[dev[coll]]).tolist():
         mine = coll[track[dev[coll]] == s]
         other = np.flatnonzero((track[dev] != s) & (plane == plane[mine[0]]))
         # the last launch from the same thread strictly before the collective's
@@ -373,7 +373,7 @@ def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sta
         ok = prev >= 0
         mine, prev = mine[ok], prev[ok]
         ok = end[dev[prev]] <= start[dev[mine]] + AGREE_NS  # the timestamps agree
-        for th in np.unique(thread[mine]).tolist():
+        for th in unique(thread[mine]).tolist():
             w = np.sort(start[wait_rows[wait_thread == th]])
             if not len(w):
                 continue  # no stream-wait calls recorded on this thread: the rule as it is

@@ -190,7 +190,7 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     steps = cache.steps(trace)
     st = ev["start_ns"][rows]
     step_idx = steps.of(st) if len(steps) else np.full(len(rows), -1)
-    busy = np.unique(trace.event_planes())
+    busy = unique(trace.event_planes())
     devices = max(1, sum(1 for p in trace.planes if p.kind == "device" and p.id in busy))
     if len(steps):
         per = np.bincount(step_idx[step_idx >= 0], weights=flops[step_idx >= 0], minlength=len(steps))
@@ -261,7 +261,7 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     ev = trace.events
     corr = cache.correlation(trace)
     op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]
-    prec = op_costs(trace, np.unique(op_rows)).precision[np.searchsorted(np.unique(op_rows), op_rows)]
+    prec = op_costs(trace, unique(op_rows)).precision[np.searchsorted(unique(op_rows), op_rows)]
     dur = ev["dur_ns"][rows].astype(np.float64)
     g = group_stats(ev["name"][rows], dur)
     o, s = g["order"], g["starts"]

@@ -9,6 +9,7 @@ it ends at the first node in topological order with the greatest length.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,16 @@ from ..trace.sorting import lexsort
 from .depgraph import DepGraph
 
 log = logging.getLogger("polyprof")
+
+if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _longest  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - built by setup.py; the Python passes otherwise
+        _longest = None
+else:  # the pure-Python reference, as for the readers' compiled paths
+    _longest = None
+#: "c" (``_longest.c``) or "python": which passes are in use
+IMPLEMENTATION = "c" if _longest is not None else "python"
 
 
 @dataclass
@@ -73,58 +84,74 @@ def _kahn(g: DepGraph, pos: np.ndarray) -> np.ndarray:
     return np.asarray(order, np.int64)
 
 
-def longest_path(g: DepGraph) -> LongestPath:
+def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
+    """The longest path of ``g`` (its two passes in C where ``_longest`` is built and
+    ``compiled``, else in Python: the same numbers, tests/test_critical_path.py)."""
     n = g.n_nodes
     if not len(g.src):
         z = np.zeros(0, np.int64)
         return LongestPath(z, z, 0, z, np.zeros(n, np.int64), np.zeros(n, np.int64))
     order = topological_order(g)
-    src, dst, w = g.src.tolist(), g.dst.tolist(), g.weight.tolist()
+    src, dst, w = (np.ascontiguousarray(a, np.int64) for a in (g.src, g.dst, g.weight))
     # incoming edges per node in insertion order, outgoing likewise
-    i_o = np.argsort(g.dst, kind="stable")
-    i_ptr = np.searchsorted(g.dst[i_o], np.arange(n + 1)).tolist()
-    ins = i_o.tolist()
-    o_o = np.argsort(g.src, kind="stable")
-    o_ptr = np.searchsorted(g.src[o_o], np.arange(n + 1)).tolist()
-    outs = o_o.tolist()
-    fwd = [0] * n
-    best = [-1] * n
-    for v in order.tolist():
-        lo, hi = i_ptr[v], i_ptr[v + 1]
-        if lo == hi:
-            continue
-        be = ins[lo]
-        b = fwd[src[be]] + w[be]
-        for e in ins[lo + 1:hi]:  # the first inserted of the best wins (strictly greater)
-            c = fwd[src[e]] + w[e]
-            if c > b:
-                b, be = c, e
-        if b >= 0:
-            fwd[v], best[v] = b, be
-    bwd = [0] * n
-    for u in order[::-1].tolist():
-        lo, hi = o_ptr[u], o_ptr[u + 1]
-        if lo == hi:
-            continue
-        b = 0
-        for e in outs[lo:hi]:
-            c = w[e] + bwd[dst[e]]
-            if c > b:
-                b = c
-        bwd[u] = b
-    f = np.asarray(fwd, np.int64)
+    ins = np.argsort(dst, kind="stable")
+    i_ptr = np.searchsorted(dst[ins], np.arange(n + 1))
+    outs = np.argsort(src, kind="stable")
+    o_ptr = np.searchsorted(src[outs], np.arange(n + 1))
+    f, best, b = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64)
+    order, i_ptr, ins, o_ptr, outs = (np.ascontiguousarray(a, np.int64) for a in (order, i_ptr, ins, o_ptr, outs))
+    passes = _longest.passes if compiled and _longest is not None else _passes_python
+    passes(order, i_ptr, ins, o_ptr, outs, src, dst, w, f, best, b)
     has_edge = np.zeros(n, bool)
     has_edge[g.src] = True
     has_edge[g.dst] = True
     cand = order[has_edge[order]]
     end = int(cand[int(np.argmax(f[cand]))])
     path_e = []
+    bl, sl = best.tolist(), src.tolist()
     v = end
-    while best[v] >= 0:
-        e = best[v]
+    while bl[v] >= 0:
+        e = bl[v]
         path_e.append(e)
-        v = src[e]
+        v = sl[e]
     edges = np.asarray(path_e[::-1], np.int64)
     nodes = np.concatenate([[v], g.dst[edges]]).astype(np.int64)
-    b = np.asarray(bwd, np.int64)
     return LongestPath(nodes, edges, int(f[end]), f[g.src] + g.weight + b[g.dst], f, b)
+
+
+def _passes_python(order: np.ndarray, i_ptr: np.ndarray, ins: np.ndarray, o_ptr: np.ndarray, outs: np.ndarray,
+                   src: np.ndarray, dst: np.ndarray, w: np.ndarray, fwd_out: np.ndarray, best_out: np.ndarray,
+                   bwd_out: np.ndarray) -> None:
+    """The forward and backward passes (``_longest.c`` in Python): ``fwd_out``,
+    ``best_out`` and ``bwd_out`` filled in place."""
+    n = len(order)
+    s, d, wl = src.tolist(), dst.tolist(), w.tolist()
+    ip, il, op, ol = i_ptr.tolist(), ins.tolist(), o_ptr.tolist(), outs.tolist()
+    fwd = [0] * n
+    best = [-1] * n
+    for v in order.tolist():
+        lo, hi = ip[v], ip[v + 1]
+        if lo == hi:
+            continue
+        be = il[lo]
+        b = fwd[s[be]] + wl[be]
+        for e in il[lo + 1:hi]:  # the first inserted of the best wins (strictly greater)
+            c = fwd[s[e]] + wl[e]
+            if c > b:
+                b, be = c, e
+        if b >= 0:
+            fwd[v], best[v] = b, be
+    bwd = [0] * n
+    for u in order[::-1].tolist():
+        lo, hi = op[u], op[u + 1]
+        if lo == hi:
+            continue
+        b = 0
+        for e in ol[lo:hi]:
+            c = wl[e] + bwd[d[e]]
+            if c > b:
+                b = c
+        bwd[u] = b
+    fwd_out[:] = fwd
+    best_out[:] = best
+    bwd_out[:] = bwd

@@ -19,6 +19,7 @@ import numpy as np
 from ...trace import keys
 from ...trace.categories import DEVICE_ACTIVITY
 from ...trace.core import Trace
+from ...trace.sorting import unique
 from .decode import EventColumns, spans
 from .metadata import PlaneMetadata
 
@@ -103,7 +104,7 @@ def launch_calls(trace: Trace, traceme: int) -> None:
     if not len(rows):
         return
     names = ev["name"][rows]
-    uniq = np.unique(names)
+    uniq = unique(names)
     cat_of = {}
     for i in uniq.tolist():
         nm = trace.strings[i]

@@ -1,0 +1,140 @@
+/* polyprof.analyze._longest: the two passes of the longest path through a dependency
+ * graph (longest_path.py), in one C loop each.
+ *
+ *   passes(order, i_ptr, ins, o_ptr, outs, src, dst, w, fwd, best, bwd) -> None
+ *
+ * Every argument is a C-contiguous int64 buffer (NumPy arrays); fwd, best and bwd are
+ * written. n nodes, m edges: order (n) the nodes in topological order; i_ptr / o_ptr
+ * (n + 1) where each node's incoming / outgoing edges start in ins / outs (m edge
+ * indices, in insertion order); src, dst, w (m) the edges. Forward, over `order`: a node
+ * with incoming edges takes the first inserted of its best ones (strictly greater wins),
+ * kept only where that length is >= 0 (fwd[v], best[v]); fwd starts at 0 and best at -1
+ * (the caller fills them). Backward, over `order` reversed: bwd[u] is the greatest
+ * w[e] + bwd[dst[e]] over its outgoing edges, at least 0. Exactly the Python loops of
+ * longest_path.py (`_passes_python`), which tests/test_critical_path.py holds this to.
+ * Indices out of range raise ValueError before anything is written.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef struct {
+    Py_buffer b;
+    int64_t *p;
+    Py_ssize_t n;
+} Col;
+
+static int get(PyObject *o, Col *c, int writable, const char *name) {
+    if (PyObject_GetBuffer(o, &c->b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    const char *f = c->b.format ? c->b.format : "B";
+    if (c->b.itemsize != 8 || !(f[0] == 'q' || f[0] == 'l' || ((f[0] == '<' || f[0] == '=') && (f[1] == 'q' || f[1] == 'l')))) {
+        PyBuffer_Release(&c->b);
+        PyErr_Format(PyExc_TypeError, "%s must be an int64 array", name);
+        return -1;
+    }
+    c->p = (int64_t *)c->b.buf;
+    c->n = c->b.len / 8;
+    return 0;
+}
+
+/* every value of c in [0, hi) (hi_inclusive: [0, hi]) */
+static int in_range(const Col *c, Py_ssize_t hi, int hi_inclusive, const char *name) {
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        int64_t v = c->p[i];
+        if (v < 0 || v > hi || (!hi_inclusive && v == hi)) {
+            PyErr_Format(PyExc_ValueError, "%s[%zd] = %lld is out of range", name, i, (long long)v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* pointers ascend from 0 to m */
+static int pointers(const Col *c, Py_ssize_t m, const char *name) {
+    if (in_range(c, m, 1, name) < 0) return -1;
+    if (c->p[0] != 0 || c->p[c->n - 1] != m) {
+        PyErr_Format(PyExc_ValueError, "%s must run from 0 to the number of edges", name);
+        return -1;
+    }
+    for (Py_ssize_t i = 1; i < c->n; i++)
+        if (c->p[i] < c->p[i - 1]) {
+            PyErr_Format(PyExc_ValueError, "%s must not decrease", name);
+            return -1;
+        }
+    return 0;
+}
+
+enum { ORDER, IPTR, INS, OPTR, OUTS, SRC, DST, W, FWD, BEST, BWD, NCOL };
+static const char *NAMES[NCOL] = {"order", "i_ptr", "ins", "o_ptr", "outs", "src", "dst", "w", "fwd", "best", "bwd"};
+
+static int check(Col *c) {
+    Py_ssize_t n = c[ORDER].n, m = c[SRC].n;
+    if (c[IPTR].n != n + 1 || c[OPTR].n != n + 1 || c[INS].n != m || c[OUTS].n != m || c[DST].n != m ||
+        c[W].n != m || c[FWD].n != n || c[BEST].n != n || c[BWD].n != n) {
+        PyErr_SetString(PyExc_ValueError, "passes: lengths disagree (n nodes, m edges)");
+        return -1;
+    }
+    if (in_range(&c[ORDER], n, 0, NAMES[ORDER]) < 0 || in_range(&c[SRC], n, 0, NAMES[SRC]) < 0 ||
+        in_range(&c[DST], n, 0, NAMES[DST]) < 0 || in_range(&c[INS], m, 0, NAMES[INS]) < 0 ||
+        in_range(&c[OUTS], m, 0, NAMES[OUTS]) < 0 || pointers(&c[IPTR], m, NAMES[IPTR]) < 0 ||
+        pointers(&c[OPTR], m, NAMES[OPTR]) < 0)
+        return -1;
+    return 0;
+}
+
+static void run(Col *c) {
+    const int64_t *order = c[ORDER].p, *i_ptr = c[IPTR].p, *ins = c[INS].p, *o_ptr = c[OPTR].p;
+    const int64_t *outs = c[OUTS].p, *src = c[SRC].p, *dst = c[DST].p, *w = c[W].p;
+    int64_t *fwd = c[FWD].p, *best = c[BEST].p, *bwd = c[BWD].p;
+    Py_ssize_t n = c[ORDER].n;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t v = order[k], lo = i_ptr[v], hi = i_ptr[v + 1];
+        if (lo == hi) continue;
+        int64_t be = ins[lo], b = fwd[src[be]] + w[be];
+        for (int64_t j = lo + 1; j < hi; j++) {
+            int64_t e = ins[j], x = fwd[src[e]] + w[e];
+            if (x > b) { b = x; be = e; }
+        }
+        if (b >= 0) { fwd[v] = b; best[v] = be; }
+    }
+    for (Py_ssize_t k = n - 1; k >= 0; k--) {
+        int64_t u = order[k], lo = o_ptr[u], hi = o_ptr[u + 1];
+        if (lo == hi) continue;
+        int64_t b = 0;
+        for (int64_t j = lo; j < hi; j++) {
+            int64_t e = outs[j], x = w[e] + bwd[dst[e]];
+            if (x > b) b = x;
+        }
+        bwd[u] = b;
+    }
+}
+
+static PyObject *passes(PyObject *self, PyObject *args) {
+    PyObject *o[NCOL];
+    if (!PyArg_UnpackTuple(args, "passes", NCOL, NCOL, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                           &o[8], &o[9], &o[10]))
+        return NULL;
+    Col c[NCOL];
+    int got = 0, ok = 0;
+    for (; got < NCOL; got++)
+        if (get(o[got], &c[got], got >= FWD, NAMES[got]) < 0) goto done;
+    if (check(c) < 0) goto done;
+    Py_BEGIN_ALLOW_THREADS
+    run(c);
+    Py_END_ALLOW_THREADS
+    ok = 1;
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&c[i].b);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"passes", passes, METH_VARARGS, "The forward and backward passes of the longest path (see the module's source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_longest", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__longest(void) { return PyModule_Create(&module); }
