@@ -243,3 +243,50 @@ def test_job_critical_path_track_in_perfetto_and_chrome(jobs, slowed, tmp_path):
     on = np.flatnonzero(back.events["track"] == track)
     assert len(on) == len(slices)
     assert int(back.events["dur_ns"][on].sum()) == sum(round(e["dur"] * 1000) for e in slices)
+
+
+def test_transfers_join_by_peer_and_order_not_as_collectives(tmp_path):
+    """NCCL SendRecv kernels with their peers (test_transfers' fake of the A100 layout, no GPU
+    here): the k-th send 0 -> 1 joins the k-th recv on rank 1 (its end waits for the send's
+    start), sends are never matched with each other as a collective would be."""
+    from polyprof.ranks.collectives import collective_table
+    from polyprof.ranks.critical_path import align
+    from test_transfers import _nccl_rank
+
+    traces = {}
+    for r in (0, 1):  # each kernel launched by its c10d op on the host, as torch records them
+        path = _nccl_rank(tmp_path, r, 5000.0 * r)
+        doc = json.loads(path.read_text())
+        host = []
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "kernel":
+                corr, op = e["args"]["correlation"], e["args"]["Collective name"]
+                t0 = e["ts"] - 20
+                host += [{"ph": "X", "cat": "cpu_op", "name": f"c10d::{op}", "pid": 100, "tid": 1, "ts": t0,
+                          "dur": 10, "args": {"External id": corr}},
+                         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 1,
+                          "ts": t0 + 2, "dur": 5, "args": {"correlation": corr, "External id": corr}}]
+        doc["traceEvents"] += host
+        path.write_text(json.dumps(doc))
+        traces[r] = polyprof.load(path)
+    jg = job_graph(traces, 0, align(traces))
+    g = jg.graph
+    assert jg.collectives == 0
+    names = {r: t.names() for r, t in zip(jg.ranks, jg.traces)}
+    kernels = {}
+    for r in jg.ranks:  # graph nodes of each rank's kernels, in time order, with the op of each
+        t = traces[r]
+        ev = np.flatnonzero((jg.rank == r) & g.device)
+        ev = ev[np.argsort(g.time[2 * ev], kind="stable")]
+        ct = collective_table(t)
+        op_of = dict(zip(np.asarray(ct["row"], np.int64).tolist(), ct["op"].tolist()))
+        ops = [op_of.get(int(g.rows[e])) for e in ev.tolist()]
+        assert all(names[r][g.rows[e]].startswith("ncclDevKernel_SendRecv") for e in ev.tolist())
+        kernels[r] = {op: [e for e, o in zip(ev.tolist(), ops) if o == op] for op in ("send", "recv")}
+    edges = set(zip(g.src.tolist(), g.dst.tolist()))
+    for a, b in ((0, 1), (1, 0)):
+        assert len(kernels[a]["send"]) == len(kernels[b]["recv"]) == 6
+        for s, r in zip(kernels[a]["send"], kernels[b]["recv"]):
+            assert (2 * s, 2 * r + 1) in edges and (2 * r, 2 * r + 1) in edges  # the send's and its own start
+        for s1, s2 in zip(kernels[a]["send"], kernels[b]["send"]):
+            assert (2 * s1, 2 * s2 + 1) not in edges  # two sends are not one collective

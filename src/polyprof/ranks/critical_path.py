@@ -10,6 +10,9 @@ sequence) ends together on every rank, once the last rank has arrived: its span 
 rank is replaced by edges from every rank's start to each rank's end, weighing the end
 less the last arrival's start. So a rank that waits in a collective depends on the last
 to arrive, and the job's longest path names the rank and the op that hold the step.
+Point-to-point transfers (``p2p`` rows with a peer among the job's ranks) are joined by
+peer and order instead: the k-th send from rank a to b and the k-th recv on b from a; the
+recv's end depends on the send's start as on its own.
 The ranks' clocks are taken as they are in the traces (align them first,
 ``ranks/align.py``, where they differ).
 
@@ -31,7 +34,7 @@ from ..analyze.table import Table
 from ..trace.core import Trace
 from ..trace.categories import Kind
 from .align import RankClock, align_ranks
-from .collectives import collective_rows, collective_table
+from .collectives import collective_table
 
 COLUMNS = ["rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns"]
 
@@ -62,6 +65,8 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
     parts: list[DepGraph] = []
     ev_off = [0]
     matched: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    sends: dict[tuple[int, int], list[int]] = {}  # (from rank, to rank) -> send events in time order
+    recvs: dict[tuple[int, int], list[int]] = {}  # (from rank, to rank) -> recv events in time order
     for i, r in enumerate(ranks):
         t = traces[r]
         numbers, starts, ends = step_windows(t)
@@ -72,11 +77,19 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
         local[g.rows] = np.arange(len(g.rows))
         ct = collective_table(t)
         seqs = clocks[r].reference_seq(ct) if clocks and r in clocks else np.asarray(column(ct, "seq"), np.int64)
-        for key, seq, row in zip(column(ct, "key").tolist(), seqs.tolist(),
-                                 _collective_rows(t).tolist()):
+        p2p, peer = np.asarray(column(ct, "p2p"), bool).tolist(), np.asarray(column(ct, "peer"), np.int64).tolist()
+        for key, seq, row, op, is_p2p, other in zip(column(ct, "key").tolist(), seqs.tolist(),
+                                                    np.asarray(column(ct, "row"), np.int64).tolist(),
+                                                    column(ct, "op").tolist(), p2p, peer):
             ge = int(local[row]) if row >= 0 else -1
-            if ge >= 0 and seq >= 0:
-                matched.setdefault((key, int(seq)), []).append((i, ge + ev_off[i]))
+            if ge < 0:
+                continue
+            if not is_p2p:
+                if seq >= 0:
+                    matched.setdefault((key, int(seq)), []).append((i, ge + ev_off[i]))
+            elif other in traces and other != r and op in ("send", "recv"):  # a transfer with its peer
+                (sends if op == "send" else recvs).setdefault((r, other) if op == "send" else (other, r),
+                                                              []).append(ge + ev_off[i])
     rank = np.concatenate([np.full(len(g.rows), r, np.int64) for r, g in zip(ranks, parts)])
     rows = np.concatenate([g.rows for g in parts])
     device = np.concatenate([g.device for g in parts])
@@ -103,6 +116,16 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
                 add_d.append(e)
                 add_w.append(max(int(time[e]) - last, 0))
                 add_o.append(ev)
+    for pair, snd in sends.items():  # the k-th send from a to b and the k-th recv on b from a
+        for a_ev, b_ev in zip(snd, recvs.get(pair, [])):
+            s_a, s_b, e_b = 2 * a_ev, 2 * b_ev, 2 * b_ev + 1  # the recv ends once the send has begun
+            last = max(int(time[s_a]), int(time[s_b]))
+            drop |= (etype == OPERATOR) & (src == s_b) & (dst == e_b)
+            for s in (s_a, s_b):
+                add_s.append(s)
+                add_d.append(e_b)
+                add_w.append(max(int(time[e_b]) - last, 0))
+                add_o.append(b_ev)
     keep = ~drop
     n_add = len(add_s)
     joined = DepGraph(rows, device, time,
@@ -131,15 +154,6 @@ def _stream_order(trace: Trace, g: DepGraph) -> tuple[np.ndarray, np.ndarray]:
     have = set(zip(g.src.tolist(), g.dst.tolist()))
     new = np.fromiter(((x, y) not in have for x, y in zip(a.tolist(), b.tolist())), bool, len(a))
     return a[new], b[new]
-
-
-def _collective_rows(trace: Trace) -> np.ndarray:
-    """The event row of each row of ``collective_table(trace)``, in its order (by row,
-    then by start, both stable, as the table orders them)."""
-    rows, start, _ = collective_rows(trace)
-    by_row = np.argsort(rows, kind="stable")
-    rows, start = rows[by_row], start[by_row]
-    return rows[np.argsort(start, kind="stable")]
 
 
 def path_table(jg: JobGraph, p: LongestPath) -> Table:
