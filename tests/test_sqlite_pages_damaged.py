@@ -115,3 +115,26 @@ def test_crafted_records_read_as_sqlite_reads_them(tmp_path: Path, page_size: in
     got = walk([("columns", path, page_size, 0), ("columns", path, page_size, 2), ("texts", path, page_size, 1)])
     assert got[0] == ["read", [r[0] for r in want]] and got[1] == ["read", [r[2] for r in want]]
     assert got[2][1][0] == len(want) and sorted(got[2][1][1]) == sorted({r[1] for r in want})
+
+
+def test_sparse_rowids_are_read_by_chunks_of_rows(tmp_path: Path) -> None:
+    """A valid table with rows at rowids 1 and 2**62 (the fuzzer's rocpd hang): the SQL
+    path made a list of one condition per 65,536 rowids of the range, 7e13 of them; it
+    now asks for the next rowid there is after each chunk."""
+    import time
+
+    from polyprof.formats import sqlite_db
+
+    path = tmp_path / "sparse.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t(a INTEGER, b INTEGER)")
+    conn.executemany("INSERT INTO t(rowid, a, b) VALUES (?, ?, ?)",
+                     [(1, 10, 11), (2, 20, None), (2**62, 30, 31), (2**63 - 1, 40, 41)])
+    conn.commit()
+    t = time.perf_counter()
+    got = sqlite_db.read_columns(conn, "t", {"a": "a", "b": "b", "r": "rowid"}, compiled=False)
+    assert time.perf_counter() - t < 5
+    assert got["a"].tolist() == [10, 20, 30, 40] and got["b"].tolist() == [11, -1, 31, 41]
+    assert got["r"].tolist() == [1, 2, 2**62, 2**63 - 1]
+    walked = sqlite_db.read_columns(conn, "t", {"a": "a", "b": "b", "r": "rowid"})
+    assert all(walked[k].tolist() == got[k].tolist() for k in got)

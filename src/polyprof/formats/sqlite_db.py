@@ -26,7 +26,7 @@ import sqlite3
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -176,6 +176,19 @@ def _parse(text: str | None) -> np.ndarray:
             raise sqlite3.DatabaseError("a column the reader reads as integers holds other values") from None
 
 
+def _rowid_chunks(conn: sqlite3.Connection, src: str, lo: int, hi: int) -> Iterator[str]:
+    """Conditions of chunks of at most ``CHUNK_ROWS`` rowids that hold rows: each next
+    chunk starts at the next rowid there is, so sparse rowids (one row at 2**62) cost
+    one query per chunk of rows, not one per ``CHUNK_ROWS`` of the range between."""
+    a: int | None = lo
+    while a is not None:
+        b = min(a + CHUNK_ROWS - 1, hi)
+        yield f"rowid BETWEEN {a} AND {b}"
+        if b >= hi:
+            return
+        a = conn.execute(f"SELECT min(rowid) FROM {src} WHERE rowid > {b}").fetchone()[0]
+
+
 def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str], where: str = "",
                  nulls: Mapping[str, int] | None = None, rowid: bool = True,
                  not_null: Iterable[str] = (), wide: Iterable[str] = (), compiled: bool = True
@@ -214,14 +227,14 @@ def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
             sql[n] = f"coalesce(({e}), {null})"
     src = quote(table)
     select = ", ".join(f"group_concat({sql[n]})" for n in names)
-    conds: list[str] = []
+    conds: Iterable[str] = [""]
     if rowid:
         lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {src}").fetchone()
         if lo is None:
             return {n: np.zeros(0, np.int64) for n in names}
-        conds = [f"rowid BETWEEN {a} AND {min(a + CHUNK_ROWS - 1, hi)}" for a in range(int(lo), int(hi) + 1, CHUNK_ROWS)]
+        conds = _rowid_chunks(conn, src, int(lo), int(hi))
     parts: list[list[np.ndarray]] = [[] for _ in names]
-    for c in conds or [""]:
+    for c in conds:
         cond = " AND ".join(x for x in (c, f"({where})" if where else "") if x)
         row = conn.execute(f"SELECT {select} FROM {src}" + (f" WHERE {cond}" if cond else "")).fetchone()
         cols = [_parse(text) for text in row]
