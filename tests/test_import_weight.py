@@ -99,3 +99,23 @@ def test_summary_of_an_xspace_imports_no_numpy_ma():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+def test_read_only_commands_start_numpy_without_a_blas_thread_pool():
+    """`polyprof summary` imports NumPy with OpenBLAS at one thread (lowlevel/blas.py): no
+    pool thread is left in the process, and the environment is as it was; a value the
+    user set is kept."""
+    trace = Path(__file__).resolve().parent / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+    code = ("import os, sys, io, contextlib\nfrom polyprof.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['summary', {str(trace)!r}]) == 0\n"
+            "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["1", "None"]
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(env, OPENBLAS_NUM_THREADS="2"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[1] == "2"

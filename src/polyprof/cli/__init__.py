@@ -9,7 +9,7 @@ import logging
 import sys
 
 from ..errors import PolyprofError
-from ..lowlevel import heap
+from ..lowlevel import blas, heap
 from ..lowlevel.exit import quick_exit
 
 COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo", "diff"]
@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     gc_was_enabled = heap.collector_on()
     if command_of(argv) in QUICK_START:
         heap.quiet_start()
+    elif command_of(argv) in READ_ONLY and not {"-h", "--help"} & set(argv):
+        blas.import_numpy_single_threaded()
     try:
         return _main(argv)
     finally:

@@ -16,6 +16,12 @@ pays on real use (figures: docs/benchmarks.md, "Interpreter tricks").
   a report), the exit handlers run and the process ends without the interpreter's
   teardown, which frees every object of the analysed heap one by one.
 
+* :func:`blas.import_numpy_single_threaded` — a read-only command (a summary, a report)
+  imports NumPy with OpenBLAS at one thread. OpenBLAS starts a pool of one thread per
+  core when NumPy loads it; polyprof's analyses do no linear algebra, so the pool only
+  costs the start of every such process CPU time (docs/benchmarks.md, issue 35). The
+  environment is put back once NumPy is loaded; a value the user set is kept.
+
 * :func:`fork.in_child` — what a forked child does with what it copied: a session
   there records nothing and never touches the parent's files (DataLoader workers,
   multiprocessing pools), a capture server forgets the parent's server. Not for speed:
