@@ -138,3 +138,27 @@ def test_sparse_rowids_are_read_by_chunks_of_rows(tmp_path: Path) -> None:
     assert got["r"].tolist() == [1, 2, 2**62, 2**63 - 1]
     walked = sqlite_db.read_columns(conn, "t", {"a": "a", "b": "b", "r": "rowid"})
     assert all(walked[k].tolist() == got[k].tolist() for k in got)
+
+
+def test_rocpd_ids_of_other_types_are_one_line(tmp_path: Path) -> None:
+    """A text or a blob where rocpd's process and thread tables hold integers (found by
+    the fuzzer): one line naming the file, not a ValueError caught by the readers' net."""
+    from polyprof.errors import TraceFormatError
+    from polyprof.formats import rocpd
+    from polyprof.formats.safety import ForeignError
+    from test_rocprof import build_rocpd
+
+    src = build_rocpd(tmp_path / "r.db", 3)
+    tables = {r[0] for r in sqlite3.connect(src).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table, col, value in (("rocpd_info_process", "pid", "HSA queue 16"), ("rocpd_info_thread", "tid", b"\0\xff")):
+        name = next(t for t in tables if t.startswith(table))
+        path = tmp_path / f"{table}.db"
+        path.write_bytes(src.read_bytes())
+        conn = sqlite3.connect(path)
+        conn.execute(f'UPDATE "{name}" SET "{col}" = ?', (value,))
+        conn.commit()
+        conn.close()
+        with pytest.raises(TraceFormatError) as e:
+            rocpd.load(path)
+        assert not isinstance(e.value, ForeignError)
+        assert str(path) in str(e.value) and f"{table}.{col}" in str(e.value) and "\n" not in str(e.value)

@@ -28,6 +28,16 @@ def _rows(conn: sqlite3.Connection, run: Run, base: str, cols: list[str]) -> lis
     return [(r[0], dict(zip(have, r[1:]))) for r in got if isinstance(r[0], int)]  # type: ignore[misc]
 
 
+def _int(d: dict[str, object], key: str, table: str) -> int:
+    """An integer cell (NULL: 0); text or a blob there is a damaged database."""
+    v = d.get(key)
+    if v is None:
+        return 0
+    if not isinstance(v, int):
+        raise sqlite3.DatabaseError(f"{table}.{key} holds {type(v).__name__}, not an integer")
+    return v
+
+
 class Info:
     """A run's processes, threads, agents, queues, strings and kernel symbols."""
 
@@ -37,13 +47,13 @@ class Info:
         self.processes: dict[int, rocm_trace.Process] = {}
         for i, d in _rows(conn, run, "rocpd_info_process", ["pid", "nid", "command", "name"]):
             self.processes[self.base | i] = rocm_trace.Process(
-                pid=int(d.get("pid") or 0), host=hosts.get(d.get("nid"), ""),  # type: ignore[arg-type]
+                pid=_int(d, "pid", "rocpd_info_process"), host=hosts.get(d.get("nid"), ""),  # type: ignore[arg-type]
                 name=str(d.get("name") or d.get("command") or ""))
         self.thread_tid: dict[int, int] = {}
         for i, d in _rows(conn, run, "rocpd_info_thread", ["pid", "tid", "name"]):
-            tid = int(d.get("tid") or 0)
+            tid = _int(d, "tid", "rocpd_info_thread")
             self.thread_tid[i] = tid
-            pr = self.processes.get(self.base | int(d.get("pid") or 0))
+            pr = self.processes.get(self.base | _int(d, "pid", "rocpd_info_thread"))
             if pr is not None and d.get("name"):
                 pr.threads[tid] = str(d["name"])
         self.agents: dict[tuple[int, int], rocm_trace.Agent] = {}
