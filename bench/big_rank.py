@@ -236,18 +236,23 @@ def main() -> None:
 
 
 def _compare(rank: Path, store: Path, env: dict, timeout: float) -> None:
-    """The in-memory summary of the file against the store's, table by table."""
+    """The in-memory summary of the file against the store's, table by table (a store is
+    a job: its tables carry a rank column; per-event tables stay with the rank)."""
     py = [sys.executable, "-m", "polyprof"]
     out = {}
     for name, target in (("file", rank), ("store", store)):
         r = subprocess.run([*py, "summary", str(target), "--json"], capture_output=True, env=env, timeout=timeout)
         out[name] = json.loads(r.stdout)
-    a, b = out["file"], out["store"]
-    ta = a.get("tables", {})
-    tb = (b.get("ranks") or [{}])[0].get("tables", b.get("tables", {}))
-    same = [k for k in ta if k in tb and ta[k] == tb[k]]
-    print(f"tables equal to the in-memory path's: {len(same)} of {len(ta)}; differing: "
-          f"{sorted(k for k in ta if k not in same)}")
+    single, job = out["file"]["tables"], out["store"]["tables"]
+    same, differ, left = [], [], []
+    for name, table in single.items():
+        if name not in job:
+            left.append(name)
+            continue
+        mine = [{k: v for k, v in r.items() if k != "rank"} for r in job[name]["records"]]
+        (same if mine == table["records"] else differ).append(name)
+    print(f"tables equal to the in-memory path's: {len(same)} of {len(single)}; differing: {differ}; "
+          f"per-event (kept with the rank): {left}")
 
 
 def _show(name: str, res: dict) -> None:
