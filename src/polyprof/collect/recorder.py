@@ -137,8 +137,9 @@ def set_growth(fn: Callable[[], int] | None, at: int) -> None:
     thread (journal.py). A hook that raises or returns a bad count is turned off."""
     global _grow, _grow_at
     _grow, _grow_at = fn, at if fn is not None else sys.maxsize
-    if _fast is not None:
-        _fast.set_growth(fn, _grow_at)
+    fast_set = getattr(_fast, "set_growth", None)  # None: an extension built before the hook (no hook then)
+    if fast_set is not None:
+        fast_set(fn, _grow_at)
 
 
 def _grown() -> None:
