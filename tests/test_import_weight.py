@@ -119,3 +119,19 @@ def test_read_only_commands_start_numpy_without_a_blas_thread_pool():
                        env=dict(env, OPENBLAS_NUM_THREADS="2"))
     assert p.returncode == 0, p.stderr
     assert p.stdout.split()[1] == "2"
+
+
+def test_summary_runs_without_collections_and_turns_the_collector_back_on():
+    """`polyprof summary` runs with the cyclic collector off (lowlevel/heap.py,
+    pause_for_command): not one collection during the command, and the collector is on
+    again when ``main`` returns (it was on before)."""
+    trace = Path(__file__).resolve().parent / "data" / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb"
+    code = ("import gc, io, contextlib\nfrom polyprof.cli import main\nn = [0]\n"
+            "gc.callbacks.append(lambda phase, info: n.__setitem__(0, n[0] + (phase == 'start')))\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['summary', {str(trace)!r}]) == 0\n"
+            "print(n[0], gc.isenabled())")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["0", "True"]

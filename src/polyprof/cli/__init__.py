@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     global gc_was_enabled
     argv = sys.argv[1:] if argv is None else list(argv)
     gc_was_enabled = heap.collector_on()
+    if command_of(argv) in QUICK_EXIT:
+        heap.pause_for_command()
     if command_of(argv) in QUICK_START:
         heap.quiet_start()
     elif command_of(argv) in READ_ONLY and not {"-h", "--help"} & set(argv):

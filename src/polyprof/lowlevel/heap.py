@@ -42,6 +42,15 @@ def freeze_before_program(collector_was_on: bool) -> None:
         gc.enable()
 
 
+def pause_for_command() -> None:
+    """A summary, report or diff: the collector off until the command returns
+    (:func:`restore_collector`). What such a command makes (modules, columns, tables,
+    rendered text) it keeps until it ends, and forms no reference cycles to free, so a
+    collection would only re-scan it: half a hundred collections at its start alone,
+    each walking the long lists and dicts then young."""
+    gc.disable()
+
+
 def freeze_for_exit() -> None:
     """A read-only command is done: its heap lives until the process ends, so the
     interpreter's last collections need not walk it."""
