@@ -162,3 +162,26 @@ def test_rocpd_ids_of_other_types_are_one_line(tmp_path: Path) -> None:
             rocpd.load(path)
         assert not isinstance(e.value, ForeignError)
         assert str(path) in str(e.value) and f"{table}.{col}" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_sqlite_out_of_memory_on_a_damaged_schema_is_one_line(tmp_path: Path) -> None:
+    """The nsys export with the payload size of a schema cell (page 9, offset 555) made a
+    9-byte varint (found by the fuzzer): SQLite answers SQLITE_NOMEM, which sqlite3
+    raises as MemoryError, and the command said "polyprof: error: out of memory" without
+    the file. Now one line naming it, from the reader and from the command."""
+    from polyprof.errors import TraceFormatError
+    from polyprof.formats import nsys
+
+    data = bytearray((ROOT / "tests" / "data" / "nsys" / "saxpy_2022.sqlite").read_bytes())
+    assert data[8192] == 0x0D and data[8192 + 554] == 0x83  # a leaf of sqlite_master; the cell's size varint
+    data[8192 + 555:8192 + 564] = b"\xff" * 9
+    path = tmp_path / "nomem.sqlite"
+    path.write_bytes(bytes(data))
+    with pytest.raises(MemoryError):
+        sqlite3.connect(path).execute("SELECT count(*) FROM sqlite_master").fetchone()
+    with pytest.raises(TraceFormatError) as e:
+        nsys.load(path)
+    assert str(path) in str(e.value) and "out of memory" in str(e.value) and "\n" not in str(e.value)
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(path)], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and str(path) in r.stderr, r.stderr

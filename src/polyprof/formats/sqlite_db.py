@@ -86,16 +86,22 @@ def connect(path: str | Path) -> sqlite3.Connection:
         raise TraceFormatError(path, f"damaged SQLite database ({e})") from None
     except UnicodeDecodeError:  # sqlite3 decodes SQLite's message, which may quote damaged bytes
         raise TraceFormatError(path, "damaged SQLite database (its schema is not readable)") from None
+    except MemoryError as e:
+        raise failure(path, e) from None
     return conn
 
 
-#: what reading a damaged database can raise: SQLite's errors, and the UnicodeDecodeError
-#: of sqlite3 decoding a message or a name that quotes damaged bytes
-ERRORS = (sqlite3.Error, UnicodeDecodeError)
+#: what reading a damaged database can raise: SQLite's errors, the UnicodeDecodeError of
+#: sqlite3 decoding a message or a name that quotes damaged bytes, and the MemoryError of
+#: SQLITE_NOMEM (SQLite allocating what a damaged record declares)
+ERRORS = (sqlite3.Error, UnicodeDecodeError, MemoryError)
 
 
-def failure(path: str | Path, e: Exception) -> TraceFormatError:
+def failure(path: str | Path, e: BaseException) -> TraceFormatError:
     """One line for an SQLite error met while reading ``path``."""
+    if isinstance(e, MemoryError):
+        return TraceFormatError(path, "out of memory while reading it (a damaged record may declare more than the "
+                                      "file holds, or the database needs more memory than there is)")
     if isinstance(e, UnicodeDecodeError):
         return TraceFormatError(path, "damaged SQLite database (text that is not UTF-8 where SQLite keeps names)")
     text = str(e)
