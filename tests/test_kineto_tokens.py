@@ -259,7 +259,7 @@ def test_ids_of_a_compiled_batch_come_from_the_tokenizer(tmp_path: Path, monkeyp
             return _f(*a)  # type: ignore[operator]
         monkeypatch.setattr(collector, name, counted)
     kineto.load(_write(tmp_path, [], text=_kineto_like(20000, {})))
-    assert calls == {"id_columns": 1, "fast_ids": 1, "_big_numbers": 1}  # the last batch holds msgspec's tail
+    assert calls == {"id_columns": 2, "fast_ids": 0, "_big_numbers": 0}  # both batches, the array's tail too
 
 
 def test_args_kept_deflated_decode_as_plain_text(monkeypatch: pytest.MonkeyPatch):
@@ -283,3 +283,14 @@ def test_args_kept_deflated_decode_as_plain_text(monkeypatch: pytest.MonkeyPatch
     assert a.keys() == b.keys() == {"stream", "grid"}
     assert all(np.array_equal(a[k][0], b[k][0]) and list(a[k][1]) == list(b[k][1]) for k in a)
     assert_identical(packed_trace, plain_trace)
+
+
+@pytest.mark.parametrize("name", ["triton_example", "cuda_event_sync_multistream", "a100_alexnet_small"])
+def test_a_small_trace_is_all_tokenized_array_tail_included(name: str, monkeypatch: pytest.MonkeyPatch):
+    from polyprof.formats.kineto import collector
+
+    decoded: list[int] = []
+    add = collector._Collector.add
+    monkeypatch.setattr(collector._Collector, "add", lambda self, evs: (decoded.append(len(evs)), add(self, evs)))
+    trace = kineto.load(DATA / "traces" / "kineto" / f"{name}.json.gz")
+    assert trace.n_events and decoded == []

@@ -87,7 +87,7 @@ def _event_slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
     """Yield slices of ``traceEvents`` as events; fill ``top`` with the rest of the document.
 
     ``scan`` (``_tokens.Tokenizer.scan``): a slice it reads comes as its columns, the
-    others (and the last events of the array) as msgspec's structs."""
+    others as msgspec's structs."""
     seen = 0
     try:
         for events in _slices(path, blocks, top, scan):
@@ -153,7 +153,7 @@ def _slices(path: Path, blocks: Iterator[bytes], top: dict[str, Any],
         yield events
         del events
     # the tail: last events, the closing bracket, then the rest of the top-level object
-    tail = _tail(body, is_list)
+    tail = _tail(body, is_list, scan)
     if tail is None:
         yield from _slurp(path, prefix + b"[" + bytes(body), iter(()), top)
         return
@@ -198,11 +198,13 @@ def _cut(body: bytearray, scan: Callable[[bytearray, int], tuple | None] | None 
 _ARRAY_END = re.compile(rb"}\s*\]")
 
 
-def _tail(body: bytearray, is_list: bool) -> tuple[list[_Event], bytes] | None:
+def _tail(body: bytearray, is_list: bool,
+          scan: Callable[[bytearray, int], tuple | None] | None = None) -> tuple[Slice, bytes] | None:
     """Split the last events of the array from what follows its closing bracket.
 
     Candidates are ``}`` ``]`` pairs from the left; the first that parses is the end (a
     pair inside an event or a string leaves brackets or quotes open, so it cannot parse).
+    The tokenizer tries each first: what it reads, msgspec would (it is the stricter).
     """
     j = _skip_ws(body, 0)
     if j < len(body) and body[j] == 0x5D:  # empty array
@@ -210,8 +212,14 @@ def _tail(body: bytearray, is_list: bool) -> tuple[list[_Event], bytes] | None:
     tries = 0
     for m in _ARRAY_END.finditer(body):
         r = m.end() - 1
+        columns = scan(body, r) if scan is not None else None
+        if columns is not None:
+            suffix = bytes(body[r + 1:])
+            if is_list and suffix.strip():
+                return None
+            return columns, suffix
         try:
-            events = _DECODE_EVENTS(b"[" + bytes(body[:r]) + b"]")
+            events: Slice = _DECODE_EVENTS(b"[" + bytes(body[:r]) + b"]")
         except (msgspec.DecodeError, UnicodeDecodeError):  # incl. ValidationError: the full parse names it
             tries += 1
             if tries > 64:
