@@ -13,7 +13,10 @@ Each tree runs in children with ``PYTHONPATH=<tree>``, alternating between the t
 after one warm-up load (all those loads pooled), each load paired with one typed decode
 of the file's uncompressed bytes by msgspec (``kineto.events._DECODE_DOC_EVENTS``, the
 structs the reader's Python path decodes; the bytes read and inflated untimed); "fresh"
-is ``--repeat`` children per tree, one load each (imports not timed). Also timed: load +
+is ``--repeat`` pairs of children per tree, one timing a load first, the other the
+floor first (imports not timed): both cold, as the first big allocations of a process
+cost it page faults the second one does not pay; their ratio is best / best and median
+/ median, not per pair. Also timed: load +
 decoding every stat (``len(trace.stats)``), which a deferred-stats reader leaves for
 later. Best and median of each; the machine may be shared, so compare bests. ``.xz``
 files (tb_plugin's samples) are inflated to plain JSON first; ``--replicate N`` adds the
@@ -53,24 +56,25 @@ import gzip, json, logging, sys, time
 logging.disable(logging.CRITICAL)
 import polyprof
 from polyprof.formats.kineto.events import _DECODE_DOC_EVENTS
-path, n, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+path, n, warm, floor_first = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
 raw = gzip.open(path, "rb").read() if path.endswith(".gz") else open(path, "rb").read()
 if warm:
     polyprof.load(path)
     _DECODE_DOC_EVENTS(raw)
+def floor():
+    t3 = time.perf_counter()
+    doc = _DECODE_DOC_EVENTS(raw)
+    return time.perf_counter() - t3
 out = []
 for _ in range(n):
+    f = floor() if floor_first else None
     t0 = time.perf_counter()
     tr = polyprof.load(path)
     t1 = time.perf_counter()
     len(tr.stats)
     t2 = time.perf_counter()
     del tr
-    t3 = time.perf_counter()
-    doc = _DECODE_DOC_EVENTS(raw)
-    t4 = time.perf_counter()
-    del doc
-    out.append((t1 - t0, t2 - t0, t4 - t3))
+    out.append((t1 - t0, t2 - t0, f if floor_first else floor()))
 print(json.dumps({"runs": out, "bytes": len(raw), "module": polyprof.__file__}))
 """
 
@@ -140,9 +144,10 @@ def replicate(src: Path, times: int, out_dir: Path) -> Path:
     return out
 
 
-def child(tree: str, path: Path, n: int, warm: bool) -> dict:
+def child(tree: str, path: Path, n: int, warm: bool, floor_first: bool = False) -> dict:
     env = child_env(tree)
-    r = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(n), "1" if warm else "0"],
+    r = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(n), "1" if warm else "0",
+                        "1" if floor_first else "0"],
                        capture_output=True, text=True, env=env, cwd="/")
     if r.returncode:
         raise SystemExit(f"{tree}: {r.stderr[-2000:]}")
@@ -158,9 +163,11 @@ def report(path: Path, trees: dict[str, str], args: argparse.Namespace) -> None:
             got = child(tree, path, args.repeat, warm=True)
             inproc[k] += got["runs"]
             size = got["bytes"]
-    for _ in range(args.repeat):
+    for _ in range(args.repeat):  # each fresh child times one load and one floor cold: two children
         for k, tree in trees.items():
-            fresh[k] += child(tree, path, 1, warm=False)["runs"]
+            (load, full, _), = child(tree, path, 1, warm=False)["runs"]
+            (_, _, floor), = child(tree, path, 1, warm=False, floor_first=True)["runs"]
+            fresh[k].append((load, full, floor))
     mb = size / 1e6
     print(f"{path.name}: {mb:.1f} MB of JSON; best / median (s) of {args.rounds} x {args.repeat} in-process "
           f"loads, {args.repeat} fresh ones")
@@ -171,7 +178,10 @@ def report(path: Path, trees: dict[str, str], args: argparse.Namespace) -> None:
             load = [a for a, _, _ in res[k]]
             full = [b for _, b, _ in res[k]]
             floor = [c for _, _, c in res[k]]
-            ratio = [a / c for a, _, c in res[k]]
+            if how == "fresh":  # not paired: the load and the floor of different (cold) children
+                ratio = [min(load) / min(floor), statistics.median(load) / statistics.median(floor)]
+            else:
+                ratio = [a / c for a, _, c in res[k]]
             print(f"  {k:<8} {how:<11} {min(load):>8.3f} {statistics.median(load):>8.3f} "
                   f"{min(full):>9.3f} {statistics.median(full):>9.3f} {mb / min(load):>6.0f} "
                   f"{mb / statistics.median(load):>6.0f} {mb / min(floor):>6.0f} {mb / statistics.median(floor):>6.0f} "
