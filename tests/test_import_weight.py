@@ -86,7 +86,7 @@ def test_summary_of_an_xspace_imports_no_numpy_ma():
     """`polyprof summary` of the shared XSpace files (TPU and GPU): no analysis, reader or
     terminal table calls ``np.unique`` without an index or inverse, whose first call
     imports numpy.ma (about 20 ms of a summary's 0.25 s CPU; ``trace.sorting.unique``
-    instead); nor pandas or pyarrow."""
+    instead); nor pandas, pyarrow or orjson (the store's manifest, collectives' JSON args)."""
     data = Path(__file__).resolve().parent / "data"
     files = [data / "traces" / "xspace" / "tpu_inference_2.xplane.pb",
              *sorted((data / "peers" / "tracelens").glob("*.xplane.pb"))]
@@ -94,7 +94,7 @@ def test_summary_of_an_xspace_imports_no_numpy_ma():
             f"for f in {[str(f) for f in files]!r}:\n"
             "    with contextlib.redirect_stdout(io.StringIO()):\n"
             "        assert main(['summary', f]) == 0\n"
-            "print(sorted(m for m in ('numpy.ma', 'pandas', 'pyarrow') if m in sys.modules))")
+            "print(sorted(m for m in ('numpy.ma', 'pandas', 'pyarrow', 'orjson') if m in sys.modules))")
     env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr

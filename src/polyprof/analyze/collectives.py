@@ -31,8 +31,6 @@ import re
 
 import numpy as np
 
-import orjson
-
 from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
@@ -178,6 +176,8 @@ def cpu_comm_rows(trace: Trace) -> np.ndarray:
 
 def _json(x: object) -> object:
     if isinstance(x, (str, bytes)):
+        import orjson  # here: a trace without collectives' JSON args (a summary's) imports no JSON library
+
         try:
             return orjson.loads(x)
         except orjson.JSONDecodeError:

@@ -32,6 +32,8 @@ def add_rank_arg(p: argparse.ArgumentParser) -> None:
 
 
 def is_store(path: str | Path) -> bool:
+    if not Path(path).is_dir():  # a store is a directory: a trace file needs not the store's module
+        return False
     from ..store.manifest import is_store as check  # no pyarrow: the CLI asks this of every input
 
     return check(path)
