@@ -108,12 +108,11 @@ def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
     cand = order[has_edge[order]]
     end = int(cand[int(np.argmax(f[cand]))])
     path_e = []
-    bl, sl = best.tolist(), src.tolist()
+    best_of, src_of = best.item, src.item  # the path's own nodes only (a whole column's tolist cost more)
     v = end
-    while bl[v] >= 0:
-        e = bl[v]
+    while (e := best_of(v)) >= 0:
         path_e.append(e)
-        v = sl[e]
+        v = src_of(e)
     edges = np.asarray(path_e[::-1], np.int64)
     nodes = np.concatenate([[v], g.dst[edges]]).astype(np.int64)
     return LongestPath(nodes, edges, int(f[end]), f[g.src] + g.weight + b[g.dst], f, b)

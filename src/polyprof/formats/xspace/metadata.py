@@ -63,12 +63,13 @@ def read_metadata(cols: EventColumns, m0: int, m1: int, stat_names: dict[int, st
     names, shown = cols.md_name[idx].tolist(), cols.md_display[idx].tolist()
     meta_bytes = cols.md_meta[idx]
     n_st, n_ch = cols.md_stats[idx], cols.md_children[idx]
-    with_stats = ((n_st > 0) | (n_ch > 0) | np.fromiter((len(b) > 0 for b in meta_bytes), bool, len(idx))).tolist()
+    meta_nonempty = np.fromiter(map(len, meta_bytes), np.int64, len(idx)) > 0
+    with_stats = ((n_st > 0) | (n_ch > 0) | meta_nonempty).tolist()
     entries = {m: (n, d, w) for m, n, d, w in zip(ids, names, shown, with_stats)}
     name = {m: d or n for m, n, d in zip(ids, names, shown)}
     long = {m: n for m, n, d in zip(ids, names, shown) if d and n and d != n}
     parts = [_stats(cols, idx, key, n_st, stat_names, code, keys, value_kinds, md_keys, ms_start)]
-    has_meta = np.flatnonzero(np.fromiter((len(b) > 0 for b in meta_bytes), bool, len(idx)))
+    has_meta = np.flatnonzero(meta_nonempty)
     if len(has_meta):
         parts.append(_fixed(key[has_meta], code("xevent_metadata"), 5, meta_bytes[has_meta], _SEQ_META))
     has_children = np.flatnonzero(n_ch > 0)
