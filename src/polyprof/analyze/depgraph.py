@@ -85,12 +85,23 @@ def _names_in(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
     return np.fromiter((s in want for s in trace.strings), bool, len(trace.strings))
 
 
+def _int_or_none(v: object) -> int:
+    try:
+        x = int(v)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return -1
+    return x if -2**63 <= x < 2**63 else -1
+
+
 def _int_stat(trace: Trace, key: str) -> np.ndarray:
     col = trace.stat(key)
     if col is None:
         return np.full(trace.n_events, -1, np.int64)
+    dense = col.dense(trace.n_events, -1)
     try:
-        return np.asarray(col.dense(trace.n_events, -1), np.int64)
+        return np.asarray(dense, np.int64)
+    except OverflowError:  # a number beyond int64 in some rows (the column then holds texts): those rows have none
+        return np.fromiter((_int_or_none(v) for v in dense), np.int64, trace.n_events)
     except (TypeError, ValueError):  # text in a number's place: nothing usable
         return np.full(trace.n_events, -1, np.int64)
 
