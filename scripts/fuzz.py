@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             print("   ", json.dumps(f), flush=True)
         if args.out:
             args.out.write_text(json.dumps(results, indent=1))
-    broken = sum(r["outcomes"].get(k, 0) for r in results for k in ("bug", "crash", "hang"))
+    broken = sum(r["outcomes"].get(k, 0) for r in results for k in ("bug", "crash", "hang", "differs"))
     return 1 if broken else 0
 
 

@@ -37,7 +37,8 @@ def test_mutated_real_traces_raise_only_polyprof_errors(reader: str, tmp_path: P
     assert not broken, json.dumps(broken[:5], indent=1)
     assert res.inputs >= 5, res.to_dict()  # it ran at all
     assert res.outcomes["error"] > 0  # and damaged inputs were refused ...
-    assert res.outcomes["ok"] + res.outcomes["error"] + res.outcomes["net"] == res.inputs
+    assert (res.outcomes["ok"] + res.outcomes["error"] + res.outcomes["net"] + res.outcomes["damaged-differs"]
+            == res.inputs)
 
 
 def test_mutators_are_deterministic_and_change_the_input():

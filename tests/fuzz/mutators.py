@@ -194,7 +194,12 @@ def kineto(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
     if gz and rnd.random() < 0.2:  # damage the compressed stream itself
         return byte_mutate(data, rnd, 10, others)
     raw = gzip.decompress(data) if gz else data
-    if rnd.random() < 0.75:
+    r = rnd.random()
+    if r < 0.3:  # the text itself: cuts, brackets, escapes, bytes (json_mutators.py)
+        from .json_mutators import json_bytes
+
+        out = json_bytes(raw, rnd)
+    elif r < 0.8:
         try:
             out = json_text(json_mutate_doc(json.loads(raw), rnd), rnd)
         except (ValueError, RecursionError):
@@ -480,8 +485,10 @@ def journal(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
     return declared_length_mutate(out, rnd) if compression and rnd.random() < 0.3 else out
 
 
+from .sqlite_mutators import sqlite  # noqa: E402 - it uses byte_mutate from here
+
 MUTATORS: dict[str, Callable[[bytes, random.Random, list[bytes]], bytes]] = {
-    "kineto": kineto, "xspace": xspace, "native": native, "journal": journal,
+    "kineto": kineto, "xspace": xspace, "native": native, "journal": journal, "nsys": sqlite, "rocpd": sqlite,
 }
 
 

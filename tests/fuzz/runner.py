@@ -11,6 +11,10 @@ HTML report and every export of the trace. It answers one JSON line per request:
 - ``net``: refused, but only by the readers' last net (safety.ForeignError): a check the
   reader should make itself, counted and listed, not a broken promise;
 - ``bug``: any other exception (its type, message and the stage);
+- ``differs`` (kineto, nsys, rocpd): the compiled readers and their Python/SQL
+  fallbacks (differential.py) did not both refuse or read the same trace;
+  ``damaged-differs``: the same on an SQLite file SQLite's integrity_check calls
+  corrupt (each path checks other things: counted, not a finding);
 
 and the parent adds ``crash`` (the worker died: a signal) and ``hang`` (no answer in
 ``timeout`` seconds). Inputs of bugs, crashes and hangs are saved to ``save_dir``.
@@ -38,14 +42,76 @@ EXPORTS = {"chrome": ".json.gz", "polyprof": ".polyprof", "xspace": ".xplane.pb"
 
 
 # --------------------------------------------------------------------------- worker side
-def check(path: Path, deep: bool, tmp: Path) -> tuple[str, str, str]:
-    """(outcome, detail, stage) of loading ``path`` (and, if ``deep``, using what loaded)."""
+#: readers with compiled paths held to their fallbacks on every input (differential.py)
+DIFFERENTIAL = ("kineto", "nsys", "rocpd")
+
+
+def _differ(path: Path, trace: object) -> str:
+    """"" where the fallbacks read ``path`` as the compiled paths did (``trace``, or None
+    for a PolyprofError), else what differs."""
+    import polyprof
+    from polyprof.errors import PolyprofError
+
+    from .differential import fallback, fingerprint
+
+    with fallback():
+        try:
+            slow: object = polyprof.load(path)
+        except PolyprofError as e:
+            slow = None
+            why = str(e)[:200]
+    if trace is None and slow is None:
+        return ""
+    if trace is None or slow is None:
+        what = f"compiled {'refused' if trace is None else 'read'}, fallback {'refused: ' + why if slow is None else 'read'}"
+    elif fingerprint(trace) == fingerprint(slow):
+        return ""
+    else:
+        what = "the traces differ"
+    return ("damaged: " if _damaged(path) else "") + what
+
+
+def _damaged(path: Path) -> bool:
+    """An SQLite file SQLite itself calls corrupt (integrity_check): the page walk and
+    SQLite's VM may each read or refuse it, as each checks different things."""
+    import sqlite3
+
+    with open(path, "rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return conn.execute("PRAGMA integrity_check(1)").fetchone() != ("ok",)
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True
+
+
+def check(path: Path, deep: bool, tmp: Path, reader: str = "") -> tuple[str, str, str]:
+    """(outcome, detail, stage) of loading ``path`` (and, if ``deep``, using what loaded);
+    for the DIFFERENTIAL readers, also the fallbacks' reading ("differs" where it is not
+    the same)."""
     import polyprof
     from polyprof.errors import PolyprofError
 
     stage = "load"
     try:
-        trace = polyprof.load(path)
+        try:
+            trace = polyprof.load(path)
+        except PolyprofError:
+            if reader in DIFFERENTIAL:
+                stage = "fallback"
+                why = _differ(path, None)
+                if why:
+                    return "damaged-differs" if why.startswith("damaged: ") else "differs", why, stage
+            raise
+        if reader in DIFFERENTIAL:
+            stage = "fallback"
+            why = _differ(path, trace)
+            if why:
+                return "damaged-differs" if why.startswith("damaged: ") else "differs", why, stage
         if deep:
             import io
 
@@ -94,12 +160,14 @@ def worker() -> None:
         sys.stdout.flush()
         for line in sys.stdin:
             reader, seed, index, deep = line.split()
+            if reader not in all_seeds:
+                all_seeds.update(seeds.load_seeds((reader,)))
             src, data = mutators.mutate(reader, all_seeds[reader], int(seed), int(index))
             suffix = next(s for s in sorted(seeds.READERS[reader], key=len, reverse=True) if src.endswith(s))
             path = tmp / f"input{suffix}"
             path.write_bytes(data)
             t = time.perf_counter()
-            outcome, detail, stage = check(path, deep == "1", tmp)
+            outcome, detail, stage = check(path, deep == "1", tmp, reader)
             for p in tmp.iterdir():
                 if p.is_file():
                     p.unlink()
@@ -183,7 +251,7 @@ def run(reader: str, seed: int = 0, count: int | None = None, seconds: float | N
 
     def record(kind: str, index: int, detail: str, stage: str = "load", left_in: Path | None = None) -> None:
         res.outcomes[kind] += 1
-        if kind in ("bug", "crash", "hang", "net"):
+        if kind in ("bug", "crash", "hang", "net", "differs"):
             entry = {"outcome": kind, "index": index, "detail": detail, "stage": stage}
             if save_dir is not None and kind != "net":
                 entry["file"] = str(_save(reader, seed, index, kind, save_dir, left_in))
@@ -257,7 +325,8 @@ def _save(reader: str, seed: int, index: int, kind: str, save_dir: Path, left_in
         return path
     from fuzz import mutators, seeds
 
-    src, data = mutators.mutate(reader, seeds.load_seeds()[reader], seed, index)
+    src, data = mutators.mutate(reader, seeds.load_seeds((reader,) if reader in seeds.BUILT else ())[reader],
+                                seed, index)
     suffix = next(s for s in sorted(seeds.READERS[reader], key=len, reverse=True) if src.endswith(s))
     path = save_dir / f"{name}{suffix}"
     path.write_bytes(data)

@@ -23,7 +23,11 @@ READERS = {
     "xspace": (".xplane.pb", ".xplane.pb.gz"),
     "native": (".polyprof",),
     "journal": (".polyprof.partial",),
+    "nsys": (".sqlite",),
+    "rocpd": (".db",),
 }
+#: readers whose seeds are built when asked for (sqlite_mutators.build_seeds), not committed
+BUILT = ("nsys", "rocpd")
 
 KINETO_SEEDS = ["cpu_only_rank34", "cuda_event_sync_multistream", "mi250_rocm_minitoy", "triton_example"]
 
@@ -59,11 +63,16 @@ def reader_of(name: str) -> str:
     raise ValueError(f"no reader for {name}")
 
 
-def load_seeds() -> dict[str, list[tuple[str, bytes]]]:
-    """reader -> [(file name, bytes)] of the committed seeds."""
-    out: dict[str, list[tuple[str, bytes]]] = {r: [] for r in READERS}
+def load_seeds(built: tuple[str, ...] = ()) -> dict[str, list[tuple[str, bytes]]]:
+    """reader -> [(file name, bytes)] of the committed seeds, and of the ``built`` readers'
+    (SQLite databases made from tests/data: sqlite_mutators.build_seeds)."""
+    from .sqlite_mutators import build_seeds
+
+    out: dict[str, list[tuple[str, bytes]]] = {r: [] for r in READERS if r not in BUILT}
     for p in sorted(SEEDS.iterdir()):
         out[reader_of(p.name)].append((p.name, p.read_bytes()))
+    for r in built:
+        out[r] = build_seeds(r)
     missing = [r for r, v in out.items() if not v]
     if missing:
         raise FileNotFoundError(f"no fuzz seeds for {missing} in {SEEDS}; run python -m fuzz.seeds from tests/")
