@@ -36,6 +36,6 @@ What a program profiled by ``polyprof run`` sees of these: the frozen objects ar
 in ``gc.get_objects()`` and ``gc.get_freeze_count()`` is not 0 (docs/architecture.md).
 Nothing here is a benchmark-only path: each trick runs on every ``polyprof`` command of
 its kind. The compiled fast paths (``_fastsection``, ``_gather``, ``_args``, ``_wire``,
-``_profinfo``) sit next to the Python they replace, each with its pure-Python twin
+``_profinfo``, ``_longest``) sit next to the Python they replace, each with its pure-Python twin
 (``POLYPROF_PURE_PYTHON=1``).
 """
