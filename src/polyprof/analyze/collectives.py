@@ -33,6 +33,7 @@ import numpy as np
 
 from ..derive import cache
 from ..trace import keys
+from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.sorting import unique
@@ -203,10 +204,10 @@ def _group_ranks(trace: Trace) -> list[int] | None:
     """The global ranks of the trace's one process group (``distributedInfo.pg_config``),
     None when there are several (a c10d op's peer is then a rank of a group it does not
     name) or none are listed."""
-    info = trace.metadata.get("distributedInfo")
+    info = trace.metadata.get(mkeys.DISTRIBUTED_INFO)
     if not isinstance(info, dict):
-        torch_md = trace.metadata.get("torch")
-        info = torch_md.get("distributedInfo") if isinstance(torch_md, dict) else None
+        torch_md = trace.metadata.get(mkeys.TORCH)
+        info = torch_md.get(mkeys.DISTRIBUTED_INFO) if isinstance(torch_md, dict) else None
     pgs = info.get("pg_config") if isinstance(info, dict) else None
     if isinstance(pgs, list) and len(pgs) == 1 and isinstance(pgs[0], dict):
         ranks = pgs[0].get("ranks")
