@@ -76,7 +76,7 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
     if not n:
         return Costs(flops, nbytes, prec, src)
     found = trace.stats.lookup_rows([keys.FLOPS, XLA_BYTES, INPUT_DIMS, INPUT_TYPE, CONCRETE], rows)
-    if estimate and INPUT_DIMS in found:
+    if estimate and INPUT_DIMS in found and np.any(found[INPUT_DIMS][0]):  # a column with no row here: nothing
         has, dims = found[INPUT_DIMS]
         at = np.flatnonzero(has)
         types = _text_at(found.get(INPUT_TYPE), at, n)
