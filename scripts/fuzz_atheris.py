@@ -2,6 +2,7 @@
 
     python scripts/fuzz_atheris.py kineto -max_total_time=600 -rss_limit_mb=4096 CORPUS_DIR
     python scripts/fuzz_atheris.py journal -runs=20000
+    python scripts/fuzz_atheris.py nsys -max_total_time=300 CORPUS_DIR   (SQLite: seeds built at start)
 
 libFuzzer keeps the inputs that reach new code in CORPUS_DIR (start it empty: the seeds
 of tests/data/corpus/seeds are added) and mutates those, half the time with polyprof's
@@ -31,11 +32,15 @@ with atheris.instrument_imports(include=["polyprof"]):
     import polyprof.formats.journal  # noqa: E402,F401
     import polyprof.formats.kineto  # noqa: E402,F401
     import polyprof.formats.native  # noqa: E402,F401
+    import polyprof.formats.nsys  # noqa: E402,F401
+    import polyprof.formats.rocpd  # noqa: E402,F401
+    import polyprof.formats.sqlite_db  # noqa: E402,F401
+    import polyprof.formats.sqlite_pages  # noqa: E402,F401
     import polyprof.formats.xspace  # noqa: E402,F401
     from polyprof.errors import PolyprofError  # noqa: E402
 
 READER = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in seeds.READERS else "kineto"
-SEEDS = seeds.load_seeds()[READER]
+SEEDS = seeds.load_seeds((READER,) if READER in seeds.BUILT else ())[READER]
 OTHERS = [d for _, d in SEEDS]
 SUFFIX = max(seeds.READERS[READER], key=len) if READER in ("native", "journal") else seeds.READERS[READER][0]
 TMP = Path(tempfile.mkdtemp(prefix="polyprof-atheris-"))
