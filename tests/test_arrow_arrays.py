@@ -1,4 +1,4 @@
-"""formats/arrow_arrays.py builds the arrays pyarrow.array builds (from their buffers,
+"""trace/arrow_arrays.py builds the arrays pyarrow.array builds (from their buffers,
 so that writing a journal or a trace does not import pandas)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from polyprof.formats import arrow_arrays as aa
+from polyprof.trace import arrow_arrays as aa
 
 CASES = [
     (np.array([3, -1, 2**40], np.int64), None),
@@ -48,7 +48,7 @@ def test_table_of_numpy_columns():
 
 
 def test_building_them_does_not_import_pandas():
-    code = ("import sys, numpy as np, pyarrow as pa; from polyprof.formats import arrow_arrays as aa; "
+    code = ("import sys, numpy as np, pyarrow as pa; from polyprof.trace import arrow_arrays as aa; "
             "aa.table({'a': np.arange(3)}); aa.array(['x', None], pa.string()); aa.array([1, None], pa.int64()); "
             "print('pandas' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,4 +1,4 @@
-"""formats/arrow_write.py writes Arrow IPC without pyarrow: real pyarrow and polyprof's
+"""trace/arrow_write.py writes Arrow IPC without pyarrow: real pyarrow and polyprof's
 own readers read it, every column type the trace and journal schemas use, and it
 holds what pyarrow's own writer writes from the same values."""
 
@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polyprof
-from polyprof.formats import arrow_columns as ac
-from polyprof.formats import arrow_ipc, arrow_write, journal_layout, native, native_write
+from polyprof.trace import arrow_columns as ac
+from polyprof.formats import arrow_ipc, journal_layout, native
+from polyprof.trace import arrow_write, native_write
 from polyprof.formats.safety import Inflation
 
 INTS = {f"{s}int{b}": (getattr(pa, f"{s}int{b}")(), b, s == "") for s in ("", "u") for b in (8, 16, 32, 64)}

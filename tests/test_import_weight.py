@@ -32,7 +32,7 @@ def test_journal_schema_still_available():
 
 def test_run_of_an_empty_script_imports_no_pandas_and_no_device_runtime(tmp_path):
     """`polyprof run --no-summary` of a script that imports nothing: the journal and the
-    trace are written without pyarrow or pandas (formats/arrow_write.py), the OpenCL and
+    trace are written without pyarrow or pandas (trace/arrow_write.py), the OpenCL and
     torch plugins wait for their module's import, and the CLI's parser does not load
     the store's analyses. Nor does it import what cost a short run 5-20 ms each: psutil
     (the sampler reads /proc), numpy.ma (np.unique's first call), importlib.metadata

@@ -19,7 +19,7 @@ import pytest
 import polyprof
 from polyprof.errors import TraceFormatError
 from polyprof.formats.detect import detect
-from polyprof.formats.native_write import _header_json
+from polyprof.trace.native_write import _header_json
 from polyprof.report.tables import build
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -218,7 +218,7 @@ class Table:
 
     def to_arrow(self) -> "pa.Table":
         """A pyarrow Table of the same columns (text as strings, NaN kept as NaN)."""
-        from ..formats.arrow_arrays import table  # pyarrow: imported only by those who ask
+        from ..trace.arrow_arrays import table  # pyarrow: imported only by those who ask
 
         return table(dict(self.data))
 

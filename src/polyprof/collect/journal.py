@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 import orjson
 
-from ..formats.arrow_write import StreamWriter
+from ..trace.arrow_write import StreamWriter
 from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported for callers
     CHUNK,
     COUNTER,
@@ -42,7 +42,7 @@ from .recorder import _fast, set_growth, used_steps
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..formats.arrow_columns import Column
+    from ..trace.arrow_columns import Column
     from ..plugins.host import _Sampler
     from .recorder import Recorder
 
@@ -250,7 +250,7 @@ class JournalWriter:
         gathered, keyword stats as JSON only where present (most sections have none)."""
         import numpy as np
 
-        from ..formats.arrow_columns import gathered_text, sparse_text  # only when a flush writes text
+        from ..trace.arrow_columns import gathered_text, sparse_text  # only when a flush writes text
 
         codes, t0, t1, ident, rows = section_columns(secs, self._name_index, self._names)
         if self._encoded is None or len(self._names) > len(self._name_bytes):

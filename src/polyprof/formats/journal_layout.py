@@ -3,7 +3,7 @@
 
 The line ``MAGIC``, then an Arrow IPC stream of record batches of :func:`schema`; the
 schema's metadata holds the session header as JSON. Each batch is written with one
-plain ``write()`` call (formats/arrow_write.py, no pyarrow), so it is in the kernel's
+plain ``write()`` call (trace/arrow_write.py, no pyarrow), so it is in the kernel's
 page cache (and survives the process) as soon as the call returns; a batch cut short
 by the kill is dropped by the reader. The reader uses pyarrow (:func:`schema`).
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .arrow_columns import Column
+    from ..trace.arrow_columns import Column
 
 MAGIC = b"POLYPROF-JOURNAL 1\n"
 SUFFIX = ".partial"
@@ -41,7 +41,7 @@ def schema() -> "pa.Schema":
     if _SCHEMA is None:
         import pyarrow as pa
 
-        from .arrow_arrays import pyarrow_type  # with pyarrow: only when the schema is asked for
+        from ..trace.arrow_arrays import pyarrow_type  # with pyarrow: only when the schema is asked for
 
         _SCHEMA = pa.schema([(n, pyarrow_type(t)) for n, t in FIELDS])
     return _SCHEMA
@@ -56,7 +56,7 @@ def columns(kind: int, n: int, **values: Any) -> list[Column]:
     """``n`` records of one kind as the journal's columns; the fields not given are null."""
     import numpy as np
 
-    from .arrow_columns import column, nulls  # with NumPy: a session's start stays without it
+    from ..trace.arrow_columns import column, nulls  # with NumPy: a session's start stays without it
 
     return [column(np.full(n, kind, np.int8)),
             *(column(values[f], t) if f in values else nulls(n, t) for f, t in FIELDS[1:])]
@@ -66,6 +66,6 @@ def batch(kind: int, n: int, **values: Any) -> "pa.RecordBatch":
     """:func:`columns` as a pyarrow record batch."""
     import pyarrow as pa
 
-    from .arrow_arrays import from_column  # with pyarrow, as above
+    from ..trace.arrow_arrays import from_column  # with pyarrow, as above
 
     return pa.RecordBatch.from_arrays([from_column(c) for c in columns(kind, n, **values)], schema=schema())

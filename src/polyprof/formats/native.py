@@ -1,4 +1,4 @@
-"""The native ``.polyprof`` file read back (its writer: formats/native_write.py).
+"""The native ``.polyprof`` file read back (its writer: trace/native_write.py).
 
 A zip of Arrow IPC tables plus a JSON header. Lossless: strings, planes, tracks, event
 columns, every stat column with its dtype, flows, counters and metadata round-trip
@@ -23,7 +23,7 @@ from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable, check_column
 from . import arrow_ipc
-from .native_write import MAGIC, VERSION, save  # noqa: F401 - the writer, re-exported
+from ..trace.native_write import MAGIC, VERSION, save  # noqa: F401 - the writer, re-exported
 from .safety import Inflation, check_events, clean_metadata, guarded
 
 def is_native(head: bytes) -> bool:

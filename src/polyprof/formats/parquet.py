@@ -33,7 +33,7 @@ from ..errors import TraceFormatError
 from ..trace.builder import TraceBuilder
 from ..trace.core import COUNTER_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
-from .native_write import _header_json
+from ..trace.native_write import _header_json
 from .safety import check_events, clean_metadata, guarded
 
 MAGIC = b"PAR1"

@@ -155,7 +155,7 @@ def _is_memory_timeline(head: bytes, path: Path) -> bool:
 FORMATS: tuple[Format, ...] = (
     Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
            reader="polyprof.formats.native:load", sniff=_is_zip,
-           writer="polyprof.formats.native_write:save", suffixes=(".polyprof",)),
+           writer="polyprof.trace.native_write:save", suffixes=(".polyprof",)),
     Format("rocpd", "rocpd SQLite database, as rocprofv3 writes it (rocprofiler-sdk)",
            reader="polyprof.formats.rocpd:load", sniff=_is_rocpd),
     Format("nsys", "Nsight Systems SQLite export (nsys export --type sqlite)",

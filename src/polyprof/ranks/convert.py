@@ -18,8 +18,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..formats.detect import detect
+from ..store import writer
+from ..store.rankfiles import CHUNK_ROWS, write_rank
+from ..store.rankstream import RankStream
 from . import executor as executors
-
 from .sources import RankEntry, _named, load_rank
 
 if TYPE_CHECKING:
@@ -32,9 +35,6 @@ def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str 
             jobs: int | None = None, chunk_rows: int | None = None, overwrite: bool = False) -> Path:
     """Write the ranks of ``ts`` as the store ``output``; returns its path. ``jobs``:
     ranks converted at once (default 1: one rank in memory at a time)."""
-    from ..store import writer
-    from ..store.rankfiles import CHUNK_ROWS
-
     root = Path(output)
     rows = chunk_rows or CHUNK_ROWS
     writer.prepare(root, overwrite)
@@ -55,12 +55,8 @@ def convert_rank(entry: "RankEntry", part: str, chunk_rows: int) -> dict[str, An
     default, formats/kineto/chunks.py) in a row group each (memory: a chunk); other
     inputs, and JSON the chunked reader cannot stream, are read whole and written in row
     groups of ``chunk_rows`` (0: store.rankfiles.CHUNK_ROWS)."""
-    from ..store.rankfiles import CHUNK_ROWS, write_rank
-
     fmt = "trace"
     if entry.path is not None:
-        from ..formats.detect import detect
-
         fmt = detect(entry.path)
         if fmt in STREAMED:
             info = _convert_streamed(entry, Path(part), chunk_rows)
@@ -83,7 +79,6 @@ def _convert_streamed(entry: "RankEntry", part: Path, chunk_rows: int) -> dict[s
     """One Kineto / Chrome JSON rank streamed into ``part``; None where the file needs the
     whole-file reader (said in the log)."""
     from ..formats.kineto.chunks import CHUNK_EVENTS, Unsupported, read_chunks  # the reader, pyarrow: in the task
-    from ..store.rankstream import RankStream
 
     assert entry.path is not None
     out = RankStream(part)

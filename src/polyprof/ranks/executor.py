@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import PolyprofError
+from ..progress import TaskBar
 
 log = logging.getLogger("polyprof")
 
@@ -259,8 +260,6 @@ def _progress(futures: dict[cf.Future, int], label: str | None, single: bool = F
     if label is None:
         yield from cf.as_completed(futures)
         return
-    from ..progress import TaskBar
-
     with TaskBar(len(futures), label, single) as bar:
         for f in cf.as_completed(futures):
             bar.advance()

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..analyze.findings import Finding
 from ..analyze.frames import column
+from ..analyze.registry import ANALYSES, PER_EVENT, Tables
 from ..analyze.window import AUTO, label, selection, view
 from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
@@ -47,8 +48,7 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
     ``tables`` (names in ``analyze.registry.ANALYSES``) only those, and no findings. The
     collectives are all of the rank's (alignment uses every one), marked ``in_window``
     for the ones the window holds (stragglers and statistics)."""
-    from ..analyze.registry import ANALYSES, Tables
-    from ..report.tables import Report, build
+    from ..report.tables import Report, build  # in the worker that runs a rank, not the parent that gathers
 
     if tables is None:
         rep = build(trace, window)
@@ -70,8 +70,6 @@ def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
     """What a job gathers of a rank's tables: all but those with a row per event
     (``analyze.registry.PER_EVENT``: the launch table, most of a summary's rows), which
     stay with the rank."""
-    from ..analyze.registry import PER_EVENT
-
     return {name: t for name, t in tables.items() if name not in PER_EVENT}
 
 

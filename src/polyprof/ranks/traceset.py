@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ..errors import PolyprofError
 from ..progress import TaskBar
 from ..trace.core import Trace
+from ..trace.merge import merge
 from . import executor as executors
 from .sources import RankEntry, assign_ranks, load_rank, resolve
 
@@ -93,6 +94,7 @@ class TraceSet:
 
     def table(self, fn: Callable[[Trace], Any], executor: Executor | str | None = None) -> Any:
         """``fn``'s table for every rank, as one table with a ``rank`` column first."""
+        # analyze/ only for the methods that analyse: load_ranks and convert do not import it
         from .stack import with_rank
 
         return with_rank(self.map(fn, executor))
@@ -105,8 +107,9 @@ class TraceSet:
         ``analyze.window.Window``), with alignment, collectives and stragglers: a
         :class:`polyprof.ranks.report.JobReport`."""
         self.prefetch(executor)  # while the analyses import
+        # analyze/ imported after the read-ahead above has started, so the two overlap
         from .report import RankInfo, job_report
-        from .result import rank_summary
+        from .result import rank_summary  # the same
 
         fn = partial(rank_summary, tables=None if tables is None else tuple(tables), window=window)
         results = self.map(fn, executor, progress=progress, jobs=jobs)
@@ -118,18 +121,18 @@ class TraceSet:
         """Write the ranks as a store at ``output`` (store/; one rank per task, each
         written where it is loaded); returns its path. ``polyprof.load_ranks(output)``
         gives back these ranks, numbered and labelled as here."""
-        from .convert import convert
+        from .convert import convert  # the store's writer (pyarrow) only when converting
 
         return convert(self, output, executor, jobs=jobs, chunk_rows=chunk_rows, overwrite=overwrite)
 
     def merged(self, executor: Executor | str | None = None) -> Trace:
         """Every rank in one Trace, each rank's times moved onto the reference rank's
         clock by the alignment (memory: the whole job; for big jobs use per-rank work)."""
-        from ..trace import clock
-        from ..trace.merge import merge
+        from ..trace import clock  # the clock service only for a merge: loading ranks does not import it
+        # analyze/ only for the methods that analyse, as above
         from .align import align_ranks
-        from .collectives import collective_table
-        from .result import anchor_of
+        from .collectives import collective_table  # the same
+        from .result import anchor_of  # the same
 
         traces = []
         with TaskBar(len(self), "read ranks") as bar:

@@ -9,6 +9,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from ..errors import PolyprofError, TraceFormatError
+from ..formats.safety import duckdb_sandbox
 from ..trace.core import Trace
 from .manifest import read_manifest
 from .rankfiles import read_header, read_rank
@@ -91,8 +92,6 @@ class Store:
 
         con = self.connect(memory_limit)
         if not allow_external:
-            from ..formats.safety import duckdb_sandbox
-
             duckdb_sandbox(con, paths=[self.path(r) / f"{t}.parquet" for r in self.ranks
                                        for t in ("events", "flows", "counters")],
                            directories=[self.root / ".duckdb-spill"])

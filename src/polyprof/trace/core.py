@@ -244,7 +244,7 @@ class Trace:
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
         """Write the native ``.polyprof`` file (lossless)."""
-        from ..formats.native_write import save  # upward: the one listed exception (tests/test_layers.py)
+        from .native_write import save  # the Arrow IPC writer only when a trace is saved, not on a load
 
         return save(self, path)
 

@@ -33,6 +33,7 @@ from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spa
 from ..formats.xspace import names as N
 from ..outfile import write_file
 from ..formats.xspace.encode import encode_events
+from ..formats.xspace.wire import pb
 from .xprof_costs import METADATA_PLANE, device_caps, device_costs, write_hlo_module
 from .xspace_plane import PlaneWriter, set_value
 from .xspace_stats import WrittenStats
@@ -58,8 +59,6 @@ class _Plan:
 def to_space(trace: Trace, hostname: str | None = None, compiled: bool = True) -> Any:
     """The XSpace message for ``trace`` (see the module docstring for what goes where);
     ``compiled=False`` encodes events through protobuf's messages (the reference)."""
-    from ..formats.xspace.wire import pb
-
     space = pb().XSpace()
     host = hostname or _hostname(trace)
     if host:

@@ -16,6 +16,7 @@ import numpy as np
 from ..trace.core import Trace
 from .xprof_costs import device_costs, plane_columns
 from .xprof_stats import xprof_columns
+from .xspace_plane import json_text
 from ..formats.xspace import names as N
 
 _FIELD_KIND = {"double_value": 1, "uint64_value": 2, "int64_value": 3, "str_value": 4, "bytes_value": 5, "ref": 6}
@@ -144,8 +145,6 @@ def value_parts(values: Any, kind: str, field: str | None) -> tuple[np.ndarray, 
 
 def _by_value(vals: list[Any], kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Kind codes and values one by one: the rules of ``xspace_plane.set_value``."""
-    from .xspace_plane import json_text
-
     n = len(vals)
     codes = np.zeros(n, np.uint8)
     ints, dbls = np.zeros(n, np.int64), np.zeros(n, np.float64)

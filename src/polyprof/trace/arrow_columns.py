@@ -4,8 +4,8 @@ An Arrow array of the types polyprof writes is a few buffers (the Arrow columnar
 format): a validity bitmap (absent when nothing is null), then the values
 (fixed-width types: the values themselves; booleans: a bitmap; strings and binary:
 offsets, then the bytes). :class:`Column` holds those buffers; :func:`column` makes
-one from values. Both writers take these: ``formats/arrow_write.py`` (Arrow IPC in
-Python, no pyarrow) and ``formats/arrow_arrays.py`` (``pa.Array.from_buffers``, for
+one from values. Both writers take these: ``trace/arrow_write.py`` (Arrow IPC in
+Python, no pyarrow) and ``trace/arrow_arrays.py`` (``pa.Array.from_buffers``, for
 the pyarrow writer), so the two write the same arrays.
 """
 

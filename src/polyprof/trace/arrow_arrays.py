@@ -2,7 +2,7 @@
 
 ``pyarrow.array`` imports pandas on its first call (to ask whether the input is a
 pandas object): time and memory that writing a trace would pay just for that.
-These build the same arrays from their buffers (``formats/arrow_columns.py``, then
+These build the same arrays from their buffers (``trace/arrow_columns.py``, then
 ``pa.Array.from_buffers``), which does not; anything else falls back to
 ``pyarrow.array``. Tested against ``pyarrow.array`` (tests/test_arrow_arrays.py).
 """
