@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
@@ -75,24 +76,14 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
     src = np.zeros(n, np.int8)
     if not n:
         return Costs(flops, nbytes, prec, src)
-    found = trace.stats.lookup_rows([keys.FLOPS, XLA_BYTES, INPUT_DIMS, INPUT_TYPE, CONCRETE], rows)
-    if estimate and INPUT_DIMS in found and np.any(found[INPUT_DIMS][0]):  # a column with no row here: nothing
-        has, dims = found[INPUT_DIMS]
-        at = np.flatnonzero(has)
-        types = _text_at(found.get(INPUT_TYPE), at, n)
-        conc = _text_at(found.get(CONCRETE), at, n)
-        names = trace.events["name"][rows[at]].astype(np.int64)
-        codes = [factorize(np.asarray(c, object))[0].astype(np.int64) for c in (dims, types, conc)]
-        key = reduce(lambda a, b: a * (int(b.max()) + 1) + b, codes, names)
-        uniq, inv = unique_inverse(key)
-        first = np.zeros(len(uniq), np.int64)
-        first[inv[::-1]] = np.arange(len(inv))[::-1]  # the first row of each distinct key
-        est = [estimate_one(trace.strings[int(names[i])], dims[i], types[i], conc[i]) for i in first]
-        f = np.array([e[0] for e in est], np.float64)
-        b = np.array([e[1] for e in est], np.float64)
-        p = np.array([e[2] for e in est], object)
-        flops[at], nbytes[at], prec[at] = f[inv], b[inv], p[inv]
-        src[at[~np.isnan(flops[at])]] = SHAPES
+    found = trace.stats.lookup_rows([keys.FLOPS, XLA_BYTES], rows)
+    # shapes are read only for the ops a rule covers: the args of every other op stay
+    # undecoded (most of a trace's ops, and most of the cost of reading them)
+    covered = np.flatnonzero(_covered(trace, rows)) if estimate else np.zeros(0, np.int64)
+    if len(covered):
+        f, b, p = _shape_estimates(trace, rows[covered])
+        flops[covered], nbytes[covered], prec[covered] = f, b, p
+        src[covered[~np.isnan(f)]] = SHAPES
     _counters(trace, rows, flops, prec, src)
     for stat, out in ((keys.FLOPS, flops), (XLA_BYTES, nbytes)):
         if stat in found:
@@ -131,6 +122,60 @@ def _counters(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.ndarra
     names = np.array(list(per), object)
     prec[at] = np.where(total[at] > 0, names[np.argmax(np.stack([per[p][at] for p in per]), axis=0)], "")
     src[at] = COUNTERS
+
+
+def _shape_estimates(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flops, bytes, precision) from the shapes of ``rows`` (ascending; NaN, NaN, "" where
+    none), each row estimated once per trace: op_efficiency, the kernels' costs and
+    kernel_efficiency ask for the same ops, whose args are decoded once."""
+    done: dict[str, np.ndarray] = cache.memo(trace, "shape_estimates", lambda t: {
+        "rows": np.zeros(0, np.int64), "flops": np.zeros(0), "bytes": np.zeros(0), "prec": np.zeros(0, object)})
+    pos = np.searchsorted(done["rows"], rows)
+    have = pos < len(done["rows"])
+    have[have] = done["rows"][pos[have]] == rows[have]
+    new = rows[~have]
+    if len(new):
+        f, b, p = _estimate_rows(trace, new)
+        merged = np.concatenate([done["rows"], new])
+        order = np.argsort(merged, kind="stable")
+        done["rows"] = merged[order]
+        for k, v in (("flops", f), ("bytes", b), ("prec", p)):
+            done[k] = np.concatenate([done[k], v])[order]
+        pos = np.searchsorted(done["rows"], rows)
+    return done["flops"][pos], done["bytes"][pos], done["prec"][pos]
+
+
+def _estimate_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_shape_estimates` for rows not estimated yet: each distinct (name, dims,
+    types, concrete inputs) estimated once."""
+    n = len(rows)
+    flops, nbytes, prec = np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", object)
+    shapes = trace.stats.lookup_rows([INPUT_DIMS, INPUT_TYPE, CONCRETE], rows)
+    if INPUT_DIMS not in shapes or not np.any(shapes[INPUT_DIMS][0]):  # a column with no row here: nothing
+        return flops, nbytes, prec
+    has, dims = shapes[INPUT_DIMS]
+    at = np.flatnonzero(has)
+    types = _text_at(shapes.get(INPUT_TYPE), at, n)
+    conc = _text_at(shapes.get(CONCRETE), at, n)
+    names = trace.events["name"][rows[at]].astype(np.int64)
+    codes = [factorize(np.asarray(c, object))[0].astype(np.int64) for c in (dims, types, conc)]
+    key = reduce(lambda a, b: a * (int(b.max()) + 1) + b, codes, names)
+    uniq, inv = unique_inverse(key)
+    first = np.zeros(len(uniq), np.int64)
+    first[inv[::-1]] = np.arange(len(inv))[::-1]  # the first row of each distinct key
+    est = [estimate_one(trace.strings[int(names[i])], dims[i], types[i], conc[i]) for i in first]
+    flops[at] = np.array([e[0] for e in est], np.float64)[inv]
+    nbytes[at] = np.array([e[1] for e in est], np.float64)[inv]
+    prec[at] = np.array([e[2] for e in est], object)[inv]
+    return flops, nbytes, prec
+
+
+def _covered(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` name an op a rule of :func:`estimate_one` covers (once per name)."""
+    codes, inv = unique_inverse(np.asarray(trace.events["name"][rows], np.int64))
+    ok = np.fromiter((_rule(trace.strings[int(c)].rsplit("::", 1)[-1].split(".", 1)[0]) is not None
+                      for c in codes.tolist()), bool, len(codes))
+    return ok[inv]
 
 
 def _text_at(col: tuple[np.ndarray, np.ndarray] | None, at: np.ndarray, n: int) -> np.ndarray:
