@@ -13,6 +13,13 @@
  * w[e] + bwd[dst[e]] over its outgoing edges, at least 0. Exactly the Python loops of
  * longest_path.py (`_passes_python`), which tests/test_critical_path.py holds this to.
  * Indices out of range raise ValueError before anything is written.
+ *
+ *   kahn(pos, o_ptr, out_dst, indeg, order) -> count
+ *
+ * Kahn's walk (longest_path.py's `_kahn`): ready nodes taken in ascending `pos` (n, a
+ * permutation of 0..n-1); o_ptr (n + 1) and out_dst (m) each node's successors; indeg
+ * (n) is consumed; order (n) receives the nodes; returns how many were placed (fewer
+ * than n: a cycle).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -130,8 +137,83 @@ done:
     Py_RETURN_NONE;
 }
 
+/* a binary min-heap of node ids keyed by pos */
+static void heap_push(int64_t *h, Py_ssize_t *len, int64_t v, const int64_t *pos) {
+    Py_ssize_t i = (*len)++;
+    while (i > 0) {
+        Py_ssize_t up = (i - 1) / 2;
+        if (pos[h[up]] <= pos[v]) break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = v;
+}
+
+static int64_t heap_pop(int64_t *h, Py_ssize_t *len, const int64_t *pos) {
+    int64_t top = h[0], v = h[--(*len)];
+    Py_ssize_t i = 0, n = *len;
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        int64_t mv = v;
+        if (l < n && pos[h[l]] < pos[mv]) { m = l; mv = h[l]; }
+        if (r < n && pos[h[r]] < pos[mv]) { m = r; mv = h[r]; }
+        if (m == i) break;
+        h[i] = h[m];
+        i = m;
+    }
+    if (n > 0) h[i] = v;
+    return top;
+}
+
+static PyObject *kahn(PyObject *self, PyObject *args) {
+    PyObject *o[5];
+    static const char *names[5] = {"pos", "o_ptr", "out_dst", "indeg", "order"};
+    if (!PyArg_UnpackTuple(args, "kahn", 5, 5, &o[0], &o[1], &o[2], &o[3], &o[4]))
+        return NULL;
+    Col c[5];
+    int got = 0, ok = 0;
+    Py_ssize_t placed = 0;
+    int64_t *heap = NULL;
+    for (; got < 5; got++)
+        if (get(o[got], &c[got], got >= 3, names[got]) < 0) goto done;
+    Py_ssize_t n = c[0].n, m = c[2].n;
+    if (c[1].n != n + 1 || c[3].n != n || c[4].n != n) {
+        PyErr_SetString(PyExc_ValueError, "kahn: lengths disagree (n nodes, m edges)");
+        goto done;
+    }
+    if (in_range(&c[0], n, 0, "pos") < 0 || in_range(&c[2], n, 0, "out_dst") < 0 ||
+        (n && pointers(&c[1], m, "o_ptr") < 0))
+        goto done;
+    heap = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (heap == NULL) { PyErr_NoMemory(); goto done; }
+    {
+        const int64_t *pos = c[0].p, *o_ptr = c[1].p, *out_dst = c[2].p;
+        int64_t *indeg = c[3].p, *order = c[4].p;
+        Py_ssize_t len = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t v = 0; v < n; v++)
+            if (indeg[v] == 0) heap_push(heap, &len, v, pos);
+        while (len > 0 && placed < n) {
+            int64_t v = heap_pop(heap, &len, pos);
+            order[placed++] = v;
+            for (int64_t j = o_ptr[v]; j < o_ptr[v + 1]; j++) {
+                int64_t d = out_dst[j];
+                if (--indeg[d] == 0) heap_push(heap, &len, d, pos);
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    ok = 1;
+done:
+    PyMem_Free(heap);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&c[i].b);
+    if (!ok) return NULL;
+    return PyLong_FromSsize_t(placed);
+}
+
 static PyMethodDef methods[] = {
     {"passes", passes, METH_VARARGS, "The forward and backward passes of the longest path (see the module's source)."},
+    {"kahn", kahn, METH_VARARGS, "Kahn's walk in pos order (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 

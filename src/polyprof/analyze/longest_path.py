@@ -57,12 +57,25 @@ def topological_order(g: DepGraph) -> np.ndarray:
     return _kahn(g, pos)
 
 
-def _kahn(g: DepGraph, pos: np.ndarray) -> np.ndarray:
+def _kahn(g: DepGraph, pos: np.ndarray, compiled: bool = True) -> np.ndarray:
     """Kahn's walk, taking ready nodes in ``pos`` order (used only where time order and the
-    edges disagree: clock skew or ties the time order misplaces)."""
+    edges disagree: clock skew or ties the time order misplaces); in C where ``_longest``
+    is built and ``compiled``, else the Python loop below (the same order)."""
     import heapq
 
     n = g.n_nodes
+    if _longest is not None and compiled:
+        o = np.argsort(g.src, kind="stable")
+        o_ptr = np.searchsorted(g.src[o], np.arange(n + 1)).astype(np.int64)
+        indeg_a = np.bincount(g.dst, minlength=n).astype(np.int64)
+        out = np.empty(n, np.int64)
+        placed = _longest.kahn(np.ascontiguousarray(pos, np.int64), o_ptr,
+                               np.ascontiguousarray(g.dst[o], np.int64), indeg_a, out)
+        if placed != n:
+            raise PolyprofError("the dependency graph has a cycle (events overlapping on a thread or stream)")
+        log.debug("critical path: %d edges against time order; nodes taken in Kahn's order",
+                  int((pos[g.src] >= pos[g.dst]).sum()))
+        return out
     indeg = np.bincount(g.dst, minlength=n).tolist()
     o = np.argsort(g.src, kind="stable")
     ptr = np.searchsorted(g.src[o], np.arange(n + 1)).tolist()
