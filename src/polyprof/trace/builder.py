@@ -224,7 +224,7 @@ class TraceBuilder:
         for key, (rows, vals) in self._stat_small.items():
             self._stat_parts.setdefault(key, []).append((np.asarray(rows, np.int64), as_values(vals)))
         self._stat_small = {}
-        merged = {k: merge_columns(self._stat_parts.pop(k)) for k in list(self._stat_parts)}
+        merged = {k: merge_columns(self._stat_parts.pop(k), consume=True) for k in list(self._stat_parts)}
         self._stat_parts = {k: [(c.rows, c.values)] for k, c in merged.items()}
         stats = StatTable(merged)
         stats.adopt(self._stat_deferred)

@@ -389,9 +389,14 @@ def _to_text(v: Any) -> str:
     return str(v)
 
 
-def merge_columns(parts: list[tuple[np.ndarray, np.ndarray]]) -> StatColumn:
-    """One column from (rows, values) parts; numeric kinds widen, anything else -> str."""
+def merge_columns(parts: list[tuple[np.ndarray, np.ndarray]], consume: bool = False) -> StatColumn:
+    """One column from (rows, values) parts; numeric kinds widen, anything else -> str.
+    ``consume``: ``parts`` is emptied, so each part is freed once copied (a builder's
+    parts, never used again: its peak is then about one column, not two)."""
+    given = parts
     parts = [(np.asarray(r, dtype=np.int64), as_values(v)) for r, v in parts if len(r)]
+    if consume:
+        given.clear()
     if not parts:
         return StatColumn(np.zeros(0, np.int64), np.zeros(0, np.int64))
     kinds = {v.dtype.kind if v.dtype.kind in "iuf" else "O" for _, v in parts}
@@ -402,8 +407,11 @@ def merge_columns(parts: list[tuple[np.ndarray, np.ndarray]]) -> StatColumn:
     elif "f" in kinds:
         parts = [(r, v.astype(np.float64)) for r, v in parts]
     rows = np.concatenate([r for r, _ in parts])
-    values = np.concatenate([v for _, v in parts])
-    if len(rows) > 1 and np.any(np.diff(rows) <= 0):
+    vals = [v for _, v in parts]
+    del parts  # the parts' rows are freed here (when consumed), before the values are joined
+    values = np.concatenate(vals)
+    del vals
+    if len(rows) > 1 and bool((rows[1:] <= rows[:-1]).any()):
         order = np.argsort(rows, kind="stable")
         rows, values = rows[order], values[order]
         keep = np.ones(len(rows), bool)
