@@ -380,6 +380,11 @@ def test_growth_hook_runs_on_the_recording_thread_and_a_bad_one_turns_off(rec):
                 pass
         assert [n for n, _ in calls] == [5, 15, 25]
         assert {t for _, t in calls} == {threading.get_ident()}
+        for _ in range(10):  # begin()/end() sections are looked at as well
+            b = polyprof.section("g")
+            b.begin()
+            b.end()
+        assert [n for n, _ in calls] == [5, 15, 25, 35]
 
         def bad() -> int:
             raise RuntimeError("hook broke")
@@ -388,10 +393,10 @@ def test_growth_hook_runs_on_the_recording_thread_and_a_bad_one_turns_off(rec):
         for _ in range(5):
             with polyprof.section("g"):
                 pass
-        assert len(named(rec, "g")) == 35  # every section recorded, nothing raised
+        assert len(named(rec, "g")) == 45  # every section recorded, nothing raised
         recorder.set_growth(hook, len(rec.sections) + 1)  # a new hook after a bad one works
         with polyprof.section("g"):
             pass
-        assert calls[-1][0] == 36
+        assert calls[-1][0] == 46
     finally:
         recorder.set_growth(None, 0)

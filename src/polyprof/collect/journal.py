@@ -161,29 +161,30 @@ class JournalWriter:
         that is not in a burst only pays the look. Returns when to look again."""
         if self._in_child or self._file.closed:
             return -1  # the hook turns itself off
-        r = self.recorder
-        with r.trim_lock:
-            p0 = self._index()
-            oldest = r.sections[p0][2] if p0 < len(r.sections) else None
-        if oldest is not None:
-            from .clock import now_ns  # the sections' clock
+        lag = self._lag_ns()
+        if lag is not None and lag > CATCH_UP_NS:
+            self.flush()
+        return len(self.recorder.sections) + GROWTH_CHECK
 
-            if now_ns() - oldest > CATCH_UP_NS:
-                self.flush()
-        return len(r.sections) + GROWTH_CHECK
+    def _lag_ns(self) -> int | None:
+        """How long ago the oldest section not yet on disk ended (None: none waits)."""
+        with self.recorder.trim_lock:
+            secs, p0 = self.recorder.sections, self._index()
+            oldest = secs[p0][2] if p0 < len(secs) else None
+        if oldest is None:
+            return None
+        from .clock import now_ns  # the sections' clock
+
+        return now_ns() - oldest
 
     def flush(self) -> None:
         with self._lock:
             if self._file.closed:
                 return
             self.recorder.trim()
-            with self.recorder.trim_lock:
-                secs, p0 = self.recorder.sections, self._index()
-                oldest = secs[p0][2] if p0 < len(secs) else None
-            if oldest is not None:  # the oldest section not yet on disk: how far behind we are
-                from .clock import now_ns  # the writer thread's clock, read when it starts
-
-                self.max_lag_ns = max(self.max_lag_ns, now_ns() - oldest)
+            lag = self._lag_ns()  # how far behind we are
+            if lag is not None:
+                self.max_lag_ns = max(self.max_lag_ns, lag)
             for batch in self._new_batches():  # each on disk as soon as it is built
                 self._writer.write_batch(batch)
             self.behind = max(len(self.recorder.sections) - self._index(), 0)

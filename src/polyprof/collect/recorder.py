@@ -261,6 +261,7 @@ class PySection:
                 t0 = self._t0
                 self._app = None
                 app((self.name, t0, t1, self.stats or None, tid))
+                # self._recorded(), inlined: the common path makes no further call
                 if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
                     _grown()
                 if _listeners:
@@ -292,10 +293,7 @@ class PySection:
                 if not stack:
                     del more[key]  # only this thread adds or removes its key
                 app((self.name, t0, t1, self.stats or None, tid))
-                if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
-                    _grown()
-                if _listeners:
-                    self._notify(False)
+                self._recorded()
                 return
         held = self._app
         if held is None or (self._tid != tid and not loose):
@@ -303,6 +301,13 @@ class PySection:
         t0, otid = self._t0, self._tid
         self._app = None  # take the slot: no call since reading it
         held((self.name, t0, t1, self.stats or None, otid))
+        self._recorded()
+
+    def _recorded(self) -> None:
+        """After a section is appended: the growth hook's look (as the compiled
+        section's ``record``), then the listeners."""
+        if _grow is not None and _recorder is not None and len(_recorder.sections) >= _grow_at:
+            _grown()
         if _listeners:
             self._notify(False)
 
