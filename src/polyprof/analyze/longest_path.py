@@ -60,28 +60,28 @@ def topological_order(g: DepGraph) -> np.ndarray:
 def _kahn(g: DepGraph, pos: np.ndarray, compiled: bool = True) -> np.ndarray:
     """Kahn's walk, taking ready nodes in ``pos`` order (used only where time order and the
     edges disagree: clock skew or ties the time order misplaces); in C where ``_longest``
-    is built and ``compiled``, else the Python loop below (the same order)."""
+    is built and ``compiled``, else in Python (the same order)."""
+    n = g.n_nodes
+    o = np.argsort(g.src, kind="stable")
+    ptr = np.searchsorted(g.src[o], np.arange(n + 1)).astype(np.int64)
+    out_dst = np.ascontiguousarray(g.dst[o], np.int64)
+    indeg = np.bincount(g.dst, minlength=n).astype(np.int64)
+    if _longest is not None and compiled:
+        order = np.empty(n, np.int64)
+        order = order[:_longest.kahn(np.ascontiguousarray(pos, np.int64), ptr, out_dst, indeg, order)]
+    else:
+        order = _kahn_python(pos.tolist(), ptr.tolist(), out_dst.tolist(), indeg.tolist())
+    if len(order) != n:
+        raise PolyprofError("the dependency graph has a cycle (events overlapping on a thread or stream)")
+    log.debug("critical path: %d edges against time order; nodes taken in Kahn's order", int((pos[g.src] >= pos[g.dst]).sum()))
+    return order
+
+
+def _kahn_python(p: list[int], ptr: list[int], out_dst: list[int], indeg: list[int]) -> np.ndarray:
+    """``_longest.kahn`` in Python: the nodes placed, in order (fewer than all: a cycle)."""
     import heapq
 
-    n = g.n_nodes
-    if _longest is not None and compiled:
-        o = np.argsort(g.src, kind="stable")
-        o_ptr = np.searchsorted(g.src[o], np.arange(n + 1)).astype(np.int64)
-        indeg_a = np.bincount(g.dst, minlength=n).astype(np.int64)
-        out = np.empty(n, np.int64)
-        placed = _longest.kahn(np.ascontiguousarray(pos, np.int64), o_ptr,
-                               np.ascontiguousarray(g.dst[o], np.int64), indeg_a, out)
-        if placed != n:
-            raise PolyprofError("the dependency graph has a cycle (events overlapping on a thread or stream)")
-        log.debug("critical path: %d edges against time order; nodes taken in Kahn's order",
-                  int((pos[g.src] >= pos[g.dst]).sum()))
-        return out
-    indeg = np.bincount(g.dst, minlength=n).tolist()
-    o = np.argsort(g.src, kind="stable")
-    ptr = np.searchsorted(g.src[o], np.arange(n + 1)).tolist()
-    out_dst = g.dst[o].tolist()
-    p = pos.tolist()
-    heap = [(p[v], v) for v in range(n) if indeg[v] == 0]
+    heap = [(p[v], v) for v in range(len(indeg)) if indeg[v] == 0]
     heapq.heapify(heap)
     order = []
     while heap:
@@ -91,9 +91,6 @@ def _kahn(g: DepGraph, pos: np.ndarray, compiled: bool = True) -> np.ndarray:
             indeg[d] -= 1
             if indeg[d] == 0:
                 heapq.heappush(heap, (p[d], d))
-    if len(order) != n:
-        raise PolyprofError("the dependency graph has a cycle (events overlapping on a thread or stream)")
-    log.debug("critical path: %d edges against time order; nodes taken in Kahn's order", int((pos[g.src] >= pos[g.dst]).sum()))
     return np.asarray(order, np.int64)
 
 
