@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..derive import cache
+from ..derive.intervals import union
 from ..trace.core import Trace
 from ..trace import metadata_keys as mkeys
 from ..trace import keys
@@ -209,12 +210,5 @@ def merged(start: np.ndarray, end: np.ndarray) -> tuple[int, int, int]:
     """(first start, last end, busy time) of intervals merged as HTA merges kernels."""
     if not len(start):
         return 0, 0, 0
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    opens = np.ones(len(s), bool)
-    opens[1:] = s[1:] > reach[:-1]
-    at = np.flatnonzero(opens)
-    gs = np.minimum.reduceat(s, at)
-    ge = np.maximum.reduceat(e, at)
+    gs, ge = union(start, end)
     return int(gs[0]), int(ge[-1]), int(ge.sum() - gs.sum())
