@@ -18,6 +18,8 @@ import struct
 import tempfile
 from pathlib import Path
 
+from sqlite_craft import varint  # tests/ is on the path (pytest, scripts/fuzz*.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 NSYS = ROOT / "tests" / "data" / "nsys" / "saxpy_2022.sqlite"
 
@@ -143,7 +145,7 @@ def _page_op(b: bytearray, rnd: random.Random, ps: int, usable: int, pages: list
         r = rnd.random()
         if r < 0.25:  # the payload size or the rowid varint
             at = cell if rnd.random() < 0.6 else cell + k1
-            v = rnd.choice(VARINTS + [_enc(size + rnd.choice([1, 7, 100, usable, 10**6, 2**31]))])
+            v = rnd.choice(VARINTS + [varint(size + rnd.choice([1, 7, 100, usable, 10**6, 2**31]))])
             b[at:at + len(v)] = v
         elif r < 0.5:  # the record header's size
             v = rnd.choice(VARINTS)
@@ -152,7 +154,7 @@ def _page_op(b: bytearray, rnd: random.Random, ps: int, usable: int, pages: list
             hsize, k = _varint(b, rec)
             if hsize > k:
                 at = rec + k + rnd.randrange(max(1, min(hsize - k, 40)))
-                v = rnd.choice(VARINTS + [_enc(t) for t in (7, 8, 9, 10, 11, 12, 13, 2**31 + 13, 2**62, 2**63 + 1)])
+                v = rnd.choice(VARINTS + [varint(t) for t in (7, 8, 9, 10, 11, 12, 13, 2**31 + 13, 2**62, 2**63 + 1)])
                 b[at:at + len(v)] = v
         else:  # the overflow pointer, where the payload spills
             x = usable - 35
@@ -163,24 +165,6 @@ def _page_op(b: bytearray, rnd: random.Random, ps: int, usable: int, pages: list
                 at = rec + local
                 b[at:at + 4] = struct.pack(">I", rnd.choice([0, 1, start // ps + 1, npages, npages + 1, 2**32 - 1,
                                                              rnd.randrange(1, npages + 1)]))
-
-
-def _enc(v: int) -> bytes:
-    """An SQLite varint."""
-    v &= 2**64 - 1
-    if v > 0x00FFFFFFFFFFFFFF:
-        out = [v & 0xFF]
-        v >>= 8
-        for _ in range(8):
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        return bytes(reversed(out))
-    out = [v & 0x7F]
-    v >>= 7
-    while v:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    return bytes(reversed(out))
 
 
 def _header_op(b: bytearray, rnd: random.Random) -> None:
