@@ -14,9 +14,12 @@ Runs, each as its own process, as users run them:
 3. the clock bound of the cupti plugin's CUPTI -> session clock fit;
 4. collection cost per kernel: a launch-bound loop of tiny kernels, plain / under
    polyprof (cupti) / under torch.profiler, alternated, ``--repeats`` times each; cost
-   per kernel = (time profiled - time plain) / kernels; min and median.
+   per kernel = (time profiled - time plain) / kernels; min and median;
+5. the default session (``polyprof run`` with no ``--plugins``) on the workload, plain
+   and with torch.profiler started by the script itself: the cupti plugin is chosen
+   (or defers to Kineto) and every kernel appears once (count equal to torch.profiler's).
 
-Exit status 1 when a check fails. Nothing here has run on a GPU yet (docs/benchmarks.md).
+Exit status 1 when a check fails; ``--out FILE`` also writes the table there.
 """
 
 from __future__ import annotations
@@ -95,7 +98,10 @@ TINY = textwrap.dedent('''
 
 
 def run(args: list[str], env: dict[str, str] | None = None) -> str:
-    r = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
+    merged = {**os.environ, **(env or {})}
+    if env and "PYTHONPATH" in env and os.environ.get("PYTHONPATH"):  # keep the caller's path after ours
+        merged["PYTHONPATH"] += os.pathsep + os.environ["PYTHONPATH"]
+    r = subprocess.run(args, capture_output=True, text=True, env=merged, timeout=600)
     if r.returncode != 0:
         raise SystemExit(f"failed: {' '.join(args)}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
     return r.stdout
@@ -133,14 +139,10 @@ def preflight() -> list[str]:
         if not torch.cuda.is_available():
             out.append("torch sees no CUDA device")
         from polyprof.plugins.cupti import CuptiPlugin
-        from polyprof.plugins.cupti import buffers
 
         avail = CuptiPlugin.availability()
         if not avail:
             out.append(f"the cupti plugin cannot run: {avail.reason}")
-        if buffers.IMPLEMENTATION != "c":
-            out.append("the C buffer sink is not built (python setup.py build_ext --inplace): "
-                       "the collection cost would be the fallback's")
     return out
 
 
@@ -148,6 +150,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--tiny", type=int, default=20000, help="kernels in the launch-bound loop")
+    ap.add_argument("--out", type=Path, help="also write the table (markdown) to this file")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     problems = preflight()
@@ -227,12 +230,34 @@ def main() -> int:
                      f"{min(per['torch']):.0f} / {statistics.median(per['torch']):.0f}",
                      f"{a.tiny} tiny kernels, {a.repeats} runs alternated, plain loop {base * 1e3:.1f} ms median"))
 
+        # 5. the default session: cupti chosen by itself, every kernel once (also with the
+        #    script's own torch.profiler, which holds CUPTI first)
+        n_torch = counts["torch"][0]
+        for mode in ("plain", "torch"):
+            out = tmp / f"default_{mode}.polyprof"
+            run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(out), str(wl), mode,
+                 str(tmp / "own.json")], env={"PYTHONPATH": str(ROOT / "src")})
+            t = polyprof.load(out)
+            n, _ = kernels(t)
+            md = t.metadata.get("cupti", {})
+            plugins = f"cupti ({md.get('records', 0)} records)" if md.get("records") else "torch.profiler"
+            same = n == n_torch
+            ok &= same
+            rows.append((f"default session, script {mode}: kernels", str(n), str(n_torch),
+                         f"recorded by {plugins}; {'once each' if same else 'COUNT DIFFERS'}"))
+
     import torch
 
-    print(f"device: {torch.cuda.get_device_name(0)}; load average {os.getloadavg()[0]:.1f}\n")
-    print("| check | polyprof (cupti) | torch.profiler | note |\n|---|---|---|---|")
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    from polyprof.plugins.cupti import buffers
+
+    head = (f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; buffer sink "
+            f"{buffers.IMPLEMENTATION}; load average {os.getloadavg()[0]:.1f}")
+    lines = [head, "", "| check | polyprof (cupti) | torch.profiler | note |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        a.out.write_text(text + "\n")
     print(json.dumps({"ok": ok}))
     return 0 if ok else 1
 
