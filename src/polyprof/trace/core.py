@@ -16,18 +16,14 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ..errors import TraceSchemaError
+from .assemble import Assembler
 from .categories import Kind, kinds_for_strings, refine_by_name
-from .model import Plane, Source, Track
+from .model import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Plane, Source, Track
 from .stats import StatColumn, StatTable
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
-
-EVENT_COLUMNS = {"track": np.int32, "name": np.int32, "category": np.int32,
-                 "start_ns": np.int64, "dur_ns": np.int64}
-FLOW_COLUMNS = {"src": np.int64, "dst": np.int64, "id": np.int64, "category": np.int32}
-COUNTER_COLUMNS = {"plane": np.int32, "name": np.int32, "ts_ns": np.int64, "value": np.float64}
 
 
 def _empty(spec: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -250,7 +246,6 @@ class Trace:
 
     def extend(self, other: "Trace") -> "Trace":
         """A new trace holding this one's data and ``other``'s (planes matched by
-        source and name; see :func:`polyprof.trace.merge.merge`)."""
-        from .merge import merge  # merge builds a Trace: a cycle at import time
-
-        return merge([self, other])
+        source and name; the one pass of :func:`polyprof.trace.merge.merge`, made into a
+        Trace here so that neither the builder nor merge is imported by this class)."""
+        return Trace(*Assembler().add_trace(self).add_trace(other).parts()).validate()

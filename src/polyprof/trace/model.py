@@ -9,6 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+#: the columns of a Trace's events, flows and counters, and their types
+EVENT_COLUMNS = {"track": np.int32, "name": np.int32, "category": np.int32,
+                 "start_ns": np.int64, "dur_ns": np.int64}
+FLOW_COLUMNS = {"src": np.int64, "dst": np.int64, "id": np.int64, "category": np.int32}
+COUNTER_COLUMNS = {"plane": np.int32, "name": np.int32, "ts_ns": np.int64, "value": np.float64}
+
 
 @dataclass
 class Source:
