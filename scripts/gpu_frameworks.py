@@ -128,10 +128,13 @@ def main() -> int:
         xplane = next((out / "jax_trace").rglob("*.xplane.pb"))
         (out / "jax_gpu.xplane.pb").write_bytes(xplane.read_bytes())
         n_jx, names_jx = device_kernels(out / "jax_gpu.xplane.pb")
-        good = n_pp > 0 and n_jx > 0 and names_pp == names_jx
+        # polyprof records the whole program (compilation, autotuning, the first step),
+        # JAX's trace the 6 steps: every kernel JAX saw must be among polyprof's
+        good = n_pp >= n_jx > 0 and names_jx <= names_pp
         ok &= good
-        rows.append(("JAX train step: kernels (polyprof cupti / JAX XSpace)", f"{n_pp} / {n_jx}",
-                     f"{len(names_pp)} / {len(names_jx)} distinct names, {'same names' if names_pp == names_jx else 'NAMES DIFFER'}"))
+        rows.append(("JAX: kernels (polyprof cupti, whole program / JAX XSpace, 6 steps)", f"{n_pp} / {n_jx}",
+                     f"{len(names_pp)} / {len(names_jx)} distinct names; JAX's "
+                     f"{'all among polyprof' if names_jx <= names_pp else 'NOT ALL FOUND: ' + str(names_jx - names_pp)}"))
         s = run([*pp, "summary", "--json", str(out / "jax_gpu.xplane.pb")])
         (out / "jax_gpu_summary.json").write_text(s.stdout)
         doc = json.loads(s.stdout or "{}")
