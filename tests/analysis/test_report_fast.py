@@ -18,6 +18,7 @@ import polyprof
 from polyprof.analyze.frames import column
 from polyprof.report import terminal
 from polyprof.report.tables import build
+from polyprof.report.textout import to_rich
 
 SMALL = ("triton_example", "cuda_event_sync_multistream", "mi250_rocm_minitoy", "a100_alexnet_small",
          "cpu_only_rank34", "a100_cupti_counters")
@@ -32,7 +33,8 @@ def _console(width: int, color: bool) -> tuple[Console, io.StringIO]:
 def _part_by_part(report, top: int, width: int, color: bool) -> str:
     """The summary as it was printed before: one ``console.print`` per part, cropped."""
     console, buf = _console(width, color)
-    terminal._parts(partial(console.print, emoji=False, highlight=False), report, top, console.width)
+    show = partial(console.print, emoji=False, highlight=False)
+    terminal._parts(lambda x: show(to_rich(x)), report, top, console.width)
     return buf.getvalue()
 
 

@@ -8,12 +8,12 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
-from rich.panel import Panel
+from rich.console import Console
 
 from ..analyze.frames import column, order_desc
 from ..analyze.table import Table
 from .terminal import _finding_lines, _short, _table, comm_tables, fmt_ns, fmt_pct
+from .textout import Boxed, to_rich
 
 if TYPE_CHECKING:
     from ..analyze.finding import Finding
@@ -57,7 +57,7 @@ def render_ranks(report: JobReport, top: int = 15, console: Console | None = Non
     if ov.get("window"):
         out(f"[bold]analysed window[/]: {ov['window']}")
     if report.findings:
-        out(Panel(Group(*_finding_lines(report.findings[:top])), title="Findings", title_align="left"))
+        out(to_rich(Boxed("Findings", tuple(_finding_lines(report.findings[:top])))))
     out(_table("Ranks side by side", T["rank_overview"], [
         # at 80 columns the file and the step count go first: the verdict is in the times and shares
         ("rank", "rank", i), ("file", "file", _short, 3), ("steps", "steps", i, 2),
@@ -81,7 +81,7 @@ def render_job(T: dict[str, Table], findings: list[Finding], top: int, console: 
     W = console.width
     i = lambda x: f"{int(x)}"  # noqa: E731
     if findings:
-        out(Panel(Group(*_finding_lines(findings[:top])), title="Findings for the job", title_align="left"))
+        out(to_rich(Boxed("Findings for the job", tuple(_finding_lines(findings[:top])))))
     out(_table("Clock alignment (onto the reference rank)", T["rank_alignment"], [
         ("rank", "rank", i), ("offset_ns", "offset", fmt_ns), ("bound_ns", "bound", _bound),
         ("method", "method", None), ("collectives", "matched", i), ("message", "note", _short, True)], 4 * top, W))

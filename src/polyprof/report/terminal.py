@@ -3,20 +3,9 @@
 from __future__ import annotations
 
 import sys
-from functools import partial
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
-from rich import box
-from rich.cells import cell_len, set_cell_size
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.markup import escape
-from rich.measure import Measurement
-from rich.padding import Padding
-from rich.panel import Panel
-from rich.segment import Segment
-from rich.style import Style
-from rich.text import Text
 
 from ..analyze.critical_path import on_path_totals
 from ..analyze.frames import column, labels, order_desc
@@ -26,9 +15,15 @@ from ..analyze.window import WindowArg
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
 from .tables import Report, build
+from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, one_cell,  # noqa: F401
+                      plain_terminal, representable, set_cell_size, to_rich)
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions
+    from rich.segment import Segment
 
 #: where each part of a summary goes, in order
-Out = Callable[[RenderableType], None]
+Out = Callable[[Item], None]
 
 
 
@@ -59,17 +54,6 @@ def _short(s: object, n: int = 70) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _cells(s: str) -> int:
-    """``rich.cells.cell_len(s)``: its length where every character is one printable
-    ASCII character or the ellipsis this module adds (rich measures a text with an
-    ellipsis character by character, loading its Unicode tables in a fresh
-    process)."""
-    if s.isascii() and s.isprintable():
-        return len(s)
-    t = s.replace("…", "")
-    return len(s) if t.isascii() and t.isprintable() else cell_len(s)
-
-
 #: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
 TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name", "device", "op", "section", "stack",
                 "state", "top_op", "bottom_op")
@@ -80,7 +64,7 @@ _TAIL_SHARES = (0.0, 0.4, 0.7, 1.0)
 
 def _last_cells(s: str, n: int) -> str:
     """The end of ``s`` that fits in ``n`` cells."""
-    if s.isascii() and s.isprintable():  # one cell a character (most kernel and op names)
+    if one_cell(s):  # one cell a character (most kernel and op names)
         return s[len(s) - n:] if 0 < n < len(s) else (s if n > 0 else "")
     out, used = [], 0
     for ch in reversed(s):
@@ -209,17 +193,13 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
                 [[cells[c][i] for c, _ in heads] for i in range(shown)])
 
 
-BOLD, ITALIC = Style(bold=True), Style(italic=True)
-
-
-class Grid:
+class Grid(Lines):
     """A boxed table whose column widths are already decided (by :func:`_table`).
 
-    Drawn line by line with rich's box characters and styles: rich's Table would lay
-    out every cell again, which cost more than all the analyses of a summary.
+    Drawn line by line with rich's box characters (``rich.box.HEAVY_HEAD``) and styles:
+    rich's Table would lay out every cell again, which cost more than all the analyses
+    of a summary.
     """
-
-    BOX = box.HEAVY_HEAD
 
     def __init__(self, title: str, columns: list[tuple[str, int, bool]], rows: list[list[str]]):
         self.title, self.columns, self.rows = title, columns, rows  # columns: (header, width, left-aligned)
@@ -238,40 +218,28 @@ class Grid:
             out.append(text + pad if left_aligned else pad + text)
         return left + " " + f" {sep} ".join(out) + " " + right
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
-        b, widths = self.BOX, [w + 2 for _, w, _ in self.columns]
-        lines = [(self.title, ITALIC), (b.get_top(widths), None),
-                 (self._line(self.headers, b.head_left, b.head_vertical, b.head_right), BOLD),
-                 (b.get_row(widths, "head"), None),
-                 *((self._line(r, b.mid_left, b.mid_vertical, b.mid_right), None) for r in self.rows),
-                 (b.get_bottom(widths), None)]
-        width = options.max_width
+    def lines(self, width: int) -> list[Piece]:
+        """Each line and its style, cropped to ``width`` as rich crops its own tables."""
+        widths = [w + 2 for _, w, _ in self.columns]
+        lines: list[Piece] = [(self.title, "italic"), ("┏" + "┳".join("━" * w for w in widths) + "┓", None),
+                              (self._line(self.headers, "┃", "┃", "┃"), "bold"),
+                              ("┡" + "╇".join("━" * w for w in widths) + "┩", None),
+                              *((self._line(r, "│", "│", "│"), None) for r in self.rows),
+                              ("└" + "┴".join("─" * w for w in widths) + "┘", None)]
         # every line but the title is as wide as the boxes: each cell is padded or cut to
         # its column's width by _line
         full = sum(widths) + len(widths) + 1
-        for i, (text, style) in enumerate(lines):  # cropped to the terminal, as rich crops its own tables
-            yield Segment(text if (full if i else _cells(text)) <= width else set_cell_size(text, width), style)
+        return [(text if (full if i else _cells(text)) <= width else set_cell_size(text, width), style)
+                for i, (text, style) in enumerate(lines)]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        from rich.segment import Segment
+        from rich.style import Style
+
+        styles = {"italic": Style(italic=True), "bold": Style(bold=True), None: None}
+        for text, style in self.lines(options.max_width):
+            yield Segment(text, styles[style])
             yield Segment.line()
-
-
-class Fit:
-    """``text`` as rich prints it; one that fits its line is rendered without rich's word
-    wrap (a regex walk over its words and copies of it, slow the first time
-    in a process), which would leave it whole anyway."""
-
-    def __init__(self, text: Text):
-        self.text = text
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        t, plain = self.text, self.text.plain
-        if (not t.style and (t.justify or options.justify or "default") == "default" and "\n" not in plain
-                and "\t" not in plain and _cells(plain) <= options.max_width):
-            yield from t.render(console, end=t.end)  # what wrap + join gives a line that fits
-        else:
-            yield t
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self.text)
 
 
 def _event_text(e: object) -> str:
@@ -284,22 +252,22 @@ def _event_text(e: object) -> str:
     return " ".join(parts)
 
 
-def _finding_lines(findings: list) -> list:
+def _finding_lines(findings: list) -> list[Para]:
     """Each finding: a title line, then evidence / top events / what to try, each indented
     so wrapped lines stay under their label."""
-    out: list = []
+    out: list[Para] = []
     for f in findings:
         color = {"high": "red", "medium": "yellow"}.get(f.severity, "cyan")
         ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
                        f"{k[:-6]}={fmt_size(v)}" if k.endswith("_bytes") and isinstance(v, (int, float)) else
                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
-        out.append(Fit(Text.assemble((f"● {f.severity}", color), " ", (f.title, "bold"))))  # no markup to parse
+        out.append(Para(((f"● {f.severity}", color), (" ", None), (f.title, "bold"))))
         parts = [("evidence", ev)]
         if f.events:
             parts.append(("top", "; ".join(_event_text(e) for e in f.events[:3])))
         parts.append(("try", f.suggestion))
         for label, text in parts:
-            out.append(Padding(Fit(Text.assemble((f"{label}: ", "dim"), text)), (0, 0, 0, 2)))
+            out.append(Para(((f"{label}: ", "dim"), (text, None)), indent=2))
     return out
 
 
@@ -311,20 +279,35 @@ def print_summary(trace: Trace, top: int = 15, console: Console | None = None, w
 
 def render(report: Report, top: int = 15, console: Console | None = None) -> None:
     """Print a report (``report/tables.py: build``): the overview, the findings, then
-    one table per analysis that has rows, problems last."""
-    console = console or Console(file=sys.stdout)
+    one table per analysis that has rows, problems last. Written by
+    ``report/textout.py`` where it prints what rich would, else through rich's Console."""
+    term = plain_terminal(sys.stdout) if console is None else None
+    items: list[Item] = []
+    _parts(items.append, report, top, term.width if term else _rich_console(console).width)
+    if term is not None and representable(items):
+        from .textout import render as text  # the parts as rich prints them, without rich
+
+        sys.stdout.write(text(items, term))
+        sys.stdout.flush()
+        return
+    console = _rich_console(console)
+    if term is not None and console.width != term.width:  # laid out again at rich's width
+        items.clear()
+        _parts(items.append, report, top, console.width)
+    from rich.console import Group  # rich prints what textout does not
+
     # ":name:" in a kernel or op name stays as it is; styles are explicit, so no repr
     # highlighting (its regexes are compiled in every fresh process). Every part
     # is printed in one call (each call costs rich a set-up)
-    items: list[RenderableType] = []
-    text = partial(console.render_str, emoji=False, highlight=False)  # what print makes of a str
+    console.print(Group(*(to_rich(x) for x in items)), emoji=False, highlight=False, crop=False)
 
-    def out(x: RenderableType) -> None:
-        x = text(x) if isinstance(x, str) else x
-        items.append(Fit(x) if isinstance(x, Text) else x)
 
-    _parts(out, report, top, console.width)
-    console.print(Group(*items), emoji=False, highlight=False, crop=False)
+def _rich_console(console: Console | None) -> Console:
+    if console is not None:
+        return console
+    from rich.console import Console  # rich only where textout cannot print the summary
+
+    return Console(file=sys.stdout)
 
 
 def _parts(out: Out, report: Report, top: int, W: int) -> None:
@@ -333,7 +316,7 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
     has_device = bool(ov["correlation"].get("device_activities"))
     _overview(out, ov)
     if report.findings:
-        out(Panel(Group(*_finding_lines(report.findings)), title=Text("Findings"), title_align="left"))
+        out(Boxed("Findings", tuple(_finding_lines(report.findings))))
     _device_tables(out, T, top, W)
     _op_tables(out, T, top, W)
     _section_tables(out, T["section_stats"], top, W, has_device)
@@ -355,9 +338,9 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
     _other_events(out, T, top, W)
     _counter_table(out, T.get("counter_stats"), top, W)
     for err in ov["plugin_errors"]:
-        out(f"[red]plugin {escape(str(err['plugin']))} failed in {escape(str(err['phase']))}[/]: {escape(str(err['error']))}")
+        out(Para(((f"plugin {err['plugin']} failed in {err['phase']}", "red"), (f": {err['error']}", None))))
     for w in ov.get("warnings", []):
-        out(f"[yellow]warning[/]: {escape(w)}")
+        out(Para((("warning", "yellow"), (f": {w}", None))))
 
 
 def _int(x: float) -> str:
@@ -388,27 +371,27 @@ def _num(x: float | None) -> str:
 
 def _overview(out: Out, ov: dict[str, Any]) -> None:
     """What the trace holds, the analysed window, and how device activity was matched."""
-    # styled pieces, not markup: rich's markup parser is slow the first time in a process
-    out(Text.assemble(("polyprof summary", "bold"), f": {ov['events']} events on {len(ov['planes'])} plane(s), "
-                      f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
-                      f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
-                                                             if ov["steps"] else ", no steps")))
+    out(Para((("polyprof summary", "bold"), (f": {ov['events']} events on {len(ov['planes'])} plane(s), "
+              f"{ov['tracks']} track(s), trace span {fmt_ns(ov['trace_span_ns'])}, analysed span "
+              f"{fmt_ns(ov['analysed_span_ns'])}" + (f", {ov['steps']} steps ({ov['step_source']})"
+                                                     if ov["steps"] else ", no steps"), None))))
     if ov.get("window"):
-        out(Text.assemble(("analysed window", "bold"), f": {ov['window']}"))
+        out(Para((("analysed window", "bold"), (f": {ov['window']}", None))))
     for plane, why in (ov.get("unsynchronised") or {}).items():
-        out(f"[red]not synchronised[/]: {escape(plane)}: {escape(why)}; left out of findings that compare it "
-            "with the host")
+        out(Para((("not synchronised", "red"), (f": {plane}: {why}; left out of findings that compare it "
+                                                "with the host", None))))
     c = ov["correlation"]
     if c.get("device_activities") and not c.get("launch_calls"):
-        out(f"correlation: {c['device_activities']} device activities; no host launch calls in this trace, "
-            "so none to match (devices that run whole compiled programs, such as TPUs, have none)")
+        out(Para(((f"correlation: {c['device_activities']} device activities; no host launch calls in this trace, "
+                   "so none to match (devices that run whole compiled programs, such as TPUs, have none)", None),)))
     elif c.get("device_activities"):
-        out(Text.assemble(
-            f"correlation: {c['device_activities']} device activities; matched by id {c['matched_by_correlation_id']}, "
-            f"by flow {c['matched_by_flow']}, in order {c['matched_in_order']}; ",
+        out(Para((
+            (f"correlation: {c['device_activities']} device activities; matched by id "
+             f"{c['matched_by_correlation_id']}, by flow {c['matched_by_flow']}, in order {c['matched_in_order']}; ",
+             None),
             (f"unmatched {c['unmatched_device_activities']}", "red" if c["unmatched_device_activities"] else "green"),
-            f"; launch calls without device activity {c['launch_calls_without_device_activity']} of "
-            f"{c['launch_calls']}; with a framework op {c['device_activities_with_framework_op']}"))
+            (f"; launch calls without device activity {c['launch_calls_without_device_activity']} of "
+             f"{c['launch_calls']}; with a framework op {c['device_activities_with_framework_op']}", None))))
 
 
 def _device_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
@@ -480,7 +463,7 @@ def _section_tables(out: Out, sec: Table, top: int, W: int, has_device: bool) ->
         ("projected", "projected = first to last device activity caused"),
         ("util", "util = device busy within the projection"),
         ) if col in shown]
-    out(Text.assemble(("; ".join(notes), "dim")))
+    out(Para((("; ".join(notes), "dim"),)))
     _section_memory(out, sec, top, W)
 
 
@@ -570,8 +553,8 @@ def _section_memory(out: Out, sec: Table, top: int, W: int) -> None:
         cols.insert(1, ("alloc_bytes", "allocated", fmt_size))
     bysize = order_desc(column(sec, "mem_max_bytes"))  # as sort_values(ascending=False, kind="stable")
     out(_table("Memory by section" + (" (process RSS)" if rss else ""), sec, cols, top, W, bysize))
-    out("[dim]held = " + ("process RSS" if rss else "bytes allocated and not yet freed, every device added up")
-        + "; Δ held = at exit - at entry, summed over instances; min/max/mean = during the section[/]")
+    out(Para((("held = " + ("process RSS" if rss else "bytes allocated and not yet freed, every device added up")
+               + "; Δ held = at exit - at entry, summed over instances; min/max/mean = during the section", "dim"),)))
 
 
 def _memory_tables(out: Out, report: Report, top: int, W: int) -> None:
