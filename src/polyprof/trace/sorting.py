@@ -9,7 +9,7 @@ only reorder the rows that tie on those that do. The result is exactly ``np.lexs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -48,17 +48,29 @@ def _break_ties(order: np.ndarray, primary: np.ndarray, rest: list[np.ndarray]) 
     the order of the ``rest`` keys (most significant first), stably: ``np.lexsort`` over
     the tied rows alone. Spans sorted by (track, start, longest first) rarely tie on
     (track, start), so this is one sort instead of one per key."""
-    p = primary[order]
-    tie = p[1:] == p[:-1]
+    return break_sorted_ties(order, primary[order], lambda rows: [c[rows] for c in rest])
+
+
+def break_sorted_ties(order: np.ndarray, primary: np.ndarray,
+                      rest: Callable[[np.ndarray], list[np.ndarray]]) -> np.ndarray:
+    """``order`` (a stable order by a key; ``primary``: that key in this order) with each
+    run of equal keys put in the order of ``rest(rows)`` (the other keys of those rows,
+    most significant first), stably, in place. Only the tied rows are gathered: beside
+    a boolean per row, memory is per tied row."""
+    tie = primary[1:] == primary[:-1]
     if not tie.any():
         return order
-    in_run = np.zeros(len(p), bool)
+    in_run = np.zeros(len(primary), bool)
     in_run[1:] = tie
     in_run[:-1] |= tie
+    del tie
     pos = np.flatnonzero(in_run)
-    run = np.cumsum(np.concatenate([[True], ~tie]))[pos]  # which run each tied row is in
+    del in_run
+    first = np.ones(len(pos), bool)  # a run starts where a tied row differs from the one before it
+    first[1:] = primary[pos[1:]] != primary[pos[1:] - 1]
+    run = np.cumsum(first)  # which run each tied row is in
     tied = order[pos]  # ascending row within a run: the sort was stable
-    order[pos] = tied[np.lexsort([*(c[tied] for c in reversed(rest)), run])]
+    order[pos] = tied[np.lexsort([*reversed(rest(tied)), run])]
     return order
 
 

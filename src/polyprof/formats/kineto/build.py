@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from .. import kineto_memory
+from ...lowlevel.heap import trim
 from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS, arg_batches
@@ -29,13 +30,8 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     """The Trace of a collector's columns: planes, tracks, B/E pairs, flows, counters, metadata."""
     b = col.b
     progress.stage("build", 5)
-    cat = lambda k: np.concatenate(col.cols[k]) if col.cols[k] else np.zeros(0, np.int64)
-    pid_c, tid_c, name_c, cat_c = cat("pid"), cat("tid"), cat("name"), cat("cat")
-    ts, dur = cat("ts"), cat("dur")
+    pid_c, tid_c, cat_c = _column(col, "pid"), _column(col, "tid"), _column(col, "cat")
     base = base_ns(top)
-    ts = ts + base
-    n = len(ts)
-    col.cols = {}
 
     pid_vals = col.id_values[id(col.pids)]
     tid_vals = col.id_values[id(col.tids)]
@@ -43,8 +39,15 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     planes = device_planes(col, top, pid_vals, pid_c, cat_c)
     # tracks: one per (pid, tid) pair that has events or flow endpoints
     ntid = max(len(tid_vals), 1)
-    pair = pid_c * ntid + tid_c
-    del pid_c, tid_c  # the load's peak memory is here: what is no longer needed goes
+    pair = pid_c.astype(np.int64, copy=False)  # made in place: the load's peak memory is near
+    pair *= ntid
+    pair += tid_c
+    del pid_c, tid_c
+    name_c, ts, dur = _column(col, "name"), _column(col, "ts"), _column(col, "dur")
+    ts += base
+    n = len(ts)
+    col.cols = {}
+    trim()  # the slices' columns, freed: their pages back before the Trace's are made
     uniq, inverse = _distinct(pair, inverse=True)
     track_of_pair = pair_tracks(col, planes, uniq, ntid)
     track = (np.array([track_of_pair[u] for u in uniq.tolist()], np.int32)[inverse] if n
@@ -57,12 +60,15 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         _match_ends(col, np.concatenate(col.b_rows) if col.b_rows else np.zeros(0, np.int64),
                          pair, ts, dur, ntid, base)
     del pair
-    b.events(track, name_c, ts, dur, cat_c)
-    asyncs.build(col, planes, base, int((ts + dur).max()) if n else base)
-    progress.advance(1)
-
+    # the flows first, then the events handed to the builder (which copies some columns):
+    # the flows' sorts are the peak, and the rows they bind to are these events' (the first)
     bind_flows(col, track, ts, dur, cat_c, track_of_pair, ntid, base)
     bind_v2(col, ts, cat_c)
+    progress.advance(1)
+    last = int((ts + dur).max()) if n else base
+    b.events(track, name_c, ts, dur, cat_c)
+    del track, name_c, cat_c
+    asyncs.build(col, planes, base, last)
     progress.advance(1)
     add_counters(col, planes, base)
     b.metadata.update(_metadata(col, top, base, ts))
@@ -78,6 +84,12 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
                           args.columns)
     return trace
+
+def _column(col: "_Collector", key: str) -> np.ndarray:
+    """One column of the events collected, joined, its slices' parts freed."""
+    parts = col.cols.pop(key, None)
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
 
 def base_ns(top: Mapping[str, object]) -> int:
     """``baseTimeNanoseconds`` of the document (0 when absent or not a number)."""

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from ...lowlevel.heap import trim
 from ...trace.categories import Kind, kind_of
-from ...trace.sorting import lexsort, member
+from ...trace.sorting import break_sorted_ties, lexsort, member
 from . import gather
 from .codes import _distinct
 from .events import _F, _S, _Event
@@ -97,28 +98,37 @@ def add_flow_columns(col: "_Collector", cat: np.ndarray, fid: np.ndarray, ph: np
 
 def bind_flows(col: "_Collector", track: np.ndarray, ts: np.ndarray, dur: np.ndarray, cat_c: np.ndarray,
                track_of_pair: dict[int, int], ntid: int, base: int) -> None:
-    """Bind the collected endpoints to event rows, chain them, add the flows to the builder."""
+    """Bind the collected endpoints to event rows, chain them, add the flows to the builder.
+    Each column of the endpoints is joined when needed and its parts freed (``col.flow_cols``
+    is emptied)."""
     fc = col.flow_cols
     if not fc["id"] or not len(ts):
         col.unbound_flows = sum(len(x) for x in fc["id"])
         return
-    fcat, fid = np.concatenate(fc["cat"]), np.concatenate(fc["id"])
-    ph = np.concatenate(fc["ph"])
-    fts = np.concatenate(fc["ts"]) + base
-    fpair = np.concatenate(fc["pid"]) * ntid + np.concatenate(fc["tid"])
+
+    def take(k: str) -> np.ndarray:
+        parts, fc[k] = fc[k], []
+        return np.concatenate(parts)
+
+    fpair = take("pid").astype(np.int64, copy=False)
+    fpair *= ntid
+    fpair += take("tid")
     ftrack = endpoint_tracks(track_of_pair, fpair)
-    enclosing = np.concatenate(fc["enclosing"])
-    rows = _bind(track, ts, dur, _annotation_mask(col.b.strings, cat_c), ftrack, fts, enclosing)
-    del ftrack, enclosing
-    add_chained(col, {"cat": fcat, "id": fid, "ph": ph, "ts": fts, "row": rows})
+    del fpair
+    fts = take("ts").astype(np.int64, copy=False)
+    fts += base
+    trim()
+    rows = _bind(track, ts, dur, _annotation_mask(col.b.strings, cat_c), ftrack, fts, take("enclosing"))
+    del ftrack
+    add_chained(col, {"cat": take("cat"), "id": take("id"), "ph": take("ph"), "ts": fts, "row": rows})
 
 
 def endpoint_tracks(track_of_pair: dict[int, int], fpair: np.ndarray) -> np.ndarray:
     """The track of each endpoint's (pid, tid) pair; -1 where that pair has no events."""
     pairs = np.fromiter(track_of_pair, np.int64, len(track_of_pair))  # ascending (_distinct)
-    tracks = np.fromiter(track_of_pair.values(), np.int64, len(track_of_pair))
+    tracks = np.fromiter(track_of_pair.values(), np.int32, len(track_of_pair))
     if not len(pairs):
-        return np.full(len(fpair), -1, np.int64)
+        return np.full(len(fpair), -1, np.int32)
     at = np.minimum(np.searchsorted(pairs, fpair), len(pairs) - 1)
     return np.where(pairs[at] == fpair, tracks[at], -1)
 
@@ -182,72 +192,124 @@ def _bind(track: np.ndarray, start: np.ndarray, dur: np.ndarray, annotation: np.
     first), the one wanted is the nearest at or before the last slice starting at or
     before the time whose end reaches it, found along the chain of previous greater ends
     (:func:`previous_greater`), as long as the nesting is deep, all endpoints at once.
+
+    Memory: the slices' sort key, order, track, end and chain (about 28 bytes a slice
+    beside the columns given), each made in place or a block at a time: this is the
+    peak of a Kineto load (docs/benchmarks.md, "Linear growth").
     """
     out = np.full(len(qts), -1, np.int64)
     if not len(start) or not len(qts):
         return out
-    order = lexsort((~annotation, -dur, start, track))
-    t_s, s_s = track[order].astype(np.int64), start[order]
-    e_s = s_s + dur[order]
-    key = _TrackTime(t_s, s_s, qtrack, qts)
-    sk = key(t_s, s_s)
-    valid = qtrack >= 0
-    qk = key(np.where(valid, qtrack, 0), qts)
-    first = np.searchsorted(t_s, qtrack, "left")  # the endpoint's track's first slice
-    # enclosing: from the last slice starting at or before the time, up the chain
-    enc = np.flatnonzero(valid & enclosing)
-    p = np.searchsorted(sk, qk[enc], "right") - 1
+    key = _TrackTime(track, start, qtrack, qts)
+    order, sk = _slice_order(key, track, start, dur, annotation)
+    t_s = track[order]
+    e_s = start[order]
+    for lo in range(0, len(e_s), _BLOCK):  # end = start + dur, the durations gathered a block at a time
+        e_s[lo:lo + _BLOCK] += dur[order[lo:lo + _BLOCK]]
     prev = previous_greater(t_s, e_s)
-    t_q = qts[enc]
-    live = p >= first[enc]
-    while True:
-        live &= p >= first[enc]
-        pend = live & (e_s[np.maximum(p, 0)] < t_q)
-        if not pend.any():
-            break
-        p = np.where(pend, prev[np.maximum(p, 0)], p)
-    out[enc[live]] = order[p[live]]
-    # next slice to start on the track
+    valid = qtrack >= 0
+    enc = np.flatnonzero(valid & enclosing)
     nxt = np.flatnonzero(valid & ~enclosing)
-    if len(nxt):
-        p = np.searchsorted(sk, qk[nxt], "left")
+    del valid
+    if len(enc):  # enclosing: from the last slice starting at or before the time, up the chain
+        q_track, t_q = qtrack[enc], qts[enc]
+        first = np.searchsorted(t_s, q_track.astype(t_s.dtype, copy=False), "left")  # the track's first slice
+        p = np.searchsorted(sk, key(q_track, t_q), "right") - 1
+        del q_track
+        live = p >= first
+        while True:
+            live &= p >= first
+            pend = live & (e_s[np.maximum(p, 0)] < t_q)
+            if not pend.any():
+                break
+            p = np.where(pend, prev[np.maximum(p, 0)], p)
+        out[enc[live]] = order[p[live]]
+    if len(nxt):  # the next slice to start on the track
+        q_track = qtrack[nxt]
+        p = np.searchsorted(sk, key(q_track, qts[nxt]), "left")
         ok = p < len(sk)
-        ok[ok] &= t_s[p[ok]] == qtrack[nxt][ok]
+        ok[ok] &= t_s[p[ok]] == q_track[ok]
         out[nxt[ok]] = order[p[ok]]
     return out
 
 
+#: rows handled at a time where a whole column of temporaries is not needed at once
+_BLOCK = 1 << 16
+
+
+def _slice_order(key: "_TrackTime", track: np.ndarray, start: np.ndarray, dur: np.ndarray,
+                 annotation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The slices' order by (track, start, longest first, real op after annotation, row)
+    (``lexsort((~annotation, -dur, start, track))``) and their (track, start) keys in
+    that order. One sort of the int64 key (with the row folded in where it fits, so any
+    sort is stable); rows that tie on the key are put in order by duration and kind
+    alone. The order is int32 where the rows fit."""
+    sk = key(track, start)
+    n = len(sk)
+    if (int(sk.max()) + 1) * n < 2 ** 63:  # the row as the last key: all distinct
+        sk *= n
+        sk += np.arange(n, dtype=np.int64)
+        order = np.argsort(sk)
+        sk = sk[order]
+        sk //= n
+    else:
+        order = np.argsort(sk, kind="stable")
+        sk = sk[order]
+    if n < 2 ** 31:
+        order = order.astype(np.int32)
+    return break_sorted_ties(order, sk, lambda rows: [-dur[rows], ~annotation[rows]]), sk
+
+
 def previous_greater(track: np.ndarray, end: np.ndarray) -> np.ndarray:
     """For each slice (sorted by track), the nearest earlier one on its track whose end is
-    greater (-1 if none): the enclosing slice where slices nest. Pointer jumping, every
-    slice at once: each round a slice skips to its candidate's own candidate while that
-    one ends no later, so chains halve (a few rounds, each linear)."""
+    greater (-1 if none): the enclosing slice where slices nest. Pointer jumping: each
+    round a slice skips to its candidate's own candidate while that one ends no later,
+    so chains halve (a few rounds, each linear), a block of slices at a time (a block
+    may see the candidates an earlier one moved: any candidate that every slice between
+    it and the slice ends no later than the slice is a right one to start from). Int32
+    where the rows fit."""
     n = len(end)
-    prev = np.arange(-1, n - 1, dtype=np.int64)
+    prev = np.arange(-1, n - 1, dtype=np.int32 if n < 2 ** 31 else np.int64)
     if n:
         prev[1:][track[1:] != track[:-1]] = -1
-    todo = np.flatnonzero(prev >= 0)
-    while len(todo):
-        c = prev[todo]
-        skip = end[c] <= end[todo]
-        todo = todo[skip]
-        nxt = prev[c[skip]]
-        prev[todo] = nxt
-        todo = todo[nxt >= 0]
+    todo = [_jump(prev, end, np.arange(lo, min(lo + _BLOCK, n), dtype=prev.dtype)) for lo in range(0, n, _BLOCK)]
+    while todo:
+        left = np.concatenate(todo)
+        todo = [t for t in (_jump(prev, end, left[lo:lo + _BLOCK]) for lo in range(0, len(left), _BLOCK)) if len(t)]
     return prev
+
+
+def _jump(prev: np.ndarray, end: np.ndarray, todo: np.ndarray) -> np.ndarray:
+    """One round of :func:`previous_greater` for the slices ``todo``: those whose candidate
+    ends no later skip to its candidate; the slices that may skip again."""
+    todo = todo[prev[todo] >= 0]
+    c = prev[todo]
+    skip = end[c] <= end[todo]
+    todo = todo[skip]
+    nxt = prev[c[skip]]
+    prev[todo] = nxt
+    return todo[nxt >= 0]
 
 
 class _TrackTime:
     """One sortable int64 per (track, time) over the slices' and endpoints' times."""
 
-    def __init__(self, t_s: np.ndarray, s_s: np.ndarray, qtrack: np.ndarray, qts: np.ndarray):
-        times = np.concatenate([s_s, qts])
-        self.lo = int(times.min())
-        self.width = int(times.max()) - self.lo + 2
-        ntrack = int(max(t_s.max(initial=0), qtrack.max(initial=0))) + 2
-        self.grid = np.unique(times) if self.width * ntrack >= 2 ** 62 else None
+    def __init__(self, track: np.ndarray, start: np.ndarray, qtrack: np.ndarray, qts: np.ndarray):
+        self.lo = min(int(start.min()), int(qts.min(initial=start[0])))
+        self.width = max(int(start.max()), int(qts.max(initial=start[0]))) - self.lo + 2
+        ntrack = int(max(track.max(initial=0), qtrack.max(initial=0))) + 2
+        self.grid = np.unique(np.concatenate([start, qts])) if self.width * ntrack >= 2 ** 62 else None
 
     def __call__(self, track: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """``track * width + (time - lo)`` (or the time's place in the grid), made in place
+        in one new int64 column (wrapping sums: the result is in range)."""
+        out = track.astype(np.int64)
         if self.grid is None:
-            return track.astype(np.int64) * self.width + (times - self.lo)
-        return track.astype(np.int64) * (len(self.grid) + 1) + np.searchsorted(self.grid, times)
+            out *= self.width
+            out -= self.lo
+            out += times
+            return out
+        out *= len(self.grid) + 1
+        for lo in range(0, len(out), _BLOCK):
+            out[lo:lo + _BLOCK] += np.searchsorted(self.grid, times[lo:lo + _BLOCK])
+        return out
