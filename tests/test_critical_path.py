@@ -235,3 +235,30 @@ def test_left_out_above_its_event_limit(monkeypatch, caplog):
         assert len(critical_path(t)) == 0
     assert any("critical path left out" in r.getMessage() for r in caplog.records)
     assert critical_path(t, max_events=None).equals(full)
+
+
+def test_path_totals_sort_names_as_numpys_text_without_the_text_array():
+    """``on_path_totals`` orders (name, kind) as ``np.unique`` of the names as fixed-width
+    text did (ties in time go by name), without making that array: 4 bytes a character
+    of the longest name, every row, which was a V100 summary's peak (65 MB)."""
+    from polyprof.analyze.critical_path import _sorted_codes
+    from polyprof.analyze.table import Table
+
+    rng = np.random.default_rng(3)
+    words = ["b", "a", "ab", "B", "é", "a" * 300, "z\u2192", ""]
+    for vals in ([words[i] for i in rng.integers(0, len(words), 200)], ["x", None, "y", "x"], ["a\x00", "a", "b"]):
+        arr = np.asarray(vals, object)
+        u, i = _sorted_codes(arr)
+        ru, ri = np.unique(np.asarray(arr, str), return_inverse=True)
+        assert u.dtype == object and u.tolist() == ru.tolist() and i.tolist() == ri.tolist(), vals
+    from polyprof.analyze.critical_path import on_path_totals
+
+    n = 60
+    cp = Table({"step": np.repeat([0, 1], n // 2), "path_ns": np.repeat([1000, 900], n // 2),
+                "on_path_ns": rng.integers(0, 3, n) * 10,
+                "name": np.asarray([words[i] for i in rng.integers(0, 5, n)], object),
+                "kind": np.asarray([["kernel", "cpu_op"][i] for i in rng.integers(0, 2, n)], object)})
+    t = on_path_totals(cp)
+    keys = list(zip(column(t, "name").tolist(), column(t, "kind").tolist()))
+    sums = column(t, "on_path_ns").tolist()
+    assert sorted(zip([-s for s in sums], keys)) == list(zip([-s for s in sums], keys))  # ties by name, then kind

@@ -17,6 +17,7 @@ import numpy as np
 from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.factorize import factorize
 from ..trace.sorting import unique
 from .depgraph import DepGraph, build
 from .frames import column, empty_frame, frame
@@ -145,6 +146,22 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     return frame({c: v[order] for c, v in cols.items()})
 
 
+def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(np.asarray(values, str), return_inverse=True)`` with the distinct
+    values as an object array, without the fixed-width text array (4 bytes a character of
+    the longest name, every row: 65 MB for the V100 trace's kernel names, the summary's
+    peak): the distinct strings are sorted, not the rows."""
+    vals = values.tolist()
+    if not all(type(v) is str and not v.endswith("\x00") for v in vals):  # as NumPy's text reads them
+        u, i = np.unique(np.asarray(values, str), return_inverse=True)
+        return u.astype(object), i
+    codes, uniq = factorize(np.asarray(vals, object))
+    order = np.argsort(np.asarray(uniq, object), kind="stable")  # code-point order, as NumPy's text
+    rank = np.empty(len(order), np.intp)
+    rank[order] = np.arange(len(order))
+    return uniq[order], rank[codes]
+
+
 def on_path_totals(cp: Table) -> Table:
     """The events on the critical path summed by (name, kind) over the steps of a
     :func:`critical_path` table: ``name``, ``kind``, ``on_path_ns``, ``share_pct`` (of
@@ -158,14 +175,14 @@ def on_path_totals(cp: Table) -> Table:
     path = np.asarray(column(cp, "path_ns"), np.int64)
     _, first = np.unique(step, return_index=True)
     total = int(path[first].sum())
-    name_u, name_i = np.unique(np.asarray(column(cp, "name")[keep], str), return_inverse=True)
-    kind_u, kind_i = np.unique(np.asarray(column(cp, "kind")[keep], str), return_inverse=True)
+    name_u, name_i = _sorted_codes(column(cp, "name")[keep])
+    kind_u, kind_i = _sorted_codes(column(cp, "kind")[keep])
     uniq, inv = np.unique(name_i * len(kind_u) + kind_i, return_inverse=True)
     sums = np.bincount(inv, weights=on[keep]).astype(np.int64)
     st = step[keep] - int(step[keep].min())
     width = int(st.max()) + 1  # distinct (row, step) pairs as one int64 key
     steps = np.bincount(unique(inv * width + st) // width, minlength=len(uniq))
-    names, kinds = name_u[uniq // len(kind_u)].astype(object), kind_u[uniq % len(kind_u)].astype(object)
+    names, kinds = name_u[uniq // len(kind_u)], kind_u[uniq % len(kind_u)]
     order = np.argsort(-sums, kind="stable")
     return frame({"name": names[order], "kind": kinds[order],
                   "on_path_ns": sums[order], "share_pct": np.round(100.0 * sums[order] / max(total, 1), 1),
