@@ -5,6 +5,7 @@
 - ``polyprof.formats.kineto._args``: deferred Kineto args grouped by name in one walk;
 - ``polyprof.formats.kineto._gather``: one field of many decoded Kineto events as a column;
 - ``polyprof.formats.kineto._tokens``: slices of Kineto ``traceEvents`` tokenized into columns;
+- ``polyprof.formats.kineto._nesting``: the slice enclosing each slice (flow binding), one loop;
 - ``polyprof.plugins.opencl._profinfo``: OpenCL commands' profiling timestamps in one loop;
 - ``polyprof.plugins.cupti._cuptibuf``: CUPTI's activity buffers kept and walked in C;
 - ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages;
@@ -14,6 +15,7 @@
 the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
 ``polyprof.formats.xspace.decode.IMPLEMENTATION``, ``polyprof.formats.kineto.deferred.IMPLEMENTATION``,
 ``polyprof.formats.kineto.gather.IMPLEMENTATION``, ``polyprof.formats.kineto.tokenized.IMPLEMENTATION``,
+``polyprof.formats.kineto.flows.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
 ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``
 say which is in use).
@@ -29,6 +31,7 @@ setup(ext_modules=[
     Extension("polyprof.formats.kineto._args", ["src/polyprof/formats/kineto/_args.c"], optional=True),
     Extension("polyprof.formats.kineto._gather", ["src/polyprof/formats/kineto/_gather.c"], optional=True),
     Extension("polyprof.formats.kineto._tokens", ["src/polyprof/formats/kineto/_tokens.c"], optional=True),
+    Extension("polyprof.formats.kineto._nesting", ["src/polyprof/formats/kineto/_nesting.c"], optional=True),
     Extension("polyprof.plugins.opencl._profinfo", ["src/polyprof/plugins/opencl/_profinfo.c"], optional=True),
     Extension("polyprof.plugins.cupti._cuptibuf", ["src/polyprof/plugins/cupti/_cuptibuf.c"], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),

@@ -6,7 +6,7 @@ and time and memory per event as a trace is replicated to millions of events.
     python bench/load.py                                  # the V100 Kineto trace, 7 runs
     python bench/load.py FILE... --repeat 7 --against /tmp/before/src
     python bench/load.py --big --replicate 4              # issue 35: every trace of 30 MB or more
-    python bench/load.py --linear 15 150 730              # 1M, 10M, 50M events (V100 copies)
+    python bench/load.py --linear 22 220 1101             # 1M, 10M, 50M Trace events (V100 copies)
 
 Each tree runs in children with ``PYTHONPATH=<tree>``, alternating between the trees:
 "in-process" is ``--rounds`` children per tree, each loading the file ``--repeat`` times
@@ -127,7 +127,10 @@ def replicate(src: Path, times: int, out_dir: Path) -> Path:
     span = max(v for _, _, k, v, _ in marks if k == 0) - min(v for _, _, k, v, _ in marks if k == 0) + 1_000_000
     top = max([v for _, _, k, v, _ in marks if k == 1] or [0]) + 1
     out = out_dir / f"{src.name.split('.')[0]}_x{times}.json"
-    with open(out, "wb") as f:
+    if out.exists():  # made by an earlier run (--copies): written whole, then renamed
+        return out
+    part = out.with_name(out.name + ".part")
+    with open(part, "wb") as f:
         f.write(raw[:m.end()])
         for k in range(times):
             parts = []
@@ -141,6 +144,7 @@ def replicate(src: Path, times: int, out_dir: Path) -> Path:
             parts.append(tail)
             f.write((b",\n" if k else b"") + b"".join(parts))
         f.write(raw[end.start() + 1:])
+    part.rename(out)
     return out
 
 
@@ -230,6 +234,8 @@ def main() -> int:
     ap.add_argument("--big", action="store_true", help="every shared Kineto trace of 30 MB or more")
     ap.add_argument("--replicate", type=int, metavar="N", help="also the first file repeated N times")
     ap.add_argument("--linear", type=int, nargs="+", metavar="N", help="time and memory per event of N copies")
+    ap.add_argument("--copies", type=Path, metavar="DIR",
+                    help="--linear: write the copies in DIR and keep them; copies already there are reused")
     args = ap.parse_args()
     files = [f.resolve() for f in args.files] + (BIG if args.big else [])
     files = files or [DEFAULT]
@@ -239,7 +245,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="polyprof-load-") as t:
         tmp = Path(t)
         if args.linear:
-            linear(files[0], args.linear, args.rounds, tmp)
+            if args.copies:
+                args.copies.mkdir(parents=True, exist_ok=True)
+            linear(files[0], args.linear, args.rounds, args.copies or tmp)
             return 0
         paths = [_plain(f, tmp) for f in files]
         if args.replicate:

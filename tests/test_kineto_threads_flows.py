@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import polyprof
 from polyprof.formats.kineto.codes import same_id
-from polyprof.formats.kineto.flows import _bind, previous_greater
+from polyprof.formats.kineto import flows
+from polyprof.formats.kineto.flows import _bind, previous_greater, previous_greater_python
 
 
 def test_same_id_spellings():
@@ -96,19 +98,36 @@ def test_previous_greater_is_the_nearest_earlier_longer_end():
     rng = np.random.default_rng(5)
     track = np.sort(rng.integers(0, 3, 500))
     end = rng.integers(0, 100, 500)
-    got = previous_greater(track, end)
-    for i in range(500):
-        want = next((j for j in range(i - 1, -1, -1) if track[j] == track[i] and end[j] > end[i]
-                     or track[j] != track[i]), -1)
-        if want >= 0 and track[want] != track[i]:
-            want = -1
-        assert got[i] == want
+    for find in (previous_greater, previous_greater_python):  # _nesting.c's loop (where built) and NumPy's
+        got = find(track, end)
+        for i in range(500):
+            want = next((j for j in range(i - 1, -1, -1) if track[j] == track[i] and end[j] > end[i]
+                         or track[j] != track[i]), -1)
+            if want >= 0 and track[want] != track[i]:
+                want = -1
+            assert got[i] == want
+
+
+def test_previous_greater_c_equals_python_on_call_trees():
+    # the compiled stack walk and the NumPy pointer jumping, on nested slices of many
+    # tracks sorted as _bind sorts them, int32 and int64 tracks; and the real traces'
+    # flows (the tokens tests load every Kineto trace both ways)
+    if flows._nesting is None:
+        pytest.skip("the _nesting extension is not built (setup.py build_ext)")
+    rng = np.random.default_rng(7)
+    for n_tracks, n in ((1, 3000), (6, 800), (40, 30)):
+        track, start, dur = _nested(rng, n_tracks, n)
+        order = np.lexsort((-dur, start, track))
+        t_s, e_s = track[order], (start + dur)[order]
+        want = previous_greater_python(t_s, e_s)
+        for t in (t_s.astype(np.int32), t_s.astype(np.int64)):
+            got = previous_greater(t, e_s)
+            assert got.dtype == np.int32 and np.array_equal(got, want)
+    assert len(previous_greater(np.zeros(0, np.int32), np.zeros(0, np.int64))) == 0
 
 
 def test_bind_and_previous_greater_a_block_at_a_time(monkeypatch):
     # blocks of a few slices: a block sees candidates an earlier block moved, the answer is the same
-    from polyprof.formats.kineto import flows
-
     rng = np.random.default_rng(11)
     track, start, dur = _nested(rng, 4, 80)
     order = np.lexsort((-dur, start, track))
@@ -119,7 +138,7 @@ def test_bind_and_previous_greater_a_block_at_a_time(monkeypatch):
     enclosing = rng.random(120) < 0.7
     whole = _bind(track, start, dur, ann, qtrack, qts, enclosing)
     monkeypatch.setattr(flows, "_BLOCK", 5)
-    assert np.array_equal(previous_greater(track[order], (start + dur)[order]), whole_prev)
+    assert np.array_equal(previous_greater_python(track[order], (start + dur)[order]), whole_prev)
     assert np.array_equal(_bind(track, start, dur, ann, qtrack, qts, enclosing), whole)
     assert np.array_equal(whole, _brute(track, start, dur, ann, qtrack, qts, enclosing))
 

@@ -16,7 +16,8 @@ from typing import Iterator
 import numpy as np
 
 _SWITCHES = (("polyprof.formats.sqlite_pages", "_sqlite_pages"), ("polyprof.formats.kineto.tokenized", "_tokens"),
-             ("polyprof.formats.kineto.deferred", "_args"), ("polyprof.formats.kineto.gather", "_gather"))
+             ("polyprof.formats.kineto.deferred", "_args"), ("polyprof.formats.kineto.gather", "_gather"),
+             ("polyprof.formats.kineto.flows", "_nesting"))
 
 
 @contextlib.contextmanager

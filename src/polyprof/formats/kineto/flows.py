@@ -8,6 +8,7 @@ one (category, id) are chained in time order; ids that are not non-negative inte
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -22,6 +23,16 @@ from .events import _F, _S, _Event
 
 if TYPE_CHECKING:
     from .collector import _Collector
+
+if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _nesting  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - built by setup.py; previous_greater_python otherwise
+        _nesting = None
+else:
+    _nesting = None
+#: "c" (``_nesting.c``) or "python": which :func:`previous_greater` is in use
+IMPLEMENTATION = "c" if _nesting is not None else "python"
 
 
 def add_flow_slice(col: "_Collector", sel: list[_Event], ph: np.ndarray, ts_ns: np.ndarray) -> None:
@@ -262,12 +273,23 @@ def _slice_order(key: "_TrackTime", track: np.ndarray, start: np.ndarray, dur: n
 
 def previous_greater(track: np.ndarray, end: np.ndarray) -> np.ndarray:
     """For each slice (sorted by track), the nearest earlier one on its track whose end is
-    greater (-1 if none): the enclosing slice where slices nest. Pointer jumping: each
-    round a slice skips to its candidate's own candidate while that one ends no later,
-    so chains halve (a few rounds, each linear), a block of slices at a time (a block
-    may see the candidates an earlier one moved: any candidate that every slice between
-    it and the slice ends no later than the slice is a right one to start from). Int32
-    where the rows fit."""
+    greater (-1 if none): the enclosing slice where slices nest. Int32 where the rows
+    fit. ``_nesting.c`` walks a stack kept in the result (linear, no other memory);
+    :func:`previous_greater_python` is the same without it."""
+    if _nesting is None or track.dtype.kind not in "iu" or track.dtype.itemsize not in (4, 8) \
+            or end.dtype != np.int64:
+        return previous_greater_python(track, end)
+    prev = np.empty(len(end), np.int32 if len(end) < 2 ** 31 else np.int64)
+    _nesting.previous_greater(np.ascontiguousarray(track), np.ascontiguousarray(end), prev)
+    return prev
+
+
+def previous_greater_python(track: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """:func:`previous_greater` by pointer jumping: each round a slice skips to its
+    candidate's own candidate while that one ends no later, so chains halve (a few
+    rounds, each linear; a few dozen on deep call trees), a block of slices at a time (a
+    block may see the candidates an earlier one moved: any candidate that every slice
+    between it and the slice ends no later than the slice is a right one to start from)."""
     n = len(end)
     prev = np.arange(-1, n - 1, dtype=np.int32 if n < 2 ** 31 else np.int64)
     if n:
