@@ -8,6 +8,8 @@
 - ``polyprof.formats.kineto._nesting``: the slice enclosing each slice (flow binding), one loop;
 - ``polyprof.plugins.opencl._profinfo``: OpenCL commands' profiling timestamps in one loop;
 - ``polyprof.plugins.cupti._cuptibuf``: CUPTI's activity buffers kept and walked in C;
+- ``polyprof.plugins.nvtx._nvtxinject``: polyprof's NVTX injection library (a plain shared
+  library, no Python API: NVTX loads it by ``NVTX_INJECTION64_PATH``; polyprof reads it by ctypes);
 - ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages;
 - ``polyprof.analyze._longest``: the two passes of the critical path's longest path.
 
@@ -17,7 +19,7 @@ the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` a
 ``polyprof.formats.kineto.gather.IMPLEMENTATION``, ``polyprof.formats.kineto.tokenized.IMPLEMENTATION``,
 ``polyprof.formats.kineto.flows.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
-``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``
+``polyprof.plugins.nvtx.recorder.library()``, ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``
 say which is in use).
 """
 
@@ -34,6 +36,7 @@ setup(ext_modules=[
     Extension("polyprof.formats.kineto._nesting", ["src/polyprof/formats/kineto/_nesting.c"], optional=True),
     Extension("polyprof.plugins.opencl._profinfo", ["src/polyprof/plugins/opencl/_profinfo.c"], optional=True),
     Extension("polyprof.plugins.cupti._cuptibuf", ["src/polyprof/plugins/cupti/_cuptibuf.c"], optional=True),
+    Extension("polyprof.plugins.nvtx._nvtxinject", ["src/polyprof/plugins/nvtx/_nvtxinject.c"], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
     Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], optional=True),
 ])

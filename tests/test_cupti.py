@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import time
@@ -40,8 +41,27 @@ needs_c = pytest.mark.skipif(buffers._cuptibuf is None, reason="_cuptibuf not bu
 # ----------------------------------------------------------------------------- records
 
 
+def newest(name: str, pattern: str) -> str:
+    """``name`` when the binding has it (cupti-python 13.4), else the newest version of the
+    same struct it has: cupti-python 13.0.x names CUPTI 13.0's structs
+    (``activity_kernel10_dtype``, ``ActivityMemcpy6``, ``activity_marker_data_dtype``...)."""
+    if hasattr(cupti_binding, name):
+        return name
+    stem = re.fullmatch(pattern, name)
+    assert stem is not None, name
+    pat = re.compile(re.escape(stem.group(1)) + r"(\d*)" + re.escape(stem.group(2)))
+    found = [(int(m.group(1) or 0), n) for n in dir(cupti_binding) if (m := pat.fullmatch(n))]
+    assert found, f"cupti-python has no struct like {name}"
+    return max(found)[1]
+
+
 def dtype_of(kind: int) -> np.dtype:
-    return getattr(cupti_binding, layout.DTYPE_NAMES[kind])
+    return getattr(cupti_binding, newest(layout.DTYPE_NAMES[kind], r"(.*?)\d*(_dtype)"))
+
+
+def record_class(kind: int) -> type:
+    """The binding's record type of ``kind`` (``ActivityKernel13``, 13.0: ``ActivityKernel10``)."""
+    return getattr(cupti_binding, newest("Activity" + layout.STRUCTS[kind], r"(.*?)\d*()"))
 
 
 def record(kind: int, **fields) -> np.ndarray:
@@ -230,12 +250,26 @@ def deliver(sink, recs: list[np.ndarray], buffer_bytes: int, walker=None) -> Non
                 ctypes.memmove(ptr.value + off, r.ctypes.data, r.dtype.itemsize)
                 off += r.dtype.itemsize + (-r.dtype.itemsize) % layout.ALIGNMENT
             COMPLETE(done_addr)(None, 0, ptr.value, size.value, off)
-        else:
-            objs = []
-            for r in chunk:
-                cls = getattr(cupti_binding, "Activity" + layout.STRUCTS[int(r["kind"][0])])
-                objs.append(cls.from_ptr(r.ctypes.data))  # the binding's own record object (a copy)
+        else:  # CUPTI's buffer, and the binding's record objects over it (as its callback makes them)
+            objs, buf = binding_records(chunk, buffer_bytes)
             sink.complete(objs)
+
+
+def binding_records(chunk: list[np.ndarray], buffer_bytes: int) -> tuple[list, np.ndarray]:
+    """``chunk`` laid out one after the other in one buffer of ``buffer_bytes`` (returned:
+    keep it alive), and the binding's own record objects wrapping each record in place
+    (their ``.ptr``): 13.4's ``from_ptr(ptr, owner=)``, 13.0's ``from_ptr(ptr)``."""
+    buf = np.zeros(buffer_bytes, np.uint8)
+    objs, off = [], 0
+    for r in chunk:
+        buf[off:off + r.dtype.itemsize] = r.view(np.uint8)
+        cls = record_class(int(r["kind"][0]))
+        try:
+            objs.append(cls.from_ptr(buf.ctypes.data + off, owner=buf))
+        except TypeError:  # cupti-python 13.0: no owner, always in place
+            objs.append(cls.from_ptr(buf.ctypes.data + off))
+        off += r.dtype.itemsize + (-r.dtype.itemsize) % layout.ALIGNMENT
+    return objs, buf
 
 
 # ----------------------------------------------------------------------------- layout
@@ -246,7 +280,8 @@ def test_layout_offsets_are_the_bindings():
     says, with the same type; the record sizes are the dtypes' itemsizes."""
     for kind, fields in layout.FIELDS.items():
         dt = dtype_of(kind)
-        assert layout.RECORD_SIZE[kind] == dt.itemsize, layout.KIND_NAMES[kind]
+        if hasattr(cupti_binding, layout.DTYPE_NAMES[kind]):  # 13.4's structs (13.0's are smaller)
+            assert layout.RECORD_SIZE[kind] == dt.itemsize, layout.KIND_NAMES[kind]
         for name, f in fields.items():
             if name in ("process_id", "thread_id") and kind == layout.MARKER:
                 sub, base = dt.fields["object_id"]

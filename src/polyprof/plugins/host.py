@@ -4,6 +4,7 @@ elsewhere)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Callable
@@ -16,7 +17,13 @@ from ..collect.clock import now_ns
 from ..collect.journal import JournalWriter
 from ..collect.plugin import Plugin, SessionContext
 from ..formats import hostrecords as hosttrace
+from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
+from .nvtx import convert as nvtx_convert
+from .nvtx.recorder import DEFAULT_MAX_EVENTS as NVTX_MAX_EVENTS
+from .nvtx.recorder import NvtxRecorder
+
+log = logging.getLogger("polyprof")
 
 
 class _Sampler(threading.Thread):
@@ -92,7 +99,9 @@ class HostPlugin(Plugin):
     ``journal_interval_s`` (default 0.5: what was recorded waits at most that long
     before its batch is built and written, so a kill loses at most the last second;
     0 disables the crash journal, which is kept only when the session writes an output
-    file)."""
+    file); ``nvtx`` (default True: NVTX ranges and marks of any library, through
+    polyprof's NVTX injection library, plugins/nvtx/recorder.py) and ``nvtx_max_events``
+    (4M: beyond it NVTX events are dropped and counted)."""
 
     name = "host"
     device_kinds = ("CPU",)
@@ -114,6 +123,7 @@ class HostPlugin(Plugin):
             self.sampler.on_sample.append(self.recorder.snapshot_threads)
             self.sampler.on_sample.append(self.recorder.trim)
             self.sampler.start()
+        self._start_nvtx(ctx)
         self.journal: JournalWriter | None = None
         every = float(self.options.get("journal_interval_s", self.default_journal_interval_s))
         if ctx.journal_path is not None and every > 0:
@@ -123,7 +133,20 @@ class HostPlugin(Plugin):
             except OSError as e:
                 ctx.warn(self.name, f"no crash journal: {e}")
 
+    def _start_nvtx(self, ctx: SessionContext) -> None:
+        self.nvtx: NvtxRecorder | None = None
+        if not self.options.get("nvtx", True):
+            return
+        self.nvtx = NvtxRecorder(int(self.options.get("nvtx_max_events", NVTX_MAX_EVENTS)))
+        if not self.nvtx.start():
+            if self.nvtx.other_tool:
+                ctx.warn(self.name, str(self.nvtx.problem))
+            else:
+                log.info("plugin host: %s", self.nvtx.problem)
+
     def _stop(self) -> None:
+        if self.nvtx is not None:
+            self.nvtx.stop()
         self.recorder.active = False
         self.stop_ns = now_ns()
         self.recorder.snapshot_threads()
@@ -145,7 +168,26 @@ class HostPlugin(Plugin):
                               "(a kill then would have lost that much host data)")
 
     def _collect(self) -> Trace:
-        return hosttrace.build(records(self.recorder, self.start_ns, self.stop_ns, self.sampler))
+        trace = hosttrace.build(records(self.recorder, self.start_ns, self.stop_ns, self.sampler))
+        return trace if self.nvtx is None else self._with_nvtx(trace, self.nvtx)
+
+    def _with_nvtx(self, trace: Trace, nvtx: NvtxRecorder) -> Trace:
+        """``trace`` with the session's NVTX ranges and marks on its threads' tracks."""
+        cap = nvtx.take()
+        if cap is None:
+            trace.metadata[mkeys.NVTX] = {"recorded": 0, "why": nvtx.problem}
+            return trace
+        meta: dict[str, object] = dict(cap.counts)
+        if cap.counts["dropped"] and self.ctx is not None:
+            self.ctx.warn(self.name, f"{cap.counts['dropped']:,} NVTX events were dropped beyond "
+                          f"{nvtx.max_events:,} (options host.nvtx_max_events)")
+        if len(cap.events):
+            names = {tid: name for name, tid in self.recorder.threads.values()}
+            part, counts = nvtx_convert.build(cap, names)
+            meta.update(counts)
+            trace = trace.extend(part)
+        trace.metadata[mkeys.NVTX] = meta
+        return trace
 
     def after_fork_in_child(self) -> None:
         """A forked child records nothing and never writes the parent's journal."""

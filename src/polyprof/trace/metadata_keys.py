@@ -84,6 +84,8 @@ TORCH = _key("torch", dict, SOURCE, "the torch plugin: what torch's recording sa
 JAX = _key("jax", dict, SOURCE, "the jax plugin: the XSpace's hostnames, errors, task environment")
 NATIVE_PLUGINS = _key("native_plugins", dict, SOURCE, "native plugin name -> library, abi, process, bytes")
 CUPTI = _key("cupti", dict, SOURCE, "the cupti plugin: implementation, records, buffers, problems")
+NVTX = _key("nvtx", dict, SOURCE, "NVTX through polyprof's injection library (plugins/nvtx): recorded, "
+            "dropped, ranges, marks, attached NVTX instances, or why NVTX was not recorded")
 # --- readers -------------------------------------------------------------------------
 FILE_SOURCE = _key("source", (dict, str), SOURCE, "the file read: format, path")
 XSPACE = _key("xspace", dict, SOURCE, "an XSpace's hostnames, errors, warnings, profile times, stat kinds")

@@ -9,8 +9,8 @@ slots per record (int64 offsets into ``arena``, NUL-terminated text; -1 for none
   ``cuptiActivityGetNextRecord`` without the GIL: no Python object per record.
 - :class:`PySink` (``POLYPROF_PURE_PYTHON=1``, or no C compiler at install): cupti-python's
   ``activity_register_callbacks``; the binding hands each completed buffer over as a
-  list of its record objects (``ActivityKernel13`` ...), and this sink copies each
-  record's bytes back into one array per buffer.
+  list of its record objects (``ActivityKernel13`` ...), and this sink copies the
+  buffer's records in one span, from their addresses (``.ptr``), not their objects.
 
 The binding's path costs a Python object per record in the binding before polyprof sees
 anything (docs/benchmarks.md, "CUPTI record handling"); that is why the C sink exists.
@@ -20,6 +20,7 @@ are equal. ``IMPLEMENTATION`` says which sink a session uses.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import operator
 import os
@@ -41,6 +42,7 @@ else:
     _cuptibuf = None
 
 _KIND = operator.attrgetter("kind")
+_PTR = operator.attrgetter("ptr")
 
 IMPLEMENTATION = "c" if _cuptibuf is not None else "python"
 DEFAULT_BUFFER_BYTES = 8 << 20
@@ -125,16 +127,27 @@ class CSink:
 
 class PySink:
     """cupti-python's own buffer callbacks: each completed buffer arrives as a list of
-    the binding's record objects; their bytes are copied into one array per buffer."""
+    the binding's record objects. Their records lie one after the other in CUPTI's buffer,
+    and every record object has the address of its record (``.ptr``, cupti-python 13.0 and
+    13.4; 13.0's objects do not expose their bytes otherwise): the span from the first
+    record to the end of the last is copied once, each record's offset is its address
+    less the first's. Strings are read through their pointers while CUPTI holds them.
+
+    A buffer this sink cannot read (an exception in the binding's callback, which the
+    binding would swallow) is never silent: its records are counted as dropped and the
+    first lines of why are kept in ``problems`` (the plugin puts them in the trace's
+    cupti metadata and the session's warnings)."""
 
     implementation = "python"
+    MAX_PROBLEMS = 5
 
     def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
         self.buffer_bytes = int(buffer_bytes)
         self._lock = threading.Lock()
         self._batches: list[Batch] = []
+        self.problems: list[str] = []
         self._counts = {"buffers_requested": 0, "buffers_completed": 0, "records": 0, "dropped": 0,
-                        "buffers_not_allocated": 0, "walks_cut_short": 0, "bytes": 0}
+                        "buffers_not_allocated": 0, "walks_cut_short": 0, "bytes": 0, "buffers_not_read": 0}
 
     def request(self) -> tuple[int, int]:
         """The binding's buffer-requested callback: (buffer size, max records: 0 = any)."""
@@ -142,76 +155,47 @@ class PySink:
         return self.buffer_bytes, 0
 
     def complete(self, activities: Sequence[Any]) -> None:
-        """The binding's buffer-completed callback. Its record objects expose their
-        struct's bytes (the buffer protocol): the kinds in one pass, the bytes of every
-        record in one ``bytes.join``; the strings of the few kinds that point to some."""
-        n = len(activities)
-        kinds = np.fromiter(map(_KIND, activities), np.int32, n)
-        sizes = self._sizes_of(kinds, activities)
-        pad = (-sizes) % layout.ALIGNMENT
-        if pad.any():  # CUPTI's structs are multiples of 8 bytes; pad any that is not
-            parts: list[Any] = []
-            for a, p in zip(activities, pad.tolist()):
-                parts.append(a)
-                if p:
-                    parts.append(bytes(p))
-            blob = b"".join(parts)
-        else:
-            blob = b"".join(activities)
-        offsets = np.zeros(n, np.int64)
-        if n:
-            np.cumsum((sizes + pad)[:-1], out=offsets[1:])
-        strings, arena = self._strings(activities, kinds, offsets, np.frombuffer(blob, np.uint8))
-        batch = Batch(blob, offsets.tobytes(), kinds.tobytes(), strings.tobytes(), bytes(arena))
+        """The binding's buffer-completed callback: never raises (the binding would
+        swallow it); a buffer it cannot read is counted and said."""
+        try:
+            batch = self.batch(activities)
+        except Exception as e:
+            n = len(activities) if hasattr(activities, "__len__") else 0
+            with self._lock:
+                self._counts["dropped"] += n
+                self._counts["buffers_not_read"] += 1
+                if len(self.problems) < self.MAX_PROBLEMS:
+                    self.problems.append(f"the Python buffer sink could not read a completed CUPTI buffer of {n} "
+                                         f"records ({type(e).__name__}: {e}); they are counted as dropped")
+            return
         with self._lock:
             self._batches.append(batch)
             self._counts["buffers_completed"] += 1
-            self._counts["records"] += n
+            self._counts["records"] += len(batch.kinds) // 4
             self._counts["bytes"] += len(batch.records)
 
-    @staticmethod
-    def _strings(activities: Sequence[Any], kinds: np.ndarray, offsets: np.ndarray,
-                 blob: np.ndarray) -> tuple[np.ndarray, bytes]:
-        """The string slots and arena of one buffer, as the C sink makes them: a kind whose
-        strings CUPTI shares (kernel names) is read once per distinct pointer; NVTX names
-        once per record."""
-        n = len(kinds)
-        strings = np.full((n, 2), -1, np.int64)
-        arena = bytearray()
-        memo: dict[str, int] = {}
-
-        def put(text: str) -> int:
-            at = memo.get(text)
-            if at is None:
-                at = memo[text] = len(arena)
-                arena.extend(text.encode("utf-8", "surrogateescape") + b"\0")
-            return at
-
-        for kind, cache_by_pointer, offs in [(k, c, (o1,) if o2 < 0 else (o1, o2)) for k, o1, o2, c in STRING_TABLE]:
-            rows = np.flatnonzero(kinds == kind)
-            if not len(rows):
-                continue
-            if cache_by_pointer:
-                pos = offsets[rows] + offs[0]
-                ptr = blob[pos[:, None] + np.arange(8)].copy().view(np.uint64).reshape(-1)
-                uniq, first, inv = np.unique(ptr, return_index=True, return_inverse=True)
-                table = np.array([-1 if p == 0 else put(activities[rows[f]].name or "") for p, f in
-                                  zip(uniq.tolist(), first.tolist())], np.int64)
-                strings[rows, 0] = table[inv.reshape(-1)]
-                continue
-            for i in rows.tolist():  # NVTX: the binding's "" is a NULL pointer
-                a = activities[i]
-                for j, text in enumerate((a.name, a.domain)[:len(offs)]):
-                    if text:
-                        strings[i, j] = put(text)
-        return strings, bytes(arena)
-
-    @staticmethod
-    def _sizes_of(kinds: np.ndarray, activities: Sequence[Any]) -> np.ndarray:
-        """sizeof() of each record's struct: the first record of each kind tells it."""
-        uniq, first, inv = np.unique(kinds, return_index=True, return_inverse=True)
-        table = np.fromiter((memoryview(activities[f]).nbytes for f in first.tolist()), np.int64, len(uniq))
-        return table[inv.reshape(-1)]
+    def batch(self, activities: Sequence[Any]) -> Batch:
+        """One buffer's records as a Batch: one copy of CUPTI's bytes, offsets from ``.ptr``."""
+        n = len(activities)
+        if not n:
+            return Batch(b"", b"", b"", b"", b"")
+        kinds = np.fromiter(map(_KIND, activities), np.int32, n)
+        ptrs = np.fromiter(map(_PTR, activities), np.uint64, n)
+        offsets = (ptrs - ptrs[0]).astype(np.int64)
+        if n > 1 and not (np.diff(offsets) > 0).all():
+            raise ValueError("the records' addresses do not increase through the buffer")
+        if (offsets % layout.ALIGNMENT).any():
+            raise ValueError(f"a record is not {layout.ALIGNMENT}-byte aligned in the buffer")
+        last = int(offsets[-1])
+        end = last + layout.RECORD_SIZE.get(int(kinds[-1]), layout.ALIGNMENT)
+        if last + layout.ALIGNMENT > self.buffer_bytes:
+            raise ValueError(f"the records span {last + layout.ALIGNMENT} bytes, more than the "
+                             f"{self.buffer_bytes}-byte buffer")
+        end = min(end, self.buffer_bytes)  # the last record's struct may be smaller in older CUPTI
+        blob = ctypes.string_at(int(ptrs[0]), end)
+        blob += bytes((-len(blob)) % layout.ALIGNMENT)
+        strings, arena = _strings(kinds, offsets, np.frombuffer(blob, np.uint8))
+        return Batch(blob, offsets.tobytes(), kinds.tobytes(), strings.tobytes(), arena)
 
     def take(self) -> list[Batch]:
         with self._lock:
@@ -223,3 +207,38 @@ class PySink:
 
     def discard(self) -> None:
         self.take()
+
+
+def _strings(kinds: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> tuple[np.ndarray, bytes]:
+    """The string slots and arena of one buffer, as the C sink makes them, read through
+    CUPTI's pointers while CUPTI holds the strings: a kind whose strings CUPTI shares
+    (kernel names) is read once per distinct pointer; NVTX names once per record."""
+    n = len(kinds)
+    strings = np.full((n, 2), -1, np.int64)
+    arena = bytearray()
+    memo: dict[bytes, int] = {}
+
+    def put(ptr: int) -> int:
+        if ptr == 0:
+            return -1
+        text = ctypes.string_at(ptr)
+        at = memo.get(text)
+        if at is None:
+            at = memo[text] = len(arena)
+            arena.extend(text + b"\0")
+        return at
+
+    for kind, o1, o2, cache_by_pointer in STRING_TABLE:
+        rows = np.flatnonzero(kinds == kind)
+        if not len(rows):
+            continue
+        for slot, off in enumerate((o1,) if o2 < 0 else (o1, o2)):
+            pos = offsets[rows] + off
+            ptr = blob[pos[:, None] + np.arange(8)].copy().view(np.uint64).reshape(-1)
+            if cache_by_pointer:
+                uniq, inv = np.unique(ptr, return_inverse=True)
+                table = np.array([put(p) for p in uniq.tolist()], np.int64)
+                strings[rows, slot] = table[inv.reshape(-1)]
+            else:
+                strings[rows, slot] = [put(p) for p in ptr.tolist()]
+    return strings, bytes(arena)

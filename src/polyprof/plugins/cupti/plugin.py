@@ -35,11 +35,15 @@ NVTX_ENV = "NVTX_INJECTION64_PATH"
 _RESOURCE_KINDS = (8, 9)  # layout.DEVICE, layout.CONTEXT
 
 
-def default_kinds(unified_memory: bool = False) -> list[int]:
+def default_kinds(unified_memory: bool = False, nvtx_markers: bool = True) -> list[int]:
+    """The activity kinds a session enables; ``nvtx_markers``: CUPTI's NVTX records (MARKER),
+    only when libcupti is NVTX's injection library (polyprof's own library not in use)."""
     from . import layout as L
 
     kinds = [L.DEVICE, L.CONTEXT, L.CONCURRENT_KERNEL, L.MEMCPY, L.MEMCPY2, L.MEMSET, L.RUNTIME, L.DRIVER,
-             L.SYNCHRONIZATION, L.EXTERNAL_CORRELATION, L.MARKER]
+             L.SYNCHRONIZATION, L.EXTERNAL_CORRELATION]
+    if nvtx_markers:
+        kinds.append(L.MARKER)
     if unified_memory:
         kinds.append(L.UNIFIED_MEMORY_COUNTER)
     return kinds
@@ -75,8 +79,9 @@ def session_torch_records() -> bool:
 class CuptiPlugin(Plugin):
     """Options (``options={"cupti": {...}}``): ``unified_memory`` (False: also unified-memory
     transfers and page faults; the session's ``memory=True`` does not set it),
-    ``nvtx`` (True: NVTX ranges and marks, by setting ``NVTX_INJECTION64_PATH`` to
-    libcupti for the rest of the process when no other NVTX tool is set),
+    ``nvtx`` (True: NVTX ranges and marks through CUPTI, by setting ``NVTX_INJECTION64_PATH``
+    to libcupti until stop, only when polyprof's own NVTX library is not the injection:
+    the host plugin records NVTX through it in every session, plugins/nvtx/recorder.py),
     ``buffer_bytes`` (8 MiB per CUPTI buffer), ``clock_interval_s`` (0.5: clock samples
     between start and stop), ``implementation`` ("c" or "python": which buffer sink),
     ``demangle`` (True: C++ kernel names as C++ writes them), ``device`` (the device
@@ -95,6 +100,8 @@ class CuptiPlugin(Plugin):
         self._counts: dict[str, Any] = {}
         self._kinds: list[int] = []
         self._nvtx_env_set = False
+        self._sink_problems: list[str] = []  # buffers the Python sink could not read
+        self._nvtx_via = "off"  # "polyprof" (its own library, host plugin), "cupti" (MARKER), or "off"
         self._threads: dict[int, str] = {}
         self._lock = threading.Lock()
         self._paused = False  # a session schedule's steps not recorded (pause() may come before start)
@@ -165,7 +172,7 @@ class CuptiPlugin(Plugin):
             dev.unsubscribe()
             self._defer(f"CUPTI did not start ({type(e).__name__}: {e})")
             return
-        self._wanted = default_kinds(bool(o.get("unified_memory", False)))
+        self._wanted = default_kinds(bool(o.get("unified_memory", False)), self._nvtx_via == "cupti")
         with self._lock:
             failed = self._enable([k for k in self._wanted if not self._paused or k in _RESOURCE_KINDS])
         if failed:
@@ -216,10 +223,19 @@ class CuptiPlugin(Plugin):
 
     def _nvtx_injection(self, dev: Any) -> None:
         """NVTX calls reach CUPTI only when libcupti is NVTX's injection library, which
-        NVTX reads from the environment at its first call in the process."""
+        NVTX reads from the environment at its first call in the process. When it names
+        polyprof's own library (the host plugin set it), NVTX is recorded there: CUPTI's
+        MARKER records are not needed (and CUPTI 13.0 makes none for registered strings)."""
+        from ..nvtx.recorder import injects
+
         current = os.environ.get(NVTX_ENV)
+        if current and injects():
+            self._nvtx_via = "polyprof"
+            return
         path = dev.library_path()
+        self._nvtx_via = "cupti"
         if current and current != path:
+            self._nvtx_via = "off"
             self._problems.append(f"{NVTX_ENV} names another tool ({current}); NVTX ranges are not recorded")
             return
         if current is None:
@@ -251,6 +267,7 @@ class CuptiPlugin(Plugin):
             os.environ.pop(NVTX_ENV, None)
         self._batches = self.sink.take()
         self._counts = self.sink.counts()
+        self._sink_problems = list(getattr(self.sink, "problems", []))
         try:
             dev.unsubscribe()
         finally:
@@ -279,6 +296,10 @@ class CuptiPlugin(Plugin):
         if dropped and self.ctx is not None:
             self.ctx.warn(self.name, f"CUPTI dropped {dropped} activity records (buffers full); "
                                      "raise options cupti.buffer_bytes")
+        for line in self._sink_problems:
+            self._problems.append(line)
+            if self.ctx is not None:
+                self.ctx.warn(self.name, line)
         short = {k: int(self._counts.get(k, 0)) for k in ("walks_cut_short", "buffers_not_allocated")}
         if any(short.values()) and self.ctx is not None:
             self.ctx.warn(self.name, f"CUPTI buffers not read whole: {short['walks_cut_short']} walks cut short "
@@ -289,6 +310,7 @@ class CuptiPlugin(Plugin):
         trace.metadata[mkeys.CLOCK_SYNC] = {}
         for p in planes:  # the GPU clock, mapped onto the session's: keyed by plane, then plugin
             mkeys.record_fit(trace.metadata, p, self.name, clock_meta)
-        trace.metadata[mkeys.CUPTI] = {"implementation": self.implementation, "records": len(rec.kinds),
+        trace.metadata[mkeys.CUPTI] = {"implementation": self.implementation, "nvtx": self._nvtx_via,
+                                       "records": len(rec.kinds),
                                    **conv.counts, "buffers": self._counts, "problems": self._problems}
         return trace
