@@ -11,7 +11,8 @@
 - ``polyprof.plugins.nvtx._nvtxinject``: polyprof's NVTX injection library (a plain shared
   library, no Python API: NVTX loads it by ``NVTX_INJECTION64_PATH``; polyprof reads it by ctypes);
 - ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages;
-- ``polyprof.analyze._longest``: the two passes of the critical path's longest path.
+- ``polyprof.analyze._longest``: the two passes of the critical path's longest path;
+- ``polyprof.lowlevel._unseen``: polyprof's threads and hooks kept out of the program's profilers.
 
 ``optional=True``: without a C compiler the build warns and goes on, and polyprof uses
 the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
@@ -19,8 +20,8 @@ the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` a
 ``polyprof.formats.kineto.gather.IMPLEMENTATION``, ``polyprof.formats.kineto.tokenized.IMPLEMENTATION``,
 ``polyprof.formats.kineto.flows.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
-``polyprof.plugins.nvtx.recorder.library()``, ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``
-say which is in use).
+``polyprof.plugins.nvtx.recorder.library()``, ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``,
+``polyprof.lowlevel.unseen.IMPLEMENTATION`` say which is in use).
 """
 
 from setuptools import Extension, setup
@@ -39,4 +40,5 @@ setup(ext_modules=[
     Extension("polyprof.plugins.nvtx._nvtxinject", ["src/polyprof/plugins/nvtx/_nvtxinject.c"], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
     Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], optional=True),
+    Extension("polyprof.lowlevel._unseen", ["src/polyprof/lowlevel/_unseen.c"], optional=True),
 ])

@@ -545,43 +545,4 @@ def test_results_that_cannot_be_read_in_memory_fall_back_to_the_export(monkeypat
     assert t.metadata["plugins"]["torch"] == "ok"
 
 
-WITH_STACK = r"""
-import json, torch
-torch.set_num_threads(1)
-m = torch.nn.Linear(32, 32)
-x = torch.randn(8, 32)
-with torch.profiler.profile(with_stack=True) as prof:
-    for _ in range(10):
-        m(x).relu().sum().backward()
-rows = sorted({e.key.split(" at 0x")[0]: e.count for e in prof.key_averages()}.items())
-print(json.dumps({"rows": rows, "threads": sorted({e.thread for e in prof.events()})}))
-"""
-
-
-def test_a_programs_own_torch_profile_with_stack_does_not_see_polyprofs_threads(tmp_path):
-    """Issue 34: polyprof's background threads (journal, sampler) wait on raw locks and
-    drop any profile function at each wake-up, so a script's torch.profiler(with_stack=
-    True) lists only the program's calls: the same rows with the same counts as without
-    polyprof, plus the frames that were on the stacks when it started (polyprof run's
-    caller frames and its threads' waits, which a tracer reads off every thread)."""
-    import json
-
-    script = tmp_path / "ws.py"
-    script.write_text(WITH_STACK)
-    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    under = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host", "-o",
-                            str(tmp_path / "w.polyprof"), str(script)], capture_output=True, text=True, timeout=300)
-    a = json.loads(plain.stdout.strip().splitlines()[-1])
-    b = json.loads(under.stdout.strip().splitlines()[-1])
-    extra = {k: c for k, c in b["rows"] if k not in dict(a["rows"])}
-    assert {k: c for k, c in b["rows"] if k in dict(a["rows"])} == dict(a["rows"])
-    # what polyprof did while the program's profiler ran is not there: no lock, file or
-    # Event calls, only frames that were open when it started
-    assert not [k for k in extra if k.startswith("<built-in")], extra
-    assert all(k.startswith(("<frozen runpy>", "polyprof/", "threading.py")) for k in extra), extra
-    # Not asserted: that no polyprof thread appears. A polyprof thread (journal, sampler)
-    # that wakes while the program's profiler runs is seen by torch's tracer once, the
-    # return of its wait, before it drops the profile function torch set on every thread:
-    # whether that happens depends on timing (issue 34 item 4, not met; docs/torch.md).
-    polyprof_threads = set(b["threads"]) - set(a["threads"]) - {2**64 - 1}
-    assert len(polyprof_threads) <= 2, b["threads"]  # the journal's and the sampler's, at most
+# A program's own torch.profiler(with_stack=True) under polyprof: tests/test_with_stack.py

@@ -17,12 +17,14 @@ import runpy
 import signal
 import sys
 import traceback
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
+from typing import Iterator
 
 from ..collect.session import Session
-from ..lowlevel import heap
+from ..lowlevel import heap, unseen
 from ..trace.core import Trace
 from ..collect import options
 from .common import Subparsers, add_plugin_target_arg, plugin_list, print_summary
@@ -73,10 +75,11 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
     # as python does: the script's directory, or (-m) the current directory, comes first
     sys.path.insert(0, os.getcwd() if module else str(Path(target).resolve().parent))
     try:
-        if module:
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(target, run_name="__main__")
+        with _script_at_stack_bottom():
+            if module:
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(target, run_name="__main__")
         return 0
     except SystemExit as e:
         code = e.code
@@ -96,6 +99,32 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
     finally:
         sys.argv = old_argv
         sys.path[:] = old_path
+
+
+@contextmanager
+def _script_at_stack_bottom() -> Iterator[None]:
+    """runpy runs the script as ``python`` would, and its ``exec`` of the script's code is
+    ``lowlevel.unseen.exec_frameless``: the script's frame is the bottom of its stack, as
+    under plain ``python``, so what walks the stack from the script — torch's
+    ``with_stack`` tracer starting, ``traceback.print_stack``, ``sys._getframe`` — finds
+    no frame of runpy or polyprof beneath it. Only the first exec is: the script's own
+    uses of runpy are plain."""
+    run_code = unseen.exec_frameless
+    if run_code is None:  # without the compiled module the launcher's frames stay beneath
+        yield
+        return
+    names = vars(runpy)
+
+    def exec_once(code: CodeType, namespace: dict[str, object]) -> object:
+        names.pop("exec", None)
+        return run_code(code, namespace)
+
+    names["exec"] = exec_once  # runpy's exec(code, run_globals), looked up in its globals
+    try:
+        yield
+    finally:
+        if names.get("exec") is exec_once:
+            del names["exec"]
 
 
 def run(args: argparse.Namespace) -> int:

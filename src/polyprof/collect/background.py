@@ -3,24 +3,29 @@ sight of the program's profilers.
 
 A program that profiles itself — ``torch.profiler.profile(with_stack=True)``,
 ``cProfile`` through ``threading.setprofile`` — installs its profile function on every
-thread of the process, polyprof's included, and its tables would then list polyprof's
-lock waits and file writes as if the program made them. So these threads:
+Python thread state of the process, and records the frames open there when it starts:
+its tables would then list polyprof's waits and file writes as if the program made them.
+So :func:`start` runs ``fn`` on a native thread (``lowlevel.unseen.Ticker``) that holds no
+thread state while it waits, makes one for each call of ``fn`` and deletes it after,
+and makes it only while it holds the gate that polyprof wraps around the start of
+torch's profiler (plugins/torch/plugin.py): a profiler starting never finds it. It is
+not in ``threading.enumerate()`` either.
 
-* wait on a raw lock (:class:`Halt`: one C call, no Python frames, where
-  ``threading.Event.wait`` runs a dozen calls a profiler records), and
-* at each wake-up, before running any Python code, take the profile and trace
-  functions off themselves (:func:`unobserved`) through the C API by ctypes, a call
-  that a profile function does not see (it sees calls of built-in functions, and
-  ``sys.setprofile`` is one).
-
-What a profiler installed during a wait can still see is the end of that one wait.
+Without the compiled module the twin is a daemon ``threading.Thread`` that waits on a
+raw lock (one C call, no Python frames where ``threading.Event.wait`` runs a dozen) and
+takes any profile or trace function off itself at each wake-up: a profiler started
+during a wait still sees that wait's frames and its end.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import sys
 import threading
+from typing import Callable, Protocol
+
+from ..lowlevel import unseen
 
 _set_profile = ctypes.pythonapi.PyEval_SetProfile
 _set_profile.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
@@ -29,12 +34,64 @@ _set_trace = ctypes.pythonapi.PyEval_SetTrace
 _set_trace.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
 _set_trace.restype = None
 
+#: ``fn()`` returns the seconds until its next call, or None to end
+Tick = Callable[[], "float | None"]
+
+
+class Background(Protocol):
+    def stop(self, timeout_s: float = 5.0) -> bool:
+        """End the thread (``fn`` is not called again); True once it has ended."""
+
 
 def unobserved() -> None:
     """No profile or trace function on the calling (polyprof) thread."""
     _set_profile(None, None)
     if sys.gettrace() is not None:  # a debugger or coverage on this thread: off here too
         _set_trace(None, None)
+
+
+_running: set[Background] = set()
+
+
+def start(fn: Tick, first_s: float, name: str) -> Background:
+    """``fn()`` after ``first_s`` seconds, then after each delay it returns, on a thread
+    the program's profilers do not see (``name``: the Python twin's thread name)."""
+    t: Background
+    if unseen.Ticker is not None:
+        t = unseen.Ticker(_forgetting_thread(fn), first_s)  # type: ignore[assignment]
+    else:
+        t = _PyTicker(fn, first_s, name)
+    _running.add(t)
+    return t
+
+
+def stop(t: Background, timeout_s: float = 5.0) -> bool:
+    _running.discard(t)
+    return t.stop(timeout_s)
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At exit, before the interpreter goes: a native thread must not make a thread state after."""
+    for t in list(_running):
+        stop(t, 1.0)
+
+
+def _forgetting_thread(fn: Tick) -> Tick:
+    """``fn`` leaving nothing in ``threading``: a call that asks for the current thread
+    (``logging`` does) makes a dummy Thread that would stay in ``threading.enumerate()``."""
+    active: dict[int, threading.Thread] = getattr(threading, "_active", {})
+    dummy = getattr(threading, "_DummyThread", None)
+
+    def tick() -> float | None:
+        try:
+            return fn()
+        finally:
+            me = threading.get_ident()
+            if dummy is not None and isinstance(active.get(me), dummy):
+                active.pop(me, None)
+
+    return tick
 
 
 class Halt:
@@ -62,3 +119,27 @@ class Halt:
         if got:
             self._lock.release()  # set() released it: every later wait returns at once
         return self._set
+
+
+class _PyTicker(threading.Thread):
+    """The Python twin of ``unseen.Ticker``."""
+
+    def __init__(self, fn: Tick, first_s: float, name: str):
+        super().__init__(name=name, daemon=True)
+        self.fn = fn
+        self.first_s = first_s
+        self.halt = Halt()
+        self.start()
+
+    def run(self) -> None:
+        unobserved()  # the program's profilers (torch with_stack) never list this thread
+        wait: float | None = self.first_s
+        while wait is not None and not self.halt.wait(wait):
+            wait = self.fn()
+
+    def stop(self, timeout_s: float = 5.0) -> bool:
+        self.halt.set()
+        if self is threading.current_thread() or not self.is_alive():
+            return not self.is_alive()
+        self.join(timeout_s)
+        return not self.is_alive()

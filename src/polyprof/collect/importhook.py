@@ -7,6 +7,8 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from ..lowlevel.unseen import quiet
+
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
@@ -20,15 +22,18 @@ class ImportHook:
     import them pay for it (installed first in ``sys.meta_path`` by the plugin).
 
     A meta path finder by its methods (``importlib.abc.MetaPathFinder`` as a base
-    imports importlib.resources in every run)."""
+    imports importlib.resources in every run). Its ``find_spec`` is unseen by the
+    program's profilers (lowlevel/unseen.py), and it leaves ``sys.meta_path`` once its
+    module is imported."""
 
     def __init__(self, module: str, callback: Callable[[], None]):
         self.module = module
         self.callback = callback
         self._busy = False
+        self.find_spec = quiet(self._find_spec)  # importlib calls finder.find_spec(...)
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
+    def _find_spec(self, fullname: str, path: Sequence[str] | None,
+                   target: ModuleType | None = None) -> ModuleSpec | None:
         if fullname != self.module or self._busy:
             return None
         self._busy = True
@@ -56,6 +61,7 @@ class ImportHook:
                     del loader.exec_module  # back to the class's method
                 except AttributeError:
                     pass
+            self.remove()  # its work is done: later imports do not pass through it
             try:
                 callback()
             except Exception as e:  # never break the user's import

@@ -36,7 +36,7 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
     schema,
 )
 from ..formats.journal_layout import columns as _batch
-from .background import Halt, unobserved
+from . import background
 from .recorder import _fast, set_growth, used_steps
 
 if TYPE_CHECKING:
@@ -141,19 +141,18 @@ class JournalWriter:
         self._encoded: np.ndarray | None = None  # the names' UTF-8 as an object array
         self._threads_seen: dict[int, tuple[str, int]] = {}
         self._lock = threading.Lock()
-        self._halt = Halt()  # a raw lock: the program's profilers do not see this thread wait
-        self._thread = threading.Thread(target=self._run, name="polyprof-journal", daemon=True)
-        self._thread.start()
+        # a thread the program's profilers (torch with_stack) never list (collect/background.py)
+        self._thread: background.Background | None = background.start(self._tick, interval, "polyprof-journal")
         set_growth(self._on_growth, len(recorder.sections) + GROWTH_CHECK)
 
-    def _run(self) -> None:
-        unobserved()  # the program's profilers (torch with_stack) never list this thread
-        while not self._halt.wait(0.0 if self.behind else self.interval):  # behind: catch up at once
-            try:
-                self.flush()
-            except Exception as e:  # the journal must never disturb the program
-                log.warning("crash journal %s stopped: %s", self.path, e)
-                return
+    def _tick(self) -> float | None:
+        """One flush on the journal's thread; returns when to flush next (None: stop)."""
+        try:
+            self.flush()
+        except Exception as e:  # the journal must never disturb the program
+            log.warning("crash journal %s stopped: %s", self.path, e)
+            return None
+        return 0.0 if self.behind else self.interval  # behind: catch up at once
 
     def _on_growth(self) -> int:
         """Every ``GROWTH_CHECK`` sections, on the thread that records them: if the oldest
@@ -268,9 +267,9 @@ class JournalWriter:
         if self._in_child:
             return  # the parent's file: not ours to touch
         set_growth(None, 0)
-        self._halt.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(5.0)
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            background.stop(thread, 5.0)  # from the journal's own thread: it ends after this call
         try:
             while not self._file.closed:  # everything recorded up to now goes to disk
                 before = self._pos["sections"]
@@ -305,9 +304,9 @@ class JournalWriter:
         /dev/null so nothing the child's copy of the writer does can reach the file."""
         set_growth(None, 0)
         self._lock = threading.Lock()
-        self._halt = Halt()
-        self._halt.set()
-        self._thread = threading.current_thread()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            background.stop(thread, 0.0)  # not running here: only forgotten
         try:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, self._file.fileno())

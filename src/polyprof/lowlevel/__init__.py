@@ -32,6 +32,10 @@ pays on real use (figures: docs/benchmarks.md, "Interpreter tricks").
   multiprocessing pools), a capture server forgets the parent's server. Not for speed:
   so that a fork never corrupts the parent's trace.
 
+* :mod:`unseen` — not for speed either: polyprof's background threads, its hooks on the
+  program's thread and ``polyprof run``'s launcher kept out of the program's own
+  profilers (``torch.profiler`` with ``with_stack=True``, cProfile; docs/torch.md).
+
 What a program profiled by ``polyprof run`` sees of these: the frozen objects are not
 in ``gc.get_objects()`` and ``gc.get_freeze_count()`` is not 0 (docs/architecture.md).
 Nothing here is a benchmark-only path: each trick runs on every ``polyprof`` command of

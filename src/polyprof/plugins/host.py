@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..collect import recorder as rec_mod
-from ..collect.background import Halt, unobserved
+from ..collect import background
 from ..collect.clock import now_ns
 from ..collect.journal import JournalWriter
 from ..collect.plugin import Plugin, SessionContext
@@ -26,13 +26,14 @@ from .nvtx.recorder import NvtxRecorder
 log = logging.getLogger("polyprof")
 
 
-class _Sampler(threading.Thread):
-    """Samples process CPU time and RSS every ``interval`` seconds."""
+class _Sampler:
+    """Samples process CPU time and RSS every ``interval`` seconds, on a thread the
+    program's profilers (torch with_stack) never list (collect/background.py)."""
 
     def __init__(self, interval: float):
-        super().__init__(name="polyprof-sampler", daemon=True)
         self.interval = interval
-        self.halt = Halt()  # a raw lock: the program's profilers do not see this thread wait
+        self._thread: background.Background | None = None
+        self._read: Callable[[], tuple[float, float, float]] | None = None
         self.on_sample: list = []
         self.ts: list[int] = []
         self.cpu: list[float] = []
@@ -48,13 +49,27 @@ class _Sampler(threading.Thread):
         self.threads.append(threads)
         self.ts.append(now_ns())
 
-    def run(self) -> None:
-        unobserved()  # the program's profilers (torch with_stack) never list this thread
-        read = process_reader()
-        self.sample(read)
-        while not self.halt.wait(self.interval):
-            self.sample(read)
-        self.sample(read)
+    def start(self) -> None:
+        self._read = process_reader()
+        self.sample(self._read)
+        self._thread = background.start(self._tick, self.interval, "polyprof-sampler")
+
+    def _tick(self) -> float:
+        assert self._read is not None
+        self.sample(self._read)
+        return self.interval
+
+    def stop(self) -> None:
+        """The last sample, once the thread has ended."""
+        thread, self._thread = self._thread, None
+        if thread is not None and background.stop(thread, 2.0) and self._read is not None:
+            self.sample(self._read)
+
+    def forget_in_child(self) -> None:
+        """In a forked child: the parent's thread is not here."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            background.stop(thread, 0.0)
 
 
 def process_reader() -> Callable[[], tuple[float, float, float]]:
@@ -154,8 +169,7 @@ class HostPlugin(Plugin):
             rec_mod.activate(None)
         rec_mod.watch_thread_starts(None)
         if self.sampler:
-            self.sampler.halt.set()
-            self.sampler.join(2.0)
+            self.sampler.stop()
         self.recorder.trim()
         if self.recorder.dropped and self.ctx is not None:
             self.ctx.warn(self.name, f"the {self.recorder.dropped:,} oldest sections were dropped to keep "
@@ -197,6 +211,8 @@ class HostPlugin(Plugin):
         if rec_mod.active_recorder() is r:
             rec_mod.activate(None)
         rec_mod.watch_thread_starts(None)
+        if self.sampler is not None:
+            self.sampler.forget_in_child()
         if self.journal is not None:
             self.journal.abandon_in_child()
 

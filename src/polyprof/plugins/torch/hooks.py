@@ -9,16 +9,31 @@ import sys
 from typing import Any
 
 from ...collect.importhook import ImportHook
+from ...lowlevel import unseen
 
 log = logging.getLogger("polyprof")
 
-__all__ = ["ImportHook", "Ranges", "imported_torch"]
+__all__ = ["ImportHook", "Ranges", "gate_profiler_start", "imported_torch"]
 
 
 def imported_torch() -> Any | None:
     """torch if the program already imported it (never imports it ourselves)."""
     mod = sys.modules.get("torch")
     return mod if mod is not None and hasattr(mod, "profiler") else None
+
+
+def gate_profiler_start() -> None:
+    """Gate the start of every torch profiler (``torch.autograd.profiler._enable_profiler``,
+    where torch's Python tracer installs itself on every thread state and records the
+    frames open there) so that it never runs while a polyprof background thread holds a
+    thread state (collect/background.py): a program's own ``with_stack=True`` profile
+    never lists polyprof's threads. The call itself is not seen: no profile function is
+    on yet when it is made, and the gate is not a built-in function whose return the
+    tracer would record."""
+    mod = sys.modules.get("torch.autograd.profiler")
+    fn = getattr(mod, "_enable_profiler", None)
+    if fn is not None and unseen.Gated is not None and not unseen.is_gated(fn):
+        mod._enable_profiler = unseen.gated(fn)  # type: ignore[union-attr]  # mod is not None: fn came from it
 
 
 class Ranges:

@@ -34,7 +34,6 @@ import logging
 import math
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import weakref
@@ -49,7 +48,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
-from .hooks import ImportHook, Ranges, imported_torch
+from .hooks import ImportHook, Ranges, gate_profiler_start, imported_torch
 from .steps import OptimizerSteps
 
 # ingest (Kineto's events into the session trace) and memory are imported once torch
@@ -150,6 +149,8 @@ class TorchPlugin(Plugin):
         self._snapshot_threads()
         if _active is None:
             _active = self
+        if imported_torch() is not None:
+            gate_profiler_start()  # also for the drop-in's own profiler
         if self.driver is not None:  # the drop-in's torch profiler records from now on
             self._attach_listener()
             return
@@ -157,10 +158,10 @@ class TorchPlugin(Plugin):
             self._steps.watch()
             self._begin()
         else:
-            self._hook = ImportHook("torch", self._begin_after_import)
-            sys.meta_path.insert(0, self._hook)
+            self._hook = ImportHook("torch", self._begin_after_import).install()
 
     def _begin_after_import(self) -> None:
+        gate_profiler_start()
         if self._state == "started":
             self._steps.watch()
             self._begin()
@@ -250,10 +251,7 @@ class TorchPlugin(Plugin):
         if _active is self:
             _active = None
         if self._hook is not None:
-            try:
-                sys.meta_path.remove(self._hook)
-            except ValueError:
-                pass
+            self._hook.remove()
             self._hook = None
         self._steps.unwatch()
         self._detach_listener()

@@ -14,6 +14,7 @@ import weakref
 from typing import Any, Callable
 
 from ...collect import recorder as rec_mod
+from ...lowlevel.unseen import quiet
 from .hooks import imported_torch
 
 
@@ -35,7 +36,8 @@ class OptimizerSteps:
                                None)
             if register is None:  # torch < 2.0
                 return
-            self._hook = register(self._stepped)
+            # unseen by the program's own profilers (torch with_stack, cProfile): lowlevel/unseen.py
+            self._hook = register(quiet(self._stepped))
         except Exception as e:  # noqa: BLE001 - reported; the program goes on
             self._warn(f"cannot follow optimizer steps: {type(e).__name__}: {e}")
 
