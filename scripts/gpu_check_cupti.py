@@ -8,9 +8,11 @@ Runs, each as its own process, as users run them:
 1. a PyTorch workload without any profiler in the script (matmuls, elementwise ops,
    copies), under ``polyprof run --plugins host,cupti`` and under torch.profiler
    (CUDA activity): kernel count (must be equal) and total kernel time (within 1%);
-2. a program with NVTX ranges (``nvtx.annotate``) under ``polyprof run``: each range's
-   projected device time (polyprof's section statistics) against the kernels launched
-   inside it;
+2. a program with NVTX ranges (``nvtx.annotate``, the nvtx package's domain API with
+   registered strings, and ``torch.cuda.nvtx.range_push``, NVTX's core API) and marks under
+   ``polyprof run``: each range's count (5 of each) and projected device time (polyprof's
+   section statistics) against the kernels launched inside it, recorded by polyprof's
+   NVTX injection library (plugins/nvtx);
 3. the clock bound of the cupti plugin's CUPTI -> session clock fit;
 4. collection cost per kernel: a launch-bound loop of tiny kernels, plain / under
    polyprof (cupti) / under torch.profiler, alternated, ``--repeats`` times each; cost
@@ -65,11 +67,13 @@ NVTX_PROGRAM = textwrap.dedent('''
     dev = torch.device("cuda")
     x = torch.randn(2048, 2048, device=dev)
     for step in range(5):
-        with nvtx.annotate("forward"):
+        with nvtx.annotate("forward"):  # the nvtx package: domain API, registered strings
             for _ in range(4):
                 x = torch.tanh(x @ x) * 0.5
-        with nvtx.annotate("reduce"):
-            s = x.sum()
+        torch.cuda.nvtx.range_push("reduce")  # torch's NVTX: nvtxRangePushA
+        s = x.sum()
+        torch.cuda.nvtx.range_pop()
+        nvtx.mark("step end")
     torch.cuda.synchronize()
 ''')
 
@@ -202,15 +206,24 @@ def main() -> int:
         t_nv = polyprof.load(tmp / "nv.polyprof")
         st = section_stats(t_nv)
         names = list(column(st, "name"))
-        for name in ("forward", "reduce"):
+        for name, api in (("forward", "nvtx.annotate"), ("reduce", "torch.cuda.nvtx")):
             if name not in names:
                 ok = False
-                rows.append((f"NVTX '{name}'", "missing", "-", "FAIL"))
+                rows.append((f"NVTX '{name}' ({api})", "missing", "-", "FAIL"))
                 continue
             i = names.index(name)
-            rows.append((f"NVTX '{name}' projected (ms)", f"{column(st, 'projected_ns')[i] / 1e6:.3f}",
+            count, ops = int(column(st, "count")[i]), int(column(st, "device_ops")[i])
+            good = count == 5 and ops > 0
+            ok &= good
+            rows.append((f"NVTX '{name}' ({api}) projected (ms)", f"{column(st, 'projected_ns')[i] / 1e6:.3f}",
                          f"{column(st, 'device_ns')[i] / 1e6:.3f} kernel ms",
-                         f"{int(column(st, 'count')[i])} ranges, {int(column(st, 'device_ops')[i])} kernels"))
+                         f"{count} ranges (5 expected), {ops} kernels" + ("" if good else " FAIL")))
+        nv_meta = t_nv.metadata.get("nvtx", {})
+        marks = int(nv_meta.get("marks", 0))
+        ok &= marks == 5
+        rows.append(("NVTX marks (nvtx.mark)", str(marks), "5", "polyprof's NVTX library: "
+                     f"{nv_meta.get('attached', 0)} NVTX instances attached, {nv_meta.get('dropped', 0)} dropped"
+                     + ("" if marks == 5 else f" FAIL {nv_meta.get('why', '')}")))
 
         # 4. collection cost per kernel: the launch-bound loop plain, under polyprof, under torch.profiler
         times: dict[str, list[float]] = {"plain": [], "cupti": [], "torch": []}

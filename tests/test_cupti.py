@@ -922,3 +922,78 @@ def test_unique_rows_matches_numpy():
                                         return_index=True, return_inverse=True)
         assert np.array_equal(uniq, ref_u) and np.array_equal(first, ref_f)
         assert np.array_equal(inv, ref_i.reshape(-1))
+
+
+class BareRecord:
+    """A record object as cupti-python 13.0.1 hands it over: its kind and address, no
+    buffer protocol (13.0.1's ``ActivityAPI`` ... have none)."""
+
+    __slots__ = ("kind", "ptr")
+
+    def __init__(self, kind: int, ptr: int) -> None:
+        self.kind, self.ptr = kind, ptr
+
+
+def test_python_sink_needs_only_kind_and_ptr():
+    """The Python sink reads a buffer from the records' addresses: the binding's 13.4 record
+    objects and bare (kind, ptr) objects without the buffer protocol give the same bytes,
+    offsets, kinds and texts."""
+    fake = FakeCupti(t0=10**12)
+    workload_records(fake, n=40, t=10**12)
+    objs, buf = binding_records(fake.pending, 1 << 20)
+    bare = [BareRecord(int(o.kind), int(o.ptr)) for o in objs]
+    with pytest.raises(TypeError):
+        memoryview(bare[0])  # type: ignore[arg-type]
+    out = []
+    for recs in (objs, bare):
+        sink = buffers.PySink(1 << 20)
+        sink.complete(recs)
+        assert not sink.problems and sink.counts()["records"] == len(recs)
+        out.append(buffers.Records.of(sink.take()))
+    a, b = out
+    assert a.blob.tobytes() == b.blob.tobytes() and a.arena == b.arena
+    assert np.array_equal(a.offsets, b.offsets) and np.array_equal(a.kinds, b.kinds)
+    k = decode.rows_of(b, [layout.CONCURRENT_KERNEL])
+    assert len(k) == 40 and set(decode.texts(b, k, 0)) == {"_Z6kernelPfi", "gemm_tile"}
+    m = decode.rows_of(b, [layout.MARKER])
+    assert list(decode.texts(b, m, 1))[:1] == ["polyprof-test"]
+    del buf
+
+
+def test_python_sink_failure_is_said_not_silent(caplog):
+    """A buffer the Python sink cannot read (here: records without an address) is a problem
+    line in the cupti metadata and a session warning; its records count as dropped."""
+
+    class NoAddress:
+        kind = layout.CONCURRENT_KERNEL
+
+    os.environ.pop("NVTX_INJECTION64_PATH", None)
+    fake = FakeCupti()
+    p, ctx = started(fake, implementation="python")
+    workload_records(fake, n=20, tid=4242)
+    fake.sink_obj.complete([NoAddress(), NoAddress(), NoAddress()])
+    p.stop()
+    with caplog.at_level("WARNING", logger="polyprof"):
+        tr = p.collect()
+    md = tr.metadata["cupti"]
+    assert md["buffers"]["dropped"] == 3 and md["buffers"]["buffers_not_read"] == 1
+    line = ("the Python buffer sink could not read a completed CUPTI buffer of 3 records (AttributeError: ")
+    assert [x for x in md["problems"] if x.startswith(line)] and any(line in w for w in ctx.warnings)
+    assert len(tr.names()[tr.categories() == keys.CAT_KERNEL]) == 20  # the readable buffers are all there
+
+
+def test_cupti_leaves_nvtx_to_polyprofs_library(monkeypatch):
+    """NVTX_INJECTION64_PATH naming polyprof's own library (the host plugin set it): the
+    cupti plugin neither points NVTX at libcupti nor enables CUPTI's MARKER kind."""
+    from polyprof.plugins.nvtx import recorder
+
+    if recorder.library_path() is None:
+        pytest.skip("_nvtxinject not built (setup.py build_ext)")
+    monkeypatch.setenv("NVTX_INJECTION64_PATH", str(recorder.library_path()))
+    fake = FakeCupti()
+    p, _ctx = started(fake)
+    assert os.environ["NVTX_INJECTION64_PATH"] == str(recorder.library_path())
+    assert layout.MARKER not in fake.enabled and layout.CONCURRENT_KERNEL in fake.enabled
+    p.stop()
+    assert os.environ["NVTX_INJECTION64_PATH"] == str(recorder.library_path())  # not the cupti plugin's to unset
+    assert p.collect().metadata["cupti"]["nvtx"] == "polyprof"
