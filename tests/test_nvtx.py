@@ -353,3 +353,179 @@ def test_not_built_says_so(monkeypatch):
         monkeypatch.delenv("POLYPROF_PURE_PYTHON")
         recorder.library_path.cache_clear()
         recorder.library.cache_clear()
+
+
+# ----------------------------------------------------------------------------- NVTX's own headers
+
+USER_C = r"""
+#include <nvtx3/nvToolsExt.h>
+#include <stdint.h>
+#include <time.h>
+#include <wchar.h>
+
+static void spin(long ns) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < ns);
+}
+
+/* NVTX's core and domain API, as a C++ extension or CUDA library calls it */
+void work(void) {
+    nvtxDomainHandle_t dom = nvtxDomainCreateA("c domain");
+    nvtxStringHandle_t reg = nvtxDomainRegisterStringA(dom, "c registered");
+    nvtxEventAttributes_t at = {0};
+    at.version = NVTX_VERSION;
+    at.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    at.colorType = NVTX_COLOR_ARGB;
+    at.color = 0xFF112233;
+    at.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    at.message.registered = reg;
+    nvtxRangePushA("c outer");
+    spin(2000000);
+    nvtxRangePushW(L"c wide \u00e9");
+    nvtxMarkA("c mark");
+    spin(1000000);
+    nvtxRangePop();
+    nvtxDomainRangePushEx(dom, &at);
+    spin(1000000);
+    nvtxDomainRangePop(dom);
+    nvtxRangeId_t id = nvtxRangeStartA("c start");
+    spin(500000);
+    nvtxRangeEnd(id);
+    nvtxRangePop();
+}
+"""
+
+SESSION = r"""
+import ctypes, sys
+import polyprof
+with polyprof.profile(output=sys.argv[2]):
+    ctypes.CDLL(sys.argv[1]).work()
+"""
+
+
+def nvtx_headers() -> Path | None:
+    import glob
+
+    for root in [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"))]:
+        if root and (Path(root) / "include" / "nvtx3" / "nvToolsExt.h").is_file():
+            return Path(root) / "include"
+    return None
+
+
+@needs_lib
+def test_core_api_from_nvtx_headers_in_a_session(tmp_path):
+    """A shared library compiled with NVIDIA's own NVTX 3 headers (the CUDA toolkit's),
+    called through ctypes inside ``polyprof.profile()``: NVTX's own loader finds polyprof's
+    library, and the core calls (``nvtxRangePushA/W``, ``nvtxMarkA``, ``nvtxRangeStartA``)
+    and domain calls with a registered string become sections, nested, with their times."""
+    import shutil
+
+    import polyprof
+
+    inc = nvtx_headers()
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if inc is None or cc is None:
+        pytest.skip("no NVTX 3 headers (a CUDA toolkit) or no C compiler here")
+    src, lib = tmp_path / "user.c", tmp_path / "libnvtxuser.so"
+    src.write_text(USER_C)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", f"-I{inc}", str(src), "-o", str(lib), "-ldl"], check=True)
+    (tmp_path / "session.py").write_text(SESSION)
+    out = tmp_path / "c.polyprof"
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, str(tmp_path / "session.py"), str(lib), str(out)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    t = polyprof.load(out)
+    ev, names = t.events, [str(n) for n in t.names()]
+    rows = {n: i for i, n in enumerate(names)}
+    assert {"c outer", "c wide \u00e9", "c mark", "c registered", "c start"} <= set(rows), names
+
+    def span(n):
+        i = rows[n]
+        return int(ev["start_ns"][i]), int(ev["start_ns"][i] + ev["dur_ns"][i])
+
+    o0, o1 = span("c outer")
+    w0, w1 = span("c wide \u00e9")
+    r0, r1 = span("c registered")
+    m0, _ = span("c mark")
+    assert o0 < w0 <= m0 < w1 < r0 < r1 <= o1
+    assert o1 - o0 >= 4_500_000 and w1 - w0 >= 1_000_000 and r1 - r0 >= 1_000_000
+    dom = t.stats[convert.NVTX_DOMAIN].lookup(np.array([rows["c registered"]]))[1]
+    assert list(dom) == ["c domain"]
+    assert t.metadata["nvtx"]["ranges"] == 3 and t.metadata["nvtx"]["start_end_ranges"] == 1
+
+
+MAIN_C = r"""
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+void work(void);
+int main(void) {  /* a program with no Python in it */
+    void *lib = dlopen(getenv("NVTX_INJECTION64_PATH"), RTLD_NOW);
+    if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+    int (*start)(uint64_t) = (int (*)(uint64_t))dlsym(lib, "polyprof_nvtx_start");
+    void (*counts)(uint64_t *) = (void (*)(uint64_t *))dlsym(lib, "polyprof_nvtx_counts");
+    start(100);
+    work();
+    uint64_t c[5];
+    counts(c);
+    printf("%llu %llu %llu\n", (unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[2]);
+    return 0;
+}
+"""
+
+
+@needs_lib
+def test_library_loads_in_a_program_without_python(tmp_path):
+    """The library has no Python API in it: a C program compiled with NVTX's headers loads
+    it through NVTX_INJECTION64_PATH and its calls are recorded (NVTX's instance attached)."""
+    import shutil
+
+    inc = nvtx_headers()
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if inc is None or cc is None:
+        pytest.skip("no NVTX 3 headers (a CUDA toolkit) or no C compiler here")
+    (tmp_path / "user.c").write_text(USER_C)
+    (tmp_path / "main.c").write_text(MAIN_C)
+    exe = tmp_path / "nvtx_user"
+    subprocess.run([cc, "-O1", f"-I{inc}", str(tmp_path / "main.c"), str(tmp_path / "user.c"), "-o", str(exe),
+                    "-ldl"], check=True)
+    env = {**os.environ, ENV: str(recorder.library_path())}
+    p = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    recorded, dropped, attached = map(int, p.stdout.split())
+    assert (recorded, dropped, attached) == (9, 0, 1)  # 3 pushes, 3 pops, a mark, a start, an end
+
+
+@needs_lib
+def test_bounded_buffer_drops_and_says_so(caplog, monkeypatch):
+    """Beyond ``host.nvtx_max_events`` events are dropped, counted, and said in one warning
+    line; what fits is in the trace, paired. A second session starts empty."""
+    import polyprof
+
+    monkeypatch.delenv(ENV, raising=False)
+    nv = FakeNvtx()
+    assert nv.attach(recorder.library()) == 1
+    push = nv.fn(1, 9, ctypes.c_int, ctypes.c_char_p)
+    pop = nv.fn(1, 11, ctypes.c_int)
+    with caplog.at_level("WARNING", logger="polyprof"):
+        with polyprof.profile(options={"host": {"nvtx_max_events": 6}}) as prof:
+            assert os.environ[ENV] == str(recorder.library_path())
+            for i in range(5):
+                push(f"r{i}".encode())
+                pop()
+    assert ENV not in os.environ  # unset at stop
+    t = prof.trace
+    meta = t.metadata["nvtx"]
+    assert (meta["recorded"], meta["dropped"], meta["ranges"]) == (6, 4, 3)
+    assert sorted(str(n) for n in t.names() if str(n).startswith("r")) == ["r0", "r1", "r2"]
+    said = [r.getMessage() for r in caplog.records if "NVTX events were dropped" in r.getMessage()]
+    assert said == ["plugin host: 4 NVTX events were dropped beyond 6 (options host.nvtx_max_events)"]
+    with polyprof.profile() as prof2:
+        push(b"again")
+        pop()
+    assert prof2.trace.metadata["nvtx"]["recorded"] == 2 and "r0" not in set(prof2.trace.names())
