@@ -529,3 +529,43 @@ def test_bounded_buffer_drops_and_says_so(caplog, monkeypatch):
         push(b"again")
         pop()
     assert prof2.trace.metadata["nvtx"]["recorded"] == 2 and "r0" not in set(prof2.trace.names())
+
+
+@needs_lib
+def test_threads_record_concurrently_without_losing_a_slot(monkeypatch):
+    """Four threads push and pop at once (ctypes releases the GIL around each call, so the
+    handlers race for slots and chunks): every event is recorded once, every range pairs
+    on its own thread."""
+    monkeypatch.delenv(ENV, raising=False)
+    nv = FakeNvtx()
+    nv.attach(recorder.library())
+    push = nv.fn(1, 9, ctypes.c_int, ctypes.c_char_p)
+    pop = nv.fn(1, 11, ctypes.c_int)
+    n, names = 20_000, [f"t{i}".encode() for i in range(4)]
+    tids: list[int] = []
+
+    def work(name: bytes) -> None:
+        tids.append(threading.get_native_id())
+        for _ in range(n):
+            push(name)
+            pop()
+
+    rec = NvtxRecorder()
+    assert rec.start()
+    threads = [threading.Thread(target=work, args=(nm,)) for nm in names]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    rec.stop()
+    cap = rec.take()
+    assert cap is not None and cap.counts["recorded"] == 8 * n and cap.counts["dropped"] == 0
+    assert cap.counts["unfinished"] == 0
+    trace, counts = convert.build(cap)
+    assert counts["ranges"] == 4 * n and counts["ranges_open_at_stop"] == 0
+    ev = trace.events
+    by_thread = {trace.tracks[t].tid for t in np.unique(ev["track"])}
+    assert by_thread == set(tids)
+    names_of = trace.names()
+    for t in np.unique(ev["track"]):
+        assert len(set(names_of[ev["track"] == t])) == 1  # a thread's ranges carry its own name
