@@ -119,3 +119,30 @@ def test_kahn_in_c_takes_the_python_walks_order():
     for compiled in (True, False):
         with pytest.raises(polyprof.PolyprofError, match="cycle"):
             lp._kahn(cyc, np.arange(3, dtype=np.int64), compiled)
+
+
+@needs_c
+def test_walk_in_c_follows_the_python_walk():
+    """``_longest.walk``: the best edges back from a node, as ``_walk_python`` takes them;
+    a node or edge out of range, or a chain longer than its output (a cycle), refused."""
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        n = int(rng.integers(1, 40))
+        src = rng.integers(0, n, n + 20).astype(np.int64)
+        edge = rng.permutation(n + 20)[:n]  # node v's own best edge
+        best = np.full(n, -1, np.int64)
+        for v in range(1, n):  # each node's best edge comes from a lower node: no cycle
+            if rng.random() < 0.8:
+                src[edge[v]] = int(rng.integers(0, v))
+                best[v] = edge[v]
+        end = int(rng.integers(0, n))
+        want = lp._walk_python(best, src, end)
+        out = np.empty(len(src), np.int64)
+        k = lp._longest.walk(best, src, end, out)
+        assert out[:k][::-1].tolist() == want.tolist()
+    with pytest.raises(ValueError, match="node"):
+        lp._longest.walk(np.array([-1], np.int64), np.zeros(1, np.int64), 3, np.empty(1, np.int64))
+    with pytest.raises(ValueError, match="edge"):
+        lp._longest.walk(np.array([5], np.int64), np.zeros(1, np.int64), 0, np.empty(1, np.int64))
+    with pytest.raises(ValueError, match="cycle"):  # node 0's best edge comes from node 0
+        lp._longest.walk(np.array([0], np.int64), np.zeros(1, np.int64), 0, np.empty(1, np.int64))

@@ -20,6 +20,13 @@
  * permutation of 0..n-1); o_ptr (n + 1) and out_dst (m) each node's successors; indeg
  * (n) is consumed; order (n) receives the nodes; returns how many were placed (fewer
  * than n: a cycle).
+ *
+ *   walk(best, src, end, out) -> count
+ *
+ * The path back from node `end`: e = best[v] while e >= 0 (an edge index into src), then
+ * v = src[e]; the edges are written to out (its length bounds the walk: a longer chain
+ * raises ValueError) last first, and their number returned (longest_path.py's loop,
+ * `_walk_python`).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -211,9 +218,40 @@ done:
     return PyLong_FromSsize_t(placed);
 }
 
+static PyObject *walk(PyObject *self, PyObject *args) {
+    PyObject *ob, *os, *oo;
+    long long end;
+    if (!PyArg_ParseTuple(args, "OOLO:walk", &ob, &os, &end, &oo))
+        return NULL;
+    Col best, src, out;
+    if (get(ob, &best, 0, "best") < 0) return NULL;
+    if (get(os, &src, 0, "src") < 0) { PyBuffer_Release(&best.b); return NULL; }
+    if (get(oo, &out, 1, "out") < 0) { PyBuffer_Release(&best.b); PyBuffer_Release(&src.b); return NULL; }
+    Py_ssize_t k = 0;
+    int bad = 0;
+    int64_t v = end;
+    for (;;) {
+        if (v < 0 || v >= best.n) { bad = 1; break; }
+        int64_t e = best.p[v];
+        if (e < 0) break;
+        if (e >= src.n || k >= out.n) { bad = 2; break; }
+        out.p[k++] = e;
+        v = src.p[e];
+    }
+    PyBuffer_Release(&best.b);
+    PyBuffer_Release(&src.b);
+    PyBuffer_Release(&out.b);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad == 1 ? "walk: a node out of range" : "walk: an edge out of range, or a cycle");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(k);
+}
+
 static PyMethodDef methods[] = {
     {"passes", passes, METH_VARARGS, "The forward and backward passes of the longest path (see the module's source)."},
     {"kahn", kahn, METH_VARARGS, "Kahn's walk in pos order (see the module's source)."},
+    {"walk", walk, METH_VARARGS, "The best edges back from a node (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 

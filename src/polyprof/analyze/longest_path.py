@@ -117,15 +117,27 @@ def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
     has_edge[g.dst] = True
     cand = order[has_edge[order]]
     end = int(cand[int(np.argmax(f[cand]))])
+    walk = getattr(_longest, "walk", None) if compiled else None  # (an extension built before walk: Python)
+    if walk is not None:
+        back = np.empty(len(src), np.int64)  # a path has at most one edge of each
+        edges = back[:walk(best, src, end, back)][::-1].copy()
+    else:
+        edges = _walk_python(best, src, end)
+    v = int(src[edges[0]]) if len(edges) else end
+    nodes = np.concatenate([[v], g.dst[edges]]).astype(np.int64)
+    return LongestPath(nodes, edges, int(f[end]), f[g.src] + g.weight + b[g.dst], f, b)
+
+
+def _walk_python(best: np.ndarray, src: np.ndarray, end: int) -> np.ndarray:
+    """The path's edges, first to last, back from ``end`` along ``best`` (``_longest.walk``
+    in Python)."""
     path_e = []
     best_of, src_of = best.item, src.item  # the path's own nodes only (a whole column's tolist cost more)
     v = end
     while (e := best_of(v)) >= 0:
         path_e.append(e)
         v = src_of(e)
-    edges = np.asarray(path_e[::-1], np.int64)
-    nodes = np.concatenate([[v], g.dst[edges]]).astype(np.int64)
-    return LongestPath(nodes, edges, int(f[end]), f[g.src] + g.weight + b[g.dst], f, b)
+    return np.asarray(path_e[::-1], np.int64)
 
 
 def _passes_python(order: np.ndarray, i_ptr: np.ndarray, ins: np.ndarray, o_ptr: np.ndarray, outs: np.ndarray,
