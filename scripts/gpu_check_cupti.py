@@ -13,7 +13,9 @@ Runs, each as its own process, as users run them:
    ``polyprof run``: each range's count (5 of each) and projected device time (polyprof's
    section statistics) against the kernels launched inside it, recorded by polyprof's
    NVTX injection library (plugins/nvtx);
-3. the clock bound of the cupti plugin's CUPTI -> session clock fit;
+3. the clock bound of the cupti plugin's CUPTI -> session clock fit; the same workload
+   through the Python buffer sink (``implementation: python``, cupti-python's callbacks):
+   kernel count equal, no problem line;
 4. collection cost per kernel: a launch-bound loop of tiny kernels, plain / under
    polyprof (cupti) / under torch.profiler, alternated, ``--repeats`` times each; cost
    per kernel = (time profiled - time plain) / kernels; min and median;
@@ -111,8 +113,9 @@ def run(args: list[str], env: dict[str, str] | None = None) -> str:
     return r.stdout
 
 
-def polyprof_run(script: Path, out: Path, *args: str) -> None:
-    run([sys.executable, "-m", "polyprof", "run", "--plugins", PLUGINS, "--no-summary", "-o", str(out),
+def polyprof_run(script: Path, out: Path, *args: str, options: str | None = None) -> None:
+    extra = ["--plugin-options", options] if options else []
+    run([sys.executable, "-m", "polyprof", "run", "--plugins", PLUGINS, "--no-summary", *extra, "-o", str(out),
          str(script), *args], env={"PYTHONPATH": str(ROOT / "src")})
 
 
@@ -197,6 +200,16 @@ def main() -> int:
         cs = next((f for _plane, plugin, f in clock_fits(t_pp.metadata) if plugin == "cupti"), {})
         rows.append(("clock bound (ns)", f"{cs.get('bound_ns', float('nan')):.0f}", "-",
                      f"{cs.get('samples', 0)} paired samples, drift {cs.get('drift_ppm', 0):.2f} ppm"))
+        # 1b. the Python buffer sink (cupti-python's callbacks): every kernel too, nothing unread
+        polyprof_run(wl, tmp / "wl_py.polyprof", "plain", "-", options='{"cupti": {"implementation": "python"}}')
+        t_py = polyprof.load(tmp / "wl_py.polyprof")
+        n_py, _ = kernels(t_py)
+        md_py = t_py.metadata.get("cupti", {})
+        good = n_py == counts["torch"][0] and md_py.get("implementation") == "python" and not md_py.get("problems")
+        ok &= good
+        rows.append(("kernels, Python buffer sink", str(n_py), str(counts["torch"][0]),
+                     f"{md_py.get('records', 0)} records, dropped {md_py.get('buffers', {}).get('dropped', 0)}"
+                     + ("" if good else f" FAIL {md_py.get('problems')}")))
         md = t_pp.metadata.get("cupti", {})
         rows.append(("buffer sink", str(md.get("implementation")), "-",
                      f"{md.get('records', 0)} records, dropped {md.get('buffers', {}).get('dropped', 0)}"))
