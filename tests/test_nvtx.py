@@ -132,12 +132,19 @@ def test_core_and_domain_api_through_the_injection_abi():
     d_mark = nv.fn(5, 1, None, VP, A)
     d_start = nv.fn(5, 2, ctypes.c_uint64, VP, A)
     d_end = nv.fn(5, 3, None, VP, ctypes.c_uint64)
+    name_category = nv.fn(1, 12, None, ctypes.c_uint32, ctypes.c_char_p)
+    d_name_category = nv.fn(5, 8, None, VP, ctypes.c_uint32, ctypes.c_wchar_p)
+    name_thread = nv.fn(1, 14, None, ctypes.c_uint32, ctypes.c_char_p)
     nv.fn(5, 15, None, VP)(None)  # nvtxInitialize
     dom = create(b"my domain")
     assert dom and create(b"my domain") == dom and create_w("my domain") == dom
     hello = register(dom, b"registered hello")
     assert hello and register_w(dom, "registered hello") == hello
 
+    name_category(7, b"seven")
+    name_category(7, b"seven, renamed")  # the latest name counts
+    d_name_category(dom, 7, "domain seven")
+    name_thread(threading.get_native_id(), b"named by NVTX")
     rec = NvtxRecorder()
     push_a(b"before the session")  # not recorded: recording has not started
     pop()
@@ -185,6 +192,12 @@ def test_core_and_domain_api_through_the_injection_abi():
     trace, counts = convert.build(cap, {threading.get_native_id(): "MainThread"})
     assert counts == {"ranges": 4, "ranges_open_at_stop": 0, "start_end_ranges": 3, "start_end_open_at_stop": 0,
                       "marks": 3}
+    names_t = trace.names()
+    ex = np.flatnonzero(names_t == "ex")
+    assert list(trace.stats[convert.NVTX_CATEGORY_NAME].lookup(ex)[1]) == ["seven, renamed"]
+    assert {trace.tracks[i].name for i in trace.events["track"]} >= {"MainThread"}  # the host's name first
+    untold, _ = convert.build(cap, {})  # a thread the host does not know: NVTX's name for it
+    assert "named by NVTX" in {untold.tracks[i].name for i in untold.events["track"]}
 
 
 def test_push_pop_pairing_by_level():
@@ -313,6 +326,7 @@ def test_nvtx_package_under_polyprof_run(tmp_path):
     dom = t.stats[convert.NVTX_DOMAIN].lookup(np.array([rows["inner"], rows["pushed"]]))[1]
     assert list(dom) == ["my domain", "my domain"]
     assert convert.NVTX_COLOR in t.stats and convert.NVTX_CATEGORY in t.stats
+    assert list(t.stats[convert.NVTX_CATEGORY_NAME].lookup(np.array([rows["inner"]]))[1]) == ["cat"]
     # polyprof's section table sees them as sections
     from polyprof.analyze.frames import column
     from polyprof.analyze.sections import section_stats

@@ -5,7 +5,8 @@
  * NVTX_INJECTION64_PATH and calls its InitializeInjectionNvtx2(getExportTable). This
  * library is that tool (as Nsight Systems' is): it asks the export table for the
  * callback tables of the CORE and CORE2 (domain) modules and puts its own handlers in
- * the slots of the range, mark, domain and registered-string functions. The handlers
+ * the slots of the range, mark, domain, registered-string and naming (categories, OS
+ * threads) functions. The handlers
  * record (CLOCK_MONOTONIC ns, gettid(), kind, message id, domain id, color, category,
  * range id) into fixed 40-byte slots of a bounded buffer; the messages (ASCII, wide or
  * registered strings) are interned once into a string arena. polyprof reads both
@@ -37,12 +38,14 @@ enum { MODULE_CORE = 1, MODULE_CORE2 = 5 };
 enum {
     CORE_MarkEx = 1, CORE_MarkA = 2, CORE_MarkW = 3, CORE_RangeStartEx = 4, CORE_RangeStartA = 5,
     CORE_RangeStartW = 6, CORE_RangeEnd = 7, CORE_RangePushEx = 8, CORE_RangePushA = 9,
-    CORE_RangePushW = 10, CORE_RangePop = 11
+    CORE_RangePushW = 10, CORE_RangePop = 11, CORE_NameCategoryA = 12, CORE_NameCategoryW = 13,
+    CORE_NameOsThreadA = 14, CORE_NameOsThreadW = 15
 };
 /* NvtxCallbackIdCore2 */
 enum {
     CORE2_DomainMarkEx = 1, CORE2_DomainRangeStartEx = 2, CORE2_DomainRangeEnd = 3,
-    CORE2_DomainRangePushEx = 4, CORE2_DomainRangePop = 5, CORE2_DomainRegisterStringA = 10,
+    CORE2_DomainRangePushEx = 4, CORE2_DomainRangePop = 5, CORE2_DomainNameCategoryA = 8,
+    CORE2_DomainNameCategoryW = 9, CORE2_DomainRegisterStringA = 10,
     CORE2_DomainRegisterStringW = 11, CORE2_DomainCreateA = 12, CORE2_DomainCreateW = 13,
     CORE2_DomainDestroy = 14, CORE2_Initialize = 15
 };
@@ -188,6 +191,33 @@ static uint32_t intern_w(const wchar_t *w) {
     return intern(buf, n);
 }
 
+/* ------------------------------------------------------------------ names given to ids */
+/* nvtxNameCategory (per domain) and nvtxNameOsThread: (what, domain, key) -> string id,
+ * the latest naming kept; polyprof reads them with polyprof_nvtx_namings */
+enum { NAMED_CATEGORY = 1, NAMED_THREAD = 2 };
+typedef struct { uint32_t what, domain, key, name; } naming;
+static naming *namings;
+static size_t namings_used, namings_cap;
+
+static void add_naming(uint32_t what, uint32_t domain, uint32_t key, uint32_t name) {
+    if (!name) return;
+    pthread_mutex_lock(&strings_lock);
+    for (size_t i = 0; i < namings_used; i++) {
+        if (namings[i].what == what && namings[i].domain == domain && namings[i].key == key) {
+            namings[i].name = name;
+            pthread_mutex_unlock(&strings_lock);
+            return;
+        }
+    }
+    if (namings_used == namings_cap && namings_cap < (1u << 20)) {
+        size_t cap = namings_cap ? namings_cap * 2 : 64;
+        naming *n = realloc(namings, cap * sizeof *n);
+        if (n) { namings = n; namings_cap = cap; }
+    }
+    if (namings_used < namings_cap) namings[namings_used++] = (naming){what, domain, key, name};
+    pthread_mutex_unlock(&strings_lock);
+}
+
 /* ------------------------------------------------------------------ events */
 static __thread uint32_t my_tid;
 static __thread int my_depth;
@@ -310,6 +340,16 @@ static const void *d_register_w(const void *d, const wchar_t *s) { (void)d; retu
 static const void *d_create_a(const char *s) { return (const void *)(uintptr_t)intern_c(s); }
 static const void *d_create_w(const wchar_t *s) { return (const void *)(uintptr_t)intern_w(s); }
 static void d_destroy(const void *d) { (void)d; }
+static void name_category_a(uint32_t c, const char *s) { add_naming(NAMED_CATEGORY, 0, c, intern_c(s)); }
+static void name_category_w(uint32_t c, const wchar_t *s) { add_naming(NAMED_CATEGORY, 0, c, intern_w(s)); }
+static void name_thread_a(uint32_t tid, const char *s) { add_naming(NAMED_THREAD, 0, tid, intern_c(s)); }
+static void name_thread_w(uint32_t tid, const wchar_t *s) { add_naming(NAMED_THREAD, 0, tid, intern_w(s)); }
+static void d_name_category_a(const void *d, uint32_t c, const char *s) {
+    add_naming(NAMED_CATEGORY, domain_of(d), c, intern_c(s));
+}
+static void d_name_category_w(const void *d, uint32_t c, const wchar_t *s) {
+    add_naming(NAMED_CATEGORY, domain_of(d), c, intern_w(s));
+}
 static void initialize(const void *reserved) { (void)reserved; }
 
 typedef struct { unsigned int id; fn_t fn; } slot;
@@ -319,11 +359,14 @@ static const slot core_slots[] = {
     {CORE_RangeStartEx, (fn_t)start_ex}, {CORE_RangeStartA, (fn_t)start_a}, {CORE_RangeStartW, (fn_t)start_w},
     {CORE_RangeEnd, (fn_t)range_end}, {CORE_RangePushEx, (fn_t)push_ex}, {CORE_RangePushA, (fn_t)push_a},
     {CORE_RangePushW, (fn_t)push_w}, {CORE_RangePop, (fn_t)range_pop},
+    {CORE_NameCategoryA, (fn_t)name_category_a}, {CORE_NameCategoryW, (fn_t)name_category_w},
+    {CORE_NameOsThreadA, (fn_t)name_thread_a}, {CORE_NameOsThreadW, (fn_t)name_thread_w},
 };
 static const slot core2_slots[] = {
     {CORE2_DomainMarkEx, (fn_t)d_mark_ex}, {CORE2_DomainRangeStartEx, (fn_t)d_start_ex},
     {CORE2_DomainRangeEnd, (fn_t)d_range_end}, {CORE2_DomainRangePushEx, (fn_t)d_push_ex},
-    {CORE2_DomainRangePop, (fn_t)d_pop}, {CORE2_DomainRegisterStringA, (fn_t)d_register_a},
+    {CORE2_DomainRangePop, (fn_t)d_pop}, {CORE2_DomainNameCategoryA, (fn_t)d_name_category_a},
+    {CORE2_DomainNameCategoryW, (fn_t)d_name_category_w}, {CORE2_DomainRegisterStringA, (fn_t)d_register_a},
     {CORE2_DomainRegisterStringW, (fn_t)d_register_w}, {CORE2_DomainCreateA, (fn_t)d_create_a},
     {CORE2_DomainCreateW, (fn_t)d_create_w}, {CORE2_DomainDestroy, (fn_t)d_destroy},
     {CORE2_Initialize, (fn_t)initialize},
@@ -407,4 +450,13 @@ EXPORT uint64_t polyprof_nvtx_strings(void *dst, uint64_t size) {
     if (n) memcpy(dst, arena, n);
     pthread_mutex_unlock(&strings_lock);
     return n;
+}
+
+/* copy up to n namings (16 bytes each: what, domain, key, name); how many there are */
+EXPORT uint64_t polyprof_nvtx_namings(void *dst, uint64_t n) {
+    pthread_mutex_lock(&strings_lock);
+    uint64_t have = namings_used;
+    if (dst && n) memcpy(dst, namings, (n < have ? n : have) * sizeof(naming));
+    pthread_mutex_unlock(&strings_lock);
+    return have;
 }

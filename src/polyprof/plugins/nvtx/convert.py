@@ -9,8 +9,10 @@
   on one "NVTX (process)" track, paired by range id;
 - marks as ``mark`` instants on their thread.
 
-Each event's domain (when not the default), ARGB color and category are stats. The
-timestamps are CLOCK_MONOTONIC already: the session's clock.
+Each event's domain (when not the default), ARGB color, category and the category's name
+(``nvtxNameCategory``, per domain) are stats; a thread the host plugin does not know
+(a C++ thread) takes the name ``nvtxNameOsThread`` gave it. The timestamps are
+CLOCK_MONOTONIC already: the session's clock.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import numpy as np
 from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
-from .recorder import END, MARK, POP, PUSH, START, Capture
+from .recorder import END, MARK, NAMED_CATEGORY, NAMED_THREAD, POP, PUSH, START, Capture
 
 CAT_ANNOTATION = "user_annotation"
 NVTX_DOMAIN = "nvtx_domain"  # the cupti plugin's stat of the same name
 NVTX_COLOR = "nvtx_color"
 NVTX_CATEGORY = "nvtx_category"
+NVTX_CATEGORY_NAME = "nvtx_category_name"  # nvtxNameCategory / nvtxDomainNameCategory
 PROCESS_TRACK = "NVTX (process)"
 
 
@@ -89,7 +92,10 @@ def build(cap: Capture, threads: dict[int, str] | None = None,
     domain = ev["domain"].astype(np.int64)
     names = texts(cap.strings, ev["name"])
     uniq, inv = np.unique(tid, return_inverse=True)
-    names_of = threads or {}
+    names_of = dict(threads or {})
+    nm = cap.namings
+    for row in np.flatnonzero(nm["what"] == NAMED_THREAD).tolist():  # nvtxNameOsThread, where the host has none
+        names_of.setdefault(int(nm["key"][row]), str(texts(cap.strings, nm["name"][row:row + 1])[0]))
     thread_track = np.array([b.track(host, names_of.get(t, f"Thread {t}"), "thread", tid=t) for t in uniq.tolist()],
                             np.int32)[inv.reshape(-1)] if len(uniq) else np.zeros(0, np.int32)
     counts: dict[str, int] = {}
@@ -119,4 +125,22 @@ def build(cap: Capture, threads: dict[int, str] | None = None,
         has = np.flatnonzero(domain[rows] != 0)
         if len(has):
             b.add_stat(NVTX_DOMAIN, out[has], texts(cap.strings, ev["domain"][rows][has]))
+        _category_names(b, cap, rows, out)
     return b.build(), counts
+
+
+def _category_names(b: TraceBuilder, cap: Capture, rows: np.ndarray, out: np.ndarray) -> None:
+    """The ``nvtx_category_name`` stat of the events ``rows`` (builder rows ``out``) whose
+    (domain, category) was named."""
+    nm = cap.namings[cap.namings["what"] == NAMED_CATEGORY]
+    cat = cap.events["category"][rows].astype(np.int64)
+    if not len(nm) or not cat.any():
+        return
+    key = (cap.events["domain"][rows].astype(np.int64) << 32) | cat
+    known = (nm["domain"].astype(np.int64) << 32) | nm["key"].astype(np.int64)
+    order = np.argsort(known, kind="stable")
+    known, ids = known[order], nm["name"][order]
+    pos = np.minimum(np.searchsorted(known, key), len(known) - 1)
+    hit = np.flatnonzero((known[pos] == key) & (cat != 0))
+    if len(hit):
+        b.add_stat(NVTX_CATEGORY_NAME, out[hit], texts(cap.strings, ids[pos[hit]]))

@@ -37,6 +37,9 @@ ENV = "NVTX_INJECTION64_PATH"
 EVENT_DTYPE = np.dtype([("t", "<i8"), ("range", "<u8"), ("tid", "<u4"), ("name", "<u4"), ("domain", "<u4"),
                         ("color", "<u4"), ("category", "<u4"), ("kind", "<u4")])
 PUSH, POP, START, END, MARK = 1, 2, 3, 4, 5
+#: a name given to an id (``naming`` in _nvtxinject.c): nvtxNameCategory, nvtxNameOsThread
+NAMING_DTYPE = np.dtype([("what", "<u4"), ("domain", "<u4"), ("key", "<u4"), ("name", "<u4")])
+NAMED_CATEGORY, NAMED_THREAD = 1, 2
 DEFAULT_MAX_EVENTS = 1 << 22  # 160 MiB of slots at most, allocated 64k events at a time
 
 
@@ -66,7 +69,7 @@ def library() -> ctypes.CDLL | None:
     lib.polyprof_nvtx_stop.restype = None
     lib.polyprof_nvtx_counts.argtypes = [ctypes.c_void_p]
     lib.polyprof_nvtx_counts.restype = None
-    for fn in (lib.polyprof_nvtx_events, lib.polyprof_nvtx_strings):
+    for fn in (lib.polyprof_nvtx_events, lib.polyprof_nvtx_strings, lib.polyprof_nvtx_namings):
         fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
         fn.restype = ctypes.c_uint64
     return lib
@@ -96,12 +99,14 @@ def _same_file(a: str, b: Path) -> bool:
 
 
 class Capture(NamedTuple):
-    """One session's NVTX records: the events (EVENT_DTYPE, filled slots only) and the
-    string arena (a string id is its offset + 1, NUL-terminated UTF-8)."""
+    """One session's NVTX records: the events (EVENT_DTYPE, filled slots only), the names
+    given to categories and OS threads (NAMING_DTYPE) and the string arena (a string id is
+    its offset + 1, NUL-terminated UTF-8)."""
 
     events: np.ndarray
     strings: bytes
     counts: dict[str, int]
+    namings: np.ndarray = np.zeros(0, NAMING_DTYPE)
 
 
 class NvtxRecorder:
@@ -156,7 +161,11 @@ class NvtxRecorder:
         lib = library()
         if not self._started or lib is None:
             return None
-        counts = self.counts()
+        namings = np.zeros(int(lib.polyprof_nvtx_namings(None, 0)), NAMING_DTYPE)
+        if len(namings):
+            got_n = int(lib.polyprof_nvtx_namings(namings.ctypes.data, len(namings)))
+            namings = namings[:got_n]
+        counts = self.counts()  # after the namings: the arena read below holds their strings
         n = counts["recorded"]
         ev = np.zeros(n, EVENT_DTYPE)
         if n:
@@ -165,4 +174,4 @@ class NvtxRecorder:
         got = lib.polyprof_nvtx_strings(arena, counts["string_bytes"])
         filled = ev["kind"] != 0
         counts["unfinished"] = int((~filled).sum())  # claimed by a thread still writing at stop
-        return Capture(ev[filled] if not filled.all() else ev, arena.raw[:got], counts)
+        return Capture(ev[filled] if not filled.all() else ev, arena.raw[:got], counts, namings)
