@@ -200,6 +200,8 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true",
                     help="also the in-memory summary of the file, and compare its tables with the store's")
     ap.add_argument("--src", default=str(ROOT / "src"), help="PYTHONPATH of polyprof for the children")
+    ap.add_argument("--summary-only", action="store_true",
+                    help="reuse the rank and the store already in --workdir: measure the summary only")
     ap.add_argument("--in-cgroup", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("cmd", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -209,7 +211,7 @@ def main() -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     rank = tmp / "rank0.json"
     t0 = time.perf_counter()
-    if not (args.reuse and rank.exists()):
+    if not ((args.reuse or args.summary_only) and rank.exists()):
         copies = make_rank(rank, args.gb)
         print(f"# made {rank}: {copies} copies of {V100.name}, {rank.stat().st_size / 1e9:.2f} GB, "
               f"{time.perf_counter() - t0:.0f} s")
@@ -220,6 +222,8 @@ def main() -> None:
     store = tmp / "rank0.store"
     steps = [("convert", [*py, "convert", str(rank), "-o", str(store), "--overwrite"]),
              ("summary STORE --json", [*py, "summary", str(store), "--json"])]
+    if args.summary_only:
+        steps = steps[1:]
     print(f"# uptime: {os.popen('uptime').read().strip()}")
     for name, argv in steps:
         res = measure(argv, args.timeout, env)

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..errors import PolyprofError
 from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path, window_from
 from ..trace import metadata_keys as mkeys
-from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job
+from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job, is_store
 
 
 #: events from which the report shows its phases on a terminal (about 2 s of work here)
@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     ranks = parts = marks = highlight = None
     if is_job(args.file):  # several files, a directory or a store: the same page for the same ranks
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module
+
+        _above_bound(args.file, args.rank)
 
         ranks = analyze_ranks(args)
         from ..report.timeline_job import collective_names, job_parts  # after the ranks, as report.html below
@@ -70,3 +72,29 @@ def run(args: argparse.Namespace) -> int:
         bar.advance()
     print(f"polyprof: wrote {out}", file=sys.stderr)
     return 0
+
+
+def _above_bound(files: list[str], rank: int | None) -> None:
+    """A store's rank shown in detail above the memory bound (ranks/fits.py): said in the
+    log (the page shows the rank's events, so the rank is read whole, while its tables
+    are summarised window by window as by ``summary``), and refused in one line where it
+    would not fit."""
+    if len(files) != 1 or not is_store(files[0]):
+        return
+    import logging
+
+    from ..ranks import fits  # with the ranks, as load_ranks above
+    from ..store.manifest import read_manifest  # the same
+
+    root = Path(files[0])
+    entries = sorted(read_manifest(root)["ranks"], key=lambda r: r["rank"])
+    entry = next((r for r in entries if r["rank"] == rank), entries[0] if entries and rank is None else None)
+    if entry is None:
+        return
+    events = int(entry.get("events", 0))
+    if fits.store_rank_bytes(events) > fits.memory_bound():
+        logging.getLogger("polyprof").warning(
+            "%s: rank %d (%s events) is above the memory bound (%d MiB): the report shows its events, so it "
+            "reads the rank whole (about %.1f GiB); polyprof summary %s keeps to the bound", root, entry["rank"],
+            f"{events:,}", fits.memory_bound() >> 20, fits.store_rank_bytes(events) / 2**30, root)
+        fits.check_store_rank(root, entry["rank"], events)

@@ -29,7 +29,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     apply_peak(args)
     job = is_job(args.file)  # several files, a directory or a store: one job, whatever its ranks are in
-    _check_memory(args.file)
+    _check_memory(args.file, window_from(args) == "auto")
     if job:
         report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
     else:
@@ -54,9 +54,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_memory(files: list[str]) -> None:
+def _check_memory(files: list[str], windows: bool = True) -> None:
     """One line, before reading, where a rank will not fit in memory (ranks/fits.py): a
-    Kineto/Chrome JSON file given alone, each rank of a store."""
+    Kineto/Chrome JSON file given alone, each rank of a store not summarised window by
+    window (with ``windows``: the default steps, ranks/stepwise.py)."""
     from pathlib import Path
 
     from ..ranks import fits
@@ -65,9 +66,12 @@ def _check_memory(files: list[str]) -> None:
     if len(files) == 1 and is_store(files[0]):
         from ..store.manifest import read_manifest
 
+        from ..ranks.stepwise import by_windows  # the analyses: only for a summary of a store
+
         root = Path(files[0])
         for r in read_manifest(root)["ranks"]:
-            fits.check_store_rank(root, r["rank"], int(r.get("events", 0)))
+            if not windows or by_windows(root / r["path"], int(r.get("events", 0))) is None:  # else by windows
+                fits.check_store_rank(root, r["rank"], int(r.get("events", 0)))
     elif len(files) == 1 and Path(files[0]).is_file():
         from ..formats.detect import detect
 

@@ -25,6 +25,39 @@ JSON_FACTOR = 2.0
 #: memory per event of a store's rank read back and analysed
 STORE_EVENT_BYTES = 400
 _UNLIMITED = 1 << 60
+#: the memory a summary of a store's rank keeps to (``POLYPROF_MEMORY_BOUND``, in MiB):
+#: above it, the rank is summarised window by window (ranks/stepwise.py)
+MEMORY_BOUND = 512 << 20
+
+
+def memory_bound() -> int:
+    """The bound in bytes: ``POLYPROF_MEMORY_BOUND`` (MiB) if set, else :data:`MEMORY_BOUND`."""
+    text = os.environ.get("POLYPROF_MEMORY_BOUND", "").strip()
+    if not text:
+        return MEMORY_BOUND
+    try:
+        mib = float(text)
+    except ValueError:
+        raise PolyprofError(f"POLYPROF_MEMORY_BOUND={text!r}: expected MiB, a number") from None
+    if mib <= 0:
+        raise PolyprofError(f"POLYPROF_MEMORY_BOUND={text!r}: must be more than 0")
+    return int(mib * (1 << 20))
+
+
+def store_rank_bytes(events: int) -> int:
+    """What a store's rank of ``events`` events needs to be read back whole and analysed."""
+    return BASE_BYTES + STORE_EVENT_BYTES * events
+
+
+#: memory per event of a window of a store's rank read and analysed (ranks/stepwise.py):
+#: more than a whole rank's per event, for the window's own reading (its row groups
+#: filtered, then put in input order) and the C heap left between windows
+WINDOW_EVENT_BYTES = 1000
+
+
+def window_events(bound: int) -> int:
+    """Events per window that keep a window's analysis within ``bound`` bytes."""
+    return max((bound - BASE_BYTES) // WINDOW_EVENT_BYTES, 1 << 14)
 
 
 def available_bytes() -> int:
@@ -100,13 +133,15 @@ def check_file(path: str | Path) -> None:
     """A Kineto / Chrome JSON file to be read whole and analysed."""
     p = Path(path)
     need = BASE_BYTES + int(JSON_FACTOR * json_text_bytes(p))
-    check_fits(str(p), need, f"convert it to a store first (polyprof convert {p} -o STORE streams it in chunks) "
-                             "and query the store with polyprof sql STORE, which is memory-limited")
+    check_fits(str(p), need, f"convert it to a store first (polyprof convert {p} -o STORE streams it in chunks); "
+                             "polyprof summary STORE then summarises it window by window within the memory bound, "
+                             "and polyprof sql STORE queries it with a memory limit")
 
 
 def check_store_rank(store: str | Path, rank: int, events: int) -> None:
-    """A store's rank of ``events`` events to be read back and analysed."""
-    need = BASE_BYTES + STORE_EVENT_BYTES * events
+    """A store's rank of ``events`` events to be read back whole and analysed (a rank
+    summarised window by window, ranks/stepwise.py, keeps to the memory bound instead)."""
+    need = store_rank_bytes(events)
     check_fits(f"{store}: rank {rank} ({events:,} events)", need,
                "query it with polyprof sql STORE, which is memory-limited, or analyse it on a machine with more memory")
 

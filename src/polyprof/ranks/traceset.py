@@ -22,7 +22,7 @@ from ..progress import TaskBar
 from ..trace.core import Trace
 from ..trace.merge import merge
 from . import executor as executors
-from .sources import RankEntry, assign_ranks, load_rank, resolve
+from .sources import RankEntry, StoreRank, assign_ranks, load_rank, resolve
 
 
 class TraceSet:
@@ -111,7 +111,12 @@ class TraceSet:
         from .report import RankInfo, job_report
         from .result import rank_summary  # the same
 
-        fn = partial(rank_summary, tables=None if tables is None else tuple(tables), window=window)
+        fn: Any = partial(rank_summary, tables=None if tables is None else tuple(tables), window=window)
+        if tables is None and window == "auto" and any(isinstance(e.source, StoreRank) for e in self.entries):
+            # a store's rank above the memory bound is summarised window by window
+            from .stepwise import Summary  # the analyses, as rank_summary above
+
+            fn = Summary(fn)
         results = self.map(fn, executor, progress=progress, jobs=jobs)
         info = {e.rank: RankInfo(e.rank, e.label, e.how) for e in self.entries}
         return job_report(results, info, per_event_left=tables is None)
@@ -157,6 +162,10 @@ class TraceSet:
 def _run_on(fn: Callable[[Trace], Any], entry: RankEntry) -> Any:
     """A task: ``fn`` of the rank read ahead for ``entry`` (ranks/executor.py), else of
     the rank loaded here."""
+    by_entry = getattr(fn, "by_entry", None)  # work that reads the rank its own way (stepwise.Summary)
+    done = by_entry(entry) if by_entry is not None else None
+    if done is not None:
+        return done
     trace = executors.read_ahead(entry.path)
     return fn(load_rank(entry) if trace is None else trace)
 

@@ -1,0 +1,219 @@
+"""The summary of a store's rank too big for memory, window by window (docs/store.md,
+"Summary of a rank that does not fit").
+
+The rank is cut at quiet points between steps (``store/window.py``) into windows of at
+most :func:`fits.window_events` events; each window is read back as a Trace of its own,
+analysed as the whole rank's steps in it are (a view whose steps and counting range
+are the window's share of the rank's window, and whose analysed span runs from one
+quiet point to the next, so the spans tile the rank's), and only its tables are kept;
+the tables are then merged (``ranks/table_merge.py``) into the rank's. Memory: one
+window and the tables of those done.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..analyze import window as W
+from ..analyze.clocks import unsynchronised
+from ..analyze.common import analysed_span
+from ..analyze.frames import column
+from ..analyze.ops import launch_summary
+from ..analyze.registry import ANALYSES, Tables
+from ..derive import cache
+from ..derive.steps import Steps
+from ..lowlevel.heap import trim
+from ..progress import TaskBar
+from ..store.rankfiles import _read, read_header
+from ..store.window import Plan, Window, plan, read_window
+from ..trace import metadata_keys as mkeys
+from ..trace.core import Trace
+from . import fits
+from .sources import StoreRank
+from .result import RankResult, anchor_of, overview_row, rank_collectives
+from . import window_findings as wf
+from . import window_values as values
+from .table_merge import concat_collectives, merge_tables
+
+log = logging.getLogger("polyprof")
+_FAR = 1 << 62
+#: the tables each window computes: those a job gathers, and the launch table they need
+KEPT = tuple(a.name for a in ANALYSES if not a.per_event) + ("launch_stats",)
+
+
+class Summary:
+    """``rank_summary`` of each rank (called with its Trace), but a store's rank above the
+    memory bound (``fits.memory_bound``) is summarised window by window from its files
+    (``by_entry``), where its steps allow."""
+
+    def __init__(self, fn: Callable[[Any], RankResult]):
+        self.fn = fn
+
+    def __call__(self, trace: Any) -> RankResult:
+        return self.fn(trace)
+
+    def by_entry(self, entry: Any) -> RankResult | None:
+        if not isinstance(entry.source, StoreRank):
+            return None
+        folder = entry.source.folder
+        p = by_windows(folder, int(read_header(folder)["events"]))
+        if p is None:
+            return None
+        log.info("%s: above the memory bound (%d MiB): summarised in %d windows of whole steps (largest %d events)",
+                 entry.label, fits.memory_bound() >> 20, len(p.events), p.largest)
+        return summarise(folder, p, entry.label)
+
+
+def by_windows(folder: Path, events: int) -> Plan | None:
+    """The plan of a store's rank of ``events`` events when it is above the memory bound
+    and can be summarised window by window; None when it is read whole."""
+    bound = fits.memory_bound()
+    if fits.store_rank_bytes(events) <= bound:
+        return None
+    return windowed(folder, fits.window_events(bound))
+
+
+def windowed(directory: Path, max_events: int) -> Plan | None:
+    """The rank's plan when it can be analysed window by window: two windows or more, and
+    three steps or more (the default window, every step but the first, then applies).
+    Kept for the process (the command's check and its summary ask for it both)."""
+    key = (str(directory.resolve()), (directory / "events.parquet").stat().st_mtime_ns, max_events)
+    if key not in _PLANS:
+        p = plan(directory, max_events)
+        _PLANS.clear()
+        _PLANS[key] = p if len(p.events) > 1 and p.steps >= W.AUTO_MIN_STEPS else None
+    return _PLANS[key]
+
+
+_PLANS: dict[tuple[str, int, int], Plan | None] = {}
+
+
+def summarise(directory: Path, p: Plan, label: str = "") -> RankResult:
+    """The rank's :class:`RankResult` for ``polyprof summary`` (the default window: every
+    step but the first) from the windows of ``p``."""
+    _release()  # what the plan freed
+    header = read_header(directory)
+    strings = _read(directory / "strings.parquet").column("s").to_pylist()  # once for every window
+    got = _Gathered()
+    with tempfile.TemporaryDirectory(prefix="polyprof-windows-") as tmp, \
+            TaskBar(len(p.events), f"{label or directory.name}: windows") as bar:
+        spill = Path(tmp)
+        for i, (lo, hi) in enumerate(p.windows()):
+            got.add(read_window(directory, lo, hi, header, strings), spill, i, i == len(p.events) - 1, lo, hi)
+            _release()  # the window's freed memory back to the system before the next is read
+            bar.advance()
+        empty = read_window(directory, 0, 0, header, strings).trace
+        tables = got.tables(empty, spill, header, strings)
+    return got.result(empty, tables, header)
+
+
+class _Gathered:
+    """What the windows hand on: their tables, steps, spans, collectives, findings,
+    correlation counts, unsynchronised devices, idle edges and launch names."""
+
+    def __init__(self) -> None:
+        self.parts: list[dict[str, Any]] = []
+        self.steps: list[Steps] = []
+        self.spans: list[tuple[int, int]] = []
+        self.coll: list[Any] = []
+        self.found: list[Any] = []
+        self.counts: dict[str, int] = {}
+        self.unsynced: dict[str, str] = {}
+        self.edges: list[dict[tuple, Any]] = []
+        self.launch_names: dict[str, int] = {}
+
+    def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
+        trace = window.trace
+        got = _window(trace, i == 0, last, lo, hi)
+        view = got["view"]
+        self.found.append(wf.window_findings(view, got["tables"]))
+        values.spill(view, spill, i)
+        values.spill_launches(got["tables"].pop("launch_stats"), spill, i, self.launch_names)
+        self.edges.append(values.edges(view))
+        self.parts.append(got["tables"])
+        self.steps.append(got["steps"])
+        self.spans.append(got["span"])
+        coll = got["collectives"]  # its rows made the rank's rows
+        self.coll.append(coll.with_columns(row=window.input_rows[column(coll, "row")]) if len(coll) else coll)
+        self.unsynced.update(unsynchronised(trace))
+        for k, v in cache.correlation(trace).counts.items():
+            self.counts[k] = self.counts.get(k, 0) + int(v)
+
+    def tables(self, empty: Trace, spill: Path, header: dict[str, Any], strings: list[str]) -> dict[str, Any]:
+        """The rank's tables: merged, then made exact from what the windows spilled."""
+        windows = len(self.parts)
+        tables = merge_tables(self.parts, (self.spans[0][0], self.spans[-1][1]))
+        self.parts = []
+        _release()
+        tables["launch_summary"] = launch_summary(empty, values.launch_table(spill, windows, self.launch_names))
+        values.exact_quantiles(tables, spill, windows, strings)
+        plane_of = np.array([t["plane"] for t in header["tracks"]], np.int64)
+        tables["queue_length_summary"] = values.queue_summary(
+            tables["queue_length_summary"], spill, windows, [t["name"] for t in header["tracks"]],
+            [q["name"] for q in header["planes"]], plane_of)
+        values.join_edges(tables, self.edges)
+        return tables
+
+    def result(self, empty: Trace, tables: dict[str, Any], header: dict[str, Any]) -> RankResult:
+        t0, t1 = self.spans[0][0], self.spans[-1][1]
+        every = _joined(self.steps, 0)
+        selected = _joined(self.steps, 1)
+        collectives = concat_collectives(self.coll)
+        n = int(header["events"])
+        s0, s1 = header.get("span_ns", [0, 0])
+        meta = header.get("metadata", {})
+        overview = {
+            "events": n, "planes": [q["name"] for q in header["planes"]], "tracks": len(header["tracks"]),
+            "trace_span_ns": int(s1) - int(s0), "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
+            "steps": len(selected), "step_source": every.source,
+            "window": W._label(every, np.arange(1, len(every)), "first step skipped: warm-up; --skip-first 0 keeps it"),
+            "correlation": self.counts, "unsynchronised": self.unsynced,
+            "plugin_errors": list(meta.get(mkeys.PLUGIN_ERRORS, [])),
+            "warnings": [str(w) for w in meta.get(mkeys.WARNINGS, []) or []],
+        }
+        shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced)
+        findings = wf.rank_findings(shell, tables, self.found, self.unsynced)
+        return RankResult(tables, findings, overview, collectives, *anchor_of(shell),
+                          overview_row(tables, collectives, n, t1 - t0))
+
+
+def _joined(steps: list[Steps], skip: int) -> Steps:
+    """The windows' steps end to end, the first ``skip`` left out."""
+    def cat(f: str) -> np.ndarray:
+        return np.concatenate([getattr(s, f) for s in steps])[skip:]
+
+    return Steps(cat("number"), cat("start"), cat("end"), cat("rows"), steps[0].source)
+
+
+def _window(trace: Any, first: bool, last: bool, lo: int, hi: int) -> dict[str, Any]:
+    """One window's tables, steps, analysed span, collectives, findings and correlation
+    counts, analysed as the rank's default window sees its steps."""
+    steps = cache.steps(trace)
+    index = np.arange(len(steps))[1:] if first else np.arange(len(steps))
+    c0 = int(steps.start[1]) if first else lo  # events are counted from the rank's second step on
+    c1 = _FAR if last else hi
+    sel = W.Selection(index, "", True, "steps", c0, min(c1, int(steps.end[-1])) if last else c1)
+    view = W._make_view(trace, sel)
+    span = analysed_span(view)
+    if not first:
+        span = (lo, span[1])
+    if not last:
+        span = (span[0], hi)
+    view.__dict__["_polyprof_memo"]["analysed_span"] = span
+    t = Tables(view)
+    tables = {name: t[name] for name in KEPT}
+    return {"tables": tables, "view": view, "steps": steps, "span": span,
+            "collectives": rank_collectives(trace, view)}
+
+
+def _release() -> None:
+    """Freed memory back to the system: Arrow's pool's and the C heap's."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    trim()

@@ -1,0 +1,254 @@
+"""What the windows of a rank keep beside their tables so that the rank's tables come out
+exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
+
+- **Quantiles** (``median_ns`` and ``p99_ns`` of ``kernel_breakdown``, ``event_stats``
+  and ``section_stats``) are not sums: each window writes the (group, duration) pairs
+  its tables grouped to a spill folder on disk, and the rank's quantiles are computed
+  from them at the end, a batch of groups at a time, by the very function the tables
+  use (``analyze.grouping.group_stats``).
+- **Queue lengths** (``queue_length_summary``): each window writes its series of
+  (stream, time, length) changes; the rank's statistics are those of the series put
+  end to end, computed as the table computes them.
+- **Idle stretches across a window's edge**: a window's analysed span ends at the
+  next window's start (a quiet point, ``store/window.py``), so an idle stretch that
+  spans it is two gaps in the windows (the tail of one, counted as "other", and the
+  lead of the next) and one in the rank (classified by the activity that ends it).
+  :func:`edges` records each window's first and last idle time per device stream and
+  device; :func:`join_edges` corrects the merged ``idle_time_breakdown`` and the idle
+  segments of ``kernel_state_breakdown`` for them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..analyze.breakdown import ALL_STREAMS, _groups
+from ..analyze.common import CLASS_NAMES
+from ..analyze.common import analysed_span, device_view
+from ..analyze.frames import column, rows_frame
+from ..analyze.grouping import group_stats
+from ..analyze.queues import SUMMARY, _series, quartiles
+from ..analyze.sections import section_rows
+from ..analyze.table import Table
+from ..analyze.window import host_mask
+from ..trace.core import Trace
+
+#: the tables whose quantiles come from the spilled pairs, and the columns that name a row
+QUANTILE_TABLES = {"kernel_breakdown": ("name", "kind"), "event_stats": ("category", "name"),
+                   "section_stats": ("name",)}
+#: values held at once while the quantiles of a batch of groups are computed
+BATCH_VALUES = 1 << 21
+
+
+def spill(view: Trace, folder: Path, i: int) -> None:
+    """Write window ``i``'s quantile pairs and queue series into ``folder``."""
+    ev = view.events
+    m = max(len(view.strings), 1)
+    t0, t1 = analysed_span(view)
+    rows = np.flatnonzero(ev["dur_ns"] > 0)
+    rows = rows[(ev["start_ns"][rows] >= t0) & (ev["start_ns"][rows] < t1)]
+    _save(folder, "event_stats", i, ev["category"][rows].astype(np.int64) * m + ev["name"][rows], ev["dur_ns"][rows])
+    v = device_view(view)
+    c = v.counted
+    _save(folder, "kernel_breakdown", i, (ev["name"][v.rows[c]].astype(np.int64) << 8) | v.cls[c].astype(np.int64),
+          v.dur[c])
+    rows = section_rows(view)
+    rows = rows[host_mask(view, ev["start_ns"][rows])]
+    _save(folder, "section_stats", i, ev["name"][rows].astype(np.int64), ev["dur_ns"][rows])
+    track, ts, length = _series(view)
+    np.save(folder / f"queue-{i}.npy", np.stack([track.astype(np.int64), ts.astype(np.int64),
+                                                 length.astype(np.int64)]) if len(track) else np.zeros((3, 0), np.int64))
+
+
+#: the columns of a window's launch table that ``launch_summary`` reads (text as codes)
+LAUNCH_NUMBERS = ("launch_row", "launch_delay_ns", "cpu_duration_ns", "device_duration_ns", "graph_launch")
+
+
+def spill_launches(launches: Table, folder: Path, i: int, names: dict[str, int]) -> None:
+    """Write window ``i``'s launch table (one row per launched activity) as the columns
+    ``launch_summary`` reads; ``launch_row`` made distinct across windows by ``i``."""
+    cols = {c: np.asarray(column(launches, c)) for c in LAUNCH_NUMBERS if c in launches.columns}
+    if "launch_row" in cols:
+        cols["launch_row"] = cols["launch_row"].astype(np.int64) + (i << 40)
+    for c in ("plane", "launch_name"):
+        cols[c] = np.array([names.setdefault(x, len(names)) for x in column(launches, c).tolist()], np.int64)
+    for c, v in cols.items():
+        np.save(folder / f"launches-{c}-{i}.npy", v)
+
+
+def launch_table(folder: Path, windows: int, names: dict[str, int]) -> Table:
+    """The windows' launch columns end to end, as ``launch_summary`` reads them."""
+    text = np.empty(len(names), object)
+    text[:] = list(names)
+    keys = [c for c in (*LAUNCH_NUMBERS, "plane", "launch_name") if (folder / f"launches-{c}-0.npy").exists()]
+    cols = {k: np.concatenate([np.load(folder / f"launches-{k}-{i}.npy") for i in range(windows)]) for k in keys}
+    for c in ("plane", "launch_name"):
+        cols[c] = text[cols[c]]
+    return Table(cols)
+
+
+def _save(folder: Path, name: str, i: int, keys: np.ndarray, values: np.ndarray) -> None:
+    np.save(folder / f"{name}-k-{i}.npy", np.asarray(keys, np.int64))
+    np.save(folder / f"{name}-v-{i}.npy", np.asarray(values))
+
+
+def _label(name: str, keys: np.ndarray, strings: list[str]) -> list[tuple]:
+    """The row names of ``name``'s groups ``keys`` (as the table writes them)."""
+    s = np.asarray(strings, dtype=object)
+    if name == "kernel_breakdown":
+        return list(zip(s[keys >> 8].tolist(), CLASS_NAMES[keys & 0xFF].tolist()))
+    if name == "event_stats":
+        cat, nm = np.divmod(keys, max(len(strings), 1))
+        return list(zip(s[cat].tolist(), s[nm].tolist()))
+    return [(x,) for x in s[keys].tolist()]
+
+
+def _batches(folder: Path, name: str, windows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(keys, values) of every window for batches of groups of at most BATCH_VALUES values
+    (a group larger than that is a batch of its own)."""
+    files = [(folder / f"{name}-k-{i}.npy", folder / f"{name}-v-{i}.npy") for i in range(windows)]
+    counts: dict[int, int] = {}
+    for kf, _ in files:
+        u, n = np.unique(np.load(kf, mmap_mode="r"), return_counts=True)
+        for k, c in zip(u.tolist(), n.tolist()):
+            counts[k] = counts.get(k, 0) + c
+    batch: list[int] = []
+    size = 0
+    for k in sorted(counts):
+        if batch and size + counts[k] > BATCH_VALUES:
+            yield _gather(files, np.array(batch, np.int64))
+            batch, size = [], 0
+        batch.append(k)
+        size += counts[k]
+    if batch:
+        yield _gather(files, np.array(batch, np.int64))
+
+
+def _gather(files: list[tuple[Path, Path]], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ks, vs = [], []
+    for kf, vf in files:
+        k = np.load(kf, mmap_mode="r")
+        take = np.flatnonzero(np.isin(k, keys))
+        ks.append(np.asarray(k[take]))
+        vs.append(np.asarray(np.load(vf, mmap_mode="r")[take]))
+    return np.concatenate(ks), np.concatenate(vs)
+
+
+def exact_quantiles(tables: dict[str, Table], folder: Path, windows: int, strings: list[str]) -> None:
+    """Replace the merged quantile columns of :data:`QUANTILE_TABLES` by the rank's own."""
+    for name, key_cols in QUANTILE_TABLES.items():
+        t = tables.get(name)
+        if t is None or not len(t):
+            continue
+        rows = {k: i for i, k in enumerate(zip(*(column(t, c).tolist() for c in key_cols)))}
+        cols = ["median_ns", "p99_ns"] if "p99_ns" in t.columns else ["median_ns"]
+        out = {c: np.array(column(t, c), np.float64) for c in cols}
+        for keys, values in _batches(folder, name, windows):
+            g = group_stats(keys, values)
+            at = np.array([rows.get(k, -1) for k in _label(name, g["key"], strings)], np.int64)
+            ok = at >= 0
+            for c in cols:
+                out[c][at[ok]] = g[c[:-3]][ok]
+        tables[name] = t.with_columns(**out)
+
+
+def queue_summary(table: Table, folder: Path, windows: int, trace_tracks: list[str], planes: list[str],
+                  track_plane: np.ndarray) -> Table:
+    """``queue_length_summary`` of the windows' series end to end (as the table makes it)."""
+    parts = [np.load(folder / f"queue-{i}.npy") for i in range(windows)]
+    series = np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
+    if not series.shape[1]:
+        return table
+    order = np.argsort(series[0], kind="stable")  # by stream; each stream's changes stay in time order
+    track, ts, length = series[0][order], series[1][order], series[2][order]
+    bounds = np.flatnonzero(np.concatenate([[True], track[1:] != track[:-1], [True]]))
+    out: dict[str, list[Any]] = {c: [] for c in SUMMARY}
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        x = length[a:b].astype(np.float64)
+        dt = np.diff(ts[a:b])
+        tm = float((x[:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else float(x.mean())
+        q = quartiles(x)
+        row = (planes[int(track_plane[track[a]])], trace_tracks[int(track[a])], len(x), float(x.mean()),
+               float(x.std(ddof=1)) if len(x) > 1 else np.nan, float(x.min()), *map(float, q), float(x.max()), tm)
+        for c, v in zip(SUMMARY, row):
+            out[c].append(v)
+    return rows_frame(list(zip(*out.values())), SUMMARY)
+
+
+def edges(view: Trace) -> dict[tuple, tuple[bool, int, bool, int]]:
+    """Per (plane, stream, track_id) row of ``idle_time_breakdown``: whether the window has
+    activity there, its idle time before the first activity (all of the span without
+    any), whether that activity's launch is known, and its idle time after the last."""
+    v = device_view(view)
+    ev = view.events
+    t0, t1 = v.span
+    out = {}
+    for plane, track, sel, _ in _groups(view):
+        idx = np.flatnonzero(sel & (v.end > t0) & (v.start < t1))
+        key = (view.planes[plane].name, view.tracks[track].name if track >= 0 else ALL_STREAMS, track)
+        if not len(idx):
+            out[key] = (False, t1 - t0, False, 0)
+            continue
+        s = np.minimum(np.maximum(v.start[idx], t0), t1)
+        e = np.minimum(np.maximum(v.end[idx], t0), t1)
+        first = idx[np.argmin(s)] if len(s) else -1
+        known = bool(v.launch[first] >= 0) and int(ev["start_ns"][v.launch[first]]) >= t0
+        out[key] = (True, int(s.min()) - t0, known, t1 - int(e.max()))
+    return out
+
+
+def join_edges(tables: dict[str, Table], parts: list[dict[tuple, tuple[bool, int, bool, int]]]) -> None:
+    """Correct the merged ``idle_time_breakdown`` (gaps, host-wait and other time) and the
+    idle segments of ``kernel_state_breakdown`` for the idle stretches that span a
+    window's edge (see the module doc)."""
+    it = tables.get("idle_time_breakdown")
+    if it is None or not len(it):
+        return
+    keys = list(zip(column(it, "plane").tolist(), column(it, "stream").tolist(), column(it, "track_id").tolist()))
+    host = np.array(column(it, "host_wait_ns"), np.int64)
+    other = np.array(column(it, "other_ns"), np.int64)
+    gaps = np.array(column(it, "gaps"), np.int64)
+    joined: dict[str, int] = {}
+    for r, key in enumerate(keys):
+        moved, fewer = _join(parts, key)
+        host[r] += moved
+        other[r] -= moved
+        gaps[r] -= fewer
+        if key[2] == -1:
+            joined[key[0]] = fewer
+    idle = np.array(column(it, "idle_ns"), np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = {f"{k}_pct": np.where(idle > 0, 100.0 * x / np.where(idle > 0, idle, 1), np.nan)
+               for k, x in (("host_wait", host), ("other", other))}
+    tables["idle_time_breakdown"] = it.with_columns(host_wait_ns=host, other_ns=other, gaps=gaps, **pct)
+    ks = tables.get("kernel_state_breakdown")
+    if ks is not None and len(ks):
+        seg = np.array(column(ks, "segments"), np.int64)
+        idle_rows = column(ks, "state") == "idle"
+        for r in np.flatnonzero(idle_rows).tolist():
+            seg[r] -= joined.get(column(ks, "plane")[r], 0)
+        tables["kernel_state_breakdown"] = ks.with_columns(segments=seg)
+
+
+def _join(parts: list[dict[tuple, tuple[bool, int, bool, int]]], key: tuple) -> tuple[int, int]:
+    """(idle time that moves from "other" to host-wait, gaps fewer) for one row."""
+    moved = fewer = 0
+    pending_ns = pieces = 0
+    for p in parts:
+        has, lead, known, tail = p.get(key, (False, 0, False, 0))
+        if not has:
+            if lead > 0:
+                pending_ns += lead
+                pieces += 1
+            continue
+        if pieces:
+            if known:
+                moved += pending_ns
+            fewer += pieces if lead > 0 else pieces - 1
+        pending_ns, pieces = (tail, 1) if tail > 0 else (0, 0)
+    if pieces > 1:
+        fewer += pieces - 1
+    return moved, fewer

@@ -1,0 +1,132 @@
+"""The summary of a store's rank above the memory bound, window by window (issue 34,
+item 1; ranks/stepwise.py, store/window.py): on small replicates of real traces with the
+bound forced low (POLYPROF_MEMORY_BOUND), so that the windowed path runs in seconds,
+``summary STORE --json`` and the terminal summary are byte for byte those of the rank
+read whole; the windows begin only at quiet points; report says plainly what it does."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from test_bigrank import _replicate
+
+import polyprof
+from polyprof.cli import main
+from polyprof.ranks import fits, stepwise
+from polyprof.store import Store
+from polyprof.store.window import plan, read_window
+
+KINETO = Path(__file__).resolve().parent / "data/traces/kineto"
+V100 = KINETO / "v100_ns_resolution_rank0.json.gz"
+NCCL = KINETO / "a100_nccl_rank0.json.gz"
+#: the bound that sends these replicates (tens of thousands of events) window by window
+LOW = str((fits.BASE_BYTES >> 20) + 1)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """Replicates of the V100 trace (3 copies: windows at the copies' edges, device work
+    behind the host all along) and of the A100 NCCL trace (3 copies: communication,
+    collectives), each converted to a store."""
+    out = {}
+    for name, src in (("v100", V100), ("nccl", NCCL)):
+        d = tmp_path_factory.mktemp(name)
+        path = _replicate(src, d / "rank0.json", 3)
+        out[name] = polyprof.load_ranks([path]).convert(d / "s", chunk_rows=20000)
+    return out
+
+
+def _summary(capsys, store: Path, *args: str) -> bytes:
+    assert main(["summary", str(store), *args]) == 0
+    return capsys.readouterr().out.encode()
+
+
+@pytest.mark.parametrize("name", ["v100", "nccl"])
+def test_windowed_summary_is_the_whole_ranks(stores, name, capsys, monkeypatch, caplog):
+    """Every table, finding and overview line of ``summary STORE --json`` and the terminal
+    summary: the same bytes whether the rank is read whole or window by window."""
+    store = stores[name]
+    whole_json = _summary(capsys, store, "--json")
+    whole_text = _summary(capsys, store)
+    monkeypatch.setenv("POLYPROF_MEMORY_BOUND", LOW)
+    seen = []
+    real = stepwise.summarise
+    monkeypatch.setattr(stepwise, "summarise", lambda *a, **k: seen.append(a[1]) or real(*a, **k))
+    with caplog.at_level(logging.INFO, logger="polyprof"):
+        got_json = _summary(capsys, store, "--json")
+    assert seen and len(seen[0].events) >= 2, "the windowed path ran, in two windows or more"
+    assert "windows of whole steps" in caplog.text
+    assert got_json == whole_json
+    assert _summary(capsys, store) == whole_text
+
+
+def test_the_windows_begin_at_quiet_points(stores):
+    """Nothing spans a window's start, no flow and no correlation id joins two windows,
+    each window holds whole steps, and the windows hold every event once."""
+    folder = _rank(stores["v100"])
+    p = plan(folder, 1 << 14)
+    assert len(p.events) == 3 and p.steps == 15  # the copies' edges: the only quiet points here
+    ev = pq.read_table(folder / "events.parquet", columns=["name", "start_ns", "end_ns", "correlation_id"])
+    start, end = ev.column("start_ns").to_numpy(), ev.column("end_ns").to_numpy()
+    window = np.searchsorted(p.bounds, start, "right") - 1
+    assert np.bincount(window).tolist() == p.events.tolist() and p.events.sum() == len(start)
+    for b in p.bounds[1:-1].tolist():
+        assert not ((start < b) & (end > b)).any()
+    corr = ev.column("correlation_id").to_numpy(zero_copy_only=False)
+    has = ~np.isnan(corr.astype(float))
+    for c in np.unique(corr[has]).tolist()[:2000]:
+        assert len(set(window[has][corr[has] == c].tolist())) == 1
+    fl = pq.read_table(folder / "flows.parquet").to_pydict()
+    assert (window[fl["src"]] == window[fl["dst"]]).all()
+    names = ev.column("name").to_pylist()
+    steps = [i for i, n in enumerate(names) if n.startswith("ProfilerStep#")]
+    assert all(window[i] == np.searchsorted(p.bounds, end[i] - 1, "right") - 1 for i in steps)
+    one = read_window(folder, *next(p.windows())).trace
+    assert one.n_events == p.events[0] and len(one.flows["src"])
+
+
+def test_a_rank_without_quiet_points_or_steps_is_read_whole(tmp_path):
+    """One copy of the V100 trace has no quiet point (its device runs behind the host all
+    along); a trace of one step has nothing to cut: both are summarised whole."""
+    one = _rank(polyprof.load_ranks([V100]).convert(tmp_path / "one"))
+    assert len(plan(one, 1 << 14).events) == 1 and stepwise.windowed(one, 1 << 14) is None
+    cpu = _rank(polyprof.load_ranks([KINETO / "cpu_only_rank34.json.gz"]).convert(tmp_path / "cpu"))
+    assert plan(cpu, 1).steps == 1 and stepwise.windowed(cpu, 1) is None
+
+
+def _rank(store: Path) -> Path:
+    st = Store(store)
+    return st.path(st.ranks[0])
+
+
+def test_memory_bound_is_read_from_the_environment(monkeypatch, capsys, stores):
+    monkeypatch.setenv("POLYPROF_MEMORY_BOUND", "256")
+    assert fits.memory_bound() == 256 << 20
+    assert fits.window_events(fits.memory_bound()) == (106 << 20) // fits.WINDOW_EVENT_BYTES
+    monkeypatch.setenv("POLYPROF_MEMORY_BOUND", "lots")
+    assert main(["summary", str(stores["v100"])]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "POLYPROF_MEMORY_BOUND='lots'" in err
+    monkeypatch.delenv("POLYPROF_MEMORY_BOUND")
+    assert fits.memory_bound() == fits.MEMORY_BOUND == 512 << 20
+
+
+def test_report_above_the_bound_says_what_it_does(stores, monkeypatch, capsys, tmp_path, caplog):
+    """The HTML report shows a rank's events, so it reads the rank in detail whole: above
+    the bound it says so in the log, and where the rank would not fit, in one line
+    before any work."""
+    monkeypatch.setenv("POLYPROF_MEMORY_BOUND", LOW)
+    out = tmp_path / "r.html"
+    with caplog.at_level(logging.WARNING, logger="polyprof"):
+        assert main(["report", str(stores["v100"]), "-o", str(out)]) == 0
+    assert "above the memory bound" in caplog.text and "reads the rank whole" in caplog.text and out.exists()
+    out.unlink()
+    capsys.readouterr()
+    monkeypatch.setattr(fits, "available_bytes", lambda: 64 << 20)
+    assert main(["report", str(stores["v100"]), "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "0.1 GiB is available" in err and not out.exists()
