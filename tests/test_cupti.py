@@ -544,6 +544,17 @@ def test_torch_plugin_leaves_cuda_to_cupti():
     assert PA.CUDA in tp._activities(CudaTorch)
 
 
+def _driver_here() -> bool:
+    from polyprof.plugins.cupti.device import problem
+
+    return problem() is None
+
+
+#: tests of the machine without an NVIDIA driver (CI's): on a GPU machine the driver is there
+no_driver = pytest.mark.skipif(_driver_here(), reason="an NVIDIA driver and device are present here")
+
+
+@no_driver
 def test_cannot_run_here_says_why_in_one_line():
     """No driver on this machine: availability is one line naming what is missing, and
     importing polyprof and the plugin never fails."""
@@ -751,6 +762,7 @@ def test_peer_copies_unified_memory_and_process_ranges():
     assert tr.events["dur_ns"][rng[0]] == 1_000
 
 
+@no_driver
 def test_real_device_layer_without_a_driver():
     """cupti-python's device layer as it is here (no driver): the plugin defers at start
     with the binding's reason in one line; libcupti has the three functions the C sink

@@ -278,7 +278,9 @@ def run_program(tmp_path: Path, env_extra: dict[str, str] | None = None) -> tupl
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     env["PROG_INFO"] = str(tmp_path / "info.json")
     env.update(env_extra or {})
-    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "-o", str(out), str(script)],
+    # the host plugin alone (it owns NVTX): on a GPU machine the default session's
+    # other plugins load CUDA libraries, which emit NVTX ranges of their own
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--plugins", "host", "-o", str(out), str(script)],
                        capture_output=True, text=True, env=env, timeout=120)
     return p, out
 
