@@ -24,9 +24,12 @@ first file repeated N times (bench/scaling.py's copies: times and ids moved alon
 
 ``--linear`` loads copies of the first file (default the V100) in fresh processes, one
 per size and round, after loading a small trace (the reader's imports): seconds and µs
-per Trace event against the smallest size, and memory per event (peak RSS less the RSS
+per Trace event against the smallest size, wall and CPU (the CPU time leaves out waiting
+for the disk: 17 GB of plain JSON do not stay in the page cache; ``--gzip`` writes the
+copies as ``.json.gz``, a tenth of it), and memory per event (peak RSS less the RSS
 before the load, over the Trace's events; the peak is the process's VmHWM, as rusage's
-maxrss of a child counts the parent's pages at the fork).
+maxrss of a child counts the parent's pages at the fork). ``--copies DIR`` keeps the
+copies for the next run.
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ import argparse
 import gzip
 import json
 import lzma
+import os
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from child_env import child_env
 
@@ -86,11 +91,12 @@ def rss():
     return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
 polyprof.load(sys.argv[2])  # the reader's lazy imports, untimed
 before = rss()
-t0 = time.perf_counter()
+c0, t0 = time.process_time(), time.perf_counter()
 tr = polyprof.load(sys.argv[1])
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
-print(json.dumps({"load": t1 - t0, "events": tr.n_events, "before": before, "peak": peak, "after": rss()}))
+print(json.dumps({"load": t1 - t0, "cpu": c1 - c0, "events": tr.n_events, "before": before, "peak": peak,
+                  "after": rss()}))
 """
 
 _TS = re.compile(rb'"ts": ?(\d+)(?:\.(\d{1,3}))?\b')
@@ -106,10 +112,11 @@ def _plain(src: Path, tmp: Path) -> Path:
     return out
 
 
-def replicate(src: Path, times: int, out_dir: Path) -> Path:
+def replicate(src: Path, times: int, out_dir: Path, gz: bool = False) -> Path:
     """``src`` with its events repeated ``times`` times, written as plain JSON one copy at a
     time (as bench/scaling.py's copies: copy k moved by k spans, its flow, correlation and
-    external ids by k times the largest; times keep three decimals)."""
+    external ids by k times the largest; times keep three decimals); ``gz``: gzipped (ISA-L
+    at level 1 where installed), as torch.profiler's ``.json.gz``."""
     raw = gzip.open(src, "rb").read() if src.name.endswith(".gz") else src.read_bytes()
     m = re.search(rb'"traceEvents"\s*:\s*\[', raw)
     end = re.compile(rb"}\s*\]\s*(,\s*\"|})").search(raw, m.end()) if m else None
@@ -126,11 +133,11 @@ def replicate(src: Path, times: int, out_dir: Path) -> Path:
     tail = text[pos:]
     span = max(v for _, _, k, v, _ in marks if k == 0) - min(v for _, _, k, v, _ in marks if k == 0) + 1_000_000
     top = max([v for _, _, k, v, _ in marks if k == 1] or [0]) + 1
-    out = out_dir / f"{src.name.split('.')[0]}_x{times}.json"
+    out = out_dir / f"{src.name.split('.')[0]}_x{times}.json{'.gz' if gz else ''}"
     if out.exists():  # made by an earlier run (--copies): written whole, then renamed
         return out
     part = out.with_name(out.name + ".part")
-    with open(part, "wb") as f:
+    with _writer(part, gz) as f:
         f.write(raw[:m.end()])
         for k in range(times):
             parts = []
@@ -146,6 +153,16 @@ def replicate(src: Path, times: int, out_dir: Path) -> Path:
         f.write(raw[end.start() + 1:])
     part.rename(out)
     return out
+
+
+def _writer(path: Path, gz: bool) -> BinaryIO:
+    if not gz:
+        return open(path, "wb")
+    try:
+        from isal import igzip
+    except ImportError:
+        return gzip.open(path, "wb", compresslevel=1)
+    return igzip.open(path, "wb", compresslevel=1)
 
 
 def child(tree: str, path: Path, n: int, warm: bool, floor_first: bool = False) -> dict:
@@ -197,12 +214,13 @@ def report(path: Path, trees: dict[str, str], args: argparse.Namespace) -> None:
                   f"{1 - statistics.median(t) / statistics.median(a):.1%} (median)")
 
 
-def linear(src: Path, sizes: list[int], rounds: int, tmp: Path) -> None:
-    files = {n: replicate(src, n, tmp) for n in sorted(set(sizes))}
+def linear(src: Path, sizes: list[int], rounds: int, tmp: Path, gz: bool = False) -> None:
+    files = {n: replicate(src, n, tmp, gz) for n in sorted(set(sizes))}
     warm = tmp / "warm.json"  # plain JSON, as the copies: the same readers' imports and sniffing
     warm.write_bytes(gzip.decompress(WARM.read_bytes()))
     res: dict[int, list[dict]] = {n: [] for n in files}
     env = child_env(str(ROOT / "src"))
+    print(f"load average {os.getloadavg()[0]:.1f} (1 min) at the start")
     for _ in range(rounds):
         for n, path in files.items():
             r = subprocess.run([sys.executable, "-c", _LINEAR, str(path), str(warm)], capture_output=True, text=True,
@@ -212,17 +230,21 @@ def linear(src: Path, sizes: list[int], rounds: int, tmp: Path) -> None:
             res[n].append(json.loads(r.stdout.strip().splitlines()[-1]))
     first = min(res)
     base = min(r["load"] for r in res[first]) / res[first][0]["events"]
+    cpu_base = min(r["cpu"] for r in res[first]) / res[first][0]["events"]
     print(f"{src.name} copied: load in fresh processes, {rounds} rounds; memory: peak RSS less RSS before the load")
     for n, rs in res.items():
         ev = rs[0]["events"]
         best = min(r["load"] for r in rs)
         med = statistics.median(r["load"] for r in rs)
+        cpu = min(r["cpu"] for r in rs)
         mem = min(r["peak"] - r["before"] for r in rs)
         kept = min(r["after"] - r["before"] for r in rs)
         print(f"  x{n:<4} {ev:>10} events {files[n].stat().st_size / 1e9:6.2f} GB  load best {best:8.2f} s  median "
-              f"{med:8.2f} s  {best / ev * 1e6:.3f} µs per event (x{first}: {best / ev / base:.2f})  "
+              f"{med:8.2f} s  {best / ev * 1e6:.3f} µs per event (x{first}: {best / ev / base:.2f})  CPU {cpu:8.2f} s "
+              f"{cpu / ev * 1e6:.3f} µs per event (x{first}: {cpu / ev / cpu_base:.2f})  "
               f"{mem / ev:.0f} B per event at the peak, {kept / ev:.0f} kept (peak RSS "
               f"{min(r['peak'] for r in rs) / 2**30:.2f} GiB)")
+    print(f"  load average {os.getloadavg()[0]:.1f} (1 min) at the end")
 
 
 def main() -> int:
@@ -234,6 +256,7 @@ def main() -> int:
     ap.add_argument("--big", action="store_true", help="every shared Kineto trace of 30 MB or more")
     ap.add_argument("--replicate", type=int, metavar="N", help="also the first file repeated N times")
     ap.add_argument("--linear", type=int, nargs="+", metavar="N", help="time and memory per event of N copies")
+    ap.add_argument("--gzip", action="store_true", help="--linear: the copies gzipped (read as .json.gz)")
     ap.add_argument("--copies", type=Path, metavar="DIR",
                     help="--linear: write the copies in DIR and keep them; copies already there are reused")
     args = ap.parse_args()
@@ -247,7 +270,7 @@ def main() -> int:
         if args.linear:
             if args.copies:
                 args.copies.mkdir(parents=True, exist_ok=True)
-            linear(files[0], args.linear, args.rounds, args.copies or tmp)
+            linear(files[0], args.linear, args.rounds, args.copies or tmp, args.gzip)
             return 0
         paths = [_plain(f, tmp) for f in files]
         if args.replicate:

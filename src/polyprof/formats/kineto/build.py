@@ -83,6 +83,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         args = DeferredArgs(col.arg_batches, col.late_args)
         trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
                           args.columns)
+    trim()  # the pages the build freed go back: what stays resident is about the Trace
     return trace
 
 def _column(col: "_Collector", key: str) -> np.ndarray:
