@@ -200,6 +200,9 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true",
                     help="also the in-memory summary of the file, and compare its tables with the store's")
     ap.add_argument("--src", default=str(ROOT / "src"), help="PYTHONPATH of polyprof for the children")
+    ap.add_argument("--bound-mib", type=float, default=None,
+                    help="POLYPROF_MEMORY_BOUND for the summaries (default: polyprof's, 512 MiB); a small one "
+                         "sends a small rank window by window")
     ap.add_argument("--summary-only", action="store_true",
                     help="reuse the rank and the store already in --workdir: measure the summary only")
     ap.add_argument("--in-cgroup", type=int, default=None, help=argparse.SUPPRESS)
@@ -218,6 +221,8 @@ def main() -> None:
     else:
         print(f"# reusing {rank}: {rank.stat().st_size / 1e9:.2f} GB")
     env = child_env(args.src)
+    if args.bound_mib is not None:
+        env["POLYPROF_MEMORY_BOUND"] = str(args.bound_mib)
     py = [sys.executable, "-m", "polyprof"]
     store = tmp / "rank0.store"
     steps = [("convert", [*py, "convert", str(rank), "-o", str(store), "--overwrite"]),
@@ -257,6 +262,11 @@ def _compare(rank: Path, store: Path, env: dict, timeout: float) -> None:
         (same if mine == table["records"] else differ).append(name)
     print(f"tables equal to the in-memory path's: {len(same)} of {len(single)}; differing: {differ}; "
           f"per-event (kept with the rank): {left}")
+    whole = subprocess.run([*py, "summary", str(store), "--json"], capture_output=True, timeout=timeout,
+                           env={**env, "POLYPROF_MEMORY_BOUND": str(1 << 20)})  # read whole, however big
+    r = subprocess.run([*py, "-v", "summary", str(store), "--json"], capture_output=True, env=env, timeout=timeout)
+    how = "window by window" if b"windows of whole steps" in r.stderr else "read whole"
+    print(f"summary STORE --json ({how}) is byte for byte that of the store read whole: {r.stdout == whole.stdout}")
 
 
 def _show(name: str, res: dict) -> None:

@@ -29,13 +29,13 @@ LOW = str((fits.BASE_BYTES >> 20) + 1)
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
-    """Replicates of the V100 trace (3 copies: windows at the copies' edges, device work
-    behind the host all along) and of the A100 NCCL trace (3 copies: communication,
-    collectives), each converted to a store."""
+    """Replicates of the V100 trace (two copies: a window at the copies' edge, device
+    work behind the host all along) and of the A100 NCCL trace (two copies:
+    communication, collectives), each converted to a store."""
     out = {}
     for name, src in (("v100", V100), ("nccl", NCCL)):
         d = tmp_path_factory.mktemp(name)
-        path = _replicate(src, d / "rank0.json", 3)
+        path = _replicate(src, d / "rank0.json", 2)
         out[name] = polyprof.load_ranks([path]).convert(d / "s", chunk_rows=20000)
     return out
 
@@ -69,7 +69,7 @@ def test_the_windows_begin_at_quiet_points(stores):
     each window holds whole steps, and the windows hold every event once."""
     folder = _rank(stores["v100"])
     p = plan(folder, 1 << 14)
-    assert len(p.events) == 3 and p.steps == 15  # the copies' edges: the only quiet points here
+    assert len(p.events) == 2 and p.steps == 10  # the copies' edge: the only quiet point here
     ev = pq.read_table(folder / "events.parquet", columns=["name", "start_ns", "end_ns", "correlation_id"])
     start, end = ev.column("start_ns").to_numpy(), ev.column("end_ns").to_numpy()
     window = np.searchsorted(p.bounds, start, "right") - 1
@@ -130,3 +130,19 @@ def test_report_above_the_bound_says_what_it_does(stores, monkeypatch, capsys, t
     assert main(["report", str(stores["v100"]), "-o", str(out)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "0.1 GiB is available" in err and not out.exists()
+
+
+def test_an_idle_stretch_across_windows_is_one_gap():
+    """A stream busy until 5 ns before the first window's end, with nothing in the second
+    window, and starting again 7 ns into the third with work launched there: the windows
+    counted a tail (5, "other"), no row, and a lead (7, host-wait); the rank has one gap
+    of 112 ns, ended by host-launched work (analyze/breakdown.py: host-wait)."""
+    from polyprof.ranks.window_values import _join
+
+    key = ("/device:GPU:0", "stream 7", 3)
+    parts = [{key: (True, 0, True, 5)}, {}, {key: (True, 7, True, 0)}]
+    added, pieces, moved, fewer = _join(parts, [(0, 50), (50, 150), (150, 200)], key)
+    assert (added, pieces) == (100, 1)  # the window without a row: idle, one piece
+    assert moved == 105 and 2 + pieces - fewer == 1  # 5 + 100 move to host-wait; 3 pieces are 1 gap
+    parts[2][key] = (True, 7, False, 0)  # no known launch: the stretch stays "other"
+    assert _join(parts, [(0, 50), (50, 150), (150, 200)], key)[2] == 0

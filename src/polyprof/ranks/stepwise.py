@@ -156,7 +156,7 @@ class _Gathered:
         tables["queue_length_summary"] = values.queue_summary(
             tables["queue_length_summary"], spill, windows, [t["name"] for t in header["tracks"]],
             [q["name"] for q in header["planes"]], plane_of)
-        values.join_edges(tables, self.edges)
+        values.join_edges(tables, self.edges, self.spans)
         return tables
 
     def result(self, empty: Trace, tables: dict[str, Any], header: dict[str, Any]) -> RankResult:

@@ -200,45 +200,64 @@ def edges(view: Trace) -> dict[tuple, tuple[bool, int, bool, int]]:
     return out
 
 
-def join_edges(tables: dict[str, Table], parts: list[dict[tuple, tuple[bool, int, bool, int]]]) -> None:
-    """Correct the merged ``idle_time_breakdown`` (gaps, host-wait and other time) and the
-    idle segments of ``kernel_state_breakdown`` for the idle stretches that span a
-    window's edge (see the module doc)."""
+def join_edges(tables: dict[str, Table], parts: list[dict[tuple, tuple[bool, int, bool, int]]],
+               spans: list[tuple[int, int]]) -> None:
+    """Correct the merged ``idle_time_breakdown`` (idle, host-wait and other time, gaps)
+    and the idle of ``kernel_state_breakdown`` for the idle stretches that span a
+    window's edge, and for the windows (``spans``) in which a stream or device had no
+    activity at all, and so no row (see the module doc)."""
     it = tables.get("idle_time_breakdown")
     if it is None or not len(it):
         return
     keys = list(zip(column(it, "plane").tolist(), column(it, "stream").tolist(), column(it, "track_id").tolist()))
-    host = np.array(column(it, "host_wait_ns"), np.int64)
-    other = np.array(column(it, "other_ns"), np.int64)
-    gaps = np.array(column(it, "gaps"), np.int64)
-    joined: dict[str, int] = {}
+    cols = {c: np.array(column(it, c), np.int64) for c in ("idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
+                                                           "gaps")}
+    plane_fix: dict[str, tuple[int, int]] = {}
     for r, key in enumerate(keys):
-        moved, fewer = _join(parts, key)
-        host[r] += moved
-        other[r] -= moved
-        gaps[r] -= fewer
+        added, pieces, moved, fewer = _join(parts, spans, key)
+        cols["idle_ns"][r] += added
+        cols["other_ns"][r] += added - moved
+        cols["host_wait_ns"][r] += moved
+        cols["gaps"][r] += pieces - fewer
         if key[2] == -1:
-            joined[key[0]] = fewer
-    idle = np.array(column(it, "idle_ns"), np.float64)
+            plane_fix[key[0]] = (added, pieces - fewer)
+    idle = cols["idle_ns"].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        pct = {f"{k}_pct": np.where(idle > 0, 100.0 * x / np.where(idle > 0, idle, 1), np.nan)
-               for k, x in (("host_wait", host), ("other", other))}
-    tables["idle_time_breakdown"] = it.with_columns(host_wait_ns=host, other_ns=other, gaps=gaps, **pct)
+        pct = {f"{k}_pct": np.where(idle > 0, 100.0 * cols[f"{k}_ns"] / np.where(idle > 0, idle, 1), np.nan)
+               for k in ("host_wait", "kernel_wait", "other")}
+    tables["idle_time_breakdown"] = it.with_columns(**cols, **pct)
     ks = tables.get("kernel_state_breakdown")
     if ks is not None and len(ks):
+        time = np.array(column(ks, "time_ns"), np.int64)
         seg = np.array(column(ks, "segments"), np.int64)
-        idle_rows = column(ks, "state") == "idle"
-        for r in np.flatnonzero(idle_rows).tolist():
-            seg[r] -= joined.get(column(ks, "plane")[r], 0)
-        tables["kernel_state_breakdown"] = ks.with_columns(segments=seg)
+        planes = column(ks, "plane")
+        for r in np.flatnonzero(column(ks, "state") == "idle").tolist():
+            added, segments = plane_fix.get(planes[r], (0, 0))
+            time[r] += added
+            seg[r] += segments
+        span = float(spans[-1][1] - spans[0][0])
+        busy = {p: float(time[(planes == p) & (column(ks, "state") != "idle")].sum()) for p in set(planes.tolist())}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            span_pct = 100.0 * time / span if span else np.full(len(time), np.nan)
+        busy_pct = np.array([np.nan if st == "idle" else (100.0 * t / busy[p] if busy[p] else np.nan)
+                             for t, p, st in zip(time.tolist(), planes.tolist(), column(ks, "state").tolist())])
+        tables["kernel_state_breakdown"] = ks.with_columns(time_ns=time, segments=seg, span_pct=span_pct,
+                                                           busy_pct=busy_pct)
 
 
-def _join(parts: list[dict[tuple, tuple[bool, int, bool, int]]], key: tuple) -> tuple[int, int]:
-    """(idle time that moves from "other" to host-wait, gaps fewer) for one row."""
-    moved = fewer = 0
+def _join(parts: list[dict[tuple, tuple[bool, int, bool, int]]], spans: list[tuple[int, int]],
+          key: tuple) -> tuple[int, int, int, int]:
+    """For one row: (idle time of the windows without the row, their idle pieces, idle
+    time that moves from "other" to host-wait, gaps fewer once pieces across edges join)."""
+    added = extra = moved = fewer = 0
     pending_ns = pieces = 0
-    for p in parts:
-        has, lead, known, tail = p.get(key, (False, 0, False, 0))
+    for p, (t0, t1) in zip(parts, spans):
+        if key in p:
+            has, lead, known, tail = p[key]
+        else:  # no activity, no row: the window's span is idle, one piece, not counted yet
+            has, lead, known, tail = False, t1 - t0, False, 0
+            added += lead
+            extra += 1 if lead > 0 else 0
         if not has:
             if lead > 0:
                 pending_ns += lead
@@ -251,4 +270,4 @@ def _join(parts: list[dict[tuple, tuple[bool, int, bool, int]]], key: tuple) -> 
         pending_ns, pieces = (tail, 1) if tail > 0 else (0, 0)
     if pieces > 1:
         fewer += pieces - 1
-    return moved, fewer
+    return added, extra, moved, fewer
