@@ -11,8 +11,7 @@ device and stream, so their idle times compare.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,8 +26,7 @@ COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
 CLASS_NAMES = np.array(["compute", "communication", "memcpy", "memset"], dtype=object)
 
 
-@dataclass
-class DeviceView:
+class DeviceView(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
     """Device activity rows with their plane, track, class, times and launch."""
 
     rows: np.ndarray

@@ -149,8 +149,8 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
 def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(np.asarray(values, str), return_inverse=True)`` with the distinct
     values as an object array, without the fixed-width text array (4 bytes a character of
-    the longest name, every row: 65 MB for the V100 trace's kernel names, the summary's
-    peak): the distinct strings are sorted, not the rows."""
+    the longest name, every row: the peak of a summary of long kernel names,
+    docs/benchmarks.md): the distinct strings are sorted, not the rows."""
     vals = values.tolist()
     if not all(type(v) is str and not v.endswith("\x00") for v in vals):  # as NumPy's text reads them
         u, i = np.unique(np.asarray(values, str), return_inverse=True)

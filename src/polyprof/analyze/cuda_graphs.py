@@ -16,7 +16,8 @@ the names must agree), and its op is the framework op around that launch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
+
 
 import numpy as np
 
@@ -35,8 +36,7 @@ COLUMNS = ["graph", "replays", "device_ns", "kernels_per_replay", "captured_ops"
 _TEXT = ("graph", "first_kernel")
 
 
-@dataclass
-class Replays:
+class Replays(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
     """Every graph launch (``launch``: host rows, in time order) with its graph label, and
     its device activity (``rows``, ``replay``: index into ``launch``; by replay, then start)."""
 
@@ -158,8 +158,7 @@ def cuda_graphs(trace: Trace, capture: Trace | None = None) -> Table:
     })
 
 
-@dataclass
-class ReplayedOps:
+class ReplayedOps(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
     """Per replayed activity (aligned with ``Replays.rows``): the capture trace's launch
     row it was mapped to and that launch's op row (-1: none), and the op's name."""
 

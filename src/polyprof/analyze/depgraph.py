@@ -35,7 +35,8 @@ gap between two children belongs to their parent, a gap on a stream to the activ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
+
 
 import numpy as np
 
@@ -60,8 +61,7 @@ KERNEL_GAP_LIMIT_NS = 1_500_000
 AGREE_NS = 1_000
 
 
-@dataclass
-class DepGraph:
+class DepGraph(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
     """Graph events (``rows``: their event rows; ``device``: on a device) and edges between
     their nodes (node ``2*i`` starts event ``i``, ``2*i+1`` ends it)."""
 

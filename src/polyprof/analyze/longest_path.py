@@ -8,9 +8,10 @@ it ends at the first node in topological order with the greatest length.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import logging
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,8 +32,7 @@ else:  # the pure-Python reference, as for the readers' compiled paths
 IMPLEMENTATION = "c" if _longest is not None else "python"
 
 
-@dataclass
-class LongestPath:
+class LongestPath(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
     nodes: np.ndarray  # node ids along the path, first to last
     edges: np.ndarray  # edge indices along it, first to last
     length: int  # ns: the sum of its edges' weights
