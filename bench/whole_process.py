@@ -6,12 +6,17 @@ process (load + ``get_temporal_breakdown`` + ``get_gpu_kernel_breakdown``) per r
 for every XSpace (the TPU sample, TraceLens's MI300 GPU files) one ``polyprof summary``
 and one XProf process running ``overview_page`` and ``framework_op_stats`` on the file.
 Rounds alternate which tool goes first; each child's wall time, CPU time (user + sys)
-and peak RSS are read by GNU ``time``. Printed per file: min and median
+and peak RSS are read by GNU ``time`` (the CPU from ``wait4`` on it: microseconds). Printed per file: min and median
 of each and of the per-round ratios (peer / polyprof: above 1 means polyprof is faster
 or smaller), and the load average before and after, with which targets hold.
 
     python bench/whole_process.py --rounds 3
     python bench/whole_process.py --rounds 5 --only v100,tpu
+    python bench/whole_process.py --rounds 5 --against /tmp/before/src   # a before tree in the same rounds
+
+``--against SRC`` adds a third process per round, ``polyprof summary`` run from another
+tree's ``src`` (its C extensions built in place), in the same rotation; each input then
+prints that tree's CPU and peak RSS beside this one's and the change.
 
 One untimed warm-up process per tool runs first (bytecode caches, child_env.py).
 
@@ -70,18 +75,23 @@ for tool in ("overview_page", "framework_op_stats"):
 
 
 def measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
-    """Wall seconds, CPU seconds (user + sys) and peak RSS (MiB) of one child process, as
-    GNU time reads them (``wait4``'s rusage of a child spawned from this process also
-    counts the pages of the fork before its exec)."""
+    """Wall seconds, CPU seconds (user + sys) and peak RSS (MiB) of one child process. The
+    child runs under GNU time, whose peak RSS is the child's own (``wait4``'s rusage of a
+    child forked from this process would also count the pages of the fork before its
+    exec); its CPU is ``wait4``'s rusage of GNU time, which includes the child it reaped,
+    to the microsecond (GNU time prints hundredths)."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
         t0 = time.perf_counter()
-        p = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name, *cmd], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=1800)
+        p = subprocess.Popen(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name, *cmd], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        err = p.stderr.read() if p.stderr else b""
+        _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here
         if p.returncode:
-            raise RuntimeError(f"{' '.join(cmd[:4])} failed: {p.stderr.decode(errors='replace')[-1500:]}")
-        user, sys_, rss = out.read().split()[-3:]
-    return {"wall": wall, "cpu": float(user) + float(sys_), "rss": int(rss) / 1024}
+            raise RuntimeError(f"{' '.join(cmd[:4])} failed: {err.decode(errors='replace')[-1500:]}")
+        rss = out.read().split()[-1]
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": int(rss) / 1024}
 
 
 def xprof_rs_binary() -> str | None:
@@ -155,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", help="comma-separated substrings of the inputs to run")
+    ap.add_argument("--against", help="another tree's src directory: its summary timed in the same rounds")
     args = ap.parse_args(argv)
     env, peer_env = child_env(str(ROOT / "src")), child_env(None)
     load0 = os.getloadavg()
@@ -169,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             other = [sys.executable, "-c", HTA, str(path.parent)] if peer == "hta" else \
                 [sys.executable, "-c", XPROF, str(path)]
             measure(poly, env)  # warm-up, untimed
+            before_env = child_env(args.against) if args.against else None
+            if before_env is not None:
+                measure(poly, before_env)
             try:
                 measure(other, peer_env)
             except RuntimeError as e:
@@ -182,13 +196,23 @@ def main(argv: list[str] | None = None) -> int:
                 except RuntimeError as e:
                     print(f"{label}: xprof-rs does not read it ({e}); not timed", flush=True)
                     rs_bin = None
-            ours, theirs, rs = [], [], []
+            ours, theirs, rs, before = [], [], [], []
             for r in range(args.rounds):
                 pair = [(ours, poly, env), (theirs, other, peer_env)]
-                for acc, cmd, e in (pair if r % 2 == 0 else pair[::-1]):
+                if before_env is not None:
+                    pair.append((before, poly, before_env))
+                    pair = pair[r % 3:] + pair[:r % 3]  # each goes first in turn
+                for acc, cmd, e in (pair if r % 2 == 0 or before_env is not None else pair[::-1]):
                     acc.append(measure(cmd, e))
                 if rs_bin:
                     rs.append(measure_xprof_rs(rs_bin, path, Path(tmp) / f"rs-{label}-{r}"))
+            if before:
+                b_cpu, a_cpu = [x["cpu"] for x in before], [x["cpu"] for x in ours]
+                print(f"{label}: before ({args.against}) cpu {min(b_cpu):.3f} / {statistics.median(b_cpu):.3f} s, "
+                      f"rss {statistics.median(x['rss'] for x in before):.0f} MiB; now cpu {min(a_cpu):.3f} / "
+                      f"{statistics.median(a_cpu):.3f} s, rss {statistics.median(x['rss'] for x in ours):.0f} MiB; "
+                      f"cpu {100 * (statistics.median(a_cpu) / statistics.median(b_cpu) - 1):+.0f}% at the median",
+                      flush=True)
             if rs:
                 rr = {k: [t[k] / o[k] for o, t in zip(ours, rs)] for k in ("wall", "cpu", "rss")}
                 print(f"{label}: xprof-rs wall {statistics.median(t['wall'] for t in rs):.2f} s, cpu "
