@@ -108,7 +108,7 @@ def test_a_programs_own_with_stack_profile_is_the_same_under_polyprof(tmp_path: 
                             text=True, env=_env(), timeout=300, cwd=tmp_path)
     assert inproc.returncode == 0, inproc.stderr
     run = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(tmp_path / "r.polyprof"),
-                          "--plugin-options", '{"host": {"sample_interval_s": 0.002, "journal_interval_s": 0.01}}',
+                          "--duration", "600", "--plugin-options", '{"host": {"sample_interval_s": 0.002, "journal_interval_s": 0.01}}',
                           str(script)], capture_output=True, text=True, env=_env(), timeout=300, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     a = json.loads(inproc.stdout.strip().splitlines()[-1])

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from ..errors import SessionError
+from . import background
 
 log = logging.getLogger("polyprof")
 
@@ -176,7 +177,7 @@ class Timed:
         self.recording = True
         self.step = 0
         self._lock = threading.Lock()
-        self._timers: list[threading.Timer] = []
+        self._timers: list[background.Background] = []
         self._applied: dict[int, bool] = {}  # id(plugin) -> recording as last applied
 
     def begin(self) -> None:
@@ -188,11 +189,12 @@ class Timed:
             self._at(self.delay_s + self.duration_s, False)
 
     def _at(self, seconds: float, want: bool) -> None:
-        t = threading.Timer(seconds, self._want, args=(want,))
-        t.daemon = True
-        t.name = "polyprof-window"
-        self._timers.append(t)
-        t.start()
+        """``_want(want)`` in ``seconds``, on a thread the program's profilers do not see
+        (collect/background.py)."""
+        def fire() -> None:
+            self._want(want)  # once: None ends the thread
+
+        self._timers.append(background.start(fire, seconds, "polyprof-window"))
 
     def _want(self, want: bool, on_thread: bool = False) -> None:
         with self._lock:
@@ -217,7 +219,7 @@ class Timed:
 
     def end(self, stop_ns: int) -> list[tuple[int, int]]:
         for t in self._timers:
-            t.cancel()
+            background.stop(t, 1.0)
         lo, hi = self.open_ns, stop_ns if self.close_ns is None else min(self.close_ns, stop_ns)
         return [(lo, hi)] if hi > lo else []
 

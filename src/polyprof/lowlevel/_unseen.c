@@ -12,8 +12,9 @@
  *   calls then(*args) with the profile function on and returns that result (a hook
  *   that must let the program's own work be seen).
  * - Gated(fn): calls fn while holding the gate, the lock a Ticker holds while its
- *   thread has a thread state. Wrapped around the start of a profiler that walks the
- *   thread states (torch's _enable_profiler), it never finds a Ticker's.
+ *   thread has a thread state (waiting for it at most a second). Wrapped around the
+ *   start of a profiler that walks the thread states (torch's _enable_profiler), it
+ *   never finds a Ticker's.
  * - Ticker(fn, first_s): a native thread that waits with no thread state; at each
  *   wake-up it takes the gate, makes a thread state, calls fn() (which returns the
  *   seconds until the next call, or None to end), and drops the thread state again.
@@ -135,15 +136,22 @@ typedef struct {
     PyObject *fn;
 } Gated;
 
+/* At most GATE_WAIT_US for the gate: a Ticker's call that waits for something the
+ * caller holds (a lock around the profiler's start) must not deadlock the program; past
+ * it the call goes on ungated (the worst then: a polyprof thread seen by the profiler). */
+#define GATE_WAIT_US 1000000
+
 static PyObject *gated_call(Gated *self, PyObject *args, PyObject *kw) {
-    int mine = gate_owner != PyThread_get_thread_ident();
-    if (mine) {
+    int held = 0;
+    if (gate_owner != PyThread_get_thread_ident()) {
         Py_BEGIN_ALLOW_THREADS
-        gate_enter();
+        held = PyThread_acquire_lock_timed(gate, GATE_WAIT_US, 0) == PY_LOCK_ACQUIRED;
         Py_END_ALLOW_THREADS
+        if (held)
+            gate_owner = PyThread_get_thread_ident();
     }
     PyObject *res = PyObject_Call(self->fn, args, kw);
-    if (mine)
+    if (held)
         gate_leave();
     return res;
 }
