@@ -206,3 +206,24 @@ def test_a_gated_call_waits_for_a_ticker_call_to_end() -> None:
     unseen.gated(lambda: order.append("gated"))()
     assert order == ["tick", "gated"]
     assert background.stop(t, 5.0)
+
+
+@compiled
+def test_a_thread_started_in_a_session_has_no_polyprof_frame_and_is_named() -> None:
+    import traceback
+
+    import polyprof
+
+    stack: list[str] = []
+
+    def work() -> None:
+        with polyprof.section("in thread"):
+            stack.extend(f"{Path(f.filename).name}:{f.name}" for f in traceback.extract_stack())
+
+    with polyprof.profile(plugins=["host"]) as s:
+        t = threading.Thread(target=work, name="short-lived")
+        t.start()
+        t.join()
+    assert stack == ["threading.py:_bootstrap", "threading.py:_bootstrap_inner", "threading.py:run",
+                     "test_with_stack.py:work"]
+    assert s.trace is not None and "short-lived" in {tr.name for tr in s.trace.tracks}

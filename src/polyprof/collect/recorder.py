@@ -178,14 +178,17 @@ def watch_thread_starts(rec: Recorder | None) -> None:
         threading.Thread._bootstrap_inner = _original_bootstrap  # type: ignore[attr-defined]
         return
 
-    def bootstrap_inner(self: threading.Thread) -> None:
+    from ..lowlevel.unseen import quiet  # a session's start: `import polyprof` loads no compiled module for it
+
+    def note(self: threading.Thread) -> None:
         try:
             rec.threads[threading.get_ident()] = (self.name, threading.get_native_id())
         except Exception:
             pass
-        _original_bootstrap(self)
 
-    threading.Thread._bootstrap_inner = bootstrap_inner  # type: ignore[attr-defined]
+    # the thread's own _bootstrap_inner called right after, with no polyprof frame between
+    # (a program's profilers see the thread start as without polyprof: lowlevel/unseen.py)
+    threading.Thread._bootstrap_inner = quiet(note, then=_original_bootstrap)  # type: ignore[attr-defined]
 
 
 def active_recorder() -> Recorder | None:
