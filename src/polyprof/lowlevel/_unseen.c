@@ -404,6 +404,13 @@ static PyTypeObject TickerType = {
 
 /* ---- exec_frameless ------------------------------------------------------------- */
 
+/* Where the thread state keeps its innermost frame, which a new frame takes as its caller. */
+#if PY_VERSION_HEX >= 0x030D0000
+#define CURRENT_FRAME(ts) ((ts)->current_frame)
+#elif PY_VERSION_HEX >= 0x030B0000
+#define CURRENT_FRAME(ts) ((ts)->cframe->current_frame)
+#endif
+
 static PyObject *exec_frameless(PyObject *mod, PyObject *args) {
     PyObject *code, *globals;
     if (!PyArg_ParseTuple(args, "O!O!:exec_frameless", &PyCode_Type, &code, &PyDict_Type, &globals))
@@ -412,21 +419,16 @@ static PyObject *exec_frameless(PyObject *mod, PyObject *args) {
     int has = PyDict_GetItemString(globals, "__builtins__") != NULL;
     if (!has && PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0)
         return NULL;
+#ifdef CURRENT_FRAME
     PyThreadState *ts = PyThreadState_Get();
-#if PY_VERSION_HEX >= 0x030D0000
-    struct _PyInterpreterFrame *saved = ts->current_frame;
-    ts->current_frame = NULL;
-#else
-    struct _PyInterpreterFrame *saved = ts->cframe->current_frame;
-    ts->cframe->current_frame = NULL;
-#endif
+    struct _PyInterpreterFrame *saved = CURRENT_FRAME(ts);
+    CURRENT_FRAME(ts) = NULL;
     PyObject *res = PyEval_EvalCode(code, globals, globals);
-#if PY_VERSION_HEX >= 0x030D0000
-    ts->current_frame = saved;
-#else
-    ts->cframe->current_frame = saved;
-#endif
+    CURRENT_FRAME(ts) = saved;
     return res;
+#else
+    return PyEval_EvalCode(code, globals, globals); /* not loaded on this version: PyInit refuses */
+#endif
 }
 
 /* ---- module --------------------------------------------------------------------- */
