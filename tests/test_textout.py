@@ -133,3 +133,20 @@ def test_the_command_writes_what_rich_writes(traces_dir, tmp_path, monkeypatch, 
         buf = io.StringIO()
         terminal.render(report, console=Console(file=buf, _environ=dict(os.environ), force_terminal="FORCE_COLOR" in env))
         assert got == buf.getvalue(), env
+
+
+def test_what_textout_cannot_print_goes_through_rich(traces_dir, monkeypatch, capsys):
+    """A summary with text rich measures by its tables (a wide character in a warning),
+    or in a notebook: printed by rich's own Console, as before."""
+    import builtins
+
+    report = build(polyprof.load(traces_dir / TRACES[0]))
+    report.overview["warnings"] = ["畳み込み\tkernel"]
+    monkeypatch.setenv("COLUMNS", "70")
+    terminal.render(report)
+    got = capsys.readouterr().out
+    buf = io.StringIO()
+    terminal.render(report, console=Console(file=buf, _environ=dict(os.environ)))
+    assert got == buf.getvalue() and "畳み込み" in got
+    monkeypatch.setattr(builtins, "get_ipython", lambda: None, raising=False)
+    assert plain_terminal(io.StringIO(), {}) is None
