@@ -146,3 +146,17 @@ def test_an_idle_stretch_across_windows_is_one_gap():
     assert moved == 105 and 2 + pieces - fewer == 1  # 5 + 100 move to host-wait; 3 pieces are 1 gap
     parts[2][key] = (True, 7, False, 0)  # no known launch: the stretch stays "other"
     assert _join(parts, [(0, 50), (50, 150), (150, 200)], key)[2] == 0
+
+
+def test_windows_larger_than_the_bound_allows_are_said(stores, monkeypatch, capsys, caplog):
+    """Quiet points too far apart for the bound: the summary says so in the log, and in one
+    line before reading where the largest window would not fit in the memory available."""
+    monkeypatch.setenv("POLYPROF_MEMORY_BOUND", LOW)  # windows of 16384 events; a copy holds ~45,000
+    with caplog.at_level(logging.WARNING, logger="polyprof"):
+        assert main(["summary", str(stores["v100"]), "--json"]) == 0
+    assert "the largest window between quiet points holds" in caplog.text
+    capsys.readouterr()
+    monkeypatch.setattr(fits, "available_bytes", lambda: 64 << 20)
+    assert main(["summary", str(stores["v100"]), "--json"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "a window of" in err and "0.1 GiB is available" in err

@@ -66,12 +66,15 @@ def _check_memory(files: list[str], windows: bool = True) -> None:
     if len(files) == 1 and is_store(files[0]):
         from ..store.manifest import read_manifest
 
-        from ..ranks.stepwise import by_windows  # the analyses: only for a summary of a store
+        from ..ranks.stepwise import by_windows, check_plan  # the analyses: only for a summary of a store
 
         root = Path(files[0])
         for r in read_manifest(root)["ranks"]:
-            if not windows or by_windows(root / r["path"], int(r.get("events", 0))) is None:  # else by windows
+            p = by_windows(root / r["path"], int(r.get("events", 0))) if windows else None
+            if p is None:
                 fits.check_store_rank(root, r["rank"], int(r.get("events", 0)))
+            else:
+                check_plan(p, f"{root}: rank {r['rank']}")
     elif len(files) == 1 and Path(files[0]).is_file():
         from ..formats.detect import detect
 

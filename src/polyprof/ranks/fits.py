@@ -55,6 +55,11 @@ def store_rank_bytes(events: int) -> int:
 WINDOW_EVENT_BYTES = 1000
 
 
+def window_bytes(events: int) -> int:
+    """What a window of ``events`` events needs, read and analysed."""
+    return BASE_BYTES + WINDOW_EVENT_BYTES * events
+
+
 def window_events(bound: int) -> int:
     """Events per window that keep a window's analysis within ``bound`` bytes."""
     return max((bound - BASE_BYTES) // WINDOW_EVENT_BYTES, 1 << 14)

@@ -66,6 +66,7 @@ class Summary:
             return None
         log.info("%s: above the memory bound (%d MiB): summarised in %d windows of whole steps (largest %d events)",
                  entry.label, fits.memory_bound() >> 20, len(p.events), p.largest)
+        check_plan(p, f"{entry.label}: rank {entry.rank}")
         return summarise(folder, p, entry.label)
 
 
@@ -76,6 +77,21 @@ def by_windows(folder: Path, events: int) -> Plan | None:
     if fits.store_rank_bytes(events) <= bound:
         return None
     return windowed(folder, fits.window_events(bound))
+
+
+def check_plan(p: Plan, what: str) -> None:
+    """Where quiet points are too far apart for the bound (a window between two of them
+    holds more events than the bound allows), said in the log; and in one line, before
+    reading, where that window would not fit in the memory this process may use."""
+    most = fits.window_events(fits.memory_bound())
+    if p.largest <= most:
+        return
+    log.warning("%s: the largest window between quiet points holds %s events, more than the %s the memory bound "
+                "(%d MiB) allows: the summary may pass the bound", what, f"{p.largest:,}", f"{most:,}",
+                fits.memory_bound() >> 20)
+    fits.check_fits(f"{what} (a window of {p.largest:,} events)", fits.window_bytes(p.largest),
+                    "the rank has too few quiet points between its steps to be summarised in smaller windows; "
+                    "query it with polyprof sql STORE, which is memory-limited")
 
 
 def windowed(directory: Path, max_events: int) -> Plan | None:
