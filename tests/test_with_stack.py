@@ -227,3 +227,23 @@ def test_a_thread_started_in_a_session_has_no_polyprof_frame_and_is_named() -> N
     assert stack == ["threading.py:_bootstrap", "threading.py:_bootstrap_inner", "threading.py:run",
                      "test_with_stack.py:work"]
     assert s.trace is not None and "short-lived" in {tr.name for tr in s.trace.tracks}
+
+
+@compiled
+def test_a_session_ending_inside_the_programs_own_profiler_leaves_it_alone() -> None:
+    """The program's profiler ended the session's own torch recording; at the session's
+    end polyprof neither stops it nor writes its clock markers into it."""
+    torch = pytest.importorskip("torch")
+    import polyprof
+
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    with polyprof.profile(plugins=["torch"]) as s:
+        torch.ones(3).sum()
+        prof.start()  # the program's own: the session's recording ends here
+        torch.ones(3).sum()
+    torch.ones(4).mul(2)  # still recorded by the program's profiler
+    prof.stop()
+    names = {e.key for e in prof.key_averages()}
+    assert "aten::mul" in names and "polyprof::clock_sync" not in names
+    assert s.trace is not None
+    assert any("ended by another torch.profiler" in w for w in s.trace.metadata["warnings"])

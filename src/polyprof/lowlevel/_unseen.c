@@ -134,6 +134,7 @@ static PyTypeObject QuietType = {
 typedef struct {
     PyObject_HEAD
     PyObject *fn;
+    unsigned long calls;
 } Gated;
 
 /* At most GATE_WAIT_US for the gate: a Ticker's call that waits for something the
@@ -150,6 +151,7 @@ static PyObject *gated_call(Gated *self, PyObject *args, PyObject *kw) {
         if (held)
             gate_owner = PyThread_get_thread_ident();
     }
+    self->calls++;
     PyObject *res = PyObject_Call(self->fn, args, kw);
     if (held)
         gate_leave();
@@ -186,8 +188,13 @@ static PyObject *gated_wrapped(Gated *self, void *closure) {
     return self->fn;
 }
 
+static PyObject *gated_calls(Gated *self, void *closure) {
+    return PyLong_FromUnsignedLong(self->calls);
+}
+
 static PyGetSetDef gated_getset[] = {
     {"__wrapped__", (getter)gated_wrapped, NULL, "the function called", NULL},
+    {"calls", (getter)gated_calls, NULL, "how many times it was called", NULL},
     {NULL},
 };
 

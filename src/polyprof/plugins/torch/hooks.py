@@ -13,7 +13,7 @@ from ...lowlevel import unseen
 
 log = logging.getLogger("polyprof")
 
-__all__ = ["ImportHook", "Ranges", "gate_profiler_start", "imported_torch"]
+__all__ = ["ImportHook", "Ranges", "gate_profiler_start", "imported_torch", "profiler_starts", "recording_survived"]
 
 
 def imported_torch() -> Any | None:
@@ -34,6 +34,27 @@ def gate_profiler_start() -> None:
     fn = getattr(mod, "_enable_profiler", None)
     if fn is not None and unseen.Gated is not None and not unseen.is_gated(fn):
         mod._enable_profiler = unseen.gated(fn)  # type: ignore[union-attr]  # mod is not None: fn came from it
+
+
+def profiler_starts() -> int | None:
+    """How many torch profilers have started since :func:`gate_profiler_start` (None: not
+    counted): one that started after ours (the program's own) ended ours."""
+    fn = getattr(sys.modules.get("torch.autograd.profiler"), "_enable_profiler", None)
+    if fn is None or not unseen.is_gated(fn):
+        return None
+    return int(fn.calls)
+
+
+def recording_survived(prof: Any) -> bool:
+    """False when torch has no trace for a stopped profiler (trace start 0)."""
+    inner = getattr(prof, "profiler", None)
+    res = getattr(inner, "kineto_results", None)
+    if res is None:
+        return False
+    try:
+        return int(res.trace_start_ns()) != 0
+    except Exception:
+        return True  # cannot tell on this torch version: trust it
 
 
 class Ranges:

@@ -48,13 +48,14 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
-from .hooks import ImportHook, Ranges, gate_profiler_start, imported_torch
+from .hooks import ImportHook, Ranges, gate_profiler_start, imported_torch, profiler_starts, recording_survived
 from .steps import OptimizerSteps
 
 # ingest (Kineto's events into the session trace) and memory are imported once torch
 # recorded: every session's discovery imports this module
 
 log = logging.getLogger("polyprof")
+LOST = "the torch recording was ended by another torch.profiler in the program"
 
 _SYNC_REPEATS = 3
 
@@ -99,6 +100,7 @@ class TorchPlugin(Plugin):
         self._tls = threading.local()
         self._ranges: Ranges | None = None
         self._prof: Any = None
+        self._starts: int | None = None  # profiler_starts() once ours started
         self._hook: ImportHook | None = None
         self._step_range: Any = None
         self._tmpdir: str | None = None
@@ -187,7 +189,7 @@ class TorchPlugin(Plugin):
             except Exception as e:  # reported; the session and the program go on
                 self._warn(f"torch.profiler did not start: {type(e).__name__}: {e}")
                 return
-            self._prof = prof
+            self._prof, self._starts = prof, profiler_starts()
             cap = self.new_capture()
             self.sync(cap)
             self._attach_listener()
@@ -274,6 +276,12 @@ class TorchPlugin(Plugin):
         if prof is None:
             return
         cap = self._captures[-1]
+        if self._starts is not None and profiler_starts() != self._starts:
+            # the program's own profiler started since: ours is gone, and stopping or marking
+            # now would stop or mark that one (docs/torch.md, "with_stack")
+            cap.lost = LOST
+            self._warn(LOST + "; its torch ops are lost")
+            return
         self._close_step_range()
         self.sync(cap)
         prof.stop()
@@ -421,8 +429,8 @@ class TorchPlugin(Plugin):
         if not recording_survived(prof):
             # another torch.profiler in the program ended this recording: torch has no
             # trace for it, and exporting that empty result crashes the process
-            cap.lost = "the torch recording was ended by another torch.profiler in the program"
-            self._warn(cap.lost + "; its torch ops are lost")
+            cap.lost = LOST
+            self._warn(LOST + "; its torch ops are lost")
             return
         # a driver's directory is the driver's to clean (it hands the file out later)
         folder = directory or self._export_dir()
@@ -562,18 +570,6 @@ class TorchPlugin(Plugin):
             for name, native in list(getattr(rec, "threads", {}).values()):
                 names[native] = name
         return names
-
-
-def recording_survived(prof: Any) -> bool:
-    """False when torch has no trace for a stopped profiler (trace start 0)."""
-    inner = getattr(prof, "profiler", None)
-    res = getattr(inner, "kineto_results", None)
-    if res is None:
-        return False
-    try:
-        return int(res.trace_start_ns()) != 0
-    except Exception:
-        return True  # cannot tell on this torch version: trust it
 
 
 def default_activities(torch: Any) -> list[Any]:
