@@ -18,6 +18,7 @@ import polyprof
 from polyprof.cli import main
 from polyprof.ranks import fits, stepwise
 from polyprof.store import Store
+from polyprof.trace import metadata_keys as mkeys
 from polyprof.store.window import plan, read_window
 
 KINETO = Path(__file__).resolve().parent / "data/traces/kineto"
@@ -89,13 +90,19 @@ def test_the_windows_begin_at_quiet_points(stores):
     assert one.n_events == p.events[0] and len(one.flows["src"])
 
 
-def test_a_rank_without_quiet_points_or_steps_is_read_whole(tmp_path):
+def test_a_rank_without_quiet_points_or_steps_is_read_whole(tmp_path, stores):
     """One copy of the V100 trace has no quiet point (its device runs behind the host all
-    along); a trace of one step has nothing to cut: both are summarised whole."""
+    along); a trace of one step has nothing to cut; the default window of a rank recorded
+    by a schedule is every step, the whole trace: all three are summarised whole."""
     one = _rank(polyprof.load_ranks([V100]).convert(tmp_path / "one"))
     assert len(plan(one, 1 << 14).events) == 1 and stepwise.windowed(one, 1 << 14) is None
     cpu = _rank(polyprof.load_ranks([KINETO / "cpu_only_rank34.json.gz"]).convert(tmp_path / "cpu"))
     assert plan(cpu, 1).steps == 1 and stepwise.windowed(cpu, 1) is None
+    trace = Store(stores["v100"]).load(0)
+    assert stepwise.windowed(_rank(stores["v100"]), 1 << 14) is not None
+    trace.metadata[mkeys.SCHEDULE] = {"wait": 1, "warmup": 1, "active": 3}
+    scheduled = _rank(polyprof.load_ranks([trace]).convert(tmp_path / "scheduled"))
+    assert len(plan(scheduled, 1 << 14).events) == 2 and stepwise.windowed(scheduled, 1 << 14) is None
 
 
 def _rank(store: Path) -> Path:

@@ -96,8 +96,11 @@ def check_plan(p: Plan, what: str) -> None:
 
 def windowed(directory: Path, max_events: int) -> Plan | None:
     """The rank's plan when it can be analysed window by window: two windows or more, and
-    three steps or more (the default window, every step but the first, then applies).
-    Kept for the process (the command's check and its summary ask for it both)."""
+    three steps or more (the default window, every step but the first, then applies; a
+    rank recorded by a schedule, whose every step the default window analyses, is read
+    whole). Kept for the process (the command's check and its summary ask for it both)."""
+    if read_header(directory).get("metadata", {}).get(mkeys.SCHEDULE):
+        return None
     key = (str(directory.resolve()), (directory / "events.parquet").stat().st_mtime_ns, max_events)
     if key not in _PLANS:
         p = plan(directory, max_events)
