@@ -14,16 +14,32 @@ ratios (below 1: this tree is faster or smaller), and the load average.
 
     python bench/before_after.py --before ../before --rounds 3
     python bench/before_after.py --before ../before --rounds 3 --only v100,run
+
+``--script "NAME ARGS"`` instead runs one of bench/'s own scripts, as written in this
+tree, against both trees, alternating which goes first round by round, and prints each
+run's output whole (each script prints its own min and median ratios, against its peer
+where it has one). The before side runs the script from a *shadow root*: a copy of this
+tree's bench/ beside the before tree's src/, include/ and examples/ (linked), so a
+script's ``ROOT / "src"`` is the before tree's code; tests/ (the traces, the helpers
+that make inputs) is this tree's on both sides, so both read the same inputs. A script
+that did not exist in the before tree runs the same way. ``--own-script`` runs the before
+tree's own copy of the script from the before tree instead (for a script whose imports
+moved during the round); both copies must take the arguments given.
+
+    python bench/before_after.py --before ../before --rounds 2 --script "markers.py --n 100000 --repeat 5"
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from child_env import child_env
@@ -59,12 +75,55 @@ def commands(tmp: Path, tag: str) -> list[tuple[str, list[str]]]:
     return todo
 
 
+def shadow_root(before: Path, tmp: Path) -> Path:
+    """A root whose bench/ is this tree's copy and whose src/, include/ and examples/ are
+    the before tree's (linked); tests/ is this tree's. A script's ``ROOT / "src"`` there
+    is the before tree's code."""
+    root = tmp / "before-root"
+    root.mkdir()
+    shutil.copytree(ROOT / "bench", root / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("src", "include", "examples"):
+        (root / name).symlink_to(before / name)
+    (root / "tests").symlink_to(ROOT / "tests")
+    return root
+
+
+def run_script(script: str, before: Path, rounds: int, timeout: float, own: bool = False) -> int:
+    """``script`` ("NAME ARGS") from both trees, ``rounds`` times each, alternating which
+    goes first; every run's output printed whole, with its wall time and the load average
+    at its start and end. ``own``: the before side runs the before tree's copy."""
+    name, *args = shlex.split(script)
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="polyprof-ba-") as d:
+        roots = {"before": before if own else shadow_root(before, Path(d)), "after": ROOT}
+        for r in range(rounds):
+            for tag in (["before", "after"] if r % 2 == 0 else ["after", "before"]):
+                root = roots[tag]
+                load0, t0 = os.getloadavg()[0], time.perf_counter()
+                try:
+                    p = subprocess.run([sys.executable, str(root / "bench" / name), *args], cwd=ROOT,
+                                       env=child_env(str(root / "src")), capture_output=True, text=True,
+                                       timeout=timeout)
+                    out, rc = p.stdout + p.stderr, p.returncode
+                except subprocess.TimeoutExpired as e:
+                    out, rc = f"{e.stdout or ''}{e.stderr or ''}\n(timed out after {timeout:.0f} s)", -1
+                failed += rc != 0
+                print(f"=== {tag} (round {r + 1}, src {root / 'src'}): {time.perf_counter() - t0:.1f} s, rc {rc}, "
+                      f"load average {load0:.2f} -> {os.getloadavg()[0]:.2f}\n{out.rstrip()}", flush=True)
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True, type=Path, help="the earlier tree (extensions built in place)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", help="comma-separated substrings of the command labels to run")
+    ap.add_argument("--script", help='instead: one bench/ script with its arguments ("NAME ARGS"), from both trees')
+    ap.add_argument("--timeout", type=float, default=900, help="with --script: seconds per run (default 900)")
+    ap.add_argument("--own-script", action="store_true", help="with --script: the before tree runs its own copy")
     a = ap.parse_args(argv)
+    if a.script:
+        return run_script(a.script, a.before.resolve(), a.rounds, a.timeout, a.own_script)
     trees = {"before": child_env(str(a.before.resolve() / "src")), "after": child_env(str(ROOT / "src"))}
     load0 = os.getloadavg()
     worst: list[float] = []

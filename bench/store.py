@@ -171,7 +171,11 @@ _WRITE = r"""
 import json, sys, time, logging
 logging.disable(logging.CRITICAL)
 import polyprof
-from polyprof.formats import chrome, perfetto
+from polyprof.formats import chrome
+try:
+    from polyprof.writers import perfetto
+except ImportError:  # a tree from before the writers had their floor (issue 27)
+    from polyprof.formats import perfetto
 trace = polyprof.load(sys.argv[1])
 len(trace.stats)  # decode deferred stats first: both writers need them
 out = {}
