@@ -66,15 +66,18 @@ def _check_memory(files: list[str], windows: bool = True) -> None:
     if len(files) == 1 and is_store(files[0]):
         from ..store.manifest import read_manifest
 
-        from ..ranks.stepwise import by_windows, check_plan  # the analyses: only for a summary of a store
-
         root = Path(files[0])
         for r in read_manifest(root)["ranks"]:
-            p = by_windows(root / r["path"], int(r.get("events", 0))) if windows else None
+            events = int(r.get("events", 0))
+            p = None
+            if windows and fits.store_rank_bytes(events) > fits.memory_bound():
+                from ..ranks.stepwise import by_windows, check_plan  # the windows: only for a rank above the bound
+
+                p = by_windows(root / r["path"], events)
+                if p is not None:
+                    check_plan(p, f"{root}: rank {r['rank']}")
             if p is None:
-                fits.check_store_rank(root, r["rank"], int(r.get("events", 0)))
-            else:
-                check_plan(p, f"{root}: rank {r['rank']}")
+                fits.check_store_rank(root, r["rank"], events)
     elif len(files) == 1 and Path(files[0]).is_file():
         from ..formats.detect import detect
 

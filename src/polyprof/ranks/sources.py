@@ -83,11 +83,12 @@ class StoreRank(RankSource):
 
     one_at_a_time = True
 
-    def __init__(self, folder: str | os.PathLike, rank: int, label: str = "", how: str = "store"):
+    def __init__(self, folder: str | os.PathLike, rank: int, label: str = "", how: str = "store", events: int = 0):
         self.folder = Path(folder)
         self.rank = rank
         self.label = label or f"rank {rank}"
         self.how = how
+        self.events = events  # as the manifest records it (0: not known)
 
     def named(self) -> tuple[int, str] | None:
         return self.rank, self.how
@@ -143,7 +144,7 @@ def _store(item: Any) -> list[RankSource] | None:
         return None
     root = Path(item)
     return [StoreRank(root / r["path"], r["rank"], r.get("label") or Path(str(r.get("input", ""))).name,
-                      r.get("rank_from") or "store")
+                      r.get("rank_from") or "store", int(r.get("events") or 0))
             for r in sorted(read_manifest(root)["ranks"], key=lambda r: r["rank"])]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +34,6 @@ from ..store.window import Plan, Window, plan, read_window
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from . import fits
-from .sources import StoreRank
 from .result import RankResult, anchor_of, overview_row, rank_collectives
 from . import window_findings as wf
 from . import window_values as values
@@ -46,28 +45,17 @@ _FAR = 1 << 62
 KEPT = tuple(a.name for a in ANALYSES if not a.per_event) + ("launch_stats",)
 
 
-class Summary:
-    """``rank_summary`` of each rank (called with its Trace), but a store's rank above the
-    memory bound (``fits.memory_bound``) is summarised window by window from its files
-    (``by_entry``), where its steps allow."""
-
-    def __init__(self, fn: Callable[[Any], RankResult]):
-        self.fn = fn
-
-    def __call__(self, trace: Any) -> RankResult:
-        return self.fn(trace)
-
-    def by_entry(self, entry: Any) -> RankResult | None:
-        if not isinstance(entry.source, StoreRank):
-            return None
-        folder = entry.source.folder
-        p = by_windows(folder, int(read_header(folder)["events"]))
-        if p is None:
-            return None
-        log.info("%s: above the memory bound (%d MiB): summarised in %d windows of whole steps (largest %d events)",
-                 entry.label, fits.memory_bound() >> 20, len(p.events), p.largest)
-        check_plan(p, f"{entry.label}: rank {entry.rank}")
-        return summarise(folder, p, entry.label)
+def summarise_entry(entry: Any) -> RankResult | None:
+    """The summary of a store's rank (a ``RankEntry``) window by window, when its plan
+    allows; None when it is to be read whole."""
+    folder = entry.source.folder
+    p = by_windows(folder, int(read_header(folder)["events"]))
+    if p is None:
+        return None
+    log.info("%s: above the memory bound (%d MiB): summarised in %d windows of whole steps (largest %d events)",
+             entry.label, fits.memory_bound() >> 20, len(p.events), p.largest)
+    check_plan(p, f"{entry.label}: rank {entry.rank}")
+    return summarise(folder, p, entry.label)
 
 
 def by_windows(folder: Path, events: int) -> Plan | None:

@@ -114,7 +114,7 @@ class TraceSet:
         fn: Any = partial(rank_summary, tables=None if tables is None else tuple(tables), window=window)
         if tables is None and window == "auto" and any(isinstance(e.source, StoreRank) for e in self.entries):
             # a store's rank above the memory bound is summarised window by window
-            from .stepwise import Summary  # the analyses, as rank_summary above
+            from .bounded import Summary  # as rank_summary above
 
             fn = Summary(fn)
         results = self.map(fn, executor, progress=progress, jobs=jobs)

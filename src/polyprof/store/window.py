@@ -26,7 +26,6 @@ from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
@@ -157,11 +156,10 @@ def _block_ids(path: Path, column: str, block: Any) -> None:
     range where that is dense, else from every (id, start) pair sorted by id."""
     lo, hi, present = _FAR, -_FAR, 0
     for _, t in _row_groups(path, [column]):
-        col = t.column(column)
-        present += len(col) - col.null_count
-        if len(col) > col.null_count:
-            mm = pc.min_max(col)
-            lo, hi = min(lo, int(mm["min"].as_py())), max(hi, int(mm["max"].as_py()))
+        ids = t.column(column).drop_null().to_numpy()
+        present += len(ids)
+        if len(ids):
+            lo, hi = min(lo, int(ids.min())), max(hi, int(ids.max()))
     if present == 0:
         return
     if 0 < hi - lo + 1 <= 2 * present:  # dense ids (Kineto's correlation ids)
