@@ -48,11 +48,9 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     n = len(ts)
     col.cols = {}
     trim()  # the slices' columns, freed: their pages back before the Trace's are made
-    uniq, inverse = _distinct(pair, inverse=True)
+    uniq = _distinct(pair)
     track_of_pair = pair_tracks(col, planes, uniq, ntid)
-    track = (np.array([track_of_pair[u] for u in uniq.tolist()], np.int32)[inverse] if n
-             else np.zeros(0, np.int32))
-    del inverse
+    track = _row_tracks(pair, uniq, np.array([track_of_pair[u] for u in uniq.tolist()], np.int32))
     progress.advance(1)
 
     # B/E pairs
@@ -85,6 +83,20 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
                           args.columns)
     trim()  # the pages the build freed go back: what stays resident is about the Trace
     return trace
+
+def _row_tracks(pair: np.ndarray, uniq: np.ndarray, tracks: np.ndarray) -> np.ndarray:
+    """The track of each event from its (pid, tid) pair code (``uniq``: the distinct codes,
+    ascending; ``tracks``: theirs): a lookup table where the codes are dense, as
+    ``_distinct`` counts them, else a search. Int32, made in one pass."""
+    if not len(pair):
+        return np.zeros(0, np.int32)
+    hi = int(uniq[-1])
+    if hi <= 4 * len(pair) + 4096:
+        table = np.zeros(hi + 1, np.int32)
+        table[uniq] = tracks
+        return table[pair]
+    return tracks[np.searchsorted(uniq, pair)]
+
 
 def _column(col: "_Collector", key: str) -> np.ndarray:
     """One column of the events collected, joined, its slices' parts freed."""
