@@ -5,10 +5,14 @@ is imported only for a rank above the bound."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import fits
-from .sources import StoreRank
+from .sources import RankEntry, StoreRank
+
+if TYPE_CHECKING:
+    from ..trace.core import Trace
+    from .result import RankResult
 
 
 class Summary:
@@ -16,13 +20,13 @@ class Summary:
     memory bound is summarised window by window from its files (``by_entry``), where its
     steps allow."""
 
-    def __init__(self, fn: Callable[[Any], Any]):
+    def __init__(self, fn: Callable[[Trace], RankResult]):
         self.fn = fn
 
-    def __call__(self, trace: Any) -> Any:
+    def __call__(self, trace: Trace) -> RankResult:
         return self.fn(trace)
 
-    def by_entry(self, entry: Any) -> Any:
+    def by_entry(self, entry: RankEntry) -> RankResult | None:
         """The rank's result without loading it whole, or None to load it (``_run_on``)."""
         src = entry.source
         if not isinstance(src, StoreRank) or (src.events and fits.store_rank_bytes(src.events) <= fits.memory_bound()):

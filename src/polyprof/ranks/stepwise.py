@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,7 +24,9 @@ from ..analyze.clocks import unsynchronised
 from ..analyze.common import analysed_span
 from ..analyze.frames import column
 from ..analyze.ops import launch_summary
+from ..analyze.finding import Finding
 from ..analyze.registry import ANALYSES, Tables
+from ..analyze.table import Table
 from ..derive import cache
 from ..derive.steps import Steps
 from ..lowlevel.heap import trim
@@ -34,6 +36,7 @@ from ..store.window import Plan, Window, plan, read_window
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from . import fits
+from .sources import RankEntry, StoreRank
 from .result import RankResult, anchor_of, overview_row, rank_collectives
 from . import window_findings as wf
 from . import window_values as values
@@ -45,10 +48,13 @@ _FAR = 1 << 62
 KEPT = tuple(a.name for a in ANALYSES if not a.per_event) + ("launch_stats",)
 
 
-def summarise_entry(entry: Any) -> RankResult | None:
+def summarise_entry(entry: RankEntry) -> RankResult | None:
     """The summary of a store's rank (a ``RankEntry``) window by window, when its plan
     allows; None when it is to be read whole."""
-    folder = entry.source.folder
+    src = entry.source
+    if not isinstance(src, StoreRank):
+        return None
+    folder = src.folder
     p = by_windows(folder, int(read_header(folder)["events"]))
     if p is None:
         return None
@@ -124,34 +130,34 @@ class _Gathered:
     correlation counts, unsynchronised devices, idle edges and launch names."""
 
     def __init__(self) -> None:
-        self.parts: list[dict[str, Any]] = []
+        self.parts: list[dict[str, Table]] = []
         self.steps: list[Steps] = []
         self.spans: list[tuple[int, int]] = []
-        self.coll: list[Any] = []
-        self.found: list[Any] = []
+        self.coll: list[Table] = []
+        self.found: list[dict[int, list[Finding]]] = []
         self.counts: dict[str, int] = {}
         self.unsynced: dict[str, str] = {}
-        self.edges: list[dict[tuple, Any]] = []
+        self.edges: list[dict[tuple, values.Edge]] = []
         self.launch_names: dict[str, int] = {}
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
         trace = window.trace
         got = _window(trace, i == 0, last, lo, hi)
-        view = got["view"]
-        self.found.append(wf.window_findings(view, got["tables"]))
+        view = got.view
+        self.found.append(wf.window_findings(view, got.tables))
         values.spill(view, spill, i)
-        values.spill_launches(got["tables"].pop("launch_stats"), spill, i, self.launch_names)
+        values.spill_launches(got.tables.pop("launch_stats"), spill, i, self.launch_names)
         self.edges.append(values.edges(view))
-        self.parts.append(got["tables"])
-        self.steps.append(got["steps"])
-        self.spans.append(got["span"])
-        coll = got["collectives"]  # its rows made the rank's rows
+        self.parts.append(got.tables)
+        self.steps.append(got.steps)
+        self.spans.append(got.span)
+        coll = got.collectives  # its rows made the rank's rows
         self.coll.append(coll.with_columns(row=window.input_rows[column(coll, "row")]) if len(coll) else coll)
         self.unsynced.update(unsynchronised(trace))
         for k, v in cache.correlation(trace).counts.items():
             self.counts[k] = self.counts.get(k, 0) + int(v)
 
-    def tables(self, empty: Trace, spill: Path, header: dict[str, Any], strings: list[str]) -> dict[str, Any]:
+    def tables(self, empty: Trace, spill: Path, header: dict[str, Any], strings: list[str]) -> dict[str, Table]:
         """The rank's tables: merged, then made exact from what the windows spilled."""
         windows = len(self.parts)
         tables = merge_tables(self.parts, (self.spans[0][0], self.spans[-1][1]))
@@ -166,7 +172,7 @@ class _Gathered:
         values.join_edges(tables, self.edges, self.spans)
         return tables
 
-    def result(self, empty: Trace, tables: dict[str, Any], header: dict[str, Any]) -> RankResult:
+    def result(self, empty: Trace, tables: dict[str, Table], header: dict[str, Any]) -> RankResult:
         t0, t1 = self.spans[0][0], self.spans[-1][1]
         every = _joined(self.steps, 0)
         selected = _joined(self.steps, 1)
@@ -197,7 +203,17 @@ def _joined(steps: list[Steps], skip: int) -> Steps:
     return Steps(cat("number"), cat("start"), cat("end"), cat("rows"), steps[0].source)
 
 
-def _window(trace: Any, first: bool, last: bool, lo: int, hi: int) -> dict[str, Any]:
+class _Done(NamedTuple):
+    """One window analysed: its tables, view, steps, analysed span and collectives."""
+
+    tables: dict[str, Table]
+    view: Trace
+    steps: Steps
+    span: tuple[int, int]
+    collectives: Table
+
+
+def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int) -> _Done:
     """One window's tables, steps, analysed span, collectives, findings and correlation
     counts, analysed as the rank's default window sees its steps."""
     steps = cache.steps(trace)
@@ -214,8 +230,7 @@ def _window(trace: Any, first: bool, last: bool, lo: int, hi: int) -> dict[str, 
     view.__dict__["_polyprof_memo"]["analysed_span"] = span
     t = Tables(view)
     tables = {name: t[name] for name in KEPT}
-    return {"tables": tables, "view": view, "steps": steps, "span": span,
-            "collectives": rank_collectives(trace, view)}
+    return _Done(tables, view, steps, span, rank_collectives(trace, view))
 
 
 def _release() -> None:

@@ -13,7 +13,7 @@ kept on disk (``ranks/window_values.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -155,7 +155,7 @@ def _merge(tables: list[Table], rule: Rule, span: tuple[int, int], weight: str) 
                     for t in nonempty]
     allw = Table.concat(nonempty)
     keys = [tuple(r) for r in zip(*(column(allw, k).tolist() for k in rule.key))]
-    index: dict[Any, int] = {}
+    index: dict[tuple, int] = {}
     group = np.array([index.setdefault(k, len(index)) for k in keys], np.int64)
     n = len(index)
     firsts = np.full(n, -1, np.int64)

@@ -13,7 +13,7 @@ unsynchronised devices left out and named, worst first, one finding per rule.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from ..analyze import efficiency_findings as eff
 from ..analyze.findings import (_copy_bound, _exposed_comm, _host_bound, _idle_between_steps, _input_bound,
@@ -21,6 +21,7 @@ from ..analyze.findings import (_copy_bound, _exposed_comm, _host_bound, _idle_b
 from ..analyze import memory_findings as mem
 from ..analyze.finding import Finding
 from ..analyze.registry import Tables
+from ..analyze.table import Table
 from ..derive.steps import Steps
 from ..trace.core import Trace
 
@@ -42,13 +43,13 @@ class Shell(Trace):
         return self.whole_span
 
 
-def window_findings(view: Trace, tables: dict[str, Any]) -> dict[int, list[Finding]]:
+def window_findings(view: Trace, tables: dict[str, Table]) -> dict[int, list[Finding]]:
     """The findings of the rules that read events, on one window's view, by rule position."""
     t = Tables(view, tables).__getitem__
     return {i: rule(view, t) for i, (rule, events) in enumerate(ORDER) if events}
 
 
-def rank_findings(shell: Shell, tables: dict[str, Any], parts: list[dict[int, list[Finding]]],
+def rank_findings(shell: Shell, tables: dict[str, Table], parts: list[dict[int, list[Finding]]],
                   unsynced: dict[str, str]) -> list[Finding]:
     """The rank's findings from its merged ``tables`` and its windows' findings ``parts``."""
     t = Tables(shell, tables).__getitem__

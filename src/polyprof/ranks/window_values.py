@@ -21,7 +21,8 @@ exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
+
 
 import numpy as np
 
@@ -36,6 +37,10 @@ from ..analyze.table import Table
 from ..analyze.window import host_mask
 from ..trace.core import Trace
 
+#: a window's idle edges of one stream or device: whether it has activity there, its idle
+#: time before the first activity (all of the span without any), whether that
+#: activity's launch is known, and its idle time after the last (:func:`edges`)
+Edge = tuple[bool, int, bool, int]
 #: the tables whose quantiles come from the spilled pairs, and the columns that name a row
 QUANTILE_TABLES = {"kernel_breakdown": ("name", "kind"), "event_stats": ("category", "name"),
                    "section_stats": ("name",)}
@@ -165,7 +170,7 @@ def queue_summary(table: Table, folder: Path, windows: int, trace_tracks: list[s
     order = np.argsort(series[0], kind="stable")  # by stream; each stream's changes stay in time order
     track, ts, length = series[0][order], series[1][order], series[2][order]
     bounds = np.flatnonzero(np.concatenate([[True], track[1:] != track[:-1], [True]]))
-    out: dict[str, list[Any]] = {c: [] for c in SUMMARY}
+    out: dict[str, list[object]] = {c: [] for c in SUMMARY}
     for a, b in zip(bounds[:-1], bounds[1:]):
         x = length[a:b].astype(np.float64)
         dt = np.diff(ts[a:b])
@@ -178,7 +183,7 @@ def queue_summary(table: Table, folder: Path, windows: int, trace_tracks: list[s
     return rows_frame(list(zip(*out.values())), SUMMARY)
 
 
-def edges(view: Trace) -> dict[tuple, tuple[bool, int, bool, int]]:
+def edges(view: Trace) -> dict[tuple, Edge]:
     """Per (plane, stream, track_id) row of ``idle_time_breakdown``: whether the window has
     activity there, its idle time before the first activity (all of the span without
     any), whether that activity's launch is known, and its idle time after the last."""
@@ -200,7 +205,7 @@ def edges(view: Trace) -> dict[tuple, tuple[bool, int, bool, int]]:
     return out
 
 
-def join_edges(tables: dict[str, Table], parts: list[dict[tuple, tuple[bool, int, bool, int]]],
+def join_edges(tables: dict[str, Table], parts: list[dict[tuple, Edge]],
                spans: list[tuple[int, int]]) -> None:
     """Correct the merged ``idle_time_breakdown`` (idle, host-wait and other time, gaps)
     and the idle of ``kernel_state_breakdown`` for the idle stretches that span a
@@ -245,7 +250,7 @@ def join_edges(tables: dict[str, Table], parts: list[dict[tuple, tuple[bool, int
                                                            busy_pct=busy_pct)
 
 
-def _join(parts: list[dict[tuple, tuple[bool, int, bool, int]]], spans: list[tuple[int, int]],
+def _join(parts: list[dict[tuple, Edge]], spans: list[tuple[int, int]],
           key: tuple) -> tuple[int, int, int, int]:
     """For one row: (idle time of the windows without the row, their idle pieces, idle
     time that moves from "other" to host-wait, gaps fewer once pieces across edges join)."""

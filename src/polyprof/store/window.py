@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +34,8 @@ from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable
 from .rankfiles import _WELL_KNOWN, _read, read_header
 
+#: a row group's values of one stat: numbers as an array, text and bytes as a list
+StatValues = Union[np.ndarray, list]
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 _FAR = 1 << 62
 #: the id stats that join a launch to what it launched (and an op to its launches)
@@ -150,7 +152,7 @@ def _candidates(starts: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarra
     return np.unique(np.concatenate(found))
 
 
-def _block_ids(path: Path, column: str, block: Any) -> None:
+def _block_ids(path: Path, column: str, block: Callable[[np.ndarray, np.ndarray, str], None]) -> None:
     """Block the candidates between the first and last event of each id of ``column``:
     each id's first and last start, kept a row group at a time in arrays over the ids'
     range where that is dense, else from every (id, start) pair sorted by id."""
@@ -236,7 +238,7 @@ def read_window(directory: Path, lo: int, hi: int, header: dict[str, Any] | None
     base = ["track_id", "name_id", "category_id", "start_ns", "dur_ns", "input_row"]
     cols: dict[str, list[np.ndarray]] = {c: [] for c in base}
     stat_at: dict[str, list[np.ndarray]] = {s["key"]: [] for s in eager}
-    stat_values: dict[str, list[Any]] = {s["key"]: [] for s in eager}
+    stat_values: dict[str, list[StatValues]] = {s["key"]: [] for s in eager}
     rows: list[np.ndarray] = []
     groups: list[tuple[int, np.ndarray | None]] = []
     f = pq.ParquetFile(path)
@@ -294,7 +296,7 @@ def read_window(directory: Path, lo: int, hi: int, header: dict[str, Any] | None
     return Window(trace, input_rows)
 
 
-def _columns(meta: list[dict[str, Any]], at: dict[str, list[np.ndarray]], values: dict[str, list[Any]],
+def _columns(meta: list[dict[str, Any]], at: dict[str, list[np.ndarray]], values: dict[str, list[StatValues]],
              local: np.ndarray) -> dict[str, StatColumn]:
     """Each stat of ``meta`` at the window's rows that have it (``at``: positions in the
     window's file order, which ``local`` maps to rows)."""
@@ -323,13 +325,13 @@ class _WindowStats:
     def decode(self) -> dict[str, StatColumn]:
         return self.decode_keys(None)
 
-    def decode_keys(self, keys: Any, skip: Any = ()) -> dict[str, StatColumn]:
+    def decode_keys(self, keys: Iterable[str] | None, skip: Iterable[str] = ()) -> dict[str, StatColumn]:
         """The columns of ``keys`` (None: every key not in ``skip``)."""
         meta = [s for s in self.meta if (s["key"] not in skip if keys is None else s["key"] in keys)]
         if not meta:
             return {}
         at: dict[str, list[np.ndarray]] = {m["key"]: [] for m in meta}
-        values: dict[str, list[Any]] = {m["key"]: [] for m in meta}
+        values: dict[str, list[StatValues]] = {m["key"]: [] for m in meta}
         f = pq.ParquetFile(self.path)
         offset = 0
         for g, inside in self.groups:
@@ -350,7 +352,7 @@ class _WindowStats:
         return out
 
 
-def _take_stat(col: pa.ChunkedArray, kind: str, offset: int, at: list[np.ndarray], values: list[Any]) -> None:
+def _take_stat(col: pa.ChunkedArray, kind: str, offset: int, at: list[np.ndarray], values: list[StatValues]) -> None:
     """The positions (from ``offset``) and values of a stat column's present rows."""
     valid = col.is_valid().to_numpy(zero_copy_only=False)
     at.append(np.flatnonzero(valid) + offset)
@@ -358,7 +360,7 @@ def _take_stat(col: pa.ChunkedArray, kind: str, offset: int, at: list[np.ndarray
     values.append(present.to_numpy() if kind in "iuf" else present.to_pylist())
 
 
-def _values(parts: list[Any], kind: str) -> np.ndarray:
+def _values(parts: list[StatValues], kind: str) -> np.ndarray:
     """A stat's values from its row groups' (as ``rankfiles._stat_columns`` types them)."""
     if kind in "iuf":
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
