@@ -169,3 +169,22 @@ def test_bind_memory_beside_its_inputs_is_a_few_columns():
         tracemalloc.stop()
     assert np.count_nonzero(rows >= 0) > n // 10  # the next slice, or an enclosing one
     assert peak / n < 60, f"{peak / n:.0f} bytes a slice"
+
+
+def test_bind_equals_brute_force_when_the_row_does_not_fit_the_key():
+    # times spread so wide that (track, time, row) does not fit 63 bits (a stable sort of
+    # the key), or (track, time) alone does not (times by their place in a grid)
+    rng = np.random.default_rng(13)
+    track, start, dur = _nested(rng, 3, 1000)
+    ann = rng.random(len(start)) < 0.2
+    qtrack = rng.integers(-1, 4, 60)
+    pick = rng.integers(len(start), size=60)
+    enclosing = rng.random(60) < 0.7
+    for scale in (2 ** 37, 2 ** 48):
+        s, d = start * scale, dur * scale
+        qts = np.where(rng.random(60) < 0.5, s[pick], s[pick] + d[pick] // 2)
+        key = flows._TrackTime(track, s, qtrack, qts)
+        fits = key.grid is None and (int(key(track, s).max()) + 1) * len(s) < 2 ** 63
+        assert not fits
+        got = _bind(track, s, d, ann, qtrack, qts, enclosing)
+        assert np.array_equal(got, _brute(track, s, d, ann, qtrack, qts, enclosing))

@@ -254,20 +254,26 @@ def _slice_order(key: "_TrackTime", track: np.ndarray, start: np.ndarray, dur: n
     (``lexsort((~annotation, -dur, start, track))``) and their (track, start) keys in
     that order. One sort of the int64 key (with the row folded in where it fits, so any
     sort is stable); rows that tie on the key are put in order by duration and kind
-    alone. The order is int32 where the rows fit."""
+    alone. The order is int32 where the rows fit. The keys are sorted in place: where
+    the row fits in, the order is read back from the sorted keys' low part, else it is
+    a stable argsort of them (no gather of the keys by the order, no other column)."""
     sk = key(track, start)
     n = len(sk)
+    small = n < 2 ** 31
     if (int(sk.max()) + 1) * n < 2 ** 63:  # the row as the last key: all distinct
         sk *= n
-        sk += np.arange(n, dtype=np.int64)
-        order = np.argsort(sk)
-        sk = sk[order]
+        for lo in range(0, n, _BLOCK):
+            sk[lo:lo + _BLOCK] += np.arange(lo, min(lo + _BLOCK, n), dtype=np.int64)
+        sk.sort()
+        order: np.ndarray = np.empty(n, np.int32 if small else np.int64)
+        for lo in range(0, n, _BLOCK):
+            np.remainder(sk[lo:lo + _BLOCK], n, out=order[lo:lo + _BLOCK], casting="unsafe")
         sk //= n
     else:
         order = np.argsort(sk, kind="stable")
-        sk = sk[order]
-    if n < 2 ** 31:
-        order = order.astype(np.int32)
+        sk.sort(kind="stable")
+        if small:
+            order = order.astype(np.int32)
     return break_sorted_ties(order, sk, lambda rows: [-dur[rows], ~annotation[rows]]), sk
 
 
