@@ -172,3 +172,19 @@ def test_a_plugins_printf_goes_to_the_log_not_the_programs_output(libs, tmp_path
     assert r.stdout == plain.stdout
     assert "plugin libnoisy.so (stdout): procstat: hello from start()" in r.stderr, r.stderr
     assert "plugin libnoisy.so (stderr): procstat: complaint from stop()" in r.stderr, r.stderr
+
+
+def test_the_helper_starts_without_numpy_or_the_trace_model():
+    """The helper's boot (collect/remote._BOOT) stands in for the packages' __init__, so
+    the helper imports neither NumPy nor the trace model: its start is the plugin's
+    load, not polyprof's (bench/native_isolation.py)."""
+    from polyprof.collect import remote
+
+    boot = remote._BOOT.replace("from polyprof.collect.native_helper import main\nmain(int(sys.argv[1]), int(sys.argv[2]))",
+                                "import polyprof.collect.native_helper, polyprof.collect.clock\n"
+                                "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith('polyprof.trace.')))")
+    assert boot != remote._BOOT
+    r = subprocess.run([sys.executable, "-c", boot, "0", "0", remote._PKG_PARENT], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "['polyprof.trace.metadata_keys']"

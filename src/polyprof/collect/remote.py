@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("polyprof")
 
 _PKG_PARENT = str(Path(__file__).resolve().parents[2])
-# Empty package modules stand in for polyprof/ and polyprof/collect/, so their
+# Empty package modules stand in for polyprof/, polyprof/collect/ and polyprof/trace/, so their
 # __init__ (NumPy, the trace model...) never runs in the helper.
 _BOOT = ("import os, sys, types\n"
-         "for name in ('polyprof', 'polyprof.collect'):\n"
+         "for name in ('polyprof', 'polyprof.collect', 'polyprof.trace'):\n"
          "    m = types.ModuleType(name); m.__path__ = [os.path.join(sys.argv[3], *name.split('.'))]\n"
          "    sys.modules[name] = m\n"
          "from polyprof.collect.native_helper import main\n"
