@@ -530,3 +530,28 @@ def test_compiled_profiling_timestamps_equal_pyopencl_s(monkeypatch: pytest.Monk
 
     got, ok = profinfo.timestamps([events[0], Bad(), events[1]], cl.profiling_info)
     assert ok.tolist() == [True, False, True] and (got[1] == -1).all() and np.array_equal(got[[0, 2]], want[:2])
+
+
+def test_clock_sampler_runs_on_no_python_thread_and_still_samples() -> None:
+    """The RAW clock sampler is polyprof's background ticker (collect/background.py): no
+    Python thread a program's profiler (torch ``with_stack``) would list, yet its
+    samples reach the device's clock fit."""
+    import threading
+    import time
+
+    ctx = cl.create_some_context(interactive=False)
+    prg = _kernel_program(ctx)
+    a = np.ones(1024, np.float32)
+    before = {t.ident for t in threading.enumerate()}
+    with polyprof.profile(plugins=["opencl"], options={"opencl": {"clock_interval_s": 0.005}}) as prof:
+        q = cl.CommandQueue(ctx)
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+        cl.Kernel(prg, "twice")(q, a.shape, None, buf)
+        q.finish()
+        time.sleep(0.3)
+        during = [t.name for t in threading.enumerate() if t.ident not in before]
+    assert during == []  # no new Python thread at all while the plugin records
+    sync = prof.trace.metadata["clock_sync"]["/device:OpenCL:0"]["opencl"]
+    assert sync["device_clock"] == "CLOCK_MONOTONIC_RAW" and sync["consistent"]
+    # 8 triples at start and 8 at stop; the ticker adds one every 5 ms of the 0.3 s
+    assert sync["sources"]["monotonic_raw_pairs"] >= 16 + 20, sync["sources"]

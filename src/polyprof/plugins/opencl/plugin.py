@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, TypedDict, cast
 
 import numpy as np
 
+from ...collect import background
 from ...collect.clock import now_ns
 from ...collect.importhook import ImportHook
 from ...collect.plugin import Availability, Plugin, SessionContext
@@ -70,16 +71,27 @@ class QueueInfo(TypedDict):
     out_of_order: bool
 
 
-class _RawSampler(threading.Thread):
-    def __init__(self, interval: float):
-        super().__init__(name="polyprof-opencl-clock", daemon=True)
-        self.interval = interval
-        self.halt = threading.Event()
-        self.samples: list[tuple[int, int, int]] = []
+class _RawSampler:
+    """A RAW clock triple every ``interval`` seconds, on polyprof's background thread
+    (collect/background.py): the program's own profilers (torch ``with_stack``) never
+    see it, and it is not in ``threading.enumerate()``."""
 
-    def run(self) -> None:
-        while not self.halt.wait(self.interval):
-            self.samples.append(_raw_triple())
+    def __init__(self, interval: float):
+        self.interval = interval
+        self.samples: list[tuple[int, int, int]] = []
+        self._thread: background.Background | None = None
+
+    def _tick(self) -> float:
+        self.samples.append(_raw_triple())
+        return self.interval
+
+    def start(self) -> None:
+        self._thread = background.start(self._tick, self.interval, "polyprof-opencl-clock")
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            background.stop(self._thread, 1.0)
+            self._thread = None
 
 
 class OpenCLPlugin(Plugin):
@@ -233,8 +245,7 @@ class OpenCLPlugin(Plugin):
             self.memlog.active = False
         self.patcher.uninstall()
         if self.raw_sampler:
-            self.raw_sampler.halt.set()
-            self.raw_sampler.join(1.0)
+            self.raw_sampler.stop()
         self.pending = self._wait_pending(float(self.options.get("stop_timeout_s", 10.0)))
         self.raw_stop = [_raw_triple() for _ in range(8)] if _RAW is not None else []
         self.markers = self._marker_samples(int(self.options.get("sync_markers", 16)))
