@@ -224,3 +224,24 @@ def test_golden_cases_read_in_chunks_of_one_slice(case, tmp_path, monkeypatch):
     got = _assemble(rest, chunks)
     for name, query in QUERIES.items():
         assert query(got) == query(whole), name
+
+
+def test_a_rank_of_one_chunk_is_written_without_runs(tmp_path, monkeypatch):
+    """A rank that fits in one chunk (the V100 trace, 45k events) goes straight into
+    events.parquet, no run file written and read back (its peak memory, issue 27 item 5);
+    in two chunks the first is held, then both go through runs: the same summary."""
+    from polyprof.store.rankstream import RankStream
+
+    v100 = next(p for p in KINETO if p.name.startswith("v100"))
+    runs: list[int] = []
+    write_run = RankStream._write_run
+    monkeypatch.setattr(RankStream, "_write_run", lambda self, chunk: (runs.append(len(chunk.events["start_ns"])),
+                                                                       write_run(self, chunk))[1])
+    one = polyprof.load_ranks([v100]).convert(tmp_path / "one")
+    assert runs == []
+    two = polyprof.load_ranks([v100]).convert(tmp_path / "two", chunk_rows=30000)
+    assert len(runs) == 2 and sum(runs) == 45422  # chunks end where slices of the file do
+    assert [p.name for p in one.rglob("*.parquet")] and not list(one.rglob(".runs"))
+    a, b = Store(one).load(0), Store(two).load(0)
+    assert a.n_events == b.n_events == 45422
+    assert to_json(build(a)) == to_json(build(b))

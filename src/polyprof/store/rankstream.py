@@ -2,11 +2,13 @@
 
 The files are those of :func:`rankfiles.write_rank`, with one difference: events are in
 start order within each row group (a chunk each), not across the file. Each chunk is
-written as it comes to a run file of its own (``.runs/N.parquet``) with the stat columns
-it has, typed as they came; :meth:`RankStream.finish` then copies the runs, one at a
-time, into ``events.parquet`` with one type per stat (numbers widen, a stat that is
-text anywhere is text everywhere: ``trace.stats.merge_columns``' rule), then writes the
-flows, counters, strings and ``rank.json``. Memory: one chunk.
+written to a run file of its own (``.runs/N.parquet``) with the stat columns it has,
+typed as they came; :meth:`RankStream.finish` then copies the runs, one at a time, into
+``events.parquet`` with one type per stat (numbers widen, a stat that is text anywhere
+is text everywhere: ``trace.stats.merge_columns``' rule), then writes the flows,
+counters, strings and ``rank.json``. The first chunk is held until a second one comes:
+a rank of one chunk (most ranks) goes straight into ``events.parquet``, the same file,
+without a run written and read back. Memory: two chunks.
 """
 
 from __future__ import annotations
@@ -63,12 +65,29 @@ class RankStream:
         self.n = 0
         self.n_runs = 0
         self.kinds: dict[str, set[str]] = {}  # stat key -> the kinds its chunks had (i/u/f/s/b)
+        self.held: ChunkLike | None = None  # the first chunk, until a second comes
 
     def add(self, chunk: ChunkLike) -> None:
+        if not len(chunk.events["start_ns"]):
+            return
+        if not self.n_runs and self.held is None:
+            self.held = chunk
+            return
+        if self.held is not None:
+            self._write_run(self.held)
+            self.held = None
+        self._write_run(chunk)
+
+    def _write_run(self, chunk: ChunkLike) -> None:
+        pq.write_table(self._table(chunk), self.runs / f"{self.n_runs}.parquet", compression="zstd",
+                       row_group_size=max(len(chunk.events["start_ns"]), 1))
+        self.n_runs += 1
+
+    def _table(self, chunk: ChunkLike) -> pa.Table:
+        """One chunk's columns, its stats typed as they came (their kinds noted)."""
         ev, nm = chunk.events, chunk.names
         n = len(ev["start_ns"])
-        if not n:
-            return
+        self.n += n
         cols: dict[str, pa.Array] = {
             "track_id": pa.array(ev["track"]), "name_id": pa.array(ev["name"]),
             "category_id": pa.array(ev["category"]), "start_ns": pa.array(ev["start_ns"]),
@@ -83,15 +102,15 @@ class RankStream:
             arr, kind = _stat_array(col, n)
             cols[f"s:{key}"] = arr
             self.kinds.setdefault(key, set()).add(kind)
-        pq.write_table(pa.table(cols), self.runs / f"{self.n_runs}.parquet", compression="zstd",
-                       row_group_size=max(n, 1))
-        self.n_runs += 1
-        self.n += n
+        return pa.table(cols)
 
     def finish(self, trace: Trace, flows: dict[str, np.ndarray], span_ns: tuple[int, int]) -> dict[str, object]:
         """Write events.parquet from the runs, and the rank's other files (``trace``: its
         strings, planes, tracks, counters, metadata and sources; ``flows``: rows are
         positions among the events added); returns the rank's summary for the manifest."""
+        only = None
+        if self.held is not None:  # the only chunk
+            only, self.held = self._table(self.held), None
         final = {key: _final_kind(k) for key, k in self.kinds.items()}
         column = {key: (key if key not in BASE_COLUMNS else f"stat.{key}") for key in final}
         fields = [pa.field(c, t) for c, t in _base_schema()]
@@ -99,6 +118,9 @@ class RankStream:
         schema = pa.schema(fields)
         with pq.ParquetWriter(self.directory / "events.parquet", schema, compression="zstd",
                               write_statistics=_STATISTICS) as w:
+            if only is not None:
+                w.write_table(_conform(only, schema, final, column), row_group_size=max(only.num_rows, 1))
+                del only
             for i in range(self.n_runs):
                 run = self.runs / f"{i}.parquet"
                 t = pq.ParquetFile(run).read(use_threads=False)
