@@ -245,3 +245,20 @@ def test_a_rank_of_one_chunk_is_written_without_runs(tmp_path, monkeypatch):
     a, b = Store(one).load(0), Store(two).load(0)
     assert a.n_events == b.n_events == 45422
     assert to_json(build(a)) == to_json(build(b))
+
+
+def test_convert_does_not_import_pandas(tmp_path):
+    """``pyarrow.array`` imports pandas on its first call (about 45 MiB of RSS); a rank's
+    files are built from buffers instead (issue 27 item 5: convert's peak), whole-file
+    inputs (XSpace here) as well as streamed Kineto."""
+    import subprocess
+    import sys
+
+    v100 = next(p for p in KINETO if p.name.startswith("v100"))
+    xspace = next((Path(__file__).resolve().parent / "data/traces").rglob("*.xplane.pb"))
+    code = ("import sys, polyprof; polyprof.load_ranks(sys.argv[1:3]).convert(sys.argv[3]); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'))")
+    out = subprocess.run([sys.executable, "-c", code, str(v100), str(xspace), str(tmp_path / "s")],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert len(Store(tmp_path / "s").ranks) == 2

@@ -34,6 +34,8 @@ from ..trace import keys
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable
+from ..trace.arrow_arrays import array, from_column, table
+from ..trace.arrow_columns import numeric, validity
 from ..trace.tables import _dict_column
 
 #: Event rows per Parquet row group (what a streaming reader holds at once).
@@ -58,6 +60,15 @@ def dumps(obj: Any) -> bytes:
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | orjson.OPT_INDENT_2)
 
 
+def masked(dense: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """``pa.array(dense, mask=~valid)`` of a NumPy column. Here, as everywhere a rank is
+    written, arrays are built from their buffers (``trace/arrow_arrays.py``): ``pa.array``
+    imports pandas on its first call, some 45 MiB of a convert's peak."""
+    col = numeric(dense)
+    bitmap, nulls = validity(valid)
+    return from_column(col._replace(null_count=nulls, buffers=(bitmap, col.buffers[1])))
+
+
 def time_order(trace: Trace) -> np.ndarray:
     """Rows by start time (ties in their original order)."""
     return np.argsort(trace.events["start_ns"], kind="stable")
@@ -66,13 +77,13 @@ def time_order(trace: Trace) -> np.ndarray:
 def _stat_arrow(col: StatColumn, order_inv: np.ndarray, n: int) -> tuple[pa.Array, str]:
     """A stat as a nullable column over the time-sorted rows, and its kind (i/u/f/s/b)."""
     rows = order_inv[col.rows]
-    mask = np.ones(n, bool)
-    mask[rows] = False
+    valid = np.zeros(n, bool)
+    valid[rows] = True
     kind = col.kind
     if kind in "iuf":
         dense = np.zeros(n, col.values.dtype)
         dense[rows] = col.values
-        return pa.array(dense, mask=mask), kind
+        return masked(dense, valid), kind
     vals = col.values
     if all(isinstance(v, bytes) for v in vals):
         kind, typ = "b", pa.binary()
@@ -82,7 +93,7 @@ def _stat_arrow(col: StatColumn, order_inv: np.ndarray, n: int) -> tuple[pa.Arra
             vals = np.array([v if isinstance(v, str) else str(v) for v in vals], object)
     dense = np.full(n, None, object)
     dense[rows] = vals
-    return pa.array(dense, typ), kind
+    return array(dense, typ), kind
 
 
 def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> dict[str, Any]:
@@ -95,10 +106,10 @@ def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> d
     ev = {k: v[order] for k, v in trace.events.items()}
     tp = trace.track_plane if trace.tracks else np.zeros(0, np.int32)
     cols: dict[str, pa.Array] = {
-        "track_id": pa.array(ev["track"]), "name_id": pa.array(ev["name"]),
-        "category_id": pa.array(ev["category"]), "start_ns": pa.array(ev["start_ns"]),
-        "dur_ns": pa.array(ev["dur_ns"]), "end_ns": pa.array(ev["start_ns"] + ev["dur_ns"]),
-        "input_row": pa.array(order.astype(np.int64)),
+        "track_id": array(ev["track"]), "name_id": array(ev["name"]),
+        "category_id": array(ev["category"]), "start_ns": array(ev["start_ns"]),
+        "dur_ns": array(ev["dur_ns"]), "end_ns": array(ev["start_ns"] + ev["dur_ns"]),
+        "input_row": array(order.astype(np.int64)),
         "plane": _dict_column(tp[ev["track"]] if n else np.zeros(0, np.int32), [p.name for p in trace.planes]),
         "track": _dict_column(ev["track"], [t.name for t in trace.tracks]),
         "name": _dict_column(ev["name"], trace.strings),
@@ -109,7 +120,7 @@ def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> d
         name = key if key not in cols else f"stat.{key}"
         cols[name], kind = _stat_arrow(col, inv, n)
         stats.append({"key": key, "column": name, "kind": kind})
-    pq.write_table(pa.table(cols), directory / "events.parquet", row_group_size=chunk_rows,
+    pq.write_table(table(cols), directory / "events.parquet", row_group_size=chunk_rows,
                    compression="zstd", write_statistics=["start_ns", "end_ns", "dur_ns", "track_id"])
     fl = trace.flows
     flows = {"src": inv[fl["src"]] if len(fl["src"]) else fl["src"],
@@ -122,13 +133,13 @@ def write_rest(trace: Trace, directory: Path, flows: dict[str, np.ndarray], n: i
     """Every file of a rank but events.parquet: flows (``flows``: rows of events.parquet),
     counters, strings and rank.json (``stats``: each stat's key, column and kind); the
     rank's summary for the manifest."""
-    pq.write_table(pa.table({"src": flows["src"], "dst": flows["dst"], "id": flows["id"],
+    pq.write_table(table({"src": flows["src"], "dst": flows["dst"], "id": flows["id"],
                              "category_id": flows["category"]}),
                    directory / "flows.parquet", compression="zstd")
     c = trace.counters
-    pq.write_table(pa.table({"plane": c["plane"], "name_id": c["name"], "ts_ns": c["ts_ns"], "value": c["value"]}),
+    pq.write_table(table({"plane": c["plane"], "name_id": c["name"], "ts_ns": c["ts_ns"], "value": c["value"]}),
                    directory / "counters.parquet", compression="zstd")
-    pq.write_table(pa.table({"s": pa.array(trace.strings, pa.string())}), directory / "strings.parquet",
+    pq.write_table(table({"s": array(trace.strings, pa.string())}), directory / "strings.parquet",
                    compression="zstd")
     info = {"events": n, "flows": len(flows["src"]), "counters": len(c["ts_ns"]),
             "span_ns": list(span_ns), "plane_names": [p.name for p in trace.planes]}

@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 from ..trace.core import Trace
 from ..trace.stats import StatColumn
 from ..trace.tables import _dict_column
-from .rankfiles import BASE_COLUMNS, write_rest
+from ..trace.arrow_arrays import array, table
+from .rankfiles import BASE_COLUMNS, masked, write_rest
 
 _STATISTICS = ["start_ns", "end_ns", "dur_ns", "track_id"]
 
@@ -89,10 +90,10 @@ class RankStream:
         n = len(ev["start_ns"])
         self.n += n
         cols: dict[str, pa.Array] = {
-            "track_id": pa.array(ev["track"]), "name_id": pa.array(ev["name"]),
-            "category_id": pa.array(ev["category"]), "start_ns": pa.array(ev["start_ns"]),
-            "dur_ns": pa.array(ev["dur_ns"]), "end_ns": pa.array(ev["start_ns"] + ev["dur_ns"]),
-            "input_row": pa.array(chunk.input_row.astype(np.int64, copy=False)),
+            "track_id": array(ev["track"]), "name_id": array(ev["name"]),
+            "category_id": array(ev["category"]), "start_ns": array(ev["start_ns"]),
+            "dur_ns": array(ev["dur_ns"]), "end_ns": array(ev["start_ns"] + ev["dur_ns"]),
+            "input_row": array(chunk.input_row.astype(np.int64, copy=False)),
             "plane": _dict_column(nm.track_plane[ev["track"]], nm.plane_names),
             "track": _dict_column(ev["track"], nm.track_names),
             "name": _dict_column(ev["name"], nm.strings),
@@ -102,7 +103,7 @@ class RankStream:
             arr, kind = _stat_array(col, n)
             cols[f"s:{key}"] = arr
             self.kinds.setdefault(key, set()).add(kind)
-        return pa.table(cols)
+        return table(cols)
 
     def finish(self, trace: Trace, flows: dict[str, np.ndarray], span_ns: tuple[int, int]) -> dict[str, object]:
         """Write events.parquet from the runs, and the rank's other files (``trace``: its
@@ -147,19 +148,19 @@ def _base_schema() -> list[tuple[str, pa.DataType]]:
 
 def _stat_array(col: StatColumn, n: int) -> tuple[pa.Array, str]:
     """A stat as a nullable column over the chunk's rows, and its kind (i/u/f/s/b)."""
-    mask = np.ones(n, bool)
-    mask[col.rows] = False
+    valid = np.zeros(n, bool)
+    valid[col.rows] = True
     vals = col.values
     if vals.dtype.kind in "iuf":
         dense = np.zeros(n, vals.dtype)
         dense[col.rows] = vals
-        return pa.array(dense, mask=mask), vals.dtype.kind
+        return masked(dense, valid), vals.dtype.kind
     kind, typ = ("b", pa.binary()) if all(isinstance(v, bytes) for v in vals) else ("s", pa.string())
     if kind == "s" and not all(isinstance(v, str) for v in vals):
         vals = np.array([v if isinstance(v, str) else str(v) for v in vals], object)
     dense = np.full(n, None, object)
     dense[col.rows] = vals
-    return pa.array(dense, typ), kind
+    return array(dense, typ), kind
 
 
 def _final_kind(kinds: set[str]) -> str:
@@ -196,5 +197,5 @@ def _cast(col: pa.Array, kind: str) -> pa.Array:
             vals[valid] = [v.decode("utf-8", "replace") for v in col.drop_null().to_pylist()]
         else:
             vals[valid] = [str(x) for x in col.drop_null().to_numpy(zero_copy_only=False)]
-        return pa.array(vals, pa.string())
+        return array(vals, pa.string())
     return col.cast(_ARROW[kind], safe=False)  # u -> i wraps, as merge_columns' astype does

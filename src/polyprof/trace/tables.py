@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 import pyarrow as pa
 
+from .arrow_arrays import array as _array
+
 if TYPE_CHECKING:
     from .core import Trace
 
@@ -16,7 +18,7 @@ def _dict_column(ids: np.ndarray, strings: list[str]) -> pa.Array:
         first: dict[str, int] = {}
         remap = np.fromiter((first.setdefault(s, len(first)) for s in strings), np.int32, len(strings))
         ids, strings = remap[np.asarray(ids, np.int64)], list(first)
-    return pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), pa.array(strings, pa.string()))
+    return pa.DictionaryArray.from_arrays(_array(ids, pa.int32()), _array(strings, pa.string()))  # no pandas
 
 
 def stat_array(trace: "Trace", key: str) -> pa.Array:
