@@ -53,11 +53,16 @@ print(json.dumps({"load": t1 - t0, "summary": t2 - t1, "events": trace.n_events}
 
 _TS = re.compile(rb'"ts": ?(\d+)(?:\.(\d{1,3}))?\b')
 _IDS = re.compile(rb'"(id|correlation|External id)": ?(\d+)\b')
+_STEP = re.compile(rb"ProfilerStep#(\d+)")
 
 
 def replicate(src: Path, times: int, out_dir: Path) -> Path:
     """``src`` with its events repeated ``times`` times as text (times keep their digits),
-    copy k moved by k spans, its ids (flows, correlation, external) by k times the largest."""
+    copy k moved by k spans, its ids (flows, correlation, external) by k times the largest,
+    its step numbers (``ProfilerStep#N``) by k times the number of steps: a longer run has
+    new steps, and copies that kept the numbers would make each step one window spanning
+    every copy (the critical path's graph is built per step: ``times`` graphs of the whole
+    file instead of one per copy's step)."""
     raw = gzip.open(src, "rb").read() if src.name.endswith(".gz") else src.read_bytes()
     m = re.search(rb'"traceEvents"\s*:\s*\[', raw)
     end = re.compile(rb"}\s*\]\s*(,\s*\"|})").search(raw, m.end()) if m else None
@@ -67,6 +72,8 @@ def replicate(src: Path, times: int, out_dir: Path) -> Path:
     ns = [int(a) * 1000 + int((b or b"0").ljust(3, b"0")) for a, b in _TS.findall(text)]
     span = max(ns) - min(ns) + 1_000_000
     top = max(int(v) for _, v in _IDS.findall(text)) + 1
+    numbers = [int(v) for v in _STEP.findall(text)]
+    n_steps = max(numbers) - min(numbers) + 1 if numbers else 0
     copies = [text]
     for k in range(1, times):
         def ts(mm: re.Match, k: int = k) -> bytes:
@@ -76,7 +83,10 @@ def replicate(src: Path, times: int, out_dir: Path) -> Path:
         def ids(mm: re.Match, k: int = k) -> bytes:
             return b'"%s": %d' % (mm.group(1), int(mm.group(2)) + k * top)
 
-        copies.append(_IDS.sub(ids, _TS.sub(ts, text)))
+        def step(mm: re.Match, k: int = k) -> bytes:
+            return b"ProfilerStep#%d" % (int(mm.group(1)) + k * n_steps)
+
+        copies.append(_STEP.sub(step, _IDS.sub(ids, _TS.sub(ts, text))))
     out = out_dir / f"{src.name.split('.')[0]}_x{times}.json.gz"
     with gzip.open(out, "wb", compresslevel=1) as f:
         f.write(raw[:m.end()] + b",\n".join(copies) + raw[end.start() + 1:])

@@ -17,7 +17,6 @@ import numpy as np
 from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.factorize import factorize
 from ..trace.sorting import unique
 from .depgraph import DepGraph, build
 from .frames import column, empty_frame, frame
@@ -150,16 +149,29 @@ def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(np.asarray(values, str), return_inverse=True)`` with the distinct
     values as an object array, without the fixed-width text array (4 bytes a character of
     the longest name, every row: the peak of a summary of long kernel names,
-    docs/benchmarks.md): the distinct strings are sorted, not the rows."""
-    vals = values.tolist()
-    if not all(type(v) is str and not v.endswith("\x00") for v in vals):  # as NumPy's text reads them
-        u, i = np.unique(np.asarray(values, str), return_inverse=True)
-        return u.astype(object), i
-    codes, uniq = factorize(np.asarray(vals, object))
-    order = np.argsort(np.asarray(uniq, object), kind="stable")  # code-point order, as NumPy's text
+    docs/benchmarks.md) and without Python code per row: the rows are grouped by their
+    hashes (one sort of integers), each row checked equal to its group's first (one
+    comparison in C), and only the distinct strings are checked and sorted. Anything else
+    (a hash shared by two strings, values that are not text) takes NumPy's way."""
+    n = len(values)
+    try:
+        hashes = np.fromiter(map(hash, values.tolist()), np.int64, n)
+    except TypeError:  # an unhashable value
+        return _unique_text(values)
+    _, first, inv = np.unique(hashes, return_index=True, return_inverse=True)
+    uniq = values[first]
+    same = np.asarray(values == uniq[inv], bool) if n else np.ones(0, bool)
+    if not same.all() or not all(type(v) is str and not v.endswith("\x00") for v in uniq.tolist()):
+        return _unique_text(values)  # as NumPy's text reads them
+    order = np.argsort(uniq, kind="stable")  # code-point order, as NumPy's text
     rank = np.empty(len(order), np.intp)
     rank[order] = np.arange(len(order))
-    return uniq[order], rank[codes]
+    return uniq[order], rank[inv.ravel()]
+
+
+def _unique_text(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    u, i = np.unique(np.asarray(values, str), return_inverse=True)
+    return u.astype(object), i.ravel()
 
 
 def on_path_totals(cp: Table) -> Table:
