@@ -18,7 +18,7 @@ from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import unique
-from .depgraph import DepGraph, build
+from .depgraph import Context, DepGraph, build
 from .frames import column, empty_frame, frame
 from .table import Table
 from .longest_path import LongestPath, longest_path
@@ -119,8 +119,9 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     track_names = np.array([t.name for t in trace.tracks], dtype=object)
     names = np.asarray(trace.strings, dtype=object)
     rank = rank_of(trace)
+    ctx = Context(trace)  # the whole trace's part, once for every step
     for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
-        g = build(trace, t0, t1)
+        g = build(trace, t0, t1, ctx)
         if not len(g.rows):
             continue
         p = longest_path(g)

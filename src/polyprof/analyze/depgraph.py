@@ -175,39 +175,91 @@ class _Edges:
         return tuple(c[o] for c in cols[:5])
 
 
-def build(trace: Trace, t0: int, t1: int) -> DepGraph:
-    """The graph of the ops starting in ``[t0, t1]`` on host threads and of the device
-    activity launched from calls starting there."""
-    ev = trace.events
-    start = np.asarray(ev["start_ns"], np.int64)
-    dur = np.asarray(ev["dur_ns"], np.int64)
-    end = start + dur
-    track = np.asarray(ev["track"], np.int64)
-    names = np.asarray(ev["name"], np.int64)
-    kinds = trace.kinds
-    host_plane = np.array([p.kind == "host" for p in trace.planes], bool)
-    derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
-    on_host = host_plane[trace.track_plane[track]] & ~derived[track] if trace.n_events else np.zeros(0, bool)
-    in_window = (start >= t0) & (start <= t1) & (dur > 0)
+class Context:
+    """What :func:`build` needs of the whole trace, computed once for all its windows (the
+    steps): the columns, the candidate rows of each kind sorted by the time that puts them
+    in a window, the correlation lookups and the streams' queues. A window then costs its
+    own rows, not the trace's."""
 
-    host = np.flatnonzero(on_host & in_window & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64)))
+    def __init__(self, trace: Trace) -> None:
+        ev = trace.events
+        self.start = start = np.asarray(ev["start_ns"], np.int64)
+        dur = np.asarray(ev["dur_ns"], np.int64)
+        self.end = start + dur
+        self.track = track = np.asarray(ev["track"], np.int64)
+        self.names = names = np.asarray(ev["name"], np.int64)
+        kinds = trace.kinds
+        host_plane = np.array([p.kind == "host" for p in trace.planes], bool)
+        derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
+        self.on_host = on_host = (host_plane[trace.track_plane[track]] & ~derived[track] if trace.n_events
+                                  else np.zeros(0, bool))
+        timed = dur > 0
+        # host ops and runtime calls, by start
+        host = np.flatnonzero(on_host & timed & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64)))
+        self.host, self.host_t = _by_time(host, start[host])
+        # device activity with a timed launch, by its launch's start
+        self.corr = corr = cache.correlation(trace)
+        d_launch = corr.launch
+        ok = d_launch >= 0
+        ok[ok] = timed[d_launch[ok]]
+        pos = np.flatnonzero(ok)
+        self.dev_pos, self.dev_t = _by_time(pos, start[d_launch[pos]])
+        # synchronisation records on devices, tied to their host call by correlation id
+        self.cid = cid = _int_stat(trace, "correlation_id")
+        sync_name = _names_in(trace, (CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT))
+        sy = np.flatnonzero(~on_host & sync_name[names]) if trace.n_events else np.zeros(0, np.int64)
+        runtime = np.flatnonzero(on_host & (kinds == Kind.RUNTIME) & (cid >= 0))
+        sy_call = _lookup(cid[runtime], runtime, cid[sy])
+        keep = sy_call >= 0
+        self.sy, self.sy_call = sy[keep], sy_call[keep]
+        self.sy_always = names[self.sy] == trace.string_id(STREAM_WAIT_EVENT)
+        self.sy_timed = timed[self.sy_call]
+        self.waits = _names_in(trace, WAITING_CALLS)
+        self.queues = _queue_levels(trace, corr, names, start, track)
+        self._stats: dict[str, np.ndarray] = {}
+        self._rows: dict[tuple[str, ...], np.ndarray] = {}
+        self.trace = trace
+
+    def stat(self, key: str) -> np.ndarray:
+        """:func:`_int_stat` of the trace, decoded once."""
+        if key not in self._stats:
+            self._stats[key] = _int_stat(self.trace, key)
+        return self._stats[key]
+
+    def host_rows(self, calls: tuple[str, ...]) -> np.ndarray:
+        """The host rows named one of ``calls``, found once."""
+        if calls not in self._rows:
+            self._rows[calls] = np.flatnonzero(self.on_host & _names_in(self.trace, calls)[self.names])
+        return self._rows[calls]
+
+
+def _by_time(rows: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    o = np.argsort(t, kind="stable")
+    return rows[o], t[o]
+
+
+def _in(rows: np.ndarray, t: np.ndarray, t0: int, t1: int) -> np.ndarray:
+    """The ``rows`` (sorted by ``t``) whose time is in ``[t0, t1]``, in row order."""
+    return np.sort(rows[np.searchsorted(t, t0, "left"):np.searchsorted(t, t1, "right")])
+
+
+def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None) -> DepGraph:
+    """The graph of the ops starting in ``[t0, t1]`` on host threads and of the device
+    activity launched from calls starting there. ``ctx``: the trace's :class:`Context`,
+    made once for every window of one trace."""
+    ctx = Context(trace) if ctx is None else ctx
+    start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
+
+    host = _in(ctx.host, ctx.host_t, t0, t1)
 
     # device activity launched from inside the window
-    corr = cache.correlation(trace)
-    d_rows, d_launch = corr.device_rows, corr.launch
-    keep = d_launch >= 0
-    keep[keep] = in_window[d_launch[keep]]
-    dev, dev_launch = d_rows[keep], d_launch[keep]
+    pos = _in(ctx.dev_pos, ctx.dev_t, t0, t1)
+    dev, dev_launch = corr.device_rows[pos], corr.launch[pos]
 
     # synchronisation records on devices, tied to their host call by correlation id
-    cid = _int_stat(trace, "correlation_id")
-    sync_name = _names_in(trace, (CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT))
-    sy = np.flatnonzero(~on_host & sync_name[names]) if trace.n_events else np.zeros(0, np.int64)
-    runtime = np.flatnonzero(on_host & (kinds == Kind.RUNTIME) & (cid >= 0))
-    sy_call = _lookup(cid[runtime], runtime, cid[sy])
-    ok = sy_call >= 0
-    ok[ok] = in_window[sy_call[ok]] | (names[sy[ok]] == trace.string_id(STREAM_WAIT_EVENT))
-    sy, sy_call = sy[ok], sy_call[ok]
+    call_t = start[ctx.sy_call]
+    ok = ctx.sy_always | ((call_t >= t0) & (call_t <= t1) & ctx.sy_timed)
+    sy, sy_call = ctx.sy[ok], ctx.sy_call[ok]
 
     rows = np.concatenate([host, dev, sy])
     n_h, n_d = len(host), len(dev)
@@ -220,15 +272,15 @@ def build(trace: Trace, t0: int, t1: int) -> DepGraph:
     gidx[rows] = np.arange(len(rows))
     edges = _Edges()
 
-    _thread_edges(trace, host, start, end, track, names, node_time, edges)
-    _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, on_host,
+    _thread_edges(trace, host, start, end, track, names, node_time, edges, ctx.waits)
+    _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
                   gidx, node_time, n_h, n_d, edges)
     src, dst, weight, etype, owner = edges.columns()
     return DepGraph(rows, device, node_time, src, dst, weight, etype, owner)
 
 
 def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.ndarray, track: np.ndarray,
-                  names: np.ndarray, node_time: np.ndarray, edges: _Edges) -> None:
+                  names: np.ndarray, node_time: np.ndarray, edges: _Edges, waiting: np.ndarray) -> None:
     if not len(host):
         return
     thread = cache.threads(trace)[track[host]]
@@ -257,7 +309,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     ea, eb = a >> 1, b >> 1
     a_end, b_end = (a & 1).astype(bool), (b & 1).astype(bool)
     top = a_end & ~b_end & (depth[ea] == 0) & (depth[eb] == 0)
-    waits = _names_in(trace, WAITING_CALLS)[names[host]]
+    waits = waiting[names[host]]
     weight = np.where(b_end & waits[eb], 0, node_time[b] - node_time[a])
     owner = np.where(~a_end, ea, np.where(b_end, eb, parent[ea]))
     seq = np.arange(len(a), dtype=np.float64)
@@ -267,7 +319,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
 
 def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.ndarray, sy_call: np.ndarray,
                   corr: Correlation, start: np.ndarray, end: np.ndarray, track: np.ndarray, names: np.ndarray,
-                  cid: np.ndarray, on_host: np.ndarray, gidx: np.ndarray, node_time: np.ndarray,
+                  cid: np.ndarray, ctx: Context, gidx: np.ndarray, node_time: np.ndarray,
                   n_h: int, n_d: int, edges: _Edges) -> None:
     if not len(dev) and not len(sy):
         return
@@ -279,7 +331,7 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     k_pos, s_pos = pos[:n_d], pos[n_d:]
     g_dev = n_h + np.arange(n_d)
 
-    qk, ql, q_at_launch, q_at_start = _queue_levels(trace, corr, names, start, track)
+    qk, ql, q_at_launch, q_at_start = ctx.queues
 
     # the activity each event record marks: the last launch onto the recorded stream before it
     sync_src = np.full(len(sy), -1, np.int64)  # the device activity row a sync waits for
@@ -287,11 +339,12 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     is_event = member(ev_kind, np.array([trace.string_id(EVENT_SYNC), trace.string_id(STREAM_WAIT_EVENT)], np.int64))
     waits = np.zeros(0, np.int64)
     if is_event.any():  # (the stats are decoded only for traces that have such records)
-        wait_corr = _int_stat(trace, "wait_on_cuda_event_record_corr_id")
-        wait_stream = _int_stat(trace, "wait_on_stream")
+        wait_corr = ctx.stat("wait_on_cuda_event_record_corr_id")
+        wait_stream = ctx.stat("wait_on_stream")
         waits = np.flatnonzero(is_event & (wait_corr[sy] >= 0) & (wait_stream[sy] >= 0))
     if len(waits):
-        records = np.flatnonzero(on_host & _names_in(trace, EVENT_RECORD_CALLS)[names] & (cid >= 0))
+        records = ctx.host_rows(EVENT_RECORD_CALLS)
+        records = records[cid[records] >= 0]
         rec = _lookup(cid[records], records, wait_corr[sy[waits]])
         # the stream a record names: the track of its stream number on the waiting event's device
         plane_of = trace.track_plane
@@ -310,7 +363,7 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
                                  threads[track[sy_call[sw]]] * (1 << 20) + track[sy[sw]], start[sy_call[sw]])
         ok = (dest >= 0) & (gidx[np.maximum(dest, 0)] >= n_h) & (gidx[sync_src[sw]] >= 0)
         kernel_sync[gidx[dest[ok]] - n_h] = gidx[sync_src[sw][ok]]
-    coll_wait = _collective_waits(trace, dev, dev_launch, start, end, track, names, on_host)
+    coll_wait = _collective_waits(trace, dev, dev_launch, start, end, track, ctx)
     fill = (kernel_sync < 0) & (coll_wait >= 0)
     kernel_sync[fill] = g_dev[coll_wait[fill]]
 
@@ -363,7 +416,7 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
 
 
 def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, start: np.ndarray, end: np.ndarray,
-                      track: np.ndarray, names: np.ndarray, on_host: np.ndarray) -> np.ndarray:
+                      track: np.ndarray, ctx: Context) -> np.ndarray:
     """Per device activity (index into ``dev``), the activity (index into ``dev``) a
     collective waits for by launch order on its host thread (the module's rule), -1 for
     none."""
@@ -374,7 +427,7 @@ def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sta
     thread = cache.threads(trace)[track[dev_launch]]
     plane = trace.track_plane[track[dev]]
     launched_at = start[dev_launch]
-    wait_rows = np.flatnonzero(on_host & _names_in(trace, STREAM_WAIT_CALLS)[names])
+    wait_rows = ctx.host_rows(STREAM_WAIT_CALLS)
     wait_thread = cache.threads(trace)[track[wait_rows]]
     for s in unique(track[dev[coll]]).tolist():
         mine = coll[track[dev[coll]] == s]
