@@ -220,7 +220,7 @@ def test_dropin_with_schedule_and_on_trace_ready(tmp_path):
 
     (tmp_path / "plain").mkdir()
     (tmp_path / "pp").mkdir()
-    _, plain_calls = run_schedule(torch.profiler.profile, tmp_path / "plain")
+    plain, plain_calls = run_schedule(torch.profiler.profile, tmp_path / "plain")
     prof, calls = run_schedule(ptorch.profile, tmp_path / "pp", polyprof_options=QUIET)
     assert isinstance(prof, torch.profiler.profile)
     # called as torch calls it: same number of cycles, at the same steps
@@ -229,7 +229,8 @@ def test_dropin_with_schedule_and_on_trace_ready(tmp_path):
         doc = orjson.loads(path.read_bytes())
         steps = sorted(e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
         assert len(steps) == 2 and any(e.get("cat") == "cpu_op" for e in doc["traceEvents"])
-    assert prof.key_averages().table(row_limit=5)
+    # torch's tables of the last (warm-up) recording: torch's own, without polyprof's clock markers
+    assert [e.key for e in prof.key_averages()] == [e.key for e in plain.key_averages()]
     t = prof.trace
     assert t is not None and t.metadata["plugins"]["torch"] == "ok"
     ps = [n for n in t.names().tolist() if n.startswith("ProfilerStep#")]
@@ -546,3 +547,19 @@ def test_results_that_cannot_be_read_in_memory_fall_back_to_the_export(monkeypat
 
 
 # A program's own torch.profiler(with_stack=True) under polyprof: tests/test_with_stack.py
+
+
+def test_dropin_whose_torch_start_raises_closes_its_session(monkeypatch):
+    """The drop-in's start opens the session before torch's start, unseen; when torch's
+    start raises, the session is closed again (no session left recording)."""
+    import polyprof.torch as ptorch
+    from polyprof.collect.session import active_session
+
+    def refuse(self):
+        raise RuntimeError("torch refused to start")
+
+    monkeypatch.setattr(torch.profiler.profiler._KinetoProfile, "prepare_trace", refuse)
+    prof = ptorch.profile(activities=[torch.profiler.ProfilerActivity.CPU], plugins=["host"], polyprof_options=QUIET)
+    with pytest.raises(RuntimeError, match="torch refused"):
+        prof.start()
+    assert active_session() is None and prof.session is None

@@ -247,3 +247,103 @@ def test_a_session_ending_inside_the_programs_own_profiler_leaves_it_alone() -> 
     assert "aten::mul" in names and "polyprof::clock_sync" not in names
     assert s.trace is not None
     assert any("ended by another torch.profiler" in w for w in s.trace.metadata["warnings"])
+
+
+#: the drop-in against torch's own profiler, with a schedule of two cycles and
+#: prof.step() (each cycle's clock markers, polyprof.step() in each step), after a
+#: warm-up profile of each kind (first-time imports)
+DROP_IN = r"""
+import json, sys, threading
+import torch
+import polyprof.torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 64), torch.randn(32, 8)
+CPU = [torch.profiler.ProfilerActivity.CPU]
+OPTS = {"host": {"sample_interval_s": 0.002, "journal_interval_s": 0.01}}
+
+def step():
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+
+def make(kind, **kw):
+    if kind == "plain":
+        return torch.profiler.profile(activities=CPU, with_stack=True, **kw)
+    return polyprof.torch.profile(activities=CPU, with_stack=True, output=sys.argv[1], polyprof_options=OPTS, **kw)
+
+def measure(kind):
+    cycles = []
+    prof = make(kind, schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=2),
+                on_trace_ready=lambda p: cycles.append(
+                    {"rows": {e.key: [e.count, e.self_cpu_time_total] for e in p.key_averages()},
+                     "stacks": sorted({(e.key, tuple(e.stack)) for e in p.key_averages(group_by_stack_n=5)}),
+                     "threads": sorted({e.thread for e in p.events()}),
+                     "python_threads": sorted(t.name for t in threading.enumerate())}))
+    with prof:
+        for _ in range(12):
+            step()
+            prof.step()
+    return {"cycles": cycles, "trace": None if kind == "plain" else prof.trace.n_events}
+
+for kind in ["plain", "dropin"]:
+    with make(kind):
+        step()
+out = {}
+for kind in ["plain", "dropin"]:
+    out[kind] = measure(kind)  # one line: torch lists the frame of <module> by it
+print(json.dumps(out))
+"""
+
+
+@compiled
+def test_the_drop_in_with_stack_lists_what_torchs_own_profiler_lists(tmp_path: Path) -> None:
+    """``polyprof.torch.profile(with_stack=True)``: its session, clock markers and
+    ``polyprof.step()`` run unseen by torch's tracer, and its tables leave out the markers."""
+    pytest.importorskip("torch")
+    script = tmp_path / "dropin.py"
+    script.write_text(DROP_IN)
+    p = subprocess.run([sys.executable, str(script), str(tmp_path / "d.polyprof")], capture_output=True,
+                       text=True, env=_env(), timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    plain, dropin = out["plain"]["cycles"], out["dropin"]["cycles"]
+    assert len(plain) == len(dropin) == 2
+    for i, (a, b) in enumerate(zip(plain, dropin)):
+        rows = _rows(a)
+        assert rows["aten::linear"][0] == 6 and any(k.startswith("dropin.py(") for k in rows)
+        assert any(k.startswith("torch/profiler/profiler.py(") and k.endswith("): step") for k in rows)
+        assert not [k for k in _rows(b) if "polyprof" in k], f"cycle {i}"
+        _same(a, b, f"drop-in cycle {i}")
+    assert out["dropin"]["trace"] > 0 and (tmp_path / "d.polyprof").is_file()  # the session recorded
+
+
+@compiled
+def test_a_quiet_call_undoes_unseen_when_then_raises() -> None:
+    seen: list[str] = []
+    undone: list[int] = []
+
+    def profile(frame, event, arg):  # noqa: ANN001
+        if event == "call":
+            seen.append(frame.f_code.co_name)
+
+    def before(x: int) -> None:
+        pass
+
+    def boom(x: int) -> None:
+        raise ValueError(f"boom {x}")
+
+    def undo(x: int) -> None:
+        undone.append(x)
+
+    q = unseen.quiet(before, then=boom, failed=undo)
+    sys.setprofile(profile)
+    try:
+        with pytest.raises(ValueError, match="boom 7"):
+            q(7)
+    finally:
+        sys.setprofile(None)
+    assert undone == [7] and "boom" in seen and "undo" not in seen and "before" not in seen
+    assert unseen.quiet(before, then=lambda x: x + 1, failed=undo)(1) == 2 and undone == [7]

@@ -38,13 +38,16 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 import torch.profiler
+from torch.autograd.profiler_util import EventList
 
 from .collect import recorder as rec_mod
 from .collect.registry import discover, resolve
 from .collect.session import Session, active_session
 from .errors import PluginError, PolyprofError
+from .lowlevel import unseen
 from .plugins.torch import TorchPlugin, active_plugin
 from .plugins.torch.align import Capture
+from .plugins.torch.ingest import SYNC_NAME
 from .trace.core import Trace
 
 log = logging.getLogger("polyprof")
@@ -83,6 +86,7 @@ class profile(torch.profiler.profile):
         self._pp_plugin: TorchPlugin | None = None
         self._pp_capture: Capture | None = None
         self._pp_attached = False  # driving the torch plugin of an outer session
+        self._pp_in_step = False  # inside step(): its transition calls polyprof.step()
         self._pp_files: list[str] = []  # our exports of each cycle (read at collect)
         self._pp_saved: tuple[object, str] | None = None  # (torch's cycle profiler, our export)
         self._pp_dir = tempfile.mkdtemp(prefix="polyprof-torch-")
@@ -93,6 +97,7 @@ class profile(torch.profiler.profile):
                          record_shapes=record_shapes, profile_memory=profile_memory,
                          with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
                          experimental_config=experimental_config, **torch_kwargs)
+        self._pp_rewire()
 
     # torch calls ``self.on_trace_ready(self)`` at the end of each cycle; the property
     # puts our export in front of the user's handler whichever way it was set.
@@ -133,46 +138,105 @@ class profile(torch.profiler.profile):
         return super().export_chrome_trace(path, use_python_export=use_python_export)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        self._pp_open_session()
-        try:
-            super().start()
-        except BaseException:
-            self._pp_close_session()
-            raise
+    # polyprof's own work runs unseen by the program's profile function (torch's
+    # ``with_stack`` tracer: docs/torch.md), torch's own methods in sight: the frames and
+    # calls torch records are those of torch.profiler.profile alone. ``start`` opens the
+    # session before torch starts (and closes it if torch's start raises); each cycle's
+    # clock markers are actions of torch's own schedule table (_pp_rewire); ``stop``
+    # closes the session after torch's stop, from that table too.
+    def _pp_stepping(self) -> None:
+        self._pp_in_step = True
 
-    def stop(self) -> None:
-        try:
-            super().stop()
-        finally:
-            self._pp_close_session()
+    def _pp_step_failed(self) -> None:
+        self._pp_in_step = False
 
-    def step(self) -> None:
-        """torch's step, and polyprof.step(): torch's ``ProfilerStep#N`` range is closed
-        first, then polyprof's step N ends, then torch moves on, so torch's step N
-        nests inside polyprof's step N."""
-        rec = getattr(self, "step_rec_fn", None)
-        if getattr(self, "record_steps", False) and rec is not None:
-            rec.__exit__(None, None, None)
-            self.step_rec_fn = None  # torch's step() skips what is already closed
-        rec_mod.step()
-        super().step()
+    def _pp_nothing(self) -> None:
+        pass
 
-    def start_trace(self) -> None:
-        super().start_trace()
+    start = unseen.quiet(lambda self: self._pp_open(), torch.profiler.profile.start,
+                         lambda self: self._pp_close_session())
+    stop = unseen.quiet(_pp_nothing, torch.profiler.profile.stop, lambda self: self._pp_close_session())
+    #: torch's step; polyprof.step() is the first action of its transition (_pp_rewire):
+    #: torch's ``ProfilerStep#N`` has ended then, so it nests inside polyprof's step N
+    step = unseen.quiet(_pp_stepping, torch.profiler.profile.step, _pp_step_failed)
+
+    def _pp_rewire(self) -> None:
+        """torch's table of actions per schedule transition, with polyprof's unseen:
+        ``polyprof.step()`` first in a transition made by ``step``, clock markers after
+        each ``start_trace`` and before each ``stop_trace``, the session's close after
+        every transition to the end."""
+        after_start = unseen.quiet(self._pp_cycle_started)
+        before_stop = unseen.quiet(self._pp_cycle_ending)
+        close = unseen.quiet(self._pp_close_session)
+        stepped = unseen.quiet(self._pp_stepped)
+        table = self.action_map
+        kinds = list(torch.profiler.ProfilerAction)
+        for prev in kinds:
+            for cur in [*kinds, None]:
+                table.setdefault((prev, cur), [])
+        for key, actions in list(table.items()):
+            new: list[Callable[[], object]] = [] if key[1] is None else [stepped]
+            for a in actions:
+                if a == self.start_trace:
+                    new += [a, after_start]
+                elif a == self.stop_trace:
+                    new += [before_stop, a]
+                else:
+                    new.append(a)
+            if key[1] is None:
+                new.append(close)
+            table[key] = new
+
+    def _pp_stepped(self) -> None:
+        if self._pp_in_step:
+            self._pp_in_step = False
+            rec_mod.step()
+
+    def _pp_cycle_started(self) -> None:
         plugin = self._pp_plugin
         if plugin is not None:
             self._pp_capture = plugin.new_capture()
             plugin.sync(self._pp_capture)
 
-    def stop_trace(self) -> None:
+    def _pp_cycle_ending(self) -> None:
         plugin, cap = self._pp_plugin, self._pp_capture
         if plugin is not None and cap is not None:
             plugin.sync(cap)
-        super().stop_trace()
+
+    # ------------------------------------------------------------------ torch's tables
+    def events(self) -> EventList:
+        self._pp_drop_markers()
+        return super().events()
+
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+                     group_by_overload_name: bool = False) -> EventList:
+        self._pp_drop_markers()
+        return super().key_averages(group_by_input_shape, group_by_stack_n, group_by_overload_name)
+
+    def _pp_drop_markers(self) -> None:
+        """torch's events of the cycle without polyprof's clock-sync markers (torch's
+        JSON keeps them: the polyprof trace is aligned by them). Done once per cycle,
+        when a table is first asked for (torch builds its events lazily too)."""
+        p = self.profiler
+        if p is None:
+            return
+        try:
+            evs = p.function_events
+        except Exception:  # e.g. trace_only: torch's own call raises its own error
+            return
+        if evs is None or getattr(evs, "_pp_markers_dropped", False):
+            return
+        drop = [e for e in evs if e.name == SYNC_NAME]
+        for e in drop:
+            parent = e.cpu_parent
+            if parent is not None and e in parent.cpu_children:
+                parent.cpu_children.remove(e)
+        if drop:
+            evs[:] = [e for e in evs if e.name != SYNC_NAME]
+        evs._pp_markers_dropped = True  # torch's EventList (a list with a __dict__), new each cycle
 
     # ------------------------------------------------------------------ the session
-    def _pp_open_session(self) -> None:
+    def _pp_open(self) -> None:
         if self._pp_session is not None or self._pp_attached:
             return
         outer = active_session()

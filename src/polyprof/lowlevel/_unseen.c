@@ -10,7 +10,8 @@
  * - Quiet(fn, then=None): a callable (not a built-in function) that calls fn with the
  *   calling thread's profile function off, then puts it back; with ``then``, it next
  *   calls then(*args) with the profile function on and returns that result (a hook
- *   that must let the program's own work be seen).
+ *   that must let the program's own work be seen); with ``failed``, a ``then`` that
+ *   raises is followed by failed(*args), unseen, before its exception goes on.
  * - Gated(fn): calls fn while holding the gate, the lock a Ticker holds while its
  *   thread has a thread state (waiting for it at most a second). Wrapped around the
  *   start of a profiler that walks the thread states (torch's _enable_profiler), it
@@ -48,6 +49,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *fn;
     PyObject *then;
+    PyObject *failed;
 } Quiet;
 
 static PyObject *quiet_call(Quiet *self, PyObject *args, PyObject *kw) {
@@ -69,33 +71,49 @@ static PyObject *quiet_call(Quiet *self, PyObject *args, PyObject *kw) {
     if (res == NULL || self->then == NULL)
         return res;
     Py_DECREF(res);
-    return PyObject_Call(self->then, args, kw);
+    res = PyObject_Call(self->then, args, kw);
+    if (res == NULL && self->failed != NULL) {
+        /* then raised: failed(*args), unseen like fn, and then's exception goes on */
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        Quiet undo = {.fn = self->failed};
+        PyObject *r = quiet_call(&undo, args, kw);
+        if (r == NULL)
+            PyErr_WriteUnraisable(self->failed);
+        Py_XDECREF(r);
+        PyErr_Restore(t, v, tb);
+    }
+    return res;
 }
 
 static int quiet_init(Quiet *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"fn", "then", NULL};
-    PyObject *fn, *then = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Quiet", names, &fn, &then))
+    static char *names[] = {"fn", "then", "failed", NULL};
+    PyObject *fn, *then = Py_None, *failed = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Quiet", names, &fn, &then, &failed))
         return -1;
-    if (!PyCallable_Check(fn) || (then != Py_None && !PyCallable_Check(then))) {
-        PyErr_SetString(PyExc_TypeError, "Quiet: fn and then must be callable");
+    if (!PyCallable_Check(fn) || (then != Py_None && !PyCallable_Check(then))
+        || (failed != Py_None && !PyCallable_Check(failed))) {
+        PyErr_SetString(PyExc_TypeError, "Quiet: fn, then and failed must be callable");
         return -1;
     }
     Py_INCREF(fn);
     Py_XSETREF(self->fn, fn);
     Py_XSETREF(self->then, then == Py_None ? NULL : (Py_INCREF(then), then));
+    Py_XSETREF(self->failed, failed == Py_None ? NULL : (Py_INCREF(failed), failed));
     return 0;
 }
 
 static int quiet_traverse(Quiet *self, visitproc visit, void *arg) {
     Py_VISIT(self->fn);
     Py_VISIT(self->then);
+    Py_VISIT(self->failed);
     return 0;
 }
 
 static int quiet_clear(Quiet *self) {
     Py_CLEAR(self->fn);
     Py_CLEAR(self->then);
+    Py_CLEAR(self->failed);
     return 0;
 }
 
@@ -119,7 +137,7 @@ static PyTypeObject QuietType = {
     .tp_name = "polyprof.lowlevel._unseen.Quiet",
     .tp_basicsize = sizeof(Quiet),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Quiet(fn, then=None): fn(*args) unseen by the thread's profile function, then then(*args) seen.",
+    .tp_doc = "Quiet(fn, then=None, failed=None): fn(*args) unseen by the thread's profile function, then then(*args) seen; if then raises, failed(*args) unseen.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)quiet_init,
     .tp_call = (ternaryfunc)quiet_call,

@@ -7,10 +7,11 @@ installed on, and for every call of a built-in function made from Python code. t
 tracer installs itself on every thread state it finds when it starts, and records the
 frames already open there as calls. So:
 
-* :data:`Quiet` ``(fn, then=None)`` — a callable that is not a built-in function, so the
-  eval loop reports no call of it; it runs ``fn`` with the calling thread's profile
-  function off, and then, with ``then``, calls ``then`` with it on (a hook that must let
-  the program's own work be seen). For polyprof's hooks on the program's threads (the
+* :data:`Quiet` ``(fn, then=None, failed=None)`` — a callable that is not a built-in
+  function, so the eval loop reports no call of it; it runs ``fn`` with the calling
+  thread's profile function off, and then, with ``then``, calls ``then`` with it on (a
+  hook that must let the program's own work be seen); if ``then`` raises, ``failed``
+  runs unseen before the exception goes on. For polyprof's hooks on the program's threads (the
   optimizer step hook, the import hook).
 * :data:`Gated` ``(fn)`` — ``fn`` called while no :data:`Ticker` thread has a thread
   state: wrapped around the start of a profiler that walks the thread states.
@@ -53,19 +54,25 @@ IMPLEMENTATION = "c" if Quiet is not None else "python"
 F = TypeVar("F", bound=Callable[..., object])
 
 
-def quiet(fn: F, then: F | None = None) -> F:
+def quiet(fn: F, then: F | None = None, failed: F | None = None) -> F:
     """``fn`` unseen by the calling thread's profile function (then ``then`` seen, and
-    its result returned), or, without the compiled module, a plain function doing the
-    same in sight."""
+    its result returned; ``failed`` unseen if ``then`` raises), or, without the compiled
+    module, a plain function doing the same in sight."""
     if Quiet is not None:
-        return cast(F, Quiet(fn, then))
+        return cast(F, Quiet(fn, then, failed))
     if then is None:
         return fn
-    after = then
+    after, undo = then, failed
 
     def both(*args: object, **kw: object) -> object:
         fn(*args, **kw)
-        return after(*args, **kw)
+        if undo is None:
+            return after(*args, **kw)
+        try:
+            return after(*args, **kw)
+        except BaseException:
+            undo(*args, **kw)
+            raise
 
     return cast(F, both)
 
