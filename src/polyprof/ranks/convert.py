@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..formats.detect import detect
 from ..store import writer
-from ..store.rankfiles import CHUNK_ROWS, write_rank
+from ..store.rankfiles import CHUNK_ROWS, release, write_rank
 from ..store.rankstream import RankStream
 from . import executor as executors
 from .sources import RankEntry, _named, load_rank
@@ -55,6 +55,13 @@ def convert_rank(entry: "RankEntry", part: str, chunk_rows: int) -> dict[str, An
     default, formats/kineto/chunks.py) in a row group each (memory: a chunk); other
     inputs, and JSON the chunked reader cannot stream, are read whole and written in row
     groups of ``chunk_rows`` (0: store.rankfiles.CHUNK_ROWS)."""
+    try:
+        return _convert_rank(entry, part, chunk_rows)
+    finally:
+        release()
+
+
+def _convert_rank(entry: "RankEntry", part: str, chunk_rows: int) -> dict[str, Any]:
     fmt = "trace"
     if entry.path is not None:
         fmt = detect(entry.path)

@@ -37,6 +37,8 @@ from ..trace.stats import StatColumn, StatTable
 from ..trace.arrow_arrays import array, from_column, table
 from ..trace.arrow_columns import numeric, validity
 from ..trace.tables import _dict_column
+from .arrow_numpy import valid as valid_of
+from .arrow_numpy import values as values_of
 
 #: Event rows per Parquet row group (what a streaming reader holds at once).
 CHUNK_ROWS = 1 << 18
@@ -67,6 +69,12 @@ def masked(dense: np.ndarray, valid: np.ndarray) -> pa.Array:
     col = numeric(dense)
     bitmap, nulls = validity(valid)
     return from_column(col._replace(null_count=nulls, buffers=(bitmap, col.buffers[1])))
+
+
+def release() -> None:
+    """Arrow's freed memory back to the system (its pool keeps it otherwise: a store's
+    ranks are read or written one after another, each would start from the last's peak)."""
+    pa.default_memory_pool().release_unused()
 
 
 def time_order(trace: Trace) -> np.ndarray:
@@ -193,15 +201,15 @@ def read_rank(directory: Path) -> Trace:
     n = header["events"]
     if table.num_rows != n:
         raise TraceFormatError(path, f"damaged store: {table.num_rows} events, rank.json says {n}")
-    input_rows = table.column("input_row").to_numpy().astype(np.int64, copy=False)
+    input_rows = values_of(table.column("input_row")).astype(np.int64, copy=False)
     order = _input_order(path, input_rows)
-    events = {k: table.column(c).to_numpy().astype(EVENT_COLUMNS[k], copy=False)[order] for k, c in
+    events = {k: values_of(table.column(c)).astype(EVENT_COLUMNS[k], copy=False)[order] for k, c in
               (("track", "track_id"), ("name", "name_id"), ("category", "category_id"),
                ("start_ns", "start_ns"), ("dur_ns", "dur_ns"))}
     stats = _stat_columns(table, eager, input_rows)
     del table
     fl = _read(directory / "flows.parquet")
-    flows = {k: fl.column(c).to_numpy().astype(FLOW_COLUMNS[k], copy=False)
+    flows = {k: values_of(fl.column(c)).astype(FLOW_COLUMNS[k], copy=False)
              for k, c in (("src", "src"), ("dst", "dst"), ("id", "id"), ("category", "category_id"))}
     if len(flows["src"]):
         if (flows["src"].min(initial=0) < 0 or flows["dst"].min(initial=0) < 0
@@ -210,7 +218,7 @@ def read_rank(directory: Path) -> Trace:
         flows["src"] = input_rows[flows["src"]]
         flows["dst"] = input_rows[flows["dst"]]
     ct = _read(directory / "counters.parquet")
-    counters = {k: ct.column(c).to_numpy().astype(COUNTER_COLUMNS[k], copy=False)
+    counters = {k: values_of(ct.column(c)).astype(COUNTER_COLUMNS[k], copy=False)
                 for k, c in (("plane", "plane"), ("name", "name_id"), ("ts_ns", "ts_ns"), ("value", "value"))}
     strings = _read(directory / "strings.parquet").column("s").to_pylist()
     try:
@@ -223,6 +231,7 @@ def read_rank(directory: Path) -> Trace:
     if lazy:
         part = _StoredStats(path, lazy, input_rows)
         trace.stats.defer(part.decode, _WELL_KNOWN, part.may_hold, part.decode_rows, part.decode_keys)
+    release()
     return trace
 
 
@@ -287,13 +296,13 @@ def _stat_columns(table: pa.Table, meta: list[dict[str, Any]], input_rows: np.nd
     stats = {}
     for s in meta:
         col = table.column(s["column"])
-        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        valid = valid_of(col)
         at = np.flatnonzero(valid)
         rows = input_rows[at]
         by_row = np.argsort(rows, kind="stable")
         present = col.drop_null()
         if s["kind"] in "iuf":
-            values = present.to_numpy()[by_row]
+            values = values_of(present)[by_row]
         else:
             values = np.empty(len(rows), object)
             values[:] = present.to_pylist()

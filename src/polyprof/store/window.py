@@ -32,6 +32,8 @@ from ..errors import TraceFormatError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable
+from .arrow_numpy import valid as valid_of
+from .arrow_numpy import values as values_of
 from .rankfiles import _WELL_KNOWN, _read, read_header
 
 #: a row group's values of one stat: numbers as an array, text and bytes as a list
@@ -75,7 +77,7 @@ def _row_groups(path: Path, columns: list[str]) -> Iterator[tuple[int, pa.Table]
 
 
 def _np(t: pa.Table, c: str) -> np.ndarray:
-    return t.column(c).to_numpy().astype(np.int64, copy=False)
+    return values_of(t.column(c)).astype(np.int64, copy=False)
 
 
 def plan(directory: Path, max_events: int) -> Plan:
@@ -158,7 +160,7 @@ def _block_ids(path: Path, column: str, block: Callable[[np.ndarray, np.ndarray,
     range where that is dense, else from every (id, start) pair sorted by id."""
     lo, hi, present = _FAR, -_FAR, 0
     for _, t in _row_groups(path, [column]):
-        ids = t.column(column).drop_null().to_numpy()
+        ids = values_of(t.column(column).drop_null())
         present += len(ids)
         if len(ids):
             lo, hi = min(lo, int(ids.min())), max(hi, int(ids.max()))
@@ -191,8 +193,8 @@ def _ids(t: pa.Table, column: str, parts: int = 1, r: int = 0) -> tuple[np.ndarr
     """(id, start) of the events of ``t`` with an id (with ``parts``, those whose id is ``r``
     modulo ``parts``)."""
     col = t.column(column)
-    valid = col.is_valid().to_numpy(zero_copy_only=False)
-    i, s = col.drop_null().to_numpy().astype(np.int64, copy=False), _np(t, "start_ns")[valid]
+    valid = valid_of(col)
+    i, s = values_of(col.drop_null()).astype(np.int64, copy=False), _np(t, "start_ns")[valid]
     if parts > 1:
         mine = i % parts == r
         i, s = i[mine], s[mine]
@@ -280,9 +282,9 @@ def read_window(directory: Path, lo: int, hi: int, header: dict[str, Any] | None
     stats = _columns(eager, stat_at, stat_values, local)
     flows = _window_flows(directory, file_rows, local)
     ct = _read(directory / "counters.parquet")
-    ts = ct.column("ts_ns").to_numpy()
+    ts = values_of(ct.column("ts_ns"))
     inside = (ts >= lo) & (ts < hi)
-    counters = {k: ct.column(c).to_numpy()[inside].astype(COUNTER_COLUMNS[k], copy=False)
+    counters = {k: values_of(ct.column(c))[inside].astype(COUNTER_COLUMNS[k], copy=False)
                 for k, c in (("plane", "plane"), ("name", "name_id"), ("ts_ns", "ts_ns"), ("value", "value"))}
     if strings is None:
         strings = _read(directory / "strings.parquet").column("s").to_pylist()
@@ -354,10 +356,10 @@ class _WindowStats:
 
 def _take_stat(col: pa.ChunkedArray, kind: str, offset: int, at: list[np.ndarray], values: list[StatValues]) -> None:
     """The positions (from ``offset``) and values of a stat column's present rows."""
-    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    valid = valid_of(col)
     at.append(np.flatnonzero(valid) + offset)
     present = col.drop_null()
-    values.append(present.to_numpy() if kind in "iuf" else present.to_pylist())
+    values.append(values_of(present) if kind in "iuf" else present.to_pylist())
 
 
 def _values(parts: list[StatValues], kind: str) -> np.ndarray:
@@ -387,6 +389,6 @@ def _window_flows(directory: Path, file_rows: np.ndarray, local: np.ndarray) -> 
     else:
         out = {"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64)}
         idx = np.zeros(0, np.int64)
-    out["id"] = fl.column("id").to_numpy()[idx]
-    out["category"] = fl.column("category_id").to_numpy()[idx]
+    out["id"] = values_of(fl.column("id"))[idx]
+    out["category"] = values_of(fl.column("category_id"))[idx]
     return {k: v.astype(FLOW_COLUMNS[k], copy=False) for k, v in out.items()}
