@@ -61,12 +61,15 @@ def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
     return on, np.maximum(p.length - best, 0)
 
 
-def _kind_names(trace: Trace, rows: np.ndarray, device: np.ndarray) -> np.ndarray:
-    k = trace.kinds[rows]
-    names = np.array([x.name.lower() for x in Kind], dtype=object)
-    out = names[k]
-    out[device & (k == Kind.OTHER)] = "sync"
-    return out
+#: the ``kind`` column's texts by code: the event kinds, then a device's synchronisation record
+_KIND_TEXT = np.array([x.name.lower() for x in Kind] + ["sync"], dtype=object)
+_SYNC = len(Kind)
+
+
+def _kind_codes(trace: Trace, rows: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """Per graph event, its ``kind`` as a code into :data:`_KIND_TEXT`."""
+    k = np.asarray(trace.kinds[rows], np.int64)
+    return np.where(device & (k == Kind.OTHER), _SYNC, k)
 
 
 def rank_of(trace: Trace) -> int:
@@ -130,9 +133,9 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
         parts.append({
             "rank": np.full(len(rows), rank, np.int64),
             "step": np.full(len(rows), number, np.int64),
-            "name": names[ev["name"][rows]],
-            "kind": _kind_names(trace, rows, g.device),
-            "track": track_names[ev["track"][rows]],
+            "name": np.asarray(ev["name"][rows], np.int64),  # codes: texts once, after the sort
+            "kind": _kind_codes(trace, rows, g.device),
+            "track": np.asarray(ev["track"][rows], np.int64),
             "start_ns": np.asarray(ev["start_ns"][rows], np.int64),
             "dur_ns": np.asarray(ev["dur_ns"][rows], np.int64),
             "on_path_ns": on,
@@ -143,7 +146,8 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
         return empty_frame(COLUMNS, _TEXT)
     cols = {c: np.concatenate([x[c] for x in parts]) for c in COLUMNS}
     order = np.lexsort((cols["start_ns"], cols["step"]))
-    return frame({c: v[order] for c, v in cols.items()})
+    text = {"name": names, "kind": _KIND_TEXT, "track": track_names}
+    return frame({c: text[c][v[order]] if c in text else v[order] for c, v in cols.items()})
 
 
 def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

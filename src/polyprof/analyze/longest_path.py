@@ -105,9 +105,9 @@ def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
     src, dst, w = (np.ascontiguousarray(a, np.int64) for a in (g.src, g.dst, g.weight))
     # incoming edges per node in insertion order, outgoing likewise
     ins = np.argsort(dst, kind="stable")
-    i_ptr = np.searchsorted(dst[ins], np.arange(n + 1))
+    i_ptr = _offsets(dst, n)
     outs = np.argsort(src, kind="stable")
-    o_ptr = np.searchsorted(src[outs], np.arange(n + 1))
+    o_ptr = _offsets(src, n)
     f, best, b = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64)
     order, i_ptr, ins, o_ptr, outs = (np.ascontiguousarray(a, np.int64) for a in (order, i_ptr, ins, o_ptr, outs))
     passes = _longest.passes if compiled and _longest is not None else _passes_python
@@ -126,6 +126,13 @@ def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
     v = int(src[edges[0]]) if len(edges) else end
     nodes = np.concatenate([[v], g.dst[edges]]).astype(np.int64)
     return LongestPath(nodes, edges, int(f[end]), f[g.src] + g.weight + b[g.dst], f, b)
+
+
+def _offsets(node: np.ndarray, n: int) -> np.ndarray:
+    """Where each node's edges start among the edges sorted by ``node`` (n + 1 offsets)."""
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(node, minlength=n), out=out[1:])
+    return out
 
 
 def _walk_python(best: np.ndarray, src: np.ndarray, end: int) -> np.ndarray:
