@@ -44,6 +44,23 @@ def test_lexsort_keys_that_do_not_fit_only_reorder_ties(seed):
         assert np.array_equal(lexsort(keys), np.lexsort(keys))
 
 
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lexsort_rows_folded_in_over_several_blocks(seed):
+    """The path that sorts the keys' values with the row folded in (and reads the row
+    back) across more than one block of rows: int32, uint64 and negative keys, runs of
+    ties, and keys that do not fit broken on the tied rows only."""
+    rng = np.random.default_rng(seed)
+    n = 3 * (1 << 16) + int(rng.integers(1, 1000))
+    track = rng.integers(0, 5, n).astype(np.int32)
+    start = rng.integers(-10 ** 6, 10 ** 6, n) // 1000 * 1000  # negative, many ties
+    ids = rng.integers(0, 2 ** 20, n).astype(np.uint64)
+    wide = rng.integers(-2 ** 62, 2 ** 62, n, dtype=np.int64)
+    wide[rng.random(n) < 0.5] = -3
+    for keys in ([start, track], [ids, start, track], [wide, start, track], [np.arange(n)[::-1], track]):
+        got = lexsort(keys)
+        assert got.dtype == np.intp and np.array_equal(got, np.lexsort(keys))
+
 def test_lexsort_paths_and_extremes():
     a = np.array([3, 1, 3, 1, 2], np.int64)
     b = np.array([0, 0, 0, 0, 0], np.int64)
