@@ -347,3 +347,63 @@ def test_a_quiet_call_undoes_unseen_when_then_raises() -> None:
         sys.setprofile(None)
     assert undone == [7] and "boom" in seen and "undo" not in seen and "before" not in seen
     assert unseen.quiet(before, then=lambda x: x + 1, failed=undo)(1) == 2 and undone == [7]
+
+
+#: a with_stack program that opens polyprof sections (listed as any library's calls)
+SECTIONS = r"""
+import json, sys, threading
+import torch
+import polyprof
+torch.set_num_threads(1)
+a = torch.ones(64, 64)
+
+def work():
+    with polyprof.section("fwd"):
+        a.mm(a).sum()
+
+def measure():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True) as prof:
+        for _ in range(5):
+            work()
+    return {"rows": {e.key: [e.count, e.self_cpu_time_total] for e in prof.key_averages()},
+            "stacks": sorted({(e.key, tuple(e.stack)) for e in prof.key_averages(group_by_stack_n=5)}),
+            "threads": sorted({e.thread for e in prof.events()}),
+            "python_threads": sorted(t.name for t in threading.enumerate()),
+            "annotations": sorted({e.key for e in prof.key_averages() if e.is_user_annotation})}
+
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
+    work()
+print(json.dumps(measure()))
+"""
+
+
+@compiled
+def test_sections_mirrored_into_the_programs_profile_unless_turned_off(tmp_path: Path) -> None:
+    """Under ``polyprof run`` a program's own torch profile gets its polyprof sections as
+    ``user_annotation`` rows (what shows them in its TensorBoard traces), and nothing
+    else; ``{"torch": {"mirror_sections": false}}`` leaves its tables as under python."""
+    pytest.importorskip("torch")
+    script = tmp_path / "sec.py"
+    script.write_text(SECTIONS)
+    opts = {"host": {"sample_interval_s": 0.002, "journal_interval_s": 0.01}}
+
+    def run(*cmd: str) -> dict:
+        p = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, env=_env(), timeout=300,
+                           cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    def under(options: dict) -> dict:
+        return run("-m", "polyprof", "run", "--no-summary", "-o", str(tmp_path / "r.polyprof"),
+                   "--plugin-options", json.dumps(options), str(script))
+
+    plain = run(str(script))
+    mirrored = under(opts)
+    off = under({**opts, "torch": {"mirror_sections": False}})
+    assert plain["annotations"] == off["annotations"] == [] and mirrored["annotations"] == ["fwd"]
+    _same(plain, off, "mirror_sections off")
+    rows = {k: v[0] for k, v in _rows(mirrored).items()}
+    assert rows.pop("fwd") == 5  # one row per section name, one call per section
+    assert rows == {k: v[0] for k, v in _rows(plain).items()}
+    assert {st for st in _stacks(mirrored) if st[0] != "fwd"} == _stacks(plain)  # no polyprof frame
+    assert mirrored["threads"] == plain["threads"] == [1]

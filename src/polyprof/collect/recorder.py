@@ -19,6 +19,8 @@ from collections.abc import AsyncGenerator, Generator
 from types import ModuleType
 from typing import Callable, TypeVar
 
+from ..lowlevel import unseen
+
 F = TypeVar("F", bound=Callable[..., object])
 
 _recorder: "Recorder | None" = None
@@ -116,12 +118,17 @@ class Recorder:
                 self.threads[buf.ident] = (buf.name, buf.tid)
             return buf
 
-    def notify(self, name: str, enter: bool) -> None:
+    def _notify_listeners(self, name: str, enter: bool) -> None:
         for fn in self.listeners:
             try:
                 fn(name, enter)
             except Exception:  # a listener must never break the user's program
                 pass
+
+    #: the listeners, called unseen by the thread's profile function: a program's own
+    #: torch.profiler(with_stack=True) lists the torch plugin's copy of a section (a
+    #: user_annotation range) but no polyprof frame (docs/torch.md)
+    notify = unseen.quiet(_notify_listeners)
 
 
 _append: Callable[[tuple], None] | None = None  # the active recorder's sections.append

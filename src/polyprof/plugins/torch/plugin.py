@@ -43,6 +43,7 @@ from ...collect import recorder as rec_mod
 from ...collect.clock import now_ns
 from ...collect.output import launcher_rank
 from ...collect.plugin import Availability, Plugin, SessionContext
+from ...lowlevel import unseen
 from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
@@ -108,6 +109,9 @@ class TorchPlugin(Plugin):
         self._recorder: rec_mod.Recorder | None = None
         self._had_steps = False
         self._paused = False  # a session schedule's wait steps (pause() / resume())
+        # called by polyprof.step() on the program's thread: unseen by its profile function
+        # (a program's own torch.profiler(with_stack=True) lists what python lists)
+        self._step_listener = unseen.quiet(self._on_step)
         #: steps of unmodified programs: the optimizer's step() calls (plugins/torch/steps.py)
         self._steps = OptimizerSteps(enabled=lambda: self.driver is None,
                                      on=self.options.get("auto_steps", True) is not False, warn=self._warn)
@@ -194,7 +198,7 @@ class TorchPlugin(Plugin):
             self.sync(cap)
             self._attach_listener()
             if self._recorder is not None:
-                self._recorder.step_listeners.append(self._on_step)
+                self._recorder.step_listeners.append(self._step_listener)
                 n = len(self._recorder.steps)
                 if n:  # steps before torch started: keep numbering
                     self._on_step(n)
@@ -270,7 +274,7 @@ class TorchPlugin(Plugin):
         self._detach_listener()
         if self._recorder is not None:
             try:
-                self._recorder.step_listeners.remove(self._on_step)
+                self._recorder.step_listeners.remove(self._step_listener)
             except ValueError:
                 pass
         if prof is None:
