@@ -1,4 +1,4 @@
-"""store/arrow_numpy.py: a stored column's NumPy values and validity, read from its
+"""A store read and written with less memory (issue 27 item 5). store/arrow_numpy.py: a stored column's NumPy values and validity, read from its
 buffers, equal pyarrow's ``to_numpy`` (the path that imports pandas), sliced and chunked
 columns and nulls included; ``summary STORE`` runs without importing pandas (issue 27
 item 5: the store summary's peak)."""
@@ -53,3 +53,15 @@ def test_summary_of_a_store_does_not_import_pandas(store):
     out = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True, text=True)
     assert out.stderr.strip().splitlines()[-1] == "False", out.stderr
     assert '"tables"' in out.stdout
+
+
+def test_only_text_columns_are_dictionary_encoded(store):
+    """Number columns are written plain (a dictionary of every start time only grows the
+    file and the writer's peak: issue 27 item 5); text columns keep their dictionary."""
+    meta = pq.ParquetFile(next(store.rglob("events.parquet"))).metadata
+    group = meta.row_group(0)
+    encoded = {group.column(i).path_in_schema: group.column(i).has_dictionary_page for i in range(group.num_columns)}
+    assert encoded["name"] and encoded["category"] and encoded["track"]
+    assert not any(encoded[c] for c in ("start_ns", "dur_ns", "end_ns", "input_row", "track_id", "name_id"))
+    kinds = {f.name: f.physical_type for f in meta.schema}
+    assert any(kinds[c] == "BYTE_ARRAY" and encoded[c] for c in encoded if c not in ("name", "category", "track", "plane"))

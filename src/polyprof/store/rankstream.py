@@ -25,7 +25,7 @@ from ..trace.core import Trace
 from ..trace.stats import StatColumn
 from ..trace.tables import _dict_column
 from ..trace.arrow_arrays import array, table
-from .rankfiles import BASE_COLUMNS, masked, write_rest
+from .rankfiles import BASE_COLUMNS, masked, text_columns, write_rest
 
 _STATISTICS = ["start_ns", "end_ns", "dur_ns", "track_id"]
 
@@ -80,7 +80,8 @@ class RankStream:
         self._write_run(chunk)
 
     def _write_run(self, chunk: ChunkLike) -> None:
-        pq.write_table(self._table(chunk), self.runs / f"{self.n_runs}.parquet", compression="zstd",
+        t = self._table(chunk)
+        pq.write_table(t, self.runs / f"{self.n_runs}.parquet", compression="zstd", use_dictionary=text_columns(t.schema),
                        row_group_size=max(len(chunk.events["start_ns"]), 1))
         self.n_runs += 1
 
@@ -118,6 +119,7 @@ class RankStream:
         fields += [pa.field(column[k], _ARROW[final[k]]) for k in final]
         schema = pa.schema(fields)
         with pq.ParquetWriter(self.directory / "events.parquet", schema, compression="zstd",
+                              use_dictionary=text_columns(schema),
                               write_statistics=_STATISTICS) as w:
             if only is not None:
                 w.write_table(_conform(only, schema, final, column), row_group_size=max(only.num_rows, 1))
