@@ -224,7 +224,7 @@ def _bind(track: np.ndarray, start: np.ndarray, dur: np.ndarray, annotation: np.
     del valid
     if len(enc):  # enclosing: from the last slice starting at or before the time, up the chain
         q_track, t_q = qtrack[enc], qts[enc]
-        first = np.searchsorted(t_s, q_track.astype(t_s.dtype, copy=False), "left")  # the track's first slice
+        first = _first_of_track(t_s, q_track)
         p = np.searchsorted(sk, key(q_track, t_q), "right") - 1
         del q_track
         live = p >= first
@@ -246,6 +246,17 @@ def _bind(track: np.ndarray, start: np.ndarray, dur: np.ndarray, annotation: np.
 
 #: rows handled at a time where a whole column of temporaries is not needed at once
 _BLOCK = 1 << 16
+
+
+def _first_of_track(t_s: np.ndarray, q_track: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(t_s, q_track, "left")`` (``t_s``: the slices' tracks, sorted;
+    ``q_track``: tracks, none negative): each track's first slice found once, then looked
+    up per query. A binary search per query into the whole column grows faster than the
+    trace (a cache miss a step; docs/benchmarks.md, "Linear growth")."""
+    hi = int(q_track.max()) if len(q_track) else -1
+    if hi > max(1 << 22, len(t_s)):  # track ids too sparse for a table
+        return np.searchsorted(t_s, q_track.astype(t_s.dtype, copy=False), "left")
+    return np.searchsorted(t_s, np.arange(hi + 1, dtype=t_s.dtype), "left")[q_track]
 
 
 def _slice_order(key: "_TrackTime", track: np.ndarray, start: np.ndarray, dur: np.ndarray,
