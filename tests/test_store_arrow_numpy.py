@@ -1,7 +1,8 @@
-"""A store read and written with less memory (issue 27 item 5). store/arrow_numpy.py: a stored column's NumPy values and validity, read from its
-buffers, equal pyarrow's ``to_numpy`` (the path that imports pandas), sliced and chunked
-columns and nulls included; ``summary STORE`` runs without importing pandas (issue 27
-item 5: the store summary's peak)."""
+"""A store read and written with less memory (issue 27 item 5): store/arrow_numpy.py's
+NumPy values and validity of a stored column, read from its buffers, equal pyarrow's
+``to_numpy`` (the path that imports pandas), sliced and chunked columns and nulls
+included; ``summary STORE`` runs without importing pandas; only text columns are
+dictionary-encoded."""
 
 from __future__ import annotations
 
