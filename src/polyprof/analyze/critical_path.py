@@ -56,7 +56,8 @@ def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
     best = np.full(n, np.iinfo(np.int64).min, np.int64)
     has = g.owner >= 0
     np.maximum.at(best, g.owner[has], p.through[has])
-    by_node = (p.fwd + p.bwd).reshape(-1, 2).max(axis=1) if n else np.zeros(0, np.int64)
+    through = p.fwd + p.bwd
+    by_node = np.maximum(through[0::2], through[1::2])  # per event, the larger of its two nodes'
     best = np.where(best == np.iinfo(np.int64).min, by_node, best)
     return on, np.maximum(p.length - best, 0)
 
@@ -144,7 +145,7 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
         })
     if not parts:
         return empty_frame(COLUMNS, _TEXT)
-    cols = {c: np.concatenate([x[c] for x in parts]) for c in COLUMNS}
+    cols = parts[0] if len(parts) == 1 else {c: np.concatenate([x[c] for x in parts]) for c in COLUMNS}
     order = np.lexsort((cols["start_ns"], cols["step"]))
     text = {"name": names, "kind": _KIND_TEXT, "track": track_names}
     return frame({c: text[c][v[order]] if c in text else v[order] for c, v in cols.items()})

@@ -158,12 +158,13 @@ class _Edges:
     def __init__(self) -> None:
         self.parts: list[tuple[np.ndarray, ...]] = []
 
-    def add(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, etype: int, owner: np.ndarray,
-            order: np.ndarray) -> None:
+    def add(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, etype: int | np.ndarray,
+            owner: np.ndarray, order: np.ndarray) -> None:
         n = len(src)
         if n:
+            kind = np.full(n, etype, np.int8) if isinstance(etype, int) else np.asarray(etype, np.int8)
             self.parts.append((np.asarray(src, np.int64), np.asarray(dst, np.int64),
-                               np.asarray(weight, np.int64), np.full(n, etype, np.int8),
+                               np.asarray(weight, np.int64), kind,
                                np.asarray(owner, np.int64), np.asarray(order, np.float64)))
 
     def columns(self) -> tuple[np.ndarray, ...]:
@@ -171,8 +172,11 @@ class _Edges:
             z = np.zeros(0, np.int64)
             return z, z, z, np.zeros(0, np.int8), z
         cols = [np.concatenate([p[i] for p in self.parts]) for i in range(6)]
-        o = np.argsort(cols[5], kind="stable")
-        return tuple(c[o] for c in cols[:5])
+        seq = cols[5]
+        if not len(seq) or bool((seq[1:] >= seq[:-1]).all()):  # inserted in order already
+            return cols[0], cols[1], cols[2], cols[3], cols[4]
+        o = np.argsort(seq, kind="stable")
+        return cols[0][o], cols[1][o], cols[2][o], cols[3][o], cols[4][o]
 
 
 class Context:
@@ -313,8 +317,9 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     weight = np.where(b_end & waits[eb], 0, node_time[b] - node_time[a])
     owner = np.where(~a_end, ea, np.where(b_end, eb, parent[ea]))
     seq = np.arange(len(a), dtype=np.float64)
-    edges.add(a[top], b[top], np.zeros(int(top.sum()), np.int64), DEPENDENCY, np.full(int(top.sum()), -1), seq[top])
-    edges.add(a[~top], b[~top], weight[~top], OPERATOR, owner[~top], seq[~top])
+    # one part in walk order: a dependency between top-level ops, else the op's own time
+    edges.add(a, b, np.where(top, 0, weight), np.where(top, DEPENDENCY, OPERATOR).astype(np.int8),
+              np.where(top, -1, owner), seq)
 
 
 def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.ndarray, sy_call: np.ndarray,
