@@ -13,6 +13,11 @@ rows whose names or counts differ (none expected); and the load average.
 ``--in-process``: one process alternates the program's profile plain and inside
 ``with polyprof.profile(output=...):`` (journal and sampler running), which takes the
 differences between processes (heap layout, start-up) out of the comparison.
+``--drop-in``: one process alternates ``torch.profiler.profile(with_stack=True)`` and the
+drop-in ``polyprof.torch.profile(with_stack=True)`` (its session, clock markers and
+export at each stop) around the same loop.
+
+    python bench/with_stack.py --steps 200 --repeat 15 --drop-in
 """
 
 from __future__ import annotations
@@ -72,19 +77,32 @@ def step():
     torch.nn.functional.mse_loss(model(x), y).backward()
     opt.step()
 
-def measure():
+DROP_IN = sys.argv[5] == "drop-in"
+if DROP_IN:
+    import polyprof.torch
+
+def measure(under=False):
+    make = polyprof.torch.profile if under else torch.profiler.profile
+    kw = {"output": sys.argv[3]} if under else {}
     t0 = time.perf_counter()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True) as prof:
+    with make(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True, **kw) as prof:
         for _ in range(int(sys.argv[1])):
             step()
     loop_s = time.perf_counter() - t0
     return {"rows": {e.key: [e.count, e.self_cpu_time_total] for e in prof.key_averages()}, "loop_s": loop_s}
 
-measure()  # warm-up
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
+    step()  # warm-up, its tables unread: torch's first profile can hold a name it cannot decode
+measure()
+if DROP_IN:
+    measure(True)
 out = []
 for i in range(int(sys.argv[2])):
     pair = []
     for under in (False, True):
+        if DROP_IN:
+            pair.append(measure(under))
+            continue
         with polyprof.profile(output=sys.argv[3]) if under else contextlib.nullcontext():
             pair.append(measure())
     out.append(pair)
@@ -113,15 +131,17 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=8, help="rows with the most self time to show")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--in-process", action="store_true", help="plain and polyprof.profile() in one process")
+    ap.add_argument("--drop-in", action="store_true", help="torch.profiler.profile against polyprof.torch.profile")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with tempfile.TemporaryDirectory() as tmp:
-        if args.in_process:
+        if args.in_process or args.drop_in:
             d = Path(tmp)
             (d / "inproc.py").write_text(INPROC)
             out = d / "pairs.json"
             done, _ = run_once([sys.executable, str(d / "inproc.py"), str(args.steps), str(args.repeat),
-                                str(d / "t.polyprof"), str(out)], out, args.timeout)
+                                str(d / "t.polyprof"), str(out), "drop-in" if args.drop_in else "session"],
+                               out, args.timeout)
             report([((a, 0.0), (b, 0.0)) for a, b in done["pairs"]], args.top)
             return
         d = Path(tmp)
