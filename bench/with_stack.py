@@ -36,9 +36,8 @@ from pathlib import Path
 
 log = logging.getLogger("bench.with_stack")
 
-PROGRAM = r'''
-import json, sys, time
-import torch
+#: the training step both programs profile
+MODEL = r'''
 torch.manual_seed(0)
 torch.set_num_threads(1)
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
@@ -49,7 +48,12 @@ def step():
     opt.zero_grad()
     torch.nn.functional.mse_loss(model(x), y).backward()
     opt.step()
+'''
 
+PROGRAM = r'''
+import json, sys, time
+import torch
+'''+MODEL+r'''
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
     step()  # warm-up: torch imports modules during its first profile
 t0 = time.perf_counter()
@@ -66,17 +70,7 @@ INPROC = r'''
 import contextlib, json, sys, time
 import torch
 import polyprof
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(32, 64), torch.randn(32, 8)
-
-def step():
-    opt.zero_grad()
-    torch.nn.functional.mse_loss(model(x), y).backward()
-    opt.step()
-
+'''+MODEL+r'''
 DROP_IN = sys.argv[5] == "drop-in"
 if DROP_IN:
     import polyprof.torch
