@@ -12,18 +12,26 @@ are stats the reader keeps like any other.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
 from ...trace import keys
 from ...trace.categories import DEVICE_ACTIVITY
 from ...trace.core import Trace
+from ...trace import metadata_keys as mkeys
+from ...trace.stats import StatColumn
 from ...trace.sorting import unique
 from .decode import EventColumns, spans
+from .hlo import instructions as hlo_instructions, modules as hlo_modules
 from .metadata import PlaneMetadata
 
 _STREAM_LINE = re.compile(r"^Stream #(\d+)(?:\((.*)\))?$")
+#: an HLO instruction name XLA gives a kernel it emits itself: a fusion (``loop_reduce_fusion``,
+#: ``gemm_fusion_dot_2``, ``input_concatenate_fusion.1``) or a wrapped single op (``wrapped_copy``)
+_XLA_KERNEL = re.compile(r"^(?:[A-Za-z_][\w.-]*fusion[\w.-]*|wrapped_[\w.-]+|triton_[\w.-]+)$")
+#: the ``hlo_op`` of a kernel XLA runs inside a command buffer (a CUDA graph): the thunk's name
+_COMMAND_BUFFER = "command_buffer"
 
 CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_MEMORY = "kernel", "gpu_memcpy", "gpu_memset", "gpu_memory"
 #: the stat that names what an event is -> its category, in order of precedence
@@ -143,6 +151,100 @@ def framework_ops(trace: Trace) -> None:
         if col.values.dtype != object:
             col.values = col.values.astype(object)
         col.values[at[at_ok]] = vals[at_ok]
+
+
+def command_buffer_ops(trace: Trace) -> None:
+    """The ops of kernels XLA ran inside a command buffer (a CUDA graph), whose stats name
+    only the command buffer (``hlo_op`` ``command_buffer_1``) and the module annotation
+    (``tf_op`` ``XlaModule:``). An XLA-emitted kernel is named after the HLO instruction it
+    executes: where the file holds the module's HLO (``hlo.py``), the instruction of that
+    name becomes the kernel's ``hlo_op`` and its ``op_name`` (``jit(step)/jvp()/dot_general``)
+    its framework op; without the HLO, a kernel named like an XLA fusion (``_XLA_KERNEL``)
+    gets its own name as ``hlo_op``. A kernel the HLO does not name (a cuBLAS or cuDNN
+    kernel run by a library call) keeps the command buffer. The framework op is otherwise
+    the module (``jit_step``, from ``hlo_module``), the jitted function. The per-kernel
+    ``scope_range_id`` stays a stat: the XSpace holds no call stack for it."""
+    loaded = trace.stats.loaded()
+    hlo = loaded.get(keys.HLO_OP)
+    if hlo is None or hlo.kind != "O" or not len(hlo):
+        return
+    in_cb = np.fromiter((isinstance(v, str) and v.startswith(_COMMAND_BUFFER) for v in hlo.values), bool, len(hlo))
+    if not in_cb.any():
+        return
+    device = np.asarray([p.kind == "device" for p in trace.planes], bool)
+    in_cb[in_cb] = device[trace.track_plane[trace.events["track"][hlo.rows[in_cb]]]]
+    at = np.flatnonzero(in_cb)
+    rows = hlo.rows[at]
+    mods = _row_values(trace, keys.HLO_MODULE, rows, "")
+    pids = _row_values(trace, "program_id", rows, -1)
+    protos: dict[tuple[str, int], bytes] = {}
+    for p in trace.planes:
+        protos.update(hlo_modules(p.properties.get("xspace_event_metadata") or []))
+    tables: dict[tuple[str, int], dict[str, tuple[str, str]] | None] = {}
+    by_name: dict[str, list[tuple[str, int]]] = {}
+    for k in protos:
+        by_name.setdefault(k[0], []).append(k)
+
+    def table(mod: str, pid: int) -> dict[str, tuple[str, str]] | None:
+        key = (mod, pid) if (mod, pid) in protos else by_name[mod][0] if len(by_name.get(mod, ())) == 1 else None
+        if key is None:
+            return None
+        if key not in tables:
+            try:
+                tables[key] = hlo_instructions(protos[key])
+            except ValueError as e:
+                trace.metadata.setdefault(mkeys.WARNINGS, []).append(
+                    f"xspace: the HLO of module {key[0]}({key[1]}) is damaged ({e}): kernels in its "
+                    "command buffers are attributed by their names")
+                tables[key] = None
+        return tables[key]
+
+    names = trace.strings
+    new_hlo = hlo.values[at].astype(object)
+    new_op = np.empty(len(rows), object)
+    memo: dict[tuple[int, str, int], tuple[str | None, str]] = {}
+    for j, (nid, mod, pid) in enumerate(zip(trace.events["name"][rows].tolist(), mods.tolist(), pids.tolist())):
+        got = memo.get((nid, mod, pid))
+        if got is None:
+            kname, tab = names[nid], table(mod, pid)
+            ins = tab.get(kname) if tab is not None else None
+            got = (ins[0], ins[1] or mod) if ins is not None else \
+                (kname, mod) if tab is None and _XLA_KERNEL.match(kname) else (None, mod)
+            memo[(nid, mod, pid)] = got
+        if got[0] is not None:
+            new_hlo[j] = got[0]
+        new_op[j] = got[1]
+    if hlo.values.dtype != object:
+        hlo.values = hlo.values.astype(object)
+    hlo.values[at] = new_hlo
+    ok = np.fromiter((v != "" for v in new_op), bool, len(new_op))
+    _replace_placeholder(loaded, rows[ok], new_op[ok])
+
+
+def _row_values(trace: Trace, key: str, rows: np.ndarray, missing: object) -> np.ndarray:
+    """The values of stat ``key`` at ``rows`` (``missing`` where a row has none)."""
+    out = np.full(len(rows), missing, object)
+    if key not in trace.stats:
+        return out
+    found, vals = trace.stats[key].lookup(rows)
+    out[found] = vals
+    return out
+
+
+def _replace_placeholder(loaded: Mapping[str, StatColumn], rows: np.ndarray, ops: np.ndarray) -> None:
+    """Set the framework op (``tf_op``, ``op``) of ``rows`` to ``ops`` where it is XLA's
+    module placeholder (``XlaModule:``)."""
+    for key in ("tf_op", keys.OP):
+        col = loaded.get(key)
+        if col is None or col.kind != "O" or not len(col):
+            continue
+        pos = np.searchsorted(col.rows, rows)
+        hit = (pos < len(col.rows)) & (col.rows[np.minimum(pos, len(col.rows) - 1)] == rows)
+        placeholder = np.fromiter((isinstance(v, str) and v.startswith("XlaModule:") for v in col.values[pos[hit]]),
+                                  bool, int(hit.sum()))
+        if col.values.dtype != object:
+            col.values = col.values.astype(object)
+        col.values[pos[hit][placeholder]] = ops[hit][placeholder]
 
 
 def _string(trace: Trace, s: str) -> int:

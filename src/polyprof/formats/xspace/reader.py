@@ -208,6 +208,7 @@ class _SpaceReader:
         if self.producer != "polyprof":  # XLA's GPU layout (polyprof's own files say what they hold)
             gpu.launch_calls(trace, trace.string_id(N.CAT_TRACEME))
             gpu.framework_ops(trace)
+            gpu.command_buffer_ops(trace)
             unread = gpu.uninterpreted_planes(trace)
             if unread:
                 trace.metadata.setdefault(mkeys.WARNINGS, []).extend(unread)
