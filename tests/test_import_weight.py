@@ -101,6 +101,27 @@ def test_summary_of_an_xspace_imports_no_numpy_ma():
     assert p.stdout.strip() == "[]"
 
 
+def test_summary_of_an_xspace_defines_only_the_pinned_dataclasses_in_analyze_and_report():
+    """A dataclass compiles its generated methods when its module is imported (0.3 ms
+    each in a fresh process): the records a summary's analyses pass among themselves
+    (the registry's ``Analysis``, flops' ``Costs`` and ``Op``) are NamedTuples. The
+    analyze and report modules a summary of an XSpace imports define only these
+    dataclasses (public or mutable records); a new one on this path fails here."""
+    trace = Path(__file__).resolve().parent / "data" / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb"
+    code = ("import sys, io, contextlib, dataclasses\nfrom polyprof.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['summary', {str(trace)!r}]) == 0\n"
+            "print(' '.join(sorted(f'{n}.{k}' for n, m in list(sys.modules.items())\n"
+            "    if n.startswith(('polyprof.analyze', 'polyprof.report')) for k, v in vars(m).items()\n"
+            "    if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == n)))")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["polyprof.analyze.finding.Finding", "polyprof.analyze.peaks.Peak",
+                                "polyprof.analyze.window.Selection", "polyprof.analyze.window.Window",
+                                "polyprof.report.tables.Report"]
+
+
 def test_read_only_commands_start_numpy_without_a_blas_thread_pool():
     """`polyprof summary` imports NumPy with OpenBLAS at one thread (lowlevel/blas.py): no
     pool thread is left in the process, and the environment is as it was; a value the

@@ -54,8 +54,7 @@ def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     rows, on_device = rows[order], on_device[order]
     c = op_costs(trace, rows)
     keep = ~(np.isnan(c.flops) & np.isnan(c.bytes))
-    c.flops, c.bytes, c.precision, c.source = c.flops[keep], c.bytes[keep], c.precision[keep], c.source[keep]
-    return rows[keep], on_device[keep], c
+    return rows[keep], on_device[keep], Costs(c.flops[keep], c.bytes[keep], c.precision[keep], c.source[keep])
 
 
 def device_time(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndarray:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from functools import reduce
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -52,8 +51,7 @@ _TYPES: dict[str, tuple[int, str]] = {
 }
 
 
-@dataclass
-class Costs:
+class Costs(NamedTuple):
     """Per row asked for: ``flops`` and ``bytes`` (float64; NaN where unknown),
     ``precision`` (``fp32``, ``bf16``...; "" where unknown) and ``source`` (codes of
     :data:`SOURCE_NAMES`)."""
@@ -231,8 +229,7 @@ def _element(types: Sequence[Any]) -> tuple[int, str]:
     return 0, ""
 
 
-@dataclass
-class Op:
+class Op(NamedTuple):
     """One call: the base name (``mm``), input dims, input types, concrete inputs."""
 
     name: str

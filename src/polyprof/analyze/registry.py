@@ -10,15 +10,13 @@ module plus one :class:`Analysis` line below, and it then appears in
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, NamedTuple
 
 from ..trace.core import Trace
 from .table import Table
 
 
-@dataclass(frozen=True)
-class Analysis:
+class Analysis(NamedTuple):
     #: the table's name in reports and ``--json``
     name: str
     #: ``"module:function"`` (imported when first computed)
