@@ -199,25 +199,31 @@ def command_buffer_ops(trace: Trace) -> None:
                 tables[key] = None
         return tables[key]
 
+    # one decision per distinct (kernel name, module, program id), spread back to the rows
+    mod_names, mod_code = np.unique(mods.astype(str), return_inverse=True)
+    pid_int = np.fromiter((v if isinstance(v, int) else -1 for v in pids.tolist()), np.int64, len(pids))
+    combos, inv = np.unique(np.column_stack([trace.events["name"][rows].astype(np.int64),
+                                             mod_code.reshape(-1), pid_int]), axis=0, return_inverse=True)
     names = trace.strings
-    new_hlo = hlo.values[at].astype(object)
-    new_op = np.empty(len(rows), object)
-    memo: dict[tuple[int, str, int], tuple[str | None, str]] = {}
-    for j, (nid, mod, pid) in enumerate(zip(trace.events["name"][rows].tolist(), mods.tolist(), pids.tolist())):
-        got = memo.get((nid, mod, pid))
-        if got is None:
-            kname, tab = names[nid], table(mod, pid)
-            ins = tab.get(kname) if tab is not None else None
-            got = (ins[0], ins[1] or mod) if ins is not None else \
-                (kname, mod) if tab is None and _XLA_KERNEL.match(kname) else (None, mod)
-            memo[(nid, mod, pid)] = got
-        if got[0] is not None:
-            new_hlo[j] = got[0]
-        new_op[j] = got[1]
+    keep = np.zeros(len(combos), bool)
+    hlo_of = np.empty(len(combos), object)
+    op_of = np.empty(len(combos), object)
+    for c, (nid, mc, pid) in enumerate(combos.tolist()):
+        kname, mod = names[nid], str(mod_names[mc])
+        tab = table(mod, pid)
+        ins = tab.get(kname) if tab is not None else None
+        if ins is not None:
+            hlo_of[c], op_of[c] = ins[0], ins[1] or mod
+        else:
+            keep[c] = not (tab is None and _XLA_KERNEL.match(kname))
+            hlo_of[c], op_of[c] = kname, mod
+    inv = inv.reshape(-1)
+    new_hlo = np.where(keep[inv], hlo.values[at].astype(object), hlo_of[inv])
+    new_op = op_of[inv]
     if hlo.values.dtype != object:
         hlo.values = hlo.values.astype(object)
     hlo.values[at] = new_hlo
-    ok = np.fromiter((v != "" for v in new_op), bool, len(new_op))
+    ok = np.asarray([o != "" for o in op_of.tolist()], bool)[inv]
     _replace_placeholder(loaded, rows[ok], new_op[ok])
 
 
