@@ -218,7 +218,8 @@ def view(trace: Trace, window: WindowArg) -> Trace:
 def _make_view(trace: Trace, sel: Selection) -> Trace:
     steps = cache.steps(trace)
     i = sel.index
-    sub = Steps(steps.number[i], steps.start[i], steps.end[i], steps.rows[i], steps.source)
+    sub = Steps(steps.number[i], steps.start[i], steps.end[i], steps.rows[i], steps.source,
+                None if steps.original is None else steps.original[i])
     out = copy.copy(trace)  # shares the arrays, stats and cached properties
     out.__dict__["_polyprof_memo"] = {
         "steps": sub, "correlation": cache.correlation(trace), "threads": cache.threads(trace),

@@ -5,6 +5,15 @@ steps (category ``step`` with a ``step`` stat, from ``polyprof.step()``); JAX / 
 annotations (host spans with a ``step_num`` or ``step`` stat). Each step is a host time
 interval; device activity belongs to the step in which its launch started (or, with
 no launch, in which it started itself).
+
+Step numbers: each *occurrence* of a step is its own step. Marks of one number that
+overlap in time (one step marked on several threads) are one step with their widest
+span; marks of one number that are disjoint in time (several profiler sessions or
+schedule cycles in one file, a counter that restarts, copies end to end) are separate
+steps. When every step's number is unique the trace's numbers are kept; when any number
+repeats, every step is numbered by its place in time order (0, 1, 2, ...), the
+trace's own numbers are kept in ``Steps.original``, and ``Steps.renumbered`` is set
+(the summary's header says so once). See docs/analysis.md, "Steps".
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import member, unique_inverse
+from ..trace.sorting import member
 from ..trace.vocabulary import PROFILER_STEP as _PROFILER_STEP
 
 log = logging.getLogger("polyprof")
@@ -30,6 +39,19 @@ class Steps:
     end: np.ndarray  # host end, ns
     rows: np.ndarray  # the event that marks each step
     source: str  # "ProfilerStep", "polyprof", "annotation" or "" (no steps)
+    #: the trace's own step numbers when ``number`` had to be renumbered, else None
+    original: np.ndarray | None = None
+
+    @property
+    def renumbered(self) -> bool:
+        """True when the trace's step numbers repeat and ``number`` is the time order."""
+        return self.original is not None
+
+    def describe(self) -> str:
+        """The source, with a note when the numbers were renumbered (the header's text)."""
+        if self.original is None:
+            return self.source
+        return f"{self.source}; its step numbers repeat, so steps are numbered 0, 1, 2, ... in time order"
 
     def __len__(self) -> int:
         return len(self.number)
@@ -57,20 +79,48 @@ def _make(trace: Trace, rows: np.ndarray, numbers: np.ndarray, source: str) -> S
     st = ev["start_ns"][rows]
     order = np.argsort(st, kind="stable")
     rows, numbers = rows[order], np.asarray(numbers, np.int64)[order]
-    # one event per step number (a step marked on several threads keeps its widest span)
+    # one step per occurrence: marks of one number that overlap (several threads) merge
+    # into their widest span; a mark that starts after the number's last one ended opens
+    # a new occurrence
     start = ev["start_ns"][rows]
     end = start + ev["dur_ns"][rows]
-    uniq, inv = unique_inverse(numbers)
-    if len(uniq) < len(numbers):
-        s = np.full(len(uniq), np.iinfo(np.int64).max)
-        e = np.full(len(uniq), np.iinfo(np.int64).min)
-        np.minimum.at(s, inv, start)
-        np.maximum.at(e, inv, end)
-        first = np.full(len(uniq), -1, np.int64)
-        first[inv[::-1]] = rows[::-1]
-        order = np.argsort(s, kind="stable")
-        return Steps(uniq[order], s[order], e[order], first[order], source)
-    return Steps(numbers, start, end, rows, source)
+    by = np.lexsort((start, numbers))
+    n_s, s_s, e_s = numbers[by], start[by], end[by]
+    first_of_number = np.r_[True, n_s[1:] != n_s[:-1]]
+    run_end = e_s if first_of_number.all() else _running_max_by_group(e_s, first_of_number)
+    new = first_of_number | np.r_[False, s_s[1:] >= run_end[:-1]]
+    if new.all():
+        return renumbered(Steps(numbers, start, end, rows, source))
+    grp = np.cumsum(new) - 1
+    k = int(grp[-1]) + 1
+    s = np.full(k, np.iinfo(np.int64).max)
+    e = np.full(k, np.iinfo(np.int64).min)
+    np.minimum.at(s, grp, s_s)
+    np.maximum.at(e, grp, e_s)
+    first = rows[by][new]  # the earliest mark of each occurrence
+    nums = n_s[new]
+    order = np.argsort(s, kind="stable")
+    return renumbered(Steps(nums[order], s[order], e[order], first[order], source))
+
+
+def _running_max_by_group(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` that restarts where ``starts`` is True."""
+    out = values.copy()  # one slice per step number that has several marks
+    edges = np.r_[np.flatnonzero(starts), len(values)]
+    for a, b in zip(edges[:-1], edges[1:]):
+        out[a:b] = np.maximum.accumulate(values[a:b])
+    return out
+
+
+def renumbered(steps: Steps) -> Steps:
+    """``steps`` (in time order) numbered 0..n-1 when any number repeats, else as is."""
+    if len(steps) < 2 or len(np.unique(steps.number)) == len(steps):
+        return steps
+    log.info("step numbers repeat in time (%d steps, %d numbers): numbered 0..%d in time order",
+             len(steps), len(np.unique(steps.number)), len(steps) - 1)
+    original = steps.number if steps.original is None else steps.original
+    return Steps(np.arange(len(steps), dtype=np.int64), steps.start, steps.end, steps.rows, steps.source,
+                 original)
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

@@ -28,7 +28,7 @@ from ..analyze.finding import Finding
 from ..analyze.registry import ANALYSES, Tables
 from ..analyze.table import Table
 from ..derive import cache
-from ..derive.steps import Steps
+from ..derive.steps import Steps, renumbered
 from ..lowlevel.heap import trim
 from ..progress import TaskBar
 from ..store.rankfiles import _read, read_header
@@ -160,6 +160,7 @@ class _Gathered:
     def tables(self, empty: Trace, spill: Path, header: dict[str, Any], strings: list[str]) -> dict[str, Table]:
         """The rank's tables: merged, then made exact from what the windows spilled."""
         windows = len(self.parts)
+        _number_steps(self.parts, self.steps)
         tables = merge_tables(self.parts, (self.spans[0][0], self.spans[-1][1]))
         self.parts = []
         _release()
@@ -183,7 +184,7 @@ class _Gathered:
         overview = {
             "events": n, "planes": [q["name"] for q in header["planes"]], "tracks": len(header["tracks"]),
             "trace_span_ns": int(s1) - int(s0), "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
-            "steps": len(selected), "step_source": every.source,
+            "steps": len(selected), "step_source": every.describe(),
             "window": W._label(every, np.arange(1, len(every)), "first step skipped: warm-up; --skip-first 0 keeps it"),
             "correlation": self.counts, "unsynchronised": self.unsynced,
             "plugin_errors": list(meta.get(mkeys.PLUGIN_ERRORS, [])),
@@ -196,11 +197,38 @@ class _Gathered:
 
 
 def _joined(steps: list[Steps], skip: int) -> Steps:
-    """The windows' steps end to end, the first ``skip`` left out."""
+    """The windows' steps end to end, the first ``skip`` left out. Numbers are the
+    trace's own (a window may have renumbered its own repeats), told apart as in one
+    trace when they repeat across windows (derive/steps.py), before the skip."""
     def cat(f: str) -> np.ndarray:
-        return np.concatenate([getattr(s, f) for s in steps])[skip:]
+        return np.concatenate([getattr(s, f) for s in steps])
 
-    return Steps(cat("number"), cat("start"), cat("end"), cat("rows"), steps[0].source)
+    own = np.concatenate([s.number if s.original is None else s.original for s in steps])
+    every = renumbered(Steps(own, cat("start"), cat("end"), cat("rows"), steps[0].source))
+    return Steps(every.number[skip:], every.start[skip:], every.end[skip:], every.rows[skip:], every.source,
+                 None if every.original is None else every.original[skip:])
+
+
+def _number_steps(parts: list[dict[str, Table]], steps: list[Steps]) -> None:
+    """Each window's ``step`` columns renumbered as the rank's steps are, when the rank's
+    step numbers repeat (a window numbers only its own steps; derive/steps.py)."""
+    every = _joined(steps, 0)
+    if every.original is None:
+        return
+    at = 0
+    for tables, own in zip(parts, steps):
+        local, glob = own.number, every.number[at:at + len(own)]
+        at += len(own)
+        if not len(local):
+            continue
+        order = np.argsort(local, kind="stable")
+        for name, t in tables.items():
+            if "step" not in t or not len(t):
+                continue
+            col = np.asarray(column(t, "step"), np.int64)
+            i = np.minimum(np.searchsorted(local[order], col), len(local) - 1)
+            hit = local[order][i] == col
+            tables[name] = t.with_columns(step=np.where(hit, glob[order][i], col))
 
 
 class _Done(NamedTuple):

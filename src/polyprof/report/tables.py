@@ -47,7 +47,7 @@ def build(trace: Trace, window: WindowArg = AUTO) -> Report:
     overview = {
         "events": trace.n_events, "planes": [p.name for p in trace.planes], "tracks": len(trace.tracks),
         "trace_span_ns": s1 - s0, "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
-        "steps": len(steps), "step_source": steps.source, "window": label(trace, window),
+        "steps": len(steps), "step_source": steps.describe(), "window": label(trace, window),
         "correlation": dict(corr.counts),
         "unsynchronised": unsynchronised(trace),
         "plugin_errors": list(trace.metadata.get(mkeys.PLUGIN_ERRORS, [])),
