@@ -59,10 +59,9 @@ _STEP = re.compile(rb"ProfilerStep#(\d+)")
 def replicate(src: Path, times: int, out_dir: Path) -> Path:
     """``src`` with its events repeated ``times`` times as text (times keep their digits),
     copy k moved by k spans, its ids (flows, correlation, external) by k times the largest,
-    its step numbers (``ProfilerStep#N``) by k times the number of steps: a longer run has
-    new steps, and copies that kept the numbers would make each step one window spanning
-    every copy (the critical path's graph is built per step: ``times`` graphs of the whole
-    file instead of one per copy's step)."""
+    its step numbers (``ProfilerStep#N``) by k times the number of steps: a longer run of
+    the same program numbers its steps on (copies that kept the numbers would read as
+    repeated steps, numbered in time order: docs/analysis.md, "Step numbers")."""
     raw = gzip.open(src, "rb").read() if src.name.endswith(".gz") else src.read_bytes()
     m = re.search(rb'"traceEvents"\s*:\s*\[', raw)
     end = re.compile(rb"}\s*\]\s*(,\s*\"|})").search(raw, m.end()) if m else None
