@@ -14,13 +14,20 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
+def child(code: str, timeout: int = 300, **env_extra: str) -> str:
+    """Run ``python -c code`` on this tree's src (a fresh interpreter: what it imports is
+    what a user's process would); its stdout, after checking it succeeded."""
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env_extra)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
 def test_import_polyprof_and_kineto_reader_without_pyarrow_or_pandas():
     code = ("import sys, polyprof, polyprof.formats.kineto, polyprof.collect.journal as j; "
             "print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules))")
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "[]"
+    out = child(code, timeout=120)
+    assert out.strip() == "[]"
 
 
 def test_journal_schema_still_available():
@@ -61,10 +68,8 @@ def test_loading_a_kineto_trace_does_not_import_the_xspace_reader():
     code = ("import sys, polyprof; "
             f"[polyprof.load(p) for p in sorted(__import__('pathlib').Path({str(traces / 'kineto')!r}).glob('*.gz'))]; "
             "print(sorted(m for m in sys.modules if 'xspace' in m))")
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "[]"
+    out = child(code)
+    assert out.strip() == "[]"
 
 
 def test_the_xspace_sniff_shortcut_agrees_with_the_walk():
@@ -95,10 +100,8 @@ def test_summary_of_an_xspace_imports_no_numpy_ma():
             "    with contextlib.redirect_stdout(io.StringIO()):\n"
             "        assert main(['summary', f]) == 0\n"
             "print(sorted(m for m in ('numpy.ma', 'pandas', 'pyarrow', 'orjson') if m in sys.modules))")
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "[]"
+    out = child(code)
+    assert out.strip() == "[]"
 
 
 def test_summary_of_an_xspace_defines_only_the_pinned_dataclasses_in_analyze_and_report():
@@ -114,10 +117,8 @@ def test_summary_of_an_xspace_defines_only_the_pinned_dataclasses_in_analyze_and
             "print(' '.join(sorted(f'{n}.{k}' for n, m in list(sys.modules.items())\n"
             "    if n.startswith(('polyprof.analyze', 'polyprof.report')) for k, v in vars(m).items()\n"
             "    if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == n)))")
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["polyprof.analyze.finding.Finding", "polyprof.analyze.peaks.Peak",
+    out = child(code)
+    assert out.split() == ["polyprof.analyze.finding.Finding", "polyprof.analyze.peaks.Peak",
                                 "polyprof.analyze.window.Selection", "polyprof.analyze.window.Window",
                                 "polyprof.report.tables.Report"]
 
@@ -152,10 +153,8 @@ def test_summary_runs_without_collections_and_turns_the_collector_back_on():
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             f"    assert main(['summary', {str(trace)!r}]) == 0\n"
             "print(n[0], gc.isenabled())")
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["0", "True"]
+    out = child(code)
+    assert out.split() == ["0", "True"]
 
 
 def test_summary_written_to_a_pipe_or_a_terminal_imports_no_rich():
@@ -172,7 +171,4 @@ def test_summary_written_to_a_pipe_or_a_terminal_imports_no_rich():
             "    assert 'Findings' in out.getvalue()\n"
             "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))")
     for extra in ({}, {"FORCE_COLOR": "1", "COLUMNS": "100"}):
-        env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra)
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-        assert p.returncode == 0, p.stderr
-        assert p.stdout.strip() == "[]", extra
+        assert child(code, **extra).strip() == "[]", extra

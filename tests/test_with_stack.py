@@ -27,18 +27,22 @@ from polyprof.lowlevel import unseen
 SRC = Path(__file__).resolve().parents[1] / "src"
 compiled = pytest.mark.skipif(unseen.IMPLEMENTATION != "c", reason="the compiled lowlevel._unseen is not built")
 
+#: the model and data both programs train
+MODEL = r"""
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 64), torch.randn(32, 8)
+"""
+
 #: a small training loop (optimizer steps: polyprof's step hook runs in them) profiled
 #: by the program itself, after a warm-up profile (torch imports modules during its
 #: first one); the sampler and the journal wake every few ms meanwhile
 PROGRAM = r"""
 import contextlib, json, os, sys, threading
 import torch
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(32, 64), torch.randn(32, 8)
-
+"""+MODEL+r"""
 def step():
     opt.zero_grad()
     torch.nn.functional.mse_loss(model(x), y).backward()
@@ -256,12 +260,7 @@ DROP_IN = r"""
 import json, sys, threading
 import torch
 import polyprof.torch
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(32, 64), torch.randn(32, 8)
-CPU = [torch.profiler.ProfilerActivity.CPU]
+"""+MODEL+r"""CPU = [torch.profiler.ProfilerActivity.CPU]
 OPTS = {"host": {"sample_interval_s": 0.002, "journal_interval_s": 0.01}}
 
 def step():
