@@ -123,6 +123,20 @@ def test_summary_of_an_xspace_defines_only_the_pinned_dataclasses_in_analyze_and
                                 "polyprof.report.tables.Report"]
 
 
+def test_summary_of_an_xspace_without_graphs_ranges_or_collectives_skips_their_modules():
+    """The registry checks a trace for CUDA graph launches, CUPTI ranges and collectives
+    (analyze/inputs.py) before importing the analyses that read them: a GPU XSpace
+    without any gets their declared empty tables (tests/test_analysis_inputs.py) and
+    never imports those four modules (about 1 ms of a fresh process)."""
+    trace = Path(__file__).resolve().parent / "data" / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb"
+    code = ("import sys, io, contextlib\nfrom polyprof.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['summary', {str(trace)!r}]) == 0\n"
+            "print(sorted(m for m in ('cuda_graphs', 'cupti_ranges', 'collectives', 'transfers')\n"
+            "    if 'polyprof.analyze.' + m in sys.modules))")
+    assert child(code).strip() == "[]"
+
+
 def test_read_only_commands_start_numpy_without_a_blas_thread_pool():
     """`polyprof summary` imports NumPy with OpenBLAS at one thread (lowlevel/blas.py): no
     pool thread is left in the process, and the environment is as it was; a value the

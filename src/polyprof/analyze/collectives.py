@@ -39,13 +39,13 @@ from ..trace.factorize import factorize
 from ..trace.sorting import unique
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
+from .inputs import CPU_PREFIXES
 from .table import Table
 from .window import selection
 
 COLUMNS = ["key", "seq", "seq_from", "op", "pg", "name", "start_ns", "end_ns", "dur_ns", "bytes", "group_size",
            "p2p", "peer", "peer_from", "host", "row"]
 #: name prefixes of the CPU backends' work ranges (torch's ProcessGroupGloo / ProcessGroupMPI)
-CPU_PREFIXES = ("gloo:", "mpi:")
 #: the c10d ops that post a point-to-point transfer; their third input is the peer
 C10D_P2P = ("c10d::send", "c10d::recv_")
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Iterator, Mapping, NamedTuple
 
+import numpy as np
+
 from ..trace.core import Trace
-from .table import Table
+from .table import Table, _table
 
 
 class Analysis(NamedTuple):
@@ -26,14 +28,35 @@ class Analysis(NamedTuple):
     #: one row per event (grows with the trace, not with its distinct names): a job's
     #: report leaves such tables with their rank (``ranks``, stores) and gathers the rest
     per_event: bool = False
+    #: ``"module:function"``, trace -> bool: whether the trace holds what the analysis
+    #: reads (``analyze/inputs.py``); where not, the table is :attr:`empty` and the
+    #: analysis's module is not imported
+    present: str = ""
+    #: (column, NumPy dtype) of the table without its inputs: what the function returns
+    #: then (tests/test_analysis_inputs.py)
+    empty: tuple[tuple[str, str], ...] = ()
 
     def run(self, trace: Trace, *inputs: Table) -> Table:
         """The table (a function that returns a pandas DataFrame, say a third party's, has
         it converted: every analysis gives a :class:`Table`)."""
-        module, _, fn = self.function.partition(":")
-        out = getattr(importlib.import_module(module), fn)(trace, *inputs)
+        if self.present and not _call(self.present)(trace):
+            return _table({c: np.zeros(0, d) for c, d in self.empty})
+        out = _call(self.function)(trace, *inputs)
         return out if isinstance(out, Table) else Table.from_pandas(out)
 
+
+def _call(target: str) -> Callable[..., object]:
+    module, _, fn = target.partition(":")
+    f: Callable[..., object] = getattr(importlib.import_module(module), fn)
+    return f
+
+
+def _columns(spec: str) -> tuple[tuple[str, str], ...]:
+    """``"name:dtype ..."`` as (column, dtype) pairs."""
+    return tuple((c, d) for c, _, d in (x.partition(":") for x in spec.split()))
+
+
+_IN = "polyprof.analyze.inputs:"
 
 #: in report order
 ANALYSES: tuple[Analysis, ...] = (
@@ -57,10 +80,18 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("mfu", "polyprof.analyze.efficiency:mfu"),
     Analysis("kernel_efficiency", "polyprof.analyze.efficiency:kernel_efficiency"),
     Analysis("critical_path", "polyprof.analyze.critical_path:critical_path", per_event=True),
-    Analysis("cuda_graphs", "polyprof.analyze.cuda_graphs:cuda_graphs"),
-    Analysis("cupti_counters", "polyprof.analyze.cupti_ranges:cupti_counters", per_event=True),
-    Analysis("collective_stats", "polyprof.analyze.collectives:collective_summary"),
-    Analysis("transfers", "polyprof.analyze.transfers:transfers"),
+    Analysis("cuda_graphs", "polyprof.analyze.cuda_graphs:cuda_graphs", present=_IN + "graph_launches",
+             empty=_columns("graph:O replays:i8 device_ns:i8 kernels_per_replay:i8 captured_ops:i8 "
+                            "attributed_pct:i8 first_kernel:O")),
+    Analysis("cupti_counters", "polyprof.analyze.cupti_ranges:cupti_counters", per_event=True,
+             present=_IN + "profiler_ranges",
+             empty=_columns("range:i8 name:O start_ns:i8 launch_ns:i8 top_op:O bottom_op:O op_stack:O flops:f8")),
+    Analysis("collective_stats", "polyprof.analyze.collectives:collective_summary", present=_IN + "communication",
+             empty=_columns("op:O bytes:f8 count:f8 ranks:f8 total_ns:f8 mean_ns:f8 max_ns:f8 algbw_gbps:f8 "
+                            "busbw_gbps:f8")),
+    Analysis("transfers", "polyprof.analyze.transfers:transfers", present=_IN + "communication",
+             empty=_columns("src:i8 dst:i8 op:O bytes:i8 count:i8 total_bytes:i8 bytes_per_step:i8 time_ns:i8 "
+                            "time_per_step_ns:i8 blocking_ns:i8 peer_from:O")),
 )
 _BY_NAME = {a.name: a for a in ANALYSES}
 
