@@ -60,10 +60,10 @@ def _check_memory(files: list[str], windows: bool = True) -> None:
     window (with ``windows``: the default steps, ranks/stepwise.py)."""
     from pathlib import Path
 
-    from ..ranks import fits
     from .ranks import is_store
 
     if len(files) == 1 and is_store(files[0]):
+        from ..ranks import fits  # only for a store or a JSON trace: an XSpace needs no bound
         from ..store.manifest import read_manifest
 
         root = Path(files[0])
@@ -82,4 +82,6 @@ def _check_memory(files: list[str], windows: bool = True) -> None:
         from ..formats.detect import detect
 
         if detect(files[0]) in ("kineto", "chrome-json"):
+            from ..ranks import fits  # only for a store or a JSON trace: an XSpace needs no bound
+
             fits.check_file(files[0])
