@@ -138,6 +138,17 @@ def test_summary_of_an_xspace_without_graphs_ranges_or_collectives_skips_their_m
     assert child(code).strip() == "[]"
 
 
+def test_summary_modules_compile_no_rarely_used_pattern_at_import():
+    """A regular expression compiled at import costs 50-150 us: the window's step range
+    (only with --steps), devops' TensorFlow/JAX name patterns (not on a GPU trace) and
+    HTA's kernel kinds are kept as text and compiled on first use (re's cache)."""
+    from polyprof.analyze import devops, hta_compat, hta_tables, window
+
+    for pattern in (window._RANGE, devops._TF_NAME, devops._TF_TYPE, devops._JAX_TYPE, hta_compat._NOT_COMPUTE,
+                    hta_tables._COMM, hta_tables._MEMORY):
+        assert isinstance(pattern, str), pattern
+
+
 def test_read_only_commands_start_numpy_without_a_blas_thread_pool():
     """`polyprof summary` imports NumPy with OpenBLAS at one thread (lowlevel/blas.py): no
     pool thread is left in the process, and the environment is as it was; a value the

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 OP_STATS = ("tf_op", keys.OP)
 
 
-_TF_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
-_TF_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
-_JAX_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?")
+# patterns compiled on first use (re's cache), not at import: a GPU trace needs none
+_TF_NAME = r"[A-Za-z0-9.][A-Za-z0-9_./>-]*"
+_TF_TYPE = r"[A-Z_][a-zA-Z0-9_]*"
+_JAX_TYPE = r"[a-z_][a-z0-9_]*(\[.*\])?"
 
 
 def framework_op_name(fullname: str) -> str:
@@ -43,11 +44,11 @@ def framework_op_name(fullname: str) -> str:
     name, sep, typ = fullname.partition(":")
     if not sep or name == "Iterator":
         return fullname
-    if _TF_NAME.fullmatch(name) and _TF_TYPE.fullmatch(typ):
+    if re.fullmatch(_TF_NAME, name) and re.fullmatch(_TF_TYPE, typ):
         return name
     if not typ:
         return name
-    return name if _JAX_TYPE.fullmatch(typ) else fullname
+    return name if re.fullmatch(_JAX_TYPE, typ) else fullname
 
 
 def device_op_names(trace: Trace) -> np.ndarray:

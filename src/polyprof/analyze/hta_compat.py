@@ -47,7 +47,7 @@ RUNTIME_CATEGORY = "cuda_runtime"
 SYNC_NAMES = ("Event Sync", "Context Sync")
 #: names HTA does not call COMPUTATION: NCCL kernels, MTIA DMA (dma...), anything with
 #: Memcpy, Memset at the start, anything with Sync
-_NOT_COMPUTE = re.compile(r"^nccl.*Kernel|^dma|.*Memcpy|Memset|.*Sync")
+_NOT_COMPUTE = r"^nccl.*Kernel|^dma|.*Memcpy|Memset|.*Sync"  # compiled on first use (re's cache), not at import
 
 
 class HtaActivity(NamedTuple):
@@ -152,7 +152,7 @@ def _activity(trace: Trace) -> HtaActivity:
     strings = np.asarray(trace.strings, dtype=object)
     rows = np.flatnonzero(t.kept & (t.stream != -1))
     uniq, inv = np.unique(trace.events["name"][rows], return_inverse=True)
-    compute = np.array([_NOT_COMPUTE.match(strings[i]) is None for i in uniq.tolist()], bool)[inv] \
+    compute = np.array([re.match(_NOT_COMPUTE, strings[i]) is None for i in uniq.tolist()], bool)[inv] \
         if len(rows) else np.zeros(0, bool)
     return HtaActivity(rows, t.start[rows], t.end[rows], compute)
 

@@ -36,8 +36,9 @@ from .hta_compat import _NOT_COMPUTE, hta_table
 
 #: HTA's kernel types, as its state bits (COMPUTATION 1, COMMUNICATION 2, MEMORY 4)
 TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
-_COMM = re.compile(r"^nccl.*Kernel")
-_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+# compiled on first use (re's cache), not at import
+_COMM = r"^nccl.*Kernel"
+_MEMORY = r"(^Memcpy)|(^Memset)|(^dma)"
 
 
 def quicksort(a: np.ndarray) -> np.ndarray:
@@ -118,7 +119,7 @@ def _kind(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """HTA's kernel type of each row as its bit: 1 compute, 2 communication, 4 memory, 0 other."""
     uniq, inv = np.unique(trace.events["name"][rows], return_inverse=True)
     names = [trace.strings[i] for i in uniq.tolist()]
-    bits = np.array([2 if _COMM.match(s) else 4 if _MEMORY.match(s) else 0 if _NOT_COMPUTE.match(s) else 1
+    bits = np.array([2 if re.match(_COMM, s) else 4 if re.match(_MEMORY, s) else 0 if re.match(_NOT_COMPUTE, s) else 1
                      for s in names], np.int64)
     return bits[inv] if len(rows) else np.zeros(0, np.int64)
 

@@ -61,7 +61,7 @@ HTA = "hta"
 #: last device activity counted ("device": HTA's temporal breakdown convention)
 SPANS = ("steps", "device")
 AUTO_MIN_STEPS = 3
-_RANGE = re.compile(r"^\s*(-?\d+)?\s*(:)?\s*(-?\d+)?\s*$")
+_RANGE = r"^\s*(-?\d+)?\s*(:)?\s*(-?\d+)?\s*$"  # compiled on first use (re's cache), not at import
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Window:
         """From ``--steps`` text (``2:5``, ``3``, ``:5``, ``2:``) and ``--skip-first``."""
         start = stop = None
         if steps is not None and steps.strip():
-            m = _RANGE.match(steps)
+            m = re.match(_RANGE, steps)
             if not m or (m.group(1) is None and m.group(3) is None):
                 raise WindowError(f"--steps {steps!r}: expected A:B, A:, :B or N (step numbers)")
             start = int(m.group(1)) if m.group(1) is not None else None
