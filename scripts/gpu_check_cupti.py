@@ -119,15 +119,19 @@ def polyprof_run(script: Path, out: Path, *args: str, options: str | None = None
          str(script), *args], env={"PYTHONPATH": str(ROOT / "src")})
 
 
-def kernels(trace) -> tuple[int, int]:
-    """(count, total ns) of kernels on device planes."""
+def kernel_rows(trace):
+    """Rows of the kernels on device planes (derive/correlate's device activity)."""
     import numpy as np
 
+    from polyprof.derive.correlate import device_activity_rows
     from polyprof.trace.categories import Kind
 
-    rows = trace.rows_of_kind(Kind.KERNEL)
-    dev = np.array([p.kind == "device" for p in trace.planes], bool)
-    rows = rows[dev[trace.track_plane[trace.events["track"][rows]]]]
+    return np.intersect1d(device_activity_rows(trace), trace.rows_of_kind(Kind.KERNEL))
+
+
+def kernels(trace) -> tuple[int, int]:
+    """(count, total ns) of kernels on device planes."""
+    rows = kernel_rows(trace)
     return len(rows), int(trace.events["dur_ns"][rows].sum())
 
 

@@ -96,15 +96,14 @@ def run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def device_kernels(path: Path) -> tuple[int, set[str]]:
+    """(count, distinct names) of the kernels on device planes of the trace at ``path``."""
     import numpy as np
 
     import polyprof
-    from polyprof.trace.categories import Kind
+    from gpu_check_cupti import kernel_rows  # this script's sibling (scripts/ is on sys.path)
 
     t = polyprof.load(path)
-    rows = t.rows_of_kind(Kind.KERNEL)
-    dev = np.array([p.kind == "device" for p in t.planes], bool)
-    rows = rows[dev[t.track_plane[t.events["track"][rows]]]]
+    rows = kernel_rows(t)
     names = {t.strings[i] for i in np.unique(t.events["name"][rows])} if len(rows) else set()
     return len(rows), names
 

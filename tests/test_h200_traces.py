@@ -15,6 +15,7 @@ import polyprof
 from polyprof.analyze.frames import column
 from polyprof.analyze.cuda_graphs import cuda_graphs
 from polyprof.derive import cache
+from polyprof.derive.correlate import device_activity_rows
 from polyprof.formats import xplane_pb2
 from polyprof.trace.categories import Kind
 from polyprof.trace.metadata_keys import clock_fits
@@ -23,9 +24,7 @@ DATA = Path(__file__).parent / "data" / "h200"
 
 
 def device_kernels(trace: polyprof.Trace) -> np.ndarray:
-    rows = trace.rows_of_kind(Kind.KERNEL)
-    dev = np.array([p.kind == "device" for p in trace.planes], bool)
-    return rows[dev[trace.track_plane[trace.events["track"][rows]]]]
+    return np.intersect1d(device_activity_rows(trace), trace.rows_of_kind(Kind.KERNEL))
 
 
 def test_jax_command_buffer_xspace_reads_every_kernel_and_replay() -> None:
