@@ -1,4 +1,4 @@
-"""A store read and written with less memory (issue 27 item 5): store/arrow_numpy.py's
+"""A store read and written with less memory (issue 27 item 5): trace/arrow_numpy.py's
 NumPy values and validity of a stored column, read from its buffers, equal pyarrow's
 ``to_numpy`` (the path that imports pandas), sliced and chunked columns and nulls
 included; ``summary STORE`` runs without importing pandas; only text columns are
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import polyprof
-from polyprof.store.arrow_numpy import valid, values
+from polyprof.trace.arrow_numpy import valid, values
 
 V100 = Path(__file__).resolve().parent / "data/traces/kineto/v100_ns_resolution_rank0.json.gz"
 

@@ -19,6 +19,7 @@ import orjson
 import pyarrow as pa
 
 from ..errors import TraceFormatError, TraceSchemaError
+from ..trace import arrow_numpy
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable, check_column
@@ -70,7 +71,7 @@ def _column(t: pa.Table, name: str, col: str, dtype: Any, path: Path) -> np.ndar
     if not _NUMERIC["i" if kind in "iu" else "f"](c.type) or c.null_count:
         raise TraceFormatError(path, f"damaged .polyprof file: {name} column {col!r} is {c.type}"
                                      f"{' with nulls' if c.null_count else ''}, expected {np.dtype(dtype)}")
-    a = _numbers(c)
+    a = arrow_numpy.values(c)  # from the value buffers: pyarrow's to_numpy imports pandas
     if kind in "iu" and len(a):
         info = np.iinfo(dtype)
         if a.dtype.kind == "u" and a.max() > info.max or a.dtype.kind == "i" and (a.min() < info.min
@@ -78,20 +79,6 @@ def _column(t: pa.Table, name: str, col: str, dtype: Any, path: Path) -> np.ndar
             raise TraceFormatError(path, f"damaged .polyprof file: {name} column {col!r} has values beyond "
                                          f"{np.dtype(dtype)}")
     return a.astype(dtype, copy=False)
-
-
-def _numbers(c: pa.ChunkedArray) -> np.ndarray:
-    """A column of integers or floats without nulls as NumPy, straight from its Arrow
-    value buffers (pyarrow's ``to_numpy`` imports pandas: 0.3 s and 90 MB that loading
-    a trace for the pandas-free summary would otherwise pay). Read-only where zero-copy,
-    as ``to_numpy`` gives it."""
-    t = c.type
-    dt = np.dtype(f"<{'f' if pa.types.is_floating(t) else 'i' if pa.types.is_signed_integer(t) else 'u'}"
-                  f"{t.bit_width // 8}")
-    parts = [np.frombuffer(ch.buffers()[1], dt, len(ch), ch.offset * dt.itemsize) for ch in c.chunks if len(ch)]
-    if not parts:
-        return np.zeros(0, dt)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _columns(zf: zipfile.ZipFile, name: str, spec: dict[str, Any], path: Path,
@@ -156,7 +143,7 @@ def _stats(zf: zipfile.ZipFile, path: Path, entries: Any, n_events: int, infl: I
         elif vcol.null_count:
             raise TraceFormatError(path, f"damaged .polyprof file: stat {s['key']!r} has null values")
         else:
-            values = _numbers(vcol)
+            values = arrow_numpy.values(vcol)
         col = StatColumn(rows, values)
         try:
             check_column(s["key"], col, n_events)

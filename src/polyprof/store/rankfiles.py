@@ -37,8 +37,8 @@ from ..trace.stats import StatColumn, StatTable
 from ..trace.arrow_arrays import array, from_column, table
 from ..trace.arrow_columns import numeric, validity
 from ..trace.tables import _dict_column
-from .arrow_numpy import valid as valid_of
-from .arrow_numpy import values as values_of
+from ..trace.arrow_numpy import valid as valid_of
+from ..trace.arrow_numpy import values as values_of
 
 #: Event rows per Parquet row group (what a streaming reader holds at once).
 CHUNK_ROWS = 1 << 18

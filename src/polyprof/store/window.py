@@ -32,8 +32,8 @@ from ..errors import TraceFormatError
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable
-from .arrow_numpy import valid as valid_of
-from .arrow_numpy import values as values_of
+from ..trace.arrow_numpy import valid as valid_of
+from ..trace.arrow_numpy import values as values_of
 from .rankfiles import _WELL_KNOWN, _read, read_header
 
 #: a row group's values of one stat: numbers as an array, text and bytes as a list
