@@ -39,7 +39,7 @@ from ..trace.factorize import factorize
 from ..trace.sorting import unique
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
-from .inputs import CPU_PREFIXES
+from .inputs import cpu_comm_rows
 from .table import Table
 from .window import selection
 
@@ -163,16 +163,6 @@ def collective_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = cpu_comm_rows(trace)
     st = trace.start_ns[rows]
     return rows, st, st + trace.dur_ns[rows]
-
-
-def cpu_comm_rows(trace: Trace) -> np.ndarray:
-    """Rows of the CPU backends' work ranges (``gloo:*``, ``mpi:*``) that last."""
-    if not trace.n_events:
-        return np.zeros(0, np.int64)
-    ids = [i for i, s in enumerate(trace.strings) if s.lower().startswith(CPU_PREFIXES)]
-    if not ids:
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(np.isin(trace.events["name"], ids) & (trace.events["dur_ns"] > 0))
 
 
 def _json(x: object) -> object:

@@ -29,9 +29,17 @@ def profiler_ranges(trace: Trace) -> bool:
     return PROFILER_RANGE_CATEGORY in trace.strings
 
 
+def cpu_comm_rows(trace: Trace) -> np.ndarray:
+    """Rows of the CPU backends' work ranges (``gloo:*``, ``mpi:*``) that last."""
+    if not trace.n_events:
+        return np.zeros(0, np.int64)
+    ids = [i for i, s in enumerate(trace.strings) if s.lower().startswith(CPU_PREFIXES)]
+    if not ids:
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.isin(trace.events["name"], ids) & (trace.events["dur_ns"] > 0))
+
+
 def communication(trace: Trace) -> bool:
-    """A device communication activity, or a name of a CPU backend's work range
-    (``collective_stats``, ``transfers``: ``collectives.collective_rows``)."""
-    if bool(np.any(device_view(trace).cls == COMMUNICATION)):
-        return True
-    return trace.n_events > 0 and any(s.lower().startswith(CPU_PREFIXES) for s in trace.strings)
+    """What ``collectives.collective_rows`` finds: a device communication activity, else
+    a CPU backend's work range (``collective_stats``, ``transfers``)."""
+    return bool(np.any(device_view(trace).cls == COMMUNICATION)) or len(cpu_comm_rows(trace)) > 0
