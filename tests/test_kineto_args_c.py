@@ -13,6 +13,7 @@ import pytest
 
 import polyprof
 from polyprof.formats.kineto import deferred
+from polyprof.trace.categories import Kind
 
 pytestmark = pytest.mark.skipif(deferred.IMPLEMENTATION != "c",
                                 reason="the _args extension is not built (python setup.py build_ext --inplace)")
@@ -193,3 +194,91 @@ def test_may_hold_without_the_walk_says_yes_where_the_walk_does(kineto_files, mo
         scanned = [args._batches_with([k]) for k in keys]
         for e, sc in zip(exact, scanned):
             assert all(s or not x for x, s in zip(e, sc))  # the scan is conservative: a superset
+
+
+# ---------------------------------------------------------------- some rows: _args.select
+_ROW_KEYS = ["Input Dims", "Input type", "Concrete Inputs", "stream", "device", "Sequence number", "grid",
+             "correlation_id", "External id", "no such arg"]
+
+
+def _rows_both(args: deferred.DeferredArgs, keys: list, rows: np.ndarray, monkeypatch) -> tuple[dict, dict]:
+    """DeferredArgs.rows through the compiled walk and through the Python path."""
+    got = args.rows(keys, rows)
+    with monkeypatch.context() as m:
+        m.setattr(deferred, "_args", None)
+        want = args.rows(keys, rows)
+    return got, want
+
+
+def _assert_same_columns(got: dict, want: dict, where: object) -> None:
+    assert list(got) == list(want), where
+    for k in want:
+        assert np.array_equal(got[k].rows, want[k].rows), (where, k)
+        assert got[k].values.dtype == want[k].values.dtype, (where, k)
+        assert got[k].values.tolist() == want[k].values.tolist(), (where, k)
+
+
+def test_some_rows_of_every_shared_trace_as_the_python_path(kineto_files, monkeypatch):
+    """The op-shape lookup (flops.py asks for ``Input Dims`` of some ops) gives the same
+    typed columns through ``_args.select`` as through msgspec's per-event decode."""
+    rng = np.random.default_rng(3)
+    for path in kineto_files:
+        trace = polyprof.load(path)
+        args = next(p.decode.__self__ for p in trace.stats._deferred
+                    if isinstance(getattr(p.decode, "__self__", None), deferred.DeferredArgs))
+        n = trace.n_events
+        ops = trace.rows_of_kind(Kind.CPU_OP)
+        for rows in (np.arange(n), ops, np.sort(rng.choice(n, min(n, 500), replace=False)), np.array([n - 1]),
+                     np.zeros(0, np.int64)):
+            got, want = _rows_both(args, _ROW_KEYS, rows, monkeypatch)
+            _assert_same_columns(got, want, (path.name, len(rows)))
+
+
+def test_select_takes_only_the_rows_and_names_asked_for():
+    text = b'[{"a": [1, 2], "b": "x"}, {"b": 2}, {"a": [3], "c": {"d": "}"}}, {}, {"a": null}]'
+    got = deferred._args.select(text, 10, ("a", "c"), np.array([10, 12, 14], np.int64).tobytes())
+    out = {k: (np.frombuffer(r, np.int64).tolist(), j, np.frombuffer(n, np.int64).tolist())
+           for k, (r, j, n) in got.items()}
+    assert out == {"a": ([10, 12, 14], b"[[1, 2],[3],null]", [6, 3, 4]), "c": ([12], b'[{"d": "}"}]', [10])}
+    # rows outside the batch, and a batch none of whose rows is asked for
+    assert deferred._args.select(text, 10, ("a",), np.array([3, 99], np.int64).tobytes()) == {}
+    assert deferred._args.select(b"[]", 0, ("a",), np.array([0], np.int64).tobytes()) == {}
+
+
+@pytest.mark.parametrize("text", [
+    b'[{"a\\u0062": 1}]',  # an escaped name in an event asked for
+    b'[{"a": 1, "a": 2}]',  # a name asked for twice
+    b'[[1, 2]]',  # an args value that is not an object
+    b'[null]',
+    b'[{"a": }]',
+    b'{"a": 1}',
+])
+def test_what_select_leaves_to_the_python_path(text: bytes, monkeypatch):
+    with pytest.raises(ValueError):
+        deferred._args.select(text, 0, ("a", "ab"), np.array([0], np.int64).tobytes())
+    try:
+        deferred._DECODE_RAWS(text)
+    except Exception:  # noqa: BLE001 - not a batch the load would keep
+        return
+    args = deferred.DeferredArgs([(0, text)], {})
+    got, want = _rows_both(args, ["a", "ab", "args"], np.array([0]), monkeypatch)
+    _assert_same_columns(got, want, text)
+
+
+def test_generated_args_some_rows_as_the_python_path(monkeypatch):
+    rng = random.Random(12)
+    names = ["a", "b", "Input Dims", "Input type", "stream", "Concrete Inputs", "sp ace", "ünicode"]
+    for _ in range(150):
+        batches, base = [], 0
+        for _ in range(rng.randrange(1, 4)):
+            events = [{k: _value(rng) for k in rng.sample(names, rng.randrange(0, 5))}
+                      for _ in range(rng.randrange(1, 30))]
+            sep = rng.choice([(",", ":"), (", ", ": ")])
+            text = ("[" + sep[0].join(json.dumps(e, separators=sep, ensure_ascii=False) for e in events)
+                    + "]").encode()
+            batches.append((base, text))
+            base += len(events)
+        rows = np.sort(np.array(rng.sample(range(base), rng.randrange(1, base + 1)), np.int64))
+        args = deferred.DeferredArgs(batches, {})
+        got, want = _rows_both(args, ["a", "Input Dims", "Input type", "stream", "ünicode"], rows, monkeypatch)
+        _assert_same_columns(got, want, batches)

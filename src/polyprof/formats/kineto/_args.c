@@ -14,6 +14,12 @@
  * grouping by arg-name shape) gives, without a Python object per event or per value.
  * names(text) walks the same way and returns the set of every arg name (what a
  * lookup of a key asks first: whether any event has it).
+ *
+ * select(text, base, names, rows) takes only the events of `rows` (int64 bytes,
+ * ascending, the batch's rows) and only the args called one of `names` (a tuple of str):
+ * the same (rows, joined, lens) per name that has a value there, the other events
+ * skipped over without reading their args (what deferred.DeferredArgs.rows decodes:
+ * an op's input shapes, for a few thousand of a trace's events).
  * Only the plain case is taken: every element an object, names without escapes, no name
  * twice in one object. Anything else (or text that is not JSON) raises ValueError, and
  * the caller takes the Python path, which handles every case. The text was checked at
@@ -321,6 +327,134 @@ done:
     return out;
 }
 
+/* ---------------------------------------------------------------- select */
+#define MAX_SELECT 16  /* names asked for at once; more: ValueError */
+
+/* One wanted event's args object at s[i] == '{': the values of the names asked for
+ * added to their groups; the end, or -1. */
+static Py_ssize_t selected(Group *want, Py_ssize_t nwant, const char *s, Py_ssize_t i, Py_ssize_t end,
+                           int64_t row) {
+    int seen[MAX_SELECT] = {0};
+    i = skip_ws(s, i + 1, end);
+    if (i < end && s[i] == '}') return i + 1;
+    for (;;) {
+        if (i >= end || s[i] != '"') return fail("an arg name expected");
+        Py_ssize_t kend = string_end(s, i, end);
+        if (kend < 0) return fail("unterminated arg name");
+        const char *key = s + i + 1;
+        Py_ssize_t klen = kend - i - 2;
+        if (memchr(key, '\\', (size_t)klen)) return fail("an escaped arg name");
+        Py_ssize_t w = 0;
+        while (w < nwant && !(want[w].len == klen && memcmp(want[w].key, key, (size_t)klen) == 0)) w++;
+        i = skip_ws(s, kend, end);
+        if (i >= end || s[i] != ':') return fail("':' expected");
+        i = skip_ws(s, i + 1, end);
+        Py_ssize_t vend = value_end(s, i, end);
+        if (vend < 0) return fail("a malformed arg value");
+        if (w < nwant) {
+            if (seen[w]++) return fail("an arg name twice in one event");
+            if (add(&want[w], row, s + i, vend - i) < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+        }
+        i = skip_ws(s, vend, end);
+        if (i < end && s[i] == ',') {
+            i = skip_ws(s, i + 1, end);
+            continue;
+        }
+        if (i < end && s[i] == '}') return i + 1;
+        return fail("',' or '}' expected");
+    }
+}
+
+static PyObject *select_args(PyObject *self, PyObject *args) {
+    Py_buffer buf, rows_buf;
+    long long base = 0;
+    PyObject *names = NULL, *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*LO!y*", &buf, &base, &PyTuple_Type, &names, &rows_buf)) return NULL;
+    Group want[MAX_SELECT];
+    Py_ssize_t nwant = PyTuple_GET_SIZE(names), k;
+    memset(want, 0, sizeof(want));
+    const char *s = buf.buf;
+    Py_ssize_t end = buf.len, i;
+    const int64_t *rows = rows_buf.buf;
+    Py_ssize_t nrows = rows_buf.len / (Py_ssize_t)sizeof(int64_t), next = 0;
+    if (nwant > MAX_SELECT) {
+        fail("too many arg names asked for");
+        goto done;
+    }
+    for (k = 0; k < nwant; k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "names must be str");
+            goto done;
+        }
+        want[k].key = PyUnicode_AsUTF8AndSize(name, &want[k].len);
+        if (!want[k].key) goto done;
+    }
+    i = skip_ws(s, 0, end);
+    if (i >= end || s[i] != '[') {
+        fail("'[' expected");
+        goto done;
+    }
+    i = skip_ws(s, i + 1, end);
+    int64_t row = base;
+    while (next < nrows && rows[next] < row) next++;  /* rows before the batch: none of its events */
+    if (i < end && s[i] == ']') {
+        i++;
+    } else {
+        for (;;) {
+            if (next >= nrows) {  /* every row asked for is read: the rest is not looked at */
+                i = end;
+                break;
+            }
+            if (rows[next] == row) {
+                if (i >= end || s[i] != '{') {
+                    fail("an args object expected");
+                    goto done;
+                }
+                i = selected(want, nwant, s, i, end, row);
+                next++;
+            } else {
+                i = value_end(s, i, end);
+                if (i < 0) fail("a malformed args value");
+            }
+            if (i < 0) goto done;
+            row++;
+            while (next < nrows && rows[next] < row) next++;  /* not ascending: skipped */
+            i = skip_ws(s, i, end);
+            if (i < end && s[i] == ',') {
+                i = skip_ws(s, i + 1, end);
+                continue;
+            }
+            if (i < end && s[i] == ']') {
+                i++;
+                break;
+            }
+            fail("',' or ']' expected");
+            goto done;
+        }
+    }
+    if (skip_ws(s, i, end) != end) {
+        fail("text after the args");
+        goto done;
+    }
+    Table t = {0};
+    t.groups = want;
+    t.n = nwant;
+    out = result(&t);
+done:
+    for (k = 0; k < nwant; k++) {
+        PyMem_Free(want[k].rows);
+        PyMem_Free(want[k].lens);
+        PyMem_Free(want[k].text);
+    }
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&rows_buf);
+    return out;
+}
+
 static PyObject *groups(PyObject *self, PyObject *args) { return walk(args, 1); }
 
 static PyObject *names(PyObject *self, PyObject *args) { return walk(args, 0); }
@@ -331,6 +465,10 @@ static PyMethodDef methods[] = {
     {"groups", groups, METH_VARARGS,
      "groups(text, base, skip) -> {name: (rows int64 bytes, joined JSON bytes, lens int64 bytes)}: one batch "
      "of args grouped by arg name; ValueError outside the plain case."},
+    {"select", select_args, METH_VARARGS,
+     "select(text, base, names, rows) -> {name: (rows int64 bytes, joined JSON bytes, lens int64 bytes)}: the "
+     "args called one of the tuple names of the events of rows (int64 bytes, ascending) only; ValueError outside "
+     "the plain case."},
     {NULL, NULL, 0, NULL},
 };
 

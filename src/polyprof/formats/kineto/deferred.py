@@ -151,6 +151,11 @@ class DeferredArgs:
         Values are typed from these rows as the full decode types a column."""
         names = {k: arg_names(k) for k in keys}
         rows = unique(np.asarray(rows, np.int64))
+        if _args is not None and all(len(n) == 1 for n in names.values()) and not any(k in self.late for k in keys):
+            try:
+                return self._selected(keys, rows)
+            except ValueError:  # escaped names, an args value that is not an object...: the Python path
+                pass
         batches = self.batches
         starts = bases(batches) + [np.iinfo(np.int64).max]
         got: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in keys}
@@ -183,6 +188,32 @@ class DeferredArgs:
                 _, r_arr, arr = _typed_stat(names[k][0], np.asarray(r_list, np.int64), vals)
                 if len(r_arr):
                     out[k] = StatColumn(r_arr, arr)
+        return out
+
+    def _selected(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
+        """:meth:`rows` by the compiled walk (``_args.select``): each batch holding some of
+        the rows gives the raw values of just those events' args asked for, which are
+        typed as one column per key across the batches (as :meth:`rows` types them)."""
+        wanted = tuple(arg_names(k)[0] for k in keys)
+        batches = self.batches
+        starts = bases(batches) + [np.iinfo(np.int64).max]
+        bounds = np.searchsorted(rows, starts)
+        got: dict[str, list[tuple[bytes, bytes, bytes]]] = {}
+        for i in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+            sel = rows[bounds[i]:bounds[i + 1]]
+            for name, part in _args.select(batches[i][1], starts[i], wanted, sel.tobytes()).items():
+                got.setdefault(name, []).append(part)
+        out = {}
+        for k, name in zip(keys, wanted):
+            parts = got.get(name)
+            if not parts:
+                continue
+            r = np.frombuffer(b"".join(p[0] for p in parts), np.int64)
+            joined = parts[0][1] if len(parts) == 1 else b"[" + b",".join(p[1][1:-1] for p in parts) + b"]"
+            lens = np.frombuffer(b"".join(p[2] for p in parts), np.int64)
+            _, r_arr, arr = _typed_joined(name, r, joined, lens)
+            if len(r_arr):
+                out[k] = StatColumn(r_arr, arr)
         return out
 
 
