@@ -18,10 +18,10 @@ from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import unique
-from .depgraph import Context, DepGraph, build
+from .depgraph import Context, DepGraph, build, window_rows
 from .frames import column, empty_frame, frame
 from .table import Table
-from .longest_path import LongestPath, longest_path
+from .longest_path import LongestPath, forest_times, longest_path
 from .window import WindowArg, view
 
 COLUMNS = ["rank", "step", "name", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns", "path_ns"]
@@ -125,23 +125,29 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     rank = rank_of(trace)
     ctx = Context(trace)  # the whole trace's part, once for every step
     for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
-        g = build(trace, t0, t1, ctx)
-        if not len(g.rows):
+        w = window_rows(ctx, t0, t1)
+        if not len(w.host) + len(w.dev) + len(w.sy):
             continue
-        p = longest_path(g)
-        on, slack = event_times(g, p)
-        rows = g.rows
+        times = _host_only(trace, ctx, w.host) if not len(w.dev) and not len(w.sy) else None
+        if times is not None:
+            rows, device = w.host, np.zeros(len(w.host), bool)
+            on, slack, length = times
+        else:
+            g = build(trace, t0, t1, ctx, w)
+            p = longest_path(g)
+            on, slack = event_times(g, p)
+            rows, device, length = g.rows, g.device, p.length
         parts.append({
             "rank": np.full(len(rows), rank, np.int64),
             "step": np.full(len(rows), number, np.int64),
             "name": np.asarray(ev["name"][rows], np.int64),  # codes: texts once, after the sort
-            "kind": _kind_codes(trace, rows, g.device),
+            "kind": _kind_codes(trace, rows, device),
             "track": np.asarray(ev["track"][rows], np.int64),
             "start_ns": np.asarray(ev["start_ns"][rows], np.int64),
             "dur_ns": np.asarray(ev["dur_ns"][rows], np.int64),
             "on_path_ns": on,
             "slack_ns": slack,
-            "path_ns": np.full(len(rows), p.length, np.int64),
+            "path_ns": np.full(len(rows), length, np.int64),
         })
     if not parts:
         return empty_frame(COLUMNS, _TEXT)
@@ -149,6 +155,15 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     order = np.lexsort((cols["start_ns"], cols["step"]))
     text = {"name": names, "kind": _KIND_TEXT, "track": track_names}
     return frame({c: text[c][v[order]] if c in text else v[order] for c, v in cols.items()})
+
+
+def _host_only(trace: Trace, ctx: Context, host: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """A window whose graph holds host calls alone (a trace without launches, such as a
+    TPU's: its host ops' nesting per thread): :func:`event_times` and the path's length
+    from the calls' nesting (``longest_path.forest_times``), None where that does not
+    decide them."""
+    thread = cache.threads(trace)[ctx.track[host]]
+    return forest_times(thread, ctx.start[host], ctx.end[host], ctx.waits[ctx.names[host]])
 
 
 def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

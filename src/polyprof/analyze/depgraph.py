@@ -247,23 +247,34 @@ def _in(rows: np.ndarray, t: np.ndarray, t0: int, t1: int) -> np.ndarray:
     return np.sort(rows[np.searchsorted(t, t0, "left"):np.searchsorted(t, t1, "right")])
 
 
-def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None) -> DepGraph:
-    """The graph of the ops starting in ``[t0, t1]`` on host threads and of the device
-    activity launched from calls starting there. ``ctx``: the trace's :class:`Context`,
-    made once for every window of one trace."""
+class Window(NamedTuple):
+    """The rows of one window's graph: host ops and runtime calls, device activity (with
+    its launches) and synchronisation records (with their host calls)."""
+
+    host: np.ndarray
+    dev: np.ndarray
+    dev_launch: np.ndarray
+    sy: np.ndarray
+    sy_call: np.ndarray
+
+
+def window_rows(ctx: Context, t0: int, t1: int) -> Window:
+    """The ops starting in ``[t0, t1]`` on host threads, the device activity launched
+    from calls starting there, and the synchronisation records of those calls."""
+    host = _in(ctx.host, ctx.host_t, t0, t1)
+    pos = _in(ctx.dev_pos, ctx.dev_t, t0, t1)
+    # synchronisation records on devices, tied to their host call by correlation id
+    call_t = ctx.start[ctx.sy_call]
+    ok = ctx.sy_always | ((call_t >= t0) & (call_t <= t1) & ctx.sy_timed)
+    return Window(host, ctx.corr.device_rows[pos], ctx.corr.launch[pos], ctx.sy[ok], ctx.sy_call[ok])
+
+
+def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: Window | None = None) -> DepGraph:
+    """The graph of :func:`window_rows`' rows. ``ctx``: the trace's :class:`Context`, made
+    once for every window of one trace; ``rows_of``: the window, if already taken."""
     ctx = Context(trace) if ctx is None else ctx
     start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
-
-    host = _in(ctx.host, ctx.host_t, t0, t1)
-
-    # device activity launched from inside the window
-    pos = _in(ctx.dev_pos, ctx.dev_t, t0, t1)
-    dev, dev_launch = corr.device_rows[pos], corr.launch[pos]
-
-    # synchronisation records on devices, tied to their host call by correlation id
-    call_t = start[ctx.sy_call]
-    ok = ctx.sy_always | ((call_t >= t0) & (call_t <= t1) & ctx.sy_timed)
-    sy, sy_call = ctx.sy[ok], ctx.sy_call[ok]
+    host, dev, dev_launch, sy, sy_call = window_rows(ctx, t0, t1) if rows_of is None else rows_of
 
     rows = np.concatenate([host, dev, sy])
     n_h, n_d = len(host), len(dev)

@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from ..derive.intervals import nesting_depth
 from ..errors import PolyprofError
 from ..trace.sorting import lexsort
 from .depgraph import DepGraph
@@ -126,6 +127,53 @@ def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
     v = int(src[edges[0]]) if len(edges) else end
     nodes = np.concatenate([[v], g.dst[edges]]).astype(np.int64)
     return LongestPath(nodes, edges, int(f[end]), f[g.src] + g.weight + b[g.dst], f, b)
+
+
+def forest_times(thread: np.ndarray, start: np.ndarray, end: np.ndarray, waits: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """What :func:`longest_path` and ``critical_path.event_times`` give for a graph of host
+    calls alone (``depgraph`` with no device activity or synchronisation record), without
+    building it: (per call, its time on the path; its slack; the path's length). Calls of
+    positive duration, per ``thread``; ``waits``: the calls whose end the host waits for.
+
+    Such a graph is one chain per thread (the nesting walk), with weights of zero or more:
+    the longest path through any of a thread's edges is the thread's whole chain, whose
+    length is what its calls own, each its duration less its direct children's (less the
+    time from its last child to its end for a waiting call, whose end edge weighs
+    nothing). The path is the longest thread's chain. None where that does not decide
+    it: calls that do not nest (a child outlasting its parent), or two threads of the
+    longest length (ties go by the graph's node order): build the graph there."""
+    n = len(start)
+    order, _, depth = nesting_depth(thread, start, end)
+    if len(order) != n or not n:
+        return None
+    s, e = start[order], end[order]
+    par = np.full(n, -1, np.int64)  # per position in ``order``, its parent's position
+    for d in range(1, int(depth.max()) + 1):
+        here, up = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+        par[here] = up[np.searchsorted(up, here) - 1]
+    has = np.flatnonzero(par >= 0)
+    p = par[has]
+    if not bool((e[has] <= e[p]).all()):
+        return None
+    children = np.zeros(n, np.int64)
+    np.add.at(children, p, e[has] - s[has])
+    last = s.copy()  # its start, or its last child's end (children of one parent are disjoint)
+    np.maximum.at(last, p, e[has])
+    owned = e - s - children
+    w = waits[order]
+    owned[w] -= e[w] - last[w]
+    th = thread[order]
+    firsts = np.flatnonzero(np.r_[True, th[1:] != th[:-1]])
+    total = np.add.reduceat(owned, firsts)
+    length = int(total.max())
+    if int((total == length).sum()) > 1:
+        return None
+    of = np.repeat(np.arange(len(firsts)), np.diff(np.r_[firsts, n]))  # thread index per position
+    on, slack = np.empty(n, np.int64), np.empty(n, np.int64)
+    on[order] = np.where(total[of] == length, owned, 0)
+    slack[order] = length - total[of]
+    return on, slack, length
 
 
 def _offsets(node: np.ndarray, n: int) -> np.ndarray:
