@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from .. import kineto_memory
+from ...errors import TraceFormatError
 from ...lowlevel.heap import trim
 from ...trace.core import Trace
 from ...trace import keys
@@ -202,6 +203,10 @@ def _match_ends(col: "_Collector", b_rows: np.ndarray, pair: np.ndarray, ts: np.
         col.skipped["E (no open B)"] = unmatched_e
 
 def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray) -> dict[str, Any]:
+    if top.get("__list__") and not len(ts) and not col.counters and set(col.skipped) == {"None"}:
+        # a JSON list of records none of which is an event (e.g. TraceLens' execution_details.json)
+        raise TraceFormatError(col.path, f"not a Chrome/Kineto trace: a JSON list of {col.skipped['None']} "
+                                         "objects, none with 'ph' (an event's phase)")
     meta: dict[str, Any] = {}
     for k, v in top.items():
         if k not in ("traceEvents", "__list__"):

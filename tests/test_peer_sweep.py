@@ -1,0 +1,40 @@
+"""What the sweep over peers' public test data (scripts/peer_sweep.py, docs/peer_data.md)
+found wrong, each pinned on the peer's real file (tests/data/peers/, licences beside)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import polyprof
+from polyprof.errors import TraceFormatError
+
+PEERS = Path(__file__).parent / "data" / "peers"
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polyprof", *argv], capture_output=True, text=True, timeout=120)
+
+
+def test_a_json_list_of_records_that_are_not_events_is_refused(tmp_path: Path) -> None:
+    """TraceLens' execution_details.json (a list of one object, no 'ph') was read as an
+    empty trace, and `summary` printed "0 events" with exit 0."""
+    f = PEERS / "tracelens" / "sglang_decode_execution_details.json"
+    with pytest.raises(TraceFormatError, match="a JSON list of 1 objects, none with 'ph'") as e:
+        polyprof.load(f)
+    assert e.value.path == str(f)
+    p = _cli("summary", str(f))
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == [f"polyprof: error: {f}: not a Chrome/Kineto trace: a JSON list "
+                                             "of 1 objects, none with 'ph' (an event's phase)"]
+    # an empty list is an empty trace, and a list with one event among other records a trace
+    (tmp_path / "empty.json").write_text("[]")
+    assert polyprof.load(tmp_path / "empty.json").n_events == 0
+    (tmp_path / "one.json").write_text('[{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1},'
+                                       ' {"file": "x"}]')
+    t = polyprof.load(tmp_path / "one.json")
+    assert t.n_events == 1
+    assert t.metadata["warnings"] == ["kineto: events not imported: 1 x ph=None"]
