@@ -5,9 +5,10 @@ What Perfetto's SDK, its tracing service, rocprofv3 and polyprof's own writer
 and end, instants, legacy complete slices, counters, flows, debug annotations), their
 interned strings and incremental state, track descriptors (processes, threads, named
 and counter tracks under their parents), clock snapshots, and the GPU messages
-``GpuRenderStageEvent`` and ``GpuCounterEvent``. Decoded with the protobuf library
-(``trace.proto``, the part of Perfetto's protos read here, generated into
-``trace_pb2``), streamed a run of packets at a time, into columns.
+``GpuRenderStageEvent`` and ``GpuCounterEvent``. Streamed a run of packets at a time,
+into columns: track events, counter events and interned data walked in C from the wire
+(``walked.py``), the other packets decoded with the protobuf library (``trace.proto``,
+the part of Perfetto's protos read here, generated into ``trace_pb2``).
 
 The stages, one module each, in the order data flows:
 
@@ -16,6 +17,7 @@ The stages, one module each, in the order data flows:
   foreign bytes reported with their offset;
 - ``collector.py``: each packet into columns, with ``sequences.py`` (per-sequence
   interned data, defaults, validity) and ``clocks.py`` (snapshots, scoped clocks);
+  ``walked.py`` + ``_walk.c``: the same for the common packets, compiled;
 - ``slices.py``: begin/end pairs and flow chains, vectorised;
 - ``tracks.py``: Perfetto's tracks -> polyprof's planes and tracks;
 - ``build.py``: the Trace.
@@ -28,13 +30,14 @@ annotations; the trace's ``warnings`` count what was skipped.
 from __future__ import annotations
 
 import gc
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from typing import TYPE_CHECKING
 
 from ..safety import guarded
-from .shape import looks_like_packets
+from .shape import looks_like_packets, varint
 
 if TYPE_CHECKING:
     from ...trace.core import Trace
@@ -69,6 +72,7 @@ def load(path: str | Path, progress: bool = False) -> "Trace":
     from . import packets  # (as above)
     from .build import build  # (as above)
     from .collector import Collector  # (as above)
+    from .walked import IMPLEMENTATION, Walked  # (as above)
 
     path = Path(path)
     if not path.exists():
@@ -80,20 +84,24 @@ def load(path: str | Path, progress: bool = False) -> "Trace":
         raise TraceFormatError(path, "empty file")
     Trace_ = pb().Trace
     col = Collector()
+    walked = Walked(col) if IMPLEMENTATION == "c" else None
     bar = _Progress(progress, path, size)
     gc_was_on = gc.isenabled()
     gc.disable()  # the decoded messages make no cycles; the collector would only rescan them
     n_packets = 0
     try:
         for offset, data in packets.chunks(path, bar):
-            try:
-                msg = Trace_.FromString(data)
-            except (DecodeError, ValueError, RuntimeError) as e:
-                raise TraceFormatError(path, f"damaged Perfetto trace: the packets from byte {offset:,} do not "
-                                             f"decode as TracePackets ({str(e) or 'decode error'})") from None
-            n_packets += len(msg.packet)
-            col.add(msg)
-            del msg
+            if walked is not None:
+                n_packets += 1  # a run holds one packet at least
+                walked.add(data, partial(_packet, path, offset))
+            else:
+                try:
+                    msg = Trace_.FromString(data)
+                except (DecodeError, ValueError, RuntimeError) as e:
+                    raise _first_damaged(path, offset, data, e) from None
+                n_packets += len(msg.packet)
+                col.add(msg)
+                del msg
             check_events(path, col.n)
         if not n_packets:
             raise TraceFormatError(path, "holds no Perfetto packets")
@@ -103,3 +111,37 @@ def load(path: str | Path, progress: bool = False) -> "Trace":
         bar.stop()
         if gc_was_on:
             gc.enable()
+
+
+def _packet(path: Path, offset: int, data: bytes, start: int, end: int) -> Any:
+    """The message of the packet at ``data[start:end]`` (its tag and length included) of
+    the run at ``offset``."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        return pb().TracePacket.FromString(data[varint(data, start + 1)[1]:end])
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise _damaged(path, offset + start, e) from None
+
+
+def _damaged(path: Path, offset: int, e: Exception) -> Exception:
+    from ...errors import TraceFormatError  # (as in load)
+
+    return TraceFormatError(path, f"damaged Perfetto trace: the packets from byte {offset:,} do not decode as "
+                                  f"TracePackets ({str(e) or 'decode error'})")
+
+
+def _first_damaged(path: Path, offset: int, data: bytes, e: Exception) -> Exception:
+    """The error of the first packet of a run that does not decode (both paths name it)."""
+    from google.protobuf.message import DecodeError
+
+    pos = 0
+    while pos < len(data):
+        length, start = varint(data, pos + 1)
+        end = start + (length or 0)
+        try:
+            pb().TracePacket.FromString(data[start:end])
+        except (DecodeError, ValueError, RuntimeError) as bad:
+            return _damaged(path, offset + pos, bad)
+        pos = end
+    return _damaged(path, offset, e)

@@ -122,9 +122,7 @@ class Collector:
         # the set fields by number, in one call (cheaper than asking for each field)
         f = {fd.number: v for fd, v in p.ListFields()}
         seq_id = f.get(_P_SEQ, 0)
-        s = self.seqs.get(seq_id)
-        if s is None:
-            s = self.seqs[seq_id] = Sequence(seq_id)
+        s = self.sequence(seq_id)
         flags = f.get(_P_FLAGS, 0)
         if flags & SEQ_INCREMENTAL_STATE_CLEARED or f.get(_P_CLEARED):
             s.reset()
@@ -161,6 +159,17 @@ class Collector:
             self.render_stage(f, f[_P_RENDER_STAGE], s)
         elif _P_GPU_COUNTERS in f:
             self.gpu_counters(f, f[_P_GPU_COUNTERS], s)
+
+    def sequence(self, seq_id: int) -> Sequence:
+        """The incremental state of sequence ``seq_id`` (made when first seen)."""
+        s = self.seqs.get(seq_id)
+        if s is None:
+            s = self.seqs[seq_id] = Sequence(seq_id)
+        return s
+
+    def pending(self) -> bool:
+        """Whether rows, counters, flows or stats wait in the lists for :meth:`flush`."""
+        return bool(self.kind or self.c_track or self.flows or self.st)
 
     def _time(self, f: dict[int, Any], s: Sequence) -> tuple[int, int]:
         return self.clocks.resolve(f.get(_P_CLOCK, s.clock), f.get(_P_TIMESTAMP, 0), s.id)

@@ -19,6 +19,7 @@ from ...errors import TraceFormatError
 from ..kineto.progress import _Progress
 from ..kineto.stream import _Source
 from .shape import _PACKET_TAG, varint
+from .walked import frame
 
 CHUNK_BYTES = 1 << 20  # a decoded run's messages take several times its bytes
 _BLOCK = 1 << 20
@@ -47,7 +48,7 @@ def chunks(path: Path, progress: _Progress) -> Iterator[tuple[int, bytes]]:
 def _whole(buf: bytearray, base: int, path: Path, final: bool) -> int:
     """Length of the longest run of whole packets at the start of ``buf``. With ``final``
     the run must be all of ``buf``: a packet cut short is an error."""
-    pos, n = 0, len(buf)
+    pos, n = frame(buf), len(buf)  # the compiled framing's whole packets, then the rest checked here
     while pos < n:
         if buf[pos] != _PACKET_TAG:
             raise TraceFormatError(path, f"not a Perfetto trace at byte {base + pos:,}: 0x{buf[pos]:02x} where a "

@@ -58,6 +58,7 @@ class Tracks:
 
     def __init__(self) -> None:
         self.by_key: dict[tuple, int] = {}
+        self.uuids: dict[int, int] = {}  # track uuid -> code (read by the compiled walk too)
         self.info: list[dict[str, Any]] = []
         self.processes: dict[tuple[int, int], dict[str, Any]] = {}  # (pid, generation) -> name, labels, order
         self.generation: dict[int, int] = {}  # pid -> its current generation
@@ -71,7 +72,11 @@ class Tracks:
         return c
 
     def of_uuid(self, uuid: int) -> int:
-        return self._code(("uuid", uuid))
+        c = self.uuids.get(uuid)
+        if c is None:
+            c = self.uuids[uuid] = len(self.info)
+            self.info.append({})
+        return c
 
     def describe(self, td: Any) -> None:
         c = self.of_uuid(td.uuid)
@@ -254,7 +259,7 @@ class Layout:
                 code = info["parent_code"]
             else:
                 parent = info.get("parent")
-                code = self.t.by_key.get(("uuid", parent)) if parent is not None else None
+                code = self.t.uuids.get(parent) if parent is not None else None
             if code is None or code in seen:
                 return self._root(info)
             seen.add(code)
@@ -280,7 +285,7 @@ class Layout:
         info = self.t.info[c]
         code = info.get("parent_code")
         if code is None and info.get("parent") is not None:
-            code = self.t.by_key.get(("uuid", info["parent"]))
+            code = self.t.uuids.get(info["parent"])
         if code is None or "thread" not in self.t.info[code]:
             return None
         return self.t.info[code].get("name") or f"thread {self.t.info[code]['thread'][1]}"
@@ -301,7 +306,7 @@ class Layout:
             if base is not None:
                 return base
         if not name:
-            name = "Default Track" if c == self.t.by_key.get(("uuid", 0)) else self.first_names.get(c, f"track {c}")
+            name = "Default Track" if c == self.t.uuids.get(0) else self.first_names.get(c, f"track {c}")
         if c in self.derived:
             return self.b.track(plane, name, "derived", 0, sort_index=rank)
         m = _ROCPROF_THREAD.match(name)
