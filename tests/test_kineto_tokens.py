@@ -269,12 +269,16 @@ def test_args_kept_deflated_decode_as_plain_text(monkeypatch: pytest.MonkeyPatch
 
     path = DATA / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
     packed_trace = kineto.load(path)
+    class Plain(list):  # the batches as plain texts (the arg names the tokenizer found left out)
+        def append(self, batch: object, names: object = None) -> None:
+            super().append(batch)
+
     with monkeypatch.context() as m:
-        m.setattr(collector, "PackedBatches", list)
+        m.setattr(collector, "PackedBatches", Plain)
         plain_trace = kineto.load(path)
     batches = plain_trace.stats._deferred[0].decode.__self__.batches
     held = packed_trace.stats._deferred[0].decode.__self__.batches
-    assert isinstance(held, packed.PackedBatches) == packed.DEFLATED and type(batches) is list
+    assert isinstance(held, packed.PackedBatches) == packed.DEFLATED and type(batches) is Plain
     assert list(held) == batches and held[1:3] == batches[1:3] and packed.bases(held) == packed.bases(batches)
     if packed.DEFLATED:
         assert held.nbytes() * 4 < sum(len(t) for _, t in batches)
@@ -294,3 +298,49 @@ def test_a_small_trace_is_all_tokenized_array_tail_included(name: str, monkeypat
     monkeypatch.setattr(collector._Collector, "add", lambda self, evs: (decoded.append(len(evs)), add(self, evs)))
     trace = kineto.load(DATA / "traces" / "kineto" / f"{name}.json.gz")
     assert trace.n_events and decoded == []
+
+
+# ---------------------------------------------------------------- the args' names
+def _deferred_args(trace: object) -> object:
+    from polyprof.formats.kineto import deferred
+
+    return next(p.decode.__self__ for p in trace.stats._deferred  # type: ignore[attr-defined]
+                if isinstance(getattr(p.decode, "__self__", None), deferred.DeferredArgs))
+
+
+def _names_in(text: bytes) -> set:
+    """The names of a batch's args as msgspec decodes them (args not an object: no names)."""
+    return set().union(*(d.keys() for d in json.loads(text) if isinstance(d, dict)))
+
+
+@pytest.mark.parametrize("name", ["a100_nccl_rank0", "v100_ns_resolution_rank0", "mtia_inference_rank0",
+                                  "sampled_rank0", "mi250_rocm_minitoy", "cpu_only_rank34"])
+def test_the_args_names_the_tokenizer_finds_are_every_batchs_names(name: str):
+    """What a lookup of an absent key is answered from (deferred.py) without inflating or
+    walking a batch: each batch's arg names, found at load, exactly as msgspec decodes them."""
+    args = _deferred_args(kineto.load(DATA / "traces" / "kineto" / f"{name}.json.gz"))
+    batches = args.batches  # type: ignore[attr-defined]
+    assert batches.names and all(n is not None for n in batches.names)
+    for (_, text), names in zip(batches, batches.names):
+        assert names == _names_in(text)
+
+
+@pytest.mark.parametrize("args, known", [
+    ('{"Input Dims": [[1]], "Input Dims": [[2]]}', True),  # a name twice: still its names
+    ('{"caf\\u00e9": 1}', False),  # an escaped name
+    ('[1, 2]', False),  # args that are not an object
+    ('null', False),
+    ('{}', True),
+    (json.dumps({f"a{i}": i for i in range(80)}), False),  # 80 names: past the tokenizer's 64
+])
+def test_a_batch_whose_names_the_tokenizer_cannot_tell(tmp_path: Path, args: str, known: bool):
+    odd = '{"ph": "X", "cat": "cpu_op", "name": "odd args", "pid": 1, "tid": 2, "ts": 1500, "dur": 1, "args": %s}'
+    trace = kineto.load(_write(tmp_path, [], text=_kineto_like(20000, {3000: odd % args})))
+    args_ = _deferred_args(trace)
+    batches = args_.batches  # type: ignore[attr-defined]
+    assert (batches.names[0] is not None) == known and batches.names[1] == _names_in(batches[1][1])
+    if known:
+        assert batches.names[0] == _names_in(batches[0][1])
+    for key in ("correlation", "External id", "Input Dims", "a7", "café", "nothing"):
+        want = any(key in _names_in(text) for _, text in batches)
+        assert args_.may_hold(key) == want or (not known and args_.may_hold(key)), key

@@ -10,7 +10,10 @@
  *   - the flow endpoints (ph s, t, f with an integer id): category, pid, tid codes,
  *     id, phase, ts, and whether each binds to the slice enclosing it (bp "e", s, t);
  *   - the other events (metadata, counters, E, async, unknown phases): their index in
- *     the slice and their text as one JSON array, for the Python parser (collector.py).
+ *     the slice and their text as one JSON array, for the Python parser (collector.py);
+ *   - the names of the events' args (each distinct name once, as its UTF-8 bytes), or
+ *     None where some event's args are not an object or hold an escaped name: what a
+ *     lookup of a deferred arg asks first, whether any event has it (deferred.py).
  *
  * Codes come from three tables kept across slices (pid, tid, strings), keyed by each
  * value's JSON text. A value new to a table gets a provisional code -1-k (k: its place
@@ -285,7 +288,11 @@ static const char *KEYS[K_N] = {"ph", "name", "cat", "pid", "tid", "ts", "dur", 
 /* ids.py's eager ids of one event's args: "correlation" and "External id" when they are
  * integers; ok 0 where ids.py must read them (other types, other spellings, twice). */
 typedef struct { int64_t corr, ext; int ok; } Ids;
-typedef struct { cp at[K_N], to[K_N]; int esc[K_N]; unsigned seen; Flags flags; Ids ids; } Ev;
+/* the names of an event's args: where each is in the text (without its quotes); `ok` 0
+ * where they cannot be told (args not an object, an escaped name, more than MAX_ARG_NAMES) */
+#define MAX_ARG_NAMES 64
+typedef struct { cp at[MAX_ARG_NAMES]; uint32_t len[MAX_ARG_NAMES]; int n, ok; } Names;
+typedef struct { cp at[K_N], to[K_N]; int esc[K_N]; unsigned seen; Flags flags; Ids ids; Names names; } Ev;
 
 static int key_of(cp k, size_t n) {
     for (int i = 0; i < K_N; i++)
@@ -306,8 +313,11 @@ static int plain_int(cp p, cp e, int64_t *out) {
 /* An event's args value -> past it, its flags and ids. */
 static cp args_value(cp p, cp end, Ev *ev) {
     Ids *ids = &ev->ids;
+    Names *nm = &ev->names;
+    nm->n = 0;
     if (*p != '{') {
         ids->ok = 0;
+        nm->ok = 0;
         return value(p, end, 1, 0, &ev->flags);
     }
     p = ws(p + 1, end);
@@ -319,6 +329,11 @@ static cp args_value(cp p, cp end, Ev *ev) {
         if (!ke) return NULL;
         mark_string(&ev->flags, k, ke);
         size_t kl = (size_t)(ke - k) - 2;
+        if (esc || nm->n == MAX_ARG_NAMES) nm->ok = 0;
+        else {
+            nm->at[nm->n] = k + 1;
+            nm->len[nm->n++] = (uint32_t)kl;
+        }
         if (esc) ids->ok = 0;
         else if (kl == 11 && !memcmp(k + 1, "correlation", 11)) which = 1;
         else if (kl == 11 && !memcmp(k + 1, "External id", 11)) which = 2;
@@ -348,6 +363,8 @@ static cp event(cp p, cp end, Ev *ev) {
     memset(&ev->flags, 0, sizeof(Flags));
     ev->ids.corr = ev->ids.ext = UNSET;
     ev->ids.ok = 1;
+    ev->names.n = 0;
+    ev->names.ok = 1;
     p = ws(p + 1, end);
     if (p < end && *p == '}') return p + 1;
     for (;;) {
@@ -442,6 +459,10 @@ typedef struct {
     Buf out[NBUF];
     Flags flags;  /* of the events' args in this slice */
     int ids_ok;
+    Table names;  /* the args' names: this slice's are its pending keys */
+    int names_ok;
+    Names last[4];  /* the arg names of recent events of other names (most events repeat some) */
+    int next_last;
 } Tok;
 
 static const unsigned char EMPTY_STR[] = "\"\"", NULL_TOK[] = "null", NO_ARGS[] = "{}";
@@ -450,6 +471,30 @@ static const unsigned char EMPTY_STR[] = "\"\"", NULL_TOK[] = "null", NO_ARGS[] 
 static int64_t code_of(Tok *s, Ev *ev, int k, int t, const unsigned char *dflt, size_t n) {
     if (ev->seen & (1u << k)) return lookup(&s->tables[t], ev->at[k], (size_t)(ev->to[k] - ev->at[k]), s->epoch);
     return lookup(&s->tables[t], dflt, n, s->epoch);
+}
+
+/* An event's arg names into this slice's (`s->names`): each name new to the slice
+ * becomes one of its pending keys; 1, or -1 on memory error. */
+static int arg_names(Tok *s, Names *nm) {
+    if (!nm->ok) {
+        s->names_ok = 0;
+        return 1;
+    }
+    for (int r = 0; r < 4; r++) {
+        Names *last = &s->last[r];
+        int same = nm->n == last->n;
+        for (int k = 0; same && k < nm->n; k++)
+            same = nm->len[k] == last->len[k] && !memcmp(nm->at[k], last->at[k], nm->len[k]);
+        if (same) return 1;  /* the names of a recent event: in the table already */
+    }
+    for (int k = 0; k < nm->n; k++)
+        if (lookup(&s->names, nm->at[k], nm->len[k], s->epoch) == UNSET) return -1;
+    Names *slot = &s->last[s->next_last];
+    slot->n = nm->n;
+    memcpy(slot->at, nm->at, (size_t)nm->n * sizeof(cp));
+    memcpy(slot->len, nm->len, (size_t)nm->n * sizeof(uint32_t));
+    s->next_last = (s->next_last + 1) & 3;
+    return 1;
 }
 
 /* 1: written; 0: not one we read (the Python path); -1: memory error. */
@@ -476,7 +521,7 @@ static int common(Tok *s, Ev *ev, int ph) {
     s->flags.memory |= ev->flags.memory;
     s->flags.absent |= ev->flags.absent;
     s->ids_ok &= ev->ids.ok;
-    return bad ? -1 : 1;
+    return bad ? -1 : (ev->seen & (1u << K_ARGS)) ? arg_names(s, &ev->names) : 1;
 }
 
 /* A flow endpoint with a non-negative integer id (others: flows.py names them). */
@@ -561,6 +606,9 @@ static PyObject *tok_scan(Tok *s, PyObject *args) {
     }
     s->epoch++;
     for (int t = 0; t < 3; t++) s->tables[t].pending.len = 0;
+    s->names.pending.len = 0;
+    s->names_ok = 1;
+    for (int r = 0; r < 4; r++) s->last[r].n = -1;
     for (int b = 0; b < NBUF; b++) s->out[b].len = 0;
     memset(&s->flags, 0, sizeof(Flags));
     s->ids_ok = 1;
@@ -569,7 +617,7 @@ static PyObject *tok_scan(Tok *s, PyObject *args) {
     PyBuffer_Release(&view);
     if (r < 0) return PyErr_NoMemory();
     if (r == 0) Py_RETURN_NONE;
-    PyObject *res = PyTuple_New(NBUF + 3);
+    PyObject *res = PyTuple_New(NBUF + 4);
     if (!res) return NULL;
     PyTuple_SET_ITEM(res, 0, PyLong_FromSsize_t(count));
     for (int b = 0; b < NBUF; b++) {
@@ -583,7 +631,11 @@ static PyObject *tok_scan(Tok *s, PyObject *args) {
     PyTuple_SET_ITEM(res, NBUF + 1, keys);
     PyTuple_SET_ITEM(res, NBUF + 2, Py_BuildValue("(iii)", s->ids_ok && !s->flags.absent, s->flags.risky,
                                                   s->flags.memory));
-    for (Py_ssize_t k = 0; k < NBUF + 3; k++) {
+    PyObject *names = Py_None;
+    if (s->names_ok) names = pending_keys(&s->names);
+    else Py_INCREF(names);
+    PyTuple_SET_ITEM(res, NBUF + 3, names);
+    for (Py_ssize_t k = 0; k < NBUF + 4; k++) {
         PyObject *x = PyTuple_GET_ITEM(res, k);
         if (!x || (k == NBUF + 1 && (!PyTuple_GET_ITEM(x, 0) || !PyTuple_GET_ITEM(x, 1) || !PyTuple_GET_ITEM(x, 2)))) {
             Py_DECREF(res);
@@ -622,13 +674,17 @@ static void tok_dealloc(Tok *s) {
         PyMem_Free(s->tables[t].pending.p);
     }
     for (int b = 0; b < NBUF; b++) PyMem_Free(s->out[b].p);
+    PyMem_Free(s->names.slots);
+    PyMem_Free(s->names.arena.p);
+    PyMem_Free(s->names.pending.p);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
 static PyMethodDef tok_methods[] = {
     {"scan", (PyCFunction)tok_scan, METH_VARARGS,
      "scan(text, stop) -> tuple | None: the events of text[:stop] as columns (tokenized.py reads the "
-     "tuple); None where the Python path must read this slice."},
+     "tuple; its last item: the args' names as a list of UTF-8 bytes, or None); None where the Python path "
+     "must read this slice."},
     {"learn", (PyCFunction)tok_learn, METH_VARARGS,
      "learn(table, codes): the codes (int64 bytes) of the last scan's new keys of table 0 (pid), 1 (tid) "
      "or 2 (strings), in order."},

@@ -33,12 +33,14 @@ class ArgsPiece:
     find out of range; ``memory``, a memory event's marker (kineto_memory.MARKERS);
     ``ids``, the ``correlation`` and ``External id`` integers of each event (``ids.ABSENT``:
     none), or None where ids.py must read them. ``risky`` and ``memory`` may say yes where
-    nothing is there (the check then decides), never no where something is."""
+    nothing is there (the check then decides), never no where something is. ``names``:
+    the names of the args (exactly), or None where the tokenizer could not tell."""
 
-    __slots__ = ("text", "risky", "memory", "ids")
+    __slots__ = ("text", "risky", "memory", "ids", "names")
 
-    def __init__(self, text: bytes, risky: bool, memory: bool, ids: tuple[np.ndarray, np.ndarray] | None):
-        self.text, self.risky, self.memory, self.ids = text, risky, memory, ids
+    def __init__(self, text: bytes, risky: bool, memory: bool, ids: tuple[np.ndarray, np.ndarray] | None,
+                 names: frozenset[str] | None = None):
+        self.text, self.risky, self.memory, self.ids, self.names = text, risky, memory, ids, names
 
 
 def arg_names(key: str) -> list[str]:

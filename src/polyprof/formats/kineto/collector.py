@@ -237,10 +237,12 @@ class _Collector:
         ids = None
         if all(p.ids is not None for p in pieces):
             ids = [np.concatenate([p.ids[k] for p in pieces]) for k in (0, 1)]  # type: ignore[index]
-        self._arg_batch(text, base, (any(p.risky for p in pieces), any(p.memory for p in pieces), ids))
+        found = [p.names for p in pieces if p.names is not None]
+        names = frozenset().union(*found) if len(found) == len(pieces) else None  # None: some piece could not tell
+        self._arg_batch(text, base, (any(p.risky for p in pieces), any(p.memory for p in pieces), ids), names)
 
-    def _arg_batch(self, text: bytes, base: int,
-                   found: tuple[bool, bool, list[np.ndarray] | None] | None = None) -> None:
+    def _arg_batch(self, text: bytes, base: int, found: tuple[bool, bool, list[np.ndarray] | None] | None = None,
+                   names: frozenset[str] | None = None) -> None:
         """One batch of args (``[args, ...]`` from row ``base``): checked, ids and memory
         stats typed, the rest kept as text. ``found``: what the compiled tokenizer found
         in all of it (risky numbers, memory markers, the ids' columns or None), the UTF-8
@@ -260,7 +262,7 @@ class _Collector:
         if (found is None or found[1]) and kineto_memory.has_memory(text):
             for key, (rows, vals) in kineto_memory.batch_stats(text, base, _DECODE_ANY).items():
                 self.b.add_stat(key, rows, vals)
-        self.arg_batches.append((base, text))
+        self.arg_batches.append((base, text), names)
 
     def _eager_args(self, text: bytes, base: int) -> None:
         """Type the id args (``ids.py``) of one batch (``[args, ...]`` from row ``base``)."""

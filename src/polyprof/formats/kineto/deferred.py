@@ -97,8 +97,8 @@ class DeferredArgs:
         (a scan per key; decoding the names of every arg instead
         allocated a value per arg). The scan is conservative: a
         batch with a \\u escape, or a name a writer could escape otherwise, counts as a yes."""
-        if self._names is None:  # the compiled walk knows each batch's names exactly (None: it could not)
-            self._names = [_batch_names(text) for _, text in self.batches]
+        if self._names is None:  # the tokenizer or the compiled walk knows each batch's names exactly (None: neither)
+            self._names = _known_names(self.batches)
         if all(n is not None for n in self._names):
             return [not got.isdisjoint(names) for got in self._names]  # type: ignore[union-attr]
         if self._escaped is None:
@@ -227,6 +227,15 @@ def _fresh_stack(work: Callable[[], T]) -> T:
 
         with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
             return pool.submit(work).result()
+
+
+def _known_names(batches: Batches) -> list[frozenset[str] | None]:
+    """Each batch's arg names: as the tokenizer found them at load (``PackedBatches.names``),
+    else by the compiled walk of its text (inflating only those batches)."""
+    found: Sequence[frozenset[str] | None] = getattr(batches, "names", None) or [None] * len(batches)
+    if _args is None:  # no walk: what the tokenizer found (None where nothing: the text scan)
+        return list(found)
+    return [got if got is not None else _batch_names(batches[i][1]) for i, got in enumerate(found)]
 
 
 def _batch_names(text: bytes) -> frozenset[str] | None:

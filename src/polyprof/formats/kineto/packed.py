@@ -31,15 +31,18 @@ DEFLATED = isal_zlib is not None
 
 class PackedBatches(Sequence[tuple[int, bytes]]):
     """(first row, ``[args, ...]`` text) of each batch, as a list of them reads, each
-    batch's text deflated; :attr:`bases` gives the first rows without inflating."""
+    batch's text deflated; :attr:`bases` gives the first rows without inflating, and
+    :attr:`names` each batch's arg names where the tokenizer found them (None: not known)."""
 
     def __init__(self) -> None:
         self.bases: list[int] = []
+        self.names: list[frozenset[str] | None] = []
         self._blobs: list[bytes] = []
 
-    def append(self, batch: tuple[int, bytes]) -> None:
+    def append(self, batch: tuple[int, bytes], names: frozenset[str] | None = None) -> None:
         base, text = batch
         self.bases.append(base)
+        self.names.append(names)
         self._blobs.append(isal_zlib.compress(text, 0) if isal_zlib is not None else text)
 
     def __len__(self) -> int:

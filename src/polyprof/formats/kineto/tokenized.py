@@ -44,7 +44,8 @@ IMPLEMENTATION = "c" if _tokens is not None else "python"
 
 #: what ``scan`` gives: (events, ph, pid, tid, name, cat, ts, dur, args text, correlation
 #: and External id columns, flow cat, pid, tid, id, ph, ts, enclosing, other events'
-#: indices, their text, new keys per table, (ids read, risky numbers, memory markers))
+#: indices, their text, new keys per table, (ids read, risky numbers, memory markers),
+#: the names of the events' args or None)
 Scanned = tuple
 _PID, _TID, _STR = range(3)
 _DECODE_KEY = msgspec.json.decode
@@ -89,14 +90,15 @@ class _Codes:
 def add(col: "_Collector", res: Scanned) -> None:
     """One tokenized slice into the collector, as :meth:`_Collector.add` adds it decoded."""
     (n, ph, pid, tid, name, cat, ts, dur, args, corr, ext, fcat, fpid, ftid, fid, fph, fts, fenc, ridx, rtext,
-     pending, (ids_ok, risky, memory)) = res
+     pending, (ids_ok, risky, memory), arg_names) = res
     tables = (_Codes(pending[_PID], col.pids, col._new_code(col.pids)),
               _Codes(pending[_TID], col.tids, col._new_code(col.tids)),
               _Codes(pending[_STR], col.strings, col._sid))
     ph = np.frombuffer(ph, np.int8)
     if len(ph):
         ids = (np.frombuffer(corr, np.int64), np.frombuffer(ext, np.int64)) if ids_ok else None
-        _events(col, tables, ph, pid, tid, name, cat, ts, dur, ArgsPiece(args, bool(risky), bool(memory), ids))
+        names = None if arg_names is None else frozenset(n.decode() for n in arg_names)
+        _events(col, tables, ph, pid, tid, name, cat, ts, dur, ArgsPiece(args, bool(risky), bool(memory), ids, names))
     if len(fcat):
         f_cat = tables[_STR].column(np.frombuffer(fcat, np.int64))
         f_pid = tables[_PID].column(np.frombuffer(fpid, np.int64))
