@@ -5,7 +5,7 @@
     python scripts/peer_sweep.py DIR --json out.json   # every outcome, for docs/peer_data.md
 
 DIR holds peers' files as fetched (HolisticTraceAnalysis' tests/data, TraceLens' tests,
-XProf's test XSpaces, ...). For each file: ``polyprof summary``, ``summary --json``,
+XProf's test XSpaces, ...). For each file: ``polyprof summary``, ``summary --json``, ``summary --window hta``,
 ``report``, ``export -f perfetto|xspace|kineto`` and ``critical-path``; for each directory
 of rank files (names with ``rank<N>``/``rank-<N>``/``rank_<N>``): ``convert`` to a store,
 ``summary STORE`` and ``critical-path DIR``; for each pair (two files of the same name
@@ -46,7 +46,7 @@ TRACE_ENDINGS = (".json", ".json.gz", ".gz", ".xz", ".pb", ".pb.gz", ".db", ".sq
                  ".sqlite3", ".pftrace", ".perfetto-trace", ".trace", ".otf2", ".polyprof",
                  ".parquet")
 RANK_NAME = re.compile(r"rank[-_]?\d+", re.IGNORECASE)
-FILE_COMMANDS = ("summary", "summary-json", "report", "export-perfetto", "export-xspace",
+FILE_COMMANDS = ("summary", "summary-json", "summary-hta", "report", "export-perfetto", "export-xspace",
                  "export-kineto", "critical-path")
 DIR_COMMANDS = ("convert", "summary-store", "critical-path-dir")
 PAIR_COMMANDS = ("diff",)
@@ -89,6 +89,7 @@ def command_line(command: str, target: Path | tuple[Path, Path], out: Path) -> t
     table: dict[str, tuple[list[str], Path | None]] = {
         "summary": (["summary", t], None),
         "summary-json": (["summary", "--json", t], None),
+        "summary-hta": (["summary", "--window", "hta", t], None),
         "report": (["report", t, "-o", str(out / "r.html")], out / "r.html"),
         "export-perfetto": (["export", "-f", "perfetto", t, "-o", str(out / "t.pftrace")],
                             out / "t.pftrace"),

@@ -3,6 +3,7 @@ found wrong, each pinned on the peer's real file (tests/data/peers/, licences be
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -38,3 +39,17 @@ def test_a_json_list_of_records_that_are_not_events_is_refused(tmp_path: Path) -
     t = polyprof.load(tmp_path / "one.json")
     assert t.n_events == 1
     assert t.metadata["warnings"] == ["kineto: events not imported: 1 x ph=None"]
+
+
+def test_hta_window_on_a_trace_without_launch_calls() -> None:
+    """`summary --window hta` on rocprofv3's JSON (TraceLens' 908_results.json.gz: kernel
+    dispatches, no HIP calls) stopped with an internal error (IndexError) in HTA's idle
+    time split, which looked up the launch call of each gap in an empty list."""
+    f = Path(__file__).parent / "data" / "rocprof" / "tracelens_908_results.json.gz"
+    p = _cli("summary", "--json", "--window", "hta", str(f))
+    assert p.returncode == 0, p.stderr
+    idle = json.loads(p.stdout)["tables"]["idle_time_breakdown"]["records"]
+    assert sum(r["gaps"] for r in idle) > 1000
+    # no launch call: no gap waits for the host; each is kernel-wait or other, as HTA splits them
+    assert {r["host_wait_ns"] for r in idle} == {0}
+    assert all(r["idle_ns"] == r["kernel_wait_ns"] + r["other_ns"] for r in idle)

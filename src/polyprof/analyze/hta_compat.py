@@ -196,7 +196,8 @@ def idle_gaps(trace: Trace, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS) -> dict
         c = t.corr[rows[1:]]
         at = np.searchsorted(t.corr[cpu], c, side="right") - 1
         has = (c >= 0) & (at >= 0)
-        launch = np.where(has, cpu[np.maximum(at, 0)], -1)
+        # no launch rows at all (a trace of device activity only): no gap is host-wait
+        launch = np.where(has, cpu[np.maximum(at, 0)] if len(cpu) else -1, -1)
         has &= t.corr[launch] == c
         has &= t.kept[launch]
         host = has & (t.start[launch] > e[:-1])
