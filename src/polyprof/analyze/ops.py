@@ -48,7 +48,9 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
         return empty_frame(cols, ("name",))
     threads = cache.threads(trace)
     st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], threads[ev["track"][ops]]
-    into = merged_into(tr, st, st + du, ev["name"][ops])
+    rt = trace.rows_of_kind(Kind.RUNTIME)
+    one = _one_nesting(tr, st, du, ev["name"][ops], threads[ev["track"][rt]], ev["start_ns"][rt], ev["dur_ns"][rt])
+    into = merged_into(tr, st, st + du, ev["name"][ops]) if one is None else one[0]
     corr = cache.correlation(trace)
     direct = np.zeros(len(ops), np.int64)
     has = corr.op >= 0
@@ -58,10 +60,12 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
         np.add.at(direct, into[pos[has]], ev["dur_ns"][corr.device_rows[has]])
     keep = into == np.arange(len(ops))
     ops, st, du, tr, direct = ops[keep], st[keep], du[keep], tr[keep], direct[keep]
-    rt = trace.rows_of_kind(Kind.RUNTIME)
-    c_tr = np.concatenate([tr, threads[ev["track"][rt]]])
-    c_st = np.concatenate([st, ev["start_ns"][rt]])
-    self_ns = du - child_time(c_tr, c_st, c_st + np.concatenate([du, ev["dur_ns"][rt]]))[:len(ops)]
+    if one is not None:
+        self_ns = du - one[1][keep]
+    else:
+        c_tr = np.concatenate([tr, threads[ev["track"][rt]]])
+        c_st = np.concatenate([st, ev["start_ns"][rt]])
+        self_ns = du - child_time(c_tr, c_st, c_st + np.concatenate([du, ev["dur_ns"][rt]]))[:len(ops)]
     proj = LaunchIndex(trace, corr).project(tr, st, st + du)
     g = group_stats(ev["name"][ops], du)
     o, st_ = g["order"], g["starts"]
@@ -80,16 +84,31 @@ def merged_into(track: np.ndarray, start: np.ndarray, end: np.ndarray, name: np.
     of that chain. Parents come from the nesting depth, one searchsorted per level."""
     n = len(start)
     out = np.arange(n, dtype=np.int64)
-    order, _, depth = nesting_depth(track, start, end)
+    order, depth, parent = _parents(track, start, end)
     if not len(order) or not depth.max():
         return out
-    parent = np.full(len(order), -1, np.int64)  # positions in ``order``
-    for d in range(1, int(depth.max()) + 1):
+    up = _merge_chains(order, parent, parent >= 0, name)
+    out[order] = order[up]
+    return out
+
+
+def _parents(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``nesting_depth``'s (order, depth) of the spans and each one's parent (a position
+    in ``order``, -1 for none): the nearest span before it one level up."""
+    order, _, depth = nesting_depth(track, start, end)
+    parent = np.full(len(order), -1, np.int64)
+    for d in range(1, int(depth.max(initial=0)) + 1):
         ch, par = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
         if len(ch) and len(par):
             p = np.searchsorted(par, ch) - 1
             parent[ch[p >= 0]] = par[p[p >= 0]]
-    has = parent >= 0
+    return order, depth, parent
+
+
+def _merge_chains(order: np.ndarray, parent: np.ndarray, op: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """Per position, the position it counts as: the top of its chain of only child ops
+    of one name (``op``: the positions that are ops, whose ``parent`` is an op too)."""
+    has = (parent >= 0) & op
     only = np.bincount(parent[has], minlength=len(order)) == 1
     same = np.zeros(len(order), bool)
     same[has] = (name[order[has]] == name[order[parent[has]]]) & only[parent[has]]
@@ -99,8 +118,34 @@ def merged_into(track: np.ndarray, start: np.ndarray, end: np.ndarray, name: np.
         if np.array_equal(nxt, up):
             break
         up = nxt
-    out[order] = order[up]
-    return out
+    return up
+
+
+def _one_nesting(tr: np.ndarray, st: np.ndarray, du: np.ndarray, name: np.ndarray, rt_tr: np.ndarray,
+                 rt_st: np.ndarray, rt_du: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(``merged_into`` of the ops, and per op the time of its direct children once the
+    merged ops are left out: ops and runtime calls, as ``child_time`` of the kept ops and
+    the runtime calls gives it) from one nesting of the ops and runtime calls together.
+    None where they do not nest (a span outlasting its parent) or a runtime call holds
+    an op: there the ops' own nesting differs, and each is computed apart."""
+    n = len(st)
+    c_tr, c_st = np.concatenate([tr, rt_tr]), np.concatenate([st, rt_st])
+    c_en = c_st + np.concatenate([du, rt_du])
+    order, _, parent = _parents(c_tr, c_st, c_en)
+    has = np.flatnonzero(parent >= 0)
+    op = order < n
+    if not bool((c_en[order[has]] <= c_en[order[parent[has]]]).all()) or not bool(op[parent[has]][op[has]].all()):
+        return None
+    up = _merge_chains(order, parent, op, np.concatenate([name, np.zeros(len(rt_st), name.dtype)]))
+    into = np.arange(n, dtype=np.int64)
+    into[order[op]] = order[up[op]]
+    # each span not merged away counts for the top of its parent's chain
+    kept = has[up[has] == has]
+    children = np.zeros(len(order), np.int64)
+    np.add.at(children, up[parent[kept]], (c_en - c_st)[order[kept]])
+    out = np.zeros(n, np.int64)
+    out[order[op]] = children[op]
+    return into, out
 
 
 def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
