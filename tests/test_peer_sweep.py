@@ -53,3 +53,20 @@ def test_hta_window_on_a_trace_without_launch_calls() -> None:
     # no launch call: no gap waits for the host; each is kernel-wait or other, as HTA splits them
     assert {r["host_wait_ns"] for r in idle} == {0}
     assert all(r["idle_ns"] == r["kernel_wait_ns"] + r["other_ns"] for r in idle)
+
+
+def test_diff_of_ops_present_on_both_sides_with_no_time_per_step() -> None:
+    """HTA's trace_compare pair (HTA's test_trace_diff.py): ops in both runs with 0 ns per
+    step (aten::as_strided lasts 0 ns; aten::zeros runs before the first step) were called
+    "new" in B, as if A had none. HTA's expectation: only AddmmBackward0,
+    All2All_Pooled_Req and CatBackward0 are added; aten::as_strided and aten::empty are
+    unchanged."""
+    d = PEERS / "hta_trace_compare"
+    p = _cli("diff", "--json", str(d / "base" / "base.json.gz"), str(d / "test" / "test.json.gz"))
+    assert p.returncode == 0, p.stderr
+    ops = {r["name"]: r for r in json.loads(p.stdout)["tables"]["ops"]["records"]}
+    new = {n for n, r in ops.items() if r["rel_change"] is None}  # NaN: new in B
+    assert new == {"AddmmBackward0", "All2All_Pooled_Req", "CatBackward0"}
+    assert {n: (r["count_a"], r["count_b"]) for n, r in ops.items() if n not in new} == {
+        "aten::as_strided": (2, 2), "aten::empty": (2, 2), "aten::zero_": (1, 1), "aten::zeros": (1, 1)}
+    assert all(ops[n]["rel_change"] == 0.0 and not ops[n]["change"] for n in ops.keys() - new)

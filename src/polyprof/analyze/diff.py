@@ -13,7 +13,8 @@ Columns: ``name``, [``kind`` for kernels: compute / communication / memcpy / mem
 ``count_a``, ``count_b``, ``delta_count``, ``total_ns_a``, ``total_ns_b``,
 ``delta_total_ns`` (B minus A; per run: the mean over a side's runs, summed over its
 ranks), ``step_mean_ns_a``, ``step_mean_ns_b`` (mean total per step), ``step_delta_ns``
-and ``rel_change`` (its change, in ns and relative to A; NaN when A has none),
+and ``rel_change`` (its change, in ns and relative to A; NaN when A has none per step and B
+some; 0 when neither has any),
 ``p_value`` (the row's test), ``p_adjusted`` (Holm, across the rows tested),
 ``significant`` (None when nothing could be tested), ``change`` ("slower", "faster" or
 ""), ``reason`` (why a row is not called changed), ``rank_decided`` (the rank whose own
@@ -420,7 +421,8 @@ class _Collector:
         count_b, total_b = (cb / rb, tb / rb) if per_run else (cb, tb)
         step_delta = c.mean_b - c.mean_a
         with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.where(c.mean_a > 0, step_delta / c.mean_a, np.nan)
+            # NaN: new in B; nothing per step on either side (ops of 0 ns, or outside the steps): no change
+            rel = np.where(c.mean_a > 0, step_delta / c.mean_a, np.where(c.mean_b > 0, np.nan, 0.0))
         sig, change, reason = _decide(c.p, p_adj, tested, step_delta, rel, alpha, floors, testable)
         raw = [sorted(r) for r in self.raw[table]]
         cols: dict[str, np.ndarray] = {"name": _objects(names)}
