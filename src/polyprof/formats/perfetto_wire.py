@@ -8,13 +8,32 @@ made per message, so a million events encode at the speed of a few NumPy passes.
 
 Only what the Perfetto writer needs: varints (uint64 / two's complement int64), fixed64,
 constant bytes, length-delimited fields, and repeated items grouped per message.
+
+The two loops every field goes through, :func:`varints` and :func:`join`, run in C
+(``_perfetto_wire.c``, optional like the other extensions; ``IMPLEMENTATION`` says which
+is in use, ``POLYPROF_PURE_PYTHON=1`` forces NumPy's); both give the same bytes.
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _perfetto_wire as _c  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - built by setup.py; NumPy encodes otherwise
+        _c = None
+else:
+    _c = None
+#: "c" (``_perfetto_wire.c``) or "numpy": which encodes varints and joins batches
+IMPLEMENTATION = "c" if _c is not None else "numpy"
+
 Batch = tuple[np.ndarray, np.ndarray]
+#: debug annotations as columns: packet, name iid, value kind (0 int, 1 uint, 2 double,
+#: 3 bool, 4 string iid), value bits (uint64)
+Items = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 _SHIFTS = (7 * np.arange(10)).astype(np.uint64)
 _EMPTY = np.zeros(0, np.uint8)
@@ -45,6 +64,9 @@ def varints(values: np.ndarray) -> Batch:
     n = len(v)
     if not n:
         return _EMPTY, np.zeros(0, np.int64)
+    if _c is not None:
+        data, lens_ = _c.varints(np.ascontiguousarray(v))
+        return np.frombuffer(data, np.uint8), np.frombuffer(lens_, np.int64)
     lens = np.ones(n, np.int64)
     rest = v >> np.uint64(7)
     while rest.any():
@@ -86,6 +108,9 @@ def join(parts: list[Batch]) -> Batch:
     for _, l in parts:
         lens += l
     out = np.empty(int(lens.sum()), np.uint8)
+    if _c is not None:
+        _c.join(out, [(np.ascontiguousarray(d, np.uint8), np.ascontiguousarray(l, np.int64)) for d, l in parts])
+        return out, lens
     cur = np.cumsum(lens) - lens  # where each message's next bytes go
     for data, l in parts:
         if not len(data):
@@ -160,3 +185,29 @@ def message(fields: list[tuple[int, object]]) -> bytes:
                 b = v.encode("utf-8", "surrogatepass") if isinstance(v, str) else bytes(v)  # type: ignore[arg-type]
                 out += tag(number, 2) + varint_bytes(len(b)) + b
     return bytes(out)
+
+
+def no_items() -> Items:
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint64)
+
+
+def _i64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, np.int64)
+
+
+def track_events(ts: np.ndarray, seq: bytes, types: np.ndarray, uuids: np.ndarray, named: np.ndarray,
+                 name: np.ndarray | None, cat: np.ndarray | None, counter: np.ndarray | None, items: Items,
+                 flows: tuple[np.ndarray, np.ndarray], terminating: tuple[np.ndarray, np.ndarray]) -> bytes:
+    """Whole ``Trace.packet`` fields of track events, compiled (``IMPLEMENTATION == "c"``):
+    per event ``TracePacket{timestamp, <seq>, track_event{type, track_uuid,
+    [double_counter_value], [name_iid, category_iids where named], debug_annotations...,
+    flow_ids..., terminating_flow_ids...}}``, the bytes the writer's field-by-field NumPy
+    joins give. Repeated parts are (packet, ...) columns sorted by packet."""
+    assert _c is not None
+    at, key, kind, bits = items
+    return _c.track_events(
+        _i64(ts), seq, _i64(types), _i64(uuids), None if name is None else _i64(name),
+        None if cat is None else _i64(cat), np.ascontiguousarray(named, np.uint8),
+        None if counter is None else np.ascontiguousarray(counter, np.float64), _i64(at), _i64(key),
+        np.ascontiguousarray(kind, np.uint8), np.ascontiguousarray(bits, np.uint64), _i64(flows[0]),
+        np.ascontiguousarray(flows[1], np.uint64), _i64(terminating[0]), np.ascontiguousarray(terminating[1], np.uint64))

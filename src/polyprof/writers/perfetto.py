@@ -32,6 +32,7 @@ import numpy as np
 from ..derive.intervals import nesting_depth
 from ..trace.core import Trace
 from ..trace.memory import export_counters
+from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
 from ..formats.chrome import _pids, _tids
 
@@ -58,6 +59,7 @@ _THD_PID, _THD_TID, _THD_NAME = 1, 2, 5
 _ID_CATEGORIES, _ID_NAMES, _ID_ANNOTATION_NAMES, _ID_STRING_VALUES = 1, 2, 3, 29
 
 _EVENTS_SEQ, _COUNTERS_SEQ = 1, 2
+_EVENT_SEQ = w.message([(_SEQ_ID, _EVENTS_SEQ), (_SEQ_FLAGS, _NEEDS_INCREMENTAL_STATE)])  # every event packet's
 _THREAD_UUID, _LANE_UUID, _COUNTER_UUID = 1 << 32, 2 << 32, 3 << 32
 
 
@@ -197,6 +199,15 @@ class _Plan:
         # the packets of this chunk that carry ranks r0.. (BEGIN/INSTANT are in rank order)
         ranks = self.rank[b_rows]
         r0, r1 = (int(ranks[0]), int(ranks[-1]) + 1) if len(ranks) else (0, 0)
+        if w.IMPLEMENTATION == "c":  # the packets in one compiled pass from these columns
+            items = self._annotation_items(r0, r1, b_idx)
+            src = self._flow_items(self.flow_src, r0, r1, b_idx)
+            dst = self._flow_items(self.flow_dst, r0, r1, b_idx)
+            interned = self._interned(b_rows)  # after the annotations: they intern string values
+            name, cat = np.zeros(m, np.int64), np.zeros(m, np.int64)
+            name[b_idx], cat[b_idx] = name_ids, cat_ids
+            return interned + w.track_events(ts, _EVENT_SEQ, types, self.track_uuids(rows), begin, name, cat, None,
+                                             items, src, dst)
         extras = [self._annotations(r0, r1, b_idx, m), self._flows(self.flow_src, _TE_FLOW_IDS, r0, r1, b_idx, m),
                   self._flows(self.flow_dst, _TE_TERMINATING_FLOW_IDS, r0, r1, b_idx, m)]
         interned = self._interned(b_rows)  # after the annotations: they intern string values
@@ -204,7 +215,7 @@ class _Plan:
                      w.field_varint(_TE_TRACK_UUID, self.track_uuids(rows)),
                      w.masked(w.field_varint(_TE_NAME_IID, name_ids), begin),
                      w.masked(w.field_varint(_TE_CATEGORY_IIDS, cat_ids), begin), *extras])
-        seq = w.const(w.message([(_SEQ_ID, _EVENTS_SEQ), (_SEQ_FLAGS, _NEEDS_INCREMENTAL_STATE)]), np.ones(m, bool))
+        seq = w.const(_EVENT_SEQ, np.ones(m, bool))
         pk = w.join([w.field_varint(_TIMESTAMP, ts), seq, w.field_bytes(_TRACK_EVENT, te)])
         return interned + _wrap_packets(pk)
 
@@ -262,9 +273,46 @@ class _Plan:
             return w.field_fixed64(_DA_DOUBLE, vals)
         if kind == "b":
             return w.field_varint(_DA_BOOL, vals.astype(np.int64))
+        return w.field_varint(_DA_STRING_IID, self._string_iids(vals))
+
+    def _string_iids(self, vals: np.ndarray) -> np.ndarray:
+        """The interned ids of string values (new texts numbered in order of appearance)."""
         table = self.values
-        iids = [table.setdefault(_text(v), len(table)) + 1 for v in vals.tolist()]
-        return w.field_varint(_DA_STRING_IID, np.array(iids, np.int64))
+        return np.array([table.setdefault(_text(v), len(table)) + 1 for v in vals.tolist()], np.int64)
+
+    def _annotation_items(self, r0: int, r1: int, b_idx: np.ndarray) -> w.Items:
+        """The ``debug_annotations`` of the events of ranks r0..r1 as columns for
+        ``w.track_events``: packet, name iid, value kind, value bits; in packet order,
+        each packet's in key order (as :meth:`_annotations` groups them)."""
+        parts = []
+        for k, key in enumerate(self.keys):
+            ranks, order = self.stat_order[key]
+            lo, hi = np.searchsorted(ranks, [r0, r1])
+            if lo == hi:
+                continue
+            vals = self.t.stats[key].values[order[lo:hi]]
+            kind = vals.dtype.kind
+            if kind in "iufb":
+                code = "iufb".index(kind)
+                bits = vals.astype(np.float64).view(np.uint64) if kind == "f" else \
+                    vals.astype(np.int64).view(np.uint64) if kind == "i" else vals.astype(np.uint64)
+            else:
+                code, bits = 4, self._string_iids(vals).view(np.uint64)
+            n = hi - lo
+            parts.append((b_idx[ranks[lo:hi] - r0], np.full(n, k + 1, np.int64), np.full(n, code, np.uint8), bits))
+        if not parts:
+            return w.no_items()
+        at = np.concatenate([p[0] for p in parts])
+        o = np.argsort(at, kind="stable")
+        return at[o], np.concatenate([p[1] for p in parts])[o], np.concatenate([p[2] for p in parts])[o], \
+            np.concatenate([p[3] for p in parts])[o]
+
+    def _flow_items(self, by_rank: tuple[np.ndarray, np.ndarray], r0: int, r1: int,
+                    b_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(packet, flow id) of the flows of the events of ranks r0..r1, in packet order."""
+        ranks, order = by_rank
+        lo, hi = np.searchsorted(ranks, [r0, r1])
+        return b_idx[ranks[lo:hi] - r0], order[lo:hi].astype(np.uint64) + np.uint64(1)  # flow k -> id k + 1
 
     def _flows(self, by_rank: tuple[np.ndarray, np.ndarray], field: int, r0: int, r1: int,
                b_idx: np.ndarray, m: int) -> w.Batch:
@@ -287,6 +335,11 @@ class _Plan:
         for lo in range(0, len(order), CHUNK):
             sel = order[lo:lo + CHUNK]
             m = len(sel)
+            if w.IMPLEMENTATION == "c":
+                none = (np.zeros(0, np.int64), np.zeros(0, np.uint64))
+                yield w.track_events(c["ts_ns"][sel], seq, np.full(m, _COUNTER), uuid[sel], np.zeros(m, bool), None,
+                                     None, c["value"][sel], w.no_items(), none, none)
+                continue
             te = w.join([w.field_varint(_TE_TYPE, np.full(m, _COUNTER)), w.field_varint(_TE_TRACK_UUID, uuid[sel]),
                          w.field_fixed64(_TE_DOUBLE_COUNTER, c["value"][sel])])
             pk = w.join([w.field_varint(_TIMESTAMP, c["ts_ns"][sel]), w.const(seq, np.ones(m, bool)),
@@ -316,7 +369,7 @@ def _distinct_pairs(track: np.ndarray, lane: np.ndarray) -> list[tuple[int, int]
     has = lane > 0
     if not has.any():
         return []
-    pairs = np.unique(track[has].astype(np.int64) * 256 + lane[has])
+    pairs = unique(track[has].astype(np.int64) * 256 + lane[has])
     return [(int(p) // 256, int(p) % 256) for p in pairs]
 
 
@@ -328,7 +381,7 @@ def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray, by_rank: np.nd
     if not len(bad):
         return lane
     order = by_rank[np.argsort(track[by_rank], kind="stable")]  # by track, then start, longest first
-    order = order[np.isin(track[order], bad)]
+    order = order[member(track[order], bad)]
     tr, s, e = track[order], start[order], end[order]
     slice_ = e > s
     crowded = 0
@@ -363,7 +416,7 @@ def _crossing_tracks(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
         wrong = (j < 0) | (tr[p] != tr[ch]) | (e[ch] > e[p])
         bad.append(tr[ch[wrong]])
     # a slice starting exactly where an open one ends is not counted as inside it
-    return np.unique(np.concatenate(bad)) if bad else np.zeros(0, np.int64)
+    return unique(np.concatenate(bad)) if bad else np.zeros(0, np.int64)  # sorted: np.unique's first call imports numpy.ma
 
 
 def _stack_lanes(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray, bool]:
