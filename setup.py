@@ -14,7 +14,9 @@
 - ``polyprof.formats._perfetto_wire``: the Perfetto writer's varints and joins of encoded fields;
 - ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages;
 - ``polyprof.analyze._longest``: the two passes of the critical path's longest path;
-- ``polyprof.lowlevel._unseen``: polyprof's threads and hooks kept out of the program's profilers.
+- ``polyprof.lowlevel._unseen``: polyprof's threads and hooks kept out of the program's profilers;
+- ``polyprof.lowlevel._heapcache``: a big load's large NumPy arrays made from freed pages (NumPy's
+  C API looked up at import, as NumPy's ``import_array`` does: no NumPy needed to build it).
 
 ``optional=True``: without a C compiler the build warns and goes on, and polyprof uses
 the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` and
@@ -24,7 +26,7 @@ the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` a
 ``polyprof.formats.perfetto_wire.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
 ``polyprof.plugins.nvtx.recorder.library()``, ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``,
-``polyprof.lowlevel.unseen.IMPLEMENTATION`` say which is in use).
+``polyprof.lowlevel.unseen.IMPLEMENTATION``, ``polyprof.lowlevel.heap.IMPLEMENTATION`` say which is in use).
 """
 
 from setuptools import Extension, setup
@@ -46,4 +48,5 @@ setup(ext_modules=[
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
     Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], optional=True),
     Extension("polyprof.lowlevel._unseen", ["src/polyprof/lowlevel/_unseen.c"], optional=True),
+    Extension("polyprof.lowlevel._heapcache", ["src/polyprof/lowlevel/_heapcache.c"], optional=True),
 ])

@@ -21,6 +21,14 @@ pays on real use (figures: docs/benchmarks.md, "Interpreter tricks").
   a report), the exit handlers run and the process ends without the interpreter's
   teardown, which frees every object of the analysed heap one by one.
 
+* :func:`heap.reusing_freed_pages` — a big Kineto load's large NumPy arrays (8 MB and
+  more) made from the pages of those it freed, moved into place by ``mremap``, instead of
+  fresh memory the kernel faults in and zeroes (``_heapcache.c``, a NumPy data-memory
+  handler installed only around the reader's call, in its thread, and put back after;
+  what it keeps is unmapped at each :func:`heap.trim` and at the end). At 50M events the
+  kernel's share of the load was half its growth per event (docs/benchmarks.md, "Linear
+  growth to 50M trace events"). Not in a profiled program's own allocations.
+
 * :func:`blas.import_numpy_single_threaded` — a read-only command (a summary, a report)
   imports NumPy with OpenBLAS at one thread. OpenBLAS starts a pool of one thread per
   core when NumPy loads it; polyprof's analyses do no linear algebra, so the pool only
@@ -40,6 +48,6 @@ What a program profiled by ``polyprof run`` sees of these: the frozen objects ar
 in ``gc.get_objects()`` and ``gc.get_freeze_count()`` is not 0 (docs/architecture.md).
 Nothing here is a benchmark-only path: each trick runs on every ``polyprof`` command of
 its kind. The compiled fast paths (``_fastsection``, ``_gather``, ``_args``, ``_wire``,
-``_profinfo``, ``_longest``) sit next to the Python they replace, each with its pure-Python twin
+``_profinfo``, ``_longest``, ``_heapcache``) sit next to the Python they replace, each with its pure-Python twin
 (``POLYPROF_PURE_PYTHON=1``).
 """

@@ -1,10 +1,29 @@
-"""The cyclic garbage collector around polyprof's own work (see the package doc)."""
+"""The cyclic garbage collector around polyprof's own work, and the memory of a big load
+(see the package doc)."""
 
 from __future__ import annotations
 
 import gc
+import os
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Iterator
+
+_heapcache: ModuleType | None = None
+if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _heapcache  # type: ignore[attr-defined, no-redef]  # optional compiled module
+    except ImportError:  # not built (no compiler, or NumPy absent at build time)
+        _heapcache = None
+
+#: "c" when a big load's large arrays reuse freed pages (``_heapcache``), else "python"
+#: (every array as NumPy makes it)
+IMPLEMENTATION = "c" if _heapcache is not None else "python"
+
+#: arrays of at least this many bytes are the reuse handler's (smaller ones are NumPy's, as
+#: usual): the columns of ~1M events and more; below that glibc's heap already reuses freed
+#: pages (its mmap threshold rises to 32 MB as such blocks are freed)
+MIN_BLOCK = 8 << 20
 
 
 @contextmanager
@@ -71,13 +90,49 @@ def restore_collector(was_on: bool) -> None:
 _LIBC: object = None
 
 
+def _kept_limit() -> int:
+    """The most freed memory kept for reuse at once: a quarter of the machine's memory."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (OSError, ValueError):
+        return 1 << 30
+
+
+@contextmanager
+def reusing_freed_pages(active: bool = True, limit: int | None = None) -> Iterator[None]:
+    """Inside the block (when ``active``), NumPy arrays of ``MIN_BLOCK`` bytes or more made in
+    this thread come from the pages of such arrays freed before, moved into place, instead
+    of memory the kernel must fault in and zero (``_heapcache.c``): a reader's columns and
+    temporaries of tens of millions of events (docs/benchmarks.md, "Linear growth to 50M
+    trace events"). At most ``limit`` bytes (default: a quarter of the machine's memory)
+    are kept; what is kept is unmapped at :func:`trim` and when the block ends, which also
+    puts NumPy's handler back, raised or not. Only around a reader's call: a profiled
+    program's own arrays are never made this way. Nothing without the compiled module."""
+    if not active or _heapcache is None:
+        yield
+        return
+    old = _heapcache.install(_kept_limit() if limit is None else limit, MIN_BLOCK)
+    try:
+        yield
+    finally:
+        _heapcache.uninstall(old)
+
+
+def reuse_stats() -> dict[str, int]:
+    """The reuse handler's counts (blocks and bytes live, kept, reused, fresh); empty without it."""
+    return dict(_heapcache.stats()) if _heapcache is not None else {}
+
+
 def trim() -> None:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
-    elsewhere). A reader that frees a chunk's arrays before making the next one's keeps
+    elsewhere), and the pages a big load keeps for reuse (:func:`reusing_freed_pages`).
+    A reader that frees a chunk's arrays before making the next one's keeps
     its resident memory to about one chunk this way: glibc raises its mmap threshold as
     large blocks are freed, so later arrays come from the heap, whose freed pages it
     otherwise keeps (formats/kineto/chunks.py)."""
     global _LIBC
+    if _heapcache is not None:
+        _heapcache.release()
     if _LIBC is None:
         import ctypes
         import ctypes.util

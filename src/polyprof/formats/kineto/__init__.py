@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TraceFormatError
-from ...lowlevel.heap import collector_paused
+from ...lowlevel.heap import collector_paused, reusing_freed_pages
 from ...trace.core import Trace
 from ..safety import check_events, clean_metadata, guarded
 from . import slicing, tokenized
@@ -45,6 +45,10 @@ from .slicing import _event_slices
 from .stream import _Source
 
 __all__ = ["load"]
+
+#: files of this size or more are read with NumPy's large arrays made from freed pages
+#: (``lowlevel.heap.reusing_freed_pages``): ~1M events, whose columns reach its block size
+LARGE_FILE = 16 << 20
 
 
 @guarded
@@ -60,8 +64,8 @@ def load(path: str | Path, progress: bool = False) -> Trace:
         raise TraceFormatError(path, "empty file")
     bar = _Progress(progress, path, src_size)
     # parsed JSON makes no reference cycles: the cyclic GC would only re-scan the many
-    # short-lived dicts of every slice
-    with collector_paused():
+    # short-lived dicts of every slice; a big file's columns reuse the pages of those freed
+    with collector_paused(), reusing_freed_pages(src_size >= LARGE_FILE):
         try:
             top: dict[str, Any] = {}
             col = _Collector(path)
