@@ -222,6 +222,7 @@ class Context:
         self.queues = _queue_levels(trace, corr, names, start, track)
         self._stats: dict[str, np.ndarray] = {}
         self._rows: dict[tuple[str, ...], np.ndarray] = {}
+        self._communication: np.ndarray | None = None
         self.trace = trace
 
     def stat(self, key: str) -> np.ndarray:
@@ -229,6 +230,16 @@ class Context:
         if key not in self._stats:
             self._stats[key] = _int_stat(self.trace, key)
         return self._stats[key]
+
+    def communication(self, rows: np.ndarray) -> np.ndarray:
+        """Which of the device activity ``rows`` are communication (``activity_class``),
+        classed once for every device activity of the trace (its kernel names matched once)."""
+        if self._communication is None:
+            dev = self.corr.device_rows
+            self._communication = np.zeros(self.trace.n_events, bool)
+            if len(dev):
+                self._communication[dev] = activity_class(self.trace, dev) == COMMUNICATION
+        return self._communication[rows]
 
     def host_rows(self, calls: tuple[str, ...]) -> np.ndarray:
         """The host rows named one of ``calls``, found once."""
@@ -437,7 +448,7 @@ def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sta
     collective waits for by launch order on its host thread (the module's rule), -1 for
     none."""
     out = np.full(len(dev), -1, np.int64)
-    coll = np.flatnonzero(activity_class(trace, dev) == COMMUNICATION) if len(dev) else np.zeros(0, np.int64)
+    coll = np.flatnonzero(ctx.communication(dev)) if len(dev) else np.zeros(0, np.int64)
     if not len(coll):
         return out
     thread = cache.threads(trace)[track[dev_launch]]

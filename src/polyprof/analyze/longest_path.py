@@ -42,9 +42,10 @@ class LongestPath(NamedTuple):  # not a dataclass: cheaper to create at import (
     bwd: np.ndarray  # per node, the longest path that starts there (ns)
 
 
-def topological_order(g: DepGraph) -> np.ndarray:
+def topological_order(g: DepGraph, outs: np.ndarray | None = None) -> np.ndarray:
     """Nodes in an order every edge runs forward in: by time (ends before starts at one
-    instant, device ends first, deeper ends first...), else by Kahn's walk."""
+    instant, device ends first, deeper ends first...), else by Kahn's walk. ``outs``: the
+    edges in stable order of their source, where the caller has them already."""
     n = g.n_nodes
     is_end = np.arange(n) & 1
     dev = np.repeat(g.device, 2)
@@ -55,16 +56,16 @@ def topological_order(g: DepGraph) -> np.ndarray:
     pos[order] = np.arange(n)
     if not len(g.src) or bool((pos[g.src] < pos[g.dst]).all()):
         return order
-    return _kahn(g, pos)
+    return _kahn(g, pos, outs=outs)
 
 
-def _kahn(g: DepGraph, pos: np.ndarray, compiled: bool = True) -> np.ndarray:
+def _kahn(g: DepGraph, pos: np.ndarray, compiled: bool = True, outs: np.ndarray | None = None) -> np.ndarray:
     """Kahn's walk, taking ready nodes in ``pos`` order (used only where time order and the
     edges disagree: clock skew or ties the time order misplaces); in C where ``_longest``
     is built and ``compiled``, else in Python (the same order)."""
     n = g.n_nodes
-    o = np.argsort(g.src, kind="stable")
-    ptr = np.searchsorted(g.src[o], np.arange(n + 1)).astype(np.int64)
+    o = np.argsort(g.src, kind="stable") if outs is None else outs
+    ptr = _offsets(g.src, n)
     out_dst = np.ascontiguousarray(g.dst[o], np.int64)
     indeg = np.bincount(g.dst, minlength=n).astype(np.int64)
     if _longest is not None and compiled:
@@ -102,12 +103,12 @@ def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
     if not len(g.src):
         z = np.zeros(0, np.int64)
         return LongestPath(z, z, 0, z, np.zeros(n, np.int64), np.zeros(n, np.int64))
-    order = topological_order(g)
     src, dst, w = (np.ascontiguousarray(a, np.int64) for a in (g.src, g.dst, g.weight))
     # incoming edges per node in insertion order, outgoing likewise
+    outs = np.argsort(src, kind="stable")
+    order = topological_order(g, outs)
     ins = np.argsort(dst, kind="stable")
     i_ptr = _offsets(dst, n)
-    outs = np.argsort(src, kind="stable")
     o_ptr = _offsets(src, n)
     f, best, b = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64)
     order, i_ptr, ins, o_ptr, outs = (np.ascontiguousarray(a, np.int64) for a in (order, i_ptr, ins, o_ptr, outs))
