@@ -53,27 +53,52 @@ def framework_op_name(fullname: str) -> str:
 
 def device_op_names(trace: Trace) -> np.ndarray:
     """The op name (object array) of every row of ``device_view(trace)``."""
-    return cache.memo(trace, "device_op_names", _names)
+    codes, texts = device_op_codes(trace)
+    return texts[codes]
 
 
-def _names(trace: Trace) -> np.ndarray:
+def device_op_codes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(per row of ``device_view(trace)`` a code, the op name of each code: an object
+    array): one code per distinct name among the rows. Computed once per trace."""
+    return cache.memo(trace, "device_op_codes", _codes)
+
+
+def _codes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     v = device_view(trace)
-    strings = np.asarray(trace.strings, dtype=object)
-    out = strings[trace.events["name"][v.rows]] if len(v.rows) else np.zeros(0, object)
+    strings = trace.strings
+    # codes: string ids of the trace's names, then ids past them for op names that are not one
+    codes = np.asarray(trace.events["name"][v.rows], np.int64) if len(v.rows) else np.zeros(0, np.int64)
     corr = cache.correlation(trace)
     has_op = corr.op >= 0
     if has_op.any():
-        out[has_op] = strings[trace.events["name"][corr.op[has_op]]]
+        codes[has_op] = trace.events["name"][corr.op[has_op]]
+    extra: dict[str, int] = {}
     for key in reversed(OP_STATS):  # the first key wins
         col = trace.stats.loaded().get(key)  # typed at load by the XSpace reader; no deferred decode
         if col is None or col.kind != "O" or not len(v.rows):
             continue
         m, vals = col.lookup(v.rows)
-        ok = np.fromiter((isinstance(x, str) and x != "" for x in vals), bool, len(vals))
-        idx = np.flatnonzero(m)[ok]
-        parsed = {x: framework_op_name(x) for x in set(vals[ok].tolist())}
-        out[idx] = [parsed[x] for x in vals[ok].tolist()]
-    return out
+        values = vals.tolist()
+        try:
+            distinct = set(values)
+        except TypeError:  # unhashable values, which name no op
+            values = [x if isinstance(x, str) else None for x in values]
+            distinct = set(values)
+        code_of = {}  # per distinct value: its name's code, -1 for no text
+        for x in distinct:
+            if not isinstance(x, str) or not x:
+                code_of[x] = -1
+                continue
+            name = framework_op_name(x)
+            i = trace.string_id(name)
+            code_of[x] = i if i >= 0 else extra.setdefault(name, len(strings) + len(extra))
+        got = np.fromiter(map(code_of.__getitem__, values), np.int64, len(values))
+        ok = got >= 0
+        codes[np.flatnonzero(m)[ok]] = got[ok]
+    texts = np.empty(len(strings) + len(extra), object)
+    texts[:len(strings)] = strings
+    texts[len(strings):] = list(extra)
+    return codes, texts
 
 
 def device_op_breakdown(trace: Trace, window: WindowArg = None) -> Table:
@@ -89,7 +114,11 @@ def device_op_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     c = v.counted
     if not c.any():
         return empty_frame(cols, ("plane", "op"), np.float64)
-    codes, uniq = factorize(device_op_names(trace)[c])
+    op_codes, texts = device_op_codes(trace)
+    codes, uniq_codes = factorize(op_codes[c])
+    uniq = texts[uniq_codes]
+    if len(set(uniq.tolist())) < len(uniq):  # a string table holding a text twice: by the texts
+        codes, uniq = factorize(uniq[codes])
     key = v.plane[c].astype(np.int64) * len(uniq) + codes
     g = group_stats(key, v.dur[c])
     plane, op = np.divmod(g["key"], len(uniq))
