@@ -70,3 +70,22 @@ def test_diff_of_ops_present_on_both_sides_with_no_time_per_step() -> None:
     assert {n: (r["count_a"], r["count_b"]) for n, r in ops.items() if n not in new} == {
         "aten::as_strided": (2, 2), "aten::empty": (2, 2), "aten::zero_": (1, 1), "aten::zeros": (1, 1)}
     assert all(ops[n]["rel_change"] == 0.0 and not ops[n]["change"] for n in ops.keys() - new)
+
+
+def test_a_perfetto_trace_of_data_polyprof_does_not_read_says_so(tmp_path: Path) -> None:
+    """Perfetto's power_rails test trace (test/trace_processor/diff_tests/parser/power/):
+    power rail packets only. polyprof read 0 events and said nothing, as if the trace
+    were empty; it now says that the packets hold data it does not read."""
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from google.protobuf import text_format
+
+    msg = pb.Trace()
+    text_format.Parse((PEERS / "perfetto" / "power_rails.textproto").read_text(), msg)
+    f = tmp_path / "power_rails.pftrace"
+    f.write_bytes(msg.SerializeToString())
+    t = polyprof.load(f)
+    assert t.n_events == 0 and not len(t.counters["ts_ns"])
+    assert [w for w in t.metadata["warnings"] if w.startswith("nothing polyprof reads")]
+    p = _cli("summary", str(f))
+    assert p.returncode == 0
+    assert "warning: nothing polyprof reads: no track events, counters or GPU render stages" in p.stdout
