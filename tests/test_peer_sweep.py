@@ -89,3 +89,21 @@ def test_a_perfetto_trace_of_data_polyprof_does_not_read_says_so(tmp_path: Path)
     p = _cli("summary", str(f))
     assert p.returncode == 0
     assert "warning: nothing polyprof reads: no track events, counters or GPU render stages" in p.stdout
+
+
+def test_a_directory_of_nsight_exports_is_a_job(tmp_path: Path) -> None:
+    """A directory of one Nsight Systems SQLite export per rank (as pipit's saxpy-mpi-cuda
+    job writes them, `-o saxpy-mpi-cuda_nsys%q{OMPI_COMM_WORLD_RANK}`) was "no trace files
+    in this directory": only JSON, .polyprof and .xplane.pb files were taken as ranks."""
+    src = Path(__file__).parent / "data" / "nsys" / "saxpy_2022.sqlite"
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in (0, 1):
+        (job / f"saxpy-mpi-cuda_nsys{r}.sqlite").write_bytes(src.read_bytes())
+    (job / "notes.txt").write_text("not a rank")
+    ts = polyprof.load_ranks(job)
+    assert [Path(str(e.path)).name for e in ts.entries] == ["saxpy-mpi-cuda_nsys0.sqlite",
+                                                             "saxpy-mpi-cuda_nsys1.sqlite"]
+    p = _cli("summary", str(job))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("polyprof summary: 2 ranks")

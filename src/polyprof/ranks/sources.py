@@ -26,8 +26,11 @@ from ..trace.core import Trace
 from ..trace.identity import identify
 from .identity import rank_in_file, rank_in_name
 
-#: file name patterns a directory of ranks is read with
-TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb")
+#: file name endings a directory of ranks is read with: every format polyprof reads (a file
+#: of another format among them is refused, naming it)
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb",
+                  ".xplane.pb.gz", ".pftrace", ".pftrace.gz", ".perfetto-trace", ".sqlite", ".sqlite3",
+                  ".db", ".parquet")
 
 
 class RankSource(ABC):
