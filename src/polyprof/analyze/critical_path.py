@@ -17,7 +17,7 @@ import numpy as np
 from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import unique
+from ..trace.sorting import lexsort, unique
 from .depgraph import Context, DepGraph, build, window_rows
 from .frames import column, empty_frame, frame
 from .table import Table
@@ -152,7 +152,7 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     if not parts:
         return empty_frame(COLUMNS, _TEXT)
     cols = parts[0] if len(parts) == 1 else {c: np.concatenate([x[c] for x in parts]) for c in COLUMNS}
-    order = np.lexsort((cols["start_ns"], cols["step"]))
+    order = lexsort((cols["start_ns"], cols["step"]))  # np.lexsort's order, as one int64 sort
     text = {"name": names, "kind": _KIND_TEXT, "track": track_names}
     return frame({c: text[c][v[order]] if c in text else v[order] for c, v in cols.items()})
 
