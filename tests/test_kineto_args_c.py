@@ -235,14 +235,19 @@ def test_some_rows_of_every_shared_trace_as_the_python_path(kineto_files, monkey
 
 
 def test_select_takes_only_the_rows_and_names_asked_for():
-    text = b'[{"a": [1, 2], "b": "x"}, {"b": 2}, {"a": [3], "c": {"d": "}"}}, {}, {"a": null}]'
-    got = deferred._args.select(text, 10, ("a", "c"), np.array([10, 12, 14], np.int64).tobytes())
-    out = {k: (np.frombuffer(r, np.int64).tolist(), j, np.frombuffer(n, np.int64).tolist())
-           for k, (r, j, n) in got.items()}
-    assert out == {"a": ([10, 12, 14], b"[[1, 2],[3],null]", [6, 3, 4]), "c": ([12], b'[{"d": "}"}]', [10])}
+    text = (b'[{"a": [1, 2], "b": "x"}, {"b": 2}, {"a": [3], "c": {"d": "}"}}, {}, {"a": null}, '
+            b'{"a": [1, 2], "c": {"d": "}"}}, {"a": [1,2]}]')
+    got = deferred._args.select(text, 10, ("a", "c"), np.array([10, 12, 14, 15, 16], np.int64).tobytes())
+    out = {k: (np.frombuffer(r, np.int64).tolist(), np.frombuffer(c, np.int64).tolist(), j,
+               np.frombuffer(n, np.int64).tolist()) for k, (r, c, j, n) in got.items()}
+    # each distinct value's text once (the same value written otherwise is another text)
+    assert out == {"a": ([10, 12, 14, 15, 16], [0, 1, 2, 0, 3], b"[[1, 2],[3],null,[1,2]]", [6, 3, 4, 5]),
+                   "c": ([12, 15], [0, 0], b'[{"d": "}"}]', [10])}
     # rows outside the batch, and a batch none of whose rows is asked for
     assert deferred._args.select(text, 10, ("a",), np.array([3, 99], np.int64).tobytes()) == {}
     assert deferred._args.select(b"[]", 0, ("a",), np.array([0], np.int64).tobytes()) == {}
+    with pytest.raises(ValueError):
+        deferred._args.select(text, 10, tuple("abcdefghijklmnopq"), np.array([10], np.int64).tobytes())
 
 
 @pytest.mark.parametrize("text", [

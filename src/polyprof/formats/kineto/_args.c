@@ -16,10 +16,18 @@
  * lookup of a key asks first: whether any event has it).
  *
  * select(text, base, names, rows) takes only the events of `rows` (int64 bytes,
- * ascending, the batch's rows) and only the args called one of `names` (a tuple of str):
- * the same (rows, joined, lens) per name that has a value there, the other events
- * skipped over without reading their args (what deferred.DeferredArgs.rows decodes:
- * an op's input shapes, for a few thousand of a trace's events).
+ * ascending, the batch's rows) and only the args called one of `names` (a tuple of str),
+ * the other events skipped over without reading their args (what
+ * deferred.DeferredArgs.rows decodes: an op's input shapes, for a few thousand of a
+ * trace's events). Per name that has a value there:
+ *
+ *     name -> (rows, codes, joined, lens)
+ *
+ *   rows    bytes: int64[n], the rows of the events that have the arg, ascending
+ *   codes   bytes: int64[n], each row's value as an index into the distinct values
+ *   joined  bytes: "[v1,v2,...]", each distinct value's JSON text once, in order of
+ *           first appearance (an op's shapes repeat over its calls)
+ *   lens    bytes: int64[d], the length of each distinct value's text
  * Only the plain case is taken: every element an object, names without escapes, no name
  * twice in one object. Anything else (or text that is not JSON) raises ValueError, and
  * the caller takes the Python path, which handles every case. The text was checked at
@@ -330,9 +338,101 @@ done:
 /* ---------------------------------------------------------------- select */
 #define MAX_SELECT 16  /* names asked for at once; more: ValueError */
 
+/* The values of one name asked for: each row's code into the distinct values (their
+ * texts joined, each once: an op's shapes repeat over its calls). */
+typedef struct {
+    const char *key;
+    Py_ssize_t len;
+    int64_t *rows, *codes;
+    Py_ssize_t n, cap;
+    char *text;  /* "[v,v,...]" of the distinct values */
+    Py_ssize_t tlen, tcap;
+    int64_t *offs, *lens;  /* each distinct value's place in text */
+    uint64_t *hashes;
+    Py_ssize_t nd, dcap;
+    Py_ssize_t *slots;  /* open addressing: distinct index + 1, 0 empty */
+    Py_ssize_t nslots;
+} Sel;
+
+static int sel_grow_slots(Sel *g) {
+    Py_ssize_t n = g->nslots ? 2 * g->nslots : 256;
+    Py_ssize_t *slots = PyMem_Calloc((size_t)n, sizeof(Py_ssize_t));
+    if (!slots) return -1;
+    for (Py_ssize_t d = 0; d < g->nd; d++) {
+        Py_ssize_t j = (Py_ssize_t)(g->hashes[d] & (uint64_t)(n - 1));
+        while (slots[j]) j = (j + 1) & (n - 1);
+        slots[j] = d + 1;
+    }
+    PyMem_Free(g->slots);
+    g->slots = slots;
+    g->nslots = n;
+    return 0;
+}
+
+/* The code of value v (its distinct index, a new one if not seen); -1 on memory error. */
+static int64_t sel_code(Sel *g, const char *v, Py_ssize_t vlen) {
+    if ((g->nd + 1) * 2 > g->nslots && sel_grow_slots(g) < 0) return -1;
+    uint64_t h = fnv(v, vlen);
+    Py_ssize_t mask = g->nslots - 1, j = (Py_ssize_t)(h & (uint64_t)mask);
+    for (;;) {
+        Py_ssize_t d = g->slots[j];
+        if (!d) break;
+        d--;
+        if (g->hashes[d] == h && g->lens[d] == vlen && memcmp(g->text + g->offs[d], v, (size_t)vlen) == 0) return d;
+        j = (j + 1) & mask;
+    }
+    if (g->nd == g->dcap) {
+        Py_ssize_t cap = g->dcap ? 2 * g->dcap : 64;
+        int64_t *o = PyMem_Realloc(g->offs, (size_t)cap * sizeof(int64_t));
+        if (!o) return -1;
+        g->offs = o;
+        int64_t *l = PyMem_Realloc(g->lens, (size_t)cap * sizeof(int64_t));
+        if (!l) return -1;
+        g->lens = l;
+        uint64_t *hs = PyMem_Realloc(g->hashes, (size_t)cap * sizeof(uint64_t));
+        if (!hs) return -1;
+        g->hashes = hs;
+        g->dcap = cap;
+    }
+    if (g->tlen + vlen + 2 > g->tcap) {
+        Py_ssize_t cap = g->tcap ? 2 * g->tcap : 1024;
+        while (cap < g->tlen + vlen + 2) cap *= 2;
+        char *t = PyMem_Realloc(g->text, (size_t)cap);
+        if (!t) return -1;
+        g->text = t;
+        g->tcap = cap;
+    }
+    g->text[g->tlen++] = g->nd ? ',' : '[';
+    memcpy(g->text + g->tlen, v, (size_t)vlen);
+    g->offs[g->nd] = g->tlen;
+    g->lens[g->nd] = vlen;
+    g->hashes[g->nd] = h;
+    g->tlen += vlen;
+    g->slots[j] = g->nd + 1;
+    return g->nd++;
+}
+
+static int sel_add(Sel *g, int64_t row, const char *v, Py_ssize_t vlen) {
+    int64_t code = sel_code(g, v, vlen);
+    if (code < 0) return -1;
+    if (g->n == g->cap) {
+        Py_ssize_t cap = g->cap ? 2 * g->cap : 64;
+        int64_t *r = PyMem_Realloc(g->rows, (size_t)cap * sizeof(int64_t));
+        if (!r) return -1;
+        g->rows = r;
+        int64_t *c = PyMem_Realloc(g->codes, (size_t)cap * sizeof(int64_t));
+        if (!c) return -1;
+        g->codes = c;
+        g->cap = cap;
+    }
+    g->rows[g->n] = row;
+    g->codes[g->n++] = code;
+    return 0;
+}
+
 /* One wanted event's args object at s[i] == '{': the values of the names asked for
  * added to their groups; the end, or -1. */
-static Py_ssize_t selected(Group *want, Py_ssize_t nwant, const char *s, Py_ssize_t i, Py_ssize_t end,
+static Py_ssize_t selected(Sel *want, Py_ssize_t nwant, const char *s, Py_ssize_t i, Py_ssize_t end,
                            int64_t row) {
     int seen[MAX_SELECT] = {0};
     i = skip_ws(s, i + 1, end);
@@ -353,7 +453,7 @@ static Py_ssize_t selected(Group *want, Py_ssize_t nwant, const char *s, Py_ssiz
         if (vend < 0) return fail("a malformed arg value");
         if (w < nwant) {
             if (seen[w]++) return fail("an arg name twice in one event");
-            if (add(&want[w], row, s + i, vend - i) < 0) {
+            if (sel_add(&want[w], row, s + i, vend - i) < 0) {
                 PyErr_NoMemory();
                 return -1;
             }
@@ -368,12 +468,36 @@ static Py_ssize_t selected(Group *want, Py_ssize_t nwant, const char *s, Py_ssiz
     }
 }
 
+static PyObject *sel_result(Sel *want, Py_ssize_t nwant) {
+    PyObject *out = PyDict_New();
+    if (!out) return NULL;
+    for (Py_ssize_t k = 0; k < nwant; k++) {
+        Sel *g = &want[k];
+        if (!g->n) continue;
+        g->text[g->tlen++] = ']';  /* sel_code kept room for it */
+        PyObject *name = PyUnicode_DecodeUTF8(g->key, g->len, NULL);
+        PyObject *v = name ? Py_BuildValue("(y#y#y#y#)", (const char *)g->rows, g->n * (Py_ssize_t)sizeof(int64_t),
+                                           (const char *)g->codes, g->n * (Py_ssize_t)sizeof(int64_t),
+                                           g->text, g->tlen, (const char *)g->lens,
+                                           g->nd * (Py_ssize_t)sizeof(int64_t)) : NULL;
+        if (!v || PyDict_SetItem(out, name, v) < 0) {
+            Py_XDECREF(name);
+            Py_XDECREF(v);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(name);
+        Py_DECREF(v);
+    }
+    return out;
+}
+
 static PyObject *select_args(PyObject *self, PyObject *args) {
     Py_buffer buf, rows_buf;
     long long base = 0;
     PyObject *names = NULL, *out = NULL;
     if (!PyArg_ParseTuple(args, "y*LO!y*", &buf, &base, &PyTuple_Type, &names, &rows_buf)) return NULL;
-    Group want[MAX_SELECT];
+    Sel want[MAX_SELECT];
     Py_ssize_t nwant = PyTuple_GET_SIZE(names), k;
     memset(want, 0, sizeof(want));
     const char *s = buf.buf;
@@ -381,6 +505,7 @@ static PyObject *select_args(PyObject *self, PyObject *args) {
     const int64_t *rows = rows_buf.buf;
     Py_ssize_t nrows = rows_buf.len / (Py_ssize_t)sizeof(int64_t), next = 0;
     if (nwant > MAX_SELECT) {
+        nwant = 0;
         fail("too many arg names asked for");
         goto done;
     }
@@ -440,15 +565,16 @@ static PyObject *select_args(PyObject *self, PyObject *args) {
         fail("text after the args");
         goto done;
     }
-    Table t = {0};
-    t.groups = want;
-    t.n = nwant;
-    out = result(&t);
+    out = sel_result(want, nwant);
 done:
     for (k = 0; k < nwant; k++) {
         PyMem_Free(want[k].rows);
-        PyMem_Free(want[k].lens);
+        PyMem_Free(want[k].codes);
         PyMem_Free(want[k].text);
+        PyMem_Free(want[k].offs);
+        PyMem_Free(want[k].lens);
+        PyMem_Free(want[k].hashes);
+        PyMem_Free(want[k].slots);
     }
     PyBuffer_Release(&buf);
     PyBuffer_Release(&rows_buf);
@@ -466,9 +592,9 @@ static PyMethodDef methods[] = {
      "groups(text, base, skip) -> {name: (rows int64 bytes, joined JSON bytes, lens int64 bytes)}: one batch "
      "of args grouped by arg name; ValueError outside the plain case."},
     {"select", select_args, METH_VARARGS,
-     "select(text, base, names, rows) -> {name: (rows int64 bytes, joined JSON bytes, lens int64 bytes)}: the "
-     "args called one of the tuple names of the events of rows (int64 bytes, ascending) only; ValueError outside "
-     "the plain case."},
+     "select(text, base, names, rows) -> {name: (rows int64 bytes, codes int64 bytes, distinct values' joined "
+     "JSON bytes, their lens int64 bytes)}: the args called one of the tuple names of the events of rows (int64 "
+     "bytes, ascending) only; ValueError outside the plain case."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -192,13 +192,15 @@ class DeferredArgs:
 
     def _selected(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
         """:meth:`rows` by the compiled walk (``_args.select``): each batch holding some of
-        the rows gives the raw values of just those events' args asked for, which are
-        typed as one column per key across the batches (as :meth:`rows` types them)."""
+        the rows gives the raw values of just those events' args asked for, each distinct
+        value once with a code per row. The distinct values are typed as one column per
+        key across the batches (as :meth:`rows` types them: the typing of a column
+        depends only on which values it holds), then spread back over the rows."""
         wanted = tuple(arg_names(k)[0] for k in keys)
         batches = self.batches
         starts = bases(batches) + [np.iinfo(np.int64).max]
         bounds = np.searchsorted(rows, starts)
-        got: dict[str, list[tuple[bytes, bytes, bytes]]] = {}
+        got: dict[str, list[tuple[bytes, bytes, bytes, bytes]]] = {}
         for i in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
             sel = rows[bounds[i]:bounds[i + 1]]
             for name, part in _args.select(batches[i][1], starts[i], wanted, sel.tobytes()).items():
@@ -208,13 +210,28 @@ class DeferredArgs:
             parts = got.get(name)
             if not parts:
                 continue
-            r = np.frombuffer(b"".join(p[0] for p in parts), np.int64)
-            joined = parts[0][1] if len(parts) == 1 else b"[" + b",".join(p[1][1:-1] for p in parts) + b"]"
-            lens = np.frombuffer(b"".join(p[2] for p in parts), np.int64)
-            _, r_arr, arr = _typed_joined(name, r, joined, lens)
-            if len(r_arr):
-                out[k] = StatColumn(r_arr, arr)
+            r, codes, joined, lens = _distinct_parts(parts)
+            _, kept, arr = _typed_joined(name, np.arange(len(lens), dtype=np.int64), joined, lens)
+            at = np.full(len(lens), -1, np.int64)  # distinct value -> its place among the typed ones (-1: null)
+            at[kept] = np.arange(len(kept))
+            pos = at[codes]
+            has = pos >= 0
+            if has.any():
+                out[k] = StatColumn(r[has], arr[pos[has]])
         return out
+
+
+def _distinct_parts(parts: list[tuple[bytes, bytes, bytes, bytes]]) -> tuple[np.ndarray, np.ndarray, bytes, np.ndarray]:
+    """(rows, codes, joined distinct values, their lengths) of one name over the batches'
+    ``_args.select`` parts, each batch's codes moved past the values of those before."""
+    if len(parts) == 1:
+        r, c, joined, n = parts[0]
+        return np.frombuffer(r, np.int64), np.frombuffer(c, np.int64), joined, np.frombuffer(n, np.int64)
+    lens = [np.frombuffer(p[3], np.int64) for p in parts]
+    shift = np.cumsum([0] + [len(x) for x in lens[:-1]])
+    codes = np.concatenate([np.frombuffer(p[1], np.int64) + s for p, s in zip(parts, shift.tolist())])
+    rows = np.frombuffer(b"".join(p[0] for p in parts), np.int64)
+    return rows, codes, b"[" + b",".join(p[2][1:-1] for p in parts) + b"]", np.concatenate(lens)
 
 
 def _fresh_stack(work: Callable[[], T]) -> T:
