@@ -12,6 +12,7 @@
   library, no Python API: NVTX loads it by ``NVTX_INJECTION64_PATH``; polyprof reads it by ctypes);
 - ``polyprof.formats.perfetto_read._walk``: Perfetto TracePackets walked into columns;
 - ``polyprof.formats._perfetto_wire``: the Perfetto writer's varints and joins of encoded fields;
+- ``polyprof.formats._kineto_memory``: Kineto's ``[memory]`` args read from the text as integer columns;
 - ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages;
 - ``polyprof.analyze._longest``: the two passes of the critical path's longest path;
 - ``polyprof.lowlevel._unseen``: polyprof's threads and hooks kept out of the program's profilers;
@@ -23,7 +24,7 @@ the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` a
 ``polyprof.formats.xspace.decode.IMPLEMENTATION``, ``polyprof.formats.kineto.deferred.IMPLEMENTATION``,
 ``polyprof.formats.kineto.gather.IMPLEMENTATION``, ``polyprof.formats.kineto.tokenized.IMPLEMENTATION``,
 ``polyprof.formats.kineto.flows.IMPLEMENTATION``, ``polyprof.formats.perfetto_read.walked.IMPLEMENTATION``,
-``polyprof.formats.perfetto_wire.IMPLEMENTATION``,
+``polyprof.formats.perfetto_wire.IMPLEMENTATION``, ``polyprof.formats.kineto_memory.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
 ``polyprof.plugins.nvtx.recorder.library()``, ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``,
 ``polyprof.lowlevel.unseen.IMPLEMENTATION``, ``polyprof.lowlevel.heap.IMPLEMENTATION`` say which is in use).
@@ -45,6 +46,7 @@ setup(ext_modules=[
     Extension("polyprof.plugins.nvtx._nvtxinject", ["src/polyprof/plugins/nvtx/_nvtxinject.c"], optional=True),
     Extension("polyprof.formats.perfetto_read._walk", ["src/polyprof/formats/perfetto_read/_walk.c"], optional=True),
     Extension("polyprof.formats._perfetto_wire", ["src/polyprof/formats/_perfetto_wire.c"], optional=True),
+    Extension("polyprof.formats._kineto_memory", ["src/polyprof/formats/_kineto_memory.c"], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
     Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], optional=True),
     Extension("polyprof.lowlevel._unseen", ["src/polyprof/lowlevel/_unseen.c"], optional=True),

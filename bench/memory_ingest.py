@@ -1,6 +1,8 @@
 """What typing Kineto's [memory] events at load costs: a synthetic torch-shaped trace of
 N allocation/free events (half alive at random, 64 B to 1 MiB, Total Allocated kept),
-loaded with and without the memory typing, alternating, best and median of the rounds.
+loaded with and without the memory typing, alternating, best and median of the rounds,
+and the cost per memory event: the difference of each round's pair (with - without),
+divided by N, its min and median; the load average before and after.
 
     python bench/memory_ingest.py --events 300000 --repeat 4
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import tempfile
@@ -44,6 +47,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=300_000)
     ap.add_argument("--repeat", type=int, default=4)
     args = ap.parse_args()
+    load0 = os.getloadavg()[0]
     path = Path(tempfile.mkdtemp()) / "memory.json"
     make(args.events, path)
     polyprof.load(path)  # warm up (imports)
@@ -56,9 +60,15 @@ def main() -> None:
             polyprof.load(path)
             times[name].append(time.perf_counter() - t0)
     kineto_memory.has_memory = real
-    print(f"{args.events} [memory] events, {path.stat().st_size / 1e6:.0f} MB")
+    print(f"{args.events} [memory] events, {path.stat().st_size / 1e6:.0f} MB; load average {load0:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}")
     for name, v in times.items():
         print(f"{name:<20} best {min(v):.2f} s  median {statistics.median(v):.2f} s")
+    w, wo = times["with memory typing"], times["without"]
+    print(f"with / without: +{min(w) / min(wo) - 1:.0%} best, +{statistics.median(w) / statistics.median(wo) - 1:.0%} "
+          "median")
+    per = [(a - b) / args.events * 1e9 for a, b in zip(w, wo)]
+    print(f"cost per memory event (paired rounds): min {min(per):.0f} ns, median {statistics.median(per):.0f} ns")
 
 
 if __name__ == "__main__":

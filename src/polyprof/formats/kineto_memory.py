@@ -6,10 +6,17 @@ a free), ``Addr``, ``Total Allocated``, ``Total Reserved``, ``Device Type`` (c10
 DeviceType: 0 CPU, 1 CUDA, ...) and ``Device Id``. The reader types these at load (only
 the arg batches that hold such events are decoded for it), so the memory analyses never
 make the other, deferred args decode. The args also stay under their own names.
+
+A batch's integers are read from its text in one compiled pass (``_kineto_memory.c``:
+six int64 columns, no object per event); what that pass does not read plainly goes to
+msgspec's typed decode, and what that does not take (other value types, polyprof's own
+spelling) to the general path over the decoded args. ``IMPLEMENTATION`` says whether
+the compiled pass is in use (``POLYPROF_PURE_PYTHON=1``: msgspec's).
 """
 
 from __future__ import annotations
 
+import os
 from operator import attrgetter
 from typing import Any
 
@@ -17,6 +24,17 @@ import msgspec
 import numpy as np
 
 from ..trace import keys
+from ..trace.sorting import unique_inverse
+
+if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _kineto_memory  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - built by setup.py; msgspec types every batch otherwise
+        _kineto_memory = None
+else:
+    _kineto_memory = None
+#: "c" (``_kineto_memory.c``) or "python" (msgspec's typed decode): which reads a batch's integers
+IMPLEMENTATION = "c" if _kineto_memory is not None else "python"
 
 #: polyprof's memory stat keys: typed at load, never left to the deferred decode
 MEMORY_KEYS = frozenset({keys.ALLOC_BYTES, keys.ADDR, keys.TOTAL_ALLOCATED, keys.TOTAL_RESERVED,
@@ -57,12 +75,39 @@ def batch_stats(text: bytes, base: int, decode_any: Any) -> dict[str, tuple[np.n
     """The memory stats of one batch of args (JSON text ``[args, ...]`` from row
     ``base``): typed columns straight from the text when the args are Kineto's integers
     (no dict per event), else through ``memory_stats`` on the decoded args."""
+    got = _kineto_memory.columns(text) if _kineto_memory is not None else None
+    if got is not None and not got[7]:  # read whole, and no "alloc_bytes" in the text (found by the same pass)
+        out = _compiled_columns(got, base)
+        if out is not None:
+            return out
     if b'"alloc_bytes"' not in text:
         try:
             return _columns(_DECODE_FAST(text), base)
         except (msgspec.ValidationError, msgspec.DecodeError, OverflowError):
             pass  # other values, or an address beyond 64 bits: the general path
     return memory_stats(decode_any(text), base)
+
+
+def _compiled_columns(got: tuple, base: int) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """:func:`_columns` of the compiled pass's columns; None where msgspec's path would not
+    take the batch (an address beyond int64 beside a negative or missing one)."""
+    nbytes, addr, total, reserved, dtype, did = (np.frombuffer(b, np.int64) for b in got[:6])
+    mem = np.flatnonzero((nbytes != _ABSENT) & (total != _ABSENT))
+    if not len(mem):
+        return {}
+    kind = np.frombuffer(got[6], np.uint8)[mem]
+    if (kind == 2).any() and ((kind == 1) | (kind == 3)).any():
+        return None  # as uint64, msgspec's path overflows: the general one reads it
+    rows = mem + base
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for vals, key in ((nbytes, keys.ALLOC_BYTES), (addr, keys.ADDR), (total, keys.TOTAL_ALLOCATED),
+                      (reserved, keys.TOTAL_RESERVED)):
+        vals = vals[mem]
+        has = vals != _ABSENT
+        if has.any():
+            out[key] = (rows[has], vals[has])
+    _devices(out, rows, dtype[mem], did[mem])
+    return out
 
 
 def _column(items: list, field: str) -> np.ndarray:
@@ -85,18 +130,31 @@ def _columns(items: list, base: int) -> dict[str, tuple[np.ndarray, np.ndarray]]
         has = vals != _ABSENT
         if has.any():
             out[key] = (rows[has], vals[has])
-    dtype, did = _column(items, "dtype"), _column(items, "did")
+    _devices(out, rows, _column(items, "dtype"), _column(items, "did"))
+    return out
+
+
+def _devices(out: dict[str, tuple[np.ndarray, np.ndarray]], rows: np.ndarray, dtype: np.ndarray,
+             did: np.ndarray) -> None:
+    """The memory's device (from Device Type and Id, by distinct pair) and the allocator."""
     span = 1 << 21  # (type + 1, id + 1) as one non-negative code; absent type -> 0
     code = (np.clip(np.where(dtype == _ABSENT, -1, dtype), -1, 1 << 20) + 1) * span + np.clip(did, -1, span - 2) + 1
-    uniq, inv = np.unique(code, return_inverse=True)
+    out_allocator = (rows, np.full(len(rows), "torch", dtype=object))
+    if len(code) and code.min() == code.max():  # one device for the whole batch (the usual case)
+        c = int(code[0])
+        name = _device({"Device Type": c // span - 1, "Device Id": c % span - 1}) if c >= span else None
+        if name is not None:
+            out[keys.MEMORY_DEVICE] = (rows, np.full(len(rows), name, dtype=object))
+        out[keys.ALLOCATOR] = out_allocator
+        return
+    uniq, inv = unique_inverse(code)  # sorted: np.unique's first call imports numpy.ma
     names = np.array([_device({"Device Type": c // span - 1, "Device Id": c % span - 1}) if c >= span else None
                       for c in uniq.tolist()], dtype=object)
     labels = names[inv]
     on_device = labels != None  # noqa: E711 (elementwise)
     if on_device.any():
         out[keys.MEMORY_DEVICE] = (rows[on_device], labels[on_device])
-    out[keys.ALLOCATOR] = (rows, np.full(len(rows), "torch", dtype=object))
-    return out
+    out[keys.ALLOCATOR] = out_allocator
 
 
 def _unsigned(items: list) -> bool:

@@ -1,0 +1,133 @@
+"""Kineto's [memory] args read by the compiled pass (formats/_kineto_memory.c) against
+msgspec's typed decode and the general path it falls back to.
+
+Both must give the same stats: the real traces in tests/data that hold memory events
+(whole Traces compared), and generated batches of args with every value shape the
+pass must read or leave alone (integers at the int64 and uint64 edges, addresses in the
+upper half beside negative and missing ones, floats, strings, null, nested values,
+escaped and repeated keys, odd whitespace, elements that are not objects, broken JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+from polyprof.formats import kineto, kineto_memory
+
+DATA = Path(__file__).resolve().parent / "data"
+FILES = sorted(DATA.glob("peers/tracelens_perf/*.json.gz"))
+
+pytestmark = pytest.mark.skipif(kineto_memory.IMPLEMENTATION != "c", reason="the _kineto_memory extension is not built")
+
+
+def _stats(text: bytes, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> object:
+    with monkeypatch.context() as m:
+        if not compiled:
+            m.setattr(kineto_memory, "_kineto_memory", None)
+        try:
+            got = kineto_memory.batch_stats(text, 100, msgspec.json.decode)
+        except Exception as e:  # both paths must fail alike
+            return f"{type(e).__name__}: {e}"
+    return {k: (r.tolist(), v.dtype.str, v.tolist()) for k, (r, v) in got.items()}
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_real_traces_with_memory_events_read_the_same(path, monkeypatch):
+    compiled = kineto.load(path)
+    with monkeypatch.context() as m:
+        m.setattr(kineto_memory, "_kineto_memory", None)
+        plain = kineto.load(path)
+    assert list(compiled.stats) == list(plain.stats)
+    for key in kineto_memory.MEMORY_KEYS & set(plain.stats):
+        x, y = compiled.stats[key], plain.stats[key]
+        assert np.array_equal(x.rows, y.rows), key
+        assert x.values.dtype == y.values.dtype and x.values.tolist() == y.values.tolist(), key
+    assert len(compiled.stats["alloc_bytes"]) > 100
+
+
+_EDGES = [0, 1, -1, 64, -(1 << 20), (1 << 63) - 1, -(1 << 63), -(1 << 63) + 1, 1 << 63, (1 << 64) - 1, 1 << 64,
+          -(1 << 63) - 1, 10 ** 30]
+
+
+def _value(rng: random.Random, odd: float) -> str:
+    r = rng.random()
+    if r > odd:
+        return str(rng.choice([rng.randint(-(1 << 40), 1 << 40), rng.randint(0, 1 << 20)]))
+    return rng.choice([str(rng.choice(_EDGES)), "1.0", "1e3", "-0", "0", '"12"', "null", "true", "[1, 2]",
+                       '{"a": 1}', "-", "01", "1.", ".5", "2E-2"])
+
+
+def _args(rng: random.Random, odd: float) -> str:
+    if rng.random() < odd / 2:
+        return rng.choice(["[]", "1", '"x"', "null", "{}"])
+    fields = []
+    names = ["Bytes", "Addr", "Total Allocated", "Total Reserved", "Device Type", "Device Id"]
+    for name in names:
+        if rng.random() < 0.85:
+            fields.append((name, _value(rng, odd)))
+    for _ in range(rng.randint(0, 3)):
+        if rng.random() < odd:  # what the compiled pass leaves to msgspec: escaped or non-ASCII keys and text
+            fields.append((rng.choice(["ü", 'a\\"b', "Byt\\u0065s"]), rng.choice(['"é"', '"x"'])))
+        else:
+            fields.append((rng.choice(["Input Dims", "name", "Ev Idx"]),
+                           rng.choice(['"text"', '"a\\\\b"', '"\\u00e9"', '[[1], {"k": null}]', "3.5", "-7", "false",
+                                       '"tab\\there"', "[]", "{}", '"\\/\\b\\f\\n\\r"'])))
+        if rng.random() < odd:  # polyprof's own spelling, or text that only looks like it
+            fields.append(rng.choice([("alloc_bytes", "12"), ("k", '"alloc_bytes"'), ("k", '"\\"alloc_bytes"'),
+                                      ("k", '"\\\\alloc_bytes"'), ("k", '"xalloc_bytes"'), ("k", '["alloc_bytes "]')]))
+    if rng.random() < odd:
+        fields.append((rng.choice(names), _value(rng, 0)))  # a key twice
+    rng.shuffle(fields)
+    sep = rng.choice([", ", ",", " ,\n ", ",\t"])
+    return "{" + sep.join(f'"{k}"{rng.choice([":", ": ", " : "])}{v}' for k, v in fields) + "}"
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_generated_batches_read_the_same(seed, monkeypatch):
+    rng = random.Random(seed)
+    odd = rng.choice([0.0, 0.02, 0.1, 0.3])
+    items = [_args(rng, odd) for _ in range(rng.choice([0, 1, 2, 5, 60]))]
+    text = "[" + ",".join(items) + "]"
+    if rng.random() < 0.1:  # broken JSON
+        text = text[: rng.randrange(len(text) + 1)] + rng.choice(["", "x", "]", "}"])
+    data = text.encode()
+    assert _stats(data, True, monkeypatch) == _stats(data, False, monkeypatch)
+    got = kineto_memory._kineto_memory.columns(data)
+    if got is not None:  # its own search for polyprof's spelling, as `in` finds it
+        assert got[7] == (b'"alloc_bytes"' in data)
+
+
+def test_plain_kineto_batches_are_read_by_the_compiled_pass(monkeypatch):
+    """A batch as torch writes it never reaches msgspec."""
+    args = [{"Total Reserved": 2097152, "Total Allocated": 512 * i, "Bytes": 512, "Device Id": 0, "Device Type": 1,
+             "Addr": 139_000_000_000_000 + i} for i in range(50)] + [{"Input Dims": [[1, 2]], "name": "op"}]
+    text = json.dumps(args).encode()
+    monkeypatch.setattr(kineto_memory, "_DECODE_FAST", None)  # would raise if called
+    got = kineto_memory.batch_stats(text, 0, msgspec.json.decode)
+    assert got["alloc_bytes"][1].tolist() == [512] * 50
+    assert got["memory_device"][1].tolist() == ["/device:GPU:0"] * 50
+    top = json.dumps([{"Bytes": 1, "Total Allocated": 1, "Addr": (1 << 64) - 16}]).encode()
+    assert kineto_memory.batch_stats(top, 0, msgspec.json.decode)["addr"][1].tolist() == [-16]
+
+
+def test_an_upper_half_address_beside_a_negative_one_goes_to_the_general_path(monkeypatch):
+    mixed = json.dumps([{"Bytes": 1, "Total Allocated": 1, "Addr": (1 << 64) - 16},
+                        {"Bytes": 1, "Total Allocated": 2, "Addr": -5}]).encode()
+    assert kineto_memory._compiled_columns(kineto_memory._kineto_memory.columns(mixed), 0) is None
+    assert _stats(mixed, True, monkeypatch) == _stats(mixed, False, monkeypatch)
+
+
+@pytest.mark.parametrize("inner", ['{"alloc_bytes": 1}', '{"k": "alloc_bytes"}', '{"k": "\\"alloc_bytes"}',
+                                   '{"k": "\\\\alloc_bytes"}', '{"k": "xalloc_bytes"}', '{"k": ["alloc_bytes "]}',
+                                   '{"k": "\\\\\\"alloc_bytes"}', '{"k": "alloc_bytes\\""}', '{"alloc_bytesx": 2}'])
+def test_polyprofs_own_spelling_is_found_as_a_text_search_finds_it(inner, monkeypatch):
+    text = f'[{{"Bytes": 4, "Total Allocated": 4}}, {inner}]'.encode()
+    got = kineto_memory._kineto_memory.columns(text)
+    assert got is not None and got[7] == (b'"alloc_bytes"' in text)
+    assert _stats(text, True, monkeypatch) == _stats(text, False, monkeypatch)
