@@ -93,13 +93,16 @@ P = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 DATA = ROOT / "tests/data/perfetto"
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in DATA.glob("*.textproto")))
-def test_perfettos_test_traces_read_the_same(name, tmp_path, monkeypatch):
+PROTOS = sorted(DATA.glob("*.textproto")) + sorted((ROOT / "tests/data/peers/perfetto").glob("*.textproto"))
+
+
+@pytest.mark.parametrize("path", PROTOS, ids=[p.stem for p in PROTOS])
+def test_perfettos_test_traces_read_the_same(path, tmp_path, monkeypatch):
     from google.protobuf import text_format
 
     msg = P.Trace()
-    text_format.Parse((DATA / f"{name}.textproto").read_text(), msg)
-    out = tmp_path / f"{name}.pftrace"
+    text_format.Parse(path.read_text(), msg)
+    out = tmp_path / f"{path.stem}.pftrace"
     out.write_bytes(msg.SerializeToString())
     _same(out, monkeypatch)
 
