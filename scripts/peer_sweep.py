@@ -7,7 +7,7 @@
 DIR holds peers' files as fetched (HolisticTraceAnalysis' tests/data, TraceLens' tests,
 XProf's test XSpaces, ...). For each file: ``polyprof summary``, ``summary --json``, ``summary --window hta``,
 ``report``, ``export -f perfetto|xspace|kineto`` and ``critical-path``; for each directory
-of rank files (names with ``rank<N>``/``rank-<N>``/``rank_<N>``): ``convert`` to a store,
+of rank files (names with ``rank<N>``/``rank-<N>``/``rank_<N>``): ``summary DIR``, ``convert`` to a store,
 ``summary STORE`` and ``critical-path DIR``; for each pair (two files of the same name
 in two directories, e.g. TraceLens' h100/ and mi300/, or a directory of exactly two
 files, e.g. HTA's trace_diff control/ and test/): ``diff``. Each command is one process
@@ -48,7 +48,7 @@ TRACE_ENDINGS = (".json", ".json.gz", ".gz", ".xz", ".pb", ".pb.gz", ".db", ".sq
 RANK_NAME = re.compile(r"rank[-_]?\d+", re.IGNORECASE)
 FILE_COMMANDS = ("summary", "summary-json", "summary-hta", "report", "export-perfetto", "export-xspace",
                  "export-kineto", "critical-path")
-DIR_COMMANDS = ("convert", "summary-store", "critical-path-dir")
+DIR_COMMANDS = ("summary-dir", "convert", "summary-store", "critical-path-dir")
 PAIR_COMMANDS = ("diff",)
 
 
@@ -98,6 +98,7 @@ def command_line(command: str, target: Path | tuple[Path, Path], out: Path) -> t
         "export-kineto": (["export", "-f", "kineto", t, "-o", str(out / "t.json")], out / "t.json"),
         "critical-path": (["critical-path", t], None),
         "critical-path-dir": (["critical-path", t], None),
+        "summary-dir": (["summary", t], None),
         "convert": (["convert", t, "-o", str(out / "store")], out / "store"),
         "summary-store": (["summary", str(out / "store")], None),
     }
@@ -274,6 +275,26 @@ def table(results: list[dict]) -> str:
                           for t, v in rows.items())
 
 
+def table_by_peer(results: list[dict]) -> str:
+    """One markdown row per peer (the first folder under DIR): per command, how many runs
+    were ok / refused / WRONG."""
+    commands = [c for c in (*FILE_COMMANDS, *DIR_COMMANDS, *PAIR_COMMANDS)
+                if any(r["command"] == c for r in results)]
+    counts: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+    files: dict[str, set[str]] = defaultdict(set)
+    for r in results:
+        peer = r["target"].split("/")[0]
+        counts[peer][r["command"]][r["outcome"]] += 1
+        files[peer].add(r["target"])
+
+    def cell(c: dict[str, int]) -> str:
+        return " / ".join(str(c.get(k, 0)) for k in ("ok", "refused", "WRONG")) if c else ""
+
+    head = ("| peer (targets) | " + " | ".join(commands) + " |\n|---|" + "---|" * len(commands) + "\n")
+    return head + "".join(f"| {p} ({len(files[p])}) | " + " | ".join(cell(counts[p][c]) for c in commands) + " |\n"
+                          for p in sorted(counts))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", type=Path)
@@ -286,6 +307,8 @@ def main() -> int:
     ap.add_argument("--verify", action="store_true",
                     help="open each export with its peer: Perfetto's protos, XProf's trace_viewer, HTA")
     ap.add_argument("--markdown", action="store_true", help="print the table of outcomes")
+    ap.add_argument("--by-peer", action="store_true",
+                    help="print ok / refused / WRONG counts per peer and command (docs/peer_data.md)")
     args = ap.parse_args()
     load = os.getloadavg()
     results = sweep(args.dir.resolve(), set(args.only), args.timeout,
@@ -297,6 +320,8 @@ def main() -> int:
         args.json.write_text(json.dumps(results, indent=1))
     if args.markdown:
         print(table(results))
+    if args.by_peer:
+        print(table_by_peer(results))
     return 1 if counts["WRONG"] else 0
 
 
