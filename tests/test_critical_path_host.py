@@ -110,3 +110,26 @@ def test_random_nestings_match_the_graph(seed, monkeypatch):
         assert used == [True]
     if overlap or tie:  # the graph decides
         assert used == [False]
+
+
+def test_op_stats_and_the_critical_path_nest_the_calls_once():
+    """A trace without steps or launches: op_stats and the critical path nest the same
+    host calls, and the nesting is made once (``analyze/nesting.py``)."""
+    from polyprof.analyze import nesting
+    from polyprof.analyze.ops import op_stats
+
+    t = polyprof.load(DATA / "xspace" / "tpu_inference_2.xplane.pb")
+    made = []
+    real = nesting.parents
+
+    def counting(*a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        made.append(len(a[0]))
+        return real(*a)
+
+    nesting.parents = counting  # (of_rows calls it through the module)
+    try:
+        op_stats(t)
+        cp.critical_path(t)
+    finally:
+        nesting.parents = real
+    assert made == [18339]

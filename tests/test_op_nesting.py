@@ -109,11 +109,19 @@ def test_random_nestings_one_equals_two(seed, monkeypatch):
 def test_chains_merge_and_children_move_up():
     """aten::div > aten::div > (aten::add, cudaLaunchKernel): the inner div is merged; the
     outer one's children are then the add and the call (child_time of what is kept)."""
-    tr = np.zeros(4, np.int64)
-    st, du = np.array([0, 10, 20, 60], np.int64), np.array([100, 80, 30, 5], np.int64)
-    name = np.array([1, 1, 2], np.int64)
-    into, children = O._one_nesting(tr[:3], st[:3], du[:3], name, tr[3:], st[3:], du[3:])
+    b = TraceBuilder()
+    track = b.track(b.plane("/host:CPU", "host"), "main", "thread", tid=1)
+    for name, cat, s, d in [("aten::div", "cpu_op", 0, 100), ("aten::div", "cpu_op", 10, 80),
+                            ("aten::add", "cpu_op", 20, 30), ("cudaLaunchKernel", "cuda_runtime", 60, 5)]:
+        b.event(track, name, s, d, cat)
+    t = b.build()
+    ops, rt = np.array([0, 1, 2]), np.array([3])
+    into, children = O._one_nesting(t, ops, rt)
     np.testing.assert_array_equal(into, [0, 0, 2])
     np.testing.assert_array_equal(children[[0, 2]], [35, 0])
     keep = np.array([0, 2, 3])
-    np.testing.assert_array_equal(child_time(tr[keep], st[keep], (st + du)[keep])[:2], [35, 0])
+    st, du = np.array([0, 10, 20, 60]), np.array([100, 80, 30, 5])
+    np.testing.assert_array_equal(child_time(np.zeros(3, np.int64), st[keep], (st + du)[keep])[:2], [35, 0])
+    stats = O.op_stats(t)
+    by_name = dict(zip(stats["name"], stats["self_ns"]))
+    assert by_name == {"aten::div": 65, "aten::add": 30}

@@ -19,6 +19,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, unique
 from .depgraph import Context, DepGraph, build, window_rows
+from . import nesting
 from .frames import column, empty_frame, frame
 from .table import Table
 from .longest_path import LongestPath, forest_times, longest_path
@@ -163,7 +164,8 @@ def _host_only(trace: Trace, ctx: Context, host: np.ndarray) -> tuple[np.ndarray
     from the calls' nesting (``longest_path.forest_times``), None where that does not
     decide them."""
     thread = cache.threads(trace)[ctx.track[host]]
-    return forest_times(thread, ctx.start[host], ctx.end[host], ctx.waits[ctx.names[host]])
+    return forest_times(thread, ctx.start[host], ctx.end[host], ctx.waits[ctx.names[host]],
+                        nesting.of_rows(trace, host))  # (op_stats nests the same calls in a trace without steps)
 
 
 def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,10 +15,10 @@ import os
 
 import numpy as np
 
-from ..derive.intervals import nesting_depth
 from ..errors import PolyprofError
 from ..trace.sorting import lexsort
 from .depgraph import DepGraph
+from .nesting import parents
 
 log = logging.getLogger("polyprof")
 
@@ -130,7 +130,8 @@ def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
     return LongestPath(nodes, edges, int(f[end]), f[g.src] + g.weight + b[g.dst], f, b)
 
 
-def forest_times(thread: np.ndarray, start: np.ndarray, end: np.ndarray, waits: np.ndarray
+def forest_times(thread: np.ndarray, start: np.ndarray, end: np.ndarray, waits: np.ndarray,
+                 nest: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
                  ) -> tuple[np.ndarray, np.ndarray, int] | None:
     """What :func:`longest_path` and ``critical_path.event_times`` give for a graph of host
     calls alone (``depgraph`` with no device activity or synchronisation record), without
@@ -143,16 +144,13 @@ def forest_times(thread: np.ndarray, start: np.ndarray, end: np.ndarray, waits: 
     time from its last child to its end for a waiting call, whose end edge weighs
     nothing). The path is the longest thread's chain. None where that does not decide
     it: calls that do not nest (a child outlasting its parent), or two threads of the
-    longest length (ties go by the graph's node order): build the graph there."""
+    longest length (ties go by the graph's node order): build the graph there. ``nest``:
+    ``nesting.parents`` of the calls, if made already."""
     n = len(start)
-    order, _, depth = nesting_depth(thread, start, end)
+    order, _, par = parents(thread, start, end) if nest is None else nest  # par: positions in ``order``
     if len(order) != n or not n:
         return None
     s, e = start[order], end[order]
-    par = np.full(n, -1, np.int64)  # per position in ``order``, its parent's position
-    for d in range(1, int(depth.max()) + 1):
-        here, up = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
-        par[here] = up[np.searchsorted(up, here) - 1]
     has = np.flatnonzero(par >= 0)
     p = par[has]
     if not bool((e[has] <= e[p]).all()):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..derive import cache
 from ..derive.correlate import METHOD_NAMES
-from ..derive.intervals import child_time, nesting_depth
+from ..derive.intervals import child_time
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
@@ -17,6 +17,8 @@ from ..trace.vocabulary import GRAPH_LAUNCH_MARKERS
 from .common import CLASS_NAMES, device_view
 from .frames import column, empty_frame, factorize, frame, labels, order_asc, order_desc
 from .grouping import group_reduce, group_stats
+from . import nesting
+from .nesting import parents
 from .window import WindowArg, device_mask, host_mask, view
 
 if TYPE_CHECKING:
@@ -49,7 +51,7 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
     threads = cache.threads(trace)
     st, du, tr = ev["start_ns"][ops], ev["dur_ns"][ops], threads[ev["track"][ops]]
     rt = trace.rows_of_kind(Kind.RUNTIME)
-    one = _one_nesting(tr, st, du, ev["name"][ops], threads[ev["track"][rt]], ev["start_ns"][rt], ev["dur_ns"][rt])
+    one = _one_nesting(trace, ops, rt)
     into = merged_into(tr, st, st + du, ev["name"][ops]) if one is None else one[0]
     corr = cache.correlation(trace)
     direct = np.zeros(len(ops), np.int64)
@@ -84,25 +86,12 @@ def merged_into(track: np.ndarray, start: np.ndarray, end: np.ndarray, name: np.
     of that chain. Parents come from the nesting depth, one searchsorted per level."""
     n = len(start)
     out = np.arange(n, dtype=np.int64)
-    order, depth, parent = _parents(track, start, end)
+    order, depth, parent = parents(track, start, end)
     if not len(order) or not depth.max():
         return out
     up = _merge_chains(order, parent, parent >= 0, name)
     out[order] = order[up]
     return out
-
-
-def _parents(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``nesting_depth``'s (order, depth) of the spans and each one's parent (a position
-    in ``order``, -1 for none): the nearest span before it one level up."""
-    order, _, depth = nesting_depth(track, start, end)
-    parent = np.full(len(order), -1, np.int64)
-    for d in range(1, int(depth.max(initial=0)) + 1):
-        ch, par = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
-        if len(ch) and len(par):
-            p = np.searchsorted(par, ch) - 1
-            parent[ch[p >= 0]] = par[p[p >= 0]]
-    return order, depth, parent
 
 
 def _merge_chains(order: np.ndarray, parent: np.ndarray, op: np.ndarray, name: np.ndarray) -> np.ndarray:
@@ -121,22 +110,29 @@ def _merge_chains(order: np.ndarray, parent: np.ndarray, op: np.ndarray, name: n
     return up
 
 
-def _one_nesting(tr: np.ndarray, st: np.ndarray, du: np.ndarray, name: np.ndarray, rt_tr: np.ndarray,
-                 rt_st: np.ndarray, rt_du: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(``merged_into`` of the ops, and per op the time of its direct children once the
-    merged ops are left out: ops and runtime calls, as ``child_time`` of the kept ops and
-    the runtime calls gives it) from one nesting of the ops and runtime calls together.
-    None where they do not nest (a span outlasting its parent) or a runtime call holds
-    an op: there the ops' own nesting differs, and each is computed apart."""
-    n = len(st)
-    c_tr, c_st = np.concatenate([tr, rt_tr]), np.concatenate([st, rt_st])
-    c_en = c_st + np.concatenate([du, rt_du])
-    order, _, parent = _parents(c_tr, c_st, c_en)
+def _one_nesting(trace: Trace, ops: np.ndarray, rt: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(``merged_into`` of the ``ops``, and per op the time of its direct children once
+    the merged ops are left out: ops and runtime calls, as ``child_time`` of the kept ops
+    and the runtime calls ``rt`` gives it) from one nesting of the ops and runtime calls
+    together (in row order, ``nesting.of_rows``: the critical path's too). None where they
+    do not nest (a span outlasting its parent) or a runtime call holds an op (as where a
+    call comes before an op of the same span): there the ops' own nesting differs, and
+    each is computed apart."""
+    n = len(ops)
+    ev = trace.events
+    c_st = np.concatenate([ev["start_ns"][ops], ev["start_ns"][rt]]).astype(np.int64)
+    c_en = c_st + np.concatenate([ev["dur_ns"][ops], ev["dur_ns"][rt]])
+    rows = np.concatenate([ops, rt])
+    at = np.argsort(rows, kind="stable")  # op or call of each row, in row order
+    at = at[c_en[at] > c_st[at]]  # what nests: spans of some length
+    sorted_order, _, parent = nesting.of_rows(trace, rows[at])
+    order = at[sorted_order]  # as positions among the ops, then the calls
     has = np.flatnonzero(parent >= 0)
     op = order < n
     if not bool((c_en[order[has]] <= c_en[order[parent[has]]]).all()) or not bool(op[parent[has]][op[has]].all()):
         return None
-    up = _merge_chains(order, parent, op, np.concatenate([name, np.zeros(len(rt_st), name.dtype)]))
+    name = ev["name"][ops]
+    up = _merge_chains(order, parent, op, np.concatenate([name, np.zeros(len(rt), name.dtype)]))
     into = np.arange(n, dtype=np.int64)
     into[order[op]] = order[up[op]]
     # each span not merged away counts for the top of its parent's chain

@@ -1,0 +1,38 @@
+"""The nesting of spans on their threads (each span's parent), made once per trace for
+one set of rows: ``op_stats`` nests the ops and runtime calls, the critical path of a
+window of host calls alone nests the same calls (a trace without steps), and both read
+this one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..derive import cache
+from ..derive.intervals import nesting_depth
+from ..trace.core import Trace
+
+
+def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``nesting_depth``'s (order, depth) of the spans and each one's parent (a position
+    in ``order``, -1 for none): the nearest span before it one level up."""
+    order, _, depth = nesting_depth(track, start, end)
+    parent = np.full(len(order), -1, np.int64)
+    for d in range(1, int(depth.max(initial=0)) + 1):
+        ch, par = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+        if len(ch) and len(par):
+            p = np.searchsorted(par, ch) - 1
+            parent[ch[p >= 0]] = par[p[p >= 0]]
+    return order, depth, parent
+
+
+def of_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`parents` of the events ``rows`` (ascending) on their OS threads
+    (``cache.threads``), made once per trace for each set of rows."""
+    store: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = cache.memo(trace, "nesting", lambda t: {})
+    key = np.ascontiguousarray(rows, np.int64).tobytes()
+    if key not in store:
+        ev = trace.events
+        start = np.asarray(ev["start_ns"][rows], np.int64)
+        store[key] = parents(cache.threads(trace)[ev["track"][rows]], start,
+                             start + np.asarray(ev["dur_ns"][rows], np.int64))
+    return store[key]
