@@ -149,6 +149,19 @@ def test_other_threads_keep_numpys_handler():
     assert seen == ["default_allocator"]
 
 
+def test_importing_the_module_imports_no_numpy():
+    """The compiled handler is imported on first use: importing it imports NumPy, and
+    every command imports this module at its start (the CLI, ``polyprof run``) before
+    ``lowlevel/blas.py`` starts NumPy with one OpenBLAS thread and before the collector is
+    paused for a summary."""
+    code = ("import sys\nfrom polyprof.lowlevel import heap\nfrom polyprof import cli\n"
+            "assert 'numpy' not in sys.modules, 'numpy imported'\nheap.trim()\n"
+            "assert 'numpy' not in sys.modules, 'numpy imported by trim'\nprint(heap.IMPLEMENTATION)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == heap.IMPLEMENTATION
+
+
 def test_inactive_and_pure_python_change_nothing():
     with heap.reusing_freed_pages(active=False):
         assert get_handler_name() == "default_allocator"

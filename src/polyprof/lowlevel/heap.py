@@ -9,16 +9,33 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Iterator
 
+#: the compiled ``_heapcache`` once :func:`_module` imported it (None before, or without it)
 _heapcache: ModuleType | None = None
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _heapcache  # type: ignore[attr-defined, no-redef]  # optional compiled module
-    except ImportError:  # not built (no compiler, or NumPy absent at build time)
-        _heapcache = None
+_looked = False
 
-#: "c" when a big load's large arrays reuse freed pages (``_heapcache``), else "python"
-#: (every array as NumPy makes it)
-IMPLEMENTATION = "c" if _heapcache is not None else "python"
+
+def _module() -> ModuleType | None:
+    """``_heapcache``, imported on first use: importing it imports NumPy (its C API table),
+    which every command's start imports this module before (the CLI, ``polyprof run``,
+    before ``blas`` starts NumPy with one OpenBLAS thread and the collector is paused)."""
+    global _heapcache, _looked
+    if not _looked:
+        _looked = True
+        if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
+            try:
+                from . import _heapcache as compiled  # type: ignore[attr-defined]  # optional compiled module
+            except ImportError:  # not built (no compiler, or NumPy absent at build time)
+                compiled = None
+            _heapcache = compiled
+    return _heapcache
+
+
+def __getattr__(name: str) -> str:
+    #: IMPLEMENTATION: "c" when a big load's large arrays reuse freed pages (``_heapcache``),
+    #: else "python" (every array as NumPy makes it); decided on first use (:func:`_module`)
+    if name == "IMPLEMENTATION":
+        return "c" if _module() is not None else "python"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: arrays of at least this many bytes are the reuse handler's (smaller ones are NumPy's, as
 #: usual): the columns of ~1M events and more; below that glibc's heap already reuses freed
@@ -108,19 +125,21 @@ def reusing_freed_pages(active: bool = True, limit: int | None = None) -> Iterat
     are kept; what is kept is unmapped at :func:`trim` and when the block ends, which also
     puts NumPy's handler back, raised or not. Only around a reader's call: a profiled
     program's own arrays are never made this way. Nothing without the compiled module."""
-    if not active or _heapcache is None:
+    compiled = _module() if active else None
+    if compiled is None:
         yield
         return
-    old = _heapcache.install(_kept_limit() if limit is None else limit, MIN_BLOCK)
+    old = compiled.install(_kept_limit() if limit is None else limit, MIN_BLOCK)
     try:
         yield
     finally:
-        _heapcache.uninstall(old)
+        compiled.uninstall(old)
 
 
 def reuse_stats() -> dict[str, int]:
     """The reuse handler's counts (blocks and bytes live, kept, reused, fresh); empty without it."""
-    return dict(_heapcache.stats()) if _heapcache is not None else {}
+    compiled = _module()
+    return dict(compiled.stats()) if compiled is not None else {}
 
 
 def trim() -> None:
@@ -131,7 +150,7 @@ def trim() -> None:
     large blocks are freed, so later arrays come from the heap, whose freed pages it
     otherwise keeps (formats/kineto/chunks.py)."""
     global _LIBC
-    if _heapcache is not None:
+    if _heapcache is not None:  # (imported: it may keep pages; never imported here to ask)
         _heapcache.release()
     if _LIBC is None:
         import ctypes
