@@ -22,7 +22,8 @@ from polyprof.formats.perfetto_read import load, walked
 from polyprof.writers import perfetto
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = sorted(p for p in (ROOT / "tests/data/traces").glob("*/*") if p.suffix in (".gz", ".pb"))
+TRACES = sorted(p for p in (ROOT / "tests/data/traces").glob("*/*") if p.suffix in (".gz", ".pb")) + \
+    sorted(p for p in (ROOT / "tests/data/h200").iterdir() if p.suffix in (".gz", ".pb", ".polyprof"))
 
 pytestmark = pytest.mark.skipif(walked.IMPLEMENTATION != "c", reason="the _walk extension is not built")
 
