@@ -29,7 +29,9 @@ for the disk: 17 GB of plain JSON do not stay in the page cache; ``--gzip`` writ
 copies as ``.json.gz``, a tenth of it), and memory per event (peak RSS less the RSS
 before the load, over the Trace's events; the peak is the process's VmHWM, as rusage's
 maxrss of a child counts the parent's pages at the fork). ``--copies DIR`` keeps the
-copies for the next run.
+copies for the next run; with ``--against`` both trees load each size in turn, each round.
+Also printed: user and system CPU per event and minor page faults (of the round with the
+best CPU), as the system's share is what grows with the trace (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -91,12 +93,15 @@ def rss():
     return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
 polyprof.load(sys.argv[2])  # the reader's lazy imports, untimed
 before = rss()
+r0 = resource.getrusage(resource.RUSAGE_SELF)
 c0, t0 = time.process_time(), time.perf_counter()
 tr = polyprof.load(sys.argv[1])
 t1, c1 = time.perf_counter(), time.process_time()
+r1 = resource.getrusage(resource.RUSAGE_SELF)
 peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({"load": t1 - t0, "cpu": c1 - c0, "events": tr.n_events, "before": before, "peak": peak,
-                  "after": rss()}))
+                  "after": rss(), "user": r1.ru_utime - r0.ru_utime, "sys": r1.ru_stime - r0.ru_stime,
+                  "faults": r1.ru_minflt - r0.ru_minflt}))
 """
 
 _TS = re.compile(rb'"ts": ?(\d+)(?:\.(\d{1,3}))?\b')
@@ -214,37 +219,51 @@ def report(path: Path, trees: dict[str, str], args: argparse.Namespace) -> None:
                   f"{1 - statistics.median(t) / statistics.median(a):.1%} (median)")
 
 
-def linear(src: Path, sizes: list[int], rounds: int, tmp: Path, gz: bool = False) -> None:
+def linear(src: Path, sizes: list[int], rounds: int, tmp: Path, gz: bool = False,
+           trees: dict[str, str] | None = None) -> None:
+    """Fresh loads of each copy, ``rounds`` times, alternating between ``trees`` (the
+    checkout's ``src`` by default) within each size and round."""
+    trees = trees or {"this": str(ROOT / "src")}
     files = {n: replicate(src, n, tmp, gz) for n in sorted(set(sizes))}
     warm = tmp / "warm.json"  # plain JSON, as the copies: the same readers' imports and sniffing
     warm.write_bytes(gzip.decompress(WARM.read_bytes()))
-    res: dict[int, list[dict]] = {n: [] for n in files}
-    env = child_env(str(ROOT / "src"))
+    res: dict[str, dict[int, list[dict]]] = {k: {n: [] for n in files} for k in trees}
     print(f"load average {os.getloadavg()[0]:.1f} (1 min) at the start")
     for _ in range(rounds):
         for n, path in files.items():
-            r = subprocess.run([sys.executable, "-c", _LINEAR, str(path), str(warm)], capture_output=True, text=True,
-                               env=env, cwd="/", timeout=3600)
-            if r.returncode:
-                raise SystemExit(f"x{n}: {r.stderr[-2000:]}")
-            res[n].append(json.loads(r.stdout.strip().splitlines()[-1]))
+            for k, tree in trees.items():
+                r = subprocess.run([sys.executable, "-c", _LINEAR, str(path), str(warm)], capture_output=True,
+                                   text=True, env=child_env(tree), cwd="/", timeout=3600)
+                if r.returncode:
+                    raise SystemExit(f"{k} x{n}: {r.stderr[-2000:]}")
+                res[k][n].append(json.loads(r.stdout.strip().splitlines()[-1]))
+    print(f"{src.name} copied: load in fresh processes, {rounds} rounds; memory: peak RSS less RSS before the load")
+    for k in trees:
+        _linear_table(k, res[k], files)
+    print(f"  load average {os.getloadavg()[0]:.1f} (1 min) at the end")
+
+
+def _linear_table(tree: str, res: dict[int, list[dict]], files: dict[int, Path]) -> None:
+    """One tree's rows: best wall and CPU per event against the smallest size's, user and
+    system CPU per event and minor faults (of the round with the best CPU), memory."""
     first = min(res)
     base = min(r["load"] for r in res[first]) / res[first][0]["events"]
     cpu_base = min(r["cpu"] for r in res[first]) / res[first][0]["events"]
-    print(f"{src.name} copied: load in fresh processes, {rounds} rounds; memory: peak RSS less RSS before the load")
+    print(f" {tree}:")
     for n, rs in res.items():
         ev = rs[0]["events"]
         best = min(r["load"] for r in rs)
         med = statistics.median(r["load"] for r in rs)
-        cpu = min(r["cpu"] for r in rs)
+        b = min(rs, key=lambda r: r["cpu"])
+        cpu = b["cpu"]
         mem = min(r["peak"] - r["before"] for r in rs)
         kept = min(r["after"] - r["before"] for r in rs)
         print(f"  x{n:<4} {ev:>10} events {files[n].stat().st_size / 1e9:6.2f} GB  load best {best:8.2f} s  median "
               f"{med:8.2f} s  {best / ev * 1e6:.3f} µs per event (x{first}: {best / ev / base:.2f})  CPU {cpu:8.2f} s "
-              f"{cpu / ev * 1e6:.3f} µs per event (x{first}: {cpu / ev / cpu_base:.2f})  "
+              f"{cpu / ev * 1e6:.3f} µs per event (x{first}: {cpu / ev / cpu_base:.2f}; user {b['user'] / ev * 1e6:.3f}"
+              f" + system {b['sys'] / ev * 1e6:.3f}, {b['faults'] / ev:.3f} faults per event)  "
               f"{mem / ev:.0f} B per event at the peak, {kept / ev:.0f} kept (peak RSS "
               f"{min(r['peak'] for r in rs) / 2**30:.2f} GiB)")
-    print(f"  load average {os.getloadavg()[0]:.1f} (1 min) at the end")
 
 
 def main() -> int:
@@ -270,7 +289,7 @@ def main() -> int:
         if args.linear:
             if args.copies:
                 args.copies.mkdir(parents=True, exist_ok=True)
-            linear(files[0], args.linear, args.rounds, args.copies or tmp, args.gzip)
+            linear(files[0], args.linear, args.rounds, args.copies or tmp, args.gzip, trees)
             return 0
         paths = [_plain(f, tmp) for f in files]
         if args.replicate:
