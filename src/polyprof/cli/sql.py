@@ -114,7 +114,9 @@ def stream(trace: Any, sql: str, allow_external: bool = False, memory_limit: str
         if rel is None:  # a statement without a result
             done()
             return pa.schema([]), iter(())
-        reader = rel.fetch_record_batch(1 << 16)
+        # duckdb 1.x names it fetch_record_batch (deprecated since; to_arrow_reader)
+        to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
+        reader = to_reader(1 << 16)
     except duckdb.Error as e:
         raise fail(e) from None
 
