@@ -30,7 +30,7 @@ from . import asyncs, lenient
 from .flows import add_flow_slice, add_v2_slice
 from .ids import fast_ids, id_columns, id_groups
 from .numbers import NotANumber, _ns_of
-from .packed import PackedBatches
+from .packed import RAW_BYTES, PackedBatches
 from .progress import _Progress
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class _Collector:
         self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
         self.arg_raws: list[msgspec.Raw | ArgsPiece] = []  # args (JSON text) of the events from row arg_base
         self.arg_base = 0
-        self.arg_batches = PackedBatches()  # (first row, "[args, ...]"): typed on first use (kept deflated)
+        self.arg_batches = PackedBatches(RAW_BYTES)  # (first row, "[args, ...]"): typed on first use (packed.py)
         self.late_args: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # of E events, idem
         self.process: dict[Any, dict[str, Any]] = {}
         self.threads: dict[tuple, dict[str, Any]] = {}
