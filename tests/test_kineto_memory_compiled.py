@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from polyprof.formats import kineto, kineto_memory
+from polyprof.trace.stats import TextCodes
 
 DATA = Path(__file__).resolve().parent / "data"
 FILES = sorted(DATA.glob("peers/tracelens_perf/*.json.gz"))
@@ -34,7 +35,13 @@ def _stats(text: bytes, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> obje
             got = kineto_memory.batch_stats(text, 100, msgspec.json.decode)
         except Exception as e:  # both paths must fail alike
             return f"{type(e).__name__}: {e}"
-    return {k: (r.tolist(), v.dtype.str, v.tolist()) for k, (r, v) in got.items()}
+    return {k: (r.tolist(), *_values(v)) for k, (r, v) in got.items()}
+
+
+def _values(v: np.ndarray | TextCodes) -> tuple[str, list]:
+    """A column's dtype and values; text given as codes as the object column they make."""
+    v = v.text() if isinstance(v, TextCodes) else v
+    return v.dtype.str, v.tolist()
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
@@ -111,7 +118,7 @@ def test_plain_kineto_batches_are_read_by_the_compiled_pass(monkeypatch):
     monkeypatch.setattr(kineto_memory, "_DECODE_FAST", None)  # would raise if called
     got = kineto_memory.batch_stats(text, 0, msgspec.json.decode)
     assert got["alloc_bytes"][1].tolist() == [512] * 50
-    assert got["memory_device"][1].tolist() == ["/device:GPU:0"] * 50
+    assert _values(got["memory_device"][1]) == ("|O", ["/device:GPU:0"] * 50)
     top = json.dumps([{"Bytes": 1, "Total Allocated": 1, "Addr": (1 << 64) - 16}]).encode()
     assert kineto_memory.batch_stats(top, 0, msgspec.json.decode)["addr"][1].tolist() == [-16]
 

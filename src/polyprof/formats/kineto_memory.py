@@ -25,6 +25,7 @@ import numpy as np
 
 from ..trace import keys
 from ..trace.sorting import unique_inverse
+from ..trace.stats import TextCodes
 
 if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
     try:
@@ -49,6 +50,8 @@ _DEVICE_TYPES = {1: "GPU", 4: "OpenCL", 6: "GPU", 9: "XLA", 12: "XPU", 13: "MPS"
 
 
 _ABSENT = -2 ** 63
+#: (rows, values) by stat key; text values as codes into their few names
+_Stats = dict[str, tuple[np.ndarray, "np.ndarray | TextCodes"]]
 
 
 class _KinetoMemory(msgspec.Struct, gc=False):
@@ -71,7 +74,7 @@ def has_memory(text: bytes) -> bool:
     return any(m in text for m in MARKERS)
 
 
-def batch_stats(text: bytes, base: int, decode_any: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def batch_stats(text: bytes, base: int, decode_any: Any) -> _Stats:
     """The memory stats of one batch of args (JSON text ``[args, ...]`` from row
     ``base``): typed columns straight from the text when the args are Kineto's integers
     (no dict per event), else through ``memory_stats`` on the decoded args."""
@@ -88,7 +91,7 @@ def batch_stats(text: bytes, base: int, decode_any: Any) -> dict[str, tuple[np.n
     return memory_stats(decode_any(text), base)
 
 
-def _compiled_columns(got: tuple, base: int) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+def _compiled_columns(got: tuple, base: int) -> _Stats | None:
     """:func:`_columns` of the compiled pass's columns; None where msgspec's path would not
     take the batch (an address beyond int64 beside a negative or missing one)."""
     nbytes, addr, total, reserved, dtype, did = (np.frombuffer(b, np.int64) for b in got[:6])
@@ -99,13 +102,11 @@ def _compiled_columns(got: tuple, base: int) -> dict[str, tuple[np.ndarray, np.n
     if (kind == 2).any() and ((kind == 1) | (kind == 3)).any():
         return None  # as uint64, msgspec's path overflows: the general one reads it
     rows = mem + base
-    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    out: _Stats = {}
     for vals, key in ((nbytes, keys.ALLOC_BYTES), (addr, keys.ADDR), (total, keys.TOTAL_ALLOCATED),
                       (reserved, keys.TOTAL_RESERVED)):
         vals = vals[mem]
-        has = vals != _ABSENT
-        if has.any():
-            out[key] = (rows[has], vals[has])
+        _put(out, key, rows, vals, vals != _ABSENT)
     _devices(out, rows, dtype[mem], did[mem])
     return out
 
@@ -114,9 +115,9 @@ def _column(items: list, field: str) -> np.ndarray:
     return np.fromiter(map(attrgetter(field), items), np.int64, len(items))
 
 
-def _columns(items: list, base: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _columns(items: list, base: int) -> _Stats:
     mem = np.flatnonzero((_column(items, "nbytes") != _ABSENT) & (_column(items, "total") != _ABSENT))
-    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    out: _Stats = {}
     if not len(mem):
         return out
     items = [items[i] for i in mem.tolist()]
@@ -127,34 +128,40 @@ def _columns(items: list, base: int) -> dict[str, tuple[np.ndarray, np.ndarray]]
                                len(items)).astype(np.int64)
         else:
             vals = _column(items, f)
-        has = vals != _ABSENT
-        if has.any():
-            out[key] = (rows[has], vals[has])
+        _put(out, key, rows, vals, vals != _ABSENT)
     _devices(out, rows, _column(items, "dtype"), _column(items, "did"))
     return out
 
 
-def _devices(out: dict[str, tuple[np.ndarray, np.ndarray]], rows: np.ndarray, dtype: np.ndarray,
+def _put(out: _Stats, key: str, rows: np.ndarray, vals: np.ndarray, has: np.ndarray) -> None:
+    """``key``'s values where ``has``; at ``rows`` itself where every row has one (the
+    builder then joins the memory stats' rows once for all of them)."""
+    if has.all():
+        out[key] = (rows, vals)
+    elif has.any():
+        out[key] = (rows[has], vals[has])
+
+
+def _devices(out: _Stats, rows: np.ndarray, dtype: np.ndarray,
              did: np.ndarray) -> None:
-    """The memory's device (from Device Type and Id, by distinct pair) and the allocator."""
+    """The memory's device (from Device Type and Id, by distinct pair) and the allocator,
+    as codes into their few names (``TextCodes``: no object per event)."""
     span = 1 << 21  # (type + 1, id + 1) as one non-negative code; absent type -> 0
     code = (np.clip(np.where(dtype == _ABSENT, -1, dtype), -1, 1 << 20) + 1) * span + np.clip(did, -1, span - 2) + 1
-    out_allocator = (rows, np.full(len(rows), "torch", dtype=object))
     if len(code) and code.min() == code.max():  # one device for the whole batch (the usual case)
-        c = int(code[0])
-        name = _device({"Device Type": c // span - 1, "Device Id": c % span - 1}) if c >= span else None
-        if name is not None:
-            out[keys.MEMORY_DEVICE] = (rows, np.full(len(rows), name, dtype=object))
-        out[keys.ALLOCATOR] = out_allocator
-        return
-    uniq, inv = unique_inverse(code)  # sorted: np.unique's first call imports numpy.ma
-    names = np.array([_device({"Device Type": c // span - 1, "Device Id": c % span - 1}) if c >= span else None
-                      for c in uniq.tolist()], dtype=object)
-    labels = names[inv]
-    on_device = labels != None  # noqa: E711 (elementwise)
-    if on_device.any():
-        out[keys.MEMORY_DEVICE] = (rows[on_device], labels[on_device])
-    out[keys.ALLOCATOR] = out_allocator
+        uniq, inv = code[:1], np.broadcast_to(np.int64(0), (len(rows),))
+    else:
+        uniq, inv = unique_inverse(code)  # sorted: np.unique's first call imports numpy.ma
+    names = [_device({"Device Type": c // span - 1, "Device Id": c % span - 1}) if c >= span else None
+             for c in uniq.tolist()]
+    valid = np.array([n is not None for n in names], bool)
+    planes = [n for n in names if n is not None]
+    if valid.all():
+        out[keys.MEMORY_DEVICE] = (rows, TextCodes(inv, planes))
+    elif valid.any():  # host memory (the event's own plane) left out
+        on = valid[inv]
+        out[keys.MEMORY_DEVICE] = (rows[on], TextCodes((np.cumsum(valid) - 1)[inv[on]], planes))
+    out[keys.ALLOCATOR] = (rows, TextCodes(np.broadcast_to(np.uint8(0), (len(rows),)), ("torch",)))
 
 
 def _unsigned(items: list) -> bool:
@@ -190,7 +197,7 @@ def _device(args: dict) -> str | None:
     return keys.device_plane(_DEVICE_TYPES.get(dt, f"DeviceType{dt}"), max(di or 0, 0))
 
 
-def memory_stats(args: list, base: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def memory_stats(args: list, base: int) -> _Stats:
     """(rows, values) per memory stat key for one batch of args (``[args, ...]`` from row
     ``base``). An event counts when its ``Bytes`` (or ``alloc_bytes``) is an integer."""
     cols: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in MEMORY_KEYS}
@@ -214,7 +221,7 @@ def memory_stats(args: list, base: int) -> dict[str, tuple[np.ndarray, np.ndarra
             for key in (keys.MEMORY_DEVICE, keys.ALLOCATOR, keys.MEMORY_CATEGORY):
                 v = a.get(key)
                 put(key, row, v if isinstance(v, str) else None)
-    out = {}
+    out: _Stats = {}
     for key, (rows, vals) in cols.items():
         if rows:
             kind = object if key in (keys.MEMORY_DEVICE, keys.ALLOCATOR, keys.MEMORY_CATEGORY) else np.int64

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import TraceSchemaError
 from .factorize import factorize
 from .model import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Plane, Source, Track
-from .stats import RowMap, StatTable, _Part, as_values, merge_columns
+from .stats import RowMap, StatTable, TextCodes, _Part, as_values, merge_stat_parts
 
 if TYPE_CHECKING:
     from .core import Trace
@@ -54,7 +54,7 @@ class Assembler:
         self._chunks: list[dict[str, np.ndarray]] = []
         self._small: dict[str, list] = {k: [] for k in EVENT_COLUMNS}
         self._n = 0
-        self._stat_parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._stat_parts: dict[str, list[tuple[np.ndarray, np.ndarray | TextCodes]]] = {}
         self._stat_small: dict[str, tuple[list, list]] = {}
         self._stat_deferred: list[_Part] = []
         self._flows: dict[str, list] = {k: [] for k in FLOW_COLUMNS}
@@ -192,10 +192,12 @@ class Assembler:
             return np.broadcast_to(arr.astype(np.int32), (n,)).copy()
         return self.intern_many(arr)
 
-    def add_stat(self, key: str, rows: ArrayLike, values: ArrayLike) -> None:
-        """Attach ``values`` under ``key`` to the given event rows."""
+    def add_stat(self, key: str, rows: ArrayLike, values: ArrayLike | TextCodes) -> None:
+        """Attach ``values`` under ``key`` to the given event rows (text as
+        :class:`TextCodes` where it has few distinct values: no object per event until
+        the columns are made). Stats given at the same ``rows`` array share it in the Trace."""
         rows = np.asarray(rows, np.int64)
-        vals = as_values(values)
+        vals = values if isinstance(values, TextCodes) else as_values(values)
         if len(rows) != len(vals):
             raise TraceSchemaError(f"stat {key!r}: {len(rows)} rows but {len(vals)} values")
         self._stat_parts.setdefault(key, []).append((rows, vals))
@@ -284,7 +286,7 @@ class Assembler:
         for key, (rows, vals) in self._stat_small.items():
             self._stat_parts.setdefault(key, []).append((np.asarray(rows, np.int64), as_values(vals)))
         self._stat_small = {}
-        merged = {k: merge_columns(self._stat_parts.pop(k), consume=True) for k in list(self._stat_parts)}
+        merged = merge_stat_parts(self._stat_parts, consume=True)
         self._stat_parts = {k: [(c.rows, c.values)] for k, c in merged.items()}
         stats = StatTable(merged)
         stats.adopt(self._stat_deferred)

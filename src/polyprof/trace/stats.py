@@ -389,32 +389,130 @@ def _to_text(v: Any) -> str:
     return str(v)
 
 
-def merge_columns(parts: list[tuple[np.ndarray, np.ndarray]], consume: bool = False) -> StatColumn:
+class TextCodes:
+    """A text stat's values as codes into a few strings: row ``i`` holds ``strings[codes[i]]``.
+
+    What a reader hands the builder for a text column of few distinct values (an
+    allocator's name, a memory's device plane), so that no Python object is made or
+    checked per event: the builder joins the parts' codes and makes the column's object
+    array once, by one take (:func:`merge_columns`). ``codes`` may be a broadcast view
+    (one value for a whole batch)."""
+
+    __slots__ = ("codes", "strings")
+
+    def __init__(self, codes: np.ndarray, strings: Iterable[str]):
+        self.strings = tuple(strings)
+        self.codes = np.asarray(codes)
+        if not all(type(s) is str for s in self.strings):
+            raise TraceSchemaError(f"text codes' strings are not all str: {self.strings!r}")
+        if self.codes.ndim != 1 or (self.codes.dtype.kind not in "iu" and len(self.codes)):
+            raise TraceSchemaError(f"text codes are not integers: {self.codes.dtype}")
+        if len(self.codes) and (int(self.codes.min()) < 0 or int(self.codes.max()) >= len(self.strings)):
+            raise TraceSchemaError(f"text codes outside their {len(self.strings)} strings")
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def text(self) -> np.ndarray:
+        """The values as an object array of str."""
+        return _strings_array(self.strings)[self.codes]
+
+
+#: (rows, values) parts of one stat, as readers and builders gather them
+_Parts = list[tuple[np.ndarray, np.ndarray]] | list[tuple[np.ndarray, np.ndarray | TextCodes]]
+
+
+def _strings_array(strings: tuple[str, ...]) -> np.ndarray:
+    out = np.empty(len(strings), dtype=object)
+    out[:] = list(strings)
+    return out
+
+
+def _joined_codes(parts: list[TextCodes]) -> np.ndarray:
+    """The object array of coded parts, made by one take over their joined codes."""
+    if all(p.strings == parts[0].strings for p in parts):
+        table, codes = parts[0].strings, [p.codes for p in parts]
+    else:  # each part's codes renumbered into the strings of all of them
+        index: dict[str, int] = {}
+        codes = [np.asarray([index.setdefault(s, len(index)) for s in p.strings], np.int64)[p.codes] for p in parts]
+        table = tuple(index)
+    return _strings_array(table)[np.concatenate(codes)]
+
+
+def _kind(v: np.ndarray | TextCodes) -> str:
+    return "O" if isinstance(v, TextCodes) or v.dtype.kind not in "iuf" else v.dtype.kind
+
+
+def merge_columns(parts: _Parts, consume: bool = False,
+                  shared: dict[tuple[int, ...], list] | None = None) -> StatColumn:
     """One column from (rows, values) parts; numeric kinds widen, anything else -> str.
+    Values may be :class:`TextCodes` (joined as codes, one take at the end).
     ``consume``: ``parts`` is emptied, so each part is freed once copied (a builder's
-    parts, never used again: its peak is then about one column, not two)."""
+    parts, never used again: its peak is then about one column, not two). ``shared``
+    (:func:`merge_stat_parts`): rows joined and ordered once for keys whose parts are
+    at the very same rows arrays."""
     given = parts
-    parts = [(np.asarray(r, dtype=np.int64), as_values(v)) for r, v in parts if len(r)]
+    parts = [(np.asarray(r, dtype=np.int64), v if isinstance(v, TextCodes) else as_values(v))
+             for r, v in parts if len(r)]
     if consume:
         given.clear()
     if not parts:
         return StatColumn(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    kinds = {v.dtype.kind if v.dtype.kind in "iuf" else "O" for _, v in parts}
+    kinds = {_kind(v) for _, v in parts}
     if "O" in kinds and len(kinds) > 1:
-        parts = [(r, as_values([str(x) for x in v]) if v.dtype.kind != "O" else v) for r, v in parts]
+        parts = [(r, v if isinstance(v, TextCodes) or _kind(v) == "O" else as_values([str(x) for x in v]))
+                 for r, v in parts]
     elif kinds == {"i", "u"}:
-        parts = [(r, v.astype(np.int64)) for r, v in parts]
+        parts = [(r, v if isinstance(v, TextCodes) else v.astype(np.int64)) for r, v in parts]
     elif "f" in kinds:
-        parts = [(r, v.astype(np.float64)) for r, v in parts]
-    rows = np.concatenate([r for r, _ in parts])
+        parts = [(r, v if isinstance(v, TextCodes) else v.astype(np.float64)) for r, v in parts]
+    ident = tuple(id(r) for r, _ in parts)
+    done = shared.get(ident) if shared is not None else None
+    if done and all(a is b for a, (b, _) in zip(done[0], parts)):
+        _, rows, order, keep = done
+    else:
+        rows, order, keep = _joined_rows([r for r, _ in parts])
+        if shared is not None and ident in shared:
+            shared[ident] = [[r for r, _ in parts], rows, order, keep]
     vals = [v for _, v in parts]
     del parts  # the parts' rows are freed here (when consumed), before the values are joined
-    values = np.concatenate(vals)
+    coded = [v for v in vals if isinstance(v, TextCodes)]
+    if not coded:
+        values = np.concatenate([v for v in vals if not isinstance(v, TextCodes)])
+    elif len(coded) == len(vals):
+        values = _joined_codes(coded)
+    else:
+        values = np.concatenate([v.text() if isinstance(v, TextCodes) else v for v in vals])
     del vals
+    if order is not None:
+        values = values[order][keep]
+    return StatColumn(rows, values)
+
+
+def _joined_rows(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Rows of the parts joined, ascending and unique; the order and the rows kept that
+    make them so (None: already so), for the values (the last value for a row wins)."""
+    rows = np.concatenate(parts)
     if len(rows) > 1 and bool((rows[1:] <= rows[:-1]).any()):
         order = np.argsort(rows, kind="stable")
-        rows, values = rows[order], values[order]
+        rows = rows[order]
         keep = np.ones(len(rows), bool)
-        keep[:-1] = rows[1:] != rows[:-1]  # last value for a row wins
-        rows, values = rows[keep], values[keep]
-    return StatColumn(rows, values)
+        keep[:-1] = rows[1:] != rows[:-1]
+        return rows[keep], order, keep
+    return rows, None, None
+
+
+def merge_stat_parts(parts: dict[str, list[tuple[np.ndarray, np.ndarray | TextCodes]]],
+                     consume: bool = False) -> dict[str, StatColumn]:
+    """Each key's column from its parts (:func:`merge_columns`), in the keys' order. Keys
+    whose parts are at the very same rows arrays (a reader's stats of one batch of
+    events, e.g. the memory stats) get one rows array, joined and ordered once."""
+    seen: dict[tuple[int, ...], int] = {}
+    for ps in parts.values():
+        ident = tuple(id(r) for r, _ in ps if len(r))
+        seen[ident] = seen.get(ident, 0) + 1
+    shared: dict[tuple[int, ...], list] = {ident: [] for ident, n in seen.items() if n > 1 and ident}
+    out = {}
+    for key in list(parts):
+        out[key] = merge_columns(parts.pop(key) if consume else parts[key], consume=consume, shared=shared)
+    return out

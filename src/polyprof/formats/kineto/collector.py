@@ -260,8 +260,8 @@ class _Collector:
         else:
             self._eager_args(text, base)
         if (found is None or found[1]) and kineto_memory.has_memory(text):
-            for key, (rows, vals) in kineto_memory.batch_stats(text, base, _DECODE_ANY).items():
-                self.b.add_stat(key, rows, vals)
+            for key, (rows, typed) in kineto_memory.batch_stats(text, base, _DECODE_ANY).items():
+                self.b.add_stat(key, rows, typed)
         self.arg_batches.append((base, text), names)
 
     def _eager_args(self, text: bytes, base: int) -> None:
