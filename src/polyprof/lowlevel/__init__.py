@@ -29,6 +29,12 @@ pays on real use (figures: docs/benchmarks.md, "Interpreter tricks").
   kernel's share of the load was half its growth per event (docs/benchmarks.md, "Linear
   growth to 50M trace events"). Not in a profiled program's own allocations.
 
+* :func:`heap.raise_mmap_threshold` — once per process, before an XSpace load: one block
+  made and freed untouched raises glibc's mmap threshold (and trim threshold) as a
+  program's first large free does, so a small trace's column-sized arrays come from the
+  heap and reuse its pages instead of each being mapped, faulted in and unmapped
+  (docs/benchmarks.md, "Eleventh session").
+
 * :func:`blas.import_numpy_single_threaded` — a read-only command (a summary, a report)
   imports NumPy with OpenBLAS at one thread. OpenBLAS starts a pool of one thread per
   core when NumPy loads it; polyprof's analyses do no linear algebra, so the pool only

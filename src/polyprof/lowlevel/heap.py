@@ -163,3 +163,39 @@ def trim() -> None:
             _LIBC = False
     if _LIBC:
         _LIBC(0)  # type: ignore[operator]
+
+
+#: the block :func:`raise_mmap_threshold` frees: above the columns of a trace of ~100k
+#: events, under glibc's 32 MiB ceiling for the threshold it raises
+THRESHOLD_BLOCK = 4 << 20
+_raised = False
+
+
+def raise_mmap_threshold() -> None:
+    """Once per process: make and free one block of :data:`THRESHOLD_BLOCK` bytes (its pages
+    never touched), which raises glibc's mmap threshold to its size and the trim threshold
+    to twice that, as the first such block a program frees does. glibc starts a process
+    serving every block of 128 KiB or more with a fresh mapping, faulted in page by page
+    and unmapped when freed, and raises the threshold only as larger blocks are freed; a
+    small trace's columns and temporaries (0.1-0.6 MB each) were mapped, faulted and
+    unmapped one by one, and the heap trimmed between them (docs/benchmarks.md, "Eleventh
+    session"). After it they come from the heap and reuse its freed pages. Nothing
+    elsewhere than glibc; dynamic thresholds stay on (no ``mallopt``)."""
+    global _raised
+    if _raised:
+        return
+    _raised = True
+    import ctypes  # (NumPy has imported it: no cost)
+
+    try:
+        libc = ctypes.CDLL(None)
+        malloc, free = libc.malloc, libc.free
+        gnu = libc.gnu_get_libc_version  # glibc only: its thresholds are what this is about
+    except (OSError, AttributeError):
+        return
+    del gnu
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    free.restype, free.argtypes = None, [ctypes.c_void_p]
+    block = malloc(THRESHOLD_BLOCK)
+    if block:
+        free(block)
