@@ -107,3 +107,28 @@ def test_a_directory_of_nsight_exports_is_a_job(tmp_path: Path) -> None:
     p = _cli("summary", str(job))
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("polyprof summary: 2 ranks")
+
+
+@pytest.mark.parametrize("name", ["bad_print", "stack_sample"])
+def test_perfetto_traces_whose_first_packet_has_no_timestamp_or_sequence_id(tmp_path: Path, name: str) -> None:
+    """Perfetto's own hand-written test traces (parser/atrace/bad_print: ftrace bundles;
+    parser/profiling/stack_sample: a process tree first) have no timestamp or sequence id
+    in their first packet, which the sniff required of a Perfetto trace: bad_print was
+    "unrecognised format", stack_sample read as an XSpace of 2 empty planes. A packet
+    with ftrace events (field 1 length-delimited), a uid (3 a varint) or any field from 8
+    up cannot be an XPlane, wherever it is in the head."""
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from google.protobuf import text_format
+
+    from polyprof.formats.detect import detect
+
+    msg = pb.Trace()
+    text_format.Parse((PEERS / "perfetto" / f"{name}.textproto").read_text(), msg)
+    first = {fd.name for fd, _ in msg.packet[0].ListFields()}
+    assert not first & {"timestamp", "trusted_packet_sequence_id"}
+    f = tmp_path / "trace.bin"  # by content, not by name
+    f.write_bytes(msg.SerializeToString())
+    assert detect(f) == "perfetto"
+    t = polyprof.load(f)
+    assert t.n_events == 0
+    assert [w for w in t.metadata["warnings"] if w.startswith("nothing polyprof reads")]

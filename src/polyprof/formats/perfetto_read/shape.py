@@ -25,30 +25,24 @@ def varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int | None, 
     return None, pos
 
 
-def looks_like_packets(body: bytes, total: int | None) -> bool:
-    """True if ``body`` (the first bytes of a file of ``total`` bytes, None if unknown)
-    starts as a Perfetto trace: ``Trace.packet`` fields only, the first packet's fields
-    of TracePacket's wire types, and one of them numbered 8 or more (every packet a
-    tracing service or SDK writes carries a sequence id, field 10, or a timestamp, 8).
-    XSpace, the other protobuf polyprof reads, never has such a field in its first
-    plane (XPlane's fields are 1-7)."""
-    if len(body) < 4 or body[0] != _PACKET_TAG:
-        return False
-    length, start = varint(body, 1)
-    if length is None or length < 2 or (total is not None and start + length > total):
-        return False
-    end = min(start + length, len(body))
-    pos, high = start, False
-    while pos < end:
+def _packet_fields(body: bytes | bytearray | memoryview, start: int, end: int) -> bool | None:
+    """Walk one packet's fields in ``body[start:end]`` (``end`` may run past the head):
+    None if a field is not of TracePacket's wire type, else whether one of them cannot
+    be an XPlane's (XPlane's fields are 1-7, its field 1 a varint and 3 length-delimited):
+    a field numbered 8 or more, field 1 length-delimited (``ftrace_events``) or field 3 a
+    varint (``trusted_uid``)."""
+    pos, distinct = start, False
+    stop = min(end, len(body))
+    while pos < stop:
         key, pos = varint(body, pos)
         if key is None:
             break
         field, wire = key >> 3, key & 7
         if field == 0 or wire in (3, 4, 6, 7):
-            return False
+            return None
         if (field in _VARINT_FIELDS and wire != 0) or (field in _LEN_FIELDS and wire != 2):
-            return False
-        high = high or field >= 8
+            return None
+        distinct = distinct or field >= 8 or (field == 1 and wire == 2) or (field == 3 and wire == 0)
         if wire == 0:
             value, pos = varint(body, pos)
             if value is None:
@@ -62,15 +56,33 @@ def looks_like_packets(body: bytes, total: int | None) -> bool:
             if size is None:
                 break
             pos += size
-    if pos > start + length:
+    if pos > end:
+        return None
+    return distinct
+
+
+def looks_like_packets(body: bytes, total: int | None) -> bool:
+    """True if ``body`` (the first bytes of a file of ``total`` bytes, None if unknown)
+    starts as a Perfetto trace: ``Trace.packet`` fields only, each packet's fields (as
+    far as the head goes) of TracePacket's wire types, and one of them not an XPlane's
+    (:func:`_packet_fields`): every packet a tracing service or SDK writes carries a
+    sequence id (field 10) or a timestamp (8); hand-written traces often start with a
+    packet of ftrace events (1) instead. XSpace, the other protobuf polyprof reads, never
+    has such a field in its planes."""
+    if len(body) < 4 or body[0] != _PACKET_TAG:
         return False
-    # the packets after the first (as far as the head goes) start with the packet tag
-    pos = start + length
+    pos, first, distinct = 0, True, False
     while pos < len(body):
         if body[pos] != _PACKET_TAG:
             return False
-        size, nxt = varint(body, pos + 1)
-        if size is None:
+        length, start = varint(body, pos + 1)
+        if length is None:
             break
-        pos = nxt + size
-    return high
+        if first and (length < 2 or (total is not None and start + length > total)):
+            return False
+        fields = _packet_fields(body, start, start + length)
+        if fields is None:
+            return False
+        distinct = distinct or fields
+        pos, first = start + length, False
+    return distinct
