@@ -25,15 +25,18 @@ QUICK_EXIT = {"summary", "report", "diff"}
 DESCRIPTION = """\
 polyprof: a vendor-neutral profiler for ML and dataflow programs.
 
-  polyprof run train.py            profile a script, write train.polyprof, print a summary
-  polyprof summary train.polyprof  where the time went (also Kineto JSON, XSpace)
+  polyprof run train.py            profile a script, write train.polyprof,
+                                   print a summary
+  polyprof summary train.polyprof  where the time went (also Kineto, XSpace)
   polyprof export FILE -f chrome   open it in Perfetto / chrome://tracing
   polyprof report FILE -o r.html   one self-contained HTML report
   polyprof sql FILE "SELECT ..."   query the events with DuckDB
   polyprof diff A B                what got slower or faster between two runs
   polyprof demo                    profile a bundled workload
-  polyprof run --serve 127.0.0.1:9012 train.py   serve captures on demand, and then
-  polyprof capture 127.0.0.1:9012 -o c.polyprof  record the next second of it
+  polyprof run --serve 127.0.0.1:9012 train.py
+                                   serve captures on demand, and then
+  polyprof capture 127.0.0.1:9012 -o c.polyprof
+                                   record the next second of it
 """
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -65,8 +66,10 @@ def resolve(names: list[str] | None) -> list[PluginInfo]:
 
 def add_window_args(p: argparse.ArgumentParser, title: str | None = None) -> None:
     """--steps / --skip-first / --all-steps: which steps every analysis looks at."""
-    g = p.add_argument_group(title or "analysed window (default: every step but the first, the warm-up, "
-                                      "when there are 3 or more)")
+    about = title or "default: every step but the first, the warm-up, when there are 3 or more"
+    # a group's title is printed as is (argparse wraps only its description): a short title,
+    # and the description pre-wrapped for the commands whose formatter keeps text raw (sql)
+    g = p.add_argument_group("steps", textwrap.fill(about, 76))
     g.add_argument("--steps", metavar="A:B", help="analyse the steps numbered A to B-1 (A:, :B, or one number N)")
     g.add_argument("--skip-first", type=int, metavar="N", help="leave out the first N steps (0: keep every step)")
     g.add_argument("--all-steps", action="store_true", help="analyse every step (same as --skip-first 0)")

@@ -55,8 +55,8 @@ def _options(p: argparse.ArgumentParser) -> None:
                    help="every column of the tables, whatever the terminal's width")
     from .common import add_window_args
 
-    add_window_args(p, "steps compared, in every trace of both runs (default: as `summary`, every step but the "
-                       "first, the warm-up, when there are 3 or more)")
+    add_window_args(p, "the steps compared, in every trace of both runs (default: as `summary`, every step "
+                       "but the first, the warm-up, when there are 3 or more)")
 
 
 def register(sub: Subparsers) -> None:

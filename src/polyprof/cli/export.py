@@ -18,8 +18,9 @@ def register(sub: Subparsers) -> None:
     p.add_argument("file", help="input trace (.polyprof, Kineto/Chrome JSON, XSpace), or a job's directory of "
                                 "ranks or store: every rank on the aligned clock, one process per rank (--rank: "
                                 "that rank alone)")
-    p.add_argument("-f", "--format", choices=[f.name for f in writers()], default=None,
-                   help="output format (default: from the output name, else chrome)")
+    names = [f.name for f in writers()]
+    p.add_argument("-f", "--format", choices=names, default=None, metavar="FORMAT",
+                   help=f"output format: {', '.join(names)} (default: from the output name, else chrome)")
     p.add_argument("-o", "--output", required=True, help="output path")
     p.add_argument("--force", action="store_true",
                    help="write through a symbolic link at the output path (refused by default)")
@@ -28,7 +29,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--critical-path", action="store_true",
                    help="add a 'critical path' track: each step's critical path (of a job: through every rank, "
                         "joined at their collectives; docs/analysis.md)")
-    add_window_args(p, "steps to write (default: the whole trace; --steps or --skip-first: only the events "
+    add_window_args(p, "the steps to write (default: the whole trace; --steps or --skip-first: only the events "
                        "the analyses of that window count)")
     add_peak_arg(p)  # the device peaks an XSpace export gives XProf's roofline (writers/xprof_costs.py)
     from .ranks import add_rank_arg

@@ -14,6 +14,7 @@ def register(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..collect.registry import discover
@@ -25,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
         kinds = ", ".join(getattr(info.factory, "device_kinds", ()) or ())
         table.add_row(name, "[green]yes[/]" if info.availability.ok else "[red]no[/]",
                       "yes" if info.default else "no", kinds,
-                      info.target if info.availability.ok else info.availability.reason)
+                      # a reason is plain text: "pip install 'polyprof[cuda]'" is no markup
+                      escape(info.target if info.availability.ok else info.availability.reason))
     Console().print(table)
     Console().print(_sections_line())
     return 0

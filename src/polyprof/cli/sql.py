@@ -9,14 +9,18 @@ from ..errors import PolyprofError
 from .common import Subparsers, add_window_args, load_trace, window_from
 
 HELP = """\
-Tables: events (plane, track_id, track, name, category, start_ns, dur_ns, end_ns and one
-column per stat, e.g. correlation_id, external_id, stream), flows, counters, planes, tracks.
-Example: polyprof sql trace.json.gz "SELECT name, count(*) n, sum(dur_ns)/1e6 ms FROM events
-WHERE category = 'kernel' GROUP BY name ORDER BY ms DESC LIMIT 10"
+Tables: events (plane, track_id, track, name, category, start_ns, dur_ns,
+end_ns and one column per stat, e.g. correlation_id, external_id, stream),
+flows, counters, planes, tracks. Example:
 
-The query sees the trace's tables only: DuckDB runs with external access disabled (no
-reading or writing files, no COPY ... TO, no ATTACH, no extension installs or network),
-and the setting is locked. --allow-external lifts that for a query you trust.
+  polyprof sql trace.json.gz "SELECT name, count(*) n, sum(dur_ns)/1e6 ms
+    FROM events WHERE category = 'kernel' GROUP BY name ORDER BY ms DESC
+    LIMIT 10"
+
+The query sees the trace's tables only: DuckDB runs with external access
+disabled (no reading or writing files, no COPY ... TO, no ATTACH, no extension
+installs or network), and the setting is locked. --allow-external lifts that
+for a query you trust.
 """
 
 
@@ -29,7 +33,7 @@ def register(sub: Subparsers) -> None:
                                 "every rank, with a rank column)")
     p.add_argument("query", help="a SQL query over the tables listed above")
     p.add_argument("--derive", action="store_true", help="add the derived lines (Steps, Sections, ...) first")
-    add_window_args(p, "steps to query (default: the whole trace; --steps or --skip-first: the events the "
+    add_window_args(p, "the steps to query (default: the whole trace; --steps or --skip-first: the events the "
                        "analyses of that window count, as polyprof export)")
     p.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a table")

@@ -74,9 +74,10 @@ class SessionOptions:
         kind="bool", flags=("--memory",))
     schedule: Schedule | None = _option(
         None, "record only some steps (polyprof.step() calls or detected optimizer steps), as torch.profiler's "
-              "schedule: skip S steps, then R cycles (default 1; 0: until the end) of W steps not recorded, U recorded and dropped (warm-up), A kept. A long "
+              "schedule: skip S steps (skip_first=S), then R cycles (repeat=R, default 1; 0: until the end) of "
+              "W steps not recorded, U recorded and dropped (warm-up), A kept. A long "
               "run then holds only the steps asked for", kind="schedule", flags=("--schedule",),
-        metavar="wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]")
+        metavar="wait=W,warmup=U,active=A[,...]")
     delay: float = _option(
         0.0, "record nothing for the first S seconds (as nsys --delay); steps and sections still count",
         kind="seconds", flags=("--delay",), metavar="S")

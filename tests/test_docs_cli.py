@@ -1,0 +1,42 @@
+"""What a user reading the docs sees of the command: every ``--help`` fits 80 columns,
+and ``polyprof plugins`` prints a plugin's reason as written (no markup eaten)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from contextlib import redirect_stdout
+
+import pytest
+
+from polyprof import cli
+from polyprof.cli import plugins as plugins_cmd
+from polyprof.collect.plugin import Availability
+from polyprof.collect.registry import PluginInfo
+
+
+def _help(command: str | None) -> str:
+    parser = cli.build_parser(only=command)
+    if command is not None:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[command]
+    return parser.format_help()
+
+
+@pytest.mark.parametrize("command", [None, *cli.COMMANDS])
+def test_help_fits_80_columns(command, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # argparse's width comes from the terminal's size
+    text = _help(command)
+    long = [line for line in text.splitlines() if len(line) > 80]
+    assert not long, f"polyprof {command or ''} --help has lines over 80 columns: {long}"
+
+
+def test_plugins_prints_a_reason_with_brackets_as_written(monkeypatch):
+    reason = "cupti-python is not installed (pip install 'polyprof[cuda]')"
+    found = {"fake": PluginInfo("fake", "fake_pkg:FakePlugin", None, Availability(False, reason), True)}
+    monkeypatch.setattr("polyprof.collect.registry.discover", lambda session=False: found)
+    monkeypatch.setenv("COLUMNS", "200")  # one line per row, so the reason is not folded
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert plugins_cmd.run(argparse.Namespace()) == 0
+    assert "'polyprof[cuda]'" in out.getvalue(), out.getvalue()
