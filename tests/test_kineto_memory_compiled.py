@@ -107,7 +107,7 @@ def test_generated_batches_read_the_same(seed, monkeypatch):
     assert _stats(data, True, monkeypatch) == _stats(data, False, monkeypatch)
     got = kineto_memory._kineto_memory.columns(data)
     if got is not None:  # its own search for polyprof's spelling, as `in` finds it
-        assert got[7] == (b'"alloc_bytes"' in data)
+        assert got[10] == (b'"alloc_bytes"' in data)
 
 
 def test_plain_kineto_batches_are_read_by_the_compiled_pass(monkeypatch):
@@ -136,5 +136,36 @@ def test_an_upper_half_address_beside_a_negative_one_goes_to_the_general_path(mo
 def test_polyprofs_own_spelling_is_found_as_a_text_search_finds_it(inner, monkeypatch):
     text = f'[{{"Bytes": 4, "Total Allocated": 4}}, {inner}]'.encode()
     got = kineto_memory._kineto_memory.columns(text)
-    assert got is not None and got[7] == (b'"alloc_bytes"' in text)
+    assert got is not None and got[10] == (b'"alloc_bytes"' in text)
     assert _stats(text, True, monkeypatch) == _stats(text, False, monkeypatch)
+
+
+@pytest.mark.parametrize("special", ['"', "\\\\", '\\"', "\\u00e9", "\\n", "\x01", "\x1f", "\x7f", "é", " ", "\t",
+                                     "alloc_bytes", '\\"alloc_bytes'])
+def test_strings_are_read_alike_wherever_their_special_bytes_fall(special, monkeypatch):
+    """The pass reads strings eight bytes at a time: every odd byte at every offset of a
+    word, in keys and in values, and keys cut short by the end of the text."""
+    for off in range(18):
+        for tail in (0, 1, 7, 8, 9):
+            inner = "k" * off + special + "v" * tail
+            for element in (f'{{"Bytes": 8, "Total Allocated": 8, "{inner}": 1}}',
+                            f'{{"Bytes": 8, "{inner}": "{inner}", "Total Allocated": 8}}',
+                            f'{{"Total Allocated": 8, "Bytes": {off}}}'):
+                text = f"[{element}]".encode()
+                assert _stats(text, True, monkeypatch) == _stats(text, False, monkeypatch), text
+                got = kineto_memory._kineto_memory.columns(text)
+                if got is not None:
+                    assert got[10] == (b'"alloc_bytes"' in text), text
+
+
+def test_the_pass_says_which_columns_are_absent_and_whether_one_device():
+    text = json.dumps([{"Bytes": 1, "Total Allocated": 1, "Device Type": 1, "Device Id": 0},
+                       {"Input Dims": [[2]]},
+                       {"Bytes": -1, "Total Allocated": 0, "Addr": 5, "Device Type": 1, "Device Id": 0}]).encode()
+    index, nbytes, addr, total, reserved, dtype, did, absent, mixed, one, alloc = \
+        kineto_memory._kineto_memory.columns(text)
+    assert np.frombuffer(index, np.int64).tolist() == [0, 2]
+    assert np.frombuffer(nbytes, np.int64).tolist() == [1, -1]
+    assert absent == 0b001010 and not mixed and one and not alloc  # Addr and Total Reserved absent somewhere
+    text = text.replace(b'"Device Id": 0}]', b'"Device Id": 1}]')
+    assert not kineto_memory._kineto_memory.columns(text)[9]

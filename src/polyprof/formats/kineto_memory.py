@@ -8,10 +8,13 @@ the arg batches that hold such events are decoded for it), so the memory analyse
 make the other, deferred args decode. The args also stay under their own names.
 
 A batch's integers are read from its text in one compiled pass (``_kineto_memory.c``:
-six int64 columns, no object per event); what that pass does not read plainly goes to
-msgspec's typed decode, and what that does not take (other value types, polyprof's own
-spelling) to the general path over the decoded args. ``IMPLEMENTATION`` says whether
-the compiled pass is in use (``POLYPROF_PURE_PYTHON=1``: msgspec's).
+the memory events' six int64 columns, no object per event); what that pass does not
+read plainly goes to msgspec's typed decode, and what that does not take (other value
+types, polyprof's own spelling) to the general path over the decoded args.
+``IMPLEMENTATION`` says whether the compiled pass is in use (``POLYPROF_PURE_PYTHON=1``:
+msgspec's). The allocator and the device are given as codes into their few names
+(``trace.stats.TextCodes``), and every stat a batch's memory events all have at one
+rows array, which the Trace's columns then share.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def batch_stats(text: bytes, base: int, decode_any: Any) -> _Stats:
     ``base``): typed columns straight from the text when the args are Kineto's integers
     (no dict per event), else through ``memory_stats`` on the decoded args."""
     got = _kineto_memory.columns(text) if _kineto_memory is not None else None
-    if got is not None and not got[7]:  # read whole, and no "alloc_bytes" in the text (found by the same pass)
+    if got is not None and not got[10]:  # read whole, and no "alloc_bytes" in the text (found by the same pass)
         out = _compiled_columns(got, base)
         if out is not None:
             return out
@@ -92,22 +95,24 @@ def batch_stats(text: bytes, base: int, decode_any: Any) -> _Stats:
 
 
 def _compiled_columns(got: tuple, base: int) -> _Stats | None:
-    """:func:`_columns` of the compiled pass's columns; None where msgspec's path would not
-    take the batch (an address beyond int64 beside a negative or missing one)."""
-    nbytes, addr, total, reserved, dtype, did = (np.frombuffer(b, np.int64) for b in got[:6])
-    mem = np.flatnonzero((nbytes != _ABSENT) & (total != _ABSENT))
-    if not len(mem):
+    """:func:`_columns` of the compiled pass's columns (the memory events' alone); None
+    where msgspec's path would not take the batch (an address beyond int64 beside a
+    negative or missing one)."""
+    index, nbytes, addr, total, reserved, dtype, did = (np.frombuffer(b, np.int64) for b in got[:7])
+    absent, mixed, one_device = got[7:10]
+    if not len(index):
         return {}
-    kind = np.frombuffer(got[6], np.uint8)[mem]
-    if (kind == 2).any() and ((kind == 1) | (kind == 3)).any():
+    if mixed:
         return None  # as uint64, msgspec's path overflows: the general one reads it
-    rows = mem + base
+    rows = index + base
     out: _Stats = {}
-    for vals, key in ((nbytes, keys.ALLOC_BYTES), (addr, keys.ADDR), (total, keys.TOTAL_ALLOCATED),
-                      (reserved, keys.TOTAL_RESERVED)):
-        vals = vals[mem]
-        _put(out, key, rows, vals, vals != _ABSENT)
-    _devices(out, rows, dtype[mem], did[mem])
+    for i, (vals, key) in enumerate(((nbytes, keys.ALLOC_BYTES), (addr, keys.ADDR), (total, keys.TOTAL_ALLOCATED),
+                                     (reserved, keys.TOTAL_RESERVED))):
+        if absent >> i & 1:
+            _put(out, key, rows, vals, vals != _ABSENT)
+        else:  # every memory event has it (the pass says so): no mask to make
+            out[key] = (rows, vals)
+    _devices(out, rows, dtype[:1] if one_device else dtype, did[:1] if one_device else did)
     return out
 
 
@@ -142,18 +147,21 @@ def _put(out: _Stats, key: str, rows: np.ndarray, vals: np.ndarray, has: np.ndar
         out[key] = (rows[has], vals[has])
 
 
-def _devices(out: _Stats, rows: np.ndarray, dtype: np.ndarray,
-             did: np.ndarray) -> None:
+def _devices(out: _Stats, rows: np.ndarray, dtype: np.ndarray, did: np.ndarray) -> None:
     """The memory's device (from Device Type and Id, by distinct pair) and the allocator,
-    as codes into their few names (``TextCodes``: no object per event)."""
-    span = 1 << 21  # (type + 1, id + 1) as one non-negative code; absent type -> 0
+    as codes into their few names (``TextCodes``: no object per event). ``dtype`` and
+    ``did`` are one per row, or one for all of them."""
+    if len(dtype) == 1 or (len(dtype) and dtype.min() == dtype.max() and did.min() == did.max()):
+        zeros = np.zeros(len(rows), np.uint8)  # one device for the whole batch (the usual case)
+        name = _plane(int(dtype[0]), int(did[0]))
+        if name is not None:
+            out[keys.MEMORY_DEVICE] = (rows, TextCodes(zeros, (name,)))
+        out[keys.ALLOCATOR] = (rows, TextCodes(zeros, ("torch",)))
+        return
+    span = 1 << 21  # (type + 1, id + 1) as one non-negative code, as _plane clips them
     code = (np.clip(np.where(dtype == _ABSENT, -1, dtype), -1, 1 << 20) + 1) * span + np.clip(did, -1, span - 2) + 1
-    if len(code) and code.min() == code.max():  # one device for the whole batch (the usual case)
-        uniq, inv = code[:1], np.broadcast_to(np.int64(0), (len(rows),))
-    else:
-        uniq, inv = unique_inverse(code)  # sorted: np.unique's first call imports numpy.ma
-    names = [_device({"Device Type": c // span - 1, "Device Id": c % span - 1}) if c >= span else None
-             for c in uniq.tolist()]
+    uniq, inv = unique_inverse(code)  # sorted: np.unique's first call imports numpy.ma
+    names = [_plane(c // span - 1, c % span - 1) for c in uniq.tolist()]
     valid = np.array([n is not None for n in names], bool)
     planes = [n for n in names if n is not None]
     if valid.all():
@@ -161,7 +169,16 @@ def _devices(out: _Stats, rows: np.ndarray, dtype: np.ndarray,
     elif valid.any():  # host memory (the event's own plane) left out
         on = valid[inv]
         out[keys.MEMORY_DEVICE] = (rows[on], TextCodes((np.cumsum(valid) - 1)[inv[on]], planes))
-    out[keys.ALLOCATOR] = (rows, TextCodes(np.broadcast_to(np.uint8(0), (len(rows),)), ("torch",)))
+    out[keys.ALLOCATOR] = (rows, TextCodes(np.zeros(len(rows), np.uint8), ("torch",)))
+
+
+def _plane(dtype: int, did: int) -> str | None:
+    """:func:`_device` of a Device Type and Id as int64 (absent: INT64_MIN), clipped to
+    the codes' range."""
+    dtype = -1 if dtype == _ABSENT else min(max(dtype, -1), 1 << 20)
+    if dtype < 0:
+        return None
+    return _device({"Device Type": dtype, "Device Id": min(max(did, -1), (1 << 21) - 2)})
 
 
 def _unsigned(items: list) -> bool:
