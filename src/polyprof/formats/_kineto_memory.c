@@ -340,13 +340,19 @@ which_key(ptr s, ptr e)
 }
 
 /* One of KEYS spelt whole at p (just after its opening quote) with its closing quote:
- * its index and, in *after, where it ends; -1 otherwise (read as any other string). */
+ * its index and, in *after, where it ends (past the colon and one space where they
+ * follow, as torch writes them: *colon); -1 otherwise (read as any other string). */
 static inline int
-known_key(ptr p, ptr end, ptr *after)
+known_key(ptr p, ptr end, ptr *after, int *colon)
 {
-    if (end - p < 16)
+    if (end - p < 18)
         return -1;
 #define KEY(text, i)                                                                                               \
+    if (!memcmp(p, text "\": ", sizeof(text) + 2)) {                                                               \
+        *after = p + sizeof(text) + 2;                                                                             \
+        *colon = 1;                                                                                                \
+        return i;                                                                                                  \
+    }                                                                                                              \
     if (!memcmp(p, text "\"", sizeof(text))) {                                                                     \
         *after = p + sizeof(text);                                                                                 \
         return i;                                                                                                  \
@@ -413,19 +419,22 @@ object(cur_t *c, ptr p, int64_t row[NKEYS], int *addr_kind)
         return p + 1;
     for (;;) {
         ptr s, e;
-        int esc, which;
+        int esc, which, colon = 0;
         p = ws(p, end);
         if (p >= end || *p != '"')
             return NULL;
-        if ((which = known_key(p + 1, end, &p)) < 0) {
+        if ((which = known_key(p + 1, end, &p, &colon)) < 0) {
             if (!(p = string(c, p, &s, &e, &esc)) || esc)
                 return NULL;
             which = which_key(s, e);
         }
+        if (!colon) {
+            p = ws(p, end);
+            if (p >= end || *p != ':')
+                return NULL;
+            p++;
+        }
         p = ws(p, end);
-        if (p >= end || *p != ':')
-            return NULL;
-        p = ws(p + 1, end);
         if (which >= 0) {
             uint64_t v;
             int k;

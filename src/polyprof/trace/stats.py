@@ -429,9 +429,12 @@ def _strings_array(strings: tuple[str, ...]) -> np.ndarray:
 
 
 def _joined_codes(parts: list[TextCodes]) -> np.ndarray:
-    """The object array of coded parts, made by one take over their joined codes."""
+    """The object array of coded parts, made by one take over their joined codes (one
+    string: one copy of it, broadcast)."""
     if all(p.strings == parts[0].strings for p in parts):
         table, codes = parts[0].strings, [p.codes for p in parts]
+        if len(table) == 1:
+            return np.broadcast_to(_strings_array(table), (sum(map(len, codes)),)).copy()
     else:  # each part's codes renumbered into the strings of all of them
         index: dict[str, int] = {}
         codes = [np.asarray([index.setdefault(s, len(index)) for s in p.strings], np.int64)[p.codes] for p in parts]
