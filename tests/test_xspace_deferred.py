@@ -160,3 +160,52 @@ def test_grouping_by_metadata_id_is_numpys_unique_and_a_stable_sort(lo: int, hi:
         assert uniq.tolist() == want_uniq.tolist() and inv.tolist() == want_inv.tolist()
         assert order.tolist() == want_order.tolist()
         assert bounds.tolist() == np.searchsorted(want_inv[want_order], np.arange(len(want_uniq) + 1)).tolist()
+
+
+def test_metadata_text_is_joined_as_codes_and_the_events_own_still_win():
+    """Text values of metadata-level stats reach the builder and ``merge_columns`` as codes
+    into the metadata's strings (``TextCodes``: no object per event until the column is
+    made), eager keys (``hlo_category``) and deferred ones alike; an event's own value of
+    that key wins its row, text or a number (which the column then holds as text)."""
+    from polyprof.formats import xplane_pb2
+    from polyprof.formats.xspace.deferred import _metadata_typed
+    from polyprof.trace.stats import TextCodes
+
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add()
+    plane.name, plane.id = "/host:CPU", 1
+    for i, name in ((1, "hlo_category"), (2, "m")):
+        plane.stat_metadata[i].id, plane.stat_metadata[i].name = i, name
+    for mid, cat in ((7, "convolution"), (8, "fusion"), (9, "convolution")):
+        md = plane.event_metadata[mid]
+        md.id, md.name = mid, f"op{mid}"
+        for key in (1, 2):
+            st = md.stats.add()
+            st.metadata_id, st.str_value = key, cat
+    line = plane.lines.add()
+    line.id, line.name, line.timestamp_ns = 1, "main", 1000
+    for off, mid, own in ((0, 7, None), (2000, 8, "own"), (4000, 9, None), (6000, 8, 5), (8000, 7, None)):
+        e = line.events.add()
+        e.metadata_id, e.offset_ps, e.duration_ps = mid, off, 1000
+        if isinstance(own, str):
+            for key in (1, 2):
+                st = e.stats.add()
+                st.metadata_id, st.str_value = key, own
+        elif own is not None:
+            st = e.stats.add()
+            st.metadata_id, st.int64_value = 2, own
+    data = space.SerializeToString()
+    trace = xspace.from_bytes(data)
+    assert "hlo_category" in trace.stats.loaded() and "m" not in trace.stats.loaded()
+    cat, m = trace.stats["hlo_category"], trace.stats["m"]
+    assert cat.rows.tolist() == m.rows.tolist() == [0, 1, 2, 3, 4]
+    assert cat.values.tolist() == ["convolution", "own", "convolution", "fusion", "convolution"]
+    assert m.values.tolist() == ["convolution", "own", "convolution", "5", "convolution"]
+    assert cat.values.dtype == m.values.dtype == object
+    every = dict(xspace.from_bytes(data).stats.items())
+    assert every["m"].values.tolist() == m.values.tolist() and every["hlo_category"].values.tolist() == cat.values.tolist()
+    rows = np.array([4, 0, 2], np.int64)
+    one = (rows, np.array([2, 1], np.int64), np.array([4, 4], np.uint8), np.zeros(2, np.int64), np.zeros(2),
+           np.array(["a", "b"], object))
+    r, values = _metadata_typed([one])
+    assert isinstance(values, TextCodes) and r.tolist() == [4, 0, 2] and values.text().tolist() == ["a", "a", "b"]

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...trace import keys as K
 from ...trace.sorting import unique
-from ...trace.stats import StatColumn, as_values, merge_columns
+from ...trace.stats import StatColumn, TextCodes, as_values, merge_columns
 from .decode import EventColumns, spans
 from .names import XPROF_ALIASES
 from .stats import column
@@ -53,13 +53,15 @@ class MetadataPart:
         return self.table[0]
 
     def values(self, code: int) -> tuple[np.ndarray, ...] | None:
-        """(rows, kind, int, double, object) of key ``code``, one per event it applies to."""
+        """(rows, count, kind, int, double, object) of key ``code``: the rows of the events it
+        applies to, and per metadata entry that has it, how many of those rows (in order)
+        and its value."""
         sel = np.flatnonzero(self.table[0] == code)
         if not len(sel):
             return None
         n = self.count[sel]
         rows = self.order[spans(self.first[sel], n)] + self.row0
-        return (rows, *(np.repeat(a[sel], n) for a in self.table[1:]))
+        return (rows, n, *(a[sel] for a in self.table[1:]))
 
 
 class EventPart:
@@ -123,9 +125,15 @@ class DeferredStats:
     def has(self, key: str) -> bool:
         return (key in self.code or key in self.alias) and key not in self.built
 
-    def eager(self) -> dict[str, StatColumn]:
-        """The columns of :data:`EAGER` the file has, from now on :attr:`built`."""
-        out = self.columns([k for k in EAGER if self.has(k)])
+    def eager(self) -> dict[str, list[tuple[np.ndarray, np.ndarray | TextCodes]]]:
+        """The parts (:meth:`parts`) of the columns of :data:`EAGER` the file has, for the
+        builder to join (a key and its alias share theirs), from now on :attr:`built`."""
+        out: dict[str, list[tuple[np.ndarray, np.ndarray | TextCodes]]] = {}
+        made: dict[int, list[tuple[np.ndarray, np.ndarray | TextCodes]]] = {}
+        for k in EAGER:
+            if self.has(k):
+                code = self.code[self.alias.get(k, k)]
+                out[k] = made[code] if code in made else made.setdefault(code, self.parts(code))
         self.built.update(out)
         return out
 
@@ -133,10 +141,16 @@ class DeferredStats:
         """The column of ``key`` (one of :meth:`keys`)."""
         return self._build(self.code[self.alias.get(key, key)])
 
-    def _build(self, code: int) -> StatColumn:
+    def parts(self, code: int) -> list[tuple[np.ndarray, np.ndarray | TextCodes]]:
+        """The (rows, values) parts of key ``code``, for ``merge_columns``: the metadata-level
+        values, plane after plane, typed together (text as codes into the metadata's values:
+        no object per event), then the events' own, typed together (which win a row)."""
         md = [v for p in self.md if (v := p.values(code)) is not None]
         ev = [v for p in self.ev for v in p.values(self.cols, code)]
-        return merge_columns([_typed(parts) for parts in (md, ev) if parts])
+        return ([_metadata_typed(md)] if md else []) + ([_typed(ev)] if ev else [])
+
+    def _build(self, code: int) -> StatColumn:
+        return merge_columns(self.parts(code))
 
     def columns(self, keys: list[str] | None = None, skip: Any = ()) -> dict[str, StatColumn]:
         """``keys`` (those the file has), or with None every key not in ``skip``; a key
@@ -158,3 +172,13 @@ class DeferredStats:
 def _typed(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, np.ndarray]:
     rows, kind, ints, dbls, objs = (np.concatenate(a) for a in zip(*parts))
     return rows, as_values(column(kind, ints, dbls, objs))
+
+
+def _metadata_typed(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, np.ndarray | TextCodes]:
+    """The metadata-level part: text values as codes into the entries' strings (the
+    column's object array is made once, by one take, when the parts are joined), other
+    values spread over their events and typed as :func:`_typed` types them."""
+    rows, n, kind, ints, dbls, objs = (np.concatenate(a) for a in zip(*parts))
+    if bool((kind == 4).all()):  # str values only (the category, the op names of XLA ops)
+        return rows, TextCodes(np.repeat(np.arange(len(kind)), n), objs.tolist())
+    return rows, as_values(column(*(np.repeat(a, n) for a in (kind, ints, dbls, objs))))

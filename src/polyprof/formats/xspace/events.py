@@ -196,8 +196,9 @@ class EventReader:
         stats = DeferredStats(self.cols, self.keys, self.md_parts, self.ev_parts, drop)
         for code in sorted(self.ev_kinds):  # after the metadata-level ones, as columns were added
             self.value_kinds.setdefault(self.keys[code], set()).update(self.ev_kinds[code])
-        for key, col in stats.eager().items():
-            b.add_stat(key, col.rows, col.values)
+        for key, parts in stats.eager().items():  # joined by the builder, as _build would
+            for rows, values in parts:
+                b.add_stat(key, rows, values)
         for fk, (src, fid, fcat) in sorted(self.flows_out.items()):
             dst = self.flows_in.get(fk)
             if dst is not None:
