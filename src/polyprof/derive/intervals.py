@@ -113,10 +113,11 @@ def nesting_depth(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray
     key = TimeKeys([s, e], _max(tr))
     ks = key(tr, s)
     ke = np.sort(key(tr, e))
-    track_lo = key.first(tr)
-    started_before = np.arange(len(ks)) - np.searchsorted(ks, track_lo, side="left")
-    ended = np.searchsorted(ke, ks, side="right") - np.searchsorted(ke, track_lo, side="left")
-    return order, ks, np.maximum(started_before - ended, 0)
+    # spans open at a start: those of its track started before it, less those of its track
+    # ended by then. Keys are track-major and each span's end key is in its own track's
+    # range, so the spans of earlier tracks count once in each term: position i less the
+    # end keys up to its start key is that difference
+    return order, ks, np.maximum(np.arange(len(ks)) - np.searchsorted(ke, ks, side="right"), 0)
 
 
 def innermost(c_track: np.ndarray, c_start: np.ndarray, c_end: np.ndarray,

@@ -1,0 +1,47 @@
+"""``derive.intervals.nesting_depth``: the spans open at each start, per track, against a
+plain count of them (spans that nest, spans that overlap without nesting, empty spans,
+ties, many tracks, and times too far apart for offsets, where keys are ranks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from polyprof.derive.intervals import nesting_depth
+
+
+def _counted(track: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per position of ``order``: the spans of its track earlier in ``order`` still open at
+    its start (end after it), counted one by one."""
+    out = np.zeros(len(order), np.int64)
+    for k, i in enumerate(order.tolist()):
+        earlier = order[:k]
+        same = earlier[track[earlier] == track[i]]
+        out[k] = int((end[same] > start[i]).sum())
+    return out
+
+
+def _spans(rng: np.random.Generator, n: int, tracks: int, far: bool) -> tuple[np.ndarray, ...]:
+    track = rng.integers(0, tracks, n) * 3  # sparse track ids
+    start = rng.integers(0, 60, n)
+    end = start + rng.integers(0, 25, n)  # some empty
+    if far:  # a span of 2**62 ns: the keys fall back to time ranks
+        start[0], end[0] = -(1 << 61), 1 << 61
+    return track, start, end
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_depth_counts_the_open_spans(seed: int):
+    rng = np.random.default_rng(seed)
+    track, start, end = _spans(rng, int(rng.integers(1, 120)), int(rng.integers(1, 5)), far=seed % 4 == 0)
+    order, keys, depth = nesting_depth(track, start, end)
+    assert sorted(order.tolist()) == np.flatnonzero(end > start).tolist()  # the non-empty spans
+    s = list(zip(track[order].tolist(), start[order].tolist(), (start - end)[order].tolist()))
+    assert s == sorted(s)  # by track, start, longest first
+    assert np.all(np.diff(keys) >= 0)
+    assert depth.tolist() == _counted(track, start, end, order).tolist()
+
+
+def test_no_spans():
+    order, keys, depth = nesting_depth(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert len(order) == len(keys) == len(depth) == 0
