@@ -29,11 +29,13 @@ pays on real use (figures: docs/benchmarks.md, "Interpreter tricks").
   kernel's share of the load was half its growth per event (docs/benchmarks.md, "Linear
   growth to 50M trace events"). Not in a profiled program's own allocations.
 
-* :func:`heap.raise_mmap_threshold` — once per process, before an XSpace load: one block
-  made and freed untouched raises glibc's mmap threshold (and trim threshold) as a
-  program's first large free does, so a small trace's column-sized arrays come from the
-  heap and reuse its pages instead of each being mapped, faulted in and unmapped
-  (docs/benchmarks.md, "Eleventh session").
+* :func:`heap.prepare_heap` — once per process, before an XSpace load: one block made and
+  freed untouched raises glibc's mmap threshold (and trim threshold) as a program's first
+  large free does, and 16 MiB of heap is marked for transparent huge pages and freed for
+  reuse (what glibc's ``glibc.malloc.hugetlb=1`` tunable does from a process's start):
+  a small trace's column-sized arrays come from the heap and reuse its pages, each 2 MiB
+  of it faulted in once, instead of each array being mapped, faulted in 4 KiB at a time
+  and unmapped (docs/benchmarks.md, "Eleventh session"). Peak memory +1-2 MB.
 
 * :func:`blas.import_numpy_single_threaded` — a read-only command (a summary, a report)
   imports NumPy with OpenBLAS at one thread. OpenBLAS starts a pool of one thread per

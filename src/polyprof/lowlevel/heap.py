@@ -165,37 +165,53 @@ def trim() -> None:
         _LIBC(0)  # type: ignore[operator]
 
 
-#: the block :func:`raise_mmap_threshold` frees: above the columns of a trace of ~100k
-#: events, under glibc's 32 MiB ceiling for the threshold it raises
-THRESHOLD_BLOCK = 4 << 20
-_raised = False
+#: the block :func:`prepare_heap` frees (untouched): glibc's mmap threshold rises
+#: to its size, its trim threshold to twice that; under glibc's 32 MiB ceiling
+THRESHOLD_BLOCK = 24 << 20
+#: the part of the heap made ready for huge pages, then freed for reuse (below the threshold)
+HUGE_HEAP = 16 << 20
+_HUGE = 2 << 20  # a transparent huge page on x86-64 and arm64 (4 KiB base pages)
+_MADV_HUGEPAGE = 14
+_prepared = False
 
 
-def raise_mmap_threshold() -> None:
-    """Once per process: make and free one block of :data:`THRESHOLD_BLOCK` bytes (its pages
-    never touched), which raises glibc's mmap threshold to its size and the trim threshold
-    to twice that, as the first such block a program frees does. glibc starts a process
-    serving every block of 128 KiB or more with a fresh mapping, faulted in page by page
-    and unmapped when freed, and raises the threshold only as larger blocks are freed; a
-    small trace's columns and temporaries (0.1-0.6 MB each) were mapped, faulted and
-    unmapped one by one, and the heap trimmed between them (docs/benchmarks.md, "Eleventh
-    session"). After it they come from the heap and reuse its freed pages. Nothing
-    elsewhere than glibc; dynamic thresholds stay on (no ``mallopt``)."""
-    global _raised
-    if _raised:
+def prepare_heap() -> None:
+    """Once per process: make and free one untouched block of :data:`THRESHOLD_BLOCK` bytes,
+    which raises glibc's mmap threshold to its size and the trim threshold to twice that,
+    as the first such block a program frees does; then grow the heap by :data:`HUGE_HEAP`
+    bytes, mark their whole 2 MiB pages for transparent huge pages (``madvise``) and free
+    them, kept at the heap's top for reuse. glibc starts a process serving every block of
+    128 KiB or more with a fresh mapping, faulted in page by page and unmapped when
+    freed; a small trace's columns and temporaries (0.1-0.6 MB each) were mapped,
+    faulted and unmapped one by one, and the heap trimmed between them. After it they
+    come from the heap, reuse its freed pages, and each 2 MiB of it is one fault, not
+    512: what glibc's ``glibc.malloc.hugetlb=1`` tunable does for a whole process from
+    its start (docs/benchmarks.md, "Eleventh session"). Nothing elsewhere than glibc."""
+    global _prepared
+    if _prepared:
         return
-    _raised = True
+    _prepared = True
     import ctypes  # (NumPy has imported it: no cost)
 
     try:
-        libc = ctypes.CDLL(None)
-        malloc, free = libc.malloc, libc.free
+        libc = ctypes.CDLL(None, use_errno=True)
+        malloc, free, madvise = libc.malloc, libc.free, libc.madvise
         gnu = libc.gnu_get_libc_version  # glibc only: its thresholds are what this is about
     except (OSError, AttributeError):
         return
     del gnu
     malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     free.restype, free.argtypes = None, [ctypes.c_void_p]
+    madvise.restype, madvise.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     block = malloc(THRESHOLD_BLOCK)
-    if block:
-        free(block)
+    if not block:
+        return
+    free(block)
+    heap = malloc(HUGE_HEAP)
+    if not heap:
+        return
+    lo = (heap + _HUGE - 1) // _HUGE * _HUGE
+    hi = (heap + HUGE_HEAP) // _HUGE * _HUGE
+    if hi > lo:
+        madvise(lo, hi - lo, _MADV_HUGEPAGE)  # refused (no THP): plain pages, as before
+    free(heap)
