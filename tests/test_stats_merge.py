@@ -21,7 +21,7 @@ import polyprof
 from polyprof.errors import TraceSchemaError
 from polyprof.formats import kineto_memory
 from polyprof.trace.builder import TraceBuilder
-from polyprof.trace.stats import StatColumn, TextCodes, merge_columns, merge_stat_parts
+from polyprof.trace.stats import StatColumn, StatTable, TextCodes, merge_columns, merge_stat_parts
 
 DATA = Path(__file__).resolve().parent / "data"
 MEMORY_TRACES = sorted(DATA.glob("peers/tracelens_perf/*.json.gz"))
@@ -136,3 +136,15 @@ def test_real_memory_traces_load_as_the_plain_object_path_makes_them(path, monke
         _same(fast.stats[key], plain.stats[key])
     assert len(fast.stats["allocator"]) > 100
     assert fast.stats["allocator"].rows is fast.stats["alloc_bytes"].rows
+
+
+def test_shared_rows_are_checked_once_and_still_checked():
+    rows = np.array([0, 2, 1])  # not ascending
+    t = StatTable({"a": StatColumn(np.arange(3), np.arange(3)), "b": StatColumn(rows, np.arange(3)),
+                   "c": StatColumn(rows, np.arange(3))})
+    with pytest.raises(TraceSchemaError, match="'b'"):
+        t.check(5)
+    ok = np.array([0, 1, 4])
+    StatTable({"b": StatColumn(ok, np.arange(3)), "c": StatColumn(ok, np.arange(3.0))}).check(5)
+    with pytest.raises(TraceSchemaError, match="do not exist"):
+        StatTable({"b": StatColumn(ok, np.arange(3)), "c": StatColumn(ok, np.arange(3.0))}).check(4)

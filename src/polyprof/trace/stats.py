@@ -241,10 +241,15 @@ class StatTable(MutableMapping[str, StatColumn]):
         return MappingProxyType(self._columns)
 
     def check(self, n_rows: int) -> None:
-        """Check the materialised columns against ``n_rows`` events (deferred ones: when decoded)."""
+        """Check the materialised columns against ``n_rows`` events (deferred ones: when
+        decoded); rows shared by several columns (:func:`merge_stat_parts`) once."""
         self._n_rows = n_rows
+        checked: set[int] = set()
         for key, col in self._columns.items():
+            if isinstance(col, StatColumn) and id(col.rows) in checked:
+                continue
             check_column(key, col, n_rows)
+            checked.add(id(col.rows))
 
     def _all(self) -> dict[str, StatColumn]:
         """Every column: deferred parts decoded first (once)."""
