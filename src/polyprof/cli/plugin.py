@@ -54,6 +54,7 @@ def _options(items: list[str]) -> dict[str, Any]:
 
 def run_check(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..collect.conformance import FAIL, NA, PASS, Limits, check
@@ -71,14 +72,14 @@ def run_check(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0 if report.ok else 1
     style = {PASS: "[green]PASS[/]", FAIL: "[bold red]FAIL[/]", NA: "[dim]n/a[/]"}
-    table = Table(title=f"polyprof plugin check: {report.plugin} ({report.kind}) from {report.target}",
+    table = Table(title=escape(f"polyprof plugin check: {report.plugin} ({report.kind}) from {report.target}"),
                   title_justify="left")
     table.add_column("clause", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("reason", overflow="fold")
     for r in report.results:
-        table.add_row(r.id, style.get(r.status, f"[yellow]{r.status}[/]"), r.reason)
-    console = Console(file=sys.stdout, width=max(Console().width, 120))
+        table.add_row(r.id, style.get(r.status, f"[yellow]{r.status}[/]"), escape(r.reason))  # plain text
+    console = Console(file=sys.stdout)  # the terminal's width: reasons fold
     console.print(table)
     n_fail = len(report.failed)
     console.print("[green]all clauses hold[/]" if report.ok else
