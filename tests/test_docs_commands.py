@@ -4,6 +4,8 @@
   parsed by polyprof's own argument parser: a flag renamed or removed in the code, or
   misspelt in a doc, fails here. Synopsis lines (``[--json]``, ``A|B``, ``...``) are
   left out: they are not commands.
+- Every dotted name ``polyprof.x.y`` the user docs show is a module or an attribute
+  that exists (an API renamed in the code and not in the docs fails here).
 - The fenced blocks marked ``docs-test`` (```` ```bash docs-test ````) are run, line by
   line, from a directory where ``tests/`` is the repository's: each line must exit 0
   and write the file it names with ``-o``.
@@ -12,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import shlex
 import subprocess
@@ -155,3 +158,43 @@ def _env() -> dict[str, str]:
     env = dict(os.environ, COLUMNS="80")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     return env
+
+
+#: dotted names in the docs that are not Python: stat, metadata and file-part names
+NOT_API = {
+    "polyprof.partial": "the crash journal's file suffix (train.polyprof.partial)",
+    "polyprof.category": "an XStat name a native plugin may set (docs/plugins.md)",
+    "polyprof.counter_value": "an XStat name (docs/plugins.md)",
+    "polyprof.producer": "an XPlane stat name (docs/plugins.md)",
+    "polyprof.added": "an XPlane stat name of the XSpace writer (docs/analysis.md)",
+    "polyprof.layout": "a key of the .polyprof file's Arrow metadata (docs/formats.md)",
+    "polyprof.flows": "a key of the .polyprof file's Arrow metadata (docs/formats.md)",
+    "polyprof.counters": "a key of the .polyprof file's Arrow metadata (docs/formats.md)",
+}
+DOTTED = re.compile(r"\b(polyprof(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+
+
+def _resolves(name: str) -> bool:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for j, attr in enumerate(parts[i:], start=i):
+            if hasattr(obj, attr):
+                obj = getattr(obj, attr)
+                continue
+            try:  # a submodule not imported by its package
+                obj = importlib.import_module(".".join(parts[:j + 1]))
+            except ImportError:
+                return False
+        return True
+    return False
+
+
+def test_every_dotted_polyprof_name_in_the_docs_exists():
+    names = {m.group(1) for p in USER_DOCS for m in DOTTED.finditer(p.read_text(encoding="utf-8"))}
+    assert len(names) > 20
+    missing = sorted(n for n in names - NOT_API.keys() if not _resolves(n))
+    assert not missing, f"named in the docs, not in polyprof: {missing}"
