@@ -193,3 +193,19 @@ def test_nccl_sendrecv_kernels_with_peers_are_transfers_that_align(tmp_path):
     al = _records(job.tables["rank_alignment"])[1]
     assert al["method"] == "transfers" and al["aligned"] and al["collectives"] == 12
     assert abs(al["offset_ns"] - (-5_000_000)) <= al["bound_ns"] <= 100_000
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_collective_groups_as_numpys_unique_of_the_pairs(seed):
+    """``collectives._first_and_group``: the first row of each distinct (op, bytes) pair and
+    each row's pair, as ``np.unique(axis=0)`` numbers them (bytes negative, -1 for unknown,
+    or too wide for one int64 key: NumPy's own)."""
+    from polyprof.analyze.collectives import _first_and_group
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    a = rng.integers(0, 4, n).astype(np.int64)
+    b = rng.choice(np.array([-1, 0, 1024, 4096, 1 << 40 if seed % 3 else 1 << 62], np.int64), n)
+    _, first, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_index=True, return_inverse=True)
+    got_first, got_inv = _first_and_group(a, b)
+    assert got_first.tolist() == first.tolist() and got_inv.tolist() == inv.ravel().tolist()

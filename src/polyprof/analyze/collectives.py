@@ -36,7 +36,7 @@ from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
-from ..trace.sorting import unique
+from ..trace.sorting import member, unique
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
 from .inputs import cpu_comm_rows
@@ -264,7 +264,7 @@ def _peers(trace: Trace, rows: np.ndarray, ops: np.ndarray, host: np.ndarray, st
     peer = np.where(ops == "recv", src, np.where(ops == "send", dst, np.maximum(dst, src)))
     how = np.where(peer >= 0, "comms args", "").astype(object)
     posted = np.full(len(rows), -1, np.int64)
-    ask = np.flatnonzero(host & np.isin(ops, ["send", "recv"]))
+    ask = np.flatnonzero(host & ((ops == "send") | (ops == "recv")))
     if len(ask):
         p, h, posted[ask] = _c10d_peers(trace, rows[ask], ops[ask])
         none = peer[ask] < 0
@@ -292,7 +292,7 @@ def _collective_table(trace: Trace) -> Table:
     size = np.fromiter((DTYPE_BYTES.get(str(d).lower(), 0) if d is not None else 0 for d in dtype),
                        np.int64, len(rows))
     nbytes = np.maximum(n_in, n_out) * size
-    host = ~np.isin(rows, device_view(trace).rows)
+    host = ~member(rows, device_view(trace).rows)
     for i in np.flatnonzero((nbytes == 0) & host).tolist():
         nbytes[i] = shape_bytes(st[keys.INPUT_DIMS][i], st[keys.INPUT_TYPE][i])
     peer, peer_from, posted = _peers(trace, rows, ops, host, st)
@@ -341,8 +341,7 @@ def collective_stats(tables: dict[int, Table]) -> Table:
     rank = np.repeat(np.array([r for r, _ in parts], np.int64), [len(t) for _, t in parts])
     # groups of (op, bytes) numbered in order of first appearance (pandas' groupby(sort=False))
     _, op_code = np.unique(ops.astype(str), return_inverse=True)
-    _, first, inv = np.unique(np.stack([op_code.ravel(), nbytes], axis=1), axis=0, return_index=True,
-                              return_inverse=True)
+    first, inv = _first_and_group(op_code.ravel().astype(np.int64), nbytes)
     renumber = np.empty(len(first), np.int64)
     renumber[np.argsort(first, kind="stable")] = np.arange(len(first))
     g, k = renumber[inv.ravel()], len(first)
@@ -395,3 +394,21 @@ def collective_summary(trace: Trace) -> Table:
     to-point transfers are in ``transfers``, never here): the same columns, ``ranks`` 1."""
     t = windowed(trace, collective_table(trace))
     return collective_stats({0: t.take(~np.asarray(t["p2p"], bool))})
+
+
+def _first_and_group(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique`` of the (a, b) pairs (``axis=0``)'s first index of each distinct pair and
+    each row's pair: one stable sort of the pairs as one int64 key where they fit."""
+    if len(a):
+        lo, span = int(b.min()), int(b.max()) - int(b.min()) + 1
+        if int(a.min()) >= 0 and (int(a.max()) + 1) * span < 1 << 62:
+            key = a * span + (b - lo)
+            order = np.argsort(key, kind="stable")
+            s = key[order]
+            new = np.ones(len(s), bool)
+            np.not_equal(s[1:], s[:-1], out=new[1:])
+            inv = np.empty(len(s), np.intp)
+            inv[order] = np.cumsum(new) - 1
+            return order[new], inv
+    _, first, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_index=True, return_inverse=True)
+    return first, inv.ravel()

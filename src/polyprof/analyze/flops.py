@@ -170,10 +170,16 @@ def _estimate_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _covered(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """Which of ``rows`` name an op a rule of :func:`estimate_one` covers (once per name)."""
-    codes, inv = unique_inverse(np.asarray(trace.events["name"][rows], np.int64))
-    ok = np.fromiter((_rule(trace.strings[int(c)].rsplit("::", 1)[-1].split(".", 1)[0]) is not None
-                      for c in codes.tolist()), bool, len(codes))
+    names = np.asarray(trace.events["name"][rows])
+    # name ids as 16 bits where every id fits: NumPy's stable sort of those is a radix sort
+    codes, inv = unique_inverse(names.astype(np.uint16 if len(trace.strings) <= 1 << 16 else np.int64))
+    strings = trace.strings
+    ok = np.fromiter(map(_has_rule, [strings[c] for c in codes.tolist()]), bool, len(codes))
     return ok[inv]
+
+
+def _has_rule(name: str) -> bool:
+    return _rule(name.rsplit("::", 1)[-1].split(".", 1)[0]) is not None
 
 
 def _text_at(col: tuple[np.ndarray, np.ndarray] | None, at: np.ndarray, n: int) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
-from ...trace.sorting import unique
+from ...trace.sorting import member, unique
 from . import gpu, names as N
 from .decode import EventColumns, spans
 from .deferred import DeferredStats, EventPart, MetadataPart
@@ -113,9 +113,9 @@ class EventReader:
         umid, minv, _, _ = grouped(c.st_mid[st_idx])
         codes = np.asarray([self._code(stat_names.get(m, str(m))) for m in umid.tolist()], np.int64)[minv]
         if drop:
-            kept = np.flatnonzero(~np.isin(codes, [self.key_code.get(k, -1) for k in drop]))
+            kept = np.flatnonzero(~member(codes, np.asarray([self.key_code.get(k, -1) for k in drop], np.int64)))
             st_idx, st_rows, kind, codes = st_idx[kept], st_rows[kept], kind[kept], codes[kept]
-        special = np.isin(codes, [self.key_code[s] for s in _SPECIAL if s in self.key_code])
+        special = member(codes, np.asarray([self.key_code[s] for s in _SPECIAL if s in self.key_code], np.int64))
         if special.any():
             sp = st_idx[special]
             objs = c.st_obj[sp]

@@ -21,7 +21,7 @@ from ...trace.categories import DEVICE_ACTIVITY
 from ...trace.core import Trace
 from ...trace import metadata_keys as mkeys
 from ...trace.stats import StatColumn
-from ...trace.sorting import unique
+from ...trace.sorting import member, unique
 from .decode import EventColumns, spans
 from .hlo import instructions as hlo_instructions, modules as hlo_modules
 from .metadata import PlaneMetadata
@@ -271,7 +271,7 @@ def uninterpreted_planes(trace: Trace) -> list[str]:
         return []
     ev = trace.events
     kinds = trace.kinds
-    busy = np.isin(kinds, np.asarray(DEVICE_ACTIVITY, kinds.dtype))
+    busy = member(kinds, np.asarray(DEVICE_ACTIVITY, kinds.dtype))
     plane_of = trace.track_plane[ev["track"]]
     n = np.bincount(plane_of, minlength=len(trace.planes))
     known = np.bincount(plane_of[busy], minlength=len(trace.planes))

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...trace.sorting import unique
+from ...trace.sorting import member, unique, unique_inverse
 from . import names as N
 from .decode import EventColumns, spans
 from .stats import python_values
@@ -40,7 +40,7 @@ class PlaneMetadata:
         if not unused:
             return []
         mid, code, kind, ints, dbls, objs, seq = self.table
-        sel = np.flatnonzero(np.isin(mid, unused) & (seq != _SEQ_LONG))
+        sel = np.flatnonzero(member(mid, np.asarray(unused, np.int64)) & (seq != _SEQ_LONG))
         vals = python_values(kind[sel], ints[sel], dbls[sel], objs[sel])
         stats: dict[int, dict[str, Any]] = {m: {} for m in unused}
         for m, c, v in zip(mid[sel].tolist(), code[sel].tolist(), vals):
@@ -96,7 +96,7 @@ def _stats(cols: EventColumns, idx: np.ndarray, key: np.ndarray, n_st: np.ndarra
     keep = kind != 0
     sidx, mid, kind = sidx[keep], mid[keep], kind[keep]
     smid = cols.ms_mid[sidx]
-    umid, inv = np.unique(smid, return_inverse=True)
+    umid, inv = unique_inverse(smid)
     codes = np.asarray([code(stat_names.get(m, str(m))) for m in umid.tolist()], np.int64)[inv.reshape(-1)]
     ints, dbls, objs = cols.ms_int[sidx], cols.ms_dbl[sidx], cols.ms_obj[sidx]
     refs = np.flatnonzero(kind == 6)

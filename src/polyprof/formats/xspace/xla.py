@@ -10,6 +10,7 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.core import Trace
+from ...trace.sorting import unique_inverse
 from .names import CAT_TRACEME
 from ...trace import metadata_keys as mkeys
 
@@ -50,7 +51,7 @@ def xprof_flows(trace: Trace) -> None:
     if not len(link):
         return
     cats = cats[link]
-    uniq, inv = np.unique(cats, return_inverse=True)
+    uniq, inv = unique_inverse(cats)
     table = []
     for c in uniq.tolist():
         nm = "xflow" if c == 0 else f"xflow:{c}"
