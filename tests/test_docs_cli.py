@@ -29,6 +29,8 @@ def test_help_fits_80_columns(command, monkeypatch):
     text = _help(command)
     long = [line for line in text.splitlines() if len(line) > 80]
     assert not long, f"polyprof {command or ''} --help has lines over 80 columns: {long}"
+    # a description is printed as written ('%%' stays doubled); only help strings are %-formatted
+    assert "%%" not in text, f"polyprof {command or ''} --help prints '%%'"
 
 
 def test_plugins_prints_a_reason_with_brackets_as_written(monkeypatch):

@@ -30,7 +30,8 @@ def register(sub: Subparsers) -> None:
     p.add_argument("-o", "--output",
                    help="one address: the file to write (.polyprof, or .xplane.pb for the XSpace as "
                         "received; default capture.polyprof); several: a directory that gets one file "
-                        "per process, <host>-<pid>[-rank<r>] (default capture/)")
+                        "per process, <host>-<pid>-rank<r> (a TensorFlow/JAX server: "
+                        "<host>-port<port>-rank<r>; default capture/)")
     p.add_argument("--logdir", help="instead of -o: write <logdir>/plugins/profile/<session>/<process>.xplane.pb "
                                     "for XProf or TensorBoard")
     p.add_argument("-f", "--format", choices=["polyprof", "xspace", "xplane"],

@@ -19,7 +19,7 @@ def register(sub: Subparsers) -> None:
                     "through the matched collectives (the k-th collective of a communicator ends when its last "
                     "rank arrives), on the aligned clock. Prints per step the path's length, the rank and the "
                     "ops on it; --what-if RANK:NAME:FACTOR predicts each step's change if that rank's ops whose "
-                    "name holds NAME took FACTOR times as long (0.8: 20%% faster). One trace file is a job of "
+                    "name holds NAME took FACTOR times as long (0.8: 20% faster). One trace file is a job of "
                     "one rank. Every rank is held in memory.")
     p.add_argument("file", nargs="+", help="the ranks' trace files, a directory of them, or a store")
     p.add_argument("--step", type=int, action="append", metavar="K",
