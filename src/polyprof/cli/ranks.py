@@ -43,7 +43,11 @@ def is_job(files: list[str] | str) -> bool:
     """Several files, a directory or a store: the ranks of a job."""
     if isinstance(files, str):
         files = [files]
-    return len(files) > 1 or (len(files) == 1 and Path(files[0]).is_dir())
+    if len(files) == 1 and Path(files[0]).is_dir():
+        from ..formats.rocprof_csv import runs_in  # one process's rocprofv3 CSVs: one trace
+
+        return len(runs_in(Path(files[0]))) != 1
+    return len(files) > 1
 
 
 def analyze_ranks(args: argparse.Namespace) -> JobReport:

@@ -61,6 +61,10 @@ def detect(path: str | Path) -> str:
                                          "was killed before the trace was written; load that file instead")
         raise TraceFormatError(path, "no such file")
     if path.is_dir():
+        from .rocprof_csv import is_output_dir  # the one format that is a directory of files
+
+        if is_output_dir(path):
+            return "rocprofv3-csv"
         raise TraceFormatError(path, "is a directory, not a trace file")
     head = _head(path)
     if _is_blank(path, head):

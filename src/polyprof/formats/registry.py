@@ -103,6 +103,20 @@ def _is_rocprof_json(head: bytes, path: Path) -> bool:
     return sniff(head, path)
 
 
+def _is_rocprof_csv(head: bytes, path: Path) -> bool:
+    if head[:1] != b'"':
+        return False
+    from .rocprof_csv import sniff
+
+    return sniff(head, path)
+
+
+def _named_rocprof_csv(head: bytes, path: Path) -> bool:
+    from .rocprof_csv import claim
+
+    return claim(head, path)
+
+
 def _is_journal(head: bytes, path: Path) -> bool:
     return head.startswith(b"POLYPROF-JOURNAL ")  # any version: its reader says which it reads
 
@@ -168,6 +182,8 @@ FORMATS: tuple[Format, ...] = (
            writer="polyprof.writers.xspace:write", suffixes=(".xplane.pb",)),
     Format("rocprofv3-json", "rocprofv3's JSON output (results.json, rocprofiler-sdk)",
            reader="polyprof.formats.rocprof_json:load", sniff=_is_rocprof_json),
+    Format("rocprofv3-csv", "rocprofv3's CSV output (<pid>_kernel_trace.csv and siblings, or their directory)",
+           reader="polyprof.formats.rocprof_csv:load", sniff=_is_rocprof_csv, claim=_named_rocprof_csv),
     Format("torch-memory-timeline", "torch.profiler's export_memory_timeline JSON (plot points or raw events)",
            reader="polyprof.formats.torch_memory_timeline:load", sniff=_is_memory_timeline),
     Format("chrome-json", "Chrome trace-event JSON, as torch.profiler/Kineto and others write it",

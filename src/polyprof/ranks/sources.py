@@ -169,8 +169,10 @@ def _directory(item: Any) -> list[RankSource] | None:
     if not isinstance(item, (str, os.PathLike)) or not Path(item).is_dir():
         return None
     p = Path(item)
-    found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES)
-                   and not q.name.startswith("."))
+    from ..formats.rocprof_csv import runs_in  # rocprofv3's CSV output: one rank per prefix (process)
+
+    found = runs_in(p) or sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES)
+                                 and not q.name.startswith("."))
     if not found:
         raise PolyprofError(f"{p}: no trace files in this directory")
     return [TraceFile(q) for q in found]

@@ -1,0 +1,398 @@
+"""rocprofv3's CSV output (its default: ``rocprofv3 --kernel-trace ...``), as a Trace.
+
+rocprofv3 writes one CSV file per record kind, each named ``<prefix>_<kind>.csv`` (the
+prefix is ``<pid>`` unless ``-o`` names another): ``kernel_trace``, ``hip_api_trace``
+(or ``hip_runtime_trace`` / ``hip_compiler_trace``), ``hsa_api_trace``,
+``marker_api_trace`` (ROCTx), ``rccl_api_trace``, ``memory_copy_trace``, ``agent_info``,
+and others this reader lists as not read (``counter_collection``, ``scratch_memory_trace``,
+``memory_allocation_trace``, the ``*_stats`` files). The columns are rocprofiler-sdk's
+(``generateCSV.cpp``); files are told apart by their header, not their name.
+
+One prefix's files are one process. A path is either one of those files (its siblings
+with the same prefix are read with it) or the directory rocprofv3 wrote (every prefix
+in it: one Trace with a source per process, as rocprofv3's JSON and a merged rocpd
+database give). Each file is read by pyarrow's CSV reader into columns; names are
+dictionary-encoded; the Trace is made by formats/rocm_trace.py, as for the JSON and
+rocpd readers. Timestamps stay rocprofiler-sdk's (ns); no wall-clock anchor is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+import numpy as np
+
+from ..errors import TraceFormatError
+from ..trace import keys
+from ..trace.core import Trace
+from . import rocm_trace
+from .parts import Part, set_stat, triples
+from .safety import check_events, guarded
+
+log = logging.getLogger("polyprof")
+
+#: the file kinds rocprofv3 writes (``<prefix>_<kind>.csv``), longest first for matching
+KINDS = tuple(sorted((
+    "kernel_trace", "hip_api_trace", "hip_runtime_trace", "hip_compiler_trace", "hip_compile_trace",
+    "hsa_api_trace", "marker_api_trace", "rccl_api_trace", "rocdecode_api_trace", "rocjpeg_api_trace",
+    "memory_copy_trace", "memory_allocation_trace", "scratch_memory_trace", "counter_collection",
+    "agent_info", "kernel_stats", "hip_api_stats", "hsa_api_stats", "memory_copy_stats", "marker_api_stats",
+    "rccl_api_stats", "scratch_memory_stats", "memory_allocation_stats", "counter_collection_stats",
+    "domain_stats"), key=len, reverse=True))
+
+#: the columns each file this reader reads must have
+KERNEL = ("Kind", "Agent_Id", "Queue_Id", "Kernel_Name", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
+API = ("Domain", "Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
+COPY = ("Kind", "Direction", "Source_Agent_Id", "Destination_Agent_Id", "Start_Timestamp", "End_Timestamp")
+AGENT = ("Node_Id", "Agent_Type")
+#: the columns expected by file kind, for a file whose header is not one of them
+EXPECTED = {"kernel_trace": KERNEL, "memory_copy_trace": COPY,
+            **{k: API for k in KINDS if k.endswith("_api_trace") or k.startswith(("hip_runtime", "hip_compile"))}}
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """(prefix, kind) of a rocprofv3 CSV file name (the prefix keeps its ``_``), or None."""
+    if not name.endswith(".csv"):
+        return None
+    stem = name[:-4]
+    for kind in KINDS:
+        if stem == kind or stem.endswith("_" + kind):
+            return stem[:len(stem) - len(kind)], kind
+    return None
+
+
+def _header(head: bytes) -> list[str]:
+    line = head.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        return next(csv.reader(io.StringIO(line.decode("utf-8", "replace"))), [])
+    except csv.Error:
+        return []
+
+
+def kind_of(header: list[str]) -> str | None:
+    """What a rocprofv3 CSV header is: kernel, api, copy, agent; None for any other CSV."""
+    cols = set(header)
+    if header[:1] == ["Kind"] and cols.issuperset(KERNEL) and "Dispatch_Id" in cols:
+        return "kernel"
+    if header[:2] == ["Domain", "Function"] and cols.issuperset(API):
+        return "api"
+    if header[:2] == ["Kind", "Direction"] and cols.issuperset(COPY):
+        return "copy"
+    if header[:1] == ["Node_Id"] and cols.issuperset(AGENT) and "Logical_Node_Id" in cols:
+        return "agent"
+    return None
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """A CSV file whose header is one of the trace files rocprofv3 writes (kernel, API,
+    memory copy): by the exact leading columns rocprofiler-sdk writes, not the name."""
+    if head.startswith(b"GZ") or head[:1] != b'"':
+        return False
+    return kind_of(_header(head)) in ("kernel", "api", "copy")
+
+
+def claim(head: bytes, path: Path) -> bool:
+    """By name, when no sniff answered: a damaged trace file of rocprofv3's gets this
+    reader's error (which column is missing) rather than "unrecognised format"."""
+    got = split_name(path.name)
+    return got is not None and got[1] in EXPECTED
+
+
+def is_output_dir(path: Path) -> bool:
+    """A directory holding rocprofv3 trace CSVs (each checked by its header)."""
+    return bool(_trace_files(path))
+
+
+def _trace_files(path: Path) -> list[Path]:
+    try:
+        items = sorted(path.iterdir())
+    except OSError:
+        return []
+    out = []
+    for q in items:
+        if q.is_file() and split_name(q.name) is not None:
+            try:
+                with open(q, "rb") as f:
+                    if sniff(f.read(4096), q):
+                        out.append(q)
+            except OSError:
+                continue
+    return out
+
+
+def runs_in(path: Path) -> list[Path]:
+    """One trace file per prefix (process) of a rocprofv3 output directory, for ranks/."""
+    seen: dict[str, Path] = {}
+    for q in _trace_files(path):
+        seen.setdefault(split_name(q.name)[0], q)  # type: ignore[index]
+    return list(seen.values())
+
+
+@dataclass
+class _Run:
+    """One prefix's files: kind -> file."""
+
+    prefix: str
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def _runs(path: Path) -> list[_Run]:
+    if path.is_dir():
+        names = sorted(q for q in path.iterdir() if q.is_file())
+        prefixes = {split_name(q.name)[0] for q in _trace_files(path)}  # type: ignore[index]
+    else:
+        got = split_name(path.name)
+        if got is None:  # a trace CSV under another name: that file alone
+            return [_Run("", {"file": path})]
+        names = sorted(q for q in path.parent.iterdir() if q.is_file())
+        prefixes = {got[0]}
+    runs = {p: _Run(p) for p in sorted(prefixes)}
+    for q in names:
+        got = split_name(q.name)
+        if got is not None and got[0] in runs:
+            runs[got[0]].files[got[1]] = q
+    return list(runs.values())
+
+
+class _Reader:
+    """Columns of one CSV file (pyarrow), each checked and refused in one line."""
+
+    def __init__(self, path: Path, want: tuple[str, ...]):
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        self.path = path
+        with open(path, "rb") as f:
+            self.header = _header(f.read(65536))
+        missing = [c for c in want if c not in self.header]
+        if missing:
+            raise TraceFormatError(path, f"not a rocprofv3 CSV of this kind: no column {', '.join(missing)}")
+        try:
+            self.table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=False),
+                                        convert_options=pacsv.ConvertOptions(
+                                            strings_can_be_null=False, quoted_strings_can_be_null=False))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            msg = " ".join(str(e).split())
+            raise TraceFormatError(path, f"malformed CSV ({msg[:200]})") from None
+        self.n = self.table.num_rows
+
+    def has(self, name: str) -> bool:
+        return name in self.table.column_names
+
+    def ints(self, name: str, default: int | None = None) -> np.ndarray:
+        """An integer column; a cell written as a word and a number (``Agent 2``) gives the number."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.n and (self.has(name) or default is not None):  # a header alone: no rows
+            return np.zeros(0, np.int64)
+        if not self.has(name):
+            if default is None:
+                raise TraceFormatError(self.path, f"no column {name}")
+            return np.full(self.n, default, np.int64)
+        col = self.table.column(name).combine_chunks()
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            digits = pc.extract_regex(col, r"^\s*(?:[A-Za-z]+\s+)?(?P<n>-?\d+)\s*$")
+            if digits.null_count:
+                row = int(pc.index(pc.is_null(digits), True).as_py())
+                raise TraceFormatError(self.path, f"row {row + 2}: {name} is {col[row].as_py()!r}, not an integer")
+            col = pc.cast(digits.field("n"), pa.int64())
+        elif not pa.types.is_integer(col.type):
+            raise TraceFormatError(self.path, f"column {name} holds {col.type}, not integers")
+        if col.null_count:
+            if default is None:
+                row = int(pc.index(pc.is_null(col), True).as_py())
+                raise TraceFormatError(self.path, f"row {row + 2}: {name} is empty")
+            col = col.fill_null(default)
+        if pa.types.is_uint64(col.type) and self.n and pc.max(col).as_py() >= 1 << 63:
+            raise TraceFormatError(self.path, f"{name} holds an integer beyond 64 bits")
+        return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+    def names(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """Codes and distinct values of a text column (dictionary-encoded, no object per row)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.n:
+            return np.zeros(0, np.int64), []
+        col = self.table.column(name).combine_chunks()
+        if not pa.types.is_string(col.type):
+            col = pc.cast(col, pa.string())
+        enc = pc.dictionary_encode(col)
+        return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), [str(v) for v in enc.dictionary.to_pylist()]
+
+
+def _agents(run: _Run, g: int) -> tuple[dict[tuple[int, int], rocm_trace.Agent], set[int]]:
+    """GPU agents of agent_info.csv by node id (the Agent_Id the trace files write)."""
+    path = run.files.get("agent_info")
+    if path is None:
+        return {}, set()
+    r = _Reader(path, AGENT)
+    node = r.ints("Node_Id")
+    typ_codes, typ = r.names("Agent_Type")
+    gpu = np.array([t == "GPU" for t in typ], bool)[typ_codes] if r.n else np.zeros(0, bool)
+    idx = r.ints("Logical_Node_Type_Id", -1)
+    texts = {c: r.names(c) for c in ("Name", "Product_Name", "Vendor_Name", "Model_Name") if r.has(c)}
+    nums = [c for c in ("Cu_Count", "Simd_Per_Cu", "Wave_Front_Size", "Max_Waves_Per_Cu", "Num_Xcc",
+                        "Max_Engine_Clk_Fcompute", "Gfx_Target_Version") if r.has(c)]
+    numcols = {c: r.ints(c, 0) for c in nums}
+    out: dict[tuple[int, int], rocm_trace.Agent] = {}
+    for k, row in enumerate(np.flatnonzero(gpu).tolist()):
+        props: dict[str, object] = {c.lower(): vals[int(codes[row])] for c, (codes, vals) in texts.items()}
+        props.update({c.lower(): int(v[row]) for c, v in numcols.items()})
+        props["agent_node_id"] = int(node[row])
+        out[(g, int(node[row]))] = rocm_trace.Agent(int(idx[row]) if idx[row] >= 0 else k, True, props)
+    return out, {int(x) for x in node[gpu].tolist()}
+
+
+def _kernels(path: Path, g: int) -> Part:
+    r = _Reader(path, KERNEL)
+    n = r.n
+    codes, vals = r.names("Kernel_Name")
+    corr, queue = r.ints("Correlation_Id"), r.ints("Queue_Id")
+    stats: dict[str, object] = {keys.QUEUE: queue}
+    if r.has("Stream_Id"):
+        stats[keys.STREAM] = r.ints("Stream_Id", 0)
+    if r.has("Dispatch_Id"):
+        stats["dispatch id"] = r.ints("Dispatch_Id", 0)
+    set_stat(stats, keys.CORRELATION_ID, corr, 0)
+    if all(r.has(f"Grid_Size_{a}") for a in "XYZ"):
+        stats[keys.GRID] = triples(*(r.ints(f"Grid_Size_{a}", 1) for a in "XYZ"))
+    if all(r.has(f"Workgroup_Size_{a}") for a in "XYZ"):
+        stats[keys.BLOCK] = triples(*(r.ints(f"Workgroup_Size_{a}", 1) for a in "XYZ"))
+    for stat, cols in (("shared memory", ("Group_Segment_Size", "LDS_Block_Size")),
+                       ("scratch memory", ("Private_Segment_Size", "Scratch_Size")),
+                       ("vgpr count", ("Arch_VGPR_Count", "VGPR_Count")), ("sgpr count", ("SGPR_Count",))):
+        col = next((c for c in cols if r.has(c)), None)
+        if col is not None:
+            set_stat(stats, stat, r.ints(col, -1))
+    return Part("kernel_trace", True, r.ints("Start_Timestamp"), r.ints("End_Timestamp"), np.full(n, g, np.int64),
+                -queue, r.ints("Agent_Id"), codes, vals, np.zeros(n, np.int64), [keys.CAT_KERNEL], stats, corr)
+
+
+def _copies(path: Path, g: int, gpus: set[int]) -> Part:
+    r = _Reader(path, COPY)
+    n = r.n
+    dst, src = r.ints("Destination_Agent_Id"), r.ints("Source_Agent_Id")
+    if not gpus:  # no agent_info: the CPU is node 0
+        gpus = {int(x) for x in np.unique(np.concatenate([dst, src])).tolist() if x != 0}
+    on = np.where(np.isin(dst, list(gpus)), dst, src)
+    codes, vals = r.names("Direction")
+    corr = r.ints("Correlation_Id", 0)
+    stats: dict[str, object] = {"dst agent": dst, "src agent": src}
+    for stat, col in ((keys.BYTES, "Bytes"), (keys.STREAM, "Stream_Id")):
+        if r.has(col):
+            stats[stat] = r.ints(col, 0)
+    set_stat(stats, keys.CORRELATION_ID, corr, 0)
+    return Part("memory_copy_trace", True, r.ints("Start_Timestamp"), r.ints("End_Timestamp"),
+                np.full(n, g, np.int64), r.ints("Stream_Id", 0), on, codes,
+                [rocm_trace.copy_name(v) for v in vals], np.zeros(n, np.int64), [keys.CAT_MEMCPY], stats, corr)
+
+
+def _calls(r: _Reader, table: str, g: int) -> Part:
+    """API calls on their threads; ROCTx (``MARKER_*`` domains) as ranges, or marks
+    where a record takes no time (rocprofv3 writes the message as the Function)."""
+    n = r.n
+    start, end = r.ints("Start_Timestamp"), r.ints("End_Timestamp")
+    codes, vals = r.names("Function")
+    dcodes, domains = r.names("Domain")
+    marker_dom = np.array([d.startswith("MARKER_") for d in domains], bool)
+    marker = marker_dom[dcodes] if n else np.zeros(0, bool)
+    cats = [rocm_trace.api_category(d) for d in domains] + [rocm_trace.CAT_ROCTX_MARK]
+    instant = marker & (end <= start)
+    ccode = np.where(instant, len(cats) - 1, dcodes)
+    corr = r.ints("Correlation_Id", 0)
+    stats: dict[str, object] = {}
+    api = ~marker
+    rows = np.flatnonzero(api & (corr > 0))
+    if len(rows):
+        stats[keys.CORRELATION_ID] = (rows, corr[rows])
+    return Part(table, False, start, np.where(instant, start, end), np.full(n, g, np.int64), r.ints("Thread_Id"),
+                np.zeros(n, np.int64), codes, vals, ccode, cats, stats, np.where(api, corr, -1))
+
+
+def _pid(run: _Run, readers: list[_Reader], index: int) -> int:
+    for r in readers:
+        if r.has("Process_Id") and r.n:
+            return int(r.ints("Process_Id", 0)[0])
+    p = run.prefix.rstrip("_").rsplit("/", 1)[-1]
+    return int(p) if p.isdigit() else index
+
+
+Agents = dict[tuple[int, int], rocm_trace.Agent]
+
+
+def _run_parts(run: _Run, index: int, path: Path) -> tuple[list[Part], rocm_trace.Process, Agents, list[str]]:
+    parts: list[Part] = []
+    api: list[tuple[str, _Reader]] = []
+    kinds: dict[str, list[Path]] = {"kernel": [], "copy": []}
+    unread: list[str] = []
+    for kind, f in run.files.items():
+        with open(f, "rb") as fh:
+            what = kind_of(_header(fh.read(65536)))
+        if what == "api":
+            api.append((kind, _Reader(f, API)))
+        elif what in kinds:
+            kinds[what].append(f)  # type: ignore[index]
+        elif kind in EXPECTED:  # a trace file's name, not its header
+            missing = [c for c in EXPECTED[kind] if c not in _header(_head(f))]
+            raise TraceFormatError(f, "not the columns rocprofv3 writes in a " + kind + " file"
+                                   + (f" (no {', '.join(missing)})" if missing else ""))
+        elif what != "agent":
+            unread.append(f.name)
+    pid = _pid(run, [r for _, r in api], index)
+    g = pid
+    agents, gpus = _agents(run, g)
+    parts += [_kernels(f, g) for f in kinds["kernel"]]
+    if not gpus:  # no agent_info: the GPUs are the kernels' agents, numbered by node id
+        gpus = {int(x) for p in parts for x in np.unique(p.dev).tolist()}
+        agents = {(g, d): rocm_trace.Agent(k, True, {"agent_node_id": d}) for k, d in enumerate(sorted(gpus))}
+    parts += [_copies(f, g, gpus) for f in kinds["copy"]]
+    parts += [_calls(r, kind, g) for kind, r in api]
+    return parts, rocm_trace.Process(pid=pid), agents, unread
+
+
+def read(path: Path) -> Trace:
+    runs = [r for r in _runs(path) if r.files]
+    if not runs:
+        raise TraceFormatError(path, "no rocprofv3 CSV trace files here (<pid>_kernel_trace.csv, "
+                                     "<pid>_hip_api_trace.csv, ...)")
+    parts: list[Part] = []
+    processes: dict[int, rocm_trace.Process] = {}
+    agents: dict[tuple[int, int], rocm_trace.Agent] = {}
+    unread: list[str] = []
+    for i, run in enumerate(runs):
+        if "file" in run.files:  # a trace CSV under a name of its own
+            run = _Run("", {_kind_by_header(run.files["file"]): run.files["file"]})
+        got, proc, ags, not_read = _run_parts(run, i, path)
+        check_events(path, sum(len(p) for p in parts) + sum(len(p) for p in got))
+        if proc.pid in processes:
+            raise TraceFormatError(path, f"two sets of files for process {proc.pid}")
+        parts += got
+        processes[proc.pid] = proc
+        agents.update(ags)
+        unread += not_read
+    if unread:
+        log.info("%s: %d files not read (%s)", path, len(unread), ", ".join(unread[:12]))
+    md = {"clock": "rocprofiler-sdk timestamps (ns)",
+          "rocprof": {"format": "rocprofv3 csv", "processes": len(processes), "files_not_read": unread}}
+    return rocm_trace.build(parts, processes, agents, {}, md, path.name)
+
+
+def _kind_by_header(path: Path) -> str:
+    with open(path, "rb") as f:
+        return kind_of(_header(f.read(65536))) or "file"
+
+
+@guarded
+def load(path: str | Path, **options: object) -> Trace:
+    """Read rocprofv3's CSV output: one of its trace files (with its siblings) or its directory."""
+    return read(Path(path))
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(65536)

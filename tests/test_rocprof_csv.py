@@ -1,0 +1,261 @@
+"""rocprofv3's CSV output (formats/rocprof_csv.py).
+
+- ``tests/data/rocprof/csv/*.csv``: rocprofiler-sdk's own documentation samples
+  (``source/docs/data``, MIT: LICENSE-rocprofiler-sdk beside them), each from a
+  different small run; read as files and as one directory.
+- A run written by **this test** in rocprofv3's CSV layout (the columns and order of
+  rocprofiler-sdk's ``generateCSV.cpp``): the kernel dispatches of the real rocprofv3
+  JSON of tests/data/rocprof (an MI350X, from TraceLens's tests) as
+  ``908_kernel_trace.csv`` with its ``agent_info.csv``, and made-up around them (no AMD
+  hardware ran these): a hipLaunchKernel per kernel with the kernel's Correlation_Id, a
+  hipMemcpy with a host-to-device copy of the same id, ROCTx ranges and a mark. The same
+  JSON read by the rocprofv3 JSON reader must give the same kernel totals.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.analyze.breakdown import kernel_breakdown
+from polyprof.analyze.frames import column
+from polyprof.errors import TraceFormatError
+from polyprof.formats.detect import detect
+
+DATA = Path(__file__).resolve().parent / "data" / "rocprof"
+DOCS = DATA / "csv"
+REAL_JSON = DATA / "tracelens_908_results.json.gz"
+PID = 908
+
+KERNEL_HEADER = ["Kind", "Agent_Id", "Queue_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
+                 "Correlation_Id", "Start_Timestamp", "End_Timestamp", "Private_Segment_Size",
+                 "Group_Segment_Size", "Workgroup_Size_X", "Workgroup_Size_Y", "Workgroup_Size_Z", "Grid_Size_X",
+                 "Grid_Size_Y", "Grid_Size_Z"]
+API_HEADER = ["Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id", "Start_Timestamp",
+              "End_Timestamp"]
+COPY_HEADER = ["Kind", "Direction", "Source_Agent_Id", "Destination_Agent_Id", "Correlation_Id",
+               "Start_Timestamp", "End_Timestamp"]
+AGENT_HEADER = ["Node_Id", "Logical_Node_Id", "Agent_Type", "Cpu_Cores_Count", "Simd_Count", "Wave_Front_Size",
+                "Cu_Count", "Simd_Per_Cu", "Gfx_Target_Version", "Name", "Vendor_Name", "Product_Name",
+                "Model_Name"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polyprof", *args], capture_output=True, text=True, timeout=120)
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    """As rocprofiler-sdk's csv_encoder writes: every header cell and text cell quoted."""
+    with open(path, "w", newline="") as f:
+        f.write(",".join(f'"{h}"' for h in header) + "\n")
+        for r in rows:
+            f.write(",".join(f'"{v}"' if isinstance(v, str) else str(v) for v in r) + "\n")
+
+
+def _kernels(tool: dict) -> list[dict]:
+    return tool["buffer_records"]["kernel_dispatch"]
+
+
+def _names(tool: dict) -> dict[int, str]:
+    return {s["kernel_id"]: s.get("formatted_kernel_name") or s.get("demangled_kernel_name") or s["kernel_name"]
+            for s in tool["kernel_symbols"]}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    with gzip.open(REAL_JSON) as f:
+        tool = json.load(f)["rocprofiler-sdk-tool"][0]
+    out = tmp_path_factory.mktemp("rocprofv3") / "host"
+    out.mkdir()
+    node = {a["id"]["handle"]: a["node_id"] for a in tool["agents"]}
+    names = _names(tool)
+    kd = _kernels(tool)
+    write_csv(out / f"{PID}_kernel_trace.csv", KERNEL_HEADER, [
+        ["KERNEL_DISPATCH", node[k["dispatch_info"]["agent_id"]["handle"]], k["dispatch_info"]["queue_id"]["handle"],
+         k["thread_id"], k["dispatch_info"]["dispatch_id"], k["dispatch_info"]["kernel_id"],
+         names[k["dispatch_info"]["kernel_id"]], k["correlation_id"]["internal"], k["start_timestamp"],
+         k["end_timestamp"], k["dispatch_info"]["private_segment_size"], k["dispatch_info"]["group_segment_size"],
+         *(k["dispatch_info"]["workgroup_size"][a] for a in "xyz"), *(k["dispatch_info"]["grid_size"][a] for a in "xyz")]
+        for k in kd])
+    first = min(k["start_timestamp"] for k in kd)
+    last_corr = max(k["correlation_id"]["internal"] for k in kd)
+    calls = [["HIP_RUNTIME_API", "hipLaunchKernel", PID, k["thread_id"], k["correlation_id"]["internal"],
+              k["start_timestamp"] - 50_000, k["start_timestamp"] - 49_100] for k in kd]
+    copy_corr = last_corr + 1
+    calls.append(["HIP_RUNTIME_API", "hipMemcpy", PID, PID, copy_corr, first - 900_000, first - 700_000])
+    write_csv(out / f"{PID}_hip_api_trace.csv", API_HEADER, calls)
+    write_csv(out / f"{PID}_memory_copy_trace.csv", COPY_HEADER, [
+        ["MEMORY_COPY", "MEMORY_COPY_HOST_TO_DEVICE", 0, 2, copy_corr, first - 880_000, first - 720_000]])
+    write_csv(out / f"{PID}_marker_api_trace.csv", API_HEADER, [
+        ["MARKER_CORE_API", "warmup", PID, PID, copy_corr + 1, first - 1_000_000, first - 600_000],
+        ["MARKER_CORE_API", "copied", PID, PID, copy_corr + 2, first - 650_000, first - 650_000]])
+    agents = [[a["node_id"], a["logical_node_id"], "GPU" if a["type"] == 2 else "CPU", 0, 0, 64, 256, 4, 90500,
+               a["name"], "AMD", a.get("product_name", ""), a.get("model_name", "")] for a in tool["agents"]]
+    write_csv(out / f"{PID}_agent_info.csv", AGENT_HEADER, agents)
+    write_csv(out / f"{PID}_kernel_stats.csv", ["Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage",
+                                               "MinNs", "MaxNs", "StdDev"], [["x", 1, 1, 1.0, 100.0, 1, 1, 0.0]])
+    return out
+
+
+def _cats(trace) -> np.ndarray:
+    return np.array(trace.strings, dtype=object)[trace.events["category"]]
+
+
+def _totals(trace) -> dict[str, int]:
+    kb = kernel_breakdown(trace)
+    return {n: int(t) for n, t in zip(column(kb, "name"), column(kb, "total_ns")) if not n.startswith("Memcpy")}
+
+
+def _want_totals(path: Path) -> dict[str, int]:
+    """Sums of End - Start by Kernel_Name, with the csv module."""
+    want: dict[str, int] = defaultdict(int)
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            want[row["Kernel_Name"]] += int(row["End_Timestamp"]) - int(row["Start_Timestamp"])
+    return dict(want)
+
+
+# --- the documentation samples ---------------------------------------------------
+@pytest.mark.parametrize("name", ["kernel_trace.csv", "hip_runtime_trace.csv", "hip_compile_trace.csv",
+                                  "hsa_api_trace.csv", "marker_api_trace.csv", "memory_copy_trace.csv"])
+def test_docs_trace_files_are_sniffed_by_header(name):
+    assert detect(DOCS / name) == "rocprofv3-csv"
+
+
+@pytest.mark.parametrize("name", ["counter_collection.csv", "hip_api_stats.csv", "kernel_names.csv"])
+def test_docs_other_csvs_are_not_traces(name):
+    with pytest.raises(TraceFormatError, match="unrecognised format"):
+        detect(DOCS / name)
+
+
+def test_docs_directory_reads_every_trace_file():
+    trace = polyprof.load(DOCS)
+    assert detect(DOCS) == "rocprofv3-csv"
+    assert _totals(trace) == _want_totals(DOCS / "kernel_trace.csv")
+    names = trace.names()
+    cats = _cats(trace).tolist()
+    assert sorted(names[_cats(trace) == "gpu_memcpy"].tolist()) == ["Memcpy DtoH", "Memcpy HtoD"]
+    with open(DOCS / "hsa_api_trace.csv") as f:
+        assert cats.count("hsa_api") == sum(1 for _ in f) - 1
+    with open(DOCS / "hip_compile_trace.csv") as f:
+        assert cats.count("hip_compiler") == sum(1 for _ in f) - 1
+    marks = names[np.array([c == "roctx_mark" for c in cats], bool)]
+    assert set(marks.tolist()) >= {"before hipLaunchKernel", "after hipLaunchKernel"}
+    md = trace.metadata["rocprof"]
+    assert md["format"] == "rocprofv3 csv" and "counter_collection.csv" in md["files_not_read"]
+
+
+# --- a whole run, made consistent --------------------------------------------------
+def test_run_kernels_durations_and_launches(run_dir):
+    kt = run_dir / f"{PID}_kernel_trace.csv"
+    trace = polyprof.load(kt)  # a single kernel_trace.csv reads its siblings
+    assert _totals(trace) == _want_totals(kt)
+    with gzip.open(REAL_JSON) as f:
+        tool = json.load(f)["rocprofiler-sdk-tool"][0]
+    kd = _kernels(tool)
+    kernel = _cats(trace) == "kernel"
+    assert int(kernel.sum()) == len(kd)
+    assert sorted(trace.events["dur_ns"][kernel].tolist()) == sorted(
+        k["end_timestamp"] - k["start_timestamp"] for k in kd)
+    # every kernel and the copy reached by a flow from the call with its Correlation_Id
+    src, dst = trace.flows["src"], trace.flows["dst"]
+    names = trace.names()
+    assert len(src) == len(kd) + 1
+    assert set(names[src].tolist()) == {"hipLaunchKernel", "hipMemcpy"}
+    assert names[dst[names[src] == "hipMemcpy"]].tolist() == ["Memcpy HtoD"]
+    assert (trace.events["start_ns"][src] < trace.events["start_ns"][dst]).all()
+    # GPUs named from agent_info: node 2 is GPU 0
+    assert {p.name for p in trace.planes} == {"/host:CPU", "/device:GPU:0"}
+    cats = _cats(trace).tolist()
+    assert cats.count("roctx") == 1 and cats.count("roctx_mark") == 1
+    assert trace.metadata["rocprof"]["files_not_read"] == [f"{PID}_kernel_stats.csv"]
+
+
+def test_run_same_kernel_totals_as_rocprofv3_json(run_dir):
+    assert _totals(polyprof.load(run_dir)) == _totals(polyprof.load(REAL_JSON))
+
+
+def test_summary_of_the_directory(run_dir):
+    r = cli("summary", "--json", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    want = _want_totals(run_dir / f"{PID}_kernel_trace.csv")
+    got = {rec["name"]: rec["total_ns"] for rec in doc["tables"]["kernel_breakdown"]["records"]
+           if rec["kind"] != "memcpy"}
+    top = sorted(want.items(), key=lambda kv: -kv[1])[:len(got)]
+    assert got == dict(top)
+    assert doc["overview"]["correlation"]["matched_by_correlation_id"] == sum(1 for _ in open(
+        run_dir / f"{PID}_kernel_trace.csv")) - 1 + 1
+    r = cli("summary", str(run_dir))  # the terminal tables: the top kernel by name
+    assert r.returncode == 0, r.stderr
+    assert "Top device activity" in r.stdout and top[0][0][:20] in r.stdout
+
+
+def test_two_pids_in_one_directory_are_two_processes_or_ranks(run_dir, tmp_path):
+    for q in run_dir.iterdir():
+        shutil.copy(q, tmp_path / q.name)
+        if q.name.endswith(("_api_trace.csv",)):
+            text = q.read_text().replace(f",{PID},", ",909,")
+        else:
+            text = q.read_text()
+        (tmp_path / q.name.replace(f"{PID}_", "909_")).write_text(text)
+    trace = polyprof.load(tmp_path)
+    assert sorted(s.pid for s in trace.sources) == [PID, 909]
+    assert sum(_totals(trace).values()) == 2 * sum(_want_totals(run_dir / f"{PID}_kernel_trace.csv").values())
+    r = cli("summary", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "rank" in r.stdout.lower()
+
+
+# --- refused in one line -------------------------------------------------------------
+@pytest.mark.parametrize("damage", ["truncated", "text_in_number", "missing_column", "empty_time"])
+def test_malformed_files_are_refused_in_one_line(run_dir, tmp_path, damage):
+    for q in run_dir.iterdir():
+        shutil.copy(q, tmp_path / q.name)
+    kt = tmp_path / f"{PID}_kernel_trace.csv"
+    lines = kt.read_text().splitlines(keepends=True)
+    if damage == "truncated":
+        kt.write_text("".join(lines[:40]) + lines[40][:25])
+    elif damage == "missing_column":
+        kt.write_text(lines[0].replace('"Queue_Id"', '"Queue"') + "".join(lines[1:]))
+    else:  # a cell of row 5 changed, the file rewritten as rocprofv3 writes it
+        with open(kt, newline="") as f:
+            rows = list(csv.reader(f))
+        rows[5][KERNEL_HEADER.index("Start_Timestamp")] = "12x4" if damage == "text_in_number" else ""
+        write_csv(kt, rows[0], [[int(v) if v.isdigit() else v for v in r] for r in rows[1:]])
+    with pytest.raises(TraceFormatError) as e:
+        polyprof.load(kt)
+    assert str(kt) in str(e.value) and "\n" not in str(e.value)
+    r = cli("summary", str(kt))
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and str(kt) in r.stderr
+
+
+def test_other_csvs_are_not_rocprofv3(tmp_path):
+    """TraceLens's perf-report CSV, Nsight Systems' CSV export, polyprof's own CSV
+    output: none is taken for rocprofv3's."""
+    samples = {
+        "tracelens_ops_summary.csv": '"name","op category","Count","total_direct_kernel_time_ms","Kernel_Name"\n'
+                                     '"aten::mm","GEMM",3,1.5,"Cijk_Alik"\n',
+        "nsys_cuda_gpu_trace.csv": '"Start (ns)","Duration (ns)","CorrId","GrdX","GrdY","GrdZ","Device","Name"\n'
+                                   '1000,200,5,1,1,1,"NVIDIA H100 (0)","kernel"\n',
+        "nsys_kernel_sum.csv": "Time (%),Total Time (ns),Instances,Avg (ns),Name\n50.0,100,2,50,kernel\n",
+    }
+    for name, text in samples.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(TraceFormatError, match="unrecognised format"):
+            detect(tmp_path / name)
+    out = tmp_path / "kernels.csv"
+    r = cli("sql", str(DOCS), "SELECT * FROM events LIMIT 5", "--csv", str(out))
+    if r.returncode == 0 and out.exists():
+        with pytest.raises(TraceFormatError, match="unrecognised format"):
+            detect(out)
