@@ -27,7 +27,7 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
 
   polyprof run train.py            profile a script, write train.polyprof,
                                    print a summary
-  polyprof summary train.polyprof  where the time went (also Kineto, XSpace)
+  polyprof summary train.polyprof  where the time went (any format it reads)
   polyprof export FILE -f chrome   open it in Perfetto / chrome://tracing
   polyprof report FILE -o r.html   one self-contained HTML report
   polyprof sql FILE "SELECT ..."   query the events with DuckDB
@@ -37,6 +37,11 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
                                    serve captures on demand, and then
   polyprof capture 127.0.0.1:9012 -o c.polyprof
                                    record the next second of it
+
+Formats read (by content, not name; docs/formats.md): .polyprof and a killed
+run's .polyprof.partial, PyTorch/Kineto and Chrome JSON, torch's memory
+timeline, TensorFlow/JAX XSpace, Perfetto protobuf, Nsight Systems SQLite,
+rocpd, rocprofv3 JSON, polyprof's Parquet export.
 """
 
 

@@ -17,7 +17,7 @@ def register(sub: Subparsers) -> None:
                                    "JSON is streamed in chunks of events (memory: a chunk, whatever the rank's "
                                    "size); other inputs are bounded by one rank per worker. See docs/store.md.")
     p.add_argument("inputs", nargs="+", metavar="IN",
-                   help="the ranks: trace files (Kineto/Chrome JSON, XSpace, .polyprof), a directory of them, or a store")
+                   help="the ranks: trace files (any format polyprof reads), a directory of them, or a store")
     p.add_argument("-o", "--output", required=True, help="the store directory to write")
     p.add_argument("--rank-by", choices=("auto", "trace", "order"), default="auto",
                    help="rank numbers from the traces (Kineto distributedInfo), from the order of the inputs, "

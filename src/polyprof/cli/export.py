@@ -15,7 +15,7 @@ def register(sub: Subparsers) -> None:
                                    + "; ".join(f"{f.name}: {f.summary}" for f in writers())
                                    + ". Without -f, the output name's ending picks the format "
                                    "(else chrome).")
-    p.add_argument("file", help="input trace (.polyprof, Kineto/Chrome JSON, XSpace), or a job's directory of "
+    p.add_argument("file", help="input trace (any format polyprof reads), or a job's directory of "
                                 "ranks or store: every rank on the aligned clock, one process per rank (--rank: "
                                 "that rank alone)")
     names = [f.name for f in writers()]

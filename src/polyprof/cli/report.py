@@ -20,7 +20,7 @@ def register(sub: Subparsers) -> None:
     p = sub.add_parser("report", help="write an HTML report (one file, works offline)",
                        description="Per-device timeline overview, time breakdowns, top kernels / ops / "
                                    "sections, steps and findings, in one self-contained HTML file.")
-    p.add_argument("file", nargs="+", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store; several "
+    p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store; several "
                                           "files or a directory: the ranks of one job side by side")
     p.add_argument("-o", "--output", help="HTML file to write (default: FILE's name + .html)")
     p.add_argument("--force", action="store_true",

@@ -29,7 +29,7 @@ for a query you trust.
 def register(sub: Subparsers) -> None:
     p = sub.add_parser("sql", help="run SQL (DuckDB) over a trace's events",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store (polyprof convert: "
+    p.add_argument("file", help="trace file (any format polyprof reads) or a store (polyprof convert: "
                                 "every rank, with a rank column)")
     p.add_argument("query", help="a SQL query over the tables listed above")
     p.add_argument("--derive", action="store_true", help="add the derived lines (Steps, Sections, ...) first")

@@ -14,7 +14,7 @@ def register(sub: Subparsers) -> None:
     p = sub.add_parser("summary", help="print where the time went in a trace",
                        description="Device time breakdowns, top kernels / ops / sections, steps, launches and "
                                    "findings for any supported trace file.")
-    p.add_argument("file", nargs="+", help="trace file (.polyprof, Kineto/Chrome JSON, XSpace) or a store (polyprof "
+    p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store (polyprof "
                                           "convert); several files or a directory: the ranks of one job, side by "
                                           "side on one clock")
     p.add_argument("-n", "--top", type=int, default=15, help="rows per table (default 15)")
