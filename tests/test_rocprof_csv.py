@@ -71,22 +71,51 @@ def _names(tool: dict) -> dict[int, str]:
             for s in tool["kernel_symbols"]}
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
+KERNEL_HEADER_7 = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
+                   "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size", "Scratch_Size",
+                   "VGPR_Count", "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X", "Workgroup_Size_Y",
+                   "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z"]
+COPY_HEADER_7 = ["Kind", "Direction", "Stream_Id", "Source_Agent_Id", "Destination_Agent_Id", "Correlation_Id",
+                 "Start_Timestamp", "End_Timestamp"]
+
+
+def write_run(out: Path, layout: str = "6") -> Path:
+    """The real JSON's kernels and the made-up calls, copy and ranges as rocprofv3 CSV
+    files: ``"6"`` as rocprofiler-sdk wrote them before ROCm 7 (agents as node ids),
+    ``"7"`` with ROCm 7's columns (``Stream_Id``, register counts; agents as
+    ``Agent <logical node id>``), ``"7-type"`` with ``--agent-index type-relative``
+    (``GPU 0``, ``CPU 0``)."""
     with gzip.open(REAL_JSON) as f:
         tool = json.load(f)["rocprofiler-sdk-tool"][0]
-    out = tmp_path_factory.mktemp("rocprofv3") / "host"
-    out.mkdir()
-    node = {a["id"]["handle"]: a["node_id"] for a in tool["agents"]}
+    out.mkdir(parents=True, exist_ok=True)
+    by_handle = {a["id"]["handle"]: a for a in tool["agents"]}
+
+    def agent(a: dict):
+        if layout == "6":
+            return a["node_id"]
+        if layout == "7":
+            return f"Agent {a['logical_node_id']}"
+        return f"{'GPU' if a['type'] == 2 else 'CPU'} {a['logical_node_type_id']}"
+
     names = _names(tool)
+    syms = {s["kernel_id"]: s for s in tool["kernel_symbols"]}
     kd = _kernels(tool)
-    write_csv(out / f"{PID}_kernel_trace.csv", KERNEL_HEADER, [
-        ["KERNEL_DISPATCH", node[k["dispatch_info"]["agent_id"]["handle"]], k["dispatch_info"]["queue_id"]["handle"],
-         k["thread_id"], k["dispatch_info"]["dispatch_id"], k["dispatch_info"]["kernel_id"],
-         names[k["dispatch_info"]["kernel_id"]], k["correlation_id"]["internal"], k["start_timestamp"],
-         k["end_timestamp"], k["dispatch_info"]["private_segment_size"], k["dispatch_info"]["group_segment_size"],
-         *(k["dispatch_info"]["workgroup_size"][a] for a in "xyz"), *(k["dispatch_info"]["grid_size"][a] for a in "xyz")]
-        for k in kd])
+    rows = []
+    for k in kd:
+        di = k["dispatch_info"]
+        a, sym = by_handle[di["agent_id"]["handle"]], syms[di["kernel_id"]]
+        wg, grid = [di["workgroup_size"][x] for x in "xyz"], [di["grid_size"][x] for x in "xyz"]
+        head = ["KERNEL_DISPATCH", agent(a), di["queue_id"]["handle"]]
+        if layout == "6":
+            rows.append([*head, k["thread_id"], di["dispatch_id"], di["kernel_id"], names[di["kernel_id"]],
+                         k["correlation_id"]["internal"], k["start_timestamp"], k["end_timestamp"],
+                         di["private_segment_size"], di["group_segment_size"], *wg, *grid])
+        else:
+            rows.append([*head, k["stream_id"]["handle"], k["thread_id"], di["dispatch_id"], di["kernel_id"],
+                         names[di["kernel_id"]], k["correlation_id"]["internal"], k["start_timestamp"],
+                         k["end_timestamp"], di["group_segment_size"], di["private_segment_size"],
+                         sym["arch_vgpr_count"], sym["accum_vgpr_count"], sym["sgpr_count"], *wg, *grid])
+    write_csv(out / f"{PID}_kernel_trace.csv", KERNEL_HEADER if layout == "6" else KERNEL_HEADER_7, rows)
     first = min(k["start_timestamp"] for k in kd)
     last_corr = max(k["correlation_id"]["internal"] for k in kd)
     calls = [["HIP_RUNTIME_API", "hipLaunchKernel", PID, k["thread_id"], k["correlation_id"]["internal"],
@@ -94,17 +123,26 @@ def run_dir(tmp_path_factory) -> Path:
     copy_corr = last_corr + 1
     calls.append(["HIP_RUNTIME_API", "hipMemcpy", PID, PID, copy_corr, first - 900_000, first - 700_000])
     write_csv(out / f"{PID}_hip_api_trace.csv", API_HEADER, calls)
-    write_csv(out / f"{PID}_memory_copy_trace.csv", COPY_HEADER, [
-        ["MEMORY_COPY", "MEMORY_COPY_HOST_TO_DEVICE", 0, 2, copy_corr, first - 880_000, first - 720_000]])
+    cpu = next(a for a in tool["agents"] if a["type"] == 1)
+    gpu = by_handle[kd[0]["dispatch_info"]["agent_id"]["handle"]]
+    copy = [agent(cpu), agent(gpu), copy_corr, first - 880_000, first - 720_000]
+    write_csv(out / f"{PID}_memory_copy_trace.csv", COPY_HEADER if layout == "6" else COPY_HEADER_7,
+              [["MEMORY_COPY", "MEMORY_COPY_HOST_TO_DEVICE", *([] if layout == "6" else [0]), *copy]])
+    marker = "MARKER_CORE_API" if layout == "6" else "MARKER_CORE_RANGE_API"
     write_csv(out / f"{PID}_marker_api_trace.csv", API_HEADER, [
-        ["MARKER_CORE_API", "warmup", PID, PID, copy_corr + 1, first - 1_000_000, first - 600_000],
-        ["MARKER_CORE_API", "copied", PID, PID, copy_corr + 2, first - 650_000, first - 650_000]])
+        [marker, "warmup", PID, PID, copy_corr + 1, first - 1_000_000, first - 600_000],
+        [marker, "copied", PID, PID, copy_corr + 2, first - 650_000, first - 650_000]])
     agents = [[a["node_id"], a["logical_node_id"], "GPU" if a["type"] == 2 else "CPU", 0, 0, 64, 256, 4, 90500,
                a["name"], "AMD", a.get("product_name", ""), a.get("model_name", "")] for a in tool["agents"]]
     write_csv(out / f"{PID}_agent_info.csv", AGENT_HEADER, agents)
     write_csv(out / f"{PID}_kernel_stats.csv", ["Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage",
                                                "MinNs", "MaxNs", "StdDev"], [["x", 1, 1, 1.0, 100.0, 1, 1, 0.0]])
     return out
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return write_run(tmp_path_factory.mktemp("rocprofv3") / "host")
 
 
 def _cats(trace) -> np.ndarray:
@@ -185,6 +223,20 @@ def test_run_same_kernel_totals_as_rocprofv3_json(run_dir):
     assert _totals(polyprof.load(run_dir)) == _totals(polyprof.load(REAL_JSON))
 
 
+@pytest.mark.parametrize("layout", ["7", "7-type"])
+def test_rocm7_columns_and_agent_names(tmp_path, layout):
+    """ROCm 7's kernel and copy columns, agents as ``Agent N`` or ``GPU N``: the same
+    kernels on the same GPU, the copy on it, every launch linked, registers read."""
+    trace = polyprof.load(write_run(tmp_path, layout))
+    assert _totals(trace) == _totals(polyprof.load(REAL_JSON))
+    assert {p.name for p in trace.planes} == {"/host:CPU", "/device:GPU:0"}
+    gpu = next(p for p in trace.planes if p.name == "/device:GPU:0")
+    assert gpu.properties["agent_node_id"] == 2
+    assert len(trace.flows["src"]) == len(_kernels(json.load(gzip.open(REAL_JSON))["rocprofiler-sdk-tool"][0])) + 1
+    cats = _cats(trace).tolist()
+    assert cats.count("roctx") == 1 and cats.count("roctx_mark") == 1 and cats.count("gpu_memcpy") == 1
+
+
 def test_summary_of_the_directory(run_dir):
     r = cli("summary", "--json", str(run_dir))
     assert r.returncode == 0, r.stderr
@@ -231,7 +283,7 @@ def test_malformed_files_are_refused_in_one_line(run_dir, tmp_path, damage):
     else:  # a cell of row 5 changed, the file rewritten as rocprofv3 writes it
         with open(kt, newline="") as f:
             rows = list(csv.reader(f))
-        rows[5][KERNEL_HEADER.index("Start_Timestamp")] = "12x4" if damage == "text_in_number" else ""
+        rows[5][rows[0].index("Start_Timestamp")] = "12x4" if damage == "text_in_number" else ""
         write_csv(kt, rows[0], [[int(v) if v.isdigit() else v for v in r] for r in rows[1:]])
     with pytest.raises(TraceFormatError) as e:
         polyprof.load(kt)

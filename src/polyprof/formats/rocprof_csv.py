@@ -48,6 +48,10 @@ KERNEL = ("Kind", "Agent_Id", "Queue_Id", "Kernel_Name", "Correlation_Id", "Star
 API = ("Domain", "Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
 COPY = ("Kind", "Direction", "Source_Agent_Id", "Destination_Agent_Id", "Start_Timestamp", "End_Timestamp")
 AGENT = ("Node_Id", "Agent_Type")
+#: agent keys: a plain integer is a node id (``Node_Id``, as rocprofiler-sdk wrote agents
+#: before ROCm 7); ``Agent N`` (ROCm 7's default, ``--agent-index relative``) is a
+#: ``Logical_Node_Id``; ``GPU N`` / ``CPU N`` (``type-relative``) the Nth of that type
+AGENT_BASE = {"Agent": 1 << 40, "GPU": 2 << 40, "CPU": 3 << 40, "UNK": 4 << 40}
 #: the columns expected by file kind, for a file whose header is not one of them
 EXPECTED = {"kernel_trace": KERNEL, "memory_copy_trace": COPY,
             **{k: API for k in KINDS if k.endswith("_api_trace") or k.startswith(("hip_runtime", "hip_compile"))}}
@@ -131,6 +135,9 @@ def runs_in(path: Path) -> list[Path]:
     return list(seen.values())
 
 
+Agents = dict[tuple[int, int], rocm_trace.Agent]
+
+
 @dataclass
 class _Run:
     """One prefix's files: kind -> file."""
@@ -183,7 +190,7 @@ class _Reader:
         return name in self.table.column_names
 
     def ints(self, name: str, default: int | None = None) -> np.ndarray:
-        """An integer column; a cell written as a word and a number (``Agent 2``) gives the number."""
+        """An integer column (``default`` where it is missing or a cell is empty)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -194,22 +201,50 @@ class _Reader:
                 raise TraceFormatError(self.path, f"no column {name}")
             return np.full(self.n, default, np.int64)
         col = self.table.column(name).combine_chunks()
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            digits = pc.extract_regex(col, r"^\s*(?:[A-Za-z]+\s+)?(?P<n>-?\d+)\s*$")
-            if digits.null_count:
-                row = int(pc.index(pc.is_null(digits), True).as_py())
-                raise TraceFormatError(self.path, f"row {row + 2}: {name} is {col[row].as_py()!r}, not an integer")
-            col = pc.cast(digits.field("n"), pa.int64())
-        elif not pa.types.is_integer(col.type):
-            raise TraceFormatError(self.path, f"column {name} holds {col.type}, not integers")
+        if not pa.types.is_integer(col.type) and not pa.types.is_null(col.type):
+            self._not_integer(name, col)
         if col.null_count:
             if default is None:
                 row = int(pc.index(pc.is_null(col), True).as_py())
                 raise TraceFormatError(self.path, f"row {row + 2}: {name} is empty")
             col = col.fill_null(default)
-        if pa.types.is_uint64(col.type) and self.n and pc.max(col).as_py() >= 1 << 63:
+        if pa.types.is_null(col.type):
+            return np.full(self.n, default, np.int64)
+        if pa.types.is_uint64(col.type) and pc.max(col).as_py() >= 1 << 63:
             raise TraceFormatError(self.path, f"{name} holds an integer beyond 64 bits")
         return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+    def _not_integer(self, name: str, col: object) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        text = pc.cast(col, pa.string())
+        bad = pc.invert(pc.match_substring_regex(text, r"^\s*-?\d+\s*$"))
+        row = int(pc.index(pc.fill_null(bad, True), True).as_py())
+        raise TraceFormatError(self.path, f"row {row + 2}: {name} is {text[row].as_py()!r}, not an integer")
+
+    def agents(self, name: str) -> np.ndarray:
+        """Agent keys (module doc of ``AGENT_BASE``): node ids written as integers
+        (rocprofiler-sdk before ROCm 7) or ``Agent N`` / ``GPU N`` / ``CPU N`` texts."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.n:
+            return np.zeros(0, np.int64)
+        col = self.table.column(name).combine_chunks()
+        if pa.types.is_integer(col.type):
+            return self.ints(name)
+        if not pa.types.is_string(col.type):
+            self._not_integer(name, col)
+        parts = pc.extract_regex(col, r"^\s*(?P<w>Agent|GPU|CPU|UNK)\s+(?P<n>\d+)\s*$")
+        if parts.null_count:
+            row = int(pc.index(pc.is_null(parts), True).as_py())
+            raise TraceFormatError(self.path, f"row {row + 2}: {name} is {col[row].as_py()!r}, not an agent "
+                                              "(a node id, or Agent/GPU/CPU and a number)")
+        codes, words = (lambda e: (e.indices.to_numpy(zero_copy_only=False),
+                                   e.dictionary.to_pylist()))(pc.dictionary_encode(parts.field("w")))
+        base = np.array([AGENT_BASE[w] for w in words], np.int64)[codes]
+        return base + pc.cast(parts.field("n"), pa.int64()).to_numpy(zero_copy_only=False)
 
     def names(self, name: str) -> tuple[np.ndarray, list[str]]:
         """Codes and distinct values of a text column (dictionary-encoded, no object per row)."""
@@ -225,27 +260,34 @@ class _Reader:
         return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), [str(v) for v in enc.dictionary.to_pylist()]
 
 
-def _agents(run: _Run, g: int) -> tuple[dict[tuple[int, int], rocm_trace.Agent], set[int]]:
-    """GPU agents of agent_info.csv by node id (the Agent_Id the trace files write)."""
+def _agents(run: _Run, g: int) -> tuple[Agents, set[int]]:
+    """GPU agents of agent_info.csv, under every key a trace file may name them by
+    (``AGENT_BASE``), numbered as rocprofiler-sdk numbers GPUs (by node id)."""
     path = run.files.get("agent_info")
     if path is None:
         return {}, set()
     r = _Reader(path, AGENT)
     node = r.ints("Node_Id")
+    logical = r.ints("Logical_Node_Id", -1)
     typ_codes, typ = r.names("Agent_Type")
-    gpu = np.array([t == "GPU" for t in typ], bool)[typ_codes] if r.n else np.zeros(0, bool)
-    idx = r.ints("Logical_Node_Type_Id", -1)
     texts = {c: r.names(c) for c in ("Name", "Product_Name", "Vendor_Name", "Model_Name") if r.has(c)}
-    nums = [c for c in ("Cu_Count", "Simd_Per_Cu", "Wave_Front_Size", "Max_Waves_Per_Cu", "Num_Xcc",
-                        "Max_Engine_Clk_Fcompute", "Gfx_Target_Version") if r.has(c)]
-    numcols = {c: r.ints(c, 0) for c in nums}
-    out: dict[tuple[int, int], rocm_trace.Agent] = {}
-    for k, row in enumerate(np.flatnonzero(gpu).tolist()):
+    numcols = {c: r.ints(c, 0) for c in ("Cu_Count", "Simd_Per_Cu", "Wave_Front_Size", "Max_Waves_Per_Cu",
+                                         "Num_Xcc", "Max_Engine_Clk_Fcompute", "Gfx_Target_Version") if r.has(c)}
+    out: Agents = {}
+    seen: dict[str, int] = {}
+    for row in np.argsort(node, kind="stable").tolist():
+        kind = typ[int(typ_codes[row])]
+        k = seen.get(kind, 0)
+        seen[kind] = k + 1
+        if kind != "GPU":
+            continue
         props: dict[str, object] = {c.lower(): vals[int(codes[row])] for c, (codes, vals) in texts.items()}
         props.update({c.lower(): int(v[row]) for c, v in numcols.items()})
         props["agent_node_id"] = int(node[row])
-        out[(g, int(node[row]))] = rocm_trace.Agent(int(idx[row]) if idx[row] >= 0 else k, True, props)
-    return out, {int(x) for x in node[gpu].tolist()}
+        agent = rocm_trace.Agent(k, True, props)
+        for key in (int(node[row]), AGENT_BASE["Agent"] + int(logical[row]), AGENT_BASE["GPU"] + k):
+            out[(g, key)] = agent
+    return out, {key for _, key in out}
 
 
 def _kernels(path: Path, g: int) -> Part:
@@ -270,15 +312,17 @@ def _kernels(path: Path, g: int) -> Part:
         if col is not None:
             set_stat(stats, stat, r.ints(col, -1))
     return Part("kernel_trace", True, r.ints("Start_Timestamp"), r.ints("End_Timestamp"), np.full(n, g, np.int64),
-                -queue, r.ints("Agent_Id"), codes, vals, np.zeros(n, np.int64), [keys.CAT_KERNEL], stats, corr)
+                -queue, r.agents("Agent_Id"), codes, vals, np.zeros(n, np.int64), [keys.CAT_KERNEL], stats, corr)
 
 
 def _copies(path: Path, g: int, gpus: set[int]) -> Part:
     r = _Reader(path, COPY)
     n = r.n
-    dst, src = r.ints("Destination_Agent_Id"), r.ints("Source_Agent_Id")
-    if not gpus:  # no agent_info: the CPU is node 0
-        gpus = {int(x) for x in np.unique(np.concatenate([dst, src])).tolist() if x != 0}
+    dst, src = r.agents("Destination_Agent_Id"), r.agents("Source_Agent_Id")
+    if not gpus:  # no agent_info nor kernels: GPU N, else any agent but the first CPU
+        ids = np.unique(np.concatenate([dst, src])).tolist()
+        gpus = {x for x in ids if AGENT_BASE["GPU"] <= x < AGENT_BASE["CPU"]} or \
+            {x for x in ids if x not in (0, AGENT_BASE["Agent"]) and x < AGENT_BASE["GPU"]}
     on = np.where(np.isin(dst, list(gpus)), dst, src)
     codes, vals = r.names("Direction")
     corr = r.ints("Correlation_Id", 0)
@@ -322,9 +366,6 @@ def _pid(run: _Run, readers: list[_Reader], index: int) -> int:
     return int(p) if p.isdigit() else index
 
 
-Agents = dict[tuple[int, int], rocm_trace.Agent]
-
-
 def _run_parts(run: _Run, index: int, path: Path) -> tuple[list[Part], rocm_trace.Process, Agents, list[str]]:
     parts: list[Part] = []
     api: list[tuple[str, _Reader]] = []
@@ -347,9 +388,9 @@ def _run_parts(run: _Run, index: int, path: Path) -> tuple[list[Part], rocm_trac
     g = pid
     agents, gpus = _agents(run, g)
     parts += [_kernels(f, g) for f in kinds["kernel"]]
-    if not gpus:  # no agent_info: the GPUs are the kernels' agents, numbered by node id
+    if not gpus:  # no agent_info: the GPUs are the kernels' agents, numbered in order
         gpus = {int(x) for p in parts for x in np.unique(p.dev).tolist()}
-        agents = {(g, d): rocm_trace.Agent(k, True, {"agent_node_id": d}) for k, d in enumerate(sorted(gpus))}
+        agents = {(g, d): rocm_trace.Agent(k, True, {"agent_key": d}) for k, d in enumerate(sorted(gpus))}
     parts += [_copies(f, g, gpus) for f in kinds["copy"]]
     parts += [_calls(r, kind, g) for kind, r in api]
     return parts, rocm_trace.Process(pid=pid), agents, unread
