@@ -48,6 +48,15 @@ KERNEL = ("Kind", "Agent_Id", "Queue_Id", "Kernel_Name", "Correlation_Id", "Star
 API = ("Domain", "Function", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
 COPY = ("Kind", "Direction", "Source_Agent_Id", "Destination_Agent_Id", "Start_Timestamp", "End_Timestamp")
 AGENT = ("Node_Id", "Agent_Type")
+#: the text columns, dictionary-encoded as they are read (a kernel's name is kept once)
+TEXT = ("Kind", "Direction", "Domain", "Function", "Kernel_Name", "Agent_Type", "Name", "Product_Name",
+        "Vendor_Name", "Model_Name")
+#: every column a reader uses (the others are not converted)
+USED = frozenset(KERNEL + API + COPY + AGENT + TEXT + (
+    "Stream_Id", "Dispatch_Id", "Process_Id", "Bytes", "Logical_Node_Id", "Private_Segment_Size",
+    "Group_Segment_Size", "LDS_Block_Size", "Scratch_Size", "VGPR_Count", "Arch_VGPR_Count", "SGPR_Count",
+    "Cu_Count", "Simd_Per_Cu", "Wave_Front_Size", "Max_Waves_Per_Cu", "Num_Xcc", "Max_Engine_Clk_Fcompute",
+    "Gfx_Target_Version") + tuple(f"{w}_Size_{a}" for w in ("Grid", "Workgroup") for a in "XYZ"))
 #: agent keys: a plain integer is a node id (``Node_Id``, as rocprofiler-sdk wrote agents
 #: before ROCm 7); ``Agent N`` (ROCm 7's default, ``--agent-index relative``) is a
 #: ``Logical_Node_Id``; ``GPU N`` / ``CPU N`` (``type-relative``) the Nth of that type
@@ -178,9 +187,13 @@ class _Reader:
         if missing:
             raise TraceFormatError(path, f"not a rocprofv3 CSV of this kind: no column {', '.join(missing)}")
         try:
-            self.table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=False),
+            use = [c for c in dict.fromkeys(self.header) if c in USED]
+            text = pa.dictionary(pa.int32(), pa.string())
+            self.table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(),
                                         convert_options=pacsv.ConvertOptions(
-                                            strings_can_be_null=False, quoted_strings_can_be_null=False))
+                                            include_columns=use, column_types={c: text for c in use if c in TEXT},
+                                            strings_can_be_null=False, quoted_strings_can_be_null=False)
+                                        ).unify_dictionaries()
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
             msg = " ".join(str(e).split())
             raise TraceFormatError(path, f"malformed CSV ({msg[:200]})") from None
@@ -253,11 +266,12 @@ class _Reader:
 
         if not self.n:
             return np.zeros(0, np.int64), []
-        col = self.table.column(name).combine_chunks()
-        if not pa.types.is_string(col.type):
-            col = pc.cast(col, pa.string())
-        enc = pc.dictionary_encode(col)
-        return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), [str(v) for v in enc.dictionary.to_pylist()]
+        col = self.table.column(name)
+        if not pa.types.is_dictionary(col.type):
+            col = pc.dictionary_encode(pc.cast(col, pa.string()))
+        chunks = [c for c in col.chunks if len(c)]
+        codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]).astype(np.int64)
+        return codes, [str(v) for v in chunks[0].dictionary.to_pylist()]
 
 
 def _agents(run: _Run, g: int) -> tuple[Agents, set[int]]:
@@ -361,7 +375,8 @@ def _calls(r: _Reader, table: str, g: int) -> Part:
 def _pid(run: _Run, readers: list[_Reader], index: int) -> int:
     for r in readers:
         if r.has("Process_Id") and r.n:
-            return int(r.ints("Process_Id", 0)[0])
+            first = r.table.column("Process_Id")[0].as_py()  # one pid per file
+            return first if isinstance(first, int) else int(r.ints("Process_Id")[0])
     p = run.prefix.rstrip("_").rsplit("/", 1)[-1]
     return int(p) if p.isdigit() else index
 
