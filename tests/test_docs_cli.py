@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
+import subprocess
+import sys
 from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +46,19 @@ def test_plugins_prints_a_reason_with_brackets_as_written(monkeypatch):
     with redirect_stdout(out):
         assert plugins_cmd.run(argparse.Namespace()) == 0
     assert "'polyprof[cuda]'" in out.getvalue(), out.getvalue()
+
+
+def test_summary_of_a_one_rank_store_says_it_is_one_rank(tmp_path):
+    """`polyprof summary STORE` of a store of one trace (docs/store.md) said "1 of 1 on
+    rank 0's clock from collectives (bound at most 0 ns)": nothing was aligned."""
+    trace = Path(__file__).parent / "data" / "traces" / "gloo" / "gloo_rank0.json.gz"
+    store = tmp_path / "one.store"
+    env = dict(os.environ, COLUMNS="80")
+    subprocess.run([sys.executable, "-m", "polyprof", "convert", str(trace), "-o", str(store)], check=True,
+                   capture_output=True, env=env, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(store)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    head = " ".join(r.stdout.splitlines()[:2])
+    assert "1 rank," in head and "rank 0 alone, on its own clock" in head, head
+    assert "from collectives" not in head

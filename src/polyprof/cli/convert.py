@@ -38,5 +38,5 @@ def run(args: argparse.Namespace) -> int:
     ts = load_ranks(args.inputs, rank_by=args.rank_by)
     out = ts.convert(args.output, args.dask, jobs=args.jobs or 1, chunk_rows=args.chunk_rows,
                      overwrite=args.overwrite)
-    print(f"polyprof: wrote store {out} ({len(ts)} ranks)", file=sys.stderr)
+    print(f"polyprof: wrote store {out} ({len(ts)} rank{'s' if len(ts) != 1 else ''})", file=sys.stderr)
     return 0

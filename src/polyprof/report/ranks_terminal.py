@@ -29,6 +29,8 @@ def _alignment_line(ov: dict[str, Any], bound: float | None, why: str = "") -> s
     when some (or all but the reference) were not, and why: their times are then as
     each rank recorded them."""
     n, aligned, ref = ov["ranks"], ov["aligned_ranks"], ov["reference_rank"]
+    if n == 1:  # a store or directory of one rank: its own clock, nothing aligned to it
+        return f"rank {ref} alone, on its own clock"
     if n > 1 and aligned <= 1:
         why = why or f"no collective matched rank {ref}'s"
         return f"not aligned: {why}, so each rank's times are as it recorded them (wall clock)"
@@ -52,7 +54,7 @@ def render_ranks(report: JobReport, top: int = 15, console: Console | None = Non
     T, ov, W = report.tables, report.overview, console.width
     i = lambda x: f"{int(x)}"  # noqa: E731
     bound = ov.get("max_bound_ns")
-    out(f"[bold]polyprof summary[/]: {ov['ranks']} ranks, {ov['events']} events; "
+    out(f"[bold]polyprof summary[/]: {ov['ranks']} rank{'s' if ov['ranks'] != 1 else ''}, {ov['events']} events; "
         + _alignment_line(ov, bound, _not_aligned_why(T["rank_alignment"])))
     if ov.get("window"):
         out(f"[bold]analysed window[/]: {ov['window']}")
