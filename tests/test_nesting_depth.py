@@ -45,3 +45,20 @@ def test_depth_counts_the_open_spans(seed: int):
 def test_no_spans():
     order, keys, depth = nesting_depth(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert len(order) == len(keys) == len(depth) == 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_parents_are_the_nearest_span_one_level_up(seed: int):
+    """``analyze.nesting.parents``: each span's parent is the nearest position before it
+    one level up (-1: none), as found level by level over the positions of each depth."""
+    from polyprof.analyze.nesting import parents
+
+    rng = np.random.default_rng(100 + seed)
+    track, start, end = _spans(rng, int(rng.integers(1, 150)), int(rng.integers(1, 4)), far=False)
+    order, depth, parent = parents(track, start, end)
+    want = np.full(len(order), -1, np.int64)
+    for i, d in enumerate(depth.tolist()):
+        up = [j for j in range(i) if depth[j] == d - 1]
+        if d and up:
+            want[i] = up[-1]
+    assert parent.tolist() == want.tolist()

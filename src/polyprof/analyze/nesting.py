@@ -17,8 +17,15 @@ def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.n
     in ``order``, -1 for none): the nearest span before it one level up."""
     order, _, depth = nesting_depth(track, start, end)
     parent = np.full(len(order), -1, np.int64)
-    for d in range(1, int(depth.max(initial=0)) + 1):
-        ch, par = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+    top = int(depth.max(initial=0))
+    if not top:
+        return order, depth, parent
+    # the positions of each depth, ascending: one stable sort of the depths (a radix sort
+    # where they fit 16 bits), sliced per level
+    by_depth = np.argsort(depth.astype(np.uint16) if top < 1 << 16 else depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(top + 2))
+    for d in range(1, top + 1):
+        ch, par = by_depth[bounds[d]:bounds[d + 1]], by_depth[bounds[d - 1]:bounds[d]]
         if len(ch) and len(par):
             p = np.searchsorted(par, ch) - 1
             parent[ch[p >= 0]] = par[p[p >= 0]]
