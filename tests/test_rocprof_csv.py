@@ -264,9 +264,11 @@ def test_two_pids_in_one_directory_are_two_processes_or_ranks(run_dir, tmp_path)
     trace = polyprof.load(tmp_path)
     assert sorted(s.pid for s in trace.sources) == [PID, 909]
     assert sum(_totals(trace).values()) == 2 * sum(_want_totals(run_dir / f"{PID}_kernel_trace.csv").values())
-    r = cli("summary", str(tmp_path))
+    r = cli("summary", "--json", str(tmp_path))  # on the command line: a job, a rank per pid
     assert r.returncode == 0, r.stderr
-    assert "rank" in r.stdout.lower()
+    ov = json.loads(r.stdout)["overview"]
+    assert ov["ranks"] == 2 and ov["rank_ids"] == [PID, 909]
+    assert {k: v["events"] for k, v in ov["per_rank"].items()} == {str(PID): trace.n_events // 2, "909": trace.n_events // 2}
 
 
 # --- refused in one line -------------------------------------------------------------

@@ -140,7 +140,9 @@ def runs_in(path: Path) -> list[Path]:
     """One trace file per prefix (process) of a rocprofv3 output directory, for ranks/."""
     seen: dict[str, Path] = {}
     for q in _trace_files(path):
-        seen.setdefault(split_name(q.name)[0], q)  # type: ignore[index]
+        prefix, kind = split_name(q.name)  # type: ignore[misc]
+        if prefix not in seen or kind == "kernel_trace":  # named by its kernel trace where it has one
+            seen[prefix] = q
     return list(seen.values())
 
 
