@@ -22,7 +22,9 @@ def register(sub: Subparsers) -> None:
                                    "sections, steps and findings, in one self-contained HTML file.")
     p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store; several "
                                           "files or a directory: the ranks of one job side by side")
-    p.add_argument("-o", "--output", help="HTML file to write (default: FILE's name + .html)")
+    p.add_argument("-o", "--output",
+                   help="HTML file to write (default: in this directory, FILE's name up to its first dot + "
+                        ".html: traces/run.json.gz -> run.html; several files: ranks.html)")
     p.add_argument("--force", action="store_true",
                    help="write through a symbolic link at the output path (refused by default)")
     add_rank_arg(p)
