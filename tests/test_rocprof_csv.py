@@ -29,6 +29,7 @@ import pytest
 import polyprof
 from polyprof.analyze.breakdown import kernel_breakdown
 from polyprof.analyze.frames import column
+from polyprof.analyze.sections import section_stats
 from polyprof.errors import TraceFormatError
 from polyprof.formats.detect import detect
 
@@ -130,7 +131,7 @@ def write_run(out: Path, layout: str = "6") -> Path:
               [["MEMORY_COPY", "MEMORY_COPY_HOST_TO_DEVICE", *([] if layout == "6" else [0]), *copy]])
     marker = "MARKER_CORE_API" if layout == "6" else "MARKER_CORE_RANGE_API"
     write_csv(out / f"{PID}_marker_api_trace.csv", API_HEADER, [
-        [marker, "warmup", PID, PID, copy_corr + 1, first - 1_000_000, first - 600_000],
+        [marker, "warmup, then\nthe copy", PID, PID, copy_corr + 1, first - 1_000_000, first - 600_000],
         [marker, "copied", PID, PID, copy_corr + 2, first - 650_000, first - 650_000]])
     agents = [[a["node_id"], a["logical_node_id"], "GPU" if a["type"] == 2 else "CPU", 0, 0, 64, 256, 4, 90500,
                a["name"], "AMD", a.get("product_name", ""), a.get("model_name", "")] for a in tool["agents"]]
@@ -216,6 +217,10 @@ def test_run_kernels_durations_and_launches(run_dir):
     assert {p.name for p in trace.planes} == {"/host:CPU", "/device:GPU:0"}
     cats = _cats(trace).tolist()
     assert cats.count("roctx") == 1 and cats.count("roctx_mark") == 1
+    assert names[_cats(trace) == "roctx"].tolist() == ["warmup, then\nthe copy"]  # a message as written
+    # the range holds the hipMemcpy call: its device time is the copy's (160 us)
+    st = section_stats(trace)
+    assert dict(zip(column(st, "name"), column(st, "device_ns")))["warmup, then\nthe copy"] == 160_000
     assert trace.metadata["rocprof"]["files_not_read"] == [f"{PID}_kernel_stats.csv"]
 
 

@@ -178,7 +178,7 @@ def _runs(path: Path) -> list[_Run]:
 class _Reader:
     """Columns of one CSV file (pyarrow), each checked and refused in one line."""
 
-    def __init__(self, path: Path, want: tuple[str, ...]):
+    def __init__(self, path: Path, want: tuple[str, ...], multiline: bool = False):
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
@@ -192,6 +192,7 @@ class _Reader:
             use = [c for c in dict.fromkeys(self.header) if c in USED]
             text = pa.dictionary(pa.int32(), pa.string())
             self.table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(),
+                                        parse_options=pacsv.ParseOptions(newlines_in_values=multiline),
                                         convert_options=pacsv.ConvertOptions(
                                             include_columns=use, column_types={c: text for c in use if c in TEXT},
                                             strings_can_be_null=False, quoted_strings_can_be_null=False)
@@ -392,7 +393,8 @@ def _run_parts(run: _Run, index: int, path: Path) -> tuple[list[Part], rocm_trac
         with open(f, "rb") as fh:
             what = kind_of(_header(fh.read(65536)))
         if what == "api":
-            api.append((kind, _Reader(f, API)))
+            # ROCTx messages are the user's text, written as they are: newlines too
+            api.append((kind, _Reader(f, API, multiline=kind == "marker_api_trace")))
         elif what in kinds:
             kinds[what].append(f)  # type: ignore[index]
         elif kind in EXPECTED:  # a trace file's name, not its header
