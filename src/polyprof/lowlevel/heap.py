@@ -197,7 +197,7 @@ def prepare_heap() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         malloc, free, madvise = libc.malloc, libc.free, libc.madvise
         gnu = libc.gnu_get_libc_version  # glibc only: its thresholds are what this is about
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: no CDLL(None) (Windows)
         return
     del gnu
     malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
