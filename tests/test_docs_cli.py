@@ -62,3 +62,15 @@ def test_summary_of_a_one_rank_store_says_it_is_one_rank(tmp_path):
     head = " ".join(r.stdout.splitlines()[:2])
     assert "1 rank," in head and "rank 0 alone, on its own clock" in head, head
     assert "from collectives" not in head
+
+
+def test_a_window_of_one_step_reads_as_one_step():
+    """`--steps 552:553` printed "analysed window: steps 552 of 551-552"; a schedule that
+    kept one step, "all 1 steps (0)"."""
+    trace = Path(__file__).parent / "data" / "traces" / "kineto" / "sampled_rank0.json.gz"
+    import polyprof
+    from polyprof.analyze.window import Window, select
+
+    t = polyprof.load(trace)
+    assert select(t, Window(start=552, stop=553)).label.startswith("step 552 of 551-552")
+    assert select(t, Window(start=551, stop=553)).label.startswith("all 2 steps (551-552)")

@@ -121,7 +121,7 @@ def test_the_window_reaches_every_rank(four_ranks):
     want = sum(lo <= t < hi for t in starts)
     assert 0 < want < len(starts)
     doc = _summary(*four_ranks, "--steps", f"{last}:{last + 1}")
-    assert doc["overview"]["window"].startswith(f"steps {last}")
+    assert doc["overview"]["window"].startswith(f"step {last} of")
     over = {r["rank"]: r for r in _records(doc, "rank_overview")}
     assert all(o["steps"] == 1 and o["collectives"] == want for o in over.values())
     assert all(r["collectives"] == want for r in _records(doc, "stragglers"))

@@ -137,11 +137,13 @@ def _label(steps: Steps, index: np.ndarray, why: str) -> str:
     every = _runs(nums)
     chosen = nums[index]
     if len(index) == len(nums):
-        text = f"all {len(nums)} steps ({every})"
+        text = f"all {len(nums)} steps ({every})" if len(nums) > 1 else f"the one step ({every})"
+    elif len(chosen) == 1:
+        text = f"step {int(chosen[0])} of {every}"
     else:
-        one = f"{int(chosen[0])}-{int(chosen[-1])}" if len(chosen) > 1 else f"{int(chosen[0])}"
         contiguous = len(chosen) == int(index[-1] - index[0] + 1)
-        text = (f"steps {one}" if contiguous else f"{len(chosen)} steps") + f" of {every}"
+        one = f"steps {int(chosen[0])}-{int(chosen[-1])}"
+        text = (one if contiguous else f"{len(chosen)} steps") + f" of {every}"
     return f"{text} ({why})" if why else text
 
 
