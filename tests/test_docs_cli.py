@@ -74,3 +74,35 @@ def test_a_window_of_one_step_reads_as_one_step():
     t = polyprof.load(trace)
     assert select(t, Window(start=552, stop=553)).label.startswith("step 552 of 551-552")
     assert select(t, Window(start=551, stop=553)).label.startswith("all 2 steps (551-552)")
+
+
+TRACES = Path(__file__).parent / "data" / "traces"
+#: table title -> the columns it must keep in 80 columns
+KEY_COLUMNS = {
+    "Top device activity": ("name", "count", "total", "share"),
+    "Top framework ops": ("name", "count", "total", "self"),
+    "Device time": ("stream", "compute", "idle"),
+    "Ranks side by side": ("rank", "step mean", "communication"),
+}
+
+
+@pytest.mark.parametrize("path", ["kineto/a100_nccl_rank0.json.gz", "kineto/mi250_rocm_minitoy.json.gz",
+                                  "xspace/tpu_inference_2.xplane.pb", "gloo"])
+def test_summary_fits_80_columns_with_its_key_columns(path):
+    """`COLUMNS=80 polyprof summary` of the shared traces: no line wider than the
+    terminal, and each table keeps the columns it is read by (optional ones leave)."""
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(TRACES / path)], capture_output=True,
+                       text=True, env=dict(os.environ, COLUMNS="80"), timeout=240)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert not [x for x in lines if len(x) > 80], [x for x in lines if len(x) > 80][:3]
+    seen = 0
+    for i, line in enumerate(lines):
+        title = next((t for t in KEY_COLUMNS if line.startswith(t)), None)
+        if title is None:
+            continue
+        header = next(x for x in lines[i + 1:i + 4] if x.startswith("┃"))
+        cells = [c.strip() for c in header.strip("┃").split("┃")]
+        assert set(KEY_COLUMNS[title]) <= set(cells), (title, cells)
+        seen += 1
+    assert seen >= 1, r.stdout[:2000]

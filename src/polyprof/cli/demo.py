@@ -27,7 +27,8 @@ def register(sub: Subparsers) -> None:
                                    "download) on the first OpenCL device; threads: a loader thread "
                                    "feeding a NumPy training loop. auto picks opencl when pyopencl "
                                    "and a device are present, else threads.")
-    p.add_argument("-o", "--output", default="polyprof-demo.polyprof", help="trace file to write")
+    p.add_argument("-o", "--output", default="polyprof-demo.polyprof",
+                   help="trace file to write (default: polyprof-demo.polyprof)")
     p.add_argument("-w", "--workload", choices=["auto", *WORKLOADS], default="auto",
                    help="which workload to profile (default: auto)")
     add_plugin_args(p)
