@@ -51,6 +51,13 @@ _POLYPROF = r"""
 import io, json, sys, time, logging
 logging.disable(logging.CRITICAL)
 t0 = time.perf_counter()
+try:  # what `polyprof summary` does at its start (cli/__init__.py), before NumPy loads
+    from polyprof.lowlevel import blas, heap
+    blas.import_numpy_single_threaded()
+    heap.prepare_heap()
+except (ImportError, AttributeError):  # a tree before them: OpenBLAS at one thread alike
+    import os
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import polyprof
 from polyprof.formats.xspace import IMPLEMENTATION
 import polyprof.formats.detect  # what polyprof.load dispatches with: imports are not timed (lazy since 6140c01)

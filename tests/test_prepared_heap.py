@@ -71,15 +71,21 @@ def test_part_of_the_heap_is_marked_for_huge_pages():
     assert int(prepared[3]) >= 2 << 20  # whole 2 MiB pages of the 16 MiB made ready
 
 
-def test_an_xspace_load_prepares_it():
+def test_a_read_only_command_prepares_it_a_library_load_does_not():
+    """The CLI's read-only commands own their process and prepare its heap; a reader
+    called in someone else's process (a library user's, a profiled program's at a
+    session's stop: plugins/jax.py loads the XSpace it wrote) leaves its allocator alone."""
     from polyprof.lowlevel import heap
 
     sample = Path(__file__).resolve().parent / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
-    code = ("import polyprof; from polyprof.lowlevel import heap; assert not heap._prepared; "
-            f"t = polyprof.load({str(sample)!r}); print(heap._prepared, t.n_events)")
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=SRC), capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.split() == ["True", "26723"]
-    # glibc raises the threshold only for blocks under 32 MiB, and serves the huge part
-    # from the heap only under the threshold
+    library = ("import polyprof; from polyprof.lowlevel import heap; "
+               f"t = polyprof.load({str(sample)!r}); print(heap._prepared, t.n_events)")
+    command = ("import contextlib, io, sys; from polyprof.cli import main; from polyprof.lowlevel import heap\n"
+               f"with contextlib.redirect_stdout(io.StringIO()): rc = main(['summary', {str(sample)!r}])\n"
+               "print(heap._prepared, rc)")
+    env = dict(os.environ, PYTHONPATH=SRC)
+    run = [subprocess.run([sys.executable, "-c", c], env=env, capture_output=True, text=True, check=True)
+           for c in (library, command)]
+    assert run[0].stdout.split() == ["False", "26723"]
+    assert run[1].stdout.split()[-2:] == ["True", "0"]
     assert heap.HUGE_HEAP < heap.THRESHOLD_BLOCK < 32 << 20

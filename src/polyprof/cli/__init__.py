@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         heap.quiet_start()
     elif command_of(argv) in READ_ONLY and not {"-h", "--help"} & set(argv):
         blas.import_numpy_single_threaded()
+        heap.prepare_heap()
     try:
         return _main(argv)
     finally:

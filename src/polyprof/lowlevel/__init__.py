@@ -29,7 +29,9 @@ pays on real use (figures: docs/benchmarks.md, "Interpreter tricks").
   kernel's share of the load was half its growth per event (docs/benchmarks.md, "Linear
   growth to 50M trace events"). Not in a profiled program's own allocations.
 
-* :func:`heap.prepare_heap` — once per process, before an XSpace load: one block made and
+* :func:`heap.prepare_heap` — at the start of a read-only command (cli/__init__.py), which
+  owns its process; never in a reader, whose process may be a library user's or a profiled
+  program's (plugins/jax.py reads its XSpace at a session's stop). One block made and
   freed untouched raises glibc's mmap threshold (and trim threshold) as a program's first
   large free does, and 16 MiB of heap is marked for transparent huge pages and freed for
   reuse (what glibc's ``glibc.malloc.hugetlb=1`` tunable does from a process's start):

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import TraceFormatError
-from ...lowlevel.heap import prepare_heap
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import xprof_memory
@@ -40,7 +39,6 @@ log = logging.getLogger("polyprof")
 def load(path: str | Path) -> Trace:
     """Read an ``.xplane.pb`` file (plain or gzipped)."""
     path = Path(path)
-    prepare_heap()  # the columns from the C heap's reused (huge) pages, not fresh mappings (lowlevel/heap.py)
     return from_bytes(read_file(path), source=str(path))
 
 
