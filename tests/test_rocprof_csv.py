@@ -321,3 +321,16 @@ def test_other_csvs_are_not_rocprofv3(tmp_path):
     out.write_text(r.stdout)
     with pytest.raises(TraceFormatError, match="unrecognised format"):
         detect(out)
+
+
+def test_an_export_it_cannot_hold_names_the_file(tmp_path):
+    """The docs' samples come from different runs (clocks 8.8e15 ns apart): more than an
+    XSpace's picosecond offsets hold. The refusal is one line naming the input, and
+    nothing is written."""
+    out = tmp_path / "x.xplane.pb"
+    p = cli("export", "-f", "xspace", str(DOCS / "kernel_trace.csv"), "-o", str(out))
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("polyprof: error: kernel_trace.csv: spans "), p.stderr
+    assert "more than XSpace's ps offsets can hold" in lines[0]
+    assert not out.exists()
