@@ -288,7 +288,7 @@ def test_cli_window_hta(files: dict[str, Path], hta: dict[str, dict], tmp_path: 
     r = subprocess.run([sys.executable, "-m", "polyprof", "report", str(files["triton_example"]), "--window", "hta",
                         "-o", str(html)], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "steps (1) (HTA 0.5" in html.read_text()  # one step: HTA keeps it, first to last activity
+    assert "the one step (1) (HTA 0.5" in html.read_text()  # one step: HTA keeps it, first to last activity
     r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(f), "--window", "hta", "--steps", "4:5"],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "--window hta" in r.stderr
