@@ -28,11 +28,37 @@ the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` a
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
 ``polyprof.plugins.nvtx.recorder.library()``, ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``,
 ``polyprof.lowlevel.unseen.IMPLEMENTATION``, ``polyprof.lowlevel.heap.IMPLEMENTATION`` say which is in use).
+An in-place build (``build_ext --inplace``, ``pip install -e``) writes beside each module a
+stamp of its sources; ``polyprof.lowlevel.compiled`` does not use a module whose sources
+changed since (it warns to rebuild).
 """
 
-from setuptools import Extension, setup
+import hashlib
+from pathlib import Path
 
-setup(ext_modules=[
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class build_ext_stamped(build_ext):
+    """Writes beside each extension a stamp of the sources it was built from (the rule of
+    polyprof.lowlevel.compiled: ``name*.c`` and ``name*.h`` in its folder, hashed by name
+    and bytes), so that a checkout changed since its last build uses its Python paths and
+    says to rebuild rather than load a stale module."""
+
+    def copy_extensions_to_source(self) -> None:  # --inplace, and pip install -e
+        super().copy_extensions_to_source()
+        for ext in self.extensions:
+            name = ext.name.rpartition(".")[2]
+            folder = Path(ext.sources[0]).parent  # the package's folder, where the module was copied
+            if not list(folder.glob(name + ".*.so")) + list(folder.glob(name + ".*.pyd")):
+                continue  # optional and not built
+            h = hashlib.sha256()
+            for p in sorted(q for q in folder.glob(name + "*") if q.suffix in (".c", ".h")):
+                h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+            (folder / (name + ".stamp")).write_text(h.hexdigest() + "\n")
+
+setup(cmdclass={"build_ext": build_ext_stamped}, ext_modules=[
     Extension("polyprof.collect._fastsection", ["src/polyprof/collect/_fastsection.c"], optional=True),
     Extension("polyprof.formats.xspace._wire",
               [f"src/polyprof/formats/xspace/{f}" for f in ("_wire.c", "_wire_read.c", "_wire_write.c")],

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import logging
-import os
 
 import numpy as np
 
@@ -19,16 +18,11 @@ from ..errors import PolyprofError
 from ..trace.sorting import lexsort
 from .depgraph import DepGraph
 from .nesting import parents
+from ..lowlevel.compiled import optional
 
 log = logging.getLogger("polyprof")
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _longest  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built by setup.py; the Python passes otherwise
-        _longest = None
-else:  # the pure-Python reference, as for the readers' compiled paths
-    _longest = None
+_longest = optional(__package__, "_longest")  # the Python passes otherwise (lowlevel/compiled.py)
 #: "c" (``_longest.c``) or "python": which passes are in use
 IMPLEMENTATION = "c" if _longest is not None else "python"
 

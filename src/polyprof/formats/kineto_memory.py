@@ -19,7 +19,6 @@ rows array, which the Trace's columns then share.
 
 from __future__ import annotations
 
-import os
 from operator import attrgetter
 from typing import Any
 
@@ -29,14 +28,9 @@ import numpy as np
 from ..trace import keys
 from ..trace.sorting import unique_inverse
 from ..trace.stats import TextCodes
+from ..lowlevel.compiled import optional
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _kineto_memory  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built by setup.py; msgspec types every batch otherwise
-        _kineto_memory = None
-else:
-    _kineto_memory = None
+_kineto_memory = optional(__package__, "_kineto_memory")  # built by setup.py; msgspec types every batch otherwise (lowlevel/compiled.py)
 #: "c" (``_kineto_memory.c``) or "python" (msgspec's typed decode): which reads a batch's integers
 IMPLEMENTATION = "c" if _kineto_memory is not None else "python"
 

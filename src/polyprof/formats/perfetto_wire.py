@@ -16,17 +16,11 @@ is in use, ``POLYPROF_PURE_PYTHON=1`` forces NumPy's); both give the same bytes.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _perfetto_wire as _c  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built by setup.py; NumPy encodes otherwise
-        _c = None
-else:
-    _c = None
+from ..lowlevel.compiled import optional
+
+_c = optional(__package__, "_perfetto_wire")  # built by setup.py; NumPy encodes otherwise (lowlevel/compiled.py)
 #: "c" (``_perfetto_wire.c``) or "numpy": which encodes varints and joins batches
 IMPLEMENTATION = "c" if _c is not None else "numpy"
 

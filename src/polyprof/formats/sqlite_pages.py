@@ -16,20 +16,14 @@ int64 columns, some ten times faster on Nsight's event tables.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
+from ..lowlevel.compiled import optional
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _sqlite_pages  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built by setup.py; the SQL path otherwise
-        _sqlite_pages = None
-else:  # the SQL path only, as for the other compiled helpers
-    _sqlite_pages = None
+_sqlite_pages = optional(__package__, "_sqlite_pages")  # the SQL path otherwise (lowlevel/compiled.py)
 
 #: "c" (``_sqlite_pages.c``) or "sql": how large integer columns are read
 IMPLEMENTATION = "c" if _sqlite_pages is not None else "sql"

@@ -13,7 +13,6 @@ was checked at load (UTF-8, numbers in range), so nothing here can fail on it.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from itertools import chain, repeat
@@ -31,14 +30,9 @@ from .args import _ARG_KEYS, _EAGER_NAMES, _typed_stat, arg_names
 from .events import _DECODE_ANY
 from .packed import bases
 from ...trace.sorting import unique
+from ...lowlevel.compiled import optional
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:  # the compiled grouping of a batch's args (_args.c); the Python one below otherwise
-        from . import _args  # type: ignore[attr-defined]
-    except ImportError:  # built without a C compiler
-        _args = None
-else:  # the pure-Python reference, as for sections and XSpace
-    _args = None
+_args = optional(__package__, "_args")  # the compiled grouping of a batch's args (_args.c); the Python one below otherwise (lowlevel/compiled.py)
 
 #: which grouping of every arg is in use: "c" (``_args.c``) or "python"
 IMPLEMENTATION = "c" if _args is not None else "python"
@@ -196,6 +190,7 @@ class DeferredArgs:
         value once with a code per row. The distinct values are typed as one column per
         key across the batches (as :meth:`rows` types them: the typing of a column
         depends only on which values it holds), then spread back over the rows."""
+        assert _args is not None  # the caller's choice of the compiled walk
         wanted = tuple(arg_names(k)[0] for k in keys)
         batches = self.batches
         starts = bases(batches) + [np.iinfo(np.int64).max]

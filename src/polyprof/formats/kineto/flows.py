@@ -8,7 +8,6 @@ one (category, id) are chained in time order; ids that are not non-negative inte
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -20,17 +19,12 @@ from ...trace.sorting import break_sorted_ties, lexsort, member
 from . import gather
 from .codes import _distinct
 from .events import _F, _S, _Event
+from ...lowlevel.compiled import optional
 
 if TYPE_CHECKING:
     from .collector import _Collector
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _nesting  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built by setup.py; previous_greater_python otherwise
-        _nesting = None
-else:
-    _nesting = None
+_nesting = optional(__package__, "_nesting")  # built by setup.py; previous_greater_python otherwise (lowlevel/compiled.py)
 #: "c" (``_nesting.c``) or "python": which :func:`previous_greater` is in use
 IMPLEMENTATION = "c" if _nesting is not None else "python"
 

@@ -9,7 +9,6 @@ is used without the extension and is what tests/test_kineto_gather.py holds it t
 
 from __future__ import annotations
 
-import os
 from operator import attrgetter
 from types import MemberDescriptorType
 from typing import Any
@@ -17,14 +16,9 @@ from typing import Any
 import numpy as np
 
 from .events import _Event
+from ...lowlevel.compiled import optional
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _gather  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built by setup.py; the Python path below otherwise
-        _gather = None
-else:  # the pure-Python reference, as for sections, XSpace and the args
-    _gather = None
+_gather = optional(__package__, "_gather")  # built by setup.py; the Python path below otherwise (lowlevel/compiled.py)
 
 _FIELDS = {name: _Event.__dict__.get(name) for name in _Event.__struct_fields__}
 if not all(isinstance(d, MemberDescriptorType) for d in _FIELDS.values()):  # a msgspec that lays structs out otherwise

@@ -15,7 +15,6 @@ types, escaped keys, broken JSON, ...) it leaves whole to msgspec (``scan`` give
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import msgspec
@@ -28,17 +27,12 @@ from .collector import _ARG_FLUSH_EVENTS
 from .events import _B, _DECODE_EVENTS, _OTHER, _PHASE_CODES, _PHASES
 from .flows import add_flow_columns
 from .numbers import NotANumber, _ns_of
+from ...lowlevel.compiled import optional
 
 if TYPE_CHECKING:
     from .collector import _Collector
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _tokens  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built by setup.py; msgspec reads every slice otherwise
-        _tokens = None
-else:
-    _tokens = None
+_tokens = optional(__package__, "_tokens")  # built by setup.py; msgspec reads every slice otherwise (lowlevel/compiled.py)
 #: "c" (``_tokens.c``) or "python" (every slice decoded by msgspec): which one is in use
 IMPLEMENTATION = "c" if _tokens is not None else "python"
 

@@ -17,20 +17,14 @@ protobuf and read by the collector (``IMPLEMENTATION`` says which is in use).
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Protocol
 
 import numpy as np
 
 from .collector import Collector, _values
+from ...lowlevel.compiled import optional
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _walk  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built by setup.py; protobuf reads every packet otherwise
-        _walk = None
-else:
-    _walk = None
+_walk = optional(__package__, "_walk")  # built by setup.py; protobuf reads every packet otherwise (lowlevel/compiled.py)
 #: "c" (``_walk.c``) or "python" (every packet decoded by protobuf): which one is in use
 IMPLEMENTATION = "c" if _walk is not None else "python"
 

@@ -12,23 +12,17 @@ tests/test_xspace_decode.py checks the two agree.
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
+from ...lowlevel.compiled import optional
 
 if TYPE_CHECKING:
     from ..xplane_pb2 import XSpace, XStat
 
 log = logging.getLogger("polyprof")
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _wire  # type: ignore[attr-defined]
-    except ImportError:  # built without a C compiler: the message walk below
-        _wire = None
-else:  # the pure-Python reference, as for sections (collect/recorder.py)
-    _wire = None
+_wire = optional(__package__, "_wire")  # the message walk below otherwise (lowlevel/compiled.py)
 
 IMPLEMENTATION = "c" if _wire is not None else "python"
 

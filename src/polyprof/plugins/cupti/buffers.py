@@ -20,26 +20,30 @@ are equal. ``IMPLEMENTATION`` says which sink a session uses.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import ctypes
 import logging
 import operator
-import os
 import threading
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from . import layout
+from ...lowlevel.compiled import optional
 
 log = logging.getLogger("polyprof")
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _cuptibuf  # type: ignore[attr-defined]
-    except ImportError:  # built without a C compiler
-        _cuptibuf = None
-else:
-    _cuptibuf = None
+_cuptibuf = optional(__package__, "_cuptibuf")  # the Python sink otherwise (lowlevel/compiled.py)
+
+
+def _compiled() -> ModuleType:
+    """The compiled buffers (the class below is used only with them)."""
+    if _cuptibuf is None:
+        raise RuntimeError("polyprof.plugins.cupti._cuptibuf is not built")
+    return _cuptibuf
+
 
 _KIND = operator.attrgetter("kind")
 _PTR = operator.attrgetter("ptr")
@@ -100,29 +104,27 @@ class CSink:
     implementation = "c"
 
     def __init__(self, next_record: int, dropped: int, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
-        if _cuptibuf is None:
-            raise RuntimeError("polyprof.plugins.cupti._cuptibuf is not built")
-        _cuptibuf.discard()
-        _cuptibuf.reset_counts()
-        _cuptibuf.configure(int(next_record), int(dropped), int(buffer_bytes), STRING_TABLE)
+        _compiled().discard()
+        _compiled().reset_counts()
+        _compiled().configure(int(next_record), int(dropped), int(buffer_bytes), STRING_TABLE)
 
     def register(self, register_address: int) -> int:
         """Hand CUPTI the two C callbacks; CUPTI's result code (0: success)."""
-        return int(_cuptibuf.register_callbacks(int(register_address)))
+        return int(_compiled().register_callbacks(int(register_address)))
 
     @staticmethod
     def addresses() -> tuple[int, int]:
         """The buffer-requested and buffer-completed callbacks (for a fake CUPTI)."""
-        return int(_cuptibuf.request_address()), int(_cuptibuf.complete_address())
+        return int(_compiled().request_address()), int(_compiled().complete_address())
 
     def take(self) -> list[Batch]:
-        return [Batch(*t) for t in _cuptibuf.take()]
+        return [Batch(*t) for t in _compiled().take()]
 
     def counts(self) -> dict[str, int]:
-        return dict(_cuptibuf.counts())
+        return dict(_compiled().counts())
 
     def discard(self) -> None:
-        _cuptibuf.discard()
+        _compiled().discard()
 
 
 class PySink:

@@ -13,22 +13,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from typing import TYPE_CHECKING
 
 import numpy as np
+from ...lowlevel.compiled import optional
 
 if TYPE_CHECKING:
     from pyopencl import Event
     from pyopencl import profiling_info as ProfilingInfo
 
-if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _profinfo  # type: ignore[attr-defined]
-    except ImportError:  # built without a C compiler
-        _profinfo = None
-else:
-    _profinfo = None
+_profinfo = optional(__package__, "_profinfo")  # the Python loop otherwise (lowlevel/compiled.py)
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,6 +54,7 @@ def timestamps(events: list[Event], profiling_info: type[ProfilingInfo]) -> tupl
     if fn and n:
         handles = np.fromiter((e.int_ptr for e in events), np.int64, n)
         status = np.zeros(n, np.int32)
+        assert _profinfo is not None  # fn is the loader's only with it
         _profinfo.times(fn, handles, ts, status)
         ok = status == 0
         ts[~ok] = -1
