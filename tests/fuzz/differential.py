@@ -2,7 +2,7 @@
 
 :func:`fallback` switches off, while it is open, every compiled helper a reader of
 untrusted files uses (the SQLite page walk, the Kineto tokenizer, args grouping and
-field gathering): what ``POLYPROF_PURE_PYTHON=1`` does at import. :func:`fingerprint`
+field gathering, the [memory] pass, the Perfetto walk, the XSpace decode): what ``POLYPROF_PURE_PYTHON=1`` does at import. :func:`fingerprint`
 is a digest of what a trace holds (events, names, planes, tracks, stats, flows,
 counters, metadata), equal for two traces that read the same.
 """
@@ -17,7 +17,8 @@ import numpy as np
 
 _SWITCHES = (("polyprof.formats.sqlite_pages", "_sqlite_pages"), ("polyprof.formats.kineto.tokenized", "_tokens"),
              ("polyprof.formats.kineto.deferred", "_args"), ("polyprof.formats.kineto.gather", "_gather"),
-             ("polyprof.formats.kineto.flows", "_nesting"))
+             ("polyprof.formats.kineto.flows", "_nesting"), ("polyprof.formats.kineto_memory", "_kineto_memory"),
+             ("polyprof.formats.perfetto_read.walked", "_walk"), ("polyprof.formats.xspace.decode", "_wire"))
 
 
 @contextlib.contextmanager
@@ -29,6 +30,9 @@ def fallback() -> Iterator[None]:
         m = importlib.import_module(mod)
         saved.append((m, attr, getattr(m, attr)))
         setattr(m, attr, None)
+        if hasattr(m, "IMPLEMENTATION"):  # read at call time by some readers (perfetto_read.load)
+            saved.append((m, "IMPLEMENTATION", m.IMPLEMENTATION))
+            m.IMPLEMENTATION = "python"
     try:
         yield
     finally:

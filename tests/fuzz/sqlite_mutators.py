@@ -125,7 +125,7 @@ def _page_op(b: bytearray, rnd: random.Random, ps: int, usable: int, pages: list
         elif f == 7 and b[h] == 0x05:
             b[h + 8:h + 12] = struct.pack(">I", rnd.choice([0, 1, start // ps + 1, npages, npages + 1, 2**32 - 1]))
         else:
-            b[h + f:h + f + 2] = struct.pack(">H", rnd.choice([0, 1, 0xFFFF, usable // 2, usable, len(slots) + 1]))
+            b[h + f:h + f + 2] = struct.pack(">H", rnd.choice([0, 1, 0xFFFF, usable // 2, usable, len(slots) + 1]) & 0xFFFF)
     elif op < 0.3 and slots:  # a cell pointer
         s = rnd.choice(slots)
         v = rnd.choice([0, 1, h - start, usable - 1, usable - 2, usable - 4, usable, ps - 1, 0xFFFF,

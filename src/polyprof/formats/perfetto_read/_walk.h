@@ -217,7 +217,7 @@ typedef struct {
     PyObject *stat_index; /* key -> int: its slots' base in `slots` */
     vec_t slots;          /* int64 per (key, kind): the stat's index, or -1 */
     seq_t *seqs;
-    size_t cap_seqs;
+    size_t cap_seqs, n_seqs;
     vec_t cat_iids, cats, flows, anns; /* one packet's repeated parts */
 } Walker;
 

@@ -106,9 +106,13 @@ pw_seq_clear(Walker *w)
             q->used = 0;
         }
     }
+    w->n_seqs = 0;
 }
 
-/* The cached state of sequence `id` (open addressing; the table grows when half full). */
+/* The cached state of sequence `id` (open addressing; the table grows when half full, to
+ * MAX_SEQS slots; past that it is emptied and filled again: a cache of collector.py's state). */
+#define MAX_SEQS ((size_t)1 << 14)
+
 seq_t *
 pw_seq_get(Walker *w, uint32_t id)
 {
@@ -120,15 +124,24 @@ pw_seq_get(Walker *w, uint32_t id)
         }
         w->cap_seqs = 64;
     }
-    size_t mask = w->cap_seqs - 1, i = (id * 2654435761u) & mask, used = 0;
+    uint32_t h = id; /* every bit of the id mixed into the low ones (ids 64 apart would share a slot) */
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    size_t mask = w->cap_seqs - 1, i = h & mask;
     while (w->seqs[i].used) {
         if (w->seqs[i].id == id)
             return &w->seqs[i];
         i = (i + 1) & mask;
-        used++;
     }
-    if (used * 2 > w->cap_seqs) { /* a long probe: start the cache afresh, twice as large */
+    /* A new sequence: kept at most half full, so a probe always ends at a free slot (a
+     * full table would loop forever on the next new id: 100 sequences were enough). */
+    if ((w->n_seqs + 1) * 2 > w->cap_seqs) { /* start the cache afresh, twice as large up to a bound */
         pw_seq_clear(w);
+        if (w->cap_seqs >= MAX_SEQS)
+            return pw_seq_get(w, id);
         seq_t *bigger = PyMem_Calloc(w->cap_seqs * 2, sizeof(seq_t));
         if (!bigger) {
             PyErr_NoMemory();
@@ -145,6 +158,7 @@ pw_seq_get(Walker *w, uint32_t id)
         return NULL;
     q->used = 1;
     q->id = id;
+    w->n_seqs++;
     if (pw_seq_load(w, q) < 0)
         return NULL;
     return q;

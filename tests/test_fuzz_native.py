@@ -1,0 +1,94 @@
+"""The compiled parsers on hostile bytes (the long run under ASan/UBSan: scripts/fuzz_native.py).
+
+- Every reproducer in tests/data/fuzz_native/ (an input that once crashed, hung or broke a
+  compiled parser) loads, in a child process under a time limit, with the compiled
+  parsers and with their Python fallbacks, to the same Trace or to a ``PolyprofError``
+  from both.
+- A bounded smoke run (fixed seeds, the normal build, in process): seeded byte-level
+  mutations of real files (tests/fuzz/native.py) for each parser family, each input a
+  Trace or a ``PolyprofError`` (never the readers' last net, safety.ForeignError), the
+  compiled passes past load driven too; where the compiled path and the fallback both
+  read an input, the same Trace.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import polyprof
+from fuzz import native
+from fuzz.differential import fallback, fingerprint
+from polyprof.errors import PolyprofError
+from polyprof.formats.safety import ForeignError
+
+ROOT = Path(__file__).resolve().parents[1]
+REPRODUCERS = sorted(p for p in native.REPRODUCERS.iterdir() if not p.name.endswith((".md", ".txt")))
+
+_REPLAY = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import polyprof
+from fuzz.differential import fallback, fingerprint
+from polyprof.errors import PolyprofError
+
+def read(path):
+    try:
+        return fingerprint(polyprof.load(path))
+    except PolyprofError as e:
+        return "error: " + type(e).__name__
+path = sys.argv[1]
+fast = read(path)
+with fallback():
+    slow = read(path)
+print(json.dumps([fast, slow]))
+"""
+
+
+@pytest.mark.parametrize("path", REPRODUCERS, ids=[p.name for p in REPRODUCERS])
+def test_each_reproducer_loads_alike_in_time(path):
+    code = _REPLAY.format(tests=str(ROOT / "tests"))
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-3000:]
+    fast, slow = json.loads(out.stdout.splitlines()[-1])
+    assert fast == slow, f"{path.name}: compiled {fast}, fallback {slow}"
+
+
+@pytest.fixture(scope="module")
+def seeds() -> dict[str, list[tuple[str, bytes]]]:
+    return {p: native.load_seeds(p) for p in native.PARSERS}
+
+
+def _outcome(path: Path, tmp: Path, deep: bool) -> str:
+    try:
+        trace = polyprof.load(path)
+        native.exercise(trace, deep, tmp)
+        return fingerprint(trace)
+    except ForeignError as e:  # the readers' last net: a check the parser should make itself
+        raise AssertionError(f"{path}: only the last net caught {e.cause!r}") from e
+    except PolyprofError:
+        return "error"
+
+
+@pytest.mark.parametrize("parser,count", [("kineto", 40), ("perfetto", 150), ("xspace", 100), ("sqlite", 40)])
+def test_mutated_inputs_give_a_trace_or_one_error(parser, count, seeds, tmp_path):
+    suffix = native.SUFFIX[parser]
+    loaded = 0
+    for i in range(count):
+        src, data = native.mutate(parser, seeds[parser], 20261128, i)
+        path = tmp_path / f"input{suffix}"
+        path.write_bytes(data)
+        got = _outcome(path, tmp_path, deep=i % 20 == 0)
+        if parser in ("kineto", "perfetto"):
+            with fallback():
+                try:
+                    slow = fingerprint(polyprof.load(path))
+                except PolyprofError:
+                    slow = "error"
+            assert got == slow, f"{parser} input {i} (from {src}): compiled {got}, fallback {slow}"
+        loaded += got != "error"
+    assert loaded, f"no {parser} input loaded: the mutations reach no further than the first check"
