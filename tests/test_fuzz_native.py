@@ -1,9 +1,9 @@
 """The compiled parsers on hostile bytes (the long run under ASan/UBSan: scripts/fuzz_native.py).
 
 - Every reproducer in tests/data/fuzz_native/ (an input that once crashed, hung or broke a
-  compiled parser) loads, in a child process under a time limit, with the compiled
-  parsers and with their Python fallbacks, to the same Trace or to a ``PolyprofError``
-  from both.
+  compiled parser or its fallback) loads, in a child process under a time limit, with the
+  compiled parsers and with their Python fallbacks, to the same Trace or to a
+  ``PolyprofError`` from both (not the readers' last net, safety.ForeignError).
 - A bounded smoke run (fixed seeds, the normal build, in process): seeded byte-level
   mutations of real files (tests/fuzz/native.py) for each parser family, each input a
   Trace or a ``PolyprofError`` (never the readers' last net, safety.ForeignError), the
@@ -35,10 +35,13 @@ sys.path.insert(0, {tests!r})
 import polyprof
 from fuzz.differential import fallback, fingerprint
 from polyprof.errors import PolyprofError
+from polyprof.formats.safety import ForeignError
 
 def read(path):
     try:
         return fingerprint(polyprof.load(path))
+    except ForeignError as e:
+        return "net: " + repr(e.cause)
     except PolyprofError as e:
         return "error: " + type(e).__name__
 path = sys.argv[1]
@@ -56,6 +59,7 @@ def test_each_reproducer_loads_alike_in_time(path):
     assert out.returncode == 0, out.stderr[-3000:]
     fast, slow = json.loads(out.stdout.splitlines()[-1])
     assert fast == slow, f"{path.name}: compiled {fast}, fallback {slow}"
+    assert not fast.startswith("net"), f"{path.name}: only the readers' last net caught it: {fast}"
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -256,10 +256,75 @@ def edge_number(data: bytes, rnd: random.Random) -> bytes:
     return data[:m.start()] + rnd.choice(VALID_NUMBERS if rnd.random() < 0.7 else INT_EDGES) + data[m.end():]
 
 
+U64 = [0, 1, 2, 63, 64, 127, 128, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**62, 2**63 - 1, 2**63, 2**64 - 1]
+
+
+def _perfetto_packet(pk: Any, rnd: random.Random) -> None:
+    """One packet's sequence, time, clock, flags or track event fields set to edge values."""
+    r = rnd.random()
+    if r < 0.2:
+        pk.trusted_packet_sequence_id = rnd.choice([0, 1, 2, 2**31, 2**32 - 1, rnd.randrange(1, 1 << 20)])
+    elif r < 0.3:
+        pk.sequence_flags = rnd.choice([0, 1, 2, 3, 2**32 - 1])
+        pk.incremental_state_cleared = rnd.random() < 0.5
+    elif r < 0.4:
+        pk.previous_packet_dropped = rnd.choice([0, 1, 2**32 - 1])
+    elif r < 0.5:
+        pk.timestamp = rnd.choice(U64)
+    elif r < 0.6:
+        pk.timestamp_clock_id = rnd.choice([0, 1, 3, 6, 63, 64, 100, 127, 128, 2**32 - 1])
+    elif pk.HasField("track_event"):
+        te = pk.track_event
+        f = rnd.randrange(7)
+        if f == 0:
+            te.track_uuid = rnd.choice(U64)
+        elif f == 1:
+            te.name_iid = rnd.choice(U64)
+        elif f == 2:
+            te.type = rnd.choice([0, 1, 2, 3, 4, 5, -1, 2**31 - 1])
+        elif f == 3:
+            te.category_iids.extend(rnd.choice(U64) for _ in range(rnd.randint(1, 4)))
+        elif f == 4:
+            te.flow_ids.extend(rnd.choice(U64) for _ in range(rnd.randint(1, 4)))
+            te.terminating_flow_ids.append(rnd.choice(U64))
+        elif f == 5:
+            a = te.debug_annotations.add()
+            a.name_iid = rnd.choice(U64)
+            a.uint_value = rnd.choice(U64)
+        else:
+            te.counter_value = rnd.choice([-(2**63), 2**63 - 1, 0, -1])
+
+
+def perfetto_structure(data: bytes, rnd: random.Random) -> bytes:
+    """Packets re-written with edge values where the walk trusts them: sequence ids (and,
+    now and then, a sequence of its own for every packet), flags, clocks, times, track
+    uuids, interned ids, types, flows, annotations, counters."""
+    from google.protobuf.message import DecodeError
+
+    from polyprof.formats.perfetto_read import trace_pb2
+
+    t = trace_pb2.Trace()
+    try:
+        t.ParseFromString(data)
+    except DecodeError:
+        return data
+    packets = list(t.packet)
+    if not packets:
+        return data
+    if rnd.random() < 0.1:
+        base = rnd.choice([1, 64, 1 << 16, 2**31])
+        for i, pk in enumerate(packets * rnd.choice([1, 4, 40])):
+            t.packet.add().CopyFrom(pk)
+            t.packet[-1].trusted_packet_sequence_id = (base + i * rnd.choice([1, 64])) & 0xFFFFFFFF
+    for pk in rnd.sample(packets, min(len(packets), rnd.randint(1, 8))):
+        _perfetto_packet(pk, rnd)
+    return t.SerializeToString()
+
+
 GENERIC = (truncate, bit_flips, insert_bytes, delete_bytes, overwrite, splice)
 EDITS: dict[str, tuple[Callable[[bytes, random.Random], bytes], ...]] = {
     "kineto": GENERIC + (unterminated,) + (deep_nesting, bad_string, edge_number) * 3,
-    "perfetto": GENERIC + (huge_varint, length_prefix) * 3,
+    "perfetto": GENERIC + (huge_varint, length_prefix) * 3 + (perfetto_structure,) * 6,
     "xspace": GENERIC + (huge_varint, length_prefix) * 3,
     "sqlite": GENERIC,
 }

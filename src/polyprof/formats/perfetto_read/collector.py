@@ -43,6 +43,7 @@ _COMPUTE_STAGE = 2  # InternedGpuRenderStageSpecification.RenderStageCategory.CO
 _SCOPE_PROCESS = 2  # LegacyEvent.InstantEventScope.SCOPE_PROCESS
 # field numbers (trace.proto): TracePacket
 _P_TIMESTAMP, _P_CLOCK, _P_SEQ, _P_FLAGS, _P_CLEARED, _P_DROPPED = 8, 58, 10, 13, 41, 42
+_INT64 = 1 << 63
 _P_INTERNED, _P_DEFAULTS, _P_TRACK_EVENT, _P_DESCRIPTOR, _P_PROCESS, _P_THREAD = 12, 59, 11, 60, 43, 44
 _P_CLOCKS, _P_TREE, _P_RENDER_STAGE, _P_GPU_COUNTERS = 6, 2, 53, 52
 # TrackEvent
@@ -174,6 +175,14 @@ class Collector:
     def _time(self, f: dict[int, Any], s: Sequence) -> tuple[int, int]:
         return self.clocks.resolve(f.get(_P_CLOCK, s.clock), f.get(_P_TIMESTAMP, 0), s.id)
 
+    def _beyond_int64(self, what: str, *values: int) -> bool:
+        """Whether a time or duration (a uint64 field, or microseconds times 1000) is past
+        int64 ns: then the event is skipped, counted (the walk leaves those packets here)."""
+        if all(-_INT64 <= v < _INT64 for v in values):
+            return False
+        self.skip(f"{what} with a time or duration beyond int64 ns")
+        return True
+
     # ------------------------------------------------------------------ track events
     def track_event(self, f: dict[int, Any], te: Any, s: Sequence) -> None:
         t = {fd.number: v for fd, v in te.ListFields()}
@@ -198,6 +207,8 @@ class Collector:
             if not kind:
                 self.skip("track events of no type (or a legacy phase not read)")
                 return
+        if self._beyond_int64("track events", ts, dur):
+            return
         track = self._track(t, legacy, s)
         if _TE_EXTRA_VALUES in t:
             self._extra(t.get(_TE_EXTRA_TRACKS) or s.extra_counters, t[_TE_EXTRA_VALUES], ts, clock, s)
@@ -366,6 +377,8 @@ class Collector:
             label = self.b.strings[s.names[g.name_iid]] if g.name_iid in s.names else stage_name
         else:
             label = stage_name
+        if self._beyond_int64("GPU render stages", ts, g.duration):
+            return
         row = self.n
         self.n += 1
         self.kind.append(COMPLETE)
@@ -390,6 +403,8 @@ class Collector:
             for spec in g.counter_descriptor.specs:
                 self.tracks.gpu_counter_names[(g.gpu_id, spec.counter_id)] = text(spec.name)
         clock, ts = self._time(f, s)
+        if self._beyond_int64("GPU counter events", ts):
+            return
         for c in g.counters:
             which = c.WhichOneof("value")
             if which is None:
