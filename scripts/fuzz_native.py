@@ -41,13 +41,13 @@ def build(where: Path = ASAN_DIR) -> Path:
     """A copy of src/ with every extension built with ASan and UBSan; returns its src."""
     src = where / "src"
     shutil.rmtree(where, ignore_errors=True)
-    shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("*.so", "*.stamp", "__pycache__"))
     env = dict(os.environ, CFLAGS=FLAGS, LDFLAGS="-fsanitize=address,undefined")
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--force", "--build-temp", str(where / "tmp"),
                     "--build-lib", str(where / "lib")], cwd=ROOT, env=env, check=True)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    for so in (where / "lib").rglob(f"*{suffix}"):
-        shutil.copyfile(so, src / so.relative_to(where / "lib"))
+    for built in [*(where / "lib").rglob(f"*{suffix}"), *(where / "lib").rglob("*.stamp")]:
+        shutil.copyfile(built, src / built.relative_to(where / "lib"))
     return src
 
 
@@ -72,6 +72,7 @@ def child(parser: str, seed: int, start: int, stop: int | None, deadline: float,
     from polyprof.errors import PolyprofError
 
     seeds = native.load_seeds(parser)
+    impl = implementations()
     counts: Counter = Counter()
     i = start
     while (stop is None or i < stop) and time.time() < deadline:
@@ -94,7 +95,17 @@ def child(parser: str, seed: int, start: int, stop: int | None, deadline: float,
                   flush=True)
         faulthandler.cancel_dump_traceback_later()
         i += 1
-    print(json.dumps({"done": i, "counts": dict(counts)}), flush=True)
+    print(json.dumps({"done": i, "counts": dict(counts), "compiled": impl}), flush=True)
+
+
+def implementations() -> str:
+    """Which of the compiled parsers this process uses ("c") or not ("python")."""
+    import importlib
+
+    mods = ("formats.kineto.tokenized", "formats.kineto.deferred", "formats.kineto.gather", "formats.kineto.flows",
+            "formats.kineto_memory", "formats.perfetto_read.walked", "formats.perfetto_wire", "formats.xspace.decode",
+            "formats.sqlite_pages", "analyze.longest_path")
+    return " ".join(f"{m.rsplit('.', 1)[1]}={importlib.import_module('polyprof.' + m).IMPLEMENTATION}" for m in mods)
 
 
 # --------------------------------------------------------------------------- the parent
@@ -124,6 +135,7 @@ def fuzz(parser: str, seed: int, count: int | None, seconds: float | None, env: 
     counts: Counter = Counter()
     findings: list[dict] = []
     nxt = 0
+    compiled = ""
     while (stop is None or nxt < stop) and time.time() < deadline:
         with tempfile.TemporaryDirectory(prefix="polyprof-fuzz-native-") as tmp:
             work = Path(tmp)
@@ -142,6 +154,7 @@ def fuzz(parser: str, seed: int, count: int | None, seconds: float | None, env: 
                 else:
                     findings.append(r)
             if last is not None:
+                compiled = last["compiled"]
                 nxt = last["done"]
                 counts.update(last["counts"])
                 continue
@@ -163,7 +176,7 @@ def fuzz(parser: str, seed: int, count: int | None, seconds: float | None, env: 
             nxt = int(idx) + 1
     inputs = sum(counts.values())
     return {"parser": parser, "seed": seed, "inputs": inputs, "outcomes": dict(counts),
-            "seconds": round(time.time() - t0, 1), "findings": findings}
+            "seconds": round(time.time() - t0, 1), "compiled": compiled, "findings": findings}
 
 
 def main(argv: list[str] | None = None) -> int:

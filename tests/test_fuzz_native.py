@@ -34,12 +34,15 @@ import json, sys
 sys.path.insert(0, {tests!r})
 import polyprof
 from fuzz.differential import fallback, fingerprint
+from polyprof.analyze import registry
 from polyprof.errors import PolyprofError
 from polyprof.formats.safety import ForeignError
 
 def read(path):
     try:
-        return fingerprint(polyprof.load(path))
+        trace = polyprof.load(path)
+        registry.compute_all(trace)  # every table, as summary builds them
+        return fingerprint(trace)
     except ForeignError as e:
         return "net: " + repr(e.cause)
     except PolyprofError as e:
@@ -60,6 +63,22 @@ def test_each_reproducer_loads_alike_in_time(path):
     fast, slow = json.loads(out.stdout.splitlines()[-1])
     assert fast == slow, f"{path.name}: compiled {fast}, fallback {slow}"
     assert not fast.startswith("net"), f"{path.name}: only the readers' last net caught it: {fast}"
+
+
+def test_occupancy_of_hostile_device_properties_is_unknown():
+    """Device properties come from the file (a damaged XSpace gave warpSize 0 and an
+    infinite one: summary ended in an internal error)."""
+    from polyprof.analyze.occupancy import occupancy
+
+    props = {"warpSize": 32, "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536,
+             "sharedMemPerMultiprocessor": 167936, "computeMajor": 8, "computeMinor": 0, "maxThreadsPerBlock": 1024}
+    occ, limit, blocks = occupancy(256, 32, 0, props)
+    assert 0 < occ <= 1 and limit and blocks > 0
+    for key, bad in [("warpSize", 0), ("warpSize", -32), ("warpSize", float("inf")), ("warpSize", 4096),
+                     ("maxThreadsPerMultiprocessor", 0), ("maxThreadsPerBlock", float("inf")),
+                     ("regsPerMultiprocessor", "x"), ("computeMajor", float("nan"))]:
+        occ, limit, blocks = occupancy(256, 32, 0, props | {key: bad})
+        assert occ != occ and (limit, blocks) == ("", 0), (key, bad)
 
 
 @pytest.fixture(scope="module")

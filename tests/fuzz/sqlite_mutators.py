@@ -130,7 +130,7 @@ def _page_op(b: bytearray, rnd: random.Random, ps: int, usable: int, pages: list
         s = rnd.choice(slots)
         v = rnd.choice([0, 1, h - start, usable - 1, usable - 2, usable - 4, usable, ps - 1, 0xFFFF,
                         int.from_bytes(b[rnd.choice(slots):][:2], "big"), rnd.randrange(0x10000)])
-        b[s:s + 2] = struct.pack(">H", v)
+        b[s:s + 2] = struct.pack(">H", v & 0xFFFF)
     elif slots:  # inside a cell
         cell = start + int.from_bytes(b[rnd.choice(slots):][:2], "big")
         if not start <= cell < start + usable:

@@ -59,15 +59,16 @@ def occupancy(threads_per_block: int, registers: int, shared_mem: int,
     """(theoretical occupancy 0..1, the limit that binds, resident blocks per SM) of one
     launch on a device with ``props`` (Kineto's deviceProperties names); NaN, "", 0
     where a limit is unknown."""
-    try:
+    try:  # the properties come from the file: any of them may be missing, text, infinite, 0
         warp = int(props.get("warpSize", 32))
         max_threads = int(props["maxThreadsPerMultiprocessor"])
         regs_sm = int(props["regsPerMultiprocessor"])
         smem_sm = int(props["sharedMemPerMultiprocessor"])
         cc = (int(props["computeMajor"]), int(props["computeMinor"]))
-    except (KeyError, TypeError, ValueError):
+        max_block = int(props.get("maxThreadsPerBlock", 1024))
+    except (KeyError, TypeError, ValueError, OverflowError):
         return math.nan, "", 0
-    if threads_per_block <= 0 or threads_per_block > int(props.get("maxThreadsPerBlock", 1024)):
+    if warp <= 0 or max_threads < warp or threads_per_block <= 0 or threads_per_block > max_block:
         return math.nan, "", 0
     warps = -(-threads_per_block // warp)
     by = {
