@@ -14,7 +14,9 @@ writers). Expected per input: a Trace or a ``PolyprofError``. A foreign exceptio
 ``bug``; an ASan or UBSan report, a signal or an exit is a ``crash``; no answer in
 ``--timeout`` seconds (faulthandler ends the child) a ``hang``. The child writes each input
 to disk before loading it, so the parent saves the one that killed it and starts a new
-child at the next index. Prints one JSON line per parser; exits 1 on any finding.
+child at the next index. ``direct-*`` parsers call a compiled pass's own entry point with
+damaged bytes, no reader around it (tests/fuzz/native_direct.py). Prints one JSON line
+per parser; exits 1 on any finding.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import sysconfig
 import tempfile
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,20 +74,27 @@ def child(parser: str, seed: int, start: int, stop: int | None, deadline: float,
     from fuzz import native
     from polyprof.errors import PolyprofError
 
-    seeds = native.load_seeds(parser)
+    from fuzz import native_direct
+
+    direct = parser[len("direct-"):] if parser.startswith("direct-") else ""
+    seeds = native_direct.load_seeds(direct) if direct else native.load_seeds(parser)
+    mutate = partial(native_direct.mutate, direct) if direct else partial(native.mutate, parser)
     impl = implementations()
     counts: Counter = Counter()
     i = start
     while (stop is None or i < stop) and time.time() < deadline:
-        src, data = native.mutate(parser, seeds, seed, i)
-        path = work / f"inflight{native.SUFFIX[parser]}"
+        src, data = mutate(seeds, seed, i)
+        path = work / f"inflight{native.SUFFIX.get(parser, '.bin')}"
         path.write_bytes(data)
         (work / "inflight.idx").write_text(f"{i} {src}")
         faulthandler.dump_traceback_later(timeout, exit=True)
         try:
-            trace = polyprof.load(path)
-            native.exercise(trace, deep_every > 0 and i % deep_every == 0, work)
-            counts["ok"] += 1
+            if direct:
+                counts[native_direct.call(direct, data, seed, i)] += 1
+            else:
+                trace = polyprof.load(path)
+                native.exercise(trace, deep_every > 0 and i % deep_every == 0, work)
+                counts["ok"] += 1
         except PolyprofError:
             counts["error"] += 1
         except Exception as e:  # noqa: BLE001 - the thing looked for
@@ -182,7 +192,9 @@ def fuzz(parser: str, seed: int, count: int | None, seconds: float | None, env: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", action="store_true", help=f"build the sanitized extensions in {ASAN_DIR} and exit")
-    p.add_argument("--parsers", default="kineto,perfetto,xspace,sqlite")
+    p.add_argument("--parsers", default="kineto,perfetto,xspace,sqlite",
+                   help="readers (kineto, perfetto, xspace, sqlite) and entry points called directly "
+                        "(direct-tokens, direct-args, direct-memory, direct-walk, direct-wire)")
     p.add_argument("--count", type=int, help="inputs per parser")
     p.add_argument("--seconds", type=float, help="time per parser")
     p.add_argument("--seed", type=int, default=1)
