@@ -6,7 +6,7 @@ divided by N, its min and median, in wall time and in this process's CPU time (l
 blurred by other work on a shared machine), and the ratio in CPU time too; the load
 average before and after.
 
-    python bench/memory_ingest.py --events 300000 --repeat 4
+    python bench/memory_ingest.py --events 300000 --repeat 4 [--cli-start]
 """
 
 from __future__ import annotations
@@ -48,7 +48,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=300_000)
     ap.add_argument("--repeat", type=int, default=4)
+    ap.add_argument("--cli-start", action="store_true",
+                    help="prepare the heap first, as a read-only command of the CLI does (cli/__init__.py): "
+                         "what `polyprof summary FILE` pays; without it, a library user's polyprof.load")
     args = ap.parse_args()
+    if args.cli_start:
+        from polyprof.lowlevel import heap
+
+        heap.prepare_heap()
     load0 = os.getloadavg()[0]
     path = Path(tempfile.mkdtemp()) / "memory.json"
     make(args.events, path)
