@@ -117,6 +117,24 @@ static Py_ssize_t value_end(const char *s, Py_ssize_t i, Py_ssize_t end) {
     return i > start ? i : -1;
 }
 
+/* `ptr` resized to `cap` items (PyMem_Realloc); the enclosing function returns -1 if not. */
+#define GROW(ptr, cap)                                                             \
+    do {                                                                           \
+        void *q_ = PyMem_Realloc((ptr), (size_t)(cap) * sizeof *(ptr));           \
+        if (!q_) return -1;                                                        \
+        (ptr) = q_;                                                                \
+    } while (0)
+
+/* Room in a "[v,v,...]" text of tlen bytes for vlen more and a separator. */
+static int text_room(char **text, Py_ssize_t tlen, Py_ssize_t *tcap, Py_ssize_t vlen) {
+    if (tlen + vlen + 2 <= *tcap) return 0;
+    Py_ssize_t cap = *tcap ? 2 * *tcap : 1024;
+    while (cap < tlen + vlen + 2) cap *= 2;
+    GROW(*text, cap);
+    *tcap = cap;
+    return 0;
+}
+
 static Group *find(Table *t, const char *key, Py_ssize_t len, PyObject *skip, int *err) {
     uint64_t h = fnv(key, len);
     Py_ssize_t mask = t->nslots - 1, j = (Py_ssize_t)(h & (uint64_t)mask);
@@ -155,22 +173,11 @@ static Group *find(Table *t, const char *key, Py_ssize_t len, PyObject *skip, in
 static int add(Group *g, int64_t row, const char *v, Py_ssize_t vlen) {
     if (g->n == g->cap) {
         Py_ssize_t cap = g->cap ? 2 * g->cap : 64;
-        int64_t *r = PyMem_Realloc(g->rows, (size_t)cap * sizeof(int64_t));
-        if (!r) return -1;
-        g->rows = r;
-        int64_t *l = PyMem_Realloc(g->lens, (size_t)cap * sizeof(int64_t));
-        if (!l) return -1;
-        g->lens = l;
+        GROW(g->rows, cap);
+        GROW(g->lens, cap);
         g->cap = cap;
     }
-    if (g->tlen + vlen + 2 > g->tcap) {
-        Py_ssize_t cap = g->tcap ? 2 * g->tcap : 1024;
-        while (cap < g->tlen + vlen + 2) cap *= 2;
-        char *t = PyMem_Realloc(g->text, (size_t)cap);
-        if (!t) return -1;
-        g->text = t;
-        g->tcap = cap;
-    }
+    if (text_room(&g->text, g->tlen, &g->tcap, vlen) < 0) return -1;
     g->text[g->tlen++] = g->n ? ',' : '[';
     memcpy(g->text + g->tlen, v, (size_t)vlen);
     g->tlen += vlen;
@@ -383,25 +390,12 @@ static int64_t sel_code(Sel *g, const char *v, Py_ssize_t vlen) {
     }
     if (g->nd == g->dcap) {
         Py_ssize_t cap = g->dcap ? 2 * g->dcap : 64;
-        int64_t *o = PyMem_Realloc(g->offs, (size_t)cap * sizeof(int64_t));
-        if (!o) return -1;
-        g->offs = o;
-        int64_t *l = PyMem_Realloc(g->lens, (size_t)cap * sizeof(int64_t));
-        if (!l) return -1;
-        g->lens = l;
-        uint64_t *hs = PyMem_Realloc(g->hashes, (size_t)cap * sizeof(uint64_t));
-        if (!hs) return -1;
-        g->hashes = hs;
+        GROW(g->offs, cap);
+        GROW(g->lens, cap);
+        GROW(g->hashes, cap);
         g->dcap = cap;
     }
-    if (g->tlen + vlen + 2 > g->tcap) {
-        Py_ssize_t cap = g->tcap ? 2 * g->tcap : 1024;
-        while (cap < g->tlen + vlen + 2) cap *= 2;
-        char *t = PyMem_Realloc(g->text, (size_t)cap);
-        if (!t) return -1;
-        g->text = t;
-        g->tcap = cap;
-    }
+    if (text_room(&g->text, g->tlen, &g->tcap, vlen) < 0) return -1;
     g->text[g->tlen++] = g->nd ? ',' : '[';
     memcpy(g->text + g->tlen, v, (size_t)vlen);
     g->offs[g->nd] = g->tlen;
@@ -417,12 +411,8 @@ static int sel_add(Sel *g, int64_t row, const char *v, Py_ssize_t vlen) {
     if (code < 0) return -1;
     if (g->n == g->cap) {
         Py_ssize_t cap = g->cap ? 2 * g->cap : 64;
-        int64_t *r = PyMem_Realloc(g->rows, (size_t)cap * sizeof(int64_t));
-        if (!r) return -1;
-        g->rows = r;
-        int64_t *c = PyMem_Realloc(g->codes, (size_t)cap * sizeof(int64_t));
-        if (!c) return -1;
-        g->codes = c;
+        GROW(g->rows, cap);
+        GROW(g->codes, cap);
         g->cap = cap;
     }
     g->rows[g->n] = row;
