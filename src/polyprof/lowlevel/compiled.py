@@ -15,7 +15,6 @@ module, or None where its caller runs the Python path instead:
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import logging
 import os
@@ -39,6 +38,8 @@ def sources(folder: Path, name: str) -> list[Path]:
 
 def digest(paths: list[Path]) -> str:
     """A hash of the files' names and bytes: what a stamp records."""
+    import hashlib  # only where a stamp is compared (a checkout built in place), not at every start
+
     h = hashlib.sha256()
     for p in paths:
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
