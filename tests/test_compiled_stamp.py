@@ -56,6 +56,27 @@ def test_a_module_older_than_its_sources_is_not_used_and_says_so(package, caplog
     assert "build_ext --inplace" in caplog.text
 
 
+def test_sources_older_than_the_stamp_are_not_hashed_and_a_touched_one_is(package, monkeypatch):
+    """make's rule first: where every source is older than the stamp nothing is read or
+    hashed (the start of every command in a checkout); a source modified since (a
+    rebase, an edit) is hashed, and one touched but unchanged still passes."""
+    import os
+
+    stamp(package)
+    built = (package / "_fast.stamp").stat().st_mtime_ns
+    for p in compiled.sources(package, "_fast"):
+        os.utime(p, ns=(built - 10**9, built - 10**9))
+    hashed = []
+    real = compiled.digest
+    monkeypatch.setattr(compiled, "digest", lambda paths: hashed.append(paths) or real(paths))
+    assert compiled.optional("stamped_pkg", "_fast") is not None
+    assert hashed == []
+    os.utime(package / "_fast.h", ns=(built + 10**9, built + 10**9))  # touched, same bytes
+    del sys.modules["stamped_pkg._fast"]
+    assert compiled.optional("stamped_pkg", "_fast") is not None
+    assert len(hashed) == 1
+
+
 def test_another_modules_source_does_not_count(package):
     stamp(package)
     (package / "_other.c").write_text("/* changed */\n")

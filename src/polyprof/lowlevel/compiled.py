@@ -9,8 +9,10 @@ module, or None where its caller runs the Python path instead:
   ``python setup.py build_ext --inplace`` (or ``pip install -e .``). setup.py writes next
   to each extension a stamp of the sources it was built from (:func:`digest`); a module
   whose sources no longer match is not used, and a warning says to rebuild, instead of a
-  stale module reading the new code's data wrongly. An installed wheel has no sources
-  beside its modules, so nothing is compared there.
+  stale module reading the new code's data wrongly. The sources are hashed only where one
+  was modified since the stamp was written (make's rule: a tree untouched since its
+  build costs one stat per file at start). An installed wheel has no sources beside its
+  modules, so nothing is compared there.
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ def stale(module: ModuleType) -> bool:
     if not stamp.is_file():  # a wheel, or a build before stamps
         return False
     found = sources(where.parent, name)
-    return bool(found) and stamp.read_text().strip() != digest(found)
+    built = stamp.stat().st_mtime_ns
+    if all(p.stat().st_mtime_ns < built for p in found):  # none touched since the build
+        return False
+    return stamp.read_text().strip() != digest(found)
 
 
 def optional(package: str | None, name: str) -> ModuleType | None:
