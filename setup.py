@@ -40,10 +40,15 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 
+#: the C headers several extensions include (their folder is on every include path)
+LOWLEVEL = "src/polyprof/lowlevel"
+SHARED = sorted(Path(LOWLEVEL).glob("_shared_*.h"))
+
+
 class build_ext_stamped(build_ext):
     """Writes beside each extension a stamp of the sources it was built from (the rule of
-    polyprof.lowlevel.compiled: ``name*.c`` and ``name*.h`` in its folder, hashed by name
-    and bytes), so that a checkout changed since its last build uses its Python paths and
+    polyprof.lowlevel.compiled: ``name*.c`` and ``name*.h`` in its folder and the shared
+    ``lowlevel/_shared_*.h``, hashed by name and bytes), so that a checkout changed since its last build uses its Python paths and
     says to rebuild rather than load a stale module."""
 
     def copy_extensions_to_source(self) -> None:  # --inplace, and pip install -e
@@ -54,7 +59,7 @@ class build_ext_stamped(build_ext):
             if not list(folder.glob(name + ".*.so")) + list(folder.glob(name + ".*.pyd")):
                 continue  # optional and not built
             h = hashlib.sha256()
-            for p in sorted(q for q in folder.glob(name + "*") if q.suffix in (".c", ".h")):
+            for p in sorted(q for q in folder.glob(name + "*") if q.suffix in (".c", ".h")) + SHARED:
                 h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
             (folder / (name + ".stamp")).write_text(h.hexdigest() + "\n")
 
@@ -62,7 +67,8 @@ setup(cmdclass={"build_ext": build_ext_stamped}, ext_modules=[
     Extension("polyprof.collect._fastsection", ["src/polyprof/collect/_fastsection.c"], optional=True),
     Extension("polyprof.formats.xspace._wire",
               [f"src/polyprof/formats/xspace/{f}" for f in ("_wire.c", "_wire_read.c", "_wire_write.c")],
-              depends=["src/polyprof/formats/xspace/_wire.h"], optional=True),
+              depends=["src/polyprof/formats/xspace/_wire.h", *map(str, SHARED)], include_dirs=[LOWLEVEL],
+              optional=True),
     Extension("polyprof.formats.kineto._args", ["src/polyprof/formats/kineto/_args.c"], optional=True),
     Extension("polyprof.formats.kineto._gather", ["src/polyprof/formats/kineto/_gather.c"], optional=True),
     Extension("polyprof.formats.kineto._tokens", ["src/polyprof/formats/kineto/_tokens.c"], optional=True),
@@ -72,9 +78,11 @@ setup(cmdclass={"build_ext": build_ext_stamped}, ext_modules=[
     Extension("polyprof.plugins.nvtx._nvtxinject", ["src/polyprof/plugins/nvtx/_nvtxinject.c"], optional=True),
     Extension("polyprof.formats.perfetto_read._walk",
               [f"src/polyprof/formats/perfetto_read/{f}" for f in ("_walk.c", "_walk_parse.c", "_walk_tables.c")],
-              depends=["src/polyprof/formats/perfetto_read/_walk.h"], optional=True),
+              depends=["src/polyprof/formats/perfetto_read/_walk.h", *map(str, SHARED)], include_dirs=[LOWLEVEL],
+              optional=True),
     Extension("polyprof.formats._perfetto_wire", ["src/polyprof/formats/_perfetto_wire.c"], optional=True),
-    Extension("polyprof.formats._kineto_memory", ["src/polyprof/formats/_kineto_memory.c"], optional=True),
+    Extension("polyprof.formats._kineto_memory", ["src/polyprof/formats/_kineto_memory.c"],
+              depends=list(map(str, SHARED)), include_dirs=[LOWLEVEL], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
     Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], optional=True),
     Extension("polyprof.lowlevel._unseen", ["src/polyprof/lowlevel/_unseen.c"], optional=True),

@@ -27,34 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-} vec_t;
-
-static int
-vec_grow(vec_t *v, size_t size)
-{
-    size_t cap = v->cap ? v->cap * 2 : 8192;
-    while (cap < v->n + size)
-        cap *= 2;
-    char *q = PyMem_Realloc(v->p, cap);
-    if (!q)
-        return -1;
-    v->p = q;
-    v->cap = cap;
-    return 0;
-}
-
-static inline int
-vec_push64(vec_t *v, int64_t x)
-{
-    if (v->n + 8 > v->cap && vec_grow(v, 8) < 0)
-        return -1;
-    memcpy(v->p + v->n, &x, 8);
-    v->n += 8;
-    return 0;
-}
+#include "_shared_vec.h" /* vec_t, vec_push */
 
 typedef const uint8_t *ptr;
 
@@ -381,10 +354,10 @@ keep(out_t *o, int64_t index, const int64_t row[NKEYS], int kind)
 {
     if (row[BYTES] == INT64_MIN || row[TOTAL] == INT64_MIN)
         return 0; /* not a memory event */
-    if (vec_push64(&o->cols[0], index) < 0)
+    if (vec_push(&o->cols[0], &index, 8) < 0)
         return -1;
     for (int i = 0; i < NKEYS; i++) {
-        if (vec_push64(&o->cols[1 + i], row[i]) < 0)
+        if (vec_push(&o->cols[1 + i], &row[i], 8) < 0)
             return -1;
         if (row[i] == INT64_MIN)
             o->absent |= 1 << i;

@@ -33,9 +33,11 @@ def pure_python() -> bool:
 
 def sources(folder: Path, name: str) -> list[Path]:
     """The C sources and headers an extension ``name`` is built from: ``name*.c`` and
-    ``name*.h`` in its package's folder (``_walk.c``, ``_walk_parse.c``, ``_walk.h``, ...).
-    setup.py uses the same rule when it writes the stamp."""
-    return sorted(p for p in folder.glob(name + "*") if p.suffix in (".c", ".h"))
+    ``name*.h`` in its package's folder (``_walk.c``, ``_walk_parse.c``, ``_walk.h``, ...),
+    then the headers every extension may include, ``lowlevel/_shared_*.h``. setup.py uses
+    the same rule when it writes the stamp."""
+    own = sorted(p for p in folder.glob(name + "*") if p.suffix in (".c", ".h"))
+    return own and own + sorted(Path(__file__).parent.glob("_shared_*.h"))
 
 
 def digest(paths: list[Path]) -> str:

@@ -9,31 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ growable buffers */
-typedef struct {
-    char *p;
-    size_t n, cap;
-} vec_t;
-
-static inline int
-vec_push(vec_t *v, const void *x, size_t size)
-{
-    if (v->n + size > v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 4096;
-        while (cap < v->n + size)
-            cap *= 2;
-        char *q = PyMem_Realloc(v->p, cap);
-        if (!q) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->p = q;
-        v->cap = cap;
-    }
-    memcpy(v->p + v->n, x, size);
-    v->n += size;
-    return 0;
-}
+#include "_shared_vec.h" /* vec_t, vec_push: growable buffers */
 
 #define PUSH(v, type, val)                                                      \
     do {                                                                        \
