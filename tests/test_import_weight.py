@@ -198,3 +198,49 @@ def test_summary_written_to_a_pipe_or_a_terminal_imports_no_rich():
             "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))")
     for extra in ({}, {"FORCE_COLOR": "1", "COLUMNS": "100"}):
         assert child(code, **extra).strip() == "[]", extra
+
+
+def _absent(trace: Path, modules: tuple[str, ...]) -> list[str]:
+    """Those of ``modules`` that a fresh interpreter's ``polyprof summary trace`` imported."""
+    code = ("import sys, io, contextlib\nfrom polyprof.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['summary', {str(trace)!r}]) == 0\n"
+            f"print(' '.join(m for m in {modules!r} if m in sys.modules))")
+    return child(code).split()
+
+
+def _stamps_older_than_sources() -> bool:
+    """Whether some C source in this tree was written since its extension's stamp (a
+    checkout changed since its build_ext): then the loader hashes it, with hashlib."""
+    from polyprof.lowlevel import compiled
+
+    for stamp in SRC.glob("polyprof/**/_*.stamp"):
+        made = stamp.stat().st_mtime_ns
+        if any(p.stat().st_mtime_ns >= made for p in compiled.sources(stamp.parent, stamp.stem)):
+            return True
+    return False
+
+
+#: what no summary needs: the recorder of a profiled program's sections (and its compiled
+#: ``_unseen``), ldconfig's subprocess (lowlevel/libc.py), OpenSSL for the extensions'
+#: stamps (lowlevel/compiled.py), gzip for a head zlib already gave
+NO_SUMMARY_NEEDS = ("polyprof.collect.recorder", "polyprof.lowlevel.unseen", "subprocess", "ctypes.util", "gzip",
+                    "hashlib")
+
+
+def test_summary_of_a_kineto_trace_imports_no_other_formats_reader_nor_what_no_summary_needs():
+    """`polyprof summary` of a Kineto trace (gzipped): the sniffs of rocprofv3's JSON and of
+    torch's memory timeline test the head's bytes before importing their readers (with
+    msgspec's typed records, the ROCm parts, orjson), and nothing in NO_SUMMARY_NEEDS."""
+    trace = Path(__file__).resolve().parent / "data" / "traces" / "kineto" / "triton_example.json.gz"
+    skip = ("hashlib",) if _stamps_older_than_sources() else ()
+    modules = tuple(m for m in NO_SUMMARY_NEEDS if m not in skip) + (
+        "polyprof.formats.rocprof_json", "polyprof.formats.rocm_trace", "polyprof.formats.parts",
+        "polyprof.formats.torch_memory_timeline")
+    assert _absent(trace, modules) == []
+
+
+def test_summary_of_an_xspace_imports_nothing_no_summary_needs():
+    trace = Path(__file__).resolve().parent / "data" / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb"
+    skip = ("hashlib",) if _stamps_older_than_sources() else ()
+    assert _absent(trace, tuple(m for m in NO_SUMMARY_NEEDS if m not in skip)) == []

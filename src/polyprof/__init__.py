@@ -12,11 +12,11 @@ import os as _os
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .collect.recorder import counter, mark, section, step
 from .errors import PolyprofError, TraceFormatError
 
 if TYPE_CHECKING:
     from .capture import Server
+    from .collect.recorder import counter, mark, section, step
     from .collect.schedule import schedule
     from .collect.session import Session, profile
     from .formats.detect import load
@@ -42,8 +42,12 @@ _LAZY = ("analyze", "ranks", "store", "report", "trace", "formats", "derive")
 
 #: names imported on first use, (module, attribute): ``import polyprof`` in a program that
 #: only marks sections imports neither NumPy (the session, the trace) nor the readers;
-#: the ranks' executors import multiprocessing and concurrent.futures
-_LAZY_NAMES = {"TraceSet": ("ranks.traceset", "TraceSet"), "load_ranks": ("ranks.traceset", "load_ranks"),
+#: the ranks' executors import multiprocessing and concurrent.futures; the recorder (and
+#: its compiled sections, ``lowlevel._unseen``) waits for a program's first section, mark
+#: or session, so the ``polyprof`` command, which records nothing, never loads it
+_LAZY_NAMES = {"section": ("collect.recorder", "section"), "mark": ("collect.recorder", "mark"),
+               "counter": ("collect.recorder", "counter"), "step": ("collect.recorder", "step"),
+               "TraceSet": ("ranks.traceset", "TraceSet"), "load_ranks": ("ranks.traceset", "load_ranks"),
                "Session": ("collect.session", "Session"), "profile": ("collect.session", "profile"),
                "schedule": ("collect.schedule", "schedule"), "load": ("formats.detect", "load"),
                "export": ("formats.registry", "write"), "Trace": ("trace.core", "Trace")}

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import logging
 import signal
 import threading
 from types import FrameType
 from typing import Callable, Iterator
+
+from ..lowlevel.libc import libc
 
 log = logging.getLogger("polyprof")
 
@@ -61,25 +62,13 @@ def deferred(signals: tuple[int, ...] = DEFERRED) -> Iterator[list[int]]:
 _SIGACTION_SIZE = 256  # larger than struct sigaction on every Linux ABI (152 on x86-64)
 
 
-@functools.lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL | None:
-    """libc through ctypes, found once: the symbols the process has loaded already
-    (libc's among them), else by name. ``ctypes.util.find_library`` runs ldconfig in a
-    subprocess (with the import of subprocess): only when neither works."""
-    for name in (None, "libc.so.6", "find"):
-        try:
-            if name == "find":
-                from ctypes.util import find_library
-
-                name = find_library("c")
-                if name is None:
-                    return None
-            libc = ctypes.CDLL(name, use_errno=True)
-            libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-            return libc
-        except (OSError, AttributeError):
-            continue
-    return None
+    """libc through ctypes, with ``sigaction`` typed (lowlevel/libc.py: found without
+    running ldconfig where the process's own symbols have it)."""
+    lib = libc("sigaction")
+    if lib is not None:
+        lib.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    return lib
 
 
 class SavedDispositions:

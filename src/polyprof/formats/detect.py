@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from pathlib import Path
 
@@ -24,6 +23,8 @@ def _head(path: Path, n: int = 4096) -> bytes:
         fast = _gunzip_head(raw, n)
         if fast is not None:
             return b"GZ" + fast
+        import gzip  # a head the first compressed bytes do not hold: rare
+
         try:
             with gzip.open(path, "rb") as g:
                 return b"GZ" + g.read(n)

@@ -98,6 +98,8 @@ def _is_rocpd(head: bytes, path: Path) -> bool:
 
 
 def _is_rocprof_json(head: bytes, path: Path) -> bool:
+    if b'"rocprofiler-sdk-tool"' not in head:  # its first key (Kineto's JSON is an object too)
+        return False
     from .rocprof_json import sniff
 
     return sniff(head, path)
@@ -160,6 +162,8 @@ def _tail(path: Path, n: int) -> bytes:
 
 
 def _is_memory_timeline(head: bytes, path: Path) -> bool:
+    if (head[2:] if head.startswith(b"GZ") else head).lstrip()[:1] != b"[":  # an array, unlike Kineto's
+        return False
     from .torch_memory_timeline import sniff
 
     return sniff(head, path)

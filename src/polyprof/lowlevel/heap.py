@@ -153,14 +153,10 @@ def trim() -> None:
     if _heapcache is not None:  # (imported: it may keep pages; never imported here to ask)
         _heapcache.release()
     if _LIBC is None:
-        import ctypes
-        import ctypes.util
+        from .libc import libc  # ctypes: only once a reader trims
 
-        try:
-            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _LIBC = lib.malloc_trim if hasattr(lib, "malloc_trim") else False
-        except OSError:
-            _LIBC = False
+        lib = libc("malloc_trim")
+        _LIBC = lib.malloc_trim if lib is not None else False
     if _LIBC:
         _LIBC(0)  # type: ignore[operator]
 
