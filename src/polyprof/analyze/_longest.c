@@ -27,6 +27,14 @@
  * v = src[e]; the edges are written to out (its length bounds the walk: a longer chain
  * raises ValueError) last first, and their number returned (longest_path.py's loop,
  * `_walk_python`).
+ *
+ *   csr(src, dst, i_ptr, ins, o_ptr, outs) -> None
+ *
+ * The edges grouped by node (longest_path.py's `_csr`, a stable sort by node and the
+ * offsets): n = len(i_ptr) - 1 nodes, m edges; src, dst (m) in [0, n). Written: ins (m)
+ * the edge indices ordered by dst, ties in edge order (`np.argsort(dst, kind="stable")`),
+ * i_ptr (n + 1) where each node's run starts in ins; outs and o_ptr likewise by src. One
+ * counting pass each instead of a comparison sort.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -248,9 +256,50 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(k);
 }
 
+
+/* ptr (n + 1) and idx (m): the edges in stable order of key (n counting slots in tmp) */
+static void group(const int64_t *key, Py_ssize_t m, Py_ssize_t n, int64_t *ptr, int64_t *idx, int64_t *tmp) {
+    for (Py_ssize_t v = 0; v <= n; v++) ptr[v] = 0;
+    for (Py_ssize_t e = 0; e < m; e++) ptr[key[e] + 1]++;
+    for (Py_ssize_t v = 0; v < n; v++) ptr[v + 1] += ptr[v];
+    for (Py_ssize_t v = 0; v < n; v++) tmp[v] = ptr[v];
+    for (Py_ssize_t e = 0; e < m; e++) idx[tmp[key[e]]++] = e;
+}
+
+static PyObject *csr(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    static const char *names[6] = {"src", "dst", "i_ptr", "ins", "o_ptr", "outs"};
+    if (!PyArg_UnpackTuple(args, "csr", 6, 6, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
+        return NULL;
+    Col c[6];
+    int got = 0, ok = 0;
+    int64_t *tmp = NULL;
+    for (; got < 6; got++)
+        if (get(o[got], &c[got], got >= 2, names[got]) < 0) goto done;
+    Py_ssize_t m = c[0].n, n = c[2].n - 1;
+    if (n < 0 || c[1].n != m || c[3].n != m || c[4].n != n + 1 || c[5].n != m) {
+        PyErr_SetString(PyExc_ValueError, "csr: lengths disagree (n + 1 pointers, m edges)");
+        goto done;
+    }
+    if (in_range(&c[0], n, 0, "src") < 0 || in_range(&c[1], n, 0, "dst") < 0) goto done;
+    tmp = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (tmp == NULL) { PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    group(c[1].p, m, n, c[2].p, c[3].p, tmp);
+    group(c[0].p, m, n, c[4].p, c[5].p, tmp);
+    Py_END_ALLOW_THREADS
+    ok = 1;
+done:
+    PyMem_Free(tmp);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&c[i].b);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"passes", passes, METH_VARARGS, "The forward and backward passes of the longest path (see the module's source)."},
     {"kahn", kahn, METH_VARARGS, "Kahn's walk in pos order (see the module's source)."},
+    {"csr", csr, METH_VARARGS, "The edges grouped by destination and by source (see the module's source)."},
     {"walk", walk, METH_VARARGS, "The best edges back from a node (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };

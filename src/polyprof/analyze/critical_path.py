@@ -119,11 +119,10 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
                     trace.n_events, limit)
         return empty_frame(COLUMNS, _TEXT)
     numbers, starts, ends = step_windows(trace)
-    parts: list[dict[str, np.ndarray]] = []
+    # per step with a graph: its number, its rows, which are on a device, their times
+    # on the path and slack, the path's length; the table's columns are gathered once
+    parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = []
     ev = trace.events
-    track_names = np.array([t.name for t in trace.tracks], dtype=object)
-    names = np.asarray(trace.strings, dtype=object)
-    rank = rank_of(trace)
     ctx = Context(trace)  # the whole trace's part, once for every step
     for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
         w = window_rows(ctx, t0, t1)
@@ -138,24 +137,32 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
             p = longest_path(g)
             on, slack = event_times(g, p)
             rows, device, length = g.rows, g.device, p.length
-        parts.append({
-            "rank": np.full(len(rows), rank, np.int64),
-            "step": np.full(len(rows), number, np.int64),
-            "name": np.asarray(ev["name"][rows], np.int64),  # codes: texts once, after the sort
-            "kind": _kind_codes(trace, rows, device),
-            "track": np.asarray(ev["track"][rows], np.int64),
-            "start_ns": np.asarray(ev["start_ns"][rows], np.int64),
-            "dur_ns": np.asarray(ev["dur_ns"][rows], np.int64),
-            "on_path_ns": on,
-            "slack_ns": slack,
-            "path_ns": np.full(len(rows), length, np.int64),
-        })
+        parts.append((number, rows, device, on, slack, length))
     if not parts:
         return empty_frame(COLUMNS, _TEXT)
-    cols = parts[0] if len(parts) == 1 else {c: np.concatenate([x[c] for x in parts]) for c in COLUMNS}
-    order = lexsort((cols["start_ns"], cols["step"]))  # np.lexsort's order, as one int64 sort
-    text = {"name": names, "kind": _KIND_TEXT, "track": track_names}
-    return frame({c: text[c][v[order]] if c in text else v[order] for c, v in cols.items()})
+    sizes = [len(x[1]) for x in parts]
+    all_rows = np.concatenate([x[1] for x in parts])
+    all_device = np.concatenate([x[2] for x in parts])
+    all_on = np.concatenate([x[3] for x in parts])
+    all_slack = np.concatenate([x[4] for x in parts])
+    step = np.repeat(np.array([x[0] for x in parts], np.int64), sizes)
+    path = np.repeat(np.array([x[5] for x in parts], np.int64), sizes)
+    start = np.asarray(ev["start_ns"], np.int64)
+    order = lexsort((start[all_rows], step))  # np.lexsort's order, as one int64 sort
+    rows, device = all_rows[order], all_device[order]
+    track_names = np.array([t.name for t in trace.tracks], dtype=object)
+    return frame({
+        "rank": np.full(len(rows), rank_of(trace), np.int64),
+        "step": step[order],
+        "name": trace.names(rows),
+        "kind": _KIND_TEXT[_kind_codes(trace, rows, device)],
+        "track": track_names[ev["track"][rows]],
+        "start_ns": start[rows],
+        "dur_ns": np.asarray(ev["dur_ns"][rows], np.int64),
+        "on_path_ns": all_on[order],
+        "slack_ns": all_slack[order],
+        "path_ns": path[order],
+    })
 
 
 def _host_only(trace: Trace, ctx: Context, host: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:

@@ -171,12 +171,20 @@ class _Edges:
         if not self.parts:
             z = np.zeros(0, np.int64)
             return z, z, z, np.zeros(0, np.int8), z
-        cols = [np.concatenate([p[i] for p in self.parts]) for i in range(6)]
+        # a first part in order and before every later one (a graph's thread edges) stays
+        # where it is: only the rest is sorted (the same stable order)
+        head = self.parts[0][5]
+        keep = int(len(self.parts) > 1 and bool((head[1:] >= head[:-1]).all())
+                   and head[-1] <= min(float(p[5].min()) for p in self.parts[1:]))
+        rest = self.parts[keep:]
+        cols = [np.concatenate([p[i] for p in rest]) for i in range(6)]
         seq = cols[5]
-        if not len(seq) or bool((seq[1:] >= seq[:-1]).all()):  # inserted in order already
-            return cols[0], cols[1], cols[2], cols[3], cols[4]
-        o = np.argsort(seq, kind="stable")
-        return cols[0][o], cols[1][o], cols[2][o], cols[3][o], cols[4][o]
+        if len(seq) and not bool((seq[1:] >= seq[:-1]).all()):  # not inserted in order
+            o = np.argsort(seq, kind="stable")
+            cols = [c[o] for c in cols[:5]]
+        if keep:
+            cols = [np.concatenate([self.parts[0][i], cols[i]]) for i in range(5)]
+        return cols[0], cols[1], cols[2], cols[3], cols[4]
 
 
 class Context:

@@ -36,10 +36,12 @@ class LongestPath(NamedTuple):  # not a dataclass: cheaper to create at import (
     bwd: np.ndarray  # per node, the longest path that starts there (ns)
 
 
-def topological_order(g: DepGraph, outs: np.ndarray | None = None) -> np.ndarray:
+def topological_order(g: DepGraph, outs: np.ndarray | None = None,
+                      grouped: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Nodes in an order every edge runs forward in: by time (ends before starts at one
     instant, device ends first, deeper ends first...), else by Kahn's walk. ``outs``: the
-    edges in stable order of their source, where the caller has them already."""
+    edges in stable order of their source, where the caller has them already;
+    ``grouped``: (``o_ptr``, ``outs``, in-degrees) likewise (:func:`_csr`)."""
     n = g.n_nodes
     is_end = np.arange(n) & 1
     dev = np.repeat(g.device, 2)
@@ -50,18 +52,24 @@ def topological_order(g: DepGraph, outs: np.ndarray | None = None) -> np.ndarray
     pos[order] = np.arange(n)
     if not len(g.src) or bool((pos[g.src] < pos[g.dst]).all()):
         return order
-    return _kahn(g, pos, outs=outs)
+    return _kahn(g, pos, outs=outs, grouped=grouped)
 
 
-def _kahn(g: DepGraph, pos: np.ndarray, compiled: bool = True, outs: np.ndarray | None = None) -> np.ndarray:
+def _kahn(g: DepGraph, pos: np.ndarray, compiled: bool = True, outs: np.ndarray | None = None,
+          grouped: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Kahn's walk, taking ready nodes in ``pos`` order (used only where time order and the
     edges disagree: clock skew or ties the time order misplaces); in C where ``_longest``
-    is built and ``compiled``, else in Python (the same order)."""
+    is built and ``compiled``, else in Python (the same order). ``grouped``: the edges by
+    source and the in-degrees, where the caller has them (:func:`_csr`)."""
     n = g.n_nodes
-    o = np.argsort(g.src, kind="stable") if outs is None else outs
-    ptr = _offsets(g.src, n)
+    if grouped is not None:
+        ptr, o, indeg = grouped
+        indeg = indeg.copy()  # (consumed by the walk)
+    else:
+        o = np.argsort(g.src, kind="stable") if outs is None else outs
+        ptr = _offsets(g.src, n)
+        indeg = np.bincount(g.dst, minlength=n).astype(np.int64)
     out_dst = np.ascontiguousarray(g.dst[o], np.int64)
-    indeg = np.bincount(g.dst, minlength=n).astype(np.int64)
     if _longest is not None and compiled:
         order = np.empty(n, np.int64)
         order = order[:_longest.kahn(np.ascontiguousarray(pos, np.int64), ptr, out_dst, indeg, order)]
@@ -99,13 +107,9 @@ def longest_path(g: DepGraph, compiled: bool = True) -> LongestPath:
         return LongestPath(z, z, 0, z, np.zeros(n, np.int64), np.zeros(n, np.int64))
     src, dst, w = (np.ascontiguousarray(a, np.int64) for a in (g.src, g.dst, g.weight))
     # incoming edges per node in insertion order, outgoing likewise
-    outs = np.argsort(src, kind="stable")
-    order = topological_order(g, outs)
-    ins = np.argsort(dst, kind="stable")
-    i_ptr = _offsets(dst, n)
-    o_ptr = _offsets(src, n)
+    i_ptr, ins, o_ptr, outs = _csr(src, dst, n, compiled)
+    order = np.ascontiguousarray(topological_order(g, grouped=(o_ptr, outs, np.diff(i_ptr))), np.int64)
     f, best, b = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64)
-    order, i_ptr, ins, o_ptr, outs = (np.ascontiguousarray(a, np.int64) for a in (order, i_ptr, ins, o_ptr, outs))
     passes = _longest.passes if compiled and _longest is not None else _passes_python
     passes(order, i_ptr, ins, o_ptr, outs, src, dst, w, f, best, b)
     has_edge = np.zeros(n, bool)
@@ -174,6 +178,24 @@ def _offsets(node: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(node, minlength=n), out=out[1:])
     return out
+
+
+def _csr(src: np.ndarray, dst: np.ndarray, n: int, compiled: bool = True
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(``i_ptr``, ``ins``, ``o_ptr``, ``outs``): the edges in stable order of their
+    destination and where each node's run starts (n + 1 offsets), and the same by source.
+    One counting pass each in C (``_longest.csr``) where built and ``compiled``, else two
+    stable sorts (the same arrays, tests/test_longest_path_passes.py). ``src`` and ``dst``:
+    int64, C-contiguous."""
+    group = getattr(_longest, "csr", None) if compiled else None  # (an extension built before csr: NumPy)
+    if group is not None:
+        i_ptr, o_ptr = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
+        ins, outs = np.empty(len(src), np.int64), np.empty(len(src), np.int64)
+        group(src, dst, i_ptr, ins, o_ptr, outs)
+        return i_ptr, ins, o_ptr, outs
+    ins = np.argsort(dst, kind="stable").astype(np.int64, copy=False)
+    outs = np.argsort(src, kind="stable").astype(np.int64, copy=False)
+    return _offsets(dst, n), ins, _offsets(src, n), outs
 
 
 def _walk_python(best: np.ndarray, src: np.ndarray, end: int) -> np.ndarray:
