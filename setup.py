@@ -15,6 +15,7 @@
 - ``polyprof.formats._kineto_memory``: Kineto's ``[memory]`` args read from the text as integer columns;
 - ``polyprof.formats._sqlite_pages``: integer columns of SQLite tables read from the file's pages;
 - ``polyprof.analyze._longest``: the two passes of the critical path's longest path;
+- ``polyprof.analyze._nest``: the nesting depth and parent of spans on their threads, one loop;
 - ``polyprof.lowlevel._unseen``: polyprof's threads and hooks kept out of the program's profilers;
 - ``polyprof.lowlevel._heapcache``: a big load's large NumPy arrays made from freed pages (NumPy's
   C API looked up at import, as NumPy's ``import_array`` does: no NumPy needed to build it).
@@ -27,6 +28,7 @@ the pure-Python versions instead (``polyprof.collect.recorder.IMPLEMENTATION`` a
 ``polyprof.formats.perfetto_wire.IMPLEMENTATION``, ``polyprof.formats.kineto_memory.IMPLEMENTATION``,
 ``polyprof.plugins.opencl.profinfo.implementation()``, ``polyprof.plugins.cupti.buffers.IMPLEMENTATION``,
 ``polyprof.plugins.nvtx.recorder.library()``, ``polyprof.formats.sqlite_db.IMPLEMENTATION``, ``polyprof.analyze.longest_path.IMPLEMENTATION``,
+``polyprof.analyze.nesting.IMPLEMENTATION``,
 ``polyprof.lowlevel.unseen.IMPLEMENTATION``, ``polyprof.lowlevel.heap.IMPLEMENTATION`` say which is in use).
 An in-place build (``build_ext --inplace``, ``pip install -e``) writes beside each module a
 stamp of its sources; ``polyprof.lowlevel.compiled`` does not use a module whose sources
@@ -85,6 +87,7 @@ setup(cmdclass={"build_ext": build_ext_stamped}, ext_modules=[
               depends=list(map(str, SHARED)), include_dirs=[LOWLEVEL], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
     Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], optional=True),
+    Extension("polyprof.analyze._nest", ["src/polyprof/analyze/_nest.c"], optional=True),
     Extension("polyprof.lowlevel._unseen", ["src/polyprof/lowlevel/_unseen.c"], optional=True),
     Extension("polyprof.lowlevel._heapcache", ["src/polyprof/lowlevel/_heapcache.c"], optional=True),
 ])

@@ -62,3 +62,32 @@ def test_parents_are_the_nearest_span_one_level_up(seed: int):
         if d and up:
             want[i] = up[-1]
     assert parent.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_parents_in_c_equal_the_numpy_passes(seed: int):
+    """``_nest.depths`` (one loop with a heap of open ends) against ``nesting_depth`` and
+    the pass per level: the same order, depths and parents, for spans that nest, overlap
+    without nesting, tie, are empty, or lie far apart (keys as ranks in NumPy)."""
+    from polyprof.analyze import nesting
+
+    if nesting._nest is None:
+        pytest.skip("polyprof.analyze._nest is not built")
+    rng = np.random.default_rng(500 + seed)
+    track, start, end = _spans(rng, int(rng.integers(0, 400)), int(rng.integers(1, 6)), far=seed % 5 == 0)
+    c, py = nesting.parents(track, start, end, compiled=True), nesting.parents(track, start, end, compiled=False)
+    for name, x, y in zip(("order", "depth", "parent"), c, py):
+        assert x.dtype == y.dtype and x.tolist() == y.tolist(), name
+    assert c[1].tolist() == _counted(track, start, end, c[0]).tolist()
+
+
+def test_depths_in_c_refuse_bad_buffers():
+    from polyprof.analyze import nesting
+
+    if nesting._nest is None:
+        pytest.skip("polyprof.analyze._nest is not built")
+    a = np.zeros(3, np.int64)
+    with pytest.raises(ValueError, match="lengths"):
+        nesting._nest.depths(a, a, a, np.zeros(2, np.int64), np.zeros(3, np.int64))
+    with pytest.raises(TypeError, match="int64"):
+        nesting._nest.depths(a.astype(np.int32), a, a, a.copy(), a.copy())

@@ -42,13 +42,13 @@ import numpy as np
 
 from ..derive import cache
 from ..derive.correlate import Correlation
-from ..derive.intervals import nesting_depth
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, member, unique
 from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QUEUED_LAUNCHES, STREAM_SYNC,
                                 STREAM_WAIT_CALLS, STREAM_WAIT_EVENT, WAITING_CALLS)
 from .common import COMMUNICATION, activity_class
+from .nesting import parents
 
 #: edge types (HTA's CPEdgeType, in its order)
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
@@ -318,14 +318,10 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     if not len(host):
         return
     thread = cache.threads(trace)[track[host]]
-    order, _, depth_sorted = nesting_depth(thread, start[host], end[host])
+    order, depth_sorted, par_sorted = parents(thread, start[host], end[host])  # (every host call has a duration)
     depth = np.zeros(len(host), np.int64)
     depth[order] = depth_sorted
     parent = np.full(len(host), -1, np.int64)
-    par_sorted = np.full(len(order), -1, np.int64)
-    for d in range(1, int(depth_sorted.max(initial=0)) + 1):
-        here, up = np.flatnonzero(depth_sorted == d), np.flatnonzero(depth_sorted == d - 1)
-        par_sorted[here] = up[np.searchsorted(up, here) - 1]
     has = par_sorted >= 0
     parent[order[has]] = order[par_sorted[has]]
 
@@ -371,7 +367,8 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     # the activity each event record marks: the last launch onto the recorded stream before it
     sync_src = np.full(len(sy), -1, np.int64)  # the device activity row a sync waits for
     ev_kind = names[sy]
-    is_event = member(ev_kind, np.array([trace.string_id(EVENT_SYNC), trace.string_id(STREAM_WAIT_EVENT)], np.int64))
+    is_event = (member(ev_kind, np.array([trace.string_id(EVENT_SYNC), trace.string_id(STREAM_WAIT_EVENT)], np.int64))
+                if len(sy) else np.zeros(0, bool))  # (np.isin's set-up on no records: most windows)
     waits = np.zeros(0, np.int64)
     if is_event.any():  # (the stats are decoded only for traces that have such records)
         wait_corr = ctx.stat("wait_on_cuda_event_record_corr_id")
@@ -439,7 +436,7 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     ctx = (ev_kind == trace.string_id(CONTEXT_SYNC)) & host_ok
     one = (ev_kind == trace.string_id(STREAM_SYNC)) & host_ok
     d_tracks = track[dev]
-    for tr in unique(d_tracks):
+    for tr in unique(d_tracks) if len(sy) else ():
         mine = np.flatnonzero(d_tracks == tr)
         mine = mine[np.argsort(k_pos[mine], kind="stable")]
         q = np.flatnonzero(ctx | (one & (track[sy] == tr)))

@@ -9,12 +9,28 @@ import numpy as np
 
 from ..derive import cache
 from ..derive.intervals import nesting_depth
+from ..lowlevel.compiled import optional
 from ..trace.core import Trace
+from ..trace.sorting import lexsort
+
+_nest = optional(__package__, "_nest")  # NumPy's passes otherwise (lowlevel/compiled.py)
+#: "c" (``_nest.c``) or "python": which pass finds the depths and parents
+IMPLEMENTATION = "c" if _nest is not None else "python"
 
 
-def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray,
+            compiled: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``nesting_depth``'s (order, depth) of the spans and each one's parent (a position
-    in ``order``, -1 for none): the nearest span before it one level up."""
+    in ``order``, -1 for none): the nearest span before it one level up. After the sort,
+    one loop in C (``_nest.depths``) where built and ``compiled``; else the ends sorted,
+    searched and a pass per level in NumPy (the same arrays, tests/test_nesting_depth.py)."""
+    if _nest is not None and compiled:
+        track, start, end = (np.asarray(a, np.int64) for a in (track, start, end))
+        nonempty = np.flatnonzero(end > start)  # an empty span contains nothing
+        order = nonempty[lexsort((-(end - start)[nonempty], start[nonempty], track[nonempty]))]
+        depth, parent = np.empty(len(order), np.int64), np.empty(len(order), np.int64)
+        _nest.depths(track[order], start[order], end[order], depth, parent)
+        return order, depth, parent
     order, _, depth = nesting_depth(track, start, end)
     parent = np.full(len(order), -1, np.int64)
     top = int(depth.max(initial=0))
