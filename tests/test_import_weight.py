@@ -140,12 +140,15 @@ def test_summary_of_an_xspace_without_graphs_ranges_or_collectives_skips_their_m
 
 def test_summary_modules_compile_no_rarely_used_pattern_at_import():
     """A regular expression compiled at import costs 50-150 us: the window's step range
-    (only with --steps), devops' TensorFlow/JAX name patterns (not on a GPU trace) and
-    HTA's kernel kinds are kept as text and compiled on first use (re's cache)."""
+    (only with --steps), devops' TensorFlow/JAX name patterns (not on a GPU trace),
+    HTA's kernel kinds, a wrapped cell's trailing space and XLA's kernel names (only in a
+    command buffer without its HLO) are kept as text and compiled on first use (re's cache)."""
     from polyprof.analyze import devops, hta_compat, hta_tables, window
+    from polyprof.formats.xspace import gpu
+    from polyprof.report import textout
 
     for pattern in (window._RANGE, devops._TF_NAME, devops._TF_TYPE, devops._JAX_TYPE, hta_compat._NOT_COMPUTE,
-                    hta_tables._COMM, hta_tables._MEMORY):
+                    hta_tables._COMM, hta_tables._MEMORY, textout._TRAILING_SPACE, gpu._XLA_KERNEL):
         assert isinstance(pattern, str), pattern
 
 
@@ -223,9 +226,11 @@ def _stamps_older_than_sources() -> bool:
 
 #: what no summary needs: the recorder of a profiled program's sections (and its compiled
 #: ``_unseen``), ldconfig's subprocess (lowlevel/libc.py), OpenSSL for the extensions'
-#: stamps (lowlevel/compiled.py), gzip for a head zlib already gave
+#: stamps (lowlevel/compiled.py), gzip for a head zlib already gave, the builder of
+#: derived lines (a summary derives none), the JSON records of ``--json``, numpy.typing
+#: (annotations only)
 NO_SUMMARY_NEEDS = ("polyprof.collect.recorder", "polyprof.lowlevel.unseen", "subprocess", "ctypes.util", "gzip",
-                    "hashlib")
+                    "hashlib", "polyprof.derive.lines", "polyprof.report.json_records", "numpy.typing")
 
 
 def test_summary_of_a_kineto_trace_imports_no_other_formats_reader_nor_what_no_summary_needs():
@@ -241,6 +246,10 @@ def test_summary_of_a_kineto_trace_imports_no_other_formats_reader_nor_what_no_s
 
 
 def test_summary_of_an_xspace_imports_nothing_no_summary_needs():
+    """Nor, for an XSpace without command buffers or polyprof's memory line, the HLO
+    decoder (formats/xspace/hlo.py) or the writer's memory events for XProf."""
     trace = Path(__file__).resolve().parent / "data" / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb"
     skip = ("hashlib",) if _stamps_older_than_sources() else ()
-    assert _absent(trace, tuple(m for m in NO_SUMMARY_NEEDS if m not in skip)) == []
+    modules = tuple(m for m in NO_SUMMARY_NEEDS if m not in skip) + ("polyprof.formats.xspace.hlo",
+                                                                     "polyprof.formats.xprof_memory")
+    assert _absent(trace, modules) == []

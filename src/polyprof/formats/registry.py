@@ -11,18 +11,17 @@ suffixes picks it when no format is named. A new format is one module with
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..errors import PolyprofError
-from ..outfile import write_file
 
 Sniff = Callable[[bytes, Path], bool]
 
 
-@dataclass(frozen=True)
-class Format:
+class Format(NamedTuple):  # not a frozen dataclass: made at every start (docs/benchmarks.md, issue 35)
+    """One format: its name, how it is recognised and read, and how it is written."""
+
     #: what ``-f`` takes and what :func:`polyprof.formats.detect.detect` answers
     name: str
     #: one line for ``--help`` and the docs
@@ -53,6 +52,8 @@ class Format:
         if self.directory:
             out = writer(trace, path, force=force)
             return Path(out) if out is not None else Path(path)
+        from ..outfile import write_file  # only a writer's command writes
+
         write_file(path, lambda tmp: writer(trace, tmp), force)
         return Path(path)
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..trace.core import Trace
 from ..trace.memory import memory_events
+from .xspace.names import MEMORY_LINE as LINE
 
-LINE = "polyprof memory (XProf)"
 ALLOC, FREE = "MemoryAllocation", "MemoryDeallocation"
 
 

@@ -36,8 +36,14 @@ def sources(folder: Path, name: str) -> list[Path]:
     ``name*.h`` in its package's folder (``_walk.c``, ``_walk_parse.c``, ``_walk.h``, ...),
     then the headers every extension may include, ``lowlevel/_shared_*.h``. setup.py uses
     the same rule when it writes the stamp."""
-    own = sorted(p for p in folder.glob(name + "*") if p.suffix in (".c", ".h"))
-    return own and own + sorted(Path(__file__).parent.glob("_shared_*.h"))
+    own = _named(folder, name, (".c", ".h"))
+    return own and own + _named(Path(__file__).parent, "_shared_", (".h",))
+
+
+def _named(folder: Path, prefix: str, suffixes: tuple[str, ...]) -> list[Path]:
+    """The files of ``folder`` named ``prefix*`` ending in one of ``suffixes``, sorted (a
+    glob's matches, from one listing: every optional extension's import asks)."""
+    return sorted(folder / n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(suffixes))
 
 
 def digest(paths: list[Path]) -> str:

@@ -17,7 +17,6 @@ from ..analyze.window import AUTO, WindowArg, label, view
 from ..derive import cache
 from ..trace.core import Trace
 from ..trace import metadata_keys as mkeys
-from . import json_records
 
 if TYPE_CHECKING:
     import orjson
@@ -70,6 +69,8 @@ def _records_json(t: Table | pd.DataFrame) -> orjson.Fragment | list[object]:
     """The rows of a table as JSON records (docs/analysis.md, "Numbers in --json"),
     written column-wise (``report/json_records.py``) and embedded as is."""
     import orjson
+
+    from . import json_records  # --json only: the terminal summary writes no records
 
     if not isinstance(t, Table):  # a pandas DataFrame a caller put in a report
         t = Table.from_pandas(t)

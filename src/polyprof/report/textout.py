@@ -23,6 +23,7 @@ import builtins
 import os
 import re
 import sys
+from itertools import chain
 from typing import IO, TYPE_CHECKING, Iterator, Mapping, NamedTuple, Sequence, Union, cast
 
 if TYPE_CHECKING:
@@ -42,13 +43,13 @@ _COLORS = frozenset(("red", "green", "yellow", "cyan"))
 EXTRA_ONE_CELL = "…—→≤≥ᵀ"
 #: characters rich gives one cell each and measures without its Unicode tables
 #: (``rich.cells._SINGLE_CELL_UNICODE_RANGES``), and :data:`EXTRA_ONE_CELL`
-_SINGLE = frozenset(chr(c) for a, b in ((0x20, 0x7E), (0xA0, 0xAC), (0xAE, 0x2FF), (0x370, 0x482),
-                                        (0x2500, 0x25FC), (0x2800, 0x28FF)) for c in range(a, b + 1))
+_SINGLE = frozenset(map(chr, chain.from_iterable(range(a, b + 1) for a, b in (
+    (0x20, 0x7E), (0xA0, 0xAC), (0xAE, 0x2FF), (0x370, 0x482), (0x2500, 0x25FC), (0x2800, 0x28FF)))))
 _ONE_CELL = _SINGLE | frozenset(EXTRA_ONE_CELL)
 #: control codes rich's Text drops (``rich.control.STRIP_CONTROL_CODES``)
 _STRIP = {7: None, 8: None, 11: None, 12: None, 13: None}
 _WORD = re.compile(r"\s*\S+\s*")
-_TRAILING_SPACE = re.compile(r"\s+$")
+_TRAILING_SPACE = r"\s+$"  # compiled on first use (re's cache): only a wrapped cell with trailing spaces
 #: narrower than this, rich's panel lays its title out differently; rich prints it
 MIN_WIDTH = 20
 
@@ -243,7 +244,7 @@ def wrap(pieces: Sequence[Piece], width: int) -> list[list[Piece]]:
         cuts = [start, *(start + b for b in _breaks(line, width)), end]
         for a, b in zip(cuts, cuts[1:]):
             if b - a > width:  # whitespace past the width goes (Text.rstrip_end)
-                m = _TRAILING_SPACE.search(text, a, b)
+                m = re.compile(_TRAILING_SPACE).search(text, a, b)
                 b -= min(len(m.group(0)), b - a - width) if m else 0
             out.append(_cut(pieces, a, min(b, a + width)))  # then cropped (Text.truncate)
         start = end + 1

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
-from numpy.typing import ArrayLike
-
 import numpy as np
 
 from ..errors import TraceSchemaError
@@ -22,6 +20,8 @@ from .model import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Plane, Source, 
 from .stats import RowMap, StatTable, TextCodes, _Part, as_values, merge_stat_parts
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike  # annotations only: numpy.typing is not imported by NumPy itself
+
     from .core import Trace
 
 

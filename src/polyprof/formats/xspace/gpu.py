@@ -23,13 +23,12 @@ from ...trace import metadata_keys as mkeys
 from ...trace.stats import StatColumn
 from ...trace.sorting import member, unique
 from .decode import EventColumns, spans
-from .hlo import instructions as hlo_instructions, modules as hlo_modules
 from .metadata import PlaneMetadata
 
 _STREAM_LINE = re.compile(r"^Stream #(\d+)(?:\((.*)\))?$")
 #: an HLO instruction name XLA gives a kernel it emits itself: a fusion (``loop_reduce_fusion``,
 #: ``gemm_fusion_dot_2``, ``input_concatenate_fusion.1``) or a wrapped single op (``wrapped_copy``)
-_XLA_KERNEL = re.compile(r"^(?:[A-Za-z_][\w.-]*fusion[\w.-]*|wrapped_[\w.-]+|triton_[\w.-]+)$")
+_XLA_KERNEL = r"^(?:[A-Za-z_][\w.-]*fusion[\w.-]*|wrapped_[\w.-]+|triton_[\w.-]+)$"  # compiled on first use (re's cache)
 #: the ``hlo_op`` of a kernel XLA runs inside a command buffer (a CUDA graph): the thunk's name
 _COMMAND_BUFFER = "command_buffer"
 
@@ -177,6 +176,8 @@ def command_buffer_ops(trace: Trace) -> None:
     rows = hlo.rows[at]
     mods = _row_values(trace, keys.HLO_MODULE, rows, "")
     pids = _row_values(trace, "program_id", rows, -1)
+    from .hlo import instructions as hlo_instructions, modules as hlo_modules  # only a file with command buffers
+
     protos: dict[tuple[str, int], bytes] = {}
     for p in trace.planes:
         protos.update(hlo_modules(p.properties.get("xspace_event_metadata") or []))
@@ -215,7 +216,7 @@ def command_buffer_ops(trace: Trace) -> None:
         if ins is not None:
             hlo_of[c], op_of[c] = ins[0], ins[1] or mod
         else:
-            keep[c] = not (tab is None and _XLA_KERNEL.match(kname))
+            keep[c] = not (tab is None and re.match(_XLA_KERNEL, kname))
             hlo_of[c], op_of[c] = kname, mod
     inv = inv.reshape(-1)
     new_hlo = np.where(keep[inv], hlo.values[at].astype(object), hlo_of[inv])

@@ -60,6 +60,7 @@ PLANE_STAT_METADATA = "polyprof.metadata"  # the trace's metadata, JSON
 PLANE_STAT_GENERATED = "polyprof.generated"  # a plane only the writer needed (Task Environment)
 PLANE_STAT_ADDED = "polyprof.added"  # stats the writer added to this plane's events only (the key is the trace's elsewhere)
 COUNTER_LINE = "polyprof counters"
+MEMORY_LINE = "polyprof memory (XProf)"  # the writer's copy of the memory events for XProf (formats/xprof_memory.py)
 TASK_ENV = "Task Environment"
 #: Plane properties that are not plane stats (the unused event metadata kept for writing back).
 RESERVED_PROPS = ("xspace_event_metadata",)

@@ -21,7 +21,6 @@ import numpy as np
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
-from .. import xprof_memory
 from ..safety import check_events, clean_metadata, guarded, reading
 from . import decode, gpu, names as N, xla
 from .events import EventReader
@@ -138,7 +137,7 @@ class _SpaceReader:
         if lname == N.COUNTER_LINE and polyprof:
             self.ev.counters(pid, e0, e1, int(timestamp_ns) + origin, meta, stat_names)
             return None
-        if lname == xprof_memory.LINE and polyprof:
+        if lname == N.MEMORY_LINE and polyprof:
             return None  # a copy of the memory events for XProf's memory_profile
         tl = track_layout.get(str(line_id), {})
         if not isinstance(tl, dict) or not isinstance(tl.get("props", {}), dict):
