@@ -262,36 +262,36 @@ def test_ids_of_a_compiled_batch_come_from_the_tokenizer(tmp_path: Path, monkeyp
     assert calls == {"id_columns": 2, "fast_ids": 0, "_big_numbers": 0}  # both batches, the array's tail too
 
 
-@pytest.mark.parametrize("raw_batches", [0, 2])
-def test_args_kept_deflated_decode_as_plain_text(monkeypatch: pytest.MonkeyPatch, raw_batches: int):
-    """packed.py: the batches kept deflated (but the first ``raw_batches``, within
-    ``RAW_BYTES``) read back as the list of texts they were (items, slices, first rows),
-    and every stat, a lookup and some rows decode the same."""
+@pytest.mark.parametrize("pieces", [True, False])
+def test_args_kept_deflated_decode_as_plain_text(monkeypatch: pytest.MonkeyPatch, pieces: bool):
+    """packed.py: the batches kept deflated (deflated from the tokenizer's pieces as they
+    are, or from their text joined first) read back as the list of texts they were
+    (items, slices, first rows), and every stat, a lookup and some rows decode the same."""
     from polyprof.formats.kineto import collector, packed
 
     path = DATA / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
     with monkeypatch.context() as m:
-        m.setattr(collector, "RAW_BYTES", 0)
-        sizes = [len(t) for _, t in kineto.load(path).stats._deferred[0].decode.__self__.batches]
-        m.setattr(collector, "RAW_BYTES", sum(sizes[:raw_batches]) + sizes[raw_batches] // 2)
+        if not pieces:
+            m.setattr(packed.PackedBatches, "append_parts", lambda self, base, parts, names=None: self.append(
+                (base, b"[" + b",".join(parts) + b"]"), names))
         packed_trace = kineto.load(path)
-    class Plain(list):  # the batches as plain texts (the arg names the tokenizer found left out)
-        def __init__(self, raw_bytes: int = 0) -> None:
-            super().__init__()
 
+    class Plain(list):  # the batches as plain texts (the arg names the tokenizer found left out)
         def append(self, batch: object, names: object = None) -> None:
             super().append(batch)
+
+        def append_parts(self, base: int, parts: list, names: object = None) -> None:
+            super().append((base, b"[" + b",".join(parts) + b"]"))
 
     with monkeypatch.context() as m:
         m.setattr(collector, "PackedBatches", Plain)
         plain_trace = kineto.load(path)
     batches = plain_trace.stats._deferred[0].decode.__self__.batches
     held = packed_trace.stats._deferred[0].decode.__self__.batches
-    assert isinstance(held, packed.PackedBatches) == packed.DEFLATED and type(batches) is Plain
+    assert isinstance(held, packed.PackedBatches) and type(batches) is Plain and len(batches) > 2
     assert list(held) == batches and held[1:3] == batches[1:3] and packed.bases(held) == packed.bases(batches)
     if packed.DEFLATED:
-        assert held._raw == [i < raw_batches for i in range(len(sizes))]  # the first ones, within the bytes
-        assert held.nbytes() - sum(sizes[:raw_batches]) < sum(sizes[raw_batches:]) / 4
+        assert held.nbytes() < sum(len(t) for _, t in batches) / 4
     rows = np.arange(0, plain_trace.n_events, 97)
     a, b = (t.stats.lookup_rows(["stream", "grid"], rows) for t in (packed_trace, plain_trace))
     assert a.keys() == b.keys() == {"stream", "grid"}

@@ -39,6 +39,7 @@ from ...lowlevel.heap import collector_paused, reusing_freed_pages
 from ...trace.core import Trace
 from ..safety import check_events, clean_metadata, guarded
 from . import slicing, tokenized
+from .args import BY_ROW
 from .collector import _Collector
 from .progress import _Progress
 from .slicing import _event_slices
@@ -70,6 +71,8 @@ def load(path: str | Path, progress: bool = False) -> Trace:
             top: dict[str, Any] = {}
             col = _Collector(path)
             col.tok = tokenized.tokenizer()
+            if col.tok is not None:  # the args analyses look up by row, taken as the events are read (taken.py)
+                col.tok.take(BY_ROW)
             scan = col.tok.scan if col.tok is not None else None
             seen = 0
             for events in _event_slices(path, _Source(path, bar, slicing.CHUNK_BYTES).blocks(), top, scan):

@@ -13,7 +13,12 @@
  *     the slice and their text as one JSON array, for the Python parser (collector.py);
  *   - the names of the events' args (each distinct name once, as its UTF-8 bytes), or
  *     None where some event's args are not an object or hold an escaped name: what a
- *     lookup of a deferred arg asks first, whether any event has it (deferred.py).
+ *     lookup of a deferred arg asks first, whether any event has it (deferred.py);
+ *   - the args taken by name (`take(names)`, args.py's BY_ROW: an op's shapes, a kernel's
+ *     launch configuration, ...), kept across slices and given once at the end
+ *     (`taken()`): per name, the rows of the events that have it (counted over the
+ *     slices read) and a code of its value's JSON text, exact, into the distinct texts;
+ *     None where some event's args were not read exactly (escaped or repeated names...).
  *
  * Codes come from three tables kept across slices (pid, tid, strings), keyed by each
  * value's JSON text. A value new to a table gets a provisional code -1-k (k: its place
@@ -292,7 +297,22 @@ typedef struct { int64_t corr, ext; int ok; } Ids;
  * where they cannot be told (args not an object, an escaped name, more than MAX_ARG_NAMES) */
 #define MAX_ARG_NAMES 64
 typedef struct { cp at[MAX_ARG_NAMES]; uint32_t len[MAX_ARG_NAMES]; int n, ok; } Names;
-typedef struct { cp at[K_N], to[K_N]; int esc[K_N]; unsigned seen; Flags flags; Ids ids; Names names; } Ev;
+/* the args taken by name (`take`): at most MAX_TAKE names, found by their length first */
+#define MAX_TAKE 32
+#define TAKE_LEN 64
+typedef struct { int n; const char *name[MAX_TAKE]; size_t len[MAX_TAKE]; uint32_t by_len[TAKE_LEN + 1]; } Take;
+typedef struct { cp at[K_N], to[K_N]; int esc[K_N]; unsigned seen; Flags flags; Ids ids; Names names;
+                 const Take *take; cp tat[MAX_TAKE], tto[MAX_TAKE]; uint32_t tseen; int tbad; } Ev;
+
+/* Which taken name an arg name is (-1: none). */
+static int taken(const Take *t, cp k, size_t n) {
+    if (n > TAKE_LEN || !t->by_len[n]) return -1;
+    for (uint32_t m = t->by_len[n]; m; m &= m - 1) {
+        int i = __builtin_ctz(m);
+        if (!memcmp(t->name[i], k, n)) return i;
+    }
+    return -1;
+}
 
 static int key_of(cp k, size_t n) {
     for (int i = 0; i < K_N; i++)
@@ -339,11 +359,18 @@ static cp args_value(cp p, cp end, Ev *ev) {
         else if (kl == 11 && !memcmp(k + 1, "External id", 11)) which = 2;
         else if ((kl == 14 && !memcmp(k + 1, "correlation_id", 14)) || (kl == 11 && !memcmp(k + 1, "external_id", 11)))
             ids->ok = 0;
+        int tk = esc || !ev->take->n ? -1 : taken(ev->take, k + 1, kl);
         p = ws(ke, end);
         if (p >= end || *p != ':') return NULL;
         p = ws(p + 1, end);
         cp v = p;
         if (!(p = value(p, end, 2, 0, &ev->flags))) return NULL;
+        if (tk >= 0) {
+            if (ev->tseen & (1u << tk)) ev->tbad = 1;  /* twice in one event: the Python path's reading */
+            ev->tseen |= 1u << tk;
+            ev->tat[tk] = v;
+            ev->tto[tk] = p;
+        }
         if (which) {
             int64_t *slot = which == 1 ? &ids->corr : &ids->ext, x;
             if (*slot != UNSET || !plain_int(v, p, &x)) ids->ok = 0;
@@ -365,6 +392,8 @@ static cp event(cp p, cp end, Ev *ev) {
     ev->ids.ok = 1;
     ev->names.n = 0;
     ev->names.ok = 1;
+    ev->tseen = 0;
+    ev->tbad = 0;
     p = ws(p + 1, end);
     if (p < end && *p == '}') return p + 1;
     for (;;) {
@@ -463,6 +492,14 @@ typedef struct {
     int names_ok;
     Names last[4];  /* the arg names of recent events of other names (most events repeat some) */
     int next_last;
+    Take take;  /* the names taken (`take`) and, per name: */
+    Table values[MAX_TAKE];  /* its distinct value texts; a code is its place among them (Entry.code) */
+    Buf offs[MAX_TAKE];  /* each code's (arena offset, length) */
+    Buf trow[MAX_TAKE], tcode[MAX_TAKE];  /* the events with it (int32 rows) and their codes (int32) */
+    size_t tmark[MAX_TAKE];  /* trow's length before this slice (a slice not read: cut back to it) */
+    int64_t rows;  /* events of the slices read so far: the first row of this slice's */
+    int take_ok;  /* every event's args read exactly for the taken names, in every slice read */
+    PyObject *take_names;  /* the tuple of str that `take` holds */
 } Tok;
 
 static const unsigned char EMPTY_STR[] = "\"\"", NULL_TOK[] = "null", NO_ARGS[] = "{}";
@@ -497,6 +534,46 @@ static int arg_names(Tok *s, Names *nm) {
     return 1;
 }
 
+/* The code of a taken value: its place among the distinct texts of its name (a new one
+ * appended); -1 on memory error. */
+static int64_t value_code(Tok *s, int k, cp v, size_t n) {
+    Table *t = &s->values[k];
+    if ((t->used + 1) * 2 > t->cap && table_grow(t)) return -1;
+    uint64_t h = hash_of(v, n);
+    Entry *e = find(t, v, n, h);
+    if (!e->hash) {
+        e->hash = h;
+        e->off = t->arena.len;
+        e->len = (uint32_t)n;
+        e->code = (int64_t)(s->offs[k].len / (2 * sizeof(size_t)));
+        t->used++;
+        size_t rec[2] = {e->off, n};
+        if (put(&t->arena, v, n) || put(&s->offs[k], rec, sizeof(rec))) return -1;
+    }
+    return e->code;
+}
+
+/* The taken args of the event just written: its row and each value's code. 0, or -1 on
+ * memory error. */
+static int take_values(Tok *s, Ev *ev) {
+    if (ev->tbad || !ev->names.ok) {  /* an escaped name may spell a taken one; repeated: the last counts */
+        s->take_ok = 0;
+        return 0;
+    }
+    int64_t row = s->rows + (int64_t)s->out[C_PH].len - 1;
+    if (row > INT32_MAX) {
+        s->take_ok = 0;
+        return 0;
+    }
+    for (uint32_t m = ev->tseen; m; m &= m - 1) {
+        int k = __builtin_ctz(m);
+        int64_t code = value_code(s, k, ev->tat[k], (size_t)(ev->tto[k] - ev->tat[k]));
+        if (code < 0 || code > INT32_MAX || put32(&s->trow[k], (int32_t)row) || put32(&s->tcode[k], (int32_t)code))
+            return -1;
+    }
+    return 0;
+}
+
 /* 1: written; 0: not one we read (the Python path); -1: memory error. */
 static int common(Tok *s, Ev *ev, int ph) {
     if (ev->seen & ((1u << K_BIND) | (1u << K_FIN) | (1u << K_FOUT))) return 0;  /* flows v2: flows.py */
@@ -521,7 +598,10 @@ static int common(Tok *s, Ev *ev, int ph) {
     s->flags.memory |= ev->flags.memory;
     s->flags.absent |= ev->flags.absent;
     s->ids_ok &= ev->ids.ok;
-    return bad ? -1 : (ev->seen & (1u << K_ARGS)) ? arg_names(s, &ev->names) : 1;
+    if (bad) return -1;
+    if (!(ev->seen & (1u << K_ARGS))) return 1;
+    if (s->take.n && s->take_ok && (ev->tseen || !ev->names.ok) && take_values(s, ev) < 0) return -1;
+    return arg_names(s, &ev->names);
 }
 
 /* A flow endpoint with a non-negative integer id (others: flows.py names them). */
@@ -559,6 +639,7 @@ static int rare(Tok *s, cp start, cp stop, Py_ssize_t i) {
 static int scan_events(Tok *s, cp p, cp end, Py_ssize_t *count) {
     Py_ssize_t i = 0;
     Ev ev;
+    ev.take = &s->take;
     p = ws(p, end);
     if (p >= end) return 0;
     for (;;) {
@@ -595,6 +676,65 @@ static PyObject *pending_keys(Table *t) {
     return out;
 }
 
+/* taken() -> None (nothing taken, or some event's args not read exactly), else (names,
+ * per name (rows int32 bytes, codes int32 bytes, the distinct values' texts by code)). */
+static PyObject *tok_taken(Tok *s, PyObject *unused) {
+    if (!s->take.n || !s->take_ok) Py_RETURN_NONE;
+    PyObject *per = PyTuple_New(s->take.n);
+    for (int k = 0; per && k < s->take.n; k++) {
+        size_t n = s->offs[k].len / (2 * sizeof(size_t));
+        size_t *rec = (size_t *)s->offs[k].p;
+        PyObject *values = PyList_New((Py_ssize_t)n);
+        for (size_t j = 0; values && j < n; j++) {
+            PyObject *b = PyBytes_FromStringAndSize(s->values[k].arena.p + rec[2 * j], (Py_ssize_t)rec[2 * j + 1]);
+            if (!b) Py_CLEAR(values);
+            else PyList_SET_ITEM(values, (Py_ssize_t)j, b);
+        }
+        const char *rows = s->trow[k].p ? s->trow[k].p : "", *codes = s->tcode[k].p ? s->tcode[k].p : "";
+        PyObject *item = values ? Py_BuildValue("(y#y#N)", rows, (Py_ssize_t)s->trow[k].len, codes,
+                                                (Py_ssize_t)s->tcode[k].len, values) : NULL;
+        if (!item) Py_CLEAR(per);
+        else PyTuple_SET_ITEM(per, k, item);
+    }
+    return per ? Py_BuildValue("(ON)", s->take_names, per) : NULL;
+}
+
+/* take(names): the args called one of names (a tuple of at most MAX_TAKE str) taken from
+ * every event read from now on (before the first scan). */
+static PyObject *tok_take(Tok *s, PyObject *args) {
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &names)) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (s->take.n || n > MAX_TAKE) {
+        PyErr_SetString(PyExc_ValueError, "take: once, at most 32 names");
+        return NULL;
+    }
+    Take t;
+    memset(&t, 0, sizeof(t));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len;
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        const char *u = PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &len) : NULL;
+        if (!u) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "take: names must be str");
+            return NULL;
+        }
+        if (len > TAKE_LEN) {
+            PyErr_SetString(PyExc_ValueError, "take: a name of more than 64 bytes");
+            return NULL;
+        }
+        t.name[i] = u;  /* kept alive by s->take_names */
+        t.len[i] = (size_t)len;
+        t.by_len[len] |= 1u << i;
+    }
+    t.n = (int)n;
+    Py_INCREF(names);
+    Py_XSETREF(s->take_names, names);
+    s->take = t;
+    s->take_ok = 1;
+    Py_RETURN_NONE;
+}
+
 static PyObject *tok_scan(Tok *s, PyObject *args) {
     Py_buffer view;
     Py_ssize_t stop;
@@ -612,11 +752,18 @@ static PyObject *tok_scan(Tok *s, PyObject *args) {
     for (int b = 0; b < NBUF; b++) s->out[b].len = 0;
     memset(&s->flags, 0, sizeof(Flags));
     s->ids_ok = 1;
+    for (int k = 0; k < s->take.n; k++) s->tmark[k] = s->trow[k].len;
+    int take_was_ok = s->take_ok;
     Py_ssize_t count = 0;
     int r = scan_events(s, (cp)view.buf, (cp)view.buf + stop, &count);
     PyBuffer_Release(&view);
     if (r < 0) return PyErr_NoMemory();
-    if (r == 0) Py_RETURN_NONE;
+    if (r == 0) {  /* not read: its events' taken args left out, as if never seen */
+        for (int k = 0; k < s->take.n; k++) s->trow[k].len = s->tcode[k].len = s->tmark[k];
+        s->take_ok = take_was_ok;
+        Py_RETURN_NONE;
+    }
+    s->rows += (Py_ssize_t)s->out[C_PH].len;
     PyObject *res = PyTuple_New(NBUF + 4);
     if (!res) return NULL;
     PyTuple_SET_ITEM(res, 0, PyLong_FromSsize_t(count));
@@ -677,6 +824,15 @@ static void tok_dealloc(Tok *s) {
     PyMem_Free(s->names.slots);
     PyMem_Free(s->names.arena.p);
     PyMem_Free(s->names.pending.p);
+    for (int k = 0; k < MAX_TAKE; k++) {
+        PyMem_Free(s->values[k].slots);
+        PyMem_Free(s->values[k].arena.p);
+        PyMem_Free(s->values[k].pending.p);
+        PyMem_Free(s->offs[k].p);
+        PyMem_Free(s->trow[k].p);
+        PyMem_Free(s->tcode[k].p);
+    }
+    Py_XDECREF(s->take_names);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -685,6 +841,12 @@ static PyMethodDef tok_methods[] = {
      "scan(text, stop) -> tuple | None: the events of text[:stop] as columns (tokenized.py reads the "
      "tuple; its last item: the args' names as a list of UTF-8 bytes, or None); None where the Python path "
      "must read this slice."},
+    {"take", (PyCFunction)tok_take, METH_VARARGS,
+     "take(names): the args called one of names (tuple of str, at most 32) taken from every event read from "
+     "now on (taken() gives them)."},
+    {"taken", (PyCFunction)tok_taken, METH_NOARGS,
+     "taken() -> (names, per name (rows int32 bytes, codes int32 bytes, distinct values' texts by code)) | None: "
+     "the args taken from the slices read (None: none asked for, or some event's args not read exactly)."},
     {"learn", (PyCFunction)tok_learn, METH_VARARGS,
      "learn(table, codes): the codes (int64 bytes) of the last scan's new keys of table 0 (pid), 1 (tid) "
      "or 2 (strings), in order."},

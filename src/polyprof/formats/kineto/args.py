@@ -23,6 +23,12 @@ _ARG_KEYS = {"correlation": keys.CORRELATION_ID, "External id": keys.EXTERNAL_ID
 #: Trace's StatTable); also under the stat keys they become (polyprof's Chrome writer).
 _EAGER_NAMES = ("correlation", "External id", keys.CORRELATION_ID, keys.EXTERNAL_ID)
 _EAGER_KEYS = frozenset(_ARG_KEYS.get(k, k) for k in _EAGER_NAMES)
+#: Args analyses look up for some events only (an op's input shapes for its FLOPs, a
+#: kernel's launch configuration for its occupancy, a collective's sizes and sequence):
+#: taken by the compiled tokenizer at load (``taken.py``), so these lookups read no batch.
+BY_ROW = (keys.INPUT_DIMS, keys.INPUT_TYPE, keys.CONCRETE_INPUTS, keys.GRID, keys.BLOCK, keys.REGISTERS,
+          keys.SHARED_MEMORY, "Collective name", "Process Group Name", "In msg nelems", "Out msg nelems", "dtype",
+          "Group size", "Seq", "Src Rank", "Dst Rank")
 #: Stats that are ids: hex/decimal strings (ROCm writes "stream": "0x0") become integers.
 _INT_KEYS = {keys.CORRELATION_ID, keys.EXTERNAL_ID, keys.STREAM, keys.DEVICE}
 

@@ -79,7 +79,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
                           args.columns)
     elif col.arg_batches or col.late_args:
-        args = DeferredArgs(col.arg_batches, col.late_args)
+        args = DeferredArgs(col.arg_batches, col.late_args, col.taken)
         trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
                           args.columns)
     trim()  # the pages the build freed go back: what stays resident is about the Trace

@@ -30,8 +30,9 @@ from . import asyncs, lenient
 from .flows import add_flow_slice, add_v2_slice
 from .ids import fast_ids, id_columns, id_groups
 from .numbers import NotANumber, _ns_of
-from .packed import RAW_BYTES, PackedBatches
+from .packed import PackedBatches
 from .progress import _Progress
+from .taken import TakenArgs
 
 if TYPE_CHECKING:
     from .tokenized import Tokenizer
@@ -57,7 +58,7 @@ class _Collector:
         self.counters: list[tuple] = []  # (pid code, name, ts_ns, value)
         self.arg_raws: list[msgspec.Raw | ArgsPiece] = []  # args (JSON text) of the events from row arg_base
         self.arg_base = 0
-        self.arg_batches = PackedBatches(RAW_BYTES)  # (first row, "[args, ...]"): typed on first use (packed.py)
+        self.arg_batches = PackedBatches()  # (first row, "[args, ...]"): typed on first use (packed.py)
         self.late_args: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # of E events, idem
         self.process: dict[Any, dict[str, Any]] = {}
         self.threads: dict[tuple, dict[str, Any]] = {}
@@ -70,6 +71,8 @@ class _Collector:
         self.asyncs: list[tuple] = []  # b/e/n events (asyncs.py)
         self.flow_v2: list[tuple] = []  # slices with bind_id and flow_in/flow_out (flows.py)
         self.tok: Tokenizer | None = None  # the compiled tokenizer's tables (tokenized.py), if in use
+        self.taken: TakenArgs | None = None  # the args it took by name (taken.py), at the end
+        self.untaken = False  # some events were read otherwise: their args not taken
 
     def _sid(self, v: Any) -> int:
         return self.b.intern(v if isinstance(v, str) else ("" if v is None else str(v)))
@@ -132,6 +135,7 @@ class _Collector:
         if self.n or self.lazy_args is not None:
             raise ValueError("add_columns: the events given as columns must be the only ones")
         self._flush_args()
+        self.untaken = True
         c = self.cols
         for key, ints, table in (("pid", pid, self.pids), ("tid", tid, self.tids)):
             uniq, inverse = np.unique(np.asarray(ints, np.int64), return_inverse=True)
@@ -180,6 +184,7 @@ class _Collector:
             sel, ev_codes, ts_ns, dur = self._valid_durations(sel, ev_codes, ts_ns)
             if not len(sel):
                 return
+        self.untaken = True  # events not read by the tokenizer: their args are not taken
         c = self.cols
         c["pid"].append(self.field_codes(sel, "pid", np.int64))
         c["tid"].append(self.field_codes(sel, "tid", np.int64))
@@ -227,6 +232,8 @@ class _Collector:
             return
         pieces = [r for r in raws if type(r) is ArgsPiece]
         compiled = len(pieces) == len(raws)  # every event's args from the tokenizer
+        if compiled and all(p.ids is not None and not p.risky and not p.memory for p in pieces):
+            return self._plain_batch(pieces, base)
         parts: list[bytes | msgspec.Raw] = [r.text if isinstance(r, ArgsPiece) else r for r in raws]
         parts[0] = b"[" + parts[0]
         parts[-1] = bytes(parts[-1]) + b"]"
@@ -240,6 +247,17 @@ class _Collector:
         found = [p.names for p in pieces if p.names is not None]
         names = frozenset().union(*found) if len(found) == len(pieces) else None  # None: some piece could not tell
         self._arg_batch(text, base, (any(p.risky for p in pieces), any(p.memory for p in pieces), ids), names)
+
+    def _plain_batch(self, pieces: list[ArgsPiece], base: int) -> None:
+        """A batch all read by the tokenizer, with nothing to check (no number out of msgspec's
+        range, no memory event) and its ids as columns: the ids typed, the pieces' texts
+        kept (packed.py) without joining them first."""
+        ids = [np.concatenate([p.ids[k] for p in pieces]) for k in (0, 1)]  # type: ignore[index]
+        for key, rows, vals in id_columns(ids[0], ids[1], base):
+            self.b.add_stat(key, rows, vals)
+        found = [p.names for p in pieces if p.names is not None]
+        names = frozenset().union(*found) if len(found) == len(pieces) else None  # None: some piece could not tell
+        self.arg_batches.append_parts(base, [p.text for p in pieces], names)
 
     def _arg_batch(self, text: bytes, base: int, found: tuple[bool, bool, list[np.ndarray] | None] | None = None,
                    names: frozenset[str] | None = None) -> None:
@@ -366,4 +384,6 @@ class _Collector:
     def finish(self, top: dict[str, Any], progress: _Progress) -> Trace:
         """The Trace of everything added (``build.py``)."""
         self._flush_args()
+        got = self.tok.taken() if self.tok is not None and not self.untaken else None
+        self.taken = TakenArgs(*got) if got is not None else None
         return build_trace(self, top, progress)

@@ -29,6 +29,7 @@ from ...trace.stats import StatColumn, merge_columns
 from .args import _ARG_KEYS, _EAGER_NAMES, _typed_stat, arg_names
 from .events import _DECODE_ANY
 from .packed import bases
+from .taken import TakenArgs
 from ...trace.sorting import unique
 from ...lowlevel.compiled import optional
 
@@ -57,9 +58,10 @@ _ABSENT = msgspec.Raw(b"null")  # an arg an event does not have (this very objec
 class DeferredArgs:
     """The deferred args of one trace (the ``StatTable.defer`` protocol)."""
 
-    def __init__(self, batches: Batches | Callable[[], Batches], late: Late):
-        """``batches`` may be a function that makes them, called on first use (once)."""
-        self._batches, self.late = batches, late
+    def __init__(self, batches: Batches | Callable[[], Batches], late: Late, taken: TakenArgs | None = None):
+        """``batches`` may be a function that makes them, called on first use (once);
+        ``taken``: the args the tokenizer took by name at load (taken.py), if it did."""
+        self._batches, self.late, self.taken = batches, late, taken
         self._make_lock = threading.Lock()
         self._escaped: list[bool] | None = None  # which batches hold a \\u escape, once asked
         self._names: list[frozenset[str] | None] | None = None  # each batch's arg names, once asked
@@ -145,6 +147,9 @@ class DeferredArgs:
         Values are typed from these rows as the full decode types a column."""
         names = {k: arg_names(k) for k in keys}
         rows = unique(np.asarray(rows, np.int64))
+        if not any(k in self.late for k in keys) and self.taken is not None and \
+                all(len(n) == 1 and n[0] in self.taken.names for n in names.values()):
+            return self._taken_rows(keys, rows)
         if _args is not None and all(len(n) == 1 for n in names.values()) and not any(k in self.late for k in keys):
             try:
                 return self._selected(keys, rows)
@@ -200,20 +205,37 @@ class DeferredArgs:
             sel = rows[bounds[i]:bounds[i + 1]]
             for name, part in _args.select(batches[i][1], starts[i], wanted, sel.tobytes()).items():
                 got.setdefault(name, []).append(part)
-        out = {}
+        out: dict[str, StatColumn] = {}
         for k, name in zip(keys, wanted):
             parts = got.get(name)
-            if not parts:
-                continue
-            r, codes, joined, lens = _distinct_parts(parts)
-            _, kept, arr = _typed_joined(name, np.arange(len(lens), dtype=np.int64), joined, lens)
-            at = np.full(len(lens), -1, np.int64)  # distinct value -> its place among the typed ones (-1: null)
-            at[kept] = np.arange(len(kept))
-            pos = at[codes]
-            has = pos >= 0
-            if has.any():
-                out[k] = StatColumn(r[has], arr[pos[has]])
+            if parts:
+                _spread(out, k, name, *_distinct_parts(parts))
         return out
+
+    def _taken_rows(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
+        """:meth:`rows` of args the tokenizer took at load (taken.py): each key's distinct
+        values among the rows typed once, as :meth:`_selected` types them; no batch read."""
+        assert self.taken is not None  # the caller's choice
+        out: dict[str, StatColumn] = {}
+        for k in keys:
+            got = self.taken.select(k, rows)
+            if got is not None:
+                _spread(out, k, k, *got)
+        return out
+
+
+def _spread(out: dict[str, StatColumn], key: str, name: str, rows: np.ndarray, codes: np.ndarray, joined: bytes,
+            lens: np.ndarray) -> None:
+    """Arg ``name``'s distinct values (``joined``, of lengths ``lens``) typed as one column,
+    then spread over the ``rows`` by their ``codes`` into ``out[key]``; rows whose value is
+    null left out (none left: no column)."""
+    _, kept, arr = _typed_joined(name, np.arange(len(lens), dtype=np.int64), joined, lens)
+    at = np.full(len(lens), -1, np.int64)  # distinct value -> its place among the typed ones (-1: null)
+    at[kept] = np.arange(len(kept))
+    pos = at[codes]
+    has = pos >= 0
+    if has.any():
+        out[key] = StatColumn(rows[has], arr[pos[has]])
 
 
 def _distinct_parts(parts: list[tuple[bytes, bytes, bytes, bytes]]) -> tuple[np.ndarray, np.ndarray, bytes, np.ndarray]:

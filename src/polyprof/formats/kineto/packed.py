@@ -7,13 +7,10 @@ memory. :class:`PackedBatches` keeps each batch deflated by ISA-L at its fastest
 Without ISA-L the batches stay as they are (zlib's deflate would cost the load more than
 a few percent).
 
-The first batches, up to ``raw_bytes`` of text together (the whole-file reader's
-:data:`RAW_BYTES`), are kept as they are: a summary reads most batches of a trace of that
-size (an op's shapes, a kernel's launch configuration), so deflating them at load and
-inflating them again cost it more CPU (a tenth of a resnet50 summary's own work,
-docs/benchmarks.md) than the few tens of MiB they hold; beyond it, memory grows by the
-deflated size only. The chunked reader (``chunks.py``), whose memory is one chunk's,
-keeps none raw.
+A summary reads no batch: the args it looks up by row (an op's shapes, a kernel's launch
+configuration) are taken by the tokenizer at load (``taken.py``). A batch the tokenizer
+read is deflated from its slices' texts as they are (:meth:`PackedBatches.append_parts`),
+never joined into one text first.
 """
 
 from __future__ import annotations
@@ -35,31 +32,39 @@ isal_zlib = _isal()
 
 #: whether batches are kept deflated (ISA-L is installed)
 DEFLATED = isal_zlib is not None
-#: the args text the whole-file reader keeps as it is, its first batches' (bytes)
-RAW_BYTES = 32 << 20
 
 
 class PackedBatches(Sequence[tuple[int, bytes]]):
     """(first row, ``[args, ...]`` text) of each batch, as a list of them reads, each
-    batch's text deflated but the first ``raw_bytes`` of it; :attr:`bases` gives the first rows without inflating, and
+    batch's text deflated; :attr:`bases` gives the first rows without inflating, and
     :attr:`names` each batch's arg names where the tokenizer found them (None: not known)."""
 
-    def __init__(self, raw_bytes: int = 0) -> None:
-        """``raw_bytes``: the text of the first batches kept as it is, at most this much."""
+    def __init__(self) -> None:
         self.bases: list[int] = []
         self.names: list[frozenset[str] | None] = []
         self._blobs: list[bytes] = []
-        self._raw: list[bool] = []  # per batch: kept as it is
-        self._room = raw_bytes  # what is left of raw_bytes
 
     def append(self, batch: tuple[int, bytes], names: frozenset[str] | None = None) -> None:
         base, text = batch
         self.bases.append(base)
         self.names.append(names)
-        raw = isal_zlib is None or len(text) <= self._room
-        self._room = self._room - len(text) if raw else 0  # after one deflated, every batch is
-        self._raw.append(raw)
-        self._blobs.append(text if isal_zlib is None or raw else isal_zlib.compress(text, 0))
+        self._blobs.append(text if isal_zlib is None else isal_zlib.compress(text, 0))
+
+    def append_parts(self, base: int, parts: list[bytes], names: frozenset[str] | None = None) -> None:
+        """A batch given as the texts of its events' args in pieces (``args, args``; the
+        batch is ``[`` + the pieces joined by commas + ``]``), deflated piece by piece."""
+        if isal_zlib is None:
+            return self.append((base, b"".join((b"[", b",".join(parts), b"]"))), names)
+        self.bases.append(base)
+        self.names.append(names)
+        z = isal_zlib.compressobj(0)
+        out = [z.compress(b"[")]
+        for i, part in enumerate(parts):
+            if i:
+                out.append(z.compress(b","))
+            out.append(z.compress(part))
+        out += [z.compress(b"]"), z.flush()]
+        self._blobs.append(b"".join(out))
 
     def __len__(self) -> int:
         return len(self.bases)
@@ -74,7 +79,7 @@ class PackedBatches(Sequence[tuple[int, bytes]]):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         blob = self._blobs[i]
-        return self.bases[i], (blob if isal_zlib is None or self._raw[i] else isal_zlib.decompress(blob))
+        return self.bases[i], (blob if isal_zlib is None else isal_zlib.decompress(blob))
 
     def nbytes(self) -> int:
         """Bytes held (deflated, or as they are)."""

@@ -52,6 +52,10 @@ class Tokenizer(Protocol):
 
     def learn(self, table: int, codes: bytes) -> None: ...
 
+    def take(self, names: tuple[str, ...]) -> None: ...
+
+    def taken(self) -> tuple[tuple[str, ...], tuple[tuple[bytes, bytes, list[bytes]], ...]] | None: ...
+
 
 def tokenizer() -> Tokenizer | None:
     """A tokenizer for one file (its code tables live as long as the reader), or None."""
