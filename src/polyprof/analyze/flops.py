@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import json
 import math
-from functools import reduce
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
+import orjson
 
 from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
-from ..trace.factorize import factorize
 from ..trace.sorting import unique, unique_inverse
 
 INPUT_DIMS, INPUT_TYPE, CONCRETE = keys.INPUT_DIMS, keys.INPUT_TYPE, keys.CONCRETE_INPUTS
@@ -155,13 +154,13 @@ def _estimate_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     at = np.flatnonzero(has)
     types = _text_at(shapes.get(INPUT_TYPE), at, n)
     conc = _text_at(shapes.get(CONCRETE), at, n)
-    names = trace.events["name"][rows[at]].astype(np.int64)
-    codes = [factorize(np.asarray(c, object))[0].astype(np.int64) for c in (dims, types, conc)]
-    key = reduce(lambda a, b: a * (int(b.max()) + 1) + b, codes, names)
-    uniq, inv = unique_inverse(key)
-    first = np.zeros(len(uniq), np.int64)
-    first[inv[::-1]] = np.arange(len(inv))[::-1]  # the first row of each distinct key
-    est = [estimate_one(trace.strings[int(names[i])], dims[i], types[i], conc[i]) for i in first]
+    names = trace.events["name"][rows[at]].tolist()
+    # one pass over the rows' (name, dims, types, concrete) tuples: their texts are the same
+    # few objects over and over (a lookup spreads each distinct value), whose hashes are kept
+    seen: dict[tuple, int] = {}
+    calls = list(zip(names, np.asarray(dims, object).tolist(), types.tolist(), conc.tolist()))
+    inv = np.fromiter((seen.setdefault(c, len(seen)) for c in calls), np.intp, len(calls))
+    est = [estimate_one(trace.strings[n], d, t, c) for n, d, t, c in seen]
     flops[at] = np.array([e[0] for e in est], np.float64)[inv]
     nbytes[at] = np.array([e[1] for e in est], np.float64)[inv]
     prec[at] = np.array([e[2] for e in est], object)[inv]
@@ -207,9 +206,9 @@ def estimate_one(name: str, dims_text: str, types_text: str = "", concrete_text:
     JSON texts torch records); NaN flops and bytes for an op not covered or inputs
     that do not fit it."""
     try:
-        dims = json.loads(dims_text) if dims_text else []
-        types = json.loads(types_text) if types_text else []
-        conc = json.loads(concrete_text) if concrete_text else []
+        dims = _json(dims_text) if dims_text else []
+        types = _json(types_text) if types_text else []
+        conc = _json(concrete_text) if concrete_text else []
     except (ValueError, TypeError):
         return math.nan, math.nan, ""
     if not isinstance(dims, list):
@@ -225,6 +224,15 @@ def estimate_one(name: str, dims_text: str, types_text: str = "", concrete_text:
     except (IndexError, TypeError, ValueError, ZeroDivisionError):
         return math.nan, math.nan, ""
     return float(fl), float(elems) * elem if elem else math.nan, prec
+
+
+def _json(text: str) -> Any:
+    """JSON text -> value: orjson's decode, else the standard library's (numbers past 64
+    bits, NaN and Infinity, which it reads and orjson does not); ValueError if neither reads it."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _element(types: Sequence[Any]) -> tuple[int, str]:
@@ -266,7 +274,9 @@ class Op(NamedTuple):
 
 
 def numel(shape: Sequence[int]) -> int:
-    return int(np.prod(shape, dtype=np.float64)) if len(shape) else 1
+    """Elements of a tensor of this shape, multiplied as doubles left to right (as NumPy's
+    product of a short float64 array): a plain loop, not an array per call."""
+    return int(math.prod(map(float, shape))) if len(shape) else 1
 
 
 def _broadcast(*shapes: Sequence[int]) -> list[int]:
