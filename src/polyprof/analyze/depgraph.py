@@ -326,14 +326,15 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     parent[order[has]] = order[par_sorted[has]]
 
     # the walk: at one time ends come before starts, deeper ends first, shallower starts first
-    n = len(host)
-    node = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
-    ev = node >> 1
-    is_end = (node & 1).astype(bool)
-    t = node_time[node]
-    sub = np.where(is_end, -depth[ev], depth[ev])
-    walk = lexsort((sub - sub.min(initial=0), (~is_end).astype(np.int64), t, thread[ev]))
-    a, b = node[walk[:-1]], node[walk[1:]]
+    walked = _nested_walk(order, depth_sorted, par_sorted, thread[order], start[host][order], end[host][order])
+    if walked is None:
+        n = len(host)
+        node = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
+        ev = node >> 1
+        is_end = (node & 1).astype(bool)
+        sub = np.where(is_end, -depth[ev], depth[ev])
+        walked = node[lexsort((sub - sub.min(initial=0), (~is_end).astype(np.int64), node_time[node], thread[ev]))]
+    a, b = walked[:-1], walked[1:]
     same = thread[a >> 1] == thread[b >> 1]
     a, b = a[same], b[same]
     ea, eb = a >> 1, b >> 1
@@ -346,6 +347,36 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     # one part in walk order: a dependency between top-level ops, else the op's own time
     edges.add(a, b, np.where(top, 0, weight), np.where(top, DEPENDENCY, OPERATOR).astype(np.int8),
               np.where(top, -1, owner), seq)
+
+
+def _nested_walk(order: np.ndarray, depth: np.ndarray, parent: np.ndarray, thread: np.ndarray,
+                 s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+    """The nodes of the host calls in the walk's order (node ``2*i`` starts call ``i``,
+    ``2*i+1`` ends it) without sorting them, where the calls nest (each ends by its
+    parent's end; ``order``, ``depth``, ``parent``: ``nesting.parents`` of the calls;
+    ``thread``, ``s``, ``e`` in that order): there the walk is each thread's depth-first
+    tour. The call at position k starts at walk position 2k - depth (the calls before it
+    started, and all but its open ancestors ended) and ends just before the first later
+    call of its thread that starts at or after its end (position k'), where the calls
+    closing end deepest first: 2k' - 1 - depth. None where the calls do not nest, or
+    the times do not fit one int64 key per thread."""
+    n = len(order)
+    has = parent >= 0
+    if not bool((e[has] <= e[parent[has]]).all()):
+        return None  # a call outlasting its parent: the walk by time, sorted
+    run = np.zeros(n, np.int64)  # which thread, 0, 1, ... in order
+    np.cumsum(thread[1:] != thread[:-1], out=run[1:])
+    lo = int(s.min())
+    width = int(e.max()) - lo + 2
+    if width * (int(run[-1]) + 2) >= 2 ** 62:
+        return None
+    key_s = run * width + (s - lo)
+    after = np.searchsorted(key_s, run * width + (e - lo), side="left")  # the next run's first where none
+    walked = np.empty(2 * n, np.int64)
+    k = np.arange(n)
+    walked[2 * k - depth] = 2 * order
+    walked[2 * after - 1 - depth] = 2 * order + 1
+    return walked
 
 
 def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.ndarray, sy_call: np.ndarray,
