@@ -11,7 +11,6 @@ counted in :attr:`Correlation.counts`; nothing is dropped silently.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,16 +29,19 @@ METHOD_NAMES = {UNMATCHED: "unmatched", BY_ID: "correlation_id", BY_FLOW: "flow"
 
 
 
-@dataclass
 class Correlation:
-    """Links for every device activity row (arrays aligned with ``device_rows``)."""
+    """Links for every device activity row (arrays aligned with ``device_rows``). A plain
+    class, not a dataclass: made once per trace, its generated methods compiled at every
+    start (docs/benchmarks.md, issue 35), and equality of arrays means nothing here."""
 
-    device_rows: np.ndarray  # event rows of device activity, ascending
-    launch: np.ndarray  # launching host call row per device row, -1 if unmatched
-    method: np.ndarray  # int8: UNMATCHED, BY_ID, BY_FLOW, IN_ORDER
-    op: np.ndarray  # framework op row (Kind.CPU_OP) per device row, -1 if none
-    launch_rows: np.ndarray  # every host API call that looks like a launch
-    counts: dict[str, int] = field(default_factory=dict)
+    def __init__(self, device_rows: np.ndarray, launch: np.ndarray, method: np.ndarray, op: np.ndarray,
+                 launch_rows: np.ndarray, counts: dict[str, int] | None = None):
+        self.device_rows = device_rows  # event rows of device activity, ascending
+        self.launch = launch  # launching host call row per device row, -1 if unmatched
+        self.method = method  # int8: UNMATCHED, BY_ID, BY_FLOW, IN_ORDER
+        self.op = op  # framework op row (Kind.CPU_OP) per device row, -1 if none
+        self.launch_rows = launch_rows  # every host API call that looks like a launch
+        self.counts: dict[str, int] = {} if counts is None else counts
 
     def matched(self) -> np.ndarray:
         return self.launch >= 0

@@ -16,7 +16,6 @@ stays there, and framework ops never take work from other threads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,14 +27,15 @@ from .correlate import Correlation
 from .intervals import RangeMinMax, TimeKeys, _max, innermost
 
 
-@dataclass
 class Projection:
-    """Per host span: device activities caused, their summed duration, first start, last end."""
+    """Per host span: device activities caused, their summed duration, first start, last
+    end. (A plain class: a dataclass's generated methods were compiled at every start.)"""
 
-    count: np.ndarray  # int64
-    busy_ns: np.ndarray  # int64, sum of the caused activities' durations
-    first_ns: np.ndarray  # int64, start of the first caused activity (valid where count > 0)
-    last_ns: np.ndarray  # int64, end of the last caused activity
+    def __init__(self, count: np.ndarray, busy_ns: np.ndarray, first_ns: np.ndarray, last_ns: np.ndarray):
+        self.count = count  # int64
+        self.busy_ns = busy_ns  # int64, sum of the caused activities' durations
+        self.first_ns = first_ns  # int64, start of the first caused activity (valid where count > 0)
+        self.last_ns = last_ns  # int64, end of the last caused activity
 
     @property
     def span_ns(self) -> np.ndarray:

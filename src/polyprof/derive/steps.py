@@ -19,7 +19,6 @@ trace's own numbers are kept in ``Steps.original``, and ``Steps.renumbered`` is 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,15 +31,19 @@ from ..trace.vocabulary import PROFILER_STEP as _PROFILER_STEP
 log = logging.getLogger("polyprof")
 
 
-@dataclass
 class Steps:
-    number: np.ndarray  # int64 step number
-    start: np.ndarray  # host start, ns
-    end: np.ndarray  # host end, ns
-    rows: np.ndarray  # the event that marks each step
-    source: str  # "ProfilerStep", "polyprof", "annotation" or "" (no steps)
-    #: the trace's own step numbers when ``number`` had to be renumbered, else None
-    original: np.ndarray | None = None
+    """A trace's steps, as columns. A plain class, not a dataclass: made at every start,
+    a dataclass's generated methods were compiled there (docs/benchmarks.md, issue 35)."""
+
+    def __init__(self, number: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray, source: str,
+                 original: np.ndarray | None = None):
+        self.number = number  # int64 step number
+        self.start = start  # host start, ns
+        self.end = end  # host end, ns
+        self.rows = rows  # the event that marks each step
+        self.source = source  # "ProfilerStep", "polyprof", "annotation" or "" (no steps)
+        #: the trace's own step numbers when ``number`` had to be renumbered, else None
+        self.original = original
 
     @property
     def renumbered(self) -> bool:

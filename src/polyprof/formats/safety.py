@@ -22,9 +22,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     import duckdb
@@ -35,8 +34,9 @@ from ..trace import metadata_keys as mkeys
 log = logging.getLogger("polyprof")
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):  # not a frozen dataclass: made at every start (docs/benchmarks.md, issue 35)
+    """What a reader accepts before it stops with an error (``POLYPROF_MAX_*``)."""
+
     max_inflated_bytes: int = 64 << 30
     max_inflate_ratio: float = 200.0
     ratio_floor_bytes: int = 64 << 20
@@ -57,7 +57,7 @@ def current() -> Limits:
         raw = os.environ.get(var)
         if raw:
             try:
-                lim = replace(lim, **{name: type(getattr(lim, name))(float(raw))})
+                lim = lim._replace(**{name: type(getattr(lim, name))(float(raw))})
             except ValueError:
                 raise PolyprofError(f"{var}={raw!r} is not a number") from None
     return lim
@@ -67,12 +67,12 @@ def current() -> Limits:
 def override(**changes: Any) -> Iterator[Limits]:  # each of its Limits field's type
     """Use other limits inside a ``with`` block (names as in :class:`Limits`)."""
     global _override
-    known = {f.name for f in fields(Limits)}
+    known = set(Limits._fields)
     bad = set(changes) - known
     if bad:
         raise PolyprofError(f"unknown limits {sorted(bad)}; known: {sorted(known)}")
     before = _override
-    _override = replace(current(), **changes)
+    _override = current()._replace(**changes)
     try:
         yield _override
     finally:

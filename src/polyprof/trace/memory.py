@@ -11,8 +11,6 @@ a counter track.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from . import keys
@@ -21,25 +19,29 @@ from .factorize import factorize
 from .sorting import lexsort
 
 
-@dataclass
 class Memory:
-    """Memory events sorted by series, then time (then trace order)."""
+    """Memory events sorted by series, then time (then trace order). A plain class, not
+    a dataclass: its generated methods were compiled at every start (docs/benchmarks.md,
+    issue 35)."""
 
-    rows: np.ndarray  # event row
-    ts: np.ndarray  # event time (ns)
-    series: np.ndarray  # series id of each event
-    delta: np.ndarray  # signed bytes: > 0 allocation, < 0 free
-    addr: np.ndarray  # address or handle; meaningful where has_addr
-    has_addr: np.ndarray
-    level: np.ndarray  # bytes the series holds just after the event
-    reserved: np.ndarray  # the allocator's reserved bytes after the event (NaN if unknown)
-    #: per series: device label (plane name), plane id (-1 if the trace has no such plane),
-    #: allocator, bytes held before the first event, whether levels are the allocator's totals
-    device: list[str]
-    plane: np.ndarray
-    allocator: list[str]
-    start: np.ndarray
-    from_totals: np.ndarray
+    def __init__(self, rows: np.ndarray, ts: np.ndarray, series: np.ndarray, delta: np.ndarray, addr: np.ndarray,
+                 has_addr: np.ndarray, level: np.ndarray, reserved: np.ndarray, device: list[str],
+                 plane: np.ndarray, allocator: list[str], start: np.ndarray, from_totals: np.ndarray):
+        self.rows = rows  # event row
+        self.ts = ts  # event time (ns)
+        self.series = series  # series id of each event
+        self.delta = delta  # signed bytes: > 0 allocation, < 0 free
+        self.addr = addr  # address or handle; meaningful where has_addr
+        self.has_addr = has_addr
+        self.level = level  # bytes the series holds just after the event
+        self.reserved = reserved  # the allocator's reserved bytes after the event (NaN if unknown)
+        #: per series: device label (plane name), plane id (-1 if the trace has no such plane),
+        #: allocator, bytes held before the first event, whether levels are the allocator's totals
+        self.device = device
+        self.plane = plane
+        self.allocator = allocator
+        self.start = start
+        self.from_totals = from_totals
 
     @property
     def n_series(self) -> int:
