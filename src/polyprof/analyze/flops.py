@@ -16,7 +16,6 @@ import math
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
-import orjson
 
 from ..derive import cache
 from ..trace import keys
@@ -229,6 +228,8 @@ def estimate_one(name: str, dims_text: str, types_text: str = "", concrete_text:
 def _json(text: str) -> Any:
     """JSON text -> value: orjson's decode, else the standard library's (numbers past 64
     bits, NaN and Infinity, which it reads and orjson does not); ValueError if neither reads it."""
+    import orjson  # torch's input shapes only: an XSpace summary never imports it (test_import_weight.py)
+
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
