@@ -232,9 +232,10 @@ def _stamps_older_than_sources() -> bool:
 #: ``_unseen``), ldconfig's subprocess (lowlevel/libc.py), OpenSSL for the extensions'
 #: stamps (lowlevel/compiled.py), gzip for a head zlib already gave, the builder of
 #: derived lines (a summary derives none), the JSON records of ``--json``, numpy.typing
-#: (annotations only)
+#: (annotations only), HTA's own computations (only for its window, ``--span device``)
 NO_SUMMARY_NEEDS = ("polyprof.collect.recorder", "polyprof.lowlevel.unseen", "subprocess", "ctypes.util", "gzip",
-                    "hashlib", "polyprof.derive.lines", "polyprof.report.json_records", "numpy.typing")
+                    "hashlib", "polyprof.derive.lines", "polyprof.report.json_records", "numpy.typing",
+                    "polyprof.analyze.hta_compat", "polyprof.analyze.hta_tables")
 
 
 def test_summary_of_a_kineto_trace_imports_no_other_formats_reader_nor_what_no_summary_needs():

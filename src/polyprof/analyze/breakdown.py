@@ -11,7 +11,6 @@ from ..trace.core import Trace
 from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
 from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
-from .hta_compat import CONSECUTIVE_KERNEL_DELAY_NS, hta_activity, idle_gaps, merged
 from .occupancy import LAUNCH_COLUMNS, launch_config
 from .window import WindowArg, selection, view
 from ..trace.sorting import unique, unique_counts
@@ -86,6 +85,8 @@ def _hta_temporal(trace: Trace) -> Table:
     activity HTA counts, merged its way, over its span (the rank's first to last
     activity). Rows as :func:`temporal_breakdown`'s, each over that span; with more than
     one device, a last row ``(all devices)`` / ``(all streams)``: HTA's one row per rank."""
+    from .hta_compat import hta_activity, merged  # HTA's own computations: only for its window (--span device)
+
     a = hta_activity(trace)
     track = trace.events["track"][a.rows]
     plane = trace.track_plane[track] if len(track) else np.zeros(0, np.int32)
@@ -192,6 +193,8 @@ def _hta_idle(trace: Trace, kernel_wait_max_ns: int) -> Table:
     stream, on the track of its first activity, and per device ``(all streams)``: the
     sum of its streams (HTA charts them stacked). ``gaps``: the gaps between consecutive
     activities of a stream."""
+    from .hta_compat import CONSECUTIVE_KERNEL_DELAY_NS, idle_gaps  # HTA's own computations: only for its window (--span device)
+
     delay = CONSECUTIVE_KERNEL_DELAY_NS if kernel_wait_max_ns == KERNEL_WAIT_MAX_NS else kernel_wait_max_ns
     by_plane: dict[int, list[tuple]] = {}
     for g in idle_gaps(trace, delay).values():

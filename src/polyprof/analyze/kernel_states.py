@@ -16,8 +16,6 @@ from ..derive.intervals import clip_union
 from ..trace.core import Trace
 from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view
 from .breakdown import ALL_DEVICES
-from .hta_compat import hta_activity, merged
-from .hta_tables import kernel_types
 from .frames import empty_frame, rows_frame
 from .window import WindowArg, selection, view
 from ..trace.sorting import member, unique
@@ -88,6 +86,9 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> Table:
 
 def _hta_states(trace: Trace) -> Table:
     """HTA 0.5's kernel-type table as rows of :func:`kernel_state_breakdown`."""
+    from .hta_compat import hta_activity, merged  # HTA's own computations: only for its window (--span device)
+    from .hta_tables import kernel_types  # (as above)
+
     kt = kernel_types(trace)
     planes = unique(trace.track_plane[trace.events["track"][kt.rows]]) if len(kt.rows) else np.zeros(0, np.int64)
     name = trace.planes[int(planes[0])].name if len(planes) == 1 else ALL_DEVICES

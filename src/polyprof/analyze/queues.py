@@ -15,7 +15,6 @@ import numpy as np
 from ..trace.core import Trace
 from .common import device_view
 from .breakdown import ALL_DEVICES
-from .hta_tables import queue_series
 from .frames import empty_frame, frame, rows_frame
 from .window import WindowArg, selection, view
 
@@ -101,6 +100,8 @@ def queue_length_summary(trace: Trace, window: WindowArg = None) -> Table:
 def _hta_series(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(plane, stream, ts_ns, queue_length, HTA's stream number) of HTA's series: a
     stream's plane is its device rows' (``(all devices)`` where they lie on several)."""
+    from .hta_tables import queue_series  # HTA's own computations: only for its window (--span device)
+
     q = queue_series(trace)
     plane = np.full(len(q.row), ALL_DEVICES, object)
     numbers, at = np.unique(q.stream, return_inverse=True)

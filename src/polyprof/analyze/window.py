@@ -48,7 +48,6 @@ from ..errors import WindowError
 from ..trace.core import Trace
 from ..trace.subset import take
 from ..trace import metadata_keys as mkeys
-from .hta_compat import base_time_ns, rounded_like_hta
 
 _FAR = 1 << 62
 AUTO = "auto"
@@ -275,6 +274,8 @@ def round_like_hta(trace: Trace, start: np.ndarray, end: np.ndarray) -> tuple[np
     sel = selection(trace)
     if sel is None or not sel.round_us or not len(start):
         return start, end
+    from .hta_compat import base_time_ns, rounded_like_hta  # HTA's own computations: only for its window (--span device)
+
     return rounded_like_hta(start, end, base_time_ns(trace))
 
 
