@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from polyprof.analyze import depgraph
-from polyprof.analyze.nesting import parents
+from polyprof.analyze.nesting import parents, parents_and_after
 from polyprof.trace.sorting import lexsort
 
 
@@ -61,6 +61,10 @@ def test_nested_walk_is_the_walk_by_time(seed: int):
     walked = depgraph._nested_walk(order, d_sorted, p_sorted, thread[order], start[order], end[order])
     assert walked is not None
     assert walked.tolist() == _by_time(thread, start, end, depth).tolist()
+    after = parents_and_after(thread, start, end)[3]  # each subtree's end from the C loop, where built
+    if after is not None:
+        with_after = depgraph._nested_walk(order, d_sorted, p_sorted, thread[order], start[order], end[order], after)
+        assert with_after is not None and with_after.tolist() == walked.tolist()
 
 
 def test_calls_that_do_not_nest_are_sorted():

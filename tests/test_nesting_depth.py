@@ -91,3 +91,26 @@ def test_depths_in_c_refuse_bad_buffers():
         nesting._nest.depths(a, a, a, np.zeros(2, np.int64), np.zeros(3, np.int64))
     with pytest.raises(TypeError, match="int64"):
         nesting._nest.depths(a.astype(np.int32), a, a, a.copy(), a.copy())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_after_is_the_next_position_one_level_up_or_the_tracks_end(seed: int):
+    """``nesting.parents_and_after``: with the parents from the same C loop, each
+    position's first later position of its track at its depth or above (its track's end
+    where none), counted one by one, for spans that nest or not."""
+    from polyprof.analyze import nesting
+
+    if nesting._nest is None:
+        pytest.skip("polyprof.analyze._nest is not built")
+    rng = np.random.default_rng(700 + seed)
+    track, start, end = _spans(rng, int(rng.integers(0, 200)), int(rng.integers(1, 5)), far=False)
+    order, depth, parent, after = nesting.parents_and_after(track, start, end)
+    assert [order.tolist(), depth.tolist(), parent.tolist()] == [x.tolist() for x in nesting.parents(track, start, end)]
+    tr = track[order]
+    want = []
+    for i in range(len(order)):
+        j = i + 1
+        while j < len(order) and tr[j] == tr[i] and depth[j] > depth[i]:
+            j += 1
+        want.append(j)
+    assert after is not None and after.tolist() == want

@@ -12,6 +12,13 @@
  * or none), as nesting.py's per-level search finds it. Open spans are kept in a min-heap
  * of their ends, emptied where the thread changes. The order is not checked: spans out
  * of order give other depths, never a read or write out of bounds.
+ *
+ *   depths(thread, start, end, depth, parent, after) -> None
+ *
+ * The same, and after[i] (written): the first position after i on its thread whose
+ * depth is at most depth[i], or where its thread's run ends (the next thread's first
+ * position, or n): where the spans nest, the end of i's subtree (a stack of positions
+ * of rising depth).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -64,40 +71,49 @@ static void heap_pop(int64_t *h, Py_ssize_t *len) {
 }
 
 static void run(const int64_t *thread, const int64_t *start, const int64_t *end, int64_t *depth, int64_t *parent,
-                Py_ssize_t n, int64_t *heap, int64_t *last) {
-    Py_ssize_t len = 0;
+                int64_t *after, Py_ssize_t n, int64_t *heap, int64_t *last, int64_t *stack) {
+    Py_ssize_t len = 0, top = 0;
     for (Py_ssize_t d = 0; d < n; d++) last[d] = -1;  /* the latest position of each depth */
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (i && thread[i] != thread[i - 1]) len = 0;  /* another thread: nothing of it open */
+        if (i && thread[i] != thread[i - 1]) {  /* another thread: nothing of it open */
+            len = 0;
+            if (after) while (top) after[stack[--top]] = i;
+        }
         while (len && heap[0] <= start[i]) heap_pop(heap, &len);
         Py_ssize_t d = len;  /* < n: at most i spans before i */
         depth[i] = d;
         parent[i] = d ? last[d - 1] : -1;
         last[d] = i;
         heap_push(heap, &len, end[i]);
+        if (after) {
+            while (top && depth[stack[top - 1]] >= d) after[stack[--top]] = i;
+            stack[top++] = i;
+        }
     }
+    if (after) while (top) after[stack[--top]] = n;
 }
 
 static PyObject *depths(PyObject *self, PyObject *args) {
-    PyObject *o[5];
-    static const char *names[5] = {"thread", "start", "end", "depth", "parent"};
-    if (!PyArg_UnpackTuple(args, "depths", 5, 5, &o[0], &o[1], &o[2], &o[3], &o[4]))
+    PyObject *o[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    static const char *names[6] = {"thread", "start", "end", "depth", "parent", "after"};
+    if (!PyArg_UnpackTuple(args, "depths", 5, 6, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
         return NULL;
-    Col c[5];
+    int want = o[5] != NULL ? 6 : 5;
+    Col c[6];
     int got = 0, ok = 0;
     int64_t *work = NULL;
-    for (; got < 5; got++)
+    for (; got < want; got++)
         if (get(o[got], &c[got], got >= 3, names[got]) < 0) goto done;
     Py_ssize_t n = c[0].n;
-    for (int i = 1; i < 5; i++)
+    for (int i = 1; i < want; i++)
         if (c[i].n != n) {
             PyErr_SetString(PyExc_ValueError, "depths: lengths disagree");
             goto done;
         }
-    work = PyMem_Malloc((size_t)(n ? 2 * n : 1) * sizeof(int64_t));
+    work = PyMem_Malloc((size_t)(n ? 3 * n : 1) * sizeof(int64_t));
     if (work == NULL) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
-    run(c[0].p, c[1].p, c[2].p, c[3].p, c[4].p, n, work, work + n);
+    run(c[0].p, c[1].p, c[2].p, c[3].p, c[4].p, want == 6 ? c[5].p : NULL, n, work, work + n, work + 2 * n);
     Py_END_ALLOW_THREADS
     ok = 1;
 done:

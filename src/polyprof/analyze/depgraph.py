@@ -47,8 +47,8 @@ from ..trace.core import Trace
 from ..trace.sorting import lexsort, member, unique
 from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QUEUED_LAUNCHES, STREAM_SYNC,
                                 STREAM_WAIT_CALLS, STREAM_WAIT_EVENT, WAITING_CALLS)
-from .common import COMMUNICATION, activity_class
-from .nesting import parents
+from .common import COMMUNICATION, device_view
+from .nesting import parents_and_after
 
 #: edge types (HTA's CPEdgeType, in its order)
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
@@ -231,7 +231,16 @@ class Context:
         self._stats: dict[str, np.ndarray] = {}
         self._rows: dict[tuple[str, ...], np.ndarray] = {}
         self._communication: np.ndarray | None = None
+        self._graph_index: np.ndarray | None = None
         self.trace = trace
+
+    @property
+    def graph_index(self) -> np.ndarray:
+        """Per event row, -1: the map :func:`build` sets for one window's rows and clears
+        after (one array for every window, not one fill of the trace's length each)."""
+        if self._graph_index is None:
+            self._graph_index = np.full(self.trace.n_events, -1, np.int64)
+        return self._graph_index
 
     def stat(self, key: str) -> np.ndarray:
         """:func:`_int_stat` of the trace, decoded once."""
@@ -241,12 +250,13 @@ class Context:
 
     def communication(self, rows: np.ndarray) -> np.ndarray:
         """Which of the device activity ``rows`` are communication (``activity_class``),
-        classed once for every device activity of the trace (its kernel names matched once)."""
+        classed once for every device activity of the trace (``common.device_view``'s
+        classes: its kernel names matched once per trace)."""
         if self._communication is None:
             dev = self.corr.device_rows
             self._communication = np.zeros(self.trace.n_events, bool)
-            if len(dev):
-                self._communication[dev] = activity_class(self.trace, dev) == COMMUNICATION
+            if len(dev):  # (the view's classes are of these rows, shared with the breakdowns)
+                self._communication[dev] = device_view(self.trace).cls == COMMUNICATION
         return self._communication[rows]
 
     def host_rows(self, calls: tuple[str, ...]) -> np.ndarray:
@@ -302,13 +312,15 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     node_time = np.empty(2 * len(rows), np.int64)
     node_time[0::2] = start[rows]
     node_time[1::2] = end[rows]
-    gidx = np.full(trace.n_events, -1, np.int64)  # event row -> graph event
+    gidx = ctx.graph_index  # event row -> graph event (-1 for none): set for this window, cleared after
     gidx[rows] = np.arange(len(rows))
     edges = _Edges()
-
-    _thread_edges(trace, host, start, end, track, names, node_time, edges, ctx.waits)
-    _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
-                  gidx, node_time, n_h, n_d, edges)
+    try:
+        _thread_edges(trace, host, start, end, track, names, node_time, edges, ctx.waits)
+        _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
+                      gidx, node_time, n_h, n_d, edges)
+    finally:
+        gidx[rows] = -1
     src, dst, weight, etype, owner = edges.columns()
     return DepGraph(rows, device, node_time, src, dst, weight, etype, owner)
 
@@ -318,7 +330,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     if not len(host):
         return
     thread = cache.threads(trace)[track[host]]
-    order, depth_sorted, par_sorted = parents(thread, start[host], end[host])  # (every host call has a duration)
+    order, depth_sorted, par_sorted, after = parents_and_after(thread, start[host], end[host])  # (every call has a duration)
     depth = np.zeros(len(host), np.int64)
     depth[order] = depth_sorted
     parent = np.full(len(host), -1, np.int64)
@@ -326,7 +338,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     parent[order[has]] = order[par_sorted[has]]
 
     # the walk: at one time ends come before starts, deeper ends first, shallower starts first
-    walked = _nested_walk(order, depth_sorted, par_sorted, thread[order], start[host][order], end[host][order])
+    walked = _nested_walk(order, depth_sorted, par_sorted, thread[order], start[host][order], end[host][order], after)
     if walked is None:
         n = len(host)
         node = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
@@ -350,7 +362,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
 
 
 def _nested_walk(order: np.ndarray, depth: np.ndarray, parent: np.ndarray, thread: np.ndarray,
-                 s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+                 s: np.ndarray, e: np.ndarray, after: np.ndarray | None = None) -> np.ndarray | None:
     """The nodes of the host calls in the walk's order (node ``2*i`` starts call ``i``,
     ``2*i+1`` ends it) without sorting them, where the calls nest (each ends by its
     parent's end; ``order``, ``depth``, ``parent``: ``nesting.parents`` of the calls;
@@ -359,19 +371,22 @@ def _nested_walk(order: np.ndarray, depth: np.ndarray, parent: np.ndarray, threa
     started, and all but its open ancestors ended) and ends just before the first later
     call of its thread that starts at or after its end (position k'), where the calls
     closing end deepest first: 2k' - 1 - depth. None where the calls do not nest, or
-    the times do not fit one int64 key per thread."""
+    the times do not fit one int64 key per thread. ``after``: k' of each call, where
+    ``nesting.parents_and_after`` found it (where the calls nest, the first later call of
+    its thread at its depth or above); else one search of the ends among the starts."""
     n = len(order)
     has = parent >= 0
     if not bool((e[has] <= e[parent[has]]).all()):
         return None  # a call outlasting its parent: the walk by time, sorted
-    run = np.zeros(n, np.int64)  # which thread, 0, 1, ... in order
-    np.cumsum(thread[1:] != thread[:-1], out=run[1:])
-    lo = int(s.min())
-    width = int(e.max()) - lo + 2
-    if width * (int(run[-1]) + 2) >= 2 ** 62:
-        return None
-    key_s = run * width + (s - lo)
-    after = np.searchsorted(key_s, run * width + (e - lo), side="left")  # the next run's first where none
+    if after is None:
+        run = np.zeros(n, np.int64)  # which thread, 0, 1, ... in order
+        np.cumsum(thread[1:] != thread[:-1], out=run[1:])
+        lo = int(s.min())
+        width = int(e.max()) - lo + 2
+        if width * (int(run[-1]) + 2) >= 2 ** 62:
+            return None
+        key_s = run * width + (s - lo)
+        after = np.searchsorted(key_s, run * width + (e - lo), side="left")  # the next run's first where none
     walked = np.empty(2 * n, np.int64)
     k = np.arange(n)
     walked[2 * k - depth] = 2 * order

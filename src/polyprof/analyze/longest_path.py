@@ -43,10 +43,10 @@ def topological_order(g: DepGraph, outs: np.ndarray | None = None,
     edges in stable order of their source, where the caller has them already;
     ``grouped``: (``o_ptr``, ``outs``, in-degrees) likewise (:func:`_csr`)."""
     n = g.n_nodes
-    is_end = np.arange(n) & 1
-    dev = np.repeat(g.device, 2)
     # at one instant: ends (device ones first) before starts (host ones first)
-    tie = np.where(is_end == 1, np.where(dev, 0, 1), np.where(dev, 3, 2))
+    tie = np.empty(n, np.int64)
+    tie[1::2] = np.where(g.device, 0, 1)
+    tie[0::2] = np.where(g.device, 3, 2)
     order = lexsort((tie, g.time))
     pos = np.empty(n, np.int64)
     pos[order] = np.arange(n)

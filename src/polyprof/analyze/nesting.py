@@ -48,6 +48,22 @@ def parents(track: np.ndarray, start: np.ndarray, end: np.ndarray,
     return order, depth, parent
 
 
+def parents_and_after(track: np.ndarray, start: np.ndarray, end: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`parents`, and per position the first later position of its track one level
+    up or higher, or its track's end (where the spans nest: the end of its subtree), in
+    the same C loop; None for that where ``_nest`` is not built (the caller finds it
+    otherwise)."""
+    if _nest is None:
+        return (*parents(track, start, end), None)
+    track, start, end = (np.asarray(a, np.int64) for a in (track, start, end))
+    nonempty = np.flatnonzero(end > start)
+    order = nonempty[lexsort((-(end - start)[nonempty], start[nonempty], track[nonempty]))]
+    depth, parent, after = (np.empty(len(order), np.int64) for _ in range(3))
+    _nest.depths(track[order], start[order], end[order], depth, parent, after)
+    return order, depth, parent, after
+
+
 def of_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`parents` of the events ``rows`` (ascending) on their OS threads
     (``cache.threads``), made once per trace for each set of rows."""
