@@ -32,6 +32,9 @@ isal_zlib = _isal()
 
 #: whether batches are kept deflated (ISA-L is installed)
 DEFLATED = isal_zlib is not None
+#: raw deflate: no zlib header and no Adler-32 checksum to compute either way (the text never
+#: leaves the process)
+_RAW = -15
 
 
 class PackedBatches(Sequence[tuple[int, bytes]]):
@@ -48,7 +51,7 @@ class PackedBatches(Sequence[tuple[int, bytes]]):
         base, text = batch
         self.bases.append(base)
         self.names.append(names)
-        self._blobs.append(text if isal_zlib is None else isal_zlib.compress(text, 0))
+        self._blobs.append(text if isal_zlib is None else _deflate([text]))
 
     def append_parts(self, base: int, parts: list[bytes], names: frozenset[str] | None = None) -> None:
         """A batch given as the texts of its events' args in pieces (``args, args``; the
@@ -57,14 +60,13 @@ class PackedBatches(Sequence[tuple[int, bytes]]):
             return self.append((base, b"".join((b"[", b",".join(parts), b"]"))), names)
         self.bases.append(base)
         self.names.append(names)
-        z = isal_zlib.compressobj(0)
-        out = [z.compress(b"[")]
+        pieces = [b"["]
         for i, part in enumerate(parts):
             if i:
-                out.append(z.compress(b","))
-            out.append(z.compress(part))
-        out += [z.compress(b"]"), z.flush()]
-        self._blobs.append(b"".join(out))
+                pieces.append(b",")
+            pieces.append(part)
+        pieces.append(b"]")
+        self._blobs.append(_deflate(pieces))
 
     def __len__(self) -> int:
         return len(self.bases)
@@ -79,11 +81,21 @@ class PackedBatches(Sequence[tuple[int, bytes]]):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         blob = self._blobs[i]
-        return self.bases[i], (blob if isal_zlib is None else isal_zlib.decompress(blob))
+        return self.bases[i], (blob if isal_zlib is None else isal_zlib.decompress(blob, _RAW))
 
     def nbytes(self) -> int:
         """Bytes held (deflated, or as they are)."""
         return sum(map(len, self._blobs))
+
+
+def _deflate(pieces: list[bytes]) -> bytes:
+    """The text the pieces make, deflated (raw, ISA-L's fastest level) piece by piece:
+    never joined into one text first (the join's copy cost more than the deflate)."""
+    assert isal_zlib is not None  # the callers' test
+    z = isal_zlib.compressobj(0, isal_zlib.DEFLATED, _RAW)
+    out = [z.compress(p) for p in pieces]
+    out.append(z.flush())
+    return b"".join(out)
 
 
 def bases(batches: Sequence[tuple[int, bytes]]) -> list[int]:
