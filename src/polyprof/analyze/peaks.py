@@ -13,10 +13,10 @@ import json
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping, NamedTuple
 
 from ..errors import PeakError
 from ..trace.core import Trace
@@ -28,13 +28,12 @@ _UNITS = ("tensor", "vector")
 RATE_KEYS = tuple(f"{p}_{u}" for p in PRECISIONS for u in _UNITS) + ("hbm",)
 
 
-@dataclass(frozen=True)
-class Peak:
+class Peak(NamedTuple):  # not a frozen dataclass: made at every start (docs/benchmarks.md, issue 35)
     """One device's peaks: ``rates`` maps :data:`RATE_KEYS` to FLOP/s (bytes/s for
     ``hbm``); ``source`` the documents they are from (and ``--peak`` where overridden)."""
 
     model: str
-    rates: Mapping[str, float] = field(default_factory=dict)
+    rates: Mapping[str, float] = MappingProxyType({})
     units: int = 0
     unit_kind: str = ""
     source: str = ""
@@ -117,7 +116,7 @@ def match_properties(props: Mapping[str, Any]) -> Peak | None:
             or found.units % units):
         return found
     k = units / found.units
-    return replace(found, rates={r: v * k for r, v in found.rates.items()}, units=units,
+    return found._replace(rates={r: v * k for r, v in found.rates.items()}, units=units,
                    source=f"{found.source}; {units} of its {found.units} {found.unit_kind}s: {k:g} of each rate")
 
 
@@ -132,7 +131,7 @@ def _plane_peaks(trace: Trace, found: Peak | None) -> Peak | None:
             rates = {**base.rates, "bf16_tensor": float(tf) * 1e12}
             if isinstance(bw, (int, float)) and bw > 0:
                 rates["hbm"] = float(bw) * 1e9
-            return replace(base, rates=rates, source=f"the trace's device plane {p.name} (XProf's peaks)")
+            return base._replace(rates=rates, source=f"the trace's device plane {p.name} (XProf's peaks)")
     return found
 
 
@@ -171,7 +170,7 @@ def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None)
         return found
     base = found or Peak("given by hand")
     src = f"{base.source}; " if base.source else ""
-    return replace(base, rates={**base.rates, **over}, source=f"{src}given: {', '.join(sorted(over))}")
+    return base._replace(rates={**base.rates, **over}, source=f"{src}given: {', '.join(sorted(over))}")
 
 
 

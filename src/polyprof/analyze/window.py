@@ -38,7 +38,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass
-from typing import Union
+from typing import NamedTuple, Union
 
 import numpy as np
 
@@ -63,8 +63,7 @@ AUTO_MIN_STEPS = 3
 _RANGE = r"^\s*(-?\d+)?\s*(:)?\s*(-?\d+)?\s*$"  # compiled on first use (re's cache), not at import
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(NamedTuple):  # not a frozen dataclass: made at every start (docs/benchmarks.md, issue 35)
     """Steps to analyse: numbers in ``[start, stop)``, then the first ``skip_first`` dropped."""
 
     start: int | None = None
