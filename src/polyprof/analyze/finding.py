@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class Finding:
+    """One finding: what was found, how bad, on which plane, the evidence and events
+    that show it, and what to try. (Its own docstring: a dataclass without one has its
+    signature written into ``__doc__`` through ``inspect`` at import.)"""
+
     id: str  # host_bound, input_bound, ..., memory_peak_held_by_one, memory_growth
     title: str
     severity: str  # "high" | "medium" | "low"

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Report:
+    """What a summary or report shows: the analysed trace (the window's view), every
+    table, the findings and the overview."""
+
     trace: Trace
     #: every analysis table, in report order
     tables: dict[str, Table]
