@@ -180,3 +180,5 @@ def test_take_is_asked_once_with_names():
     names, per = tok.taken()  # type: ignore[misc]
     assert names == ("a",) and np.frombuffer(per[0][0], np.int32).tolist() == [0] and per[0][2] == [b"[1, 2]"]
     json.loads(per[0][2][0])
+    assert tok.taken() is None  # given once, its buffers freed
+    assert tok.scan(text, len(text)) is not None and tok.taken() is None

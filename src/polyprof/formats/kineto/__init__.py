@@ -17,7 +17,8 @@ The stages, one module each (Perfetto's tokenizer/parser split):
 
 - ``stream.py``: the file as decompressed blocks (gzip streamed, ISA-L when installed);
 - ``slicing.py``: the ``traceEvents`` array cut into slices of whole events, each read by
-  the compiled tokenizer into columns (``tokenized.py`` + ``_tokens.c``), or decoded by
+  the compiled tokenizer into columns (``tokenized.py`` + ``_tokens.c``, which also takes
+  the args analyses look up by row: ``taken.py``), or decoded by
   msgspec into the structs of ``events.py`` where it does not read a slice exactly (the
   rest of the document parsed apart);
 - ``collector.py``: each slice -> NumPy columns (codes through ``codes.py``, exact ns

@@ -676,10 +676,29 @@ static PyObject *pending_keys(Table *t) {
     return out;
 }
 
+/* The buffers of what was taken, freed; nothing is taken any more (`taken` gave it). */
+static void take_free(Tok *s) {
+    for (int k = 0; k < MAX_TAKE; k++) {
+        PyMem_Free(s->values[k].slots);
+        PyMem_Free(s->values[k].arena.p);
+        PyMem_Free(s->values[k].pending.p);
+        PyMem_Free(s->offs[k].p);
+        PyMem_Free(s->trow[k].p);
+        PyMem_Free(s->tcode[k].p);
+        memset(&s->values[k], 0, sizeof(Table));
+        s->offs[k] = s->trow[k] = s->tcode[k] = (Buf){NULL, 0, 0};
+    }
+    s->take_ok = 0;
+}
+
 /* taken() -> None (nothing taken, or some event's args not read exactly), else (names,
- * per name (rows int32 bytes, codes int32 bytes, the distinct values' texts by code)). */
+ * per name (rows int32 bytes, codes int32 bytes, the distinct values' texts by code)).
+ * Once: its buffers are freed (a big load's peak comes after). */
 static PyObject *tok_taken(Tok *s, PyObject *unused) {
-    if (!s->take.n || !s->take_ok) Py_RETURN_NONE;
+    if (!s->take.n || !s->take_ok) {
+        take_free(s);
+        Py_RETURN_NONE;
+    }
     PyObject *per = PyTuple_New(s->take.n);
     for (int k = 0; per && k < s->take.n; k++) {
         size_t n = s->offs[k].len / (2 * sizeof(size_t));
@@ -696,7 +715,9 @@ static PyObject *tok_taken(Tok *s, PyObject *unused) {
         if (!item) Py_CLEAR(per);
         else PyTuple_SET_ITEM(per, k, item);
     }
-    return per ? Py_BuildValue("(ON)", s->take_names, per) : NULL;
+    PyObject *out = per ? Py_BuildValue("(ON)", s->take_names, per) : NULL;
+    take_free(s);
+    return out;
 }
 
 /* take(names): the args called one of names (a tuple of at most MAX_TAKE str) taken from
@@ -824,14 +845,7 @@ static void tok_dealloc(Tok *s) {
     PyMem_Free(s->names.slots);
     PyMem_Free(s->names.arena.p);
     PyMem_Free(s->names.pending.p);
-    for (int k = 0; k < MAX_TAKE; k++) {
-        PyMem_Free(s->values[k].slots);
-        PyMem_Free(s->values[k].arena.p);
-        PyMem_Free(s->values[k].pending.p);
-        PyMem_Free(s->offs[k].p);
-        PyMem_Free(s->trow[k].p);
-        PyMem_Free(s->tcode[k].p);
-    }
+    take_free(s);
     Py_XDECREF(s->take_names);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
@@ -846,7 +860,8 @@ static PyMethodDef tok_methods[] = {
      "now on (taken() gives them)."},
     {"taken", (PyCFunction)tok_taken, METH_NOARGS,
      "taken() -> (names, per name (rows int32 bytes, codes int32 bytes, distinct values' texts by code)) | None: "
-     "the args taken from the slices read (None: none asked for, or some event's args not read exactly)."},
+     "the args taken from the slices read (None: none asked for, or some event's args not read exactly); once: "
+     "then None."},
     {"learn", (PyCFunction)tok_learn, METH_VARARGS,
      "learn(table, codes): the codes (int64 bytes) of the last scan's new keys of table 0 (pid), 1 (tid) "
      "or 2 (strings), in order."},

@@ -142,9 +142,10 @@ class DeferredArgs:
         return self._may[key]
 
     def rows(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
-        """Some deferred args for some rows only: each batch holding one of the rows is
-        split into its events' JSON texts (no values built) and just those are decoded.
-        Values are typed from these rows as the full decode types a column."""
+        """Some deferred args for some rows only: the args the tokenizer took at load
+        (taken.py) from their columns, no batch read; others from each batch holding one
+        of the rows, split into its events' JSON texts (no values built), just those
+        decoded. Values are typed from these rows as the full decode types a column."""
         names = {k: arg_names(k) for k in keys}
         rows = unique(np.asarray(rows, np.int64))
         if not any(k in self.late for k in keys) and self.taken is not None and \
