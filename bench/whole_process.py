@@ -223,13 +223,14 @@ def main(argv: list[str] | None = None) -> int:
             size = path.stat().st_size
             rows.append((label, peer, size, ours, theirs, ratio))
             print(f"{label} ({size / 1e6:.1f} MB, vs {peer}): polyprof wall {min(o['wall'] for o in ours):.2f} / "
-                  f"{statistics.median(o['wall'] for o in ours):.2f} s, cpu "
-                  f"{statistics.median(o['cpu'] for o in ours):.2f} s, rss "
+                  f"{statistics.median(o['wall'] for o in ours):.2f} s, cpu {min(o['cpu'] for o in ours):.3f} / "
+                  f"{statistics.median(o['cpu'] for o in ours):.3f} s, rss "
                   f"{statistics.median(o['rss'] for o in ours):.0f} MiB; {peer} wall "
                   f"{statistics.median(t['wall'] for t in theirs):.2f} s, rss "
-                  f"{statistics.median(t['rss'] for t in theirs):.0f} MiB; {peer}/polyprof wall "
-                  f"{min(ratio['wall']):.1f}x / {statistics.median(ratio['wall']):.1f}x, cpu "
-                  f"{min(ratio['cpu']):.1f}x / {statistics.median(ratio['cpu']):.1f}x, rss "
+                  f"{statistics.median(t['rss'] for t in theirs):.0f} MiB, cpu "
+                  f"{min(t['cpu'] for t in theirs):.3f} / {statistics.median(t['cpu'] for t in theirs):.3f} s; "
+                  f"{peer}/polyprof wall {min(ratio['wall']):.2f}x / {statistics.median(ratio['wall']):.2f}x, cpu "
+                  f"{min(ratio['cpu']):.2f}x / {statistics.median(ratio['cpu']):.2f}x, rss "
                   f"{statistics.median(ratio['rss']):.2f}x", flush=True)
     load1 = os.getloadavg()
     print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}; {args.rounds} rounds, alternating")
