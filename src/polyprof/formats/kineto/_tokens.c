@@ -536,10 +536,27 @@ static int arg_names(Tok *s, Names *nm) {
 
 /* The code of a taken value: its place among the distinct texts of its name (a new one
  * appended); -1 on memory error. */
+/* A taken value's hash, eight bytes at a time (values are longer than the codes' keys). */
+static uint64_t hash_wide(cp s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    if (n) {
+        w = 0;
+        memcpy(&w, s, n);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    return h ? h : 1;
+}
+
 static int64_t value_code(Tok *s, int k, cp v, size_t n) {
     Table *t = &s->values[k];
     if ((t->used + 1) * 2 > t->cap && table_grow(t)) return -1;
-    uint64_t h = hash_of(v, n);
+    uint64_t h = hash_wide(v, n);
     Entry *e = find(t, v, n, h);
     if (!e->hash) {
         e->hash = h;
