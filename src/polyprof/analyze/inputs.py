@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..trace import keys
 from ..trace.core import Trace
 from ..trace.vocabulary import GRAPH_LAUNCH_MARKERS, PROFILER_RANGE_CATEGORY
 from .common import COMMUNICATION, device_view
@@ -43,3 +44,10 @@ def communication(trace: Trace) -> bool:
     """What ``collectives.collective_rows`` finds: a device communication activity, else
     a CPU backend's work range (``collective_stats``, ``transfers``)."""
     return bool(np.any(device_view(trace).cls == COMMUNICATION)) or len(cpu_comm_rows(trace)) > 0
+
+
+def memory_events(trace: Trace) -> bool:
+    """A numeric ``alloc_bytes`` stat on some event: what ``trace/memory.py`` reads memory
+    events from (``memory_peak``, ``memory_at_peak``, the memory findings)."""
+    col = trace.stats.get(keys.ALLOC_BYTES)
+    return col is not None and col.kind in "iuf" and len(col) > 0

@@ -11,7 +11,7 @@ import numpy as np
 from ..trace.core import Trace
 from .finding import Finding, _records
 from .frames import column, order_asc
-from .memory import peak_holders, step_levels
+from .inputs import memory_events
 
 MIB = 1 << 20
 PEAK_HOLDER_SHARE = 50.0  # one section (or op) holds this share of what is live at the peak
@@ -46,6 +46,8 @@ def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
             continue
         for by in ("section", "op"):
             if by not in holders:
+                from .memory import peak_holders  # only at a peak: without memory events the module is not imported
+
                 holders[by] = peak_holders(trace, by)
             h = holders[by]
             at = np.flatnonzero((column(h, "device") == p["device"]) & (column(h, "allocator") == p["allocator"])
@@ -71,6 +73,10 @@ def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
 
 
 def _growth(trace: Trace) -> list[Finding]:
+    if not memory_events(trace):  # no levels to grow (analyze/inputs.py: as the memory tables)
+        return []
+    from .memory import step_levels  # (as above)
+
     lv = step_levels(trace)
     out: list[Finding] = []
     if not len(lv):

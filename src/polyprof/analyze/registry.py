@@ -70,8 +70,12 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("launch_stats", "polyprof.analyze.ops:launch_stats", per_event=True),
     Analysis("launch_summary", "polyprof.analyze.ops:launch_summary", needs=("launch_stats",)),
     Analysis("event_stats", "polyprof.analyze.events:event_stats"),
-    Analysis("memory_peak", "polyprof.analyze.memory:memory_peak"),
-    Analysis("memory_at_peak", "polyprof.analyze.memory:memory_at_peak"),
+    Analysis("memory_peak", "polyprof.analyze.memory:memory_peak", present=_IN + "memory_events",
+             empty=_columns("device:O allocator:O start_bytes:i8 peak_bytes:i8 peak_ns:i8 end_bytes:i8 "
+                            "allocations:i8 frees:i8 allocated_total_bytes:i8 live_at_peak:i8 "
+                            "live_at_peak_bytes:i8 from_allocator:i8")),
+    Analysis("memory_at_peak", "polyprof.analyze.memory:memory_at_peak", present=_IN + "memory_events",
+             empty=_columns("device:O allocator:O bytes:i8 ts_ns:i8 addr:i8 thread:O op:O section:O stack:O")),
     Analysis("counter_stats", "polyprof.analyze.counters:counter_stats"),
     Analysis("device_op_breakdown", "polyprof.analyze.devops:device_op_breakdown"),
     Analysis("kernel_state_breakdown", "polyprof.analyze.kernel_states:kernel_state_breakdown"),

@@ -12,7 +12,6 @@ from ..trace import keys
 from ..trace.core import Trace
 from .breakdown import busy_within
 from .frames import frame, order_desc
-from .memory import Level, allocated_inside
 from .grouping import duration_columns, group_reduce
 from .window import WindowArg, host_mask, view
 
@@ -75,6 +74,8 @@ EXTRA = ["device_ops", "device_ns", "projected_ns", "device_util_pct", *MEMORY_C
 def _memory_columns(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndarray, o: np.ndarray,
                     gs: np.ndarray) -> dict[str, np.ndarray]:
     """The memory columns per section name (group order ``o``, group starts ``gs``)."""
+    from .memory import Level, allocated_inside  # sections only: a trace without them does not import it
+
     n = len(gs)
     level = Level.of(trace)
     if level is None:
