@@ -109,8 +109,8 @@ def test_summary_of_an_xspace_defines_only_the_pinned_dataclasses():
     each in a fresh process). NamedTuples: the records a summary's analyses pass among
     themselves (the registry's ``Analysis``, flops' ``Costs`` and ``Op``), the immutable
     values (the analysed ``Window``, a device's ``Peak``), the formats' registry entries
-    and read limits; plain classes: the derived records of NumPy columns (steps,
-    correlation, projection, memory events). The modules a summary of an XSpace imports
+    and read limits; plain classes: the records of NumPy columns (steps, correlation,
+    projection, memory events, the window's selection). The modules a summary of an XSpace imports
     define only these dataclasses (mutable records, and the schema's, whose fields the
     writers and ``dataclasses.replace`` read); a new one on this path fails here."""
     trace = Path(__file__).resolve().parent / "data" / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb"
@@ -121,8 +121,7 @@ def test_summary_of_an_xspace_defines_only_the_pinned_dataclasses():
             "    if n.startswith('polyprof.') for k, v in vars(m).items()\n"
             "    if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == n)))")
     out = child(code)
-    assert out.split() == ["polyprof.analyze.finding.Finding", "polyprof.analyze.window.Selection",
-                           "polyprof.report.tables.Report",
+    assert out.split() == ["polyprof.analyze.finding.Finding", "polyprof.report.tables.Report",
                            "polyprof.trace.core.Trace", "polyprof.trace.model.Plane", "polyprof.trace.model.Source",
                            "polyprof.trace.model.Track"]
 

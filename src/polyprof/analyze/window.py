@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
 from typing import NamedTuple, Union
 
 import numpy as np
@@ -107,18 +106,21 @@ class Window(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
 WindowArg = Union[Window, str, None]
 
 
-@dataclass(frozen=True)
 class Selection:
-    """The steps a window selected (positions into the trace's steps) and how to say it."""
+    """The steps a window selected (positions into the trace's steps) and how to say it.
+    A plain class, not a frozen dataclass: made at every start, the dataclass's six
+    generated methods compiled there (docs/benchmarks.md, issue 35); nothing changes it."""
 
-    index: np.ndarray  # positions of the selected steps in cache.steps(trace)
-    label: str  # e.g. "steps 102-105 of 101-105 (first step skipped: warm-up)"
-    restricted: bool  # False when every step (or the whole trace) is analysed as by default
-    span: str = "steps"
-    lo: int = -_FAR  # events are counted when they (or their launch) start in [lo, hi)
-    hi: int = _FAR
-    round_us: bool = False
-    hta: bool = False  # HTA's window: analyses that reproduce HTA read its activity (hta_compat)
+    def __init__(self, index: np.ndarray, label: str, restricted: bool, span: str = "steps", lo: int = -_FAR,
+                 hi: int = _FAR, round_us: bool = False, hta: bool = False):
+        self.index = index  # positions of the selected steps in cache.steps(trace)
+        self.label = label  # e.g. "steps 102-105 of 101-105 (first step skipped: warm-up)"
+        self.restricted = restricted  # False when every step (or the whole trace) is analysed as by default
+        self.span = span
+        self.lo = lo  # events are counted when they (or their launch) start in [lo, hi)
+        self.hi = hi
+        self.round_us = round_us
+        self.hta = hta  # HTA's window: analyses that reproduce HTA read its activity (hta_compat)
 
 
 def _runs(nums: np.ndarray, most: int = 4) -> str:
