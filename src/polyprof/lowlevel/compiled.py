@@ -36,14 +36,15 @@ def sources(folder: Path, name: str) -> list[Path]:
     ``name*.h`` in its package's folder (``_walk.c``, ``_walk_parse.c``, ``_walk.h``, ...),
     then the headers every extension may include, ``lowlevel/_shared_*.h``. setup.py uses
     the same rule when it writes the stamp."""
-    own = _named(folder, name, (".c", ".h"))
-    return own and own + _named(Path(__file__).parent, "_shared_", (".h",))
+    own = sorted(map(Path, _named(str(folder), name, (".c", ".h"))))
+    return own and own + sorted(map(Path, _named(os.path.dirname(__file__), "_shared_", (".h",))))
 
 
-def _named(folder: Path, prefix: str, suffixes: tuple[str, ...]) -> list[Path]:
-    """The files of ``folder`` named ``prefix*`` ending in one of ``suffixes``, sorted (a
-    glob's matches, from one listing: every optional extension's import asks)."""
-    return sorted(folder / n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(suffixes))
+def _named(folder: str, prefix: str, suffixes: tuple[str, ...]) -> list[str]:
+    """The paths of the files of ``folder`` named ``prefix*`` ending in one of ``suffixes``
+    (a glob's matches, from one listing, as plain strings: every optional extension's
+    import asks, in a checkout)."""
+    return [os.path.join(folder, n) for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(suffixes)]
 
 
 def digest(paths: list[Path]) -> str:
@@ -58,17 +59,23 @@ def digest(paths: list[Path]) -> str:
 
 def stale(module: ModuleType) -> bool:
     """Whether ``module`` was built from other sources than those beside it now (False
-    where there is no stamp or no source to compare: a wheel, an older build)."""
-    where = Path(module.__file__ or "")
+    where there is no stamp or no source to compare: a wheel, an older build). The
+    times are compared on plain paths (every optional extension's import asks, in a
+    checkout); :func:`sources` only where one is newer than the stamp."""
+    folder, _, _ = (module.__file__ or "").rpartition(os.sep)
     name = module.__name__.rpartition(".")[2]
-    stamp = where.with_name(name + ".stamp")
-    if not stamp.is_file():  # a wheel, or a build before stamps
+    try:
+        built = os.stat(os.path.join(folder, name + ".stamp")).st_mtime_ns
+    except OSError:  # a wheel, or a build before stamps
         return False
-    found = sources(where.parent, name)
-    built = stamp.stat().st_mtime_ns
-    if all(p.stat().st_mtime_ns < built for p in found):  # none touched since the build
+    own = _named(folder, name, (".c", ".h"))
+    if not own:
         return False
-    return stamp.read_text().strip() != digest(found)
+    every = own + _named(os.path.dirname(__file__), "_shared_", (".h",))
+    if all(os.stat(p).st_mtime_ns < built for p in every):  # none touched since the build (sources' rule)
+        return False
+    found = sources(Path(folder), name)
+    return Path(folder, name + ".stamp").read_text().strip() != digest(found)
 
 
 def optional(package: str | None, name: str) -> ModuleType | None:
