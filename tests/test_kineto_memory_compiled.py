@@ -115,7 +115,7 @@ def test_plain_kineto_batches_are_read_by_the_compiled_pass(monkeypatch):
     args = [{"Total Reserved": 2097152, "Total Allocated": 512 * i, "Bytes": 512, "Device Id": 0, "Device Type": 1,
              "Addr": 139_000_000_000_000 + i} for i in range(50)] + [{"Input Dims": [[1, 2]], "name": "op"}]
     text = json.dumps(args).encode()
-    monkeypatch.setattr(kineto_memory, "_DECODE_FAST", None)  # would raise if called
+    monkeypatch.setattr(kineto_memory, "_decode_fast", None)  # would raise if called
     got = kineto_memory.batch_stats(text, 0, msgspec.json.decode)
     assert got["alloc_bytes"][1].tolist() == [512] * 50
     assert _values(got["memory_device"][1]) == ("|O", ["/device:GPU:0"] * 50)

@@ -19,8 +19,9 @@ rows array, which the Trace's columns then share.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from operator import attrgetter
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import numpy as np
@@ -62,7 +63,12 @@ class _KinetoMemory(msgspec.Struct, gc=False):
     did: int = msgspec.field(default=_ABSENT, name="Device Id")
 
 
-_DECODE_FAST = msgspec.json.Decoder(list[_KinetoMemory]).decode
+@lru_cache(maxsize=1)
+def _decode_fast() -> Callable[[bytes], list[_KinetoMemory]]:
+    """msgspec's typed decoder of a batch, made on first use: a batch the compiled pass
+    did not read whole (resolving the record's annotations at import cost every start)."""
+    return msgspec.json.Decoder(list[_KinetoMemory]).decode
+
 _FIELDS = (("nbytes", keys.ALLOC_BYTES), ("addr", keys.ADDR), ("total", keys.TOTAL_ALLOCATED),
            ("reserved", keys.TOTAL_RESERVED))
 
@@ -82,7 +88,7 @@ def batch_stats(text: bytes, base: int, decode_any: Any) -> _Stats:
             return out
     if b'"alloc_bytes"' not in text:
         try:
-            return _columns(_DECODE_FAST(text), base)
+            return _columns(_decode_fast()(text), base)
         except (msgspec.ValidationError, msgspec.DecodeError, OverflowError):
             pass  # other values, or an address beyond 64 bits: the general path
     return memory_stats(decode_any(text), base)
