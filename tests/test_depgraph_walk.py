@@ -72,3 +72,24 @@ def test_calls_that_do_not_nest_are_sorted():
     start, end = np.array([0, 2, 4], np.int64), np.array([10, 5, 12], np.int64)  # the third outlasts the first
     order, d_sorted, p_sorted = parents(thread, start, end)
     assert depgraph._nested_walk(order, d_sorted, p_sorted, thread[order], start[order], end[order]) is None
+
+
+def test_one_context_per_trace_left_clear_between_steps():
+    """``depgraph.context``: one Context per trace, shared by every step's ``build``; the
+    row -> graph event map it lends each step is clear again after it, so each step's
+    graph is the graph a fresh Context gives."""
+    from pathlib import Path
+
+    import polyprof
+    from polyprof.analyze.critical_path import step_windows
+
+    t = polyprof.load(Path(__file__).parent / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz")
+    ctx = depgraph.context(t)
+    assert depgraph.context(t) is ctx
+    _, starts, ends = step_windows(t)
+    assert len(starts) > 1
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        shared, fresh = depgraph.build(t, a, b), depgraph.build(t, a, b, depgraph.Context(t))
+        for name, x, y in zip(shared._fields, shared, fresh):
+            assert np.array_equal(x, y), name
+        assert (ctx.graph_index == -1).all()

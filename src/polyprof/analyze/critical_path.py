@@ -18,7 +18,7 @@ from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, unique, unique_inverse
-from .depgraph import Context, DepGraph, build, window_rows
+from .depgraph import Context, DepGraph, build, context, window_rows
 from . import nesting
 from .frames import column, empty_frame, frame
 from .table import Table
@@ -123,7 +123,7 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     # on the path and slack, the path's length; the table's columns are gathered once
     parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = []
     ev = trace.events
-    ctx = Context(trace)  # the whole trace's part, once for every step
+    ctx = context(trace)  # the whole trace's part, once for every step (and the track's)
     for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
         w = window_rows(ctx, t0, t1)
         if not len(w.host) + len(w.dev) + len(w.sy):

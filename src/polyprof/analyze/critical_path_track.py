@@ -18,7 +18,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from .critical_path import step_windows
-from .depgraph import EDGE_TYPES, Context, build
+from .depgraph import EDGE_TYPES, build, context
 from .longest_path import longest_path
 
 #: the track's name
@@ -39,7 +39,7 @@ def with_critical_path(trace: Trace) -> Trace:
     names = np.asarray(trace.strings, dtype=object)
     track_names = np.array([t.name for t in trace.tracks], dtype=object)
     parts: list[tuple[np.ndarray, ...]] = []
-    ctx = Context(trace)  # the whole trace's part of every step's graph, made once
+    ctx = context(trace)  # the whole trace's part of every step's graph, made once
     for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
         g = build(trace, t0, t1, ctx)
         if not len(g.src):

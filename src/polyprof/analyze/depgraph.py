@@ -266,6 +266,14 @@ class Context:
         return self._rows[calls]
 
 
+def context(trace: Trace) -> Context:
+    """The trace's :class:`Context`, made once per trace (``cache.memo``): the critical
+    path's table, its track and the job's graphs (``ranks/critical_path.py``, a
+    :func:`build` per step) share it. It holds a few columns of the trace's length for as
+    long as the trace lives."""
+    return cache.memo(trace, "critical_path_context", Context)
+
+
 def _by_time(rows: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     o = np.argsort(t, kind="stable")
     return rows[o], t[o]
@@ -301,7 +309,7 @@ def window_rows(ctx: Context, t0: int, t1: int) -> Window:
 def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: Window | None = None) -> DepGraph:
     """The graph of :func:`window_rows`' rows. ``ctx``: the trace's :class:`Context`, made
     once for every window of one trace; ``rows_of``: the window, if already taken."""
-    ctx = Context(trace) if ctx is None else ctx
+    ctx = context(trace) if ctx is None else ctx
     start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
     host, dev, dev_launch, sy, sy_call = window_rows(ctx, t0, t1) if rows_of is None else rows_of
 
