@@ -802,6 +802,7 @@ static PyObject *tok_scan(Tok *s, PyObject *args) {
         Py_RETURN_NONE;
     }
     s->rows += (Py_ssize_t)s->out[C_PH].len;
+    if (s->rows > INT32_MAX) s->take_ok = 0;  /* rows past int32: nothing taken (taken.py looks up int32 rows) */
     PyObject *res = PyTuple_New(NBUF + 4);
     if (!res) return NULL;
     PyTuple_SET_ITEM(res, 0, PyLong_FromSsize_t(count));

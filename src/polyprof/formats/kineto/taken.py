@@ -33,15 +33,19 @@ class TakenArgs:
         each one's index into the distinct values among them, their texts joined
         ``[v,v,...]``, their lengths), as ``_args.select`` gives them; None where none has it."""
         have = self.rows[name]
-        if not len(have):
+        if not len(have) or not len(rows):
             return None
-        pos = np.searchsorted(have, rows)
+        pos = np.searchsorted(have, rows.astype(np.int32))  # every row is an int32 where anything is taken
         pos[pos == len(have)] = 0
         hit = have[pos] == rows
         if not hit.any():
             return None
-        used, index = np.unique(self.codes[name][pos[hit]], return_inverse=True)
+        codes = self.codes[name][pos[hit]]
         values = self.values[name]
+        present = np.zeros(len(values), bool)  # the distinct values among these rows, in code order
+        present[codes] = True
+        used = np.flatnonzero(present)
+        index = (np.cumsum(present) - 1)[codes]
         texts = [values[c] for c in used.tolist()]
         lens = np.fromiter(map(len, texts), np.int64, len(texts))
         return rows[hit], index.astype(np.int64), b"[" + b",".join(texts) + b"]", lens
