@@ -93,3 +93,28 @@ def test_one_context_per_trace_left_clear_between_steps():
         for name, x, y in zip(shared._fields, shared, fresh):
             assert np.array_equal(x, y), name
         assert (ctx.graph_index == -1).all()
+
+
+def test_a_trace_is_freed_by_its_last_reference_after_its_critical_path():
+    """The memoised Context refers to its trace weakly: no cycle keeps a trace (and its
+    columns) alive for the collector once the critical path, its track and a step's graph
+    are made (ranks' workers read many traces in one process)."""
+    import gc
+    import weakref
+    from pathlib import Path
+
+    import polyprof
+    from polyprof.analyze.critical_path import critical_path
+    from polyprof.analyze.critical_path_track import with_critical_path
+
+    t = polyprof.load(Path(__file__).parent / "data" / "traces" / "kineto" / "a100_alexnet_small.json.gz")
+    assert len(critical_path(t)) and with_critical_path(t) is not t
+    ref = weakref.ref(t)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del t
+        assert ref() is None
+    finally:
+        if enabled:
+            gc.enable()

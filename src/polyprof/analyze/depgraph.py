@@ -35,12 +35,14 @@ gap between two children belongs to their parent, a gap on a stream to the activ
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 
 import numpy as np
 
 from ..derive import cache
+from ..errors import PolyprofError
 from ..derive.correlate import Correlation
 from ..trace.categories import Kind
 from ..trace.core import Trace
@@ -232,7 +234,15 @@ class Context:
         self._rows: dict[tuple[str, ...], np.ndarray] = {}
         self._communication: np.ndarray | None = None
         self._graph_index: np.ndarray | None = None
-        self.trace = trace
+        self._trace = weakref.ref(trace)  # (kept in the trace's memo: no cycle back through it)
+
+    @property
+    def trace(self) -> Trace:
+        """The trace this context is of (while it lives: the context is in its memo)."""
+        trace = self._trace()
+        if trace is None:
+            raise PolyprofError("a critical-path context outlived its trace")
+        return trace
 
     @property
     def graph_index(self) -> np.ndarray:
