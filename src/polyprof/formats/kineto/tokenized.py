@@ -62,13 +62,16 @@ def tokenizer() -> Tokenizer | None:
     return _tokens.Tokenizer() if _tokens is not None else None
 
 
+_NO_CODES = np.zeros(0, np.int64)
+
+
 class _Codes:
     """The codes of one table's new keys in a slice, numbered column by column as
     :meth:`_Collector.field_codes` numbers them (first appearance, one column after the other)."""
 
     def __init__(self, keys: list[bytes], table: dict, make: Callable[[object], int]):
         self.keys, self.table, self.make = keys, table, make
-        self.codes = np.full(len(keys), -1, np.int64)
+        self.codes = np.full(len(keys), -1, np.int64) if keys else _NO_CODES  # most slices: no new key
 
     def column(self, col: np.ndarray) -> np.ndarray:
         if not self.keys:
