@@ -182,3 +182,26 @@ def test_take_is_asked_once_with_names():
     json.loads(per[0][2][0])
     assert tok.taken() is None  # given once, its buffers freed
     assert tok.scan(text, len(text)) is not None and tok.taken() is None
+
+
+def test_a_pickled_or_subset_trace_looks_up_the_same(monkeypatch: pytest.MonkeyPatch):
+    """The taken columns travel with the deferred args: through a pickle, and under a
+    subset of the events (its rows mapped back), the same lookups as the batch walk."""
+    import pickle
+
+    from polyprof.trace import subset
+
+    trace = kineto.load(DATA / "traces" / "kineto" / "mtia_inference_rank0.json.gz")
+    copy = pickle.loads(pickle.dumps(trace))
+    assert _args(copy).taken is not None  # type: ignore[union-attr]
+    _check(copy, monkeypatch)
+    keep = np.zeros(trace.n_events, bool)
+    keep[::3] = True
+    part = subset.take(trace, keep)
+    rows = np.arange(part.n_events)
+    got = part.stats.lookup_rows(list(BY_ROW), rows)
+    _args(trace).taken = None  # type: ignore[union-attr]  # the same subset, its lookups by the walk
+    walked = subset.take(trace, keep).stats.lookup_rows(list(BY_ROW), rows)
+    assert got.keys() == walked.keys() and len(got) >= 3
+    for k in got:
+        assert np.array_equal(got[k][0], walked[k][0]) and got[k][1].tolist() == walked[k][1].tolist(), k
