@@ -35,7 +35,7 @@ CYCLE_EXCEPTIONS: dict[frozenset[str], str] = {}
 LAZY_BY_DESIGN = {
     "polyprof.cli.": "the CLI builds only the given command's parser; a command imports its work when it runs",
     "polyprof.cli": "the same: `polyprof run` must not import the analyses",
-    "polyprof": "`import polyprof` imports the recorder only (a program that marks sections needs no NumPy)",
+    "polyprof": "`import polyprof` imports no more than the recorder, on first use (a program that marks sections needs no NumPy; the CLI none of it)",
     "polyprof.collect.session": "a session imports nesting, schedules and subsets only when it uses them",
     "polyprof.collect.registry": "discovery loads each plugin's class only, and native plugins only when listed",
     "polyprof.plugins.": "what records a device is imported when the program imports its framework",
