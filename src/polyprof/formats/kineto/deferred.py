@@ -150,7 +150,7 @@ class DeferredArgs:
         rows = unique(np.asarray(rows, np.int64))
         if not any(k in self.late for k in keys) and self.taken is not None and \
                 all(len(n) == 1 and n[0] in self.taken.names for n in names.values()):
-            return self._taken_rows(keys, rows)
+            return self._taken_rows({k: n[0] for k, n in names.items()}, rows)
         if _args is not None and all(len(n) == 1 for n in names.values()) and not any(k in self.late for k in keys):
             try:
                 return self._selected(keys, rows)
@@ -213,15 +213,16 @@ class DeferredArgs:
                 _spread(out, k, name, *_distinct_parts(parts))
         return out
 
-    def _taken_rows(self, keys: list[str], rows: np.ndarray) -> dict[str, StatColumn]:
-        """:meth:`rows` of args the tokenizer took at load (taken.py): each key's distinct
-        values among the rows typed once, as :meth:`_selected` types them; no batch read."""
+    def _taken_rows(self, names: dict[str, str], rows: np.ndarray) -> dict[str, StatColumn]:
+        """:meth:`rows` of args the tokenizer took at load (taken.py; ``names``: stat key ->
+        arg name): each key's distinct values among the rows typed once, as
+        :meth:`_selected` types them; no batch read."""
         assert self.taken is not None  # the caller's choice
         out: dict[str, StatColumn] = {}
-        for k in keys:
-            got = self.taken.select(k, rows)
+        for k, name in names.items():
+            got = self.taken.select(name, rows)
             if got is not None:
-                _spread(out, k, k, *got)
+                _spread(out, k, name, *got)
         return out
 
 
