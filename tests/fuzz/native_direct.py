@@ -59,14 +59,23 @@ def mutate(target: str, seeds: list[tuple[str, bytes]], seed: int, index: int) -
 def _tokens(data: bytes, rnd: random.Random) -> None:
     from polyprof.formats.kineto import _tokens
 
+    from polyprof.formats.kineto.args import BY_ROW
+
     tok = _tokens.Tokenizer()
+    if rnd.random() < 0.5:  # the args taken by name (taken.py), given at the end
+        tok.take(BY_ROW)
     for _ in range(2):  # the second scan with the codes of the first's new keys learnt
         got = tok.scan(data, rnd.choice([len(data), len(data), rnd.randrange(len(data) + 1)]))
         if got is None:
-            return
+            break
         for t, keys in enumerate(got[20][:3]):
             if keys:
                 tok.learn(t, np.arange(len(keys), dtype=np.int64).tobytes())
+    taken = tok.taken()
+    if taken is not None:
+        names, per = taken
+        for rows, codes, values in per:
+            assert len(rows) == len(codes) and all(0 <= c < len(values) for c in np.frombuffer(codes, np.int32))
 
 
 def _args(data: bytes, rnd: random.Random) -> None:
