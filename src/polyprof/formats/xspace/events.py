@@ -11,7 +11,7 @@ import numpy as np
 
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
-from ...trace.sorting import member, unique
+from ...trace.sorting import member, unique, unique_inverse
 from . import gpu, names as N
 from .decode import EventColumns, spans
 from .deferred import DeferredStats, EventPart, MetadataPart
@@ -46,6 +46,8 @@ class EventReader:
         self.flows_in: dict[int, int] = {}
         self.bad_flows = 0
         self.series: dict[tuple[int, str], tuple[list[int], list[float]]] = {}
+        self.rows = 0  # the events read so far (their rows in the trace)
+        self.pending: list[tuple[np.ndarray, ...]] = []  # their columns, given to the builder at once
 
     # ------------------------------------------------------------------ metadata
     def metadata(self, plane_index: int, stat_names: dict[int, str]) -> PlaneMetadata:
@@ -64,7 +66,7 @@ class EventReader:
             return
         c = self.cols
         counts = np.asarray([e1 - e0 for _, e0, e1, *_ in lines], np.int64)
-        idx = np.concatenate([np.arange(e0, e1) for _, e0, e1, *_ in lines])
+        idx = spans(np.asarray([ln[1] for ln in lines], np.int64), counts)
         off, dur = c.ev_off[idx], c.ev_dur[idx]
         bad = (off < -N.TIME_LIMIT_PS) | (off > N.TIME_LIMIT_PS) | (dur < 0) | (dur > N.TIME_LIMIT_PS)
         if bad.any():
@@ -77,20 +79,26 @@ class EventReader:
         q = off // 1000
         start = base + q
         end = base + q + (off - q * 1000 + dur + 999) // 1000
-        uniq, inv, order, bounds = grouped(c.ev_mid[idx])
+        with_stats = len(meta.table[0]) > 0  # metadata-level stats to spread over the events
+        if with_stats:
+            uniq, inv, order, bounds = grouped(c.ev_mid[idx])
+        else:  # a plane whose metadata has no stats adds none to its events: the names only
+            uniq, inv = unique_inverse(c.ev_mid[idx])
         name_ids = np.fromiter((self.b.intern(meta.name.get(m, "")) for m in uniq.tolist()), np.int32,
                                len(uniq))[inv]
         cats = np.repeat(np.asarray([self.b.intern(ln[6]) for ln in lines], np.int32), counts)
         mixed = [k for k, ln in enumerate(lines) if len(ln) > 7 and ln[7]]
         if mixed:  # GPU stream lines of several kinds: each event's own stats say which
-            bounds = np.concatenate([[0], np.cumsum(counts)])
-            rows = np.concatenate([np.arange(bounds[k], bounds[k + 1]) for k in mixed])
+            line_at = np.concatenate([[0], np.cumsum(counts)])  # (not the groups' bounds, kept for the part below)
+            rows = np.concatenate([np.arange(line_at[k], line_at[k + 1]) for k in mixed])
             gpu.refine_mixed(c, self.stat_start, idx, cats, rows, meta, stat_names, self.b.intern)
         tracks = np.repeat(np.asarray([ln[3] for ln in lines], np.int32), counts)
-        row0 = self.b.n_events
-        self.md_parts.append(MetadataPart(meta.table, uniq, order, bounds, row0))
+        row0 = self.rows
+        if with_stats:
+            self.md_parts.append(MetadataPart(meta.table, uniq, order, bounds, row0))
         self._event_stats(idx, row0, cats, stat_names, drop)
-        self.b.events(tracks, name_ids, start, end - start, cats)
+        self.pending.append((tracks, name_ids, start, end - start, cats))
+        self.rows += len(idx)
 
     def _event_stats(self, idx: np.ndarray, row0: int, cats: np.ndarray, stat_names: dict[int, str],
                      drop: frozenset[str] = frozenset()) -> None:
@@ -110,7 +118,7 @@ class EventReader:
         kind = c.st_kind[st_idx]
         keep = np.flatnonzero(kind != 0)
         st_idx, st_rows, kind = st_idx[keep], st_rows[keep], kind[keep]
-        umid, minv, _, _ = grouped(c.st_mid[st_idx])
+        umid, minv = unique_inverse(c.st_mid[st_idx])
         codes = np.asarray([self._code(stat_names.get(m, str(m))) for m in umid.tolist()], np.int64)[minv]
         if drop:
             kept = np.flatnonzero(~member(codes, np.asarray([self.key_code.get(k, -1) for k in drop], np.int64)))
@@ -193,6 +201,9 @@ class EventReader:
         (the others: the returned :class:`DeferredStats`, to defer once the trace is
         built; ``drop``: keys left out). Returns the XStat value kinds seen per key too."""
         b = self.b
+        if self.pending:  # every plane's events in one call: one chunk of columns
+            b.events(*(np.concatenate(c) for c in zip(*self.pending)))
+            self.pending = []
         stats = DeferredStats(self.cols, self.keys, self.md_parts, self.ev_parts, drop)
         for code in sorted(self.ev_kinds):  # after the metadata-level ones, as columns were added
             self.value_kinds.setdefault(self.keys[code], set()).update(self.ev_kinds[code])

@@ -35,8 +35,11 @@ class PlaneMetadata:
     def unreferenced(self, used_mids: np.ndarray) -> list[dict[str, Any]]:
         """Event metadata that no event uses but that carries stats, as plain dicts
         (e.g. the HLO protos on /host:metadata: no events, but XProf's tools use them)."""
+        carrying = [m for m, (_, _, with_stats) in self.entries.items() if with_stats]
+        if not carrying:  # most planes: no event's metadata carries stats
+            return []
         used = set(unique(used_mids).tolist())
-        unused = sorted(m for m, (_, _, with_stats) in self.entries.items() if with_stats and m not in used)
+        unused = sorted(m for m in carrying if m not in used)
         if not unused:
             return []
         mid, code, kind, ints, dbls, objs, seq = self.table
@@ -55,11 +58,12 @@ def read_metadata(cols: EventColumns, m0: int, m1: int, stat_names: dict[int, st
     """The metadata entries ``m0:m1`` of the columns (one plane's map, in file order)."""
     key = cols.md_key[m0:m1]
     idx = np.arange(m0, m1)
-    if len(unique(key)) != len(key):  # a key given twice: the last entry counts, as in protobuf
+    ids = key.tolist()
+    if len(set(ids)) != len(ids):  # a key given twice: the last entry counts, as in protobuf
         _, last = np.unique(key[::-1], return_index=True)
         idx = np.sort(m1 - 1 - last)
         key = cols.md_key[idx]
-    ids = key.tolist()
+        ids = key.tolist()
     names, shown = cols.md_name[idx].tolist(), cols.md_display[idx].tolist()
     meta_bytes = cols.md_meta[idx]
     n_st, n_ch = cols.md_stats[idx], cols.md_children[idx]
@@ -68,7 +72,8 @@ def read_metadata(cols: EventColumns, m0: int, m1: int, stat_names: dict[int, st
     entries = {m: (n, d, w) for m, n, d, w in zip(ids, names, shown, with_stats)}
     name = {m: d or n for m, n, d in zip(ids, names, shown)}
     long = {m: n for m, n, d in zip(ids, names, shown) if d and n and d != n}
-    parts = [_stats(cols, idx, key, n_st, stat_names, code, keys, value_kinds, md_keys, ms_start)]
+    parts = [_stats(cols, idx, key, n_st, stat_names, code, keys, value_kinds, md_keys, ms_start) if n_st.any()
+             else _fixed(key[:0], 0, 0, np.zeros(0, object), _SEQ_STATS)]  # no XStat on this plane's metadata
     has_meta = np.flatnonzero(meta_nonempty)
     if len(has_meta):
         parts.append(_fixed(key[has_meta], code("xevent_metadata"), 5, meta_bytes[has_meta], _SEQ_META))
