@@ -6,14 +6,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..derive.intervals import clip_union, covered, intersect_len, union
+from ..derive.intervals import covered, union
 from ..trace.core import Trace
-from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, device_view
+from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, DeviceView, device_view
 from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .occupancy import LAUNCH_COLUMNS, launch_config
 from .window import WindowArg, selection, view
-from ..trace.sorting import unique, unique_counts
+from ..trace.sorting import unique, unique_counts, unique_inverse
+from .group_unions import covered_lengths
 
 if TYPE_CHECKING:
     from .table import Table
@@ -34,6 +35,29 @@ def _groups(trace: Trace):  # trace: already the window's view
         for track in tracks:
             yield int(plane), int(track), on & (v.track == track), False
         yield int(plane), -1, on, len(tracks) == 1
+
+
+def _group_rows(v: DeviceView) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """The rows :func:`_groups` gives, as (plane, track or -1), and each activity's stream
+    row and device row (every group at once: ``group_unions.py``)."""
+    key = (v.plane.astype(np.int64) << 32) | v.track.astype(np.int64)
+    pairs, inv = unique_inverse(key)
+    rows: list[tuple[int, int]] = []
+    stream_row = np.empty(len(pairs), np.int64)
+    device_row = np.empty(len(pairs), np.int64)
+    plane_pairs: list[int] = []
+    for k, (plane, track) in enumerate(zip((pairs >> 32).tolist(), (pairs & 0xFFFFFFFF).tolist())):
+        if plane_pairs and rows[stream_row[plane_pairs[0]]][0] != plane:
+            device_row[plane_pairs] = len(rows)
+            rows.append((rows[-1][0], -1))
+            plane_pairs = []
+        stream_row[k] = len(rows)
+        rows.append((plane, track))
+        plane_pairs.append(k)
+    if plane_pairs:
+        device_row[plane_pairs] = len(rows)
+        rows.append((rows[-1][0], -1))
+    return rows, stream_row[inv], device_row[inv]
 
 
 def temporal_breakdown(trace: Trace, window: WindowArg = None) -> Table:
@@ -57,17 +81,17 @@ def temporal_breakdown(trace: Trace, window: WindowArg = None) -> Table:
     v = device_view(trace)
     t0, t1 = v.span
     span = t1 - t0
-    out = []
-    for plane, track, sel, same in _groups(trace):
-        if not same:
-            bs, be = clip_union(v.start[sel], v.end[sel], t0, t1)
-            comp = sel & (v.cls == COMPUTE)
-            cs, ce = clip_union(v.start[comp], v.end[comp], t0, t1)
-            busy = int((be - bs).sum())
-            compute = int((ce - cs).sum())
-            inside = int(((v.end[sel] > t0) & (v.start[sel] < t1)).sum())
-        out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS,
-                    track, t0, span, compute, busy - compute, span - busy, busy, inside))
+    rows, stream_row, device_row = _group_rows(v)
+    n = len(rows)
+    group = np.concatenate([stream_row, device_row])  # each activity on its stream's row and its device's
+    start, end, cls = (np.concatenate([a, a]) for a in (v.start, v.end, v.cls))
+    busy = covered_lengths(group, start, end, n, t0, t1).tolist()
+    comp = cls == COMPUTE
+    compute = covered_lengths(group[comp], start[comp], end[comp], n, t0, t1).tolist()
+    inside = np.bincount(group[(end > t0) & (start < t1)], minlength=n).tolist()
+    out = [(trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS,
+            track, t0, span, compute[i], busy[i] - compute[i], span - busy[i], busy[i], inside[i])
+           for i, (plane, track) in enumerate(rows)]
     cols = _columns(out, ["plane", "stream", "track_id", "span_start_ns", "span_ns", "compute_ns",
                           "non_compute_ns", "idle_ns", "busy_ns", "activities"])
     for c in ("compute", "non_compute", "idle"):
@@ -272,16 +296,16 @@ def comm_comp_overlap(trace: Trace, window: WindowArg = None) -> Table:
     """
     v = device_view(trace, window)
     t0, t1 = v.span
-    out = []
-    for plane in unique(v.plane):
-        on = v.plane == plane
-        cm = on & (v.cls == COMMUNICATION)
-        cp = on & (v.cls == COMPUTE)
-        a_s, a_e = clip_union(v.start[cm], v.end[cm], t0, t1)
-        b_s, b_e = clip_union(v.start[cp], v.end[cp], t0, t1)
-        comm = int((a_e - a_s).sum())
-        ov = intersect_len(a_s, a_e, b_s, b_e)
-        out.append((trace.planes[int(plane)].name, comm, int((b_e - b_s).sum()), ov))
+    planes = unique(v.plane)
+    at = np.searchsorted(planes, v.plane).astype(np.int64) * 3
+    cm, cp = v.cls == COMMUNICATION, v.cls == COMPUTE
+    # per device, three groups: communication, compute, and either (their union's length
+    # gives the overlap: |A| + |B| - |A u B|, as intersect_len has it)
+    group = np.concatenate([at[cm], at[cp] + 1, at[cm | cp] + 2])
+    start, end = (np.concatenate([a[cm], a[cp], a[cm | cp]]) for a in (v.start, v.end))
+    lengths = covered_lengths(group, start, end, 3 * len(planes), t0, t1).reshape(-1, 3).tolist()
+    out = [(trace.planes[int(plane)].name, comm, comp, comm + comp - either)
+           for plane, (comm, comp, either) in zip(planes.tolist(), lengths)]
     cols = {c: np.array([r[i] for r in out], object if i == 0 else np.int64)
             for i, c in enumerate(["plane", "communication_ns", "compute_ns", "overlap_ns"])}
     cols["overlap_pct"] = ratio_pct(cols["overlap_ns"], cols["communication_ns"])

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..derive.intervals import clip_union
 from ..trace.core import Trace
 from .common import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, device_view
 from .breakdown import ALL_DEVICES
 from .frames import empty_frame, rows_frame
 from .window import WindowArg, selection, view
-from ..trace.sorting import member, unique
+from ..trace.sorting import unique
+from .group_unions import clipped_unions
 
 if TYPE_CHECKING:
     from .table import Table
@@ -55,32 +55,47 @@ def kernel_state_breakdown(trace: Trace, window: WindowArg = None) -> Table:
         return _hta_states(trace)
     v = device_view(trace)
     t0, t1 = v.span
+    planes = unique(v.plane)
+    n, k = len(planes), len(CLASSES)
+    if not n:
+        return empty_frame(COLUMNS, ("plane", "state"), np.float64)
+    # each device's classes merged into busy segments, every (device, class) at once
+    # (group_unions.py); then each device's segment starts and ends swept in time order,
+    # the state the sum of the bits of the classes busy
+    at = np.searchsorted(planes, v.plane).astype(np.int64)
+    bit = np.zeros(max(c for _, cs in CLASSES for c in cs) + 1, np.int64)
+    for i, (_, classes) in enumerate(CLASSES):
+        bit[list(classes)] = i
+    g, s, e = clipped_unions(at * k + bit[v.cls], v.start, v.end, n * k, t0, t1)
+    own = g // k  # the device of each segment
+    step = np.left_shift(1, g % k)
+    dev = np.arange(n, dtype=np.int64)
+    t = np.concatenate([np.full(n, t0, np.int64), s, e, np.full(n, t1, np.int64)])
+    p = np.concatenate([dev, own, own, dev])
+    d = np.concatenate([np.zeros(n, np.int64), step, -step, np.zeros(n, np.int64)])
+    order = np.lexsort((t, p))
+    t, p, state = t[order], p[order], np.cumsum(d[order])
+    last = np.append(p[1:] != p[:-1], True)  # a device's last instant (t1): no time after it
+    dur = np.append(np.diff(t), 0)[~last]
+    p_in, state_in = p[~last], state[~last]
+    states = 1 << k
+    per = np.bincount(p_in * states + state_in, weights=dur, minlength=n * states).astype(np.int64)
+    live = dur > 0
+    st_live, p_live = state_in[live], p_in[live]  # consecutive stretches of one state are one segment
+    first = np.concatenate([[True], (st_live[1:] != st_live[:-1]) | (p_live[1:] != p_live[:-1])]) \
+        if len(st_live) else st_live.astype(bool)
+    segs = np.bincount(p_live[first] * states + st_live[first], minlength=n * states)
+    per, segs = per.reshape(n, states), segs.reshape(n, states)
+    span = t1 - t0
     out = []
-    for plane in unique(v.plane).tolist():
-        times, deltas = [], []
-        for i, (_, classes) in enumerate(CLASSES):
-            sel = (v.plane == plane) & member(v.cls, np.asarray(classes, np.int64))
-            s, e = clip_union(v.start[sel], v.end[sel], t0, t1)
-            times += [s, e]
-            deltas += [np.full(len(s), 1 << i), np.full(len(e), -(1 << i))]
-        t = np.concatenate([[t0], *times, [t1]]).astype(np.int64)
-        d = np.concatenate([[0], *deltas, [0]]).astype(np.int64)
-        order = np.argsort(t, kind="stable")
-        t, state = t[order], np.cumsum(d[order])
-        dur = np.diff(t)
-        per = np.bincount(state[:-1], weights=dur, minlength=1 << len(CLASSES)).astype(np.int64)
-        live = dur > 0
-        st_live = state[:-1][live]  # consecutive stretches of one state are one segment
-        first = np.concatenate([[True], st_live[1:] != st_live[:-1]]) if len(st_live) else st_live.astype(bool)
-        segs = np.bincount(st_live[first], minlength=1 << len(CLASSES))
-        span = t1 - t0
-        busy = span - int(per[0])
+    for j, plane in enumerate(planes.tolist()):
+        busy = span - int(per[j, 0])
         name = trace.planes[plane].name
-        for bits in [*range(1, len(per)), 0]:
-            if per[bits] or bits == 0:
-                out.append((name, state_name(bits), int(per[bits]), int(segs[bits]),
-                            100.0 * per[bits] / span if span else np.nan,
-                            100.0 * per[bits] / busy if bits and busy else np.nan))
+        for bits in [*range(1, states), 0]:
+            if per[j, bits] or bits == 0:
+                out.append((name, state_name(bits), int(per[j, bits]), int(segs[j, bits]),
+                            100.0 * per[j, bits] / span if span else np.nan,
+                            100.0 * per[j, bits] / busy if bits and busy else np.nan))
     return rows_frame(out, COLUMNS) if out else empty_frame(COLUMNS, ("plane", "state"), np.float64)
 
 
