@@ -202,7 +202,8 @@ class EventReader:
         built; ``drop``: keys left out). Returns the XStat value kinds seen per key too."""
         b = self.b
         if self.pending:  # every plane's events in one call: one chunk of columns
-            b.events(*(np.concatenate(c) for c in zip(*self.pending)))
+            tracks, names, start, dur, cats = (np.concatenate(c) for c in zip(*self.pending))
+            b.events(tracks, names, start, dur, cats)
             self.pending = []
         stats = DeferredStats(self.cols, self.keys, self.md_parts, self.ev_parts, drop)
         for code in sorted(self.ev_kinds):  # after the metadata-level ones, as columns were added
