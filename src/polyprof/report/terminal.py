@@ -178,12 +178,15 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
             break
         keep.remove(col)
     w = {c[0]: need[c[0]] for c in keep}
-    while not fits(keep, w):
-        shrink = [c for c in w if c in TEXT_COLUMNS and w[c] > min(floor[c], 6)]
+    over = sum(w[c[0]] + 3 for c in keep) + 1 - width  # what fits() measures, kept as the widths shrink
+    texts = [c for c in w if c in TEXT_COLUMNS]
+    while over > 0:
+        shrink = [c for c in texts if w[c] > min(floor[c], 6)]
         if not shrink:
             break
         c = max(shrink, key=lambda k: (w[k] - floor[k] > 0, w[k]))
         w[c] -= 1
+        over -= 1
     heads = [(c, head) for c, head, *_ in keep]
     for c, _ in heads:
         if c in TEXT_COLUMNS:
