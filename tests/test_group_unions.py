@@ -34,7 +34,7 @@ def test_clipped_unions_equal_clip_union_per_group(seed, monkeypatch):
     t0, t1 = int(rng.integers(-20, 300)), int(rng.integers(300, 1100))
     want = _per_group(group, s, e, n, t0, t1)
     for limit in (1 << 62, 1):  # the shifted pass, then the fallback group by group
-        monkeypatch.setattr(group_unions, "_LIMIT", limit)
+        monkeypatch.setattr(group_unions, "LIMIT", limit)
         g, us, ue = group_unions.clipped_unions(group, s, e, n, t0, t1)
         assert (np.diff(g) >= 0).all()
         for k in range(n):
@@ -97,3 +97,17 @@ def test_kernel_states_add_up_per_device():
             assert sum(x for s, x in zip(states, times) if s != "idle") == int((busy[1] - busy[0]).sum())
             comp = clip_union(v.start[on & (v.cls == COMPUTE)], v.end[on & (v.cls == COMPUTE)], t0, t1)
             assert sum(x for s, x in zip(states, times) if "compute" in s) == int((comp[1] - comp[0]).sum())
+
+
+def test_idle_rows_equal_stream_by_stream():
+    """idle_time_breakdown's rows, every group at once, against the loop stream by stream
+    (also what it falls back to), at two kernel-wait limits."""
+    from polyprof.analyze import breakdown
+
+    for t in _traces():
+        v = device_view(t)
+        ls = np.where(v.launch >= 0, t.events["start_ns"][np.maximum(v.launch, 0)], -1)
+        for limit in (breakdown.KERNEL_WAIT_MAX_NS, 5_000):
+            want = breakdown._idle_rows_one_by_one(t, v, ls, limit)
+            assert breakdown._idle_rows(t, v, ls, limit) == want
+            assert all(r[3] >= 0 for r in want)

@@ -14,7 +14,7 @@ from .grouping import group_stats
 from .occupancy import LAUNCH_COLUMNS, launch_config
 from .window import WindowArg, selection, view
 from ..trace.sorting import unique, unique_counts, unique_inverse
-from .group_unions import covered_lengths
+from .group_unions import LIMIT as GROUPS_LIMIT, covered_lengths, sums
 
 if TYPE_CHECKING:
     from .table import Table
@@ -167,8 +167,69 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
         return _hta_idle(trace, kernel_wait_max_ns)
     v = device_view(trace)
     ev = trace.events
-    t0, t1 = v.span
     launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], -1)
+    out = _idle_rows(trace, v, launch_start, kernel_wait_max_ns)
+    if out is None:  # the groups laid end to end would pass 2**62 ns
+        out = _idle_rows_one_by_one(trace, v, launch_start, kernel_wait_max_ns)
+    cols = _columns(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
+                          "gaps"])
+    for c in ("host_wait", "kernel_wait", "other"):
+        cols[f"{c}_pct"] = ratio_pct(cols[f"{c}_ns"], cols["idle_ns"])
+    return frame(cols)
+
+
+def _idle_rows(trace: Trace, v: DeviceView, launch_start: np.ndarray, kernel_wait_max_ns: int) -> list[tuple] | None:
+    """:func:`idle_time_breakdown`'s rows, every stream and device at once (``group_unions.py``:
+    each group shifted past the last one's span, so one sort and one running maximum serve
+    them all); None where the groups laid end to end would pass 2**62 ns."""
+    t0, t1 = v.span
+    rows, stream_row, device_row = _group_rows(v)
+    n, width = len(rows), t1 - t0 + 1
+    if width <= 0 or n * width >= GROUPS_LIMIT:
+        return None
+    group = np.concatenate([stream_row, device_row])
+    act = np.tile(np.arange(len(v.rows)), 2)
+    inside = (v.end[act] > t0) & (v.start[act] < t1)
+    group, act = group[inside], act[inside]
+    origin = group * width  # where each group's t0 lies
+    s = np.minimum(np.maximum(v.start[act], t0), t1) - t0 + origin  # np.clip, without its wrapper
+    e = np.minimum(np.maximum(v.end[act], t0), t1) - t0 + origin
+    order = np.argsort(s, kind="stable")
+    group, act, s, e, origin = group[order], act[order], s[order], e[order], origin[order]
+    reach = np.maximum.accumulate(e) if len(e) else e
+    first = np.ones(len(group), bool)
+    np.not_equal(group[1:], group[:-1], out=first[1:])
+    prev_end = np.concatenate([[0], reach[:-1]]).astype(np.int64)
+    prev_end[first] = origin[first]
+    gap = s - prev_end
+    g = np.flatnonzero(gap > 0)
+    gl, gg = gap[g], group[g]
+    ls = launch_start[act[g]]
+    known = ls >= 0
+    is_host = known & (ls >= prev_end[g] - origin[g] + t0)
+    is_kern = known & ~is_host & (gl <= kernel_wait_max_ns)
+    is_other = ~is_host & ~is_kern
+    host = sums(gg[is_host], gl[is_host], n)
+    kern = sums(gg[is_kern], gl[is_kern], n)
+    other = sums(gg[is_other], gl[is_other], n)
+    gaps = np.bincount(gg, minlength=n)
+    last = np.append(first[1:], True) if len(group) else first
+    tail = np.full(n, t1 - t0, np.int64)  # a group without activity inside: idle throughout
+    tail[group[last]] = origin[last] + (t1 - t0) - reach[last]
+    other = other + np.maximum(tail, 0)
+    gaps = gaps + (tail > 0)
+    out = []
+    for i, (plane, track) in enumerate(rows):
+        h, k, o = int(host[i]), int(kern[i]), int(other[i])
+        out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS, track,
+                    h + k + o, h, k, o, int(gaps[i])))
+    return out
+
+
+def _idle_rows_one_by_one(trace: Trace, v: DeviceView, launch_start: np.ndarray,
+                          kernel_wait_max_ns: int) -> list[tuple]:
+    """:func:`idle_time_breakdown`'s rows, stream by stream."""
+    t0, t1 = v.span
     out: list[tuple] = []
     for plane, track, sel, same in _groups(trace):
         if same:  # the device's one stream: its figures
@@ -205,11 +266,7 @@ def idle_time_breakdown(trace: Trace, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_
         idle = host + kern + other
         out.append((trace.planes[plane].name, trace.tracks[track].name if track >= 0 else ALL_STREAMS, track,
                     idle, host, kern, other, gaps))
-    cols = _columns(out, ["plane", "stream", "track_id", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
-                          "gaps"])
-    for c in ("host_wait", "kernel_wait", "other"):
-        cols[f"{c}_pct"] = ratio_pct(cols[f"{c}_ns"], cols["idle_ns"])
-    return frame(cols)
+    return out
 
 
 def _hta_idle(trace: Trace, kernel_wait_max_ns: int) -> Table:

@@ -17,7 +17,7 @@ from ..derive.intervals import clip_union, union
 
 #: the groups laid end to end stay below this (int64 ns with room to spare); past it, the
 #: union is taken group by group
-_LIMIT = 1 << 62
+LIMIT = 1 << 62
 
 
 def clipped_unions(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_groups: int, t0: int,
@@ -27,7 +27,7 @@ def clipped_unions(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_gr
     in ``range(n_groups)``, ``clip_union(starts[group == g], ends[group == g], t0, t1)``."""
     group = np.asarray(group, np.int64)
     width = t1 - t0 + 1
-    if width <= 0 or n_groups * width >= _LIMIT:
+    if width <= 0 or n_groups * width >= LIMIT:
         return _one_by_one(group, starts, ends, n_groups, t0, t1)
     shift = group * width - t0
     s = np.minimum(np.maximum(starts, t0), t1) + shift
