@@ -41,6 +41,13 @@ def __getattr__(name: str) -> str:
 #: usual): the columns of ~1M events and more; below that glibc's heap already reuses freed
 #: pages (its mmap threshold rises to 32 MB as such blocks are freed)
 MIN_BLOCK = 8 << 20
+#: a reader that frees columns of at least this many bytes mid-build gives their pages back
+#: (:func:`trim`) before it makes the next big ones: glibc serves blocks under its raised
+#: mmap threshold (:func:`prepare_heap`) from the heap, whose freed pages stay resident
+#: beside the new ones; under it (a few hundred thousand events) the build reuses them
+#: itself and a trim would only cost it the faults of taking them back
+#: (docs/benchmarks.md, "Issue 35's targets": the peak of a million-event load)
+TRIM_BYTES = 2 << 20
 
 
 @contextmanager

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import kineto_memory
 from ...errors import TraceFormatError
-from ...lowlevel.heap import MIN_BLOCK, trim
+from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS, arg_batches
@@ -48,7 +48,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     ts += base
     n = len(ts)
     col.cols = {}
-    if n * 8 >= MIN_BLOCK:  # the slices' columns, freed: their pages back before the Trace's are made
+    if n * 8 >= TRIM_BYTES:  # the slices' columns, freed: their pages back before the Trace's are made
         trim()  # (a smaller load's pages are reused by the build: a trim would only cost it faults)
     uniq = _distinct(pair)
     track_of_pair = pair_tracks(col, planes, uniq, ntid)

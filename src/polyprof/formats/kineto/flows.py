@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from ...lowlevel.heap import MIN_BLOCK, trim
+from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace.categories import Kind, kind_of
 from ...trace.sorting import break_sorted_ties, lexsort, member
 from . import gather
@@ -122,7 +122,7 @@ def bind_flows(col: "_Collector", track: np.ndarray, ts: np.ndarray, dur: np.nda
     del fpair
     fts = take("ts").astype(np.int64, copy=False)
     fts += base
-    if len(ts) * 8 >= MIN_BLOCK:  # a big load's freed pages back before the sorts (a small one reuses them)
+    if len(ts) * 8 >= TRIM_BYTES:  # a big load's freed pages back before the sorts (a small one reuses them)
         trim()
     rows = _bind(track, ts, dur, _annotation_mask(col.b.strings, cat_c), ftrack, fts, take("enclosing"))
     del ftrack
