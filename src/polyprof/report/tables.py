@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from reprlib import recursive_repr
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..analyze.table import Table
 from ..analyze.window import AUTO, WindowArg, label, view
 from ..derive import cache
 from ..trace.core import Trace
+from ..trace.model import FACTORY, Props
 from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-@dataclass
+@dataclass(init=False, repr=False, eq=False)  # its methods written below, as trace/model.py's records
 class Report:
     """What a summary or report shows: the analysed trace (the window's view), every
     table, the findings and the overview."""
@@ -33,6 +35,22 @@ class Report:
     tables: dict[str, Table]
     findings: list[Finding]
     overview: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, trace: Trace, tables: dict[str, Table], findings: list[Finding],
+                 overview: Props = FACTORY) -> None:
+        self.trace, self.tables, self.findings = trace, tables, findings
+        self.overview = {} if overview is FACTORY else overview
+
+    @recursive_repr()
+    def __repr__(self) -> str:
+        return (f"{type(self).__qualname__}(trace={self.trace!r}, tables={self.tables!r}, "
+                f"findings={self.findings!r}, overview={self.overview!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Report) and other.__class__ is self.__class__:
+            return ((self.trace, self.tables, self.findings, self.overview)
+                    == (other.trace, other.tables, other.findings, other.overview))
+        return NotImplemented
 
 
 def build(trace: Trace, window: WindowArg = AUTO) -> Report:

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import TraceSchemaError
 from .assemble import Assembler
 from .categories import Kind, kinds_for_strings, refine_by_name
-from .model import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Plane, Source, Track
+from .model import COUNTER_COLUMNS, EVENT_COLUMNS, FACTORY, FLOW_COLUMNS, Plane, Props, Source, Track
 from .stats import StatColumn, StatTable
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def _empty(spec: dict[str, Any]) -> dict[str, np.ndarray]:
     return {k: np.zeros(0, dtype=t) for k, t in spec.items()}
 
 
-@dataclass
+@dataclass(init=False, repr=False, eq=False)  # its __init__ and __eq__ below, as model.py's records
 class Trace:
     """A complete capture: planes, tracks, events, stats, flows, counters, metadata."""
 
@@ -45,6 +45,30 @@ class Trace:
     #: where the planes' data came from (``Plane.source`` indexes it); never empty: a
     #: trace of one process or file has one source, made here when none is given
     sources: list[Source] = field(default_factory=list)
+
+    def __init__(self, strings: list[str] = FACTORY, planes: list[Plane] = FACTORY,
+                 tracks: list[Track] = FACTORY, events: dict[str, np.ndarray] = FACTORY,
+                 stats: StatTable = FACTORY, flows: dict[str, np.ndarray] = FACTORY,
+                 counters: dict[str, np.ndarray] = FACTORY, metadata: Props = FACTORY,
+                 sources: list[Source] = FACTORY) -> None:
+        self.strings = [] if strings is FACTORY else strings
+        self.planes = [] if planes is FACTORY else planes
+        self.tracks = [] if tracks is FACTORY else tracks
+        self.events = _empty(EVENT_COLUMNS) if events is FACTORY else events
+        self.stats = StatTable() if stats is FACTORY else stats
+        self.flows = _empty(FLOW_COLUMNS) if flows is FACTORY else flows
+        self.counters = _empty(COUNTER_COLUMNS) if counters is FACTORY else counters
+        self.metadata = {} if metadata is FACTORY else metadata
+        self.sources = [] if sources is FACTORY else sources
+        self.__post_init__()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Trace) and other.__class__ is self.__class__:
+            return ((self.strings, self.planes, self.tracks, self.events, self.stats, self.flows, self.counters,
+                     self.metadata, self.sources)
+                    == (other.strings, other.planes, other.tracks, other.events, other.stats, other.flows,
+                        other.counters, other.metadata, other.sources))
+        return NotImplemented
 
     def __post_init__(self) -> None:
         if not isinstance(self.stats, StatTable):

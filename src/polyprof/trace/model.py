@@ -7,6 +7,7 @@ These are few per trace, so they are plain dataclasses; events are columnar.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from reprlib import recursive_repr
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,28 @@ EVENT_COLUMNS = {"track": np.int32, "name": np.int32, "category": np.int32,
 FLOW_COLUMNS = {"src": np.int64, "dst": np.int64, "id": np.int64, "category": np.int32}
 COUNTER_COLUMNS = {"plane": np.int32, "name": np.int32, "ts_ns": np.int64, "value": np.float64}
 
+#: free-form properties and metadata of a record (JSON-like values), as the fields
+#: declare them (their text, which formats/native.py checks, is written out there)
+Props = dict[str, Any]
 
-@dataclass
+
+class _Factory:
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+#: the default of a field its factory makes, in the records' own ``__init__`` (as
+#: @dataclass's sentinel: an argument given, even None, is kept)
+FACTORY: Any = _Factory()
+
+# The schema's records are dataclasses (fields(), asdict(), replace() work on them) whose
+# __init__, __repr__ and __eq__ are written here as @dataclass would generate them: the
+# generated ones are compiled by exec at every start of every process (about 0.3 ms a
+# class; docs/benchmarks.md, issue 35). tests/test_schema_records.py holds each to the
+# methods @dataclass generates.
+
+
+@dataclass(init=False, repr=False, eq=False)
 class Source:
     """Where a plane's data came from: one process of one host, one rank of a job.
 
@@ -38,6 +59,24 @@ class Source:
     clock: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __init__(self, id: int, rank: int | None = None, host: str = "", pid: int = 0, label: str = "",
+                 clock: Props = FACTORY, metadata: Props = FACTORY) -> None:
+        self.id, self.rank, self.host, self.pid, self.label = id, rank, host, pid, label
+        self.clock = {} if clock is FACTORY else clock
+        self.metadata = {} if metadata is FACTORY else metadata
+
+    @recursive_repr()
+    def __repr__(self) -> str:
+        return (f"{type(self).__qualname__}(id={self.id!r}, rank={self.rank!r}, host={self.host!r}, "
+                f"pid={self.pid!r}, label={self.label!r}, clock={self.clock!r}, metadata={self.metadata!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Source) and other.__class__ is self.__class__:
+            o = other
+            return ((self.id, self.rank, self.host, self.pid, self.label, self.clock, self.metadata)
+                    == (o.id, o.rank, o.host, o.pid, o.label, o.clock, o.metadata))
+        return NotImplemented
+
     def key(self) -> tuple:
         """Identity used to match sources when traces merge: an unnamed source (a
         plugin's output in a live session) matches every other unnamed one."""
@@ -49,7 +88,7 @@ class Source:
         return ", ".join(p for p in parts if p) or f"source {self.id}"
 
 
-@dataclass
+@dataclass(init=False, repr=False, eq=False)
 class Plane:
     """A host process or an accelerator, e.g. ``/host:CPU`` or ``/device:GPU:0``."""
 
@@ -62,8 +101,27 @@ class Plane:
     properties: dict[str, Any] = field(default_factory=dict)
     source: int = 0  # index into Trace.sources
 
+    def __init__(self, id: int, name: str, kind: str = "host", vendor: str = "", index: int = 0, pid: int = 0,
+                 properties: Props = FACTORY, source: int = 0) -> None:
+        self.id, self.name, self.kind, self.vendor, self.index, self.pid = id, name, kind, vendor, index, pid
+        self.properties = {} if properties is FACTORY else properties
+        self.source = source
 
-@dataclass
+    @recursive_repr()
+    def __repr__(self) -> str:
+        return (f"{type(self).__qualname__}(id={self.id!r}, name={self.name!r}, kind={self.kind!r}, "
+                f"vendor={self.vendor!r}, index={self.index!r}, pid={self.pid!r}, properties={self.properties!r}, "
+                f"source={self.source!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Plane) and other.__class__ is self.__class__:
+            o = other
+            return ((self.id, self.name, self.kind, self.vendor, self.index, self.pid, self.properties, self.source)
+                    == (o.id, o.name, o.kind, o.vendor, o.index, o.pid, o.properties, o.source))
+        return NotImplemented
+
+
+@dataclass(init=False, repr=False, eq=False)
 class Track:
     """A line of events on a plane: a thread, a stream/queue, or a derived line."""
 
@@ -74,3 +132,21 @@ class Track:
     tid: int = 0  # OS thread id, stream number, or display id
     sort_index: int = 0
     properties: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, id: int, plane: int, name: str, kind: str = "thread", tid: int = 0, sort_index: int = 0,
+                 properties: Props = FACTORY) -> None:
+        self.id, self.plane, self.name, self.kind, self.tid, self.sort_index = id, plane, name, kind, tid, sort_index
+        self.properties = {} if properties is FACTORY else properties
+
+    @recursive_repr()
+    def __repr__(self) -> str:
+        return (f"{type(self).__qualname__}(id={self.id!r}, plane={self.plane!r}, name={self.name!r}, "
+                f"kind={self.kind!r}, tid={self.tid!r}, sort_index={self.sort_index!r}, "
+                f"properties={self.properties!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Track) and other.__class__ is self.__class__:
+            o = other
+            return ((self.id, self.plane, self.name, self.kind, self.tid, self.sort_index, self.properties)
+                    == (o.id, o.plane, o.name, o.kind, o.tid, o.sort_index, o.properties))
+        return NotImplemented

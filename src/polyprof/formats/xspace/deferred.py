@@ -67,12 +67,15 @@ class MetadataPart:
 class EventPart:
     """The events' own stats of one plane: positions in the decoded stat columns, the
     event row of each and its key code; ``nocc``: (rows, values) of XEvent.data's
-    num_occurrences (key ``nocc_code``), which precede the stats."""
+    num_occurrences (key ``nocc_code``), which precede the stats; ``present``: the distinct
+    ``codes``, where the reader has them (a key the plane lacks is then answered without
+    a pass over its stats)."""
 
     def __init__(self, st_idx: np.ndarray, rows: np.ndarray, codes: np.ndarray, stat_names: dict[int, str],
-                 nocc: tuple[np.ndarray, np.ndarray] | None, nocc_code: int):
+                 nocc: tuple[np.ndarray, np.ndarray] | None, nocc_code: int, present: set[int] | None = None):
         self.st_idx, self.rows, self.codes, self.stat_names = st_idx, rows, codes, stat_names
         self.nocc, self.nocc_code = nocc, nocc_code
+        self.present = present
 
     def values(self, cols: "StatValues", code: int) -> list[tuple[np.ndarray, ...]]:
         """(rows, kind, int, double, object) runs of key ``code``; refs as the names they refer to."""
@@ -81,6 +84,8 @@ class EventPart:
             rows, vals = self.nocc
             n = len(rows)
             out.append((rows, np.full(n, 7, np.uint8), vals, np.zeros(n), np.full(n, None, object)))
+        if self.present is not None and code not in self.present:
+            return out
         sel = np.flatnonzero(self.codes == code)
         if len(sel):
             idx = self.st_idx[sel]

@@ -134,11 +134,13 @@ class EventReader:
                           row0)
             plain = ~special
             st_idx, st_rows, codes, kind = st_idx[plain], st_rows[plain], codes[plain], kind[plain]
+        present: set[int] = set()  # the key codes this plane's events have
         if len(codes):  # the XStat value kinds of each key, for metadata[mkeys.XSPACE]
             pairs = unique(codes * 8 + kind)
             for code, k in zip((pairs // 8).tolist(), (pairs % 8).tolist()):
                 self.ev_kinds.setdefault(code, set()).add(N.VALUE_KINDS[k])
-        self.ev_parts.append(EventPart(st_idx, st_rows, codes, stat_names, nocc, nocc_code))
+                present.add(code)
+        self.ev_parts.append(EventPart(st_idx, st_rows, codes, stat_names, nocc, nocc_code, present))
 
     def _code(self, key: str) -> int:
         code = self.key_code.get(key)
