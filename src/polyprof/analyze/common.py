@@ -11,7 +11,7 @@ device and stream, so their idle times compare.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -26,9 +26,10 @@ COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
 CLASS_NAMES = np.array(["compute", "communication", "memcpy", "memset"], dtype=object)
 
 
-class DeviceView(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
+class DeviceView:  # a plain class: a NamedTuple's fields are type-checked at every start (docs/benchmarks.md)
     """Device activity rows with their plane, track, class, times and launch."""
 
+    __slots__ = ("rows", "plane", "track", "cls", "start", "end", "launch", "span", "counted", "dur")
     rows: np.ndarray
     plane: np.ndarray
     track: np.ndarray
@@ -39,6 +40,11 @@ class DeviceView(NamedTuple):  # not a dataclass: cheaper to create at import (d
     span: tuple[int, int]
     counted: np.ndarray  # bool: in the analysed window (launched in a selected step); all without one
     dur: np.ndarray  # per-op device time: XProf's device_duration_ps where present, else end - start
+
+    def __init__(self, rows: np.ndarray, plane: np.ndarray, track: np.ndarray, cls: np.ndarray, start: np.ndarray,
+                 end: np.ndarray, launch: np.ndarray, span: tuple[int, int], counted: np.ndarray, dur: np.ndarray):
+        self.rows, self.plane, self.track, self.cls, self.start, self.end = rows, plane, track, cls, start, end
+        self.launch, self.span, self.counted, self.dur = launch, span, counted, dur
 
 
 def activity_class(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -8,7 +8,6 @@ it ends at the first node in topological order with the greatest length.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 import logging
 
@@ -27,13 +26,20 @@ _longest = optional(__package__, "_longest")  # the Python passes otherwise (low
 IMPLEMENTATION = "c" if _longest is not None else "python"
 
 
-class LongestPath(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
+class LongestPath:  # a plain class: a NamedTuple's fields are type-checked at every start (docs/benchmarks.md)
+    """The longest path of a graph, and per edge and node the longest through, to and from it."""
+
+    __slots__ = ("nodes", "edges", "length", "through", "fwd", "bwd")
     nodes: np.ndarray  # node ids along the path, first to last
     edges: np.ndarray  # edge indices along it, first to last
     length: int  # ns: the sum of its edges' weights
     through: np.ndarray  # per edge, the longest path that runs through it (ns)
     fwd: np.ndarray  # per node, the longest path that ends there (ns)
     bwd: np.ndarray  # per node, the longest path that starts there (ns)
+
+    def __init__(self, nodes: np.ndarray, edges: np.ndarray, length: int, through: np.ndarray, fwd: np.ndarray,
+                 bwd: np.ndarray):
+        self.nodes, self.edges, self.length, self.through, self.fwd, self.bwd = nodes, edges, length, through, fwd, bwd
 
 
 def topological_order(g: DepGraph, outs: np.ndarray | None = None,

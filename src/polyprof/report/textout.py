@@ -24,7 +24,7 @@ import os
 import re
 import sys
 from itertools import chain
-from typing import IO, TYPE_CHECKING, Iterator, Mapping, NamedTuple, Sequence, Union, cast
+from typing import IO, TYPE_CHECKING, Iterator, Mapping, Sequence, Union, cast
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
@@ -54,23 +54,33 @@ _TRAILING_SPACE = r"\s+$"  # compiled on first use (re's cache): only a wrapped 
 MIN_WIDTH = 20
 
 
-class Para(NamedTuple):
+# Para, Boxed and Terminal are plain classes: a NamedTuple's fields are type-checked at
+# every start (docs/benchmarks.md, issue 35)
+class Para:
     """A paragraph: styled pieces word-wrapped to the width less ``indent`` spaces."""
 
+    __slots__ = ("pieces", "indent")
     pieces: tuple[Piece, ...]
-    indent: int = 0
+    indent: int
+
+    def __init__(self, pieces: tuple[Piece, ...], indent: int = 0):
+        self.pieces, self.indent = pieces, indent
 
     @property
     def plain(self) -> str:
         return "".join(t for t, _ in self.pieces)
 
 
-class Boxed(NamedTuple):
+class Boxed:
     """Paragraphs in a rounded box with a title on its top border (rich's ``Panel``
     with ``title_align="left"``)."""
 
+    __slots__ = ("title", "paras")
     title: str
     paras: tuple[Para, ...]
+
+    def __init__(self, title: str, paras: tuple[Para, ...]):
+        self.title, self.paras = title, paras
 
 
 class Lines:
@@ -84,14 +94,18 @@ class Lines:
 Item = Union[Para, Boxed, Lines]
 
 
-class Terminal(NamedTuple):
-    """Where the summary goes, as rich's ``Console(file=...)`` would see it."""
+class Terminal:
+    """Where the summary goes, as rich's ``Console(file=...)`` would see it: its ``width``,
+    whether to write SGR codes (``styled``: a terminal that is not dumb), and NO_COLOR
+    (``no_color``: bold, dim and italic only)."""
 
+    __slots__ = ("width", "styled", "no_color")
     width: int
-    #: write SGR codes (a terminal that is not dumb)
     styled: bool
-    #: NO_COLOR: bold, dim and italic only
     no_color: bool
+
+    def __init__(self, width: int, styled: bool, no_color: bool):
+        self.width, self.styled, self.no_color = width, styled, no_color
 
 
 def plain_terminal(file: IO[str], environ: Mapping[str, str] | None = None) -> Terminal | None:
