@@ -172,7 +172,9 @@ def _cells(s: str) -> int:
     """``rich.cells.cell_len(s)``: its length where every character is one cell
     (:func:`one_cell`; rich measures other text character by character, loading its
     Unicode tables in a fresh process)."""
-    return len(s) if one_cell(s) else cell_len(s)
+    if s.isascii() and s.isprintable():  # one_cell's first test, here without its call (thousands a summary)
+        return len(s)
+    return len(s) if _ONE_CELL.issuperset(s) else cell_len(s)
 
 
 def cell_len(s: str) -> int:
