@@ -110,9 +110,12 @@ def test_summary_of_an_xspace_defines_only_the_pinned_dataclasses():
     themselves (the registry's ``Analysis``, flops' ``Costs`` and ``Op``), the immutable
     values (the analysed ``Window``, a device's ``Peak``), the formats' registry entries
     and read limits; plain classes: the records of NumPy columns (steps, correlation,
-    projection, memory events, the window's selection). The modules a summary of an XSpace imports
-    define only these dataclasses (mutable records, and the schema's, whose fields the
-    writers and ``dataclasses.replace`` read); a new one on this path fails here."""
+    projection, memory events, the window's selection, the device view, the longest path,
+    the terminal's paragraphs). The modules a summary of an XSpace imports define only
+    these dataclasses (mutable records, and the schema's, whose fields the writers and
+    ``dataclasses.replace`` read), and each writes its own ``__init__``, ``__repr__`` and
+    ``__eq__``, so none compiles generated methods (tests/test_schema_records.py); a new
+    one on this path fails here."""
     trace = Path(__file__).resolve().parent / "data" / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb"
     code = ("import sys, io, contextlib, dataclasses\nfrom polyprof.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"

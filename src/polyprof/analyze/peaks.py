@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple, TypeVar
 
 from ..errors import PeakError
 from ..trace.core import Trace
@@ -156,6 +156,19 @@ def parse_override(text: str) -> dict[str, float]:
     return out
 
 
+_P = TypeVar("_P")
+
+
+def _distinct(props: list[_P]) -> list[_P]:
+    """``props`` without repeats, in order (eight GPUs of one model describe themselves
+    alike: the table is matched once for them, not eight times)."""
+    out: list[_P] = []
+    for p in props:
+        if not any(p == q for q in out):
+            out.append(p)
+    return out
+
+
 def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None) -> Peak | None:
     """The peaks of the trace's (first recognised) device, with ``override`` (text as
     :func:`parse_override` reads it, or rates) put over them; None when no device is
@@ -164,7 +177,7 @@ def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None)
     for k in over:
         if k not in RATE_KEYS:
             raise PeakError(f"peak {k!r}: expected one of {', '.join(RATE_KEYS)}")
-    found = next((p for p in map(match_properties, device_properties(trace)) if p is not None), None)
+    found = next((p for p in map(match_properties, _distinct(device_properties(trace))) if p is not None), None)
     found = _plane_peaks(trace, found)
     if not over:
         return found
