@@ -154,7 +154,8 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     shown = min(top, n)
     # each column's first rows as Python values, as iterating df.head(top)[c] gives them
     cells = {c: [(fmt(v) if fmt else str(v)) for v in values[c][:shown].tolist()] for c, _, fmt, *_ in cols}
-    need = {c: max([_cells(h), *map(_cells, cells[c])]) for c, h, *_ in cols}
+    sizes = {c: list(map(_cells, cells[c])) for c in cells}  # each cell's width, measured once
+    need = {c: max([_cells(h), *sizes[c]]) for c, h, *_ in cols}
     if "name" in need:
         need["name"] = min(need["name"], 60)
     # the narrowest a text column may become before optional columns are dropped
@@ -189,11 +190,13 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
         over -= 1
     heads = [(c, head) for c, head, *_ in keep]
     for c, _ in heads:
-        if c in TEXT_COLUMNS:
+        if c in TEXT_COLUMNS and shown and max(sizes[c]) > w[c]:  # (fit_texts leaves texts that fit as they are)
             cells[c] = fit_texts(cells[c], w[c])
+            sizes[c] = list(map(_cells, cells[c]))
     return Grid(f"{title}" + (f"  (top {top} of {n})" if n > top else "") + note,
                 [(head, w[c], c in TEXT_COLUMNS) for c, head in heads],
-                [[cells[c][i] for c, _ in heads] for i in range(shown)])
+                [[cells[c][i] for c, _ in heads] for i in range(shown)],
+                [[sizes[c][i] for c, _ in heads] for i in range(shown)])
 
 
 class Grid(Lines):
@@ -204,17 +207,19 @@ class Grid(Lines):
     of a summary.
     """
 
-    def __init__(self, title: str, columns: list[tuple[str, int, bool]], rows: list[list[str]]):
+    def __init__(self, title: str, columns: list[tuple[str, int, bool]], rows: list[list[str]],
+                 sizes: list[list[int]] | None = None):
         self.title, self.columns, self.rows = title, columns, rows  # columns: (header, width, left-aligned)
+        self.sizes = sizes  # each cell's width in cells, where the caller measured it
 
     @property
     def headers(self) -> list[str]:
         return [h for h, _, _ in self.columns]
 
-    def _line(self, cells: list[str], left: str, sep: str, right: str) -> str:
+    def _line(self, cells: list[str], left: str, sep: str, right: str, sizes: list[int] | None = None) -> str:
         out = []
-        for text, (_, w, left_aligned) in zip(cells, self.columns):
-            n = _cells(text)
+        for k, (text, (_, w, left_aligned)) in enumerate(zip(cells, self.columns)):
+            n = _cells(text) if sizes is None else sizes[k]
             if n > w:  # cut to exactly w cells
                 text, n = (set_cell_size(text, w - 1) + "…" if w > 1 else set_cell_size(text, w)), w
             pad = " " * (w - n)
@@ -227,7 +232,8 @@ class Grid(Lines):
         lines: list[Piece] = [(self.title, "italic"), ("┏" + "┳".join("━" * w for w in widths) + "┓", None),
                               (self._line(self.headers, "┃", "┃", "┃"), "bold"),
                               ("┡" + "╇".join("━" * w for w in widths) + "┩", None),
-                              *((self._line(r, "│", "│", "│"), None) for r in self.rows),
+                              *((self._line(r, "│", "│", "│", self.sizes[i] if self.sizes else None), None)
+                                for i, r in enumerate(self.rows)),
                               ("└" + "┴".join("─" * w for w in widths) + "┘", None)]
         # every line but the title is as wide as the boxes: each cell is padded or cut to
         # its column's width by _line
