@@ -158,3 +158,33 @@ def test_rows_of_kind_is_isin_of_the_kinds(kineto_files):
                 want = np.flatnonzero(np.isin(t.kinds, np.asarray(kinds, np.int8)))
                 assert np.array_equal(t.rows_of_kind(*kinds), want), (path.name, kinds)
         assert len(t.rows_of_kind()) == 0
+
+
+def test_builder_events_copied_once_or_kept_as_given():
+    """``events()`` owns a copy of each column by default (the caller may change its
+    arrays after); ``copy=False`` keeps the arrays already of their type as the Trace's
+    columns (a big Kineto load's), converting only the others; one chunk of events
+    becomes the Trace's columns without another copy."""
+    from polyprof.trace import TraceBuilder
+
+    def columns():
+        return (np.array([0, 0, 0], np.int32), np.array([1, 1, 2], np.int64),
+                np.array([10, 20, 30], np.int64), np.array([5, 5, 5], np.int64))
+
+    for copy in (True, False):
+        b = TraceBuilder()
+        plane = b.plane("/host:CPU", "host")
+        b.track(plane, "main", "thread", 1)
+        b.intern("a")
+        b.intern("b")
+        b.intern("c")
+        track, name, start, dur = columns()
+        b.events(track, name, start, dur, "cpu_op", copy=copy)
+        t = b.build()
+        assert (t.events["start_ns"] is start) is (not copy) and (t.events["dur_ns"] is dur) is (not copy)
+        assert (t.events["track"] is track) is (not copy)
+        assert t.events["name"] is not name and t.events["name"].dtype == np.int32  # converted: int64 given
+        start[0] = 99
+        assert int(t.start_ns[0]) == (10 if copy else 99)
+        assert t.names().tolist() == ["b", "b", "c"] and t.categories().tolist() == ["cpu_op"] * 3
+        assert b.build().events["start_ns"] is t.events["start_ns"]  # building again: the same parts

@@ -155,20 +155,24 @@ class Assembler:
 
     def events(self, track: np.ndarray | int, name: np.ndarray, start_ns: np.ndarray,
                dur_ns: np.ndarray, category: np.ndarray | int | str = "",
-               stats: Mapping[str, ArrayLike] | None = None) -> np.ndarray:
+               stats: Mapping[str, ArrayLike] | None = None, copy: bool = True) -> np.ndarray:
         """Add many events from columns; names/categories as ids or strings.
 
         ``stats`` maps key -> values for every new event (None/NaN-free), or
-        key -> (local_rows, values) for a subset. Returns the new rows.
+        key -> (local_rows, values) for a subset. Returns the new rows. Each column is
+        copied once (converted to its type on the way); with ``copy=False`` a column
+        already of its type, contiguous and of the events' length is kept as given, for
+        a reader that hands over arrays it no longer changes (a big load's columns: one
+        copy of each fewer).
         """
         n = len(start_ns)
         self._flush_small()
         cols = {
-            "track": np.broadcast_to(np.asarray(track, np.int32), (n,)).copy(),
-            "name": self._ids(name, n),
-            "category": self._ids(category, n),
-            "start_ns": np.asarray(start_ns, np.int64),
-            "dur_ns": np.asarray(dur_ns, np.int64),
+            "track": _int32(np.asarray(track), n, copy),
+            "name": self._ids(name, n, copy),
+            "category": self._ids(category, n, copy),
+            "start_ns": _owned(np.asarray(start_ns), np.int64, copy),
+            "dur_ns": _owned(np.asarray(dur_ns), np.int64, copy),
         }
         for k, v in cols.items():
             if len(v) != n:
@@ -184,12 +188,12 @@ class Assembler:
                 self.add_stat(key, np.arange(base, base + n, dtype=np.int64), val)
         return np.arange(base, base + n, dtype=np.int64)
 
-    def _ids(self, values: ArrayLike, n: int) -> np.ndarray:
+    def _ids(self, values: ArrayLike, n: int, copy: bool = True) -> np.ndarray:
         if isinstance(values, str):
             return np.full(n, self.intern(values), np.int32)
         arr = np.asarray(values)
         if arr.dtype.kind in "iu":
-            return np.broadcast_to(arr.astype(np.int32), (n,)).copy()
+            return _int32(arr, n, copy)
         return self.intern_many(arr)
 
     def add_stat(self, key: str, rows: ArrayLike, values: ArrayLike | TextCodes) -> None:
@@ -281,7 +285,8 @@ class Assembler:
         self._flush_small()
         events = {}
         for k, t in EVENT_COLUMNS.items():  # column by column, each chunk's part freed once copied
-            events[k] = np.concatenate([c.pop(k) for c in self._chunks]) if self._chunks else np.zeros(0, t)
+            parts = [c.pop(k) for c in self._chunks]  # (one chunk: its own column, copied in events())
+            events[k] = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else np.zeros(0, t)
         self._chunks = [dict(events)] if self._chunks else []  # building again gives the same trace
         for key, (rows, vals) in self._stat_small.items():
             self._stat_parts.setdefault(key, []).append((np.asarray(rows, np.int64), as_values(vals)))
@@ -296,6 +301,21 @@ class Assembler:
                         else np.zeros(0, t)) for k, t in COUNTER_COLUMNS.items()}
         return Parts(list(self.strings), list(self.planes), list(self.tracks), events, stats,
                      flows, counters, dict(self.metadata), list(self.sources))
+
+
+def _int32(arr: np.ndarray, n: int, copy: bool) -> np.ndarray:
+    """An int32 column of ``n`` values from ``arr`` (a scalar or one value is repeated)."""
+    if arr.shape != (n,):
+        return np.broadcast_to(arr.astype(np.int32), (n,)).copy()
+    return _owned(arr, np.int32, copy)
+
+
+def _owned(arr: np.ndarray, dtype: type, copy: bool) -> np.ndarray:
+    """``arr`` as ``dtype`` in one copy, or itself when ``copy`` is false and it already
+    is a contiguous array of that type."""
+    if copy or arr.dtype != dtype or not arr.flags.c_contiguous:
+        return np.array(arr, dtype=dtype)
+    return arr
 
 
 def merge_metadata(into: dict[str, Any], other: dict[str, Any]) -> None:

@@ -66,7 +66,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     bind_v2(col, ts, cat_c)
     progress.advance(1)
     last = int((ts + dur).max()) if n else base
-    b.events(track, name_c, ts, dur, cat_c)
+    b.events(track, name_c, ts, dur, cat_c, copy=False)  # (none of them changed after: the Trace's own)
     del track, name_c, cat_c
     asyncs.build(col, planes, base, last)
     progress.advance(1)
