@@ -165,8 +165,6 @@ def test_builder_events_copied_once_or_kept_as_given():
     arrays after); ``copy=False`` keeps the arrays already of their type as the Trace's
     columns (a big Kineto load's), converting only the others; one chunk of events
     becomes the Trace's columns without another copy."""
-    from polyprof.trace import TraceBuilder
-
     def columns():
         return (np.array([0, 0, 0], np.int32), np.array([1, 1, 2], np.int64),
                 np.array([10, 20, 30], np.int64), np.array([5, 5, 5], np.int64))
