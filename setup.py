@@ -86,8 +86,10 @@ setup(cmdclass={"build_ext": build_ext_stamped}, ext_modules=[
     Extension("polyprof.formats._kineto_memory", ["src/polyprof/formats/_kineto_memory.c"],
               depends=list(map(str, SHARED)), include_dirs=[LOWLEVEL], optional=True),
     Extension("polyprof.formats._sqlite_pages", ["src/polyprof/formats/_sqlite_pages.c"], optional=True),
-    Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], optional=True),
-    Extension("polyprof.analyze._nest", ["src/polyprof/analyze/_nest.c"], optional=True),
+    Extension("polyprof.analyze._longest", ["src/polyprof/analyze/_longest.c"], depends=list(map(str, SHARED)),
+              include_dirs=[LOWLEVEL], optional=True),
+    Extension("polyprof.analyze._nest", ["src/polyprof/analyze/_nest.c"], depends=list(map(str, SHARED)),
+              include_dirs=[LOWLEVEL], optional=True),
     Extension("polyprof.lowlevel._unseen", ["src/polyprof/lowlevel/_unseen.c"], optional=True),
     Extension("polyprof.lowlevel._heapcache", ["src/polyprof/lowlevel/_heapcache.c"], optional=True),
 ])

@@ -24,25 +24,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-typedef struct {
-    Py_buffer b;
-    int64_t *p;
-    Py_ssize_t n;
-} Col;
-
-static int get(PyObject *o, Col *c, int writable, const char *name) {
-    if (PyObject_GetBuffer(o, &c->b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
-    const char *f = c->b.format ? c->b.format : "B";
-    if (c->b.itemsize != 8 || !(f[0] == 'q' || f[0] == 'l' || ((f[0] == '<' || f[0] == '=') && (f[1] == 'q' || f[1] == 'l')))) {
-        PyBuffer_Release(&c->b);
-        PyErr_Format(PyExc_TypeError, "%s must be an int64 array", name);
-        return -1;
-    }
-    c->p = (int64_t *)c->b.buf;
-    c->n = c->b.len / 8;
-    return 0;
-}
+#include "_shared_cols.h" /* Col, get: the int64 arrays given */
 
 static void heap_push(int64_t *h, Py_ssize_t *len, int64_t v) {
     Py_ssize_t i = (*len)++;
