@@ -7,6 +7,7 @@ import bisect
 import collections
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -693,8 +694,11 @@ def test_renamed_dataloader_iterator_is_one_row(tmp_path):
 
 
 TRAIN = '''
+import os
 import sys
 
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(sys.argv[2])})  # both processes on one CPU: loaded alike
 import torch
 import torch.nn.functional as F
 
@@ -720,14 +724,17 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
 
 
 def test_a_a_real_torch_processes_call_no_change(tmp_path):
-    """The same small torch CPU training script run twice, as two processes (at the same
-    time, so a machine shared with other work loads both alike), each writing its
-    torch.profiler trace: `polyprof diff` calls nothing changed."""
+    """The same small torch CPU training script run twice, as two processes at the same
+    time on the same CPU (the scheduler shares it between them, so other work on a
+    shared machine loads both alike; on two CPUs a burst of load on one slowed one side
+    only, and the diff rightly called it), each writing its torch.profiler trace:
+    `polyprof diff` calls nothing changed."""
     pytest.importorskip("torch")
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"{s}.json")], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL) for s in "ab"]
+    cpu = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"{s}.json"), str(cpu)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for s in "ab"]
     assert all(p.wait(timeout=300) == 0 for p in procs)
     doc = diff_json(tmp_path / "a.json", tmp_path / "b.json")
     assert doc["overview"]["a"]["steps"] == 11  # 12 recorded, the first left out as by summary
