@@ -121,15 +121,14 @@ static PyObject *passes(PyObject *self, PyObject *args) {
         return NULL;
     Col c[NCOL];
     int got = 0, ok = 0;
-    for (; got < NCOL; got++)
-        if (get(o[got], &c[got], got >= FWD, NAMES[got]) < 0) goto done;
+    if (get_all(o, c, NCOL, FWD, NAMES, &got) < 0) goto done;
     if (check(c) < 0) goto done;
     Py_BEGIN_ALLOW_THREADS
     run(c);
     Py_END_ALLOW_THREADS
     ok = 1;
 done:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&c[i].b);
+    release_all(c, got);
     if (!ok) return NULL;
     Py_RETURN_NONE;
 }
@@ -171,8 +170,7 @@ static PyObject *kahn(PyObject *self, PyObject *args) {
     int got = 0, ok = 0;
     Py_ssize_t placed = 0;
     int64_t *heap = NULL;
-    for (; got < 5; got++)
-        if (get(o[got], &c[got], got >= 3, names[got]) < 0) goto done;
+    if (get_all(o, c, 5, 3, names, &got) < 0) goto done;
     Py_ssize_t n = c[0].n, m = c[2].n;
     if (c[1].n != n + 1 || c[3].n != n || c[4].n != n) {
         PyErr_SetString(PyExc_ValueError, "kahn: lengths disagree (n nodes, m edges)");
@@ -203,7 +201,7 @@ static PyObject *kahn(PyObject *self, PyObject *args) {
     ok = 1;
 done:
     PyMem_Free(heap);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&c[i].b);
+    release_all(c, got);
     if (!ok) return NULL;
     return PyLong_FromSsize_t(placed);
 }
@@ -256,8 +254,7 @@ static PyObject *csr(PyObject *self, PyObject *args) {
     Col c[6];
     int got = 0, ok = 0;
     int64_t *tmp = NULL;
-    for (; got < 6; got++)
-        if (get(o[got], &c[got], got >= 2, names[got]) < 0) goto done;
+    if (get_all(o, c, 6, 2, names, &got) < 0) goto done;
     Py_ssize_t m = c[0].n, n = c[2].n - 1;
     if (n < 0 || c[1].n != m || c[3].n != m || c[4].n != n + 1 || c[5].n != m) {
         PyErr_SetString(PyExc_ValueError, "csr: lengths disagree (n + 1 pointers, m edges)");
@@ -273,7 +270,7 @@ static PyObject *csr(PyObject *self, PyObject *args) {
     ok = 1;
 done:
     PyMem_Free(tmp);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&c[i].b);
+    release_all(c, got);
     if (!ok) return NULL;
     Py_RETURN_NONE;
 }

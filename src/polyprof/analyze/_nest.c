@@ -84,8 +84,7 @@ static PyObject *depths(PyObject *self, PyObject *args) {
     Col c[6];
     int got = 0, ok = 0;
     int64_t *work = NULL;
-    for (; got < want; got++)
-        if (get(o[got], &c[got], got >= 3, names[got]) < 0) goto done;
+    if (get_all(o, c, want, 3, names, &got) < 0) goto done;
     Py_ssize_t n = c[0].n;
     for (int i = 1; i < want; i++)
         if (c[i].n != n) {
@@ -100,7 +99,7 @@ static PyObject *depths(PyObject *self, PyObject *args) {
     ok = 1;
 done:
     PyMem_Free(work);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&c[i].b);
+    release_all(c, got);
     if (!ok) return NULL;
     Py_RETURN_NONE;
 }

@@ -1,6 +1,6 @@
 /* polyprof's int64 array arguments, shared by the compiled analyses (analyze._longest,
  * analyze._nest): a buffer taken from a NumPy int64 array (C-contiguous; writable
- * where asked), or a TypeError naming the argument. Headers named lowlevel/_shared_*.h
+ * where asked), or a TypeError naming the argument; several at once, and released. Headers named lowlevel/_shared_*.h
  * are part of every extension's build stamp (polyprof.lowlevel.compiled.sources). */
 #ifndef POLYPROF_SHARED_COLS_H
 #define POLYPROF_SHARED_COLS_H
@@ -27,6 +27,20 @@ static inline int get(PyObject *o, Col *c, int writable, const char *name) {
     c->p = (int64_t *)c->b.buf;
     c->n = c->b.len / 8;
     return 0;
+}
+
+/* o[0..n) into c[0..n), from ``first_writable`` on writable; *got: how many were taken
+ * (all n, or those before the one that failed: release_all(c, *got) either way). */
+static inline int get_all(PyObject *const *o, Col *c, int n, int first_writable, const char *const *names, int *got) {
+    for (*got = 0; *got < n; (*got)++)
+        if (get(o[*got], &c[*got], *got >= first_writable, names[*got]) < 0)
+            return -1;
+    return 0;
+}
+
+static inline void release_all(Col *c, int got) {
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&c[i].b);
 }
 
 #endif
