@@ -35,13 +35,12 @@ import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from child_env import child_env
+from timed_child import run
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "nsys" / "saxpy_2022.sqlite"
@@ -130,19 +129,6 @@ def _replicate(c: sqlite3.Connection, tables: list[str], span: int, first: int, 
                 sel.append(q)
         c.execute(f"INSERT INTO main.{table} SELECT {', '.join(sel)} FROM temp.reps, temp.orig_{table} AS t "
                   "ORDER BY reps.r")
-
-
-def run(argv: list[str], env: dict) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS (bytes) of one child process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         cwd="/")
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    _, err = p.communicate()
-    if status:
-        raise SystemExit(err.decode()[-2000:])
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def main() -> int:

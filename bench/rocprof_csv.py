@@ -32,13 +32,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from child_env import child_env
+from timed_child import run
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_JSON = ROOT / "tests" / "data" / "rocprof" / "tracelens_908_results.json.gz"
@@ -105,18 +104,6 @@ def make(out: Path, copies: int) -> tuple[Path, Path]:
     with open(out / "results.json", "w") as f:
         json.dump(doc, f)
     return csv_dir, out / "results.json"
-
-
-def run(argv: list[str], env: dict) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS (bytes) of one child process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    _, err = p.communicate()
-    if status:
-        raise SystemExit(err.decode()[-2000:])
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def main() -> int:
