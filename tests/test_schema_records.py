@@ -1,6 +1,7 @@
 """The schema's records (Source, Plane, Track, Trace, Finding, Report) write their own
-__init__, __repr__ and __eq__ (trace/model.py: @dataclass would compile its generated ones
-at every start): each is held here to the class @dataclass makes of the same fields."""
+__init__ and take __repr__ and __eq__ from trace.model.Record (@dataclass would compile its
+generated ones at every start): each is held here to the class @dataclass makes of the
+same fields."""
 
 from __future__ import annotations
 

@@ -4,20 +4,19 @@ it) and its rows as plain records: what every rule module builds on."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from reprlib import recursive_repr
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..trace.model import FACTORY, Props
+from ..trace.model import FACTORY, Props, Record
 from .frames import column
 
 if TYPE_CHECKING:
     from .table import Table
 
 
-@dataclass(init=False, repr=False, eq=False)  # its methods written below, as trace/model.py's records
-class Finding:
+@dataclass(init=False, repr=False, eq=False)  # its __init__ below; __repr__, __eq__ trace.model.Record's
+class Finding(Record):
     """One finding: what was found, how bad, on which plane, the evidence and events
     that show it, and what to try. (Its own docstring: a dataclass without one has its
     signature written into ``__doc__`` through ``inspect`` at import.)"""
@@ -36,18 +35,6 @@ class Finding:
         self.events = [] if events is FACTORY else events
         self.suggestion = suggestion
 
-    @recursive_repr()
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}(id={self.id!r}, title={self.title!r}, severity={self.severity!r}, "
-                f"plane={self.plane!r}, evidence={self.evidence!r}, events={self.events!r}, "
-                f"suggestion={self.suggestion!r})")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Finding) and other.__class__ is self.__class__:
-            return ((self.id, self.title, self.severity, self.plane, self.evidence, self.events, self.suggestion)
-                    == (other.id, other.title, other.severity, other.plane, other.evidence, other.events,
-                        other.suggestion))
-        return NotImplemented
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

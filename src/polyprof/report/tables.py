@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from reprlib import recursive_repr
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,7 +16,7 @@ from ..analyze.table import Table
 from ..analyze.window import AUTO, WindowArg, label, view
 from ..derive import cache
 from ..trace.core import Trace
-from ..trace.model import FACTORY, Props
+from ..trace.model import FACTORY, Props, Record
 from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
@@ -25,8 +24,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-@dataclass(init=False, repr=False, eq=False)  # its methods written below, as trace/model.py's records
-class Report:
+@dataclass(init=False, repr=False, eq=False)  # its __init__ below; __repr__, __eq__ trace.model.Record's
+class Report(Record):
     """What a summary or report shows: the analysed trace (the window's view), every
     table, the findings and the overview."""
 
@@ -41,16 +40,6 @@ class Report:
         self.trace, self.tables, self.findings = trace, tables, findings
         self.overview = {} if overview is FACTORY else overview
 
-    @recursive_repr()
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}(trace={self.trace!r}, tables={self.tables!r}, "
-                f"findings={self.findings!r}, overview={self.overview!r})")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Report) and other.__class__ is self.__class__:
-            return ((self.trace, self.tables, self.findings, self.overview)
-                    == (other.trace, other.tables, other.findings, other.overview))
-        return NotImplemented
 
 
 def build(trace: Trace, window: WindowArg = AUTO) -> Report:

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import TraceSchemaError
 from .assemble import Assembler
 from .categories import Kind, kinds_for_strings, refine_by_name
-from .model import COUNTER_COLUMNS, EVENT_COLUMNS, FACTORY, FLOW_COLUMNS, Plane, Props, Source, Track
+from .model import COUNTER_COLUMNS, EVENT_COLUMNS, FACTORY, FLOW_COLUMNS, Plane, Props, Record, Source, Track
 from .stats import StatColumn, StatTable
 
 if TYPE_CHECKING:
@@ -30,8 +30,8 @@ def _empty(spec: dict[str, Any]) -> dict[str, np.ndarray]:
     return {k: np.zeros(0, dtype=t) for k, t in spec.items()}
 
 
-@dataclass(init=False, repr=False, eq=False)  # its __init__ and __eq__ below, as model.py's records
-class Trace:
+@dataclass(init=False, repr=False, eq=False)  # its __init__ below; __eq__ model.Record's (__repr__ its own)
+class Trace(Record):
     """A complete capture: planes, tracks, events, stats, flows, counters, metadata."""
 
     strings: list[str] = field(default_factory=list)
@@ -62,13 +62,6 @@ class Trace:
         self.sources = [] if sources is FACTORY else sources
         self.__post_init__()
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Trace) and other.__class__ is self.__class__:
-            return ((self.strings, self.planes, self.tracks, self.events, self.stats, self.flows, self.counters,
-                     self.metadata, self.sources)
-                    == (other.strings, other.planes, other.tracks, other.events, other.stats, other.flows,
-                        other.counters, other.metadata, other.sources))
-        return NotImplemented
 
     def __post_init__(self) -> None:
         if not isinstance(self.stats, StatTable):

@@ -6,9 +6,9 @@ These are few per trace, so they are plain dataclasses; events are columnar.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields
 from reprlib import recursive_repr
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -32,15 +32,31 @@ class _Factory:
 #: @dataclass's sentinel: an argument given, even None, is kept)
 FACTORY: Any = _Factory()
 
-# The schema's records are dataclasses (fields(), asdict(), replace() work on them) whose
-# __init__, __repr__ and __eq__ are written here as @dataclass would generate them: the
-# generated ones are compiled by exec at every start of every process (about 0.3 ms a
-# class; docs/benchmarks.md, issue 35). tests/test_schema_records.py holds each to the
-# methods @dataclass generates.
+class Record:
+    """The ``__repr__`` and ``__eq__`` @dataclass would generate for a record, read from
+    its fields when called: the schema's records are dataclasses (fields(), asdict(),
+    replace() work on them) declared with ``init=False, repr=False, eq=False``, whose
+    generated methods @dataclass would compile by exec at every start of every process
+    (about 0.3 ms a class; docs/benchmarks.md, issue 35). Each writes its ``__init__``
+    (the signature is the API); tests/test_schema_records.py holds each to the methods
+    @dataclass generates."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[object]]]
+
+    @recursive_repr()
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{type(self).__qualname__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = [f.name for f in fields(self) if f.compare]
+        return [getattr(self, n) for n in names] == [getattr(other, n) for n in names]
 
 
 @dataclass(init=False, repr=False, eq=False)
-class Source:
+class Source(Record):
     """Where a plane's data came from: one process of one host, one rank of a job.
 
     A trace read from one file, or recorded by one session, has one source. Traces of
@@ -65,17 +81,6 @@ class Source:
         self.clock = {} if clock is FACTORY else clock
         self.metadata = {} if metadata is FACTORY else metadata
 
-    @recursive_repr()
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}(id={self.id!r}, rank={self.rank!r}, host={self.host!r}, "
-                f"pid={self.pid!r}, label={self.label!r}, clock={self.clock!r}, metadata={self.metadata!r})")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Source) and other.__class__ is self.__class__:
-            o = other
-            return ((self.id, self.rank, self.host, self.pid, self.label, self.clock, self.metadata)
-                    == (o.id, o.rank, o.host, o.pid, o.label, o.clock, o.metadata))
-        return NotImplemented
 
     def key(self) -> tuple:
         """Identity used to match sources when traces merge: an unnamed source (a
@@ -89,7 +94,7 @@ class Source:
 
 
 @dataclass(init=False, repr=False, eq=False)
-class Plane:
+class Plane(Record):
     """A host process or an accelerator, e.g. ``/host:CPU`` or ``/device:GPU:0``."""
 
     id: int
@@ -107,22 +112,10 @@ class Plane:
         self.properties = {} if properties is FACTORY else properties
         self.source = source
 
-    @recursive_repr()
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}(id={self.id!r}, name={self.name!r}, kind={self.kind!r}, "
-                f"vendor={self.vendor!r}, index={self.index!r}, pid={self.pid!r}, properties={self.properties!r}, "
-                f"source={self.source!r})")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Plane) and other.__class__ is self.__class__:
-            o = other
-            return ((self.id, self.name, self.kind, self.vendor, self.index, self.pid, self.properties, self.source)
-                    == (o.id, o.name, o.kind, o.vendor, o.index, o.pid, o.properties, o.source))
-        return NotImplemented
 
 
 @dataclass(init=False, repr=False, eq=False)
-class Track:
+class Track(Record):
     """A line of events on a plane: a thread, a stream/queue, or a derived line."""
 
     id: int
@@ -138,15 +131,3 @@ class Track:
         self.id, self.plane, self.name, self.kind, self.tid, self.sort_index = id, plane, name, kind, tid, sort_index
         self.properties = {} if properties is FACTORY else properties
 
-    @recursive_repr()
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}(id={self.id!r}, plane={self.plane!r}, name={self.name!r}, "
-                f"kind={self.kind!r}, tid={self.tid!r}, sort_index={self.sort_index!r}, "
-                f"properties={self.properties!r})")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Track) and other.__class__ is self.__class__:
-            o = other
-            return ((self.id, self.plane, self.name, self.kind, self.tid, self.sort_index, self.properties)
-                    == (o.id, o.plane, o.name, o.kind, o.tid, o.sort_index, o.properties))
-        return NotImplemented
