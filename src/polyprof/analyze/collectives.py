@@ -36,7 +36,7 @@ from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
-from ..trace.sorting import member, unique
+from ..trace.sorting import first_and_inverse, member, unique
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
 from .inputs import cpu_comm_rows
@@ -402,13 +402,6 @@ def _first_and_group(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarr
     if len(a):
         lo, span = int(b.min()), int(b.max()) - int(b.min()) + 1
         if int(a.min()) >= 0 and (int(a.max()) + 1) * span < 1 << 62:
-            key = a * span + (b - lo)
-            order = np.argsort(key, kind="stable")
-            s = key[order]
-            new = np.ones(len(s), bool)
-            np.not_equal(s[1:], s[:-1], out=new[1:])
-            inv = np.empty(len(s), np.intp)
-            inv[order] = np.cumsum(new) - 1
-            return order[new], inv
+            return first_and_inverse(a * span + (b - lo))
     _, first, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_index=True, return_inverse=True)
     return first, inv.ravel()

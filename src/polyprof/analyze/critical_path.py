@@ -17,7 +17,7 @@ import numpy as np
 from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, unique, unique_inverse
+from ..trace.sorting import first_and_inverse, lexsort, unique, unique_inverse
 from .depgraph import Context, DepGraph, build, context, window_rows
 from . import nesting
 from .frames import column, empty_frame, frame
@@ -188,7 +188,7 @@ def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         hashes = np.fromiter(map(hash, values.tolist()), np.int64, n)
     except TypeError:  # an unhashable value
         return _unique_text(values)
-    first, inv = _first_and_inverse(hashes)
+    first, inv = first_and_inverse(hashes)
     uniq = values[first]
     same = np.asarray(values == uniq[inv], bool) if n else np.ones(0, bool)
     if not same.all() or not all(type(v) is str and not v.endswith("\x00") for v in uniq.tolist()):
@@ -198,18 +198,6 @@ def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank[order] = np.arange(len(order))
     return uniq[order], rank[inv.ravel()]
 
-
-def _first_and_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_index=True, return_inverse=True)[1:]`` of int64 keys: one
-    stable sort (NumPy's function pays a set-up on its first call in a process,
-    ``trace/sorting.py``)."""
-    order = np.argsort(keys, kind="stable")
-    s = keys[order]
-    new = np.ones(len(s), bool)
-    np.not_equal(s[1:], s[:-1], out=new[1:])
-    inv = np.empty(len(s), np.intp)
-    inv[order] = np.cumsum(new) - 1
-    return order[new], inv
 
 
 def _unique_text(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -228,7 +216,7 @@ def on_path_totals(cp: Table) -> Table:
         return empty_frame(["name", "kind", "on_path_ns", "share_pct", "steps"], ("name", "kind"))
     step = np.asarray(column(cp, "step"), np.int64)
     path = np.asarray(column(cp, "path_ns"), np.int64)
-    total = int(path[_first_and_inverse(step)[0]].sum())
+    total = int(path[first_and_inverse(step)[0]].sum())
     name_u, name_i = _sorted_codes(column(cp, "name")[keep])
     kind_u, kind_i = _sorted_codes(column(cp, "kind")[keep])
     uniq, inv = unique_inverse(name_i.astype(np.int64) * len(kind_u) + kind_i)

@@ -115,14 +115,22 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sorting being what scales (above), NumPy's function pays a set-up the first time
     in a process that outweighs a small trace's whole analysis step."""
     a = np.asarray(values).ravel()
-    order = np.argsort(a, kind="stable")
-    s = a[order]
+    first, inverse = first_and_inverse(a)
+    return a[first], inverse
+
+
+def first_and_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)[1:]`` of a 1-d array:
+    the first position of each distinct value (in sorted order) and each position's
+    value's index, by one stable sort (see :func:`unique_inverse`)."""
+    order = np.argsort(keys, kind="stable")
+    s = keys[order]
     new = np.empty(len(s), bool)
     new[:1] = True
     np.not_equal(s[1:], s[:-1], out=new[1:])
-    inverse = np.empty(len(a), np.intp)
+    inverse = np.empty(len(s), np.intp)
     inverse[order] = np.cumsum(new) - 1
-    return s[new], inverse
+    return order[new], inverse
 
 
 def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
