@@ -106,3 +106,20 @@ def test_unique_inverse_counts_and_member_are_numpys():
             assert np.array_equal(u, want_u) and c.dtype == want_c.dtype and np.array_equal(c, want_c), (n, dtype)
             for table in (rng.integers(lo, hi, 6).astype(dtype), a[:0], np.array([-1, 2 ** 50], np.int64)):
                 assert np.array_equal(member(a, table), np.isin(a, table)), (n, dtype, table)
+
+
+def test_median_is_numpys():
+    """``sorting.median`` (a partition; NumPy's checks for masked arrays import numpy.ma)
+    equals ``float(np.median(x))``: odd and even lengths, ints near 2**62 (their mean in
+    floats, not int64), repeated values, NaN and empty (NumPy's own nan)."""
+    from polyprof.trace.sorting import median
+
+    rng = np.random.default_rng(3)
+    for n in [*range(1, 30), 101, 4096, 4097, 50001]:
+        for x in (rng.integers(-9, 9, n), rng.integers(0, 2 ** 62, n), rng.random(n) * 1e9,
+                  rng.integers(0, 3, n).astype(np.int32), np.where(rng.random(n) < 0.2, np.nan, 1.0)):
+            want = float(np.median(x))
+            got = median(x)
+            assert got == want or (got != got and want != want), (n, x[:5])
+    with pytest.warns(RuntimeWarning):
+        assert median(np.zeros(0)) != median(np.zeros(0))

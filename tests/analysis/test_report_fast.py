@@ -97,7 +97,7 @@ def test_quartiles_are_numpys_percentiles():
     from polyprof.analyze.queues import quartiles
 
     rng = np.random.default_rng(0)
-    for n in [*range(1, 40), 101, 1000, 5000]:
+    for n in [*range(1, 40), 101, 1000, 4096, 4097, 5000, 20001]:
         for x in (rng.integers(0, 9, n).astype(float), rng.random(n) * 1e3, rng.random(n) * 1e15,
                   np.where(rng.random(n) < 0.1, np.nan, 1.0)):
             got, want = quartiles(x), np.percentile(x, [25, 50, 75])

@@ -25,7 +25,7 @@ from ..derive import cache
 from ..derive.intervals import innermost
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort
+from ..trace.sorting import lexsort, unique
 from ..trace.vocabulary import (GRAPH_EXEC_STATS, GRAPH_ID_STATS, GRAPH_LAUNCH_MARKERS, LAUNCH_KERNEL_STAT,
                                 LAUNCH_MARKERS)
 from .frames import empty_frame, frame
@@ -138,7 +138,7 @@ def cuda_graphs(trace: Trace, capture: Trace | None = None) -> Table:
         out["kernels_per_replay"].append(int(vals[np.argmax(freq)]))
         if mapped is not None:
             ops = mapped.op[acts]
-            out["captured_ops"].append(len(np.unique(ops[ops >= 0])))
+            out["captured_ops"].append(len(unique(ops[ops >= 0])))
             out["attributed_pct"].append(round(100.0 * float((ops >= 0).mean()), 1) if acts.any() else 0.0)
         else:
             out["captured_ops"].append(0)

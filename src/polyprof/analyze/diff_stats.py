@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ranktest import mann_whitney, min_p_value, student_groups, stouffer
+from ..trace.sorting import unique
 
 #: added to every sample before the log of the t test (a row absent from a step is 0 there)
 LOG_OFFSET_NS = 1000.0
@@ -138,8 +139,8 @@ def compare(a: Samples, b: Samples, test: str = "t") -> Compared:
         rows = np.flatnonzero(by_rank & ~np.isnan(p_min))
         decided[rows] = np.array(strata)[best[rows]]
         mean_a[rows], mean_b[rows] = MA[rows, best[rows]], MB[rows, best[rows]]
-    runs_a = {int(r): len(np.unique(a.run[a.rank == r])) for r in strata}
-    runs_b = {int(r): len(np.unique(b.run[b.rank == r])) for r in strata}
+    runs_a = {int(r): len(unique(a.run[a.rank == r])) for r in strata}
+    runs_b = {int(r): len(unique(b.run[b.rank == r])) for r in strata}
     replicated = any(runs_a[r] > 1 or runs_b[r] > 1 for r in strata)
     if test == "t":
         method = ("Student's t over the runs' mean log time (run-to-run variance)" if replicated else

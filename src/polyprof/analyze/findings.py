@@ -28,6 +28,7 @@ from .sync import sync_by_thread, sync_rows, windows
 from .window import WindowArg, view
 from ..trace.sorting import unique
 from ..trace import metadata_keys as mkeys
+from ..trace.sorting import median
 
 if TYPE_CHECKING:
     from .table import Table
@@ -210,24 +211,24 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     ker = v.cls <= COMMUNICATION
     durs = (v.end - v.start)[ker]
     short = float(100.0 * (durs < SHORT_KERNEL_NS).mean())
-    median = float(np.median(durs))
+    kernel_median = median(durs)
     launch = v.launch[ker]
     launch = launch[launch >= 0]
     if not len(launch):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
         return []
-    cpu_median = float(np.median(trace.events["dur_ns"][launch]))
+    cpu_median = median(trace.events["dur_ns"][launch])
     dev = _device_rows(trace, t)
     known = [r["idle_pct"] for r in dev if r["idle_pct"] == r["idle_pct"]]  # NaN-skipping, as pandas' max
     idle = float(max(known)) if known else float("nan") if dev else 0.0
-    if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < median):
+    if idle < LAUNCH_IDLE_PCT or (short < SHORT_KERNEL_SHARE and cpu_median < kernel_median):
         return []
     shorts = kernels[mean[kernels] < SHORT_KERNEL_NS]
     shorts = shorts[order_desc(count[shorts], stable=False)]  # as sort_values("count", ascending=False)
     return [Finding(
         "launch_bound", f"{short:.0f}% of {n} kernels run under {SHORT_KERNEL_NS // 1000} µs "
-                        f"(median {median / 1000:.1f} µs, launch call {cpu_median / 1000:.1f} µs), device idle "
+                        f"(median {kernel_median / 1000:.1f} µs, launch call {cpu_median / 1000:.1f} µs), device idle "
                         f"{idle:.0f}%",
-        _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": median,
+        _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": kernel_median,
                               "median_launch_cpu_ns": cpu_median, "device_idle_pct": round(idle, 2)},
         _records(kb, ["name", "count", "mean_ns", "total_ns"], at=shorts),
         suggestion(trace, "launch_bound"))]

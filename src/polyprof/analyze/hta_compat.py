@@ -38,6 +38,7 @@ from ..derive.intervals import union
 from ..trace.core import Trace
 from ..trace import metadata_keys as mkeys
 from ..trace import keys
+from ..trace.sorting import unique
 
 #: categories HTA's parser leaves out (its ``skip_event_types`` default and ``Trace``)
 SKIPPED_CATEGORIES = ("Trace", "python_function")
@@ -188,7 +189,7 @@ def idle_gaps(trace: Trace, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS) -> dict
     cpu = np.flatnonzero(~t.launched & (t.corr >= 0))
     cpu = cpu[np.argsort(t.corr[cpu], kind="stable")]
     out: dict[int, StreamIdle] = {}
-    for stream in np.unique(t.stream[dev]).tolist():
+    for stream in unique(t.stream[dev]).tolist():
         rows = np.flatnonzero(dev & (t.stream == stream))
         rows = rows[np.argsort(t.start[rows], kind="stable")]
         s, e = t.start[rows], t.end[rows]

@@ -33,6 +33,7 @@ from ..derive import cache
 from ..trace import vocabulary
 from ..trace.core import Trace
 from .hta_compat import _NOT_COMPUTE, hta_table
+from ..trace.sorting import unique
 
 #: HTA's kernel types, as its state bits (COMPUTATION 1, COMMUNICATION 2, MEMORY 4)
 TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
@@ -81,7 +82,7 @@ def _queue_series(trace: Trace) -> QueueSeries:
     strings = np.asarray(trace.strings, dtype=object)
     names = trace.events["name"]
     # a launch call counts when a device row of the file (before the filter) shares its id
-    gpu_ids = np.unique(t.corr[t.parsed & t.launched & (t.corr != -1)])
+    gpu_ids = unique(t.corr[t.parsed & t.launched & (t.corr != -1)])
     call = (t.parsed & ~t.launched & np.isin(names, np.flatnonzero(np.isin(strings, vocabulary.QUEUED_LAUNCHES)))
             & np.isin(t.corr, gpu_ids))
     calls = order[call[order]]

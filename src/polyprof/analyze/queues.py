@@ -17,6 +17,7 @@ from .common import device_view
 from .breakdown import ALL_DEVICES
 from .frames import empty_frame, frame, rows_frame
 from .window import WindowArg, selection, view
+from ..trace.sorting import unique
 
 if TYPE_CHECKING:
     from .table import Table
@@ -107,9 +108,9 @@ def _hta_series(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     numbers, at = np.unique(q.stream, return_inverse=True)
     stream = np.array([f"stream {s}" for s in numbers.tolist()], object)[at]
     on = trace.track_plane[trace.events["track"][q.row]] if len(q.row) else np.zeros(0, np.int64)
-    for s in np.unique(q.stream).tolist():
+    for s in unique(q.stream).tolist():
         mine = q.stream == s
-        planes = np.unique(on[mine & (q.delta < 0)])
+        planes = unique(on[mine & (q.delta < 0)])
         if len(planes) == 1:
             plane[mine] = trace.planes[int(planes[0])].name
     return plane, stream, q.ts_ns, q.length, q.stream
@@ -117,19 +118,21 @@ def _hta_series(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 def quartiles(x: np.ndarray) -> np.ndarray:
     """``np.percentile(x, [25, 50, 75])`` of a 1-d float array: NumPy's linear method step
-    by step (its function pays a set-up the first time in a process, for a
-    handful of values here); NumPy's own where ``x`` is empty, long (a partition beats
-    the sort there) or holds NaN."""
-    if not len(x) or len(x) > 4096 or np.isnan(x).any():
+    by step (its function pays a set-up the first time in a process, and imports
+    ``numpy.ma`` for long inputs, for a handful of values here): the values at the six
+    ranks it interpolates between, by a sort or (long inputs) a partition at them.
+    NumPy's own where ``x`` is empty or holds NaN."""
+    if not len(x) or np.isnan(x).any():
         return np.percentile(x, [25, 50, 75])
-    s = np.sort(x)
-    n = len(s)
+    n = len(x)
     virtual = (n - 1) * np.array([0.25, 0.5, 0.75])
     prev = np.floor(virtual)
     nxt = prev + 1
     last = virtual >= n - 1  # NumPy takes the last value there
     prev[last] = -1
     nxt[last] = -1
+    ranks = sorted({int(r) % n for r in (*prev, *nxt)})
+    s = np.sort(x) if n <= 4096 else np.partition(x, ranks)  # a partition beats the sort there
     a, b = s[prev.astype(np.intp)], s[nxt.astype(np.intp)]
     t = virtual - prev
     d = b - a

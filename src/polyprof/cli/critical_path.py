@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import PolyprofError
 from .common import Subparsers
+from ..trace.sorting import unique
 
 
 def register(sub: Subparsers) -> None:
@@ -111,7 +112,7 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
         length = int(table["path_ns"][m[0]])
         on = np.asarray(table["on_path_ns"], np.int64)[m]
         ranks = np.asarray(table["rank"], np.int64)[m]
-        share = {int(r): int(on[ranks == r].sum()) for r in np.unique(ranks)}
+        share = {int(r): int(on[ranks == r].sum()) for r in unique(ranks)}
         held = max(share, key=lambda r: share[r])
         print(f"step {k}: critical path {length / 1e6:.3f} ms; rank {held} holds "
               f"{100.0 * share[held] / max(length, 1):.0f}% of it"

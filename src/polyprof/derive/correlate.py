@@ -237,7 +237,7 @@ def _in_order(trace: Trace, dev: np.ndarray, launch: np.ndarray, method: np.ndar
     free = np.flatnonzero(launch < 0)
     dq = _queue_labels(trace, dev[free], use_track=True)
     st = trace.events["start_ns"]
-    for q in np.unique(lq.astype(str)):
+    for q in unique(lq.astype(str)):
         ls = cand[lq == q]
         ls = ls[np.argsort(st[ls], kind="stable")]
         ds = free[dq == q]

@@ -25,7 +25,7 @@ import numpy as np
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import member
+from ..trace.sorting import member, unique
 from ..trace.vocabulary import PROFILER_STEP as _PROFILER_STEP
 
 log = logging.getLogger("polyprof")
@@ -117,10 +117,10 @@ def _running_max_by_group(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 def renumbered(steps: Steps) -> Steps:
     """``steps`` (in time order) numbered 0..n-1 when any number repeats, else as is."""
-    if len(steps) < 2 or len(np.unique(steps.number)) == len(steps):
+    if len(steps) < 2 or len(unique(steps.number)) == len(steps):
         return steps
     log.info("step numbers repeat in time (%d steps, %d numbers): numbered 0..%d in time order",
-             len(steps), len(np.unique(steps.number)), len(steps) - 1)
+             len(steps), len(unique(steps.number)), len(steps) - 1)
     original = steps.number if steps.original is None else steps.original
     return Steps(np.arange(len(steps), dtype=np.int64), steps.start, steps.end, steps.rows, steps.source,
                  original)

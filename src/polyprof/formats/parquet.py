@@ -35,6 +35,7 @@ from ..trace.core import COUNTER_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.native_write import _header_json
 from .safety import check_events, clean_metadata, guarded
+from ..trace.sorting import unique
 
 MAGIC = b"PAR1"
 _FIXED = ("plane", "track_id", "track", "name", "category", "start_ns", "dur_ns", "end_ns")
@@ -195,7 +196,7 @@ def _guess_layout(path: Path, b: TraceBuilder, table: pa.Table, track: np.ndarra
     planes = table.column("plane").take(pa.array(first)).to_pylist() if "plane" in table.column_names \
         else ["/host:CPU"] * len(first)
     names = table.column("track").take(pa.array(first)).to_pylist()
-    ids = np.unique(track)
+    ids = unique(track)
     for tid in range(int(ids.max()) + 1):
         k = int(np.searchsorted(ids, tid))
         if k < len(ids) and ids[k] == tid:

@@ -31,6 +31,7 @@ from ..trace.core import Trace
 from . import rocm_trace
 from .parts import Part, set_stat, triples
 from .safety import check_events, guarded
+from ..trace.sorting import unique
 
 log = logging.getLogger("polyprof")
 
@@ -337,7 +338,7 @@ def _copies(path: Path, g: int, gpus: set[int]) -> Part:
     n = r.n
     dst, src = r.agents("Destination_Agent_Id"), r.agents("Source_Agent_Id")
     if not gpus:  # no agent_info nor kernels: GPU N, else any agent but the first CPU
-        ids = np.unique(np.concatenate([dst, src])).tolist()
+        ids = unique(np.concatenate([dst, src])).tolist()
         gpus = {x for x in ids if AGENT_BASE["GPU"] <= x < AGENT_BASE["CPU"]} or \
             {x for x in ids if x not in (0, AGENT_BASE["Agent"]) and x < AGENT_BASE["GPU"]}
     on = np.where(np.isin(dst, list(gpus)), dst, src)
@@ -408,7 +409,7 @@ def _run_parts(run: _Run, index: int, path: Path) -> tuple[list[Part], rocm_trac
     agents, gpus = _agents(run, g)
     parts += [_kernels(f, g) for f in kinds["kernel"]]
     if not gpus:  # no agent_info: the GPUs are the kernels' agents, numbered in order
-        gpus = {int(x) for p in parts for x in np.unique(p.dev).tolist()}
+        gpus = {int(x) for p in parts for x in unique(p.dev).tolist()}
         agents = {(g, d): rocm_trace.Agent(k, True, {"agent_key": d}) for k, d in enumerate(sorted(gpus))}
     parts += [_copies(f, g, gpus) for f in kinds["copy"]]
     parts += [_calls(r, kind, g) for kind, r in api]

@@ -36,6 +36,7 @@ from ..analyze.table import Table
 from ..trace import clock
 from ..trace.clock import ClockFit
 from .transfers import align_transfers
+from ..trace.sorting import median
 
 MAX_SHIFT = 3
 #: hosts' clocks differ in rate by a few ppm (NTP keeps them within tens); the hull may
@@ -86,7 +87,7 @@ def _pairs(ref_codes: np.ndarray, other_codes: np.ndarray, shift: int) -> tuple[
 def _fit(ref: Table, other: Table, i: np.ndarray, j: np.ndarray) -> ClockFit:
     s0, e0 = ref["start_ns"][i], ref["end_ns"][i]
     sr, er = other["start_ns"][j], other["end_ns"][j]
-    prefer = int(np.median(e0 - er))
+    prefer = int(median(e0 - er))
     return clock.fit_bounds(er, s0, sr, e0, max_drift_ppm=MAX_DRIFT_PPM, method="collectives",
                             prefer_offset_ns=prefer, warn=False)
 
@@ -143,7 +144,7 @@ def _around_gaps(ref: Table, other: Table, rc: np.ndarray, oc: np.ndarray) -> Ma
     d = np.sort(diff)
     hi = np.searchsorted(d, d + 2 * END_TOLERANCE_NS, side="right")
     k = int(np.argmax(hi - np.arange(len(d))))
-    centre = float(np.median(d[k:hi[k]]))
+    centre = median(d[k:hi[k]])
     near = np.abs(diff - centre) <= END_TOLERANCE_NS
     i, j, err = i[near], j[near], np.abs(diff[near] - centre)
     by_err = np.argsort(err, kind="stable")  # each collective in one pair: the closest

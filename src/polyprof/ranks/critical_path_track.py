@@ -24,6 +24,7 @@ from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from .align import RankClock
 from .critical_path import job_graph, n_steps
+from ..trace.sorting import unique
 
 
 def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
@@ -48,7 +49,7 @@ def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
         rank = jg.rank[ev]
         label = unowned[g.etype[e]]
         on = np.full(len(e), "", dtype=object)
-        for r in np.unique(rank).tolist():
+        for r in unique(rank).tolist():
             t = jg.traces[jg.ranks.index(r)]
             m = np.flatnonzero((rank == r) & (own >= 0))
             rows = g.rows[ev[m]]

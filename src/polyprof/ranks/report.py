@@ -27,6 +27,7 @@ from .result import OVERVIEW_COLUMNS, RankResult
 from .stack import with_rank
 from .stragglers import stragglers
 from .transfers import job_transfers
+from ..trace.sorting import median
 
 
 @dataclass
@@ -175,7 +176,7 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table) -> list[
         "high" if share >= 0.9 else "medium", "",
         {"rank": r, "last_count": int(top["last_count"]), "collectives": total, "share_pct": round(100 * share, 1),
          "caused_wait_ns": wait, "late_ns": int(top["late_ns"]),
-         "median_spread_ns": float(np.median(mine["spread_ns"])), "alignment_bound_ns": float(top["bound_ns"])},
+         "median_spread_ns": median(mine["spread_ns"]), "alignment_bound_ns": float(top["bound_ns"])},
         [{"name": f"{k} #{s}", "last_rank": r, "spread_ns": int(sp)}
          for k, s, sp in mine.select(["key", "seq", "spread_ns"]).head(5).rows()],
         f"Look at what rank {r} does before its collectives (data loading, host work, a slower device, "

@@ -22,6 +22,7 @@ from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..analyze.collectives import collective_table, union_ns
+from ..trace.sorting import median
 
 #: the columns of the job's ``rank_overview``: the first three from the job (rank, the
 #: source's label, how its rank was found), the rest from :func:`overview_row`
@@ -120,6 +121,6 @@ def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns:
         comm = union_ns(column(collectives, "start_ns")[host], column(collectives, "end_ns")[host])
     comm_pct = 100.0 * comm / span_ns if span_ns else float("nan")
     return (int(events), len(steps), float(steps.mean()) if len(steps) else float("nan"),
-            float(np.median(steps)) if len(steps) else float("nan"),
+            median(steps) if len(steps) else float("nan"),
             float(steps.max()) if len(steps) else float("nan"), *pct, comm, comm_pct, int((inside & ~p2p).sum()),
             int((inside & p2p).sum()))

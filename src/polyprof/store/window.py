@@ -35,6 +35,7 @@ from ..trace.stats import StatColumn, StatTable
 from ..trace.arrow_numpy import valid as valid_of
 from ..trace.arrow_numpy import values as values_of
 from .rankfiles import _WELL_KNOWN, _read, read_header
+from ..trace.sorting import unique
 
 #: a row group's values of one stat: numbers as an array, text and bytes as a list
 StatValues = Union[np.ndarray, list]
@@ -150,8 +151,8 @@ def _candidates(starts: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarra
         i = np.searchsorted(s0, part, "left")  # the first step starting at or after each event
         between = (i >= 1) & (i < len(s0))
         between[between] &= part[between] >= s1[i[between] - 1]
-        found.append(np.unique(part[between]))
-    return np.unique(np.concatenate(found))
+        found.append(unique(part[between]))
+    return unique(np.concatenate(found))
 
 
 def _block_ids(path: Path, column: str, block: Callable[[np.ndarray, np.ndarray, str], None]) -> None:

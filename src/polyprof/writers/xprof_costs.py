@@ -58,6 +58,7 @@ from ..trace import keys
 from ..trace.core import Trace
 from ..trace.model import Plane
 from .xspace_plane import PlaneWriter
+from ..trace.sorting import unique
 
 METADATA_PLANE = "/host:metadata"  # tsl kMetadataPlaneName
 HLO_PROTO = "Hlo Proto"  # tsl StatType::kHloProto
@@ -201,7 +202,7 @@ def plane_columns(trace: Trace, costs: DeviceCosts) -> dict[str, tuple[np.ndarra
     on other planes only (torch's ``flops`` arg on host ops): written on the activities'
     planes, which list them for the reader to drop there alone."""
     out: dict[str, tuple[np.ndarray, list[object]]] = {}
-    planes = np.unique(trace.track_plane[trace.events["track"][costs.rows]])
+    planes = unique(trace.track_plane[trace.events["track"][costs.rows]])
     for key, vals in ((FLOPS, costs.flops), (BYTES_ACCESSED, costs.bytes)):
         col = trace.stats.get(key)
         if col is not None and not np.isin(trace.track_plane[trace.events["track"][col.rows]], planes).any():

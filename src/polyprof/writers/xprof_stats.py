@@ -33,6 +33,7 @@ from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from .xprof_costs import device_costs, stat_columns
+from ..trace.sorting import unique
 
 KERNEL_DETAILS = "kernel_details"
 MEMCPY_DETAILS = "memcpy_details"
@@ -160,7 +161,7 @@ def device_step_spans(trace: Trace) -> dict[int, list[tuple[int, str, int, int]]
     lstart = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)
     g = steps.of(lstart)
     out: dict[int, list[tuple[int, str, int, int]]] = {}
-    for plane in np.unique(v.plane[g >= 0]).tolist():
+    for plane in unique(v.plane[g >= 0]).tolist():
         sel = (v.plane == plane) & (g >= 0)
         gs = g[sel]
         first = np.full(len(steps), np.iinfo(np.int64).max)
@@ -168,5 +169,5 @@ def device_step_spans(trace: Trace) -> dict[int, list[tuple[int, str, int, int]]
         np.minimum.at(first, gs, v.start[sel])
         np.maximum.at(last, gs, v.end[sel])
         out[int(plane)] = [(int(steps.number[i]), str(int(steps.number[i])), int(first[i]), int(last[i]))
-                           for i in np.unique(gs).tolist()]
+                           for i in unique(gs).tolist()]
     return out

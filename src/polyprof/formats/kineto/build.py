@@ -20,6 +20,7 @@ from .devices import device_planes
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from ...trace import metadata_keys as mkeys
+from ...trace.sorting import median
 
 if TYPE_CHECKING:
     from .collector import _Collector
@@ -212,7 +213,7 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     for k, v in top.items():
         if k not in ("traceEvents", "__list__"):
             meta[k] = v
-    epoch_like = bool(base) or (len(ts) and int(np.median(ts)) > 10 ** 17)
+    epoch_like = bool(base) or (len(ts) and int(median(ts)) > 10 ** 17)
     meta[mkeys.CLOCK_NAME] = "wall" if epoch_like or not len(ts) else "unknown"
     meta[mkeys.FILE_SOURCE] = {"format": "kineto" if not top.get("__list__") else "chrome-json",
                       "path": str(col.path)}

@@ -52,6 +52,7 @@ from .packed import PackedBatches
 from .progress import _Progress
 from .slicing import Slice, _event_slices
 from .stream import _Source
+from ...trace.sorting import unique
 
 log = logging.getLogger("polyprof")
 
@@ -160,8 +161,8 @@ class _Reader:
                 if len(got) > len(counts):
                     counts = np.concatenate([counts, np.zeros(len(got) - len(counts), np.int64)])
                 counts[:len(got)] += got
-                pid_cat.update(np.unique((pid << 32) | cat).tolist())
-                pid_tid.update(np.unique((pid << 32) | tid).tolist())
+                pid_cat.update(unique((pid << 32) | cat).tolist())
+                pid_tid.update(unique((pid << 32) | tid).tolist())
             col.arg_raws, col.arg_batches, col.arg_base = [], PackedBatches(), col.n
             col.b._stat_parts = {}
             for k, t in _NARROW.items():
@@ -186,7 +187,7 @@ class _Reader:
         self.planes = device_planes(col, self.top, pid_vals, pc >> 32, pc & 0xFFFFFFFF, counts)
         self.ntid = max(len(tid_vals), 1)
         pt = np.array(sorted(pid_tid), np.int64)
-        self.pairs = np.unique((pt >> 32) * self.ntid + (pt & 0xFFFFFFFF))
+        self.pairs = unique((pt >> 32) * self.ntid + (pt & 0xFFFFFFFF))
         track_of_pair = pair_tracks(col, self.planes, self.pairs, self.ntid)
         self.pair_track = np.array([track_of_pair[u] for u in self.pairs.tolist()], np.int32)
         b = col.b

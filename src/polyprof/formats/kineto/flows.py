@@ -15,7 +15,7 @@ import numpy as np
 
 from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace.categories import Kind, kind_of
-from ...trace.sorting import break_sorted_ties, lexsort, member
+from ...trace.sorting import break_sorted_ties, lexsort, member, unique
 from . import gather
 from .codes import _distinct
 from .events import _F, _S, _Event
@@ -332,7 +332,7 @@ class _TrackTime:
         self.lo = min(int(start.min()), int(qts.min(initial=start[0])))
         self.width = max(int(start.max()), int(qts.max(initial=start[0]))) - self.lo + 2
         ntrack = int(max(track.max(initial=0), qtrack.max(initial=0))) + 2
-        self.grid = np.unique(np.concatenate([start, qts])) if self.width * ntrack >= 2 ** 62 else None
+        self.grid = unique(np.concatenate([start, qts])) if self.width * ntrack >= 2 ** 62 else None
 
     def __call__(self, track: np.ndarray, times: np.ndarray) -> np.ndarray:
         """``track * width + (time - lo)`` (or the time's place in the grid), made in place

@@ -21,6 +21,7 @@ from ...trace.core import Trace
 from .clocks import Clocks
 from .collector import END, Collector
 from .slices import link, match
+from ...trace.sorting import unique
 
 log = logging.getLogger("polyprof")
 
@@ -67,7 +68,7 @@ def build(col: Collector, path: Path) -> Trace:
     used, first = np.unique(track[rows], return_index=True)
     first_names = {int(c): b.strings[int(n)] for c, n in zip(used.tolist(), ev["name"][rows[first]].tolist())}
     derived_id = next((i for i, s in enumerate(b.strings) if s == keys.CAT_DERIVED), -1)
-    not_derived = np.unique(track[rows][ev["cat"][rows] != derived_id])
+    not_derived = unique(track[rows][ev["cat"][rows] != derived_id])
     layout = col.tracks.layout(b, used, np.setdiff1d(used, not_derived), first_names)
     trace_track = layout.track[track[rows]]
     stats: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key -> (rows, values)

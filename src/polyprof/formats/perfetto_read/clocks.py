@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...trace.sorting import unique
 REALTIME, MONOTONIC, BOOTTIME = 1, 3, 6
 _SCOPED = range(64, 128)
 
@@ -89,7 +90,7 @@ class Clocks:
         target = self.target()
         clock = np.where(clock == 0, BOOTTIME, clock)
         unlinked = []
-        for c in np.unique(clock).tolist():
+        for c in unique(clock).tolist():
             if c == target:
                 continue
             path = self._path(c, target)

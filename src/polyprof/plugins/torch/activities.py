@@ -36,6 +36,7 @@ from ...formats.safety import clean_metadata
 from ...trace import keys
 from ...trace.core import Trace
 from ...trace.stats import StatColumn
+from ...trace.sorting import unique
 
 #: the activity kinds of a host-only recording (what torch records on CPUs)
 HOST_TYPES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_instant_event"})
@@ -84,7 +85,7 @@ def read(prof: Any) -> Trace | None:
     col.add_columns(pids, tids, field.values("name"), cats, start, dur, args)
     _flows(col, field, field.ints("flow_id"), pid, tids, start)
     col.process[pid] = {"process_name": "python", "process_labels": "CPU", "process_sort_index": pid}
-    for t in np.unique(tids).tolist():
+    for t in unique(tids).tolist():
         col.threads[(pid, t)] = {"thread_name": f"thread {t} ({_thread_name(t)})", "thread_sort_index": t}
     trace = col.finish(_top(prof), _Progress(False, _SOURCE, 0))
     # the writer's "External id" (each activity's correlation id), read from torch when
