@@ -44,8 +44,9 @@ def _missing(v: object) -> bool:
 def _objects(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     vals = values.tolist()
     seen: dict[object, int] = {}
-    if all(type(v) is str for v in vals):  # the usual case: text, no missing values
-        codes = np.fromiter((seen.setdefault(v, len(seen)) for v in vals), np.intp, len(vals))
+    if set(map(type, vals)) <= {str}:  # the usual case: text, no missing values (no Python loop)
+        seen = dict(zip(dict.fromkeys(vals), range(len(vals))))
+        codes = np.fromiter(map(seen.__getitem__, vals), np.intp, len(vals))
     else:
         codes = np.fromiter((-1 if _missing(v) else seen.setdefault(v, len(seen)) for v in vals), np.intp, len(vals))
     uniq = np.empty(len(seen), object)
