@@ -13,6 +13,7 @@ or smaller), and the load average before and after, with which targets hold.
     python bench/whole_process.py --rounds 3
     python bench/whole_process.py --rounds 5 --only v100,tpu
     python bench/whole_process.py --rounds 5 --against /tmp/before/src   # a before tree in the same rounds
+    python bench/whole_process.py --rounds 3 --only jax_cpu --jax-steps 3000   # a bigger XSpace, made here
 
 ``--against SRC`` adds a third process per round, ``polyprof summary`` run from another
 tree's ``src`` (its C extensions built in place), in the same rotation; each input then
@@ -137,9 +138,10 @@ def measure_xprof_rs(binary: str, xplane: Path, tmp: Path) -> dict[str, float]:
     return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
 
 
-def inputs(tmp: Path) -> list[tuple[str, Path, str]]:
+def inputs(tmp: Path, jax_steps: int = 0) -> list[tuple[str, Path, str]]:
     """(label, file, peer) for every input: Kineto files each in a directory of their own
-    (HTA reads a directory of ranks), XSpace files as they are."""
+    (HTA reads a directory of ranks), XSpace files as they are; with ``jax_steps``, a JAX
+    CPU program's XSpace of that many steps written first (jax_cpu_profile.py)."""
     out = []
     kineto = sorted(KINETO.glob("*.json.gz"))
     for src in kineto:
@@ -158,6 +160,13 @@ def inputs(tmp: Path) -> list[tuple[str, Path, str]]:
             d = tmp / ("xs_" + x.name.split(".")[0])
             d.mkdir()
             out.append((x.name.split(".")[0], Path(shutil.copy(x, d / x.name)), "xprof"))
+    if jax_steps:
+        made = subprocess.run([sys.executable, str(Path(__file__).with_name("jax_cpu_profile.py")),
+                               str(tmp / "jax_run"), str(jax_steps)], capture_output=True, text=True, check=True)
+        d = tmp / "xs_jax_cpu"
+        d.mkdir()
+        out.append((f"jax_cpu_{jax_steps}_steps", Path(shutil.copy(made.stdout.strip(), d / "jax_cpu.xplane.pb")),
+                    "xprof"))
     return out
 
 
@@ -166,12 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", help="comma-separated substrings of the inputs to run")
     ap.add_argument("--against", help="another tree's src directory: its summary timed in the same rounds")
+    ap.add_argument("--jax-steps", type=int, default=0, metavar="N",
+                    help="also a JAX CPU program's XSpace of N steps (jax_cpu_profile.py; 3000: ~16 MB)")
     args = ap.parse_args(argv)
     env, peer_env = child_env(str(ROOT / "src")), child_env(None)
     load0 = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="polyprof-whole-") as tmp:
-        todo = inputs(Path(tmp))
+        todo = inputs(Path(tmp), args.jax_steps)
         if args.only:
             keys = args.only.split(",")
             todo = [t for t in todo if any(k in t[0] for k in keys)]
