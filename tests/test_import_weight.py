@@ -119,6 +119,14 @@ def test_summary_of_kineto_traces_and_of_a_job_imports_no_numpy_ma():
     assert child(code).strip() == "[]"
 
 
+def test_summary_of_a_small_job_imports_no_rich_and_forks_nothing():
+    """A job's summary prints through textout as a trace's does (rich's console: ~15 ms),
+    and a small job (two ranks of a few kB: ``ranks.executor.small_job``) is worked on in
+    this process: no multiprocessing (~7 ms), no pool, no reader ahead."""
+    job = Path(__file__).resolve().parent / "data" / "traces" / "gloo"
+    assert _absent(job, ("rich", "rich.console", "multiprocessing", "numpy.ma", "numpy.typing")) == []
+
+
 def test_summary_of_an_xspace_defines_only_the_pinned_dataclasses():
     """A dataclass compiles its generated methods when its module is imported (0.3 ms
     each in a fresh process). NamedTuples: the records a summary's analyses pass among

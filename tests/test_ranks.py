@@ -413,17 +413,47 @@ def _freeze_count(trace) -> int:
 
 
 def test_fork_workers_start_with_a_frozen_heap_and_the_parent_does_not_keep_it(four_ranks):
-    """Workers forked by the default pool never walk the inherited heap in their
-    collections (gc.freeze before fork); the calling process gets its heap back."""
+    """Workers forked by the default pool (two ranks of ~1.5 MB: a small job, so two
+    workers asked for) never walk the inherited heap in their collections (gc.freeze
+    before fork); the calling process gets its heap back."""
     import gc
     import threading
 
     if threading.active_count() > 1:
         pytest.skip("this process has threads: the pool uses a fork server")
     assert gc.get_freeze_count() == 0
-    counts = load_ranks(four_ranks[:2]).map(_freeze_count)
+    counts = load_ranks(four_ranks[:2]).map(_freeze_count, jobs=2)
     assert all(c > 10_000 for c in counts.values()), counts
     assert gc.get_freeze_count() == 0
+
+
+def _pid(trace) -> int:
+    import os
+
+    return os.getpid()
+
+
+def test_a_small_job_runs_in_this_process_and_a_larger_one_on_the_pool(four_ranks, monkeypatch):
+    """By default the ranks of a job whose files hold under ``SMALL_JOB_BYTES`` in all
+    are worked on here, with no reader ahead and no pool (forking them cost a 2-rank
+    summary of 0.12 MB files 40% more CPU and more wall time); at or above it, or with
+    ``jobs`` given, the pool's workers do the work."""
+    import os
+
+    from polyprof.ranks import executor
+
+    paths = four_ranks[:2]
+    total = sum(p.stat().st_size for p in paths)
+    assert executor.small_job(paths) == (total < executor.SMALL_JOB_BYTES)
+    monkeypatch.setattr(executor, "SMALL_JOB_BYTES", total + 1)
+    assert executor.small_job(paths) and not executor.worth_reading_ahead(paths)
+    assert set(load_ranks(paths).map(_pid).values()) == {os.getpid()}
+    assert os.getpid() not in load_ranks(paths).map(_pid, jobs=2).values()
+    assert not executor.small_job([*paths, None])  # a rank not read from a file
+    monkeypatch.setattr(executor, "SMALL_JOB_BYTES", total)
+    assert not executor.small_job(paths)
+    if (os.cpu_count() or 1) > 1:  # the default pool: one worker per core
+        assert os.getpid() not in load_ranks(paths).map(_pid).values()
 
 
 def test_summary_of_ranks_imports_no_store_writer_and_no_bar_off_a_terminal(four_ranks):

@@ -37,7 +37,6 @@ import contextlib
 import gc
 import importlib
 import logging
-import multiprocessing as mp
 import os
 import pickle
 import shutil
@@ -64,6 +63,11 @@ PRELOAD = ["polyprof.ranks.result", "polyprof.formats.detect", "polyprof.formats
 MAX_BYTES = 1 << 30
 #: /dev/shm is used only with this much free space
 SHM_FREE_BYTES = 2 << 30
+#: rank files smaller than this in all make a small job: by default its ranks are read
+#: and analysed in this process, one after another, with no reader ahead. Forking the
+#: pool and the reader costs more CPU than such ranks' work, and saves no wall time
+#: (docs/benchmarks.md: two ranks of 0.12 MB, 0.16 s serial against 0.19-0.21 s)
+SMALL_JOB_BYTES = 2 << 20
 
 
 class ExecutorError(PolyprofError):
@@ -91,6 +95,8 @@ class LocalPool(cf.Executor):
 
     def __init__(self, workers: int):
         self.workers = max(1, workers)
+        import multiprocessing as mp  # only where a pool is made: a small job's summary forks nothing
+
         methods = mp.get_all_start_methods()
         self.forks = "fork" in methods and threading.active_count() == 1
         self.context: Any
@@ -121,25 +127,26 @@ class LocalPool(cf.Executor):
             self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
-def local_pool(jobs: int | None, tasks: int) -> cf.Executor:
-    """The default: a :class:`LocalPool` of ``jobs`` workers (default one per core), never
-    more than ``tasks``; one worker means this process (:class:`SerialExecutor`)."""
-    workers = min(jobs or os.cpu_count() or 1, max(tasks, 1))
+def local_pool(jobs: int | None, tasks: int, small: bool = False) -> cf.Executor:
+    """The default: a :class:`LocalPool` of ``jobs`` workers (default one per core; one for
+    a ``small`` job, :func:`small_job`), never more than ``tasks``; one worker means this
+    process (:class:`SerialExecutor`)."""
+    workers = min(jobs or (1 if small else os.cpu_count() or 1), max(tasks, 1))
     return SerialExecutor() if workers <= 1 else LocalPool(workers)
 
 
 @contextlib.contextmanager
-def executor(spec: Any = None, jobs: int | None = None, tasks: int = 1) -> Iterator[cf.Executor]:
+def executor(spec: Any = None, jobs: int | None = None, tasks: int = 1, small: bool = False) -> Iterator[cf.Executor]:
     """The executor ``spec`` names (see the module doc) for ``tasks`` tasks, with ``jobs``
-    workers (processes or threads; Dask ``local``: its workers, default 2); shut down on
-    exit if made here."""
+    workers (processes or threads; Dask ``local``: its workers, default 2; the default
+    pool of a ``small`` job: this process); shut down on exit if made here."""
     if spec is not None and not isinstance(spec, str):
         if not callable(getattr(spec, "submit", None)):
             raise ExecutorError(f"{spec!r} is not an executor (it has no submit method)")
         yield spec
         return
     if spec in (None, "", "process"):
-        ex = local_pool(jobs, tasks)
+        ex = local_pool(jobs, tasks, small)
     elif spec == "serial":
         ex = SerialExecutor()
     elif spec == "thread":
@@ -274,10 +281,28 @@ _READ: dict[str, Path] = {}
 
 def worth_reading_ahead(paths: Sequence[Path | None], spec: Any = None) -> bool:
     """Whether reading ``paths`` ahead can overlap this process's imports, for work on
-    ``spec`` (see the module doc)."""
+    ``spec`` (see the module doc): not for a small job (:func:`small_job`)."""
     reachable = spec in (None, "", "process", "serial", "thread") or in_reach(spec)
-    return (reachable and len(paths) >= 2 and "pandas" not in sys.modules and threading.active_count() == 1
-            and "fork" in mp.get_all_start_methods() and all(p is not None and p.is_file() for p in paths))
+    if not (reachable and len(paths) >= 2 and "pandas" not in sys.modules and threading.active_count() == 1
+            and all(p is not None and p.is_file() for p in paths) and not small_job(paths)):
+        return False
+    import multiprocessing as mp
+
+    return "fork" in mp.get_all_start_methods()
+
+
+def small_job(paths: Sequence[Path | None]) -> bool:
+    """Whether the rank files ``paths`` hold fewer than :data:`SMALL_JOB_BYTES` in all (a
+    rank not read from a file, or one that cannot be read, makes the job not small)."""
+    total = 0
+    for p in paths:
+        try:
+            total += p.stat().st_size if p is not None else SMALL_JOB_BYTES
+        except OSError:
+            return False
+        if total >= SMALL_JOB_BYTES:
+            return False
+    return True
 
 
 class ReadAhead:
@@ -294,6 +319,8 @@ class ReadAhead:
         self.dir = Path(tempfile.mkdtemp(prefix=f"polyprof-prefetch-{os.getpid()}-", dir=_folder()))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)  # at exit too
         budget = min(MAX_BYTES, _free(self.dir) // 4)
+        import multiprocessing as mp
+
         self.proc = mp.get_context("fork").Process(target=_read_ahead, args=([f for _, f in loaders], self.dir, budget),
                                                    name="polyprof-prefetch", daemon=True)
         self.proc.start()

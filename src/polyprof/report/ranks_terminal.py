@@ -4,19 +4,16 @@ came from: trace files, a store, Traces). Tables are read through the Table API.
 
 from __future__ import annotations
 
-import sys
-from functools import partial
 from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
 
 from ..analyze.frames import column, order_desc
 from ..analyze.table import Table
-from .terminal import _finding_lines, _short, _table, comm_tables, fmt_ns, fmt_pct
-from .textout import Boxed, to_rich
+from .terminal import Out, _finding_lines, _short, _table, comm_tables, fmt_ns, fmt_pct, print_parts
+from .textout import Boxed, Para
 
 if TYPE_CHECKING:
-    from ..analyze.finding import Finding
+    from rich.console import Console
+
     from ..ranks.report import JobReport
 
 
@@ -49,17 +46,23 @@ def _not_aligned_why(al: Table) -> str:
 
 
 def render_ranks(report: JobReport, top: int = 15, console: Console | None = None) -> None:
-    console = console or Console(file=sys.stdout)
-    out = partial(console.print, emoji=False, highlight=False)
-    T, ov, W = report.tables, report.overview, console.width
+    """Print a job's summary (written without rich where it can be: ``terminal.print_parts``)."""
+    print_parts(lambda out, width: _rank_parts(out, report, top, width), console)
+
+
+def _rank_parts(out: Out, report: JobReport, top: int, W: int) -> None:
+    """Each part of a job's summary, in order, to ``out``."""
+    T, ov = report.tables, report.overview
     i = lambda x: f"{int(x)}"  # noqa: E731
     bound = ov.get("max_bound_ns")
-    out(f"[bold]polyprof summary[/]: {ov['ranks']} rank{'s' if ov['ranks'] != 1 else ''}, {ov['events']} events; "
-        + _alignment_line(ov, bound, _not_aligned_why(T["rank_alignment"])))
+    out(Para((("polyprof summary", "bold"), (f": {ov['ranks']} rank{'s' if ov['ranks'] != 1 else ''}, "
+                                             f"{ov['events']} events; "
+                                             + _alignment_line(ov, bound, _not_aligned_why(T["rank_alignment"])),
+                                             None))))
     if ov.get("window"):
-        out(f"[bold]analysed window[/]: {ov['window']}")
+        out(Para((("analysed window", "bold"), (f": {ov['window']}", None))))
     if report.findings:
-        out(to_rich(Boxed("Findings", tuple(_finding_lines(report.findings[:top])))))
+        out(Boxed("Findings", tuple(_finding_lines(report.findings[:top]))))
     out(_table("Ranks side by side", T["rank_overview"], [
         # at 80 columns the file and the step count go first: the verdict is in the times and shares
         ("rank", "rank", i), ("file", "file", _short, 3), ("steps", "steps", i, 2),
@@ -68,7 +71,7 @@ def render_ranks(report: JobReport, top: int = 15, console: Console | None = Non
         ("communication_ns", "communication", fmt_ns), ("communication_pct", "comm.", fmt_pct, True),
         ("collectives", "collectives", i, True), ("transfers", "transfers", i, True),
         ("events", "events", i, True)], 4 * top, W))
-    render_job(T, [], top, console)
+    _job_tables(out, T, top, W)
     kb = T.get("kernel_breakdown")
     if kb is not None and len(kb):
         out(_table("Top device activity, per rank", kb, [
@@ -76,14 +79,10 @@ def render_ranks(report: JobReport, top: int = 15, console: Console | None = Non
             ("share_pct", "share", fmt_pct)], top, W, rows=order_desc(column(kb, "total_ns"))))
 
 
-def render_job(T: dict[str, Table], findings: list[Finding], top: int, console: Console) -> None:
+def _job_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
     """The job's tables (``ranks.report.job_tables``): clock alignment, stragglers and
-    collectives, after its findings (if any given)."""
-    out = partial(console.print, emoji=False, highlight=False)
-    W = console.width
+    collectives."""
     i = lambda x: f"{int(x)}"  # noqa: E731
-    if findings:
-        out(to_rich(Boxed("Findings for the job", tuple(_finding_lines(findings[:top])))))
     out(_table("Clock alignment (onto the reference rank)", T["rank_alignment"], [
         ("rank", "rank", i), ("offset_ns", "offset", fmt_ns), ("bound_ns", "bound", _bound),
         ("method", "method", None), ("collectives", "matched", i), ("message", "note", _short, True)], 4 * top, W))

@@ -288,11 +288,17 @@ def print_summary(trace: Trace, top: int = 15, console: Console | None = None, w
 
 def render(report: Report, top: int = 15, console: Console | None = None) -> None:
     """Print a report (``report/tables.py: build``): the overview, the findings, then
-    one table per analysis that has rows, problems last. Written by
-    ``report/textout.py`` where it prints what rich would, else through rich's Console."""
+    one table per analysis that has rows, problems last (:func:`print_parts`)."""
+    print_parts(lambda out, width: _parts(out, report, top, width), console)
+
+
+def print_parts(parts: Callable[[Out, int], None], console: Console | None = None) -> None:
+    """Print the items ``parts(out, width)`` gives for a width: written by
+    ``report/textout.py`` where it prints what rich would, else through rich's Console
+    (``console``, or one on stdout)."""
     term = plain_terminal(sys.stdout) if console is None else None
     items: list[Item] = []
-    _parts(items.append, report, top, term.width if term else _rich_console(console).width)
+    parts(items.append, term.width if term else _rich_console(console).width)
     if term is not None and representable(items):
         from .textout import render as text  # the parts as rich prints them, without rich
 
@@ -302,7 +308,7 @@ def render(report: Report, top: int = 15, console: Console | None = None) -> Non
     console = _rich_console(console)
     if term is not None and console.width != term.width:  # laid out again at rich's width
         items.clear()
-        _parts(items.append, report, top, console.width)
+        parts(items.append, console.width)
     from rich.console import Group  # rich prints what textout does not
 
     # ":name:" in a kernel or op name stays as it is; styles are explicit, so no repr

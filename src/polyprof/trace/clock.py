@@ -39,9 +39,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
-from numpy.typing import ArrayLike
+
+from .sorting import unique
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
     from .core import Trace
 
 log = logging.getLogger("polyprof")
@@ -329,7 +332,7 @@ def fit_bounds(other_lo: ArrayLike, host_lo: ArrayLike, other_hi: ArrayLike, hos
 
     # H(d) = F(d) - G(d) is convex and piecewise linear with breakpoints at hull edge slopes
     bps = np.concatenate([_edge_slopes(lx, ly), _edge_slopes(gx, gy)])
-    cand = np.unique(np.concatenate([[-D, 0.0, D], bps[(bps > -D) & (bps < D)]]))
+    cand = unique(np.concatenate([[-D, 0.0, D], bps[(bps > -D) & (bps < D)]]))
     F = _envelope(lx, ly, cand, take_min=False)
     G = _envelope(gx, gy, cand, take_min=True)
     H = F - G
@@ -374,7 +377,7 @@ def _fallback(lx: np.ndarray, ly: np.ndarray, gx: np.ndarray, gy: np.ndarray, re
     (log.warning if warn else log.debug)("clocksync: %s; falling back to least squares", message)
     x = np.concatenate([lx, gx])
     y = np.concatenate([ly, gy])
-    if len(np.unique(x)) > 1:
+    if len(unique(x)) > 1:
         d, c = np.polyfit(x, y, 1)
     else:
         d, c = 0.0, float(y.mean())
