@@ -1,8 +1,10 @@
 """Issue 35's targets, whole processes as users run them, paired with the peer.
 
 For every Kineto trace HTA reads (tests/data/traces/kineto, tb_plugin's 2021 samples in
-tests/data/peers/tb_plugin) one ``polyprof summary FILE`` process and one HTA 0.5
-process (load + ``get_temporal_breakdown`` + ``get_gpu_kernel_breakdown``) per round;
+tests/data/peers/tb_plugin), and for a job of two of them in one directory (HTA's two
+sampled ranks, :data:`JOBS`), one ``polyprof summary FILE`` (or ``DIR``) process and
+one HTA 0.5 process (load + ``get_temporal_breakdown`` + ``get_gpu_kernel_breakdown``)
+per round;
 for every XSpace (the TPU sample, TraceLens's MI300 GPU files) one ``polyprof summary``
 and one XProf process running ``overview_page`` and ``framework_op_stats`` on the file.
 Rounds alternate which tool goes first; each child's wall time, CPU time (user + sys)
@@ -52,6 +54,8 @@ from child_env import child_env
 ROOT = Path(__file__).resolve().parents[1]
 KINETO = ROOT / "tests" / "data" / "traces" / "kineto"
 TB_PLUGIN = ROOT / "tests" / "data" / "peers" / "tb_plugin"
+#: jobs of several ranks (label, rank files): HTA's two sampled ranks of one job
+JOBS = [("job_sampled_rank0_1", [KINETO / "sampled_rank0.json.gz", KINETO / "sampled_rank1.json.gz"])]
 XSPACES = [ROOT / "tests" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb",
            *sorted((ROOT / "tests" / "data" / "peers" / "tracelens").glob("*.xplane.pb"))]
 
@@ -149,6 +153,12 @@ def inputs(tmp: Path, jax_steps: int = 0) -> list[tuple[str, Path, str]]:
         d.mkdir()
         shutil.copy(src, d / src.name)
         out.append((src.name.split(".")[0], d / src.name, "hta"))
+    for label, ranks in JOBS:  # a job: a directory of its ranks, as HTA and `polyprof summary DIR` read it
+        d = tmp / label
+        d.mkdir()
+        for src in ranks:
+            shutil.copy(src, d / src.name)
+        out.append((label, d, "hta"))
     for xz in sorted(TB_PLUGIN.glob("*.pt.trace.json.xz")):
         d = tmp / ("tb_" + xz.name.split(".")[0])
         d.mkdir()
@@ -188,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             todo = [t for t in todo if any(k in t[0] for k in keys)]
         for label, path, peer in todo:
             poly = [sys.executable, "-m", "polyprof", "summary", str(path)]
-            other = [sys.executable, "-c", HTA, str(path.parent)] if peer == "hta" else \
+            other = [sys.executable, "-c", HTA, str(path if path.is_dir() else path.parent)] if peer == "hta" else \
                 [sys.executable, "-c", XPROF, str(path)]
             measure(poly, env)  # warm-up, untimed
             before_env = child_env(args.against) if args.against else None
@@ -231,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                       f" MiB; xprof-rs/polyprof wall {min(rr['wall']):.1f}x / {statistics.median(rr['wall']):.1f}x, cpu "
                       f"{min(rr['cpu']):.1f}x / {statistics.median(rr['cpu']):.1f}x", flush=True)
             ratio = {k: [t[k] / o[k] for o, t in zip(ours, theirs)] for k in ("wall", "cpu", "rss")}
-            size = path.stat().st_size
+            size = sum(f.stat().st_size for f in path.iterdir()) if path.is_dir() else path.stat().st_size
             rows.append((label, peer, size, ours, theirs, ratio))
             print(f"{label} ({size / 1e6:.1f} MB, vs {peer}): polyprof wall {min(o['wall'] for o in ours):.2f} / "
                   f"{statistics.median(o['wall'] for o in ours):.2f} s, cpu {min(o['cpu'] for o in ours):.3f} / "
