@@ -434,24 +434,27 @@ def _pid(trace) -> int:
 
 
 def test_a_small_job_runs_in_this_process_and_a_larger_one_on_the_pool(four_ranks, monkeypatch):
-    """By default the ranks of a job whose files hold under ``SMALL_JOB_BYTES`` in all
-    are worked on here, with no reader ahead and no pool (forking them cost a 2-rank
-    summary of 0.12 MB files 40% more CPU and more wall time); at or above it, or with
-    ``jobs`` given, the pool's workers do the work."""
+    """By default the ranks of a job too small for a pool to pay for its fork
+    (``small_job``: under ``POOL_COST_BYTES / (1 - 1/workers)`` of files) are worked on
+    here, with no reader ahead and no pool (forking them cost a 2-rank summary of 0.12 MB
+    files 40% more CPU and more wall time); above it, or with ``jobs`` given, the pool's
+    workers do the work. More workers save more, so the limit falls with them."""
     import os
 
     from polyprof.ranks import executor
 
     paths = four_ranks[:2]
     total = sum(p.stat().st_size for p in paths)
-    assert executor.small_job(paths) == (total < executor.SMALL_JOB_BYTES)
-    monkeypatch.setattr(executor, "SMALL_JOB_BYTES", total + 1)
-    assert executor.small_job(paths) and not executor.worth_reading_ahead(paths)
-    assert set(load_ranks(paths).map(_pid).values()) == {os.getpid()}
+    monkeypatch.setattr(executor, "POOL_COST_BYTES", total // 2 + 1)  # two workers: under 2x that is small
+    assert executor.small_job(paths, 2) and executor.small_job(paths, 1)
+    assert not executor.small_job([*paths, paths[0], paths[1]], 4)  # four workers: the limit is 4/3 of it
+    assert not executor.small_job([*paths, None], 2)  # a rank not read from a file
+    if (os.cpu_count() or 1) > 1:
+        assert not executor.worth_reading_ahead(paths)
+        assert set(load_ranks(paths).map(_pid).values()) == {os.getpid()}
     assert os.getpid() not in load_ranks(paths).map(_pid, jobs=2).values()
-    assert not executor.small_job([*paths, None])  # a rank not read from a file
-    monkeypatch.setattr(executor, "SMALL_JOB_BYTES", total)
-    assert not executor.small_job(paths)
+    monkeypatch.setattr(executor, "POOL_COST_BYTES", total // 2)
+    assert not executor.small_job(paths, 2)
     if (os.cpu_count() or 1) > 1:  # the default pool: one worker per core
         assert os.getpid() not in load_ranks(paths).map(_pid).values()
 

@@ -21,9 +21,10 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
                    help="run the per-rank work on Dask: 'local' (a LocalCluster for this command) or a "
                         "scheduler address (tcp://host:8786); needs polyprof[dask]")
     p.add_argument("-j", "--jobs", type=int, default=None,
-                   help="ranks worked on at once: worker processes (default: one per core for trace files of 2 MiB "
-                        "or more in all, else 1; 1 for a store; -j 1: one rank in memory at a time, in this "
-                        "process); with --dask local, the number of Dask workers (default 2)")
+                   help="ranks worked on at once: worker processes (default: one per core; 1 for a store, and "
+                        "for trace files too small to be worth forking for, about 2 MiB in all on two cores; "
+                        "-j 1: one rank in memory at a time, in this process); with --dask local, the number of "
+                        "Dask workers (default 2)")
 
 
 def add_rank_arg(p: argparse.ArgumentParser) -> None:

@@ -63,11 +63,12 @@ PRELOAD = ["polyprof.ranks.result", "polyprof.formats.detect", "polyprof.formats
 MAX_BYTES = 1 << 30
 #: /dev/shm is used only with this much free space
 SHM_FREE_BYTES = 2 << 30
-#: rank files smaller than this in all make a small job: by default its ranks are read
-#: and analysed in this process, one after another, with no reader ahead. Forking the
-#: pool and the reader costs more CPU than such ranks' work, and saves no wall time
-#: (docs/benchmarks.md: two ranks of 0.12 MB, 0.16 s serial against 0.19-0.21 s)
-SMALL_JOB_BYTES = 2 << 20
+#: what forking a pool and its reader ahead costs, in bytes of rank files whose work
+#: takes as long: a pool of W workers saves (1 - 1/W) of a job's work in wall time, so
+#: it is worth forking only beyond this many bytes over that share (:func:`small_job`;
+#: docs/benchmarks.md: two ranks of 0.12 MB, 0.16 s serial against 0.19-0.21 s on two
+#: workers; two of 1.15 MB, about even)
+POOL_COST_BYTES = 1 << 20
 
 
 class ExecutorError(PolyprofError):
@@ -291,18 +292,24 @@ def worth_reading_ahead(paths: Sequence[Path | None], spec: Any = None) -> bool:
     return "fork" in mp.get_all_start_methods()
 
 
-def small_job(paths: Sequence[Path | None]) -> bool:
-    """Whether the rank files ``paths`` hold fewer than :data:`SMALL_JOB_BYTES` in all (a
-    rank not read from a file, or one that cannot be read, makes the job not small)."""
-    total = 0
+def small_job(paths: Sequence[Path | None], workers: int | None = None) -> bool:
+    """Whether a pool of ``workers`` (default: one per core), at most one per rank, would
+    save less wall time than forking it costs: the rank files ``paths`` hold fewer than
+    ``POOL_COST_BYTES / (1 - 1/workers)`` bytes in all (2 MiB for two workers, ~1.07 MiB
+    for sixteen). A rank not read from a file, or one that cannot be read, makes the job
+    not small."""
+    w = min(workers or os.cpu_count() or 1, len(paths))
+    if w <= 1:
+        return True
+    limit, total = POOL_COST_BYTES * w / (w - 1), 0
     for p in paths:
+        if p is None:
+            return False
         try:
-            total += p.stat().st_size if p is not None else SMALL_JOB_BYTES
+            total += p.stat().st_size
         except OSError:
             return False
-        if total >= SMALL_JOB_BYTES:
-            return False
-    return True
+    return total < limit
 
 
 class ReadAhead:

@@ -66,14 +66,14 @@ class TraceSet:
             progress: str | None = None, jobs: int | None = None) -> dict[int, Any]:
         """``fn(trace)`` for every rank, on ``executor`` (ranks/executor.py; default: local
         processes, ``jobs`` of them: one per core, or one rank at a time in this process
-        for a store's ranks and for a small job's files, ``executor.small_job``), by rank; a rank whose work fails raises a PolyprofError
-        naming the rank and its source."""
+        for a store's ranks and for a small job's files, ``executor.small_job``), by rank;
+        a rank whose work fails raises a PolyprofError naming the rank and its source."""
         if jobs is None and any(e.source.one_at_a_time for e in self.entries):
             jobs = 1
         ahead, self._ahead = self._ahead, None
         out: dict[int, Any] = {}
         try:
-            small = executors.small_job([e.path for e in self.entries])
+            small = executors.small_job([e.path for e in self.entries], jobs)
             with executors.executor(executor, jobs, len(self), small) as ex:
                 done = executors.run(_run_on, [(fn, e) for e in self.entries], ex, progress=progress,
                                      names=[f"rank {e.rank} ({e.label})" for e in self.entries], ahead=ahead,
