@@ -449,14 +449,28 @@ def test_a_small_job_runs_in_this_process_and_a_larger_one_on_the_pool(four_rank
     assert executor.small_job(paths, 2) and executor.small_job(paths, 1)
     assert not executor.small_job([*paths, paths[0], paths[1]], 4)  # four workers: the limit is 4/3 of it
     assert not executor.small_job([*paths, None], 2)  # a rank not read from a file
-    if (os.cpu_count() or 1) > 1:
+    if executor.cores() > 1:
         assert not executor.worth_reading_ahead(paths)
         assert set(load_ranks(paths).map(_pid).values()) == {os.getpid()}
     assert os.getpid() not in load_ranks(paths).map(_pid, jobs=2).values()
     monkeypatch.setattr(executor, "POOL_COST_BYTES", total // 2)
     assert not executor.small_job(paths, 2)
-    if (os.cpu_count() or 1) > 1:  # the default pool: one worker per core
+    if executor.cores() > 1:  # the default pool: one worker per core
         assert os.getpid() not in load_ranks(paths).map(_pid).values()
+
+
+def test_one_worker_per_core_the_process_may_run_on(four_ranks):
+    """The default pool's "one worker per core" counts the cores the process is pinned to
+    (a container's cpuset, ``taskset``), not the machine's: pinned to one core, a job of
+    four ranks, however large, runs in the process itself."""
+    code = ("import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+            "from pathlib import Path\nfrom polyprof.ranks import executor\n"
+            "executor.POOL_COST_BYTES = 1\n"
+            f"paths = [Path(p) for p in {[str(p) for p in four_ranks]!r}]\n"
+            "print(executor.cores(), executor.small_job(paths), type(executor.local_pool(None, 4)).__name__)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["1", "True", "SerialExecutor"]
 
 
 def test_summary_of_ranks_imports_no_store_writer_and_no_bar_off_a_terminal(four_ranks):

@@ -128,11 +128,20 @@ class LocalPool(cf.Executor):
             self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container or ``taskset``
+    that pins it to a few of the machine's), what "one worker per core" counts."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
 def local_pool(jobs: int | None, tasks: int, small: bool = False) -> cf.Executor:
     """The default: a :class:`LocalPool` of ``jobs`` workers (default one per core; one for
     a ``small`` job, :func:`small_job`), never more than ``tasks``; one worker means this
     process (:class:`SerialExecutor`)."""
-    workers = min(jobs or (1 if small else os.cpu_count() or 1), max(tasks, 1))
+    workers = min(jobs or (1 if small else cores()), max(tasks, 1))
     return SerialExecutor() if workers <= 1 else LocalPool(workers)
 
 
@@ -151,7 +160,7 @@ def executor(spec: Any = None, jobs: int | None = None, tasks: int = 1, small: b
     elif spec == "serial":
         ex = SerialExecutor()
     elif spec == "thread":
-        ex = cf.ThreadPoolExecutor(max_workers=min(jobs or os.cpu_count() or 1, max(tasks, 1)))
+        ex = cf.ThreadPoolExecutor(max_workers=min(jobs or cores(), max(tasks, 1)))
     else:
         with _dask(spec, jobs) as dex:
             yield dex
@@ -293,12 +302,12 @@ def worth_reading_ahead(paths: Sequence[Path | None], spec: Any = None) -> bool:
 
 
 def small_job(paths: Sequence[Path | None], workers: int | None = None) -> bool:
-    """Whether a pool of ``workers`` (default: one per core), at most one per rank, would
-    save less wall time than forking it costs: the rank files ``paths`` hold fewer than
-    ``POOL_COST_BYTES / (1 - 1/workers)`` bytes in all (2 MiB for two workers, ~1.07 MiB
-    for sixteen). A rank not read from a file, or one that cannot be read, makes the job
-    not small."""
-    w = min(workers or os.cpu_count() or 1, len(paths))
+    """Whether a pool of ``workers`` (default: one per core, :func:`cores`), at most one
+    per rank, would save less wall time than forking it costs: the rank files ``paths``
+    hold fewer than ``POOL_COST_BYTES / (1 - 1/workers)`` bytes in all (2 MiB for two
+    workers, ~1.07 MiB for sixteen). A rank not read from a file, or one that cannot be
+    read, makes the job not small."""
+    w = min(workers or cores(), len(paths))
     if w <= 1:
         return True
     limit, total = POOL_COST_BYTES * w / (w - 1), 0
