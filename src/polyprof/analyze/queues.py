@@ -131,8 +131,8 @@ def quartiles(x: np.ndarray) -> np.ndarray:
     last = virtual >= n - 1  # NumPy takes the last value there
     prev[last] = -1
     nxt[last] = -1
-    ranks = sorted({int(r) % n for r in (*prev, *nxt)})
-    s = np.sort(x) if n <= 4096 else np.partition(x, ranks)  # a partition beats the sort there
+    kth = sorted({int(r) % n for r in (*prev, *nxt)})
+    s = np.sort(x) if n <= 4096 else np.partition(x, kth)  # a partition beats the sort there
     a, b = s[prev.astype(np.intp)], s[nxt.astype(np.intp)]
     t = virtual - prev
     d = b - a

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analyze.frames import column, order_desc
 from ..analyze.table import Table
-from .terminal import Out, _finding_lines, _short, _table, comm_tables, fmt_ns, fmt_pct, print_parts
+from .terminal import Out, _finding_lines, _int, _short, _table, comm_tables, fmt_ns, fmt_pct, print_parts
 from .textout import Boxed, Para
 
 if TYPE_CHECKING:
@@ -53,7 +53,6 @@ def render_ranks(report: JobReport, top: int = 15, console: Console | None = Non
 def _rank_parts(out: Out, report: JobReport, top: int, W: int) -> None:
     """Each part of a job's summary, in order, to ``out``."""
     T, ov = report.tables, report.overview
-    i = lambda x: f"{int(x)}"  # noqa: E731
     bound = ov.get("max_bound_ns")
     out(Para((("polyprof summary", "bold"), (f": {ov['ranks']} rank{'s' if ov['ranks'] != 1 else ''}, "
                                              f"{ov['events']} events; "
@@ -65,31 +64,30 @@ def _rank_parts(out: Out, report: JobReport, top: int, W: int) -> None:
         out(Boxed("Findings", tuple(_finding_lines(report.findings[:top]))))
     out(_table("Ranks side by side", T["rank_overview"], [
         # at 80 columns the file and the step count go first: the verdict is in the times and shares
-        ("rank", "rank", i), ("file", "file", _short, 3), ("steps", "steps", i, 2),
+        ("rank", "rank", _int), ("file", "file", _short, 3), ("steps", "steps", _int, 2),
         ("step_mean_ns", "step mean", fmt_ns), ("step_max_ns", "step max", fmt_ns), ("compute_pct", "compute", fmt_pct),
         ("non_compute_pct", "non-compute", fmt_pct), ("idle_pct", "idle", fmt_pct),
         ("communication_ns", "communication", fmt_ns), ("communication_pct", "comm.", fmt_pct, True),
-        ("collectives", "collectives", i, True), ("transfers", "transfers", i, True),
-        ("events", "events", i, True)], 4 * top, W))
+        ("collectives", "collectives", _int, True), ("transfers", "transfers", _int, True),
+        ("events", "events", _int, True)], 4 * top, W))
     _job_tables(out, T, top, W)
     kb = T.get("kernel_breakdown")
     if kb is not None and len(kb):
         out(_table("Top device activity, per rank", kb, [
-            ("rank", "rank", i), ("name", "name", _short), ("count", "count", i), ("total_ns", "total", fmt_ns),
+            ("rank", "rank", _int), ("name", "name", _short), ("count", "count", _int), ("total_ns", "total", fmt_ns),
             ("share_pct", "share", fmt_pct)], top, W, rows=order_desc(column(kb, "total_ns"))))
 
 
 def _job_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
     """The job's tables (``ranks.report.job_tables``): clock alignment, stragglers and
     collectives."""
-    i = lambda x: f"{int(x)}"  # noqa: E731
     out(_table("Clock alignment (onto the reference rank)", T["rank_alignment"], [
-        ("rank", "rank", i), ("offset_ns", "offset", fmt_ns), ("bound_ns", "bound", _bound),
-        ("method", "method", None), ("collectives", "matched", i), ("message", "note", _short, True)], 4 * top, W))
+        ("rank", "rank", _int), ("offset_ns", "offset", fmt_ns), ("bound_ns", "bound", _bound),
+        ("method", "method", None), ("collectives", "matched", _int), ("message", "note", _short, True)], 4 * top, W))
     st = T["stragglers"]
     if len(T["straggler_collectives"]):
         out(_table("Stragglers (arrival at collectives)", st, [
-            ("rank", "rank", i), ("late_ns", "late (sum)", fmt_ns), ("last_count", "last", i),
+            ("rank", "rank", _int), ("late_ns", "late (sum)", fmt_ns), ("last_count", "last", _int),
             ("caused_wait_ns", "others waited", fmt_ns), ("waited_ns", "waited", fmt_ns),
-            ("collectives", "collectives", i, True)], 4 * top, W, rows=order_desc(column(st, "caused_wait_ns"), stable=False)))
+            ("collectives", "collectives", _int, True)], 4 * top, W, rows=order_desc(column(st, "caused_wait_ns"), stable=False)))
     comm_tables(out, T, top, W)
