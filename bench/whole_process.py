@@ -16,6 +16,12 @@ or smaller), and the load average before and after, with which targets hold.
     python bench/whole_process.py --rounds 5 --only v100,tpu
     python bench/whole_process.py --rounds 5 --against /tmp/before/src   # a before tree in the same rounds
     python bench/whole_process.py --rounds 3 --only jax_cpu --jax-steps 3000   # a bigger XSpace, made here
+    python bench/whole_process.py --rounds 3 --inputs my_rank0.json.gz my_job_dir/ my.xplane.pb
+
+``--inputs`` times your own traces instead of the shared ones: a Kineto/Chrome JSON file
+(``.json`` or ``.json.gz``) or a directory of such rank files against HTA, an
+``.xplane.pb`` file against XProf. Each is copied into a directory of its own first,
+as the shared ones are.
 
 ``--against SRC`` adds a third process per round, ``polyprof summary`` run from another
 tree's ``src`` (its C extensions built in place), in the same rotation; each input then
@@ -142,9 +148,32 @@ def measure_xprof_rs(binary: str, xplane: Path, tmp: Path) -> dict[str, float]:
     return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
 
 
+def own_inputs(tmp: Path, paths: list[Path]) -> list[tuple[str, Path, str]]:
+    """(label, copied file or directory, peer) for ``--inputs``; SystemExit naming a path
+    that is neither an XSpace file, a Kineto JSON file nor a directory holding some."""
+    out = []
+    for n, src in enumerate(paths):
+        label = src.name.split(".")[0] or f"input{n}"
+        d = tmp / f"own{n}_{label}"
+        if src.is_dir():
+            ranks = sorted(f for f in src.iterdir() if f.name.endswith((".json", ".json.gz")))
+            if not ranks:
+                raise SystemExit(f"{src}: no .json or .json.gz rank files in this directory")
+            d.mkdir()
+            for f in ranks:
+                shutil.copy(f, d / f.name)
+            out.append((label, d, "hta"))
+        elif src.is_file() and src.name.endswith((".json", ".json.gz", ".xplane.pb")):
+            d.mkdir()
+            out.append((label, Path(shutil.copy(src, d / src.name)), "xprof" if src.name.endswith(".pb") else "hta"))
+        else:
+            raise SystemExit(f"{src}: not a .json, .json.gz or .xplane.pb file, nor a directory of rank files")
+    return out
+
+
 def inputs(tmp: Path, jax_steps: int = 0) -> list[tuple[str, Path, str]]:
-    """(label, file, peer) for every input: Kineto files each in a directory of their own
-    (HTA reads a directory of ranks), XSpace files as they are; with ``jax_steps``, a JAX
+    """(label, file, peer) for every shared input: Kineto files each in a directory of their
+    own (HTA reads a directory of ranks), XSpace files as they are; with ``jax_steps``, a JAX
     CPU program's XSpace of that many steps written first (jax_cpu_profile.py)."""
     out = []
     kineto = sorted(KINETO.glob("*.json.gz"))
@@ -187,12 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--against", help="another tree's src directory: its summary timed in the same rounds")
     ap.add_argument("--jax-steps", type=int, default=0, metavar="N",
                     help="also a JAX CPU program's XSpace of N steps (jax_cpu_profile.py; 3000: ~16 MB)")
+    ap.add_argument("--inputs", nargs="+", type=Path, metavar="PATH",
+                    help="your own traces instead of the shared ones: Kineto .json/.json.gz files or "
+                         "directories of them (against HTA), .xplane.pb files (against XProf)")
     args = ap.parse_args(argv)
     env, peer_env = child_env(str(ROOT / "src")), child_env(None)
     load0 = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="polyprof-whole-") as tmp:
-        todo = inputs(Path(tmp), args.jax_steps)
+        todo = own_inputs(Path(tmp), args.inputs) if args.inputs else inputs(Path(tmp), args.jax_steps)
         if args.only:
             keys = args.only.split(",")
             todo = [t for t in todo if any(k in t[0] for k in keys)]
