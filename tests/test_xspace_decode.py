@@ -146,6 +146,40 @@ def _ld(field: int, body: bytes) -> bytes:
     return _tag(field, 2) + _varint(len(body)) + body
 
 
+def test_kinds_a_file_lacks_hold_no_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile whose event stats are integers only (a JAX CPU profile's) and with no
+    num_occurrences: its double, text and num_occurrences columns are one value repeated
+    (stride 0), which reads and indexes as the full columns do, and the reader keeps its
+    stats' positions, rows and key codes as int32; the Trace is the same without the
+    extension."""
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.stat_metadata[1].name = "hlo_op"
+    plane.stat_metadata[1].id = 1
+    plane.stat_metadata[70000].name = "far_key"  # an id past the lookup table: sorted instead
+    plane.stat_metadata[70000].id = 70000
+    plane.event_metadata[5].id = 5
+    plane.event_metadata[5].name = "fusion"
+    line = plane.lines.add(id=1, name="XLA Ops", timestamp_ns=1000)
+    for i in range(20):
+        ev = line.events.add(metadata_id=5, offset_ps=i * 2000 + 1, duration_ps=999)
+        ev.stats.add(metadata_id=1, int64_value=i)
+        ev.stats.add(metadata_id=70000 if i % 2 else 1, uint64_value=i + 1)
+    data = space.SerializeToString()
+    both_ways(data)
+    cols = decode.columns_from_bytes(data)
+    for f in ("st_dbl", "st_obj", "ev_nocc"):
+        col = getattr(cols, f)
+        assert col.strides == (0,) and len(col) == (40 if f != "ev_nocc" else 20), f
+        assert col[np.array([0, 3])].tolist() == [col[0]] * 2 and col.flags.owndata is False
+    trace = xspace.from_bytes(data)
+    assert trace.stats["hlo_op"].values.tolist()[:3] == [1, 1, 3]  # the last of the key counts
+    assert trace.stats["far_key"].values.tolist()[:2] == [2, 4]
+    assert trace.start_ns.tolist()[:2] == [1000, 1002] and trace.dur_ns.tolist()[:2] == [1, 1]
+    without_extension(monkeypatch)
+    assert_identical(trace, xspace.from_bytes(data))
+
+
 def test_wire_oddities_read_as_protobuf_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unknown fields of every wire type (a group too), a known field with another wire
     type, repeated scalars (the last wins), both oneof members (the last wins), a

@@ -473,7 +473,10 @@ wire_columns(PyObject *self, PyObject *arg)
         && space(&st, st.base, st.base + view.len) == 0) {
         out = PyTuple_New(N_VECS + 6);
         for (int i = 0; out && i < N_VECS; i++) {
+            /* each buffer freed once copied: a big file's columns are held twice one at a time */
             PyObject *b = PyBytes_FromStringAndSize(st.v[i].p ? st.v[i].p : "", (Py_ssize_t)st.v[i].n);
+            PyMem_Free(st.v[i].p);
+            st.v[i].p = NULL;
             if (!b) {
                 Py_CLEAR(out);
                 break;

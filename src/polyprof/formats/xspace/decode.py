@@ -118,9 +118,14 @@ def columns_from_bytes(data: bytes) -> EventColumns:
     i64 = lambda b: np.frombuffer(b, np.int64)
     kind, mkind = np.frombuffer(skind, np.uint8), np.frombuffer(mskind, np.uint8)
     text = _objects(mdtext)
-    return EventColumns(i64(plane_lines), i64(line_events), i64(mid), i64(off), i64(dur), i64(nocc),
-                        np.frombuffer(isnocc, np.uint8).astype(bool), i64(nstats), i64(smid), kind,
-                        i64(sint), np.frombuffer(sdbl, np.float64), _values(kind, objs),
+    is_nocc = np.frombuffer(isnocc, np.uint8).astype(bool)
+    # columns with no value of their kind in the file are one value repeated (no memory):
+    # the stats' doubles and texts of a profile that has none, num_occurrences
+    dbl = np.frombuffer(sdbl, np.float64) if (kind == 1).any() else _repeated(0.0, len(kind))
+    return EventColumns(i64(plane_lines), i64(line_events), i64(mid), i64(off), i64(dur),
+                        i64(nocc) if is_nocc.any() else _repeated(0, len(is_nocc)),
+                        is_nocc, i64(nstats), i64(smid), kind,
+                        i64(sint), dbl, _values(kind, objs),
                         i64(plane_mds), i64(md_key), text[0::3], text[1::3], text[2::3], i64(md_stats),
                         i64(md_children), i64(md_child), i64(msmid), mkind, i64(msint),
                         np.frombuffer(msdbl, np.float64), _values(mkind, mdobjs), planes, lines, texts)
@@ -134,10 +139,19 @@ def _objects(values: Sequence[object]) -> np.ndarray:
 
 def _values(kind: np.ndarray, objs: list[Any]) -> np.ndarray:
     """The object column of stats: their str/bytes values in place, None elsewhere."""
+    if not objs:
+        return _repeated(None, len(kind))
     out = np.full(len(kind), None, object)
-    if objs:
-        out[(kind == 4) | (kind == 5)] = objs
+    out[(kind == 4) | (kind == 5)] = objs
     return out
+
+
+def _repeated(value: object, n: int) -> np.ndarray:
+    """A read-only column of ``n`` times ``value`` that holds one value (stride 0): what
+    indexing it gives is an ordinary array."""
+    one = np.empty(1, object if value is None else type(value))
+    one[0] = value
+    return np.broadcast_to(one, (n,))
 
 
 def columns_from_messages(space: XSpace) -> EventColumns:
@@ -198,10 +212,16 @@ def _stats(stats: Iterable[XStat], out: tuple[list[Any], ...]) -> None:
         sobj.append(v if k in (4, 5) else None)
 
 
-def spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The indices ``starts[i] .. starts[i] + counts[i]`` of every ``i``, concatenated."""
+def spans(starts: np.ndarray, counts: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+    """The indices ``starts[i] .. starts[i] + counts[i]`` of every ``i``, concatenated, as
+    ``dtype`` (int32 only where they fit: a caller that keeps them)."""
     counts = np.asarray(counts, np.int64)
     total = int(counts.sum())
     if not total:
-        return np.zeros(0, np.int64)
-    return np.repeat(np.asarray(starts, np.int64) - np.cumsum(counts) + counts, counts) + np.arange(total)
+        return np.zeros(0, dtype)
+    first = np.asarray(starts, np.int64) - np.cumsum(counts) + counts
+    if dtype is not np.int64 and int(first.max()) + total > np.iinfo(dtype).max:
+        dtype = np.int64
+    out = np.repeat(first.astype(dtype, copy=False), counts)
+    out += np.arange(total, dtype=dtype)
+    return out

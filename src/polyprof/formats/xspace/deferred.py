@@ -66,7 +66,7 @@ class MetadataPart:
 
 class EventPart:
     """The events' own stats of one plane: positions in the decoded stat columns, the
-    event row of each and its key code; ``nocc``: (rows, values) of XEvent.data's
+    event row of each and its key code (int32 each, or int64 past 2**31 stats); ``nocc``: (rows, values) of XEvent.data's
     num_occurrences (key ``nocc_code``), which precede the stats; ``present``: the distinct
     ``codes``, where the reader has them (a key the plane lacks is then answered without
     a pass over its stats)."""
@@ -94,7 +94,7 @@ class EventPart:
             if len(refs):
                 names = self.stat_names
                 objs[refs] = [names.get(v & ((1 << 64) - 1), "") for v in ints[refs].tolist()]
-            out.append((self.rows[sel], kind, ints, cols.st_dbl[idx], objs))
+            out.append((self.rows[sel].astype(np.int64), kind, ints, cols.st_dbl[idx], objs))
         return out
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
-from ...trace.sorting import member, unique, unique_inverse
+from ...trace.sorting import member, unique_inverse
 from . import gpu, names as N
 from .decode import EventColumns, spans
 from .deferred import DeferredStats, EventPart, MetadataPart
@@ -73,12 +73,17 @@ class EventReader:
             first = int(np.searchsorted(np.cumsum(counts), int(np.argmax(bad)), side="right"))
             raise TraceFormatError(self.source, f"line {lines[first][5]!r}: an event offset or duration is "
                                                 "negative or beyond 2**62 ps")
+        del bad
         # absolute times in ns: start rounded down, end up, so nesting holds and no
-        # event shorter than 1 ns turns into an instant
-        base = np.repeat(np.asarray([ln[4] for ln in lines], np.int64), counts)
-        q = off // 1000
-        start = base + q
-        end = base + q + (off - q * 1000 + dur + 999) // 1000
+        # event shorter than 1 ns turns into an instant; in place, one column at a time
+        # (a big plane's temporaries are the load's peak)
+        start = np.repeat(np.asarray([ln[4] for ln in lines], np.int64), counts)
+        start += np.floor_divide(off, 1000)
+        np.remainder(off, 1000, out=off)  # the sub-ns part of the start, which the end rounds up
+        off += dur
+        off += 999
+        length = np.floor_divide(off, 1000, out=off)
+        del dur
         with_stats = len(meta.table[0]) > 0  # metadata-level stats to spread over the events
         if with_stats:
             uniq, inv, order, bounds = grouped(c.ev_mid[idx])
@@ -97,7 +102,7 @@ class EventReader:
         if with_stats:
             self.md_parts.append(MetadataPart(meta.table, uniq, order, bounds, row0))
         self._event_stats(idx, row0, cats, stat_names, drop)
-        self.pending.append((tracks, name_ids, start, end - start, cats))
+        self.pending.append((tracks, name_ids, start, length, cats))
         self.rows += len(idx)
 
     def _event_stats(self, idx: np.ndarray, row0: int, cats: np.ndarray, stat_names: dict[int, str],
@@ -113,13 +118,17 @@ class EventReader:
             sel = np.flatnonzero(is_nocc)
             nocc = (rows[sel], c.ev_nocc[idx][sel])
         nocc_code = self._code("num_occurrences") if nocc is not None else -1
-        st_idx = spans(self.stat_start[idx], n_st)
-        st_rows = np.repeat(rows, n_st)
+        # kept with the trace (EventPart) as int32: a stat's position, its event's row, its key code
+        st_idx = spans(self.stat_start[idx], n_st, np.int32)
+        st_rows = np.repeat(rows.astype(np.int32), n_st)
+        del rows, n_st
         kind = c.st_kind[st_idx]
-        keep = np.flatnonzero(kind != 0)
-        st_idx, st_rows, kind = st_idx[keep], st_rows[keep], kind[keep]
-        umid, minv = unique_inverse(c.st_mid[st_idx])
-        codes = np.asarray([self._code(stat_names.get(m, str(m))) for m in umid.tolist()], np.int64)[minv]
+        unset = kind == 0
+        if unset.any():
+            keep = np.flatnonzero(~unset)
+            st_idx, st_rows, kind = st_idx[keep], st_rows[keep], kind[keep]
+        del unset
+        codes = self._codes_of(c.st_mid[st_idx], stat_names)
         if drop:
             kept = np.flatnonzero(~member(codes, np.asarray([self.key_code.get(k, -1) for k in drop], np.int64)))
             st_idx, st_rows, kind, codes = st_idx[kept], st_rows[kept], kind[kept], codes[kept]
@@ -136,11 +145,25 @@ class EventReader:
             st_idx, st_rows, codes, kind = st_idx[plain], st_rows[plain], codes[plain], kind[plain]
         present: set[int] = set()  # the key codes this plane's events have
         if len(codes):  # the XStat value kinds of each key, for metadata[mkeys.XSPACE]
-            pairs = unique(codes * 8 + kind)
+            pairs = np.flatnonzero(np.bincount(codes * 8 + kind))  # codes are small: no sort
             for code, k in zip((pairs // 8).tolist(), (pairs % 8).tolist()):
                 self.ev_kinds.setdefault(code, set()).add(N.VALUE_KINDS[k])
                 present.add(code)
         self.ev_parts.append(EventPart(st_idx, st_rows, codes, stat_names, nocc, nocc_code, present))
+
+    def _codes_of(self, mids: np.ndarray, stat_names: dict[int, str]) -> np.ndarray:
+        """The key code (int32) of each stat metadata id in ``mids``: through a table over
+        the ids where they are small (as XLA numbers them), else by sorting."""
+        if not len(mids):
+            return np.zeros(0, np.int32)
+        lo, hi = int(mids.min()), int(mids.max())
+        if lo < 0 or hi > max(1 << 16, 4 * len(mids)):
+            umid, minv = unique_inverse(mids)
+            return np.asarray([self._code(stat_names.get(m, str(m))) for m in umid.tolist()], np.int32)[minv]
+        seen = np.flatnonzero(np.bincount(mids))
+        lut = np.zeros(hi + 1, np.int32)
+        lut[seen] = [self._code(stat_names.get(m, str(m))) for m in seen.tolist()]
+        return lut[mids]
 
     def _code(self, key: str) -> int:
         code = self.key_code.get(key)
@@ -204,8 +227,8 @@ class EventReader:
         built; ``drop``: keys left out). Returns the XStat value kinds seen per key too."""
         b = self.b
         if self.pending:  # every plane's events in one call: one chunk of columns
-            tracks, names, start, dur, cats = (np.concatenate(c) for c in zip(*self.pending))
-            b.events(tracks, names, start, dur, cats)
+            tracks, names, start, dur, cats = (np.concatenate(c) if len(c) > 1 else c[0] for c in zip(*self.pending))
+            b.events(tracks, names, start, dur, cats, copy=False)  # made here, not changed after
             self.pending = []
         stats = DeferredStats(self.cols, self.keys, self.md_parts, self.ev_parts, drop)
         for code in sorted(self.ev_kinds):  # after the metadata-level ones, as columns were added
