@@ -1,12 +1,13 @@
 """Issue 35's targets, whole processes as users run them, paired with the peer.
 
 For every Kineto trace HTA reads (tests/data/traces/kineto, tb_plugin's 2021 samples in
-tests/data/peers/tb_plugin), and for a job of two of them in one directory (HTA's two
-sampled ranks, :data:`JOBS`), one ``polyprof summary FILE`` (or ``DIR``) process and
-one HTA 0.5 process (load + ``get_temporal_breakdown`` + ``get_gpu_kernel_breakdown``)
-per round;
-for every XSpace (the TPU sample, TraceLens's MI300 GPU files) one ``polyprof summary``
-and one XProf process running ``overview_page`` and ``framework_op_stats`` on the file.
+tests/data/peers/tb_plugin, the H200 torch trace in tests/data/h200), and for a job of
+two of them in one directory (HTA's two sampled ranks, :data:`JOBS`), one ``polyprof
+summary FILE`` (or ``DIR``) process and one HTA 0.5 process (load +
+``get_temporal_breakdown`` + ``get_gpu_kernel_breakdown``) per round; for every XSpace
+(the TPU sample, TraceLens's MI300 GPU files, JAX's H200 XSpace in tests/data/h200) one
+``polyprof summary`` and one XProf process running ``overview_page`` and
+``framework_op_stats`` on the file.
 Rounds alternate which tool goes first; each child's wall time, CPU time (user + sys)
 and peak RSS are read by GNU ``time`` (the CPU from ``wait4`` on it: microseconds). Printed per file: min and median
 of each and of the per-round ratios (peer / polyprof: above 1 means polyprof is faster
@@ -62,8 +63,12 @@ KINETO = ROOT / "tests" / "data" / "traces" / "kineto"
 TB_PLUGIN = ROOT / "tests" / "data" / "peers" / "tb_plugin"
 #: jobs of several ranks (label, rank files): HTA's two sampled ranks of one job
 JOBS = [("job_sampled_rank0_1", [KINETO / "sampled_rank0.json.gz", KINETO / "sampled_rank1.json.gz"])]
+#: traces recorded on an H200 by this project (tests/data/h200): JAX's own GPU XSpace, and
+#: a Kineto trace of CUDA graph replays
+H200 = ROOT / "tests" / "data" / "h200"
 XSPACES = [ROOT / "tests" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb",
-           *sorted((ROOT / "tests" / "data" / "peers" / "tracelens").glob("*.xplane.pb"))]
+           *sorted((ROOT / "tests" / "data" / "peers" / "tracelens").glob("*.xplane.pb")),
+           H200 / "jax_train_step_h200.xplane.pb"]
 
 HTA = r"""
 import io, sys, logging, warnings, contextlib
@@ -176,7 +181,7 @@ def inputs(tmp: Path, jax_steps: int = 0) -> list[tuple[str, Path, str]]:
     own (HTA reads a directory of ranks), XSpace files as they are; with ``jax_steps``, a JAX
     CPU program's XSpace of that many steps written first (jax_cpu_profile.py)."""
     out = []
-    kineto = sorted(KINETO.glob("*.json.gz"))
+    kineto = [*sorted(KINETO.glob("*.json.gz")), H200 / "torch_cuda_graph_h200.json.gz"]
     for src in kineto:
         d = tmp / src.name.split(".")[0]
         d.mkdir()
