@@ -84,6 +84,13 @@ class EventColumns:
     def n_events(self) -> int:
         return len(self.ev_mid)
 
+    def drop_events(self) -> None:
+        """Free the per-event columns and the stats' metadata ids once every event is read
+        (the reader then needs only the stats' values: ``deferred.StatValues``)."""
+        empty = np.zeros(0, np.int64)
+        self.ev_mid = self.ev_off = self.ev_dur = self.ev_nocc = self.ev_stats = self.st_mid = empty
+        self.ev_isnocc = np.zeros(0, bool)
+
 
 def columns(data: bytes, source: str) -> EventColumns:
     """The columns of the serialized XSpace ``data``: the compiled walk, or protobuf's

@@ -46,7 +46,9 @@ def from_bytes(data: bytes, source: str = "<bytes>") -> Trace:
     with reading(source):
         data = bytes(data)
         cols = decode.columns(data, source)
-        check_planes(len(cols.planes), any(p[1] for p in cols.planes), len(data), source)
+        size = len(data)
+        del data  # the file's bytes are all in the columns now: not held through the read
+        check_planes(len(cols.planes), any(p[1] for p in cols.planes), size, source)
         return _read(cols, source)
 
 
@@ -63,6 +65,9 @@ def _read(cols: decode.EventColumns, source: str) -> Trace:
         n_lines = int(cols.plane_lines[i])
         r.plane(plane, i, cols.lines[line0:line0 + n_lines], line0)
         line0 += n_lines
+    cols.drop_events()  # every event read: only the stats' values are used after
+    # (no heap trim after: the analyses that follow reuse the freed pages; giving them back
+    # cost a 16 MB file's summary ~13 ms of CPU in faults)
     return r.finish(cols.texts)
 
 
