@@ -209,3 +209,16 @@ def test_metadata_text_is_joined_as_codes_and_the_events_own_still_win():
            np.array(["a", "b"], object))
     r, values = _metadata_typed([one])
     assert isinstance(values, TextCodes) and r.tolist() == [4, 0, 2] and values.text().tolist() == ["a", "a", "b"]
+
+
+def test_spans_as_int32_where_they_fit_else_int64() -> None:
+    """``decode.spans``: the positions the reader keeps with the trace are int32 only where
+    every one fits; past 2**31 they stay int64 (the same values either way)."""
+    from polyprof.formats.xspace.decode import spans
+
+    starts, counts = np.array([5, 0, 9]), np.array([2, 3, 0])
+    assert spans(starts, counts).tolist() == spans(starts, counts, np.int32).tolist() == [5, 6, 0, 1, 2]
+    assert spans(starts, counts, np.int32).dtype == np.int32
+    far = spans(np.array([2**31 - 2]), np.array([3]), np.int32)
+    assert far.dtype == np.int64 and far.tolist() == [2**31 - 2, 2**31 - 1, 2**31]
+    assert spans(np.array([1]), np.array([0]), np.int32).dtype == np.int32

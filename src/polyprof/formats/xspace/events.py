@@ -118,9 +118,10 @@ class EventReader:
             sel = np.flatnonzero(is_nocc)
             nocc = (rows[sel], c.ev_nocc[idx][sel])
         nocc_code = self._code("num_occurrences") if nocc is not None else -1
-        # kept with the trace (EventPart) as int32: a stat's position, its event's row, its key code
+        # kept with the trace (EventPart) as int32 where they fit: a stat's position, its
+        # event's row, its key code (POLYPROF_MAX_EVENTS may allow more than 2**31 events)
         st_idx = spans(self.stat_start[idx], n_st, np.int32)
-        st_rows = np.repeat(rows.astype(np.int32), n_st)
+        st_rows = np.repeat(rows.astype(np.int32 if row0 + len(idx) < 2**31 else np.int64), n_st)
         del rows, n_st
         kind = c.st_kind[st_idx]
         unset = kind == 0
