@@ -295,3 +295,26 @@ def test_damaged_files_fail_alike(tmp_path, monkeypatch):
         got = _same(path, monkeypatch)
         outcomes.add(isinstance(got, str))
     assert outcomes == {True, False}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_compiled_match_pairs_as_the_numpy_reference(seed):
+    """``slices.match`` (a stack per track in C) against ``match_columns`` (sorts in NumPy):
+    nested, interleaved and unclosed slices, ends that close nothing, instants and
+    complete events between them, on up to eight tracks; track codes the C walk does not
+    take (negative, far apart) go to the reference and give the same."""
+    from polyprof.formats.perfetto_read import slices
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 2000))
+    kind = rng.choice(np.array([1, 2, 3, 5], np.int8), n, p=[0.42, 0.4, 0.1, 0.08]).astype(np.int8)
+    track = rng.integers(0, int(rng.integers(1, 9)), n).astype(np.int64)
+    if seed % 5 == 4:
+        track = track * 2**40 - 7  # not small non-negative codes: the reference
+    got, want = slices.match(kind, track), slices.match_columns(kind, track)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist() and got[2] == want[2]
+    assert got[0].dtype == got[1].dtype == np.int64
+    begins = np.flatnonzero(kind == 1)
+    assert got[0].tolist() == begins.tolist()  # every begin, in file order
+    closed = got[1] >= 0
+    assert (kind[got[1][closed]] == 2).all() and (track[got[1][closed]] == track[got[0][closed]]).all()

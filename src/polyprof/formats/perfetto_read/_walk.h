@@ -218,5 +218,6 @@ int pw_category(Walker *w, seq_t *q, long long *cat);
 int pw_name_of(Walker *w, seq_t *q, const event_t *e, long long *name);
 int pw_flows(Walker *w, seq_t *q, int64_t row);
 int pw_intern_table(Walker *w, const uint8_t *p, const uint8_t *end, uint32_t field, PyObject *d, int ids);
+PyObject *pw_match(PyObject *self, PyObject *args); /* _walk_match.c */
 
 #endif

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace import keys
 from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
@@ -27,7 +28,12 @@ log = logging.getLogger("polyprof")
 
 
 def _concat(parts: list[dict[str, np.ndarray]], spec: dict[str, type]) -> dict[str, np.ndarray]:
-    return {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, t) for k, t in spec.items()}
+    """The runs' columns joined, key by key; each key's parts are dropped once joined (the
+    parts and the joined columns are held together one column at a time), and ``parts``
+    is empty after."""
+    out = {k: np.concatenate([p.pop(k) for p in parts]) if parts else np.zeros(0, t) for k, t in spec.items()}
+    parts.clear()
+    return out
 
 
 def build(col: Collector, path: Path) -> Trace:
@@ -36,8 +42,8 @@ def build(col: Collector, path: Path) -> Trace:
     ev = _concat(col.parts, {"kind": np.int8, "track": np.int64, "ts": np.int64, "clock": np.int64,
                              "dur": np.int64, "name": np.int32, "cat": np.int32})
     ct = _concat(col.counter_parts, {"track": np.int64, "ts": np.int64, "clock": np.int64, "value": np.float64})
-    col.parts.clear()  # joined: the parts would only double the memory from here on
-    col.counter_parts.clear()
+    if len(ev["kind"]) * 8 >= TRIM_BYTES:  # the runs' freed parts back before the pairing's columns
+        trim()
     clocks: Clocks = col.clocks
     ts, unlinked = clocks.convert(ev.pop("clock"), ev.pop("ts"))
     cts, unlinked_c = clocks.convert(ct["clock"], ct["ts"])
@@ -46,7 +52,7 @@ def build(col: Collector, path: Path) -> Trace:
     kind, track = ev["kind"], ev["track"]
 
     begins, ends, orphans = match(kind, track)
-    dur = ev["dur"].copy()
+    dur = ev.pop("dur")  # the joined column: changed in place
     last = int(max(ts.max() if len(ts) else 0, (ts + dur).max() if len(ts) else 0))
     closed = ends >= 0
     dur[begins[closed]] = ts[ends[closed]] - ts[begins[closed]]
@@ -74,8 +80,9 @@ def build(col: Collector, path: Path) -> Trace:
     stats: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key -> (rows, values)
     if len(open_rows):
         stats[keys.INCOMPLETE] = (new_row[open_rows], np.ones(len(open_rows), np.int64))
-    b.events(trace_track, ev["name"][rows], ts[rows], dur[rows], ev["cat"][rows], stats=stats)
-    del trace_track
+    # gathered here, not changed after: the builder keeps them (copy=False)
+    b.events(trace_track, ev.pop("name")[rows], ts[rows], dur[rows], ev.pop("cat")[rows], stats=stats, copy=False)
+    del trace_track, ts, dur  # every row's columns: the events have theirs now
     for key in list(col.stats):  # each key's parts dropped as soon as they are handed on
         for parts in col.stats.pop(key).values():
             while parts:

@@ -17,11 +17,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import walked
 from .collector import BEGIN, END
 
 
 def match(kind: np.ndarray, track: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """(rows of the begins, row of the end closing each or -1, ends that closed nothing)."""
+    """(rows of the begins, row of the end closing each or -1, ends that closed nothing):
+    compiled (``_walk_match.c``: one walk in file order, a stack per track, nothing per
+    row), or :func:`match_columns` where it is not built or the track codes are not small
+    non-negative integers."""
+    if walked._walk is not None:  # (looked up at each call: the tests read both ways)
+        got = walked._walk.match(np.ascontiguousarray(kind, np.int8), np.ascontiguousarray(track, np.int64))
+        if got is not None:
+            begins, ends, orphans = got
+            return np.frombuffer(begins, np.int64), np.frombuffer(ends, np.int64), orphans
+    return match_columns(kind, track)
+
+
+def match_columns(kind: np.ndarray, track: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`match` in NumPy: one stable sort by track, the depth as a running sum, the
+    pairs by a sort on (track, depth, order) (the module doc)."""
     sel = np.flatnonzero((kind == BEGIN) | (kind == END))
     if not len(sel):
         z = np.zeros(0, np.int64)
