@@ -406,3 +406,32 @@ def test_the_store_is_the_format_only():
                 assert not mod.startswith(("..ranks", "..cli", "polyprof.ranks", "polyprof.cli")), (f.name, mod)
             elif isinstance(node, ast.Import):
                 assert not any(a.name.startswith(("polyprof.ranks", "polyprof.cli")) for a in node.names), f.name
+
+
+def test_a_rank_is_written_a_row_group_at_a_time_with_every_stat(tmp_path):
+    """``write_rank`` builds events.parquet one row group at a time: stats that are
+    sparse, texts, bytes and numbers, one named like a base column ("track") and one
+    named like its renamed column ("stat.track"), each land on their events across row
+    groups, and the rank reads back as the trace it was, in any row-group size."""
+    from polyprof.store.rankfiles import read_rank, write_rank
+    from polyprof.trace.builder import TraceBuilder
+
+    b = TraceBuilder()
+    t = b.track(b.plane("/host:CPU"), "main")
+    n = 23
+    start = np.array([(7 * i) % n for i in range(n)], np.int64) * 10  # not in time order
+    b.events(t, np.array(["op"] * n, object), start, np.full(n, 5, np.int64))
+    b.add_stat("stat.track", np.array([0, 5]), np.array(["a", "b"], object))  # before "track" here
+    b.add_stat("track", np.array([1, 4, 22]), np.array([10, 40, 220]))
+    b.add_stat("blob", np.array([3]), np.array([b"\x00\x01"], object))
+    b.add_stat("ratio", np.arange(n), np.linspace(0, 1, n))
+    trace = b.build()
+    for rows in (4, 23, 1000):
+        d = tmp_path / f"r{rows}"
+        info = write_rank(trace, d, chunk_rows=rows)
+        assert pq.ParquetFile(d / "events.parquet").metadata.num_row_groups == -(-n // rows)
+        got = read_rank(d)
+        assert sorted(got.stats) == sorted(trace.stats) and info["events"] == n
+        for key in trace.stats:
+            assert _dense(got, key).tolist() == _dense(trace, key).tolist(), (rows, key)
+        assert np.array_equal(got.events["start_ns"], trace.events["start_ns"])

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import orjson
@@ -91,55 +91,97 @@ def time_order(trace: Trace) -> np.ndarray:
     return np.argsort(trace.events["start_ns"], kind="stable")
 
 
-def _stat_arrow(col: StatColumn, order_inv: np.ndarray, n: int) -> tuple[pa.Array, str]:
-    """A stat as a nullable column over the time-sorted rows, and its kind (i/u/f/s/b)."""
-    rows = order_inv[col.rows]
-    valid = np.zeros(n, bool)
-    valid[rows] = True
-    kind = col.kind
-    if kind in "iuf":
-        dense = np.zeros(n, col.values.dtype)
-        dense[rows] = col.values
-        return masked(dense, valid), kind
-    vals = col.values
-    if all(isinstance(v, bytes) for v in vals):
-        kind, typ = "b", pa.binary()
-    else:
-        kind, typ = "s", pa.string()
-        if not all(isinstance(v, str) for v in vals):
-            vals = np.array([v if isinstance(v, str) else str(v) for v in vals], object)
-    dense = np.full(n, None, object)
-    dense[rows] = vals
-    return array(dense, typ), kind
+def stat_columns(keys: Iterable[str]) -> dict[str, str]:
+    """The events.parquet column of each stat key: the key, or ``stat.<key>`` (again, until
+    unique) where a base column or an earlier key's column has that name."""
+    out: dict[str, str] = {}
+    taken = set(BASE_COLUMNS)
+    for key in keys:
+        name = key
+        while name in taken:
+            name = f"stat.{name}"
+        out[key] = name
+        taken.add(name)
+    return out
+
+
+class _PlacedStat:
+    """One stat's values in time order, for its column to be built a row group at a time:
+    the time-sorted positions of its rows, its values in that order, its kind (i/u/f/s/b)
+    and Arrow type, decided once over the whole column."""
+
+    def __init__(self, col: StatColumn, order_inv: np.ndarray):
+        pos = order_inv[col.rows]
+        by_pos = np.argsort(pos, kind="stable")
+        self.pos = pos[by_pos]
+        kind, vals = col.kind, col.values
+        if kind in "iuf":
+            self.typ = None
+        elif all(isinstance(v, bytes) for v in vals):
+            kind, self.typ = "b", pa.binary()
+        else:
+            kind, self.typ = "s", pa.string()
+            if not all(isinstance(v, str) for v in vals):
+                vals = np.array([v if isinstance(v, str) else str(v) for v in vals], object)
+        self.kind, self.values = kind, np.asarray(vals)[by_pos]
+
+    def column(self, a: int, b: int) -> pa.Array:
+        """The nullable column of the time-sorted rows ``a`` to ``b``."""
+        lo, hi = np.searchsorted(self.pos, (a, b))
+        at = self.pos[lo:hi] - a
+        if self.typ is None:
+            dense = np.zeros(b - a, self.values.dtype)
+            dense[at] = self.values[lo:hi]
+            valid = np.zeros(b - a, bool)
+            valid[at] = True
+            return masked(dense, valid)
+        dense = np.full(b - a, None, object)
+        dense[at] = self.values[lo:hi]
+        return array(dense, self.typ)
 
 
 def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> dict[str, Any]:
-    """Write one rank's trace into ``directory``; returns its summary for the manifest."""
+    """Write one rank's trace into ``directory``; returns its summary for the manifest.
+    events.parquet is written a row group at a time: only one row group's columns (its
+    stats dense) are made at once, not every stat as a column of every event."""
     directory.mkdir(parents=True, exist_ok=True)
     n = trace.n_events
     order = time_order(trace)
     inv = np.empty(n, np.int64)
     inv[order] = np.arange(n)
-    ev = {k: v[order] for k, v in trace.events.items()}
     tp = trace.track_plane if trace.tracks else np.zeros(0, np.int32)
-    cols: dict[str, pa.Array] = {
-        "track_id": array(ev["track"]), "name_id": array(ev["name"]),
-        "category_id": array(ev["category"]), "start_ns": array(ev["start_ns"]),
-        "dur_ns": array(ev["dur_ns"]), "end_ns": array(ev["start_ns"] + ev["dur_ns"]),
-        "input_row": array(order.astype(np.int64)),
-        "plane": _dict_column(tp[ev["track"]] if n else np.zeros(0, np.int32), [p.name for p in trace.planes]),
-        "track": _dict_column(ev["track"], [t.name for t in trace.tracks]),
-        "name": _dict_column(ev["name"], trace.strings),
-        "category": _dict_column(ev["category"], trace.strings),
-    }
-    stats = []
-    for key, col in trace.stats.items():
-        name = key if key not in cols else f"stat.{key}"
-        cols[name], kind = _stat_arrow(col, inv, n)
-        stats.append({"key": key, "column": name, "kind": kind})
-    events = table(cols)
-    pq.write_table(events, directory / "events.parquet", row_group_size=chunk_rows, use_dictionary=text_columns(events.schema),
-                   compression="zstd", write_statistics=["start_ns", "end_ns", "dur_ns", "track_id"])
+    planes, tracks = [p.name for p in trace.planes], [t.name for t in trace.tracks]
+    placed = {name: (key, _PlacedStat(trace.stats[key], inv)) for key, name in stat_columns(trace.stats).items()}
+    stats = [{"key": key, "column": name, "kind": st.kind} for name, (key, st) in placed.items()]
+    writer = None
+    try:
+        for a in range(0, max(n, 1), chunk_rows):
+            b = min(n, a + chunk_rows)
+            rows = order[a:b]
+            ev = {k: v[rows] for k, v in trace.events.items()}
+            cols: dict[str, pa.Array] = {
+                "track_id": array(ev["track"]), "name_id": array(ev["name"]),
+                "category_id": array(ev["category"]), "start_ns": array(ev["start_ns"]),
+                "dur_ns": array(ev["dur_ns"]), "end_ns": array(ev["start_ns"] + ev["dur_ns"]),
+                "input_row": array(rows.astype(np.int64)),
+                "plane": _dict_column(tp[ev["track"]] if len(rows) else np.zeros(0, np.int32), planes),
+                "track": _dict_column(ev["track"], tracks),
+                "name": _dict_column(ev["name"], trace.strings),
+                "category": _dict_column(ev["category"], trace.strings),
+            }
+            for name, (_, st) in placed.items():
+                cols[name] = st.column(a, b)
+            events = table(cols)
+            del ev, cols
+            if writer is None:
+                writer = pq.ParquetWriter(directory / "events.parquet", events.schema, compression="zstd",
+                                          use_dictionary=text_columns(events.schema),
+                                          write_statistics=["start_ns", "end_ns", "dur_ns", "track_id"])
+            writer.write_table(events, row_group_size=chunk_rows)
+            del events
+    finally:
+        if writer is not None:
+            writer.close()
     fl = trace.flows
     flows = {"src": inv[fl["src"]] if len(fl["src"]) else fl["src"],
              "dst": inv[fl["dst"]] if len(fl["dst"]) else fl["dst"], "id": fl["id"], "category": fl["category"]}

@@ -25,7 +25,7 @@ from ..trace.core import Trace
 from ..trace.stats import StatColumn
 from ..trace.tables import _dict_column
 from ..trace.arrow_arrays import array, table
-from .rankfiles import BASE_COLUMNS, masked, text_columns, write_rest
+from .rankfiles import BASE_COLUMNS, masked, stat_columns, text_columns, write_rest
 
 _STATISTICS = ["start_ns", "end_ns", "dur_ns", "track_id"]
 
@@ -114,7 +114,7 @@ class RankStream:
         if self.held is not None:  # the only chunk
             only, self.held = self._table(self.held), None
         final = {key: _final_kind(k) for key, k in self.kinds.items()}
-        column = {key: (key if key not in BASE_COLUMNS else f"stat.{key}") for key in final}
+        column = stat_columns(final)
         fields = [pa.field(c, t) for c, t in _base_schema()]
         fields += [pa.field(column[k], _ARROW[final[k]]) for k in final]
         schema = pa.schema(fields)
