@@ -128,9 +128,9 @@ def columns_from_bytes(data: bytes) -> EventColumns:
     is_nocc = np.frombuffer(isnocc, np.uint8).astype(bool)
     # columns with no value of their kind in the file are one value repeated (no memory):
     # the stats' doubles and texts of a profile that has none, num_occurrences
-    dbl = np.frombuffer(sdbl, np.float64) if (kind == 1).any() else _repeated(0.0, len(kind))
+    dbl = np.frombuffer(sdbl, np.float64) if (kind == 1).any() else _repeated(0.0, len(kind), np.float64)
     return EventColumns(i64(plane_lines), i64(line_events), i64(mid), i64(off), i64(dur),
-                        i64(nocc) if is_nocc.any() else _repeated(0, len(is_nocc)),
+                        i64(nocc) if is_nocc.any() else _repeated(0, len(is_nocc), np.int64),
                         is_nocc, i64(nstats), i64(smid), kind,
                         i64(sint), dbl, _values(kind, objs),
                         i64(plane_mds), i64(md_key), text[0::3], text[1::3], text[2::3], i64(md_stats),
@@ -147,16 +147,16 @@ def _objects(values: Sequence[object]) -> np.ndarray:
 def _values(kind: np.ndarray, objs: list[Any]) -> np.ndarray:
     """The object column of stats: their str/bytes values in place, None elsewhere."""
     if not objs:
-        return _repeated(None, len(kind))
+        return _repeated(None, len(kind), object)
     out = np.full(len(kind), None, object)
     out[(kind == 4) | (kind == 5)] = objs
     return out
 
 
-def _repeated(value: object, n: int) -> np.ndarray:
+def _repeated(value: object, n: int, dtype: type) -> np.ndarray:
     """A read-only column of ``n`` times ``value`` that holds one value (stride 0): what
     indexing it gives is an ordinary array."""
-    one = np.empty(1, object if value is None else type(value))
+    one: np.ndarray = np.empty(1, dtype)
     one[0] = value
     return np.broadcast_to(one, (n,))
 

@@ -66,10 +66,10 @@ class MetadataPart:
 
 class EventPart:
     """The events' own stats of one plane: positions in the decoded stat columns, the
-    event row of each and its key code (int32 each, or int64 past 2**31 stats); ``nocc``: (rows, values) of XEvent.data's
-    num_occurrences (key ``nocc_code``), which precede the stats; ``present``: the distinct
-    ``codes``, where the reader has them (a key the plane lacks is then answered without
-    a pass over its stats)."""
+    event row of each and its key code (int32, or int64 past 2**31); ``nocc``: (rows,
+    values) of XEvent.data's num_occurrences (key ``nocc_code``), which precede the
+    stats; ``present``: the distinct ``codes``, where the reader has them (a key the
+    plane lacks is then answered without a pass over its stats)."""
 
     def __init__(self, st_idx: np.ndarray, rows: np.ndarray, codes: np.ndarray, stat_names: dict[int, str],
                  nocc: tuple[np.ndarray, np.ndarray] | None, nocc_code: int, present: set[int] | None = None):
