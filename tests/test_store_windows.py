@@ -167,3 +167,18 @@ def test_windows_larger_than_the_bound_allows_are_said(stores, monkeypatch, caps
     assert main(["summary", str(stores["v100"]), "--json"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "a window of" in err and "0.1 GiB is available" in err
+
+
+def test_a_rank_without_profiler_steps_above_the_bound_is_read_whole_and_says_so(tmp_path, capsys, monkeypatch,
+                                                                                 caplog):
+    """A JAX rank (its steps from ``StepTraceAnnotation``, no ``ProfilerStep#N``) above the
+    bound cannot be cut into windows: it is read whole, with the same summary as below
+    the bound, and one warning line says so."""
+    xspace = Path(__file__).resolve().parent / "data/h200/jax_train_step_h200.xplane.pb"
+    store = polyprof.load_ranks([xspace]).convert(tmp_path / "s")
+    whole = _summary(capsys, store, "--json")
+    monkeypatch.setenv("POLYPROF_MEMORY_BOUND", "1")  # MiB: below any rank (the file is small)
+    with caplog.at_level(logging.WARNING, logger="polyprof"):
+        got = _summary(capsys, store, "--json")
+    assert got == whole
+    assert "above the memory bound" in caplog.text and "read whole" in caplog.text

@@ -55,8 +55,13 @@ def summarise_entry(entry: RankEntry) -> RankResult | None:
     if not isinstance(src, StoreRank):
         return None
     folder = src.folder
-    p = by_windows(folder, int(read_header(folder)["events"]))
+    events = int(read_header(folder)["events"])
+    p = by_windows(folder, events)
     if p is None:
+        if fits.store_rank_bytes(events) > fits.memory_bound():
+            log.warning("%s: above the memory bound (%d MiB) but read whole: it cannot be cut into windows of whole "
+                        "steps (windows start at ProfilerStep#N events that nothing spans; it needs three steps or "
+                        "more, and not a schedule's recording)", entry.label, fits.memory_bound() >> 20)
         return None
     log.info("%s: above the memory bound (%d MiB): summarised in %d windows of whole steps (largest %d events)",
              entry.label, fits.memory_bound() >> 20, len(p.events), p.largest)
