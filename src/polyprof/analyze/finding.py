@@ -35,7 +35,6 @@ class Finding(Record):
         self.events = [] if events is FACTORY else events
         self.suggestion = suggestion
 
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

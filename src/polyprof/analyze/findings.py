@@ -26,9 +26,8 @@ from .memory_findings import memory_findings
 from .registry import getter
 from .sync import sync_by_thread, sync_rows, windows
 from .window import WindowArg, view
-from ..trace.sorting import unique
+from ..trace.sorting import median, unique
 from ..trace import metadata_keys as mkeys
-from ..trace.sorting import median
 
 if TYPE_CHECKING:
     from .table import Table

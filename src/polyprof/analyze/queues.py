@@ -17,7 +17,7 @@ from .common import device_view
 from .breakdown import ALL_DEVICES
 from .frames import empty_frame, frame, rows_frame
 from .window import WindowArg, selection, view
-from ..trace.sorting import unique
+from ..trace.sorting import unique, unique_inverse
 
 if TYPE_CHECKING:
     from .table import Table
@@ -105,10 +105,10 @@ def _hta_series(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
     q = queue_series(trace)
     plane = np.full(len(q.row), ALL_DEVICES, object)
-    numbers, at = np.unique(q.stream, return_inverse=True)
+    numbers, at = unique_inverse(q.stream)
     stream = np.array([f"stream {s}" for s in numbers.tolist()], object)[at]
     on = trace.track_plane[trace.events["track"][q.row]] if len(q.row) else np.zeros(0, np.int64)
-    for s in unique(q.stream).tolist():
+    for s in numbers.tolist():
         mine = q.stream == s
         planes = unique(on[mine & (q.delta < 0)])
         if len(planes) == 1:

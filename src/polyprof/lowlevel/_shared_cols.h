@@ -1,7 +1,7 @@
 /* polyprof's int64 array arguments, shared by the compiled analyses (analyze._longest,
  * analyze._nest): a buffer taken from a NumPy int64 array (C-contiguous; writable
- * where asked), or a TypeError naming the argument; several at once, and released. Headers named lowlevel/_shared_*.h
- * are part of every extension's build stamp (polyprof.lowlevel.compiled.sources). */
+ * where asked), or a TypeError naming the argument; several at once, and released.
+ * Headers named lowlevel/_shared_*.h are part of every extension's build stamp (polyprof.lowlevel.compiled.sources). */
 #ifndef POLYPROF_SHARED_COLS_H
 #define POLYPROF_SHARED_COLS_H
 

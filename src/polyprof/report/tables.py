@@ -41,7 +41,6 @@ class Report(Record):
         self.overview = {} if overview is FACTORY else overview
 
 
-
 def build(trace: Trace, window: WindowArg = AUTO) -> Report:
     """Every table and finding of the steps ``window`` selects (``analyze/window.py``;
     by default every step but the first, which holds the warm-up, when there are three

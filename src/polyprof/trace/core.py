@@ -62,7 +62,6 @@ class Trace(Record):
         self.sources = [] if sources is FACTORY else sources
         self.__post_init__()
 
-
     def __post_init__(self) -> None:
         if not isinstance(self.stats, StatTable):
             self.stats = StatTable(self.stats)

@@ -81,7 +81,6 @@ class Source(Record):
         self.clock = {} if clock is FACTORY else clock
         self.metadata = {} if metadata is FACTORY else metadata
 
-
     def key(self) -> tuple:
         """Identity used to match sources when traces merge: an unnamed source (a
         plugin's output in a live session) matches every other unnamed one."""
@@ -113,7 +112,6 @@ class Plane(Record):
         self.source = source
 
 
-
 @dataclass(init=False, repr=False, eq=False)
 class Track(Record):
     """A line of events on a plane: a thread, a stream/queue, or a derived line."""
@@ -130,4 +128,3 @@ class Track(Record):
                  properties: Props = FACTORY) -> None:
         self.id, self.plane, self.name, self.kind, self.tid, self.sort_index = id, plane, name, kind, tid, sort_index
         self.properties = {} if properties is FACTORY else properties
-

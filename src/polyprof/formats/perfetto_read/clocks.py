@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...trace.sorting import unique
+
 REALTIME, MONOTONIC, BOOTTIME = 1, 3, 6
 _SCOPED = range(64, 128)
 
