@@ -56,6 +56,24 @@ def test_summary_lists_sections_with_stats(pipeline_trace):
         assert col in r.stdout
 
 
+def _header_of(stdout: str, title: str) -> list[str]:
+    """The column names of the table ``title`` in a summary's text."""
+    lines = stdout.splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith(title))
+    return [c.strip() for c in lines[at + 2].strip("┃ ").split("┃")]
+
+
+def test_op_table_shows_device_columns_only_with_a_device():
+    """A trace with no device activity (a CPU-only torch rank) gives the op names the
+    width the "device caused" and "launches" columns (always 0 there) would take."""
+    kineto = ROOT / "tests" / "data" / "traces" / "kineto"
+    cpu = cli("summary", str(kineto / "cpu_only_rank34.json.gz"))
+    gpu = cli("summary", str(kineto / "a100_alexnet_small.json.gz"))
+    assert cpu.returncode == 0 and gpu.returncode == 0, cpu.stderr + gpu.stderr
+    assert _header_of(cpu.stdout, "Top framework ops") == ["name", "count", "total", "self"]
+    assert _header_of(gpu.stdout, "Top framework ops")[-2:] == ["device caused", "launches"]
+
+
 def test_summary_window_default_skips_the_warm_up_step_and_says_so(pipeline_trace):
     """The 5-step run: by default the first step (warm-up) is left out of every table,
     the window is printed at the top; --steps and --skip-first choose other steps."""

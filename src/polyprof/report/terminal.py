@@ -333,7 +333,7 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
     if report.findings:
         out(Boxed("Findings", tuple(_finding_lines(report.findings))))
     _device_tables(out, T, top, W)
-    _op_tables(out, T, top, W)
+    _op_tables(out, T, top, W, has_device)
     _section_tables(out, T["section_stats"], top, W, has_device)
     _memory_tables(out, report, top, W)
     _step_tables(out, T, top, W, has_device)
@@ -444,8 +444,8 @@ def _device_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
             ("overlap_ns", "overlapped", fmt_ns), ("overlap_pct", "overlap", fmt_pct)], top, W, comm))
 
 
-def _op_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
-    """Top device activity and top framework ops."""
+def _op_tables(out: Out, T: dict[str, Table], top: int, W: int, has_device: bool) -> None:
+    """Top device activity and top framework ops (the device they caused: with a device)."""
     i = _int
     kb = T["kernel_breakdown"]
     if len(kb):
@@ -454,9 +454,10 @@ def _op_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
             ("mean_ns", "mean", fmt_ns), ("max_ns", "max", fmt_ns, True), ("share_pct", "share", fmt_pct)], top, W))
     ops = T["op_stats"]
     if len(ops):
+        dev_cols = [("device_ns", "device caused", fmt_ns), ("launches", "launches", i)] if has_device else []
         out(_table("Top framework ops (host)", ops, [
             ("name", "name", None), ("count", "count", i), ("total_ns", "total", fmt_ns),
-            ("self_ns", "self", fmt_ns), ("device_ns", "device caused", fmt_ns), ("launches", "launches", i)], top, W))
+            ("self_ns", "self", fmt_ns), *dev_cols], top, W))
 
 
 def _section_tables(out: Out, sec: Table, top: int, W: int, has_device: bool) -> None:
