@@ -488,7 +488,7 @@ def journal(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
 from .sqlite_mutators import sqlite  # noqa: E402 - it uses byte_mutate from here
 
 MUTATORS: dict[str, Callable[[bytes, random.Random, list[bytes]], bytes]] = {
-    "kineto": kineto, "xspace": xspace, "native": native, "journal": journal, "nsys": sqlite, "rocpd": sqlite,
+    "kineto": kineto, "xspace": xspace, "native": native, "journal": journal, "nsys": sqlite, "rocpd": sqlite, "rpd": sqlite,
 }
 
 

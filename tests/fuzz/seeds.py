@@ -25,9 +25,10 @@ READERS = {
     "journal": (".polyprof.partial",),
     "nsys": (".sqlite",),
     "rocpd": (".db",),
+    "rpd": (".rpd",),
 }
 #: readers whose seeds are built when asked for (sqlite_mutators.build_seeds), not committed
-BUILT = ("nsys", "rocpd")
+BUILT = ("nsys", "rocpd", "rpd")
 
 KINETO_SEEDS = ["cpu_only_rank34", "cuda_event_sync_multistream", "mi250_rocm_minitoy", "triton_example"]
 

@@ -1,5 +1,6 @@
-"""SQLite inputs for the fuzzers: seeds built from the real Nsight Systems export and the
-rocpd databases tests/test_rocprof.py builds, and a mutator that damages them where a
+"""SQLite inputs for the fuzzers: seeds built from the real Nsight Systems export, the
+real RPD database (tests/data/rpd) and the rocpd databases tests/test_rocprof.py builds,
+and a mutator that damages them where a
 page walk (formats/_sqlite_pages.c) has to trust the file: page headers, cell pointers,
 varints, record headers and serial types, overflow chains, child pointers, the database
 header (page size, reserved bytes, page count, freelist), and the schema's root pages.
@@ -22,6 +23,7 @@ from sqlite_craft import varint  # tests/ is on the path (pytest, scripts/fuzz*.
 
 ROOT = Path(__file__).resolve().parents[2]
 NSYS = ROOT / "tests" / "data" / "nsys" / "saxpy_2022.sqlite"
+RPD = ROOT / "tests" / "data" / "rpd" / "matmul_result.rpd"
 
 _CACHE: dict[str, list[tuple[str, bytes]]] = {}
 
@@ -53,7 +55,7 @@ def _vacuum(src: Path, dst: Path, page_size: int, grow: int, long_texts: int) ->
 
 
 def build_seeds(reader: str) -> list[tuple[str, bytes]]:
-    """(name, bytes) of the SQLite seeds of ``reader`` ("nsys" or "rocpd")."""
+    """(name, bytes) of the SQLite seeds of ``reader`` ("nsys", "rocpd" or "rpd")."""
     if reader in _CACHE:
         return _CACHE[reader]
     out: list[tuple[str, bytes]] = []
@@ -63,6 +65,9 @@ def build_seeds(reader: str) -> list[tuple[str, bytes]]:
             out.append(("saxpy_2022.sqlite", NSYS.read_bytes()))
             for ps, grow, texts in ((512, 2, 3), (4096, 3, 4), (65536, 1, 2)):
                 out.append((f"saxpy_p{ps}.sqlite", _vacuum(NSYS, d / f"n{ps}.sqlite", ps, grow, texts)))
+        elif reader == "rpd":
+            for ps in (512, 4096):
+                out.append((f"matmul_p{ps}.rpd", _vacuum(RPD, d / f"m{ps}.rpd", ps, 0, 0)))
         else:
             import test_rocprof
 

@@ -98,6 +98,14 @@ def _is_rocpd(head: bytes, path: Path) -> bool:
     return sniff(head, path)
 
 
+def _is_rpd(head: bytes, path: Path) -> bool:
+    if not _is_sqlite(head, path):
+        return False
+    from .rpd import sniff
+
+    return sniff(head, path)
+
+
 def _is_rocprof_json(head: bytes, path: Path) -> bool:
     if b'"rocprofiler-sdk-tool"' not in head:  # its first key (Kineto's JSON is an object too)
         return False
@@ -177,6 +185,8 @@ FORMATS: tuple[Format, ...] = (
            writer="polyprof.trace.native_write:save", suffixes=(".polyprof",)),
     Format("rocpd", "rocpd SQLite database, as rocprofv3 writes it (rocprofiler-sdk)",
            reader="polyprof.formats.rocpd:load", sniff=_is_rocpd),
+    Format("rpd", "RPD SQLite database, as ROCm's rocmProfileData tracer (rpd_tracer) writes it",
+           reader="polyprof.formats.rpd:load", sniff=_is_rpd),
     Format("nsys", "Nsight Systems SQLite export (nsys export --type sqlite)",
            reader="polyprof.formats.nsys:load", sniff=_is_nsys, claim=_is_sqlite),
     Format("perfetto", "Perfetto protobuf (.pftrace), streamed (no 2 GB JSON limit)",

@@ -73,8 +73,9 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
 def not_an_export(tabs: sqlite_db.Schema) -> str:
     names = sorted(tabs.columns)
     shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-    return ("an SQLite database, but not an Nsight Systems export (no StringIds with CUPTI/NVTX tables) "
-            f"nor a rocpd database (no rocpd_* tables); its tables: {shown or 'none'}")
+    return ("an SQLite database, but not an Nsight Systems export (no StringIds with CUPTI/NVTX tables), "
+            "a rocpd database (no rocpd_kernel_dispatch, rocpd_region or rocpd_memory_copy) "
+            f"nor an RPD database (no rocpd_api and rocpd_op); its tables: {shown or 'none'}")
 
 
 @guarded

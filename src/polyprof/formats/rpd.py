@@ -1,0 +1,300 @@
+"""RPD: the SQLite database of ROCm's rocmProfileData tracer (``rpd_tracer``,
+``runTracer.sh``, ``rpdTracerControl``), as a Trace.
+
+Not rocprofiler-sdk's rocpd (formats/rocpd/): RPD's tables share the ``rocpd_`` prefix
+but not their layout. What this reads (schema versions 2 and 3, the ones rpd_tracer
+writes; times are ns):
+
+- ``rocpd_api`` (pid, tid, start, end, ``apiName_id``, ``args_id``): HIP calls, ROCTx
+  ranges and marks (``UserMarker``: the name is the args text, a mark when it has no
+  length), ranges pushed through rpd's own API, and the tracer's own writes;
+  ``rocpd_hsaApi`` (older tracers), HSA calls, the same columns;
+- ``rocpd_op`` (``gpuId``, ``queueId``, start, end, ``description_id``, ``opType_id``):
+  kernels (``KernelExecution``, and ``Task``: a graph's kernels), copies, fills;
+- ``rocpd_api_ops``: which call launched each op, which gives the flows and the
+  correlation ids (the call's id), and through the call ``rocpd_kernelapi``'s grid,
+  workgroup and segment sizes and ``rocpd_copyapi``'s bytes.
+
+Not read: ``rocpd_monitor`` (SMI clocks; its ``deviceId`` is the SMI's numbering, which
+the database does not map to the ops' ``gpuId``), stack frames, autograd tables; the
+trace's metadata lists them.
+
+Names and args are ``rocpd_string`` rows (schema 3: args are ``rocpd_ustring`` rows).
+formats/rocm_trace.py makes the Trace, as for rocprofiler-sdk's formats.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import TraceFormatError
+from ..trace import keys
+from ..trace.core import Trace
+from ..trace.sorting import unique_inverse
+from . import rocm_trace, sqlite_db
+from .parts import Part, set_stat, triples
+from .safety import guarded
+from .sqlite_db import Schema, quote
+
+log = logging.getLogger("polyprof")
+
+__all__ = ["load", "sniff", "read", "is_rpd"]
+
+#: tables read (the rest are listed in the trace's metadata)
+READ = ("rocpd_metadata", "rocpd_string", "rocpd_ustring", "rocpd_api", "rocpd_hsaApi", "rocpd_op",
+        "rocpd_api_ops", "rocpd_kernelapi", "rocpd_copyapi")
+#: the ``apiName`` of ROCTx ranges and marks (their text is the args)
+MARKER = "UserMarker"
+#: calls the tracer makes itself, to write its tables: profiler overhead
+_TRACER = re.compile(r"::writeRows$|^hcc_activity_callback$|^rpdflush$")
+#: opType -> (category, name; None: the op's description, else the opType)
+_OPS = {"KernelExecution": (keys.CAT_KERNEL, None), "Task": (keys.CAT_KERNEL, None),
+        "CopyHostToDevice": (keys.CAT_MEMCPY, "Memcpy HtoD"), "CopyDeviceToHost": (keys.CAT_MEMCPY, "Memcpy DtoH"),
+        "CopyDeviceToDevice": (keys.CAT_MEMCPY, "Memcpy DtoD"), "CopyHostToHost": (keys.CAT_MEMCPY, "Memcpy HtoH"),
+        "FillBuffer": (keys.CAT_MEMSET, "Memset")}
+#: an op type this table does not know: a kernel when it names one, else this (no device busy time)
+CAT_OTHER_OP = "rpd_op"
+_TIME_LIMIT = 2**62
+_GRAPH_EXEC = re.compile(r"graphExec\s*=\s*(\S+)")
+
+
+def is_rpd(tabs: Schema) -> bool:
+    return tabs.has("rocpd_api", "start", "end", "apiName_id") and tabs.has("rocpd_op", "gpuId", "start", "end")
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """An SQLite file with RPD's call and op tables."""
+    return sqlite_db.sniff(head, path, is_rpd)
+
+
+def _strings(conn: sqlite3.Connection, table: str, ids_sql: str) -> dict[int, str]:
+    """``id -> string`` of the rows of ``table`` whose ids ``ids_sql`` selects."""
+    return {int(i): str(s) for i, s in sqlite_db.rows(
+        conn, f"SELECT id, string FROM {quote(table)} WHERE id IN ({ids_sql})") if isinstance(i, int)}
+
+
+def _lookup(ids: np.ndarray, keys_: np.ndarray) -> np.ndarray:
+    """Position of each of ``ids`` in the sorted ``keys_`` (-1: absent)."""
+    if not len(keys_):
+        return np.full(len(ids), -1, np.int64)
+    pos = np.minimum(np.searchsorted(keys_, ids), len(keys_) - 1)
+    return np.where(keys_[pos] == ids, pos, -1)
+
+
+def _timed(c: dict[str, np.ndarray], table: str) -> dict[str, np.ndarray]:
+    """``c``, whose start and end times are checked: beyond +-2**62 ns is damage, not a clock."""
+    for k in ("start", "end"):
+        if len(c[k]) and (c[k].min() < -_TIME_LIMIT or c[k].max() > _TIME_LIMIT):
+            raise sqlite3.DatabaseError(f"{table}.{k} holds times beyond +-2**62 ns: damaged")
+    return c
+
+
+def _category(name: str, default: str) -> str:
+    if name == MARKER:
+        return rocm_trace.CAT_ROCTX
+    if _TRACER.search(name):
+        return "overhead"
+    low = name.lower()
+    if low.startswith("hsa_"):
+        return "hsa_api"
+    if low.startswith(("nccl", "rccl")):
+        return "rccl_api"
+    if low.startswith("hip"):
+        return "hip_runtime"
+    return default
+
+
+def _calls(conn: sqlite3.Connection, tabs: Schema, table: str, args_table: str, default: str,
+           launched: np.ndarray) -> tuple[Part, np.ndarray] | None:
+    """A call table's rows as a host part (ROCTx markers named by their text; the args of
+    other calls as a stat) and the calls' ids. ``launched``: the sorted ids of calls that
+    launched ops (their correlation ids)."""
+    if not tabs.has(table, "id", "pid", "tid", "start", "end", "apiName_id"):
+        return None
+    has_args = tabs.has(table, "args_id") and tabs.has(args_table, "id", "string")
+    exprs = {"id": "id", "pid": "pid", "tid": "tid", "start": "start", "end": "end", "name": "apiName_id",
+             "args": "args_id" if has_args else "NULL"}
+    c = _timed(sqlite_db.read_columns(conn, table, exprs, not_null=tabs.not_null(table)), table)
+    t, src = quote(table), f"SELECT DISTINCT apiName_id FROM {quote(table)}"
+    name_of = _strings(conn, "rocpd_string", src) if tabs.has("rocpd_string", "id", "string") else {}
+    uniq, inv = unique_inverse(c["name"])
+    api_names = [name_of.get(int(u), f"[string {int(u)}]") for u in uniq.tolist()]
+    marker = np.array([n == MARKER for n in api_names], bool)[inv] if len(uniq) else np.zeros(0, bool)
+    names, name_values = inv.astype(np.int64), list(api_names)
+    stats: dict[str, Any] = {}
+    if has_args and len(c["id"]):
+        marker_ids = ",".join(str(int(u)) for u, n in zip(uniq.tolist(), api_names) if n == MARKER)
+        rows = np.flatnonzero(marker)
+        if len(rows):  # a marker's name is its text
+            text = _strings(conn, args_table, f"SELECT DISTINCT args_id FROM {t} WHERE apiName_id IN ({marker_ids})")
+            u, i = unique_inverse(c["args"][rows])
+            names[rows] = len(name_values) + i
+            name_values += [text.get(int(x), MARKER) for x in u.tolist()]
+        others = f" WHERE apiName_id NOT IN ({marker_ids})" if marker_ids else ""
+        args = _strings(conn, args_table, f"SELECT DISTINCT args_id FROM {t}{others}")
+        args = {k: v for k, v in args.items() if v}
+        rows = np.flatnonzero(~marker & np.isin(c["args"], list(args)))
+        if len(rows):
+            u, i = unique_inverse(c["args"][rows])
+            vals = [args[int(x)] for x in u.tolist()]
+            stats["args"] = (rows, np.array(vals, dtype=object)[i])
+            graph = [(k, m.group(1)) for k, v in enumerate(vals) if (m := _GRAPH_EXEC.search(v))]
+            if graph:
+                exec_of = np.full(len(vals), None, dtype=object)
+                for k, g in graph:
+                    exec_of[k] = g
+                has = np.array([x is not None for x in exec_of], bool)[i]
+                stats["graph exec id"] = (rows[has], exec_of[i[has]])
+    cats = [_category(n, default) for n in api_names]
+    category = inv.astype(np.int64)
+    instant = marker & (c["end"] <= c["start"])
+    if instant.any():
+        cats.append(rocm_trace.CAT_ROCTX_MARK)
+        category = np.where(instant, len(cats) - 1, category)
+    is_launch = ~marker & (_lookup(c["id"], launched) >= 0)
+    corr = np.where(is_launch, c["id"], -1)
+    set_stat(stats, keys.CORRELATION_ID, corr)
+    part = Part(table, False, c["start"], c["end"], c["pid"], c["tid"], np.zeros(len(names), np.int64),
+                names, name_values, category, cats, stats, corr)
+    return part, c["id"]
+
+
+def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndarray]], api_of: tuple[np.ndarray, np.ndarray]
+         ) -> Part:
+    """The ops on the GPUs, each with the call that launched it (``api_of``: op ids and
+    their calls' ids, by op id) as its correlation id and process."""
+    exprs = {"id": "id", "gpu": "gpuId", "queue": "queueId", "start": "start", "end": "end",
+             "desc": "description_id" if tabs.has("rocpd_op", "description_id") else "NULL",
+             "type": "opType_id" if tabs.has("rocpd_op", "opType_id") else "NULL"}
+    c = _timed(sqlite_db.read_columns(conn, "rocpd_op", exprs, not_null=tabs.not_null("rocpd_op")), "rocpd_op")
+    n = len(c["start"])
+    ops, apis = api_of
+    at = _lookup(c["id"], ops)
+    corr = np.where(at >= 0, apis[np.maximum(at, 0)], -1) if len(apis) else np.full(n, -1, np.int64)
+    # the process of each op: its call's
+    pid = np.full(n, -1, np.int64)
+    for part, ids in calls:
+        if not len(ids):
+            continue
+        order = np.argsort(ids, kind="stable")
+        pos = _lookup(corr, ids[order])
+        pid = np.where(pos >= 0, part.gpid[order][np.maximum(pos, 0)], pid)
+    procs = {int(p) for part, _ in calls for p in np.unique(part.gpid).tolist()}
+    if len(procs) == 1:
+        pid[:] = procs.pop()
+    strings = _strings(conn, "rocpd_string", "SELECT DISTINCT description_id FROM rocpd_op UNION "
+                       "SELECT DISTINCT opType_id FROM rocpd_op") if tabs.has("rocpd_string", "id", "string") else {}
+    pairs, inv = _pairs(c["desc"], c["type"])
+    names, cats = [], []
+    for d, ty in pairs:
+        desc, kind = strings.get(d, ""), strings.get(ty, "")
+        cat, name = _OPS.get(kind, (keys.CAT_KERNEL if desc else CAT_OTHER_OP, None))
+        names.append(name or desc or kind or "op")
+        cats.append(cat)
+    name_values, ncode = _dedupe(names)
+    cat_values, ccode = _dedupe(cats)
+    stats: dict[str, Any] = {}
+    set_stat(stats, keys.CORRELATION_ID, corr)
+    _launch_stats(conn, tabs, corr, stats)
+    return Part("rocpd_op", True, c["start"], c["end"], pid, -(c["queue"] + 1), c["gpu"],
+                np.asarray(ncode)[inv] if n else np.zeros(0, np.int64), name_values,
+                np.asarray(ccode)[inv] if n else np.zeros(0, np.int64), cat_values, stats, corr)
+
+
+def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """The distinct (a, b) pairs and each row's pair."""
+    if not len(a):
+        return [], np.zeros(0, np.int64)
+    pairs, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+    return [(int(x), int(y)) for x, y in pairs.tolist()], inv.ravel()
+
+
+def _dedupe(values: list[str]) -> tuple[list[str], list[int]]:
+    out: dict[str, int] = {}
+    codes = [out.setdefault(v, len(out)) for v in values]
+    return list(out), codes
+
+
+def _launch_stats(conn: sqlite3.Connection, tabs: Schema, corr: np.ndarray, stats: dict[str, Any]) -> None:
+    """A kernel's grid, workgroup and segment sizes, a copy's bytes: from its call's row
+    of ``rocpd_kernelapi`` / ``rocpd_copyapi``."""
+    kcols = {"api": "api_ptr_id", "gx": "gridX", "gy": "gridY", "gz": "gridZ",
+             "wx": "workgroupX", "wy": "workgroupY", "wz": "workgroupZ",
+             "shared": "groupSegmentSize", "private": "privateSegmentSize"}
+    if tabs.has("rocpd_kernelapi", *kcols.values()):
+        k = sqlite_db.read_columns(conn, "rocpd_kernelapi", kcols, not_null=tabs.not_null("rocpd_kernelapi"))
+        order = np.argsort(k["api"], kind="stable")
+        pos = _lookup(corr, k["api"][order])
+        rows = np.flatnonzero(pos >= 0)
+        if len(rows):
+            at = order[pos[rows]]
+            stats[keys.GRID] = (rows, triples(k["gx"][at], k["gy"][at], k["gz"][at]))
+            stats[keys.BLOCK] = (rows, triples(k["wx"][at], k["wy"][at], k["wz"][at]))
+            stats["shared memory"] = (rows, k["shared"][at])
+            stats["scratch memory"] = (rows, k["private"][at])
+    if tabs.has("rocpd_copyapi", "api_ptr_id", "size"):
+        k = sqlite_db.read_columns(conn, "rocpd_copyapi", {"api": "api_ptr_id", "size": "size"},
+                                   not_null=tabs.not_null("rocpd_copyapi"))
+        order = np.argsort(k["api"], kind="stable")
+        pos = _lookup(corr, k["api"][order])
+        rows = np.flatnonzero(pos >= 0)
+        if len(rows):
+            stats[keys.BYTES] = (rows, k["size"][order[pos[rows]]])
+
+
+def _api_of_ops(conn: sqlite3.Connection, tabs: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """(op ids, sorted; the id of the call that launched each: its first row in ``rocpd_api_ops``)."""
+    if not tabs.has("rocpd_api_ops", "api_id", "op_id"):
+        z = np.zeros(0, np.int64)
+        return z, z
+    c = sqlite_db.read_columns(conn, "rocpd_api_ops", {"api": "api_id", "op": "op_id"},
+                               not_null=tabs.not_null("rocpd_api_ops"))
+    op, first = np.unique(c["op"], return_index=True)
+    return op, c["api"][first]
+
+
+def read(conn: sqlite3.Connection, path: Path) -> Trace:
+    tabs = sqlite_db.schema(conn)
+    if not is_rpd(tabs):
+        from .nsys import not_an_export  # the shared message for a database of no known kind
+
+        raise TraceFormatError(path, not_an_export(tabs))
+    meta = dict(sqlite_db.rows(conn, "SELECT tag, value FROM rocpd_metadata")) \
+        if tabs.has("rocpd_metadata", "tag", "value") else {}
+    args_table = "rocpd_ustring" if tabs.has("rocpd_ustring", "id", "string") else "rocpd_string"
+    api_of = _api_of_ops(conn, tabs)
+    launched = np.unique(api_of[1])
+    calls = [got for table, default in (("rocpd_api", rocm_trace.CAT_ROCTX), ("rocpd_hsaApi", "hsa_api"))
+             if (got := _calls(conn, tabs, table, args_table, default, launched)) is not None]
+    ops = _ops(conn, tabs, calls, api_of)
+    parts = [p for p, _ in calls] + [ops]
+    processes = {int(g): rocm_trace.Process(pid=max(int(g), 0)) for p in parts for g in np.unique(p.gpid).tolist()}
+    agents, queue_names = {}, {}
+    for g, gpu, q in {(int(g), int(d), int(t)) for g, d, t in zip(ops.gpid.tolist(), ops.dev.tolist(), ops.tid.tolist())}:
+        agents[(g, gpu)] = rocm_trace.Agent(gpu, True, {"gpu_id": gpu})
+        queue_names[(g, gpu, q)] = f"queue {-q - 1}"
+    unread = sorted(n for n in tabs.columns if n not in tabs.views and n not in READ)
+    if unread:
+        log.info("%s: %d tables not read (%s)", path, len(unread), ", ".join(unread[:12]))
+    md = {"clock": "rpd_tracer timestamps (ns)",
+          "rpd": {"schema_version": str(meta.get("schema_version", "")), "tables_not_read": unread}}
+    return rocm_trace.build(parts, processes, agents, queue_names, md, path.name)
+
+
+@guarded
+def load(path: str | Path, **options: object) -> Trace:
+    """Read an RPD database."""
+    path = Path(path)
+    conn = sqlite_db.connect(path)
+    try:
+        return read(conn, path)
+    except sqlite_db.ERRORS as e:
+        raise sqlite_db.failure(path, e) from None
+    finally:
+        conn.close()

@@ -1,0 +1,210 @@
+"""The RPD reader (formats/rpd.py) against real databases of ROCm's rocmProfileData tracer.
+
+``tests/data/rpd`` (README.md there): ``matmul_result.rpd`` with the JSON the project's
+own converter (``rpd2tracing.py``) made of it, and ``mytrace.rpd.gz``, a vLLM decode with
+HIP graph replays and ROCTx ranges, as the project's raptor tests keep it. Every number
+checked is recomputed by SQL from the database itself, or taken from rpd2tracing's JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.analyze.cuda_graphs import cuda_graphs
+from polyprof.analyze.frames import column
+from polyprof.analyze.sections import section_stats
+from polyprof.derive import cache
+from polyprof.errors import TraceFormatError
+from polyprof.formats.detect import detect
+from polyprof.trace import keys
+from polyprof.trace.categories import Kind
+
+DATA = Path(__file__).resolve().parent / "data" / "rpd"
+MATMUL = DATA / "matmul_result.rpd"
+#: rpd2tracing's names of the ops it names by their type, and ours
+_COPY = {"CopyHostToDevice": "Memcpy HtoD", "CopyDeviceToHost": "Memcpy DtoH", "FillBuffer": "Memset"}
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rpd") / "mytrace.rpd"
+    with gzip.open(DATA / "mytrace.rpd.gz") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def _sql(path: Path, query: str) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()
+
+
+def _events(trace: polyprof.Trace, kinds: tuple[Kind, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows = np.flatnonzero(np.isin(trace.kinds, kinds))
+    return trace.names()[rows], trace.events["start_ns"][rows], trace.events["dur_ns"][rows]
+
+
+def test_rpd_is_sniffed_by_content(vllm, tmp_path):
+    assert detect(MATMUL) == "rpd" and detect(vllm) == "rpd"
+    renamed = tmp_path / "trace.sqlite"  # not by its name
+    shutil.copy(MATMUL, renamed)
+    assert detect(renamed) == "rpd"
+
+
+def test_device_ops_equal_rpd2tracing(tmp_path):
+    """Every GPU op of the matmul: the same names and counts as the JSON rpd2tracing made
+    of the database; times within the µs that JSON kept of them."""
+    ref = [e for e in json.loads((DATA / "matmul_result.json").read_text())
+           if e.get("ph") == "X" and str(e.get("pid")) == "2"]  # rpd2tracing's GPU 2 process
+    t = polyprof.load(MATMUL)
+    names, start, dur = _events(t, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET))
+    ours = sorted(zip(names.tolist(), start.tolist(), dur.tolist()), key=lambda x: (x[1], x[0]))
+    theirs = sorted(((_COPY.get(e["name"], e["name"]), float(e["ts"]), float(e["dur"])) for e in ref),
+                    key=lambda x: (x[1], x[0]))
+    assert len(ours) == len(theirs) == 85
+    assert Counter(n for n, _, _ in ours) == Counter(n for n, _, _ in theirs)
+    for (n, s, d), (rn, rs, rd) in zip(ours, theirs):
+        assert n == rn
+        assert abs(s / 1000 - rs) < 1 and abs(d / 1000 - rd) < 1
+
+
+def test_calls_equal_rpd2tracing():
+    """The host side: one event per call of rpd2tracing's JSON, by name, on its thread."""
+    ref = Counter((str(e["tid"]), e["name"]) for e in json.loads((DATA / "matmul_result.json").read_text())
+                  if e.get("ph") == "X" and str(e.get("pid")) != "2")
+    t = polyprof.load(MATMUL)
+    host = np.flatnonzero(~np.isin(t.kinds, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)))
+    tracks = t.events["track"][host]
+    ours = Counter((str(t.tracks[int(k)].tid), n) for k, n in zip(tracks.tolist(), t.names()[host].tolist()))
+    assert ours == ref and sum(ours.values()) == 125
+
+
+def test_every_op_links_to_its_call_and_takes_its_launch_stats():
+    t = polyprof.load(MATMUL)
+    corr = cache.correlation(t)
+    assert corr.counts["device_activities"] == 85 and corr.counts["matched_by_correlation_id"] == 85
+    kernels = np.flatnonzero(t.kinds == Kind.KERNEL)
+    grid, block = t.stat(keys.GRID), t.stat(keys.BLOCK)
+    want = dict(((k, (f"{gx},{gy},{gz}", f"{wx},{wy},{wz}")) for k, gx, gy, gz, wx, wy, wz in _sql(
+        MATMUL, "SELECT api_ptr_id, gridX, gridY, gridZ, workgroupX, workgroupY, workgroupZ FROM rocpd_kernelapi")))
+    cid = t.stat(keys.CORRELATION_ID)
+    has, ids = cid.lookup(kernels)
+    assert has.all()
+    gm, gv = grid.lookup(kernels)
+    bm, bv = block.lookup(kernels)
+    assert gm.all() and bm.all()  # every kernel of this run was launched by a call with a kernelapi row
+    assert [(g, b) for g, b in zip(gv.tolist(), bv.tolist())] == [want[int(i)] for i in ids.tolist()]
+    copies = np.flatnonzero(t.kinds == Kind.MEMCPY)
+    size = dict(_sql(MATMUL, "SELECT api_ptr_id, size FROM rocpd_copyapi"))
+    m, nbytes = t.stat(keys.BYTES).lookup(copies)
+    _, cids = cid.lookup(copies)
+    assert m.all() and nbytes.tolist() == [size[int(i)] for i in cids.tolist()]
+
+
+def test_vllm_device_time_equals_sql(vllm):
+    t = polyprof.load(vllm)
+    names, _, dur = _events(t, (Kind.KERNEL,))
+    want = dict(_sql(vllm, "SELECT CASE WHEN s.string = '' THEN ty.string ELSE s.string END, sum(o.\"end\" - o.start) "
+                           "FROM rocpd_op o JOIN rocpd_string s ON s.id = o.description_id "
+                           "JOIN rocpd_string ty ON ty.id = o.opType_id "
+                           "WHERE ty.string IN ('KernelExecution', 'Task') GROUP BY 1"))
+    ours: Counter[str] = Counter()
+    for n, d in zip(names.tolist(), dur.tolist()):
+        ours[n] += d
+    assert dict(ours) == want and len(names) == 1228 + 7720
+
+
+def test_vllm_graph_replays(vllm):
+    """hipGraphLaunch is a graph launch: its 20 replays of one graph (its graphExec from
+    the call's args), each op of a replay linked to its call."""
+    t = polyprof.load(vllm)
+    g = cuda_graphs(t)
+    assert column(g, "graph").tolist() == ["graph 0x24922d90"]
+    assert column(g, "replays").tolist() == [20]
+    per_replay = _sql(vllm, "SELECT count(*) FROM rocpd_api_ops o JOIN api a ON a.id = o.api_id "
+                            "WHERE a.apiName = 'hipGraphLaunch'")[0][0] / 20
+    assert column(g, "kernels_per_replay").tolist() == [per_replay]  # 386 kernels and 32 copies
+
+
+def test_vllm_roctx_ranges_are_sections_with_their_device_time(vllm):
+    t = polyprof.load(vllm)
+    s = section_stats(t)
+    count = dict(zip(column(s, "name").tolist(), column(s, "count").tolist()))
+    want = dict(_sql(vllm, "SELECT args, count(*) FROM api WHERE apiName = 'UserMarker' GROUP BY 1"))
+    assert sum(want.values()) == 11884
+    assert count == {**want, "run_to_completion": 1}  # a range pushed through rpd's own API
+    device = dict(zip(column(s, "name").tolist(), column(s, "device_ns").tolist()))
+    assert device["execute_model"] > 0.9 * device["run_to_completion"] > 0
+
+
+def test_vllm_tracer_writes_are_overhead_and_unread_tables_named(vllm):
+    t = polyprof.load(vllm)
+    cats = t.categories()
+    names = t.names()
+    writes = {n for n in set(names[cats == "overhead"].tolist())}
+    assert writes == {"ApiTable::writeRows", "OpTable::writeRows", "KernelApiTable::writeRows",
+                      "CopyApiTable::writeRows", "MonitorTable::writeRows", "hcc_activity_callback", "rpdflush"}
+    md = t.metadata["rpd"]
+    assert md["schema_version"] == "2"
+    assert {"rocpd_monitor", "ext_autogradapi"} <= set(md["tables_not_read"])
+
+
+def test_schema_3_reads_args_from_ustring(tmp_path):
+    """rpd_tracer's schema 3 keeps args in ``rocpd_ustring``: a marker's name comes from
+    there, not from ``rocpd_string`` (where the same id names something else)."""
+    db = tmp_path / "v3.rpd"
+    shutil.copy(MATMUL, db)
+    conn = sqlite3.connect(db)
+    conn.execute('CREATE TABLE "rocpd_ustring" ("id" integer NOT NULL PRIMARY KEY AUTOINCREMENT, '
+                 '"string" varchar(4096) NOT NULL)')
+    marker = conn.execute("INSERT INTO rocpd_string (string) VALUES ('UserMarker')").lastrowid
+    text = conn.execute("INSERT INTO rocpd_ustring (id, string) VALUES (7, 'forward pass')").lastrowid
+    conn.execute("INSERT INTO rocpd_api (pid, tid, start, \"end\", apiName_id, args_id) "
+                 "SELECT pid, tid, min(start), max(\"end\"), ?, ? FROM rocpd_api", (marker, text))
+    conn.execute("UPDATE rocpd_metadata SET value = '3' WHERE tag = 'schema_version'")
+    conn.commit()
+    conn.close()
+    t = polyprof.load(db)
+    s = section_stats(t)
+    assert column(s, "name").tolist() == ["forward pass"]
+    _, _, dur = _events(t, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET))
+    assert column(s, "device_ns")[0] == dur.sum()  # every op was launched inside it
+
+
+def test_gzipped_database_says_gunzip(tmp_path):
+    gz = tmp_path / "trace.rpd.gz"
+    gz.write_bytes(gzip.compress(MATMUL.read_bytes()))
+    with pytest.raises(TraceFormatError, match=r"trace\.rpd\.gz.*gzipped SQLite.*gunzip -k trace\.rpd\.gz"):
+        polyprof.load(gz)
+
+
+def test_other_sqlite_names_what_it_lacks(tmp_path):
+    db = tmp_path / "other.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE rocpd_api (id integer)")  # a name alone is not RPD
+    conn.commit()
+    conn.close()
+    with pytest.raises(TraceFormatError, match="nor an RPD database.*rocpd_api"):
+        polyprof.load(db)
+
+
+def test_damaged_op_table_is_one_error(tmp_path):
+    db = tmp_path / "bad.rpd"
+    shutil.copy(MATMUL, db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE rocpd_op SET start = 'soon' WHERE id = 3")
+    conn.commit()
+    conn.close()
+    with pytest.raises(TraceFormatError, match="bad.rpd"):
+        polyprof.load(db)
