@@ -465,6 +465,7 @@ class _Collector:
         self.seen = 0  # trace events so far (all phases)
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pid", "tid", "name", "cat", "ts", "dur")}
         self.b_rows: list[np.ndarray] = []
+        self.b_pos: list[np.ndarray] = []  # the B rows' places among the trace's events
         self.ends: list[tuple] = []  # E events: (pid, tid, ts, pos, args)
         self.flow_cols: dict[str, list[np.ndarray]] = {
             k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
@@ -503,6 +504,9 @@ class _Collector:
             codes = np.array([_PHASES.get(p, _OTHER) if type(p) is str else _OTHER for p in ph], dtype=np.int8)
 
         ev_idx = np.flatnonzero(codes <= _B)
+        b = ev_idx[codes[ev_idx] == _B]
+        if len(b):
+            self.b_pos.append(self.seen + b)
         if len(ev_idx):
             self._events(evs if len(ev_idx) == n else [evs[i] for i in ev_idx.tolist()],
                          codes[ev_idx], ts_ns[ev_idx])
@@ -732,8 +736,9 @@ class _Collector:
 
         # B/E pairs
         if self.b_rows or self.ends:
-            self._match_ends(np.concatenate(self.b_rows) if self.b_rows else np.zeros(0, np.int64),
-                             pair, ts, dur, ntid, base)
+            z = np.zeros(0, np.int64)
+            self._match_ends(np.concatenate(self.b_rows) if self.b_rows else z,
+                             np.concatenate(self.b_pos) if self.b_pos else z, pair, ts, dur, ntid, base)
         b.events(track, name_c, ts, dur, cat_c)
         progress.advance(1)
 
@@ -837,16 +842,17 @@ class _Collector:
             return "Intel"
         return ""
 
-    def _match_ends(self, b_rows: np.ndarray, pair: np.ndarray, ts: np.ndarray, dur: np.ndarray,
-                    ntid: int, base: int) -> None:
-        """Close each B with the next E on its thread (a stack per thread, in time order)."""
-        items = [(int(pair[r]), int(ts[r]), 0, int(r), None) for r in b_rows.tolist()]
-        items += [(p * ntid + t, t_ns + base, 1, pos, args) for p, t, t_ns, pos, args in self.ends]
-        items.sort(key=lambda x: (x[0], x[1]))
+    def _match_ends(self, b_rows: np.ndarray, b_pos: np.ndarray, pair: np.ndarray, ts: np.ndarray,
+                    dur: np.ndarray, ntid: int, base: int) -> None:
+        """Close each B with the next E on its thread (a stack per thread, in time order;
+        at the same time, in file order)."""
+        items = [(int(pair[r]), int(ts[r]), p, 0, int(r), None) for r, p in zip(b_rows.tolist(), b_pos.tolist())]
+        items += [(p * ntid + t, t_ns + base, pos, 1, pos, args) for p, t, t_ns, pos, args in self.ends]
+        items.sort(key=lambda x: (x[0], x[1], x[2]))
         stacks: dict[int, list[int]] = {}
         unmatched_e = 0
         extra: dict[str, tuple[list, list]] = {}
-        for key, t, is_end, ref, args in items:
+        for key, t, _, is_end, ref, args in items:
             st = stacks.setdefault(key, [])
             if not is_end:
                 st.append(ref)

@@ -254,6 +254,36 @@ def test_chrome_phases_b_e_counters_flows_array_format(tmp_path: Path):
     assert any("ph=P" in w for w in t.metadata["warnings"])
 
 
+#: B/E slices with ends and starts at the same time (catapult's test traces have many):
+#: each (name, start, dur) in µs, as Chrome's and Perfetto's importers read them, in file order
+_TIES = [
+    ([("B", "a", 0), ("E", "a", 10), ("B", "b", 10), ("E", "b", 20)],
+     {("a", 0, 10), ("b", 10, 10)}),  # one ends where the next starts: two slices, not nested
+    ([("B", "p", 5), ("B", "z", 10), ("E", "z", 10), ("E", "p", 20)],
+     {("p", 5, 15), ("z", 10, 0)}),  # a zero-length child at a time its parent is open
+    ([("B", "p", 0), ("B", "c", 0), ("E", "c", 4), ("B", "d", 4), ("E", "d", 8), ("E", "p", 8)],
+     {("p", 0, 8), ("c", 0, 4), ("d", 4, 4)}),  # children end to end, the last with its parent
+]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["tokenizer", "python"])
+@pytest.mark.parametrize("case", range(len(_TIES)))
+def test_b_e_at_the_same_time_pair_in_file_order(tmp_path: Path, case: int, compiled: bool, monkeypatch):
+    events, want = _TIES[case]
+    doc = {"traceEvents": [{"ph": ph, "name": n, "pid": 1, "tid": 1, "ts": ts} for ph, n, ts in events]}
+    p = write_json(tmp_path / "ties.json", doc)
+    if not compiled:
+        from fuzz.differential import fallback
+
+        with fallback():
+            t = kineto.load(p)
+    else:
+        t = kineto.load(p)
+    got = {(n, s // 1000, d // 1000) for n, s, d in zip(t.names().tolist(), t.events["start_ns"].tolist(),
+                                                        t.events["dur_ns"].tolist())}
+    assert got == want
+
+
 def test_trace_events_not_first_and_keys_after(tmp_path: Path):
     doc = {"deviceProperties": [{"id": 0, "name": "X"}], "traceEvents": [
         {"ph": "X", "name": "k", "cat": "kernel", "pid": 0, "tid": 7, "ts": 1.5, "dur": 1,

@@ -58,8 +58,9 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
 
     # B/E pairs
     if col.b_rows or col.ends:
-        _match_ends(col, np.concatenate(col.b_rows) if col.b_rows else np.zeros(0, np.int64),
-                         pair, ts, dur, ntid, base)
+        z = np.zeros(0, np.int64)
+        _match_ends(col, np.concatenate(col.b_rows) if col.b_rows else z,
+                    np.concatenate(col.b_pos) if col.b_pos else z, pair, ts, dur, ntid, base)
     del pair
     # the flows first, then the events handed to the builder (which copies some columns):
     # the flows' sorts are the peak, and the rows they bind to are these events' (the first)
@@ -170,16 +171,19 @@ def _thread_info(col: "_Collector", pid: Any, tid: Any) -> dict[str, Any]:
     except TypeError:
         return {}
 
-def _match_ends(col: "_Collector", b_rows: np.ndarray, pair: np.ndarray, ts: np.ndarray, dur: np.ndarray,
-                ntid: int, base: int) -> None:
-    """Close each B with the next E on its thread (a stack per thread, in time order)."""
-    items = [(int(pair[r]), int(ts[r]), 0, int(r), None) for r in b_rows.tolist()]
-    items += [(p * ntid + t, t_ns + base, 1, pos, args) for p, t, t_ns, pos, args in col.ends]
-    items.sort(key=lambda x: (x[0], x[1]))
+def _match_ends(col: "_Collector", b_rows: np.ndarray, b_pos: np.ndarray, pair: np.ndarray, ts: np.ndarray,
+                dur: np.ndarray, ntid: int, base: int) -> None:
+    """Close each B with the next E on its thread (a stack per thread, in time order; at
+    the same time in file order, as Chrome's and Perfetto's importers: ``a`` ending at 10
+    and ``b`` starting at 10 are two slices, ``b`` not nested in ``a``). ``b_pos``: the B
+    rows' places in the file, as the E events' ``pos``."""
+    items = [(int(pair[r]), int(ts[r]), p, 0, int(r), None) for r, p in zip(b_rows.tolist(), b_pos.tolist())]
+    items += [(p * ntid + t, t_ns + base, pos, 1, pos, args) for p, t, t_ns, pos, args in col.ends]
+    items.sort(key=lambda x: (x[0], x[1], x[2]))
     stacks: dict[int, list[int]] = {}
     unmatched_e = 0
     extra: dict[str, tuple[list, list]] = {}
-    for key, t, is_end, ref, args in items:
+    for key, t, _, is_end, ref, args in items:
         st = stacks.setdefault(key, [])
         if not is_end:
             st.append(ref)

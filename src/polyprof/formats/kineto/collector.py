@@ -51,6 +51,7 @@ class _Collector:
         self.seen = 0  # trace events so far (all phases)
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pid", "tid", "name", "cat", "ts", "dur")}
         self.b_rows: list[np.ndarray] = []
+        self.b_pos: list[np.ndarray] = []  # the B rows' places among the trace's events (as E's pos)
         self.ends: list[tuple] = []  # E events: (pid, tid, ts, pos, args)
         self.flow_cols: dict[str, list[np.ndarray]] = {
             k: [] for k in ("cat", "id", "ph", "pid", "tid", "ts", "enclosing")}
@@ -98,6 +99,9 @@ class _Collector:
             n = len(evs)
 
         ev_idx = np.flatnonzero(codes <= _B)
+        b = ev_idx[codes[ev_idx] == _B]
+        if len(b):
+            self.b_pos.append(self.seen + b)
         if len(ev_idx):
             self._events(evs if len(ev_idx) == n else [evs[i] for i in ev_idx.tolist()],
                          codes[ev_idx], ts_ns[ev_idx])

@@ -100,6 +100,10 @@ def add(col: "_Collector", res: Scanned) -> None:
         ids = (np.frombuffer(corr, np.int64), np.frombuffer(ext, np.int64)) if ids_ok else None
         names = None if arg_names is None else frozenset(n.decode() for n in arg_names)
         _events(col, tables, ph, pid, tid, name, cat, ts, dur, ArgsPiece(args, bool(risky), bool(memory), ids, names))
+        is_b = ph == _B
+        if is_b.any():  # their places in the slice: the events are the items the others are not
+            pos = np.delete(np.arange(n), np.frombuffer(ridx, np.int64))
+            col.b_pos.append(col.seen + (pos[is_b] if len(pos) == len(ph) else np.flatnonzero(is_b)))
     if len(fcat):
         f_cat = tables[_STR].column(np.frombuffer(fcat, np.int64))
         f_pid = tables[_PID].column(np.frombuffer(fpid, np.int64))
