@@ -208,3 +208,21 @@ def test_damaged_op_table_is_one_error(tmp_path):
     conn.close()
     with pytest.raises(TraceFormatError, match="bad.rpd"):
         polyprof.load(db)
+
+
+def test_rpd2tracing_json_has_the_same_device_time():
+    """rpd2tracing's JSON writes no category: its GPU process's events are still device
+    activity (formats/kineto/devices.py), the same kernels, copies and fill as the database."""
+    from polyprof.analyze.breakdown import kernel_breakdown
+
+    def table(t: polyprof.Trace) -> dict[str, tuple[int, str, int]]:
+        kb = kernel_breakdown(t)
+        return {n: (c, k, d) for n, c, k, d in zip(column(kb, "name").tolist(), column(kb, "count").tolist(),
+                                                   column(kb, "kind").tolist(), column(kb, "total_ns").tolist())}
+
+    db, js = table(polyprof.load(MATMUL)), table(polyprof.load(DATA / "matmul_result.json"))
+    js = {_COPY.get(n, n): v for n, v in js.items()}
+    assert sorted(db) == sorted(js) and len(db) == 23
+    for name, (count, kind, total) in db.items():
+        assert js[name][:2] == (count, kind)
+        assert abs(js[name][2] - total) <= 1000 * count  # the JSON kept whole µs

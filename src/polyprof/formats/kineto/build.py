@@ -16,7 +16,7 @@ from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
 from . import asyncs
 from .deferred import DeferredArgs
-from .devices import device_planes
+from .devices import categorise_device_events, device_planes
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from ...trace import metadata_keys as mkeys
@@ -39,13 +39,15 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     tid_vals = col.id_values[id(col.tids)]
     progress.advance(1)
     planes = device_planes(col, top, pid_vals, pid_c, cat_c)
+    name_c = _column(col, "name")
+    categorise_device_events(col, planes, pid_c, cat_c, name_c)
     # tracks: one per (pid, tid) pair that has events or flow endpoints
     ntid = max(len(tid_vals), 1)
     pair = pid_c.astype(np.int64, copy=False)  # made in place: the load's peak memory is near
     pair *= ntid
     pair += tid_c
     del pid_c, tid_c
-    name_c, ts, dur = _column(col, "name"), _column(col, "ts"), _column(col, "dur")
+    ts, dur = _column(col, "ts"), _column(col, "dur")
     ts += base
     n = len(ts)
     col.cols = {}

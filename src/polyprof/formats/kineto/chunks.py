@@ -46,7 +46,7 @@ from .args import _EAGER_KEYS
 from .build import _metadata, add_counters, base_ns, pair_tracks
 from .collector import _Collector
 from .deferred import DeferredArgs
-from .devices import device_planes
+from .devices import categorise_device_events, device_planes
 from .flows import _bind, add_chained, endpoint_tracks
 from .packed import PackedBatches
 from .progress import _Progress
@@ -231,6 +231,7 @@ class _Reader:
         pid, tid = cat("pid", np.int64), cat("tid", np.int64)
         ts, dur = cat("ts", np.int64) + self.base, cat("dur", np.int64)
         name, category = cat("name", np.int32), cat("cat", np.int32)
+        categorise_device_events(col, self.planes, pid, category, name)
         col.cols = {k: [] for k in c}
         track = self.pair_track[np.searchsorted(self.pairs, pid * self.ntid + tid)] if len(ts) else \
             np.zeros(0, np.int32)

@@ -96,6 +96,35 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
             out.append((b.plane(f"{keys.HOST_PLANE}:{pv}", "host", "", 0, pv, props), "host"))
     return out
 
+#: the names a converter gives copies and fills (rpd2tracing: its opType), by their start
+_COPY_NAMES = ("Memcpy", "memcpy", "Copy", "copy")
+_FILL_NAMES = ("Memset", "memset", "FillBuffer")
+
+
+def _device_category(name: str) -> str:
+    if name.startswith(_COPY_NAMES):
+        return keys.CAT_MEMCPY
+    return keys.CAT_MEMSET if name.startswith(_FILL_NAMES) else keys.CAT_KERNEL
+
+
+def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], pid_c: np.ndarray,
+                             cat_c: np.ndarray, name_c: np.ndarray) -> None:
+    """Events with no category on a device plane (the Chrome JSON of converters such as
+    rocmProfileData's rpd2tracing, which write none) are its activity: ``cat_c`` set, in
+    place, to a copy or a fill where the name says so (``Memcpy…``/``Copy…``,
+    ``Memset…``/``FillBuffer``), else to a kernel."""
+    strings = col.b.strings
+    dev = [code for code, (_, kind) in enumerate(planes) if kind == "device"]
+    if not dev or not len(cat_c) or "" not in strings:
+        return
+    rows = np.flatnonzero(member(pid_c, np.array(dev, pid_c.dtype)) & (cat_c == strings.index("")))
+    if not len(rows):
+        return
+    names, inv = np.unique(name_c[rows], return_inverse=True)
+    cats = np.array([col.b.intern(_device_category(strings[int(n)])) for n in names.tolist()], cat_c.dtype)
+    cat_c[rows] = cats[inv.ravel()]
+
+
 def _vendor_hint(top: dict[str, Any], strings: list[str]) -> str:
     if any(k in top for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version")):
         return "NVIDIA"
