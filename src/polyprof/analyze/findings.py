@@ -223,10 +223,13 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
         return []
     shorts = kernels[mean[kernels] < SHORT_KERNEL_NS]
     shorts = shorts[order_desc(count[shorts], stable=False)]  # as sort_values("count", ascending=False)
+    medians = f"median {kernel_median / 1000:.1f} µs, launch call {cpu_median / 1000:.1f} µs"
+    # the title says why it fired: short kernels, or launch calls that take longer than kernels
+    title = (f"{short:.0f}% of {n} kernels run under {SHORT_KERNEL_NS // 1000} µs ({medians})"
+             if short >= SHORT_KERNEL_SHARE else
+             f"launch calls take longer than the {n} kernels they launch ({medians})")
     return [Finding(
-        "launch_bound", f"{short:.0f}% of {n} kernels run under {SHORT_KERNEL_NS // 1000} µs "
-                        f"(median {kernel_median / 1000:.1f} µs, launch call {cpu_median / 1000:.1f} µs), device idle "
-                        f"{idle:.0f}%",
+        "launch_bound", f"{title}, device idle {idle:.0f}%",
         _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": kernel_median,
                               "median_launch_cpu_ns": cpu_median, "device_idle_pct": round(idle, 2)},
         _records(kb, ["name", "count", "mean_ns", "total_ns"], at=shorts),
