@@ -38,7 +38,7 @@ from ..trace import keys
 from ..trace.core import Trace
 from ..trace.sorting import unique_inverse
 from . import rocm_trace, sqlite_db
-from .parts import Part, set_stat, triples
+from .parts import Part, group_rows, set_stat, triples
 from .safety import guarded
 from .sqlite_db import Schema, quote
 
@@ -129,28 +129,16 @@ def _calls(conn: sqlite3.Connection, tabs: Schema, table: str, args_table: str, 
     names, name_values = inv.astype(np.int64), list(api_names)
     stats: dict[str, Any] = {}
     if has_args and len(c["id"]):
-        marker_ids = ",".join(str(int(u)) for u, n in zip(uniq.tolist(), api_names) if n == MARKER)
+        markers = ",".join(str(int(u)) for u, n in zip(uniq.tolist(), api_names) if n == MARKER)
         rows = np.flatnonzero(marker)
         if len(rows):  # a marker's name is its text
-            text = _strings(conn, args_table, f"SELECT DISTINCT args_id FROM {t} WHERE apiName_id IN ({marker_ids})")
+            text = _strings(conn, args_table, f"SELECT DISTINCT args_id FROM {t} WHERE apiName_id IN ({markers})")
             u, i = unique_inverse(c["args"][rows])
             names[rows] = len(name_values) + i
             name_values += [text.get(int(x), MARKER) for x in u.tolist()]
-        others = f" WHERE apiName_id NOT IN ({marker_ids})" if marker_ids else ""
-        args = _strings(conn, args_table, f"SELECT DISTINCT args_id FROM {t}{others}")
-        args = {k: v for k, v in args.items() if v}
-        rows = np.flatnonzero(~marker & np.isin(c["args"], list(args)))
-        if len(rows):
-            u, i = unique_inverse(c["args"][rows])
-            vals = [args[int(x)] for x in u.tolist()]
-            stats["args"] = (rows, np.array(vals, dtype=object)[i])
-            graph = [(k, m.group(1)) for k, v in enumerate(vals) if (m := _GRAPH_EXEC.search(v))]
-            if graph:
-                exec_of = np.full(len(vals), None, dtype=object)
-                for k, g in graph:
-                    exec_of[k] = g
-                has = np.array([x is not None for x in exec_of], bool)[i]
-                stats["graph exec id"] = (rows[has], exec_of[i[has]])
+        others = f" WHERE apiName_id NOT IN ({markers})" if markers else ""
+        args = {k: v for k, v in _strings(conn, args_table, f"SELECT DISTINCT args_id FROM {t}{others}").items() if v}
+        stats.update(_args_stats(c["args"], np.flatnonzero(~marker & np.isin(c["args"], list(args))), args))
     cats = [_category(n, default) for n in api_names]
     category = inv.astype(np.int64)
     instant = marker & (c["end"] <= c["start"])
@@ -163,6 +151,21 @@ def _calls(conn: sqlite3.Connection, tabs: Schema, table: str, args_table: str, 
     part = Part(table, False, c["start"], c["end"], c["pid"], c["tid"], np.zeros(len(names), np.int64),
                 names, name_values, category, cats, stats, corr)
     return part, c["id"]
+
+
+def _args_stats(ids: np.ndarray, rows: np.ndarray, text: dict[int, str]) -> dict[str, Any]:
+    """The ``args`` stat of the calls at ``rows`` (their args ids ``ids[rows]``, texts in
+    ``text``), and a graph launch's ``graph exec id`` from its args."""
+    if not len(rows):
+        return {}
+    u, i = unique_inverse(ids[rows])
+    vals = [text[int(x)] for x in u.tolist()]
+    out: dict[str, Any] = {"args": (rows, np.array(vals, dtype=object)[i])}
+    graph = np.array([m.group(1) if (m := _GRAPH_EXEC.search(v)) else None for v in vals], dtype=object)
+    has = np.array([g is not None for g in graph.tolist()], bool)[i]
+    if has.any():
+        out["graph exec id"] = (rows[has], graph[i[has]])
+    return out
 
 
 def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndarray]], api_of: tuple[np.ndarray, np.ndarray]
@@ -190,9 +193,9 @@ def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndar
         pid[:] = procs.pop()
     strings = _strings(conn, "rocpd_string", "SELECT DISTINCT description_id FROM rocpd_op UNION "
                        "SELECT DISTINCT opType_id FROM rocpd_op") if tabs.has("rocpd_string", "id", "string") else {}
-    pairs, inv = _pairs(c["desc"], c["type"])
+    inv, pairs = group_rows(c["desc"], c["type"])  # each distinct (description, type) once
     names, cats = [], []
-    for d, ty in pairs:
+    for d, ty in pairs.tolist():
         desc, kind = strings.get(d, ""), strings.get(ty, "")
         cat, name = _OPS.get(kind, (keys.CAT_KERNEL if desc else CAT_OTHER_OP, None))
         names.append(name or desc or kind or "op")
@@ -203,16 +206,8 @@ def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndar
     set_stat(stats, keys.CORRELATION_ID, corr)
     _launch_stats(conn, tabs, corr, stats)
     return Part("rocpd_op", True, c["start"], c["end"], pid, -(c["queue"] + 1), c["gpu"],
-                np.asarray(ncode)[inv] if n else np.zeros(0, np.int64), name_values,
-                np.asarray(ccode)[inv] if n else np.zeros(0, np.int64), cat_values, stats, corr)
-
-
-def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
-    """The distinct (a, b) pairs and each row's pair."""
-    if not len(a):
-        return [], np.zeros(0, np.int64)
-    pairs, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
-    return [(int(x), int(y)) for x, y in pairs.tolist()], inv.ravel()
+                np.asarray(ncode, np.int64)[inv], name_values, np.asarray(ccode, np.int64)[inv], cat_values,
+                stats, corr)
 
 
 def _dedupe(values: list[str]) -> tuple[list[str], list[int]]:
