@@ -226,3 +226,16 @@ def test_rpd2tracing_json_has_the_same_device_time():
     for name, (count, kind, total) in db.items():
         assert js[name][:2] == (count, kind)
         assert abs(js[name][2] - total) <= 1000 * count  # the JSON kept whole µs
+
+
+@pytest.mark.parametrize("name, says", [("report1.nsys-rep", "nsys export --type sqlite"),
+                                        ("old.qdrep", "nsys export --type sqlite"),
+                                        ("kernels.ncu-rep", "Nsight Compute report")])
+def test_other_tools_reports_say_what_to_give_instead(tmp_path, name, says):
+    """A report polyprof does not read (no reader takes it) is named for what it is, with
+    what to give polyprof instead: not the list of every format."""
+    path = tmp_path / name
+    path.write_bytes(b"\x00\x01binary report\x00" * 8)
+    with pytest.raises(TraceFormatError, match=says) as e:
+        polyprof.load(path)
+    assert name in str(e.value) and "unrecognised" not in str(e.value)

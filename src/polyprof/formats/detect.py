@@ -53,6 +53,16 @@ def _partial_gunzip(raw: bytes) -> bytes:
         return b""
 
 
+#: files of other tools' own formats polyprof does not read, by name, and what to do instead
+#: (said only when no reader took the file; ``{name}``: the file's)
+_NOT_READ = {
+    ".nsys-rep": "an Nsight Systems report: polyprof reads its SQLite export (nsys export --type sqlite {name})",
+    ".qdrep": "an Nsight Systems report (.qdrep): polyprof reads its SQLite export (nsys export --type sqlite {name})",
+    ".ncu-rep": "an Nsight Compute report (per-kernel metrics, no timeline): profile with Nsight Systems and "
+                "give polyprof its SQLite export",
+}
+
+
 def detect(path: str | Path) -> str:
     path = Path(path)
     if not path.exists():
@@ -76,6 +86,9 @@ def detect(path: str | Path) -> str:
     for fmt in readers():
         if fmt.claim is not None and fmt.claim(head, path):
             return fmt.name
+    hint = next((h for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)), None)
+    if hint:
+        raise TraceFormatError(path, hint.format(name=path.name))
     if head.startswith(b"GZSQLite format 3\x00"):  # as raptor's tests keep RPD files
         raise TraceFormatError(path, "a gzipped SQLite database: SQLite reads a file in place, so decompress "
                                      f"it first (gunzip -k {path.name})")
