@@ -285,11 +285,4 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
 @guarded
 def load(path: str | Path, **options: object) -> Trace:
     """Read an RPD database."""
-    path = Path(path)
-    conn = sqlite_db.connect(path)
-    try:
-        return read(conn, path)
-    except sqlite_db.ERRORS as e:
-        raise sqlite_db.failure(path, e) from None
-    finally:
-        conn.close()
+    return sqlite_db.read_file(path, read)

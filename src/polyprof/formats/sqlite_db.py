@@ -26,7 +26,7 @@ import sqlite3
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, TypeVar
 
 import numpy as np
 
@@ -95,6 +95,22 @@ def connect(path: str | Path) -> sqlite3.Connection:
 #: sqlite3 decoding a message or a name that quotes damaged bytes, and the MemoryError of
 #: SQLITE_NOMEM (SQLite allocating what a damaged record declares)
 ERRORS = (sqlite3.Error, UnicodeDecodeError, MemoryError)
+
+
+T = TypeVar("T")
+
+
+def read_file(path: str | Path, read: Callable[[sqlite3.Connection, Path], T]) -> T:
+    """``read(connection, path)`` of the database at ``path``, opened read-only and closed
+    after; an SQLite error on the way is one :class:`TraceFormatError` (:func:`failure`)."""
+    path = Path(path)
+    conn = connect(path)
+    try:
+        return read(conn, path)
+    except ERRORS as e:
+        raise failure(path, e) from None
+    finally:
+        conn.close()
 
 
 def failure(path: str | Path, e: BaseException) -> TraceFormatError:

@@ -81,11 +81,4 @@ def not_an_export(tabs: sqlite_db.Schema) -> str:
 @guarded
 def load(path: str | Path, **options: object) -> Trace:
     """Read an Nsight Systems SQLite export."""
-    path = Path(path)
-    conn = sqlite_db.connect(path)
-    try:
-        return read(conn, path)
-    except sqlite_db.ERRORS as e:
-        raise sqlite_db.failure(path, e) from None
-    finally:
-        conn.close()
+    return sqlite_db.read_file(path, read)
