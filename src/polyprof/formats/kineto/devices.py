@@ -117,7 +117,8 @@ def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], p
     dev = [code for code, (_, kind) in enumerate(planes) if kind == "device"]
     if not dev or not len(cat_c) or "" not in strings:
         return
-    rows = np.flatnonzero(member(pid_c, np.array(dev, pid_c.dtype)) & (cat_c == strings.index("")))
+    rows = np.flatnonzero(cat_c == strings.index(""))  # few or none: the pids of those alone
+    rows = rows[member(pid_c[rows], np.array(dev, pid_c.dtype))]
     if not len(rows):
         return
     names, inv = np.unique(name_c[rows], return_inverse=True)
