@@ -212,7 +212,8 @@ def test_damaged_op_table_is_one_error(tmp_path):
 
 def test_rpd2tracing_json_has_the_same_device_time():
     """rpd2tracing's JSON writes no category: its GPU process's events are still device
-    activity (formats/kineto/devices.py), the same kernels, copies and fill as the database."""
+    activity (formats/kineto/devices.py), the same kernels, copies and fill as the
+    database, and its HIP calls the launches its flows link them to."""
     from polyprof.analyze.breakdown import kernel_breakdown
 
     def table(t: polyprof.Trace) -> dict[str, tuple[int, str, int]]:
@@ -220,7 +221,10 @@ def test_rpd2tracing_json_has_the_same_device_time():
         return {n: (c, k, d) for n, c, k, d in zip(column(kb, "name").tolist(), column(kb, "count").tolist(),
                                                    column(kb, "kind").tolist(), column(kb, "total_ns").tolist())}
 
-    db, js = table(polyprof.load(MATMUL)), table(polyprof.load(DATA / "matmul_result.json"))
+    trace = polyprof.load(DATA / "matmul_result.json")
+    counts = cache.correlation(trace).counts  # its hip calls are launches, linked by its api_op flows
+    assert counts["device_activities"] == counts["matched_by_flow"] == 85
+    db, js = table(polyprof.load(MATMUL)), table(trace)
     js = {_COPY.get(n, n): v for n, v in js.items()}
     assert sorted(db) == sorted(js) and len(db) == 23
     for name, (count, kind, total) in db.items():

@@ -107,23 +107,38 @@ def _device_category(name: str) -> str:
     return keys.CAT_MEMSET if name.startswith(_FILL_NAMES) else keys.CAT_KERNEL
 
 
+def _host_category(name: str) -> str:
+    """A HIP or CUDA runtime call by its name ("" for anything else: left as it is)."""
+    if name.startswith("hip"):
+        return "hip_runtime"
+    return "cuda_runtime" if name.startswith(("cuda", "cuLaunch", "cuMemcpy", "cuGraph")) else ""
+
+
 def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], pid_c: np.ndarray,
                              cat_c: np.ndarray, name_c: np.ndarray) -> None:
-    """Events with no category on a device plane (the Chrome JSON of converters such as
-    rocmProfileData's rpd2tracing, which write none) are its activity: ``cat_c`` set, in
-    place, to a copy or a fill where the name says so (``Memcpy…``/``Copy…``,
-    ``Memset…``/``FillBuffer``), else to a kernel."""
+    """Events with no category in a trace with a device plane (the Chrome JSON of
+    converters such as rocmProfileData's rpd2tracing, which write none): on a device plane
+    its activity, ``cat_c`` set in place to a copy or a fill where the name says so
+    (``Memcpy…``/``Copy…``, ``Memset…``/``FillBuffer``), else to a kernel; on a host plane,
+    HIP and CUDA runtime calls by their names (``hip…``, ``cuda…``), so flows and
+    correlation find the launches."""
     strings = col.b.strings
     dev = [code for code, (_, kind) in enumerate(planes) if kind == "device"]
     if not dev or not len(cat_c) or "" not in strings:
         return
     rows = np.flatnonzero(cat_c == strings.index(""))  # few or none: the pids of those alone
-    rows = rows[member(pid_c[rows], np.array(dev, pid_c.dtype))]
     if not len(rows):
         return
+    on_dev = member(pid_c[rows], np.array(dev, pid_c.dtype))
     names, inv = np.unique(name_c[rows], return_inverse=True)
-    cats = np.array([col.b.intern(_device_category(strings[int(n)])) for n in names.tolist()], cat_c.dtype)
-    cat_c[rows] = cats[inv.ravel()]
+    texts = [strings[int(n)] for n in names.tolist()]
+    for where, category in ((on_dev, _device_category), (~on_dev, _host_category)):
+        cats = [category(t) for t in texts]
+        if not any(cats):
+            continue
+        code = np.array([col.b.intern(c) if c else -1 for c in cats], np.int64)[inv.ravel()]
+        take = where & (code >= 0)
+        cat_c[rows[take]] = code[take]
 
 
 def _vendor_hint(top: dict[str, Any], strings: list[str]) -> str:
