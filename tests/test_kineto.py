@@ -284,6 +284,26 @@ def test_b_e_at_the_same_time_pair_in_file_order(tmp_path: Path, case: int, comp
     assert got == want
 
 
+def test_uncategorised_events_on_a_gpu_are_device_work_but_not_its_derived_lines(tmp_path: Path):
+    """No ``cat`` anywhere (rpd2tracing's JSON, XProf's trace-viewer JSON): on a process
+    named as a GPU, the streams' events are kernels, copies and fills by name; the lines a
+    viewer derives from them (``XLA Ops``, ``Steps``) stay what they were; ``hip…``/
+    ``cuda…`` calls on the host are runtime calls."""
+    ev = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+          {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "Stream #7(Kernel)"}},
+          {"ph": "M", "name": "thread_name", "pid": 1, "tid": 99, "args": {"name": "XLA Ops"}},
+          {"ph": "X", "name": "gemm_kernel", "pid": 1, "tid": 7, "ts": 10, "dur": 5},
+          {"ph": "X", "name": "CopyHostToDevice", "pid": 1, "tid": 7, "ts": 16, "dur": 2},
+          {"ph": "X", "name": "FillBuffer", "pid": 1, "tid": 7, "ts": 19, "dur": 1},
+          {"ph": "X", "name": "dot.3", "pid": 1, "tid": 99, "ts": 10, "dur": 5},
+          {"ph": "X", "name": "hipLaunchKernel", "pid": 2, "tid": 3, "ts": 8, "dur": 1},
+          {"ph": "X", "name": "train_step", "pid": 2, "tid": 3, "ts": 0, "dur": 30}]
+    t = kineto.load(write_json(tmp_path / "nocat.json", {"traceEvents": ev}))
+    cats = dict(zip(t.names().tolist(), t.categories().tolist()))
+    assert cats == {"gemm_kernel": "kernel", "CopyHostToDevice": "gpu_memcpy", "FillBuffer": "gpu_memset",
+                    "dot.3": "", "hipLaunchKernel": "hip_runtime", "train_step": ""}
+
+
 def test_trace_events_not_first_and_keys_after(tmp_path: Path):
     doc = {"deviceProperties": [{"id": 0, "name": "X"}], "traceEvents": [
         {"ph": "X", "name": "k", "cat": "kernel", "pid": 0, "tid": 7, "ts": 1.5, "dur": 1,

@@ -40,7 +40,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     progress.advance(1)
     planes = device_planes(col, top, pid_vals, pid_c, cat_c)
     name_c = _column(col, "name")
-    categorise_device_events(col, planes, pid_c, cat_c, name_c)
+    categorise_device_events(col, planes, pid_c, tid_c, cat_c, name_c)
     # tracks: one per (pid, tid) pair that has events or flow endpoints
     ntid = max(len(tid_vals), 1)
     pair = pid_c.astype(np.int64, copy=False)  # made in place: the load's peak memory is near

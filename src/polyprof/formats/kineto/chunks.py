@@ -231,7 +231,7 @@ class _Reader:
         pid, tid = cat("pid", np.int64), cat("tid", np.int64)
         ts, dur = cat("ts", np.int64) + self.base, cat("dur", np.int64)
         name, category = cat("name", np.int32), cat("cat", np.int32)
-        categorise_device_events(col, self.planes, pid, category, name)
+        categorise_device_events(col, self.planes, pid, tid, category, name)
         col.cols = {k: [] for k in c}
         track = self.pair_track[np.searchsorted(self.pairs, pid * self.ntid + tid)] if len(ts) else \
             np.zeros(0, np.int32)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.sorting import member
+from ..parts import group_rows
 from .codes import _distinct, _hashable, _is_id
 
 if TYPE_CHECKING:
@@ -114,14 +115,36 @@ def _host_category(name: str) -> str:
     return "cuda_runtime" if name.startswith(("cuda", "cuLaunch", "cuMemcpy", "cuGraph")) else ""
 
 
+#: the lines of a device that XProf's trace viewer derives from its activity (its JSON, like
+#: rpd2tracing's, writes no categories): not activity of their own
+_DERIVED_LINES = {keys.LINE_STEPS, keys.LINE_SECTIONS, keys.LINE_FRAMEWORK_OPS, keys.LINE_NAME_SCOPE,
+                  keys.LINE_XLA_MODULES, keys.LINE_XLA_OPS, keys.LINE_SOURCE, "TensorFlow Ops",
+                  "TensorFlow Name Scope", "Launch Stats"}
+
+
+def _on_derived_lines(col: "_Collector", pid_c: np.ndarray, tid_c: np.ndarray) -> np.ndarray:
+    """Whether each (pid, tid) code pair is a thread named as a derived line."""
+    pid_vals, tid_vals = col.id_values[id(col.pids)], col.id_values[id(col.tids)]
+    inv, pairs = group_rows(pid_c, tid_c)
+    derived = []
+    for p, t in pairs.tolist():
+        try:
+            name = col.threads.get((pid_vals[p], tid_vals[t]), {}).get("thread_name")
+        except TypeError:  # an unhashable id
+            name = None
+        derived.append(isinstance(name, str) and name.strip() in _DERIVED_LINES)
+    return np.array(derived, bool)[inv] if len(pairs) else np.zeros(0, bool)
+
+
 def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], pid_c: np.ndarray,
-                             cat_c: np.ndarray, name_c: np.ndarray) -> None:
+                             tid_c: np.ndarray, cat_c: np.ndarray, name_c: np.ndarray) -> None:
     """Events with no category in a trace with a device plane (the Chrome JSON of
     converters such as rocmProfileData's rpd2tracing, which write none): on a device plane
     its activity, ``cat_c`` set in place to a copy or a fill where the name says so
     (``Memcpy…``/``Copy…``, ``Memset…``/``FillBuffer``), else to a kernel; on a host plane,
     HIP and CUDA runtime calls by their names (``hip…``, ``cuda…``), so flows and
-    correlation find the launches."""
+    correlation find the launches. A device's lines named as XProf's derived ones (``XLA
+    Ops``, ``Steps``...) are left as they are."""
     strings = col.b.strings
     dev = [code for code, (_, kind) in enumerate(planes) if kind == "device"]
     if not dev or not len(cat_c) or "" not in strings:
@@ -130,6 +153,8 @@ def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], p
     if not len(rows):
         return
     on_dev = member(pid_c[rows], np.array(dev, pid_c.dtype))
+    if on_dev.any():  # not the lines a viewer derives from the activity (XLA Ops, Steps...)
+        on_dev[on_dev] = ~_on_derived_lines(col, pid_c[rows[on_dev]], tid_c[rows[on_dev]])
     names, inv = np.unique(name_c[rows], return_inverse=True)
     texts = [strings[int(n)] for n in names.tolist()]
     for where, category in ((on_dev, _device_category), (~on_dev, _host_category)):
