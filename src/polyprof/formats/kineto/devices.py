@@ -15,7 +15,6 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.sorting import member
-from ..parts import group_rows
 from .codes import _distinct, _hashable, _is_id
 
 if TYPE_CHECKING:
@@ -125,15 +124,16 @@ _DERIVED_LINES = {keys.LINE_STEPS, keys.LINE_SECTIONS, keys.LINE_FRAMEWORK_OPS, 
 def _on_derived_lines(col: "_Collector", pid_c: np.ndarray, tid_c: np.ndarray) -> np.ndarray:
     """Whether each (pid, tid) code pair is a thread named as a derived line."""
     pid_vals, tid_vals = col.id_values[id(col.pids)], col.id_values[id(col.tids)]
-    inv, pairs = group_rows(pid_c, tid_c)
+    ntid = max(len(tid_vals), 1)
+    pairs, inv = np.unique(pid_c.astype(np.int64) * ntid + tid_c, return_inverse=True)
     derived = []
-    for p, t in pairs.tolist():
+    for p, t in (divmod(u, ntid) for u in pairs.tolist()):
         try:
             name = col.threads.get((pid_vals[p], tid_vals[t]), {}).get("thread_name")
         except TypeError:  # an unhashable id
             name = None
         derived.append(isinstance(name, str) and name.strip() in _DERIVED_LINES)
-    return np.array(derived, bool)[inv] if len(pairs) else np.zeros(0, bool)
+    return np.array(derived, bool)[inv.ravel()] if len(pairs) else np.zeros(0, bool)
 
 
 def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], pid_c: np.ndarray,
