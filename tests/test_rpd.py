@@ -9,9 +9,12 @@ checked is recomputed by SQL from the database itself, or taken from rpd2tracing
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -243,3 +246,26 @@ def test_other_tools_reports_say_what_to_give_instead(tmp_path, name, says):
     with pytest.raises(TraceFormatError, match=says) as e:
         polyprof.load(path)
     assert name in str(e.value) and "unrecognised" not in str(e.value)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hta") is None, reason="Holistic Trace Analysis is not installed")
+def test_hta_window_equals_htas_kernel_types_on_the_kineto_export(vllm, tmp_path):
+    """An RPD op's queue is its stream (``stream`` stat): ``--window hta`` then reads the
+    database as HTA 0.5 reads polyprof's Kineto export of it, HTA run here."""
+    from polyprof.analyze.kernel_states import kernel_state_breakdown
+    from polyprof.analyze.window import HTA
+
+    trace = polyprof.load(vllm)
+    (tmp_path / "hta").mkdir()
+    polyprof.export(trace, tmp_path / "hta" / "rank0.json", format="kineto")
+    driver = ("import json, logging, sys, warnings\nwarnings.filterwarnings('ignore')\n"
+              "logging.disable(logging.CRITICAL)\nfrom hta.trace_analysis import TraceAnalysis\n"
+              "df = TraceAnalysis(trace_dir=sys.argv[1]).get_gpu_kernel_breakdown(visualize=False)[0]\n"
+              "print(json.dumps([[r['kernel_type'], int(r['sum'])] for r in df.to_dict('records')]))\n")
+    out = subprocess.run([sys.executable, "-c", driver, str(tmp_path / "hta")], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    want = {kind: us for kind, us in json.loads(out.strip().splitlines()[-1])}
+    ours = kernel_state_breakdown(trace, window=HTA)
+    got = {s: int(t) // 1000 for s, t in zip(column(ours, "state").tolist(), column(ours, "time_ns").tolist())}
+    assert want == {"COMPUTATION": 398175, "MEMORY": 8334}
+    assert got == {"compute only": want["COMPUTATION"], "memory only": want["MEMORY"]}

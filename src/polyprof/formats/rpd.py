@@ -202,7 +202,7 @@ def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndar
         cats.append(cat)
     name_values, ncode = _dedupe(names)
     cat_values, ccode = _dedupe(cats)
-    stats: dict[str, Any] = {}
+    stats: dict[str, Any] = {keys.STREAM: c["queue"], keys.QUEUE: c["queue"]}  # RPD's only stream: its queue
     set_stat(stats, keys.CORRELATION_ID, corr)
     _launch_stats(conn, tabs, corr, stats)
     return Part("rocpd_op", True, c["start"], c["end"], pid, -(c["queue"] + 1), c["gpu"],
