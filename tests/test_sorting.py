@@ -123,3 +123,16 @@ def test_median_is_numpys():
             assert got == want or (got != got and want != want), (n, x[:5])
     with pytest.warns(RuntimeWarning):
         assert median(np.zeros(0)) != median(np.zeros(0))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_find_gives_the_first_equal_key_or_minus_one(seed: int):
+    from polyprof.trace.sorting import find
+
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(-50, 50, int(rng.integers(0, 300))) << int(rng.integers(0, 40))
+    want = np.concatenate([keys[: len(keys) // 2], rng.integers(-60, 60, 100) << 3])
+    first = {}
+    for i, k in enumerate(keys.tolist()):
+        first.setdefault(k, i)
+    assert find(keys, want).tolist() == [first.get(w, -1) for w in want.tolist()]

@@ -46,7 +46,7 @@ from ..errors import PolyprofError
 from ..derive.correlate import Correlation
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, member, unique
+from ..trace.sorting import find, lexsort, member, unique
 from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QUEUED_LAUNCHES, STREAM_SYNC,
                                 STREAM_WAIT_CALLS, STREAM_WAIT_EVENT, WAITING_CALLS)
 from .common import COMMUNICATION, device_view
@@ -110,12 +110,8 @@ def _int_stat(trace: Trace, key: str) -> np.ndarray:
 
 def _lookup(keys: np.ndarray, rows: np.ndarray, want: np.ndarray) -> np.ndarray:
     """For each ``want``, the row whose key equals it (first by key order), -1 when none."""
-    if not len(keys):
-        return np.full(len(want), -1, np.int64)
-    order = np.argsort(keys, kind="stable")
-    k = keys[order]
-    i = np.minimum(np.searchsorted(k, want), len(k) - 1)
-    return np.where(k[i] == want, rows[order][i], -1)
+    at = find(keys, want)
+    return np.where(at >= 0, rows[at], -1) if len(keys) else at
 
 
 def _prev_at_or_before(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,

@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import TraceFormatError
 from ..trace import keys
 from ..trace.core import Trace
-from ..trace.sorting import unique_inverse
+from ..trace.sorting import find, member, unique_inverse
 from . import rocm_trace, sqlite_db
 from .parts import Part, group_rows, set_stat, triples
 from .safety import guarded
@@ -79,14 +79,6 @@ def _strings(conn: sqlite3.Connection, table: str, ids_sql: str) -> dict[int, st
         conn, f"SELECT id, string FROM {quote(table)} WHERE id IN ({ids_sql})") if isinstance(i, int)}
 
 
-def _lookup(ids: np.ndarray, keys_: np.ndarray) -> np.ndarray:
-    """Position of each of ``ids`` in the sorted ``keys_`` (-1: absent)."""
-    if not len(keys_):
-        return np.full(len(ids), -1, np.int64)
-    pos = np.minimum(np.searchsorted(keys_, ids), len(keys_) - 1)
-    return np.where(keys_[pos] == ids, pos, -1)
-
-
 def _timed(c: dict[str, np.ndarray], table: str) -> dict[str, np.ndarray]:
     """``c``, whose start and end times are checked: beyond +-2**62 ns is damage, not a clock."""
     for k in ("start", "end"):
@@ -113,8 +105,8 @@ def _category(name: str, default: str) -> str:
 def _calls(conn: sqlite3.Connection, tabs: Schema, table: str, args_table: str, default: str,
            launched: np.ndarray) -> tuple[Part, np.ndarray] | None:
     """A call table's rows as a host part (ROCTx markers named by their text; the args of
-    other calls as a stat) and the calls' ids. ``launched``: the sorted ids of calls that
-    launched ops (their correlation ids)."""
+    other calls as a stat) and the calls' ids. ``launched``: the ids of calls that launched
+    ops (their correlation ids)."""
     if not tabs.has(table, "id", "pid", "tid", "start", "end", "apiName_id"):
         return None
     has_args = tabs.has(table, "args_id") and tabs.has(args_table, "id", "string")
@@ -145,7 +137,7 @@ def _calls(conn: sqlite3.Connection, tabs: Schema, table: str, args_table: str, 
     if instant.any():
         cats.append(rocm_trace.CAT_ROCTX_MARK)
         category = np.where(instant, len(cats) - 1, category)
-    is_launch = ~marker & (_lookup(c["id"], launched) >= 0)
+    is_launch = ~marker & member(c["id"], launched)
     corr = np.where(is_launch, c["id"], -1)
     set_stat(stats, keys.CORRELATION_ID, corr)
     part = Part(table, False, c["start"], c["end"], c["pid"], c["tid"], np.zeros(len(names), np.int64),
@@ -178,16 +170,14 @@ def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndar
     c = _timed(sqlite_db.read_columns(conn, "rocpd_op", exprs, not_null=tabs.not_null("rocpd_op")), "rocpd_op")
     n = len(c["start"])
     ops, apis = api_of
-    at = _lookup(c["id"], ops)
-    corr = np.where(at >= 0, apis[np.maximum(at, 0)], -1) if len(apis) else np.full(n, -1, np.int64)
+    at = find(ops, c["id"])
+    corr = np.where(at >= 0, apis[at], -1) if len(apis) else at
     # the process of each op: its call's
     pid = np.full(n, -1, np.int64)
     for part, ids in calls:
-        if not len(ids):
-            continue
-        order = np.argsort(ids, kind="stable")
-        pos = _lookup(corr, ids[order])
-        pid = np.where(pos >= 0, part.gpid[order][np.maximum(pos, 0)], pid)
+        at = find(ids, corr)
+        if len(ids):
+            pid = np.where(at >= 0, part.gpid[at], pid)
     procs = {int(p) for part, _ in calls for p in np.unique(part.gpid).tolist()}
     if len(procs) == 1:
         pid[:] = procs.pop()
@@ -224,11 +214,10 @@ def _launch_stats(conn: sqlite3.Connection, tabs: Schema, corr: np.ndarray, stat
              "shared": "groupSegmentSize", "private": "privateSegmentSize"}
     if tabs.has("rocpd_kernelapi", *kcols.values()):
         k = sqlite_db.read_columns(conn, "rocpd_kernelapi", kcols, not_null=tabs.not_null("rocpd_kernelapi"))
-        order = np.argsort(k["api"], kind="stable")
-        pos = _lookup(corr, k["api"][order])
-        rows = np.flatnonzero(pos >= 0)
+        at = find(k["api"], corr)
+        rows = np.flatnonzero(at >= 0)
         if len(rows):
-            at = order[pos[rows]]
+            at = at[rows]
             stats[keys.GRID] = (rows, triples(k["gx"][at], k["gy"][at], k["gz"][at]))
             stats[keys.BLOCK] = (rows, triples(k["wx"][at], k["wy"][at], k["wz"][at]))
             stats["shared memory"] = (rows, k["shared"][at])
@@ -236,11 +225,10 @@ def _launch_stats(conn: sqlite3.Connection, tabs: Schema, corr: np.ndarray, stat
     if tabs.has("rocpd_copyapi", "api_ptr_id", "size"):
         k = sqlite_db.read_columns(conn, "rocpd_copyapi", {"api": "api_ptr_id", "size": "size"},
                                    not_null=tabs.not_null("rocpd_copyapi"))
-        order = np.argsort(k["api"], kind="stable")
-        pos = _lookup(corr, k["api"][order])
-        rows = np.flatnonzero(pos >= 0)
+        at = find(k["api"], corr)
+        rows = np.flatnonzero(at >= 0)
         if len(rows):
-            stats[keys.BYTES] = (rows, k["size"][order[pos[rows]]])
+            stats[keys.BYTES] = (rows, k["size"][at[rows]])
 
 
 def _api_of_ops(conn: sqlite3.Connection, tabs: Schema) -> tuple[np.ndarray, np.ndarray]:
@@ -264,9 +252,8 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
         if tabs.has("rocpd_metadata", "tag", "value") else {}
     args_table = "rocpd_ustring" if tabs.has("rocpd_ustring", "id", "string") else "rocpd_string"
     api_of = _api_of_ops(conn, tabs)
-    launched = np.unique(api_of[1])
     calls = [got for table, default in (("rocpd_api", rocm_trace.CAT_ROCTX), ("rocpd_hsaApi", "hsa_api"))
-             if (got := _calls(conn, tabs, table, args_table, default, launched)) is not None]
+             if (got := _calls(conn, tabs, table, args_table, default, api_of[1])) is not None]
     ops = _ops(conn, tabs, calls, api_of)
     parts = [p for p, _ in calls] + [ops]
     processes = {int(g): rocm_trace.Process(pid=max(int(g), 0)) for p in parts for g in np.unique(p.gpid).tolist()}

@@ -158,6 +158,18 @@ def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[first], np.diff(np.append(first, len(s))).astype(np.intp)
 
 
+def find(keys: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """For each of ``want``, the position in ``keys`` of a key equal to it (the first of
+    equal keys), -1 where there is none: one stable sort of the keys, one search."""
+    want = np.asarray(want)
+    if not len(keys):
+        return np.full(len(want), -1, np.int64)
+    order = np.argsort(keys, kind="stable")
+    k = np.asarray(keys)[order]
+    i = np.minimum(np.searchsorted(k, want), len(k) - 1)
+    return np.where(k[i] == want, order[i], -1)
+
+
 def member(values: np.ndarray, table: np.ndarray) -> np.ndarray:
     """``np.isin(values, table)`` for integer arrays: a lookup in a boolean table when the
     values are small non-negative integers (string ids, kind codes, rows), NumPy's own

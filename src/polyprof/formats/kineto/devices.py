@@ -147,9 +147,13 @@ def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], p
     Ops``, ``Steps``...) are left as they are."""
     strings = col.b.strings
     dev = [code for code, (_, kind) in enumerate(planes) if kind == "device"]
-    if not dev or not len(cat_c) or "" not in strings:
+    if not dev or not len(cat_c):
         return
-    rows = np.flatnonzero(cat_c == strings.index(""))  # few or none: the pids of those alone
+    try:
+        empty = strings.index("")
+    except ValueError:  # no event without a category
+        return
+    rows = np.flatnonzero(cat_c == empty)  # few or none: the pids of those alone
     if not len(rows):
         return
     on_dev = member(pid_c[rows], np.array(dev, pid_c.dtype))
