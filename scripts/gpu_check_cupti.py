@@ -205,7 +205,7 @@ def main() -> int:
         rows.append(("clock bound (ns)", f"{cs.get('bound_ns', float('nan')):.0f}", "-",
                      f"{cs.get('samples', 0)} paired samples, drift {cs.get('drift_ppm', 0):.2f} ppm"))
         # 1b. the Python buffer sink (cupti-python's callbacks): every kernel too, nothing unread
-        polyprof_run(wl, tmp / "wl_py.polyprof", "plain", "-", options='{"cupti": {"implementation": "python"}}')
+        polyprof_run(wl, tmp / "wl_py.polyprof", "plain", "-", options=json.dumps({PLUGINS.split(",")[1]: {"implementation": "python"}}))
         t_py = polyprof.load(tmp / "wl_py.polyprof")
         n_py, _ = kernels(t_py)
         md_py = t_py.metadata.get("cupti", {})

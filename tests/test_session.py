@@ -177,3 +177,23 @@ def test_process_samples_read_from_proc_agree_with_psutil():
     finally:
         halt.set()
         t.join()
+
+
+class Optioned(Good):
+    name = "optioned"
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.given = dict(options)
+
+
+def test_plugin_options_keyed_as_named_in_plugins_are_used_others_warned(caplog):
+    target = f"{__name__}:Optioned"
+    with caplog.at_level("WARNING", logger="polyprof"):
+        s = polyprof.profile(plugins=["host", target], options={target: {"a": 1}, "optioned": {"b": 2}})
+        with s:
+            pass
+    (slot,) = [sl for sl in s._slots if sl.name == "optioned"]
+    assert slot.plugin.given == {"a": 1}  # keyed by the target as given in plugins
+    warned = [r.getMessage() for r in caplog.records if "not used" in r.getMessage()]
+    assert len(warned) == 1 and "'optioned'" in warned[0]  # the plugin's own name is not its key here

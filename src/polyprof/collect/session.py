@@ -156,6 +156,10 @@ class Session:
                 if self.memory and isinstance(getattr(p, "options", None), dict):
                     p.options.setdefault("memory", True)
                 slots.append(_Slot(str(getattr(p, "name", type(p).__name__)), p))
+        known = {i.name for i in infos} | set(self.skipped) | {p for p in spec or [] if isinstance(p, str)}
+        for key in sorted(set(self.options) - known - {"host"}):
+            log.warning("polyprof: plugin options for %r not used: no plugin of this session is given as %r "
+                        "(options are keyed as the plugin is named in --plugins)", key, key)
         return slots
 
     def start(self) -> "Session":
