@@ -378,6 +378,34 @@ def test_c_sink_copies_strings_while_cupti_holds_them():
     assert list(decode.texts(rec, m, 0)) == ["range", None] and list(decode.texts(rec, m, 1)) == ["d", None]
 
 
+def test_records_of_concatenates_batches_and_lets_each_go():
+    """Batches of odd sizes, with and without strings, end up where a plain concatenation
+    (each batch padded to 8 bytes, string offsets moved by the arenas before) puts them;
+    the list is emptied as it is copied, so a session holds one copy of its records."""
+    rng = np.random.default_rng(3)
+    batches, want_blob, want_strs, arena = [], b"", [], b""
+    row_offsets = []
+    for size, n in ((40, 1), (253, 3), (8, 1), (1000, 7)):
+        recs = rng.integers(0, 255, size, np.uint8).tobytes()
+        offs = np.sort(rng.choice(size // 8, n, replace=False)) * 8
+        strs = np.where(rng.random((n, 2)) < 0.5, rng.integers(0, 5, (n, 2)), -1)
+        text = bytes(rng.integers(97, 122, 5, np.uint8))
+        batches.append(buffers.Batch(recs, offs.astype(np.int64).tobytes(), np.full(n, 10 + n, np.int32).tobytes(),
+                                     strs.astype(np.int64).tobytes(), text))
+        row_offsets += (offs + len(want_blob)).tolist()
+        want_strs += np.where(strs >= 0, strs + len(arena), -1).tolist()
+        want_blob += recs + bytes(-len(recs) % 8)
+        arena += text
+    given = list(batches)
+    rec = buffers.Records.of(given)
+    assert given == []
+    assert rec.blob.tobytes() == want_blob and rec.arena == arena
+    assert rec.offsets.tolist() == row_offsets and rec.strings.tolist() == want_strs
+    assert rec.kinds.tolist() == [11, 13, 13, 13, 11] + [17] * 7
+    empty = buffers.Records.of([])
+    assert len(empty.kinds) == 0 and empty.strings.shape == (0, 2) and empty.blob.dtype == np.uint8
+
+
 def test_decoder_reads_unaligned_layouts_by_bytes():
     """A field at an offset that is not a multiple of its size is gathered byte by byte."""
     r = record(layout.EXTERNAL_CORRELATION, external_id=2**40 + 5, correlation_id=77)

@@ -74,27 +74,31 @@ class Records(NamedTuple):
     arena: bytes
 
     @staticmethod
-    def of(batches: Sequence[Batch]) -> "Records":
-        blobs, offs, kinds, strs, arenas = [], [], [], [], []
-        base = abase = 0
-        for b in batches:
-            n = len(b.kinds) // 4
-            pad = (-len(b.records)) % layout.ALIGNMENT
-            blobs.append(np.frombuffer(b.records, np.uint8))
-            if pad:
-                blobs.append(np.zeros(pad, np.uint8))
-            offs.append(np.frombuffer(b.offsets, np.int64)[:n] + base)
-            kinds.append(np.frombuffer(b.kinds, np.int32)[:n])
-            s = np.frombuffer(b.strings, np.int64)[:2 * n].reshape(n, 2)
-            strs.append(np.where(s >= 0, s + abase, -1))
-            arenas.append(b.arena)
-            base += len(b.records) + pad
-            abase += len(b.arena)
-        if not blobs:
-            return Records(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int32),
-                           np.zeros((0, 2), np.int64), b"")
-        return Records(np.concatenate(blobs), np.concatenate(offs), np.concatenate(kinds),
-                       np.concatenate(strs), b"".join(arenas))
+    def of(batches: list[Batch]) -> "Records":
+        """The batches concatenated. ``batches`` is emptied as it is copied: each batch's
+        memory goes as soon as its bytes are in place, so the peak is one copy of a
+        session's records and one batch, not two copies."""
+        sizes = [(len(b.kinds) // 4, len(b.records) + (-len(b.records)) % layout.ALIGNMENT, len(b.arena))
+                 for b in batches]
+        n, nbytes, narena = (sum(col) for col in zip(*sizes)) if sizes else (0, 0, 0)
+        blob = np.zeros(nbytes, np.uint8)
+        offsets = np.empty(n, np.int64)
+        kinds = np.empty(n, np.int32)
+        strings = np.empty((n, 2), np.int64)
+        arena = bytearray(narena)
+        row = base = abase = 0
+        batches.reverse()  # popped from the end: the first batch first
+        for m, size, asize in sizes:
+            b = batches.pop()
+            blob[base:base + len(b.records)] = np.frombuffer(b.records, np.uint8)
+            offsets[row:row + m] = np.frombuffer(b.offsets, np.int64)[:m] + base
+            kinds[row:row + m] = np.frombuffer(b.kinds, np.int32)[:m]
+            s = np.frombuffer(b.strings, np.int64)[:2 * m].reshape(m, 2)
+            strings[row:row + m] = np.where(s >= 0, s + abase, -1)
+            arena[abase:abase + asize] = b.arena
+            del b
+            row, base, abase = row + m, base + size, abase + asize
+        return Records(blob, offsets, kinds, strings, bytes(arena))
 
 
 class CSink:
