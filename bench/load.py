@@ -54,9 +54,11 @@ from child_env import child_env
 ROOT = Path(__file__).resolve().parents[1]
 KINETO = ROOT / "tests" / "data" / "traces" / "kineto"
 DEFAULT = KINETO / "v100_ns_resolution_rank0.json.gz"
-#: the shared Kineto traces of 30 MB or more of JSON (tb_plugin's 2021 samples; the V100 is 15 MB)
 WARM = KINETO / "cpu_only_rank34.json.gz"  # a small trace loaded first by --linear's children
-BIG = sorted((ROOT / "tests" / "data" / "peers" / "tb_plugin").glob("*.pt.trace.json.xz"))
+#: the shared Kineto traces of 30 MB or more of JSON (tb_plugin's 2021 samples and the H200
+#: transformer's 30.6 MB, tests/data/h200; the V100 is 15 MB)
+BIG = [*sorted((ROOT / "tests" / "data" / "peers" / "tb_plugin").glob("*.pt.trace.json.xz")),
+       ROOT / "tests" / "data" / "h200" / "torch_transformer_h200.json.gz"]
 
 _CHILD = r"""
 import gzip, json, logging, sys, time

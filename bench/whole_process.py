@@ -1,11 +1,11 @@
 """Issue 35's targets, whole processes as users run them, paired with the peer.
 
 For every Kineto trace HTA reads (tests/data/traces/kineto, tb_plugin's 2021 samples in
-tests/data/peers/tb_plugin, the H200 torch trace in tests/data/h200), and for a job of
+tests/data/peers/tb_plugin, the H200 torch traces in tests/data/h200), and for a job of
 two of them in one directory (HTA's two sampled ranks, :data:`JOBS`), one ``polyprof
 summary FILE`` (or ``DIR``) process and one HTA 0.5 process (load +
 ``get_temporal_breakdown`` + ``get_gpu_kernel_breakdown``) per round; for every XSpace
-(the TPU sample, TraceLens's MI300 GPU files, JAX's H200 XSpace in tests/data/h200) one
+(the TPU sample, TraceLens's MI300 GPU files, JAX's H200 XSpaces in tests/data/h200) one
 ``polyprof summary`` and one XProf process running ``overview_page`` and
 ``framework_op_stats`` on the file.
 Rounds alternate which tool goes first; each child's wall time, CPU time (user + sys)
@@ -63,12 +63,12 @@ KINETO = ROOT / "tests" / "data" / "traces" / "kineto"
 TB_PLUGIN = ROOT / "tests" / "data" / "peers" / "tb_plugin"
 #: jobs of several ranks (label, rank files): HTA's two sampled ranks of one job
 JOBS = [("job_sampled_rank0_1", [KINETO / "sampled_rank0.json.gz", KINETO / "sampled_rank1.json.gz"])]
-#: traces recorded on an H200 by this project (tests/data/h200): JAX's own GPU XSpace, and
-#: a Kineto trace of CUDA graph replays
+#: traces recorded on an H200 by this project (tests/data/h200): JAX's own GPU XSpaces, and
+#: Kineto traces of CUDA graph replays and of a transformer's training
 H200 = ROOT / "tests" / "data" / "h200"
 XSPACES = [ROOT / "tests" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb",
            *sorted((ROOT / "tests" / "data" / "peers" / "tracelens").glob("*.xplane.pb")),
-           H200 / "jax_train_step_h200.xplane.pb"]
+           H200 / "jax_train_step_h200.xplane.pb", H200 / "jax_transformer_h200.xplane.pb.gz"]
 
 HTA = r"""
 import io, sys, logging, warnings, contextlib
@@ -181,7 +181,8 @@ def inputs(tmp: Path, jax_steps: int = 0) -> list[tuple[str, Path, str]]:
     own (HTA reads a directory of ranks), XSpace files as they are; with ``jax_steps``, a JAX
     CPU program's XSpace of that many steps written first (jax_cpu_profile.py)."""
     out = []
-    kineto = [*sorted(KINETO.glob("*.json.gz")), H200 / "torch_cuda_graph_h200.json.gz"]
+    kineto = [*sorted(KINETO.glob("*.json.gz")), H200 / "torch_cuda_graph_h200.json.gz",
+              H200 / "torch_transformer_h200.json.gz"]
     for src in kineto:
         d = tmp / src.name.split(".")[0]
         d.mkdir()
@@ -203,7 +204,12 @@ def inputs(tmp: Path, jax_steps: int = 0) -> list[tuple[str, Path, str]]:
         if x.exists():
             d = tmp / ("xs_" + x.name.split(".")[0])
             d.mkdir()
-            out.append((x.name.split(".")[0], Path(shutil.copy(x, d / x.name)), "xprof"))
+            if x.suffix == ".gz":  # XProf reads the XSpace as written: decompressed here
+                copy = d / x.stem
+                copy.write_bytes(gzip.decompress(x.read_bytes()))
+            else:
+                copy = Path(shutil.copy(x, d / x.name))
+            out.append((x.name.split(".")[0], copy, "xprof"))
     if jax_steps:
         made = subprocess.run([sys.executable, str(Path(__file__).with_name("jax_cpu_profile.py")),
                                str(tmp / "jax_run"), str(jax_steps)], capture_output=True, text=True, check=True)

@@ -189,3 +189,52 @@ def test_jax_command_buffer_ops_are_the_hlo_instructions_and_jax_ops(tmp_path: P
     assert len(lib_at) == 6
     assert {hlo[i] for i in lib_at} == {"command_buffer_1"} and {tf[i] for i in lib_at} == {"jit_step"}
     assert all(hlo[i] == truth[k][0] for i, k in enumerate(kernels) if k != lib.name)
+
+
+def test_torch_transformer_training_from_kineto() -> None:
+    """torch.profiler on an H200, 15 AdamW steps of a 6-layer transformer (30 MB of JSON):
+    every kernel, copy and fill, their device time, their launches and the steps."""
+    path = DATA / "torch_transformer_h200.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    launches = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    steps = sorted(int(e["name"].split("#")[1]) for e in events
+                   if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    assert len(device) == 6780 and len(kernels) == 5850 and steps == list(range(2, 17))
+
+    trace = polyprof.load(path)
+    rows = device_kernels(trace)
+    assert len(rows) == len(kernels)
+    assert Counter(trace.strings[i] for i in trace.events["name"][rows]) == Counter(e["name"] for e in kernels)
+    want_ns = sum(round(e["dur"] * 1000) for e in kernels)  # Kineto writes µs with 3 decimals
+    assert abs(int(trace.events["dur_ns"][rows].sum()) - want_ns) <= len(kernels)
+    counts = cache.correlation(trace).counts
+    assert counts["device_activities"] == len(device)
+    assert counts["matched_by_correlation_id"] == sum(e["args"]["correlation"] in launches for e in device)
+    assert cache.steps(trace).number.tolist() == steps
+
+
+def test_jax_transformer_xspace_steps_and_device_time() -> None:
+    """JAX's own XSpace on an H200, 200 steps of a jitted transformer train step (11 MB):
+    every device activity with its time, and one step per StepTraceAnnotation."""
+    path = DATA / "jax_transformer_h200.xplane.pb.gz"
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(gzip.decompress(path.read_bytes()))
+    gpu = next(p for p in space.planes if p.name == "/device:GPU:0")
+    names: Counter[str] = Counter()
+    ps = 0
+    for line in gpu.lines:
+        for e in line.events:
+            names[gpu.event_metadata[e.metadata_id].name] += 1
+            ps += e.duration_ps
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    steps = sum(host.event_metadata[e.metadata_id].name == "train" for line in host.lines for e in line.events)
+    assert sum(names.values()) == 51800 and steps == 200
+
+    trace = polyprof.load(path)
+    rows = device_activity_rows(trace)
+    assert Counter(trace.strings[i] for i in trace.events["name"][rows]) == names
+    assert abs(int(trace.events["dur_ns"][rows].sum()) - ps // 1000) <= len(rows)
+    assert cache.correlation(trace).counts["unmatched_device_activities"] == 0
+    assert len(cache.steps(trace).number) == steps
