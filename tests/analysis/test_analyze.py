@@ -153,6 +153,37 @@ def test_launch_bound_finding_on_many_short_kernels():
     assert f["launch_bound"].events[0]["name"] == "elementwise"
 
 
+def _launches(per_call: int, calls: int, call_us: int, kernel_us: int):
+    """``calls`` launch calls of ``call_us`` each, every one launching ``per_call`` kernels of
+    ``kernel_us`` (one: cudaLaunchKernel; many: a CUDA graph's replay), the device idle
+    half of the time between them."""
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU"), "main", tid=1)
+    s = b.track(b.plane("/device:GPU:0", "device"), "s", "stream", tid=1)
+    period = 2 * (call_us + per_call * kernel_us) * US
+    st = np.arange(calls, dtype=np.int64) * period
+    name = "cudaGraphLaunch" if per_call > 1 else "cudaLaunchKernel"
+    b.events(th, np.full(calls, name, object), st, np.full(calls, call_us * US), "cuda_runtime",
+             stats={"correlation_id": np.arange(calls)})
+    k = np.repeat(st + call_us * US, per_call) + np.tile(np.arange(per_call) * kernel_us * US, calls)
+    b.events(s, np.full(calls * per_call, "gemm", object), k, np.full(calls * per_call, kernel_us * US), "kernel",
+             stats={"correlation_id": np.repeat(np.arange(calls), per_call)})
+    return {x.id: x for x in A.findings(b.build())}
+
+
+def test_launch_bound_weighs_a_graph_launch_against_all_its_kernels():
+    """A launch call slower than its kernel is launch-bound; a graph launch is shared by
+    every kernel of its replay: 1 ms to launch 100 kernels of 20 µs is 10 µs per kernel."""
+    one = _launches(per_call=1, calls=400, call_us=30, kernel_us=20)["launch_bound"]
+    assert one.title.startswith("launch calls take longer than the 400 kernels they launch "
+                                "(median 20.0 µs, launch call 30.0 µs)")
+    assert one.evidence["median_launch_cpu_ns"] == 30 * US and one.evidence["median_kernel_ns"] == 20 * US
+    assert "launch_bound" not in _launches(per_call=100, calls=20, call_us=1000, kernel_us=20)
+    slow = _launches(per_call=100, calls=20, call_us=3000, kernel_us=20)["launch_bound"]
+    assert slow.evidence["median_launch_cpu_ns"] == 30 * US
+    assert "(median 20.0 µs, launch call per kernel 30.0 µs)" in slow.title
+
+
 def test_empty_and_host_only_traces_give_empty_tables():
     b = TraceBuilder()
     th = b.track(b.plane("/host:CPU"), "main", tid=1)

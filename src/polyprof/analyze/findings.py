@@ -215,7 +215,11 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
     launch = launch[launch >= 0]
     if not len(launch):  # no launch calls (e.g. ops inside one compiled program): nothing to amortise
         return []
-    cpu_median = median(trace.events["dur_ns"][launch])
+    # each kernel's share of its launch call's CPU time: the whole call for cudaLaunchKernel,
+    # 1/N of it for each of the N kernels of a CUDA/HIP graph's replay
+    calls, inv, per_call = np.unique(launch, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    cpu_median = median(trace.events["dur_ns"][calls][inv] / per_call[inv])
     dev = _device_rows(trace, t)
     known = [r["idle_pct"] for r in dev if r["idle_pct"] == r["idle_pct"]]  # NaN-skipping, as pandas' max
     idle = float(max(known)) if known else float("nan") if dev else 0.0
@@ -223,7 +227,9 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
         return []
     shorts = kernels[mean[kernels] < SHORT_KERNEL_NS]
     shorts = shorts[order_desc(count[shorts], stable=False)]  # as sort_values("count", ascending=False)
-    medians = f"median {kernel_median / 1000:.1f} µs, launch call {cpu_median / 1000:.1f} µs"
+    graphs = 2 * len(calls) <= len(launch)  # graph launches: two kernels or more per call on average
+    medians = f"median {kernel_median / 1000:.1f} µs, launch call {'per kernel ' if graphs else ''}" \
+              f"{cpu_median / 1000:.1f} µs"
     # the title says why it fired: short kernels, or launch calls that take longer than kernels
     title = (f"{short:.0f}% of {n} kernels run under {SHORT_KERNEL_NS // 1000} µs ({medians})"
              if short >= SHORT_KERNEL_SHARE else
