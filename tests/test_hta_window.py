@@ -7,7 +7,8 @@ for every file, shared by the module's tests).
 Files: the shared Kineto traces (tests/data/traces/kineto), kineto tb_plugin's resnet50
 samples (tests/data/peers/tb_plugin, xz: staged decompressed, as HTA reads only .json and
 .gz), the other peers' Kineto traces (HTA's critical-path tests, TraceLens' H100 and MI300
-runs, vLLM decode with CUDA graph launches), and a small Kineto file written here with each of HTA's rules in it (a kernel whose
+runs, vLLM decode with CUDA graph launches), the H200 traces (tests/data/h200: CUDA
+graph replays, a transformer's training), and a small Kineto file written here with each of HTA's rules in it (a kernel whose
 launch is not in the file, launch-less copies, an ``Event Sync`` record, a streamless
 DMA request, the last step).
 """
@@ -119,6 +120,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         d.mkdir()
         out[d.name] = d / "rank0.json.gz"
         out[d.name].write_bytes(f.read_bytes())
+    for f in sorted((DATA / "h200").glob("*.json.gz")):  # recorded on an H200 by this project
+        d = tmp / ("h200-" + f.name.removesuffix(".json.gz"))
+        d.mkdir()
+        out[d.name] = d / "rank0.json.gz"
+        out[d.name].write_bytes(f.read_bytes())
     d = tmp / "rules"
     d.mkdir()
     out["rules"] = d / "rank0.json.gz"
@@ -170,7 +176,7 @@ def test_temporal_breakdown_equals_htas_on_every_kineto_trace(files: dict[str, P
             assert int(tb[f"{ours}_ns"][i]) == 1000 * h[f"{theirs}(us)"], (name, ours)
         assert int(tb["span_ns"][i]) == 1000 * h["kernel_time(us)"], name
         compared.append(name)
-    assert len(compared) == len(files) - len(UNREAD) == 21
+    assert len(compared) == len(files) - len(UNREAD) == 23
 
 
 def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, dict],
