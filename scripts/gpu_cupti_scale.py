@@ -63,7 +63,7 @@ def main() -> int:
     t = polyprof.load(out)
     md = t.metadata.get("cupti", {})
     print("kernels in trace:", len(t.rows_of_kind(Kind.KERNEL)),
-          "cupti:", {k: md[k] for k in ("records", "buffers", "problems") if k in md})
+          "cupti:", {k: md[k] for k in ("records", "buffers", "problems", "calls_not_kept") if k in md})
     return 0
 
 

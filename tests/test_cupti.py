@@ -15,6 +15,8 @@ running at an offset and a drift from the host's.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import ctypes
 import os
 import re
@@ -129,12 +131,13 @@ class FakeCupti:
     def library_path(self) -> str:
         return "/fake/libcupti.so.13"
 
-    def sink(self, implementation: str = buffers.IMPLEMENTATION, buffer_bytes: int = 8 << 20):
+    def sink(self, implementation: str = buffers.IMPLEMENTATION, buffer_bytes: int = 8 << 20, not_kept=()):
         if implementation == "c":
             drop = ctypes.cast(self._dropped, ctypes.c_void_p).value if self.dropped else 0
-            self.sink_obj = buffers.CSink(ctypes.cast(self._next, ctypes.c_void_p).value, drop, buffer_bytes)
+            self.sink_obj = buffers.CSink(ctypes.cast(self._next, ctypes.c_void_p).value, drop, buffer_bytes,
+                                          not_kept)
         else:
-            self.sink_obj = buffers.PySink(buffer_bytes)
+            self.sink_obj = buffers.PySink(buffer_bytes, not_kept)
         self.buffer_bytes = buffer_bytes
         return self.sink_obj
 
@@ -404,6 +407,87 @@ def test_records_of_concatenates_batches_and_lets_each_go():
     assert rec.kinds.tolist() == [11, 13, 13, 13, 11] + [17] * 7
     empty = buffers.Records.of([])
     assert len(empty.kinds) == 0 and empty.strings.shape == (0, 2) and empty.blob.dtype == np.uint8
+
+
+def _query_run(fake: FakeCupti, n: int = 200) -> tuple[int, int]:
+    """``n`` launches, each with the calls torch makes around it: two cudaGetDevice and a
+    cudaGetLastError (runtime queries), cuCtxGetCurrent (a driver query), the
+    cudaLaunchKernel and its kernel. (query calls, their total ns)."""
+    fake.enable(layout.CONCURRENT_KERNEL)
+    fake.enable(layout.RUNTIME)
+    fake.enable(layout.DRIVER)
+    rt, dr = ({v: k for k, v in convert.api_names(d).items()} for d in (False, True))
+    t = now_ns()
+    q = q_ns = 0
+    for i in range(n):
+        a = t + i * 10_000
+        for j, (cbid, driver) in enumerate(((rt["cudaGetDevice"], False), (dr["cuCtxGetCurrent"], True),
+                                            (rt["cudaGetDevice"], False))):
+            fake.api(cbid, a + j * 100, a + j * 100 + 40 + j, 3 * i + j + 10**6, 7, driver=driver)
+            q, q_ns = q + 1, q_ns + 40 + j
+        fake.api(rt["cudaLaunchKernel"], a + 400, a + 900, i + 1, 7)
+        fake.kernel("k", a + 2_000, a + 3_000, i + 1)
+        fake.api(rt["cudaGetLastError"], a + 950, a + 960, 3 * n + i + 10**6, 7)
+        q, q_ns = q + 1, q_ns + 10
+    fake.flush()
+    return q, q_ns
+
+
+@pytest.mark.parametrize("impl", [pytest.param("c", marks=needs_c), "python"])
+def test_query_calls_are_counted_not_kept(impl):
+    """The calls that only read state are left out by the sink (the C sink also moves
+    their bytes out of its buffers), counted with their time; the launches, their kernels
+    and everything decoded from them are as when every call is kept."""
+    from polyprof.plugins.cupti.plugin import QUERY_CALLS, calls_not_kept, query_call_ids
+
+    recs = {}
+    for skip in (False, True):
+        fake = FakeCupti(drift_ppm=0.0)
+        sink = fake.sink(impl, buffer_bytes=16384, not_kept=query_call_ids() if skip else ())
+        q, q_ns = _query_run(fake)
+        batches = sink.take()
+        recs[skip] = (buffers.Records.of(batches), sink.calls_not_kept(), sink.counts())
+    everything, _, _ = recs[False]
+    kept, left, counts = recs[True]
+    assert counts["calls_not_kept"] == q == 800 and counts["records"] == len(kept.kinds) == 400
+    assert calls_not_kept(left) == {"cudaGetDevice": {"calls": 400, "total_ns": 200 * (40 + 42)},
+                                    "cuCtxGetCurrent": {"calls": 200, "total_ns": 200 * 41},
+                                    "cudaGetLastError": {"calls": 200, "total_ns": 200 * 10}}
+    assert sum(v["total_ns"] for v in calls_not_kept(left).values()) == q_ns
+    for kind, fields in ((layout.CONCURRENT_KERNEL, layout.KERNEL_FIELDS), (layout.RUNTIME, layout.API_FIELDS)):
+        a, b = decode.rows_of(everything, [kind]), decode.rows_of(kept, [kind])
+        full = decode.columns(everything, a, fields, ["start", "end", "correlation_id"])
+        names = {int(c): convert.api_names(False).get(int(c)) for c in decode.column(everything, a, fields["cbid"])} \
+            if kind == layout.RUNTIME else {}
+        want = np.array([names.get(int(c)) not in QUERY_CALLS for c in decode.column(everything, a, fields["cbid"])]) \
+            if names else np.ones(len(a), bool)
+        got = decode.columns(kept, b, fields, ["start", "end", "correlation_id"])
+        assert np.array_equal(got["correlation_id"], full["correlation_id"][want]), kind
+        assert np.array_equal(got["end"] - got["start"], (full["end"] - full["start"])[want]), kind  # t0 differs
+    assert list(decode.texts(kept, decode.rows_of(kept, [layout.CONCURRENT_KERNEL]), 0)) == ["k"] * 200
+    if impl == "c":  # the buffers shrink to what they keep
+        assert len(kept.blob) == len(everything.blob) - 800 * 40
+
+
+def test_session_keeps_query_calls_only_when_asked():
+    """In a session the plugin leaves the query calls out by default and says so in its
+    metadata; ``query_calls: true`` keeps them as events."""
+    os.environ.pop("NVTX_INJECTION64_PATH", None)
+    for keep in (False, True):
+        fake = FakeCupti()
+        p, _ = started(fake, **({"query_calls": True} if keep else {}))
+        _query_run(fake, n=50)
+        p.stop()
+        tr = p.collect()
+        names = Counter(tr.strings[i] for i in tr.events["name"])
+        md = tr.metadata["cupti"]
+        assert names["cudaLaunchKernel"] == 50 and names["k"] == 50 and md["flows"] == 50
+        if keep:
+            assert names["cudaGetDevice"] == 100 and md["calls_not_kept"] == {}
+        else:
+            assert names["cudaGetDevice"] == names["cuCtxGetCurrent"] == names["cudaGetLastError"] == 0
+            assert md["calls_not_kept"]["cudaGetDevice"] == {"calls": 100, "total_ns": 50 * 82}
+            assert md["buffers"]["calls_not_kept"] == 200
 
 
 def test_decoder_reads_unaligned_layouts_by_bytes():

@@ -7,7 +7,9 @@
  * functions' addresses come from Python, see buffers.py), so a completed buffer costs
  * one walk with cuptiActivityGetNextRecord, without the GIL:
  *
- *   - the buffer is kept as it is (its valid bytes);
+ *   - the buffer is kept as it is (its valid bytes), less the runtime and driver calls
+ *     configured as not kept (calls that only query state: counted, with their time,
+ *     and their bytes moved out so the buffer shrinks);
  *   - each record's offset and kind go to two growing arrays;
  *   - the strings a record points to (a kernel's name, an NVTX marker's name and
  *     domain) are copied into the batch's arena while CUPTI keeps them alive; the
@@ -35,6 +37,9 @@ typedef int (*DroppedFn)(void *ctx, uint32_t stream, size_t *dropped);
 #define MAX_KIND 128
 #define ERROR_MAX_LIMIT_REACHED 12 /* CUPTI_ERROR_MAX_LIMIT_REACHED: the end of a buffer's records */
 #define CACHE_SLOTS 512
+#define KIND_DRIVER 4
+#define KIND_RUNTIME 5
+#define MAX_CBID 4096 /* the callback ids of cupti_runtime_cbid.h / cupti_driver_cbid.h are below */
 
 typedef struct Batch {
     struct Batch *next;
@@ -57,7 +62,44 @@ static size_t buffer_bytes = 8u << 20;
 static int32_t str_off[MAX_KIND][2];
 static int str_cache[MAX_KIND];
 static uint64_t n_requested = 0, n_completed = 0, n_records = 0, n_dropped = 0, n_request_failed = 0,
-                n_walk_failed = 0, n_bytes = 0;
+                n_walk_failed = 0, n_bytes = 0, n_not_kept = 0;
+/* calls not kept: [0] driver, [1] runtime, by callback id; their count and time */
+static uint8_t not_kept[2][MAX_CBID];
+static uint64_t not_kept_count[2][MAX_CBID], not_kept_ns[2][MAX_CBID];
+
+static int api_slot(int32_t kind) { return kind == KIND_DRIVER ? 0 : kind == KIND_RUNTIME ? 1 : -1; }
+
+/* Move the kept records (kinds[i] >= 0) of a walked buffer to its front, in order, with
+ * their offsets and string slots, and shrink the buffer to them. Each record runs to the
+ * next one's offset (the last to the buffer's valid end): the padding goes with it. */
+static void compact(Batch *b) {
+    size_t w = 0, k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        size_t off = (size_t)b->offs[i];
+        size_t end = i + 1 < b->n ? (size_t)b->offs[i + 1] : b->valid;
+        if (b->kinds[i] < 0) continue;
+        if (w != off) memmove(b->buf + w, b->buf + off, end - off);
+        b->offs[k] = (int64_t)w;
+        b->kinds[k] = b->kinds[i];
+        b->strs[2 * k] = b->strs[2 * i];
+        b->strs[2 * k + 1] = b->strs[2 * i + 1];
+        w += end - off;
+        k++;
+    }
+    b->n = k;
+    b->valid = w;
+    uint8_t *smaller = realloc(b->buf, w ? w : 8);
+    if (smaller) b->buf = smaller;
+    if (k) { /* the record arrays too: a failed shrink keeps the larger block */
+        int64_t *o = realloc(b->offs, k * sizeof(int64_t));
+        if (o) b->offs = o;
+        int32_t *t = realloc(b->kinds, k * sizeof(int32_t));
+        if (t) b->kinds = t;
+        int64_t *st = realloc(b->strs, k * 2 * sizeof(int64_t));
+        if (st) b->strs = st;
+        b->cap = k;
+    }
+}
 
 static void on_request(uint8_t **buffer, size_t *size, size_t *max_records) {
     void *p = NULL;
@@ -139,6 +181,10 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
     b->valid = buffer ? valid : 0;
     Slot *cache = calloc(CACHE_SLOTS, sizeof(Slot));
     void *rec = NULL;
+    /* this buffer's calls not kept (count, then time, per callback id), added to the
+     * totals under the lock; without the memory, every call is kept */
+    uint64_t (*counted)[2][MAX_CBID] = calloc(2, sizeof *counted);
+    size_t skipped = 0;
     NextFn next = next_fn;
     if (b->valid && next) {
         int rc;
@@ -154,7 +200,18 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
             b->kinds[b->n] = kind;
             int64_t *slots = b->strs + 2 * b->n;
             slots[0] = slots[1] = -1;
-            if (kind >= 0 && kind < MAX_KIND) {
+            int api = api_slot(kind);
+            uint32_t cbid = 0;
+            if (api >= 0) memcpy(&cbid, r + 4, sizeof cbid);
+            if (api >= 0 && cbid < MAX_CBID && not_kept[api][cbid] && counted) {
+                uint64_t start, end;
+                memcpy(&start, r + 8, sizeof start);
+                memcpy(&end, r + 16, sizeof end);
+                counted[0][api][cbid]++;
+                counted[1][api][cbid] += end > start ? end - start : 0;
+                b->kinds[b->n] = -1; /* moved out by compact() */
+                skipped++;
+            } else if (kind >= 0 && kind < MAX_KIND) {
                 for (int j = 0; j < 2; j++) {
                     int32_t off = str_off[kind][j];
                     if (off < 0) continue;
@@ -168,6 +225,7 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
         if (rc != 0 && rc != ERROR_MAX_LIMIT_REACHED) b->failed = 1; /* e.g. a kind this CUPTI cannot size */
     }
     free(cache);
+    if (skipped) compact(b);
     size_t dropped = 0;
     if (dropped_fn && dropped_fn(ctx, stream, &dropped) != 0) dropped = 0;
     pthread_mutex_lock(&lock);
@@ -176,10 +234,20 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
     n_bytes += b->valid;
     n_dropped += dropped;
     if (b->failed) n_walk_failed++;
+    if (skipped) {
+        n_not_kept += skipped;
+        for (int a = 0; a < 2; a++)
+            for (int c = 0; c < MAX_CBID; c++)
+                if (counted[0][a][c]) {
+                    not_kept_count[a][c] += counted[0][a][c];
+                    not_kept_ns[a][c] += counted[1][a][c];
+                }
+    }
     if (tail) tail->next = b;
     else head = b;
     tail = b;
     pthread_mutex_unlock(&lock);
+    free(counted);
 }
 
 static void free_batch(Batch *b) {
@@ -199,13 +267,35 @@ static Batch *detach(void) {
     return b;
 }
 
-/* configure(next_address, dropped_address, buffer_bytes, string_fields)
- * string_fields: sequence of (kind, offset, offset2, cache) with -1 for no second field */
+/* configure(next_address, dropped_address, buffer_bytes, string_fields, calls_not_kept)
+ * string_fields: sequence of (kind, offset, offset2, cache) with -1 for no second field;
+ * calls_not_kept: sequence of (kind, cbid), kind 4 (driver) or 5 (runtime) */
 static PyObject *configure(PyObject *self, PyObject *args) {
     unsigned long long next_addr, dropped_addr;
     Py_ssize_t nbytes;
-    PyObject *table;
-    if (!PyArg_ParseTuple(args, "KKnO", &next_addr, &dropped_addr, &nbytes, &table)) return NULL;
+    PyObject *table, *skip = NULL;
+    if (!PyArg_ParseTuple(args, "KKnO|O", &next_addr, &dropped_addr, &nbytes, &table, &skip)) return NULL;
+    static uint8_t skip_table[2][MAX_CBID];
+    memset(skip_table, 0, sizeof skip_table);
+    if (skip) {
+        PyObject *calls = PySequence_Fast(skip, "calls_not_kept must be a sequence");
+        if (!calls) return NULL;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(calls); i++) {
+            int kind, cbid;
+            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(calls, i), "ii", &kind, &cbid)) {
+                Py_DECREF(calls);
+                return NULL;
+            }
+            if (api_slot(kind) < 0 || cbid < 0 || cbid >= MAX_CBID) {
+                Py_DECREF(calls);
+                PyErr_Format(PyExc_ValueError, "calls_not_kept: (%d, %d) is not a driver or runtime callback id", kind,
+                             cbid);
+                return NULL;
+            }
+            skip_table[api_slot(kind)][cbid] = 1;
+        }
+        Py_DECREF(calls);
+    }
     if (nbytes < 4096 || nbytes % 8) {
         PyErr_SetString(PyExc_ValueError, "buffer_bytes must be a multiple of 8, at least 4096");
         return NULL;
@@ -237,6 +327,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     buffer_bytes = (size_t)nbytes;
     memcpy(str_off, offs, sizeof offs);
     memcpy(str_cache, cache, sizeof cache);
+    memcpy(not_kept, skip_table, sizeof not_kept);
     pthread_mutex_unlock(&lock);
     Py_RETURN_NONE;
 }
@@ -299,7 +390,8 @@ static PyObject *discard(PyObject *self, PyObject *noargs) {
 
 static PyObject *counts(PyObject *self, PyObject *noargs) {
     pthread_mutex_lock(&lock);
-    PyObject *d = Py_BuildValue("{sKsKsKsKsKsKsK}", "buffers_requested", (unsigned long long)n_requested,
+    PyObject *d = Py_BuildValue("{sKsKsKsKsKsKsKsK}", "calls_not_kept", (unsigned long long)n_not_kept,
+                                "buffers_requested", (unsigned long long)n_requested,
                                 "buffers_completed", (unsigned long long)n_completed, "records",
                                 (unsigned long long)n_records, "dropped", (unsigned long long)n_dropped,
                                 "buffers_not_allocated", (unsigned long long)n_request_failed, "walks_cut_short",
@@ -308,15 +400,34 @@ static PyObject *counts(PyObject *self, PyObject *noargs) {
     return d;
 }
 
+/* calls_not_kept() -> list of (kind, cbid, count, total ns) of the calls not kept */
+static PyObject *calls_not_kept(PyObject *self, PyObject *noargs) {
+    PyObject *out = PyList_New(0);
+    pthread_mutex_lock(&lock);
+    for (int a = 0; a < 2 && out; a++)
+        for (int c = 0; c < MAX_CBID && out; c++) {
+            if (!not_kept_count[a][c]) continue;
+            PyObject *t = Py_BuildValue("(iiKK)", a ? KIND_RUNTIME : KIND_DRIVER, c,
+                                        (unsigned long long)not_kept_count[a][c], (unsigned long long)not_kept_ns[a][c]);
+            if (!t || PyList_Append(out, t) != 0) Py_CLEAR(out);
+            Py_XDECREF(t);
+        }
+    pthread_mutex_unlock(&lock);
+    return out;
+}
+
 static PyObject *reset_counts(PyObject *self, PyObject *noargs) {
     pthread_mutex_lock(&lock);
-    n_requested = n_completed = n_records = n_dropped = n_request_failed = n_walk_failed = n_bytes = 0;
+    n_requested = n_completed = n_records = n_dropped = n_request_failed = n_walk_failed = n_bytes = n_not_kept = 0;
+    memset(not_kept_count, 0, sizeof not_kept_count);
+    memset(not_kept_ns, 0, sizeof not_kept_ns);
     pthread_mutex_unlock(&lock);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"configure", configure, METH_VARARGS, "configure(next_address, dropped_address, buffer_bytes, string_fields)"},
+    {"configure", configure, METH_VARARGS,
+     "configure(next_address, dropped_address, buffer_bytes, string_fields[, calls_not_kept])"},
     {"register_callbacks", register_callbacks, METH_VARARGS,
      "register_callbacks(address of cuptiActivityRegisterCallbacks) -> CUptiResult"},
     {"request_address", request_address, METH_NOARGS, "address of the buffer-requested callback"},
@@ -324,6 +435,7 @@ static PyMethodDef methods[] = {
     {"take", take, METH_NOARGS, "the completed buffers as bytes, oldest first (and free them)"},
     {"discard", discard, METH_NOARGS, "free the completed buffers"},
     {"counts", counts, METH_NOARGS, "buffers requested/completed, records, dropped records, bytes"},
+    {"calls_not_kept", calls_not_kept, METH_NOARGS, "(kind, cbid, count, total ns) of each call not kept"},
     {"reset_counts", reset_counts, METH_NOARGS, "zero the counts"},
     {NULL, NULL, 0, NULL},
 };

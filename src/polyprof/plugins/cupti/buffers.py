@@ -16,6 +16,10 @@ The binding's path costs a Python object per record in the binding before polypr
 anything (docs/benchmarks.md, "CUPTI record handling"); that is why the C sink exists.
 ``tests/test_cupti.py`` feeds the same records to both and checks the decoded columns
 are equal. ``IMPLEMENTATION`` says which sink a session uses.
+
+Both leave out the runtime and driver calls they are given as ``not_kept`` (``(kind,
+cbid)`` pairs: the plugin's calls that only query state), counting each one's calls and
+time instead (``calls_not_kept()``); the C sink also moves their bytes out of the buffer.
 """
 
 from __future__ import annotations
@@ -107,10 +111,11 @@ class CSink:
 
     implementation = "c"
 
-    def __init__(self, next_record: int, dropped: int, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+    def __init__(self, next_record: int, dropped: int, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+                 not_kept: Sequence[tuple[int, int]] = ()) -> None:
         _compiled().discard()
         _compiled().reset_counts()
-        _compiled().configure(int(next_record), int(dropped), int(buffer_bytes), STRING_TABLE)
+        _compiled().configure(int(next_record), int(dropped), int(buffer_bytes), STRING_TABLE, list(not_kept))
 
     def register(self, register_address: int) -> int:
         """Hand CUPTI the two C callbacks; CUPTI's result code (0: success)."""
@@ -126,6 +131,10 @@ class CSink:
 
     def counts(self) -> dict[str, int]:
         return dict(_compiled().counts())
+
+    def calls_not_kept(self) -> list[tuple[int, int, int, int]]:
+        """(kind, cbid, calls, total ns) of each call left out."""
+        return [tuple(t) for t in _compiled().calls_not_kept()]
 
     def discard(self) -> None:
         _compiled().discard()
@@ -147,13 +156,17 @@ class PySink:
     implementation = "python"
     MAX_PROBLEMS = 5
 
-    def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+    def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, not_kept: Sequence[tuple[int, int]] = ()) -> None:
         self.buffer_bytes = int(buffer_bytes)
         self._lock = threading.Lock()
         self._batches: list[Batch] = []
         self.problems: list[str] = []
-        self._counts = {"buffers_requested": 0, "buffers_completed": 0, "records": 0, "dropped": 0,
-                        "buffers_not_allocated": 0, "walks_cut_short": 0, "bytes": 0, "buffers_not_read": 0}
+        self._counts = {"calls_not_kept": 0, "buffers_requested": 0, "buffers_completed": 0, "records": 0,
+                        "dropped": 0, "buffers_not_allocated": 0, "walks_cut_short": 0, "bytes": 0,
+                        "buffers_not_read": 0}
+        #: kind * 2**32 + cbid of the calls left out, sorted; what they were: calls, ns
+        self._skip = np.unique(np.array([k << 32 | c for k, c in not_kept], np.int64))
+        self._not_kept: dict[int, list[int]] = {}
 
     def request(self) -> tuple[int, int]:
         """The binding's buffer-requested callback: (buffer size, max records: 0 = any)."""
@@ -180,6 +193,40 @@ class PySink:
             self._counts["records"] += len(batch.kinds) // 4
             self._counts["bytes"] += len(batch.records)
 
+    def _leave_out(self, kinds: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> np.ndarray:
+        """The rows to keep: the calls of ``not_kept`` counted (calls, time) and left out."""
+        api = np.flatnonzero((kinds == layout.DRIVER) | (kinds == layout.RUNTIME))
+        if not len(api) or not len(self._skip):
+            return np.arange(len(kinds))
+
+        def field(off: int, dtype: type) -> np.ndarray:
+            size = np.dtype(dtype).itemsize
+            return blob[(offsets[api] + off)[:, None] + np.arange(size)].copy().view(dtype).reshape(-1)
+
+        key = kinds[api].astype(np.int64) << 32 | field(4, np.uint32).astype(np.int64)
+        sel = np.isin(key, self._skip)
+        out = api[sel]
+        if len(out):
+            start, end = field(8, np.uint64)[sel], field(16, np.uint64)[sel]
+            ns = np.where(end > start, end - start, 0).astype(np.int64)
+            uniq, inv = np.unique(key[sel], return_inverse=True)
+            calls = np.bincount(inv.reshape(-1), minlength=len(uniq))
+            total = np.bincount(inv.reshape(-1), weights=ns, minlength=len(uniq))
+            with self._lock:
+                self._counts["calls_not_kept"] += len(out)
+                for k, c, t in zip(uniq.tolist(), calls.tolist(), total.tolist()):
+                    was = self._not_kept.setdefault(k, [0, 0])
+                    was[0] += int(c)
+                    was[1] += int(t)
+        keep = np.ones(len(kinds), bool)
+        keep[out] = False
+        return np.flatnonzero(keep)
+
+    def calls_not_kept(self) -> list[tuple[int, int, int, int]]:
+        """(kind, cbid, calls, total ns) of each call left out."""
+        with self._lock:
+            return [(k >> 32, k & 0xFFFFFFFF, c, t) for k, (c, t) in sorted(self._not_kept.items())]
+
     def batch(self, activities: Sequence[Any]) -> Batch:
         """One buffer's records as a Batch: one copy of CUPTI's bytes, offsets from ``.ptr``."""
         n = len(activities)
@@ -200,6 +247,8 @@ class PySink:
         end = min(end, self.buffer_bytes)  # the last record's struct may be smaller in older CUPTI
         blob = ctypes.string_at(int(ptrs[0]), end)
         blob += bytes((-len(blob)) % layout.ALIGNMENT)
+        keep = self._leave_out(kinds, offsets, np.frombuffer(blob, np.uint8))
+        kinds, offsets = kinds[keep], offsets[keep]  # the calls left out stay in the copied span, unread
         strings, arena = _strings(kinds, offsets, np.frombuffer(blob, np.uint8))
         return Batch(blob, offsets.tobytes(), kinds.tobytes(), strings.tobytes(), arena)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import logging
-from typing import Any
+from typing import Any, Sequence
 
 from . import layout
 from .buffers import IMPLEMENTATION, CSink, PySink
@@ -156,15 +156,17 @@ class CuptiDevice:
             self._lib = ctypes.CDLL(self.library_path())
         return int(ctypes.cast(getattr(self._lib, name), ctypes.c_void_p).value or 0)
 
-    def sink(self, implementation: str = IMPLEMENTATION, buffer_bytes: int = 8 << 20) -> CSink | PySink:
-        """A sink with its callbacks registered with CUPTI."""
+    def sink(self, implementation: str = IMPLEMENTATION, buffer_bytes: int = 8 << 20,
+             not_kept: Sequence[tuple[int, int]] = ()) -> CSink | PySink:
+        """A sink with its callbacks registered with CUPTI; ``not_kept``: the (kind, cbid)
+        of the runtime and driver calls it counts and leaves out."""
         if implementation == "c":
             sink = CSink(self._address("cuptiActivityGetNextRecord"),
-                         self._address("cuptiActivityGetNumDroppedRecords"), buffer_bytes)
+                         self._address("cuptiActivityGetNumDroppedRecords"), buffer_bytes, not_kept)
             rc = sink.register(self._address("cuptiActivityRegisterCallbacks"))
             if rc != 0:
                 raise RuntimeError(f"cuptiActivityRegisterCallbacks returned CUptiResult {rc}")
             return sink
-        py = PySink(buffer_bytes)
+        py = PySink(buffer_bytes, not_kept)
         self.binding.activity_register_callbacks(py.request, py.complete)
         return py

@@ -34,6 +34,40 @@ NVTX_ENV = "NVTX_INJECTION64_PATH"
 #: what names devices, contexts and streams: kept on while a schedule pauses recording
 _RESOURCE_KINDS = (8, 9)  # layout.DEVICE, layout.CONTEXT
 
+#: CUDA runtime and driver calls that only read state: frameworks make several around
+#: every launch (torch: 8 records per ``add_``, 1 of them the kernel) and libraries
+#: thousands at load (``cuGetProcAddress``). Counted with their time
+#: (``metadata["cupti"]["calls_not_kept"]``), not kept as events, unless the option
+#: ``query_calls`` is true. Names without CUPTI's ``_vNNNN`` suffix.
+QUERY_CALLS = frozenset({
+    # runtime
+    "cudaGetDevice", "cudaGetDeviceCount", "cudaGetDeviceProperties", "cudaDeviceGetAttribute",
+    "cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cudaOccupancyMaxActiveClusters", "cudaOccupancyAvailableDynamicSMemPerBlock",
+    "cudaOccupancyMaxPotentialClusterSize", "cudaFuncGetAttributes", "cudaPointerGetAttributes",
+    "cudaDriverGetVersion", "cudaRuntimeGetVersion", "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion",
+    "cudaDeviceGetStreamPriorityRange", "cudaStreamGetPriority", "cudaStreamGetFlags",
+    # driver
+    "cuGetProcAddress", "cuDeviceGetAttribute", "cuCtxGetCurrent", "cuCtxGetDevice", "cuDeviceGet",
+    "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetUuid", "cuDeviceTotalMem", "cuDriverGetVersion",
+    "cuPointerGetAttribute", "cuPointerGetAttributes", "cuFuncGetAttribute", "cuKernelGetName",
+    "cuKernelGetAttribute", "cuModuleGetLoadingMode", "cuStreamIsCapturing", "cuStreamGetCaptureInfo",
+    "cuCtxGetStreamPriorityRange", "cuDevicePrimaryCtxGetState", "cuGetErrorString", "cuGetErrorName",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cuOccupancyMaxActiveClusters", "cuCtxGetApiVersion", "cuCtxGetFlags", "cuStreamGetCtx",
+    "cuStreamGetPriority", "cuStreamGetFlags",
+})
+
+
+def query_call_ids() -> list[tuple[int, int]]:
+    """(kind, cbid) of every :data:`QUERY_CALLS` call this cupti-python's enums name."""
+    from . import layout
+    from .convert import api_names
+
+    return [(kind, cbid) for kind, driver in ((layout.RUNTIME, False), (layout.DRIVER, True))
+            for cbid, name in sorted(api_names(driver).items()) if name in QUERY_CALLS]
+
 
 def default_kinds(unified_memory: bool = False, nvtx_markers: bool = True) -> list[int]:
     """The activity kinds a session enables; ``nvtx_markers``: CUPTI's NVTX records (MARKER),
@@ -47,6 +81,21 @@ def default_kinds(unified_memory: bool = False, nvtx_markers: bool = True) -> li
     if unified_memory:
         kinds.append(L.UNIFIED_MEMORY_COUNTER)
     return kinds
+
+
+def calls_not_kept(rows: list[tuple[int, int, int, int]]) -> dict[str, dict[str, int]]:
+    """The sink's (kind, cbid, calls, ns) of the calls left out, by function name."""
+    from . import layout
+    from .convert import api_names
+
+    out: dict[str, dict[str, int]] = {}
+    for kind, cbid, calls, ns in rows:
+        driver = kind == layout.DRIVER
+        name = api_names(driver).get(cbid, f"{'cu' if driver else 'cuda'} API {cbid}")
+        was = out.setdefault(name, {"calls": 0, "total_ns": 0})
+        was["calls"] += int(calls)
+        was["total_ns"] += int(ns)
+    return out
 
 
 def kineto_holds_cupti() -> str | None:
@@ -98,6 +147,7 @@ class CuptiPlugin(Plugin):
         self._problems: list[str] = []
         self._batches: list[Any] = []
         self._counts: dict[str, Any] = {}
+        self._not_kept: list[tuple[int, int, int, int]] = []  # (kind, cbid, calls, ns) of calls left out
         self._kinds: list[int] = []
         self._nvtx_env_set = False
         self._sink_problems: list[str] = []  # buffers the Python sink could not read
@@ -167,7 +217,8 @@ class CuptiPlugin(Plugin):
             dev.system_thread_ids()
             if o.get("nvtx", True):
                 self._nvtx_injection(dev)
-            self.sink = dev.sink(self.implementation, int(o.get("buffer_bytes", 8 << 20)))
+            self.sink = dev.sink(self.implementation, int(o.get("buffer_bytes", 8 << 20)),
+                                 () if o.get("query_calls", False) else query_call_ids())
         except Exception as e:  # CUPTI cannot record: give the slot back, say why once
             dev.unsubscribe()
             self._defer(f"CUPTI did not start ({type(e).__name__}: {e})")
@@ -267,6 +318,7 @@ class CuptiPlugin(Plugin):
             os.environ.pop(NVTX_ENV, None)
         self._batches = self.sink.take()
         self._counts = self.sink.counts()
+        self._not_kept = self.sink.calls_not_kept()
         self._sink_problems = list(getattr(self.sink, "problems", []))
         try:
             dev.unsubscribe()
@@ -311,6 +363,7 @@ class CuptiPlugin(Plugin):
         for p in planes:  # the GPU clock, mapped onto the session's: keyed by plane, then plugin
             mkeys.record_fit(trace.metadata, p, self.name, clock_meta)
         trace.metadata[mkeys.CUPTI] = {"implementation": self.implementation, "nvtx": self._nvtx_via,
-                                       "records": len(rec.kinds),
-                                   **conv.counts, "buffers": self._counts, "problems": self._problems}
+                                       "records": len(rec.kinds), **conv.counts,
+                                       "calls_not_kept": calls_not_kept(self._not_kept),
+                                       "buffers": self._counts, "problems": self._problems}
         return trace
