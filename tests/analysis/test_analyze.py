@@ -182,6 +182,7 @@ def test_launch_bound_weighs_a_graph_launch_against_all_its_kernels():
     slow = _launches(per_call=100, calls=20, call_us=3000, kernel_us=20)["launch_bound"]
     assert slow.evidence["median_launch_cpu_ns"] == 30 * US
     assert "(median 20.0 µs, launch call per kernel 30.0 µs)" in slow.title
+    assert "already run from graph replays" in slow.suggestion and "graph replays" not in one.suggestion
 
 
 def test_empty_and_host_only_traces_give_empty_tables():

@@ -46,6 +46,17 @@ ADVICE: dict[str, dict[str, str]] = {
                   "and enqueue without waiting between them.",
         "generic": "Launch overhead rivals the work itself. Fuse small kernels or batch more work per launch.",
     },
+    "launch_bound_in_graphs": {  # most kernels launched by CUDA/HIP graph replays: no capture to suggest
+        "torch": "The kernels already run from graph replays, which share one launch call's cost among them; "
+                 "each short kernel still leaves the device a gap of a few µs. Fuse small ops (torch.compile, "
+                 "fused kernels) or batch more work per kernel.",
+        "jax": "The kernels already run from graph replays (XLA command buffers), which share one launch call's "
+               "cost among them; each short kernel still leaves the device a gap of a few µs. Let XLA fuse "
+               "more (fewer, larger ops per jit) or batch more work per op.",
+        "generic": "The kernels already run from graph replays, which share one launch call's cost among them; "
+                   "each short kernel still leaves the device a gap of a few µs. Fuse small kernels or batch "
+                   "more work per kernel.",
+    },
     "copy_bound": {
         "torch": "Move less data between host and device: keep tensors on the device, batch small transfers, "
                  "and overlap copies with compute (pinned host memory and non_blocking copies, no per-step "

@@ -239,7 +239,7 @@ def _launch_bound(trace: Trace, t) -> list[Finding]:
         _sev(short, 75), "", {"kernels": n, "short_kernel_pct": round(short, 2), "median_kernel_ns": kernel_median,
                               "median_launch_cpu_ns": cpu_median, "device_idle_pct": round(idle, 2)},
         _records(kb, ["name", "count", "mean_ns", "total_ns"], at=shorts),
-        suggestion(trace, "launch_bound"))]
+        suggestion(trace, "launch_bound_in_graphs" if graphs else "launch_bound"))]
 
 
 def _copy_bound(trace: Trace, t) -> list[Finding]:
