@@ -158,3 +158,29 @@ def test_tpu_per_op_device_time_equals_xprof(traces_dir: Path, tmp_path: Path) -
     # the async copies are where the event span and the op's own time differ most
     kb = A.kernel_breakdown(load(src)).to_pandas().set_index("name")
     assert abs(kb.loc["copy-done.2", "total_ns"] - got["copy-done.2"]) <= 0.005 * got["copy-done.2"]
+
+
+@pytest.mark.parametrize("name", ["jax_train_step_h200.xplane.pb", "jax_transformer_h200.xplane.pb.gz"])
+def test_kernel_stats_of_jaxs_own_gpu_xspace_equal_polyprofs(name: str, tmp_path: Path) -> None:
+    """JAX's XSpaces from an H200 (tests/data/h200), read by XProf's kernel_stats and by
+    polyprof: the same kernels, counts and time. The transformer's command-buffer memsets
+    (``Memset_details``, as XLA spells it) are fills, not kernels, in both."""
+    import gzip
+
+    src = Path(__file__).parent / "data" / "h200" / name
+    copy = tmp_path / name.removesuffix(".gz")
+    copy.write_bytes(gzip.decompress(src.read_bytes()) if name.endswith(".gz") else src.read_bytes())
+    table = xprof_tools(copy, ("kernel_stats",))["kernel_stats"]
+    ids = [c["id"] for c in table["cols"]]
+    kn, occ, tot = ids.index("kernel_name"), ids.index("occurrences"), ids.index("total_duration_us")
+    got_ns: Counter = Counter()
+    got_n: Counter = Counter()
+    for r in table["rows"]:
+        c = cells(r)
+        got_ns[c[kn]] += c[tot] * 1000.0
+        got_n[c[kn]] += c[occ]
+    kb = A.kernel_breakdown(load(src)).to_pandas()
+    kb = kb[kb["kind"] == "compute"].set_index("name")
+    assert dict(got_n) == kb["count"].to_dict()
+    for k, ns in got_ns.items():
+        assert abs(ns - kb.loc[k, "total_ns"]) <= 0.001 * ns + 1000, k

@@ -33,7 +33,8 @@ _XLA_KERNEL = r"^(?:[A-Za-z_][\w.-]*fusion[\w.-]*|wrapped_[\w.-]+|triton_[\w.-]+
 _COMMAND_BUFFER = "command_buffer"
 
 CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_MEMORY = "kernel", "gpu_memcpy", "gpu_memset", "gpu_memory"
-#: the stat that names what an event is -> its category, in order of precedence
+#: the stat that names what an event is -> its category, in order of precedence; matched
+#: without case: XLA writes ``Memset_details`` and ``MemFree_details`` beside ``memcpy_details``
 DETAIL_STATS = (("memcpy_details", CAT_MEMCPY), ("memset_details", CAT_MEMSET), ("kernel_details", CAT_KERNEL),
                 ("memalloc_details", CAT_MEMORY), ("memfree_details", CAT_MEMORY))
 
@@ -84,13 +85,13 @@ def refine_mixed(cols: EventColumns, stat_start: np.ndarray, idx: np.ndarray, ca
     mid_tab, code_tab = meta.table[0], meta.table[1]
     done = np.zeros(len(ev), bool)
     for key, cat in DETAIL_STATS:
-        ids = np.asarray([m for m, nm in stat_names.items() if nm == key], np.int64)
+        ids = np.asarray([m for m, nm in stat_names.items() if nm.lower() == key], np.int64)
         has = np.zeros(len(ev), bool)
         if len(ids):
             has[owner[np.isin(cols.st_mid[st], ids)]] = True
-        if key in meta.keys:
-            code = meta.keys.index(key)
-            has |= np.isin(cols.ev_mid[ev], mid_tab[code_tab == code])
+        codes = [i for i, k in enumerate(meta.keys) if k.lower() == key]
+        if codes:
+            has |= np.isin(cols.ev_mid[ev], mid_tab[np.isin(code_tab, codes)])
         has &= ~done
         if has.any():
             cats[rows[has]] = intern(cat)
