@@ -57,6 +57,20 @@ def cells(row: dict) -> list:
     return [c.get("v") for c in row["c"]]
 
 
+def kernel_stats(res: dict) -> tuple[Counter, Counter, dict]:
+    """kernel_stats: (total ns, occurrences) per kernel name, and the table."""
+    table = res["kernel_stats"]
+    ids = [c["id"] for c in table["cols"]]
+    kn, occ, tot = ids.index("kernel_name"), ids.index("occurrences"), ids.index("total_duration_us")
+    got_ns: Counter = Counter()
+    got_n: Counter = Counter()
+    for r in table["rows"]:
+        c = cells(r)
+        got_ns[c[kn]] += c[tot] * 1000.0
+        got_n[c[kn]] += c[occ]
+    return got_ns, got_n, table
+
+
 def device_ops(res: dict) -> dict[str, float]:
     """framework_op_stats: total device time (ns) per op, IDLE included."""
     table = res["framework_op_stats"][0]
@@ -86,15 +100,8 @@ def exported(traces_dir: Path, tmp_path_factory) -> dict:
 @pytest.mark.parametrize("name", GPU_TRACES)
 def test_kernel_stats_lists_polyprofs_kernels(name: str, exported: dict) -> None:
     t, res = exported[name]
-    table = res["kernel_stats"]
+    got_ns, got_n, table = kernel_stats(res)
     ids = [c["id"] for c in table["cols"]]
-    kn, occ, tot = ids.index("kernel_name"), ids.index("occurrences"), ids.index("total_duration_us")
-    got_ns: Counter = Counter()
-    got_n: Counter = Counter()
-    for r in table["rows"]:
-        c = cells(r)
-        got_ns[c[kn]] += c[tot] * 1000.0
-        got_n[c[kn]] += c[occ]
     kb = A.kernel_breakdown(t).to_pandas()
     kb = kb[kb["kind"].isin(["compute", "communication"])].groupby("name")[["total_ns", "count"]].sum()
     assert len(kb) > 5
@@ -170,15 +177,7 @@ def test_kernel_stats_of_jaxs_own_gpu_xspace_equal_polyprofs(name: str, tmp_path
     src = Path(__file__).parent / "data" / "h200" / name
     copy = tmp_path / name.removesuffix(".gz")
     copy.write_bytes(gzip.decompress(src.read_bytes()) if name.endswith(".gz") else src.read_bytes())
-    table = xprof_tools(copy, ("kernel_stats",))["kernel_stats"]
-    ids = [c["id"] for c in table["cols"]]
-    kn, occ, tot = ids.index("kernel_name"), ids.index("occurrences"), ids.index("total_duration_us")
-    got_ns: Counter = Counter()
-    got_n: Counter = Counter()
-    for r in table["rows"]:
-        c = cells(r)
-        got_ns[c[kn]] += c[tot] * 1000.0
-        got_n[c[kn]] += c[occ]
+    got_ns, got_n, _ = kernel_stats(xprof_tools(copy, ("kernel_stats",)))
     kb = A.kernel_breakdown(load(src)).to_pandas()
     kb = kb[kb["kind"] == "compute"].set_index("name")
     assert dict(got_n) == kb["count"].to_dict()
