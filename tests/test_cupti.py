@@ -469,6 +469,62 @@ def test_query_calls_are_counted_not_kept(impl):
         assert len(kept.blob) == len(everything.blob) - 800 * 40
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_both_sinks_leave_out_the_same_calls_from_random_buffers(seed):
+    """Random runs of kernels (248-byte records with names), copies, fills, runtime and
+    driver calls (40 bytes; query calls among them), in buffers of random sizes: both
+    sinks keep exactly the records that are not query calls, in order, with their
+    names, and count the others."""
+    from polyprof.plugins.cupti.plugin import query_call_ids
+
+    rng = np.random.default_rng(seed)
+    skip = query_call_ids()
+    quiet = {c for k, c in skip if k == layout.RUNTIME}, {c for k, c in skip if k == layout.DRIVER}
+    rt, dr = sorted(convert.api_names(False)), sorted(convert.api_names(True))
+    n = int(rng.integers(1, 400))
+    what = rng.integers(0, 5, n)
+    cbids = [int(rng.choice(list(quiet[0]) if rng.random() < 0.6 else rt)) for _ in range(n)]
+    dcbids = [int(rng.choice(list(quiet[1]) if rng.random() < 0.6 else dr)) for _ in range(n)]
+    size = int(rng.integers(1, 6)) * 4096  # buffers of 1 to 5 pages: records cut across several
+    out = {}
+    for impl in [*(["c"] if buffers.IMPLEMENTATION == "c" else []), "python"]:
+        fake = FakeCupti(drift_ppm=0.0)
+        for k in (layout.CONCURRENT_KERNEL, layout.RUNTIME, layout.DRIVER, layout.MEMCPY, layout.MEMSET):
+            fake.enable(k)
+        sink = fake.sink(impl, buffer_bytes=size, not_kept=skip)
+        t = now_ns()
+        want_corr = []
+        for i, w in enumerate(what.tolist()):
+            a = t + i * 1_000
+            if w == 0:
+                fake.kernel(f"k{i % 7}", a, a + 500, i + 1)
+            elif w == 1:
+                fake.api(cbids[i], a, a + 100, i + 1, 9)
+            elif w == 2:
+                fake.api(dcbids[i], a, a + 100, i + 1, 9, driver=True)
+            elif w == 3:
+                fake.memcpy(a, a + 200, i + 1, 64)
+            else:
+                fake.memset(a, a + 200, i + 1, 64)
+            left = (w == 1 and cbids[i] in quiet[0]) or (w == 2 and dcbids[i] in quiet[1])
+            if not left:
+                want_corr.append(i + 1)
+        fake.flush()
+        rec = buffers.Records.of(sink.take())
+        corr = np.zeros(len(rec.kinds), np.int64)
+        for kind, fields in layout.FIELDS.items():
+            if "correlation_id" in fields:
+                rows = decode.rows_of(rec, [kind])
+                corr[rows] = decode.column(rec, rows, fields["correlation_id"])
+        assert corr.tolist() == want_corr, impl
+        k = decode.rows_of(rec, [layout.CONCURRENT_KERNEL])
+        assert list(decode.texts(rec, k, 0)) == [f"k{(c - 1) % 7}" for c in corr[k].tolist()]
+        assert sink.counts()["calls_not_kept"] == n - len(want_corr)
+        out[impl] = sink.calls_not_kept()
+    if "c" in out:
+        assert out["c"] == out["python"]
+
+
 def test_session_keeps_query_calls_only_when_asked():
     """In a session the plugin leaves the query calls out by default and says so in its
     metadata; ``query_calls: true`` keeps them as events."""
