@@ -217,6 +217,9 @@ def main() -> int:
         md = t_pp.metadata.get("cupti", {})
         rows.append(("buffer sink", str(md.get("implementation")), "-",
                      f"{md.get('records', 0)} records, dropped {md.get('buffers', {}).get('dropped', 0)}"))
+        left = sorted(md.get("calls_not_kept", {}).items(), key=lambda kv: -kv[1]["calls"])
+        rows.append(("query calls counted, not kept", str(sum(v["calls"] for _, v in left)), "-",
+                     ", ".join(f"{k} {v['calls']}" for k, v in left[:4]) or "none"))
 
         # 2. NVTX ranges as sections, projected
         polyprof_run(nv, tmp / "nv.polyprof")
