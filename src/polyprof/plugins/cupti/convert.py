@@ -469,6 +469,8 @@ class Converter:
         self.counts["flows"] = len(hit)
 
     def build(self, metadata: dict[str, Any] | None = None) -> Trace:
+        """The trace. The records are let go once decoded (the caller holding none), so
+        the flows and the builder's final columns do not add to them."""
         self.read_devices()
         self.read_external()
         self.kernels()
@@ -478,6 +480,7 @@ class Converter:
         self.api_calls()
         self.nvtx()
         self.unified_memory()
+        self.rec = Records.of([])
         self.flows()
         self.b.metadata.update(metadata or {})
         return self.b.build()

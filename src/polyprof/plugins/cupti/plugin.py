@@ -341,9 +341,10 @@ class CuptiPlugin(Plugin):
         if not fit.consistent and self.ctx is not None:
             self.ctx.warn(self.name, f"clock sync inconsistent: {fit.message}")
         rec = Records.of(self._batches)
-        self._batches = []
+        n_records = len(rec.kinds)
         conv = Converter(rec, fit, threads=self._threads,
                          demangle=bool(self.options.get("demangle", True)))
+        del rec  # the converter lets the records go once it has decoded them
         dropped = int(self._counts.get("dropped", 0))
         if dropped and self.ctx is not None:
             self.ctx.warn(self.name, f"CUPTI dropped {dropped} activity records (buffers full); "
@@ -363,7 +364,7 @@ class CuptiPlugin(Plugin):
         for p in planes:  # the GPU clock, mapped onto the session's: keyed by plane, then plugin
             mkeys.record_fit(trace.metadata, p, self.name, clock_meta)
         trace.metadata[mkeys.CUPTI] = {"implementation": self.implementation, "nvtx": self._nvtx_via,
-                                       "records": len(rec.kinds), **conv.counts,
+                                       "records": n_records, **conv.counts,
                                        "calls_not_kept": calls_not_kept(self._not_kept),
                                        "buffers": self._counts, "problems": self._problems}
         return trace
