@@ -373,8 +373,9 @@ class Converter:
             self.counts["driver_calls" if driver else "runtime_calls"] = len(rows)
             if not len(rows):
                 continue
-            c = decode.columns(self.rec, rows, layout.API_FIELDS)
-            start, dur = self._time(c["start"], c["end"])
+            c = decode.columns(self.rec, rows, layout.API_FIELDS,
+                               ["cbid", "start", "end", "thread_id", "correlation_id", "return_value"])
+            start, dur = self._time(c.pop("start"), c.pop("end"))
             corr = c["correlation_id"].astype(np.int64)
             out = self.b.events(self._thread_tracks(c["thread_id"]), self._api_name_ids(c["cbid"], driver), start, dur, cat,
                                 stats={keys.CORRELATION_ID: corr, "cbid": c["cbid"].astype(np.int64)})
