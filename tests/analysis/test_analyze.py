@@ -248,3 +248,63 @@ def test_event_stats_agrees_with_a_pandas_groupby(traces_dir):
         w = want.loc[(row.category, row.name)]
         assert (row.count, row.total_ns, row.max_ns) == (w["size"], w["sum"], w["max"])
         assert np.isclose(row.median_ns, w["median"]) and np.isclose(row.p99_ns, w["p99"])
+
+
+def _step_stats_by_loop(t):
+    """The per-step reference: each step and device on its own (clip, union, sum)."""
+    from polyprof.analyze.common import COMPUTE, device_view
+    from polyprof.derive import cache
+    from polyprof.derive.intervals import clip_union
+
+    steps, v, ev = cache.steps(t), device_view(t), t.events
+    of = steps.of(np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start))
+    rows = []
+    for i in range(len(steps)):
+        a, b = int(steps.start[i]), int(steps.end[i])
+        for plane in np.unique(v.plane).tolist():
+            on = v.plane == plane
+            bs, be = clip_union(v.start[on], v.end[on], a, b)
+            comp = on & (v.cls == COMPUTE)
+            cs, ce = clip_union(v.start[comp], v.end[comp], a, b)
+            mine = on & (of == i)
+            launched = mine & (v.launch >= 0)
+            ld = ev["dur_ns"][np.unique(v.launch[launched])]
+            busy, compute = int((be - bs).sum()), int((ce - cs).sum())
+            rows.append((int(steps.number[i]), t.planes[plane].name, a, b, b - a,
+                         int(v.start[mine].min()) if mine.any() else -1, int(v.end[mine].max()) if mine.any() else -1,
+                         busy, compute, busy - compute, (b - a) - busy, int(launched.sum()), len(ld),
+                         float(ld.mean()) if len(ld) else 0.0, int(ld.max()) if len(ld) else 0,
+                         int((mine & ~launched).sum())))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_step_stats_of_every_step_at_once_equal_step_by_step(seed):
+    """Random overlapping kernels and copies on two GPUs, launched from one thread or not
+    at all, some outside every step: step_stats' columns, from one pass per device, equal
+    the step-by-step reference."""
+    rng = np.random.default_rng(seed)
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU"), "main", tid=1)
+    streams = [b.track(b.plane(f"/device:GPU:{g}", "device"), "s", "stream", tid=1) for g in range(2)]
+    nsteps = 7
+    b.events(th, np.array([f"ProfilerStep#{i}" for i in range(nsteps)], object), np.arange(nsteps) * 1000 * US,
+             np.full(nsteps, 900 * US), "user_annotation")
+    n = 300
+    launch = np.sort(rng.integers(0, nsteps * 1000, n)) * US
+    b.events(th, np.full(n, "cudaLaunchKernel", object), launch, rng.integers(1, 20, n) * US, "cuda_runtime",
+             stats={"correlation_id": np.arange(n)})
+    start = launch + rng.integers(0, 3000, n) * US
+    for tr in streams:
+        sel = np.flatnonzero(rng.random(n) < 0.5)
+        b.events(tr, np.where(rng.random(len(sel)) < 0.8, "gemm", "Memcpy HtoD"), start[sel],
+                 rng.integers(1, 400, len(sel)) * US, np.where(rng.random(len(sel)) < 0.8, "kernel", "gpu_memcpy"),
+                 stats={"correlation_id": np.where(rng.random(len(sel)) < 0.9, sel, 10_000 + sel)})
+    t = b.build()
+    got = A.step_stats(t)
+    want = _step_stats_by_loop(t)
+    assert len(want) == len(got) == nsteps * 2
+    for c, col in enumerate(got.columns):
+        ref = [r[c] for r in want]
+        vals = got[col].tolist()
+        assert vals == pytest.approx(ref) if col == "launch_mean_ns" else vals == ref, col
