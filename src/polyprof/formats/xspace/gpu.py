@@ -31,6 +31,8 @@ _STREAM_LINE = re.compile(r"^Stream #(\d+)(?:\((.*)\))?$")
 _XLA_KERNEL = r"^(?:[A-Za-z_][\w.-]*fusion[\w.-]*|wrapped_[\w.-]+|triton_[\w.-]+)$"  # compiled on first use (re's cache)
 #: the ``hlo_op`` of a kernel XLA runs inside a command buffer (a CUDA graph): the thunk's name
 _COMMAND_BUFFER = "command_buffer"
+#: the ``tf_op`` XLA gives GPU activity in place of a framework op: the module's annotation
+_MODULE_PLACEHOLDER = "XlaModule:"
 
 CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_MEMORY = "kernel", "gpu_memcpy", "gpu_memset", "gpu_memory"
 #: the stat that names what an event is -> its category, in order of precedence; matched
@@ -134,7 +136,7 @@ def framework_ops(trace: Trace) -> None:
     if not cols:
         return
     tf = cols[0]
-    module = np.fromiter((isinstance(v, str) and v.startswith("XlaModule:") for v in tf.values), bool, len(tf))
+    module = _prefixed(tf.values, _MODULE_PLACEHOLDER)
     if not module.any():
         return
     try:
@@ -168,7 +170,7 @@ def command_buffer_ops(trace: Trace) -> None:
     hlo = loaded.get(keys.HLO_OP)
     if hlo is None or hlo.kind != "O" or not len(hlo):
         return
-    in_cb = np.fromiter((isinstance(v, str) and v.startswith(_COMMAND_BUFFER) for v in hlo.values), bool, len(hlo))
+    in_cb = _prefixed(hlo.values, _COMMAND_BUFFER)
     if not in_cb.any():
         return
     device = np.asarray([p.kind == "device" for p in trace.planes], bool)
@@ -201,11 +203,18 @@ def command_buffer_ops(trace: Trace) -> None:
                 tables[key] = None
         return tables[key]
 
-    # one decision per distinct (kernel name, module, program id), spread back to the rows
+    # one decision per distinct (kernel name, module, program id), spread back to the rows:
+    # the three as codes packed into one key (a 1-d sort, not np.unique's of rows)
     mod_names, mod_code = np.unique(mods.astype(str), return_inverse=True)
     pid_int = np.fromiter((v if isinstance(v, int) else -1 for v in pids.tolist()), np.int64, len(pids))
-    combos, inv = np.unique(np.column_stack([trace.events["name"][rows].astype(np.int64),
-                                             mod_code.reshape(-1), pid_int]), axis=0, return_inverse=True)
+    pid_vals, pid_code = np.unique(pid_int, return_inverse=True)
+    name_ids, name_code = np.unique(trace.events["name"][rows], return_inverse=True)
+    n_mod, n_pid = len(mod_names), len(pid_vals)
+    key = (name_code.reshape(-1) * n_mod + mod_code.reshape(-1)) * n_pid + pid_code.reshape(-1)
+    uniq_key, inv = np.unique(key, return_inverse=True)
+    rest, pid_at = np.divmod(uniq_key, n_pid)
+    name_at, mod_at = np.divmod(rest, n_mod)
+    combos = np.column_stack([name_ids[name_at].astype(np.int64), mod_at, pid_vals[pid_at]])
     names = trace.strings
     keep = np.zeros(len(combos), bool)
     hlo_of = np.empty(len(combos), object)
@@ -229,6 +238,17 @@ def command_buffer_ops(trace: Trace) -> None:
     _replace_placeholder(loaded, rows[ok], new_op[ok])
 
 
+def _prefixed(values: np.ndarray, prefix: str) -> np.ndarray:
+    """Whether each value is a text starting with ``prefix``: one test per distinct value
+    (a stat column holds few), spread back by a lookup."""
+    vals = values.tolist()
+    try:
+        test = {v: isinstance(v, str) and v.startswith(prefix) for v in set(vals)}
+    except TypeError:  # a value that cannot be hashed (not a text): tested one by one
+        return np.fromiter((isinstance(v, str) and v.startswith(prefix) for v in vals), bool, len(vals))
+    return np.fromiter(map(test.__getitem__, vals), bool, len(vals))
+
+
 def _row_values(trace: Trace, key: str, rows: np.ndarray, missing: object) -> np.ndarray:
     """The values of stat ``key`` at ``rows`` (``missing`` where a row has none)."""
     out = np.full(len(rows), missing, object)
@@ -248,8 +268,7 @@ def _replace_placeholder(loaded: Mapping[str, StatColumn], rows: np.ndarray, ops
             continue
         pos = np.searchsorted(col.rows, rows)
         hit = (pos < len(col.rows)) & (col.rows[np.minimum(pos, len(col.rows) - 1)] == rows)
-        placeholder = np.fromiter((isinstance(v, str) and v.startswith("XlaModule:") for v in col.values[pos[hit]]),
-                                  bool, int(hit.sum()))
+        placeholder = _prefixed(col.values[pos[hit]], _MODULE_PLACEHOLDER)
         if col.values.dtype != object:
             col.values = col.values.astype(object)
         col.values[pos[hit][placeholder]] = ops[hit][placeholder]
