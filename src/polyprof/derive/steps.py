@@ -31,6 +31,10 @@ from ..trace.vocabulary import PROFILER_STEP as _PROFILER_STEP
 log = logging.getLogger("polyprof")
 
 
+#: how the header names each source
+_SAID = {"polyprof": "step events", "annotation": "step annotations"}
+
+
 class Steps:
     """A trace's steps, as columns. A plain class, not a dataclass: made at every start,
     a dataclass's generated methods were compiled there (docs/benchmarks.md, issue 35)."""
@@ -51,10 +55,13 @@ class Steps:
         return self.original is not None
 
     def describe(self) -> str:
-        """The source, with a note when the numbers were renumbered (the header's text)."""
+        """The source, with a note when the numbers were renumbered (the header's text):
+        ``ProfilerStep``, ``step events`` (polyprof.step(), or an XSpace's step
+        annotations read as such) or ``step annotations`` (host spans with a step number)."""
+        said = _SAID.get(self.source, self.source)
         if self.original is None:
-            return self.source
-        return f"{self.source}; its step numbers repeat, so steps are numbered 0, 1, 2, ... in time order"
+            return said
+        return f"{said}; its step numbers repeat, so steps are numbered 0, 1, 2, ... in time order"
 
     def __len__(self) -> int:
         return len(self.number)
