@@ -176,6 +176,14 @@ def own_inputs(tmp: Path, paths: list[Path]) -> list[tuple[str, Path, str]]:
     return out
 
 
+def _data_size(path: Path) -> int:
+    """Bytes of the trace itself: a gzipped file's uncompressed size (read untimed)."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rb") as f:
+            return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), b""))
+    return path.stat().st_size
+
+
 def inputs(tmp: Path, jax_steps: int = 0) -> list[tuple[str, Path, str]]:
     """(label, file, peer) for every shared input: Kineto files each in a directory of their
     own (HTA reads a directory of ranks), XSpace files as they are; with ``jax_steps``, a JAX
@@ -284,9 +292,9 @@ def main(argv: list[str] | None = None) -> int:
                       f" MiB; xprof-rs/polyprof wall {min(rr['wall']):.1f}x / {statistics.median(rr['wall']):.1f}x, cpu "
                       f"{min(rr['cpu']):.1f}x / {statistics.median(rr['cpu']):.1f}x", flush=True)
             ratio = {k: [t[k] / o[k] for o, t in zip(ours, theirs)] for k in ("wall", "cpu", "rss")}
-            size = sum(f.stat().st_size for f in path.iterdir()) if path.is_dir() else path.stat().st_size
+            size = sum(map(_data_size, path.iterdir())) if path.is_dir() else _data_size(path)
             rows.append((label, peer, size, ours, theirs, ratio))
-            print(f"{label} ({size / 1e6:.1f} MB, vs {peer}): polyprof wall {min(o['wall'] for o in ours):.2f} / "
+            print(f"{label} ({size / 1e6:.1f} MB uncompressed, vs {peer}): polyprof wall {min(o['wall'] for o in ours):.2f} / "
                   f"{statistics.median(o['wall'] for o in ours):.2f} s, cpu {min(o['cpu'] for o in ours):.3f} / "
                   f"{statistics.median(o['cpu'] for o in ours):.3f} s, rss "
                   f"{statistics.median(o['rss'] for o in ours):.0f} MiB; {peer} wall "
