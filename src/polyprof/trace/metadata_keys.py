@@ -83,7 +83,7 @@ OPENCL = _key("opencl", dict, SOURCE, "the OpenCL plugin: api_calls, device_even
 TORCH = _key("torch", dict, SOURCE, "the torch plugin: what torch's recording said (schemaVersion...)")
 JAX = _key("jax", dict, SOURCE, "the jax plugin: the XSpace's hostnames, errors, task environment")
 NATIVE_PLUGINS = _key("native_plugins", dict, SOURCE, "native plugin name -> library, abi, process, bytes")
-CUPTI = _key("cupti", dict, SOURCE, "the cupti plugin: implementation, records, buffers, problems")
+CUPTI = _key("cupti", dict, SOURCE, "the cupti plugin: implementation, records, buffers, calls_not_kept, problems")
 NVTX = _key("nvtx", dict, SOURCE, "NVTX through polyprof's injection library (plugins/nvtx): recorded, "
             "dropped, ranges, marks, attached NVTX instances, or why NVTX was not recorded")
 # --- readers -------------------------------------------------------------------------
