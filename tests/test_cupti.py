@@ -530,7 +530,7 @@ def test_session_keeps_query_calls_only_when_asked():
     metadata; ``query_calls: true`` keeps them as events."""
     os.environ.pop("NVTX_INJECTION64_PATH", None)
     for keep in (False, True):
-        fake = FakeCupti()
+        fake = FakeCupti(drift_ppm=0.0)  # the calls' durations as written (a drift rounds them)
         p, _ = started(fake, **({"query_calls": True} if keep else {}))
         _query_run(fake, n=50)
         p.stop()
@@ -544,6 +544,21 @@ def test_session_keeps_query_calls_only_when_asked():
             assert names["cudaGetDevice"] == names["cuCtxGetCurrent"] == names["cudaGetLastError"] == 0
             assert md["calls_not_kept"]["cudaGetDevice"] == {"calls": 100, "total_ns": 50 * 82}
             assert md["buffers"]["calls_not_kept"] == 200
+            # and the summary's header says so, in text and JSON
+            import io
+
+            from rich.console import Console
+
+            from polyprof.report.tables import build
+            from polyprof.report.terminal import render
+
+            report = build(tr)
+            assert report.overview["calls_not_kept"] == {"cudaGetDevice": 100, "cuCtxGetCurrent": 50,
+                                                         "cudaGetLastError": 50}
+            text = io.StringIO()
+            render(report, console=Console(file=text, width=200))
+            assert ("query calls: 200 counted, not kept as events (cudaGetDevice 100, cuCtxGetCurrent 50, "
+                    "cudaGetLastError 50)") in " ".join(text.getvalue().split())
 
 
 def test_decoder_reads_unaligned_layouts_by_bytes():

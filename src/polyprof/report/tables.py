@@ -61,6 +61,10 @@ def build(trace: Trace, window: WindowArg = AUTO) -> Report:
         "plugin_errors": list(trace.metadata.get(mkeys.PLUGIN_ERRORS, [])),
         "warnings": [str(w) for w in trace.metadata.get(mkeys.WARNINGS, []) or []],
     }
+    cupti = trace.metadata.get(mkeys.CUPTI)
+    left = cupti.get("calls_not_kept") if isinstance(cupti, dict) else None
+    if left:  # the cupti plugin counted calls it did not keep as events: the header says so
+        overview["calls_not_kept"] = {str(k): int(v.get("calls", 0)) for k, v in left.items() if isinstance(v, dict)}
     return Report(trace, tables, found, overview)
 
 

@@ -407,6 +407,12 @@ def _overview(out: Out, ov: dict[str, Any]) -> None:
             (f"unmatched {c['unmatched_device_activities']}", "red" if c["unmatched_device_activities"] else "green"),
             (f"; launch calls without device activity {c['launch_calls_without_device_activity']} of "
              f"{c['launch_calls']}; with a framework op {c['device_activities_with_framework_op']}", None))))
+    left = ov.get("calls_not_kept") or {}
+    if left:
+        top = sorted(left.items(), key=lambda kv: -kv[1])
+        out(Para(((f"query calls: {sum(left.values())} counted, not kept as events (" +
+                   ", ".join(f"{k} {n}" for k, n in top[:3]) + (", ..." if len(top) > 3 else "") +
+                   "); the cupti plugin's option query_calls keeps them", None),)))
 
 
 def _device_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
