@@ -1106,19 +1106,6 @@ def test_gpu_check_reads_what_it_compares(tmp_path):
     assert [plugin for _p, plugin, _f in clock_fits(t.metadata)] == ["cupti"]
 
 
-def test_unique_rows_matches_numpy():
-    """The packed-key unique gives np.unique(axis=0)'s rows, first indices and inverse,
-    and falls back to it when the columns' ranges do not fit 63 bits."""
-    rng = np.random.default_rng(3)
-    for cols in ([rng.integers(0, 5, 1000), rng.integers(0, 3, 1000).astype(np.uint32), rng.integers(-2, 2, 1000)],
-                 [rng.integers(0, 2**40, 1000), rng.integers(0, 2**40, 1000)]):
-        uniq, first, inv = convert.unique_rows(*cols)
-        ref_u, ref_f, ref_i = np.unique(np.stack([c.astype(np.int64) for c in cols], 1), axis=0,
-                                        return_index=True, return_inverse=True)
-        assert np.array_equal(uniq, ref_u) and np.array_equal(first, ref_f)
-        assert np.array_equal(inv, ref_i.reshape(-1))
-
-
 class BareRecord:
     """A record object as cupti-python 13.0.1 hands it over: its kind and address, no
     buffer protocol (13.0.1's ``ActivityAPI`` ... have none)."""

@@ -136,3 +136,18 @@ def test_find_gives_the_first_equal_key_or_minus_one(seed: int):
     for i, k in enumerate(keys.tolist()):
         first.setdefault(k, i)
     assert find(keys, want).tolist() == [first.get(w, -1) for w in want.tolist()]
+
+
+def test_unique_rows_matches_numpy():
+    """The packed-key unique gives np.unique(axis=0)'s rows, first indices and inverse,
+    and falls back to it when the columns' ranges do not fit 63 bits."""
+    from polyprof.trace.sorting import unique_rows
+
+    rng = np.random.default_rng(3)
+    for cols in ([rng.integers(0, 5, 1000), rng.integers(0, 3, 1000).astype(np.uint32), rng.integers(-2, 2, 1000)],
+                 [rng.integers(0, 2**40, 1000), rng.integers(0, 2**40, 1000)]):
+        uniq, first, inv = unique_rows(*cols)
+        ref_u, ref_f, ref_i = np.unique(np.stack([c.astype(np.int64) for c in cols], 1), axis=0,
+                                        return_index=True, return_inverse=True)
+        assert np.array_equal(uniq, ref_u) and np.array_equal(first, ref_f)
+        assert np.array_equal(inv, ref_i.reshape(-1))

@@ -12,7 +12,7 @@ from ..trace.core import Trace
 from .common import COMPUTE, device_view
 from .frames import empty_frame, frame
 from .window import WindowArg, view
-from ..trace.sorting import unique
+from ..trace.sorting import unique, unique_rows
 
 if TYPE_CHECKING:
     from .table import Table
@@ -72,9 +72,8 @@ def step_stats(trace: Trace, window: WindowArg = None) -> Table:
         ds[ds == np.iinfo(np.int64).max] = -1
         launched = v.launch[mine] >= 0
         # distinct launch calls per step, their CPU durations
-        pairs = unique(step[launched] * (int(v.launch.max()) + 1) + v.launch[mine][launched])
-        p_step, p_call = np.divmod(pairs, int(v.launch.max()) + 1) if len(pairs) else (pairs, pairs)
-        p_dur = ev["dur_ns"][p_call].astype(np.int64)
+        pairs, _, _ = unique_rows(step[launched], v.launch[mine][launched])
+        p_step, p_dur = pairs[:, 0], ev["dur_ns"][pairs[:, 1]].astype(np.int64)
         calls = np.bincount(p_step, minlength=n)
         total = np.bincount(p_step, weights=p_dur, minlength=n)
         longest = np.zeros(n, np.int64)

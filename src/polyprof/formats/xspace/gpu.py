@@ -21,7 +21,7 @@ from ...trace.categories import DEVICE_ACTIVITY
 from ...trace.core import Trace
 from ...trace import metadata_keys as mkeys
 from ...trace.stats import StatColumn
-from ...trace.sorting import member, unique
+from ...trace.sorting import member, unique, unique_rows
 from .decode import EventColumns, spans
 from .metadata import PlaneMetadata
 
@@ -203,18 +203,10 @@ def command_buffer_ops(trace: Trace) -> None:
                 tables[key] = None
         return tables[key]
 
-    # one decision per distinct (kernel name, module, program id), spread back to the rows:
-    # the three as codes packed into one key (a 1-d sort, not np.unique's of rows)
+    # one decision per distinct (kernel name, module, program id), spread back to the rows
     mod_names, mod_code = np.unique(mods.astype(str), return_inverse=True)
     pid_int = np.fromiter((v if isinstance(v, int) else -1 for v in pids.tolist()), np.int64, len(pids))
-    pid_vals, pid_code = np.unique(pid_int, return_inverse=True)
-    name_ids, name_code = np.unique(trace.events["name"][rows], return_inverse=True)
-    n_mod, n_pid = len(mod_names), len(pid_vals)
-    key = (name_code.reshape(-1) * n_mod + mod_code.reshape(-1)) * n_pid + pid_code.reshape(-1)
-    uniq_key, inv = np.unique(key, return_inverse=True)
-    rest, pid_at = np.divmod(uniq_key, n_pid)
-    name_at, mod_at = np.divmod(rest, n_mod)
-    combos = np.column_stack([name_ids[name_at].astype(np.int64), mod_at, pid_vals[pid_at]])
+    combos, _, inv = unique_rows(trace.events["name"][rows], mod_code.reshape(-1), pid_int)
     names = trace.strings
     keep = np.zeros(len(combos), bool)
     hlo_of = np.empty(len(combos), object)
@@ -228,7 +220,6 @@ def command_buffer_ops(trace: Trace) -> None:
         else:
             keep[c] = not (tab is None and re.match(_XLA_KERNEL, kname))
             hlo_of[c], op_of[c] = kname, mod
-    inv = inv.reshape(-1)
     new_hlo = np.where(keep[inv], hlo.values[at].astype(object), hlo_of[inv])
     new_op = op_of[inv]
     if hlo.values.dtype != object:

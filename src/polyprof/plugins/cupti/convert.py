@@ -30,6 +30,7 @@ from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.clock import ClockFit
 from ...trace.core import Trace
+from ...trace.sorting import unique_rows
 from . import decode, layout
 from .buffers import Records
 
@@ -64,26 +65,6 @@ def api_names(driver: bool) -> dict[int, str]:
         return {}
     enum = binding.driver_api_trace_cbid if driver else binding.runtime_api_trace_cbid
     return {int(m.value): _VERSION.sub("", m.name) for m in enum}
-
-
-def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``np.unique(np.stack(cols, 1), axis=0, return_index, return_inverse)`` for integer
-    columns, through one int64 key when their ranges fit in 63 bits (a 1-d sort: the
-    axis=0 form sorts rows as records, ten times slower on a million)."""
-    ints = [np.asarray(c).astype(np.int64) for c in cols]
-    n = len(ints[0]) if ints else 0
-    if not n:
-        return np.zeros((0, len(ints)), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    lows = [int(c.min()) for c in ints]
-    bits = [max(int(c.max()) - lo, 0).bit_length() for c, lo in zip(ints, lows)]
-    if sum(bits) > 63:
-        uniq, first, inv = np.unique(np.stack(ints, axis=1), axis=0, return_index=True, return_inverse=True)
-        return uniq, first, inv.reshape(-1)
-    key = np.zeros(n, np.int64)
-    for c, lo, b in zip(ints, lows, bits):
-        key = (key << b) | (c - lo)
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    return np.stack([c[first] for c in ints], axis=1), first, inv.reshape(-1)
 
 
 def _dims(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
