@@ -200,8 +200,7 @@ class PySink:
             return np.arange(len(kinds))
 
         def field(off: int, dtype: type) -> np.ndarray:
-            size = np.dtype(dtype).itemsize
-            return blob[(offsets[api] + off)[:, None] + np.arange(size)].copy().view(dtype).reshape(-1)
+            return gather(blob, offsets[api] + off, dtype)
 
         key = kinds[api].astype(np.int64) << 32 | field(4, np.uint32).astype(np.int64)
         sel = np.isin(key, self._skip)
@@ -264,6 +263,13 @@ class PySink:
         self.take()
 
 
+def gather(blob: np.ndarray, pos: np.ndarray, dtype: type | np.dtype) -> np.ndarray:
+    """The values of ``dtype`` at the byte positions ``pos`` of ``blob`` (uint8), whatever
+    their alignment: a byte gather."""
+    size = np.dtype(dtype).itemsize
+    return np.ascontiguousarray(blob[pos[:, None] + np.arange(size)]).view(dtype).reshape(-1)
+
+
 def _strings(kinds: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> tuple[np.ndarray, bytes]:
     """The string slots and arena of one buffer, as the C sink makes them, read through
     CUPTI's pointers while CUPTI holds the strings: a kind whose strings CUPTI shares
@@ -289,7 +295,7 @@ def _strings(kinds: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> tuple[
             continue
         for slot, off in enumerate((o1,) if o2 < 0 else (o1, o2)):
             pos = offsets[rows] + off
-            ptr = blob[pos[:, None] + np.arange(8)].copy().view(np.uint64).reshape(-1)
+            ptr = gather(blob, pos, np.uint64)
             if cache_by_pointer:
                 uniq, inv = np.unique(ptr, return_inverse=True)
                 table = np.array([put(p) for p in uniq.tolist()], np.int64)

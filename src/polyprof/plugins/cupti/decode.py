@@ -17,7 +17,7 @@ from typing import Iterable
 import numpy as np
 
 from . import layout
-from .buffers import Records
+from .buffers import Records, gather
 
 
 def rows_of(rec: Records, kinds: Iterable[int]) -> np.ndarray:
@@ -34,8 +34,7 @@ def column(rec: Records, rows: np.ndarray, field: layout.Field) -> np.ndarray:
         return np.zeros(0, dt)
     if not (pos % size).any() and len(rec.blob) % size == 0:
         return rec.blob.view(dt)[pos // size]
-    idx = pos[:, None] + np.arange(size)
-    return np.ascontiguousarray(rec.blob[idx]).view(dt).reshape(-1)
+    return gather(rec.blob, pos, dt)
 
 
 def columns(rec: Records, rows: np.ndarray, fields: dict[str, layout.Field],
