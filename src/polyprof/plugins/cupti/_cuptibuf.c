@@ -65,6 +65,7 @@ static uint64_t n_requested = 0, n_completed = 0, n_records = 0, n_dropped = 0, 
                 n_walk_failed = 0, n_bytes = 0, n_not_kept = 0;
 /* calls not kept: [0] driver, [1] runtime, by callback id; their count and time */
 static uint8_t not_kept[2][MAX_CBID];
+static int any_not_kept = 0; /* whether not_kept names any call: else no counting per buffer */
 static uint64_t not_kept_count[2][MAX_CBID], not_kept_ns[2][MAX_CBID];
 
 static int api_slot(int32_t kind) { return kind == KIND_DRIVER ? 0 : kind == KIND_RUNTIME ? 1 : -1; }
@@ -182,8 +183,8 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
     Slot *cache = calloc(CACHE_SLOTS, sizeof(Slot));
     void *rec = NULL;
     /* this buffer's calls not kept (count, then time, per callback id), added to the
-     * totals under the lock; without the memory, every call is kept */
-    uint64_t (*counted)[2][MAX_CBID] = calloc(2, sizeof *counted);
+     * totals under the lock; with none configured, or without the memory, every call is kept */
+    uint64_t (*counted)[2][MAX_CBID] = any_not_kept ? calloc(2, sizeof *counted) : NULL;
     size_t skipped = 0;
     NextFn next = next_fn;
     if (b->valid && next) {
@@ -277,6 +278,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "KKnO|O", &next_addr, &dropped_addr, &nbytes, &table, &skip)) return NULL;
     static uint8_t skip_table[2][MAX_CBID];
     memset(skip_table, 0, sizeof skip_table);
+    int any = 0;
     if (skip) {
         PyObject *calls = PySequence_Fast(skip, "calls_not_kept must be a sequence");
         if (!calls) return NULL;
@@ -293,6 +295,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
                 return NULL;
             }
             skip_table[api_slot(kind)][cbid] = 1;
+            any = 1;
         }
         Py_DECREF(calls);
     }
@@ -328,6 +331,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     memcpy(str_off, offs, sizeof offs);
     memcpy(str_cache, cache, sizeof cache);
     memcpy(not_kept, skip_table, sizeof not_kept);
+    any_not_kept = any;
     pthread_mutex_unlock(&lock);
     Py_RETURN_NONE;
 }
