@@ -32,6 +32,7 @@ from polyprof.analyze.frames import column
 from polyprof.analyze.sections import section_stats
 from polyprof.errors import TraceFormatError
 from polyprof.formats.detect import detect
+from sqlite_query import query as _sql
 
 DATA = Path(__file__).resolve().parent / "data" / "nsys"
 REAL = DATA / "saxpy_2022.sqlite"
@@ -173,14 +174,6 @@ def newer(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module", params=["2022", "2024"])
 def export(request, newer) -> Path:
     return REAL if request.param == "2022" else newer
-
-
-def _sql(path: Path, q: str) -> list[tuple]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute(q).fetchall()
-    finally:
-        conn.close()
 
 
 def test_both_versions_are_sniffed_by_content(export, tmp_path):

@@ -35,6 +35,7 @@ from polyprof.analyze.frames import column
 from polyprof.analyze.sections import section_stats
 from polyprof.errors import TraceFormatError
 from polyprof.formats.detect import detect
+from sqlite_query import query as _sql
 
 DATA = Path(__file__).resolve().parent / "data" / "rocprof"
 REAL_JSON = DATA / "tracelens_908_results.json.gz"
@@ -275,14 +276,6 @@ def build_rocpd(path: Path, version: int) -> Path:
 @pytest.fixture(scope="module", params=[3, 4])
 def rocpd_db(request, tmp_path_factory) -> Path:
     return build_rocpd(tmp_path_factory.mktemp("rocpd") / f"run_v{request.param}.db", request.param)
-
-
-def _sql(path: Path, q: str) -> list[tuple]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute(q).fetchall()
-    finally:
-        conn.close()
 
 
 def _kernel_totals(trace) -> dict[str, int]:

@@ -30,6 +30,7 @@ from polyprof.errors import TraceFormatError
 from polyprof.formats.detect import detect
 from polyprof.trace import keys
 from polyprof.trace.categories import Kind
+from sqlite_query import query as _sql
 
 DATA = Path(__file__).resolve().parent / "data" / "rpd"
 MATMUL = DATA / "matmul_result.rpd"
@@ -43,14 +44,6 @@ def vllm(tmp_path_factory) -> Path:
     with gzip.open(DATA / "mytrace.rpd.gz") as src, open(out, "wb") as dst:
         shutil.copyfileobj(src, dst)
     return out
-
-
-def _sql(path: Path, query: str) -> list[tuple]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute(query).fetchall()
-    finally:
-        conn.close()
 
 
 def _events(trace: polyprof.Trace, kinds: tuple[Kind, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
