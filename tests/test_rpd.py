@@ -206,6 +206,60 @@ def test_damaged_op_table_is_one_error(tmp_path):
         polyprof.load(db)
 
 
+def test_a_blank_copy_size_leaves_that_copys_bytes_out(tmp_path, caplog):
+    """rmpd's own ``matmul_result_large.rpd`` stores one ``rocpd_copyapi.size`` as ''
+    (the file is not kept here: 98 KB): the database reads, that copy has no bytes, and
+    one warning names the table."""
+    db = tmp_path / "blank.rpd"
+    shutil.copy(MATMUL, db)
+    conn = sqlite3.connect(db)
+    blank = conn.execute("SELECT api_ptr_id FROM rocpd_copyapi ORDER BY api_ptr_id LIMIT 1").fetchone()[0]
+    conn.execute("UPDATE rocpd_copyapi SET size = '' WHERE api_ptr_id = ?", (blank,))
+    bad_kernel = conn.execute("SELECT api_ptr_id FROM rocpd_kernelapi ORDER BY api_ptr_id LIMIT 1").fetchone()[0]
+    conn.execute("UPDATE rocpd_kernelapi SET gridX = 'wide' WHERE api_ptr_id = ?", (bad_kernel,))
+    conn.commit()
+    conn.close()
+    with caplog.at_level("WARNING", logger="polyprof"):
+        t = polyprof.load(db)
+    assert "rocpd_copyapi: 1 rows" in caplog.text and "rocpd_kernelapi: 1 rows" in caplog.text
+    whole = polyprof.load(MATMUL)
+    assert t.n_events == whole.n_events
+    cid = t.stat(keys.CORRELATION_ID)
+    for kind, stat, left_out in ((Kind.MEMCPY, keys.BYTES, blank), (Kind.KERNEL, keys.GRID, bad_kernel)):
+        rows = np.flatnonzero(t.kinds == kind)
+        _, ids = cid.lookup(rows)
+        has, values = t.stat(stat).lookup(rows)
+        assert (~has).tolist() == (ids == left_out).tolist() and (ids == left_out).any()
+        whole_has, whole_values = whole.stat(stat).lookup(rows)
+        assert whole_has.all() and values.tolist() == whole_values[has].tolist()
+
+
+def test_a_text_in_an_integer_column_is_named(tmp_path):
+    db = tmp_path / "bad.rpd"
+    shutil.copy(MATMUL, db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE rocpd_op SET gpuId = 'first' WHERE id = 3")
+    conn.commit()
+    conn.close()
+    with pytest.raises(TraceFormatError, match=r"bad\.rpd.*rocpd_op\.gpuId.*text or reals"):
+        polyprof.load(db)
+
+
+def test_a_directory_of_rpd_files_is_a_job(tmp_path):
+    """rmpd's examples folder holds its .rpd files beside a JSON: the folder read as one
+    rank (the JSON) and a folder of .rpd files alone was "no trace files"."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in (0, 1):
+        shutil.copy(MATMUL, job / f"rank{r}.rpd")
+    ts = polyprof.load_ranks(job)
+    assert [Path(str(e.path)).name for e in ts.entries] == ["rank0.rpd", "rank1.rpd"]
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(job)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("polyprof summary: 2 ranks")
+
+
 def test_rpd2tracing_json_has_the_same_device_time():
     """rpd2tracing's JSON writes no category: its GPU process's events are still device
     activity (formats/kineto/devices.py), the same kernels, copies and fill as the

@@ -213,9 +213,9 @@ def _launch_stats(conn: sqlite3.Connection, tabs: Schema, corr: np.ndarray, stat
              "wx": "workgroupX", "wy": "workgroupY", "wz": "workgroupZ",
              "shared": "groupSegmentSize", "private": "privateSegmentSize"}
     if tabs.has("rocpd_kernelapi", *kcols.values()):
-        k = sqlite_db.read_columns(conn, "rocpd_kernelapi", kcols, not_null=tabs.not_null("rocpd_kernelapi"))
+        k = _stat_columns(conn, tabs, "rocpd_kernelapi", kcols)
         at = find(k["api"], corr)
-        rows = np.flatnonzero(at >= 0)
+        rows = _with_stats(at, k)
         if len(rows):
             at = at[rows]
             stats[keys.GRID] = (rows, triples(k["gx"][at], k["gy"][at], k["gz"][at]))
@@ -223,12 +223,36 @@ def _launch_stats(conn: sqlite3.Connection, tabs: Schema, corr: np.ndarray, stat
             stats["shared memory"] = (rows, k["shared"][at])
             stats["scratch memory"] = (rows, k["private"][at])
     if tabs.has("rocpd_copyapi", "api_ptr_id", "size"):
-        k = sqlite_db.read_columns(conn, "rocpd_copyapi", {"api": "api_ptr_id", "size": "size"},
-                                   not_null=tabs.not_null("rocpd_copyapi"))
+        k = _stat_columns(conn, tabs, "rocpd_copyapi", {"api": "api_ptr_id", "size": "size"})
         at = find(k["api"], corr)
-        rows = np.flatnonzero(at >= 0)
+        rows = _with_stats(at, k)
         if len(rows):
             stats[keys.BYTES] = (rows, k["size"][at[rows]])
+
+
+def _stat_columns(conn: sqlite3.Connection, tabs: Schema, table: str, cols: dict[str, str]) -> dict[str, np.ndarray]:
+    """``sqlite_db.read_columns`` of columns read only for launch stats. A value that is
+    not an integer (rmpd's ``matmul_result_large.rpd`` stores one copy's size as ``''``)
+    reads as -1, which leaves that call's stats out, with one warning: the stats are
+    optional, the file's ops are not lost for them."""
+    try:
+        return sqlite_db.read_columns(conn, table, cols, not_null=tabs.not_null(table))
+    except sqlite3.DatabaseError:
+        guarded = {n: f"CASE WHEN typeof({quote(c)}) = 'integer' THEN {quote(c)} END"
+                   for n, c in cols.items()}
+        out = sqlite_db.read_columns(conn, table, guarded)  # a damaged page still raises
+        bad = int(np.count_nonzero(np.minimum.reduce(list(out.values())) < 0))
+        log.warning("%s: %d rows hold NULLs or values that are not integers (%s): their launch stats are left out",
+                    table, bad, ", ".join(cols.values()))
+        return out
+
+
+def _with_stats(at: np.ndarray, k: dict[str, np.ndarray]) -> np.ndarray:
+    """The ops whose call has a row (``at``: its index in ``k``, -1 for none) with every
+    stat column read (no -1: NULL, or not an integer)."""
+    rows = np.flatnonzero(at >= 0)
+    whole = np.minimum.reduce(list(k.values())) >= 0
+    return rows[whole[at[rows]]]
 
 
 def _api_of_ops(conn: sqlite3.Connection, tabs: Schema) -> tuple[np.ndarray, np.ndarray]:

@@ -185,9 +185,9 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _parse(text: str | None) -> np.ndarray:
+def _parse(text: str | None, what: str = "a column") -> np.ndarray:
     """A group_concat text of integers as int64; anything else (text, reals, numbers
-    beyond int64) is a DatabaseError, not a warning and a short column."""
+    beyond int64) is a DatabaseError naming ``what``, not a warning and a short column."""
     if not text:
         return np.zeros(0, np.int64)
     with warnings.catch_warnings():
@@ -195,7 +195,7 @@ def _parse(text: str | None) -> np.ndarray:
         try:
             return np.fromstring(text, dtype=np.int64, sep=",")  # type: ignore[call-overload]
         except (DeprecationWarning, ValueError, OverflowError):
-            raise sqlite3.DatabaseError("a column the reader reads as integers holds other values") from None
+            raise sqlite3.DatabaseError(f"{what}, read as integers, holds other values (text or reals)") from None
 
 
 def _rowid_chunks(conn: sqlite3.Connection, src: str, lo: int, hi: int) -> Iterator[str]:
@@ -259,7 +259,7 @@ def read_columns(conn: sqlite3.Connection, table: str, exprs: Mapping[str, str],
     for c in conds:
         cond = " AND ".join(x for x in (c, f"({where})" if where else "") if x)
         row = conn.execute(f"SELECT {select} FROM {src}" + (f" WHERE {cond}" if cond else "")).fetchone()
-        cols = [_parse(text) for text in row]
+        cols = [_parse(text, f"{table}.{exprs[n]}") for n, text in zip(names, row)]
         if any(len(x) != len(cols[0]) for x in cols):  # a damaged page, or a NULL in a NOT NULL column
             raise sqlite3.DatabaseError(f"{table}: columns of different lengths ({[len(x) for x in cols]})")
         for i, x in enumerate(cols):

@@ -30,7 +30,7 @@ from .identity import rank_in_file, rank_in_name
 #: of another format among them is refused, naming it)
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb",
                   ".xplane.pb.gz", ".pftrace", ".pftrace.gz", ".perfetto-trace", ".sqlite", ".sqlite3",
-                  ".db", ".parquet")
+                  ".db", ".rpd", ".parquet")
 
 
 class RankSource(ABC):
