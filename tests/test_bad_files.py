@@ -4,7 +4,9 @@ CLI (no traceback, exit code 1), whatever the reader."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import lzma
 import os
 import random
 import subprocess
@@ -47,6 +49,9 @@ def _cases(tmp: Path) -> dict[str, tuple[bytes | None, str]]:
         "a_directory.json": (None, "is a directory"),
         "cut.polyprof": (nat[: len(nat) // 2], ".polyprof"),
         "corrupt.polyprof": (nat[:100] + bytes(500) + nat[600:], ".polyprof"),
+        # as kineto's tb_plugin keeps its samples: the message says how to decompress
+        "sample.pt.trace.json.xz": (lzma.compress(kin[:2000]), "xz-compressed: polyprof reads gzip and plain files, so decompress it first (xz -dk sample.pt.trace.json.xz)"),
+        "sample.json.bz2": (bz2.compress(kin[:2000]), "bzip2-compressed: polyprof reads gzip and plain files, so decompress it first (bunzip2 -k sample.json.bz2)"),
     }
 
 
@@ -66,7 +71,8 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path,
 
 
 NAMES = ["cut.json.gz", "garbage.json.gz", "invalid.json", "not_a_trace.json", "random.xplane.pb", "cut.xplane.pb", "empty.json",
-         "empty.json.gz", "blank.json", "a_directory.json", "cut.polyprof", "corrupt.polyprof", "missing.json"]
+         "empty.json.gz", "blank.json", "a_directory.json", "cut.polyprof", "corrupt.polyprof", "missing.json",
+         "sample.pt.trace.json.xz", "sample.json.bz2"]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -113,3 +113,29 @@ def test_an_op_calling_itself_counts_once():
     tr = np.zeros(3, np.int64)
     st = np.array([0, 1, 2])
     assert merged_into(tr, st, np.array([10, 9, 8]), np.array([4, 4, 4])).tolist() == [0, 0, 0]
+
+
+def test_op_efficiency_counts_no_guessed_convolution_and_splits_host_calls(run):
+    """The 2021 samples recorded shapes but no concrete inputs: a convolution's stride and
+    padding are unknown, so it has no FLOPs (a stride-1 guess counted the stride-2 ones
+    4x: MFU and roofline over 100% on the V100). The data loader's ``aten::div`` on the
+    host and the model's on the GPU are two rows: the device row's rate is of its own
+    calls (the host calls' FLOPs over the device calls' time read 208% of the roofline)."""
+    from polyprof.analyze.efficiency import mfu, op_efficiency
+    from polyprof.analyze.flops import estimate_one
+
+    assert np.isnan(estimate_one("aten::cudnn_convolution", "[[32,64,56,56],[64,64,3,3],[],[],[],[],[]]",
+                                 '["float","float"]')[0])
+    trace = run[0]
+    oe = op_efficiency(trace)
+    names, where = column(oe, "name").tolist(), column(oe, "where").tolist()
+    assert not [n for n in names if "conv" in n]
+    div = {w: i for i, (n, w) in enumerate(zip(names, where)) if n == "aten::div"}
+    # num_workers=0: the loader's calls are in the trace; num_workers=4: in its workers
+    assert set(div) == ({"host", "device"} if "num_workers_0" in trace.sources[0].label else {"device"})
+    assert len(set(zip(names, where))) == len(names)
+    host = np.asarray(where) == "host"
+    assert not (column(oe, "device_ns")[host] > 0).any() and np.isnan(column(oe, "roofline_pct")[host]).all()
+    assert column(oe, "roofline_pct")[div["device"]] < 150
+    m = mfu(trace)
+    assert 0 < column(m, "mfu_pct")[0] < 1  # fp32 on a V100, mostly memory-bound ops without convolutions

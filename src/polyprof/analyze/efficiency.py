@@ -89,8 +89,10 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 
 def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
-    """One row per op name with a FLOP or byte figure: framework ops (``aten::mm``...)
-    and device ops that carry XLA's cost figures.
+    """One row per op name and where its calls ran with a FLOP or byte figure: framework
+    ops (``aten::mm``...) and device ops that carry XLA's cost figures. An op called both
+    on the host alone (a data loader's ``aten::div``) and with device work has two rows,
+    so the device row's rates are of the calls that ran there.
 
     Columns: ``name``, ``count``, ``flops`` and ``bytes`` (summed over calls; an op
     nested in another keeps its own figure, so do not sum the column over names: ``mfu``
@@ -113,7 +115,8 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     ev = trace.events
     du = ev["dur_ns"][rows]
     dev_ns = device_time(trace, rows, on_device)
-    g = group_stats(ev["name"][rows], du)
+    ran = on_device | (dev_ns > 0)  # a call that ran work on a device; the others ran on the host
+    g = group_stats(ev["name"][rows].astype(np.int64) * 2 + ran, du)
     o, s = g["order"], g["starts"]
     first = o[s]  # a group's first row (in row order): its precision and source
     flops = group_reduce(o, s, np.nan_to_num(c.flops), np.add)
@@ -123,7 +126,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     flops, nbytes = np.where(has_f, flops, np.nan), np.where(has_b, nbytes, np.nan)
     device_ns = group_reduce(o, s, dev_ns.astype(np.float64), np.add)
     host_ns = group_reduce(o, s, np.where(on_device, 0, du), np.add)
-    on_dev = device_ns > 0
+    on_dev = (g["key"] & 1).astype(bool)
     time_ns = np.where(on_dev, device_ns, host_ns).astype(np.float64)
     prec = c.precision[first]
     pk = resolve_peak(trace, peak)
@@ -140,7 +143,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         bound = np.where(~np.isfinite(intensity) | np.isnan(ridge) | (peak_f <= 0), "",
                          np.where(intensity >= ridge, "compute", "memory")).astype(object)
     return frame({
-        "name": np.asarray(trace.strings, dtype=object)[g["key"]], "count": g["count"], "flops": flops,
+        "name": np.asarray(trace.strings, dtype=object)[g["key"] >> 1], "count": g["count"], "flops": flops,
         "bytes": nbytes, "flops_source": SOURCE_NAMES[c.source[first]], "precision": prec,
         "device_ns": device_ns, "host_ns": host_ns, "time_ns": time_ns,
         "where": np.where(on_dev, "device", "host").astype(object), "flops_per_s": fps, "bytes_per_s": bps,
@@ -152,11 +155,15 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, flops, precision) of the model's FLOPs, each counted once: the ops with a
     FLOP figure not nested in another such op on the same thread (``aten::linear``, not
     also its ``aten::addmm``); device ops with their own figures where no framework op
-    has one."""
+    has one. In a trace with device activity, only the framework ops that launched some
+    (a data loader's ops on the host, or ops recorded while a CUDA graph was captured,
+    ran none of the model's device work)."""
     rows, on_device, c = costed_rows(trace)
     f = ~np.isnan(c.flops)
     host = f & ~on_device
-    pick = host if host.any() else f
+    if host.any() and len(cache.correlation(trace).device_rows):
+        host[host] = device_time(trace, rows[host], on_device[host]) > 0
+    pick = host if host.any() else f & on_device
     rows, flops, prec = rows[pick], c.flops[pick], c.precision[pick]
     if not host.any() or not len(rows):
         return rows, flops, prec

@@ -50,10 +50,10 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         e["lost_ns"] = float(lost[i])
         e["flops_per_s"] = float(f"{e['flops_per_s']:.4g}")  # readable in the terminal's evidence lines
         e["roofline_pct"] = round(float(e["roofline_pct"]), 2)
-    names = ", ".join(e["name"] for e in events[:3]) or "no op with a FLOP figure"
+    names = ", ".join(e["name"] for e in events[:3])
     prec = str(column(m, "precision")[0])
     return [Finding(
-        "low_mfu", f"Model FLOPs utilisation is {pct:.1f}% ({prec}); most lost in {names}",
+        "low_mfu", f"Model FLOPs utilisation is {pct:.1f}% ({prec})" + (f"; most lost in {names}" if names else ""),
         "high" if pct < VERY_LOW_MFU_PCT else "medium", "",
         {"mfu_pct": pct, "precision": prec, "flops": float(column(m, "flops")[0]),
          "time_ns": float(column(m, "time_ns")[0]), "peak_flops_per_s": float(column(m, "peak_flops_per_s")[0]),
@@ -88,7 +88,7 @@ def _fusable_chains(trace: Trace) -> list[Finding]:
     brk = np.r_[True, (m[1:] != m[:-1]) | (t_o[1:] != t_o[:-1])]
     starts = np.flatnonzero(brk)
     ends = np.r_[starts[1:], len(m)]
-    chains: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0, 0.0])
+    chains: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0, 0.0, -1])  # count, ns, first op
     names = trace.names(rows[order])
     dev_o = dev[order]
     for a, b in zip(starts.tolist(), ends.tolist()):
@@ -96,22 +96,24 @@ def _fusable_chains(trace: Trace) -> list[Finding]:
             key = tuple(names[a:b].tolist())
             chains[key][0] += 1
             chains[key][1] += float(dev_o[a:b].sum())
+            if chains[key][2] < 0:
+                chains[key][2] = a
     total = float(dev.sum())
     if not chains or not total:
         return []
     ranked = sorted(chains.items(), key=lambda kv: -kv[1][1])
-    sig, (count, ns) = ranked[0]
+    sig, (count, ns, first) = ranked[0]
     share = 100.0 * ns / total
     if share < CHAIN_SHARE:
         return []
     events = [{"chain": " → ".join(k), "ops": len(k), "count": int(n), "device_ns": float(d),
-               "share_pct": 100.0 * d / total} for k, (n, d) in ranked[:5]]
+               "share_pct": 100.0 * d / total} for k, (n, d, _) in ranked[:5]]
     return [Finding(
         "fusable_chain", f"{len(sig)} memory-bound ops in a row take {share:.1f}% of op device time "
         f"({sig[0]} → … → {sig[-1]}, {int(count)}×)",
         "high" if share >= 4 * CHAIN_SHARE else "medium", "",
         {"chain_ops": len(sig), "occurrences": int(count), "device_ns": ns, "share_pct": share,
-         "ridge_flops_per_byte": float(ridge[0]) if len(ridge) else float("nan"), "device": pk.model},
+         "ridge_flops_per_byte": float(ridge[order][int(first)]), "device": pk.model},  # at the chain's precision
         events, suggestion(trace, "fusable_chain"))]
 
 

@@ -346,11 +346,16 @@ def _per_dim(v: Any, n: int, default: int) -> list[int]:
 
 
 def _conv_out(op: Op, x: list[int], w: list[int]) -> list[int]:
-    """Output spatial size of a (not transposed) convolution."""
+    """Output spatial size of a (not transposed) convolution. Without its stride and
+    padding (a trace recorded without concrete inputs, as torch did before 2.0) the size
+    is unknown: ValueError, so the call has no FLOPs rather than a stride-1 guess (4x
+    the FLOPs of a stride-2 convolution)."""
     si, pi, di, _ = _CONV_ARGS[op.name]
     nd = len(w) - 2
-    stride = _per_dim(op.arg(si), nd, 1)
     pad_v = op.arg(pi)
+    if op.arg(si) is None or pad_v is None:
+        raise ValueError("stride or padding not recorded")
+    stride = _per_dim(op.arg(si), nd, 1)
     dil = _per_dim(op.arg(di) if di is not None else None, nd, 1)
     if pad_v == "same":
         return x[2:]

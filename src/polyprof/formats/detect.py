@@ -62,6 +62,10 @@ _NOT_READ = {
                 "give polyprof its SQLite export",
 }
 
+#: magic bytes of compressions polyprof does not read -> (name, the command that undoes it)
+_OTHER_COMPRESSION = {b"\xfd7zXZ\x00": ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"),
+                      b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d")}
+
 
 def detect(path: str | Path) -> str:
     path = Path(path)
@@ -92,6 +96,10 @@ def detect(path: str | Path) -> str:
     if head.startswith(b"GZSQLite format 3\x00"):  # as raptor's tests keep RPD files
         raise TraceFormatError(path, "a gzipped SQLite database: SQLite reads a file in place, so decompress "
                                      f"it first (gunzip -k {path.name})")
+    packer = next((c for magic, c in _OTHER_COMPRESSION.items() if head.startswith(magic)), None)
+    if packer:
+        raise TraceFormatError(path, f"{packer[0]}-compressed: polyprof reads gzip and plain files, so "
+                                     f"decompress it first ({packer[1]} {path.name})")
     raise TraceFormatError(path, "unrecognised format (expected: "
                            + "; ".join(f.summary for f in readers()) + ")")
 

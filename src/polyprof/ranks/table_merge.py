@@ -121,7 +121,7 @@ RULES: dict[str, Rule] = {
     "queue_length_summary": Rule(("plane", "stream"), {"changes": "sum", "min": "min", "max": "max",
                                                        **{c: "wmean" for c in ("mean", "std", "p25", "p50", "p75",
                                                                                "time_mean")}}),
-    "op_efficiency": Rule(("name",), {c: "sum" for c in ("count", "flops", "bytes", "device_ns", "host_ns",
+    "op_efficiency": Rule(("name", "where"), {c: "sum" for c in ("count", "flops", "bytes", "device_ns", "host_ns",
                                                          "time_ns")}, None, "time_ns"),
     "kernel_efficiency": Rule(("name",), {c: "sum" for c in ("count", "flops", "bytes", "device_ns")}, None,
                               "device_ns"),
