@@ -385,6 +385,9 @@ NAMES = [
     ("fusion.3.1", "fusion"),
     ("ProfilerStep#12", "ProfilerStep#N"),
     ("triton_poi_fused_add_cos_sin_0", "triton_poi_fused_add_cos_sin"),
+    ("input_transpose_fusion.kd", "input_transpose_fusion"),
+    ("loop_add_fusion.3.kd", "loop_add_fusion"),
+    ("Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1.kd", "Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1"),
     # left alone: numbers that are part of the name
     ("ampere_sgemm_32x32_sliced1x4_tn", "ampere_sgemm_32x32_sliced1x4_tn"),
     ("AddmmBackward0", "AddmmBackward0"),
@@ -923,3 +926,16 @@ def test_the_command_does_not_import_pandas(injected, tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_amd_kernel_descriptor_names_match_across_runs():
+    """TraceLens's two MI300X runs of one JAX convolution: the legacy run names its kernels
+    by their code objects' descriptor symbols (``input_transpose_fusion.kd``), the other
+    without the ``.kd``; each kernel was "gone" in one and "new" in the other."""
+    peers = Path(__file__).parent / "data" / "peers" / "tracelens"
+    doc = diff_json(peers / "jax_conv_minimal_08.xplane.pb", peers / "jax_conv_minimal_legacy.xplane.pb")
+    k = records(doc, "kernels")
+    fusion = k["input_transpose_fusion"]
+    assert fusion["count_a"] == 40 and fusion["count_b"] == 5
+    assert sorted(fusion["raw_names"]) == ["input_transpose_fusion", "input_transpose_fusion.kd"]
+    assert not [n for n in k if n.endswith(".kd")]

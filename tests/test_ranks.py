@@ -171,6 +171,21 @@ def test_rank_from_file_name_then_order(tmp_path, traces_dir):
             json.dump(doc, f)
     ts = load_ranks([other / "b.json.gz", other / "a.json.gz"])
     assert ts.ranks == [0, 1] and ts.entry(0).label == "b.json.gz" and ts.entry(0).how == "order"
+    # a bare last number is a rank only when the names count the files from 0: XProf
+    # names its files after the host ("34.83.195.179_6003", "chi-mi300x-013...")
+    hosts = tmp_path / "hosts"
+    hosts.mkdir()
+    for name in ("chi-mi300x-013.json.gz", "chi-mi300x-007.json.gz"):
+        with gzip.open(hosts / name, "wt") as f:
+            json.dump(doc, f)
+    ts = load_ranks(hosts)
+    assert ts.ranks == [0, 1] and {e.how for e in ts.entries} == {"order"}
+    ts = load_ranks([hosts / "chi-mi300x-013.json.gz"])
+    assert ts.ranks == [0]
+    (hosts / "chi-mi300x-013.json.gz").rename(hosts / "part_1.json.gz")
+    (hosts / "chi-mi300x-007.json.gz").rename(hosts / "part_0.json.gz")
+    ts = load_ranks(hosts)
+    assert ts.ranks == [0, 1] and {e.how for e in ts.entries} == {"file name"}
 
 
 def test_executor_is_pluggable_and_results_agree(four_ranks):

@@ -381,3 +381,36 @@ def test_devices_xprof_has_no_name_for_are_written_as_custom_and_read_back() -> 
     assert [(p.name, p.kind, p.vendor, p.index) for p in back.planes] == \
         [(p.name, p.kind, p.vendor, p.index) for p in trace.planes]
     assert back.n_events == 3
+
+
+def test_a_jax_log_directory_is_one_rank_and_its_json_has_the_steps(tmp_path: Path) -> None:
+    """jax.profiler.trace(create_perfetto_trace=True) writes ``<host>.xplane.pb``,
+    ``<host>.trace.json.gz`` and ``perfetto_trace.json.gz``: the same events three times,
+    which were three ranks of one job. The log directory is now the XSpace alone. The
+    trace viewer JSON writes every arg as text (``"step_num": "0"``): its steps are
+    found, the same as the XSpace's."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from polyprof.derive import cache
+    from polyprof.ranks import load_ranks
+
+    @jax.jit
+    def step(w, x):
+        return jnp.tanh(x @ w).sum()
+
+    w, x = jnp.ones((64, 64)), jnp.ones((32, 64))
+    step(w, x).block_until_ready()
+    with jax.profiler.trace(str(tmp_path / "log"), create_perfetto_trace=True):
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                step(w, x).block_until_ready()
+    run = next((tmp_path / "log" / "plugins" / "profile").iterdir())
+    names = sorted(p.name for p in run.iterdir())
+    assert any(n.endswith(".trace.json.gz") for n in names) and "perfetto_trace.json.gz" in names
+    ts = load_ranks(tmp_path / "log")
+    assert [Path(str(e.path)).name for e in ts.entries] == [n for n in names if n.endswith(".xplane.pb")]
+    xs = cache.steps(load(run / next(n for n in names if n.endswith(".xplane.pb"))))
+    js = cache.steps(load(run / next(n for n in names if n.endswith(".trace.json.gz"))))
+    assert js.number.tolist() == xs.number.tolist() == [0, 1, 2]
+    assert np.abs((js.end - js.start) - (xs.end - xs.start)).max() <= 1000  # the JSON's µs

@@ -13,7 +13,10 @@ addresses, hashes, template instantiations, the instance numbers a compiler hand
    ...>`` instantiation are one kernel for a diff.
 4. ``program-id``: a trailing parenthesised number, the fingerprint XLA puts on
    module names (``jit_f(12190760917235803885)`` -> ``jit_f``).
-5. ``instance-suffix``: the numbers compilers and profilers append to one op's
+5. ``kernel-descriptor``: the ``.kd`` of an AMD code object's kernel descriptor symbol,
+   which some ROCm profilers and versions name kernels by (``input_transpose_fusion.kd``
+   in one run of TraceLens's MI300X pair, ``input_transpose_fusion`` in the other).
+6. ``instance-suffix``: the numbers compilers and profilers append to one op's
    instances: XLA/HLO ``fusion.12`` and ``copy-done.3`` -> ``fusion``, ``copy-done``;
    ``#7`` at the end (``ProfilerStep#7``) -> ``#N``; Triton's kernel index
    (``triton_poi_fused_add_0`` -> ``triton_poi_fused_add``).
@@ -35,6 +38,7 @@ RULES: list[tuple[str, re.Pattern[str], str]] = [
     ("template-number", re.compile(r"(?<=[<,])(\s*)(?:\([\w:]+\))?[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
                                    r"[uUlLfF]*(?=\s*[,>])"), r"\1N"),
     ("program-id", re.compile(r"(?<=[\w>])\(\d+\)$"), ""),
+    ("kernel-descriptor", re.compile(r"(?<=\w)\.kd$"), ""),
     ("instance-suffix", re.compile(r"(?<=[A-Za-z])(?:\.\d+)+$"), ""),
     ("instance-suffix", re.compile(r"#\d+$"), "#N"),
     ("instance-suffix", re.compile(r"^(triton_\w*?)_\d+$"), r"\1"),

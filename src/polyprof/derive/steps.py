@@ -175,6 +175,11 @@ def _as_int(x: object) -> int | None:
     return n if _INT64_MIN <= n <= _INT64_MAX else None
 
 
+def _has_number_text(values: np.ndarray) -> bool:
+    """Whether a text stat column holds some whole number's text (its first 100 values)."""
+    return values.dtype.kind in "OSU" and any(_as_int(x) is not None for x in values[:100].tolist())
+
+
 def find_steps(trace: Trace) -> Steps:
     """The steps of ``trace`` (see the module doc for the sources)."""
     ev = trace.events
@@ -208,8 +213,8 @@ def find_steps(trace: Trace) -> Steps:
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     for key in ("step_num", keys.STEP):
         col = trace.stats.get(key)
-        if col is None or col.kind not in "iuf":
-            continue
+        if col is None or (col.kind not in "iuf" and not _has_number_text(col.values)):
+            continue  # (XProf's trace viewer JSON writes every arg as text: "step_num": "0")
         rows = _primary(trace, col.rows)
         rows = rows[host[trace.track_plane[ev["track"][rows]]] & (ev["dur_ns"][rows] > 0)]
         rows, found = _in_range(trace, rows, col.lookup(rows)[1])

@@ -64,7 +64,13 @@ def rank_in_file(path: Path) -> int | None:
         return None
 
 
-def rank_in_name(path: Path) -> int | None:
+def rank_in_name(path: Path) -> tuple[int, bool] | None:
+    """(the number in the file name, whether a word names it a rank: ``rank3``,
+    ``worker_3``), else the name's last number (``trace_3``, but also a host's: XProf
+    names its files ``<host>.xplane.pb``), or None."""
     stem = path.name.split(".")[0]
-    m = _NAME.search(stem) or _TRAILING.search(stem)
-    return int(m.group(1)) if m else None
+    m = _NAME.search(stem)
+    if m:
+        return int(m.group(1)), True
+    m = _TRAILING.search(stem)
+    return (int(m.group(1)), False) if m else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from ..store.manifest import is_store, read_manifest
 from ..trace.core import Trace
 from ..trace.identity import identify
 from .identity import rank_in_file, rank_in_name
+
+log = logging.getLogger("polyprof")
 
 #: file name endings a directory of ranks is read with: every format polyprof reads (a file
 #: of another format among them is refused, naming it)
@@ -47,8 +50,9 @@ class RankSource(ABC):
         """The rank the data names itself, and how it says so (not loading it)."""
         return None
 
-    def in_name(self) -> int | None:
-        """A rank number in the source's file name."""
+    def in_name(self) -> tuple[int, bool] | None:
+        """A number in the source's file name, and whether a word names it a rank
+        (``identity.rank_in_name``)."""
         return None
 
     @abstractmethod
@@ -67,7 +71,7 @@ class TraceFile(RankSource):
         r = rank_in_file(self.file)
         return None if r is None else (r, "distributedInfo")
 
-    def in_name(self) -> int | None:
+    def in_name(self) -> tuple[int, bool] | None:
         return rank_in_name(self.file)
 
     def load(self) -> Trace:
@@ -171,11 +175,31 @@ def _directory(item: Any) -> list[RankSource] | None:
     p = Path(item)
     from ..formats.rocprof_csv import runs_in  # rocprofv3's CSV output: one rank per prefix (process)
 
-    found = runs_in(p) or sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES)
-                                 and not q.name.startswith("."))
+    found = runs_in(p) or _without_xprof_copies(sorted(
+        q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES) and not q.name.startswith(".")))
     if not found:
         raise PolyprofError(f"{p}: no trace files in this directory")
     return [TraceFile(q) for q in found]
+
+
+#: what JAX and TensorFlow write beside ``<host>.xplane.pb`` in one profile run: the same
+#: events again (``<host>.trace.json.gz``; ``perfetto_trace.json.gz`` with
+#: ``create_perfetto_trace=True``) and the memory profile
+_XPROF_COPIES = (".trace.json.gz", ".trace.json", ".memory_profile.json.gz")
+
+
+def _without_xprof_copies(files: list[Path]) -> list[Path]:
+    """``files`` less the copies of an XSpace's events that JAX writes beside it: without
+    this one JAX run was three ranks, each event counted three times."""
+    hosts = {q.name[: -len(s)] for q in files for s in (".xplane.pb", ".xplane.pb.gz") if q.name.endswith(s)}
+    if not hosts:
+        return files
+    copies = [q for q in files if q.name == "perfetto_trace.json.gz"
+              or any(q.name.endswith(s) and q.name[: -len(s)] in hosts for s in _XPROF_COPIES)]
+    if copies:
+        log.info("%s: %s left out: copies of the events of %s", files[0].parent,
+                 ", ".join(q.name for q in copies), ", ".join(f"{h}.xplane.pb" for h in sorted(hosts)))
+    return [q for q in files if q not in copies]
 
 
 def _file(item: Any) -> list[RankSource] | None:
@@ -217,7 +241,8 @@ def assign_ranks(sources: Iterable[RankSource], rank_by: str = "auto") -> list[A
     """(rank, how) for each source, in the order given. ``rank_by="auto"``: the ranks the
     sources name themselves when they all do and differ; when only some do, those, and
     the others numbered after them; else the numbers in the file names when they all
-    have distinct ones; else the order given. ``"order"``: the order given; ``"trace"``:
+    have distinct ones (a bare last number, not named a rank by a word, only when they
+    count the files from 0); else the order given. ``"order"``: the order given; ``"trace"``:
     the ranks the sources name, an error naming the first that names none or repeats one."""
     import logging
 
@@ -248,9 +273,14 @@ def assign_ranks(sources: Iterable[RankSource], rank_by: str = "auto") -> list[A
             taken = set(ranks)
             free = (r for r in range(len(sources) + max(taken) + 1) if r not in taken)
             return [Assigned(*n) if n is not None else Assigned(next(free), "order") for n in named]
-    in_name = [s.in_name() for s in sources]
-    if all(r is not None for r in in_name) and len(set(in_name)) == len(in_name):
-        return [Assigned(int(r), "file name") for r in in_name]  # type: ignore[arg-type]
+    found = [s.in_name() for s in sources]
+    if all(f is not None for f in found):
+        numbers = [f[0] for f in found]  # type: ignore[index]
+        said = all(f[1] for f in found)  # type: ignore[index]
+        # a number no word names a rank (a host's: "34.83.195.179_6003", "chi-mi300x-013")
+        # only when the names count the files from 0
+        if len(set(numbers)) == len(numbers) and (said or sorted(numbers) == list(range(len(numbers)))):
+            return [Assigned(n, "file name") for n in numbers]
     return [Assigned(i, "order") for i in range(len(sources))]
 
 
