@@ -333,4 +333,5 @@ def test_an_export_it_cannot_hold_names_the_file(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("polyprof: error: kernel_trace.csv: spans "), p.stderr
     assert "more than XSpace's ps offsets can hold" in lines[0]
+    assert lines[0].endswith("export it in another format (it has no steps to export a window of)")  # not --steps
     assert not out.exists()

@@ -124,9 +124,13 @@ def _plan(trace: Trace, meta_x: dict[str, Any], compiled: bool) -> tuple[_Plan, 
         first = min(first, int(c["ts_ns"].min())) if n else int(c["ts_ns"].min())
         last = max(last, int(c["ts_ns"].max()))
     if last - first > N.MAX_SPAN_NS:  # XEvent offsets are int64 ps
+        from ..derive import cache
+
         named = ", ".join(sorted({s.label for s in trace.sources if s.label})) or "the trace"
+        what = "a window of it (--steps) or another format" if len(cache.steps(trace)) else \
+            "it in another format (it has no steps to export a window of)"
         raise PolyprofError(f"{named}: spans {last - first:,} ns, more than XSpace's ps offsets can hold "
-                            f"({N.MAX_SPAN_NS:,} ns); export a window of it (--steps) or another format")
+                            f"({N.MAX_SPAN_NS:,} ns); export {what}")
     origin = first if (first >= N.MAX_PLAIN_NS or first < 0) else 0
     # one time base per XPlane: XProf's GPU tools take event offsets of different lines
     # as comparable (CUPTI writes every line of a device at the same timestamp)
