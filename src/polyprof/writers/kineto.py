@@ -195,6 +195,7 @@ def _event_records(trace: Trace, pids: list[int], tids: list[int], shift: int) -
                 | (~on_host & (kinds != Kind.MARK))).tolist()
     args = _event_args(trace, on_host)
     _device_args(trace, args, track_tid, pids)
+    _profiler_steps(trace, names, cats, args)
     out: list[dict[str, Any]] = []
     for i in range(n):
         if complete[i]:
@@ -244,6 +245,25 @@ def _event_args(trace: Trace, on_host: np.ndarray) -> list[dict[str, Any] | None
                 a = args[r] = {}
             a[name] = v
     return args
+
+
+def _profiler_steps(trace: Trace, names: list[str], cats: list[str], args: list[dict[str, Any] | None]) -> None:
+    """Steps that torch.profiler did not mark (``polyprof.step()``, JAX's and TF's step
+    annotations) written as torch marks them, ``ProfilerStep#N`` of ``user_annotation``:
+    HTA and TensorBoard's torch plugin find a trace's steps by that name alone. The
+    event's own name and category stay in its args (``polyprof_name``,
+    ``polyprof_category``)."""
+    from ..derive import cache
+
+    steps = cache.steps(trace)
+    if steps.source in ("", "ProfilerStep"):
+        return
+    for r, n in zip(steps.rows.tolist(), steps.number.tolist()):
+        a = args[r]
+        if a is None:
+            a = args[r] = {}
+        a["polyprof_name"], a["polyprof_category"] = names[r], cats[r]
+        names[r], cats[r] = f"ProfilerStep#{n}", "user_annotation"
 
 
 def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.ndarray,
