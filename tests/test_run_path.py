@@ -187,3 +187,20 @@ def test_main_leaves_the_collector_as_it_found_it(tmp_path, enabled):
                   "print(rc, gc.isenabled())")
     assert out == f"0 {enabled}"
     assert (tmp_path / "seen.txt").read_text() == str(enabled)
+
+
+def test_the_script_sees_what_python_gives_it(tmp_path):
+    """``__file__`` absolute (python's since 3.9), ``sys.argv[0]`` as typed, and an
+    uncaught exception's traceback from the script's frame on, as plain python prints
+    them: polyprof's and runpy's frames beneath the script were printed too."""
+    (tmp_path / "where.py").write_text("import sys\nprint(__file__)\nprint(sys.argv[0])\n"
+                                       "def f():\n    raise ValueError('boom')\nf()\n")
+    (tmp_path / "mod.py").write_text("import sys\nprint(__file__)\nprint(sys.argv[0])\n")
+    for args in (["where.py"], ["-m", "mod"]):
+        plain = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        ours = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", "t.polyprof", *args],
+                              capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+        assert ours.returncode == plain.returncode and ours.stdout == plain.stdout, (ours, plain)
+        assert [ln for ln in ours.stderr.splitlines() if not ln.startswith("polyprof: ")] == \
+            plain.stderr.splitlines(), ours.stderr
+    assert plain.stdout.splitlines()[0] == str(tmp_path / "mod.py")

@@ -75,11 +75,11 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
     # as python does: the script's directory, or (-m) the current directory, comes first
     sys.path.insert(0, os.getcwd() if module else str(Path(target).resolve().parent))
     try:
-        with _script_at_stack_bottom():
+        with _script_at_stack_bottom(None if module else target):
             if module:
                 runpy.run_module(target, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(target, run_name="__main__")
+            else:  # __file__ absolute, as python gives it since 3.9 (sys.argv[0] as typed)
+                runpy.run_path(os.path.abspath(target), run_name="__main__")
         return 0
     except SystemExit as e:
         code = e.code
@@ -89,34 +89,49 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
             return code
         print(code, file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        traceback.print_exc()
+    except KeyboardInterrupt as e:
+        _print_script_error(e)
         _received.append(signal.SIGINT)
         return 130
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as e:
+        _print_script_error(e)
         return 1
     finally:
         sys.argv = old_argv
         sys.path[:] = old_path
 
 
+#: where the frames of the launcher (this module, runpy) beneath the script's come from
+_LAUNCHER_FILES = frozenset((__file__, getattr(runpy, "__file__", None) or "", "<frozen runpy>"))
+
+
+def _print_script_error(e: BaseException) -> None:
+    """The traceback of the script's uncaught exception as python prints it: from the
+    script's frame on, without the launcher's frames beneath it."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename in _LAUNCHER_FILES:
+        tb = tb.tb_next
+    traceback.print_exception(type(e), e, tb)
+
+
 @contextmanager
-def _script_at_stack_bottom() -> Iterator[None]:
+def _script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
     """runpy runs the script as ``python`` would, and its ``exec`` of the script's code is
     ``lowlevel.unseen.exec_frameless``: the script's frame is the bottom of its stack, as
     under plain ``python``, so what walks the stack from the script — torch's
     ``with_stack`` tracer starting, ``traceback.print_stack``, ``sys._getframe`` — finds
-    no frame of runpy or polyprof beneath it. Only the first exec is: the script's own
-    uses of runpy are plain."""
-    run_code = unseen.exec_frameless
-    if run_code is None:  # without the compiled module the launcher's frames stay beneath
-        yield
-        return
+    no frame of runpy or polyprof beneath it (without the compiled module the launcher's
+    frames stay beneath). Only the first exec is: the script's own uses of runpy are
+    plain. That exec also gives a script back its ``sys.argv[0]`` as typed (``argv0``),
+    which ``run_path`` set to the absolute path it was given for ``__file__`` (``-m``:
+    None, the module's path, as python's)."""
+    run_code = unseen.exec_frameless or exec
     names = vars(runpy)
 
     def exec_once(code: CodeType, namespace: dict[str, object]) -> object:
         names.pop("exec", None)
+        if argv0 is not None and sys.argv and sys.argv[0] == namespace.get("__file__"):
+            sys.argv[0] = argv0
         return run_code(code, namespace)
 
     names["exec"] = exec_once  # runpy's exec(code, run_globals), looked up in its globals
