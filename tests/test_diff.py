@@ -939,3 +939,42 @@ def test_amd_kernel_descriptor_names_match_across_runs():
     assert fusion["count_a"] == 40 and fusion["count_b"] == 5
     assert sorted(fusion["raw_names"]) == ["input_transpose_fusion", "input_transpose_fusion.kd"]
     assert not [n for n in k if n.endswith(".kd")]
+
+
+def test_steps_alike_their_neighbours_are_not_counted_as_independent():
+    """A run's steps drift together (warm-up, the machine's load): on AR(1) series of 20
+    steps a side, r 0.8, Student's t over the steps as independent samples rejected 55%
+    of A/A pairs at 5%; with the serial factor (``ranktest._serial_factor``) about 10%,
+    while independent steps keep their rejection rate and their power."""
+    from polyprof.analyze.ranktest import student_groups
+
+    rng = np.random.default_rng(7)
+
+    def ar(rho: float, k: int = 3000, n: int = 20) -> np.ndarray:
+        e = rng.normal(size=(k, n))
+        x = np.empty((k, n))
+        x[:, 0] = e[:, 0] / np.sqrt(1 - rho ** 2)
+        for i in range(1, n):
+            x[:, i] = rho * x[:, i - 1] + e[:, i]
+        return x
+
+    rate = lambda a, b, serial: float((student_groups(a, b, serial=serial)[2] < 0.05).mean())  # noqa: E731
+    a, b = ar(0.8), ar(0.8)
+    assert rate(a, b, False) > 0.4 and rate(a, b, True) < 0.15
+    a, b = ar(0.0), ar(0.0)
+    assert abs(rate(a, b, True) - 0.05) < 0.02 and rate(a, b, True) <= rate(a, b, False) + 0.005
+    a, b = ar(0.0), ar(0.0) + 1.0  # one sd apart
+    assert rate(a, b, True) > rate(a, b, False) - 0.05
+
+
+def test_new_or_repeated_calls_are_called_the_programs_change():
+    """One run a side, the step time and every changed row slower together: the verdict
+    said that is what a change of the machine or its load looks like, also when B ran
+    a kernel A never ran. Calls a machine cannot add are named as the program's change."""
+    rng = np.random.default_rng(12)
+    base, noise = workload(rng, 20)
+    more_base, more_noise = np.append(base, 900.0), np.append(noise, 0.02)
+    d = diff(synthetic_run(rng, base, noise), synthetic_run(rng, more_base, more_noise))
+    text = " ".join(d.verdict)
+    assert "B runs other work: kernel kernel_020 new" in text and "the program changed" in text
+    assert "change of the machine or of its load looks like" not in text

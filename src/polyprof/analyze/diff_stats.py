@@ -86,7 +86,7 @@ def _stratum(xa: np.ndarray, ra: np.ndarray, xb: np.ndarray, rb: np.ndarray,
         if test == "t":
             if n_a < 2 or n_b < 2:
                 return np.full(k, np.nan), mean_a, mean_b, f"{n_a} vs {n_b} samples (the t test needs 2 a side)"
-            p = student_groups(np.log(xa + LOG_OFFSET_NS), np.log(xb + LOG_OFFSET_NS))[2]
+            p = student_groups(np.log(xa + LOG_OFFSET_NS), np.log(xb + LOG_OFFSET_NS), serial=True)[2]
         else:
             p = mann_whitney(xa, xb)[0]
             if min_p_value(n_a, n_b) >= 0.5:

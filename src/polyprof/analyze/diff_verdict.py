@@ -79,7 +79,11 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                    f"alpha {ov['alpha']:g}.")
     if max(ov["a"]["runs"], 1) == 1 and max(ov["b"]["runs"], 1) == 1 and ov["samples"] == "steps":
         along = [c for c in changes if c["change"] == st.get("change")]
-        if st.get("change") and len(along) >= 3 and len(along) == len(changes):
+        other = _other_work(tables, st, ov["abs_floor_ns"], fmt_ns)
+        if other:
+            lines.append(f"B runs other work: {'; '.join(other[:top])}. A change of the machine or of its "
+                         "load does not add, drop or repeat calls: the program changed.")
+        elif st.get("change") and len(along) >= 3 and len(along) == len(changes):
             lines.append(f"The step time and every changed row moved together ({st['change']}): that is what a "
                          "change of the machine or of its load looks like (another node, other work beside it) "
                          "as much as a change of the program; several runs a side tell them apart "
@@ -88,3 +92,25 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
             lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
                          "side has several runs (polyprof diff A1 A2 -- B1 B2).")
     return lines
+
+
+def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
+                fmt_ns: Callable[[float], str]) -> list[str]:
+    """Rows only a change of the program makes, largest first: new or gone, or called
+    a different number of times per step (by at least one call and 10%), among those
+    taking at least ``floor_ns`` per step on one side."""
+    sa, sb = max(int(st.get("steps_a") or 0), 1), max(int(st.get("steps_b") or 0), 1)
+    found: list[tuple[float, str]] = []
+    for t, df in tables.items():
+        for name, ca, cb, a, b in zip(column(df, "name").tolist(), column(df, "count_a").tolist(),
+                                      column(df, "count_b").tolist(), column(df, "step_mean_ns_a").tolist(),
+                                      column(df, "step_mean_ns_b").tolist()):
+            if max(a, b) < floor_ns:
+                continue
+            pa, pb = ca / sa, cb / sb
+            label = f"{LABELS[t]} {str(name)[:60]}"
+            if (ca == 0) != (cb == 0):
+                found.append((max(a, b), f"{label} {'new' if ca == 0 else 'gone'} ({fmt_ns(max(a, b))} per step)"))
+            elif abs(pb - pa) >= 1 and abs(pb - pa) >= 0.1 * max(pa, pb):
+                found.append((abs(b - a), f"{label} {pa:.3g} -> {pb:.3g} calls per step"))
+    return [text for _, text in sorted(found, key=lambda x: -x[0])]

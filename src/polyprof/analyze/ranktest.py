@@ -167,12 +167,18 @@ def t_two_sided(t: np.ndarray, df: np.ndarray) -> np.ndarray:
     return out
 
 
-def student_groups(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def student_groups(a: np.ndarray, b: np.ndarray, serial: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Student's two-sample t test with the variance pooled over both sides, per row of
     ``a`` (items x n_a) and ``b`` (items x n_b): (t of mean(b) - mean(a), n_a + n_b - 2
     degrees of freedom, two-sided p). One side may have a single value (one run): the
     other side's values give the variance. Needs n_a + n_b >= 3 (else NaN). Both sides
-    constant: p 1 when their values are equal, 0 when not (t infinite)."""
+    constant: p 1 when their values are equal, 0 when not (t infinite).
+
+    ``serial``: the samples of each side are a series in time order (the steps of one
+    run), whose neighbours are alike (warm-up, the machine's load drifting): a mean of n
+    such samples varies :func:`_serial_factor` times as much as of n independent ones.
+    Each side's variance of its mean and its degrees of freedom are taken for its
+    effective n, n / that factor."""
     a, b = np.atleast_2d(np.asarray(a, np.float64)), np.atleast_2d(np.asarray(b, np.float64))
     k, n_a, n_b = a.shape[0], a.shape[1], b.shape[1]
     df = n_a + n_b - 2
@@ -180,12 +186,33 @@ def student_groups(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
         nan = np.full(k, np.nan)
         return nan, nan, nan.copy()
     diff = b.mean(axis=1) - a.mean(axis=1)
-    ss = ((a - a.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) + ((b - b.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
-    se2 = ss / df * (1.0 / n_a + 1.0 / n_b)
+    da, db = a - a.mean(axis=1, keepdims=True), b - b.mean(axis=1, keepdims=True)
+    ss = (da ** 2).sum(axis=1) + (db ** 2).sum(axis=1)
+    f_a, f_b = (_serial_factor(da), _serial_factor(db)) if serial else (np.ones(k), np.ones(k))
+    dfs = np.maximum(n_a / f_a + n_b / f_b - 2.0, 1.0)
+    se2 = ss / df * (f_a / n_a + f_b / n_b)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se2 > 0, diff / np.sqrt(se2), np.where(diff == 0, 0.0, np.copysign(np.inf, diff)))
-    dfs = np.full(k, float(df))
     return t, dfs, t_two_sided(t, dfs)
+
+
+def _serial_factor(d: np.ndarray) -> np.ndarray:
+    """Per row of ``d`` (deviations from the row's mean, in time order): (1 + r) / (1 - r),
+    r the lag-1 autocorrelation (AR(1)) with its small-sample bias taken back (the
+    estimate runs (1 + 4r) / n low), in [0, 0.9], where the estimate passes 1.645 /
+    sqrt(n) (one-sided 95% of independent samples'); else 1, as below 3 samples. On
+    AR(1) series of 20 steps a side (r 0.5, 0.8) an A/A test at 5% rejects 10% of pairs
+    (27% and 55% without this); on independent steps 5%, with the power it had (a test
+    of every estimate, ungated, rejected 3% but lost a tenth of the power)."""
+    n = d.shape[1]
+    if n < 3:
+        return np.ones(d.shape[0])
+    ss = (d ** 2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(ss > 0, (d[:, 1:] * d[:, :-1]).sum(axis=1) / ss, 0.0)
+    keep = r > 1.645 / math.sqrt(n)
+    r = np.clip(r + (1.0 + 4.0 * r) / n, 0.0, 0.9)
+    return np.where(keep, (1.0 + r) / (1.0 - r), 1.0)
 
 
 # ----------------------------------------------------------------------- combining
