@@ -76,7 +76,8 @@ def test_own_export_of_every_real_trace_reads_the_same(path, tmp_path, monkeypat
 
 
 def test_the_walk_reads_the_own_export_in_c(tmp_path, monkeypatch):
-    """Of polyprof's export, only the header's descriptors go to protobuf."""
+    """Of polyprof's export, only the header's descriptors (and the devices' Chrome
+    metadata) go to protobuf."""
     out = perfetto.write(polyprof.load(ROOT / "tests/data/traces/kineto/a100_nccl_rank0.json.gz"),
                          tmp_path / "t.pftrace")
     from polyprof.formats.perfetto_read import collector
@@ -86,7 +87,7 @@ def test_the_walk_reads_the_own_export_in_c(tmp_path, monkeypatch):
     monkeypatch.setattr(collector.Collector, "packet", lambda self, p: (seen.append(p), real(self, p))[1])
     trace = load(out)
     assert trace.n_events > 1000
-    assert 0 < len(seen) < 200 and all(p.HasField("track_descriptor") for p in seen)
+    assert 0 < len(seen) < 200 and all(p.HasField("track_descriptor") or p.HasField("chrome_events") for p in seen)
 
 
 # ----------------------------------------------------------------------------- Perfetto's own traces

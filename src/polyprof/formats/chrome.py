@@ -1,7 +1,10 @@
 """Chrome trace JSON (Perfetto, chrome://tracing): one process per plane, one thread
 per track, complete events, instants, counters and flows. ``.gz`` names are gzipped.
 Times are microseconds from the trace's first event; the absolute origin is kept in
-``otherData``.
+``otherData``. The devices' properties (model, SM count, memory...: what the efficiency
+tables match peaks and occupancy by) are the top-level ``deviceProperties`` list, as in
+Kineto's JSON (one entry per device plane, ``id`` its index): viewers ignore the key,
+polyprof's reader puts them back on the planes.
 """
 
 from __future__ import annotations
@@ -94,7 +97,12 @@ def to_chrome_events(trace: Trace) -> list[dict[str, Any]]:
 
 def write(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
-    doc = {"traceEvents": to_chrome_events(trace), "displayTimeUnit": "ns",
-           "otherData": {"origin_ns": trace.span_ns[0], "clock": trace.metadata.get(mkeys.CLOCK_NAME, ""),
-                         "producer": "polyprof"}}
+    from ..writers.kineto import device_properties  # (the writers import this module)
+
+    doc: dict[str, Any] = {"traceEvents": to_chrome_events(trace), "displayTimeUnit": "ns",
+                           "otherData": {"origin_ns": trace.span_ns[0],
+                                         "clock": trace.metadata.get(mkeys.CLOCK_NAME, ""), "producer": "polyprof"}}
+    devices = device_properties(trace)
+    if devices:
+        doc["deviceProperties"] = devices
     return write_json(doc, path)

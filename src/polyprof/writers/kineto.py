@@ -107,14 +107,14 @@ def _arg_value(v: Any) -> Any:
     return v
 
 
-def _json_value(v: Any) -> Any:
+def json_value(v: Any) -> Any:
     """A property value JSON can hold: bytes (XSpace stats) as hex text, containers walked."""
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v).hex()
     if isinstance(v, dict):
-        return {str(k): _json_value(x) for k, x in v.items()}
+        return {str(k): json_value(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_json_value(x) for x in v]
+        return [json_value(x) for x in v]
     return v
 
 
@@ -139,7 +139,7 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
             out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": t, "args": {name: v}})
     meta = trace.metadata
     doc: dict[str, Any] = {"schemaVersion": meta.get(mkeys.SCHEMA_VERSION, 1),
-                           "deviceProperties": _device_properties(trace)}
+                           "deviceProperties": device_properties(trace)}
     dist = meta.get(mkeys.DISTRIBUTED_INFO)
     if not isinstance(dist, dict):
         dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
@@ -284,14 +284,14 @@ def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.
         a.setdefault("device", device)
 
 
-def _device_properties(trace: Trace) -> list[dict[str, Any]]:
+def device_properties(trace: Trace) -> list[dict[str, Any]]:
     """One entry per device plane (its properties), then listed devices without events."""
     out: list[dict[str, Any]] = []
     seen: set[Any] = set()  # device ids (the metadata may hold any JSON value)
     for p in trace.planes:
         if p.kind != "device" or p.index in seen:
             continue
-        props = {k: _json_value(v) for k, v in (p.properties or {}).items() if k not in _PLANE_EXTRAS}
+        props = {k: json_value(v) for k, v in (p.properties or {}).items() if k not in _PLANE_EXTRAS}
         props["id"] = p.index
         props.setdefault("name", p.name)
         out.append({"id": props.pop("id"), **props})

@@ -13,7 +13,14 @@ the subset is encoded here, see :mod:`.perfetto_wire`, so no generated code is n
   (names interned, string values interned);
 - flows: ``flow_ids`` on the source event and ``terminating_flow_ids`` on the
   destination, ids 1..n in the trace's flow order;
-- counters: one counter track per (plane, name), ``double_counter_value`` samples.
+- counters: one counter track per (plane, name), ``double_counter_value`` samples;
+- the device planes' properties (Kineto's ``deviceProperties``: model, SM count, memory...;
+  XProf's peaks), which the efficiency tables match the device's peaks by: one
+  ``ChromeEventBundle`` packet (``chrome_events``) of ``ChromeMetadata`` entries,
+  ``polyprof.planes`` (JSON: plane name, vendor, properties) and, when the trace lists
+  them, ``deviceProperties``. Chrome writes its own trace metadata so: Perfetto's trace
+  processor keeps the entries (``cr-polyprof.planes``) in its metadata table (from its
+  parser's source; not run here), and polyprof's reader puts them back on the planes.
 
 Packets are written in time order, a chunk of ``CHUNK`` packets at a time, each chunk
 preceded by the interned strings it first uses: memory beyond the Trace is a few
@@ -23,6 +30,7 @@ Timestamps are the trace's own nanoseconds (Perfetto's default clock).
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
@@ -35,6 +43,9 @@ from ..trace.memory import export_counters
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
 from ..formats.chrome import _pids, _tids
+from ..formats.perfetto_read import PLANES_METADATA
+from ..trace import metadata_keys as mkeys
+from .kineto import json_value
 
 log = logging.getLogger("polyprof")
 
@@ -43,6 +54,7 @@ CHUNK = 1 << 16  # packets per write
 # TracePacket
 _PACKET = 1  # Trace.packet
 _TIMESTAMP, _SEQ_ID, _TRACK_EVENT, _INTERNED, _SEQ_FLAGS, _TRACK_DESCRIPTOR = 8, 10, 11, 12, 13, 60
+_CHROME_EVENTS, _BUNDLE_METADATA, _CM_NAME, _CM_JSON = 5, 2, 1, 5  # ChromeEventBundle.metadata: ChromeMetadata
 _INCREMENTAL_STATE_CLEARED, _NEEDS_INCREMENTAL_STATE = 1, 2
 # TrackEvent
 _TE_CATEGORY_IIDS, _TE_ANNOTATIONS, _TE_TYPE, _TE_NAME_IID, _TE_TRACK_UUID = 3, 4, 9, 10, 11
@@ -157,6 +169,7 @@ class _Plan:
             out.append(_descriptor([(_TD_UUID, _COUNTER_UUID + i), (_TD_PARENT, 1 + plane),
                                     (_TD_NAME, t.strings[name]), (_TD_COUNTER, b"")]))
         out.append(_packet([(_SEQ_ID, _COUNTERS_SEQ), (_SEQ_FLAGS, _INCREMENTAL_STATE_CLEARED)]))
+        out.append(_device_metadata(t))
         return b"".join(out)
 
     def counter_tracks(self) -> list[tuple[int, int]]:
@@ -345,6 +358,23 @@ class _Plan:
             pk = w.join([w.field_varint(_TIMESTAMP, c["ts_ns"][sel]), w.const(seq, np.ones(m, bool)),
                          w.field_bytes(_TRACK_EVENT, te)])
             yield _wrap_packets(pk)
+
+
+def _device_metadata(trace: Trace) -> bytes:
+    """The ``chrome_events`` packet with the device planes' properties and vendor (by
+    plane name), and the trace's ``deviceProperties`` list; nothing when there are none.
+    Bytes values (XSpace stats) become hex text, as in the Kineto export."""
+    planes = [{"plane": p.name, "vendor": p.vendor, "properties": json_value(p.properties)}
+              for p in trace.planes if p.kind == "device" and (p.properties or p.vendor)]
+    entries = [(PLANES_METADATA, planes)] if planes else []
+    listed = trace.metadata.get(mkeys.DEVICE_PROPERTIES)
+    if isinstance(listed, list) and listed:
+        entries.append((mkeys.DEVICE_PROPERTIES, json_value(listed)))
+    if not entries:
+        return b""
+    meta = [w.message([(_CM_NAME, name), (_CM_JSON, json.dumps(v, default=str))])
+            for name, v in entries]
+    return _packet([(_SEQ_ID, _EVENTS_SEQ), (_CHROME_EVENTS, w.message([(_BUNDLE_METADATA, meta)]))])
 
 
 def _descriptor(fields: list[tuple[int, Any]]) -> bytes:

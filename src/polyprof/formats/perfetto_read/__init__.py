@@ -4,8 +4,9 @@ What Perfetto's SDK, its tracing service, rocprofv3 and polyprof's own writer
 (``writers/perfetto.py``) write: ``TracePacket`` s holding ``TrackEvent`` s (slice begin
 and end, instants, legacy complete slices, counters, flows, debug annotations), their
 interned strings and incremental state, track descriptors (processes, threads, named
-and counter tracks under their parents), clock snapshots, and the GPU messages
-``GpuRenderStageEvent`` and ``GpuCounterEvent``. Streamed a run of packets at a time,
+and counter tracks under their parents), clock snapshots, the GPU messages
+``GpuRenderStageEvent`` and ``GpuCounterEvent``, and the device properties polyprof's
+export keeps in Chrome metadata (``chrome_events``). Streamed a run of packets at a time,
 into columns: track events, counter events and interned data walked in C from the wire
 (``walked.py``), the other packets decoded with the protobuf library (``trace.proto``,
 the part of Perfetto's protos read here, generated into ``trace_pb2``).
@@ -42,7 +43,11 @@ from .shape import looks_like_packets, varint
 if TYPE_CHECKING:
     from ...trace.core import Trace
 
-__all__ = ["load", "sniff"]
+__all__ = ["load", "sniff", "PLANES_METADATA"]
+
+#: the ``ChromeMetadata`` entry of polyprof's export that keeps the device planes' names,
+#: vendors and properties (``writers/perfetto.py``; read back in ``build.py``)
+PLANES_METADATA = "polyprof.planes"
 
 
 def pb() -> Any:

@@ -45,8 +45,8 @@ packet(Walker *w, const uint8_t *p, const uint8_t *end, int64_t *n, int pending)
         int rc = pw_parse_event(w, k.te, k.te_end, &e);
         if (rc != FAST)
             return rc;
-        if (!k.has_ts || k.ts > (uint64_t)INT64_MAX)
-            return SLOW; /* legacy microsecond times, no time at all: collector.py */
+        if (!k.has_ts || k.ts > (uint64_t)INT64_MAX || e.has_time_us)
+            return SLOW; /* legacy microsecond times (they win over the packet's), no time at all: collector.py */
     }
     seq_t *q = pw_seq_get(w, k.seq);
     if (!q)
@@ -66,8 +66,10 @@ packet(Walker *w, const uint8_t *p, const uint8_t *end, int64_t *n, int pending)
         if (pw_seq_load(w, q) < 0)
             return FAIL;
     } else if (k.dropped) {
-        if (PyObject_SetAttrString(q->seq, "valid", Py_False) < 0)
+        PyObject *r = PyObject_CallMethod(q->seq, "lost", NULL); /* also drops the legacy delta base */
+        if (!r)
             return FAIL;
+        Py_DECREF(r);
         q->valid = 0;
     }
     if ((k.flags & 2) && !q->valid)

@@ -41,7 +41,7 @@ pw_parse_packet(const uint8_t *p, const uint8_t *end, packet_t *k)
             if (wt != 2 || rd_span(&p, end, &k->in, &k->in_end) < 0 || ++k->n_interned > 1)
                 return SLOW;
             break;
-        case 2: case 6: case 43: case 44: case 52: case 53: case 59: case 60:
+        case 2: case 5: case 6: case 43: case 44: case 52: case 53: case 54: case 59: case 60:
             return SLOW; /* read by collector.py */
         default:
             if (rd_skip(&p, end, wt) < 0)

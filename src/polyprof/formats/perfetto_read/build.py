@@ -19,6 +19,7 @@ from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace import keys
 from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
+from . import PLANES_METADATA
 from .clocks import Clocks
 from .collector import END, Collector
 from .slices import link, match
@@ -100,6 +101,7 @@ def build(col: Collector, path: Path) -> Trace:
         b.flows(new_row[src[ok]], new_row[dst[ok]], ids[ok])
 
     _counters(b, layout, ct["track"], cts, ct["value"])
+    _devices(b, col.chrome_meta)
     for why, n in sorted(col.skipped.items()):
         warnings.append(f"skipped {n:,} {why}")
     if not len(rows) and not len(ct["track"]):  # never silently empty (e.g. ftrace or power data only)
@@ -113,6 +115,24 @@ def build(col: Collector, path: Path) -> Trace:
     if warnings:
         b.metadata[mkeys.WARNINGS] = warnings
     return b.build()
+
+
+def _devices(b, meta: dict) -> None:
+    """The device planes' properties and vendors, and the ``deviceProperties`` list, as
+    polyprof's export keeps them in Chrome metadata (``writers/perfetto.py``): the peaks
+    and occupancy of the efficiency tables are matched from them."""
+    by_name = {p.name: p for p in b.planes if p.kind == "device"}
+    for e in meta.get(PLANES_METADATA) or []:
+        p = by_name.get(e.get("plane")) if isinstance(e, dict) else None
+        if p is None:  # the export writes a process for every plane: only an edited file
+            continue
+        if isinstance(e.get("properties"), dict):
+            p.properties.update(e["properties"])
+        if isinstance(e.get("vendor"), str) and e["vendor"]:
+            p.vendor = e["vendor"]
+    listed = meta.get(mkeys.DEVICE_PROPERTIES)
+    if isinstance(listed, list):
+        b.metadata[mkeys.DEVICE_PROPERTIES] = listed
 
 
 def _counters(b, layout, track: np.ndarray, ts: np.ndarray, value: np.ndarray) -> None:

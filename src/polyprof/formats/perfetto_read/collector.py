@@ -7,13 +7,15 @@ lists for the run, turned into NumPy columns when the run ends, so no Python obj
 kept per event:
 
 - track events (``TrackEvent``): kind (begin, end, instant, complete), track, time and
-  its clock, duration, name and category (ids into the builder's strings); their debug
+  its clock (CLOCK_MONOTONIC for the legacy microsecond times, as Perfetto reads them),
+  duration, name and category (ids into the builder's strings); their debug
   annotations as stat parts (rows, values) by key and value type; their flow ids;
 - counters (``TYPE_COUNTER`` events, ``extra_*counter_values``, ``GpuCounterEvent``):
   track, time, clock, value;
 - GPU render stages (``GpuRenderStageEvent``): complete slices on a hardware queue;
 - track descriptors, legacy process/thread descriptors, process trees and clock
-  snapshots: the few records ``tracks.py`` and ``clocks.py`` keep.
+  snapshots: the few records ``tracks.py`` and ``clocks.py`` keep; the Chrome metadata
+  entries polyprof's export writes (the device planes' properties).
 
 Begin/end pairs, flows, tracks and clocks are resolved once everything is read
 (``build.py``).
@@ -21,14 +23,17 @@ Begin/end pairs, flows, tracks and clocks are resolved once everything is read
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import numpy as np
 import orjson
 
+from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
-from .clocks import Clocks
+from . import PLANES_METADATA
+from .clocks import MONOTONIC, Clocks
 from .sequences import SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, Sequence, text
 from .tracks import Tracks
 
@@ -46,14 +51,21 @@ _P_TIMESTAMP, _P_CLOCK, _P_SEQ, _P_FLAGS, _P_CLEARED, _P_DROPPED = 8, 58, 10, 13
 _INT64 = 1 << 63
 _P_INTERNED, _P_DEFAULTS, _P_TRACK_EVENT, _P_DESCRIPTOR, _P_PROCESS, _P_THREAD = 12, 59, 11, 60, 43, 44
 _P_CLOCKS, _P_TREE, _P_RENDER_STAGE, _P_GPU_COUNTERS = 6, 2, 53, 52
+_P_STREAMING_PROFILE, _P_CHROME_EVENTS = 54, 5
 # TrackEvent
 _TE_TYPE, _TE_TRACK, _TE_NAME_IID, _TE_NAME, _TE_CATEGORY_IIDS, _TE_CATEGORIES = 9, 11, 10, 23, 3, 22
 _TE_COUNTER, _TE_DOUBLE_COUNTER, _TE_ANNOTATIONS, _TE_LEGACY, _TE_DELTA_US, _TE_ABSOLUTE_US = 30, 44, 4, 6, 1, 16
 _TE_EXTRA_TRACKS, _TE_EXTRA_VALUES, _TE_EXTRA_DOUBLE_TRACKS, _TE_EXTRA_DOUBLES = 31, 12, 45, 46
 #: flow id fields: (number, per-sequence ids, terminating)
 _FLOW_FIELDS = ((47, False, 0), (48, False, 1), (36, True, 0), (42, True, 1))
-#: a track event's thread time and instruction count: ((delta, absolute), counter name, scale)
-_THREAD_COUNTERS = (((2, 17), "thread_time", 1000), ((8, 20), "thread_instruction_count", 1))
+#: a track event's thread time and instruction count: ((delta, absolute), counter name, scale,
+#: index of its base in ``Sequence.times``)
+_THREAD_COUNTERS = (((2, 17), "thread_time", 1000, 1), ((8, 20), "thread_instruction_count", 1, 2))
+#: the legacy delta-encoded fields (``Sequence.times`` must be valid for them)
+_TE_DELTAS = (_TE_DELTA_US, 2, 8)
+_MIN64, _MAX64 = -(1 << 63), (1 << 63) - 1
+#: the ChromeMetadata entries read (what polyprof's export writes there)
+_CHROME_METADATA = frozenset((PLANES_METADATA, mkeys.DEVICE_PROPERTIES))
 # DebugAnnotation
 _DA_NAME_IID, _DA_NAME, _DA_STRING_IID, _DA_DICT, _DA_ARRAY = 1, 10, 17, 11, 12
 _DA_KINDS = {2: "b", 3: "u", 4: "i", 5: "f", 7: "u", 9: "s", 6: "s"}
@@ -74,6 +86,8 @@ class Collector:
         self.stats: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
         self.flow_parts: list[np.ndarray] = []  # (space, id, row, terminating) x n
         self.skipped: dict[str, int] = {}
+        #: ChromeEventBundle metadata by name (polyprof's export keeps the planes' properties there)
+        self.chrome_meta: dict[str, Any] = {}
         self._texts: dict[str, str] = {}
         self._fresh()
 
@@ -128,7 +142,7 @@ class Collector:
         if flags & SEQ_INCREMENTAL_STATE_CLEARED or f.get(_P_CLEARED):
             s.reset()
         elif f.get(_P_DROPPED):
-            s.valid = False
+            s.lost()
         if flags & SEQ_NEEDS_INCREMENTAL_STATE and not s.valid:
             self.skip("packets needing incremental state lost with a dropped packet")
             return
@@ -144,9 +158,11 @@ class Collector:
         elif _P_DESCRIPTOR in f:
             self.tracks.describe(f[_P_DESCRIPTOR])
         elif _P_THREAD in f:
+            if not s.valid:  # its reference times would misplace the deltas after the next clear
+                self.skip("thread descriptors while incremental state was lost")
+                return
             t = f[_P_THREAD]
-            s.thread = (t.pid, t.tid)
-            s.last_us = t.reference_timestamp_us
+            s.describe_thread(t)
             self.tracks.thread(t.pid, t.tid, t.thread_name)
         elif _P_PROCESS in f:
             d = f[_P_PROCESS]
@@ -160,6 +176,10 @@ class Collector:
             self.render_stage(f, f[_P_RENDER_STAGE], s)
         elif _P_GPU_COUNTERS in f:
             self.gpu_counters(f, f[_P_GPU_COUNTERS], s)
+        elif _P_STREAMING_PROFILE in f:
+            self.streaming_profile(f[_P_STREAMING_PROFILE], s)
+        elif _P_CHROME_EVENTS in f:
+            self.chrome_metadata(f[_P_CHROME_EVENTS])
 
     def sequence(self, seq_id: int) -> Sequence:
         """The incremental state of sequence ``seq_id`` (made when first seen)."""
@@ -189,14 +209,26 @@ class Collector:
         kind = t.get(_TE_TYPE, 0)
         dur = 0
         legacy = t.get(_TE_LEGACY)
-        if _P_TIMESTAMP in f:
-            clock, ts = self._time(f, s)
-        elif _TE_DELTA_US in t or _TE_ABSOLUTE_US in t:
+        times = s.times
+        if times is None and any(k in t for k in _TE_DELTAS):
+            self.skip("track events with delta times and no thread descriptor since the last clear or loss")
+            return
+        if _TE_DELTA_US in t or _TE_ABSOLUTE_US in t:
+            # legacy microseconds, on CLOCK_MONOTONIC whatever the packet's clock, and over
+            # the packet's timestamp (Perfetto's track_event_tokenizer.cc); an absolute time
+            # is a one-off: the deltas still run from the thread descriptor's base
             if _TE_DELTA_US in t:
-                s.last_us += t[_TE_DELTA_US]
+                assert times is not None
+                ts = times[0] + t[_TE_DELTA_US] * 1000
+                times[0] = min(max(ts, _MIN64), _MAX64)  # saturated, as Perfetto's
             else:
-                s.last_us = t[_TE_ABSOLUTE_US]
-            clock, ts = self.clocks.resolve(s.clock, s.last_us * 1000, s.id)
+                ts = t[_TE_ABSOLUTE_US] * 1000
+            if ts < 0:  # an unset or damaged time (Perfetto drops these too)
+                self.skip("track events with a negative time")
+                return
+            clock = MONOTONIC
+        elif _P_TIMESTAMP in f:
+            clock, ts = self._time(f, s)
         else:
             self.skip("track events without a timestamp")
             return
@@ -214,15 +246,15 @@ class Collector:
             self._extra(t.get(_TE_EXTRA_TRACKS) or s.extra_counters, t[_TE_EXTRA_VALUES], ts, clock, s)
         if _TE_EXTRA_DOUBLES in t:
             self._extra(t.get(_TE_EXTRA_DOUBLE_TRACKS) or s.extra_doubles, t[_TE_EXTRA_DOUBLES], ts, clock, s)
-        for numbers, counter, scale in _THREAD_COUNTERS:
-            for number in numbers:
-                if number in t:
-                    code = self.tracks.child_counter(track, counter)
-                    v = t[number] * scale
-                    if number == numbers[0]:  # a delta
-                        v += s.counters.get(code, 0)
-                    s.counters[code] = v
-                    self._counter(code, ts, clock, v)
+        for (delta, absolute), counter, scale, base in _THREAD_COUNTERS:
+            if delta in t:
+                assert times is not None
+                v = times[base] = min(max(times[base] + t[delta] * scale, _MIN64), _MAX64)
+            elif absolute in t:  # a one-off: the base stays
+                v = t[absolute] * scale
+            else:
+                continue
+            self._counter(self.tracks.child_counter(track, counter), ts, clock, v)
         if kind == _TYPE_COUNTER:
             value = t.get(_TE_COUNTER, t.get(_TE_DOUBLE_COUNTER))
             if value is None:
@@ -361,6 +393,31 @@ class Collector:
             e = self.st[(key, kind)] = ([], [])
         e[0].append(row)
         e[1].append(value)
+
+    def streaming_profile(self, sp: Any, s: Sequence) -> None:
+        """Chrome's stack samples are not read, but their time deltas move the sequence's
+        legacy delta base (track events after them run from there), as in Perfetto's
+        profile_module.cc."""
+        if s.times is None:
+            return
+        t = s.times
+        for d in sp.timestamp_delta_us:
+            if t[0] < 0:  # a damaged base: Perfetto stops there, and drops what runs from it
+                break
+            t[0] = min(max(t[0] + d * 1000, _MIN64), _MAX64)
+
+    def chrome_metadata(self, bundle: Any) -> None:
+        """``ChromeEventBundle.metadata``: the entries polyprof's export writes (the device
+        planes' properties, ``deviceProperties``), their JSON decoded, for ``build.py``;
+        Chrome's own entries are not read."""
+        for m in bundle.metadata:
+            name = text(m.name)
+            if name not in _CHROME_METADATA or m.WhichOneof("value") != "json_value":
+                continue
+            try:  # the standard library's: it takes the NaN a property may hold
+                self.chrome_meta[name] = json.loads(m.json_value)
+            except ValueError:
+                self.skip(f"Chrome metadata entries {name!r} whose JSON does not parse")
 
     # ------------------------------------------------------------------ GPU messages
     def render_stage(self, f: dict[int, Any], g: Any, s: Sequence) -> None:

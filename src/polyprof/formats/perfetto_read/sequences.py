@@ -8,9 +8,15 @@ state afresh; after ``previous_packet_dropped`` the state is unknown until the n
 clear, and packets flagged ``SEQ_NEEDS_INCREMENTAL_STATE`` are skipped meanwhile (and
 counted), as Perfetto's trace processor does. ``TracePacketDefaults`` (a default clock
 and default tracks for track events), a legacy ``ThreadDescriptor`` (the thread a
-sequence's events are on, and its microsecond time base) and the running values of
-incremental counters (each sequence sums its own deltas, from zero after a clear)
-belong to the state too.
+sequence's events are on) and the running values of incremental counters (each
+sequence sums its own deltas, from zero after a clear) belong to the state too.
+
+The legacy delta-encoded times (``TrackEvent.timestamp_delta_us``, thread time and
+instruction count deltas, Chrome's ``StreamingProfilePacket`` deltas) run from the
+reference values of the sequence's last ``ThreadDescriptor``: as in Perfetto's
+``TrackEventSequenceState``, that base is valid only from a thread descriptor on until
+the next clear or lost packet (``times`` is None meanwhile, and delta-timed events are
+skipped), and a one-off absolute time (``timestamp_absolute_us``) does not move it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ class Sequence:
     """The incremental state of one packet sequence."""
 
     __slots__ = ("id", "valid", "names", "cats", "anames", "values", "specs", "contexts", "clock",
-                 "track", "extra_counters", "extra_doubles", "thread", "last_us", "counters")
+                 "track", "extra_counters", "extra_doubles", "thread", "times", "counters")
 
     def __init__(self, seq_id: int):
         self.id = seq_id
@@ -40,7 +46,6 @@ class Sequence:
         self.extra_counters: list[int] = []
         self.extra_doubles: list[int] = []
         self.thread: tuple[int, int] | None = None  # legacy ThreadDescriptor (pid, tid)
-        self.last_us = 0  # legacy microsecond timestamps: the last absolute value
         self.reset()
 
     def reset(self) -> None:
@@ -48,6 +53,9 @@ class Sequence:
         legacy thread stay until a packet sets them again (as in Perfetto's trace
         processor, where a new generation of the state inherits them)."""
         self.valid = True
+        #: the legacy delta base: [time ns (CLOCK_MONOTONIC), thread time ns, thread instruction
+        #: count], set by a ThreadDescriptor; None until one comes (it does not outlive a clear)
+        self.times: list[int] | None = None
         self.names: dict[int, int] = {}  # iid -> string id (the builder's table)
         self.cats: dict[int, int] = {}
         self.anames: dict[int, str] = {}
@@ -55,6 +63,19 @@ class Sequence:
         self.specs: dict[int, tuple[str, int]] = {}  # GPU render stage / hw queue iid -> (name, category)
         self.contexts: dict[int, int] = {}  # graphics context iid -> pid
         self.counters: dict[int, float] = {}  # incremental counter track code -> running value
+
+    def lost(self) -> None:
+        """``previous_packet_dropped``: the state is unknown until the next clear, and so is
+        the legacy delta base (Perfetto's ``ClearOnPacketLoss``)."""
+        self.valid = False
+        self.times = None
+
+    def describe_thread(self, t: Any) -> None:
+        """A legacy ``ThreadDescriptor``: the thread the sequence's events are on and the
+        reference values its delta-encoded times run from."""
+        self.thread = (t.pid, t.tid)
+        self.times = [t.reference_timestamp_us * 1000, t.reference_thread_time_us * 1000,
+                      t.reference_thread_instruction_count]
 
     def intern(self, d: Any, intern: Callable[[str], int]) -> None:
         """Add an ``InternedData`` message's entries (a later entry with an iid wins)."""

@@ -25,12 +25,51 @@ def varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int | None, 
     return None, pos
 
 
+def _only_varints(body: bytes | bytearray | memoryview, pos: int, end: int, most: int) -> bool:
+    """Whether ``body[pos:end]`` is a message of varint fields numbered 1..``most`` only."""
+    while pos < end:
+        key, pos = varint(body, pos)
+        if key is None or key & 7 or not 1 <= key >> 3 <= most:
+            return False
+        _, pos = varint(body, pos)
+    return pos == end
+
+
+def _clock_snapshot(body: bytes | bytearray | memoryview, pos: int, end: int) -> bool:
+    """Whether ``body[pos:end]`` (``end`` may run past the head) has a ``ClockSnapshot``'s
+    shape: ``clocks`` (field 1, length-delimited, each ``Clock`` of varint fields 1-4:
+    id, timestamp, incremental, unit) and ``primary_trace_clock`` (2, a varint), one
+    clock at least. TracePacket's field 6 is the snapshot; XPlane's is ``stats``, and an
+    XStat's field 1 (its metadata id) is a varint, never length-delimited, so a plane's
+    stat never has this shape. A trace may hold nothing else in its first packet (or at
+    all: Perfetto's own tests have such traces)."""
+    stop, clocks = min(end, len(body)), 0
+    while pos < stop:
+        key, pos = varint(body, pos)
+        if key is None:
+            break
+        if key == 0x10:  # primary_trace_clock
+            _, pos = varint(body, pos)
+            continue
+        if key != 0x0A:
+            return False
+        size, pos = varint(body, pos)
+        if size is None:
+            break
+        if pos + size <= len(body):  # a clock the head holds whole
+            if not _only_varints(body, pos, pos + size, 4):
+                return False
+            clocks += 1
+        pos += size
+    return clocks > 0
+
+
 def _packet_fields(body: bytes | bytearray | memoryview, start: int, end: int) -> bool | None:
     """Walk one packet's fields in ``body[start:end]`` (``end`` may run past the head):
     None if a field is not of TracePacket's wire type, else whether one of them cannot
     be an XPlane's (XPlane's fields are 1-7, its field 1 a varint and 3 length-delimited):
-    a field numbered 8 or more, field 1 length-delimited (``ftrace_events``) or field 3 a
-    varint (``trusted_uid``)."""
+    a field numbered 8 or more, field 1 length-delimited (``ftrace_events``), field 3 a
+    varint (``trusted_uid``) or field 6 a clock snapshot (:func:`_clock_snapshot`)."""
     pos, distinct = start, False
     stop = min(end, len(body))
     while pos < stop:
@@ -55,6 +94,7 @@ def _packet_fields(body: bytes | bytearray | memoryview, start: int, end: int) -
             size, pos = varint(body, pos)
             if size is None:
                 break
+            distinct = distinct or (field == 6 and _clock_snapshot(body, pos, pos + size))
             pos += size
     if pos > end:
         return None
@@ -67,8 +107,8 @@ def looks_like_packets(body: bytes, total: int | None) -> bool:
     far as the head goes) of TracePacket's wire types, and one of them not an XPlane's
     (:func:`_packet_fields`): every packet a tracing service or SDK writes carries a
     sequence id (field 10) or a timestamp (8); hand-written traces often start with a
-    packet of ftrace events (1) instead. XSpace, the other protobuf polyprof reads, never
-    has such a field in its planes."""
+    packet of ftrace events (1) or a bare clock snapshot (6) instead. XSpace, the other
+    protobuf polyprof reads, never has such a field in its planes."""
     if len(body) < 4 or body[0] != _PACKET_TAG:
         return False
     pos, first, distinct = 0, True, False

@@ -13,7 +13,7 @@ class Trace(_message.Message):
     def __init__(self, packet: _Optional[_Iterable[_Union[TracePacket, _Mapping]]] = ...) -> None: ...
 
 class TracePacket(_message.Message):
-    __slots__ = ("timestamp", "timestamp_clock_id", "trusted_packet_sequence_id", "trusted_pid", "sequence_flags", "incremental_state_cleared", "previous_packet_dropped", "first_packet_on_sequence", "interned_data", "trace_packet_defaults", "track_event", "track_descriptor", "process_descriptor", "thread_descriptor", "clock_snapshot", "process_tree", "gpu_render_stage_event", "gpu_counter_event")
+    __slots__ = ("timestamp", "timestamp_clock_id", "trusted_packet_sequence_id", "trusted_pid", "sequence_flags", "incremental_state_cleared", "previous_packet_dropped", "first_packet_on_sequence", "interned_data", "trace_packet_defaults", "track_event", "track_descriptor", "process_descriptor", "thread_descriptor", "clock_snapshot", "process_tree", "gpu_render_stage_event", "gpu_counter_event", "streaming_profile_packet", "chrome_events")
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_CLOCK_ID_FIELD_NUMBER: _ClassVar[int]
     TRUSTED_PACKET_SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,8 @@ class TracePacket(_message.Message):
     PROCESS_TREE_FIELD_NUMBER: _ClassVar[int]
     GPU_RENDER_STAGE_EVENT_FIELD_NUMBER: _ClassVar[int]
     GPU_COUNTER_EVENT_FIELD_NUMBER: _ClassVar[int]
+    STREAMING_PROFILE_PACKET_FIELD_NUMBER: _ClassVar[int]
+    CHROME_EVENTS_FIELD_NUMBER: _ClassVar[int]
     timestamp: int
     timestamp_clock_id: int
     trusted_packet_sequence_id: int
@@ -50,7 +52,35 @@ class TracePacket(_message.Message):
     process_tree: ProcessTree
     gpu_render_stage_event: GpuRenderStageEvent
     gpu_counter_event: GpuCounterEvent
-    def __init__(self, timestamp: _Optional[int] = ..., timestamp_clock_id: _Optional[int] = ..., trusted_packet_sequence_id: _Optional[int] = ..., trusted_pid: _Optional[int] = ..., sequence_flags: _Optional[int] = ..., incremental_state_cleared: _Optional[bool] = ..., previous_packet_dropped: _Optional[int] = ..., first_packet_on_sequence: _Optional[bool] = ..., interned_data: _Optional[_Union[InternedData, _Mapping]] = ..., trace_packet_defaults: _Optional[_Union[TracePacketDefaults, _Mapping]] = ..., track_event: _Optional[_Union[TrackEvent, _Mapping]] = ..., track_descriptor: _Optional[_Union[TrackDescriptor, _Mapping]] = ..., process_descriptor: _Optional[_Union[ProcessDescriptor, _Mapping]] = ..., thread_descriptor: _Optional[_Union[ThreadDescriptor, _Mapping]] = ..., clock_snapshot: _Optional[_Union[ClockSnapshot, _Mapping]] = ..., process_tree: _Optional[_Union[ProcessTree, _Mapping]] = ..., gpu_render_stage_event: _Optional[_Union[GpuRenderStageEvent, _Mapping]] = ..., gpu_counter_event: _Optional[_Union[GpuCounterEvent, _Mapping]] = ...) -> None: ...
+    streaming_profile_packet: StreamingProfilePacket
+    chrome_events: ChromeEventBundle
+    def __init__(self, timestamp: _Optional[int] = ..., timestamp_clock_id: _Optional[int] = ..., trusted_packet_sequence_id: _Optional[int] = ..., trusted_pid: _Optional[int] = ..., sequence_flags: _Optional[int] = ..., incremental_state_cleared: _Optional[bool] = ..., previous_packet_dropped: _Optional[int] = ..., first_packet_on_sequence: _Optional[bool] = ..., interned_data: _Optional[_Union[InternedData, _Mapping]] = ..., trace_packet_defaults: _Optional[_Union[TracePacketDefaults, _Mapping]] = ..., track_event: _Optional[_Union[TrackEvent, _Mapping]] = ..., track_descriptor: _Optional[_Union[TrackDescriptor, _Mapping]] = ..., process_descriptor: _Optional[_Union[ProcessDescriptor, _Mapping]] = ..., thread_descriptor: _Optional[_Union[ThreadDescriptor, _Mapping]] = ..., clock_snapshot: _Optional[_Union[ClockSnapshot, _Mapping]] = ..., process_tree: _Optional[_Union[ProcessTree, _Mapping]] = ..., gpu_render_stage_event: _Optional[_Union[GpuRenderStageEvent, _Mapping]] = ..., gpu_counter_event: _Optional[_Union[GpuCounterEvent, _Mapping]] = ..., streaming_profile_packet: _Optional[_Union[StreamingProfilePacket, _Mapping]] = ..., chrome_events: _Optional[_Union[ChromeEventBundle, _Mapping]] = ...) -> None: ...
+
+class StreamingProfilePacket(_message.Message):
+    __slots__ = ("timestamp_delta_us",)
+    TIMESTAMP_DELTA_US_FIELD_NUMBER: _ClassVar[int]
+    timestamp_delta_us: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, timestamp_delta_us: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ChromeEventBundle(_message.Message):
+    __slots__ = ("metadata",)
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _containers.RepeatedCompositeFieldContainer[ChromeMetadata]
+    def __init__(self, metadata: _Optional[_Iterable[_Union[ChromeMetadata, _Mapping]]] = ...) -> None: ...
+
+class ChromeMetadata(_message.Message):
+    __slots__ = ("name", "string_value", "bool_value", "int_value", "json_value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    JSON_VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    string_value: str
+    bool_value: bool
+    int_value: int
+    json_value: str
+    def __init__(self, name: _Optional[str] = ..., string_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., json_value: _Optional[str] = ...) -> None: ...
 
 class TracePacketDefaults(_message.Message):
     __slots__ = ("timestamp_clock_id", "track_event_defaults")
@@ -204,16 +234,20 @@ class ProcessDescriptor(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., cmdline: _Optional[_Iterable[str]] = ..., process_name: _Optional[str] = ..., process_labels: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ThreadDescriptor(_message.Message):
-    __slots__ = ("pid", "tid", "thread_name", "reference_timestamp_us")
+    __slots__ = ("pid", "tid", "thread_name", "reference_timestamp_us", "reference_thread_time_us", "reference_thread_instruction_count")
     PID_FIELD_NUMBER: _ClassVar[int]
     TID_FIELD_NUMBER: _ClassVar[int]
     THREAD_NAME_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_TIMESTAMP_US_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_THREAD_TIME_US_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_THREAD_INSTRUCTION_COUNT_FIELD_NUMBER: _ClassVar[int]
     pid: int
     tid: int
     thread_name: str
     reference_timestamp_us: int
-    def __init__(self, pid: _Optional[int] = ..., tid: _Optional[int] = ..., thread_name: _Optional[str] = ..., reference_timestamp_us: _Optional[int] = ...) -> None: ...
+    reference_thread_time_us: int
+    reference_thread_instruction_count: int
+    def __init__(self, pid: _Optional[int] = ..., tid: _Optional[int] = ..., thread_name: _Optional[str] = ..., reference_timestamp_us: _Optional[int] = ..., reference_thread_time_us: _Optional[int] = ..., reference_thread_instruction_count: _Optional[int] = ...) -> None: ...
 
 class CounterDescriptor(_message.Message):
     __slots__ = ("type", "categories", "unit", "unit_name", "unit_multiplier", "is_incremental")
