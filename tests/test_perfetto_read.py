@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import polyprof
+from perfetto_text import pftrace
 from polyprof.errors import TraceFormatError
 from polyprof.writers import perfetto
 from polyprof.formats.detect import detect
@@ -212,15 +213,6 @@ def test_every_field_of_the_reader_proto_is_perfettos():
 DATA = ROOT / "tests/data/perfetto"
 
 
-def _pftrace(name: str, tmp_path: Path) -> Path:
-    """Perfetto's text proto test trace as the binary file a producer writes."""
-    from google.protobuf import text_format
-
-    msg = P.Trace()
-    text_format.Parse((DATA / f"{name}.textproto").read_text(), msg)
-    out = tmp_path / f"{name}.pftrace"
-    out.write_bytes(msg.SerializeToString())
-    return out
 
 
 def _csv(name: str) -> list[dict[str, str | None]]:
@@ -247,7 +239,7 @@ def _slices(trace) -> list[tuple]:
 
 @pytest.mark.parametrize("name", ["track_event_tracks", "track_event_counters"])
 def test_perfettos_track_event_traces_give_the_trace_processors_slices(name, tmp_path):
-    trace = polyprof.load(_pftrace(name, tmp_path))
+    trace = polyprof.load(pftrace(name, tmp_path))
     want = sorted((int(r["ts"]), r["name"], int(r["dur"]), r["category"], _where(r))
                   for r in _csv(f"{name}.slices.csv"))
     assert _slices(trace) == want
@@ -255,7 +247,7 @@ def test_perfettos_track_event_traces_give_the_trace_processors_slices(name, tmp
 
 
 def test_perfettos_counter_traces_give_the_trace_processors_counters(tmp_path):
-    trace = polyprof.load(_pftrace("track_event_counters", tmp_path))
+    trace = polyprof.load(pftrace("track_event_counters", tmp_path))
     c = trace.counters
     got = sorted((int(t), trace.planes[p].name, trace.strings[n], v)
                  for p, n, t, v in zip(c["plane"].tolist(), c["name"].tolist(), c["ts_ns"].tolist(),
@@ -266,7 +258,7 @@ def test_perfettos_counter_traces_give_the_trace_processors_counters(tmp_path):
     assert [g[:3] for g in got] == [w[:3] for w in want]
     assert np.allclose([g[3] for g in got], [w[3] for w in want], rtol=1e-6, atol=1e-6)
 
-    trace = polyprof.load(_pftrace("incremental_counter_sequences", tmp_path))
+    trace = polyprof.load(pftrace("incremental_counter_sequences", tmp_path))
     c = trace.counters
     assert {trace.strings[n] for n in c["name"].tolist()} == {"MyIncrementalCounter"}
     want_rows = _csv("incremental_counter_sequences.counters.csv")
@@ -275,7 +267,7 @@ def test_perfettos_counter_traces_give_the_trace_processors_counters(tmp_path):
 
 
 def test_perfettos_flow_trace_gives_the_trace_processors_flows(tmp_path):
-    trace = polyprof.load(_pftrace("flow_events_track_event", tmp_path))
+    trace = polyprof.load(pftrace("flow_events_track_event", tmp_path))
     names = trace.names()
     got = sorted(zip(names[trace.flows["src"]].tolist(), names[trace.flows["dst"]].tolist()))
     assert got == sorted((r["slice_out"], r["slice_in"]) for r in _csv("flow_events_track_event.flows.csv"))
@@ -283,7 +275,7 @@ def test_perfettos_flow_trace_gives_the_trace_processors_flows(tmp_path):
 
 def test_perfettos_traces_read_the_same_gzipped_and_sniff_by_content(tmp_path):
     for name in ("track_event_tracks", "flow_events_track_event"):
-        raw = _pftrace(name, tmp_path)
+        raw = pftrace(name, tmp_path)
         gz = tmp_path / f"{name}.bin"  # no telling name: sniffed by content
         gz.write_bytes(gzip.compress(raw.read_bytes()))
         assert detect(raw) == detect(gz) == "perfetto"
@@ -390,8 +382,8 @@ def test_mutated_traces_give_a_trace_or_one_checked_error(tmp_path):
 
     trace = polyprof.load(ROOT / "tests/data/traces/kineto/cuda_event_sync_multistream.json.gz")
     seeds = [perfetto.write(trace, tmp_path / "s.pftrace").read_bytes(),
-             _pftrace("track_event_tracks", tmp_path).read_bytes(),
-             _pftrace("track_event_counters", tmp_path).read_bytes()]
+             pftrace("track_event_tracks", tmp_path).read_bytes(),
+             pftrace("track_event_counters", tmp_path).read_bytes()]
     rng = random.Random(20261128)
     outcomes = Counter()
     for i in range(150):

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import polyprof
+from perfetto_text import pftrace
 from polyprof.formats.detect import detect
 from polyprof.writers import perfetto
 
@@ -36,14 +37,6 @@ def _write(tmp_path: Path, packets: list, name: str = "t.pftrace") -> Path:
     return out
 
 
-def _pftrace(name: str, tmp_path: Path) -> Path:
-    from google.protobuf import text_format
-
-    msg = P.Trace()
-    text_format.Parse((DATA / f"{name}.textproto").read_text(), msg)
-    out = tmp_path / f"{name}.pftrace"
-    out.write_bytes(msg.SerializeToString())
-    return out
 
 
 def _starts(trace) -> dict[str, int]:
@@ -132,7 +125,7 @@ def test_perfettos_legacy_time_overflow_traces_give_one_good_slice(name, want, t
     below zero by stack samples' deltas or by a negative delta) is dropped. polyprof
     warned "clock 6 is in no clock snapshot" (legacy times read on BOOTTIME) and kept
     the streaming-profile sentinel at 0."""
-    trace = polyprof.load(_pftrace(name, tmp_path))
+    trace = polyprof.load(pftrace(name, tmp_path))
     assert _starts(trace) == {"good": want}
     w = _warnings(trace)
     assert "skipped 1 track events with a negative time" in w

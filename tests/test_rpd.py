@@ -195,13 +195,20 @@ def test_other_sqlite_names_what_it_lacks(tmp_path):
         polyprof.load(db)
 
 
-def test_damaged_op_table_is_one_error(tmp_path):
-    db = tmp_path / "bad.rpd"
+def _edited(tmp_path: Path, name: str, *sql: tuple[str, tuple]) -> Path:
+    """A copy of MATMUL named ``name`` with these SQL statements applied."""
+    db = tmp_path / name
     shutil.copy(MATMUL, db)
     conn = sqlite3.connect(db)
-    conn.execute("UPDATE rocpd_op SET start = 'soon' WHERE id = 3")
+    for stmt, params in sql:
+        conn.execute(stmt, params)
     conn.commit()
     conn.close()
+    return db
+
+
+def test_damaged_op_table_is_one_error(tmp_path):
+    db = _edited(tmp_path, "bad.rpd", ("UPDATE rocpd_op SET start = 'soon' WHERE id = 3", ()))
     with pytest.raises(TraceFormatError, match="bad.rpd"):
         polyprof.load(db)
 
@@ -210,15 +217,10 @@ def test_a_blank_copy_size_leaves_that_copys_bytes_out(tmp_path, caplog):
     """rmpd's own ``matmul_result_large.rpd`` stores one ``rocpd_copyapi.size`` as ''
     (the file is not kept here: 98 KB): the database reads, that copy has no bytes, and
     one warning names the table."""
-    db = tmp_path / "blank.rpd"
-    shutil.copy(MATMUL, db)
-    conn = sqlite3.connect(db)
-    blank = conn.execute("SELECT api_ptr_id FROM rocpd_copyapi ORDER BY api_ptr_id LIMIT 1").fetchone()[0]
-    conn.execute("UPDATE rocpd_copyapi SET size = '' WHERE api_ptr_id = ?", (blank,))
-    bad_kernel = conn.execute("SELECT api_ptr_id FROM rocpd_kernelapi ORDER BY api_ptr_id LIMIT 1").fetchone()[0]
-    conn.execute("UPDATE rocpd_kernelapi SET gridX = 'wide' WHERE api_ptr_id = ?", (bad_kernel,))
-    conn.commit()
-    conn.close()
+    blank = _sql(MATMUL, "SELECT api_ptr_id FROM rocpd_copyapi ORDER BY api_ptr_id LIMIT 1")[0][0]
+    bad_kernel = _sql(MATMUL, "SELECT api_ptr_id FROM rocpd_kernelapi ORDER BY api_ptr_id LIMIT 1")[0][0]
+    db = _edited(tmp_path, "blank.rpd", ("UPDATE rocpd_copyapi SET size = '' WHERE api_ptr_id = ?", (blank,)),
+                 ("UPDATE rocpd_kernelapi SET gridX = 'wide' WHERE api_ptr_id = ?", (bad_kernel,)))
     with caplog.at_level("WARNING", logger="polyprof"):
         t = polyprof.load(db)
     assert "rocpd_copyapi: 1 rows" in caplog.text and "rocpd_kernelapi: 1 rows" in caplog.text
@@ -235,12 +237,7 @@ def test_a_blank_copy_size_leaves_that_copys_bytes_out(tmp_path, caplog):
 
 
 def test_a_text_in_an_integer_column_is_named(tmp_path):
-    db = tmp_path / "bad.rpd"
-    shutil.copy(MATMUL, db)
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE rocpd_op SET gpuId = 'first' WHERE id = 3")
-    conn.commit()
-    conn.close()
+    db = _edited(tmp_path, "bad.rpd", ("UPDATE rocpd_op SET gpuId = 'first' WHERE id = 3", ()))
     with pytest.raises(TraceFormatError, match=r"bad\.rpd.*rocpd_op\.gpuId.*text or reals"):
         polyprof.load(db)
 
