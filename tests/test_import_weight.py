@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -281,11 +283,14 @@ def test_summary_of_a_kineto_trace_imports_no_other_formats_reader_nor_what_no_s
     assert _absent(trace, modules) == []
 
 
-def test_summary_of_an_xspace_imports_nothing_no_summary_needs():
-    """Nor, for an XSpace without command buffers or polyprof's memory line, the HLO
-    decoder (formats/xspace/hlo.py) or the writer's memory events for XProf."""
-    trace = Path(__file__).resolve().parent / "data" / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb"
+@pytest.mark.parametrize("name, hlo", [("peers/tracelens/jax_conv_minimal_08.xplane.pb", True),
+                                       ("traces/xspace/tpu_inference_2.xplane.pb", False)])
+def test_summary_of_an_xspace_imports_nothing_no_summary_needs(name: str, hlo: bool):
+    """Nor, for an XSpace without polyprof's memory line, the writer's memory events for
+    XProf; nor, for a TPU's, the HLO decoder (formats/xspace/hlo.py), which a GPU's needs:
+    its kernels' framework ops are its HLO instructions' (XProf's rule)."""
+    trace = Path(__file__).resolve().parent / "data" / name
     skip = ("hashlib",) if _stamps_older_than_sources() else ()
-    modules = tuple(m for m in NO_SUMMARY_NEEDS if m not in skip) + ("polyprof.formats.xspace.hlo",
-                                                                     "polyprof.formats.xprof_memory") + WITHOUT_MEMORY
+    modules = tuple(m for m in NO_SUMMARY_NEEDS if m not in skip) + ("polyprof.formats.xprof_memory",) + (
+        () if hlo else ("polyprof.formats.xspace.hlo",)) + WITHOUT_MEMORY
     assert _absent(trace, modules) == []

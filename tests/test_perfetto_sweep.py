@@ -207,8 +207,8 @@ def test_the_perfetto_exports_device_metadata_is_perfettos_chrome_metadata(tmp_p
     bundles = [p.chrome_events for p in msg.packet if p.HasField("chrome_events")]
     assert len(bundles) == 1
     entries = {m.name: json.loads(m.json_value) for m in bundles[0].metadata}
-    assert list(entries) == ["polyprof.planes", "deviceProperties"]
-    (plane,) = entries["polyprof.planes"]
+    assert list(entries) == ["polyprof_planes", "deviceProperties"]
+    (plane,) = entries["polyprof_planes"]
     assert (plane["plane"], plane["vendor"], plane["properties"]["numSms"]) == ("/device:GPU:2", "AMD", 104)
     assert entries["deviceProperties"] == trace.metadata["deviceProperties"]  # the 4 GPUs Kineto listed
     assert polyprof.load(tmp_path / "t.pftrace").metadata["deviceProperties"] == trace.metadata["deviceProperties"]

@@ -12,7 +12,9 @@ its iteration filter (``hta/common/trace_parser.py``, ``hta/common/trace.py``,
   one (MTIA's DMA requests) is not counted, a ``cuda_sync`` record with one is;
 - times are read as doubles of µs and, when the file's ``ts`` are fractional, each
   start moves up and each end down to whole µs (:func:`rounded_like_hta`);
-- with two or more ``ProfilerStep`` names, the rows are cut to the "CPU" rows (all but
+- with two or more ``ProfilerStep`` names (in a trace HTA cannot read itself, an XSpace
+  or a live session's, the steps polyprof found: its Kineto export names them
+  ``ProfilerStep#N``, so HTA on the export sees them), the rows are cut to the "CPU" rows (all but
   the launched device rows: a stream and a correlation id, or an ``Event Sync`` /
   ``Context Sync`` record) starting before the last step starts, and the launched
   device rows whose correlation id one of those carries. Device activity without a
@@ -44,6 +46,8 @@ from ..trace.sorting import unique
 SKIPPED_CATEGORIES = ("Trace", "python_function")
 #: the category of runtime calls (cudaLaunchKernel, hipLaunchKernel, ...)
 RUNTIME_CATEGORY = "cuda_runtime"
+#: the formats HTA reads itself (``metadata["source"]["format"]``): their events' own names are HTA's
+KINETO_FORMATS = ("kineto", "chrome-json")
 #: device-wide sync records HTA counts with the launched device rows
 SYNC_NAMES = ("Event Sync", "Context Sync")
 #: names HTA does not call COMPUTATION: NCCL kernels, MTIA DMA (dma...), anything with
@@ -133,14 +137,37 @@ def _table(trace: Trace) -> HtaTable:
     launched = ((stream >= 0) & (corr >= 0)) | np.isin(names, np.flatnonzero(np.isin(strings, SYNC_NAMES)))
     step_ids = np.flatnonzero(np.array(["ProfilerStep" in s for s in strings.tolist()], bool))
     step_ids = np.intersect1d(step_ids, names[kept])
+    step_row = np.isin(names, step_ids)
+    n_steps = len(step_ids)
+    exported = _exported_steps(trace)
+    if exported is not None:  # the steps HTA finds in polyprof's Kineto export of this trace
+        rows, numbers = exported
+        kept[rows] = True  # written as user_annotation
+        step_row[rows] = True
+        n_steps = len({strings[i] for i in step_ids.tolist()} | {f"ProfilerStep#{k}" for k in numbers.tolist()})
     parsed = kept
-    if len(step_ids) >= 2:  # HTA's iteration filter
+    if n_steps >= 2:  # HTA's iteration filter
         host = kept & ~launched
-        is_step = host & np.isin(names, step_ids)
+        is_step = host & step_row
         last = start[is_step].max() if is_step.any() else np.iinfo(np.int64).min
         host &= start < last
         kept = host | (kept & launched & np.isin(corr, corr[host]))
-    return HtaTable(kept, stream, corr, launched, start, end, parsed, len(step_ids) >= 2)
+    return HtaTable(kept, stream, corr, launched, start, end, parsed, n_steps >= 2)
+
+
+def _exported_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rows, numbers) of the steps of a trace HTA cannot read itself (not Kineto or Chrome
+    JSON: an XSpace, a live session...), which polyprof's Kineto export names
+    ``ProfilerStep#N`` (``writers/kineto.py``) so that HTA finds them; None where HTA reads
+    the trace's own names (a Kineto file, or steps marked ``ProfilerStep`` already)."""
+    source = trace.metadata.get(mkeys.FILE_SOURCE)
+    if isinstance(source, dict) and source.get("format") in KINETO_FORMATS:
+        return None
+    # every step of the trace: a windowed view (analyze/window.py) keeps them as "all_steps"
+    steps = cache.memo(trace, "all_steps", cache.steps)
+    if steps.source in ("", "ProfilerStep") or not len(steps.rows):
+        return None
+    return np.asarray(steps.rows, np.int64), np.asarray(steps.number, np.int64)
 
 
 def hta_activity(trace: Trace) -> HtaActivity:

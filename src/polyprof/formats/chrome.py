@@ -97,8 +97,6 @@ def to_chrome_events(trace: Trace) -> list[dict[str, Any]]:
 
 def write(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
-    from ..writers.kineto import device_properties  # (the writers import this module)
-
     doc: dict[str, Any] = {"traceEvents": to_chrome_events(trace), "displayTimeUnit": "ns",
                            "otherData": {"origin_ns": trace.span_ns[0],
                                          "clock": trace.metadata.get(mkeys.CLOCK_NAME, ""), "producer": "polyprof"}}

@@ -22,14 +22,12 @@ from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
+from ..formats.device_list import device_properties
 from ..formats.jsonfile import write_json
 from ..trace import metadata_keys as mkeys
 
 #: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).
 _ARG_NAMES = {keys.CORRELATION_ID: "correlation", keys.EXTERNAL_ID: "External id"}
-#: Plane properties the reader adds that are not device properties (and the HLO protos
-#: an XSpace plane carries for XProf, which mean nothing in a Kineto file).
-_PLANE_EXTRAS = {"process_name", "process_labels", "process_sort_index", "xspace_event_metadata"}
 #: Zero-length events of these kinds stay complete events ("X"); others become instants.
 _X_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME, Kind.CPU_OP, Kind.ANNOTATION,
             Kind.DEVICE_ANNOTATION, Kind.STEP, Kind.PYTHON, Kind.COLLECTIVE)
@@ -104,17 +102,6 @@ def _arg_value(v: Any) -> Any:
             return orjson.loads(v)
         except orjson.JSONDecodeError:
             return v
-    return v
-
-
-def json_value(v: Any) -> Any:
-    """A property value JSON can hold: bytes (XSpace stats) as hex text, containers walked."""
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).hex()
-    if isinstance(v, dict):
-        return {str(k): json_value(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_value(x) for x in v]
     return v
 
 
@@ -253,7 +240,7 @@ def _profiler_steps(trace: Trace, names: list[str], cats: list[str], args: list[
     HTA and TensorBoard's torch plugin find a trace's steps by that name alone. The
     event's own name and category stay in its args (``polyprof_name``,
     ``polyprof_category``)."""
-    from ..derive import cache
+    from ..derive import cache  # the steps, found only for a trace this export writes
 
     steps = cache.steps(trace)
     if steps.source in ("", "ProfilerStep"):
@@ -282,25 +269,6 @@ def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.
             a = args[r] = {}
         a.setdefault("stream", stream)
         a.setdefault("device", device)
-
-
-def device_properties(trace: Trace) -> list[dict[str, Any]]:
-    """One entry per device plane (its properties), then listed devices without events."""
-    out: list[dict[str, Any]] = []
-    seen: set[Any] = set()  # device ids (the metadata may hold any JSON value)
-    for p in trace.planes:
-        if p.kind != "device" or p.index in seen:
-            continue
-        props = {k: json_value(v) for k, v in (p.properties or {}).items() if k not in _PLANE_EXTRAS}
-        props["id"] = p.index
-        props.setdefault("name", p.name)
-        out.append({"id": props.pop("id"), **props})
-        seen.add(p.index)
-    for d in trace.metadata.get(mkeys.DEVICE_PROPERTIES) or []:
-        if isinstance(d, dict) and d.get("id") not in seen:
-            out.append(d)
-            seen.add(d.get("id"))
-    return out
 
 
 def write(trace: Trace, path: str | Path) -> Path:

@@ -17,9 +17,9 @@ the subset is encoded here, see :mod:`.perfetto_wire`, so no generated code is n
 - the device planes' properties (Kineto's ``deviceProperties``: model, SM count, memory...;
   XProf's peaks), which the efficiency tables match the device's peaks by: one
   ``ChromeEventBundle`` packet (``chrome_events``) of ``ChromeMetadata`` entries,
-  ``polyprof.planes`` (JSON: plane name, vendor, properties) and, when the trace lists
+  ``polyprof_planes`` (JSON: plane name, vendor, properties) and, when the trace lists
   them, ``deviceProperties``. Chrome writes its own trace metadata so: Perfetto's trace
-  processor keeps the entries (``cr-polyprof.planes``) in its metadata table (from its
+  processor keeps the entries (``cr-polyprof_planes``) in its metadata table (from its
   parser's source; not run here), and polyprof's reader puts them back on the planes.
 
 Packets are written in time order, a chunk of ``CHUNK`` packets at a time, each chunk
@@ -43,9 +43,8 @@ from ..trace.memory import export_counters
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
 from ..formats.chrome import _pids, _tids
-from ..formats.perfetto_read import PLANES_METADATA
+from ..formats.device_list import PERFETTO_PLANES, json_value
 from ..trace import metadata_keys as mkeys
-from .kineto import json_value
 
 log = logging.getLogger("polyprof")
 
@@ -366,7 +365,7 @@ def _device_metadata(trace: Trace) -> bytes:
     Bytes values (XSpace stats) become hex text, as in the Kineto export."""
     planes = [{"plane": p.name, "vendor": p.vendor, "properties": json_value(p.properties)}
               for p in trace.planes if p.kind == "device" and (p.properties or p.vendor)]
-    entries = [(PLANES_METADATA, planes)] if planes else []
+    entries = [(PERFETTO_PLANES, planes)] if planes else []
     listed = trace.metadata.get(mkeys.DEVICE_PROPERTIES)
     if isinstance(listed, list) and listed:
         entries.append((mkeys.DEVICE_PROPERTIES, json_value(listed)))

@@ -124,7 +124,7 @@ def _plan(trace: Trace, meta_x: dict[str, Any], compiled: bool) -> tuple[_Plan, 
         first = min(first, int(c["ts_ns"].min())) if n else int(c["ts_ns"].min())
         last = max(last, int(c["ts_ns"].max()))
     if last - first > N.MAX_SPAN_NS:  # XEvent offsets are int64 ps
-        from ..derive import cache
+        from ..derive import cache  # the steps, only to word this refusal
 
         named = ", ".join(sorted({s.label for s in trace.sources if s.label})) or "the trace"
         what = "a window of it (--steps) or another format" if len(cache.steps(trace)) else \

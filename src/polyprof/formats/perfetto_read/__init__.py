@@ -43,11 +43,7 @@ from .shape import looks_like_packets, varint
 if TYPE_CHECKING:
     from ...trace.core import Trace
 
-__all__ = ["load", "sniff", "PLANES_METADATA"]
-
-#: the ``ChromeMetadata`` entry of polyprof's export that keeps the device planes' names,
-#: vendors and properties (``writers/perfetto.py``; read back in ``build.py``)
-PLANES_METADATA = "polyprof.planes"
+__all__ = ["load", "sniff"]
 
 
 def pb() -> Any:

@@ -19,7 +19,7 @@ from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace import keys
 from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
-from . import PLANES_METADATA
+from ..device_list import PERFETTO_PLANES
 from .clocks import Clocks
 from .collector import END, Collector
 from .slices import link, match
@@ -122,7 +122,7 @@ def _devices(b, meta: dict) -> None:
     polyprof's export keeps them in Chrome metadata (``writers/perfetto.py``): the peaks
     and occupancy of the efficiency tables are matched from them."""
     by_name = {p.name: p for p in b.planes if p.kind == "device"}
-    for e in meta.get(PLANES_METADATA) or []:
+    for e in meta.get(PERFETTO_PLANES) or []:
         p = by_name.get(e.get("plane")) if isinstance(e, dict) else None
         if p is None:  # the export writes a process for every plane: only an edited file
             continue

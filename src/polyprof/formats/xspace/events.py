@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import TraceFormatError
+from ...trace import keys as K
 from ...trace.builder import TraceBuilder
-from ...trace.sorting import member, unique_inverse
+from ...trace.sorting import member, unique, unique_inverse
 from . import gpu, names as N
 from .decode import EventColumns, spans
 from .deferred import DeferredStats, EventPart, MetadataPart
@@ -48,6 +49,7 @@ class EventReader:
         self.series: dict[tuple[int, str], tuple[list[int], list[float]]] = {}
         self.rows = 0  # the events read so far (their rows in the trace)
         self.pending: list[tuple[np.ndarray, ...]] = []  # their columns, given to the builder at once
+        self.stream_parts: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, stream ids) of XLA's GPU activity
 
     # ------------------------------------------------------------------ metadata
     def metadata(self, plane_index: int, stat_names: dict[int, str]) -> PlaneMetadata:
@@ -58,8 +60,9 @@ class EventReader:
     # ------------------------------------------------------------------ events
     def plane_events(self, pid: int, lines: list[tuple[Any, ...]], meta: PlaneMetadata,
                      stat_names: dict[int, str], drop: frozenset[str] = frozenset()) -> None:
-        """Add the events of ``lines`` ((index, e0, e1, track, base ns, name, category[, mixed])
-        each; mixed: a GPU stream line whose events' categories come from their stats);
+        """Add the events of ``lines`` ((index, e0, e1, track, base ns, name, category[, mixed,
+        stream id]) each; mixed: a GPU stream line whose events' categories come from their
+        stats; stream id: its number, the ``stream`` of its kernels, copies and fills);
         ``drop``: keys of the events' own stats left out (a polyprof writer added them to
         this plane only)."""
         if not lines:
@@ -93,10 +96,13 @@ class EventReader:
                                len(uniq))[inv]
         cats = np.repeat(np.asarray([self.b.intern(ln[6]) for ln in lines], np.int32), counts)
         mixed = [k for k, ln in enumerate(lines) if len(ln) > 7 and ln[7]]
+        line_at = np.concatenate([[0], np.cumsum(counts)])  # (not the groups' bounds, kept for the part below)
         if mixed:  # GPU stream lines of several kinds: each event's own stats say which
-            line_at = np.concatenate([[0], np.cumsum(counts)])  # (not the groups' bounds, kept for the part below)
             rows = np.concatenate([np.arange(line_at[k], line_at[k + 1]) for k in mixed])
             gpu.refine_mixed(c, self.stat_start, idx, cats, rows, meta, stat_names, self.b.intern)
+        streams = [(k, ln[8]) for k, ln in enumerate(lines) if len(ln) > 8 and ln[8] is not None]
+        if streams:  # the stream of XLA's GPU activity: its line's id
+            self._streams(line_at, streams, cats, self.rows)
         tracks = np.repeat(np.asarray([ln[3] for ln in lines], np.int32), counts)
         row0 = self.rows
         if with_stats:
@@ -104,6 +110,19 @@ class EventReader:
         self._event_stats(idx, row0, cats, stat_names, drop)
         self.pending.append((tracks, name_ids, start, length, cats))
         self.rows += len(idx)
+
+    def _streams(self, line_at: np.ndarray, streams: list[tuple[int, int]], cats: np.ndarray, row0: int) -> None:
+        """The ``stream`` stat of the kernels, copies and fills (``gpu.STREAM_CATEGORIES``)
+        of the ``streams`` lines ((line k, stream id) each) of a plane whose rows start at ``row0``."""
+        ks = np.asarray([k for k, _ in streams], np.int64)
+        n = line_at[ks + 1] - line_at[ks]
+        at = spans(line_at[ks], n)
+        sid = np.repeat(np.asarray([s for _, s in streams], np.int64), n)
+        there = cats[at]
+        ids = [c for c in unique(there).tolist() if self.b.strings[c] in gpu.STREAM_CATEGORIES]
+        busy = member(there, np.asarray(ids, there.dtype))
+        if busy.any():
+            self.stream_parts.append((at[busy] + row0, sid[busy]))
 
     def _event_stats(self, idx: np.ndarray, row0: int, cats: np.ndarray, stat_names: dict[int, str],
                      drop: frozenset[str] = frozenset()) -> None:
@@ -237,6 +256,8 @@ class EventReader:
         for key, parts in stats.eager().items():  # joined by the builder, as _build would
             for rows, values in parts:
                 b.add_stat(key, rows, values)
+        if self.stream_parts and not stats.has(K.STREAM):  # a file's own stream stat (stream_id) wins
+            b.add_stat(K.STREAM, *(np.concatenate(c) for c in zip(*self.stream_parts)))
         for fk, (src, fid, fcat) in sorted(self.flows_out.items()):
             dst = self.flows_in.get(fk)
             if dst is not None:

@@ -6,12 +6,16 @@ kinds of activity it holds (``Kernel``, ``MemcpyH2D``, ``MemcpyD2H``, ``MemcpyD2
 say what it is (``kernel_details``, ``memcpy_details``, ``memset_details``, on the event
 or its metadata); where it has none, the line's kinds do. Its XLA op (``hlo_op``,
 ``hlo_module``), framework op (``tf_op``) and ``correlation_id`` (the host launch call's)
-are stats the reader keeps like any other.
+are stats the reader keeps like any other. The stream, which XLA gives only as the
+line, becomes each kernel's, copy's and fill's ``stream`` stat (``<id>`` of the line's
+name), as the Kineto, Nsight and CUPTI readers set it: analyses that take device activity
+to be the events with a stream (HTA's, ``analyze/hta_compat.py``) count them.
 """
 
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Callable, Mapping
 
 import numpy as np
@@ -35,6 +39,8 @@ _COMMAND_BUFFER = "command_buffer"
 _MODULE_PLACEHOLDER = "XlaModule:"
 
 CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_MEMORY = "kernel", "gpu_memcpy", "gpu_memset", "gpu_memory"
+#: the categories of a stream line's events that get the line's ``stream`` stat (device activity)
+STREAM_CATEGORIES = (CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET)
 #: the stat that names what an event is -> its category, in order of precedence; matched
 #: without case: XLA writes ``Memset_details`` and ``MemFree_details`` beside ``memcpy_details``
 DETAIL_STATS = (("memcpy_details", CAT_MEMCPY), ("memset_details", CAT_MEMSET), ("kernel_details", CAT_KERNEL),
@@ -47,6 +53,14 @@ def line_kinds(name: str) -> list[str] | None:
     if m is None:
         return None
     return [k.strip() for k in (m.group(2) or "").split(",") if k.strip()]
+
+
+def line_stream(name: str) -> int | None:
+    """The stream id of a ``Stream #N(...)`` line (None for other lines, or an id beyond int64)."""
+    m = _STREAM_LINE.match(name)
+    if m is None or len(m.group(1)) > 18:
+        return None
+    return int(m.group(1))
 
 
 def _kind_category(kind: str) -> str:
@@ -155,7 +169,146 @@ def framework_ops(trace: Trace) -> None:
         col.values[at[at_ok]] = vals[at_ok]
 
 
-def command_buffer_ops(trace: Trace) -> None:
+class HloModules:
+    """The HLO modules a file holds (``hlo.py``; JAX stores them on ``/host:metadata``), by
+    (module name, program id), each decoded when first asked for. A damaged one is named in
+    a warning once and reads as absent."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.decoded: dict[tuple[str, int], dict[str, str] | None] = {}
+        self.kernels: dict[tuple[str, int], dict[str, tuple[str, str]]] = {}
+
+    @cached_property
+    def protos(self) -> dict[tuple[str, int], bytes]:
+        from .hlo import modules  # only a file with XLA ops on a GPU
+
+        out: dict[tuple[str, int], bytes] = {}
+        for p in self.trace.planes:
+            out.update(modules(p.properties.get("xspace_event_metadata") or []))
+        return out
+
+    @cached_property
+    def by_name(self) -> dict[str, list[tuple[str, int]]]:
+        out: dict[str, list[tuple[str, int]]] = {}
+        for k in self.protos:
+            out.setdefault(k[0], []).append(k)
+        return out
+
+    def _key(self, mod: str, pid: int) -> tuple[str, int] | None:
+        """The module of that name and program id; else the only one of that name; else
+        (no module name, as XProf finds modules) the only one of that program id."""
+        if (mod, pid) in self.protos:
+            return (mod, pid)
+        named = self.by_name.get(mod, ())
+        if len(named) == 1:
+            return named[0]
+        if mod or pid < 0:
+            return None
+        with_pid = [k for k in self.protos if k[1] == pid]
+        return with_pid[0] if len(with_pid) == 1 else None
+
+    def ops(self, mod: str, pid: int) -> dict[str, str] | None:
+        """instruction name -> its framework op (``op_name``, "" where none); None: no HLO."""
+        key = self._key(mod, pid)
+        if key is None:
+            return None
+        if key not in self.decoded:
+            from .hlo import op_names  # the HLO decoder: only a file with XLA ops on a GPU and their HLO
+
+            try:
+                self.decoded[key] = op_names(self.protos[key])
+            except ValueError as e:
+                self.trace.metadata.setdefault(mkeys.WARNINGS, []).append(
+                    f"xspace: the HLO of module {key[0]}({key[1]}) is damaged ({e}): its kernels keep the "
+                    "ops their stats name")
+                self.decoded[key] = None
+        return self.decoded[key]
+
+    def kernel_table(self, mod: str, pid: int) -> dict[str, tuple[str, str]] | None:
+        """kernel name -> (instruction name, framework op) (``hlo.kernel_names``); None: no HLO."""
+        ops = self.ops(mod, pid)
+        if ops is None:
+            return None
+        key = self._key(mod, pid)
+        assert key is not None
+        if key not in self.kernels:
+            from .hlo import kernel_names  # the HLO decoder: only a file with XLA ops on a GPU and their HLO
+
+            self.kernels[key] = kernel_names(ops)
+        return self.kernels[key]
+
+
+def _gpu_xla_rows(trace: Trace, hlo: StatColumn, in_command_buffer: bool) -> np.ndarray:
+    """Positions in ``hlo`` of the XLA ops of device activity whose ``hlo_op`` is (or is
+    not) a command buffer's."""
+    in_cb = _prefixed(hlo.values, _COMMAND_BUFFER)
+    sel = in_cb if in_command_buffer else ~in_cb & ~_prefixed(hlo.values, "", exact=True)
+    if not sel.any():
+        return np.zeros(0, np.int64)
+    device = np.asarray([p.kind == "device" for p in trace.planes], bool)
+    at = np.flatnonzero(sel)
+    at = at[device[trace.track_plane[trace.events["track"][hlo.rows[at]]]]]
+    if in_command_buffer:
+        return at
+    # kernels, copies, fills (not a TPU's XLA ops, which XProf reads otherwise)
+    return at[member(trace.kinds[hlo.rows[at]], np.asarray(DEVICE_ACTIVITY, trace.kinds.dtype))]
+
+
+def _module_combos(trace: Trace, rows: np.ndarray, first: np.ndarray
+                   ) -> tuple[list[tuple[int, str, int]], np.ndarray]:
+    """The distinct (``first`` code, module, program id) of ``rows`` and each row's."""
+    mods = _row_values(trace, keys.HLO_MODULE, rows, "")
+    pids = _row_values(trace, keys.PROGRAM_ID, rows, -1)
+    mod_names, mod_code = np.unique(mods.astype(str), return_inverse=True)
+    pid_int = np.fromiter((v if isinstance(v, int) and -2**63 <= v < 2**63 else -1 for v in pids.tolist()),
+                          np.int64, len(pids))
+    combos, _, inv = unique_rows(first, mod_code.reshape(-1), pid_int)
+    return [(f, str(mod_names[mc]), pid) for f, mc, pid in combos.tolist()], inv
+
+
+def xla_ops(trace: Trace) -> None:
+    """The XLA ops of GPU activity and their framework ops from the file's HLO, where it has
+    it: :func:`hlo_framework_ops`, then :func:`command_buffer_ops` (each module decoded once)."""
+    modules = HloModules(trace)
+    hlo_framework_ops(trace, modules)
+    command_buffer_ops(trace, modules)
+
+
+def hlo_framework_ops(trace: Trace, modules: HloModules | None = None) -> None:
+    """XProf's framework op of XLA's GPU activity (``ConvertDeviceTraceXPlaneToOpMetricsDb``):
+    an event with an ``hlo_op`` (the last of its ``::``-separated names) is the instruction
+    of that name in its module's HLO (by ``program_id``), and its framework op is that
+    instruction's ``op_name`` (``jit(loss_fn)/jvp()/reduce_sum``), or, where it has none, the
+    instruction's name, whatever the ``tf_op`` and ``name`` stats say (the runtime's
+    annotation, which on ROCm can be the module, ``jit(loss_fn)``, or a neighbour's op).
+    An event whose instruction the file's HLO does not hold keeps its stats' op (XProf's
+    framework_op_stats leaves it out); command buffers are :func:`command_buffer_ops`'."""
+    loaded = trace.stats.loaded()
+    hlo = loaded.get(keys.HLO_OP)
+    if hlo is None or hlo.kind != "O" or not len(hlo):
+        return
+    at = _gpu_xla_rows(trace, hlo, in_command_buffer=False)
+    if not len(at):
+        return
+    modules = HloModules(trace) if modules is None else modules
+    if not modules.protos:
+        return
+    rows = hlo.rows[at]
+    hlo_names, hlo_code = np.unique(hlo.values[at].astype(str), return_inverse=True)
+    combos, inv = _module_combos(trace, rows, hlo_code.reshape(-1))
+    op_of = np.empty(len(combos), object)
+    for c, (hc, mod, pid) in enumerate(combos):
+        ops = modules.ops(mod, pid)
+        name = str(hlo_names[hc]).rsplit("::", 1)[-1]
+        op = ops.get(name) if ops is not None else None
+        op_of[c] = None if op is None else op or name
+    ok = np.asarray([v is not None for v in op_of.tolist()], bool)[inv]
+    if ok.any():
+        _set_ops(loaded, rows[ok], op_of[inv][ok])
+
+
+def command_buffer_ops(trace: Trace, modules: HloModules | None = None) -> None:
     """The ops of kernels XLA ran inside a command buffer (a CUDA graph), whose stats name
     only the command buffer (``hlo_op`` ``command_buffer_1``) and the module annotation
     (``tf_op`` ``XlaModule:``). An XLA-emitted kernel is named after the HLO instruction it
@@ -170,50 +323,20 @@ def command_buffer_ops(trace: Trace) -> None:
     hlo = loaded.get(keys.HLO_OP)
     if hlo is None or hlo.kind != "O" or not len(hlo):
         return
-    in_cb = _prefixed(hlo.values, _COMMAND_BUFFER)
-    if not in_cb.any():
+    at = _gpu_xla_rows(trace, hlo, in_command_buffer=True)
+    if not len(at):
         return
-    device = np.asarray([p.kind == "device" for p in trace.planes], bool)
-    in_cb[in_cb] = device[trace.track_plane[trace.events["track"][hlo.rows[in_cb]]]]
-    at = np.flatnonzero(in_cb)
     rows = hlo.rows[at]
-    mods = _row_values(trace, keys.HLO_MODULE, rows, "")
-    pids = _row_values(trace, "program_id", rows, -1)
-    from .hlo import instructions as hlo_instructions, modules as hlo_modules  # only a file with command buffers
-
-    protos: dict[tuple[str, int], bytes] = {}
-    for p in trace.planes:
-        protos.update(hlo_modules(p.properties.get("xspace_event_metadata") or []))
-    tables: dict[tuple[str, int], dict[str, tuple[str, str]] | None] = {}
-    by_name: dict[str, list[tuple[str, int]]] = {}
-    for k in protos:
-        by_name.setdefault(k[0], []).append(k)
-
-    def table(mod: str, pid: int) -> dict[str, tuple[str, str]] | None:
-        key = (mod, pid) if (mod, pid) in protos else by_name[mod][0] if len(by_name.get(mod, ())) == 1 else None
-        if key is None:
-            return None
-        if key not in tables:
-            try:
-                tables[key] = hlo_instructions(protos[key])
-            except ValueError as e:
-                trace.metadata.setdefault(mkeys.WARNINGS, []).append(
-                    f"xspace: the HLO of module {key[0]}({key[1]}) is damaged ({e}): kernels in its "
-                    "command buffers are attributed by their names")
-                tables[key] = None
-        return tables[key]
-
+    modules = HloModules(trace) if modules is None else modules
     # one decision per distinct (kernel name, module, program id), spread back to the rows
-    mod_names, mod_code = np.unique(mods.astype(str), return_inverse=True)
-    pid_int = np.fromiter((v if isinstance(v, int) else -1 for v in pids.tolist()), np.int64, len(pids))
-    combos, _, inv = unique_rows(trace.events["name"][rows], mod_code.reshape(-1), pid_int)
+    combos, inv = _module_combos(trace, rows, trace.events["name"][rows])
     names = trace.strings
     keep = np.zeros(len(combos), bool)
     hlo_of = np.empty(len(combos), object)
     op_of = np.empty(len(combos), object)
-    for c, (nid, mc, pid) in enumerate(combos.tolist()):
-        kname, mod = names[nid], str(mod_names[mc])
-        tab = table(mod, pid)
+    for c, (nid, mod, pid) in enumerate(combos):
+        kname = names[nid]
+        tab = modules.kernel_table(mod, pid)
         ins = tab.get(kname) if tab is not None else None
         if ins is not None:
             hlo_of[c], op_of[c] = ins[0], ins[1] or mod
@@ -229,14 +352,20 @@ def command_buffer_ops(trace: Trace) -> None:
     _replace_placeholder(loaded, rows[ok], new_op[ok])
 
 
-def _prefixed(values: np.ndarray, prefix: str) -> np.ndarray:
-    """Whether each value is a text starting with ``prefix``: one test per distinct value
-    (a stat column holds few), spread back by a lookup."""
+def _prefixed(values: np.ndarray, prefix: str, exact: bool = False) -> np.ndarray:
+    """Whether each value is a text starting with ``prefix`` (``exact``: equal to it): one
+    test per distinct value (a stat column holds few), spread back by a lookup."""
     vals = values.tolist()
+    if exact:
+        def ok(v: object) -> bool:
+            return isinstance(v, str) and v == prefix
+    else:
+        def ok(v: object) -> bool:
+            return isinstance(v, str) and v.startswith(prefix)
     try:
-        test = {v: isinstance(v, str) and v.startswith(prefix) for v in set(vals)}
+        test = {v: ok(v) for v in set(vals)}
     except TypeError:  # a value that cannot be hashed (not a text): tested one by one
-        return np.fromiter((isinstance(v, str) and v.startswith(prefix) for v in vals), bool, len(vals))
+        return np.fromiter(map(ok, vals), bool, len(vals))
     return np.fromiter(map(test.__getitem__, vals), bool, len(vals))
 
 
@@ -248,6 +377,22 @@ def _row_values(trace: Trace, key: str, rows: np.ndarray, missing: object) -> np
     found, vals = trace.stats[key].lookup(rows)
     out[found] = vals
     return out
+
+
+def _set_ops(loaded: Mapping[str, StatColumn], rows: np.ndarray, ops: np.ndarray) -> None:
+    """Set the framework op (``tf_op``, ``op``) of ``rows`` (ascending) to ``ops`` where the
+    event has one (XLA's GPU tracer gives every op one, if only its placeholder)."""
+    done: set[int] = set()
+    for key in ("tf_op", keys.OP):
+        col = loaded.get(key)
+        if col is None or col.kind != "O" or id(col) in done:
+            continue
+        pos = np.searchsorted(col.rows, rows)
+        hit = (pos < len(col.rows)) & (col.rows[np.minimum(pos, len(col.rows) - 1)] == rows)
+        if col.values.dtype != object:
+            col.values = col.values.astype(object)
+        col.values[pos[hit]] = ops[hit]
+        done.add(id(col))
 
 
 def _replace_placeholder(loaded: Mapping[str, StatColumn], rows: np.ndarray, ops: np.ndarray) -> None:

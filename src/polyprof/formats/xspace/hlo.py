@@ -61,7 +61,21 @@ def _sub(data: bytes, number: int) -> Iterator[bytes]:
 def instructions(hlo_proto: bytes) -> dict[str, tuple[str, str]]:
     """kernel name -> (instruction name, framework op name, "" where none) of every
     instruction of the module in ``hlo_proto``. ValueError where the bytes are damaged."""
+    return kernel_names(op_names(hlo_proto))
+
+
+def kernel_names(ops: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """kernel name -> (instruction name, framework op name) from :func:`op_names`."""
     out: dict[str, tuple[str, str]] = {}
+    for name, op in ops.items():
+        out.setdefault(_UNSAFE.sub("_", name), (name, op))
+    return out
+
+
+def op_names(hlo_proto: bytes) -> dict[str, str]:
+    """instruction name -> framework op name ("" where none) of every instruction of the
+    module in ``hlo_proto``, in the proto's order. ValueError where the bytes are damaged."""
+    out: dict[str, str] = {}
     for module in _sub(hlo_proto, _PROTO_MODULE):
         for comp in _sub(module, _MODULE_COMPUTATIONS):
             for ins in _sub(comp, _COMPUTATION_INSTRUCTIONS):
@@ -72,7 +86,7 @@ def instructions(hlo_proto: bytes) -> dict[str, tuple[str, str]]:
                     elif f == _INSTRUCTION_METADATA and isinstance(v, bytes):
                         op = next((m.decode("utf-8", "replace") for m in _sub(v, _METADATA_OP_NAME)), "")
                 if name:
-                    out.setdefault(_UNSAFE.sub("_", name), (name, op))
+                    out.setdefault(name, op)
     return out
 
 

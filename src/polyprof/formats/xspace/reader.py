@@ -133,8 +133,9 @@ class _SpaceReader:
     def _line(self, plane_name: str, line: tuple, pid: int, is_host: bool, track_layout: dict[str, Any],
               origin: int, index: int, meta: Any, stat_names: dict[int, str]
               ) -> tuple[Any, ...] | None:
-        """(line index, event range, track, base ns, name, default category) of a line whose
-        events become events; None for one read otherwise or skipped."""
+        """(line index, event range, track, base ns, name, default category[, mixed, stream
+        id]) of a line whose events become events (the last two: a stream line of XLA's GPU
+        layout); None for one read otherwise or skipped."""
         line_id, display_id, name, display_name, timestamp_ns, duration_ps = line
         lname = name or display_name or f"line {line_id}"
         e0, e1 = self.line_start[index], self.line_start[index + 1]
@@ -169,7 +170,7 @@ class _SpaceReader:
             raise TraceFormatError(self.source, f"line {lname!r} starts at {base_ns} ns: beyond +-2**62 ns")
         cat = N.default_category(is_host, lname)
         if not is_host and not polyprof and (gcat := gpu.line_category(lname)) is not None:
-            return index, e0, e1, track, base_ns, lname, gcat, gpu.is_mixed(lname)  # XLA's GPU layout
+            return index, e0, e1, track, base_ns, lname, gcat, gpu.is_mixed(lname), gpu.line_stream(lname)  # XLA's GPU layout
         return index, e0, e1, track, base_ns, lname, cat
 
     def finish(self, texts: tuple[list[str], list[str], list[str]]) -> Trace:
@@ -212,7 +213,7 @@ class _SpaceReader:
         if self.producer != "polyprof":  # XLA's GPU layout (polyprof's own files say what they hold)
             gpu.launch_calls(trace, trace.string_id(N.CAT_TRACEME))
             gpu.framework_ops(trace)
-            gpu.command_buffer_ops(trace)
+            gpu.xla_ops(trace)
             unread = gpu.uninterpreted_planes(trace)
             if unread:
                 trace.metadata.setdefault(mkeys.WARNINGS, []).extend(unread)
