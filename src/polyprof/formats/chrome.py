@@ -16,6 +16,7 @@ import numpy as np
 
 from ..trace.core import Trace
 from ..trace.memory import export_counters
+from .device_list import device_properties
 from .jsonfile import write_json
 from ..trace import metadata_keys as mkeys
 
