@@ -131,6 +131,19 @@ def test_duration_cap(server) -> None:
                                     "server's cap of 20000 ms")
 
 
+@pytest.mark.parametrize("session_id", ["x" * 1_000_000, "run\n1\x1b[2J"])
+def test_a_session_id_that_cannot_be_logged_is_refused(server, session_id: str, caplog) -> None:
+    """A client's session id is logged (-v) into the profiled program's stderr and kept
+    in the trace: a megabyte of it, or terminal control characters, was written as sent."""
+    import grpc
+
+    with caplog.at_level("INFO", logger="polyprof"):
+        with pytest.raises(grpc.RpcError) as e:
+            stub(channel(server), "Profile")(pb.ProfileRequest(session_id=session_id, duration_ms=100), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "session_id: at most 256" in e.value.details()
+    assert session_id not in caplog.text
+
+
 def test_response_size_cap() -> None:
     s = serve(0, plugins=["host"], max_response_bytes=2000)
     work = Work()
@@ -291,6 +304,10 @@ def test_capture_command_logdir_and_xplane_set(server, tmp_path: Path, capsys) -
     (only,) = list(out.iterdir())
     assert only.name.endswith("-rank0.xplane.pb")  # ranks follow the address order
     assert (polyprof.load(only).to_pandas()["name"] == "work").sum() > 0
+    # -o naming a file for several addresses: refused before capturing ("File exists" after)
+    t0 = time.monotonic()
+    assert main(["capture", f"{server.address},{dead}", "-d", "5000", "-o", str(only)]) == 1
+    assert f"{only}: exists and is not a directory" in capsys.readouterr().err and time.monotonic() - t0 < 4
 
 
 @pytest.mark.parametrize("method", ["Profile", "Terminate", "Monitor"])

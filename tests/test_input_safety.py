@@ -324,6 +324,12 @@ def test_sql_result_is_streamed_not_held():
     assert out.split() == ['"n"', "870"]
 
 
+def test_sql_without_a_statement_says_so():
+    code, out, err = _cli("sql", str(SMALL), "  ")
+    assert code == 1 and not out and err.strip() == ("polyprof: error: no SQL statement given (the tables: "
+                                                     "polyprof sql --help)")
+
+
 def test_sql_default_memory_limit_is_a_quarter_of_ram():
     import psutil
 

@@ -91,6 +91,16 @@ def test_the_page_draws_four_ranks(page):
         p.close()
 
 
+def test_report_of_one_rank_in_detail_names_that_rank(job, tmp_path):
+    """`report DIR --rank 2`: the ranks card said "tables below | rank 0" (the job's
+    reference rank) above rank 2's tables."""
+    out = tmp_path / "r2.html"
+    assert main(["report", str(job), "-o", str(out), "-j", "1", "--rank", "2"]) == 0
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', out.read_text(),
+                                re.S).group(1))
+    assert data["ranks"]["overview"]["detail_rank"] == 2 and data["ranks"]["overview"]["reference_rank"] == 0
+
+
 def test_export_the_aligned_job_one_process_per_rank(job, tmp_path, traces_dir):
     P = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     out = tmp_path / "job.pftrace"

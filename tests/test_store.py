@@ -202,8 +202,13 @@ def test_bad_input_names_the_file_and_leaves_no_manifest(tmp_path):
     bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1},')
     with pytest.raises(PolyprofError, match=r"rank 1 \(rank1.json\): .*rank1.json"):
         convert([KINETO / "cpu_only_rank34.json.gz", bad], tmp_path / "s", rank_by="order")
-    assert not (tmp_path / "s" / "manifest.json").exists()
-    with pytest.raises(TraceFormatError, match="incomplete store"):
+    # nothing half-written is left: the next convert needs no --overwrite (it refused:
+    # "a store is already there"), and a store left by a killed convert names the flag
+    assert not (tmp_path / "s").exists()
+    convert([KINETO / "cpu_only_rank34.json.gz"], tmp_path / "s")
+    shutil.rmtree(tmp_path / "s")
+    (tmp_path / "s" / ".part-0").mkdir(parents=True)
+    with pytest.raises(TraceFormatError, match="incomplete store.*with --overwrite"):
         Store(tmp_path / "s")
 
 
@@ -221,6 +226,43 @@ def test_newer_schema_is_refused_with_a_clear_message(small_store):
     r = cli("summary", str(small_store))
     assert r.returncode == 1 and "newer" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("path, says", [("rank=0", "rank 1's path is 'rank=0'"),
+                                         ("../other/rank=1", "a store reads only its own rank folders"),
+                                         ("/tmp/rank=1", "not 'rank=1'")])
+def test_a_manifest_pointing_elsewhere_is_refused(small_store, path, says):
+    """A manifest whose rank path named rank 0's folder read rank 0 twice (labelled rank
+    1); one naming another store's folder read that store: a store reads its own
+    rank=N folders only."""
+    m = json.loads((small_store / "manifest.json").read_text())
+    m["ranks"][1]["path"] = path
+    (small_store / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(TraceFormatError, match="damaged store") as e:
+        Store(small_store)
+    assert says in str(e.value)
+
+
+@pytest.mark.parametrize("value, says", [("1", "schema_version is '1', not an integer"),
+                                          (None, "has no schema_version")])
+def test_a_schema_version_that_is_not_an_integer_says_so(small_store, value, says):
+    m = json.loads((small_store / "manifest.json").read_text())
+    m["schema_version"] = value
+    (small_store / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(TraceFormatError, match=says):
+        Store(small_store)
+
+
+def test_sql_on_a_store_is_stopped_by_its_timeout_and_streamed(small_store):
+    """`sql STORE` ran its statement without a timer and held the whole result: a cross
+    join ran on past --timeout (killed at 20 s), and --max-rows did not bound memory."""
+    import time
+
+    t0 = time.monotonic()
+    r = cli("sql", str(small_store), "--timeout", "2", "SELECT count(*) FROM events a, events b, events c")
+    assert r.returncode == 1 and "stopped after 2 s" in r.stderr and time.monotonic() - t0 < 60, r.stderr
+    schema, batches = Store(small_store).stream("SELECT a.rank FROM events a, events b LIMIT 200000")
+    assert schema.names == ["rank"] and sum(len(b) for b in batches) == 200000
 
 
 @pytest.mark.parametrize("damage", ["manifest", "missing rank", "truncated events", "rank.json", "events count"])

@@ -96,6 +96,21 @@ def test_past_the_budget_the_shortest_events_are_left_out_with_a_note(alexnet, m
     assert all(p < d["events"] for p in c["partner"])
 
 
+def test_integers_a_double_cannot_hold_are_text(traces_dir):
+    """The TPU sample's ``_c`` and ``_p`` (ids, hashes) and ``program_id`` (uint64) pass
+    2**53: as JSON numbers the page's JSON.parse rounded them (-3880263273729238021 shown
+    as -3880263273729238000); they are text, the others numbers."""
+    trace = load(traces_dir / "xspace" / "tpu_inference_2.xplane.pb")
+    args = timeline_data([Part("", trace)])["args"]
+    cols = dict(zip(args["keys"], args["cols"]))
+    for key in ("_c", "_p", "program_id"):
+        vals = cols[key][1]
+        assert {int(v) for v in vals} <= set(trace.stats[key].values.tolist())  # exact, as text or number
+        assert any(isinstance(v, str) for v in vals)
+        assert all(isinstance(v, str) == (abs(int(v)) > 2 ** 53) for v in vals)
+    assert all(isinstance(v, int) for v in cols["flops"][1])
+
+
 def test_ranks_on_one_clock(alexnet):
     d = timeline_data([Part("rank 0", alexnet), Part("rank 1", alexnet, 5_000_000)])
     one = timeline_data([Part("", alexnet)])["events"]  # with its critical path

@@ -53,7 +53,8 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     names = ", ".join(e["name"] for e in events[:3])
     prec = str(column(m, "precision")[0])
     return [Finding(
-        "low_mfu", f"Model FLOPs utilisation is {pct:.1f}% ({prec})" + (f"; most lost in {names}" if names else ""),
+        "low_mfu", f"Model FLOPs utilisation is {pct:.1f}%" + (f" ({prec})" if prec else "")
+        + (f"; most lost in {names}" if names else ""),
         "high" if pct < VERY_LOW_MFU_PCT else "medium", "",
         {"mfu_pct": pct, "precision": prec, "flops": float(column(m, "flops")[0]),
          "time_ns": float(column(m, "time_ns")[0]), "peak_flops_per_s": float(column(m, "peak_flops_per_s")[0]),

@@ -54,9 +54,18 @@ def write_one(c: Captured, path: Path, fmt: str, trace: Trace | None = None) -> 
     return path, trace.n_events
 
 
+def check_dir(out_dir: Path) -> None:
+    """Refuse an output for several captures that is a file (before capturing: a
+    capture is not lost to an output that cannot be written)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CaptureError(f"{out_dir}: exists and is not a directory (several addresses are written as one "
+                           "file each into the directory -o names)")
+
+
 def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[tuple[Captured, Path, int]]:
     """One file per successful capture in ``out_dir``, names unique; the directory loads
     as the ranks of one job with :func:`polyprof.load_ranks`."""
+    check_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     done = [(c, c.trace()) for c in captures if c.ok]
     assign_ranks(captures, done)

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polyprof.serve")
 
+#: the longest session id a client may give (it is logged and kept in the trace's metadata)
+MAX_SESSION_ID = 256
 _POLL_S = 0.05  # how often a running capture checks for an early end
 _FORK_ENV = "GRPC_ENABLE_FORK_SUPPORT"
 
@@ -106,6 +108,10 @@ class CaptureService:
     def _profile(self, request: pb.ProfileRequest, context: grpc.ServicerContext) -> pb.ProfileResponse:
         import grpc
 
+        session_id = request.session_id or request.opts.session_id
+        if len(session_id) > MAX_SESSION_ID or not session_id.isprintable():
+            raise _Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"session_id: at most {MAX_SESSION_ID} printable "
+                                                             "characters (it is logged and kept in the trace)")
         duration = int(request.opts.duration_ms or request.duration_ms)
         cap = self.limits.max_duration_ms
         if duration > cap:
@@ -119,8 +125,7 @@ class CaptureService:
             doing = f" (session {cur.session_id!r} from {cur.peer}, ~{cur.left_s():.0f} s left)" if cur else ""
             raise _Refusal(grpc.StatusCode.ALREADY_EXISTS, f"busy: another capture is running{doing}; one capture at a time")
         try:
-            capture = _Capture(request.session_id or request.opts.session_id or time.strftime("%Y_%m_%d_%H_%M_%S"),
-                               context.peer(), duration)
+            capture = _Capture(session_id or time.strftime("%Y_%m_%d_%H_%M_%S"), context.peer(), duration)
             self._current = capture
             return self._run(capture, context)
         finally:

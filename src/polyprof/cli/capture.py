@@ -59,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
             raise CaptureError("--tls-cert and --tls-key go together")
         tls = TLSFiles(cert=args.tls_cert, key=args.tls_key, ca=args.tls_ca)
     session_id = args.session_id or time.strftime("%Y_%m_%d_%H_%M_%S")
+    if not args.logdir and len(addresses) > 1:
+        output.check_dir(Path(args.output or "capture"))
     try:
         with _progress(args.duration_ms, len(addresses)):
             captures = client.capture(addresses, args.duration_ms, token=token, tls=tls, session_id=session_id,

@@ -6,6 +6,8 @@ import argparse
 from typing import Any, Iterator
 
 from ..errors import PolyprofError
+from ..formats import duck_query
+from ..formats.duck_query import TIMEOUT_S
 from .common import Subparsers, add_window_args, load_trace, window_from
 
 HELP = """\
@@ -47,10 +49,6 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-#: a statement still running after this many seconds is stopped (``--timeout``)
-TIMEOUT_S = 600.0
-
-
 def default_memory_limit() -> str:
     """A quarter of the machine's memory, DuckDB's way of writing it."""
     import psutil
@@ -75,11 +73,8 @@ def query(trace: Any, sql: str, allow_external: bool = False, memory_limit: str 
 def stream(trace: Any, sql: str, allow_external: bool = False, memory_limit: str | None = None,
            timeout_s: float | None = TIMEOUT_S) -> tuple[Any, Iterator[Any]]:
     """:func:`query`'s result as (schema, record batches), computed as they are read, so
-    a huge result (a cross join) is never held whole."""
-    import threading
-
+    a huge result (a cross join) is never held whole (``formats/duck_query.py``)."""
     import duckdb
-    import pyarrow as pa
 
     con = duckdb.connect(":memory:")
     con.execute(f"SET memory_limit = '{_literal(memory_limit or default_memory_limit())}'")
@@ -89,67 +84,11 @@ def stream(trace: Any, sql: str, allow_external: bool = False, memory_limit: str
         from ..formats.safety import duckdb_sandbox
 
         duckdb_sandbox(con)
-    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
-
-    def done() -> None:  # the timer thread ends and the connection closes before anything returns
-        if timer is not None:
-            timer.cancel()
-            timer.join()
-        con.close()
-
-    def fail(e: BaseException) -> PolyprofError:
-        done()
-        if isinstance(e, duckdb.PermissionException):
-            return PolyprofError(f"SQL refused: {_one_line(e)} (polyprof sql gives a query the trace's tables only: "
-                                 "no files, ATTACH, extensions or network; --allow-external lifts this)")
-        if isinstance(e, duckdb.InterruptException):
-            return PolyprofError(f"SQL statement stopped after {timeout_s:g} s (--timeout / timeout_s)")
-        if isinstance(e, duckdb.OutOfMemoryException):
-            return PolyprofError(f"SQL statement needs more than the memory limit: "
-                                 f"{_one_line(e).split(' Possible solutions')[0]} "
-                                 "(--memory-limit / memory_limit)")
-        return PolyprofError(f"SQL error: {_one_line(e)}")
-
-    try:
-        rel = con.sql(sql)
-        if rel is None:  # a statement without a result
-            done()
-            return pa.schema([]), iter(())
-        # duckdb 1.x names it fetch_record_batch (deprecated since; to_arrow_reader)
-        to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
-        reader = to_reader(1 << 16)
-    except duckdb.Error as e:
-        raise fail(e) from None
-
-    def batches() -> Iterator[Any]:
-        try:
-            while True:
-                try:
-                    yield reader.read_next_batch()
-                except StopIteration:
-                    return
-        except duckdb.Error as e:
-            raise fail(e) from None
-        except (pa.ArrowException, OSError) as e:  # DuckDB's error as it comes through the Arrow stream
-            text = str(e)
-            kind = (duckdb.InterruptException if text.startswith("INTERRUPT") else
-                    duckdb.OutOfMemoryException if "Out of Memory" in text else duckdb.Error)
-            raise fail(kind(text)) from None
-        finally:
-            done()
-
-    return reader.schema, batches()
+    return duck_query.run(con, sql, timeout_s, "the trace's tables")
 
 
 def _literal(v: str) -> str:
     return str(v).replace("'", "''")
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -157,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
     from .ranks import is_store
 
+    if not args.query.strip():
+        raise PolyprofError("no SQL statement given (the tables: polyprof sql --help)")
     if is_store(args.file):
         if args.derive:
             raise PolyprofError("--derive does not apply to a store (its ranks are queried as stored)")
@@ -164,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
             raise PolyprofError("--steps / --skip-first do not apply to a store (filter on its steps in SQL)")
         from ..store.store import Store
 
-        result = Store(args.file).sql(args.query, memory_limit=args.memory_limit or default_memory_limit(),
-                                      allow_external=args.allow_external)
+        schema, batches = Store(args.file).stream(args.query, memory_limit=args.memory_limit or default_memory_limit(),
+                                                  allow_external=args.allow_external, timeout_s=args.timeout or None)
     else:
         trace = load_trace(args.file)
         window = window_from(args, default=None)
@@ -180,8 +121,7 @@ def run(args: argparse.Namespace) -> int:
             trace = derive(trace)
         schema, batches = stream(trace, args.query, allow_external=args.allow_external,
                                  memory_limit=args.memory_limit, timeout_s=args.timeout or None)
-        return _print(schema, batches, args)
-    return _print(result.schema, iter(result.to_batches()), args)
+    return _print(schema, batches, args)
 
 
 def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int:

@@ -40,10 +40,14 @@ def convert(ts: "TraceSet", output: str | os.PathLike, executor: Executor | str 
     writer.prepare(root, overwrite)
     tasks = [(e, str(writer.part(root, i)), chunk_rows or 0) for i, e in enumerate(ts.entries)]
     done: dict[int, dict[str, Any]] = {}
-    with executors.executor(executor, jobs or 1, len(tasks)) as ex:
-        for i, info in executors.run(convert_rank, tasks, ex, progress="convert", progress_single=True,
-                                     names=[f"rank {e.rank} ({e.label})" for e in ts.entries]):
-            done[i] = info
+    try:
+        with executors.executor(executor, jobs or 1, len(tasks)) as ex:
+            for i, info in executors.run(convert_rank, tasks, ex, progress="convert", progress_single=True,
+                                         names=[f"rank {e.rank} ({e.label})" for e in ts.entries]):
+                done[i] = info
+    except BaseException:  # a rank that cannot be read: no half store left to refuse the next convert
+        writer.discard_parts(root)
+        raise
     ranks = [{"rank": e.rank, "rank_from": e.how, "label": e.label, **done[i]} for i, e in enumerate(ts.entries)]
     writer.finish(root, ranks, chunk_rows=rows)
     return root

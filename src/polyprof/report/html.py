@@ -145,6 +145,9 @@ def render(report: Report, ranks: JobReport | None = None, parts: list[Part] | N
     page = page_data(report)
     if ranks is not None:
         page["ranks"] = ranks_view(ranks)
+        # the rank the tables below are of (report --rank N), not the job's reference rank
+        page["ranks"]["overview"]["detail_rank"] = next(
+            (s.rank for s in report.trace.sources if s.rank is not None), ranks.overview.get("reference_rank"))
         page["findings"] = [f.to_dict() for f in ranks.findings]
     tl = timeline_data(parts or [Part("", report.trace)], marks, highlight)
     if step is not None:

@@ -133,6 +133,10 @@ def _stat_cells(trace: Trace, pos_of: np.ndarray) -> list[tuple[str, np.ndarray,
     return found
 
 
+#: the largest integer a double (JavaScript's number) holds exactly
+_EXACT = 2 ** 53
+
+
 def _args(found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray) -> dict[str, Any]:
     """Arguments as {keys, cols: [[positions], [values]]}: at most MAX_ARG_CELLS cells,
     the longest events' first."""
@@ -154,8 +158,10 @@ def _args(found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray) -> d
                     for v in values.tolist()]
         elif values.dtype.kind == "f":
             vals = [None if v != v else v for v in values.tolist()]
-        else:
+        else:  # integers past 2**53 (ids, hashes) as text: the page's JSON.parse reads doubles
             vals = values.tolist()
+            if len(values) and values.dtype.kind in "iu" and int(np.abs(values.astype(np.float64)).max()) > _EXACT:
+                vals = [v if -_EXACT <= v <= _EXACT else str(v) for v in vals]
         keys_out.append(key)
         cols.append([p.tolist(), vals])
         cells += len(p)

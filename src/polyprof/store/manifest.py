@@ -50,7 +50,7 @@ def read_manifest(root: Path) -> dict[str, Any]:
     if not path.exists():
         if any(root.glob("rank=*")) or any(root.glob(".part-*")):
             raise TraceFormatError(root, "incomplete store: no manifest.json (the conversion did not finish; "
-                                         "run polyprof convert again)")
+                                         "run polyprof convert again with --overwrite)")
         raise TraceFormatError(root, "not a polyprof store (no manifest.json)")
     try:
         doc = orjson.loads(path.read_bytes())
@@ -59,8 +59,9 @@ def read_manifest(root: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise TraceFormatError(path, "not a polyprof store manifest")
     version = doc.get("schema_version")
-    if not isinstance(version, int):
-        raise TraceFormatError(path, "damaged store: the manifest has no schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TraceFormatError(path, "damaged store: the manifest has no schema_version" if version is None else
+                               f"damaged store: the manifest's schema_version is {version!r}, not an integer")
     if version > SCHEMA_VERSION:
         raise TraceFormatError(path, f"store schema version {version} is newer than this polyprof reads "
                                      f"({SCHEMA_VERSION}); upgrade polyprof (written by polyprof "
@@ -69,7 +70,14 @@ def read_manifest(root: Path) -> dict[str, Any]:
     if not isinstance(ranks, list) or not all(isinstance(r, dict) and isinstance(r.get("rank"), int)
                                               and isinstance(r.get("path"), str) for r in ranks):
         raise TraceFormatError(path, "damaged store: the manifest's ranks are not a list of {rank, path}")
-    for r in ranks:
+    if not ranks:
+        raise TraceFormatError(path, "damaged store: the manifest lists no ranks")
+    seen: set[str] = set()
+    for r in ranks:  # each rank's own folder of this store: rank=N, as the writer names it
+        if r["path"] != rank_dir(r["rank"]) or r["path"] in seen:
+            raise TraceFormatError(path, f"damaged store: rank {r['rank']}'s path is {r['path']!r}, not "
+                                         f"{rank_dir(r['rank'])!r} (a store reads only its own rank folders)")
+        seen.add(r["path"])
         if not (root / r["path"]).is_dir():
             raise TraceFormatError(root / r["path"], f"damaged store: rank {r['rank']}'s folder is missing")
     return doc

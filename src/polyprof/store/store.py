@@ -8,7 +8,8 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from ..errors import PolyprofError, TraceFormatError
+from ..errors import PolyprofError
+from ..formats import duck_query
 from ..formats.safety import duckdb_sandbox
 from ..trace.core import Trace
 from .manifest import read_manifest
@@ -84,32 +85,25 @@ class Store:
                     tracks[k].append(r if k == "rank" else t.get(k))
         return pa.table(planes), pa.table(tracks)
 
-    def sql(self, query: str, memory_limit: str = SQL_MEMORY_LIMIT, allow_external: bool = False) -> pa.Table:
-        """Run ``query`` over the store's tables; returns a pyarrow Table. Unless
+    def sql(self, query: str, memory_limit: str = SQL_MEMORY_LIMIT, allow_external: bool = False,
+            timeout_s: float | None = duck_query.TIMEOUT_S) -> pa.Table:
+        """Run ``query`` over the store's tables; returns a pyarrow Table (a result bigger
+        than memory is better read with :meth:`stream`)."""
+        schema, batches = self.stream(query, memory_limit, allow_external, timeout_s)
+        return pa.Table.from_batches(list(batches), schema)
+
+    def stream(self, query: str, memory_limit: str = SQL_MEMORY_LIMIT, allow_external: bool = False,
+               timeout_s: float | None = duck_query.TIMEOUT_S) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """``query`` over the store's tables as (schema, record batches), computed as they
+        are read, stopped after ``timeout_s`` (``formats/duck_query.py``). Unless
         ``allow_external``, the query reads the store's own Parquet files only
         (formats.safety.duckdb_sandbox)."""
-        import duckdb
-
         con = self.connect(memory_limit)
         if not allow_external:
             duckdb_sandbox(con, paths=[self.path(r) / f"{t}.parquet" for r in self.ranks
                                        for t in ("events", "flows", "counters")],
                            directories=[self.root / ".duckdb-spill"])
-        try:
-            rel = con.sql(query)
-            if rel is None:
-                return pa.table({})
-            fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
-            return fetch()
-        except duckdb.PermissionException as e:
-            raise PolyprofError(f"SQL refused: {' '.join(str(e).split())} (polyprof sql gives a query the store's "
-                                "tables only; --allow-external lifts this)") from None
-        except duckdb.IOException as e:
-            raise TraceFormatError(self.root, f"damaged store file ({e})") from None
-        except duckdb.Error as e:
-            raise PolyprofError(f"SQL error: {e}") from None
-        finally:
-            con.close()
+        return duck_query.run(con, query, timeout_s, "the store's tables", damaged=self.root)
 
 
 def open_store(path: str | Path) -> Store:

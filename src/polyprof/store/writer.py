@@ -43,6 +43,17 @@ def part(root: Path, i: int) -> Path:
     return root / f".part-{i}"
 
 
+def discard_parts(root: Path) -> None:
+    """Remove the parts written so far, and ``root`` if that leaves it empty (a
+    conversion that failed: :func:`prepare` made it, or found it empty)."""
+    for p in root.glob(".part-*"):
+        shutil.rmtree(p, ignore_errors=True)
+    try:
+        root.rmdir()
+    except OSError:  # not empty: what was there before stays
+        pass
+
+
 def finish(root: Path, ranks: list[dict[str, Any]], **extra: Any) -> Path:
     """Rename each written part (``ranks[i]["part"]``) to its rank's folder and write the
     manifest (each rank's entry: the rest of ``ranks[i]``, and its ``path``)."""
