@@ -459,3 +459,22 @@ def test_last_cells_of_ascii_names_as_counted_cell_by_cell():
     for s in ["", "a", "void gemm<float, 128>(float const*, int)", "tab\there", "核函数_kernel", "x\x00y"]:
         for n in range(-1, len(s) + 3):
             assert _last_cells(s, n) == by_cell(s, n), (s, n)
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_name_columns_stay_readable_on_a_narrow_page(traces_dir, tmp_path):
+    """At 800 px the text columns took what the number columns left: the sections
+    table's names were 28 px wide, one letter a line ("## backward ##" 206 px tall).
+    They keep 16 characters; the table scrolls sideways instead."""
+    import cdp
+
+    out = tmp_path / "r.html"
+    assert main(["report", str(traces_dir / "kineto" / "a100_nccl_rank0.json.gz"), "-o", str(out)]) == 0
+    p = cdp.Page(browser.chromium(), width=800)
+    try:
+        p.open(out, "document.documentElement.getAttribute('data-rendered')")
+        widths = p.eval("[...document.querySelectorAll('#sections-table td.txt, #kernels-table td.txt')]"
+                        ".map(td => td.getBoundingClientRect().width)")
+    finally:
+        p.close()
+    assert widths and min(widths) >= 100, widths
