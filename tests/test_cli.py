@@ -278,3 +278,59 @@ def test_version_is_one_string_everywhere(tmp_path):
     with polyprof.profile(["host"], output=tmp_path / "v.polyprof"):
         polyprof.step()
     assert polyprof.load(tmp_path / "v.polyprof").metadata["polyprof_version"] == v
+
+
+NCCL = ROOT / "tests" / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz"
+OTHER = ROOT / "tests" / "data" / "traces" / "kineto" / "sampled_rank0.json.gz"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["summary", str(NCCL), "-n", "-1"], "argument -n/--top: -1: expected a whole number, 0 or more"),
+    (["summary", str(NCCL), "--skip-first", "x"], "argument --skip-first: 'x': expected a whole number"),
+    (["summary", str(NCCL), "-j", "0"], "argument -j/--jobs: 0: expected a whole number, 1 or more"),
+    (["sql", str(NCCL), "SELECT 1", "--max-rows", "-1"], "argument --max-rows: -1: expected"),
+    (["sql", str(NCCL), "SELECT 1", "--timeout", "-1"], "argument --timeout: -1: expected a number, 0 or more"),
+    (["sql", str(NCCL), "SELECT 1", "--memory-limit", "abc"], "'abc': expected a size such as 4GB or 512MiB"),
+    (["convert", str(NCCL), "-o", "s", "--chunk-rows", "-5"], "argument --chunk-rows: -5: expected"),
+    (["diff", str(NCCL), str(OTHER), "--min-change-pct", "-5"], "argument --min-change-pct: -5: expected"),
+    (["capture", "127.0.0.1:1", "--grace", "-1"], "argument --grace: -1: expected a number, 0 or more"),
+    (["summary", str(NCCL), "--all-steps", "--skip-first", "2"], "--all-steps is --skip-first 0: give one of them"),
+    (["summary", str(NCCL), "--steps="], "--steps '': expected A:B, A:, :B or N"),
+    (["report", str(NCCL), "--rank", "3", "-o", "r.html"], "--rank 3: "),
+    (["export", str(NCCL), "--rank", "3", "-o", "r.json"], "--rank 3: "),
+    (["capture", "127.0.0.1:1", "-o", "x", "--logdir", "d"], "-o and --logdir both name where to write"),
+    (["critical-path", str(NCCL), "--what-if", "0:nccl:-1"], "FACTOR 0 or more"),
+])
+def test_a_value_out_of_range_or_a_clash_is_one_line(tmp_path, args, says):
+    """Values out of range were taken (-n -1 crashed the summary, -j 0 hung nothing but
+    made no sense, --memory-limit abc an internal error) and some clashes went unsaid
+    (--rank on one file, --all-steps with --skip-first)."""
+    r = cli(*args, cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode in (1, 2) and says in lines[-1] and "Traceback" not in r.stderr, r.stderr
+    assert not [p for p in tmp_path.iterdir()]  # nothing written
+
+
+def test_span_or_rounding_alone_keeps_the_default_steps():
+    """--span device (or --round-us) alone turned the warm-up skip off: steps 4-6 where
+    the default analyses 5-6 of the A100 trace."""
+    for extra in ([], ["--span", "device"], ["--round-us"]):
+        doc = json.loads(cli("summary", str(NCCL), "--json", *extra).stdout)
+        assert doc["overview"]["window"].startswith("steps 5-6 of 4-6"), (extra, doc["overview"]["window"])
+
+
+def test_run_serve_refuses_the_options_it_cannot_apply_and_a_missing_module(tmp_path):
+    (tmp_path / "ok.py").write_text("pass\n")
+    r = cli("run", "--serve", "127.0.0.1:0", "--max-events", "5", "-o", "x.polyprof", "ok.py", cwd=tmp_path)
+    assert r.returncode == 1 and "--max-events, --output apply to a run without it" in r.stderr
+    r = cli("run", "-m", "no_such_module_here", cwd=tmp_path)
+    assert r.returncode == 2 and "no such module" in r.stderr
+    assert not list(tmp_path.glob("*.polyprof"))
+
+
+def test_diff_html_to_a_directory_is_refused_and_leaves_nothing(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    r = cli("diff", str(NCCL), str(OTHER), "-o", str(out))
+    assert r.returncode == 1 and f"{out} is a directory" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not list(out.iterdir())

@@ -231,7 +231,8 @@ def test_job_critical_path_track_in_perfetto_and_chrome(jobs, slowed, tmp_path):
     evs = doc["traceEvents"] if isinstance(doc, dict) else doc
     (meta,) = [e for e in evs if e.get("ph") == "M" and e.get("args", {}).get("name") == "critical path"]
     slices = [e for e in evs if e.get("ph") == "X" and (e["pid"], e["tid"]) == (meta["pid"], meta["tid"])]
-    mine = [e for e in slices if e["args"]["step"] == STEP]
+    number = int(step_windows(traces[0])[0][STEP])  # the step's number, as the one-rank track's
+    mine = [e for e in slices if e["args"]["step"] == number]
     assert len(mine) == weighted
     assert abs(sum(e["dur"] for e in mine) * 1000 - p.length) <= len(mine)  # µs with 3 decimals
     t = traces[SLOW]
@@ -243,6 +244,16 @@ def test_job_critical_path_track_in_perfetto_and_chrome(jobs, slowed, tmp_path):
     on = np.flatnonzero(back.events["track"] == track)
     assert len(on) == len(slices)
     assert int(back.events["dur_ns"][on].sum()) == sum(round(e["dur"] * 1000) for e in slices)
+    # --steps: that step's path alone (the job's path was every step's, numbered by position)
+    one = tmp_path / "one.json"
+    r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(job), "-f", "chrome", "-o", str(one),
+                        "--critical-path", "--steps", str(number)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    evs = json.loads(one.read_text())
+    evs = evs["traceEvents"] if isinstance(evs, dict) else evs
+    (meta,) = [e for e in evs if e.get("ph") == "M" and e.get("args", {}).get("name") == "critical path"]
+    only = [e for e in evs if e.get("ph") == "X" and (e["pid"], e["tid"]) == (meta["pid"], meta["tid"])]
+    assert {e["args"]["step"] for e in only} == {number} and len(only) == len(mine)
 
 
 def test_transfers_join_by_peer_and_order_not_as_collectives(tmp_path):

@@ -184,9 +184,9 @@ MANY = ("import polyprof\n"
 def _check_capped(t: polyprof.Trace, n: int) -> None:
     names = t.names()
     kept = [int(x[1:]) for x in names[np.char.startswith(names.astype(str), "s")]]
-    assert len(kept) <= n + n // 8 + 1 and max(kept) == 29_999  # the newest kept, the oldest dropped
-    assert min(kept) >= 30_000 - (n + n // 8 + 1)
-    assert any("oldest sections were dropped" in str(w) for w in t.metadata["warnings"])
+    # exactly n, the newest (trimmed in chunks while recording, to n at the end: it kept up to n + n/8)
+    assert len(kept) == n and max(kept) == 29_999 and min(kept) == 30_000 - n
+    assert any(f"oldest sections were dropped to keep {n:,}" in str(w) for w in t.metadata["warnings"])
 
 
 def test_max_events_keeps_the_newest_sections_through_every_entry(tmp_path, monkeypatch):

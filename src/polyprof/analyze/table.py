@@ -165,9 +165,9 @@ class Table:
     def head(self, n: int = 5) -> "Table":
         return _table({k: v[:n] for k, v in self.data.items()})
 
-    def select(self, columns: Sequence[str]) -> "Table":
-        """A table of ``columns``, in that order."""
-        return _table({c: self[c] for c in columns})
+    def select(self, columns: str | Sequence[str]) -> "Table":
+        """A table of ``columns``, in that order (one name: that column alone)."""
+        return _table({c: self[c] for c in ([columns] if isinstance(columns, str) else columns)})
 
     def with_columns(self, **columns: Any) -> "Table":
         """This table with ``columns`` added at the end (or replaced where they are)."""

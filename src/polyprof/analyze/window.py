@@ -67,16 +67,17 @@ class Window(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
 
     start: int | None = None
     stop: int | None = None
-    skip_first: int = 0
+    skip_first: int | None = 0  # None: AUTO's rule (the warm-up step left out with 3 steps or more)
     span: str = "steps"  # or "device": first to last device activity counted (HTA's convention)
     round_us: bool = False  # device activity rounded inward to whole µs, as HTA reads Kineto files
 
     @classmethod
-    def parse(cls, steps: str | None = None, skip_first: int = 0, span: str = "steps",
+    def parse(cls, steps: str | None = None, skip_first: int | None = 0, span: str = "steps",
               round_us: bool = False) -> "Window":
-        """From ``--steps`` text (``2:5``, ``3``, ``:5``, ``2:``) and ``--skip-first``."""
+        """From ``--steps`` text (``2:5``, ``3``, ``:5``, ``2:``) and ``--skip-first``
+        (None: AUTO's rule, for ``--span`` or ``--round-us`` alone)."""
         start = stop = None
-        if steps is not None and steps.strip():
+        if steps is not None:
             m = re.match(_RANGE, steps)
             if not m or (m.group(1) is None and m.group(3) is None):
                 raise WindowError(f"--steps {steps!r}: expected A:B, A:, :B or N (step numbers)")
@@ -84,11 +85,11 @@ class Window(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
             stop = int(m.group(3)) if m.group(3) is not None else None
             if not m.group(2):  # a single number: that step
                 stop = start + 1 if start is not None else None
-        if skip_first < 0:
+        if skip_first is not None and skip_first < 0:
             raise WindowError(f"--skip-first {skip_first}: must be 0 or more")
         if span not in SPANS:
             raise WindowError(f"--span {span!r}: expected one of {', '.join(SPANS)}")
-        return cls(start, stop, int(skip_first), span, bool(round_us))
+        return cls(start, stop, None if skip_first is None else int(skip_first), span, bool(round_us))
 
     def text(self) -> str:
         parts = []
@@ -165,6 +166,12 @@ def select(trace: Trace, window: WindowArg) -> Selection:
                                                                  "--skip-first 0 keeps it"), True,
                              lo=int(steps.start[1]), hi=int(steps.end[-1]))
         return Selection(every, _label(steps, every, ""), False)
+    said = window.text()
+    if window.skip_first is None:  # AUTO's rule, under this window's span and rounding
+        warm = (window.start is None and window.stop is None and len(steps) >= AUTO_MIN_STEPS
+                and not trace.metadata.get(mkeys.SCHEDULE))
+        window = window._replace(skip_first=int(warm))
+        said = ("first step skipped: warm-up; " if warm else "") + window._replace(skip_first=0).text()
     if not len(steps) and window.start is None and window.stop is None and not window.skip_first:
         return Selection(every, _label(steps, every, window.text()), window.span != "steps" or window.round_us,
                          window.span, round_us=window.round_us)
@@ -183,7 +190,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
                           f"(numbers {int(nums[0])}-{int(nums[-1])})")
     # an open start with nothing skipped also counts what was launched before the first step
     lo = -_FAR if window.start is None and not window.skip_first else int(steps.start[index[0]])
-    return Selection(index, _label(steps, index, window.text()),
+    return Selection(index, _label(steps, index, said),
                      len(index) < len(steps) or window.span != "steps" or window.round_us, window.span, lo,
                      int(steps.end[index[-1]]), window.round_us)
 

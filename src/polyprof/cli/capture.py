@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CaptureError
-from .common import Subparsers
+from .common import Subparsers, count, seconds
 
 
 def register(sub: Subparsers) -> None:
@@ -26,7 +26,7 @@ def register(sub: Subparsers) -> None:
                     "never from the command line. Exit code 0 if every capture succeeded, else 1.")
     p.add_argument("addresses", metavar="HOST:PORT[,HOST:PORT...]",
                    help="the servers to capture (comma-separated)")
-    p.add_argument("-d", "--duration-ms", type=int, default=1000, help="how long to record (default 1000)")
+    p.add_argument("-d", "--duration-ms", type=count, default=1000, help="how long to record (default 1000)")
     p.add_argument("-o", "--output",
                    help="one address: the file to write (.polyprof, or .xplane.pb for the XSpace as "
                         "received; default capture.polyprof); several: a directory that gets one file "
@@ -42,7 +42,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--tls-ca", help="PEM file of the CA that signed the server's certificate (enables TLS)")
     p.add_argument("--tls-cert", help="PEM client certificate, for servers that require one")
     p.add_argument("--tls-key", help="PEM key of --tls-cert")
-    p.add_argument("--grace", type=float, default=90.0, metavar="S",
+    p.add_argument("--grace", type=seconds, default=90.0, metavar="S",
                    help="seconds to wait for the answer after the duration (default 90)")
     p.set_defaults(func=run)
 
@@ -59,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
             raise CaptureError("--tls-cert and --tls-key go together")
         tls = TLSFiles(cert=args.tls_cert, key=args.tls_key, ca=args.tls_ca)
     session_id = args.session_id or time.strftime("%Y_%m_%d_%H_%M_%S")
+    if args.logdir and args.output:
+        raise CaptureError("-o and --logdir both name where to write: give one")
     if not args.logdir and len(addresses) > 1:
         output.check_dir(Path(args.output or "capture"))
     try:

@@ -7,7 +7,7 @@ import logging
 import os
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import PolyprofError
 from ..trace.core import Trace
@@ -20,6 +20,33 @@ if TYPE_CHECKING:
 
 #: what each command's ``register`` is given: the ``polyprof`` parser's subparsers
 Subparsers = argparse._SubParsersAction
+
+
+def count(text: str) -> int:
+    """argparse type of a number of things (rows, steps): a whole number, 0 or more."""
+    return _number(text, int, 0, "a whole number, 0 or more")
+
+
+def positive(text: str) -> int:
+    """argparse type of a number of workers or rows per chunk: a whole number, 1 or more."""
+    return _number(text, int, 1, "a whole number, 1 or more")
+
+
+def seconds(text: str) -> float:
+    """argparse type of a time or a threshold: a finite number, 0 or more."""
+    return _number(text, float, 0, "a number, 0 or more")
+
+
+def _number(text: str, kind: type, least: int, what: str) -> Any:
+    import math
+
+    try:
+        v = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+    if v < least or not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text}: expected {what}")
+    return v
 
 
 def add_plugin_args(p: argparse.ArgumentParser) -> None:
@@ -71,7 +98,7 @@ def add_window_args(p: argparse.ArgumentParser, title: str | None = None) -> Non
     # and the description pre-wrapped for the commands whose formatter keeps text raw (sql)
     g = p.add_argument_group("steps", textwrap.fill(about, 76))
     g.add_argument("--steps", metavar="A:B", help="analyse the steps numbered A to B-1 (A:, :B, or one number N)")
-    g.add_argument("--skip-first", type=int, metavar="N", help="leave out the first N steps (0: keep every step)")
+    g.add_argument("--skip-first", type=count, metavar="N", help="leave out the first N steps (0: keep every step)")
     g.add_argument("--all-steps", action="store_true", help="analyse every step (same as --skip-first 0)")
     g.add_argument("--span", choices=("steps", "device"), default="steps",
                    help="analysed span: from the first step to the end of its device work (steps, default) "
@@ -123,9 +150,13 @@ def window_from(args: argparse.Namespace, default: WindowArg = "auto") -> Window
     from ..analyze.window import Window
 
     if args.all_steps:
+        if args.skip_first is not None:
+            from ..errors import WindowError
+
+            raise WindowError("--all-steps is --skip-first 0: give one of them")
         return None if args.steps is None and plain else Window.parse(args.steps, 0, span, rnd)
-    if args.steps is None and args.skip_first is None:
-        return default if plain else Window.parse(None, 0, span, rnd)
+    if args.steps is None and args.skip_first is None:  # --span / --round-us alone: the default's steps
+        return default if plain else Window.parse(None, None if default == "auto" else 0, span, rnd)
     return Window.parse(args.steps, args.skip_first or 0, span, rnd)
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .ranks import add_executor_args
-from .common import Subparsers
+from .common import Subparsers, positive
 
 
 def register(sub: Subparsers) -> None:
@@ -23,7 +23,7 @@ def register(sub: Subparsers) -> None:
                    help="rank numbers from the traces (Kineto distributedInfo), from the order of the inputs, "
                         "or auto (default): as `polyprof summary` numbers them: the traces', else the numbers in "
                         "the file names, else the order")
-    p.add_argument("--chunk-rows", type=int, default=None,
+    p.add_argument("--chunk-rows", type=positive, default=None,
                    help="events per Parquet row group; Kineto/Chrome JSON is streamed a chunk of this many events "
                         "at a time, a row group each (default 65536; memory about 1 KB per event of a chunk), "
                         "other inputs are read whole (default 262144)")

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..errors import PolyprofError
-from .common import Subparsers
+from .common import Subparsers, count
 from ..trace.sorting import unique
 
 
@@ -28,7 +28,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--what-if", action="append", default=[], metavar="RANK:NAME:FACTOR",
                    help="predicted change of each step if rank RANK's ops, calls and kernels whose name holds "
                         "NAME (case-insensitive) took FACTOR times as long; repeatable")
-    p.add_argument("-n", "--top", type=int, default=10, help="events listed per step (default 10; --json: all)")
+    p.add_argument("-n", "--top", type=count, default=10, help="events listed per step (default 10; --json: all)")
     p.add_argument("--no-align", action="store_true",
                    help="take the ranks' clocks as they are (default: aligned from their collectives)")
     p.add_argument("--json", action="store_true", help="print the path, the what-ifs and the clocks as JSON")
@@ -43,9 +43,12 @@ def _what_ifs(specs: list[str]) -> list[tuple[int, str, float]]:
         try:
             if len(head) != 2 or not head[1]:
                 raise ValueError
-            out.append((int(head[0]), head[1], float(parts[1])))
+            factor = float(parts[1])
+            if not 0 <= factor < float("inf"):
+                raise ValueError
+            out.append((int(head[0]), head[1], factor))
         except ValueError:
-            raise PolyprofError(f"--what-if {s!r}: expected RANK:NAME:FACTOR, e.g. 3:all_gather:0.8") from None
+            raise PolyprofError(f"--what-if {s!r}: expected RANK:NAME:FACTOR, FACTOR 0 or more, e.g. 3:all_gather:0.8") from None
     return out
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..report.terminal import Grid
 
 from ..errors import PolyprofError
-from .common import Subparsers
+from .common import Subparsers, count, seconds
 
 #: changes named per direction in the verdict, at most
 VERDICT_TOP = 5
@@ -30,14 +30,14 @@ VERDICT_TOP = 5
 
 def _options(p: argparse.ArgumentParser) -> None:
     """Every option of the command (parsed again after the runs, which may hold ``--``)."""
-    p.add_argument("-n", "--top", type=int, default=15,
+    p.add_argument("-n", "--top", type=count, default=15,
                    help="rows per table (default 15; --json has every row); the verdict names at most "
                         f"{VERDICT_TOP} changes each way")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level, after the correction for testing many rows (default 0.05)")
-    p.add_argument("--min-change-pct", type=float, default=5.0, metavar="PCT",
+    p.add_argument("--min-change-pct", type=seconds, default=5.0, metavar="PCT",
                    help="smallest change called a change, in percent of A's time per step (default 5)")
-    p.add_argument("--min-change-us", type=float, default=20.0, metavar="US",
+    p.add_argument("--min-change-us", type=seconds, default=20.0, metavar="US",
                    help="smallest change called a change, in µs per step (default 20)")
     p.add_argument("--correction", choices=("holm", "bh"), default="holm",
                    help="correction for testing many rows: holm (family-wise, default) or bh "

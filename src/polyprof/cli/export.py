@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import PolyprofError
 from ..formats.registry import by_name, for_output, writers
 from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path, window_from
 
@@ -53,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
             job_path = dict(ts.traces())
         print(f"polyprof: {len(ts)} ranks on rank {ts.ranks[0]}'s clock, one process each", file=sys.stderr)
     else:
+        if args.rank is not None and not is_job(args.file):
+            raise PolyprofError(f"--rank {args.rank}: {args.file} is one trace, not the ranks of a job")
         trace = rank_of_job(args.file, args.rank) if is_job(args.file) else load_trace(args.file)
     window = window_from(args, default=None)
     if window is not None:
@@ -60,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"polyprof: writing {label(trace, window)}", file=sys.stderr)
         trace = restrict(trace, window)
+        if job_path is not None:  # each rank's path over the same steps
+            job_path = {r: restrict(t, window) for r, t in job_path.items()}
     if getattr(args, "derive", False):
         from ..derive import derive
 

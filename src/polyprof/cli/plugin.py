@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import PolyprofError
-from .common import Subparsers
+from .common import Subparsers, seconds
 
 
 def register(sub: Subparsers) -> None:
@@ -23,11 +23,11 @@ def register(sub: Subparsers) -> None:
                                    "name of an installed plugin")
     c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="an option for the plugin (value parsed as JSON when it can be); repeatable")
-    c.add_argument("--start-limit", type=float, default=5.0, metavar="S", help="time limit of start() (5 s)")
-    c.add_argument("--stop-limit", type=float, default=5.0, metavar="S", help="time limit of stop() (5 s)")
-    c.add_argument("--collect-limit", type=float, default=30.0, metavar="S",
+    c.add_argument("--start-limit", type=seconds, default=5.0, metavar="S", help="time limit of start() (5 s)")
+    c.add_argument("--stop-limit", type=seconds, default=5.0, metavar="S", help="time limit of stop() (5 s)")
+    c.add_argument("--collect-limit", type=seconds, default=30.0, metavar="S",
                    help="time limit of collect() (30 s)")
-    c.add_argument("--activity", type=float, default=0.15, metavar="S",
+    c.add_argument("--activity", type=seconds, default=0.15, metavar="S",
                    help="how long the kit's workload runs while the plugin records (0.15 s)")
     c.add_argument("--workload", metavar="MODULE:FUNCTION",
                    help="what to run while the plugin records, called with the seconds to run "

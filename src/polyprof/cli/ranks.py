@@ -8,6 +8,7 @@ import argparse
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
+from .common import positive
 
 if TYPE_CHECKING:
     from ..ranks.report import JobReport
@@ -20,7 +21,7 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dask", metavar="SPEC",
                    help="run the per-rank work on Dask: 'local' (a LocalCluster for this command) or a "
                         "scheduler address (tcp://host:8786); needs polyprof[dask]")
-    p.add_argument("-j", "--jobs", type=int, default=None,
+    p.add_argument("-j", "--jobs", type=positive, default=None,
                    help="ranks worked on at once: worker processes (default: one per core; 1 for a store, and "
                         "for trace files too small to be worth forking for, about 2 MiB in all on two cores; "
                         "-j 1: one rank in memory at a time, in this process); with --dask local, the number of "

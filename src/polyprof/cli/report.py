@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         name = Path(args.file[0]).name if len(args.file) == 1 else "ranks"
     else:
         args.file = args.file[0]
+        if args.rank is not None:
+            raise PolyprofError(f"--rank {args.rank}: {args.file} is one trace, not the ranks of a job")
         trace = load_trace(args.file)
         trace.metadata[mkeys.TITLE] = name = Path(args.file).name
     from ..report.html import write  # after the ranks: they are read while it imports

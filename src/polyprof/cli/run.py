@@ -24,6 +24,7 @@ from types import CodeType, FrameType
 from typing import Iterator
 
 from ..collect.session import Session
+from ..errors import PolyprofError
 from ..lowlevel import heap, unseen
 from ..trace.core import Trace
 from ..collect import options
@@ -147,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.module and not Path(target).is_file():
         print(f"polyprof: error: {target}: no such script", file=sys.stderr)
         return 2
+    if args.module and _no_module(target):
+        print(f"polyprof: error: {target}: no such module (python -m {target} finds none)", file=sys.stderr)
+        return 2
     serve = args.serve or os.environ.get("POLYPROF_SERVE", "").strip()
     if serve:
         return _run_serving(args, serve)
@@ -219,10 +223,32 @@ def _report_written(session: Session, n_events: int) -> None:
         print(f"polyprof: trace written to {w.path} ({n_events} events)", file=sys.stderr)
 
 
+def _no_module(name: str) -> bool:
+    """Whether ``python -m name`` finds no top-level package or module (found without
+    importing it: the program's own code runs under the session)."""
+    import importlib.util
+
+    sys.path.insert(0, os.getcwd())  # as run_script puts it for -m
+    try:
+        return importlib.util.find_spec(name.split(".")[0]) is None
+    except (ImportError, ValueError):
+        return True
+    finally:
+        sys.path.pop(0)
+
+
 def _run_serving(args: argparse.Namespace, address: str) -> int:
     """Run the script with a capture server and no session of its own."""
     from ..capture import serve_address
 
+    from ..collect.options import flag_of, from_arguments
+
+    # a capture is recorded as the client asks (its duration), by these plugins; the
+    # session's other options (output, schedule, limits...) have no session to apply to
+    unused = sorted(set(from_arguments(args)) - {"plugins", "collect_timeout", "plugin_options"})
+    if unused:
+        raise PolyprofError(f"--serve records what a capture client asks for, with the plugins given; "
+                            f"{', '.join(map(flag_of, unused))} apply to a run without it")
     settings = session_options(args)
     server = serve_address(address, plugins=settings.plugins, collect_timeout=settings.collect_timeout)
     print(f"polyprof: serving captures on {server.address} (auth: {server.secured})", file=sys.stderr)

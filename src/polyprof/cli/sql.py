@@ -8,7 +8,7 @@ from typing import Any, Iterator
 from ..errors import PolyprofError
 from ..formats import duck_query
 from ..formats.duck_query import TIMEOUT_S
-from .common import Subparsers, add_window_args, load_trace, window_from
+from .common import Subparsers, add_window_args, count, load_trace, seconds, window_from
 
 HELP = """\
 Tables: events (plane, track_id, track, name, category, start_ns, dur_ns,
@@ -37,16 +37,26 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--derive", action="store_true", help="add the derived lines (Steps, Sections, ...) first")
     add_window_args(p, "the steps to query (default: the whole trace; --steps or --skip-first: the events the "
                        "analyses of that window count, as polyprof export)")
-    p.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
+    p.add_argument("--max-rows", type=count, default=200, help="rows to print (default 200)")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a table")
-    p.add_argument("--memory-limit", default=None,
+    p.add_argument("--memory-limit", default=None, type=memory_size,
                    help="DuckDB's memory limit, e.g. 4GB (default: a quarter of RAM; a store spills beyond it)")
-    p.add_argument("--timeout", type=float, default=TIMEOUT_S,
+    p.add_argument("--timeout", type=seconds, default=TIMEOUT_S,
                    help=f"stop a statement running longer than this many seconds (default {TIMEOUT_S:g}; 0: never)")
     p.add_argument("--allow-external", action="store_true",
                    help="let the query read and write files, ATTACH databases and install extensions "
                         "(off by default: a query sees only the trace's tables)")
     p.set_defaults(func=run)
+
+
+def memory_size(text: str) -> str:
+    """argparse type of ``--memory-limit``: a size as DuckDB reads it (``4GB``, ``512MiB``)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*", text, re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 4GB or 512MiB")
+    return text.strip()
 
 
 def default_memory_limit() -> str:

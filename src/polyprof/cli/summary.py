@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, window_from
+from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, count, load_trace, window_from
 from .ranks import add_executor_args, analyze_ranks, is_job
 
 
@@ -17,7 +17,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("file", nargs="+", help="trace file (any format polyprof reads) or a store (polyprof "
                                           "convert); several files or a directory: the ranks of one job, side by "
                                           "side on one clock")
-    p.add_argument("-n", "--top", type=int, default=15, help="rows per table (default 15)")
+    p.add_argument("-n", "--top", type=count, default=15, help="rows per table (default 15)")
     p.add_argument("--json", action="store_true",
                    help="print every table and finding as JSON (for scripts and CI)")
     add_executor_args(p)

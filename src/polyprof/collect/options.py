@@ -204,6 +204,11 @@ def add_arguments(parser: argparse._ActionsContainer, names: tuple[str, ...] = N
                                 help=f"{meta['help']} (also ${env_name(f.name)})")
 
 
+def flag_of(name: str) -> str:
+    """Option ``name``'s ``polyprof run`` flag (its long form)."""
+    return next(f.metadata["flags"][-1] for f in fields(SessionOptions) if f.name == name)
+
+
 def from_arguments(args: argparse.Namespace, names: tuple[str, ...] = NAMES) -> dict[str, object]:
     """The options given as flags (parsed by :func:`add_arguments`), read from their text."""
     out: dict[str, object] = {}

@@ -80,11 +80,12 @@ class Recorder:
         #: held while the front of ``sections`` is dropped, and by readers that index it
         self.trim_lock = threading.Lock()
 
-    def trim(self) -> None:
-        """Drop the oldest sections past ``max_sections`` (by chunks of an eighth of it, so
-        the list is not moved for every new section); they are counted in ``dropped``."""
+    def trim(self, exact: bool = False) -> None:
+        """Drop the oldest sections past ``max_sections`` (while recording by chunks of an
+        eighth of it, so the list is not moved for every new section; ``exact``, at the
+        end: down to ``max_sections``); they are counted in ``dropped``."""
         keep = self.max_sections
-        if keep is None or len(self.sections) <= keep + max(keep // 8, 1):
+        if keep is None or len(self.sections) <= keep + (0 if exact else max(keep // 8, 1)):
             return
         with self.trim_lock:
             k = len(self.sections) - keep

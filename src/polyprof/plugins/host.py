@@ -170,7 +170,7 @@ class HostPlugin(Plugin):
         rec_mod.watch_thread_starts(None)
         if self.sampler:
             self.sampler.stop()
-        self.recorder.trim()
+        self.recorder.trim(exact=True)
         if self.recorder.dropped and self.ctx is not None:
             self.ctx.warn(self.name, f"the {self.recorder.dropped:,} oldest sections were dropped to keep "
                           f"{self.recorder.max_sections:,} (--max-events / max_host_events)")

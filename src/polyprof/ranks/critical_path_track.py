@@ -8,13 +8,14 @@ A slice is a path edge with weight: it ends at the edge's end on the aligned clo
 the edge's weight (a collective's stretch runs from the last rank's arrival to the end), so
 a step's slices sum to its path length. Named as in ``analyze/critical_path_track.py``
 (the event it belongs to, else "launch delay", "kernel gap", "wait"), with the stats
-``step``, ``rank`` (of the event, or of the edge's end), ``edge`` and ``on`` (the track).
+``step`` (the first rank's step number, as the one-rank track), ``rank`` (of the event, or of the edge's end), ``edge`` and ``on`` (the track).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..analyze.critical_path import step_windows
 from ..analyze.critical_path_track import TRACK, UNOWNED
 from ..analyze.depgraph import EDGE_TYPES
 from ..analyze.longest_path import longest_path
@@ -39,6 +40,7 @@ def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
         return merged
     parts: list[tuple[np.ndarray, ...]] = []
     unowned = np.array([UNOWNED[x] for x in EDGE_TYPES], dtype=object)
+    numbers = step_windows(traces[min(traces)])[0] if traces else np.zeros(0, np.int64)  # the first rank's
     for k in range(n_steps(traces)):
         jg = job_graph(traces, k, clocks)
         g = jg.graph
@@ -56,7 +58,7 @@ def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
             label[m] = np.asarray(t.strings, dtype=object)[t.events["name"][rows]]
             on[m] = np.array([tr.name for tr in t.tracks], dtype=object)[t.events["track"][rows]]
         end, w = g.time[g.dst[e]], g.weight[e]
-        parts.append((end - w, w, label, np.full(len(e), k, np.int64), rank,
+        parts.append((end - w, w, label, np.full(len(e), numbers[k], np.int64), rank,
                       np.array(EDGE_TYPES, dtype=object)[g.etype[e]], on))
     if not parts or not sum(len(x[0]) for x in parts):
         return merged

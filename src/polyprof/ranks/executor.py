@@ -190,7 +190,10 @@ def _dask(spec: str, jobs: int | None) -> Iterator[cf.Executor]:
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address=None, silence_logs=logging.ERROR)
         except Exception as e:  # noqa: BLE001 - dask raises many kinds; say what failed
-            raise ExecutorError(f"cannot start a Dask LocalCluster ({type(e).__name__}: {e})") from None
+            main = sys.modules.get("__main__")
+            hint = ("; in a script, start the job under `if __name__ == \"__main__\":` (Dask's worker processes "
+                    "import the main module)") if getattr(main, "__file__", None) else ""
+            raise ExecutorError(f"cannot start a Dask LocalCluster ({type(e).__name__}: {e}){hint}") from None
         with cluster, Client(cluster, timeout=DASK_TIMEOUT_S) as client:
             yield client.get_executor()
         return

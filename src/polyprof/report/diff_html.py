@@ -93,12 +93,10 @@ def render(d: Diff) -> str:
     return re.sub("__TITLE__|__DATA__", lambda m: values[m.group(0)], template)
 
 
-def write(d: Diff, path: str | Path) -> Path:
-    """Write the HTML diff to ``path`` (a temporary file beside it, then renamed)."""
-    import os
+def write(d: Diff, path: str | Path, force: bool = False) -> Path:
+    """Write the HTML diff to ``path`` as every output is written (``outfile``: a
+    temporary file beside it, then renamed; a directory or a symbolic link refused)."""
+    from ..outfile import write_file  # only a command that writes the page
 
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render(d), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    write_file(path, lambda tmp: tmp.write_text(render(d), encoding="utf-8"), force)
+    return Path(path)
