@@ -171,7 +171,8 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table) -> list[
     mine = per_coll.take((per_coll["last_rank"] == r) & significant)
     wait = int(mine["wait_ns"].sum())
     out.append(Finding(
-        "straggler", f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives; "
+        "straggler", f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives "
+                     f"whose arrivals differ beyond the clocks' bounds (of {len(per_coll)}); "
                      f"the others waited {wait / 1e6:.3f} ms for it",
         "high" if share >= 0.9 else "medium", "",
         {"rank": r, "last_count": int(top["last_count"]), "collectives": total, "share_pct": round(100 * share, 1),
