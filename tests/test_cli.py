@@ -334,3 +334,10 @@ def test_diff_html_to_a_directory_is_refused_and_leaves_nothing(tmp_path):
     r = cli("diff", str(NCCL), str(OTHER), "-o", str(out))
     assert r.returncode == 1 and f"{out} is a directory" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not list(out.iterdir())
+
+
+def test_critical_path_command_names_the_step_numbers():
+    """Its steps are positions (--step K); the lines said "step 0" for the trace's step 4,
+    which every other command calls step 4."""
+    r = cli("critical-path", str(NCCL), "--step", "1")
+    assert r.returncode == 0 and r.stdout.startswith("step 1 (#5): critical path "), r.stdout[:200]

@@ -21,7 +21,9 @@ def register(sub: Subparsers) -> None:
                     "rank arrives), on the aligned clock. Prints per step the path's length, the rank and the "
                     "ops on it; --what-if RANK:NAME:FACTOR predicts each step's change if that rank's ops whose "
                     "name holds NAME took FACTOR times as long (0.8: 20% faster). One trace file is a job of "
-                    "one rank. Every rank is held in memory.")
+                    "one rank. The joined graph also keeps each stream's order across gaps of 1.5 ms or more "
+                    "(HTA's leaves it out), so a step's path here can be longer than summary's critical_path "
+                    "table (HTA's graph alone) for the same step. Every rank is held in memory.")
     p.add_argument("file", nargs="+", help="the ranks' trace files, a directory of them, or a store")
     p.add_argument("--step", type=int, action="append", metavar="K",
                    help="the K-th step (by position, from 0) of every rank; repeat for more (default: every step)")
@@ -99,25 +101,29 @@ def run(args: argparse.Namespace) -> int:
                       for r, c in sorted((clocks or {}).items())]
         sys.stdout.write(json.dumps({"critical_path": rows, "what_if": predicted, "clocks": clock_rows}) + "\n")
         return 0
-    _print(table, predicted, steps, args.top)
+    from ..analyze.critical_path import step_windows
+
+    numbers = step_windows(traces[min(traces)])[0]  # the first rank's step numbers, as the other commands show
+    _print(table, predicted, steps, args.top, numbers)
     return 0
 
 
-def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int) -> None:
+def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int, numbers: Any) -> None:
     import numpy as np
 
     step = np.asarray(table["step"], np.int64)
     for k in steps:
         m = np.flatnonzero(step == k)
+        said = f"step {k}" + (f" (#{int(numbers[k])})" if k < len(numbers) and int(numbers[k]) >= 0 else "")
         if not len(m):
-            print(f"step {k}: no critical path (no events in the step)")
+            print(f"{said}: no critical path (no events in the step)")
             continue
         length = int(table["path_ns"][m[0]])
         on = np.asarray(table["on_path_ns"], np.int64)[m]
         ranks = np.asarray(table["rank"], np.int64)[m]
         share = {int(r): int(on[ranks == r].sum()) for r in unique(ranks)}
         held = max(share, key=lambda r: share[r])
-        print(f"step {k}: critical path {length / 1e6:.3f} ms; rank {held} holds "
+        print(f"{said}: critical path {length / 1e6:.3f} ms; rank {held} holds "
               f"{100.0 * share[held] / max(length, 1):.0f}% of it"
               + (f" ({', '.join(f'rank {r} {100.0 * v / max(length, 1):.0f}%' for r, v in share.items() if r != held)})"
                  if len(share) > 1 else ""))
