@@ -18,3 +18,14 @@ def pftrace(name: str, tmp_path: Path) -> Path:
     out = tmp_path / f"{name}.pftrace"
     out.write_bytes(msg.SerializeToString())
     return out
+
+
+def write_packets(tmp_path: Path, packets: list, name: str = "t.pftrace") -> Path:
+    """``packets`` (Perfetto's TracePacket messages) as one trace file."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as P
+
+    msg = P.Trace()
+    msg.packet.extend(packets)
+    out = tmp_path / name
+    out.write_bytes(msg.SerializeToString())
+    return out

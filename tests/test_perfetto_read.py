@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import polyprof
-from perfetto_text import pftrace
+from perfetto_text import pftrace, write_packets
 from polyprof.errors import TraceFormatError
 from polyprof.writers import perfetto
 from polyprof.formats.detect import detect
@@ -283,12 +283,6 @@ def test_perfettos_traces_read_the_same_gzipped_and_sniff_by_content(tmp_path):
 
 
 # ----------------------------------------------------------------------------- features, hand-built
-def _write(tmp_path: Path, packets: list, name: str = "t.pftrace") -> Path:
-    msg = P.Trace()
-    msg.packet.extend(packets)
-    out = tmp_path / name
-    out.write_bytes(msg.SerializeToString())
-    return out
 
 
 def _pkt(seq: int = 1, **fields) -> "P.TracePacket":
@@ -321,7 +315,7 @@ def test_interned_state_dropped_packets_annotations_and_open_slices(tmp_path):
         _pkt(timestamp=300, sequence_flags=needs, track_event=begin),
         _pkt(timestamp=400, track_event=P.TrackEvent(type=P.TrackEvent.TYPE_INSTANT, track_uuid=7, name="tick")),
     ]
-    trace = polyprof.load(_write(tmp_path, packets))
+    trace = polyprof.load(write_packets(tmp_path, packets))
     assert _slices(trace) == [(100, "step", 50, "train", ("pid 3", "worker")),
                               (300, "step", 100, "train", ("pid 3", "worker")),
                               (400, "tick", 0, "", ("pid 3", "worker"))]
@@ -343,7 +337,7 @@ def test_clock_snapshots_put_every_clock_on_monotonic(tmp_path):
                _pkt(timestamp=12000, timestamp_clock_id=6, track_event=P.TrackEvent(name="on boottime", **ev)),
                _pkt(timestamp=13000, track_event=P.TrackEvent(name="default clock", **ev)),
                _pkt(timestamp=5_000_100, timestamp_clock_id=1, track_event=P.TrackEvent(name="wall", **ev))]
-    trace = polyprof.load(_write(tmp_path, packets))
+    trace = polyprof.load(write_packets(tmp_path, packets))
     got = dict(zip(trace.names().tolist(), trace.events["start_ns"].tolist()))
     assert got == {"on monotonic": 1500, "on boottime": 2000, "default clock": 3000, "wall": 1100}
     assert trace.sources[0].clock["wall_anchor"] == {"mono_ns": 1000, "wall_ns": 5_000_000, "uncertainty_ns": 0}
@@ -361,7 +355,7 @@ def test_gpu_render_stages_and_counters_are_a_device(tmp_path):
     packets = [_pkt(timestamp=0, sequence_flags=P.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED, interned_data=specs),
                _pkt(timestamp=1000, gpu_render_stage_event=stage),
                _pkt(timestamp=1200, gpu_counter_event=counters)]
-    trace = polyprof.load(_write(tmp_path, packets))
+    trace = polyprof.load(write_packets(tmp_path, packets))
     assert [(p.name, p.kind) for p in trace.planes] == [("/device:GPU:0", "device")]
     assert _slices(trace) == [(1000, "matmul", 700, "kernel", ("/device:GPU:0", "compute queue"))]
     assert trace.stats["stage"].values.tolist() == ["dispatch"]
@@ -441,7 +435,7 @@ def test_rocprofv3_layout_gpu_tracks_become_a_device(tmp_path):
         ev(2600, 31, B, "MEMORY_COPY_HOST_TO_DEVICE", "memory_copy", flow=0xABC8, corr_id=8, copy_bytes=4096),
         ev(2800, 31, E),
     ]
-    trace = polyprof.load(_write(tmp_path, packets))
+    trace = polyprof.load(write_packets(tmp_path, packets))
     assert [(p.name, p.kind, p.vendor) for p in trace.planes] == [("python3", "host", ""),
                                                                   ("/device:GPU:4", "device", "AMD")]
     assert sorted((trace.planes[t.plane].name, t.name, t.kind, t.tid) for t in trace.tracks) == [

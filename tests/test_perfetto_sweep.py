@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import polyprof
-from perfetto_text import pftrace
+from perfetto_text import pftrace, write_packets
 from polyprof.formats.detect import detect
 from polyprof.writers import perfetto
 
@@ -29,12 +29,6 @@ P = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 TE = P.TrackEvent
 
 
-def _write(tmp_path: Path, packets: list, name: str = "t.pftrace") -> Path:
-    msg = P.Trace()
-    msg.packet.extend(packets)
-    out = tmp_path / name
-    out.write_bytes(msg.SerializeToString())
-    return out
 
 
 
@@ -75,7 +69,7 @@ def test_legacy_microsecond_times_are_on_monotonic_and_absolute_times_are_one_of
         P.TracePacket(trusted_packet_sequence_id=2, timestamp=7, track_event=TE(
             type=TE.TYPE_SLICE_END, timestamp_delta_us=1000, thread_time_delta_us=1)),
     ]
-    trace = polyprof.load(_write(tmp_path, packets))
+    trace = polyprof.load(write_packets(tmp_path, packets))
     assert _starts(trace) == {"boottime_slice": 1_001_000_000, "legacy_us_slice": 1_003_000_000,
                               "absolute": 1_003_500_000}
     dur = dict(zip(trace.names().tolist(), trace.events["dur_ns"].tolist()))
@@ -105,7 +99,7 @@ def test_delta_times_need_a_thread_descriptor_since_the_last_clear_or_loss(tmp_p
         P.TracePacket(trusted_packet_sequence_id=1, track_event=TE(name="absolute", type=TE.TYPE_INSTANT,
                                                                   timestamp_absolute_us=7)),
     ]
-    trace = polyprof.load(_write(tmp_path, packets))
+    trace = polyprof.load(write_packets(tmp_path, packets))
     assert _starts(trace) == {"a": 110_000, "b": 110_000, "absolute": 7_000}
     w = _warnings(trace)
     assert "skipped 4 track events with delta times and no thread descriptor" in w
@@ -139,7 +133,7 @@ def test_a_trace_of_only_a_clock_snapshot_is_perfetto(tmp_path):
     no names: not an XSpace profile"; it is a Perfetto trace with nothing polyprof reads."""
     snap = P.ClockSnapshot(clocks=[P.ClockSnapshot.Clock(clock_id=1, timestamp=42, unit_multiplier_ns=10),
                                    P.ClockSnapshot.Clock(clock_id=6, timestamp=0)])
-    f = _write(tmp_path, [P.TracePacket(clock_snapshot=snap)], "trace.bin")
+    f = write_packets(tmp_path, [P.TracePacket(clock_snapshot=snap)], "trace.bin")
     assert f.stat().st_size == 18
     assert detect(f) == "perfetto"
     t = polyprof.load(f)

@@ -53,7 +53,7 @@ class Part(NamedTuple):
 def _track_order(trace: Trace) -> list[int]:
     """Track ids in display order: host planes first, then devices; per plane threads and
     streams by their sort index, derived lines and steps last."""
-    first = {}  # planes of one name (a derived line's, added on a copy of its host plane) side by side
+    first: dict[str, int] = {}  # planes of one name (a derived line's, added on a copy of its host plane) side by side
     for p in trace.planes:
         first.setdefault(p.name, p.id)
     planes = sorted(trace.planes, key=lambda p: (p.kind != "host", p.index, first[p.name], p.id))

@@ -239,9 +239,18 @@ class HloModules:
         return self.kernels[key]
 
 
-def _gpu_xla_rows(trace: Trace, hlo: StatColumn, in_command_buffer: bool) -> np.ndarray:
-    """Positions in ``hlo`` of the XLA ops of device activity whose ``hlo_op`` is (or is
-    not) a command buffer's."""
+def _gpu_xla_rows(trace: Trace, in_command_buffer: bool) -> tuple[Mapping[str, StatColumn], StatColumn, np.ndarray] | None:
+    """(the loaded stats, the ``hlo_op`` column, positions in it) of the XLA ops of device
+    activity whose ``hlo_op`` is (or is not) a command buffer's; None where there are none."""
+    loaded = trace.stats.loaded()
+    hlo = loaded.get(keys.HLO_OP)
+    if hlo is None or hlo.kind != "O" or not len(hlo):
+        return None
+    at = _xla_positions(trace, hlo, in_command_buffer)
+    return (loaded, hlo, at) if len(at) else None
+
+
+def _xla_positions(trace: Trace, hlo: StatColumn, in_command_buffer: bool) -> np.ndarray:
     in_cb = _prefixed(hlo.values, _COMMAND_BUFFER)
     sel = in_cb if in_command_buffer else ~in_cb & ~_prefixed(hlo.values, "", exact=True)
     if not sel.any():
@@ -284,13 +293,10 @@ def hlo_framework_ops(trace: Trace, modules: HloModules | None = None) -> None:
     annotation, which on ROCm can be the module, ``jit(loss_fn)``, or a neighbour's op).
     An event whose instruction the file's HLO does not hold keeps its stats' op (XProf's
     framework_op_stats leaves it out); command buffers are :func:`command_buffer_ops`'."""
-    loaded = trace.stats.loaded()
-    hlo = loaded.get(keys.HLO_OP)
-    if hlo is None or hlo.kind != "O" or not len(hlo):
+    found = _gpu_xla_rows(trace, in_command_buffer=False)
+    if found is None:
         return
-    at = _gpu_xla_rows(trace, hlo, in_command_buffer=False)
-    if not len(at):
-        return
+    loaded, hlo, at = found
     modules = HloModules(trace) if modules is None else modules
     if not modules.protos:
         return
@@ -319,13 +325,10 @@ def command_buffer_ops(trace: Trace, modules: HloModules | None = None) -> None:
     kernel run by a library call) keeps the command buffer. The framework op is otherwise
     the module (``jit_step``, from ``hlo_module``), the jitted function. The per-kernel
     ``scope_range_id`` stays a stat: the XSpace holds no call stack for it."""
-    loaded = trace.stats.loaded()
-    hlo = loaded.get(keys.HLO_OP)
-    if hlo is None or hlo.kind != "O" or not len(hlo):
+    found = _gpu_xla_rows(trace, in_command_buffer=True)
+    if found is None:
         return
-    at = _gpu_xla_rows(trace, hlo, in_command_buffer=True)
-    if not len(at):
-        return
+    loaded, hlo, at = found
     rows = hlo.rows[at]
     modules = HloModules(trace) if modules is None else modules
     # one decision per distinct (kernel name, module, program id), spread back to the rows
