@@ -35,6 +35,9 @@ def test_help_fits_80_columns(command, monkeypatch):
     assert not long, f"polyprof {command or ''} --help has lines over 80 columns: {long}"
     # a description is printed as written ('%%' stays doubled); only help strings are %-formatted
     assert "%%" not in text, f"polyprof {command or ''} --help prints '%%'"
+    # an option named in a text is never broken at its hyphen ("--token-" / "file")
+    assert not [ln for ln in text.splitlines() if ln.rstrip().endswith("-") and not ln.rstrip().endswith(" -")], \
+        f"polyprof {command or ''} --help breaks a word at a hyphen"
 
 
 def test_plugins_prints_a_reason_with_brackets_as_written(monkeypatch):

@@ -186,8 +186,9 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         keep &= nums < window.stop
     index = every[keep][window.skip_first:]
     if not len(index):
-        raise WindowError(f"{window.text()}: selects none of the trace's {len(steps)} steps "
-                          f"(numbers {int(nums[0])}-{int(nums[-1])})")
+        raise WindowError(f"{window.text()}: selects none of the trace's steps ("
+                          + (f"its one step is {int(nums[0])})" if len(steps) == 1 else
+                             f"{len(steps)} steps, numbers {int(nums[0])}-{int(nums[-1])})"))
     # an open start with nothing skipped also counts what was launched before the first step
     lo = -_FAR if window.start is None and not window.skip_first else int(steps.start[index[0]])
     return Selection(index, _label(steps, index, said),

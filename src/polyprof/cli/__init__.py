@@ -7,6 +7,7 @@ import argparse
 import importlib
 import logging
 import sys
+from typing import Any
 
 from ..errors import PolyprofError
 from ..lowlevel import blas, heap
@@ -45,6 +46,38 @@ rocpd, RPD (rocmProfileData), rocprofv3 JSON, polyprof's Parquet export.
 """
 
 
+class _Wrap(argparse.HelpFormatter):
+    """argparse's help, wrapped between words only: an option named in a text
+    (``--token-file``) is never broken at its hyphen."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(self._whitespace_matcher.sub(" ", text).strip(), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(self._whitespace_matcher.sub(" ", text).strip(), width, initial_indent=indent,
+                             subsequent_indent=indent, break_on_hyphens=False)
+
+
+class _RawWrap(_Wrap, argparse.RawDescriptionHelpFormatter):
+    """A description kept as written, the options' help wrapped as :class:`_Wrap`."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return argparse.RawDescriptionHelpFormatter._fill_text(self, text, width, indent)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A command's parser: :class:`_Wrap` unless it keeps its description raw."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        given = kw.get("formatter_class")
+        kw["formatter_class"] = _RawWrap if given is argparse.RawDescriptionHelpFormatter else (given or _Wrap)
+        super().__init__(*args, **kw)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or of the command ``only`` alone (importing every
     command's module and building its parser was part of each `polyprof run`'s start)."""
@@ -52,7 +85,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
     parser.add_argument("--version", action="version", version=f"polyprof {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         if only is None or name == only:
             importlib.import_module(f"{__name__}.{name.replace('-', '_')}").register(sub)

@@ -105,7 +105,8 @@ def add_window_args(p: argparse.ArgumentParser, title: str | None = None) -> Non
                         "or from the first to the last device activity counted (device: HTA's convention)")
     g.add_argument("--round-us", action="store_true",
                    help="round each device activity inward to whole µs of the file's time base, as HTA "
-                        "reads Kineto files (with --steps :LAST --span device: HTA's temporal breakdown)")
+                        "reads Kineto files, for the analyses (with --steps :LAST --span device: HTA's temporal "
+                        "breakdown); an export or a query keeps the file's own times")
     g.add_argument("--window", choices=("polyprof", "hta"), default="polyprof",
                    help="hta: HTA 0.5's window and reading of the trace (every step but the last, first to last "
                         "device activity, µs-rounded; the temporal breakdown counts what HTA counts); "

@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
         if args.derive:
             raise PolyprofError("--derive does not apply to a store (its ranks are queried as stored)")
         if window_from(args, default=None) is not None:
-            raise PolyprofError("--steps / --skip-first do not apply to a store (filter on its steps in SQL)")
+            raise PolyprofError("--steps, --skip-first, --span, --round-us and --window do not apply to a store "
+                                "(filter on its steps in SQL)")
         from ..store.store import Store
 
         schema, batches = Store(args.file).stream(args.query, memory_limit=args.memory_limit or default_memory_limit(),
