@@ -285,6 +285,10 @@ def test_growth_step_over_step_is_a_finding_and_steady_memory_is_not():
     # the peak is held by "cache" (10 of the 11 MiB live there)
     held = found["memory_peak_held_by_one"].evidence
     assert held["holder"] == "cache" and held["held_bytes"] == 10 * MiB
+    # the title's share is of what the window allocated and left live, and says so (it read
+    # as a share of the whole peak: 66% of a 6.3 MiB peak held by 2.0 MiB)
+    title = found["memory_peak_held_by_one"].title
+    assert "allocated in the analysed steps and live at the" in title, title
     assert "memory_growth" not in {f.id for f in A.findings(_leaky(freed=True))}
 
 

@@ -31,7 +31,8 @@ ADVICE: dict[str, dict[str, str]] = {
     },
     "input_bound": {
         "torch": "Load and preprocess the next batch while the current one runs: DataLoader with num_workers "
-                 "> 0, persistent_workers, pin_memory and prefetch_factor; cache decoded data.",
+                 "> 0 (more of them where it has some: the workers do not keep up), persistent_workers, "
+                 "pin_memory and prefetch_factor; cache decoded data.",
         "jax": "Load the next batch while the current one runs: a prefetching input pipeline (tf.data or "
                "grain with prefetch), device_put ahead of use; cache decoded data.",
         "generic": "Load and preprocess the next input while the current one is processed (a background "

@@ -56,8 +56,8 @@ def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
                 continue
             holder, share = column(h, "holder")[at[0]], float(column(h, "share_pct")[at[0]])
             out.append(Finding(
-                "memory_peak_held_by_one", f"{p['device']}: {share:.0f}% of the memory live at the "
-                f"{_fmt(peak)} peak was allocated in {by} {holder!r}",
+                "memory_peak_held_by_one", f"{p['device']}: {share:.0f}% of the {_fmt(live)} allocated in the "
+                f"analysed steps and live at the {_fmt(peak)} peak was allocated in {by} {holder!r}",
                 "high" if share >= 80 else "medium", str(p["device"]),
                 {"by": by, "holder": str(holder), "held_bytes": int(column(h, "bytes")[at[0]]),
                  "share_pct": round(share, 2), "peak_bytes": peak, "start_bytes": int(p["start_bytes"]),
