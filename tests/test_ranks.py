@@ -219,6 +219,24 @@ def test_bad_file_among_ranks_names_the_rank(tmp_path, four_ranks):
     assert "rank-9.json.gz" in p.stderr
 
 
+def test_several_failing_ranks_name_the_first_in_rank_order(tmp_path, four_ranks):
+    """With two bad ranks, which one the error named changed from run to run (the order
+    they finished in); it is the first in rank order, and the others are counted."""
+    bad = []
+    for r in (7, 5):
+        bad.append(tmp_path / f"rank-{r}.json.gz")
+        bad[-1].write_bytes(gzip.compress(b"{not json"))
+    seen = set()
+    for _ in range(3):
+        p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(four_ranks[0]), *map(str, bad), "-j", "1"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 1 and "Traceback" not in p.stderr
+        seen.add(p.stderr.strip().splitlines()[-1])
+    (line,) = seen
+    # rank 0 names itself (distributedInfo); the unreadable files are numbered after it, in order
+    assert "rank 1 (rank-7.json.gz)" in line and "rank-5" not in line and line.endswith("(1 more failed)"), line
+
+
 def test_terminal_summary_of_ranks(four_ranks):
     p = subprocess.run([sys.executable, "-m", "polyprof", "summary", *map(str, four_ranks), "-j", "1"],
                        capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "COLUMNS": "160"})

@@ -242,25 +242,29 @@ def run(fn: Callable[..., Any], tasks: Sequence[tuple], ex: cf.Executor, *, name
                            getattr(ex, "workers", 1))
             futures = {ex.submit(fn, *tasks[i]): i for i in order}
         for f in _progress(futures, progress, progress_single):
-            i = futures[f]
-            try:
-                res = f.result()
-            except PolyprofError as err:
-                _cancel(futures)
-                raise PolyprofError(f"{names[i] if names else f'task {i}'}: {err}") from None
-            except Exception as err:  # a worker that died, or a bug: still name the task
-                _cancel(futures)
-                raise PolyprofError(f"{names[i] if names else f'task {i}'}: {type(err).__name__}: {err}") from None
-            yield i, res
+            if f.exception() is not None:
+                raise _first_failure(futures, names) from None
+            yield futures[f], f.result()
     finally:
         release()
         if ahead is not None:
             ahead.close()
 
 
-def _cancel(futures: dict[cf.Future, int]) -> None:
+def _first_failure(futures: dict[cf.Future, int], names: Sequence[str] | None) -> PolyprofError:
+    """The failure to report once a task failed: the tasks not started are cancelled, and
+    of those that failed by then, the first in task order (the same one whatever order
+    they finished in), naming how many more failed."""
     for f in futures:
         f.cancel()
+    failed = sorted((i, f.exception()) for f, i in futures.items()
+                    if f.done() and not f.cancelled() and f.exception() is not None)
+    i, err = failed[0]
+    name = names[i] if names else f"task {i}"
+    more = f" ({len(failed) - 1} more failed)" if len(failed) > 1 else ""
+    if isinstance(err, PolyprofError):
+        return PolyprofError(f"{name}: {err}{more}")
+    return PolyprofError(f"{name}: {type(err).__name__}: {err}{more}")  # a worker that died, or a bug
 
 
 def _queue(n: int, read: list[bool], workers: int) -> list[int]:
