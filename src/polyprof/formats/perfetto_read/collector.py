@@ -71,6 +71,11 @@ _DA_NAME_IID, _DA_NAME, _DA_STRING_IID, _DA_DICT, _DA_ARRAY = 1, 10, 17, 11, 12
 _DA_KINDS = {2: "b", 3: "u", 4: "i", 5: "f", 7: "u", 9: "s", 6: "s"}
 
 
+def _saturated(v: int) -> int:
+    """``v`` held to int64, as Perfetto's sums of legacy deltas saturate."""
+    return min(max(v, _MIN64), _MAX64)
+
+
 class Collector:
     """Columns of everything read so far (see the module's docstring)."""
 
@@ -219,8 +224,7 @@ class Collector:
             # is a one-off: the deltas still run from the thread descriptor's base
             if _TE_DELTA_US in t:
                 assert times is not None
-                ts = times[0] + t[_TE_DELTA_US] * 1000
-                times[0] = min(max(ts, _MIN64), _MAX64)  # saturated, as Perfetto's
+                ts = times[0] = _saturated(times[0] + t[_TE_DELTA_US] * 1000)
             else:
                 ts = t[_TE_ABSOLUTE_US] * 1000
             if ts < 0:  # an unset or damaged time (Perfetto drops these too)
@@ -249,7 +253,7 @@ class Collector:
         for (delta, absolute), counter, scale, base in _THREAD_COUNTERS:
             if delta in t:
                 assert times is not None
-                v = times[base] = min(max(times[base] + t[delta] * scale, _MIN64), _MAX64)
+                v = times[base] = _saturated(times[base] + t[delta] * scale)
             elif absolute in t:  # a one-off: the base stays
                 v = t[absolute] * scale
             else:
@@ -404,7 +408,7 @@ class Collector:
         for d in sp.timestamp_delta_us:
             if t[0] < 0:  # a damaged base: Perfetto stops there, and drops what runs from it
                 break
-            t[0] = min(max(t[0] + d * 1000, _MIN64), _MAX64)
+            t[0] = _saturated(t[0] + d * 1000)
 
     def chrome_metadata(self, bundle: Any) -> None:
         """``ChromeEventBundle.metadata``: the entries polyprof's export writes (the device
