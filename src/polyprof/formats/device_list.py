@@ -12,6 +12,7 @@ from typing import Any
 
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
+from ..trace.model import Plane
 
 #: Plane properties the readers add that are not device properties (and the HLO protos
 #: an XSpace plane carries for XProf, which mean nothing in a JSON file).
@@ -33,6 +34,12 @@ def json_value(v: Any) -> Any:
     return v
 
 
+def plane_properties(plane: Plane) -> dict[str, Any]:
+    """A device plane's properties as the exports write them: JSON values, without
+    :data:`PLANE_EXTRAS`."""
+    return {k: json_value(v) for k, v in (plane.properties or {}).items() if k not in PLANE_EXTRAS}
+
+
 def device_properties(trace: Trace) -> list[dict[str, Any]]:
     """One entry per device plane (its properties, ``id`` its index), then the listed
     devices without events (the trace's ``deviceProperties`` metadata)."""
@@ -41,7 +48,7 @@ def device_properties(trace: Trace) -> list[dict[str, Any]]:
     for p in trace.planes:
         if p.kind != "device" or p.index in seen:
             continue
-        props = {k: json_value(v) for k, v in (p.properties or {}).items() if k not in PLANE_EXTRAS}
+        props = plane_properties(p)
         props.pop("id", None)
         props.setdefault("name", p.name)
         out.append({"id": p.index, **props})

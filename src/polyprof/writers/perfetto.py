@@ -43,7 +43,7 @@ from ..trace.memory import export_counters
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
 from ..formats.chrome import _pids, _tids
-from ..formats.device_list import PERFETTO_PLANES, json_value
+from ..formats.device_list import PERFETTO_PLANES, json_value, plane_properties
 from ..trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof")
@@ -363,7 +363,7 @@ def _device_metadata(trace: Trace) -> bytes:
     """The ``chrome_events`` packet with the device planes' properties and vendor (by
     plane name), and the trace's ``deviceProperties`` list; nothing when there are none.
     Bytes values (XSpace stats) become hex text, as in the Kineto export."""
-    planes = [{"plane": p.name, "vendor": p.vendor, "properties": json_value(p.properties)}
+    planes = [{"plane": p.name, "vendor": p.vendor, "properties": plane_properties(p)}
               for p in trace.planes if p.kind == "device" and (p.properties or p.vendor)]
     entries = [(PERFETTO_PLANES, planes)] if planes else []
     listed = trace.metadata.get(mkeys.DEVICE_PROPERTIES)
