@@ -57,6 +57,16 @@ def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     return rows[keep], on_device[keep], Costs(c.flops[keep], c.bytes[keep], c.precision[keep], c.source[keep])
 
 
+def costed_device_time(trace: Trace) -> np.ndarray:
+    """:func:`device_time` of :func:`costed_rows`, aligned with them; computed once per
+    trace (op_efficiency's rates, mfu's choice of the ops that ran on a device)."""
+    def compute(t: Trace) -> np.ndarray:
+        rows, on_device, _ = costed_rows(t)
+        return device_time(t, rows, on_device)
+
+    return cache.memo(trace, "costed_device_time", compute)
+
+
 def device_time(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndarray:
     """ns of device time of each row (float64): a device op's own time as XProf counts it
     (``device_duration_ps`` where it has it), a host op's the device time of what it
@@ -114,7 +124,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         return empty_frame(cols, ("name", "flops_source", "precision", "where", "bound_by"), np.float64)
     ev = trace.events
     du = ev["dur_ns"][rows]
-    dev_ns = device_time(trace, rows, on_device)
+    dev_ns = costed_device_time(trace)
     ran = on_device | (dev_ns > 0)  # a call that ran work on a device; the others ran on the host
     g = group_stats(ev["name"][rows].astype(np.int64) * 2 + ran, du)
     o, s = g["order"], g["starts"]
@@ -162,7 +172,7 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     f = ~np.isnan(c.flops)
     host = f & ~on_device
     if host.any() and len(cache.correlation(trace).device_rows):
-        host[host] = device_time(trace, rows[host], on_device[host]) > 0
+        host &= costed_device_time(trace) > 0
     pick = host if host.any() else f & on_device
     rows, flops, prec = rows[pick], c.flops[pick], c.precision[pick]
     if not host.any() or not len(rows):
