@@ -204,3 +204,32 @@ def test_the_script_sees_what_python_gives_it(tmp_path):
         assert [ln for ln in ours.stderr.splitlines() if not ln.startswith("polyprof: ")] == \
             plain.stderr.splitlines(), ours.stderr
     assert plain.stdout.splitlines()[0] == str(tmp_path / "mod.py")
+
+
+_LOGS = """\
+import logging
+logging.basicConfig(level=logging.INFO, format="%(levelname)s [train] %(message)s")
+logging.getLogger("train").info("epoch 1 loss 0.5")
+logging.warning("a warning")
+"""
+
+
+def test_the_scripts_logging_is_its_own(tmp_path):
+    """The program's ``logging.basicConfig`` configures the root logger as under plain
+    python: polyprof sets up only its own logger (it had called ``basicConfig`` first,
+    so the program's call did nothing: its INFO line vanished and its warning came out
+    as ``polyprof: WARNING: ...``). A library's INFO logger prints nothing under
+    either; polyprof's own lines still say ``polyprof:`` and go to stderr once."""
+    (tmp_path / "logs.py").write_text(_LOGS)
+    plain = subprocess.run([sys.executable, "logs.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    ours = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", "t.polyprof", "logs.py"],
+                          capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+    assert plain.stderr.splitlines() == ["INFO [train] epoch 1 loss 0.5", "WARNING [train] a warning"]
+    assert [ln for ln in ours.stderr.splitlines() if not ln.startswith("polyprof: ")] == plain.stderr.splitlines()
+    # a library's INFO logger (as dask.distributed sets its own): shown only with a root handler
+    (tmp_path / "quiet.py").write_text("import logging\nlogging.getLogger('some.library').setLevel(logging.INFO)\n"
+                                       "logging.getLogger('some.library').info('nanny started')\n")
+    ours = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", "q.polyprof", "quiet.py"],
+                          capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+    assert ours.returncode == 0 and "nanny started" not in ours.stderr, ours.stderr
+    assert ours.stderr.count("polyprof: trace written to") == 1

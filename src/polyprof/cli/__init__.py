@@ -4,10 +4,12 @@ defines ``register(subparsers)``; add a command by adding a module to COMMANDS."
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 from ..errors import PolyprofError
 from ..lowlevel import blas, heap
@@ -128,14 +130,52 @@ def main(argv: list[str] | None = None) -> int:
         heap.restore_collector(gc_was_enabled)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to the ``sys.stderr`` of the moment (a test's or a program's replacement
+    included), not to the one there was when the handler was made."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def logging_to_stderr(verbose: int) -> Iterator[None]:
+    """polyprof's own log lines on stderr as ``polyprof: LEVEL: message``, at WARNING
+    (``-v`` INFO, ``-vv`` DEBUG), while a command runs. Only the ``polyprof`` logger is
+    set up, never the root logger: under ``polyprof run`` that one is the profiled
+    program's, and its own ``logging.basicConfig`` (and its libraries' loggers) must work
+    as they do without polyprof. The logger is put back as it was afterwards (``main()``
+    called in a program leaves its logging alone)."""
+    log = logging.getLogger("polyprof")
+    before = (log.level, log.propagate, list(log.handlers))
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("polyprof: %(levelname)s: %(message)s"))
+    log.setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
+    log.handlers = [handler]
+    log.propagate = False  # the program's root handlers would print each line a second time
+    try:
+        yield
+    finally:
+        log.setLevel(before[0])
+        log.propagate, log.handlers = before[1], before[2]
+
+
 def _main(argv: list[str]) -> int:
     parser = build_parser(only=command_of(argv))
     args = parser.parse_args(argv)
-    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
-                        format="polyprof: %(levelname)s: %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    with logging_to_stderr(args.verbose):
+        return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
     from .common import error_line
 
     try:
