@@ -40,9 +40,11 @@ def _window(t: polyprof.Trace, annotation: str, instance: int) -> tuple[int, int
     return int(s[rows[instance]]), int(e[rows[instance]])
 
 
-def _graph(case: str, annotation: str, instance: int):
+def _graph(case: str, annotation: str, instance: int, stream_order: bool = False):
+    """HTA's graph (``stream_order=False``, as HTA builds it) or polyprof's (with each
+    stream's order) of the window, and its longest path."""
     t = _load(case)
-    g = depgraph.build(t, *_window(t, annotation, instance))
+    g = depgraph.build(t, *_window(t, annotation, instance), stream_order=stream_order)
     return t, g, longest_path(g)
 
 
@@ -118,6 +120,13 @@ def test_path_equals_htas(case, annotation, instance, expected):
     assert got == expected
     sync = g.etype == depgraph.SYNC
     assert sync.any() and not g.weight[sync].any()  # HTA: sync edges exist, all weigh 0
+    # polyprof's graph adds each stream's order where HTA's has no edge (zero weight, none
+    # against time): on HTA's own traces the path is the same, node for node
+    t, full, q = _graph(case, annotation, instance, stream_order=True)
+    order = full.etype == depgraph.STREAM_ORDER
+    assert len(full.src) == len(g.src) + int(order.sum())
+    assert not full.weight[order].any() and (full.time[full.dst[order]] >= full.time[full.src[order]]).all()
+    assert q.length == p.length and q.nodes.tolist() == p.nodes.tolist()
 
 
 def test_end_to_end_critical_events_as_htas_output():
@@ -198,7 +207,7 @@ def test_critical_path_track_in_perfetto_and_chrome(tmp_path):
     import sys
 
     src = next((DATA / "cuda_event_sync_multi_stream").glob("*.json.gz"))
-    t, g, p = _graph("cuda_event_sync_multi_stream", "", 0)
+    t, g, p = _graph("cuda_event_sync_multi_stream", "", 0, stream_order=True)  # (the graph export takes)
     timed = p.edges[g.weight[p.edges] > 0]
     outs = {}
     for fmt, name in (("perfetto", "cp.pftrace"), ("chrome", "cp.json")):

@@ -4,7 +4,9 @@ step as long as it is, and how much slack the others have.
 Per step (the whole trace when it has none) the dependency graph of ``analyze/depgraph.py``
 is built over the step's host span and its longest path found (``analyze/longest_path.py``);
 both follow HTA's critical path analysis, whose results they reproduce
-(tests/test_critical_path.py).
+(tests/test_critical_path.py), with each stream's order added (``depgraph``: HTA leaves
+out a gap of 1.5 ms or more). ``polyprof critical-path`` of one trace takes the same graph
+(``ranks/critical_path.py``), so both give one path length per step.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from .table import Table
 from .longest_path import LongestPath, forest_times, longest_path
 from .window import WindowArg, view
 
-COLUMNS = ["rank", "step", "name", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns", "path_ns"]
+COLUMNS = ["rank", "step", "name", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns", "path_ns",
+           "span_ns"]
 _TEXT = ("name", "kind", "track")
 
 
@@ -42,6 +45,14 @@ def step_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     s = np.asarray(trace.events["start_ns"], np.int64)
     e = s + np.asarray(trace.events["dur_ns"], np.int64)
     return np.array([-1], np.int64), np.array([s.min()], np.int64), np.array([e.max()], np.int64)
+
+
+def graph_end(g: DepGraph) -> int:
+    """The last time of a node with an edge: the end of the step's work (its calls and the
+    device activity they launched)."""
+    if not len(g.src):
+        return int(g.time.max()) if len(g.time) else 0
+    return max(int(g.time[g.src].max()), int(g.time[g.dst].max()))
 
 
 def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +118,9 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     path: its own span's edges on the path, gaps between its children included; launch
     delays and waits belong to no event); ``slack_ns`` (how much longer it could take before
     the step's path got longer: 0 on the path); ``path_ns`` (the step's critical path
-    length). Ordered by step, then start. ``window``: the steps analysed
+    length); ``span_ns`` (the step's wall time with its device work: from its start to the
+    last end of its calls and of the device activity they launched, which can run past
+    the step's own end; the path is never longer). Ordered by step, then start. ``window``: the steps analysed
     (``analyze/window.py``). Empty, with a warning, above ``max_events`` events
     (:data:`MAX_EVENTS`; None: no limit).
     """
@@ -121,7 +134,7 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     numbers, starts, ends = step_windows(trace)
     # per step with a graph: its number, its rows, which are on a device, their times
     # on the path and slack, the path's length; the table's columns are gathered once
-    parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = []
+    parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]] = []
     ev = trace.events
     ctx = context(trace)  # the whole trace's part, once for every step (and the track's)
     for number, t0, t1 in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
@@ -132,12 +145,13 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
         if times is not None:
             rows, device = w.host, np.zeros(len(w.host), bool)
             on, slack, length = times
+            last = int(ctx.end[rows].max())
         else:
             g = build(trace, t0, t1, ctx, w)
             p = longest_path(g)
             on, slack = event_times(g, p)
-            rows, device, length = g.rows, g.device, p.length
-        parts.append((number, rows, device, on, slack, length))
+            rows, device, length, last = g.rows, g.device, p.length, graph_end(g)
+        parts.append((number, rows, device, on, slack, length, max(last - t0, 0)))
     if not parts:
         return empty_frame(COLUMNS, _TEXT)
     sizes = [len(x[1]) for x in parts]
@@ -147,6 +161,7 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     all_slack = np.concatenate([x[4] for x in parts])
     step = np.repeat(np.array([x[0] for x in parts], np.int64), sizes)
     path = np.repeat(np.array([x[5] for x in parts], np.int64), sizes)
+    span = np.repeat(np.array([x[6] for x in parts], np.int64), sizes)
     start = np.asarray(ev["start_ns"], np.int64)
     order = lexsort((start[all_rows], step))  # np.lexsort's order, as one int64 sort
     rows, device = all_rows[order], all_device[order]
@@ -162,6 +177,7 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
         "on_path_ns": all_on[order],
         "slack_ns": all_slack[order],
         "path_ns": path[order],
+        "span_ns": span[order],
     })
 
 

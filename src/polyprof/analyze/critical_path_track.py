@@ -24,7 +24,8 @@ from .longest_path import longest_path
 #: the track's name
 TRACK = "critical path"
 UNOWNED = {"kernel_launch_delay": "launch delay", "kernel_kernel_delay": "kernel gap",
-            "sync_dependency": "wait", "dependency": "dependency", "operator": "operator"}
+            "sync_dependency": "wait", "dependency": "dependency", "operator": "operator",
+            "stream_order": "stream order"}  # (zero weight: never a slice)
 
 
 def with_critical_path(trace: Trace) -> Trace:

@@ -12,6 +12,12 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   empty at the launch and the activity started after its launch, else activity ->
   activity on the stream (the gap); a zero-weight launch edge otherwise, so that an activity
   never starts before its launch (HTA's ``CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE``).
+* **stream order** (not in HTA's graph): where HTA's graph has no edge from the activity
+  before on the stream (HTA 0.6 leaves out a gap of ``KERNEL_GAP_LIMIT_NS`` or more as an
+  unrecognised dependency, and a launch delay or a wait replaces it), a zero-weight edge
+  from that activity's end: a stream runs in order, so the later activity depends on the
+  earlier however long the gap, and a graph without that dependency gives a shorter path
+  than the step's dependencies allow (``build(stream_order=False)``: HTA's graph alone).
 * **collectives**: a communication kernel (NCCL, RCCL) waits for the last device activity
   its host thread launched before it onto another stream of its device (launch order on
   the host thread): PyTorch's ProcessGroupNCCL records an event on the thread's current
@@ -52,9 +58,10 @@ from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QU
 from .common import COMMUNICATION, device_view
 from .nesting import parents_and_after
 
-#: edge types (HTA's CPEdgeType, in its order)
-OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
-EDGE_TYPES = ("operator", "dependency", "kernel_launch_delay", "kernel_kernel_delay", "sync_dependency")
+#: edge types (HTA's CPEdgeType, in its order), then polyprof's stream order
+OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC, STREAM_ORDER = 0, 1, 2, 3, 4, 5
+EDGE_TYPES = ("operator", "dependency", "kernel_launch_delay", "kernel_kernel_delay", "sync_dependency",
+              "stream_order")
 #: a gap this long between two activities on a stream is taken for a dependency the trace
 #: does not show, not for the stream's own delay (HTA's threshold)
 KERNEL_GAP_LIMIT_NS = 1_500_000
@@ -312,9 +319,12 @@ def window_rows(ctx: Context, t0: int, t1: int) -> Window:
     return Window(host, ctx.corr.device_rows[pos], ctx.corr.launch[pos], ctx.sy[ok], ctx.sy_call[ok])
 
 
-def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: Window | None = None) -> DepGraph:
+def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: Window | None = None,
+          stream_order: bool = True) -> DepGraph:
     """The graph of :func:`window_rows`' rows. ``ctx``: the trace's :class:`Context`, made
-    once for every window of one trace; ``rows_of``: the window, if already taken."""
+    once for every window of one trace; ``rows_of``: the window, if already taken;
+    ``stream_order``: with the stream-order edges HTA's graph leaves out (False: HTA's
+    graph alone, edge for edge)."""
     ctx = context(trace) if ctx is None else ctx
     start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
     host, dev, dev_launch, sy, sy_call = window_rows(ctx, t0, t1) if rows_of is None else rows_of
@@ -332,7 +342,7 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     try:
         _thread_edges(trace, host, start, end, track, names, node_time, edges, ctx.waits)
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
-                      gidx, node_time, n_h, n_d, edges)
+                      gidx, node_time, n_h, n_d, edges, stream_order)
     finally:
         gidx[rows] = -1
     src, dst, weight, etype, owner = edges.columns()
@@ -411,7 +421,7 @@ def _nested_walk(order: np.ndarray, depth: np.ndarray, parent: np.ndarray, threa
 def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.ndarray, sy_call: np.ndarray,
                   corr: Correlation, start: np.ndarray, end: np.ndarray, track: np.ndarray, names: np.ndarray,
                   cid: np.ndarray, ctx: Context, gidx: np.ndarray, node_time: np.ndarray,
-                  n_h: int, n_d: int, edges: _Edges) -> None:
+                  n_h: int, n_d: int, edges: _Edges, stream_order: bool = True) -> None:
     if not len(dev) and not len(sy):
         return
     base = float(len(node_time))  # device edges after every thread edge
@@ -485,6 +495,14 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
     zero = ~launched & (g_launch >= 0)
     edges.add(2 * g_launch[zero], 2 * g_dev[zero], np.zeros(int(zero.sum()), np.int64), LAUNCH,
               np.full(int(zero.sum()), -1), base + 4 * k_pos[zero] + 3)
+    if stream_order:
+        # the stream's order where HTA's graph has no edge from the activity before (a gap of
+        # KERNEL_GAP_LIMIT_NS or more, a launch delay, a wait): zero weight, after every other
+        # edge (ties keep HTA's path); none the timestamps contradict (the later starting
+        # before the earlier ended)
+        order_of = ~gap & (prev >= 0) & (start[dev] >= prev_end)
+        edges.add(2 * prev[order_of] + 1, 2 * g_dev[order_of], np.zeros(int(order_of.sum()), np.int64),
+                  STREAM_ORDER, np.full(int(order_of.sum()), -1), base + 4 * (len(sort_t) + 1) + k_pos[order_of])
 
     # the host waits: on an event's activity, on a stream's last activity, on every stream's
     call_node = 2 * gidx[sy_call] + 1

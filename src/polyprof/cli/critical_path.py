@@ -21,9 +21,10 @@ def register(sub: Subparsers) -> None:
                     "rank arrives), on the aligned clock. Prints per step the path's length, the rank and the "
                     "ops on it; --what-if RANK:NAME:FACTOR predicts each step's change if that rank's ops whose "
                     "name holds NAME took FACTOR times as long (0.8: 20% faster). One trace file is a job of "
-                    "one rank. The joined graph also keeps each stream's order across gaps of 1.5 ms or more "
-                    "(HTA's leaves it out), so a step's path here can be longer than summary's critical_path "
-                    "table (HTA's graph alone) for the same step. Every rank is held in memory.")
+                    "one rank, and its path is the one of summary's critical_path table (the same graph: HTA's, "
+                    "plus each stream's order across gaps of 1.5 ms or more). Each step's line also gives the "
+                    "step's wall time with its device work (its start to the last end of its calls and of the "
+                    "device activity they launched), which the path never exceeds. Every rank is held in memory.")
     p.add_argument("file", nargs="+", help="the ranks' trace files, a directory of them, or a store")
     p.add_argument("--step", type=int, action="append", metavar="K",
                    help="the K-th step (by position, from 0) of every rank; repeat for more (default: every step)")
@@ -119,11 +120,13 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
             print(f"{said}: no critical path (no events in the step)")
             continue
         length = int(table["path_ns"][m[0]])
+        span = int(table["span_ns"][m[0]])
         on = np.asarray(table["on_path_ns"], np.int64)[m]
         ranks = np.asarray(table["rank"], np.int64)[m]
         share = {int(r): int(on[ranks == r].sum()) for r in unique(ranks)}
         held = max(share, key=lambda r: share[r])
-        print(f"{said}: critical path {length / 1e6:.3f} ms; rank {held} holds "
+        print(f"{said}: critical path {length / 1e6:.3f} ms of the step's {span / 1e6:.3f} ms "
+              f"(start to end of its work); rank {held} holds "
               f"{100.0 * share[held] / max(length, 1):.0f}% of it"
               + (f" ({', '.join(f'rank {r} {100.0 * v / max(length, 1):.0f}%' for r, v in share.items() if r != held)})"
                  if len(share) > 1 else ""))

@@ -1,9 +1,6 @@
 """The critical path of one step of a job: the ranks' dependency graphs joined through
 their matched collectives, and what-ifs on it.
 
-Each rank's graph also gets the stream order HTA's graph leaves out (``_stream_order``):
-an activity waits for the one before it on its stream however long the gap between them.
-
 Each rank's graph is ``analyze/depgraph.py``'s over the step (by position: the k-th step
 of every rank). The k-th collective of a communicator (``ranks/collectives.py``: key and
 sequence) ends together on every rank, once the last rank has arrived: its span on each
@@ -26,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analyze.critical_path import step_windows
+from ..analyze.critical_path import graph_end, step_windows
 from ..analyze.depgraph import OPERATOR, SYNC, DepGraph, build
 from ..analyze.frames import column, frame
 from ..analyze.longest_path import LongestPath, longest_path
@@ -49,6 +46,13 @@ class JobGraph:
     ranks: list[int]
     traces: list[Trace]
     collectives: int  # matched collective instances joined
+    start_ns: int = 0  # the step's first start over the ranks (on the aligned clock)
+
+    @property
+    def span_ns(self) -> int:
+        """The step's wall time with its device work: from its first start on any rank to
+        the last end of the work in the graph (``analyze.critical_path.graph_end``)."""
+        return max(graph_end(self.graph) - self.start_ns, 0)
 
     def event(self, rank: int, row: int) -> int:
         """The graph event of ``row`` of ``rank``'s trace (-1: not in the step's graph)."""
@@ -67,10 +71,13 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
     matched: dict[tuple[str, int], list[tuple[int, int]]] = {}
     sends: dict[tuple[int, int], list[int]] = {}  # (from rank, to rank) -> send events in time order
     recvs: dict[tuple[int, int], list[int]] = {}  # (from rank, to rank) -> recv events in time order
+    first: list[int] = []
     for i, r in enumerate(ranks):
         t = traces[r]
         numbers, starts, ends = step_windows(t)
         g = build(t, int(starts[step]), int(ends[step]))
+        t0 = np.array([starts[step]], np.int64)
+        first.append(int((clocks[r].fit.to_host(t0) if clocks and r in clocks else t0)[0]))
         parts.append(g)
         ev_off.append(ev_off[-1] + len(g.rows))
         local = np.full(t.n_events, -1, np.int64)
@@ -95,13 +102,11 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
     device = np.concatenate([g.device for g in parts])
     time = np.concatenate([clocks[r].fit.to_host(g.time) if clocks and r in clocks else g.time
                            for r, g in zip(ranks, parts)])
-    order = [_stream_order(traces[r], g) for r, g in zip(ranks, parts)]
-    src = np.concatenate([np.r_[g.src, o[0]] + 2 * ev_off[i] for i, (g, o) in enumerate(zip(parts, order))])
-    dst = np.concatenate([np.r_[g.dst, o[1]] + 2 * ev_off[i] for i, (g, o) in enumerate(zip(parts, order))])
-    weight = np.concatenate([np.r_[g.weight, np.zeros(len(o[0]), np.int64)] for g, o in zip(parts, order)])
-    etype = np.concatenate([np.r_[g.etype, np.full(len(o[0]), SYNC, np.int8)] for g, o in zip(parts, order)])
-    owner = np.concatenate([np.r_[np.where(g.owner >= 0, g.owner + ev_off[i], -1), np.full(len(o[0]), -1)]
-                            for i, (g, o) in enumerate(zip(parts, order))])
+    src = np.concatenate([g.src + 2 * ev_off[i] for i, g in enumerate(parts)])
+    dst = np.concatenate([g.dst + 2 * ev_off[i] for i, g in enumerate(parts)])
+    weight = np.concatenate([g.weight for g in parts])
+    etype = np.concatenate([g.etype for g in parts])
+    owner = np.concatenate([np.where(g.owner >= 0, g.owner + ev_off[i], -1) for i, g in enumerate(parts)])
     full = [m for m in matched.values() if len({i for i, _ in m}) == len(ranks) and len(m) == len(ranks)]
     drop = np.zeros(len(src), bool)
     add_s, add_d, add_w, add_o = [], [], [], []
@@ -134,26 +139,7 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
                       np.concatenate([weight[keep], np.asarray(add_w, np.int64)]),
                       np.concatenate([etype[keep], np.full(n_add, SYNC, np.int8)]),
                       np.concatenate([owner[keep], np.asarray(add_o, np.int64)]))
-    return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full))
-
-
-def _stream_order(trace: Trace, g: DepGraph) -> tuple[np.ndarray, np.ndarray]:
-    """Zero-weight edges (src and dst nodes) from each device activity's end to the start of
-    the next on its stream where the rank's graph has none: HTA's graph leaves out a gap
-    of 1.5 ms or more between two activities on a stream, but the later cannot start before
-    the earlier ends, and a what-if that delays the earlier must delay it."""
-    dev = np.flatnonzero(g.device)
-    if len(dev) < 2:
-        z = np.zeros(0, np.int64)
-        return z, z
-    track = np.asarray(trace.events["track"], np.int64)[g.rows[dev]]
-    o = np.lexsort((g.time[2 * dev], track))
-    a, b = dev[o][:-1], dev[o][1:]
-    same = track[o][1:] == track[o][:-1]
-    a, b = 2 * a[same] + 1, 2 * b[same]
-    have = set(zip(g.src.tolist(), g.dst.tolist()))
-    new = np.fromiter(((x, y) not in have for x, y in zip(a.tolist(), b.tolist())), bool, len(a))
-    return a[new], b[new]
+    return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full), min(first, default=0))
 
 
 def path_table(jg: JobGraph, p: LongestPath) -> Table:
@@ -218,7 +204,7 @@ def what_if_op(jg: JobGraph, rank: int, pattern: str, factor: float) -> tuple[in
     return with_deltas(jg, ev, np.round(dur * (factor - 1.0)).astype(np.int64)), len(ev)
 
 
-JOB_COLUMNS = ["step", "rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns", "path_ns"]
+JOB_COLUMNS = ["step", "rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns", "path_ns", "span_ns"]
 
 
 def align(traces: dict[int, Trace]) -> dict[int, RankClock]:
@@ -237,7 +223,9 @@ def job_critical_path(traces: dict[int, Trace], steps: list[int] | None = None,
     """The job's critical path of each step (by position; default every step all ranks
     have): the events on it, with ``step``, ``rank``, ``name``, ``kind``, ``start_ns``
     and ``dur_ns`` (on the rank's own clock), ``on_path_ns`` (its time on the path) and
-    ``path_ns`` (the step's path length). By step, then rank, then start."""
+    ``path_ns`` (the step's path length), ``span_ns`` (:attr:`JobGraph.span_ns`: the path
+    is never longer). By step, then rank, then start. For one trace the path is the one of
+    ``analyze.critical_path`` (the summary's ``critical_path`` table): the same graph."""
     parts = []
     for k in (range(n_steps(traces)) if steps is None else steps):
         jg = job_graph(traces, k, clocks)
@@ -245,7 +233,8 @@ def job_critical_path(traces: dict[int, Trace], steps: list[int] | None = None,
         t = path_table(jg, p)
         cols = {c: np.asarray(t[c]) for c in t.columns}
         n = len(cols["rank"])
-        parts.append({"step": np.full(n, k, np.int64), **cols, "path_ns": np.full(n, p.length, np.int64)})
+        parts.append({"step": np.full(n, k, np.int64), **cols, "path_ns": np.full(n, p.length, np.int64),
+                      "span_ns": np.full(n, jg.span_ns, np.int64)})
     if not parts:
         return frame({c: np.zeros(0, object if c in ("name", "kind") else np.int64) for c in JOB_COLUMNS})
     out = {c: np.concatenate([x[c] for x in parts]) for c in JOB_COLUMNS}
