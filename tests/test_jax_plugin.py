@@ -178,3 +178,54 @@ def test_plugin_never_collected_leaves_no_temp_dir():
     del p
     gc.collect()
     assert not os.path.exists(d)
+
+
+_DEVICES = """\
+import os, sys
+{before}
+import jax
+{after}
+import jax.numpy as jnp
+print(jax.device_count())
+print(float(jax.jit(lambda a: jnp.tanh(a @ a).sum())(jnp.ones((32, 32)))))
+"""
+
+
+@pytest.mark.parametrize("before, after", [
+    ('os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"', ""),
+    ("", 'jax.config.update("jax_num_cpu_devices", 4)'),
+], ids=["xla_flags_before_import", "config_after_import"])
+def test_the_program_chooses_its_devices(tmp_path, before: str, after: str) -> None:
+    """The program sets up JAX's backends before its first JAX call; the plugin starts
+    jax.profiler (which makes the backends) only then. Started with the session, it made
+    them first: one CPU device where the program asked for four (XLA_FLAGS set in the
+    script), or a RuntimeError from jax.config.update raised into the program."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "devices.py"
+    script.write_text(_DEVICES.format(before=before, after=after))
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host,jax",
+                        "-o", str(tmp_path / "d.polyprof"), str(script)], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "4", p.stdout
+    t = polyprof.load(tmp_path / "d.polyprof")
+    assert any("tanh" in str(n) for n in set(t.names().tolist())), "the jitted call was recorded"
+
+
+def test_a_program_that_never_uses_jax(tmp_path) -> None:
+    """Nothing of JAX is started (not even imported) for a program that does not use it,
+    and the session says so instead of failing the plugin."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "plain.py"
+    script.write_text("import sys\nprint('jax' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host,jax",
+                        "-o", str(tmp_path / "p.polyprof"), str(script)], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == "False", (p.stdout, p.stderr)
+    t = polyprof.load(tmp_path / "p.polyprof")
+    assert t.metadata["jax"] == {"jax_used": False}
+    assert not [w for w in t.metadata.get("warnings", []) if "jax" in str(w)], t.metadata.get("warnings")

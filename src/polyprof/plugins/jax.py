@@ -9,6 +9,9 @@ reads: each bracket bounds the offset between the two clocks, and the bounds giv
 offset and its uncertainty (``metadata["clock_sync"]["jax"]``). Should the markers be
 missing, the session's wall anchor and the profile start time are used instead.
 
+Start: when the program's first JAX call makes JAX's backends, not at the session's start
+(the program chooses its devices first: :meth:`JaxPlugin._start`).
+
 Options: ``python_tracer`` (default False: JAX's Python function tracer is costly and
 polyprof sections already cover the host), ``host_tracer_level`` (default 2),
 ``keep_logdir`` (a directory to keep JAX's profile in, for TensorBoard/XProf).
@@ -20,7 +23,9 @@ import importlib.util
 import logging
 import math
 import shutil
+import sys
 import tempfile
+import threading
 import weakref
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..collect.clock import now_ns
+from ..collect.importhook import ImportHook
 from ..collect.plugin import Availability, Plugin, SessionContext
 from ..errors import PluginError
 from ..trace import metadata_keys as mkeys
@@ -42,7 +48,7 @@ _SYNC = "polyprof.clock_sync"
 class JaxPlugin(Plugin):
     name = "jax"
     device_kinds = ("CPU", "GPU", "TPU")
-    #: off unless asked for: starting jax.profiler imports jax
+    #: off unless asked for (`--plugins jax`): JAX's profiler records every XLA thread pool
     default = False
 
     @staticmethod
@@ -69,23 +75,82 @@ class JaxPlugin(Plugin):
 
     # ------------------------------------------------------------------ lifecycle
     def _start(self, ctx: SessionContext) -> None:
+        """Start ``jax.profiler`` once JAX has made its backends, not before: starting it
+        makes them (``start_trace`` calls ``get_backend``), and a program chooses them
+        first (``XLA_FLAGS`` set before ``import jax``, ``jax.config.update(
+        "jax_num_cpu_devices", 4)`` after it): started at the session's start, the
+        profiler would choose for it (one CPU device instead of four). So: now if the
+        backends exist, else when the program's own first JAX call makes them (the
+        import of jax, then JAX's ``xla_bridge.backends`` wrapped until then). A program
+        that never uses JAX pays nothing."""
+        self._lock = threading.Lock()
+        self._begun = False
+        self._hook: ImportHook | None = None
+        self._wrapped: tuple[Any, Any, Any] | None = None  # (xla_bridge, its backends, the wrapper)
+        self._brackets: list[tuple[str, int, int]] = []
+        if "jax" in sys.modules:
+            self._when_backends_exist()
+        else:
+            self._hook = ImportHook("jax", self._when_backends_exist).install()
+
+    def _when_backends_exist(self) -> None:
+        try:
+            from jax._src import xla_bridge as xb  # JAX's own module: no public hook for this
+
+            made = xb.backends_are_initialized()
+            original = xb.backends
+        except (ImportError, AttributeError):  # a JAX without them: start now, as JAX's own docs do
+            self._begin()
+            return
+        if made:
+            self._begin()
+            return
+
+        def backends() -> Any:
+            out = original()
+            if not self._begun:
+                try:
+                    self._begin()
+                except Exception as e:  # never raised into the program's JAX call
+                    if self.ctx is not None:
+                        self.ctx.warn(self.name, f"jax.profiler could not start: {e}")
+            return out
+
+        xb.backends = backends
+        self._wrapped = (xb, original, backends)
+
+    def _begin(self) -> None:
         import jax.profiler as jp
 
-        keep = self.options.get("keep_logdir")
-        self._logdir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="polyprof-jax-"))
-        self._owns_dir = not keep
-        if self._owns_dir:  # also removed if this plugin is never collected
-            weakref.finalize(self, shutil.rmtree, self._logdir, True)
-        opts = jp.ProfileOptions()
-        opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
-        opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))
-        try:
-            jp.start_trace(str(self._logdir), profiler_options=opts)
-        except BaseException:
-            if self._owns_dir:
-                shutil.rmtree(self._logdir, ignore_errors=True)
-            raise
-        self._brackets = self._bracket(jp, "start")
+        with self._lock:
+            if self._begun or self._state != "started":
+                return
+            self._begun = True  # first: start_trace calls backends() again
+            self._unwrap()
+            keep = self.options.get("keep_logdir")
+            self._logdir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="polyprof-jax-"))
+            self._owns_dir = not keep
+            if self._owns_dir:  # also removed if this plugin is never collected
+                weakref.finalize(self, shutil.rmtree, self._logdir, True)
+            opts = jp.ProfileOptions()
+            opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
+            opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))
+            try:
+                jp.start_trace(str(self._logdir), profiler_options=opts)
+            except BaseException:
+                self._begun = False
+                if self._owns_dir:
+                    shutil.rmtree(self._logdir, ignore_errors=True)
+                raise
+            self._brackets = self._bracket(jp, "start")
+
+    def _unwrap(self) -> None:
+        """JAX's ``backends`` back as it was (unless something wrapped it after us)."""
+        if self._wrapped is not None:
+            xb, original, ours = self._wrapped
+            if xb.backends is ours:
+                xb.backends = original
+            self._wrapped = None
 
     @staticmethod
     def _bracket(jp: Any, tag: str) -> list[tuple[str, int, int]]:
@@ -101,6 +166,13 @@ class JaxPlugin(Plugin):
         return out
 
     def _stop(self) -> None:
+        with self._lock:
+            if self._hook is not None:
+                self._hook.remove()
+                self._hook = None
+            self._unwrap()
+            if not self._begun:
+                return
         import jax.profiler as jp
 
         try:
@@ -112,6 +184,12 @@ class JaxPlugin(Plugin):
     def _collect(self) -> Trace:
         from ..formats import xspace
 
+        if not self._begun:  # the program never made a JAX backend
+            from ..trace.builder import TraceBuilder
+
+            b = TraceBuilder()
+            b.metadata[mkeys.JAX] = {"jax_used": False}
+            return b.build()
         try:
             files = sorted(self._logdir.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
             if not files:
