@@ -11,8 +11,10 @@ put on the events (xprof ``gpu_event_stats``, tsl ``group_events``):
   ``analyze.devops.device_op_names`` (the op of the launching call, else the
   activity's own name), so XProf groups device time as ``device_op_breakdown`` does;
 - ``group_id`` is the step number: on the step marker (with ``step_name``), on host events that
-  start inside a step, and on device activity *launched* inside a step — polyprof's
-  step attribution, so XProf's step-time graph has polyprof's steps.
+  start inside a step, on device activity *launched* inside a step — polyprof's step
+  attribution — and on everything else of a device plane by time (``device_groups``:
+  XProf gives an event without one the group of the event before it), so XProf's
+  step-time graph has polyprof's steps (``device_step_spans``: the writer's Steps line).
 
 Only keys the trace does not already carry are added (an XSpace read from XProf keeps
 its own), and the writer lists them as its additions, so polyprof's reader drops them
@@ -22,6 +24,7 @@ again: polyprof -> XSpace -> polyprof still round-trips.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,7 @@ from ..derive import cache
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
+from ..trace.memory import export_counters
 from .xprof_costs import device_costs, stat_columns
 from ..trace.sorting import unique
 
@@ -124,18 +128,16 @@ def xprof_columns(trace: Trace) -> dict[str, tuple[np.ndarray, list[Any]]]:
 
 
 def _groups(trace: Trace, steps: Any) -> dict[str, tuple[np.ndarray, list[Any]]]:
-    """group_id (the step number) on step markers, host events in steps, and device
-    activity launched in a step; step_name on the markers."""
-    v = device_view(trace)
+    """group_id (the step number) on step markers, host events in steps, and every event
+    of a device plane in a step (``device_groups``); step_name on the markers."""
     ev = trace.events
     host = np.array([p.kind == "host" for p in trace.planes], bool)[trace.track_plane[ev["track"]]]
     derived = np.array([t.kind == "derived" for t in trace.tracks], bool)[ev["track"]]
     group = np.full(trace.n_events, -1, np.int64)
     hrows = np.flatnonzero(host & ~derived)
     group[hrows] = steps.of(ev["start_ns"][hrows])
-    if len(v.rows):
-        lstart = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)
-        group[v.rows] = steps.of(lstart)
+    dg = device_groups(trace)
+    group[dg.rows] = dg.step
     group[steps.rows] = np.arange(len(steps))
     rows = np.flatnonzero(group >= 0)
     names = [f"{trace.strings[ev['name'][r]]}" for r in steps.rows.tolist()]
@@ -150,24 +152,137 @@ STEP_LINE_ID = 0xDEADBEEF - (1 << 32)  # an int in C++: -559038737
 STEP_LINE_NAME = "Steps"
 
 
-def device_step_spans(trace: Trace) -> dict[int, list[tuple[int, str, int, int]]]:
-    """Per device plane: (group id = step number, name, start, end) of the device activity
-    launched in each step — the markers of XProf's device "Steps" line."""
+@dataclass
+class DeviceGroups:
+    """The step (index into ``cache.steps``) of what the writer puts on device planes."""
+
+    rows: np.ndarray  # event rows on device planes that belong to a step
+    step: np.ndarray  # their step index
+    counters: np.ndarray  # per sample of ``export_counters`` (in its order): step index, -1 = none
+    spans: dict[int, list[tuple[int, int, int]]]  # device plane -> (step index, first, last) in time order
+
+
+def device_groups(trace: Trace) -> DeviceGroups:
+    """Which step every event and counter sample of a device plane belongs to, for
+    XProf's ``group_id``.
+
+    XProf (``derived_timeline``: ``ProcessUngroupedEvents``, ``DeriveStepEventsFromGroups``)
+    sorts every event of a GPU plane by time, gives each event without a ``group_id`` the
+    group of the event before it, and makes its device step markers from the runs of
+    consecutive events of one group; its step time is the longest marker of the step.
+    An event left ungrouped therefore stretches the step before it: a step's device
+    annotation (``gpu_user_annotation``), which starts at the step's first kernel, ran
+    the step before on to it. So every event is grouped here, as polyprof attributes it:
+
+    - device activity by its launch: the step whose host span holds the launching call
+      (polyprof's step attribution);
+    - anything else on the plane (annotations, activity launched outside every step,
+      counter samples) by time: the step whose device span (first to last activity
+      launched in it) holds it; in a gap between two steps, the nearer one; after the
+      last, the last (as XProf would); before the first, none (XProf leaves it so too).
+
+    The spans (the markers of the writer's own Steps line) cover everything grouped, so
+    they hold every marker XProf derives from these groups and are the step times XProf
+    shows."""
+    return cache.memo(trace, "xprof_device_groups", _device_groups)
+
+
+def _device_groups(trace: Trace) -> DeviceGroups:
     steps = cache.steps(trace)
+    c = export_counters(trace)
+    none = DeviceGroups(np.zeros(0, np.int64), np.zeros(0, np.int64), np.full(len(c["ts_ns"]), -1, np.int64), {})
     v = device_view(trace)
     if not len(steps) or not len(v.rows):
-        return {}
+        return none
     ev = trace.events
     lstart = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)
-    g = steps.of(lstart)
+    launched = steps.of(lstart)
+    is_device = np.array([p.kind == "device" for p in trace.planes], bool)
+    ev_plane = trace.track_plane[ev["track"]].astype(np.int64)
+    on_device = np.flatnonzero(is_device[ev_plane])
+    group = np.full(trace.n_events, -1, np.int64)
+    group[v.rows] = launched
+    c_plane = np.asarray(c["plane"], np.int64)
+    c_group = np.full(len(c_plane), -1, np.int64)
+    spans: dict[int, list[tuple[int, int, int]]] = {}
+    starts, ends = ev["start_ns"].astype(np.int64), (ev["start_ns"] + ev["dur_ns"]).astype(np.int64)
+    for plane in unique(ev_plane[v.rows[launched >= 0]]).tolist():
+        if not is_device[plane]:
+            continue
+        rows = on_device[ev_plane[on_device] == plane]
+        act = rows[group[rows] >= 0]
+        ids, first, last = _spans(group[act], starts[act], ends[act])
+        rest = rows[group[rows] < 0]
+        group[rest] = _by_time(starts[rest], ids, first, last)
+        csel = np.flatnonzero(c_plane == plane)
+        c_group[csel] = _by_time(np.asarray(c["ts_ns"], np.int64)[csel], ids, first, last)
+        # the spans over everything grouped: the markers hold XProf's runs
+        mine = rows[group[rows] >= 0]
+        g = np.concatenate([group[mine], c_group[csel][c_group[csel] >= 0]])
+        lo = np.concatenate([starts[mine], np.asarray(c["ts_ns"], np.int64)[csel][c_group[csel] >= 0]])
+        hi = np.concatenate([ends[mine], np.asarray(c["ts_ns"], np.int64)[csel][c_group[csel] >= 0]])
+        ids, first, last = _spans(g, lo, hi)
+        order = np.argsort(first, kind="stable")
+        spans[int(plane)] = [(int(ids[i]), int(first[i]), int(last[i])) for i in order.tolist()]
+    rows = on_device[group[on_device] >= 0]
+    return DeviceGroups(rows, group[rows], c_group, spans)
+
+
+def _spans(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(group, first start, last end) per group present."""
+    ids, inv = np.unique(group, return_inverse=True)
+    first = np.full(len(ids), np.iinfo(np.int64).max)
+    last = np.full(len(ids), np.iinfo(np.int64).min)
+    np.minimum.at(first, inv, start)
+    np.maximum.at(last, inv, end)
+    return ids, first, last
+
+
+def _by_time(t: np.ndarray, ids: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The group of each time by the groups' spans: the latest-starting span that holds
+    it; in a gap, the nearer neighbour (the later one on a tie); after every span, the
+    last; before every span, -1."""
+    if not len(t) or not len(ids):
+        return np.full(len(t), -1, np.int64)
+    order = np.argsort(first, kind="stable")
+    ids, first, last = ids[order], first[order], last[order]
+    reach = np.maximum.accumulate(last)  # spans may overlap (several streams)
+    i = np.searchsorted(first, t, side="right") - 1  # the latest span starting at or before t
+    out = np.full(len(t), -1, np.int64)
+    ok = i >= 0
+    j = np.maximum(i, 0)
+    inside = ok & (t <= last[j])
+    out[inside] = ids[j[inside]]
+    # in no span: the span before (the one reaching furthest) or the next one, whichever is nearer
+    gap = ok & ~inside
+    nxt = np.minimum(j + 1, len(ids) - 1)
+    has_next = gap & (j + 1 < len(ids))
+    prev_gap = t - reach[j]
+    next_gap = first[nxt] - t
+    take_next = has_next & (next_gap <= prev_gap)
+    out[take_next] = ids[nxt[take_next]]
+    keep_prev = gap & ~take_next
+    out[keep_prev] = ids[j[keep_prev]]
+    return out
+
+
+def device_step_spans(trace: Trace) -> dict[int, list[tuple[int, str, int, int]]]:
+    """Per device plane: (group id = step number, name, start, end) of each step's marker
+    on XProf's device "Steps" line, XProf's step time.
+
+    The step's span as polyprof has it (``cache.steps``: the host step) where it holds
+    everything of the step on the device (``device_groups``): a step the host waits for,
+    the rule XProf's own ``StepDetails::StepTime`` has for a host step marker that holds
+    the device's. Else (the device still runs the step after the host moved on) the
+    device span, as XProf derives its GPU steps. Either way the marker holds every marker
+    XProf derives from the ``group_id`` s written, so it is the one XProf's step time takes."""
+    steps = cache.steps(trace)
     out: dict[int, list[tuple[int, str, int, int]]] = {}
-    for plane in unique(v.plane[g >= 0]).tolist():
-        sel = (v.plane == plane) & (g >= 0)
-        gs = g[sel]
-        first = np.full(len(steps), np.iinfo(np.int64).max)
-        last = np.full(len(steps), np.iinfo(np.int64).min)
-        np.minimum.at(first, gs, v.start[sel])
-        np.maximum.at(last, gs, v.end[sel])
-        out[int(plane)] = [(int(steps.number[i]), str(int(steps.number[i])), int(first[i]), int(last[i]))
-                           for i in unique(gs).tolist()]
+    for plane, spans in device_groups(trace).spans.items():
+        marks = []
+        for i, first, last in spans:
+            h0, h1 = int(steps.start[i]), int(steps.end[i])
+            lo, hi = (h0, h1) if h0 <= first and last <= h1 else (first, last)
+            marks.append((int(steps.number[i]), str(int(steps.number[i])), lo, hi))
+        out[plane] = marks
     return out

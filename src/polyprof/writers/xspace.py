@@ -29,7 +29,8 @@ from ..trace.core import Trace
 from ..trace.memory import export_counters
 from ..formats import xprof_memory
 from .xprof_names import line_homes, write_order, written_names
-from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_step_spans
+from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_groups, device_step_spans
+from ..derive import cache
 from ..formats.xspace import names as N
 from ..outfile import write_file
 from ..formats.xspace.encode import encode_events
@@ -124,8 +125,6 @@ def _plan(trace: Trace, meta_x: dict[str, Any], compiled: bool) -> tuple[_Plan, 
         first = min(first, int(c["ts_ns"].min())) if n else int(c["ts_ns"].min())
         last = max(last, int(c["ts_ns"].max()))
     if last - first > N.MAX_SPAN_NS:  # XEvent offsets are int64 ps
-        from ..derive import cache  # the steps, only to word this refusal
-
         named = ", ".join(sorted({s.label for s in trace.sources if s.label})) or "the trace"
         what = "a window of it (--steps) or another format" if len(cache.steps(trace)) else \
             "it in another format (it has no steps to export a window of)"
@@ -313,6 +312,13 @@ def _added_here(plan: _Plan, plane: int) -> list[str]:
 
 
 def _write_counters(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
+    """The plane's counter samples as instants on polyprof's counter line, the value in a
+    stat. XProf takes an event whose name reads as ``name:type`` for a framework op
+    wherever it is, so a counter named so (``memory.allocated_bytes:torch``) is written
+    under a name XProf does not parse (``counter_event_name``) and shown, and read back,
+    by its own name (the display name). On a device plane the samples carry the
+    ``group_id`` of their step (``xprof_stats.device_groups``): XProf would otherwise
+    give them the group of the event before them and stretch that step."""
     c = plan.counters
     sel = np.flatnonzero(c["plane"] == p.id) if len(c["ts_ns"]) else np.zeros(0, np.int64)
     if not len(sel):
@@ -324,18 +330,43 @@ def _write_counters(plan: _Plan, p: Any, xp: Any, pw: PlaneWriter) -> None:
     base = int(ts.min())
     xl.timestamp_ns = base - plan.origin
     strings = plan.trace.strings
-    mids = np.asarray([pw.event_id(strings[nm]) for nm in c["name"][sel].tolist()], np.int64)
+    mids = np.asarray([pw.event_id(strings[nm], counter_event_name(strings[nm])) for nm in c["name"][sel].tolist()],
+                      np.int64)
     n = len(sel)
-    data = encode_events(mids, (ts - base) * 1000, np.zeros(n, np.int64), np.ones(n, np.int64),
-                         np.full(n, pw.stat_id(N.STAT_COUNTER_VALUE), np.int64), np.ones(n, np.uint8),
-                         np.zeros(n, np.int64), c["value"][sel], [], compiled=plan.compiled)
+    grouped = p.kind == "device" and GROUP_ID not in plan.trace.stats and len(cache.steps(plan.trace))
+    groups = device_groups(plan.trace).counters[sel] if grouped else np.full(n, -1, np.int64)
+    has = groups >= 0
+    counts = 1 + has.astype(np.int64)
+    first = np.cumsum(counts) - counts  # each sample's first stat: the value, then its group
+    k = int(counts.sum())
+    st_mid = np.full(k, pw.stat_id(N.STAT_COUNTER_VALUE), np.int64)
+    kind = np.ones(k, np.uint8)
+    ints, dbls = np.zeros(k, np.int64), np.zeros(k, np.float64)
+    dbls[first] = c["value"][sel]
+    if has.any():
+        gs = first[has] + 1
+        st_mid[gs] = pw.stat_id(GROUP_ID)
+        kind[gs] = 3  # int64_value
+        ints[gs] = cache.steps(plan.trace).number[groups[has]]
+    data = encode_events(mids, (ts - base) * 1000, np.zeros(n, np.int64), counts, st_mid, kind, ints, dbls, [],
+                         compiled=plan.compiled)
     xl.MergeFromString(data)
+
+
+def counter_event_name(name: str) -> str:
+    """The XEventMetadata name of a counter: ``name`` itself unless XProf would read it as
+    an op (``tsl ParseTfOpFullname``: ``name:type``, or a name starting ``memcpy``);
+    then ``name`` with ``:`` as ``/``, after "counter ". "" = the name itself."""
+    if ":" not in name and not name.lower().startswith("memcpy"):
+        return ""
+    return "counter " + name.replace(":", "/")
 
 
 def _write_step_line(xp: Any, pw: PlaneWriter, spans: list[tuple[int, str, int, int]], origin: int,
                      base: int) -> None:
-    """XProf's derived "Steps" line of a device: one event per step, over the device
-    activity launched in it, with the step's group id (``xprof_stats``)."""
+    """XProf's derived "Steps" line of a device: one marker per step with the step's group
+    id (``xprof_stats.device_step_spans``: the host step where it holds the step's device
+    activity, else that activity's span)."""
     xl = xp.lines.add()
     xl.id = STEP_LINE_ID
     xl.name = STEP_LINE_NAME
