@@ -122,3 +122,16 @@ def test_torchrun_gloo_pipeline_shows_transfers(tmp_path):
     one = build(polyprof.load(files[1]), "auto").tables["transfers"]  # one rank's own view
     assert sorted(zip(*(one[c].tolist() for c in ("src", "dst", "op", "bytes", "count")))) == [
         (0, 1, "recv", 8192, 9), (1, 0, "send", 8192, 9)]
+    # the Kineto export says each file's rank (distributedInfo), so HTA reads the job's two
+    # ranks: without it HTA took every file for rank 0 ("default to rank = 0") and kept one
+    job = tmp_path / "kineto"
+    job.mkdir()
+    for f in files:
+        r = subprocess.run([sys.executable, "-m", "polyprof", "export", str(f), "-f", "kineto", "-o",
+                            str(job / (f.stem + ".json"))], env={**os.environ, "PYTHONPATH": str(SRC)},
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+    infos = [json.loads(p.read_text())["distributedInfo"] for p in sorted(job.glob("*.json"))]
+    assert infos == [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}]
+    hta = pytest.importorskip("hta.trace_analysis")
+    assert sorted(hta.TraceAnalysis(trace_dir=str(job)).t.traces) == [0, 1]

@@ -72,6 +72,15 @@ def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
     return None
 
 
+def launcher_world_size(environ: Mapping[str, str] | None = None) -> int | None:
+    """The number of processes the launcher started (its first size variable set)."""
+    env = os.environ if environ is None else environ
+    for _, size in RANK_VARIABLES:
+        if env.get(size, "").isdigit():
+            return int(env[size])
+    return None
+
+
 def per_rank(path: Path, environ: Mapping[str, str] | None = None) -> Path:
     """The output of this rank: ``{rank}`` in the name replaced, else ``.rankN`` put before
     the suffix (``train.polyprof`` -> ``train.rank3.polyprof``) when a launcher (torchrun,

@@ -398,6 +398,9 @@ class Session:
         rank = rank_from_env()
         if rank is not None:
             info["rank"] = rank
+            size = output_mod.launcher_world_size()
+            if size is not None:
+                info["world_size"] = size
         return info
 
     def _after_fork_in_child(self) -> None:

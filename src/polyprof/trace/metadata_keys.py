@@ -65,7 +65,7 @@ REFERENCE_CLOCK = "CLOCK_MONOTONIC"
 # --- a live session (collect/session.py) -------------------------------------------
 POLYPROF_VERSION = _key("polyprof_version", str, SOURCE, "the polyprof that recorded the trace")
 CLOCK_NAME = _key("clock", str, SOURCE, "the clock of the times: CLOCK_MONOTONIC (live), wall, xspace...")
-SESSION = _key("session", dict, SOURCE, "start_ns, stop_ns, pid, hostname, argv, rank of the recording session")
+SESSION = _key("session", dict, SOURCE, "start_ns, stop_ns, pid, hostname, argv, rank, world_size of the recording session")
 WALL_ANCHOR = _key("wall_anchor", dict, SOURCE, "mono_ns, wall_ns, uncertainty_ns: a session time and the "
                    "wall-clock time read with it")
 PLUGINS = _key("plugins", dict, SOURCE, "plugin name -> what became of it (ok, failed, unavailable: why)")

@@ -11,6 +11,7 @@ host planes keep their process id; ``ts``/``dur`` are µs relative to
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +128,7 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
     meta = trace.metadata
     doc: dict[str, Any] = {"schemaVersion": meta.get(mkeys.SCHEMA_VERSION, 1),
                            "deviceProperties": device_properties(trace)}
-    dist = meta.get(mkeys.DISTRIBUTED_INFO)
-    if not isinstance(dist, dict):
-        dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
+    dist = _distributed_info(trace)
     if dist:
         doc["distributedInfo"] = dist
     doc["traceEvents"] = out
@@ -138,6 +137,23 @@ def to_kineto(trace: Trace) -> dict[str, Any]:
     doc["baseTimeNanoseconds"] = base
     doc["polyprof"] = {"clock": meta.get(mkeys.CLOCK_NAME, ""), "wall_shift_ns": shift}
     return doc
+
+
+def _distributed_info(trace: Trace) -> dict[str, Any]:
+    """Kineto's ``distributedInfo``: the one the trace was read with, else its top-level
+    keys, else the rank (and world size) of the recording session (``polyprof run`` under
+    torchrun): HTA reads a job's rank files by it (without, every file is rank 0)."""
+    meta = trace.metadata
+    dist = meta.get(mkeys.DISTRIBUTED_INFO)
+    if isinstance(dist, dict):
+        return dist
+    dist = {k: meta[k] for k in ("backend", "rank", "world_size") if k in meta}
+    session = meta.get(mkeys.SESSION)
+    if "rank" not in dist and len(trace.sources) == 1 and trace.sources[0].rank is not None:
+        dist["rank"] = int(trace.sources[0].rank)
+        if isinstance(session, dict) and isinstance(session.get("world_size"), int):
+            dist["world_size"] = session["world_size"]
+    return dist
 
 
 def _name_records(trace: Trace, pids: list[int], tids: list[int]) -> list[dict[str, Any]]:
@@ -272,6 +288,11 @@ def _device_args(trace: Trace, args: list[dict[str, Any] | None], track_tid: np.
 
 
 def write(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` as Kineto JSON (gzipped when the name ends with ``.gz``)."""
+    """Write ``trace`` as Kineto JSON (gzipped when the name ends with ``.gz``). The
+    ``distributedInfo`` is spaced as Kineto writes it (``"rank": 1``): HTA finds a file's
+    rank with a pattern that needs the space, and took every compact file for rank 0."""
     path = Path(path)
-    return write_json(to_kineto(trace), path)
+    doc = to_kineto(trace)
+    if isinstance(doc.get("distributedInfo"), dict):
+        doc["distributedInfo"] = orjson.Fragment(json.dumps(doc["distributedInfo"], default=str))
+    return write_json(doc, path)
