@@ -978,3 +978,41 @@ def test_new_or_repeated_calls_are_called_the_programs_change():
     text = " ".join(d.verdict)
     assert "B runs other work: kernel kernel_020 new" in text and "the program changed" in text
     assert "change of the machine or of its load looks like" not in text
+
+
+def test_calls_that_come_and_go_with_scheduling_are_not_the_programs_change():
+    """A runtime's waits and polls are called as often as scheduling makes them (JAX's
+    CPU thread pool: ``Wait: pending_threads=2/4`` 8.43 then 7.29 times per step in two
+    runs of one script): the verdict called such a count "other work ... the program
+    changed". Only a row called the same number of times in every step of each side
+    tells a program's change; the kernel added to every step of B still does."""
+    from polyprof.trace import TraceBuilder
+
+    def run(rng: np.random.Generator, polls: list[int], extra: bool = False):
+        b = TraceBuilder()
+        host = b.plane("/host:CPU", "host", pid=100)
+        th = b.track(host, "main", "thread", tid=1)
+        gpu = b.plane("/device:GPU:0", "device", vendor="nvidia", index=0)
+        s7 = b.track(gpu, "stream 7", "stream", tid=7)
+        for k, n in enumerate(polls):
+            o = k * 10_000_000
+            b.event(th, f"ProfilerStep#{k}", o, 9_000_000, "user_annotation")
+            t = o + 1000
+            for i, d in enumerate((rng.lognormal(0.0, 0.02, 5) * 400_000).astype(np.int64).tolist()):
+                b.event(s7, f"kernel_{i}", t, d, "kernel", stream=7, device=0)
+                t += d + 500
+            for _ in range(n + (2 if extra else 0)):
+                name = "extra_kernel" if extra and _ >= n else "poll"
+                b.event(s7, name, t, 300_000, "kernel", stream=7, device=0)
+                t += 300_500
+        return b.build()
+
+    rng = np.random.default_rng(5)
+    a = run(rng, [5, 3, 6, 4, 5, 3, 6, 4, 5, 3, 6, 4])
+    b = run(rng, [1, 2, 1, 2, 1, 3, 1, 2, 1, 2, 1, 2])  # fewer polls per step, not in every step alike
+    d = diff(a, b)
+    steady = dict(zip(d.tables["kernels"]["name"].tolist(), d.tables["kernels"]["steady_calls"].tolist()))
+    assert steady == {"poll": False, **{f"kernel_{i}": True for i in range(5)}}
+    assert "B runs other work" not in " ".join(d.verdict)
+    d = diff(a, run(rng, [5, 3, 6, 4, 5, 3, 6, 4, 5, 3, 6, 4], extra=True))  # 2 more calls in every step
+    assert "B runs other work: kernel extra_kernel new" in " ".join(d.verdict)

@@ -18,7 +18,8 @@ some; 0 when neither has any),
 ``p_value`` (the row's test), ``p_adjusted`` (Holm, across the rows tested),
 ``significant`` (None when nothing could be tested), ``change`` ("slower", "faster" or
 ""), ``reason`` (why a row is not called changed), ``rank_decided`` (the rank whose own
-test called the row, -1 otherwise), ``variants``, ``raw_names``. Significant rows come
+test called the row, -1 otherwise), ``steady_calls`` (every step of each side calls it
+the same number of times), ``variants``, ``raw_names``. Significant rows come
 first (largest per-step change first), then the others by ``|delta_total_ns|``.
 
 A row is called changed when all three hold (docs/analysis.md, "Diff of two runs"):
@@ -261,6 +262,7 @@ class TableSums:
     pair_name: np.ndarray  # index into names
     pair_step: np.ndarray  # step index in this trace
     pair_total: np.ndarray
+    pair_count: np.ndarray  # the calls in that step
 
 
 @dataclass
@@ -296,7 +298,8 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
         tables[table] = TableSums(
             [trace.strings[i] for i in ids.tolist()],
             e.kind[first].astype(np.int64) if e.kind is not None else np.full(len(ids), -1, np.int64),
-            np.bincount(inv, minlength=len(ids)).astype(np.int64), total, pair // n_steps, pair % n_steps, psum)
+            np.bincount(inv, minlength=len(ids)).astype(np.int64), total, pair // n_steps, pair % n_steps, psum,
+            np.bincount(pinv, minlength=len(pair)).astype(np.int64))
     return TraceSums(_rank(trace), len(trace.sources), trace.n_events,
                      (steps.end - steps.start).astype(np.int64), tables, label(trace, window),
                      int(trace.span_ns[1] - trace.span_ns[0]) if trace.n_events else 0)
@@ -347,7 +350,7 @@ class _Collector:
             g = self._keys(table, t)
             self.parts.setdefault((side, table), []).append(
                 (g, t.count, t.total, g[t.pair_name], offset + t.pair_step, t.pair_total,
-                 np.full(len(g), trace_no)))
+                 np.full(len(g), trace_no), t.pair_count))
 
     def _keys(self, table: str, t: TableSums) -> np.ndarray:
         """Index in the table's vocabulary of each of ``t``'s raw names (normalised)."""
@@ -396,13 +399,23 @@ class _Collector:
         n = len(self.index[table])
         labels = self.trace_of[side] if whole else self.step_of[side]
         x = np.zeros((n, len(labels)))
-        for g, _, t, pk, ps, psum, trace_no in self.parts.get((side, table), []):
+        for g, _, t, pk, ps, psum, trace_no, _ in self.parts.get((side, table), []):
             if whole:
                 np.add.at(x, (g, trace_no), t)
             else:
                 np.add.at(x, (pk, ps), psum)
         lab = np.array(labels, np.int64).reshape(-1, 2)
         return Samples(x, lab[:, 0], lab[:, 1])
+
+    def steady_calls(self, side: str, table: str) -> np.ndarray:
+        """Per name: whether every step of the side calls it the same number of times (0
+        included). A program calls its ops so; a runtime's waits and polls, which
+        scheduling makes, vary from step to step."""
+        n, k = len(self.index[table]), len(self.step_of[side])
+        x = np.zeros((n, k), np.int64)
+        for *_, pk, ps, _, _, pcount in self.parts.get((side, table), []):
+            np.add.at(x, (pk, ps), pcount)
+        return x.min(axis=1) == x.max(axis=1) if k else np.ones(n, bool)
 
     def step_samples(self, side: str, whole: bool) -> Samples:
         values = self.span_ns[side] if whole else self.step_ns[side]
@@ -435,6 +448,7 @@ class _Collector:
             "step_mean_ns_b": c.mean_b, "step_delta_ns": step_delta, "rel_change": rel, "p_value": c.p,
             "p_adjusted": p_adj, "significant": sig, "change": change, "reason": reason,
             "rank_decided": c.rank_decided.astype(np.int64),
+            "steady_calls": self.steady_calls("a", table) & self.steady_calls("b", table),
             "variants": np.array([len(r) for r in raw], np.int64), "raw_names": _objects(raw)})
         sig_first = np.array([s is True for s in sig.tolist()], bool)
         key = np.where(sig_first, -np.abs(np.nan_to_num(step_delta)), 0.0)

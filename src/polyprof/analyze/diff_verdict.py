@@ -98,14 +98,18 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
                 fmt_ns: Callable[[float], str]) -> list[str]:
     """Rows only a change of the program makes, largest first: new or gone, or called
     a different number of times per step (by at least one call and 10%), among those
-    taking at least ``floor_ns`` per step on one side."""
+    taking at least ``floor_ns`` per step on one side and called the same number of
+    times in every step of each side (``steady_calls``): a runtime's waits and polls
+    (XLA's CPU thread pool's ``Wait: pending_threads=2/4``) come and go with scheduling,
+    in two runs of one program too."""
     sa, sb = max(int(st.get("steps_a") or 0), 1), max(int(st.get("steps_b") or 0), 1)
     found: list[tuple[float, str]] = []
     for t, df in tables.items():
-        for name, ca, cb, a, b in zip(column(df, "name").tolist(), column(df, "count_a").tolist(),
-                                      column(df, "count_b").tolist(), column(df, "step_mean_ns_a").tolist(),
-                                      column(df, "step_mean_ns_b").tolist()):
-            if max(a, b) < floor_ns:
+        for name, ca, cb, a, b, steady in zip(
+                column(df, "name").tolist(), column(df, "count_a").tolist(), column(df, "count_b").tolist(),
+                column(df, "step_mean_ns_a").tolist(), column(df, "step_mean_ns_b").tolist(),
+                column(df, "steady_calls").tolist()):
+            if max(a, b) < floor_ns or not steady:
                 continue
             pa, pb = ca / sa, cb / sb
             label = f"{LABELS[t]} {str(name)[:60]}"
