@@ -238,3 +238,30 @@ def test_memory_and_counters_follow_the_window():
     rss = cs.loc["process.rss_bytes"]
     assert steps.start[1] <= rss["first_ns"] and rss["last_ns"] < steps.end[-1]
     assert rss["samples"] < whole_cs.loc["process.rss_bytes", "samples"]
+
+
+def test_a_long_warm_up_is_said_with_its_length(tmp_path):
+    """A jitted program's first step compiles (JAX here; torch.compile's took 28.1 s of a
+    28.2 s run in the sweep): skipped as warm-up, it was said as any warm-up, so the run's
+    biggest cost went unmentioned. The label says its length and share."""
+    pytest.importorskip("jax")
+    import subprocess
+    import sys
+
+    script = tmp_path / "jitted.py"
+    script.write_text("import jax, jax.numpy as jnp, polyprof\n"
+                      "f = jax.jit(lambda a: jnp.tanh(a @ a).sum())\n"
+                      "x = jnp.ones((64, 64))\n"
+                      "for _ in range(6):\n"
+                      "    f(x).block_until_ready()\n"
+                      "    polyprof.step()\n")
+    out = tmp_path / "j.polyprof"
+    p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host", "-o",
+                        str(out), str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    t = polyprof.load(out)
+    took = cache.steps(t).end - cache.steps(t).start
+    assert took[0] > 5 * np.median(took[1:])  # the import of jax and the compilation
+    label = select(t, AUTO).label
+    assert "first step skipped: warm-up, " in label and "x the median step and " in label, label
+    assert "(compilation, autotuning, caches); --skip-first 0 keeps it" in label

@@ -148,6 +148,25 @@ def _label(steps: Steps, index: np.ndarray, why: str) -> str:
     return f"{text} ({why})" if why else text
 
 
+#: a first step this many times the median of the others is said with its length: it is
+#: most of the run (torch.compile's or XLA's compilation, autotuning, caches), and
+#: skipping it as warm-up should not hide that
+LONG_WARM_UP = 5.0
+
+
+def _skipped(steps: Steps) -> str:
+    """The label's words for the first step, skipped as warm-up."""
+    took = (steps.end - steps.start).astype(np.int64)
+    first, rest = int(took[0]), float(np.median(took[1:])) if len(took) > 1 else 0.0
+    if rest <= 0 or first < LONG_WARM_UP * rest:
+        return "first step skipped: warm-up"
+    from .units import fmt_ns
+
+    share = first / max(int(steps.end[-1] - steps.start[0]), 1)
+    return (f"first step skipped: warm-up, {fmt_ns(first)}, {first / rest:,.0f}x the median step and "
+            f"{share:.1%} of the steps' time (compilation, autotuning, caches)")
+
+
 def select(trace: Trace, window: WindowArg) -> Selection:
     """Which steps ``window`` selects in ``trace`` (see the module doc)."""
     steps = cache.steps(trace)
@@ -162,16 +181,15 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         if trace.metadata.get(mkeys.SCHEDULE):  # recorded by a schedule: its warm-up is not in the trace
             return Selection(every, _label(steps, every, "the steps the schedule recorded"), False)
         if len(steps) >= AUTO_MIN_STEPS:
-            return Selection(every[1:], _label(steps, every[1:], "first step skipped: warm-up; "
-                                                                 "--skip-first 0 keeps it"), True,
-                             lo=int(steps.start[1]), hi=int(steps.end[-1]))
+            return Selection(every[1:], _label(steps, every[1:], f"{_skipped(steps)}; --skip-first 0 keeps it"),
+                             True, lo=int(steps.start[1]), hi=int(steps.end[-1]))
         return Selection(every, _label(steps, every, ""), False)
     said = window.text()
     if window.skip_first is None:  # AUTO's rule, under this window's span and rounding
         warm = (window.start is None and window.stop is None and len(steps) >= AUTO_MIN_STEPS
                 and not trace.metadata.get(mkeys.SCHEDULE))
         window = window._replace(skip_first=int(warm))
-        said = ("first step skipped: warm-up; " if warm else "") + window._replace(skip_first=0).text()
+        said = (f"{_skipped(steps)}; " if warm else "") + window._replace(skip_first=0).text()
     if not len(steps) and window.start is None and window.stop is None and not window.skip_first:
         return Selection(every, _label(steps, every, window.text()), window.span != "steps" or window.round_us,
                          window.span, round_us=window.round_us)
