@@ -17,7 +17,7 @@ import numpy as np
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from .device_list import device_properties
-from .jsonfile import write_json
+from .jsonfile import EXACT_IN_JS, write_json
 from ..trace import metadata_keys as mkeys
 
 
@@ -25,7 +25,7 @@ def _pids(trace: Trace) -> list[int]:
     used: set[int] = set()
     out = []
     for p in trace.planes:
-        pid = p.pid if p.pid and p.pid not in used else 1_000_000 + p.id
+        pid = p.pid if p.pid and p.pid not in used and 0 < p.pid <= EXACT_IN_JS else 1_000_000 + p.id
         used.add(pid)
         out.append(pid)
     return out
@@ -35,7 +35,7 @@ def _tids(trace: Trace) -> list[int]:
     used: set[tuple[int, int]] = set()
     out = []
     for t in trace.tracks:
-        tid = t.tid if (t.plane, t.tid) not in used and t.tid >= 0 else 2_000_000 + t.id
+        tid = t.tid if (t.plane, t.tid) not in used and 0 <= t.tid <= EXACT_IN_JS else 2_000_000 + t.id
         used.add((t.plane, tid))
         out.append(tid)
     return out

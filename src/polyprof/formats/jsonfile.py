@@ -19,6 +19,12 @@ def _default(o: Any) -> Any:
     raise TypeError(f"Type is not JSON serializable: {type(o).__name__}")
 
 
+#: the largest integer a JavaScript number (a trace viewer's, HTA's pandas float) holds
+#: exactly: a thread or process id above it is renumbered in what is written for viewers
+#: (JAX's hashed 64-bit thread ids)
+EXACT_IN_JS = (1 << 53) - 1
+
+
 def write_json(doc: Any, path: str | Path) -> Path:
     path = Path(path)
     try:

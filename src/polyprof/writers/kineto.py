@@ -24,7 +24,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from ..formats.device_list import device_properties
-from ..formats.jsonfile import write_json
+from ..formats.jsonfile import EXACT_IN_JS, write_json
 from ..trace import metadata_keys as mkeys
 
 #: polyprof stat key -> Kineto arg name (the reader's mapping, reversed).
@@ -57,7 +57,7 @@ def _ids(trace: Trace) -> tuple[list[int], list[int]]:
         if p.kind == "device":
             pid = p.index
         else:
-            pid = p.pid if isinstance(p.pid, int) and p.pid > 0 else 1_000_000 + p.id
+            pid = p.pid if isinstance(p.pid, int) and 0 < p.pid <= EXACT_IN_JS else 1_000_000 + p.id
         while pid in used:
             pid += 1_000_000
         used.add(pid)
@@ -66,7 +66,7 @@ def _ids(trace: Trace) -> tuple[list[int], list[int]]:
     seen: set[tuple[int, int]] = set()
     for t in trace.tracks:
         tid = t.tid if isinstance(t.tid, int) else 0
-        if tid < 0 or (t.plane, tid) in seen:
+        if not 0 <= tid <= EXACT_IN_JS or (t.plane, tid) in seen:
             tid = 2_000_000 + t.id
         seen.add((t.plane, tid))
         tids.append(tid)
