@@ -229,3 +229,23 @@ def test_a_program_that_never_uses_jax(tmp_path) -> None:
     t = polyprof.load(tmp_path / "p.polyprof")
     assert t.metadata["jax"] == {"jax_used": False}
     assert not [w for w in t.metadata.get("warnings", []) if "jax" in str(w)], t.metadata.get("warnings")
+
+
+def test_jax_calls_are_on_the_programs_thread(session) -> None:
+    """JAX numbers its host threads by a hash of its own and names the main one after the
+    process: the main thread's JAX calls were a thread of their own ("polyprof",
+    -7129835086377936097), apart from the sections made on it. Its line now has the OS
+    thread id and name, so sections and JAX calls are one thread."""
+    import threading
+
+    from polyprof.derive.memo import threads
+
+    trace = session.trace
+    names, cats = trace.names(), trace.categories()
+    thread_of = threads(trace)[trace.events["track"]]
+    section = np.flatnonzero((cats == keys.CAT_SECTION) & (names == "train_step"))
+    pjit = np.flatnonzero(np.char.startswith(names.astype(str), "PjitFunction"))
+    assert len(pjit) >= STEPS
+    assert set(thread_of[section].tolist()) == set(thread_of[pjit].tolist())
+    line = trace.tracks[int(trace.events["track"][pjit[0]])]
+    assert (line.tid, line.name) == (threading.get_native_id(), "MainThread (jax)")

@@ -50,6 +50,10 @@ class JaxPlugin(Plugin):
     device_kinds = ("CPU", "GPU", "TPU")
     #: off unless asked for (`--plugins jax`): JAX's profiler records every XLA thread pool
     default = False
+    #: start and stop on the program's thread (as JAX's own start in the program's first JAX
+    #: call is): the clock markers made there tell which of JAX's thread lines is that
+    #: thread (``_name_threads``)
+    session_thread_only = True
 
     @staticmethod
     def conformance_workload(seconds: float) -> None:
@@ -88,6 +92,7 @@ class JaxPlugin(Plugin):
         self._hook: ImportHook | None = None
         self._wrapped: tuple[Any, Any, Any] | None = None  # (xla_bridge, its backends, the wrapper)
         self._brackets: list[tuple[str, int, int]] = []
+        self._bracket_threads: dict[str, tuple[int, str]] = {}  # "start"/"stop": (OS thread id, name)
         if "jax" in sys.modules:
             self._when_backends_exist()
         else:
@@ -143,6 +148,7 @@ class JaxPlugin(Plugin):
                     shutil.rmtree(self._logdir, ignore_errors=True)
                 raise
             self._brackets = self._bracket(jp, "start")
+            self._bracket_threads["start"] = _this_thread()
 
     def _unwrap(self) -> None:
         """JAX's ``backends`` back as it was (unless something wrapped it after us)."""
@@ -177,6 +183,7 @@ class JaxPlugin(Plugin):
 
         try:
             self._brackets += self._bracket(jp, "stop")
+            self._bracket_threads["stop"] = _this_thread()
         finally:
             jp.stop_trace()
 
@@ -250,10 +257,25 @@ class JaxPlugin(Plugin):
             clock.retime(trace, fit, record=False)
         return info
 
+    def _name_threads(self, trace: Trace, names: np.ndarray, markers: np.ndarray) -> None:
+        """JAX numbers its threads by a hash of its own (7606383263603107252) and names the
+        main one after the process: the line holding the clock markers made on a thread
+        gets that thread's OS id and name (``MainThread (jax)``), so its JAX calls are the
+        same thread as the program's sections, marks and torch ops there
+        (``derive.memo.threads``)."""
+        track = trace.events["track"]
+        for tag, (tid, name) in self._bracket_threads.items():
+            mine = markers & np.fromiter((str(n).startswith(f"{_SYNC}.{tag}.") for n in names), bool, len(names))
+            lines = np.unique(track[mine])
+            if len(lines) == 1 and trace.tracks[int(lines[0])].kind == "thread":
+                line = trace.tracks[int(lines[0])]
+                line.tid, line.name = tid, f"{name} (jax)"
+
     def _finish(self, trace: Trace, sync: dict[str, Any], kept: str | None) -> Trace:
         """Drop the markers and the file-level metadata that would override the session's."""
         names = trace.names() if trace.n_events else np.zeros(0, object)
         drop = np.fromiter((isinstance(n, str) and n.startswith(_SYNC) for n in names), bool, len(names))
+        self._name_threads(trace, names, drop)
         trace = _without_rows(trace, drop) if drop.any() else trace
         env = next((p for p in trace.planes if p.name == "Task Environment"), None)
         xs = dict(trace.metadata.get(mkeys.XSPACE, {}))
@@ -274,6 +296,10 @@ class JaxPlugin(Plugin):
             mkeys.record_fit(meta, plane, self.name, fit)
         trace.metadata = meta
         return trace
+
+
+def _this_thread() -> tuple[int, str]:
+    return threading.get_native_id(), threading.current_thread().name
 
 
 def _without_rows(trace: Trace, drop: np.ndarray) -> Trace:
