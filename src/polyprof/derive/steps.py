@@ -1,10 +1,13 @@
 """Training / inference steps, from whichever marker the trace has.
 
-Sources, first one found wins: PyTorch's ``ProfilerStep#N`` spans; polyprof's own
-steps (category ``step`` with a ``step`` stat, from ``polyprof.step()``); JAX / TF step
-annotations (host spans with a ``step_num`` or ``step`` stat). Each step is a host time
-interval; device activity belongs to the step in which its launch started (or, with
-no launch, in which it started itself).
+Sources, first one found wins: PyTorch's ``ProfilerStep#N`` spans; XProf's device step
+markers (the ``Steps`` line TensorFlow and XProf put on each GPU plane of an XSpace: one
+step per ``group_id``, as XProf's overview page counts them, see ``_device_steps``);
+polyprof's own steps (category ``step`` with a ``step`` stat, from ``polyprof.step()``);
+JAX / TF step annotations (host spans with a ``step_num`` or ``step`` stat). Each step
+is a time interval (on the host, but the device's for XProf's markers); device activity
+belongs to the step in which its launch started (or, with no launch, in which it
+started itself).
 
 Step numbers: each *occurrence* of a step is its own step. Marks of one number that
 overlap in time (one step marked on several threads) are one step with their widest
@@ -32,7 +35,7 @@ log = logging.getLogger("polyprof")
 
 
 #: how the header names each source
-_SAID = {"polyprof": "step events", "annotation": "step annotations"}
+_SAID = {"polyprof": "step events", "annotation": "step annotations", "xprof": "the device Steps line"}
 
 
 class Steps:
@@ -45,7 +48,7 @@ class Steps:
         self.start = start  # host start, ns
         self.end = end  # host end, ns
         self.rows = rows  # the event that marks each step
-        self.source = source  # "ProfilerStep", "polyprof", "annotation" or "" (no steps)
+        self.source = source  # "ProfilerStep", "xprof", "polyprof", "annotation" or "" (no steps)
         #: the trace's own step numbers when ``number`` had to be renumbered, else None
         self.original = original
 
@@ -56,8 +59,9 @@ class Steps:
 
     def describe(self) -> str:
         """The source, with a note when the numbers were renumbered (the header's text):
-        ``ProfilerStep``, ``step events`` (polyprof.step(), or an XSpace's step
-        annotations read as such) or ``step annotations`` (host spans with a step number)."""
+        ``ProfilerStep``, ``the device Steps line`` (XProf's device step markers),
+        ``step events`` (polyprof.step(), or an XSpace's step annotations read as such) or
+        ``step annotations`` (host spans with a step number)."""
         said = _SAID.get(self.source, self.source)
         if self.original is None:
             return said
@@ -200,7 +204,11 @@ def find_steps(trace: Trace) -> Steps:
             if ok.any():
                 return _make(trace, rows[ok], np.array([n for n, k in zip(nums, ok) if k], np.int64),
                              "ProfilerStep")
-    # 2. polyprof.step() and other "step" category events carrying a step number
+    # 2. XProf's device step markers (a TensorFlow GPU XSpace's "Steps" lines)
+    dev = _device_steps(trace)
+    if dev is not None:
+        return dev
+    # 3. polyprof.step() and other "step" category events carrying a step number
     rows = _primary(trace, trace.rows_of_kind(Kind.STEP))
     col = trace.stats.get(keys.STEP)
     if len(rows) and col is not None:
@@ -209,7 +217,7 @@ def find_steps(trace: Trace) -> Steps:
         rows, found = _in_range(trace, rows, col.lookup(rows)[1])
         if len(rows):
             return _make(trace, rows, found, "polyprof")
-    # 3. JAX / TF step annotations on the host
+    # 4. JAX / TF step annotations on the host
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     for key in ("step_num", keys.STEP):
         col = trace.stats.get(key)
@@ -221,6 +229,85 @@ def find_steps(trace: Trace) -> Steps:
         if len(rows):
             return _make(trace, rows, found, "annotation")
     return Steps(empty, empty, empty, empty, "")
+
+
+#: XProf's line ids (``kThreadIdDerivedMin`` = 0xdeadbeef, an ``int`` in C++, so negative
+#: in the file): the device step line, and the range of the lines XProf derives
+#: (``IsDerivedThreadId``: steps, launch stats, name scope, ops, modules, source...)
+_STEP_LINE_ID = 0xDEADBEEF - 2**32
+_DERIVED_LINE_IDS = (_STEP_LINE_ID, _STEP_LINE_ID + 31)
+#: names XProf classifies as copies or collectives, not compute (``ClassifyGpuEvent``:
+#: ``ParseTfOpFullname``'s memcpy prefixes, any case; ``nccl``)
+_NOT_COMPUTE = ("memcpyhtod", "memcpydtoh", "memcpydtod", "nccl")
+
+
+def _device_steps(trace: Trace) -> Steps | None:
+    """XProf's steps of a GPU XSpace (``ConvertDeviceTraceXPlaneToStepEvents``): each
+    device plane's step line (line id 0xdeadbeef, or a line named ``Steps``; TensorFlow
+    saves it, XProf derives it from the host's step grouping) marks a step by its
+    ``group_id``. A plane keeps the groups that also have device activity of that plane
+    (events with a ``correlation_id`` and that ``group_id`` on its other, non-derived
+    lines); the planes' groups are united; a group is a step when some of that activity
+    is compute (not a copy or NCCL, by XProf's names: ``ConvertStepDetailsToStepInfo``'s
+    well-formed step), and the step's span is its longest marker on any device
+    (``StepDetails::StepTime``, where XProf no longer widens it to a host marker on a
+    device profile). The step number is the group id, as XProf's ``stepnum``. None when
+    the trace has no such markers, or none of them qualifies (XProf then shows no steps;
+    polyprof goes on to the trace's other step marks)."""
+    gcol = trace.stats.get("group_id")
+    if gcol is None or gcol.kind not in "iu" or not len(gcol):
+        return None
+    ev = trace.events
+    tracks = trace.tracks
+    device = np.array([p.kind == "device" for p in trace.planes], bool)
+    t_dev = device[trace.track_plane] if len(tracks) else np.zeros(0, bool)
+    tid = np.array([t.tid for t in tracks], np.int64)
+    t_derived = np.array([t.kind == "derived" for t in tracks], bool)
+    t_steps = t_dev & ~t_derived & ((tid == _STEP_LINE_ID) | np.array([t.name == keys.LINE_STEPS for t in tracks],
+                                                                        bool))
+    g_rows, g_vals = gcol.rows, gcol.values.astype(np.int64)
+    g_track = ev["track"][g_rows]
+    mark = t_steps[g_track] & (ev["dur_ns"][g_rows] > 0)
+    if not mark.any():
+        return None
+    # device activity of a group: on a device plane's own lines, with a correlation id
+    lo, hi = _DERIVED_LINE_IDS
+    t_activity = t_dev & ~t_derived & ~t_steps & ~((tid >= lo) & (tid <= hi))
+    act = t_activity[g_track]
+    corr = trace.stats.get(keys.CORRELATION_ID)
+    if corr is None:
+        act[:] = False
+    else:
+        act &= corr.lookup(g_rows)[0]
+    act &= g_vals >= 0
+    plane_of = trace.track_plane[g_track]
+    names = trace.strings
+    uniq, inv = np.unique(ev["name"][g_rows[act]], return_inverse=True)
+    compute = np.zeros(len(g_rows), bool)
+    compute[act] = np.fromiter((not names[int(u)].lower().startswith(_NOT_COMPUTE) for u in uniq), bool,
+                               len(uniq))[inv.reshape(-1)]
+    m_rows, m_vals, m_plane = g_rows[mark], g_vals[mark], plane_of[mark]
+    keep = np.zeros(len(m_rows), bool)
+    computed = []  # the groups with compute on a plane that marks them
+    for p in unique(m_plane).tolist():  # each plane keeps its groups that have its activity (IntersectCombineStepEvents)
+        on = m_plane == p
+        here = act & (plane_of == p)
+        keep[on] = member(m_vals[on], unique(g_vals[here]))
+        computed.append(np.intersect1d(m_vals[on], g_vals[here & compute]))
+    keep &= member(m_vals, unique(np.concatenate(computed)))  # well-formed steps only
+    m_rows, m_vals = m_rows[keep], m_vals[keep]
+    if not len(m_rows):
+        return None
+    # one step per group: its longest marker, the first of equals in the file's order
+    dur = ev["dur_ns"][m_rows]
+    order = np.lexsort((m_rows, -dur, m_vals))
+    m_rows, m_vals = m_rows[order], m_vals[order]
+    first = np.r_[True, m_vals[1:] != m_vals[:-1]]
+    rows, nums = m_rows[first], m_vals[first]
+    start = ev["start_ns"][rows]
+    by_time = np.argsort(start, kind="stable")
+    rows, nums, start = rows[by_time], nums[by_time], start[by_time]
+    return Steps(nums, start, start + ev["dur_ns"][rows], rows, "xprof")
 
 
 def step_rows(trace: Trace) -> np.ndarray:

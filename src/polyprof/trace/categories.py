@@ -84,6 +84,7 @@ _BY_CATEGORY: dict[str, Kind] = {
     "mtia_ccp_events": Kind.KERNEL,  # MTIA command processor: told apart by name, see _BY_NAME
     "overhead": Kind.OTHER,
     "trace": Kind.OTHER,  # Kineto's own "PyTorch Profiler (0)" span
+    "xla_op_end": Kind.OTHER,  # XLA's CPU runtime's "end: <op>" mark (formats/xspace/xla.py)
 }
 
 #: Kinds that occupy a device: the "busy" in a temporal breakdown.

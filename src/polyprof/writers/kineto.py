@@ -255,11 +255,12 @@ def _profiler_steps(trace: Trace, names: list[str], cats: list[str], args: list[
     annotations) written as torch marks them, ``ProfilerStep#N`` of ``user_annotation``:
     HTA and TensorBoard's torch plugin find a trace's steps by that name alone. The
     event's own name and category stay in its args (``polyprof_name``,
-    ``polyprof_category``)."""
+    ``polyprof_category``). Not XProf's device step markers (a TensorFlow GPU XSpace's
+    ``Steps`` line): events of a device, where HTA looks for no step."""
     from ..derive import cache  # the steps, found only for a trace this export writes
 
     steps = cache.steps(trace)
-    if steps.source in ("", "ProfilerStep"):
+    if steps.source in ("", "ProfilerStep", "xprof"):
         return
     for r, n in zip(steps.rows.tolist(), steps.number.tolist()):
         a = args[r]

@@ -1,6 +1,7 @@
 """What XProf's and JAX's conventions mean, applied to a Trace just read: the wall-clock
 anchor, XProf's flow stats as flows, and the categories of host TraceMe events (steps,
-Python calls, CPU-backend HLO ops). polyprof's keys for XProf's stat names: ``deferred``."""
+Python calls, CPU-backend HLO ops and their completion marks). polyprof's keys for
+XProf's stat names: ``deferred``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ from .names import CAT_TRACEME
 from ...trace import metadata_keys as mkeys
 
 _FLOW_ID_MASK = (1 << 56) - 1
+
+#: XLA's CPU runtime (``ThunkExecutor::TracedExecute``) marks the moment each thunk's
+#: execution completes with a TraceMe named ``end: <op>``, a consumer of the op's own
+#: TraceMe (its ``_c`` is the op event's ``_p``, which XProf draws as a flow): a mark
+#: of that op, not a framework op. Its category (kind OTHER: not an op, not activity).
+CAT_OP_END = "xla_op_end"
+_OP_END_PREFIX = "end: "
 
 
 def wall_anchor(trace: Trace, task_env: dict[str, Any]) -> None:
@@ -106,6 +114,9 @@ def classify_host_events(trace: Trace, has_devices: bool) -> None:
         if len(rows):
             cat[rows] = sid("xla_op")
     names = trace.strings
+    end_rows = _op_end_rows(trace, is_tr, hlo)
+    if len(end_rows):
+        cat[end_rows] = sid(CAT_OP_END)
     py_names = np.fromiter((n.startswith("$") for n in names), bool, len(names))
     py_rows = np.flatnonzero(is_tr & py_names[trace.events["name"]])
     if len(py_rows):
@@ -115,3 +126,41 @@ def classify_host_events(trace: Trace, has_devices: bool) -> None:
         trace.__dict__.pop("_string_index", None)
         trace.__dict__.pop("kinds", None)
 
+
+def _op_end_rows(trace: Trace, is_tr: np.ndarray, hlo: Any) -> np.ndarray:
+    """TraceMe rows named ``end: <op>`` that end an XLA op of the trace: the consumer of
+    an HLO op event's context (``_c`` = its ``_p``, of the same type: ``_ct`` = ``_pt``),
+    or, where the context does not tell, named after an op of the trace (``hlo_op``)."""
+    names = trace.strings
+    is_end = np.fromiter((n.startswith(_OP_END_PREFIX) for n in names), bool, len(names))
+    if hlo is None or not len(hlo) or not is_end.any():
+        return np.zeros(0, np.int64)
+    rows = np.flatnonzero(is_tr & is_end[trace.events["name"]])
+    if not len(rows):
+        return rows
+    ok = np.zeros(len(rows), bool)
+    cons = _context(trace, rows, "_c", "_ct")
+    prod = _context(trace, hlo.rows, "_p", "_pt")
+    if cons is not None and prod is not None:
+        ok[cons[0]] = np.isin(cons[1], prod[1])
+    if not ok.all() and hlo.kind == "O":  # by the op's name
+        ops = set(np.unique(hlo.values.astype(str)).tolist())
+        rest = np.flatnonzero(~ok)
+        ok[rest] = [names[int(n)][len(_OP_END_PREFIX):] in ops for n in trace.events["name"][rows[rest]]]
+    return rows[ok]
+
+
+def _context(trace: Trace, rows: np.ndarray, id_key: str, type_key: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(positions in ``rows``, their (type, id) pairs as one comparable value) of the rows
+    carrying a TraceMe producer or consumer context (``_p``/``_pt``, ``_c``/``_ct``)."""
+    ids, types = trace.stats.get(id_key), trace.stats.get(type_key)
+    if ids is None or types is None or ids.kind not in "iu" or types.kind not in "iu":
+        return None
+    has_id, idv = ids.lookup(rows)
+    has_type, tv = types.lookup(rows)
+    both = has_id & has_type
+    pos = np.flatnonzero(both)
+    idv = idv[both[has_id]].astype(np.int64)
+    tv = tv[both[has_type]].astype(np.int64)
+    pairs = np.ascontiguousarray(np.stack([tv, idv], 1)).view(np.dtype((np.void, 16))).reshape(-1)
+    return pos, pairs
