@@ -233,3 +233,13 @@ def test_jax_cpu_op_ends_on_a_fresh_profile(tmp_path: Path) -> None:
     t = polyprof.load(files[0])
     _check_op_ends(t)
     assert find_steps(t).number.tolist() == [0, 1, 2]
+
+
+def test_tensorflows_derived_lines_are_derived():
+    """TensorFlow 2 saves XProf's derived lines under their old names (``TensorFlow
+    Ops``, ``TensorFlow Name Scope``): read as derived, as ``Framework Ops`` is, not as
+    streams of uncategorised events."""
+    t = polyprof.load(TF_GPU)
+    kinds = {(t.planes[tr.plane].name, tr.name): tr.kind for tr in t.tracks}
+    tf_lines = {k: v for k, v in kinds.items() if k[1] in ("TensorFlow Ops", "TensorFlow Name Scope")}
+    assert len(tf_lines) == 4 and set(tf_lines.values()) == {"derived"}, tf_lines

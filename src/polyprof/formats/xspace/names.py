@@ -28,6 +28,8 @@ LINE_KINDS: dict[str, str] = {
     keys.LINE_FRAMEWORK_OPS: "derived",
     keys.LINE_SOURCE: "derived",
     keys.LINE_SECTIONS: "derived",
+    "TensorFlow Name Scope": "derived",  # the two lines' names before XProf's "Framework ..." (TF 2 files)
+    "TensorFlow Ops": "derived",
 }
 
 #: Category of the events of a device line, by line name.
@@ -41,6 +43,8 @@ LINE_CATEGORIES: dict[str, str] = {
     keys.LINE_FRAMEWORK_OPS: keys.CAT_DERIVED,
     keys.LINE_SOURCE: keys.CAT_DERIVED,
     keys.LINE_SECTIONS: keys.CAT_DERIVED,
+    "TensorFlow Name Scope": keys.CAT_DERIVED,
+    "TensorFlow Ops": keys.CAT_DERIVED,
 }
 
 #: Category of host events that XProf would call TraceMe annotations.
