@@ -271,3 +271,28 @@ def test_path_totals_sort_names_as_numpys_text_without_the_text_array():
     keys = list(zip(column(t, "name").tolist(), column(t, "kind").tolist()))
     sums = column(t, "on_path_ns").tolist()
     assert sorted(zip([-s for s in sums], keys)) == list(zip([-s for s in sums], keys))  # ties by name, then kind
+
+
+def test_terminal_says_the_path_against_the_step():
+    """Under the "Critical path" table, one line: the steps' path length against their
+    span (medians over the steps analysed), e.g. the A100 NCCL trace's."""
+    import io
+
+    from rich.console import Console
+
+    from polyprof.analyze.units import fmt_ns
+    from polyprof.report.terminal import print_summary
+
+    t = polyprof.load(Path(__file__).parent / "data" / "traces" / "kineto" / "a100_nccl_rank0.json.gz")
+    buf = io.StringIO()
+    print_summary(t, console=Console(file=buf, width=160))
+    text = buf.getvalue()
+    from polyprof.report.tables import build
+
+    cp = build(t).tables["critical_path"]
+    steps, first = np.unique(np.asarray(column(cp, "step")), return_index=True)
+    path = np.median(np.asarray(column(cp, "path_ns"))[first])
+    span = np.median(np.asarray(column(cp, "span_ns"))[first])
+    line = f"critical path {fmt_ns(float(path))} of the step's {fmt_ns(float(span))} (medians over {len(steps)} steps)"
+    assert line in text
+    assert text.index("Critical path") < text.index(line)

@@ -5,7 +5,9 @@ step's wall time with its device work (``span_ns``).
 
 On the A100 NCCL trace the two used to disagree: the summary's graph was HTA 0.6's alone,
 which leaves out the stream order across a gap of 1.5 ms or more, and gave 103.073 ms for
-step #5; the joined graph of ``critical-path`` kept that order and gave 118.460 ms.
+step #5; the joined graph of ``critical-path`` kept that order and gave 118.460 ms. Both
+graphs now also tie the main thread to the backward pass it waits for on the autograd
+thread (``depgraph``'s backward edges): 189.996 ms (tests/test_critical_path_backward.py).
 """
 
 from __future__ import annotations
@@ -57,18 +59,21 @@ def test_summary_and_critical_path_command_give_one_path():
         theirs = {numbers[k]: v for k, v in _by_step(joined, col).items()}
         assert mine and set(mine) <= set(theirs)
         assert {s: theirs[s] for s in mine} == mine, col
-        assert mine[5] == {"path_ns": 118_460_124, "span_ns": 219_504_593}[col]  # path: 103.073 ms in the summary before
+        # path: 103.073 ms in the summary before the stream order, 118.460 ms before the backward pass
+        assert mine[5] == {"path_ns": 189_995_701, "span_ns": 219_504_593}[col]
 
 
 def test_stream_order_is_what_htas_graph_left_out():
-    """Step #5 of the A100 trace: HTA's graph alone (``stream_order=False``) gives the
-    summary's old 103.073 ms on the main thread; the stream order across its 1.5 ms gaps
-    lets the path go on from the forward pass's launches through stream 7's kernels."""
+    """Step #5 of the A100 trace without the backward pass's edges (HTA 0.5's threads):
+    HTA's graph alone (``stream_order=False``) gives the summary's old 103.073 ms on the
+    main thread; the stream order across its 1.5 ms gaps lets the path go on from the
+    forward pass's launches through stream 7's kernels. (With the backward pass the path
+    stays on the host threads, and both give 189.996 ms.)"""
     t = polyprof.load(A100)
     numbers, starts, ends = step_windows(t)
     k = numbers.tolist().index(5)
-    hta = depgraph.build(t, int(starts[k]), int(ends[k]), stream_order=False)
-    ours = depgraph.build(t, int(starts[k]), int(ends[k]))
+    hta = depgraph.build(t, int(starts[k]), int(ends[k]), stream_order=False, backward=False)
+    ours = depgraph.build(t, int(starts[k]), int(ends[k]), backward=False)
     assert longest_path(hta).length == 103_072_539
     p = longest_path(ours)
     assert p.length == 118_460_124
@@ -78,7 +83,9 @@ def test_stream_order_is_what_htas_graph_left_out():
     assert not ours.weight[order].any() and (gap >= 0).all()
     assert (gap >= depgraph.KERNEL_GAP_LIMIT_NS).any()
     assert (ours.etype[p.edges] == depgraph.STREAM_ORDER).any()
-    assert longest_path(job_graph({0: t}, k).graph).length == p.length
+    full = longest_path(depgraph.build(t, int(starts[k]), int(ends[k]))).length
+    assert full == longest_path(depgraph.build(t, int(starts[k]), int(ends[k]), stream_order=False)).length
+    assert longest_path(job_graph({0: t}, k).graph).length == full == 189_995_701
 
 
 @pytest.mark.parametrize("name", STEPPED)

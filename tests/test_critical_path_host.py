@@ -46,11 +46,14 @@ def _same(a: object, b: object) -> None:
         np.testing.assert_array_equal(x, y, err_msg=c)
 
 
-@pytest.mark.parametrize("path", [DATA / "xspace" / "tpu_inference_2.xplane.pb",
-                                  DATA / "gloo" / "gloo_rank0.json.gz"], ids=lambda p: p.name.split(".")[0])
-def test_real_host_only_traces_take_the_nesting_and_match_the_graph(path, monkeypatch):
+@pytest.mark.parametrize("path, nesting", [(DATA / "xspace" / "tpu_inference_2.xplane.pb", True),
+                                           (DATA / "gloo" / "gloo_rank0.json.gz", False)],
+                         ids=lambda p: p.name.split(".")[0] if isinstance(p, Path) else str(p))
+def test_real_host_only_traces_take_the_nesting_and_match_the_graph(path, nesting, monkeypatch):
+    """(The gloo rank's collectives start once their c10d op enqueued them on another
+    thread: no longer one chain per thread, so the graph decides its windows.)"""
     fast, graph, used = _both(polyprof.load(path), monkeypatch)
-    assert used and all(used)
+    assert (bool(used) and all(used)) == nesting
     assert len(fast) > 10
     _same(fast, graph)
 

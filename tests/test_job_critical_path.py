@@ -12,7 +12,7 @@ import pytest
 
 import polyprof
 from polyprof.analyze import depgraph
-from polyprof.analyze.critical_path import step_windows
+from polyprof.analyze.critical_path import event_times, step_windows
 from polyprof.analyze.frames import column
 from polyprof.analyze.longest_path import longest_path
 from polyprof.ranks.critical_path import job_graph, path_table, what_if, with_deltas
@@ -114,14 +114,18 @@ def test_collective_waits_for_the_compute_stream():
         assert g.time[2 * src + 1] <= g.time[2 * i]
 
 
+#: how much longer the step's path gets: the slowed kernel takes its slack and this much more
 D = 3_000_000
 
 
 @pytest.fixture(scope="module")
 def slowed(jobs, tmp_path_factory):
     """Rank 3's kernel before the step's last all-reduce (found in the joined graph: the
-    compute activity that collective waits for) 3 ms slower, the delay passed on through
-    its device as the device would (tests/rankmaker.slow_kernel): (row, its path)."""
+    compute activity that collective waits for) slower by its slack in the joined graph
+    and 3 ms more (whole µs), the delay passed on through its device as the device would
+    (tests/rankmaker.slow_kernel): (row, its path, the delay, the kernel's slack). The step
+    is host-bound (the backward pass on the autograd thread holds it): the kernel's slack
+    is 23 ms, so 3 ms alone would change nothing."""
     _, traces = jobs
     jg = job_graph(traces, STEP)
     g = jg.graph
@@ -134,8 +138,11 @@ def slowed(jobs, tmp_path_factory):
     kernel = [int(s) >> 1 for s in g.src[into] if not names[g.rows[int(s) >> 1]].startswith("nccl")]
     assert len(kernel) == 1
     row = int(g.rows[kernel[0]])
+    slack = int(event_times(g, longest_path(g))[1][kernel[0]])
+    assert 20_000_000 < slack < 26_000_000
+    delay = -(-(slack + D) // 1000) * 1000
     out = tmp_path_factory.mktemp("slow") / "rank-3.json.gz"
-    return row, slow_kernel(SRC, out, SLOW, 4, int(corr[row]), D / 1000)
+    return row, slow_kernel(SRC, out, SLOW, 4, int(corr[row]), delay / 1000), delay, slack
 
 
 def test_a_slower_kernel_before_an_all_reduce(jobs, slowed):
@@ -143,12 +150,14 @@ def test_a_slower_kernel_before_an_all_reduce(jobs, slowed):
     slowed kernel, and the what-if on the unmodified ranks predicts the step's change
     within 5% of the change measured."""
     _, traces = jobs
-    row, path = slowed
+    row, path, delay, slack = slowed
     jg = job_graph(traces, STEP)
     g = jg.graph
     t = traces[SLOW]
     names = t.names()
-    predicted = what_if(jg, SLOW, row, D)
+    assert what_if(jg, SLOW, row, slack) == 0  # its slack taken: the path no longer
+    predicted = what_if(jg, SLOW, row, delay)
+    assert D <= predicted <= D + 1000
     modified = dict(traces)
     modified[SLOW] = polyprof.load(path)
     js = job_graph(modified, STEP)
@@ -158,9 +167,9 @@ def test_a_slower_kernel_before_an_all_reduce(jobs, slowed):
     assert abs(predicted - measured) <= 0.05 * measured
     on = path_table(js, ps)
     hit = ((column(on, "rank") == SLOW) & (column(on, "name") == names[row])
-           & (column(on, "dur_ns") == int(t.events["dur_ns"][row]) + D))  # the slowed kernel
+           & (column(on, "dur_ns") == int(t.events["dur_ns"][row]) + delay))  # the slowed kernel
     assert hit.sum() == 1
-    assert int(column(on, "on_path_ns")[hit][0]) == int(t.events["dur_ns"][row]) + D  # wholly on the path
+    assert int(column(on, "on_path_ns")[hit][0]) == int(t.events["dur_ns"][row]) + delay  # wholly on the path
 
 
 def test_critical_path_command_on_the_job(jobs, slowed, tmp_path):
@@ -173,7 +182,7 @@ def test_critical_path_command_on_the_job(jobs, slowed, tmp_path):
     import sys
 
     paths, traces = jobs
-    row, path = slowed
+    row, path, delay, _ = slowed
     for r in range(3):
         shutil.copy(paths[r], tmp_path / f"rank-{r}.json.gz")
     shutil.copy(path, tmp_path / "rank-3.json.gz")
@@ -182,7 +191,7 @@ def test_critical_path_command_on_the_job(jobs, slowed, tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     t = traces[SLOW]
-    name, dur = t.names()[row], int(t.events["dur_ns"][row]) + D
+    name, dur = t.names()[row], int(t.events["dur_ns"][row]) + delay
     hit = [x for x in out["critical_path"] if x["rank"] == SLOW and x["name"] == name and x["dur_ns"] == dur]
     assert len(hit) == 1 and hit[0]["on_path_ns"] == dur and hit[0]["step"] == STEP
     modified = dict(traces)
@@ -211,7 +220,7 @@ def test_job_critical_path_track_in_perfetto_and_chrome(jobs, slowed, tmp_path):
     from polyprof.ranks.critical_path import align
 
     paths, traces = jobs
-    row, path = slowed
+    row, path, delay, _ = slowed
     job = tmp_path / "job"
     job.mkdir()
     for r in range(3):
@@ -237,7 +246,7 @@ def test_job_critical_path_track_in_perfetto_and_chrome(jobs, slowed, tmp_path):
     assert abs(sum(e["dur"] for e in mine) * 1000 - p.length) <= len(mine)  # µs with 3 decimals
     t = traces[SLOW]
     kernel = [e for e in mine if e["name"] == t.names()[row] and e["args"]["rank"] == SLOW
-              and round(e["dur"] * 1000) == int(t.events["dur_ns"][row]) + D]
+              and round(e["dur"] * 1000) == int(t.events["dur_ns"][row]) + delay]
     assert len(kernel) == 1
     back = polyprof.load(outs["perfetto"])
     (track,) = [tr.id for tr in back.tracks if tr.name == "critical path"]
@@ -301,3 +310,112 @@ def test_transfers_join_by_peer_and_order_not_as_collectives(tmp_path):
             assert (2 * s, 2 * r + 1) in edges and (2 * r, 2 * r + 1) in edges  # the send's and its own start
         for s1, s2 in zip(kernels[a]["send"], kernels[b]["send"]):
             assert (2 * s1, 2 * s2 + 1) not in edges  # two sends are not one collective
+
+
+DDP_SLEEP = """
+import time, torch, torch.nn as nn, torch.distributed as dist
+import polyprof
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = DDP(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+for i in range(6):
+    if rank == 1 and i >= 2:
+        time.sleep(0.02)  # the straggler: rank 1 starts these steps 20 ms late, outside any op
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step(); opt.zero_grad()
+    polyprof.step()
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="module")
+def gloo_job(tmp_path_factory):
+    """The DDP job's two rank files (run once for the module)."""
+    pytest.importorskip("torch")
+    from test_rank_outputs import _torchrun
+
+    tmp_path = tmp_path_factory.mktemp("ddp")
+    _torchrun(tmp_path, "ddp.py", DDP_SLEEP)
+    files = sorted(tmp_path.glob("*.polyprof"))
+    assert len(files) == 2
+    return files
+
+
+def test_gloo_ddp_straggler_holds_the_job_path(gloo_job):
+    """A real 2-rank DDP job on gloo (torchrun on 127.0.0.1, under polyprof run): rank 1
+    sleeps 20 ms at the start of steps 2-5. gloo's all-reduces run on its worker threads
+    (``gloo:all_reduce`` ranges, no kernels): each starts once the c10d op enqueued it, the
+    rank's main thread goes on after the bucket's all-reduce ends, the ranks' ranges join,
+    and a rank's time from its step's start to its first op counts. Before, the ranges
+    were no graph events and nothing joined: "critical path 3.578 ms; rank 0 holds 100%"
+    of a 31.2 ms step."""
+    import subprocess
+    import sys
+
+    from test_rank_outputs import SRC as PKG
+
+    files = gloo_job
+    r = subprocess.run([sys.executable, "-m", "polyprof", "critical-path", *map(str, files), "--json"],
+                       env={**__import__("os").environ, "PYTHONPATH": str(PKG)}, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(r.stdout)["critical_path"]
+    traces = {k: polyprof.load(p) for k, p in enumerate(files)}
+    numbers = step_windows(traces[1])[0].tolist()
+    slept = [k for k, n in enumerate(numbers) if 2 <= n <= 5 and k < len(step_windows(traces[0])[0])]
+    assert len(slept) >= 3
+    for k in slept:
+        mine = [x for x in rows if x["step"] == k]
+        path = mine[0]["path_ns"]
+        assert path > 20_000_000  # the sleep is on it
+        by_rank = {rk: sum(x["on_path_ns"] for x in mine if x["rank"] == rk) for rk in (0, 1)}
+        assert by_rank[1] > 0.6 * path
+        lead = [x for x in mine if x["rank"] == 1 and x["kind"] == "step"]  # rank 1's step before its first op
+        assert len(lead) == 1 and lead[0]["on_path_ns"] >= 19_000_000
+        gloo = [x for x in mine if x["name"].startswith("gloo:")]
+        assert gloo  # through the joined all-reduce
+        assert path <= mine[0]["span_ns"]
+
+
+def test_gloo_ddp_wait_is_a_union_over_time(gloo_job):
+    """The same job's stragglers: DDP's two bucket all-reduces are in flight at once, so
+    summing a rank's waits counted their common time twice (rank 0 "waited 175 ms" in a
+    133 ms window). ``waited_ns`` is the union over time of the rank's waits (from its
+    arrival to the last arrival), never more than the window; ``caused_wait_ns`` likewise
+    per waiting rank."""
+    from polyprof.ranks.collectives import collective_table
+    from polyprof.ranks.critical_path import align
+    from polyprof.ranks.stragglers import arrivals, stragglers
+
+    traces = {k: polyprof.load(p) for k, p in enumerate(gloo_job)}
+    tables = {r: collective_table(t) for r, t in traces.items()}
+    clocks = align(traces)
+    per_rank, per_coll = stragglers(tables, clocks)
+    a = arrivals(tables, clocks)
+    key, seq, rank, arr = (np.asarray(a[c]) for c in ("key", "seq", "rank", "arrival_ns"))
+    last = {}
+    for k, q, t in zip(key.tolist(), seq.tolist(), arr.tolist()):
+        last[(k, q)] = max(last.get((k, q), t), t)
+    for r in (0, 1):
+        mine = [(int(t), int(last[(k, q)])) for k, q, rk, t in zip(key.tolist(), seq.tolist(), rank.tolist(),
+                                                                  arr.tolist()) if rk == r and last[(k, q)] > t]
+        covered = set()  # the union by brute force, in µs
+        for s0, e0 in mine:
+            covered.update(range(s0 // 1000, e0 // 1000))
+        row = {c: per_rank[c][list(per_rank["rank"]).index(r)] for c in per_rank.columns}
+        assert abs(row["waited_ns"] - 1000 * len(covered)) <= 1000 * len(mine)
+        total = sum(e0 - s0 for s0, e0 in mine)
+        t = traces[r]
+        window = int((t.events["start_ns"] + t.events["dur_ns"]).max() - t.events["start_ns"].min())
+        assert row["waited_ns"] <= min(total, window)
+        if r == 0:
+            assert total > row["waited_ns"] + 10_000_000  # the overlapping buckets counted once
+            assert row["waited_ns"] > 60_000_000  # four 20 ms sleeps of rank 1, waited for
+    by = {int(r): int(w) for r, w in zip(per_rank["rank"], per_rank["caused_wait_ns"])}
+    waited = {int(r): int(w) for r, w in zip(per_rank["rank"], per_rank["waited_ns"])}
+    assert by[1] <= waited[0] and by[0] <= waited[1]  # two ranks: one's caused wait is the other's

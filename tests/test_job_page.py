@@ -69,11 +69,13 @@ def test_four_ranks_on_the_aligned_clock(page, job, traces_dir):
     assert late and all(m["end_ns"] > m["start_ns"] for m in late)
     assert any(n.startswith("nccl") for n in data["hot"])
     # one critical path for the job (the ranks joined at their collectives), on the first
-    # rank's plane, instead of one per rank; its stretches name kernels, collectives, ops
+    # rank's plane, instead of one per rank; its stretches name the ops of the forward
+    # pass and of the backward pass the autograd thread runs while the caller blocks
+    # (the A100 step is host-bound: its kernels have slack)
     cp = [t for t in data["tracks"] if t["label"] == "critical path"]
     assert len(cp) == 1 and cp[0]["group"].startswith("rank 0")
     on = set(names[cp[0]["lanes"][0]:cp[0]["lanes"][-1]].tolist())
-    assert any(n.startswith("nccl") for n in on) and "aten::conv2d" in on
+    assert "aten::conv2d" in on and any(n.startswith("autograd::engine::evaluate_function") for n in on), on
 
 
 @pytest.mark.skipif(chromium() is None, reason="needs chromium")

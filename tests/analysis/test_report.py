@@ -375,7 +375,7 @@ def test_kernel_names_at_80_columns_stay_apart(kineto_files):
 def test_fit_texts_keeps_rows_apart():
     from rich.cells import cell_len
 
-    from polyprof.report.terminal import fit_texts
+    from polyprof.report.fit import fit_texts
 
     names = ["void kernel<float, 128>(float*, int)", "void kernel<float, 256>(float*, int)",
              "void kernel<half, 128>(half*, int)", "short"]
@@ -445,7 +445,7 @@ def test_last_cells_of_ascii_names_as_counted_cell_by_cell():
     each character's cells gives (wide and control characters take the long way)."""
     from rich.cells import cell_len
 
-    from polyprof.report.terminal import _last_cells
+    from polyprof.report.fit import _last_cells
 
     def by_cell(s: str, n: int) -> str:
         out, used = [], 0

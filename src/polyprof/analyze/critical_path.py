@@ -141,7 +141,9 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
         w = window_rows(ctx, t0, t1)
         if not len(w.host) + len(w.dev) + len(w.sy):
             continue
-        times = _host_only(trace, ctx, w.host) if not len(w.dev) and not len(w.sy) else None
+        host_only = (not len(w.dev) and not len(w.sy) and not ctx.backward_callers  # (one chain per thread)
+                     and (ctx.comm_caller is None or not bool((ctx.comm_caller[w.host] >= 0).any())))
+        times = _host_only(trace, ctx, w.host) if host_only else None
         if times is not None:
             rows, device = w.host, np.zeros(len(w.host), bool)
             on, slack, length = times

@@ -8,6 +8,14 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   ends, each step an edge weighted by the time between them (zero into the end of a call
   during which the host waits: ``WAITING_CALLS``); consecutive top-level ops are joined by
   a zero-weight dependency.
+* **backward pass** (HTA 0.6 merges the two threads into one; HTA 0.5 has no such edge):
+  PyTorch runs a device's backward pass on an autograd engine thread while the thread
+  that called ``backward()`` blocks, recording nothing. The engine thread's top-level
+  calls between two consecutive nodes of the caller's walk are one backward call: a
+  zero-weight dependency from the caller's node before into its first call, and from
+  its last call's end to the caller's node after (``backward_callers``: engine threads
+  by their ``autograd::engine::evaluate_function`` ops or Kineto's ``fwdbwd`` flows,
+  the caller by those flows, else by ops named ``forward`` as HTA finds it).
 * **device**: each activity's span; launch -> activity (the launch delay) when the stream was
   empty at the launch and the activity started after its launch, else activity ->
   activity on the stream (the gap); a zero-weight launch edge otherwise, so that an activity
@@ -52,11 +60,13 @@ from ..errors import PolyprofError
 from ..derive.correlate import Correlation
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import find, lexsort, member, unique
+from ..trace.sorting import first_at_or_after, last_at_or_before, lexsort, member, row_of_key, unique
 from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QUEUED_LAUNCHES, STREAM_SYNC,
                                 STREAM_WAIT_CALLS, STREAM_WAIT_EVENT, WAITING_CALLS)
 from .common import COMMUNICATION, device_view
+from .inputs import cpu_comm_rows
 from .nesting import parents_and_after
+from .thread_links import Walk, backward_callers, backward_edges, comm_callers, host_comm_edges
 
 #: edge types (HTA's CPEdgeType, in its order), then polyprof's stream order
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC, STREAM_ORDER = 0, 1, 2, 3, 4, 5
@@ -115,47 +125,6 @@ def _int_stat(trace: Trace, key: str) -> np.ndarray:
         return np.full(trace.n_events, -1, np.int64)
 
 
-def _lookup(keys: np.ndarray, rows: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """For each ``want``, the row whose key equals it (first by key order), -1 when none."""
-    at = find(keys, want)
-    return np.where(at >= 0, rows[at], -1) if len(keys) else at
-
-
-def _prev_at_or_before(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
-                       q_t: np.ndarray) -> np.ndarray:
-    """Per query, ``value`` of the last item with the same key and ``t`` at or before the
-    query's time; -1 when none."""
-    out = np.full(len(q_t), -1, np.int64)
-    if not len(t) or not len(q_t):
-        return out
-    for k in unique(q_key):
-        mine = np.flatnonzero(key == k)
-        if not len(mine):
-            continue
-        mine = mine[np.argsort(t[mine], kind="stable")]
-        q = np.flatnonzero(q_key == k)
-        j = np.searchsorted(t[mine], q_t[q], side="right") - 1
-        ok = j >= 0
-        out[q[ok]] = value[mine[j[ok]]]
-    return out
-
-
-def _next_at_or_after(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
-                      q_t: np.ndarray) -> np.ndarray:
-    """Per query, ``value`` of the first item with the same key at or after its time."""
-    out = np.full(len(q_t), -1, np.int64)
-    for k in unique(q_key):
-        mine = np.flatnonzero(key == k)
-        if not len(mine):
-            continue
-        mine = mine[np.argsort(t[mine], kind="stable")]
-        q = np.flatnonzero(q_key == k)
-        j = np.searchsorted(t[mine], q_t[q], side="left")
-        ok = j < len(mine)
-        out[q[ok]] = value[mine[j[ok]]]
-    return out
-
-
 class _Edges:
     """Edge columns gathered in insertion order (ties of the longest path go to the
     first-inserted edge, as networkx breaks them)."""
@@ -212,8 +181,14 @@ class Context:
                                   else np.zeros(0, bool))
         timed = dur > 0
         # host ops and runtime calls, by start
-        host = np.flatnonzero(on_host & timed & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64)))
+        host = on_host & timed & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64))
+        # the CPU backends' collectives (gloo's work ranges on its threads: annotations)
+        comm = cpu_comm_rows(trace)
+        self.host_comm = comm = comm[on_host[comm] & ~host[comm]] if len(comm) else comm
+        host[comm] = True
+        host = np.flatnonzero(host)
         self.host, self.host_t = _by_time(host, start[host])
+        self.comm_caller = comm_callers(trace, comm, start, track, names, on_host, kinds) if len(comm) else None
         # device activity with a timed launch, by its launch's start
         self.corr = corr = cache.correlation(trace)
         d_launch = corr.launch
@@ -226,7 +201,7 @@ class Context:
         sync_name = _names_in(trace, (CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT))
         sy = np.flatnonzero(~on_host & sync_name[names]) if trace.n_events else np.zeros(0, np.int64)
         runtime = np.flatnonzero(on_host & (kinds == Kind.RUNTIME) & (cid >= 0))
-        sy_call = _lookup(cid[runtime], runtime, cid[sy])
+        sy_call = row_of_key(cid[runtime], runtime, cid[sy])
         keep = sy_call >= 0
         self.sy, self.sy_call = sy[keep], sy_call[keep]
         self.sy_always = names[self.sy] == trace.string_id(STREAM_WAIT_EVENT)
@@ -237,6 +212,7 @@ class Context:
         self._rows: dict[tuple[str, ...], np.ndarray] = {}
         self._communication: np.ndarray | None = None
         self._graph_index: np.ndarray | None = None
+        self._backward: dict[int, int] | None = None
         self._trace = weakref.ref(trace)  # (kept in the trace's memo: no cycle back through it)
 
     @property
@@ -254,6 +230,14 @@ class Context:
         if self._graph_index is None:
             self._graph_index = np.full(self.trace.n_events, -1, np.int64)
         return self._graph_index
+
+    @property
+    def backward_callers(self) -> dict[int, int]:
+        """Per autograd engine thread (``cache.threads`` ids), the thread that calls the
+        backward pass it runs (:func:`backward_callers`), found once."""
+        if self._backward is None:
+            self._backward = backward_callers(self.trace, self.on_host, self.track, self.names)
+        return self._backward
 
     def stat(self, key: str) -> np.ndarray:
         """:func:`_int_stat` of the trace, decoded once."""
@@ -320,11 +304,13 @@ def window_rows(ctx: Context, t0: int, t1: int) -> Window:
 
 
 def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: Window | None = None,
-          stream_order: bool = True) -> DepGraph:
+          stream_order: bool = True, backward: bool = True) -> DepGraph:
     """The graph of :func:`window_rows`' rows. ``ctx``: the trace's :class:`Context`, made
     once for every window of one trace; ``rows_of``: the window, if already taken;
     ``stream_order``: with the stream-order edges HTA's graph leaves out (False: HTA's
-    graph alone, edge for edge)."""
+    graph alone, edge for edge); ``backward``: with the calling thread's wait for the
+    backward pass on the autograd thread (False: HTA 0.5's graph, which has no edge
+    between threads; HTA 0.6 merges the two threads)."""
     ctx = context(trace) if ctx is None else ctx
     start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
     host, dev, dev_launch, sy, sy_call = window_rows(ctx, t0, t1) if rows_of is None else rows_of
@@ -340,7 +326,17 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     gidx[rows] = np.arange(len(rows))
     edges = _Edges()
     try:
-        _thread_edges(trace, host, start, end, track, names, node_time, edges, ctx.waits)
+        walk = _thread_edges(trace, host, start, end, track, names, node_time, edges, ctx.waits)
+        if walk is not None:  # the links between threads, zero weight, after every other edge
+            base = 10.0 * (len(node_time) + 1)
+            if backward and ctx.backward_callers:
+                a, b = backward_edges(walk, node_time, ctx.backward_callers)
+                edges.add(a, b, np.zeros(len(a), np.int64), DEPENDENCY, np.full(len(a), -1, np.int64),
+                          base + np.arange(len(a), dtype=np.float64))
+            if ctx.comm_caller is not None:
+                a, b = host_comm_edges(walk, host, node_time, ctx.comm_caller, gidx)
+                edges.add(a, b, np.zeros(len(a), np.int64), SYNC, np.full(len(a), -1, np.int64),
+                          base + len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
                       gidx, node_time, n_h, n_d, edges, stream_order)
     finally:
@@ -350,9 +346,11 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
 
 
 def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.ndarray, track: np.ndarray,
-                  names: np.ndarray, node_time: np.ndarray, edges: _Edges, waiting: np.ndarray) -> None:
+                  names: np.ndarray, node_time: np.ndarray, edges: _Edges, waiting: np.ndarray) -> Walk | None:
+    """The host threads' edges; returns (per host call its thread and depth, the nodes in
+    the walk's order: each thread's in time order), None without host calls."""
     if not len(host):
-        return
+        return None
     thread = cache.threads(trace)[track[host]]
     order, depth_sorted, par_sorted, after = parents_and_after(thread, start[host], end[host])  # (every call has a duration)
     depth = np.zeros(len(host), np.int64)
@@ -383,6 +381,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     # one part in walk order: a dependency between top-level ops, else the op's own time
     edges.add(a, b, np.where(top, 0, weight), np.where(top, DEPENDENCY, OPERATOR).astype(np.int8),
               np.where(top, -1, owner), seq)
+    return thread, depth, walked
 
 
 def _nested_walk(order: np.ndarray, depth: np.ndarray, parent: np.ndarray, thread: np.ndarray,
@@ -434,34 +433,14 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
 
     qk, ql, q_at_launch, q_at_start = ctx.queues
 
-    # the activity each event record marks: the last launch onto the recorded stream before it
-    sync_src = np.full(len(sy), -1, np.int64)  # the device activity row a sync waits for
     ev_kind = names[sy]
-    is_event = (member(ev_kind, np.array([trace.string_id(EVENT_SYNC), trace.string_id(STREAM_WAIT_EVENT)], np.int64))
-                if len(sy) else np.zeros(0, bool))  # (np.isin's set-up on no records: most windows)
-    waits = np.zeros(0, np.int64)
-    if is_event.any():  # (the stats are decoded only for traces that have such records)
-        wait_corr = ctx.stat("wait_on_cuda_event_record_corr_id")
-        wait_stream = ctx.stat("wait_on_stream")
-        waits = np.flatnonzero(is_event & (wait_corr[sy] >= 0) & (wait_stream[sy] >= 0))
-    if len(waits):
-        records = ctx.host_rows(EVENT_RECORD_CALLS)
-        records = records[cid[records] >= 0]
-        rec = _lookup(cid[records], records, wait_corr[sy[waits]])
-        # the stream a record names: the track of its stream number on the waiting event's device
-        plane_of = trace.track_plane
-        stream_track = {(tr.plane, tr.tid): tr.id for tr in trace.tracks if tr.kind == "stream"}
-        want_track = np.array([stream_track.get((int(plane_of[track[sy[w]]]), int(s)), -1)
-                               for w, s in zip(waits.tolist(), wait_stream[sy[waits]].tolist())], np.int64)
-        good = rec >= 0
-        src = _prev_at_or_before(track[qk], start[ql], qk, want_track[good], start[rec[good]])
-        sync_src[waits[good]] = src
+    sync_src = _event_sync_sources(trace, sy, ev_kind, ctx, cid, track, start, qk, ql)
     kernel_sync = np.full(n_d, -1, np.int64)  # graph event a device activity waits for
     sw = np.flatnonzero((ev_kind == trace.string_id(STREAM_WAIT_EVENT)) & (sync_src >= 0))
     if len(sw):
         # the stream waits from its next launch on the waiting call's thread onwards
         threads = cache.threads(trace)
-        dest = _next_at_or_after(threads[track[ql]] * (1 << 20) + track[qk], start[ql], qk,
+        dest = first_at_or_after(threads[track[ql]] * (1 << 20) + track[qk], start[ql], qk,
                                  threads[track[sy_call[sw]]] * (1 << 20) + track[sy[sw]], start[sy_call[sw]])
         ok = (dest >= 0) & (gidx[np.maximum(dest, 0)] >= n_h) & (gidx[sync_src[sw]] >= 0)
         kernel_sync[gidx[dest[ok]] - n_h] = gidx[sync_src[sw][ok]]
@@ -525,6 +504,33 @@ def _device_edges(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sy: np.
                   base + 4 * s_pos[q] + (tr % 1024) / 2048)
 
 
+def _event_sync_sources(trace: Trace, sy: np.ndarray, ev_kind: np.ndarray, ctx: Context, cid: np.ndarray,
+                        track: np.ndarray, start: np.ndarray, qk: np.ndarray, ql: np.ndarray) -> np.ndarray:
+    """Per sync record, the device activity row it waits for (-1: none): the activity an
+    event record marks, the last launched onto the recorded stream before it."""
+    sync_src = np.full(len(sy), -1, np.int64)  # the device activity row a sync waits for
+    is_event = (member(ev_kind, np.array([trace.string_id(EVENT_SYNC), trace.string_id(STREAM_WAIT_EVENT)], np.int64))
+                if len(sy) else np.zeros(0, bool))  # (np.isin's set-up on no records: most windows)
+    waits = np.zeros(0, np.int64)
+    if is_event.any():  # (the stats are decoded only for traces that have such records)
+        wait_corr = ctx.stat("wait_on_cuda_event_record_corr_id")
+        wait_stream = ctx.stat("wait_on_stream")
+        waits = np.flatnonzero(is_event & (wait_corr[sy] >= 0) & (wait_stream[sy] >= 0))
+    if len(waits):
+        records = ctx.host_rows(EVENT_RECORD_CALLS)
+        records = records[cid[records] >= 0]
+        rec = row_of_key(cid[records], records, wait_corr[sy[waits]])
+        # the stream a record names: the track of its stream number on the waiting event's device
+        plane_of = trace.track_plane
+        stream_track = {(tr.plane, tr.tid): tr.id for tr in trace.tracks if tr.kind == "stream"}
+        want_track = np.array([stream_track.get((int(plane_of[track[sy[w]]]), int(s)), -1)
+                               for w, s in zip(waits.tolist(), wait_stream[sy[waits]].tolist())], np.int64)
+        good = rec >= 0
+        src = last_at_or_before(track[qk], start[ql], qk, want_track[good], start[rec[good]])
+        sync_src[waits[good]] = src
+    return sync_src
+
+
 def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, start: np.ndarray, end: np.ndarray,
                       track: np.ndarray, ctx: Context) -> np.ndarray:
     """Per device activity (index into ``dev``), the activity (index into ``dev``) a
@@ -543,7 +549,7 @@ def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sta
         mine = coll[track[dev[coll]] == s]
         other = np.flatnonzero((track[dev] != s) & (plane == plane[mine[0]]))
         # the last launch from the same thread strictly before the collective's
-        prev = _prev_at_or_before(thread[other], launched_at[other], other, thread[mine], launched_at[mine] - 1)
+        prev = last_at_or_before(thread[other], launched_at[other], other, thread[mine], launched_at[mine] - 1)
         ok = prev >= 0
         mine, prev = mine[ok], prev[ok]
         ok = end[dev[prev]] <= start[dev[mine]] + AGREE_NS  # the timestamps agree

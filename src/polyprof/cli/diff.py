@@ -236,12 +236,13 @@ def fit_columns(df: Table, cols: list[tuple], top: int, width: int) -> tuple[Gri
 def _middle(grid: Grid, names: list[str]) -> None:
     """Names too long for their column shortened in the middle (their start and their
     end kept: kernels differ at both), where that keeps the rows apart."""
-    from ..report.terminal import _cells, _elide
+    from ..report.fit import elide
+    from ..report.textout import _cells
 
     width = grid.columns[0][1]
     if all(_cells(n) <= width for n in names):
         return
-    cut = [_elide(n, width, round((width - 1) * 0.4)) for n in names]
+    cut = [elide(n, width, round((width - 1) * 0.4)) for n in names]
     if len(set(cut)) == len(set(names)):
         for row, text in zip(grid.rows, cut):
             row[0] = text

@@ -27,6 +27,7 @@ from ..analyze.critical_path import graph_end, step_windows
 from ..analyze.depgraph import OPERATOR, SYNC, DepGraph, build
 from ..analyze.frames import column, frame
 from ..analyze.longest_path import LongestPath, longest_path
+from ..derive import cache
 from ..analyze.table import Table
 from ..trace.core import Trace
 from ..trace.categories import Kind
@@ -131,6 +132,18 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
                 add_d.append(e_b)
                 add_w.append(max(int(time[e_b]) - last, 0))
                 add_o.append(b_ev)
+    x_rank, x_rows, x_time, x_edges = _step_leads(traces, ranks, full, device, ev_off, time, step, clocks,
+                                                  len(rows))
+    for e_s, e_d, e_w, e_o in x_edges:
+        add_s.append(e_s)
+        add_d.append(e_d)
+        add_w.append(e_w)
+        add_o.append(e_o)
+    if x_rows:
+        rank = np.concatenate([rank, np.array(x_rank, np.int64)])
+        rows = np.concatenate([rows, np.array(x_rows, np.int64)])
+        device = np.concatenate([device, np.zeros(len(x_rows), bool)])
+        time = np.concatenate([time, np.array(x_time, np.int64)])
     keep = ~drop
     n_add = len(add_s)
     joined = DepGraph(rows, device, time,
@@ -140,6 +153,43 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
                       np.concatenate([etype[keep], np.full(n_add, SYNC, np.int8)]),
                       np.concatenate([owner[keep], np.asarray(add_o, np.int64)]))
     return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full), min(first, default=0))
+
+
+def _step_leads(traces: dict[int, Trace], ranks: list[int], full: list[list[tuple[int, int]]], device: np.ndarray,
+                ev_off: list[int], time: np.ndarray, step: int, clocks: dict[int, RankClock] | None,
+                n_rows: int) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int, int]]]:
+    """A rank's arrival at a CPU backend's collective is its host reaching the call: the
+    time from its step's start to its first call (a late rank's sleep, data loading,
+    Python outside any op) delays it, and the graph's weights leave that time out (no
+    node before the first call). Each rank joined through such a collective gets its
+    step's mark as an event, and an edge from the step's start into its first call's
+    start weighing the time between (that event's time on the path).
+
+    Returns the new events' ranks, rows (the step marks) and node times, and their edges
+    (source node, destination node, weight, owner event)."""
+    lead = sorted({i for m in full if len(ranks) > 1 for i, e in m if not device[e]})
+    x_rank: list[int] = []
+    x_rows: list[int] = []
+    x_time: list[int] = []
+    edges: list[tuple[int, int, int, int]] = []
+    for i in lead:
+        t = traces[ranks[i]]
+        steps = cache.steps(t)
+        host_ev = np.arange(ev_off[i], ev_off[i + 1])
+        host_ev = host_ev[~device[host_ev]]
+        if not len(steps) or step >= len(steps.rows) or not len(host_ev):
+            continue
+        first_ev = int(host_ev[np.argmin(time[2 * host_ev])])
+        at = np.array([steps.start[step]], np.int64)
+        s0 = int((clocks[ranks[i]].fit.to_host(at) if clocks and ranks[i] in clocks else at)[0])
+        if s0 >= int(time[2 * first_ev]):
+            continue
+        ev = n_rows + len(x_rows)
+        x_rank.append(ranks[i])
+        x_rows.append(int(steps.rows[step]))
+        x_time += [s0, s0]
+        edges.append((2 * ev, 2 * first_ev, int(time[2 * first_ev]) - s0, ev))
+    return x_rank, x_rows, x_time, edges
 
 
 def path_table(jg: JobGraph, p: LongestPath) -> Table:

@@ -169,7 +169,7 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table) -> list[
         return out
     r = int(top["rank"])
     mine = per_coll.take((per_coll["last_rank"] == r) & significant)
-    wait = int(mine["wait_ns"].sum())
+    wait = int(top["caused_wait_ns"])  # per rank that waited, over time: concurrent buckets once
     out.append(Finding(
         "straggler", f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives "
                      f"whose arrivals differ beyond the clocks' bounds (of {len(per_coll)}); "

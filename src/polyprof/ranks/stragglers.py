@@ -5,7 +5,10 @@ rank's shift from alignment), a rank's *arrival* is when its collective began, o
 reference clock. The last to arrive is the one the others waited for: rank r waited
 ``last - arrival_r``, and was ``arrival_r - first`` late. Summed per rank, ``late_ns``
 says how late a rank tends to be, ``caused_wait_ns`` how much waiting it caused when it
-came last, and ``waited_ns`` how long it waited for others. Differences smaller than
+came last (per rank that waited, the union over time of those waits, summed over those
+ranks), and ``waited_ns`` how long it waited for others: the union over time of its
+waits (``last - arrival_r`` from its arrival), so collectives in flight at once (DDP's
+buckets) count their common time once and no rank waits longer than its window. Differences smaller than
 the two ranks' alignment bounds cannot be told apart from clock error: ``last_count``
 counts only the collectives where the last rank came later than the bound allows.
 """
@@ -16,6 +19,8 @@ import numpy as np
 
 from ..analyze.common import frame
 from ..analyze.table import Table
+from ..derive.intervals import union
+from ..trace.sorting import unique
 from ..trace.factorize import factorize
 from .align import RankClock
 
@@ -81,16 +86,29 @@ def stragglers(tables: dict[int, Table], clocks: dict[int, RankClock]) -> tuple[
                 "first_rank": rank[first_row[by]], "last_rank": rank[last_row[by]],
                 "spread_ns": (last - first)[by].astype(np.int64), "wait_ns": wait_ns[by], "bound_ns": bound[by]})
     significant = ev["spread_ns"] > 2 * ev["bound_ns"]
-    lr, wn = ev["last_rank"], ev["wait_ns"]
+    lr = ev["last_rank"]
     rows_of: list[tuple] = []
+    last_of = rank[last_row]  # per collective (by group), the rank that came last
     for r in ranks:
         mine = rank == r
         sig_last = lr == r
-        rows_of.append((int(r), int(late[mine].sum()), int((sig_last & significant).sum()), int(wn[sig_last].sum()),
-                         int(wait[mine].sum()), int(mine.sum()), float(bound[group[mine]].max()) if mine.any()
+        # the waits it caused: per rank that waited for it, the union over time of those waits
+        caused = (last_of[group] == r) & (rank != r)
+        caused_ns = sum(_union_ns(arr[caused & (rank == o)], last[group[caused & (rank == o)]])
+                        for o in unique(rank[caused]).tolist())
+        rows_of.append((int(r), int(late[mine].sum()), int((sig_last & significant).sum()), int(caused_ns),
+                         _union_ns(arr[mine], last[group[mine]]), int(mine.sum()), float(bound[group[mine]].max()) if mine.any()
                          else float("nan")))
     rank_df = frame({c: [row[i] for row in rows_of] for i, c in enumerate(RANK_COLUMNS)})
     return rank_df, ev.sort_by("wait_ns", descending=True).select(EVENT_COLUMNS)
+
+
+def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """The time covered by the intervals ``[start, end)`` together (overlaps once)."""
+    s, e = np.asarray(start, np.int64), np.asarray(end, np.int64)
+    keep = e > s
+    seg_s, seg_e = union(s[keep], e[keep])
+    return int((seg_e - seg_s).sum())
 
 
 def _collectives(key: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:

@@ -17,6 +17,7 @@ from ..trace.core import Trace
 from .tables import Report, build
 from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, one_cell,  # noqa: F401
                       plain_terminal, representable, set_cell_size, to_rich)
+from .fit import fit_texts
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions
@@ -57,80 +58,6 @@ def _short(s: object, n: int = 70) -> str:
 #: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
 TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name", "device", "op", "section", "stack",
                 "state", "top_op", "bottom_op")
-#: share of a shortened text cell given to the end of the text, tried in turn until the
-#: rows of a column are told apart (kernel templates and argument lists differ late)
-_TAIL_SHARES = (0.0, 0.4, 0.7, 1.0)
-
-
-def _last_cells(s: str, n: int) -> str:
-    """The end of ``s`` that fits in ``n`` cells."""
-    if one_cell(s):  # one cell a character (most kernel and op names)
-        return s[len(s) - n:] if 0 < n < len(s) else (s if n > 0 else "")
-    out, used = [], 0
-    for ch in reversed(s):
-        used += cell_len(ch)
-        if used > n:
-            break
-        out.append(ch)
-    return "".join(reversed(out))
-
-
-def _elide(s: str, width: int, tail: int) -> str:
-    """``s`` in ``width`` cells: its start, "…", and its last ``tail`` cells."""
-    if _cells(s) <= width:
-        return s
-    if width <= 1:
-        return set_cell_size(s, width)
-    tail = min(tail, width - 1)
-    end = _last_cells(s, tail) if tail else ""
-    return set_cell_size(s, width - 1 - _cells(end)) + "…" + end
-
-
-def _window(s: str, width: int, at: int) -> str:
-    """``s`` in ``width`` cells: its start, "…", the text from just before index ``at`` on."""
-    head = (width - 2) // 2
-    lead = max(at - 4, 0)
-    if lead <= head:
-        return _elide(s, width, 0)
-    rest = s[lead:]
-    room = width - head - 1
-    mid = rest if _cells(rest) <= room else set_cell_size(rest, room - 1) + "…"
-    return set_cell_size(s, head) + "…" + mid
-
-
-def _common_prefix(texts: list[str]) -> int:
-    lo, hi = min(texts), max(texts)
-    n = 0
-    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
-        n += 1
-    return n
-
-
-def fit_texts(texts: list[str], width: int) -> list[str]:
-    """Texts shortened to ``width`` cells so that different texts stay different: both
-    ends kept (the split of the width that tells the rows apart), and where no split
-    does, the rows that still collide show the text where they first differ."""
-    if all(_cells(t) <= width for t in texts):
-        return texts
-    want = len(set(texts))
-    best: list[str] = []
-    for share in _TAIL_SHARES:
-        out = [_elide(t, width, round((width - 1) * share)) for t in texts]
-        if len(set(out)) == want:
-            return out
-        if len(set(out)) > len(set(best)):
-            best = out
-    groups: dict[str, set[str]] = {}
-    for t, o in zip(texts, best):
-        groups.setdefault(o, set()).add(t)
-    for shown, originals in groups.items():
-        if len(originals) > 1:
-            at = _common_prefix(list(originals))
-            fixed = {t: _window(t, width, at) for t in originals}
-            best = [fixed.get(t, o) if o == shown else o for t, o in zip(texts, best)]
-    return best
-
-
 def _one_value(a: np.ndarray) -> bool:
     """``nunique(dropna=False) == 1`` of a non-empty column: every value the same (every
     NaN the same value, None another)."""
@@ -521,6 +448,21 @@ def _critical_path_table(out: Out, cp: Table | None, top: int, W: int) -> None:
         out(_table("Critical path", t, [("name", "name", None), ("kind", "kind", None),
                                         ("on_path_ns", "on path", fmt_ns), ("share_pct", "share", fmt_pct),
                                         ("steps", "steps", _int, True)], top, W))
+        out(Para(((_path_line(cp), "dim"),), indent=2))
+
+
+def _path_line(cp: Table) -> str:
+    """One line under the table: the steps' path length against their span (the medians
+    over the steps, each step's own pair where there is one)."""
+    step = np.asarray(column(cp, "step"), np.int64)
+    _, first = np.unique(step, return_index=True)
+    path = np.asarray(column(cp, "path_ns"), np.int64)[first]
+    span = np.asarray(column(cp, "span_ns"), np.int64)[first]
+    if len(first) == 1:
+        what = "the trace's" if int(step[first[0]]) < 0 else f"step {int(step[first[0]])}'s"
+        return f"critical path {fmt_ns(int(path[0]))} of {what} {fmt_ns(int(span[0]))}"
+    return (f"critical path {fmt_ns(float(np.median(path)))} of the step's {fmt_ns(float(np.median(span)))} "
+            f"(medians over {len(first)} steps)")
 
 
 def _other_events(out: Out, T: dict[str, Table], top: int, W: int) -> None:

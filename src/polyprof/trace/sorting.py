@@ -204,3 +204,44 @@ def member(values: np.ndarray, table: np.ndarray) -> np.ndarray:
     t = table[(table >= 0) & (table <= hi)] if len(table) else table
     lut[t] = True
     return lut[values]
+
+
+def row_of_key(keys: np.ndarray, rows: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """For each ``want``, the row whose key equals it (first by key order), -1 when none."""
+    at = find(keys, want)
+    return np.where(at >= 0, rows[at], -1) if len(keys) else at
+
+
+def last_at_or_before(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
+                       q_t: np.ndarray) -> np.ndarray:
+    """Per query, ``value`` of the last item with the same key and ``t`` at or before the
+    query's time; -1 when none."""
+    out = np.full(len(q_t), -1, np.int64)
+    if not len(t) or not len(q_t):
+        return out
+    for k in unique(q_key):
+        mine = np.flatnonzero(key == k)
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(t[mine], kind="stable")]
+        q = np.flatnonzero(q_key == k)
+        j = np.searchsorted(t[mine], q_t[q], side="right") - 1
+        ok = j >= 0
+        out[q[ok]] = value[mine[j[ok]]]
+    return out
+
+
+def first_at_or_after(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
+                      q_t: np.ndarray) -> np.ndarray:
+    """Per query, ``value`` of the first item with the same key at or after its time."""
+    out = np.full(len(q_t), -1, np.int64)
+    for k in unique(q_key):
+        mine = np.flatnonzero(key == k)
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(t[mine], kind="stable")]
+        q = np.flatnonzero(q_key == k)
+        j = np.searchsorted(t[mine], q_t[q], side="left")
+        ok = j < len(mine)
+        out[q[ok]] = value[mine[j[ok]]]
+    return out
