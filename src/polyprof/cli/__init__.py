@@ -131,8 +131,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to the ``sys.stderr`` of the moment (a test's or a program's replacement
-    included), not to the one there was when the handler was made."""
+    """polyprof's own lines on the ``sys.stderr`` of the moment (a test's or a program's
+    replacement included), as ``polyprof: LEVEL: message``; none once the root logger
+    has a handler of its own (the profiled program set up logging: its handlers print
+    polyprof's lines as any library's, once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("polyprof: %(levelname)s: %(message)s"))
 
     @property  # type: ignore[override]
     def stream(self) -> TextIO:
@@ -142,27 +148,31 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def stream(self, value: TextIO) -> None:
         pass
 
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers:
+            super().emit(record)
+
 
 @contextlib.contextmanager
 def logging_to_stderr(verbose: int) -> Iterator[None]:
-    """polyprof's own log lines on stderr as ``polyprof: LEVEL: message``, at WARNING
-    (``-v`` INFO, ``-vv`` DEBUG), while a command runs. Only the ``polyprof`` logger is
-    set up, never the root logger: under ``polyprof run`` that one is the profiled
-    program's, and its own ``logging.basicConfig`` (and its libraries' loggers) must work
-    as they do without polyprof. The logger is put back as it was afterwards (``main()``
-    called in a program leaves its logging alone)."""
+    """polyprof's own log lines on stderr while a command runs, at WARNING (``-v`` INFO,
+    ``-vv`` DEBUG). Only the ``polyprof`` logger is touched, never the root logger: under
+    ``polyprof run`` that one is the profiled program's, and its own
+    ``logging.basicConfig`` (and its libraries' loggers, dask's at INFO) must work as
+    they do without polyprof. Where the root logger already has handlers (``main()``
+    called in a program that set up logging, pytest's), polyprof's lines go to them
+    alone. The logger is put back as it was afterwards."""
     log = logging.getLogger("polyprof")
-    before = (log.level, log.propagate, list(log.handlers))
-    handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter("polyprof: %(levelname)s: %(message)s"))
-    log.setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
-    log.handlers = [handler]
-    log.propagate = False  # the program's root handlers would print each line a second time
+    before = log.level, list(log.handlers)
+    if verbose:
+        log.setLevel([logging.INFO, logging.DEBUG][min(verbose, 2) - 1])
+    if not logging.getLogger().handlers and not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        log.addHandler(_StderrHandler())
     try:
         yield
     finally:
         log.setLevel(before[0])
-        log.propagate, log.handlers = before[1], before[2]
+        log.handlers = before[1]
 
 
 def _main(argv: list[str]) -> int:
