@@ -47,6 +47,7 @@ from ..errors import WindowError
 from ..trace.core import Trace
 from ..trace.subset import take
 from ..trace import metadata_keys as mkeys
+from .units import fmt_ns
 
 _FAR = 1 << 62
 AUTO = "auto"
@@ -160,8 +161,6 @@ def _skipped(steps: Steps) -> str:
     first, rest = int(took[0]), float(np.median(took[1:])) if len(took) > 1 else 0.0
     if rest <= 0 or first < LONG_WARM_UP * rest:
         return "first step skipped: warm-up"
-    from .units import fmt_ns
-
     share = first / max(int(steps.end[-1] - steps.start[0]), 1)
     return (f"first step skipped: warm-up, {fmt_ns(first)}, {first / rest:,.0f}x the median step and "
             f"{share:.1%} of the steps' time (compilation, autotuning, caches)")

@@ -39,6 +39,7 @@ from ..errors import PluginError
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.stats import StatColumn, StatTable
+from ..trace.sorting import unique
 
 log = logging.getLogger("polyprof")
 
@@ -266,7 +267,7 @@ class JaxPlugin(Plugin):
         track = trace.events["track"]
         for tag, (tid, name) in self._bracket_threads.items():
             mine = markers & np.fromiter((str(n).startswith(f"{_SYNC}.{tag}.") for n in names), bool, len(names))
-            lines = np.unique(track[mine])
+            lines = unique(track[mine])
             if len(lines) == 1 and trace.tracks[int(lines[0])].kind == "thread":
                 line = trace.tracks[int(lines[0])]
                 line.tid, line.name = tid, f"{name} (jax)"

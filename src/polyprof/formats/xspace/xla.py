@@ -144,7 +144,7 @@ def _op_end_rows(trace: Trace, is_tr: np.ndarray, hlo: Any) -> np.ndarray:
     if cons is not None and prod is not None:
         ok[cons[0]] = np.isin(cons[1], prod[1])
     if not ok.all() and hlo.kind == "O":  # by the op's name
-        ops = set(np.unique(hlo.values.astype(str)).tolist())
+        ops = set(hlo.values.astype(str).tolist())
         rest = np.flatnonzero(~ok)
         ok[rest] = [names[int(n)][len(_OP_END_PREFIX):] in ops for n in trace.events["name"][rows[rest]]]
     return rows[ok]
