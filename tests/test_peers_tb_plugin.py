@@ -136,6 +136,10 @@ def test_op_efficiency_counts_no_guessed_convolution_and_splits_host_calls(run):
     assert len(set(zip(names, where))) == len(names)
     host = np.asarray(where) == "host"
     assert not (column(oe, "device_ns")[host] > 0).any() and np.isnan(column(oe, "roofline_pct")[host]).all()
-    assert column(oe, "roofline_pct")[div["device"]] < 150
+    # the device div: its expanded input (a mean's gradient) is read once per distinct element,
+    # which torch 1.8 records no strides to tell: its modelled bytes pass the roof (119%),
+    # which is no share of the roof (NaN), while its achieved rate stays
+    assert column(oe, "bytes_per_s")[div["device"]] < 1.5 * 900e9
+    assert np.isnan(column(oe, "roofline_pct")[div["device"]])
     m = mfu(trace)
     assert 0 < column(m, "mfu_pct")[0] < 1  # fp32 on a V100, mostly memory-bound ops without convolutions

@@ -98,6 +98,16 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return outer
 
 
+def _share_of_roof(pct: np.ndarray) -> np.ndarray:
+    """Achieved ÷ roofline in %, NaN where past 100: a rate over the device's peak FLOP/s
+    or over its memory bandwidth is no share of the roof. The FLOPs or bytes are then
+    over-counted (an input torch expanded, read once per distinct element, recorded
+    without its strides, as torch before 2.x records it) or came from a cache the
+    roofline does not model (an elementwise op on a tensor its producer left in L2
+    moves it faster than DRAM can); the achieved rates stay in their columns."""
+    return np.where(pct > 100.0, np.nan, pct)
+
+
 def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
     """One row per op name and where its calls ran with a FLOP or byte figure: framework
     ops (``aten::mm``...) and device ops that carry XLA's cost figures. An op called both
@@ -113,9 +123,10 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     CPU op), ``where`` (device / host), ``flops_per_s`` and ``bytes_per_s`` (achieved,
     over ``time_ns``), ``intensity`` (FLOPs per byte), ``peak_flops_per_s`` (the
     device's peak at that precision), ``roofline_pct`` (achieved FLOP/s as a share of
-    the roofline at that intensity, min(peak, intensity × bandwidth); NaN on the host or
-    without peaks), ``bound_by`` (compute / memory: which side of the ridge point the
-    intensity lies; "" where unknown). Sorted by ``time_ns``.
+    the roofline at that intensity, min(peak, intensity × bandwidth); NaN on the host,
+    without peaks, or past the roof: :func:`_share_of_roof`), ``bound_by`` (compute /
+    memory: which side of the ridge point the intensity lies; "" where unknown). Sorted
+    by ``time_ns``.
     """
     cols = ["name", "count", "flops", "bytes", "flops_source", "precision", "device_ns", "host_ns", "time_ns",
             "where", "flops_per_s", "bytes_per_s", "intensity", "peak_flops_per_s", "roofline_pct", "bound_by"]
@@ -148,7 +159,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         bw = pk.bandwidth if pk else 0.0
         roof = np.where(np.isnan(intensity), peak_f, np.minimum(peak_f, intensity * bw if bw else np.inf))
         known = on_dev & (peak_f > 0) & np.isfinite(fps)
-        roofline_pct = np.where(known & (roof > 0), 100.0 * fps / roof, np.nan)
+        roofline_pct = _share_of_roof(np.where(known & (roof > 0), 100.0 * fps / roof, np.nan))
         ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
         bound = np.where(~np.isfinite(intensity) | np.isnan(ridge) | (peak_f <= 0), "",
                          np.where(intensity >= ridge, "compute", "memory")).astype(object)
@@ -294,7 +305,7 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
         peak_f = np.array([pk.flops(p) if pk else 0.0 for p in prec[first]], np.float64)
         bw = pk.bandwidth if pk else 0.0
         roof = np.where(np.isnan(inten), peak_f, np.minimum(peak_f, inten * bw if bw else np.inf))
-        pct = np.where((peak_f > 0) & (roof > 0) & np.isfinite(fps), 100.0 * fps / roof, np.nan)
+        pct = _share_of_roof(np.where((peak_f > 0) & (roof > 0) & np.isfinite(fps), 100.0 * fps / roof, np.nan))
         ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
         bound = np.where(~np.isfinite(inten) | np.isnan(ridge) | (peak_f <= 0), "",
                          np.where(inten >= ridge, "compute", "memory")).astype(object)
