@@ -233,3 +233,65 @@ def test_the_scripts_logging_is_its_own(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
     assert ours.returncode == 0 and "nanny started" not in ours.stderr, ours.stderr
     assert ours.stderr.count("polyprof: trace written to") == 1
+
+
+def test_a_program_that_changes_directory(tmp_path):
+    """The trace goes where it was asked for from the directory polyprof started in, and
+    the crash journal beside it is removed: a program that changed directory (Hydra
+    before 1.2 does by default) had its trace written relative to its new directory and
+    left the stale ``.partial`` journal, which made ``summary`` call the run killed."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "cd.py").write_text(f"import os\nos.chdir({str(elsewhere)!r})\nraise SystemExit(3)\n")
+    for argv, name in ((["-o", "t.polyprof"], "t.polyprof"), ([], "cd.polyprof")):
+        p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", *argv, "cd.py"],
+                           capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+        assert p.returncode == 3, p.stderr
+        assert (tmp_path / name).is_file() and not (elsewhere / name).exists()
+        assert not list(tmp_path.glob("*.partial")) and f"trace written to {name} " in p.stderr
+
+
+_CHAINS = """\
+import os, signal, sys, time
+seen = []
+previous = signal.getsignal(signal.SIGTERM)
+def handler(signum, frame):  # as Lightning's: its own, then any handler there was but SIG_DFL
+    seen.append(signum)
+    if previous not in (None, signal.SIG_DFL, signal.SIG_IGN):
+        previous(signum, frame)
+signal.signal(signal.SIGTERM, handler)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.1)
+print("shut down gracefully", seen)
+"""
+
+
+def test_a_program_that_handles_sigterm_and_calls_the_previous_handler(tmp_path):
+    """Lightning's SIGTERM handler notes the signal, calls any handler it found that is
+    not SIG_DFL, and shuts down gracefully (exit 0). polyprof's, found there, raised
+    SystemExit(143) in the middle of a step. Called by the program's own, it now does
+    nothing, as SIG_DFL, which python would have left there, is never called."""
+    (tmp_path / "chains.py").write_text(_CHAINS)
+    plain = subprocess.run([sys.executable, "chains.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    ours = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", "c.polyprof", "chains.py"],
+                          capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+    assert plain.returncode == 0 and plain.stdout == "shut down gracefully [15]\n"
+    assert (ours.returncode, ours.stdout) == (plain.returncode, plain.stdout), ours.stderr
+    assert (tmp_path / "c.polyprof").is_file()
+
+
+def test_a_failing_summary_keeps_the_scripts_exit_code(tmp_path, monkeypatch, capsys):
+    """An error in the end-of-run summary (an analysis's bug) was the run's error: exit
+    code 1 where the script's was 0, and no line saying where the trace went."""
+    from polyprof.cli import main, run as run_mod
+
+    def broken(trace):
+        raise NameError("name 'backward_callers' is not defined")
+
+    monkeypatch.setattr(run_mod, "print_summary", broken)
+    (tmp_path / "ok.py").write_text("print('done')\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "-o", "ok.polyprof", "ok.py"]) == 0
+    err = capsys.readouterr().err
+    assert "internal error (NameError" in err and "(in the summary; the trace is written)" in err
+    assert "trace written to ok.polyprof" in err and (tmp_path / "ok.polyprof").is_file()

@@ -55,7 +55,13 @@ _received: list[int] = []
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    # Unwind the script through its finally/with blocks so open sections complete.
+    """Unwind the script through its finally/with blocks so open sections complete and
+    the trace is written. Only while this is the signal's handler: a program that set
+    its own and calls the one it found (Lightning's SIGTERM handler calls any that is not
+    SIG_DFL, which plain python would have left there) handles the signal itself, as it
+    would without polyprof; then this does nothing."""
+    if signal.getsignal(signum) is not _on_signal:
+        return
     _received.append(signum)
     raise SystemExit(128 + signum)
 
@@ -159,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
         settings = replace(settings, output=Path(f"{stem}.polyprof"))
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
+    cwd = os.getcwd()  # the program may change it: the trace goes where it was asked for from here
     session = Session(settings=settings)
     pid = os.getpid()
     _received.clear()
@@ -182,8 +189,13 @@ def run(args: argparse.Namespace) -> int:
     assert trace is not None
     sys.stdout.flush()
     if not args.no_summary:
-        print_summary(trace)
-    _report_written(session, trace.n_events)
+        try:
+            print_summary(trace)
+        except Exception as e:  # noqa: BLE001 - the script's exit code and the trace's line come first
+            from .common import error_line
+
+            print(f"{error_line(e)} (in the summary; the trace is written)", file=sys.stderr)
+    _report_written(session, trace.n_events, cwd)
     if os.environ.get("POLYPROF_DEBUG_EXIT"):
         print(f"polyprof: script exit code {code}", file=sys.stderr)
     if _received:  # killed by a signal: end the way plain python would have
@@ -209,18 +221,26 @@ def _freeze_what_polyprof_made() -> None:
     heap.freeze_before_program(gc_was_enabled)
 
 
-def _report_written(session: Session, n_events: int) -> None:
+def _report_written(session: Session, n_events: int, cwd: str) -> None:
+    """The line that says where the trace went: paths under the directory polyprof
+    started in as given from there (the program may have changed directory since)."""
     w = session.written
     if w is None or w.path is None:
-        where = f"; the host data recorded so far is in {w.requested}.partial" if w is not None and \
-            Path(f"{w.requested}.partial").is_file() else ""
+        partial = Path(f"{w.requested}.partial") if w is not None else None
+        where = f"; the host data recorded so far is in {_shown(partial, cwd)}" if partial and partial.is_file() \
+            else ""
         print(f"polyprof: error: could not write the trace: {w.error if w else 'no output'}{where}",
               file=sys.stderr)
     elif w.fell_back:  # the reason was logged as an error already
-        print(f"polyprof: trace written to {w.path} instead of {w.requested} ({n_events} events)",
-              file=sys.stderr)
+        print(f"polyprof: trace written to {_shown(w.path, cwd)} instead of {_shown(w.requested, cwd)} "
+              f"({n_events} events)", file=sys.stderr)
     else:
-        print(f"polyprof: trace written to {w.path} ({n_events} events)", file=sys.stderr)
+        print(f"polyprof: trace written to {_shown(w.path, cwd)} ({n_events} events)", file=sys.stderr)
+
+
+def _shown(path: Path | str, cwd: str) -> str:
+    rel = os.path.relpath(path, cwd)
+    return str(path) if rel == ".." or rel.startswith(".." + os.sep) else rel
 
 
 def _no_module(name: str) -> bool:

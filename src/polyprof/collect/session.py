@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..errors import PluginError, SessionError
@@ -94,8 +95,10 @@ class Session:
         self._driver: Driver | Timed | None = None
         self.plugin_spec = list(settings.plugins) if settings.plugins is not None else None
         self.memory = settings.memory  # every plugin gets the option memory=True (it records memory)
-        #: under torchrun / mpirun / srun, each rank's own file (collect/output.py: per_rank)
-        self.output = None if settings.output is None else output_mod.per_rank(settings.output)
+        #: under torchrun / mpirun / srun, each rank's own file (collect/output.py: per_rank);
+        #: absolute: the program may change directory before the trace is saved
+        self.output = None if settings.output is None else \
+            Path(os.path.abspath(output_mod.per_rank(settings.output)))
         self.collect_timeout = settings.collect_timeout
         self.call_timeout = settings.call_timeout
         self.record_argv = settings.record_argv
