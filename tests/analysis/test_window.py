@@ -263,5 +263,5 @@ def test_a_long_warm_up_is_said_with_its_length(tmp_path):
     took = cache.steps(t).end - cache.steps(t).start
     assert took[0] > 5 * np.median(took[1:])  # the import of jax and the compilation
     label = select(t, AUTO).label
-    assert "first step skipped: warm-up, " in label and "x the median step and " in label, label
-    assert "(compilation, autotuning, caches); --skip-first 0 keeps it" in label
+    assert "first step skipped: warm-up (" in label and "x the median step and " in label, label
+    assert "of the steps' time: set-up, compilation, caches); --skip-first 0 keeps it" in label

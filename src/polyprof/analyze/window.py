@@ -150,8 +150,8 @@ def _label(steps: Steps, index: np.ndarray, why: str) -> str:
 
 
 #: a first step this many times the median of the others is said with its length: it is
-#: most of the run (torch.compile's or XLA's compilation, autotuning, caches), and
-#: skipping it as warm-up should not hide that
+#: most of the run (the program's set-up before its first step, torch.compile's or XLA's
+#: compilation, autotuning, caches), and skipping it as warm-up should not hide that
 LONG_WARM_UP = 5.0
 
 
@@ -162,8 +162,8 @@ def _skipped(steps: Steps) -> str:
     if rest <= 0 or first < LONG_WARM_UP * rest:
         return "first step skipped: warm-up"
     share = first / max(int(steps.end[-1] - steps.start[0]), 1)
-    return (f"first step skipped: warm-up, {fmt_ns(first)}, {first / rest:,.0f}x the median step and "
-            f"{share:.1%} of the steps' time (compilation, autotuning, caches)")
+    return (f"first step skipped: warm-up ({fmt_ns(first)}, {first / rest:,.0f}x the median step and "
+            f"{share:.1%} of the steps' time: set-up, compilation, caches)")
 
 
 def select(trace: Trace, window: WindowArg) -> Selection:

@@ -20,6 +20,7 @@ import numpy as np
 from ..analyze.findings import SEVERITY_ORDER, Finding, by_severity
 from ..analyze.frames import column, frame
 from ..analyze.registry import PER_EVENT
+from ..analyze.units import fmt_ns
 from ..analyze.table import Table
 from .align import align_ranks, alignment_table
 from ..analyze.collectives import collective_stats
@@ -173,7 +174,7 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table) -> list[
     out.append(Finding(
         "straggler", f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives "
                      f"whose arrivals differ beyond the clocks' bounds (of {len(per_coll)}); "
-                     f"the others waited {wait / 1e6:.3f} ms for it",
+                     f"the others waited {fmt_ns(wait)} for it",
         "high" if share >= 0.9 else "medium", "",
         {"rank": r, "last_count": int(top["last_count"]), "collectives": total, "share_pct": round(100 * share, 1),
          "caused_wait_ns": wait, "late_ns": int(top["late_ns"]),
