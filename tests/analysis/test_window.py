@@ -240,10 +240,12 @@ def test_memory_and_counters_follow_the_window():
     assert rss["samples"] < whole_cs.loc["process.rss_bytes", "samples"]
 
 
-def test_a_long_warm_up_is_said_with_its_length(tmp_path):
+def test_a_long_warm_up_and_work_after_the_last_step_are_said(tmp_path):
     """A jitted program's first step compiles (JAX here; torch.compile's took 28.1 s of a
     28.2 s run in the sweep): skipped as warm-up, it was said as any warm-up, so the run's
-    biggest cost went unmentioned. The label says its length and share."""
+    biggest cost went unmentioned. The label says its length and share. Work after the
+    last step (an evaluation: 274 ms after 17 ms of training in the sweep) was left out
+    of the default summary without a word."""
     pytest.importorskip("jax")
     import subprocess
     import sys
@@ -254,7 +256,10 @@ def test_a_long_warm_up_is_said_with_its_length(tmp_path):
                       "x = jnp.ones((64, 64))\n"
                       "for _ in range(6):\n"
                       "    f(x).block_until_ready()\n"
-                      "    polyprof.step()\n")
+                      "    polyprof.step()\n"
+                      "import time\n"
+                      "with polyprof.section('evaluate'):\n"
+                      "    time.sleep(0.2)\n")
     out = tmp_path / "j.polyprof"
     p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host", "-o",
                         str(out), str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -265,3 +270,8 @@ def test_a_long_warm_up_is_said_with_its_length(tmp_path):
     label = select(t, AUTO).label
     assert "first step skipped: warm-up (" in label and "x the median step and " in label, label
     assert "of the steps' time: set-up, compilation, caches); --skip-first 0 keeps it" in label
+    # the work after the loop is in no step: the window leaves it out, and says so
+    assert "of host activity after the last step is in no step: not analysed" in label, label
+    assert "evaluate" not in A.section_stats(t, window=AUTO)["name"].tolist()
+    assert "after the last step" not in select(t, Window(skip_first=0)).label  # every step: all counted
+    assert "evaluate" in A.section_stats(t, window=Window(skip_first=0))["name"].tolist()

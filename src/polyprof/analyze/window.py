@@ -166,6 +166,22 @@ def _skipped(steps: Steps) -> str:
             f"{share:.1%} of the steps' time: set-up, compilation, caches)")
 
 
+def _after_last(trace: Trace, steps: Steps) -> str:
+    """The label's words for host activity after the last step, where it is as long as
+    a step or more (and a ms): in no step, so a window of steps leaves it out (a run's
+    evaluation or saving after its training loop)."""
+    ev = trace.events
+    host = np.array([p.kind == "host" for p in trace.planes], bool)[trace.track_plane[ev["track"]]]
+    last = int(steps.end[-1])
+    after = host & (ev["start_ns"] >= last)
+    if not after.any():
+        return ""
+    extent = int((ev["start_ns"][after] + ev["dur_ns"][after]).max()) - last
+    if extent < max(1_000_000, float(np.median(steps.end - steps.start))):
+        return ""
+    return f"; {fmt_ns(extent)} of host activity after the last step is in no step: not analysed"
+
+
 def select(trace: Trace, window: WindowArg) -> Selection:
     """Which steps ``window`` selects in ``trace`` (see the module doc)."""
     steps = cache.steps(trace)
@@ -180,8 +196,9 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         if trace.metadata.get(mkeys.SCHEDULE):  # recorded by a schedule: its warm-up is not in the trace
             return Selection(every, _label(steps, every, "the steps the schedule recorded"), False)
         if len(steps) >= AUTO_MIN_STEPS:
-            return Selection(every[1:], _label(steps, every[1:], f"{_skipped(steps)}; --skip-first 0 keeps it"),
-                             True, lo=int(steps.start[1]), hi=int(steps.end[-1]))
+            why = f"{_skipped(steps)}; --skip-first 0 keeps it{_after_last(trace, steps)}"
+            return Selection(every[1:], _label(steps, every[1:], why), True, lo=int(steps.start[1]),
+                             hi=int(steps.end[-1]))
         return Selection(every, _label(steps, every, ""), False)
     said = window.text()
     if window.skip_first is None:  # AUTO's rule, under this window's span and rounding
@@ -208,9 +225,11 @@ def select(trace: Trace, window: WindowArg) -> Selection:
                              f"{len(steps)} steps, numbers {int(nums[0])}-{int(nums[-1])})"))
     # an open start with nothing skipped also counts what was launched before the first step
     lo = -_FAR if window.start is None and not window.skip_first else int(steps.start[index[0]])
-    return Selection(index, _label(steps, index, said),
-                     len(index) < len(steps) or window.span != "steps" or window.round_us, window.span, lo,
-                     int(steps.end[index[-1]]), window.round_us)
+    restricted = len(index) < len(steps) or window.span != "steps" or window.round_us
+    if restricted and index[-1] == len(steps) - 1:
+        said += _after_last(trace, steps)
+    return Selection(index, _label(steps, index, said), restricted, window.span, lo, int(steps.end[index[-1]]),
+                     window.round_us)
 
 
 def _hta_selection(steps: Steps) -> Selection:
