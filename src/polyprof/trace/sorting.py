@@ -213,9 +213,21 @@ def row_of_key(keys: np.ndarray, rows: np.ndarray, want: np.ndarray) -> np.ndarr
 
 
 def last_at_or_before(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
-                       q_t: np.ndarray) -> np.ndarray:
+                      q_t: np.ndarray) -> np.ndarray:
     """Per query, ``value`` of the last item with the same key and ``t`` at or before the
     query's time; -1 when none."""
+    return _keyed_search(key, t, value, q_key, q_t, before=True)
+
+
+def first_at_or_after(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
+                      q_t: np.ndarray) -> np.ndarray:
+    """Per query, ``value`` of the first item with the same key and ``t`` at or after the
+    query's time; -1 when none."""
+    return _keyed_search(key, t, value, q_key, q_t, before=False)
+
+
+def _keyed_search(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray, q_t: np.ndarray,
+                  before: bool) -> np.ndarray:
     out = np.full(len(q_t), -1, np.int64)
     if not len(t) or not len(q_t):
         return out
@@ -225,23 +237,7 @@ def last_at_or_before(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: 
             continue
         mine = mine[np.argsort(t[mine], kind="stable")]
         q = np.flatnonzero(q_key == k)
-        j = np.searchsorted(t[mine], q_t[q], side="right") - 1
-        ok = j >= 0
-        out[q[ok]] = value[mine[j[ok]]]
-    return out
-
-
-def first_at_or_after(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray,
-                      q_t: np.ndarray) -> np.ndarray:
-    """Per query, ``value`` of the first item with the same key at or after its time."""
-    out = np.full(len(q_t), -1, np.int64)
-    for k in unique(q_key):
-        mine = np.flatnonzero(key == k)
-        if not len(mine):
-            continue
-        mine = mine[np.argsort(t[mine], kind="stable")]
-        q = np.flatnonzero(q_key == k)
-        j = np.searchsorted(t[mine], q_t[q], side="left")
-        ok = j < len(mine)
+        j = np.searchsorted(t[mine], q_t[q], side="right") - 1 if before else np.searchsorted(t[mine], q_t[q])
+        ok = (j >= 0) & (j < len(mine))
         out[q[ok]] = value[mine[j[ok]]]
     return out
