@@ -145,28 +145,42 @@ def _shape_estimates(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _estimate_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_shape_estimates` for rows not estimated yet: each distinct (name, dims,
-    types, concrete inputs, strides) estimated once."""
+    types, concrete inputs) estimated once, with the strides of its first call."""
     n = len(rows)
     flops, nbytes, prec = np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", object)
-    shapes = trace.stats.lookup_rows([INPUT_DIMS, INPUT_TYPE, CONCRETE, INPUT_STRIDES], rows)
+    shapes = trace.stats.lookup_rows([INPUT_DIMS, INPUT_TYPE, CONCRETE], rows)
     if INPUT_DIMS not in shapes or not np.any(shapes[INPUT_DIMS][0]):  # a column with no row here: nothing
         return flops, nbytes, prec
     has, dims = shapes[INPUT_DIMS]
     at = np.flatnonzero(has)
     types = _text_at(shapes.get(INPUT_TYPE), at, n)
     conc = _text_at(shapes.get(CONCRETE), at, n)
-    strides = _text_at(shapes.get(INPUT_STRIDES), at, n)
     names = trace.events["name"][rows[at]].tolist()
-    # one pass over the rows' (name, dims, types, concrete, strides): their texts are the same
-    # few objects over and over (a lookup spreads each distinct value), whose hashes are kept
+    # one pass over the rows' (name, dims, types, concrete): their texts are the same few
+    # objects over and over (a lookup spreads each distinct value), whose hashes are kept
     seen: dict[tuple, int] = {}
-    calls = list(zip(names, np.asarray(dims, object).tolist(), types.tolist(), conc.tolist(), strides.tolist()))
+    calls = list(zip(names, np.asarray(dims, object).tolist(), types.tolist(), conc.tolist()))
     inv = np.fromiter((seen.setdefault(c, len(seen)) for c in calls), np.intp, len(calls))
-    est = [estimate_one(trace.strings[n], d, t, c, s) for n, d, t, c, s in seen]
+    groups = list(seen)
+    # the strides of one call of each group whose rule reads them (torch 2.x: which inputs
+    # are expanded; a call site keeps its pattern): decoding every call's would cost more
+    # than the estimates (12 ms of a 30 MB trace's summary)
+    first = np.full(len(groups), -1, np.int64)
+    first[inv[::-1]] = np.arange(len(inv))[::-1]
+    reads = np.array([_reads_strides(trace.strings[g[0]]) for g in groups], bool)
+    strides = np.full(len(groups), "", object)
+    if reads.any():
+        got = trace.stats.lookup_rows([INPUT_STRIDES], rows[at[first[reads]]]).get(INPUT_STRIDES)
+        strides[reads] = _text_at(got, np.arange(int(reads.sum())), int(reads.sum()))
+    est = [estimate_one(trace.strings[n], d, t, c, st) for (n, d, t, c), st in zip(groups, strides.tolist())]
     flops[at] = np.array([e[0] for e in est], np.float64)[inv]
     nbytes[at] = np.array([e[1] for e in est], np.float64)[inv]
     prec[at] = np.array([e[2] for e in est], object)[inv]
     return flops, nbytes, prec
+
+
+def _reads_strides(name: str) -> bool:
+    return rule_of(name.rsplit("::", 1)[-1].split(".", 1)[0]) in STRIDED
 
 
 def _covered(trace: Trace, rows: np.ndarray) -> np.ndarray:
