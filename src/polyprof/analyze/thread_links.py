@@ -27,7 +27,7 @@ def comm_key(name: str) -> str:
 
 
 def comm_callers(trace: Trace, comm: np.ndarray, start: np.ndarray, track: np.ndarray, names: np.ndarray,
-                  on_host: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+                 on_host: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     """Per event row, the c10d op that enqueued the CPU backend's collective ``comm`` row
     (-1 for none): ProcessGroupGloo queues each collective's work, first in first out,
     for its worker threads, which record it as a ``gloo:*`` range; per operation, each
