@@ -78,6 +78,11 @@ def _same_tables(a, b) -> None:
     assert a.overview == b.overview
 
 
+def _flow_categories(trace) -> list[tuple[str, int]]:
+    cats = np.asarray(trace.flows["category"])
+    return sorted((trace.strings[c], int((cats == c).sum())) for c in np.unique(cats).tolist())
+
+
 @pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
 def test_own_export_of_every_real_trace_reads_back_the_same(path, tmp_path):
     trace = polyprof.load(path)
@@ -87,6 +92,8 @@ def test_own_export_of_every_real_trace_reads_back_the_same(path, tmp_path):
     assert _events(back) == _events(trace)  # name, category, start, duration, (plane, track)
     assert [(p.name, p.kind) for p in back.planes] == [(p.name, p.kind) for p in trace.planes]
     assert len(back.flows["src"]) == len(trace.flows["src"])
+    # the flows' categories (Perfetto's flows have none: numbered in the ids, named in metadata)
+    assert _flow_categories(back) == _flow_categories(trace)
     for key in trace.stats:  # every stat of every event, under its own name
         col, got = trace.stats[key], back.stats[key]
         assert len(got) == len(col), key

@@ -21,6 +21,11 @@ PLANE_EXTRAS = frozenset(("process_name", "process_labels", "process_sort_index"
 #: properties (JSON: ``[{plane, vendor, properties}]``); Perfetto's metadata table
 #: shows it as ``cr-polyprof_planes``
 PERFETTO_PLANES = "polyprof_planes"
+#: the ``ChromeMetadata`` entry of a Perfetto export that names its flows' categories
+#: (JSON: a list; Perfetto's flows have none): flow ``k`` of category ``i`` (1-based in
+#: that list, 0 for none) is written with id ``k + 1 + (i << FLOW_CATEGORY_SHIFT)``
+PERFETTO_FLOW_CATEGORIES = "polyprof_flow_categories"
+FLOW_CATEGORY_SHIFT = 40
 
 
 def json_value(v: Any) -> Any:

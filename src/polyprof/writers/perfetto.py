@@ -12,7 +12,8 @@ the subset is encoded here, see :mod:`.perfetto_wire`, so no generated code is n
   (``InternedData.event_names`` / ``event_categories``), its stats as debug annotations
   (names interned, string values interned);
 - flows: ``flow_ids`` on the source event and ``terminating_flow_ids`` on the
-  destination, ids 1..n in the trace's flow order;
+  destination, ids 1..n in the trace's flow order, each flow's category numbered in the
+  id's high bits (``device_list.FLOW_CATEGORY_SHIFT``; the names in Chrome metadata);
 - counters: one counter track per (plane, name), ``double_counter_value`` samples;
 - the device planes' properties (Kineto's ``deviceProperties``: model, SM count, memory...;
   XProf's peaks), which the efficiency tables match the device's peaks by: one
@@ -43,7 +44,8 @@ from ..trace.memory import export_counters
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
 from ..formats.chrome import _pids, _tids
-from ..formats.device_list import PERFETTO_PLANES, json_value, plane_properties
+from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES, json_value,
+                                   plane_properties)
 from ..trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof")
@@ -131,6 +133,7 @@ class _Plan:
         fl = trace.flows
         self.flow_src = self._by_rank(fl["src"])
         self.flow_dst = self._by_rank(fl["dst"])
+        self.flow_ids = np.arange(1, len(fl["src"]) + 1, dtype=np.uint64) + flow_category_bits(trace)
         self.stat_order = {k: self._by_rank(trace.stats[k].rows) for k in self.keys}
 
     def _by_rank(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -324,7 +327,7 @@ class _Plan:
         """(packet, flow id) of the flows of the events of ranks r0..r1, in packet order."""
         ranks, order = by_rank
         lo, hi = np.searchsorted(ranks, [r0, r1])
-        return b_idx[ranks[lo:hi] - r0], order[lo:hi].astype(np.uint64) + np.uint64(1)  # flow k -> id k + 1
+        return b_idx[ranks[lo:hi] - r0], self.flow_ids[order[lo:hi]]
 
     def _flows(self, by_rank: tuple[np.ndarray, np.ndarray], field: int, r0: int, r1: int,
                b_idx: np.ndarray, m: int) -> w.Batch:
@@ -332,8 +335,7 @@ class _Plan:
         lo, hi = np.searchsorted(ranks, [r0, r1])
         if lo == hi:
             return w.const(b"", np.zeros(m, bool))
-        ids = order[lo:hi].astype(np.uint64) + np.uint64(1)  # flow k -> id k + 1
-        return w.group(b_idx[ranks[lo:hi] - r0], w.field_fixed64(field, ids), m)
+        return w.group(b_idx[ranks[lo:hi] - r0], w.field_fixed64(field, self.flow_ids[order[lo:hi]]), m)
 
     # ------------------------------------------------------------------ counters
     def counter_chunks(self) -> Iterator[bytes]:
@@ -359,16 +361,34 @@ class _Plan:
             yield _wrap_packets(pk)
 
 
+def _flow_category_ids(trace: Trace) -> list[int]:
+    """The string ids of the trace's flows' categories ("" left out), in their numbering's order."""
+    return [c for c in unique(trace.flows["category"]).tolist() if trace.strings[c]]
+
+
+def flow_category_bits(trace: Trace) -> np.ndarray:
+    """Per flow, its category's number (1-based in the metadata's list, 0 for none)
+    shifted into the high bits of its Perfetto flow id (``device_list.FLOW_CATEGORY_SHIFT``)."""
+    code = np.zeros(max(len(trace.strings), 1), np.uint64)
+    for i, c in enumerate(_flow_category_ids(trace), 1):
+        code[c] = i
+    return code[np.asarray(trace.flows["category"], np.int64)] << np.uint64(FLOW_CATEGORY_SHIFT)
+
+
 def _device_metadata(trace: Trace) -> bytes:
     """The ``chrome_events`` packet with the device planes' properties and vendor (by
-    plane name), and the trace's ``deviceProperties`` list; nothing when there are none.
-    Bytes values (XSpace stats) become hex text, as in the Kineto export."""
+    plane name), the trace's ``deviceProperties`` list and its flows' categories; nothing
+    when there are none. Bytes values (XSpace stats) become hex text, as in the Kineto
+    export."""
     planes = [{"plane": p.name, "vendor": p.vendor, "properties": plane_properties(p)}
               for p in trace.planes if p.kind == "device" and (p.properties or p.vendor)]
-    entries = [(PERFETTO_PLANES, planes)] if planes else []
+    entries: list[tuple[str, Any]] = [(PERFETTO_PLANES, planes)] if planes else []
     listed = trace.metadata.get(mkeys.DEVICE_PROPERTIES)
     if isinstance(listed, list) and listed:
         entries.append((mkeys.DEVICE_PROPERTIES, json_value(listed)))
+    categories = [trace.strings[c] for c in _flow_category_ids(trace)]
+    if categories:
+        entries.append((PERFETTO_FLOW_CATEGORIES, categories))
     if not entries:
         return b""
     meta = [w.message([(_CM_NAME, name), (_CM_JSON, json.dumps(v, default=str))])

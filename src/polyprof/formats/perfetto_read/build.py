@@ -19,7 +19,7 @@ from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace import keys
 from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
-from ..device_list import PERFETTO_PLANES
+from ..device_list import FLOW_CATEGORY_SHIFT, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from .clocks import Clocks
 from .collector import END, Collector
 from .slices import link, match
@@ -98,7 +98,7 @@ def build(col: Collector, path: Path) -> Trace:
         begin_of[ends[closed]] = begins[closed]
         src, dst = begin_of[src], begin_of[dst]
         ok = (src >= 0) & (dst >= 0) & (src != dst)
-        b.flows(new_row[src[ok]], new_row[dst[ok]], ids[ok])
+        _flows(b, new_row[src[ok]], new_row[dst[ok]], ids[ok], col.chrome_meta.get(PERFETTO_FLOW_CATEGORIES))
 
     _counters(b, layout, ct["track"], cts, ct["value"])
     _devices(b, col.chrome_meta)
@@ -115,6 +115,21 @@ def build(col: Collector, path: Path) -> Trace:
     if warnings:
         b.metadata[mkeys.WARNINGS] = warnings
     return b.build()
+
+
+def _flows(b, src: np.ndarray, dst: np.ndarray, ids: np.ndarray, categories: object) -> None:
+    """The flows, with the categories polyprof's export numbers in their ids' high bits
+    (``device_list.FLOW_CATEGORY_SHIFT``) where the file lists them; other files' ids as
+    they are."""
+    if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories) or not len(ids):
+        b.flows(src, dst, ids)
+        return
+    code = ids.astype(np.uint64) >> np.uint64(FLOW_CATEGORY_SHIFT)
+    low = (ids.astype(np.uint64) & np.uint64((1 << FLOW_CATEGORY_SHIFT) - 1)).astype(np.int64)
+    for c in np.unique(code).tolist():
+        sel = code == c
+        name = categories[c - 1] if 0 < c <= len(categories) else ""
+        b.flows(src[sel], dst[sel], low[sel] if name or c == 0 else ids[sel], category=name)
 
 
 def _devices(b, meta: dict) -> None:
