@@ -166,20 +166,31 @@ def _skipped(steps: Steps) -> str:
             f"{share:.1%} of the steps' time: set-up, compilation, caches)")
 
 
-def _after_last(trace: Trace, steps: Steps) -> str:
-    """The label's words for host activity after the last step, where it is as long as
-    a step or more (and a ms): in no step, so a window of steps leaves it out (a run's
-    evaluation or saving after its training loop)."""
+def host_after(trace: Trace, t: int) -> int:
+    """How far host activity that starts at ``t`` or later runs past ``t`` (0: none)."""
     ev = trace.events
     host = np.array([p.kind == "host" for p in trace.planes], bool)[trace.track_plane[ev["track"]]]
-    last = int(steps.end[-1])
-    after = host & (ev["start_ns"] >= last)
-    if not after.any():
-        return ""
-    extent = int((ev["start_ns"][after] + ev["dur_ns"][after]).max()) - last
+    after = host & (ev["start_ns"] >= t)
+    return int((ev["start_ns"][after] + ev["dur_ns"][after]).max()) - t if after.any() else 0
+
+
+def after_last_words(extent: int, steps: Steps) -> str:
+    """The label's words for ``extent`` ns of host activity after the last step, where it
+    is as long as a step or more (and a ms): in no step, so a window of steps leaves it
+    out (a run's evaluation or saving after its training loop)."""
     if extent < max(1_000_000, float(np.median(steps.end - steps.start))):
         return ""
     return f"; {fmt_ns(extent)} of host activity after the last step is in no step: not analysed"
+
+
+def auto_words(steps: Steps, after: int) -> str:
+    """What ``AUTO``'s label says in brackets: the skipped warm-up, what is after the
+    last step (``after``: :func:`host_after` of its end)."""
+    return f"{_skipped(steps)}; --skip-first 0 keeps it{after_last_words(after, steps)}"
+
+
+def _after_last(trace: Trace, steps: Steps) -> str:
+    return after_last_words(host_after(trace, int(steps.end[-1])), steps)
 
 
 def select(trace: Trace, window: WindowArg) -> Selection:
@@ -196,7 +207,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         if trace.metadata.get(mkeys.SCHEDULE):  # recorded by a schedule: its warm-up is not in the trace
             return Selection(every, _label(steps, every, "the steps the schedule recorded"), False)
         if len(steps) >= AUTO_MIN_STEPS:
-            why = f"{_skipped(steps)}; --skip-first 0 keeps it{_after_last(trace, steps)}"
+            why = auto_words(steps, host_after(trace, int(steps.end[-1])))
             return Selection(every[1:], _label(steps, every[1:], why), True, lo=int(steps.start[1]),
                              hi=int(steps.end[-1]))
         return Selection(every, _label(steps, every, ""), False)

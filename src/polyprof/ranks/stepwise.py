@@ -144,6 +144,7 @@ class _Gathered:
         self.unsynced: dict[str, str] = {}
         self.edges: list[dict[tuple, values.Edge]] = []
         self.launch_names: dict[str, int] = {}
+        self.after = 0  # host activity after the last window's last step (its label's words)
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
         trace = window.trace
@@ -156,6 +157,9 @@ class _Gathered:
         self.parts.append(got.tables)
         self.steps.append(got.steps)
         self.spans.append(got.span)
+        if last:
+            every = cache.steps(trace)
+            self.after = W.host_after(trace, int(every.end[-1])) if len(every) else 0
         coll = got.collectives  # its rows made the rank's rows
         self.coll.append(coll.with_columns(row=window.input_rows[column(coll, "row")]) if len(coll) else coll)
         self.unsynced.update(unsynchronised(trace))
@@ -190,7 +194,7 @@ class _Gathered:
             "events": n, "planes": [q["name"] for q in header["planes"]], "tracks": len(header["tracks"]),
             "trace_span_ns": int(s1) - int(s0), "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
             "steps": len(selected), "step_source": every.describe(),
-            "window": W._label(every, np.arange(1, len(every)), "first step skipped: warm-up; --skip-first 0 keeps it"),
+            "window": W._label(every, np.arange(1, len(every)), W.auto_words(every, self.after)),
             "correlation": self.counts, "unsynchronised": self.unsynced,
             "plugin_errors": list(meta.get(mkeys.PLUGIN_ERRORS, [])),
             "warnings": [str(w) for w in meta.get(mkeys.WARNINGS, []) or []],
