@@ -135,3 +135,16 @@ def test_torchrun_gloo_pipeline_shows_transfers(tmp_path):
     assert infos == [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}]
     hta = pytest.importorskip("hta.trace_analysis")
     assert sorted(hta.TraceAnalysis(trace_dir=str(job)).t.traces) == [0, 1]
+
+
+def test_profiling_the_launcher_says_how_to_profile_the_ranks(tmp_path):
+    """``polyprof run -m torch.distributed.run ... train.py`` records the launcher, and
+    none of the ranks it starts in child processes: it said nothing and wrote a trace of
+    0 events. It now says so, and how to run polyprof under the launcher instead."""
+    pytest.importorskip("torch")
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(tmp_path / "l.polyprof"),
+                        "-m", "torch.distributed.run", "--help"], env={**os.environ, "PYTHONPATH": str(SRC)},
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "polyprof: note: torch.distributed.run starts each rank in a child process" in r.stderr
+    assert "torchrun ... -m polyprof run SCRIPT" in r.stderr

@@ -49,6 +49,9 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
+#: launchers that run the program in child processes (``-m`` modules, or scripts by name):
+#: profiled themselves, they record none of the ranks' work
+LAUNCHERS = frozenset(("torch.distributed.run", "torch.distributed.launch", "torchrun"))
 #: signals that unwind the script (when it has no handler of its own for them)
 UNWIND = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
 _received: list[int] = []
@@ -157,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
     if args.module and _no_module(target):
         print(f"polyprof: error: {target}: no such module (python -m {target} finds none)", file=sys.stderr)
         return 2
+    if (target if args.module else Path(target).name) in LAUNCHERS:
+        print(f"polyprof: note: {target} starts each rank in a child process, which this session does not "
+              "record (it records the launcher); to profile the ranks, run polyprof under the launcher: "
+              "`torchrun ... -m polyprof run SCRIPT ...` (docs/ranks.md)", file=sys.stderr)
     serve = args.serve or os.environ.get("POLYPROF_SERVE", "").strip()
     if serve:
         return _run_serving(args, serve)
