@@ -275,3 +275,17 @@ def test_a_long_warm_up_and_work_after_the_last_step_are_said(tmp_path):
     assert "evaluate" not in A.section_stats(t, window=AUTO)["name"].tolist()
     assert "after the last step" not in select(t, Window(skip_first=0)).label  # every step: all counted
     assert "evaluate" in A.section_stats(t, window=Window(skip_first=0))["name"].tolist()
+
+
+def test_an_instant_after_the_last_step_is_no_activity():
+    """The H200 transformer's host records 6 µs after its last step, and torch's "Record
+    Window End" instant 123 ms later: the host's activity is the time its events cover,
+    not how far the last of them lies."""
+    from pathlib import Path
+
+    from polyprof.analyze.window import host_after
+
+    t = polyprof.load(Path(__file__).resolve().parents[1] / "data" / "h200" / "torch_transformer_h200.json.gz")
+    last = int(cache.steps(t).end[-1])
+    assert 0 < host_after(t, last) < 10_000
+    assert "after the last step" not in select(t, AUTO).label

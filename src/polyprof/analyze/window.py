@@ -47,6 +47,7 @@ from ..errors import WindowError
 from ..trace.core import Trace
 from ..trace.subset import take
 from ..trace import metadata_keys as mkeys
+from ..derive.intervals import union
 from .units import fmt_ns
 
 _FAR = 1 << 62
@@ -167,11 +168,16 @@ def _skipped(steps: Steps) -> str:
 
 
 def host_after(trace: Trace, t: int) -> int:
-    """How far host activity that starts at ``t`` or later runs past ``t`` (0: none)."""
+    """The time host activity that starts at ``t`` or later covers (its events' union;
+    instants, such as torch's "Record Window End", cover none)."""
     ev = trace.events
     host = np.array([p.kind == "host" for p in trace.planes], bool)[trace.track_plane[ev["track"]]]
-    after = host & (ev["start_ns"] >= t)
-    return int((ev["start_ns"][after] + ev["dur_ns"][after]).max()) - t if after.any() else 0
+    after = np.flatnonzero(host & (ev["start_ns"] >= t) & (ev["dur_ns"] > 0))
+    if not len(after):
+        return 0
+    start = ev["start_ns"][after].astype(np.int64)
+    seg_s, seg_e = union(start, start + ev["dur_ns"][after])
+    return int((seg_e - seg_s).sum())
 
 
 def after_last_words(extent: int, steps: Steps) -> str:
