@@ -69,6 +69,38 @@ def test_decorator_begin_end_mark_counter_step():
     assert tr.counters["value"][loss].tolist() == [1.0, 0.5, 1.0 / 3]
 
 
+def test_step_as_a_block_makes_the_block_one_step():
+    """``with polyprof.step():`` (as JAX's StepTraceAnnotation) raised TypeError: step()
+    returned None. The block is one step: entering the first ends the set-up (step 0),
+    leaving each ends its step, and the next block begins there (the loop's own time goes
+    to it), so the blocks' steps tile the loop from the first entry to the last exit."""
+    import time
+
+    with polyprof.profile(plugins=["host"]) as prof:
+        time.sleep(0.01)  # set-up
+        enter, leave = [], []
+        for i in range(4):
+            with polyprof.step():
+                enter.append(time.perf_counter_ns())
+                with polyprof.section("body"):
+                    time.sleep(0.005 * (1 + (i == 0)))
+                leave.append(time.perf_counter_ns())
+            time.sleep(0.001)
+        time.sleep(0.01)  # after the loop: in no step
+    tr = prof.trace
+    steps = np.flatnonzero(tr.categories() == "step")
+    steps = steps[np.argsort(tr.start_ns[steps])]
+    assert tr.stats["step"].lookup(steps)[1].tolist() == [0, 1, 2, 3, 4]  # set-up, then one per block
+    start, end = tr.start_ns[steps], tr.end_ns[steps]
+    assert np.all(start[1:] == end[:-1])
+    assert np.all(start[1:] <= np.array(enter)) and np.all(np.array(leave) <= end[1:])  # each block in its step
+    assert end[-1] < tr.end_ns[_rows(tr, "body")].max() + 1_000_000  # the last step ends at the last exit
+    body = _rows(tr, "body")
+    assert [int(np.searchsorted(start, tr.start_ns[r], "right")) - 1 for r in np.sort(body)] == [1, 2, 3, 4]
+    with polyprof.step():  # no session: nothing, no error
+        pass
+
+
 def test_no_session_is_a_no_op():
     with polyprof.section("nobody listens") as s:
         polyprof.mark("m")
