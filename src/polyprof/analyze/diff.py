@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -305,6 +305,21 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
                      int(trace.span_ns[1] - trace.span_ns[0]) if trace.n_events else 0)
 
 
+class _Part(NamedTuple):
+    """One trace's table as a side's collector keeps it: per raw name its index in the
+    table's vocabulary (``key``), calls and total; per (name, step) with events, the
+    name's index, the step's sample index on the side, its total and its calls."""
+
+    key: np.ndarray
+    calls: np.ndarray
+    total: np.ndarray
+    trace_no: np.ndarray
+    pair_key: np.ndarray
+    pair_step: np.ndarray
+    pair_total: np.ndarray
+    pair_count: np.ndarray
+
+
 class _Collector:
     """Per table: one vocabulary of (normalised) names for both runs, and per side the
     counts, totals and per-step totals of each name, added trace by trace; each step (and
@@ -315,7 +330,7 @@ class _Collector:
         self.index: dict[str, dict[str, int]] = {t: {} for t in TABLES}
         self.raw: dict[str, list[set[str]]] = {t: [] for t in TABLES}
         self.kind: dict[str, list[int]] = {t: [] for t in TABLES}
-        self.parts: dict[tuple[str, str], list[tuple[np.ndarray, ...]]] = {}
+        self.parts: dict[tuple[str, str], list[_Part]] = {}
         self.step_ns: dict[str, list[int]] = {"a": [], "b": []}
         self.step_of: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}  # (run, rank) per step
         self.trace_of: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}  # (run, rank) per trace
@@ -349,8 +364,8 @@ class _Collector:
         for table, t in sums.tables.items():
             g = self._keys(table, t)
             self.parts.setdefault((side, table), []).append(
-                (g, t.count, t.total, g[t.pair_name], offset + t.pair_step, t.pair_total,
-                 np.full(len(g), trace_no), t.pair_count))
+                _Part(g, t.count, t.total, np.full(len(g), trace_no), g[t.pair_name], offset + t.pair_step,
+                      t.pair_total, t.pair_count))
 
     def _keys(self, table: str, t: TableSums) -> np.ndarray:
         """Index in the table's vocabulary of each of ``t``'s raw names (normalised)."""
@@ -388,22 +403,21 @@ class _Collector:
         """count and total per name, summed over every trace of the side."""
         n = len(self.index[table])
         count, total = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        for g, c, t, *_ in self.parts.get((side, table), []):
-            np.add.at(count, g, c)  # two raw names of one trace may normalise to one
-            np.add.at(total, g, t)
+        for p in self.parts.get((side, table), []):
+            np.add.at(count, p.key, p.calls)  # two raw names of one trace may normalise to one
+            np.add.at(total, p.key, p.total)
         return count, total
 
     def samples(self, side: str, table: str, whole: bool) -> Samples:
         """The names x samples matrix of one side: per-step totals, or (``whole``) each
         trace's totals; with each sample's run and rank."""
-        n = len(self.index[table])
         labels = self.trace_of[side] if whole else self.step_of[side]
-        x = np.zeros((n, len(labels)))
-        for g, _, t, pk, ps, psum, trace_no, _ in self.parts.get((side, table), []):
-            if whole:
-                np.add.at(x, (g, trace_no), t)
-            else:
-                np.add.at(x, (pk, ps), psum)
+        if whole:
+            x = np.zeros((len(self.index[table]), len(labels)))
+            for p in self.parts.get((side, table), []):
+                np.add.at(x, (p.key, p.trace_no), p.total)
+        else:
+            x = self._per_step(side, table, "pair_total").astype(np.float64)
         lab = np.array(labels, np.int64).reshape(-1, 2)
         return Samples(x, lab[:, 0], lab[:, 1])
 
@@ -411,11 +425,15 @@ class _Collector:
         """Per name: whether every step of the side calls it the same number of times (0
         included). A program calls its ops so; a runtime's waits and polls, which
         scheduling makes, vary from step to step."""
-        n, k = len(self.index[table]), len(self.step_of[side])
-        x = np.zeros((n, k), np.int64)
-        for *_, pk, ps, _, _, pcount in self.parts.get((side, table), []):
-            np.add.at(x, (pk, ps), pcount)
-        return x.min(axis=1) == x.max(axis=1) if k else np.ones(n, bool)
+        x = self._per_step(side, table, "pair_count")
+        return x.min(axis=1) == x.max(axis=1) if x.shape[1] else np.ones(len(x), bool)
+
+    def _per_step(self, side: str, table: str, field: str) -> np.ndarray:
+        """The names x steps matrix of one side of a per-(name, step) field of its parts."""
+        x = np.zeros((len(self.index[table]), len(self.step_of[side])), np.int64)
+        for p in self.parts.get((side, table), []):
+            np.add.at(x, (p.pair_key, p.pair_step), getattr(p, field))
+        return x
 
     def step_samples(self, side: str, whole: bool) -> Samples:
         values = self.span_ns[side] if whole else self.step_ns[side]

@@ -180,7 +180,7 @@ def _estimate_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _reads_strides(name: str) -> bool:
-    return rule_of(name.rsplit("::", 1)[-1].split(".", 1)[0]) in STRIDED
+    return rule_of(_base(name)) in STRIDED
 
 
 def _covered(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -194,7 +194,12 @@ def _covered(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 
 def _has_rule(name: str) -> bool:
-    return rule_of(name.rsplit("::", 1)[-1].split(".", 1)[0]) is not None
+    return rule_of(_base(name)) is not None
+
+
+def _base(name: str) -> str:
+    """An op's base name, as its rule knows it: ``aten::add_.Tensor`` -> ``add_``."""
+    return name.rsplit("::", 1)[-1].split(".", 1)[0]
 
 
 def _text_at(col: tuple[np.ndarray, np.ndarray] | None, at: np.ndarray, n: int) -> np.ndarray:
@@ -222,7 +227,7 @@ def estimate_one(name: str, dims_text: str, types_text: str = "", concrete_text:
     """(flops, bytes, precision) of one call of op ``name`` with these inputs (the JSON
     texts torch records; ``Input Strides`` decoded only for the rules that read them);
     NaN flops and bytes for an op not covered or inputs that do not fit it."""
-    base = name.rsplit("::", 1)[-1].split(".", 1)[0]
+    base = _base(name)
     rule = rule_of(base)
     try:
         dims = _json(dims_text) if dims_text else []

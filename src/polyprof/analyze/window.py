@@ -47,7 +47,7 @@ from ..errors import WindowError
 from ..trace.core import Trace
 from ..trace.subset import take
 from ..trace import metadata_keys as mkeys
-from ..derive.intervals import union
+from ..derive.intervals import union_len
 from .units import fmt_ns
 
 _FAR = 1 << 62
@@ -172,12 +172,9 @@ def host_after(trace: Trace, t: int) -> int:
     instants, such as torch's "Record Window End", cover none)."""
     ev = trace.events
     host = np.array([p.kind == "host" for p in trace.planes], bool)[trace.track_plane[ev["track"]]]
-    after = np.flatnonzero(host & (ev["start_ns"] >= t) & (ev["dur_ns"] > 0))
-    if not len(after):
-        return 0
+    after = np.flatnonzero(host & (ev["start_ns"] >= t))
     start = ev["start_ns"][after].astype(np.int64)
-    seg_s, seg_e = union(start, start + ev["dur_ns"][after])
-    return int((seg_e - seg_s).sum())
+    return union_len(start, start + ev["dur_ns"][after])
 
 
 def after_last_words(extent: int, steps: Steps) -> str:

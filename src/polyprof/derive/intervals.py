@@ -27,6 +27,14 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], seg_end
 
 
+def union_len(starts: np.ndarray, ends: np.ndarray) -> int:
+    """The time the intervals [start, end) cover together (overlaps once, empty ones none)."""
+    s, e = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    keep = e > s
+    seg_s, seg_e = union(s[keep], e[keep])
+    return int((seg_e - seg_s).sum())
+
+
 def clip_union(starts: np.ndarray, ends: np.ndarray, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`union` restricted to the window [t0, t1)."""
     # np.clip's own definition, without its Python wrapper (a summary makes dozens of calls)

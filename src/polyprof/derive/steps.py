@@ -231,11 +231,9 @@ def find_steps(trace: Trace) -> Steps:
     return Steps(empty, empty, empty, empty, "")
 
 
-#: XProf's line ids (``kThreadIdDerivedMin`` = 0xdeadbeef, an ``int`` in C++, so negative
-#: in the file): the device step line, and the range of the lines XProf derives
-#: (``IsDerivedThreadId``: steps, launch stats, name scope, ops, modules, source...)
-_STEP_LINE_ID = 0xDEADBEEF - 2**32
-_DERIVED_LINE_IDS = (_STEP_LINE_ID, _STEP_LINE_ID + 31)
+#: the range of the line ids XProf derives (``IsDerivedThreadId``: steps, launch stats,
+#: name scope, ops, modules, source...)
+_DERIVED_LINE_IDS = (keys.LINE_STEPS_ID, keys.LINE_STEPS_ID + 31)
 #: names XProf classifies as copies or collectives, not compute (``ClassifyGpuEvent``:
 #: ``ParseTfOpFullname``'s memcpy prefixes, any case; ``nccl``)
 _NOT_COMPUTE = ("memcpyhtod", "memcpydtoh", "memcpydtod", "nccl")
@@ -263,7 +261,7 @@ def _device_steps(trace: Trace) -> Steps | None:
     t_dev = device[trace.track_plane] if len(tracks) else np.zeros(0, bool)
     tid = np.array([t.tid for t in tracks], np.int64)
     t_derived = np.array([t.kind == "derived" for t in tracks], bool)
-    t_steps = t_dev & ~t_derived & ((tid == _STEP_LINE_ID) | np.array([t.name == keys.LINE_STEPS for t in tracks],
+    t_steps = t_dev & ~t_derived & ((tid == keys.LINE_STEPS_ID) | np.array([t.name == keys.LINE_STEPS for t in tracks],
                                                                         bool))
     g_rows, g_vals = gcol.rows, gcol.values.astype(np.int64)
     g_track = ev["track"][g_rows]

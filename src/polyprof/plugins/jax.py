@@ -258,25 +258,22 @@ class JaxPlugin(Plugin):
             clock.retime(trace, fit, record=False)
         return info
 
-    def _name_threads(self, trace: Trace, names: np.ndarray, markers: np.ndarray) -> None:
+    def _name_threads(self, trace: Trace) -> None:
         """JAX numbers its threads by a hash of its own (7606383263603107252) and names the
         main one after the process: the line holding the clock markers made on a thread
         gets that thread's OS id and name (``MainThread (jax)``), so its JAX calls are the
         same thread as the program's sections, marks and torch ops there
         (``derive.memo.threads``)."""
-        track = trace.events["track"]
         for tag, (tid, name) in self._bracket_threads.items():
-            mine = markers & np.fromiter((str(n).startswith(f"{_SYNC}.{tag}.") for n in names), bool, len(names))
-            lines = unique(track[mine])
+            lines = unique(trace.events["track"][_named(trace, f"{_SYNC}.{tag}.")])
             if len(lines) == 1 and trace.tracks[int(lines[0])].kind == "thread":
                 line = trace.tracks[int(lines[0])]
                 line.tid, line.name = tid, f"{name} (jax)"
 
     def _finish(self, trace: Trace, sync: dict[str, Any], kept: str | None) -> Trace:
         """Drop the markers and the file-level metadata that would override the session's."""
-        names = trace.names() if trace.n_events else np.zeros(0, object)
-        drop = np.fromiter((isinstance(n, str) and n.startswith(_SYNC) for n in names), bool, len(names))
-        self._name_threads(trace, names, drop)
+        drop = _named(trace, _SYNC)
+        self._name_threads(trace)
         trace = _without_rows(trace, drop) if drop.any() else trace
         env = next((p for p in trace.planes if p.name == "Task Environment"), None)
         xs = dict(trace.metadata.get(mkeys.XSPACE, {}))
@@ -297,6 +294,12 @@ class JaxPlugin(Plugin):
             mkeys.record_fit(meta, plane, self.name, fit)
         trace.metadata = meta
         return trace
+
+
+def _named(trace: Trace, prefix: str) -> np.ndarray:
+    """Per event, whether its name starts with ``prefix`` (tested once per distinct name)."""
+    hit = np.fromiter((s.startswith(prefix) for s in trace.strings), bool, len(trace.strings))
+    return hit[trace.events["name"]] if len(hit) else np.zeros(trace.n_events, bool)
 
 
 def _this_thread() -> tuple[int, str]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..analyze.common import frame
 from ..analyze.table import Table
-from ..derive.intervals import union
+from ..derive.intervals import union_len
 from ..trace.sorting import unique
 from ..trace.factorize import factorize
 from .align import RankClock
@@ -94,21 +94,13 @@ def stragglers(tables: dict[int, Table], clocks: dict[int, RankClock]) -> tuple[
         sig_last = lr == r
         # the waits it caused: per rank that waited for it, the union over time of those waits
         caused = (last_of[group] == r) & (rank != r)
-        caused_ns = sum(_union_ns(arr[caused & (rank == o)], last[group[caused & (rank == o)]])
+        caused_ns = sum(union_len(arr[caused & (rank == o)], last[group[caused & (rank == o)]])
                         for o in unique(rank[caused]).tolist())
         rows_of.append((int(r), int(late[mine].sum()), int((sig_last & significant).sum()), int(caused_ns),
-                         _union_ns(arr[mine], last[group[mine]]), int(mine.sum()), float(bound[group[mine]].max()) if mine.any()
+                         union_len(arr[mine], last[group[mine]]), int(mine.sum()), float(bound[group[mine]].max()) if mine.any()
                          else float("nan")))
     rank_df = frame({c: [row[i] for row in rows_of] for i, c in enumerate(RANK_COLUMNS)})
     return rank_df, ev.sort_by("wait_ns", descending=True).select(EVENT_COLUMNS)
-
-
-def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
-    """The time covered by the intervals ``[start, end)`` together (overlaps once)."""
-    s, e = np.asarray(start, np.int64), np.asarray(end, np.int64)
-    keep = e > s
-    seg_s, seg_e = union(s[keep], e[keep])
-    return int((seg_e - seg_s).sum())
 
 
 def _collectives(key: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:

@@ -60,6 +60,10 @@ LINE_STEPS = "Steps"
 LINE_SECTIONS = "Sections"
 LINE_FRAMEWORK_OPS = "Framework Ops"
 LINE_NAME_SCOPE = "Framework Name Scope"
+#: the line id of XProf's derived "Steps" line on a device plane (tsl ``kThreadIdStepInfo``
+#: = ``kThreadIdDerivedMin``, 0xdeadbeef as a C++ ``int``: negative in the file); the
+#: lines XProf derives have the ids from it to it + 31 (``IsDerivedThreadId``)
+LINE_STEPS_ID = 0xDEADBEEF - (1 << 32)
 LINE_XLA_MODULES = "XLA Modules"
 LINE_XLA_OPS = "XLA Ops"
 LINE_SOURCE = "Source code"

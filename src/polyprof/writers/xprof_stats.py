@@ -146,10 +146,9 @@ def _groups(trace: Trace, steps: Any) -> dict[str, tuple[np.ndarray, list[Any]]]
                         [names[i] for i in np.argsort(steps.rows)])}
 
 
-#: line id of XProf's derived "Steps" line on a device plane (tsl kThreadIdStepInfo);
-#: XProf's step database reads its step markers from that line
-STEP_LINE_ID = 0xDEADBEEF - (1 << 32)  # an int in C++: -559038737
-STEP_LINE_NAME = "Steps"
+#: XProf's derived "Steps" line on a device plane: its step database reads its step
+#: markers from that line
+STEP_LINE_ID, STEP_LINE_NAME = keys.LINE_STEPS_ID, keys.LINE_STEPS
 
 
 @dataclass
@@ -202,7 +201,7 @@ def _device_groups(trace: Trace) -> DeviceGroups:
     on_device = np.flatnonzero(is_device[ev_plane])
     group = np.full(trace.n_events, -1, np.int64)
     group[v.rows] = launched
-    c_plane = np.asarray(c["plane"], np.int64)
+    c_plane, c_ts = np.asarray(c["plane"], np.int64), np.asarray(c["ts_ns"], np.int64)
     c_group = np.full(len(c_plane), -1, np.int64)
     spans: dict[int, list[tuple[int, int, int]]] = {}
     starts, ends = ev["start_ns"].astype(np.int64), (ev["start_ns"] + ev["dur_ns"]).astype(np.int64)
@@ -215,13 +214,13 @@ def _device_groups(trace: Trace) -> DeviceGroups:
         rest = rows[group[rows] < 0]
         group[rest] = _by_time(starts[rest], ids, first, last)
         csel = np.flatnonzero(c_plane == plane)
-        c_group[csel] = _by_time(np.asarray(c["ts_ns"], np.int64)[csel], ids, first, last)
+        c_group[csel] = _by_time(c_ts[csel], ids, first, last)
         # the spans over everything grouped: the markers hold XProf's runs
         mine = rows[group[rows] >= 0]
-        g = np.concatenate([group[mine], c_group[csel][c_group[csel] >= 0]])
-        lo = np.concatenate([starts[mine], np.asarray(c["ts_ns"], np.int64)[csel][c_group[csel] >= 0]])
-        hi = np.concatenate([ends[mine], np.asarray(c["ts_ns"], np.int64)[csel][c_group[csel] >= 0]])
-        ids, first, last = _spans(g, lo, hi)
+        counted = csel[c_group[csel] >= 0]
+        ids, first, last = _spans(np.concatenate([group[mine], c_group[counted]]),
+                                  np.concatenate([starts[mine], c_ts[counted]]),
+                                  np.concatenate([ends[mine], c_ts[counted]]))
         order = np.argsort(first, kind="stable")
         spans[int(plane)] = [(int(ids[i]), int(first[i]), int(last[i])) for i in order.tolist()]
     rows = on_device[group[on_device] >= 0]
