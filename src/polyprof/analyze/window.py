@@ -192,10 +192,6 @@ def auto_words(steps: Steps, after: int) -> str:
     return f"{_skipped(steps)}; --skip-first 0 keeps it{after_last_words(after, steps)}"
 
 
-def _after_last(trace: Trace, steps: Steps) -> str:
-    return after_last_words(host_after(trace, int(steps.end[-1])), steps)
-
-
 def select(trace: Trace, window: WindowArg) -> Selection:
     """Which steps ``window`` selects in ``trace`` (see the module doc)."""
     steps = cache.steps(trace)
@@ -241,7 +237,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
     lo = -_FAR if window.start is None and not window.skip_first else int(steps.start[index[0]])
     restricted = len(index) < len(steps) or window.span != "steps" or window.round_us
     if restricted and index[-1] == len(steps) - 1:
-        said += _after_last(trace, steps)
+        said += after_last_words(host_after(trace, int(steps.end[-1])), steps)
     return Selection(index, _label(steps, index, said), restricted, window.span, lo, int(steps.end[index[-1]]),
                      window.round_us)
 
