@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from ..errors import OutputError
 from ..outfile import check_target, replacing
+from ..trace.identity import LAUNCHER_VARIABLES
 
 if TYPE_CHECKING:
     from ..trace.core import Trace
@@ -54,15 +55,10 @@ def write_atomic(trace: Trace, path: Path, follow_symlinks: bool = False) -> Pat
     return path.resolve() if follow_symlinks and path.is_symlink() else path
 
 
-#: (rank, world size) variables of the launchers: torchrun, Open MPI, MPICH / Intel MPI, SLURM
-RANK_VARIABLES = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-                  ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
-
-
 def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
     """This process's rank when a launcher started several (None: one process)."""
     env = os.environ if environ is None else environ
-    for rank, size in RANK_VARIABLES:
+    for rank, size in LAUNCHER_VARIABLES:
         try:
             r, n = int(env[rank]), int(env[size])
         except (KeyError, ValueError):
@@ -75,7 +71,7 @@ def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
 def launcher_world_size(environ: Mapping[str, str] | None = None) -> int | None:
     """The number of processes the launcher started (its first size variable set)."""
     env = os.environ if environ is None else environ
-    for _, size in RANK_VARIABLES:
+    for _, size in LAUNCHER_VARIABLES:
         if env.get(size, "").isdigit():
             return int(env[size])
     return None

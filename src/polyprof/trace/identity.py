@@ -25,8 +25,12 @@ def hostname() -> str:
     return socket.gethostname()
 
 
+#: (rank, world size) variables of the launchers, in order of trust: torchrun, Open MPI,
+#: MPICH / Intel MPI, SLURM
+LAUNCHER_VARIABLES = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                      ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
 #: environment variables launchers set to the process's global rank, in order of trust
-RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+RANK_ENV = tuple(rank for rank, _ in LAUNCHER_VARIABLES)
 
 
 def rank_of(metadata: dict[str, Any]) -> int | None:
