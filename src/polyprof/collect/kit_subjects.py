@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar, Union
 
@@ -84,15 +85,17 @@ class _Timings:
     describe = ""
 
 
-class _Subject(_Timings, Generic[I, D]):
+class _Subject(_Timings, ABC, Generic[I, D]):
     """One way of driving a plugin: instances ``I`` whose collect gives ``D``."""
 
+    @abstractmethod
     def new(self) -> I:
-        raise NotImplementedError
+        """A new instance of the plugin."""
     def start(self, inst: I) -> None: ...
     def stop(self, inst: I, in_thread: bool = True) -> None: ...
+    @abstractmethod
     def collect(self, inst: I) -> D:
-        raise NotImplementedError
+        """What the instance collected."""
     def to_trace(self, inst: I, data: D) -> Trace:
         raise TypeError(f"{type(self).__name__} does not turn a plugin's data into a Trace")
     def dispose(self, inst: I) -> None: ...

@@ -23,6 +23,7 @@ import builtins
 import os
 import re
 import sys
+from abc import ABC, abstractmethod
 from itertools import chain
 from typing import IO, TYPE_CHECKING, Iterator, Mapping, Sequence, Union, cast
 
@@ -83,12 +84,13 @@ class Boxed:
         self.title, self.paras = title, paras
 
 
-class Lines:
+class Lines(ABC):
     """Something that draws its own lines at a width: ``(text, style)`` per line,
     cropped to the width by itself (``report.terminal.Grid``)."""
 
+    @abstractmethod
     def lines(self, width: int) -> list[Piece]:
-        raise NotImplementedError
+        """The lines at ``width``."""
 
 
 Item = Union[Para, Boxed, Lines]
