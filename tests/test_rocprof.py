@@ -148,7 +148,7 @@ _V4 = {
 }
 
 
-def build_rocpd(path: Path, version: int) -> Path:
+def build_rocpd(path: Path, version: int, legacy: bool = False) -> Path:
     tool = real_doc()["rocprofiler-sdk-tool"][0]
     kd = tool["buffer_records"]["kernel_dispatch"][:N_KERNELS]
     calls, ranges = made_up_calls(tool)
@@ -206,10 +206,15 @@ def build_rocpd(path: Path, version: int) -> Path:
     events = 0
 
     def event(category: str, corr: int) -> int:
+        """An event row as rocprofiler-sdk's writer makes it: the internal correlation id
+        in ``stack_id`` (and ``parent_stack_id`` for a device op: its launching call), the
+        external one (0: none) in ``correlation_id``; ``legacy`` puts the internal one there."""
         nonlocal events
         events += 1
-        db.execute(f"INSERT INTO {t('rocpd_event')} (id, category_id, correlation_id) VALUES (?, ?, ?)",
-                   (events, cid(category), corr))
+        device = category in ("KERNEL_DISPATCH", "MEMORY_COPY")
+        row = (0, 0, corr) if legacy else (corr, corr if device else 0, 0)
+        db.execute(f"INSERT INTO {t('rocpd_event')} (id, category_id, stack_id, parent_stack_id, correlation_id) "
+                   "VALUES (?, ?, ?, ?, ?)", (events, cid(category), *row))
         return events
 
     tracks: dict[tuple, int] = {}
@@ -302,12 +307,12 @@ def test_rocpd_roctx_projection_equals_sql(rocpd_db):
     cat = "rocpd_info_category" if v4 else "rocpd_string"
     catname = "name" if v4 else "string"
     q = f"""
-    WITH reg AS (SELECT R.start, R."end", {tid} AS tid, S.string AS name, C.{catname} AS cat, E.correlation_id AS corr
+    WITH reg AS (SELECT R.start, R."end", {tid} AS tid, S.string AS name, C.{catname} AS cat, E.stack_id AS corr
                  FROM rocpd_region R JOIN rocpd_string S ON S.id = R.name_id
                  JOIN rocpd_event E ON E.id = R.event_id JOIN {cat} C ON C.id = E.category_id),
-         dev AS (SELECT E.correlation_id AS corr, K."end" - K.start AS d FROM rocpd_kernel_dispatch K
+         dev AS (SELECT E.stack_id AS corr, K."end" - K.start AS d FROM rocpd_kernel_dispatch K
                  JOIN rocpd_event E ON E.id = K.event_id
-                 UNION ALL SELECT E.correlation_id, M."end" - M.start FROM rocpd_memory_copy M
+                 UNION ALL SELECT E.stack_id, M."end" - M.start FROM rocpd_memory_copy M
                  JOIN rocpd_event E ON E.id = M.event_id)
     SELECT m.name, sum(dev.d) FROM reg m
       JOIN reg a ON a.cat LIKE 'HIP%' AND a.tid = m.tid AND a.start >= m.start AND a.start < m."end"
@@ -317,6 +322,26 @@ def test_rocpd_roctx_projection_equals_sql(rocpd_db):
     st = section_stats(polyprof.load(rocpd_db))
     got = {n: int(d) for n, d in zip(column(st, "name"), column(st, "device_ns"))}
     assert got == want and set(want) == {"step", "forward"}
+
+
+def test_rocpd_device_ops_matched_by_stack_id(rocpd_db):
+    """rocprofiler-sdk keeps the internal correlation id in ``rocpd_event.stack_id``
+    (``correlation_id`` is the external one, 0 when the program set none: every row of a
+    real MI-series database): each kernel and copy is matched to its HIP call by it."""
+    assert {r[0] for r in _sql(rocpd_db, "SELECT DISTINCT correlation_id FROM rocpd_event")} == {0}
+    from polyprof.derive.correlate import correlate
+
+    corr = correlate(polyprof.load(rocpd_db))
+    assert int((corr.launch >= 0).sum()) == N_KERNELS + 1 == len(corr.device_rows)
+
+
+def test_rocpd_internal_id_in_correlation_id_is_read(tmp_path):
+    """A database whose events hold the internal id in ``correlation_id`` and none in
+    ``stack_id`` is matched by that."""
+    from polyprof.derive.correlate import correlate
+
+    corr = correlate(polyprof.load(build_rocpd(tmp_path / "legacy.db", 3, legacy=True)))
+    assert int((corr.launch >= 0).sum()) == N_KERNELS + 1
 
 
 def test_rocpd_layout(rocpd_db):

@@ -12,8 +12,10 @@ spaces. Two layouts are published (rocprofiler-sdk's ``rocpd_tables.sql`` under
 - 4.x: they carry a ``track_id`` into ``rocpd_track``, which holds those; categories
   are rows of ``rocpd_info_category``.
 
-Either way ``start``/``end`` are ns, ``event_id`` leads to ``rocpd_event`` (category,
-``correlation_id``), names are ``rocpd_string`` rows or kernel symbols.
+Either way ``start``/``end`` are ns, ``event_id`` leads to ``rocpd_event`` (category;
+the internal correlation id in ``stack_id``, which ties a kernel or copy to its HIP
+call, the external one in ``correlation_id``), names are ``rocpd_string`` rows or
+kernel symbols.
 """
 
 from __future__ import annotations
@@ -58,8 +60,18 @@ class Run:
         return "NULL"
 
     def correlation(self, base: str) -> str:
-        if self.has(base, "event_id") and self.has("rocpd_event", "id", "correlation_id"):
-            return f"(SELECT correlation_id FROM {quote(self.t('rocpd_event'))} WHERE id = event_id)"
+        """SQL for the id that ties a device op to its launching call: rocprofiler-sdk's
+        internal correlation id, which its writer keeps in ``rocpd_event.stack_id``
+        (``correlation_id`` holds the external id, 0 unless the program set one); a row
+        without a ``stack_id`` falls back to ``correlation_id``."""
+        if not self.has(base, "event_id"):
+            return "NULL"
+        events = quote(self.t("rocpd_event"))
+        if self.has("rocpd_event", "id", "stack_id", "correlation_id"):
+            return f"(SELECT COALESCE(NULLIF(stack_id, 0), correlation_id) FROM {events} WHERE id = event_id)"
+        for col in ("stack_id", "correlation_id"):
+            if self.has("rocpd_event", "id", col):
+                return f"(SELECT {col} FROM {events} WHERE id = event_id)"
         return "NULL"
 
     def category(self, base: str) -> str:
