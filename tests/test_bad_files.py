@@ -52,6 +52,9 @@ def _cases(tmp: Path) -> dict[str, tuple[bytes | None, str]]:
         # as kineto's tb_plugin keeps its samples: the message says how to decompress
         "sample.pt.trace.json.xz": (lzma.compress(kin[:2000]), "xz-compressed: polyprof reads gzip and plain files, so decompress it first (xz -dk sample.pt.trace.json.xz)"),
         "sample.json.bz2": (bz2.compress(kin[:2000]), "bzip2-compressed: polyprof reads gzip and plain files, so decompress it first (bunzip2 -k sample.json.bz2)"),
+        # a repository's trace kept in Git LFS and cloned without it (ROCm's roc-optiq sample)
+        "trace_70b.rpd": (b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"b4" * 32
+                          + b"\nsize 137330688\n", "a Git LFS pointer, not the trace: the file of 137,330,688 bytes"),
     }
 
 

@@ -67,6 +67,10 @@ _OTHER_COMPRESSION = {b"\xfd7zXZ\x00": ("xz", "xz -dk"), b"BZh": ("bzip2", "bunz
                       b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d")}
 
 
+#: how a Git LFS pointer file begins (a repository's trace not fetched from LFS storage)
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
 def detect(path: str | Path) -> str:
     path = Path(path)
     if not path.exists():
@@ -90,6 +94,12 @@ def detect(path: str | Path) -> str:
     for fmt in readers():
         if fmt.claim is not None and fmt.claim(head, path):
             return fmt.name
+    if head.startswith(_LFS_POINTER):
+        size = next((w[1] for w in (ln.split() for ln in head.splitlines()) if len(w) == 2 and w[0] == b"size"),
+                    b"")
+        of = f" of {int(size):,} bytes" if size.isdigit() else ""
+        raise TraceFormatError(path, f"a Git LFS pointer, not the trace: the file{of} is in LFS storage; "
+                                     "fetch it first (git lfs pull)")
     hint = next((h for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)), None)
     if hint:
         raise TraceFormatError(path, hint.format(name=path.name))
