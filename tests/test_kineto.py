@@ -522,3 +522,20 @@ def test_chrome_json_written_by_polyprof_loads_back(tmp_path: Path, loaded):
     assert {p.name for p in b.planes if p.kind == "device"} == {"/device:GPU:0"}
     assert sorted(b.names().tolist()) == sorted(a.names().tolist())
     assert len(b.flows["src"]) == len(a.flows["src"])
+
+
+def test_cpu_samples_of_a_sampling_profile_are_named_not_kept(tmp_path):
+    """Chrome's JSON Object Format may carry a sampling profile (``samples`` with
+    ``stackFrames``: Hermes, old Chrome; speedscope's test data): polyprof reads the
+    trace events and says the samples were not read, without copying them into the
+    metadata."""
+    doc = {"traceEvents": [{"ph": "X", "name": "run", "pid": 1, "tid": 2, "ts": 10, "dur": 5}],
+           "samples": [{"cpu": "-1", "name": "", "ts": str(11 + i), "pid": 1, "tid": "2", "weight": "1", "sf": 1}
+                       for i in range(3)],
+           "stackFrames": {"1": {"name": "main", "category": "JavaScript"}}}
+    p = tmp_path / "hermes.json"
+    p.write_text(json.dumps(doc))
+    trace = polyprof.load(p)
+    assert trace.n_events == 1
+    assert "samples" not in trace.metadata and "stackFrames" not in trace.metadata
+    assert any("3 CPU samples" in w and "not read" in w for w in trace.metadata["warnings"])

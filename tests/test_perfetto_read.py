@@ -334,6 +334,66 @@ def test_interned_state_dropped_packets_annotations_and_open_slices(tmp_path):
     assert "1 slices never ended" in warnings and "skipped 2 packets needing incremental state" in warnings
 
 
+def _split_sequences_trace(tmp_path) -> Path:
+    """An async track as Chrome writes its ``gpu::Scheduler`` track: begins on one trusted
+    packet sequence, ends on another, the ends' sequence written first, so in file order
+    every end comes before every begin. Times tie where order matters: a zero-length
+    slice (begin and end at 600, in file order), nested slices whose ends share a time
+    (400), an end at 700 written before the begin at 700 (it closes nothing, as in
+    Perfetto's sorter: by time, then file order), and a thread track in file order with
+    the same ties."""
+    track = P.TrackDescriptor(uuid=9, name="gpu::Scheduler", parent_uuid=5)
+    thread = P.TrackDescriptor(uuid=7, thread=P.ThreadDescriptor(pid=3, tid=4, thread_name="main"))
+    B, E = P.TrackEvent.TYPE_SLICE_BEGIN, P.TrackEvent.TYPE_SLICE_END
+
+    def ev(seq, ts, kind, uuid=9, name=None):
+        e = P.TrackEvent(type=kind, track_uuid=uuid)
+        if name:
+            e.name = name
+        return _pkt(seq, timestamp=ts, track_event=e)
+
+    return write_packets(tmp_path, [
+        _pkt(1, track_descriptor=P.TrackDescriptor(uuid=5, process=P.ProcessDescriptor(pid=3, process_name="gpu"))),
+        _pkt(1, track_descriptor=track), _pkt(1, track_descriptor=thread),
+        ev(2, 150, E), ev(2, 400, E), ev(2, 400, E), ev(2, 700, E),  # the ends' sequence first
+        ev(1, 100, B, name="a"), ev(1, 300, B, name="outer"), ev(1, 350, B, name="inner"),
+        ev(1, 600, B, name="zero"), ev(1, 600, E), ev(1, 700, B, name="late"),
+        # in file order on a thread: the same ties
+        ev(1, 800, B, 7, "t_outer"), ev(1, 850, B, 7, "t_inner"), ev(1, 900, E, 7), ev(1, 900, E, 7),
+        ev(1, 950, B, 7, "t_zero"), ev(1, 950, E, 7),
+        ev(1, 1000, P.TrackEvent.TYPE_INSTANT, 7, "tick"),
+    ])
+
+
+def test_slices_pair_by_time_across_sequences(tmp_path, monkeypatch):
+    """Begins and ends paired per track in time order (stable: file order where times
+    tie), as Perfetto's trace processor sorts before it parses, not in file order; the
+    compiled and the NumPy pairing agree."""
+    from polyprof.formats.perfetto_read import walked
+
+    path = _split_sequences_trace(tmp_path)
+    sched, thread = ("gpu", "gpu::Scheduler"), ("gpu", "main")
+    want = [(100, "a", 50, "", sched), (300, "outer", 100, "", sched), (350, "inner", 50, "", sched),
+            (600, "zero", 0, "", sched), (700, "late", 300, "", sched),  # never ended: to the last time
+            (800, "t_outer", 100, "", thread), (850, "t_inner", 50, "", thread), (950, "t_zero", 0, "", thread),
+            (1000, "tick", 0, "", thread)]
+    got = []
+    for compiled in (True, False):
+        with monkeypatch.context() as m:
+            if not compiled:
+                m.setattr(walked, "_walk", None)
+                m.setattr(walked, "IMPLEMENTATION", "python")
+            trace = polyprof.load(path)
+        got.append(trace)
+        assert _slices(trace) == want
+        names = trace.names()
+        assert names[trace.stats["incomplete"].rows].tolist() == ["late"]
+        assert trace.metadata["warnings"] == [
+            "1 slice ends closed no open slice on their track",
+            "1 slices never ended: they end at the trace's last timestamp (stat 'incomplete')"]
+    assert _events(got[0]) == _events(got[1])
+
+
 def test_clock_snapshots_put_every_clock_on_monotonic(tmp_path):
     snap = P.ClockSnapshot(clocks=[P.ClockSnapshot.Clock(clock_id=3, timestamp=1000),  # MONOTONIC
                                    P.ClockSnapshot.Clock(clock_id=6, timestamp=11000),  # BOOTTIME

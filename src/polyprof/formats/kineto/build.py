@@ -210,6 +210,11 @@ def _match_ends(col: "_Collector", b_rows: np.ndarray, b_pos: np.ndarray, pair: 
     if unmatched_e:
         col.skipped["E (no open B)"] = unmatched_e
 
+#: top-level keys of the JSON Object Format left out of the metadata: a sampling
+#: profile's stacks and samples (warned about), not facts about the trace
+_NOT_READ = ("samples", "stackFrames")
+
+
 def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray) -> dict[str, Any]:
     if top.get("__list__") and not len(ts) and not col.counters and set(col.skipped) == {"None"}:
         # a JSON list of records none of which is an event (e.g. TraceLens' execution_details.json)
@@ -217,7 +222,7 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
                                          "objects, none with 'ph' (an event's phase)")
     meta: dict[str, Any] = {}
     for k, v in top.items():
-        if k not in ("traceEvents", "__list__"):
+        if k not in ("traceEvents", "__list__", *_NOT_READ):
             meta[k] = v
     epoch_like = bool(base) or (len(ts) and int(median(ts)) > 10 ** 17)
     meta[mkeys.CLOCK_NAME] = "wall" if epoch_like or not len(ts) else "unknown"
@@ -240,6 +245,10 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
                         (f" (JSON repaired: {fixed})" if fixed else ""))
     elif fixed:
         warnings.append(f"kineto: JSON repaired: {fixed}")
+    samples = top.get("samples")
+    if isinstance(samples, list) and samples:  # a sampling profile's (Chrome's, Hermes') CPU samples
+        warnings.append(f"kineto: the file's {len(samples)} CPU samples ('samples', 'stackFrames') are not read; "
+                        "only its trace events are")
     if col.lost_args:
         warnings.append(f"kineto: the args of {col.lost_args} events were not valid JSON and are left out")
     if col.unbound_flows:
