@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..derive import cache
+from ..derive.intervals import union
 from ..derive.projection import LaunchIndex, section_rows
 from ..trace import keys
 from ..trace.core import Trace
@@ -16,6 +17,7 @@ from .grouping import duration_columns, group_reduce
 from .window import WindowArg, host_mask, view
 
 if TYPE_CHECKING:
+    from .memory import Level
     from .table import Table
 
 RSS_COUNTER = keys.COUNTER_RSS
@@ -35,7 +37,9 @@ def section_stats(trace: Trace, window: WindowArg = None) -> Table:
     ``device_util_pct`` (share of the projected spans during which a device was busy
     with anything). Memory (NaN where the trace has none): ``alloc_bytes`` (bytes
     allocated on the section's thread inside it, nested sections included, summed over
-    instances), ``mem_delta_bytes`` (held at exit minus at entry, summed over instances),
+    instances), ``mem_delta_bytes`` (held at exit minus at entry, summed over the runs of
+    the name's instances: instances that overlap in time, on threads, async tasks or by
+    recursion, make one run, so a change is counted once),
     ``mem_min_bytes`` / ``mem_max_bytes`` / ``mem_mean_bytes`` (held during the
     section: lowest, highest, time-weighted mean over every instance). "Held" is the
     allocators' bytes (every device and allocator added up) where the trace has memory
@@ -81,7 +85,6 @@ def _memory_columns(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndarr
     if level is None:
         return {c: np.full(n, np.nan) for c in MEMORY_COLUMNS[:-1]} | {"mem_source": np.full(n, "", object)}
     mn, mx, mean = level.over(a, b)
-    delta = level.at(b) - level.at(a)
     dur = (b - a).astype(np.float64)
     weighted = group_reduce(o, gs, mean * dur, np.add)
     total_dur = group_reduce(o, gs, dur, np.add)
@@ -89,10 +92,23 @@ def _memory_columns(trace: Trace, thread: np.ndarray, a: np.ndarray, b: np.ndarr
              if level.source == "allocator" else np.full(n, np.nan))
     return {
         "alloc_bytes": alloc,
-        "mem_delta_bytes": np.where(group_reduce(o, gs, ~np.isnan(delta), np.logical_or),
-                                    group_reduce(o, gs, np.nan_to_num(delta, nan=0.0), np.add), np.nan),
+        "mem_delta_bytes": _held_change(level, o, gs, a, b),
         "mem_min_bytes": group_reduce(o, gs, mn, np.fmin), "mem_max_bytes": group_reduce(o, gs, mx, np.fmax),
         "mem_mean_bytes": np.where(total_dur > 0, weighted / np.maximum(total_dur, 1),
                                    group_reduce(o, gs, mean, np.fmax)),
         "mem_source": np.full(n, level.source, dtype=object),
     }
+
+
+def _held_change(level: Level, o: np.ndarray, gs: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per section name: held at the end minus held at the start of each run of its
+    instances ([a, b), overlapping ones merged), summed over the runs; NaN where the
+    level is unknown at every run's ends."""
+    bounds = np.r_[gs, len(o)]
+    parts = [union(a[o[lo:hi]], b[o[lo:hi]]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    label = np.repeat(np.arange(len(gs)), [len(s) for s, _ in parts])
+    s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    e = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    d = level.at(e) - level.at(s)
+    known = np.bincount(label, weights=~np.isnan(d), minlength=len(gs)) > 0
+    return np.where(known, np.bincount(label, weights=np.nan_to_num(d, nan=0.0), minlength=len(gs)), np.nan)
