@@ -76,6 +76,25 @@ def test_real_traces_no_false_sync_finding_from_the_profilers_own_sync(kineto_fi
                 assert "thread thread" not in f.title
 
 
+def test_host_bound_evidence_holds_together_in_htas_window(kineto_files):
+    """Under ``--window hta`` the idle table's all-streams row adds up every stream's idle
+    (HTA's rule: 739 ms of host wait in the A100 NCCL trace's 436 ms span); the finding's
+    host wait is its share of the device's idle time, so never more than that."""
+    import polyprof
+    from polyprof.analyze.window import HTA
+
+    seen = 0
+    for path in kineto_files:
+        trace = polyprof.load(path)
+        for f in A.findings(trace, window=HTA):
+            if f.id == "host_bound":
+                ev = f.evidence
+                assert ev["host_wait_ns"] <= ev["idle_ns"] <= ev["span_ns"], (path.name, ev)
+                assert ev["host_wait_pct_of_idle"] >= 50, (path.name, ev)  # never NaN (no idle to share)
+                seen += 1
+    assert seen >= 2
+
+
 def test_tpu_async_copies_are_copies_and_one_finding_covers_all_devices(traces_dir):
     """The TPU sample spends most device time in XLA copy-done ops: copy time, not compute;
     the four devices have the same problem, reported once with the others named."""

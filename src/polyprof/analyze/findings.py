@@ -157,8 +157,8 @@ def _host_bound(trace: Trace, t) -> list[Finding]:
         ir = waits.get(r["plane"])
         if ir is None:
             continue
-        hw = float(ir["host_wait_pct"] or 0)
-        if hw < HOST_WAIT_SHARE:
+        hw = float(ir["host_wait_pct"])
+        if not hw >= HOST_WAIT_SHARE:  # NaN: the idle table saw no idle time to share out
             continue
         ops = t("op_stats")
         by_self = order_desc(column(ops, "self_ns"), stable=False)  # as sort_values("self_ns", ascending=False)
@@ -166,7 +166,9 @@ def _host_bound(trace: Trace, t) -> list[Finding]:
             "host_bound", f"{r['plane']} idle {r['idle_pct']:.0f}% of the time, mostly waiting for the host",
             _sev(r["idle_pct"], 50), r["plane"],
             {"idle_pct": round(float(r["idle_pct"]), 2), "idle_ns": int(r["idle_ns"]),
-             "host_wait_ns": int(ir["host_wait_ns"]), "host_wait_pct_of_idle": round(hw, 2),
+             # the idle row's share of the device's idle time: under HTA's window that row
+             # adds up every stream's idle, which can exceed the span
+             "host_wait_ns": int(round(float(r["idle_ns"]) * hw / 100)), "host_wait_pct_of_idle": round(hw, 2),
              "span_ns": int(r["span_ns"])},
             _records(ops, ["name", "count", "self_ns"], at=by_self) if len(ops) else [],
             suggestion(trace, "host_bound")))
