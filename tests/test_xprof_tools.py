@@ -252,6 +252,15 @@ def test_tpu_per_op_device_time_equals_xprof(traces_dir: Path, tmp_path: Path) -
     assert abs(kb.loc["copy-done.2", "total_ns"] - got["copy-done.2"]) <= 0.005 * got["copy-done.2"]
 
 
+def test_tpu_export_lists_no_kernels_in_kernel_stats(traces_dir: Path, tmp_path: Path) -> None:
+    """kernel_stats is XProf's GPU tool: on the TPU sample it lists nothing, and so on
+    polyprof's XSpace export of it (which gave 17 XLA ops as "kernels", 315 s)."""
+    src = traces_dir / "xspace" / "tpu_inference_2.xplane.pb"
+    out = tmp_path / "tpu.xplane.pb"
+    xspace_writer.write(load(src), out)
+    assert kernel_stats(xprof_tools(out, ("kernel_stats",)))[2]["rows"] == []
+
+
 @pytest.mark.parametrize("name", ["jax_train_step_h200.xplane.pb", "jax_transformer_h200.xplane.pb.gz"])
 def test_kernel_stats_of_jaxs_own_gpu_xspace_equal_polyprofs(name: str, tmp_path: Path) -> None:
     """JAX's XSpaces from an H200 (tests/data/h200), read by XProf's kernel_stats and by

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from ..trace.model import Plane
 
 #: Device plane name prefixes XProf's tools read.
-XPROF_DEVICE_PREFIXES = ("/device:GPU:", "/device:TPU:", "/device:CUSTOM:")
+TPU_PREFIX = "/device:TPU:"
+XPROF_DEVICE_PREFIXES = ("/device:GPU:", TPU_PREFIX, "/device:CUSTOM:")
 CUSTOM_PREFIX = "/device:CUSTOM:"
 
 

@@ -37,6 +37,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.memory import export_counters
 from .xprof_costs import device_costs, stat_columns
+from .xprof_names import TPU_PREFIX
 from ..trace.sorting import unique
 
 KERNEL_DETAILS = "kernel_details"
@@ -110,7 +111,9 @@ def xprof_columns(trace: Trace) -> dict[str, tuple[np.ndarray, list[Any]]]:
     ev = trace.events
     if len(v.rows):
         kinds = trace.kinds[v.rows]
-        sel = np.flatnonzero(((kinds == Kind.KERNEL) | (kinds == Kind.COLLECTIVE)) & (ev["dur_ns"][v.rows] > 0))
+        # kernel_stats is XProf's GPU tool: a TPU's XLA ops are no kernels
+        tpu = np.array([p.name.startswith(TPU_PREFIX) for p in trace.planes], bool)[trace.track_plane[ev["track"][v.rows]]]
+        sel = np.flatnonzero(((kinds == Kind.KERNEL) | (kinds == Kind.COLLECTIVE)) & (ev["dur_ns"][v.rows] > 0) & ~tpu)
         if KERNEL_DETAILS not in trace.stats and len(sel):
             out[KERNEL_DETAILS] = (v.rows[sel], _kernel_details(trace, v.rows[sel]))
         sel = np.flatnonzero(kinds == Kind.MEMCPY)
