@@ -298,24 +298,52 @@ def test_damaged_files_fail_alike(tmp_path, monkeypatch):
     assert outcomes == {True, False}
 
 
+def _pairs_one_by_one(kind: np.ndarray, track: np.ndarray, ts: np.ndarray) -> tuple[dict, int]:
+    """The pairing as the trace processor does it, event by event: every row sorted by
+    (time, file order), a stack per track. {begin row: end row or -1}, orphan ends."""
+    stacks: dict[int, list[int]] = {}
+    ends, orphans = {}, 0
+    for i in sorted(range(len(kind)), key=lambda i: (int(ts[i]), i)):
+        st = stacks.setdefault(int(track[i]), [])
+        if kind[i] == 1:
+            st.append(i)
+            ends[i] = -1
+        elif kind[i] == 2:
+            if st:
+                ends[st.pop()] = i
+            else:
+                orphans += 1
+    return ends, orphans
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_compiled_match_pairs_as_the_numpy_reference(seed):
-    """``slices.match`` (a stack per track in C) against ``match_columns`` (sorts in NumPy):
-    nested, interleaved and unclosed slices, ends that close nothing, instants and
-    complete events between them, on up to eight tracks; track codes the C walk does not
-    take (negative, far apart) go to the reference and give the same."""
+    """``slices.match`` (a stack per track in C) against ``match_columns`` (sorts in NumPy)
+    and a walk event by event in (time, file order): nested, interleaved and unclosed
+    slices, ends that close nothing, instants and complete events between them, on up to
+    eight tracks; times in file order on some tracks and not on others (as a track
+    written from two sequences), with many ties; track codes the C walk does not take
+    (negative, far apart) go to the reference and give the same."""
     from polyprof.formats.perfetto_read import slices
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 2000))
     kind = rng.choice(np.array([1, 2, 3, 5], np.int8), n, p=[0.42, 0.4, 0.1, 0.08]).astype(np.int8)
-    track = rng.integers(0, int(rng.integers(1, 9)), n).astype(np.int64)
+    n_tracks = int(rng.integers(1, 9))
+    track = rng.integers(0, n_tracks, n).astype(np.int64)
+    ts = np.cumsum(rng.integers(0, 3, n)).astype(np.int64)  # in file order, with ties
+    shuffled = rng.integers(0, n_tracks, int(rng.integers(0, 3)))  # these tracks' times out of order
+    late = np.isin(track, shuffled)
+    ts[late] = rng.integers(0, max(n // 4, 1), int(late.sum()))
     if seed % 5 == 4:
         track = track * 2**40 - 7  # not small non-negative codes: the reference
-    got, want = slices.match(kind, track), slices.match_columns(kind, track)
+    got, want = slices.match(kind, track, ts), slices.match_columns(kind, track, ts)
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist() and got[2] == want[2]
     assert got[0].dtype == got[1].dtype == np.int64
     begins = np.flatnonzero(kind == 1)
     assert got[0].tolist() == begins.tolist()  # every begin, in file order
     closed = got[1] >= 0
     assert (kind[got[1][closed]] == 2).all() and (track[got[1][closed]] == track[got[0][closed]]).all()
+    assert (ts[got[1][closed]] >= ts[got[0][closed]]).all()
+    ends, orphans = _pairs_one_by_one(kind, track, ts)
+    assert dict(zip(got[0].tolist(), got[1].tolist())) == ends and got[2] == orphans

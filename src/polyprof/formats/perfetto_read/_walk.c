@@ -349,7 +349,8 @@ static PyTypeObject WalkerType = {
 static PyMethodDef methods[] = {
     {"frame", frame, METH_O, "frame(buf) -> offset of the first packet that is not plainly whole in buf."},
     {"match", pw_match, METH_VARARGS,
-     "match(kind, track) -> (begins, ends, orphans): slice begins and the ends closing them (slices.py)."},
+     "match(kind, track, ts) -> (begins, ends, orphans): slice begins and the ends closing them, paired per "
+     "track in time order (slices.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -52,7 +52,7 @@ def build(col: Collector, path: Path) -> Trace:
         warnings.append(f"clock {c} is in no clock snapshot with the trace clock: its times are kept as they are")
     kind, track = ev["kind"], ev["track"]
 
-    begins, ends, orphans = match(kind, track)
+    begins, ends, orphans = match(kind, track, ts)  # per track in time order, as Perfetto sorts
     dur = ev.pop("dur")  # the joined column: changed in place
     last = int(max(ts.max() if len(ts) else 0, (ts + dur).max() if len(ts) else 0))
     closed = ends >= 0

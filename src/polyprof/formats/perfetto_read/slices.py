@@ -1,11 +1,17 @@
 """Begin/end events into slices, and flow ids into links, as columns.
 
 A track in Perfetto is a stack: ``TYPE_SLICE_END`` closes the innermost slice still
-open on its track. Per track, in file order, the depth after each begin or end is a
-running sum; an end that would take it below zero closes nothing (counted); a begin
-that leaves depth k + 1 is closed by the next end on that track that leaves depth k.
-So the pairs are found by one stable sort on (track, depth, order), with no loop per
-event. A begin no end closes is returned as open.
+open on its track, in time order: the trace processor sorts every event by (time,
+position in the file) before it parses, so the events of a track written from several
+packet sequences (Chrome's async tracks: begins on one, ends on another, each
+sequence's chunks apart in the file) pair as they happened, and where times tie file
+order decides (a zero-length slice's begin and end; an inner and an outer end at one
+time; an end written before a begin at its time closes nothing). Per track, in that
+order, the depth after each begin or end is a running sum; an end that would take it
+below zero closes nothing (counted); a begin that leaves depth k + 1 is closed by the
+next end on that track that leaves depth k. So the pairs are found by one stable sort
+on (track, time), then one on (track, depth, order), with no loop per event. A begin
+no end closes is returned as open.
 
 Flows: every event that carries a flow id continues that flow from the event before it
 with the same id; ``terminating_flow_ids`` ends the flow there (the id may start a new
@@ -21,27 +27,30 @@ from . import walked
 from .collector import BEGIN, END
 
 
-def match(kind: np.ndarray, track: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """(rows of the begins, row of the end closing each or -1, ends that closed nothing):
-    compiled (``_walk_match.c``: one walk in file order, a stack per track, nothing per
-    row), or :func:`match_columns` where it is not built or the track codes are not small
+def match(kind: np.ndarray, track: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(rows of the begins, row of the end closing each or -1, ends that closed nothing),
+    paired per track in the order of ``ts`` (file order where times tie): compiled
+    (``_walk_match.c``: the tracks already in time order in one walk in file order, a
+    stack per track, nothing per row; the rows of any other track sorted by time apart),
+    or :func:`match_columns` where it is not built or the track codes are not small
     non-negative integers."""
     if walked._walk is not None:  # (looked up at each call: the tests read both ways)
-        got = walked._walk.match(np.ascontiguousarray(kind, np.int8), np.ascontiguousarray(track, np.int64))
+        got = walked._walk.match(np.ascontiguousarray(kind, np.int8), np.ascontiguousarray(track, np.int64),
+                                 np.ascontiguousarray(ts, np.int64))
         if got is not None:
             begins, ends, orphans = got
             return np.frombuffer(begins, np.int64), np.frombuffer(ends, np.int64), orphans
-    return match_columns(kind, track)
+    return match_columns(kind, track, ts)
 
 
-def match_columns(kind: np.ndarray, track: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """:func:`match` in NumPy: one stable sort by track, the depth as a running sum, the
-    pairs by a sort on (track, depth, order) (the module doc)."""
+def match_columns(kind: np.ndarray, track: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`match` in NumPy: one stable sort by (track, time), the depth as a running
+    sum, the pairs by a sort on (track, depth, order) (the module doc)."""
     sel = np.flatnonzero((kind == BEGIN) | (kind == END))
     if not len(sel):
         z = np.zeros(0, np.int64)
         return z, z, 0
-    o = sel[np.argsort(track[sel], kind="stable")]
+    o = sel[np.lexsort((ts[sel], track[sel]))]  # stable: file order where (track, time) ties
     tr = track[o]
     step = np.where(kind[o] == BEGIN, 1, -1).astype(np.int64)
     seg = np.zeros(len(o), np.int64)
