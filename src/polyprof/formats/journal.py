@@ -44,15 +44,14 @@ def load(path: str | Path) -> Trace:
     pyarrow rather than raise); records with a field missing, an unknown kind or a
     time beyond +-2**62 ns are dropped and counted in the trace's warnings."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise TraceFormatError(path, f"cannot be read ({e.strerror or e})") from None
-    if not data.startswith(j.MAGIC):
+    try:  # mapped, not read: the file's pages are the OS's cache, not the process's heap
+        data = pa.memory_map(str(path)).read_buffer()
+    except (OSError, pa.ArrowException) as e:
+        raise TraceFormatError(path, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    if data[:len(j.MAGIC)].to_pybytes() != j.MAGIC:
         raise TraceFormatError(path, "not a polyprof crash journal")
     try:
-        stream = arrow_ipc.Stream(pa.py_buffer(data)[len(j.MAGIC):],
-                                  Inflation(path, len(data), "the journal's compressed Arrow data"))
+        stream = arrow_ipc.Stream(data[len(j.MAGIC):], Inflation(path, data.size, "the journal's compressed Arrow data"))
     except (pa.ArrowException, ValueError, OSError, struct.error) as e:
         raise TraceFormatError(path, f"journal has no readable header ({e}); the program was killed "
                                      "before its first flush") from None
@@ -70,7 +69,9 @@ def load(path: str | Path) -> Trace:
         notes.append(f"{dropped} damaged record(s) dropped")
     meta = _metadata(path, header, table, notes)
     clean_metadata(meta)
-    trace = build(_records(table, header), meta)
+    records = _records(table, header)
+    del table, batches, stream, data  # the records are copies: the journal's columns go before the build
+    trace = build(records, meta)
     log.info("%s: recovered %d events from a crash journal", path, trace.n_events)
     return trace
 
@@ -134,14 +135,18 @@ def _valid_rows(table: pa.Table) -> tuple[pa.Table, int]:
     sec = pc.equal(kind, j.SECTION)
     backwards = pc.and_(sec, pc.less(table.column("end_ns"), table.column("start_ns")))
     keep = pc.and_(keep, pc.invert(pc.fill_null(backwards, False)))
+    if pc.all(keep).as_py():  # the usual case: no copy of the whole table
+        return table, 0
     out = table.filter(keep)
     return out, table.num_rows - out.num_rows
 
 
 def _records(table: pa.Table, header: dict) -> HostRecords:
     def pick(k: int, *names: str) -> list[np.ndarray]:
-        rows = table.filter(pc.equal(table.column("kind"), k))  # per kind, the used fields have no nulls
-        return [rows.column(n).to_numpy(zero_copy_only=False) for n in names]
+        # per kind, the used fields have no nulls; only those columns are copied
+        rows = table.select(list(names)).filter(pc.equal(table.column("kind"), k))
+        return [_names(rows.column(n)) if n == "name" else rows.column(n).to_numpy(zero_copy_only=False)
+                for n in names]
 
     h = HostRecords(start_ns=int(header.get("start_ns", 0)), pid=int(header.get("pid", 0)),
                     hostname=str(header.get("hostname", "")))
@@ -150,13 +155,27 @@ def _records(table: pa.Table, header: dict) -> HostRecords:
     h.main_ident = int(idents[0]) if len(idents) else None  # the session's thread is noted first
     h.sec_names, h.sec_start, h.sec_end, stats, h.sec_ident = pick(j.SECTION, "name", "start_ns", "end_ns",
                                                                   "stats", "ident")
-    h.sec_stats = np.empty(len(stats), object)
-    h.sec_stats[:] = [_section_stats(s) for s in stats]
+    h.sec_stats = np.full(len(stats), None, object)  # most sections have none: only those with some parsed
+    given = np.flatnonzero(_given(stats))
+    h.sec_stats[given] = [_section_stats(s) for s in stats[given].tolist()]
     h.mark_names, h.mark_ts, h.mark_ident = pick(j.MARK, "name", "start_ns", "ident")
     h.ctr_names, h.ctr_ts, h.ctr_values = pick(j.COUNTER, "name", "start_ns", "value")
     (h.steps,) = pick(j.STEP, "start_ns")
     h.proc_ts, h.proc_cpu, h.proc_rss, h.proc_threads = pick(j.PROCESS, "start_ns", "value", "end_ns", "tid")
     return h
+
+
+def _names(col: pa.ChunkedArray) -> np.ndarray:
+    """A string column as an object array whose rows share one str per distinct name
+    (a str per row would cost some 60 bytes an event)."""
+    enc = pc.dictionary_encode(col).combine_chunks()
+    words = np.array(enc.dictionary.to_pylist() + [""], dtype=object)
+    return words[enc.indices.fill_null(len(words) - 1).to_numpy()]
+
+
+def _given(values: np.ndarray) -> np.ndarray:
+    """Rows of an object array that are neither None nor empty."""
+    return (values != None) & (values != "")  # noqa: E711 (elementwise, in C)
 
 
 def _section_stats(text: str | None) -> dict | None:
@@ -170,7 +189,7 @@ def _section_stats(text: str | None) -> dict | None:
 
 
 def _metadata(path: Path, header: dict, table: pa.Table, notes: list[str]) -> dict:
-    ends = table.filter(pc.equal(table.column("kind"), j.SECTION)).column("end_ns")  # PROCESS rows keep RSS there
+    ends = pc.filter(table.column("end_ns"), pc.equal(table.column("kind"), j.SECTION))  # PROCESS rows: RSS there
     last = max(pc.max(table.column("start_ns")).as_py() or 0, pc.max(ends).as_py() or 0) \
         or int(header.get("start_ns", 0))
     note = (f"recovered from the crash journal {path.name}: the program ended without stopping its "
