@@ -235,6 +235,25 @@ def test_the_scripts_logging_is_its_own(tmp_path):
     assert ours.stderr.count("polyprof: trace written to") == 1
 
 
+def test_polyprofs_warnings_name_it_once_in_and_out_of_the_command(tmp_path):
+    """A session a program starts itself (``polyprof.profile()``) prints its warnings as
+    ``polyprof: WARNING: ...`` (they came bare, as Python's last-resort handler prints),
+    and under ``polyprof run`` once (they read ``polyprof: WARNING: polyprof: ...``)."""
+    (tmp_path / "own.py").write_text("import polyprof\nwith polyprof.profile(plugins=['host'], "
+                                     "options={'nosuch': {'a': 1}}):\n    pass\n")
+    own = subprocess.run([sys.executable, "own.py"], capture_output=True, text=True, cwd=tmp_path, env=_env(),
+                         timeout=120)
+    assert own.returncode == 0, own.stderr
+    assert "polyprof: WARNING: plugin options for 'nosuch' not used" in own.stderr, own.stderr
+    (tmp_path / "nested.py").write_text("import polyprof\nwith polyprof.profile(schedule=polyprof.schedule("
+                                        "wait=1, warmup=1, active=1)):\n    pass\n")
+    ours = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", "n.polyprof", "nested.py"],
+                          capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+    assert ours.returncode == 0, ours.stderr
+    assert "polyprof: WARNING: schedule or window ignored" in ours.stderr, ours.stderr
+    assert "polyprof: WARNING: polyprof:" not in ours.stderr
+
+
 def test_a_program_that_changes_directory(tmp_path):
     """The trace goes where it was asked for from the directory polyprof started in, and
     the crash journal beside it is removed: a program that changed directory (Hydra

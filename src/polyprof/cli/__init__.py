@@ -9,8 +9,9 @@ import importlib
 import logging
 import sys
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any
 
+from .. import logs
 from ..errors import PolyprofError
 from ..lowlevel import blas, heap
 from ..lowlevel.exit import quick_exit
@@ -130,29 +131,6 @@ def main(argv: list[str] | None = None) -> int:
         heap.restore_collector(gc_was_enabled)
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """polyprof's own lines on the ``sys.stderr`` of the moment (a test's or a program's
-    replacement included), as ``polyprof: LEVEL: message``; none once the root logger
-    has a handler of its own (the profiled program set up logging: its handlers print
-    polyprof's lines as any library's, once)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setFormatter(logging.Formatter("polyprof: %(levelname)s: %(message)s"))
-
-    @property  # type: ignore[override]
-    def stream(self) -> TextIO:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: TextIO) -> None:
-        pass
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if not logging.getLogger().handlers:
-            super().emit(record)
-
-
 @contextlib.contextmanager
 def logging_to_stderr(verbose: int) -> Iterator[None]:
     """polyprof's own log lines on stderr while a command runs, at WARNING (``-v`` INFO,
@@ -162,12 +140,12 @@ def logging_to_stderr(verbose: int) -> Iterator[None]:
     they do without polyprof. Where the root logger already has handlers (``main()``
     called in a program that set up logging, pytest's), polyprof's lines go to them
     alone. The logger is put back as it was afterwards."""
-    log = logging.getLogger("polyprof")
+    log = logging.getLogger(logs.LOGGER)
     before = log.level, list(log.handlers)
     if verbose:
         log.setLevel([logging.INFO, logging.DEBUG][min(verbose, 2) - 1])
-    if not logging.getLogger().handlers and not any(isinstance(h, _StderrHandler) for h in log.handlers):
-        log.addHandler(_StderrHandler())
+    if not logging.getLogger().handlers:
+        logs.to_stderr()
     try:
         yield
     finally:

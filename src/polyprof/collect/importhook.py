@@ -65,7 +65,7 @@ class ImportHook:
             try:
                 callback()
             except Exception as e:  # never break the user's import
-                log.warning("polyprof: the %s plugin could not start after import: %s", name, e)
+                log.warning("the %s plugin could not start after import: %s", name, e)
 
         try:
             loader.exec_module = exec_module

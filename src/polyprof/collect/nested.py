@@ -42,7 +42,7 @@ def _host(outer: "Session") -> HostPlugin | None:
 def begin(inner: "Session", outer: "Session") -> None:
     from .recorder import section  # a nested session only: the outer session's recorder
 
-    log.info("polyprof: a session opened inside the running one nests in it (host data only)")
+    log.info("a session opened inside the running one nests in it (host data only)")
     inner._nested_section = section(SECTION_NAME)  # type: ignore[attr-defined]
     inner._nested_section.__enter__()  # type: ignore[attr-defined]
 

@@ -107,9 +107,9 @@ def save(trace: Trace, requested: Path, follow_symlinks: bool = False) -> Writte
         alt = fallback_path(requested)
         write_atomic(trace, alt, follow_symlinks=False)
     except (OutputError, OSError) as e:
-        log.error("polyprof: %s; the fallback failed too: %s", first, e)
+        log.error("%s; the fallback failed too: %s", first, e)
         return Written(requested, None, first)
-    log.error("polyprof: %s; the trace was written to %s instead", first, alt)
+    log.error("%s; the trace was written to %s instead", first, alt)
     return Written(requested, alt, first)
 
 

@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
+from .. import logs
 from ..errors import PluginError, SessionError
 from ..lowlevel import fork
 from ..trace.core import Trace
@@ -39,7 +40,7 @@ from ..trace import metadata_keys as mkeys
 if TYPE_CHECKING:
     from .schedule import Driver, Timed
 
-log = logging.getLogger("polyprof")
+log = logging.getLogger(logs.LOGGER)
 F = TypeVar("F", bound=Callable[..., object])
 
 _active_lock = threading.Lock()
@@ -161,7 +162,7 @@ class Session:
                 slots.append(_Slot(str(getattr(p, "name", type(p).__name__)), p))
         known = {i.name for i in infos} | set(self.skipped) | {p for p in spec or [] if isinstance(p, str)}
         for key in sorted(set(self.options) - known - {"host"}):
-            log.warning("polyprof: plugin options for %r not used: no plugin of this session is given as %r "
+            log.warning("plugin options for %r not used: no plugin of this session is given as %r "
                         "(options are keyed as the plugin is named in --plugins)", key, key)
         return slots
 
@@ -173,11 +174,12 @@ class Session:
             outer = _active
             if outer is None:
                 _active = self
+        logs.to_stderr()  # a session in a program: its warnings read "polyprof: WARNING: ..."
         if outer is None and self.output is not None:
             try:  # the journal goes next to the output from the start
                 self.output.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
-                log.warning("polyprof: cannot create %s: %s", self.output.parent, e.strerror or e)
+                log.warning("cannot create %s: %s", self.output.parent, e.strerror or e)
         start = now_ns()
         self._ctx = SessionContext(start_ns=start, wall_anchor=wall_anchor(), options=self.options,
                                    journal_path=None if outer is not None or self.output is None
@@ -189,7 +191,7 @@ class Session:
             self._outer = outer
             begin(self, outer)
             if self._driver_asked():  # the outer session records; its own schedule (if any) rules
-                log.warning("polyprof: schedule or window ignored: this session runs inside another one, whose "
+                log.warning("schedule or window ignored: this session runs inside another one, whose "
                             "recording it shares")
             return self
         try:
@@ -254,7 +256,7 @@ class Session:
                    f"{drv.step}; nothing but the trace's layout is kept") if isinstance(drv, Driver) else (
                    f"the window ({drv.text()}) recorded nothing: the program ended before it opened")
             out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": msg})
-            log.warning("polyprof: %s", msg)
+            log.warning("%s", msg)
         return out
 
     def stop(self) -> Trace:
@@ -313,7 +315,7 @@ class Session:
             except OSError:
                 pass
         elif self.written.path is None and part.is_file():
-            log.error("polyprof: the host data recorded so far is in %s", part)
+            log.error("the host data recorded so far is in %s", part)
 
     def _collect(self, slot: _Slot) -> Trace | None:
         if slot.limited:

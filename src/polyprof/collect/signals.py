@@ -40,7 +40,7 @@ def deferred(signals: tuple[int, ...] = DEFERRED) -> Iterator[list[int]]:
     def hold(signum: int, _frame: FrameType | None) -> None:
         if signum not in pending:
             pending.append(signum)
-            log.warning("polyprof: %s received while saving the trace; delivered once it is saved",
+            log.warning("%s received while saving the trace; delivered once it is saved",
                         signal.Signals(signum).name)
 
     previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
