@@ -145,20 +145,27 @@ def test_keep_logdir_for_xprof(tmp_path) -> None:
     with polyprof.profile(plugins=["jax"], options={"jax": {"keep_logdir": str(tmp_path)}}) as prof:
         with polyprof.section("matmul"):
             f(x).block_until_ready()
+    assert prof.trace is not None
     kept = prof.trace.metadata["jax"]["xplane"]
     assert kept.startswith(str(tmp_path)) and kept.endswith(".xplane.pb")
     assert polyprof.load(kept).n_events > 0
 
 
-def test_jax_profiler_already_running_is_reported_not_raised(tmp_path) -> None:
-    """Only one jax.profiler trace can run: the plugin's start fails, the session goes on."""
+def test_jax_profiler_already_running_is_skipped_with_a_warning(tmp_path) -> None:
+    """Only one jax.profiler trace can run: with the program's own running when the
+    session starts, the plugin records no JAX, says so, and leaves the program's trace
+    alone (its stop_trace still stops it; polyprof's stop did not)."""
     with jax.profiler.trace(str(tmp_path)):
         with polyprof.profile(plugins=["jax"]) as prof:
             with polyprof.section("work"):
                 jnp.ones(8).block_until_ready()
+        assert jax._src.profiler._profile_state.profile_session is not None, "the program's trace runs on"
+    assert list(tmp_path.glob("plugins/profile/*/*.xplane.pb")), "the program's trace has its profile"
     trace = prof.trace
-    assert trace.metadata["plugins"]["jax"] == "failed"
-    assert [e["phase"] for e in trace.metadata["plugin_errors"] if e["plugin"] == "jax"] == ["start"]
+    assert trace is not None
+    assert trace.metadata["plugins"]["jax"] == "ok" and trace.metadata["plugin_errors"] == []
+    assert [w for w in trace.metadata["warnings"] if "own jax.profiler trace was running" in w]
+    assert trace.metadata["jax"]["jax_used"] and "program_trace" in trace.metadata["jax"]
     assert "work" in set(trace.names())
 
 
@@ -249,3 +256,94 @@ def test_jax_calls_are_on_the_programs_thread(session) -> None:
     assert set(thread_of[section].tolist()) == set(thread_of[pjit].tolist())
     line = trace.tracks[int(trace.events["track"][pjit[0]])]
     assert (line.tid, line.name) == (threading.get_native_id(), "MainThread (jax)")
+
+
+# ---------------------------------------------------------------- the program's own jax.profiler trace
+_OWN_TRACE = """\
+import glob, os, sys
+import jax, jax.numpy as jnp
+own = sys.argv[1]
+f = jax.jit(lambda a: jnp.tanh(a @ a).sum())
+{warm}
+{body}
+print(len(glob.glob(os.path.join(own, "plugins", "profile", "*", "*.xplane.pb"))))
+try:
+    jax.profiler.stop_trace()
+except RuntimeError as e:
+    print("stop:", e)
+"""
+_WARM = 'print("warm", float(f(jnp.ones((16, 16)))))'
+_BODIES = {
+    "trace_context": "with jax.profiler.trace(own):\n    print('own', float(f(jnp.full((16, 16), 0.5))))",
+    "start_stop": ("jax.profiler.start_trace(own)\nprint('own', float(f(jnp.full((16, 16), 0.5))))\n"
+                   "jax.profiler.stop_trace()"),
+}
+
+
+def _run_program(tmp_path, name: str, warm: bool, polyprof_run: bool):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / f"{name}.py"
+    script.write_text(_OWN_TRACE.format(warm=_WARM if warm else "", body=_BODIES[name]))
+    own = tmp_path / ("own_pp" if polyprof_run else "own_plain")
+    out = tmp_path / f"{name}.polyprof"
+    cmd = ([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host,jax", "-o", str(out)]
+           if polyprof_run else [sys.executable])
+    p = subprocess.run(cmd + [str(script), str(own)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    return p, own, out
+
+
+def _own_profile(own) -> set[str]:
+    files = list(own.glob("plugins/profile/*/*.xplane.pb"))
+    assert len(files) == 1, files
+    return set(polyprof.load(files[0]).names().tolist())
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["polyprof_recording", "first_jax_call"])
+@pytest.mark.parametrize("name", sorted(_BODIES))
+def test_the_programs_own_jax_trace_works_under_polyprof(tmp_path, name: str, warm: bool) -> None:
+    """JAX runs one trace at a time. A program that starts its own (``jax.profiler.trace``,
+    ``start_trace``) under ``polyprof run --plugins jax`` got "RuntimeError: Profile has
+    already been started" (polyprof's trace began at its first JAX call), or hung when
+    that call was its first JAX call (JAX's start_trace makes the backends while holding
+    its lock; the plugin's start waited for that lock). Now polyprof's JAX recording ends
+    (what it holds is kept) or never begins, with a warning, and the program's call, its
+    output and its own profile are what plain python gives."""
+    plain, own_plain, _ = _run_program(tmp_path, name, warm, polyprof_run=False)
+    assert plain.returncode == 0, plain.stderr
+    p, own, out = _run_program(tmp_path, name, warm, polyprof_run=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == plain.stdout
+    assert p.stdout.splitlines()[-2:] == ["1", "stop: No profile started"]
+    assert "own jax.profiler trace" in p.stderr, p.stderr
+    names = _own_profile(own)
+    assert "PjitFunction(<lambda>)" in names and "PjitFunction(<lambda>)" in _own_profile(own_plain)
+    assert not [n for n in names if n.startswith("polyprof.")], "none of polyprof's markers in the program's profile"
+    t = polyprof.load(out)
+    assert t.metadata["plugins"]["jax"] == "ok", t.metadata["plugin_errors"]
+    assert [w for w in t.metadata["warnings"] if "own jax.profiler trace" in w]
+    assert "own jax.profiler trace" in t.metadata["jax"]["program_trace"]
+    if warm:  # polyprof's recording until the program's trace began is kept
+        assert "PjitFunction(<lambda>)" in set(t.names().tolist())
+        assert plugin_fit(t.metadata, "jax")["method"] == "traceme_bracket"
+
+
+def test_the_programs_stop_trace_leaves_polyprofs_trace(tmp_path) -> None:
+    """The program's ``stop_trace()`` while only polyprof's trace runs raises as under plain
+    python (no profile of the program's is running) and ends nothing of polyprof's."""
+    f = jax.jit(lambda a: (a * 3).sum())
+    f(jnp.ones(8)).block_until_ready()
+    with polyprof.profile(plugins=["jax"]) as prof:
+        with pytest.raises(RuntimeError, match="No profile started"):
+            jax.profiler.stop_trace()
+        with polyprof.section("after"):
+            f(jnp.ones(8)).block_until_ready()
+    trace = prof.trace
+    assert trace is not None
+    assert trace.metadata["plugins"]["jax"] == "ok" and "program_trace" not in trace.metadata["jax"]
+    assert "PjitFunction(<lambda>)" in set(trace.names().tolist())
+    assert jax.profiler.start_trace is jax._src.profiler.start_trace  # jax's own functions back
+    assert jax.profiler.stop_trace.__module__ == "jax._src.profiler"

@@ -12,6 +12,11 @@ missing, the session's wall anchor and the profile start time are used instead.
 Start: when the program's first JAX call makes JAX's backends, not at the session's start
 (the program chooses its devices first: :meth:`JaxPlugin._start`).
 
+The program's own trace: JAX runs one at a time. When the program starts one
+(``jax.profiler.trace()``, ``start_trace``), polyprof's JAX recording ends first (what it
+recorded is kept) or never begins, with a warning, and the program's call runs as under
+plain python (plugins/jax_handover.py). It is not started again in that session.
+
 Options: ``python_tracer`` (default False: JAX's Python function tracer is costly and
 polyprof sections already cover the host), ``host_tracer_level`` (default 2),
 ``keep_logdir`` (a directory to keep JAX's profile in, for TensorBoard/XProf).
@@ -40,10 +45,17 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.stats import StatColumn, StatTable
 from ..trace.sorting import unique
+from .jax_handover import ProfilerGate
 
 log = logging.getLogger("polyprof")
 
 _SYNC = "polyprof.clock_sync"
+#: the warnings of a hand-over to the program's own jax.profiler trace (JAX runs one at a time)
+_STARTED_FIRST = "the program started its own jax.profiler trace before polyprof's JAX recording began"
+_RUNNING = "the program's own jax.profiler trace was running when polyprof's JAX recording would begin"
+_NO_JAX = "; this session records no JAX events (JAX runs one trace at a time)"
+_ENDED = ("the program started its own jax.profiler trace: polyprof's JAX recording ended there, what it "
+          "recorded is kept (JAX runs one trace at a time; later JAX events are in the program's trace only)")
 
 
 class JaxPlugin(Plugin):
@@ -94,12 +106,21 @@ class JaxPlugin(Plugin):
         self._wrapped: tuple[Any, Any, Any] | None = None  # (xla_bridge, its backends, the wrapper)
         self._brackets: list[tuple[str, int, int]] = []
         self._bracket_threads: dict[str, tuple[int, str]] = {}  # "start"/"stop": (OS thread id, name)
+        self._gate: ProfilerGate | None = None  # in front of JAX's start_trace / stop_trace
+        self._session: object | None = None  # polyprof's running JAX trace (JAX's ProfilerSession)
+        self._yielded = ""  # why the program's own trace ended polyprof's, or kept it from beginning
         if "jax" in sys.modules:
             self._when_backends_exist()
         else:
             self._hook = ImportHook("jax", self._when_backends_exist).install()
 
     def _when_backends_exist(self) -> None:
+        with self._lock:
+            if self._state == "started" and self._gate is None:
+                try:
+                    self._gate = ProfilerGate(self._program_starts, self._owns_current).install()
+                except (ImportError, AttributeError) as e:  # a JAX without them: no hand-over
+                    log.debug("no hand-over to the program's jax.profiler: %s", e)
         try:
             from jax._src import xla_bridge as xb  # JAX's own module: no public hook for this
 
@@ -129,7 +150,9 @@ class JaxPlugin(Plugin):
         import jax.profiler as jp
 
         with self._lock:
-            if self._begun or self._state != "started":
+            if self._begun or self._state != "started" or self._yielded:
+                return
+            if self._program_traces():
                 return
             self._begun = True  # first: start_trace calls backends() again
             self._unwrap()
@@ -142,14 +165,68 @@ class JaxPlugin(Plugin):
             opts.python_tracer_level = 1 if self.options.get("python_tracer", False) else 0
             opts.host_tracer_level = int(self.options.get("host_tracer_level", 2))
             try:
-                jp.start_trace(str(self._logdir), profiler_options=opts)
+                (self._gate.start_trace if self._gate else jp.start_trace)(str(self._logdir), profiler_options=opts)
             except BaseException:
                 self._begun = False
                 if self._owns_dir:
                     shutil.rmtree(self._logdir, ignore_errors=True)
                 raise
+            self._session = self._gate.current() if self._gate else None
             self._brackets = self._bracket(jp, "start")
             self._bracket_threads["start"] = _this_thread()
+
+    def _program_traces(self) -> bool:
+        """Whether the program's own JAX trace runs or is starting on this thread (inside
+        JAX's start_trace, which made the backends): then polyprof's does not begin."""
+        if self._gate is None:
+            return False
+        if self._gate.starting_here():  # an early-bound JAX start_trace made the backends
+            self._give_way(_STARTED_FIRST + _NO_JAX)
+        elif self._gate.current() is not None:
+            self._give_way(_RUNNING + _NO_JAX)
+        else:
+            return False
+        return True
+
+    def _give_way(self, why: str) -> None:
+        """Never begin (self._lock held): the program's own trace has JAX's profiler."""
+        self._yielded = why
+        self._unwrap()
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        self._warn(why)
+
+    def _program_starts(self) -> None:
+        """The program calls JAX's start_trace (through the gate, before JAX's own): end
+        polyprof's trace, its recording kept, or give up beginning one. Never raises."""
+        import jax.profiler as jp
+
+        try:
+            with self._lock:
+                gate = self._gate
+                if gate is not None and self._owns_current():
+                    self._session, self._yielded = None, _ENDED
+                    try:
+                        self._brackets += self._bracket(jp, "stop")
+                        self._bracket_threads["stop"] = _this_thread()
+                    finally:
+                        gate.stop_trace()  # JAX's own: the recording goes to polyprof's logdir
+                    self._warn(self._yielded)
+                elif not self._begun and not self._yielded and self._state == "started":
+                    self._give_way(_STARTED_FIRST + _NO_JAX)  # before JAX's start_trace makes the backends
+        except Exception as e:  # the program's call goes on as without polyprof
+            self._warn(f"ending polyprof's jax.profiler trace for the program's failed: {e!r}")
+
+    def _owns_current(self) -> bool:
+        """Whether JAX's running trace is polyprof's (by identity, not by who asks)."""
+        return self._session is not None and self._gate is not None and self._gate.current() is self._session
+
+    def _warn(self, message: str) -> None:
+        if self.ctx is not None:
+            self.ctx.warn(self.name, message)
+        else:
+            log.warning("plugin jax: %s", message)
 
     def _unwrap(self) -> None:
         """JAX's ``backends`` back as it was (unless something wrapped it after us)."""
@@ -173,20 +250,29 @@ class JaxPlugin(Plugin):
         return out
 
     def _stop(self) -> None:
+        """Stop polyprof's JAX trace, only if the running one is still polyprof's: a trace
+        the program started is the program's to stop (polyprof's has ended before it)."""
+        import jax.profiler as jp
+
         with self._lock:
             if self._hook is not None:
                 self._hook.remove()
                 self._hook = None
             self._unwrap()
-            if not self._begun:
+            ours = self._gate is None or self._owns_current()
+            gate, self._gate, self._session = self._gate, None, None
+            if gate is not None:
+                gate.remove()
+            if not self._begun or self._yielded:
                 return
-        import jax.profiler as jp
-
-        try:
-            self._brackets += self._bracket(jp, "stop")
-            self._bracket_threads["stop"] = _this_thread()
-        finally:
-            jp.stop_trace()
+            if not ours:  # ended by a stop_trace the gate did not see: its export is in our logdir
+                self._warn("polyprof's jax.profiler trace was ended by the program before the session's end")
+                return
+            try:
+                self._brackets += self._bracket(jp, "stop")
+                self._bracket_threads["stop"] = _this_thread()
+            finally:
+                (gate.stop_trace if gate else jp.stop_trace)()
 
     # ------------------------------------------------------------------ collect
     def _collect(self) -> Trace:
@@ -196,7 +282,9 @@ class JaxPlugin(Plugin):
             from ..trace.builder import TraceBuilder
 
             b = TraceBuilder()
-            b.metadata[mkeys.JAX] = {"jax_used": False}
+            b.metadata[mkeys.JAX] = {"jax_used": bool(self._yielded)}
+            if self._yielded:
+                b.metadata[mkeys.JAX]["program_trace"] = self._yielded
             return b.build()
         try:
             files = sorted(self._logdir.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
@@ -285,6 +373,8 @@ class JaxPlugin(Plugin):
             meta[mkeys.JAX]["task_environment"] = {k: v for k, v in env.properties.items() if not isinstance(v, bytes)}
         if kept:
             meta[mkeys.JAX]["xplane"] = kept
+        if self._yielded:
+            meta[mkeys.JAX]["program_trace"] = self._yielded
         for err in xs.get("errors", []):
             assert self.ctx is not None
             self.ctx.warn(self.name, f"jax.profiler: {err}")
