@@ -13,12 +13,15 @@ bench/run_cost.py measures it) without changing what the program sees.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import polyprof
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -252,6 +255,38 @@ def test_polyprofs_warnings_name_it_once_in_and_out_of_the_command(tmp_path):
     assert ours.returncode == 0, ours.stderr
     assert "polyprof: WARNING: schedule or window ignored" in ours.stderr, ours.stderr
     assert "polyprof: WARNING: polyprof:" not in ours.stderr
+
+
+_POOL = """\
+import multiprocessing as mp, sys, time
+def work(n):
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        sum(range(1000))
+    return n
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(2) as p:
+        print(sum(p.map(work, range(int(sys.argv[1])))))
+"""
+
+
+def test_work_done_in_child_processes_is_named(tmp_path):
+    """A program whose work runs in a multiprocessing pool (Dask's processes, DataLoader
+    workers alike) left a trace of nothing without a word. The trace now says how much
+    CPU its ended children used, and warns when they did more than the process."""
+    (tmp_path / "pool.py").write_text(_POOL)
+    for n, warned in ((4, True), (0, False)):
+        out = f"p{n}.polyprof"
+        p = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", out, "pool.py", str(n)],
+                           capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert ("CPU ran in child processes" in p.stderr) is warned, p.stderr
+        trace = polyprof.load(tmp_path / out)
+        assert (trace.metadata["session"]["children_cpu_s"] >= 1.0) is warned
+        doc = json.loads(subprocess.run([sys.executable, "-m", "polyprof", "summary", "--json", out],
+                                        capture_output=True, text=True, cwd=tmp_path, timeout=120).stdout)
+        said = [w for w in doc["overview"]["warnings"] if "child processes" in w]
+        assert len(said) == int(warned) and all(w.startswith("session: ") for w in said), doc["overview"]["warnings"]
 
 
 def test_a_program_that_changes_directory(tmp_path):

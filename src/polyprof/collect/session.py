@@ -30,6 +30,7 @@ from ..trace.core import Trace
 from ..trace.identity import hostname, identify, rank_from_env
 from ..trace.merge import merge
 from . import journal, output as output_mod, signals
+from .children import ChildrenCPU
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Outcome, call_guarded, call_here
 from .options import NAMES, SessionOptions, make
@@ -109,6 +110,7 @@ class Session:
         self._pid = os.getpid()
         self._outer: "Session | None" = None  # set when this session nests in another
         self._inert = False  # a copy of the session in a forked child: records nothing
+        self._children = ChildrenCPU()  # made again at the start
         self.options = {k: dict(v) for k, v in settings.options.items()}
         if settings.max_host_events is not None:  # the host plugin keeps the sections
             self.options.setdefault("host", {}).setdefault("max_events", settings.max_host_events)
@@ -181,6 +183,7 @@ class Session:
             except OSError as e:
                 log.warning("cannot create %s: %s", self.output.parent, e.strerror or e)
         start = now_ns()
+        self._children = ChildrenCPU()
         self._ctx = SessionContext(start_ns=start, wall_anchor=wall_anchor(), options=self.options,
                                    journal_path=None if outer is not None or self.output is None
                                    else journal.path_for(self.output),
@@ -373,14 +376,23 @@ class Session:
     def _assemble(self, parts: list[Trace], end: int) -> Trace:
         ctx = self._ctx
         assert ctx is not None
+        session: dict[str, object] = {"start_ns": ctx.start_ns, "stop_ns": end, **self._info()}
+        warnings: list[object] = list(ctx.warnings)
+        children = self._children.since()
+        if children is not None:
+            session["children_cpu_s"] = round(children[1], 3)
+        note = self._children.warning()
+        if note is not None:
+            warnings.append({"plugin": "session", "message": note})
+            log.warning("%s", note)
         meta = {
             mkeys.POLYPROF_VERSION: _version(),
             mkeys.CLOCK_NAME: REFERENCE_CLOCK,
-            mkeys.SESSION: {"start_ns": ctx.start_ns, "stop_ns": end, **self._info()},
+            mkeys.SESSION: session,
             mkeys.WALL_ANCHOR: ctx.wall_anchor,
             mkeys.PLUGINS: {**self.skipped, **{s.name: s.status for s in self._slots}},
             mkeys.PLUGIN_ERRORS: list(self.errors),
-            mkeys.WARNINGS: list(ctx.warnings),
+            mkeys.WARNINGS: warnings,
         }
         try:
             return identify(merge(parts, meta), rank=rank_from_env())

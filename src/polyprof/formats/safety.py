@@ -168,7 +168,8 @@ _KNOWN_METADATA = {
     mkeys.WALL_ANCHOR: lambda v: isinstance(v, dict) and all(_int64(x) for x in v.values()),
     mkeys.CLOCK_NAME: lambda v: isinstance(v, str),
     mkeys.TITLE: lambda v: isinstance(v, str),
-    mkeys.WARNINGS: lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    mkeys.WARNINGS: lambda v: isinstance(v, list) and all(isinstance(x, str) or isinstance(x, dict) and isinstance(
+        x.get("message"), str) and isinstance(x.get("plugin", ""), str) for x in v),
     mkeys.PLUGIN_ERRORS: lambda v: isinstance(v, list),
     mkeys.XSPACE: lambda v: isinstance(v, dict),
     mkeys.SESSION: lambda v: isinstance(v, dict),

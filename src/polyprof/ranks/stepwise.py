@@ -197,7 +197,7 @@ class _Gathered:
             "window": W._label(every, np.arange(1, len(every)), W.auto_words(every, self.after)),
             "correlation": self.counts, "unsynchronised": self.unsynced,
             "plugin_errors": list(meta.get(mkeys.PLUGIN_ERRORS, [])),
-            "warnings": [str(w) for w in meta.get(mkeys.WARNINGS, []) or []],
+            "warnings": mkeys.warning_texts(meta),
         }
         shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced)
         findings = wf.rank_findings(shell, tables, self.found, self.unsynced)

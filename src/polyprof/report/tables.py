@@ -59,7 +59,7 @@ def build(trace: Trace, window: WindowArg = AUTO) -> Report:
         "correlation": dict(corr.counts),
         "unsynchronised": unsynchronised(trace),
         "plugin_errors": list(trace.metadata.get(mkeys.PLUGIN_ERRORS, [])),
-        "warnings": [str(w) for w in trace.metadata.get(mkeys.WARNINGS, []) or []],
+        "warnings": mkeys.warning_texts(trace.metadata),
     }
     cupti = trace.metadata.get(mkeys.CUPTI)
     left = cupti.get("calls_not_kept") if isinstance(cupti, dict) else None

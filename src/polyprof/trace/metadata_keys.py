@@ -72,6 +72,20 @@ PLUGINS = _key("plugins", dict, SOURCE, "plugin name -> what became of it (ok, f
 PLUGIN_ERRORS = _key("plugin_errors", list, SOURCE, "{plugin, phase, error} of each plugin failure")
 WARNINGS = _key("warnings", list, SOURCE, "what a reader or plugin wants the user to know (texts, or "
                 "{plugin, message})")
+
+
+def warning_texts(metadata: dict) -> list[str]:
+    """The trace's warnings as lines: a text as it is, ``{plugin, message}`` as
+    ``plugin: message``."""
+    out = []
+    for w in metadata.get(WARNINGS) or []:
+        if isinstance(w, dict) and "message" in w:
+            out.append(f"{w['plugin']}: {w['message']}" if w.get("plugin") else str(w["message"]))
+        else:
+            out.append(str(w))
+    return out
+
+
 SCHEDULE = _key("schedule", dict, SOURCE, "the recording schedule followed, recorded_steps, windows_ns")
 CLOCK_SYNC = _key("clock_sync", dict, SOURCE, "plane name -> plugin -> the fit that put the plane's times on "
                   "the session clock (record_fit)")
