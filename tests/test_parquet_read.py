@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import orjson
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -145,3 +146,134 @@ def test_foreign_and_damaged_parquet_give_one_line(tmp_path):
     with pytest.raises(TraceFormatError) as e:
         polyprof.load(wrong)
     assert "'name'" in _one_line(e, wrong)
+
+
+# ------------------------------------------------------------------ other readers of the file
+NCCL = ROOT / "tests/data/traces/kineto/a100_nccl_rank0.json.gz"  # 26,935 events, 4,317 flows, 9 categories
+CUPY = ROOT / "tests/data/h200/cupy_cupti_h200.polyprof"  # flows and 107 counters
+READ_BY_OTHERS = [NCCL, CUPY]
+
+
+@pytest.fixture(scope="module", params=READ_BY_OTHERS, ids=[p.name for p in READ_BY_OTHERS])
+def exported(request, tmp_path_factory):
+    trace = polyprof.load(request.param)
+    return trace, polyprof.export(trace, tmp_path_factory.mktemp("pq") / "t.parquet")
+
+
+def _totals(trace, labels: np.ndarray) -> dict[str, tuple[int, int]]:
+    """(events, total dur_ns) per label, as polyprof counts them."""
+    out: dict[str, tuple[int, int]] = {}
+    for label, dur in zip(labels.tolist(), trace.events["dur_ns"].tolist()):
+        n, d = out.get(label, (0, 0))
+        out[label] = (n + 1, d + dur)
+    return out
+
+
+def test_the_file_metadata_is_text(exported):
+    """Parquet's key/value metadata holds UTF-8 strings (polars refuses a file otherwise)."""
+    _, path = exported
+    for key, value in pq.ParquetFile(path).metadata.metadata.items():
+        key.decode("utf-8"), value.decode("utf-8")
+
+
+def test_polars_reads_the_export(exported):
+    pl = pytest.importorskip("polars")
+    trace, path = exported
+    want = _totals(trace, trace.names())
+    df = pl.read_parquet(path)
+    assert df.height == trace.n_events
+    got = df.group_by("name").agg(pl.len(), pl.col("dur_ns").sum())
+    assert {r[0]: (r[1], r[2]) for r in got.iter_rows()} == want
+    lazy = (pl.scan_parquet(path).filter(pl.col("dur_ns") >= 0).group_by("name")
+            .agg(pl.len(), pl.col("dur_ns").sum()).collect())
+    assert {r[0]: (r[1], r[2]) for r in lazy.iter_rows()} == want
+    assert pl.scan_parquet(path).select(pl.len()).collect().item() == trace.n_events
+
+
+def test_duckdb_queries_the_export(exported):
+    trace, path = exported
+    rows = duckdb.sql(f"SELECT category, count(*), sum(dur_ns)::BIGINT FROM read_parquet('{path}') "
+                      "GROUP BY category").fetchall()
+    assert {c: (n, d) for c, n, d in rows} == _totals(trace, trace.categories())
+
+
+def test_each_text_column_has_its_own_categories(exported):
+    """pandas' categories of name, category, track and plane are the values that column
+    holds, so a groupby gives one group per category the trace has (not one per string)."""
+    trace, path = exported
+    want = {"name": set(trace.names().tolist()), "category": set(trace.categories().tolist()),
+            "plane": {trace.planes[trace.tracks[t].plane].name for t in set(trace.events["track"].tolist())},
+            "track": {trace.tracks[t].name for t in set(trace.events["track"].tolist())}}
+    for df in (trace.to_pandas(), pd.read_parquet(path)):
+        for column, values in want.items():
+            cats = df[column].cat.categories.tolist()
+            assert len(cats) == len(set(cats)) and set(cats) == values, column
+            assert df[column].astype(str).tolist() == df[column].tolist()
+        assert len(df.groupby("category", observed=False)) == len(want["category"])
+    assert df["name"].astype(str).tolist() == trace.names().tolist()
+    assert df["category"].astype(str).tolist() == trace.categories().tolist()
+    flows = trace.tables()["flows"].column("category")
+    strings = np.array(trace.strings, object)
+    assert set(flows.combine_chunks().dictionary.to_pylist()) == set(strings[trace.flows["category"]].tolist())
+
+
+def _raw_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def test_an_export_with_raw_arrow_ipc_metadata_still_reads_back_equal(tmp_path):
+    """Files polyprof wrote before the metadata was text: flows and counters as raw Arrow
+    IPC bytes under polyprof.flows and polyprof.counters, name and category with the
+    whole string table as their dictionary. Made here with pyarrow, as that writer did."""
+    trace = polyprof.load(CUPY)
+    assert len(trace.flows["src"]) and len(trace.counters["ts_ns"])
+    table = trace.to_arrow()
+    assert len(set(trace.strings)) == len(trace.strings)
+    for column, ids in (("name", trace.events["name"]), ("category", trace.events["category"])):
+        shared = pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), pa.array(trace.strings, pa.string()))
+        table = table.set_column(table.schema.get_field_index(column), column, shared)
+    strings = np.array(trace.strings, object)
+    fl, c = trace.flows, trace.counters
+    layout = {"version": 1, "sources": [dataclasses.asdict(s) for s in trace.sources],
+              "planes": [dataclasses.asdict(p) for p in trace.planes],
+              "tracks": [dataclasses.asdict(t) for t in trace.tracks],
+              "stats": [{"key": k, "column": col, "kind": trace.stats[k].kind}
+                        for k, col in zip(trace.stats, table.column_names[8:])]}
+    meta = {b"polyprof": orjson.dumps(trace.metadata, default=str, option=orjson.OPT_NON_STR_KEYS),
+            b"polyprof.layout": _header_json(layout),
+            b"polyprof.flows": _raw_ipc(pa.table({"src": fl["src"], "dst": fl["dst"], "id": fl["id"],
+                                                  "category": pa.array(strings[fl["category"]], pa.string())})),
+            b"polyprof.counters": _raw_ipc(pa.table({"plane": c["plane"],
+                                                     "name": pa.array(strings[c["name"]], pa.string()),
+                                                     "ts_ns": c["ts_ns"], "value": c["value"]}))}
+    old = tmp_path / "old.parquet"
+    pq.write_table(table.replace_schema_metadata(meta), old, compression="zstd")
+    with pytest.raises(UnicodeDecodeError):
+        meta[b"polyprof.flows"].decode("utf-8")  # the raw bytes this test is about
+    assert_same_trace(trace, polyprof.load(old))
+
+
+def test_a_pyarrow_that_cannot_add_footer_metadata_writes_the_same_trace(tmp_path, monkeypatch):
+    """Without ParquetWriter.add_key_value_metadata (older pyarrow) flows and counters go
+    in the schema's metadata: the file still reads back equal, and in polars."""
+    pl = pytest.importorskip("polars")
+    trace = polyprof.load(CUPY)
+    monkeypatch.delattr(pq.ParquetWriter, "add_key_value_metadata")
+    path = polyprof.export(trace, tmp_path / "t.parquet")
+    assert b"polyprof.flows.base64" in pq.read_schema(path).metadata
+    assert_same_trace(trace, polyprof.load(path))
+    assert pl.read_parquet(path).height == trace.n_events
+
+
+def test_damaged_base64_metadata_gives_one_line(tmp_path):
+    trace = polyprof.load(CUPY)
+    table = pq.read_table(polyprof.export(trace, tmp_path / "t.parquet"))
+    bad = tmp_path / "bad_flows.parquet"
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"polyprof.flows.base64": b"not base64!"}),
+                   bad)
+    with pytest.raises(TraceFormatError) as e:
+        polyprof.load(bad)
+    assert "polyprof.flows.base64" in _one_line(e, bad)

@@ -477,3 +477,27 @@ def test_a_rank_is_written_a_row_group_at_a_time_with_every_stat(tmp_path):
         for key in trace.stats:
             assert _dense(got, key).tolist() == _dense(trace, key).tolist(), (rows, key)
         assert np.array_equal(got.events["start_ns"], trace.events["start_ns"])
+
+
+def test_polars_and_pandas_read_a_ranks_events(all_store):
+    """A rank's events.parquet (here in row groups of 4096 events) read by polars and
+    pandas: every event, the per-name totals polyprof has, and as categories of each
+    text column only the values it holds."""
+    pl = pytest.importorskip("polars")
+    import pandas as pd
+
+    rank = next(i for i, p in enumerate(TRACES) if p.name == "a100_nccl_rank0.json.gz")
+    trace = polyprof.load(TRACES[rank])
+    path = Store(all_store).path(rank) / "events.parquet"
+    assert pq.ParquetFile(path).metadata.num_row_groups > 1
+    want: dict[str, tuple[int, int]] = {}
+    for name, dur in zip(trace.names().tolist(), trace.events["dur_ns"].tolist()):
+        n, d = want.get(name, (0, 0))
+        want[name] = (n + 1, d + dur)
+    for df in (pl.read_parquet(path), pl.scan_parquet(path).collect()):
+        assert df.height == trace.n_events
+        got = df.group_by("name").agg(pl.len(), pl.col("dur_ns").sum())
+        assert {r[0]: (r[1], r[2]) for r in got.iter_rows()} == want
+    df = pd.read_parquet(path)
+    assert sorted(df["category"].cat.categories) == sorted(set(trace.categories().tolist()))
+    assert sorted(df["name"].cat.categories) == sorted(want)

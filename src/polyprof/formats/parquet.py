@@ -9,7 +9,14 @@ pandas do not see it:
 - ``polyprof``: the trace's metadata (JSON);
 - ``polyprof.layout``: sources, planes and tracks as records, and each stat's column
   name and value kind (JSON);
-- ``polyprof.flows``, ``polyprof.counters``: those tables as Arrow IPC streams.
+- ``polyprof.flows.base64``, ``polyprof.counters.base64``: those tables as Arrow IPC
+  streams (zstd), in base64: Parquet's metadata values are UTF-8, and polars refuses a
+  file whose values are not. These two are in the file's footer only, not also in the
+  Arrow schema pyarrow stores there (``ARROW:schema``), which would hold them a second
+  time (a pyarrow too old to add metadata to the footer puts them in both).
+
+Files polyprof wrote before have the raw IPC bytes under ``polyprof.flows`` and
+``polyprof.counters`` (which polars cannot read); they read back as well.
 
 Read back, the Trace has the same sources, planes, tracks, events, stats (rows and
 values, per key), flows and counters as the one written; string ids may differ (the
@@ -20,6 +27,8 @@ flows or counters. Any other Parquet file is refused with the columns it lacks.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -58,19 +67,28 @@ def write(trace: Trace, path: str | Path) -> Path:
     meta[b"polyprof.layout"] = _header_json(layout)  # as the .polyprof file's header: bytes as text
     fl, c = trace.flows, trace.counters
     strings = np.array(trace.strings + [""], dtype=object)
-    meta[b"polyprof.flows"] = _ipc(pa.table({"src": fl["src"], "dst": fl["dst"], "id": fl["id"],
-                                             "category": pa.array(strings[fl["category"]], pa.string())}))
-    meta[b"polyprof.counters"] = _ipc(pa.table({"plane": c["plane"], "name": pa.array(strings[c["name"]], pa.string()),
-                                                "ts_ns": c["ts_ns"], "value": c["value"]}))
-    pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
+    footer = {b"polyprof.flows.base64": _ipc(pa.table({"src": fl["src"], "dst": fl["dst"], "id": fl["id"],
+                                                       "category": pa.array(strings[fl["category"]], pa.string())})),
+              b"polyprof.counters.base64": _ipc(pa.table({"plane": c["plane"],
+                                                          "name": pa.array(strings[c["name"]], pa.string()),
+                                                          "ts_ns": c["ts_ns"], "value": c["value"]}))}
+    add_to_footer = hasattr(pq.ParquetWriter, "add_key_value_metadata")  # not in older pyarrow
+    if not add_to_footer:
+        meta.update(footer)
+    table = table.replace_schema_metadata(meta)
+    with pq.ParquetWriter(path, table.schema, compression="zstd") as w:
+        w.write_table(table)
+        if add_to_footer:
+            w.add_key_value_metadata(footer)
     return path
 
 
 def _ipc(table: pa.Table) -> bytes:
+    """``table`` as a zstd Arrow IPC stream, in base64."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
         w.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return base64.b64encode(sink.getvalue().to_pybytes())  # text, as Parquet's metadata must be
 
 
 # ----------------------------------------------------------------------------- reading
@@ -87,7 +105,7 @@ def load(path: str | Path) -> Trace:
     if missing:
         raise TraceFormatError(path, f"a Parquet file without polyprof's event columns (missing {', '.join(missing)}): "
                                      "not a polyprof export")
-    meta = schema.metadata or {}
+    meta = pf.metadata.metadata or {}  # the footer's: the schema's and those only there (flows, counters)
     check_events(path, pf.metadata.num_rows)
     try:
         table = pf.read()
@@ -243,7 +261,7 @@ def _flows_counters(path: Path, b: TraceBuilder, meta: dict[bytes, bytes], n: in
     """The flows and counters tables of the metadata, as the Trace's columns."""
     out: dict[str, dict[str, np.ndarray]] = {}
     for key, spec in (("flows", FLOW_COLUMNS), ("counters", COUNTER_COLUMNS)):
-        raw = meta.get(f"polyprof.{key}".encode())
+        raw = _ipc_bytes(path, meta, key)
         if raw is None:
             continue
         try:
@@ -268,3 +286,15 @@ def _flows_counters(path: Path, b: TraceBuilder, meta: dict[bytes, bytes], n: in
             out[key] = {"plane": plane, "name": _texts(b, path, t, "name"), "ts_ns": _ints(path, t, "ts_ns"),
                         "value": np.asarray(value.to_numpy(), np.float64)}
     return out
+
+
+def _ipc_bytes(path: Path, meta: dict[bytes, bytes], key: str) -> bytes | None:
+    """The Arrow IPC stream of ``polyprof.<key>.base64``, or, in a file polyprof wrote
+    before that, the raw bytes of ``polyprof.<key>``; None when the file has neither."""
+    text = meta.get(f"polyprof.{key}.base64".encode())
+    if text is None:
+        return meta.get(f"polyprof.{key}".encode())
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise TraceFormatError(path, f"damaged 'polyprof.{key}.base64' metadata: not base64 ({_short(e)})") from None

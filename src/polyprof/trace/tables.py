@@ -14,11 +14,31 @@ if TYPE_CHECKING:
 
 
 def _dict_column(ids: np.ndarray, strings: list[str]) -> pa.Array:
-    if len(set(strings)) != len(strings):  # e.g. "XLA Ops" on every TPU: pandas wants unique categories
+    """``strings[ids]`` dictionary-encoded, the dictionary holding only the strings used,
+    each once (pandas makes it the column's categories: a category column whose
+    dictionary were the whole string table would list every name as a category)."""
+    used, codes = _used(np.asarray(ids), len(strings))
+    words = strings if used is None else [strings[i] for i in used.tolist()]
+    if len(set(words)) != len(words):  # e.g. "XLA Ops" on every TPU: pandas wants unique categories
         first: dict[str, int] = {}
-        remap = np.fromiter((first.setdefault(s, len(first)) for s in strings), np.int32, len(strings))
-        ids, strings = remap[np.asarray(ids, np.int64)], list(first)
-    return pa.DictionaryArray.from_arrays(_array(ids, pa.int32()), _array(strings, pa.string()))  # no pandas
+        remap = np.fromiter((first.setdefault(s, len(first)) for s in words), np.int32, len(words))
+        codes, words = remap[codes], list(first)
+    return pa.DictionaryArray.from_arrays(_array(codes.astype(np.int32, copy=False), pa.int32()),
+                                          _array(words, pa.string()))  # no pandas
+
+
+def _used(ids: np.ndarray, n: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """The distinct ids (ascending; None: all ``n``) and each id's position among them.
+    Columnar: a mask over the ``n`` strings, or where that is the dearer, a sort of the ids."""
+    if not len(ids) or len(ids) * 8 < n:
+        used, codes = np.unique(ids, return_inverse=True)
+        return used, codes.reshape(-1)
+    seen = np.zeros(n, bool)
+    seen[ids] = True
+    if seen.all():
+        return None, ids
+    position = np.cumsum(seen, dtype=np.int32) - 1
+    return np.flatnonzero(seen), position[ids]
 
 
 def stat_array(trace: "Trace", key: str) -> pa.Array:
