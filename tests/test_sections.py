@@ -5,6 +5,7 @@ which implementation is chosen. No timing asserts here: costs live in bench/mark
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 
 import polyprof
 from polyprof.collect import recorder
+from polyprof.trace import keys
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -400,3 +402,147 @@ def test_growth_hook_runs_on_the_recording_thread_and_a_bad_one_turns_off(rec):
         assert calls[-1][0] == 46
     finally:
         recorder.set_growth(None, 0)
+
+
+# ------------------------------------------- one track per thread, idents reused or not
+
+#: threads one after another (each may get the ident CPython gave the one before: a
+#: pthread_t, reused once a thread has exited), then two thread pools one after the
+#: other; every thread records sections and a mark. Prints what each track should hold.
+THREADS = """
+import json, os, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+import polyprof
+
+expected = {}  # "name tid" -> sections
+lock = threading.Lock()
+
+def work(name, n):
+    t = threading.current_thread()
+    for _ in range(n):
+        with polyprof.section(name):
+            pass
+    polyprof.mark(name + " done")
+    with lock:
+        key = f"{t.name} {threading.get_native_id()}"
+        expected[key] = expected.get(key, 0) + n
+
+def gone(native_id):
+    # the OS thread has ended: the next thread gets its stack, so its ident (a pthread_t)
+    end = time.monotonic() + 2
+    while os.path.exists(f"/proc/self/task/{native_id}") and time.monotonic() < end:
+        time.sleep(0.001)
+    time.sleep(0.002)
+
+def one_after_another():
+    idents = []
+    for name, n in (("A", 3), ("B", 5)):
+        t = threading.Thread(target=work, args=(name, n), name="worker-" + name)
+        t.start(); t.join(); idents.append(t.ident)
+        gone(t.native_id)
+    idle = threading.Thread(target=time.sleep, args=(0.01,), name="idle-C")  # records nothing
+    idle.start(); idle.join(); idents.append(idle.ident)
+    return len(set(idents)) < len(idents)
+
+def pools():
+    for p in range(2):
+        with ThreadPoolExecutor(2, thread_name_prefix=f"pool{p}") as ex:
+            list(ex.map(lambda i: work("task", 2), range(10)))
+        for key in list(expected):
+            gone(key.split()[-1])
+
+def main():
+    reused = one_after_another()
+    pools()
+    return reused
+
+if __name__ == "__main__":
+    reused = main()
+    json.dump({"expected": expected, "reused": reused}, open(sys.argv[1], "w"))
+"""
+
+
+def test_a_record_belongs_to_the_thread_born_last_with_its_ident() -> None:
+    """The rule behind the tracks, with birth times given: a record's thread is the one
+    born last with its ident at or before the record's start; a live thread seen later
+    (a snapshot, its first mark) is the known one of that ident and OS id."""
+    import numpy as np
+
+    r = recorder.Recorder()
+    assert r._note(9, "A", 200, 1000) == 9  # the first thread with ident 9: its ident is its key
+    assert r._note(9, "B", 201, 2000) == -1  # ident 9 again, once A has ended: a key of its own
+    assert r._note(9, "B renamed", 201, None) == -1  # B seen by a snapshot
+    assert r._note(9, "A", 200, None) == 9  # a snapshot taken while A still ran, noted late
+    assert r._note(5, "other", 300, None) == 5
+    assert r._note(9, "C", 202, None) == -2  # not seen born (not a threading.Thread): born now
+    keys = r.thread_keys(np.array([9, 9, 9, 5, 9]), np.array([500, 1999, 2000, 2500, 3000]))
+    assert keys.tolist() == [9, 9, -1, 5, -1]
+    assert r.threads == {9: ("A", 200), -1: ("B renamed", 201), 5: ("other", 300), -2: ("C", 202)}
+    assert r.keyed_sections([("s", 2500, 2600, None, 9), ("t", 1, 2, None, 5)]) == [
+        ("s", 2500, 2600, None, -1), ("t", 1, 2, None, 5)]
+    fresh = recorder.Recorder()  # no ident had twice: the idents are the keys, the list is the same
+    secs = [("s", 1, 2, None, 9)]
+    assert fresh.keyed_sections(secs) is secs and fresh.thread_keys(np.array([9]), np.array([1])).tolist() == [9]
+
+
+def _thread_sections(tr: Any) -> dict[str, int]:
+    """'track name tid' -> the sections on that thread track."""
+    got: dict[str, int] = {}
+    for t in tr.events["track"][tr.categories() == keys.CAT_SECTION].tolist():
+        key = f"{tr.tracks[t].name} {tr.tracks[t].tid}"
+        got[key] = got.get(key, 0) + 1
+    return got
+
+
+def _marks_on_their_tracks(tr: Any) -> None:
+    """Each thread's 'X done' mark is on a track that holds X's sections."""
+    names, track = tr.names(), tr.events["track"]
+    for m in ("A", "B", "task"):
+        mark_tracks = set(track[names == m + " done"].tolist())
+        assert mark_tracks and mark_tracks <= set(track[names == m].tolist()), m
+
+
+def _load_program(tmp_path: Path) -> Any:
+    prog = tmp_path / "threads_prog.py"
+    prog.write_text(THREADS)
+    spec = importlib.util.spec_from_file_location("threads_prog", prog)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_reused_thread_idents_get_their_own_tracks_in_process(section_impl, tmp_path):
+    """A thread that ends and a later one that gets its ident (threading.get_ident) are
+    two tracks, each with its own name, OS thread id, sections and marks: the session's
+    trace and the crash journal's alike (sections are recorded by ident)."""
+    from polyprof.collect import journal
+
+    prog = _load_program(tmp_path)
+    out = tmp_path / "inproc.polyprof"
+    with polyprof.profile(plugins=["host"], output=out, options={"host": {"journal_interval_s": 0.05}}) as prof:
+        reused = prog.main()
+        time.sleep(0.2)
+        shutil.copy(journal.path_for(out), tmp_path / "snap.partial")
+    if sys.platform.startswith("linux"):  # else this test would not test anything
+        assert reused, "no thread got the ident of one that had ended"
+    for tr in (prof.trace, polyprof.load(tmp_path / "snap.partial")):
+        got = _thread_sections(tr)
+        assert {k: v for k, v in got.items() if not k.startswith("MainThread")} == prog.expected
+        assert not any(k.startswith("idle-C") for k in got)
+        _marks_on_their_tracks(tr)
+
+
+def test_reused_thread_idents_get_their_own_tracks_under_polyprof_run(tmp_path):
+    """The same program as users run it: ``python -m polyprof run prog.py``."""
+    prog, result, out = tmp_path / "prog.py", tmp_path / "expected.json", tmp_path / "run.polyprof"
+    prog.write_text(THREADS)
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(out), str(prog),
+                        str(result)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    want = json.loads(result.read_text())
+    tr = polyprof.load(out)
+    got = _thread_sections(tr)
+    assert {k: v for k, v in got.items() if not k.startswith("MainThread")} == want["expected"]
+    assert sum(1 for k in got if k.startswith("pool")) == sum(1 for k in want["expected"] if k.startswith("pool"))
+    _marks_on_their_tracks(tr)

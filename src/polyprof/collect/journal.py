@@ -200,13 +200,6 @@ class JournalWriter:
         handed on one at a time, so each is written before the next is built."""
         r = self.recorder
         out: list[list[Column]] = []
-        threads = [(i, v) for i, v in list(r.threads.items()) if self._threads_seen.get(i) != v]
-        if threads:
-            self._threads_seen.update(threads)
-            out.append(_batch(THREAD, len(threads), name=[v[0] for _, v in threads],
-                              ident=[i for i, _ in threads], tid=[v[1] for _, v in threads]))
-        yield from out
-        out.clear()
         for _ in range(MAX_SECTION_BATCHES):  # the rest at the next flush, at once when behind
             with r.trim_lock:
                 p0 = self._index()
@@ -215,6 +208,12 @@ class JournalWriter:
                 break
             self._pos["sections"] = r.dropped + p0 + len(secs)  # counted from the session's first section
             yield self._section_batch(secs)
+        # the threads after the sections: every thread key they name is in it (one batch later at worst)
+        threads = [(i, v) for i, v in list(r.threads.items()) if self._threads_seen.get(i) != v]
+        if threads:
+            self._threads_seen.update(threads)
+            out.append(_batch(THREAD, len(threads), name=[v[0] for _, v in threads],
+                              ident=[i for i, _ in threads], tid=[v[1] for _, v in threads]))
         for buf in list(r.buffers):
             m0, c0 = self._buf_pos.get(id(buf), (0, 0))
             m1 = min(len(buf.mark_names), len(buf.mark_ts))
@@ -222,11 +221,11 @@ class JournalWriter:
             self._buf_pos[id(buf)] = (m1, c1)
             if m1 > m0:
                 out.append(_batch(MARK, m1 - m0, name=[r.strings[i] for i in buf.mark_names[m0:m1]],
-                                  start_ns=buf.mark_ts[m0:m1], ident=[buf.ident] * (m1 - m0)))
+                                  start_ns=buf.mark_ts[m0:m1], ident=[buf.key] * (m1 - m0)))
             if c1 > c0:
                 out.append(_batch(COUNTER, c1 - c0, name=[r.strings[i] for i in buf.ctr_names[c0:c1]],
                                   start_ns=buf.ctr_ts[c0:c1], value=buf.ctr_values[c0:c1],
-                                  ident=[buf.ident] * (c1 - c0)))
+                                  ident=[buf.key] * (c1 - c0)))
         if r.explicit_steps and self._pos.get("auto_written"):  # detected steps were written: the
             self._pos["steps"], self._pos["auto_written"] = 0, 0    # program's own come from their start
         steps = used_steps(r)[self._pos["steps"]:]
@@ -253,6 +252,7 @@ class JournalWriter:
         from ..trace.arrow_columns import gathered_text, sparse_text  # only when a flush writes text
 
         codes, t0, t1, ident, rows = section_columns(secs, self._name_index, self._names)
+        ident = self.recorder.thread_keys(ident, t0)  # one thread key per thread, as the session's trace
         if self._encoded is None or len(self._names) > len(self._name_bytes):
             self._name_bytes.extend(v.encode("utf-8", "surrogatepass") for v in self._names[len(self._name_bytes):])
             self._encoded = np.empty(len(self._name_bytes), object)

@@ -17,9 +17,12 @@ from threading import get_ident as _get_ident
 from time import perf_counter_ns as _now
 from collections.abc import AsyncGenerator, Generator
 from types import ModuleType
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..lowlevel import unseen
+
+if TYPE_CHECKING:
+    import numpy as np
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -29,12 +32,13 @@ _recorder: "Recorder | None" = None
 class ThreadBuffer:
     """Marks and counters of one thread (rare calls; sections go to one shared list)."""
 
-    __slots__ = ("tid", "ident", "name", "mark_names", "mark_ts", "ctr_names", "ctr_ts", "ctr_values")
+    __slots__ = ("tid", "ident", "key", "name", "mark_names", "mark_ts", "ctr_names", "ctr_ts", "ctr_values")
 
     def __init__(self) -> None:
         t = threading.current_thread()
         self.tid = threading.get_native_id()
         self.ident: int = t.ident if t.ident is not None else threading.get_ident()
+        self.key = self.ident  #: the thread's key in Recorder.threads (set by Recorder.buffer)
         self.name = t.name
         self.mark_names = array("i")
         self.mark_ts = array("q")
@@ -50,6 +54,14 @@ class Recorder:
     to one list: a single ``list.append`` is atomic under the GIL and is the cheapest
     record CPython offers (bench/markers.py). Thread names are snapshotted by
     :meth:`snapshot_threads`, called by the host plugin while the session runs.
+
+    One track per thread, not per ident: CPython gives a thread that starts the ident of
+    one that has ended, so each thread's birth is noted (:func:`watch_thread_starts`) and
+    a record's thread is the one born last with its ident at or before the record's start
+    (:meth:`thread_keys`, at collect: nothing more per section). Exact, since a thread
+    records nothing before its birth nor after its end, and an ident is given again only
+    after its thread has ended. ``threads`` has one entry per thread: the ident of the
+    first thread that had it, a negative key for each later one.
     """
 
     def __init__(self) -> None:
@@ -60,7 +72,12 @@ class Recorder:
         self._lock = threading.Lock()
         self._tls = threading.local()
         self.buffers: list[ThreadBuffer] = []
-        self.threads: dict[int, tuple[str, int]] = {}  # ident -> (name, native id)
+        #: thread key -> (name, OS thread id), one entry per thread (the class's docstring)
+        self.threads: dict[int, tuple[str, int]] = {}
+        #: ident -> (birth ns, thread key) of each thread that had it, in order of birth
+        self.lives: dict[int, list[tuple[int, int]]] = {}
+        self._reused: set[int] = set()  # idents that more than one thread had
+        self._later = 0  # threads given a key of their own (-1, -2, ...)
         self.steps: list[int] = []
         #: callables(name, is_enter) that mirror sections into other tools (e.g. torch);
         #: change it in place (append/remove): the compiled section holds this list
@@ -97,9 +114,76 @@ class Recorder:
                 self.dropped += k
 
     def snapshot_threads(self) -> None:
-        for t in threading.enumerate():
-            if t.ident is not None and t.native_id is not None:
-                self.threads[t.ident] = (t.name, t.native_id)
+        """The live threads' names (a thread may rename itself after its birth)."""
+        live = [(t.ident, t.name, t.native_id) for t in threading.enumerate()]
+        with self._lock:
+            for ident, name, native in live:
+                if ident is not None and native is not None:
+                    self._note(ident, name, native, None)
+
+    def born(self, ident: int, name: str, native: int) -> None:
+        """A thread starts (called on it before it runs anything): a track of its own,
+        even when an ended thread had its ident."""
+        with self._lock:
+            self._note(ident, name, native, _now())
+
+    def _note(self, ident: int, name: str, native: int, born: int | None) -> int:
+        """The key of thread ``ident`` (OS id ``native``), noted with its name; ``born``:
+        its birth time, else (a live thread seen) the thread of that ident and OS id, or
+        one born now when none is (a thread not started by threading.Thread while the
+        watch was on). With ``_lock`` held."""
+        lives = self.lives.get(ident)
+        if lives is None:  # the first thread with this ident: born before any record
+            self.lives[ident] = [(-(1 << 62), ident)]
+            self.threads[ident] = (name, native)
+            return ident
+        if born is None:
+            for _, key in reversed(lives):
+                if self.threads[key][1] == native:
+                    self.threads[key] = (name, native)
+                    return key
+            born = _now()
+        self._later += 1
+        key = -self._later
+        lives.append((born, key))
+        self._reused.add(ident)
+        self.threads[key] = (name, native)
+        return key
+
+    def thread_keys(self, idents: "np.ndarray", starts: "np.ndarray") -> "np.ndarray":
+        """The thread key (in ``threads``) of each record made by thread ``idents[i]`` and
+        started at ``starts[i]``: the thread born last with that ident by then. ``idents``
+        itself when no ident was had by two threads."""
+        import numpy as np
+
+        idents = np.asarray(idents, np.int64)
+        with self._lock:
+            reused = {i: list(self.lives[i]) for i in self._reused}
+        if not reused or not len(idents):
+            return idents
+        u = np.array(sorted(reused), np.int64)
+        group = np.minimum(np.searchsorted(u, idents), len(u) - 1)
+        rows = np.flatnonzero(u[group] == idents)
+        order = np.argsort(group[rows].astype(np.int16 if len(u) < 1 << 15 else np.int64), kind="stable")  # radix
+        rows = rows[order]
+        cuts = np.searchsorted(group[rows], np.arange(len(u) + 1))
+        starts = np.asarray(starts, np.int64)
+        keys = idents.copy()
+        for j, ident in enumerate(u.tolist()):
+            r = rows[cuts[j]:cuts[j + 1]]
+            births, ks = (np.array(c, np.int64) for c in zip(*reused[ident]))
+            keys[r] = ks[np.maximum(np.searchsorted(births, starts[r], side="right") - 1, 0)]
+        return keys
+
+    def keyed_sections(self, secs: list[tuple]) -> list[tuple]:
+        """``secs`` (section tuples) with each one's thread ident replaced by its thread
+        key: ``secs`` itself when no ident was had by two threads."""
+        if not self._reused or not secs:
+            return secs
+        import numpy as np
+
+        keys = self.thread_keys(np.array([s[4] for s in secs], np.int64), np.array([s[1] for s in secs], np.int64))
+        return [(*s[:4], k) for s, k in zip(secs, keys.tolist())]
 
     def intern(self, name: str) -> int:
         i = self._ids.get(name)
@@ -118,8 +202,8 @@ class Recorder:
         except AttributeError:
             buf = self._tls.buf = ThreadBuffer()
             with self._lock:
+                buf.key = self._note(buf.ident, buf.name, buf.tid, None)
                 self.buffers.append(buf)
-                self.threads[buf.ident] = (buf.name, buf.tid)
             return buf
 
     def _notify_listeners(self, name: str, enter: bool) -> None:
@@ -183,8 +267,9 @@ _original_bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-def
 
 
 def watch_thread_starts(rec: Recorder | None) -> None:
-    """Note each thread's name and OS id as it starts, so short-lived threads that
-    end before any snapshot still get a named track."""
+    """Note each thread's birth, name and OS id as it starts, so short-lived threads
+    that end before any snapshot still get a named track, and a thread given the ident
+    of one that has ended gets its own (:meth:`Recorder.born`)."""
     if rec is None:
         threading.Thread._bootstrap_inner = _original_bootstrap  # type: ignore[attr-defined]
         return
@@ -193,7 +278,7 @@ def watch_thread_starts(rec: Recorder | None) -> None:
 
     def note(self: threading.Thread) -> None:
         try:
-            rec.threads[threading.get_ident()] = (self.name, threading.get_native_id())
+            rec.born(threading.get_ident(), self.name, threading.get_native_id())
         except Exception:
             pass
 

@@ -27,7 +27,7 @@ class HostRecords:
     start empty and are assigned whole. (A plain class: `polyprof run` builds one at
     every stop, and defining these 21 fields as a dataclass is slower in each run.)"""
 
-    #: completed sections: names (object), start and end ns, stats (object: dict or None), thread idents
+    #: completed sections: names (object), start and end ns, stats (object: dict or None), thread keys
     sec_names: np.ndarray = _NONE
     sec_start: np.ndarray = _NONE
     sec_end: np.ndarray = _NONE
@@ -50,7 +50,8 @@ class HostRecords:
                  main_ident: int | None = None, steps: Sequence[int] = (), pid: int | None = None,
                  hostname: str | None = None):
         self.start_ns = start_ns
-        #: thread ident -> (name, OS thread id)
+        #: thread key -> (name, OS thread id): the thread's ident, unless an earlier thread
+        #: had that ident (Recorder.threads)
         self.threads: dict[int, tuple[str, int]] = {} if threads is None else threads
         #: the ident whose track sorts first (the main thread)
         self.main_ident = main_ident

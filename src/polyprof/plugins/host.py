@@ -132,8 +132,8 @@ class HostPlugin(Plugin):
         rec_mod.activate(self.recorder)
         interval = float(self.options.get("sample_interval_s", 0.02))
         self.sampler = _Sampler(interval) if interval > 0 else None
+        rec_mod.watch_thread_starts(self.recorder)  # first: a thread that starts meanwhile is seen
         self.recorder.snapshot_threads()
-        rec_mod.watch_thread_starts(self.recorder)
         if self.sampler:
             self.sampler.on_sample.append(self.recorder.snapshot_threads)
             self.sampler.on_sample.append(self.recorder.trim)
@@ -220,25 +220,27 @@ class HostPlugin(Plugin):
 def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler | None,
             since_ns: int | None = None) -> hosttrace.HostRecords:
     """The recorder's tuples and per-thread arrays as columns (only what began at or
-    after ``since_ns`` when given: a nested session's window)."""
+    after ``since_ns`` when given: a nested session's window). Records are by thread key
+    (``Recorder.threads``): one track per thread, even where two threads had one ident."""
     lo = since_ns if since_ns is not None else -(1 << 62)
     secs = list(r.sections)  # a copy: threads may append
-    h = hosttrace.HostRecords(start_ns=start_ns, threads=dict(r.threads),
-                              main_ident=threading.main_thread().ident,
+    h = hosttrace.HostRecords(start_ns=start_ns, main_ident=threading.main_thread().ident,
                               steps=[t for t in list(rec_mod.used_steps(r)) if t >= lo])
     if secs:
         cols = hosttrace.section_columns(secs)
         keep = (cols[2] <= stop_ns) & (cols[1] >= lo)
         if not keep.all():
             cols = tuple(c[keep] for c in cols)
-        h.sec_names, h.sec_start, h.sec_end, h.sec_stats, h.sec_ident = cols
+        h.sec_names, h.sec_start, h.sec_end, h.sec_stats, idents = cols
+        h.sec_ident = r.thread_keys(idents, h.sec_start)
+    h.threads = dict(r.threads)  # after the keys: every thread they name is in it
     names = np.asarray(r.strings, dtype=object)
     marks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     ctrs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for buf in r.buffers:
         m = min(len(buf.mark_names), len(buf.mark_ts))
         marks.append((names[np.frombuffer(buf.mark_names, np.int32)[:m]], np.frombuffer(buf.mark_ts, np.int64)[:m],
-                      np.full(m, buf.ident, np.int64)))
+                      np.full(m, buf.key, np.int64)))
         c = min(len(buf.ctr_names), len(buf.ctr_ts), len(buf.ctr_values))
         ctrs.append((names[np.frombuffer(buf.ctr_names, np.int32)[:c]], np.frombuffer(buf.ctr_ts, np.int64)[:c],
                      np.frombuffer(buf.ctr_values, np.float64)[:c]))

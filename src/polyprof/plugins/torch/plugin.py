@@ -560,9 +560,9 @@ class TorchPlugin(Plugin):
             t = kineto.load(cap.path)
         if cap.mem_categories:
             add_categories(t, cap.mem_categories)
-        rec = self._recorder
-        return ingest_kineto(t, cap, self._mirrors, self._names_by_tid(), self.ctx, self._had_steps,
-                             sections=(list(rec.sections), dict(rec.threads)) if rec is not None else None)
+        rec = self._recorder  # its sections by thread key: two threads that had one ident stay apart
+        secs = None if rec is None else (rec.keyed_sections(list(rec.sections)), dict(rec.threads))
+        return ingest_kineto(t, cap, self._mirrors, self._names_by_tid(), self.ctx, self._had_steps, sections=secs)
 
     def _names_by_tid(self) -> dict[int, str]:
         """OS thread id -> the name the host plugin gives that thread's track."""
