@@ -119,7 +119,10 @@ def _hta_temporal(trace: Trace) -> Table:
 
     def row(p: str, stream: str, track_id: int, sel: np.ndarray) -> tuple:
         busy = merged(a.start[sel], a.end[sel])[2]
-        compute = merged(a.start[sel & a.compute], a.end[sel & a.compute])[2]
+        # HTA's µs rounding can end a sub-µs kernel before its start: alone such a kernel
+        # subtracts from the compute total less than it does inside the busy union, so
+        # compute could pass busy (HTA asserts there; the H200 JAX run): capped at busy
+        compute = min(merged(a.start[sel & a.compute], a.end[sel & a.compute])[2], busy)
         return (p, stream, track_id, t0, span, compute, busy - compute, span - busy, busy, int(sel.sum()))
 
     out = []
