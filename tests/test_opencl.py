@@ -168,11 +168,16 @@ def _kernel_program(ctx: "cl.Context") -> "cl.Program":
     return cl.Program(ctx, "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2.0f; }").build()
 
 
+def _real_properties(q: "cl.CommandQueue") -> int:
+    return int(q.get_info(cl.command_queue_info.PROPERTIES))
+
+
 def test_queue_without_profiling_in_process_and_unpatched_after() -> None:
     import pyopencl._cl as _cl
 
     originals = (cl.CommandQueue, _cl.enqueue_nd_range_kernel, _cl._enqueue_read_buffer,
-                 _cl.Event.__dict__["wait"], _cl.CommandQueue.__dict__["finish"], cl.enqueue_nd_range_kernel)
+                 _cl.Event.__dict__["wait"], _cl.CommandQueue.__dict__["finish"], cl.enqueue_nd_range_kernel,
+                 _cl.CommandQueue.__dict__["properties"], _cl.CommandQueue.__dict__["_finalize"])
     ctx = cl.create_some_context(interactive=False)
     prg = _kernel_program(ctx)
     a = np.arange(4096, dtype=np.float32)
@@ -180,9 +185,12 @@ def test_queue_without_profiling_in_process_and_unpatched_after() -> None:
         q = cl.CommandQueue(ctx)  # no profiling asked for
         ooo = cl.CommandQueue(ctx, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
         assert isinstance(q, cl.CommandQueue) and isinstance(q, _cl.CommandQueue)
-        assert q.properties & cl.command_queue_properties.PROFILING_ENABLE
-        assert ooo.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
-        assert ooo.properties & cl.command_queue_properties.PROFILING_ENABLE
+        P = cl.command_queue_properties
+        assert _real_properties(q) & P.PROFILING_ENABLE
+        assert _real_properties(ooo) & P.OUT_OF_ORDER_EXEC_MODE_ENABLE
+        assert _real_properties(ooo) & P.PROFILING_ENABLE
+        # what the program sees is what it asked for
+        assert q.properties == 0 and ooo.properties == P.OUT_OF_ORDER_EXEC_MODE_ENABLE
         buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
         knl = cl.Kernel(prg, "twice")
         knl(q, a.shape, None, buf)
@@ -194,7 +202,8 @@ def test_queue_without_profiling_in_process_and_unpatched_after() -> None:
         q.finish()
     np.testing.assert_array_equal(out, a * 8)
     assert (cl.CommandQueue, _cl.enqueue_nd_range_kernel, _cl._enqueue_read_buffer, _cl.Event.__dict__["wait"],
-            _cl.CommandQueue.__dict__["finish"], cl.enqueue_nd_range_kernel) == originals
+            _cl.CommandQueue.__dict__["finish"], cl.enqueue_nd_range_kernel, _cl.CommandQueue.__dict__["properties"],
+            _cl.CommandQueue.__dict__["_finalize"]) == originals
     df = _frame(prof.trace)
     dev = df[df.plane == "/device:OpenCL:0"]
     assert (dev[dev.category == "kernel"].name == "twice").sum() == 3
@@ -331,7 +340,8 @@ def test_pyopencl_array_and_queue_subclass_are_profiled() -> None:
             pass
 
         q = MyQueue(ctx)
-        assert q.properties & cl.command_queue_properties.PROFILING_ENABLE
+        assert _real_properties(q) & cl.command_queue_properties.PROFILING_ENABLE
+        assert q.properties == 0
         a = cla.to_device(q, x)
         y = (a * 2 + 1).get()
     np.testing.assert_array_equal(y, x * 2 + 1)

@@ -9,8 +9,10 @@ logging gets polyprof's lines through its handlers, as any library's, once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 LOGGER = "polyprof"
@@ -42,3 +44,22 @@ def to_stderr() -> None:
     log = logging.getLogger(LOGGER)
     if not any(isinstance(h, StderrHandler) for h in log.handlers):
         log.addHandler(StderrHandler())
+
+
+@contextlib.contextmanager
+def diverted(into: list[str]) -> Iterator[None]:
+    """While the block runs, polyprof's warnings and errors go into ``into`` instead of
+    out, and its other lines nowhere: a capture in a serving program, whose warnings
+    belong in the capture's trace while the program's stderr and logs stay its own."""
+    log = logging.getLogger(LOGGER)
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            into.append(record.getMessage())
+        return False
+
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)

@@ -94,10 +94,10 @@ def serve_from_env() -> Server | None:
 
 
 def _need_grpc() -> None:
-    from .server import no_fork_handlers
+    from .server import quiet_grpc
 
     try:
-        with no_fork_handlers():
+        with quiet_grpc():
             import grpc  # noqa: F401
     except ImportError:
         raise ServeError("capture needs grpcio: pip install 'polyprof[serve]'") from None

@@ -15,6 +15,7 @@ import logging
 import re
 import secrets
 import shutil
+import socket
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,9 @@ log = logging.getLogger("polyprof.capture")
 MAX_ADDRESSES = 256
 MAX_PARALLEL = 32
 DEFAULT_GRACE_S = 90.0  # on top of the duration: the server stops, collects (30 s cap) and converts
+#: how long a client turned away by a full server (it listens, but closes the connection:
+#: its connection cap, docs/capture.md) tries again before it gives up
+TURNED_AWAY_PATIENCE_S = 15.0
 
 
 @dataclass
@@ -105,7 +109,10 @@ def capture(addresses: Sequence[str], duration_ms: int, *, token: str | None = N
 def _channel(address: str, tls: TLSFiles | None, max_bytes: int) -> grpc.Channel:
     import grpc
 
-    options = [("grpc.max_receive_message_length", max_bytes), ("grpc.enable_retries", 0)]
+    options = [("grpc.max_receive_message_length", max_bytes), ("grpc.enable_retries", 0),
+               # a server that turned this client away is tried again soon (see _call)
+               ("grpc.initial_reconnect_backoff_ms", 250), ("grpc.min_reconnect_backoff_ms", 250),
+               ("grpc.max_reconnect_backoff_ms", 1000)]
     return (grpc.secure_channel(address, tls.channel_credentials(), options=options) if tls
             else grpc.insecure_channel(address, options=options))
 
@@ -117,8 +124,8 @@ def _one(address: str, channel: grpc.Channel, duration_ms: int, session_id: str,
     host_name = re.sub(r"[^A-Za-z0-9._-]", "_", address) + "-" + secrets.token_hex(4)
     repo = tempfile.mkdtemp(prefix="polyprof-capture-")
     try:
-        response = stub(channel, "Profile")(request_for(duration_ms, session_id, repo, host_name),
-                                            timeout=duration_ms / 1000 + grace_s, metadata=token_metadata(token))
+        response = _call(address, channel, request_for(duration_ms, session_id, repo, host_name),
+                         duration_ms / 1000 + grace_s, token)
         return _read_response(address, response, Path(repo) / session_id)
     except grpc.RpcError as e:
         return Captured(address, error=describe_rpc_error(e, address, duration_ms / 1000 + grace_s))
@@ -126,6 +133,49 @@ def _one(address: str, channel: grpc.Channel, duration_ms: int, session_id: str,
         return Captured(address, error=f"cancelled ({e})")
     finally:
         shutil.rmtree(repo, ignore_errors=True)
+
+
+def _call(address: str, channel: grpc.Channel, request: pb.ProfileRequest, timeout_s: float,
+          token: str | None) -> pb.ProfileResponse:
+    """The Profile call; tried again for up to TURNED_AWAY_PATIENCE_S while the server
+    turns the connection away (a flood holds its connections: they time out in seconds)."""
+    import grpc
+
+    start = time.monotonic()
+    while True:
+        left = start + timeout_s - time.monotonic()
+        try:
+            return stub(channel, "Profile")(request, timeout=max(left, 0.001), metadata=token_metadata(token))
+        except grpc.RpcError as e:
+            waited = time.monotonic() - start
+            if waited > TURNED_AWAY_PATIENCE_S or waited + 1 > timeout_s or not _turned_away(e, address):
+                raise
+            log.info("%s: the server turned the connection away (%s); trying again", address, e.details())
+            time.sleep(0.25)
+
+
+#: what gRPC says when the server closed the connection (not an answer of the server's);
+#: a TLS failure (a wrong CA or certificate) is final, whatever else its text says
+_CONNECTION_FAILED = ("socket closed", "connection reset", "broken pipe")
+_TLS_FAILED = ("ssl", "tls", "certificate", "handshake")
+
+
+def _turned_away(e: grpc.RpcError, address: str) -> bool:
+    """The connection failed although something listens at ``address``: a server at its
+    connection cap accepts a connection and closes it. (Nothing listening, a server's own
+    UNAVAILABLE answer and every other status are final.)"""
+    import grpc
+
+    code = e.code() if hasattr(e, "code") else None
+    details = ((e.details() if hasattr(e, "details") else "") or "").lower()
+    if code != grpc.StatusCode.UNAVAILABLE or not any(m in details for m in _CONNECTION_FAILED) \
+            or any(m in details for m in _TLS_FAILED):
+        return False  # (an answer of the server's own: "polyprof: ...", TSL's "another session")
+    try:
+        with socket.create_connection(split_address(address), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _read_response(address: str, response: pb.ProfileResponse, saved_dir: Path) -> Captured:

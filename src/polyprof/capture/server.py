@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
+from .. import logs
 from ..errors import ServeError
 from ..trace.identity import rank_from_env
 from . import profiler_service_pb2 as pb
@@ -39,7 +40,6 @@ log = logging.getLogger("polyprof.serve")
 #: the longest session id a client may give (it is logged and kept in the trace's metadata)
 MAX_SESSION_ID = 256
 _POLL_S = 0.05  # how often a running capture checks for an early end
-_FORK_ENV = "GRPC_ENABLE_FORK_SUPPORT"
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,41 @@ class Limits:
     max_response_bytes: int = 1 << 30
     max_concurrent_rpcs: int = 8  # further calls are refused by gRPC (RESOURCE_EXHAUSTED)
     workers: int = 4
+    max_connections: int = 64  # and at most 1/8 of the process's file descriptor limit
+    handshake_timeout_ms: int = 5_000  # a connection that says nothing is closed after this
+    idle_timeout_ms: int = 60_000  # a connection without calls is closed after this
+
+
+def connection_cap(limits: Limits, fd_limit: int | None = None) -> int:
+    """How many connections the server may hold open: ``limits.max_connections``, and at
+    most 1/8 of the process's soft ``RLIMIT_NOFILE`` so that a flood of connections can
+    never take the program's own file descriptors (at least 4)."""
+    if fd_limit is None:
+        try:
+            import resource
+
+            fd_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            if fd_limit == resource.RLIM_INFINITY:
+                fd_limit = None
+        except (ImportError, OSError, ValueError):
+            fd_limit = None
+    cap = limits.max_connections
+    if fd_limit is not None and fd_limit > 0:
+        cap = min(cap, fd_limit // 8)
+    return max(4, cap)
+
+
+def grpc_options(limits: Limits) -> list[tuple[str, int]]:
+    """The gRPC core channel arguments of the server (each checked with a connection
+    flood: tests/test_capture_flood.py)."""
+    return [("grpc.so_reuseport", 0),  # never share the port with another process
+            ("grpc.max_send_message_length", limits.max_response_bytes + (1 << 20)),
+            ("grpc.max_receive_message_length", 1 << 20),
+            # connections beyond the cap are accepted and closed at once: the server's
+            # file descriptors stay bounded whatever connects
+            ("grpc.max_allowed_incoming_connections", connection_cap(limits)),
+            ("grpc.server_handshake_timeout_ms", limits.handshake_timeout_ms),
+            ("grpc.max_connection_idle_ms", limits.idle_timeout_ms)]
 
 
 @dataclass
@@ -139,18 +174,22 @@ class CaptureService:
         from ..errors import SessionError  # (as above)
 
         context.add_callback(capture.end.set)  # the client went away (or the call ended)
-        session = Session(self.plugins, collect_timeout=self.collect_timeout)
-        try:
-            session.start()
-        except SessionError as e:
-            raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, f"cannot capture now: {e}") from None
-        capture.started = time.monotonic()  # the duration counts from when recording began
-        capture.recording = True
         log.info("capture %s from %s: %d ms", capture.session_id, capture.peer, capture.duration_ms)
-        try:
-            self._wait(capture)
-        finally:
-            trace = session.stop()
+        notes: list[str] = []
+        with logs.diverted(notes):  # the capture's warnings go in its trace, not the program's stderr
+            session = Session(self.plugins, collect_timeout=self.collect_timeout)
+            try:
+                session.start()
+            except SessionError as e:
+                raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, f"cannot capture now: {e}") from None
+            capture.started = time.monotonic()  # the duration counts from when recording began
+            capture.recording = True
+            try:
+                self._wait(capture)
+            finally:
+                trace = session.stop()
+        said = mkeys.warning_texts(trace.metadata)
+        trace.metadata.setdefault(mkeys.WARNINGS, []).extend(n for n in notes if not any(n in w for w in said))
         self.captures += 1
         if not context.is_active():
             log.info("capture %s: the client went away; its trace is dropped", capture.session_id)
@@ -243,37 +282,51 @@ def current() -> Server | None:
     return _server
 
 
+#: set for gRPC as polyprof first loads it (gRPC reads them then), unless the environment
+#: sets them: its fork handlers log a line to stderr on every fork() of a process with
+#: gRPC threads (multiprocessing, DataLoader workers), and its core logs errors (a
+#: refused TLS handshake, a connection flood) to stderr: the program's output would change
+_GRPC_ENV = {"GRPC_ENABLE_FORK_SUPPORT": "false", "GRPC_VERBOSITY": "NONE"}
+
+
 @contextmanager
-def no_fork_handlers() -> Iterator[None]:
-    """gRPC's fork handlers log a line to stderr on every fork() of a process with gRPC
-    threads (multiprocessing, DataLoader workers): the program's output would change.
-    Turn them off for gRPC as this process first loads it (it reads the variable then),
-    and leave the program's environment as it was. A program that already uses gRPC
-    keeps its own setting."""
-    had = os.environ.get(_FORK_ENV)
-    os.environ.setdefault(_FORK_ENV, "false")
+def quiet_grpc() -> Iterator[None]:
+    """Load gRPC without its fork handlers and its own log lines (see ``_GRPC_ENV``),
+    and leave the program's environment as it was. A program that sets either variable
+    keeps its own setting; one that loaded gRPC first keeps what it loaded."""
+    added = [k for k in _GRPC_ENV if k not in os.environ]
+    for k in added:
+        os.environ[k] = _GRPC_ENV[k]
     try:
         yield
     finally:
-        if had is None:
-            os.environ.pop(_FORK_ENV, None)
+        for k in added:
+            os.environ.pop(k, None)
+
+
+def _prepare_plugins(plugins: Sequence[str | Plugin] | None) -> None:
+    """What must be in place from the program's start for a capture to record it:
+    OpenCL queues made with profiling on (plugins/opencl/early.py), else a capture of a
+    program that made its queues before would get host calls only."""
+    names = None if plugins is None else {p if isinstance(p, str) else getattr(p, "name", "") for p in plugins}
+    if names is None or "opencl" in names:
+        from ..plugins.opencl.early import profile_queues  # only a server that may capture OpenCL loads it
+
+        profile_queues()
 
 
 def start(host: str, port: int, *, plugins: Sequence[str | Plugin] | None, token: str | None,
           tls: TLSFiles | None, limits: Limits, collect_timeout: float) -> Server:
     global _server
     check_exposure(host, token, tls)
-    with _server_lock, no_fork_handlers():
+    with _server_lock, quiet_grpc():
         import grpc
 
         if _server is not None:
             raise ServeError(f"this process already serves captures on {_server.address}")
         service = CaptureService(plugins, limits, collect_timeout)
-        options = [("grpc.so_reuseport", 0),  # never share the port with another process
-                   ("grpc.max_send_message_length", limits.max_response_bytes + (1 << 20)),
-                   ("grpc.max_receive_message_length", 1 << 20)]
         server = grpc.server(ThreadPoolExecutor(limits.workers, thread_name_prefix="polyprof-serve"),
-                             handlers=[service.handler()], options=options,
+                             handlers=[service.handler()], options=grpc_options(limits),
                              interceptors=[token_interceptor(token)] if token else None,
                              maximum_concurrent_rpcs=limits.max_concurrent_rpcs)
         where = join_address(host, port)
@@ -288,6 +341,7 @@ def start(host: str, port: int, *, plugins: Sequence[str | Plugin] | None, token
             server.stop(None)
             raise ServeError(f"cannot listen on {where}: {why}")
         server.start()
+        _prepare_plugins(plugins)
         secured = "+".join(x for x, on in (("token", token), ("tls", tls)) if on) or "none"
         _server = Server(server, service, host, bound, secured)
     log.info("polyprof serves captures on %s (auth: %s)", _server.address, secured)

@@ -213,10 +213,24 @@ def _queue_labels(trace: Trace, rows: np.ndarray, use_track: bool) -> np.ndarray
     return labels
 
 
+#: calls whose names look like launches (LAUNCH_MARKERS) but that put no work on the
+#: device: OpenCL markers, barriers and waits are points in a queue, not device activity
+#: (their queue events are category ``opencl_marker``), so one without device activity
+#: is not a lost launch. (clFinish, clWaitForEvents, clGetEventProfilingInfo and the
+#: other sync and query calls match no LAUNCH_MARKERS.)
+NOT_LAUNCHES = ("clenqueuemarker", "clenqueuebarrier", "clenqueuewaitforevents")
+
+
+def is_launch_name(name: str) -> bool:
+    """Whether a host API call of this name enqueues device work."""
+    low = name.lower()
+    return any(m in low for m in LAUNCH_MARKERS) and not low.startswith(NOT_LAUNCHES)
+
+
 def _launch_like(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Which calls enqueue device work (LAUNCH_MARKERS in the name), judged once per name."""
+    """Which calls enqueue device work (``is_launch_name``), judged once per name."""
     ids, inv = unique_inverse(trace.events["name"][rows])
-    looks = np.fromiter((any(m in trace.strings[i].lower() for m in LAUNCH_MARKERS) for i in ids), bool, len(ids))
+    looks = np.fromiter((is_launch_name(trace.strings[i]) for i in ids), bool, len(ids))
     return looks[inv] if len(rows) else np.zeros(0, bool)
 
 

@@ -85,30 +85,42 @@ def by_object(objs: list[object], value: Callable[[object], object]) -> np.ndarr
     return vals[inv.reshape(-1)]
 
 
-def queue_keys(c: Calls) -> tuple[np.ndarray, dict[int, CommandQueue]]:
-    """int_ptr of each row's queue (-1: none), and one queue object per int_ptr."""
-    ptrs = by_object(c.queues, _ptr)
+def queue_table(rec: ic.Recording) -> dict[int, ic.QueueRef]:
+    """Every queue a recorded call used, read once (``id(queue)`` -> QueueRef): the ones
+    the program closed as it closed them, the others now. Run at stop; from then on no
+    queue object is touched but through its QueueRef (and open ones to flush them)."""
+    S = ic.STRIDE
+    out: dict[int, ic.QueueRef] = {}
+    for _tid, _name, flat in list(rec.threads):
+        for q in flat[5::S]:
+            if q is None or id(q) in out:
+                continue
+            ref = rec.finished.get(id(q)) or ic.read_queue(q)
+            if ref is not None:
+                out[id(q)] = ref
+    return out
+
+
+def queue_keys(c: Calls, table: dict[int, ic.QueueRef]) -> tuple[np.ndarray, dict[int, ic.QueueRef]]:
+    """int_ptr of each row's queue (-1: none), and one QueueRef per int_ptr."""
+    def ptr(q: object) -> int:
+        r = table.get(id(q))
+        return -1 if r is None else r.int_ptr
+
+    ptrs = by_object(c.queues, ptr)
     qkey = np.array([-1 if p is None else p for p in ptrs.tolist()], np.int64).reshape(c.n)
-    queues: dict[int, CommandQueue] = {}
-    for i in np.flatnonzero(qkey >= 0).tolist():
-        # a queue by construction: the wrapped pyopencl call accepted it as one
-        queues.setdefault(int(qkey[i]), cast("CommandQueue", c.queues[i]))
+    queues: dict[int, ic.QueueRef] = {}
+    for r in table.values():
+        queues.setdefault(r.int_ptr, r)
     return qkey, queues
 
 
-def live_queues(rec: ic.Recording) -> dict[int, CommandQueue]:
-    """One queue object per int_ptr, of every queue a recorded call used."""
-    S = ic.STRIDE
+def open_queues(table: dict[int, ic.QueueRef]) -> dict[int, CommandQueue]:
+    """One queue object per int_ptr, of the queues the program has not closed."""
     out: dict[int, CommandQueue] = {}
-    seen: set[int] = set()
-    for _tid, _name, flat in list(rec.threads):
-        for q in flat[5::S]:
-            if q is None or id(q) in seen:
-                continue
-            seen.add(id(q))
-            p = _ptr(q)
-            if p >= 0:
-                out.setdefault(p, cast("CommandQueue", q))  # as in queue_keys
+    for r in table.values():
+        if not r.closed:
+            out.setdefault(r.int_ptr, cast("CommandQueue", r.queue))  # a queue: pyopencl took it as one
     return out
 
 

@@ -16,6 +16,8 @@ import threading
 from time import perf_counter_ns as _now
 from typing import TYPE_CHECKING, Callable, Iterable, SupportsInt
 
+from .queues import QueueFactory, QueueRef, ReportedProperties, read_queue
+
 if TYPE_CHECKING:
     import pyopencl._cl as _cl_types
 
@@ -74,10 +76,12 @@ STRIDE = 10
 class Recording:
     """What the wrappers append to: one flat list per thread of
     ``api, t0, t1, corr, event, queue, info, global_size, local_size, blocking``
-    records (``info``: the kernel, a byte count, or the waited events' handles)."""
+    records (``info``: the kernel, a byte count, or the waited events' handles); and
+    the queues the program closed during the session (``id(queue)`` -> QueueRef)."""
 
     def __init__(self) -> None:
         self.active = True
+        self.finished: dict[int, QueueRef] = {}
         self._tls = threading.local()
         self._lock = threading.Lock()
         self.threads: list[tuple[int, str, list[object]]] = []  # (native tid, name, records)
@@ -299,6 +303,22 @@ def wrap_finish(orig: Callable[..., object]) -> Callable[..., object]:
     return finish
 
 
+def wrap_finalize(orig: Callable[..., object]) -> Callable[..., object]:
+    """``CommandQueue._finalize`` (``with CommandQueue(...) as q`` ends with it): read the
+    queue while it still answers, so that stop and collect never touch it again."""
+
+    def _finalize(self: object) -> object:
+        rec = _rec
+        if rec is not None and id(self) not in rec.finished:
+            ref = read_queue(self, closed=True)
+            if ref is not None:
+                rec.finished[id(self)] = ref
+        return orig(self)
+
+    _finalize.__wrapped__ = orig  # type: ignore[attr-defined]
+    return _finalize
+
+
 def wrap_event_wait(orig: Callable[..., object]) -> Callable[..., object]:
     def wait(self: _cl_types.Event) -> object:
         t0 = _now()
@@ -329,65 +349,6 @@ def wrap_wait_for_events(orig: Callable[..., object]) -> Callable[..., object]:
 
     wait_for_events.__wrapped__ = orig  # type: ignore[attr-defined]
     return wait_for_events
-
-
-class QueueFactory:
-    """Stands in for ``pyopencl.CommandQueue`` during a session: calling it makes a real
-    ``CommandQueue`` with PROFILING_ENABLE added to its properties (the others
-    unchanged); ``isinstance``, subclassing and class attributes behave as the real class."""
-
-    def __init__(self, base: type, profiling_flag: int):
-        self._base = base
-        self._flag = profiling_flag
-        self._sub: type | None = None
-        self.created = 0
-        self.forced = 0
-
-    def _props(self, properties: object) -> object:
-        if properties is None:
-            properties = 0
-        if not isinstance(properties, SupportsInt):
-            return properties  # a property list: leave it as the user wrote it
-        value = int(properties)
-        if not value & int(self._flag):
-            self.forced += 1
-            return value | int(self._flag)
-        return properties
-
-    def __call__(self, context: object, device: object = None, properties: object = 0, *args: object, **kwargs: object) -> object:
-        self.created += 1
-        return self._base(context, device, self._props(properties), *args, **kwargs)
-
-    def __instancecheck__(self, obj: object) -> bool:
-        return isinstance(obj, self._base)
-
-    def __subclasscheck__(self, cls: type) -> bool:
-        return issubclass(cls, self._base)
-
-    def __mro_entries__(self, bases: tuple) -> tuple:
-        """``class MyQueue(cl.CommandQueue)`` gets a base that also adds profiling."""
-        if self._sub is None:
-            factory, base = self, self._base
-
-            class ProfilingCommandQueue(base):  # type: ignore[misc, valid-type]
-                def __init__(self, context: object, device: object = None, properties: object = 0,
-                             *args: object, **kwargs: object) -> None:
-                    super().__init__(context, device, factory._props(properties), *args, **kwargs)
-
-            self._sub = ProfilingCommandQueue
-        return (self._sub,)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._base, name)
-
-    def __or__(self, other: object) -> object:  # ``cl.CommandQueue | None`` in annotations
-        return self._base | other
-
-    def __ror__(self, other: object) -> object:
-        return other | self._base
-
-    def __repr__(self) -> str:
-        return f"<polyprof profiling factory for {self._base!r}>"
 
 
 # ----------------------------------------------------------------------------- patching
@@ -427,11 +388,12 @@ class Patcher:
     """Installs the wrappers and takes every one of them out again."""
 
     def __init__(self) -> None:
-        self._undo: list[tuple[object, str, object]] = []
+        self._undo: list[tuple[object, str, object, object]] = []  # owner, name, before, ours
         self.factory: QueueFactory | None = None
 
     def _set(self, owner: object, name: str, value: object) -> None:
-        self._undo.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)))
+        self._undo.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name),
+                           value))
         setattr(owner, name, value)
 
     def install(self, rec: Recording, memory_log: MemoryLog | None = None) -> None:
@@ -459,12 +421,17 @@ class Patcher:
             if getattr(cl, name, None) is orig:
                 self._set(cl, name, w)
         self._set(_cl.CommandQueue, "finish", wrap_finish(_cl.CommandQueue.__dict__["finish"]))
+        if "_finalize" in _cl.CommandQueue.__dict__:
+            self._set(_cl.CommandQueue, "_finalize", wrap_finalize(_cl.CommandQueue.__dict__["_finalize"]))
         self._set(_cl.Event, "wait", wrap_event_wait(_cl.Event.__dict__["wait"]))
         if "release" in _cl.MemoryMap.__dict__:
             self._set(_cl.MemoryMap, "release", wrap_unmap(_cl.MemoryMap.__dict__["release"]))
-        if cl.CommandQueue is _cl.CommandQueue:
+        if cl.CommandQueue is _cl.CommandQueue:  # (a capture server's factory stays as it is)
             self.factory = QueueFactory(_cl.CommandQueue, cl.command_queue_properties.PROFILING_ENABLE)
             self._set(cl, "CommandQueue", self.factory)
+            reported = self.factory.reported_properties()
+            if reported is not None:
+                self._set(_cl.CommandQueue, "properties", reported)
         if memory_log is not None:
             from . import memory
 
@@ -475,5 +442,8 @@ class Patcher:
         global _rec
         _rec = None
         while self._undo:
-            owner, name, value = self._undo.pop()
-            setattr(owner, name, value)
+            owner, name, before, ours = self._undo.pop()
+            if (isinstance(ours, QueueFactory) and ours.kept) or \
+                    (isinstance(ours, ReportedProperties) and ours.factory.kept):
+                continue  # a capture server keeps queues profiling (early.py)
+            setattr(owner, name, before)

@@ -1,8 +1,9 @@
 """OpenCL through pyopencl: host API calls, device activity per queue, one clock.
 
 start: wrap pyopencl (intercept.py) so every queue profiles and every enqueue/wait is
-recorded on its thread. stop: unwrap, flush the queues, wait (with a time limit) for
-the commands still pending, take final clock samples. collect: read each event's
+recorded on its thread. stop: read each queue once (calls.queue_table; one the program
+closed was read as it closed), unwrap, flush the open queues, wait (with a time limit)
+for the commands still pending, take final clock samples. collect: read each event's
 queued/submit/start/end, map device time to the session clock (trace/clock.py)
 and write one track per (device, queue) with a flow from each launching call.
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
     from ...trace.clock import ClockFit
     from . import calls
+    from .queues import QueueRef
 
 log = logging.getLogger("polyprof")
 
@@ -243,6 +245,9 @@ class OpenCLPlugin(Plugin):
         self.rec.active = False
         if self.memlog is not None:
             self.memlog.active = False
+        from . import calls
+
+        self.queues = calls.queue_table(self.rec)  # before the wrappers go: closing queues are noted
         self.patcher.uninstall()
         if self.raw_sampler:
             self.raw_sampler.stop()
@@ -251,13 +256,14 @@ class OpenCLPlugin(Plugin):
         self.markers = self._marker_samples(int(self.options.get("sync_markers", 16)))
 
     def _wait_pending(self, timeout: float) -> set[int]:
-        """Flush every queue, then wait for unfinished commands until ``timeout``;
-        returns the int_ptr of the events still not complete. On an in-order queue
-        the last command completes last, so only it is waited for when it completes."""
+        """Flush every queue the program has not closed, then wait for unfinished commands
+        until ``timeout``; returns the int_ptr of the events still not complete. On an
+        in-order queue the last command completes last, so only it is waited for when it
+        completes."""
         from . import calls
 
         cl = self.cl
-        queues = calls.live_queues(self.rec)
+        queues = calls.open_queues(self.queues)
         for q in queues.values():
             try:
                 q.flush()
@@ -283,8 +289,9 @@ class OpenCLPlugin(Plugin):
         return pending
 
     def _events_to_wait_for(self, queues: dict[int, CommandQueue]) -> list[Event]:
-        """The last event of each in-order queue when it is complete; every event of
-        out-of-order queues, and of in-order ones whose last event is not complete."""
+        """The last event of each open in-order queue when it is complete; every event of
+        out-of-order queues, of closed ones (finished as they closed), and of in-order ones
+        whose last event is not complete."""
         from .intercept import STRIDE as S
 
         cl = self.cl
@@ -301,8 +308,10 @@ class OpenCLPlugin(Plugin):
         done: set[int] = set()
         for q in queues.values():
             ev = last.get(id(q))
+            ref = self.queues.get(id(q))
             try:
-                if ev is not None and not int(q.properties) & ooo and int(ev.command_execution_status) == complete:
+                if ev is not None and ref is not None and not ref.properties & ooo \
+                        and int(ev.command_execution_status) == complete:
                     done.add(id(q))
             except Exception:
                 continue
@@ -311,20 +320,18 @@ class OpenCLPlugin(Plugin):
     def _marker_samples(self, k: int) -> dict[int, list[tuple[int, int, int, int, int]]]:
         """Per device (int_ptr): k (host before, raw before, event, raw after, host after)
         brackets around marker enqueues on a private profiling queue."""
-        from . import calls
-
         cl = self.cl
         out: dict[int, list[tuple[int, int, int, int, int]]] = {}
         if k <= 0:
             return out
         seen: set[int] = set()
-        for q in calls.live_queues(self.rec).values():
+        for ref in self.queues.values():
             try:
-                dev = q.device
+                dev = cast("Device", ref.device)
                 if dev.int_ptr in seen:
                     continue
                 seen.add(dev.int_ptr)
-                sq = cl._cl.CommandQueue(q.context, dev, cl.command_queue_properties.PROFILING_ENABLE)
+                sq = cl._cl.CommandQueue(ref.context, dev, cl.command_queue_properties.PROFILING_ENABLE)
                 rows = []
                 for _ in range(k):
                     h0 = now_ns()
@@ -352,12 +359,15 @@ class OpenCLPlugin(Plugin):
         host = b.plane(keys.HOST_PLANE, "host", pid=os.getpid())
         dev_index = {d.int_ptr: i for i, d in enumerate(self.device_list)}
         c = calls.flatten(self.rec)
-        qkey, queues = calls.queue_keys(c)
+        qkey, queues = calls.queue_keys(c, getattr(self, "queues", {}))
         qinfo = self._queue_info(queues, dev_index)
         dt = calls.device_times(c, self.cl.profiling_info, getattr(self, "pending", set()))
         if dt.unprofiled:
-            self._warn(f"{dt.unprofiled} OpenCL commands have no profiling information (queues "
-                                     "created before polyprof started cannot be made to profile); host calls only")
+            self._warn(f"{dt.unprofiled} OpenCL commands have no profiling information: their queues were "
+                       "created before polyprof started, and a queue cannot be made to profile later; host "
+                       "calls only. Start polyprof before the queues are made (polyprof.profile() around "
+                       "their creation, polyprof run, or for captures polyprof run --serve / POLYPROF_SERVE "
+                       "/ polyprof.serve() before them)")
         fits = self._fits(b, c, qkey, qinfo, dt)
         host_rows = self._host_events(b, host, c)
         self._api_stats(b, c, host_rows, qkey, qinfo, dt)
@@ -371,20 +381,22 @@ class OpenCLPlugin(Plugin):
         b.flows(host_rows[linked], dev_rows[linked], c.corr[linked], "ac2g")
         b.metadata[mkeys.OPENCL] = {"api_calls": int(c.n), "device_events": int((dev_rows >= 0).sum()),
                                 "incomplete": int(dt.incomplete.sum()), "unprofiled": int(dt.unprofiled),
-                                "queues_made_profiling": self.patcher.factory.forced if self.patcher.factory else 0}
+                                "queues_made_profiling": self._queues_made_profiling()}
         self.rec = ic.Recording()  # drop the event references
         return b.build()
 
-    def _queue_info(self, queues: dict[int, CommandQueue], dev_index: dict[int, int]) -> dict[int, QueueInfo]:
+    def _queues_made_profiling(self) -> int:
+        from . import early
+
+        factory = self.patcher.factory or early.factory()
+        return factory.forced if factory is not None else 0
+
+    def _queue_info(self, queues: dict[int, QueueRef], dev_index: dict[int, int]) -> dict[int, QueueInfo]:
         """Per queue int_ptr: its device index, its number on that device, name, order."""
         ooo = int(self.cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
         qinfo: dict[int, QueueInfo] = {}
         for p, q in queues.items():
-            try:
-                dev = q.device
-                props = int(q.properties)
-            except Exception:
-                continue
+            dev, props = cast("Device", q.device), q.properties
             di = dev_index.get(dev.int_ptr, len(dev_index))
             k = sum(1 for v in qinfo.values() if v["dev"] == di)
             qinfo[p] = {"dev": di, "device": dev, "local": k, "name": f"Queue {k}", "out_of_order": bool(props & ooo)}
