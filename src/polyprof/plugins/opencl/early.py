@@ -56,7 +56,7 @@ def profile_queues() -> bool:
         _install()
         return True
     except Exception as e:  # noqa: BLE001 - the program runs on; captures then time fewer commands
-        log.warning("polyprof: OpenCL queues cannot be made to profile from the start: %s", e)
+        log.warning("OpenCL queues cannot be made to profile from the start: %s", e)
         return False
 
 
@@ -78,7 +78,7 @@ def _install() -> None:
             _factory = current.permanent()
             return
         if current is not _cl.CommandQueue:  # someone else's replacement: leave it alone
-            log.info("polyprof: pyopencl.CommandQueue is not pyopencl's own; queues are not made to profile")
+            log.info("pyopencl.CommandQueue is not pyopencl's own; queues are not made to profile")
             return
         _factory = QueueFactory(_cl.CommandQueue, cl.command_queue_properties.PROFILING_ENABLE).permanent()
         cl.CommandQueue = _factory  # type: ignore[misc, assignment]  # for the rest of the process
