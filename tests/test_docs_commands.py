@@ -170,6 +170,8 @@ NOT_API = {
     "polyprof.layout": "a key of the .polyprof file's Arrow metadata (docs/formats.md)",
     "polyprof.flows": "a key of the .polyprof file's Arrow metadata (docs/formats.md)",
     "polyprof.counters": "a key of the .polyprof file's Arrow metadata (docs/formats.md)",
+    "polyprof.flows.base64": "a key of the Parquet export's footer metadata (docs/formats.md)",
+    "polyprof.counters.base64": "a key of the Parquet export's footer metadata (docs/formats.md)",
 }
 DOTTED = re.compile(r"\b(polyprof(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 
