@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -478,3 +481,299 @@ def test_name_columns_stay_readable_on_a_narrow_page(traces_dir, tmp_path):
     finally:
         p.close()
     assert widths and min(widths) >= 100, widths
+
+
+# Names shortened by what their parts mean (report/names.py), then cut where the rows
+# differ (report/fit.py): the terminal tables at 80 and 100 columns on real traces.
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+#: the traces whose tables read alike at 80 columns before: cuBLAS kernels that differ
+#: mid-name (H200), NCCL and cuDNN signatures (A100), TensorFlow streams and Eigen kernels
+NAMED_TRACES = {"jax_h200": DATA / "h200" / "jax_transformer_h200.xplane.pb.gz",
+                "nccl_a100": DATA / "traces" / "kineto" / "a100_nccl_rank0.json.gz",
+                "tf_gpu": DATA / "peers" / "tensorflow_profiler" / "gpu_multi_worker_34.83.195.179_6003.xplane.pb.gz",
+                "cupti_a100": DATA / "traces" / "kineto" / "a100_cupti_counters.json.gz"}
+#: table title: (analysis table, its name column, the header shown, a time column and its header)
+NAMED_TABLES = {"Top device activity": ("kernel_breakdown", "name", "name", "total_ns", "total"),
+                "Top framework ops (host)": ("op_stats", "name", "name", "total_ns", "total"),
+                "Device time (analysed span)": ("temporal_breakdown", "stream", "stream", "span_ns", "span"),
+                "Idle time by cause": ("idle_time_breakdown", "stream", "stream", "idle_ns", "idle"),
+                "Launches": ("launch_summary", "launch_name", "launch call", "cpu_mean_ns", "CPU mean")}
+
+
+@functools.lru_cache(maxsize=None)
+def _named_report(key: str):
+    from polyprof.report.tables import build
+
+    return build(polyprof.load(NAMED_TRACES[key]))
+
+
+def _render_at(report, width: int) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    from polyprof.report.terminal import render
+
+    buf = io.StringIO()
+    render(report, console=Console(file=buf, width=width, color_system=None))
+    return buf.getvalue().splitlines()
+
+
+def _grid(lines: list[str], title: str) -> tuple[list[str], list[list[str]]] | None:
+    """The header cells and the rows' cells of the table titled ``title``, if shown."""
+    start = next((i for i, line in enumerate(lines) if line == title or line.startswith(title + "  ")), None)
+    if start is None:
+        return None
+    head = [c.strip() for c in lines[start + 2].strip("┃").split("┃")]
+    rows = []
+    for line in lines[start + 4:]:
+        if not line.startswith("│"):
+            break
+        rows.append([c.strip() for c in line.strip("│").split("│")])
+    return head, rows
+
+
+def _in_order(shown: str, full: str) -> bool:
+    """``shown`` is pieces of ``full`` (or of one of its shortened forms), in order."""
+    from polyprof.report.names import ladder
+
+    def pieces_of(text: str) -> bool:
+        pos = 0
+        for piece in (p for p in shown.split("…") if p):
+            pos = text.find(piece, pos)
+            if pos < 0:
+                return False
+            pos += len(piece)
+        return True
+
+    return any(pieces_of(form) for form in ladder(full))
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("key", ["jax_h200", "nccl_a100", "tf_gpu"])
+def test_names_of_different_rows_never_read_alike(key, width):
+    """`COLUMNS=80 polyprof summary` of the H200 JAX trace showed
+    `sm90_xmma_gemm…f32_nt_n_tiles…` for two different kernels (488 ms and 55.5 ms), the
+    A100 NCCL trace its top kernel as `…signed long, ncclWork*)`, the TensorFlow trace its
+    streams as `Stre… #135…`. Every line fits, two rows read alike only where their names
+    are equal, each cell is pieces of its name, and the times are whole."""
+    from polyprof.analyze.frames import column
+    from polyprof.report.terminal import fmt_ns
+
+    report = _named_report(key)
+    lines = _render_at(report, width)
+    assert max(len(line) for line in lines) <= width
+    checked = 0
+    for title, (table, col, header, time_col, time_header) in NAMED_TABLES.items():
+        grid = _grid(lines, title)
+        if grid is None:
+            continue
+        head, rows = grid
+        names = [str(v) for v in column(report.tables[table], col).tolist()][: len(rows)]
+        times = column(report.tables[table], time_col).tolist()[: len(rows)]
+        shown = [r[head.index(header)] for r in rows]
+        for i, j in itertools.combinations(range(len(rows)), 2):
+            assert shown[i] != shown[j] or names[i] == names[j], (title, shown[i], names[i], names[j])
+        for s, full in zip(shown, names):
+            assert _in_order(s, full), (title, s, full)
+        assert [r[head.index(time_header)] for r in rows] == [fmt_ns(v) for v in times], title
+        checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_nccl_kernel_keeps_its_collective_at_80_columns(width):
+    """The A100's top kernel, `ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*,
+    unsigned long, ncclWork*)`, read `…signed long, ncclWork*)`: its argument list goes
+    first, so AllReduce stays; the kind column gives way to the name."""
+    head, rows = _grid(_render_at(_named_report("nccl_a100"), width), "Top device activity")
+    top = rows[0][head.index("name")]
+    assert top.startswith("ncclKernel_AllReduce"), top
+    assert "(" not in top and "ncclWork" not in top
+    kind = rows[0][head.index("kind")]
+    assert kind.startswith("commun"), kind
+
+
+def test_streams_keep_their_number_at_80_columns():
+    """TensorFlow's streams (`Stream #135(MemcpyH2D)`) read `Stre… #135…` and their
+    device `/devi…PU:4`: what goes first is the part in parentheses and `/device:`."""
+    lines = _render_at(_named_report("tf_gpu"), 80)
+    head, rows = _grid(lines, "Idle time by cause")
+    streams = {r[head.index("stream")] for r in rows}
+    assert {"Stream #135", "Stream #142", "Stream #91"} <= streams, streams
+    assert not any("…" in s for s in streams), streams
+    assert {r[head.index("device")] for r in rows} == {"GPU:1", "GPU:4", "GPU:6"}
+
+
+def test_events_table_gives_the_name_column_its_room_at_80_columns():
+    """A Kineto trace's "Top events by total time" (category, name, count and four times)
+    left names 17 cells: `aten::_con…lution`. The category gives way first, then min
+    (max after it) leaves before a name gets under 24 cells."""
+    lines = _render_at(_named_report("cupti_a100"), 80)
+    assert max(len(line) for line in lines) <= 80
+    head, rows = _grid(lines, "Top events by total time")
+    assert "min" not in head and {"total", "mean"} <= set(head), head
+    width = len(next(line for line in lines if line.startswith("┃") and "category" in line).split("┃")[2]) - 2
+    assert width >= 24, width
+    assert "aten::_convolution" in {r[head.index("name")] for r in rows}
+
+
+def test_grid_lines_line_up_after_a_cell_is_replaced():
+    """A cell replaced after the layout (`polyprof diff` puts its own cut of a name back)
+    is measured again: every line of the table as wide as the others."""
+    import pandas as pd
+
+    from polyprof.report.terminal import _table, fmt_ns
+
+    df = pd.DataFrame({"name": ["Memcpy DtoD (Device -> Device)", "void at::native::kernel<float>(float*)"],
+                       "total_ns": [1e6, 2e3]})
+    grid = _table("T", df, [("name", "name", None), ("total_ns", "total", fmt_ns)], 15, 30)
+    assert grid.columns[0][1] > 8
+    grid.rows[0][0] = "Memcpy…"
+    lines = [text for text, _ in grid.lines(30)][1:]
+    assert len({len(line) for line in lines}) == 1, lines
+
+
+# report/names.py: ladder() on names from the traces above
+
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >"
+       "(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+THRESHOLD = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+             "at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::"
+             "{lambda(float, float)#1}>, at::detail::Array<char*, 3> >(int, at::native::BinaryFunctor<float, float, "
+             "float, at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, "
+             "float)::{lambda(float, float)#1}>, at::detail::Array<char*, 3>)")
+CLAMP = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar("
+         "at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::"
+         "operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, "
+         "at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
+         "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::"
+         "{lambda(float)#1}, at::detail::Array<char*, 2>)")
+MAXPOOL = ("void at::native::(anonymous namespace)::max_pool_backward_nchw<float, float>(float const*, long const*, "
+           "int, long, long, long, int, int, int, int, int, int, int, int, int, int, float*)")
+NCHW = ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>("
+        "cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)")
+CUTLASS = ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_{}_align4>("
+           "cutlass_80_tensorop_s1688gemm_256x64_16x4_{}_align4::Params)")
+BN = ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, {}, true, 1>(float, float, float, float, "
+      "cudnnTensorStruct, float const*, cudnnTensorStruct, float const*, cudnnTensorStruct, float*, float const*, "
+      "float*, float*, float const*, float const*, float)")
+SM90 = "sm90_xmma_gemm_f32f32_tf32f32_f32_{}_n_tilesize{}_warpgroupsize{}_execute_segment_k_off_kernel__5x_cublas"
+PHILOX = ("void tensorflow::functor::FillPhiloxRandomKernelLaunch<tensorflow::random::UniformDistribution<"
+          "tensorflow::random::PhiloxRandom, Eigen::half> >(unsigned long long const*, unsigned long long const*, "
+          "tensorflow::random::PhiloxRandom, tensorflow::random::UniformDistribution<tensorflow::random::PhiloxRandom, "
+          "Eigen::half>::ResultElementType*, long long, tensorflow::random::UniformDistribution<"
+          "tensorflow::random::PhiloxRandom, Eigen::half>)")
+
+
+def test_ladder_drops_return_type_and_arguments_then_namespaces_then_templates():
+    from polyprof.report.names import ladder
+
+    assert ladder(NCCL) == (NCCL, "ncclKernel_AllReduce_RING_LL_Sum_float", "ncclKernel_AllReduce_RING_LL_Sum_float",
+                            "ncclKernel_AllReduce_RING_LL_Sum_float")
+    assert ladder("void ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)")[-1] == \
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    assert ladder(ADD) == (ADD, "at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                                "at::detail::Array<char*, 3> >",
+                           "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, Array<char*, 3> >",
+                           "vectorized_elementwise_kernel")
+    assert ladder(CUTLASS.format("nn", "nn"))[1:] == (
+        "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>",
+        "Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>", "Kernel")
+    assert ladder(PHILOX)[2:] == ("FillPhiloxRandomKernelLaunch<UniformDistribution<PhiloxRandom, half> >",
+                                  "FillPhiloxRandomKernelLaunch")
+
+
+def test_ladder_on_lambdas_anonymous_namespaces_operators_and_casts():
+    from polyprof.report.names import ladder
+
+    # a lambda in a template argument: its own argument lists emptied, namespaces gone
+    steps = ladder(THRESHOLD)
+    assert steps[2] == ("vectorized_elementwise_kernel<4, BinaryFunctor<float, float, float, "
+                        "threshold_kernel_impl<float>()::{lambda()#1}>, Array<char*, 3> >")
+    assert steps[3] == "vectorized_elementwise_kernel"
+    # operator() const inside lambdas inside lambdas: the const stays a const
+    steps = ladder(CLAMP)
+    assert steps[2] == ("vectorized_elementwise_kernel<4, launch_clamp_scalar()::{lambda()#1}::operator()() const::"
+                        "{lambda()#7}::operator()() const::{lambda()#1}, Array<char*, 2> >")
+    assert steps[3] == "vectorized_elementwise_kernel"
+    assert ladder("void foo<int>::operator()(int) const")[1:] == ("foo<int>::operator()", "foo<int>::operator()",
+                                                                 "foo::operator()")
+    # the function's own (anonymous namespace)
+    assert ladder(MAXPOOL)[1:] == ("at::native::(anonymous namespace)::max_pool_backward_nchw<float, float>",
+                                   "max_pool_backward_nchw<float, float>", "max_pool_backward_nchw")
+    # a cast in a template argument is not an argument list
+    assert ladder(NCHW)[2:] == ("nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>",
+                                "nchwToNhwcKernel")
+    # an operator whose < does not open template arguments
+    assert ladder("bool operator<(Foo const&, Foo const&)")[-1] == "operator<"
+
+
+def test_ladder_leaves_names_that_are_not_signatures_their_namespaces():
+    from polyprof.report.names import ladder
+
+    for name in (SM90.format("nt", "128x256x32", "2x1x1"), "fusion_381", "aten::_batch_norm_impl_index",
+                 "command_buffer::update", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+                 "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionE", "<UNKNOWN>",
+                 "$array.py:293 __float__", "[0] PjRtStreamExecutorRawLoadedExecutable::Execute"):
+        assert set(ladder(name)) == {name}, name
+    # a note in parentheses goes; what is all in parentheses loses them; /device: goes
+    assert ladder("Stream #135(MemcpyH2D)") == ("Stream #135(MemcpyH2D)", "Stream #135")
+    assert ladder("Stream #14(Memset,Compute)")[-1] == "Stream #14"
+    assert ladder("(all streams)")[-1] == "all streams"
+    assert ladder("/device:GPU:4")[-1] == "GPU:4"
+    assert ladder("cuGraphLaunch (CudaGraph:147)")[-1] == "cuGraphLaunch"
+    assert ladder("Memcpy DtoD (Device -> Device)")[-1] == "Memcpy DtoD"
+    assert ladder("CommonPjRtLoadedExecutable::Execute (jit_step)")[-1] == "CommonPjRtLoadedExecutable::Execute"
+    assert ladder("PjitFunction(step)")[-1] == "PjitFunction"
+
+
+def test_fit_names_steps_back_where_names_would_read_alike():
+    from rich.cells import cell_len
+
+    from polyprof.report.names import fit_names
+
+    # three cutlass kernels: "Kernel" for each would read alike; their template argument stays
+    kernels = [CUTLASS.format(v, v) for v in ("nn", "nt", "tn")] + [BN.format(n) for n in (128, 32, 512)]
+    for width in (20, 30, 45):
+        out = fit_names(kernels, width)
+        assert all(cell_len(o) <= width for o in out) and len(set(out)) == len(kernels), (width, out)
+        assert [v in o for v, o in zip(("nn", "nt", "tn"), out)] == [True] * 3, out
+        assert [n in o for n, o in zip(("128", "32", "512"), out[3:])] == [True] * 3, out
+    # one of a kind: its base name, whole
+    assert fit_names([ADD, NCCL, "fusion_381"], 30) == ["vectorized_elementwise_kernel",
+                                                         "ncclKernel_AllReduce_RING_LL_…", "fusion_381"]
+    # two of a kind: apart where their template arguments differ
+    out = fit_names([ADD, THRESHOLD, CLAMP], 30)
+    assert len(set(out)) == 3 and all(o.startswith("vectorized_ele") for o in out), out
+    assert "CUDAFunctor_ad" in out[0] and "BinaryFunctor" in out[1] and "launch_clamp" in out[2], out
+    # cuBLAS kernels that differ in the middle (the H200 trace: nt/tn/nn and the tile sizes)
+    sm90 = [SM90.format(*v) for v in (("nt", "128x256x32", "2x1x1"), ("tn", "128x128x32", "1x1x1"),
+                                      ("nn", "128x128x32", "1x1x1"), ("nn", "64x256x32", "1x1x1"),
+                                      ("tn", "256x128x32", "2x1x1"), ("nt", "128x128x32", "1x1x1"))]
+    for width in (12, 20, 30, 40):
+        out = fit_names(sm90, width)
+        assert all(len(o) <= width for o in out) and len(set(out)) == len(sm90), (width, out)
+    assert fit_names(sm90, 30)[0] == "sm90_xm…nt_n_tilesize128x256x…"
+    # names that fit stay whole
+    assert fit_names(["aten::mm", "Stream #7"], 20) == ["aten::mm", "Stream #7"]
+
+
+@pytest.mark.parametrize("key", ["nccl_a100", "tf_gpu", "jax_h200"])
+def test_fit_names_keeps_every_table_of_names_apart_at_any_width(key):
+    """Every name column of the real traces (their first 15 rows), 8 to 60 cells wide:
+    as wide as the column at most, and different names never shortened alike."""
+    from polyprof.analyze.frames import column
+    from polyprof.report.names import fit_names
+
+    report = _named_report(key)
+    for table, col in (("kernel_breakdown", "name"), ("op_stats", "name"), ("event_stats", "name"),
+                       ("temporal_breakdown", "stream"), ("launch_summary", "launch_name")):
+        names = [str(v) for v in column(report.tables[table], col).tolist()][:15]
+        for width in range(8, 61, 4):
+            out = fit_names(names, width)
+            assert all(len(o) <= width for o in out), (table, width, out)
+            for i, j in itertools.combinations(range(len(names)), 2):
+                assert out[i] != out[j] or names[i] == names[j], (table, width, out[i], names[i], names[j])

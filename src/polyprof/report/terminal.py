@@ -18,6 +18,7 @@ from .tables import Report, build
 from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, one_cell,  # noqa: F401
                       plain_terminal, representable, set_cell_size, to_rich)
 from .fit import fit_texts
+from .names import fit_names, ladder
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions
@@ -58,6 +59,26 @@ def _short(s: object, n: int = 70) -> str:
 #: text columns may be shortened (with an ellipsis) to fit the terminal; numbers never are
 TEXT_COLUMNS = ("name", "plane", "stream", "kind", "category", "launch_name", "device", "op", "section", "stack",
                 "state", "top_op", "bottom_op")
+#: text columns of names: shortened by what their parts mean before they are cut (report/names.py)
+NAME_COLUMNS = ("name", "launch_name", "plane", "stream", "device", "op", "top_op", "bottom_op")
+#: text columns that give way first when a table is too wide: the name columns keep the room
+LOW_COLUMNS = ("kind", "category")
+
+
+def _floor(c: str, head: str, need: int, cells: list[str]) -> int:
+    """The narrowest text column ``c`` may become before optional columns are dropped:
+    24 cells for names; a kind or category its header's width (at least 7); a device or
+    stream what its names need once shortened (``GPU:4``, ``Stream #135``; up to 16);
+    another 10."""
+    if c in ("name", "launch_name"):
+        return min(need, 24)
+    if c in LOW_COLUMNS:
+        return min(need, max(len(head), 7))
+    if c in NAME_COLUMNS:
+        return min(need, max(len(head), min(max(_cells(ladder(t)[-1]) for t in cells), 16)))
+    return min(need, max(len(head), 10))
+
+
 def _one_value(a: np.ndarray) -> bool:
     """``nunique(dropna=False) == 1`` of a non-empty column: every value the same (every
     NaN the same value, None another)."""
@@ -72,8 +93,10 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     ``df.iloc[rows]`` without building that frame): (column, header, formatter[,
     optional]). Optional columns
     (a priority: higher goes first, then the rightmost) are left out when the table would
-    not fit ``width`` characters; then text columns are shortened, widest first. Numbers
-    and headers of numeric columns are always shown in full."""
+    not fit ``width`` characters; then text columns are narrowed (kinds and categories
+    first, then the widest) and their texts shortened (names by what their parts mean,
+    ``report/names.py``, then cut where the rows differ). Numbers and headers of numeric
+    columns are always shown in full."""
     values = {c: column(df, c) for c, *_ in cols}
     if rows is not None:
         values = {c: v[rows] for c, v in values.items()}
@@ -85,9 +108,7 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     need = {c: max([_cells(h), *sizes[c]]) for c, h, *_ in cols}
     if "name" in need:
         need["name"] = min(need["name"], 60)
-    # the narrowest a text column may become before optional columns are dropped
-    floor = {c: min(need[c], 24 if c in ("name", "launch_name") else max(len(h), 10)) if c in TEXT_COLUMNS else need[c]
-             for c, h, *_ in cols}
+    floor = {c: _floor(c, h, need[c], cells[c]) if c in TEXT_COLUMNS else need[c] for c, h, *_ in cols}
 
     def fits(keep: list[tuple], w: dict[str, int]) -> bool:
         return sum(w[c[0]] + 3 for c in keep) + 1 <= width  # 1 space padding each side + a border
@@ -108,17 +129,20 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     w = {c[0]: need[c[0]] for c in keep}
     over = sum(w[c[0]] + 3 for c in keep) + 1 - width  # what fits() measures, kept as the widths shrink
     texts = [c for c in w if c in TEXT_COLUMNS]
-    while over > 0:
+    while over > 0:  # one cell at a time from the column first in line, in steps as far as the next
         shrink = [c for c in texts if w[c] > min(floor[c], 6)]
         if not shrink:
             break
-        c = max(shrink, key=lambda k: (w[k] - floor[k] > 0, w[k]))
-        w[c] -= 1
-        over -= 1
+        tier = {k: (w[k] > floor[k], k in LOW_COLUMNS) for k in shrink}
+        c = max(shrink, key=lambda k: (*tier[k], w[k]))
+        rivals = [w[k] for k in shrink if k != c and tier[k] == tier[c]]
+        step = max(1, min(over, w[c] - max([floor[c] if tier[c][0] else min(floor[c], 6), *rivals])))
+        w[c] -= step
+        over -= step
     heads = [(c, head) for c, head, *_ in keep]
     for c, _ in heads:
-        if c in TEXT_COLUMNS and shown and max(sizes[c]) > w[c]:  # (fit_texts leaves texts that fit as they are)
-            cells[c] = fit_texts(cells[c], w[c])
+        if c in TEXT_COLUMNS and shown and max(sizes[c]) > w[c]:  # (texts that fit are left as they are)
+            cells[c] = (fit_names if c in NAME_COLUMNS else fit_texts)(cells[c], w[c])
             sizes[c] = list(map(_cells, cells[c]))
     return Grid(f"{title}" + (f"  (top {top} of {n})" if n > top else "") + note,
                 [(head, w[c], c in TEXT_COLUMNS) for c, head in heads],
@@ -146,7 +170,7 @@ class Grid(Lines):
     def _line(self, cells: list[str], left: str, sep: str, right: str, sizes: list[int] | None = None) -> str:
         out = []
         for k, (text, (_, w, left_aligned)) in enumerate(zip(cells, self.columns)):
-            n = _cells(text) if sizes is None else sizes[k]
+            n = sizes[k] if sizes is not None and len(text) == sizes[k] else _cells(text)  # (a cell replaced since)
             if n > w:  # cut to exactly w cells
                 text, n = (set_cell_size(text, w - 1) + "…" if w > 1 else set_cell_size(text, w)), w
             pad = " " * (w - n)
@@ -178,10 +202,11 @@ class Grid(Lines):
             yield Segment.line()
 
 
-def _event_text(e: object) -> str:
+def _event_text(e: object, name: str = "") -> str:
+    """A finding's event: its name (``name``: as shortened with the others') and values."""
     if not isinstance(e, dict):
         return _short(e, 60)
-    parts = [_short(e["name"], 50)] if "name" in e else []
+    parts = [name or _short(e["name"], 50)] if "name" in e else []
     for k, v in e.items():
         if k != "name":
             parts.append(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else f"{k}={v}")
@@ -199,8 +224,11 @@ def _finding_lines(findings: list) -> list[Para]:
                        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
         out.append(Para(((f"● {f.severity}", color), (" ", None), (f.title, "bold"))))
         parts = [("evidence", ev)]
-        if f.events:
-            parts.append(("top", "; ".join(_event_text(e) for e in f.events[:3])))
+        if f.events:  # their names in 50 cells, told apart (report/names.py)
+            events = f.events[:3]
+            names = iter(fit_names([str(e["name"]) for e in events if isinstance(e, dict) and "name" in e], 50))
+            parts.append(("top", "; ".join(_event_text(e, next(names) if isinstance(e, dict) and "name" in e else "")
+                                           for e in events)))
         parts.append(("try", f.suggestion))
         for label, text in parts:
             out.append(Para(((f"{label}: ", "dim"), (text, None)), indent=2))
@@ -481,8 +509,8 @@ def _other_events(out: Out, T: dict[str, Table], top: int, W: int) -> None:
     if len(rows):
         out(_table("Other events by total time" if has_kernels else "Top events by total time", other, [
             ("category", "category", None), ("name", "name", None), ("count", "count", _int),
-            ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns),
-            ("max_ns", "max", fmt_ns)], top, W, rows))
+            ("total_ns", "total", fmt_ns), ("mean_ns", "mean", fmt_ns), ("min_ns", "min", fmt_ns, 2),
+            ("max_ns", "max", fmt_ns, 1)], top, W, rows))
 
 
 def _with(df: Table, **more: np.ndarray) -> Table:

@@ -1,0 +1,136 @@
+"""Names shortened by what their parts mean before they are cut: the terminal tables'
+name columns (the JSON and the HTML keep every name whole).
+
+A demangled kernel name is mostly noise in a column of 30 cells: ``void
+at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
+at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, ...)``. As
+HTA's ``shorten_name`` and nsys's base kernel names do, :func:`ladder` takes off, one
+step at a time, the return type and argument list, then the namespaces (``at::native::``,
+``(anonymous namespace)::``) and the argument lists inside the template arguments, then
+the template arguments themselves. :func:`fit_names` shows each name at the first step
+that fits its column, steps back where two different names would read the same
+(``vectorized_elementwise_kernel`` twice keeps its template arguments), and cuts what
+still does not fit where the rows differ (``report/fit.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .fit import fit_texts
+from .textout import _cells
+
+#: the patterns below are compiled on first use (re's cache), not on import: a summary
+#: whose names all fit never needs them
+#: words a demangled signature's return type is made of (``void`` nearly always)
+_RETURN = (r"(?:(?:void|static|inline|extern|__global__|__device__|__host__|unsigned|signed|int|long|"
+           r"short|char|float|double|bool|auto|const|volatile|size_t)\b[\s*&]*)+")
+#: an argument list of types (``(ncclDevComm*, unsigned long, ncclWork*)``), not of
+#: values (``Stream #14(Memset,Compute)``, ``PjitFunction(step)``)
+_TYPED = r"[*&]|::|\b(?:void|bool|char|short|int|long|float|double|unsigned|signed|const)\b"
+_TRAILING = r"(?:\s+(?:const|volatile|&|&&))+$|\s*\[clone [^\]]*\]$"
+_QUALIFIER = r"\b(?!const::)[A-Za-z_]\w*::(?!:)"
+_INNER_ARGS = r"\(([^()]*)\)(?!\d)"  # not a cast such as (cudnnKernelDataType_t)2
+_DEVICE = "/device:"
+
+
+def _close(s: str, end: int, open_: str, close: str) -> int:
+    """The index of the ``open_`` that matches the ``close`` at ``s[end]``; -1 if none."""
+    depth = 0
+    for i in range(end, -1, -1):
+        if s[i] == close:
+            depth += 1
+        elif s[i] == open_:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _signature(s: str) -> tuple[str, bool]:
+    """``s`` without its return type and its trailing argument list (or note in
+    parentheses: ``Stream #14(Memset,Compute)``, ``cuGraphLaunch (CudaGraph:147)``), and
+    whether it is a C++ signature (a return type or an argument list of types)."""
+    trailing = re.compile(_TRAILING)
+    s = trailing.sub("", trailing.sub("", s))
+    cpp = False
+    if s.endswith(")"):
+        at = _close(s, len(s) - 1, "(", ")")
+        if at == 0 and len(s) > 2:  # all of it in parentheses: "(all streams)"
+            return s[1:-1], False
+        if at > 0 and s[:at].strip():
+            cpp = not s[at + 1:-1].strip() or re.compile(_TYPED).search(s, at + 1, len(s) - 1) is not None
+            s = s[:at].rstrip()
+    m = re.compile(_RETURN).match(s)
+    if m and m.end() < len(s) and s[m.end() - 1] in " *&" and (cpp or "::" in s or "<" in s):
+        s, cpp = s[m.end():], True
+    if s.startswith(_DEVICE) and len(s) > len(_DEVICE):  # /device:GPU:0
+        s = s[len(_DEVICE):]
+    return s, cpp
+
+
+def _without_namespaces(s: str) -> str:
+    """Namespaces and classes that qualify a name taken off everywhere in it, and the
+    argument lists inside it emptied: ``BinaryFunctor<float, threshold_kernel_impl<float>()::{lambda()#1}>``."""
+    s = re.compile(_QUALIFIER).sub("", s.replace("(anonymous namespace)::", ""))
+    while True:
+        t = re.compile(_INNER_ARGS).sub(lambda m: "()" if m.group(1) else m.group(0), s)
+        if t == s:
+            return s
+        s = t
+
+
+def _without_templates(s: str) -> str:
+    """``s`` without its template arguments (balanced ``<...>``), or ``s`` where they do
+    not balance (``operator<``)."""
+    out, depth = [], 0
+    for ch in s:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    base = "".join(out).strip()
+    return base if base and not depth else s
+
+
+@lru_cache(maxsize=4096)
+def ladder(name: str) -> tuple[str, ...]:
+    """``name`` shortened step by step, each step keeping less: the name itself; without
+    return type and argument list; then (a C++ signature's) without namespaces and with
+    its inner argument lists emptied; then without template arguments (its base name,
+    as nsys and HTA show it). A step that would leave nothing keeps the step before."""
+    if not any(c in name for c in "(<: /"):  # the common case: nothing to take off
+        return (name,)
+    first, cpp = _signature(name)
+    first = first or name
+    if not cpp:
+        return (name, first)
+    second = _without_namespaces(first) or first
+    return (name, first, second, _without_templates(second))
+
+
+def fit_names(texts: list[str], width: int) -> list[str]:
+    """Names in ``width`` cells: each at the first step of its :func:`ladder` that fits
+    (its last if none), stepped back where different names would read alike, then cut
+    where they still do not fit (``fit.fit_texts``: apart where they differ)."""
+    if all(_cells(t) <= width for t in texts):
+        return texts
+    steps = {t: ladder(t) for t in texts}
+    level = {t: next((k for k, s in enumerate(st) if _cells(s) <= width), len(st) - 1) for t, st in steps.items()}
+    while True:
+        seen: dict[str, list[str]] = {}
+        for t, k in level.items():
+            seen.setdefault(steps[t][min(k, len(steps[t]) - 1)], []).append(t)
+        alike = [group for group in seen.values() if len(group) > 1]
+        if not alike:
+            break
+        for group in alike:  # back to the last step at which the group's names differ
+            k = max(level[t] for t in group) - 1
+            while k > 0 and len({steps[t][min(k, len(steps[t]) - 1)] for t in group}) < len(group):
+                k -= 1
+            for t in group:
+                level[t] = min(level[t], k)
+    return fit_texts([steps[t][min(level[t], len(steps[t]) - 1)] for t in texts], width)
