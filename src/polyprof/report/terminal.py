@@ -546,7 +546,7 @@ def _section_memory(out: Out, sec: Table, top: int, W: int) -> None:
     bysize = order_desc(column(sec, "mem_max_bytes"))  # as sort_values(ascending=False, kind="stable")
     out(_table("Memory by section" + (" (process RSS)" if rss else ""), sec, cols, top, W, bysize))
     out(Para((("held = " + ("process RSS" if rss else "bytes allocated and not yet freed, every device added up")
-               + "; Δ held = at exit - at entry, summed over instances; min/max/mean = during the section", "dim"),)))
+               + "; Δ held = at exit - at entry, overlapping instances once; min/max/mean = during the section", "dim"),)))
 
 
 def _memory_tables(out: Out, report: Report, top: int, W: int) -> None:
