@@ -615,7 +615,8 @@ def test_a_change_on_one_rank_shows():
     assert d.overview["ranks"] == [0, 1, 2, 3]
     assert [(c["name"], c["rank_decided"], c["change"]) for c in d.changes] == [(f"kernel_{k:03d}", 2, "slower")]
     c = d.changes[0]
-    assert 0.25 < c["step_mean_ns_b"] / c["step_mean_ns_a"] - 1 < 0.35  # the effect on that rank
+    assert 0.25 < c["rank_step_mean_ns_b"] / c["rank_step_mean_ns_a"] - 1 < 0.35  # the effect on that rank
+    assert 0.05 < c["step_mean_ns_b"] / c["step_mean_ns_a"] - 1 < 0.11  # per step and rank: the mean over the four
     # the same samples pooled as one rank (one merged sample per side) are far less clear
     from polyprof.analyze.diff_stats import Samples, compare
 

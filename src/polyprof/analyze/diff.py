@@ -12,20 +12,27 @@ program (replicates, :class:`Runs`). Three tables, one row per name (normalised,
 Columns: ``name``, [``kind`` for kernels: compute / communication / memcpy / memset],
 ``count_a``, ``count_b``, ``delta_count``, ``total_ns_a``, ``total_ns_b``,
 ``delta_total_ns`` (B minus A; per run: the mean over a side's runs, summed over its
-ranks), ``step_mean_ns_a``, ``step_mean_ns_b`` (mean total per step), ``step_delta_ns``
+ranks), ``step_mean_ns_a``, ``step_mean_ns_b`` (mean total per step and rank: each
+rank's mean per step, averaged over the ranks, so that with as many steps on each side
+they are the totals over steps and ranks and move with them), ``step_delta_ns``
 and ``rel_change`` (its change, in ns and relative to A; NaN when A has none per step and B
 some; 0 when neither has any),
 ``p_value`` (the row's test), ``p_adjusted`` (Holm, across the rows tested),
 ``significant`` (None when nothing could be tested), ``change`` ("slower", "faster" or
 ""), ``reason`` (why a row is not called changed), ``rank_decided`` (the rank whose own
-test called the row, -1 otherwise), ``steady_calls`` (every step of each side calls it
-the same number of times), ``variants``, ``raw_names``. Significant rows come
+test gave the row's p-value: the rank that moved most in the direction of the mean;
+-1 when the ranks combined did, or there is one), ``rank_step_mean_ns_a``,
+``rank_step_mean_ns_b``, ``rank_step_delta_ns`` (that rank's mean per step and its
+change; NaN when -1), ``steady_calls``
+(every step of each side calls it the same number of times), ``variants``,
+``raw_names``. Significant rows come
 first (largest per-step change first), then the others by ``|delta_total_ns|``.
 
 A row is called changed when all three hold (docs/analysis.md, "Diff of two runs"):
 its adjusted p-value is below ``alpha`` (the test: ``analyze/diff_stats.py``); its
 per-step change is at least ``rel_floor`` of A's (default 5%); and at least
-``abs_floor_ns`` per step (default 20 µs). Rows whose every per-step total, in both
+``abs_floor_ns`` per step (default 20 µs); the change of the rank that decided the row,
+when one did, else of the mean over the ranks. Rows whose every per-step total, in both
 runs, is below the absolute floor cannot reach it and are not tested (nor counted in
 the correction): a label-blind filter, so the correction stays valid.
 """
@@ -45,8 +52,8 @@ from ..trace.categories import Kind
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .common import CLASS_NAMES, device_view
-from .diff_stats import TESTS, Compared, Samples, compare
-from .diff_verdict import verdict_lines
+from .diff_stats import TESTS, Compared, Samples, adjust, change_of, compare, decide
+from .diff_verdict import ranks_apart, sign_notes, verdict_lines
 from .frames import column, frame
 from .names import normalize_name
 from .ops import merged_into
@@ -70,7 +77,8 @@ CORRECTION = "holm"
 KEEP_SAMPLES = 12
 COLUMNS = ["name", "count_a", "count_b", "delta_count", "total_ns_a", "total_ns_b", "delta_total_ns",
            "step_mean_ns_a", "step_mean_ns_b", "step_delta_ns", "rel_change", "p_value", "p_adjusted",
-           "significant", "change", "reason", "rank_decided", "variants", "raw_names"]
+           "significant", "change", "reason", "rank_decided", "rank_step_mean_ns_a", "rank_step_mean_ns_b",
+           "rank_step_delta_ns", "steady_calls", "variants", "raw_names"]
 
 
 class Runs(tuple):
@@ -148,7 +156,7 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     compared = {t: compare(acc.samples("a", t, whole), acc.samples("b", t, whole), test) for t in TABLES}
     floors = (rel_floor, abs_floor_ns)
     tested = {t: _testable(acc, t, whole, compared[t], abs_floor_ns) for t in TABLES}
-    adjusted = _adjust({t: np.where(tested[t], compared[t].p, np.nan) for t in TABLES}, correction)
+    adjusted = adjust({t: np.where(tested[t], compared[t].p, np.nan) for t in TABLES}, correction)
     untestable = next((c.untestable for c in compared.values() if c.untestable), None)
     if untestable is not None and whole:
         which = [s.upper() for s in ("a", "b") if acc.info[s]["traces_without_steps"]]
@@ -168,6 +176,12 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
                 "samples": "whole traces (a trace without steps)" if whole else "steps",
                 "untestable": untestable}
     verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns)
+    if len(strata) > 1:  # a collective the ranks moved apart in (after the changes); totals against per step
+        apart = ranks_apart({t: (list(acc.index[t]), compared[t].means_a, compared[t].means_b) for t in TABLES},
+                            strata, tables, step_time, floors, fmt_ns)
+        at = next((i for i, line in enumerate(verdict) if line.startswith("Unchanged:")), len(verdict))
+        verdict[at:at] = apart
+        verdict += sign_notes(tables, overview)
     verdict += [f"Note: {w}." for s in ("a", "b") for w in acc.info[s].get("warnings", [])]
     alone = {s: [] if one_rank else sorted(set(acc.info[s]["ranks"]) - set(acc.info[o]["ranks"]))
              for s, o in (("a", "b"), ("b", "a"))}
@@ -450,11 +464,15 @@ class _Collector:
         per_run = ra > 1 or rb > 1  # with replicates: the mean over a side's runs
         count_a, total_a = (ca / ra, ta / ra) if per_run else (ca, ta)
         count_b, total_b = (cb / rb, tb / rb) if per_run else (cb, tb)
-        step_delta = c.mean_b - c.mean_a
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # NaN: new in B; nothing per step on either side (ops of 0 ns, or outside the steps): no change
-            rel = np.where(c.mean_a > 0, step_delta / c.mean_a, np.where(c.mean_b > 0, np.nan, 0.0))
-        sig, change, reason = _decide(c.p, p_adj, tested, step_delta, rel, alpha, floors, testable)
+        step_delta, rel = change_of(c.mean_a, c.mean_b)
+        # the floors: on the rank that decided the row (it moved as the mean did), else on the mean
+        nan = np.full(n, np.nan)
+        rank_a = c.rank_mean_a if c.rank_mean_a is not None else nan
+        rank_b = c.rank_mean_b if c.rank_mean_b is not None else nan
+        one = c.rank_decided >= 0
+        rank_delta, rank_rel = change_of(rank_a, rank_b)
+        sig, change, reason = decide(c.p, p_adj, tested, np.where(one, rank_delta, step_delta),
+                                     np.where(one, rank_rel, rel), alpha, floors, testable)
         raw = [sorted(r) for r in self.raw[table]]
         cols: dict[str, np.ndarray] = {"name": _objects(names)}
         if table == "kernels":
@@ -465,7 +483,8 @@ class _Collector:
             "total_ns_b": total_b, "delta_total_ns": delta, "step_mean_ns_a": c.mean_a,
             "step_mean_ns_b": c.mean_b, "step_delta_ns": step_delta, "rel_change": rel, "p_value": c.p,
             "p_adjusted": p_adj, "significant": sig, "change": change, "reason": reason,
-            "rank_decided": c.rank_decided.astype(np.int64),
+            "rank_decided": c.rank_decided.astype(np.int64), "rank_step_mean_ns_a": rank_a,
+            "rank_step_mean_ns_b": rank_b, "rank_step_delta_ns": rank_delta,
             "steady_calls": self.steady_calls("a", table) & self.steady_calls("b", table),
             "variants": np.array([len(r) for r in raw], np.int64), "raw_names": _objects(raw)})
         sig_first = np.array([s is True for s in sig.tolist()], bool)
@@ -492,39 +511,6 @@ def _testable(acc: _Collector, table: str, whole: bool, c: Compared, abs_floor_n
     return (peak >= abs_floor_ns) & ~np.isnan(c.p) if n else np.zeros(0, bool)
 
 
-def _adjust(p: dict[str, np.ndarray], correction: str) -> dict[str, np.ndarray]:
-    """Adjusted p-values of every table's rows, corrected as one family."""
-    flat = np.concatenate([p[t] for t in TABLES]) if p else np.zeros(0)
-    adj = CORRECTIONS[correction](flat)
-    out, at = {}, 0
-    for t in TABLES:
-        out[t] = adj[at:at + len(p[t])]
-        at += len(p[t])
-    return out
-
-
-def _decide(p: np.ndarray, p_adj: np.ndarray, tested: np.ndarray, delta: np.ndarray, rel: np.ndarray,
-            alpha: float, floors: tuple[float, float], testable: bool) -> tuple[np.ndarray, ...]:
-    """(significant, change, reason) of each row: the test, then the two floors."""
-    rel_floor, abs_floor = floors
-    n = len(p)
-    big_rel = np.isnan(rel) | (np.abs(np.nan_to_num(rel)) >= rel_floor)  # NaN: new in B (A had none)
-    big = big_rel & (np.abs(np.nan_to_num(delta)) >= abs_floor) & (np.nan_to_num(delta) != 0)
-    below_p = tested & (np.nan_to_num(p_adj, nan=1.0) < alpha)
-    sig = below_p & big
-    change = np.where(sig & (delta > 0), "slower", np.where(sig & (delta < 0), "faster", "")).astype(object)
-    reason = np.full(n, "", dtype=object)
-    reason[~tested] = "not tested: below the absolute floor in every sample"
-    reason[tested & ~below_p] = "within the noise"
-    reason[below_p & ~big] = "below the effect floor"
-    reason[np.isnan(p)] = "not testable"
-    significant = np.empty(n, object)
-    significant[:] = [bool(s) for s in sig] if testable else [None] * n
-    if not testable:
-        change[:] = ""
-    return significant, change, reason
-
-
 def _step_time(acc: _Collector, whole: bool, alpha: float, floors: tuple[float, float], test: str) -> dict[str, Any]:
     """Step durations (whole traces' durations when some trace has no steps) of both
     runs, compared with the same test and floors (a family of its own)."""
@@ -540,8 +526,8 @@ def _step_time(acc: _Collector, whole: bool, alpha: float, floors: tuple[float, 
     rel = delta / mean_a if mean_a > 0 else float("nan")
     p = float(c.p[0])
     testable = c.untestable is None
-    sig, change, reason = _decide(c.p, c.p, np.ones(1, bool), np.array([delta]), np.array([rel]), alpha, floors,
-                                  testable)
+    sig, change, reason = decide(c.p, c.p, np.ones(1, bool), np.array([delta]), np.array([rel]), alpha, floors,
+                                 testable)
     return {"steps_a": n_a, "steps_b": n_b, "mean_ns_a": mean_a, "mean_ns_b": mean_b, "delta_ns": delta,
             "rel_change": rel, "p_value": p, "significant": sig[0], "change": change[0], "reason": reason[0],
             "unit": "trace" if whole else "step"}
@@ -551,7 +537,7 @@ def _changes(tables: dict[str, Table]) -> list[dict[str, Any]]:
     """Significant rows of every table, largest change of the per-step mean first."""
     fields = ("name", "change", "count_a", "count_b", "total_ns_a", "total_ns_b", "delta_total_ns",
               "step_mean_ns_a", "step_mean_ns_b", "step_delta_ns", "rel_change", "p_value", "p_adjusted",
-              "rank_decided")
+              "rank_decided", "rank_step_mean_ns_a", "rank_step_mean_ns_b")
     out = []
     for t, df in tables.items():
         idx = np.flatnonzero(column(df, "change") != "")

@@ -21,12 +21,20 @@ tested on its own (A's rank 3 against B's rank 3), and the ranks' results are co
 * **Across ranks**: the ranks' two-sided p-values with the direction of their change are
   combined by Stouffer's Z (a change on every rank adds up), and the row's p-value is
   the smaller of that and the most-changed rank's, Bonferroni-corrected for the looks
-  taken: ``min(1, 2 * min(p_combined, R * min_r p_r))`` with R ranks (R = 1: that rank's
-  p). So a change on one rank shows, and ranks are never pooled into one sample.
+  taken: ``min(1, 2 * min(p_combined, R * p_r*))`` with R ranks (R = 1: that rank's p).
+  The most-changed rank r* is the rank whose mean per step moved most in the direction
+  of the mean over the ranks (the direction of the row's total): a row whose time grew
+  is never called on a rank where it fell (a straggler's own wait in a collective falls
+  while the others' grows), and the combination counts only where its sum points the
+  way the mean moved (else the row's p is R * p_r*, or 1). Any choice among the R ranks
+  keeps the test valid: R * p_r* is at least R * min_r p_r, the Bonferroni bound. So a
+  change on one rank shows, and ranks are never pooled into one sample.
 
 The effect of a row is the change of its mean per sample (per step), in ns and relative
 to A: over a rank's runs, the mean of each run's mean; across ranks, the mean of the
-ranks' (or, when one rank decided the row, that rank's).
+ranks' means (``mean_a``, ``mean_b``: with as many steps on every rank, the row's total
+over steps and ranks), and when r* decided the row, that rank's too (``rank_mean_a``,
+``rank_mean_b``).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ranktest import mann_whitney, min_p_value, student_groups, stouffer
+from .ranktest import CORRECTIONS, mann_whitney, min_p_value, student_groups, stouffer
 from ..trace.sorting import unique
 
 #: added to every sample before the log of the t test (a row absent from a step is 0 there)
@@ -57,13 +65,17 @@ class Compared:
     """Per row: the row's p-value and effect, and how they were found."""
 
     p: np.ndarray  # the row's two-sided p-value (NaN: not testable)
-    mean_a: np.ndarray  # mean per sample, ns (of the deciding rank, or the mean over ranks)
+    mean_a: np.ndarray  # mean per sample, ns: the mean over the ranks of each rank's mean
     mean_b: np.ndarray
     p_ranks: np.ndarray  # rows x strata: each rank's p-value
     strata: list[int]  # the ranks tested (present on both sides)
     rank_decided: np.ndarray  # the rank whose own test gave the row's p, -1 when the combination did
     method: str  # in words
     untestable: str | None  # why no rank could be tested, or None
+    rank_mean_a: np.ndarray | None = None  # mean per sample on the deciding rank (NaN: none decided)
+    rank_mean_b: np.ndarray | None = None
+    means_a: np.ndarray | None = None  # rows x strata: each rank's mean per sample
+    means_b: np.ndarray | None = None
 
 
 def _mean_of_runs(x: np.ndarray, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,20 +137,23 @@ def compare(a: Samples, b: Samples, test: str = "t") -> Compared:
     MA, MB = np.stack(mas, axis=1), np.stack(mbs, axis=1)
     mean_a, mean_b = MA.mean(axis=1), MB.mean(axis=1)
     decided = np.full(k, -1, np.int64)
+    rank_a, rank_b = np.full(k, np.nan), np.full(k, np.nan)
     testable = [i for i, w in enumerate(why) if w is None]
     untestable = None if testable else "; ".join(f"rank {r}: {w}" for r, w in zip(strata, why))
     if len(strata) == 1:
         p = P[:, 0]
     else:
         comb = stouffer(P, MB - MA)
-        best = np.argmin(np.where(np.isnan(P), np.inf, P), axis=1)
-        p_min = P[np.arange(k), best]
-        by_rank = p_min * len(strata) < comb
-        p = np.minimum(1.0, 2.0 * np.where(by_rank, p_min * len(strata), comb))
-        p = np.where(np.isnan(comb) & np.isnan(p_min), np.nan, p)
-        rows = np.flatnonzero(by_rank & ~np.isnan(p_min))
+        # evidence of a change the other way than the mean's is none for this one
+        comb = np.where(_stouffer_way(P, MB - MA) * np.where(np.nansum(MB - MA, axis=1) < 0, -1, 1) < 0, 1.0, comb)
+        best = most_changed(MB - MA, P)
+        rows_k = np.arange(k)
+        p_best = np.where(best >= 0, P[rows_k, np.maximum(best, 0)], np.nan)
+        by_rank = ~np.isnan(p_best) & (p_best * len(strata) < np.where(np.isnan(comb), np.inf, comb))
+        p = np.minimum(1.0, 2.0 * np.where(by_rank, p_best * len(strata), comb))
+        rows = np.flatnonzero(by_rank)
         decided[rows] = np.array(strata)[best[rows]]
-        mean_a[rows], mean_b[rows] = MA[rows, best[rows]], MB[rows, best[rows]]
+        rank_a[rows], rank_b[rows] = MA[rows, best[rows]], MB[rows, best[rows]]
     runs_a = {int(r): len(unique(a.run[a.rank == r])) for r in strata}
     runs_b = {int(r): len(unique(b.run[b.rank == r])) for r in strata}
     replicated = any(runs_a[r] > 1 or runs_b[r] > 1 for r in strata)
@@ -149,4 +164,70 @@ def compare(a: Samples, b: Samples, test: str = "t") -> Compared:
         method = "Mann-Whitney U over " + ("the runs' mean time" if replicated else "per-step totals")
     if len(strata) > 1:
         method += f", each of {len(strata)} ranks, combined (Stouffer) and the most-changed rank (Bonferroni)"
-    return Compared(p, mean_a, mean_b, P, [int(r) for r in strata], decided, method, untestable)
+    return Compared(p, mean_a, mean_b, P, [int(r) for r in strata], decided, method, untestable, rank_a, rank_b,
+                    MA, MB)
+
+
+def most_changed(delta: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Per row of ``delta`` (rows x ranks: each rank's change of its mean): the column of
+    the rank that moved most in the direction of the mean over the ranks (of a zero mean:
+    up), among those with a p-value in ``p``; -1 where none moved that way."""
+    if not delta.shape[1]:
+        return np.full(len(delta), -1, np.int64)
+    way = np.where(np.nansum(delta, axis=1) < 0, -1.0, 1.0)
+    along = np.where(np.isnan(p) | np.isnan(delta), 0.0, delta * way[:, None])
+    best = np.argmax(along, axis=1)
+    return np.where(along[np.arange(len(delta)), best] > 0, best, -1).astype(np.int64)
+
+
+def _stouffer_way(p: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Per row: the sign of the Stouffer sum of ``ranktest.stouffer`` (each rank's
+    normal score of its two-sided p, signed by its change), -1, 0 or 1."""
+    from statistics import NormalDist
+
+    inv = NormalDist().inv_cdf
+    ok = ~np.isnan(p)
+    half = np.clip(np.where(ok, p, 1.0) / 2.0, 1e-300, 0.5)
+    z = np.array([inv(1.0 - h) if h > 1e-12 else -inv(h) for h in half.ravel().tolist()]).reshape(p.shape)
+    return np.sign(np.where(ok, z * np.sign(np.nan_to_num(delta)), 0.0).sum(axis=1))
+
+
+def change_of(mean_a: np.ndarray, mean_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(B - A, relative to A) of per-step means: relative NaN when A has none and B some
+    (new in B), 0 when neither has any (ops of 0 ns, or outside the steps)."""
+    delta = mean_b - mean_a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return delta, np.where(mean_a > 0, delta / mean_a, np.where(mean_b > 0, np.nan, 0.0))
+
+
+def adjust(p: dict[str, np.ndarray], correction: str) -> dict[str, np.ndarray]:
+    """Adjusted p-values of every table's rows, corrected as one family."""
+    flat = np.concatenate([p[t] for t in p]) if p else np.zeros(0)
+    adj = CORRECTIONS[correction](flat)
+    out, at = {}, 0
+    for t in p:
+        out[t] = adj[at:at + len(p[t])]
+        at += len(p[t])
+    return out
+
+
+def decide(p: np.ndarray, p_adj: np.ndarray, tested: np.ndarray, delta: np.ndarray, rel: np.ndarray,
+           alpha: float, floors: tuple[float, float], testable: bool) -> tuple[np.ndarray, ...]:
+    """(significant, change, reason) of each row: the test, then the two floors."""
+    rel_floor, abs_floor = floors
+    n = len(p)
+    big_rel = np.isnan(rel) | (np.abs(np.nan_to_num(rel)) >= rel_floor)  # NaN: new in B (A had none)
+    big = big_rel & (np.abs(np.nan_to_num(delta)) >= abs_floor) & (np.nan_to_num(delta) != 0)
+    below_p = tested & (np.nan_to_num(p_adj, nan=1.0) < alpha)
+    sig = below_p & big
+    change = np.where(sig & (delta > 0), "slower", np.where(sig & (delta < 0), "faster", "")).astype(object)
+    reason = np.full(n, "", dtype=object)
+    reason[~tested] = "not tested: below the absolute floor in every sample"
+    reason[tested & ~below_p] = "within the noise"
+    reason[below_p & ~big] = "below the effect floor"
+    reason[np.isnan(p)] = "not testable"
+    significant = np.empty(n, object)
+    significant[:] = [bool(s) for s in sig] if testable else [None] * n
+    if not testable:
+        change[:] = ""
+    return significant, change, reason

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
+from ..trace.categories import is_collective_name
 from .frames import column
+from .inputs import CPU_PREFIXES
 
 LABELS = {"kernels": "kernel", "ops": "op", "sections": "section"}
 
@@ -15,10 +19,16 @@ def _pct(x: float) -> str:
 
 
 def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], short: int = 60) -> str:
+    """A changed row: its mean per step (over the ranks), and the rank whose own test
+    called it with that rank's change."""
     name = c["name"] if len(c["name"]) <= short else c["name"][: short - 1] + "…"
     a, b = c["step_mean_ns_a"], c["step_mean_ns_b"]
     rel = (b - a) / a if a > 0 else float("nan")
-    where = f", rank {c['rank_decided']}" if c.get("rank_decided", -1) >= 0 else ""
+    where = ""
+    if c.get("rank_decided", -1) >= 0:
+        ra, rb = c["rank_step_mean_ns_a"], c["rank_step_mean_ns_b"]
+        where = (f"; on rank {c['rank_decided']}: {fmt_ns(ra)} -> {fmt_ns(rb)}, "
+                 f"{_pct((rb - ra) / ra if ra > 0 else float('nan'))}")
     return (f"{LABELS[c['table']]} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, "
             f"p={c['p_adjusted']:.2g}{where})")
 
@@ -118,3 +128,82 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
             elif abs(pb - pa) >= 1 and abs(pb - pa) >= 0.1 * max(pa, pb):
                 found.append((abs(b - a), f"{label} {pa:.3g} -> {pb:.3g} calls per step"))
     return [text for _, text in sorted(found, key=lambda x: -x[0])]
+
+
+def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarray | None]], strata: list[int],
+                tables: dict[str, Any], st: dict[str, Any], floors: tuple[float, float],
+                fmt_ns: Callable[[float], str], top: int = 3) -> list[str]:
+    """Collectives whose time moved apart between the ranks: on some rank it grew by the
+    effect floors, on the rank that spends least in it (the last to arrive, whom the
+    others wait for) it did not. Said only where a test stands behind it: the row is called
+    changed that way on the rank whose time grew, or the step time is, by at least the
+    relative floor of a step. ``per_rank``: per table, its names and (rows x ranks) each
+    rank's mean per step in A and in B."""
+    rel_floor = floors[0]
+    called = st.get("change") if st.get("mean_ns_a") == st.get("mean_ns_a") else ""
+    step_a = float(st.get("mean_ns_a") or 0.0)
+    found: list[tuple[float, str]] = []
+    for t, (names, ma, mb) in per_rank.items():
+        if ma is None or mb is None:
+            continue
+        df = tables[t]
+        kinds = column(df, "kind").tolist() if t == "kernels" else [""] * len(df)
+        rows = dict(zip(column(df, "name").tolist(), zip(kinds, column(df, "change").tolist(),
+                                                          column(df, "rank_decided").tolist())))
+        for i, name in enumerate(names):
+            kind, change, decided = rows[name]
+            if not (kind == "communication" or is_collective_name(name) or name.lower().startswith(CPU_PREFIXES)):
+                continue
+            for way, up in (("slower", mb[i] - ma[i]), ("faster", ma[i] - mb[i])):
+                text = _apart(names[i], t, way, ma[i], mb[i], strata, floors, fmt_ns)
+                if text and (change == way and decided == strata[int(np.argmax(up))]
+                             or called == way and np.max(up) >= rel_floor * step_a):
+                    found.append((float(np.max(up)), text))
+    return [text for _, text in sorted(found, key=lambda x: -x[0])[:top]]
+
+
+def _apart(name: str, table: str, way: str, ma: np.ndarray, mb: np.ndarray, strata: list[int],
+           floors: tuple[float, float], fmt_ns: Callable[[float], str]) -> str:
+    """The line of one collective whose ranks moved apart, B being ``way`` (else ""): the
+    ranks whose time in it moved that way by the floors, while the rank that spends
+    least in it in the slower run (the last to arrive) did not, or moved the other way."""
+    if len(strata) < 2 or np.isnan(ma).any() or np.isnan(mb).any():
+        return ""
+    up, slow = (mb - ma, mb) if way == "slower" else (ma - mb, ma)
+    big = (np.abs(mb - ma) >= floors[1]) & (np.abs(mb - ma) >= floors[0] * ma)
+    u, s = int(np.argmax(up)), int(np.argmin(slow))
+    if u == s or not (big[u] and up[u] > 0) or (big[s] and up[s] > 0):
+        return ""
+    waiting = np.flatnonzero(big & (up > 0))
+    grew = "grew" if way == "slower" else "fell"
+    fell = "did not move" if not big[s] else "fell" if way == "slower" else "grew"
+
+    def move(i: int) -> str:
+        return f"{fmt_ns(ma[i])} -> {fmt_ns(mb[i])}"
+
+    who = (f"rank {strata[u]}'s time in it {grew} ({move(u)} per step)" if len(waiting) == 1 else
+           f"{len(waiting)} ranks' time in it {grew} (most rank {strata[u]}'s: {move(u)} per step)")
+    wait = (f"rank {strata[u]}" if len(waiting) == 1 else "they") + (" waits" if len(waiting) == 1 else " wait")
+    wait = f"{wait} for rank {strata[s]} in B" if way == "slower" else \
+        f"{wait.replace(' waits', ' waited').replace(' wait', ' waited')} for rank {strata[s]} in A"
+    return (f"Ranks apart in {LABELS[table]} {name[:60]}, a collective: {who} while rank {strata[s]}'s {fell} "
+            f"({move(s)}); the last rank to arrive waits least: {wait}?")
+
+
+def sign_notes(tables: dict[str, Any], ov: dict[str, Any]) -> list[str]:
+    """A note where rows changed one way in total and the other per step (different
+    numbers of steps, or time outside the analysed steps), naming the largest."""
+    rows = []
+    for t, df in tables.items():
+        total, step = column(df, "delta_total_ns").astype(np.float64), column(df, "step_delta_ns").astype(np.float64)
+        for i in np.flatnonzero((np.sign(total) * np.sign(np.nan_to_num(step))) < 0).tolist():
+            rows.append((abs(total[i]), f"{LABELS[t]} {str(column(df, 'name')[i])[:60]}"))
+    if not rows:
+        return []
+    per = {s: ov[s]["steps"] / max(ov[s]["traces"], 1) for s in ("a", "b")}
+    why = (f"A has {per['a']:.3g} steps a trace and B {per['b']:.3g}: the totals add them up, the per-step "
+           "figures average them" if per["a"] != per["b"] else
+           "their time outside the analysed steps (counted in the totals, not per step) changed the other way")
+    name = max(rows)[1]
+    return [f"Note: {len(rows)} row(s) changed one way in total and the other per step ({name}"
+            f"{' and others' if len(rows) > 1 else ''}): {why}."]

@@ -201,6 +201,14 @@ def _num(x: float) -> str:
     return f"{int(x)}" if float(x).is_integer() else f"{x:.1f}"
 
 
+def _rank(r: int) -> str:
+    return "" if r < 0 else f"r{r}"
+
+
+def _rank_delta(ns: float) -> str:
+    return "" if ns != ns else _signed_ns(ns)
+
+
 #: the columns of each table: (column, header, formatter); the name, the change per
 #: step, its p-value and the verdict are always shown
 TABLE_COLUMNS: list[tuple] = [
@@ -208,8 +216,11 @@ TABLE_COLUMNS: list[tuple] = [
     ("total_ns_b", "total B", None), ("delta_total_ns", "Δ total", _signed_ns), ("step_mean_ns_a", "A/step", None),
     ("step_mean_ns_b", "B/step", None), ("rel_change", "Δ%/step", _rel), ("p_adjusted", "p", _p),
     ("change", "change", None)]
+#: with several ranks, before p: the rank whose own test gave p (its change per step);
+#: A/step and B/step are then the mean over the ranks
+RANK_COLUMNS: list[tuple] = [("rank_decided", "rank", _rank), ("rank_step_delta_ns", "rank Δ/step", _rank_delta)]
 #: what a narrow terminal leaves out, group by group, until the table fits
-DROP_ORDER = [("delta_total_ns",), ("count_a", "count_b"), ("total_ns_a", "total_ns_b"),
+DROP_ORDER = [("delta_total_ns",), ("rank_step_delta_ns",), ("count_a", "count_b"), ("total_ns_a", "total_ns_b"),
               ("step_mean_ns_a", "step_mean_ns_b")]
 #: a name is never shortened below this (unless every optional column is out)
 NAME_MIN = 24
@@ -286,6 +297,10 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
             out(f"[bold]analysed window[/] {s.upper()}: {escape(ov[s]['window'])}")
     out(Panel(Group(*(Text(line) for line in d.verdict)), title="Verdict", title_align="left"))
     cols = [c if c[2] is not None or c[0] == "change" else (c[0], c[1], fmt_ns) for c in TABLE_COLUMNS]
+    ranks = len(ov.get("ranks") or [])
+    if ranks > 1:
+        at = next(i for i, c in enumerate(cols) if c[0] == "p_adjusted")
+        cols[at:at] = RANK_COLUMNS
     dropped: list[str] = []
     for name, title in (("kernels", "Device activity"), ("ops", "Framework ops (host)"),
                         ("sections", "Sections (host)")):
@@ -303,5 +318,8 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
     floor = f"{ov['rel_floor'] * 100:g}% and {fmt_ns(ov['abs_floor_ns'])} per step"
     out(f"[dim]n = count; Δ = B - A; Δ%/step: change of the time per step; p: {escape(ov['correction'])}-"
         f"adjusted, {escape(ov['test'])}; change: p < {ov['alpha']:g} and the change is at least {floor}[/]")
+    if ranks > 1:
+        out(f"[dim]A/step, B/step: per step and rank, the mean over the {ranks} ranks (totals: their sum); rank: "
+            "the rank whose own test gave p, where one did, and rank Δ/step its change per step[/]")
     if dropped:
         out(f"[dim]Left out to fit {console.width} columns: {', '.join(dropped)} (--wide shows them)[/]")
