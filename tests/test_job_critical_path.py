@@ -419,3 +419,35 @@ def test_gloo_ddp_wait_is_a_union_over_time(gloo_job):
     by = {int(r): int(w) for r, w in zip(per_rank["rank"], per_rank["caused_wait_ns"])}
     waited = {int(r): int(w) for r, w in zip(per_rank["rank"], per_rank["waited_ns"])}
     assert by[1] <= waited[0] and by[0] <= waited[1]  # two ranks: one's caused wait is the other's
+
+
+def test_gloo_what_if_on_a_step_scales_its_lead_in(gloo_job):
+    """A what-if on a step mark (``--what-if 1:step N:0``) is about what the path's
+    ``step`` row is: rank 1's lead-in, from the job's step start to its first call (its
+    20 ms sleep). Scaled to 0 the step's path gets shorter by that lead-in, less what the
+    other rank's own path then holds it for; halved, by about half of it. Before, the
+    step event's duration was applied to edges it does not own: "(1 events): step +0.000
+    ms" where the lead-in was 20.9 ms."""
+    from polyprof.analyze.depgraph import DepGraph
+    from polyprof.derive import cache
+    from polyprof.ranks.critical_path import align, what_if_op
+
+    traces = {k: polyprof.load(p) for k, p in enumerate(gloo_job)}
+    clocks = align(traces)
+    numbers = step_windows(traces[1])[0].tolist()
+    k = next(i for i, n in enumerate(numbers) if n == 3)
+    jg = job_graph(traces, k, clocks)
+    g = jg.graph
+    mark = jg.event(1, int(cache.steps(traces[1]).rows[k]))  # rank 1's step mark: its one edge, the lead-in
+    lead = (g.owner == mark) & (g.src == 2 * mark)
+    assert mark >= 0 and lead.sum() == 1
+    weight = int(g.weight[lead][0])
+    assert weight > 19_000_000  # the sleep
+    base = longest_path(g).length
+    rest = longest_path(DepGraph(g.rows, g.device, g.time, g.src, g.dst, np.where(lead, 0, g.weight), g.etype,
+                                 g.owner)).length
+    change, n = what_if_op(jg, 1, f"step {numbers[k]}", 0.0)
+    assert n == 1 and change == rest - base
+    assert -weight <= change < -0.5 * weight
+    half, _ = what_if_op(jg, 1, f"step {numbers[k]}", 0.5)
+    assert -weight // 2 - 1 <= half < -0.25 * weight

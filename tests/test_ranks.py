@@ -577,7 +577,8 @@ def test_rank_peeked_across_read_steps(tmp_path, gz):
 def test_at_80_columns_the_ranks_table_keeps_idle_and_communication_and_says_what_is_not_aligned():
     """Issue 33/28: in an 80-column terminal the ranks' table drops the file and step
     count, never the shares and times; the headline says plainly when no rank could be
-    aligned from collectives (the sampled pair has only point-to-point traffic)."""
+    aligned from collectives (the sampled pair's collectives, SendRecv kernels inside
+    all-to-all, all-reduce and all-gather ops, match no pairing of the two ranks)."""
     import os
     from pathlib import Path
 
@@ -591,6 +592,5 @@ def test_at_80_columns_the_ranks_table_keeps_idle_and_communication_and_says_wha
     assert "idle" in table and "communication" in table and "compute" in table
     assert all(len(ln) <= 80 for ln in lines)
     head = " ".join(ln.strip() for ln in lines[:4])
-    assert ("not aligned: no collective matched the reference rank's, and its 10 point-to-point transfer(s) "
-            "name no peer to match (SendRecv kernels without Src/Dst Rank), so each rank's times") in head
+    assert "not aligned: no collective matched the reference rank's, so each rank's times" in head
     assert "bound at most 0 ns" not in r.stdout

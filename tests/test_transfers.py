@@ -64,16 +64,20 @@ def test_a_single_rank_file_shows_its_collectives_and_transfers():
 
 
 def test_the_sampled_pair_is_not_aligned_and_says_why():
-    """The real sampled_rank0/1 pair has only NCCL SendRecv kernels that name no peer:
-    transfers to an unknown rank, no collective, no straggler row, not aligned."""
+    """The real sampled_rank0/1 pair (two ranks of a 128-rank job) has only NCCL SendRecv
+    kernels, each launched inside ``nccl:all_to_all``, ``nccl:all_reduce`` or
+    ``nccl:_all_gather_base``: collectives of those kinds, no transfer (before, 20
+    transfers to an unknown rank). Recorded from different collectives of the job (no
+    process group names them), they match no pairing of the two ranks: not aligned, no
+    straggler row."""
     job = polyprof.load_ranks([str(p) for p in SAMPLED]).analyze(executor="serial")
-    assert len(job.tables["collective_stats"]) == 0 and len(job.tables["straggler_collectives"]) == 0
-    tr = _records(job.tables["transfers"])
-    assert {(r["src"], r["dst"]) for r in tr} == {(0, -1), (1, -1)}
-    assert sum(r["count"] for r in tr) == 20
+    cs = _records(job.tables["collective_stats"])
+    assert sorted((c["op"], c["count"], c["ranks"]) for c in cs) == \
+        [("allgather", 4, 2), ("allreduce", 8, 2), ("alltoall", 8, 2)]
+    assert len(job.tables["straggler_collectives"]) == 0 and len(job.tables["transfers"]) == 0
     al = _records(job.tables["rank_alignment"])[1]
     assert not al["aligned"] and math.isnan(al["bound_ns"])
-    assert "name no peer to match" in al["message"]
+    assert "no collective matched" in al["message"]
     assert job.overview["max_bound_ns"] == 0.0 and job.overview["aligned_ranks"] == 1
 
 
@@ -209,3 +213,43 @@ def test_collective_groups_as_numpys_unique_of_the_pairs(seed):
     _, first, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_index=True, return_inverse=True)
     got_first, got_inv = _first_and_group(a, b)
     assert got_first.tolist() == first.tolist() and got_inv.tolist() == inv.ravel().tolist()
+
+
+def test_sends_inside_an_all_to_all_are_one_collective(tmp_path):
+    """The real gloo pair with each step's send and recv wrapped in an ``all_to_all`` range
+    (a hand-made all-to-all of point-to-point calls): on each rank the step's two transfers
+    are one all-to-all collective, from the first c10d op's start to the last range's end,
+    numbered in order and matched across the ranks like the broadcasts; no transfer is
+    left. Outside such a range (the unwrapped files, test above) they stay transfers."""
+    import gzip
+    import json
+
+    from polyprof.analyze.collectives import collective_table
+
+    paths = []
+    for r, src in enumerate(GLOO):
+        doc = json.load(gzip.open(src))
+        evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+        xs = sorted((e for e in evs if e.get("ph") == "X" and e["name"] in
+                     ("c10d::send", "c10d::recv_", "gloo:send", "gloo:recv")), key=lambda e: e["ts"])
+        spans = []
+        for k in range(0, len(xs), 4):  # per step: c10d op, its range, the other c10d op, its range
+            first, last = xs[k], xs[k + 3]
+            spans.append((first["ts"], last["ts"] + last["dur"]))
+            evs.append({"ph": "X", "cat": "user_annotation", "name": "all_to_all", "pid": first["pid"],
+                        "tid": first["tid"], "ts": first["ts"] - 1, "dur": last["ts"] + last["dur"] - first["ts"] + 2})
+        path = tmp_path / f"rank{r}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+        ct = collective_table(polyprof.load(path))
+        a2a = np.asarray(ct["op"], object) == "alltoall"
+        assert a2a.sum() == 4 and not np.asarray(ct["p2p"], bool).any()
+        assert np.asarray(ct["seq"], np.int64)[a2a].tolist() == [0, 1, 2, 3]
+        s0, e0 = np.asarray(ct["start_ns"], np.int64)[a2a], np.asarray(ct["end_ns"], np.int64)[a2a]
+        want = np.array(spans) * 1000  # µs -> ns, the trace's own zero
+        assert np.abs((e0 - s0) - (want[:, 1] - want[:, 0])).max() <= 1000
+        assert np.abs((s0 - s0[0]) - (want[:, 0] - want[0, 0])).max() <= 1000
+    job = polyprof.load_ranks([str(p) for p in paths]).analyze(executor="serial")
+    assert len(job.tables["transfers"]) == 0
+    assert sorted(set(job.tables["straggler_collectives"]["op"].tolist())) == ["alltoall", "broadcast"]
+    assert (job.tables["straggler_collectives"]["op"] == "alltoall").sum() == 4

@@ -6,12 +6,23 @@ A collective is a communication kernel on a device (NCCL, RCCL: ``ncclKernel_*``
 in a trace without device communication, a CPU collective (``gloo:all_reduce``,
 ``mpi:*``: the work from its post to its completion, on whichever thread ran it).
 Point-to-point rows (``p2p``: send, recv, NCCL's SendRecv kernels) are transfers, never
-collectives: they bind two ranks, not a group, and have a ``peer`` where the trace says
-who (``Src Rank`` / ``Dst Rank``, which recent PyTorch writes with the comms args; for
-gloo and MPI the peer argument of the ``c10d::send`` / ``c10d::recv_`` op that posted
-them, a rank of its process group, recorded with ``record_shapes``).
-Host-side ``nccl:*`` annotations and ``record_param_comms`` are not used: they only
-enqueue the kernel, so they say nothing about when the ranks met.
+collectives, unless a collective op encloses their launch (below): they bind two ranks,
+not a group, and have a ``peer`` where the trace says who (``Src Rank`` / ``Dst Rank``,
+which recent PyTorch writes with the comms args; for gloo and MPI the peer argument of
+the ``c10d::send`` / ``c10d::recv_`` op that posted them, a rank of its process group,
+recorded with ``record_shapes``).
+Host-side ``nccl:*`` annotations and ``record_param_comms`` are not used for times: they
+only enqueue the kernel, so they say nothing about when the ranks met. They name the
+collective, though: NCCL runs an all-to-all (and gather, scatter, uneven all-gathers) as
+grouped sends and receives, whose kernel is a SendRecv; a point-to-point row launched
+inside a host op that names a collective (``nccl:all_to_all``, ``c10d::alltoall_base_``,
+``all_to_all_single``, ``c10d::allgather_into_tensor_coalesced_``, ...; any enclosing
+op on the launching thread, not only the innermost) is a collective of that kind
+(``group_op``), numbered like the others. For a CPU backend's transfer the op that
+posted it (``c10d::send`` / ``c10d::recv_``) is asked, and a rank's several transfers
+inside one such op are one collective (from the first one's start to the last one's
+end). Sends and receives outside any (``isend``/``irecv``, ``batch_isend_irecv``: a bare
+``coalesced`` group names no collective) stay transfers.
 
 Each row gets a ``key`` (process group and operation) and ``seq``: the collective's
 sequence number in its process group where the trace has one on every collective of the
@@ -32,6 +43,7 @@ import re
 import numpy as np
 
 from ..derive import cache
+from ..derive.intervals import innermost
 from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
@@ -57,6 +69,14 @@ DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2,
 
 _KERNEL_OP = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
 _P2P = ("sendrecv", "send", "recv")
+#: the collectives an enclosing host op may name for the point-to-point kernels or
+#: transfers it launched (NCCL runs these as grouped sends and receives)
+GROUP_OPS = frozenset({"alltoall", "alltoallv", "allgather", "reducescatter", "gather", "scatter", "allreduce",
+                       "broadcast", "reduce"})
+#: prefixes of the host ops that name a collective (torch's backends and c10d's dispatcher ops)
+_OP_PREFIXES = ("nccl:", "rccl:", "gloo:", "mpi:", "ucc:", "xccl:", "c10d::")
+#: a name without such a prefix counts only for these (torch.distributed's functions)
+_BARE_OPS = frozenset({"alltoall", "alltoallv", "allgather", "reducescatter"})
 
 
 def normalise_op(text: str) -> str:
@@ -65,7 +85,7 @@ def normalise_op(text: str) -> str:
     m = _KERNEL_OP.search(text)
     s = m.group(1) if m else text.split(":", 1)[-1]
     s = s.lower().replace("_", "").replace("-", "")
-    for suffix in ("base", "coalesced", "intoTensor".lower()):
+    for suffix in ("base", "coalesced", "intotensor", "tensor", "single"):
         if s.endswith(suffix) and len(s) > len(suffix):
             s = s[: -len(suffix)]
     return s
@@ -210,7 +230,7 @@ def _c10d_peers(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> tuple[np.nda
     """(peer, how, posted) of host send/recv ranges: the peer input of the
     ``c10d::send`` / ``c10d::recv_`` op on the same thread that was running when the
     range began (its ``Concrete Inputs``: process group, tensors, peer, tag), -1 where
-    none says; and when that op began (-1: none found). gloo posts the transfer inside
+    none says; and that op's row (-1: none found). gloo posts the transfer inside
     the op, before its ``gloo:send`` range begins: a message may arrive before it."""
     peer, how = np.full(len(rows), -1, np.int64), np.full(len(rows), "", object)
     posted = np.full(len(rows), -1, np.int64)
@@ -243,7 +263,7 @@ def _c10d_peers(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> tuple[np.nda
         args = _json(inputs[k])
         if not isinstance(args, list) or len(args) < 3 or not str(names[k]).startswith(f"c10d::{ops[at]}"):
             continue
-        posted[at] = ev["start_ns"][uniq[k]]
+        posted[at] = uniq[k]
         try:
             p = int(args[2])
         except (TypeError, ValueError):
@@ -259,7 +279,7 @@ def _peers(trace: Trace, rows: np.ndarray, ops: np.ndarray, host: np.ndarray, st
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(peer, how, posted) of each row: the comms args' ``Dst Rank`` (a send) or ``Src
     Rank`` (a recv), else, for host transfers, the posting c10d op's peer; -1 and "" for
-    the rest. ``posted``: when a host transfer's c10d op began (-1: not found)."""
+    the rest. ``posted``: a host transfer's c10d op (its row; -1: not found)."""
     dst, src = _num(st["Dst Rank"], -1), _num(st["Src Rank"], -1)
     peer = np.where(ops == "recv", src, np.where(ops == "send", dst, np.maximum(dst, src)))
     how = np.where(peer >= 0, "comms args", "").astype(object)
@@ -296,16 +316,114 @@ def _collective_table(trace: Trace) -> Table:
     for i in np.flatnonzero((nbytes == 0) & host).tolist():
         nbytes[i] = shape_bytes(st[keys.INPUT_DIMS][i], st[keys.INPUT_TYPE][i])
     peer, peer_from, posted = _peers(trace, rows, ops, host, st)
+    ops, peer, peer_from, grouped = _group_ops(trace, rows, ops, host, posted, peer, peer_from)
     o = np.argsort(start, kind="stable")  # time order (of the ranges: the order ranks/critical_path.py takes)
-    start = np.where(posted >= 0, np.minimum(posted, start), start)
+    o = _one_per_group(o, grouped, start)
+    at = np.maximum(posted, 0)
+    start = np.where(posted >= 0, np.minimum(trace.start_ns[at], start), start)
+    start, end = _group_spans(grouped, start, end)
     pg = np.array([str(x) if x is not None else "" for x in pg_v[o]], object)
     keys_ = np.array([f"{g}/{op}" if g else op for g, op in zip(pg, ops[o])], object)
     seq, seq_from = _sequence(keys_, _num(st["Seq"][o], -1))
     return frame({"key": keys_, "seq": seq, "seq_from": seq_from, "op": ops[o], "pg": pg, "name": names[o],
                   "start_ns": start[o].astype(np.int64), "end_ns": end[o].astype(np.int64),
                   "dur_ns": (end - start)[o].astype(np.int64), "bytes": nbytes[o], "group_size": group[o],
-                  "p2p": np.fromiter((x in _P2P for x in ops[o]), bool, len(ops)), "peer": peer[o],
+                  "p2p": np.fromiter((x in _P2P for x in ops[o]), bool, len(o)), "peer": peer[o],
                   "peer_from": peer_from[o], "host": host[o], "row": rows[o].astype(np.int64)})
+
+
+def group_op(name: str) -> str:
+    """The collective a host op's name names for what it launched (:data:`GROUP_OPS`, with
+    a backend's or c10d's prefix, or a torch.distributed function's bare name), else ""."""
+    low = name.lower()
+    prefixed = low.startswith(_OP_PREFIXES)
+    if not prefixed and not low.replace("_", "").isalpha():
+        return ""
+    op = normalise_op(low)
+    return op if op in (GROUP_OPS if prefixed else _BARE_OPS) else ""
+
+
+def _enclosing_group_ops(trace: Trace, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(op, row) per host row of ``at``: the collective the innermost enclosing host op
+    that names one names (:func:`group_op`) on the row's thread when it began, and that
+    op's row; "" and -1 where none does."""
+    ops, found = np.full(len(at), "", object), np.full(len(at), -1, np.int64)
+    strings = trace.strings
+    named = {i: op for i, n in enumerate(strings) if (op := group_op(str(n)))}
+    if not named or not len(at):
+        return ops, found
+    ev = trace.events
+    cand = np.flatnonzero(member(np.asarray(ev["name"], np.int64), np.fromiter(named, np.int64, len(named))))
+    cand = cand[~member(cand, at)]
+    if not len(cand):
+        return ops, found
+    th = cache.threads(trace)
+    c_start = np.asarray(ev["start_ns"][cand], np.int64)
+    hit = innermost(th[ev["track"][cand]], c_start, c_start + np.asarray(ev["dur_ns"][cand], np.int64),
+                    th[ev["track"][at]], np.asarray(ev["start_ns"][at], np.int64))
+    ok = hit >= 0
+    found[ok] = cand[hit[ok]]
+    ops[ok] = [named[int(i)] for i in ev["name"][found[ok]].tolist()]
+    return ops, found
+
+
+def _group_ops(trace: Trace, rows: np.ndarray, ops: np.ndarray, host: np.ndarray, posted: np.ndarray,
+               peer: np.ndarray, peer_from: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ops, peer, peer_from, group) with each point-to-point row that an op naming a
+    collective launched (a kernel: its launch call inside the op; a host transfer: its
+    posting c10d op inside it) made that collective, without a peer; ``group``: the
+    enclosing op's row (-1: none), whose rows are one collective."""
+    group = np.full(len(rows), -1, np.int64)
+    p2p = np.flatnonzero(np.isin(ops, _P2P))
+    if not len(p2p):
+        return ops, peer, peer_from, group
+    at = np.full(len(p2p), -1, np.int64)
+    dev = ~host[p2p]
+    if dev.any():
+        corr = cache.correlation(trace)
+        i = np.minimum(np.searchsorted(corr.device_rows, rows[p2p[dev]]), max(len(corr.device_rows) - 1, 0))
+        if len(corr.device_rows):
+            hit = corr.device_rows[i] == rows[p2p[dev]]
+            at[np.flatnonzero(dev)[hit]] = corr.launch[i[hit]]
+    at[~dev] = posted[p2p[~dev]]
+    has = at >= 0
+    if not has.any():
+        return ops, peer, peer_from, group
+    op, enc = _enclosing_group_ops(trace, at[has])
+    sel = p2p[has][enc >= 0]
+    if not len(sel):
+        return ops, peer, peer_from, group
+    ops, peer, peer_from = ops.copy(), peer.copy(), peer_from.copy()
+    ops[sel], group[sel] = op[enc >= 0], enc[enc >= 0]
+    peer[sel], peer_from[sel] = -1, ""
+    return ops, peer, peer_from, group
+
+
+def _one_per_group(o: np.ndarray, group: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The time order ``o`` with the rows of one enclosing collective op (``group``) as
+    one: the row that began first kept, the others left out."""
+    g = group[o]
+    if len(unique(g[g >= 0])) == int((g >= 0).sum()):
+        return o
+    first = np.r_[True, np.zeros(len(o) - 1, bool)] if len(o) else np.zeros(0, bool)
+    seen: set[int] = set()
+    for i, k in enumerate(g.tolist()):
+        first[i] = k < 0 or k not in seen
+        seen.add(k)
+    return o[first]
+
+
+def _group_spans(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) with each row of an enclosing collective op (``group``) spanning the
+    group's rows: from the first start to the last end."""
+    if (group < 0).all():
+        return start, end
+    start, end = start.copy(), end.copy()
+    for k in unique(group[group >= 0]).tolist():
+        m = group == k
+        start[m], end[m] = start[m].min(), end[m].max()
+    return start, end
 
 
 #: bus bandwidth = algorithm bandwidth x this factor (n = ranks in the group), as

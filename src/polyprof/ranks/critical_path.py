@@ -19,7 +19,7 @@ the step's predicted change (the rest of the timeline kept as it was).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,6 +48,8 @@ class JobGraph:
     traces: list[Trace]
     collectives: int  # matched collective instances joined
     start_ns: int = 0  # the step's first start over the ranks (on the aligned clock)
+    #: the step marks made events (:func:`_step_leads`): each owns one edge, its lead-in
+    leads: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def span_ns(self) -> int:
@@ -84,7 +86,7 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
         local = np.full(t.n_events, -1, np.int64)
         local[g.rows] = np.arange(len(g.rows))
         ct = collective_table(t)
-        seqs = clocks[r].reference_seq(ct) if clocks and r in clocks else np.asarray(column(ct, "seq"), np.int64)
+        seqs = _reference_seq(clocks[r], ct) if clocks and r in clocks else np.asarray(column(ct, "seq"), np.int64)
         p2p, peer = np.asarray(column(ct, "p2p"), bool).tolist(), np.asarray(column(ct, "peer"), np.int64).tolist()
         for key, seq, row, op, is_p2p, other in zip(column(ct, "key").tolist(), seqs.tolist(),
                                                     np.asarray(column(ct, "row"), np.int64).tolist(),
@@ -132,8 +134,8 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
                 add_d.append(e_b)
                 add_w.append(max(int(time[e_b]) - last, 0))
                 add_o.append(b_ev)
-    x_rank, x_rows, x_time, x_edges = _step_leads(traces, ranks, full, device, ev_off, time, step, clocks,
-                                                  len(rows))
+    x_rank, x_rows, x_time, x_edges = _step_leads(ranks, full, device, ev_off, time, step,
+                                                  [traces[r] for r in ranks], first, len(rows))
     for e_s, e_d, e_w, e_o in x_edges:
         add_s.append(e_s)
         add_d.append(e_d)
@@ -152,43 +154,61 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
                       np.concatenate([weight[keep], np.asarray(add_w, np.int64)]),
                       np.concatenate([etype[keep], np.full(n_add, SYNC, np.int8)]),
                       np.concatenate([owner[keep], np.asarray(add_o, np.int64)]))
-    return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full), min(first, default=0))
+    return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full), min(first, default=0),
+                    np.arange(len(x_rows), dtype=np.int64) + len(rows) - len(x_rows))
 
 
-def _step_leads(traces: dict[int, Trace], ranks: list[int], full: list[list[tuple[int, int]]], device: np.ndarray,
-                ev_off: list[int], time: np.ndarray, step: int, clocks: dict[int, RankClock] | None,
-                n_rows: int) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int, int]]]:
-    """A rank's arrival at a CPU backend's collective is its host reaching the call: the
-    time from its step's start to its first call (a late rank's sleep, data loading,
-    Python outside any op) delays it, and the graph's weights leave that time out (no
-    node before the first call). Each rank joined through such a collective gets its
-    step's mark as an event, and an edge from the step's start into its first call's
-    start weighing the time between (that event's time on the path).
+def _reference_seq(c: RankClock, ct: Table) -> np.ndarray:
+    """The reference rank's seq of each of a rank's collectives (-1: none), all -1 for a
+    rank whose clock was not aligned from collectives: none of its collectives was found
+    to match (joining them by their own order would join different collectives, and
+    could make the graph cyclic)."""
+    if c.fit.method not in ("reference", "collectives"):
+        return np.full(len(ct), -1, np.int64)
+    return c.reference_seq(ct)
+
+
+def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.ndarray, ev_off: list[int],
+                time: np.ndarray, step: int, traces: list[Trace], first: list[int], n_rows: int
+                ) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int, int]]]:
+    """A rank's arrival at a collective waits for its host to reach the call, and the
+    graph's weights leave out the time before the rank's first call (no node before
+    it): a rank that began its step after the others (``first``: each rank's step start
+    on the aligned clock; its host still in the step before, or outside the recorded
+    steps) arrives late at the step's first collective. In a job of two ranks or more,
+    each rank joined through a collective gets its step's mark as an event, at the job's
+    step start (the first rank's), with one edge into its first call's start weighing
+    how much later its step began; for a rank joined through a CPU backend's collective
+    the time from its step's start to its first call counts too (a late rank's sleep,
+    data loading, Python outside any op), so from the job's step start to that call.
+    For device collectives that time stays weightless, as in one rank's graph (HTA's
+    weights). That event's time on the path is the edge's weight.
 
     Returns the new events' ranks, rows (the step marks) and node times, and their edges
     (source node, destination node, weight, owner event)."""
-    lead = sorted({i for m in full if len(ranks) > 1 for i, e in m if not device[e]})
+    job_start = min(first, default=0)
+    host_joined = {i for m in full for i, e in m if not device[e]}
+    lead = sorted({i for m in full if len(ranks) > 1 for i, _ in m})
     x_rank: list[int] = []
     x_rows: list[int] = []
     x_time: list[int] = []
     edges: list[tuple[int, int, int, int]] = []
     for i in lead:
-        t = traces[ranks[i]]
-        steps = cache.steps(t)
+        steps = cache.steps(traces[i])
         host_ev = np.arange(ev_off[i], ev_off[i + 1])
         host_ev = host_ev[~device[host_ev]]
         if not len(steps) or step >= len(steps.rows) or not len(host_ev):
             continue
         first_ev = int(host_ev[np.argmin(time[2 * host_ev])])
-        at = np.array([steps.start[step]], np.int64)
-        s0 = int((clocks[ranks[i]].fit.to_host(at) if clocks and ranks[i] in clocks else at)[0])
-        if s0 >= int(time[2 * first_ev]):
+        at = int(time[2 * first_ev])
+        weight = at - job_start if i in host_joined else min(first[i], at) - job_start
+        if weight <= 0:
             continue
         ev = n_rows + len(x_rows)
         x_rank.append(ranks[i])
         x_rows.append(int(steps.rows[step]))
-        x_time += [s0, s0]
-        edges.append((2 * ev, 2 * first_ev, int(time[2 * first_ev]) - s0, ev))
+        x_time += [job_start, job_start]
+        edges.append((2 * ev, 2 * first_ev, weight, ev))
     return x_rank, x_rows, x_time, edges
 
 
@@ -223,7 +243,8 @@ def what_if(jg: JobGraph, rank: int, row: int, delta_ns: int) -> int:
 def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray) -> int:
     """The step's predicted change (ns) if each graph event of ``events`` took its
     ``deltas`` longer: the edges into each event's end that carry its span (one on any
-    path: the last stretch of an op, a kernel's span, a collective's end) change by it."""
+    path: the last stretch of an op, a kernel's span, a collective's end) change by it;
+    a step mark's (``JobGraph.leads``), its lead-in edge."""
     g = jg.graph
     if not len(events):
         return 0
@@ -232,16 +253,30 @@ def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray) -> int:
     by_event[events] = deltas
     own = np.maximum(g.owner, 0)
     span = (g.owner >= 0) & (g.dst == 2 * own + 1) & ((g.etype == OPERATOR) | (g.etype == SYNC))
+    span |= _lead_edges(jg)
     w = g.weight.copy()
     w[span] = np.maximum(w[span] + by_event[own[span]], 0)
     changed = DepGraph(g.rows, g.device, g.time, g.src, g.dst, w, g.etype, g.owner)
     return longest_path(changed).length - base
 
 
+def _lead_edges(jg: JobGraph) -> np.ndarray:
+    """Per edge of the joined graph: is it a step mark's lead-in (:func:`_step_leads`)."""
+    g = jg.graph
+    if not len(jg.leads):
+        return np.zeros(len(g.src), bool)
+    is_lead = np.zeros(len(g.rows), bool)
+    is_lead[jg.leads] = True
+    return (g.owner >= 0) & is_lead[np.maximum(g.owner, 0)] & (g.src == 2 * np.maximum(g.owner, 0))
+
+
 def what_if_op(jg: JobGraph, rank: int, pattern: str, factor: float) -> tuple[int, int]:
     """(the step's predicted change in ns, events changed) if every op, call or device
     activity of ``rank`` in the step whose name holds ``pattern`` (case-insensitive) took
-    ``factor`` times as long (0.8: 20% faster)."""
+    ``factor`` times as long (0.8: 20% faster). A step mark on the path (kind ``step``:
+    the time from the job's step start to the rank's first call, :func:`_step_leads`) is
+    that lead-in, not the step: ``1:step 3:0`` asks what if rank 1 reached its first call
+    of step 3 at the job's step start."""
     g = jg.graph
     mine = np.flatnonzero(jg.rank == rank)
     if not len(mine):
@@ -251,6 +286,10 @@ def what_if_op(jg: JobGraph, rank: int, pattern: str, factor: float) -> tuple[in
     hit = np.fromiter((want in s.lower() for s in t.strings), bool, len(t.strings))
     ev = mine[hit[np.asarray(t.events["name"], np.int64)[g.rows[mine]]]]
     dur = np.asarray(t.events["dur_ns"], np.int64)[g.rows[ev]]
+    lead = _lead_edges(jg)
+    lead_w = np.zeros(len(g.rows), np.int64)
+    lead_w[g.owner[lead]] = g.weight[lead]
+    dur = np.where(np.isin(ev, jg.leads), lead_w[ev], dur)  # a step mark: its lead-in
     return with_deltas(jg, ev, np.round(dur * (factor - 1.0)).astype(np.int64)), len(ev)
 
 
