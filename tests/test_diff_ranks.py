@@ -119,8 +119,8 @@ def test_a_real_gloo_job_with_a_straggler(traces_dir):
     import polyprof
 
     d = traces_dir / "gloo_ddp"
-    even = [polyprof.load(d / f"even.rank{r}.polyprof") for r in (0, 1)]
-    late = [polyprof.load(d / f"late.rank{r}.polyprof") for r in (0, 1)]
+    even = [polyprof.load(d / f"even.rank{r}.pt.trace.json.gz") for r in (0, 1)]
+    late = [polyprof.load(d / f"late.rank{r}.pt.trace.json.gz") for r in (0, 1)]
     out = diff(even, late)
     assert out.step_time["change"] == "slower"
     for t, df in out.tables.items():

@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         schema, batches = Store(args.file).stream(args.query, memory_limit=args.memory_limit or default_memory_limit(),
                                                   allow_external=args.allow_external, timeout_s=args.timeout or None)
     else:
+        _one_trace(args.file)
         trace = load_trace(args.file)
         window = window_from(args, default=None)
         if window is not None:
@@ -133,6 +134,18 @@ def run(args: argparse.Namespace) -> int:
         schema, batches = stream(trace, args.query, allow_external=args.allow_external,
                                  memory_limit=args.memory_limit, timeout_s=args.timeout or None)
     return _print(schema, batches, args)
+
+
+def _one_trace(path: str) -> None:
+    """A directory of ranks is no trace to query: say how to query it (a store)."""
+    from pathlib import Path
+
+    from .ranks import is_job
+
+    if Path(path).is_dir() and is_job(path):
+        raise PolyprofError(f"{path}: a directory (a job's ranks?), not one trace: polyprof sql queries a trace file "
+                            f"or a store of the ranks, with a rank column; convert the directory first: "
+                            f"polyprof convert {path} -o STORE, then polyprof sql STORE \"...\"")
 
 
 def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int:

@@ -252,16 +252,22 @@ def run(fn: Callable[..., Any], tasks: Sequence[tuple], ex: cf.Executor, *, name
 
 
 def _first_failure(futures: dict[cf.Future, int], names: Sequence[str] | None) -> PolyprofError:
-    """The failure to report once a task failed: the tasks not started are cancelled, and
-    of those that failed by then, the first in task order (the same one whatever order
-    they finished in), naming how many more failed."""
+    """The failure to report once a task failed: the tasks not started are cancelled, those
+    running are waited for (shutting the pool down waits for them anyway), and of those
+    that failed, the first in task order (the same one whatever order they finished in),
+    naming how many more failed and how many were not run."""
     for f in futures:
         f.cancel()
+    cf.wait([f for f in futures if not f.cancelled()])
     failed = sorted((i, f.exception()) for f, i in futures.items()
-                    if f.done() and not f.cancelled() and f.exception() is not None)
+                    if not f.cancelled() and f.exception() is not None)
     i, err = failed[0]
     name = names[i] if names else f"task {i}"
-    more = f" ({len(failed) - 1} more failed)" if len(failed) > 1 else ""
+    counts = [f"{len(failed) - 1} more failed"] if len(failed) > 1 else []
+    not_run = sum(f.cancelled() for f in futures)
+    if not_run:
+        counts.append(f"{not_run} not run")
+    more = f" ({', '.join(counts)})" if counts else ""
     if isinstance(err, PolyprofError):
         return PolyprofError(f"{name}: {err}{more}")
     return PolyprofError(f"{name}: {type(err).__name__}: {err}{more}")  # a worker that died, or a bug

@@ -12,8 +12,9 @@ the job's, then each rank's, the same finding on several ranks told once.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -30,6 +31,8 @@ from .stragglers import stragglers
 from .transfers import job_transfers
 from ..trace.sorting import median
 
+#: one rank's steps in its analysed window: (number, start_ns, end_ns), on its own clock
+StepBounds = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 @dataclass
 class RankInfo:
@@ -59,7 +62,9 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
     job, job_findings = job_tables({r: results[r].collectives for r in ranks},
                                    {r: a for r in ranks if (a := results[r].anchor)},
                                    {r: results[r].monotonic for r in ranks},
-                                   {r: int(results[r].overview_row[1]) for r in ranks})
+                                   {r: int(results[r].overview_row[1]) for r in ranks},
+                                   {r: int(results[r].overview.get("analysed_span_ns") or 0) for r in ranks},
+                                   {r: step_bounds(results[r].tables.get("step_stats")) for r in ranks})
     tables: dict[str, Any] = {"rank_overview": _overview_table(results, info), **job}
     # the job's own collective_stats and transfers (over every rank, both ends of a
     # transfer joined) stand for the ranks' tables of those names
@@ -86,19 +91,28 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
 
 
 def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
-               monotonic: dict[int, bool], steps: dict[int, int] | None = None) -> tuple[dict[str, Any], list[Finding]]:
+               monotonic: dict[int, bool], steps: dict[int, int] | None = None,
+               windows: dict[int, int] | None = None,
+               bounds: dict[int, StepBounds | None] | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """What needs every rank at once, from each rank's small collective table: the clock
     alignment (from all collectives, else transfers), stragglers and collective
     statistics (from the collectives ``in_window``: never point-to-point transfers, whose
     two ends are no group's arrival), the transfers (``steps``: each rank's steps in the
-    window, for the per-step figures), and the straggler findings."""
+    window, for the per-step figures), and the straggler findings (``windows``: each
+    rank's analysed span, what the waiting a rank caused is a share of; ``bounds``: each
+    rank's steps, :func:`step_bounds`, to say which steps a straggler's collectives were in)."""
     clocks = align_ranks(coll, anchors, monotonic)
     inside = {r: t[column(t, "in_window").astype(bool) & ~column(t, "p2p").astype(bool)] for r, t in coll.items()}
     per_rank, per_coll = stragglers(inside, clocks)
     tables = {"rank_alignment": alignment_table(clocks), "stragglers": per_rank,
               "straggler_collectives": per_coll, "collective_stats": collective_stats(inside),
               "transfers": job_transfers(coll, steps or {})}
-    return tables, _straggler_findings(per_rank, per_coll, tables["rank_alignment"])
+
+    def steps_of(r: int) -> tuple[dict[tuple[str, int], int], list[int]]:
+        b = (bounds or {}).get(r)
+        return _steps_of(inside.get(r), clocks.get(r), b), [] if b is None else b[0].tolist()
+
+    return tables, _straggler_findings(per_rank, per_coll, tables["rank_alignment"], windows or {}, steps_of)
 
 
 def _windows(results: dict[int, RankResult]) -> str:
@@ -120,20 +134,57 @@ def _rank_ranges(ranks: list[int]) -> str:
     return ", ".join(out)
 
 
+#: a finding's main number where it is not its ``share_pct``: the evidence key, and -1
+#: where a smaller number is worse (what picks the worst rank among those of a severity)
+_MAIN_NUMBER = {"host_bound": ("idle_pct", 1), "launch_bound": ("short_kernel_pct", 1),
+                "memory_growth": ("rising_pct", 1), "low_mfu": ("mfu_pct", -1)}
+
+
+def _main_number(f: Finding) -> float:
+    """How bad ``f`` is within its severity, larger is worse: the share its title gives
+    (exposed communication: of the span), else its first ``*_pct``, else 0."""
+    ev = f.evidence
+    if f.id == "exposed_communication" and ev.get("span_ns"):
+        return (float(ev.get("communication_ns", 0)) - float(ev.get("overlap_ns", 0))) / float(ev["span_ns"])
+    key, sign = _MAIN_NUMBER.get(f.id, ("share_pct", 1))
+    if key not in ev:
+        key, sign = next((k for k, v in ev.items() if k.endswith("_pct") and isinstance(v, (int, float))), ""), 1
+    v = ev.get(key)
+    return sign * float(v) if isinstance(v, (int, float)) and v == v else 0.0
+
+
+def _plane_kind(plane: str) -> str:
+    """A plane's name without its device's index (``/device:GPU:3`` -> ``/device:GPU:``):
+    the same finding on each rank's own GPU is one finding."""
+    return re.sub(r"\d+$", "", plane)
+
+
+def _devices(planes: list[str]) -> str:
+    """The planes as one name, the indices as ranges (``/device:GPU:0-7``)."""
+    kind = _plane_kind(planes[0])
+    numbers = sorted({int(p[len(kind):]) for p in planes if p[len(kind):].isdigit()})
+    return f"{kind}{_rank_ranges(numbers)}" if numbers else ", ".join(dict.fromkeys(planes))
+
+
 def _rank_findings(results: dict[int, RankResult]) -> list[Finding]:
-    """Each rank's findings, the same finding on several ranks told once: the worst
-    rank's numbers, with the ranks it holds for."""
+    """Each rank's findings, the same finding on several ranks told once (the same rule
+    on the same kind of plane: each rank's own GPU too): the worst rank's numbers (by
+    severity, then the finding's main number, :func:`_main_number`), with the ranks it
+    holds for and their planes."""
     groups: dict[tuple[str, str], list[tuple[int, Finding]]] = {}
     for r in sorted(results):
         for f in results[r].findings:
-            groups.setdefault((f.id, f.plane), []).append((r, f))
+            groups.setdefault((f.id, _plane_kind(f.plane)), []).append((r, f))
     out = []
     for members in groups.values():
-        r, f = min(members, key=lambda m: SEVERITY_ORDER.get(m[1].severity, 3))
+        r, f = min(members, key=lambda m: (SEVERITY_ORDER.get(m[1].severity, 3), -_main_number(m[1]), m[0]))
         ranks = [m[0] for m in members]
-        who = f"rank {r}" if len(ranks) == 1 else f"ranks {_rank_ranges(ranks)} (rank {r}'s numbers)"
-        out.append(Finding(f.id, f"{who}: {f.title}", f.severity, f.plane, {"rank": r, "ranks": ranks, **f.evidence},
-                           f.events, f.suggestion))
+        planes = [m[1].plane for m in members]
+        several = len(set(planes)) > 1
+        on = f"{_devices(planes)}; " if several else ""
+        who = f"rank {r}" if len(ranks) == 1 else f"ranks {_rank_ranges(ranks)} ({on}rank {r}'s numbers)"
+        evidence = {"rank": r, "ranks": ranks, **({"planes": planes} if several else {}), **f.evidence}
+        out.append(Finding(f.id, f"{who}: {f.title}", f.severity, f.plane, evidence, f.events, f.suggestion))
     return out
 
 
@@ -143,7 +194,55 @@ def _overview_table(results: dict[int, RankResult], info: dict[int, RankInfo]) -
     return frame({c: [row[i] for row in rows] for i, c in enumerate(OVERVIEW_COLUMNS)})
 
 
-def _straggler_findings(per_rank: Table, per_coll: Table, align: Table) -> list[Finding]:
+#: a rank whose lateness cost the job at least this share of its rank time (every rank's
+#: analysed time together: the waiting it caused over all ranks' windows) is a straggler
+#: even if it came last at few collectives (a long delay in some steps only)...
+WAIT_SHARE_PCT = 20.0
+#: ... when that is at least this many times the waiting any other rank caused. (Two
+#: processes of a gloo DDP job on two cores, no delay: the one that happened to come last
+#: more often cost 12% of the job's time, 7x the other way; rank 1 sleeping 50 ms in 3 of
+#: 7 steps: 24%, 4x; PARAM's DLRM job, rank 7 late at its first all-to-all: 28%, 6x.)
+WAIT_RATIO = 2.0
+#: the steps named in a straggler finding: the fewest, most waiting first, that hold this
+#: share of the waiting it caused
+STEPS_SHARE = 0.8
+
+
+def step_bounds(step_stats: Any) -> StepBounds | None:
+    """Each step's number, start and end on the host, from a rank's ``step_stats`` (its
+    first row per step, as ``rank_overview`` takes them); None without one."""
+    if step_stats is None or not len(step_stats):
+        return None
+    _, first = np.unique(column(step_stats, "step"), return_index=True)
+    start = np.asarray(column(step_stats, "host_start_ns"), np.int64)[first]
+    first = first[np.argsort(start, kind="stable")]  # in time order, for a search by time
+    return (np.asarray(column(step_stats, "step"), np.int64)[first],
+            np.asarray(column(step_stats, "host_start_ns"), np.int64)[first],
+            np.asarray(column(step_stats, "host_end_ns"), np.int64)[first])
+
+
+def _steps_of(coll: Any, clock: Any, bounds: StepBounds | None) -> dict[tuple[str, int], int]:
+    """The step each of a rank's collectives began in, by (key, the reference rank's seq)
+    as the straggler tables name them (their rank's own clock and steps)."""
+    if coll is None or clock is None or not clock.aligned or bounds is None or not len(coll) or not len(bounds[0]):
+        return {}
+    number, lo, hi = bounds
+    seq = clock.reference_seq(coll)
+    start = np.asarray(column(coll, "start_ns"), np.int64)
+    at = np.searchsorted(lo, start, side="right") - 1
+    ok = (seq >= 0) & (at >= 0) & (start < hi[np.maximum(at, 0)])
+    keys = np.asarray(column(coll, "key"), object)
+    return {(str(k), int(q)): int(number[a]) for k, q, a in zip(keys[ok], seq[ok], at[ok])}
+
+
+def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows: dict[int, int] | None = None,
+                        steps_of: Callable[[int], tuple[dict[tuple[str, int], int], list[int]]] | None = None,
+                        ) -> list[Finding]:
+    """Ranks not aligned, and the straggler: the rank that came last at a clearly larger
+    share of the collectives than chance, or whose lateness cost the others a large share
+    of their time (:data:`WAIT_SHARE_PCT`, :data:`WAIT_RATIO`) however few collectives it
+    came last at. ``windows``: each rank's analysed span; ``steps_of(rank)``: the step of
+    each of its collectives (:func:`_steps_of`) and its steps in the window."""
     out = []
     bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
     if len(bad):
@@ -156,31 +255,108 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table) -> list[
     n = len(per_rank)
     if n < 2 or not len(per_coll):
         return out
-    significant = per_coll["spread_ns"] > 2 * per_coll["bound_ns"]
+    significant = np.asarray(per_coll["spread_ns"] > 2 * per_coll["bound_ns"], bool)
     total = int(significant.sum())
     if not total:
         return out
     # the rank that came last most often, then caused the most waiting (the first such row)
     at = int(np.lexsort((-np.asarray(per_rank["caused_wait_ns"], np.float64),
                          -np.asarray(per_rank["last_count"], np.float64)))[0])
-    top = {c: per_rank[c][at] for c in per_rank.columns}
-    share = top["last_count"] / total
+    share = per_rank["last_count"][at] / total
     expected = 1 / n
-    if top["last_count"] < 2 or share < expected + 0.5 * (1 - expected):
-        return out
+    by_count = per_rank["last_count"][at] >= 2 and share >= expected + 0.5 * (1 - expected)
+    cost = _wait_cost(per_rank, per_coll, significant, windows or {})
+    if not by_count:
+        if cost is None or not cost["costly"]:
+            return out
+        at = cost["at"]
+    top = {c: per_rank[c][at] for c in per_rank.columns}
     r = int(top["rank"])
-    mine = per_coll.take((per_coll["last_rank"] == r) & significant)
-    wait = int(top["caused_wait_ns"])  # per rank that waited, over time: concurrent buckets once
-    out.append(Finding(
-        "straggler", f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives "
-                     f"whose arrivals differ beyond the clocks' bounds (of {len(per_coll)}); "
-                     f"the others waited {fmt_ns(wait)} for it",
-        "high" if share >= 0.9 else "medium", "",
-        {"rank": r, "last_count": int(top["last_count"]), "collectives": total, "share_pct": round(100 * share, 1),
-         "caused_wait_ns": wait, "late_ns": int(top["late_ns"]),
-         "median_spread_ns": median(mine["spread_ns"]), "alignment_bound_ns": float(top["bound_ns"])},
-        [{"name": f"{k} #{s}", "last_rank": r, "spread_ns": int(sp)}
-         for k, s, sp in mine.select(["key", "seq", "spread_ns"]).head(5).rows()],
-        f"Look at what rank {r} does before its collectives (data loading, host work, a slower device, "
-        "uneven work per rank): the other ranks idle in every collective until it arrives."))
+    if cost is not None and cost["rank"] != r:
+        cost = None  # the share is another rank's
+    mine = per_coll.take((np.asarray(per_coll["last_rank"], np.int64) == r) & significant)
+    steps, window = steps_of(r) if steps_of is not None else ({}, [])
+    out.append(_straggler(r, top, mine, total, len(per_coll), by_count, cost, steps, window))
     return out
+
+
+def _wait_cost(per_rank: Table, per_coll: Table, significant: np.ndarray,
+               windows: dict[int, int]) -> dict[str, Any] | None:
+    """The rank that caused the most waiting: that waiting's share of the job's rank time
+    and of the other ranks' time, the next rank's waiting caused, and whether that makes
+    it a straggler by itself (:data:`WAIT_SHARE_PCT`, :data:`WAIT_RATIO`, and most of its
+    waiting in collectives it came last at beyond the clocks' bounds)."""
+    caused = np.asarray(per_rank["caused_wait_ns"], np.float64)
+    ranks = np.asarray(per_rank["rank"], np.int64)
+    at = int(np.argmax(caused))
+    r = int(ranks[at])
+    others = sum(int(windows.get(int(o), 0)) for o in ranks if o != r)
+    job = others + int(windows.get(r, 0))
+    if not others or caused[at] <= 0:
+        return None
+    nxt = int(np.argmax(np.where(ranks == r, -np.inf, caused)))
+    last = np.asarray(per_coll["last_rank"], np.int64) == r
+    wait = np.asarray(per_coll["wait_ns"], np.float64)
+    beyond = wait[last & significant].sum() >= 0.5 * wait[last].sum()
+    job_share = 100.0 * caused[at] / job
+    costly = bool(job_share >= WAIT_SHARE_PCT and caused[at] >= WAIT_RATIO * caused[nxt] and beyond
+                  and per_rank["last_count"][at] >= 1)
+    return {"at": at, "rank": r, "share_pct": 100.0 * caused[at] / others, "job_share_pct": job_share,
+            "window_ns": others, "next_rank": int(ranks[nxt]), "next_ns": int(caused[nxt]), "costly": costly}
+
+
+def _straggler(r: int, top: dict[str, Any], mine: Table, total: int, seen: int, by_count: bool,
+               cost: dict[str, Any] | None, steps: dict[tuple[str, int], int], window: list[int]) -> Finding:
+    """The straggler finding of rank ``r`` (its ``stragglers`` row ``top``; ``mine``: the
+    collectives it came last at beyond the bounds, most waiting first; ``window``: the
+    steps analysed, not named as where the waiting was when they are all of it)."""
+    wait = int(top["caused_wait_ns"])  # per rank that waited, over time: concurrent buckets once
+    share = top["last_count"] / total
+    step = np.array([steps.get((str(k), int(q)), -1) for k, q in zip(mine["key"].tolist(), mine["seq"].tolist())],
+                    np.int64)
+    held = _main_steps(step, np.asarray(mine["wait_ns"], np.float64))
+    evidence = {"rank": r, "last_count": int(top["last_count"]), "collectives": total,
+                "share_pct": round(100 * share, 1), "caused_wait_ns": wait, "late_ns": int(top["late_ns"]),
+                "median_spread_ns": median(mine["spread_ns"]), "alignment_bound_ns": float(top["bound_ns"])}
+    if cost is not None:
+        evidence.update(wait_share_pct=round(cost["share_pct"], 1), job_share_pct=round(cost["job_share_pct"], 1),
+                        others_window_ns=cost["window_ns"], next_rank=cost["next_rank"],
+                        next_caused_wait_ns=cost["next_ns"])
+    if held:
+        evidence["steps"] = held
+    where = f", mostly in step{'s' if len(held) > 1 else ''} {_rank_ranges(held)}" \
+        if held and set(held) != set(window) else ""
+    if by_count:
+        title = (f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives "
+                 f"whose arrivals differ beyond the clocks' bounds (of {seen}); the others waited {fmt_ns(wait)} "
+                 f"for it{where}")
+        severity = "high" if share >= 0.9 else "medium"
+    else:
+        assert cost is not None
+        than = (f"{wait / cost['next_ns']:.1f}x what rank {cost['next_rank']} caused" if cost["next_ns"]
+                else "no other rank held anyone up")
+        title = (f"rank {r} is the straggler: the others waited {fmt_ns(wait)} for it ({cost['share_pct']:.0f}% "
+                 f"of their analysed time, {cost['job_share_pct']:.0f}% of the job's; {than}){where}; last to "
+                 f"arrive at {int(top['last_count'])} of {total} collectives whose arrivals differ beyond the "
+                 f"clocks' bounds (of {seen})")
+        severity = "high" if cost["job_share_pct"] >= 2 * WAIT_SHARE_PCT else "medium"
+    events = [{"name": f"{k} #{q}", "last_rank": r, "spread_ns": int(sp), **({"step": int(s)} if s >= 0 else {})}
+              for k, q, sp, s in zip(mine["key"].tolist()[:5], mine["seq"].tolist()[:5],
+                                     mine["spread_ns"].tolist()[:5], step[:5].tolist())]
+    return Finding("straggler", title, severity, "", evidence, events,
+                   f"Look at what rank {r} does before its collectives{' in those steps' if where else ''} (data "
+                   "loading, host work, a slower device, uneven work per rank): the other ranks idle in every "
+                   "collective until it arrives.")
+
+
+def _main_steps(step: np.ndarray, wait: np.ndarray) -> list[int]:
+    """The fewest steps, most waiting first, that hold :data:`STEPS_SHARE` of ``wait``
+    (per collective, by the step it began in; -1: not known), in order."""
+    known = step >= 0
+    if not known.any() or wait.sum() <= 0:
+        return []
+    numbers, where = np.unique(step[known], return_inverse=True)
+    per = np.bincount(where, weights=wait[known])
+    order = np.argsort(-per, kind="stable")
+    take = int(np.searchsorted(np.cumsum(per[order]), STEPS_SHARE * wait.sum() - 1e-6)) + 1
+    return sorted(int(x) for x in numbers[order[:take]])
