@@ -166,3 +166,23 @@ def test_evidence_the_other_way_does_not_call_a_row():
     assert c.p_ranks[0, 1] < 1e-10 and c.p_ranks[0, 0] > 0.01  # rank 1's fall is the clearer
     assert c.mean_b[0] > c.mean_a[0]  # the mean over the ranks grew
     assert c.rank_decided[0] != 1 and c.p[0] >= min(1.0, 4 * c.p_ranks[0, 0]) and c.p[0] > 0.05
+
+
+def test_the_html_diff_shows_the_deciding_ranks_change(traces_dir):
+    """The page's tables carry the deciding rank and its own change per step beside the
+    ranks' mean, as the terminal's `rank` and `rank Δ/step` columns."""
+    import polyprof
+    from polyprof.report.diff_html import page_data, render
+
+    d = traces_dir / "gloo_ddp"
+    even = [polyprof.load(d / f"even.rank{r}.pt.trace.json.gz") for r in (0, 1)]
+    late = [polyprof.load(d / f"late.rank{r}.pt.trace.json.gz") for r in (0, 1)]
+    out = diff(even, late)
+    sections = page_data(out)["tables"]["sections"]
+    cols = sections["columns"]
+    row = next(r for r in sections["rows"] if r[cols.index("name")] == "gloo:all_reduce")
+    df = out.tables["sections"]
+    want = column(df, "rank_step_delta_ns")[column(df, "name").tolist().index("gloo:all_reduce")]
+    assert row[cols.index("rank_decided")] == 0
+    assert row[cols.index("rank_step_delta_ns")] == want > 0
+    assert 'rank_step_delta_ns: "rank Δ/step"' in render(out)

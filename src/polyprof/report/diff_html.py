@@ -32,7 +32,7 @@ MAX_ROWS = 500
 CHART_ROWS = 24
 TABLE_COLUMNS = ["name", "kind", "count_a", "total_ns_a", "step_mean_ns_a", "count_b", "total_ns_b", "step_mean_ns_b",
                  "step_delta_ns", "rel_change", "p_value", "p_adjusted", "change", "reason", "rank_decided",
-                 "variants"]
+                 "rank_step_delta_ns", "variants"]
 
 
 def _plain(v: object) -> object:
