@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zlib
 from pathlib import Path
 
@@ -112,6 +113,49 @@ def detect(path: str | Path) -> str:
                                      f"decompress it first ({packer[1]} {path.name})")
     raise TraceFormatError(path, "unrecognised format (expected: "
                            + "; ".join(f.summary for f in readers()) + ")")
+
+
+#: keys only a Chrome / Kineto trace's JSON has (the object's ``traceEvents`` and what
+#: Kineto writes before it; an event's ``ph`` in the array format)
+_TRACE_KEYS = re.compile(rb'"(?:traceEvents|systemTraceEvents|schemaVersion|deviceProperties|distributedInfo|'
+                         rb'displayTimeUnit|ph)"\s*:')
+#: how much of a JSON file is looked at for those keys (Kineto's ``traceEvents`` follows
+#: the devices' properties: 3.4 kB for 8 GPUs)
+_JSON_HEAD = 1 << 16
+
+
+def why_not_a_trace(path: Path) -> str:
+    """Why ``path`` is no trace of a format polyprof reads ("": it is one, or may be a
+    damaged one: its reader says)."""
+    try:
+        if path.stat().st_size == 0:
+            return "empty"
+        head = _head(path)
+    except (OSError, TraceFormatError):
+        return ""  # unreadable, or gzip data that is not: the rank fails saying so
+    if _is_blank(path, head):
+        return "empty"
+    fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
+    if fmt is not None:
+        return "" if fmt.name != "chrome-json" or _json_trace(path, head) else "JSON, not a Chrome/Kineto trace"
+    if any(f.claim is not None and f.claim(head, path) for f in readers()):
+        return ""
+    body = head[2:] if head.startswith(b"GZ") else head
+    if head.startswith(_LFS_POINTER) or body.startswith(b"SQLite format 3\x00") \
+            or any(head.startswith(m) for m in _OTHER_COMPRESSION):
+        return ""  # a trace polyprof cannot read as it is: the rank fails saying what to do
+    return "not a format polyprof reads"
+
+
+def _json_trace(path: Path, head: bytes) -> bool:
+    """Whether a JSON file is a Chrome / Kineto trace: one of its keys in its first
+    :data:`_JSON_HEAD` bytes."""
+    if _TRACE_KEYS.search(head):
+        return True
+    try:
+        return bool(_TRACE_KEYS.search(_head(path, _JSON_HEAD)))
+    except (OSError, TraceFormatError):
+        return True
 
 
 def _is_blank(path: Path, head: bytes, n: int = 4096) -> bool:

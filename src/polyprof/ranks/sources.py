@@ -17,7 +17,6 @@ from abc import ABC, abstractmethod
 
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
@@ -183,64 +182,17 @@ def _directory(item: Any) -> list[RankSource] | None:
     return [TraceFile(q) for q in found]
 
 
-#: keys only a Chrome / Kineto trace's JSON has (the object's ``traceEvents`` and what
-#: Kineto writes before it; an event's ``ph`` in the array format)
-_TRACE_KEYS = re.compile(rb'"(?:traceEvents|systemTraceEvents|schemaVersion|deviceProperties|distributedInfo|'
-                         rb'displayTimeUnit|ph)"\s*:')
-#: how much of a JSON file is looked at for those keys (Kineto's ``traceEvents`` follows
-#: the devices' properties: 3.4 kB for 8 GPUs)
-_JSON_HEAD = 1 << 16
-
-
 def _traces_only(files: list[Path]) -> list[Path]:
     """``files`` less those that are no trace of a format polyprof reads, named in one
     warning: a summary written into the job's directory, a program's own JSON, a file
     still empty (being written). Told by their first bytes, as ``polyprof.load`` tells
     formats; a file that is a trace but damaged stays, for its rank to fail naming it."""
-    why = {q: w for q in files if (w := _not_a_trace(q))}
+    from ..formats.detect import why_not_a_trace  # the formats' sniffs: only where a directory is listed
+
+    why = {q: w for q in files if (w := why_not_a_trace(q))}
     if why:
         log.warning("%s: left out, not traces: %s", files[0].parent, ", ".join(f"{q.name} ({w})" for q, w in why.items()))
     return [q for q in files if q not in why]
-
-
-def _not_a_trace(path: Path) -> str:
-    """Why ``path`` is no trace of a format polyprof reads ("": it is one, or may be a
-    damaged one: its reader says)."""
-    # the formats' sniffs: only where a directory is listed
-    from ..formats import detect
-    from ..formats.registry import readers  # (the same)
-
-    try:
-        if path.stat().st_size == 0:
-            return "empty"
-        head = detect._head(path)
-    except (OSError, PolyprofError):
-        return ""  # unreadable, or gzip data that is not: the rank fails saying so
-    if detect._is_blank(path, head):
-        return "empty"
-    fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
-    if fmt is not None:
-        return "" if fmt.name != "chrome-json" or _json_trace(path, head) else "JSON, not a Chrome/Kineto trace"
-    if any(f.claim is not None and f.claim(head, path) for f in readers()):
-        return ""
-    body = head[2:] if head.startswith(b"GZ") else head
-    if head.startswith(detect._LFS_POINTER) or body.startswith(b"SQLite format 3\x00") \
-            or any(head.startswith(m) for m in detect._OTHER_COMPRESSION):
-        return ""  # a trace polyprof cannot read as it is: the rank fails saying what to do
-    return "not a format polyprof reads"
-
-
-def _json_trace(path: Path, head: bytes) -> bool:
-    """Whether a JSON file is a Chrome / Kineto trace: one of its keys in its first
-    :data:`_JSON_HEAD` bytes."""
-    from ..formats import detect  # the gzip-aware head: only where a directory is listed
-
-    if _TRACE_KEYS.search(head):
-        return True
-    try:
-        return bool(_TRACE_KEYS.search(detect._head(path, _JSON_HEAD)))
-    except (OSError, PolyprofError):
-        return True
 
 
 #: what JAX and TensorFlow write beside ``<host>.xplane.pb`` in one profile run: the same
