@@ -451,3 +451,41 @@ def test_cupti_flop_counters_are_measured_flops():
     ours = {n: f for n, f, s in zip(column(oe, "name"), column(oe, "flops"), src) if s == "counters"}
     assert ours == pytest.approx(dict(by_name)) and len(ours) >= 10
     assert {"fp16", "fp32"} <= set(column(oe, "precision")[src == "counters"])
+
+
+def test_conv_backward_counts_only_the_gradients_asked_for():
+    """torch records ``output_mask`` of ``aten::convolution_backward`` as Python
+    (``[False, True, True]``: the first convolution's input needs no gradient); it was
+    read as text and both gradients counted, 2x the forward's FLOPs where only the
+    weight's gradient (1x) ran. torch's FlopCounterMode agrees on a plain convolution."""
+    import json
+
+    dims = json.dumps([[8, 16, 30, 30], [8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], [], []])
+    types = json.dumps(["float", "float", "float"])
+    conc = ["", "", "", "[16]", "[1, 1]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"]
+    fwd = 2.0 * (8 * 16 * 30 * 30) * 3 * 9
+    for mask, parts in (("[False, True, True]", 1), ("[True, True, False]", 2), ("[True, False, False]", 1)):
+        assert estimate_one("aten::convolution_backward", dims, types, json.dumps(conc + [mask]))[0] == fwd * parts
+
+
+def test_op_efficiency_counts_the_analysed_steps_as_op_stats_does():
+    """The summary's default window leaves out the first step (warm-up): op_efficiency
+    counted every call of the trace (795 aten::mm on the H200 transformer) where
+    op_stats and mfu count the window's (742)."""
+    from polyprof.analyze.frames import column
+    from polyprof.analyze.ops import op_stats
+    from polyprof.analyze.window import AUTO, view
+
+    t = polyprof.load(Path(__file__).parent / "data" / "h200" / "torch_transformer_h200.json.gz")
+    for window in (None, AUTO):
+        v = view(t, window)
+        oe, st = op_efficiency(v), op_stats(v)
+        calls = dict(zip(column(st, "name").tolist(), column(st, "count").tolist()))
+        counted = defaultdict(int)
+        for name, n in zip(column(oe, "name").tolist(), column(oe, "count").tolist()):
+            counted[name] += n
+        both = [n for n in ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear") if n in calls]
+        assert len(both) >= 2
+        for name in both:
+            assert counted[name] == calls[name], (window, name)
+    assert counted["aten::mm"] == 742

@@ -23,6 +23,7 @@ from .flops import SOURCE_NAMES, Costs, counter_rows, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
 from .peaks import Peak, device_peak, given
+from .window import device_mask, host_mask, selection
 
 if TYPE_CHECKING:
     from .table import Table
@@ -131,11 +132,15 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     cols = ["name", "count", "flops", "bytes", "flops_source", "precision", "device_ns", "host_ns", "time_ns",
             "where", "flops_per_s", "bytes_per_s", "intensity", "peak_flops_per_s", "roofline_pct", "bound_by"]
     rows, on_device, c = costed_rows(trace)
+    dev_ns = costed_device_time(trace)
+    inside = _in_window(trace, rows, on_device)
+    if not inside.all():
+        rows, on_device, dev_ns = rows[inside], on_device[inside], dev_ns[inside]
+        c = Costs(*(col[inside] for col in c))
     if not len(rows):
         return empty_frame(cols, ("name", "flops_source", "precision", "where", "bound_by"), np.float64)
     ev = trace.events
     du = ev["dur_ns"][rows]
-    dev_ns = costed_device_time(trace)
     ran = on_device | (dev_ns > 0)  # a call that ran work on a device; the others ran on the host
     g = group_stats(ev["name"][rows].astype(np.int64) * 2 + ran, du)
     o, s = g["order"], g["starts"]
@@ -170,6 +175,26 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         "where": np.where(on_dev, "device", "host").astype(object), "flops_per_s": fps, "bytes_per_s": bps,
         "intensity": intensity, "peak_flops_per_s": np.where(peak_f > 0, peak_f, np.nan),
         "roofline_pct": roofline_pct, "bound_by": bound}, order=order_desc(time_ns))
+
+
+def _in_window(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndarray:
+    """Which costed rows the analysed steps hold, as ``op_stats`` counts them: a framework
+    op by its start, a device op by its launch (by its start where none is known)."""
+    start = trace.events["start_ns"][rows]
+    keep = host_mask(trace, start)
+    if selection(trace) is None or not on_device.any():
+        return keep
+    corr = cache.correlation(trace)
+    dev = rows[on_device]
+    order = np.argsort(corr.device_rows, kind="stable")
+    known = corr.device_rows[order]
+    at = np.minimum(np.searchsorted(known, dev), max(len(known) - 1, 0))
+    launch = np.full(len(dev), -1, np.int64)
+    if len(known):
+        hit = known[at] == dev
+        launch[hit] = corr.launch[order[at[hit]]]
+    keep[on_device] = device_mask(trace, launch, start[on_device])
+    return keep
 
 
 def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -7,8 +7,14 @@ not cover, are in docs/analysis.md ("FLOPs and bytes")."""
 from __future__ import annotations
 
 import json
+import re
 import math
 from typing import Any, Callable, NamedTuple, Sequence
+
+
+#: Python's literals in a concrete input, and JSON's
+_PY_WORDS = re.compile(r"\b(?:True|False|None)\b")
+_JSON_WORDS = {"True": "true", "False": "false", "None": "null"}
 
 
 class Op(NamedTuple):
@@ -39,7 +45,13 @@ class Op(NamedTuple):
         try:
             return json.loads(low)
         except ValueError:
-            return low.strip("'\"")
+            pass
+        if low[:1] in "[(" and _PY_WORDS.search(low):  # torch writes a list of bools as Python: [False, True, True]
+            try:
+                return json.loads(_PY_WORDS.sub(lambda m: _JSON_WORDS[m.group(0)], low.replace("(", "[").replace(")", "]")))
+            except ValueError:
+                pass
+        return low.strip("'\"")
 
 
 def numel(shape: Sequence[int]) -> int:
