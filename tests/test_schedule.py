@@ -84,6 +84,33 @@ def test_a_session_keeps_only_the_active_steps_and_torch_records_only_then() -> 
     assert label(t, AUTO).startswith("all 4 steps (3-4, 8-9)")
 
 
+def test_the_window_is_the_recorded_steps_when_the_warm_up_is_the_first_step() -> None:
+    """wait=0: the warm-up is step 0, the program's start up to its first step mark. A
+    recording window opened 54 µs before that mark kept step 0's marker (1.6 s, no events
+    of its own) in a ``polyprof run`` of a torch program, and the summary analysed it as
+    one of "the steps the schedule recorded": MFU 0.014% where each recorded step had
+    3.5%. The window is the recorded steps (the trace's shape is rebuilt here)."""
+    from polyprof.analyze.window import AUTO, label, select
+    from polyprof.trace import keys
+    from polyprof.trace.builder import TraceBuilder
+
+    b = TraceBuilder({"schedule": {"wait": 0, "warmup": 1, "active": 3, "recorded_steps": [1, 2, 3],
+                                   "windows_ns": [[1_600_000_000 - 54_000, 1_606_000_000]]}})
+    host = b.plane(keys.HOST_PLANE, "host")
+    marks = b.track(host, keys.LINE_STEPS, "steps", tid=0, sort_index=-1)
+    starts = np.array([0, 1_600_000_000, 1_602_000_000, 1_604_000_000])
+    b.events(marks, np.array([f"step {i}" for i in range(4)], object), starts, np.diff(np.r_[starts, 1_606_000_000]),
+             keys.CAT_STEP, stats={keys.STEP: np.arange(4, dtype=np.int64)})
+    work = b.track(host, "main", tid=1)
+    for s0 in starts[1:]:
+        b.event(work, "forward", int(s0) + 1000, 500_000, "section")
+    t = b.build()
+    assert cache.steps(t).number.tolist() == [0, 1, 2, 3]
+    sel = select(t, AUTO)
+    assert cache.steps(t).number[sel.index].tolist() == [1, 2, 3]
+    assert label(t, AUTO).startswith("steps 1-3 of 0-3 (the steps the schedule recorded)"), label(t, AUTO)
+
+
 def test_a_run_that_ends_before_the_active_steps_says_so() -> None:
     with polyprof.profile(["host"], options={"host": {"sample_interval_s": 0}},
                           schedule=polyprof.schedule(wait=5, active=1)) as s:

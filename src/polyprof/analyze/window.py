@@ -192,6 +192,19 @@ def auto_words(steps: Steps, after: int) -> str:
     return f"{_skipped(steps)}; --skip-first 0 keeps it{after_last_words(after, steps)}"
 
 
+def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
+    """The steps a schedule recorded (``recorded_steps``): the step before the first of
+    them (the program's start up to its first step mark, which a schedule's warm-up
+    leaves as a marker and no events) is not one."""
+    said = "the steps the schedule recorded"
+    rec = trace.metadata[mkeys.SCHEDULE].get("recorded_steps") if isinstance(
+        trace.metadata[mkeys.SCHEDULE], dict) else None
+    pick = every[np.isin(steps.number, np.asarray(rec, np.int64))] if isinstance(rec, list) and rec else every
+    if not len(pick) or len(pick) == len(every):
+        return Selection(every, _label(steps, every, said), False)
+    return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]))
+
+
 def select(trace: Trace, window: WindowArg) -> Selection:
     """Which steps ``window`` selects in ``trace`` (see the module doc)."""
     steps = cache.steps(trace)
@@ -204,7 +217,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         if window != AUTO:
             raise WindowError(f"window {window!r}: expected a Window, None, {AUTO!r} or {HTA!r}")
         if trace.metadata.get(mkeys.SCHEDULE):  # recorded by a schedule: its warm-up is not in the trace
-            return Selection(every, _label(steps, every, "the steps the schedule recorded"), False)
+            return _scheduled(trace, steps, every)
         if len(steps) >= AUTO_MIN_STEPS:
             why = auto_words(steps, host_after(trace, int(steps.end[-1])))
             return Selection(every[1:], _label(steps, every[1:], why), True, lo=int(steps.start[1]),
