@@ -116,8 +116,10 @@ def test_a_connection_flood_leaves_the_programs_fds_alone(tmp_path: Path, enough
         while time.monotonic() - t0 < 2:
             peak = max(peak, open_fds(prog.proc.pid))
             time.sleep(0.05)
-        # the cap (256 // 8 = 32) and a few of gRPC's own
-        assert peak <= base + connection_cap(Limits(), FD_LIMIT) + 8, (base, peak)
+        # the cap (256 // 8 = 32) and gRPC's own (its pollers, wakeup fds and threads'
+        # pipes come with the first connections: 13 more in one CI run on a loaded machine),
+        # where 600 connections would be 600
+        assert peak <= base + connection_cap(Limits(), FD_LIMIT) + 24, (base, peak)
         # turned away while the flood holds every connection the server takes; gets in when
         # the handshake timeout (5 s) closes those that never said anything
         during = client.capture([prog.address], 300)[0]
