@@ -16,7 +16,7 @@ from ..derive import cache
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import member, union, unique
+from ..trace.sorting import member, row_of_key, union, unique
 from ..trace import keys
 from .common import op_durations
 from .flops import SOURCE_NAMES, Costs, counter_rows, op_costs
@@ -185,14 +185,7 @@ def _in_window(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndar
     if selection(trace) is None or not on_device.any():
         return keep
     corr = cache.correlation(trace)
-    dev = rows[on_device]
-    order = np.argsort(corr.device_rows, kind="stable")
-    known = corr.device_rows[order]
-    at = np.minimum(np.searchsorted(known, dev), max(len(known) - 1, 0))
-    launch = np.full(len(dev), -1, np.int64)
-    if len(known):
-        hit = known[at] == dev
-        launch[hit] = corr.launch[order[at[hit]]]
+    launch = row_of_key(corr.device_rows, corr.launch, rows[on_device])  # -1: none known
     keep[on_device] = device_mask(trace, launch, start[on_device])
     return keep
 
