@@ -109,6 +109,20 @@ def _share_of_roof(pct: np.ndarray) -> np.ndarray:
     return np.where(pct > 100.0, np.nan, pct)
 
 
+def _roof_share(fps: np.ndarray, bps: np.ndarray, intensity: np.ndarray, peak_f: np.ndarray, bw: float,
+                ok: np.ndarray) -> np.ndarray:
+    """``roofline_pct`` where ``ok``: achieved FLOP/s ÷ min(peak, intensity × bandwidth);
+    an op that moves bytes and computes nothing (a copy, a transpose) has a roof of 0
+    FLOP/s, and its share is that of the memory bandwidth it reached, as XProf's
+    roofline_efficiency gives it (the same share a memory-bound op's FLOPs give)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        roof = np.where(np.isnan(intensity), peak_f, np.minimum(peak_f, intensity * bw if bw else np.inf))
+        pct = np.where(ok & (roof > 0), 100.0 * fps / roof, np.nan)
+        if bw:
+            pct = np.where(ok & (intensity == 0) & (bps > 0), 100.0 * bps / bw, pct)
+    return _share_of_roof(pct)
+
+
 def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
     """One row per op name and where its calls ran with a FLOP or byte figure: framework
     ops (``aten::mm``...) and device ops that carry XLA's cost figures. An op called both
@@ -124,7 +138,8 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     CPU op), ``where`` (device / host), ``flops_per_s`` and ``bytes_per_s`` (achieved,
     over ``time_ns``), ``intensity`` (FLOPs per byte), ``peak_flops_per_s`` (the
     device's peak at that precision), ``roofline_pct`` (achieved FLOP/s as a share of
-    the roofline at that intensity, min(peak, intensity × bandwidth); NaN on the host,
+    the roofline at that intensity, min(peak, intensity × bandwidth); of an op with bytes
+    and no FLOPs, the achieved bandwidth's share of the device's; NaN on the host,
     without peaks, or past the roof: :func:`_share_of_roof`), ``bound_by`` (compute /
     memory: which side of the ridge point the intensity lies; "" where unknown). Sorted
     by ``time_ns``.
@@ -162,9 +177,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         intensity = flops / nbytes
         peak_f = np.array([pk.flops(p) if pk else 0.0 for p in prec], np.float64)
         bw = pk.bandwidth if pk else 0.0
-        roof = np.where(np.isnan(intensity), peak_f, np.minimum(peak_f, intensity * bw if bw else np.inf))
-        known = on_dev & (peak_f > 0) & np.isfinite(fps)
-        roofline_pct = _share_of_roof(np.where(known & (roof > 0), 100.0 * fps / roof, np.nan))
+        roofline_pct = _roof_share(fps, bps, intensity, peak_f, bw, on_dev & (peak_f > 0) & np.isfinite(fps))
         ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
         bound = np.where(~np.isfinite(intensity) | np.isnan(ridge) | (peak_f <= 0), "",
                          np.where(intensity >= ridge, "compute", "memory")).astype(object)
@@ -322,8 +335,7 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
         fps, bps, inten = f / t * 1e9, b / t * 1e9, f / b
         peak_f = np.array([pk.flops(p) if pk else 0.0 for p in prec[first]], np.float64)
         bw = pk.bandwidth if pk else 0.0
-        roof = np.where(np.isnan(inten), peak_f, np.minimum(peak_f, inten * bw if bw else np.inf))
-        pct = _share_of_roof(np.where((peak_f > 0) & (roof > 0) & np.isfinite(fps), 100.0 * fps / roof, np.nan))
+        pct = _roof_share(fps, bps, inten, peak_f, bw, (peak_f > 0) & np.isfinite(fps))
         ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
         bound = np.where(~np.isfinite(inten) | np.isnan(ridge) | (peak_f <= 0), "",
                          np.where(inten >= ridge, "compute", "memory")).astype(object)

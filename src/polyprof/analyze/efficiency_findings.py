@@ -50,7 +50,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         e["lost_ns"] = float(lost[i])
         e["flops_per_s"] = float(f"{e['flops_per_s']:.4g}")  # readable in the terminal's evidence lines
         e["roofline_pct"] = round(float(e["roofline_pct"]), 2)
-    names = ", ".join(e["name"] for e in events[:3])
+    names = ", ".join(_title_name(e["name"]) for e in events[:3])
     prec = str(column(m, "precision")[0])
     return [Finding(
         "low_mfu", f"Model FLOPs utilisation is {pct:.1f}%" + (f" ({prec})" if prec else "")
@@ -60,6 +60,17 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
          "time_ns": float(column(m, "time_ns")[0]), "peak_flops_per_s": float(column(m, "peak_flops_per_s")[0]),
          "devices": int(column(m, "devices")[0]), "device": str(column(m, "device")[0])},
         events, suggestion(trace, "low_mfu"))]
+
+
+def _title_name(name: str, most: int = 60) -> str:
+    """A name short enough for a title: a kernel's C++ signature (``void at::native::
+    vectorized_elementwise_kernel<4, ...>(int, ...)``, hundreds of characters) to its
+    function's name; the events keep the whole name."""
+    if len(name) <= most:
+        return name
+    cut = min((i for i in (name.find("<"), name.find("(")) if i > 0), default=len(name))
+    short = name[:cut].removeprefix("void ").strip()
+    return short if len(short) <= most else short[:most - 1] + "…"
 
 
 def _fusable_chains(trace: Trace) -> list[Finding]:

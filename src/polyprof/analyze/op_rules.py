@@ -233,8 +233,9 @@ _ATTENTION = {
 
 
 def _attention(op: Op) -> tuple[float, float]:
-    """Q·Kᵀ and P·V: 2·B·H·L·S·(E + Ev) forward, halved when causal; the backward 2.5×
-    the forward (five products for two)."""
+    """Q·Kᵀ and P·V: 2·B·H·L·S·(E + Ev) forward, halved when causal; the backward five
+    products, as torch's FlopCounterMode counts them: Q·Kᵀ again, dO·Vᵀ and Pᵀ·dO (Ev),
+    dS·K and dSᵀ·Q (E): 2·B·H·L·S·(3·E + 2·Ev), 2.5× the forward where E = Ev."""
     qi, layout, ci, backward = _ATTENTION[op.name]
     q, k, v = op.shape(qi), op.shape(qi + 1), op.shape(qi + 2)
     if len(q) != 4:
@@ -248,9 +249,35 @@ def _attention(op: Op) -> tuple[float, float]:
     causal = op.arg(ci)
     half = 0.5 if causal is True or (op.name.startswith("_efficient") and isinstance(causal, int)
                                      and not isinstance(causal, bool) and causal > 0) else 1.0
-    fwd = 2.0 * b * h * lq * s * (e + ev) * half
     io = numel(q) + numel(k) + numel(v) + b * h * lq * ev
-    return (2.5 * fwd, 2 * io + b * h * lq * ev) if backward else (fwd, io)
+    if backward:
+        return 2.0 * b * h * lq * s * (3 * e + 2 * ev) * half, 2 * io + b * h * lq * ev
+    return 2.0 * b * h * lq * s * (e + ev) * half, io
+
+
+# --- recurrent layers ---
+#: ops whose weights come in a TensorList (every layer and direction: w_ih, w_hh, biases, w_hr)
+_RNN_LISTS = ("lstm", "gru", "rnn_tanh", "rnn_relu", "_cudnn_rnn", "miopen_rnn")
+
+
+def _rnn(op: Op) -> tuple[float, float]:
+    """An RNN, LSTM or GRU: per time step and sequence, each weight matrix (w_ih, w_hh and
+    an LSTM's projection w_hr, of every layer and direction) multiplies a vector:
+    2·steps·Σ weight elements, steps the input's leading dims (T·N, or a packed sequence's
+    rows). The biases and the gates' elementwise work are not counted. ``mkldnn_rnn_layer``
+    (one layer and direction on a CPU: input, w_ih, w_hh, ...) counts its two weights."""
+    x = op.shape(0)
+    steps = numel(x[:-1])
+    if op.name == "mkldnn_rnn_layer":
+        mats = [op.shape(1), op.shape(2)]
+    else:
+        mats = [t for d in op.dims if isinstance(d, list) and d and all(isinstance(m, list) for m in d)
+                for t in d if len(t) == 2]
+    if not mats:
+        raise ValueError("no weights")
+    weights = sum(numel(m) for m in mats)
+    out = steps * mats[1][1] if len(mats) > 1 else 0  # w_hh [gates·H, H (or the projection's size)]
+    return 2.0 * steps * weights, numel(x) + weights + out
 
 
 # --- normalisation, softmax, elementwise, embedding, optimizers ---
@@ -356,6 +383,7 @@ _RULES: dict[str, Callable[[Op], tuple[float, float]]] = {
     "matmul": _matmul, "linear": _linear,
     **{k: _conv for k in (*_CONV_ARGS, *_CONV_T)},
     "convolution_backward": _conv_backward,
+    **{k: _rnn for k in (*_RNN_LISTS, "mkldnn_rnn_layer")},
     **{k: _attention for k in _ATTENTION},
     "layer_norm": _layer_norm, "native_layer_norm": _layer_norm, "rms_norm": _rms_norm,
     "_fused_rms_norm": _rms_norm,

@@ -90,8 +90,13 @@ def device_properties(trace: Trace) -> list[Mapping[str, Any]]:
     return out + [d for d in props if isinstance(d, dict)]
 
 
+#: where a device's properties give its name: Kineto's deviceProperties, an XSpace device
+#: plane's (a TPU's ``device_type_string``, a GPU's ``gpu_device_name``: "NVIDIA H200")
+_NAME_KEYS = ("name", "device_type_string", "gpu_device_name", "device_name")
+
+
 def _name(props: Mapping[str, Any]) -> str:
-    return next((v for v in (props.get(k) for k in ("name", "device_type_string", "device_name"))
+    return next((v for v in (props.get(k) for k in _NAME_KEYS)
                  if isinstance(v, str) and v), "")
 
 
