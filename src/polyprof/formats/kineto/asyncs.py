@@ -104,6 +104,7 @@ def build(col: "_Collector", planes: list[tuple[int, str]], base: int, last_ns: 
         for i in stack:
             durs[i] = max(last_ns - starts[i], 0)
             incomplete.append(i)
+    col.unended += len(incomplete)
     if not starts:
         return
     row0 = b.n_events

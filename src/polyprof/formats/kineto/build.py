@@ -205,6 +205,7 @@ def _match_ends(col: "_Collector", b_rows: np.ndarray, b_pos: np.ndarray, pair: 
         rows = np.array(open_rows, np.int64)
         dur[rows] = np.maximum(last - ts[rows], 0)
         col.b.add_stat(keys.INCOMPLETE, rows, np.ones(len(rows), np.int64))
+        col.unended += len(open_rows)
     for k, (e_rows, vals) in extra.items():
         col._add_stat(k, np.array(e_rows, np.int64), vals)
     if unmatched_e:
@@ -212,7 +213,19 @@ def _match_ends(col: "_Collector", b_rows: np.ndarray, b_pos: np.ndarray, pair: 
 
 #: top-level keys of the JSON Object Format left out of the metadata: a sampling
 #: profile's stacks and samples (warned about), not facts about the trace
-_NOT_READ = ("samples", "stackFrames")
+#: top-level keys not copied into the metadata: a sampling profile (warned of), VizTracer's
+#: ``file_info`` (the source text of every traced file: megabytes no analysis reads)
+_NOT_READ = ("samples", "stackFrames", "file_info")
+
+
+def _viztracer_overflow(top: dict[str, Any]) -> str:
+    """A warning when VizTracer's ring buffer (``--tracer_entries``) wrapped: its oldest
+    entries were overwritten, so the trace holds the end of the run only."""
+    vm = top.get("viztracer_metadata")
+    if not isinstance(vm, dict) or vm.get("overflow") is not True:
+        return ""
+    return ("viztracer: its buffer overflowed (viztracer_metadata.overflow): the oldest events were overwritten, "
+            "the trace holds only the last part of the run (a larger --tracer_entries keeps more)")
 
 
 def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray) -> dict[str, Any]:
@@ -253,6 +266,12 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
         warnings.append(f"kineto: the args of {col.lost_args} events were not valid JSON and are left out")
     if col.unbound_flows:
         warnings.append(f"kineto: {col.unbound_flows} flow endpoints matched no event")
+    if col.unended:  # (Chrome writes the slices still open when tracing stopped as B events without an E)
+        warnings.append(f"kineto: {col.unended} slices never ended (B or b events without their E or e): "
+                        f"they end at the trace's last timestamp (stat '{keys.INCOMPLETE}')")
+    overflow = _viztracer_overflow(top)
+    if overflow:
+        warnings.append(overflow)
     if warnings:
         meta[mkeys.WARNINGS] = warnings
         for w in warnings:

@@ -66,6 +66,7 @@ class _Collector:
         self.other_meta: list[dict] = []
         self.skipped: dict[str, int] = {}
         self.unbound_flows = 0  # flow endpoints bound to no event (flows.py)
+        self.unended = 0  # B and b events never closed: they end with the trace (build.py, asyncs.py)
         self.lazy_args: tuple[Callable[[], list[str]], int] | None = None  # add_columns' args, made on first use
         self.lost_args = 0  # events whose args (from add_columns) were not valid JSON
         self.dropped = lenient.Dropped()  # what was left out, by reason: one warning line
