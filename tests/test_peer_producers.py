@@ -222,3 +222,16 @@ def test_viztracer_sources_are_not_copied_into_the_metadata():
     reads it, and it made a small trace's metadata (and a store's rank.json) megabytes."""
     trace = polyprof.load(PEERS / "viztracer" / "viztracer_threads_async.json.gz")
     assert "file_info" not in trace.metadata
+
+
+def test_a_speedscope_profile_is_refused_by_its_name(tmp_path):
+    """py-spy's ``--format speedscope``: one line naming the file, saying what it is and
+    what to write instead."""
+    f = tmp_path / "prof.json"
+    f.write_text(json.dumps({"$schema": "https://www.speedscope.app/file-format-schema.json",
+                             "profiles": [], "shared": {"frames": []}}))
+    out = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(f)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 1
+    line, = out.stderr.strip().splitlines()
+    assert str(f) in line and "speedscope profile" in line and "--format chrometrace" in line

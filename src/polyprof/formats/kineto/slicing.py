@@ -263,7 +263,8 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) ->
             what = "no 'traceEvents' list" if events is None else \
                 f"'traceEvents' is a {type(events).__name__}, not a list"
             shown = ", ".join(list(doc)[:8])
-            raise TraceFormatError(path, f"not a Chrome/Kineto trace: {what} (top-level keys: {shown or 'none'})")
+            raise TraceFormatError(path, f"not a Chrome/Kineto trace: {what} (top-level keys: {shown or 'none'})"
+                                   + _known_other(doc))
         top.update(doc)
     else:
         raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON is a {type(doc).__name__}, "
@@ -279,3 +280,12 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) ->
         yield parsed
 
 
+def _known_other(doc: dict[str, Any]) -> str:
+    """What a JSON object without ``traceEvents`` is, where its keys say: a speedscope
+    profile (py-spy's, pyinstrument's ``--format speedscope``) holds sampled or evented
+    stacks per thread, not timed events on one clock."""
+    schema = doc.get("$schema")
+    if isinstance(schema, str) and "speedscope" in schema:
+        return ("; it is a speedscope profile (stacks), not a trace: write a Chrome trace instead "
+                "(py-spy: --format chrometrace)")
+    return ""
