@@ -12,6 +12,7 @@ its exit code and writes nothing: the trace is the parent's.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import runpy
 import signal
@@ -21,8 +22,9 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import CodeType, FrameType
-from typing import Iterator
+from typing import Iterator, TextIO
 
+from ..collect import signals
 from ..collect.session import Session
 from ..errors import PolyprofError
 from ..lowlevel import heap, unseen
@@ -60,19 +62,20 @@ _received: list[int] = []
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     """Unwind the script through its finally/with blocks so open sections complete and
     the trace is written. Only while this is the signal's handler: a program that set
-    its own and calls the one it found (Lightning's SIGTERM handler calls any that is not
-    SIG_DFL, which plain python would have left there) handles the signal itself, as it
-    would without polyprof; then this does nothing."""
-    if signal.getsignal(signum) is not _on_signal:
+    its own and calls the one it found handles the signal itself, as it would without
+    polyprof; then this does nothing (the program sees SIG_DFL here: signals.hidden).
+    Once only: the signal's default action is back for a second one, so a program that
+    swallows the SystemExit (``except BaseException``) is still ended by the next."""
+    if signals.real_getsignal(signum) is not _on_signal:
         return
     _received.append(signum)
+    signals.real_signal(signum, signal.SIG_DFL)
     raise SystemExit(128 + signum)
 
 
 def _die_like(signum: int) -> None:
     """End this process by ``signum`` with its default action (the status python would have)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush(sys.stdout, sys.stderr)
     signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
     os.kill(os.getpid(), signum)
@@ -85,7 +88,7 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
     # as python does: the script's directory, or (-m) the current directory, comes first
     sys.path.insert(0, os.getcwd() if module else str(Path(target).resolve().parent))
     try:
-        with _script_at_stack_bottom(None if module else target):
+        with _script_at_stack_bottom(None if module else target), signals.hidden(_on_signal):
             if module:
                 runpy.run_module(target, run_name="__main__", alter_sys=True)
             else:  # __file__ absolute, as python gives it since 3.9 (sys.argv[0] as typed)
@@ -142,7 +145,10 @@ def _script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
         names.pop("exec", None)
         if argv0 is not None and sys.argv and sys.argv[0] == namespace.get("__file__"):
             sys.argv[0] = argv0
-        return run_code(code, namespace)
+        if unseen.exec_frameless is not None:  # it does not count the frames beneath either
+            return run_code(code, namespace)
+        with _depth_given_back():
+            return run_code(code, namespace)
 
     names["exec"] = exec_once  # runpy's exec(code, run_globals), looked up in its globals
     try:
@@ -150,6 +156,33 @@ def _script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
     finally:
         if names.get("exec") is exec_once:
             del names["exec"]
+
+
+def _room(n: int = 0) -> int:
+    """How many calls deeper than its caller's frame Python lets a program go."""
+    try:
+        return _room(n + 1)
+    except RecursionError:
+        return n
+
+
+@contextmanager
+def _depth_given_back() -> Iterator[None]:
+    """Without the compiled ``exec_frameless``, the launcher's frames beneath the script
+    count toward the recursion limit: the limit is raised by that many while the script
+    runs (so a program that recurses as deep as python allows it still can; it reads the
+    raised limit from ``sys.getrecursionlimit()``), and put back after it unless the
+    program set its own. Measured, not counted: C calls beneath count too, by version."""
+    limit = sys.getrecursionlimit()
+    # python's script frame is at depth 1; the script's frame will be one deeper than
+    # exec_once's, _room's three (exec_once, __enter__, this generator, _room)
+    below = max(0, limit - 3 - _room())
+    sys.setrecursionlimit(limit + below)
+    try:
+        yield
+    finally:
+        if sys.getrecursionlimit() == limit + below:
+            sys.setrecursionlimit(limit)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,38 +209,71 @@ def run(args: argparse.Namespace) -> int:
     session = Session(settings=settings)
     pid = os.getpid()
     _received.clear()
+    streams = sys.stdout, sys.stderr  # polyprof's lines go here, whatever the program leaves there
     session.start()
     _freeze_what_polyprof_made()
     code = run_script(target, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
         return code
-    trace: Trace | None
-    try:
-        trace = session.stop()  # a signal during the save is held, then delivered here
-    except KeyboardInterrupt:
-        _received.append(signal.SIGINT)
-        trace = session.trace
-    except SystemExit:  # _on_signal noted which
-        trace = session.trace
-    finally:
-        for s, h in previous.items():
-            if signal.getsignal(s) == _on_signal:
-                signal.signal(s, h)
-    assert trace is not None
-    sys.stdout.flush()
-    if not args.no_summary:
+    with _own_streams(*streams):
+        trace: Trace | None
         try:
-            print_summary(trace)
-        except Exception as e:  # noqa: BLE001 - the script's exit code and the trace's line come first
-            from .common import error_line
+            trace = session.stop()  # a signal during the save is held, then delivered here
+        except KeyboardInterrupt:
+            _received.append(signal.SIGINT)
+            trace = session.trace
+        except SystemExit:  # _on_signal noted which
+            trace = session.trace
+        finally:
+            for s, h in previous.items():
+                if signal.getsignal(s) == _on_signal:
+                    signal.signal(s, h)
+        assert trace is not None
+        if not args.no_summary and not sys.stdout.closed:
+            try:
+                print_summary(trace)
+            except Exception as e:  # noqa: BLE001 - the script's exit code and the trace's line come first
+                from .common import error_line
 
-            print(f"{error_line(e)} (in the summary; the trace is written)", file=sys.stderr)
-    _report_written(session, trace.n_events, cwd)
-    if os.environ.get("POLYPROF_DEBUG_EXIT"):
-        print(f"polyprof: script exit code {code}", file=sys.stderr)
-    if _received:  # killed by a signal: end the way plain python would have
-        _die_like(_received[0])
+                print(f"{error_line(e)} (in the summary; the trace is written)", file=sys.stderr)
+        _report_written(session, trace.n_events, cwd)
+        if os.environ.get("POLYPROF_DEBUG_EXIT"):
+            print(f"polyprof: script exit code {code}", file=sys.stderr)
+        if _received:  # killed by a signal: end the way plain python would have
+            _die_like(_received[0])
     return code
+
+
+@contextmanager
+def _own_streams(out: TextIO, err: TextIO) -> Iterator[None]:
+    """polyprof's own output after the script (its warnings, the summary, where the trace
+    went) on the streams polyprof started with: a program that set ``sys.stdout`` or
+    ``sys.stderr`` to a file or a StringIO of its own keeps what it wrote there as under
+    python, and one that closed them loses polyprof's lines on that stream, not its exit
+    code. The program's streams are back for what runs after (its ``atexit`` handlers)."""
+    program = sys.stdout, sys.stderr
+    _flush(*program)
+    sys.stdout, sys.stderr = out, (err if not err.closed else _Discard())
+    try:
+        yield
+    finally:
+        _flush(sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = program
+
+
+class _Discard(io.StringIO):
+    """Where polyprof's lines go when the program closed the stream they were for."""
+
+    def write(self, s: str) -> int:
+        return len(s)
+
+
+def _flush(*streams: TextIO) -> None:
+    for stream in streams:
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed, or not a file: nothing to flush
+            pass
 
 
 def session_options(args: argparse.Namespace) -> options.SessionOptions:

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..lowlevel import unseen
+from . import steps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,9 +87,9 @@ class Recorder:
         self.step_listeners: list[Callable[[int], None]] = []
         #: the program called polyprof.step() itself: detected steps (auto_step) stand down
         self.explicit_steps = False
-        #: a ``with polyprof.step():`` block ended the step at its exit: the next call begins
-        #: no other (the block after it runs from that exit)
-        self.step_ended_by_block = False
+        #: where plain and block ``polyprof.step()`` calls put boundaries (collect/steps.py)
+        self.step_ended_by_block = self.step_absorbed = self.step_call_open = False
+        self.step_depth = self.step_forms = 0
         #: steps detected in an unmodified program (auto_step): the trace's steps when the
         #: program never calls polyprof.step(); told to ``auto_listeners`` (a session's
         #: schedule or window), never to ``step_listeners`` (torch's ProfilerStep ranges)
@@ -534,19 +535,19 @@ class StepBlock:
     """What :func:`step` returns: ``with polyprof.step(): ...`` makes the block one step
     (as JAX's ``StepTraceAnnotation``): entering it ends what ran before (the program's
     set-up: step 0), leaving it ends the block's step, and the next block begins where
-    that one ended (the loop's own time goes to it). A plain ``polyprof.step()`` call
-    ignores it. Use one form in a loop, not both."""
+    that one ended (the loop's own time goes to it). Mixed with plain calls: collect/steps.py."""
 
     __slots__ = ()
 
     def __enter__(self) -> None:
-        return None
+        rec = _recorder
+        if rec is not None and rec.active:
+            steps.on_enter(rec)
 
     def __exit__(self, *exc: object) -> None:
         rec = _recorder
-        if rec is not None and rec.active:
+        if rec is not None and rec.active and steps.on_exit(rec):
             _next_step(rec)
-            rec.step_ended_by_block = True
 
 
 _BLOCK = StepBlock()
@@ -556,13 +557,8 @@ def step() -> StepBlock:
     """End the current step and begin the next (call once per training iteration), or,
     as ``with polyprof.step():``, make the block one step (:class:`StepBlock`)."""
     rec = _recorder
-    if rec is None or not rec.active:
-        return _BLOCK
-    rec.explicit_steps = True
-    if rec.step_ended_by_block:  # the block before this one ended its step at its exit
-        rec.step_ended_by_block = False
-        return _BLOCK
-    _next_step(rec)
+    if rec is not None and rec.active and steps.on_call(rec):
+        _next_step(rec)
     return _BLOCK
 
 

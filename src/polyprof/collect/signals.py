@@ -6,21 +6,30 @@
 - :class:`SavedDispositions` snapshots every signal's C-level ``sigaction`` and puts
   it back: probing a device runtime (PoCL/LLVM install SIGSEGV/SIGBUS/SIGILL/SIGFPE
   handlers when loaded) must not leave the program with different dispositions.
+- :func:`hidden` keeps ``polyprof run``'s own SIGTERM/SIGHUP/SIGUSR handler out of the
+  program's sight: ``signal.getsignal`` (and what ``signal.signal`` returns) says
+  ``SIG_DFL`` there, as under plain python.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import signal
 import threading
 from types import FrameType
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..lowlevel.libc import libc
 
 log = logging.getLogger("polyprof")
+
+#: the signal module's own functions as polyprof found them: polyprof's calls see the real
+#: handlers while :func:`hidden` shows the program another view
+real_signal = signal.signal
+real_getsignal = signal.getsignal
 
 #: signals whose arrival during stop/save is held back and delivered after it
 DEFERRED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
@@ -47,15 +56,45 @@ def deferred(signals: tuple[int, ...] = DEFERRED) -> Iterator[list[int]]:
     try:
         for s in signals:
             try:
-                previous[s] = signal.signal(s, hold)
+                previous[s] = real_signal(s, hold)
             except (ValueError, OSError):
                 pass
         yield pending
     finally:
         for s, h in previous.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
+            real_signal(s, h if h is not None else signal.SIG_DFL)
         for s in pending:
             signal.raise_signal(s)  # the program's handler (or the default action) runs now
+
+
+@contextlib.contextmanager
+def hidden(handler: Callable[[int, FrameType | None], Any]) -> Iterator[None]:
+    """While the block runs, ``signal.getsignal`` answers ``SIG_DFL`` for a signal whose
+    handler is ``handler``, and so does ``signal.signal`` for the handler it replaced: a
+    program that installs its own only where none is set (``getsignal(...) == SIG_DFL``)
+    or calls the one it found does what it does under plain python. The wrappers replace
+    the ``signal`` module's attributes (both are Python functions there already, with
+    the same names and documents); code that imported them by name before keeps the real
+    ones, as polyprof does (:data:`real_signal`)."""
+    def shown(h: Any) -> Any:
+        return signal.Handlers.SIG_DFL if h is handler else h
+
+    @functools.wraps(real_getsignal)
+    def getsignal(signalnum: int) -> Any:
+        return shown(real_getsignal(signalnum))
+
+    @functools.wraps(real_signal)
+    def set_handler(signalnum: int, new: Any) -> Any:
+        return shown(real_signal(signalnum, new))
+
+    signal.getsignal, signal.signal = getsignal, set_handler  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if signal.getsignal is getsignal:
+            signal.getsignal = real_getsignal
+        if signal.signal is set_handler:
+            signal.signal = real_signal
 
 
 # ------------------------------------------------------------------ C-level dispositions

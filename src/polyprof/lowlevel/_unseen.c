@@ -435,6 +435,14 @@ static PyTypeObject TickerType = {
 #elif PY_VERSION_HEX >= 0x030B0000
 #define CURRENT_FRAME(ts) ((ts)->cframe->current_frame)
 #endif
+/* the thread's count of Python frames toward sys.getrecursionlimit() (remaining = limit - depth) */
+#if PY_VERSION_HEX >= 0x030C0000
+#define RECURSION_REMAINING(ts) ((ts)->py_recursion_remaining)
+#define RECURSION_LIMIT(ts) ((ts)->py_recursion_limit)
+#else
+#define RECURSION_REMAINING(ts) ((ts)->recursion_remaining)
+#define RECURSION_LIMIT(ts) ((ts)->recursion_limit)
+#endif
 
 static PyObject *exec_frameless(PyObject *mod, PyObject *args) {
     PyObject *code, *globals;
@@ -447,9 +455,16 @@ static PyObject *exec_frameless(PyObject *mod, PyObject *args) {
 #ifdef CURRENT_FRAME
     PyThreadState *ts = PyThreadState_Get();
     struct _PyInterpreterFrame *saved = CURRENT_FRAME(ts);
+    /* the frames beneath do not count toward the recursion limit either: the code gets
+       the depth it has under python, and sys.getrecursionlimit() is unchanged */
+    int below = RECURSION_LIMIT(ts) - RECURSION_REMAINING(ts);
+    RECURSION_REMAINING(ts) += below;
     CURRENT_FRAME(ts) = NULL;
     PyObject *res = PyEval_EvalCode(code, globals, globals);
     CURRENT_FRAME(ts) = saved;
+    RECURSION_REMAINING(ts) -= below;
+    if (RECURSION_REMAINING(ts) < 50) /* the code lowered the limit below the frames beneath */
+        Py_SetRecursionLimit(RECURSION_LIMIT(ts) + 50 - RECURSION_REMAINING(ts));
     return res;
 #else
     return PyEval_EvalCode(code, globals, globals); /* not loaded on this version: PyInit refuses */

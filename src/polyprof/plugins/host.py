@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..collect import recorder as rec_mod
-from ..collect import background
+from ..collect import background, steps
 from ..collect.clock import now_ns
 from ..collect.journal import JournalWriter
 from ..collect.plugin import Plugin, SessionContext
@@ -171,6 +171,8 @@ class HostPlugin(Plugin):
         if self.sampler:
             self.sampler.stop()
         self.recorder.trim(exact=True)
+        if steps.mixed(self.recorder) and self.ctx is not None:
+            self.ctx.warn(self.name, steps.MIXED)
         if self.recorder.dropped and self.ctx is not None:
             self.ctx.warn(self.name, f"the {self.recorder.dropped:,} oldest sections were dropped to keep "
                           f"{self.recorder.max_sections:,} (--max-events / max_host_events)")
