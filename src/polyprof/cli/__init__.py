@@ -15,6 +15,7 @@ from .. import logs
 from ..errors import PolyprofError
 from ..lowlevel import blas, heap
 from ..lowlevel.exit import quick_exit
+from ..report.encoding import encodable
 
 COMMANDS = ["run", "summary", "report", "sql", "export", "plugins", "plugin", "demo", "diff"]
 COMMANDS.append("convert")  # traces -> an on-disk store (issue 13)
@@ -167,7 +168,11 @@ def _command(args: argparse.Namespace) -> int:
     from .common import error_line
 
     try:
-        rc = int(args.func(args) or 0)
+        if args.command == "run":  # the program's streams are its own: run.py takes them for its lines only
+            rc = int(args.func(args) or 0)
+        else:
+            with encodable(sys.stdout, sys.stderr):
+                rc = int(args.func(args) or 0)
         if args.command in READ_ONLY:
             heap.freeze_for_exit()
         return rc

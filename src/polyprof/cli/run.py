@@ -28,6 +28,7 @@ from ..collect import signals
 from ..collect.session import Session
 from ..errors import PolyprofError
 from ..lowlevel import heap, unseen
+from ..report.encoding import encodable
 from ..trace.core import Trace
 from ..collect import options
 from .common import Subparsers, add_plugin_target_arg, plugin_list, print_summary
@@ -255,7 +256,8 @@ def _own_streams(out: TextIO, err: TextIO) -> Iterator[None]:
     _flush(*program)
     sys.stdout, sys.stderr = out, (err if not err.closed else _Discard())
     try:
-        yield
+        with encodable(sys.stdout, sys.stderr):  # (an ASCII locale: the tables' lines as ASCII)
+            yield
     finally:
         _flush(sys.stdout, sys.stderr)
         sys.stdout, sys.stderr = program
