@@ -357,6 +357,7 @@ def test_gloo_ddp_straggler_holds_the_job_path(gloo_job):
     import subprocess
     import sys
 
+    from polyprof.ranks.critical_path import align
     from test_rank_outputs import SRC as PKG
 
     files = gloo_job
@@ -377,9 +378,11 @@ def test_gloo_ddp_straggler_holds_the_job_path(gloo_job):
         assert by_rank[1] > 0.6 * path
         lead = [x for x in mine if x["rank"] == 1 and x["kind"] == "step"]  # rank 1's step before its first op
         assert len(lead) == 1 and lead[0]["on_path_ns"] >= 19_000_000
-        gloo = [x for x in mine if x["name"].startswith("gloo:")]
-        assert gloo  # through the joined all-reduce
         assert path <= mine[0]["span_ns"]
+        assert job_graph(traces, k, align(traces)).collectives >= 2  # the ranks' all-reduces joined
+    # through a joined all-reduce: once the host time between rank 1's ops counts too, the
+    # path may stay on rank 1's thread while its last all-reduce is in flight
+    assert any(x["name"].startswith("gloo:") for x in rows if x["step"] in slept)
 
 
 def test_gloo_ddp_wait_is_a_union_over_time(gloo_job):
@@ -427,7 +430,8 @@ def test_gloo_what_if_on_a_step_scales_its_lead_in(gloo_job):
     20 ms sleep). Scaled to 0 the step's path gets shorter by that lead-in, less what the
     other rank's own path then holds it for; halved, by about half of it. Before, the
     step event's duration was applied to edges it does not own: "(1 events): step +0.000
-    ms" where the lead-in was 20.9 ms."""
+    ms" where the lead-in was 20.9 ms. The mark also owns the host time between rank 1's
+    ops (a rank joined through a CPU collective): scaled with it."""
     from polyprof.analyze.depgraph import DepGraph
     from polyprof.derive import cache
     from polyprof.ranks.critical_path import align, what_if_op
@@ -443,11 +447,46 @@ def test_gloo_what_if_on_a_step_scales_its_lead_in(gloo_job):
     assert mark >= 0 and lead.sum() == 1
     weight = int(g.weight[lead][0])
     assert weight > 19_000_000  # the sleep
+    owned = g.owner == mark  # the lead-in and the host time between the rank's ops
+    total = int(g.weight[owned].sum())
     base = longest_path(g).length
-    rest = longest_path(DepGraph(g.rows, g.device, g.time, g.src, g.dst, np.where(lead, 0, g.weight), g.etype,
+    rest = longest_path(DepGraph(g.rows, g.device, g.time, g.src, g.dst, np.where(owned, 0, g.weight), g.etype,
                                  g.owner)).length
     change, n = what_if_op(jg, 1, f"step {numbers[k]}", 0.0)
     assert n == 1 and change == rest - base
-    assert -weight <= change < -0.5 * weight
+    assert -total <= change < -0.5 * weight
     half, _ = what_if_op(jg, 1, f"step {numbers[k]}", 0.5)
-    assert -weight // 2 - 1 <= half < -0.25 * weight
+    assert -total // 2 - 1 <= half < -0.25 * weight
+
+
+def test_gloo_sleep_mid_step_is_on_the_job_path(traces_dir):
+    """A real 2-rank DDP job on gloo (tests/data/traces/gloo_ddp, ``mid``): rank 1 sleeps
+    50 ms between its forward and backward pass in steps 3-5, so rank 0 waits for it at
+    the bucket all-reduces. That sleep is host time between two top-level ops, which
+    HTA's graph weighs nothing: before, step 4's path was 36.5 ms of an 82.4 ms step, half
+    of it on rank 0, and the sleep on no path (steps 3 and 5 likewise). Now the host time
+    between a CPU-collective rank's ops counts, owned by its step mark, less any part the
+    thread spent waiting for a collective's end: the path runs through rank 1's sleep,
+    and the waiting rank's own wait is not made its step's time."""
+    from polyprof.ranks.critical_path import align, job_critical_path, what_if_op
+
+    d = traces_dir / "gloo_ddp"
+    traces = {r: polyprof.load(d / f"mid.rank{r}.pt.trace.json.gz") for r in (0, 1)}
+    clocks = align(traces)
+    numbers = step_windows(traces[1])[0].tolist()
+    slept = [k for k, n in enumerate(numbers) if n in (3, 4, 5)]
+    assert len(slept) == 3
+    rows = job_critical_path(traces, slept, clocks)
+    step, rank, name, on = (np.asarray(rows[c]) for c in ("step", "rank", "name", "on_path_ns"))
+    path, span = np.asarray(rows["path_ns"]), np.asarray(rows["span_ns"])
+    for k in slept:
+        m = step == k
+        length = int(path[m][0])
+        assert 60_000_000 < length <= int(span[m][0])  # the 50 ms sleep and the step's ops
+        mark = m & (rank == 1) & (name == f"ProfilerStep#{numbers[k]}")
+        assert mark.sum() == 1 and int(on[mark][0]) > 45_000_000  # rank 1's time between its ops
+        waiting = m & (rank == 0) & (name == f"ProfilerStep#{numbers[k]}")
+        assert int(on[waiting].sum()) < 5_000_000  # rank 0 waited: none of its own
+        assert on[m & (rank == 1)].sum() > 0.7 * length
+        change, n = what_if_op(job_graph(traces, k, clocks), 1, f"ProfilerStep#{numbers[k]}", 0.0)
+        assert n == 1 and change < -40_000_000  # without the sleep the step gets shorter by most of it

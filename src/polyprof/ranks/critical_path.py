@@ -19,12 +19,13 @@ the step's predicted change (the rest of the timeline kept as it was).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..analyze.critical_path import graph_end, step_windows
-from ..analyze.depgraph import OPERATOR, SYNC, DepGraph, build
+from ..analyze.depgraph import DEPENDENCY, OPERATOR, SYNC, DepGraph, build, context
 from ..analyze.frames import column, frame
 from ..analyze.longest_path import LongestPath, longest_path
 from ..derive import cache
@@ -134,8 +135,15 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
                 add_d.append(e_b)
                 add_w.append(max(int(time[e_b]) - last, 0))
                 add_o.append(b_ev)
-    x_rank, x_rows, x_time, x_edges = _step_leads(ranks, full, device, ev_off, time, step,
-                                                  [traces[r] for r in ranks], first, len(rows))
+    host_joined = {i for m in full for i, e in m if not device[e]} if len(ranks) > 1 else set()
+    e_off = np.cumsum([0] + [len(g.src) for g in parts])
+    gaps = {i: _host_gaps(parts[i], traces[ranks[i]]) for i in sorted(host_joined)}
+    x_rank, x_rows, x_time, x_edges, marks = _step_leads(ranks, full, device, ev_off, time, step,
+                                                         [traces[r] for r in ranks], first, len(rows),
+                                                         {i for i, (e, _) in gaps.items() if len(e)})
+    for i, mark in marks.items():  # the host time between a joined rank's ops, its step mark's
+        e, w = gaps.get(i, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        weight[e + e_off[i]], owner[e + e_off[i]] = w, mark
     for e_s, e_d, e_w, e_o in x_edges:
         add_s.append(e_s)
         add_d.append(e_d)
@@ -168,9 +176,45 @@ def _reference_seq(c: RankClock, ct: Table) -> np.ndarray:
     return c.reference_seq(ct)
 
 
+def _host_gaps(g: DepGraph, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """A rank joined through a CPU backend's collective: the edges of its own graph
+    ``g`` that join two consecutive top-level calls of a thread, with the time between them
+    that no wait explains. The time a rank's host spends between its ops (a sleep, data
+    loading, Python) delays its arrival at the next collective as much as an op would;
+    HTA's graph weighs it nothing, so a late rank's sleep mid-step left the path. Left
+    out: the backend's worker threads (between two collectives they wait for work), a
+    gap the backward pass fills on another thread (its own edges carry it), and the part
+    of a gap while one of the rank's collectives was in flight: the thread may be waiting
+    for it (DDP's reducer does, recording nothing), and a wait for the others holds no
+    time of its own (the collective's range can even end after the thread goes on)."""
+    n_e = len(g.src)
+    if not n_e:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ev = np.asarray(trace.events["track"], np.int64)[g.rows]
+    thread = np.where(g.device, -1, np.asarray(cache.threads(trace), np.int64)[ev])
+    worker = np.isin(g.rows, context(trace).host_comm)
+    thread[np.isin(thread, thread[worker])] = -1  # (a thread holding a collective's range)
+    sa, sd = g.src >> 1, g.dst >> 1
+    cross = (g.etype == DEPENDENCY) & (thread[sa] != thread[sd])  # the backward pass's links
+    gap = ((g.etype == DEPENDENCY) & (g.owner < 0) & (g.src % 2 == 1) & (g.dst % 2 == 0)
+           & (thread[sa] == thread[sd]) & (thread[sa] >= 0) & ~np.isin(g.src, g.src[cross]))
+    at = np.flatnonzero(gap)
+    t_a, t_b = g.time[g.src[at]], g.time[g.dst[at]]
+    comm = np.flatnonzero(worker)
+    o = np.argsort(g.time[2 * comm], kind="stable")
+    c_start = g.time[2 * comm[o]]
+    c_end = np.maximum.accumulate(g.time[2 * comm[o] + 1]) if len(comm) else np.zeros(1, np.int64)
+    i = np.searchsorted(c_start, t_b, "left") - 1  # the last end of the collectives begun before the gap's end
+    busy = np.where(i >= 0, c_end[np.maximum(i, 0)], np.iinfo(np.int64).min)
+    w = t_b - np.maximum(t_a, busy)  # the gap after that end: none while one was in flight
+    keep = w > 0
+    return at[keep], w[keep]
+
+
 def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.ndarray, ev_off: list[int],
-                time: np.ndarray, step: int, traces: list[Trace], first: list[int], n_rows: int
-                ) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int, int]]]:
+                time: np.ndarray, step: int, traces: list[Trace], first: list[int], n_rows: int,
+                gaps: Collection[int] = ()
+                ) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int, int]], dict[int, int]]:
     """A rank's arrival at a collective waits for its host to reach the call, and the
     graph's weights leave out the time before the rank's first call (no node before
     it): a rank that began its step after the others (``first``: each rank's step start
@@ -184,8 +228,12 @@ def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.
     For device collectives that time stays weightless, as in one rank's graph (HTA's
     weights). That event's time on the path is the edge's weight.
 
-    Returns the new events' ranks, rows (the step marks) and node times, and their edges
-    (source node, destination node, weight, owner event)."""
+    A rank in ``gaps`` (host time between its ops weighs: :func:`_host_gaps`) gets its
+    step mark even without a lead-in, to own that time.
+
+    Returns the new events' ranks, rows (the step marks) and node times, their edges
+    (source node, destination node, weight, owner event), and per rank (its position)
+    its step mark's event."""
     job_start = min(first, default=0)
     host_joined = {i for m in full for i, e in m if not device[e]}
     lead = sorted({i for m in full if len(ranks) > 1 for i, _ in m})
@@ -193,6 +241,7 @@ def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.
     x_rows: list[int] = []
     x_time: list[int] = []
     edges: list[tuple[int, int, int, int]] = []
+    marks: dict[int, int] = {}
     for i in lead:
         steps = cache.steps(traces[i])
         host_ev = np.arange(ev_off[i], ev_off[i + 1])
@@ -202,14 +251,16 @@ def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.
         first_ev = int(host_ev[np.argmin(time[2 * host_ev])])
         at = int(time[2 * first_ev])
         weight = at - job_start if i in host_joined else min(first[i], at) - job_start
-        if weight <= 0:
+        if weight <= 0 and i not in gaps:
             continue
         ev = n_rows + len(x_rows)
+        marks[i] = ev
         x_rank.append(ranks[i])
         x_rows.append(int(steps.rows[step]))
         x_time += [job_start, job_start]
-        edges.append((2 * ev, 2 * first_ev, weight, ev))
-    return x_rank, x_rows, x_time, edges
+        if weight > 0:
+            edges.append((2 * ev, 2 * first_ev, weight, ev))
+    return x_rank, x_rows, x_time, edges, marks
 
 
 def path_table(jg: JobGraph, p: LongestPath) -> Table:
@@ -240,13 +291,16 @@ def what_if(jg: JobGraph, rank: int, row: int, delta_ns: int) -> int:
     return with_deltas(jg, np.array([e], np.int64), np.array([delta_ns], np.int64))
 
 
-def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray) -> int:
+def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray,
+                marks: np.ndarray | None = None, factor: float = 1.0) -> int:
     """The step's predicted change (ns) if each graph event of ``events`` took its
     ``deltas`` longer: the edges into each event's end that carry its span (one on any
     path: the last stretch of an op, a kernel's span, a collective's end) change by it;
-    a step mark's (``JobGraph.leads``), its lead-in edge."""
+    a step mark's (``JobGraph.leads``), its lead-in edge. ``marks``: step marks whose
+    every edge (the lead-in and the host time between the rank's ops,
+    :func:`_host_gaps`) takes ``factor`` times its weight."""
     g = jg.graph
-    if not len(events):
+    if not len(events) and (marks is None or not len(marks)):
         return 0
     base = longest_path(g).length
     by_event = np.zeros(len(g.rows), np.int64)
@@ -256,6 +310,9 @@ def with_deltas(jg: JobGraph, events: np.ndarray, deltas: np.ndarray) -> int:
     span |= _lead_edges(jg)
     w = g.weight.copy()
     w[span] = np.maximum(w[span] + by_event[own[span]], 0)
+    if marks is not None and len(marks):
+        scaled = (g.owner >= 0) & np.isin(g.owner, marks)
+        w[scaled] = np.maximum(np.round(g.weight[scaled] * factor), 0).astype(np.int64)
     changed = DepGraph(g.rows, g.device, g.time, g.src, g.dst, w, g.etype, g.owner)
     return longest_path(changed).length - base
 
@@ -274,9 +331,11 @@ def what_if_op(jg: JobGraph, rank: int, pattern: str, factor: float) -> tuple[in
     """(the step's predicted change in ns, events changed) if every op, call or device
     activity of ``rank`` in the step whose name holds ``pattern`` (case-insensitive) took
     ``factor`` times as long (0.8: 20% faster). A step mark on the path (kind ``step``:
-    the time from the job's step start to the rank's first call, :func:`_step_leads`) is
-    that lead-in, not the step: ``1:step 3:0`` asks what if rank 1 reached its first call
-    of step 3 at the job's step start."""
+    the time from the job's step start to the rank's first call, :func:`_step_leads`, and
+    for a rank joined through a CPU collective the host time between its ops,
+    :func:`_host_gaps`) is that time, not the step: ``1:step 3:0`` asks what if rank 1
+    reached its first call of step 3 at the job's step start and lost no time between
+    its ops."""
     g = jg.graph
     mine = np.flatnonzero(jg.rank == rank)
     if not len(mine):
@@ -286,11 +345,9 @@ def what_if_op(jg: JobGraph, rank: int, pattern: str, factor: float) -> tuple[in
     hit = np.fromiter((want in s.lower() for s in t.strings), bool, len(t.strings))
     ev = mine[hit[np.asarray(t.events["name"], np.int64)[g.rows[mine]]]]
     dur = np.asarray(t.events["dur_ns"], np.int64)[g.rows[ev]]
-    lead = _lead_edges(jg)
-    lead_w = np.zeros(len(g.rows), np.int64)
-    lead_w[g.owner[lead]] = g.weight[lead]
-    dur = np.where(np.isin(ev, jg.leads), lead_w[ev], dur)  # a step mark: its lead-in
-    return with_deltas(jg, ev, np.round(dur * (factor - 1.0)).astype(np.int64)), len(ev)
+    mark = np.isin(ev, jg.leads)  # a step mark: its lead-in and the host time between ops, scaled
+    delta = np.round(dur[~mark] * (factor - 1.0)).astype(np.int64)
+    return with_deltas(jg, ev[~mark], delta, ev[mark], factor), len(ev)
 
 
 JOB_COLUMNS = ["step", "rank", "name", "kind", "start_ns", "dur_ns", "on_path_ns", "path_ns", "span_ns"]
