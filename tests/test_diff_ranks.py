@@ -186,3 +186,19 @@ def test_the_html_diff_shows_the_deciding_ranks_change(traces_dir):
     assert row[cols.index("rank_decided")] == 0
     assert row[cols.index("rank_step_delta_ns")] == want > 0
     assert 'rank_step_delta_ns: "rank Δ/step"' in render(out)
+
+
+def test_why_untested_names_each_reason_once_with_its_ranks():
+    """A job of one step a rank cannot be tested; the reason is told once with the ranks
+    as ranges. Before, every rank repeated it ("rank 0: 1 vs 1 samples (the t test
+    needs 2 a side); rank 1: ...", 128 times in the verdict of a 128-rank job)."""
+    from polyprof.analyze.diff_stats import Samples, compare
+
+    rank = np.array([0, 1, 2, 3, 5, 7])
+    one = Samples(np.full((2, 6), 1e6), np.zeros(6, np.int64), rank)
+    c = compare(one, Samples(np.full((2, 6), 2e6), np.zeros(6, np.int64), rank))
+    assert c.untestable == "ranks 0-3, 5, 7: 1 vs 1 samples (the t test needs 2 a side)", c.untestable
+    two = Samples(np.full((1, 3), 1e6), np.zeros(3, np.int64), np.array([0, 0, 4]))
+    c = compare(two, Samples(np.full((1, 3), 1e6), np.zeros(3, np.int64), np.array([0, 4, 4])))
+    want = "rank 0: 2 vs 1 samples (the t test needs 2 a side); rank 4: 1 vs 2 samples (the t test needs 2 a side)"
+    assert c.untestable == want, c.untestable  # two reasons, each with its rank

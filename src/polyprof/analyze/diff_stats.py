@@ -45,6 +45,7 @@ import numpy as np
 
 from .ranktest import CORRECTIONS, mann_whitney, min_p_value, student_groups, stouffer
 from ..trace.sorting import unique
+from .units import number_ranges
 
 #: added to every sample before the log of the t test (a row absent from a step is 0 there)
 LOG_OFFSET_NS = 1000.0
@@ -139,7 +140,7 @@ def compare(a: Samples, b: Samples, test: str = "t") -> Compared:
     decided = np.full(k, -1, np.int64)
     rank_a, rank_b = np.full(k, np.nan), np.full(k, np.nan)
     testable = [i for i, w in enumerate(why) if w is None]
-    untestable = None if testable else "; ".join(f"rank {r}: {w}" for r, w in zip(strata, why))
+    untestable = None if testable else _why_by_ranks(strata, why)
     if len(strata) == 1:
         p = P[:, 0]
     else:
@@ -166,6 +167,17 @@ def compare(a: Samples, b: Samples, test: str = "t") -> Compared:
         method += f", each of {len(strata)} ranks, combined (Stouffer) and the most-changed rank (Bonferroni)"
     return Compared(p, mean_a, mean_b, P, [int(r) for r in strata], decided, method, untestable, rank_a, rank_b,
                     MA, MB)
+
+
+def _why_by_ranks(ranks: list[int], why: list[str | None]) -> str:
+    """Why no rank could be tested, one reason once with the ranks it holds for, as
+    ranges ("ranks 0-127: 1 vs 1 samples ..."): a job of hundreds of ranks of one step
+    gave hundreds of the same clause."""
+    by: dict[str, list[int]] = {}
+    for r, w in zip(ranks, why):
+        by.setdefault(w or "", []).append(int(r))
+    return "; ".join(f"{'rank' if len(rs) == 1 else 'ranks'} {number_ranges(sorted(rs))}: {w}"
+                     for w, rs in by.items())
 
 
 def most_changed(delta: np.ndarray, p: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""Times as people read them, for the analyses' own sentences (a diff's verdict) and
-every report."""
+"""Times and rank numbers as people read them, for the analyses' own sentences (a diff's
+verdict) and every report."""
 
 from __future__ import annotations
 
@@ -13,3 +13,15 @@ def fmt_ns(ns: float) -> str:
         if abs(ns) >= scale:
             return f"{ns / scale:.3g} {unit}" if abs(ns) < 100 * scale else f"{ns / scale:.0f} {unit}"
     return f"{ns:.0f} ns"
+
+
+def number_ranges(numbers: list[int]) -> str:
+    """Sorted numbers (ranks, steps) as runs: ``[0, 1, 2, 3, 5, 7]`` as "0-3, 5, 7"."""
+    out, i = [], 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        out.append(f"{numbers[i]}" if i == j else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ", ".join(out)

@@ -21,7 +21,7 @@ import numpy as np
 from ..analyze.findings import SEVERITY_ORDER, Finding, by_severity
 from ..analyze.frames import column, frame
 from ..analyze.registry import PER_EVENT
-from ..analyze.units import fmt_ns
+from ..analyze.units import fmt_ns, number_ranges
 from ..analyze.table import Table
 from .align import align_ranks, alignment_table
 from ..analyze.collectives import collective_stats
@@ -123,17 +123,6 @@ def _windows(results: dict[int, RankResult]) -> str:
     return "; ".join(f"rank {r}: {w}" for r, w in sorted(labels.items()))
 
 
-def _rank_ranges(ranks: list[int]) -> str:
-    out, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(f"{ranks[i]}" if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ", ".join(out)
-
-
 #: a finding's main number where it is not its ``share_pct``: the evidence key, and -1
 #: where a smaller number is worse (what picks the worst rank among those of a severity)
 _MAIN_NUMBER = {"host_bound": ("idle_pct", 1), "launch_bound": ("short_kernel_pct", 1),
@@ -163,7 +152,7 @@ def _devices(planes: list[str]) -> str:
     """The planes as one name, the indices as ranges (``/device:GPU:0-7``)."""
     kind = _plane_kind(planes[0])
     numbers = sorted({int(p[len(kind):]) for p in planes if p[len(kind):].isdigit()})
-    return f"{kind}{_rank_ranges(numbers)}" if numbers else ", ".join(dict.fromkeys(planes))
+    return f"{kind}{number_ranges(numbers)}" if numbers else ", ".join(dict.fromkeys(planes))
 
 
 def _rank_findings(results: dict[int, RankResult]) -> list[Finding]:
@@ -182,7 +171,7 @@ def _rank_findings(results: dict[int, RankResult]) -> list[Finding]:
         planes = [m[1].plane for m in members]
         several = len(set(planes)) > 1
         on = f"{_devices(planes)}; " if several else ""
-        who = f"rank {r}" if len(ranks) == 1 else f"ranks {_rank_ranges(ranks)} ({on}rank {r}'s numbers)"
+        who = f"rank {r}" if len(ranks) == 1 else f"ranks {number_ranges(ranks)} ({on}rank {r}'s numbers)"
         evidence = {"rank": r, "ranks": ranks, **({"planes": planes} if several else {}), **f.evidence}
         out.append(Finding(f.id, f"{who}: {f.title}", f.severity, f.plane, evidence, f.events, f.suggestion))
     return out
@@ -324,7 +313,7 @@ def _straggler(r: int, top: dict[str, Any], mine: Table, total: int, seen: int, 
                         next_caused_wait_ns=cost["next_ns"])
     if held:
         evidence["steps"] = held
-    where = f", mostly in step{'s' if len(held) > 1 else ''} {_rank_ranges(held)}" \
+    where = f", mostly in step{'s' if len(held) > 1 else ''} {number_ranges(held)}" \
         if held and set(held) != set(window) else ""
     if by_count:
         title = (f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives "
