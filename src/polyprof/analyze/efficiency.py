@@ -16,10 +16,10 @@ from ..derive import cache
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import member, row_of_key, union, unique
+from ..trace.sorting import find, member, row_of_key, union, unique
 from ..trace import keys
 from .common import op_durations
-from .flops import SOURCE_NAMES, Costs, counter_rows, op_costs
+from .flops import SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
 from .peaks import Peak, device_peak, given
@@ -34,7 +34,8 @@ def resolve_peak(trace: Trace, peak: str | Mapping[str, float] | None) -> Peak |
 
 def costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     """(rows, on_device, costs): the framework ops with a FLOP or byte figure, then the
-    device events (XLA ops, kernels) that carry their own ``flops`` stat. Computed once
+    device events (XLA ops, kernels) that carry their own ``flops`` stat or whose XLA op
+    the file's HLO costs (:func:`flops.hlo_costs`). Computed once
     per trace (``derive/cache.memo``): op_efficiency, mfu and the findings share it."""
     return cache.memo(trace, "costed_rows", _costed_rows)
 
@@ -49,6 +50,9 @@ def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     counted = counter_rows(trace)  # CUPTI FLOP counters of kernel ranges
     if len(counted):
         dev = union(dev, counted[~member(counted, ops)])
+    hlo = hlo_costs(trace).rows  # XLA ops costed from the file's HLO (a JAX GPU XSpace)
+    if len(hlo):
+        dev = union(dev, hlo[~member(hlo, ops)])
     rows = np.concatenate([ops, dev])
     on_device = np.concatenate([np.zeros(len(ops), bool), np.ones(len(dev), bool)])
     order = np.argsort(rows, kind="stable")
@@ -294,6 +298,11 @@ def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(total[inv] > 0, dur / total[inv], 1.0 / np.maximum(count[inv], 1))
     flops, nbytes = c.flops[inv] * share, c.bytes[inv] * share
+    hc = hlo_costs(trace)  # a kernel's XLA op costed from the file's HLO
+    if len(hc.rows):
+        pos = find(hc.rows, rows)
+        hit = pos >= 0
+        flops[hit], nbytes[hit] = hc.flops[pos[hit]], hc.bytes[pos[hit]]
     own = trace.stats.get(keys.FLOPS)
     if own is not None and len(own):  # a kernel's own figure first
         has, vals = own.lookup(rows)

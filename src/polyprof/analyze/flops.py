@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -21,15 +21,19 @@ from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
 from .op_rules import STRIDED, Op, rule_of
-from ..trace.sorting import unique, unique_inverse
+from ..trace.sorting import find, unique, unique_inverse
+
+if TYPE_CHECKING:
+    from ..formats.xspace.xla_costs import DeviceCosts
 
 INPUT_DIMS, INPUT_TYPE, CONCRETE = keys.INPUT_DIMS, keys.INPUT_TYPE, keys.CONCRETE_INPUTS
 INPUT_STRIDES = "Input Strides"  # a framework op's input strides, JSON text (torch 2.x's record_shapes)
 XLA_BYTES = keys.BYTES_ACCESSED  # XLA's cost analysis, as XSpace carries it on each HLO op
 
-#: where an op's figures come from (the ``flops_source`` column)
-SOURCE_NAMES = np.array(["", "trace", "shapes", "counters"], object)
-NONE, TRACE, SHAPES, COUNTERS = 0, 1, 2, 3
+#: where an op's figures come from (the ``flops_source`` column): the trace's stats, the
+#: op's input shapes, CUPTI's instruction counters, the HLO of an XLA program in the file
+SOURCE_NAMES = np.array(["", "trace", "shapes", "counters", "hlo"], object)
+NONE, TRACE, SHAPES, COUNTERS, HLO = 0, 1, 2, 3, 4
 
 #: CUPTI range-profiler counters of executed floating-point instructions (per thread) ->
 #: (FLOPs per instruction, precision): Nsight Compute's "achieved FLOPs" sum, a fused
@@ -83,6 +87,7 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
         flops[covered], nbytes[covered], prec[covered] = f, b, p
         src[covered[~np.isnan(f)]] = SHAPES
     _counters(trace, rows, flops, prec, src)
+    _hlo(trace, rows, flops, nbytes, prec, src)
     for stat, out in ((keys.FLOPS, flops), (XLA_BYTES, nbytes)):
         if stat in found:
             has, vals = found[stat]
@@ -91,6 +96,34 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
             if stat == keys.FLOPS:
                 src[has] = TRACE
     return Costs(flops, nbytes, prec, src)
+
+
+def hlo_costs(trace: Trace) -> DeviceCosts:
+    """The costs of the device events of an XLA program counted from the HLO its file
+    holds (``formats/xspace/xla_costs.py``: a JAX GPU XSpace, whose kernels carry no
+    figures of their own): ``rows`` ascending, ``flops``, ``bytes``, ``transcendentals``,
+    ``precision``. Computed once per trace; empty for a trace without XLA ops."""
+    def compute(t: Trace) -> DeviceCosts:
+        # the HLO decoder (protobuf) only for a trace with XLA ops: a Kineto or nsys summary never imports it
+        from ..formats.xspace.xla_costs import device_costs, empty
+
+        return device_costs(t) if keys.HLO_OP in t.stats else empty()
+
+    return cache.memo(trace, "hlo_costs", compute)
+
+
+def _hlo(trace: Trace, rows: np.ndarray, flops: np.ndarray, nbytes: np.ndarray, prec: np.ndarray,
+         src: np.ndarray) -> None:
+    """FLOPs, bytes and precision from the HLO (:func:`hlo_costs`) of the ``rows`` it costs."""
+    if keys.HLO_OP not in trace.stats:
+        return
+    hc = hlo_costs(trace)
+    if not len(hc.rows):
+        return
+    pos = find(hc.rows, rows)
+    at, p = np.flatnonzero(pos >= 0), pos[pos >= 0]
+    flops[at], nbytes[at], prec[at] = hc.flops[p], hc.bytes[p], hc.precision[p]
+    src[at] = HLO
 
 
 def counter_rows(trace: Trace) -> np.ndarray:

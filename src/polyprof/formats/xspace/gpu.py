@@ -239,7 +239,7 @@ class HloModules:
         return self.kernels[key]
 
 
-def _gpu_xla_rows(trace: Trace, in_command_buffer: bool) -> tuple[Mapping[str, StatColumn], StatColumn, np.ndarray] | None:
+def gpu_xla_rows(trace: Trace, in_command_buffer: bool) -> tuple[Mapping[str, StatColumn], StatColumn, np.ndarray] | None:
     """(the loaded stats, the ``hlo_op`` column, positions in it) of the XLA ops of device
     activity whose ``hlo_op`` is (or is not) a command buffer's; None where there are none."""
     loaded = trace.stats.loaded()
@@ -264,7 +264,7 @@ def _xla_positions(trace: Trace, hlo: StatColumn, in_command_buffer: bool) -> np
     return at[member(trace.kinds[hlo.rows[at]], np.asarray(DEVICE_ACTIVITY, trace.kinds.dtype))]
 
 
-def _module_combos(trace: Trace, rows: np.ndarray, first: np.ndarray
+def module_combos(trace: Trace, rows: np.ndarray, first: np.ndarray
                    ) -> tuple[list[tuple[int, str, int]], np.ndarray]:
     """The distinct (``first`` code, module, program id) of ``rows`` and each row's."""
     mods = _row_values(trace, keys.HLO_MODULE, rows, "")
@@ -293,7 +293,7 @@ def hlo_framework_ops(trace: Trace, modules: HloModules | None = None) -> None:
     annotation, which on ROCm can be the module, ``jit(loss_fn)``, or a neighbour's op).
     An event whose instruction the file's HLO does not hold keeps its stats' op (XProf's
     framework_op_stats leaves it out); command buffers are :func:`command_buffer_ops`'."""
-    found = _gpu_xla_rows(trace, in_command_buffer=False)
+    found = gpu_xla_rows(trace, in_command_buffer=False)
     if found is None:
         return
     loaded, hlo, at = found
@@ -302,7 +302,7 @@ def hlo_framework_ops(trace: Trace, modules: HloModules | None = None) -> None:
         return
     rows = hlo.rows[at]
     hlo_names, hlo_code = np.unique(hlo.values[at].astype(str), return_inverse=True)
-    combos, inv = _module_combos(trace, rows, hlo_code.reshape(-1))
+    combos, inv = module_combos(trace, rows, hlo_code.reshape(-1))
     op_of = np.empty(len(combos), object)
     for c, (hc, mod, pid) in enumerate(combos):
         ops = modules.ops(mod, pid)
@@ -325,14 +325,14 @@ def command_buffer_ops(trace: Trace, modules: HloModules | None = None) -> None:
     kernel run by a library call) keeps the command buffer. The framework op is otherwise
     the module (``jit_step``, from ``hlo_module``), the jitted function. The per-kernel
     ``scope_range_id`` stays a stat: the XSpace holds no call stack for it."""
-    found = _gpu_xla_rows(trace, in_command_buffer=True)
+    found = gpu_xla_rows(trace, in_command_buffer=True)
     if found is None:
         return
     loaded, hlo, at = found
     rows = hlo.rows[at]
     modules = HloModules(trace) if modules is None else modules
     # one decision per distinct (kernel name, module, program id), spread back to the rows
-    combos, inv = _module_combos(trace, rows, trace.events["name"][rows])
+    combos, inv = module_combos(trace, rows, trace.events["name"][rows])
     names = trace.strings
     keep = np.zeros(len(combos), bool)
     hlo_of = np.empty(len(combos), object)

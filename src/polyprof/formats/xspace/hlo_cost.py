@@ -1,0 +1,347 @@
+"""FLOPs and bytes of each instruction of an XLA module (the ``Hlo Proto`` an XSpace
+stores per program, ``hlo.py``), counted by the conventions of XLA's ``HloCostAnalysis``,
+which XProf's op_profile, roofline_model and hlo_stats show for GPU programs:
+
+- ``dot``: 2 x output elements x the product of the lhs contracting dimensions;
+- ``convolution``: 2 x (input features / feature groups) x output features x (batch /
+  batch groups) x the product over spatial dimensions of the (output, kernel) position
+  pairs that read the input rather than its padding (so a padded conv counts less than
+  2 x output x kernel volume x input features);
+- cuBLAS / cuBLASLt gemm custom calls (``__cublas$gemm``, ``__cublas$lt$matmul...``): a
+  dot with the dimension numbers of their ``backend_config`` JSON; cuDNN / MIOpen
+  convolution custom calls (``__cudnn$conv...``): a convolution with their window and
+  dimension numbers; their scratch output (the last tuple element, ``u8``/``s8``) is no
+  output. Other custom calls: FLOPs unknown (NaN), bytes their operands and outputs;
+- elementwise ops: 1 FLOP per output element, the transcendental ones (exp, log, tanh,
+  rsqrt...) counted apart as transcendentals, not FLOPs;
+- ``reduce``: (input elements - output elements) x the FLOPs of its reducer;
+  ``reduce-window``: (window size - 1) x output elements x the reducer's; ``map``:
+  elements x the mapped computation's; ``all-reduce``: 1 per output element;
+- ``fusion`` (loop, input, Triton gemm fusions...), ``call``, ``while`` (one trip):
+  the sum over the instructions of the called computations;
+- data movement (copy, transpose, slice, broadcast, concatenate...): no FLOPs.
+
+Bytes are what the op reads and writes: its operands and outputs; a fusion's outputs
+(a dynamic-update-slice root writes only its update) and the fused parameters it reads
+(a parameter read only through slices: the slices' bytes). Parameters, constants,
+tuples, get-tuple-element and bitcasts move nothing.
+
+The precision is that of the first operand of the op's dot or convolution, or
+otherwise of its output: ``bf16``, ``fp16``, ``fp32``, ``fp64``, ``fp8``, ``int8``; an
+fp32 dot or convolution is ``tf32`` unless its operands' precision is HIGHEST (XLA's GPU
+backends run DEFAULT-precision fp32 products on tensor cores in TF32: the H200
+transformer's fp32 gemm fusions reach 73 TFLOP/s, past the 67 of fp32 without them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable, NamedTuple
+
+from .hlo_pb2 import HloProto
+
+#: bits per element of xla.PrimitiveType (xla_data.proto); absent: no data (tuple, token)
+ELEMENT_BITS = {1: 8, 2: 8, 3: 16, 4: 32, 5: 64, 6: 8, 7: 16, 8: 32, 9: 64, 10: 16, 11: 32, 12: 64, 15: 64,
+                16: 16, 18: 128, 19: 8, 20: 8, 21: 4, 22: 4, 23: 8, 24: 8, 25: 8, 26: 2, 27: 2, 28: 8, 29: 8,
+                30: 1, 31: 1, 32: 4, 33: 8}
+#: precision (the peaks' names, analyze/peaks.py) of xla.PrimitiveType
+PRECISION = {10: "fp16", 11: "fp32", 12: "fp64", 15: "fp32", 16: "bf16", 18: "fp64", 2: "int8", 6: "int8",
+             **{t: "fp8" for t in (19, 20, 23, 24, 25, 28, 29, 33)}}
+_TUPLE = 13
+
+ELEMENTWISE = frozenset((
+    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "clz", "compare", "complex", "convert", "cos",
+    "divide", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log",
+    "log-plus-one", "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power",
+    "real", "reduce-precision", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select",
+    "shift-left", "shift-right-arithmetic", "shift-right-logical", "sign", "sin", "sqrt",
+    "stochastic-convert", "subtract", "tan", "tanh", "xor"))
+TRANSCENDENTAL = frozenset(("atan2", "cbrt", "cos", "erf", "exponential", "exponential-minus-one", "log",
+                            "log-plus-one", "logistic", "power", "rsqrt", "sin", "sqrt", "tan", "tanh"))
+#: instructions that move no data of their own
+_NO_BYTES = frozenset(("parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
+                       "add-dependency", "domain", "opt-barrier"))
+#: ops that run the computations they call once each (their FLOPs are those computations')
+_CALLS = frozenset(("fusion", "call", "while", "async-start"))
+GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")  # and their suffixed kinds ($f8...)
+CONV_TARGET = "__cudnn$conv"  # __cudnn$convForward, $convBackwardInput, $convBiasActivationForward...
+
+
+class OpCost(NamedTuple):
+    """One instruction's cost: ``flops`` (NaN: unknown), ``transcendentals``, ``bytes``
+    read and written, ``precision`` ("" where none applies)."""
+
+    flops: float
+    transcendentals: float
+    bytes: float
+    precision: str
+
+
+def elements(shape: Any) -> int:
+    """Elements of an array shape (of all leaves of a tuple)."""
+    if shape.element_type == _TUPLE:
+        return sum(elements(s) for s in shape.tuple_shapes)
+    return math.prod(shape.dimensions)
+
+
+def nbytes(shape: Any) -> float:
+    """Bytes of an array shape (of all leaves of a tuple); 0 for tokens and opaque data."""
+    if shape.element_type == _TUPLE:
+        return sum(nbytes(s) for s in shape.tuple_shapes)
+    return math.prod(shape.dimensions) * ELEMENT_BITS.get(shape.element_type, 0) / 8
+
+
+def _first(shape: Any) -> Any:
+    """The first leaf of a tuple shape (a library call's result), else the shape."""
+    while shape.element_type == _TUPLE and len(shape.tuple_shapes):
+        shape = shape.tuple_shapes[0]
+    return shape
+
+
+def _is_gemm(target: str) -> bool:
+    return target.startswith(GEMM_TARGETS)
+
+
+def _is_library(target: str) -> bool:
+    return _is_gemm(target) or target.startswith(CONV_TARGET)
+
+
+def dot_flops(lhs: Any, out: Any, contracting: Iterable[int]) -> float:
+    """2 x output elements x the product of the lhs contracting dimensions."""
+    width = math.prod(int(lhs.dimensions[int(d)]) for d in contracting)
+    return 2.0 * elements(out) * width
+
+
+def _valid_positions(size_in: int, size_out: int, size_k: int, w: Any) -> int:
+    """(output, kernel) position pairs along one spatial dimension that read the input,
+    not its padding or the holes of its base dilation (XLA's convolution count)."""
+    stride, lo = max(1, w.stride or 1), w.padding_low
+    wdil, bdil = max(1, w.window_dilation or 1), max(1, w.base_dilation or 1)
+    count = 0
+    for k in range(size_k):
+        if stride == 1 and bdil == 1:  # a closed form per kernel position
+            base = lo - k * wdil
+            count += max(min(size_in + base, size_out) - max(base, 0), 0)
+            continue
+        for o in range(size_out):
+            idx = o * stride - lo + k * wdil
+            if idx % bdil == 0 and 0 <= idx // bdil < size_in:
+                count += 1
+    return count
+
+
+def conv_flops(ins: Any, lhs: Any, rhs: Any, out: Any) -> float:
+    """XLA's FLOPs of convolution ``ins`` with these input, kernel and output shapes."""
+    dn = ins.convolution_dimension_numbers
+    fin = int(lhs.dimensions[dn.input_feature_dimension])
+    fout = int(out.dimensions[dn.output_feature_dimension])
+    batch = int(lhs.dimensions[dn.input_batch_dimension])
+    positions = 1
+    for i, w in enumerate(ins.window.dimensions):
+        positions *= _valid_positions(int(lhs.dimensions[dn.input_spatial_dimensions[i]]),
+                                      int(out.dimensions[dn.output_spatial_dimensions[i]]),
+                                      int(rhs.dimensions[dn.kernel_spatial_dimensions[i]]), w)
+    groups, bgroups = max(1, ins.feature_group_count), max(1, ins.batch_group_count)
+    return 2.0 * (fin // groups) * fout * (batch // bgroups) * positions
+
+
+class ModuleCosts:
+    """The costs of the instructions of one HLO module (an ``xla.HloProto``'s bytes);
+    ``ValueError`` where the bytes are no such message."""
+
+    def __init__(self, data: bytes):
+        try:
+            module = HloProto.FromString(data).hlo_module
+        except Exception as e:  # protobuf's DecodeError, or a message too deep
+            raise ValueError(f"not an HLO module ({e})") from e
+        self.name = module.name
+        self.computations = {c.id: c for c in module.computations}
+        self.by_id = {i.id: i for c in module.computations for i in c.instructions}
+        self._comp_cost: dict[int, tuple[float, float]] = {}
+        self._fused = {cid for i in self.by_id.values() if i.opcode == "fusion" for cid in i.called_computation_ids}
+
+    def costs(self) -> dict[str, OpCost]:
+        """instruction name -> its cost, for the instructions outside fusions (those that
+        run as kernels or library calls, or hold them)."""
+        out: dict[str, OpCost] = {}
+        for cid, comp in self.computations.items():
+            if cid in self._fused:
+                continue
+            for ins in comp.instructions:
+                out.setdefault(ins.name, self.cost(ins))
+        return out
+
+    def operand(self, ins: Any, i: int) -> Any:
+        return self.by_id[ins.operand_ids[i]]
+
+    def cost(self, ins: Any) -> OpCost:
+        """The cost of instruction ``ins``; NaN FLOPs where the module does not hold what
+        its count needs (an operand, a called computation)."""
+        try:
+            flops, trans = self.flops(ins)
+            moved = self.bytes(ins)
+        except (KeyError, IndexError, ValueError, TypeError):
+            return OpCost(math.nan, math.nan, math.nan, self.precision(ins))
+        return OpCost(flops, trans, moved, self.precision(ins))
+
+    def flops(self, ins: Any) -> tuple[float, float]:
+        """(FLOPs, transcendentals) of ``ins``."""
+        op = ins.opcode
+        if op in ELEMENTWISE:
+            n = float(elements(ins.shape))
+            return (0.0, n) if op in TRANSCENDENTAL else (n, 0.0)
+        if op == "dot":
+            return dot_flops(self.operand(ins, 0).shape, ins.shape,
+                             ins.dot_dimension_numbers.lhs_contracting_dimensions), 0.0
+        if op == "convolution":
+            return conv_flops(ins, self.operand(ins, 0).shape, self.operand(ins, 1).shape, ins.shape), 0.0
+        if op == "custom-call":
+            return self._custom_call_flops(ins), 0.0
+        if op in _CALLS:
+            f = t = 0.0
+            for cid in ins.called_computation_ids:
+                cf, ct = self.computation_flops(cid)
+                f, t = f + cf, t + ct
+            return f, t
+        if op in ("reduce", "reduce-window", "map"):
+            return self._reduction_flops(ins)
+        if op == "all-reduce" or op == "all-reduce-start":
+            return float(elements(ins.shape)), 0.0
+        if op in ("rng", "rng-bit-generator"):
+            return 0.0, float(elements(ins.shape))
+        return 0.0, 0.0
+
+    def _reduction_flops(self, ins: Any) -> tuple[float, float]:
+        f, t = self.computation_flops(ins.called_computation_ids[0])
+        out = float(elements(_first(ins.shape)))
+        if ins.opcode == "reduce":
+            times = float(elements(self.operand(ins, 0).shape)) - out
+        elif ins.opcode == "reduce-window":
+            times = (math.prod(d.size for d in ins.window.dimensions) - 1) * out
+        else:
+            times = out
+        return f * times, t * times
+
+    def _custom_call_flops(self, ins: Any) -> float:
+        target = ins.custom_call_target
+        if _is_gemm(target):
+            config = json.loads(ins.backend_config or b"{}")
+            dims = config.get("gemm_backend_config", config).get("dot_dimension_numbers", {})
+            contracting = [int(d) for d in dims.get("lhs_contracting_dimensions", [])]
+            return dot_flops(self.operand(ins, 0).shape, _first(ins.shape), contracting)
+        if target.startswith(CONV_TARGET):
+            return conv_flops(ins, self.operand(ins, 0).shape, self.operand(ins, 1).shape, _first(ins.shape))
+        return math.nan
+
+    def computation_flops(self, cid: int) -> tuple[float, float]:
+        """(FLOPs, transcendentals) summed over computation ``cid``'s instructions."""
+        if cid not in self._comp_cost:
+            self._comp_cost[cid] = (math.nan, math.nan)  # a recursion (none in valid HLO) reads as unknown
+            f = t = 0.0
+            for i in self.computations[cid].instructions:
+                fi, ti = self.flops(i)
+                f, t = f + fi, t + ti
+            self._comp_cost[cid] = (f, t)
+        return self._comp_cost[cid]
+
+    def bytes(self, ins: Any) -> float:
+        """Bytes ``ins`` reads and writes."""
+        op = ins.opcode
+        if op in _NO_BYTES:
+            return 0.0
+        if op == "fusion":
+            return self._fusion_bytes(ins)
+        if op == "slice" or op == "dynamic-slice":
+            return 2 * nbytes(ins.shape) + self._operand_bytes(ins, 1)
+        if op == "dynamic-update-slice":
+            return 2 * nbytes(self.operand(ins, 1).shape) + self._operand_bytes(ins, 2)
+        library = op == "custom-call" and _is_library(ins.custom_call_target)
+        return (_library_output_bytes(ins.shape) if library else nbytes(ins.shape)) + self._operand_bytes(ins, 0)
+
+    def _operand_bytes(self, ins: Any, first: int) -> float:
+        return sum(nbytes(self.operand(ins, i).shape) for i in range(first, len(ins.operand_ids)))
+
+    def _fusion_bytes(self, ins: Any) -> float:
+        comp = self.computations[ins.called_computation_ids[0]]
+        inner = {i.id: i for i in comp.instructions}
+        root = inner[comp.root_id]
+        outs = [inner[o] for o in root.operand_ids] if root.opcode == "tuple" else [root]
+        written = sum(nbytes(self.by_id[o.operand_ids[1]].shape) if o.opcode == "dynamic-update-slice"
+                      else nbytes(o.shape) for o in outs)
+        users: dict[int, list[Any]] = {}
+        for i in comp.instructions:
+            for o in i.operand_ids:
+                users.setdefault(o, []).append(i)
+        read = 0.0
+        for p in comp.instructions:
+            if p.opcode != "parameter":
+                continue
+            size = nbytes(p.shape)
+            us = users.get(p.id, [])
+            if us and all(u.opcode in ("slice", "dynamic-slice") and u.operand_ids[0] == p.id for u in us):
+                size = min(size, sum(nbytes(u.shape) for u in us))
+            elif us and all(u.opcode == "dynamic-update-slice" and u.operand_ids[0] == p.id for u in us):
+                size = 0.0  # updated in place: only the update is written
+            read += size
+        return written + read
+
+    def precision(self, ins: Any) -> str:
+        """The precision of ``ins``: of its dot's or convolution's first operand, else of
+        its output."""
+        core = self._core(ins)
+        if core is not None and core.operand_ids and core.operand_ids[0] in self.by_id:
+            prec = PRECISION.get(self.by_id[core.operand_ids[0]].shape.element_type, "")
+            return "tf32" if prec == "fp32" and not _highest(core) else prec
+        return PRECISION.get(_first(ins.shape).element_type, "")
+
+    def _core(self, ins: Any) -> Any:
+        """The dot, convolution or library call ``ins`` is or holds (first found), else None."""
+        if ins.opcode in ("dot", "convolution") or (ins.opcode == "custom-call"
+                                                    and _is_library(ins.custom_call_target)):
+            return ins
+        if ins.opcode == "fusion":
+            for cid in ins.called_computation_ids:
+                for i in self.computations.get(cid, _EMPTY).instructions:
+                    found = self._core(i)
+                    if found is not None:
+                        return found
+        return None
+
+
+class _Empty:
+    instructions: tuple[Any, ...] = ()
+
+
+_EMPTY = _Empty()
+
+
+def _highest(ins: Any) -> bool:
+    """Whether a dot's or convolution's operands are all of precision HIGHEST (full fp32
+    products); XLA's GPU backends run an fp32 one of DEFAULT precision on tensor cores in
+    TF32 (cuBLAS, cuDNN, Triton)."""
+    if ins.opcode == "custom-call":
+        try:
+            config = json.loads(ins.backend_config or b"{}")
+        except ValueError:
+            return False
+        found = config.get("gemm_backend_config", {}).get("precision_config", {}).get("operand_precision", [])
+        return bool(found) and all(p == "HIGHEST" for p in found)
+    found = list(ins.precision_config.operand_precision)
+    return bool(found) and all(p == 2 for p in found)
+
+
+def _library_output_bytes(shape: Any) -> float:
+    """A library call's output bytes less its scratch buffer (the last tuple element, an
+    ``s8[n]`` / ``u8[n]`` workspace)."""
+    if shape.element_type != _TUPLE or len(shape.tuple_shapes) < 2:
+        return nbytes(shape)
+    last = shape.tuple_shapes[-1]
+    scratch = nbytes(last) if last.element_type in (2, 6) and len(last.dimensions) == 1 else 0.0
+    return nbytes(shape) - scratch
+
+
+def module_costs(data: bytes) -> dict[str, OpCost]:
+    """instruction name -> :class:`OpCost` of the module in ``data`` (an ``xla.HloProto``);
+    ValueError where the bytes are damaged."""
+    return ModuleCosts(data).costs()
