@@ -283,14 +283,17 @@ def test_summary_of_a_kineto_trace_imports_no_other_formats_reader_nor_what_no_s
     assert _absent(trace, modules) == []
 
 
-@pytest.mark.parametrize("name, hlo", [("peers/tracelens/jax_conv_minimal_08.xplane.pb", True),
-                                       ("traces/xspace/tpu_inference_2.xplane.pb", False)])
-def test_summary_of_an_xspace_imports_nothing_no_summary_needs(name: str, hlo: bool):
-    """Nor, for an XSpace without polyprof's memory line, the writer's memory events for
-    XProf; nor, for a TPU's, the HLO decoder (formats/xspace/hlo.py), which a GPU's needs:
-    its kernels' framework ops are its HLO instructions' (XProf's rule)."""
+@pytest.mark.parametrize("name, hlo, memory", [("peers/tracelens/jax_conv_minimal_08.xplane.pb", True, True),
+                                               ("traces/xspace/tpu_inference_2.xplane.pb", False, True),
+                                               ("jax_cpu/jax_cpu_steps.xplane.pb", True, False)])
+def test_summary_of_an_xspace_imports_nothing_no_summary_needs(name: str, hlo: bool, memory: bool):
+    """Nor, for an XSpace without allocator events (``MemoryAllocation``), the memory
+    tables and XProf's memory events (formats/xprof_memory.py); nor, for a TPU's, the HLO
+    decoder (formats/xspace/hlo.py), which a GPU's needs: its kernels' framework ops are
+    its HLO instructions' (XProf's rule)."""
     trace = Path(__file__).resolve().parent / "data" / name
     skip = ("hashlib",) if _stamps_older_than_sources() else ()
-    modules = tuple(m for m in NO_SUMMARY_NEEDS if m not in skip) + ("polyprof.formats.xprof_memory",) + (
-        () if hlo else ("polyprof.formats.xspace.hlo",)) + WITHOUT_MEMORY
+    modules = tuple(m for m in NO_SUMMARY_NEEDS if m not in skip) + (
+        () if hlo else ("polyprof.formats.xspace.hlo",)) + (
+        () if memory else ("polyprof.formats.xprof_memory",) + WITHOUT_MEMORY)
     assert _absent(trace, modules) == []

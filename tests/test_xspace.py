@@ -22,7 +22,9 @@ from polyprof.trace.core import Trace
 from xspace_wire import decode, expected_events
 
 # keys the reader adds on top of what the file holds
-_ADDED = {"long_name", *xspace.XPROF_ALIASES.values()}
+_ADDED = {"long_name", *xspace.XPROF_ALIASES.values(),
+          # the memory stats of MemoryAllocation / MemoryDeallocation events (formats/xprof_memory.py)
+          keys.ALLOC_BYTES, keys.ALLOCATOR, keys.TOTAL_ALLOCATED, keys.TOTAL_RESERVED, keys.MEMORY_DEVICE}
 
 
 def trace_rows(trace: Trace) -> list[tuple[str, str, str, int, int, dict[str, Any]]]:

@@ -40,13 +40,17 @@ def full() -> dict[str, StatColumn]:
     return dict(trace.stats.items())
 
 
+#: the memory stats the reader types at the TPU runtime's MemoryAllocation events (formats/xprof_memory.py)
+MEMORY = {keys.ALLOC_BYTES, keys.ALLOCATOR, keys.TOTAL_ALLOCATED, keys.TOTAL_RESERVED, keys.MEMORY_DEVICE}
+
+
 def test_load_types_only_the_keys_analyses_read_without_a_lookup():
     trace = polyprof.load(TPU)
     assert trace.stats.pending == 1
     loaded = set(trace.stats.loaded())
     # the eager keys this file has; "flow": looked up by the reader itself (XProf's flows)
-    assert loaded == {"tf_op", keys.OP, keys.HLO_OP, "hlo_category", "device_duration_ps", "flow"}
-    assert loaded - {"flow"} <= set(EAGER)
+    assert loaded == {"tf_op", keys.OP, keys.HLO_OP, "hlo_category", "device_duration_ps", "flow"} | MEMORY
+    assert loaded - {"flow"} - MEMORY <= set(EAGER)
 
 
 def test_a_summary_builds_only_the_columns_it_reads():
@@ -56,24 +60,25 @@ def test_a_summary_builds_only_the_columns_it_reads():
     terminal.render(report, console=Console(file=out, width=160))
     assert "Top device activity" in out.getvalue()
     assert trace.stats.pending == 1  # no iteration, len or copy built the rest
-    assert len(trace.stats.loaded()) <= 8  # of 51 keys
+    assert len(set(trace.stats.loaded()) - MEMORY) <= 8  # of the 51 keys the file has
 
 
 def test_each_key_alone_equals_the_full_build(full: dict[str, StatColumn]):
-    assert len(full) == 51
+    assert len(full) == 51 + len(MEMORY)
     for key, want in full.items():
         trace = polyprof.load(TPU)
         assert key in trace.stats
         got = trace.stats[key]
         assert same_column(got, want), key
         assert trace.stats.pending == 1
-        assert set(trace.stats.loaded()) <= set(EAGER) | {"flow", key}
+        assert set(trace.stats.loaded()) <= set(EAGER) | {"flow", key} | MEMORY
 
 
 def test_a_key_no_event_has_builds_nothing():
     trace = polyprof.load(TPU)
     assert "correlation_id" not in trace.stats and trace.stats.get("no such key") is None
-    assert set(trace.stats.loaded()) == {"tf_op", keys.OP, keys.HLO_OP, "hlo_category", "device_duration_ps", "flow"}
+    assert set(trace.stats.loaded()) == {"tf_op", keys.OP, keys.HLO_OP, "hlo_category", "device_duration_ps",
+                                         "flow"} | MEMORY
 
 
 def test_xprof_names_are_also_read_under_polyprof_keys():

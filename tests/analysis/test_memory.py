@@ -493,3 +493,23 @@ def test_html_memory_chart_of_a_series_with_no_event_in_the_window():
 
     series = page_data(build(_warm_up_only()))["memory"]["series"]
     assert [(x["ts"], x["values"]) for x in series] == [([1000, 3000], [3 * MiB, 3 * MiB])]
+
+
+def test_frees_of_memory_allocated_before_the_profile_never_make_held_bytes_negative():
+    """Without the allocator's totals, a series that first frees 4 MiB allocated before
+    the profile held at least 4 MiB then: it starts there, so the 10 MiB allocated after
+    that free peak at 10 MiB (not 6, less than the 10 MiB live then), and nothing held is
+    ever below zero."""
+    b = TraceBuilder()
+    th = b.track(b.plane(keys.HOST_PLANE, "host"), "main", tid=1)
+    b.event(th, "sec", 0, 1000, "user_annotation")
+    b.event(th, "free", 100, 0, keys.CAT_MEMORY, alloc_bytes=-4 * MiB, addr=1)
+    b.event(th, "alloc", 200, 0, keys.CAT_MEMORY, alloc_bytes=10 * MiB, addr=2)
+    b.event(th, "free", 300, 0, keys.CAT_MEMORY, alloc_bytes=-10 * MiB, addr=2)
+    t = b.build()
+    pk = A.memory_peak(t).to_pandas().iloc[0]
+    assert (pk["start_bytes"], pk["peak_bytes"], pk["end_bytes"]) == (4 * MiB, 10 * MiB, 0)
+    assert pk["live_at_peak_bytes"] <= pk["peak_bytes"]
+    assert A.memory_timeline(t).to_pandas()["allocated_bytes"].tolist() == [0, 10 * MiB, 0]
+    sec = A.section_stats(t).to_pandas().set_index("name").loc["sec"]
+    assert (sec["mem_min_bytes"], sec["mem_max_bytes"], sec["mem_delta_bytes"]) == (0, 10 * MiB, -4 * MiB)

@@ -4,9 +4,10 @@ An allocation or free is any event with an ``alloc_bytes`` stat (``trace/keys.py
 Events are grouped into *series*, one per (device the memory is on, allocator). The
 bytes a series holds after each event are the allocator's own ``total_allocated`` when
 every event of the series carries it (torch), else the running sum of ``alloc_bytes``
-from zero at the first event (what the profile saw; memory allocated earlier is not
-known). Used by the memory analyses and by the writers, which export each series as
-a counter track.
+from the least start that keeps it from going below zero (0, unless the profile saw
+frees of memory allocated before it; memory allocated earlier is otherwise not
+known). Used by the memory analyses and by the writers, which export each series as a
+counter track.
 """
 
 from __future__ import annotations
@@ -125,8 +126,10 @@ def memory_events(trace: Trace) -> Memory:
             level[lo:hi] = tot[lo:hi]
             start[s] = tot[lo] - delta[lo]
             from_totals[s] = True
-        else:
-            level[lo:hi] = np.cumsum(delta[lo:hi])
+        elif hi > lo:  # frees of blocks allocated before the profile: at least that much was held then
+            run = np.cumsum(delta[lo:hi])
+            start[s] = max(0, -int(run.min()))
+            level[lo:hi] = start[s] + run
     by_name = {p.name: p.id for p in trace.planes}
     return Memory(rows=rows, ts=ts, series=series, delta=delta, addr=addr, has_addr=has_addr, level=level,
                   reserved=np.where(has_res, res, np.nan), device=[k[0] for k in keys_],

@@ -326,6 +326,17 @@ class StatTable(MutableMapping[str, StatColumn]):
     def __setitem__(self, key: str, col: StatColumn) -> None:
         self._all()[key] = col
 
+    def put(self, key: str, col: StatColumn) -> None:
+        """Set ``key``'s column, decoding no deferred part but those that may hold ``key``
+        (that key alone where they can), whose values ``col`` then replaces."""
+        if self._deferred and any(p.may(key) for p in self._deferred):
+            try:
+                self._one(key)
+            except KeyError:
+                pass
+        with self._lock:
+            self._columns[key] = col
+
     def __delitem__(self, key: str) -> None:
         del self._all()[key]
 

@@ -209,6 +209,10 @@ class _SpaceReader:
             xla.wall_anchor(trace, task_env)
         if self.producer != "polyprof":
             xla.xprof_flows(trace)
+            if trace.string_id("MemoryAllocation") >= 0 or trace.string_id("MemoryDeallocation") >= 0:
+                from .. import xprof_memory  # only for a file with memory events (with the memory tables)
+
+                xprof_memory.read(trace)  # TensorFlow's and XLA's allocator events as memory events
         xla.classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
         if self.producer != "polyprof":  # XLA's GPU layout (polyprof's own files say what they hold)
             gpu.launch_calls(trace, trace.string_id(N.CAT_TRACEME))
