@@ -132,6 +132,28 @@ def test_conventions_on_a_small_module():
     assert "p0" not in costs  # fused instructions are their fusion's
 
 
+def test_a_loop_is_costed_by_its_body_ops_and_cpu_products_are_fp32():
+    """A ``while`` has no figure of its own (its body's instructions are ops of their own,
+    on each trip); an fp32 dot of DEFAULT precision is TF32 on a GPU, fp32 on the CPU."""
+    def build(m):
+        body = m.computations.add(id=1, name="body", root_id=11)
+        _ins(body, 10, "carry", "parameter", F32, [4, 8])
+        d = _ins(body, 11, "dot.2", "dot", F32, [4, 8], (10, 10))
+        d.dot_dimension_numbers.lhs_contracting_dimensions.append(1)
+        d.dot_dimension_numbers.rhs_contracting_dimensions.append(0)
+        cond = m.computations.add(id=2, name="cond", root_id=21)
+        _ins(cond, 20, "c", "parameter", F32, [4, 8])
+        _ins(cond, 21, "lt", "compare", 1, [], (20, 20))
+        main = m.computations.add(id=3, name="main", root_id=31)
+        _ins(main, 30, "x", "parameter", F32, [4, 8])
+        _ins(main, 31, "while.5", "while", F32, [4, 8], (30,), called_computation_ids=[2, 1])
+
+    gpu, cpu = module_costs(_module(build)), module_costs(_module(build), tf32=False)
+    assert "while.5" not in gpu and "while.5" not in cpu
+    assert gpu["dot.2"].flops == cpu["dot.2"].flops == 2 * 4 * 8 * 8
+    assert (gpu["dot.2"].precision, cpu["dot.2"].precision) == ("tf32", "fp32")
+
+
 def test_jax_gpu_xspace_gets_op_efficiency_and_mfu_from_its_hlo():
     t = load(DATA / "h200" / "jax_train_step_h200.xplane.pb")
     oe = op_efficiency(t)

@@ -239,9 +239,11 @@ class HloModules:
         return self.kernels[key]
 
 
-def gpu_xla_rows(trace: Trace, in_command_buffer: bool) -> tuple[Mapping[str, StatColumn], StatColumn, np.ndarray] | None:
-    """(the loaded stats, the ``hlo_op`` column, positions in it) of the XLA ops of device
-    activity whose ``hlo_op`` is (or is not) a command buffer's; None where there are none."""
+def xla_rows(trace: Trace, in_command_buffer: bool) -> tuple[Mapping[str, StatColumn], StatColumn, np.ndarray] | None:
+    """(the loaded stats, the ``hlo_op`` column, positions in it) of the XLA ops that ran:
+    a GPU's kernels, copies and fills whose ``hlo_op`` is (or is not) a command buffer's,
+    and (not in a command buffer) the ops of XLA's CPU runtime, host events that are a
+    JAX CPU profile's device activity (``xla.classify_host_events``); None where there are none."""
     loaded = trace.stats.loaded()
     hlo = loaded.get(keys.HLO_OP)
     if hlo is None or hlo.kind != "O" or not len(hlo):
@@ -255,12 +257,12 @@ def _xla_positions(trace: Trace, hlo: StatColumn, in_command_buffer: bool) -> np
     sel = in_cb if in_command_buffer else ~in_cb & ~_prefixed(hlo.values, "", exact=True)
     if not sel.any():
         return np.zeros(0, np.int64)
-    device = np.asarray([p.kind == "device" for p in trace.planes], bool)
     at = np.flatnonzero(sel)
-    at = at[device[trace.track_plane[trace.events["track"][hlo.rows[at]]]]]
     if in_command_buffer:
-        return at
-    # kernels, copies, fills (not a TPU's XLA ops, which XProf reads otherwise)
+        device = np.asarray([p.kind == "device" for p in trace.planes], bool)
+        return at[device[trace.track_plane[trace.events["track"][hlo.rows[at]]]]]
+    # kernels, copies, fills on a device (not a TPU's XLA ops, which XProf reads otherwise);
+    # on a host plane only the CPU runtime's ops are device activity (a GPU's host TraceMes are not)
     return at[member(trace.kinds[hlo.rows[at]], np.asarray(DEVICE_ACTIVITY, trace.kinds.dtype))]
 
 
@@ -293,10 +295,12 @@ def hlo_framework_ops(trace: Trace, modules: HloModules | None = None) -> None:
     annotation, which on ROCm can be the module, ``jit(loss_fn)``, or a neighbour's op).
     An event whose instruction the file's HLO does not hold keeps its stats' op (XProf's
     framework_op_stats leaves it out); command buffers are :func:`command_buffer_ops`'."""
-    found = gpu_xla_rows(trace, in_command_buffer=False)
+    found = xla_rows(trace, in_command_buffer=False)
     if found is None:
         return
     loaded, hlo, at = found
+    if not any(k in loaded and loaded[k].kind == "O" for k in ("tf_op", keys.OP)):
+        return  # no framework op to set (XLA's CPU runtime gives its ops none): no HLO decoded
     modules = HloModules(trace) if modules is None else modules
     if not modules.protos:
         return
@@ -325,7 +329,7 @@ def command_buffer_ops(trace: Trace, modules: HloModules | None = None) -> None:
     kernel run by a library call) keeps the command buffer. The framework op is otherwise
     the module (``jit_step``, from ``hlo_module``), the jitted function. The per-kernel
     ``scope_range_id`` stays a stat: the XSpace holds no call stack for it."""
-    found = gpu_xla_rows(trace, in_command_buffer=True)
+    found = xla_rows(trace, in_command_buffer=True)
     if found is None:
         return
     loaded, hlo, at = found

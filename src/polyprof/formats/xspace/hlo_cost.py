@@ -18,7 +18,10 @@ which XProf's op_profile, roofline_model and hlo_stats show for GPU programs:
   ``reduce-window``: (window size - 1) x output elements x the reducer's; ``map``:
   elements x the mapped computation's; ``all-reduce``: 1 per output element;
 - ``fusion`` (loop, input, Triton gemm fusions...), ``call``, ``while`` (one trip):
-  the sum over the instructions of the called computations;
+  the sum over the instructions of the called computations. A ``while``, ``call`` or
+  ``conditional`` has no figure of its own in :func:`module_costs`: the instructions of
+  its computations run as ops of their own (each trip of a loop; XLA's CPU runtime
+  also traces the loop's thunk around them), which counting it too would count twice;
 - data movement (copy, transpose, slice, broadcast, concatenate...): no FLOPs.
 
 Bytes are what the op reads and writes: its operands and outputs; a fusion's outputs
@@ -30,7 +33,8 @@ The precision is that of the first operand of the op's dot or convolution, or
 otherwise of its output: ``bf16``, ``fp16``, ``fp32``, ``fp64``, ``fp8``, ``int8``; an
 fp32 dot or convolution is ``tf32`` unless its operands' precision is HIGHEST (XLA's GPU
 backends run DEFAULT-precision fp32 products on tensor cores in TF32: the H200
-transformer's fp32 gemm fusions reach 73 TFLOP/s, past the 67 of fp32 without them).
+transformer's fp32 gemm fusions reach 73 TFLOP/s, past the 67 of fp32 without them);
+``tf32=False`` (XLA's CPU backend, which has no TF32) keeps it ``fp32``.
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ _NO_BYTES = frozenset(("parameter", "constant", "tuple", "get-tuple-element", "b
                        "add-dependency", "domain", "opt-barrier"))
 #: ops that run the computations they call once each (their FLOPs are those computations')
 _CALLS = frozenset(("fusion", "call", "while", "async-start"))
+#: ops whose computations' instructions run as ops of their own (no figure of their own)
+_CONTROL_FLOW = frozenset(("while", "call", "conditional"))
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")  # and their suffixed kinds ($f8...)
 CONV_TARGET = "__cudnn$conv"  # __cudnn$convForward, $convBackwardInput, $convBiasActivationForward...
 
@@ -150,7 +156,8 @@ class ModuleCosts:
     """The costs of the instructions of one HLO module (an ``xla.HloProto``'s bytes);
     ``ValueError`` where the bytes are no such message."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, tf32: bool = True):
+        self.tf32 = tf32
         try:
             module = HloProto.FromString(data).hlo_module
         except Exception as e:  # protobuf's DecodeError, or a message too deep
@@ -163,13 +170,15 @@ class ModuleCosts:
 
     def costs(self) -> dict[str, OpCost]:
         """instruction name -> its cost, for the instructions outside fusions (those that
-        run as kernels or library calls, or hold them)."""
+        run as kernels, library calls or CPU thunks, or hold them), but for control flow
+        (``_CONTROL_FLOW``), whose computations' instructions are costed themselves."""
         out: dict[str, OpCost] = {}
         for cid, comp in self.computations.items():
             if cid in self._fused:
                 continue
             for ins in comp.instructions:
-                out.setdefault(ins.name, self.cost(ins))
+                if ins.opcode not in _CONTROL_FLOW:
+                    out.setdefault(ins.name, self.cost(ins))
         return out
 
     def operand(self, ins: Any, i: int) -> Any:
@@ -292,7 +301,7 @@ class ModuleCosts:
         core = self._core(ins)
         if core is not None and core.operand_ids and core.operand_ids[0] in self.by_id:
             prec = PRECISION.get(self.by_id[core.operand_ids[0]].shape.element_type, "")
-            return "tf32" if prec == "fp32" and not _highest(core) else prec
+            return "tf32" if self.tf32 and prec == "fp32" and not _highest(core) else prec
         return PRECISION.get(_first(ins.shape).element_type, "")
 
     def _core(self, ins: Any) -> Any:
@@ -341,7 +350,8 @@ def _library_output_bytes(shape: Any) -> float:
     return nbytes(shape) - scratch
 
 
-def module_costs(data: bytes) -> dict[str, OpCost]:
-    """instruction name -> :class:`OpCost` of the module in ``data`` (an ``xla.HloProto``);
-    ValueError where the bytes are damaged."""
-    return ModuleCosts(data).costs()
+def module_costs(data: bytes, tf32: bool = True) -> dict[str, OpCost]:
+    """instruction name -> :class:`OpCost` of the module in ``data`` (an ``xla.HloProto``),
+    run by a backend that computes DEFAULT-precision fp32 products in TF32 (a GPU's) or
+    not (``tf32=False``: XLA's CPU backend); ValueError where the bytes are damaged."""
+    return ModuleCosts(data, tf32).costs()

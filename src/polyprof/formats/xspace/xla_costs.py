@@ -1,9 +1,11 @@
-"""FLOPs and bytes of the XLA ops a JAX/XLA GPU program ran, from the HLO its XSpace
-holds: XLA's GPU backends put no ``flops`` / ``bytes_accessed`` stats on the kernels
-(XProf counts them itself from the HLO), so each kernel, copy or fill whose ``hlo_op``
-names an instruction of its module's HLO (by ``hlo_module`` and ``program_id``, as
-``gpu.py`` matches them for the framework ops) gets that instruction's cost
-(``hlo_cost.py``).
+"""FLOPs and bytes of the XLA ops a JAX/XLA program ran, from the HLO its XSpace holds:
+XLA's GPU and CPU backends put no ``flops`` / ``bytes_accessed`` stats on their ops
+(XProf counts them itself from the HLO), so each GPU kernel, copy or fill, and each op
+of XLA's CPU runtime (a host event, ``gpu.xla_rows``), whose ``hlo_op`` names an
+instruction of its module's HLO (by ``hlo_module`` and ``program_id``, as ``gpu.py``
+matches them for the framework ops) gets that instruction's cost (``hlo_cost.py``; on the
+CPU an fp32 product is ``fp32``, not a GPU's ``tf32``). A loop's body ops count on each
+trip the trace shows, where XLA's ``cost_analysis()`` counts one.
 
 An op that ran as several kernels per execution (a convolution as an im2col kernel and a
 gemm) has its cost shared among the kernel names it ran as, in proportion to their mean
@@ -26,7 +28,7 @@ import numpy as np
 
 from ...trace.core import Trace
 from ...trace import metadata_keys as mkeys
-from .gpu import HloModules, gpu_xla_rows, module_combos
+from .gpu import HloModules, xla_rows, module_combos
 from .hlo_cost import OpCost, module_costs
 
 log = logging.getLogger("polyprof")
@@ -50,7 +52,7 @@ def empty() -> DeviceCosts:
 def device_costs(trace: Trace) -> DeviceCosts:
     """The costs of the device events whose XLA op the trace's HLO holds (none where the
     trace has no HLO modules or no such events)."""
-    found = gpu_xla_rows(trace, in_command_buffer=False)
+    found = xla_rows(trace, in_command_buffer=False)
     if found is None:
         return empty()
     _, hlo, at = found
@@ -59,15 +61,19 @@ def device_costs(trace: Trace) -> DeviceCosts:
         return empty()
     rows = hlo.rows[at]
     names, code = np.unique(hlo.values[at].astype(str), return_inverse=True)
-    combos, inv = module_combos(trace, rows, code.reshape(-1))
-    tables: dict[tuple[str, int], dict[str, OpCost] | None] = {}
+    device = np.asarray([p.kind == "device" for p in trace.planes], bool)
+    on_device = device[trace.track_plane[trace.events["track"][rows]]]
+    # one combo per (instruction name, on a GPU or the CPU runtime, module, program id)
+    combos, inv = module_combos(trace, rows, code.reshape(-1) * 2 + on_device)
+    tables: dict[tuple[str, int, bool], dict[str, OpCost] | None] = {}
     cost_of: list[OpCost | None] = []
     for hc, mod, pid in combos:
         key = modules._key(mod, pid)
-        if key is not None and key not in tables:
-            tables[key] = _module_table(trace, key, modules.protos[key])
-        table = tables.get(key) if key is not None else None
-        cost_of.append(table.get(str(names[hc]).rsplit("::", 1)[-1]) if table else None)
+        tkey = None if key is None else (*key, bool(hc & 1))
+        if tkey is not None and tkey not in tables:
+            tables[tkey] = _module_table(trace, tkey, modules.protos[tkey[:2]])
+        table = tables.get(tkey) if tkey is not None else None
+        cost_of.append(table.get(str(names[hc >> 1]).rsplit("::", 1)[-1]) if table else None)
     has = np.array([c is not None for c in cost_of], bool)
     keep = has[inv]
     rows, inv = rows[keep], inv[keep]
@@ -82,9 +88,11 @@ def device_costs(trace: Trace) -> DeviceCosts:
     return DeviceCosts(rows, per[inv, 0] * share, per[inv, 1] * share, per[inv, 2] * share, prec[inv])
 
 
-def _module_table(trace: Trace, key: tuple[str, int], proto: bytes) -> dict[str, OpCost] | None:
+def _module_table(trace: Trace, key: tuple[str, int, bool], proto: bytes) -> dict[str, OpCost] | None:
+    """The costs of a module's instructions run on a GPU (``key[2]``: TF32 products) or by
+    XLA's CPU runtime; None (and a warning) where its HLO is damaged."""
     try:
-        return module_costs(proto)
+        return module_costs(proto, tf32=key[2])
     except ValueError as e:
         msg = f"xspace: the HLO of module {key[0]}({key[1]}) is damaged ({e}): its ops get no FLOPs or bytes"
         trace.metadata.setdefault(mkeys.WARNINGS, []).append(msg)
