@@ -4,7 +4,9 @@ Signals: SIGINT unwinds the script as Python does (KeyboardInterrupt); SIGTERM, 
 SIGUSR1 and SIGUSR2 (when the script has not set its own handler) unwind it too, so
 open sections complete. Once the trace is saved, polyprof ends by the same signal,
 so the caller sees the status a plain ``python`` would have had. SIGSEGV and other
-signals are left alone (the crash journal keeps the host data of a killed program).
+fatal signals keep their default action (the crash journal keeps the host data of a
+killed program; one line says where: collect/exits.py). ``os.execv`` and its family, and
+``os._exit``, write the trace first (collect/exits.py).
 A process forked from the script that returns here (instead of exiting) ends with
 its exit code and writes nothing: the trace is the parent's.
 """

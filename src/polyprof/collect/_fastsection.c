@@ -611,7 +611,112 @@ set_growth(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* ---- the crash note: one line on fd 2 when the program dies of a fatal signal ----
+ * fatal_note(b"...tail") installs a handler for SIGSEGV, SIGBUS, SIGILL, SIGFPE and
+ * SIGABRT where the disposition is the default one (never over a program's handler or
+ * faulthandler's, which chains to it); the handler writes "polyprof: the program was
+ * killed by SIGxxx" and the tail with write() only, puts the previous disposition back
+ * and raises the signal again, so the process ends as it would have. fatal_note(None)
+ * puts the previous dispositions back. A C stack overflow has no stack left for a
+ * handler (no alternate stack is set): the kernel's default action then, and no line. */
+#if defined(__unix__) || defined(__APPLE__)
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#define HAVE_NOTE 1
+static const int note_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+static const char *const note_names[] = {"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT"};
+#define N_NOTE (sizeof(note_signals) / sizeof(note_signals[0]))
+static char note_tail[4096];
+static size_t note_tail_len;
+static struct sigaction note_previous[N_NOTE];
+static volatile sig_atomic_t note_installed[N_NOTE];
+static pid_t note_pid; /* a forked child (whose faulthandler may chain here) says nothing */
+
+static void
+note_write(const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0)
+            return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void
+note_handler(int signum)
+{
+    static const char head[] = "polyprof: the program was killed by ";
+    for (size_t i = 0; i < N_NOTE; i++) {
+        if (note_signals[i] != signum)
+            continue;
+        if (note_installed[i] && getpid() == note_pid) {
+            note_write(head, sizeof(head) - 1);
+            note_write(note_names[i], strlen(note_names[i]));
+            note_write(note_tail, note_tail_len);
+        }
+        sigaction(signum, &note_previous[i], NULL);
+        note_installed[i] = 0;
+        raise(signum); /* SA_NODEFER: delivered now, to what was there before */
+        return;
+    }
+}
+#endif
+
+static PyObject *
+fatal_note(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    long n_installed = 0;
+#ifdef HAVE_NOTE
+    struct sigaction now;
+    if (arg == Py_None) {
+        for (size_t i = 0; i < N_NOTE; i++) {
+            if (note_installed[i] && sigaction(note_signals[i], NULL, &now) == 0 &&
+                !(now.sa_flags & SA_SIGINFO) && now.sa_handler == note_handler)
+                sigaction(note_signals[i], &note_previous[i], NULL);
+            note_installed[i] = 0;
+        }
+        Py_RETURN_NONE;
+    }
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "fatal_note() takes bytes or None");
+        return NULL;
+    }
+    if ((size_t)PyBytes_GET_SIZE(arg) >= sizeof(note_tail)) {
+        PyErr_SetString(PyExc_ValueError, "fatal_note(): the text is too long");
+        return NULL;
+    }
+    for (size_t i = 0; i < N_NOTE; i++) /* the text changes only while no handler reads it */
+        if (note_installed[i])
+            Py_RETURN_NONE;
+    note_pid = getpid();
+    note_tail_len = (size_t)PyBytes_GET_SIZE(arg);
+    memcpy(note_tail, PyBytes_AS_STRING(arg), note_tail_len);
+    for (size_t i = 0; i < N_NOTE; i++) {
+        struct sigaction act;
+        if (sigaction(note_signals[i], NULL, &now) != 0 || (now.sa_flags & SA_SIGINFO) ||
+            now.sa_handler != SIG_DFL)
+            continue;
+        memset(&act, 0, sizeof(act));
+        act.sa_handler = note_handler;
+        sigemptyset(&act.sa_mask);
+        act.sa_flags = SA_NODEFER | SA_ONSTACK;
+        if (sigaction(note_signals[i], &act, &note_previous[i]) == 0) {
+            note_installed[i] = 1;
+            n_installed++;
+        }
+    }
+#else
+    (void)arg;
+#endif
+    return PyLong_FromLong(n_installed);
+}
+
 static PyMethodDef module_methods[] = {
+    {"fatal_note", fatal_note, METH_O,
+     "fatal_note(tail): a line on fd 2 when a fatal signal ends the process (see the source); None: off."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(sections, index, names): section tuples as buffers (see the source)."},
     {"activate", activate, METH_O, "Record sections into this Recorder (None: stop recording)."},

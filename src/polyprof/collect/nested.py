@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
+from . import exits
 from .clock import REFERENCE_CLOCK, now_ns
 from ..trace import metadata_keys as mkeys
 
@@ -65,6 +66,9 @@ def end(inner: "Session", outer: "Session") -> Trace:
                       "note": "host data only; device plugins' data is in the outer session's trace"},
         mkeys.PLUGINS: {"host": "ok"}, mkeys.PLUGIN_ERRORS: [], mkeys.WARNINGS: [],
     }
+    if inner.ended_by is not None:  # the program execs or calls os._exit (collect/exits.py)
+        meta[mkeys.SESSION]["ended_by"] = inner.ended_by  # type: ignore[index]
+        meta[mkeys.WARNINGS] = [{"plugin": "session", "message": exits.ended_note(inner.ended_by)}]
     host = _host(outer)
     if host is None:
         meta[mkeys.PLUGINS] = {}

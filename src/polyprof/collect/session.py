@@ -29,7 +29,7 @@ from ..lowlevel import fork
 from ..trace.core import Trace
 from ..trace.identity import hostname, identify, rank_from_env
 from ..trace.merge import merge
-from . import journal, output as output_mod, signals
+from . import exits, journal, output as output_mod, signals
 from .children import ChildrenCPU
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Outcome, call_guarded, call_here
@@ -120,6 +120,8 @@ class Session:
         self._ctx: SessionContext | None = None
         self._stopped = False
         self.skipped: dict[str, str] = {}  # default plugins that can't run here -> why
+        #: the call that ended the program before the session's stop (os.execv, os._exit: collect/exits.py)
+        self.ended_by: str | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def _make_slots(self) -> list[_Slot]:
@@ -196,6 +198,7 @@ class Session:
             if self._driver_asked():  # the outer session records; its own schedule (if any) rules
                 log.warning("schedule or window ignored: this session runs inside another one, whose "
                             "recording it shares")
+            exits.track(self)  # an exec or os._exit in the program saves its trace first
             return self
         try:
             self._slots = self._make_slots()
@@ -228,6 +231,7 @@ class Session:
                 slot.status = "started"
         if self._driver is not None:
             self._follow_steps(self._driver)
+        exits.track(self)  # an exec or os._exit in the program saves the trace first
         return self
 
     def _driver_asked(self) -> bool:
@@ -268,6 +272,7 @@ class Session:
                 raise SessionError("session stopped without a trace")
             return self.trace
         self._stopped = True
+        exits.untrack(self)
         if self._inert or os.getpid() != self._pid:  # a forked child's copy: not its session
             self.trace = _empty_trace({mkeys.FORKED_CHILD: True, mkeys.PLUGIN_ERRORS: [], mkeys.PLUGINS: {}})
             return self.trace
@@ -283,6 +288,12 @@ class Session:
         if self.trace is None:
             raise SessionError("session stopped without a trace")
         return self.trace
+
+    def end_early(self, call: str) -> Trace:
+        """Stop and save now: the program is about to end or replace itself by ``call``
+        (collect/exits.py); the trace says so (``session.ended_by``, a warning)."""
+        self.ended_by = call
+        return self.stop()
 
     def _stop_all(self) -> None:
         global _active
@@ -381,6 +392,9 @@ class Session:
         children = self._children.since()
         if children is not None:
             session["children_cpu_s"] = round(children[1], 3)
+        if self.ended_by is not None:
+            session["ended_by"] = self.ended_by
+            warnings.append({"plugin": "session", "message": exits.ended_note(self.ended_by)})
         note = self._children.warning()
         if note is not None:
             warnings.append({"plugin": "session", "message": note})
