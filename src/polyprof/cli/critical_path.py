@@ -105,31 +105,87 @@ def run(args: argparse.Namespace) -> int:
     from ..analyze.critical_path import step_windows
 
     numbers = step_windows(traces[min(traces)])[0]  # the first rank's step numbers, as the other commands show
-    _print(table, predicted, steps, args.top, numbers)
+    _print(table, predicted, steps, args.top, numbers, traces)
     return 0
 
 
-def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int, numbers: Any) -> None:
+#: the other ranks a step's header names beside the one holding most of the path
+OTHER_RANKS = 3
+
+
+def _width() -> int:
+    """The terminal's width as the summary takes it (COLUMNS, else the terminal's, else 80)."""
+    from ..report.textout import plain_terminal  # the summary's width rule, only for the text output
+
+    term = plain_terminal(sys.stdout)
+    return max(term.width if term else 80, 40)
+
+
+def _shares(share: dict[int, int], length: int) -> tuple[int, str]:
+    """The rank holding most of the path, and the others' shares as text: the largest
+    :data:`OTHER_RANKS` that round to 1% or more, the rest counted (0% ones left out)."""
+    held = max(share, key=lambda r: (share[r], -r))
+    pct = {r: 100.0 * v / max(length, 1) for r, v in share.items() if r != held and v > 0}
+    order = sorted(pct, key=lambda r: (-pct[r], r))
+    named = [r for r in order[:OTHER_RANKS] if pct[r] >= 0.5]
+    rest = [r for r in order if r not in named]
+    words = [f"rank {r} {pct[r]:.0f}%" for r in named]
+    if rest:
+        n = f"+{len(rest)} rank{'s' if len(rest) > 1 else ''}"
+        words.append(f"{n} under 1%" if max(pct[r] for r in rest) < 1 else
+                     f"{n} {sum(pct[r] for r in rest):.0f}% together")
+    return held, ", ".join(words)
+
+
+def _no_path(traces: dict[int, Any], k: int, where: str) -> str:
+    """Why step ``k`` (``where``: "the step", or "the trace" without steps) has no
+    critical path: the path follows host ops, runtime calls and the device activity they
+    launch; what the ranks have in the step instead."""
     import numpy as np
 
+    from ..analyze.critical_path import _KIND_TEXT, step_windows  # the kind column's words
+
+    counts: dict[str, int] = {}
+    for t in traces.values():
+        _, starts, ends = step_windows(t)
+        if k >= len(starts) or not t.n_events:
+            continue
+        start = np.asarray(t.events["start_ns"], np.int64)
+        kinds = np.asarray(t.kinds, np.int64)[(start >= starts[k]) & (start <= ends[k])]
+        for code, n in zip(*np.unique(kinds, return_counts=True)):
+            counts[str(_KIND_TEXT[code])] = counts.get(str(_KIND_TEXT[code]), 0) + int(n)
+    follows = "the path follows framework ops, runtime calls and the device work they launch"
+    if not counts:
+        return f"no critical path ({follows}): {where} has no events"
+    what = ", ".join(f"{n:,} {kind}" for kind, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
+    return f"no critical path ({follows}): {where} has none of them, only {what} events"
+
+
+def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: int, numbers: Any,
+           traces: dict[int, Any] | None = None) -> None:
+    import textwrap
+
+    import numpy as np
+
+    width = _width()
     step = np.asarray(table["step"], np.int64)
     for k in steps:
         m = np.flatnonzero(step == k)
         said = f"step {k}" + (f" (#{int(numbers[k])})" if k < len(numbers) and int(numbers[k]) >= 0 else "")
         if not len(m):
-            print(f"{said}: no critical path (no events in the step)")
+            where = "the step" if k < len(numbers) and int(numbers[k]) >= 0 else "the trace"
+            print(textwrap.fill(f"{said}: {_no_path(traces or {}, k, where)}", width, subsequent_indent="  "))
             continue
         length = int(table["path_ns"][m[0]])
         span = int(table["span_ns"][m[0]])
         on = np.asarray(table["on_path_ns"], np.int64)[m]
         ranks = np.asarray(table["rank"], np.int64)[m]
         share = {int(r): int(on[ranks == r].sum()) for r in unique(ranks)}
-        held = max(share, key=lambda r: share[r])
-        print(f"{said}: critical path {length / 1e6:.3f} ms of the step's {span / 1e6:.3f} ms "
-              f"(start to end of its work); rank {held} holds "
-              f"{100.0 * share[held] / max(length, 1):.0f}% of it"
-              + (f" ({', '.join(f'rank {r} {100.0 * v / max(length, 1):.0f}%' for r, v in share.items() if r != held)})"
-                 if len(share) > 1 else ""))
+        held, others = _shares(share, length)
+        print(textwrap.fill(f"{said}: critical path {length / 1e6:.3f} ms of the step's {span / 1e6:.3f} ms "
+                            f"(start to end of its work); rank {held} holds "
+                            f"{100.0 * share[held] / max(length, 1):.0f}% of it" + (f" ({others})" if others else ""),
+                            width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
         keys: dict[tuple[int, str, str], int] = {}
         for r, n, kind, v in zip(ranks.tolist(), table["name"][m].tolist(), table["kind"][m].tolist(), on.tolist()):
             keys[(r, n, kind)] = keys.get((r, n, kind), 0) + v

@@ -11,7 +11,7 @@ import html
 import re
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import orjson
 
@@ -130,7 +130,7 @@ def script_json(doc: object) -> str:
     return text.translate(_SCRIPT_ESCAPES)
 
 
-def render(report: Report, ranks: JobReport | None = None, parts: list[Part] | None = None,
+def render(report: Report, ranks: JobReport | None = None, parts: Iterable[Part] | None = None,
            marks: list[dict[str, Any]] | None = None, highlight: list[str] | None = None,
            step: Callable[[], None] | None = None) -> str:
     """The page; with ``ranks`` (a JobReport) the ranks side by side come first and
@@ -159,7 +159,7 @@ def render(report: Report, ranks: JobReport | None = None, parts: list[Part] | N
 
 
 def write(trace: Trace, path: str | Path, report: Report | None = None, ranks: JobReport | None = None,
-          force: bool = False, parts: list[Part] | None = None, marks: list[dict[str, Any]] | None = None,
+          force: bool = False, parts: Iterable[Part] | None = None, marks: list[dict[str, Any]] | None = None,
           highlight: list[str] | None = None, step: Callable[[], None] | None = None) -> Path:
     """Write the report for ``trace`` to ``path`` (with ``ranks``: the job's ranks side by
     side, ``trace`` being the rank whose timeline is shown); beside it and renamed over

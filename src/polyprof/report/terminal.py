@@ -10,7 +10,7 @@ import numpy as np
 from ..analyze.critical_path import on_path_totals
 from ..analyze.frames import column, labels, order_desc
 from ..analyze.table import Table
-from ..analyze.units import fmt_ns
+from ..analyze.units import fmt_ns, number_ranges
 from ..analyze.window import WindowArg
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
@@ -213,6 +213,20 @@ def _event_text(e: object, name: str = "") -> str:
     return " ".join(parts)
 
 
+#: an evidence list longer than this is shown in short (the JSON keeps it whole)
+LIST_ITEMS = 8
+
+
+def _listed(v: object) -> object:
+    """An evidence value; a long list in short: integers as runs ("0-127"), others as
+    "first, ..., last (N)" (a merged finding's ranks and planes at hundreds of ranks)."""
+    if not isinstance(v, (list, tuple)) or len(v) <= LIST_ITEMS:
+        return v
+    if all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return number_ranges(sorted(set(v))) + f" ({len(v)})"
+    return f"{v[0]}, ..., {v[-1]} ({len(v)})"
+
+
 def _finding_lines(findings: list) -> list[Para]:
     """Each finding: a title line, then evidence / top events / what to try, each indented
     so wrapped lines stay under their label."""
@@ -221,7 +235,7 @@ def _finding_lines(findings: list) -> list[Para]:
         color = {"high": "red", "medium": "yellow"}.get(f.severity, "cyan")
         ev = ", ".join(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else
                        f"{k[:-6]}={fmt_size(v)}" if k.endswith("_bytes") and isinstance(v, (int, float)) else
-                       f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items())
+                       f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={_listed(v)}" for k, v in f.evidence.items())
         out.append(Para(((f"● {f.severity}", color), (" ", None), (f.title, "bold"))))
         parts = [("evidence", ev)]
         if f.events:  # their names in 50 cells, told apart (report/names.py)

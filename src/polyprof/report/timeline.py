@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import zlib
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
@@ -105,19 +105,22 @@ def _column(a: np.ndarray) -> tuple[str, np.ndarray]:
 
 
 def _pack(columns: dict[str, np.ndarray]) -> tuple[str, list[dict[str, Any]]]:
-    """(base64 of the deflated columns, each one's name, dtype and byte offset)."""
-    parts, layout, offset = [], [], 0
+    """(base64 of the deflated columns, each one's name, dtype and byte offset); each
+    column deflated in turn, not all of them joined first."""
+    z, parts, layout, offset = zlib.compressobj(1), [], [], 0
     for name, a in columns.items():
         dtype, arr = _column(a)
         raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
         pad = (-offset) % 8
         if pad:
-            parts.append(b"\0" * pad)
+            parts.append(z.compress(b"\0" * pad))
             offset += pad
         layout.append({"name": name, "dtype": dtype, "offset": offset, "length": len(arr)})
-        parts.append(raw)
+        parts.append(z.compress(raw))
         offset += len(raw)
-    return base64.b64encode(zlib.compress(b"".join(parts), 1)).decode("ascii"), layout
+        del raw, arr
+    parts.append(z.flush())
+    return base64.b64encode(b"".join(parts)).decode("ascii"), layout
 
 
 def _stat_cells(trace: Trace, pos_of: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -140,12 +143,13 @@ def _stat_cells(trace: Trace, pos_of: np.ndarray) -> list[tuple[str, np.ndarray,
 _EXACT = 2 ** 53
 
 
-def _args(found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray) -> dict[str, Any]:
+def _args(found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray, more: bool = False) -> dict[str, Any]:
     """Arguments as {keys, cols: [[positions], [values]]}: at most MAX_ARG_CELLS cells,
-    the longest events' first."""
+    the longest events' first (``more``: ``found`` lacks the cells of the shortest events,
+    of which there were more than MAX_ARG_CELLS in all)."""
     total = sum(len(p) for _, p, _ in found)
     limit = None
-    if total > MAX_ARG_CELLS:  # a duration above which the cells fit
+    if total > MAX_ARG_CELLS or (more and total == MAX_ARG_CELLS):  # a duration above which the cells fit
         limit = np.sort(np.concatenate([dur[p] for _, p, _ in found]))[::-1][MAX_ARG_CELLS - 1]
     keys_out: list[str] = []
     cols: list[list[list[Any]]] = []
@@ -202,34 +206,42 @@ def _counters(part: Part, t0: int, group_of: dict[int, str]) -> list[dict[str, A
     return out
 
 
-def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None,
-                  highlight: list[str] | None = None) -> dict[str, Any]:
-    """What the page's timeline draws for ``parts`` (one trace, or a job's ranks with
-    their clock offsets); ``marks`` are highlighted spans ({"start_ns", "end_ns",
-    "label", "kind"} on the aligned clock, e.g. collectives that waited on a straggler),
-    and events named in ``highlight`` (a job's collectives) are drawn in one colour."""
-    spans = [(p.trace.span_ns[0] + p.offset_ns, p.trace.span_ns[1] + p.offset_ns) for p in parts if p.trace.n_events]
-    t0 = min((s for s, _ in spans), default=0)
-    t1 = max((e for _, e in spans), default=t0 + 1)
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "dur", "name", "partner", "op")}
-    found: list[tuple[str, np.ndarray, np.ndarray]] = []
-    tracks: list[dict[str, Any]] = []
-    names: dict[str, int] = {}
-    steps: list[list[Any]] = []
-    counters: list[dict[str, Any]] = []
-    base = 0
-    for part in parts:
+#: the argument cells held while the parts are read: past this many, those of the
+#: shortest events are let go (they would not be among the MAX_ARG_CELLS sent)
+_ARG_CELLS_HELD = 2 * MAX_ARG_CELLS
+
+
+class _Timeline:
+    """The timeline's columns, tracks, names, steps, counters and argument cells, built
+    one part at a time (each part's trace can be let go once added), times on the
+    parts' aligned clock until :meth:`result` moves them to the first event's."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "dur", "name", "partner", "op")}
+        self.found: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []  # key, positions, values, durations
+        self.held = self.arg_total = self.base = 0
+        self.floor = -1  # cells of events this long or shorter are let go (-1: none yet)
+        self.tracks: list[dict[str, Any]] = []
+        self.names: dict[str, int] = {}
+        self.steps: list[list[Any]] = []
+        self.counters: list[dict[str, Any]] = []
+        self.span: tuple[int, int] | None = None
+
+    def add(self, part: Part) -> None:
         trace = part.trace
+        if trace.n_events:
+            a, b = trace.span_ns[0] + part.offset_ns, trace.span_ns[1] + part.offset_ns
+            self.span = (a, b) if self.span is None else (min(self.span[0], a), max(self.span[1], b))
         if part.critical_path and 0 < trace.n_events <= MAX_CRITICAL_PATH_EVENTS:
             trace = with_critical_path(trace)
-        ev = trace.events
+        ev, base = trace.events, self.base
         prefix = part.label + " · " if part.label else ""
         group_of = {p.id: prefix + p.name for p in trace.planes}
         order = _track_order(trace)
         rank_of = np.full(len(trace.tracks) + 1, len(order), np.int64)
         rank_of[order] = np.arange(len(order))
         n = trace.n_events
-        start = ev["start_ns"].astype(np.int64) + part.offset_ns - t0
+        start = ev["start_ns"].astype(np.int64) + part.offset_ns
         dur = np.maximum(ev["dur_ns"].astype(np.int64), 0)
         lane = _lanes(ev["track"], start, start + dur)
         rows = np.lexsort((start, lane, rank_of[ev["track"]]))
@@ -239,7 +251,7 @@ def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None,
         pos_of[-1] = -1  # partner -1 stays -1
         # the strings this part uses, numbered in the page's one list
         used, inv = np.unique(ev["name"], return_inverse=True)
-        ids = np.array([names.setdefault(trace.strings[int(s)], len(names)) for s in used], np.int64)
+        ids = np.array([self.names.setdefault(trace.strings[int(s)], len(self.names)) for s in used], np.int64)
         rank_sorted = rank_of[ev["track"][rows]]
         lanes_sorted = lane[rows]
         bounds = np.searchsorted(rank_sorted, np.arange(len(order) + 1))
@@ -250,43 +262,88 @@ def timeline_data(parts: list[Part], marks: list[dict[str, Any]] | None = None,
                 continue
             ln = lanes_sorted[lo:hi]
             lane_cuts = np.flatnonzero(np.r_[True, ln[1:] != ln[:-1]])
-            tracks.append({"group": group_of.get(t.plane, prefix), "label": t.name, "kind": t.kind,
-                           "device": trace.planes[t.plane].kind == "device",
-                           "lanes": (lane_cuts + lo + base).tolist() + [int(hi + base)]})
-        cols["start"].append(start[rows])
-        cols["dur"].append(dur[rows])
-        cols["name"].append(ids[inv[rows]])
-        cols["partner"].append(pos_of[partner[rows]])
-        cols["op"].append(pos_of[op[rows]])
-        found += _stat_cells(trace, pos_of)
+            self.tracks.append({"group": group_of.get(t.plane, prefix), "label": t.name, "kind": t.kind,
+                                "device": trace.planes[t.plane].kind == "device",
+                                "lanes": (lane_cuts + lo + base).tolist() + [int(hi + base)]})
+        for col, v in (("start", start[rows]), ("dur", dur[rows]), ("name", ids[inv[rows]]),
+                       ("partner", pos_of[partner[rows]]), ("op", pos_of[op[rows]])):
+            self.cols[col].append(v)
+        self._cells(_stat_cells(trace, pos_of), dur[rows])
         st = cache.steps(trace)
         # a job's step bands: the first rank's (the others' fall at about the same aligned times)
-        steps += [] if steps else [[int(a + part.offset_ns - t0), int(b + part.offset_ns - t0), int(k), part.label]
-                  for a, b, k in zip(st.start[:500], st.end[:500], st.number[:500])]
-        counters += _counters(part, t0, group_of)
-        base += n
-    start, dur, name, partner, op = (np.concatenate(cols[k]) if base else np.zeros(0, np.int64)
-                                     for k in ("start", "dur", "name", "partner", "op"))
-    note = ""
-    if base > MAX_EVENTS:
-        cut = int(np.sort(dur)[::-1][MAX_EVENTS - 1])
-        keep = dur > cut
-        note = (f"{int(base - keep.sum())} of {base} events shorter than {cut} ns are left out of the timeline "
-                f"(it draws at most {MAX_EVENTS}); the tables count them all.")
-        new = np.where(keep, np.cumsum(keep) - 1, -1)
-        new = np.r_[new, -1]  # position -1 stays -1
-        start, dur, name = start[keep], dur[keep], name[keep]
-        partner, op = new[partner[keep]], new[op[keep]]
-        found = [(k, new[p][new[p] >= 0], v[new[p] >= 0]) for k, p, v in found]
-        bounds = np.r_[0, np.cumsum(keep)]
-        for row in tracks:
-            row["lanes"] = sorted(set(bounds[np.asarray(row["lanes"])].tolist()))
-        tracks = [row for row in tracks if len(row["lanes"]) > 1]
-    q = max(int(np.gcd.reduce(np.r_[start, dur])) if len(start) else 1, 1)
-    blob, layout = _pack({"start": np.diff(start // q, prepend=0), "dur": dur // q, "name": name,
-                          "partner": partner, "op": op})
-    marks = [{**m, "start_ns": int(m["start_ns"]) - t0, "end_ns": int(m["end_ns"]) - t0} for m in marks or []]
-    hot = sorted(n for n in set(highlight or ()) if n in names)
-    return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "quantum": q, "events": int(len(start)), "hot": hot,
-            "names": list(names), "tracks": tracks, "blob": blob, "layout": layout, "args": _args(found, dur),
-            "counters": counters, "steps": steps, "marks": marks, "note": note}
+        self.steps += [] if self.steps else [[int(a + part.offset_ns), int(b + part.offset_ns), int(k), part.label]
+                                             for a, b, k in zip(st.start[:500], st.end[:500], st.number[:500])]
+        self.counters += _counters(part, 0, group_of)
+        self.base += n
+
+    def _cells(self, found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray) -> None:
+        """A part's argument cells (``dur``: its events' durations by position), those of
+        the shortest events let go past :data:`_ARG_CELLS_HELD`: those no longer than the
+        MAX_ARG_CELLS-th longest so far (the floor), which :func:`_args` would leave out
+        (the MAX_ARG_CELLS-th longest of all the cells is no shorter)."""
+        for key, p, v in found:
+            self.found.append((key, p, v, dur[p - self.base]))
+            self.held += len(p)
+            self.arg_total += len(p)
+        if self.held <= _ARG_CELLS_HELD:
+            return
+        d = np.concatenate([x[3] for x in self.found])
+        self.floor = max(self.floor, int(np.partition(d, len(d) - MAX_ARG_CELLS)[len(d) - MAX_ARG_CELLS]))
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """The cells of events no longer than the floor let go."""
+        self.found = [(k, p[d > self.floor], v[d > self.floor], d[d > self.floor]) for k, p, v, d in self.found]
+        self.found = [x for x in self.found if len(x[1])]
+        self.held = sum(len(x[1]) for x in self.found)
+
+    def result(self, marks: list[dict[str, Any]] | None, highlight: list[str] | None) -> dict[str, Any]:
+        t0, t1 = self.span if self.span is not None else (0, 1)
+        base, names = self.base, self.names
+        # each column joined and its parts let go in turn (a job's columns are the most it holds)
+        start, dur, name, partner, op = (np.concatenate(self.cols.pop(k)) if base else np.zeros(0, np.int64)
+                                         for k in ("start", "dur", "name", "partner", "op"))
+        start -= t0
+        self._let_go()
+        found = [(k, p, v) for k, p, v, _ in self.found]
+        tracks, note = self.tracks, ""
+        if base > MAX_EVENTS:
+            cut = int(np.sort(dur)[::-1][MAX_EVENTS - 1])
+            keep = dur > cut
+            note = (f"{int(base - keep.sum())} of {base} events shorter than {cut} ns are left out of the timeline "
+                    f"(it draws at most {MAX_EVENTS}); the tables count them all.")
+            new = np.where(keep, np.cumsum(keep) - 1, -1)
+            new = np.r_[new, -1]  # position -1 stays -1
+            start, dur, name = start[keep], dur[keep], name[keep]
+            partner, op = new[partner[keep]], new[op[keep]]
+            found = [(k, new[p][new[p] >= 0], v[new[p] >= 0]) for k, p, v in found]
+            bounds = np.r_[0, np.cumsum(keep)]
+            for row in tracks:
+                row["lanes"] = sorted(set(bounds[np.asarray(row["lanes"])].tolist()))
+            tracks = [row for row in tracks if len(row["lanes"]) > 1]
+        q = max(int(np.gcd(np.gcd.reduce(start), np.gcd.reduce(dur))) if len(start) else 1, 1)
+        blob, layout = _pack({"start": np.diff(start // q, prepend=0), "dur": dur // q, "name": name,
+                              "partner": partner, "op": op})
+        moved = [{**m, "start_ns": int(m["start_ns"]) - t0, "end_ns": int(m["end_ns"]) - t0} for m in marks or []]
+        steps = [[a - t0, b - t0, k, label] for a, b, k, label in self.steps]
+        counters = [{**c, "ts": [x - t0 for x in c["ts"]]} for c in self.counters]
+        hot = sorted(n for n in set(highlight or ()) if n in names)
+        return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "quantum": q, "events": int(len(start)), "hot": hot,
+                "names": list(names), "tracks": tracks, "blob": blob, "layout": layout,
+                "args": {**_args(found, dur, self.floor >= 0), "total": self.arg_total},
+                "counters": counters, "steps": steps, "marks": moved, "note": note}
+
+
+def timeline_data(parts: Iterable[Part], marks: list[dict[str, Any]] | None = None,
+                  highlight: list[str] | None = None) -> dict[str, Any]:
+    """What the page's timeline draws for ``parts`` (one trace, or a job's ranks with
+    their clock offsets); ``marks`` are highlighted spans ({"start_ns", "end_ns",
+    "label", "kind"} on the aligned clock, e.g. collectives that waited on a straggler),
+    and events named in ``highlight`` (a job's collectives) are drawn in one colour.
+    ``parts`` is read once, in order: a job's ranks can be read one at a time
+    (report/timeline_job.py), each trace let go once drawn. ``args.total``: the argument
+    cells of every event, drawn or not."""
+    tl = _Timeline()
+    for part in parts:
+        tl.add(part)
+    return tl.result(marks, highlight)

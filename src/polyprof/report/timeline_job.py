@@ -10,7 +10,7 @@ loads the ranks' traces from the job's :class:`~polyprof.ranks.traceset.TraceSet
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -76,18 +76,44 @@ def collective_names(job: JobReport) -> list[str]:
 
 
 def job_parts(job: JobReport, load: Callable[[int], Trace], loaded: Iterable[tuple[int, Trace]] = (),
-              ) -> tuple[list[Part], list[dict[str, Any]]]:
+              ) -> tuple[Iterable[Part], list[dict[str, Any]]]:
     """(the ranks as timeline parts on the aligned clock, the straggler marks);
-    ``load(rank)`` reads a rank, ``loaded`` gives ranks already read."""
+    ``load(rank)`` reads a rank, ``loaded`` gives ranks already read. A job of at most
+    ``MAX_CRITICAL_PATH_EVENTS`` events is read whole (its ranks' critical path is joined);
+    a bigger one's parts are read one rank at a time as the timeline takes them, each
+    let go once drawn (the timeline keeps its columns, not the ranks' traces)."""
     have = dict(loaded)
     off = offsets(job)
-    parts = []
-    with TaskBar(len(job.ranks), "read ranks for the timeline") as bar:
-        for r in job.ranks:
-            trace = have.pop(r) if r in have else load(r)
-            parts.append(Part(f"rank {r}", trace, off.get(r, 0)))
+    events: Any = column(job.tables["rank_overview"], "events") if "rank_overview" in job.tables else []
+    if sum(int(e) for e in events if e == e) <= MAX_CRITICAL_PATH_EVENTS:
+        parts = list(_read(job.ranks, have, load, off))
+        return _with_job_path(parts, job.ranks), straggler_marks(job, off)
+    return _OneByOne(job.ranks, have, load, off), straggler_marks(job, off)
+
+
+def _read(ranks: list[int], have: dict[int, Trace], load: Callable[[int], Trace],
+          off: dict[int, int]) -> Iterator[Part]:
+    with TaskBar(len(ranks), "read ranks for the timeline") as bar:
+        for r in ranks:
+            trace = have[r] if r in have else load(r)
+            yield Part(f"rank {r}", trace, off.get(r, 0))
+            del trace
             bar.advance()
-    return _with_job_path(parts, job.ranks), straggler_marks(job, off)
+
+
+class _OneByOne:
+    """A job's ranks as timeline parts, each read as it is taken (iterable more than once:
+    each time reads the ranks again)."""
+
+    def __init__(self, ranks: list[int], have: dict[int, Trace], load: Callable[[int], Trace],
+                 off: dict[int, int]) -> None:
+        self.ranks, self.have, self.load, self.off = ranks, have, load, off
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def __iter__(self) -> Iterator[Part]:
+        return _read(self.ranks, self.have, self.load, self.off)
 
 
 def _with_job_path(parts: list[Part], ranks: list[int]) -> list[Part]:
