@@ -5,6 +5,9 @@ same files and against XLA's cost conventions on small modules built here."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,6 @@ from polyprof.analyze.efficiency import mfu, op_efficiency
 from polyprof.analyze.frames import column
 from polyprof.formats.xspace import hlo as H
 from polyprof.formats.xspace.hlo_cost import module_costs
-from polyprof.formats.xspace.hlo_pb2 import HloProto
 from polyprof.formats.xspace.reader import from_bytes, load
 
 DATA = Path(__file__).parent / "data"
@@ -71,54 +73,82 @@ def test_elementwise_ops_count_one_flop_per_element_not_xprofs_three():
     assert math.isnan(costs["te_fused_attn_forward_ffi.10"].flops)  # an FFI kernel XLA does not count
 
 
-def _module(build) -> bytes:
-    p = HloProto()
-    m = p.hlo_module
-    build(m)
-    return p.SerializeToString()
+# A small encoder of XLA's HloProto (field numbers of xla/service/hlo.proto and
+# xla/xla_data.proto), written apart from polyprof's decoder so the tests do not check
+# it against itself: a message is a list of (field number, value) pairs, a value an int
+# (varint), str/bytes (length-delimited), a list of ints (packed) or a nested message.
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
 
 
-def _ins(comp, iid, name, opcode, etype, dims, operands=(), **kw):
-    i = comp.instructions.add(id=iid, name=name, opcode=opcode, operand_ids=list(operands), **kw)
-    i.shape.element_type = etype
-    i.shape.dimensions.extend(dims)
-    return i
+def _msg(*pairs) -> bytes:
+    out = b""
+    for num, v in pairs:
+        if isinstance(v, int):
+            out += _varint(num << 3) + _varint(v)
+            continue
+        if isinstance(v, str):
+            v = v.encode()
+        elif isinstance(v, tuple):  # packed repeated ints
+            v = b"".join(_varint(x) for x in v)
+        out += _varint(num << 3 | 2) + _varint(len(v)) + v
+    return out
+
+
+def _shape(etype, dims) -> bytes:
+    return _msg((2, etype), (3, tuple(dims)))  # ShapeProto.element_type, .dimensions
+
+
+def _ins(iid, name, opcode, etype, dims, operands=(), called=(), *extra) -> bytes:
+    """HloInstructionProto: name 1, opcode 2, shape 3, id 35, operand_ids 36,
+    called_computation_ids 38, then ``extra`` (field, value) pairs."""
+    return _msg((1, name), (2, opcode), (3, _shape(etype, dims)), (35, iid), (36, tuple(operands)),
+                (38, tuple(called)), *extra)
+
+
+def _comp(cid, name, root, *instructions) -> bytes:
+    """HloComputationProto: name 1, instructions 2, id 5, root_id 6."""
+    return _msg((1, name), *((2, i) for i in instructions), (5, cid), (6, root))
+
+
+def _module(*computations) -> bytes:
+    """HloProto.hlo_module (1): HloModuleProto name 1, computations 3."""
+    return _msg((1, _msg((1, "m"), *((3, c) for c in computations))))
+
+
+DOT_DIMS = (30, _msg((1, (1,)), (2, (0,))))  # DotDimensionNumbers: lhs / rhs contracting dims
 
 
 def test_conventions_on_a_small_module():
-    def build(m):
-        add = m.computations.add(id=1, name="add", root_id=12)
-        _ins(add, 10, "a", "parameter", F32, [])
-        _ins(add, 11, "b", "parameter", F32, [])
-        _ins(add, 12, "s", "add", F32, [], (10, 11))
-        fused = m.computations.add(id=2, name="fused", root_id=23)
-        _ins(fused, 20, "p0", "parameter", F32, [8, 16])
-        _ins(fused, 21, "e", "exponential", F32, [8, 16], (20,))
-        _ins(fused, 22, "m", "multiply", F32, [8, 16], (21, 20))
-        _ins(fused, 23, "r", "reduce", F32, [8], (22, 24), called_computation_ids=[1])
-        _ins(fused, 24, "z", "constant", F32, [])
-        main = m.computations.add(id=3, name="main", root_id=35)
-        _ins(main, 30, "x", "parameter", BF16, [4, 32])
-        _ins(main, 31, "w", "parameter", BF16, [32, 16])
-        d = _ins(main, 32, "dot.1", "dot", F32, [4, 16], (30, 31))
-        d.dot_dimension_numbers.lhs_contracting_dimensions.append(1)
-        d.dot_dimension_numbers.rhs_contracting_dimensions.append(0)
-        _ins(main, 33, "y", "parameter", F32, [8, 16])
-        _ins(main, 34, "fusion.1", "fusion", F32, [8], (33,), called_computation_ids=[2], fusion_kind="kLoop")
-        c = _ins(main, 35, "conv", "convolution", F32, [1, 5, 2], (36, 37))  # 1-D, NWC, pad 1
-        c.convolution_dimension_numbers.input_feature_dimension = 2
-        c.convolution_dimension_numbers.input_spatial_dimensions.append(1)
-        c.convolution_dimension_numbers.kernel_input_feature_dimension = 1
-        c.convolution_dimension_numbers.kernel_output_feature_dimension = 2
-        c.convolution_dimension_numbers.kernel_spatial_dimensions.append(0)
-        c.convolution_dimension_numbers.output_feature_dimension = 2
-        c.convolution_dimension_numbers.output_spatial_dimensions.append(1)
-        c.window.dimensions.add(size=3, stride=1, padding_low=1, padding_high=1, window_dilation=1, base_dilation=1)
-        c.precision_config.operand_precision.extend([2, 2])
-        _ins(main, 36, "in", "parameter", F32, [1, 5, 3])
-        _ins(main, 37, "k", "parameter", F32, [3, 3, 2])
+    add = _comp(1, "add", 12, _ins(10, "a", "parameter", F32, []), _ins(11, "b", "parameter", F32, []),
+                _ins(12, "s", "add", F32, [], (10, 11)))
+    fused = _comp(2, "fused", 23, _ins(20, "p0", "parameter", F32, [8, 16]),
+                  _ins(21, "e", "exponential", F32, [8, 16], (20,)),
+                  _ins(22, "m", "multiply", F32, [8, 16], (21, 20)),
+                  _ins(23, "r", "reduce", F32, [8], (22, 24), (1,)),
+                  _ins(24, "z", "constant", F32, []))
+    # a 1-D NWC convolution, padding 1: ConvolutionDimensionNumbers kernel_input_feature 3,
+    # kernel_output_feature 4, kernel_spatial 6, input_feature 8, output_feature 10,
+    # input_spatial 11, output_spatial 12; Window.dimensions (1): size 1, stride 2,
+    # padding_low 3, padding_high 4, window_dilation 5, base_dilation 6; PrecisionConfig
+    # operand_precision (1): HIGHEST 2
+    conv_dims = (16, _msg((3, 1), (4, 2), (6, (0,)), (8, 2), (10, 2), (11, (1,)), (12, (1,))))
+    window = (15, _msg((1, _msg((1, 3), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)))))
+    main = _comp(3, "main", 35, _ins(30, "x", "parameter", BF16, [4, 32]), _ins(31, "w", "parameter", BF16, [32, 16]),
+                 _ins(32, "dot.1", "dot", F32, [4, 16], (30, 31), (), DOT_DIMS),
+                 _ins(33, "y", "parameter", F32, [8, 16]),
+                 _ins(34, "fusion.1", "fusion", F32, [8], (33,), (2,), (11, "kLoop")),
+                 _ins(35, "conv", "convolution", F32, [1, 5, 2], (36, 37), (), conv_dims, window,
+                      (51, _msg((1, (2, 2))))),
+                 _ins(36, "in", "parameter", F32, [1, 5, 3]), _ins(37, "k", "parameter", F32, [3, 3, 2]))
 
-    costs = module_costs(_module(build))
+    costs = module_costs(_module(add, fused, main))
     dot = costs["dot.1"]
     assert (dot.flops, dot.bytes, dot.precision) == (2 * 4 * 16 * 32, 2 * (4 * 32 + 32 * 16) + 4 * 4 * 16, "bf16")
     fus = costs["fusion.1"]
@@ -135,20 +165,13 @@ def test_conventions_on_a_small_module():
 def test_a_loop_is_costed_by_its_body_ops_and_cpu_products_are_fp32():
     """A ``while`` has no figure of its own (its body's instructions are ops of their own,
     on each trip); an fp32 dot of DEFAULT precision is TF32 on a GPU, fp32 on the CPU."""
-    def build(m):
-        body = m.computations.add(id=1, name="body", root_id=11)
-        _ins(body, 10, "carry", "parameter", F32, [4, 8])
-        d = _ins(body, 11, "dot.2", "dot", F32, [4, 8], (10, 10))
-        d.dot_dimension_numbers.lhs_contracting_dimensions.append(1)
-        d.dot_dimension_numbers.rhs_contracting_dimensions.append(0)
-        cond = m.computations.add(id=2, name="cond", root_id=21)
-        _ins(cond, 20, "c", "parameter", F32, [4, 8])
-        _ins(cond, 21, "lt", "compare", 1, [], (20, 20))
-        main = m.computations.add(id=3, name="main", root_id=31)
-        _ins(main, 30, "x", "parameter", F32, [4, 8])
-        _ins(main, 31, "while.5", "while", F32, [4, 8], (30,), called_computation_ids=[2, 1])
-
-    gpu, cpu = module_costs(_module(build)), module_costs(_module(build), tf32=False)
+    body = _comp(1, "body", 11, _ins(10, "carry", "parameter", F32, [4, 8]),
+                 _ins(11, "dot.2", "dot", F32, [4, 8], (10, 10), (), DOT_DIMS))
+    cond = _comp(2, "cond", 21, _ins(20, "c", "parameter", F32, [4, 8]), _ins(21, "lt", "compare", 1, [], (20, 20)))
+    main = _comp(3, "main", 31, _ins(30, "x", "parameter", F32, [4, 8]),
+                 _ins(31, "while.5", "while", F32, [4, 8], (30,), (2, 1)))
+    data = _module(body, cond, main)
+    gpu, cpu = module_costs(data), module_costs(data, tf32=False)
     assert "while.5" not in gpu and "while.5" not in cpu
     assert gpu["dot.2"].flops == cpu["dot.2"].flops == 2 * 4 * 8 * 8
     assert (gpu["dot.2"].precision, cpu["dot.2"].precision) == ("tf32", "fp32")
@@ -172,11 +195,62 @@ def test_jax_gpu_xspace_gets_op_efficiency_and_mfu_from_its_hlo():
 
 
 def test_a_damaged_hlo_module_is_named_and_costs_nothing():
-    data = (DATA / "h200" / "jax_train_step_h200.xplane.pb").read_bytes()
-    t = from_bytes(data)
-    for p in t.planes:  # damage the stored HLO: its ops keep no figures, the rest loads
-        for e in p.properties.get("xspace_event_metadata") or []:
-            if isinstance(e.get("stats"), dict) and H.HLO_PROTO in e["stats"]:
-                e["stats"][H.HLO_PROTO] = b"\x0a\xff\xff"
-    assert len(op_efficiency(t)) == 0
+    data = bytearray((DATA / "h200" / "jax_train_step_h200.xplane.pb").read_bytes())
+    protos = [v for p in from_bytes(bytes(data)).planes
+              for v in H.modules(p.properties.get("xspace_event_metadata") or []).values()]
+    assert protos
+    for proto in protos:  # damage the stored HLO in the file, keeping its length: the rest loads
+        at = data.find(proto)
+        data[at:at + len(proto)] = b"\x0a\xff\xff" + bytes(len(proto) - 3)
+    t = from_bytes(bytes(data))
+    assert len(op_efficiency(t)) == 0  # its ops keep no figures
     assert any("is damaged" in w for w in t.metadata.get("warnings", []))
+
+
+def test_hostile_hlo_is_bounded():
+    """Damaged or hostile HLO gives a ValueError (a damaged module) or unknown figures,
+    fast, never a RecursionError or a loop without end."""
+    def nested(depth):  # a tuple shape nested ``depth`` deep
+        s = _shape(F32, [2])
+        for _ in range(depth):
+            s = _msg((2, TUPLE), (4, s))
+        return s
+
+    deep = _module(_comp(1, "main", 1, _msg((1, "p"), (2, "parameter"), (3, nested(200)), (35, 1))))
+    with pytest.raises(ValueError):  # hlo.MAX_DEPTH; protobuf: its own limit
+        module_costs(deep)
+    assert module_costs(_module(_comp(1, "main", 1, _msg((1, "p"), (2, "parameter"), (3, nested(20)),
+                                                            (35, 1)))))["p"].bytes == 0
+    with pytest.raises(ValueError, match="not an HLO module"):  # a length of 2**40 in a 20-byte message
+        module_costs(b"\x0a" + _varint(1 << 40) + bytes(16))
+    # 3000 fusions, each calling the next one's computation: too deep to count, not a crash
+    chain = [_comp(i, f"c{i}", 10 * i, _ins(10 * i, f"f{i}", "fusion", F32, [4], (), (i + 1,)))
+             for i in range(1, 3000)] + [_comp(3000, "leaf", 30000, _ins(30000, "e", "exponential", F32, [4]))]
+    costs = module_costs(_module(*chain, _comp(0, "main", 1, _ins(1, "top", "fusion", F32, [4], (), (1,)))))
+    assert math.isnan(costs["top"].flops)
+    # a strided convolution over 2**40 kernel positions; dimensions whose product is past a float
+    window = (15, _msg((1, _msg((1, 1 << 40), (2, 2)))))
+    conv_dims = (16, _msg((6, (0,)), (8, 2), (10, 2), (11, (1,)), (12, (1,))))
+    costs = module_costs(_module(_comp(1, "main", 3, _ins(1, "in", "parameter", F32, [1, 5, 3]),
+                                       _ins(2, "k", "parameter", F32, [1 << 40, 3, 2]),
+                                       _ins(3, "conv", "convolution", F32, [1, 5, 2], (1, 2), (), conv_dims, window),
+                                       _ins(4, "huge", "add", F32, [1 << 62] * 20, (1, 1)))))
+    assert math.isnan(costs["conv"].flops) and math.isnan(costs["huge"].bytes)
+
+
+def test_summary_of_a_jax_xspace_imports_no_protobuf():
+    """The HLO is decoded without protobuf (formats/xspace/hlo.py): importing it cost a
+    fresh ``polyprof summary`` of a JAX XSpace about 20 ms of CPU, the cost pass ~1 ms."""
+    files = [TRACELENS / "jax_conv_minimal_08.xplane.pb", DATA / "traces" / "xspace" / "jax_cpu_mlp_scan.xplane.pb"]
+    code = ("import sys, io, contextlib\nfrom polyprof.cli import main\n"
+            "from polyprof.analyze.flops import hlo_costs\nimport polyprof\n"
+            f"for f in {[str(f) for f in files]!r}:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        assert main(['summary', f]) == 0\n"
+            "    assert len(hlo_costs(polyprof.load(f)).rows)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('google.protobuf')))")
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = dict(os.environ, PYTHONPATH=str(src) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"

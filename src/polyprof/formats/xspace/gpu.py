@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from ...trace.stats import StatColumn
 from ...trace.sorting import member, unique, unique_rows
 from .decode import EventColumns, spans
 from .metadata import PlaneMetadata
+
+if TYPE_CHECKING:
+    from .hlo import Module
 
 _STREAM_LINE = re.compile(r"^Stream #(\d+)(?:\((.*)\))?$")
 #: an HLO instruction name XLA gives a kernel it emits itself: a fusion (``loop_reduce_fusion``,
@@ -171,22 +174,37 @@ def framework_ops(trace: Trace) -> None:
 
 class HloModules:
     """The HLO modules a file holds (``hlo.py``; JAX stores them on ``/host:metadata``), by
-    (module name, program id), each decoded when first asked for. A damaged one is named in
-    a warning once and reads as absent."""
+    (module name, program id), each decoded when first asked for (:meth:`module`) and
+    then kept for the trace's op attribution and FLOPs alike (:func:`hlo_modules`). A
+    damaged one is named in a warning once and reads as absent."""
 
     def __init__(self, trace: Trace):
-        self.trace = trace
+        self.planes, self.metadata = trace.planes, trace.metadata  # not the trace: the memo holds this
         self.decoded: dict[tuple[str, int], dict[str, str] | None] = {}
         self.kernels: dict[tuple[str, int], dict[str, tuple[str, str]]] = {}
+        self.modules: dict[tuple[str, int], Module | None] = {}
+        self.errors: dict[tuple[str, int], str] = {}
 
     @cached_property
     def protos(self) -> dict[tuple[str, int], bytes]:
         from .hlo import modules  # only a file with XLA ops on a GPU
 
         out: dict[tuple[str, int], bytes] = {}
-        for p in self.trace.planes:
+        for p in self.planes:
             out.update(modules(p.properties.get("xspace_event_metadata") or []))
         return out
+
+    def module(self, key: tuple[str, int]) -> Module | None:
+        """Module ``key`` of :attr:`protos` decoded (``hlo.module``); None where its HLO is
+        damaged (:attr:`errors` says how)."""
+        if key not in self.modules:
+            from .hlo import module  # the HLO decoder: only a file with XLA ops and their HLO
+
+            try:
+                self.modules[key] = module(self.protos[key])
+            except ValueError as e:
+                self.modules[key], self.errors[key] = None, str(e)
+        return self.modules[key]
 
     @cached_property
     def by_name(self) -> dict[str, list[tuple[str, int]]]:
@@ -216,13 +234,15 @@ class HloModules:
         if key not in self.decoded:
             from .hlo import op_names  # the HLO decoder: only a file with XLA ops on a GPU and their HLO
 
+            decoded = self.module(key)
             try:
-                self.decoded[key] = op_names(self.protos[key])
-            except ValueError as e:
-                self.trace.metadata.setdefault(mkeys.WARNINGS, []).append(
-                    f"xspace: the HLO of module {key[0]}({key[1]}) is damaged ({e}): its kernels keep the "
-                    "ops their stats name")
-                self.decoded[key] = None
+                self.decoded[key] = None if decoded is None else op_names(decoded)
+            except ValueError as e:  # an instruction's metadata
+                self.errors[key], self.decoded[key] = str(e), None
+            if self.decoded[key] is None:
+                self.metadata.setdefault(mkeys.WARNINGS, []).append(
+                    f"xspace: the HLO of module {key[0]}({key[1]}) is damaged ({self.errors[key]}): its kernels "
+                    "keep the ops their stats name")
         return self.decoded[key]
 
     def kernel_table(self, mod: str, pid: int) -> dict[str, tuple[str, str]] | None:
@@ -237,6 +257,17 @@ class HloModules:
 
             self.kernels[key] = kernel_names(ops)
         return self.kernels[key]
+
+
+def hlo_modules(trace: Trace) -> HloModules:
+    """The trace's :class:`HloModules`, made once and kept in its ``__dict__`` beside its
+    cached properties, which the analyses' views of it share (``copy.copy``,
+    analyze/window.py): a module the reader decoded for op attribution is not decoded
+    again for its FLOPs."""
+    found = trace.__dict__.get("_xspace_hlo_modules")
+    if not isinstance(found, HloModules):
+        found = trace.__dict__["_xspace_hlo_modules"] = HloModules(trace)
+    return found
 
 
 def xla_rows(trace: Trace, in_command_buffer: bool) -> tuple[Mapping[str, StatColumn], StatColumn, np.ndarray] | None:
@@ -281,7 +312,7 @@ def module_combos(trace: Trace, rows: np.ndarray, first: np.ndarray
 def xla_ops(trace: Trace) -> None:
     """The XLA ops of GPU activity and their framework ops from the file's HLO, where it has
     it: :func:`hlo_framework_ops`, then :func:`command_buffer_ops` (each module decoded once)."""
-    modules = HloModules(trace)
+    modules = hlo_modules(trace)
     hlo_framework_ops(trace, modules)
     command_buffer_ops(trace, modules)
 
@@ -301,7 +332,7 @@ def hlo_framework_ops(trace: Trace, modules: HloModules | None = None) -> None:
     loaded, hlo, at = found
     if not any(k in loaded and loaded[k].kind == "O" for k in ("tf_op", keys.OP)):
         return  # no framework op to set (XLA's CPU runtime gives its ops none): no HLO decoded
-    modules = HloModules(trace) if modules is None else modules
+    modules = hlo_modules(trace) if modules is None else modules
     if not modules.protos:
         return
     rows = hlo.rows[at]
@@ -334,7 +365,7 @@ def command_buffer_ops(trace: Trace, modules: HloModules | None = None) -> None:
         return
     loaded, hlo, at = found
     rows = hlo.rows[at]
-    modules = HloModules(trace) if modules is None else modules
+    modules = hlo_modules(trace) if modules is None else modules
     # one decision per distinct (kernel name, module, program id), spread back to the rows
     combos, inv = module_combos(trace, rows, trace.events["name"][rows])
     names = trace.strings

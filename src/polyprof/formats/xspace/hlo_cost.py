@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable, NamedTuple
+from typing import Iterable, NamedTuple
 
-from .hlo_pb2 import HloProto
+from .hlo import MAX_DEPTH, Instruction, Module, Shape, WindowDim, module
 
 #: bits per element of xla.PrimitiveType (xla_data.proto); absent: no data (tuple, token)
 ELEMENT_BITS = {1: 8, 2: 8, 3: 16, 4: 32, 5: 64, 6: 8, 7: 16, 8: 32, 9: 64, 10: 16, 11: 32, 12: 64, 15: 64,
@@ -72,6 +72,10 @@ _CALLS = frozenset(("fusion", "call", "while", "async-start"))
 _CONTROL_FLOW = frozenset(("while", "call", "conditional"))
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")  # and their suffixed kinds ($f8...)
 CONV_TARGET = "__cudnn$conv"  # __cudnn$convForward, $convBackwardInput, $convBiasActivationForward...
+#: the most steps one convolution dimension's count may take (a hostile module's window)
+MAX_STEPS = 10**7
+#: what a module's damaged or hostile attributes raise while one instruction is costed
+_UNCOUNTABLE = (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError, RecursionError)
 
 
 class OpCost(NamedTuple):
@@ -84,21 +88,21 @@ class OpCost(NamedTuple):
     precision: str
 
 
-def elements(shape: Any) -> int:
+def elements(shape: Shape) -> int:
     """Elements of an array shape (of all leaves of a tuple)."""
     if shape.element_type == _TUPLE:
         return sum(elements(s) for s in shape.tuple_shapes)
     return math.prod(shape.dimensions)
 
 
-def nbytes(shape: Any) -> float:
+def nbytes(shape: Shape) -> float:
     """Bytes of an array shape (of all leaves of a tuple); 0 for tokens and opaque data."""
     if shape.element_type == _TUPLE:
         return sum(nbytes(s) for s in shape.tuple_shapes)
     return math.prod(shape.dimensions) * ELEMENT_BITS.get(shape.element_type, 0) / 8
 
 
-def _first(shape: Any) -> Any:
+def _first(shape: Shape) -> Shape:
     """The first leaf of a tuple shape (a library call's result), else the shape."""
     while shape.element_type == _TUPLE and len(shape.tuple_shapes):
         shape = shape.tuple_shapes[0]
@@ -113,17 +117,20 @@ def _is_library(target: str) -> bool:
     return _is_gemm(target) or target.startswith(CONV_TARGET)
 
 
-def dot_flops(lhs: Any, out: Any, contracting: Iterable[int]) -> float:
+def dot_flops(lhs: Shape, out: Shape, contracting: Iterable[int]) -> float:
     """2 x output elements x the product of the lhs contracting dimensions."""
     width = math.prod(int(lhs.dimensions[int(d)]) for d in contracting)
     return 2.0 * elements(out) * width
 
 
-def _valid_positions(size_in: int, size_out: int, size_k: int, w: Any) -> int:
+def _valid_positions(size_in: int, size_out: int, size_k: int, w: WindowDim) -> int:
     """(output, kernel) position pairs along one spatial dimension that read the input,
-    not its padding or the holes of its base dilation (XLA's convolution count)."""
+    not its padding or the holes of its base dilation (XLA's convolution count).
+    ValueError beyond :data:`MAX_STEPS` steps (a hostile module's window)."""
     stride, lo = max(1, w.stride or 1), w.padding_low
     wdil, bdil = max(1, w.window_dilation or 1), max(1, w.base_dilation or 1)
+    if size_k * (1 if stride == 1 and bdil == 1 else max(size_out, 1)) > MAX_STEPS:
+        raise ValueError(f"a convolution window of {size_k} x {size_out} positions")
     count = 0
     for k in range(size_k):
         if stride == 1 and bdil == 1:  # a closed form per kernel position
@@ -137,14 +144,14 @@ def _valid_positions(size_in: int, size_out: int, size_k: int, w: Any) -> int:
     return count
 
 
-def conv_flops(ins: Any, lhs: Any, rhs: Any, out: Any) -> float:
+def conv_flops(ins: Instruction, lhs: Shape, rhs: Shape, out: Shape) -> float:
     """XLA's FLOPs of convolution ``ins`` with these input, kernel and output shapes."""
     dn = ins.convolution_dimension_numbers
     fin = int(lhs.dimensions[dn.input_feature_dimension])
     fout = int(out.dimensions[dn.output_feature_dimension])
     batch = int(lhs.dimensions[dn.input_batch_dimension])
     positions = 1
-    for i, w in enumerate(ins.window.dimensions):
+    for i, w in enumerate(ins.window):
         positions *= _valid_positions(int(lhs.dimensions[dn.input_spatial_dimensions[i]]),
                                       int(out.dimensions[dn.output_spatial_dimensions[i]]),
                                       int(rhs.dimensions[dn.kernel_spatial_dimensions[i]]), w)
@@ -153,19 +160,25 @@ def conv_flops(ins: Any, lhs: Any, rhs: Any, out: Any) -> float:
 
 
 class ModuleCosts:
-    """The costs of the instructions of one HLO module (an ``xla.HloProto``'s bytes);
-    ``ValueError`` where the bytes are no such message."""
+    """The costs of the instructions of one HLO module (an ``xla.HloProto``'s bytes, or
+    them decoded by ``hlo.module``); ``ValueError`` where the bytes are no such message."""
 
-    def __init__(self, data: bytes, tf32: bool = True):
+    def __init__(self, data: bytes | Module, tf32: bool = True):
         self.tf32 = tf32
         try:
-            module = HloProto.FromString(data).hlo_module
-        except Exception as e:  # protobuf's DecodeError, or a message too deep
+            decoded = module(data) if isinstance(data, bytes) else data
+            for c in decoded.computations:
+                for i in c.instructions:
+                    i.check()
+        except ValueError as e:
             raise ValueError(f"not an HLO module ({e})") from e
-        self.name = module.name
-        self.computations = {c.id: c for c in module.computations}
-        self.by_id = {i.id: i for c in module.computations for i in c.instructions}
+        self.name = decoded.name
+        self.computations = {c.id: c for c in decoded.computations}
+        self.by_id = {i.id: i for c in decoded.computations for i in c.instructions}
         self._comp_cost: dict[int, tuple[float, float]] = {}
+        self._fusion_bytes_of: dict[int, float] = {}
+        self._core_of: dict[int, Instruction | None] = {}
+        self._depth = 0
         self._fused = {cid for i in self.by_id.values() if i.opcode == "fusion" for cid in i.called_computation_ids}
 
     def costs(self) -> dict[str, OpCost]:
@@ -181,20 +194,25 @@ class ModuleCosts:
                     out.setdefault(ins.name, self.cost(ins))
         return out
 
-    def operand(self, ins: Any, i: int) -> Any:
+    def operand(self, ins: Instruction, i: int) -> Instruction:
         return self.by_id[ins.operand_ids[i]]
 
-    def cost(self, ins: Any) -> OpCost:
+    def cost(self, ins: Instruction) -> OpCost:
         """The cost of instruction ``ins``; NaN FLOPs where the module does not hold what
-        its count needs (an operand, a called computation)."""
+        its count needs (an operand, a called computation) or its figures are beyond
+        counting (a hostile module's)."""
+        try:
+            prec = self.precision(ins)
+        except _UNCOUNTABLE:
+            prec = ""
         try:
             flops, trans = self.flops(ins)
-            moved = self.bytes(ins)
-        except (KeyError, IndexError, ValueError, TypeError):
-            return OpCost(math.nan, math.nan, math.nan, self.precision(ins))
-        return OpCost(flops, trans, moved, self.precision(ins))
+            moved = float(self.bytes(ins))
+        except _UNCOUNTABLE:
+            return OpCost(math.nan, math.nan, math.nan, prec)
+        return OpCost(flops, trans, moved, prec)
 
-    def flops(self, ins: Any) -> tuple[float, float]:
+    def flops(self, ins: Instruction) -> tuple[float, float]:
         """(FLOPs, transcendentals) of ``ins``."""
         op = ins.opcode
         if op in ELEMENTWISE:
@@ -202,7 +220,7 @@ class ModuleCosts:
             return (0.0, n) if op in TRANSCENDENTAL else (n, 0.0)
         if op == "dot":
             return dot_flops(self.operand(ins, 0).shape, ins.shape,
-                             ins.dot_dimension_numbers.lhs_contracting_dimensions), 0.0
+                             ins.lhs_contracting_dimensions), 0.0
         if op == "convolution":
             return conv_flops(ins, self.operand(ins, 0).shape, self.operand(ins, 1).shape, ins.shape), 0.0
         if op == "custom-call":
@@ -221,18 +239,18 @@ class ModuleCosts:
             return 0.0, float(elements(ins.shape))
         return 0.0, 0.0
 
-    def _reduction_flops(self, ins: Any) -> tuple[float, float]:
+    def _reduction_flops(self, ins: Instruction) -> tuple[float, float]:
         f, t = self.computation_flops(ins.called_computation_ids[0])
         out = float(elements(_first(ins.shape)))
         if ins.opcode == "reduce":
             times = float(elements(self.operand(ins, 0).shape)) - out
         elif ins.opcode == "reduce-window":
-            times = (math.prod(d.size for d in ins.window.dimensions) - 1) * out
+            times = (math.prod(d.size for d in ins.window) - 1) * out
         else:
             times = out
         return f * times, t * times
 
-    def _custom_call_flops(self, ins: Any) -> float:
+    def _custom_call_flops(self, ins: Instruction) -> float:
         target = ins.custom_call_target
         if _is_gemm(target):
             config = json.loads(ins.backend_config or b"{}")
@@ -244,17 +262,24 @@ class ModuleCosts:
         return math.nan
 
     def computation_flops(self, cid: int) -> tuple[float, float]:
-        """(FLOPs, transcendentals) summed over computation ``cid``'s instructions."""
+        """(FLOPs, transcendentals) summed over computation ``cid``'s instructions;
+        ValueError past :data:`hlo.MAX_DEPTH` nested calls (a hostile module's)."""
         if cid not in self._comp_cost:
+            if self._depth >= MAX_DEPTH:
+                raise ValueError(f"computations call each other deeper than {MAX_DEPTH}")
             self._comp_cost[cid] = (math.nan, math.nan)  # a recursion (none in valid HLO) reads as unknown
-            f = t = 0.0
-            for i in self.computations[cid].instructions:
-                fi, ti = self.flops(i)
-                f, t = f + fi, t + ti
+            self._depth += 1
+            try:
+                f = t = 0.0
+                for i in self.computations[cid].instructions:
+                    fi, ti = self.flops(i)
+                    f, t = f + fi, t + ti
+            finally:
+                self._depth -= 1
             self._comp_cost[cid] = (f, t)
         return self._comp_cost[cid]
 
-    def bytes(self, ins: Any) -> float:
+    def bytes(self, ins: Instruction) -> float:
         """Bytes ``ins`` reads and writes."""
         op = ins.opcode
         if op in _NO_BYTES:
@@ -268,17 +293,23 @@ class ModuleCosts:
         library = op == "custom-call" and _is_library(ins.custom_call_target)
         return (_library_output_bytes(ins.shape) if library else nbytes(ins.shape)) + self._operand_bytes(ins, 0)
 
-    def _operand_bytes(self, ins: Any, first: int) -> float:
+    def _operand_bytes(self, ins: Instruction, first: int) -> float:
         return sum(nbytes(self.operand(ins, i).shape) for i in range(first, len(ins.operand_ids)))
 
-    def _fusion_bytes(self, ins: Any) -> float:
-        comp = self.computations[ins.called_computation_ids[0]]
+    def _fusion_bytes(self, ins: Instruction) -> float:
+        cid = ins.called_computation_ids[0]
+        if cid not in self._fusion_bytes_of:  # once per fused computation, not per fusion calling it
+            self._fusion_bytes_of[cid] = self._fused_computation_bytes(cid)
+        return self._fusion_bytes_of[cid]
+
+    def _fused_computation_bytes(self, cid: int) -> float:
+        comp = self.computations[cid]
         inner = {i.id: i for i in comp.instructions}
         root = inner[comp.root_id]
         outs = [inner[o] for o in root.operand_ids] if root.opcode == "tuple" else [root]
         written = sum(nbytes(self.by_id[o.operand_ids[1]].shape) if o.opcode == "dynamic-update-slice"
                       else nbytes(o.shape) for o in outs)
-        users: dict[int, list[Any]] = {}
+        users: dict[int, list[Instruction]] = {}
         for i in comp.instructions:
             for o in i.operand_ids:
                 users.setdefault(o, []).append(i)
@@ -295,7 +326,7 @@ class ModuleCosts:
             read += size
         return written + read
 
-    def precision(self, ins: Any) -> str:
+    def precision(self, ins: Instruction) -> str:
         """The precision of ``ins``: of its dot's or convolution's first operand, else of
         its output."""
         core = self._core(ins)
@@ -304,28 +335,24 @@ class ModuleCosts:
             return "tf32" if self.tf32 and prec == "fp32" and not _highest(core) else prec
         return PRECISION.get(_first(ins.shape).element_type, "")
 
-    def _core(self, ins: Any) -> Any:
+    def _core(self, ins: Instruction, depth: int = 0) -> Instruction | None:
         """The dot, convolution or library call ``ins`` is or holds (first found), else None."""
         if ins.opcode in ("dot", "convolution") or (ins.opcode == "custom-call"
                                                     and _is_library(ins.custom_call_target)):
             return ins
-        if ins.opcode == "fusion":
+        if ins.opcode == "fusion" and depth < MAX_DEPTH:
             for cid in ins.called_computation_ids:
-                for i in self.computations.get(cid, _EMPTY).instructions:
-                    found = self._core(i)
-                    if found is not None:
-                        return found
+                if cid not in self._core_of:
+                    self._core_of[cid] = None  # a recursion (none in valid HLO) holds none
+                    comp = self.computations.get(cid)
+                    self._core_of[cid] = next((c for i in (comp.instructions if comp else ())
+                                               if (c := self._core(i, depth + 1)) is not None), None)
+                if self._core_of[cid] is not None:
+                    return self._core_of[cid]
         return None
 
 
-class _Empty:
-    instructions: tuple[Any, ...] = ()
-
-
-_EMPTY = _Empty()
-
-
-def _highest(ins: Any) -> bool:
+def _highest(ins: Instruction) -> bool:
     """Whether a dot's or convolution's operands are all of precision HIGHEST (full fp32
     products); XLA's GPU backends run an fp32 one of DEFAULT precision on tensor cores in
     TF32 (cuBLAS, cuDNN, Triton)."""
@@ -336,11 +363,11 @@ def _highest(ins: Any) -> bool:
             return False
         found = config.get("gemm_backend_config", {}).get("precision_config", {}).get("operand_precision", [])
         return bool(found) and all(p == "HIGHEST" for p in found)
-    found = list(ins.precision_config.operand_precision)
+    found = ins.operand_precision
     return bool(found) and all(p == 2 for p in found)
 
 
-def _library_output_bytes(shape: Any) -> float:
+def _library_output_bytes(shape: Shape) -> float:
     """A library call's output bytes less its scratch buffer (the last tuple element, an
     ``s8[n]`` / ``u8[n]`` workspace)."""
     if shape.element_type != _TUPLE or len(shape.tuple_shapes) < 2:
@@ -350,8 +377,9 @@ def _library_output_bytes(shape: Any) -> float:
     return nbytes(shape) - scratch
 
 
-def module_costs(data: bytes, tf32: bool = True) -> dict[str, OpCost]:
-    """instruction name -> :class:`OpCost` of the module in ``data`` (an ``xla.HloProto``),
-    run by a backend that computes DEFAULT-precision fp32 products in TF32 (a GPU's) or
-    not (``tf32=False``: XLA's CPU backend); ValueError where the bytes are damaged."""
+def module_costs(data: bytes | Module, tf32: bool = True) -> dict[str, OpCost]:
+    """instruction name -> :class:`OpCost` of the module in ``data`` (an ``xla.HloProto``,
+    or it decoded by ``hlo.module``), run by a backend that computes DEFAULT-precision
+    fp32 products in TF32 (a GPU's) or not (``tf32=False``: XLA's CPU backend);
+    ValueError where the bytes are damaged."""
     return ModuleCosts(data, tf32).costs()

@@ -1,11 +1,13 @@
 """Access to the XSpace bytes: the protobuf classes, parsing with validation, gzip,
-and the cheap wire-format checks that recognise an XSpace from its first bytes."""
+the cheap wire-format checks that recognise an XSpace from its first bytes, and a
+small decoder of protobuf messages (:func:`fields`) for what is read without protobuf
+(the HLO modules an XSpace holds, ``hlo.py``)."""
 
 from __future__ import annotations
 
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ...errors import TraceFormatError
 from ..safety import Inflation
@@ -141,3 +143,89 @@ def varint(data: bytes, pos: int) -> tuple[int | None, int]:
             return value, pos
         shift += 7
     return None, pos
+
+
+_U64 = (1 << 64) - 1
+
+
+def fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """(field number, value) of each field of a protobuf message: ints for varints (as
+    unsigned 64-bit: :func:`signed` for int32/int64 fields) and fixed fields, bytes for
+    length-delimited ones (a sub-message, a string, a packed repeated field). ValueError
+    where the bytes are damaged; nothing is allocated past the message's own bytes."""
+    pos, end = 0, len(data)
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        if key >= 0x80:  # fields 1-15 take one byte, 16-2047 two: the common cases inline
+            if pos < end and data[pos] < 0x80:
+                key = (key & 0x7F) | data[pos] << 7
+                pos += 1
+            else:
+                k, pos = varint(data, pos - 1)
+                if k is None:
+                    raise ValueError("truncated key")
+                key = k
+        wire = key & 7
+        if key < 8:
+            raise ValueError("field number 0")
+        if wire == 2:
+            if pos >= end:
+                raise ValueError("truncated field")
+            n = data[pos]
+            pos += 1
+            if n >= 0x80:
+                if pos < end and data[pos] < 0x80:
+                    n = (n & 0x7F) | data[pos] << 7
+                    pos += 1
+                else:
+                    m, pos = varint(data, pos - 1)
+                    if m is None:
+                        raise ValueError("truncated field")
+                    n = m
+            if pos + n > end:
+                raise ValueError("truncated field")
+            yield key >> 3, data[pos:pos + n]
+            pos += n
+        elif wire == 0:
+            if pos < end and data[pos] < 0x80:
+                yield key >> 3, data[pos]
+                pos += 1
+                continue
+            val, pos = varint(data, pos)
+            if val is None:
+                raise ValueError("truncated varint")
+            yield key >> 3, val & _U64
+        elif wire == 1 or wire == 5:
+            size = 8 if wire == 1 else 4
+            if pos + size > end:
+                raise ValueError("truncated fixed field")
+            yield key >> 3, int.from_bytes(data[pos:pos + size], "little")
+            pos += size
+        else:
+            raise ValueError(f"wire type {wire}")
+
+
+def packed(value: int | bytes) -> list[int]:
+    """The varints of a repeated integer field's one occurrence: a packed run (bytes) or
+    one unpacked value (an int); ValueError where the run is damaged."""
+    if isinstance(value, int):
+        return [value]
+    out = []
+    pos, end = 0, len(value)
+    while pos < end:
+        b = value[pos]
+        if b < 0x80:
+            out.append(b)
+            pos += 1
+            continue
+        v, pos = varint(value, pos)
+        if v is None:
+            raise ValueError("truncated packed varint")
+        out.append(v & _U64)
+    return out
+
+
+def signed(v: int) -> int:
+    """An int32/int64 field's value from its (unsigned 64-bit) varint."""
+    return v - (1 << 64) if v >= 1 << 63 else v

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ...trace.core import Trace
 from ...trace import metadata_keys as mkeys
-from .gpu import HloModules, xla_rows, module_combos
-from .hlo_cost import OpCost, module_costs
+from .gpu import HloModules, hlo_modules, xla_rows, module_combos
+
+if TYPE_CHECKING:
+    from .hlo_cost import OpCost
 
 log = logging.getLogger("polyprof")
 
@@ -56,9 +58,11 @@ def device_costs(trace: Trace) -> DeviceCosts:
     if found is None:
         return empty()
     _, hlo, at = found
-    modules = HloModules(trace)
+    modules = hlo_modules(trace)  # the modules the reader decoded for op attribution, not decoded again
     if not modules.protos:
         return empty()
+    from .hlo_cost import OpCost  # the HLO decoder: only a file with XLA ops and their HLO (not a TPU's)
+
     rows = hlo.rows[at]
     names, code = np.unique(hlo.values[at].astype(str), return_inverse=True)
     device = np.asarray([p.kind == "device" for p in trace.planes], bool)
@@ -71,7 +75,7 @@ def device_costs(trace: Trace) -> DeviceCosts:
         key = modules._key(mod, pid)
         tkey = None if key is None else (*key, bool(hc & 1))
         if tkey is not None and tkey not in tables:
-            tables[tkey] = _module_table(trace, tkey, modules.protos[tkey[:2]])
+            tables[tkey] = _module_table(modules, tkey)
         table = tables.get(tkey) if tkey is not None else None
         cost_of.append(table.get(str(names[hc >> 1]).rsplit("::", 1)[-1]) if table else None)
     has = np.array([c is not None for c in cost_of], bool)
@@ -88,14 +92,19 @@ def device_costs(trace: Trace) -> DeviceCosts:
     return DeviceCosts(rows, per[inv, 0] * share, per[inv, 1] * share, per[inv, 2] * share, prec[inv])
 
 
-def _module_table(trace: Trace, key: tuple[str, int, bool], proto: bytes) -> dict[str, OpCost] | None:
+def _module_table(modules: HloModules, key: tuple[str, int, bool]) -> dict[str, OpCost] | None:
     """The costs of a module's instructions run on a GPU (``key[2]``: TF32 products) or by
     XLA's CPU runtime; None (and a warning) where its HLO is damaged."""
+    from .hlo_cost import module_costs  # the HLO decoder: only a file with XLA ops and their HLO
+
+    decoded = modules.module(key[:2])
     try:
-        return module_costs(proto, tf32=key[2])
+        if decoded is None:
+            raise ValueError(modules.errors.get(key[:2], "undecodable"))
+        return module_costs(decoded, tf32=key[2])
     except ValueError as e:
         msg = f"xspace: the HLO of module {key[0]}({key[1]}) is damaged ({e}): its ops get no FLOPs or bytes"
-        trace.metadata.setdefault(mkeys.WARNINGS, []).append(msg)
+        modules.metadata.setdefault(mkeys.WARNINGS, []).append(msg)
         log.warning(msg)
         return None
 
