@@ -97,3 +97,74 @@ def test_jax_cpu_fresh_profile_equals_its_cost_analysis(tmp_path: Path):
     assert len(files) == 1
     recorded = json.loads(proc.stdout)
     _check_against_xla(polyprof.load(files[0]), recorded["cost_analysis"], recorded["scan_trips"])
+
+
+def test_hlo_survives_a_polyprof_save(tmp_path: Path):
+    """The HLO modules are bytes in the planes' properties: a .polyprof file keeps them
+    (``{"__bytes__": base64}`` in its header), so its ops keep their FLOPs; they were
+    written as ``str(bytes)`` and a saved JAX profile lost them all."""
+    t = polyprof.load(FIXTURE)
+    before = op_efficiency(t)
+    assert len(before) == 14
+    t.save(tmp_path / "x.polyprof")
+    u = polyprof.load(tmp_path / "x.polyprof")
+    assert [p.properties for p in u.planes] == [p.properties for p in t.planes]
+    after = op_efficiency(u)
+    for col in ("name", "count", "flops", "bytes", "precision"):
+        assert column(after, col).tolist() == column(before, col).tolist(), col
+    _check_against_xla(u, RECORDED["cost_analysis"], RECORDED["scan_trips"])
+
+
+def test_a_polyprof_file_with_the_hlo_as_text_still_gets_its_flops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A file written before bytes were kept holds ``str(bytes)``: the HLO is read back
+    from that text (formats/xspace/hlo.py)."""
+    from polyprof.trace import native_write
+
+    t = polyprof.load(FIXTURE)
+    monkeypatch.setattr(native_write, "_json_default", lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    t.save(tmp_path / "old.polyprof")
+    monkeypatch.undo()
+    u = polyprof.load(tmp_path / "old.polyprof")
+    hlo = [e["stats"]["Hlo Proto"] for p in u.planes for e in p.properties.get("xspace_event_metadata") or []
+           if "Hlo Proto" in e.get("stats", {})]
+    assert hlo and all(isinstance(h, str) and h.startswith("b") for h in hlo)  # as the old writer left it
+    assert column(op_efficiency(u), "flops").tolist() == column(op_efficiency(t), "flops").tolist()
+
+
+def test_a_bytes_value_that_is_not_base64_is_named(tmp_path: Path):
+    import zipfile
+
+    from polyprof.errors import TraceFormatError
+
+    t = polyprof.load(FIXTURE)
+    t.save(tmp_path / "x.polyprof")
+    with zipfile.ZipFile(tmp_path / "x.polyprof") as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    header = json.loads(members["header.json"])
+    header["planes"][0]["properties"]["blob"] = {"__bytes__": "not base64!"}
+    members["header.json"] = json.dumps(header).encode()
+    with zipfile.ZipFile(tmp_path / "bad.polyprof", "w") as zf:
+        for n, b in members.items():
+            zf.writestr(n, b)
+    with pytest.raises(TraceFormatError, match="bad.polyprof.*not base64"):
+        polyprof.load(tmp_path / "bad.polyprof")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_polyprof_run_with_the_jax_plugin_costs_the_ops(tmp_path: Path):
+    """`polyprof run --plugins jax` stores its profile as a .polyprof file: the HLO of its
+    XSpace comes through, so a jitted matmul gets its 2 x 64 x 128 x 32 FLOPs per call."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import jax, jax.numpy as jnp\n"
+                    "f = jax.jit(lambda x, w: jnp.tanh(x @ w).sum())\n"
+                    "x, w = jnp.ones((64, 128)), jnp.ones((128, 32))\n"
+                    "for _ in range(3):\n    f(x, w).block_until_ready()\n")
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(src) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "polyprof", "run", "--plugins", "jax", "--no-summary", "-o",
+                           str(tmp_path / "r.polyprof"), str(prog)], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    oe = op_efficiency(polyprof.load(tmp_path / "r.polyprof"))
+    assert set(column(oe, "flops_source").tolist()) == {"hlo"}
+    assert max(column(oe, "flops").tolist()) == 3 * 2 * 64 * 128 * 32

@@ -8,6 +8,8 @@ tables inside.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import zipfile
 import zlib
@@ -24,7 +26,7 @@ from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable, check_column
 from . import arrow_ipc
-from ..trace.native_write import MAGIC, VERSION, save  # noqa: F401 - the writer, re-exported
+from ..trace.native_write import BYTES_KEY, MAGIC, VERSION, save  # noqa: F401 - the writer, re-exported
 from .safety import Inflation, check_events, clean_metadata, guarded
 
 def is_native(head: bytes) -> bool:
@@ -164,6 +166,26 @@ def _check_events(path: Path, events: dict[str, np.ndarray], counters: dict[str,
         raise TraceFormatError(path, "damaged .polyprof file: a counter's name or plane id is out of range")
 
 
+def _bytes_back(path: Path, header: dict[str, Any]) -> None:
+    """The ``bytes`` values the writer stored as ``{"__bytes__": base64}`` (the HLO modules
+    of an XSpace's plane properties, trace/native_write.py) back to bytes, in place.
+    Files written before it hold ``str(bytes)`` there, which stays text (hlo.py reads
+    an HLO module's back)."""
+    todo: list[Any] = [header.get(k) for k in ("planes", "tracks", "sources", "metadata")]
+    while todo:  # no recursion: orjson parses up to 1024 levels
+        node = todo.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for k, v in items:
+            if isinstance(v, dict) and len(v) == 1 and isinstance(v.get(BYTES_KEY), str):
+                try:
+                    node[k] = base64.b64decode(v[BYTES_KEY], validate=True)
+                except (binascii.Error, ValueError):
+                    raise TraceFormatError(path, f"header.json: a bytes value is not base64 "
+                                                 f"({_short(v[BYTES_KEY])})") from None
+            elif isinstance(v, (dict, list)):
+                todo.append(v)
+
+
 @guarded
 def load(path: str | Path) -> Trace:
     path = Path(path)
@@ -174,7 +196,8 @@ def load(path: str | Path) -> Trace:
     with zf:
         _check_members(zf, path)
         try:
-            header = orjson.loads(_read(zf, "header.json", path))
+            raw_header = _read(zf, "header.json", path)
+            header = orjson.loads(raw_header)
         except TraceFormatError as e:
             if "is missing" in e.problem:
                 raise TraceFormatError(path, "zip file without header.json: not a .polyprof trace") from None
@@ -188,6 +211,8 @@ def load(path: str | Path) -> Trace:
             raise TraceFormatError(path, f"header.json: version {_short(version)} is not a number")
         if version > VERSION:
             raise TraceFormatError(path, f"written by a newer polyprof (format version {version})")
+        if f'"{BYTES_KEY}"'.encode() in raw_header:  # a file without bytes values is not walked
+            _bytes_back(path, header)
         metadata = header.get("metadata", {})
         if not isinstance(metadata, dict):
             raise TraceFormatError(path, "header.json: metadata is not an object")

@@ -12,6 +12,7 @@ same arrays (trace/arrow_columns.py) and read back the same.
 
 from __future__ import annotations
 
+import base64
 import io
 import zipfile
 from dataclasses import asdict
@@ -81,11 +82,18 @@ def _tables(trace: Trace) -> tuple[dict[str, dict[str, ac.Column]], list[dict[st
     return tables, stat_meta
 
 
+#: a ``bytes`` value in the header (the HLO modules an XSpace's plane properties hold):
+#: ``{BYTES_KEY: base64 text}``, read back to the bytes by formats/native.py
+BYTES_KEY = "__bytes__"
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, (set, tuple)):
         return list(o)
+    if isinstance(o, (bytes, bytearray)):
+        return {BYTES_KEY: base64.b64encode(o).decode("ascii")}
     return str(o)
 
 
