@@ -22,6 +22,27 @@ from polyprof.formats import native
 ROOT = Path(__file__).resolve().parents[1]
 KINETO = ROOT / "tests" / "data" / "traces" / "kineto" / "a100_alexnet_small.json.gz"
 TPU = ROOT / "tests" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+#: jax.profiler.save_device_memory_profile's file (gzipped pprof), JAX 0.10.2 on the CPU
+JAX_PPROF = ROOT / "tests" / "data" / "jax_cpu" / "device_memory.prof"
+PPROF = "a pprof profile (sampled stacks or a memory snapshot), not a trace"
+JAX_HINT = "JAX's device memory profile (the buffers live at one moment); a trace from jax.profiler.trace holds"
+
+
+def _pb(field: int, value: int | bytes) -> bytes:
+    """One protobuf field (a varint, or length-delimited bytes; values and sizes < 128)."""
+    if isinstance(value, int):
+        return bytes([field << 3, value])
+    return bytes([field << 3 | 2, len(value)]) + value
+
+
+def _cpu_pprof() -> bytes:
+    """A pprof CPU profile as pprof's Profile message lays it out (sample_type 1, sample 2,
+    location 4, function 5, string_table 6, period_type 11, period 12)."""
+    strings = [b"", b"samples", b"count", b"cpu", b"nanoseconds", b"main", b"main.go"]
+    return b"".join([_pb(1, _pb(1, 1) + _pb(2, 2)), _pb(1, _pb(1, 3) + _pb(2, 4)),
+                     _pb(2, _pb(1, 1) + _pb(2, 7) + _pb(2, 70)), _pb(4, _pb(1, 1) + _pb(4, _pb(1, 1) + _pb(2, 12))),
+                     _pb(5, _pb(1, 1) + _pb(2, 5) + _pb(4, 6)), *[_pb(6, s) for s in strings],
+                     _pb(11, _pb(1, 3) + _pb(2, 4)), _pb(12, 100)])
 
 
 def _native(tmp: Path) -> bytes:
@@ -53,6 +74,10 @@ def _cases(tmp: Path) -> dict[str, tuple[bytes | None, str]]:
         "sample.pt.trace.json.xz": (lzma.compress(kin[:2000]), "xz-compressed: polyprof reads gzip and plain files, so decompress it first (xz -dk sample.pt.trace.json.xz)"),
         "sample.json.bz2": (bz2.compress(kin[:2000]), "bzip2-compressed: polyprof reads gzip and plain files, so decompress it first (bunzip2 -k sample.json.bz2)"),
         # a repository's trace kept in Git LFS and cloned without it (ROCm's roc-optiq sample)
+        # a pprof profile: XSpace's sniff took it (both start with field 1), and its reader failed on it
+        "device_memory.prof": (JAX_PPROF.read_bytes(), f"{PPROF}: {JAX_HINT}"),
+        "device_memory_plain.prof": (gzip.decompress(JAX_PPROF.read_bytes()), f"{PPROF}: {JAX_HINT}"),
+        "cpu.pb.gz": (gzip.compress(_cpu_pprof()), PPROF),
         "trace_70b.rpd": (b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"b4" * 32
                           + b"\nsize 137330688\n", "a Git LFS pointer, not the trace: the file of 137,330,688 bytes"),
     }
@@ -75,7 +100,7 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path,
 
 NAMES = ["cut.json.gz", "garbage.json.gz", "invalid.json", "not_a_trace.json", "random.xplane.pb", "cut.xplane.pb", "empty.json",
          "empty.json.gz", "blank.json", "a_directory.json", "cut.polyprof", "corrupt.polyprof", "missing.json",
-         "sample.pt.trace.json.xz", "sample.json.bz2"]
+         "sample.pt.trace.json.xz", "sample.json.bz2", "device_memory.prof", "device_memory_plain.prof", "cpu.pb.gz"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -105,6 +130,17 @@ def test_cli_gives_one_line_no_traceback(bad_files, tmp_path: Path, name: str, c
         phrase = "no trace files in this directory"
     assert lines[0].startswith(f"polyprof: error: {path}: ") and phrase in lines[0]
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_pprof_profile_is_named_and_not_taken_for_a_trace(bad_files) -> None:
+    from polyprof.formats.detect import why_not_a_trace
+
+    for name in ("device_memory.prof", "device_memory_plain.prof", "cpu.pb.gz"):
+        assert why_not_a_trace(bad_files[name][0]) == PPROF
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(bad_files["cpu.pb.gz"][0])
+    assert ei.value.problem == PPROF  # no JAX hint for another program's profile
+    assert why_not_a_trace(TPU) == "" and why_not_a_trace(KINETO) == ""
 
 
 def test_the_head_of_a_gzip_file_is_what_gzip_reads(tmp_path, kineto_files):

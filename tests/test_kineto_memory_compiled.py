@@ -169,3 +169,30 @@ def test_the_pass_says_which_columns_are_absent_and_whether_one_device():
     assert absent == 0b001010 and not mixed and one and not alloc  # Addr and Total Reserved absent somewhere
     text = text.replace(b'"Device Id": 0}]', b'"Device Id": 1}]')
     assert not kineto_memory._kineto_memory.columns(text)[9]
+
+
+def test_torch_18_memory_events_without_totals_are_read_by_the_compiled_pass(monkeypatch):
+    """Torch 1.8's Kineto wrote [memory] args with Bytes, Device Type and Device Id alone
+    (tb_plugin's resnet50 samples): memory events all the same, read whole by the pass."""
+    args = [{"Device Type": 0, "Device Id": -1, "Bytes": 4}, {"Device Type": 1, "Device Id": 0, "Bytes": 512},
+            {"Input Dims": [[1, 2]], "name": "op"}, {"Device Type": 1, "Device Id": 0, "Bytes": -512},
+            {"Device Id": 0, "Bytes": 8}, {"Device Type": 1, "Device Id": 0}]  # neither is a memory event
+    text = json.dumps(args).encode()
+    with monkeypatch.context() as m:
+        m.setattr(kineto_memory, "_decode_fast", None)  # would raise if called
+        got = _stats(text, True, monkeypatch)
+    assert got == _stats(text, False, monkeypatch)
+    assert got["alloc_bytes"] == ([100, 101, 103], "<i8", [4, 512, -512])
+    assert got["memory_device"] == ([101, 103], "|O", ["/device:GPU:0"] * 2)  # CPU: the event's own plane
+    assert "total_allocated" not in got and "addr" not in got
+
+
+def test_tb_plugin_sample_memory_events_read_the_same(tmp_path, monkeypatch):
+    """A torch 1.8 trace with 12,838 [memory] events, none with totals (tb_plugin's sample)."""
+    import lzma
+
+    src = DATA / "peers" / "tb_plugin" / "resnet50_num_workers_0.worker0.1623143089861.pt.trace.json.xz"
+    path = tmp_path / src.name[:-3]
+    path.write_bytes(lzma.decompress(src.read_bytes()))
+    test_real_traces_with_memory_events_read_the_same(path, monkeypatch)
+    assert len(kineto.load(path).stats["alloc_bytes"]) == 12838

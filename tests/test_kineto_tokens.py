@@ -229,6 +229,8 @@ def test_scan_never_crashes_on_cut_or_garbled_text():
     '{"small": 1e-5, "long": 0.1234567890123456789012}',
     '{"Bytes": 512, "Addr": 1234, "Total Allocated": 4096, "Total Reserved": 8192, "Device Type": 1, '
     '"Device Id": 0}',  # a memory event
+    '{"Device Type": 0, "Device Id": -1, "Bytes": 4}',  # torch 1.8's memory event: no totals
+    '{"k": "Device Type", "Bytes": 4}',  # the marker as a value: no memory event
     '{"nested": {"Total Allocated": 1}, "s": "a \\"Total Allocated"}',
     '{"alloc_bytes": 64}',
     '[1, 2]',

@@ -81,6 +81,39 @@ def test_kernel_table_equals_tb_plugin(run):
         "memcpy", "memset"}
 
 
+def _running_peaks(path: Path) -> dict[int, tuple[int, int]]:
+    """Per Device Type: (peak, end) of the running sum of the file's [memory] Bytes, in time
+    then file order (tb_plugin 0.4.3 computes no peak for these events: its memory curve
+    keeps only events with an Addr and a Total Allocated, which torch 1.8 did not write)."""
+    evs = json.loads(path.read_text())["traceEvents"]
+    by: dict[int, list[tuple[int, int, int]]] = {}
+    for i, e in enumerate(evs):
+        if e.get("name") == "[memory]":
+            by.setdefault(e["args"]["Device Type"], []).append((e["ts"], i, e["args"]["Bytes"]))
+    out = {}
+    for dtype, evs_ in by.items():
+        run = np.cumsum([b for _, _, b in sorted(evs_)])
+        assert run.min() >= 0  # nothing freed that the profile did not see allocated
+        out[dtype] = (int(run.max()), int(run[-1]))
+    return out
+
+
+@pytest.mark.parametrize("name, cpu, gpu", [("resnet50_num_workers_0", (57_803_264, 19_267_840), (2_791_636_480, 0)),
+                                            ("resnet50_num_workers_4", (57_803_520, 0), (2_791_505_408, 0))])
+def test_torch_18_memory_events_give_each_devices_peak(name, cpu, gpu, tmp_path):
+    """Torch 1.8's [memory] events (Bytes, Device Type, Device Id; no totals, no Addr):
+    the peak and end per device are the running sum of Bytes, as counted from the file."""
+    from polyprof.analyze.memory import memory_peak
+
+    path = sample(name, tmp_path)
+    assert _running_peaks(path) == {0: cpu, 1: gpu}
+    t = memory_peak(polyprof.load(path))
+    got = {d: (int(p), int(e)) for d, p, e in zip(column(t, "device"), column(t, "peak_bytes"),
+                                                   column(t, "end_bytes"))}
+    assert got == {"/host:CPU": cpu, "/device:GPU:0": gpu}
+    assert not column(t, "from_allocator").any() and column(t, "start_bytes").tolist() == [0, 0]
+
+
 def test_every_flow_binds_and_each_thread_is_one_track(run):
     trace, _, _, flows = run  # every "s" of the file (its tid an int) bound to its launch call
     assert not any("flow" in w for w in trace.metadata.get("warnings", []))

@@ -308,6 +308,22 @@ def test_live_at_peak_pairs_frees_with_allocations_by_address():
     assert live["bytes"].tolist() == [300, 50, 7] and live["ts_ns"].tolist() == [30, 40, 50]
 
 
+def test_live_at_peak_without_addresses_pairs_frees_by_size():
+    """Torch 1.8's [memory] events have no Addr: a free closes the latest open allocation
+    of its size, so what is live at the peak adds up to the peak (every allocation made
+    before the peak was counted live: 950 bytes live at a 650-byte peak)."""
+    b = TraceBuilder()
+    th = b.track(b.plane(keys.HOST_PLANE, "host"), "main", tid=1)
+    for ts, n in ((10, 100), (20, 200), (30, -200), (40, 300), (50, 100), (60, -100), (70, 250), (80, -250),
+                  (90, -300)):
+        b.event(th, "m", ts, 0, keys.CAT_MEMORY, alloc_bytes=n)
+    t = b.build()
+    p = A.memory_peak(t).to_pandas().iloc[0]
+    assert (p["peak_bytes"], p["live_at_peak"], p["live_at_peak_bytes"], p["end_bytes"]) == (650, 3, 650, 100)
+    live = A.memory_at_peak(t).to_pandas()
+    assert live["bytes"].tolist() == [300, 250, 100] and live["ts_ns"].tolist() == [40, 70, 10]
+
+
 def test_section_memory_falls_back_to_rss_without_memory_events():
     b = TraceBuilder()
     host = b.plane(keys.HOST_PLANE, "host")

@@ -122,7 +122,7 @@ def _live_at(m: Memory, lo: int, hi: int, p: int) -> np.ndarray:
     alloc = idx[m.delta[idx] > 0]
     addr_idx = idx[m.has_addr[idx]]
     if not len(addr_idx):
-        return alloc
+        return _live_by_size(m, idx) if (m.delta[idx] < 0).any() else alloc
     order = addr_idx[np.lexsort((addr_idx, m.addr[addr_idx]))]
     nxt = np.full(len(order), -1, np.int64)
     same = m.addr[order][1:] == m.addr[order][:-1]
@@ -132,6 +132,20 @@ def _live_at(m: Memory, lo: int, hi: int, p: int) -> np.ndarray:
     closes[closes] &= m.delta[nxt[closes]] < 0
     freed[order[closes]] = True
     return alloc[~freed[alloc]]
+
+
+def _live_by_size(m: Memory, idx: np.ndarray) -> np.ndarray:
+    """:func:`_live_at` where no event has an address (torch 1.8's [memory] events): a
+    free closes the latest still open allocation of its size, so the live bytes add up
+    to the bytes held whenever each free's allocation is in the profile; which of the
+    blocks of one size is live is a guess."""
+    open_: dict[int, list[int]] = {}
+    for i, d in zip(idx.tolist(), m.delta[idx].tolist()):
+        if d > 0:
+            open_.setdefault(d, []).append(i)
+        elif d < 0 and open_.get(-d):
+            open_[-d].pop()
+    return np.array(sorted(i for v in open_.values() for i in v), np.int64)
 
 
 def memory_at_peak(trace: Trace, top: int = TOP_LIVE, window: WindowArg = None) -> Table:

@@ -2,7 +2,8 @@
  * straight into integer columns of the memory events alone.
  *
  * columns(text) takes one batch of args (`[args, ...]`, JSON). A memory event is an
- * element whose "Bytes" and "Total Allocated" are integers (other than INT64_MIN). For
+ * element whose "Bytes" is an integer beside an integer "Total Allocated" or, as torch
+ * 1.8 wrote them without totals, "Device Type" (integers other than INT64_MIN). For
  * those alone it returns their index in the batch and the integers under "Bytes",
  * "Addr", "Total Allocated", "Total Reserved", "Device Type" and "Device Id" as int64
  * columns (INT64_MIN where absent; an "Addr" in 2^63..2^64-1 keeps its bits), then: a
@@ -352,8 +353,8 @@ typedef struct {
 static int
 keep(out_t *o, int64_t index, const int64_t row[NKEYS], int kind)
 {
-    if (row[BYTES] == INT64_MIN || row[TOTAL] == INT64_MIN)
-        return 0; /* not a memory event */
+    if (row[BYTES] == INT64_MIN || (row[TOTAL] == INT64_MIN && row[DTYPE] == INT64_MIN))
+        return 0; /* not a memory event (the first ones, 2021, have "Device Type" but no "Total Allocated") */
     if (vec_push(&o->cols[0], &index, 8) < 0)
         return -1;
     for (int i = 0; i < NKEYS; i++) {

@@ -72,6 +72,117 @@ _OTHER_COMPRESSION = {b"\xfd7zXZ\x00": ("xz", "xz -dk"), b"BZh": ("bzip2", "bunz
 _LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 
 
+#: pprof's Profile message (google/pprof, proto/profile.proto) and the messages in it:
+#: field number -> the wire types it is written with (0 varint, 2 length-delimited; 13,
+#: ``comment``, and Sample's ids and values are repeated int64s, packed or not)
+_PPROF = {1: (2,), 2: (2,), 3: (2,), 4: (2,), 5: (2,), 6: (2,), 7: (0,), 8: (0,), 9: (0,), 10: (0,), 11: (2,),
+          12: (0,), 13: (0, 2), 14: (0,), 15: (0,)}
+_PPROF_PARTS: dict[int, dict[int, tuple[int, ...]]] = {
+    1: {1: (0,), 2: (0,)},  # sample_type: ValueType (type, unit: string table indices)
+    11: {1: (0,), 2: (0,)},  # period_type: ValueType
+    2: {1: (0, 2), 2: (0, 2), 3: (2,)},  # sample: location ids, values, labels
+    3: {f: (0,) for f in range(1, 11)},  # mapping: ids, addresses, string indices, flags
+    4: {1: (0,), 2: (0,), 3: (0,), 4: (2,), 5: (0,)},  # location: id, mapping, address, lines, folded
+    5: {f: (0,) for f in range(1, 6)},  # function: id, name, system name, file, start line
+}
+#: what a pprof profile is, said when one is given as a trace
+_PPROF_IS = "a pprof profile (sampled stacks or a memory snapshot), not a trace"
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    """The varint at ``b[i]`` and where it ends (IndexError: cut by the end of ``b``)."""
+    x = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        x |= (c & 0x7F) << shift
+        if c < 0x80:
+            return x, i
+        shift += 7
+        if shift >= 70:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _pb_fields(b: bytes, wires: dict[int, tuple[int, ...]]) -> list[tuple[int, int | bytes, bool]] | None:
+    """The fields of the protobuf message ``b`` as (number, value: an int, or the bytes of
+    a length-delimited one, whole or not), None where a field is not one of ``wires`` with
+    its wire type. The end of ``b`` may cut the last field (a file's head): it is left out
+    if its value is not there at all."""
+    out: list[tuple[int, int | bytes, bool]] = []
+    i = 0
+    try:
+        while i < len(b):
+            tag, i = _varint(b, i)
+            if tag & 7 not in wires.get(tag >> 3, ()):
+                return None
+            if tag & 7 == 0:
+                v, i = _varint(b, i)
+                out.append((tag >> 3, v, True))
+                continue
+            size, i = _varint(b, i)
+            out.append((tag >> 3, b[i:i + size], i + size <= len(b)))
+            i += size
+    except IndexError:
+        pass  # cut by the head's end
+    except ValueError:
+        return None
+    return out
+
+
+def _is_pprof(head: bytes) -> bool:
+    """Whether a file's head (``_head``) is a pprof Profile, gzipped or not: its fields and
+    those of the messages in it as pprof writes them, starting with a ``sample_type`` and
+    with some other field (an XSpace starts with field 1 too: its first plane, which
+    holds a name, so is no ValueType)."""
+    body = head[2:] if head.startswith(b"GZ") else head
+    if body[:1] != b"\n":
+        return False
+    fields = _pb_fields(body, _PPROF)
+    if not fields or fields[0][0] != 1 or all(f == 1 for f, _, _ in fields):
+        return False
+    for f, v, whole in fields:
+        if not whole or type(v) is not bytes:
+            continue
+        if f == 6:
+            try:
+                v.decode()
+            except UnicodeDecodeError:
+                return False
+        elif f in _PPROF_PARTS:
+            got = _pb_fields(v, _PPROF_PARTS[f])
+            if got is None or not all(w for _, _, w in got):
+                return False
+    return True
+
+
+def _pprof_problem(path: Path) -> str:
+    """What a pprof file is and, for JAX's device memory profile (its sample types
+    ``allocations``/``count`` and ``space``/``bytes``, labels ``kind``), what to give
+    polyprof instead."""
+    import gzip  # only here, for the message: the whole profile, up to 64 MB
+
+    try:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gz else open(path, "rb") as file:
+            body = file.read(1 << 26)
+    except (OSError, EOFError, zlib.error):
+        body = b""
+    fields = _pb_fields(body, _PPROF) or []
+    strings = [v for f, v, _ in fields if f == 6]
+    types = []
+    for f, v, _ in fields:
+        parts = _pb_fields(v, _PPROF_PARTS[1]) if f == 1 and type(v) is bytes else None
+        if parts is not None:
+            named = {k: strings[x] for k, x, _ in parts if type(x) is int and x < len(strings)}
+            types.append((named.get(1), named.get(2)))
+    if types[:2] == [(b"allocations", b"count"), (b"space", b"bytes")] and b"kind" in strings:
+        return (f"{_PPROF_IS}: JAX's device memory profile (the buffers live at one moment); a trace from "
+                "jax.profiler.trace holds the allocations polyprof reads (on GPU and TPU; XLA's CPU runtime "
+                "records none)")
+    return _PPROF_IS
+
+
 def detect(path: str | Path) -> str:
     path = Path(path)
     if not path.exists():
@@ -89,6 +200,8 @@ def detect(path: str | Path) -> str:
     head = _head(path)
     if _is_blank(path, head):
         raise TraceFormatError(path, "empty file")
+    if _is_pprof(head):  # before the sniffs: XSpace's would take it (both start with field 1)
+        raise TraceFormatError(path, _pprof_problem(path))
     for fmt in readers():
         if fmt.sniff is not None and fmt.sniff(head, path):
             return fmt.name
@@ -135,6 +248,8 @@ def why_not_a_trace(path: Path) -> str:
         return ""  # unreadable, or gzip data that is not: the rank fails saying so
     if _is_blank(path, head):
         return "empty"
+    if _is_pprof(head):
+        return _PPROF_IS
     fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
     if fmt is not None:
         return "" if fmt.name != "chrome-json" or _json_trace(path, head) else "JSON, not a Chrome/Kineto trace"

@@ -3,7 +3,11 @@
 ``torch.profiler(profile_memory=True)`` writes one instant event per allocation and
 free, named ``[memory]``, on the thread that made it, with args ``Bytes`` (negative for
 a free), ``Addr``, ``Total Allocated``, ``Total Reserved``, ``Device Type`` (c10's
-DeviceType: 0 CPU, 1 CUDA, ...) and ``Device Id``. The reader types these at load (only
+DeviceType: 0 CPU, 1 CUDA, ...) and ``Device Id``. The first ones (2021) had only
+``Bytes``, ``Device Type`` and ``Device Id`` (TensorBoard's plugin's resnet50 samples):
+an event is a memory event when its ``Bytes`` is an integer beside ``Total Allocated``
+or ``Device Type``; without totals, the bytes held are the running sum of ``Bytes``
+(``trace/memory.py``). The reader types these at load (only
 the arg batches that hold such events are decoded for it), so the memory analyses never
 make the other, deferred args decode. The args also stay under their own names.
 
@@ -38,8 +42,9 @@ IMPLEMENTATION = "c" if _kineto_memory is not None else "python"
 #: polyprof's memory stat keys: typed at load, never left to the deferred decode
 MEMORY_KEYS = frozenset({keys.ALLOC_BYTES, keys.ADDR, keys.TOTAL_ALLOCATED, keys.TOTAL_RESERVED,
                          keys.MEMORY_DEVICE, keys.ALLOCATOR, keys.MEMORY_CATEGORY})
-#: a batch of args holds memory events only if its text has one of these
-MARKERS = (b'"Total Allocated"', b'"alloc_bytes"')
+#: a batch of args holds memory events only if its text has one of these ("Device Type":
+#: the first ones (2021, torch 1.8-era), which have no "Total Allocated")
+MARKERS = (b'"Total Allocated"', b'"Device Type"', b'"alloc_bytes"')
 _KINETO = {"Bytes": keys.ALLOC_BYTES, "Addr": keys.ADDR, "Total Allocated": keys.TOTAL_ALLOCATED,
            "Total Reserved": keys.TOTAL_RESERVED}
 #: c10::DeviceType -> polyprof's plane kind (docs: c10/core/DeviceType.h)
@@ -121,7 +126,8 @@ def _column(items: list, field: str) -> np.ndarray:
 
 
 def _columns(items: list, base: int) -> _Stats:
-    mem = np.flatnonzero((_column(items, "nbytes") != _ABSENT) & (_column(items, "total") != _ABSENT))
+    mem = np.flatnonzero((_column(items, "nbytes") != _ABSENT)
+                         & ((_column(items, "total") != _ABSENT) | (_column(items, "dtype") != _ABSENT)))
     out: _Stats = {}
     if not len(mem):
         return out
@@ -227,7 +233,7 @@ def memory_stats(args: list, base: int) -> _Stats:
     for row, a in enumerate(args, base):
         if type(a) is not dict:
             continue
-        if "Total Allocated" in a and _int(a.get("Bytes")) is not None:  # Kineto's spelling
+        if ("Total Allocated" in a or "Device Type" in a) and _int(a.get("Bytes")) is not None:  # Kineto's
             for name, key in _KINETO.items():
                 put(key, row, (_addr if key == keys.ADDR else _int)(a.get(name)))
             put(keys.MEMORY_DEVICE, row, _device(a))

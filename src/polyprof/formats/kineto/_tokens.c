@@ -227,6 +227,7 @@ static void mark_string(Flags *f, cp q, cp r) {  /* the string token q..r */
     size_t len = (size_t)(r - q) - 2;
     if (!f || len < 11) return;
     if ((r[-2] == 'd' && len >= 15 && !memcmp(r - 16, "Total Allocated", 15)) ||
+        (r[-2] == 'e' && !memcmp(r - 12, "Device Type", 11)) ||  /* the first ones (2021): no totals */
         (r[-2] == 's' && !memcmp(r - 12, "alloc_bytes", 11)))
         f->memory = 1;
     for (cp x = q + 1; len >= 19 && x + 19 <= r - 1; x++) {
