@@ -872,6 +872,7 @@ class _Collector:
             rows = np.array(open_rows, np.int64)
             dur[rows] = np.maximum(last - ts[rows], 0)
             self.b.add_stat(keys.INCOMPLETE, rows, np.ones(len(rows), np.int64))
+            self.unended = len(open_rows)
         for k, (rows, vals) in extra.items():
             self._add_stat(k, np.array(rows, np.int64), vals)
         if unmatched_e:
@@ -942,6 +943,9 @@ class _Collector:
             warnings.append("kineto: events not imported: " + ", ".join(left_out))
         if getattr(self, "unbound_flows", 0):
             warnings.append(f"kineto: {self.unbound_flows} flow endpoints matched no event")
+        if getattr(self, "unended", 0):
+            warnings.append(f"kineto: {self.unended} slices never ended (B or b events without their E or e): "
+                            f"they end at the trace's last timestamp (stat '{keys.INCOMPLETE}')")
         if self.inexact_ts:
             warnings.append(f"kineto: {self.inexact_ts} timestamps rounded by float parsing (up to ±128 ns)")
         if warnings:

@@ -121,7 +121,7 @@ def test_a_polyprof_file_with_the_hlo_as_text_still_gets_its_flops(tmp_path: Pat
     from polyprof.trace import native_write
 
     t = polyprof.load(FIXTURE)
-    monkeypatch.setattr(native_write, "_json_default", lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    monkeypatch.setattr(native_write, "json_default", lambda o: o.item() if isinstance(o, np.generic) else str(o))
     t.save(tmp_path / "old.polyprof")
     monkeypatch.undo()
     u = polyprof.load(tmp_path / "old.polyprof")

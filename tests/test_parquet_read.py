@@ -20,7 +20,7 @@ import pytest
 import polyprof
 from polyprof.errors import TraceFormatError
 from polyprof.formats.detect import detect
-from polyprof.trace.native_write import _header_json
+from polyprof.trace.native_write import header_json
 from polyprof.report.tables import build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ TRACES = sorted(p for p in (ROOT / "tests/data/traces").glob("*/*") if p.suffix 
 
 def _as_saved(records: list) -> list:
     """Records as polyprof's files keep them: properties through JSON (bytes as text)."""
-    return [orjson.loads(_header_json(dataclasses.asdict(r))) for r in records]
+    return [orjson.loads(header_json(dataclasses.asdict(r))) for r in records]
 
 
 def assert_same_trace(a, b) -> None:
@@ -243,7 +243,7 @@ def test_an_export_with_raw_arrow_ipc_metadata_still_reads_back_equal(tmp_path):
               "stats": [{"key": k, "column": col, "kind": trace.stats[k].kind}
                         for k, col in zip(trace.stats, table.column_names[8:])]}
     meta = {b"polyprof": orjson.dumps(trace.metadata, default=str, option=orjson.OPT_NON_STR_KEYS),
-            b"polyprof.layout": _header_json(layout),
+            b"polyprof.layout": header_json(layout),
             b"polyprof.flows": _raw_ipc(pa.table({"src": fl["src"], "dst": fl["dst"], "id": fl["id"],
                                                   "category": pa.array(strings[fl["category"]], pa.string())})),
             b"polyprof.counters": _raw_ipc(pa.table({"plane": c["plane"],

@@ -167,7 +167,8 @@ CASES = [
         key | value
         clock | unknown
         format | kineto
-        warning | kineto: events not imported: 1 x ph=E (no open B)"""),
+        warning | kineto: events not imported: 1 x ph=E (no open B)
+        warning | kineto: 1 slices never ended (B or b events without their E or e): they end at the trace's last timestamp (stat 'incomplete')"""),
     Case("counters", COUNTERS, "counters", """
         plane | name | ts_ns | value
         /host:CPU | mem | 2000 | 100.0

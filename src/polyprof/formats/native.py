@@ -166,11 +166,12 @@ def _check_events(path: Path, events: dict[str, np.ndarray], counters: dict[str,
         raise TraceFormatError(path, "damaged .polyprof file: a counter's name or plane id is out of range")
 
 
-def _bytes_back(path: Path, header: dict[str, Any]) -> None:
+def bytes_back(path: Path, header: dict[str, Any], where: str = "header.json") -> None:
     """The ``bytes`` values the writer stored as ``{"__bytes__": base64}`` (the HLO modules
-    of an XSpace's plane properties, trace/native_write.py) back to bytes, in place.
-    Files written before it hold ``str(bytes)`` there, which stays text (hlo.py reads
-    an HLO module's back)."""
+    of an XSpace's plane properties, trace/native_write.py) back to bytes, in place: a
+    ``.polyprof`` file's header, a Parquet export's layout (``where`` names it in an
+    error). Files written before it hold ``str(bytes)`` there, which stays text (hlo.py
+    reads an HLO module's back)."""
     todo: list[Any] = [header.get(k) for k in ("planes", "tracks", "sources", "metadata")]
     while todo:  # no recursion: orjson parses up to 1024 levels
         node = todo.pop()
@@ -180,7 +181,7 @@ def _bytes_back(path: Path, header: dict[str, Any]) -> None:
                 try:
                     node[k] = base64.b64decode(v[BYTES_KEY], validate=True)
                 except (binascii.Error, ValueError):
-                    raise TraceFormatError(path, f"header.json: a bytes value is not base64 "
+                    raise TraceFormatError(path, f"{where}: a bytes value is not base64 "
                                                  f"({_short(v[BYTES_KEY])})") from None
             elif isinstance(v, (dict, list)):
                 todo.append(v)
@@ -212,7 +213,7 @@ def load(path: str | Path) -> Trace:
         if version > VERSION:
             raise TraceFormatError(path, f"written by a newer polyprof (format version {version})")
         if f'"{BYTES_KEY}"'.encode() in raw_header:  # a file without bytes values is not walked
-            _bytes_back(path, header)
+            bytes_back(path, header)
         metadata = header.get("metadata", {})
         if not isinstance(metadata, dict):
             raise TraceFormatError(path, "header.json: metadata is not an object")

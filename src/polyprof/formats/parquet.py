@@ -42,7 +42,8 @@ from ..errors import TraceFormatError
 from ..trace.builder import TraceBuilder
 from ..trace.core import COUNTER_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
-from ..trace.native_write import _header_json
+from ..trace.native_write import header_json
+from .native import bytes_back
 from .safety import check_events, clean_metadata, guarded
 from ..trace.sorting import unique
 
@@ -64,7 +65,7 @@ def write(trace: Trace, path: str | Path) -> Path:
               "planes": [dataclasses.asdict(p) for p in trace.planes],
               "tracks": [dataclasses.asdict(t) for t in trace.tracks],
               "stats": [{"key": k, "column": c, "kind": trace.stats[k].kind} for k, c in zip(trace.stats, names)]}
-    meta[b"polyprof.layout"] = _header_json(layout)  # as the .polyprof file's header: bytes as text
+    meta[b"polyprof.layout"] = header_json(layout)  # as the .polyprof file's header: bytes as text
     fl, c = trace.flows, trace.counters
     strings = np.array(trace.strings + [""], dtype=object)
     footer = {b"polyprof.flows.base64": _ipc(pa.table({"src": fl["src"], "dst": fl["dst"], "id": fl["id"],
@@ -120,6 +121,8 @@ def load(path: str | Path) -> Trace:
     n = table.num_rows
     track = _ints(path, table, "track_id")
     if layout is not None:
+        if isinstance(layout, dict):  # (bytes values, an XSpace's HLO, as the .polyprof header keeps them)
+            bytes_back(path, layout, "polyprof.layout")
         _layout(path, b, layout)
     else:
         _guess_layout(path, b, table, track)

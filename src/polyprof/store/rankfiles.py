@@ -29,8 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
+from ..formats.native import bytes_back
 from ..formats.safety import guarded
 from ..trace import keys
+from ..trace.native_write import json_default
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable
@@ -47,17 +49,9 @@ BASE_COLUMNS = ("track_id", "name_id", "category_id", "start_ns", "dur_ns", "end
 FILES = ("events.parquet", "flows.parquet", "counters.parquet", "strings.parquet", "rank.json")
 
 
-def json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, (set, tuple)):
-        return list(o)
-    if isinstance(o, bytes):
-        return o.decode("utf-8", "replace")
-    return str(o)
-
-
 def dumps(obj: Any) -> bytes:
+    """rank.json's text: as a ``.polyprof`` file's header (bytes values, an XSpace's HLO,
+    as ``{"__bytes__": base64}``: trace/native_write.py), indented."""
     return orjson.dumps(obj, default=json_default,
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | orjson.OPT_INDENT_2)
 
@@ -212,13 +206,16 @@ def write_rest(trace: Trace, directory: Path, flows: dict[str, np.ndarray], n: i
 def read_header(directory: Path) -> dict[str, Any]:
     path = directory / "rank.json"
     try:
-        header = orjson.loads(path.read_bytes())
+        raw = path.read_bytes()
+        header = orjson.loads(raw)
     except FileNotFoundError:
         raise TraceFormatError(path, "missing: the store is damaged (a rank without its rank.json)") from None
     except orjson.JSONDecodeError as e:
         raise TraceFormatError(path, f"damaged store: rank.json is not valid JSON ({e})") from None
     if not isinstance(header, dict) or not {"planes", "tracks", "stats", "events"} <= set(header):
         raise TraceFormatError(path, "damaged store: rank.json lacks planes, tracks, stats or events")
+    if b'"__bytes__"' in raw:  # (a store without bytes values is not walked)
+        bytes_back(path, header, "rank.json")
     return header
 
 

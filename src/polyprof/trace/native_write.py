@@ -87,7 +87,8 @@ def _tables(trace: Trace) -> tuple[dict[str, dict[str, ac.Column]], list[dict[st
 BYTES_KEY = "__bytes__"
 
 
-def _json_default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
+    """What orjson cannot write, as the header keeps it (bytes as ``{BYTES_KEY: base64}``)."""
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, (set, tuple)):
@@ -97,14 +98,14 @@ def _json_default(o: Any) -> Any:
     return str(o)
 
 
-def _header_json(header: dict[str, Any]) -> bytes:
+def header_json(header: dict[str, Any]) -> bytes:
     try:
-        return orjson.dumps(header, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(header, default=json_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError:  # metadata read from elsewhere: ints beyond 64 bits, deep nesting
         import json
 
         try:
-            return json.dumps(header, default=_json_default).encode()
+            return json.dumps(header, default=json_default).encode()
         except (RecursionError, ValueError, TypeError) as e:
             raise PolyprofError(f"the trace's metadata cannot be saved as JSON ({e})") from None
 
@@ -124,5 +125,5 @@ def save(trace: Trace, path: str | Path) -> Path:
             "stats": stat_meta,
             "metadata": trace.metadata,
         }
-        zf.writestr("header.json", _header_json(header))
+        zf.writestr("header.json", header_json(header))
     return path
