@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+import numpy as np
 import orjson
 
 from ..analyze.frames import column, labels
@@ -83,7 +84,18 @@ def page_data(report: Report) -> dict[str, Any]:
                              None),
         "roofline": roofline_view(report),
         "cupti": _records(T["cupti_counters"], ["range", "top_op", "bottom_op", "flops", "name"], 200),
+        # the whole window's model FLOPs utilisation (step -1), shown in the overview
+        "mfu": _overall(T.get("mfu")),
     }
+
+
+def _overall(mfu: Table | pd.DataFrame | None) -> dict[str, Any] | None:
+    """The ``mfu`` table's row of the whole window (step -1), None without one."""
+    if mfu is None or "step" not in labels(mfu):
+        return None
+    return _records(mfu[np.asarray(column(mfu, "step")) == -1], ["flops", "time_ns", "flops_per_s", "precision",
+                                                                  "devices", "peak_flops_per_s", "mfu_pct",
+                                                                  "device"], 1)
 
 
 def _title(trace: Trace) -> str:

@@ -26,6 +26,7 @@ from ..analyze.critical_path_track import with_critical_path
 from ..analyze.memory import memory
 from ..derive import cache
 from ..derive.intervals import nesting_depth
+from ..trace import keys
 from ..trace.core import Trace
 from .memory_view import _thin
 
@@ -66,12 +67,51 @@ def _track_order(trace: Trace) -> list[int]:
     return out
 
 
+def _crossing(a_end: np.ndarray, a_dur: np.ndarray, b_start: np.ndarray, b_dur: np.ndarray) -> np.ndarray:
+    """Whether span b, starting at or after span a, overlaps it by more than half the
+    shorter of the two: a crossing that one lane cannot draw (less is two timestamps that
+    disagree a little, e.g. a stream's kernels a few hundred ns apart)."""
+    return 2 * (a_end - b_start) > np.minimum(a_dur, b_dur)
+
+
+def _plane_labels(trace: Trace) -> dict[int, str]:
+    """Each plane's heading: its name, and its process's name where the trace has several
+    host processes (Chrome's "/host:CPU:16011" is the "Renderer"); a plane's copy (the
+    critical path's, without properties) is headed as the plane of its name."""
+    process: dict[str, str] = {}
+    for p in trace.planes:
+        what = p.properties.get("process_name")
+        if p.kind == "host" and isinstance(what, str) and what and what not in p.name:
+            process.setdefault(p.name, what)
+    several = len(set(process.values())) > 1
+    return {p.id: f"{p.name} ({process[p.name]})" if several and p.name in process else p.name for p in trace.planes}
+
+
 def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """A lane per event: its nesting depth on its track (instants count as 1 ns long)."""
+    """A lane per event: its nesting depth on its track (instants count as 1 ns long).
+
+    Spans that do not nest (a step marker that starts inside one call and ends inside
+    another, a slice that never ended and runs to the trace's end) would share a lane
+    with the spans they cross, one drawn over the other: on such a track each span goes
+    on the lowest lane above the spans still open when it starts (a stack), so no lane
+    holds two crossing spans."""
+    track = np.asarray(track, np.int64)
     end = np.maximum(end, start + 1)
     order, _, depth = nesting_depth(track, start, end)
     lane = np.zeros(len(track), np.int64)
     lane[order] = depth
+    o = np.lexsort((start, lane, track))
+    t, ln, s, e = track[o], lane[o], start[o], end[o]
+    bad = (t[1:] == t[:-1]) & (ln[1:] == ln[:-1]) & _crossing(e[:-1], (e - s)[:-1], s[1:], (e - s)[1:])
+    for tr in np.unique(t[1:][bad]).tolist():
+        rows = np.flatnonzero(track == tr)
+        rows = rows[np.lexsort((start[rows] - end[rows], start[rows]))]  # by start, the longest first
+        open_: list[tuple[int, int]] = []  # (end, duration) of the spans open, innermost last
+        for i, a, z in zip(rows.tolist(), start[rows].tolist(), end[rows].tolist()):
+            while open_ and (open_[-1][0] <= a or 2 * (open_[-1][0] - a) <= min(open_[-1][1], z - a)):
+                open_.pop()
+            lane[i] = len(open_)
+            open_.append((z, z - a))
     return lane
 
 
@@ -226,6 +266,7 @@ class _Timeline:
         self.steps: list[list[Any]] = []
         self.counters: list[dict[str, Any]] = []
         self.span: tuple[int, int] | None = None
+        self.open: list[np.ndarray] = []  # positions of events cut short (never ended in the trace)
 
     def add(self, part: Part) -> None:
         trace = part.trace
@@ -236,7 +277,7 @@ class _Timeline:
             trace = with_critical_path(trace)
         ev, base = trace.events, self.base
         prefix = part.label + " · " if part.label else ""
-        group_of = {p.id: prefix + p.name for p in trace.planes}
+        group_of = {k: prefix + v for k, v in _plane_labels(trace).items()}
         order = _track_order(trace)
         rank_of = np.full(len(trace.tracks) + 1, len(order), np.int64)
         rank_of[order] = np.arange(len(order))
@@ -269,6 +310,9 @@ class _Timeline:
                        ("partner", pos_of[partner[rows]]), ("op", pos_of[op[rows]])):
             self.cols[col].append(v)
         self._cells(_stat_cells(trace, pos_of), dur[rows])
+        cut = trace.stats.get(keys.INCOMPLETE)
+        if cut is not None and len(cut.rows):
+            self.open.append(pos_of[cut.rows[np.asarray(cut.values) != 0]])
         st = cache.steps(trace)
         # a job's step bands: the first rank's (the others' fall at about the same aligned times)
         self.steps += [] if self.steps else [[int(a + part.offset_ns), int(b + part.offset_ns), int(k), part.label]
@@ -315,6 +359,7 @@ class _Timeline:
             new = np.where(keep, np.cumsum(keep) - 1, -1)
             new = np.r_[new, -1]  # position -1 stays -1
             start, dur, name = start[keep], dur[keep], name[keep]
+            self.open = [new[p][new[p] >= 0] for p in self.open]
             partner, op = new[partner[keep]], new[op[keep]]
             found = [(k, new[p][new[p] >= 0], v[new[p] >= 0]) for k, p, v in found]
             bounds = np.r_[0, np.cumsum(keep)]
@@ -331,7 +376,8 @@ class _Timeline:
         return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "quantum": q, "events": int(len(start)), "hot": hot,
                 "names": list(names), "tracks": tracks, "blob": blob, "layout": layout,
                 "args": {**_args(found, dur, self.floor >= 0), "total": self.arg_total},
-                "counters": counters, "steps": steps, "marks": moved, "note": note}
+                "counters": counters, "steps": steps, "marks": moved, "note": note,
+                "open": np.unique(np.concatenate(self.open)).tolist() if self.open else []}
 
 
 def timeline_data(parts: Iterable[Part], marks: list[dict[str, Any]] | None = None,
