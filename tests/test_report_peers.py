@@ -187,3 +187,23 @@ def test_jax_gpu_report_shows_the_numbers_of_summary_json(tmp_path):
         assert page.eval("window.__errors.length") == 0
     finally:
         page.close()
+
+
+def test_the_critical_path_track_goes_under_the_busiest_host_plane():
+    """An XSpace's first host plane is ``/host:metadata`` (no events): the track went there,
+    first on the timeline, away from the threads it follows."""
+    from polyprof.analyze.critical_path_track import with_critical_path
+
+    t = with_critical_path(load(JAX_CPU))
+    track = next(x for x in t.tracks if x.name == "critical path")
+    assert next(p.name for p in t.planes if p.id == track.plane) == "/host:CPU"
+
+
+def test_a_diff_of_one_trace_a_side_prints_no_p_value():
+    """One trace a side: no test ran, and the verdict said "p=nan"."""
+    from polyprof.analyze.diff import diff
+
+    a = load(DATA / "peers" / "tracelens" / "jax_conv_minimal_legacy.xplane.pb")
+    b = load(DATA / "peers" / "tracelens" / "jax_conv_minimal_08.xplane.pb")
+    text = "\n".join(diff(a, b).verdict)
+    assert "p=nan" not in text and "1 vs 1 traces" in text

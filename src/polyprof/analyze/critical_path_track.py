@@ -17,6 +17,7 @@ from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
+from ..trace.model import Plane
 from .critical_path import step_windows
 from .depgraph import EDGE_TYPES, build, context
 from .longest_path import longest_path
@@ -33,7 +34,7 @@ def with_critical_path(trace: Trace) -> Trace:
     has the track already is returned as it is)."""
     if any(t.name == TRACK and t.kind == "derived" for t in trace.tracks):
         return trace
-    host = next((p for p in trace.planes if p.kind == "host"), None)
+    host = _busiest_host(trace)
     if host is None:
         return trace
     numbers, starts, ends = step_windows(trace)
@@ -68,3 +69,15 @@ def with_critical_path(trace: Trace) -> Trace:
     lines = b.build()
     lines.metadata[mkeys.DERIVED] = trace.metadata.get(mkeys.DERIVED, False)
     return trace.extend(lines)
+
+
+def _busiest_host(trace: Trace) -> Plane | None:
+    """The host plane that holds the most events: the track goes under the program's
+    threads, not an XSpace's ``/host:metadata`` (a host plane with no events, first)."""
+    hosts = [p for p in trace.planes if p.kind == "host"]
+    if len(hosts) < 2:
+        return hosts[0] if hosts else None
+    plane_of_track = np.array([t.plane for t in trace.tracks], np.int64)
+    per_plane = np.bincount(plane_of_track[np.asarray(trace.events["track"], np.int64)],
+                            minlength=max(p.id for p in trace.planes) + 1) if trace.n_events else None
+    return max(hosts, key=lambda p: int(per_plane[p.id]) if per_plane is not None else 0)

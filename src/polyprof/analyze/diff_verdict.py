@@ -60,7 +60,7 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
         if reason is None and not st["change"] and st.get("reason") == "below the effect floor":
             what = f"no significant change (beyond the noise, under {floor})"
         lines.append(f"{unit.capitalize()} time: {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} per "
-                     f"{unit} ({_pct(st['rel_change'])}, p={st['p_value']:.2g}; {st['steps_a']} vs "
+                     f"{unit} ({_pct(st['rel_change'])}{_p(st['p_value'])}; {st['steps_a']} vs "
                      f"{st['steps_b']} {unit}s): {what}.")
     if reason is not None:
         lines.append(f"No change is called significant: {reason}.")
@@ -207,3 +207,9 @@ def sign_notes(tables: dict[str, Any], ov: dict[str, Any]) -> list[str]:
     name = max(rows)[1]
     return [f"Note: {len(rows)} row(s) changed one way in total and the other per step ({name}"
             f"{' and others' if len(rows) > 1 else ''}): {why}."]
+
+
+def _p(p: float | None) -> str:
+    """", p=0.012" where the step times were tested; nothing where no test ran (one step
+    or trace a side: the verdict's next line says why)."""
+    return "" if p is None or p != p else f", p={p:.2g}"
