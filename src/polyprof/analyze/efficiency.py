@@ -16,10 +16,10 @@ from ..derive import cache
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import find, member, row_of_key, union, unique
+from ..trace.sorting import find, member, row_of_key, union, unique, unique_rows
 from ..trace import keys
 from .common import op_durations
-from .flops import SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
+from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
 from .peaks import Peak, device_peak, given
@@ -58,8 +58,58 @@ def _costed_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, Costs]:
     order = np.argsort(rows, kind="stable")
     rows, on_device = rows[order], on_device[order]
     c = op_costs(trace, rows)
+    _per_execution(trace, rows, on_device, c)
     keep = ~(np.isnan(c.flops) & np.isnan(c.bytes))
     return rows[keep], on_device[keep], Costs(c.flops[keep], c.bytes[keep], c.precision[keep], c.source[keep])
+
+
+def _per_execution(trace: Trace, rows: np.ndarray, on_device: np.ndarray, c: Costs) -> None:
+    """The figures of the device rows costed from the HLO, in place: an op run as several
+    kernels per execution (a convolution as an im2col kernel and a gemm) has its whole
+    figures on the first kernel of each execution and 0 on the others, so that its
+    executions count them once each (``hlo_costs`` shares them among its kernel names)."""
+    op, first = hlo_ops(trace, rows, on_device)
+    at = np.flatnonzero((op >= 0) & (c.source == HLO))
+    if not len(at):
+        return
+    hc = hlo_costs(trace)
+    for whole, out in ((hc.op_flops[op[at]], c.flops), (hc.op_bytes[op[at]], c.bytes)):
+        out[at] = np.where(first[at] | np.isnan(whole), whole, 0.0)
+
+
+def hlo_ops(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(op, first) of each of ``rows`` (ascending): its HLO op (a position in the
+    ``op_*`` arrays of :func:`flops.hlo_costs`; -1 for a row not costed from the HLO,
+    or not on a device) and whether it starts an execution of it (:func:`_executions`)."""
+    hc = hlo_costs(trace)
+    op, first = np.full(len(rows), -1, np.int64), np.ones(len(rows), bool)
+    if len(hc.rows) and len(rows):
+        pos = find(hc.rows, rows)
+        at = np.flatnonzero((pos >= 0) & on_device)
+        op[at], first[at] = hc.op[pos[at]], _executions(trace)[pos[at]]
+    return op, first
+
+
+def _executions(trace: Trace) -> np.ndarray:
+    """Per row of :func:`flops.hlo_costs`: whether it starts an execution of its op. Each
+    row does, but for an op that ran as several kernel names, whose execution is each
+    run of its kernels one after another on a stream (or thread) with no other op's
+    between them: a kernel left out of the trace (the first im2col of TraceLens's
+    jax_conv_minimal_08) loses no execution, and one run twice (a buffer filled twice
+    before an attention kernel) counts no more."""
+    def compute(t: Trace) -> np.ndarray:
+        hc = hlo_costs(t)
+        ev = t.events
+        name, track = ev["name"][hc.rows].astype(np.int64), ev["track"][hc.rows]
+        pairs, _, _ = unique_rows(hc.op, name)
+        several = np.bincount(pairs[:, 0], minlength=len(hc.op_name)) > 1 if len(pairs) else np.zeros(0, bool)
+        order = np.lexsort((ev["start_ns"][hc.rows], track))
+        tr, op = track[order], hc.op[order]
+        starts = np.empty(len(order), bool)
+        starts[order] = np.r_[True, (tr[1:] != tr[:-1]) | (op[1:] != op[:-1])] if len(order) else []
+        return starts | ~several[hc.op] if len(order) else starts
+
+    return cache.memo(trace, "hlo_executions", compute)
 
 
 def costed_device_time(trace: Trace) -> np.ndarray:
@@ -148,8 +198,9 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     memory: which side of the ridge point the intensity lies; "" where unknown). Sorted
     by ``time_ns``.
     """
-    cols = ["name", "count", "flops", "bytes", "flops_source", "precision", "device_ns", "host_ns", "time_ns",
-            "where", "flops_per_s", "bytes_per_s", "intensity", "peak_flops_per_s", "roofline_pct", "bound_by"]
+    cols = ["name", "category", "count", "flops", "bytes", "flops_source", "precision", "device_ns", "host_ns",
+            "time_ns", "where", "flops_per_s", "bytes_per_s", "intensity", "peak_flops_per_s", "roofline_pct",
+            "bound_by", "kernels"]
     rows, on_device, c = costed_rows(trace)
     dev_ns = costed_device_time(trace)
     inside = _in_window(trace, rows, on_device)
@@ -157,11 +208,14 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         rows, on_device, dev_ns = rows[inside], on_device[inside], dev_ns[inside]
         c = Costs(*(col[inside] for col in c))
     if not len(rows):
-        return empty_frame(cols, ("name", "flops_source", "precision", "where", "bound_by"), np.float64)
+        return empty_frame(cols, ("name", "category", "flops_source", "precision", "where", "bound_by", "kernels"),
+                           np.float64)
     ev = trace.events
     du = ev["dur_ns"][rows]
     ran = on_device | (dev_ns > 0)  # a call that ran work on a device; the others ran on the host
-    g = group_stats(ev["name"][rows].astype(np.int64) * 2 + ran, du)
+    op, execs = hlo_ops(trace, rows, on_device)  # a device op costed from the HLO: grouped by its HLO op
+    n_str = len(trace.strings)
+    g = group_stats(np.where(op >= 0, (n_str + op) * 2 + 1, ev["name"][rows].astype(np.int64) * 2 + ran), du)
     o, s = g["order"], g["starts"]
     first = o[s]  # a group's first row (in row order): its precision and source
     flops = group_reduce(o, s, np.nan_to_num(c.flops), np.add)
@@ -185,13 +239,54 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
         bound = np.where(~np.isfinite(intensity) | np.isnan(ridge) | (peak_f <= 0), "",
                          np.where(intensity >= ridge, "compute", "memory")).astype(object)
+    names, category, kernels = _op_names(trace, rows, g["key"] >> 1, o, s)
+    count = np.where(op[first] >= 0, group_reduce(o, s, execs.astype(np.int64), np.add), g["count"])
     return frame({
-        "name": np.asarray(trace.strings, dtype=object)[g["key"] >> 1], "count": g["count"], "flops": flops,
+        "name": names, "category": category, "count": count, "flops": flops,
         "bytes": nbytes, "flops_source": SOURCE_NAMES[c.source[first]], "precision": prec,
         "device_ns": device_ns, "host_ns": host_ns, "time_ns": time_ns,
         "where": np.where(on_dev, "device", "host").astype(object), "flops_per_s": fps, "bytes_per_s": bps,
         "intensity": intensity, "peak_flops_per_s": np.where(peak_f > 0, peak_f, np.nan),
-        "roofline_pct": roofline_pct, "bound_by": bound}, order=order_desc(time_ns))
+        "roofline_pct": roofline_pct, "bound_by": bound, "kernels": kernels}, order=order_desc(time_ns))
+
+
+def _op_names(trace: Trace, rows: np.ndarray, key: np.ndarray, o: np.ndarray, s: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(name, category, kernels) of op_efficiency's groups: of a group of an event name
+    (``key`` a string id), that name, "", ""; of an HLO op (``key`` past the strings:
+    :func:`hlo_ops`), its instruction name (with its module's where modules share it),
+    opcode, and the names of the kernels it ran as ("; " between them, the longest
+    first; "" where they are the op's own name: XLA's CPU runtime)."""
+    strings = np.asarray(trace.strings, dtype=object)
+    n_str = len(strings)
+    hlo = key >= n_str
+    names, category, kernels = strings[np.where(hlo, 0, key)], np.full(len(key), "", object), \
+        np.full(len(key), "", object)
+    if not hlo.any():
+        return names, category, kernels
+    hc = hlo_costs(trace)
+    op = key[hlo] - n_str
+    mods: dict[str, set[str]] = {}
+    for i in unique(hc.op).tolist():
+        mods.setdefault(str(hc.op_name[i]), set()).add(str(hc.op_module[i]))
+    raw = names.copy()
+    raw[hlo] = hc.op_name[op]
+    names[hlo] = [n if len(mods.get(n, ())) < 2 else f"{n} ({m})"
+                  for n, m in zip(hc.op_name[op].tolist(), hc.op_module[op].tolist())]
+    category[hlo] = hc.op_opcode[op]
+    group = np.repeat(np.arange(len(key)), np.diff(np.r_[s, len(o)]))  # each sorted row's group
+    sel = hlo[group]
+    ev = trace.events
+    r = rows[o[sel]]
+    pairs, _, inv = unique_rows(group[sel], ev["name"][r])
+    dur = np.bincount(inv, weights=ev["dur_ns"][r].astype(np.float64), minlength=len(pairs))
+    listed: dict[int, list[tuple[float, str]]] = {}
+    for (gi, nm), d in zip(pairs.tolist(), dur.tolist()):
+        listed.setdefault(gi, []).append((-d, str(strings[nm])))
+    for gi, ks in listed.items():
+        if any(k != raw[gi] for _, k in ks):
+            kernels[gi] = "; ".join(k for _, k in sorted(ks))
+    return names, category, kernels
 
 
 def _in_window(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from ..analyze.units import fmt_ns, number_ranges
 from ..analyze.window import WindowArg
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
+from .efficiency_text import mfu_line
 from .tables import Report, build
 from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, one_cell,  # noqa: F401
                       plain_terminal, representable, set_cell_size, to_rich)
@@ -299,6 +300,9 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
     T, ov = report.tables, report.overview
     has_device = bool(ov["correlation"].get("device_activities"))
     _overview(out, ov)
+    mfu = mfu_line(report)  # FLOPs, rate and MFU, or why no MFU (no peak known)
+    if mfu is not None:
+        out(mfu)
     if report.findings:
         out(Boxed("Findings", tuple(_finding_lines(report.findings))))
     _device_tables(out, T, top, W)

@@ -10,7 +10,8 @@ trip the trace shows, where XLA's ``cost_analysis()`` counts one.
 An op that ran as several kernels per execution (a convolution as an im2col kernel and a
 gemm) has its cost shared among the kernel names it ran as, in proportion to their mean
 durations, so that summing its kernels counts the op once per execution (XProf's
-op_profile gives every kernel of the op the whole op's cost). Kernels XLA ran inside a
+op_profile gives every kernel of the op the whole op's cost); the whole op's figures
+are kept too (``op_flops``, ``op_bytes``), for ``op_efficiency``'s row per HLO op. Kernels XLA ran inside a
 command buffer whose HLO instruction is not known (a cuBLAS kernel in a CUDA graph,
 ``hlo_op`` ``command_buffer_1``) get no figure.
 
@@ -38,17 +39,29 @@ log = logging.getLogger("polyprof")
 
 class DeviceCosts(NamedTuple):
     """Per device event with a figure (``rows`` ascending): ``flops`` (NaN: unknown, e.g.
-    a custom call XLA does not count), ``bytes``, ``transcendentals``, ``precision``."""
+    a custom call XLA does not count), ``bytes``, ``transcendentals`` (its kernel name's
+    share of its op's), ``precision``, ``op`` (its HLO op: a position in the ``op_*``
+    arrays). Per HLO op (an instruction of a module, on a GPU or the CPU runtime):
+    ``op_name``, ``op_module``, ``op_opcode`` (``fusion``, ``custom-call``...), and the
+    whole op's ``op_flops`` and ``op_bytes`` per execution, not shared among kernels."""
 
     rows: np.ndarray
     flops: np.ndarray
     bytes: np.ndarray
     transcendentals: np.ndarray
     precision: np.ndarray
+    op: np.ndarray
+    op_name: np.ndarray
+    op_module: np.ndarray
+    op_opcode: np.ndarray
+    op_flops: np.ndarray
+    op_bytes: np.ndarray
 
 
 def empty() -> DeviceCosts:
-    return DeviceCosts(np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, object))
+    none = np.zeros(0, object)
+    return DeviceCosts(np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0), none, np.zeros(0, np.int64),
+                       none, none, none, np.zeros(0), np.zeros(0))
 
 
 def device_costs(trace: Trace) -> DeviceCosts:
@@ -71,13 +84,18 @@ def device_costs(trace: Trace) -> DeviceCosts:
     combos, inv = module_combos(trace, rows, code.reshape(-1) * 2 + on_device)
     tables: dict[tuple[str, int, bool], dict[str, OpCost] | None] = {}
     cost_of: list[OpCost | None] = []
-    for hc, mod, pid in combos:
+    op_names, opcodes = [str(names[hc >> 1]).rsplit("::", 1)[-1] for hc, _, _ in combos], []
+    codes: dict[tuple[str, int], dict[str, str]] = {}  # module -> instruction name -> opcode
+    for (hc, mod, pid), name in zip(combos, op_names):
         key = modules._key(mod, pid)
         tkey = None if key is None else (*key, bool(hc & 1))
         if tkey is not None and tkey not in tables:
             tables[tkey] = _module_table(modules, tkey)
         table = tables.get(tkey) if tkey is not None else None
-        cost_of.append(table.get(str(names[hc >> 1]).rsplit("::", 1)[-1]) if table else None)
+        cost_of.append(table.get(name) if table else None)
+        if cost_of[-1] is not None and key is not None and key not in codes:
+            codes[key] = _opcodes(modules, key)
+        opcodes.append(codes[key].get(name, "") if cost_of[-1] is not None and key is not None else "")
     has = np.array([c is not None for c in cost_of], bool)
     keep = has[inv]
     rows, inv = rows[keep], inv[keep]
@@ -89,7 +107,15 @@ def device_costs(trace: Trace) -> DeviceCosts:
     prec = np.array([c.precision for c in known], object)
     order = np.argsort(rows, kind="stable")
     rows, inv, share = rows[order], inv[order], share[order]
-    return DeviceCosts(rows, per[inv, 0] * share, per[inv, 1] * share, per[inv, 2] * share, prec[inv])
+    return DeviceCosts(rows, per[inv, 0] * share, per[inv, 1] * share, per[inv, 2] * share, prec[inv],
+                       inv.astype(np.int64), np.array(op_names, object), np.array([m for _, m, _ in combos], object),
+                       np.array(opcodes, object), per[:, 0].copy(), per[:, 1].copy())
+
+
+def _opcodes(modules: HloModules, key: tuple[str, int]) -> dict[str, str]:
+    """instruction name -> opcode of module ``key`` (empty where its HLO is damaged)."""
+    decoded = modules.module(key)
+    return {} if decoded is None else {i.name: i.opcode for c in decoded.computations for i in c.instructions}
 
 
 def _module_table(modules: HloModules, key: tuple[str, int, bool]) -> dict[str, OpCost] | None:

@@ -1,0 +1,55 @@
+"""The terminal summary's line on model FLOPs utilisation (the ``mfu`` table's overall
+row): the FLOPs, time and rate, and the share of the peak; where no peak is known (a
+CPU, an unrecognised device, a precision without a figure) it says so and how to give
+one (``--peak``), rather than leave the utilisation out without a word."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analyze.frames import column
+from ..analyze.units import fmt_ns
+from ..trace.core import Trace
+from ..trace.sorting import unique
+from .tables import Report
+from .textout import Para
+
+
+def _si(x: float, unit: str) -> str:
+    """4.72 GFLOP, 19.8 TFLOP/s: three significant digits and an SI prefix."""
+    for p, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {p}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def _on_device(trace: Trace) -> bool:
+    """Whether the trace has a device plane with events (a GPU's), not a CPU run's alone."""
+    busy = set(unique(trace.event_planes()).tolist()) if trace.n_events else set()  # (np.unique imports numpy.ma)
+    return any(p.kind == "device" and p.id in busy for p in trace.planes)
+
+
+def mfu_line(report: Report) -> Para | None:
+    """``MFU 0.88% (tf32): 4.72 GFLOP in 1.08 ms, 4.37 TFLOP/s of 495 TFLOP/s peak``; None
+    for a trace without FLOPs. Without a peak: ``MFU unknown (fp32): ...; no fp32 peak
+    known for this CPU: give one with --peak fp32=<FLOP/s>``."""
+    m = report.tables.get("mfu")
+    if m is None or not len(m):
+        return None
+    flops = float(column(m, "flops")[0])
+    if not flops > 0:
+        return None
+    pct, prec = float(column(m, "mfu_pct")[0]), str(column(m, "precision")[0])
+    t_ns, rate = float(column(m, "time_ns")[0]), float(column(m, "flops_per_s")[0])
+    peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
+    done = f"{_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {_si(rate, 'FLOP/s')}"
+    p = f" ({prec})" if prec else ""
+    if np.isfinite(pct):
+        per = f" x {devices} devices" if devices > 1 else ""
+        return Para((("MFU", "bold"), (f" {pct:.3g}%{p}: {done} of {_si(peak, 'FLOP/s')} peak{per}", None)))
+    key = prec or "fp32"
+    where = "device" if _on_device(report.trace) else "CPU"
+    known = str(column(m, "device")[0]).split(" (", 1)[0]
+    what = f"for {known}" if known else f"for this {where}"
+    return Para((("MFU", "bold"), (f" unknown{p}: {done}; no {key} peak known {what}: give one with "
+                                   f"--peak {key}=<FLOP/s>", None)))
