@@ -109,6 +109,26 @@ ADVICE: dict[str, dict[str, str]] = {
         "generic": "Each op of the chain reads and writes memory below the device's ridge point; fused into one "
                    "kernel the intermediates stay on chip.",
     },
+    "memory_peak_held_by_one": {  # (the finding leads with the holder: "Lowering the peak starts with ...: ")
+        "torch": "free or reuse its tensors sooner (del, in-place ops), keep fewer of them alive at once "
+                 "(smaller batch or chunks, activation checkpointing: torch.utils.checkpoint), or store them "
+                 "in a smaller dtype.",
+        "jax": "keep fewer of its buffers alive at once (smaller batch or chunks, rematerialisation: "
+               "jax.checkpoint), let XLA reuse the step's inputs (donate_argnums), or store them in a "
+               "smaller dtype.",
+        "generic": "free or reuse its buffers sooner, keep fewer of them alive at once (smaller batch or "
+                   "chunks, recompute instead of keeping), or store them in a smaller dtype.",
+    },
+    "memory_growth": {
+        "torch": "Something keeps memory from every step: a list that collects tensors (losses kept with their "
+                 "graph: use loss.item() or .detach()), a cache that never evicts, or state appended each "
+                 "step. The memory table lists what is live at the peak.",
+        "jax": "Something keeps memory from every step: a Python list that collects device arrays (bring "
+               "metrics to the host with jax.device_get and drop the references), a cache that never "
+               "evicts, or state appended each step. The memory table lists what is live at the peak.",
+        "generic": "Something keeps memory from every step: a list that collects buffers, a cache that never "
+                   "evicts, or state appended each step. The memory table lists what is live at the peak.",
+    },
     "low_occupancy": {
         "generic": "Registers or shared memory per block cap how many blocks an SM holds. Cap registers "
                    "(__launch_bounds__, maxrregcount, Triton num_warps/num_stages), use less shared memory per "

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..trace.core import Trace
+from .advice import suggestion
 from .finding import Finding, _records
 from .frames import column, order_asc
 from .inputs import memory_events
@@ -65,9 +66,7 @@ def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
                  "allocator": str(p["allocator"])},
                 [{("name" if k == "holder" else k): v for k, v in r.items()}
                  for r in _records(h, ["holder", "bytes", "allocations", "share_pct"], at=at)],
-                f"Lowering the peak starts with {holder!r}: free or reuse its tensors sooner "
-                "(del, in-place ops), keep fewer of them alive at once (smaller batch or chunks, "
-                "activation checkpointing), or store them in a smaller dtype."))
+                f"Lowering the peak starts with {holder!r}: " + suggestion(trace, "memory_peak_held_by_one")))
             break  # a section when one dominates, else an op
     return out
 
@@ -102,7 +101,5 @@ def _growth(trace: Trace) -> list[Finding]:
             {"steps": len(held), "growth_bytes": growth, "per_step_bytes": int(per_step),
              "rising_pct": round(rising, 2), "first_step_bytes": int(held[0]), "last_step_bytes": int(held[-1]),
              "allocator": str(a)}, ev,
-            "Something keeps memory from every step: a list that collects tensors (losses kept "
-            "with their graph: use loss.item() or .detach()), a cache that never evicts, or "
-            "state appended each step. The memory table lists what is live at the peak."))
+            suggestion(trace, "memory_growth")))
     return out

@@ -25,6 +25,10 @@ PERFETTO_PLANES = "polyprof_planes"
 #: (JSON: a list; Perfetto's flows have none): flow ``k`` of category ``i`` (1-based in
 #: that list, 0 for none) is written with id ``k + 1 + (i << FLOW_CATEGORY_SHIFT)``
 PERFETTO_FLOW_CATEGORIES = "polyprof_flow_categories"
+#: the Chrome metadata entry of polyprof's Perfetto export listing the counters it made
+#: of the trace's memory series (JSON: [plane name, counter name] pairs): read back, the
+#: memory events are there again, and those counters are left out
+PERFETTO_DERIVED_COUNTERS = "polyprof_derived_counters"
 FLOW_CATEGORY_SHIFT = 40
 
 

@@ -24,18 +24,27 @@ import numpy as np
 
 from ..trace import keys
 from ..trace.core import Trace
-from ..trace.memory import memory_events
+from ..trace.memory import export_counters, memory_events
 from ..trace.stats import StatColumn
 from .xspace.names import MEMORY_LINE as LINE
 
 ALLOC, FREE = "MemoryAllocation", "MemoryDeallocation"
 
 
+def xspace_counters(trace: Trace) -> dict[str, np.ndarray]:
+    """The counters an XSpace export writes: the trace's, and its memory series' but
+    those of XProf's own allocation events (read from an XSpace: written back as they
+    are, XProf's memory_profile reads them)."""
+    return export_counters(trace, skip_names=(ALLOC, FREE))
+
+
 def write_line(xp: Any, pw: Any, trace: Trace, origin: int, line_id: int) -> None:
     """Append the memory line to the XPlane ``xp`` (a host plane); ``pw`` is the plane's
-    metadata writer (``writers.xspace_plane.PlaneWriter``); times relative to ``origin``."""
+    metadata writer (``writers.xspace_plane.PlaneWriter``); times relative to ``origin``.
+    XProf's own allocation events are not written again (they keep their lines)."""
     m = memory_events(trace)
-    if not len(m.rows):
+    own_ids = [i for i in (trace.string_id(ALLOC), trace.string_id(FREE)) if i >= 0]
+    if not len(m.rows) or (own_ids and np.isin(trace.events["name"][m.rows], own_ids).all()):
         return
     xl = xp.lines.add()
     xl.id = line_id

@@ -143,20 +143,26 @@ def counter_name(allocator: str, reserved: bool = False) -> str:
     return f"{base}:{allocator}" if allocator else base
 
 
-def export_counters(trace: Trace) -> dict[str, np.ndarray]:
+def export_counters(trace: Trace, skip_names: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """``trace.counters`` plus one counter per memory series (allocated bytes, and
     reserved bytes where known) on the memory's plane (else the first event's), for
     the writers. A counter the trace already has (read back from an export) is kept
-    as it is, not added twice."""
+    as it is, not added twice; nor is a series whose every event is named one of
+    ``skip_names`` (XProf's own allocation events, which carry the memory view to the
+    XSpace's readers themselves)."""
     m = memory_events(trace)
     if not len(m.rows):
         return trace.counters
+    skip_ids = [i for i in (trace.string_id(n) for n in skip_names) if i >= 0]
+    own = np.isin(trace.events["name"][m.rows], skip_ids) if skip_ids else np.zeros(len(m.rows), bool)
     c = trace.counters
     have = {(int(p), trace.strings[int(n)]) for p, n in set(zip(c["plane"].tolist(), c["name"].tolist()))}
     plane_of_row = trace.track_plane[trace.events["track"][m.rows]]
     parts = [c]
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
+        if own[lo:hi].all():
+            continue
         plane = int(m.plane[s]) if m.plane[s] >= 0 else int(plane_of_row[lo])
         ts = np.concatenate([[m.ts[lo]], m.ts[lo:hi]])
         for reserved, values in ((False, np.concatenate([[m.start[s]], m.level[lo:hi]]).astype(np.float64)),

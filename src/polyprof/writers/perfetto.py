@@ -41,10 +41,12 @@ import numpy as np
 from ..derive.intervals import nesting_depth
 from ..trace.core import Trace
 from ..trace.memory import export_counters
+from ..trace.native_write import json_default
 from ..trace.sorting import member, unique
 from ..formats import perfetto_wire as w
 from ..formats.chrome import _pids, _tids
-from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES, json_value,
+from ..formats.device_list import (FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES,
+                                   PERFETTO_PLANES, json_value,
                                    plane_properties)
 from ..trace import metadata_keys as mkeys
 
@@ -171,7 +173,7 @@ class _Plan:
             out.append(_descriptor([(_TD_UUID, _COUNTER_UUID + i), (_TD_PARENT, 1 + plane),
                                     (_TD_NAME, t.strings[name]), (_TD_COUNTER, b"")]))
         out.append(_packet([(_SEQ_ID, _COUNTERS_SEQ), (_SEQ_FLAGS, _INCREMENTAL_STATE_CLEARED)]))
-        out.append(_device_metadata(t))
+        out.append(_device_metadata(t, self.counters))
         return b"".join(out)
 
     def counter_tracks(self) -> list[tuple[int, int]]:
@@ -375,14 +377,21 @@ def flow_category_bits(trace: Trace) -> np.ndarray:
     return code[np.asarray(trace.flows["category"], np.int64)] << np.uint64(FLOW_CATEGORY_SHIFT)
 
 
-def _device_metadata(trace: Trace) -> bytes:
+def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     """The ``chrome_events`` packet with the device planes' properties and vendor (by
-    plane name), the trace's ``deviceProperties`` list and its flows' categories; nothing
-    when there are none. Bytes values (XSpace stats) become hex text, as in the Kineto
-    export."""
+    plane name), the trace's ``deviceProperties`` list, its flows' categories and the
+    counters made of its memory series (``counters``: what the export writes); nothing
+    when there are none. A device plane's bytes values (XSpace stats) become hex text, as
+    in the Kineto export; a host plane's properties are kept whole, bytes (an XSpace's
+    HLO modules) as ``{"__bytes__": base64}`` (trace/native_write.py)."""
     planes = [{"plane": p.name, "vendor": p.vendor, "properties": plane_properties(p)}
               for p in trace.planes if p.kind == "device" and (p.properties or p.vendor)]
+    planes += [{"plane": p.name, "properties": dict(p.properties)}
+               for p in trace.planes if p.kind != "device" and p.properties]
     entries: list[tuple[str, Any]] = [(PERFETTO_PLANES, planes)] if planes else []
+    derived = _derived_counters(trace, counters)
+    if derived:
+        entries.append((PERFETTO_DERIVED_COUNTERS, derived))
     listed = trace.metadata.get(mkeys.DEVICE_PROPERTIES)
     if isinstance(listed, list) and listed:
         entries.append((mkeys.DEVICE_PROPERTIES, json_value(listed)))
@@ -391,9 +400,17 @@ def _device_metadata(trace: Trace) -> bytes:
         entries.append((PERFETTO_FLOW_CATEGORIES, categories))
     if not entries:
         return b""
-    meta = [w.message([(_CM_NAME, name), (_CM_JSON, json.dumps(v, default=str))])
+    meta = [w.message([(_CM_NAME, name), (_CM_JSON, json.dumps(v, default=json_default))])
             for name, v in entries]
     return _packet([(_SEQ_ID, _EVENTS_SEQ), (_CHROME_EVENTS, w.message([(_BUNDLE_METADATA, meta)]))])
+
+
+def _derived_counters(trace: Trace, counters: dict[str, np.ndarray]) -> list[list[str]]:
+    """[plane name, counter name] of the counters the export adds to the trace's own
+    (``trace.memory.export_counters``: its memory series)."""
+    own = set(zip(trace.counters["plane"].tolist(), trace.counters["name"].tolist()))
+    added = set(zip(counters["plane"].tolist(), counters["name"].tolist())) - own
+    return sorted([trace.planes[p].name, trace.strings[n]] for p, n in added)
 
 
 def _descriptor(fields: list[tuple[int, Any]]) -> bytes:

@@ -35,7 +35,7 @@ from ..derive import cache
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.memory import export_counters
+from ..formats.xprof_memory import xspace_counters
 from .xprof_costs import device_costs, stat_columns
 from .xprof_names import TPU_PREFIX
 from ..trace.sorting import unique
@@ -160,7 +160,7 @@ class DeviceGroups:
 
     rows: np.ndarray  # event rows on device planes that belong to a step
     step: np.ndarray  # their step index
-    counters: np.ndarray  # per sample of ``export_counters`` (in its order): step index, -1 = none
+    counters: np.ndarray  # per sample of ``xspace_counters`` (in its order): step index, -1 = none
     spans: dict[int, list[tuple[int, int, int]]]  # device plane -> (step index, first, last) in time order
 
 
@@ -191,7 +191,7 @@ def device_groups(trace: Trace) -> DeviceGroups:
 
 def _device_groups(trace: Trace) -> DeviceGroups:
     steps = cache.steps(trace)
-    c = export_counters(trace)
+    c = xspace_counters(trace)  # (as the XSpace writer's counters, in its order)
     none = DeviceGroups(np.zeros(0, np.int64), np.zeros(0, np.int64), np.full(len(c["ts_ns"]), -1, np.int64), {})
     v = device_view(trace)
     if not len(steps) or not len(v.rows):

@@ -26,7 +26,6 @@ import numpy as np
 from ..errors import PolyprofError
 from ..trace import keys
 from ..trace.core import Trace
-from ..trace.memory import export_counters
 from ..formats import xprof_memory
 from .xprof_names import line_homes, write_order, written_names
 from .xprof_stats import GROUP_ID, STEP_LINE_ID, STEP_LINE_NAME, device_groups, device_step_spans
@@ -120,7 +119,7 @@ def _plan(trace: Trace, meta_x: dict[str, Any], compiled: bool) -> tuple[_Plan, 
         long_ids, uniq = pd.factorize(long_col.dense(n, ""))
         long_table = [str(u) for u in uniq]
     first, last = trace.span_ns
-    c = export_counters(trace)  # with the memory series as counter tracks
+    c = xprof_memory.xspace_counters(trace)  # with the memory series as counter tracks
     if len(c["ts_ns"]):
         first = min(first, int(c["ts_ns"].min())) if n else int(c["ts_ns"].min())
         last = max(last, int(c["ts_ns"].max()))

@@ -19,7 +19,8 @@ from ...lowlevel.heap import TRIM_BYTES, trim
 from ...trace import keys
 from ...trace import metadata_keys as mkeys
 from ...trace.core import Trace
-from ..device_list import FLOW_CATEGORY_SHIFT, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
+from ..device_list import FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
+from ..native import bytes_back
 from .clocks import Clocks
 from .collector import END, Collector
 from .slices import link, match
@@ -100,8 +101,8 @@ def build(col: Collector, path: Path) -> Trace:
         ok = (src >= 0) & (dst >= 0) & (src != dst)
         _flows(b, new_row[src[ok]], new_row[dst[ok]], ids[ok], col.chrome_meta.get(PERFETTO_FLOW_CATEGORIES))
 
-    _counters(b, layout, ct["track"], cts, ct["value"])
-    _devices(b, col.chrome_meta)
+    _counters(b, layout, ct["track"], cts, ct["value"], _derived(col.chrome_meta))
+    _devices(b, col.chrome_meta, path)
     for why, n in sorted(col.skipped.items()):
         warnings.append(f"skipped {n:,} {why}")
     if not len(rows) and not len(ct["track"]):  # never silently empty (e.g. ftrace or power data only)
@@ -132,12 +133,16 @@ def _flows(b, src: np.ndarray, dst: np.ndarray, ids: np.ndarray, categories: obj
         b.flows(src[sel], dst[sel], low[sel] if name or c == 0 else ids[sel], category=name)
 
 
-def _devices(b, meta: dict) -> None:
-    """The device planes' properties and vendors, and the ``deviceProperties`` list, as
-    polyprof's export keeps them in Chrome metadata (``writers/perfetto.py``): the peaks
-    and occupancy of the efficiency tables are matched from them."""
-    by_name = {p.name: p for p in b.planes if p.kind == "device"}
-    for e in meta.get(PERFETTO_PLANES) or []:
+def _devices(b, meta: dict, path: Path) -> None:
+    """The device planes' properties and vendors, a host plane's bytes (an XSpace's HLO
+    modules), and the ``deviceProperties`` list, as polyprof's export keeps them in
+    Chrome metadata (``writers/perfetto.py``): the peaks and occupancy of the efficiency
+    tables are matched from them, the FLOPs of XLA ops counted from the HLO."""
+    by_name = {p.name: p for p in b.planes}
+    entries = meta.get(PERFETTO_PLANES)
+    if isinstance(entries, list):
+        bytes_back(path, {"planes": entries}, PERFETTO_PLANES)
+    for e in entries or []:
         p = by_name.get(e.get("plane")) if isinstance(e, dict) else None
         if p is None:  # the export writes a process for every plane: only an edited file
             continue
@@ -150,7 +155,16 @@ def _devices(b, meta: dict) -> None:
         b.metadata[mkeys.DEVICE_PROPERTIES] = listed
 
 
-def _counters(b, layout, track: np.ndarray, ts: np.ndarray, value: np.ndarray) -> None:
+def _derived(meta: dict) -> set[tuple[str, str]]:
+    """(plane name, counter name) of the counters polyprof's export made of the trace's
+    memory series (``PERFETTO_DERIVED_COUNTERS``): the memory events are read again."""
+    pairs = meta.get(PERFETTO_DERIVED_COUNTERS)
+    return {(str(x[0]), str(x[1])) for x in pairs if isinstance(x, list) and len(x) == 2} \
+        if isinstance(pairs, list) else set()
+
+
+def _counters(b, layout, track: np.ndarray, ts: np.ndarray, value: np.ndarray,
+              derived: set[tuple[str, str]]) -> None:
     if not len(track):
         return
     order = np.lexsort((ts, track))
@@ -158,4 +172,6 @@ def _counters(b, layout, track: np.ndarray, ts: np.ndarray, value: np.ndarray) -
     cut = np.flatnonzero(track[1:] != track[:-1]) + 1
     for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(track)].tolist()):
         plane, name, mult = layout.counter(int(track[lo]))
+        if derived and (b.planes[plane].name, name) in derived:
+            continue
         b.counter(plane, name, ts[lo:hi], value[lo:hi] * mult)
