@@ -13,6 +13,7 @@ thread (``depgraph``'s backward edges): 189.996 ms (tests/test_critical_path_bac
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,31 @@ def test_no_path_longer_than_its_step(name):
         if (js == k).any():
             i = int(np.flatnonzero(js == k)[0])
             assert mine[s] == (int(jt["path_ns"][i]), int(jt["span_ns"][i])), s
+
+
+def test_the_command_fits_its_rows_to_the_terminal_and_json_keeps_names_whole():
+    """``critical-path FILE`` cut each name at 100 characters whatever the width (rows of
+    ~131 columns at COLUMNS=80); the names are now shortened by meaning and cut where
+    they differ, as the summary's tables (report/names.py); ``--json`` keeps them whole."""
+    h200 = DATA / "h200" / "torch_transformer_h200.json.gz"
+    env = dict(os.environ, COLUMNS="80")
+    r = subprocess.run([sys.executable, "-m", "polyprof", "critical-path", str(h200), "--step", "1", "-n", "12"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(x) for x in lines) <= 80, max(lines, key=len)
+    head = lines.index(next(x for x in lines if x.split()[:2] == ["rank", "kind"]))
+    rows = [x.split(None, 3) for x in lines[head + 1:head + 13]]
+    assert len(rows) == 12 and all(x[0] == "0" for x in rows)
+    shown = [x[3] for x in rows]
+    assert len(set(shown)) == 12  # shortened, still told apart
+    whole = [x for x in _cli("critical-path", str(h200), "--json")["critical_path"] if x["step"] == 1]
+    summed: dict[str, int] = {}
+    for x in whole:  # the text's rows add up the path's events of one name
+        summed[x["name"]] = summed.get(x["name"], 0) + x["on_path_ns"]
+    top = max(summed, key=lambda n: summed[n])
+    assert len(top) > 49 and shown[0] != top and shown[0].endswith("…")
+    from polyprof.report.names import ladder
+
+    # the same name, without return type and namespaces (``void cutlass::``), then cut
+    assert top.startswith("void cutlass::") and any(x.startswith(shown[0][:-1]) for x in ladder(top)[2:])

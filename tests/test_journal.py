@@ -87,6 +87,35 @@ def test_normal_stop_leaves_no_journal(tmp_path):
     assert out.exists() and not journal.path_for(out).exists()
 
 
+def test_a_second_run_keeps_the_killed_runs_journal(tmp_path):
+    """The journal of a killed run is its only data: a second ``run -o`` of the same
+    output truncated it (its own journal opened with O_TRUNC) and deleted it at its stop,
+    without a word. It is now moved to ``OUTPUT.partial.1`` (then ``.2``...), said on
+    stderr, and still loads whole."""
+    r, out = run_killed(tmp_path)
+    assert r.returncode == -9, r.stderr
+    partial = journal.path_for(out)
+    before = partial.read_bytes()
+    (tmp_path / "ok.py").write_text("import polyprof\nwith polyprof.section('second run'):\n    pass\n")
+    cmd = [sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host", "-o", "killed.polyprof",
+           "ok.py"]
+    second = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert second.returncode == 0, second.stderr
+    kept = tmp_path / "killed.polyprof.partial.1"
+    assert kept.read_bytes() == before
+    assert ("the crash journal of an earlier run (killed?) was at killed.polyprof.partial: kept as "
+            "killed.polyprof.partial.1") in second.stderr, second.stderr
+    assert not partial.exists()  # the second run's own journal went at its normal stop
+    names = list(polyprof.load(kept).names())
+    assert names.count("worker item") == 30 and "second run" not in names
+    assert list(polyprof.load(out).names()) == ["second run"]
+    # a third run with a killed run's journal again: the first keep is never replaced
+    partial.write_bytes(before[:-7])
+    third = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert third.returncode == 0 and "kept as killed.polyprof.partial.2" in third.stderr, third.stderr
+    assert kept.read_bytes() == before and (tmp_path / "killed.polyprof.partial.2").read_bytes() == before[:-7]
+
+
 def test_journal_matches_the_collected_trace(tmp_path):
     """What the journal holds at any moment is what the final trace holds for that time."""
     out = tmp_path / "live.polyprof"

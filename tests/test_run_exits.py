@@ -114,6 +114,38 @@ with polyprof.section("after"):
     assert "replaces" not in ours.stderr
 
 
+def test_an_exec_that_fails_late_is_said_once_and_the_trace_says_so(tmp_path):
+    """An exec the kernel refuses after the checks (ENOEXEC: an executable text file
+    without a shebang) raises as under python, after the trace was written. Before:
+    ``polyprof run`` said "trace written to t.polyprof" twice (at the exec, then at its
+    end), and the trace's warning said the exec replaced the process. Now one line, and
+    the trace (saved again) says the exec failed and that the rest is not recorded."""
+    (tmp_path / "notexe").write_text("echo hi\n")
+    (tmp_path / "notexe").chmod(0o755)
+    code = WORK + """\
+try:
+    os.execv('./notexe', ['./notexe'])
+except OSError as e:
+    print('caught', e.errno)
+with polyprof.section("after"):
+    pass
+"""
+    plain, ours = _both(tmp_path, code)
+    assert plain.stdout == "caught 8\n"
+    assert (ours.returncode, ours.stdout) == (plain.returncode, plain.stdout), ours.stderr
+    lines = [x for x in ours.stderr.splitlines() if x.startswith("polyprof")]
+    assert sum("trace written to t.polyprof" in x for x in lines) == 1, ours.stderr
+    assert len(lines) == 2 and "os.execv(./notexe) failed (Exec format error)" in lines[1], ours.stderr
+    trace = polyprof.load(tmp_path / "t.polyprof")
+    assert (_sections(trace, "work"), _sections(trace, "after")) == (3, 0)
+    assert trace.metadata["session"]["ended_by"] == "os.execv(./notexe)"
+    assert trace.metadata["session"]["exec_failed"] == "Exec format error"
+    said = [str(w) for w in trace.metadata["warnings"]]
+    assert not any("replaces the process" in w for w in said), said
+    assert any("which failed (Exec format error)" in w and "not in it" in w for w in said), said
+    assert not (tmp_path / "t.polyprof.partial").exists()
+
+
 def test_a_forked_child_execs_and_exits_without_touching_the_parents_trace(tmp_path):
     """fork + exec (pty.spawn's way) and a child's ``os._exit`` (multiprocessing's): the
     child writes nothing and says nothing; the parent records on."""

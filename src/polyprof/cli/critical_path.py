@@ -189,9 +189,22 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
         keys: dict[tuple[int, str, str], int] = {}
         for r, n, kind, v in zip(ranks.tolist(), table["name"][m].tolist(), table["kind"][m].tolist(), on.tolist()):
             keys[(r, n, kind)] = keys.get((r, n, kind), 0) + v
-        print(f"  {'rank':>4}  {'kind':<10} {'on path ms':>10}  name")
-        for (r, n, kind), v in sorted(keys.items(), key=lambda x: -x[1])[:top]:
-            print(f"  {r:>4}  {kind:<10} {v / 1e6:>10.3f}  {n[:100]}")
+        _print_rows(sorted(keys.items(), key=lambda x: -x[1])[:top], width)
         for w in (x for x in predicted if x["step"] == k):
             print(f"  what-if: rank {w['rank']}'s {w['name']!r} x{w['factor']:g} ({w['events']} events): "
                   f"step {w['change_ns'] / 1e6:+.3f} ms")
+
+
+def _print_rows(rows: list[tuple[tuple[int, str, str], int]], width: int) -> None:
+    """The on-path events of a step, one line each within ``width``: the names shortened
+    by what their parts mean and then cut where they differ, as the summary's tables do
+    (report/names.py; ``--json`` keeps them whole)."""
+    from ..report.names import fit_names  # the summary's name rule, only for the text output
+
+    kw = max([10] + [len(kind) for (_, _, kind), _ in rows])
+    rw = max([4] + [len(str(r)) for (r, _, _), _ in rows])
+    room = max(width - (2 + rw + 2 + kw + 1 + 10 + 2), 12)
+    names = fit_names([n for (_, n, _), _ in rows], room)
+    print(f"  {'rank':>{rw}}  {'kind':<{kw}} {'on path ms':>10}  name")
+    for ((r, _, kind), v), name in zip(rows, names):
+        print(f"  {r:>{rw}}  {kind:<{kw}} {v / 1e6:>10.3f}  {name}")

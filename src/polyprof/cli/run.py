@@ -300,7 +300,11 @@ def _freeze_what_polyprof_made() -> None:
 
 def _report_written(session: Session, n_events: int, cwd: str) -> None:
     """The line that says where the trace went: paths under the directory polyprof
-    started in as given from there (the program may have changed directory since)."""
+    started in as given from there (the program may have changed directory since). Not
+    again for a session that an exec stopped early (one that failed late, ENOEXEC): its
+    line was said then (collect/exits.py)."""
+    if session.ended_by is not None:
+        return
     w = session.written
     if w is None or w.path is None:
         partial = Path(f"{w.requested}.partial") if w is not None else None

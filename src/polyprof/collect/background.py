@@ -15,6 +15,14 @@ Without the compiled module the twin is a daemon ``threading.Thread`` that waits
 raw lock (one C call, no Python frames where ``threading.Event.wait`` runs a dozen) and
 takes any profile or trace function off itself at each wake-up: a profiler started
 during a wait still sees that wait's frames and its end.
+
+A program at the end of its memory (``RLIMIT_AS``) leaves none for these threads either:
+a wake-up with no room for the native thread's thread state skips its call (CPython
+cannot fail that allocation; it crashed the program with SIGSEGV), and a ``MemoryError``
+that ``fn`` raises is not printed into the program's stderr (``Exception ignored in:
+... tick``) nor ends the thread: both are counted (:func:`memory_errors`; a session puts
+the count in its trace's warnings) and ``fn`` is called again after its last delay
+(50 ms to 1 s).
 """
 
 from __future__ import annotations
@@ -51,6 +59,33 @@ def unobserved() -> None:
 
 
 _running: set[Background] = set()
+#: MemoryErrors met by the Python twins (the compiled Ticker counts its own)
+_py_memory_errors = [0]
+
+
+def memory_errors() -> int:
+    """How many calls of the background threads' ``fn`` were skipped or failed for want
+    of memory in this process so far (a session counts those during its run)."""
+    native = getattr(unseen, "memory_errors", None)
+    return _py_memory_errors[0] + (native() if native is not None else 0)
+
+
+def memory_note(since: int) -> str | None:
+    """The trace's warning when the background threads ran out of memory since the
+    count was ``since`` (None: they did not)."""
+    n = memory_errors() - since
+    if n <= 0:
+        return None
+    return (f"polyprof's background threads (process sampler, crash journal, timers) ran out of memory {n} "
+            f"time{'s' if n > 1 else ''} (the program was at its memory limit): the process samples and "
+            "journal flushes of those moments are missing")
+
+
+def retry_wait(last_s: float) -> float:
+    """When a call that memory prevented is tried again: the last delay, between 50 ms
+    (no busy loop while the program is out of memory) and 1 s (a timer's first delay
+    may be long); as ``_unseen.c``'s ``retry_wait``."""
+    return min(max(last_s, 0.05), 1.0)
 
 
 def start(fn: Tick, first_s: float, name: str) -> Background:
@@ -134,8 +169,15 @@ class _PyTicker(threading.Thread):
     def run(self) -> None:
         unobserved()  # the program's profilers (torch with_stack) never list this thread
         wait: float | None = self.first_s
+        last = self.first_s
         while wait is not None and not self.halt.wait(wait):
-            wait = self.fn()
+            try:
+                wait = self.fn()
+            except MemoryError:  # never printed by threading's excepthook: counted, tried again
+                _py_memory_errors[0] += 1
+                wait = retry_wait(last)
+            else:
+                last = wait if wait is not None else last
 
     def stop(self, timeout_s: float = 5.0) -> bool:
         self.halt.set()

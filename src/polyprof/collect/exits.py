@@ -19,8 +19,13 @@ closed by then or close on exec).
 - Nothing is stopped for a call that fails before replacing anything: arguments the
   real function refuses, or a file that is not there or not executable (the common
   misses of ``execvp``'s ``PATH`` search, which tries ``execv`` on each directory). An
-  exec that fails later (``ENOEXEC``, ``E2BIG``) still raises as under python; the
-  trace then ends at it, which a warning says.
+  exec that fails later (``ENOEXEC``, ``E2BIG``) still raises as under python, after the
+  trace was written: the trace is saved again with ``session.exec_failed`` (the error)
+  and a warning that says the exec failed and what came after is not recorded; one
+  warning line says so on stderr, and ``polyprof run`` does not repeat the "trace
+  written" line at its end. Recording does not start again: the plugins have stopped
+  (a stop is final for a device runtime), and a second recording would have to replace
+  this trace or write a file not asked for.
 - Never raises into the program (a failed save is said, and the call goes on). Called
   from another thread than the session's, the stop and save wait at most
   :data:`LIMIT_S`; past it the call goes on (the crash journal holds the host data).
@@ -170,13 +175,44 @@ def _ended_then(call: str, path: object, then: Callable[[], Any]) -> Any:
     """End this process's sessions (never raises an ordinary error), then ``then()``."""
     if os.getpid() != _pid or _ending:
         return then()
-    _end_all(call if path is None else f"{call}({_text(path)})")
+    what = call if path is None else f"{call}({_text(path)})"
+    ended = _end_all(what)
     try:
         return then()
     except OSError as e:
-        log.warning("%s failed (%s) after the trace was written: what the program does from here is not "
-                    "recorded", call, e.strerror or e)
+        why = e.strerror or str(e)
+        log.warning("%s failed (%s) after the trace was written: the trace ends at that call; what the program "
+                    "does from here is not recorded", what, why)
+        for session in ended:
+            _exec_failed(session, what, why)
         raise
+
+
+def failed_note(call: str, why: str) -> str:
+    """The trace's warning for a session ended by ``call``, an exec that then failed."""
+    return f"the program called {call}, which failed ({why}) after this trace was written: the trace ends " \
+        "at that call; the program went on, and what it did after is not in it"
+
+
+def _exec_failed(session: "Session", call: str, why: str) -> None:
+    """The exec failed after ``session``'s trace was saved: the trace says so, saved again."""
+    from ..trace import metadata_keys as mkeys  # only when an exec failed late
+
+    trace = session.trace
+    if trace is None or session.written is None or session.written.path is None:
+        return
+    try:
+        info = trace.metadata.get(mkeys.SESSION)
+        if isinstance(info, dict):
+            info["exec_failed"] = why
+        old, new = ended_note(call), failed_note(call, why)
+        warnings = trace.metadata.get(mkeys.WARNINGS)
+        if isinstance(warnings, list):
+            warnings[:] = [dict(w, message=new) if isinstance(w, dict) and w.get("message") == old else w
+                           for w in warnings]
+        session.rewrite()
+    except Exception as e:  # noqa: BLE001 - never into the program: the first save stands
+        _say(f"polyprof: error: the trace could not be saved again after {call} failed: {type(e).__name__}: {e}")
 
 
 def _text(path: object) -> str:
@@ -186,9 +222,11 @@ def _text(path: object) -> str:
         return repr(path)
 
 
-def _end_all(call: str) -> None:
+def _end_all(call: str) -> list["Session"]:
+    """End every running session of this process, innermost first; returns them."""
     global _ending
     _ending = True
+    ended = [s for s, _ in reversed(_running)]
     try:
         for session, thread in reversed(list(_running)):
             try:
@@ -201,6 +239,7 @@ def _end_all(call: str) -> None:
         untrack_all = [s for s, _ in _running]
         for s in untrack_all:
             untrack(s)
+    return ended
 
 
 def _end_one(session: "Session", thread: int, call: str) -> None:

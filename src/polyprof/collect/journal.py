@@ -110,6 +110,40 @@ IMPLEMENTATION = "c" if _fast is not None and hasattr(_fast, "columns") else "py
 section_columns = _columns_c if IMPLEMENTATION == "c" else _columns_py
 
 
+#: how many earlier journals of one output are kept (``OUTPUT.partial.1`` ... ``.N``)
+KEEP_EARLIER = 1000
+
+
+def keep_earlier(path: Path) -> Path | None:
+    """A journal already at ``path`` is the only data of an earlier run that was killed
+    (a normal stop deletes its own): before a new session writes its journal there, move
+    it to the first free ``path.N`` (``t.polyprof.partial.1``, ``.2``...) and say so.
+    Returns where it went (None: there was none, or it could not be moved; then the new
+    session writes no journal rather than destroy it). Never through a symlink."""
+    try:
+        if not path.is_file() or path.is_symlink():
+            return None
+    except OSError:
+        return None
+    for n in range(1, KEEP_EARLIER + 1):
+        kept = path.with_name(f"{path.name}.{n}")
+        try:
+            os.link(path, kept)  # fails if taken: no earlier keep is ever replaced
+        except FileExistsError:
+            continue
+        except OSError as e:  # no hard links here (some file systems): a rename after a look
+            if kept.exists() or kept.is_symlink():
+                continue
+            try:
+                os.rename(path, kept)
+            except OSError as e2:
+                raise OSError(f"cannot move {path} aside: {e2.strerror or e2}") from e
+            return kept
+        os.unlink(path)
+        return kept
+    raise OSError(f"{path}: {KEEP_EARLIER} earlier crash journals are kept beside it already")
+
+
 class JournalWriter:
     """Appends what a Recorder (and the host sampler) gathered since the last flush."""
 
@@ -149,6 +183,8 @@ class JournalWriter:
         """One flush on the journal's thread; returns when to flush next (None: stop)."""
         try:
             self.flush()
+        except MemoryError:  # the program is out of memory: counted and tried again (background.py)
+            raise
         except Exception as e:  # the journal must never disturb the program
             log.warning("crash journal %s stopped: %s", self.path, e)
             return None
@@ -206,8 +242,9 @@ class JournalWriter:
                 secs = r.sections[p0:p0 + SECTION_CHUNK]  # memory bounded by a batch
             if not secs:
                 break
+            batch = self._section_batch(secs)  # first: a MemoryError here loses nothing, the next flush retries
             self._pos["sections"] = r.dropped + p0 + len(secs)  # counted from the session's first section
-            yield self._section_batch(secs)
+            yield batch
         # the threads after the sections: every thread key they name is in it (one batch later at worst)
         threads = [(i, v) for i, v in list(r.threads.items()) if self._threads_seen.get(i) != v]
         if threads:

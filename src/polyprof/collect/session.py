@@ -29,7 +29,7 @@ from ..lowlevel import fork
 from ..trace.core import Trace
 from ..trace.identity import hostname, identify, rank_from_env
 from ..trace.merge import merge
-from . import exits, journal, output as output_mod, signals
+from . import background, exits, journal, output as output_mod, signals
 from .children import ChildrenCPU
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Outcome, call_guarded, call_here
@@ -111,6 +111,7 @@ class Session:
         self._outer: "Session | None" = None  # set when this session nests in another
         self._inert = False  # a copy of the session in a forked child: records nothing
         self._children = ChildrenCPU()  # made again at the start
+        self._memory_errors = 0
         self.options = {k: dict(v) for k, v in settings.options.items()}
         if settings.max_host_events is not None:  # the host plugin keeps the sections
             self.options.setdefault("host", {}).setdefault("max_events", settings.max_host_events)
@@ -179,16 +180,18 @@ class Session:
             if outer is None:
                 _active = self
         logs.to_stderr()  # a session in a program: its warnings read "polyprof: WARNING: ..."
+        journal_path: Path | None = None
         if outer is None and self.output is not None:
             try:  # the journal goes next to the output from the start
                 self.output.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 log.warning("cannot create %s: %s", self.output.parent, e.strerror or e)
+            journal_path = self._journal_path()
         start = now_ns()
         self._children = ChildrenCPU()
+        self._memory_errors = background.memory_errors()  # the background threads' count before the run
         self._ctx = SessionContext(start_ns=start, wall_anchor=wall_anchor(), options=self.options,
-                                   journal_path=None if outer is not None or self.output is None
-                                   else journal.path_for(self.output),
+                                   journal_path=journal_path,
                                    session_info=self._info(), follow_symlinks=self.follow_symlinks)
         if outer is not None:  # polyprof run around a script that profiles itself, or nesting
             from .nested import begin
@@ -233,6 +236,22 @@ class Session:
             self._follow_steps(self._driver)
         exits.track(self)  # an exec or os._exit in the program saves the trace first
         return self
+
+    def _journal_path(self) -> Path | None:
+        """Where this session's crash journal goes; a killed run's journal found there is
+        moved aside first and said (journal.keep_earlier); None if it cannot be."""
+        assert self.output is not None
+        part = journal.path_for(self.output)
+        try:
+            kept = journal.keep_earlier(part)
+        except OSError as e:
+            log.warning("%s; this run writes no crash journal, so as not to replace it", e)
+            return None
+        if kept is not None:
+            shown = exits._shown(kept)  # relative to here when under it, as the line that names the trace
+            log.warning("the crash journal of an earlier run (killed?) was at %s: kept as %s (`polyprof summary %s` "
+                        "reads it)", exits._shown(part), shown, shown)
+        return part
 
     def _driver_asked(self) -> bool:
         return self.schedule is not None or bool(self.settings.delay) or self.settings.duration is not None
@@ -294,6 +313,12 @@ class Session:
         (collect/exits.py); the trace says so (``session.ended_by``, a warning)."""
         self.ended_by = call
         return self.stop()
+
+    def rewrite(self) -> None:
+        """Save the stopped session's trace again, its metadata amended (a failed exec:
+        collect/exits.py)."""
+        if self.trace is not None and self.output is not None and self._outer is None:
+            self._save()
 
     def _stop_all(self) -> None:
         global _active
@@ -395,10 +420,10 @@ class Session:
         if self.ended_by is not None:
             session["ended_by"] = self.ended_by
             warnings.append({"plugin": "session", "message": exits.ended_note(self.ended_by)})
-        note = self._children.warning()
-        if note is not None:
-            warnings.append({"plugin": "session", "message": note})
-            log.warning("%s", note)
+        for note in (self._children.warning(), background.memory_note(self._memory_errors)):
+            if note is not None:
+                warnings.append({"plugin": "session", "message": note})
+                log.warning("%s", note)
         meta = {
             mkeys.POLYPROF_VERSION: _version(),
             mkeys.CLOCK_NAME: REFERENCE_CLOCK,

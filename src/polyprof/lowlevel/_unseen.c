@@ -19,7 +19,11 @@
  * - Ticker(fn, first_s): a native thread that waits with no thread state; at each
  *   wake-up it takes the gate, makes a thread state, calls fn() (which returns the
  *   seconds until the next call, or None to end), and drops the thread state again.
- *   stop(timeout_s) ends it (never calling fn again) and waits for it.
+ *   stop(timeout_s) ends it (never calling fn again) and waits for it. Out of memory
+ *   (a program at its RLIMIT_AS), a wake-up with no room for a thread state skips its
+ *   call (CPython cannot fail that allocation: a NULL dereference in 3.11, a fatal
+ *   error in 3.12+), and a MemoryError from fn is cleared: neither prints, both are
+ *   counted (memory_errors()), and the next call comes after fn's last delay.
  * - exec_frameless(code, globals): exec with no frame under the code's (the script of
  *   `polyprof run` sees itself at the bottom of the stack, as under plain python).
  */
@@ -243,7 +247,34 @@ typedef struct {
     pid_t pid;
     int started, stopping, done, joined;
     unsigned long calls;
+    double last_wait; /* what fn returned last (first_s before): the retry after a MemoryError */
 } Ticker;
+
+/* wake-ups skipped or calls failed for want of memory, every Ticker together */
+static unsigned long memory_errors = 0;
+
+/* Room for the thread state PyGILState_Ensure makes (a few hundred bytes to a few KiB,
+ * by version, from malloc) and the first objects of fn's call, probed in this thread's
+ * own malloc arena just before (malloc itself, not PyMem_RawMalloc: tracemalloc's hook
+ * would make a thread state; the pointer goes through a volatile, so the pair stays). */
+#define ROOM_PROBE_BYTES (64 * 1024)
+static void *volatile room_probe;
+
+/* the wait before a call that memory prevented is tried again: fn's last delay, kept
+ * between 50 ms (no busy loop while the program is out of memory) and 1 s (a one-shot
+ * timer's first delay may be long) */
+static double retry_wait(const Ticker *t) {
+    return t->last_wait < 0.05 ? 0.05 : t->last_wait > 1.0 ? 1.0 : t->last_wait;
+}
+
+static int room_for_a_call(void) {
+    room_probe = malloc(ROOM_PROBE_BYTES);
+    if (room_probe == NULL)
+        return 0;
+    free(room_probe);
+    room_probe = NULL;
+    return 1;
+}
 
 static void deadline_after(struct timespec *ts, double s) {
     clock_gettime(CLOCK_MONOTONIC, ts);
@@ -261,19 +292,30 @@ static double ticker_call(Ticker *t) {
     double next = -1;
     gate_enter();
 #if PY_VERSION_HEX >= 0x030D0000
-    if (!Py_IsFinalizing()) {
+    if (Py_IsFinalizing()) {
 #else
-    if (!_Py_IsFinalizing()) {
+    if (_Py_IsFinalizing()) {
 #endif
+        ;
+    } else if (!room_for_a_call()) { /* no thread state can be made now: try again later */
+        __atomic_fetch_add(&memory_errors, 1, __ATOMIC_RELAXED); /* no GIL held here */
+        next = retry_wait(t);
+    } else {
         PyGILState_STATE g = PyGILState_Ensure();
         PyObject *r = PyObject_CallNoArgs(t->fn);
-        if (r == NULL) {
+        if (r == NULL && PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyErr_Clear(); /* never into the program's stderr: counted, called again later */
+            __atomic_fetch_add(&memory_errors, 1, __ATOMIC_RELAXED);
+            next = retry_wait(t);
+        } else if (r == NULL) {
             PyErr_WriteUnraisable(t->fn);
         } else if (r != Py_None) {
             next = PyFloat_AsDouble(r);
             if (next == -1 && PyErr_Occurred()) {
                 PyErr_WriteUnraisable(t->fn);
                 next = -1;
+            } else {
+                t->last_wait = next;
             }
         }
         Py_XDECREF(r);
@@ -321,6 +363,7 @@ static int ticker_init(Ticker *self, PyObject *args, PyObject *kw) {
     Py_INCREF(fn);
     Py_XSETREF(self->fn, fn);
     self->first_s = first;
+    self->last_wait = first;
     pthread_mutex_init(&self->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -482,7 +525,13 @@ static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *memory_errors_get(PyObject *mod, PyObject *unused) {
+    return PyLong_FromUnsignedLong(__atomic_load_n(&memory_errors, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef module_methods[] = {
+    {"memory_errors", memory_errors_get, METH_NOARGS,
+     "memory_errors(): Ticker wake-ups skipped, or calls failed, for want of memory so far"},
     {"exec_frameless", exec_frameless, METH_VARARGS,
      "exec_frameless(code, globals): exec(code, globals) with no frame beneath the code's"},
     {"after_fork_in_child", after_fork_in_child, METH_NOARGS, "a new gate in a forked child"},

@@ -16,7 +16,9 @@ frames already open there as calls. So:
 * :data:`Gated` ``(fn)`` — ``fn`` called while no :data:`Ticker` thread has a thread
   state: wrapped around the start of a profiler that walks the thread states.
 * :data:`Ticker` ``(fn, first_s)`` — a native thread that waits holding no thread state
-  and makes one only while it calls ``fn`` (collect/background.py).
+  and makes one only while it calls ``fn`` (collect/background.py); out of memory, it
+  skips or retries the call and counts it (:data:`memory_errors`) instead of crashing
+  or printing.
 * :data:`exec_frameless` ``(code, globals)`` — ``exec`` with no frame beneath the code's,
   so the script of ``polyprof run`` is the bottom of its stack as under ``python``.
 
@@ -39,6 +41,8 @@ Quiet: Callable[..., Callable[..., object]] | None = None
 Gated: Callable[[Callable[..., object]], Callable[..., object]] | None = None
 Ticker: Callable[..., object] | None = None
 exec_frameless: Callable[[CodeType, dict[str, object]], object] | None = None
+#: ``memory_errors()``: the Ticker calls skipped or failed for want of memory so far
+memory_errors: Callable[[], int] | None = None
 
 if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
     try:
@@ -47,6 +51,7 @@ if os.environ.get("POLYPROF_PURE_PYTHON", "") in ("", "0"):
         pass
     else:
         Quiet, Gated, Ticker, exec_frameless = _unseen.Quiet, _unseen.Gated, _unseen.Ticker, _unseen.exec_frameless
+        memory_errors = getattr(_unseen, "memory_errors", None)  # None in a module built before it
         in_child(_unseen.after_fork_in_child)  # the parent's thread may have held the gate
 
 IMPLEMENTATION = "c" if Quiet is not None else "python"
