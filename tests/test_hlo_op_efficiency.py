@@ -144,3 +144,24 @@ def test_summary_mfu_line_of_a_gpu_run_and_none_without_flops(monkeypatch):
     t = polyprof.load(DATA / "h200" / "torch_cuda_graph_h200.json.gz")
     assert not len(mfu(t)) or not np.nansum(column(mfu(t), "flops"))
     assert "MFU" not in _summary(str(DATA / "h200" / "torch_cuda_graph_h200.json.gz"))
+
+
+def test_calls_of_one_multi_kernel_op_with_nothing_costed_between_stay_apart():
+    """jax_conv_minimal_08's convolution runs as an im2col and a gemm kernel, 40 times,
+    with transpose fusions between the calls. With those left uncosted (their ``hlo_op``
+    names no instruction: as a loop of one jitted convolution), the runs of the op's
+    kernels on the stream join into a few: each further gemm (the op's lead kernel) now
+    starts an execution. Before, 40 executions read as 8 and the FLOPs fell by 5x."""
+    from polyprof.trace import keys
+    from polyprof.trace.stats import StatColumn
+
+    t = polyprof.load(TRACELENS / "jax_conv_minimal_08.xplane.pb")
+    col = t.stats[keys.HLO_OP]
+    vals = np.array(col.values, dtype=object)
+    vals[np.array(["transpose" in str(v) for v in vals])] = "not_in_module"
+    t.stats.put(keys.HLO_OP, StatColumn(col.rows, vals))
+    oe = op_efficiency(t)
+    i = list(column(oe, "name")).index("cudnn-conv.1")
+    assert int(column(oe, "count")[i]) == 40
+    assert float(column(oe, "flops")[i]) == pytest.approx(40 * 32_715_571_200)
+    assert float(column(mfu(t), "flops")[0]) == pytest.approx(40 * 32_715_571_200)

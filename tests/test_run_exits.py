@@ -269,3 +269,27 @@ def test_a_fatal_signal_says_where_the_crash_journal_is(tmp_path, crash, signum,
     summary = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(partial)], capture_output=True,
                              text=True, env=_env(), timeout=120)
     assert summary.returncode == 0 and "recovered from the crash journal" in summary.stdout, summary.stderr
+
+
+def test_a_programs_wrapper_over_an_earlier_sessions_is_reached_not_looped(tmp_path):
+    """A program wraps ``os._exit`` while one session runs; a second session starts after
+    the first stopped. Each install wraps what it found: the second's reaches the
+    program's wrapper, which reaches the first's, which passes through. Before, both
+    shared one function reading one global "real", which was the program's wrapper: a
+    RecursionError escaped into the program and it never exited."""
+    script = tmp_path / "rewrap.py"
+    script.write_text(
+        "import os, sys, polyprof\n"
+        f"s = polyprof.Session(output={str(tmp_path / 'one.polyprof')!r}); s.start()\n"
+        "prev = os._exit\n"
+        "def program_exit(code):\n"
+        "    sys.stdout.write('program wrapper\\n'); sys.stdout.flush()\n"
+        "    return prev(code)\n"
+        "os._exit = program_exit\n"
+        "s.stop()\n"
+        f"s2 = polyprof.Session(output={str(tmp_path / 'two.polyprof')!r}); s2.start()\n"
+        "os._exit(7)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 7, out.stderr
+    assert out.stdout == "program wrapper\n" and "RecursionError" not in out.stderr
+    assert (tmp_path / "two.polyprof").is_file()

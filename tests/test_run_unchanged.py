@@ -161,3 +161,19 @@ def test_a_program_that_sets_its_own_streams_keeps_its_files_as_under_python(tmp
     _, ours = _both(tmp_path, _LOGS, "-o", "l.polyprof")
     assert ours.returncode == 0 and (tmp_path / "prog.log").read_text() == log
     assert "trace written to l.polyprof" in ours.stderr and "polyprof summary" in ours.stdout
+
+
+def test_run_takes_peak_for_its_summary_without_telling_the_program(tmp_path):
+    """The summary's MFU line asks for ``--peak`` where no peak is known; ``run`` took no
+    such option. It is checked before the program runs and handed to the analyses after
+    it: the program's environment has no POLYPROF_PEAK."""
+    script = tmp_path / "env.py"
+    script.write_text("import os\nopen('ran', 'w').write(os.environ.get('POLYPROF_PEAK', 'none'))\n")
+    base = [sys.executable, "-m", "polyprof", "run", "-o", str(tmp_path / "t.polyprof")]
+    bad = subprocess.run([*base, "--peak", "fp32=fast", str(script)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert bad.returncode != 0 and "--peak" in bad.stderr and not (tmp_path / "ran").exists()
+    ok = subprocess.run([*base, "--peak", "fp32=1e12", str(script)], capture_output=True, text=True,
+                        cwd=tmp_path, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "ran").read_text() == "none"

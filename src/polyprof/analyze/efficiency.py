@@ -94,22 +94,44 @@ def _executions(trace: Trace) -> np.ndarray:
     """Per row of :func:`flops.hlo_costs`: whether it starts an execution of its op. Each
     row does, but for an op that ran as several kernel names, whose execution is each
     run of its kernels one after another on a stream (or thread) with no other op's
-    between them: a kernel left out of the trace (the first im2col of TraceLens's
-    jax_conv_minimal_08) loses no execution, and one run twice (a buffer filled twice
-    before an attention kernel) counts no more."""
+    between them, split again at each further occurrence of its lead kernel (the one
+    with the most time: the gemm of an im2col and a gemm), so calls of one jitted op
+    with nothing costed between them stay apart: a kernel left out of the trace (the
+    first im2col of TraceLens's jax_conv_minimal_08) loses no execution, and one run
+    twice (a buffer filled twice before an attention kernel) counts no more."""
     def compute(t: Trace) -> np.ndarray:
         hc = hlo_costs(t)
         ev = t.events
         name, track = ev["name"][hc.rows].astype(np.int64), ev["track"][hc.rows]
-        pairs, _, _ = unique_rows(hc.op, name)
+        pairs, _, inv = unique_rows(hc.op, name)
         several = np.bincount(pairs[:, 0], minlength=len(hc.op_name)) > 1 if len(pairs) else np.zeros(0, bool)
+        if not len(hc.rows):
+            return np.zeros(0, bool)
+        lead = _lead_kernels(pairs, np.bincount(inv, weights=ev["dur_ns"][hc.rows], minlength=len(pairs)),
+                             len(hc.op_name))
         order = np.lexsort((ev["start_ns"][hc.rows], track))
-        tr, op = track[order], hc.op[order]
+        tr, op, is_lead = track[order], hc.op[order], name[order] == lead[hc.op[order]]
+        run = np.r_[True, (tr[1:] != tr[:-1]) | (op[1:] != op[:-1])]
+        # a run of one op's kernels holds as many executions as its lead kernel's occurrences
+        # (nothing else costed ran between two calls of a jitted convolution)
+        before = np.cumsum(is_lead) - is_lead  # lead kernels before each row...
+        first = np.flatnonzero(run)
+        in_run = before - before[first][np.cumsum(run) - 1]  # ...within its run
         starts = np.empty(len(order), bool)
-        starts[order] = np.r_[True, (tr[1:] != tr[:-1]) | (op[1:] != op[:-1])] if len(order) else []
-        return starts | ~several[hc.op] if len(order) else starts
+        starts[order] = run | (is_lead & (in_run >= 1))
+        return starts | ~several[hc.op]
 
     return cache.memo(trace, "hlo_executions", compute)
+
+
+def _lead_kernels(pairs: np.ndarray, time: np.ndarray, n_ops: int) -> np.ndarray:
+    """Per HLO op, the name (string id) of its kernel with the most time (the gemm of an
+    im2col and a gemm): one per execution; -1 for an op with no row."""
+    lead = np.full(n_ops, -1, np.int64)
+    if len(pairs):
+        order = np.lexsort((time, pairs[:, 0]))  # by op, the longest last
+        lead[pairs[order, 0]] = pairs[order, 1]  # (the last write of each op wins)
+    return lead
 
 
 def costed_device_time(trace: Trace) -> np.ndarray:

@@ -33,7 +33,7 @@ from ..lowlevel import heap, unseen
 from ..report.encoding import encodable
 from ..trace.core import Trace
 from ..collect import options
-from .common import Subparsers, add_plugin_target_arg, plugin_list, print_summary
+from .common import Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, plugin_list, print_summary
 
 
 def register(sub: Subparsers) -> None:
@@ -44,6 +44,7 @@ def register(sub: Subparsers) -> None:
     options.add_arguments(p)  # the session's options, declared once (collect/options.py)
     add_plugin_target_arg(p)
     p.add_argument("--no-summary", action="store_true", help="do not print the summary")
+    add_peak_arg(p)  # for the summary's MFU (given to the analyses after the script: not in its environment)
     p.add_argument("--serve", metavar="HOST:PORT",
                    help="record nothing until a capture arrives: serve captures on HOST:PORT "
                         "(`polyprof capture`, XProf; also $POLYPROF_SERVE). Loopback unless a token "
@@ -196,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
     if args.module and _no_module(target):
         print(f"polyprof: error: {target}: no such module (python -m {target} finds none)", file=sys.stderr)
         return 2
+    if args.peak:
+        from ..analyze.peaks import parse_override  # only when --peak is given
+
+        parse_override(args.peak)  # a bad --peak fails before the program runs
     if (target if args.module else Path(target).name) in LAUNCHERS:
         print(f"polyprof: note: {target} starts each rank in a child process, which this session does not "
               "record (it records the launcher); to profile the ranks, run polyprof under the launcher: "
@@ -234,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
         assert trace is not None
         if not args.no_summary and not sys.stdout.closed:
             try:
+                apply_peak(args)
                 print_summary(trace)
             except Exception as e:  # noqa: BLE001 - the script's exit code and the trace's line come first
                 from .common import error_line

@@ -63,7 +63,7 @@ NAMES = ("execv", "execve", "_exit")
 #: how long a stop and save started from another thread than the session's may take
 LIMIT_S = 60.0
 
-_real: dict[str, Callable[..., Any]] = {}  # os's functions as found when wrapping
+_real: dict[str, Callable[..., Any]] = {}  # os's functions as found when wrapping (put back at the end)
 _wrappers: dict[str, Callable[..., Any]] = {}
 _running: list[tuple["Session", int]] = []  # (session, the thread that started it), in start order
 _pid = 0  # the process whose sessions _running holds
@@ -89,7 +89,7 @@ def _note_fatal(partial: Path) -> None:
 
     if _fast is None or not hasattr(_fast, "fatal_note") or not partial.is_file():
         return
-    tail = f"; the host data recorded up to its last flush (every half second) is in {_shown(partial)}\n"
+    tail = f"; the host data recorded up to its last flush (every half second) is in {shown_path(partial)}\n"
     try:
         _fast.fatal_note(tail.encode("utf-8", "backslashreplace"))
     except (TypeError, ValueError) as e:  # a path longer than the note's room: no note
@@ -117,8 +117,18 @@ def _install() -> None:
         if real is None:
             continue
         _real[name] = real
-        _wrappers[name] = functools.wraps(real)(_WRAPS[name])
+        _wrappers[name] = _wrapper(_WRAPS[name], real)
         setattr(os, name, _wrappers[name])
+
+
+def _wrapper(impl: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
+    """One wrapper per install, calling the ``real`` it found: a program's own wrapper put
+    over an earlier session's (still calling that one) is then reached, not looped into."""
+    @functools.wraps(real)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return impl(real, *args, **kwargs)
+
+    return wrapper
 
 
 def _uninstall() -> None:
@@ -130,15 +140,13 @@ def _uninstall() -> None:
         del _wrappers[name]
 
 
-def _execv(*args: Any, **kwargs: Any) -> Any:
-    real = _real["execv"]
+def _execv(real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if _running and _replaces(args[0] if args else None, args[1] if len(args) > 1 else None):
         return _ended_then("os.execv", args[0], lambda: real(*args, **kwargs))
     return real(*args, **kwargs)
 
 
-def _execve(*args: Any, **kwargs: Any) -> Any:
-    real = _real["execve"]
+def _execve(real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if _running:
         path, argv, env = (list(args) + [kwargs.get(k) for k in ("path", "argv", "env")[len(args):]])[:3]
         if _replaces(path, argv) and hasattr(env, "keys"):
@@ -146,8 +154,7 @@ def _execve(*args: Any, **kwargs: Any) -> Any:
     return real(*args, **kwargs)
 
 
-def _exit(*args: Any, **kwargs: Any) -> Any:
-    real = _real["_exit"]
+def _exit(real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if _running:
         status = args[0] if args else kwargs.get("status")
         if isinstance(status, int) and len(args) + len(kwargs) == 1:
@@ -262,10 +269,10 @@ def _end_one(session: "Session", thread: int, call: str) -> None:
              f"{written.error if written is not None else 'no output'}"
              f"{_journal_note(written.requested if written is not None else session.output)}")
     elif written.fell_back:
-        _say(f"polyprof: {_what(call)}: trace written to {_shown(written.path)} instead of "
-             f"{_shown(written.requested)} ({n} events)")
+        _say(f"polyprof: {_what(call)}: trace written to {shown_path(written.path)} instead of "
+             f"{shown_path(written.requested)} ({n} events)")
     else:
-        _say(f"polyprof: {_what(call)}: trace written to {_shown(written.path)} ({n} events)")
+        _say(f"polyprof: {_what(call)}: trace written to {shown_path(written.path)} ({n} events)")
 
 
 def _journal_note(output: object) -> str:
@@ -273,7 +280,7 @@ def _journal_note(output: object) -> str:
     if output is None:
         return ""
     partial = f"{os.fspath(output)}.partial"  # type: ignore[call-overload]
-    return f"; the host data recorded so far is in {_shown(partial)}" if os.path.isfile(partial) else ""
+    return f"; the host data recorded so far is in {shown_path(partial)}" if os.path.isfile(partial) else ""
 
 
 def ended_note(call: str) -> str:
@@ -286,7 +293,9 @@ def _what(call: str) -> str:
     return f"{call} {'ends' if call.startswith('os._exit') else 'replaces'} the process"
 
 
-def _shown(path: object) -> str:
+def shown_path(path: object) -> str:
+    """``path`` as polyprof's lines name a file: relative to the current directory when
+    under it, else as it is."""
     text = os.fspath(path)  # type: ignore[call-overload]
     try:
         rel = os.path.relpath(text)

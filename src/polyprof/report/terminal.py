@@ -224,7 +224,7 @@ def _listed(v: object) -> object:
     if not isinstance(v, (list, tuple)) or len(v) <= LIST_ITEMS:
         return v
     if all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return number_ranges(sorted(set(v))) + f" ({len(v)})"
+        return number_ranges(sorted(set(v))) + f" ({len(set(v))})"
     return f"{v[0]}, ..., {v[-1]} ({len(v)})"
 
 
