@@ -382,12 +382,12 @@ def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     plane name), the trace's ``deviceProperties`` list, its flows' categories and the
     counters made of its memory series (``counters``: what the export writes); nothing
     when there are none. A device plane's bytes values (XSpace stats) become hex text, as
-    in the Kineto export; a host plane's properties are kept whole, bytes (an XSpace's
-    HLO modules) as ``{"__bytes__": base64}`` (trace/native_write.py)."""
+    in the Kineto export; a host plane's properties are kept whole where they hold bytes
+    (an XSpace's HLO modules), those as ``{"__bytes__": base64}`` (trace/native_write.py)."""
     planes = [{"plane": p.name, "vendor": p.vendor, "properties": plane_properties(p)}
               for p in trace.planes if p.kind == "device" and (p.properties or p.vendor)]
     planes += [{"plane": p.name, "properties": dict(p.properties)}
-               for p in trace.planes if p.kind != "device" and p.properties]
+               for p in trace.planes if p.kind != "device" and _holds_bytes(p.properties)]
     entries: list[tuple[str, Any]] = [(PERFETTO_PLANES, planes)] if planes else []
     derived = _derived_counters(trace, counters)
     if derived:
@@ -403,6 +403,17 @@ def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     meta = [w.message([(_CM_NAME, name), (_CM_JSON, json.dumps(v, default=json_default))])
             for name, v in entries]
     return _packet([(_SEQ_ID, _EVENTS_SEQ), (_CHROME_EVENTS, w.message([(_BUNDLE_METADATA, meta)]))])
+
+
+def _holds_bytes(v: Any, depth: int = 0) -> bool:
+    """Whether a property value holds bytes, at any depth up to 32 (an XSpace's
+    ``xspace_event_metadata``: a list of records with the HLO modules)."""
+    if isinstance(v, (bytes, bytearray)):
+        return True
+    if depth >= 32:
+        return False
+    items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else ()
+    return any(_holds_bytes(x, depth + 1) for x in items)
 
 
 def _derived_counters(trace: Trace, counters: dict[str, np.ndarray]) -> list[list[str]]:
