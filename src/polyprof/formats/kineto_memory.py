@@ -90,13 +90,36 @@ def batch_stats(text: bytes, base: int, decode_any: Any) -> _Stats:
     if got is not None and not got[10]:  # read whole, and no "alloc_bytes" in the text (found by the same pass)
         out = _compiled_columns(got, base)
         if out is not None:
-            return out
+            return _bounded(out)
     if b'"alloc_bytes"' not in text:
         try:
-            return _columns(_decode_fast()(text), base)
+            return _bounded(_columns(_decode_fast()(text), base))
         except (msgspec.ValidationError, msgspec.DecodeError, OverflowError):
             pass  # other values, or an address beyond 64 bits: the general path
-    return memory_stats(decode_any(text), base)
+    return _bounded(memory_stats(decode_any(text), base))
+
+
+#: a byte count at or beyond this (4 EiB) is damage, not memory (and two such overflow int64)
+_LIMIT = 1 << 62
+#: the least value each byte count may hold: a block's size may be negative (a free), bytes held not
+_LEAST = {keys.ALLOC_BYTES: 1 - _LIMIT, keys.TOTAL_ALLOCATED: 0, keys.TOTAL_RESERVED: 0}
+
+
+def _bounded(out: _Stats) -> _Stats:
+    """``out`` without byte counts beyond +-2**62 or totals below 0 (a damaged file's
+    values: an event whose size is dropped is no memory event), in place, alike on
+    every path."""
+    for key, least in _LEAST.items():
+        rows, vals = out.get(key, (None, None))
+        if rows is None or not isinstance(vals, np.ndarray):
+            continue
+        ok: np.ndarray = (vals >= least) & (vals < _LIMIT)
+        if not ok.all():
+            if ok.any():
+                out[key] = (rows[ok], vals[ok])
+            else:
+                del out[key]
+    return out
 
 
 def _compiled_columns(got: tuple, base: int) -> _Stats | None:

@@ -93,23 +93,24 @@ _FIELD_TYPES: dict[str, Any] = {"int": int, "str": str, "dict[str, Any]": dict, 
                                  "<class 'int'>": int, "<class 'str'>": str}
 
 
-def _records(path: Path, what: str, raw: Any, cls: type) -> list[Any]:
-    """Planes or tracks from the header, every field of the type its dataclass declares."""
+def records(path: Path, what: str, raw: Any, cls: type, where: str = "header.json") -> list[Any]:
+    """Planes, tracks or sources from the header (``where``: a store's ``rank.json``),
+    every field of the type its dataclass declares."""
     if not isinstance(raw, list):
-        raise TraceFormatError(path, f"header.json: {what} is not a list")
+        raise TraceFormatError(path, f"{where}: {what} is not a list")
     types = {f.name: f.type for f in dataclasses.fields(cls)}
     required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING}  # type: ignore[misc]
     out = []
     for i, r in enumerate(raw):
         if not isinstance(r, dict) or not required <= set(r) or not set(r) <= set(types):
-            raise TraceFormatError(path, f"header.json: {what}[{i}] is not a {cls.__name__} record")
+            raise TraceFormatError(path, f"{where}: {what}[{i}] is not a {cls.__name__} record")
         for k, v in r.items():
             want = _FIELD_TYPES.get(str(types[k]).replace("typing.", ""))
             if want is None:  # a field this reader does not check the type of
                 continue
             if not isinstance(v, want) or isinstance(v, bool) or (isinstance(v, int) and not -2**63 <= v < 2**63):
-                raise TraceFormatError(path, f"header.json: {what}[{i}].{k} is {type(v).__name__} {_short(v)}, "
+                raise TraceFormatError(path, f"{where}: {what}[{i}].{k} is {type(v).__name__} {_short(v)}, "
                                              f"expected {getattr(want, '__name__', 'int or null')}")
         out.append(cls(**r))
     return out
@@ -221,8 +222,8 @@ def load(path: str | Path) -> Trace:
         # one bound for the Arrow buffers of all members together (each member alone could
         # reach the ratio's floor, and stats members are as many as the header lists)
         infl = Inflation(path, max(path.stat().st_size, 1), "the compressed Arrow data")
-        planes = _records(path, "planes", header.get("planes"), Plane)
-        tracks = _records(path, "tracks", header.get("tracks"), Track)
+        planes = records(path, "planes", header.get("planes"), Plane)
+        tracks = records(path, "tracks", header.get("tracks"), Track)
         events = _columns(zf, "events.arrow", EVENT_COLUMNS, path, infl)
         flows = _columns(zf, "flows.arrow", FLOW_COLUMNS, path, infl)
         counters = _columns(zf, "counters.arrow", COUNTER_COLUMNS, path, infl)
@@ -232,7 +233,7 @@ def load(path: str | Path) -> Trace:
         strings = st.column("s").to_pylist()
         _check_events(path, events, counters, len(strings))
         stats = _stats(zf, path, header.get("stats", []), len(events["start_ns"]), infl)
-        sources = _records(path, "sources", header.get("sources", []), Source)  # files before 0.2 have none
+        sources = records(path, "sources", header.get("sources", []), Source)  # files before 0.2 have none
     trace = Trace(strings, planes, tracks, events, StatTable(stats), flows, counters, metadata, sources)
     try:
         return trace.validate()

@@ -80,7 +80,7 @@ def write_line(xp: Any, pw: Any, trace: Trace, origin: int, line_id: int) -> Non
 
 
 #: an allocator named after its device, as TensorFlow's and XLA's BFC allocators are ("GPU_0_bfc")
-_DEVICE_ALLOCATOR = re.compile(r"^(GPU|TPU|XPU|CPU)_(\d+)_")
+_DEVICE_ALLOCATOR = re.compile(r"^(GPU|TPU|XPU|CPU)_(\d{1,9})_")  # as the reader's device indices
 
 
 def read(trace: Trace) -> None:
@@ -112,7 +112,7 @@ def read(trace: Trace) -> None:
     _put(trace, keys.ALLOCATOR, rows, alloc, has_size)
     for key, name in ((keys.TOTAL_ALLOCATED, "bytes_allocated"), (keys.TOTAL_RESERVED, "bytes_reserved")):
         vals, has = _ints(got, name, len(rows))
-        _put(trace, key, rows, vals, has & has_size)
+        _put(trace, key, rows, vals, has & has_size & (vals >= 0))  # bytes held: never negative
     device = np.array([_device(trace, a) for a in alloc.tolist()], dtype=object)
     _put(trace, keys.MEMORY_DEVICE, rows, device, (device != "") & has_size)
 
@@ -122,18 +122,31 @@ _READ = (keys.ALLOC_BYTES, "allocation_bytes", "requested_bytes", "bytes_allocat
          "allocator_name", "index_on_host", "device_ordinal")
 
 
-def _ints(got: dict[str, tuple[np.ndarray, np.ndarray]], key: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``key``'s integer values at the events (0 where absent) and which have one."""
+#: a byte count or index beyond this is damage (4 EiB), not memory: as absent (sums of such stay in int64)
+_LIMIT = 1 << 62
+
+
+def _ints(got: dict[str, tuple[np.ndarray, np.ndarray]], key: str, n: int,
+          bits: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``key``'s integer values at the events (0 where absent) and which have one: those
+    within +-2**62 (a damaged file's beyond, NaN and infinities as absent); ``bits``: any
+    64-bit value, an unsigned one past 2**63 keeping its bits (an address)."""
     out = np.zeros(n, np.int64)
     if key not in got or got[key][1].dtype.kind not in "iuf":
         return out, np.zeros(n, bool)
     has, vals = got[key]
     has = has.copy()
     if vals.dtype.kind == "f":  # (a damaged file) a value no integer: as absent
-        ok = np.isfinite(vals) & (np.abs(vals) < 2.0 ** 62)
-        has[has] = ok
-        vals = vals[ok]
-    out[has] = vals.astype(np.int64)
+        ok = np.isfinite(vals) & (np.abs(vals) < float(_LIMIT))
+    elif bits:
+        ok = np.ones(len(vals), bool)
+    elif vals.dtype.kind == "u":
+        ok = vals < np.uint64(_LIMIT)
+    else:
+        ok = (vals > -_LIMIT) & (vals < _LIMIT)
+    has[has] = ok
+    vals = vals[ok]
+    out[has] = vals.view(np.int64) if vals.dtype == np.uint64 else vals.astype(np.int64)
     return out, has
 
 
@@ -142,7 +155,7 @@ def _sizes_of_frees(trace: Trace, rows: np.ndarray, got: dict, free: np.ndarray,
     """In place: the size of each free that has none, from the last allocation of the same
     allocator and address before it (as XProf pairs them); frees with no such allocation
     keep none."""
-    addr, has_addr = _ints(got, keys.ADDR, len(rows))
+    addr, has_addr = _ints(got, keys.ADDR, len(rows), bits=True)
     live: dict[tuple[str, int], int] = {}
     for i in np.argsort(trace.events["start_ns"][rows], kind="stable").tolist():
         if not has_addr[i]:
@@ -176,7 +189,7 @@ def _device(trace: Trace, allocator: str) -> str:
     m = _DEVICE_ALLOCATOR.match(allocator)
     if m:
         return "" if m.group(1) == "CPU" else keys.device_plane(m.group(1), int(m.group(2)))
-    if allocator.isdigit():
+    if allocator.isdigit() and len(allocator) <= 9:
         kinds = {p.name.split(":")[1] for p in trace.planes if p.name.startswith("/device:") and p.name.count(":") == 2}
         if len(kinds) == 1:
             return keys.device_plane(kinds.pop(), int(allocator))

@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
-from ..formats.native import bytes_back
-from ..formats.safety import guarded
+from ..formats.native import bytes_back, records
+from ..formats.safety import clean_metadata, guarded
 from ..trace import keys
 from ..trace.native_write import json_default
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
@@ -216,7 +216,27 @@ def read_header(directory: Path) -> dict[str, Any]:
         raise TraceFormatError(path, "damaged store: rank.json lacks planes, tracks, stats or events")
     if b'"__bytes__"' in raw:  # (a store without bytes values is not walked)
         bytes_back(path, header, "rank.json")
+    _check_header(path, header)
     return header
+
+
+def _check_header(path: Path, header: dict[str, Any]) -> None:
+    """TraceFormatError unless rank.json's parts have the types its readers take: planes,
+    tracks and sources field by field as the .polyprof header's (``native.records``),
+    stat entries, the event count; its metadata cleaned as every reader's."""
+    for what, cls in (("planes", Plane), ("tracks", Track), ("sources", Source)):
+        records(path, what, header.get(what, []), cls, "rank.json")
+    n = header["events"]
+    if type(n) is not int or not 0 <= n < 2**63:
+        raise TraceFormatError(path, f"damaged store: rank.json's event count is {n!r}"[:120])
+    stats = header["stats"]
+    if not isinstance(stats, list) or not all(
+            isinstance(s, dict) and all(isinstance(s.get(k), str) for k in ("key", "column", "kind")) for s in stats):
+        raise TraceFormatError(path, "damaged store: rank.json's stats are not stat entries (key, column, kind)")
+    metadata = header.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        raise TraceFormatError(path, "damaged store: rank.json's metadata is not an object")
+    clean_metadata(metadata)
 
 
 def _read(path: Path, columns: list[str] | None = None) -> pa.Table:

@@ -485,15 +485,19 @@ def _crossing_tracks(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     if not len(order):
         return np.zeros(0, np.int64)
     tr, e = track[order], end[order]
-    bad = []
-    for d in range(1, int(depth.max()) + 1):
-        ch, par = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
-        j = np.searchsorted(par, ch) - 1
-        p = par[np.maximum(j, 0)] if len(par) else ch
-        wrong = (j < 0) | (tr[p] != tr[ch]) | (e[ch] > e[p])
-        bad.append(tr[ch[wrong]])
+    # each span's parent: the last span before it one level up, found for all levels at
+    # once among the spans keyed by (depth, position) (a loop per level was quadratic in
+    # the depth: 200,000 unended B events on one thread took 14 s)
+    n = len(order) + 1
+    depth = depth.astype(np.int64)
+    keys = np.sort(depth * n + np.arange(len(order), dtype=np.int64))
+    ch = np.flatnonzero(depth > 0)
+    j = np.searchsorted(keys, (depth[ch] - 1) * n + ch) - 1
+    found = keys[np.maximum(j, 0)]
+    p = found % n
+    wrong = (j < 0) | (found < (depth[ch] - 1) * n) | (tr[p] != tr[ch]) | (e[ch] > e[p])
     # a slice starting exactly where an open one ends is not counted as inside it
-    return unique(np.concatenate(bad)) if bad else np.zeros(0, np.int64)  # sorted: np.unique's first call imports numpy.ma
+    return unique(tr[ch[wrong]])  # sorted: np.unique's first call imports numpy.ma
 
 
 def _stack_lanes(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray, bool]:

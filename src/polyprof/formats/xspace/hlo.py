@@ -26,7 +26,7 @@ from .wire import fields, packed, signed
 
 HLO_PROTO = "Hlo Proto"  # tsl StatType::kHloProto
 MAX_DEPTH = 64
-_MODULE_NAME = re.compile(r"^(.*)\((\d+)\)$")
+_MODULE_NAME = re.compile(r"^(.*)\((\d{1,19})\)$")  # a program id is an int64: longer is no module's
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 # A .polyprof file written before polyprof kept bytes holds the repr of the HloProto's bytes
 _BYTES_REPR = re.compile(r"b'(?:[^'\\]|\\.)*'|b\"(?:[^\"\\]|\\.)*\"", re.S)
@@ -122,6 +122,7 @@ class Instruction:
         self.operand_ids: list[int] = []
         self.called_computation_ids: list[int] = []
         raw: dict[int, int | bytes] = {}
+        parts: dict[int, list[bytes]] = {}  # a message's occurrences, joined once (not pairwise: quadratic)
         for f, v in fields(data):
             if isinstance(v, bytes):
                 if f == _I_NAME:
@@ -133,8 +134,10 @@ class Instruction:
                 elif f == _I_CALLED:
                     self.called_computation_ids.extend(_signed_all(packed(v)))
                 elif f in _MESSAGES:
-                    old = raw.get(f)
-                    raw[f] = old + v if isinstance(old, bytes) else v  # protobuf's merge of a repeated message
+                    if not isinstance(raw.get(f), bytes):
+                        parts[f] = []
+                    parts[f].append(v)  # protobuf's merge of a repeated message: the bytes concatenated
+                    raw[f] = v
                 elif f in _KEPT:
                     raw[f] = v
             elif f == _I_ID:
@@ -145,6 +148,9 @@ class Instruction:
                 self.called_computation_ids.append(signed(v))
             elif f in _KEPT and f not in _MESSAGES:
                 raw[f] = v
+        for f, got in parts.items():
+            if len(got) > 1 and isinstance(raw.get(f), bytes):
+                raw[f] = b"".join(got)
         self._raw = raw
         self._shape: Shape | None = None
 

@@ -53,6 +53,7 @@ ELEMENT_BITS = {1: 8, 2: 8, 3: 16, 4: 32, 5: 64, 6: 8, 7: 16, 8: 32, 9: 64, 10: 
 PRECISION = {10: "fp16", 11: "fp32", 12: "fp64", 15: "fp32", 16: "bf16", 18: "fp64", 2: "int8", 6: "int8",
              **{t: "fp8" for t in (19, 20, 23, 24, 25, 28, 29, 33)}}
 _TUPLE = 13
+_INT64_END = 1 << 63
 
 ELEMENTWISE = frozenset((
     "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "clz", "compare", "complex", "convert", "cos",
@@ -88,18 +89,48 @@ class OpCost(NamedTuple):
     precision: str
 
 
+def _product(dims: tuple[int, ...]) -> int:
+    """The product of array dimensions; ValueError where one is negative (damaged, or a
+    dynamic dimension's bound unknown) or the product reaches 2**63 (XLA keeps a shape's
+    element and byte counts in int64), found before multiplying further."""
+    if dims and min(dims) < 0:
+        raise ValueError(f"a dimension of {min(dims)}")
+    if 0 in dims:
+        return 0
+    n = 1
+    for d in dims:
+        n *= d
+        if n >= _INT64_END:
+            raise ValueError("2**63 elements or more")
+    return n
+
+
+def _dim(shape: Shape, index: int) -> int:
+    """Dimension ``index`` of ``shape``; IndexError where it has none such (no negative
+    indexing from the end), ValueError where it is negative."""
+    if not 0 <= index < len(shape.dimensions):
+        raise IndexError(f"dimension {index} of a rank-{len(shape.dimensions)} shape")
+    return _product((shape.dimensions[index],))
+
+
 def elements(shape: Shape) -> int:
-    """Elements of an array shape (of all leaves of a tuple)."""
+    """Elements of an array shape (of all leaves of a tuple); ValueError where a
+    dimension is negative or the count reaches 2**63."""
     if shape.element_type == _TUPLE:
-        return sum(elements(s) for s in shape.tuple_shapes)
-    return math.prod(shape.dimensions)
+        return _product((sum(elements(s) for s in shape.tuple_shapes),))
+    return _product(shape.dimensions)
 
 
 def nbytes(shape: Shape) -> float:
-    """Bytes of an array shape (of all leaves of a tuple); 0 for tokens and opaque data."""
+    """Bytes of an array shape (of all leaves of a tuple); 0 for tokens and opaque data.
+    ValueError as :func:`elements`, or where its bits (a leaf's) or bytes reach 2**63."""
     if shape.element_type == _TUPLE:
-        return sum(nbytes(s) for s in shape.tuple_shapes)
-    return math.prod(shape.dimensions) * ELEMENT_BITS.get(shape.element_type, 0) / 8
+        total = sum(nbytes(s) for s in shape.tuple_shapes)
+        if total >= _INT64_END:
+            raise ValueError("2**63 bytes or more")
+        return total
+    bits = ELEMENT_BITS.get(shape.element_type, 0)
+    return _product((_product(shape.dimensions), bits)) / 8
 
 
 def _first(shape: Shape) -> Shape:
@@ -119,7 +150,7 @@ def _is_library(target: str) -> bool:
 
 def dot_flops(lhs: Shape, out: Shape, contracting: Iterable[int]) -> float:
     """2 x output elements x the product of the lhs contracting dimensions."""
-    width = math.prod(int(lhs.dimensions[int(d)]) for d in contracting)
+    width = _product(tuple(_dim(lhs, int(d)) for d in contracting))
     return 2.0 * elements(out) * width
 
 
@@ -147,14 +178,14 @@ def _valid_positions(size_in: int, size_out: int, size_k: int, w: WindowDim) -> 
 def conv_flops(ins: Instruction, lhs: Shape, rhs: Shape, out: Shape) -> float:
     """XLA's FLOPs of convolution ``ins`` with these input, kernel and output shapes."""
     dn = ins.convolution_dimension_numbers
-    fin = int(lhs.dimensions[dn.input_feature_dimension])
-    fout = int(out.dimensions[dn.output_feature_dimension])
-    batch = int(lhs.dimensions[dn.input_batch_dimension])
+    fin = _dim(lhs, dn.input_feature_dimension)
+    fout = _dim(out, dn.output_feature_dimension)
+    batch = _dim(lhs, dn.input_batch_dimension)
     positions = 1
     for i, w in enumerate(ins.window):
-        positions *= _valid_positions(int(lhs.dimensions[dn.input_spatial_dimensions[i]]),
-                                      int(out.dimensions[dn.output_spatial_dimensions[i]]),
-                                      int(rhs.dimensions[dn.kernel_spatial_dimensions[i]]), w)
+        positions *= _valid_positions(_dim(lhs, dn.input_spatial_dimensions[i]),
+                                      _dim(out, dn.output_spatial_dimensions[i]),
+                                      _dim(rhs, dn.kernel_spatial_dimensions[i]), w)
     groups, bgroups = max(1, ins.feature_group_count), max(1, ins.batch_group_count)
     return 2.0 * (fin // groups) * fout * (batch // bgroups) * positions
 
@@ -245,7 +276,7 @@ class ModuleCosts:
         if ins.opcode == "reduce":
             times = float(elements(self.operand(ins, 0).shape)) - out
         elif ins.opcode == "reduce-window":
-            times = (math.prod(d.size for d in ins.window) - 1) * out
+            times = (_product(tuple(d.size for d in ins.window)) - 1) * out
         else:
             times = out
         return f * times, t * times
