@@ -254,3 +254,30 @@ def test_summary_of_a_jax_xspace_imports_no_protobuf():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+def test_a_convolution_windows_count_in_closed_form_equals_the_loop():
+    """Per kernel position, the outputs that read the input (not its padding): a closed
+    form for any stride (the loop's 10**7 steps a dimension made a real strided conv of a
+    4096 kernel unknown, and a hostile module's thousand convolutions take minutes)."""
+    import random
+    import time
+
+    from polyprof.formats.xspace.hlo import WindowDim
+    from polyprof.formats.xspace.hlo_cost import _valid_positions
+
+    def loop(size_in: int, size_out: int, size_k: int, w: WindowDim) -> int:
+        return sum(1 for k in range(size_k) for o in range(size_out)
+                   if 0 <= o * w.stride - w.padding_low + k * w.window_dilation < size_in)
+
+    rng = random.Random(7)
+    for _ in range(500):
+        w = WindowDim(size=0, stride=rng.randint(1, 4), padding_low=rng.randint(-5, 8),
+                      window_dilation=rng.randint(1, 3), base_dilation=1)
+        a = (rng.randint(0, 20), rng.randint(0, 20), rng.randint(0, 7))
+        assert _valid_positions(*a, w) == loop(*a, w), (a, w)
+    big = WindowDim(size=4096, stride=2, padding_low=0, window_dilation=1, base_dilation=1)
+    t0 = time.perf_counter()
+    # kernel position k reads in 65536 - k // 2 of the outputs
+    assert _valid_positions(2 * 65536, 65536, 4096, big) == 4096 * 65536 - 2 * (2047 * 2048 // 2)
+    assert time.perf_counter() - t0 < 0.5

@@ -113,7 +113,8 @@ def read(trace: Trace) -> None:
     for key, name in ((keys.TOTAL_ALLOCATED, "bytes_allocated"), (keys.TOTAL_RESERVED, "bytes_reserved")):
         vals, has = _ints(got, name, len(rows))
         _put(trace, key, rows, vals, has & has_size & (vals >= 0))  # bytes held: never negative
-    device = np.array([_device(trace, a) for a in alloc.tolist()], dtype=object)
+    names = {a: _device(trace, a) for a in set(alloc.tolist())}  # once per allocator, not per event
+    device = np.array([names[a] for a in alloc.tolist()], dtype=object)
     _put(trace, keys.MEMORY_DEVICE, rows, device, (device != "") & has_size)
 
 

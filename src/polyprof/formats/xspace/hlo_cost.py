@@ -43,6 +43,8 @@ import json
 import math
 from typing import Iterable, NamedTuple
 
+import numpy as np
+
 from .hlo import MAX_DEPTH, Instruction, Module, Shape, WindowDim, module
 
 #: bits per element of xla.PrimitiveType (xla_data.proto); absent: no data (tuple, token)
@@ -75,6 +77,8 @@ GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")  # and their suffixed kin
 CONV_TARGET = "__cudnn$conv"  # __cudnn$convForward, $convBackwardInput, $convBiasActivationForward...
 #: the most steps one convolution dimension's count may take (a hostile module's window)
 MAX_STEPS = 10**7
+#: the most kernel positions along one dimension counted at once (8 MB a column)
+MAX_KERNEL = 10**6
 #: what a module's damaged or hostile attributes raise while one instruction is costed
 _UNCOUNTABLE = (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError, RecursionError)
 
@@ -160,14 +164,19 @@ def _valid_positions(size_in: int, size_out: int, size_k: int, w: WindowDim) -> 
     ValueError beyond :data:`MAX_STEPS` steps (a hostile module's window)."""
     stride, lo = max(1, w.stride or 1), w.padding_low
     wdil, bdil = max(1, w.window_dilation or 1), max(1, w.base_dilation or 1)
-    if size_k * (1 if stride == 1 and bdil == 1 else max(size_out, 1)) > MAX_STEPS:
+    if max(abs(lo), wdil * size_k, stride, size_in, size_out) >= 1 << 50:  # (int64 arithmetic below)
+        raise ValueError(f"a convolution window of {size_k} x {size_out} positions")
+    if bdil == 1:  # per kernel position k, the outputs o with 0 <= o*stride - lo + k*wdil < size_in
+        if size_k > MAX_KERNEL:
+            raise ValueError(f"a convolution window of {size_k} positions")
+        shift = lo - np.arange(size_k, dtype=np.int64) * wdil
+        first = np.maximum(-((-shift) // stride), 0)  # ceil(shift / stride)
+        last = np.minimum((size_in - 1 + shift) // stride, size_out - 1)
+        return int(np.maximum(last - first + 1, 0).sum())
+    if size_k * max(size_out, 1) > MAX_STEPS:
         raise ValueError(f"a convolution window of {size_k} x {size_out} positions")
     count = 0
     for k in range(size_k):
-        if stride == 1 and bdil == 1:  # a closed form per kernel position
-            base = lo - k * wdil
-            count += max(min(size_in + base, size_out) - max(base, 0), 0)
-            continue
         for o in range(size_out):
             idx = o * stride - lo + k * wdil
             if idx % bdil == 0 and 0 <= idx // bdil < size_in:
