@@ -184,21 +184,24 @@ def context(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     ev = trace.events
     th = cache.threads(trace)
     q_thread, q_ts = th[ev["track"][rows]], ev["start_ns"][rows]
-    names = trace.names()
-
-    def around(cands: np.ndarray) -> np.ndarray:
-        out = np.full(len(rows), "", dtype=object)
-        if len(cands) and len(rows):
-            hit = innermost(th[ev["track"][cands]], ev["start_ns"][cands],
-                            ev["start_ns"][cands] + ev["dur_ns"][cands], q_thread, q_ts)
-            out[hit >= 0] = names[cands[hit[hit >= 0]]]
-        return out
-
     ops = trace.rows_of_kind(Kind.CPU_OP)
     secs = section_rows(trace)
     py = trace.rows_of_kind(Kind.PYTHON)
     frames = py if len(py) else union(secs, ops)
-    return around(ops), around(secs), _stacks(trace, frames, q_thread, q_ts)
+    return _around(trace, rows, ops), _around(trace, rows, secs), _stacks(trace, frames, q_thread, q_ts)
+
+
+def _around(trace: Trace, rows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """The name of the innermost of ``cands`` (spans) around each event row on its own
+    thread; "" where none."""
+    out = np.full(len(rows), "", dtype=object)
+    if len(cands) and len(rows):
+        ev = trace.events
+        th = cache.threads(trace)
+        hit = innermost(th[ev["track"][cands]], ev["start_ns"][cands], ev["start_ns"][cands] + ev["dur_ns"][cands],
+                        th[ev["track"][rows]], ev["start_ns"][rows])
+        out[hit >= 0] = trace.names()[cands[hit[hit >= 0]]]
+    return out
 
 
 def _stacks(trace: Trace, frames: np.ndarray, q_thread: np.ndarray, q_ts: np.ndarray, depth: int = 12
@@ -320,16 +323,20 @@ def peak_holders(trace: Trace, by: str = "section") -> Table:
     m = memory(trace)
     names = ("device", "allocator", "holder", "bytes", "allocations", "share_pct")
     parts: dict[str, list[np.ndarray]] = {c: [] for c in names}
+    lives = []
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
         if lo == hi:  # no event of this series in a window
             continue
         live = _live_at(m, lo, hi, lo + int(np.argmax(m.level[lo:hi])))
-        if not len(live):
-            continue
-        op, section, _ = context(trace, m.rows[live]) if by in ("op", "section") else (None, None, None)
-        label = section if by == "section" else op
-        codes, uniq = factorize(np.asarray(label, dtype=object))
+        if len(live):
+            lives.append((s, live))
+    at = np.concatenate([live for _, live in lives]) if lives else np.zeros(0, np.int64)
+    # every series' live allocations looked up at once (one interval search, not one a series)
+    labels = _around(trace, m.rows[at], section_rows(trace) if by == "section" else trace.rows_of_kind(Kind.CPU_OP))
+    cut = np.cumsum([0] + [len(live) for _, live in lives])
+    for (s, live), a, b_ in zip(lives, cut[:-1], cut[1:]):
+        codes, uniq = factorize(np.asarray(labels[a:b_], dtype=object))
         b = np.bincount(codes, weights=m.delta[live]).astype(np.int64)
         n = np.bincount(codes)
         total = max(int(m.delta[live].sum()), 1)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import unicodedata
 from io import TextIOWrapper
 from typing import IO, Iterator, cast
 
@@ -33,6 +32,8 @@ _SUBSTITUTES = {
 def _box(c: str) -> str:
     """A box-drawing character's look-alike by the directions its Unicode name gives: a
     horizontal line ``-``, a vertical one ``|``, a corner, a tee or a cross ``+``."""
+    import unicodedata  # only once a character cannot be written (an ASCII locale)
+
     words = set(unicodedata.name(c, "").split())
     across, down = bool(words & {"HORIZONTAL", "LEFT", "RIGHT"}), bool(words & {"VERTICAL", "UP", "DOWN"})
     return "-" if across and not down else "|" if down and not across else "+"
