@@ -24,6 +24,7 @@ from polyprof.formats import kineto_memory
 from polyprof.formats.xspace import hlo
 from polyprof.formats.xspace.hlo_cost import module_costs
 from polyprof.store.rankfiles import read_rank
+from hlo_wire import msg
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -32,35 +33,13 @@ H200 = DATA / "h200" / "jax_train_step_h200.xplane.pb"
 F32, TUPLE = 11, 13
 
 
-def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
-        v >>= 7
-        if not v:
-            return bytes(out)
-
-
-def _msg(*pairs: tuple[int, int | str | bytes | tuple[int, ...]]) -> bytes:
-    """A protobuf message: ints as varints, str/bytes length-delimited, tuples packed."""
-    out = []
-    for num, v in pairs:
-        if isinstance(v, int):
-            out.append(_varint(num << 3) + _varint(v))
-            continue
-        b = v.encode() if isinstance(v, str) else b"".join(map(_varint, v)) if isinstance(v, tuple) else v
-        out.append(_varint(num << 3 | 2) + _varint(len(b)) + b)
-    return b"".join(out)
-
-
 def _ins(iid: int, name: str, opcode: str, dims: tuple[int, ...], operands: tuple[int, ...] = (), *extra) -> bytes:
-    return _msg((1, name), (2, opcode), (3, _msg((2, F32), (3, dims))), (35, iid), (36, operands), *extra)
+    return msg((1, name), (2, opcode), (3, msg((2, F32), (3, dims))), (35, iid), (36, operands), *extra)
 
 
 def _module(*instructions: bytes) -> bytes:
-    comp = _msg(*((2, i) for i in instructions), (5, 0), (6, 1))
-    return _msg((1, _msg((1, "m"), (3, comp))))
+    comp = msg(*((2, i) for i in instructions), (5, 0), (6, 1))
+    return msg((1, msg((1, "m"), (3, comp))))
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -72,7 +51,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_hlo_dimensions_beyond_int64_or_negative_cost_nothing_known():
     """XLA keeps a shape's element and byte counts in int64 and its dimensions are not
     negative: an op whose shape breaks that has unknown figures, not -20 FLOPs or 1e66."""
-    contracting = (30, _msg((1, (1,))))
+    contracting = (30, msg((1, (1,))))
     costs = module_costs(_module(
         _ins(1, "p", "parameter", (4, 8)),
         _ins(2, "ok", "add", (4, 8), (1, 1)),
@@ -80,8 +59,8 @@ def test_hlo_dimensions_beyond_int64_or_negative_cost_nothing_known():
         _ins(4, "neg", "add", (-5, 4), (1, 1)),
         _ins(5, "huge", "add", (1 << 62, 1 << 62), (1, 1)),
         _ins(6, "bytes", "exponential", (1 << 31, 1 << 31), (1,)),  # 2**62 elements, 2**64 bytes
-        _ins(7, "from_end", "dot", (4, 4), (1, 1), (30, _msg((1, (-1,))))),  # dimension -1: no such
-        _ins(8, "window", "reduce-window", (4, 8), (1,), (15, b"".join(_msg((1, _msg((1, 1 << 40))))
+        _ins(7, "from_end", "dot", (4, 4), (1, 1), (30, msg((1, (-1,))))),  # dimension -1: no such
+        _ins(8, "window", "reduce-window", (4, 8), (1,), (15, b"".join(msg((1, msg((1, 1 << 40))))
                                                                       for _ in range(4))))))
     assert costs["ok"] == (32.0, 0.0, 3 * 128.0, "fp32")
     assert costs["dot"].flops == 2 * 16 * 8 and costs["dot"].bytes == 64 + 2 * 128
@@ -93,8 +72,8 @@ def test_hlo_decoding_is_linear_in_repeated_fields():
     """A message field repeated 400,000 times is merged once (it was joined pairwise:
     4.7 s), and a shape of 10**6 dimensions is refused at the first that overflows
     (the product of them all took 15.8 s)."""
-    extra = [(7, _msg((2, "x")))] * 400_000 + [(7, _msg((2, "jit(f)/last")))]
-    many = _msg((1, "a"), (2, "add"), (3, _msg((2, F32), (3, (2,) * 1_000_000))), (35, 2))
+    extra = [(7, msg((2, "x")))] * 400_000 + [(7, msg((2, "jit(f)/last")))]
+    many = msg((1, "a"), (2, "add"), (3, msg((2, F32), (3, (2,) * 1_000_000))), (35, 2))
     data = _module(_ins(1, "p", "parameter", (4,), (), *extra), many)
     start = time.perf_counter()
     costs = module_costs(data)
@@ -241,9 +220,9 @@ def test_a_pprof_file_of_many_tiny_fields_is_named_fast(tmp_path: Path):
     message walked all 64 MB it read (9-14 s); now at most 2**20 fields."""
     import gzip
 
-    head = _msg((1, _msg((1, 1), (2, 2))), (6, b""), (6, b"x"))
+    head = msg((1, msg((1, 1), (2, 2))), (6, b""), (6, b"x"))
     path = tmp_path / "many.pb.gz"
-    path.write_bytes(gzip.compress(head + _msg((9, 1)) * (20 << 20), compresslevel=1))
+    path.write_bytes(gzip.compress(head + msg((9, 1)) * (20 << 20), compresslevel=1))
     start = time.perf_counter()
     with pytest.raises(TraceFormatError) as ei:
         polyprof.load(path)

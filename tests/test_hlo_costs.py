@@ -18,6 +18,7 @@ from polyprof.analyze.frames import column
 from polyprof.formats.xspace import hlo as H
 from polyprof.formats.xspace.hlo_cost import module_costs
 from polyprof.formats.xspace.reader import from_bytes, load
+from hlo_wire import msg, varint
 
 DATA = Path(__file__).parent / "data"
 TRACELENS = DATA / "peers" / "tracelens"
@@ -73,56 +74,28 @@ def test_elementwise_ops_count_one_flop_per_element_not_xprofs_three():
     assert math.isnan(costs["te_fused_attn_forward_ffi.10"].flops)  # an FFI kernel XLA does not count
 
 
-# A small encoder of XLA's HloProto (field numbers of xla/service/hlo.proto and
-# xla/xla_data.proto), written apart from polyprof's decoder so the tests do not check
-# it against itself: a message is a list of (field number, value) pairs, a value an int
-# (varint), str/bytes (length-delimited), a list of ints (packed) or a nested message.
-def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
-        v >>= 7
-        if not v:
-            return bytes(out)
-
-
-def _msg(*pairs) -> bytes:
-    out = b""
-    for num, v in pairs:
-        if isinstance(v, int):
-            out += _varint(num << 3) + _varint(v)
-            continue
-        if isinstance(v, str):
-            v = v.encode()
-        elif isinstance(v, tuple):  # packed repeated ints
-            v = b"".join(_varint(x) for x in v)
-        out += _varint(num << 3 | 2) + _varint(len(v)) + v
-    return out
-
-
 def _shape(etype, dims) -> bytes:
-    return _msg((2, etype), (3, tuple(dims)))  # ShapeProto.element_type, .dimensions
+    return msg((2, etype), (3, tuple(dims)))  # ShapeProto.element_type, .dimensions
 
 
 def _ins(iid, name, opcode, etype, dims, operands=(), called=(), *extra) -> bytes:
     """HloInstructionProto: name 1, opcode 2, shape 3, id 35, operand_ids 36,
     called_computation_ids 38, then ``extra`` (field, value) pairs."""
-    return _msg((1, name), (2, opcode), (3, _shape(etype, dims)), (35, iid), (36, tuple(operands)),
+    return msg((1, name), (2, opcode), (3, _shape(etype, dims)), (35, iid), (36, tuple(operands)),
                 (38, tuple(called)), *extra)
 
 
 def _comp(cid, name, root, *instructions) -> bytes:
     """HloComputationProto: name 1, instructions 2, id 5, root_id 6."""
-    return _msg((1, name), *((2, i) for i in instructions), (5, cid), (6, root))
+    return msg((1, name), *((2, i) for i in instructions), (5, cid), (6, root))
 
 
 def _module(*computations) -> bytes:
     """HloProto.hlo_module (1): HloModuleProto name 1, computations 3."""
-    return _msg((1, _msg((1, "m"), *((3, c) for c in computations))))
+    return msg((1, msg((1, "m"), *((3, c) for c in computations))))
 
 
-DOT_DIMS = (30, _msg((1, (1,)), (2, (0,))))  # DotDimensionNumbers: lhs / rhs contracting dims
+DOT_DIMS = (30, msg((1, (1,)), (2, (0,))))  # DotDimensionNumbers: lhs / rhs contracting dims
 
 
 def test_conventions_on_a_small_module():
@@ -138,14 +111,14 @@ def test_conventions_on_a_small_module():
     # input_spatial 11, output_spatial 12; Window.dimensions (1): size 1, stride 2,
     # padding_low 3, padding_high 4, window_dilation 5, base_dilation 6; PrecisionConfig
     # operand_precision (1): HIGHEST 2
-    conv_dims = (16, _msg((3, 1), (4, 2), (6, (0,)), (8, 2), (10, 2), (11, (1,)), (12, (1,))))
-    window = (15, _msg((1, _msg((1, 3), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)))))
+    conv_dims = (16, msg((3, 1), (4, 2), (6, (0,)), (8, 2), (10, 2), (11, (1,)), (12, (1,))))
+    window = (15, msg((1, msg((1, 3), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)))))
     main = _comp(3, "main", 35, _ins(30, "x", "parameter", BF16, [4, 32]), _ins(31, "w", "parameter", BF16, [32, 16]),
                  _ins(32, "dot.1", "dot", F32, [4, 16], (30, 31), (), DOT_DIMS),
                  _ins(33, "y", "parameter", F32, [8, 16]),
                  _ins(34, "fusion.1", "fusion", F32, [8], (33,), (2,), (11, "kLoop")),
                  _ins(35, "conv", "convolution", F32, [1, 5, 2], (36, 37), (), conv_dims, window,
-                      (51, _msg((1, (2, 2))))),
+                      (51, msg((1, (2, 2))))),
                  _ins(36, "in", "parameter", F32, [1, 5, 3]), _ins(37, "k", "parameter", F32, [3, 3, 2]))
 
     costs = module_costs(_module(add, fused, main))
@@ -213,24 +186,24 @@ def test_hostile_hlo_is_bounded():
     def nested(depth):  # a tuple shape nested ``depth`` deep
         s = _shape(F32, [2])
         for _ in range(depth):
-            s = _msg((2, TUPLE), (4, s))
+            s = msg((2, TUPLE), (4, s))
         return s
 
-    deep = _module(_comp(1, "main", 1, _msg((1, "p"), (2, "parameter"), (3, nested(200)), (35, 1))))
+    deep = _module(_comp(1, "main", 1, msg((1, "p"), (2, "parameter"), (3, nested(200)), (35, 1))))
     with pytest.raises(ValueError):  # hlo.MAX_DEPTH; protobuf: its own limit
         module_costs(deep)
-    assert module_costs(_module(_comp(1, "main", 1, _msg((1, "p"), (2, "parameter"), (3, nested(20)),
+    assert module_costs(_module(_comp(1, "main", 1, msg((1, "p"), (2, "parameter"), (3, nested(20)),
                                                             (35, 1)))))["p"].bytes == 0
     with pytest.raises(ValueError, match="not an HLO module"):  # a length of 2**40 in a 20-byte message
-        module_costs(b"\x0a" + _varint(1 << 40) + bytes(16))
+        module_costs(b"\x0a" + varint(1 << 40) + bytes(16))
     # 3000 fusions, each calling the next one's computation: too deep to count, not a crash
     chain = [_comp(i, f"c{i}", 10 * i, _ins(10 * i, f"f{i}", "fusion", F32, [4], (), (i + 1,)))
              for i in range(1, 3000)] + [_comp(3000, "leaf", 30000, _ins(30000, "e", "exponential", F32, [4]))]
     costs = module_costs(_module(*chain, _comp(0, "main", 1, _ins(1, "top", "fusion", F32, [4], (), (1,)))))
     assert math.isnan(costs["top"].flops)
     # a strided convolution over 2**40 kernel positions; dimensions whose product is past a float
-    window = (15, _msg((1, _msg((1, 1 << 40), (2, 2)))))
-    conv_dims = (16, _msg((6, (0,)), (8, 2), (10, 2), (11, (1,)), (12, (1,))))
+    window = (15, msg((1, msg((1, 1 << 40), (2, 2)))))
+    conv_dims = (16, msg((6, (0,)), (8, 2), (10, 2), (11, (1,)), (12, (1,))))
     costs = module_costs(_module(_comp(1, "main", 3, _ins(1, "in", "parameter", F32, [1, 5, 3]),
                                        _ins(2, "k", "parameter", F32, [1 << 40, 3, 2]),
                                        _ins(3, "conv", "convolution", F32, [1, 5, 2], (1, 2), (), conv_dims, window),
