@@ -33,6 +33,7 @@ from ..lowlevel import heap, unseen
 from ..report.encoding import encodable
 from ..trace.core import Trace
 from ..collect import options
+from ..collect.output import written_line
 from .common import Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, plugin_list, print_summary
 
 
@@ -311,23 +312,7 @@ def _report_written(session: Session, n_events: int, cwd: str) -> None:
     line was said then (collect/exits.py)."""
     if session.ended_by is not None:
         return
-    w = session.written
-    if w is None or w.path is None:
-        partial = Path(f"{w.requested}.partial") if w is not None else None
-        where = f"; the host data recorded so far is in {_shown(partial, cwd)}" if partial and partial.is_file() \
-            else ""
-        print(f"polyprof: error: could not write the trace: {w.error if w else 'no output'}{where}",
-              file=sys.stderr)
-    elif w.fell_back:  # the reason was logged as an error already
-        print(f"polyprof: trace written to {_shown(w.path, cwd)} instead of {_shown(w.requested, cwd)} "
-              f"({n_events} events)", file=sys.stderr)
-    else:
-        print(f"polyprof: trace written to {_shown(w.path, cwd)} ({n_events} events)", file=sys.stderr)
-
-
-def _shown(path: Path | str, cwd: str) -> str:
-    rel = os.path.relpath(path, cwd)
-    return str(path) if rel == ".." or rel.startswith(".." + os.sep) else rel
+    print(written_line(session.written, n_events, cwd), file=sys.stderr)
 
 
 def _no_module(name: str) -> bool:

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import logs
 from ..lowlevel import fork
 from .guard import call_guarded
+from .output import journal_note, shown_path, written_line
 
 if TYPE_CHECKING:
     from .session import Session
@@ -240,7 +241,7 @@ def _end_all(call: str) -> list["Session"]:
                 _end_one(session, thread, call)
             except Exception as e:  # noqa: BLE001 - never into the program: it ends or execs now
                 _say(f"polyprof: error: the trace could not be written before {call}: {type(e).__name__}: {e}"
-                     f"{_journal_note(session.output)}")
+                     f"{journal_note(session.output)}")
     finally:
         _ending = False
         untrack_all = [s for s, _ in _running]
@@ -260,27 +261,10 @@ def _end_one(session: "Session", thread: int, call: str) -> None:
         out = call_guarded(lambda: session.end_early(call), "polyprof-save-at-exit", LIMIT_S)
         if out.timed_out or out.error is not None:
             why = f"not written within {LIMIT_S:g} s" if out.timed_out else f"{type(out.error).__name__}: {out.error}"
-            _say(f"polyprof: error: the trace could not be written before {call} ({why}){_journal_note(session.output)}")
+            _say(f"polyprof: error: the trace could not be written before {call} ({why}){journal_note(session.output)}")
             return
-    written = session.written
     n = session.trace.n_events if session.trace is not None else 0
-    if written is None or written.path is None:
-        _say(f"polyprof: error: could not write the trace before {call}: "
-             f"{written.error if written is not None else 'no output'}"
-             f"{_journal_note(written.requested if written is not None else session.output)}")
-    elif written.fell_back:
-        _say(f"polyprof: {_what(call)}: trace written to {shown_path(written.path)} instead of "
-             f"{shown_path(written.requested)} ({n} events)")
-    else:
-        _say(f"polyprof: {_what(call)}: trace written to {shown_path(written.path)} ({n} events)")
-
-
-def _journal_note(output: object) -> str:
-    """Where the crash journal keeps the host data of a trace not written, if it is there."""
-    if output is None:
-        return ""
-    partial = f"{os.fspath(output)}.partial"  # type: ignore[call-overload]
-    return f"; the host data recorded so far is in {shown_path(partial)}" if os.path.isfile(partial) else ""
+    _say(written_line(session.written, n, lead=f"{_what(call)}: ", before=f" before {call}", output=session.output))
 
 
 def ended_note(call: str) -> str:
@@ -291,17 +275,6 @@ def ended_note(call: str) -> str:
 
 def _what(call: str) -> str:
     return f"{call} {'ends' if call.startswith('os._exit') else 'replaces'} the process"
-
-
-def shown_path(path: object) -> str:
-    """``path`` as polyprof's lines name a file: relative to the current directory when
-    under it, else as it is."""
-    text = os.fspath(path)  # type: ignore[call-overload]
-    try:
-        rel = os.path.relpath(text)
-    except ValueError:
-        return str(text)
-    return str(text) if rel == ".." or rel.startswith(".." + os.sep) else rel
 
 
 def _say(line: str) -> None:

@@ -24,8 +24,8 @@ from ..trace.identity import LAUNCHER_VARIABLES
 if TYPE_CHECKING:
     from ..trace.core import Trace
 
-__all__ = ["OutputError", "Written", "check_target", "fallback_path", "launcher_rank", "open_exclusive", "per_rank",
-           "save", "write_atomic"]
+__all__ = ["OutputError", "Written", "check_target", "fallback_path", "journal_note", "launcher_rank",
+           "open_exclusive", "per_rank", "save", "shown_path", "write_atomic", "written_line"]
 
 log = logging.getLogger("polyprof")
 
@@ -46,6 +46,40 @@ class Written:
     @property
     def fell_back(self) -> bool:
         return self.path is not None and self.error is not None
+
+
+def shown_path(path: object, cwd: str | None = None) -> str:
+    """``path`` as polyprof's lines name a file: relative to ``cwd`` (the current
+    directory) when under it, else as it is."""
+    text = os.fspath(path)  # type: ignore[call-overload]
+    try:
+        rel = os.path.relpath(text, cwd)
+    except ValueError:
+        return str(text)
+    return str(text) if rel == ".." or rel.startswith(".." + os.sep) else rel
+
+
+def journal_note(output: object, cwd: str | None = None) -> str:
+    """Where the crash journal keeps the host data of a trace not written, if it is there."""
+    if output is None:
+        return ""
+    partial = f"{os.fspath(output)}.partial"  # type: ignore[call-overload]
+    return f"; the host data recorded so far is in {shown_path(partial, cwd)}" if os.path.isfile(partial) else ""
+
+
+def written_line(w: Written | None, n_events: int, cwd: str | None = None, *, lead: str = "", before: str = "",
+                 output: object = None) -> str:
+    """The line that says where a session's trace went (``w``: its ``written``), or that it
+    was not written and where the crash journal keeps its host data (``output``'s, where
+    nothing was asked of ``w``). ``lead`` and ``before`` name what ended the session
+    (collect/exits.py: "os.execv(...): ", " before os.execv"); paths as
+    :func:`shown_path` gives them from ``cwd``."""
+    if w is None or w.path is None:
+        error = w.error if w is not None else "no output"
+        note = journal_note(w.requested if w is not None else output, cwd)
+        return f"polyprof: error: could not write the trace{before}: {error}{note}"
+    instead = f" instead of {shown_path(w.requested, cwd)}" if w.fell_back else ""
+    return f"polyprof: {lead}trace written to {shown_path(w.path, cwd)}{instead} ({n_events} events)"
 
 
 def write_atomic(trace: Trace, path: Path, follow_symlinks: bool = False) -> Path:

@@ -248,9 +248,9 @@ class Session:
             log.warning("%s; this run writes no crash journal, so as not to replace it", e)
             return None
         if kept is not None:
-            shown = exits.shown_path(kept)  # relative to here when under it, as the line that names the trace
+            shown = output_mod.shown_path(kept)  # relative to here when under it, as the line that names the trace
             log.warning("the crash journal of an earlier run (killed?) was at %s: kept as %s (`polyprof summary %s` "
-                        "reads it)", exits.shown_path(part), shown, shown)
+                        "reads it)", output_mod.shown_path(part), shown, shown)
         return part
 
     def _driver_asked(self) -> bool:
