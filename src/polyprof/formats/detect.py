@@ -9,6 +9,7 @@ from pathlib import Path
 from ..errors import TraceFormatError
 from ..trace.core import Trace
 from ..trace.identity import identify
+from .perfetto_read.shape import varint
 from .registry import by_name, readers
 from .safety import reading
 
@@ -93,17 +94,12 @@ _PPROF_IS = "a pprof profile (sampled stacks or a memory snapshot), not a trace"
 
 
 def _varint(b: bytes, i: int) -> tuple[int, int]:
-    """The varint at ``b[i]`` and where it ends (IndexError: cut by the end of ``b``)."""
-    x = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        x |= (c & 0x7F) << shift
-        if c < 0x80:
-            return x, i
-        shift += 7
-        if shift >= 70:
-            raise ValueError("varint longer than 10 bytes")
+    """The varint at ``b[i]`` and where it ends (``perfetto_read.shape.varint``: sniffing
+    has it loaded): IndexError where the end of ``b`` cuts it, ValueError past 10 bytes."""
+    value, end = varint(b, i)
+    if value is None:
+        raise ValueError("varint longer than 10 bytes") if end - i >= 10 else IndexError(i)
+    return value, end
 
 
 def _pb_fields(b: bytes, wires: dict[int, tuple[int, ...]],

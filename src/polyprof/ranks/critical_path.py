@@ -139,7 +139,7 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
     e_off = np.cumsum([0] + [len(g.src) for g in parts])
     gaps = {i: _host_gaps(parts[i], traces[ranks[i]]) for i in sorted(host_joined)}
     x_rank, x_rows, x_time, x_edges, marks = _step_leads(ranks, full, device, ev_off, time, step,
-                                                         [traces[r] for r in ranks], first, len(rows),
+                                                         [traces[r] for r in ranks], first, len(rows), host_joined,
                                                          {i for i, (e, _) in gaps.items() if len(e)})
     for i, mark in marks.items():  # the host time between a joined rank's ops, its step mark's
         e, w = gaps.get(i, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
@@ -213,7 +213,7 @@ def _host_gaps(g: DepGraph, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.ndarray, ev_off: list[int],
                 time: np.ndarray, step: int, traces: list[Trace], first: list[int], n_rows: int,
-                gaps: Collection[int] = ()
+                host_joined: Collection[int], gaps: Collection[int] = ()
                 ) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int, int]], dict[int, int]]:
     """A rank's arrival at a collective waits for its host to reach the call, and the
     graph's weights leave out the time before the rank's first call (no node before
@@ -228,14 +228,14 @@ def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.
     For device collectives that time stays weightless, as in one rank's graph (HTA's
     weights). That event's time on the path is the edge's weight.
 
-    A rank in ``gaps`` (host time between its ops weighs: :func:`_host_gaps`) gets its
-    step mark even without a lead-in, to own that time.
+    ``host_joined``: the ranks joined through a CPU backend's collective. A rank in
+    ``gaps`` (host time between its ops weighs: :func:`_host_gaps`) gets its step mark
+    even without a lead-in, to own that time.
 
     Returns the new events' ranks, rows (the step marks) and node times, their edges
     (source node, destination node, weight, owner event), and per rank (its position)
     its step mark's event."""
     job_start = min(first, default=0)
-    host_joined = {i for m in full for i, e in m if not device[e]}
     lead = sorted({i for m in full if len(ranks) > 1 for i, _ in m})
     x_rank: list[int] = []
     x_rows: list[int] = []

@@ -213,7 +213,7 @@ class HloModules:
             out.setdefault(k[0], []).append(k)
         return out
 
-    def _key(self, mod: str, pid: int) -> tuple[str, int] | None:
+    def key(self, mod: str, pid: int) -> tuple[str, int] | None:
         """The module of that name and program id; else the only one of that name; else
         (no module name, as XProf finds modules) the only one of that program id."""
         if (mod, pid) in self.protos:
@@ -228,7 +228,7 @@ class HloModules:
 
     def ops(self, mod: str, pid: int) -> dict[str, str] | None:
         """instruction name -> its framework op (``op_name``, "" where none); None: no HLO."""
-        key = self._key(mod, pid)
+        key = self.key(mod, pid)
         if key is None:
             return None
         if key not in self.decoded:
@@ -250,7 +250,7 @@ class HloModules:
         ops = self.ops(mod, pid)
         if ops is None:
             return None
-        key = self._key(mod, pid)
+        key = self.key(mod, pid)
         assert key is not None
         if key not in self.kernels:
             from .hlo import kernel_names  # the HLO decoder: only a file with XLA ops on a GPU and their HLO

@@ -87,7 +87,7 @@ def device_costs(trace: Trace) -> DeviceCosts:
     op_names, opcodes = [str(names[hc >> 1]).rsplit("::", 1)[-1] for hc, _, _ in combos], []
     codes: dict[tuple[str, int], dict[str, str]] = {}  # module -> instruction name -> opcode
     for (hc, mod, pid), name in zip(combos, op_names):
-        key = modules._key(mod, pid)
+        key = modules.key(mod, pid)
         tkey = None if key is None else (*key, bool(hc & 1))
         if tkey is not None and tkey not in tables:
             tables[tkey] = _module_table(modules, tkey)
