@@ -158,10 +158,11 @@ class DeferredArgs:
                 pass
         batches = self.batches
         starts = bases(batches) + [np.iinfo(np.int64).max]
+        skip = _lacking(batches, {n for k in keys for n in names[k]})
         got: dict[str, tuple[list[int], list[Any]]] = {k: ([], []) for k in keys}
         for i, base in enumerate(starts[:-1]):
             sel = rows[(rows >= base) & (rows < starts[i + 1])]
-            if not len(sel):
+            if not len(sel) or skip[i]:
                 continue
             text = batches[i][1]
             raws = _DECODE_RAWS(text)
@@ -201,8 +202,11 @@ class DeferredArgs:
         batches = self.batches
         starts = bases(batches) + [np.iinfo(np.int64).max]
         bounds = np.searchsorted(rows, starts)
+        skip = _lacking(batches, set(wanted))
         got: dict[str, list[tuple[bytes, bytes, bytes, bytes]]] = {}
         for i in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+            if skip[i]:
+                continue
             sel = rows[bounds[i]:bounds[i + 1]]
             for name, part in _args.select(batches[i][1], starts[i], wanted, sel.tobytes()).items():
                 got.setdefault(name, []).append(part)
@@ -263,6 +267,15 @@ def _fresh_stack(work: Callable[[], T]) -> T:
 
         with ThreadPoolExecutor(1, thread_name_prefix="polyprof-args") as pool:
             return pool.submit(work).result()
+
+
+def _lacking(batches: Batches, names: set[str]) -> list[bool]:
+    """Which batches the tokenizer found to hold none of ``names`` (``PackedBatches.names``;
+    False where it did not tell): a lookup of a few rows' args skips them rather than
+    inflate and walk a batch of megabytes for an arg it does not have (torch 1.x's ops
+    have no ``Input Strides``)."""
+    found: Sequence[frozenset[str] | None] = getattr(batches, "names", None) or [None] * len(batches)
+    return [got is not None and got.isdisjoint(names) for got in found]
 
 
 def _known_names(batches: Batches) -> list[frozenset[str] | None]:
