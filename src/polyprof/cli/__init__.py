@@ -45,8 +45,9 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
 
 Formats read (by content, not name; docs/formats.md): .polyprof and a killed
 run's .polyprof.partial, PyTorch/Kineto and Chrome JSON, torch's memory
-timeline, TensorFlow/JAX XSpace, Perfetto protobuf, Nsight Systems SQLite,
-rocpd, RPD (rocmProfileData), rocprofv3 JSON, polyprof's Parquet export.
+timeline, TensorFlow/JAX XSpace, Perfetto protobuf, Nsight Systems SQLite
+and its nsys stats CSV trace reports, rocpd, RPD (rocmProfileData), rocprofv3
+JSON and CSV, polyprof's Parquet export.
 """
 
 

@@ -196,6 +196,10 @@ def detect(path: str | Path) -> str:
 
         if is_output_dir(path):
             return "rocprofv3-csv"
+        from .nsys_csv import is_output_dir as nsys_reports  # nsys stats -o PREFIX's CSV files
+
+        if nsys_reports(path):
+            return "nsys-stats-csv"
         raise TraceFormatError(path, "is a directory, not a trace file")
     head = _head(path)
     if _is_blank(path, head):

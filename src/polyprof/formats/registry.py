@@ -128,6 +128,14 @@ def _named_rocprof_csv(head: bytes, path: Path) -> bool:
     return claim(head, path)
 
 
+def _is_nsys_csv(head: bytes, path: Path) -> bool:
+    if b"," not in head and b"Processing [" not in head:  # a CSV header, or nsys stats naming its report
+        return False
+    from .nsys_csv import sniff
+
+    return sniff(head, path)
+
+
 def _is_journal(head: bytes, path: Path) -> bool:
     return head.startswith(b"POLYPROF-JOURNAL ")  # any version: its reader says which it reads
 
@@ -199,6 +207,9 @@ FORMATS: tuple[Format, ...] = (
            reader="polyprof.formats.rocprof_json:load", sniff=_is_rocprof_json),
     Format("rocprofv3-csv", "rocprofv3's CSV output (<pid>_kernel_trace.csv and siblings, or their directory)",
            reader="polyprof.formats.rocprof_csv:load", sniff=_is_rocprof_csv, claim=_named_rocprof_csv),
+    Format("nsys-stats-csv", "Nsight Systems' nsys stats CSV trace reports (cuda_gpu_trace, cuda_api_trace, "
+           "nvtx_pushpop_trace: a file, nsys stats' printed output, or -o PREFIX's files)",
+           reader="polyprof.formats.nsys_csv:load", sniff=_is_nsys_csv),
     Format("torch-memory-timeline", "torch.profiler's export_memory_timeline JSON (plot points or raw events)",
            reader="polyprof.formats.torch_memory_timeline:load", sniff=_is_memory_timeline),
     Format("chrome-json", "Chrome trace-event JSON, as torch.profiler/Kineto and others write it",
