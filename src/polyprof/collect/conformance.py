@@ -12,11 +12,15 @@ the report; :func:`check` returns it.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, TextIO, TypeVar, cast
 
 import numpy as np
 
@@ -58,6 +62,7 @@ CLAUSES: list[tuple[str, str]] = [
     ("xspace_well_formed", "the XSpace parses and every metadata id it uses is defined"),
     ("stop_race", "stop() while other threads are busy; a second stop() is an error"),
     ("valid_trace", "collect() gives a valid Trace whose times lie inside the session"),
+    ("program_state", "start, stop and collect leave the program's directory, environment, stdout, signals"),
     ("time_limits", "start, stop and collect return within their time limits"),
 ]
 NATIVE_ONLY = {"buffer_too_small", "xspace_well_formed"}
@@ -302,6 +307,24 @@ class _Run(Generic[I, D]):
         return (f"stop() returned in {took * 1e3:.1f} ms while 4 threads were busy; {refused}; "
                 f"collect gave {trace.n_events} events")
 
+    def program_state(self, inst: I) -> str:
+        """A Python plugin (or a native one loaded in-process) runs in the program's
+        process: what it changes there, the program sees. What the session puts back
+        (the directory, stdout) still fails here: the plugin is wrong, and the kit tells
+        its author before users meet it. (C code writing to file descriptor 1 is not seen.)"""
+        self.work(0.0)  # what the workload itself changes (a framework's import) is not the plugin's
+        before = _ProgramState()
+        with _Printed() as printed:
+            self.session(inst)
+        changed, notes = before.changed_and_put_back()
+        if printed.text:
+            shown = printed.text.strip().splitlines()[0][:80] if printed.text.strip() else repr(printed.text[:20])
+            changed.append(f"printed {len(printed.text)} characters to stdout ({shown!r}): use logging or ctx.warn")
+        if changed:
+            raise ClauseFailed("; ".join(changed + notes))
+        return "; ".join(["working directory, environment, stdout and Python signal handlers as they were",
+                          *notes])
+
     def valid_trace(self) -> str:
         """Through polyprof's own wrapper (for a native plugin, NativePlugin: what the
         session really uses, clock mapping included)."""
@@ -348,10 +371,87 @@ def _outside(what: str, lo: int, hi: int, t0: int, t1: int) -> str:
             "(CLOCK_MONOTONIC), or not synced")
 
 
+class _ProgramState:
+    """The working directory, the environment and Python's signal handlers now."""
+
+    def __init__(self) -> None:
+        self.cwd = os.getcwd()
+        self.env = dict(os.environ)
+        self.handlers = {s: signal.getsignal(s) for s in signal.valid_signals()
+                         if s not in (signal.SIGKILL, signal.SIGSTOP)}
+
+    def changed_and_put_back(self) -> tuple[list[str], list[str]]:
+        """What differs now: (what the plugin must not do, what it may: variables added
+        to the environment, as a library's import adds its own); all put back, so later
+        clauses (and the kit's caller) start as they were."""
+        out, notes = [], []
+        if os.getcwd() != self.cwd:
+            out.append(f"changed the working directory to {os.getcwd()} (from {self.cwd})")
+            os.chdir(self.cwd)
+        env = dict(os.environ)
+        if env != self.env:
+            changed = sorted(k for k in self.env if env.get(k) != self.env[k])
+            added = sorted(set(env) - set(self.env))
+            if changed:
+                out.append(f"changed or removed environment variables: {', '.join(changed[:8])}")
+            if added:
+                notes.append(f"added to the environment: {', '.join(added[:8])}")
+            os.environ.clear()
+            os.environ.update(self.env)
+        moved = [signal.Signals(s).name for s, h in self.handlers.items() if signal.getsignal(s) != h]
+        if moved:
+            out.append(f"changed the Python signal handlers of {', '.join(moved)}")
+        return out, notes
+
+
+class _Printed:
+    """``sys.stdout`` replaced while a clause runs (any thread: the kit runs no program);
+    what was written is kept and shown on stderr."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._real = sys.stdout
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def __enter__(self) -> "_Printed":
+        sys.stdout = cast(TextIO, self)  # write and flush: what print() uses
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout = self._real
+
+
 # ------------------------------------------------------------------ entry point
 def check(target: str, *, options: dict[str, object] | None = None, limits: Limits | None = None,
           workload_fn: Callable[[float], object] | None = None) -> Report:
-    """Run every clause against ``target``; never raises for a misbehaving plugin."""
+    """Run every clause against ``target``; never raises for a misbehaving plugin.
+
+    A Python plugin runs in the kit's process: one that crashes it (``abort()``, a
+    segfault) ends the kit, and faulthandler, on while the kit runs, prints every
+    thread's traceback: the plugin's code, and the clause (a method of ``_Run``)."""
+    fault = not faulthandler.is_enabled()
+    if fault:
+        try:
+            faulthandler.enable(file=sys.__stderr__ or sys.stderr, all_threads=True)
+        except (AttributeError, ValueError, OSError, RuntimeError):  # no stderr with a file descriptor
+            fault = False
+    state = _ProgramState()
+    try:
+        return _check(target, options, limits, workload_fn)
+    finally:
+        state.changed_and_put_back()  # the caller (a test suite) goes on as it was
+        if fault:
+            faulthandler.disable()
+
+
+def _check(target: str, options: dict[str, object] | None, limits: Limits | None,
+           workload_fn: Callable[[float], object] | None) -> Report:
     limits = limits or Limits()
     report = Report(target, results=[ClauseResult(cid, title) for cid, title in CLAUSES])
     res = {r.id: r for r in report.results}
@@ -403,7 +503,8 @@ def check(target: str, *, options: dict[str, object] | None = None, limits: Limi
 
 def _steps(run: _Run[I, D]) -> list[tuple[str, Callable[[], str]]]:
     """Each clause as a call, in report order."""
-    return [
+    return [  # program_state first: it compares with the process as the kit found it
+        ("program_state", lambda: run.with_instance(run.program_state)),
         ("lifecycle", lambda: run.with_instance(run.lifecycle)),
         ("double_start", lambda: run.with_instance(run.double_start)),
         ("collect_without_start", lambda: run.with_instance(run.collect_without_start)),

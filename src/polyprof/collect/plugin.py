@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
+import numpy as np
+
 from ..errors import PluginStateError
 from ..trace.core import Trace
 from .clock import now_ns
@@ -146,3 +148,32 @@ class Plugin(abc.ABC):
 
     @abc.abstractmethod
     def _collect(self) -> Trace: ...
+
+
+#: how far outside the session a plugin's times may lie before they are refused: far more
+#: than any real clock error or work queued before the start, far less than the distance
+#: to a wrong clock (wall-clock time, microseconds, a NaN cast to int64)
+FAR_NS = 3600 * 10**9
+
+
+def far_outside(trace: Trace, start_ns: int, stop_ns: int) -> str | None:
+    """What is wrong with the times of what a plugin's collect() gave, if any lie more
+    than :data:`FAR_NS` outside the session [start_ns, stop_ns]; None when all are near.
+    The session refuses such a part: its times would make the trace's span decades long
+    (or unreadable: the .polyprof reader rejects times beyond +-2**62 ns)."""
+    lo_ok, hi_ok = start_ns - FAR_NS, stop_ns + FAR_NS
+    for what, first, last in (("events", trace.start_ns, trace.start_ns + trace.dur_ns),
+                              ("counter samples", trace.counters["ts_ns"], trace.counters["ts_ns"])):
+        if not len(first):
+            continue
+        outside = (first < lo_ok) | (last > hi_ok) | (last < first)  # last < first: an end that wrapped round
+        bad = int(outside.sum())
+        if not bad:
+            continue
+        lo, hi = int(first.min()), int(last.max())
+        nan = " (a NaN or an overflow cast to int64)" if lo == np.iinfo(np.int64).min else ""
+        return (f"{bad} of {len(first)} {what} lie more than {FAR_NS // 10**9 // 3600} h outside the session: "
+                f"from {(lo - start_ns) / 1e9:+.6g} s to {(hi - start_ns) / 1e9:+.6g} s after its start, which "
+                f"lasted {(stop_ns - start_ns) / 1e9:.6g} s{nan}; times must be integer ns on the session "
+                "clock (time.perf_counter_ns(), CLOCK_MONOTONIC), or synced onto it")
+    return None

@@ -32,9 +32,9 @@ from ..trace.merge import merge
 from . import background, exits, journal, output as output_mod, signals
 from .children import ChildrenCPU
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
-from .guard import Outcome, call_guarded, call_here
+from .guard import Kept, Outcome, call_guarded, call_here, routed
 from .options import NAMES, SessionOptions, make
-from .plugin import Plugin, SessionContext
+from .plugin import Plugin, SessionContext, far_outside
 from .registry import discover, is_target, load_target, resolve
 from ..trace import metadata_keys as mkeys
 
@@ -323,6 +323,7 @@ class Session:
     def _stop_all(self) -> None:
         global _active
         try:
+            self._flush_journal()  # a plugin that crashes the process in stop() leaves the host data
             for slot in reversed(self._slots):
                 if slot.started and not self._call(slot, "stop", slot.plugin.stop):
                     slot.started = False  # no collect from a plugin that failed to stop
@@ -331,7 +332,7 @@ class Session:
             for slot in self._slots:
                 if not slot.started:
                     continue
-                part = self._collect(slot)
+                part = self._collect(slot, end)
                 if part is not None:
                     parts.append(part)
                     slot.status = "ok"
@@ -356,11 +357,22 @@ class Session:
         elif self.written.path is None and part.is_file():
             log.error("the host data recorded so far is in %s", part)
 
-    def _collect(self, slot: _Slot) -> Trace | None:
+    def _flush_journal(self) -> None:
+        for slot in self._slots:
+            flush = getattr(getattr(slot.plugin, "journal", None), "flush", None)  # the host plugin's
+            if slot.started and flush is not None:
+                try:
+                    flush()
+                except Exception as e:  # the journal is a safety net; the stop goes on
+                    log.debug("crash journal flush before stop: %s", e)
+
+    def _collect(self, slot: _Slot, end: int) -> Trace | None:
+        kept, fn = Kept(), self._routed(slot, "collect", slot.plugin.collect)
         if slot.limited:
-            out = call_guarded(slot.plugin.collect, f"polyprof-collect-{slot.name}", self.collect_timeout)
+            out = call_guarded(fn, f"polyprof-collect-{slot.name}", self.collect_timeout)
         else:  # the host plugin: its data is in memory; no limit may drop it
-            out = call_here(slot.plugin.collect)
+            out = call_here(fn)
+        self._kept(slot, kept, "collect")
         if out.timed_out:
             self._error(slot.name, "collect", f"timed out after {self.collect_timeout:g} s; its data is dropped")
             slot.status = "failed"
@@ -375,20 +387,25 @@ class Session:
             slot.status = "failed"
             return None
         try:
-            return result.validate()
+            result.validate()
+            far = far_outside(result, self._ctx.start_ns if self._ctx is not None else end, end)
         except Exception as e:
-            self._error(slot.name, "collect", f"returned malformed data: {_describe(e)}")
-            slot.status = "failed"
-            return None
+            far = _describe(e)
+        if far is None:
+            return result
+        self._error(slot.name, "collect", f"returned malformed data: {far}")
+        slot.status = "failed"
+        return None
 
     def _call(self, slot: _Slot, phase: str, fn: Callable[[], object]) -> bool:
         """start()/stop() of one plugin: never raises, time limited unless the plugin
         must run on this thread (then a hang is reported once it returns)."""
-        t0 = now_ns()
+        t0, kept, fn = now_ns(), Kept(), self._routed(slot, phase, fn)
         if slot.limited and not slot.here:
             out: Outcome = call_guarded(fn, f"polyprof-{phase}-{slot.name}", self.call_timeout)
         else:
             out = call_here(fn)
+        self._kept(slot, kept, phase)
         if out.timed_out:
             self._error(slot.name, phase, f"did not return within {self.call_timeout:g} s; the plugin is "
                         "abandoned (its thread left running) and the program goes on")
@@ -402,6 +419,17 @@ class Session:
         if slot.limited and took > self.call_timeout:
             self._ctx.warn(slot.name, f"{phase}() took {took:.1f} s (limit {self.call_timeout:g} s)")  # type: ignore[union-attr]
         return True
+
+    def _routed(self, slot: _Slot, phase: str, fn: Callable[[], object]) -> Callable[[], object]:
+        ctx = self._ctx
+        assert ctx is not None
+        return routed(fn, lambda: ctx.warn(slot.name, f"printed to the program's stdout in {phase}(); "
+                                                      "polyprof sent it to stderr"))
+
+    def _kept(self, slot: _Slot, kept: Kept, phase: str) -> None:
+        note = kept.end(phase)
+        if note is not None and self._ctx is not None:
+            self._ctx.warn(slot.name, note)
 
     def _error(self, plugin: str, phase: str, message: str, tb: str | None = None) -> None:
         self.errors.append({"plugin": plugin, "phase": phase, "error": message})
