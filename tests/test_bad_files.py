@@ -162,3 +162,17 @@ def test_the_head_of_a_gzip_file_is_what_gzip_reads(tmp_path, kineto_files):
     raw = gzip.compress(data)[:4096]
     assert _gunzip_head(raw, 4096) == zlib.decompressobj(31).decompress(raw, 4096)
     assert _gunzip_head(b"\x1f\x8b" + bytes(50), 4096) is None  # not gzip data: gzip words the error
+
+
+def test_an_unrecognised_file_names_each_format_in_one_short_line(tmp_path: Path) -> None:
+    """The refusal of a file of no known format names every format polyprof reads by its
+    name, in a line a terminal shows whole (it was each format's summary: 1,300 characters)."""
+    from polyprof.formats.registry import readers
+
+    f = tmp_path / "r.h5"
+    f.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(range(256)))
+    with pytest.raises(TraceFormatError) as e:
+        polyprof.load(f)
+    text = str(e.value)
+    assert "r.h5" in text and "unrecognised format" in text
+    assert all(fmt.name in text for fmt in readers()) and len(text) < 400, text

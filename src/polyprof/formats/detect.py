@@ -228,8 +228,8 @@ def detect(path: str | Path) -> str:
     if packer:
         raise TraceFormatError(path, f"{packer[0]}-compressed: polyprof reads gzip and plain files, so "
                                      f"decompress it first ({packer[1]} {path.name})")
-    raise TraceFormatError(path, "unrecognised format (expected: "
-                           + "; ".join(f.summary for f in readers()) + ")")
+    raise TraceFormatError(path, "unrecognised format: none of those polyprof reads ("
+                           + ", ".join(f.name for f in readers()) + "; `polyprof --help` says what each is)")
 
 
 #: keys only a Chrome / Kineto trace's JSON has (the object's ``traceEvents`` and what
