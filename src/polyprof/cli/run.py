@@ -26,7 +26,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Iterator, TextIO
 
-from ..collect import signals
+from ..collect import script_end, signals
 from ..collect.session import Session
 from ..errors import PolyprofError
 from ..lowlevel import heap, unseen
@@ -117,6 +117,13 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
     finally:
         sys.argv = old_argv
         sys.path[:] = old_path
+
+
+def _finish_program() -> None:
+    """The program's remaining threads and its atexit callbacks, as python runs them after
+    the script, while the session still records (collect/script_end.py)."""
+    with signals.hidden(_on_signal):
+        script_end.finish(lambda: bool(_received))
 
 
 #: where the frames of the launcher (this module, runpy) beneath the script's come from
@@ -224,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
     code = run_script(target, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
         return code
+    _finish_program()
     with _own_streams(*streams):
         trace: Trace | None
         try:
@@ -351,6 +359,7 @@ def _run_serving(args: argparse.Namespace, address: str) -> int:
     code = run_script(args.script, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the server is the parent's
         return code
+    _finish_program()
     server.stop()  # a capture in progress ends now and is answered
     for s, h in previous.items():
         if signal.getsignal(s) == _on_signal:

@@ -1,0 +1,86 @@
+"""``polyprof run`` ends a script as python does (collect/script_end.py): the program's
+non-daemon threads are waited for and its atexit callbacks run while the session still
+records, so their work is in the trace; the output, its order and the exit code are plain
+python's. Each program is run both ways and compared."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import polyprof
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: work left after the script's last line: a non-daemon thread and an atexit callback
+TAIL = """\
+import atexit, os, signal, sys, threading, time
+import polyprof
+def worker():
+    for i in range(3):
+        with polyprof.section("thread_work"):
+            time.sleep(0.03)
+    print("worker done", flush=True)
+def at_exit():
+    with polyprof.section("atexit_work"):
+        time.sleep(0.03)
+    print("atexit done", flush=True)
+atexit.register(at_exit)
+threading.Thread(target=worker).start()
+print("main returns", flush=True)
+"""
+
+
+def _run(tmp_path: Path, code: str, ours: bool) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "prog.py"
+    script.write_text(code)
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host", "-o", "t.polyprof"] \
+        if ours else [sys.executable]
+    return subprocess.run([*cmd, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+
+
+def _sections(tmp_path: Path) -> list[str]:
+    return sorted(n for n in polyprof.load(tmp_path / "t.polyprof").names() if n.endswith("_work"))
+
+
+@pytest.mark.parametrize("end, code", [
+    ("", 0),
+    ("sys.exit(3)", 3),
+    ("raise ValueError('at the end')", 1),
+])
+def test_threads_and_atexit_work_are_recorded_in_pythons_order(tmp_path: Path, end: str, code: int) -> None:
+    program = TAIL + end + "\n"
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
+    assert plain.returncode == ours.returncode == code
+    assert plain.stdout == ours.stdout == "main returns\nworker done\natexit done\n"
+    assert ("ValueError: at the end" in ours.stderr) == ("ValueError: at the end" in plain.stderr) == (code == 1)
+    assert _sections(tmp_path) == ["atexit_work"] + ["thread_work"] * 3  # they were lost: the session had stopped
+    assert "trace written to t.polyprof" in ours.stderr
+
+
+def test_a_callback_that_raises_is_reported_as_python_reports_it(tmp_path: Path) -> None:
+    program = "import atexit\natexit.register(lambda: 1 / 0)\natexit.register(lambda: print('second', flush=True))\n"
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
+    assert plain.returncode == ours.returncode == 0 and plain.stdout == ours.stdout == "second\n"
+    for text in ("Exception ignored in atexit callback", "ZeroDivisionError"):
+        assert text in plain.stderr and text in ours.stderr
+    assert ours.stderr.count("ZeroDivisionError") == 1  # run once, not again at the real exit
+
+
+@pytest.mark.parametrize("signame, code", [("SIGINT", 0), ("SIGTERM", -15)])
+def test_a_signal_during_the_wait_ends_it_as_in_python(tmp_path: Path, signame: str, code: int) -> None:
+    """Ctrl-C while python waits for the threads ends the wait (python says so and runs
+    the callbacks; exit code 0); SIGTERM kills it, no callback run. The trace is written."""
+    program = (TAIL.replace("range(3)", "range(100)")
+               + f"threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.{signame})).start()\n")
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
+    assert plain.returncode == ours.returncode == code
+    assert plain.stdout == ours.stdout == "main returns\n" + ("atexit done\n" if signame == "SIGINT" else "")
+    if signame == "SIGINT":
+        assert "KeyboardInterrupt" in plain.stderr and "KeyboardInterrupt" in ours.stderr
+    assert 1 <= _sections(tmp_path).count("thread_work") < 100
