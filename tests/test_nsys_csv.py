@@ -342,3 +342,17 @@ def test_correlation_ids_repeated_across_processes_are_said(tmp_path: Path) -> N
                for w in t.metadata["warnings"])
     names, src = list(t.names()), t.event_sources()
     assert {t.sources[src[i]].pid for i, n in enumerate(names) if n == "k"} == {100}
+
+
+def test_a_directory_of_several_runs_is_a_job_of_ranks(tmp_path: Path) -> None:
+    """``nsys stats -o rank0 ...`` and ``-o rank1 ...`` into one directory: on the command
+    line, one rank per prefix (ranks/sources.py), each read with its siblings."""
+    for r in (0, 1):
+        for f in (GPU, API, NVTX):
+            shutil.copy(f, tmp_path / f.name.replace("saxpy_2022_", f"rank{r}_"))
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(tmp_path)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("polyprof summary: 2 ranks, 198 events")
+    with pytest.raises(TraceFormatError, match="several runs"):
+        polyprof.load(tmp_path)  # one trace asked for: which run is not guessed

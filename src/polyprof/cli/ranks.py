@@ -46,10 +46,10 @@ def is_job(files: list[str] | str) -> bool:
     if isinstance(files, str):
         files = [files]
     if len(files) == 1 and Path(files[0]).is_dir():
-        from ..formats.nsys_csv import is_output_dir as nsys_reports  # nsys stats -o PREFIX's CSVs: one trace
+        from ..formats.nsys_csv import runs_in as nsys_runs  # one run's nsys stats CSVs: one trace
         from ..formats.rocprof_csv import runs_in  # one process's rocprofv3 CSVs: one trace
 
-        return not nsys_reports(Path(files[0])) and len(runs_in(Path(files[0]))) != 1
+        return len(runs_in(Path(files[0])) or nsys_runs(Path(files[0]))) != 1
     return len(files) > 1
 
 

@@ -174,12 +174,9 @@ def _directory(item: Any) -> list[RankSource] | None:
         return None
     p = Path(item)
     from ..formats.rocprof_csv import runs_in  # rocprofv3's CSV output: one rank per prefix (process)
-    from ..formats.nsys_csv import is_output_dir as nsys_reports  # nsys stats -o PREFIX's CSVs: one trace
+    from ..formats.nsys_csv import runs_in as nsys_runs  # nsys stats -o PREFIX's CSVs: one rank per prefix
 
-    if nsys_reports(p):
-        return [TraceFile(p)]
-
-    found = runs_in(p) or _traces_only(_without_xprof_copies(sorted(
+    found = runs_in(p) or nsys_runs(p) or _traces_only(_without_xprof_copies(sorted(
         q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES) and not q.name.startswith("."))))
     if not found:
         raise PolyprofError(f"{p}: no trace files in this directory")

@@ -23,7 +23,7 @@ from .sections import TRACE_REPORTS, report_named, sniff
 if TYPE_CHECKING:
     from ...trace.core import Trace
 
-__all__ = ["load", "sniff", "is_output_dir"]
+__all__ = ["load", "sniff", "is_output_dir", "runs_in"]
 
 
 def is_output_dir(path: Path) -> bool:
@@ -31,6 +31,15 @@ def is_output_dir(path: Path) -> bool:
     from .reader import report_files  # looks into the files: only for a directory
 
     return any(report_named(q.name) in TRACE_REPORTS for q in report_files(path))
+
+
+def runs_in(path: Path) -> list[Path]:
+    """One report file per run (``PREFIX_``) of a directory of ``nsys stats`` reports, its
+    GPU trace where it has one (read with its siblings): the ranks of a job for ranks/,
+    one per prefix (``rank0_cuda_gpu_trace.csv``, ``rank1_...``)."""
+    from .reader import runs  # looks into the files: only for a directory
+
+    return runs(path)
 
 
 @guarded

@@ -34,6 +34,17 @@ def report_files(path: Path) -> list[Path]:
     return out
 
 
+def runs(path: Path) -> list[Path]:
+    """The first report of each ``PREFIX_`` among a directory's trace reports (the GPU
+    trace first), in the order of their prefixes."""
+    first: dict[str, Path] = {}
+    for q in report_files(path):
+        report = report_named(q.name)
+        if report in TRACE_REPORTS and (_prefix(q) not in first or report == "cuda_gpu_trace"):
+            first[_prefix(q)] = q
+    return [first[k] for k in sorted(first)]
+
+
 def _files(path: Path) -> list[Path]:
     """The files of one run: a directory's reports, or a file and its ``PREFIX_`` siblings."""
     if path.is_dir():
