@@ -176,3 +176,15 @@ def test_an_unrecognised_file_names_each_format_in_one_short_line(tmp_path: Path
     text = str(e.value)
     assert "r.h5" in text and "unrecognised format" in text
     assert all(fmt.name in text for fmt in readers()) and len(text) < 400, text
+
+
+@pytest.mark.parametrize("magic, what", [(b"PK\x03\x04", "zip archive"), (b"PAR1", "Parquet file"),
+                                         (b"SQLite format 3\x00", "SQLite database")])
+def test_a_gzipped_file_of_a_format_read_in_place_says_to_decompress_it(tmp_path: Path, magic: bytes,
+                                                                         what: str) -> None:
+    """A .polyprof, Parquet or SQLite file gzipped (to share it) is named as such, with
+    the command that undoes it, not "unrecognised format"."""
+    f = tmp_path / "t.gz"
+    f.write_bytes(gzip.compress(magic + bytes(range(256)) * 40))
+    with pytest.raises(TraceFormatError, match=f"gzipped {what}.*gunzip -k t.gz"):
+        polyprof.load(f)

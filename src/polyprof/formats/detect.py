@@ -68,6 +68,10 @@ _NOT_READ = {
 _OTHER_COMPRESSION = {b"\xfd7zXZ\x00": ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"),
                       b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d")}
 
+#: magic bytes of formats read in place (random access), which a gzipped copy hides
+_READ_IN_PLACE = {b"SQLite format 3\x00": "SQLite database", b"PK\x03\x04": "zip archive (a .polyprof file?)",
+                  b"PAR1": "Parquet file"}
+
 
 #: how a Git LFS pointer file begins (a repository's trace not fetched from LFS storage)
 _LFS_POINTER = b"version https://git-lfs.github.com/spec/"
@@ -221,8 +225,9 @@ def detect(path: str | Path) -> str:
     hint = next((h for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)), None)
     if hint:
         raise TraceFormatError(path, hint.format(name=path.name))
-    if head.startswith(b"GZSQLite format 3\x00"):  # as raptor's tests keep RPD files
-        raise TraceFormatError(path, "a gzipped SQLite database: SQLite reads a file in place, so decompress "
+    inner = next((what for magic, what in _READ_IN_PLACE.items() if head.startswith(b"GZ" + magic)), None)
+    if inner:  # as raptor's tests keep RPD files
+        raise TraceFormatError(path, f"a gzipped {inner}: it is read in place, not as a stream, so decompress "
                                      f"it first (gunzip -k {path.name})")
     packer = next((c for magic, c in _OTHER_COMPRESSION.items() if head.startswith(magic)), None)
     if packer:
