@@ -463,3 +463,53 @@ def test_truncated_rocpd_gives_one_line(rocpd_db, tmp_path):
     r = cli("summary", str(cut))
     err = r.stderr.strip().splitlines()
     assert r.returncode == 1 and len(err) == 1 and "cut.db" in err[0] and "truncated" in err[0]
+
+
+def _replicated_json(tmp_path: Path, copies: int) -> tuple[Path, list[dict]]:
+    doc = real_doc()
+    kd = doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"]
+    span = max(k["end_timestamp"] for k in kd) - min(k["start_timestamp"] for k in kd) + 1
+    doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"] = reps = [
+        {**k, "start_timestamp": k["start_timestamp"] + r * span, "end_timestamp": k["end_timestamp"] + r * span}
+        for r in range(copies) for k in kd]
+    out = tmp_path / "results.json"
+    out.write_text(json.dumps(doc))
+    return out, reps
+
+
+def test_json_records_decoded_a_chunk_at_a_time(tmp_path, monkeypatch):
+    """Memory bounded by a chunk (issue 35): the records' nested structs (about 1 KB
+    each) are decoded ``CHUNK`` at a time and the file is read once, not joined from its
+    blocks, so the peak above the file's bytes is what the columns take per record.
+    Decoded whole, 24,000 dispatches peaked 1,190 B per record above the file."""
+    from polyprof.formats import rocprof_json
+
+    path, reps = _replicated_json(tmp_path, 8)
+    monkeypatch.setattr(rocprof_json, "CHUNK", 1000, raising=False)
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        trace = polyprof.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert trace.n_events == len(reps) == 24_000
+    assert (peak - path.stat().st_size) / len(reps) < 700
+    # every chunk's rows in place: each dispatch's duration, in time order
+    want = sorted((k["start_timestamp"], k["end_timestamp"] - k["start_timestamp"]) for k in reps)
+    got = sorted(zip(trace.events["start_ns"].tolist(), trace.events["dur_ns"].tolist()))
+    assert got == want
+
+
+def test_json_bad_record_named_in_its_chunk(tmp_path, monkeypatch):
+    from polyprof.formats import rocprof_json
+
+    path, reps = _replicated_json(tmp_path, 1)
+    doc = json.loads(path.read_text())
+    doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"][2500]["start_timestamp"] = "soon"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(rocprof_json, "CHUNK", 1000, raising=False)
+    with pytest.raises(TraceFormatError, match=r"kernel_dispatch\[2500\]\.start_timestamp") as e:
+        polyprof.load(path)
+    assert "results.json" in str(e.value) and "not rocprofv3 JSON" in str(e.value)

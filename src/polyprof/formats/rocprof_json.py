@@ -5,14 +5,18 @@ The document is ``{"rocprofiler-sdk-tool": [one object per process]}`` (rocprofi
 ``agents``, ``strings`` (the names of each record kind's operations, ROCTx messages by
 correlation id), ``kernel_symbols``, and ``buffer_records`` with ``kernel_dispatch``,
 ``memory_copy``, ``hip_api``, ``hsa_api``, ``marker_api`` (ROCTx) and ``rccl_api``
-records. It is decoded by msgspec into typed records (fields this reader does not use
-are skipped, not built), then turned into columns and a Trace by formats/rocm_trace.py.
+records. It is decoded by msgspec: the records of each kind kept as raw JSON, then decoded
+``CHUNK`` at a time into typed records (fields this reader does not use are skipped, not
+built) and straight into columns, so the records' structs never all live at once; the
+columns become a Trace in formats/rocm_trace.py.
 Timestamps stay rocprofiler-sdk's (ns); the file records no wall-clock anchor.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,22 +36,22 @@ log = logging.getLogger("polyprof")
 TOP_KEY = "rocprofiler-sdk-tool"
 
 
-class _Handle(msgspec.Struct, frozen=True):
+class _Handle(msgspec.Struct, frozen=True, gc=False):
     handle: int = 0
 
 
-class _Corr(msgspec.Struct, frozen=True):
+class _Corr(msgspec.Struct, frozen=True, gc=False):
     internal: int = 0
     external: int = 0
 
 
-class _XYZ(msgspec.Struct, frozen=True):
+class _XYZ(msgspec.Struct, frozen=True, gc=False):
     x: int = 1
     y: int = 1
     z: int = 1
 
 
-class _DispatchInfo(msgspec.Struct, frozen=True):
+class _DispatchInfo(msgspec.Struct, frozen=True, gc=False):
     agent_id: _Handle = _Handle()
     queue_id: _Handle = _Handle()
     kernel_id: int = 0
@@ -58,7 +62,7 @@ class _DispatchInfo(msgspec.Struct, frozen=True):
     grid_size: _XYZ = _XYZ()
 
 
-class _Record(msgspec.Struct):
+class _Record(msgspec.Struct, gc=False):  # no cycles: not tracked by the GC (millions of them)
     kind: int = 0
     operation: int = 0
     thread_id: int = 0
@@ -80,12 +84,15 @@ class _Copy(_Record):
 
 
 class _Buffers(msgspec.Struct, frozen=True):
-    kernel_dispatch: list[_Dispatch] = []
-    memory_copy: list[_Copy] = []
-    hip_api: list[_Record] = []
-    hsa_api: list[_Record] = []
-    marker_api: list[_Record] = []
-    rccl_api: list[_Record] = []
+    """Each record's JSON text, not yet decoded: :func:`_columns` decodes them a chunk at
+    a time (decoded all at once, a record's nested structs took about 1 KB each)."""
+
+    kernel_dispatch: list[msgspec.Raw] = []
+    memory_copy: list[msgspec.Raw] = []
+    hip_api: list[msgspec.Raw] = []
+    hsa_api: list[msgspec.Raw] = []
+    marker_api: list[msgspec.Raw] = []
+    rccl_api: list[msgspec.Raw] = []
 
 
 class _KindOps(msgspec.Struct):
@@ -140,15 +147,52 @@ def sniff(head: bytes, path: Path) -> bool:
     return body[:1] == b"{" and body[1:64].lstrip().startswith(b'"' + TOP_KEY.encode() + b'"')
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path) -> bytearray:
     from .kineto.progress import _Progress  # the streamed blocks only when a file is read, not sniffed
     from .kineto.stream import _Source  # (as above)
 
-    return b"".join(_Source(path, _Progress(False, path, 0), 1 << 24).blocks())
+    out = bytearray()  # grown block by block: a join of the blocks held the file twice at once
+    for block in _Source(path, _Progress(False, path, 0), 1 << 24).blocks():
+        out += block
+    return out
 
 
-def _col(records: list[Any], get: Callable[[Any], int]) -> np.ndarray:
-    return np.fromiter((get(r) for r in records), np.int64, len(records))
+#: records decoded into structs at a time: memory bounded by a chunk, not by the file
+CHUNK = 1 << 14
+
+Getters = dict[str, Callable[[Any], int]]
+_RECORD: Getters = {k: attrgetter(f) for k, f in (
+    ("kind", "kind"), ("operation", "operation"), ("thread", "thread_id"), ("corr", "correlation_id.internal"),
+    ("ext", "correlation_id.external"), ("start", "start_timestamp"), ("end", "end_timestamp"))}
+_DISPATCH: Getters = {**_RECORD, **{k: attrgetter(f) for k, f in (
+    ("kernel", "dispatch_info.kernel_id"), ("stream", "stream_id.handle"), ("queue", "dispatch_info.queue_id.handle"),
+    ("agent", "dispatch_info.agent_id.handle"), ("dispatch", "dispatch_info.dispatch_id"),
+    ("grid_x", "dispatch_info.grid_size.x"), ("grid_y", "dispatch_info.grid_size.y"),
+    ("grid_z", "dispatch_info.grid_size.z"), ("block_x", "dispatch_info.workgroup_size.x"),
+    ("block_y", "dispatch_info.workgroup_size.y"), ("block_z", "dispatch_info.workgroup_size.z"),
+    ("lds", "dispatch_info.group_segment_size"), ("scratch", "dispatch_info.private_segment_size"))}}
+_COPY: Getters = {**_RECORD, **{k: attrgetter(f) for k, f in (
+    ("dst", "dst_agent_id.handle"), ("src", "src_agent_id.handle"), ("bytes", "bytes"),
+    ("stream", "stream_id.handle"))}}
+
+
+def _columns(raws: list[msgspec.Raw], typ: type, getters: Getters, where: str) -> dict[str, np.ndarray]:
+    """The records' fields as int64 columns, decoded ``CHUNK`` records at a time (their
+    structs dropped before the next chunk). Raises ``msgspec.ValidationError`` naming the
+    record (``where[i]``) and ``OverflowError`` for an integer beyond 64 bits."""
+    n = len(raws)
+    out = {k: np.empty(n, np.int64) for k in getters}
+    decoder = msgspec.json.Decoder(list[typ])  # type: ignore[valid-type]
+    for i in range(0, n, CHUNK):
+        try:
+            recs = decoder.decode(b"[" + b",".join(raws[i:i + CHUNK]) + b"]")
+        except msgspec.ValidationError as e:  # "... - at `$[k].field`": the record in the file
+            at = re.sub(r"\$\[(\d+)\]", lambda m, i=i: f"{where}[{i + int(m[1])}]", str(e))  # type: ignore[misc]
+            raise msgspec.ValidationError(at) from None
+        for k, get in getters.items():
+            out[k][i:i + len(recs)] = np.fromiter(map(get, recs), np.int64, len(recs))
+        del recs
+    return out
 
 
 class _Names:
@@ -193,89 +237,81 @@ def _tool_parts(tool: _Tool, g: int) -> list[Part]:
     names = _Names(tool.strings)
     buf = tool.buffer_records
     parts: list[Part] = []
+    where = f'{TOP_KEY}[pid {tool.metadata.pid}].buffer_records'
     # kernels, on (agent, queue): a HIP stream maps onto a hardware queue, which runs its
     # work in order (rocprofv3 gives each early kernel a stream of its own)
-    kd = buf.kernel_dispatch
-    if kd:
-        n = len(kd)
+    if buf.kernel_dispatch:
+        c = _columns(buf.kernel_dispatch, _Dispatch, _DISPATCH, f"{where}.kernel_dispatch")
+        n = len(c["start"])
         sym = {s.kernel_id: s for s in tool.kernel_symbols}
-        kid = _col(kd, lambda r: r.dispatch_info.kernel_id)
-        uniq, inv = unique_inverse(kid)
+        uniq, inv = unique_inverse(c["kernel"])
         kname = [(lambda s: (s.formatted_kernel_name or s.demangled_kernel_name or s.kernel_name)
                   if s else f"kernel {k}")(sym.get(k)) for k in uniq.tolist()]
-        stream = _col(kd, lambda r: r.stream_id.handle)
-        queue = _col(kd, lambda r: r.dispatch_info.queue_id.handle)
-        corr = _col(kd, lambda r: r.correlation_id.internal)
-        ext = _col(kd, lambda r: r.correlation_id.external)
-        stats: dict[str, Any] = {keys.STREAM: stream, keys.QUEUE: queue, "dispatch id": _col(
-            kd, lambda r: r.dispatch_info.dispatch_id)}
-        set_stat(stats, keys.CORRELATION_ID, corr, 0)
-        set_stat(stats, keys.EXTERNAL_ID, ext, 0)
-        grid = [_col(kd, lambda r: r.dispatch_info.grid_size.x), _col(kd, lambda r: r.dispatch_info.grid_size.y),
-                _col(kd, lambda r: r.dispatch_info.grid_size.z)]
-        block = [_col(kd, lambda r: r.dispatch_info.workgroup_size.x),
-                 _col(kd, lambda r: r.dispatch_info.workgroup_size.y),
-                 _col(kd, lambda r: r.dispatch_info.workgroup_size.z)]
-        stats[keys.GRID] = triples(*grid)
-        stats[keys.BLOCK] = triples(*block)
-        stats["shared memory"] = _col(kd, lambda r: r.dispatch_info.group_segment_size)
-        stats["scratch memory"] = _col(kd, lambda r: r.dispatch_info.private_segment_size)
+        stats: dict[str, Any] = {keys.STREAM: c["stream"], keys.QUEUE: c["queue"], "dispatch id": c["dispatch"]}
+        set_stat(stats, keys.CORRELATION_ID, c["corr"], 0)
+        set_stat(stats, keys.EXTERNAL_ID, c["ext"], 0)
+        stats[keys.GRID] = triples(c["grid_x"], c["grid_y"], c["grid_z"])
+        stats[keys.BLOCK] = triples(c["block_x"], c["block_y"], c["block_z"])
+        stats["shared memory"] = c["lds"]
+        stats["scratch memory"] = c["scratch"]
         vg = np.array([(sym[k].arch_vgpr_count if k in sym else -1) for k in uniq.tolist()], np.int64)
         set_stat(stats, "vgpr count", vg[inv])
-        parts.append(Part("kernel_dispatch", True, _col(kd, lambda r: r.start_timestamp),
-                          _col(kd, lambda r: r.end_timestamp), np.full(n, g, np.int64),
-                          -queue, _col(kd, lambda r: r.dispatch_info.agent_id.handle),
-                          inv.astype(np.int64), kname, np.zeros(n, np.int64), [keys.CAT_KERNEL], stats, corr))
-    mc = buf.memory_copy
-    if mc:
-        n = len(mc)
-        dst = _col(mc, lambda r: r.dst_agent_id.handle)
-        src = _col(mc, lambda r: r.src_agent_id.handle)
+        parts.append(Part("kernel_dispatch", True, c["start"], c["end"], np.full(n, g, np.int64),
+                          -c["queue"], c["agent"], inv.astype(np.int64), kname, np.zeros(n, np.int64),
+                          [keys.CAT_KERNEL], stats, c["corr"]))
+    if buf.memory_copy:
+        c = _columns(buf.memory_copy, _Copy, _COPY, f"{where}.memory_copy")
+        n = len(c["start"])
+        dst, src = c["dst"], c["src"]
         _, gpu_of = _agents(tool, g)
         on = np.where(np.array([gpu_of.get(int(d), False) for d in dst.tolist()], bool), dst, src)
-        kinds, ops = _col(mc, lambda r: r.kind), _col(mc, lambda r: r.operation)
-        codes, vals = combined_names([kinds, ops], lambda k, o: rocm_trace.copy_name(names.op(k, o)))
-        corr = _col(mc, lambda r: r.correlation_id.internal)
-        stats = {keys.BYTES: _col(mc, lambda r: r.bytes), "dst agent": dst, "src agent": src}
-        set_stat(stats, keys.CORRELATION_ID, corr, 0)
-        stream = _col(mc, lambda r: r.stream_id.handle)
-        parts.append(Part("memory_copy", True, _col(mc, lambda r: r.start_timestamp),
-                          _col(mc, lambda r: r.end_timestamp), np.full(n, g, np.int64), stream, on, codes, vals,
-                          np.zeros(n, np.int64), [keys.CAT_MEMCPY], stats, corr))
+        codes, vals = combined_names([c["kind"], c["operation"]],
+                                     lambda k, o: rocm_trace.copy_name(names.op(k, o)))
+        stats = {keys.BYTES: c["bytes"], "dst agent": dst, "src agent": src}
+        set_stat(stats, keys.CORRELATION_ID, c["corr"], 0)
+        parts.append(Part("memory_copy", True, c["start"], c["end"], np.full(n, g, np.int64), c["stream"], on,
+                          codes, vals, np.zeros(n, np.int64), [keys.CAT_MEMCPY], stats, c["corr"]))
     msgs = {kv.key: kv.value for kv in tool.strings.marker_api}
     for table, recs in (("hip_api", buf.hip_api), ("hsa_api", buf.hsa_api), ("rccl_api", buf.rccl_api),
                         ("marker_api", buf.marker_api)):
-        if not recs:
-            continue
-        n = len(recs)
-        kinds, ops = _col(recs, lambda r: r.kind), _col(recs, lambda r: r.operation)
-        corr = _col(recs, lambda r: r.correlation_id.internal)
-        ext = _col(recs, lambda r: r.correlation_id.external)
-        stats = {}
-        set_stat(stats, keys.EXTERNAL_ID, ext, 0)
-        if table == "marker_api":
-            # ROCTx: the message by correlation id; marks are instants
-            opnames = [names.op(int(k), int(o)) for k, o in zip(kinds.tolist(), ops.tolist())]
-            mark = np.array([rocm_trace.is_mark(s) for s in opnames], bool)
-            text = [msgs.get(int(c)) or s for c, s in zip(corr.tolist(), opnames)]
-            codes_u, inv = np.unique(np.array(text, dtype=object), return_inverse=True)
-            start, end = _col(recs, lambda r: r.start_timestamp), _col(recs, lambda r: r.end_timestamp)
-            end = np.where(mark, start, end)
-            parts.append(Part(table, False, start, end, np.full(n, g, np.int64),
-                              _col(recs, lambda r: r.thread_id), np.zeros(n, np.int64), inv.ravel().astype(np.int64),
-                              [str(x) for x in codes_u.tolist()], mark.astype(np.int64),
-                              [rocm_trace.CAT_ROCTX, rocm_trace.CAT_ROCTX_MARK], stats, None))
-            continue
-        set_stat(stats, keys.CORRELATION_ID, corr, 0)
-        codes, vals = combined_names([kinds, ops], lambda k, o: names.op(k, o))
-        ccodes, cvals = combined_names([kinds], lambda k: rocm_trace.api_category(names.kind(k)))
-        parts.append(Part(table, False, _col(recs, lambda r: r.start_timestamp), _col(recs, lambda r: r.end_timestamp),
-                          np.full(n, g, np.int64), _col(recs, lambda r: r.thread_id), np.zeros(n, np.int64),
-                          codes, vals, ccodes, cvals, stats, corr))
+        if recs:
+            parts.append(_api_part(table, _columns(recs, _Record, _RECORD, f"{where}.{table}"), g, names, msgs))
     return parts
 
 
-def from_bytes(data: bytes, path: Path) -> Trace:
+def _api_part(table: str, c: dict[str, np.ndarray], g: int, names: _Names, msgs: dict[int, str]) -> Part:
+    """Host API calls (HIP, HSA, RCCL) or ROCTx ranges and marks, from their columns."""
+    n = len(c["start"])
+    kinds, ops, corr = c["kind"], c["operation"], c["corr"]
+    stats: dict[str, Any] = {}
+    set_stat(stats, keys.EXTERNAL_ID, c["ext"], 0)
+    if table == "marker_api":
+        # ROCTx: the message by correlation id; marks are instants
+        opnames = [names.op(int(k), int(o)) for k, o in zip(kinds.tolist(), ops.tolist())]
+        mark = np.array([rocm_trace.is_mark(s) for s in opnames], bool)
+        text = [msgs.get(int(k)) or s for k, s in zip(corr.tolist(), opnames)]
+        codes_u, inv = np.unique(np.array(text, dtype=object), return_inverse=True)
+        end = np.where(mark, c["start"], c["end"])
+        return Part(table, False, c["start"], end, np.full(n, g, np.int64), c["thread"], np.zeros(n, np.int64),
+                    inv.ravel().astype(np.int64), [str(x) for x in codes_u.tolist()], mark.astype(np.int64),
+                    [rocm_trace.CAT_ROCTX, rocm_trace.CAT_ROCTX_MARK], stats, None)
+    set_stat(stats, keys.CORRELATION_ID, corr, 0)
+    codes, vals = combined_names([kinds, ops], lambda k, o: names.op(k, o))
+    ccodes, cvals = combined_names([kinds], lambda k: rocm_trace.api_category(names.kind(k)))
+    return Part(table, False, c["start"], c["end"], np.full(n, g, np.int64), c["thread"], np.zeros(n, np.int64),
+                codes, vals, ccodes, cvals, stats, corr)
+
+
+def from_bytes(data: bytes | bytearray, path: Path) -> Trace:
+    parts, processes, agents, md = _decoded(data, path)
+    return rocm_trace.build(parts, processes, agents, {}, md, path.name)
+
+
+Decoded = tuple[list[Part], dict[int, rocm_trace.Process], dict[tuple[int, int], rocm_trace.Agent], dict[str, Any]]
+
+
+def _decoded(data: bytes | bytearray, path: Path) -> Decoded:
+    """The columns of every process's records (the file's bytes may go once this returns)."""
     try:
         doc = msgspec.json.decode(data, type=_Document)
     except msgspec.ValidationError as e:
@@ -298,13 +334,16 @@ def from_bytes(data: bytes, path: Path) -> Trace:
         except OverflowError:
             raise TraceFormatError(path, f"process {tool.metadata.pid}: a record holds an integer beyond "
                                          "64 bits") from None
+        except msgspec.ValidationError as e:  # a record, decoded with its chunk (_columns)
+            raise TraceFormatError(path, f"not rocprofv3 JSON as rocprofiler-sdk writes it ({e})") from None
     md = {"clock": "rocprofiler-sdk timestamps (ns)",
           "rocprof": {"format": "rocprofv3 json", "processes": len(doc.tool)}}
-    return rocm_trace.build(parts, processes, agents, {}, md, path.name)
+    return parts, processes, agents, md
 
 
 @guarded
 def load(path: str | Path, **options: object) -> Trace:
     """Read rocprofv3's JSON output (``results.json``, plain or gzipped)."""
     path = Path(path)
-    return from_bytes(_read(path), path)
+    parts, processes, agents, md = _decoded(_read(path), path)  # the file's bytes go before the build
+    return rocm_trace.build(parts, processes, agents, {}, md, path.name)
