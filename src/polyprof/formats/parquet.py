@@ -108,10 +108,9 @@ def load(path: str | Path) -> Trace:
                                      "not a polyprof export")
     meta = pf.metadata.metadata or {}  # the footer's: the schema's and those only there (flows, counters)
     check_events(path, pf.metadata.num_rows)
-    try:
-        table = pf.read()
-    except (pa.ArrowException, OSError) as e:
-        raise TraceFormatError(path, f"damaged Parquet file ({_short(e)})") from None
+    # the event columns now, each stat column when it is turned into a stat (memory bounded
+    # by a column: read whole, a Kineto trace's 29 mostly-null stat columns held 250 B per event)
+    table = _read(path, pf, [c for c in schema.names if c in _FIXED])
     metadata = _json(path, meta.get(b"polyprof", b"{}"), "polyprof")
     if not isinstance(metadata, dict):
         raise TraceFormatError(path, "the 'polyprof' metadata is not an object")
@@ -130,14 +129,16 @@ def load(path: str | Path) -> Trace:
         raise TraceFormatError(path, "damaged polyprof Parquet file: track_id out of range of its tracks")
     start, dur = _ints(path, table, "start_ns"), _ints(path, table, "dur_ns")
     b.events(track.astype(np.int32), _texts(b, path, table, "name"), start, dur, _texts(b, path, table, "category"))
-    for key, column, kind in _stat_columns(path, table, layout):
-        rows, values = _stat(path, table.column(column), kind)
+    for key, column, kind in _stat_columns(path, schema.names, layout):
+        rows, values = _stat(path, _read(path, pf, [column]).column(0), kind)
         if len(rows):
             b.add_stat(key, rows, values)
     more = _flows_counters(path, b, meta, n) if layout is not None else {}
     trace = b.build(validate=False)
     for key, cols in more.items():
         setattr(trace, key, cols)
+    del table
+    pa.default_memory_pool().release_unused()  # the columns' freed blocks, kept by Arrow's allocator, back to the OS
     return trace.validate()
 
 
@@ -228,17 +229,24 @@ def _guess_layout(path: Path, b: TraceBuilder, table: pa.Table, track: np.ndarra
         b.tracks.append(Track(tid, pid, name))
 
 
-def _stat_columns(path: Path, table: pa.Table, layout: Any) -> list[tuple[str, str, str]]:
+def _read(path: Path, pf: pq.ParquetFile, columns: list[str]) -> pa.Table:
+    try:
+        return pf.read(columns=columns)
+    except (pa.ArrowException, OSError) as e:
+        raise TraceFormatError(path, f"damaged Parquet file ({_short(e)})") from None
+
+
+def _stat_columns(path: Path, names: list[str], layout: Any) -> list[tuple[str, str, str]]:
     """(stat key, column, value kind) of every stat column."""
     if layout is not None:
         out = []
         for i, s in enumerate(layout.get("stats", [])):
-            if not (isinstance(s, dict) and isinstance(s.get("key"), str) and s.get("column") in table.column_names
+            if not (isinstance(s, dict) and isinstance(s.get("key"), str) and s.get("column") in names
                     and s.get("kind") in ("i", "u", "f", "O")):
                 raise TraceFormatError(path, f"polyprof.layout: stats[{i}] does not name a stat column")
             out.append((s["key"], s["column"], s["kind"]))
         return out
-    cols = [c for c in table.column_names if c not in _FIXED]
+    cols = [c for c in names if c not in _FIXED]
     return [(c[5:] if c.startswith("stat.") and c[5:] in _FIXED else c, c, "") for c in cols]
 
 
