@@ -230,3 +230,21 @@ def test_a_journal_keeps_the_batches_before_a_bomb(tmp_path: Path):
     assert "batch 1 refused" in warning and "inflates more than 200x" in warning
     r, baseline = _peak(p), _peak(SEEDS / "killed.polyprof.partial")
     assert r["error"] == "loaded" and r["peak_mib"] < baseline["peak_mib"] + 64, (r, baseline)
+
+
+def test_a_member_that_is_no_arrow_data_is_refused_before_it_is_read(tmp_path: Path, monkeypatch):
+    """A .polyprof member that is not Arrow data (damaged, or made to be large) is told
+    by its first bytes: never read whole first (1.1 GB of memory for a 1 GB member)."""
+    from polyprof.formats import native
+
+    src, out = SEEDS / "host_session.polyprof", tmp_path / "damaged.polyprof"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, b"\x00" * (8 << 20) if info.filename == "events.arrow"
+                          else zin.read(info.filename))
+    read: list[str] = []
+    whole = native._read
+    monkeypatch.setattr(native, "_read", lambda zf, name, path: (read.append(name), whole(zf, name, path))[1])
+    with pytest.raises(TraceFormatError, match="events.arrow is not Arrow data"):
+        polyprof.load(out)
+    assert "events.arrow" not in read

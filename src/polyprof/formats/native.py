@@ -60,8 +60,18 @@ def _read(zf: zipfile.ZipFile, name: str, path: Path) -> bytes:
 
 
 def _table(zf: zipfile.ZipFile, name: str, path: Path, infl: Inflation) -> pa.Table:
-    """An Arrow IPC member: its compressed buffers bounded before they are inflated,
-    validated in full before any value is looked at."""
+    """An Arrow IPC member: its first bytes checked before it is read (a member that is
+    no Arrow data, however large, costs nothing), its compressed buffers bounded before
+    they are inflated, validated in full before any value is looked at."""
+    try:
+        with zf.open(name) as f:
+            head = f.read(len(arrow_ipc.FILE_MAGIC))
+    except KeyError:
+        head = arrow_ipc.FILE_MAGIC  # _read says it is missing
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError, RuntimeError) as e:
+        raise TraceFormatError(path, f"damaged .polyprof file: member {name!r} cannot be read ({e})") from None
+    if head != arrow_ipc.FILE_MAGIC:
+        raise TraceFormatError(path, f"damaged .polyprof file: {name} is not Arrow data")
     return arrow_ipc.read_file(_read(zf, name, path), path, name, infl)  # bounded, each batch validated in full
 
 
