@@ -172,6 +172,8 @@ NOT_API = {
     "polyprof.counters": "a key of the .polyprof file's Arrow metadata (docs/formats.md)",
     "polyprof.flows.base64": "a key of the Parquet export's footer metadata (docs/formats.md)",
     "polyprof.counters.base64": "a key of the Parquet export's footer metadata (docs/formats.md)",
+    "polyprof.analyses": "an entry-point group: analyses of other packages (docs/plugins.md)",
+    "polyprof.findings": "an entry-point group: finding rules of other packages (docs/plugins.md)",
 }
 DOTTED = re.compile(r"\b(polyprof(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 

@@ -23,7 +23,7 @@ from .common import COMMUNICATION, MEMCPY, analysed_span, device_view
 from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .memory_findings import memory_findings
-from .registry import getter
+from .registry import extension_findings, getter
 from .sync import sync_by_thread, sync_rows, windows
 from .window import WindowArg, view
 from ..trace.sorting import median, unique
@@ -70,6 +70,7 @@ def findings(trace: Trace, tables: dict[str, Table] | None = None,
     for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, _idle_between_steps,
                  _exposed_comm, memory_findings, efficiency_findings):
         out.extend(rule(trace, t))
+    out.extend(extension_findings(trace, t))  # the rules of other packages (polyprof.findings)
     unsynced = unsynchronised(trace)
     if unsynced:  # its times are not the host's: no finding may set them against the host or a span
         out = [f for f in out if f.plane not in unsynced] + _unsynchronised(trace, unsynced)

@@ -5,24 +5,36 @@ An analysis is a function ``(trace, *tables it needs) -> Table`` documenting its
 columns (``analyze/table.py``; built with ``analyze.frames.frame``); a new one is one
 module plus one :class:`Analysis` line below, and it then appears in
 ``polyprof summary --json`` and is there for findings and reports to use.
+
+Another package adds analyses through the ``polyprof.analyses`` entry-point group (an
+:class:`Analysis`, or a callable returning one) and finding rules through
+``polyprof.findings`` (``(trace, t) -> list[Finding]``), found once per process when
+every table or finding is asked for (:func:`analyses`, :func:`extension_rules`). One that
+raises, or returns what is not a table, gives an empty table and one warning; a rule that
+raises or returns what is not a list of findings gives none and one warning.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Iterator, Mapping, NamedTuple
+import logging
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
+from .. import entrypoints
 from ..trace.core import Trace
+from .finding import Finding
 from .table import Table, _table
+
+log = logging.getLogger("polyprof")
 
 
 class Analysis(NamedTuple):
     #: the table's name in reports and ``--json``
     name: str
-    #: ``"module:function"`` (imported when first computed)
-    function: str
+    #: ``"module:function"`` (imported when first computed), or the function
+    function: str | Callable[..., object]
     #: tables passed to the function after the trace, in order
     needs: tuple[str, ...] = ()
     #: one row per event (grows with the trace, not with its distinct names): a job's
@@ -45,7 +57,9 @@ class Analysis(NamedTuple):
         return out if isinstance(out, Table) else Table.from_pandas(out)
 
 
-def _call(target: str) -> Callable[..., object]:
+def _call(target: str | Callable[..., object]) -> Callable[..., object]:
+    if callable(target):
+        return target
     module, _, fn = target.partition(":")
     f: Callable[..., object] = getattr(importlib.import_module(module), fn)
     return f
@@ -104,7 +118,16 @@ def by_name(name: str) -> Analysis:
     try:
         return _BY_NAME[name]
     except KeyError:
-        raise KeyError(f"no analysis named {name!r}; known: {', '.join(_BY_NAME)}") from None
+        pass
+    for a in extensions():  # another package's (looked for only for a name no built-in one has)
+        if a.name == name:
+            return a
+    raise KeyError(f"no analysis named {name!r}; known: {', '.join(a.name for a in analyses())}") from None
+
+
+def analyses() -> tuple[Analysis, ...]:
+    """Every analysis: :data:`ANALYSES`, then those of other packages (``polyprof.analyses``)."""
+    return ANALYSES + extensions()
 
 
 class Tables(Mapping[str, Table]):
@@ -114,19 +137,23 @@ class Tables(Mapping[str, Table]):
     def __init__(self, trace: Trace, given: Mapping[str, Table] | None = None):
         self.trace = trace
         self._done: dict[str, Table] = dict(given or {})
+        self._running: set[str] = set()  # other packages' tables being computed (a cycle of needs)
 
     def __getitem__(self, name: str) -> Table:
         if name not in self._done:
             a = by_name(name)
-            inputs = [self[n] for n in a.needs]
-            self._done[name] = a.run(self.trace, *inputs)
+            if name in _BY_NAME:
+                inputs = [self[n] for n in a.needs]
+                self._done[name] = a.run(self.trace, *inputs)
+            else:  # another package's: its failure (its inputs' included) is an empty table and a warning
+                self._done[name] = _run_extension(a, self)
         return self._done[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(_BY_NAME)
+        return iter([a.name for a in analyses()])
 
     def __len__(self) -> int:
-        return len(_BY_NAME)
+        return len(analyses())
 
     def computed(self) -> dict[str, Table]:
         return dict(self._done)
@@ -137,12 +164,120 @@ PER_EVENT = tuple(a.name for a in ANALYSES if a.per_event)
 
 
 def compute_all(trace: Trace) -> dict[str, Table]:
-    """Every table of :data:`ANALYSES`, in report order."""
+    """Every table of :func:`analyses`, in report order."""
     t = Tables(trace)
-    return {a.name: t[a.name] for a in ANALYSES}
+    return {a.name: t[a.name] for a in analyses()}
 
 
 def getter(trace: Trace, tables: Mapping[str, Table] | None) -> Callable[[str], Table]:
     """``name -> table`` for rules that need some tables: reuses ``tables``, computes the rest."""
     t = tables if isinstance(tables, Tables) else Tables(trace, tables)
     return t.__getitem__
+
+
+# ------------------------------------------------------------------ analyses and findings of other packages
+GROUP = "polyprof.analyses"
+FINDINGS_GROUP = "polyprof.findings"
+_extensions: tuple[Analysis, ...] | None = None
+#: analysis or rule name -> the entry point it came from, as warnings name it
+_ORIGIN: dict[str, str] = {}
+_rules: tuple[tuple[str, Callable[..., object]], ...] | None = None
+_warned: set[str] = set()
+
+
+def extensions() -> tuple[Analysis, ...]:
+    """The analyses other packages declare (``polyprof.analyses``), checked; found on first
+    use, once per process (``polyprof/entrypoints.py``)."""
+    global _extensions
+    if _extensions is None:
+        found = entrypoints.load(GROUP, _analysis_of, lambda ep, a: a.name, _BY_NAME)
+        _ORIGIN.update((a.name, ep.describe(GROUP)) for ep, a in found)
+        _extensions = tuple(a for _, a in found)
+    return _extensions
+
+
+def _analysis_of(obj: object, ep: entrypoints.EntryPoint) -> Analysis:
+    a = obj if isinstance(obj, Analysis) or not callable(obj) else obj()
+    if not isinstance(a, Analysis):
+        raise entrypoints.ExtensionError(f"it gives a {type(a).__name__}, not a polyprof.analyze.registry.Analysis")
+    if not isinstance(a.name, str) or not a.name.strip():
+        raise entrypoints.ExtensionError("its Analysis has no name")
+    if not callable(a.function) and not (isinstance(a.function, str) and ":" in a.function):
+        raise entrypoints.ExtensionError(f"the function of its Analysis {a.name!r} is neither 'module:function' "
+                                         "nor a function")
+    if not isinstance(a.needs, tuple) or not all(isinstance(n, str) for n in a.needs) or a.name in a.needs:
+        raise entrypoints.ExtensionError(f"the needs of its Analysis {a.name!r} are not a tuple of other tables")
+    return a._replace(per_event=False)  # a job's report keeps the tables of ANALYSES' flags
+
+
+def _run_extension(a: Analysis, tables: Tables) -> Table:
+    """Another package's table; an empty one (its declared columns, if any) and one
+    warning where it (or a table it needs) raises, or it gives what is not a table."""
+    mine = a.name not in tables._running
+    try:
+        if not mine:
+            raise ValueError(f"{a.name!r} needs itself (through {', '.join(sorted(tables._running - {a.name}))})")
+        tables._running.add(a.name)
+        inputs = [tables[n] for n in a.needs]
+        with entrypoints.quiet():
+            return a.run(tables.trace, *inputs)
+    except Exception as e:  # noqa: BLE001 - a vendor's table must not fail the summary
+        _warn_once(a.name, f"{_ORIGIN.get(a.name, a.name)}: the analysis failed ({type(e).__name__}: "
+                           f"{_short(e)}); its table {a.name!r} is left empty")
+        try:
+            return _table({c: np.zeros(0, d) for c, d in a.empty})
+        except Exception:  # noqa: BLE001 - its declared columns are no NumPy types either
+            return _table({})
+    finally:
+        if mine:
+            tables._running.discard(a.name)
+
+
+def extension_rules() -> tuple[tuple[str, Callable[..., object]], ...]:
+    """(where it came from, rule) of each finding rule other packages declare
+    (``polyprof.findings``), found once per process."""
+    global _rules
+    if _rules is None:
+        found = entrypoints.load(FINDINGS_GROUP, _rule_of, lambda ep, r: ep.name, ())
+        _rules = tuple((ep.describe(FINDINGS_GROUP), rule) for ep, rule in found)
+    return _rules
+
+
+def _rule_of(obj: object, ep: entrypoints.EntryPoint) -> Callable[..., object]:
+    if not callable(obj) or isinstance(obj, type):
+        raise entrypoints.ExtensionError(f"it gives a {type(obj).__name__}, not a rule (trace, t) -> list[Finding]")
+    if not hasattr(obj, "__module__") or not hasattr(obj, "__qualname__"):
+        raise entrypoints.ExtensionError("its rule is not a function")
+    return obj
+
+
+def extension_findings(trace: Trace, t: Callable[[str], Table]) -> list[Finding]:
+    """What the rules of other packages find; a rule that raises or gives anything but a
+    list of findings gives none, with one warning."""
+    out: list[Finding] = []
+    for where, rule in extension_rules():
+        try:
+            with entrypoints.quiet():
+                got: Any = rule(trace, t)
+            found = list(got)
+            bad = next((f for f in found if not isinstance(f, Finding)), None)
+            if bad is not None:
+                raise TypeError(f"it gave a {type(bad).__name__} among its findings, not a Finding")
+        except Exception as e:  # noqa: BLE001 - a vendor's rule must not fail the summary
+            _warn_once(where, f"{where}: the finding rule failed ({type(e).__name__}: {_short(e)}); skipped")
+            continue
+        out.extend(found)
+    return out
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key in _warned:
+        log.debug("%s", message)
+        return
+    _warned.add(key)
+    log.warning("%s", message)
+
+
+def _short(e: BaseException, n: int = 200) -> str:
+    s = " ".join(str(e).split())
+    return s if len(s) <= n else s[:n] + "..."

@@ -8,7 +8,8 @@ from .common import Subparsers
 
 
 def register(sub: Subparsers) -> None:
-    p = sub.add_parser("plugins", help="list discovered plugins and whether each can run here")
+    p = sub.add_parser("plugins", help="list discovered plugins and whether each can run here, and the formats, "
+                                       "analyses and finding rules other packages add")
     p.set_defaults(func=run)
 
 
@@ -29,8 +30,35 @@ def run(args: argparse.Namespace) -> int:
                       # a reason is plain text: "pip install 'polyprof[cuda]'" is no markup
                       escape(info.target if info.availability.ok else info.availability.reason))
     Console().print(table)
+    Console().print(_extensions())
     Console().print(_sections_line())
     return 0
+
+
+def _extensions() -> object:
+    """The formats, analyses and finding rules installed packages add (their entry-point
+    groups), and those skipped, with why."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .. import entrypoints
+    from ..analyze import registry as analyses
+    from ..formats import registry as formats
+
+    formats.extensions()
+    analyses.extensions()
+    analyses.extension_rules()
+    kinds = {formats.GROUP: "format", analyses.GROUP: "analysis", analyses.FINDINGS_GROUP: "finding"}
+    table = Table(title="extensions from other packages (entry-point groups " + ", ".join(kinds) + ")", box=None)
+    for col in ("kind", "name", "distribution", "target / why skipped"):
+        table.add_column(col)
+    for group, ep, name in entrypoints.LOADED:
+        table.add_row(kinds.get(group, group), escape(name), escape(ep.dist), escape(ep.value))
+    for group, ep, why in entrypoints.SKIPPED:
+        table.add_row(kinds.get(group, group), escape(ep.name), escape(ep.dist), "[red]skipped:[/] " + escape(why))
+    if not table.rows:
+        return "extensions from other packages: none (docs/plugins.md says how to add one)"
+    return table
 
 
 def _sections_line() -> str:

@@ -8,10 +8,13 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import sys
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, NamedTuple
 
+# the scanner is polyprof/entrypoints.py (formats and analyses read their groups too);
+# EntryPoint, _normalise and _scan stay importable from here
+from ..entrypoints import EntryPoint as EntryPoint, _normalise as _normalise, _scan as _scan
+from ..entrypoints import entry_points as _entry_points
 from ..errors import PluginError
 from .plugin import Availability, Plugin
 
@@ -21,8 +24,13 @@ GROUP = "polyprof.plugins"
 ENV_PATH = "POLYPROF_PLUGIN_PATH"
 
 
+def entry_points(group: str = GROUP) -> list[EntryPoint]:
+    """What ``importlib.metadata.entry_points(group=group)`` gives (``polyprof/entrypoints.py``)."""
+    return _entry_points(group)
+
+
 # Named tuples, not dataclasses: every `polyprof run` discovers plugins, and defining
-# these two as dataclasses is slower.
+# this one (and entrypoints.EntryPoint) as dataclasses is slower.
 class PluginInfo(NamedTuple):
     """One plugin found: its name, where it comes from (``module:attr`` or a library
     path), its factory (None: it cannot be loaded), whether it can run here, and
@@ -33,124 +41,6 @@ class PluginInfo(NamedTuple):
     factory: Callable[..., object] | None
     availability: Availability
     default: bool
-
-
-class EntryPoint(NamedTuple):
-    """One entry point of :data:`GROUP`: ``name = module:attr``."""
-
-    name: str
-    value: str
-
-    def load(self) -> object:
-        """What the entry point names: a module, or an attribute of one."""
-        module, _, attr = self.value.partition("[")[0].partition(":")
-        obj: object = importlib.import_module(module.strip())
-        for part in filter(None, attr.strip().split(".")):
-            obj = getattr(obj, part)
-        return obj
-
-
-def entry_points(group: str = GROUP) -> list[EntryPoint]:
-    """What ``importlib.metadata.entry_points(group=group)`` gives, in its order: the
-    first distribution of a (normalised) name on ``sys.path`` wins.
-
-    Read straight from the ``*.dist-info`` and ``*.egg-info`` directories on
-    ``sys.path``, and only the ``entry_points.txt`` files that name the group are
-    parsed: importing importlib.metadata and parsing every installed distribution's
-    entry points was a large part of each ``polyprof run``'s start (docs/benchmarks.md). Anything else that can hold
-    distributions (a zip or egg on ``sys.path``, another finder) goes through
-    importlib.metadata. tests/test_registries.py compares the two."""
-    found = _scan(group)
-    if found is None:
-        from importlib.metadata import entry_points as from_metadata
-
-        return [EntryPoint(ep.name, ep.value) for ep in from_metadata(group=group)]
-    return found
-
-
-def _scan(group: str) -> list[EntryPoint] | None:
-    from importlib.machinery import PathFinder
-
-    if any(f is not PathFinder and hasattr(f, "find_distributions") for f in sys.meta_path):
-        return None
-    header, seen = f"[{group}]".encode(), set()
-    out: list[EntryPoint] = []
-    for root, child, name in _distributions():
-        if root is None:
-            return None
-        if name in seen:
-            continue
-        seen.add(name)
-        data = _read(os.path.join(root, child, "entry_points.txt"))
-        if data is None:  # none, or an egg-info file (no directory)
-            continue
-        if header in data:
-            out.extend(_parse(data.decode("utf-8", "replace"), group))
-    return out
-
-
-def _read(path: str) -> bytes | None:
-    """The file's bytes; None if it cannot be read. Most distributions have no
-    entry_points.txt: ``os.access`` says so without an exception, and the file objects
-    of ``open`` cost more than ``os.read`` (every run reads some fifty files)."""
-    if not os.access(path, os.R_OK):
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _distributions() -> Iterator[tuple[str | None, str, str]]:
-    """(directory, child, normalised name) of each distribution's metadata on
-    ``sys.path``; (None, ...) for a path entry only importlib.metadata reads."""
-    for entry in sys.path:
-        root = entry or "."
-        if not os.path.isdir(root):
-            if os.path.exists(root):  # a zip file
-                yield None, "", ""
-            continue
-        if root.lower().endswith(".egg"):
-            yield None, "", ""
-        try:
-            children = os.listdir(root)
-        except OSError:
-            continue
-        for child in children:
-            low = child.lower()
-            if low.endswith((".dist-info", ".egg-info")):  # the name as importlib.metadata normalises it
-                yield root, child, _normalise(low.rpartition(".")[0].partition("-")[0])
-
-
-def _normalise(name: str) -> str:
-    """``re.sub(r"[-_.]+", "_", name)`` for a name without "-" (the version's
-    separator), in string operations: a few µs less for each installed distribution."""
-    name = name.replace(".", "_")
-    while "__" in name:
-        name = name.replace("__", "_")
-    return name
-
-
-def _parse(text: str, group: str) -> Iterator[EntryPoint]:
-    """The ``name = value`` pairs of ``[group]`` in an entry_points.txt."""
-    section = None
-    for line in map(str.strip, text.splitlines()):
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line.strip("[]")
-        elif section == group and "=" in line:
-            name, value = line.split("=", 1)
-            yield EntryPoint(name.strip(), value.strip())
 
 
 def _load_entries(eps: list[EntryPoint], session: bool = False) -> list[PluginInfo]:

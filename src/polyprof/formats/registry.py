@@ -6,15 +6,27 @@ with the entries that have a writer, and an output name ending in one of an entr
 suffixes picks it when no format is named. A new format is one module with
 ``load(path, **options) -> Trace`` and/or ``write(trace, path) -> Path`` plus one
 :class:`Format` line below.
+
+Another package adds one through an entry point of the ``polyprof.formats`` group
+naming a :class:`Format` (or a callable returning one), found the first time a format
+outside this list is asked for (:func:`extensions`): its sniff only sees files no
+built-in format's sniff or claim took, its reader is guarded as the built-in ones are
+(``formats/safety.py``: any failure is a TraceFormatError naming the file, the event
+limit holds, it must give a Trace), and its writer's failures are PolyprofErrors
+naming the output.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
-from ..errors import PolyprofError
+from .. import entrypoints
+from ..errors import PolyprofError, TraceFormatError
+
+log = logging.getLogger("polyprof")
 
 Sniff = Callable[[bytes, Path], bool]
 
@@ -26,15 +38,15 @@ class Format(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
     name: str
     #: one line for ``--help`` and the docs
     summary: str
-    #: ``"module:function"``: ``(path, **options) -> Trace``
-    reader: str | None = None
+    #: ``"module:function"`` (or the function): ``(path, **options) -> Trace``
+    reader: str | Callable[..., Any] | None = None
     #: ``(first bytes, path) -> bool`` (gzip files: ``b"GZ"`` + the first inflated bytes)
     sniff: Sniff | None = None
     #: a looser test tried only when no format's ``sniff`` answered (e.g. by the file's
     #: name), so a damaged file gets its reader's error instead of "unrecognised format"
     claim: Sniff | None = None
-    #: ``"module:function"``: ``(trace, path) -> Path | None``
-    writer: str | None = None
+    #: ``"module:function"`` (or the function): ``(trace, path) -> Path | None``
+    writer: str | Callable[..., Any] | None = None
     #: output names ending so are written in this format when none is named
     suffixes: tuple[str, ...] = ()
     #: the writer makes a directory (``writer(trace, path, force=)``; it writes each
@@ -58,7 +70,9 @@ class Format(NamedTuple):  # not a frozen dataclass: made at every start (docs/b
         return Path(path)
 
 
-def _resolve(target: str) -> Callable[..., Any]:
+def _resolve(target: str | Callable[..., Any]) -> Callable[..., Any]:
+    if callable(target):
+        return target
     module, _, fn = target.partition(":")
     return getattr(importlib.import_module(module), fn)
 
@@ -232,15 +246,27 @@ def by_name(name: str) -> Format:
     for f in FORMATS:
         if f.name == name:
             return f
-    raise PolyprofError(f"unknown format {name!r}; known: {', '.join(f.name for f in FORMATS)}")
+    for f in extensions():  # another package's (looked for only when no built-in one is named so)
+        if f.name == name:
+            return f
+    raise PolyprofError(f"unknown format {name!r}; known: {', '.join(f.name for f in all_formats())}")
 
 
-def readers() -> list[Format]:
-    return [f for f in FORMATS if f.reader]
+def all_formats() -> tuple[Format, ...]:
+    """The built-in formats, then those of other packages (``polyprof.formats``)."""
+    return FORMATS + extensions()
+
+
+def readers() -> Iterator[Format]:
+    """The formats with a reader, in sniffing order: another package's only after every
+    built-in one, and looked for only if the built-in ones are all asked (a Kineto file's
+    sniff stops at its own format: no search of the installed packages)."""
+    yield from (f for f in FORMATS if f.reader)
+    yield from (f for f in extensions() if f.reader)
 
 
 def writers() -> list[Format]:
-    return [f for f in FORMATS if f.writer]
+    return [f for f in all_formats() if f.writer]
 
 
 def for_output(path: str | Path) -> Format | None:
@@ -261,3 +287,122 @@ def write(trace: Any, path: str | Path, format: str | None = None, force: bool =
         raise PolyprofError(f"polyprof reads {fmt.name} but does not write it; writable: "
                             + ", ".join(f.name for f in writers()))
     return fmt.write(trace, path, force)
+
+
+# ------------------------------------------------------------------ formats of other packages
+GROUP = "polyprof.formats"
+_extensions: tuple[Format, ...] | None = None
+
+
+def extensions() -> tuple[Format, ...]:
+    """The formats other packages declare in the ``polyprof.formats`` entry-point group,
+    checked and guarded; found on first use, once per process (``polyprof/entrypoints.py``)."""
+    global _extensions
+    if _extensions is None:
+        taken = {f.name for f in FORMATS}
+        _extensions = tuple(f for _, f in entrypoints.load(GROUP, _format_of, lambda ep, f: f.name, taken))
+    return _extensions
+
+
+def _format_of(obj: object, ep: entrypoints.EntryPoint) -> Format:
+    """The :class:`Format` an entry point names (or its callable returns), its reader,
+    writer and sniffs wrapped in polyprof's guards."""
+    fmt = obj if isinstance(obj, Format) or not callable(obj) else obj()
+    if not isinstance(fmt, Format):
+        raise entrypoints.ExtensionError(f"it gives a {type(fmt).__name__}, not a polyprof.formats.registry.Format")
+    if not isinstance(fmt.name, str) or not fmt.name.strip():
+        raise entrypoints.ExtensionError("its Format has no name")
+    if not fmt.reader and not fmt.writer:
+        raise entrypoints.ExtensionError(f"its Format {fmt.name!r} has neither a reader nor a writer")
+    for what in ("reader", "writer"):
+        target = getattr(fmt, what)
+        if target is not None and not callable(target) and not (isinstance(target, str) and ":" in target):
+            raise entrypoints.ExtensionError(f"its {what} is neither 'module:function' nor a function")
+    for what in ("sniff", "claim"):
+        if getattr(fmt, what) is not None and not callable(getattr(fmt, what)):
+            raise entrypoints.ExtensionError(f"its {what} is not a function")
+    if not isinstance(fmt.suffixes, tuple) or not all(isinstance(s, str) and s for s in fmt.suffixes):
+        raise entrypoints.ExtensionError("its suffixes are not a tuple of strings")
+    where = ep.describe(GROUP)
+    return fmt._replace(reader=_Reader(fmt.name, fmt.reader, where) if fmt.reader else None,
+                        writer=_Writer(fmt.writer) if fmt.writer else None,
+                        sniff=_Sniff(fmt.sniff, where, "sniff", after_builtins=True) if fmt.sniff else None,
+                        claim=_Sniff(fmt.claim, where, "claim") if fmt.claim else None,
+                        suffixes=tuple(s.lower() for s in fmt.suffixes))
+
+
+def _target_name(target: str | Callable[..., Any]) -> str:
+    if isinstance(target, str):
+        return target
+    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', repr(target))}"
+
+
+class _Reader:
+    """Another package's reader, held to what the built-in readers promise: whatever goes
+    wrong is a TraceFormatError naming the file (``formats/safety.py``), it gives a
+    consistent Trace within the event limit, its metadata cleaned as theirs is."""
+
+    def __init__(self, name: str, target: str | Callable[..., Any], where: str):
+        self.name, self.target, self.where = name, target, where
+
+    def __str__(self) -> str:
+        return _target_name(self.target)
+
+    def __call__(self, path: str | Path, **options: Any) -> Any:
+        from . import safety  # the readers' guard: only once another package's reader reads
+        from ..trace.core import Trace  # what it must give
+
+        whose = f"the reader of format {self.name!r} ({self.where})"
+        try:
+            read = _resolve(self.target)
+        except Exception as e:  # noqa: BLE001 - the installation, said as polyprof's error
+            raise TraceFormatError(path, f"{whose} cannot be imported: {type(e).__name__}: {e}") from None
+        with safety.reading(path), entrypoints.quiet():
+            try:
+                trace = read(path, **options)
+            except ImportError as e:  # a module it needs: said, not a traceback
+                raise TraceFormatError(path, f"{whose} needs what is not installed: {e}") from None
+            if not isinstance(trace, Trace):
+                raise TraceFormatError(path, f"{whose} gave a {type(trace).__name__}, not a polyprof Trace")
+            safety.check_events(path, trace.n_events)
+            trace.validate()
+            safety.clean_metadata(trace.metadata)
+        return trace
+
+
+class _Writer:
+    """Another package's writer, imported when it writes (inside ``outfile.replacing``:
+    a failure, its import's included, is an OutputError naming the output)."""
+
+    def __init__(self, target: str | Callable[..., Any]):
+        self.target = target
+
+    def __str__(self) -> str:
+        return _target_name(self.target)
+
+    def __call__(self, trace: Any, path: str | Path, **options: Any) -> Any:
+        with entrypoints.quiet():
+            return _resolve(self.target)(trace, path, **options)
+
+
+class _Sniff:
+    """Another package's sniff or claim: an exception is "no" (and one warning); a
+    sniff is asked only about files no built-in format's claim takes (``detect`` asks
+    every sniff before any claim)."""
+
+    def __init__(self, test: Sniff, where: str, what: str, after_builtins: bool = False):
+        self.test, self.where, self.what, self.after = test, where, what, after_builtins
+        self.warned = False
+
+    def __call__(self, head: bytes, path: Path) -> bool:
+        if self.after and any(f.claim is not None and f.claim(head, path) for f in FORMATS if f.reader):
+            return False
+        try:
+            with entrypoints.quiet():
+                return bool(self.test(head, path))
+        except Exception as e:  # noqa: BLE001 - a broken sniff must not stop the load of any file
+            if not self.warned:
+                self.warned = True
+                log.warning("%s: its %s raised %s (%s) on %s; taken as not its file", self.where, self.what,
+                            type(e).__name__, e, path)
+            return False
