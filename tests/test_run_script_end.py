@@ -1,7 +1,8 @@
 """``polyprof run`` ends a script as python does (collect/script_end.py): the program's
-non-daemon threads are waited for and its atexit callbacks run while the session still
-records, so their work is in the trace; the output, its order and the exit code are plain
-python's. Each program is run both ways and compared."""
+non-daemon threads are waited for while the session still records, so their work is in
+the trace; the output, its order and the exit code are plain python's (the atexit
+callbacks run at the real exit, after the session: libraries tear their runtimes down
+there). Each program is run both ways and compared."""
 
 from __future__ import annotations
 
@@ -53,23 +54,14 @@ def _sections(tmp_path: Path) -> list[str]:
     ("sys.exit(3)", 3),
     ("raise ValueError('at the end')", 1),
 ])
-def test_threads_and_atexit_work_are_recorded_in_pythons_order(tmp_path: Path, end: str, code: int) -> None:
+def test_threads_work_is_recorded_and_output_in_pythons_order(tmp_path: Path, end: str, code: int) -> None:
     program = TAIL + end + "\n"
     plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
     assert plain.returncode == ours.returncode == code
     assert plain.stdout == ours.stdout == "main returns\nworker done\natexit done\n"
     assert ("ValueError: at the end" in ours.stderr) == ("ValueError: at the end" in plain.stderr) == (code == 1)
-    assert _sections(tmp_path) == ["atexit_work"] + ["thread_work"] * 3  # they were lost: the session had stopped
+    assert _sections(tmp_path) == ["thread_work"] * 3  # they were lost: the session had stopped
     assert "trace written to t.polyprof" in ours.stderr
-
-
-def test_a_callback_that_raises_is_reported_as_python_reports_it(tmp_path: Path) -> None:
-    program = "import atexit\natexit.register(lambda: 1 / 0)\natexit.register(lambda: print('second', flush=True))\n"
-    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
-    assert plain.returncode == ours.returncode == 0 and plain.stdout == ours.stdout == "second\n"
-    for text in ("Exception ignored in atexit callback", "ZeroDivisionError"):
-        assert text in plain.stderr and text in ours.stderr
-    assert ours.stderr.count("ZeroDivisionError") == 1  # run once, not again at the real exit
 
 
 @pytest.mark.parametrize("signame, code", [("SIGINT", 0), ("SIGTERM", -15)])

@@ -120,10 +120,10 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
 
 
 def _finish_program() -> None:
-    """The program's remaining threads and its atexit callbacks, as python runs them after
-    the script, while the session still records (collect/script_end.py)."""
+    """Wait for the program's remaining threads, as python does after the script, while
+    the session still records (collect/script_end.py)."""
     with signals.hidden(_on_signal):
-        script_end.finish(lambda: bool(_received))
+        script_end.wait_for_threads()
 
 
 #: where the frames of the launcher (this module, runpy) beneath the script's come from

@@ -106,7 +106,7 @@ def stop(t: Background, timeout_s: float = 5.0) -> bool:
 
 
 @atexit.register
-def stop_all() -> None:
+def _stop_all() -> None:
     """At exit, before the interpreter goes: a native thread must not make a thread state after."""
     for t in list(_running):
         stop(t, 1.0)
