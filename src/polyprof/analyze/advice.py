@@ -156,8 +156,10 @@ def _framework(trace: Trace) -> str:
 
 
 def _has_cuda(trace: Trace) -> bool:
-    return "cuda_runtime" in trace.strings or any(
-        p.kind == "device" and "nvidia" in (p.vendor or "").lower() for p in trace.planes)
+    """Whether CUDA ran in ``trace`` (its runtime's calls, or an NVIDIA device): looked up
+    once per trace (a scan of its strings), not once per finding."""
+    return cache.memo(trace, "has_cuda", lambda t: "cuda_runtime" in t.strings or any(
+        p.kind == "device" and "nvidia" in (p.vendor or "").lower() for p in t.planes))
 
 
 def suggestion(trace: Trace, rule: str) -> str:

@@ -20,7 +20,6 @@ import numpy as np
 from ..derive import cache
 from ..trace import keys
 from ..trace.core import Trace
-from .op_rules import STRIDED, Op, rule_of
 from ..trace.sorting import find, unique, unique_inverse
 
 if TYPE_CHECKING:
@@ -80,8 +79,10 @@ def op_costs(trace: Trace, rows: np.ndarray, estimate: bool = True) -> Costs:
         return Costs(flops, nbytes, prec, src)
     found = trace.stats.lookup_rows([keys.FLOPS, XLA_BYTES], rows)
     # shapes are read only for the ops a rule covers: the args of every other op stay
-    # undecoded (most of a trace's ops, and most of the cost of reading them)
-    covered = np.flatnonzero(_covered(trace, rows)) if estimate else np.zeros(0, np.int64)
+    # undecoded (most of a trace's ops, and most of the cost of reading them); a trace
+    # with no input shapes at all (an XSpace, nsys) has no op's names looked at
+    shapes = estimate and trace.stats.may_have(INPUT_DIMS)
+    covered = np.flatnonzero(_covered(trace, rows)) if shapes else np.zeros(0, np.int64)
     if len(covered):
         f, b, p = _shape_estimates(trace, rows[covered])
         flops[covered], nbytes[covered], prec[covered] = f, b, p
@@ -213,6 +214,8 @@ def _estimate_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _reads_strides(name: str) -> bool:
+    from .op_rules import STRIDED, rule_of  # the rules: only for a trace with input shapes (torch's)
+
     return rule_of(_base(name)) in STRIDED
 
 
@@ -222,12 +225,10 @@ def _covered(trace: Trace, rows: np.ndarray) -> np.ndarray:
     # name ids as 16 bits where every id fits: NumPy's stable sort of those is a radix sort
     codes, inv = unique_inverse(names.astype(np.uint16 if len(trace.strings) <= 1 << 16 else np.int64))
     strings = trace.strings
-    ok = np.fromiter(map(_has_rule, [strings[c] for c in codes.tolist()]), bool, len(codes))
+    from .op_rules import rule_of  # (as in _reads_strides)
+
+    ok = np.fromiter((rule_of(_base(strings[c])) is not None for c in codes.tolist()), bool, len(codes))
     return ok[inv]
-
-
-def _has_rule(name: str) -> bool:
-    return rule_of(_base(name)) is not None
 
 
 def _base(name: str) -> str:
@@ -260,6 +261,8 @@ def estimate_one(name: str, dims_text: str, types_text: str = "", concrete_text:
     """(flops, bytes, precision) of one call of op ``name`` with these inputs (the JSON
     texts torch records; ``Input Strides`` decoded only for the rules that read them);
     NaN flops and bytes for an op not covered or inputs that do not fit it."""
+    from .op_rules import STRIDED, Op, rule_of  # (as in _reads_strides)
+
     base = _base(name)
     rule = rule_of(base)
     try:

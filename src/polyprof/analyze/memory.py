@@ -97,12 +97,7 @@ def memory_peak(trace: Trace, window: WindowArg = None) -> Table:
     out: dict[str, list] = {k: [] for k in ("device", "allocator", "start_bytes", "peak_bytes", "peak_ns",
                                             "end_bytes", "allocations", "frees", "allocated_total_bytes",
                                             "live_at_peak", "live_at_peak_bytes", "from_allocator")}
-    for s in range(m.n_series):
-        lo, hi = m.bounds(s)
-        if lo == hi:  # no event of this series in the window
-            continue
-        p = lo + int(np.argmax(m.level[lo:hi]))
-        live = _live_at(m, lo, hi, p)
+    for s, lo, hi, p, live in _peaks(trace):
         d = m.delta[lo:hi]
         vals = (m.device[s], m.allocator[s], int(m.start[s]), int(max(m.level[p], m.start[s])), int(m.ts[p]),
                 int(m.level[hi - 1]), int((d > 0).sum()), int((d < 0).sum()), int(d[d > 0].sum()),
@@ -112,6 +107,25 @@ def memory_peak(trace: Trace, window: WindowArg = None) -> Table:
     cols = {k: np.array(v, dtype=object if k in ("device", "allocator") else None) if v else
             np.zeros(0, object if k in ("device", "allocator") else np.int64) for k, v in out.items()}
     return frame(cols, order=order_desc(cols["peak_bytes"]))
+
+
+def _peaks(trace: Trace) -> list[tuple[int, int, int, int, np.ndarray]]:
+    """Per series with events (in the window): (series, its first and past-last event,
+    its peak's event: the first at the highest level, the allocations live there:
+    :func:`_live_at`). Computed once per trace: ``memory_peak``, ``memory_at_peak`` and
+    both of the findings' ``peak_holders`` read the same peaks."""
+    def compute(t: Trace) -> list[tuple[int, int, int, int, np.ndarray]]:
+        m = memory(t)
+        out = []
+        for s in range(m.n_series):
+            lo, hi = m.bounds(s)
+            if lo == hi:  # no event of this series in the window
+                continue
+            p = lo + int(np.argmax(m.level[lo:hi]))
+            out.append((s, lo, hi, p, _live_at(m, lo, hi, p)))
+        return out
+
+    return cache.memo(trace, "memory_peaks", compute)
 
 
 def _live_at(m: Memory, lo: int, hi: int, p: int) -> np.ndarray:
@@ -157,13 +171,7 @@ def memory_at_peak(trace: Trace, top: int = TOP_LIVE, window: WindowArg = None) 
     them, else sections and ops). ``window``: at the peak inside the steps it selects."""
     trace = view(trace, window)
     m = memory(trace)
-    picks = []
-    for s in range(m.n_series):
-        lo, hi = m.bounds(s)
-        if lo == hi:
-            continue
-        live = _live_at(m, lo, hi, lo + int(np.argmax(m.level[lo:hi])))
-        picks.append(live[np.argsort(-m.delta[live], kind="stable")][:top])
+    picks = [live[np.argsort(-m.delta[live], kind="stable")][:top] for _, _, _, _, live in _peaks(trace)]
     idx = np.concatenate(picks) if picks else np.zeros(0, np.int64)
     rows = m.rows[idx]
     op, section, stack = context(trace, rows)
@@ -323,14 +331,7 @@ def peak_holders(trace: Trace, by: str = "section") -> Table:
     m = memory(trace)
     names = ("device", "allocator", "holder", "bytes", "allocations", "share_pct")
     parts: dict[str, list[np.ndarray]] = {c: [] for c in names}
-    lives = []
-    for s in range(m.n_series):
-        lo, hi = m.bounds(s)
-        if lo == hi:  # no event of this series in a window
-            continue
-        live = _live_at(m, lo, hi, lo + int(np.argmax(m.level[lo:hi])))
-        if len(live):
-            lives.append((s, live))
+    lives = [(s, live) for s, _, _, _, live in _peaks(trace) if len(live)]
     at = np.concatenate([live for _, live in lives]) if lives else np.zeros(0, np.int64)
     # every series' live allocations looked up at once (one interval search, not one a series)
     labels = _around(trace, m.rows[at], section_rows(trace) if by == "section" else trace.rows_of_kind(Kind.CPU_OP))

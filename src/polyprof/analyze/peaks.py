@@ -18,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple, TypeVar
 
+from ..derive.memo import memo
 from ..errors import PeakError
 from ..trace.core import Trace
 from ..trace import metadata_keys as mkeys
@@ -182,8 +183,7 @@ def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None)
     for k in over:
         if k not in RATE_KEYS:
             raise PeakError(f"peak {k!r}: expected one of {', '.join(RATE_KEYS)}")
-    found = next((p for p in map(match_properties, _distinct(device_properties(trace))) if p is not None), None)
-    found = _plane_peaks(trace, found)
+    found = memo(trace, "device_peak", _matched)  # matched once per trace (op_efficiency, mfu, the findings)
     if not over:
         return found
     base = found or Peak("given by hand")
@@ -191,6 +191,10 @@ def device_peak(trace: Trace, override: str | Mapping[str, float] | None = None)
     return base._replace(rates={**base.rates, **over}, source=f"{src}given: {', '.join(sorted(over))}")
 
 
+def _matched(trace: Trace) -> Peak | None:
+    """The peaks of the trace's first recognised device, XProf's own over them."""
+    found = next((p for p in map(match_properties, _distinct(device_properties(trace))) if p is not None), None)
+    return _plane_peaks(trace, found)
 
 
 #: the peaks given for the tables computed now (``--peak``): see :func:`using`

@@ -34,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
         report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
     else:
         from ..report.tables import build
+        from ..report.terminal import NOT_SHOWN  # (imported for the render below anyway)
 
-        report = build(load_trace(args.file[0]), window_from(args))
+        report = build(load_trace(args.file[0]), window_from(args), leave_out=() if args.json else NOT_SHOWN)
     from ..report.tables import to_json
 
     if args.json:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .textout import _cells, cell_len, one_cell, set_cell_size
+from .textout import _cells, cell_len, cell_sizes, one_cell, set_cell_size
 
 
 def _last_cells(s: str, n: int) -> str:
@@ -176,7 +176,7 @@ def fit_texts(texts: list[str], width: int) -> list[str]:
     """Texts shortened to ``width`` cells so that different texts stay different: each
     its start, "…" and its last part (:func:`_tail`) where that tells it from the others;
     texts that start alike as :func:`_apart` tells them apart."""
-    if all(_cells(t) <= width for t in texts):
+    if not texts or max(cell_sizes(texts)) <= width:
         return texts
     groups: dict[str, list[str]] = {}
     for t in set(texts):

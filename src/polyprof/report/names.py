@@ -19,17 +19,20 @@ import re
 from functools import lru_cache
 
 from .fit import fit_texts
-from .textout import _cells
+from .textout import _cells, cell_sizes
 
 #: the patterns below are compiled on first use (re's cache), not on import: a summary
 #: whose names all fit never needs them
 #: words a demangled signature's return type is made of (``void`` nearly always)
-_RETURN = (r"(?:(?:void|static|inline|extern|__global__|__device__|__host__|unsigned|signed|int|long|"
-           r"short|char|float|double|bool|auto|const|volatile|size_t)\b[\s*&]*)+")
+_RETURN_WORDS = ("void", "static", "inline", "extern", "__global__", "__device__", "__host__", "unsigned", "signed",
+                 "int", "long", "short", "char", "float", "double", "bool", "auto", "const", "volatile", "size_t")
+_RETURN = rf"(?:(?:{'|'.join(_RETURN_WORDS)})\b[\s*&]*)+"
 #: an argument list of types (``(ncclDevComm*, unsigned long, ncclWork*)``), not of
 #: values (``Stream #14(Memset,Compute)``, ``PjitFunction(step)``)
 _TYPED = r"[*&]|::|\b(?:void|bool|char|short|int|long|float|double|unsigned|signed|const)\b"
 _TRAILING = r"(?:\s+(?:const|volatile|&|&&))+$|\s*\[clone [^\]]*\]$"
+#: how a name :data:`_TRAILING` can match ends (``$`` matches before a last newline too)
+_TRAILING_ENDS = ("const", "volatile", "&", "]", "\n")
 _QUALIFIER = r"\b(?!const::)[A-Za-z_]\w*::(?!:)"
 _INNER_ARGS = r"\(([^()]*)\)(?!\d)"  # not a cast such as (cudnnKernelDataType_t)2
 _DEVICE = "/device:"
@@ -52,8 +55,11 @@ def _signature(s: str) -> tuple[str, bool]:
     """``s`` without its return type and its trailing argument list (or note in
     parentheses: ``Stream #14(Memset,Compute)``, ``cuGraphLaunch (CudaGraph:147)``), and
     whether it is a C++ signature (a return type or an argument list of types)."""
-    trailing = re.compile(_TRAILING)
-    s = trailing.sub("", trailing.sub("", s))
+    # each pattern is tried only on a name it can match (most names: none of them; the
+    # patterns then are never compiled in the process)
+    if s.endswith(_TRAILING_ENDS):
+        trailing = re.compile(_TRAILING)
+        s = trailing.sub("", trailing.sub("", s))
     cpp = False
     if s.endswith(")"):
         at = _close(s, len(s) - 1, "(", ")")
@@ -62,8 +68,8 @@ def _signature(s: str) -> tuple[str, bool]:
         if at > 0 and s[:at].strip():
             cpp = not s[at + 1:-1].strip() or re.compile(_TYPED).search(s, at + 1, len(s) - 1) is not None
             s = s[:at].rstrip()
-    m = re.compile(_RETURN).match(s)
-    if m and m.end() < len(s) and s[m.end() - 1] in " *&" and (cpp or "::" in s or "<" in s):
+    m = re.compile(_RETURN).match(s) if (cpp or "::" in s or "<" in s) and s.startswith(_RETURN_WORDS) else None
+    if m and m.end() < len(s) and s[m.end() - 1] in " *&":
         s, cpp = s[m.end():], True
     if s.startswith(_DEVICE) and len(s) > len(_DEVICE):  # /device:GPU:0
         s = s[len(_DEVICE):]
@@ -116,7 +122,7 @@ def fit_names(texts: list[str], width: int) -> list[str]:
     """Names in ``width`` cells: each at the first step of its :func:`ladder` that fits
     (its last if none), stepped back where different names would read alike, then cut
     where they still do not fit (``fit.fit_texts``: apart where they differ)."""
-    if all(_cells(t) <= width for t in texts):
+    if not texts or max(cell_sizes(texts)) <= width:
         return texts
     steps = {t: ladder(t) for t in texts}
     level = {t: next((k for k, s in enumerate(st) if _cells(s) <= width), len(st) - 1) for t, st in steps.items()}

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Collection
 
 import numpy as np
 
 from .. import analyze
 from ..analyze.common import analysed_span
 from ..analyze.findings import Finding
-from ..analyze.registry import compute_all
+from ..analyze.registry import Tables, compute_all
 from ..analyze.clocks import unsynchronised
 from ..analyze.table import Table
 from ..analyze.window import AUTO, WindowArg, label, view
@@ -41,13 +41,20 @@ class Report(Record):
         self.overview = {} if overview is FACTORY else overview
 
 
-def build(trace: Trace, window: WindowArg = AUTO) -> Report:
+def build(trace: Trace, window: WindowArg = AUTO, leave_out: Collection[str] = ()) -> Report:
     """Every table and finding of the steps ``window`` selects (``analyze/window.py``;
     by default every step but the first, which holds the warm-up, when there are three
-    or more). ``Report.trace`` is the window's view of ``trace``."""
+    or more). ``Report.trace`` is the window's view of ``trace``. ``leave_out``: tables
+    left out, for a report that shows none of them (the terminal's ``terminal.NOT_SHOWN``):
+    not computed, but by a finding that reads one (for itself)."""
     trace = view(trace, window)
-    tables = compute_all(trace)  # analyze/registry.py: every table, in report order
-    found = analyze.findings(trace, tables)
+    if leave_out:
+        t = Tables(trace)
+        tables = {name: t[name] for name in t if name not in leave_out}  # in report order, as compute_all
+        found = analyze.findings(trace, t.computed())
+    else:
+        tables = compute_all(trace)  # analyze/registry.py: every table, in report order
+        found = analyze.findings(trace, tables)
     corr = cache.correlation(trace)
     steps = cache.steps(trace)
     t0, t1 = analysed_span(trace)

@@ -16,7 +16,7 @@ from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
 from .efficiency_text import mfu_line
 from .tables import Report, build
-from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, one_cell,  # noqa: F401
+from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, cell_sizes, one_cell,  # noqa: F401
                       plain_terminal, representable, set_cell_size, to_rich)
 from .fit import fit_texts
 from .names import fit_names, ladder
@@ -105,11 +105,10 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     shown = min(top, n)
     # each column's first rows as Python values, as iterating df.head(top)[c] gives them
     cells = {c: [(fmt(v) if fmt else str(v)) for v in values[c][:shown].tolist()] for c, _, fmt, *_ in cols}
-    sizes = {c: list(map(_cells, cells[c])) for c in cells}  # each cell's width, measured once
+    sizes = {c: cell_sizes(cells[c]) for c in cells}  # each cell's width, measured once
     need = {c: max([_cells(h), *sizes[c]]) for c, h, *_ in cols}
     if "name" in need:
         need["name"] = min(need["name"], 60)
-    floor = {c: _floor(c, h, need[c], cells[c]) if c in TEXT_COLUMNS else need[c] for c, h, *_ in cols}
 
     def fits(keep: list[tuple], w: dict[str, int]) -> bool:
         return sum(w[c[0]] + 3 for c in keep) + 1 <= width  # 1 space padding each side + a border
@@ -121,6 +120,10 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
         if not fits(keep, need) and len(keep) > 2 and shown and _one_value(values[col[0]]):
             keep.remove(col)
             note += f"  {col[1]}: {cells[col[0]][0]}"
+    # how narrow each column may become: only for a table wider than the terminal (a name
+    # column's floor shortens every name, report/names.py); one that fits is left as it is
+    floor = need if fits(keep, need) else {
+        c: _floor(c, h, need[c], cells[c]) if c in TEXT_COLUMNS else need[c] for c, h, *_ in cols}
     # drop optional columns, highest priority number first, then rightmost first
     optional = sorted((c for c in cols if len(c) > 3 and c[3]), key=lambda c: (-int(c[3]), -cols.index(c)))
     for col in optional:
@@ -144,7 +147,7 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     for c, _ in heads:
         if c in TEXT_COLUMNS and shown and max(sizes[c]) > w[c]:  # (texts that fit are left as they are)
             cells[c] = (fit_names if c in NAME_COLUMNS else fit_texts)(cells[c], w[c])
-            sizes[c] = list(map(_cells, cells[c]))
+            sizes[c] = cell_sizes(cells[c])
     return Grid(f"{title}" + (f"  (top {top} of {n})" if n > top else "") + note,
                 [(head, w[c], c in TEXT_COLUMNS) for c, head in heads],
                 [[cells[c][i] for c, _ in heads] for i in range(shown)],
@@ -250,10 +253,15 @@ def _finding_lines(findings: list) -> list[Para]:
     return out
 
 
+#: the analyses the terminal summary neither prints nor reads (``--json`` and the HTML
+#: report have them): :func:`print_summary` and ``polyprof summary`` do not compute them
+NOT_SHOWN = ("device_op_breakdown", "kernel_efficiency")
+
+
 def print_summary(trace: Trace, top: int = 15, console: Console | None = None, window: WindowArg = "auto") -> None:
     """The terminal summary of the steps ``window`` selects (``analyze/window.py``;
     default: without the warm-up step)."""
-    render(build(trace, window), top, console)
+    render(build(trace, window, leave_out=NOT_SHOWN), top, console)
 
 
 def render(report: Report, top: int = 15, console: Console | None = None) -> None:

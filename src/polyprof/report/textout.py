@@ -179,6 +179,15 @@ def _cells(s: str) -> int:
     return len(s) if _ONE_CELL.issuperset(s) else cell_len(s)
 
 
+def cell_sizes(texts: list[str]) -> list[int]:
+    """:func:`_cells` of each of ``texts`` (a table column's cells): their lengths where
+    all of them are printable ASCII, found by one test of them joined, else each measured."""
+    joined = "".join(texts)
+    if joined.isascii() and joined.isprintable():
+        return list(map(len, texts))
+    return list(map(_cells, texts))
+
+
 def cell_len(s: str) -> int:
     """``rich.cells.cell_len``: rich's Unicode tables, imported for text that needs them."""
     from rich.cells import cell_len as rich_cell_len  # rich only where a character is not one cell
@@ -218,8 +227,7 @@ def _breaks(text: str, width: int) -> list[int]:
     one-cell characters into lines of ``width``."""
     out: list[int] = []
     used = 0
-    m = _WORD.match(text, 0)
-    while m is not None:
+    for m in _WORD.finditer(text):  # each word from where the last ended (its spaces after it included)
         start, word = m.start(), m.group(0)
         n = len(word.rstrip())
         if width - used >= n:
@@ -236,7 +244,6 @@ def _breaks(text: str, width: int) -> list[int]:
         elif used and start:
             out.append(start)
             used = len(word)
-        m = _WORD.match(text, m.end())
     return out
 
 

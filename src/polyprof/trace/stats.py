@@ -231,6 +231,11 @@ class StatTable(MutableMapping[str, StatColumn]):
             out[k] = col.lookup(rows)
         return out
 
+    def may_have(self, key: str) -> bool:
+        """Whether some event may have ``key``: a materialised column, or a deferred part
+        that may give it (a conservative test that decodes nothing)."""
+        return key in self._columns or any(p.may(key) for p in self._deferred)
+
     @property
     def pending(self) -> int:
         """How many deferred parts are not decoded yet."""

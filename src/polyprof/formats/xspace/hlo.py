@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator, Mapping, NamedTuple
+from typing import Iterator, Mapping
 
 from .wire import fields, packed, signed
 
 HLO_PROTO = "Hlo Proto"  # tsl StatType::kHloProto
 MAX_DEPTH = 64
-_MODULE_NAME = re.compile(r"^(.*)\((\d{1,19})\)$")  # a program id is an int64: longer is no module's
-_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+# the patterns are compiled on first use (re's cache), not at import: a summary of a file
+# without HLO needs none of them, one with HLO only the first
+_MODULE_NAME = r"^(.*)\((\d{1,19})\)$"  # a program id is an int64: longer is no module's
+_UNSAFE = r"[^A-Za-z0-9_]"
 # A .polyprof file written before polyprof kept bytes holds the repr of the HloProto's bytes
-_BYTES_REPR = re.compile(r"b'(?:[^'\\]|\\.)*'|b\"(?:[^\"\\]|\\.)*\"", re.S)
+_BYTES_REPR = r"(?s:b'(?:[^'\\]|\\.)*'|b\"(?:[^\"\\]|\\.)*\")"
 
 # Field numbers of XLA's xla/service/hlo.proto and xla/xla_data.proto (the messages'
 # names there in the comments)
@@ -54,30 +56,39 @@ _MESSAGES = frozenset((_I_SHAPE, _I_METADATA, _I_WINDOW, _I_CONV_DIMS, _I_DOT_DI
 _KEPT = _MESSAGES | {_I_TARGET, _I_BACKEND_CONFIG, _I_FEATURE_GROUPS, _I_BATCH_GROUPS}
 
 
-class Shape(NamedTuple):
+# The records below are plain classes, read by attribute only: a NamedTuple compiles each
+# field's annotation when its module is imported (~60 us a class in every summary process)
+class Shape:
     """ShapeProto: ``element_type`` (xla.PrimitiveType, 13: a tuple), ``dimensions``,
     ``tuple_shapes``."""
 
-    element_type: int
-    dimensions: tuple[int, ...]
-    tuple_shapes: tuple[Shape, ...]
+    __slots__ = ("element_type", "dimensions", "tuple_shapes")
+
+    def __init__(self, element_type: int, dimensions: tuple[int, ...], tuple_shapes: tuple[Shape, ...]) -> None:
+        self.element_type, self.dimensions, self.tuple_shapes = element_type, dimensions, tuple_shapes
 
 
-class WindowDim(NamedTuple):
-    size: int
-    stride: int
-    padding_low: int
-    window_dilation: int
-    base_dilation: int
+class WindowDim:
+    __slots__ = ("size", "stride", "padding_low", "window_dilation", "base_dilation")
+
+    def __init__(self, size: int, stride: int, padding_low: int, window_dilation: int, base_dilation: int) -> None:
+        self.size, self.stride, self.padding_low = size, stride, padding_low
+        self.window_dilation, self.base_dilation = window_dilation, base_dilation
 
 
-class ConvDims(NamedTuple):
-    input_batch_dimension: int
-    input_feature_dimension: int
-    input_spatial_dimensions: tuple[int, ...]
-    kernel_spatial_dimensions: tuple[int, ...]
-    output_feature_dimension: int
-    output_spatial_dimensions: tuple[int, ...]
+class ConvDims:
+    __slots__ = ("input_batch_dimension", "input_feature_dimension", "input_spatial_dimensions",
+                 "kernel_spatial_dimensions", "output_feature_dimension", "output_spatial_dimensions")
+
+    def __init__(self, input_batch_dimension: int, input_feature_dimension: int,
+                 input_spatial_dimensions: tuple[int, ...], kernel_spatial_dimensions: tuple[int, ...],
+                 output_feature_dimension: int, output_spatial_dimensions: tuple[int, ...]) -> None:
+        self.input_batch_dimension = input_batch_dimension
+        self.input_feature_dimension = input_feature_dimension
+        self.input_spatial_dimensions = input_spatial_dimensions
+        self.kernel_spatial_dimensions = kernel_spatial_dimensions
+        self.output_feature_dimension = output_feature_dimension
+        self.output_spatial_dimensions = output_spatial_dimensions
 
 
 def _int32(v: int) -> int:
@@ -242,15 +253,18 @@ class Instruction:
             _ = self.operand_precision
 
 
-class Computation(NamedTuple):
-    id: int
-    root_id: int
-    instructions: list[Instruction]
+class Computation:
+    __slots__ = ("id", "root_id", "instructions")
+
+    def __init__(self, id: int, root_id: int, instructions: list[Instruction]) -> None:
+        self.id, self.root_id, self.instructions = id, root_id, instructions
 
 
-class Module(NamedTuple):
-    name: str
-    computations: list[Computation]
+class Module:
+    __slots__ = ("name", "computations")
+
+    def __init__(self, name: str, computations: list[Computation]) -> None:
+        self.name, self.computations = name, computations
 
 
 def _sub(data: bytes, number: int) -> Iterator[bytes]:
@@ -290,8 +304,9 @@ def instructions(hlo_proto: bytes) -> dict[str, tuple[str, str]]:
 def kernel_names(ops: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """kernel name -> (instruction name, framework op name) from :func:`op_names`."""
     out: dict[str, tuple[str, str]] = {}
+    unsafe = re.compile(_UNSAFE)
     for name, op in ops.items():
-        out.setdefault(_UNSAFE.sub("_", name), (name, op))
+        out.setdefault(unsafe.sub("_", name), (name, op))
     return out
 
 
@@ -314,12 +329,13 @@ def modules(entries: list[Mapping[str, object]]) -> dict[tuple[str, int], bytes]
     file written before polyprof kept bytes holds their repr (``"b'\\\\n\\\\x8f...'"``):
     read back to the bytes."""
     out: dict[tuple[str, int], bytes] = {}
+    module_name = re.compile(_MODULE_NAME)
     for e in entries:
         stats = e.get("stats")
         proto = stats.get(HLO_PROTO) if isinstance(stats, dict) else None
         if isinstance(proto, str):
             proto = _from_repr(proto)
-        m = _MODULE_NAME.match(str(e.get("name", "")))
+        m = module_name.match(str(e.get("name", "")))
         if isinstance(proto, bytes) and m:
             out[(m.group(1), int(m.group(2)))] = proto
     return out
@@ -327,7 +343,7 @@ def modules(entries: list[Mapping[str, object]]) -> dict[tuple[str, int], bytes]
 
 def _from_repr(text: str) -> bytes | None:
     """The bytes whose ``repr`` is ``text``; None where it is no such repr."""
-    if not _BYTES_REPR.fullmatch(text):
+    if not re.compile(_BYTES_REPR).fullmatch(text):
         return None
     try:
         value = ast.literal_eval(text)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable, NamedTuple
+from typing import Collection, Iterable, NamedTuple
 
 import numpy as np
 
@@ -221,17 +221,19 @@ class ModuleCosts:
         self._depth = 0
         self._fused = {cid for i in self.by_id.values() if i.opcode == "fusion" for cid in i.called_computation_ids}
 
-    def costs(self) -> dict[str, OpCost]:
+    def costs(self, names: Collection[str] | None = None) -> dict[str, OpCost]:
         """instruction name -> its cost, for the instructions outside fusions (those that
         run as kernels, library calls or CPU thunks, or hold them), but for control flow
-        (``_CONTROL_FLOW``), whose computations' instructions are costed themselves."""
+        (``_CONTROL_FLOW``), whose computations' instructions are costed themselves; the
+        first of a name. ``names``: only the instructions of those names (the ops a trace
+        shows running: the module's others are not costed)."""
         out: dict[str, OpCost] = {}
         for cid, comp in self.computations.items():
             if cid in self._fused:
                 continue
             for ins in comp.instructions:
-                if ins.opcode not in _CONTROL_FLOW:
-                    out.setdefault(ins.name, self.cost(ins))
+                if ins.opcode not in _CONTROL_FLOW and ins.name not in out and (names is None or ins.name in names):
+                    out[ins.name] = self.cost(ins)
         return out
 
     def operand(self, ins: Instruction, i: int) -> Instruction:
@@ -417,9 +419,10 @@ def _library_output_bytes(shape: Shape) -> float:
     return nbytes(shape) - scratch
 
 
-def module_costs(data: bytes | Module, tf32: bool = True) -> dict[str, OpCost]:
+def module_costs(data: bytes | Module, tf32: bool = True, names: Collection[str] | None = None) -> dict[str, OpCost]:
     """instruction name -> :class:`OpCost` of the module in ``data`` (an ``xla.HloProto``,
     or it decoded by ``hlo.module``), run by a backend that computes DEFAULT-precision
     fp32 products in TF32 (a GPU's) or not (``tf32=False``: XLA's CPU backend);
-    ValueError where the bytes are damaged."""
-    return ModuleCosts(data, tf32).costs()
+    ``names``: of those instructions only (:meth:`ModuleCosts.costs`); ValueError where
+    the bytes are damaged."""
+    return ModuleCosts(data, tf32).costs(names)

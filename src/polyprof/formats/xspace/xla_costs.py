@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,25 +37,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("polyprof")
 
 
-class DeviceCosts(NamedTuple):
+class DeviceCosts:
     """Per device event with a figure (``rows`` ascending): ``flops`` (NaN: unknown, e.g.
     a custom call XLA does not count), ``bytes``, ``transcendentals`` (its kernel name's
     share of its op's), ``precision``, ``op`` (its HLO op: a position in the ``op_*``
     arrays). Per HLO op (an instruction of a module, on a GPU or the CPU runtime):
     ``op_name``, ``op_module``, ``op_opcode`` (``fusion``, ``custom-call``...), and the
-    whole op's ``op_flops`` and ``op_bytes`` per execution, not shared among kernels."""
+    whole op's ``op_flops`` and ``op_bytes`` per execution, not shared among kernels. (A
+    plain class, as ``hlo.py``'s records: no NamedTuple's annotations compiled at import.)"""
 
-    rows: np.ndarray
-    flops: np.ndarray
-    bytes: np.ndarray
-    transcendentals: np.ndarray
-    precision: np.ndarray
-    op: np.ndarray
-    op_name: np.ndarray
-    op_module: np.ndarray
-    op_opcode: np.ndarray
-    op_flops: np.ndarray
-    op_bytes: np.ndarray
+    __slots__ = ("rows", "flops", "bytes", "transcendentals", "precision", "op", "op_name", "op_module",
+                 "op_opcode", "op_flops", "op_bytes")
+
+    def __init__(self, rows: np.ndarray, flops: np.ndarray, bytes: np.ndarray, transcendentals: np.ndarray,
+                 precision: np.ndarray, op: np.ndarray, op_name: np.ndarray, op_module: np.ndarray,
+                 op_opcode: np.ndarray, op_flops: np.ndarray, op_bytes: np.ndarray) -> None:
+        self.rows, self.flops, self.bytes, self.transcendentals = rows, flops, bytes, transcendentals
+        self.precision, self.op = precision, op
+        self.op_name, self.op_module, self.op_opcode, self.op_flops, self.op_bytes = (op_name, op_module, op_opcode,
+                                                                                    op_flops, op_bytes)
 
 
 def empty() -> DeviceCosts:
@@ -82,15 +82,17 @@ def device_costs(trace: Trace) -> DeviceCosts:
     on_device = device[trace.track_plane[trace.events["track"][rows]]]
     # one combo per (instruction name, on a GPU or the CPU runtime, module, program id)
     combos, inv = module_combos(trace, rows, code.reshape(-1) * 2 + on_device)
-    tables: dict[tuple[str, int, bool], dict[str, OpCost] | None] = {}
-    cost_of: list[OpCost | None] = []
     op_names, opcodes = [str(names[hc >> 1]).rsplit("::", 1)[-1] for hc, _, _ in combos], []
+    tkeys = [None if (key := modules.key(mod, pid)) is None else (*key, bool(hc & 1)) for hc, mod, pid in combos]
+    ran: dict[tuple[str, int, bool], set[str]] = {}  # the instructions each module ran: only those are costed
+    for tkey, name in zip(tkeys, op_names):
+        if tkey is not None:
+            ran.setdefault(tkey, set()).add(name)
+    tables = {tkey: _module_table(modules, tkey, ran_here) for tkey, ran_here in ran.items()}
+    cost_of: list[OpCost | None] = []
     codes: dict[tuple[str, int], dict[str, str]] = {}  # module -> instruction name -> opcode
-    for (hc, mod, pid), name in zip(combos, op_names):
-        key = modules.key(mod, pid)
-        tkey = None if key is None else (*key, bool(hc & 1))
-        if tkey is not None and tkey not in tables:
-            tables[tkey] = _module_table(modules, tkey)
+    for tkey, name in zip(tkeys, op_names):
+        key = None if tkey is None else tkey[:2]
         table = tables.get(tkey) if tkey is not None else None
         cost_of.append(table.get(name) if table else None)
         if cost_of[-1] is not None and key is not None and key not in codes:
@@ -118,16 +120,16 @@ def _opcodes(modules: HloModules, key: tuple[str, int]) -> dict[str, str]:
     return {} if decoded is None else {i.name: i.opcode for c in decoded.computations for i in c.instructions}
 
 
-def _module_table(modules: HloModules, key: tuple[str, int, bool]) -> dict[str, OpCost] | None:
-    """The costs of a module's instructions run on a GPU (``key[2]``: TF32 products) or by
-    XLA's CPU runtime; None (and a warning) where its HLO is damaged."""
+def _module_table(modules: HloModules, key: tuple[str, int, bool], names: set[str]) -> dict[str, OpCost] | None:
+    """The costs of a module's instructions ``names`` run on a GPU (``key[2]``: TF32
+    products) or by XLA's CPU runtime; None (and a warning) where its HLO is damaged."""
     from .hlo_cost import module_costs  # the HLO decoder: only a file with XLA ops and their HLO
 
     decoded = modules.module(key[:2])
     try:
         if decoded is None:
             raise ValueError(modules.errors.get(key[:2], "undecodable"))
-        return module_costs(decoded, tf32=key[2])
+        return module_costs(decoded, tf32=key[2], names=names)
     except ValueError as e:
         msg = f"xspace: the HLO of module {key[0]}({key[1]}) is damaged ({e}): its ops get no FLOPs or bytes"
         modules.metadata.setdefault(mkeys.WARNINGS, []).append(msg)
