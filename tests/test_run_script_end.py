@@ -76,3 +76,24 @@ def test_a_signal_during_the_wait_ends_it_as_in_python(tmp_path: Path, signame: 
     if signame == "SIGINT":
         assert "KeyboardInterrupt" in plain.stderr and "KeyboardInterrupt" in ours.stderr
     assert 1 <= _sections(tmp_path).count("thread_work") < 100
+
+
+def test_threads_alive_before_the_script_are_not_waited_for(tmp_path: Path) -> None:
+    """``polyprof.cli.main(["run", ...])`` inside another program (a test runner) waits
+    for the script's threads only, not for the caller's own non-daemon threads."""
+    import threading
+
+    from polyprof.cli import main
+
+    release = threading.Event()
+    callers = threading.Thread(target=release.wait, args=(20,), name="the caller's")  # non-daemon
+    callers.start()
+    script = tmp_path / "prog.py"
+    script.write_text(TAIL.replace("atexit.register(at_exit)\n", ""))
+    try:
+        assert main(["run", "--no-summary", "--plugins", "host", "-o", str(tmp_path / "t.polyprof"), str(script)]) == 0
+        assert callers.is_alive()  # run returned without waiting for it (it would have ended after 20 s)
+    finally:
+        release.set()
+        callers.join()
+    assert _sections(tmp_path) == ["thread_work"] * 3

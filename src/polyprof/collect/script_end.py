@@ -24,15 +24,18 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
+from typing import Iterable
 
 
-def wait_for_threads() -> bool:
+def wait_for_threads(before: Iterable[threading.Thread] = ()) -> bool:
     """Join the program's non-daemon threads until none is left; False if Ctrl-C or a
-    signal ``polyprof run`` unwinds the script for ended the wait."""
-    me = threading.current_thread()
+    signal ``polyprof run`` unwinds the script for ended the wait. Threads in ``before``
+    (alive when the script began: not the program's, as where ``polyprof.cli.main``
+    runs inside another program) are not waited for."""
+    skip = {threading.current_thread(), *before}
     try:
         while True:
-            left = [t for t in threading.enumerate() if t is not me and not t.daemon and t.is_alive()]
+            left = [t for t in threading.enumerate() if t not in skip and not t.daemon and t.is_alive()]
             if not left:
                 return True
             for t in left:
