@@ -159,8 +159,14 @@ class Tables(Mapping[str, Table]):
         return dict(self._done)
 
 
-#: the tables a job's report leaves with each rank (see :attr:`Analysis.per_event`)
+#: the built-in tables a job's report leaves with each rank (see :attr:`Analysis.per_event`)
 PER_EVENT = tuple(a.name for a in ANALYSES if a.per_event)
+
+
+def per_event_tables() -> tuple[str, ...]:
+    """Every table a job's report leaves with each rank: :data:`PER_EVENT`, then those of
+    other packages whose :class:`Analysis` says ``per_event=True``."""
+    return PER_EVENT + tuple(a.name for a in extensions() if a.per_event)
 
 
 def compute_all(trace: Trace) -> dict[str, Table]:
@@ -207,7 +213,9 @@ def _analysis_of(obj: object, ep: entrypoints.EntryPoint) -> Analysis:
                                          "nor a function")
     if not isinstance(a.needs, tuple) or not all(isinstance(n, str) for n in a.needs) or a.name in a.needs:
         raise entrypoints.ExtensionError(f"the needs of its Analysis {a.name!r} are not a tuple of other tables")
-    return a._replace(per_event=False)  # a job's report keeps the tables of ANALYSES' flags
+    if not isinstance(a.per_event, bool):
+        raise entrypoints.ExtensionError(f"the per_event of its Analysis {a.name!r} is not True or False")
+    return a
 
 
 def _run_extension(a: Analysis, tables: Tables) -> Table:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..analyze.findings import SEVERITY_ORDER, Finding, by_severity
 from ..analyze.frames import column, frame
-from ..analyze.registry import PER_EVENT
+from ..analyze.registry import per_event_tables
 from ..analyze.units import fmt_ns, number_ranges
 from ..analyze.table import Table
 from .align import align_ranks, alignment_table
@@ -86,7 +86,7 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
         "per_rank": {r: results[r].overview for r in ranks},
     }
     if per_event_left:
-        overview["per_event_tables_left_with_ranks"] = list(PER_EVENT)
+        overview["per_event_tables_left_with_ranks"] = list(per_event_tables())
     return JobReport(ranks, tables, findings, overview, results)
 
 

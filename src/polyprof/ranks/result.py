@@ -16,7 +16,7 @@ import numpy as np
 
 from ..analyze.findings import Finding
 from ..analyze.frames import column
-from ..analyze.registry import ANALYSES, PER_EVENT, Tables
+from ..analyze.registry import Tables, analyses, per_event_tables
 from ..analyze.window import AUTO, label, selection, view
 from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
@@ -46,7 +46,8 @@ class RankResult(NamedTuple):
 def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: Any = AUTO) -> RankResult:
     """Every analysis of one rank over the steps ``window`` selects, as Tables (runs in
     the worker that loaded it), but those :func:`summaries_only` leaves out; with
-    ``tables`` (names in ``analyze.registry.ANALYSES``) only those, and no findings. The
+    ``tables`` (names of ``analyze.registry.analyses()``: polyprof's and other packages')
+    only those, and no findings. The
     collectives are all of the rank's (alignment uses every one), marked ``in_window``
     for the ones the window holds (stragglers and statistics)."""
     from ..report.tables import Report, build  # in the worker that runs a rank, not the parent that gathers
@@ -55,7 +56,7 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
         rep = build(trace, window)
         rep.tables = summaries_only(rep.tables)
     else:
-        known = [a.name for a in ANALYSES]
+        known = [a.name for a in analyses()]
         unknown = sorted(set(tables) - set(known))
         if unknown:
             raise PolyprofError(f"unknown analyses {unknown}; known: {known}")
@@ -69,9 +70,10 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
 
 def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
     """What a job gathers of a rank's tables: all but those with a row per event
-    (``analyze.registry.PER_EVENT``: the launch table, most of a summary's rows), which
-    stay with the rank."""
-    return {name: t for name, t in tables.items() if name not in PER_EVENT}
+    (``analyze.registry.per_event_tables()``: the launch table, most of a summary's rows,
+    and other packages' tables that say ``per_event``), which stay with the rank."""
+    left = per_event_tables()
+    return {name: t for name, t in tables.items() if name not in left}
 
 
 def rank_collectives(trace: Trace, windowed: Trace) -> Any:

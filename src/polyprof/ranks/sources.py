@@ -30,7 +30,8 @@ from .identity import rank_in_file, rank_in_name
 log = logging.getLogger("polyprof")
 
 #: file name endings a directory of ranks is read with: every format polyprof reads (a file
-#: of another format among them is refused, naming it)
+#: of another format among them is refused, naming it); with those of other packages'
+#: formats that have a reader (:func:`rank_files`)
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb",
                   ".xplane.pb.gz", ".pftrace", ".pftrace.gz", ".perfetto-trace", ".sqlite", ".sqlite3",
                   ".db", ".rpd", ".parquet")
@@ -176,11 +177,25 @@ def _directory(item: Any) -> list[RankSource] | None:
     from ..formats.rocprof_csv import runs_in  # rocprofv3's CSV output: one rank per prefix (process)
     from ..formats.nsys_csv import runs_in as nsys_runs  # nsys stats -o PREFIX's CSVs: one rank per prefix
 
-    found = runs_in(p) or nsys_runs(p) or _traces_only(_without_xprof_copies(sorted(
-        q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES) and not q.name.startswith("."))))
+    found = runs_in(p) or nsys_runs(p) or _traces_only(_without_xprof_copies(rank_files(p)))
     if not found:
         raise PolyprofError(f"{p}: no trace files in this directory")
     return [TraceFile(q) for q in found]
+
+
+def rank_files(p: Path) -> list[Path]:
+    """The files of directory ``p`` that may be ranks, by their names' endings: those of
+    polyprof's formats (:data:`TRACE_SUFFIXES`), and of the formats with a reader that
+    other packages add (``polyprof.formats`` entry points: ``.acmelog``). The installed
+    packages are looked at only when a file has an ending polyprof's formats do not."""
+    files = sorted(q for q in p.iterdir() if not q.name.startswith(".") and q.is_file())
+    own = [q for q in files if q.name.endswith(TRACE_SUFFIXES)]
+    if len(own) == len(files):
+        return own
+    from ..formats.registry import readers  # the formats' list: only for a file of another ending
+
+    endings = tuple(s for f in readers() for s in f.suffixes)
+    return [q for q in files if q.name.endswith(TRACE_SUFFIXES) or q.name.lower().endswith(endings)]
 
 
 def _traces_only(files: list[Path]) -> list[Path]:

@@ -25,7 +25,7 @@ from ..analyze.common import analysed_span
 from ..analyze.frames import column
 from ..analyze.ops import launch_summary
 from ..analyze.finding import Finding
-from ..analyze.registry import ANALYSES, Tables
+from ..analyze.registry import ANALYSES, Tables, extensions
 from ..analyze.table import Table
 from ..derive import cache
 from ..derive.steps import Steps, renumbered
@@ -44,7 +44,9 @@ from .table_merge import concat_collectives, merge_tables
 
 log = logging.getLogger("polyprof")
 _FAR = 1 << 62
-#: the tables each window computes: those a job gathers, and the launch table they need
+#: the tables each window computes: those a job gathers, and the launch table they need.
+#: Polyprof's own only: another package's table has no rule to merge its windows' tables
+#: (``ranks/table_merge.py``), so a rank summarised window by window has none (said once)
 KEPT = tuple(a.name for a in ANALYSES if not a.per_event) + ("launch_stats",)
 
 
@@ -117,6 +119,11 @@ def summarise(directory: Path, p: Plan, label: str = "") -> RankResult:
     _release()  # what the plan freed
     header = read_header(directory)
     strings = _read(directory / "strings.parquet").column("s").to_pylist()  # once for every window
+    left = [a.name for a in extensions() if not a.per_event]
+    if left:
+        log.warning("%s: summarised window by window: the tables of other packages (%s) are left out (polyprof "
+                    "cannot merge a table it does not know across windows; with --steps or --all-steps the rank is "
+                    "read whole, and has them)", label or directory.name, ", ".join(left))
     got = _Gathered()
     with tempfile.TemporaryDirectory(prefix="polyprof-windows-") as tmp, \
             TaskBar(len(p.events), f"{label or directory.name}: windows") as bar:

@@ -19,6 +19,7 @@ import orjson
 from ..analyze.frames import column, labels
 from ..outfile import write_file
 from ..trace.core import Trace
+from .extension_tables import html_tables
 from .memory_view import memory_view
 from .roofline_view import roofline_view
 from .tables import Report, build
@@ -86,6 +87,8 @@ def page_data(report: Report) -> dict[str, Any]:
         "cupti": _records(T["cupti_counters"], ["range", "top_op", "bottom_op", "flops", "name"], 200),
         # the whole window's model FLOPs utilisation (step -1), shown in the overview
         "mfu": _overall(T.get("mfu")),
+        # other packages' tables (polyprof.analyses), each from its own columns
+        "extensions": html_tables(T, lambda t, cols: _records(t, cols, TOP)),
     }
 
 
@@ -126,6 +129,8 @@ def ranks_view(ranks: JobReport) -> dict[str, Any]:
                                                         "max_ns", "algbw_gbps", "busbw_gbps"]),
         "transfers": _records(T["transfers"], ["src", "dst", "bytes", "count", "bytes_per_step", "send_ns", "recv_ns",
                                                "time_per_step_ns", "blocking_ns"]),
+        # other packages' tables of every rank, stacked with a rank column
+        "extensions": html_tables(T, lambda t, cols: _records(t, cols, 4 * TOP)),
     }
 
 

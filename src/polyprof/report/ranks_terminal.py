@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analyze.frames import column, order_desc
 from ..analyze.table import Table
+from . import extension_tables
 from .terminal import Out, _finding_lines, _int, _short, _table, comm_tables, fmt_ns, fmt_pct, print_parts
 from .textout import Boxed, Para
 
@@ -76,6 +77,7 @@ def _rank_parts(out: Out, report: JobReport, top: int, W: int) -> None:
         out(_table("Top device activity, per rank", kb, [
             ("rank", "rank", _int), ("name", "name", _short), ("count", "count", _int), ("total_ns", "total", fmt_ns),
             ("share_pct", "share", fmt_pct)], top, W, rows=order_desc(column(kb, "total_ns"))))
+    extension_tables.parts(out, T, top, W, _table)  # other packages' tables, each rank's rows
 
 
 def _job_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:

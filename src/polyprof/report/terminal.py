@@ -14,6 +14,7 @@ from ..analyze.units import fmt_ns, number_ranges
 from ..analyze.window import WindowArg
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
+from . import extension_tables
 from .efficiency_text import mfu_line
 from .tables import Report, build
 from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, cell_sizes, one_cell,  # noqa: F401
@@ -89,7 +90,7 @@ def _one_value(a: np.ndarray) -> bool:
 
 
 def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
-           rows: np.ndarray | None = None) -> "Grid":
+           rows: np.ndarray | None = None, texts: tuple[str, ...] | list[str] = ()) -> "Grid":
     """A table of ``df`` (of its rows at the positions ``rows``, when given: as
     ``df.iloc[rows]`` without building that frame): (column, header, formatter[,
     optional]). Optional columns
@@ -97,8 +98,8 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     not fit ``width`` characters; then text columns are narrowed (kinds and categories
     first, then the widest) and their texts shortened (names by what their parts mean,
     ``report/names.py``, then cut where the rows differ). Numbers and headers of numeric
-    columns are always shown in full."""
-    values = {c: column(df, c) for c, *_ in cols}
+    columns are always shown in full. ``texts``: more text columns than :data:`TEXT_COLUMNS`."""
+    text, values = TEXT_COLUMNS + tuple(texts), {c: column(df, c) for c, *_ in cols}
     if rows is not None:
         values = {c: v[rows] for c, v in values.items()}
     n = len(df) if rows is None else len(rows)
@@ -123,7 +124,7 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     # how narrow each column may become: only for a table wider than the terminal (a name
     # column's floor shortens every name, report/names.py); one that fits is left as it is
     floor = need if fits(keep, need) else {
-        c: _floor(c, h, need[c], cells[c]) if c in TEXT_COLUMNS else need[c] for c, h, *_ in cols}
+        c: _floor(c, h, need[c], cells[c]) if c in text else need[c] for c, h, *_ in cols}
     # drop optional columns, highest priority number first, then rightmost first
     optional = sorted((c for c in cols if len(c) > 3 and c[3]), key=lambda c: (-int(c[3]), -cols.index(c)))
     for col in optional:
@@ -132,9 +133,9 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
         keep.remove(col)
     w = {c[0]: need[c[0]] for c in keep}
     over = sum(w[c[0]] + 3 for c in keep) + 1 - width  # what fits() measures, kept as the widths shrink
-    texts = [c for c in w if c in TEXT_COLUMNS]
+    narrow = [c for c in w if c in text]
     while over > 0:  # one cell at a time from the column first in line, in steps as far as the next
-        shrink = [c for c in texts if w[c] > min(floor[c], 6)]
+        shrink = [c for c in narrow if w[c] > min(floor[c], 6)]
         if not shrink:
             break
         tier = {k: (w[k] > floor[k], k in LOW_COLUMNS) for k in shrink}
@@ -145,11 +146,11 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
         over -= step
     heads = [(c, head) for c, head, *_ in keep]
     for c, _ in heads:
-        if c in TEXT_COLUMNS and shown and max(sizes[c]) > w[c]:  # (texts that fit are left as they are)
+        if c in text and shown and max(sizes[c]) > w[c]:  # (texts that fit are left as they are)
             cells[c] = (fit_names if c in NAME_COLUMNS else fit_texts)(cells[c], w[c])
             sizes[c] = cell_sizes(cells[c])
     return Grid(f"{title}" + (f"  (top {top} of {n})" if n > top else "") + note,
-                [(head, w[c], c in TEXT_COLUMNS) for c, head in heads],
+                [(head, w[c], c in text) for c, head in heads],
                 [[cells[c][i] for c, _ in heads] for i in range(shown)],
                 [[sizes[c][i] for c, _ in heads] for i in range(shown)])
 
@@ -333,6 +334,7 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
             ("name", "kernel", None)], top, W))
     _other_events(out, T, top, W)
     _counter_table(out, T.get("counter_stats"), top, W)
+    extension_tables.parts(out, T, top, W, _table)  # other packages' tables, after polyprof's
     for err in ov["plugin_errors"]:
         out(Para(((f"plugin {err['plugin']} failed in {err['phase']}", "red"), (f": {err['error']}", None))))
     for w in ov.get("warnings", []):
