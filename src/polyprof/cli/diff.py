@@ -137,13 +137,12 @@ def run(args: argparse.Namespace) -> int:
 def _runs_at(path: str) -> list[tuple[TraceSet, list[str]]]:
     """The runs at ``path``: one (a file, a directory of rank files, a store), or one per
     subdirectory of a directory of runs; each with its paths."""
-    from ..ranks.sources import TRACE_SUFFIXES
+    from ..ranks.sources import rank_files
     from ..store.manifest import is_store
 
     p = Path(path)
     if p.is_dir() and not is_store(p):
-        files = [q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES)
-                 and not q.name.startswith(".")]
+        files = rank_files(p)  # other packages' formats' files too
         subdirs = sorted(q for q in p.iterdir() if q.is_dir() and not q.name.startswith("."))
         if not files and subdirs:
             return [_run_of(str(q)) for q in subdirs]
