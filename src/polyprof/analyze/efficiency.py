@@ -402,20 +402,28 @@ TENSOR_CORE_MARKS = ("tensorop", "xmma", "hmma", "wgmma", "wmma", "gmma", "_mma"
 def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(device rows ascending, flops, bytes) of kernels: a kernel's own ``flops`` stat, else
     its launching framework op's (the innermost, ``Correlation.op``) figures shared among
-    the kernels that op launched in proportion to their durations (one kernel: the lot)."""
+    the kernels that op launched in proportion to their durations (one kernel: the lot);
+    a kernel whose XLA op the file's HLO costs counts by that, in an op or not (XLA's
+    runtime launches it on its own thread where it runs a program asynchronously)."""
     corr = cache.correlation(trace)
     kinds = trace.kinds[corr.device_rows] if len(corr.device_rows) else np.zeros(0, np.int8)
-    sel = np.flatnonzero((corr.op >= 0) & (kinds == Kind.KERNEL))
+    kernel = kinds == Kind.KERNEL
+    hc = hlo_costs(trace)  # a kernel's XLA op costed from the file's HLO (launched in an op or not)
+    in_hlo = np.zeros(len(kernel), bool)
+    if len(hc.rows):
+        in_hlo[kernel] = find(hc.rows, corr.device_rows[kernel]) >= 0
+    sel = np.flatnonzero(kernel & ((corr.op >= 0) | in_hlo))
     rows, ops = corr.device_rows[sel], corr.op[sel]
-    uops, inv = np.unique(ops, return_inverse=True)
+    flops, nbytes = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    with_op = np.flatnonzero(ops >= 0)
+    uops, inv = np.unique(ops[with_op], return_inverse=True)
     c = op_costs(trace, uops)
-    dur = trace.events["dur_ns"][rows].astype(np.float64)
+    dur = trace.events["dur_ns"][rows[with_op]].astype(np.float64)
     total = np.bincount(inv, weights=dur, minlength=len(uops))
     count = np.bincount(inv, minlength=len(uops)).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(total[inv] > 0, dur / total[inv], 1.0 / np.maximum(count[inv], 1))
-    flops, nbytes = c.flops[inv] * share, c.bytes[inv] * share
-    hc = hlo_costs(trace)  # a kernel's XLA op costed from the file's HLO
+    flops[with_op], nbytes[with_op] = c.flops[inv] * share, c.bytes[inv] * share
     if len(hc.rows):
         pos = find(hc.rows, rows)
         hit = pos >= 0
@@ -444,8 +452,11 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
         return empty_frame(cols, ("name", "bound_by", "op"), np.float64)
     ev = trace.events
     corr = cache.correlation(trace)
-    op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]
-    prec = op_costs(trace, unique(op_rows)).precision[np.searchsorted(unique(op_rows), op_rows)]
+    op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]  # -1: a kernel XLA launched outside any op
+    uops = unique(op_rows[op_rows >= 0])
+    prec = np.full(len(rows), "", object)
+    if len(uops):
+        prec[op_rows >= 0] = op_costs(trace, uops).precision[np.searchsorted(uops, op_rows[op_rows >= 0])]
     dur = ev["dur_ns"][rows].astype(np.float64)
     g = group_stats(ev["name"][rows], dur)
     o, s = g["order"], g["starts"]
@@ -469,6 +480,7 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     return frame({
         "name": names, "count": g["count"], "flops": f, "bytes": b, "device_ns": t, "flops_per_s": fps,
         "bytes_per_s": bps, "intensity": inten, "roofline_pct": pct, "bound_by": bound,
-        "op": trace.names(op_rows[first]) if len(first) else np.zeros(0, object),
+        "op": np.where(op_rows[first] >= 0, trace.names(np.maximum(op_rows[first], 0)), "").astype(object)
+        if len(first) else np.zeros(0, object),
         "tensor_core": np.array([any(m in n for m in TENSOR_CORE_MARKS) for n in low], bool)},
         order=order_desc(t))

@@ -18,7 +18,7 @@ from ..trace import keys
 from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, member, unique, unique_inverse
-from ..trace.vocabulary import LAUNCH_MARKERS
+from ..trace.vocabulary import LAUNCH_MARKERS, NOT_LAUNCH_CATEGORIES
 from .memo import threads
 from .intervals import innermost
 
@@ -228,10 +228,16 @@ def is_launch_name(name: str) -> bool:
 
 
 def _launch_like(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Which calls enqueue device work (``is_launch_name``), judged once per name."""
+    """Which calls enqueue device work (``is_launch_name``), judged once per name; never
+    one of the ``NOT_LAUNCH_CATEGORIES`` (XLA's own TraceMe events)."""
+    if not len(rows):
+        return np.zeros(0, bool)
     ids, inv = unique_inverse(trace.events["name"][rows])
-    looks = np.fromiter((is_launch_name(trace.strings[i]) for i in ids), bool, len(ids))
-    return looks[inv] if len(rows) else np.zeros(0, bool)
+    looks = np.fromiter((is_launch_name(trace.strings[i]) for i in ids), bool, len(ids))[inv]
+    cats = [i for c in NOT_LAUNCH_CATEGORIES if (i := trace.string_id(c)) >= 0]
+    if cats:
+        looks &= ~member(trace.events["category"][rows], np.asarray(cats, trace.events["category"].dtype))
+    return looks
 
 
 def _in_order(trace: Trace, dev: np.ndarray, launch: np.ndarray, method: np.ndarray,

@@ -57,6 +57,7 @@ _BY_CATEGORY: dict[str, Kind] = {
     "xla_op": Kind.KERNEL,  # an HLO op executing on a device (or the CPU backend)
     "xla_module": Kind.DERIVED,  # a whole compiled program; its ops are the activity
     "traceme": Kind.CPU_OP,  # host TraceMe annotation
+    "xla_runtime": Kind.RUNTIME,  # host TraceMe of XLA's/PjRt's runtime (vocabulary.XLA_RUNTIME_CALLS)
     # Nsight Systems SQLite exports (formats/nsys)
     "nvtx": Kind.ANNOTATION,  # NVTX push/pop and start/end ranges: sections
     "nvtx_mark": Kind.MARK,

@@ -22,6 +22,42 @@ LAUNCH_MARKERS = ("launch", "memcpy", "memset", "enqueue", "runfunction", "graph
 #: calls that launch a whole captured graph (every kernel of it shares the call's correlation id)
 GRAPH_LAUNCH_MARKERS = ("graphlaunch",)
 
+#: host TraceMe events of XLA's, PjRt's and TSL's runtime (JAX and TensorFlow's XLA), as
+#: name prefixes (case-sensitive, after a leading ``[N] `` device index): running a
+#: compiled program, its buffers, events, streams and thread pools, not the user's ops.
+#: The user's jitted function (``PjitFunction(step)``) and TensorFlow's ops are not here.
+XLA_RUNTIME_CALLS = (
+    # PjRt clients and executables (common, C API, StreamExecutor, TFRT, CPU)
+    "PjRt", "PJRT_", "CommonPjRt", "TfrtTpuLoadedExecutable", "Scheduled TfrtTpuLoadedExecutable", "TfrtTpuBuffer",
+    "TfrtTpuClient", "TfrtCpu", "ThenExecuteCallback",
+    "BufferSequencingEvent::", "LocalDeviceState::", "DeviceMemAllocator::", "PythonRefManager::",
+    "ComputeSemaphoreAcquire", "GetEventForComputeStreamSyncPoint", "AllocateOutputBuffer", "Handle outputs",
+    "MakeOutputBuffers", "RecordUsage", "Build buffer allocations", "Handle inputs", "Handle input event recording",
+    "ParseArguments", "Wait for donation holds", "Wait for usage holds", "Resolve constant globals",
+    "D2H Dispatch", "H2D Dispatch", "D2H Copy From Staging Buffer", "PCIe/Memcpy Dispatch", "CreateCallbackStream",
+    # XLA's executables and thunks (GPU, CPU), their CUDA/HIP host callbacks
+    "GpuExecutable::", "Thunks::", "command_buffer::", "ThunkExecutor::", "cuLaunchHostFunc", "hipLaunchHostFunc",
+    # TSL: thread pools, the BFC allocator's records (read as memory events: formats/xprof_memory.py)
+    "ThreadpoolListener::", "SlinkyThreadPool::", "MemoryAllocation", "MemoryDeallocation",
+    # TPU runtime (tpu_inference_2; XProf's HostEventType names CompleteCallbacks, DoEnqueue*Program)
+    "tpu::System::", "Acquire semaphore", "Release semaphore", "MapDmaBuffer", "CompleteCallbacks", "LoadProgram",
+    "ActualLoad", "CopyProgramsToSharedMemory", "EnqueueContinuationProgram", "DoEnqueue", "DeferredTpuAllocator::",
+    "AllocateDestinationBuffer",
+    # PjRt's host layout changes of transfers (TransposePlan, TPU linearization)
+    "TransposePlan::", "Transpose::", "ParallelTranspose", "XlaLinearize", "XlaDelinearize", "Linearize", "Delinearize",
+)
+#: (XLA's compiler, ``backend_compile``, ``TfrtTpuCompiler::Compile``, ``XLA::TPU run hlo
+#: passes`` and its passes, is not here: its time is the user's to act on, as a recompile)
+#: the TraceMe of an XLA module's run (``jit_step:XLA GPU module``): it and the thunks
+#: it runs on its thread (named by their HLO instructions: ``command_buffer_1``,
+#: ``loop_reduce_fusion.2``) are runtime too
+XLA_MODULE_RUN = re.compile(r":XLA [A-Z]+ module$")
+#: categories of runtime calls that never enqueue device work themselves, whatever their
+#: names (``PjRtStreamExecutorLoadedExecutable::EnqueueExecution``, ``cuLaunchHostFunc``):
+#: XLA's own TraceMe events (formats/xspace/gpu.py ``runtime_calls``); the API calls that
+#: launch carry a correlation id and are ``cuda_runtime``/``hip_runtime``
+NOT_LAUNCH_CATEGORIES = ("xla_runtime",)
+
 #: host calls that put one piece of device work on a stream's queue (exact names): a
 #: stream's queue length counts these against the work they launched (HTA's counters)
 QUEUED_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync",

@@ -25,9 +25,11 @@ from ...trace.categories import DEVICE_ACTIVITY
 from ...trace.core import Trace
 from ...trace import metadata_keys as mkeys
 from ...trace.stats import StatColumn
-from ...trace.sorting import member, unique, unique_rows
+from ...trace.sorting import member, unique, unique_inverse, unique_rows
+from ...trace.vocabulary import XLA_MODULE_RUN, XLA_RUNTIME_CALLS
 from .decode import EventColumns, spans
 from .metadata import PlaneMetadata
+from .names import CAT_XLA_RUNTIME
 
 if TYPE_CHECKING:
     from .hlo import Module
@@ -141,6 +143,57 @@ def launch_calls(trace: Trace, traceme: int) -> None:
     table = np.asarray([ids[cat_of[i]] for i in uniq.tolist()], np.int32)
     ev["category"][rows] = table[np.searchsorted(uniq, names)]
     trace.__dict__.pop("kinds", None)
+
+
+#: the device index XLA puts before some runtime names (``[0] GpuExecutable::ExecuteThunks``)
+_DEVICE_INDEX = re.compile(r"^\[\d+\] ")
+
+
+def is_xla_runtime(name: str) -> bool:
+    """Whether a host TraceMe name is XLA's runtime at work (``XLA_RUNTIME_CALLS``, or a
+    module's run: ``XLA_MODULE_RUN``), not a framework op."""
+    return _DEVICE_INDEX.sub("", name, 1).startswith(XLA_RUNTIME_CALLS) or XLA_MODULE_RUN.search(name) is not None
+
+
+def runtime_calls(trace: Trace, traceme: int) -> None:
+    """Host TraceMe events of XLA's, PjRt's and TSL's runtime (:func:`is_xla_runtime`)
+    and the thunks an XLA module's run holds on its thread (the HLO instructions its
+    launches are made in) become runtime calls (``xla_runtime``, kind RUNTIME), as CUDA's
+    runtime calls in a PyTorch trace: the framework ops left are the user's (the jitted
+    function, ``PjitFunction(step)``; TensorFlow's ops), and a launch's framework op is
+    the one the user called. On every backend: the CPU runtime's thread pools and
+    buffer waits too. Runs after :func:`launch_calls` (a call with a correlation id
+    stays the launch it is)."""
+    if traceme < 0:
+        return
+    ev = trace.events
+    rows = np.flatnonzero(ev["category"] == traceme)
+    if not len(rows):
+        return
+    uniq, inv = unique_inverse(ev["name"][rows])
+    strs = [trace.strings[i] for i in uniq.tolist()]
+    runtime = np.fromiter((is_xla_runtime(s) for s in strs), bool, len(strs))[inv]
+    module = np.fromiter((XLA_MODULE_RUN.search(s) is not None for s in strs), bool, len(strs))[inv]
+    if module.any():
+        runtime |= _inside(ev["track"][rows], ev["start_ns"][rows], ev["dur_ns"][rows], np.flatnonzero(module))
+    if runtime.any():
+        ev["category"][rows[runtime]] = _string(trace, CAT_XLA_RUNTIME)
+        trace.__dict__.pop("kinds", None)
+
+
+def _inside(track: np.ndarray, start: np.ndarray, dur: np.ndarray, outer: np.ndarray) -> np.ndarray:
+    """Which events lie within one of the ``outer`` events (positions) on their track."""
+    out = np.zeros(len(track), bool)
+    end = start + dur
+    for t in unique(track[outer]).tolist():
+        o = outer[track[outer] == t]
+        o = o[np.argsort(start[o], kind="stable")]
+        on = np.flatnonzero(track == t)
+        k = np.searchsorted(start[o], start[on], side="right") - 1
+        ok = k >= 0
+        ok[ok] = end[on[ok]] <= end[o[k[ok]]]
+        out[on[ok]] = True
+    return out
 
 
 def framework_ops(trace: Trace) -> None:

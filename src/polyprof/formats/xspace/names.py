@@ -49,6 +49,8 @@ LINE_CATEGORIES: dict[str, str] = {
 
 #: Category of host events that XProf would call TraceMe annotations.
 CAT_TRACEME = "traceme"
+#: Category of the host TraceMe events of XLA's own runtime (kind RUNTIME: gpu.runtime_calls).
+CAT_XLA_RUNTIME = "xla_runtime"
 
 # Names polyprof writes so its own XSpace files read back losslessly; XProf ignores them.
 STAT_CATEGORY = "polyprof.category"

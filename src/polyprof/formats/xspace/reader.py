@@ -216,6 +216,7 @@ class _SpaceReader:
         xla.classify_host_events(trace, any(p.kind == "device" for p in trace.planes))
         if self.producer != "polyprof":  # XLA's GPU layout (polyprof's own files say what they hold)
             gpu.launch_calls(trace, trace.string_id(N.CAT_TRACEME))
+            gpu.runtime_calls(trace, trace.string_id(N.CAT_TRACEME))
             gpu.framework_ops(trace)
             gpu.xla_ops(trace)
             unread = gpu.uninterpreted_planes(trace)
