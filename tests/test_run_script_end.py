@@ -97,3 +97,15 @@ def test_threads_alive_before_the_script_are_not_waited_for(tmp_path: Path) -> N
         release.set()
         callers.join()
     assert _sections(tmp_path) == ["thread_work"] * 3
+
+
+@pytest.mark.parametrize("executor", ["ThreadPoolExecutor(2)", "ProcessPoolExecutor(1)"])
+def test_an_executor_never_shut_down_does_not_hold_the_run(tmp_path: Path, executor: str) -> None:
+    """An executor the program keeps and never shuts down leaves idle non-daemon threads
+    (workers, a process pool's manager) that python's own exit hook ends: polyprof run
+    must not wait for them (it hung: they wait for work for ever)."""
+    program = ("import sys\nfrom concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor\n"
+               f"if __name__ == '__main__':\n    sys.kept = {executor}\n"
+               "    print(sys.kept.submit(abs, -42).result(), flush=True)\n")
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)  # a hang: TimeoutExpired
+    assert plain.returncode == ours.returncode == 0 and plain.stdout == ours.stdout == "42\n"

@@ -15,8 +15,9 @@ The ``atexit`` callbacks still run after the session has stopped, at the real ex
 python's order: libraries tear their runtimes down there (JAX's ``clean_up`` clears its
 backends, and with them the profiler session the jax plugin collects; CUDA contexts,
 torch's), so they cannot run before the device plugins have stopped. Work in a callback
-is not in the trace. ``threading``'s own exit hooks also stay at the real exit
-(``concurrent.futures`` work queued but not waited for by the program).
+is not in the trace. ``threading``'s own exit hooks also stay at the real exit: the
+workers of a ``concurrent.futures`` executor the program never shut down are not waited
+for (python's hook ends them), so work still queued there runs after the trace.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def wait_for_threads(before: Iterable[threading.Thread] = ()) -> bool:
     skip = {threading.current_thread(), *before}
     try:
         while True:
-            left = [t for t in threading.enumerate() if t not in skip and not t.daemon and t.is_alive()]
+            ended = _ended_by_exit_hooks()
+            left = [t for t in threading.enumerate()
+                    if t not in skip and t not in ended and not t.daemon and t.is_alive()]
             if not left:
                 return True
             for t in left:
@@ -46,3 +49,22 @@ def wait_for_threads(before: Iterable[threading.Thread] = ()) -> bool:
         return False
     except SystemExit:  # the signal is noted by cli/run.py's handler, which raised this
         return False
+
+
+#: registries of the non-daemon threads that ``threading``'s own exit hooks end
+#: (``threading._register_atexit``: run by python before it joins the other threads)
+_EXIT_HOOKED = (("concurrent.futures.thread", "_threads_queues"),  # ThreadPoolExecutor workers
+                ("concurrent.futures.process", "_threads_wakeups"))  # ProcessPoolExecutor manager threads
+
+
+def _ended_by_exit_hooks() -> set[threading.Thread]:
+    """The threads python ends itself at exit: an executor the program never shut down
+    keeps its idle workers waiting for work until python's exit hook tells them to stop;
+    joined here, they would wait for ever (its hooks cannot run early: they stop every
+    executor in the process, polyprof's readers' included)."""
+    out: set[threading.Thread] = set()
+    for module, name in _EXIT_HOOKED:
+        registry = getattr(sys.modules.get(module), name, None)
+        if registry is not None:
+            out.update(t for t in list(registry.keys()) if isinstance(t, threading.Thread))
+    return out
