@@ -109,3 +109,25 @@ def test_an_executor_never_shut_down_does_not_hold_the_run(tmp_path: Path, execu
                "    print(sys.kept.submit(abs, -42).result(), flush=True)\n")
     plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)  # a hang: TimeoutExpired
     assert plain.returncode == ours.returncode == 0 and plain.stdout == ours.stdout == "42\n"
+
+
+def test_a_thread_an_exit_hook_stops_does_not_hold_the_run(tmp_path: Path) -> None:
+    """A library's non-daemon thread stopped by its own ``threading._register_atexit``
+    hook (a bound method of the object holding it, as anyio's socket selector): python
+    ends it at exit, polyprof run must not wait for it."""
+    program = """\
+import threading
+class Selector:
+    def __init__(self):
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._stopped.wait)
+        self._thread.start()
+        threading._register_atexit(self._stop)
+    def _stop(self):
+        self._stopped.set()
+        self._thread.join()
+sel = Selector()
+print("started", flush=True)
+"""
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)  # a hang: TimeoutExpired
+    assert plain.returncode == ours.returncode == 0 and plain.stdout == ours.stdout == "started\n"

@@ -67,4 +67,9 @@ def _ended_by_exit_hooks() -> set[threading.Thread]:
         registry = getattr(sys.modules.get(module), name, None)
         if registry is not None:
             out.update(t for t in list(registry.keys()) if isinstance(t, threading.Thread))
+    # a hook that is a bound method stops its object's threads (anyio's socket selector)
+    for hook in list(getattr(threading, "_threading_atexits", ())):
+        owner = getattr(getattr(hook, "func", hook), "__self__", None)  # kept as functools.partial(func)
+        if owner is not None and hasattr(owner, "__dict__"):
+            out.update(t for t in vars(owner).values() if isinstance(t, threading.Thread))
     return out
