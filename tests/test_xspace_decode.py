@@ -33,8 +33,14 @@ def assert_same_columns(a: decode.EventColumns, b: decode.EventColumns) -> None:
     for f in _FIELDS:
         x, y = getattr(a, f), getattr(b, f)
         assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=f == "st_dbl"), f
-    assert a.st_obj.tolist() == b.st_obj.tolist()
-    assert [type(v) for v in a.st_obj.tolist()] == [type(v) for v in b.st_obj.tolist()]
+    # the distinct text values, in the order first seen (st_int: each text stat's place there)
+    assert a.st_text.tolist() == b.st_text.tolist()
+    assert [type(v) for v in a.st_text.tolist()] == [type(v) for v in b.st_text.tolist()]
+    assert len({(type(v), v) for v in a.st_text.tolist()}) == len(a.st_text)  # each value once
+    objs = decode.stat_objects(a.st_kind, a.st_int, a.st_text).tolist()
+    assert objs == decode.stat_objects(b.st_kind, b.st_int, b.st_text).tolist()
+    assert [type(v) for v in objs] == [type(v) for v in decode.stat_objects(b.st_kind, b.st_int, b.st_text)]
+    assert all(np.shares_memory(c.st_dbl, c.st_int) for c in (a, b) if len(c.st_int))  # one value column
     assert metadata_entries(a) == metadata_entries(b)
     assert a.lines == b.lines and a.texts == b.texts
     assert [(p[0], p[1], p[2]) for p in a.planes] == [(p[0], p[1], p[2]) for p in b.planes]
@@ -148,10 +154,10 @@ def _ld(field: int, body: bytes) -> bytes:
 
 def test_kinds_a_file_lacks_hold_no_column(monkeypatch: pytest.MonkeyPatch) -> None:
     """A profile whose event stats are integers only (a JAX CPU profile's) and with no
-    num_occurrences: its double, text and num_occurrences columns are one value repeated
-    (stride 0), which reads and indexes as the full columns do, and the reader keeps its
-    stats' positions, rows and key codes as int32; the Trace is the same without the
-    extension."""
+    num_occurrences: its num_occurrences column is one value repeated (stride 0), which
+    reads and indexes as the full column does, it has no text values, its doubles are the
+    int column's memory, and the reader keeps its stats' positions, rows and key codes as
+    int32; the Trace is the same without the extension."""
     space = xplane_pb2.XSpace()
     plane = space.planes.add(id=1, name="/host:CPU")
     plane.stat_metadata[1].name = "hlo_op"
@@ -168,10 +174,11 @@ def test_kinds_a_file_lacks_hold_no_column(monkeypatch: pytest.MonkeyPatch) -> N
     data = space.SerializeToString()
     both_ways(data)
     cols = decode.columns_from_bytes(data)
-    for f in ("st_dbl", "st_obj", "ev_nocc"):
-        col = getattr(cols, f)
-        assert col.strides == (0,) and len(col) == (40 if f != "ev_nocc" else 20), f
-        assert col[np.array([0, 3])].tolist() == [col[0]] * 2 and col.flags.owndata is False
+    col = cols.ev_nocc
+    assert col.strides == (0,) and len(col) == 20
+    assert col[np.array([0, 3])].tolist() == [col[0]] * 2 and col.flags.owndata is False
+    assert len(cols.st_text) == 0 and len(cols.st_dbl) == 40 and np.shares_memory(cols.st_dbl, cols.st_int)
+    assert decode.stat_objects(cols.st_kind, cols.st_int, cols.st_text).tolist() == [None] * 40
     trace = xspace.from_bytes(data)
     assert trace.stats["hlo_op"].values.tolist()[:3] == [1, 1, 3]  # the last of the key counts
     assert trace.stats["far_key"].values.tolist()[:2] == [2, 4]
@@ -204,7 +211,8 @@ def test_wire_oddities_read_as_protobuf_reads_them(monkeypatch: pytest.MonkeyPat
     cols = decode.columns_from_bytes(data)
     assert cols.line_events.tolist() == [3, 0] and cols.plane_lines.tolist() == [2, 0]
     assert cols.ev_off.tolist() == [-100, 0, 0] and cols.ev_isnocc.tolist() == [False, False, True]
-    assert cols.st_kind.tolist() == [1, 5, 0, 6] and cols.st_obj[1] == b"\x00\xff"
+    assert cols.st_kind.tolist() == [1, 5, 0, 6] and cols.st_dbl[0] == 2.5
+    assert decode.stat_objects(cols.st_kind, cols.st_int, cols.st_text).tolist() == [None, b"\x00\xff", None, None]
     md = metadata_entries(cols)
     assert md[(0, 3)][:4] == ("op", "shown", b"\x01proto", [5, -1, 9]) and md[(0, 3)][5] == [5]
     assert md[(0, 8)][:3] == ("", "", b"") and md[(0, 0)][0] == "keyless"
@@ -228,6 +236,73 @@ def test_malformed_wire_data_raises_value_error(cut: int) -> None:
         decode.columns_from_bytes(data[:-cut])
     with pytest.raises(ValueError):
         decode.columns_from_bytes(b"\x0a\x05" + _tag(0, 0) + b"\x01\x02\x03")  # field number 0
+
+
+def _repeated_text_xspace(n: int) -> bytes:
+    """``n`` events of one op, each with four stats: two str values of a few distinct
+    (a Kineto export's input shapes and types), a bytes value, a double."""
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    for sid, name in ((1, "Input Dims"), (2, "Input type"), (3, "blob"), (4, "scale")):
+        plane.stat_metadata[sid].id = sid
+        plane.stat_metadata[sid].name = name
+    plane.event_metadata[5].id = 5
+    plane.event_metadata[5].name = "aten::add"
+    line = plane.lines.add(id=1, name="python", timestamp_ns=1000)
+    dims, types = ["[[1, 1, 1], [1]]", "[[8, 8]]", "[]"], ["float", "int"]
+    for i in range(n):
+        ev = line.events.add(metadata_id=5, offset_ps=i * 2000, duration_ps=1000)
+        ev.stats.add(metadata_id=1, str_value=dims[i % 3])
+        ev.stats.add(metadata_id=2, str_value=types[i % 2])
+        ev.stats.add(metadata_id=3, bytes_value=b"[]")  # the same bytes as a str value: never shared with it
+        ev.stats.add(metadata_id=4, double_value=i / 4)
+    return space.SerializeToString()
+
+
+def test_repeated_text_values_are_one_object_each() -> None:
+    """A text value a thousand stats hold is decoded once: the columns hold the distinct
+    values (dictionary-coded, both ways), every stat of one value gets that one object,
+    and a bytes value never stands for the str of the same bytes."""
+    data = _repeated_text_xspace(1000)
+    for cols in (decode.columns_from_bytes(data), decode.columns_from_messages(xplane_pb2.XSpace.FromString(data))):
+        assert cols.st_text.tolist() == ["[[1, 1, 1], [1]]", "float", b"[]", "[[8, 8]]", "int", "[]"]
+        objs = decode.stat_objects(cols.st_kind, cols.st_int, cols.st_text)
+        assert len({id(v) for v in objs.tolist() if v is not None}) == 6
+        assert objs[0] is objs[12] and objs[2] is objs[3998] and objs[8].__class__ is str
+        assert objs[4 * 999 + 3] is None and cols.st_dbl[4 * 999 + 3] == 999 / 4
+    trace = xspace.from_bytes(data)
+    assert trace.stats["Input Dims"].values.tolist()[:4] == ["[[1, 1, 1], [1]]", "[[8, 8]]", "[]", "[[1, 1, 1], [1]]"]
+    assert trace.stats["blob"].values.tolist()[:2] == [b"[]", b"[]"]
+    assert trace.stats["scale"].values.tolist()[:3] == [0.0, 0.25, 0.5]
+
+
+def test_memory_of_a_read_does_not_grow_with_repeated_text() -> None:
+    """The sweep's 3M-event XSpace took 590 B an event: one Python object per text stat
+    (1.6M at 1M events), a double column for 3% of doubles, each stat's event row kept.
+    Decoded, 20k events of four stats keep about 25 bytes a stat (78 with an object per
+    value); read into a Trace, about 95 B an event (324 before), at a peak of about 250
+    (470 before). tracemalloc counts Python's and NumPy's allocations, the same on every
+    run."""
+    import gc
+    import tracemalloc
+
+    data = _repeated_text_xspace(20_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        cols = decode.columns_from_bytes(data)
+        kept = tracemalloc.get_traced_memory()[0] / len(cols.st_kind)
+        del cols
+        gc.collect()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        trace = xspace.from_bytes(data)
+        now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert trace.n_events == 20_000
+    assert kept < 40, f"{kept:.0f} B kept a decoded stat"
+    assert (now - base) / 20_000 < 160 and (peak - base) / 20_000 < 360, (now - base, peak - base)
 
 
 def test_reader_falls_back_to_protobuf_where_the_walk_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,10 +351,11 @@ def _stat(draw, st_msg, ids: list[int]) -> None:
         st_msg.uint64_value = draw(_u64)
     elif which == "int64":
         st_msg.int64_value = draw(_i64)
-    elif which == "str":
-        st_msg.str_value = draw(st.text(max_size=6))
+    elif which == "str":  # often a value given before (shared), or another stat's bytes value as text
+        st_msg.str_value = draw(st.sampled_from(["", "1,1,1", "é"]) if draw(st.booleans()) else st.text(max_size=6))
     elif which == "bytes":
-        st_msg.bytes_value = draw(st.binary(max_size=6))
+        st_msg.bytes_value = draw(st.sampled_from([b"", b"1,1,1", "é".encode()]) if draw(st.booleans())
+                                  else st.binary(max_size=6))
     elif which == "ref":
         st_msg.ref_value = draw(st.sampled_from(ids) if ids and draw(st.booleans()) else _u64) % (1 << 64)
 

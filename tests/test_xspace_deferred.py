@@ -227,3 +227,22 @@ def test_spans_as_int32_where_they_fit_else_int64() -> None:
     far = spans(np.array([2**31 - 2]), np.array([3]), np.int32)
     assert far.dtype == np.int64 and far.tolist() == [2**31 - 2, 2**31 - 1, 2**31]
     assert spans(np.array([1]), np.array([0]), np.int32).dtype == np.int32
+
+
+def test_event_rows_found_from_first_stats_equal_rows_kept_per_stat() -> None:
+    """The reader keeps no event row per stat (4 bytes a stat): a plane's part finds it
+    from each event's first stat; events with no stats (which share the next one's first
+    stat) own none. The same rows as a part given each stat's row, codes as uint16."""
+    from polyprof.formats.xspace.deferred import EventPart
+
+    n_stats = np.array([2, 0, 0, 3, 1, 0, 2])
+    first = np.concatenate([[0], np.cumsum(n_stats)[:-1]]) + 10  # the plane's stats start at 10
+    st_idx = np.arange(10, 10 + n_stats.sum(), dtype=np.int32)
+    rows = np.repeat(np.arange(100, 107), n_stats)
+    codes = np.arange(len(st_idx), dtype=np.int32) % 3
+    found = EventPart(st_idx, first.astype(np.int32), None, 100, codes, {}, None, -1)
+    kept = EventPart(st_idx, None, rows.astype(np.int32), 100, codes, {}, None, -1)
+    sel = np.arange(len(st_idx))
+    assert found.rows(sel).tolist() == kept.rows(sel).tolist() == [100, 100, 103, 103, 103, 104, 106, 106]
+    assert found.rows(np.array([6, 2])).tolist() == [106, 103] and found.rows(sel).dtype == np.int64
+    assert found.codes.dtype == np.uint16 and found.codes.tolist() == codes.tolist()

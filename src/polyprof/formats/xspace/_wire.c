@@ -29,12 +29,15 @@
  *   ev_stats     int64[events]   stats per event
  *   st_mid       int64[stats]
  *   st_kind      uint8[stats]    0 unset, 1 double, 2 uint64, 3 int64, 4 str, 5 bytes, 6 ref
- *   st_int       int64[stats]    uint64/int64/ref value (uint64 bits as int64)
- *   st_dbl       float64[stats]  double value
+ *   st_int       int64[stats]    every value: uint64/int64/ref (uint64 bits as int64), a
+ *                                double's bits, a str or bytes value's place in `objs`
+ *   st_dbl       empty           (the doubles are in st_int)
  *   plane_mds    int64[planes]   event metadata entries per plane (map entries, in file order)
  *   md_key       int64[entries]  the entry's key; md_stats, md_children int64[entries]: counts
  *   md_child     int64[...]      child ids; ms_mid, ms_kind, ms_int, ms_dbl: metadata stats
- *   objs         list            the str (decoded UTF-8) and bytes values of event stats
+ *   objs         list            the distinct str (decoded UTF-8) and bytes values of event
+ *                                stats, in the order first seen (one object per value, however
+ *                                many stats hold it)
  *   mdtext       list            per entry: name, display name (str), metadata (bytes)
  *   mdobjs       list            the str and bytes values of metadata stats
  *   planes       list            per plane: (id, name, {stat metadata id: name}, [(stat id, kind, value)])

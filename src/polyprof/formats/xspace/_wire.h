@@ -17,9 +17,25 @@ enum { PLANE_LINES, LINE_EVENTS, EV_MID, EV_OFF, EV_DUR, EV_NOCC, EV_ISNOCC, EV_
        PLANE_MDS, MD_KEY, MD_STATS, MD_CHILDREN, MD_CHILD,
        MS_MID, MS_KIND, MS_INT, MS_DBL, N_VECS };
 
+/* The distinct str/bytes values of event stats seen so far: open addressing over their
+ * bytes in the input (alive for the whole walk), so a value repeated a million times is
+ * one Python object. `index` is the value's place in state_t.objs plus one (0: empty). */
+typedef struct {
+    const uint8_t *s;
+    Py_ssize_t n;
+    uint64_t hash;
+    int64_t index;
+} text_slot_t;
+
+typedef struct {
+    text_slot_t *slots;
+    size_t cap, used; /* cap a power of two, or 0 */
+} text_set_t;
+
 typedef struct {
     vec_t v[N_VECS];
-    PyObject *objs;    /* the str/bytes values of event stats */
+    text_set_t seen;   /* the event stats' distinct values, by their bytes and kind */
+    PyObject *objs;    /* the distinct str/bytes values of event stats, first seen first */
     PyObject *mdtext;  /* per metadata entry: name, display name, metadata bytes */
     PyObject *mdobjs;  /* the str/bytes values of metadata stats */
     PyObject *planes;  /* per plane: (id, name, {stat metadata id: name}, [(stat id, kind, value)]) */

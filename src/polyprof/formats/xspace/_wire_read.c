@@ -2,8 +2,85 @@
  * `columns(data)` returns is described in _wire.c). */
 #include "_wire.h"
 
-/* One XStat into the stat columns starting at vector `at` (ST_MID or MS_MID), its
- * str/bytes value appended to `objs`. */
+/* FNV-1a over a value's bytes, its kind (4 str, 5 bytes) mixed in, then MurmurHash3's
+ * finalizer (so the table's low bits depend on every byte). */
+static uint64_t
+text_hash(const uint8_t *s, Py_ssize_t n, uint8_t kind)
+{
+    uint64_t h = 0xcbf29ce484222325ULL ^ kind;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ULL;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Probes before a value is given an object of its own, unshared: a file crafted so that
+ * many values collide costs at most this many comparisons a stat. */
+#define TEXT_PROBES 64
+
+static int
+text_grow(text_set_t *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    text_slot_t *slots = PyMem_Calloc(cap, sizeof *slots);
+    if (!slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->slots[i].index) {
+            size_t j = (size_t)t->slots[i].hash & (cap - 1);
+            while (slots[j].index)
+                j = (j + 1) & (cap - 1);
+            slots[j] = t->slots[i];
+        }
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* The place in st->objs of the str (kind 4) or bytes (5) value s..e: the object made for
+ * the first stat with these bytes and kind, or a new one appended. -1 on error. */
+static int64_t
+text_index(state_t *st, const uint8_t *s, const uint8_t *e, uint8_t kind)
+{
+    text_set_t *t = &st->seen;
+    if (2 * (t->used + 1) > t->cap && text_grow(t) < 0)
+        return -1;
+    Py_ssize_t n = e - s;
+    uint64_t h = text_hash(s, n, kind);
+    size_t j = (size_t)h & (t->cap - 1);
+    int probes = 0;
+    for (; t->slots[j].index && probes < TEXT_PROBES; j = (j + 1) & (t->cap - 1), probes++) {
+        text_slot_t *x = &t->slots[j];
+        if (x->hash == h && x->n == n && memcmp(x->s, s, (size_t)n) == 0
+            && (PyUnicode_Check(PyList_GET_ITEM(st->objs, x->index - 1)) == (kind == 4)))
+            return x->index - 1;
+    }
+    PyObject *o = kind == 4 ? PyUnicode_DecodeUTF8((const char *)s, n, NULL)
+                            : PyBytes_FromStringAndSize((const char *)s, n);
+    if (!o)
+        return -1;
+    int rc = PyList_Append(st->objs, o);
+    Py_DECREF(o);
+    if (rc < 0)
+        return -1;
+    if (t->slots[j].index) /* TEXT_PROBES taken: not shared */
+        return PyList_GET_SIZE(st->objs) - 1;
+    t->slots[j] = (text_slot_t){s, n, h, PyList_GET_SIZE(st->objs)};
+    t->used++;
+    return t->slots[j].index - 1;
+}
+
+/* One XStat into the stat columns starting at vector `at` (ST_MID or MS_MID). With
+ * `objs` NULL (event stats) every value goes into the int column: a double as its bits
+ * (the double column stays empty), a str/bytes value as its place among the distinct
+ * values (text_index); else a double into the double column, a str/bytes value appended
+ * to `objs`. */
 static int
 xstat(state_t *st, const uint8_t *p, const uint8_t *end, int at, PyObject *objs)
 {
@@ -44,7 +121,12 @@ xstat(state_t *st, const uint8_t *p, const uint8_t *end, int at, PyObject *objs)
         ival = 0; /* only the oneof member set last has a value */
     if (kind != 1)
         dval = 0.0;
-    if (kind == 4 || kind == 5) {
+    if (!objs) { /* an event stat: one int64 value column (the double's bits, a text's place) */
+        if (kind == 1)
+            memcpy(&ival, &dval, 8);
+        else if ((kind == 4 || kind == 5) && (ival = text_index(st, s, e, kind)) < 0)
+            return -1;
+    } else if (kind == 4 || kind == 5) {
         PyObject *o = kind == 4 ? PyUnicode_DecodeUTF8((const char *)s, e - s, NULL)
                                 : PyBytes_FromStringAndSize((const char *)s, e - s);
         if (!o)
@@ -57,7 +139,8 @@ xstat(state_t *st, const uint8_t *p, const uint8_t *end, int at, PyObject *objs)
     PUSH(st, at, int64_t, mid);
     PUSH(st, at + 1, uint8_t, kind);
     PUSH(st, at + 2, int64_t, ival);
-    PUSH(st, at + 3, double, dval);
+    if (objs)
+        PUSH(st, at + 3, double, dval);
     return 0;
 }
 
@@ -90,7 +173,7 @@ event(state_t *st, const uint8_t *p, const uint8_t *end)
                 isnocc = 1;
             }
         } else if (wt == 2 && f == 4) {
-            if (span(st, &p, end, &s, &e) < 0 || xstat(st, s, e, ST_MID, st->objs) < 0)
+            if (span(st, &p, end, &s, &e) < 0 || xstat(st, s, e, ST_MID, NULL) < 0)
                 return -1;
             nstats++;
         } else if (skip(st, &p, end, f, wt, 0) < 0) {
@@ -493,6 +576,7 @@ wire_columns(PyObject *self, PyObject *arg)
     }
     for (int i = 0; i < N_VECS; i++)
         PyMem_Free(st.v[i].p);
+    PyMem_Free(st.seen.slots);
     Py_XDECREF(st.objs);
     Py_XDECREF(st.mdtext);
     Py_XDECREF(st.mdobjs);

@@ -39,7 +39,7 @@ class EventColumns:
 
     # a plain class, not a dataclass: making one is slower at import, in every cold load
     __slots__ = ("plane_lines", "line_events", "ev_mid", "ev_off", "ev_dur", "ev_nocc", "ev_isnocc", "ev_stats",
-                 "st_mid", "st_kind", "st_int", "st_dbl", "st_obj", "plane_mds", "md_key", "md_name", "md_display",
+                 "st_mid", "st_kind", "st_int", "st_dbl", "st_text", "plane_mds", "md_key", "md_name", "md_display",
                  "md_meta", "md_stats", "md_children", "md_child", "ms_mid", "ms_kind", "ms_int", "ms_dbl", "ms_obj",
                  "planes", "lines", "texts")
     plane_lines: np.ndarray  # int64
@@ -52,9 +52,12 @@ class EventColumns:
     ev_stats: np.ndarray  # int64 stats per event
     st_mid: np.ndarray  # int64 XStat.metadata_id
     st_kind: np.ndarray  # uint8: 0 unset, 1 double, 2 uint64, 3 int64, 4 str, 5 bytes, 6 ref
-    st_int: np.ndarray  # int64: uint64 (as its bits), int64 or ref value
-    st_dbl: np.ndarray  # float64: double value
-    st_obj: np.ndarray  # object: the str / bytes value, None for other kinds
+    # st_int holds every stat's value (one column, 8 bytes a stat): a uint64 (as its bits), int64 or
+    # ref value, a double's bits, a str / bytes value's place in st_text
+    st_int: np.ndarray  # int64
+    st_dbl: np.ndarray  # float64: st_int's memory as doubles (the double value where st_kind is 1)
+    st_text: np.ndarray  # object: the distinct str / bytes values, first seen first (dictionary-coded:
+    # a value a million stats hold is one object; :func:`stat_objects` gives them per stat)
     # XPlane.event_metadata, entry by entry (a key given twice: the last entry counts)
     plane_mds: np.ndarray  # int64 entries per plane
     md_key: np.ndarray  # int64 map key (the metadata id events refer to)
@@ -126,13 +129,12 @@ def columns_from_bytes(data: bytes) -> EventColumns:
     kind, mkind = np.frombuffer(skind, np.uint8), np.frombuffer(mskind, np.uint8)
     text = _objects(mdtext)
     is_nocc = np.frombuffer(isnocc, np.uint8).astype(bool)
-    # columns with no value of their kind in the file are one value repeated (no memory):
-    # the stats' doubles and texts of a profile that has none, num_occurrences
-    dbl = np.frombuffer(sdbl, np.float64) if (kind == 1).any() else _repeated(0.0, len(kind), np.float64)
+    # num_occurrences, where no event has one, is one value repeated (no memory)
+    ints = i64(sint)
     return EventColumns(i64(plane_lines), i64(line_events), i64(mid), i64(off), i64(dur),
                         i64(nocc) if is_nocc.any() else _repeated(0, len(is_nocc), np.int64),
                         is_nocc, i64(nstats), i64(smid), kind,
-                        i64(sint), dbl, _values(kind, objs),
+                        ints, ints.view(np.float64), _objects(objs),
                         i64(plane_mds), i64(md_key), text[0::3], text[1::3], text[2::3], i64(md_stats),
                         i64(md_children), i64(md_child), i64(msmid), mkind, i64(msint),
                         np.frombuffer(msdbl, np.float64), _values(mkind, mdobjs), planes, lines, texts)
@@ -141,6 +143,16 @@ def columns_from_bytes(data: bytes) -> EventColumns:
 def _objects(values: Sequence[object]) -> np.ndarray:
     out = np.empty(len(values), object)
     out[:] = values
+    return out
+
+
+def stat_objects(kind: np.ndarray, ints: np.ndarray, texts: np.ndarray) -> np.ndarray:
+    """Stats' str/bytes values (``kind``, ``ints`` and ``texts`` as ``EventColumns``'
+    st_kind, st_int, st_text) as an object column: each text stat's value, None elsewhere."""
+    out = np.full(len(kind), None, object)
+    t = np.flatnonzero((kind == 4) | (kind == 5))
+    if len(t):
+        out[t] = texts[ints[t]]
     return out
 
 
@@ -166,7 +178,8 @@ def columns_from_messages(space: XSpace) -> EventColumns:
     object access per event and stat."""
     plane_lines, line_events = [], []
     ev: tuple[list[Any], ...] = ([], [], [], [], [], [])  # mid, off, dur, nocc, isnocc, nstats
-    st: tuple[list[Any], ...] = ([], [], [], [], [])  # mid, kind, int, dbl, obj
+    st: tuple[list[Any], ...] = ([], [], [], [], [])  # mid, kind, int, dbl, distinct text values
+    seen: dict[tuple[int, Any], int] = {}  # (kind, text value) -> its place in st[4]
     plane_mds = []
     md: tuple[list[Any], ...] = ([], [], [], [], [], [], [])  # key, name, display, meta, nstats, nchild, child
     ms: tuple[list[Any], ...] = ([], [], [], [], [])
@@ -188,7 +201,7 @@ def columns_from_messages(space: XSpace) -> EventColumns:
                 for col, v in zip(ev, (e.metadata_id, 0 if n else e.offset_ps, e.duration_ps,
                                        e.num_occurrences if n else 0, n, len(e.stats))):
                     col.append(v)
-                _stats(e.stats, st)
+                _stats(e.stats, st, seen)
         plane_mds.append(len(plane.event_metadata))
         for key, m in plane.event_metadata.items():
             for col, v in zip(md, (key, m.name, m.display_name, bytes(m.metadata), len(m.stats), len(m.child_id))):
@@ -196,17 +209,23 @@ def columns_from_messages(space: XSpace) -> EventColumns:
             md[6].extend(m.child_id)
             _stats(m.stats, ms)
     i64 = lambda v: np.asarray(v, np.int64)
+    kind, ints = np.asarray(st[1], np.uint8), i64(st[2])
+    dbl = kind == 1  # the doubles' bits into the value column, as the compiled walk puts them
+    ints[dbl] = np.asarray(st[3], np.float64)[dbl].view(np.int64)
     return EventColumns(i64(plane_lines), i64(line_events), i64(ev[0]), i64(ev[1]), i64(ev[2]), i64(ev[3]),
-                        np.asarray(ev[4], bool), i64(ev[5]), i64(st[0]), np.asarray(st[1], np.uint8), i64(st[2]),
-                        np.asarray(st[3], np.float64), _objects(st[4]),
+                        np.asarray(ev[4], bool), i64(ev[5]), i64(st[0]), kind, ints, ints.view(np.float64),
+                        _objects(st[4]),
                         i64(plane_mds), i64(md[0]), _objects(md[1]), _objects(md[2]), _objects(md[3]), i64(md[4]),
                         i64(md[5]), i64(md[6]), i64(ms[0]), np.asarray(ms[1], np.uint8), i64(ms[2]),
                         np.asarray(ms[3], np.float64), _objects(ms[4]), planes, lines,
                         (list(space.errors), list(space.warnings), list(space.hostnames)))
 
 
-def _stats(stats: Iterable[XStat], out: tuple[list[Any], ...]) -> None:
-    """XStat messages appended to the (mid, kind, int, double, object) lists."""
+def _stats(stats: Iterable[XStat], out: tuple[list[Any], ...], seen: dict[tuple[int, Any], int] | None = None) -> None:
+    """XStat messages appended to the (mid, kind, int, double, object) lists; with
+    ``seen`` (event stats), text values as the compiled walk gives them: each distinct
+    value once in the object list, its place there in the int list (keyed by kind and
+    value: a str and a bytes value never share)."""
     smid, skind, sint, sdbl, sobj = out
     for st in stats:
         which = st.WhichOneof("value")
@@ -214,9 +233,17 @@ def _stats(stats: Iterable[XStat], out: tuple[list[Any], ...]) -> None:
         smid.append(st.metadata_id)
         skind.append(k)
         v = getattr(st, which) if which else 0
-        sint.append(v - _U64 if k in (2, 6) and v >= 1 << 63 else v if k in (2, 3, 6) else 0)
+        if seen is not None and k in (4, 5):
+            at = seen.get((k, v))
+            if at is None:
+                at = seen[(k, v)] = len(sobj)
+                sobj.append(v)
+            sint.append(at)
+        else:
+            sint.append(v - _U64 if k in (2, 6) and v >= 1 << 63 else v if k in (2, 3, 6) else 0)
+            if seen is None:
+                sobj.append(v if k in (4, 5) else None)
         sdbl.append(v if k == 1 else 0.0)
-        sobj.append(v if k in (4, 5) else None)
 
 
 def spans(starts: np.ndarray, counts: np.ndarray, dtype: type = np.int64) -> np.ndarray:

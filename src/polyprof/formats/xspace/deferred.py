@@ -23,7 +23,7 @@ import numpy as np
 from ...trace import keys as K
 from ...trace.sorting import unique
 from ...trace.stats import StatColumn, TextCodes, as_values, merge_columns
-from .decode import EventColumns, spans
+from .decode import EventColumns, spans, stat_objects
 from .names import XPROF_ALIASES
 from .stats import column
 
@@ -65,17 +65,31 @@ class MetadataPart:
 
 
 class EventPart:
-    """The events' own stats of one plane: positions in the decoded stat columns, the
-    event row of each and its key code (int32, or int64 past 2**31); ``nocc``: (rows,
+    """The events' own stats of one plane: positions in the decoded stat columns and the
+    key code of each (positions int32, or int64 past 2**31; codes uint16 where they fit).
+    The event row of a stat is found from ``first``, the position of each event's first
+    stat (rows from ``row0``; non-decreasing, as the lines and their events are read in
+    file order), not kept per stat; else ``rows``, each stat's row. ``nocc``: (rows,
     values) of XEvent.data's num_occurrences (key ``nocc_code``), which precede the
     stats; ``present``: the distinct ``codes``, where the reader has them (a key the
     plane lacks is then answered without a pass over its stats)."""
 
-    def __init__(self, st_idx: np.ndarray, rows: np.ndarray, codes: np.ndarray, stat_names: dict[int, str],
-                 nocc: tuple[np.ndarray, np.ndarray] | None, nocc_code: int, present: set[int] | None = None):
-        self.st_idx, self.rows, self.codes, self.stat_names = st_idx, rows, codes, stat_names
-        self.nocc, self.nocc_code = nocc, nocc_code
+    def __init__(self, st_idx: np.ndarray, first: np.ndarray | None, rows: np.ndarray | None, row0: int,
+                 codes: np.ndarray, stat_names: dict[int, str], nocc: tuple[np.ndarray, np.ndarray] | None,
+                 nocc_code: int, present: set[int] | None = None):
+        self.st_idx, self.first, self.st_rows, self.row0 = st_idx, first, rows, row0
+        self.codes = codes.astype(np.uint16) if len(codes) and 0 <= int(codes.min()) and int(codes.max()) < 1 << 16 \
+            else codes
+        self.stat_names, self.nocc, self.nocc_code = stat_names, nocc, nocc_code
         self.present = present
+
+    def rows(self, sel: np.ndarray) -> np.ndarray:
+        """The event row (int64) of the stats ``sel`` (places in ``st_idx``): an event's
+        stats lie from its ``first`` up to the next event's."""
+        if self.first is None:
+            assert self.st_rows is not None
+            return self.st_rows[sel].astype(np.int64)
+        return np.searchsorted(self.first, self.st_idx[sel], side="right").astype(np.int64) - 1 + self.row0
 
     def values(self, cols: "StatValues", code: int) -> list[tuple[np.ndarray, ...]]:
         """(rows, kind, int, double, object) runs of key ``code``; refs as the names they refer to."""
@@ -89,12 +103,13 @@ class EventPart:
         sel = np.flatnonzero(self.codes == code)
         if len(sel):
             idx = self.st_idx[sel]
-            kind, ints, objs = cols.st_kind[idx], cols.st_int[idx], cols.st_obj[idx]
+            kind, ints = cols.st_kind[idx], cols.st_int[idx]
+            objs = stat_objects(kind, ints, cols.st_text)
             refs = np.flatnonzero(kind == 6)
             if len(refs):
                 names = self.stat_names
                 objs[refs] = [names.get(v & ((1 << 64) - 1), "") for v in ints[refs].tolist()]
-            out.append((self.rows[sel].astype(np.int64), kind, ints, cols.st_dbl[idx], objs))
+            out.append((self.rows(sel), kind, ints, cols.st_dbl[idx], objs))
         return out
 
 
@@ -102,10 +117,10 @@ class StatValues:
     """The event stats' value columns of the decoded XSpace: all a deferred column needs
     of it (the events' times and ids are not kept alive with the trace)."""
 
-    __slots__ = ("st_kind", "st_int", "st_dbl", "st_obj")
+    __slots__ = ("st_kind", "st_int", "st_dbl", "st_text")
 
     def __init__(self, cols: EventColumns):
-        self.st_kind, self.st_int, self.st_dbl, self.st_obj = cols.st_kind, cols.st_int, cols.st_dbl, cols.st_obj
+        self.st_kind, self.st_int, self.st_dbl, self.st_text = cols.st_kind, cols.st_int, cols.st_dbl, cols.st_text
 
 
 class DeferredStats:
@@ -117,7 +132,7 @@ class DeferredStats:
         self.cols, self.md, self.ev = StatValues(cols), md, ev
         self.built: set[str] = set()
         present = unique(np.concatenate([np.zeros(0, np.int64), *(p.codes() for p in md),
-                                            *(p.codes for p in ev),
+                                            *(p.codes if p.present is None else np.fromiter(p.present, np.int64) for p in ev),
                                             *([p.nocc_code] for p in ev if p.nocc is not None)]))
         #: key -> code, of every key some event has (without the writer's copies)
         self.code = {keys[c]: c for c in present.tolist() if keys[c] not in drop}

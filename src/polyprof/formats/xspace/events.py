@@ -14,7 +14,7 @@ from ...trace import keys as K
 from ...trace.builder import TraceBuilder
 from ...trace.sorting import member, unique, unique_inverse
 from . import gpu, names as N
-from .decode import EventColumns, spans
+from .decode import EventColumns, spans, stat_objects
 from .deferred import DeferredStats, EventPart, MetadataPart
 from .metadata import PlaneMetadata, read_metadata
 from .stats import flow_in, flow_out, python_values
@@ -138,52 +138,68 @@ class EventReader:
             nocc = (rows[sel], c.ev_nocc[idx][sel])
         nocc_code = self._code("num_occurrences") if nocc is not None else -1
         # kept with the trace (EventPart) as int32 where they fit: a stat's position, its
-        # event's row, its key code (POLYPROF_MAX_EVENTS may allow more than 2**31 events)
-        st_idx = spans(self.stat_start[idx], n_st, np.int32)
-        st_rows = np.repeat(rows.astype(np.int32 if row0 + len(idx) < 2**31 else np.int64), n_st)
+        # key code, each event's first stat (POLYPROF_MAX_EVENTS may allow more than 2**31
+        # events); a stat's event row is found from the first stats, not made per stat,
+        # unless the events are out of file order (never, as the reader reads lines)
+        first = self.stat_start[idx]
+        ordered = not len(first) or bool((first[1:] >= first[:-1]).all())
+        st_idx = spans(first, n_st, np.int32)
+        st_rows = None if ordered else np.repeat(rows.astype(np.int32 if row0 + len(idx) < 2**31 else np.int64), n_st)
         del rows, n_st
         kind = c.st_kind[st_idx]
         unset = kind == 0
         if unset.any():
             keep = np.flatnonzero(~unset)
-            st_idx, st_rows, kind = st_idx[keep], st_rows[keep], kind[keep]
+            st_idx, kind, st_rows = st_idx[keep], kind[keep], None if st_rows is None else st_rows[keep]
         del unset
-        codes = self._codes_of(c.st_mid[st_idx], stat_names)
+        codes = self._codes_of(c.st_mid, st_idx, stat_names)
         if drop:
             kept = np.flatnonzero(~member(codes, np.asarray([self.key_code.get(k, -1) for k in drop], np.int64)))
-            st_idx, st_rows, kind, codes = st_idx[kept], st_rows[kept], kind[kept], codes[kept]
+            st_idx, kind, codes = st_idx[kept], kind[kept], codes[kept]
+            st_rows = None if st_rows is None else st_rows[kept]
         special = member(codes, np.asarray([self.key_code[s] for s in _SPECIAL if s in self.key_code], np.int64))
         if special.any():
             sp = st_idx[special]
-            objs = c.st_obj[sp]
-            refs = np.flatnonzero(kind[special] == 6)
-            if len(refs):
-                objs[refs] = [stat_names.get(v & ((1 << 64) - 1), "") for v in c.st_int[sp][refs].tolist()]
-            self._special(codes[special], st_rows[special], kind[special], c.st_int[sp], c.st_dbl[sp], objs, cats,
-                          row0)
+            sp_rows = np.searchsorted(first, sp, side="right") - 1 + row0 if st_rows is None else st_rows[special]
+            self._special(codes[special], sp_rows, kind[special], c.st_int[sp], c.st_text, stat_names, cats, row0)
+            del sp, sp_rows
             plain = ~special
-            st_idx, st_rows, codes, kind = st_idx[plain], st_rows[plain], codes[plain], kind[plain]
+            st_idx, codes, kind = st_idx[plain], codes[plain], kind[plain]
+            st_rows = None if st_rows is None else st_rows[plain]
+        del special
         present: set[int] = set()  # the key codes this plane's events have
         if len(codes):  # the XStat value kinds of each key, for metadata[mkeys.XSPACE]
-            pairs = np.flatnonzero(np.bincount(codes * 8 + kind))  # codes are small: no sort
+            pairs = np.flatnonzero(_pair_counts(codes, kind))
             for code, k in zip((pairs // 8).tolist(), (pairs % 8).tolist()):
                 self.ev_kinds.setdefault(code, set()).add(N.VALUE_KINDS[k])
                 present.add(code)
-        self.ev_parts.append(EventPart(st_idx, st_rows, codes, stat_names, nocc, nocc_code, present))
+        small = not len(first) or first[-1] < 2**31
+        self.ev_parts.append(EventPart(st_idx, first.astype(np.int32 if small else np.int64) if ordered else None,
+                                       st_rows, row0, codes, stat_names, nocc, nocc_code, present))
 
-    def _codes_of(self, mids: np.ndarray, stat_names: dict[int, str]) -> np.ndarray:
-        """The key code (int32) of each stat metadata id in ``mids``: through a table over
-        the ids where they are small (as XLA numbers them), else by sorting."""
-        if not len(mids):
+    def _codes_of(self, st_mid: np.ndarray, at: np.ndarray, stat_names: dict[int, str],
+                  chunk: int = 1 << 20) -> np.ndarray:
+        """The key code (int32) of the stat metadata id ``st_mid[at]`` of each stat: through
+        a table over the ids where they are small (as XLA numbers them), a chunk of stats
+        at a time (no int64 copy of a big plane's ids), else by sorting."""
+        if not len(at):
             return np.zeros(0, np.int32)
-        lo, hi = int(mids.min()), int(mids.max())
-        if lo < 0 or hi > max(1 << 16, 4 * len(mids)):
-            umid, minv = unique_inverse(mids)
+        parts = range(0, len(at), chunk)
+        lo = min(int(st_mid[at[a:a + chunk]].min()) for a in parts)
+        hi = max(int(st_mid[at[a:a + chunk]].max()) for a in parts)
+        if lo < 0 or hi > max(1 << 16, 4 * len(at)):
+            umid, minv = unique_inverse(st_mid[at])
             return np.asarray([self._code(stat_names.get(m, str(m))) for m in umid.tolist()], np.int32)[minv]
-        seen = np.flatnonzero(np.bincount(mids))
+        count = np.zeros(hi + 1, np.int64)
+        for a in parts:
+            count += np.bincount(st_mid[at[a:a + chunk]], minlength=hi + 1)
+        seen = np.flatnonzero(count)
         lut = np.zeros(hi + 1, np.int32)
         lut[seen] = [self._code(stat_names.get(m, str(m))) for m in seen.tolist()]
-        return lut[mids]
+        out = np.empty(len(at), np.int32)
+        for a in parts:
+            out[a:a + chunk] = lut[st_mid[at[a:a + chunk]]]
+        return out
 
     def _code(self, key: str) -> int:
         code = self.key_code.get(key)
@@ -193,21 +209,30 @@ class EventReader:
         return code
 
     def _special(self, codes: np.ndarray, rows: np.ndarray, kind: np.ndarray, ints: np.ndarray,
-                 dbls: np.ndarray, objs: np.ndarray, cats: np.ndarray, row0: int) -> None:
-        """polyprof's category and flow stats (files polyprof wrote)."""
+                 texts: np.ndarray, stat_names: dict[int, str], cats: np.ndarray, row0: int) -> None:
+        """polyprof's category and flow stats (files polyprof wrote): ``kind`` and ``ints``
+        as ``EventColumns``' st_kind and st_int (texts: st_text)."""
+        dbls = ints.view(np.float64)
+
+        def values(sel: np.ndarray) -> list[Any]:
+            k, v = kind[sel], ints[sel]
+            objs = stat_objects(k, v, texts)
+            refs = np.flatnonzero(k == 6)
+            if len(refs):
+                objs[refs] = [stat_names.get(r & ((1 << 64) - 1), "") for r in v[refs].tolist()]
+            return python_values(k, v, dbls[sel], objs)
+
         is_cat = codes == self.key_code.get(N.STAT_CATEGORY, -1)
         if is_cat.any():
             sel = np.flatnonzero(is_cat)
-            if (kind[sel] == 4).all():  # as polyprof writes it: text
-                text = objs[sel]
+            if (kind[sel] == 4).all():  # as polyprof writes it: text (the few values shared, not copied)
+                cats[rows[sel] - row0] = self.b.intern_many(texts[ints[sel]])
             else:
-                text = np.asarray([str(v) for v in python_values(kind[sel], ints[sel], dbls[sel], objs[sel])],
-                                  object)
-            cats[rows[sel] - row0] = self.b.intern_many(text)
+                cats[rows[sel] - row0] = self.b.intern_many(np.asarray([str(v) for v in values(sel)], object))
         sel = np.flatnonzero(~is_cat)
         if not len(sel):
             return
-        vals = python_values(kind[sel], ints[sel], dbls[sel], objs[sel])
+        vals = values(sel)
         out_code = self.key_code.get(N.STAT_FLOW_OUT, -1)
         for i, code, row in zip(range(len(sel)), codes[sel].tolist(), rows[sel].tolist()):
             if code == out_code:
@@ -265,6 +290,20 @@ class EventReader:
         for (pid, name), (t, v) in self.series.items():
             b.counter(pid, name, t, v)
         return {k: sorted(v) for k, v in self.value_kinds.items()}, stats
+
+
+def _pair_counts(codes: np.ndarray, kind: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """``np.bincount(codes * 8 + kind)`` (codes are small: no sort), a chunk at a time:
+    bincount's int64 operand for every stat of a big plane was the read's peak."""
+    out = np.zeros(0, np.int64)
+    for a in range(0, len(codes), chunk):
+        part = np.bincount(codes[a:a + chunk].astype(np.int64) * 8 + kind[a:a + chunk])
+        if len(part) > len(out):
+            part[:len(out)] += out
+            out = part
+        else:
+            out[:len(part)] += part
+    return out
 
 
 def grouped(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
