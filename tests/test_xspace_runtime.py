@@ -131,3 +131,14 @@ def test_live_jax_cpu_profile(tmp_path: Path) -> None:
     assert not [n for n in names if INTERNAL.search(n)], names
     rt = event_stats(trace)
     assert "xla_runtime" in set(rt["category"])
+
+
+def test_cupti_overhead_records_are_overhead_not_ops() -> None:
+    """XLA's CUPTI tracer writes CUPTI's own overhead records as host TraceMes named by
+    their kind (``BUFFER_FLUSH``, ``<UNKNOWN>``: 11 ms each in the H200 transformer):
+    the profiler's cost (category ``overhead``, as Kineto's), not the program's ops."""
+    trace = load(DATA / "h200" / "jax_transformer_h200.xplane.pb.gz")
+    names = set(op_stats(trace)["name"])
+    assert names == {"np.asarray(jax.Array)", "PjitFunction(step)"}
+    assert _in_trace(trace, "overhead", "BUFFER_FLUSH") == 327 and _in_trace(trace, "overhead", "<UNKNOWN>") == 331
+    assert _in_trace(trace, "traceme", "BUFFER_FLUSH") == 0

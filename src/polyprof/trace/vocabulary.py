@@ -52,6 +52,11 @@ XLA_RUNTIME_CALLS = (
 #: it runs on its thread (named by their HLO instructions: ``command_buffer_1``,
 #: ``loop_reduce_fusion.2``) are runtime too
 XLA_MODULE_RUN = re.compile(r":XLA [A-Z]+ module$")
+#: host TraceMe events XLA's CUPTI tracer makes of CUPTI's own overhead records (named
+#: by their CUPTI_ACTIVITY_OVERHEAD kind; ``<UNKNOWN>`` where CUPTI gives none): the
+#: profiler's cost, not the program's ops (Kineto's ``overhead`` category), read so where
+#: the XSpace has a GPU plane
+CUPTI_OVERHEAD_NAMES = frozenset(("BUFFER_FLUSH", "COMPILER", "INSTRUMENTATION", "RESOURCE", "<UNKNOWN>"))
 #: categories of runtime calls that never enqueue device work themselves, whatever their
 #: names (``PjRtStreamExecutorLoadedExecutable::EnqueueExecution``, ``cuLaunchHostFunc``):
 #: XLA's own TraceMe events (formats/xspace/gpu.py ``runtime_calls``); the API calls that

@@ -26,7 +26,7 @@ from ...trace.core import Trace
 from ...trace import metadata_keys as mkeys
 from ...trace.stats import StatColumn
 from ...trace.sorting import member, unique, unique_inverse, unique_rows
-from ...trace.vocabulary import XLA_MODULE_RUN, XLA_RUNTIME_CALLS
+from ...trace.vocabulary import CUPTI_OVERHEAD_NAMES, XLA_MODULE_RUN, XLA_RUNTIME_CALLS
 from .decode import EventColumns, spans
 from .metadata import PlaneMetadata
 from .names import CAT_XLA_RUNTIME
@@ -179,6 +179,11 @@ def runtime_calls(trace: Trace, traceme: int) -> None:
     if runtime.any():
         ev["category"][rows[runtime]] = _string(trace, CAT_XLA_RUNTIME)
         trace.__dict__.pop("kinds", None)
+    if any(p.name.startswith("/device:GPU") for p in trace.planes):  # CUPTI ran: its overhead records
+        overhead = np.fromiter((s in CUPTI_OVERHEAD_NAMES for s in strs), bool, len(strs))[inv] & ~runtime
+        if overhead.any():
+            ev["category"][rows[overhead]] = _string(trace, "overhead")
+            trace.__dict__.pop("kinds", None)
 
 
 def _inside(track: np.ndarray, start: np.ndarray, dur: np.ndarray, outer: np.ndarray) -> np.ndarray:
