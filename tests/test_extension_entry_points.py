@@ -8,15 +8,18 @@ package can be wrong is skipped or contained with one warning, the command going
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 import polyprof
+from polyprof import entrypoints as _ep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -472,3 +475,57 @@ def test_a_vendor_table_whose_needs_fail_or_loop_is_empty_with_a_warning(monkeyp
     assert len([w for w in warned if "'x_missing' is left empty" in w and "no_such_table" in w]) == 1, warned
     assert len([w for w in warned if "needs itself" in w]) == 1, warned
     assert len(warned) == 2, warned
+
+
+def test_quiet_on_overlapping_threads_gives_stdout_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two vendor calls that overlap (polyprof.load on two files at once): the first in
+    leaves first; contextlib.redirect_stdout then left sys.stdout as stderr for good."""
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def a() -> None:
+        with _ep.quiet():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def b() -> None:
+        a_in.wait(10)
+        with _ep.quiet():
+            b_in.set()
+            a_out.wait(10)
+            print("vendor line")
+
+    ts = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(20)
+    assert sys.stdout is out
+    assert err.getvalue() == "vendor line\n" and out.getvalue() == ""
+
+
+def test_no_cache_file_without_a_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No $HOME and a user the system does not know: expanduser leaves "~", and the cache
+    was written to ./~/.cache/polyprof in the working directory."""
+    import pwd
+
+    def unknown(uid: int) -> object:
+        raise KeyError(uid)
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", unknown)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_ep, "_declared", None)
+    site = tmp_path / "site"
+    info = site / "acme-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "entry_points.txt").write_text("[polyprof.findings]\nacme = acme:rule\n")
+    os.utime(info, ns=(10**9, 10**9))
+    os.utime(site, ns=(10**9, 10**9))  # settled: the cache would keep it
+    monkeypatch.setattr(sys, "path", [str(site)])
+    assert [ep.name for ep in _ep.declared("polyprof.findings")] == ["acme"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]

@@ -29,6 +29,8 @@ import importlib
 import logging
 import os
 import sys
+import tempfile
+import threading
 import time
 from typing import Callable, Collection, Iterator, NamedTuple, TypeVar
 
@@ -270,7 +272,7 @@ _CACHE_DIRS = 64
 def _directories(roots: list[str]) -> dict[str, Listing]:
     """:func:`_list_directory` of each root, from the cache file where the directory's
     modification time is the one recorded there."""
-    use = os.environ.get(ENV_CACHE, "1") not in ("0", "")
+    use = os.environ.get(ENV_CACHE, "1") not in ("0", "") and _cache_file() is not None
     cached = _load_cache() if use else {}
     out: dict[str, Listing] = {}
     fresh: dict[str, tuple[int, Listing]] = {}
@@ -302,9 +304,14 @@ def _directories(roots: list[str]) -> dict[str, Listing]:
     return out
 
 
-def _cache_file() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "polyprof", _CACHE_NAME)
+def _cache_file() -> str | None:
+    """The cache file; None where there is no home to keep it in (no $HOME, a user the
+    system does not know: ``~`` stays ``~``, a directory of that name in the working
+    directory). A relative $XDG_CACHE_HOME is ignored, as the XDG spec says."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "polyprof", _CACHE_NAME) if os.path.isabs(base) else None
 
 
 def _storable(key: str, listing: Listing) -> bool:
@@ -315,7 +322,8 @@ def _storable(key: str, listing: Listing) -> bool:
 def _load_cache() -> dict[str, tuple[int, Listing]]:
     """root -> (its modification time, its listing), as the file holds them ({}: none, or
     a file this code cannot read: it is written again)."""
-    data = _read(_cache_file())
+    path = _cache_file()
+    data = None if path is None else _read(path)
     out: dict[str, tuple[int, Listing]] = {}
     if data is None:
         return out
@@ -345,10 +353,14 @@ def _save_cache(dirs: dict[str, tuple[int, Listing]]) -> None:
             lines.append(f"N\t{name}")
             lines.extend(f"E\t{g}\t{ep.name}\t{ep.value}\t{ep.dist}" for g, ep in eps)
     path = _cache_file()
-    tmp = f"{path}.{os.getpid()}.tmp"
+    if path is None:
+        return
+    tmp = ""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
+        # a name no other writer has (the same pid on another host sharing the home)
+        fd, tmp = tempfile.mkstemp(prefix=_CACHE_NAME + ".", suffix=".tmp", dir=os.path.dirname(path))
+        with open(fd, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
         os.replace(tmp, path)
     except OSError as e:  # a read-only home: every process reads the directories
@@ -396,10 +408,31 @@ def load(group: str, check: Callable[[object, EntryPoint], T], name: Callable[[E
     return out
 
 
-def quiet() -> contextlib.AbstractContextManager[object]:
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_quiet_saved: object = None
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
     """What another package's code prints goes to stderr while it runs: polyprof's stdout
-    (``--json``, ``--csv``) stays what polyprof writes."""
-    return contextlib.redirect_stdout(sys.stderr)
+    (``--json``, ``--csv``) stays what polyprof writes. Counted, not stacked: calls that
+    overlap on several threads (``polyprof.load`` on two files at once) give stdout back
+    once the last one ends (``contextlib.redirect_stdout`` there could leave it stderr)."""
+    global _quiet_depth, _quiet_saved
+    with _quiet_lock:
+        if not _quiet_depth:
+            _quiet_saved, sys.stdout = sys.stdout, sys.stderr
+        _quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if not _quiet_depth:
+                if sys.stdout is sys.stderr:  # not one the code set meanwhile
+                    sys.stdout = _quiet_saved  # type: ignore[assignment]
+                _quiet_saved = None
 
 
 def _why_not(ep: EntryPoint, check: Callable[[object, EntryPoint], T]) -> T | str:
