@@ -15,6 +15,29 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
+def fmt_pct(x: float) -> str:
+    return "-" if x != x else f"{x:.1f}%"
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes with a sign (a change): +32.0 MiB."""
+    if b != b:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= scale:
+            return f"{b / scale:+.1f} {unit}"
+    return f"{b:+.0f} B"
+
+
+def fmt_size(b: float) -> str:
+    """Bytes without a sign: 32.0 MiB."""
+    return fmt_bytes(b).lstrip("+")
+
+
+def fmt_num(x: float) -> str:
+    return "-" if x != x else f"{x:.4g}"
+
+
 def number_ranges(numbers: list[int]) -> str:
     """Sorted numbers (ranks, steps) as runs: ``[0, 1, 2, 3, 5, 7]`` as "0-3, 5, 7"."""
     out, i = [], 0

@@ -18,7 +18,7 @@ import numpy as np
 from .. import entrypoints
 from ..analyze.frames import column, labels
 from ..analyze.registry import GROUP, extensions
-from ..analyze.units import fmt_ns
+from ..analyze.units import fmt_ns, fmt_pct, fmt_size
 
 #: a terminal column as ``terminal._table`` takes it: (column, header, formatter[, priority])
 Spec = tuple[Any, ...]
@@ -45,19 +45,6 @@ def _is_text(v: np.ndarray) -> bool:
     return v.dtype.kind in "OUS"
 
 
-def _pct(x: float) -> str:
-    return "-" if x != x else f"{x:.1f}%"
-
-
-def _size(b: float) -> str:
-    if b != b:
-        return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= scale:
-            return f"{b / scale:.1f} {unit}"
-    return f"{b:.0f} B"
-
-
 def _text(x: object) -> str:
     return "-" if x is None else str(x)
 
@@ -77,9 +64,9 @@ def formatter(name: str, v: np.ndarray) -> Callable[[Any], str]:
     if name.endswith("_ns"):
         return lambda x: "-" if x != x else fmt_ns(x)
     if name.endswith("_pct"):
-        return _pct
+        return fmt_pct
     if name.endswith("bytes"):
-        return _size
+        return fmt_size
     return _number
 
 

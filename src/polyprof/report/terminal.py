@@ -10,7 +10,7 @@ import numpy as np
 from ..analyze.critical_path import on_path_totals
 from ..analyze.frames import column, labels, order_desc
 from ..analyze.table import Table
-from ..analyze.units import fmt_ns, number_ranges
+from ..analyze.units import fmt_bytes, fmt_ns, fmt_num, fmt_pct, fmt_size, number_ranges  # noqa: F401 (fmt_* used by importers)
 from ..analyze.window import WindowArg
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
@@ -28,29 +28,6 @@ if TYPE_CHECKING:
 
 #: where each part of a summary goes, in order
 Out = Callable[[Item], None]
-
-
-
-def fmt_pct(x: float) -> str:
-    return "-" if x != x else f"{x:.1f}%"
-
-
-def fmt_bytes(b: float) -> str:
-    if b != b:
-        return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= scale:
-            return f"{b / scale:+.1f} {unit}"
-    return f"{b:+.0f} B"
-
-
-def fmt_size(b: float) -> str:
-    """Bytes without a sign: 32.0 MiB."""
-    return fmt_bytes(b).lstrip("+")
-
-
-def fmt_num(x: float) -> str:
-    return "-" if x != x else f"{x:.4g}"
 
 
 def _short(s: object, n: int = 70) -> str:
