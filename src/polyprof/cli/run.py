@@ -19,7 +19,6 @@ import os
 import runpy
 import signal
 import sys
-import threading
 import traceback
 from contextlib import contextmanager
 from dataclasses import replace
@@ -27,7 +26,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Iterator, TextIO
 
-from ..collect import script_end, signals
+from ..collect import signals
 from ..collect.session import Session
 from ..errors import PolyprofError
 from ..lowlevel import heap, unseen
@@ -118,13 +117,6 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
     finally:
         sys.argv = old_argv
         sys.path[:] = old_path
-
-
-def _finish_program(before: list[threading.Thread]) -> None:
-    """Wait for the program's remaining threads (not those of ``before``), as python does
-    after the script, while the session still records (collect/script_end.py)."""
-    with signals.hidden(_on_signal):
-        script_end.wait_for_threads(before)
 
 
 #: where the frames of the launcher (this module, runpy) beneath the script's come from
@@ -229,11 +221,9 @@ def run(args: argparse.Namespace) -> int:
     streams = sys.stdout, sys.stderr  # polyprof's lines go here, whatever the program leaves there
     session.start()
     _freeze_what_polyprof_made()
-    before = threading.enumerate()  # not the program's (main() run inside another program)
     code = run_script(target, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
         return code
-    _finish_program(before)
     with _own_streams(*streams):
         trace: Trace | None
         try:
@@ -358,11 +348,9 @@ def _run_serving(args: argparse.Namespace, address: str) -> int:
     pid = os.getpid()
     _received.clear()
     _freeze_what_polyprof_made()
-    before = threading.enumerate()
     code = run_script(args.script, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the server is the parent's
         return code
-    _finish_program(before)
     server.stop()  # a capture in progress ends now and is answered
     for s, h in previous.items():
         if signal.getsignal(s) == _on_signal:
