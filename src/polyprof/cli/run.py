@@ -219,13 +219,16 @@ def run(args: argparse.Namespace) -> int:
     pid = os.getpid()
     _received.clear()
     streams = sys.stdout, sys.stderr  # polyprof's lines go here, whatever the program leaves there
+    session.owns_process = True  # the program is not running yet: its plugins' calls are guarded (collect/guard.py)
     session.start()
+    session.owns_process = False
     _freeze_what_polyprof_made()
     code = run_script(target, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
         return code
     with _own_streams(*streams):
         trace: Trace | None
+        session.owns_process = True  # the script has returned
         try:
             trace = session.stop()  # a signal during the save is held, then delivered here
         except KeyboardInterrupt:

@@ -5,9 +5,9 @@ waited for at most a time limit, every exception (``BaseException`` included:
 A call that overruns is abandoned, not killed (Python cannot stop a thread); its
 thread is a daemon, so it never keeps the process alive.
 
-What a call may not change for the program: its stdout (``routed``: a plugin's prints
-go to stderr) and its working directory (``Kept``, which also turns faulthandler on so
-that a crash names the plugin's code).
+What a call made while the program is not running may not change for it: its working
+directory (``Kept``, which also turns faulthandler on so that a crash names the
+plugin's code).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 import traceback
-from typing import Callable, TextIO, cast
+from typing import Callable
 
 
 class Outcome:
@@ -76,77 +76,22 @@ def call_here(fn: Callable[[], object]) -> Outcome:
 
 
 # ------------------------------------------------------------------ what a call may not change
-class _Routed:
-    """``sys.stdout`` while plugin calls run: what the threads running those calls write
-    goes to stderr (the program's stdout is the program's: a pipe a caller parses, a
-    file), everything else to the stdout it replaced, unchanged."""
-
-    def __init__(self, real: TextIO) -> None:
-        self._real = real
-        self._threads: dict[int, Callable[[], None]] = {}  # thread -> its call's note
-
-    def write(self, text: str) -> int:
-        note = self._threads.get(threading.get_ident())
-        if note is None:
-            return self._real.write(text)
-        if text:
-            note()
-        err = sys.stderr if sys.stderr is not self else sys.__stderr__
-        return err.write(text) if err is not None else len(text)
-
-    def __getattr__(self, name: str) -> object:  # flush, fileno, encoding, buffer...
-        return getattr(self._real, name)
-
-
-_route_lock = threading.Lock()
-
-
-def routed(fn: Callable[[], object], note: Callable[[], None]) -> Callable[[], object]:
-    """``fn`` made to send what it prints on its own thread to stderr, calling ``note()``
-    the first time it does; ``sys.stdout`` is put back once no such call runs."""
-    said: list[bool] = []
-
-    def once() -> None:
-        if not said:
-            said.append(True)
-            note()
-
-    def call() -> object:
-        me = threading.get_ident()
-        with _route_lock:
-            out = sys.stdout
-            router = out if isinstance(out, _Routed) else None if out is None else _Routed(out)
-            if router is not None:
-                sys.stdout = cast(TextIO, router)  # a stand-in: what it lacks it takes from the real one
-                router._threads[me] = once
-        if router is None:  # no stdout (pythonw): nothing to keep apart
-            return fn()
-        try:
-            return fn()
-        finally:
-            with _route_lock:
-                router._threads.pop(me, None)
-                if sys.stdout is router and not router._threads:
-                    sys.stdout = router._real
-
-    return call
-
-
 class Kept:
-    """Around one plugin call, on the session's thread: ``sys.stdout`` is the program's
-    again after it (even if the call overran and still runs), the working directory it
-    changed is put back (a plugin's ``os.chdir`` must not move the program, nor stop
+    """Around one plugin call made while the program is not running (``polyprof run``
+    starting the session before the script, stopping it after): the working directory a
+    plugin changed is put back (its ``os.chdir`` must not move the program, nor stop
     ``polyprof run`` from finding the script), and a crash in the call (``abort()``, a
     segfault: a Python plugin is not isolated from the process) prints every thread's
     Python traceback, which names the plugin's code (faulthandler, unless the program
-    turned it on itself)."""
+    turned it on itself). While the program runs (a session it started, a capture served
+    mid-run) nothing is watched: its own threads may change the directory, or
+    faulthandler, at the same moment, and what it does there is its own (the
+    conformance kit's ``program_state`` clause tells a plugin's author instead)."""
 
-    def __init__(self) -> None:
-        self.cwd = _cwd()
-        out = sys.stdout
-        self.stdout = out._real if isinstance(out, _Routed) else out
+    def __init__(self, active: bool = True) -> None:
+        self.cwd = _cwd() if active else None
         self._fault = False
-        if not faulthandler.is_enabled():
+        if active and not faulthandler.is_enabled():
             try:
                 faulthandler.enable(file=sys.__stderr__ or sys.stderr, all_threads=True)
                 self._fault = True
@@ -157,9 +102,6 @@ class Kept:
         """Undo what the call changed; what to tell the user (None: nothing changed)."""
         if self._fault:
             faulthandler.disable()
-        with _route_lock:  # a call that overran still runs: the program gets its stdout back all the same
-            if isinstance(sys.stdout, _Routed) and sys.stdout._real is self.stdout:
-                sys.stdout = self.stdout
         now = _cwd()
         if self.cwd is None or now == self.cwd:
             return None

@@ -32,7 +32,7 @@ from ..trace.merge import merge
 from . import background, exits, journal, output as output_mod, signals
 from .children import ChildrenCPU
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
-from .guard import Kept, Outcome, call_guarded, call_here, routed
+from .guard import Kept, Outcome, call_guarded, call_here
 from .options import NAMES, SessionOptions, make
 from .plugin import Plugin, SessionContext, far_outside
 from .registry import discover, is_target, load_target, resolve
@@ -92,6 +92,10 @@ class Session:
             raise SessionError("give the session's options either as settings= or one by one, not both")
         #: every option of this session, as given (collect/options.py)
         self.settings = settings
+        #: whether the program is not running while plugins are called now (``polyprof
+        #: run`` sets it around the start before the script and the stop after): a call's
+        #: change of directory is put back, a crash in it named (guard.Kept)
+        self.owns_process = False
         #: which steps to record (collect/schedule.py): a Schedule or None (all)
         self.schedule = settings.schedule
         self._driver: Driver | Timed | None = None
@@ -367,7 +371,7 @@ class Session:
                     log.debug("crash journal flush before stop: %s", e)
 
     def _collect(self, slot: _Slot, end: int) -> Trace | None:
-        kept, fn = Kept(), self._routed(slot, "collect", slot.plugin.collect)
+        kept, fn = Kept(self.owns_process), slot.plugin.collect
         if slot.limited:
             out = call_guarded(fn, f"polyprof-collect-{slot.name}", self.collect_timeout)
         else:  # the host plugin: its data is in memory; no limit may drop it
@@ -400,7 +404,7 @@ class Session:
     def _call(self, slot: _Slot, phase: str, fn: Callable[[], object]) -> bool:
         """start()/stop() of one plugin: never raises, time limited unless the plugin
         must run on this thread (then a hang is reported once it returns)."""
-        t0, kept, fn = now_ns(), Kept(), self._routed(slot, phase, fn)
+        t0, kept = now_ns(), Kept(self.owns_process)
         if slot.limited and not slot.here:
             out: Outcome = call_guarded(fn, f"polyprof-{phase}-{slot.name}", self.call_timeout)
         else:
@@ -419,12 +423,6 @@ class Session:
         if slot.limited and took > self.call_timeout:
             self._ctx.warn(slot.name, f"{phase}() took {took:.1f} s (limit {self.call_timeout:g} s)")  # type: ignore[union-attr]
         return True
-
-    def _routed(self, slot: _Slot, phase: str, fn: Callable[[], object]) -> Callable[[], object]:
-        ctx = self._ctx
-        assert ctx is not None
-        return routed(fn, lambda: ctx.warn(slot.name, f"printed to the program's stdout in {phase}(); "
-                                                      "polyprof sent it to stderr"))
 
     def _kept(self, slot: _Slot, kept: Kept, phase: str) -> None:
         note = kept.end(phase)
