@@ -132,6 +132,12 @@ KERNELS = [("acme_gemm", 1_000, 400), ("acme_gemm", 2_000, 600), ("acme_copy", 3
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
+    return make_site(tmp_path)
+
+
+def make_site(tmp_path: Path) -> Path:
+    """The vendor package as an installed dist-info in ``tmp_path/site``, and
+    ``tmp_path/run.acmelog`` (tests/test_extension_tables.py builds on it)."""
     site = tmp_path / "site"
     (site / "acme_polyprof").mkdir(parents=True)
     (site / "acme_polyprof" / "__init__.py").write_text(VENDOR)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from analysis.browser import chromium
-from test_extension_entry_points import ENTRY_POINTS, KERNELS, VENDOR
+from test_extension_entry_points import KERNELS, make_site
 
 import polyprof
 from polyprof import entrypoints
@@ -41,14 +41,7 @@ def _log(path: Path, scale: int = 1) -> Path:
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     """The vendor package, ``run.acmelog`` and ``job/`` (two ranks: rank 1's kernels twice as long)."""
-    site = tmp_path / "site"
-    (site / "acme_polyprof").mkdir(parents=True)
-    (site / "acme_polyprof" / "__init__.py").write_text(VENDOR)
-    info = site / "acme_polyprof-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-polyprof\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    _log(tmp_path / "run.acmelog")
+    site = make_site(tmp_path)
     (tmp_path / "job").mkdir()
     for r in (0, 1):
         _log(tmp_path / "job" / f"rank{r}.acmelog", r + 1)
