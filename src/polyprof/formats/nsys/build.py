@@ -112,33 +112,23 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
         if p is None or not len(p):
             continue
         fill_process(p, launches, set(source_of))
-        inv, uniq = group_rows(p.gpid, p.dev, p.tid)
-        track_of = np.empty(len(uniq), np.int32)
-        for i, (g, d, t) in enumerate(uniq.tolist()):
-            pid = (g >> 24) & 0xFFFFFF if g >= 0 else 0
-            if g not in source_of:  # sources in order of first appearance; labelled below
-                source_of[g] = b.source(host=host, pid=pid, label=f"pid {pid}",
-                                        clock={"wall_anchor": dict(anchor)} if anchor else None,
-                                        metadata={"process_name": pnames[g]} if g in pnames else None)
-            src = source_of[g]
-            if p.device:
-                plane = b.plane(keys.device_plane("GPU", d), "device", "NVIDIA", d, d, gpus.get(d, {}), source=src)
-                track_of[i] = b.track(plane, f"stream {t}" if t >= 0 else "context", "stream", t)
-            else:
-                plane = b.plane(keys.HOST_PLANE, "host", "", 0, pid,
-                                {"process_name": pnames[g]} if g in pnames else None, source=src)
-                track_of[i] = b.track(plane, tnames.get(g | t, "") or f"thread {t}", "thread", t)
-        names = b.intern_many(np.array(p.name_values, dtype=object))[p.names] if p.name_values else p.names
-        cats = np.array([b.intern(c) for c in p.categories], np.int32)[p.category]
-        rows = b.events(track_of[inv], names.astype(np.int32), p.start, np.maximum(p.end - p.start, 0), cats, p.stats)
+
+        def source(g: int, pid: int) -> int:  # sources in order of first appearance; labelled below
+            return b.source(host=host, pid=pid, label=f"pid {pid}",
+                            clock={"wall_anchor": dict(anchor)} if anchor else None,
+                            metadata={"process_name": pnames[g]} if g in pnames else None)
+
+        rows = add_part(b, p, source_of, gpus, source, pid_of=lambda g: (g >> 24) & 0xFFFFFF if g >= 0 else 0,
+                        host_properties=lambda g: {"process_name": pnames[g]} if g in pnames else None,
+                        thread_name=lambda g, t: tnames.get(g | t, ""))
         if p.corr is not None and p.table != "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION":
             linked.append((p.device, p.gpid, p.corr, rows))
             if not p.device:
                 launches.append((p.gpid, p.corr))
-        del p, names, cats, inv, rows
+        del p, rows
     for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
         s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""
-    _flows(b, linked)
+    add_flows(b, linked)
     del linked, launches
     md: dict[str, Any] = {"clock": "nsys session time (ns since the session start)",
                           "nsys": {"version": dict(ex.version), "tables_not_read": ex.unread(),
@@ -153,7 +143,33 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
     return b.build()
 
 
-def _flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+def add_part(b: TraceBuilder, p: Part, source_of: dict[int, int], gpus: dict[int, dict[str, Any]],
+             new_source: Callable[[int, int], int], *, pid_of: Callable[[int], int],
+             host_properties: Callable[[int], dict[str, Any] | None],
+             thread_name: Callable[[int, int], str]) -> np.ndarray:
+    """One part's events in ``b`` (their rows): per process (``p.gpid``, a source made by
+    ``new_source(gpid, pid)`` the first time, kept in ``source_of``) a host plane with a
+    track per thread, or a device plane per GPU with a track per stream. The SQLite
+    export's reader and the ``nsys stats`` CSV reader (formats/nsys_csv) lay out alike."""
+    inv, uniq = group_rows(p.gpid, p.dev, p.tid)
+    track_of = np.empty(len(uniq), np.int32)
+    for i, (g, d, t) in enumerate(uniq.tolist()):
+        pid = pid_of(g)
+        if g not in source_of:
+            source_of[g] = new_source(g, pid)
+        if p.device:
+            plane = b.plane(keys.device_plane("GPU", d), "device", "NVIDIA", d, d, gpus.get(d, {}),
+                            source=source_of[g])
+            track_of[i] = b.track(plane, f"stream {t}" if t >= 0 else "context", "stream", t)
+        else:
+            plane = b.plane(keys.HOST_PLANE, "host", "", 0, pid, host_properties(g), source=source_of[g])
+            track_of[i] = b.track(plane, thread_name(g, t) or f"thread {t}", "thread", t)
+    names = b.intern_many(np.array(p.name_values, dtype=object))[p.names] if p.name_values else p.names
+    cats = np.array([b.intern(c) for c in p.categories], np.int32)[p.category]
+    return b.events(track_of[inv], names.astype(np.int32), p.start, np.maximum(p.end - p.start, 0), cats, p.stats)
+
+
+def add_flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]]) -> None:
     """A flow from each runtime call to each device activity with its (process, correlation id)."""
     launches = [x for x in linked if not x[0]]
     devices = [x for x in linked if x[0]]

@@ -14,9 +14,9 @@ import numpy as np
 from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
-from ..nsys.build import fill_process
+from ..nsys.build import add_flows, add_part, fill_process
 from ..nsys.tables import CAT_DRIVER, CAT_NVTX, CAT_RUNTIME
-from ..parts import Part, flow_pairs, group_rows, set_stat, triples, zeros
+from ..parts import Part, group_rows, set_stat, triples, zeros
 from .sections import Columns
 
 _VERSION = re.compile(r"_v\d+$")
@@ -240,37 +240,17 @@ def build(parts: list[Part], gpus: dict[int, dict[str, Any]], tnames: dict[tuple
             f"{shared} device rows have a correlation id that calls of several processes have (cuda_gpu_trace "
             "names no process): each is given to the first of them")
     linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]] = []
+    known = {int(x) for q in parts if not q.device for x in np.unique(q.gpid).tolist()}
     for p in parts:  # in the export reader's order: calls, kernels, copies, fills, NVTX
-        known = {int(x) for q in parts if not q.device for x in np.unique(q.gpid).tolist()}
         fill_process(p, launches, known)
-        inv, uniq = group_rows(p.gpid, p.dev, p.tid)
-        track_of = np.empty(len(uniq), np.int32)
-        for i, (g, d, t) in enumerate(uniq.tolist()):
-            pid = max(g, 0)
-            if g not in source_of:
-                source_of[g] = b.source(pid=pid, label=f"pid {pid}")
-            if p.device:
-                plane = b.plane(keys.device_plane("GPU", d), "device", "NVIDIA", d, d, gpus.get(d, {}),
-                                source=source_of[g])
-                track_of[i] = b.track(plane, f"stream {t}" if t >= 0 else "context", "stream", t)
-            else:
-                plane = b.plane(keys.HOST_PLANE, "host", "", 0, pid, None, source=source_of[g])
-                track_of[i] = b.track(plane, tnames.get((g, t), "") or f"thread {t}", "thread", t)
-        names = b.intern_many(np.array(p.name_values, dtype=object))[p.names] if p.name_values else p.names
-        cats = np.array([b.intern(c) for c in p.categories], np.int32)[p.category]
-        rows = b.events(track_of[inv], names.astype(np.int32), p.start, np.maximum(p.end - p.start, 0), cats,
-                        p.stats)
+        rows = add_part(b, p, source_of, gpus, lambda g, pid: b.source(pid=pid, label=f"pid {pid}"),
+                        pid_of=lambda g: max(g, 0), host_properties=lambda g: None,
+                        thread_name=lambda g, t: tnames.get((g, t), ""))
         if p.corr is not None:
             linked.append((p.device, p.gpid, p.corr, rows))
     for s in b.sources:
         s.label = f"{name} pid {s.pid}" if len(b.sources) > 1 else ""
-    host = [x for x in linked if not x[0]]
-    dev = [x for x in linked if x[0]]
-    if host and dev:
-        cat = lambda xs, i: np.concatenate([x[i] for x in xs])  # noqa: E731
-        src, dst, ids = flow_pairs(cat(host, 1), cat(host, 2), cat(host, 3), cat(dev, 1), cat(dev, 2), cat(dev, 3))
-        if len(src):
-            b.flows(src, dst, ids, category="ac2g")
+    add_flows(b, linked)
     if gpus:
         md["deviceProperties"] = [gpus[k] for k in sorted(gpus)]
     b.metadata.update(md)
