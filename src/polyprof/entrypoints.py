@@ -445,13 +445,13 @@ def _checked(ep: EntryPoint, check: Callable[[object, EntryPoint], T]) -> T | st
     try:
         obj = ep.load()
     except (Exception, SystemExit) as e:  # a vendor's import must not stop the command
-        return f"cannot import it ({type(e).__name__}: {_short(e)})"
+        return f"cannot import it ({type(e).__name__}: {short(e)})"
     try:
         return check(obj, ep)
     except ExtensionError as e:
         return str(e)
     except (Exception, SystemExit) as e:
-        return f"it raised {type(e).__name__}: {_short(e)}"
+        return f"it raised {type(e).__name__}: {short(e)}"
 
 
 def skip(group: str, ep: EntryPoint, why: str) -> None:
@@ -460,6 +460,8 @@ def skip(group: str, ep: EntryPoint, why: str) -> None:
     log.warning("%s skipped: %s", ep.describe(group), why)
 
 
-def _short(e: BaseException, n: int = 200) -> str:
+def short(e: BaseException, n: int = 200) -> str:
+    """An exception's message on one line, at most ``n`` characters (what a warning about
+    another package's code quotes)."""
     s = " ".join(str(e).split())
     return s if len(s) <= n else s[:n] + "..."

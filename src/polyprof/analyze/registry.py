@@ -231,7 +231,7 @@ def _run_extension(a: Analysis, tables: Tables) -> Table:
             return a.run(tables.trace, *inputs)
     except Exception as e:  # noqa: BLE001 - a vendor's table must not fail the summary
         _warn_once(a.name, f"{_ORIGIN.get(a.name, a.name)}: the analysis failed ({type(e).__name__}: "
-                           f"{_short(e)}); its table {a.name!r} is left empty")
+                           f"{entrypoints.short(e)}); its table {a.name!r} is left empty")
         try:
             return _table({c: np.zeros(0, d) for c, d in a.empty})
         except Exception:  # noqa: BLE001 - its declared columns are no NumPy types either
@@ -272,7 +272,7 @@ def extension_findings(trace: Trace, t: Callable[[str], Table]) -> list[Finding]
             if bad is not None:
                 raise TypeError(f"it gave a {type(bad).__name__} among its findings, not a Finding")
         except Exception as e:  # noqa: BLE001 - a vendor's rule must not fail the summary
-            _warn_once(where, f"{where}: the finding rule failed ({type(e).__name__}: {_short(e)}); skipped")
+            _warn_once(where, f"{where}: the finding rule failed ({type(e).__name__}: {entrypoints.short(e)}); skipped")
             continue
         out.extend(found)
     return out
@@ -285,7 +285,3 @@ def _warn_once(key: str, message: str) -> None:
     _warned.add(key)
     log.warning("%s", message)
 
-
-def _short(e: BaseException, n: int = 200) -> str:
-    s = " ".join(str(e).split())
-    return s if len(s) <= n else s[:n] + "..."
