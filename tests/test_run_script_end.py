@@ -1,12 +1,14 @@
-"""``polyprof run`` ends a program as python does. Its session stops when the script
-returns (or raises, or calls ``sys.exit``); python's own end comes after it, unchanged:
-the wait for the program's non-daemon threads (and ``threading``'s exit hooks that end
-executors' and libraries' threads), then the ``atexit`` callbacks. Each program here
-leaves threads behind and is run both ways: the same output, in the same order, the same
-exit code, and no hang. (Waiting for those threads before the stop, to record their work,
-was tried and taken back: threads stopped by exit hooks, threads that wait for the main
-thread to end (Dask's worker polls ``main_thread().is_alive()``) and a SIGTERM during the
-wait each hung it where python does not; docs/reliability.md.)"""
+"""``polyprof run`` ends a program as python does, and records the work its threads do
+after the script returns. Python's end is: the script returns (or raises, or calls
+``sys.exit``); ``threading``'s exit hooks end executors' and libraries' threads, the main
+thread is shown ended and every non-daemon thread is waited for; then the ``atexit``
+callbacks run. ``polyprof run`` (the ``polyprof`` command) lets python do the thread part
+itself (``threading._shutdown``, which the interpreter then finds done), stops the session,
+and leaves the ``atexit`` callbacks to python's end. Each program here leaves threads
+behind and is run both ways: the same output, in the same order, the same exit code, and
+no hang. (A wait of polyprof's own, tried before, hung where python does not: threads
+stopped by exit hooks, threads that wait for the main thread to end (Dask's worker polls
+``main_thread().is_alive()``), a SIGTERM during the wait; docs/reliability.md.)"""
 
 from __future__ import annotations
 
@@ -61,19 +63,23 @@ def test_threads_left_running_end_as_in_python(tmp_path: Path, end: str, code: i
     assert plain.stdout == ours.stdout == "main returns\nworker done\natexit done\n"
     assert ("ValueError: at the end" in ours.stderr) == ("ValueError: at the end" in plain.stderr) == (code == 1)
     assert "trace written to t.polyprof" in ours.stderr
-    assert "main_work" in polyprof.load(tmp_path / "t.polyprof").names()
+    names = list(polyprof.load(tmp_path / "t.polyprof").names())
+    assert names.count("main_work") == 1 and names.count("thread_work") == 3  # the thread's, after the return
 
 
 @pytest.mark.parametrize("signame, code", [("SIGINT", 0), ("SIGTERM", -15)])
 def test_a_signal_while_python_waits_for_the_threads(tmp_path: Path, signame: str, code: int) -> None:
     """Ctrl-C while python waits for the threads ends the wait (its lines, the callbacks
-    run, exit code kept); SIGTERM kills the process. The trace was written before."""
+    run, exit code kept); SIGTERM kills the process. The trace holds the thread's work up
+    to the signal."""
     program = (TAIL.replace("range(3)", "range(100)")
                + f"threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.{signame})).start()\n")
     plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
     assert plain.returncode == ours.returncode == code
     assert plain.stdout == ours.stdout == "main returns\n" + ("atexit done\n" if signame == "SIGINT" else "")
-    assert "main_work" in polyprof.load(tmp_path / "t.polyprof").names()
+    names = list(polyprof.load(tmp_path / "t.polyprof").names())
+    assert names.count("main_work") == 1 and 1 <= names.count("thread_work") < 100
+    assert ("KeyboardInterrupt" in ours.stderr) == ("KeyboardInterrupt" in plain.stderr) == (signame == "SIGINT")
 
 
 @pytest.mark.parametrize("executor", ["ThreadPoolExecutor(2)", "ProcessPoolExecutor(1)"])
@@ -151,3 +157,60 @@ print("main returns", flush=True)
         "main returns", "poller saw the main thread end", "joiner saw the main thread end",
         "atexit: main alive False"])
     assert ours.stdout.splitlines()[-1] == "atexit: main alive False"
+
+
+#: a plugin with a non-daemon thread of its own, which only its stop ends
+THREADED_PLUGIN = """\
+import threading
+from polyprof.collect.plugin import Plugin
+class Threaded(Plugin):
+    name = "threaded"
+    default = False
+    def _start(self, ctx):
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.done.wait, name="threaded-plugin")
+        self.thread.start()
+    def _stop(self):
+        self.done.set()
+        self.thread.join()
+    def _collect(self):
+        return None
+"""
+
+
+def test_a_plugins_own_thread_is_not_waited_for(tmp_path: Path) -> None:
+    """A non-daemon thread that started with the session (a plugin's, ended by its stop)
+    would never end before the stop: python's wait is left to python's end, after the
+    stop, as before, and nothing hangs (the program's threads are then not waited for)."""
+    (tmp_path / "threaded_plugin.py").write_text(THREADED_PLUGIN)
+    script = tmp_path / "prog.py"
+    script.write_text(TAIL)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    try:
+        r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins",
+                            "host,threaded_plugin:Threaded", "-o", "t.polyprof", str(script)],
+                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("polyprof run hung on a plugin's own thread")
+    assert r.returncode == 0 and r.stdout == "main returns\nworker done\natexit done\n", r.stderr
+    assert list(polyprof.load(tmp_path / "t.polyprof").names()).count("main_work") == 1
+
+
+def test_main_in_a_program_leaves_its_threads_alone(tmp_path: Path) -> None:
+    """``polyprof.cli.main(["run", ...])`` called in a program returns to it: the
+    program's main thread is not shown ended and its executors still take work."""
+    (tmp_path / "prog.py").write_text("print('script ran', flush=True)\n")
+    host = tmp_path / "host.py"
+    host.write_text("""\
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from polyprof.cli import main
+pool = ThreadPoolExecutor(1)
+pool.submit(abs, 1).result()
+rc = main(["run", "--no-summary", "--plugins", "host", "-o", "t.polyprof", "prog.py"])
+print("rc", rc, "main alive", threading.main_thread().is_alive(), "pool", pool.submit(abs, -7).result(), flush=True)
+""")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, str(host)], capture_output=True, text=True, cwd=tmp_path, env=env,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout == "script ran\nrc 0 main alive True pool 7\n", r.stderr

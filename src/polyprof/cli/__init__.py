@@ -116,7 +116,10 @@ QUICK_START = {"run"}
 gc_was_enabled = True
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, process_ends: bool = False) -> int:
+    """Run one polyprof command; its exit code. ``process_ends``: the process ends when
+    this returns (the ``polyprof`` command, :func:`entry`): ``polyprof run`` then lets
+    python end the program's threads before it stops (cli/run.py)."""
     global gc_was_enabled
     argv = sys.argv[1:] if argv is None else list(argv)
     gc_was_enabled = heap.collector_on()
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         blas.import_numpy_single_threaded()
         heap.prepare_heap()
     try:
-        return _main(argv)
+        return _main(argv, process_ends)
     finally:
         heap.restore_collector(gc_was_enabled)
 
@@ -155,12 +158,13 @@ def logging_to_stderr(verbose: int) -> Iterator[None]:
         log.handlers = before[1]
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], process_ends: bool) -> int:
     parser = build_parser(only=command_of(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    args.process_ends = process_ends
     with logging_to_stderr(args.verbose):
         return _command(args)
 
@@ -192,7 +196,7 @@ def entry() -> None:
     then, after :data:`QUICK_EXIT` commands, :func:`polyprof.lowlevel.exit.quick_exit`.
     ``main()`` called in a program returns as usual."""
     argv = sys.argv[1:]
-    rc = main(argv)
+    rc = main(argv, process_ends=True)
     if command_of(argv) in QUICK_EXIT:
         from .common import error_line
 

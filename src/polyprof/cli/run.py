@@ -9,6 +9,9 @@ killed program; one line says where: collect/exits.py). ``os.execv`` and its fam
 ``os._exit``, write the trace first (collect/exits.py).
 A process forked from the script that returns here (instead of exiting) ends with
 its exit code and writes nothing: the trace is the parent's.
+Under the ``polyprof`` command, python's own wait for the program's non-daemon threads
+comes before the stop, so their work is in the trace; its ``atexit`` callbacks run
+after it, at python's end (:func:`_end_threads`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 from contextlib import contextmanager
 from dataclasses import replace
@@ -222,10 +226,13 @@ def run(args: argparse.Namespace) -> int:
     session.owns_process = True  # the program is not running yet: its plugins' calls are guarded (collect/guard.py)
     session.start()
     session.owns_process = False
+    started = [t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
     _freeze_what_polyprof_made()
     code = run_script(target, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
         return code
+    if getattr(args, "process_ends", False):
+        _end_threads(started)
     with _own_streams(*streams):
         trace: Trace | None
         session.owns_process = True  # the script has returned
@@ -255,6 +262,29 @@ def run(args: argparse.Namespace) -> int:
         if _received:  # killed by a signal: end the way plain python would have
             _die_like(_received[0])
     return code
+
+
+def _end_threads(started: list[threading.Thread]) -> None:
+    """Python's own end of the program's threads, before the stop, so that their work is
+    in the trace: ``threading._shutdown``, which the interpreter calls as it ends (its
+    exit hooks end executors' threads, the main thread is shown ended, then every
+    non-daemon thread is waited for) and then finds done. The ``atexit`` callbacks still
+    run after the stop, as python runs them after this wait: a library's teardown must
+    not come before the plugins collect (JAX's clears the backends). Only where the
+    process ends after ``run()`` (the ``polyprof`` command), and not while a non-daemon
+    thread that started with the session runs (a plugin's: its stop may end it). An
+    exception in the wait is said as python says it and the end goes on; a signal's
+    (``_on_signal``) ends it, then the trace is written and the signal ends the process."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None or any(t.is_alive() for t in started):
+        return
+    try:
+        shutdown()
+    except BaseException as e:  # noqa: BLE001 - as the interpreter does: said, and the end goes on
+        if isinstance(e, SystemExit) and _received:
+            return
+        print(f"Exception ignored in: {threading!r}", file=sys.stderr)
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None)
 
 
 @contextmanager
