@@ -34,6 +34,8 @@ import threading
 import time
 from typing import Callable, Collection, Iterator, NamedTuple, TypeVar
 
+from .errors import one_line
+
 log = logging.getLogger("polyprof")
 
 #: the groups :func:`declared` answers from its index (any ``polyprof.*`` group is indexed)
@@ -445,23 +447,16 @@ def _checked(ep: EntryPoint, check: Callable[[object, EntryPoint], T]) -> T | st
     try:
         obj = ep.load()
     except (Exception, SystemExit) as e:  # a vendor's import must not stop the command
-        return f"cannot import it ({type(e).__name__}: {short(e)})"
+        return f"cannot import it ({type(e).__name__}: {one_line(e)})"
     try:
         return check(obj, ep)
     except ExtensionError as e:
         return str(e)
     except (Exception, SystemExit) as e:
-        return f"it raised {type(e).__name__}: {short(e)}"
+        return f"it raised {type(e).__name__}: {one_line(e)}"
 
 
 def skip(group: str, ep: EntryPoint, why: str) -> None:
     """One warning for an entry point that is not used, and its line in :data:`SKIPPED`."""
     SKIPPED.append((group, ep, why))
     log.warning("%s skipped: %s", ep.describe(group), why)
-
-
-def short(e: BaseException, n: int = 200) -> str:
-    """An exception's message on one line, at most ``n`` characters (what a warning about
-    another package's code quotes)."""
-    s = " ".join(str(e).split())
-    return s if len(s) <= n else s[:n] + "..."

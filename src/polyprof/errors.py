@@ -3,6 +3,7 @@
 Everything polyprof raises on purpose derives from :class:`PolyprofError`, so callers
 can catch one type. Plugin failures are never raised into the profiled program; they
 are recorded in the trace's metadata (``trace.metadata["plugin_errors"]``) instead.
+:func:`one_line` is how a message quotes another exception (a vendor's, pyarrow's, ...).
 """
 
 from __future__ import annotations
@@ -61,3 +62,22 @@ class WindowError(PolyprofError):
 class PeakError(PolyprofError):
     """A device peak given by hand (``--peak``, ``peaks=``) that cannot be read: says
     which part and what is expected."""
+
+
+#: what :func:`one_line` marks a cut with
+CUT = "..."
+
+
+def one_line(e: object, n: int | None = 200) -> str:
+    """An exception's message (often another package's: pyarrow, DuckDB, sqlite3, an
+    OSError, protobuf), or any text, as one line for a polyprof message: its white space,
+    newlines included, folded to single spaces; cut to at most ``n`` characters, ``...``
+    included, when longer (``None``: never cut). The class name is the caller's to add."""
+    try:
+        text = str(e)
+    except Exception:  # noqa: BLE001 - a vendor's __str__ that fails must not hide the error being reported
+        text = f"<{type(e).__name__} whose message cannot be shown>"
+    s = " ".join(text.split())
+    if n is None or len(s) <= n:
+        return s
+    return s[:max(n - len(CUT), 0)] + CUT

@@ -238,16 +238,19 @@ def stouffer(p: np.ndarray, sign: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------- many rows
+def _family(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The p-values as float64, an all-NaN result of their shape, and the indices of the
+    family (the non-NaN entries) from the smallest p up (ties in index order)."""
+    p = np.asarray(p, np.float64)
+    idx = np.flatnonzero(~np.isnan(p))
+    return p, np.full(p.shape, np.nan), idx[np.argsort(p[idx], kind="stable")]
+
+
 def holm(p: np.ndarray) -> np.ndarray:
     """Holm's step-down adjusted p-values (family-wise error control under any
     dependence): the i-th smallest of m is multiplied by m - i, made monotone, capped
     at 1. NaN entries are not part of the family and stay NaN."""
-    p = np.asarray(p, np.float64)
-    out = np.full(p.shape, np.nan)
-    idx = np.flatnonzero(~np.isnan(p))
-    if not len(idx):
-        return out
-    order = idx[np.argsort(p[idx], kind="stable")]
+    p, out, order = _family(p)
     m = len(order)
     adj = np.maximum.accumulate(np.minimum(1.0, p[order] * (m - np.arange(m))))
     out[order] = adj
@@ -257,12 +260,7 @@ def holm(p: np.ndarray) -> np.ndarray:
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (false-discovery-rate control for
     independent or positively dependent tests); NaN entries stay NaN."""
-    p = np.asarray(p, np.float64)
-    out = np.full(p.shape, np.nan)
-    idx = np.flatnonzero(~np.isnan(p))
-    if not len(idx):
-        return out
-    order = idx[np.argsort(p[idx], kind="stable")]
+    p, out, order = _family(p)
     m = len(order)
     adj = p[order] * m / np.arange(1, m + 1)
     out[order] = np.minimum(1.0, np.minimum.accumulate(adj[::-1])[::-1])

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from .. import entrypoints
+from ..errors import one_line
 from ..trace.core import Trace
 from .finding import Finding
 from .table import Table, _table
@@ -231,7 +232,7 @@ def _run_extension(a: Analysis, tables: Tables) -> Table:
             return a.run(tables.trace, *inputs)
     except Exception as e:  # noqa: BLE001 - a vendor's table must not fail the summary
         _warn_once(a.name, f"{_ORIGIN.get(a.name, a.name)}: the analysis failed ({type(e).__name__}: "
-                           f"{entrypoints.short(e)}); its table {a.name!r} is left empty")
+                           f"{one_line(e)}); its table {a.name!r} is left empty")
         try:
             return _table({c: np.zeros(0, d) for c, d in a.empty})
         except Exception:  # noqa: BLE001 - its declared columns are no NumPy types either
@@ -272,7 +273,7 @@ def extension_findings(trace: Trace, t: Callable[[str], Table]) -> list[Finding]
             if bad is not None:
                 raise TypeError(f"it gave a {type(bad).__name__} among its findings, not a Finding")
         except Exception as e:  # noqa: BLE001 - a vendor's rule must not fail the summary
-            _warn_once(where, f"{where}: the finding rule failed ({type(e).__name__}: {entrypoints.short(e)}); skipped")
+            _warn_once(where, f"{where}: the finding rule failed ({type(e).__name__}: {one_line(e)}); skipped")
             continue
         out.extend(found)
     return out

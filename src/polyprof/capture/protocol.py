@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable
 
+from ..errors import one_line
 from . import profiler_service_pb2 as pb
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _refusing_malformed(name: str, fn: Callable[..., Message]) -> Callable[[obje
         if isinstance(request, Malformed):
             import grpc
 
-            err = " ".join(f"{type(request.error).__name__}: {request.error}".split())[:200]
+            err = f"{type(request.error).__name__}: {one_line(request.error)}"
             log.info("capture server: a malformed %s request from %s refused (%s)", name, context.peer(), err)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"polyprof: malformed {name} request ({err})")
         return fn(request, context)

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..errors import PolyprofError
+from ..errors import PolyprofError, one_line
 from ..trace.core import Trace
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def error_line(e: BaseException) -> str:
         logging.getLogger("polyprof").debug("internal error", exc_info=e)
         text = (f"internal error ({type(e).__name__}: {e}); please report it with the command line "
                 "(-vv shows the traceback)")
-    return "polyprof: error: " + " ".join(text.split())
+    return "polyprof: error: " + one_line(text, None)
 
 
 def print_summary(trace: Trace, top: int = 15, window: WindowArg = "auto") -> None:

@@ -10,14 +10,10 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import PolyprofError, TraceFormatError
+from ..errors import PolyprofError, TraceFormatError, one_line
 
 #: a statement still running after this many seconds is stopped (``--timeout``)
 TIMEOUT_S = 600.0
-
-
-def one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
 
 
 def run(con: Any, sql: str, timeout_s: float | None, tables: str,
@@ -42,17 +38,18 @@ def run(con: Any, sql: str, timeout_s: float | None, tables: str,
 
     def fail(e: BaseException) -> PolyprofError:
         done()
+        said = one_line(e, None)  # DuckDB's whole message: it names the column, file or setting
         if isinstance(e, duckdb.PermissionException):
-            return PolyprofError(f"SQL refused: {one_line(e)} (polyprof sql gives a query {tables} only: "
+            return PolyprofError(f"SQL refused: {said} (polyprof sql gives a query {tables} only: "
                                  "no other files, ATTACH, extensions or network; --allow-external lifts this)")
         if isinstance(e, duckdb.InterruptException):
             return PolyprofError(f"SQL statement stopped after {timeout_s:g} s (--timeout / timeout_s)")
         if isinstance(e, duckdb.OutOfMemoryException):
             return PolyprofError(f"SQL statement needs more than the memory limit: "
-                                 f"{one_line(e).split(' Possible solutions')[0]} (--memory-limit / memory_limit)")
+                                 f"{said.split(' Possible solutions')[0]} (--memory-limit / memory_limit)")
         if damaged is not None and isinstance(e, duckdb.IOException):
-            return TraceFormatError(damaged, f"damaged store file ({one_line(e)})")
-        return PolyprofError(f"SQL error: {one_line(e)}")
+            return TraceFormatError(damaged, f"damaged store file ({said})")
+        return PolyprofError(f"SQL error: {said}")
 
     try:
         rel = con.sql(sql)

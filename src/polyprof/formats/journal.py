@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..trace.metadata_keys import REFERENCE_CLOCK
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, one_line
 from ..trace.core import Trace
 from . import arrow_ipc
 from . import journal_layout as j
@@ -108,15 +108,10 @@ def _batches(stream: arrow_ipc.Stream, path: Path) -> tuple[list[pa.RecordBatch]
             cut = isinstance(e, (OSError, EOFError)) or "read" in str(e).lower() and "expected" in str(e).lower()
             log.debug("%s: journal batch %d: %s", path, len(out), e)
             return out, ("the last write was cut short and dropped" if cut else
-                         f"batch {len(out)} is damaged ({_short(e)}): it and everything after it dropped")
+                         f"batch {len(out)} is damaged ({one_line(e, 120)}): it and everything after it dropped")
         if not batch.schema.equals(j.schema(), check_metadata=False):
             return out, f"batch {len(out)} has another schema: it and everything after it dropped"
         out.append(batch)
-
-
-def _short(e: BaseException) -> str:
-    s = " ".join(str(e).split())
-    return s if len(s) < 120 else s[:117] + "..."
 
 
 def _valid_rows(table: pa.Table) -> tuple[pa.Table, int]:

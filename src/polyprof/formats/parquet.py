@@ -38,7 +38,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, one_line
 from ..trace.builder import TraceBuilder
 from ..trace.core import COUNTER_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
@@ -101,7 +101,7 @@ def load(path: str | Path) -> Trace:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as e:
-        raise TraceFormatError(path, f"not a readable Parquet file ({_short(e)})") from None
+        raise TraceFormatError(path, f"not a readable Parquet file ({one_line(e)})") from None
     missing = [c for c in _REQUIRED if c not in schema.names]
     if missing:
         raise TraceFormatError(path, f"a Parquet file without polyprof's event columns (missing {', '.join(missing)}): "
@@ -140,11 +140,6 @@ def load(path: str | Path) -> Trace:
     del table
     pa.default_memory_pool().release_unused()  # the columns' freed blocks, kept by Arrow's allocator, back to the OS
     return trace.validate()
-
-
-def _short(e: BaseException) -> str:
-    s = " ".join(str(e).split())
-    return s if len(s) < 200 else s[:200] + "..."
 
 
 def _json(path: Path, raw: bytes, what: str) -> Any:
@@ -233,7 +228,7 @@ def _read(path: Path, pf: pq.ParquetFile, columns: list[str]) -> pa.Table:
     try:
         return pf.read(columns=columns)
     except (pa.ArrowException, OSError) as e:
-        raise TraceFormatError(path, f"damaged Parquet file ({_short(e)})") from None
+        raise TraceFormatError(path, f"damaged Parquet file ({one_line(e)})") from None
 
 
 def _stat_columns(path: Path, names: list[str], layout: Any) -> list[tuple[str, str, str]]:
@@ -279,7 +274,7 @@ def _flows_counters(path: Path, b: TraceBuilder, meta: dict[bytes, bytes], n: in
             t = pa.ipc.open_stream(raw).read_all()
             t.validate(full=True)
         except (pa.ArrowException, OSError) as e:
-            raise TraceFormatError(path, f"damaged 'polyprof.{key}' metadata ({_short(e)})") from None
+            raise TraceFormatError(path, f"damaged 'polyprof.{key}' metadata ({one_line(e)})") from None
         if set(t.column_names) != set(spec):
             raise TraceFormatError(path, f"'polyprof.{key}' has columns {t.column_names}, expected {sorted(spec)}")
         if key == "flows":
@@ -308,4 +303,4 @@ def _ipc_bytes(path: Path, meta: dict[bytes, bytes], key: str) -> bytes | None:
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as e:
-        raise TraceFormatError(path, f"damaged 'polyprof.{key}.base64' metadata: not base64 ({_short(e)})") from None
+        raise TraceFormatError(path, f"damaged 'polyprof.{key}.base64' metadata: not base64 ({one_line(e)})") from None

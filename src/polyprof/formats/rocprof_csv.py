@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 import numpy as np
 
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, one_line
 from ..trace import keys
 from ..trace.core import Trace
 from . import rocm_trace
@@ -218,14 +218,14 @@ class _Reader:
                 self.table = _streamed(path, block, parse, convert)
                 break
             except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-                msg = " ".join(str(e).split())
+                msg = one_line(e, None)
                 if "straddl" in msg and block < LONG_ROW_BLOCK:  # a row longer than a block: larger blocks
                     continue
                 if "straddl" in msg:
                     raise TraceFormatError(path, f"a row is longer than {LONG_ROW_BLOCK >> 20} MB: not a trace "
                                                  "file rocprofv3 writes") from None
                 if "conversion error" not in msg:
-                    raise TraceFormatError(path, f"malformed CSV ({msg[:200]})") from None
+                    raise TraceFormatError(path, f"malformed CSV ({one_line(msg)})") from None
             # a column whose later blocks do not fit the type its first block gave it (empty
             # cells, then numbers; numbers, then text): read whole, where pyarrow widens the
             # type over the whole column (and the column's check names the row)
@@ -233,8 +233,7 @@ class _Reader:
                 self.table = pacsv.read_csv(path, parse_options=parse, convert_options=convert).unify_dictionaries()
                 break
             except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-                msg = " ".join(str(e).split())
-                raise TraceFormatError(path, f"malformed CSV ({msg[:200]})") from None
+                raise TraceFormatError(path, f"malformed CSV ({one_line(e)})") from None
         self.n = self.table.num_rows
 
     def has(self, name: str) -> bool:

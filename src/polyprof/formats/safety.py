@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple,
 if TYPE_CHECKING:
     import duckdb
 
-from ..errors import PolyprofError, TraceFormatError
+from ..errors import PolyprofError, TraceFormatError, one_line
 from ..trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof")
@@ -116,12 +116,7 @@ class ForeignError(TraceFormatError):
 
     def __init__(self, path: str | Path, cause: BaseException):
         self.cause = cause
-        super().__init__(path, f"damaged or unsupported content ({type(cause).__name__}: {_short(cause)})")
-
-
-def _short(e: BaseException, n: int = 200) -> str:
-    s = " ".join(str(e).split())
-    return s if len(s) <= n else s[:n] + "..."
+        super().__init__(path, f"damaged or unsupported content ({type(cause).__name__}: {one_line(cause)})")
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Iterator, Mapping, TypeVar
 
 import numpy as np
 
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, one_line
 from . import sqlite_pages
 
 log = logging.getLogger("polyprof")
@@ -120,7 +120,7 @@ def failure(path: str | Path, e: BaseException) -> TraceFormatError:
                                       "file holds, or the database needs more memory than there is)")
     if isinstance(e, UnicodeDecodeError):
         return TraceFormatError(path, "damaged SQLite database (text that is not UTF-8 where SQLite keeps names)")
-    text = str(e)
+    text = one_line(e)
     if isinstance(e, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text):
         return TraceFormatError(path, f"damaged or truncated SQLite database ({text})")
     return TraceFormatError(path, f"SQLite error while reading ({type(e).__name__}: {text})")

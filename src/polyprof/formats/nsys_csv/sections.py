@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import TraceFormatError
+from ...errors import TraceFormatError, one_line
 from ..safety import check_events
 
 #: the longest line looked at as a possible header (a report's header is < 300 bytes)
@@ -342,8 +342,7 @@ def read_table(path: Path, mm: Any, table: Table, counted: int) -> Columns:
                 check_events(path, counted + n)
                 batches.append(batch)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-            msg = " ".join(str(e).split())
-            raise TraceFormatError(path, f"{table.report or table.kind}: malformed CSV ({msg[:200]})") from None
+            raise TraceFormatError(path, f"{table.report or table.kind}: malformed CSV ({one_line(e)})") from None
         finally:
             del body
     tab = pa.Table.from_batches(batches, schema=pa.schema([(k, types[k]) for k in use])).unify_dictionaries() \
