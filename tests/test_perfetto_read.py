@@ -18,7 +18,7 @@ from polyprof.errors import TraceFormatError
 from polyprof.writers import perfetto
 from polyprof.formats.detect import detect
 from polyprof.formats.perfetto_read import load, trace_pb2
-from polyprof.formats.perfetto_read.shape import varint
+from polyprof.formats.perfetto_read.shape import looks_like_packets, varint
 from polyprof.report.tables import build
 from polyprof.trace.core import Trace
 from polyprof.trace.stats import StatColumn, StatTable
@@ -289,6 +289,26 @@ def test_perfettos_traces_read_the_same_gzipped_and_sniff_by_content(tmp_path):
         assert _slices(polyprof.load(gz)) == _slices(polyprof.load(raw))
 
 
+def test_a_trace_whose_first_packet_is_empty_is_perfetto():
+    """Perfetto's synthetic test traces (``synth_common.py``) start with an empty packet
+    (bytes 0a 00): sniffed as Perfetto (it was "unrecognised format"), read as Perfetto
+    reads it: each slice from its begin to its end on its track."""
+    path = ROOT / "tests/data/peers/perfetto/android_jank_cuj.pftrace"
+    assert path.read_bytes()[:2] == b"\x0a\x00"
+    assert detect(path) == "perfetto"
+    trace = polyprof.load(path)
+    got = sorted(zip(trace.names().tolist(), trace.events["start_ns"].tolist(), trace.events["dur_ns"].tolist()))
+    assert len(got) == 12
+    assert ("J<SHADE_ROW_EXPAND>", 10, 901_000_000) in got
+    assert ("J<FIRST_CUJ>", 5, 99_999_995) in got
+    assert ("J<CANCELED>", 100_100_000, 898_900_000) in got
+    assert ("FT#cancel#0", 990_000_000, 0) in got
+    # empty packets alone, or before an XSpace's planes, are not a Perfetto trace
+    assert not looks_like_packets(b"\x0a\x00" * 8, 16)
+    plane = b"\x0a\x06\x08\x01\x12\x02ab"  # XPlane: id 1, name "ab"
+    assert not looks_like_packets(b"\x0a\x00" + plane, 10)
+
+
 # ----------------------------------------------------------------------------- features, hand-built
 
 
@@ -416,7 +436,9 @@ def test_gpu_render_stages_and_counters_are_a_device(tmp_path):
         P.InternedGpuRenderStageSpecification(iid=2, name="dispatch", category=2)])  # COMPUTE
     stage = P.GpuRenderStageEvent(event_id=1, duration=700, hw_queue_iid=1, stage_iid=2, gpu_id=0, submission_id=9,
                                   name="matmul")
-    desc = P.GpuCounterDescriptor(specs=[P.GpuCounterDescriptor.GpuCounterSpec(counter_id=5, name="busy %")])
+    forwards = P.GpuCounterDescriptor.GpuCounterSpec.VALUE_DIRECTION_FORWARDS_LOOKING  # one sample, kept as it is
+    desc = P.GpuCounterDescriptor(specs=[P.GpuCounterDescriptor.GpuCounterSpec(counter_id=5, name="busy %",
+                                                                                value_direction=forwards)])
     counters = P.GpuCounterEvent(gpu_id=0, counter_descriptor=desc,
                                  counters=[P.GpuCounterEvent.GpuCounter(counter_id=5, double_value=87.5)])
     packets = [_pkt(timestamp=0, sequence_flags=P.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED, interned_data=specs),
@@ -431,6 +453,51 @@ def test_gpu_render_stages_and_counters_are_a_device(tmp_path):
     assert trace.counters["value"].tolist() == [87.5]
     # the kernel is seen by the analyses as device work
     assert "kernel_breakdown" in build(trace).tables
+
+
+def test_render_stage_specifications_name_and_are_no_slices(tmp_path):
+    """Perfetto's own ``gpu_render_stages.py`` trace: two packets carry only the
+    (deprecated, still written) ``specifications``; Perfetto's expected table
+    (``parser/graphics/tests_gpu_trace.py``) has 20 slices, each 5 ns, at 0 (two), 10,
+    20, ..., 180. polyprof read the specification packets as two more slices at 0."""
+    trace = polyprof.load(ROOT / "tests/data/peers/perfetto/gpu_render_stages.pftrace")
+    expected = sorted([(0, 5), (0, 5)] + [(t, 5) for t in range(10, 190, 10)])
+    assert sorted(zip(trace.events["start_ns"].tolist(), trace.events["dur_ns"].tolist())) == expected
+    # a queue and a stage given by number are named by the specifications, by position
+    spec = P.GpuRenderStageEvent.Specifications(
+        hw_queue=[P.GpuRenderStageEvent.Specifications.Description(name="graphics"),
+                  P.GpuRenderStageEvent.Specifications.Description(name="transfer")],
+        stage=[P.GpuRenderStageEvent.Specifications.Description(name="vertex"),
+               P.GpuRenderStageEvent.Specifications.Description(name="fragment")])
+    packets = [_pkt(timestamp=0, gpu_render_stage_event=P.GpuRenderStageEvent(specifications=spec)),
+               _pkt(timestamp=100, gpu_render_stage_event=P.GpuRenderStageEvent(
+                   event_id=1, duration=40, hw_queue_id=1, stage_id=1)),
+               _pkt(timestamp=200, gpu_render_stage_event=P.GpuRenderStageEvent(
+                   event_id=2, duration=30, hw_queue_id=2, stage_id=5))]
+    got = _slices(polyprof.load(write_packets(tmp_path, packets)))
+    assert got == [(100, "fragment", 40, "gpu_render_stage", ("/device:GPU:0", "transfer")),
+                   (200, "stage 5", 30, "gpu_render_stage", ("/device:GPU:0", "queue 2"))]
+
+
+def test_gpu_counters_look_backwards_as_perfetto_reads_them():
+    """Perfetto's own ``gpu_counters.py`` trace: a GPU counter's sample is its value over
+    the interval that ends at the sample (unless its descriptor says forwards), and a
+    counter id is its first descriptor's, on that descriptor's GPU. Perfetto's expected
+    table (``test_gpu_counters``, ``parser/graphics/tests_gpu_trace.py``); polyprof had
+    every value one sample late and "Triangle Acceleration" as "gpu counter 34" on GPU 0.
+    (Counter 33 has no descriptor: Perfetto drops it, polyprof keeps it by its number.)"""
+    trace = polyprof.load(ROOT / "tests/data/peers/perfetto/gpu_counters.pftrace")
+    got: dict[tuple[str, str], list] = {}
+    for plane, name, ts, v in zip(trace.counters["plane"].tolist(), trace.counters["name"].tolist(),
+                                  trace.counters["ts_ns"].tolist(), trace.counters["value"].tolist()):
+        got.setdefault((trace.planes[plane].name, trace.strings[name]), []).append((ts, v))
+    assert got == {
+        ("/device:GPU:0", "Vertex / Second"): [(11, 10.0), (21, 15.5), (31, 0.0)],
+        ("/device:GPU:0", "Fragment / Second"): [(12, 14.0), (22, 21.0), (32, 0.0)],
+        ("/device:GPU:1", "Triangle Acceleration"): [(14, 9.0), (24, 7.0), (34, 0.0)],
+        ("/device:GPU:0", "Bytes Only"): [(15, 0.0), (25, 0.0)],
+        ("/device:GPU:0", "Frequency"): [(16, 0.0), (26, 0.0)],
+        ("/device:GPU:0", "gpu counter 33"): [(13, 16.0), (23, 25.0), (33, 0.0)]}
 
 
 def test_mutated_traces_give_a_trace_or_one_checked_error(tmp_path):

@@ -101,7 +101,7 @@ def build(col: Collector, path: Path) -> Trace:
         ok = (src >= 0) & (dst >= 0) & (src != dst)
         _flows(b, new_row[src[ok]], new_row[dst[ok]], ids[ok], col.chrome_meta.get(PERFETTO_FLOW_CATEGORIES))
 
-    _counters(b, layout, ct["track"], cts, ct["value"], _derived(col.chrome_meta))
+    _counters(b, layout, ct["track"], cts, ct["value"], _derived(col.chrome_meta), col.backwards_counters)
     _devices(b, col.chrome_meta, path)
     for why, n in sorted(col.skipped.items()):
         warnings.append(f"skipped {n:,} {why}")
@@ -164,7 +164,11 @@ def _derived(meta: dict) -> set[tuple[str, str]]:
 
 
 def _counters(b, layout, track: np.ndarray, ts: np.ndarray, value: np.ndarray,
-              derived: set[tuple[str, str]]) -> None:
+              derived: set[tuple[str, str]], backwards: set[int]) -> None:
+    """Each counter track's samples in time order. On a ``backwards`` track (GPU
+    counters) a sample's value is the counter's over the interval that ends at it: as
+    Perfetto's parser, each value moves to the sample before, the last sample is 0 and
+    the first value (of the time before the trace) is dropped."""
     if not len(track):
         return
     order = np.lexsort((ts, track))
@@ -174,4 +178,7 @@ def _counters(b, layout, track: np.ndarray, ts: np.ndarray, value: np.ndarray,
         plane, name, mult = layout.counter(int(track[lo]))
         if derived and (b.planes[plane].name, name) in derived:
             continue
+        if int(track[lo]) in backwards:
+            value[lo:hi - 1] = value[lo + 1:hi]
+            value[hi - 1] = 0.0
         b.counter(plane, name, ts[lo:hi], value[lo:hi] * mult)

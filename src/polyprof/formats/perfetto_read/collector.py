@@ -51,6 +51,7 @@ _P_TIMESTAMP, _P_CLOCK, _P_SEQ, _P_FLAGS, _P_CLEARED, _P_DROPPED = 8, 58, 10, 13
 _INT64 = 1 << 63
 _P_INTERNED, _P_DEFAULTS, _P_TRACK_EVENT, _P_DESCRIPTOR, _P_PROCESS, _P_THREAD = 12, 59, 11, 60, 43, 44
 _P_CLOCKS, _P_TREE, _P_RENDER_STAGE, _P_GPU_COUNTERS = 6, 2, 53, 52
+_FORWARDS = 2  # GpuCounterSpec.VALUE_DIRECTION_FORWARDS_LOOKING
 _P_STREAMING_PROFILE, _P_CHROME_EVENTS = 54, 5
 # TrackEvent
 _TE_TYPE, _TE_TRACK, _TE_NAME_IID, _TE_NAME, _TE_CATEGORY_IIDS, _TE_CATEGORIES = 9, 11, 10, 23, 3, 22
@@ -95,6 +96,15 @@ class Collector:
         #: ChromeEventBundle metadata by name (polyprof's export keeps the planes' properties there)
         self.chrome_meta: dict[str, Any] = {}
         self._texts: dict[str, str] = {}
+        #: names of GPU hardware queues (by position) and of render stages (the named
+        #: ones, in order) from ``GpuRenderStageEvent.specifications``, as Perfetto's
+        #: GpuEventParser keeps them: for the whole trace, not per sequence
+        self.render_specs: tuple[list[str], list[str]] = ([], [])
+        #: GPU counter id -> (GPU, forwards-looking) of its first legacy descriptor
+        #: (Perfetto keeps these ids for the whole trace); the counter tracks whose
+        #: samples look backwards (build.py moves each value to the sample before)
+        self.gpu_counter_specs: dict[int, tuple[int, bool]] = {}
+        self.backwards_counters: set[int] = set()
         self._fresh()
 
     def _fresh(self) -> None:
@@ -426,12 +436,22 @@ class Collector:
 
     # ------------------------------------------------------------------ GPU messages
     def render_stage(self, f: dict[int, Any], g: Any, s: Sequence) -> None:
-        """A ``GpuRenderStageEvent``: a complete slice on its GPU's hardware queue."""
+        """A ``GpuRenderStageEvent``: a complete slice on its GPU's hardware queue. As
+        Perfetto's parser: only an event with an ``event_id`` is a slice (one that only
+        carries ``specifications`` names queues and stages for the events that follow),
+        and a queue or stage given by number is named by those specifications."""
+        queues, stages = self.render_specs
+        if g.HasField("specifications"):
+            queues.extend(text(q.name) for q in g.specifications.hw_queue)
+            stages.extend(text(st.name) for st in g.specifications.stage if st.HasField("name"))
+        if not g.HasField("event_id"):
+            return
         clock, ts = self._time(f, s)
-        queue = s.specs.get(g.hw_queue_iid, (f"queue {g.hw_queue_id}", 0))[0] if g.HasField("hw_queue_iid") \
-            else f"queue {g.hw_queue_id}"
-        stage_name, category = s.specs.get(g.stage_iid, (f"stage {g.stage_id}", 0)) if g.HasField("stage_iid") \
-            else (f"stage {g.stage_id}", 0)
+        qid, sid = g.hw_queue_id, g.stage_id
+        by_id = queues[qid] if 0 <= qid < len(queues) and queues[qid] else f"queue {qid}"
+        queue = s.specs.get(g.hw_queue_iid, (f"queue {qid}", 0))[0] if g.HasField("hw_queue_iid") else by_id
+        stage_name, category = s.specs.get(g.stage_iid, (f"stage {sid}", 0)) if g.HasField("stage_iid") \
+            else (stages[sid] if 0 <= sid < len(stages) else f"stage {sid}", 0)
         which = g.WhichOneof("name_field")
         if which == "name":
             label = text(g.name)
@@ -459,11 +479,14 @@ class Collector:
             self._stat(text(e.name), "s", row, text(e.value))
 
     def gpu_counters(self, f: dict[int, Any], g: Any, s: Sequence) -> None:
-        """A ``GpuCounterEvent``: samples of its GPU's counters (named by the descriptor
-        an earlier event of the GPU carried)."""
+        """A ``GpuCounterEvent``: samples of GPU counters, named by the descriptor an
+        earlier event carried. As Perfetto's parser: a counter id is the one of its first
+        descriptor, on that descriptor's GPU, and a sample's value is the counter's over
+        the interval that ends at the sample unless the descriptor says it looks forwards."""
         if g.HasField("counter_descriptor"):
             for spec in g.counter_descriptor.specs:
                 self.tracks.gpu_counter_names[(g.gpu_id, spec.counter_id)] = text(spec.name)
+                self.gpu_counter_specs.setdefault(spec.counter_id, (g.gpu_id, spec.value_direction == _FORWARDS))
         clock, ts = self._time(f, s)
         if self._beyond_int64("GPU counter events", ts):
             return
@@ -471,7 +494,11 @@ class Collector:
             which = c.WhichOneof("value")
             if which is None:
                 continue
-            self._counter(self.tracks.gpu_counter(g.gpu_id, c.counter_id), ts, clock, getattr(c, which))
+            gpu, forwards = self.gpu_counter_specs.get(c.counter_id, (g.gpu_id, False))
+            code = self.tracks.gpu_counter(gpu, c.counter_id)
+            if not forwards:
+                self.backwards_counters.add(code)
+            self._counter(code, ts, clock, getattr(c, which))
 
 
 def _signed(v: int) -> int:

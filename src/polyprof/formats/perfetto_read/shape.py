@@ -108,7 +108,9 @@ def looks_like_packets(body: bytes, total: int | None) -> bool:
     (:func:`_packet_fields`): every packet a tracing service or SDK writes carries a
     sequence id (field 10) or a timestamp (8); hand-written traces often start with a
     packet of ftrace events (1) or a bare clock snapshot (6) instead. XSpace, the other
-    protobuf polyprof reads, never has such a field in its planes."""
+    protobuf polyprof reads, never has such a field in its planes. Empty packets carry
+    nothing and are passed over (Perfetto's own test traces start with one); the first
+    packet with fields is held to the rules above."""
     if len(body) < 4 or body[0] != _PACKET_TAG:
         return False
     pos, first, distinct = 0, True, False
@@ -118,6 +120,9 @@ def looks_like_packets(body: bytes, total: int | None) -> bool:
         length, start = varint(body, pos + 1)
         if length is None:
             break
+        if length == 0:
+            pos = start
+            continue
         if first and (length < 2 or (total is not None and start + length > total)):
             return False
         fields = _packet_fields(body, start, start + length)

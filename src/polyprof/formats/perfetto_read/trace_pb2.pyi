@@ -359,7 +359,7 @@ class ProcessTree(_message.Message):
     def __init__(self, processes: _Optional[_Iterable[_Union[ProcessTree.Process, _Mapping]]] = ..., threads: _Optional[_Iterable[_Union[ProcessTree.Thread, _Mapping]]] = ...) -> None: ...
 
 class GpuRenderStageEvent(_message.Message):
-    __slots__ = ("event_id", "duration", "hw_queue_iid", "stage_iid", "gpu_id", "context", "submission_id", "extra_data", "name", "name_iid", "hw_queue_id", "stage_id")
+    __slots__ = ("event_id", "duration", "hw_queue_iid", "stage_iid", "gpu_id", "context", "submission_id", "extra_data", "name", "name_iid", "hw_queue_id", "stage_id", "specifications")
     class ExtraData(_message.Message):
         __slots__ = ("name", "value")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -367,6 +367,20 @@ class GpuRenderStageEvent(_message.Message):
         name: str
         value: str
         def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class Specifications(_message.Message):
+        __slots__ = ("hw_queue", "stage")
+        class Description(_message.Message):
+            __slots__ = ("name", "description")
+            NAME_FIELD_NUMBER: _ClassVar[int]
+            DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+            name: str
+            description: str
+            def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+        HW_QUEUE_FIELD_NUMBER: _ClassVar[int]
+        STAGE_FIELD_NUMBER: _ClassVar[int]
+        hw_queue: _containers.RepeatedCompositeFieldContainer[GpuRenderStageEvent.Specifications.Description]
+        stage: _containers.RepeatedCompositeFieldContainer[GpuRenderStageEvent.Specifications.Description]
+        def __init__(self, hw_queue: _Optional[_Iterable[_Union[GpuRenderStageEvent.Specifications.Description, _Mapping]]] = ..., stage: _Optional[_Iterable[_Union[GpuRenderStageEvent.Specifications.Description, _Mapping]]] = ...) -> None: ...
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     DURATION_FIELD_NUMBER: _ClassVar[int]
     HW_QUEUE_IID_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +393,7 @@ class GpuRenderStageEvent(_message.Message):
     NAME_IID_FIELD_NUMBER: _ClassVar[int]
     HW_QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPECIFICATIONS_FIELD_NUMBER: _ClassVar[int]
     event_id: int
     duration: int
     hw_queue_iid: int
@@ -391,7 +406,8 @@ class GpuRenderStageEvent(_message.Message):
     name_iid: int
     hw_queue_id: int
     stage_id: int
-    def __init__(self, event_id: _Optional[int] = ..., duration: _Optional[int] = ..., hw_queue_iid: _Optional[int] = ..., stage_iid: _Optional[int] = ..., gpu_id: _Optional[int] = ..., context: _Optional[int] = ..., submission_id: _Optional[int] = ..., extra_data: _Optional[_Iterable[_Union[GpuRenderStageEvent.ExtraData, _Mapping]]] = ..., name: _Optional[str] = ..., name_iid: _Optional[int] = ..., hw_queue_id: _Optional[int] = ..., stage_id: _Optional[int] = ...) -> None: ...
+    specifications: GpuRenderStageEvent.Specifications
+    def __init__(self, event_id: _Optional[int] = ..., duration: _Optional[int] = ..., hw_queue_iid: _Optional[int] = ..., stage_iid: _Optional[int] = ..., gpu_id: _Optional[int] = ..., context: _Optional[int] = ..., submission_id: _Optional[int] = ..., extra_data: _Optional[_Iterable[_Union[GpuRenderStageEvent.ExtraData, _Mapping]]] = ..., name: _Optional[str] = ..., name_iid: _Optional[int] = ..., hw_queue_id: _Optional[int] = ..., stage_id: _Optional[int] = ..., specifications: _Optional[_Union[GpuRenderStageEvent.Specifications, _Mapping]] = ...) -> None: ...
 
 class InternedGpuRenderStageSpecification(_message.Message):
     __slots__ = ("iid", "name", "description", "category")
@@ -437,14 +453,16 @@ class GpuCounterEvent(_message.Message):
 class GpuCounterDescriptor(_message.Message):
     __slots__ = ("specs",)
     class GpuCounterSpec(_message.Message):
-        __slots__ = ("counter_id", "name", "description")
+        __slots__ = ("counter_id", "name", "description", "value_direction")
         COUNTER_ID_FIELD_NUMBER: _ClassVar[int]
         NAME_FIELD_NUMBER: _ClassVar[int]
         DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+        VALUE_DIRECTION_FIELD_NUMBER: _ClassVar[int]
         counter_id: int
         name: str
         description: str
-        def __init__(self, counter_id: _Optional[int] = ..., name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+        value_direction: int
+        def __init__(self, counter_id: _Optional[int] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., value_direction: _Optional[int] = ...) -> None: ...
     SPECS_FIELD_NUMBER: _ClassVar[int]
     specs: _containers.RepeatedCompositeFieldContainer[GpuCounterDescriptor.GpuCounterSpec]
     def __init__(self, specs: _Optional[_Iterable[_Union[GpuCounterDescriptor.GpuCounterSpec, _Mapping]]] = ...) -> None: ...
