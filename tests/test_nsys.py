@@ -334,6 +334,31 @@ def test_sqlite_that_is_not_an_export_gives_one_line(tmp_path):
     assert "inventory.sqlite" in err[0] and "not an Nsight Systems export" in err[0] and "parts" in err[0]
 
 
+def test_an_export_with_nothing_polyprof_reads_says_so(tmp_path):
+    """An export of scheduling data only (``nsys profile --trace=none``, as the SC23 OpenMP
+    tutorial's report1.sqlite): 0 events, and a warning naming the tables it holds, not a
+    silent empty summary. Built from the real export with its event rows deleted."""
+    only = tmp_path / "sched_only.sqlite"
+    shutil.copy(REAL, only)
+    conn = sqlite3.connect(only)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for t in tables:
+        if t.startswith(("CUPTI_ACTIVITY_KIND_", "NVTX_", "OSRT_")):
+            conn.execute(f'DELETE FROM "{t}"')
+    if "SCHED_EVENTS" not in tables:
+        conn.execute("CREATE TABLE SCHED_EVENTS (start INTEGER, cpu INTEGER, isSchedIn INTEGER, globalTid INTEGER)")
+    n = len(conn.execute("PRAGMA table_info(SCHED_EVENTS)").fetchall())
+    conn.execute(f"INSERT INTO SCHED_EVENTS VALUES ({', '.join(['1'] * n)})")
+    conn.commit()
+    conn.close()
+    trace = polyprof.load(only)
+    assert trace.n_events == 0
+    warnings = trace.metadata.get("warnings", [])
+    assert len(warnings) == 1 and warnings[0].startswith("nothing polyprof reads") and "SCHED_EVENTS" in warnings[0]
+    r = cli("summary", str(only))
+    assert r.returncode == 0 and "sched_only.sqlite: nothing polyprof reads" in r.stderr, r.stderr
+
+
 def test_damaged_pages_give_one_error_naming_the_file(tmp_path):
     bad = tmp_path / "damaged.sqlite"
     data = bytearray(REAL.read_bytes())

@@ -41,6 +41,28 @@ def test_a_json_list_of_records_that_are_not_events_is_refused(tmp_path: Path) -
     assert t.metadata["warnings"] == ["kineto: events not imported: 1 x ph=None"]
 
 
+def test_an_empty_chrome_trace_says_nothing_was_read(tmp_path: Path) -> None:
+    """tlparse (pytorch/tlparse 0.4.3) writes ``chromium_events.json`` as ``[]`` when the
+    torch.compile log has no compile events (its tests' comp_metrics.log, export.log):
+    `summary` printed "0 events" with exit 0 and no word; now a warning says nothing was
+    read, as for Perfetto and Nsight files of other data only."""
+    for name, text in (("chromium_events.json", "[]"), ("empty.json", '{"traceEvents": []}'),
+                       ("names_only.json", '{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, '
+                                           '"args": {"name": "p"}}]}')):
+        f = tmp_path / name
+        f.write_text(text)
+        t = polyprof.load(f)
+        assert t.n_events == 0
+        assert t.metadata["warnings"][0] == ("nothing polyprof reads: the trace has no events (no slices, "
+                                             "instants or counters)")
+        p = _cli("summary", str(f))
+        assert p.returncode == 0 and f"{f}: nothing polyprof reads" in p.stderr, p.stderr
+    # a trace of counters only is not empty
+    f = tmp_path / "counters.json"
+    f.write_text('[{"ph": "C", "name": "mem", "ts": 1, "pid": 1, "args": {"bytes": 5}}]')
+    assert "warnings" not in polyprof.load(f).metadata
+
+
 def test_hta_window_on_a_trace_without_launch_calls() -> None:
     """`summary --window hta` on rocprofv3's JSON (TraceLens' 908_results.json.gz: kernel
     dispatches, no HIP calls) stopped with an internal error (IndexError) in HTA's idle

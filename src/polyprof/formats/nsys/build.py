@@ -107,10 +107,12 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
     source_of: dict[int, int] = {}
     launches: list[tuple[np.ndarray, np.ndarray]] = []  # (process, correlation id) of runtime calls
     linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]] = []  # (device, process, corr, rows)
+    read_any = False
     for read in readers:
         p = read()
         if p is None or not len(p):
             continue
+        read_any = True
         fill_process(p, launches, set(source_of))
 
         def source(g: int, pid: int) -> int:  # sources in order of first appearance; labelled below
@@ -126,6 +128,11 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
             if not p.device:
                 launches.append((p.gpid, p.corr))
         del p, rows
+    if not read_any:  # never silently empty (e.g. an export of scheduling or sampling data only)
+        other = [t for t in ex.unread() if not t.startswith(("TARGET_INFO", "META_DATA", "ANALYSIS"))
+                 and _has_rows(conn, t)]
+        notes.append("nothing polyprof reads: no CUDA, NVTX or OS runtime rows (the export holds other "
+                     f"data; its tables: {', '.join(other[:8]) + (', ...' if len(other) > 8 else '') or 'none'})")
     for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
         s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""
     add_flows(b, linked)
@@ -180,3 +187,11 @@ def add_flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, 
                                cat(devices, 1), cat(devices, 2), cat(devices, 3))
     if len(src):
         b.flows(src, dst, ids, category="ac2g")
+
+
+def _has_rows(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` has a row (a table it cannot read counts as none: only a note)."""
+    try:
+        return bool(sqlite_db.rows(conn, 'SELECT 1 FROM "%s" LIMIT 1' % table.replace('"', '""')))
+    except sqlite3.Error:
+        return False
