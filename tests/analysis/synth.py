@@ -50,12 +50,13 @@ def gpu_trace(steps: int = 2, with_ids: bool = True):
 
 def pipeline_trace(steps: int = 5, step_us: int = 10_000, kernels: int = 20, kernel_us: int = 490,
                    lead_us: int = 200, copy_us: int = 0, host_gap_us: int = 0, sync_us: int = 0,
-                   loader_us: int = 0, end_sync_us: int = 0, sync_threads: int = 1):
+                   loader_us: int = 0, end_sync_us: int = 0, sync_threads: int = 1,
+                   loader_name: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"):
     """A training loop in the shape torch.profiler records it, healthy by default.
 
     Per step k (host ``ProfilerStep#k`` of ``step_us`` µs, plus ``host_gap_us`` of host
-    work between steps): an optional ``enumerate(DataLoader)...`` annotation of
-    ``loader_us`` first; then ``kernels`` launches (``cudaLaunchKernel``, 10 µs) spread
+    work between steps): an optional ``enumerate(DataLoader)...`` annotation (or
+    ``loader_name``) of ``loader_us`` first; then ``kernels`` launches (``cudaLaunchKernel``, 10 µs) spread
     over the step, each running ``kernel_us`` µs on stream 7 back to back, starting
     ``lead_us`` after the step began; an optional HtoD copy of ``copy_us`` before the
     kernels; an optional ``cudaStreamSynchronize`` of ``sync_us`` at the end of the step
@@ -75,8 +76,7 @@ def pipeline_trace(steps: int = 5, step_us: int = 10_000, kernels: int = 20, ker
         b.event(th, f"ProfilerStep#{k}", o, step_us * US, "user_annotation")
         t = o
         if loader_us:
-            b.event(th, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t, loader_us * US,
-                    "user_annotation")
+            b.event(th, loader_name, t, loader_us * US, "user_annotation")
             t += loader_us * US
         d = t + lead_us * US
         if copy_us:

@@ -43,6 +43,19 @@ def test_finding_fires_only_on_its_problem(case):
     assert not (must_not & got), (case, got)
 
 
+@pytest.mark.parametrize("name, fires", [
+    ("prefetch_to_device", True),  # flax's / JAX's input prefetch
+    ("PrefetchDataset", True), ("Iterator::Prefetch", True),  # tf.data
+    ("cudaMemPrefetchAsync", False),  # CUDA's unified memory, not an input pipeline
+    ("context.prefetchInputs", False),  # Bazel's action inputs (EngFlow's Bazel profiles)
+])
+def test_input_bound_by_name_not_any_prefetch(name, fires):
+    """Input-pipeline work is named for it; a name that only holds "prefetch" (CUDA's
+    unified-memory prefetch, a build tool's) is not."""
+    got = {f.id for f in A.findings(pipeline_trace(loader_us=4000, kernel_us=250, loader_name=name))}
+    assert ("input_bound" in got) == fires, got
+
+
 def test_sync_share_is_per_thread_and_never_exceeds_100_percent():
     # four threads each block 3 ms of every 10 ms step: each thread waits 30%, not 120%
     f = {x.id: x for x in A.findings(pipeline_trace(sync_us=3000, kernel_us=300, sync_threads=4))}

@@ -101,5 +101,9 @@ PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 #: what polyprof names a step when it writes one into torch's trace
 PROFILER_STEP_PREFIX = "ProfilerStep#"
 
-#: host work that feeds the input pipeline (PyTorch DataLoader, tf.data, JAX prefetch)
-INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "iterator::", "prefetch")
+#: host work that feeds the input pipeline (PyTorch DataLoader, tf.data, flax/JAX's
+#: prefetch_to_device, prefetching loaders), lower-case substrings. Not any "prefetch":
+#: CUDA's ``cudaMemPrefetchAsync`` (unified memory) and a build tool's
+#: ``context.prefetchInputs`` (Bazel) are not input pipelines
+INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "iterator::", "prefetch_to_device",
+                 "prefetchdataset", "prefetchloader", "prefetcher")
