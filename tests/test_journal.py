@@ -116,6 +116,21 @@ def test_a_second_run_keeps_the_killed_runs_journal(tmp_path):
     assert kept.read_bytes() == before and (tmp_path / "killed.polyprof.partial.2").read_bytes() == before[:-7]
 
 
+def snapshot_holding(live: Path, snap: Path, want: dict[str, int], timeout: float = 60.0) -> polyprof.Trace:
+    """A copy of the live journal ``live`` at ``snap`` once it holds ``want`` (name ->
+    count) sections, as loaded. The journal's thread writes every interval, but when it
+    gets to run is the machine's: a fixed sleep before the copy was not always enough
+    under load; this waits (bounded) for the write instead."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shutil.copy(live, snap)
+        names = list(polyprof.load(snap).names())
+        if all(names.count(n) >= k for n, k in want.items()):
+            return polyprof.load(snap)
+        assert time.monotonic() < deadline, f"the journal holds {({n: names.count(n) for n in want})} of {want}"
+        time.sleep(0.05)
+
+
 def test_journal_matches_the_collected_trace(tmp_path):
     """What the journal holds at any moment is what the final trace holds for that time."""
     out = tmp_path / "live.polyprof"
@@ -126,11 +141,10 @@ def test_journal_matches_the_collected_trace(tmp_path):
                 with polyprof.section("inner"):
                     time.sleep(0.002)
             polyprof.counter("c", i)
-        time.sleep(0.3)
-        shutil.copy(journal.path_for(out), snap)
+        rec = snapshot_holding(journal.path_for(out), snap, {"outer": 20, "inner": 20})
         with polyprof.section("after snapshot"):
             pass
-    final, rec = prof.trace, polyprof.load(snap)
+    final = prof.trace
     sel_f = np.isin(final.names(), ["outer", "inner"])
     sel_r = np.isin(rec.names(), ["outer", "inner"])
     for col in ("start_ns", "dur_ns"):
@@ -145,12 +159,11 @@ def test_journal_cut_short_keeps_whole_batches(tmp_path):
         for _ in range(5):
             with polyprof.section("early"):
                 pass
-        time.sleep(0.3)
+        snapshot_holding(journal.path_for(out), snap, {"early": 5})  # on disk before "late" is recorded
         for _ in range(5):
             with polyprof.section("late"):
                 pass
-        time.sleep(0.3)
-        shutil.copy(journal.path_for(out), snap)
+        snapshot_holding(journal.path_for(out), snap, {"late": 5})
     data = snap.read_bytes()
     snap.write_bytes(data[:-40])  # the kill landed in the middle of the last write
     tr = polyprof.load(snap)

@@ -427,25 +427,36 @@ def test_one_section_object_shared_by_asyncio_tasks_times_each_task(section_impl
     thread's latest one: for these tasks ~0, 40 and 60 ms instead of 10, 30, 60)."""
     shared = polyprof.section("shared")
     plan = [(0.0, 0.06), (0.01, 0.01), (0.02, 0.03)]  # (start after, duration) per task
+    reads = {}  # task -> clock reads just before and inside its entry, inside and after its exit
 
-    async def task(start, dur):
+    async def task(i, start, dur):
         await asyncio.sleep(start)
+        a = time.perf_counter_ns()
         with shared:
+            b = time.perf_counter_ns()
             await asyncio.sleep(dur)
+            c = time.perf_counter_ns()
+        reads[i] = (a, b, c, time.perf_counter_ns())
 
     async def main():
-        await asyncio.gather(*(task(a, d) for a, d in plan))
+        await asyncio.gather(*(task(i, a, d) for i, (a, d) in enumerate(plan)))
 
     with polyprof.profile(plugins=["host"]) as prof:
         asyncio.run(main())
     sel = prof.trace.names() == "shared"
     starts, durs = prof.trace.events["start_ns"][sel], prof.trace.events["dur_ns"][sel]
-    order = np.argsort(starts)
-    got = durs[order] / 1e6
-    assert len(got) == 3
-    for g, (_, want) in zip(got, plan):  # each at least its own sleep, and not another's
-        assert want * 1e3 * 0.9 <= g, (got, plan)
-    assert got[1] < got[2] < got[0], got  # 10 < 30 < 60 ms, whatever the machine's load
+    assert len(starts) == 3
+    # each task's opening is recorded between its own clock reads around the entry (no
+    # await there: the tasks' entry windows are disjoint), and closed between its own reads
+    # around the exit: its own time, not another task's, whatever the machine's load (an
+    # order of the durations, 10 < 30 < 60 ms, is not: a stall of the loop lengthens one)
+    for i, (_, want) in enumerate(plan):
+        a, b, c, d = reads[i]
+        mine = np.flatnonzero((a <= starts) & (starts <= b))
+        assert len(mine) == 1, (i, reads, starts)
+        end = int(starts[mine[0]] + durs[mine[0]])
+        assert c <= end <= d, (i, reads[i], end)
+        assert want * 1e9 * 0.9 <= durs[mine[0]], (durs, plan)  # at least its own sleep
 
 
 def test_journal_says_how_far_behind_it_fell(tmp_path, monkeypatch):

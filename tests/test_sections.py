@@ -517,13 +517,16 @@ def test_reused_thread_idents_get_their_own_tracks_in_process(section_impl, tmp_
     two tracks, each with its own name, OS thread id, sections and marks: the session's
     trace and the crash journal's alike (sections are recorded by ident)."""
     from polyprof.collect import journal
+    from test_journal import snapshot_holding
 
     prog = _load_program(tmp_path)
     out = tmp_path / "inproc.polyprof"
     with polyprof.profile(plugins=["host"], output=out, options={"host": {"journal_interval_s": 0.05}}) as prof:
         reused = prog.main()
-        time.sleep(0.2)
-        shutil.copy(journal.path_for(out), tmp_path / "snap.partial")
+        # the journal's thread writes every 0.05 s, when the machine lets it: wait (bounded)
+        # until it holds all the program's sections, not a fixed time
+        snapshot_holding(journal.path_for(out), tmp_path / "snap.partial",
+                         {"A": 3, "B": 5, "task": 2 * 10 * 2, "A done": 1, "B done": 1, "task done": 2 * 10})
     if sys.platform.startswith("linux"):  # else this test would not test anything
         assert reused, "no thread got the ident of one that had ended"
     for tr in (prof.trace, polyprof.load(tmp_path / "snap.partial")):
