@@ -703,10 +703,18 @@ import os
 import sys
 
 if hasattr(os, "sched_setaffinity"):
-    os.sched_setaffinity(0, {int(sys.argv[2])})  # both processes on one CPU: loaded alike
+    os.sched_setaffinity(0, {int(sys.argv[2])})  # both processes on one CPU
 import torch
 import torch.nn.functional as F
 
+# one step at a time: this process's, then the other's (a FIFO each way; "a" goes first),
+# so neither one's ops share the CPU with the other's, and each step waits for the other's
+# once: both sides run alike, however the machine's other load comes and goes
+first = sys.argv[3] == "a"
+if first:
+    give, take = os.open(sys.argv[4], os.O_WRONLY), os.open(sys.argv[5], os.O_RDONLY)
+else:
+    take, give = os.open(sys.argv[4], os.O_RDONLY), os.open(sys.argv[5], os.O_WRONLY)
 torch.set_num_threads(1)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
@@ -716,7 +724,9 @@ record = torch.profiler.record_function
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                             schedule=torch.profiler.schedule(wait=0, warmup=1, active=12, repeat=1),
                             on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as prof:
-    for _ in range(13):
+    for i in range(13):
+        if i or not first:
+            assert os.read(take, 1) == b"."  # the other's step is done
         with record("forward"):
             loss = F.cross_entropy(model(x), y)
         with record("backward"):
@@ -725,22 +735,37 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
             opt.step()
             opt.zero_grad()
         prof.step()
+        os.write(give, b".")  # after the step's end (and the last one's export): the other's turn
+if first:
+    assert os.read(take, 1) == b"."  # and exit only once the other's last step is done
 '''
 
 
 def test_a_a_real_torch_processes_call_no_change(tmp_path):
-    """The same small torch CPU training script run twice, as two processes at the same
-    time on the same CPU (the scheduler shares it between them, so other work on a
-    shared machine loads both alike; on two CPUs a burst of load on one slowed one side
-    only, and the diff rightly called it), each writing its torch.profiler trace:
-    `polyprof diff` calls nothing changed."""
+    """The same small torch CPU training script run twice, as two processes on the same
+    CPU taking turns step by step, each writing its torch.profiler trace: `polyprof diff`
+    calls nothing changed. (On two CPUs a burst of load on one slowed one side only, and
+    the diff rightly called it; on one CPU at the same time, one side's loop could run
+    while the other still imported torch and the other's alone, twice as fast: "step
+    time -46%", and its ops' times, preempted less, with it.)"""
     pytest.importorskip("torch")
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
+    turns = [tmp_path / "a_to_b", tmp_path / "b_to_a"]
+    for f in turns:
+        os.mkfifo(f)
     cpu = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
-    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"{s}.json"), str(cpu)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for s in "ab"]
-    assert all(p.wait(timeout=300) == 0 for p in procs)
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"{s}.json"), str(cpu), s,
+                               *map(str, turns)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for s in "ab"]
+    try:
+        errs = [p.communicate(timeout=300)[1] for p in procs]
+    finally:
+        for p in procs:  # one that failed leaves the other waiting for its turn
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0, 0], errs
     doc = diff_json(tmp_path / "a.json", tmp_path / "b.json")
     assert doc["overview"]["a"]["steps"] == 11  # 12 recorded, the first left out as by summary
     assert doc["overview"]["rows_tested"] >= 10  # the matmuls, their backward, the sections ...
