@@ -80,6 +80,8 @@ def test_a_signal_while_python_waits_for_the_threads(tmp_path: Path, signame: st
     names = list(polyprof.load(tmp_path / "t.polyprof").names())
     assert names.count("main_work") == 1 and 1 <= names.count("thread_work") < 100
     assert ("KeyboardInterrupt" in ours.stderr) == ("KeyboardInterrupt" in plain.stderr) == (signame == "SIGINT")
+    # python 3.13's wait says what interrupts it: not polyprof's own SystemExit of a SIGTERM
+    assert "SystemExit" not in ours.stderr and "Traceback" not in ours.stderr.replace(plain.stderr, "")
 
 
 @pytest.mark.parametrize("executor", ["ThreadPoolExecutor(2)", "ProcessPoolExecutor(1)"])
@@ -214,3 +216,148 @@ print("rc", rc, "main alive", threading.main_thread().is_alive(), "pool", pool.s
     r = subprocess.run([sys.executable, str(host)], capture_output=True, text=True, cwd=tmp_path, env=env,
                        timeout=60)
     assert r.returncode == 0 and r.stdout == "script ran\nrc 0 main alive True pool 7\n", r.stderr
+
+
+def test_a_signal_that_ends_the_script_does_not_wait_for_its_threads(tmp_path: Path) -> None:
+    """SIGTERM kills python at once, its threads' work undone: ``polyprof run`` unwinds the
+    script, writes the trace and dies by it without waiting for the threads first (a
+    second SIGTERM, or the SIGKILL after a grace period, would have lost the trace)."""
+    program = """\
+import os, signal, threading, time
+def worker():
+    time.sleep(10)
+    print("worker done", flush=True)
+threading.Thread(target=worker).start()
+print("main", flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(10)
+"""
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
+    assert plain.returncode == ours.returncode == -15
+    assert plain.stdout == ours.stdout == "main\n", ours.stdout
+    assert "trace written to t.polyprof" in ours.stderr
+
+
+def test_an_exit_hook_that_raises_runs_once(tmp_path: Path) -> None:
+    """An exception in ``threading``'s end (an exit hook's, or Ctrl-C's) is said once and
+    the end goes on without it, as python calls ``threading._shutdown`` once: its exit
+    hooks are not run again, nor the threads waited for, at python's end."""
+    program = """\
+import atexit, threading, time
+def worker():
+    time.sleep(2)
+    print("worker done", flush=True)
+threading.Thread(target=worker).start()
+calls = []
+def hook():
+    calls.append(1)
+    print("hook", len(calls), flush=True)
+    raise RuntimeError("the hook fails")
+threading._register_atexit(hook)
+atexit.register(lambda: print("atexit", flush=True))
+print("main returns", flush=True)
+"""
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
+    assert plain.returncode == ours.returncode == 0
+    assert plain.stdout == ours.stdout == "main returns\nhook 1\natexit\n", ours.stdout
+    assert plain.stderr.count("RuntimeError: the hook fails") == ours.stderr.count("RuntimeError: the hook fails") == 1
+
+
+@pytest.mark.parametrize("module", [False, True])
+def test_main_is_the_scripts_module_to_the_end(tmp_path: Path, module: bool) -> None:
+    """After the script returns, ``__main__`` is still its module under python: its
+    threads and ``atexit`` callbacks pickle its classes by name and ``import __main__``
+    (before: polyprof's own ``__main__``, ``PicklingError: ... attribute lookup Point on
+    __main__ failed``). The same for ``-m``. A script's has no ``__file__`` by then."""
+    (tmp_path / "prog.py").write_text("""\
+import atexit, pickle, threading
+class Point:
+    def __init__(self, x):
+        self.x = x
+def worker():
+    threading.main_thread().join()  # the script has returned
+    import __main__
+    print("thread", hasattr(__main__, "Point"), pickle.loads(pickle.dumps(Point(3))).x, flush=True)
+    print("__file__", hasattr(__main__, "__file__"), "__cached__" in vars(__main__), flush=True)
+threading.Thread(target=worker).start()
+atexit.register(lambda: print("atexit", pickle.loads(pickle.dumps(Point(4))).x, flush=True))
+""")
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    target = ["-m", "prog"] if module else ["prog.py"]
+    plain = subprocess.run([sys.executable, *target], capture_output=True, text=True, cwd=tmp_path, env=env,
+                           timeout=60)
+    ours = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host", "-o",
+                           "t.polyprof", *target], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert plain.returncode == ours.returncode == 0, ours.stderr
+    kept = module  # python takes a script's __file__ and __cached__ away once it has run, not a module's
+    assert plain.stdout == ours.stdout == f"thread True 3\n__file__ {kept} {kept}\natexit 4\n", ours.stderr
+
+
+def test_an_exception_in_threadings_end_goes_to_the_programs_unraisablehook(tmp_path: Path) -> None:
+    """The interpreter says an exception out of ``threading._shutdown`` through
+    ``sys.unraisablehook``: a program's own hook gets it under ``polyprof run`` too, and
+    python's default one says it in this python's words (before: polyprof's own text,
+    3.11's, on stderr; ``KeyboardInterrupt`` without python's ``: ``)."""
+    program = """\
+import sys, threading
+def hook():
+    raise RuntimeError("the hook fails")
+threading._register_atexit(hook)
+if len(sys.argv) < 2:
+    sys.unraisablehook = lambda a: print("hook:", a.exc_type.__name__, a.exc_value, a.err_msg,
+                                         a.object is threading, a.exc_traceback.tb_frame.f_code.co_name, flush=True)
+print("main returns", flush=True)
+"""
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
+    assert plain.returncode == ours.returncode == 0
+    assert plain.stdout == ours.stdout, ours.stderr
+    words = "None True" if sys.version_info < (3, 13) else "Exception ignored on threading shutdown False"
+    assert ours.stdout == f"main returns\nhook: RuntimeError the hook fails {words} _shutdown\n"
+    script = tmp_path / "prog.py"  # python's own hook: the same text
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    plain, ours = (subprocess.run([*cmd, str(script), "default"], capture_output=True, text=True, cwd=tmp_path,
+                                  env=env, timeout=60)
+                   for cmd in ([sys.executable], [sys.executable, "-m", "polyprof", "run", "--no-summary",
+                                                  "--plugins", "host", "-o", "t.polyprof"]))
+    said = [line for line in ours.stderr.splitlines() if not line.startswith("polyprof: ")]
+    assert said == plain.stderr.splitlines() and "RuntimeError: the hook fails" in said, ours.stderr
+
+
+def test_ctrl_c_runs_the_atexit_callbacks_then_dies_by_sigint(tmp_path: Path) -> None:
+    """A KeyboardInterrupt out of the script: python says it, waits for the threads, runs
+    the ``atexit`` callbacks (a checkpoint saved, a logger's run finished), then dies by
+    SIGINT. Before, ``polyprof run`` died by SIGINT right after the trace was written, and
+    the callbacks never ran."""
+    program = """\
+import atexit, os, signal, threading, time
+def worker():
+    time.sleep(0.2)
+    print("worker done", flush=True)
+atexit.register(lambda: print("atexit done", flush=True))
+threading.Thread(target=worker).start()
+print("main", flush=True)
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(10)
+"""
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
+    assert plain.returncode == ours.returncode == -2
+    assert plain.stdout == ours.stdout == "main\nworker done\natexit done\n", ours.stderr
+    assert "KeyboardInterrupt" in plain.stderr and "KeyboardInterrupt" in ours.stderr
+    assert "trace written to t.polyprof" in ours.stderr
+
+
+def test_sigterm_while_python_waits_after_ctrl_c(tmp_path: Path) -> None:
+    """Ctrl-C ends the script, python waits for its threads, and a SIGTERM then kills it
+    by SIGTERM (before: ``polyprof run`` died by the first signal it saw, SIGINT)."""
+    program = """\
+import os, signal, threading, time
+def worker():
+    threading.main_thread().join()  # python's wait for the threads has begun
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10)
+threading.Thread(target=worker).start()
+os.kill(os.getpid(), signal.SIGINT)
+"""
+    plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
+    assert plain.returncode == ours.returncode == -15, ours.stderr
+    assert "trace written to t.polyprof" in ours.stderr

@@ -3,7 +3,9 @@
 Signals: SIGINT unwinds the script as Python does (KeyboardInterrupt); SIGTERM, SIGHUP,
 SIGUSR1 and SIGUSR2 (when the script has not set its own handler) unwind it too, so
 open sections complete. Once the trace is saved, polyprof ends by the same signal,
-so the caller sees the status a plain ``python`` would have had. SIGSEGV and other
+so the caller sees the status a plain ``python`` would have had (after a
+KeyboardInterrupt, under the ``polyprof`` command: once the program's ``atexit``
+callbacks have run, as python runs them). SIGSEGV and other
 fatal signals keep their default action (the crash journal keeps the host data of a
 killed program; one line says where: collect/exits.py). ``os.execv`` and its family, and
 ``os._exit``, write the trace first (collect/exits.py).
@@ -11,12 +13,14 @@ A process forked from the script that returns here (instead of exiting) ends wit
 its exit code and writes nothing: the trace is the parent's.
 Under the ``polyprof`` command, python's own wait for the program's non-daemon threads
 comes before the stop, so their work is in the trace; its ``atexit`` callbacks run
-after it, at python's end (:func:`_end_threads`).
+after it, at python's end (``cli/thread_end.py``), and the script's module is
+``__main__`` again for them and the threads (:func:`_keep_script_main`).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import io
 import os
 import runpy
@@ -27,7 +31,7 @@ import traceback
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import CodeType, FrameType
+from types import CodeType, FrameType, ModuleType
 from typing import Iterator, TextIO
 
 from ..collect import signals
@@ -38,6 +42,7 @@ from ..report.encoding import encodable
 from ..trace.core import Trace
 from ..collect import options
 from ..collect.output import written_line
+from .thread_end import end_threads
 from .common import Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, plugin_list, print_summary
 
 
@@ -136,6 +141,26 @@ def _print_script_error(e: BaseException) -> None:
     traceback.print_exception(type(e), e, tb)
 
 
+#: the script's ``__main__`` module (runpy's, which it takes out of sys.modules when the script returns)
+_script_main: list[ModuleType] = []
+
+
+def _keep_script_main(ends: bool, module: bool = False) -> None:
+    """Where the process ends after the script (``ends``: the ``polyprof`` command), the
+    script's module is ``__main__`` again once it has returned, as under python to its
+    end, for its threads and ``atexit`` callbacks: what they pickle by name
+    (``__main__.Point``, a function given to a process pool), ``import __main__``; and,
+    as python does once a script (not a ``-m`` module) has run, without its ``__file__``
+    and ``__cached__``. (runpy puts polyprof's own ``__main__`` back as the script
+    returns; ``cli.main()`` called in a program keeps the program's.)"""
+    main = _script_main.pop() if _script_main else None
+    if ends and main is not None:
+        sys.modules["__main__"] = main
+        if not module:
+            for name in ("__file__", "__cached__"):
+                vars(main).pop(name, None)
+
+
 @contextmanager
 def _script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
     """runpy runs the script as ``python`` would, and its ``exec`` of the script's code is
@@ -152,6 +177,8 @@ def _script_at_stack_bottom(argv0: str | None) -> Iterator[None]:
 
     def exec_once(code: CodeType, namespace: dict[str, object]) -> object:
         names.pop("exec", None)
+        main = sys.modules.get("__main__")
+        _script_main[:] = [main] if main is not None and vars(main) is namespace else []
         if argv0 is not None and sys.argv and sys.argv[0] == namespace.get("__file__"):
             sys.argv[0] = argv0
         if unseen.exec_frameless is not None:  # it does not count the frames beneath either
@@ -217,6 +244,9 @@ def run(args: argparse.Namespace) -> int:
     if settings.output is None:
         stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
         settings = replace(settings, output=Path(f"{stem}.polyprof"))
+    ends = bool(getattr(args, "process_ends", False))
+    if ends:  # registered before the plugins' and the program's callbacks: it runs after them
+        atexit.register(_die_if_interrupted)
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
     cwd = os.getcwd()  # the program may change it: the trace goes where it was asked for from here
     session = Session(settings=settings)
@@ -231,8 +261,9 @@ def run(args: argparse.Namespace) -> int:
     code = run_script(target, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
         return code
-    if getattr(args, "process_ends", False):
-        _end_threads(started)
+    _keep_script_main(ends, args.module)
+    if ends and set(_received) <= {signal.SIGINT}:  # (a signal that unwound the script ends it now, as python)
+        end_threads(started, _received)
     with _own_streams(*streams):
         trace: Trace | None
         session.owns_process = True  # the script has returned
@@ -259,32 +290,23 @@ def run(args: argparse.Namespace) -> int:
         _report_written(session, trace.n_events, cwd)
         if os.environ.get("POLYPROF_DEBUG_EXIT"):
             print(f"polyprof: script exit code {code}", file=sys.stderr)
-        if _received:  # killed by a signal: end the way plain python would have
-            _die_like(_received[0])
+        if _received and not (ends and _interrupted()):  # killed by a signal: end the way plain python would have
+            _die_like(next((s for s in _received if s != signal.SIGINT), _received[0]))  # (SIGINT unwinds, no kill)
     return code
 
 
-def _end_threads(started: list[threading.Thread]) -> None:
-    """Python's own end of the program's threads, before the stop, so that their work is
-    in the trace: ``threading._shutdown``, which the interpreter calls as it ends (its
-    exit hooks end executors' threads, the main thread is shown ended, then every
-    non-daemon thread is waited for) and then finds done. The ``atexit`` callbacks still
-    run after the stop, as python runs them after this wait: a library's teardown must
-    not come before the plugins collect (JAX's clears the backends). Only where the
-    process ends after ``run()`` (the ``polyprof`` command), and not while a non-daemon
-    thread that started with the session runs (a plugin's: its stop may end it). An
-    exception in the wait is said as python says it and the end goes on; a signal's
-    (``_on_signal``) ends it, then the trace is written and the signal ends the process."""
-    shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is None or any(t.is_alive() for t in started):
-        return
-    try:
-        shutdown()
-    except BaseException as e:  # noqa: BLE001 - as the interpreter does: said, and the end goes on
-        if isinstance(e, SystemExit) and _received:
-            return
-        print(f"Exception ignored in: {threading!r}", file=sys.stderr)
-        traceback.print_exception(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None)
+def _interrupted() -> bool:
+    """Whether the program was ended by Ctrl-C (SIGINT) alone."""
+    return bool(_received) and set(_received) == {signal.SIGINT}
+
+
+def _die_if_interrupted() -> None:
+    """Python's end after a KeyboardInterrupt, under the ``polyprof`` command: the
+    program's ``atexit`` callbacks run (a checkpoint saved, a logger's run finished), then
+    the process dies by SIGINT. (Registered before the script, so it comes after them;
+    polyprof's own and ``logging.shutdown``, registered earlier, do not run.)"""
+    if _interrupted():
+        _die_like(signal.SIGINT)
 
 
 @contextmanager
@@ -384,6 +406,7 @@ def _run_serving(args: argparse.Namespace, address: str) -> int:
     code = run_script(args.script, args.args, args.module)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the server is the parent's
         return code
+    _keep_script_main(False)  # (not kept here: the script's module is let go as before)
     server.stop()  # a capture in progress ends now and is answered
     for s, h in previous.items():
         if signal.getsignal(s) == _on_signal:
