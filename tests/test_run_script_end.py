@@ -180,22 +180,110 @@ class Threaded(Plugin):
 """
 
 
-def test_a_plugins_own_thread_is_not_waited_for(tmp_path: Path) -> None:
-    """A non-daemon thread that started with the session (a plugin's, ended by its stop)
-    would never end before the stop: python's wait is left to python's end, after the
-    stop, as before, and nothing hangs (the program's threads are then not waited for)."""
-    (tmp_path / "threaded_plugin.py").write_text(THREADED_PLUGIN)
+#: the same, its thread (running the plugin's own method) started a moment after the
+#: session's start, by a timer
+LAZY_PLUGIN = THREADED_PLUGIN.replace("""        self.thread.start()""", """        timer = threading.Timer(0.05, self.thread.start)
+        timer.daemon = True
+        timer.start()
+    def _wait(self):
+        self.done.wait()""").replace("target=self.done.wait", "target=self._wait").replace(
+    "self.thread.join()", "self.thread.is_alive() and self.thread.join()")
+
+#: a plugin whose stop uses an executor (after python's exit hooks ended the program's)
+POOLED_PLUGIN = """\
+from concurrent.futures import ThreadPoolExecutor
+from polyprof.collect.plugin import Plugin
+class Pooled(Plugin):
+    name = "pooled"
+    default = False
+    def _start(self, ctx):
+        pass
+    def _stop(self):
+        with ThreadPoolExecutor(2) as pool:
+            self.got = list(pool.map(abs, [-1, -2]))
+    def _collect(self):
+        import sys
+        print("plugin stop:", self.got, file=sys.stderr, flush=True)
+        return None
+"""
+
+
+def _run_plugin(tmp_path: Path, plugin: str, name: str, program: str = TAIL) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "prog_plugin.py").write_text(plugin)
     script = tmp_path / "prog.py"
-    script.write_text(TAIL)
+    script.write_text(program)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     try:
-        r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins",
-                            "host,threaded_plugin:Threaded", "-o", "t.polyprof", str(script)],
-                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+        return subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins",
+                               f"host,prog_plugin:{name}", "-o", "t.polyprof", str(script)],
+                              capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("polyprof run hung on a plugin's own thread")
+
+
+@pytest.mark.parametrize("plugin", [THREADED_PLUGIN, LAZY_PLUGIN], ids=["at_start", "later"])
+def test_a_plugins_own_thread_is_not_waited_for(tmp_path: Path, plugin: str) -> None:
+    """A non-daemon thread of a plugin's (ended by its stop), started with the session or
+    later, would never end before the stop: python's wait is left to python's end, after
+    the stop, as before, and nothing hangs (the program's threads are then not waited for)."""
+    r = _run_plugin(tmp_path, plugin, "Threaded")
     assert r.returncode == 0 and r.stdout == "main returns\nworker done\natexit done\n", r.stderr
     assert list(polyprof.load(tmp_path / "t.polyprof").names()).count("main_work") == 1
+
+
+def test_a_plugins_stop_can_use_an_executor_after_the_threads_end(tmp_path: Path) -> None:
+    """python's exit hooks (run by the thread wait) close ``concurrent.futures`` to new
+    work; a plugin's stop after them still gets an executor's results."""
+    r = _run_plugin(tmp_path, POOLED_PLUGIN, "Pooled")
+    assert r.returncode == 0 and "plugin stop: [1, 2]" in r.stderr, r.stderr
+    assert "failed in stop" not in r.stderr
+
+
+def test_threads_keep_the_scripts_argv_and_path(tmp_path: Path) -> None:
+    """After the script returns, its threads and ``atexit`` callbacks see its
+    ``sys.argv`` and import modules beside it, as under python."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "helper_mod.py").write_text("X = 1\n")
+    program = """\
+import atexit, sys, threading
+def worker():
+    threading.main_thread().join()
+    import helper_mod
+    print("thread", sys.argv[1:], helper_mod.X, flush=True)
+threading.Thread(target=worker).start()
+atexit.register(lambda: print("atexit", sys.argv[1:], flush=True))
+"""
+    (app / "prog.py").write_text(program)
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    runs = [subprocess.run([*cmd, "app/prog.py", "a1"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                           timeout=60)
+            for cmd in ([sys.executable], [sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host",
+                                           "-o", "t.polyprof"])]
+    assert runs[0].stdout == runs[1].stdout == "thread ['a1'] 1\natexit ['a1']\n", runs[1].stderr
+    assert runs[0].returncode == runs[1].returncode == 0
+
+
+def test_ctrl_c_flushes_the_programs_log_handlers(tmp_path: Path) -> None:
+    """After Ctrl-C python runs every ``atexit`` callback, ``logging.shutdown`` too
+    (a MemoryHandler's records reach its file), then dies by SIGINT: so does polyprof."""
+    program = """\
+import logging, logging.handlers, os, signal
+mem = logging.handlers.MemoryHandler(capacity=1000, target=logging.FileHandler(os.environ["LOGFILE"]))
+log = logging.getLogger("app"); log.addHandler(mem); log.setLevel(logging.INFO)
+log.info("step 1 done")
+os.kill(os.getpid(), signal.SIGINT)
+"""
+    results = []
+    for ours in (False, True):
+        logfile = tmp_path / f"log{int(ours)}.txt"
+        os.environ["LOGFILE"] = str(logfile)
+        try:
+            r = _run(tmp_path, program, ours)
+        finally:
+            del os.environ["LOGFILE"]
+        results.append((r.returncode, logfile.read_text() if logfile.exists() else None))
+    assert results[0] == results[1] == (-2, "step 1 done\n")
 
 
 def test_main_in_a_program_leaves_its_threads_alone(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ Signals: SIGINT unwinds the script as Python does (KeyboardInterrupt); SIGTERM, 
 SIGUSR1 and SIGUSR2 (when the script has not set its own handler) unwind it too, so
 open sections complete. Once the trace is saved, polyprof ends by the same signal,
 so the caller sees the status a plain ``python`` would have had (after a
-KeyboardInterrupt, under the ``polyprof`` command: once the program's ``atexit``
-callbacks have run, as python runs them). SIGSEGV and other
+KeyboardInterrupt, under the ``polyprof`` command: once every ``atexit`` callback has
+run, as python runs them: :func:`_ended`). SIGSEGV and other
 fatal signals keep their default action (the crash journal keeps the host data of a
 killed program; one line says where: collect/exits.py). ``os.execv`` and its family, and
 ``os._exit``, write the trace first (collect/exits.py).
@@ -20,7 +20,6 @@ after it, at python's end (``cli/thread_end.py``), and the script's module is
 from __future__ import annotations
 
 import argparse
-import atexit
 import io
 import os
 import runpy
@@ -31,7 +30,7 @@ import traceback
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import CodeType, FrameType, ModuleType
+from types import CodeType, FrameType, ModuleType, TracebackType
 from typing import Iterator, TextIO
 
 from ..collect import signals
@@ -42,7 +41,7 @@ from ..report.encoding import encodable
 from ..trace.core import Trace
 from ..collect import options
 from ..collect.output import written_line
-from .thread_end import end_threads
+from .thread_end import end_threads, reopened
 from .common import Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, plugin_list, print_summary
 
 
@@ -95,8 +94,9 @@ def _die_like(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-def run_script(target: str, args: list[str], module: bool = False) -> int:
-    """Run the script as __main__; return the exit code it would have had."""
+def run_script(target: str, args: list[str], module: bool = False, keep: bool = False) -> int:
+    """Run the script as __main__; return the exit code it would have had. ``keep``: the
+    script's ``sys.argv`` and ``sys.path`` stay (for its threads and ``atexit`` callbacks)."""
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [target, *args]
     # as python does: the script's directory, or (-m) the current directory, comes first
@@ -124,8 +124,9 @@ def run_script(target: str, args: list[str], module: bool = False) -> int:
         _print_script_error(e)
         return 1
     finally:
-        sys.argv = old_argv
-        sys.path[:] = old_path
+        if not keep:
+            sys.argv = old_argv
+            sys.path[:] = old_path
 
 
 #: where the frames of the launcher (this module, runpy) beneath the script's come from
@@ -245,8 +246,6 @@ def run(args: argparse.Namespace) -> int:
         stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
         settings = replace(settings, output=Path(f"{stem}.polyprof"))
     ends = bool(getattr(args, "process_ends", False))
-    if ends:  # registered before the plugins' and the program's callbacks: it runs after them
-        atexit.register(_die_if_interrupted)
     previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
     cwd = os.getcwd()  # the program may change it: the trace goes where it was asked for from here
     session = Session(settings=settings)
@@ -258,13 +257,14 @@ def run(args: argparse.Namespace) -> int:
     session.owns_process = False
     started = [t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
     _freeze_what_polyprof_made()
-    code = run_script(target, args.args, args.module)  # never raises
+    own = sys.argv, list(sys.path)
+    code = run_script(target, args.args, args.module, keep=ends)  # never raises
     if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
-        return code
+        return _ended(code, ends)
     _keep_script_main(ends, args.module)
     if ends and set(_received) <= {signal.SIGINT}:  # (a signal that unwound the script ends it now, as python)
-        end_threads(started, _received)
-    with _own_streams(*streams):
+        end_threads(started, _received, session.plugin_packages())
+    with _own_streams(*streams), _as_polyprof(own, ends):
         trace: Trace | None
         session.owns_process = True  # the script has returned
         try:
@@ -292,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"polyprof: script exit code {code}", file=sys.stderr)
         if _received and not (ends and _interrupted()):  # killed by a signal: end the way plain python would have
             _die_like(next((s for s in _received if s != signal.SIGINT), _received[0]))  # (SIGINT unwinds, no kill)
-    return code
+    return _ended(code, ends)
 
 
 def _interrupted() -> bool:
@@ -300,13 +300,41 @@ def _interrupted() -> bool:
     return bool(_received) and set(_received) == {signal.SIGINT}
 
 
-def _die_if_interrupted() -> None:
-    """Python's end after a KeyboardInterrupt, under the ``polyprof`` command: the
-    program's ``atexit`` callbacks run (a checkpoint saved, a logger's run finished), then
-    the process dies by SIGINT. (Registered before the script, so it comes after them;
-    polyprof's own and ``logging.shutdown``, registered earlier, do not run.)"""
-    if _interrupted():
-        _die_like(signal.SIGINT)
+def _ended(code: int, ends: bool) -> int:
+    """The exit code; or, under the ``polyprof`` command when Ctrl-C alone ended the
+    script, its KeyboardInterrupt again, out of ``entry()`` uncaught: the interpreter then
+    ends as after its own script's, every ``atexit`` callback run (the program's,
+    ``logging.shutdown``'s flush) before it dies by SIGINT. The traceback was said (the
+    script's): the interpreter's ``sys.excepthook`` call for this one says nothing."""
+    if not (ends and _interrupted()):
+        return code
+    interrupt = KeyboardInterrupt()
+    hook = sys.excepthook
+
+    def quiet(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        if value is not interrupt:
+            hook(kind, value, tb)
+
+    sys.excepthook = quiet
+    raise interrupt
+
+
+@contextmanager
+def _as_polyprof(own: tuple[list[str], list[str]], ends: bool) -> Iterator[None]:
+    """polyprof's own ``sys.argv`` and ``sys.path`` while it stops and sums up after a
+    script that keeps its own to the end (``ends``), with ``threading``'s and
+    ``concurrent.futures``' shutdown flags cleared (``thread_end.reopened``); the
+    script's back after, for its ``atexit`` callbacks."""
+    if not ends:
+        yield
+        return
+    script = sys.argv, list(sys.path)
+    sys.argv, sys.path[:] = own[0], own[1]
+    try:
+        with reopened():
+            yield
+    finally:
+        sys.argv, sys.path[:] = script[0], script[1]
 
 
 @contextmanager

@@ -289,6 +289,10 @@ class Session:
             log.warning("%s", msg)
         return out
 
+    def plugin_packages(self) -> set[str]:
+        """The top-level packages of the session's plugins (whose threads it must not wait for)."""
+        return {type(s.plugin).__module__.partition(".")[0] for s in self._slots}
+
     def stop(self) -> Trace:
         if self._stopped:
             if self.trace is None:
