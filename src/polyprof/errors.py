@@ -72,7 +72,8 @@ def one_line(e: object, n: int | None = 200) -> str:
     """An exception's message (often another package's: pyarrow, DuckDB, sqlite3, an
     OSError, protobuf), or any text, as one line for a polyprof message: its white space,
     newlines included, folded to single spaces; cut to at most ``n`` characters, ``...``
-    included, when longer (``None``: never cut). The class name is the caller's to add."""
+    included, when longer (``n`` under 3: ``...`` alone; ``None``: never cut). The class
+    name is the caller's to add."""
     try:
         text = str(e)
     except Exception:  # noqa: BLE001 - a vendor's __str__ that fails must not hide the error being reported

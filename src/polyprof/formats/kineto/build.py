@@ -277,7 +277,7 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
         warnings.insert(0, "nothing polyprof reads: the trace has no events (no slices, instants or counters)")
     if warnings:
         meta[mkeys.WARNINGS] = warnings
-        for w in warnings:
+        for w in warnings[int(empty):]:
             log.info("%s: %s", col.path, w)
         if empty:
             log.warning("%s: %s", col.path, warnings[0])
