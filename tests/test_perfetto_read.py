@@ -477,6 +477,16 @@ def test_render_stage_specifications_name_and_are_no_slices(tmp_path):
     got = _slices(polyprof.load(write_packets(tmp_path, packets)))
     assert got == [(100, "fragment", 40, "gpu_render_stage", ("/device:GPU:0", "transfer")),
                    (200, "stage 5", 30, "gpu_render_stage", ("/device:GPU:0", "queue 2"))]
+    # a later specifications message names its queues by position from 0 again (as
+    # Perfetto's GpuEventParser): here queue 0, where appending would have named a queue 2
+    D = P.GpuRenderStageEvent.Specifications.Description
+    again = P.GpuRenderStageEvent.Specifications(hw_queue=[D(name="compute")])
+    packets[2:2] = [_pkt(timestamp=150, gpu_render_stage_event=P.GpuRenderStageEvent(specifications=again)),
+                    _pkt(timestamp=160, gpu_render_stage_event=P.GpuRenderStageEvent(
+                        event_id=3, duration=10, hw_queue_id=0, stage_id=0))]
+    got = _slices(polyprof.load(write_packets(tmp_path, packets)))
+    assert [(g[0], g[1], g[4][1]) for g in got] == [(100, "fragment", "transfer"), (160, "vertex", "compute"),
+                                                     (200, "stage 5", "queue 2")]
 
 
 def test_gpu_counters_look_backwards_as_perfetto_reads_them():

@@ -441,8 +441,11 @@ class Collector:
         carries ``specifications`` names queues and stages for the events that follow),
         and a queue or stage given by number is named by those specifications."""
         queues, stages = self.render_specs
-        if g.HasField("specifications"):
-            queues.extend(text(q.name) for q in g.specifications.hw_queue)
+        if g.HasField("specifications"):  # queues by position in this message (a later one renames), stages added
+            for i, q in enumerate(g.specifications.hw_queue):
+                if q.HasField("name"):
+                    queues.extend([""] * (i + 1 - len(queues)))
+                    queues[i] = text(q.name)
             stages.extend(text(st.name) for st in g.specifications.stage if st.HasField("name"))
         if not g.HasField("event_id"):
             return
