@@ -49,7 +49,9 @@ def register(sub: Subparsers) -> None:
     p = sub.add_parser("run", help="profile a Python script and write a .polyprof trace",
                        description="Run SCRIPT as __main__ inside a profiling session. The exit code is "
                                    "the script's; the trace is written even if the script raises, "
-                                   "calls sys.exit or is interrupted (SIGINT/SIGTERM).")
+                                   "calls sys.exit or is interrupted (SIGINT/SIGTERM). As python does, "
+                                   "the program's threads are waited for when the script returns: "
+                                   "their work is in the trace.")
     options.add_arguments(p)  # the session's options, declared once (collect/options.py)
     add_plugin_target_arg(p)
     p.add_argument("--no-summary", action="store_true", help="do not print the summary")
