@@ -72,8 +72,13 @@ def test_a_signal_while_python_waits_for_the_threads(tmp_path: Path, signame: st
     """Ctrl-C while python waits for the threads ends the wait (its lines, the callbacks
     run, exit code kept); SIGTERM kills the process. The trace holds the thread's work up
     to the signal."""
-    program = (TAIL.replace("range(3)", "range(100)")
-               + f"threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.{signame})).start()\n")
+    program = (TAIL.replace("range(3)", "range(100)").replace("def worker():", "first = threading.Event()\ndef worker():")
+               .replace("            time.sleep(0.03)\n", "            time.sleep(0.03)\n        first.set()\n")
+               + "def kill():  # once the thread's first section is done and python waits for it\n"
+               "    first.wait()\n"
+               "    threading.main_thread().join()\n"
+               f"    os.kill(os.getpid(), signal.{signame})\n"
+               "threading.Thread(target=kill, daemon=True).start()\n")
     plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
     assert plain.returncode == ours.returncode == code
     assert plain.stdout == ours.stdout == "main returns\n" + ("atexit done\n" if signame == "SIGINT" else "")
