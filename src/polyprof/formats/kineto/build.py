@@ -272,15 +272,13 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     overflow = _viztracer_overflow(top)
     if overflow:
         warnings.append(overflow)
-    empty = not len(ts) and not col.counters and not left_out
-    if empty:  # never silently empty (e.g. tlparse's chromium_events.json of a run with no compile events)
+    for w in warnings:
+        log.info("%s: %s", col.path, w)
+    if not len(ts) and not col.counters and not left_out:  # never silently empty (tlparse's [] of no compiles)
         warnings.insert(0, "nothing polyprof reads: the trace has no events (no slices, instants or counters)")
+        log.warning("%s: %s", col.path, warnings[0])
     if warnings:
         meta[mkeys.WARNINGS] = warnings
-        for w in warnings[int(empty):]:
-            log.info("%s: %s", col.path, w)
-        if empty:
-            log.warning("%s: %s", col.path, warnings[0])
     if col.other_meta:
         meta[mkeys.CHROME_METADATA_EVENTS] = col.other_meta
     return meta

@@ -107,19 +107,17 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
     source_of: dict[int, int] = {}
     launches: list[tuple[np.ndarray, np.ndarray]] = []  # (process, correlation id) of runtime calls
     linked: list[tuple[bool, np.ndarray, np.ndarray, np.ndarray]] = []  # (device, process, corr, rows)
-    read_any = False
+
+    def source(g: int, pid: int) -> int:  # sources in order of first appearance; labelled below
+        return b.source(host=host, pid=pid, label=f"pid {pid}",
+                        clock={"wall_anchor": dict(anchor)} if anchor else None,
+                        metadata={"process_name": pnames[g]} if g in pnames else None)
+
     for read in readers:
         p = read()
         if p is None or not len(p):
             continue
-        read_any = True
         fill_process(p, launches, set(source_of))
-
-        def source(g: int, pid: int) -> int:  # sources in order of first appearance; labelled below
-            return b.source(host=host, pid=pid, label=f"pid {pid}",
-                            clock={"wall_anchor": dict(anchor)} if anchor else None,
-                            metadata={"process_name": pnames[g]} if g in pnames else None)
-
         rows = add_part(b, p, source_of, gpus, source, pid_of=lambda g: (g >> 24) & 0xFFFFFF if g >= 0 else 0,
                         host_properties=lambda g: {"process_name": pnames[g]} if g in pnames else None,
                         thread_name=lambda g, t: tnames.get(g | t, ""))
@@ -128,7 +126,7 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
             if not p.device:
                 launches.append((p.gpid, p.corr))
         del p, rows
-    if not read_any:  # never silently empty (e.g. an export of scheduling or sampling data only)
+    if not source_of:  # no part had rows; never silently empty (an export of scheduling data only)
         other = [t for t in ex.unread() if not t.startswith(("TARGET_INFO", "META_DATA", "ANALYSIS"))
                  and _has_rows(conn, t)]
         notes.append("nothing polyprof reads: no CUDA, NVTX or OS runtime rows (the export holds other "
@@ -192,6 +190,6 @@ def add_flows(b: TraceBuilder, linked: list[tuple[bool, np.ndarray, np.ndarray, 
 def _has_rows(conn: sqlite3.Connection, table: str) -> bool:
     """Whether ``table`` has a row (a table it cannot read counts as none: only a note)."""
     try:
-        return bool(sqlite_db.rows(conn, 'SELECT 1 FROM "%s" LIMIT 1' % table.replace('"', '""')))
+        return bool(sqlite_db.rows(conn, f"SELECT 1 FROM {sqlite_db.quote(table)} LIMIT 1"))
     except sqlite3.Error:
         return False
