@@ -42,10 +42,15 @@ print("main returns", flush=True)
 """
 
 
+def _env(*more: Path) -> dict[str, str]:
+    """The environment of a program run here: this checkout's polyprof (and ``more``) first."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), *map(str, more), os.environ.get("PYTHONPATH", "")]))
+
+
 def _run(tmp_path: Path, code: str, ours: bool) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "prog.py"
     script.write_text(code)
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     cmd = [sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host", "-o", "t.polyprof"] \
         if ours else [sys.executable]
     try:
@@ -217,7 +222,7 @@ def _run_plugin(tmp_path: Path, plugin: str, name: str, program: str = TAIL) -> 
     (tmp_path / "prog_plugin.py").write_text(plugin)
     script = tmp_path / "prog.py"
     script.write_text(program)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    env = _env(tmp_path)
     try:
         return subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins",
                                f"host,prog_plugin:{name}", "-o", "t.polyprof", str(script)],
@@ -260,7 +265,7 @@ threading.Thread(target=worker).start()
 atexit.register(lambda: print("atexit", sys.argv[1:], flush=True))
 """
     (app / "prog.py").write_text(program)
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     runs = [subprocess.run([*cmd, "app/prog.py", "a1"], capture_output=True, text=True, cwd=tmp_path, env=env,
                            timeout=60)
             for cmd in ([sys.executable], [sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host",
@@ -305,7 +310,7 @@ pool.submit(abs, 1).result()
 rc = main(["run", "--no-summary", "--plugins", "host", "-o", "t.polyprof", "prog.py"])
 print("rc", rc, "main alive", threading.main_thread().is_alive(), "pool", pool.submit(abs, -7).result(), flush=True)
 """)
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     r = subprocess.run([sys.executable, str(host)], capture_output=True, text=True, cwd=tmp_path, env=env,
                        timeout=60)
     assert r.returncode == 0 and r.stdout == "script ran\nrc 0 main alive True pool 7\n", r.stderr
@@ -375,7 +380,7 @@ def worker():
 threading.Thread(target=worker).start()
 atexit.register(lambda: print("atexit", pickle.loads(pickle.dumps(Point(4))).x, flush=True))
 """)
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     target = ["-m", "prog"] if module else ["prog.py"]
     plain = subprocess.run([sys.executable, *target], capture_output=True, text=True, cwd=tmp_path, env=env,
                            timeout=60)
@@ -407,7 +412,7 @@ print("main returns", flush=True)
     words = "None True" if sys.version_info < (3, 13) else "Exception ignored on threading shutdown False"
     assert ours.stdout == f"main returns\nhook: RuntimeError the hook fails {words} _shutdown\n"
     script = tmp_path / "prog.py"  # python's own hook: the same text
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     plain, ours = (subprocess.run([*cmd, str(script), "default"], capture_output=True, text=True, cwd=tmp_path,
                                   env=env, timeout=60)
                    for cmd in ([sys.executable], [sys.executable, "-m", "polyprof", "run", "--no-summary",
