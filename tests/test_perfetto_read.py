@@ -476,7 +476,7 @@ def test_render_stage_specifications_name_and_are_no_slices(tmp_path):
                    event_id=2, duration=30, hw_queue_id=2, stage_id=5))]
     got = _slices(polyprof.load(write_packets(tmp_path, packets)))
     assert got == [(100, "fragment", 40, "gpu_render_stage", ("/device:GPU:0", "transfer")),
-                   (200, "stage 5", 30, "gpu_render_stage", ("/device:GPU:0", "queue 2"))]
+                   (200, "render stage(5)", 30, "gpu_render_stage", ("/device:GPU:0", "Unknown GPU Queue 2"))]
     # a later specifications message names its queues by position from 0 again (as
     # Perfetto's GpuEventParser): here queue 0, where appending would have named a queue 2
     D = P.GpuRenderStageEvent.Specifications.Description
@@ -486,7 +486,7 @@ def test_render_stage_specifications_name_and_are_no_slices(tmp_path):
                         event_id=3, duration=10, hw_queue_id=0, stage_id=0))]
     got = _slices(polyprof.load(write_packets(tmp_path, packets)))
     assert [(g[0], g[1], g[4][1]) for g in got] == [(100, "fragment", "transfer"), (160, "vertex", "compute"),
-                                                     (200, "stage 5", "queue 2")]
+                                                     (200, "render stage(5)", "Unknown GPU Queue 2")]
 
 
 def test_gpu_counters_look_backwards_as_perfetto_reads_them():
@@ -495,7 +495,8 @@ def test_gpu_counters_look_backwards_as_perfetto_reads_them():
     counter id is its first descriptor's, on that descriptor's GPU. Perfetto's expected
     table (``test_gpu_counters``, ``parser/graphics/tests_gpu_trace.py``); polyprof had
     every value one sample late and "Triangle Acceleration" as "gpu counter 34" on GPU 0.
-    (Counter 33 has no descriptor: Perfetto drops it, polyprof keeps it by its number.)"""
+    Counter 33 has no descriptor: Perfetto drops its samples (polyprof kept them as
+    "gpu counter 33"), and so does polyprof now, saying so once."""
     trace = polyprof.load(ROOT / "tests/data/peers/perfetto/gpu_counters.pftrace")
     got: dict[tuple[str, str], list] = {}
     for plane, name, ts, v in zip(trace.counters["plane"].tolist(), trace.counters["name"].tolist(),
@@ -506,8 +507,9 @@ def test_gpu_counters_look_backwards_as_perfetto_reads_them():
         ("/device:GPU:0", "Fragment / Second"): [(12, 14.0), (22, 21.0), (32, 0.0)],
         ("/device:GPU:1", "Triangle Acceleration"): [(14, 9.0), (24, 7.0), (34, 0.0)],
         ("/device:GPU:0", "Bytes Only"): [(15, 0.0), (25, 0.0)],
-        ("/device:GPU:0", "Frequency"): [(16, 0.0), (26, 0.0)],
-        ("/device:GPU:0", "gpu counter 33"): [(13, 16.0), (23, 25.0), (33, 0.0)]}
+        ("/device:GPU:0", "Frequency"): [(16, 0.0), (26, 0.0)]}
+    assert trace.metadata["warnings"] == ["skipped 3 GPU counter samples whose counter id no GpuCounterDescriptor "
+                                          "describes (33), as Perfetto drops them"]
 
 
 def test_mutated_traces_give_a_trace_or_one_checked_error(tmp_path):

@@ -222,8 +222,8 @@ pw_check_interned(const uint8_t *p, const uint8_t *end)
                     return SLOW;
                 }
             }
-        } else if (f == 23 || f == 24) {
-            return SLOW; /* graphics contexts, GPU specifications: collector.py */
+        } else if (f == 23 || f == 24 || f == 47) {
+            return SLOW; /* graphics contexts, GPU specifications, GPU counter descriptors: collector.py */
         } else if (rd_skip(&p, end, wt) < 0) {
             return SLOW;
         }

@@ -44,6 +44,7 @@ def build(col: Collector, path: Path) -> Trace:
     ev = _concat(col.parts, {"kind": np.int8, "track": np.int64, "ts": np.int64, "clock": np.int64,
                              "dur": np.int64, "name": np.int32, "cat": np.int32})
     ct = _concat(col.counter_parts, {"track": np.int64, "ts": np.int64, "clock": np.int64, "value": np.float64})
+    ct = _described(col, ct)
     if len(ev["kind"]) * 8 >= TRIM_BYTES:  # the runs' freed parts back before the pairing's columns
         trim()
     clocks: Clocks = col.clocks
@@ -116,6 +117,22 @@ def build(col: Collector, path: Path) -> Trace:
     if warnings:
         b.metadata[mkeys.WARNINGS] = warnings
     return b.build()
+
+
+def _described(col: Collector, ct: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The counter samples less those of GPU counter ids no legacy descriptor describes
+    (Perfetto's ``GraphicsEventModule`` drops them; the skipped count says how many);
+    the legacy GPU counters given their descriptors' GPUs and names."""
+    undescribed, backwards = col.tracks.describe_gpu_counters()
+    col.backwards_counters |= backwards
+    drop = np.isin(ct["track"], np.fromiter(undescribed, np.int64, len(undescribed)))
+    if not drop.any():
+        return ct
+    ids = sorted({undescribed[c] for c in np.unique(ct["track"][drop]).tolist()})
+    listed = ", ".join(map(str, ids[:5])) + (f" and {len(ids) - 5:,} more" if len(ids) > 5 else "")
+    why = f"GPU counter samples whose counter id no GpuCounterDescriptor describes ({listed}), as Perfetto drops them"
+    col.skipped[why] = col.skipped.get(why, 0) + int(drop.sum())
+    return {k: v[~drop] for k, v in ct.items()}
 
 
 def _flows(b, src: np.ndarray, dst: np.ndarray, ids: np.ndarray, categories: object) -> None:

@@ -37,7 +37,8 @@ class Sequence:
     """The incremental state of one packet sequence."""
 
     __slots__ = ("id", "valid", "names", "cats", "anames", "values", "specs", "contexts", "clock",
-                 "track", "extra_counters", "extra_doubles", "thread", "times", "counters")
+                 "track", "extra_counters", "extra_doubles", "thread", "times", "counters", "gpu_descs",
+                 "gpu_maps")
 
     def __init__(self, seq_id: int):
         self.id = seq_id
@@ -62,6 +63,11 @@ class Sequence:
         self.values: dict[int, str] = {}
         self.specs: dict[int, tuple[str, int]] = {}  # GPU render stage / hw queue iid -> (name, category)
         self.contexts: dict[int, int] = {}  # graphics context iid -> pid
+        self.gpu_descs: dict[int, Any] = {}  # InternedGpuCounterDescriptor by iid
+        #: GPU counter descriptor iid -> counter id -> (counter track code, forwards-looking),
+        #: made on the descriptor's first use and kept until a clear (as Perfetto's
+        #: GpuCounterSequenceState)
+        self.gpu_maps: dict[int, dict[int, tuple[int, bool]]] = {}
         self.counters: dict[int, float] = {}  # incremental counter track code -> running value
 
     def lost(self) -> None:
@@ -91,6 +97,8 @@ class Sequence:
             self.specs[e.iid] = (text(e.name), e.category)
         for e in d.graphics_contexts:
             self.contexts[e.iid] = e.pid
+        for e in d.gpu_counter_descriptors:
+            self.gpu_descs[e.iid] = e
 
     def defaults(self, d: Any) -> None:
         """``TracePacketDefaults``: the sequence's default clock and track-event tracks."""

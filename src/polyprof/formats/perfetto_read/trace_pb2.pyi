@@ -266,20 +266,22 @@ class CounterDescriptor(_message.Message):
     def __init__(self, type: _Optional[int] = ..., categories: _Optional[_Iterable[str]] = ..., unit: _Optional[int] = ..., unit_name: _Optional[str] = ..., unit_multiplier: _Optional[int] = ..., is_incremental: _Optional[bool] = ...) -> None: ...
 
 class InternedData(_message.Message):
-    __slots__ = ("event_categories", "event_names", "debug_annotation_names", "debug_annotation_string_values", "graphics_contexts", "gpu_specifications")
+    __slots__ = ("event_categories", "event_names", "debug_annotation_names", "debug_annotation_string_values", "graphics_contexts", "gpu_specifications", "gpu_counter_descriptors")
     EVENT_CATEGORIES_FIELD_NUMBER: _ClassVar[int]
     EVENT_NAMES_FIELD_NUMBER: _ClassVar[int]
     DEBUG_ANNOTATION_NAMES_FIELD_NUMBER: _ClassVar[int]
     DEBUG_ANNOTATION_STRING_VALUES_FIELD_NUMBER: _ClassVar[int]
     GRAPHICS_CONTEXTS_FIELD_NUMBER: _ClassVar[int]
     GPU_SPECIFICATIONS_FIELD_NUMBER: _ClassVar[int]
+    GPU_COUNTER_DESCRIPTORS_FIELD_NUMBER: _ClassVar[int]
     event_categories: _containers.RepeatedCompositeFieldContainer[EventCategory]
     event_names: _containers.RepeatedCompositeFieldContainer[EventName]
     debug_annotation_names: _containers.RepeatedCompositeFieldContainer[DebugAnnotationName]
     debug_annotation_string_values: _containers.RepeatedCompositeFieldContainer[InternedString]
     graphics_contexts: _containers.RepeatedCompositeFieldContainer[InternedGraphicsContext]
     gpu_specifications: _containers.RepeatedCompositeFieldContainer[InternedGpuRenderStageSpecification]
-    def __init__(self, event_categories: _Optional[_Iterable[_Union[EventCategory, _Mapping]]] = ..., event_names: _Optional[_Iterable[_Union[EventName, _Mapping]]] = ..., debug_annotation_names: _Optional[_Iterable[_Union[DebugAnnotationName, _Mapping]]] = ..., debug_annotation_string_values: _Optional[_Iterable[_Union[InternedString, _Mapping]]] = ..., graphics_contexts: _Optional[_Iterable[_Union[InternedGraphicsContext, _Mapping]]] = ..., gpu_specifications: _Optional[_Iterable[_Union[InternedGpuRenderStageSpecification, _Mapping]]] = ...) -> None: ...
+    gpu_counter_descriptors: _containers.RepeatedCompositeFieldContainer[InternedGpuCounterDescriptor]
+    def __init__(self, event_categories: _Optional[_Iterable[_Union[EventCategory, _Mapping]]] = ..., event_names: _Optional[_Iterable[_Union[EventName, _Mapping]]] = ..., debug_annotation_names: _Optional[_Iterable[_Union[DebugAnnotationName, _Mapping]]] = ..., debug_annotation_string_values: _Optional[_Iterable[_Union[InternedString, _Mapping]]] = ..., graphics_contexts: _Optional[_Iterable[_Union[InternedGraphicsContext, _Mapping]]] = ..., gpu_specifications: _Optional[_Iterable[_Union[InternedGpuRenderStageSpecification, _Mapping]]] = ..., gpu_counter_descriptors: _Optional[_Iterable[_Union[InternedGpuCounterDescriptor, _Mapping]]] = ...) -> None: ...
 
 class EventCategory(_message.Message):
     __slots__ = ("iid", "name")
@@ -432,7 +434,7 @@ class InternedGraphicsContext(_message.Message):
     def __init__(self, iid: _Optional[int] = ..., pid: _Optional[int] = ..., api: _Optional[int] = ...) -> None: ...
 
 class GpuCounterEvent(_message.Message):
-    __slots__ = ("counter_descriptor", "counters", "gpu_id")
+    __slots__ = ("counter_descriptor", "counter_descriptor_iid", "counters", "gpu_id")
     class GpuCounter(_message.Message):
         __slots__ = ("counter_id", "int_value", "double_value")
         COUNTER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -443,12 +445,24 @@ class GpuCounterEvent(_message.Message):
         double_value: float
         def __init__(self, counter_id: _Optional[int] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ...) -> None: ...
     COUNTER_DESCRIPTOR_FIELD_NUMBER: _ClassVar[int]
+    COUNTER_DESCRIPTOR_IID_FIELD_NUMBER: _ClassVar[int]
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
     GPU_ID_FIELD_NUMBER: _ClassVar[int]
     counter_descriptor: GpuCounterDescriptor
+    counter_descriptor_iid: int
     counters: _containers.RepeatedCompositeFieldContainer[GpuCounterEvent.GpuCounter]
     gpu_id: int
-    def __init__(self, counter_descriptor: _Optional[_Union[GpuCounterDescriptor, _Mapping]] = ..., counters: _Optional[_Iterable[_Union[GpuCounterEvent.GpuCounter, _Mapping]]] = ..., gpu_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, counter_descriptor: _Optional[_Union[GpuCounterDescriptor, _Mapping]] = ..., counter_descriptor_iid: _Optional[int] = ..., counters: _Optional[_Iterable[_Union[GpuCounterEvent.GpuCounter, _Mapping]]] = ..., gpu_id: _Optional[int] = ...) -> None: ...
+
+class InternedGpuCounterDescriptor(_message.Message):
+    __slots__ = ("iid", "counter_descriptor", "gpu_id")
+    IID_FIELD_NUMBER: _ClassVar[int]
+    COUNTER_DESCRIPTOR_FIELD_NUMBER: _ClassVar[int]
+    GPU_ID_FIELD_NUMBER: _ClassVar[int]
+    iid: int
+    counter_descriptor: GpuCounterDescriptor
+    gpu_id: int
+    def __init__(self, iid: _Optional[int] = ..., counter_descriptor: _Optional[_Union[GpuCounterDescriptor, _Mapping]] = ..., gpu_id: _Optional[int] = ...) -> None: ...
 
 class GpuCounterDescriptor(_message.Message):
     __slots__ = ("specs",)

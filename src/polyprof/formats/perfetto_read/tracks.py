@@ -62,7 +62,9 @@ class Tracks:
         self.info: list[dict[str, Any]] = []
         self.processes: dict[tuple[int, int], dict[str, Any]] = {}  # (pid, generation) -> name, labels, order
         self.generation: dict[int, int] = {}  # pid -> its current generation
-        self.gpu_counter_names: dict[tuple[int, int], str] = {}
+        #: GPU counter id -> (GPU, name, forwards-looking) of its first legacy descriptor
+        #: (Perfetto keeps these ids for the whole trace, the first descriptor of an id wins)
+        self.gpu_counter_specs: dict[int, tuple[int, str, bool]] = {}
 
     def _code(self, key: tuple) -> int:
         c = self.by_key.get(key)
@@ -170,10 +172,36 @@ class Tracks:
         self.info[c].update(gpu=gpu, name=queue)
         return c
 
-    def gpu_counter(self, gpu: int, counter_id: int) -> int:
-        c = self._code(("gpu counter", gpu, counter_id))
-        self.info[c].update(gpu=gpu, counter=(False, 1, 0), gpu_counter=counter_id)
+    def gpu_counter(self, counter_id: int) -> int:
+        """The counter of a legacy descriptor's id: its GPU and name are its descriptor's,
+        which may come later in the file (:meth:`describe_gpu_counters`)."""
+        c = self._code(("gpu counter", counter_id))
+        self.info[c].update(counter=(False, 1, 0), gpu_counter=counter_id)
         return c
+
+    def gpu_counter_named(self, gpu: int, name: str) -> int:
+        """The counter ``name`` of GPU ``gpu`` (an interned descriptor's spec)."""
+        c = self._code(("gpu counter named", gpu, name))
+        self.info[c].update(gpu=gpu, counter=(False, 1, 0), name=name, gpu_counter=None)
+        return c
+
+    def describe_gpu_counters(self) -> tuple[dict[int, int], set[int]]:
+        """Each legacy GPU counter given its descriptor's GPU and name; returns the
+        counters no descriptor describes (code -> counter id: Perfetto drops their
+        samples) and those that look backwards."""
+        undescribed: dict[int, int] = {}
+        backwards: set[int] = set()
+        for key, c in self.by_key.items():
+            if key[0] != "gpu counter":
+                continue
+            spec = self.gpu_counter_specs.get(key[1])
+            if spec is None:
+                undescribed[c] = key[1]
+                continue
+            self.info[c].update(gpu=spec[0], name=spec[1])
+            if not spec[2]:
+                backwards.add(c)
+        return undescribed, backwards
 
     # ------------------------------------------------------------------ resolution
     def layout(self, b: TraceBuilder, used: np.ndarray, derived: np.ndarray, first_names: dict[int, str]
@@ -323,8 +351,7 @@ class Layout:
         info = self.t.info[c]
         _, mult, ctype = info.get("counter", (False, 1, 0))
         if "gpu_counter" in info:
-            key = (info["gpu"], info["gpu_counter"])
-            name = self.t.gpu_counter_names.get(key, f"gpu counter {key[1]}")
+            name = info.get("name") or f"gpu counter {info['gpu_counter']}"
         else:
             name = info.get("name") or _COUNTER_TYPES.get(ctype) or f"counter {c}"
             thread = self._thread_parent(c)
