@@ -235,3 +235,52 @@ def test_a_speedscope_profile_is_refused_by_its_name(tmp_path):
     assert out.returncode == 1
     line, = out.stderr.strip().splitlines()
     assert str(f) in line and "speedscope profile" in line and "--format chrometrace" in line
+
+
+def _rocprof_v1(tmp_path: Path, gpus: tuple[int, ...]) -> Path:
+    """A trace laid out as rocprof (v1)'s ``results.json`` (ROCm/rocm-blogs' roc-profiling
+    HIP_trace, which has no licence: rebuilt here): HIP calls in "CPU HIP API", every
+    copy in one process "COPY", kernels in "GPU<n>"; ts, dur, pid and tid as strings; a
+    DataFlow flow from each call to its copy or kernel."""
+    ev: list[dict] = [{}, {"args": {"name": "CPU HIP API"}, "ph": "M", "pid": 2, "name": "process_name"},
+                      {"args": {"name": "COPY"}, "ph": "M", "pid": 1, "name": "process_name"}]
+    ev += [{"args": {"name": f"GPU{g}"}, "ph": "M", "pid": 6 + g, "name": "process_name"} for g in range(3)]
+    t, fid = 1000, 0
+    for g in gpus:
+        for name, pid, dur in (("CopyHostToDevice", "1", 8), ("elementwise_kernel", str(6 + g), 5),
+                               ("CopyDeviceToHost", "1", 160)):
+            api = "hipLaunchKernel" if name.startswith("elem") else "hipMemcpyWithStream"
+            ev.append({"ph": "X", "name": api, "pid": "2", "tid": "517", "ts": str(t), "dur": "3",
+                       "args": {"pid": "517"}})
+            ev.append({"ts": t, "ph": "s", "cat": "DataFlow", "id": fid, "pid": 2, "tid": 517, "name": "dep"})
+            ev.append({"ph": "X", "name": name, "pid": pid, "tid": "1", "ts": str(t + 10), "dur": str(dur),
+                       "args": {"dev-id": str(g), "stream-id": "1"}})
+            ev.append({"ts": t + 10, "ph": "t", "cat": "DataFlow", "id": fid, "pid": int(pid), "tid": 1,
+                       "name": "dep"})
+            t, fid = t + 500, fid + 1
+    f = tmp_path / f"results_{len(gpus)}.json"
+    f.write_text(json.dumps({"traceEvents": ev}))
+    return f
+
+
+def test_rocprof_v1_copies_are_the_devices(tmp_path: Path) -> None:
+    """rocprof (v1) writes its copies in a process "COPY", apart from the kernels'
+    "GPU2": polyprof read the copies as a host process (``/host:CPU:1``), so the device
+    tables left them out and 6 of the 7 HIP calls "launched nothing". With one device
+    that has events, the copies are that device's (on its stream), each call matched by
+    its flow; with copies of two devices in the one process, it stays a host plane."""
+    t = polyprof.load(_rocprof_v1(tmp_path, (2,)))
+    dev = {t.strings[t.events["name"][r]]: (t.planes[t.tracks[int(t.events["track"][r])].plane].name,
+                                            t.strings[t.events["category"][r]])
+           for r in range(t.n_events) if not t.strings[t.events["name"][r]].startswith("hip")}
+    assert dev == {"CopyHostToDevice": ("/device:GPU:2", "gpu_memcpy"),
+                   "CopyDeviceToHost": ("/device:GPU:2", "gpu_memcpy"),
+                   "elementwise_kernel": ("/device:GPU:2", "kernel")}
+    assert len({t.tracks[int(t.events["track"][r])].name for r in range(t.n_events)
+                if t.planes[t.tracks[int(t.events["track"][r])].plane].kind == "device"}) == 1
+    s = json.loads(subprocess.run([sys.executable, "-m", "polyprof", "summary", "--json", str(tmp_path /
+                                   "results_1.json")], capture_output=True, text=True, check=True).stdout)
+    c = s["overview"]["correlation"]
+    assert (c["device_activities"], c["matched_by_flow"], c["launch_calls_without_device_activity"]) == (3, 3, 0)
+    t2 = polyprof.load(_rocprof_v1(tmp_path, (0, 1)))  # two devices' copies in one process: not guessed
+    assert {p.name for p in t2.planes} == {"/host:CPU", "/host:CPU:1", "/device:GPU:0", "/device:GPU:1"}

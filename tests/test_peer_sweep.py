@@ -4,6 +4,7 @@ found wrong, each pinned on the peer's real file (tests/data/peers/, licences be
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,56 @@ def test_perfetto_traces_whose_first_packet_has_no_timestamp_or_sequence_id(tmp_
     t = polyprof.load(f)
     assert t.n_events == 0
     assert [w for w in t.metadata["warnings"] if w.startswith("nothing polyprof reads")]
+
+
+def test_a_trace_of_async_slices_alone_is_not_called_empty(tmp_path: Path) -> None:
+    """A Chrome trace of async ``b``/``e`` pairs only, with a pid and no tid (the request
+    timeline of NVIDIA Triton Inference Server's trace, as cmpark0126/ml-serving-system-building
+    keeps it: 1,000 requests): `summary` read the 1,000 slices and also warned "nothing polyprof
+    reads: the trace has no events" (the check looked at the X/B/E slices only)."""
+    f = tmp_path / "chrome_trace.json"
+    f.write_text(json.dumps([
+        {"cat": "resnet50", "name": "1", "id": "1", "ph": "b", "ts": 2432907408.618, "pid": 0},
+        {"cat": "resnet50", "name": "1", "id": "1", "ph": "e", "ts": 2432923628.559, "pid": 0},
+        {"cat": "resnet50", "name": "2", "id": "2", "ph": "b", "ts": 2432948283.164, "pid": 0},
+        {"cat": "resnet50", "name": "2", "id": "2", "ph": "e", "ts": 2432950000.5, "pid": 0}]))
+    t = polyprof.load(f)
+    assert t.n_events == 2
+    assert sorted(int(d) for d in t.events["dur_ns"]) == pytest.approx([1717336, 16219941], abs=1)
+    assert not [w for w in t.metadata.get("warnings", []) if w.startswith("nothing polyprof reads")]
+    p = _cli("summary", str(f))
+    assert p.returncode == 0 and "nothing polyprof reads" not in p.stderr, p.stderr
+
+
+def test_rocprof_v1_outputs_are_named_when_refused(tmp_path: Path) -> None:
+    """rocprof (v1)'s other outputs (ROCm/rocm-blogs' roc-profiling examples: results.csv,
+    results.stats.csv, results.db) were refused as "unrecognised format" with the list of
+    13 formats, or as "not an Nsight Systems export ... its tables: COPY, HIP, KERN, OPS";
+    now each says what it is and that its results.json (which polyprof reads) holds the
+    timeline."""
+    import sqlite3
+
+    kern = tmp_path / "results.csv"
+    kern.write_text('"Index","KernelName","gpu-id","queue-id","queue-index","pid","tid","grd","wgr","lds",'
+                    '"scr","arch_vgpr","accum_vgpr","sgpr","wave_size","sig","obj","DispatchNs","BeginNs",'
+                    '"EndNs","CompleteNs","DurationNs"\n0,"elementwise_kernel",2,0,0,33,33,256,256,0,0,28,4,32,'
+                    '64,"0x0","0x7f0d61a43240",849432249267152,849432249316636,849432249324476,'
+                    '849432249329621,7840\n')
+    stats = tmp_path / "results.stats.csv"
+    stats.write_text('"Name","Calls","TotalDurationNs","AverageNs","Percentage"\n'
+                     '"elementwise_kernel",1,5280,5280,100.0\n')
+    db = tmp_path / "results.db"
+    conn = sqlite3.connect(db)
+    for t in ("HIP", "OPS", "COPY"):
+        conn.execute(f'CREATE TABLE {t} ("BeginNs" INTEGER, "EndNs" INTEGER, "Name" TEXT)')
+    conn.execute('CREATE TABLE KERN ("Index" INTEGER, "KernelName" TEXT)')
+    conn.commit()
+    conn.close()
+    for f, what in ((kern, "rocprof (v1)'s kernel CSV (results.csv): not read; polyprof reads the results.json"),
+                    (stats, "rocprof (v1)'s statistics (a *stats.csv file: totals per name), not a trace"),
+                    (db, "rocprof (v1)'s results.db (tables COPY, HIP, KERN, OPS): not read; polyprof reads "
+                         "the results.json")):
+        with pytest.raises(TraceFormatError, match=re.escape(what)):
+            polyprof.load(f)
+        p = _cli("summary", str(f))
+        assert p.returncode == 1 and what in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

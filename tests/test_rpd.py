@@ -313,3 +313,18 @@ def test_hta_window_equals_htas_kernel_types_on_the_kineto_export(vllm, tmp_path
     got = {s: int(t) // 1000 for s, t in zip(column(ours, "state").tolist(), column(ours, "time_ns").tolist())}
     assert want == {"COMPUTATION": 398175, "MEMORY": 8334}
     assert got == {"compute only": want["COMPUTATION"], "memory only": want["MEMORY"]}
+
+
+def test_an_empty_database_says_nothing_was_read(tmp_path):
+    """rpd_tracer's schema with no rows (Ajcarroll155/amelia-benchmark's ``trace.rpd``: a
+    run that recorded nothing): `summary` printed "0 events on 0 plane(s)", exit 0, no
+    word; now a warning says nothing was read, as for the empty Nsight and Chrome files."""
+    db = _edited(tmp_path, "empty.rpd", *((f"DELETE FROM {t}", ()) for t in (
+        "rocpd_api_ops", "rocpd_kernelapi", "rocpd_copyapi", "rocpd_op", "rocpd_api")))
+    t = polyprof.load(db)
+    assert t.n_events == 0
+    assert t.metadata["warnings"] == ["nothing polyprof reads: the RPD database has no calls or device "
+                                      "operations (rocpd_api and rocpd_op: no rows)"]
+    p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(db)], capture_output=True, text=True)
+    assert p.returncode == 0 and f"{db}: nothing polyprof reads" in p.stderr, p.stderr
+    assert "warnings" not in polyprof.load(MATMUL).metadata  # a database with rows: no such warning

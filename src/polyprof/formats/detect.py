@@ -64,6 +64,23 @@ _NOT_READ = {
                 "give polyprof its SQLite export",
 }
 
+#: the headers of rocprof (v1)'s CSV files (its ``tblextr.py``): a kernel trace, a statistics table
+_ROCPROF_V1_KERNELS = b'"Index","KernelName",'
+_ROCPROF_V1_STATS = b'"Name","Calls","TotalDurationNs","AverageNs","Percentage"'
+#: where rocprof (v1)'s timeline is, said of its other outputs
+_ROCPROF_V1_JSON = ("polyprof reads the results.json it writes beside it (rocprof --hip-trace, --hsa-trace or "
+                    "--sys-trace) and rocprofv3's outputs")
+
+
+def _rocprof_v1_csv(head: bytes) -> str | None:
+    """What a rocprof (v1) CSV file is, from its header (None for any other file)."""
+    if head.startswith(_ROCPROF_V1_KERNELS) and b'"BeginNs","EndNs"' in head.split(b"\n", 1)[0]:
+        return "rocprof (v1)'s kernel CSV (results.csv): not read; " + _ROCPROF_V1_JSON
+    if head.split(b"\n", 1)[0].rstrip(b"\r") == _ROCPROF_V1_STATS:  # (rocprofv3's add MinNs, MaxNs, StdDev)
+        return "rocprof (v1)'s statistics (a *stats.csv file: totals per name), not a trace; " + _ROCPROF_V1_JSON
+    return None
+
+
 #: magic bytes of compressions polyprof does not read -> (name, the command that undoes it)
 _OTHER_COMPRESSION = {b"\xfd7zXZ\x00": ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"),
                       b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d")}
@@ -222,7 +239,8 @@ def detect(path: str | Path) -> str:
         of = f" of {int(size):,} bytes" if size.isdigit() else ""
         raise TraceFormatError(path, f"a Git LFS pointer, not the trace: the file{of} is in LFS storage; "
                                      "fetch it first (git lfs pull)")
-    hint = next((h for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)), None)
+    hint = next((h for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)), None) \
+        or _rocprof_v1_csv(head)
     if hint:
         raise TraceFormatError(path, hint.format(name=path.name))
     inner = next((what for magic, what in _READ_IN_PLACE.items() if head.startswith(b"GZ" + magic)), None)

@@ -288,8 +288,13 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
     unread = sorted(n for n in tabs.columns if n not in tabs.views and n not in READ)
     if unread:
         log.info("%s: %d tables not read (%s)", path, len(unread), ", ".join(unread[:12]))
-    md = {"clock": "rpd_tracer timestamps (ns)",
-          "rpd": {"schema_version": str(meta.get("schema_version", "")), "tables_not_read": unread}}
+    md: dict[str, Any] = {"clock": "rpd_tracer timestamps (ns)",
+                          "rpd": {"schema_version": str(meta.get("schema_version", "")), "tables_not_read": unread}}
+    if not any(len(p) for p in parts):  # never silently empty (a database rpd_tracer made and never filled)
+        empty = " and ".join(t for t in ("rocpd_api", "rocpd_op", "rocpd_hsaApi") if t in tabs.columns)
+        md["warnings"] = ["nothing polyprof reads: the RPD database has no calls or device operations "
+                          f"({empty or 'no rocpd_api or rocpd_op table'}: no rows)"]
+        log.warning("%s: %s", path, md["warnings"][0])
     return rocm_trace.build(parts, processes, agents, queue_names, md, path.name)
 
 

@@ -274,7 +274,8 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
         warnings.append(overflow)
     for w in warnings:
         log.info("%s: %s", col.path, w)
-    if not len(ts) and not col.counters and not left_out:  # never silently empty (tlparse's [] of no compiles)
+    # never silently empty (tlparse's [] of no compiles); async slices alone are events (Triton's request traces)
+    if not len(ts) and not col.counters and not col.asyncs and not left_out:
         warnings.insert(0, "nothing polyprof reads: the trace has no events (no slices, instants or counters)")
         log.warning("%s: %s", col.path, warnings[0])
     if warnings:

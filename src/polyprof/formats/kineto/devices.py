@@ -68,6 +68,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         if dev is None and code in dev_pids and _is_id(pv) and pv >= 0:
             dev = ("GPU", pv)
         kinds.append(("device", dev[0], dev[1]) if dev else ("host", "", 0))
+    _copy_lane(col, pid_vals, kinds, counts)
 
     host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])]
     main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None
@@ -95,6 +96,21 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         else:
             out.append((b.plane(f"{keys.HOST_PLANE}:{pv}", "host", "", 0, pv, props), "host"))
     return out
+
+
+def _copy_lane(col: "_Collector", pid_vals: list, kinds: list[tuple[str, str, int]], counts: np.ndarray) -> None:
+    """rocprof (v1)'s JSON puts every device's copies in one process named ``COPY`` (its
+    kernels in ``GPU<n>``): with one device that has events, that process is the device's
+    (its copies on the device's streams); with several, which copy ran where is in each
+    copy's args alone, and the process stays a host plane."""
+    busy = {k[1:] for c, k in enumerate(kinds) if k[0] == "device" and c < len(counts) and counts[c]}
+    if len(busy) != 1:
+        return
+    for code, pv in enumerate(pid_vals):
+        info = col.process.get(pv, {}) if _hashable(pv) else {}
+        if kinds[code][0] == "host" and info.get("process_name") == "COPY" and not info.get("process_labels"):
+            kinds[code] = ("device", *next(iter(busy)))
+
 
 #: the names a converter gives copies and fills (rpd2tracing: its opType), by their start
 _COPY_NAMES = ("Memcpy", "memcpy", "Copy", "copy")

@@ -73,9 +73,16 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
 def not_an_export(tabs: sqlite_db.Schema) -> str:
     names = sorted(tabs.columns)
     shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    if names and set(names) <= _ROCPROF_V1_TABLES and any(tabs.has(t, "BeginNs", "EndNs") for t in names):
+        return (f"rocprof (v1)'s results.db (tables {shown}): not read; polyprof reads the results.json "
+                "rocprof writes beside it (--hip-trace, --hsa-trace or --sys-trace) and rocprofv3's outputs")
     return ("an SQLite database, but not an Nsight Systems export (no StringIds with CUPTI/NVTX tables), "
             "a rocpd database (no rocpd_kernel_dispatch, rocpd_region or rocpd_memory_copy) "
             f"nor an RPD database (no rocpd_api and rocpd_op); its tables: {shown or 'none'}")
+
+
+#: the tables of rocprof (v1)'s results.db (the CSV files it also writes, as tables)
+_ROCPROF_V1_TABLES = frozenset({"HIP", "HSA", "OPS", "COPY", "KERN", "KFD", "ROCTX"})
 
 
 @guarded
