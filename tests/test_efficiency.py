@@ -118,6 +118,11 @@ def test_peaks_match_devices_and_overrides():
     assert peaks.match("NVIDIA H100 80GB HBM3").flops("bf16") == 989.4e12
     assert peaks.match("NVIDIA H100 PCIe").flops("bf16") == 756e12
     assert peaks.match("Tesla V100-SXM2-32GB").flops("fp16") == 125e12
+    # the PCIe cards of a model whose SXM entry matches their names too (the eighth sweep's A100 80GB PCIe)
+    assert peaks.match("NVIDIA A100 80GB PCIe").rates["hbm"] == 1.935e12
+    assert peaks.match("NVIDIA A100-PCIE-40GB").rates["hbm"] == 1.555e12
+    assert peaks.match("Tesla V100-PCIE-32GB").flops("fp16") == 112e12
+    assert peaks.match("Tesla V100S-PCIE-32GB").rates["hbm"] == 1134e9
     assert peaks.match("AMD Instinct MI300X").flops("fp8") == 2614.9e12
     assert peaks.match("TPU v6 Lite").flops("bf16") == 918e12
     assert peaks.match("Some CPU") is None
