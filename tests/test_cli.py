@@ -341,3 +341,21 @@ def test_critical_path_command_names_the_step_numbers():
     which every other command calls step 4."""
     r = cli("critical-path", str(NCCL), "--step", "1")
     assert r.returncode == 0 and r.stdout.startswith("step 1 (#5): critical path "), r.stdout[:200]
+
+
+def test_sql_of_more_columns_than_a_table_shows_prints_records():
+    """``SELECT *`` at 80 columns: a table of ~30 columns folded every cell to nothing (the
+    eighth sweep); such a result prints as records, every value there and every line
+    within the terminal, while a narrow result stays a table."""
+    import os
+
+    env = dict(os.environ, COLUMNS="80")
+    r = cli("sql", str(NCCL), "SELECT * FROM events WHERE category = 'kernel' ORDER BY start_ns LIMIT 2", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "2 row(s)" and lines[1].startswith("-[ row 1 ]") and sum(ln.startswith("-[ row ") for ln in lines) == 2
+    assert max(map(len, lines)) <= 80
+    fields = {ln.split(" | ", 1)[0].strip(): ln.split(" | ", 1)[1] for ln in lines if " | " in ln and ln[0] != " "}
+    assert fields["plane"] == "/device:GPU:0" and fields["category"] == "kernel" and int(fields["dur_ns"]) > 0
+    narrow = cli("sql", str(NCCL), "SELECT category, count(*) AS n FROM events GROUP BY 1 ORDER BY 1", env=env)
+    assert narrow.returncode == 0 and "┃ category" in narrow.stdout and "kernel" in narrow.stdout

@@ -19,6 +19,9 @@ flows, counters, planes, tracks. Example:
     FROM events WHERE category = 'kernel' GROUP BY name ORDER BY ms DESC
     LIMIT 10"
 
+A result of more columns than the terminal can show as a table (SELECT *)
+prints one "column | value" line per column for each row; --csv for programs.
+
 The query sees the trace's tables only: DuckDB runs with external access
 disabled (no reading or writing files, no COPY ... TO, no ATTACH, no extension
 installs or network), and the setting is locked. --allow-external lifts that
@@ -171,13 +174,43 @@ def _print(schema: Any, batches: Iterator[Any], args: argparse.Namespace) -> int
         if n < args.max_rows:
             kept.append(b.slice(0, args.max_rows - n))
         n += b.num_rows
-    # cells and headers as Text: names such as "[memory]" are data, not rich markup
-    t = Table(title=f"{n} row(s)", title_justify="left")
-    for c in schema.names:
-        t.add_column(Text(c), overflow="fold")
-    for row in pa.Table.from_batches(kept, schema).to_pylist():
-        t.add_row(*[Text("" if v is None else str(v)) for v in row.values()])
-    Console().print(t)
+    console = Console()
+    rows = [["" if v is None else str(v) for v in row.values()]
+            for row in pa.Table.from_batches(kept, schema).to_pylist()]
+    if _table_width(schema.names) > console.width:
+        print("\n".join(_records(f"{n} row(s)", schema.names, rows, console.width)))
+    else:
+        # cells and headers as Text: names such as "[memory]" are data, not rich markup
+        t = Table(title=f"{n} row(s)", title_justify="left")
+        for c in schema.names:
+            t.add_column(Text(c), overflow="fold")
+        for cells in rows:
+            t.add_row(*[Text(v) for v in cells])
+        console.print(t)
     if n > args.max_rows:
         print(f"... {n - args.max_rows} more row(s); use --max-rows or --csv", file=sys.stderr)
     return 0
+
+
+def _table_width(names: list[str]) -> int:
+    """The narrowest table of these columns that still shows some of every header (up to
+    8 characters of each, its borders and padding): wider than the terminal, each
+    column would fold to nothing."""
+    return sum(min(len(c), 8) + 3 for c in names) + 1
+
+
+def _records(title: str, names: list[str], rows: list[list[str]], width: int) -> Iterator[str]:
+    """The rows as records, one ``column | value`` line per column (psql's expanded
+    display), each value wrapped to the terminal's width: for a result with more
+    columns than a table can show (``SELECT *``)."""
+    import textwrap
+
+    label = min(max(map(len, names), default=0), 24)
+    room = max(width - label - 3, 20)
+    yield title
+    for i, cells in enumerate(rows, 1):
+        yield f"-[ row {i} ]".ljust(min(width, label + 3 + 20), "-")
+        for name, value in zip(names, cells):
+            lines = textwrap.wrap(value, room, break_long_words=True, break_on_hyphens=False) or [""]
+            yield f"{name:<{label}} | {lines[0]}".rstrip()
+            yield from (f"{'':<{label}} | {more}" for more in lines[1:])
