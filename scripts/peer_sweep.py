@@ -44,7 +44,7 @@ from pathlib import Path
 #: file endings tried as traces (others, e.g. sources and licences, are skipped)
 TRACE_ENDINGS = (".json", ".json.gz", ".gz", ".xz", ".pb", ".pb.gz", ".db", ".sqlite",
                  ".sqlite3", ".pftrace", ".perfetto-trace", ".trace", ".otf2", ".polyprof",
-                 ".parquet")
+                 ".parquet", ".rpd")
 RANK_NAME = re.compile(r"rank[-_]?\d+", re.IGNORECASE)
 FILE_COMMANDS = ("summary", "summary-json", "summary-hta", "report", "export-perfetto", "export-xspace",
                  "export-kineto", "critical-path")
