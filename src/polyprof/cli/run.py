@@ -38,6 +38,7 @@ from ..collect.session import Session
 from ..errors import PolyprofError
 from ..lowlevel import heap, unseen
 from ..report.encoding import encodable
+from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..collect import options
 from ..collect.output import written_line
@@ -290,6 +291,7 @@ def run(args: argparse.Namespace) -> int:
 
                 print(f"{error_line(e)} (in the summary; the trace is written)", file=sys.stderr)
         _report_written(session, trace.n_events, cwd)
+        _note_nothing_recorded(trace)
         if os.environ.get("POLYPROF_DEBUG_EXIT"):
             print(f"polyprof: script exit code {code}", file=sys.stderr)
         if _received and not (ends and _interrupted()):  # killed by a signal: end the way plain python would have
@@ -398,6 +400,23 @@ def _report_written(session: Session, n_events: int, cwd: str) -> None:
     if session.ended_by is not None:
         return
     print(written_line(session.written, n_events, cwd), file=sys.stderr)
+
+
+def _note_nothing_recorded(trace: Trace) -> None:
+    """A note when the trace holds nothing the program ran, which it said only as "0
+    events": the program ran JAX computations and the session had no jax plugin (opt-in),
+    or no plugin recorded anything (no torch, OpenCL or JAX work: a Polars, DuckDB or
+    NumPy program) and the program marked no sections. Not where the session already
+    said why (a schedule or time window that recorded nothing says so itself)."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    ran = bool(getattr(bridge, "_backends", None))  # a backend is made at the first computation
+    if ran and "jax" not in (trace.metadata.get(mkeys.PLUGINS) or {}):
+        print("polyprof: note: the program ran JAX, whose work is not in this trace: polyprof records "
+              "JAX only when asked, `polyprof run --plugins jax ...` (docs/plugins.md)", file=sys.stderr)
+    elif not trace.n_events and not trace.metadata.get(mkeys.WARNINGS) and not trace.metadata.get(mkeys.SCHEDULE):
+        print("polyprof: note: nothing the program ran was recorded (no torch, OpenCL or JAX work, no "
+              "sections): mark its parts with `with polyprof.section(\"name\"):` to see where its time goes "
+              "(README.md, \"Mark the parts of your program\")", file=sys.stderr)
 
 
 def _no_module(name: str) -> bool:
