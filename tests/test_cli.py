@@ -359,3 +359,21 @@ def test_sql_of_more_columns_than_a_table_shows_prints_records():
     assert fields["plane"] == "/device:GPU:0" and fields["category"] == "kernel" and int(fields["dur_ns"]) > 0
     narrow = cli("sql", str(NCCL), "SELECT category, count(*) AS n FROM events GROUP BY 1 ORDER BY 1", env=env)
     assert narrow.returncode == 0 and "┃ category" in narrow.stdout and "kernel" in narrow.stdout
+
+
+
+def test_a_narrow_counters_table_keeps_the_peak(pipeline_trace):
+    """Where the counters table cannot show every column, the peak (``max``: the peak
+    RSS) is the last of min / max / mean to go: at 80 columns a program's table had
+    dropped max and kept min."""
+    from polyprof.report import terminal
+    from polyprof.report.tables import build
+
+    out, _ = pipeline_trace
+    counters = build(polyprof.load(out)).tables["counter_stats"]
+    shown = []
+    for width in range(30, 200):
+        grids: list = []
+        terminal._counter_table(grids.append, counters, 15, width)
+        shown.append(tuple(h for h in grids[0].headers if h in ("min", "max", "mean")))
+    assert set(shown) == {(), ("max",), ("min", "max"), ("min", "max", "mean")}, set(shown)

@@ -533,8 +533,8 @@ def _counter_table(out: Out, cs: Table | None, top: int, W: int) -> None:
                             for c in ("first", "last", "min", "max", "mean")})
     out(_table("Counters", shown_cs, [
         ("plane", "plane", None), ("name", "name", None), ("samples", "samples", _int),
-        ("first", "first", None), ("last", "last", None), ("min", "min", None, 1),
-        ("max", "max", None, 1), ("mean", "mean", None, 2)], top, W))
+        ("first", "first", None), ("last", "last", None), ("min", "min", None, 2),
+        ("max", "max", None, 1), ("mean", "mean", None, 3)], top, W))  # the peak (max) kept longest
 
 
 def _section_memory(out: Out, sec: Table, top: int, W: int) -> None:
