@@ -377,3 +377,26 @@ def test_a_narrow_counters_table_keeps_the_peak(pipeline_trace):
         terminal._counter_table(grids.append, counters, 15, width)
         shown.append(tuple(h for h in grids[0].headers if h in ("min", "max", "mean")))
     assert set(shown) == {(), ("max",), ("min", "max"), ("min", "max", "mean")}, set(shown)
+
+
+def test_a_directory_of_one_trace_reads_as_that_trace(tmp_path):
+    """A ``tensorboard_trace_handler`` log directory of one run, or a ``jax.profiler`` log
+    directory of one process (its XSpace and JAX's JSON copy of it), given for the trace:
+    summarised as the trace, not as a job of one rank (which showed only the ranks' and
+    clock tables)."""
+    import shutil
+
+    tb = tmp_path / "tb"
+    tb.mkdir()
+    shutil.copy(NCCL, tb / "w0.123.pt.trace.json.gz")
+    xspace = ROOT / "tests" / "data" / "traces" / "xspace" / "tpu_inference_2.xplane.pb"
+    run = tmp_path / "jax" / "plugins" / "profile" / "2026_11_29_14_29_47"
+    run.mkdir(parents=True)
+    shutil.copy(xspace, run / "host.xplane.pb")
+    (run / "host.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    for d, f in ((tb, NCCL), (tmp_path / "jax", xspace)):
+        of_dir, of_file = cli("summary", str(d)), cli("summary", str(f))
+        assert of_dir.returncode == 0 and of_file.returncode == 0, of_dir.stderr + of_file.stderr
+        assert of_dir.stdout == of_file.stdout and "Ranks side by side" not in of_dir.stdout
+    shutil.copy(NCCL, tb / "w1.456.pt.trace.json.gz")  # two traces: the ranks of a job, as before
+    assert "Ranks side by side" in cli("summary", str(tb)).stdout

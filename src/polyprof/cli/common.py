@@ -167,6 +167,10 @@ def load_trace(path: str) -> Trace:
 
     from ..formats.detect import detect, load
 
+    if os.path.isdir(path):
+        from ..ranks.sources import one_trace_in  # (a directory given for one trace: only then its listing)
+
+        path = str(one_trace_in(path) or path)
     # a progress bar for big Kineto/Chrome JSON files when someone is watching
     if sys.stderr.isatty() and os.path.isfile(path) and os.path.getsize(path) > (16 << 20) \
             and detect(path) == "chrome-json":

@@ -49,8 +49,12 @@ def is_job(files: list[str] | str) -> bool:
         from ..formats.nsys_csv import runs_in as nsys_runs  # one run's nsys stats CSVs: one trace
         from ..formats.rocprof_csv import runs_in  # one process's rocprofv3 CSVs: one trace
 
-        return len(runs_in(Path(files[0])) or nsys_runs(Path(files[0]))) != 1
+        from ..ranks.sources import one_trace_in  # a directory's listing: only for a directory
+
+        runs = runs_in(Path(files[0])) or nsys_runs(Path(files[0]))
+        return len(runs) != 1 if runs else one_trace_in(files[0]) is None
     return len(files) > 1
+
 
 
 def analyze_ranks(args: argparse.Namespace) -> JobReport:

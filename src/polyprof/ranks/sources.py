@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 import logging
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -237,6 +238,24 @@ def _file(item: Any) -> list[RankSource] | None:
     if not Path(item).exists():
         raise PolyprofError(f"{item}: no such file")
     return [TraceFile(item)]
+
+
+@lru_cache(maxsize=8)
+def one_trace_in(path: str | os.PathLike) -> Path | None:
+    """The trace file of a directory that holds one (a ``tensorboard_trace_handler`` log
+    directory of one run, a ``jax.profiler`` log directory of one process), which the
+    commands then read as that trace, not as a job of one rank; None for any other
+    directory (a store, rocprofv3's or nsys's CSV outputs, several traces), or a file."""
+    if not Path(path).is_dir():
+        return None
+    try:
+        found = resolve(path)
+    except PolyprofError:  # no trace in it: the job's path says so
+        return None
+    if len(found) != 1 or not isinstance(found[0], TraceFile) or not found[0].file.is_file():
+        return None
+    log.info("%s: one trace in the directory, %s", path, found[0].file)
+    return found[0].file
 
 
 #: what a job can be made of, asked in order; each gives the sources of one item, or
