@@ -121,6 +121,19 @@ def test_a_run_that_ends_before_the_active_steps_says_so() -> None:
     t = s.trace
     assert t.n_events == 0
     assert any("recorded no step" in w["message"] for w in t.metadata["warnings"])
+    assert not any("no step seen" in w["message"] for w in t.metadata["warnings"])  # it saw three
+
+
+def test_a_schedule_that_saw_no_step_says_how_to_mark_them() -> None:
+    """A JAX loop (StepTraceAnnotation) under --schedule recorded nothing and said only
+    that the program "ended in step 0": steps polyprof does not see live need
+    ``polyprof.step()``."""
+    with polyprof.profile(["host"], options={"host": {"sample_interval_s": 0}},
+                          schedule=polyprof.schedule(wait=1, active=1)) as s:
+        with polyprof.section("work"):
+            pass
+    msg = next(w["message"] for w in s.trace.metadata["warnings"] if "recorded no step" in w["message"])
+    assert "ended in step 0 (no step seen: call polyprof.step() in each" in msg, msg
 
 
 def test_polyprof_run_schedule(tmp_path: Path) -> None:

@@ -282,8 +282,9 @@ class Session:
         out = take(trace, overlapping(trace, windows), counter_ranges=windows)
         out.metadata[mkeys.SCHEDULE] = drv.summary()
         if not windows:
+            unseen = "" if getattr(drv, "step", 1) else " (no step seen: call polyprof.step() in each; JAX's are not)"
             msg = (f"the schedule ({drv.plan.text()}) recorded no step: the program ended in step "
-                   f"{drv.step}; nothing but the trace's layout is kept") if isinstance(drv, Driver) else (
+                   f"{drv.step}{unseen}; nothing but the trace's layout is kept") if isinstance(drv, Driver) else (
                    f"the window ({drv.text()}) recorded nothing: the program ended before it opened")
             out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": msg})
             log.warning("%s", msg)
