@@ -756,9 +756,77 @@ def test_fit_names_steps_back_where_names_would_read_alike():
     for width in (12, 20, 30, 40):
         out = fit_names(sm90, width)
         assert all(len(o) <= width for o in out) and len(set(out)) == len(sm90), (width, out)
-    assert fit_names(sm90, 30)[0] == "sm90_xm…nt_n_tilesize128x256x…"
+    assert fit_names(sm90, 30)[0] == "sm90…nt_n_tilesize128x256x32…"  # their words, whole
     # names that fit stay whole
     assert fit_names(["aten::mm", "Stream #7"], 20) == ["aten::mm", "Stream #7"]
+
+
+#: the nine implicit-GEMM convolution kernels of a TensorRT engine (ResNet, Nsight Systems
+#: export), as the "Top device activity" table of its summary lists them
+TRT = ["sm80_xmma_fprop_implicit_gemm_f16f16_f16f16_f16_nhwckrsc_nhwc_tilesize{}_execute_kernel_trt".format(v) for v in (
+    "128x128x32_stage4_warpsize2x2x1_g1_tensor16x8x16_t1r3s3_aACCESS",
+    "128x64x64_stage3_warpsize2x2x1_g1_tensor16x8x16_t1r3s3_aACCESS")] + [
+    "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_f16f16_f16f16_f16_nhwckrsc_nhwc_tilesize128x32x64_stage1_warpsize4x1x1"
+    "_g1_tensor16x8x16_aligna8_alignc8_execute_kernel_trt"] + [
+    "sm80_xmma_fprop_implicit_gemm_f16f16_f16f16_f16_nhwckrsc_nhwc_tilesize{}_execute_kernel_trt".format(v) for v in (
+        "256x64x32_stage3_warpsize4x1x1_g1_tensor16x8x16_t1r3s3",
+        "256x64x32_stage3_warpsize4x1x1_g1_tensor16x8x16_t1r3s3_aACCESS",
+        "256x128x32_stage3_warpsize4x2x1_g1_tensor16x8x16_t1r3s3",
+        "128x128x32_stage4_warpsize2x2x1_g1_tensor16x8x16",
+        "128x128x32_stage4_warpsize2x2x1_g1_tensor16x8x16_t1r1s1")] + [
+    "sm80_xmma_fprop_implicit_gemm_indexed_f16f16_f16f16_f16_nhwckrsc_nhwc_tilesize64x128x32_stage5_warpsize2x2x1_g1"
+    "_tensor16x8x16_execute_kernel_trt"]
+
+
+def _whole_words(shown: str, name: str) -> bool:
+    """Each piece of ``shown`` (between its "…") is whole words of ``name``, in order."""
+    pos = 0
+    for piece in (p for p in shown.split("…") if p):
+        pos = name.find(piece, pos)
+        while pos > 0 and name[pos - 1] != "_" or 0 <= pos and pos + len(piece) < len(name) and \
+                name[pos + len(piece)] != "_":
+            pos = name.find(piece, pos + 1)
+        if pos < 0:
+            return False
+        pos += len(piece)
+    return True
+
+
+def test_fit_names_shows_generated_kernels_by_the_words_that_tell_them_apart():
+    """`COLUMNS=80 polyprof summary` of a TensorRT engine's Nsight Systems export showed
+    its nine implicit-GEMM kernels as `sm80_xmma_…f…1…1…1…t…3…_aACCE…`: a window of one
+    character onto each place where two differ. They differ in whole words (tile size,
+    stage, t1r3s3, aACCESS): each row shows the words that tell it from the others."""
+    from polyprof.report.names import fit_names
+
+    assert fit_names(TRT, 30) == [
+        "…tilesize128x128x32…t1r3s3…", "sm80…tilesize128x64x64_stage3…", "sm80…indexed_wo_smem…stage1…",
+        "sm80…tilesize256x64x32_stage3…", "…tilesize256x64x32…aACCESS…", "sm80…tilesize256x128x32…",
+        "sm80…tilesize128x128x32…", "sm80…stage4…t1r1s1…", "sm80…tilesize64x128x32_stage5…"]
+    for width in range(27, 100, 3):  # (narrower, "…tilesize128x128x32…t1r3s3…" does not fit)
+        out = fit_names(TRT, width)
+        assert all(len(o) <= width for o in out) and len(set(out)) == len(TRT), (width, out)
+        assert all(_whole_words(o, n) for o, n in zip(out, TRT)), (width, out)
+        if width >= 40:  # every one its tile size, whole
+            assert all(n[n.index("tilesize"):].split("_")[0] in o for o, n in zip(out, TRT)), (width, out)
+    # among other kernels of the table, and with the cells a summary gives them
+    table = TRT + ["sm50_xmma_pooling_coalescedC_NHWC_kMAX_3_False_execute_kernel_trt", NCHW, ADD]
+    for width in (30, 40, 60):
+        assert fit_names(table, width)[:9] == fit_names(TRT, width), width
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_cublas_kernels_keep_their_layout_and_tile_size_whole(width):
+    """The H200 JAX trace's six cuBLAS kernels at 100 columns read
+    `sm90_xmma_gemm_f32f…ze128x256x32_warpgr…`: the layout (nt) gone, the tile size cut.
+    Each now shows both, whole, as at 80 columns."""
+    lines = _render_at(_named_report("jax_h200"), width)
+    head, rows = _grid(lines, "Top device activity")
+    shown = [r[head.index("name")] for r in rows if r[head.index("name")].startswith("sm90")]
+    assert len(shown) == 6, shown
+    assert sorted(s.split("…")[1] for s in shown) == sorted(
+        f"{a}_n_tilesize{t}" for a, t in (("nt", "128x256x32"), ("tn", "128x128x32"), ("nn", "128x128x32"),
+                                          ("nn", "64x256x32"), ("tn", "256x128x32"), ("nt", "128x128x32"))), shown
 
 
 @pytest.mark.parametrize("key", ["nccl_a100", "tf_gpu", "jax_h200"])

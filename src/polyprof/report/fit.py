@@ -1,5 +1,8 @@
 """Text cells shortened to a column's width so that different texts stay told apart
-(kernel templates and argument lists differ late): the terminal tables' name columns."""
+(kernel templates and argument lists differ late): the terminal tables' name columns.
+Generated kernel names made of words (cuBLAS's, cuDNN's, TensorRT's
+``sm80_xmma_fprop_..._tilesize128x128x32_stage4_...``) show the words that tell them
+apart, whole (:func:`_words`)."""
 
 from __future__ import annotations
 
@@ -157,15 +160,176 @@ def _windows(texts: list[str], width: int) -> dict[str, str] | None:
     return out
 
 
+def _telling(words: list[str], differ: list[int], have: dict[str, int], others: int) -> list[int]:
+    """Which of a name's differing words tell it from the others (a bit each in
+    ``others``; ``have``: the names each word is in): each time the word the fewest of
+    those still alike have (the first in the name of equals), until none is left alike
+    or no word narrows them further."""
+    chosen: list[int] = []
+    while others:
+        alike, i = min(((have[words[i]] & others).bit_count(), i) for i in differ)
+        if alike == others.bit_count():
+            break
+        chosen.append(i)
+        others &= have[words[i]]
+    return chosen
+
+
+def _fit_words(t: str, spans: list[tuple[int, int]], shown: set[int], width: int) -> tuple[list[list[int]], int] | None:
+    """The runs (first and last index) of the words of ``t`` in ``shown``, two runs one
+    short word apart as one (``nt_n_tilesize``: the ``n``) where that fits, and their
+    cells as :func:`_word_text` shows them, if they fit ``width``; else None."""
+    order, last = sorted(shown), len(spans) - 1
+    for bridge in (True, False):
+        runs: list[list[int]] = []
+        bridged = False
+        for i in order:
+            if runs and i == runs[-1][1] + 1:
+                runs[-1][1] = i
+            elif bridge and runs and i == runs[-1][1] + 2 and spans[i - 1][1] - spans[i - 1][0] <= 2:
+                runs[-1][1], bridged = i, True
+            else:
+                runs.append([i, i])
+        cells = len(runs) - 1 + (runs[0][0] > 0) + (runs[-1][1] < last)  # the ellipses
+        for a, b in runs:
+            cells += (len(t) if b == last else spans[b][1]) - (0 if a == 0 else spans[a][0])
+        if cells <= width:
+            return runs, cells
+        if not bridged:
+            break
+    return None
+
+
+def _word_text(t: str, spans: list[tuple[int, int]], runs: list[list[int]]) -> str:
+    """``t`` as ``runs`` of its words, "…" between and where they leave out its start
+    or its end."""
+    last = len(spans) - 1
+    return ("" if runs[0][0] == 0 else "…") + "…".join(
+        t[0 if a == 0 else spans[a][0]:len(t) if b == last else spans[b][1]] for a, b in runs) + (
+        "" if runs[-1][1] == last else "…")
+
+
+def _word_cost(t: str, spans: list[tuple[int, int]], i: int) -> int:
+    """The most cells showing word ``i`` of ``t`` can add to a cell of its words: from
+    the end of the word before to its end (the name's end for its last), and a "…"."""
+    return (len(t) if i == len(spans) - 1 else spans[i][1]) - (spans[i - 1][1] if i else 0) + 1
+
+
+def _word_runs(t: str, spans: list[tuple[int, int]], shown: set[int], differ: list[int],
+               width: int) -> tuple[set[int], int] | None:
+    """The ``shown`` words of ``t`` and, as the room in ``width`` cells allows, the
+    other words that differ, in order, and the cells left; None where the shown words
+    do not fit. (Measured only where a word's most cells do not fit what is left.)"""
+    fit = _fit_words(t, spans, shown, width)
+    if fit is None:
+        return None
+    slack = width - fit[1]
+    for extra in differ:
+        if extra not in shown:
+            cost = _word_cost(t, spans, extra)
+            if cost > slack:
+                fit = _fit_words(t, spans, shown | {extra}, width)
+                if fit is None:
+                    continue
+                cost = fit[1] - width + slack
+            shown, slack = shown | {extra}, slack - cost
+    return shown, slack
+
+
+def _words(texts: list[str], width: int) -> dict[str, str] | None:
+    """Names made of words (``sm80_xmma_fprop_..._tilesize128x128x32_stage4_..._kernel_trt``)
+    as their first word, the words that tell each from the others of those not in
+    every name (tile size, layout, stage, ``aACCESS``), whole, then the others not in
+    every name, and as many more of their first words as every name has room for,
+    "…" between. None where a name is not all words, its words do not fit or two read
+    alike."""
+    if not all(t.replace("_", "").isalnum() and one_cell(t) for t in texts):
+        return None
+    spans, words = [], []
+    for t in texts:
+        sp, ws, at = [], [], 0
+        for w in t.split("_"):
+            if w:
+                sp.append((at, at + len(w)))
+                ws.append(w)
+            at += len(w) + 1
+        spans.append(sp)
+        words.append(ws)
+    have: dict[str, int] = {}
+    for k, ws in enumerate(words):
+        for w in ws:
+            have[w] = have.get(w, 0) | 1 << k
+    every = (1 << len(texts)) - 1
+    rows, slack, leadless = [], [], set()
+    for k, (t, sp, ws) in enumerate(zip(texts, spans, words)):
+        differ = [i for i, w in enumerate(ws) if have[w] != every]
+        chosen = set(_telling(ws, differ, have, every & ~(1 << k)) if differ else ())
+        row = _word_runs(t, sp, {0} | chosen, differ, width)
+        if row is None and chosen:  # the words that tell it apart without its first
+            row = _word_runs(t, sp, chosen, differ, width)
+            leadless.add(k)
+        if row is None:
+            return None
+        rows.append(row[0])
+        slack.append(row[1])
+    for lead in range(1, min(map(len, spans))):  # more of the start, as much for every name
+        more = [k for k in range(len(texts)) if k not in leadless and lead not in rows[k]]
+        cost = [_word_cost(texts[k], spans[k], lead) for k in more]
+        if any(c > slack[k] for k, c in zip(more, cost)):
+            trials = [_fit_words(texts[k], spans[k], rows[k] | {lead}, width) for k in more]
+            if not all(trials):
+                break
+            cost = [fit[1] - width + slack[k] for k, fit in zip(more, trials) if fit]
+        for k, c in zip(more, cost):
+            rows[k].add(lead)
+            slack[k] -= c
+    out = {}
+    for t, sp, shown in zip(texts, spans, rows):
+        fit = _fit_words(t, sp, shown, width)
+        if fit is None:
+            return None
+        out[t] = _word_text(t, sp, fit[0])
+    return out if len(set(out.values())) == len(texts) else None
+
+
+def _word_groups(groups: dict[str, list[str]], width: int) -> dict[str, str]:
+    """Names made of words whose first three words or more are alike (a table's cuBLAS
+    kernels: ``sm90_xmma_gemm_..._nt_n_...``, ``..._tn_n_...``), their groups
+    (by their first cells; one of them of two names or more) made one where
+    :func:`_words` tells them all apart, and shown so: the layout is then one of the
+    words that tell them apart, not a word in every name of a group."""
+    keys = sorted(k for k, group in groups.items() if k.endswith("…") and group[0].replace("_", "").isalnum())
+    chains: list[list[str]] = []
+    for a, b in zip([""] + keys, keys):
+        if chains and b.count("_", 0, _common_prefix([a, b])) >= 3:
+            chains[-1].append(b)
+        else:
+            chains.append([b])
+    out: dict[str, str] = {}
+    for chain in chains:
+        if len(chain) > 1 and width >= 4 and any(len(groups[k]) > 1 for k in chain):
+            union = sorted(t for k in chain for t in groups[k])
+            words = _words(union, width)
+            if words is not None:
+                out.update(words)
+                for k in chain:
+                    groups[k] = union
+    return out
+
+
 def _apart(texts: list[str], width: int) -> dict[str, str]:
     """Texts that start alike, shortened so they read apart: their ends where they
-    differ in their last words, else one window onto where they differ, else windows
-    onto each place where two differ."""
+    differ in their last words, else the words that tell them apart (:func:`_words`),
+    else one window onto where they differ, else windows onto each place where two
+    differ."""
     plain, at = re.compile(_PLAIN), _start(texts, width)[1]
     if all(plain.match(t, at) for t in texts):
         ends = _ends(texts, width)
         if len(set(ends.values())) == len(texts):
             return ends
+    words = _words(texts, width)
+    if words is not None:
+        return words
     aligned = _aligned(texts, width)
     if len(set(aligned.values())) == len(texts):
         return aligned
@@ -181,8 +345,10 @@ def fit_texts(texts: list[str], width: int) -> list[str]:
     groups: dict[str, list[str]] = {}
     for t in set(texts):
         groups.setdefault(elide(t, width, 0), []).append(t)
-    out: dict[str, str] = {}
+    out = _word_groups(groups, width)
     for group in groups.values():
+        if group[0] in out:
+            continue
         if len(group) == 1 or width < 4:
             out.update((t, elide(t, width, _tail(t, width))) for t in group)
         else:
@@ -196,12 +362,17 @@ def fit_texts(texts: list[str], width: int) -> list[str]:
         if not clashes or width < 4:
             break
         for clash in clashes:
+            union = sorted({u for t in clash for u in group_of[t]})
+            words = _words(union, width)  # names made of words: all of their groups' words apart
+            if words is not None and {shown for t, shown in out.items() if t not in union}.isdisjoint(words.values()):
+                out.update(words)
+                group_of.update((t, union) for t in union)
+                continue
             alone = _windows(sorted(clash), width)
             others = {shown for t, shown in out.items() if t not in clash}
             if alone is not None and others.isdisjoint(alone.values()):
                 out.update(alone)
                 continue
-            union = sorted({u for t in clash for u in group_of[t]})
             out.update(_windows(union, width) or alone or _aligned(union, width))
             group_of.update((t, union) for t in union)
     return [out[t] for t in texts]
