@@ -119,8 +119,10 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     delays and waits belong to no event); ``slack_ns`` (how much longer it could take before
     the step's path got longer: 0 on the path); ``path_ns`` (the step's critical path
     length); ``span_ns`` (the step's wall time with its device work: from its start to the
-    last end of its calls and of the device activity they launched, which can run past
-    the step's own end; the path is never longer). Ordered by step, then start. ``window``: the steps analysed
+    last end of its calls, each cut at the step's end (``depgraph.build``), and of the
+    device activity they launched, which can run past the step's own end; the path is
+    never longer, and without device work neither is longer than the step).
+    Ordered by step, then start. ``window``: the steps analysed
     (``analyze/window.py``). Empty, with a warning, above ``max_events`` events
     (:data:`MAX_EVENTS`; None: no limit).
     """
@@ -143,11 +145,11 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
             continue
         host_only = (not len(w.dev) and not len(w.sy) and not ctx.backward_callers  # (one chain per thread)
                      and (ctx.comm_caller is None or not bool((ctx.comm_caller[w.host] >= 0).any())))
-        times = _host_only(trace, ctx, w.host) if host_only else None
+        times = _host_only(trace, ctx, w.host, t1) if host_only else None
         if times is not None:
             rows, device = w.host, np.zeros(len(w.host), bool)
             on, slack, length = times
-            last = int(ctx.end[rows].max())
+            last = min(int(ctx.end[rows].max()), t1)  # (cut at the step's end, as the graph's)
         else:
             g = build(trace, t0, t1, ctx, w)
             p = longest_path(g)
@@ -183,14 +185,18 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     })
 
 
-def _host_only(trace: Trace, ctx: Context, host: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+def _host_only(trace: Trace, ctx: Context, host: np.ndarray, t1: int) -> tuple[np.ndarray, np.ndarray, int] | None:
     """A window whose graph holds host calls alone (a trace without launches, such as a
     TPU's: its host ops' nesting per thread): :func:`event_times` and the path's length
     from the calls' nesting (``longest_path.forest_times``), None where that does not
-    decide them."""
+    decide them. The calls are cut at the window's end ``t1``, as ``depgraph.build`` cuts
+    them."""
     thread = cache.threads(trace)[ctx.track[host]]
-    return forest_times(thread, ctx.start[host], ctx.end[host], ctx.waits[ctx.names[host]],
-                        nesting.of_rows(trace, host))  # (op_stats nests the same calls in a trace without steps)
+    end = ctx.end[host]
+    cut = np.minimum(end, t1)
+    # (op_stats nests the same calls in a trace without steps; calls cut can nest otherwise)
+    nest = nesting.of_rows(trace, host) if bool((cut == end).all()) else None
+    return forest_times(thread, ctx.start[host], cut, ctx.waits[ctx.names[host]], nest)
 
 
 def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

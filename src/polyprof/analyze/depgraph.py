@@ -277,8 +277,8 @@ def _by_time(rows: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _in(rows: np.ndarray, t: np.ndarray, t0: int, t1: int) -> np.ndarray:
-    """The ``rows`` (sorted by ``t``) whose time is in ``[t0, t1]``, in row order."""
-    return np.sort(rows[np.searchsorted(t, t0, "left"):np.searchsorted(t, t1, "right")])
+    """The ``rows`` (sorted by ``t``) whose time is in ``[t0, t1)``, in row order."""
+    return np.sort(rows[np.searchsorted(t, t0, "left"):np.searchsorted(t, t1, "left")])
 
 
 class Window(NamedTuple):
@@ -293,13 +293,15 @@ class Window(NamedTuple):
 
 
 def window_rows(ctx: Context, t0: int, t1: int) -> Window:
-    """The ops starting in ``[t0, t1]`` on host threads, the device activity launched
-    from calls starting there, and the synchronisation records of those calls."""
+    """The ops starting in ``[t0, t1)`` on host threads, the device activity launched
+    from calls starting there, and the synchronisation records of those calls (HTA's
+    window takes ``t1`` too: :func:`build` cuts the calls at ``t1``, where those would
+    last nothing; they are the next step's, where the steps touch)."""
     host = _in(ctx.host, ctx.host_t, t0, t1)
     pos = _in(ctx.dev_pos, ctx.dev_t, t0, t1)
     # synchronisation records on devices, tied to their host call by correlation id
     call_t = ctx.start[ctx.sy_call]
-    ok = ctx.sy_always | ((call_t >= t0) & (call_t <= t1) & ctx.sy_timed)
+    ok = ctx.sy_always | ((call_t >= t0) & (call_t < t1) & ctx.sy_timed)
     return Window(host, ctx.corr.device_rows[pos], ctx.corr.launch[pos], ctx.sy[ok], ctx.sy_call[ok])
 
 
@@ -310,7 +312,8 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     ``stream_order``: with the stream-order edges HTA's graph leaves out (False: HTA's
     graph alone, edge for edge); ``backward``: with the calling thread's wait for the
     backward pass on the autograd thread (False: HTA 0.5's graph, which has no edge
-    between threads; HTA 0.6 merges the two threads)."""
+    between threads; HTA 0.6 merges the two threads). The host calls end by ``t1``: a call
+    counts up to the step's end, only device work runs on past it (docs/analysis.md)."""
     ctx = context(trace) if ctx is None else ctx
     start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
     host, dev, dev_launch, sy, sy_call = window_rows(ctx, t0, t1) if rows_of is None else rows_of
@@ -322,11 +325,12 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     node_time = np.empty(2 * len(rows), np.int64)
     node_time[0::2] = start[rows]
     node_time[1::2] = end[rows]
+    np.minimum(node_time[1:2 * n_h:2], t1, out=node_time[1:2 * n_h:2])  # host calls cut at the window's end
     gidx = ctx.graph_index  # event row -> graph event (-1 for none): set for this window, cleared after
     gidx[rows] = np.arange(len(rows))
     edges = _Edges()
     try:
-        walk = _thread_edges(trace, host, start, end, track, names, node_time, edges, ctx.waits)
+        walk = _thread_edges(trace, host, track, names, node_time, edges, ctx.waits)
         if walk is not None:  # the links between threads, zero weight, after every other edge
             base = 10.0 * (len(node_time) + 1)
             if backward and ctx.backward_callers:
@@ -345,14 +349,15 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     return DepGraph(rows, device, node_time, src, dst, weight, etype, owner)
 
 
-def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.ndarray, track: np.ndarray,
-                  names: np.ndarray, node_time: np.ndarray, edges: _Edges, waiting: np.ndarray) -> Walk | None:
-    """The host threads' edges; returns (per host call its thread and depth, the nodes in
-    the walk's order: each thread's in time order), None without host calls."""
+def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.ndarray, node_time: np.ndarray,
+                  edges: _Edges, waiting: np.ndarray) -> Walk | None:
+    """The host threads' edges (the calls' times: ``node_time``); returns (per host call its
+    thread and depth, the nodes in the walk's order: each thread's in time order), None without host calls."""
     if not len(host):
         return None
     thread = cache.threads(trace)[track[host]]
-    order, depth_sorted, par_sorted, after = parents_and_after(thread, start[host], end[host])  # (every call has a duration)
+    h_start, h_end = node_time[0:2 * len(host):2], node_time[1:2 * len(host):2]
+    order, depth_sorted, par_sorted, after = parents_and_after(thread, h_start, h_end)  # (every call has a duration)
     depth = np.zeros(len(host), np.int64)
     depth[order] = depth_sorted
     parent = np.full(len(host), -1, np.int64)
@@ -360,7 +365,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, start: np.ndarray, end: np.nda
     parent[order[has]] = order[par_sorted[has]]
 
     # the walk: at one time ends come before starts, deeper ends first, shallower starts first
-    walked = _nested_walk(order, depth_sorted, par_sorted, thread[order], start[host][order], end[host][order], after)
+    walked = _nested_walk(order, depth_sorted, par_sorted, thread[order], h_start[order], h_end[order], after)
     if walked is None:
         n = len(host)
         node = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
