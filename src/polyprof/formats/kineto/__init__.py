@@ -26,7 +26,9 @@ The stages, one module each (Perfetto's tokenizer/parser split):
   with the correlation ids typed at load (``ids.py``, ``args.py``);
 - ``build.py``: the Trace: planes and vendors (``devices.py``), tracks, B/E pairs, flows
   bound and chained (``flows.py``), counters, metadata; the args not typed at load are
-  handed to the Trace's StatTable to decode on first use (``deferred.py``);
+  handed to the Trace's StatTable to decode on first use (``deferred.py``); two producers'
+  traces get a pass after the build (``ascend.py``: Huawei Ascend's tasks by their task
+  type; ``rocprof_v1.py``: rocprof v1's exact ns from the args);
 - ``progress.py``: the progress bar.
 """
 

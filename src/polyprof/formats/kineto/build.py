@@ -14,7 +14,7 @@ from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
-from . import asyncs
+from . import ascend, asyncs, rocprof_v1
 from .deferred import DeferredArgs
 from .devices import categorise_device_events, device_planes
 from .flows import bind_flows, bind_v2
@@ -87,6 +87,10 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         args = DeferredArgs(col.arg_batches, col.late_args, col.taken)
         trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
                           args.columns)
+    if ascend.is_ascend(col):  # msprof's / MindInsight's: an NPU's tasks by their Task Type
+        ascend.classify(trace, ascend.track_roles(col, track_of_pair, ntid))
+    elif rocprof_v1.is_rocprof_v1(col):  # whole µs in ts/dur: the exact ns from the args
+        rocprof_v1.exact_times(trace, base)
     trim()  # the pages the build freed go back: what stays resident is about the Trace
     return trace
 

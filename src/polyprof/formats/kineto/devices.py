@@ -1,7 +1,8 @@
 """Which processes are devices, of which kind and vendor (the vendor heuristics).
 
 A pid is a device when its ``process_labels`` or ``process_name`` names one (``GPU 0``,
-``MTIA:1``, a plane name polyprof wrote), or when it has only device categories
+``MTIA:1``, a plane name polyprof wrote; the label ``NPU`` alone, msprof's, is device 0),
+or when it has only device categories
 (kernels, copies) and an integer pid; the vendor comes from ``deviceProperties`` names,
 version keys of the document, and the runtime calls' names (``cuda*``, ``hip*``, ``ze*``).
 """
@@ -15,6 +16,7 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.sorting import member
+from . import ascend
 from .codes import _distinct, _hashable, _is_id
 
 if TYPE_CHECKING:
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
 _DEVICE_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z_]*)\s*:?\s*(\d{1,9})\s*$")
 _PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
 _DEVICE_KINDS = {"GPU", "MTIA", "XPU", "HPU", "NPU", "TPU", "MPS", "IPU", "DEVICE"}
+#: device kinds a process label may name with no index (msprof labels its Ascend processes "NPU")
+_BARE_KINDS = {"NPU"}
 #: Categories that only occur on a device timeline (used when a pid has no labels).
 _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "mtia_ccp_events",
                       "cuda_sync", "collective_comm"}
@@ -46,7 +50,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
     dev_cat_ids = [i for i, s in enumerate(b.strings) if s in _DEVICE_CATEGORIES]
     is_dev_cat = member(cat_c, np.array(dev_cat_ids, np.int32))
     dev_pids = set(_distinct(pid_c[is_dev_cat]).tolist())
-    vendor_hint = _vendor_hint(top, col.b.strings)
+    vendor_hint = ascend.VENDOR if ascend.is_ascend(col) else _vendor_hint(top, col.b.strings)
 
     kinds: list[tuple[str, str, int]] = []  # (kind, device kind, index)
     for code, pv in enumerate(pid_vals):
@@ -62,6 +66,9 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
                 m = _DEVICE_LABEL.match(text)
                 if m and m.group(1).upper() != "CPU" and (not strict or m.group(1).upper() in _DEVICE_KINDS):
                     dev = (m.group(1).upper(), int(m.group(2)))
+                    break
+                if not strict and text.strip().upper() in _BARE_KINDS:  # msprof's "NPU": device 0
+                    dev = (text.strip().upper(), 0)
                     break
                 if text.strip().upper() == "CPU" and not strict:
                     break
