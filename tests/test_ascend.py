@@ -168,3 +168,16 @@ def test_a_bare_npu_label_elsewhere_is_device_zero(tmp_path):
     assert [(x.name, x.kind, x.vendor) for x in t.planes] == [("/device:NPU:0", "device", "")]
     assert t.categories().tolist() == ["kernel"]
     assert np.array_equal(t.dur_ns, [2000])
+
+
+def test_an_arg_too_big_for_an_integer_is_no_stream(tmp_path):
+    """A ``Stream Id`` of 20 digits (damage, or a newer msprof's id) made the whole trace
+    a refusal (OverflowError); it is a task of no known stream now, the rest read."""
+    raw = _raw(MSPROF)
+    names = _processes(raw)
+    task = next(e for e in raw if e.get("ph") == "X" and names[e["pid"]] == "Ascend Hardware"
+                and e.get("args", {}).get("Task Type") == "AI_CORE")
+    task["args"]["Stream Id"] = "99999999999999999999"
+    p = tmp_path / "msprof.json"
+    p.write_text(json.dumps(raw, default=str))
+    assert _category_totals(polyprof.load(p))["kernel"][0] == 139

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import polyprof
 from polyprof.trace.categories import Kind
 
@@ -72,3 +74,28 @@ def test_other_traces_with_such_args_keep_their_ts(tmp_path):
     p = tmp_path / "trace.json"
     p.write_text(json.dumps(doc))
     assert _totals(polyprof.load(p))["elementwise_kernel"] == (773902406300000, 5000)
+
+
+def test_a_host_process_named_copy_in_another_trace_stays_the_host(tmp_path):
+    """Only rocprof v1's ``COPY`` process is its device's copies: a Kineto trace whose
+    host process happens to be named ``COPY`` (and has no labels) keeps its host plane,
+    its launches and ops on it."""
+    import gzip
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parent / "data" / "traces" / "kineto" / "triton_example.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    before = polyprof.load(src)
+    host = next(e["pid"] for e in doc["traceEvents"] if e.get("name") == "process_labels"
+                and e["args"].get("labels") == "CPU")
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not (e.get("pid") == host and e.get("name") == "process_labels")]
+    for e in doc["traceEvents"]:
+        if e.get("pid") == host and e.get("name") == "process_name":
+            e["args"]["name"] = "COPY"
+    p = tmp_path / "trace.json"
+    p.write_text(json.dumps(doc))
+    t = polyprof.load(p)
+    planes = lambda tr: sorted((pl.kind, pl.name.split(":")[0]) for pl in tr.planes)  # noqa: E731
+    assert planes(t) == planes(before) and len(t.planes) == 3
+    launches = np.isin(t.names(), ["cuLaunchKernel", "cudaLaunchKernel"])
+    assert launches.any() and all(t.planes[t.track_plane[k]].kind == "host" for k in t.events["track"][launches])

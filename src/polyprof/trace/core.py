@@ -179,6 +179,17 @@ class Trace(Record):
         """Id of ``s`` in the string table, or -1."""
         return self._string_index.get(s, -1)
 
+    def intern(self, s: str) -> int:
+        """Id of ``s`` in the string table, appended if new (for a reader's pass that names
+        events after the build: the string caches and the events' kinds are made again)."""
+        i = self.string_id(s)
+        if i < 0:
+            i = len(self.strings)
+            self.strings.append(s)
+            for cached in ("_string_index", "_string_array", "kinds"):
+                self.__dict__.pop(cached, None)
+        return i
+
     @cached_property
     def _string_index(self) -> dict[str, int]:
         return {s: i for i, s in enumerate(self.strings)}

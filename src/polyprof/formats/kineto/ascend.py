@@ -40,6 +40,7 @@ import numpy as np
 from ...trace import keys
 from ...trace.core import Trace
 from ...trace.stats import StatColumn
+from .numbers import int_values
 
 if TYPE_CHECKING:
     from .collector import _Collector
@@ -103,26 +104,6 @@ def _text(values: np.ndarray) -> list[str]:
     return [v if isinstance(v, str) else str(v) for v in values.tolist()]
 
 
-def _ints(values: np.ndarray) -> np.ndarray:
-    out = np.full(len(values), -1, np.int64)
-    for i, v in enumerate(values.tolist()):
-        try:
-            out[i] = int(v)
-        except (TypeError, ValueError):
-            pass
-    return out
-
-
-def _intern(trace: Trace, s: str) -> int:
-    i = trace.string_id(s)
-    if i < 0:
-        i = len(trace.strings)
-        trace.strings.append(s)
-        trace.__dict__.pop("_string_index", None)
-        trace.__dict__.pop("_string_array", None)
-    return i
-
-
 def _task_categories(types: list[str], streams: list[int], hccl_streams: set[int]) -> list[str]:
     out = []
     for ty, st in zip(types, streams):
@@ -151,7 +132,7 @@ def _hardware(trace: Trace, hw: np.ndarray, hccl_streams: set[int], cats: dict[s
     rows = hw[has]
     hs, sv = _lookup(trace, "Stream Id", rows)
     stream = np.full(len(rows), -1, np.int64)
-    stream[hs] = _ints(sv)
+    stream[hs] = int_values(sv)
     names = _text(types)
     # notify tasks are HCCL's signals between devices: their streams are HCCL's (where no
     # HCCL process names them: task_time_*.json)
@@ -172,7 +153,7 @@ def classify(trace: Trace, roles: dict[int, str]) -> None:
     hccl_streams: set[int] = set()
     if len(hc):
         _, vals = _lookup(trace, "stream id", hc)
-        hccl_streams = {s for s in _ints(vals).tolist() if s >= 0}
+        hccl_streams = {s for s in int_values(vals).tolist() if s >= 0}
     if len(hw):
         _hardware(trace, hw, hccl_streams, cats)
     derived = np.flatnonzero((role == "overlap") | (role == "hccl_op") | ((role == "hccl_task") & (len(hw) > 0)))
@@ -188,9 +169,9 @@ def classify(trace: Trace, roles: dict[int, str]) -> None:
     cats.setdefault(keys.CAT_DERIVED, []).extend(derived.tolist())
     for cat, rows in cats.items():
         if rows:
-            ev["category"][np.asarray(rows, np.int64)] = _intern(trace, cat)
+            ev["category"][np.asarray(rows, np.int64)] = trace.intern(cat)
     if len(step_rows):
-        ev["category"][step_rows] = _intern(trace, keys.CAT_STEP)
+        ev["category"][step_rows] = trace.intern(keys.CAT_STEP)
         if keys.STEP not in trace.stats:
             trace.stats[keys.STEP] = StatColumn(step_rows, numbers)
     derived_tracks = {"overlap", "hccl_op"} | ({"hccl_task"} if len(hw) else set())
@@ -211,6 +192,6 @@ def _iterations(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     rows, nums = rows[keep], nums[keep]
     has, ids = _lookup(trace, "Iteration ID", rows)
     if has.any():
-        given = _ints(ids)
+        given = int_values(ids)
         nums[np.flatnonzero(has)[given >= 0]] = given[given >= 0]
     return rows, nums

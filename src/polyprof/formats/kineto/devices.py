@@ -16,7 +16,7 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.sorting import member
-from . import ascend
+from . import ascend, rocprof_v1
 from .codes import _distinct, _hashable, _is_id
 
 if TYPE_CHECKING:
@@ -75,7 +75,8 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         if dev is None and code in dev_pids and _is_id(pv) and pv >= 0:
             dev = ("GPU", pv)
         kinds.append(("device", dev[0], dev[1]) if dev else ("host", "", 0))
-    _copy_lane(col, pid_vals, kinds, counts)
+    if rocprof_v1.is_rocprof_v1(col):
+        _copy_lane(col, pid_vals, kinds, counts)
 
     host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])]
     main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None

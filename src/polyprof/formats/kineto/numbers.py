@@ -124,3 +124,16 @@ def _floats(values: list, path: Path, what: str) -> np.ndarray:
         except (TypeError, ValueError):
             raise NotANumber(path, f"event {what} {v!r} is not a number") from None
     return out
+
+
+def int_values(values: np.ndarray) -> np.ndarray:
+    """Integers of args' values (text or numbers) as int64; -1 where one is not an
+    integer or does not fit (a reader's pass over a few args: ``ascend.py``,
+    ``rocprof_v1.py``)."""
+    out = np.full(len(values), -1, np.int64)
+    for i, v in enumerate(values.tolist()):
+        try:
+            out[i] = int(v)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return out

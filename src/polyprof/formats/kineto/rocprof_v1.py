@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 
 from ...trace.core import Trace
+from .numbers import int_values
 
 if TYPE_CHECKING:
     from .collector import _Collector
@@ -32,17 +32,6 @@ def is_rocprof_v1(col: "_Collector") -> bool:
     return "COPY" in names and any(isinstance(n, str) and n.startswith("GPU") and n[3:].isdigit() for n in names)
 
 
-def _ns(values: np.ndarray) -> np.ndarray:
-    """Integers of the args' values (text or numbers); -1 where not one."""
-    out = np.full(len(values), -1, np.int64)
-    for i, v in enumerate(values.tolist()):
-        try:
-            out[i] = int(v)
-        except (TypeError, ValueError, OverflowError):
-            pass
-    return out
-
-
 def exact_times(trace: Trace, base: int) -> int:
     """Set each event's start and duration from its ``BeginNs``/``EndNs`` where they
     agree with its ``ts`` (to the µs) and end after they begin; ``base``: the ns the
@@ -52,8 +41,8 @@ def exact_times(trace: Trace, base: int) -> int:
         return 0
     rows = begin.rows
     has_end, end_vals = end.lookup(rows)
-    rows, b = rows[has_end], _ns(begin.values[has_end])
-    e = _ns(end_vals)
+    rows, b = rows[has_end], int_values(begin.values[has_end])
+    e = int_values(end_vals)
     ev = trace.events
     us = (ev["start_ns"][rows] - base) // 1000
     ok = (b >= 0) & (e >= b) & (b // 1000 == us)

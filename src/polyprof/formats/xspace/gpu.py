@@ -139,7 +139,7 @@ def launch_calls(trace: Trace, traceme: int) -> None:
         nm = trace.strings[i]
         cat_of[i] = "hip_runtime" if nm.startswith(("hip", "hsa")) else \
             "cuda_runtime" if nm.startswith("cu") else "runtime"
-    ids = {c: _string(trace, c) for c in set(cat_of.values())}
+    ids = {c: trace.intern(c) for c in set(cat_of.values())}
     table = np.asarray([ids[cat_of[i]] for i in uniq.tolist()], np.int32)
     ev["category"][rows] = table[np.searchsorted(uniq, names)]
     trace.__dict__.pop("kinds", None)
@@ -177,12 +177,12 @@ def runtime_calls(trace: Trace, traceme: int) -> None:
     if module.any():
         runtime |= _inside(ev["track"][rows], ev["start_ns"][rows], ev["dur_ns"][rows], np.flatnonzero(module))
     if runtime.any():
-        ev["category"][rows[runtime]] = _string(trace, CAT_XLA_RUNTIME)
+        ev["category"][rows[runtime]] = trace.intern(CAT_XLA_RUNTIME)
         trace.__dict__.pop("kinds", None)
     if any(p.name.startswith("/device:GPU") for p in trace.planes):  # CUPTI ran: its overhead records
         overhead = np.fromiter((s in CUPTI_OVERHEAD_NAMES for s in strs), bool, len(strs))[inv] & ~runtime
         if overhead.any():
-            ev["category"][rows[overhead]] = _string(trace, "overhead")
+            ev["category"][rows[overhead]] = trace.intern("overhead")
             trace.__dict__.pop("kinds", None)
 
 
@@ -504,16 +504,6 @@ def _replace_placeholder(loaded: Mapping[str, StatColumn], rows: np.ndarray, ops
         if col.values.dtype != object:
             col.values = col.values.astype(object)
         col.values[pos[hit][placeholder]] = ops[hit][placeholder]
-
-
-def _string(trace: Trace, s: str) -> int:
-    i = trace.string_id(s)
-    if i < 0:
-        i = len(trace.strings)
-        trace.strings.append(s)
-        trace.__dict__.pop("_string_index", None)
-        trace.__dict__.pop("_string_array", None)
-    return i
 
 
 def uninterpreted_planes(trace: Trace) -> list[str]:

@@ -63,14 +63,7 @@ def xprof_flows(trace: Trace) -> None:
     table = []
     for c in uniq.tolist():
         nm = "xflow" if c == 0 else f"xflow:{c}"
-        i = trace.string_id(nm)
-        if i < 0:
-            i = len(trace.strings)
-            trace.strings.append(nm)
-            trace.__dict__.pop("_string_index", None)
-            trace.__dict__.pop("_string_array", None)
-            trace.__dict__.pop("kinds", None)
-        table.append(i)
+        table.append(trace.intern(nm))
     cat_ids = np.asarray(table, np.int32)[inv.reshape(-1)]
     fl = trace.flows
     trace.flows = {
