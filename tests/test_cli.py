@@ -400,3 +400,33 @@ def test_a_directory_of_one_trace_reads_as_that_trace(tmp_path):
         assert of_dir.stdout == of_file.stdout and "Ranks side by side" not in of_dir.stdout
     shutil.copy(NCCL, tb / "w1.456.pt.trace.json.gz")  # two traces: the ranks of a job, as before
     assert "Ranks side by side" in cli("summary", str(tb)).stdout
+
+
+def test_a_rank_asked_of_a_directory_of_one_trace(tmp_path):
+    """``--rank N`` over per-rank directories (a script's loop) worked before a directory
+    of one trace read as that trace: with ``--rank`` it is still a job of one rank."""
+    import shutil
+
+    d = tmp_path / "r1"
+    d.mkdir()
+    shutil.copy(ROOT / "tests" / "data" / "traces" / "kineto" / "sampled_rank1.json.gz", d)
+    exported = cli("export", str(d), "--rank", "1", "-f", "perfetto", "-o", str(tmp_path / "x.pftrace"))
+    assert exported.returncode == 0, exported.stderr
+    assert polyprof.load(tmp_path / "x.pftrace").n_events > 0
+    report = cli("report", str(d), "--rank", "1", "-o", str(tmp_path / "r.html"))
+    assert report.returncode == 0 and (tmp_path / "r.html").stat().st_size > 0, report.stderr
+    wrong = cli("export", str(d), "--rank", "3", "-f", "perfetto", "-o", str(tmp_path / "y.pftrace"))
+    assert wrong.returncode == 1 and "rank" in wrong.stderr and not (tmp_path / "y.pftrace").exists()
+
+
+def test_files_left_out_of_a_directory_are_said_once(tmp_path):
+    """Two ranks and a summary written beside them: one warning names the summary (the
+    one-trace check lists the directory too, silently)."""
+    import shutil
+
+    for name in ("sampled_rank0.json.gz", "sampled_rank1.json.gz"):
+        shutil.copy(ROOT / "tests" / "data" / "traces" / "kineto" / name, tmp_path)
+    (tmp_path / "summary.json").write_text('{"tables": {}}')
+    r = cli("summary", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("left out, not traces") == 1 and "summary.json" in r.stderr, r.stderr

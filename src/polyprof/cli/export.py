@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     apply_peak(args)
     job_path = None
-    if is_job(args.file) and args.rank is None:
+    if is_job(args.file, args.rank) and args.rank is None:
         from ..ranks.processes import one_process_per_rank
         from ..ranks.traceset import load_ranks
 
@@ -54,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
             job_path = dict(ts.traces())
         print(f"polyprof: {len(ts)} ranks on rank {ts.ranks[0]}'s clock, one process each", file=sys.stderr)
     else:
-        if args.rank is not None and not is_job(args.file):
+        if args.rank is not None and not is_job(args.file, args.rank):
             raise PolyprofError(f"--rank {args.rank}: {args.file} is one trace, not the ranks of a job")
-        trace = rank_of_job(args.file, args.rank) if is_job(args.file) else load_trace(args.file)
+        trace = rank_of_job(args.file, args.rank) if is_job(args.file, args.rank) else load_trace(args.file)
     window = window_from(args, default=None)
     if window is not None:
         from ..analyze.window import label, restrict

@@ -41,8 +41,9 @@ def is_store(path: str | Path) -> bool:
     return check(path)
 
 
-def is_job(files: list[str] | str) -> bool:
-    """Several files, a directory or a store: the ranks of a job."""
+def is_job(files: list[str] | str, rank: int | None = None) -> bool:
+    """Several files, a directory or a store: the ranks of a job. A directory holding one
+    trace is that trace, unless a ``--rank`` is asked of it (a job of one rank)."""
     if isinstance(files, str):
         files = [files]
     if len(files) == 1 and Path(files[0]).is_dir():
@@ -52,7 +53,7 @@ def is_job(files: list[str] | str) -> bool:
         from ..ranks.sources import one_trace_in  # a directory's listing: only for a directory
 
         runs = runs_in(Path(files[0])) or nsys_runs(Path(files[0]))
-        return len(runs) != 1 if runs else one_trace_in(files[0]) is None
+        return len(runs) != 1 if runs else rank is not None or one_trace_in(files[0]) is None
     return len(files) > 1
 
 

@@ -37,7 +37,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     apply_peak(args)
     ranks = parts = marks = highlight = None
-    if is_job(args.file):  # several files, a directory or a store: the same page for the same ranks
+    if is_job(args.file, args.rank):  # several files, a directory or a store: the same page for the same ranks
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module
 
         _above_bound(args.file, args.rank)

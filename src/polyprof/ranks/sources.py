@@ -160,6 +160,12 @@ def _store(item: Any) -> list[RankSource] | None:
 def _logdir(item: Any) -> list[RankSource] | None:
     """A capture's log directory (``polyprof capture --logdir``, XProf's layout
     ``<logdir>/plugins/profile/<run>/<process>.xplane.pb``): the latest run's files."""
+    run = _profile_run(item)
+    return None if run is None else _directory(run)
+
+
+def _profile_run(item: Any) -> Path | None:
+    """A log directory's latest profile run (:func:`_logdir`), None for another item."""
     if not isinstance(item, (str, os.PathLike)):
         return None
     profile = Path(item) / "plugins" / "profile"
@@ -168,17 +174,17 @@ def _logdir(item: Any) -> list[RankSource] | None:
     runs = sorted((p for p in profile.iterdir() if p.is_dir()), key=lambda p: (p.stat().st_mtime, p.name))
     if not runs:
         raise PolyprofError(f"{item}: a log directory without a profile run")
-    return _directory(runs[-1])
+    return runs[-1]
 
 
-def _directory(item: Any) -> list[RankSource] | None:
+def _directory(item: Any, warn: bool = True) -> list[RankSource] | None:
     if not isinstance(item, (str, os.PathLike)) or not Path(item).is_dir():
         return None
     p = Path(item)
     from ..formats.rocprof_csv import runs_in  # rocprofv3's CSV output: one rank per prefix (process)
     from ..formats.nsys_csv import runs_in as nsys_runs  # nsys stats -o PREFIX's CSVs: one rank per prefix
 
-    found = runs_in(p) or nsys_runs(p) or _traces_only(_without_xprof_copies(rank_files(p)))
+    found = runs_in(p) or nsys_runs(p) or _traces_only(_without_xprof_copies(rank_files(p)), warn)
     if not found:
         raise PolyprofError(f"{p}: no trace files in this directory")
     return [TraceFile(q) for q in found]
@@ -199,7 +205,7 @@ def rank_files(p: Path) -> list[Path]:
     return [q for q in files if q.name.endswith(TRACE_SUFFIXES) or q.name.lower().endswith(endings)]
 
 
-def _traces_only(files: list[Path]) -> list[Path]:
+def _traces_only(files: list[Path], warn: bool = True) -> list[Path]:
     """``files`` less those that are no trace of a format polyprof reads, named in one
     warning: a summary written into the job's directory, a program's own JSON, a file
     still empty (being written). Told by their first bytes, as ``polyprof.load`` tells
@@ -207,7 +213,7 @@ def _traces_only(files: list[Path]) -> list[Path]:
     from ..formats.detect import why_not_a_trace  # the formats' sniffs: only where a directory is listed
 
     why = {q: w for q in files if (w := why_not_a_trace(q))}
-    if why:
+    if why and warn:
         log.warning("%s: left out, not traces: %s", files[0].parent, ", ".join(f"{q.name} ({w})" for q, w in why.items()))
     return [q for q in files if q not in why]
 
@@ -245,11 +251,12 @@ def one_trace_in(path: str | os.PathLike) -> Path | None:
     """The trace file of a directory that holds one (a ``tensorboard_trace_handler`` log
     directory of one run, a ``jax.profiler`` log directory of one process), which the
     commands then read as that trace, not as a job of one rank; None for any other
-    directory (a store, rocprofv3's or nsys's CSV outputs, several traces), or a file."""
-    if not Path(path).is_dir():
+    directory (a store, rocprofv3's or nsys's CSV outputs, several traces), or a file.
+    Remembered for the process (a command asks it of its input twice)."""
+    if not Path(path).is_dir() or is_store(Path(path)):
         return None
-    try:
-        found = resolve(path)
+    try:  # (the files left out are said once, by the job's listing when it is one)
+        found = _directory(_profile_run(path) or path, warn=False) or []
     except PolyprofError:  # no trace in it: the job's path says so
         return None
     if len(found) != 1 or not isinstance(found[0], TraceFile) or not found[0].file.is_file():
