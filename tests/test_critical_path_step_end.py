@@ -114,3 +114,29 @@ def test_only_device_work_runs_past_the_step_end(tmp_path):
     assert one["k"]["on_path_ns"] == 850 * US and one["k"]["slack_ns"] == 0
     assert {n: one[n]["slack_ns"] for n in ("A", "B", "C")} == {"A": 400 * US, "B": 400 * US, "C": 400 * US}
     assert "D" not in one and "D" in _rows(table, 2)
+
+
+def test_a_sync_call_crossing_the_step_end_ends_with_what_it_waits_for(tmp_path):
+    """``cudaDeviceSynchronize`` from 200 µs, waiting on a kernel that ends at 1500 µs,
+    steps touching at 1000: cut at the step's end, the sync edge from the kernel's end ran
+    back in time (the longest path then falls to Kahn's order). A call waiting on device
+    work ends when it does: every edge of the step's graph runs forward in time."""
+    from polyprof.analyze.depgraph import build
+
+    evs = [_ev("user_annotation", "ProfilerStep#1", 1, 0, 1000), _ev("user_annotation", "ProfilerStep#2", 1, 1000, 1000),
+           _ev("cpu_op", "fwd", 1, 50, 40), _ev("cuda_runtime", "cudaLaunchKernel", 1, 100, 10, correlation=7),
+           _ev("kernel", "k", 7, 150, 1350, pid=0, correlation=7, stream=7, device=0),
+           _ev("cuda_runtime", "cudaDeviceSynchronize", 1, 200, 1300, correlation=8),
+           _ev("cuda_sync", "Context Sync", -1, 1500, 1, pid=0, correlation=8, stream=-1, device=0,
+               cuda_sync_kind="Context Sync"),
+           {"ph": "M", "name": "process_labels", "pid": 0, "args": {"labels": "GPU 0"}}]
+    path = tmp_path / "sync.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": evs}, f)
+    t = polyprof.load(path)
+    g = build(t, 0, 1000 * US)
+    assert (g.time[g.dst] >= g.time[g.src]).all()
+    names = t.names(g.rows).tolist()
+    assert g.time[2 * names.index("cudaDeviceSynchronize") + 1] == 1500 * US  # not cut at 1000
+    step = _rows(cp.critical_path(t), 1)
+    assert step["k"]["path_ns"] <= step["k"]["span_ns"] == 1500 * US

@@ -312,8 +312,8 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     ``stream_order``: with the stream-order edges HTA's graph leaves out (False: HTA's
     graph alone, edge for edge); ``backward``: with the calling thread's wait for the
     backward pass on the autograd thread (False: HTA 0.5's graph, which has no edge
-    between threads; HTA 0.6 merges the two threads). The host calls end by ``t1``: a call
-    counts up to the step's end, only device work runs on past it (docs/analysis.md)."""
+    between threads; HTA 0.6 merges the two threads). The host calls end by ``t1`` but for
+    those waiting on device work (synchronisation): only device work runs on past it."""
     ctx = context(trace) if ctx is None else ctx
     start, end, track, names, cid, corr = ctx.start, ctx.end, ctx.track, ctx.names, ctx.cid, ctx.corr
     host, dev, dev_launch, sy, sy_call = window_rows(ctx, t0, t1) if rows_of is None else rows_of
@@ -325,7 +325,7 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     node_time = np.empty(2 * len(rows), np.int64)
     node_time[0::2] = start[rows]
     node_time[1::2] = end[rows]
-    np.minimum(node_time[1:2 * n_h:2], t1, out=node_time[1:2 * n_h:2])  # host calls cut at the window's end
+    node_time[1:2 * n_h:2] = np.where(np.isin(host, sy_call), end[host], np.minimum(end[host], t1))  # (the doc)
     gidx = ctx.graph_index  # event row -> graph event (-1 for none): set for this window, cleared after
     gidx[rows] = np.arange(len(rows))
     edges = _Edges()
