@@ -236,14 +236,19 @@ def _word_runs(t: str, spans: list[tuple[int, int]], shown: set[int], differ: li
     return shown, slack
 
 
+#: the most names :func:`_words` tells apart (more: the windows)
+MAX_WORDS_NAMES = 100
+
+
 def _words(texts: list[str], width: int) -> dict[str, str] | None:
     """Names made of words (``sm80_xmma_fprop_..._tilesize128x128x32_stage4_..._kernel_trt``)
     as their first word, the words that tell each from the others of those not in
     every name (tile size, layout, stage, ``aACCESS``), whole, then the others not in
     every name, and as many more of their first words as every name has room for,
     "…" between. None where a name is not all words, its words do not fit or two read
-    alike."""
-    if not all(t.replace("_", "").isalnum() and one_cell(t) for t in texts):
+    alike; None for more than :data:`MAX_WORDS_NAMES` names too (its choice is
+    quadratic in them: a table's top rows are a few dozen)."""
+    if len(texts) > MAX_WORDS_NAMES or not all(t.replace("_", "").isalnum() and one_cell(t) for t in texts):
         return None
     spans, words = [], []
     for t in texts:
