@@ -99,3 +99,27 @@ def test_a_host_process_named_copy_in_another_trace_stays_the_host(tmp_path):
     assert planes(t) == planes(before) and len(t.planes) == 3
     launches = np.isin(t.names(), ["cuLaunchKernel", "cudaLaunchKernel"])
     assert launches.any() and all(t.planes[t.track_plane[k]].kind == "host" for k in t.events["track"][launches])
+
+
+def test_rocprof_v1_output_directory_reads_as_its_results_json(tmp_path):
+    """rocprof (v1) writes results.json beside results.db and its CSV files: the database
+    is not taken for a second rank (which refused the directory); the directory is the
+    JSON's trace."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    (tmp_path / "results.json").write_text(json.dumps(_doc()))
+    with sqlite3.connect(tmp_path / "results.db") as db:
+        db.execute('CREATE TABLE KERN ("Index" INTEGER, "KernelName" TEXT, "BeginNs" INTEGER, "EndNs" INTEGER)')
+        db.execute("INSERT INTO KERN VALUES (0, 'elementwise_kernel', 773902406300661, 773902406305941)")
+        db.execute('CREATE TABLE HIP ("Index" INTEGER, "Name" TEXT, "BeginNs" INTEGER, "EndNs" INTEGER)')
+    (tmp_path / "results.stats.csv").write_text('"Name","Calls","TotalDurationNs","AverageNs","Percentage"\n')
+
+    def summary(target: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "polyprof", "summary", str(target)], capture_output=True,
+                              text=True, timeout=120)
+
+    of_dir, of_json = summary(tmp_path), summary(tmp_path / "results.json")
+    assert of_dir.returncode == 0 and of_json.returncode == 0, of_dir.stderr
+    assert of_dir.stdout == of_json.stdout and "elementwise_kernel" in of_dir.stdout

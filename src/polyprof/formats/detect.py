@@ -277,6 +277,8 @@ def why_not_a_trace(path: Path) -> str:
         return "empty"
     if _is_pprof(head):
         return _PPROF_IS
+    if _rocprof_v1_db(head, path):  # beside its results.json in rocprof's output directory
+        return "rocprof (v1)'s results.db; its timeline is results.json"
     fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
     if fmt is not None:
         return "" if fmt.name != "chrome-json" or _json_trace(path, head) else "JSON, not a Chrome/Kineto trace"
@@ -287,6 +289,13 @@ def why_not_a_trace(path: Path) -> str:
             or any(head.startswith(m) for m in _OTHER_COMPRESSION):
         return ""  # a trace polyprof cannot read as it is: the rank fails saying what to do
     return "not a format polyprof reads"
+
+
+def _rocprof_v1_db(head: bytes, path: Path) -> bool:
+    from . import sqlite_db
+    from .nsys import is_rocprof_v1_db  # (an SQLite file no reader took: whose it is)
+
+    return sqlite_db.sniff(head, path, is_rocprof_v1_db)
 
 
 def _json_trace(path: Path, head: bytes) -> bool:

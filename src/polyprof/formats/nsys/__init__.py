@@ -73,7 +73,7 @@ def read(conn: sqlite3.Connection, path: Path) -> Trace:
 def not_an_export(tabs: sqlite_db.Schema) -> str:
     names = sorted(tabs.columns)
     shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-    if names and set(names) <= _ROCPROF_V1_TABLES and any(tabs.has(t, "BeginNs", "EndNs") for t in names):
+    if is_rocprof_v1_db(tabs):
         return (f"rocprof (v1)'s results.db (tables {shown}): not read; polyprof reads the results.json "
                 "rocprof writes beside it (--hip-trace, --hsa-trace or --sys-trace) and rocprofv3's outputs")
     return ("an SQLite database, but not an Nsight Systems export (no StringIds with CUPTI/NVTX tables), "
@@ -83,6 +83,13 @@ def not_an_export(tabs: sqlite_db.Schema) -> str:
 
 #: the tables of rocprof (v1)'s results.db (the CSV files it also writes, as tables)
 _ROCPROF_V1_TABLES = frozenset({"HIP", "HSA", "OPS", "COPY", "KERN", "KFD", "ROCTX"})
+
+
+def is_rocprof_v1_db(tabs: sqlite_db.Schema) -> bool:
+    """Whether an SQLite file's tables are rocprof (v1)'s results.db (not read: its
+    results.json is the timeline)."""
+    names = set(tabs.columns)
+    return bool(names) and names <= _ROCPROF_V1_TABLES and any(tabs.has(t, "BeginNs", "EndNs") for t in names)
 
 
 @guarded
