@@ -26,7 +26,7 @@ _HOST_LANES = ("CPU HIP API", "HSA API", "CPU HSA API", "KFD API")
 def is_rocprof_v1(col: "_Collector") -> bool:
     """Whether the trace is rocprof v1's: a process named as its API lanes, or ``COPY``
     beside ``GPU<n>`` processes."""
-    names = {info.get("process_name") for info in col.process.values()}
+    names = {n for info in col.process.values() if isinstance(n := info.get("process_name"), str)}
     if any(n in names for n in _HOST_LANES):
         return True
     return "COPY" in names and any(isinstance(n, str) and n.startswith("GPU") and n[3:].isdigit() for n in names)
