@@ -361,7 +361,6 @@ def test_sql_of_more_columns_than_a_table_shows_prints_records():
     assert narrow.returncode == 0 and "┃ category" in narrow.stdout and "kernel" in narrow.stdout
 
 
-
 def test_a_narrow_counters_table_keeps_the_peak(pipeline_trace):
     """Where the counters table cannot show every column, the peak (``max``: the peak
     RSS) is the last of min / max / mean to go: at 80 columns a program's table had

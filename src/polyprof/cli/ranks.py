@@ -57,7 +57,6 @@ def is_job(files: list[str] | str, rank: int | None = None) -> bool:
     return len(files) > 1
 
 
-
 def analyze_ranks(args: argparse.Namespace) -> JobReport:
     """The job report of ``args.file`` (``load_ranks(...).analyze``) on ``--dask`` / ``-j``
     (default: local processes, one per core), over the window of the options."""

@@ -29,8 +29,6 @@ for a query you trust.
 """
 
 
-
-
 def register(sub: Subparsers) -> None:
     p = sub.add_parser("sql", help="run SQL (DuckDB) over a trace's events",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -203,7 +201,7 @@ def _records(title: str, names: list[str], rows: list[list[str]], width: int) ->
     """The rows as records, one ``column | value`` line per column (psql's expanded
     display), each value wrapped to the terminal's width: for a result with more
     columns than a table can show (``SELECT *``)."""
-    import textwrap
+    import textwrap  # (only for such a result)
 
     label = min(max(map(len, names), default=0), 24)
     room = max(width - label - 3, 20)
