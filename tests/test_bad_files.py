@@ -67,7 +67,7 @@ def _cases(tmp: Path) -> dict[str, tuple[bytes | None, str]]:
         "empty.json": (b"", "empty file"),
         "empty.json.gz": (gzip.compress(b""), "empty file"),
         "blank.json": (b"  \n", "empty file"),
-        "a_directory.json": (None, "is a directory"),
+        "a_directory.json": (None, "is a directory, not a trace file (polyprof.load_ranks reads its traces"),
         "cut.polyprof": (nat[: len(nat) // 2], ".polyprof"),
         "corrupt.polyprof": (nat[:100] + bytes(500) + nat[600:], ".polyprof"),
         # as kineto's tb_plugin keeps its samples: the message says how to decompress

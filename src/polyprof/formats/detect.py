@@ -221,7 +221,8 @@ def detect(path: str | Path) -> str:
 
         if nsys_reports(path):
             return "nsys-stats-csv"
-        raise TraceFormatError(path, "is a directory, not a trace file")
+        raise TraceFormatError(path, "is a directory, not a trace file (polyprof.load_ranks reads its traces as a "
+                                     "job's ranks; the polyprof commands read a directory of one trace as that trace)")
     head = _head(path)
     if _is_blank(path, head):
         raise TraceFormatError(path, "empty file")
