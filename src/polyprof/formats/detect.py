@@ -293,8 +293,11 @@ def why_not_a_trace(path: Path) -> str:
 
 
 def _rocprof_v1_db(head: bytes, path: Path) -> bool:
-    from . import sqlite_db
-    from .nsys import is_rocprof_v1_db  # (an SQLite file no reader took: whose it is)
+    """Whether ``path`` is rocprof (v1)'s results.db (``nsys.is_rocprof_v1_db``)."""
+    if not head.startswith(b"SQLite format 3\x00"):
+        return False
+    from . import sqlite_db  # (an SQLite file in a directory's listing: whose it is)
+    from .nsys import is_rocprof_v1_db  # (the same)
 
     return sqlite_db.sniff(head, path, is_rocprof_v1_db)
 
