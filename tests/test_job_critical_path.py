@@ -497,3 +497,66 @@ def test_gloo_sleep_mid_step_is_on_the_job_path(traces_dir):
         assert on[m & (rank == 1)].sum() > 0.7 * length
         change, n = what_if_op(job_graph(traces, k, clocks), 1, f"ProfilerStep#{numbers[k]}", 0.0)
         assert n == 1 and change < -40_000_000  # without the sleep the step gets shorter by most of it
+
+
+def test_gloo_wait_inside_a_range_with_children_is_replaced(traces_dir):
+    """FSDP2 on gloo (tests/data/traces/gloo_fsdp2, torch.profiler's JSON): rank 1 sleeps
+    200 ms before its optimizer step in ProfilerStep#3, so rank 0 waits for it in the first
+    all-gather of ProfilerStep#4. That ``gloo:all_gather`` range holds ops (``aten::empty``
+    at its start, the ``aten::select`` / ``aten::copy_`` that copy the shards in at its
+    end), so its span is several parts of the graph, not one edge. Only a start-to-end
+    edge was replaced by the joining edges: the 202.8 ms part between its children stayed,
+    and once rank 1's lead-in was taken away (``--what-if 1:ProfilerStep#4:0``) the path
+    ran through rank 0's own wait: "step -16.608 ms" for a 200 ms lead-in. Now every part
+    of a joined collective's span is replaced: without the sleep the step is a normal one."""
+    from polyprof.analyze.depgraph import OPERATOR
+    from polyprof.ranks.critical_path import align, what_if_op
+
+    d = traces_dir / "gloo_fsdp2"
+    traces = {r: polyprof.load(d / f"rank{r}.pt.trace.json.gz") for r in (0, 1)}
+    clocks = align(traces)
+    numbers = step_windows(traces[1])[0].tolist()
+    k = numbers.index(4)
+    jg = job_graph(traces, k, clocks)
+    g = jg.graph
+    names0 = traces[0].names()
+    mine = np.flatnonzero(jg.rank == 0)
+    gathers = [int(e) for e in mine if names0[g.rows[e]] == "gloo:all_gather"]
+    wait = max(gathers, key=lambda e: int(g.time[2 * e + 1] - g.time[2 * e]))
+    assert int(g.time[2 * wait + 1] - g.time[2 * wait]) > 190_000_000  # rank 0's wait for rank 1
+    parts = np.flatnonzero((g.owner == wait) & (g.etype == OPERATOR))
+    assert len(parts) == 0  # none of its span left beside the joining edges (there were 7)
+    inside = (g.time[2 * mine] > g.time[2 * wait]) & (g.time[2 * mine + 1] < g.time[2 * wait + 1])
+    assert inside.sum() >= 3  # the range holds ops: its span was more than one edge
+    base = longest_path(g).length
+    assert base > 200_000_000  # the sleep holds the step
+    change, n = what_if_op(jg, 1, f"ProfilerStep#{numbers[k]}", 0.0)
+    assert n == 1 and change < -180_000_000  # without the lead-in the step is a normal one
+    assert base + change < 45_000_000  # rank 1's own step, about 35 ms
+
+
+def test_tensor_parallel_wait_is_the_late_ranks(traces_dir):
+    """Tensor parallel on gloo (tests/data/traces/gloo_tp, torch.profiler's JSON): rank 0
+    sleeps 200 ms in ProfilerStep#2, and rank 1 waits for it in ProfilerStep#3's forward
+    all-reduce, a functional collective whose result its main thread waits for in
+    ``_c10d_functional::wait_tensor``. That op's span kept the wait as its own time, so
+    the path of ProfilerStep#3 blamed the waiting rank ("rank 1 holds 100%":
+    ``wait_tensor`` 201.7 ms) and the what-if taking away rank 0's lead-in changed nothing
+    ("+0.000 ms"). Now the op's time until the collective it waits for ends weighs
+    nothing, its end depends on that collective's end, and the path runs through rank 0's
+    late start."""
+    from polyprof.ranks.critical_path import align, job_critical_path, what_if_op
+
+    d = traces_dir / "gloo_tp"
+    traces = {r: polyprof.load(d / f"tp.rank{r}.pt.trace.json.gz") for r in (0, 1)}
+    clocks = align(traces)
+    numbers = step_windows(traces[1])[0].tolist()
+    k = numbers.index(3)
+    rows = job_critical_path(traces, [k], clocks)
+    rank, name, on = (np.asarray(rows[c]) for c in ("rank", "name", "on_path_ns"))
+    length = int(np.asarray(rows["path_ns"])[0])
+    assert 190_000_000 < length <= int(np.asarray(rows["span_ns"])[0])
+    assert on[rank == 0].sum() > 0.9 * length  # the late rank holds the step
+    assert int(on[name == "_c10d_functional::wait_tensor"].sum()) < 5_000_000  # not the wait
+    change, n = what_if_op(job_graph(traces, k, clocks), 0, f"ProfilerStep#{numbers[k]}", 0.0)
+    assert n == 1 and change < -180_000_000  # without rank 0's late start, a normal step

@@ -4,9 +4,12 @@ their matched collectives, and what-ifs on it.
 Each rank's graph is ``analyze/depgraph.py``'s over the step (by position: the k-th step
 of every rank). The k-th collective of a communicator (``ranks/collectives.py``: key and
 sequence) ends together on every rank, once the last rank has arrived: its span on each
-rank is replaced by edges from every rank's start to each rank's end, weighing the end
-less the last arrival's start. So a rank that waits in a collective depends on the last
-to arrive, and the job's longest path names the rank and the op that hold the step.
+rank (all of it: a gloo range's parts between the ops it holds too) is replaced by edges
+from every rank's start to each rank's end, weighing the end less the last arrival's
+start. So a rank that waits in a collective depends on the last to arrive, and the job's
+longest path names the rank and the op that hold the step. A host op that waits for a
+collective's result (``wait_tensor``, tensor parallel's) holds none of that wait: its end
+depends on the collective's end (:func:`_host_waits`).
 Point-to-point transfers (``p2p`` rows with a peer among the job's ranks) are joined by
 peer and order instead: the k-th send from rank a to b and the k-th recv on b from a; the
 recv's end depends on the send's start as on its own.
@@ -112,29 +115,8 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
     etype = np.concatenate([g.etype for g in parts])
     owner = np.concatenate([np.where(g.owner >= 0, g.owner + ev_off[i], -1) for i, g in enumerate(parts)])
     full = [m for m in matched.values() if len({i for i, _ in m}) == len(ranks) and len(m) == len(ranks)]
-    drop = np.zeros(len(src), bool)
-    add_s, add_d, add_w, add_o = [], [], [], []
-    for m in full:
-        evs = np.array([e for _, e in m], np.int64)
-        starts_n, ends_n = 2 * evs, 2 * evs + 1
-        last = int(time[starts_n].max())
-        drop |= (etype == OPERATOR) & np.isin(src, starts_n) & np.isin(dst, ends_n)
-        for s in starts_n.tolist():
-            for e, ev in zip(ends_n.tolist(), evs.tolist()):
-                add_s.append(s)
-                add_d.append(e)
-                add_w.append(max(int(time[e]) - last, 0))
-                add_o.append(ev)
-    for pair, snd in sends.items():  # the k-th send from a to b and the k-th recv on b from a
-        for a_ev, b_ev in zip(snd, recvs.get(pair, [])):
-            s_a, s_b, e_b = 2 * a_ev, 2 * b_ev, 2 * b_ev + 1  # the recv ends once the send has begun
-            last = max(int(time[s_a]), int(time[s_b]))
-            drop |= (etype == OPERATOR) & (src == s_b) & (dst == e_b)
-            for s in (s_a, s_b):
-                add_s.append(s)
-                add_d.append(e_b)
-                add_w.append(max(int(time[e_b]) - last, 0))
-                add_o.append(b_ev)
+    joins = _joining_edges(full, sends, recvs, time)
+    drop = _own_spans(etype, src, dst, owner, [o for *_, o in joins], len(ranks) == 1)
     host_joined = {i for m in full for i, e in m if not device[e]} if len(ranks) > 1 else set()
     e_off = np.cumsum([0] + [len(g.src) for g in parts])
     gaps = {i: _host_gaps(parts[i], traces[ranks[i]]) for i in sorted(host_joined)}
@@ -144,26 +126,92 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
     for i, mark in marks.items():  # the host time between a joined rank's ops, its step mark's
         e, w = gaps.get(i, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         weight[e + e_off[i]], owner[e + e_off[i]] = w, mark
-    for e_s, e_d, e_w, e_o in x_edges:
-        add_s.append(e_s)
-        add_d.append(e_d)
-        add_w.append(e_w)
-        add_o.append(e_o)
+    for i in sorted(host_joined):  # a host op that waits for a joined collective: the collective's end
+        e, w, waits = _host_waits(parts[i], traces[ranks[i]])
+        weight[e + e_off[i]] = w
+        x_edges += [(a + 2 * ev_off[i], b + 2 * ev_off[i], ww, o + ev_off[i]) for a, b, ww, o in waits]
     if x_rows:
         rank = np.concatenate([rank, np.array(x_rank, np.int64)])
         rows = np.concatenate([rows, np.array(x_rows, np.int64)])
         device = np.concatenate([device, np.zeros(len(x_rows), bool)])
         time = np.concatenate([time, np.array(x_time, np.int64)])
     keep = ~drop
-    n_add = len(add_s)
-    joined = DepGraph(rows, device, time,
-                      np.concatenate([src[keep], np.asarray(add_s, np.int64)]),
-                      np.concatenate([dst[keep], np.asarray(add_d, np.int64)]),
-                      np.concatenate([weight[keep], np.asarray(add_w, np.int64)]),
-                      np.concatenate([etype[keep], np.full(n_add, SYNC, np.int8)]),
-                      np.concatenate([owner[keep], np.asarray(add_o, np.int64)]))
+    x = np.array(joins + x_edges, np.int64).reshape(-1, 4)  # (source node, destination node, weight, owner)
+    joined = DepGraph(rows, device, time, np.concatenate([src[keep], x[:, 0]]), np.concatenate([dst[keep], x[:, 1]]),
+                      np.concatenate([weight[keep], x[:, 2]]), np.concatenate([etype[keep], np.full(len(x), SYNC, np.int8)]),
+                      np.concatenate([owner[keep], x[:, 3]]))
     return JobGraph(joined, rank, ranks, [traces[r] for r in ranks], len(full), min(first, default=0),
                     np.arange(len(x_rows), dtype=np.int64) + len(rows) - len(x_rows))
+
+
+def _joining_edges(full: list[list[tuple[int, int]]], sends: dict[tuple[int, int], list[int]],
+                   recvs: dict[tuple[int, int], list[int]], time: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """The edges (source node, destination node, weight, owner) that join the ranks: each
+    matched collective's (``full``: its events, one per rank) from every rank's start to
+    each rank's end, weighing the end less the last arrival's start; the k-th send from
+    rank a to b and the k-th recv on b from a: the recv's end depends on the send's start
+    as on its own."""
+    out: list[tuple[int, int, int, int]] = []
+    for m in full:
+        evs = [e for _, e in m]
+        last = max(int(time[2 * e]) for e in evs)
+        out += [(2 * s, 2 * e + 1, max(int(time[2 * e + 1]) - last, 0), e) for s in evs for e in evs]
+    for pair, snd in sends.items():
+        for a_ev, b_ev in zip(snd, recvs.get(pair, [])):
+            last = max(int(time[2 * a_ev]), int(time[2 * b_ev]))
+            out += [(s, 2 * b_ev + 1, max(int(time[2 * b_ev + 1]) - last, 0), b_ev) for s in (2 * a_ev, 2 * b_ev)]
+    return out
+
+
+#: host ops that wait for a collective's result (functional collectives: DTensor, tensor parallel)
+WAIT_OPS = ("_c10d_functional::wait_tensor", "c10d_functional::wait_tensor")
+
+
+def _host_waits(g: DepGraph, trace: Trace) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
+    """A rank joined through a CPU backend's collective whose host waits for one in an op
+    (``wait_tensor``: tensor parallel's functional collectives): the op's time until the
+    collective it waits for ends (the one of the rank's collectives that ended last
+    within the op) is that collective's wait, which the joining edges carry from the last
+    arrival. So the parts of the op's span before that end weigh nothing, and the op's
+    end depends on the collective's end. Before, the waiting rank's op kept the wait as
+    its own time: with the late rank's lead-in taken away (``--what-if 0:step:0``) the
+    path still ran through it (-2.9 ms of a 206 ms lead-in). Returns the op's span edges
+    and their weights, and the new edges (source node, destination node, weight, owner),
+    in ``g``'s numbering."""
+    ids = [i for i in (trace.string_id(n) for n in WAIT_OPS) if i >= 0]
+    none = np.zeros(0, np.int64)
+    if not ids or not len(g.rows):
+        return none, none, []
+    host = np.flatnonzero(~g.device)
+    waits = host[np.isin(np.asarray(trace.events["name"], np.int64)[g.rows[host]], ids)]
+    comm = np.flatnonzero(np.isin(g.rows, context(trace).host_comm))
+    c_end = g.time[2 * comm + 1]
+    edges, weights, new = [none], [none], []
+    for w in waits.tolist():
+        start, end = int(g.time[2 * w]), int(g.time[2 * w + 1])
+        inside = (c_end >= start) & (c_end <= end)
+        if not inside.any():
+            continue
+        c = int(comm[inside][np.argmax(c_end[inside])])
+        done = int(g.time[2 * c + 1])
+        own = np.flatnonzero((g.owner == w) & (g.etype == OPERATOR))
+        edges.append(own)
+        weights.append(np.maximum(g.time[g.dst[own]] - np.maximum(g.time[g.src[own]], done), 0))
+        new.append((2 * c + 1, 2 * w + 1, end - done, w))
+    return np.concatenate(edges), np.concatenate(weights), new
+
+
+def _own_spans(etype: np.ndarray, src: np.ndarray, dst: np.ndarray, owner: np.ndarray, events: list[int],
+               one_rank: bool) -> np.ndarray:
+    """Per edge: is it part of the own span of one of ``events`` (the joined collectives and
+    transfers), which the joining edges replace. All of each span, its parts between the
+    ops it holds too: a gloo range holds the ops that copy the result in after the wait,
+    and a part left would carry the rank's wait past the joining edges. In a job of one
+    rank, which waits for none, the start-to-end edge alone (its own graph's path)."""
+    drop = (etype == OPERATOR) & np.isin(owner, np.asarray(events, np.int64))
+    if one_rank:
+        drop &= (src == 2 * owner) & (dst == 2 * owner + 1)
+    return drop
 
 
 def _reference_seq(c: RankClock, ct: Table) -> np.ndarray:
