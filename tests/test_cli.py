@@ -429,3 +429,21 @@ def test_files_left_out_of_a_directory_are_said_once(tmp_path):
     r = cli("summary", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("left out, not traces") == 1 and "summary.json" in r.stderr, r.stderr
+
+
+def test_run_calls_the_programs_excepthook(tmp_path):
+    """A program that set its own ``sys.excepthook`` (torch.distributed's init_process_group
+    puts ``[rank0]:`` before every line of a rank's traceback; rich.traceback.install()
+    draws one) has its uncaught exception told by it under ``polyprof run``, as under
+    python; a hook that fails is said, then the exception, in python's words."""
+    script = tmp_path / "hook.py"
+    for body, first in (("    print(f'[custom hook] {t.__name__}: {v} at line {tb.tb_lineno}', file=sys.stderr)\n",
+                         "[custom hook] ValueError: boom at line 5"),
+                        ("    raise RuntimeError('hook failed')\n", "Error in sys.excepthook:")):
+        script.write_text("import sys\ndef hook(t, v, tb):\n" + body + "sys.excepthook = hook\nraise ValueError('boom')\n")
+        plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+        run = cli("run", "--no-summary", "-o", str(tmp_path / "h.polyprof"), str(script), cwd=tmp_path)
+        assert plain.returncode == run.returncode == 1, run.stderr
+        assert plain.stderr.splitlines()[0] == run.stderr.splitlines()[0] == first, run.stderr
+        assert ("Original exception was:" in plain.stderr) == ("Original exception was:" in run.stderr)
+        assert "ValueError: boom" in run.stderr

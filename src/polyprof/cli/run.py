@@ -138,10 +138,22 @@ _LAUNCHER_FILES = frozenset((__file__, getattr(runpy, "__file__", None) or "", "
 
 def _print_script_error(e: BaseException) -> None:
     """The traceback of the script's uncaught exception as python prints it: from the
-    script's frame on, without the launcher's frames beneath it."""
+    script's frame on, without the launcher's frames beneath it; through the program's
+    own ``sys.excepthook`` where it set one, as python calls it (torch.distributed's puts
+    ``[rank0]:`` before each line, rich's draws a panel); a hook that fails is said, then
+    the exception, as python does."""
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename in _LAUNCHER_FILES:
         tb = tb.tb_next
+    hook = sys.excepthook
+    if hook is not sys.__excepthook__:
+        try:
+            hook(type(e), e.with_traceback(tb), tb)
+            return
+        except Exception as failed:  # noqa: BLE001 - python's words for a hook that fails
+            print("Error in sys.excepthook:", file=sys.stderr)
+            traceback.print_exception(type(failed), failed, failed.__traceback__)
+            print("\nOriginal exception was:", file=sys.stderr)
     traceback.print_exception(type(e), e, tb)
 
 
