@@ -86,3 +86,49 @@ def test_no_empty_note_where_the_schedule_said_why(tmp_path):
     r = _run(tmp_path, _NUMPY, "--plugins", "host", "--schedule", "wait=1,warmup=1,active=2")
     assert r.returncode == 0 and r.stdout == "2666646666700000.0\n", r.stderr
     assert "recorded no step" in r.stderr and _EMPTY_NOTE not in r.stderr, r.stderr
+
+
+_FORKED = """\
+import os, time
+
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        burn(0.4)
+        os._exit(0)
+    kids.append(pid)
+burn(1.2)  # the parent does more than its children (as importing torch does)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("done")
+"""
+
+
+def test_an_empty_trace_names_its_forked_childrens_work(tmp_path):
+    """Forked workers did 0.8 s of CPU beside a parent that did more (importing torch):
+    the children's warning was kept for children that outworked their parent, so the
+    empty trace said nothing of them and the note asked for sections. An empty trace
+    names the children's CPU at any share."""
+    r = _run(tmp_path, _FORKED, "--plugins", "host")
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    trace = polyprof.load(tmp_path / "t.polyprof")
+    assert trace.n_events == 0
+    said = [w["message"] for w in trace.metadata.get("warnings", []) if "child processes" in w["message"]]
+    assert len(said) == 1 and float(said[0].split(" s of CPU")[0]) >= 0.7, said
+    assert "child processes" in r.stderr and _EMPTY_NOTE not in r.stderr, r.stderr
+
+
+def test_a_tensorflow_program_is_told_how_to_record_it(tmp_path):
+    """TensorFlow is not installed here: a module registered as ``tensorflow`` stands in
+    for a Keras-on-TensorFlow program, which polyprof run records nothing of."""
+    fake = "import sys, types\nsys.modules['tensorflow'] = types.ModuleType('tensorflow')\nprint('fit')\n"
+    r = _run(tmp_path, fake, "--plugins", "host")
+    assert r.returncode == 0 and r.stdout == "fit\n", r.stderr
+    assert "the program ran TensorFlow" in r.stderr and "tf.profiler.experimental.start" in r.stderr
+    assert _EMPTY_NOTE not in r.stderr, r.stderr

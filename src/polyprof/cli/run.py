@@ -425,6 +425,11 @@ def _note_nothing_recorded(trace: Trace) -> None:
     if ran and "jax" not in (trace.metadata.get(mkeys.PLUGINS) or {}):
         print("polyprof: note: the program ran JAX, whose work is not in this trace: polyprof records "
               "JAX only when asked, `polyprof run --plugins jax ...` (docs/plugins.md)", file=sys.stderr)
+    elif not trace.n_events and "tensorflow" in sys.modules:
+        print("polyprof: note: the program ran TensorFlow, which polyprof run does not record: record it with "
+              "TensorFlow's profiler (tf.profiler.experimental.start(LOGDIR) ... stop(), then polyprof summary "
+              "LOGDIR), or serve captures (tf.profiler.experimental.server.start(PORT), then polyprof capture "
+              "127.0.0.1:PORT; docs/capture.md)", file=sys.stderr)
     elif not trace.n_events and not trace.metadata.get(mkeys.WARNINGS) and not trace.metadata.get(mkeys.SCHEDULE):
         print("polyprof: note: nothing the program ran was recorded (no torch, OpenCL or JAX work, no "
               "sections): mark its parts with `with polyprof.section(\"name\"):` to see where its time goes "

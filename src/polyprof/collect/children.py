@@ -36,13 +36,16 @@ class ChildrenCPU:
             return None
         return (_cpu(resource.RUSAGE_SELF) - self._start[0], _cpu(resource.RUSAGE_CHILDREN) - self._start[1])
 
-    def warning(self) -> str | None:
-        """What the trace should say, or None when the children did little."""
+    def warning(self, recorded: bool = True) -> str | None:
+        """What the trace should say, or None when the children did little: less than
+        :data:`MIN_CHILDREN_S`, or less than this process where its trace ``recorded``
+        anything (an empty trace says so at any share: forked workers' torch work beside
+        a parent that mostly imported)."""
         got = self.since()
         if got is None:
             return None
         own, children = got
-        if children < MIN_CHILDREN_S or children < own:
+        if children < MIN_CHILDREN_S or (recorded and children < own):
             return None
         return (f"{children:.1f} s of CPU ran in child processes that ended during the session (this process: "
                 f"{own:.1f} s): multiprocessing or Dask workers, DataLoader workers, subprocesses; their work "

@@ -445,13 +445,13 @@ class Session:
         assert ctx is not None
         session: dict[str, object] = {"start_ns": ctx.start_ns, "stop_ns": end, **self._info()}
         warnings: list[object] = list(ctx.warnings)
-        children = self._children.since()
-        if children is not None:
+        if (children := self._children.since()) is not None:
             session["children_cpu_s"] = round(children[1], 3)
         if self.ended_by is not None:
             session["ended_by"] = self.ended_by
             warnings.append({"plugin": "session", "message": exits.ended_note(self.ended_by)})
-        for note in (self._children.warning(), background.memory_note(self._memory_errors)):
+        for note in (self._children.warning(any(p.n_events for p in parts)),
+                     background.memory_note(self._memory_errors)):
             if note is not None:
                 warnings.append({"plugin": "session", "message": note})
                 log.warning("%s", note)
