@@ -1054,3 +1054,34 @@ def test_calls_that_come_and_go_with_scheduling_are_not_the_programs_change():
     assert "B runs other work" not in " ".join(d.verdict)
     d = diff(a, run(rng, [5, 3, 6, 4, 5, 3, 6, 4, 5, 3, 6, 4], extra=True))  # 2 more calls in every step
     assert "B runs other work: kernel extra_kernel new" in " ".join(d.verdict)
+
+
+def _slept_steps(ms: list[float]) -> polyprof.Trace:
+    import time
+
+    with polyprof.profile(["host"], options={"host": {"sample_interval_s": 0}}) as s:
+        for m in ms:
+            with polyprof.section("work"):
+                time.sleep(m / 1000)
+            polyprof.step()
+    return s.trace
+
+
+def test_a_stall_that_moves_the_mean_is_named():
+    """B's steps are A's but one, 15x longer (a rank that waited once): the mean moves
+    by several times, the test (every step alike) calls no change, and the verdict says
+    that one step moved the mean, how long it took against the median."""
+    from polyprof.analyze.units import fmt_ns
+
+    a = _slept_steps([10.0] * 7)
+    b = _slept_steps([10.0] * 3 + [150.0] + [10.0] * 3)
+    r = diff(a, b)
+    text = "\n".join(r.verdict)
+    st = r.step_time
+    assert not st["change"] and st["mean_ns_b"] > 2 * st["mean_ns_a"], text
+    assert st["stalls_b"] == 1 and st["longest_ns_b"] >= 150e6 and st["stalls_a"] == 0
+    ratio = st["longest_ns_b"] / st["median_ns_b"]
+    assert f"B's longest step took {fmt_ns(st['longest_ns_b'])}, {ratio:,.0f}x its median step" in text, text
+    assert "one stall moves its mean" in text and ratio >= 5, text
+    same = diff(a, _slept_steps([10.0] * 7))
+    assert "stall" not in "\n".join(same.verdict)

@@ -53,7 +53,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .common import CLASS_NAMES, device_view
 from .diff_stats import TESTS, Compared, Samples, adjust, change_of, compare, decide
-from .diff_verdict import ranks_apart, sign_notes, verdict_lines
+from .diff_verdict import STALL, ranks_apart, sign_notes, verdict_lines
 from .frames import column, frame
 from .names import normalize_name
 from .ops import merged_into
@@ -530,7 +530,20 @@ def _step_time(acc: _Collector, whole: bool, alpha: float, floors: tuple[float, 
                                  testable)
     return {"steps_a": n_a, "steps_b": n_b, "mean_ns_a": mean_a, "mean_ns_b": mean_b, "delta_ns": delta,
             "rel_change": rel, "p_value": p, "significant": sig[0], "change": change[0], "reason": reason[0],
-            "unit": "trace" if whole else "step"}
+            "unit": "trace" if whole else "step", **_longest("a", sa), **_longest("b", sb)}
+
+
+def _longest(side: str, s: Samples) -> dict[str, float | int]:
+    """A side's longest step (and its rank), its median step, and its stalls (steps of at
+    least ``diff_verdict.STALL`` times the median: how many, and what they add to the
+    mean over the median): a stall can move the mean where the test, which weighs each
+    step alike, sees no change (the verdict says so)."""
+    x = s.x[0]
+    k, med = int(np.argmax(x)), float(np.median(x))
+    stalls = x[x >= STALL * med] if med > 0 else x[:0]
+    return {f"longest_ns_{side}": float(x[k]), f"longest_rank_{side}": int(s.rank[k]), f"median_ns_{side}": med,
+            f"ranks_{side}": len(set(s.rank.tolist())), f"stalls_{side}": len(stalls),
+            f"stall_ns_{side}": float((stalls - med).sum()) / len(x)}
 
 
 def _changes(tables: dict[str, Table]) -> list[dict[str, Any]]:

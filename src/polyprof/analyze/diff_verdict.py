@@ -62,6 +62,7 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
         lines.append(f"{unit.capitalize()} time: {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} per "
                      f"{unit} ({_pct(st['rel_change'])}{_p(st['p_value'])}; {st['steps_a']} vs "
                      f"{st['steps_b']} {unit}s): {what}.")
+        lines += _stalls(st, unit, fmt_ns)
     if reason is not None:
         lines.append(f"No change is called significant: {reason}.")
         rows = []
@@ -102,6 +103,30 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
             lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
                          "side has several runs (polyprof diff A1 A2 -- B1 B2).")
     return lines
+
+
+#: a step this many times its side's median step is a stall (as a long first step is set-up)
+STALL = 5.0
+
+
+def _stalls(st: dict[str, Any], unit: str, fmt_ns: Callable[[float], str]) -> list[str]:
+    """Where the step time is not called changed: a side whose longest step is a stall
+    that moves most of the difference of the means (a rank that waited 300 ms once), which
+    a test that weighs every step alike does not call a change."""
+    if st.get("change"):
+        return []
+    out = []
+    for side in ("b", "a"):
+        top, med, n = st.get(f"longest_ns_{side}", 0.0), st.get(f"median_ns_{side}", 0.0), st.get(f"stalls_{side}", 0)
+        moved = abs(st["mean_ns_b"] - st["mean_ns_a"])
+        if not n or n * 2 > st[f"steps_{side}"] or st[f"stall_ns_{side}"] < 0.5 * moved:
+            continue
+        where = f" (rank {st[f'longest_rank_{side}']})" if st.get(f"ranks_{side}", 1) > 1 else ""
+        few = "one stall moves" if n == 1 else f"{n} {unit}s of {STALL:g}x the median or more move"
+        out.append(f"{side.upper()}'s longest {unit}{where} took {fmt_ns(top)}, {top / med:,.0f}x its median "
+                   f"{unit} ({fmt_ns(med)}): {few} its mean, which a test weighing every {unit} alike does not "
+                   f"call a change; polyprof summary of {side.upper()} shows its {unit}s.")
+    return out
 
 
 def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
