@@ -361,3 +361,22 @@ def test_handed_off_matches_one_query_per_thread():
             projection._PAIRS = old
         if trial == 0:
             assert (want != lt).any()  # some launches were handed over
+
+
+def test_torch_compile_metadata_marks_are_not_sections():
+    """torch.compile records an empty ``record_function`` named ``<event>_data: key=value``
+    beside each timed compile event (``CompileEventLogger.add_record_function_data``): 46
+    of them filled an AOTInductor program's Sections table. They are metadata, not
+    sections; a section of the program named alike without ``key=`` stays one."""
+    from polyprof.analyze.sections import section_stats
+    from polyprof.analyze.frames import column
+
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host", pid=100), "main", "thread", tid=1)
+    b.event(th, "compile_file (dynamo_timed)", 0, 4_000 * US, "cpu_op")
+    b.event(th, "compile_file_data: compile_id=None", 10 * US, 15 * US, "user_annotation")
+    b.event(th, "Scheduler.fused_nodes_data: compile_id=0/0", 40 * US, 60 * US, "user_annotation")
+    b.event(th, "train", 5_000 * US, 900 * US, "user_annotation")
+    b.event(th, "load_data: shard 3", 6_000 * US, 100 * US, "user_annotation")
+    t = b.build()
+    assert sorted(column(section_stats(t), "name").tolist()) == ["load_data: shard 3", "train"]

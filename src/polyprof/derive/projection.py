@@ -22,6 +22,7 @@ import numpy as np
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, unique
+from ..trace.vocabulary import TORCH_METADATA_MARKS
 from . import cache
 from .correlate import Correlation
 from .intervals import RangeMinMax, TimeKeys, _max, innermost
@@ -144,12 +145,18 @@ def project_rows(trace: Trace, corr: Correlation, rows: np.ndarray, plane: int |
 
 
 def section_rows(trace: Trace) -> np.ndarray:
-    """Host sections: annotations (user_annotation, polyprof sections) that are not steps."""
+    """Host sections: annotations (user_annotation, polyprof sections) that are not steps,
+    nor torch.compile's metadata marks (``vocabulary.TORCH_METADATA_MARKS``)."""
     rows = trace.rows_of_kind(Kind.ANNOTATION)
     if not len(rows):
         return rows
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     rows = rows[host[trace.track_plane[trace.events["track"][rows]]]]
+    names = trace.events["name"][rows]
+    ids = np.unique(names)
+    marks = [i for i in ids.tolist() if "_data: " in trace.strings[i] and TORCH_METADATA_MARKS.match(trace.strings[i])]
+    if marks:
+        rows = rows[~np.isin(names, marks)]
     # np.setdiff1d (sorted distinct rows not steps), as a mask: its first call pays a set-up
     step = np.zeros(trace.n_events, bool)
     step[cache.steps(trace).rows] = True

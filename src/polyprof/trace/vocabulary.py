@@ -107,3 +107,8 @@ PROFILER_STEP_PREFIX = "ProfilerStep#"
 #: ``context.prefetchInputs`` (Bazel) are not input pipelines
 INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "iterator::", "prefetch_to_device",
                  "prefetchdataset", "prefetchloader", "prefetcher")
+
+#: torch.compile's metadata marks: ``CompileEventLogger.add_record_function_data`` records
+#: an empty ``record_function`` named ``<event>_data: <key>=<value>, ...`` beside its
+#: timed events (``compile_file (dynamo_timed)``), metadata, not a section of the program
+TORCH_METADATA_MARKS = re.compile(r"^[\w.<>\[\] ]+_data: \w+=")
