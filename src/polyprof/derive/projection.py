@@ -21,7 +21,7 @@ import numpy as np
 
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, unique
+from ..trace.sorting import lexsort, member, unique
 from ..trace.vocabulary import TORCH_METADATA_MARKS
 from . import cache
 from .correlate import Correlation
@@ -153,10 +153,10 @@ def section_rows(trace: Trace) -> np.ndarray:
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     rows = rows[host[trace.track_plane[trace.events["track"][rows]]]]
     names = trace.events["name"][rows]
-    ids = np.unique(names)
-    marks = [i for i in ids.tolist() if "_data: " in trace.strings[i] and TORCH_METADATA_MARKS.match(trace.strings[i])]
+    marks = [i for i in unique(names).tolist() if "_data: " in trace.strings[i]
+             and TORCH_METADATA_MARKS.match(trace.strings[i])]
     if marks:
-        rows = rows[~np.isin(names, marks)]
+        rows = rows[~member(names, np.array(marks, names.dtype))]
     # np.setdiff1d (sorted distinct rows not steps), as a mask: its first call pays a set-up
     step = np.zeros(trace.n_events, bool)
     step[cache.steps(trace).rows] = True
