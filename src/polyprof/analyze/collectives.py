@@ -4,7 +4,10 @@ alignment, stragglers, collective statistics and transfers work from.
 A collective is a communication kernel on a device (NCCL, RCCL: ``ncclKernel_*``,
 ``ncclDevKernel_*``, named as ``analyze.common.activity_class`` calls communication) or,
 in a trace without device communication, a CPU collective (``gloo:all_reduce``,
-``mpi:*``: the work from its post to its completion, on whichever thread ran it).
+``mpi:*``: the work from its post to its completion, on whichever thread ran it) or an
+XLA collective op that XLA's CPU backend ran on a host thread (``all-reduce.2``; an
+async one's ``-start`` and its ``-done`` are one collective, from the start's start to the
+done's end). On a device an XLA op named so (a TPU's ``all-reduce``) is communication too.
 Point-to-point rows (``p2p``: send, recv, NCCL's SendRecv kernels) are transfers, never
 collectives, unless a collective op encloses their launch (below): they bind two ranks,
 not a group, and have a ``peer`` where the trace says who (``Src Rank`` / ``Dst Rank``,
@@ -49,9 +52,10 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.sorting import first_and_inverse, member, unique
+from ..trace.vocabulary import XLA_COLLECTIVE_OP
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
-from .inputs import cpu_comm_rows
+from .inputs import cpu_comm_rows, xla_host_rows
 from .table import Table
 from .window import selection
 
@@ -81,7 +85,10 @@ _BARE_OPS = frozenset({"alltoall", "alltoallv", "allgather", "reducescatter"})
 
 def normalise_op(text: str) -> str:
     """``ncclKernel_AllReduce_RING_LL_Sum_float(...)``, ``allreduce``, ``gloo:all_reduce``,
-    ``nccl:_all_gather_base`` -> ``allreduce`` / ``allgather``."""
+    ``nccl:_all_gather_base``, XLA's ``all-reduce-start.1`` -> ``allreduce`` / ``allgather``."""
+    x = XLA_COLLECTIVE_OP.match(text.lower())
+    if x:
+        return x.group(1).replace("-", "")
     m = _KERNEL_OP.search(text)
     s = m.group(1) if m else text.split(":", 1)[-1]
     s = s.lower().replace("_", "").replace("-", "")
@@ -175,14 +182,40 @@ def _sequence(keys: np.ndarray, recorded: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def collective_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, start, end) of the rank's collectives and transfers: device communication
-    kernels, else the CPU backends' work ranges (gloo, MPI)."""
+    kernels, else the CPU backends' work ranges (gloo, MPI) and XLA's collective ops on
+    host threads (:func:`xla_async_spans`)."""
     v = device_view(trace)
     sel = v.cls == COMMUNICATION
     if sel.any():
         return v.rows[sel], v.start[sel], v.end[sel]
     rows = cpu_comm_rows(trace)
     st = trace.start_ns[rows]
-    return rows, st, st + trace.dur_ns[rows]
+    x, xs, xe = xla_async_spans(trace, xla_host_rows(trace))
+    return np.r_[rows, x], np.r_[st, xs], np.r_[st + trace.dur_ns[rows], xe]
+
+
+def xla_async_spans(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, start, end) of XLA collective op rows with each async op's two halves as
+    one: a ``-start`` row spans to the end of the first ``-done`` of the same name after
+    it (``all-reduce-start.1`` -> ``all-reduce-done.1``, in time order, on any thread);
+    the ``-done`` rows are left out (one whose start the trace missed too). A start
+    without its done keeps its own span."""
+    ev = trace.events
+    st = np.asarray(ev["start_ns"][rows], np.int64)
+    en = st + np.asarray(ev["dur_ns"][rows], np.int64)
+    names = trace.names(rows) if len(rows) else np.zeros(0, object)
+    phase = [m.group(2) if (m := XLA_COLLECTIVE_OP.match(str(n))) else None for n in names]
+    if not any(phase):
+        return rows, st, en
+    keep = np.array([p != "-done" for p in phase], bool)
+    pending: dict[str, list[int]] = {}
+    for i in np.argsort(st, kind="stable").tolist():
+        if phase[i] == "-start":
+            pending.setdefault(str(names[i]).replace("-start", "-done", 1), []).append(i)
+        elif phase[i] == "-done" and pending.get(str(names[i])):
+            first = pending[str(names[i])].pop(0)
+            en[first] = max(en[first], en[i])
+    return rows[keep], st[keep], en[keep]
 
 
 def _json(x: object) -> object:
@@ -315,6 +348,9 @@ def _collective_table(trace: Trace) -> Table:
     host = ~member(rows, device_view(trace).rows)
     for i in np.flatnonzero((nbytes == 0) & host).tolist():
         nbytes[i] = shape_bytes(st[keys.INPUT_DIMS][i], st[keys.INPUT_TYPE][i])
+    xla = np.flatnonzero((nbytes == 0) & np.array([bool(XLA_COLLECTIVE_OP.match(str(n))) for n in names], bool))
+    if len(xla):
+        nbytes[xla] = hlo_bytes(trace, rows[xla])
     peer, peer_from, posted = _peers(trace, rows, ops, host, st)
     ops, peer, peer_from, grouped = _group_ops(trace, rows, ops, host, posted, peer, peer_from)
     o = np.argsort(start, kind="stable")  # time order (of the ranges: the order ranks/critical_path.py takes)
@@ -330,6 +366,38 @@ def _collective_table(trace: Trace) -> Table:
                   "dur_ns": (end - start)[o].astype(np.int64), "bytes": nbytes[o], "group_size": group[o],
                   "p2p": np.fromiter((x in _P2P for x in ops[o]), bool, len(o)), "peer": peer[o],
                   "peer_from": peer_from[o], "host": host[o], "row": rows[o].astype(np.int64)})
+
+
+def hlo_bytes(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Bytes of XLA collective op rows (ascending) from the HLO the file holds (JAX writes
+    it on ``/host:metadata``): the larger of the op's result and its operands (an
+    all-reduce's arrays, an all-gather's result, a reduce-scatter's input: nccl-tests'
+    size); 0 where the module or the op is not found, and for an async ``-start`` other
+    than an all-reduce's (its result pairs operands with results)."""
+    out = np.zeros(len(rows), np.int64)
+    st = _stats(trace, rows, (keys.HLO_OP, keys.HLO_MODULE, keys.PROGRAM_ID))
+    if not len(rows) or (st[keys.HLO_OP] == None).all():  # noqa: E711
+        return out
+    from ..formats.xspace.gpu import hlo_modules  # the HLO decoder only for a trace with XLA collectives
+    from ..formats.xspace.hlo_cost import nbytes  # (as above)
+
+    hm, by_module = hlo_modules(trace), {}
+    for i, (op, mod, pid) in enumerate(zip(st[keys.HLO_OP], st[keys.HLO_MODULE], _num(st[keys.PROGRAM_ID], -1))):
+        key = hm.key(str(mod), int(pid)) if op is not None and mod is not None else None
+        if key is None or ("-start" in str(op) and not str(op).startswith("all-reduce")):
+            continue
+        if key not in by_module:
+            m = hm.module(key)
+            by_module[key] = {} if m is None else {x: ins for c in m.computations for ins in c.instructions
+                                                    for x in (ins.name, ins.id)}
+        found = by_module[key]
+        ins = found.get(str(op))
+        try:
+            if ins is not None:
+                out[i] = int(max([nbytes(ins.shape)] + [nbytes(found[o].shape) for o in ins.operand_ids if o in found]))
+        except ValueError:  # a damaged shape: no size
+            pass
+    return out
 
 
 def group_op(name: str) -> str:

@@ -12,8 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace import keys
+from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.vocabulary import GRAPH_LAUNCH_MARKERS, PROFILER_RANGE_CATEGORY
+from ..trace.sorting import member
+from ..trace.vocabulary import (GRAPH_LAUNCH_MARKERS, PROFILER_RANGE_CATEGORY, XLA_COLLECTIVE_OP,
+                                  XLA_COLLECTIVE_OPS)
 from .common import COMMUNICATION, device_view
 
 #: the names of the CPU backends' work ranges (``analyze/collectives.py``)
@@ -40,10 +43,31 @@ def cpu_comm_rows(trace: Trace) -> np.ndarray:
     return np.flatnonzero(np.isin(trace.events["name"], ids) & (trace.events["dur_ns"] > 0))
 
 
+def xla_host_rows(trace: Trace) -> np.ndarray:
+    """Rows of XLA's collective HLO ops run on host threads (``all-reduce.2``,
+    ``all-gather-start.1``: :data:`~polyprof.trace.vocabulary.XLA_COLLECTIVE_OP`): XLA's
+    CPU backend runs a program's ops as host events (kind KERNEL on a host plane), which
+    the device activity leaves out. Its passes' TraceMe (``all-reduce-combiner``) are not
+    ops."""
+    if not trace.n_events:
+        return np.zeros(0, np.int64)
+    ids = [i for i, s in enumerate(trace.strings) if s.startswith(XLA_COLLECTIVE_OPS) and XLA_COLLECTIVE_OP.match(s)]
+    if not ids:
+        return np.zeros(0, np.int64)
+    ev = trace.events
+    rows = np.flatnonzero(member(ev["name"], np.array(ids, np.int64)) & (trace.kinds == Kind.KERNEL))
+    host = np.array([p.kind == "host" for p in trace.planes], bool)
+    derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
+    tr = ev["track"][rows]
+    return rows[host[trace.track_plane[tr]] & ~derived[tr]]
+
+
 def communication(trace: Trace) -> bool:
     """What ``collectives.collective_rows`` finds: a device communication activity, else
-    a CPU backend's work range (``collective_stats``, ``transfers``)."""
-    return bool(np.any(device_view(trace).cls == COMMUNICATION)) or len(cpu_comm_rows(trace)) > 0
+    a CPU backend's work range or an XLA collective op on a host thread
+    (``collective_stats``, ``transfers``)."""
+    return (bool(np.any(device_view(trace).cls == COMMUNICATION)) or len(cpu_comm_rows(trace)) > 0
+            or len(xla_host_rows(trace)) > 0)
 
 
 def memory_events(trace: Trace) -> bool:

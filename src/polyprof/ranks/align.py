@@ -174,16 +174,29 @@ def _all_recorded(t: Table) -> bool:
 
 
 def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, monotonic: dict[int, bool],
-              note: str = "") -> RankClock:
+              note: str = "", counts: tuple[int, int] | None = None) -> RankClock:
+    """The rank on its recorded clock. ``counts``: the collectives of the rank and of the
+    reference rank (a rank without any has none to match: recording the same steps would
+    not help). An anchor's ``host`` (``ranks/result.anchor_of``) tells whether the two
+    ranks share one host, and so one wall clock."""
     a, b = anchors.get(rank), anchors.get(ref)
-    why = "no collective matched the reference rank's" + (f", and {note}" if note else "")
+    mine, theirs = counts or (1, 1)
+    why = (f"rank {rank} recorded no collective" if not mine else
+           f"the reference rank {ref} recorded no collective" if not theirs else
+           "no collective matched the reference rank's") + (f", and {note}" if note else "")
+    ha, hb = (a or {}).get("host"), (b or {}).get("host")
+    same = bool(ha) and ha == hb
     if monotonic.get(rank) and monotonic.get(ref) and a and b:
         fit = clock.from_anchors(a, b, method="wall anchors")
         fit = clock.constant(fit.offset_ns, math.nan, "wall anchors")
-        msg = f"{why}: placed by the two hosts' wall clocks (bound unknown)"
+        clocks = (f"their host's ({ha}) wall clock, which both ranks read" if same else
+                  "the two hosts' wall clocks" if ha and hb else "the ranks' wall-clock anchors")
+        msg = f"{why}: placed by {clocks} (bound unknown)"
     else:
         fit = clock.constant(0, math.nan, "recorded clock")
-        msg = f"{why}: times kept as recorded (wall clock; hosts agree only as well as NTP keeps them)"
+        agree = (f"both ranks read the wall clock of one host, {ha}" if same else
+                 "hosts agree only as well as NTP keeps them")
+        msg = f"{why}: times kept as recorded (wall clock; {agree})"
     return RankClock(rank, fit, False, 0, 0, msg)
 
 
@@ -228,7 +241,8 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
     why = _by_transfers(tables, ref, out)
     for r in ranks:
         if r not in out:
-            out[r] = _fallback(r, anchors, ref, monotonic, why.get(r) or _no_peer(tables[r]))
+            out[r] = _fallback(r, anchors, ref, monotonic, why.get(r) or _no_peer(tables[r]),
+                               (_n_group(tables[r]), _n_group(tables[ref])))
     return out
 
 

@@ -88,8 +88,12 @@ def rank_collectives(trace: Trace, windowed: Trace) -> Any:
 
 
 def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
-    """The rank's wall anchor (if any) and whether its times are polyprof's monotonic clock."""
+    """The rank's wall anchor (if any) and whether its times are polyprof's monotonic clock.
+    The anchor names the rank's host (``host``) where its sources name one."""
     anchor = trace.metadata.get(mkeys.WALL_ANCHOR)
+    hosts = {s.host for s in trace.sources if s.host}
+    if isinstance(anchor, dict) and len(hosts) == 1:
+        anchor = {**anchor, "host": hosts.pop()}
     return (anchor if isinstance(anchor, dict) and "wall_ns" in anchor else None,
             str(trace.metadata.get(mkeys.CLOCK_NAME, "")).startswith(mkeys.REFERENCE_CLOCK))
 

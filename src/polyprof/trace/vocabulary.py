@@ -96,6 +96,15 @@ GRAPH_NODE_STATS = ("graphNodeId", "graph node id", "graph_node_id")
 #: the arg of a launch call that names its kernel (Kineto's HIP launches)
 LAUNCH_KERNEL_STAT = "kernel"
 
+#: XLA's collective HLO ops, as its instructions are named (exact, lower-case: the base
+#: op, an async op's ``-start`` / ``-done`` half, a ``.N`` number): ``all-reduce.2``,
+#: ``all-gather-start.1``, ``collective-permute-done``. Not its passes' names
+#: (``all-reduce-combiner``) nor the ops' completion marks (``end: all-reduce.2``).
+XLA_COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all",
+                      "collective-permute", "collective-broadcast")
+XLA_COLLECTIVE_OP = re.compile(r"^(" + "|".join(re.escape(o) for o in XLA_COLLECTIVE_OPS)
+                               + r")(-start|-done)?(?:\.\d+)*$")
+
 #: PyTorch's step ranges, ``ProfilerStep#N`` (exact match; the group is the step number)
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 #: what polyprof names a step when it writes one into torch's trace
