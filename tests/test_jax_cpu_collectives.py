@@ -152,3 +152,17 @@ def test_a_job_on_one_host_says_so(tmp_path):
     al = polyprof.load_ranks([tmp_path / f"rank{r}.xplane.pb" for r in (0, 1)]).analyze().tables["rank_alignment"]
     msg = str(al["message"][al["rank"].tolist().index(1)])
     assert host and f"one host, {host}" in msg and "NTP" not in msg, msg
+
+
+def test_ranks_without_collectives_are_not_told_to_record_the_same_steps(tmp_path):
+    """Two ranks that recorded no collective polyprof recognises: the not-aligned finding
+    said to record the same steps on every rank, which cannot help; it says there is
+    nothing to match."""
+    from polyprof.ranks.traceset import load_ranks
+
+    kineto = Path(__file__).resolve().parent / "data" / "traces" / "kineto"
+    shutil.copy(kineto / "triton_example.json.gz", tmp_path / "r0.json.gz")
+    shutil.copy(kineto / "cuda_event_sync_multistream.json.gz", tmp_path / "r1.json.gz")
+    found = [f for f in load_ranks(str(tmp_path)).analyze(jobs=1).findings if f.id == "ranks_not_aligned"]
+    assert len(found) == 1 and "recorded no collective" in found[0].evidence["message"]
+    assert "nothing to match" in found[0].suggestion and "same steps" not in found[0].suggestion

@@ -235,12 +235,16 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
     out = []
     bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
     if len(bad):
+        message = str(bad["message"][0])
         out.append(Finding("ranks_not_aligned", f"{len(bad)} rank(s) could not be aligned from collectives "
                                                  "or transfers",
-                           "low", "", {"ranks": bad["rank"].tolist(), "message": str(bad["message"][0])},
-                           suggestion="Cross-rank timing for these ranks rests on their recorded clocks; record "
-                                      "the same steps on every rank (same profiler schedule) so their collectives "
-                                      "can be matched."))
+                           "low", "", {"ranks": bad["rank"].tolist(), "message": message},
+                           suggestion="Cross-rank timing for these ranks rests on their recorded clocks; " + (
+                               "they recorded no collective polyprof recognises (communication kernels, gloo or "
+                               "MPI ranges, XLA collective ops), so there is nothing to match."
+                               if "recorded no collective" in message else
+                               "record the same steps on every rank (same profiler schedule) so their "
+                               "collectives can be matched.")))
     n = len(per_rank)
     if n < 2 or not len(per_coll):
         return out
