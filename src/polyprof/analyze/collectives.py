@@ -86,7 +86,7 @@ _BARE_OPS = frozenset({"alltoall", "alltoallv", "allgather", "reducescatter"})
 def normalise_op(text: str) -> str:
     """``ncclKernel_AllReduce_RING_LL_Sum_float(...)``, ``allreduce``, ``gloo:all_reduce``,
     ``nccl:_all_gather_base``, XLA's ``all-reduce-start.1`` -> ``allreduce`` / ``allgather``."""
-    x = XLA_COLLECTIVE_OP.match(text.lower())
+    x = re.match(XLA_COLLECTIVE_OP, text.lower())
     if x:
         return x.group(1).replace("-", "")
     m = _KERNEL_OP.search(text)
@@ -204,7 +204,7 @@ def xla_async_spans(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     st = np.asarray(ev["start_ns"][rows], np.int64)
     en = st + np.asarray(ev["dur_ns"][rows], np.int64)
     names = trace.names(rows) if len(rows) else np.zeros(0, object)
-    phase = [m.group(2) if (m := XLA_COLLECTIVE_OP.match(str(n))) else None for n in names]
+    phase = [m.group(2) if (m := re.match(XLA_COLLECTIVE_OP, str(n))) else None for n in names]
     if not any(phase):
         return rows, st, en
     keep = np.array([p != "-done" for p in phase], bool)
@@ -348,7 +348,7 @@ def _collective_table(trace: Trace) -> Table:
     host = ~member(rows, device_view(trace).rows)
     for i in np.flatnonzero((nbytes == 0) & host).tolist():
         nbytes[i] = shape_bytes(st[keys.INPUT_DIMS][i], st[keys.INPUT_TYPE][i])
-    xla = np.flatnonzero((nbytes == 0) & np.array([bool(XLA_COLLECTIVE_OP.match(str(n))) for n in names], bool))
+    xla = np.flatnonzero((nbytes == 0) & np.array([bool(re.match(XLA_COLLECTIVE_OP, str(n))) for n in names], bool))
     if len(xla):
         nbytes[xla] = hlo_bytes(trace, rows[xla])
     peer, peer_from, posted = _peers(trace, rows, ops, host, st)

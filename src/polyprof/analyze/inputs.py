@@ -9,6 +9,8 @@ collectives does not import those modules (tests/test_analysis_inputs.py).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..trace import keys
@@ -51,7 +53,7 @@ def xla_host_rows(trace: Trace) -> np.ndarray:
     ops."""
     if not trace.n_events:
         return np.zeros(0, np.int64)
-    ids = [i for i, s in enumerate(trace.strings) if s.startswith(XLA_COLLECTIVE_OPS) and XLA_COLLECTIVE_OP.match(s)]
+    ids = [i for i, s in enumerate(trace.strings) if s.startswith(XLA_COLLECTIVE_OPS) and re.match(XLA_COLLECTIVE_OP, s)]
     if not ids:
         return np.zeros(0, np.int64)
     ev = trace.events

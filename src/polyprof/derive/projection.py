@@ -16,6 +16,7 @@ stays there, and framework ops never take work from other threads.
 
 from __future__ import annotations
 
+import re
 
 import numpy as np
 
@@ -154,7 +155,7 @@ def section_rows(trace: Trace) -> np.ndarray:
     rows = rows[host[trace.track_plane[trace.events["track"][rows]]]]
     names = trace.events["name"][rows]
     marks = [i for i in unique(names).tolist() if "_data: " in trace.strings[i]
-             and TORCH_METADATA_MARKS.match(trace.strings[i])]
+             and re.match(TORCH_METADATA_MARKS, trace.strings[i])]
     if marks:
         rows = rows[~member(names, np.array(marks, names.dtype))]
     # np.setdiff1d (sorted distinct rows not steps), as a mask: its first call pays a set-up

@@ -102,8 +102,8 @@ LAUNCH_KERNEL_STAT = "kernel"
 #: (``all-reduce-combiner``) nor the ops' completion marks (``end: all-reduce.2``).
 XLA_COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all",
                       "collective-permute", "collective-broadcast")
-XLA_COLLECTIVE_OP = re.compile(r"^(" + "|".join(re.escape(o) for o in XLA_COLLECTIVE_OPS)
-                               + r")(-start|-done)?(?:\.\d+)*$")
+XLA_COLLECTIVE_OP = (r"^(" + "|".join(re.escape(o) for o in XLA_COLLECTIVE_OPS)
+                     + r")(-start|-done)?(?:\.\d+)*$")  # (a pattern: compiled on first use, re's cache)
 
 #: PyTorch's step ranges, ``ProfilerStep#N`` (exact match; the group is the step number)
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -120,4 +120,4 @@ INPUT_MARKERS = ("dataloader", "enumerate(", "_next_data", "input_pipeline", "it
 #: torch.compile's metadata marks: ``CompileEventLogger.add_record_function_data`` records
 #: an empty ``record_function`` named ``<event>_data: <key>=<value>, ...`` beside its
 #: timed events (``compile_file (dynamo_timed)``), metadata, not a section of the program
-TORCH_METADATA_MARKS = re.compile(r"^[\w.<>\[\] ]+_data: \w+=")
+TORCH_METADATA_MARKS = r"^[\w.<>\[\] ]+_data: \w+="  # (compiled on first use)

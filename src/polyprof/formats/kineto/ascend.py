@@ -50,9 +50,9 @@ HARDWARE, HCCL, OVERLAP, STEP_TRACE = "Ascend Hardware", "HCCL", "Overlap Analys
 #: host processes of the Ascend software stack (msprof's API levels)
 API_PROCESSES = ("CANN", "AscendCL")
 #: task types that run kernels (msprof's AI_CORE, AI_VECTOR_CORE, AI_CPU, MIX_AIC...)
-_COMPUTE = re.compile(r"AI_?CORE|AI_?VECTOR|AI_?CPU|AIV|AIC|MIX|FFTS|KERNEL", re.IGNORECASE)
-_COPY = re.compile(r"MEMCPY|SDMA|COPY", re.IGNORECASE)
-_ITERATION = re.compile(r"^Iteration (\d+)$")
+_COMPUTE = r"(?i)AI_?CORE|AI_?VECTOR|AI_?CPU|AIV|AIC|MIX|FFTS|KERNEL"  # (patterns: compiled on first use)
+_COPY = r"(?i)MEMCPY|SDMA|COPY"
+_ITERATION = r"^Iteration (\d+)$"
 CAT_SYNC = "npu_sync"  # an NPU stream's event/notify record, wait or reset: not activity
 
 
@@ -107,11 +107,11 @@ def _text(values: np.ndarray) -> list[str]:
 def _task_categories(types: list[str], streams: list[int], hccl_streams: set[int]) -> list[str]:
     out = []
     for ty, st in zip(types, streams):
-        if _COMPUTE.search(ty):
+        if re.search(_COMPUTE, ty):
             out.append(keys.CAT_KERNEL)
         elif st in hccl_streams:
             out.append("collective_comm")
-        elif _COPY.search(ty):
+        elif re.search(_COPY, ty):
             out.append("memcpy")
         else:
             out.append(CAT_SYNC)
@@ -187,7 +187,7 @@ def _iterations(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     if not len(rows):
         return rows, np.zeros(0, np.int64)
     names = trace.names(rows)
-    nums = np.array([int(m.group(1)) if (m := _ITERATION.match(str(n))) else -1 for n in names], np.int64)
+    nums = np.array([int(m.group(1)) if (m := re.match(_ITERATION, str(n))) else -1 for n in names], np.int64)
     keep = (nums >= 0) & (trace.events["dur_ns"][rows] > 0)
     rows, nums = rows[keep], nums[keep]
     has, ids = _lookup(trace, "Iteration ID", rows)
