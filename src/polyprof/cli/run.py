@@ -417,9 +417,10 @@ def _report_written(session: Session, n_events: int, cwd: str) -> None:
 def _note_nothing_recorded(trace: Trace) -> None:
     """A note when the trace holds nothing the program ran, which it said only as "0
     events": the program ran JAX computations and the session had no jax plugin (opt-in),
-    or no plugin recorded anything (no torch, OpenCL or JAX work: a Polars, DuckDB or
-    NumPy program) and the program marked no sections. Not where the session already
-    said why (a schedule or time window that recorded nothing says so itself)."""
+    it ran TensorFlow (no plugin records it), or no plugin recorded anything (no torch,
+    OpenCL or JAX work: a Polars, DuckDB or NumPy program) and the program marked no
+    sections. Not where the session already said why (a schedule or time window that
+    recorded nothing, or children that did the work, say so themselves)."""
     bridge = sys.modules.get("jax._src.xla_bridge")
     ran = bool(getattr(bridge, "_backends", None))  # a backend is made at the first computation
     if ran and "jax" not in (trace.metadata.get(mkeys.PLUGINS) or {}):

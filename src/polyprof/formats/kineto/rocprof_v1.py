@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-
 from ...trace.core import Trace
 from .numbers import int_values
 
