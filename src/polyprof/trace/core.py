@@ -180,14 +180,15 @@ class Trace(Record):
         return self._string_index.get(s, -1)
 
     def intern(self, s: str) -> int:
-        """Id of ``s`` in the string table, appended if new (for a reader's pass that names
-        events after the build: the string caches and the events' kinds are made again)."""
+        """Id of ``s`` in the string table, appended if new (appending keeps every id
+        valid; the index of the strings grows with it). A pass that gives events a new
+        category makes their kinds again itself (``kinds``: cached)."""
         i = self.string_id(s)
         if i < 0:
             i = len(self.strings)
             self.strings.append(s)
-            for cached in ("_string_index", "_string_array", "kinds"):
-                self.__dict__.pop(cached, None)
+            self._string_index[s] = i
+            self.__dict__.pop("_string_array", None)
         return i
 
     @cached_property

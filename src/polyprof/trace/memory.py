@@ -177,16 +177,7 @@ def export_counters(trace: Trace, skip_names: tuple[str, ...] = ()) -> dict[str,
 
 def _counter_part(trace: Trace, plane: int, name: str, ts: np.ndarray, values: np.ndarray
                   ) -> dict[str, np.ndarray]:
-    sid = trace.string_id(name)
-    if sid < 0:  # the writers read names through the string table: extend a copy of it
-        trace = _with_string(trace, name)
-        sid = trace.string_id(name)
+    sid = trace.intern(name)  # (the writers read names through the string table)
     return {"plane": np.full(len(ts), plane, np.int32), "name": np.full(len(ts), sid, np.int32),
             "ts_ns": ts.astype(np.int64), "value": values}
 
-
-def _with_string(trace: Trace, s: str) -> Trace:
-    trace.strings.append(s)  # appending keeps every existing id valid
-    for attr in ("_string_index", "_string_array"):
-        trace.__dict__.pop(attr, None)
-    return trace

@@ -86,17 +86,7 @@ def classify_host_events(trace: Trace, has_devices: bool) -> None:
         return
     is_tr = cat == tr_id
     step = trace.stats.get(keys.STEP)
-    new_ids: dict[str, int] = {}
-
-    def sid(s: str) -> int:
-        i = trace.string_id(s)
-        if i < 0:
-            i = new_ids.get(s, -1)
-            if i < 0:
-                i = new_ids[s] = len(trace.strings)
-                trace.strings.append(s)
-        return i
-
+    sid = trace.intern
     if step is not None and len(step):
         rows = step.rows[is_tr[step.rows]]
         if len(rows):
@@ -114,10 +104,7 @@ def classify_host_events(trace: Trace, has_devices: bool) -> None:
     py_rows = np.flatnonzero(is_tr & py_names[trace.events["name"]])
     if len(py_rows):
         cat[py_rows] = sid("python_function")
-    if new_ids:
-        trace.__dict__.pop("_string_array", None)
-        trace.__dict__.pop("_string_index", None)
-        trace.__dict__.pop("kinds", None)
+    trace.__dict__.pop("kinds", None)  # (made from the categories)
 
 
 def _op_end_rows(trace: Trace, is_tr: np.ndarray, hlo: Any) -> np.ndarray:
