@@ -23,6 +23,7 @@ while time.monotonic() < t_end and not os.path.exists(stop):
         s = sum(i * i for i in range(5000))
     with polyprof.section("backward"):
         time.sleep(0.002)
+    polyprof.step()
     n += 1
 print(f"program done after {n} iterations", flush=True)
 sys.exit(3)

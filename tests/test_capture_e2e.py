@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import polyprof
+from polyprof.derive import cache
 from capture_helpers import (JAX_PROGRAM, XPROF_TRACE, XPROF_VIEWER, Program, free_port, polyprof_cli,
                              run_python, serving_program)
 
@@ -36,6 +37,25 @@ def assert_program_ended_well(prog: Program) -> None:
     assert rc == 3, err[-3000:]
     assert re.fullmatch(r"program done after [1-9]\d* iterations\n", out), out
     assert "Traceback" not in err, err[-3000:]
+
+
+def test_a_capture_s_first_step_is_the_part_it_began_in(tmp_path: Path) -> None:
+    """The program is past its warm-up when a capture begins: the first step, from the
+    capture's start to the program's next step mark, is skipped as a part, not warm-up."""
+    prog = serving_program(tmp_path, free_port())
+    try:
+        out = tmp_path / "c.polyprof"
+        cap = polyprof_cli("capture", prog.address, "--duration-ms", "500", "-o", str(out))
+        assert cap.returncode == 0, cap.stderr
+        trace = polyprof.load(out)
+        steps = cache.steps(trace)
+        assert len(steps) >= 5 and steps.start[0] == trace.metadata["session"]["start_ns"]
+        summary = polyprof_cli("summary", str(out), env={"COLUMNS": "200"})
+        assert summary.returncode == 0, summary.stderr
+        assert "(first step skipped: the capture began inside it; --skip-first 0 keeps it)" in summary.stdout
+        assert "warm-up" not in summary.stdout
+    finally:
+        assert_program_ended_well(prog)
 
 
 @needs_xprof

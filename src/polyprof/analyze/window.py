@@ -156,8 +156,12 @@ def _label(steps: Steps, index: np.ndarray, why: str) -> str:
 LONG_WARM_UP = 5.0
 
 
-def _skipped(steps: Steps) -> str:
-    """The label's words for the first step, skipped as warm-up."""
+def _skipped(steps: Steps, captured: bool = False) -> str:
+    """The label's words for the first step, skipped as warm-up, or, in an on-demand
+    capture (``captured``: capture/server.py), as the part of a step the capture began in
+    (the program was past its warm-up: its first step runs from the capture's start)."""
+    if captured:
+        return "first step skipped: the capture began inside it"
     took = (steps.end - steps.start).astype(np.int64)
     first, rest = int(took[0]), float(np.median(took[1:])) if len(took) > 1 else 0.0
     if rest <= 0 or first < LONG_WARM_UP * rest:
@@ -186,10 +190,10 @@ def after_last_words(extent: int, steps: Steps) -> str:
     return f"; {fmt_ns(extent)} of host activity after the last step is in no step: not analysed"
 
 
-def auto_words(steps: Steps, after: int) -> str:
-    """What ``AUTO``'s label says in brackets: the skipped warm-up, what is after the
-    last step (``after``: :func:`host_after` of its end)."""
-    return f"{_skipped(steps)}; --skip-first 0 keeps it{after_last_words(after, steps)}"
+def auto_words(steps: Steps, after: int, captured: bool = False) -> str:
+    """What ``AUTO``'s label says in brackets: the skipped first step (:func:`_skipped`),
+    what is after the last step (``after``: :func:`host_after` of its end)."""
+    return f"{_skipped(steps, captured)}; --skip-first 0 keeps it{after_last_words(after, steps)}"
 
 
 def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
@@ -219,7 +223,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         if trace.metadata.get(mkeys.SCHEDULE):  # recorded by a schedule: its warm-up is not in the trace
             return _scheduled(trace, steps, every)
         if len(steps) >= AUTO_MIN_STEPS:
-            why = auto_words(steps, host_after(trace, int(steps.end[-1])))
+            why = auto_words(steps, host_after(trace, int(steps.end[-1])), mkeys.CAPTURE in trace.metadata)
             return Selection(every[1:], _label(steps, every[1:], why), True, lo=int(steps.start[1]),
                              hi=int(steps.end[-1]))
         return Selection(every, _label(steps, every, ""), False)
@@ -228,7 +232,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         warm = (window.start is None and window.stop is None and len(steps) >= AUTO_MIN_STEPS
                 and not trace.metadata.get(mkeys.SCHEDULE))
         window = window._replace(skip_first=int(warm))
-        said = (f"{_skipped(steps)}; " if warm else "") + window._replace(skip_first=0).text()
+        said = (f"{_skipped(steps, mkeys.CAPTURE in trace.metadata)}; " if warm else "") + window._replace(skip_first=0).text()
     if not len(steps) and window.start is None and window.stop is None and not window.skip_first:
         return Selection(every, _label(steps, every, window.text()), window.span != "steps" or window.round_us,
                          window.span, round_us=window.round_us)

@@ -201,7 +201,7 @@ class _Gathered:
             "events": n, "planes": [q["name"] for q in header["planes"]], "tracks": len(header["tracks"]),
             "trace_span_ns": int(s1) - int(s0), "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
             "steps": len(selected), "step_source": every.describe(),
-            "window": W._label(every, np.arange(1, len(every)), W.auto_words(every, self.after)),
+            "window": W._label(every, np.arange(1, len(every)), W.auto_words(every, self.after, mkeys.CAPTURE in meta)),
             "correlation": self.counts, "unsynchronised": self.unsynced,
             "plugin_errors": list(meta.get(mkeys.PLUGIN_ERRORS, [])),
             "warnings": mkeys.warning_texts(meta),
