@@ -1,7 +1,8 @@
 """Huawei Ascend timelines (msprof's and MindInsight's Chrome JSON) read as an NPU device.
 
 Files: tests/data/peers/mindinsight/ (MindInsight's test resources, one device of a
-two-device AlexNet run with an AllReduce). Expected numbers come from the files
+two-device AlexNet run with an AllReduce; two of MindSpore's older timeline displays with
+the summaries MindSpore wrote beside them). Expected numbers come from the files
 themselves: each task's ``Task Type``, msprof's own ``Overlap Analysis`` lines and
 step trace, and unions of the raw intervals computed here with exact decimals.
 """
@@ -22,6 +23,7 @@ from polyprof.analyze.breakdown import temporal_breakdown
 from polyprof.analyze.kernel_states import kernel_state_breakdown
 from polyprof.derive import cache
 from polyprof.formats.kineto.chunks import Unsupported, read_chunks
+from polyprof.trace.categories import Kind
 
 DATA = Path(__file__).parent / "data" / "peers" / "mindinsight"
 MSPROF = DATA / "msprof_0_2_1.json.gz"
@@ -181,3 +183,56 @@ def test_an_arg_too_big_for_an_integer_is_no_stream(tmp_path):
     p = tmp_path / "msprof.json"
     p.write_text(json.dumps(raw, default=str))
     assert _category_totals(polyprof.load(p))["kernel"][0] == 139
+
+
+def _per_line(t: polyprof.Trace) -> dict[str, tuple[int, int, str]]:
+    """(events, ns, kind) of each line of the trace."""
+    out: dict[str, tuple[int, int, str]] = {}
+    for k, d, kind in zip(t.events["track"].tolist(), t.dur_ns.tolist(), t.kinds.tolist()):
+        n, total, _ = out.get(t.tracks[k].name, (0, 0, ""))
+        out[t.tracks[k].name] = (n + 1, total + d, str(Kind(kind).name))
+    return out
+
+
+def test_mindspore_timeline_display_is_the_npu():
+    """MindSpore's older ``timeline_display_<n>.json`` (X events, no metadata: the ops on
+    pid = device id, a line per stream; the communication spans on pid 10000) was read
+    as two host processes. Its ops are the NPU's kernels: 2,817 on 11 streams,
+    1,771,382.85 µs, MindSpore's own timeline_summary_1.json (op_exe_times,
+    num_of_streams, total_time); its communication spans are collective_comm."""
+    t = polyprof.load(DATA / "timeline_display_1.json.gz")
+    summary = json.loads((DATA / "timeline_summary_1.json").read_text())
+    assert [(p.name, p.kind, p.vendor) for p in t.planes] == [("/device:NPU:1", "device", "Huawei")]
+    lines = _per_line(t)
+    streams = {k: v for k, v in lines.items() if k.startswith("stream ")}
+    comm = {k: v for k, v in lines.items() if k.startswith("communication ")}
+    assert len(streams) == summary["num_of_streams"] == 11 and len(comm) == 11 and len(lines) == 22
+    assert sum(v[0] for v in streams.values()) == summary["op_exe_times"] == 2817
+    assert {v[2] for v in streams.values()} == {"KERNEL"} and {v[2] for v in comm.values()} == {"COLLECTIVE"}
+    raw = _raw(DATA / "timeline_display_1.json.gz")
+    want = sum(round(Decimal(str(e["dur"])) * 1000) for e in raw if e["pid"] == 1)  # µs, to the ns
+    got = sum(v[1] for v in streams.values())
+    assert got == want == round(Decimal(str(summary["total_time"])) * 1000) == 1_771_382_850
+    assert sum(v[0] for v in comm.values()) == 3542
+
+
+def test_mindspore_ascend_timeline_display_ai_cpu_is_a_line_of_the_npu():
+    """The AI CPU's ops (pid 9000) are the NPU's too: 107 ops on stream 519 and 5 on the
+    AI CPU, MindSpore's op_exe_times 112 on num_of_streams 2."""
+    t = polyprof.load(DATA / "ascend_timeline_display_1.json.gz")
+    summary = json.loads((DATA / "ascend_timeline_summary_1.json").read_text())
+    assert [(p.name, p.kind) for p in t.planes] == [("/device:NPU:1", "device")]
+    lines = _per_line(t)
+    assert {k: v[0] for k, v in lines.items()} == {"stream 519": 107, "AI CPU": 5}
+    assert sum(v[0] for v in lines.values()) == summary["op_exe_times"] and len(lines) == summary["num_of_streams"]
+    assert {v[2] for v in lines.values()} == {"KERNEL"}
+
+
+@pytest.mark.parametrize("pids", [(1, 2, 9000), (1, 77777)])
+def test_other_traces_without_metadata_keep_their_host(tmp_path, pids):
+    """Only MindSpore's layout (one pid below 9000 beside its fixed AI CPU or communication
+    pids) is taken for it: other metadata-less traces stay host processes."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps([{"name": "op", "ph": "X", "pid": pid, "tid": 3, "ts": 1, "dur": 2} for pid in pids]))
+    t = polyprof.load(p)
+    assert {x.kind for x in t.planes} == {"host"}

@@ -180,8 +180,8 @@ def test_rocprof_v1_outputs_are_named_when_refused(tmp_path: Path) -> None:
     """rocprof (v1)'s other outputs (ROCm/rocm-blogs' roc-profiling examples: results.csv,
     results.stats.csv, results.db) were refused as "unrecognised format" with the list of
     13 formats, or as "not an Nsight Systems export ... its tables: COPY, HIP, KERN, OPS";
-    now each says what it is and that its results.json (which polyprof reads) holds the
-    timeline."""
+    now each says what it is and what polyprof reads instead (results.csv, the kernel
+    dispatches, is read itself)."""
     import sqlite3
 
     kern = tmp_path / "results.csv"
@@ -200,8 +200,9 @@ def test_rocprof_v1_outputs_are_named_when_refused(tmp_path: Path) -> None:
     conn.execute('CREATE TABLE KERN ("Index" INTEGER, "KernelName" TEXT)')
     conn.commit()
     conn.close()
-    for f, what in ((kern, "rocprof (v1)'s kernel CSV (results.csv): not read; polyprof reads the results.json"),
-                    (stats, "rocprof (v1)'s statistics (a *stats.csv file: totals per name), not a trace"),
+    assert polyprof.load(kern).n_events == 1  # read since (tests/test_rocprof_v1_csv.py)
+    for f, what in ((stats, "rocprof (v1)'s statistics (a *stats.csv file: totals per name), not a trace; "
+                            "give polyprof results.csv beside it"),
                     (db, "rocprof (v1)'s results.db (tables COPY, HIP, KERN, OPS): not read; polyprof reads "
                          "the results.json")):
         with pytest.raises(TraceFormatError, match=re.escape(what)):

@@ -64,20 +64,34 @@ _NOT_READ = {
                 "give polyprof its SQLite export",
 }
 
-#: the headers of rocprof (v1)'s CSV files (its ``tblextr.py``): a kernel trace, a statistics table
-_ROCPROF_V1_KERNELS = b'"Index","KernelName",'
+#: the header of rocprof (v1)'s statistics CSV files (its ``tblextr.py``)
 _ROCPROF_V1_STATS = b'"Name","Calls","TotalDurationNs","AverageNs","Percentage"'
-#: where rocprof (v1)'s timeline is, said of its other outputs
-_ROCPROF_V1_JSON = ("polyprof reads the results.json it writes beside it (rocprof --hip-trace, --hsa-trace or "
-                    "--sys-trace) and rocprofv3's outputs")
+#: what polyprof reads of rocprof (v1)'s outputs, said of the others
+_ROCPROF_V1_READ = ("polyprof reads its results.csv (a row per kernel dispatch) and the results.json it writes "
+                    "with --hip-trace, --hsa-trace or --sys-trace")
+#: rocprof (v1)'s statistics files -> the file beside each that holds what it sums up
+_ROCPROF_V1_SUMS = {".stats.csv": (".csv", "the kernel dispatches"),
+                    ".hip_stats.csv": (".json", "the HIP calls (rocprof --hip-trace)"),
+                    ".hsa_stats.csv": (".json", "the HSA calls (rocprof --hsa-trace)"),
+                    ".copy_stats.csv": (".json", "the copies (rocprof --hip-trace or --sys-trace)")}
 
 
-def _rocprof_v1_csv(head: bytes) -> str | None:
-    """What a rocprof (v1) CSV file is, from its header (None for any other file)."""
-    if head.startswith(_ROCPROF_V1_KERNELS) and b'"BeginNs","EndNs"' in head.split(b"\n", 1)[0]:
-        return "rocprof (v1)'s kernel CSV (results.csv): not read; " + _ROCPROF_V1_JSON
-    if head.split(b"\n", 1)[0].rstrip(b"\r") == _ROCPROF_V1_STATS:  # (rocprofv3's add MinNs, MaxNs, StdDev)
-        return "rocprof (v1)'s statistics (a *stats.csv file: totals per name), not a trace; " + _ROCPROF_V1_JSON
+def _rocprof_v1_csv(head: bytes, path: Path) -> str | None:
+    """What a rocprof (v1) CSV file polyprof does not read is, from its header (None for
+    any other file): a statistics table, or a kernel CSV without times."""
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    if first == _ROCPROF_V1_STATS:  # (rocprofv3's add MinNs, MaxNs, StdDev)
+        what = "rocprof (v1)'s statistics (a *stats.csv file: totals per name), not a trace; "
+        for kind, (ext, events) in _ROCPROF_V1_SUMS.items():
+            if path.name.endswith(kind):
+                return what + f"give polyprof {path.name[: -len(kind)]}{ext} beside it instead: {events} it sums up"
+        return what + _ROCPROF_V1_READ
+    from .rocprof_v1_csv import header, is_kernel_csv  # (a CSV file no reader took: whose it is)
+
+    cols = header(first)
+    if is_kernel_csv(cols) and not {"BeginNs", "EndNs"} <= set(cols):
+        return ("rocprof (v1)'s kernel CSV without times (its counters per dispatch, no BeginNs/EndNs): not a "
+                "trace; run rocprof with --timestamp on (or --stats, --hip-trace) to record the dispatches' times")
     return None
 
 
@@ -240,10 +254,10 @@ def detect(path: str | Path) -> str:
         of = f" of {int(size):,} bytes" if size.isdigit() else ""
         raise TraceFormatError(path, f"a Git LFS pointer, not the trace: the file{of} is in LFS storage; "
                                      "fetch it first (git lfs pull)")
-    hint = next((h for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)), None) \
-        or _rocprof_v1_csv(head)
+    hint = next((h.format(name=path.name) for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)),
+                None) or _rocprof_v1_csv(head, path)
     if hint:
-        raise TraceFormatError(path, hint.format(name=path.name))
+        raise TraceFormatError(path, hint)
     inner = next((what for magic, what in _READ_IN_PLACE.items() if head.startswith(b"GZ" + magic)), None)
     if inner:  # as raptor's tests keep RPD files
         raise TraceFormatError(path, f"a gzipped {inner}: it is read in place, not as a stream, so decompress "
@@ -279,7 +293,7 @@ def why_not_a_trace(path: Path) -> str:
     if _is_pprof(head):
         return _PPROF_IS
     if _rocprof_v1_db(head, path):  # beside its results.json in rocprof's output directory
-        return "rocprof (v1)'s results.db; its timeline is results.json"
+        return "rocprof (v1)'s results.db; its results.json and results.csv hold its events"
     fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
     if fmt is not None:
         return "" if fmt.name != "chrome-json" or _json_trace(path, head) else "JSON, not a Chrome/Kineto trace"

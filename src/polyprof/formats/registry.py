@@ -142,6 +142,14 @@ def _named_rocprof_csv(head: bytes, path: Path) -> bool:
     return claim(head, path)
 
 
+def _is_rocprof_v1_csv(head: bytes, path: Path) -> bool:
+    if not head.lstrip(b'"').startswith(b"Index"):  # its first column
+        return False
+    from .rocprof_v1_csv import sniff
+
+    return sniff(head, path)
+
+
 def _is_nsys_csv(head: bytes, path: Path) -> bool:
     if b"," not in head and b"Processing [" not in head:  # a CSV header, or nsys stats naming its report
         return False
@@ -221,6 +229,8 @@ FORMATS: tuple[Format, ...] = (
            reader="polyprof.formats.rocprof_json:load", sniff=_is_rocprof_json),
     Format("rocprofv3-csv", "rocprofv3's CSV output (<pid>_kernel_trace.csv and siblings, or their directory)",
            reader="polyprof.formats.rocprof_csv:load", sniff=_is_rocprof_csv, claim=_named_rocprof_csv),
+    Format("rocprof-v1-csv", "rocprof (v1)'s kernel CSV (results.csv: a row per dispatch, with its times)",
+           reader="polyprof.formats.rocprof_v1_csv:load", sniff=_is_rocprof_v1_csv),
     Format("nsys-stats-csv", "Nsight Systems' nsys stats CSV trace reports (cuda_gpu_trace, cuda_api_trace, "
            "nvtx_pushpop_trace: a file, nsys stats' printed output, or -o PREFIX's files)",
            reader="polyprof.formats.nsys_csv:load", sniff=_is_nsys_csv),

@@ -28,11 +28,22 @@ what it is (``trace.categories``):
   their ``Iteration ID``: ``derive/steps.py`` takes them), its other spans (FP/BP,
   refresh, reduce) derived;
 - the API process's events: runtime calls (``runtime``).
+
+MindSpore's older timeline display (``ascend_timeline_display_<n>.json``, MindSpore's
+``BaseTimelineGenerator`` before it wrote process labels) has X events only, no metadata:
+the device's ops on the pid that is the device id (a line per stream), the AI CPU's ops
+on pid 9000, the communication spans (``stream_<n>_parallel_<m>``, from the step trace)
+on pid 10000, host CPU ops on 11000, its overlap lines on 12000. :func:`mindspore_device`
+tells such a file by those pids; ``devices.py`` makes the first three the NPU
+``/device:NPU:<device id>`` (lines ``stream <n>``, ``AI CPU``, ``communication <n>``)
+and :func:`classify` makes the communication spans ``collective_comm``, the overlap lines
+derived (the ops, with no category on a device, are kernels).
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,6 +65,8 @@ _COMPUTE = r"(?i)AI_?CORE|AI_?VECTOR|AI_?CPU|AIV|AIC|MIX|FFTS|KERNEL"  # (patter
 _COPY = r"(?i)MEMCPY|SDMA|COPY"
 _ITERATION = r"^Iteration (\d+)$"
 CAT_SYNC = "npu_sync"  # an NPU stream's event/notify record, wait or reset: not activity
+#: MindSpore's timeline display: its fixed pids (the device's ops are on pid = device id)
+MS_AI_CPU, MS_COMM, MS_HOST, MS_OVERLAP = 9000, 10000, 11000, 12000
 
 
 def _process_names(col: "_Collector") -> set[str]:
@@ -61,12 +74,59 @@ def _process_names(col: "_Collector") -> set[str]:
 
 
 def is_ascend(col: "_Collector") -> bool:
-    """Whether the trace is msprof's / MindInsight's (by its process names; cheap)."""
+    """Whether the trace is msprof's / MindInsight's (by its process names; cheap), or
+    MindSpore's timeline display (:func:`mindspore_device`)."""
     names = _process_names(col)
     if HARDWARE in names or STEP_TRACE in names:
         return True
-    return HCCL in names and any(str(i.get("process_labels", "")).strip().upper() == "NPU"
-                                 for i in col.process.values())
+    if HCCL in names and any(str(i.get("process_labels", "")).strip().upper() == "NPU" for i in col.process.values()):
+        return True
+    return mindspore_device(col) is not None
+
+
+def mindspore_device(col: "_Collector") -> int | None:
+    """The device id of MindSpore's older timeline display (module doc), None for any
+    other trace: no metadata at all, integer pids, the AI CPU's or the communication's
+    among them, and one other below them (the device's). Told once per file (the names
+    :func:`mindspore_planes` gives its lines are metadata)."""
+    if col not in _MS_SEEN:
+        _MS_SEEN[col] = _mindspore_device(col)
+    return _MS_SEEN[col]
+
+
+#: what :func:`mindspore_device` told of each file being read
+_MS_SEEN: "weakref.WeakKeyDictionary[_Collector, int | None]" = weakref.WeakKeyDictionary()
+
+
+def _mindspore_device(col: "_Collector") -> int | None:
+    if col.process or col.threads or col.other_meta:
+        return None
+    pids = col.id_values[id(col.pids)]
+    if not all(isinstance(p, int) and not isinstance(p, bool) for p in pids):
+        return None
+    fixed = {MS_AI_CPU, MS_COMM, MS_HOST, MS_OVERLAP}
+    own = set(pids) - fixed
+    if not (set(pids) & {MS_AI_CPU, MS_COMM}) or len(own) != 1:
+        return None
+    dev = next(iter(own))
+    return dev if 0 <= dev < MS_AI_CPU else None
+
+
+def mindspore_planes(col: "_Collector", pid_vals: list, kinds: list[tuple[str, str, int]]) -> None:
+    """In MindSpore's timeline display, the device's, AI CPU's and communication's pids
+    are the NPU (one plane: ``devices.py`` names them alike); the AI CPU's and the
+    communication's lines are named apart from the device's streams."""
+    dev = mindspore_device(col)
+    if dev is None:
+        return
+    tids = col.id_values[id(col.tids)]
+    for code, pv in enumerate(pid_vals):
+        if pv in (dev, MS_AI_CPU, MS_COMM):
+            kinds[code] = ("device", "NPU", dev)
+    for pv, label in ((dev, "stream"), (MS_AI_CPU, "AI CPU"), (MS_COMM, "communication")):
+        if pv in pid_vals:  # (the tids are texts in some files: named here, not "1/519")
+            for tv in tids:
+                col.threads[(pv, tv)] = {"thread_name": label if pv == MS_AI_CPU else f"{label} {tv}"}
 
 
 def _role(process: str, thread: str) -> str:
@@ -82,13 +142,19 @@ def _role(process: str, thread: str) -> str:
 
 
 def track_roles(col: "_Collector", track_of_pair: dict[int, int], ntid: int) -> dict[int, str]:
-    """The role (``_role``) of each track of the trace, from its process and thread names."""
+    """The role (``_role``) of each track of the trace, from its process and thread names
+    (in MindSpore's timeline display, from its pid)."""
     pid_vals = col.id_values[id(col.pids)]
     tid_vals = col.id_values[id(col.tids)]
     out: dict[int, str] = {}
+    ms = mindspore_device(col) is not None
     for pair, track in track_of_pair.items():
         p, t = divmod(pair, ntid)
         pv, tv = pid_vals[p], tid_vals[t]
+        if ms:
+            if (r := {MS_COMM: "communication", MS_OVERLAP: "overlap"}.get(pv, "")):
+                out[track] = r
+            continue
         try:
             process = col.process.get(pv, {}).get("process_name")
             thread = col.threads.get((pv, tv), {}).get("thread_name")
@@ -159,6 +225,7 @@ def classify(trace: Trace, roles: dict[int, str]) -> None:
     derived = np.flatnonzero((role == "overlap") | (role == "hccl_op") | ((role == "hccl_task") & (len(hw) > 0)))
     if len(hc) and not len(hw):  # HCCL's tasks alone (hccl_*.json): the communication itself
         cats.setdefault("collective_comm", []).extend(hc.tolist())
+    cats.setdefault("collective_comm", []).extend(np.flatnonzero(role == "communication").tolist())
     api = np.flatnonzero(role == "api")
     empty = trace.string_id("")
     if len(api) and empty >= 0:  # the API's calls (a category of their own is kept)

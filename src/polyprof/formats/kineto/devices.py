@@ -77,6 +77,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         kinds.append(("device", dev[0], dev[1]) if dev else ("host", "", 0))
     if rocprof_v1.is_rocprof_v1(col):
         _copy_lane(col, pid_vals, kinds, counts)
+    ascend.mindspore_planes(col, pid_vals, kinds)  # MindSpore's timeline display: its NPU by its pids
 
     host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])]
     main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None

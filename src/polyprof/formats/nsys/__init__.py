@@ -75,7 +75,8 @@ def not_an_export(tabs: sqlite_db.Schema) -> str:
     shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
     if is_rocprof_v1_db(tabs):
         return (f"rocprof (v1)'s results.db (tables {shown}): not read; polyprof reads the results.json "
-                "rocprof writes beside it (--hip-trace, --hsa-trace or --sys-trace) and rocprofv3's outputs")
+                "rocprof writes beside it (--hip-trace, --hsa-trace or --sys-trace), its results.csv (a row per "
+                "kernel dispatch) and rocprofv3's outputs")
     return ("an SQLite database, but not an Nsight Systems export (no StringIds with CUPTI/NVTX tables), "
             "a rocpd database (no rocpd_kernel_dispatch, rocpd_region or rocpd_memory_copy) "
             f"nor an RPD database (no rocpd_api and rocpd_op); its tables: {shown or 'none'}")
@@ -87,7 +88,7 @@ _ROCPROF_V1_TABLES = frozenset({"HIP", "HSA", "OPS", "COPY", "KERN", "KFD", "ROC
 
 def is_rocprof_v1_db(tabs: sqlite_db.Schema) -> bool:
     """Whether an SQLite file's tables are rocprof (v1)'s results.db (not read: its
-    results.json is the timeline)."""
+    results.json and results.csv hold the same events)."""
     names = set(tabs.columns)
     return bool(names) and names <= _ROCPROF_V1_TABLES and any(tabs.has(t, "BeginNs", "EndNs") for t in names)
 
