@@ -508,7 +508,11 @@ def test_gloo_wait_inside_a_range_with_children_is_replaced(traces_dir):
     edge was replaced by the joining edges: the 202.8 ms part between its children stayed,
     and once rank 1's lead-in was taken away (``--what-if 1:ProfilerStep#4:0``) the path
     ran through rank 0's own wait: "step -16.608 ms" for a 200 ms lead-in. Now every part
-    of a joined collective's span is replaced: without the sleep the step is a normal one."""
+    of a joined collective's span is replaced: without the sleep the step is a normal one.
+    The sleep is ProfilerStep#3's (rank 1's own step, on whose path it is); step 4's lead-in
+    counts from rank 1's end of step 3, so step 4's path is a normal step's, not rank 0's
+    wait. (Before, step 4's lead-in ran from rank 0's start of step 4, and the one sleep
+    was on both steps' paths: 215.7 and 229.1 ms, 485.5 ms over 303.9 ms of steps.)"""
     from polyprof.analyze.depgraph import OPERATOR
     from polyprof.ranks.critical_path import align, what_if_op
 
@@ -529,10 +533,13 @@ def test_gloo_wait_inside_a_range_with_children_is_replaced(traces_dir):
     inside = (g.time[2 * mine] > g.time[2 * wait]) & (g.time[2 * mine + 1] < g.time[2 * wait + 1])
     assert inside.sum() >= 3  # the range holds ops: its span was more than one edge
     base = longest_path(g).length
-    assert base > 200_000_000  # the sleep holds the step
+    assert base < 45_000_000  # a normal step (about 29 ms), not rank 0's 200 ms wait
     change, n = what_if_op(jg, 1, f"ProfilerStep#{numbers[k]}", 0.0)
-    assert n == 1 and change < -180_000_000  # without the lead-in the step is a normal one
-    assert base + change < 45_000_000  # rank 1's own step, about 35 ms
+    assert n == 1 and -10_000_000 < change <= 0
+    j3 = job_graph(traces, numbers.index(3), clocks)
+    assert longest_path(j3.graph).length > 200_000_000  # the sleep holds the step it is in
+    change, n = what_if_op(j3, 1, "ProfilerStep#3", 0.0)
+    assert n == 1 and change < -180_000_000
 
 
 def test_tensor_parallel_wait_is_the_late_ranks(traces_dir):
@@ -544,7 +551,10 @@ def test_tensor_parallel_wait_is_the_late_ranks(traces_dir):
     ``wait_tensor`` 201.7 ms) and the what-if taking away rank 0's lead-in changed nothing
     ("+0.000 ms"). Now the op's time until the collective it waits for ends weighs
     nothing, its end depends on that collective's end, and the path runs through rank 0's
-    late start."""
+    late start: in ProfilerStep#2, where rank 0 slept (its own step's host time). Step 3's
+    lead-in counts from rank 0's end of step 2, so step 3's path is a normal step's.
+    (Before, the sleep was on both steps' paths: 203.4 and 204.8 ms, 414.6 ms over 214.7
+    ms of steps, and the what-ifs on both steps' marks predicted -200 ms each.)"""
     from polyprof.ranks.critical_path import align, job_critical_path, what_if_op
 
     d = traces_dir / "gloo_tp"
@@ -553,10 +563,15 @@ def test_tensor_parallel_wait_is_the_late_ranks(traces_dir):
     numbers = step_windows(traces[1])[0].tolist()
     k = numbers.index(3)
     rows = job_critical_path(traces, [k], clocks)
-    rank, name, on = (np.asarray(rows[c]) for c in ("rank", "name", "on_path_ns"))
+    name, on = (np.asarray(rows[c]) for c in ("name", "on_path_ns"))
+    length = int(np.asarray(rows["path_ns"])[0])
+    assert length < 10_000_000 < 190_000_000 < int(np.asarray(rows["span_ns"])[0])  # a normal step's path
+    assert int(on[name == "_c10d_functional::wait_tensor"].sum()) < 5_000_000  # not the wait
+    k = numbers.index(2)
+    rows = job_critical_path(traces, [k], clocks)
+    rank, on = np.asarray(rows["rank"]), np.asarray(rows["on_path_ns"])
     length = int(np.asarray(rows["path_ns"])[0])
     assert 190_000_000 < length <= int(np.asarray(rows["span_ns"])[0])
-    assert on[rank == 0].sum() > 0.9 * length  # the late rank holds the step
-    assert int(on[name == "_c10d_functional::wait_tensor"].sum()) < 5_000_000  # not the wait
+    assert on[rank == 0].sum() > 0.9 * length  # the late rank holds the step it slept in
     change, n = what_if_op(job_graph(traces, k, clocks), 0, f"ProfilerStep#{numbers[k]}", 0.0)
-    assert n == 1 and change < -180_000_000  # without rank 0's late start, a normal step
+    assert n == 1 and change < -180_000_000  # without rank 0's sleep, a normal step

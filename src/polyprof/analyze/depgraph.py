@@ -8,6 +8,9 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   ends, each step an edge weighted by the time between them (zero into the end of a call
   during which the host waits: ``WAITING_CALLS``); consecutive top-level ops are joined by
   a zero-weight dependency.
+* **XLA's CPU runtime** (``xla_links``): its ops are host calls (kind KERNEL on a host
+  thread), and ``ThunkExecutor::Execute (wait for completion)`` is a waiting call whose
+  waited-on work is the XLA ops of the other threads during it (zero-weight edges).
 * **backward pass** (HTA 0.6 merges the two threads into one; HTA 0.5 has no such edge):
   PyTorch runs a device's backward pass on an autograd engine thread while the thread
   that called ``backward()`` blocks, recording nothing. The engine thread's top-level
@@ -61,12 +64,14 @@ from ..derive.correlate import Correlation
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import first_at_or_after, last_at_or_before, lexsort, member, row_of_key, unique
-from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, QUEUED_LAUNCHES, STREAM_SYNC,
-                                STREAM_WAIT_CALLS, STREAM_WAIT_EVENT, WAITING_CALLS)
+from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, STREAM_SYNC, STREAM_WAIT_CALLS,
+                                STREAM_WAIT_EVENT, WAITING_CALLS)
 from .common import COMMUNICATION, device_view
 from .inputs import cpu_comm_rows
 from .nesting import parents_and_after
 from .thread_links import Walk, backward_callers, backward_edges, comm_callers, host_comm_edges
+from .stream_queues import queue_levels
+from .xla_links import DEVICE_STAT, wait_edges, xla_host_ops, xla_waits
 
 #: edge types (HTA's CPEdgeType, in its order), then polyprof's stream order
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC, STREAM_ORDER = 0, 1, 2, 3, 4, 5
@@ -182,7 +187,10 @@ class Context:
         timed = dur > 0
         # host ops and runtime calls, by start
         host = on_host & timed & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64))
-        # the CPU backends' collectives (gloo's work ranges on its threads: annotations)
+        # XLA's CPU runtime's ops (kind KERNEL on host threads: xla_links), then the CPU
+        # backends' collectives (gloo's work ranges on its threads: annotations)
+        self.xla_op = xla_op = xla_host_ops(trace, on_host, timed)
+        host |= xla_op
         comm = cpu_comm_rows(trace)
         self.host_comm = comm = comm[on_host[comm] & ~host[comm]] if len(comm) else comm
         host[comm] = True
@@ -206,8 +214,9 @@ class Context:
         self.sy, self.sy_call = sy[keep], sy_call[keep]
         self.sy_always = names[self.sy] == trace.string_id(STREAM_WAIT_EVENT)
         self.sy_timed = timed[self.sy_call]
-        self.waits = _names_in(trace, WAITING_CALLS)
-        self.queues = _queue_levels(trace, corr, names, start, track)
+        self.xla_wait = xla_waits(trace, xla_op)
+        self.waits = _names_in(trace, WAITING_CALLS) | self.xla_wait
+        self.queues = queue_levels(trace, corr, names, start, track)
         self._stats: dict[str, np.ndarray] = {}
         self._rows: dict[tuple[str, ...], np.ndarray] = {}
         self._communication: np.ndarray | None = None
@@ -341,6 +350,11 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
                 a, b = host_comm_edges(walk, host, node_time, ctx.comm_caller, gidx)
                 edges.add(a, b, np.zeros(len(a), np.int64), SYNC, np.full(len(a), -1, np.int64),
                           base + len(node_time) + np.arange(len(a), dtype=np.float64))
+            if ctx.xla_wait[names[host]].any():  # (the ops' devices decoded only where XLA waits)
+                a, b = wait_edges(walk[0], node_time, ctx.xla_op[host], ctx.xla_wait[names[host]],
+                                  ctx.stat(DEVICE_STAT)[host])
+                edges.add(a, b, np.zeros(len(a), np.int64), SYNC, np.full(len(a), -1, np.int64),
+                          base + 2 * len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
                       gidx, node_time, n_h, n_d, edges, stream_order)
     finally:
@@ -567,33 +581,6 @@ def _collective_waits(trace: Trace, dev: np.ndarray, dev_launch: np.ndarray, sta
             ok[q] &= between > 0
         out[mine[ok]] = prev[ok]
     return out
-
-
-def _queue_levels(trace: Trace, corr: Correlation, names: np.ndarray, start: np.ndarray,
-                  track: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The queue of each stream over the whole trace (+1 at a launch, -1 when its work
-    starts): the queued activities, their launches, and the queue's length at each
-    activity's launch and at its start (-9 for the rows not queued)."""
-    q_launch = _names_in(trace, QUEUED_LAUNCHES)
-    m = corr.launch >= 0
-    m[m] = q_launch[names[corr.launch[m]]]
-    qk, ql = corr.device_rows[m], corr.launch[m]
-    n_q = len(qk)
-    q_track = np.concatenate([track[qk], track[qk]])
-    q_t = np.concatenate([start[ql], start[qk]])
-    q_v = np.concatenate([np.ones(n_q, np.int64), -np.ones(n_q, np.int64)])
-    o = lexsort((q_t, q_track)) if n_q else np.zeros(0, np.int64)
-    cs = np.cumsum(q_v[o])
-    first = np.r_[True, q_track[o][1:] != q_track[o][:-1]] if n_q else np.zeros(0, bool)
-    grp_start = np.maximum.accumulate(np.where(first, np.arange(len(o)), 0)) if n_q else o
-    before = np.where(grp_start > 0, cs[grp_start - 1], 0) if n_q else cs
-    level = np.empty(len(o), np.int64)
-    level[o] = cs - before
-    q_at_launch = np.full(trace.n_events, -9, np.int64)
-    q_at_start = np.full(trace.n_events, -9, np.int64)
-    q_at_launch[qk] = level[:n_q]
-    q_at_start[qk] = level[n_q:]
-    return qk, ql, q_at_launch, q_at_start
 
 
 def dur_of(start: np.ndarray, end: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -79,12 +79,15 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
     sends: dict[tuple[int, int], list[int]] = {}  # (from rank, to rank) -> send events in time order
     recvs: dict[tuple[int, int], list[int]] = {}  # (from rank, to rank) -> recv events in time order
     first: list[int] = []
+    prev_end: list[int] = []  # each rank's end of its step before (on the aligned clock; none: int64's least)
     for i, r in enumerate(ranks):
         t = traces[r]
         numbers, starts, ends = step_windows(t)
         g = build(t, int(starts[step]), int(ends[step]))
-        t0 = np.array([starts[step]], np.int64)
-        first.append(int((clocks[r].fit.to_host(t0) if clocks and r in clocks else t0)[0]))
+        t0 = np.array([starts[step], ends[step - 1] if step > 0 else starts[step]], np.int64)
+        at = clocks[r].fit.to_host(t0) if clocks and r in clocks else t0
+        first.append(int(at[0]))
+        prev_end.append(int(at[1]) if step > 0 else int(np.iinfo(np.int64).min))
         parts.append(g)
         ev_off.append(ev_off[-1] + len(g.rows))
         local = np.full(t.n_events, -1, np.int64)
@@ -122,7 +125,7 @@ def job_graph(traces: dict[int, Trace], step: int, clocks: dict[int, RankClock] 
     gaps = {i: _host_gaps(parts[i], traces[ranks[i]]) for i in sorted(host_joined)}
     x_rank, x_rows, x_time, x_edges, marks = _step_leads(ranks, full, device, ev_off, time, step,
                                                          [traces[r] for r in ranks], first, len(rows), host_joined,
-                                                         {i for i, (e, _) in gaps.items() if len(e)})
+                                                         {i for i, (e, _) in gaps.items() if len(e)}, prev_end)
     for i, mark in marks.items():  # the host time between a joined rank's ops, its step mark's
         e, w = gaps.get(i, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         weight[e + e_off[i]], owner[e + e_off[i]] = w, mark
@@ -240,8 +243,9 @@ def _host_gaps(g: DepGraph, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     ev = np.asarray(trace.events["track"], np.int64)[g.rows]
     thread = np.where(g.device, -1, np.asarray(cache.threads(trace), np.int64)[ev])
-    worker = np.isin(g.rows, context(trace).host_comm)
-    thread[np.isin(thread, thread[worker])] = -1  # (a thread holding a collective's range)
+    ctx = context(trace)  # the backend's ranges, and XLA's CPU ops (their threads wait for work alike)
+    worker = np.isin(g.rows, ctx.host_comm) | (ctx.xla_op[g.rows] & ~g.device)
+    thread[np.isin(thread, thread[worker])] = -1  # (a thread holding a collective's range or XLA's ops)
     sa, sd = g.src >> 1, g.dst >> 1
     cross = (g.etype == DEPENDENCY) & (thread[sa] != thread[sd])  # the backward pass's links
     gap = ((g.etype == DEPENDENCY) & (g.owner < 0) & (g.src % 2 == 1) & (g.dst % 2 == 0)
@@ -261,7 +265,7 @@ def _host_gaps(g: DepGraph, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.ndarray, ev_off: list[int],
                 time: np.ndarray, step: int, traces: list[Trace], first: list[int], n_rows: int,
-                host_joined: Collection[int], gaps: Collection[int] = ()
+                host_joined: Collection[int], gaps: Collection[int] = (), prev_end: list[int] | None = None
                 ) -> tuple[list[int], list[int], list[int], list[tuple[int, int, int, int]], dict[int, int]]:
     """A rank's arrival at a collective waits for its host to reach the call, and the
     graph's weights leave out the time before the rank's first call (no node before
@@ -275,6 +279,14 @@ def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.
     data loading, Python outside any op), so from the job's step start to that call.
     For device collectives that time stays weightless, as in one rank's graph (HTA's
     weights). That event's time on the path is the edge's weight.
+
+    A lead-in counts only from the end of the rank's step before (``prev_end``, on the
+    aligned clock): a rank still in that step is in its graph, and on that step's path.
+    Where ranks are out of step their step windows overlap (a gloo DDP job whose rank 1
+    ended step 4 10.3 ms after rank 0 began step 5), and that time was on both steps'
+    paths: rank 1's step-4 work, then its step-5 lead-in (the two paths 165.3 ms of the
+    157.7 ms from step 4's start to step 5's end), and a what-if on step 5's mark took
+    it away too.
 
     ``host_joined``: the ranks joined through a CPU backend's collective. A rank in
     ``gaps`` (host time between its ops weighs: :func:`_host_gaps`) gets its step mark
@@ -298,7 +310,8 @@ def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.
             continue
         first_ev = int(host_ev[np.argmin(time[2 * host_ev])])
         at = int(time[2 * first_ev])
-        weight = at - job_start if i in host_joined else min(first[i], at) - job_start
+        since = max(job_start, prev_end[i]) if prev_end else job_start
+        weight = at - since if i in host_joined else min(first[i], at) - since
         if weight <= 0 and i not in gaps:
             continue
         ev = n_rows + len(x_rows)

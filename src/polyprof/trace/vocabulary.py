@@ -79,6 +79,9 @@ RANGE_LAUNCHES = ("cudaLaunchKernel",)
 WAITING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery",
                  "cudaEventSynchronize", "cudaMemcpy", "hipDeviceSynchronize", "hipStreamSynchronize",
                  "hipEventQuery", "hipEventSynchronize", "hipMemcpy")
+#: XLA's CPU runtime: the program's thread waiting for the ops it ran on XLA's worker
+#: threads (exact names): on a critical path their time is those ops' (analyze/xla_links.py)
+XLA_WAIT_CALLS = ("ThunkExecutor::Execute (wait for completion)",)
 #: host calls that record a device event on a stream (exact names)
 EVENT_RECORD_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord")
 #: host calls that make a stream wait for an event recorded on another (exact names)

@@ -1,0 +1,79 @@
+"""XLA's CPU runtime in the dependency graph (``analyze/depgraph.py``): its ops are host
+events, and the thread that runs a compiled program waits for them.
+
+JAX on the CPU backend runs a jitted program's HLO ops (``dot.1``, ``ynn_fusion.2``,
+``all-reduce.2``) as host events (kind KERNEL on a host thread, with ``hlo_op``): some
+on the thread that runs the program (PjRt's client thread), the rest on XLA's intra-op
+worker threads (``tf_XLAEigen``). The program's thread then records
+``ThunkExecutor::Execute (wait for completion)`` (``XLA_WAIT_CALLS``) until the worker
+threads' ops are done: a wait, not work. In the graph that call is a waiting call (the
+edge into its end weighs nothing), and its waited-on work is the XLA ops of the other
+threads during it: each op starting in the wait depends on the wait's start, and the
+wait's end on each op ending in it (zero weight). So the path runs through the ops
+instead of the wait (a JAX CPU training loop: the wait was 58-66% of each step's path).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from ..trace.sorting import lexsort, unique
+from ..trace.vocabulary import XLA_WAIT_CALLS
+
+_NONE = np.zeros(0, np.int64)
+#: the stat XLA's CPU runtime gives its ops and its wait: the device (of the process's
+#: CPU devices) whose program they are
+DEVICE_STAT = "device_ordinal"
+
+
+def xla_host_ops(trace: Trace, on_host: np.ndarray, timed: np.ndarray) -> np.ndarray:
+    """Per event row: an op XLA's CPU runtime ran on a host thread (kind KERNEL on a host
+    track, with a duration)."""
+    return on_host & timed & (trace.kinds == Kind.KERNEL) if trace.n_events else np.zeros(0, bool)
+
+
+def xla_waits(trace: Trace, ops: np.ndarray) -> np.ndarray:
+    """Per string id: the name of XLA's wait for its worker threads (``XLA_WAIT_CALLS``),
+    none where the trace has no XLA host op (``ops``) to carry the wait's time."""
+    if not bool(ops.any()):
+        return np.zeros(len(trace.strings), bool)
+    want = set(XLA_WAIT_CALLS)
+    return np.fromiter((s in want for s in trace.strings), bool, len(trace.strings))
+
+
+def wait_edges(thread: np.ndarray, node_time: np.ndarray, is_op: np.ndarray, is_wait: np.ndarray,
+               device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(source, destination) nodes of a window's graph: per waiting call (``is_wait``,
+    per host call of the window; ``thread``: each call's thread), its start into the
+    start of each XLA op (``is_op``) of another thread starting during it, and the end of
+    each such op ending during it into its end. Every edge runs forward in time. Where
+    the wait and an op both name their device (``device``, :data:`DEVICE_STAT`; -1: none),
+    only the ops of its device: a process with several CPU devices runs one program per
+    device at once, each with its own wait. The edges are in the waits' order, each
+    wait's into its ops first (as one loop over the waits would give them); a thread's
+    waits do not overlap, so each op is matched by a search per waiting thread."""
+    waits, ops = np.flatnonzero(is_wait), np.flatnonzero(is_op)
+    if not len(waits) or not len(ops):
+        return _NONE, _NONE
+    o_s, o_e = node_time[2 * ops], node_time[2 * ops + 1]
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (wait, 0 into / 1 out of it, op)
+    for th in unique(thread[waits]).tolist():
+        w = waits[thread[waits] == th]
+        w = w[np.argsort(node_time[2 * w], kind="stable")]
+        w_s, w_e = node_time[2 * w], node_time[2 * w + 1]
+        other = thread[ops] != th
+        for side, t, inside in ((0, o_s, lambda t, e: t < e), (1, o_e, lambda t, e: t <= e)):
+            at = np.searchsorted(w_s, t, side="right") - 1  # the wait started last at or before t
+            ok = other & (at >= 0)
+            at = np.where(ok, at, 0)
+            ok &= inside(t, w_e[at])
+            ww = w[at]
+            ok &= (device[ops] == device[ww]) | (device[ops] < 0) | (device[ww] < 0)
+            parts.append((ww[ok], np.full(int(ok.sum()), side, np.int64), ops[ok]))
+    wait_of, side_of, op_of = (np.concatenate(c) for c in zip(*parts))
+    o = lexsort((op_of, side_of, wait_of))
+    wait_of, side_of, op_of = wait_of[o], side_of[o], op_of[o]
+    into = side_of == 0
+    return (np.where(into, 2 * wait_of, 2 * op_of + 1), np.where(into, 2 * op_of, 2 * wait_of + 1))
