@@ -188,3 +188,24 @@ def test_bind_equals_brute_force_when_the_row_does_not_fit_the_key():
         assert not fits
         got = _bind(track, s, d, ann, qtrack, qts, enclosing)
         assert np.array_equal(got, _brute(track, s, d, ann, qtrack, qts, enclosing))
+
+
+def test_flow_step_then_new_start_at_one_time_keep_file_order(tmp_path):
+    # x2trace's example.json (umaumax/x2trace): flow 200 steps into other_func1 at 1003 µs
+    # and, at the same µs and just after in the file, starts again from there; Perfetto
+    # and Chrome's trace viewer order ties by file position: two flows, not one
+    ev = [
+        {"ph": "X", "name": "func1", "pid": 1, "tid": 1, "ts": 1001, "dur": 2},
+        {"ph": "X", "name": "func1-1", "pid": 1, "tid": 1, "ts": 1001, "dur": 1},
+        {"ph": "s", "cat": "flow", "name": "a", "id": 200, "pid": 1, "tid": 1, "ts": 1001.5},
+        {"ph": "X", "name": "term", "pid": 1, "tid": 1, "ts": 1010, "dur": 1.5},
+        {"ph": "B", "name": "other_func1", "pid": 2, "tid": 2, "ts": 1002},
+        {"ph": "E", "name": "other_func1", "pid": 2, "tid": 2, "ts": 1004},
+        {"ph": "t", "cat": "flow", "name": "a", "id": 200, "pid": 2, "tid": 2, "ts": 1003},
+        {"ph": "s", "cat": "flow", "name": "b", "id": 200, "pid": 2, "tid": 2, "ts": 1003},
+        {"ph": "t", "cat": "flow", "name": "b", "id": 200, "pid": 1, "tid": 1, "ts": 1010.5},
+    ]
+    t = polyprof.load(_write(tmp_path, ev))
+    name = t.events["name"]
+    got = sorted((t.strings[name[s]], t.strings[name[d]]) for s, d in zip(t.flows["src"], t.flows["dst"]))
+    assert got == [("func1-1", "other_func1"), ("other_func1", "term")]

@@ -144,9 +144,11 @@ def add_chained(col: "_Collector", ends: dict[str, np.ndarray]) -> None:
     ``row`` each is bound to, -1: none) of one (category, id) in time order and add the
     flows to the builder; the endpoints left count as unbound. ``ends`` is emptied as
     its arrays are used, so that they can be freed (millions, in chunks.py)."""
-    # endpoints by (cat, id), then time, phase and position (lexsort is stable):
-    # s -> t -> ... -> f; a (cat, id) pair's number (its key) in sorted order
-    order = lexsort((ends["ph"], ends.pop("ts"), ends["id"], ends["cat"]))
+    # endpoints by (cat, id), then time, f last, and position (lexsort is stable; ``ends``
+    # is in file order): s -> t -> ... -> f; s and t at one time in the file's order, as
+    # Perfetto and Chrome's trace viewer take them (a step, then a new start from its
+    # slice); a (cat, id) pair's number (its key) in sorted order
+    order = lexsort((ends["ph"] == _F, ends.pop("ts"), ends["id"], ends["cat"]))
     c_s = ends.pop("cat")[order]
     i_s = ends.pop("id")[order]
     ph_s = ends.pop("ph")[order]
