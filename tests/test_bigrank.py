@@ -262,3 +262,14 @@ def test_convert_does_not_import_pandas(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert len(Store(tmp_path / "s").ranks) == 2
+
+
+#: files whose events' categories the reader sets (rpd2tracing's JSON writes none; torch's
+#: legacy autograd profiler none on its ops): each chunk interns them
+NO_CATEGORIES = [Path(__file__).parent / "data" / "rpd" / "matmul_result.json",
+                 Path(__file__).parent / "data" / "peers" / "legacy_autograd" / "votenet_profiler_trace.json.gz"]
+
+
+@pytest.mark.parametrize("path", NO_CATEGORIES, ids=[p.name for p in NO_CATEGORIES])
+def test_chunks_of_files_without_categories_are_the_whole_file_trace(path):
+    test_chunks_are_the_whole_file_trace(path)

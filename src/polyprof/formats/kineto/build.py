@@ -16,7 +16,7 @@ from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
 from . import ascend, asyncs, rocprof_v1
 from .deferred import DeferredArgs
-from .devices import categorise_device_events, device_planes
+from .devices import categorise_device_events, device_planes, tf_line
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from ...trace import metadata_keys as mkeys
@@ -136,6 +136,8 @@ def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarr
         tname = info.get("thread_name")
         if _is_id(tv) and not isinstance(pv, str):
             tid = tv
+            if not tname and kind == "device":  # TensorFlow 1.x's timeline: a process per stream
+                tname = tf_line(col.process.get(pv, {}).get("process_name"))
             if not tname:
                 tname = f"stream {tv}" if kind == "device" else f"thread {tv}"
         else:  # Kineto's pseudo processes ("Spans", "Traces", "") and string tids

@@ -225,6 +225,19 @@ class _Reader:
             raise TraceFormatError(self.path, "the file changed while it was read")
         return self._rest()
 
+    def _annotations_of_new_strings(self) -> None:
+        """``self.annotation`` (whether each string id is an annotation's category) grown
+        to the strings interned since the layout."""
+        strings = self.col.b.strings
+        old = len(self.annotation)
+        if len(strings) < old:
+            return
+        grown = np.zeros(len(strings) + 1, bool)
+        grown[:old] = self.annotation
+        grown[old - 1:len(strings)] = [kind_of(x) in (Kind.ANNOTATION, Kind.DEVICE_ANNOTATION, Kind.STEP)
+                                       for x in strings[old - 1:]]
+        self.annotation = grown
+
     def _emit(self, on_chunk: Callable[[Chunk], None]) -> None:
         col = self.col
         col._flush_args()
@@ -234,6 +247,7 @@ class _Reader:
         ts, dur = cat("ts", np.int64) + self.base, cat("dur", np.int64)
         name, category = cat("name", np.int32), cat("cat", np.int32)
         categorise_device_events(col, self.planes, pid, tid, category, name)
+        self._annotations_of_new_strings()  # the categories that pass interned (kernel, cpu_op...)
         col.cols = {k: [] for k in c}
         track = self.pair_track[np.searchsorted(self.pairs, pid * self.ntid + tid)] if len(ts) else \
             np.zeros(0, np.int32)

@@ -5,6 +5,13 @@ A pid is a device when its ``process_labels`` or ``process_name`` names one (``G
 or when it has only device categories
 (kernels, copies) and an integer pid; the vendor comes from ``deviceProperties`` names,
 version keys of the document, and the runtime calls' names (``cuda*``, ``hip*``, ``ze*``).
+torch's legacy autograd profiler (torch 1.x ``export_chrome_trace`` without Kineto) writes
+its ops with no category in a process named ``CPU functions`` and the CUDA work they ran
+in one named ``CUDA functions`` (a thread per device index): ops and NVIDIA device 0.
+TensorFlow 1.x's timeline (``tf.python.client.timeline``) names a process per GPU stream,
+``/device:GPU:0/stream:13 Compute`` (``/gpu:0/...`` in older releases), its copies'
+``/device:GPU:0/memcpy Compute``, and repeats every stream's kernels in ``stream:all``:
+lines of that GPU, the repeat a derived one.
 """
 
 from __future__ import annotations
@@ -27,6 +34,13 @@ _PLANE_NAME = re.compile(r"^/device:([^:/]+):(\d{1,9})$")
 _DEVICE_KINDS = {"GPU", "MTIA", "XPU", "HPU", "NPU", "TPU", "MPS", "IPU", "DEVICE"}
 #: device kinds a process label may name with no index (msprof labels its Ascend processes "NPU")
 _BARE_KINDS = {"NPU"}
+#: TensorFlow 1.x timeline's processes of a GPU's streams and copies (not the executor's
+#: ``/job:.../device:GPU:0 Compute``, host threads running the ops)
+_TF_LINE = re.compile(r"^(?:/job:[^/ ]+/replica:\d+/task:\d+)?/(?:device:)?gpu:(\d{1,9})/(stream:(?:\d+|all)|memcpy)"
+                      r" Compute$", re.IGNORECASE)
+_TF_OP = "Op"  # the category TensorFlow 1.x's timeline gives every op
+#: the legacy autograd profiler's processes (string pids; spelled "CUDA Functions" too)
+_LEGACY_CPU, _LEGACY_CUDA = "cpu functions", "cuda functions"
 #: Categories that only occur on a device timeline (used when a pid has no labels).
 _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "mtia_ccp_events",
                       "cuda_sync", "collective_comm"}
@@ -51,6 +65,8 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
     is_dev_cat = member(cat_c, np.array(dev_cat_ids, np.int32))
     dev_pids = set(_distinct(pid_c[is_dev_cat]).tolist())
     vendor_hint = ascend.VENDOR if ascend.is_ascend(col) else _vendor_hint(top, col.b.strings)
+    if not vendor_hint and any(_legacy(pv, _LEGACY_CUDA) for pv in pid_vals):
+        vendor_hint = "NVIDIA"
 
     kinds: list[tuple[str, str, int]] = []  # (kind, device kind, index)
     for code, pv in enumerate(pid_vals):
@@ -60,6 +76,10 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         m = _PLANE_NAME.match(pname) if isinstance(pname, str) else None
         if m:  # a Chrome trace polyprof wrote: processes are named after planes
             kinds.append(("device", m.group(1), int(m.group(2))))
+            continue
+        m = _TF_LINE.match(pname) if isinstance(pname, str) and labels is None else None
+        if m:  # TensorFlow 1.x's timeline: a stream (or the copies) of a GPU
+            kinds.append(("device", "GPU", int(m.group(1))))
             continue
         for text, strict in ((labels, False), (pname, True)):
             if isinstance(text, str):
@@ -74,6 +94,8 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
                     break
         if dev is None and code in dev_pids and _is_id(pv) and pv >= 0:
             dev = ("GPU", pv)
+        if dev is None and labels is None and pname is None and _legacy(pv, _LEGACY_CUDA):
+            dev = ("GPU", 0)
         kinds.append(("device", dev[0], dev[1]) if dev else ("host", "", 0))
     if rocprof_v1.is_rocprof_v1(col):
         _copy_lane(col, pid_vals, kinds, counts)
@@ -121,9 +143,20 @@ def _copy_lane(col: "_Collector", pid_vals: list, kinds: list[tuple[str, str, in
             kinds[code] = ("device", *next(iter(busy)))
 
 
-#: the names a converter gives copies and fills (rpd2tracing: its opType), by their start
-_COPY_NAMES = ("Memcpy", "memcpy", "Copy", "copy")
-_FILL_NAMES = ("Memset", "memset", "FillBuffer")
+#: the names a converter gives copies and fills (rpd2tracing: its opType; TensorFlow 1.x's
+#: timeline: ``MEMCPYHtoD``...), by their start
+_COPY_NAMES = ("Memcpy", "memcpy", "MEMCPY", "Copy", "copy")
+_FILL_NAMES = ("Memset", "memset", "MEMSET", "FillBuffer")
+
+
+def tf_line(process_name: Any) -> str | None:
+    """The line a TensorFlow 1.x timeline's GPU process is (``stream 13``, ``memcpy``,
+    ``stream:all``), None for any other process."""
+    m = _TF_LINE.match(process_name) if isinstance(process_name, str) else None
+    if m is None:
+        return None
+    line = m.group(2).lower()
+    return f"stream {line[7:]}" if line.startswith("stream:") and line != "stream:all" else line
 
 
 def _device_category(name: str) -> str:
@@ -172,14 +205,22 @@ def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], p
     Ops``, ``Steps``...) are left as they are."""
     strings = col.b.strings
     dev = [code for code, (_, kind) in enumerate(planes) if kind == "device"]
-    if not dev or not len(cat_c):
+    pid_vals = col.id_values[id(col.pids)]
+    legacy = [code for code, (_, kind) in enumerate(planes)
+              if kind == "host" and _legacy(pid_vals[code], _LEGACY_CPU)]
+    if not (dev or legacy) or not len(cat_c):
         return
+    _tf_timeline(col, dev, pid_c, cat_c, name_c)
     try:
         empty = strings.index("")
     except ValueError:  # no event without a category
         return
     rows = np.flatnonzero(cat_c == empty)  # few or none: the pids of those alone
-    if not len(rows):
+    if legacy and len(rows):  # the legacy autograd profiler's ops
+        ops = member(pid_c[rows], np.array(legacy, pid_c.dtype))
+        cat_c[rows[ops]] = col.b.intern(keys.CAT_CPU_OP)
+        rows = rows[~ops]
+    if not dev or not len(rows):
         return
     on_dev = member(pid_c[rows], np.array(dev, pid_c.dtype))
     if on_dev.any():  # not the lines a viewer derives from the activity (XLA Ops, Steps...)
@@ -193,6 +234,34 @@ def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], p
         code = np.array([col.b.intern(c) if c else -1 for c in cats], np.int64)[inv.ravel()]
         take = where & (code >= 0)
         cat_c[rows[take]] = code[take]
+
+
+def _tf_timeline(col: "_Collector", dev: list[int], pid_c: np.ndarray, cat_c: np.ndarray,
+                 name_c: np.ndarray) -> None:
+    """TensorFlow 1.x timeline's ops on a GPU's lines (category ``Op``): kernels, or copies
+    and fills by name; on ``stream:all``, which repeats the streams' kernels, derived."""
+    pid_vals = col.id_values[id(col.pids)]
+    lines = {c: tf_line(col.process.get(pid_vals[c], {}).get("process_name")) for c in dev
+             if _hashable(pid_vals[c])}
+    lines = {c: line for c, line in lines.items() if line}
+    strings = col.b.strings
+    if not lines or _TF_OP not in strings:
+        return
+    rows = np.flatnonzero((cat_c == strings.index(_TF_OP)) & member(pid_c, np.array(sorted(lines), pid_c.dtype)))
+    if not len(rows):
+        return
+    names, inv = np.unique(name_c[rows], return_inverse=True)
+    code = np.array([col.b.intern(_device_category(strings[int(n)])) for n in names.tolist()], np.int64)
+    new = code[inv.ravel()]
+    repeat = [c for c, line in lines.items() if line == "stream:all"]
+    if repeat:
+        new[member(pid_c[rows], np.array(repeat, pid_c.dtype))] = col.b.intern(keys.CAT_DERIVED)
+    cat_c[rows] = new
+
+
+def _legacy(pid: Any, name: str) -> bool:
+    """Whether a pid is the legacy autograd profiler's process ``name`` (lower case)."""
+    return isinstance(pid, str) and pid.strip().lower() == name
 
 
 def _vendor_hint(top: dict[str, Any], strings: list[str]) -> str:
