@@ -18,6 +18,8 @@ from polyprof.analyze.frames import column
 from polyprof.errors import PeakError
 from polyprof.trace.categories import Kind
 
+PEERS = Path(__file__).parent / "data" / "peers"
+
 DATA = Path(__file__).parent / "data" / "traces"
 
 
@@ -494,3 +496,39 @@ def test_op_efficiency_counts_the_analysed_steps_as_op_stats_does():
         for name in both:
             assert counted[name] == calls[name], (window, name)
     assert counted["aten::mm"] == 742
+
+
+def test_mfu_times_a_step_by_its_device_work_when_the_host_ran_ahead():
+    """AMD's HPCTrainingExamples event-replay trace (MI300X): the host marks nine steps in
+    841 µs and their convolutions run 18.6 ms on the GPU after them. The FLOPs were timed by
+    the marks alone (MFU 0.878%, 36x too high); each step's time is now the span of the
+    device work launched in it where that is longer: the ops' own device time here."""
+    from polyprof.analyze.window import AUTO, view
+    from polyprof.derive import cache
+
+    t = view(polyprof.load(PEERS / "hpctraining" / "replay_trace.json.gz"), AUTO)
+    steps = cache.steps(t)
+    assert len(steps) == 9 and int((steps.end - steps.start).sum()) == 841_429
+    m = mfu(t)
+    whole = {c: column(m, c)[0] for c in ("step", "flops", "time_ns", "mfu_pct")}
+    assert whole["step"] == -1 and whole["flops"] == pytest.approx(9.664e9, rel=1e-3)
+    corr = cache.correlation(t)
+    ev = t.events
+    conv = t.string_id("aten::convolution_backward")
+    by_conv = corr.op >= 0
+    by_conv[by_conv] = ev["name"][corr.op[by_conv]] == conv
+    by_conv &= steps.of(ev["start_ns"][np.maximum(corr.launch, 0)]) >= 0  # launched in the window's steps
+    device = int(ev["dur_ns"][corr.device_rows[by_conv]].sum())  # back to back on one stream
+    assert 18.5e6 < device < 18.7e6
+    assert whole["time_ns"] == pytest.approx(device, rel=0.01)
+    peak = column(m, "peak_flops_per_s")[0]
+    assert whole["mfu_pct"] == pytest.approx(100 * whole["flops"] / (whole["time_ns"] / 1e9) / peak)
+    assert whole["mfu_pct"] < 0.05
+    per_step = np.asarray(column(m, "time_ns")[1:], np.float64)
+    assert per_step.sum() == pytest.approx(whole["time_ns"])
+    launched_in = steps.of(ev["start_ns"][corr.launch[corr.launch >= 0]])
+    rows = corr.device_rows[corr.launch >= 0]
+    for i in range(len(steps)):  # each step: the span of its launches' device work, longer than its marks
+        mine = rows[launched_in == i]
+        span = int((ev["start_ns"][mine] + ev["dur_ns"][mine]).max() - ev["start_ns"][mine].min())
+        assert per_step[i] == span > 3 * int(steps.end[i] - steps.start[i])
