@@ -36,6 +36,8 @@ class Capture:
         self.lost = lost
         #: torch's category of each allocation, (time ns, address) -> name (memory.py)
         self.mem_categories = mem_categories
+        #: ended when the program prepared its own torch profiler (TorchPlugin.hand_over)
+        self.handed = False
 
     def __repr__(self) -> str:
         return (f"Capture(index={self.index}, samples={len(self.samples)}, path={self.path!r}, "

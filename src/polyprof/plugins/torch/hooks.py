@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from ...collect.importhook import ImportHook
 from ...lowlevel import unseen
 
 log = logging.getLogger("polyprof")
 
-__all__ = ["ImportHook", "Ranges", "gate_profiler_start", "imported_torch", "profiler_starts", "recording_survived"]
+__all__ = ["ImportHook", "Ranges", "default_activities", "gate_profiler_start", "imported_torch", "profiler_starts",
+           "recording_survived"]
+
+#: the wrapper gate_profiler_start put on torch's ``_prepare_profiler`` (put there once)
+_prepare_gate: list[Any] = []
 
 
 def imported_torch() -> Any | None:
@@ -22,18 +26,40 @@ def imported_torch() -> Any | None:
     return mod if mod is not None and hasattr(mod, "profiler") else None
 
 
-def gate_profiler_start() -> None:
+def gate_profiler_start(before_prepare: Callable[[], None] | None = None) -> None:
     """Gate the start of every torch profiler (``torch.autograd.profiler._enable_profiler``,
     where torch's Python tracer installs itself on every thread state and records the
     frames open there) so that it never runs while a polyprof background thread holds a
     thread state (collect/background.py): a program's own ``with_stack=True`` profile
     never lists polyprof's threads. The call itself is not seen: no profile function is
     on yet when it is made, and the gate is not a built-in function whose return the
-    tracer would record."""
+    tracer would record. With ``before_prepare``, that runs before any torch profiler is
+    prepared (:func:`_gate_prepare`)."""
     mod = sys.modules.get("torch.autograd.profiler")
     fn = getattr(mod, "_enable_profiler", None)
     if fn is not None and unseen.Gated is not None and not unseen.is_gated(fn):
         mod._enable_profiler = unseen.gated(fn)  # type: ignore[union-attr]  # mod is not None: fn came from it
+    if before_prepare is not None:
+        _gate_prepare(mod, before_prepare)
+
+
+def _gate_prepare(mod: Any, before: Callable[[], None]) -> None:
+    """Call ``before`` ahead of every torch profiler's preparation (``_prepare_profiler``,
+    which ``torch.profiler.profile`` and ``torch.autograd.profiler.profile`` call before
+    they start), unseen by any profile function; an error in it is logged, not raised
+    into the program's profiler."""
+    fn = getattr(mod, "_prepare_profiler", None)
+    if fn is None or (_prepare_gate and fn is _prepare_gate[0]):
+        return
+
+    def call(*_args: Any, **_kw: Any) -> None:
+        try:
+            before()
+        except Exception as e:  # the program's profiler starts anyway
+            log.warning("plugin torch: hand-over failed: %s: %s", type(e).__name__, e)
+
+    _prepare_gate[:] = [unseen.quiet(call, then=fn)]
+    mod._prepare_profiler = _prepare_gate[0]
 
 
 def profiler_starts() -> int | None:
@@ -76,3 +102,23 @@ class Ranges:
             ops = torch.ops.profiler
             self.enter = lambda name: ops._record_function_enter_new(name, None)
             self.exit = ops._record_function_exit._RecordFunction
+
+
+def default_activities(torch: Any) -> list[Any]:
+    """CPU plus every accelerator torch can see here (CUDA/ROCm, XPU, MTIA)."""
+    PA = torch.profiler.ProfilerActivity
+    try:
+        supported = set(torch.profiler.supported_activities())
+    except Exception:
+        supported = {PA.CPU}
+    acts = [PA.CPU]
+    for dev, act in (("cuda", "CUDA"), ("xpu", "XPU"), ("mtia", "MTIA")):
+        a = getattr(PA, act, None)
+        mod = getattr(torch, dev, None)
+        try:
+            present = bool(mod is not None and mod.is_available())
+        except Exception:
+            present = False
+        if a is not None and present and a in supported:
+            acts.append(a)
+    return acts

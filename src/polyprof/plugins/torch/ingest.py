@@ -60,12 +60,19 @@ def ingest_kineto(t: Trace, cap: Capture, mirrors: list[tuple[int, str, int, int
             start = align.to_host(t.start_ns)
         if sections is not None and len(drop):
             start = snap_to_sections(t, start, drop, brackets, sections[0], sections[1], track_tid)
+    program_steps = 0
+    if cap.handed and n:  # ProfilerStep#N its profiler opened while ours recorded: its steps, not the session's
+        ids = [k for k, x in enumerate(t.strings) if x.startswith(STEP_PREFIX)]
+        theirs = keep & np.isin(t.events["name"], ids)
+        keep &= ~theirs
+        program_steps = int(theirs.sum())
     rows = np.flatnonzero(keep)
     _copy_rows(b, t, rows, start, tmap)
     _steps(b, t, rows, start, host_has_steps)
     _flows_and_counters(b, t, keep, rows, pmap, align)
     info = {"capture": cap.index, **describe(align, wall if align is not wall else None), "events": int(len(rows)),
-            "dropped_section_copies": int(dropped_copies), "sync_markers": int(len(sync_rows))}
+            "dropped_section_copies": int(dropped_copies), "sync_markers": int(len(sync_rows)),
+            "dropped_program_steps": program_steps}
     if t.metadata.get(mkeys.WARNINGS):
         b.metadata[mkeys.WARNINGS] = [f"torch: {w}" for w in t.metadata[mkeys.WARNINGS]]
     b.metadata[mkeys.TORCH] = {k: v for k, v in t.metadata.items()

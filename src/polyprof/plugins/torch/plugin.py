@@ -49,7 +49,8 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
-from .hooks import ImportHook, Ranges, gate_profiler_start, imported_torch, profiler_starts, recording_survived
+from .hooks import (ImportHook, Ranges, default_activities, gate_profiler_start, imported_torch, profiler_starts,
+                    recording_survived)
 from .steps import OptimizerSteps
 
 # ingest (Kineto's events into the session trace) and memory are imported once torch
@@ -57,6 +58,8 @@ from .steps import OptimizerSteps
 
 log = logging.getLogger("polyprof")
 LOST = "the torch recording was ended by another torch.profiler in the program"
+HANDED = ("the program started its own torch.profiler: the session's torch recording ended there and is "
+          "kept (torch runs one profiler at a time); torch ops after that are not in this trace")
 
 _SYNC_REPEATS = 3
 
@@ -66,6 +69,13 @@ _active: "TorchPlugin | None" = None  # the torch plugin of the running session,
 def active_plugin() -> "TorchPlugin | None":
     """The started torch plugin of the running session (a drop-in hands torch to it)."""
     return _active
+
+
+def _before_prepare() -> None:
+    """A torch profiler is being prepared (hooks.gate_profiler_start): the program's own,
+    if the session's records (ours is prepared before ``_prof`` is set)."""
+    if _active is not None:
+        _active.hand_over()
 
 
 class TorchPlugin(Plugin):
@@ -156,7 +166,7 @@ class TorchPlugin(Plugin):
         if _active is None:
             _active = self
         if imported_torch() is not None:
-            gate_profiler_start()  # also for the drop-in's own profiler
+            gate_profiler_start(_before_prepare)  # also for the drop-in's own profiler
         if self.driver is not None:  # the drop-in's torch profiler records from now on
             self._attach_listener()
             return
@@ -167,7 +177,7 @@ class TorchPlugin(Plugin):
             self._hook = ImportHook("torch", self._begin_after_import).install()
 
     def _begin_after_import(self) -> None:
-        gate_profiler_start()
+        gate_profiler_start(_before_prepare)
         if self._state == "started":
             self._steps.watch()
             self._begin()
@@ -305,6 +315,20 @@ class TorchPlugin(Plugin):
             self._begin()
 
     # ------------------------------------------------------------------ hand-over
+    def hand_over(self) -> None:
+        """The program prepares its own torch profiler while ours records: ours ends here, kept,
+        before the program's ends it unread (docs/torch.md). Not with our own ``with_stack``
+        (its tracer is the profile function the unseen call puts back): lost as before."""
+        with self._lock:
+            ours = self._prof is not None and self.driver is None and not self.options.get("with_stack")
+        if ours:
+            self._end_own()
+            cap = self._captures[-1]
+            cap.handed = True  # its ProfilerStep#N are the program's (ingest.py)
+            self._attach_listener()  # sections still mirrored, into the program's profile
+            if not cap.lost:  # (a profiler torch started before this one ended ours: said so)
+                self._warn(HANDED)
+
     def attach_driver(self, driver: Any) -> bool:
         """A ``polyprof.torch.profile`` opened inside this session (e.g. a script run
         by ``polyprof run``) takes torch over: our own recording ends here and is
@@ -574,25 +598,3 @@ class TorchPlugin(Plugin):
             for name, native in list(getattr(rec, "threads", {}).values()):
                 names[native] = name
         return names
-
-
-def default_activities(torch: Any) -> list[Any]:
-    """CPU plus every accelerator torch can see here (CUDA/ROCm, XPU, MTIA)."""
-    PA = torch.profiler.ProfilerActivity
-    try:
-        supported = set(torch.profiler.supported_activities())
-    except Exception:
-        supported = {PA.CPU}
-    acts = [PA.CPU]
-    for dev, act in (("cuda", "CUDA"), ("xpu", "XPU"), ("mtia", "MTIA")):
-        a = getattr(PA, act, None)
-        mod = getattr(torch, dev, None)
-        try:
-            present = bool(mod is not None and mod.is_available())
-        except Exception:
-            present = False
-        if a is not None and present and a in supported:
-            acts.append(a)
-    return acts
-
-
