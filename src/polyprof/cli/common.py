@@ -168,9 +168,12 @@ def load_trace(path: str) -> Trace:
     from ..formats.detect import detect, load
 
     if os.path.isdir(path):
-        from ..ranks.sources import one_trace_in  # (a directory given for one trace: only then its listing)
+        from ..ranks.sources import TraceFile, one_source_in  # (a directory given for one trace: only then)
 
-        path = str(one_trace_in(path) or path)
+        src = one_source_in(path)
+        if src is not None and not isinstance(src, TraceFile):  # one process's several files: one trace
+            return src.load()
+        path = str(src.file if isinstance(src, TraceFile) else path)
     # a progress bar for big Kineto/Chrome JSON files when someone is watching
     if sys.stderr.isatty() and os.path.isfile(path) and os.path.getsize(path) > (16 << 20) \
             and detect(path) == "chrome-json":

@@ -50,10 +50,10 @@ def is_job(files: list[str] | str, rank: int | None = None) -> bool:
         from ..formats.nsys_csv import runs_in as nsys_runs  # one run's nsys stats CSVs: one trace
         from ..formats.rocprof_csv import runs_in  # one process's rocprofv3 CSVs: one trace
 
-        from ..ranks.sources import one_trace_in  # a directory's listing: only for a directory
+        from ..ranks.sources import one_source_in  # a directory's listing: only for a directory
 
         runs = runs_in(Path(files[0])) or nsys_runs(Path(files[0]))
-        return len(runs) != 1 if runs else rank is not None or one_trace_in(files[0]) is None
+        return len(runs) != 1 if runs else rank is not None or one_source_in(files[0]) is None
     return len(files) > 1
 
 

@@ -1,15 +1,19 @@
 """Which rank a file holds, before loading it: the ``distributedInfo`` it names (peeked
 from the first megabyte of a Kineto JSON, or the sources of a ``.polyprof`` header), and
-a number in its file name (``rank-3``, ``rank_3``, ``rank3``, ``worker3``...). How these
-become ranks: ``sources.assign_ranks``."""
+a number in its file name (``rank-3``, ``rank_3``, ``rank3``, ``worker3``...); and which
+process recorded a Kineto JSON (its host and pid), so that several recordings of one
+process are one rank. How these become ranks: ``sources.assign_ranks``."""
 
 from __future__ import annotations
 
 import re
 import zipfile
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import orjson
+
+T = TypeVar("T")
 
 
 PEEK_BYTES = 1 << 20
@@ -19,10 +23,35 @@ _NAME = re.compile(r"(?:rank|worker|proc|process|node|gpu)[-_.]?(\d+)", re.IGNOR
 _TRAILING = re.compile(r"(\d+)(?:\D*)$")
 
 
+#: Kineto's ``host_name`` (written before the events by recent torch), and a host op's
+#: pid (torch writes ``ph``, ``cat``, ``name``, ``pid`` in this order, before ``args``)
+_HOST = re.compile(rb'"host_name"\s*:\s*"([^"\\]*)"')
+_HOST_PID = re.compile(rb'\{\s*"ph"\s*:\s*"X"\s*,\s*"cat"\s*:\s*"(?:cpu_op|user_annotation|python_function)"'
+                       rb'[^{}]*?"pid"\s*:\s*(\d+)')
+
+
 def _peek_rank(path: Path) -> int | None:
     """The ``distributedInfo`` rank in the first :data:`PEEK_BYTES` of the (inflated)
     text, read a step at a time: Kineto writes it before the events, so one 64 KiB
     step usually finds it."""
+    def find(text: bytes, start: int) -> int | None:
+        m = _DIST.search(text, start)
+        return int(m.group(1)) if m else None
+
+    return _peek(path, find)
+
+
+def _process(text: bytes, start: int) -> tuple[str, int] | None:
+    head = text.split(b'"traceEvents"', 1)
+    if len(head) < 2:
+        return None
+    host, pid = _HOST.search(head[0]), _HOST_PID.search(text, max(start, len(head[0])))
+    return (host.group(1).decode("utf-8", "replace"), int(pid.group(1))) if host and pid else None
+
+
+def _peek(path: Path, find: Callable[[bytes, int], T | None]) -> T | None:
+    """``find(text, start)`` over the first :data:`PEEK_BYTES` of the (inflated) text,
+    read a step at a time; ``start`` is where the new step's matches can begin."""
     import zlib
 
     with open(path, "rb") as f:
@@ -41,10 +70,23 @@ def _peek_rank(path: Path) -> int | None:
         if not more:
             break
         text += more
-        m = _DIST.search(text, max(0, len(text) - len(more) - 4096))  # a match may span two steps
-        if m:
-            return int(m.group(1))
+        got = find(text, max(0, len(text) - len(more) - 4096))  # a match may span two steps
+        if got is not None:
+            return got
     return None
+
+
+def process_in_file(path: Path) -> tuple[str, int, int | None] | None:
+    """(host, pid, distributedInfo rank or None) of the process a Kineto JSON recorded,
+    peeked as the rank is; None when the file names no host (older torch) or no
+    host op is in its first megabyte, or for any other format (never raises)."""
+    try:
+        if zipfile.is_zipfile(path):
+            return None
+        proc = _peek(path, _process)
+        return None if proc is None else (proc[0], proc[1], _peek_rank(path))
+    except (OSError, ValueError):
+        return None
 
 
 def rank_in_file(path: Path) -> int | None:

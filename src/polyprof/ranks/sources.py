@@ -26,7 +26,7 @@ from ..errors import PolyprofError
 from ..store.manifest import is_store, read_manifest
 from ..trace.core import Trace
 from ..trace.identity import identify
-from .identity import rank_in_file, rank_in_name
+from .identity import process_in_file, rank_in_file, rank_in_name
 
 log = logging.getLogger("polyprof")
 
@@ -83,6 +83,36 @@ class TraceFile(RankSource):
 
     def __repr__(self) -> str:
         return f"TraceFile({str(self.path)!r})"
+
+
+class TraceFiles(RankSource):
+    """Several Kineto JSON files one process recorded (a schedule's cycles written by
+    ``tensorboard_trace_handler``, Lightning's training and validation profiles): one
+    rank, its recordings one trace on the process's clock."""
+
+    def __init__(self, paths: list[Path]):
+        self.files = list(paths)
+        self.path = None  # several files: none to read ahead
+        self.label = f"{self.files[0].name} (+{len(self.files) - 1} of its process)"
+
+    def named(self) -> tuple[int, str] | None:
+        return TraceFile(self.files[0]).named()
+
+    def in_name(self) -> tuple[int, bool] | None:
+        return rank_in_name(self.files[0])
+
+    def load(self) -> Trace:
+        from ..formats.detect import load  # the readers: where the rank is loaded, not where the job is listed
+        from ..trace.merge import merge  # the builder: only for a rank of several files
+
+        parts = [load(f) for f in self.files]
+        for t in parts:  # one source: the process's planes and threads are one
+            for src in t.sources:
+                src.label = self.label
+        return merge(parts)
+
+    def __repr__(self) -> str:
+        return f"TraceFiles({[str(f) for f in self.files]!r})"
 
 
 class StoreRank(RankSource):
@@ -187,7 +217,23 @@ def _directory(item: Any, warn: bool = True) -> list[RankSource] | None:
     found = runs_in(p) or nsys_runs(p) or _traces_only(_without_xprof_copies(rank_files(p)), warn)
     if not found:
         raise PolyprofError(f"{p}: no trace files in this directory")
-    return [TraceFile(q) for q in found]
+    return _by_process(found)
+
+
+def _by_process(files: list[Path]) -> list[RankSource]:
+    """A source per file, but one for the Kineto files one process recorded (the same
+    host, pid and ``distributedInfo`` rank, ``identity.process_in_file``): before, each
+    was a rank of its own, and one program's profile cycles a job of unaligned ranks."""
+    groups: dict[object, list[Path]] = {}
+    for q in files:
+        proc = process_in_file(q) if q.name.endswith((".json", ".json.gz")) else None
+        groups.setdefault(q if proc is None else proc, []).append(q)
+    out: list[RankSource] = []
+    for key, group in groups.items():
+        out.append(TraceFile(group[0]) if len(group) == 1 else TraceFiles(group))
+        if len(group) > 1:
+            log.info("%s: one process (%s), one rank: %s", group[0].parent, key, ", ".join(q.name for q in group))
+    return out
 
 
 def rank_files(p: Path) -> list[Path]:
@@ -246,23 +292,36 @@ def _file(item: Any) -> list[RankSource] | None:
     return [TraceFile(item)]
 
 
-@lru_cache(maxsize=8)
 def one_trace_in(path: str | os.PathLike) -> Path | None:
-    """The trace file of a directory that holds one (a ``tensorboard_trace_handler`` log
-    directory of one run, a ``jax.profiler`` log directory of one process), which the
-    commands then read as that trace, not as a job of one rank; None for any other
-    directory (a store, rocprofv3's or nsys's CSV outputs, several traces), or a file.
-    Remembered for the process (a command asks it of its input twice)."""
+    """The trace file of a directory that holds one (:func:`one_source_in`), else None
+    (also for several files of one process)."""
+    src = one_source_in(path)
+    return src.file if isinstance(src, TraceFile) else None
+
+
+def one_source_in(path: str | os.PathLike) -> RankSource | None:
+    """The one rank of a directory that holds one (a ``tensorboard_trace_handler`` log
+    directory of one process's cycles, Lightning's profiles of one run, a ``jax.profiler``
+    log directory of one process), which the commands then read as that trace, not as a
+    job of one rank; None for any other directory (a store, rocprofv3's or nsys's CSV
+    outputs, several processes), or a file. Remembered for the process (a command asks
+    it of its input twice)."""
+    return _one_source_in(os.fspath(path))
+
+
+@lru_cache(maxsize=8)
+def _one_source_in(path: str) -> RankSource | None:
     if not Path(path).is_dir() or is_store(Path(path)):
         return None
     try:  # (the files left out are said once, by the job's listing when it is one)
         found = _directory(_profile_run(path) or path, warn=False) or []
     except PolyprofError:  # no trace in it: the job's path says so
         return None
-    if len(found) != 1 or not isinstance(found[0], TraceFile) or not found[0].file.is_file():
+    if len(found) != 1 or not isinstance(found[0], (TraceFile, TraceFiles)) \
+            or (isinstance(found[0], TraceFile) and not found[0].file.is_file()):
         return None
-    log.info("%s: one trace in the directory, %s", path, found[0].file)
-    return found[0].file
+    log.info("%s: one trace in the directory, %s", path, found[0].label)
+    return found[0]
 
 
 #: what a job can be made of, asked in order; each gives the sources of one item, or

@@ -1,0 +1,77 @@
+"""Several Kineto JSON files one process recorded (a torch.profiler schedule's cycles
+written by ``tensorboard_trace_handler``, Lightning's ``profiler="pytorch"`` training and
+validation profiles) are one rank, read as one trace; before, a directory of them was a
+job of that many ranks ("rank 1 recorded no collective: not aligned"), and a 2-rank job
+with two cycles a rank was four ranks. Files written here as torch 2.13 writes them
+(``host_name`` in the header, ``ph``/``cat``/``name``/``pid`` leading each event)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from polyprof.ranks import sources
+from polyprof.ranks.sources import TraceFile, assign_ranks, resolve
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _kineto(path: Path, host: str | None, pid: int, steps: list[int], t0: float, rank: int | None = None) -> None:
+    doc: dict = {"schemaVersion": 1, "deviceProperties": []}
+    if host is not None:
+        doc["host_name"] = host
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": 2}
+    ev: list[dict] = [{"ph": "M", "name": "process_name", "ts": t0, "pid": pid, "tid": 0, "args": {"name": "python"}}]
+    for i, s in enumerate(steps):
+        ts = t0 + i * 1000.0
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": pid, "tid": pid,
+                   "ts": ts, "dur": 900.0, "args": {}})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": pid, "tid": pid, "ts": ts + 100.0,
+                   "dur": 500.0, "args": {}})
+    doc["traceEvents"] = ev
+    path.write_text(json.dumps(doc, indent=1))
+
+
+def test_one_process_cycles_are_one_trace(tmp_path: Path) -> None:
+    _kineto(tmp_path / "vm_7.100.pt.trace.json", "vm", 7, [2, 3], 1e6)
+    _kineto(tmp_path / "vm_7.200.pt.trace.json", "vm", 7, [6, 7], 2e6)
+    found = resolve(tmp_path)
+    assert len(found) == 1, found  # before: two ranks
+    src = found[0]
+    assert isinstance(src, sources.TraceFiles) and [f.name for f in src.files] == ["vm_7.100.pt.trace.json",
+                                                                           "vm_7.200.pt.trace.json"]
+    one = sources.one_source_in(tmp_path)  # what the commands read for the directory
+    assert isinstance(one, sources.TraceFiles) and one.files == src.files
+    t = src.load()
+    names = Counter(t.names().tolist())
+    assert names["aten::mm"] == 4 and names["ProfilerStep#6"] == 1
+    assert len(t.planes) == 1 and len({tr.name for tr in t.tracks if tr.tid == 7}) == 1  # one thread, one track
+    out = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(tmp_path)], capture_output=True, text=True,
+                         env={"PYTHONPATH": SRC, "PATH": ""}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Ranks side by side" not in out.stdout and "not aligned" not in out.stdout
+    assert "8 events on 1 plane(s)" in out.stdout  # both files: 4 steps, 4 matmuls
+
+
+def test_two_processes_stay_two_ranks_and_a_jobs_cycles_join_their_rank(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank, pid in ((0, 11), (1, 12)):
+        _kineto(job / f"vm_{pid}.100.pt.trace.json", "vm", pid, [2, 3], 1e6, rank)
+        _kineto(job / f"vm_{pid}.200.pt.trace.json", "vm", pid, [6, 7], 2e6, rank)
+    ranks = resolve(job)
+    assert len(ranks) == 2, ranks  # before: four, by order ("several sources name the same rank")
+    assert [type(s).__name__ for s in ranks] == ["TraceFiles", "TraceFiles"]
+    assert assign_ranks(ranks) == [(0, "distributedInfo"), (1, "distributedInfo")]
+    assert sources.one_source_in(job) is None
+    # two processes of one host without a rank, and files naming no host (torch before
+    # 2.x): a rank each, as before
+    for d, host in ((tmp_path / "procs", "vm"), (tmp_path / "old", None)):
+        d.mkdir()
+        _kineto(d / "a.pt.trace.json", host, 21 if host else 5, [0, 1], 1e6)
+        _kineto(d / "b.pt.trace.json", host, 22 if host else 5, [0, 1], 1e6)
+        assert [type(s) for s in resolve(d)] == [TraceFile, TraceFile]
