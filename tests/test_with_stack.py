@@ -408,3 +408,24 @@ def test_sections_mirrored_into_the_programs_profile_unless_turned_off(tmp_path:
     assert rows == {k: v[0] for k, v in _rows(plain).items()}
     assert {st for st in _stacks(mirrored) if st[0] != "fwd"} == _stacks(plain)  # no polyprof frame
     assert mirrored["threads"] == plain["threads"] == [1]
+
+
+def test_the_plugins_own_with_stack_is_read_in_memory_without_warnings(tmp_path: Path) -> None:
+    """The plugin asked torch for ``trace_only`` (no per-op Python events built at stop)
+    with ``with_stack`` too: torch warned that it disables it, and the activities' names
+    of a recording with stacks came out undecodable ("could not be read in memory
+    (UnicodeDecodeError...); reading its JSON export instead", every time)."""
+    pytest.importorskip("torch")
+    script = tmp_path / "stacks.py"
+    script.write_text("import json, torch, polyprof\n"
+                      "with polyprof.profile(plugins=['torch'], options={'torch': {'with_stack': True}}) as s:\n"
+                      "    x = torch.randn(16, 16)\n"
+                      "    for i in range(3):\n"
+                      "        torch.mm(x, x)\n"
+                      "names = {s.trace.strings[i] for i in set(s.trace.events['name'].tolist())}\n"
+                      "print(json.dumps([s.trace.metadata.get('warnings', []), 'aten::mm' in names]))\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    warned, has_mm = json.loads(p.stdout.strip().splitlines()[-1])
+    assert warned == [] and has_mm, warned
+    assert "trace_only" not in p.stderr and "could not be read" not in p.stderr, p.stderr[-3000:]

@@ -82,7 +82,9 @@ def read(prof: Any) -> Trace | None:
     args: Any = _args_of(acts, res) if memory else (lambda: _args_of(acts, res))
 
     col = _Collector(_SOURCE)
-    col.add_columns(pids, tids, field.values("name"), cats, start, dur, args)
+    # (with stacks, a module's code run during the recording and freed before its stop
+    # leaves its Python events' names undecodable: torch's export writes "unknown")
+    col.add_columns(pids, tids, field.values("name", UNKNOWN), cats, start, dur, args)
     _flows(col, field, field.ints("flow_id"), pid, tids, start)
     col.process[pid] = {"process_name": "python", "process_labels": "CPU", "process_sort_index": pid}
     for t in unique(tids).tolist():
@@ -95,6 +97,10 @@ def read(prof: Any) -> Trace | None:
     return trace
 
 
+#: the name torch's export gives an activity whose name is not UTF-8
+UNKNOWN = "unknown"
+
+
 class _Fields:
     """One field of every activity: a C-level call each, through the class's own method
     (a fifth faster than looking the method up on each object)."""
@@ -102,8 +108,24 @@ class _Fields:
     def __init__(self, acts: list):
         self.acts, self.cls = acts, type(acts[0]) if acts else None
 
-    def values(self, name: str) -> list:
-        return list(map(getattr(self.cls, name), self.acts)) if self.acts else []
+    def values(self, name: str, undecodable: str | None = None) -> list:
+        """The field of every activity; with ``undecodable``, that for a text that is not
+        UTF-8 (else the error is raised)."""
+        if not self.acts:
+            return []
+        get = getattr(self.cls, name)
+        try:
+            return list(map(get, self.acts))
+        except UnicodeDecodeError:
+            if undecodable is None:
+                raise
+        out = []
+        for a in self.acts:
+            try:
+                out.append(get(a))
+            except UnicodeDecodeError:
+                out.append(undecodable)
+        return out
 
     def ints(self, name: str) -> np.ndarray:
         if not self.acts:

@@ -227,10 +227,10 @@ class TorchPlugin(Plugin):
         # torch (2.4-2.13 at least) writes no [memory] events under profile_all_threads
         if o.get("all_threads", not kw.get("profile_memory")):
             flags["profile_all_threads"] = True
-        # the plugin reads torch's activities (activities.py), never its per-op Python
-        # events: torch need not build them at stop (a quarter of its stop). torch's memory
-        # profile (memory.categories_of) needs them.
-        if not kw.get("profile_memory") and hasattr(torch._C._autograd._ProfilerResult, "trace_activities"):
+        # the plugin reads torch's activities (activities.py), never its per-op Python events:
+        # torch need not build them at stop (a quarter of its stop). torch's memory profile
+        # (memory.categories_of) needs them, and stacks (torch warns, names come out undecodable)
+        if not kw.get("profile_memory") and not kw.get("with_stack") and hasattr(torch._C._autograd._ProfilerResult, "trace_activities"):
             flags["trace_only"] = True
         while flags:
             try:
