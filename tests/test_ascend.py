@@ -228,7 +228,7 @@ def test_mindspore_ascend_timeline_display_ai_cpu_is_a_line_of_the_npu():
     assert {v[2] for v in lines.values()} == {"KERNEL"}
 
 
-@pytest.mark.parametrize("pids", [(1, 2, 9000), (1, 77777)])
+@pytest.mark.parametrize("pids", [(1, 2, 9000), (1, 77777), (1234, 9000), (0, 10000)])
 def test_other_traces_without_metadata_keep_their_host(tmp_path, pids):
     """Only MindSpore's layout (one pid below 9000 beside its fixed AI CPU or communication
     pids) is taken for it: other metadata-less traces stay host processes."""

@@ -532,3 +532,19 @@ def test_mfu_times_a_step_by_its_device_work_when_the_host_ran_ahead():
         mine = rows[launched_in == i]
         span = int((ev["start_ns"][mine] + ev["dur_ns"][mine]).max() - ev["start_ns"][mine].min())
         assert per_step[i] == span > 3 * int(steps.end[i] - steps.start[i])
+
+
+def test_step_times_do_not_count_device_work_of_two_steps_twice():
+    """HTA's trace_compare base trace: a kernel launched in step 1009 runs at 157.4 ms,
+    after step 1010's kernels began (100.8 ms): each step's time ends where the next
+    step's device work begins, so the two add up to the 274.5 ms from the first step's
+    start to the last device work's end, not 331.1 ms."""
+    from polyprof.analyze.efficiency import step_times
+    from polyprof.derive import cache
+
+    t = polyprof.load(PEERS / "hta_trace_compare" / "base" / "base.json.gz")
+    steps = cache.steps(t)
+    got = step_times(t, steps)
+    corr = cache.correlation(t)
+    last = int(t.end_ns[corr.device_rows].max())
+    assert got.sum() == pytest.approx(last - int(steps.start[0]), abs=100_000)

@@ -415,6 +415,9 @@ def step_times(trace: Trace, steps: "Steps") -> np.ndarray:
     last = np.full(len(steps), np.iinfo(np.int64).min, np.int64)
     np.minimum.at(first, k[ok], start[dev[ok]])
     np.maximum.at(last, k[ok], end[dev[ok]])
+    # (a step's device work counts up to the next step's first: overlapping work is the later step's)
+    later = np.r_[np.minimum.accumulate(first[::-1])[::-1][1:], np.iinfo(np.int64).max]  # later steps' first
+    last = np.minimum(last, np.maximum(later, steps.end))
     device = np.where(last > first, last - first, 0).astype(np.float64)
     return np.maximum(span, device)
 

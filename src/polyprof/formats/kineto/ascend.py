@@ -67,6 +67,8 @@ _ITERATION = r"^Iteration (\d+)$"
 CAT_SYNC = "npu_sync"  # an NPU stream's event/notify record, wait or reset: not activity
 #: MindSpore's timeline display: its fixed pids (the device's ops are on pid = device id)
 MS_AI_CPU, MS_COMM, MS_HOST, MS_OVERLAP = 9000, 10000, 11000, 12000
+#: MindSpore's op names (its graph's ``<type>-op<n>``), which its timeline display's device ops have
+_MS_OP = re.compile(r"-op\d+$")
 
 
 def _process_names(col: "_Collector") -> set[str]:
@@ -109,7 +111,10 @@ def _mindspore_device(col: "_Collector") -> int | None:
     if not (set(pids) & {MS_AI_CPU, MS_COMM}) or len(own) != 1:
         return None
     dev = next(iter(own))
-    return dev if 0 <= dev < MS_AI_CPU else None
+    if not 0 <= dev < MS_AI_CPU:
+        return None
+    # (and MindSpore's op names, ``AssignAdd-op142``: a Chrome JSON of pids 1234 and 9000 is not it)
+    return dev if any(_MS_OP.search(s) for s in col.b.strings) else None
 
 
 def mindspore_planes(col: "_Collector", pid_vals: list, kinds: list[tuple[str, str, int]]) -> None:
