@@ -139,3 +139,11 @@ def op_durations(trace: Trace, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:
     out = dur.astype(np.float64)
     out[has] = np.asarray(ps, np.float64) / 1000.0
     return out
+
+
+def names_in(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
+    """Bool per string id: the string is one of ``names`` (exact)."""
+    out = np.zeros(len(trace.strings), bool)
+    ids = [i for i in map(trace.string_id, names) if i >= 0]
+    out[ids] = True
+    return out

@@ -66,7 +66,7 @@ from ..trace.core import Trace
 from ..trace.sorting import first_at_or_after, last_at_or_before, lexsort, member, row_of_key, unique
 from ..trace.vocabulary import (CONTEXT_SYNC, EVENT_RECORD_CALLS, EVENT_SYNC, STREAM_SYNC, STREAM_WAIT_CALLS,
                                 STREAM_WAIT_EVENT, WAITING_CALLS)
-from .common import COMMUNICATION, device_view
+from .common import COMMUNICATION, device_view, names_in
 from .inputs import cpu_comm_rows
 from .nesting import parents_and_after
 from .thread_links import Walk, backward_callers, backward_edges, comm_callers, host_comm_edges
@@ -101,12 +101,6 @@ class DepGraph(NamedTuple):  # not a dataclass: cheaper to create at import (doc
     @property
     def n_nodes(self) -> int:
         return 2 * len(self.rows)
-
-
-def _names_in(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
-    """Bool per string id: the string is one of ``names`` (exact)."""
-    want = set(names)
-    return np.fromiter((s in want for s in trace.strings), bool, len(trace.strings))
 
 
 def _int_or_none(v: object) -> int:
@@ -206,7 +200,7 @@ class Context:
         self.dev_pos, self.dev_t = _by_time(pos, start[d_launch[pos]])
         # synchronisation records on devices, tied to their host call by correlation id
         self.cid = cid = _int_stat(trace, "correlation_id")
-        sync_name = _names_in(trace, (CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT))
+        sync_name = names_in(trace, (CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT))
         sy = np.flatnonzero(~on_host & sync_name[names]) if trace.n_events else np.zeros(0, np.int64)
         runtime = np.flatnonzero(on_host & (kinds == Kind.RUNTIME) & (cid >= 0))
         sy_call = row_of_key(cid[runtime], runtime, cid[sy])
@@ -215,7 +209,7 @@ class Context:
         self.sy_always = names[self.sy] == trace.string_id(STREAM_WAIT_EVENT)
         self.sy_timed = timed[self.sy_call]
         self.xla_wait = xla_waits(trace, xla_op)
-        self.waits = _names_in(trace, WAITING_CALLS) | self.xla_wait
+        self.waits = names_in(trace, WAITING_CALLS) | self.xla_wait
         self.queues = queue_levels(trace, corr, names, start, track)
         self._stats: dict[str, np.ndarray] = {}
         self._rows: dict[tuple[str, ...], np.ndarray] = {}
@@ -268,7 +262,7 @@ class Context:
     def host_rows(self, calls: tuple[str, ...]) -> np.ndarray:
         """The host rows named one of ``calls``, found once."""
         if calls not in self._rows:
-            self._rows[calls] = np.flatnonzero(self.on_host & _names_in(self.trace, calls)[self.names])
+            self._rows[calls] = np.flatnonzero(self.on_host & names_in(self.trace, calls)[self.names])
         return self._rows[calls]
 
 

@@ -9,6 +9,7 @@ from ..derive.correlate import Correlation
 from ..trace.core import Trace
 from ..trace.sorting import lexsort
 from ..trace.vocabulary import QUEUED_LAUNCHES
+from .common import names_in
 
 
 def queue_levels(trace: Trace, corr: Correlation, names: np.ndarray, start: np.ndarray,
@@ -16,8 +17,7 @@ def queue_levels(trace: Trace, corr: Correlation, names: np.ndarray, start: np.n
     """The queue of each stream over the whole trace (+1 at a launch, -1 when its work
     starts): the queued activities, their launches, and the queue's length at each
     activity's launch and at its start (-9 for the rows not queued)."""
-    want = set(QUEUED_LAUNCHES)
-    q_launch = np.fromiter((s in want for s in trace.strings), bool, len(trace.strings))
+    q_launch = names_in(trace, QUEUED_LAUNCHES)
     m = corr.launch >= 0
     m[m] = q_launch[names[corr.launch[m]]]
     qk, ql = corr.device_rows[m], corr.launch[m]

@@ -21,6 +21,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, unique
 from ..trace.vocabulary import XLA_WAIT_CALLS
+from .common import names_in
 
 _NONE = np.zeros(0, np.int64)
 #: the stat XLA's CPU runtime gives its ops and its wait: the device (of the process's
@@ -39,8 +40,7 @@ def xla_waits(trace: Trace, ops: np.ndarray) -> np.ndarray:
     none where the trace has no XLA host op (``ops``) to carry the wait's time."""
     if not bool(ops.any()):
         return np.zeros(len(trace.strings), bool)
-    want = set(XLA_WAIT_CALLS)
-    return np.fromiter((s in want for s in trace.strings), bool, len(trace.strings))
+    return names_in(trace, XLA_WAIT_CALLS)
 
 
 def wait_edges(thread: np.ndarray, node_time: np.ndarray, is_op: np.ndarray, is_wait: np.ndarray,
