@@ -510,6 +510,9 @@ def test_gpu_counters_look_backwards_as_perfetto_reads_them():
         ("/device:GPU:0", "Frequency"): [(16, 0.0), (26, 0.0)]}
     assert trace.metadata["warnings"] == ["skipped 3 GPU counter samples whose counter id no GpuCounterDescriptor "
                                           "describes (33), as Perfetto drops them"]
+    # a trace of counters alone spans their samples (the summary said "trace span 0 ns")
+    assert trace.n_events == 0 and trace.extent_ns == (11, 34)
+    assert build(trace).overview["trace_span_ns"] == 23
 
 
 def test_mutated_traces_give_a_trace_or_one_checked_error(tmp_path):

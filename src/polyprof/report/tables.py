@@ -58,7 +58,7 @@ def build(trace: Trace, window: WindowArg = AUTO, leave_out: Collection[str] = (
     corr = cache.correlation(trace)
     steps = cache.steps(trace)
     t0, t1 = analysed_span(trace)
-    s0, s1 = trace.span_ns
+    s0, s1 = trace.extent_ns
     overview = {
         "events": trace.n_events, "planes": [p.name for p in trace.planes], "tracks": len(trace.tracks),
         "trace_span_ns": s1 - s0, "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,

@@ -240,6 +240,19 @@ class Trace(Record):
             return (0, 0)
         return int(self.start_ns.min()), int(self.end_ns.max())
 
+    @property
+    def extent_ns(self) -> tuple[int, int]:
+        """(first, last) time of anything recorded: the events' span widened to the counter
+        samples (a trace of GPU counters alone spans their samples), or (0, 0) when empty."""
+        ts = self.counters["ts_ns"]
+        if not len(ts):
+            return self.span_ns
+        lo, hi = int(ts.min()), int(ts.max())
+        if not self.n_events:
+            return lo, hi
+        s0, s1 = self.span_ns
+        return min(s0, lo), max(s1, hi)
+
     def __repr__(self) -> str:
         return (f"Trace({len(self.planes)} planes, {len(self.tracks)} tracks, {self.n_events} events, "
                 f"{len(self.flows['src'])} flows, {len(self.counters['ts_ns'])} counter samples)")
