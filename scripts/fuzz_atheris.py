@@ -33,6 +33,13 @@ with atheris.instrument_imports(include=["polyprof"]):
     import polyprof.formats.kineto  # noqa: E402,F401
     import polyprof.formats.native  # noqa: E402,F401
     import polyprof.formats.nsys  # noqa: E402,F401
+    import polyprof.formats.nsys_csv.reader  # noqa: E402,F401
+    import polyprof.formats.parquet  # noqa: E402,F401
+    import polyprof.formats.perfetto_read  # noqa: E402,F401
+    import polyprof.formats.rocprof_csv  # noqa: E402,F401
+    import polyprof.formats.rocprof_json  # noqa: E402,F401
+    import polyprof.formats.rocprof_v1_csv  # noqa: E402,F401
+    import polyprof.formats.torch_memory_timeline  # noqa: E402,F401
     import polyprof.formats.rocpd  # noqa: E402,F401
     import polyprof.formats.sqlite_db  # noqa: E402,F401
     import polyprof.formats.sqlite_pages  # noqa: E402,F401

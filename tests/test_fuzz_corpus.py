@@ -62,8 +62,8 @@ def test_load_gives_a_trace_or_one_named_error(path: Path):
         assert "\n" not in e.problem
         return
     assert trace.n_events >= 0
-    if _must_load(path):
-        assert trace.n_events > 0
+    if _must_load(path):  # events, or counters only (torch's memory timeline)
+        assert trace.n_events > 0 or len(trace.counters["ts_ns"]) > 0
 
 
 def test_the_issue_examples_say_what_is_wrong():

@@ -485,10 +485,12 @@ def journal(data: bytes, rnd: random.Random, others: list[bytes]) -> bytes:
     return declared_length_mutate(out, rnd) if compression and rnd.random() < 0.3 else out
 
 
+from .more_mutators import MORE  # noqa: E402 - it uses byte_mutate and the JSON helpers from here
 from .sqlite_mutators import sqlite  # noqa: E402 - it uses byte_mutate from here
 
 MUTATORS: dict[str, Callable[[bytes, random.Random, list[bytes]], bytes]] = {
     "kineto": kineto, "xspace": xspace, "native": native, "journal": journal, "nsys": sqlite, "rocpd": sqlite, "rpd": sqlite,
+    "vendor_json": kineto, **MORE,
 }
 
 

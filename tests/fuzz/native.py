@@ -55,7 +55,9 @@ def _memory_seed() -> bytes:
 
 
 def _kineto_seeds() -> list[tuple[str, bytes]]:
-    out = [(p.name, p.read_bytes()) for p in sorted(CORPUS_SEEDS.glob("*.json"))]
+    from .seeds import reader_of  # the Kineto seeds only (others end .json too: rocprofv3, memory timeline)
+
+    out = [(p.name, p.read_bytes()) for p in sorted(CORPUS_SEEDS.glob("*.json")) if reader_of(p.name) == "kineto"]
     out.append(("gloo_rank0.json", gzip.decompress((DATA / "traces" / "gloo" / "gloo_rank0.json.gz").read_bytes())))
     out.append(("tracelens_memory.json", _memory_seed()))
     return out

@@ -11,7 +11,7 @@ HTML report and every export of the trace. It answers one JSON line per request:
 - ``net``: refused, but only by the readers' last net (safety.ForeignError): a check the
   reader should make itself, counted and listed, not a broken promise;
 - ``bug``: any other exception (its type, message and the stage);
-- ``differs`` (kineto, nsys, rocpd, rpd): the compiled readers and their Python/SQL
+- ``differs`` (kineto, nsys, rocpd, rpd, vendor_json, perfetto): the compiled readers and their Python/SQL
   fallbacks (differential.py) did not both refuse or read the same trace;
   ``damaged-differs``: the same on an SQLite file SQLite's integrity_check calls
   corrupt (each path checks other things: counted, not a finding);
@@ -43,7 +43,7 @@ EXPORTS = {"chrome": ".json.gz", "polyprof": ".polyprof", "xspace": ".xplane.pb"
 
 # --------------------------------------------------------------------------- worker side
 #: readers with compiled paths held to their fallbacks on every input (differential.py)
-DIFFERENTIAL = ("kineto", "nsys", "rocpd", "rpd")
+DIFFERENTIAL = ("kineto", "nsys", "rocpd", "rpd", "vendor_json", "perfetto")
 
 
 def _differ(path: Path, trace: object) -> str:

@@ -3,11 +3,15 @@
 Committed under tests/data/corpus/seeds so every run mutates the same bytes;
 ``python -m fuzz.seeds`` (from tests/) rebuilds them from the real traces in
 tests/data/traces and from a real profiled run (the journal seed is the ``.partial``
-file of a program killed with SIGKILL)."""
+file of a program killed with SIGKILL); ``python -m fuzz.seeds --more`` rebuilds only
+the seeds of the readers added later (:func:`_more_seeds`: Perfetto, rocprofv3 JSON and
+CSV, rocprof v1 CSV, nsys stats CSV, Ascend/MindSpore and rocprof v1 Chrome JSON,
+torch's memory timeline, Parquet; the memory timeline needs torch)."""
 
 from __future__ import annotations
 
 import gzip
+import json
 import subprocess
 import sys
 import tempfile
@@ -26,6 +30,14 @@ READERS = {
     "nsys": (".sqlite",),
     "rocpd": (".db",),
     "rpd": (".rpd",),
+    "perfetto": (".pftrace",),
+    "rocprof_json": (".rocprofv3.json",),
+    "rocprof_csv": ("_kernel_trace.csv", "_memory_copy_trace.csv", "_marker_api_trace.csv"),
+    "rocprof_v1_csv": (".results.csv",),
+    "nsys_csv": ("_cuda_gpu_trace.csv", "_cuda_api_trace.csv", "_nvtx_pushpop_trace.csv", "_stats_stdout.txt"),
+    "vendor_json": (".vendor.json",),
+    "memory_timeline": (".memtl.json",),
+    "parquet": (".parquet",),
 }
 #: readers whose seeds are built when asked for (sqlite_mutators.build_seeds), not committed
 BUILT = ("nsys", "rocpd", "rpd")
@@ -120,9 +132,137 @@ def build() -> None:
         partial = Path(str(out) + ".partial")
         (SEEDS / "killed.polyprof.partial").write_bytes(partial.read_bytes())
         native.save(polyprof.load(partial), SEEDS / "host_session.polyprof")
+    for name, data in _more_seeds():
+        (SEEDS / name).write_bytes(data)
+
+
+DATA = ROOT / "tests" / "data"
+MEMORY_TIMELINE = """
+import sys, warnings
+import torch
+from torch.profiler import ProfilerActivity, profile
+warnings.simplefilter("ignore")
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(4, 8), torch.randint(0, 4, (4,))
+with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+prof.export_memory_timeline(sys.argv[1] + "/points.json", device="cpu")
+prof.export_memory_timeline(sys.argv[1] + "/raw.json.gz", device="cpu")
+"""
+
+
+def _head_lines(path: Path, n: int) -> bytes:
+    """The first ``n`` lines of a text file (a CSV's header and first rows)."""
+    return b"".join(path.read_bytes().splitlines(keepends=True)[:n])
+
+
+def _rocprofv3_json(n: int = 24) -> bytes:
+    """The real rocprofv3 JSON (tests/data/rocprof) cut to ``n`` kernel dispatches, its
+    agents without their cache and link tables, only the symbols those dispatches name."""
+    doc = json.loads(gzip.decompress((DATA / "rocprof" / "tracelens_908_results.json.gz").read_bytes()))
+    tool = doc["rocprofiler-sdk-tool"][0]
+    kd = tool["buffer_records"]["kernel_dispatch"][:n]
+    tool["buffer_records"]["kernel_dispatch"] = kd
+    used = {k["dispatch_info"]["kernel_id"] for k in kd}
+    tool["kernel_symbols"] = [s for s in tool["kernel_symbols"] if s["kernel_id"] in used]
+    agents = {k["dispatch_info"]["agent_id"]["handle"] for k in kd}
+    tool["agents"] = [a for a in tool["agents"] if a["type"] == 1 or a["id"]["handle"] in agents]
+    for a in tool["agents"]:
+        a["caches"], a["io_links"] = [], []
+    kinds = {k["kind"] for k in kd}
+    tool["strings"]["callback_records"] = []
+    for i, k in enumerate(tool["strings"]["buffer_records"]):  # the operation names of the kinds kept
+        if i not in kinds:
+            k["operations"] = []
+    return json.dumps(doc).encode()
+
+
+def _json_array_head(path: Path, n: int) -> bytes:
+    """A Chrome JSON array's metadata events and its first ``n`` others."""
+    raw = path.read_bytes()
+    evs = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    meta = [e for e in evs if e.get("ph") == "M"]
+    return json.dumps(meta + [e for e in evs if e.get("ph") != "M"][:n]).encode()
+
+
+def _rocprof_v1_json(n: int = 12) -> bytes:
+    """rocprof v1's results.json layout (process names ``CPU HIP API``, ``COPY``,
+    ``GPU<n>``; every value a string; ts/dur whole µs, BeginNs/EndNs exact) holding the
+    first ``n`` dispatches of the real rocprof v1 results.csv (tests/data/peers/gunrock)."""
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO((DATA / "peers" / "gunrock" / "results.csv").read_text())))[:n]
+    evs: list[dict] = [{}]
+    for i, (name, pid) in enumerate((("CPU HIP API", 2), ("COPY", 1), ("GPU0", 6))):
+        evs.append({"args": {"name": name}, "ph": "M", "pid": pid, "name": "process_name", "sort_index": i})
+    for r in rows:
+        b, e = int(r["BeginNs"]), int(r["EndNs"])
+        pid = "1" if "copyBuffer" in r["KernelName"] else "6"
+        evs.append({"ph": "X", "name": r["KernelName"], "pid": pid, "tid": r["queue-id"], "ts": str(b // 1000),
+                    "dur": str(e // 1000 - b // 1000), "args": {"BeginNs": str(b), "EndNs": str(e),
+                                                              "DurationNs": str(e - b), "dev-id": r["gpu-id"]}})
+        d = int(r["DispatchNs"])
+        evs.append({"ph": "X", "name": "hipLaunchKernel", "pid": "2", "tid": r["tid"], "ts": str(d // 1000 - 3),
+                    "dur": "2", "args": {"BeginNs": str(d - 3000), "EndNs": str(d - 1000), "args": "( ... )"}})
+    return json.dumps({"traceEvents": evs, "otherData": {"CMD": "rocminfo"}}).encode()
+
+
+def _memory_timelines() -> list[tuple[str, bytes]]:
+    """torch's export_memory_timeline of a tiny CPU training step: plot points, raw events."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-c", MEMORY_TIMELINE, tmp], check=True, capture_output=True, timeout=300)
+        return [("torch_points.memtl.json", Path(tmp, "points.json").read_bytes()),
+                ("torch_raw.memtl.json", gzip.decompress(Path(tmp, "raw.json.gz").read_bytes()))]
+
+
+def _parquet() -> bytes:
+    import polyprof
+    from polyprof.formats import parquet
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "t.parquet"
+        parquet.write(polyprof.load(SEEDS / "cuda_event_sync_multistream.json"), out)
+        return out.read_bytes()
+
+
+def _more_seeds() -> list[tuple[str, bytes]]:
+    """Seeds of the readers added after the first ones: Perfetto, rocprofv3 (JSON, CSV),
+    rocprof v1 (CSV, JSON), nsys stats CSV, Ascend/MindSpore JSON, torch's memory
+    timeline, Parquet (each a real file cut small, or polyprof's own output)."""
+    csv_dir, nsys = DATA / "rocprof" / "csv", DATA / "nsys_csv"
+    peers = DATA / "peers"
+    return [
+        ("producer_consumer.pftrace", (peers / "perfetto_trace_builder" / "producer_consumer.pftrace").read_bytes()),
+        ("android_jank_cuj.pftrace", (peers / "perfetto" / "android_jank_cuj.pftrace").read_bytes()),
+        ("tracelens_908.rocprofv3.json", _rocprofv3_json()),
+        ("sdk_kernel_trace.csv", (csv_dir / "kernel_trace.csv").read_bytes()),
+        ("sdk_memory_copy_trace.csv", (csv_dir / "memory_copy_trace.csv").read_bytes()),
+        ("sdk_marker_api_trace.csv", (csv_dir / "marker_api_trace.csv").read_bytes()),
+        ("gunrock.results.csv", _head_lines(peers / "gunrock" / "results.csv", 13)),
+        ("saxpy_2022_cuda_gpu_trace.csv", (nsys / "saxpy_2022_cuda_gpu_trace.csv").read_bytes()),
+        ("saxpy_2022_cuda_api_trace.csv", (nsys / "saxpy_2022_cuda_api_trace.csv").read_bytes()),
+        ("nbody_nvtx_pushpop_trace.csv", _head_lines(nsys / "pipit" / "nbody_nvtx_pushpop_trace.csv", 40)),
+        ("saxpy_2022_stats_stdout.txt", (nsys / "saxpy_2022_stats_stdout.txt").read_bytes()),
+        ("msprof_0_2_1.vendor.json", _json_array_head(peers / "mindinsight" / "msprof_0_2_1.json.gz", 150)),
+        ("mindspore_timeline.vendor.json", _json_array_head(peers / "mindinsight" / "ascend_timeline_display_1.json.gz",
+                                                            50)),
+        ("rocprof_v1_results.vendor.json", _rocprof_v1_json()),
+        *_memory_timelines(),
+        ("cuda_event_sync.parquet", _parquet()),
+    ]
+
+
+def build_more() -> None:
+    """Only the seeds of :func:`_more_seeds` (``python -m fuzz.seeds --more``)."""
+    for name, data in _more_seeds():
+        (SEEDS / name).write_bytes(data)
 
 
 if __name__ == "__main__":
-    build()
+    build_more() if sys.argv[1:] == ["--more"] else build()
     for p in sorted(SEEDS.iterdir()):
         print(f"{p.stat().st_size:>9} {p.name}")

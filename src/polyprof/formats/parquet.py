@@ -43,7 +43,7 @@ from ..trace.builder import TraceBuilder
 from ..trace.core import COUNTER_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.native_write import header_json
-from .native import bytes_back
+from .native import bytes_back, records
 from .safety import check_events, clean_metadata, guarded
 from ..trace.sorting import unique
 
@@ -100,7 +100,7 @@ def load(path: str | Path) -> Trace:
     try:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:  # a column path's bytes not UTF-8: pyarrow's
         raise TraceFormatError(path, f"not a readable Parquet file ({one_line(e)})") from None
     missing = [c for c in _REQUIRED if c not in schema.names]
     if missing:
@@ -128,6 +128,9 @@ def load(path: str | Path) -> Trace:
     if n and (track.min() < 0 or track.max() >= len(b.tracks)):
         raise TraceFormatError(path, "damaged polyprof Parquet file: track_id out of range of its tracks")
     start, dur = _ints(path, table, "start_ns"), _ints(path, table, "dur_ns")
+    if n and (start.min() < -(2**62) or start.max() > 2**62 or dur.min() < 0 or dur.max() > 2**62):
+        raise TraceFormatError(path, "damaged polyprof Parquet file: event times beyond +-2**62 ns or negative "
+                                     "durations")
     b.events(track.astype(np.int32), _texts(b, path, table, "name"), start, dur, _texts(b, path, table, "category"))
     for key, column, kind in _stat_columns(path, schema.names, layout):
         rows, values = _stat(path, _read(path, pf, [column]).column(0), kind)
@@ -180,15 +183,10 @@ def _records(path: Path, raw: Any, cls: type, what: str) -> list[Any]:
     if not isinstance(raw, list):
         raise TraceFormatError(path, f"polyprof.layout: {what} is not a list")
     names = {f.name for f in dataclasses.fields(cls)}
-    out = []
     for i, r in enumerate(raw):
         if not isinstance(r, dict) or set(r) - names or r.get("id") != i:
             raise TraceFormatError(path, f"polyprof.layout: {what}[{i}] is not a {cls.__name__} record")
-        try:
-            out.append(cls(**r))
-        except TypeError as e:
-            raise TraceFormatError(path, f"polyprof.layout: {what}[{i}]: {e}") from None
-    return out
+    return records(path, what, raw, cls, where="polyprof.layout")  # each field of its declared type
 
 
 def _layout(path: Path, b: TraceBuilder, layout: Any) -> None:
@@ -226,8 +224,10 @@ def _guess_layout(path: Path, b: TraceBuilder, table: pa.Table, track: np.ndarra
 
 def _read(path: Path, pf: pq.ParquetFile, columns: list[str]) -> pa.Table:
     try:
-        return pf.read(columns=columns)
-    except (pa.ArrowException, OSError) as e:
+        table = pf.read(columns=columns)
+        table.validate(full=True)  # pyarrow reads dictionary indices and UTF-8 unchecked: out of range, unsafe
+        return table
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise TraceFormatError(path, f"damaged Parquet file ({one_line(e)})") from None
 
 
@@ -235,7 +235,10 @@ def _stat_columns(path: Path, names: list[str], layout: Any) -> list[tuple[str, 
     """(stat key, column, value kind) of every stat column."""
     if layout is not None:
         out = []
-        for i, s in enumerate(layout.get("stats", [])):
+        stats = layout.get("stats", [])
+        if not isinstance(stats, list):
+            raise TraceFormatError(path, "polyprof.layout: stats is not a list")
+        for i, s in enumerate(stats):
             if not (isinstance(s, dict) and isinstance(s.get("key"), str) and s.get("column") in names
                     and s.get("kind") in ("i", "u", "f", "O")):
                 raise TraceFormatError(path, f"polyprof.layout: stats[{i}] does not name a stat column")

@@ -183,15 +183,17 @@ BLOCK = 1 << 20
 LONG_ROW_BLOCK = 1 << 26
 
 
-def _streamed(path: Path, block: int, parse: Any, convert: Any) -> Any:
+def _streamed(path: Path, block: int, parse: Any, convert: Any, names: list[str]) -> Any:
     """The CSV as a table, parsed a block at a time: read whole (``read_csv``), its text
     and parse buffers stood beside the table, 2.3 times the table at the peak; streamed,
-    1.05. Each block's types are the first block's (ArrowInvalid where one does not fit)."""
+    1.05. Each block's types are the first block's (ArrowInvalid where one does not fit).
+    ``names``: the header as :func:`_header` read it (pyarrow finds every column asked
+    for; a header pyarrow would read otherwise makes a row of the wrong width)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    blocks = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block), parse_options=parse,
-                            convert_options=convert)
+    read = pacsv.ReadOptions(block_size=block, column_names=names, skip_rows=1)
+    blocks = pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
     return pa.Table.from_batches(list(blocks), schema=blocks.schema).unify_dictionaries()
 
 
@@ -215,7 +217,7 @@ class _Reader:
         parse = pacsv.ParseOptions(newlines_in_values=multiline)
         for block in (BLOCK, LONG_ROW_BLOCK):
             try:
-                self.table = _streamed(path, block, parse, convert)
+                self.table = _streamed(path, block, parse, convert, self.header)
                 break
             except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
                 msg = one_line(e, None)
@@ -230,7 +232,8 @@ class _Reader:
             # cells, then numbers; numbers, then text): read whole, where pyarrow widens the
             # type over the whole column (and the column's check names the row)
             try:
-                self.table = pacsv.read_csv(path, parse_options=parse, convert_options=convert).unify_dictionaries()
+                self.table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(column_names=self.header, skip_rows=1),
+                                            parse_options=parse, convert_options=convert).unify_dictionaries()
                 break
             except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
                 raise TraceFormatError(path, f"malformed CSV ({one_line(e)})") from None
@@ -253,6 +256,8 @@ class _Reader:
         col = self.table.column(name).combine_chunks()
         if not pa.types.is_integer(col.type) and not pa.types.is_null(col.type):
             self._not_integer(name, col)
+        if pa.types.is_null(col.type) and default is not None:  # every cell empty (fill_null cannot type them)
+            return np.full(self.n, default, np.int64)
         if col.null_count:
             if default is None:
                 row = int(pc.index(pc.is_null(col), True).as_py())
@@ -264,10 +269,22 @@ class _Reader:
             raise TraceFormatError(self.path, f"{name} holds an integer beyond 64 bits")
         return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
+    def times(self, name: str) -> np.ndarray:
+        """A time column (ns), refused naming its first row beyond +-2**62 ns (damage, not
+        a clock: an end minus a start must fit in int64)."""
+        v = self.ints(name)
+        far = np.flatnonzero((v < -(2**62)) | (v > 2**62))
+        if len(far):
+            raise TraceFormatError(self.path, f"row {int(far[0]) + 2}: {name} is {int(v[far[0]])}, beyond +-2**62 ns")
+        return v
+
     def _not_integer(self, name: str, col: object) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        kind = col.type  # type: ignore[attr-defined]
+        if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):  # pyarrow's type for non-UTF-8 text
+            raise TraceFormatError(self.path, f"{name} holds bytes that are not UTF-8 text, not integers")
         text = pc.cast(col, pa.string())
         bad = pc.invert(pc.match_substring_regex(text, r"^\s*-?\d+\s*$"))
         row = int(pc.index(pc.fill_null(bad, True), True).as_py())
@@ -362,7 +379,7 @@ def _kernels(path: Path, g: int) -> Part:
         col = next((c for c in cols if r.has(c)), None)
         if col is not None:
             set_stat(stats, stat, r.ints(col, -1))
-    return Part("kernel_trace", True, r.ints("Start_Timestamp"), r.ints("End_Timestamp"), np.full(n, g, np.int64),
+    return Part("kernel_trace", True, r.times("Start_Timestamp"), r.times("End_Timestamp"), np.full(n, g, np.int64),
                 -queue, r.agents("Agent_Id"), codes, vals, np.zeros(n, np.int64), [keys.CAT_KERNEL], stats, corr)
 
 
@@ -382,7 +399,7 @@ def _copies(path: Path, g: int, gpus: set[int]) -> Part:
         if r.has(col):
             stats[stat] = r.ints(col, 0)
     set_stat(stats, keys.CORRELATION_ID, corr, 0)
-    return Part("memory_copy_trace", True, r.ints("Start_Timestamp"), r.ints("End_Timestamp"),
+    return Part("memory_copy_trace", True, r.times("Start_Timestamp"), r.times("End_Timestamp"),
                 np.full(n, g, np.int64), r.ints("Stream_Id", 0), on, codes,
                 [rocm_trace.copy_name(v) for v in vals], np.zeros(n, np.int64), [keys.CAT_MEMCPY], stats, corr)
 
@@ -391,7 +408,7 @@ def _calls(r: _Reader, table: str, g: int) -> Part:
     """API calls on their threads; ROCTx (``MARKER_*`` domains) as ranges, or marks
     where a record takes no time (rocprofv3 writes the message as the Function)."""
     n = r.n
-    start, end = r.ints("Start_Timestamp"), r.ints("End_Timestamp")
+    start, end = r.times("Start_Timestamp"), r.times("End_Timestamp")
     codes, vals = r.names("Function")
     dcodes, domains = r.names("Domain")
     marker_dom = np.array([d.startswith("MARKER_") for d in domains], bool)

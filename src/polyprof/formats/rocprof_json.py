@@ -318,6 +318,8 @@ def _decoded(data: bytes | bytearray, path: Path) -> Decoded:
         raise TraceFormatError(path, f"not rocprofv3 JSON as rocprofiler-sdk writes it ({e})") from None
     except msgspec.DecodeError as e:
         raise TraceFormatError(path, f"broken JSON ({e})") from None
+    except UnicodeDecodeError as e:  # msgspec's, for a string that is not UTF-8
+        raise TraceFormatError(path, f"a JSON string is not UTF-8 text ({e.reason})") from None
     if not doc.tool:
         raise TraceFormatError(path, f"no {TOP_KEY!r} records")
     parts: list[Part] = []
@@ -336,6 +338,10 @@ def _decoded(data: bytes | bytearray, path: Path) -> Decoded:
                                          "64 bits") from None
         except msgspec.ValidationError as e:  # a record, decoded with its chunk (_columns)
             raise TraceFormatError(path, f"not rocprofv3 JSON as rocprofiler-sdk writes it ({e})") from None
+    for p in parts:  # beyond +-2**62 ns is damage, not a clock (an end minus a start must fit in int64)
+        far = np.flatnonzero((p.start < -(2**62)) | (p.start > 2**62) | (p.end < -(2**62)) | (p.end > 2**62))
+        if len(far):
+            raise TraceFormatError(path, f"{p.table} record {int(far[0])}: a time beyond +-2**62 ns")
     md = {"clock": "rocprofiler-sdk timestamps (ns)",
           "rocprof": {"format": "rocprofv3 json", "processes": len(doc.tool)}}
     return parts, processes, agents, md

@@ -53,6 +53,8 @@ INTS = frozenset(("Index", "gpu-id", "queue-id", "queue-index", "pid", "tid", "g
                   "arch_vgpr", "accum_vgpr", "sgpr", "fbar", "wave_size", "BeginNs", "EndNs"))
 #: the largest row read (a kernel name of megabytes is refused)
 BLOCK = 1 << 24
+#: times beyond +-2**62 ns are damage, not a clock (an end minus a start must fit in int64)
+TIME_LIMIT = 2**62
 
 
 def header(head: bytes) -> list[str]:
@@ -85,9 +87,10 @@ def _table(path: Path, cols: list[str]) -> object:
     use = [c for c in dict.fromkeys(cols) if c not in ("sig", "obj", "DispatchNs", "CompleteNs", "DurationNs")]
     convert = pacsv.ConvertOptions(include_columns=use, column_types={"KernelName": text, **{c: pa.int64() for c in use if c in INTS}},
                                    strings_can_be_null=False, quoted_strings_can_be_null=False)
+    # the names as header() read them (stripped), so pyarrow finds every column asked for
+    read = pacsv.ReadOptions(block_size=BLOCK, column_names=cols, skip_rows=1)
     try:
-        return pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=BLOCK),
-                              convert_options=convert).unify_dictionaries()
+        return pacsv.read_csv(path, read_options=read, convert_options=convert).unify_dictionaries()
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise TraceFormatError(path, f"malformed CSV ({one_line(e)})") from None
 
@@ -107,6 +110,15 @@ def _ints(path: Path, table: object, name: str) -> np.ndarray:
     row = int(pc.index(bad, True).as_py())
     value = txt[row].as_py()
     raise TraceFormatError(path, f"row {row + 2}: {name} is " + ("empty" if value is None else f"{value!r}, not an integer"))
+
+
+def _times(path: Path, table: object, name: str) -> np.ndarray:
+    """A time column (ns), refused naming its first row beyond +-2**62 ns."""
+    v = _ints(path, table, name)
+    far = np.flatnonzero((v < -TIME_LIMIT) | (v > TIME_LIMIT))
+    if len(far):
+        raise TraceFormatError(path, f"row {int(far[0]) + 2}: {name} is {int(v[far[0]])}, beyond +-2**62 ns")
+    return v
 
 
 def _counters(table: object, cols: list[str]) -> dict[str, np.ndarray]:
@@ -129,10 +141,13 @@ def read(path: Path) -> Trace:
     if not (is_kernel_csv(cols) and "BeginNs" in cols and "EndNs" in cols):
         raise TraceFormatError(path, "not rocprof (v1)'s kernel CSV: its header is not Index, KernelName, gpu-id, "
                                      "..., BeginNs, EndNs")
+    twice = next((c for i, c in enumerate(cols) if c in cols[:i]), None)
+    if twice is not None:
+        raise TraceFormatError(path, f"its header names the column {twice!r} twice")
     table = _table(path, cols)
     n = table.num_rows  # type: ignore[attr-defined]
     check_events(path, n)
-    begin, end = _ints(path, table, "BeginNs"), _ints(path, table, "EndNs")
+    begin, end = _times(path, table, "BeginNs"), _times(path, table, "EndNs")
     gpu = _ints(path, table, "gpu-id")
     queue = _ints(path, table, "queue-id") if "queue-id" in cols else np.zeros(n, np.int64)
     pid = _ints(path, table, "pid") if "pid" in cols else np.zeros(n, np.int64)

@@ -41,6 +41,8 @@ CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation"
               "unknown")
 _HEAD = re.compile(rb"^\s*\[\s*\[\s*(-?\d|\])")
 _MAX_BYTES = 4 << 30  # the files are small: JSON of one number per point
+_TIME_LIMIT = 2**62  # ns: beyond is damage, not a clock
+_SIZE_LIMIT = 2**46  # bytes of one category or event (64 TiB): beyond is damage, and sums of them fit int64
 
 
 def sniff(head: bytes, path: Path) -> bool:
@@ -63,13 +65,16 @@ def load(path: str | Path, device: str = "") -> Trace:
     """Read a memory timeline file; ``device`` names the device it describes (e.g.
     ``cuda:0``; the plane is ``/host:CPU`` for ``cpu`` or when not given)."""
     path = Path(path)
-    doc = orjson.loads(_read(path))
+    try:
+        doc = orjson.loads(_read(path))
+    except orjson.JSONDecodeError as e:
+        raise TraceFormatError(path, f"broken JSON ({e})") from None
     b = TraceBuilder({"title": f"torch memory timeline {path.name}"})
     name = _plane_name(device)
     plane = b.plane(name, "host" if name == keys.HOST_PLANE else "device")
     if _is_plot(doc):
-        times = np.asarray(doc[0], np.int64) * 1000
-        sizes = np.asarray(doc[1], np.int64)[:, 1:]
+        times = _bounded(path, doc[0], _TIME_LIMIT // 1000, "a time") * 1000
+        sizes = _bounded(path, doc[1], _SIZE_LIMIT, "a size").reshape(len(doc[1]), len(CATEGORIES) + 1)[:, 1:]
         _counters(b, plane, times, sizes)
         return b.build()
     raw = _raw(path, doc)
@@ -128,13 +133,24 @@ def _raw(path: Path, doc: Any) -> np.ndarray:
         raise TraceFormatError(path, "not a torch memory timeline: expected [times, sizes by category] "
                                      "(export_memory_timeline .json) or [[time, action, bytes, category], ...] "
                                      "(.raw.json.gz)")
-    raw = np.asarray(doc, np.int64)
+    raw = _bounded(path, doc, _TIME_LIMIT, "a number")
+    _bounded(path, raw[:, 2], _SIZE_LIMIT, "a size")
     bad = (raw[:, 1] < 1) | (raw[:, 1] > 4) | (raw[:, 3] < 0) | (raw[:, 3] >= len(CATEGORIES))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise TraceFormatError(path, f"not a torch memory timeline: event {i} {raw[i].tolist()} has an action "
                                      f"outside 1-4 or a category outside 0-{len(CATEGORIES) - 1}")
     return raw
+
+
+def _bounded(path: Path, values: Any, limit: int, what: str) -> np.ndarray:
+    """``values`` (integers, checked by _numbers) as int64, refused where one is beyond +-``limit``."""
+    arr = np.asarray(values)
+    far = (arr < -limit) | (arr > limit)
+    if far.any():
+        raise TraceFormatError(path, f"not a torch memory timeline: {what} of {arr[far].flat[0]} is beyond "
+                                     f"+-{limit} (damaged)")
+    return arr.astype(np.int64)
 
 
 def _counters(b: TraceBuilder, plane: int, times: np.ndarray, sizes: np.ndarray) -> None:

@@ -372,15 +372,19 @@ def _unpickled(columns: dict[str, StatColumn], parts: bytes, n_rows: int | None)
 
 
 def as_values(values: Any) -> np.ndarray:
-    """Normalise a sequence of stat values to one of the supported dtypes."""
-    arr = np.asarray(values)
-    if arr.dtype.kind == "b":
+    """Normalise a sequence of stat values to one of the supported dtypes (one value per
+    row: lists and dicts, even of one length, are their JSON text)."""
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # lists of several lengths: each as its text, below
+        arr = np.empty(len(values), dtype=object)
+    if arr.ndim == 1 and arr.dtype.kind == "b":
         return arr.astype(np.int64)
-    if arr.dtype.kind == "i":
+    if arr.ndim == 1 and arr.dtype.kind == "i":
         return arr.astype(np.int64, copy=False)
-    if arr.dtype.kind == "u":
+    if arr.ndim == 1 and arr.dtype.kind == "u":
         return arr.astype(np.uint64, copy=False)
-    if arr.dtype.kind == "f":
+    if arr.ndim == 1 and arr.dtype.kind == "f":
         return arr.astype(np.float64, copy=False)
     if arr.dtype == object and arr.ndim == 1 and len(arr) > 256 and _all_text(arr):
         return arr

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import TraceFormatError
 from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
@@ -52,6 +53,9 @@ def devices(cols: Columns) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
         else:
             digits = re.search(r"(\d+)\s*$", v)
             d = int(digits.group(1)) if digits else 0
+        if d >= 1 << 31:
+            raise TraceFormatError(cols.path, f"{cols.table.report or cols.table.kind}: device {v[:80]!r}: its "
+                                              "index is beyond 2**31")
         ids.append(d)
     return np.array(ids, np.int64)[codes] if len(codes) else np.zeros(0, np.int64), props
 

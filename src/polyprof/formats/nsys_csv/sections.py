@@ -257,6 +257,11 @@ class Columns:
                 raise TraceFormatError(self.path, f"{self.table.report or self.table.kind}: row {row + 1}: "
                                                   f"{self.table_header(key)} is {float(vals[row])!r}, not a time")
             return np.rint(ns).astype(np.int64)
+        far = (vals < -(2**62 // scale)) | (vals > 2**62 // scale)  # past any trace's times (and int64 in ns)
+        if far.any():
+            row = int(np.flatnonzero(far)[0])
+            raise TraceFormatError(self.path, f"{self.table.report or self.table.kind}: row {row + 1}: "
+                                              f"{self.table_header(key)} is {int(vals[row])}, beyond +-2**62 ns")
         return vals.astype(np.int64, copy=False) * scale
 
     def size(self, key: str) -> np.ndarray:
