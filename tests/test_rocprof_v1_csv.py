@@ -114,7 +114,7 @@ def test_what_is_not_a_trace_says_what_to_give(tmp_path, name, header, what):
         polyprof.load(f)
 
 
-@pytest.mark.parametrize("begin, what", [("3e2", "malformed CSV (In CSV column #18: CSV conversion error to int64: "
+@pytest.mark.parametrize("begin, what", [("3e2", "malformed CSV (column 'BeginNs': In CSV column #18: CSV conversion error to int64: "
                                                     "invalid value '3e2')"), ("", "row 3: BeginNs is empty")])
 def test_a_bad_time_is_named(tmp_path, begin, what):
     p = tmp_path / "results.csv"

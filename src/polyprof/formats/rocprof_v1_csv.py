@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import logging
 from pathlib import Path
 
@@ -48,7 +49,8 @@ KNOWN = frozenset(("Index", "KernelName", "gpu-id", "queue-id", "queue-index", "
 STATS = ((keys.STREAM, ("queue-id",)), ("dispatch id", ("Index",)), ("shared memory", ("lds",)),
          ("scratch memory", ("scr",)), ("vgpr count", ("arch_vgpr", "vgpr")), ("accum vgpr count", ("accum_vgpr",)),
          ("sgpr count", ("sgpr",)), ("wave size", ("wave_size",)))
-#: the columns that are integers (pyarrow is told, so a bad cell is named with its row)
+#: the columns that are integers (pyarrow is told: a cell that is not one is refused naming
+#: its column; an empty one, by :func:`_ints`, naming its row)
 INTS = frozenset(("Index", "gpu-id", "queue-id", "queue-index", "pid", "tid", "grd", "wgr", "lds", "scr", "vgpr",
                   "arch_vgpr", "accum_vgpr", "sgpr", "fbar", "wave_size", "BeginNs", "EndNs"))
 #: the largest row read (a kernel name of megabytes is refused)
@@ -92,7 +94,10 @@ def _table(path: Path, cols: list[str]) -> object:
     try:
         return pacsv.read_csv(path, read_options=read, convert_options=convert).unify_dictionaries()
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise TraceFormatError(path, f"malformed CSV ({one_line(e)})") from None
+        text = one_line(e)
+        m = re.search(r"In CSV column #(\d+)", text)  # pyarrow counts the columns from 0
+        named = f"column {cols[int(m.group(1))]!r}: " if m and int(m.group(1)) < len(cols) else ""
+        raise TraceFormatError(path, f"malformed CSV ({named}{text})") from None
 
 
 def _ints(path: Path, table: object, name: str) -> np.ndarray:
