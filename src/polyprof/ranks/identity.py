@@ -41,12 +41,19 @@ def _peek_rank(path: Path) -> int | None:
     return _peek(path, find)
 
 
+#: what :func:`_process` gives for a header that names no host: nothing more to read
+_NO_HOST = ("", -1)
+
+
 def _process(text: bytes, start: int) -> tuple[str, int] | None:
-    head = text.split(b'"traceEvents"', 1)
-    if len(head) < 2:
+    at = text.find(b'"traceEvents"')
+    if at < 0:
         return None
-    host, pid = _HOST.search(head[0]), _HOST_PID.search(text, max(start, len(head[0])))
-    return (host.group(1).decode("utf-8", "replace"), int(pid.group(1))) if host and pid else None
+    host = _HOST.search(text, 0, at)
+    if host is None:  # (older torch: a megabyte read for nothing, in every file of a job)
+        return _NO_HOST
+    pid = _HOST_PID.search(text, max(start, at))
+    return (host.group(1).decode("utf-8", "replace"), int(pid.group(1))) if pid else None
 
 
 def _peek(path: Path, find: Callable[[bytes, int], T | None]) -> T | None:
@@ -84,7 +91,7 @@ def process_in_file(path: Path) -> tuple[str, int, int | None] | None:
         if zipfile.is_zipfile(path):
             return None
         proc = _peek(path, _process)
-        return None if proc is None else (proc[0], proc[1], _peek_rank(path))
+        return None if proc is None or proc == _NO_HOST else (proc[0], proc[1], _peek_rank(path))
     except (OSError, ValueError):
         return None
 
