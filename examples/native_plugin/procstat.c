@@ -434,6 +434,11 @@ static int serialize(procstat* p) {
     for (size_t k = i + 1; k < j; k++) {
       const sample* a = &p->samples[k - 1];
       const sample* b = &p->samples[k];
+      /* a counter that went down is a read that failed (the thread was ending: its
+       * schedstat or status gone, read as 0): no interval, or the differences wrap */
+      if (b->run_ns < a->run_ns || b->wait_ns < a->wait_ns || b->slices < a->slices || b->vcs < a->vcs ||
+          b->ivcs < a->ivcs)
+        continue;
       uint64_t cpu = b->run_ns - a->run_ns, vcs = b->vcs - a->vcs, ivcs = b->ivcs - a->ivcs;
       int64_t interval = b->ts_ns - a->ts_ns;
       if ((cpu == 0 && vcs == 0 && ivcs == 0) || interval <= 0) continue;
