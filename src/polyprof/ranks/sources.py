@@ -292,13 +292,6 @@ def _file(item: Any) -> list[RankSource] | None:
     return [TraceFile(item)]
 
 
-def one_trace_in(path: str | os.PathLike) -> Path | None:
-    """The trace file of a directory that holds one (:func:`one_source_in`), else None
-    (also for several files of one process)."""
-    src = one_source_in(path)
-    return src.file if isinstance(src, TraceFile) else None
-
-
 def one_source_in(path: str | os.PathLike) -> RankSource | None:
     """The one rank of a directory that holds one (a ``tensorboard_trace_handler`` log
     directory of one process's cycles, Lightning's profiles of one run, a ``jax.profiler``
