@@ -75,3 +75,29 @@ def test_two_processes_stay_two_ranks_and_a_jobs_cycles_join_their_rank(tmp_path
         _kineto(d / "a.pt.trace.json", host, 21 if host else 5, [0, 1], 1e6)
         _kineto(d / "b.pt.trace.json", host, 22 if host else 5, [0, 1], 1e6)
         assert [type(s) for s in resolve(d)] == [TraceFile, TraceFile]
+
+
+def _old_kineto(path: Path, pid: int, t0: float) -> None:
+    """A Kineto file as torch 1.8-1.9 wrote it: no ``host_name``, ops of category
+    ``Operator``, thread ids as text (tb_plugin's 2021 resnet50 samples)."""
+    ev = [{"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": pid, "tid": str(pid), "ts": t0 + i * 1000.0,
+           "dur": 500.0, "args": {"External id": i + 1}} for i in range(3)]
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [], "traceEvents": ev}, indent=1))
+
+
+def test_older_torch_files_of_one_process_join_by_the_handlers_name(tmp_path: Path) -> None:
+    """Older torch names no host in the header: ``tensorboard_trace_handler``'s default
+    file name (``<host>_<pid>.<time>.pt.trace.json``) gives it where the name's pid is the
+    file's. Before, a schedule's two cycles of one older-torch process were two ranks."""
+    _old_kineto(tmp_path / "node-a_4242.1623143089861.pt.trace.json", 4242, 1e6)
+    _old_kineto(tmp_path / "node-a_4242.1623143099861.pt.trace.json", 4242, 2e6)
+    found = resolve(tmp_path)
+    assert len(found) == 1 and isinstance(found[0], sources.TraceFiles), found
+    assert Counter(found[0].load().names().tolist())["aten::mm"] == 6
+    # another process of that host, and a name whose number is not the file's pid: a rank each
+    other = tmp_path / "other"
+    other.mkdir()
+    _old_kineto(other / "node-a_4242.1623143089861.pt.trace.json", 4242, 1e6)
+    _old_kineto(other / "node-a_4243.1623143099861.pt.trace.json", 4243, 2e6)
+    _old_kineto(other / "node-a_99.1623143199861.pt.trace.json", 4242, 3e6)
+    assert [type(s) for s in resolve(other)] == [TraceFile, TraceFile, TraceFile]

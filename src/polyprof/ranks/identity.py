@@ -24,9 +24,10 @@ _TRAILING = re.compile(r"(\d+)(?:\D*)$")
 
 
 #: Kineto's ``host_name`` (written before the events by recent torch), and a host op's
-#: pid (torch writes ``ph``, ``cat``, ``name``, ``pid`` in this order, before ``args``)
+#: pid (torch writes ``ph``, ``cat``, ``name``, ``pid`` in this order, before ``args``;
+#: torch 1.8-1.9 named its ops' category ``Operator``)
 _HOST = re.compile(rb'"host_name"\s*:\s*"([^"\\]*)"')
-_HOST_PID = re.compile(rb'\{\s*"ph"\s*:\s*"X"\s*,\s*"cat"\s*:\s*"(?:cpu_op|user_annotation|python_function)"'
+_HOST_PID = re.compile(rb'\{\s*"ph"\s*:\s*"X"\s*,\s*"cat"\s*:\s*"(?:cpu_op|Operator|user_annotation|python_function)"'
                        rb'[^{}]*?"pid"\s*:\s*(\d+)')
 
 
@@ -41,19 +42,31 @@ def _peek_rank(path: Path) -> int | None:
     return _peek(path, find)
 
 
-#: what :func:`_process` gives for a header that names no host: nothing more to read
-_NO_HOST = ("", -1)
+#: ``tensorboard_trace_handler``'s file name: ``<host>_<pid>.<time>.pt.trace.json[.gz]`` (its
+#: default worker name), the host and pid of a file whose header names no host (older torch)
+_HANDLER_NAME = re.compile(r"^(.+)_(\d+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
 
 
-def _process(text: bytes, start: int) -> tuple[str, int] | None:
-    at = text.find(b'"traceEvents"')
-    if at < 0:
-        return None
-    host = _HOST.search(text, 0, at)
-    if host is None:  # (older torch: a megabyte read for nothing, in every file of a job)
-        return _NO_HOST
-    pid = _HOST_PID.search(text, max(start, at))
-    return (host.group(1).decode("utf-8", "replace"), int(pid.group(1))) if pid else None
+def _process_finder(name_host: str | None) -> Callable[[bytes, int], tuple[str, int, bool] | None]:
+    """The finder of (host, pid, whether the host is ``name_host``) for :func:`_peek`:
+    the host the header names, else ``name_host`` (from the file name), and the pid of
+    the first host op. ("", -1, False) for a header that names no host and no
+    ``name_host``: nothing more to read."""
+    def find(text: bytes, start: int) -> tuple[str, int, bool] | None:
+        at = text.find(b'"traceEvents"')
+        if at < 0:
+            return None
+        host = _HOST.search(text, 0, at)
+        if host is None and name_host is None:  # (older torch: stop where the events begin)
+            return "", -1, False
+        pid = _HOST_PID.search(text, max(start, at))
+        if pid is None:
+            return None
+        if host is None:
+            return str(name_host), int(pid.group(1)), True
+        return host.group(1).decode("utf-8", "replace"), int(pid.group(1)), False
+
+    return find
 
 
 def _peek(path: Path, find: Callable[[bytes, int], T | None]) -> T | None:
@@ -85,13 +98,21 @@ def _peek(path: Path, find: Callable[[bytes, int], T | None]) -> T | None:
 
 def process_in_file(path: Path) -> tuple[str, int, int | None] | None:
     """(host, pid, distributedInfo rank or None) of the process a Kineto JSON recorded,
-    peeked as the rank is; None when the file names no host (older torch) or no
-    host op is in its first megabyte, or for any other format (never raises)."""
+    peeked as the rank is: the host its header names, or, for a header that names none
+    (older torch), the one ``tensorboard_trace_handler``'s file name gives where that
+    name's pid is the file's; None when neither names a host or no host op is in the
+    first megabyte, or for any other format (never raises)."""
     try:
         if zipfile.is_zipfile(path):
             return None
-        proc = _peek(path, _process)
-        return None if proc is None or proc == _NO_HOST else (proc[0], proc[1], _peek_rank(path))
+        named = _HANDLER_NAME.match(path.name)
+        proc = _peek(path, _process_finder(named.group(1) if named else None))
+        if proc is None or proc[1] < 0:
+            return None
+        host, pid, from_name = proc
+        if from_name and named is not None and pid != int(named.group(2)):
+            return None  # the name's pid is not the file's: not the handler's name
+        return host, pid, _peek_rank(path)
     except (OSError, ValueError):
         return None
 
