@@ -14,7 +14,7 @@ from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
-from . import ascend, asyncs, rocprof_v1
+from . import ascend, asyncs, onnxruntime, rocprof_v1
 from .deferred import DeferredArgs
 from .devices import categorise_device_events, device_planes, tf_line
 from .flows import bind_flows, bind_v2
@@ -91,6 +91,8 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         ascend.classify(trace, ascend.track_roles(col, track_of_pair, ntid))
     elif rocprof_v1.is_rocprof_v1(col):  # whole µs in ts/dur: the exact ns from the args
         rocprof_v1.exact_times(trace, base)
+    elif onnxruntime.is_onnxruntime(trace):  # an inference session's runs and operators
+        onnxruntime.classify(trace)
     trim()  # the pages the build freed go back: what stays resident is about the Trace
     return trace
 

@@ -1,0 +1,58 @@
+"""onnxruntime's profiles (``SessionOptions.enable_profiling``: ``onnxruntime_profile_*.json``,
+a Chrome JSON array), read as an inference program's steps and operators.
+
+onnxruntime writes its session's phases with category ``Session``
+(``model_loading_array``, ``session_initialization``, one ``model_run`` per
+``InferenceSession.run`` with the executor's ``SequentialExecutor::Execute`` inside it)
+and each graph node it ran with category ``Node``: ``<node name>_kernel_time`` (the
+operator's run, its type in the ``op_name`` arg and its execution provider in
+``provider``) and, in some versions, ``<node name>_fence_before`` / ``_fence_after``
+around it (the waits for the node's inputs and outputs). Kept as they are, those
+categories mean nothing to the analyses: a summary had no steps and no operators.
+
+After the Trace is built, :func:`classify` makes each ``model_run`` a step (category
+``step``, stat ``step`` its run's place in time order: ``derive/steps.py`` takes them),
+and each ``_kernel_time`` node a framework op (``cpu_op``: the operator tables and the
+ops' device time). Names and times stay the file's. A file is onnxruntime's when it has
+``model_run`` events of category ``Session`` (:func:`is_onnxruntime`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...trace import keys
+from ...trace.core import Trace
+from ...trace.stats import StatColumn
+
+SESSION, NODE, RUN = "Session", "Node", "model_run"
+KERNEL_SUFFIX = "_kernel_time"
+
+
+def is_onnxruntime(trace: Trace) -> bool:
+    """Whether ``trace`` holds onnxruntime's ``model_run`` events (category ``Session``)."""
+    run, session = trace.string_id(RUN), trace.string_id(SESSION)
+    if run < 0 or session < 0 or not trace.n_events:
+        return False
+    ev = trace.events
+    return bool(((ev["name"] == run) & (ev["category"] == session)).any())
+
+
+def classify(trace: Trace) -> None:
+    """Steps of the ``model_run`` events, framework ops of the ``_kernel_time`` nodes
+    (module doc); the trace's own step stat, if it has one, is kept."""
+    ev = trace.events
+    runs = np.flatnonzero((ev["name"] == trace.string_id(RUN)) & (ev["category"] == trace.string_id(SESSION))
+                          & (ev["dur_ns"] > 0))
+    node = trace.string_id(NODE)
+    if node >= 0:
+        kernel_names = np.fromiter((s.endswith(KERNEL_SUFFIX) for s in trace.strings), bool, len(trace.strings))
+        ops = np.flatnonzero((ev["category"] == node) & kernel_names[ev["name"]])
+        if len(ops):
+            ev["category"][ops] = trace.intern(keys.CAT_CPU_OP)
+    if len(runs) and keys.STEP not in trace.stats:
+        runs = runs[np.argsort(ev["start_ns"][runs], kind="stable")]
+        ev["category"][runs] = trace.intern(keys.CAT_STEP)
+        order = np.argsort(runs, kind="stable")  # the stat's rows ascending, numbered by time
+        trace.stats[keys.STEP] = StatColumn(runs[order], np.arange(len(runs), dtype=np.int64)[order])
+    trace.__dict__.pop("kinds", None)  # (cached from the categories)
