@@ -151,3 +151,24 @@ def test_unique_rows_matches_numpy():
                                         return_index=True, return_inverse=True)
         assert np.array_equal(uniq, ref_u) and np.array_equal(first, ref_f)
         assert np.array_equal(inv, ref_i.reshape(-1))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_keyed_search_folded_is_the_search_by_key(seed: int) -> None:
+    """``last_at_or_before`` / ``first_at_or_after`` fold the key's rank and the time into
+    one sorted int64; the search a key at a time is the reference (ties, unknown keys,
+    empty sides, times too wide to fold)."""
+    from polyprof.trace import sorting
+
+    rng = np.random.default_rng(seed)
+    for trial in range(200):
+        n, m, k = int(rng.integers(0, 60)), int(rng.integers(0, 60)), int(rng.integers(1, 8))
+        span = 2 ** 61 if trial % 7 == 0 else int(rng.integers(1, 50))
+        key, t = rng.integers(0, k, n), rng.integers(-span, span, n)
+        q_key, q_t = rng.integers(0, k + 2, m), rng.integers(-span, span, m)
+        value = rng.integers(0, 1000, n)
+        for before in (True, False):
+            got = sorting._keyed_search(key, t, value, q_key, q_t, before)
+            want = (sorting._keyed_search_by_key(key, t, value, q_key, q_t, before) if n and m
+                    else np.full(m, -1, np.int64))
+            assert got.tolist() == want.tolist()

@@ -228,9 +228,54 @@ def first_at_or_after(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: 
 
 def _keyed_search(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray, q_t: np.ndarray,
                   before: bool) -> np.ndarray:
+    """:func:`last_at_or_before` / :func:`first_at_or_after`: one search of the items
+    sorted by (key, time), the key's rank and the time folded into one int64 where they
+    fit (:func:`_keyed_search_by_key` otherwise, and the reference the tests hold it to)."""
     out = np.full(len(q_t), -1, np.int64)
     if not len(t) or not len(q_t):
         return out
+    key, t = np.asarray(key, np.int64), np.asarray(t, np.int64)
+    q_key, q_t = np.asarray(q_key, np.int64), np.asarray(q_t, np.int64)
+    keys, rank = unique_inverse(key)
+    lo = min(int(t.min()), int(q_t.min()))
+    span = max(int(t.max()), int(q_t.max())) - lo + 1
+    if len(keys) * span >= _LIMIT:
+        return _keyed_search_by_key(key, t, value, q_key, q_t, before)
+    folded = rank.reshape(-1) * span + (t - lo)
+    if len(keys) * span * len(folded) < _LIMIT:
+        order, folded = _sort_with_rows(folded, len(folded))
+    else:
+        order = np.argsort(folded, kind="stable")
+        folded = folded[order]
+    q_rank = np.minimum(np.searchsorted(keys, q_key), len(keys) - 1)
+    known = keys[q_rank] == q_key
+    q_folded = q_rank * span + (q_t - lo)
+    if before:
+        j = np.searchsorted(folded, q_folded, side="right") - 1
+        ok = known & (j >= 0)
+    else:
+        j = np.searchsorted(folded, q_folded)
+        ok = known & (j < len(folded))
+    j = np.where(ok, j, 0)
+    ok &= folded[j] // span == q_rank  # the item found is of the query's key
+    out[ok] = np.asarray(value)[order[j[ok]]]
+    return out
+
+
+def _keyed_search_by_key(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_key: np.ndarray, q_t: np.ndarray,
+                         before: bool) -> np.ndarray:
+    """:func:`_keyed_search` a key at a time (keys and times too wide to fold together)."""
+    out = np.full(len(q_t), -1, np.int64)
+    for k in unique(q_key):
+        mine = np.flatnonzero(key == k)
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(t[mine], kind="stable")]
+        q = np.flatnonzero(q_key == k)
+        j = np.searchsorted(t[mine], q_t[q], side="right") - 1 if before else np.searchsorted(t[mine], q_t[q])
+        ok = (j >= 0) & (j < len(mine))
+        out[q[ok]] = value[mine[j[ok]]]
+    return out
     for k in unique(q_key):
         mine = np.flatnonzero(key == k)
         if not len(mine):
