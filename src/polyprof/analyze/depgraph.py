@@ -53,7 +53,7 @@ gap between two children belongs to their parent, a gap on a stream to the activ
 from __future__ import annotations
 
 import weakref
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 
 import numpy as np
@@ -71,7 +71,10 @@ from .inputs import cpu_comm_rows
 from .nesting import parents_and_after
 from .thread_links import Walk, backward_callers, backward_edges, comm_callers, host_comm_edges
 from .stream_queues import queue_levels
-from .xla_links import DEVICE_STAT, wait_edges, xla_host_ops, xla_waits
+from .xla_links import DEVICE_STAT, RUN_STAT, data_edges, wait_edges, xla_host_ops, xla_waits
+
+if TYPE_CHECKING:
+    from ..formats.xspace.xla_deps import OpDependencies
 
 #: edge types (HTA's CPEdgeType, in its order), then polyprof's stream order
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC, STREAM_ORDER = 0, 1, 2, 3, 4, 5
@@ -216,6 +219,7 @@ class Context:
         self._communication: np.ndarray | None = None
         self._graph_index: np.ndarray | None = None
         self._backward: dict[int, int] | None = None
+        self._xla_deps: OpDependencies | None = None
         self._trace = weakref.ref(trace)  # (kept in the trace's memo: no cycle back through it)
 
     @property
@@ -241,6 +245,15 @@ class Context:
         if self._backward is None:
             self._backward = backward_callers(self.trace, self.on_host, self.track, self.names)
         return self._backward
+
+    @property
+    def xla_deps(self) -> OpDependencies:
+        """The data dependencies of XLA's CPU runtime's ops, from the file's HLO, found once."""
+        if self._xla_deps is None:
+            from ..formats.xspace.xla_deps import op_dependencies  # the HLO decoder: only a trace with XLA CPU ops
+
+            self._xla_deps = op_dependencies(self.trace, self.on_host)
+        return self._xla_deps
 
     def stat(self, key: str) -> np.ndarray:
         """:func:`_int_stat` of the trace, decoded once."""
@@ -349,6 +362,10 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
                                   ctx.stat(DEVICE_STAT)[host])
                 edges.add(a, b, np.zeros(len(a), np.int64), SYNC, np.full(len(a), -1, np.int64),
                           base + 2 * len(node_time) + np.arange(len(a), dtype=np.float64))
+            if ctx.xla_op[host].any():  # the XLA ops' data dependencies (their HLO)
+                a, b = data_edges(ctx.xla_deps, host, ctx.xla_op[host], node_time, ctx.stat(RUN_STAT)[host])
+                edges.add(a, b, np.zeros(len(a), np.int64), DEPENDENCY, np.full(len(a), -1, np.int64),
+                          base + 3 * len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
                       gidx, node_time, n_h, n_d, edges, stream_order)
     finally:

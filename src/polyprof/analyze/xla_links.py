@@ -11,17 +11,28 @@ edge into its end weighs nothing), and its waited-on work is the XLA ops of the 
 threads during it: each op starting in the wait depends on the wait's start, and the
 wait's end on each op ending in it (zero weight). So the path runs through the ops
 instead of the wait (a JAX CPU training loop: the wait was 58-66% of each step's path).
+
+Between the ops themselves, the data dependencies the file's HLO gives
+(``formats/xspace/xla_deps.py``): each op run depends on the last run, in the same
+program run (``run_id``) and ending by its start, of each op whose output it reads (a
+zero-weight edge from that op's end to its start), so the path follows the computation
+from one worker thread to another instead of the longest thread alone.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, unique
+from ..trace.sorting import last_at_or_before, lexsort, unique, unique_rows
 from ..trace.vocabulary import XLA_WAIT_CALLS
 from .common import names_in
+
+if TYPE_CHECKING:
+    from ..formats.xspace.xla_deps import OpDependencies
 
 _NONE = np.zeros(0, np.int64)
 #: the stat XLA's CPU runtime gives its ops and its wait: the device (of the process's
@@ -77,3 +88,41 @@ def wait_edges(thread: np.ndarray, node_time: np.ndarray, is_op: np.ndarray, is_
     wait_of, side_of, op_of = wait_of[o], side_of[o], op_of[o]
     into = side_of == 0
     return (np.where(into, 2 * wait_of, 2 * op_of + 1), np.where(into, 2 * op_of, 2 * wait_of + 1))
+
+
+#: the stat XLA's CPU runtime gives each op of one execution of a program
+RUN_STAT = "run_id"
+#: an op may start this long before the op it reads from is recorded to end (the
+#: runtime's clock reads: the producer's end is taken after it signals its consumers)
+DATA_SLACK_NS = 1_000
+
+
+def data_edges(deps: "OpDependencies", rows: np.ndarray, is_op: np.ndarray, node_time: np.ndarray,
+               run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(source, destination) nodes of a window's graph: per XLA op run among the host
+    calls ``rows`` (``is_op``; graph event ``i`` is ``rows[i]``, its nodes ``2i`` and
+    ``2i + 1``), an edge from the end of the last run of each op it reads from
+    (``deps``), in the same program run (``run``, -1: none) and ending by its start
+    (:data:`DATA_SLACK_NS`), into its start."""
+    ops = np.flatnonzero(is_op)
+    if not len(ops) or not len(deps.rows):
+        return _NONE, _NONE
+    at = np.minimum(np.searchsorted(deps.rows, rows[ops]), len(deps.rows) - 1)  # (ascending)
+    known = deps.rows[at] == rows[ops]
+    ops, op = ops[known], deps.op[at[known]]
+    ops, op = ops[op >= 0], op[op >= 0]
+    if not len(ops):
+        return _NONE, _NONE
+    n_prod = deps.ptr[op + 1] - deps.ptr[op]
+    consumer = np.repeat(ops, n_prod)
+    first = np.repeat(deps.ptr[op] - np.cumsum(n_prod) + n_prod, n_prod)
+    wanted = deps.producers[first + np.arange(len(consumer))] if len(consumer) else _NONE
+    if not len(consumer):
+        return _NONE, _NONE
+    # (run, op) of the ops run and of the ones wanted, as one code
+    _, _, code = unique_rows(np.concatenate([run[ops], run[consumer]]), np.concatenate([op, wanted]))
+    code = np.asarray(code, np.int64).reshape(-1)
+    src = last_at_or_before(code[:len(ops)], node_time[2 * ops + 1], ops, code[len(ops):],
+                            node_time[2 * consumer] + DATA_SLACK_NS)
+    ok = (src >= 0) & (src != consumer)
+    return 2 * src[ok] + 1, 2 * consumer[ok]
