@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..derive import cache
-from ..derive.correlate import METHOD_NAMES
+from ..derive.correlate import METHOD_NAMES, Correlation
 from ..derive.intervals import child_time
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
@@ -31,7 +31,9 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
     Columns: ``name``, ``count``, ``total_ns`` (host time including nested ops),
     ``self_ns`` (host time minus the direct children: ops and runtime calls such as
     ``cudaLaunchKernel``), ``mean_ns``, ``max_ns``, ``device_ns`` (duration of all device
-    activity launched inside the op, nested ops included), ``self_device_ns`` (device
+    activity launched inside the op, nested ops included; a device activity with no
+    launch call that names its op by external id counts for that op and the ops around
+    it), ``self_device_ns`` (device
     activity whose launch links to this op itself, by external id or as the innermost
     op), ``launches`` (device activities launched inside the op). Sorted by
     ``total_ns``. With a ``window``, the ops that start in its steps.
@@ -61,6 +63,7 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
         has &= ops[pos] == corr.op  # the op is one of those counted (a window may leave it out)
         np.add.at(direct, into[pos[has]], ev["dur_ns"][corr.device_rows[has]])
     keep = into == np.arange(len(ops))
+    unlaunched = _unlaunched(trace, corr, ops, tr, st, du)[keep]
     ops, st, du, tr, direct = ops[keep], st[keep], du[keep], tr[keep], direct[keep]
     if one is not None:
         self_ns = du - one[1][keep]
@@ -74,9 +77,28 @@ def op_stats(trace: Trace, window: WindowArg = None) -> Table:
     out = frame({
         "name": np.asarray(trace.strings, dtype=object)[g["key"]], "count": g["count"], "total_ns": g["total"],
         "self_ns": group_reduce(o, st_, np.maximum(self_ns, 0), np.add), "mean_ns": g["mean"], "max_ns": g["max"],
-        "device_ns": group_reduce(o, st_, proj.busy_ns, np.add),
+        "device_ns": group_reduce(o, st_, proj.busy_ns + unlaunched, np.add),
         "self_device_ns": group_reduce(o, st_, direct, np.add),
         "launches": group_reduce(o, st_, proj.count, np.add)}, order=order_desc(g["total"]))
+    return out
+
+
+def _unlaunched(trace: Trace, corr: Correlation, ops: np.ndarray, track: np.ndarray, start: np.ndarray,
+                dur: np.ndarray) -> np.ndarray:
+    """Per op, the device activity with no launch call that names it or an op inside it as
+    its op (by external id: torch's legacy export, whose ops' CUDA work has no launch), so
+    that ``device_ns`` counts it as it counts launched work."""
+    out = np.zeros(len(ops), np.int64)
+    linked = np.flatnonzero((corr.launch < 0) & (corr.op >= 0))
+    if not len(linked):
+        return out
+    pos = np.minimum(np.searchsorted(ops, corr.op[linked]), len(ops) - 1)
+    ok = ops[pos] == corr.op[linked]
+    np.add.at(out, pos[ok], trace.events["dur_ns"][corr.device_rows[linked[ok]]])
+    order, depth, parent = parents(track, start, start + dur)
+    for d in range(int(depth.max(initial=0)), 0, -1):  # each op's into its parent's, the deepest first
+        at = np.flatnonzero(depth == d)
+        np.add.at(out, order[parent[at]], out[order[at]])
     return out
 
 

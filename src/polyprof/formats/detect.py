@@ -11,7 +11,7 @@ from ..trace.core import Trace
 from ..trace.identity import identify
 from .perfetto_read.shape import varint
 from .registry import by_name, readers
-from .safety import reading
+from .safety import XZ_MAGIC, reading
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
@@ -35,6 +35,42 @@ def _head(path: Path, n: int = 4096) -> bytes:
         except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
             raise TraceFormatError(path, f"corrupt gzip data ({e})") from None
     return raw
+
+
+def _unxz_head(path: Path, n: int) -> bytes:
+    """The first ``n`` bytes of an xz file once decompressed (fewer: all there are); a
+    corrupt file is refused naming it, one cut short gives what it holds (its reader says)."""
+    import lzma  # only for an xz file
+
+    d = lzma.LZMADecompressor(lzma.FORMAT_XZ)
+    out = b""
+    try:
+        with open(path, "rb") as f:
+            while len(out) < n and not d.eof:
+                raw = f.read(_XZ_FEED) if d.needs_input else b""
+                if d.needs_input and not raw:
+                    break
+                out += d.decompress(raw, n - len(out))
+    except lzma.LZMAError as e:
+        raise TraceFormatError(path, f"corrupt xz data ({e})") from None
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot be read ({e.strerror or e})") from None
+    return out
+
+
+def _xz_format(path: Path) -> str:
+    """The format of an xz-compressed file, when its reader streams xz (:data:`_XZ_READ`);
+    any other is refused, saying to decompress it."""
+    body = _unxz_head(path, 4096)
+    if not body.strip() and len(body) < 4096:
+        raise TraceFormatError(path, "empty file (xz-compressed)")
+    head = b"GZ" + body  # the sniffs' mark of a decompressed head
+    fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
+    if fmt is not None and fmt.name in _XZ_READ:
+        return fmt.name
+    what = f" ({fmt.name})" if fmt is not None else ""
+    raise TraceFormatError(path, f"xz-compressed{what}: polyprof reads xz only of Chrome/Kineto JSON, so "
+                                 f"decompress it first (xz -dk {path.name})")
 
 
 def _gunzip_head(raw: bytes, n: int) -> bytes | None:
@@ -95,9 +131,14 @@ def _rocprof_v1_csv(head: bytes, path: Path) -> str | None:
     return None
 
 
-#: magic bytes of compressions polyprof does not read -> (name, the command that undoes it)
-_OTHER_COMPRESSION = {b"\xfd7zXZ\x00": ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"),
+#: magic bytes of compressions polyprof does not read -> (name, the command that undoes it);
+#: xz is read for the formats in :data:`_XZ_READ` (streamed: ``kineto/stream.py``)
+_OTHER_COMPRESSION = {XZ_MAGIC: ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"),
                       b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d")}
+#: the formats whose reader streams xz-compressed files (``.json.xz``): Chrome/Kineto JSON
+_XZ_READ = frozenset(("chrome-json",))
+#: compressed bytes read at a time for an xz file's head
+_XZ_FEED = 1 << 16
 
 #: magic bytes of formats read in place (random access), which a gzipped copy hides
 _READ_IN_PLACE = {b"SQLite format 3\x00": "SQLite database", b"PK\x03\x04": "zip archive (a .polyprof file?)",
@@ -238,6 +279,8 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, "is a directory, not a trace file (polyprof.load_ranks reads its traces as a "
                                      "job's ranks; the polyprof commands read a directory of one trace as that trace)")
     head = _head(path)
+    if head.startswith(XZ_MAGIC):
+        return _xz_format(path)
     if _is_blank(path, head):
         raise TraceFormatError(path, "empty file")
     if _is_pprof(head):  # before the sniffs: XSpace's would take it (both start with field 1)
@@ -288,6 +331,8 @@ def why_not_a_trace(path: Path) -> str:
         head = _head(path)
     except (OSError, TraceFormatError):
         return ""  # unreadable, or gzip data that is not: the rank fails saying so
+    if head.startswith(XZ_MAGIC):
+        return _why_not_xz(path)
     if _is_blank(path, head):
         return "empty"
     if _is_pprof(head):
@@ -304,6 +349,20 @@ def why_not_a_trace(path: Path) -> str:
             or any(head.startswith(m) for m in _OTHER_COMPRESSION):
         return ""  # a trace polyprof cannot read as it is: the rank fails saying what to do
     return "not a format polyprof reads"
+
+
+def _why_not_xz(path: Path) -> str:
+    """:func:`why_not_a_trace` of an xz-compressed file: "empty", or JSON that is no
+    Chrome/Kineto trace; "" for any other (a trace, or one its rank fails on, saying why)."""
+    try:
+        body = _unxz_head(path, _JSON_HEAD)
+    except TraceFormatError:
+        return ""
+    if not body.strip() and len(body) < _JSON_HEAD:
+        return "empty"
+    if body.lstrip()[:1] in (b"{", b"[") and not _TRACE_KEYS.search(body):
+        return "JSON, not a Chrome/Kineto trace"
+    return ""
 
 
 def _rocprof_v1_db(head: bytes, path: Path) -> bool:

@@ -81,6 +81,24 @@ def sniff(head: bytes, path: Path) -> bool:
     return is_kernel_csv(cols) and "BeginNs" in cols and "EndNs" in cols
 
 
+def kernel_csvs(folder: Path) -> list[Path]:
+    """The kernel CSVs with times (``results.csv``...) of a directory rocprof (v1) wrote
+    its outputs into, told by their headers (a ``*.stats.csv`` has another, and stays out,
+    as does a kernel CSV without times), in name order: for ``ranks/``, a rank each."""
+    out = []
+    for q in sorted(folder.iterdir()):
+        if q.name.startswith(".") or not q.name.lower().endswith(".csv") or not q.is_file():
+            continue
+        try:
+            with open(q, "rb") as f:
+                head = f.read(1 << 16)
+        except OSError:  # unreadable: not listed (a file named to polyprof says why)
+            continue
+        if sniff(head, q):
+            out.append(q)
+    return out
+
+
 def _table(path: Path, cols: list[str]) -> object:
     import pyarrow as pa
     import pyarrow.csv as pacsv

@@ -5,7 +5,7 @@ inflate to, and the guard that turns any failure while reading into one
 Limits (each also an environment variable, read when a file is opened):
 
 - ``max_inflated_bytes`` (``POLYPROF_MAX_INFLATED_BYTES``, default 64 GiB): the most a
-  compressed input (gzip, a zip member) may inflate to.
+  compressed input (gzip, xz, a zip member) may inflate to.
 - ``max_inflate_ratio`` (``POLYPROF_MAX_INFLATE_RATIO``, default 200): inflated / compressed
   size, checked once more than ``ratio_floor_bytes`` (64 MiB) came out. Real traces
   compress 7-20x; gzip's most is ~1030x, what a decompression bomb uses. A streamed
@@ -77,6 +77,11 @@ def override(**changes: Any) -> Iterator[Limits]:  # each of its Limits field's 
         yield _override
     finally:
         _override = before
+
+
+#: how an xz file begins (its stream header's magic bytes): read streamed where its reader
+#: can (``kineto/stream.py``), within the same limits as gzip
+XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
 class Inflation:

@@ -33,9 +33,9 @@ log = logging.getLogger("polyprof")
 #: file name endings a directory of ranks is read with: every format polyprof reads (a file
 #: of another format among them is refused, naming it); with those of other packages'
 #: formats that have a reader (:func:`rank_files`)
-TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof", ".xplane.pb",
-                  ".xplane.pb.gz", ".pftrace", ".pftrace.gz", ".perfetto-trace", ".sqlite", ".sqlite3",
-                  ".db", ".rpd", ".parquet")
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof",
+                  ".xplane.pb", ".xplane.pb.gz", ".pftrace", ".pftrace.gz", ".perfetto-trace", ".sqlite",
+                  ".sqlite3", ".db", ".rpd", ".parquet")
 
 
 class RankSource(ABC):
@@ -214,10 +214,20 @@ def _directory(item: Any, warn: bool = True) -> list[RankSource] | None:
     from ..formats.rocprof_csv import runs_in  # rocprofv3's CSV output: one rank per prefix (process)
     from ..formats.nsys_csv import runs_in as nsys_runs  # nsys stats -o PREFIX's CSVs: one rank per prefix
 
-    found = runs_in(p) or nsys_runs(p) or _traces_only(_without_xprof_copies(rank_files(p)), warn)
+    found = runs_in(p) or nsys_runs(p) or _with_rocprof_v1(_traces_only(_without_xprof_copies(rank_files(p)), warn), p)
     if not found:
         raise PolyprofError(f"{p}: no trace files in this directory")
     return _by_process(found)
+
+
+def _with_rocprof_v1(files: list[Path], p: Path) -> list[Path]:
+    """``files`` and rocprof (v1)'s kernel CSVs in ``p`` (``results.csv``: a rank each), but
+    not one beside the JSON trace of its run (``results.json``, with ``--hip-trace``: the
+    same dispatches and the calls that made them)."""
+    from ..formats.rocprof_v1_csv import kernel_csvs  # the CSV headers: only where a directory is listed
+
+    runs = {q.name[: -len(".json")] for q in files if q.name.endswith(".json")}
+    return files + [q for q in kernel_csvs(p) if q.name[: -len(".csv")] not in runs]
 
 
 def _by_process(files: list[Path]) -> list[RankSource]:

@@ -14,9 +14,9 @@ from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
-from . import ascend, asyncs, onnxruntime, rocprof_v1
+from . import ascend, asyncs, legacy, onnxruntime, rocprof_v1
 from .deferred import DeferredArgs
-from .devices import categorise_device_events, device_planes, tf_line
+from .devices import categorise_device_events, device_planes, legacy_plane, tf_line
 from .flows import bind_flows, bind_v2
 from .progress import _Progress
 from ...trace import metadata_keys as mkeys
@@ -93,6 +93,8 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         rocprof_v1.exact_times(trace, base)
     elif onnxruntime.is_onnxruntime(trace):  # an inference session's runs and operators
         onnxruntime.classify(trace)
+    elif legacy.has_cuda_functions(col):  # torch's legacy export: its ops' CUDA intervals
+        legacy.link(trace)
     trim()  # the pages the build freed go back: what stays resident is about the Trace
     return trace
 
@@ -134,6 +136,10 @@ def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarr
         p, t = divmod(u, ntid)
         plane, kind = planes[p]
         pv, tv = pid_vals[p], tid_vals[t]
+        if kind == "device" and plane < 0:  # the legacy export's CUDA functions: a device per thread
+            plane = legacy_plane(col, pv, tv)
+            if plane is None:  # (device_planes leaves no other device with events without a plane)
+                raise TraceFormatError(col.path, f"no device plane for the events of process {pv!r}")
         info = _thread_info(col, pv, tv)
         tname = info.get("thread_name")
         if _is_id(tv) and not isinstance(pv, str):

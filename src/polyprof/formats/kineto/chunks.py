@@ -41,7 +41,7 @@ from ...trace.core import EVENT_COLUMNS, Trace
 from ...trace.identity import identify
 from ...trace.stats import StatColumn, merge_columns
 from ..safety import check_events, clean_metadata
-from . import ascend, rocprof_v1, slicing, tokenized
+from . import ascend, legacy, rocprof_v1, slicing, tokenized
 from .args import _EAGER_KEYS
 from .build import _metadata, add_counters, base_ns, pair_tracks
 from .collector import _Collector
@@ -187,6 +187,8 @@ class _Reader:
         self.planes = device_planes(col, self.top, pid_vals, pc >> 32, pc & 0xFFFFFFFF, counts)
         if ascend.is_ascend(col) or rocprof_v1.is_rocprof_v1(col):
             raise Unsupported("its events' categories or times are set from their args after the whole file is read")
+        if legacy.has_cuda_functions(col):  # (legacy.link: from the flows, over the whole file)
+            raise Unsupported("torch's legacy export: its ops' CUDA intervals are sorted out once the whole file is read")
         self.ntid = max(len(tid_vals), 1)
         pt = np.array(sorted(pid_tid), np.int64)
         self.pairs = unique((pt >> 32) * self.ntid + (pt & 0xFFFFFFFF))

@@ -7,7 +7,8 @@ or when it has only device categories
 version keys of the document, and the runtime calls' names (``cuda*``, ``hip*``, ``ze*``).
 torch's legacy autograd profiler (torch 1.x ``export_chrome_trace`` without Kineto) writes
 its ops with no category in a process named ``CPU functions`` and the CUDA work they ran
-in one named ``CUDA functions`` (a thread per device index): ops and NVIDIA device 0.
+in one named ``CUDA functions`` (a thread per device index): ops, and an NVIDIA device per
+thread (``legacy.py``: the plane is the track's, ``build.pair_tracks``).
 TensorFlow 1.x's timeline (``tf.python.client.timeline``) names a process per GPU stream,
 ``/device:GPU:0/stream:13 Compute`` (``/gpu:0/...`` in older releases), its copies'
 ``/device:GPU:0/memcpy Compute``, and repeats every stream's kernels in ``stream:all``:
@@ -23,7 +24,7 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.sorting import member
-from . import ascend, rocprof_v1
+from . import ascend, legacy, rocprof_v1
 from .codes import _distinct, _hashable, _is_id
 
 if TYPE_CHECKING:
@@ -39,8 +40,13 @@ _BARE_KINDS = {"NPU"}
 _TF_LINE = re.compile(r"^(?:/job:[^/ ]+/replica:\d+/task:\d+)?/(?:device:)?gpu:(\d{1,9})/(stream:(?:\d+|all)|memcpy)"
                       r" Compute$", re.IGNORECASE)
 _TF_OP = "Op"  # the category TensorFlow 1.x's timeline gives every op
+#: TensorFlow 1.x timeline's executor processes (``/job:localhost/replica:0/task:0/device:CPU:0
+#: Compute``, ``/job:.../gpu:0 Compute`` in older releases): the host threads running the
+#: graph's ops, each an ``Op`` event named by its type (``MatMul``), its node in the args
+_TF_EXECUTOR = re.compile(r"^(?:/job:[^/ ]+/replica:\d+/task:\d+)?/(?:device:)?[A-Za-z_]+:\d{1,9} Compute$",
+                          re.IGNORECASE)
 #: the legacy autograd profiler's processes (string pids; spelled "CUDA Functions" too)
-_LEGACY_CPU, _LEGACY_CUDA = "cpu functions", "cuda functions"
+_LEGACY_CPU, _LEGACY_CUDA = legacy.CPU_FUNCTIONS, legacy.CUDA_FUNCTIONS
 #: Categories that only occur on a device timeline (used when a pid has no labels).
 _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "mtia_ccp_events",
                       "cuda_sync", "collective_comm"}
@@ -69,6 +75,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
         vendor_hint = "NVIDIA"
 
     kinds: list[tuple[str, str, int]] = []  # (kind, device kind, index)
+    legacy_gpu = [False] * len(pid_vals)  # the legacy export's CUDA functions
     for code, pv in enumerate(pid_vals):
         info = col.process.get(pv, {}) if _hashable(pv) else {}
         labels, pname = info.get("process_labels"), info.get("process_name")
@@ -96,6 +103,7 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
             dev = ("GPU", pv)
         if dev is None and labels is None and pname is None and _legacy(pv, _LEGACY_CUDA):
             dev = ("GPU", 0)
+            legacy_gpu[code] = True
         kinds.append(("device", dev[0], dev[1]) if dev else ("host", "", 0))
     if rocprof_v1.is_rocprof_v1(col):
         _copy_lane(col, pid_vals, kinds, counts)
@@ -107,8 +115,8 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
     out: list[tuple[int, str]] = []
     for code, pv in enumerate(pid_vals):
         kind, dkind, index = kinds[code]
-        if code not in used:  # only flow endpoints or E events: no plane of its own
-            out.append((-1, kind))
+        if code not in used or legacy_gpu[code]:  # only flow endpoints or E events: no plane of its own;
+            out.append((-1, kind))  # the legacy CUDA functions' threads: a plane each (legacy.device_plane)
             continue
         info = col.process.get(pv, {}) if _hashable(pv) else {}
         props = {k: v for k, v in info.items() if v is not None}
@@ -206,18 +214,20 @@ def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], p
     strings = col.b.strings
     dev = [code for code, (_, kind) in enumerate(planes) if kind == "device"]
     pid_vals = col.id_values[id(col.pids)]
-    legacy = [code for code, (_, kind) in enumerate(planes)
-              if kind == "host" and _legacy(pid_vals[code], _LEGACY_CPU)]
-    if not (dev or legacy) or not len(cat_c):
+    legacy_cpu = [code for code, (_, kind) in enumerate(planes)
+                  if kind == "host" and _legacy(pid_vals[code], _LEGACY_CPU)]
+    executor = [code for code, (_, kind) in enumerate(planes) if kind == "host" and _tf_executor(col, pid_vals[code])]
+    if not (dev or legacy_cpu or executor) or not len(cat_c):
         return
     _tf_timeline(col, dev, pid_c, cat_c, name_c)
+    _tf_ops(col, executor, pid_c, cat_c)
     try:
         empty = strings.index("")
     except ValueError:  # no event without a category
         return
     rows = np.flatnonzero(cat_c == empty)  # few or none: the pids of those alone
-    if legacy and len(rows):  # the legacy autograd profiler's ops
-        ops = member(pid_c[rows], np.array(legacy, pid_c.dtype))
+    if legacy_cpu and len(rows):  # the legacy autograd profiler's ops
+        ops = member(pid_c[rows], np.array(legacy_cpu, pid_c.dtype))
         cat_c[rows[ops]] = col.b.intern(keys.CAT_CPU_OP)
         rows = rows[~ops]
     if not dev or not len(rows):
@@ -259,9 +269,32 @@ def _tf_timeline(col: "_Collector", dev: list[int], pid_c: np.ndarray, cat_c: np
     cat_c[rows] = new
 
 
-def _legacy(pid: Any, name: str) -> bool:
-    """Whether a pid is the legacy autograd profiler's process ``name`` (lower case)."""
-    return isinstance(pid, str) and pid.strip().lower() == name
+def _tf_executor(col: "_Collector", pid: Any) -> bool:
+    """Whether a pid is a TensorFlow 1.x timeline's executor process (:data:`_TF_EXECUTOR`)."""
+    name = col.process.get(pid, {}).get("process_name") if _hashable(pid) else None
+    return isinstance(name, str) and _TF_EXECUTOR.match(name) is not None
+
+
+def _tf_ops(col: "_Collector", executor: list[int], pid_c: np.ndarray, cat_c: np.ndarray) -> None:
+    """TensorFlow 1.x timeline's ops on its executor's processes (category ``Op``):
+    framework ops, as torch's ``cpu_op`` (the host side of the graph's execution)."""
+    strings = col.b.strings
+    if not executor or _TF_OP not in strings:
+        return
+    rows = (cat_c == strings.index(_TF_OP)) & member(pid_c, np.array(executor, pid_c.dtype))
+    if rows.any():
+        cat_c[rows] = col.b.intern(keys.CAT_CPU_OP)
+
+
+_legacy = legacy.is_legacy  # whether a pid is the legacy autograd profiler's process ``name``
+
+
+def legacy_plane(col: "_Collector", pid: Any, tid: Any) -> int | None:
+    """The device plane of a thread of the legacy export's ``CUDA functions`` (its id: the
+    device index), None for any other thread; the vendor as :func:`device_planes` gives it."""
+    if not _legacy(pid, _LEGACY_CUDA):
+        return None
+    return legacy.device_plane(col, pid, tid, _vendor_hint({}, col.b.strings) or "NVIDIA")
 
 
 def _vendor_hint(top: dict[str, Any], strings: list[str]) -> str:

@@ -1,14 +1,15 @@
-"""The file as a stream of decompressed blocks (gzip detected by its magic)."""
+"""The file as a stream of decompressed blocks (gzip and xz detected by their magic)."""
 
 from __future__ import annotations
 
+import lzma
 import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator
 
 from ...errors import TraceFormatError
-from ..safety import Inflation
+from ..safety import XZ_MAGIC, Inflation
 from .progress import _Progress
 
 _READ_BYTES = 1 << 20
@@ -33,7 +34,8 @@ def inflater(size: int) -> ModuleType:
 
 
 class _Source:
-    """Decompressed bytes of a file in blocks; gzip detected by magic, streamed."""
+    """Decompressed bytes of a file in blocks; gzip and xz detected by magic, streamed
+    within the same inflation limits (``safety.Inflation``)."""
 
     def __init__(self, path: Path, progress: _Progress, block: int):
         self.path, self.block = path, block  # block: most decompressed bytes handed on at a time
@@ -42,10 +44,13 @@ class _Source:
 
     def blocks(self) -> Iterator[bytes]:
         with open(self.path, "rb") as f:
-            head = f.read(2)
+            head = f.read(len(XZ_MAGIC))
             f.seek(0)
-            if head == b"\x1f\x8b":
+            if head[:2] == b"\x1f\x8b":
                 yield from self._gunzip(f)
+                return
+            if head == XZ_MAGIC:
+                yield from self._unxz(f)
                 return
             while True:
                 raw = f.read(_READ_BYTES)
@@ -87,3 +92,37 @@ class _Source:
         if fed and not d.eof:
             raise TraceFormatError(self.path, "truncated gzip data: the compressed stream ends early")
 
+    def _unxz(self, f: Any) -> Iterator[bytes]:
+        """An xz file's streams inflated a block at a time (stdlib ``lzma``). ``lzma``
+        keeps the input a call did not use inside, so the bytes fed so far are the bomb
+        check's basis (at most one feed more than what was inflated)."""
+        d = lzma.LZMADecompressor(lzma.FORMAT_XZ)
+        inflation = Inflation(self.path, self.size, "xz data")
+        fed = 0  # compressed bytes handed to the decompressor so far
+        started = False  # the current stream has had input
+        try:
+            while True:
+                raw = f.read(_FEED_BYTES)
+                if not raw:
+                    break
+                self.progress.advance(len(raw))
+                fed += len(raw)
+                while raw or not (d.needs_input or d.eof):
+                    if not started:  # a stream's start: the zeros that pad the one before it left out
+                        raw = raw.lstrip(b"\x00")
+                        if not raw:
+                            break
+                    started = True
+                    out = d.decompress(raw, self.block)
+                    raw = b""
+                    if out:
+                        inflation.add(len(out), fed)
+                        yield out
+                    if d.eof:  # concatenated streams (xz writes them; padding between them is zeros)
+                        raw = d.unused_data.lstrip(b"\x00")
+                        d = lzma.LZMADecompressor(lzma.FORMAT_XZ)
+                        started = False
+        except lzma.LZMAError as e:
+            raise TraceFormatError(self.path, f"corrupt xz data ({e})") from None
+        if started and not d.eof:
+            raise TraceFormatError(self.path, "truncated xz data: the compressed stream ends early")
