@@ -63,11 +63,16 @@ def _header_of(stdout: str, title: str) -> list[str]:
     return [c.strip() for c in lines[at + 2].strip("┃ ").split("┃")]
 
 
-def test_op_table_shows_device_columns_only_with_a_device():
-    """A trace with no device activity (a CPU-only torch rank) gives the op names the
-    width the "device caused" and "launches" columns (always 0 there) would take."""
+def test_op_table_shows_device_columns_only_with_a_device(tmp_path):
+    """A trace with no device activity (a CPU-only torch rank: its ops in its one step)
+    gives the op names the width the "device caused" and "launches" columns (always 0
+    there) would take."""
     kineto = ROOT / "tests" / "data" / "traces" / "kineto"
-    cpu = cli("summary", str(kineto / "cpu_only_rank34.json.gz"))
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+          *({"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5}
+            for i in range(1, 5))]
+    (tmp_path / "cpu.json").write_text(json.dumps({"traceEvents": ev}))
+    cpu = cli("summary", str(tmp_path / "cpu.json"))
     gpu = cli("summary", str(kineto / "a100_alexnet_small.json.gz"))
     assert cpu.returncode == 0 and gpu.returncode == 0, cpu.stderr + gpu.stderr
     assert _header_of(cpu.stdout, "Top framework ops") == ["name", "count", "total", "self"]

@@ -11,7 +11,8 @@ torch.profiler trace may be cut short. The user chooses the steps:
 - ``AUTO`` (the default of ``polyprof summary``, ``report`` and ``report.tables.build``):
   without the first step when the trace has at least ``AUTO_MIN_STEPS`` steps — it
   holds the warm-up — else every step (and every step of a trace recorded by a
-  schedule, ``polyprof run --schedule``: it left the warm-up out already).
+  schedule, ``polyprof run --schedule``: it left the warm-up out already); every step
+  is a window of steps too (what starts after the last one's end is in no step).
 
 A window selects steps; every analysis then runs on a *view* of the trace (the same
 arrays and correlation, see :func:`view`) whose steps are the selected ones. So the
@@ -205,8 +206,20 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
         trace.metadata[mkeys.SCHEDULE], dict) else None
     pick = every[np.isin(steps.number, np.asarray(rec, np.int64))] if isinstance(rec, list) and rec else every
     if not len(pick) or len(pick) == len(every):
-        return Selection(every, _label(steps, every, said), False)
+        return _every_step(trace, steps, said)
     return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]))
+
+
+def _every_step(trace: Trace, steps: Steps, said: str) -> Selection:
+    """Every step: what was launched or started before the first (an open start) and in
+    the steps, not what is after the last one's end (in no step; its extent said where
+    it is a step long or more); the whole trace where it has no steps."""
+    every = np.arange(len(steps))
+    if not len(steps):
+        return Selection(every, _label(steps, every, said), False)
+    after = after_last_words(host_after(trace, int(steps.end[-1])), steps)
+    why = f"{said}{after}" if said else after[2:]
+    return Selection(every, _label(steps, every, why), True, hi=int(steps.end[-1]))
 
 
 def select(trace: Trace, window: WindowArg) -> Selection:
@@ -226,7 +239,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
             why = auto_words(steps, host_after(trace, int(steps.end[-1])), mkeys.CAPTURE in trace.metadata)
             return Selection(every[1:], _label(steps, every[1:], why), True, lo=int(steps.start[1]),
                              hi=int(steps.end[-1]))
-        return Selection(every, _label(steps, every, ""), False)
+        return _every_step(trace, steps, "")
     said = window.text()
     if window.skip_first is None:  # AUTO's rule, under this window's span and rounding
         warm = (window.start is None and window.stop is None and len(steps) >= AUTO_MIN_STEPS
@@ -252,10 +265,9 @@ def select(trace: Trace, window: WindowArg) -> Selection:
                              f"{len(steps)} steps, numbers {int(nums[0])}-{int(nums[-1])})"))
     # an open start with nothing skipped also counts what was launched before the first step
     lo = -_FAR if window.start is None and not window.skip_first else int(steps.start[index[0]])
-    restricted = len(index) < len(steps) or window.span != "steps" or window.round_us
-    if restricted and index[-1] == len(steps) - 1:
+    if index[-1] == len(steps) - 1:
         said += after_last_words(host_after(trace, int(steps.end[-1])), steps)
-    return Selection(index, _label(steps, index, said), restricted, window.span, lo, int(steps.end[index[-1]]),
+    return Selection(index, _label(steps, index, said), True, window.span, lo, int(steps.end[index[-1]]),
                      window.round_us)
 
 

@@ -155,7 +155,7 @@ def window_from(args: argparse.Namespace, default: WindowArg = "auto") -> Window
             from ..errors import WindowError
 
             raise WindowError("--all-steps is --skip-first 0: give one of them")
-        return None if args.steps is None and plain else Window.parse(args.steps, 0, span, rnd)
+        return Window.parse(args.steps, 0, span, rnd)
     if args.steps is None and args.skip_first is None:  # --span / --round-us alone: the default's steps
         return default if plain else Window.parse(None, None if default == "auto" else 0, span, rnd)
     return Window.parse(args.steps, args.skip_first or 0, span, rnd)
