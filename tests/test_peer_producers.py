@@ -114,10 +114,11 @@ def test_onnxruntime_profile_node_times_as_onnxruntime_wrote_them():
     want = _x_totals(events)
     assert _by_name(t) == want
     df = t.to_pandas()
-    nodes = df[df["category"] == "Node"]
+    nodes = df[df["category"] == "cpu_op"]  # the nodes' runs: framework ops (formats/kineto/onnxruntime.py)
     assert sorted(set(nodes["name"])) == sorted(f"{n}_kernel_time" for n in ("fc1", "bias1", "relu1", "fc2", "softmax"))
     assert len(nodes) == 5 * 20  # five nodes, twenty runs
     assert want["model_run"][0] == 20 == int((df["name"] == "model_run").sum())
+    assert set(df["category"][df["name"] == "model_run"]) == {"step"}
 
 
 def test_tensorflow_cpu_xspace_steps_and_ops():

@@ -20,7 +20,7 @@ from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import first_and_inverse, lexsort, unique, unique_inverse
-from .depgraph import Context, DepGraph, build, context, window_rows
+from .depgraph import KERNEL_KERNEL, Context, DepGraph, build, context, window_rows
 from . import nesting
 from .frames import column, empty_frame, frame
 from .table import Table
@@ -56,14 +56,16 @@ def graph_end(g: DepGraph) -> int:
 
 
 def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
-    """Per graph event: its time on the path (the path's edges it owns, as HTA attributes
-    them) and its slack: how much longer it could take before the path got longer (0 on
+    """Per graph event: its time on the path (the path's edges of its own span it owns,
+    as HTA attributes them, gaps between its children included) and its slack: how much longer it could take before the path got longer (0 on
     the path), from the longest path through any of its spans (through its nodes where it
     owns none)."""
     n = len(g.rows)
     on = np.zeros(n, np.int64)
     owned = g.owner[p.edges]
-    keep = owned >= 0
+    # its own span's edges: not the gap on a stream after it (HTA's graph gives that edge
+    # to the activity before, but the activity was done: the stream waited for the next)
+    keep = (owned >= 0) & (g.etype[p.edges] != KERNEL_KERNEL)
     np.add.at(on, owned[keep], g.weight[p.edges][keep])
     best = np.full(n, np.iinfo(np.int64).min, np.int64)
     has = g.owner >= 0
