@@ -112,6 +112,16 @@ _ROCPROF_V1_SUMS = {".stats.csv": (".csv", "the kernel dispatches"),
                     ".copy_stats.csv": (".json", "the copies (rocprof --hip-trace or --sys-trace)")}
 
 
+def _rocprofv3_csv(head: bytes, path: Path) -> str | None:
+    """What a CSV file named as rocprofv3's that holds no events is (counters, statistics,
+    agents), None for any other file."""
+    if not path.name.endswith(".csv"):
+        return None
+    from .rocprof_csv import not_a_trace  # its reader knows rocprofv3's file kinds; loaded only for a CSV refused
+
+    return not_a_trace(head, path)
+
+
 def _rocprof_v1_csv(head: bytes, path: Path) -> str | None:
     """What a rocprof (v1) CSV file polyprof does not read is, from its header (None for
     any other file): a statistics table, or a kernel CSV without times."""
@@ -298,7 +308,7 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, f"a Git LFS pointer, not the trace: the file{of} is in LFS storage; "
                                      "fetch it first (git lfs pull)")
     hint = next((h.format(name=path.name) for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)),
-                None) or _rocprof_v1_csv(head, path)
+                None) or _rocprof_v1_csv(head, path) or _rocprofv3_csv(head, path)
     if hint:
         raise TraceFormatError(path, hint)
     inner = next((what for magic, what in _READ_IN_PLACE.items() if head.startswith(b"GZ" + magic)), None)

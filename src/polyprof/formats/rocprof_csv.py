@@ -109,6 +109,28 @@ def sniff(head: bytes, path: Path) -> bool:
     return kind_of(_header(head)) in ("kernel", "api", "copy")
 
 
+#: what rocprofv3's CSV files that hold no events are (by the kind in their name)
+NOT_TRACES = {"counter_collection": "counter values per kernel dispatch", "agent_info": "the run's agents",
+              "memory_allocation_trace": "allocations, which polyprof does not read",
+              "scratch_memory_trace": "scratch memory events, which polyprof does not read"}
+
+
+def not_a_trace(head: bytes, path: Path) -> str | None:
+    """What a rocprofv3 CSV file polyprof does not read is (counters, statistics, agents:
+    by its name, its header no trace's), and the trace file beside it to give instead;
+    None for any other file."""
+    got = split_name(path.name)
+    if got is None or got[1] in EXPECTED or sniff(head, path):
+        return None
+    prefix, kind = got
+    what = NOT_TRACES.get(kind, "totals per name")  # the others: the *_stats files
+    beside = [f"{prefix}{k}.csv" for k in ("kernel_trace", "hip_api_trace", "memory_copy_trace")
+              if (path.parent / f"{prefix}{k}.csv").is_file()]
+    give = (f"give polyprof {beside[0]} beside it" if beside else
+            "polyprof reads its kernel_trace.csv and *_api_trace.csv files (rocprofv3 --kernel-trace --hip-trace)")
+    return f"rocprofv3's {kind} file ({what}), not a trace: {give}"
+
+
 def claim(head: bytes, path: Path) -> bool:
     """By name, when no sniff answered: a damaged trace file of rocprofv3's gets this
     reader's error (which column is missing) rather than "unrecognised format"."""

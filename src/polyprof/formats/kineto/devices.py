@@ -263,10 +263,28 @@ def _tf_timeline(col: "_Collector", dev: list[int], pid_c: np.ndarray, cat_c: np
     names, inv = np.unique(name_c[rows], return_inverse=True)
     code = np.array([col.b.intern(_device_category(strings[int(n)])) for n in names.tolist()], np.int64)
     new = code[inv.ravel()]
-    repeat = [c for c, line in lines.items() if line == "stream:all"]
+    repeat = [c for c, line in lines.items() if line == "stream:all"] + _tf_copy_repeats(col, lines, pid_c[rows], name_c[rows])
     if repeat:
         new[member(pid_c[rows], np.array(repeat, pid_c.dtype))] = col.b.intern(keys.CAT_DERIVED)
     cat_c[rows] = new
+
+
+def _tf_copy_repeats(col: "_Collector", lines: dict[int, str | None], pids: np.ndarray, names: np.ndarray) -> list[int]:
+    """The ``memcpy`` lines that repeat copies their GPU's stream lines hold: TensorFlow's
+    device tracer saves each copy on its stream and again on ``memcpy`` (as ``stream:all``
+    repeats the kernels). A ``memcpy`` line is a repeat when every name on it is also on a
+    stream line of its GPU; else (its copies on no stream) it is the copies' only line."""
+    pid_vals = col.id_values[id(col.pids)]
+    gpu = {c: _TF_LINE.match(col.process[pid_vals[c]]["process_name"]).group(1) for c in lines}  # type: ignore[union-attr]
+    out = []
+    for c, line in lines.items():
+        streams = [s for s, other in lines.items() if str(other).startswith("stream ") and gpu[s] == gpu[c]]
+        if line != "memcpy" or not streams:
+            continue
+        mine = np.unique(names[pids == c])
+        if np.isin(mine, names[member(pids, np.array(streams, pids.dtype))]).all():
+            out.append(c)
+    return out
 
 
 def _tf_executor(col: "_Collector", pid: Any) -> bool:

@@ -251,7 +251,7 @@ def _slurp(path: Path, head: bytes, it: Iterator[bytes], top: dict[str, Any]) ->
         except orjson.JSONDecodeError:
             doc = None
         if doc is None:
-            raise TraceFormatError(path, f"invalid JSON ({e})") from None
+            raise TraceFormatError(path, f"invalid JSON ({e})" + _json_lines(data)) from None
         data = fixed
         top["__repaired__"] = repaired  # said in the reader's warning (build.py)
     if isinstance(doc, list):
@@ -288,4 +288,30 @@ def _known_other(doc: dict[str, Any]) -> str:
     if isinstance(schema, str) and "speedscope" in schema:
         return ("; it is a speedscope profile (stacks), not a trace: write a Chrome trace instead "
                 "(py-spy: --format chrometrace)")
+    meta = doc.get("meta")
+    if isinstance(meta, dict) and "interval" in meta and isinstance(doc.get("threads"), list):
+        # the Gecko profile format (Firefox's profiler, samply): stacks sampled every interval
+        return "; it is a Firefox Profiler profile (sampled stacks, as Firefox and samply write), not a trace"
+    return ""
+
+
+def _json_lines(data: bytes) -> str:
+    """What a document with more after it is, when its first two lines are each a JSON
+    value: JSON Lines (a record per line), which no trace format polyprof reads is."""
+    lines: list[bytes] = []
+    start = 0
+    for _ in range(8):  # the first two lines that are not blank (no copy of the rest)
+        end = data.find(b"\n", start)
+        line = data[start:] if end < 0 else data[start:end]
+        if line.strip():
+            lines.append(line)
+        if end < 0 or len(lines) == 2:
+            break
+        start = end + 1
+    try:
+        if len(lines) == 2 and all(isinstance(orjson.loads(ln), dict) for ln in lines):
+            return ("; it is JSON Lines (an object per line), not a Chrome/Kineto trace (one JSON document "
+                    "with a 'traceEvents' list)")
+    except orjson.JSONDecodeError:
+        pass
     return ""

@@ -107,7 +107,8 @@ def build(col: Collector, path: Path) -> Trace:
     for why, n in sorted(col.skipped.items()):
         warnings.append(f"skipped {n:,} {why}")
     if not len(rows) and not len(ct["track"]):  # never silently empty (e.g. ftrace or power data only)
-        warnings.append("nothing polyprof reads: no track events, counters or GPU render stages (the packets "
+        warnings.append("nothing polyprof reads: every event was skipped (above)" if col.skipped else
+                        "nothing polyprof reads: no track events, counters or GPU render stages (the packets "
                         "hold other data, e.g. ftrace, power rails or memory profiles)")
     for w in warnings:
         log.warning("%s: %s", path, w)
