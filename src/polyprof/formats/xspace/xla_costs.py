@@ -66,14 +66,37 @@ def empty() -> DeviceCosts:
 
 def device_costs(trace: Trace) -> DeviceCosts:
     """The costs of the device events whose XLA op the trace's HLO holds (none where the
-    trace has no HLO modules or no such events)."""
-    found = xla_rows(trace, in_command_buffer=False)
-    if found is None:
-        return empty()
-    _, hlo, at = found
+    trace has no HLO modules or no such events), and of the library kernels XLA ran in
+    command buffers (``command_buffer_costs.py``)."""
     modules = hlo_modules(trace)  # the modules the reader decoded for op attribution, not decoded again
     if not modules.protos:
         return empty()
+    own, ran = _instruction_costs(trace, modules)
+    from .command_buffer_costs import library_costs  # only a file with XLA ops and their HLO
+
+    lib = library_costs(trace, modules, ran)
+    if not lib.rows:
+        return own
+    n_op = len(own.op_name)
+    rows = np.concatenate([own.rows, *lib.rows])
+    order = np.argsort(rows, kind="stable")
+    cat = [(own.flops, lib.flops), (own.bytes, lib.bytes), (own.transcendentals, lib.transcendentals),
+           (own.precision, lib.precision), (own.op, [o + n_op for o in lib.op])]
+    flops, nbytes, trans, prec, op = (np.concatenate([a, *b])[order] for a, b in cat)
+    return DeviceCosts(rows[order], flops, nbytes, trans, prec, op,
+                       np.concatenate([own.op_name, np.array(lib.op_name, object)]),
+                       np.concatenate([own.op_module, np.array(lib.op_module, object)]),
+                       np.concatenate([own.op_opcode, np.full(len(lib.op_name), "custom-call", object)]),
+                       np.concatenate([own.op_flops, lib.op_flops]), np.concatenate([own.op_bytes, lib.op_bytes]))
+
+
+def _instruction_costs(trace: Trace, modules: HloModules) -> tuple[DeviceCosts, dict[tuple[str, int], set[str]]]:
+    """:func:`device_costs` of the events whose ``hlo_op`` names an instruction, and per
+    module the instructions that ran on a GPU as kernels of their own."""
+    found = xla_rows(trace, in_command_buffer=False)
+    if found is None:
+        return empty(), {}
+    _, hlo, at = found
     from .hlo_cost import OpCost  # the HLO decoder: only a file with XLA ops and their HLO (not a TPU's)
 
     rows = hlo.rows[at]
@@ -98,11 +121,12 @@ def device_costs(trace: Trace) -> DeviceCosts:
         if cost_of[-1] is not None and key is not None and key not in codes:
             codes[key] = _opcodes(modules, key)
         opcodes.append(codes[key].get(name, "") if cost_of[-1] is not None and key is not None else "")
+    ran_on_gpu = {tkey[:2]: names_ran for tkey, names_ran in ran.items() if tkey[2]}
     has = np.array([c is not None for c in cost_of], bool)
     keep = has[inv]
     rows, inv = rows[keep], inv[keep]
     if not len(rows):
-        return empty()
+        return empty(), ran_on_gpu
     share = _kernel_shares(trace, rows, inv)
     known = [c if c is not None else OpCost(math.nan, math.nan, math.nan, "") for c in cost_of]
     per = np.array([(c.flops, c.bytes, c.transcendentals) for c in known], np.float64).reshape(-1, 3)
@@ -111,7 +135,7 @@ def device_costs(trace: Trace) -> DeviceCosts:
     rows, inv, share = rows[order], inv[order], share[order]
     return DeviceCosts(rows, per[inv, 0] * share, per[inv, 1] * share, per[inv, 2] * share, prec[inv],
                        inv.astype(np.int64), np.array(op_names, object), np.array([m for _, m, _ in combos], object),
-                       np.array(opcodes, object), per[:, 0].copy(), per[:, 1].copy())
+                       np.array(opcodes, object), per[:, 0].copy(), per[:, 1].copy()), ran_on_gpu
 
 
 def _opcodes(modules: HloModules, key: tuple[str, int]) -> dict[str, str]:

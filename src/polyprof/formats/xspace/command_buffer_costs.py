@@ -1,0 +1,156 @@
+"""FLOPs and bytes of the library kernels XLA ran inside a command buffer (a CUDA graph).
+
+XLA puts a cuBLAS or cuDNN call into a command buffer with the kernels around it; its
+kernels then name only the command buffer (``hlo_op`` ``command_buffer_1``), and no HLO
+instruction has their names (``gpu.command_buffer_ops`` gives the XLA-emitted kernels
+of a command buffer their instructions; a library's keep the command buffer). Their
+costs were unknown, and on a JAX transformer whose matrix products all ran so (cuBLAS
+``sm90_xmma_gemm_*``, 54% of its kernel time) the MFU read 2.0% where XLA's own count
+makes it 24.7%.
+
+The HLO says what they did: the module's library calls (``custom-call`` instructions
+outside fused computations) that ran as no kernel of their own. Each execution of the
+module runs them once; its executions are the command buffer's launches (one
+``correlation_id`` per launch of a graph). So their summed cost (``hlo_cost.py``) times
+the launches is what the module's library kernels in command buffers did, shared among
+them: among their kernel names by the names' time, within a name equally per kernel
+(one pseudo-op per kernel name, ``op_flops`` its mean, so that ``analyze/efficiency.py``
+counts each kernel once). A kernel not named like a library's (a memset) gets nothing.
+Exact in total; per kernel an estimate (a name's kernels may differ in shape).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...trace.core import Trace
+from .gpu import HloModules, _row_values, module_combos, xla_rows
+from .hlo import Module
+
+if TYPE_CHECKING:
+    from .hlo_cost import OpCost
+
+#: a library's kernel (cuBLAS, cuBLASLt, CUTLASS, cuDNN), by its name
+LIBRARY_KERNEL = re.compile(r"gemm|xmma|cutlass|cublas|matmul|cudnn|conv", re.IGNORECASE)
+#: the opcodes whose called computations are not run as ops of their own (fused
+#: computations, reducers and comparators)
+_INNER_CALLERS = frozenset(("fusion", "reduce", "reduce-window", "scatter", "select-and-scatter", "sort", "map",
+                            "all-reduce", "reduce-scatter", "all-reduce-start"))
+
+
+class LibraryCosts:
+    """Per costed kernel (``rows`` ascending): ``flops``, ``bytes``, ``transcendentals``,
+    ``precision``, ``op`` (a position in the ``op_*`` lists: one per (module, kernel
+    name)); per op ``op_name`` (the command buffer), ``op_module``, ``op_flops`` and
+    ``op_bytes`` (a kernel's mean)."""
+
+    __slots__ = ("rows", "flops", "bytes", "transcendentals", "precision", "op", "op_name", "op_module",
+                 "op_flops", "op_bytes")
+
+    def __init__(self) -> None:
+        self.rows: list[np.ndarray] = []
+        self.flops: list[np.ndarray] = []
+        self.bytes: list[np.ndarray] = []
+        self.transcendentals: list[np.ndarray] = []
+        self.precision: list[np.ndarray] = []
+        self.op: list[np.ndarray] = []
+        self.op_name: list[str] = []
+        self.op_module: list[str] = []
+        self.op_flops: list[float] = []
+        self.op_bytes: list[float] = []
+
+
+def library_costs(trace: Trace, modules: HloModules, ran: dict[tuple[str, int], set[str]]) -> LibraryCosts:
+    """The costs of the library kernels in command buffers of the modules ``modules``
+    holds; ``ran``: per module, the instructions that ran as kernels of their own."""
+    out = LibraryCosts()
+    found = xla_rows(trace, in_command_buffer=True)
+    if found is None:
+        return out
+    _, hlo, at = found
+    rows = hlo.rows[at]
+    ev = trace.events
+    lib = np.array([bool(LIBRARY_KERNEL.search(trace.strings[int(n)])) for n in ev["name"][rows].tolist()], bool)
+    buffers = hlo.values[at]
+    _, code = np.unique(buffers.astype(str), return_inverse=True)
+    combos, inv = module_combos(trace, rows, np.zeros(len(rows), np.int64))
+    corr = _row_values(trace, "correlation_id", rows, None)
+    from .hlo_cost import module_costs  # the HLO cost pass: only a file with command buffers and HLO
+
+    for c, (_, mod, pid) in enumerate(combos):
+        key = modules.key(mod, pid)
+        decoded = modules.module(key) if key is not None else None
+        mine = np.flatnonzero((inv.reshape(-1) == c) & lib)
+        if decoded is None or not len(mine):
+            continue
+        calls = library_calls(decoded, ran.get(key, set()))  # type: ignore[arg-type]
+        launches = _launches(corr[inv.reshape(-1) == c], code.reshape(-1)[inv.reshape(-1) == c])
+        if not calls or not launches:
+            continue
+        try:
+            costs = module_costs(decoded, tf32=True, names=calls)
+        except ValueError:  # (xla_costs warns about a damaged module once)
+            continue
+        _share(trace, out, rows[mine], str(buffers[mine[0]]), mod, [costs[n] for n in calls if n in costs], launches)
+    return out
+
+
+def library_calls(module: Module, ran: set[str]) -> set[str]:
+    """The module's library calls (``custom-call`` instructions of computations run as
+    ops, not fused or applied inside another op) that did not run as kernels of their
+    own (``ran``)."""
+    inner = {cid for c in module.computations for i in c.instructions if i.opcode in _INNER_CALLERS
+             for cid in i.called_computation_ids}
+    return {i.name for c in module.computations if c.id not in inner for i in c.instructions
+            if i.opcode == "custom-call" and i.name not in ran}
+
+
+def _launches(corr: np.ndarray, buffer: np.ndarray) -> int:
+    """The module's executions: its command buffers' launches (distinct correlation ids)
+    over how many command buffers it has (each execution launches each once); 0 where
+    the kernels carry no correlation id."""
+    known = np.array([isinstance(v, int) for v in corr.tolist()], bool)
+    if not known.any():
+        return 0
+    ids = {(int(b), int(v)) for b, v in zip(buffer[known].tolist(), corr[known].tolist())}
+    return max(1, round(len({v for _, v in ids}) / len(set(buffer[known].tolist()))))
+
+
+def _share(trace: Trace, out: LibraryCosts, rows: np.ndarray, buffer: str, module: str, costs: list[OpCost],
+           launches: int) -> None:
+    """Append one op per kernel name of ``rows``: the calls' cost times ``launches``,
+    shared among the names by their time, within a name equally."""
+    flops = sum(c.flops for c in costs if not math.isnan(c.flops)) * launches
+    nbytes = sum(c.bytes for c in costs if not math.isnan(c.bytes)) * launches
+    trans = sum(c.transcendentals for c in costs if not math.isnan(c.transcendentals)) * launches
+    by_prec: dict[str, float] = {}
+    for c in costs:
+        if not math.isnan(c.flops):
+            by_prec[c.precision] = by_prec.get(c.precision, 0.0) + c.flops
+    precision = max(by_prec, key=by_prec.__getitem__) if by_prec else ""
+    ev = trace.events
+    dur = ev["dur_ns"][rows].astype(np.float64)
+    names, inv = np.unique(ev["name"][rows], return_inverse=True)
+    inv = inv.reshape(-1)
+    name_time = np.bincount(inv, weights=dur, minlength=len(names))
+    count = np.bincount(inv, minlength=len(names))
+    total = float(name_time.sum())
+    for k in range(len(names)):
+        share = float(name_time[k]) / total if total > 0 else 1.0 / len(names)
+        mine = rows[inv == k]
+        n = max(int(count[k]), 1)
+        op = len(out.op_name)
+        out.op_name.append(buffer)
+        out.op_module.append(module)
+        out.op_flops.append(flops * share / n)
+        out.op_bytes.append(nbytes * share / n)
+        out.rows.append(mine)
+        out.flops.append(np.full(len(mine), flops * share / n))
+        out.bytes.append(np.full(len(mine), nbytes * share / n))
+        out.transcendentals.append(np.full(len(mine), trans * share / n))
+        out.precision.append(np.full(len(mine), precision, object))
+        out.op.append(np.full(len(mine), op, np.int64))
