@@ -48,7 +48,6 @@ import numpy as np
 from ..derive import cache
 from ..derive.intervals import innermost
 from ..trace import keys
-from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..trace.factorize import factorize
 from ..trace.sorting import first_and_inverse, member, unique
@@ -56,6 +55,7 @@ from ..trace.vocabulary import XLA_COLLECTIVE_OP
 from .common import COMMUNICATION, device_view, frame
 from .frames import order_desc
 from .inputs import cpu_comm_rows, xla_host_rows
+from .process_groups import group_ranks, known_group_sizes
 from .table import Table
 from .window import selection
 
@@ -243,22 +243,6 @@ def shape_bytes(dims: object, types: object) -> int:
     return total
 
 
-def _group_ranks(trace: Trace) -> list[int] | None:
-    """The global ranks of the trace's one process group (``distributedInfo.pg_config``),
-    None when there are several (a c10d op's peer is then a rank of a group it does not
-    name) or none are listed."""
-    info = trace.metadata.get(mkeys.DISTRIBUTED_INFO)
-    if not isinstance(info, dict):
-        torch_md = trace.metadata.get(mkeys.TORCH)
-        info = torch_md.get(mkeys.DISTRIBUTED_INFO) if isinstance(torch_md, dict) else None
-    pgs = info.get("pg_config") if isinstance(info, dict) else None
-    if isinstance(pgs, list) and len(pgs) == 1 and isinstance(pgs[0], dict):
-        ranks = pgs[0].get("ranks")
-        if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
-            return ranks
-    return None
-
-
 def _c10d_peers(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(peer, how, posted) of host send/recv ranges: the peer input of the
     ``c10d::send`` / ``c10d::recv_`` op on the same thread that was running when the
@@ -291,7 +275,7 @@ def _c10d_peers(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> tuple[np.nda
     uniq, back = np.unique(found[has], return_inverse=True)
     inputs = _stats(trace, uniq, (keys.CONCRETE_INPUTS,))[keys.CONCRETE_INPUTS]
     names = trace.names(uniq)
-    group = _group_ranks(trace)
+    group = group_ranks(trace)
     for k, at in zip(back.tolist(), has.tolist()):
         args = _json(inputs[k])
         if not isinstance(args, list) or len(args) < 3 or not str(names[k]).startswith(f"c10d::{ops[at]}"):
@@ -340,6 +324,7 @@ def _collective_table(trace: Trace) -> Table:
     st = _with_op_args(trace, rows, _stats(trace, rows))
     coll, pg_v, dtype = st["Collective name"], st["Process Group Name"], st["dtype"]
     n_in, n_out, group = _num(st["In msg nelems"]), _num(st["Out msg nelems"]), _num(st["Group size"])
+    group = known_group_sizes(trace, group, pg_v)
     names = trace.names(rows) if len(rows) else np.zeros(0, object)
     ops = np.array([normalise_op(str(c) if c else str(n)) for c, n in zip(coll, names)], object)
     size = np.fromiter((DTYPE_BYTES.get(str(d).lower(), 0) if d is not None else 0 for d in dtype),

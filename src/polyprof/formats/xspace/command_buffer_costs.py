@@ -29,9 +29,9 @@ import numpy as np
 
 from ...trace.core import Trace
 from .gpu import HloModules, _row_values, module_combos, xla_rows
-from .hlo import Module
 
 if TYPE_CHECKING:
+    from .hlo import Module
     from .hlo_cost import OpCost
 
 #: a library's kernel (cuBLAS, cuBLASLt, CUTLASS, cuDNN), by its name

@@ -68,6 +68,8 @@ def device_costs(trace: Trace) -> DeviceCosts:
     """The costs of the device events whose XLA op the trace's HLO holds (none where the
     trace has no HLO modules or no such events), and of the library kernels XLA ran in
     command buffers (``command_buffer_costs.py``)."""
+    if xla_rows(trace, in_command_buffer=False) is None and xla_rows(trace, in_command_buffer=True) is None:
+        return empty()  # (a TPU's XLA ops: no HLO decoded)
     modules = hlo_modules(trace)  # the modules the reader decoded for op attribution, not decoded again
     if not modules.protos:
         return empty()

@@ -18,11 +18,15 @@ trip's result) and control dependencies; a module whose HLO is damaged links not
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...trace.core import Trace
 from .gpu import hlo_modules, module_combos, xla_rows
-from .hlo import Module
+
+if TYPE_CHECKING:
+    from .hlo import Module
 
 #: the most instructions of one module followed (a larger one links nothing; a real
 #: program's module has thousands)
