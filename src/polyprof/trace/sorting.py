@@ -276,13 +276,3 @@ def _keyed_search_by_key(key: np.ndarray, t: np.ndarray, value: np.ndarray, q_ke
         ok = (j >= 0) & (j < len(mine))
         out[q[ok]] = value[mine[j[ok]]]
     return out
-    for k in unique(q_key):
-        mine = np.flatnonzero(key == k)
-        if not len(mine):
-            continue
-        mine = mine[np.argsort(t[mine], kind="stable")]
-        q = np.flatnonzero(q_key == k)
-        j = np.searchsorted(t[mine], q_t[q], side="right") - 1 if before else np.searchsorted(t[mine], q_t[q])
-        ok = (j >= 0) & (j < len(mine))
-        out[q[ok]] = value[mine[j[ok]]]
-    return out

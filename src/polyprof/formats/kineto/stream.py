@@ -59,6 +59,12 @@ class _Source:
                 self.progress.advance(len(raw))
                 yield raw
 
+    def _feeds(self, f: Any) -> Iterator[bytes]:
+        """The compressed file a feed at a time, each counted in the progress."""
+        while raw := f.read(_FEED_BYTES):
+            self.progress.advance(len(raw))
+            yield raw
+
     def _gunzip(self, f: Any) -> Iterator[bytes]:
         z = inflater(self.size)
         d = z.decompressobj(wbits=31)
@@ -66,11 +72,7 @@ class _Source:
         fed = False  # the current member has had input
         consumed = 0  # compressed bytes inflated so far (the bomb check's basis)
         try:
-            while True:
-                raw = f.read(_FEED_BYTES)
-                if not raw:
-                    break
-                self.progress.advance(len(raw))
+            for raw in self._feeds(f):
                 while raw:
                     fed = True
                     out = d.decompress(raw, self.block)
@@ -101,11 +103,7 @@ class _Source:
         fed = 0  # compressed bytes handed to the decompressor so far
         started = False  # the current stream has had input
         try:
-            while True:
-                raw = f.read(_FEED_BYTES)
-                if not raw:
-                    break
-                self.progress.advance(len(raw))
+            for raw in self._feeds(f):
                 fed += len(raw)
                 while raw or not (d.needs_input or d.eof):
                     if not started:  # a stream's start: the zeros that pad the one before it left out
