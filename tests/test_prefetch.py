@@ -158,7 +158,10 @@ def test_summary_of_ranks_reads_ahead_agrees_and_leaves_nothing(four_ranks, tmp_
         assert not list(where.glob(f"polyprof-prefetch-{p.pid}-*")), where
     from polyprof.report.tables import to_json
 
-    want = json.loads(to_json(load_ranks(four_ranks).analyze("serial", window=None)))
+    from polyprof.analyze.window import Window
+
+    # --all-steps: every step, up to the last one's end
+    want = json.loads(to_json(load_ranks(four_ranks).analyze("serial", window=Window(skip_first=0))))
     got = json.loads(out)
     assert got["tables"].keys() == want["tables"].keys()
     for name, table in want["tables"].items():

@@ -32,8 +32,8 @@ PATTERN = textwrap.dedent("""
             xs = [torch.ones(1 << 20) for _ in range(8)]  # 8 x 4 MiB
         with polyprof.section("shrink"):
             del xs
+        polyprof.counter("loss", 0.25)
         polyprof.step()
-    polyprof.counter("loss", 0.25)
 """)
 
 

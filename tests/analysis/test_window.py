@@ -24,10 +24,24 @@ def v100(kineto_files):
 
 
 def test_defaults_leave_every_analysis_as_it_was(v100):
+    """``window=None`` is the whole trace; every step (``Window()``) is a window of steps:
+    the same tables here but the events', which keep the events that start in the
+    analysed span (torch's profiler range, begun before the first step, is left out)."""
+    from polyprof.analyze.events import analysed_span
+    from polyprof.analyze.window import view
+
     for fn in (A.temporal_breakdown, A.kernel_breakdown, A.op_stats, A.section_stats, A.step_stats,
                A.launch_stats, A.event_stats, A.idle_time_breakdown, A.comm_comp_overlap, A.sync_by_thread):
         assert fn(v100).equals(fn(v100, window=None)), fn.__name__
-        assert fn(v100).equals(fn(v100, window=Window())), fn.__name__  # every step: no cut
+        if fn is not A.event_stats:
+            assert fn(v100).equals(fn(v100, window=Window())), fn.__name__
+    whole, steps = A.event_stats(v100), A.event_stats(v100, window=Window())
+    t0, t1 = analysed_span(view(v100, Window()))
+    ev = v100.to_pandas()
+    ev = ev[ev["dur_ns"] > 0]
+    inside = (ev["start_ns"] >= t0) & (ev["start_ns"] < t1)
+    outside = set(ev["name"][~inside]) - set(ev["name"][inside])
+    assert outside and set(whole["name"].tolist()) - set(steps["name"].tolist()) == outside
 
 
 def test_step_range_counts_what_was_launched_in_it(v100):
@@ -82,7 +96,8 @@ def test_auto_keeps_every_step_of_a_short_trace(kineto_files):
     t = polyprof.load(next(p for p in kineto_files if p.name.startswith("sampled_rank0")))
     assert len(cache.steps(t)) == 2
     sel = select(t, AUTO)
-    assert not sel.restricted and len(sel.index) == 2
+    steps = cache.steps(t)
+    assert len(sel.index) == 2 and sel.hi == int(steps.end[-1]) and sel.lo < int(steps.start[0])  # open start
     assert A.temporal_breakdown(t, window=AUTO).equals(A.temporal_breakdown(t))
 
 
@@ -273,8 +288,11 @@ def test_a_long_warm_up_and_work_after_the_last_step_are_said(tmp_path):
     # the work after the loop is in no step: the window leaves it out, and says so
     assert "of host activity after the last step is in no step: not analysed" in label, label
     assert "evaluate" not in A.section_stats(t, window=AUTO)["name"].tolist()
-    assert "after the last step" not in select(t, Window(skip_first=0)).label  # every step: all counted
-    assert "evaluate" in A.section_stats(t, window=Window(skip_first=0))["name"].tolist()
+    # every step, too: up to the last one's end (before, it counted the evaluation, while
+    # its analysed span and device breakdown were the steps')
+    assert "of host activity after the last step is in no step" in select(t, Window(skip_first=0)).label
+    assert "evaluate" not in A.section_stats(t, window=Window(skip_first=0))["name"].tolist()
+    assert "evaluate" in A.section_stats(t)["name"].tolist()  # window=None: the whole trace
 
 
 def test_an_instant_after_the_last_step_is_no_activity():
