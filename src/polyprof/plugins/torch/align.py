@@ -36,7 +36,8 @@ class Capture:
         self.lost = lost
         #: torch's category of each allocation, (time ns, address) -> name (memory.py)
         self.mem_categories = mem_categories
-        #: ended when the program prepared its own torch profiler (TorchPlugin.hand_over)
+        #: ended where the program prepared its own torch profiler, or made after that (handover.py):
+        #: its ProfilerStep#N are the program's
         self.handed = False
 
     def __repr__(self) -> str:

@@ -16,8 +16,10 @@ log = logging.getLogger("polyprof")
 __all__ = ["ImportHook", "Ranges", "default_activities", "gate_profiler_start", "imported_torch", "profiler_starts",
            "recording_survived"]
 
-#: the wrapper gate_profiler_start put on torch's ``_prepare_profiler`` (put there once)
+#: the wrappers gate_profiler_start put on torch's ``_prepare_profiler`` and
+#: ``_run_on_profiler_stop`` (each put there once)
 _prepare_gate: list[Any] = []
+_stop_gate: list[Any] = []
 
 
 def imported_torch() -> Any | None:
@@ -26,7 +28,9 @@ def imported_torch() -> Any | None:
     return mod if mod is not None and hasattr(mod, "profiler") else None
 
 
-def gate_profiler_start(before_prepare: Callable[[], None] | None = None) -> None:
+def gate_profiler_start(before_prepare: Callable[[], None] | None = None,
+                        after_stop: Callable[[], None] | None = None,
+                        prepare_failed: Callable[[], None] | None = None) -> None:
     """Gate the start of every torch profiler (``torch.autograd.profiler._enable_profiler``,
     where torch's Python tracer installs itself on every thread state and records the
     frames open there) so that it never runs while a polyprof background thread holds a
@@ -34,32 +38,55 @@ def gate_profiler_start(before_prepare: Callable[[], None] | None = None) -> Non
     never lists polyprof's threads. The call itself is not seen: no profile function is
     on yet when it is made, and the gate is not a built-in function whose return the
     tracer would record. With ``before_prepare``, that runs before any torch profiler is
-    prepared (:func:`_gate_prepare`)."""
+    prepared (:func:`_gate_prepare`; ``prepare_failed`` if the preparation raises), with
+    ``after_stop``, after any torch profiler stopped (:func:`_gate_stop`)."""
     mod = sys.modules.get("torch.autograd.profiler")
     fn = getattr(mod, "_enable_profiler", None)
     if fn is not None and unseen.Gated is not None and not unseen.is_gated(fn):
         mod._enable_profiler = unseen.gated(fn)  # type: ignore[union-attr]  # mod is not None: fn came from it
     if before_prepare is not None:
-        _gate_prepare(mod, before_prepare)
+        _gate_prepare(mod, before_prepare, prepare_failed)
+    if after_stop is not None:
+        _gate_stop(mod, after_stop)
 
 
-def _gate_prepare(mod: Any, before: Callable[[], None]) -> None:
-    """Call ``before`` ahead of every torch profiler's preparation (``_prepare_profiler``,
-    which ``torch.profiler.profile`` and ``torch.autograd.profiler.profile`` call before
-    they start), unseen by any profile function; an error in it is logged, not raised
-    into the program's profiler."""
-    fn = getattr(mod, "_prepare_profiler", None)
-    if fn is None or (_prepare_gate and fn is _prepare_gate[0]):
-        return
+def _logged(what: str, fn: Callable[[], None]) -> Callable[..., None]:
+    """``fn`` taking (and ignoring) torch's arguments; an error in it is logged, never
+    raised into the program's profiler."""
 
     def call(*_args: Any, **_kw: Any) -> None:
         try:
-            before()
-        except Exception as e:  # the program's profiler starts anyway
-            log.warning("plugin torch: hand-over failed: %s: %s", type(e).__name__, e)
+            fn()
+        except Exception as e:  # the program's profiler goes on anyway
+            log.warning("plugin torch: %s failed: %s: %s", what, type(e).__name__, e)
 
-    _prepare_gate[:] = [unseen.quiet(call, then=fn)]
+    return call
+
+
+def _gate_prepare(mod: Any, before: Callable[[], None], failed: Callable[[], None] | None) -> None:
+    """Call ``before`` ahead of every torch profiler's preparation (``_prepare_profiler``,
+    which ``torch.profiler.profile`` and ``torch.autograd.profiler.profile`` call before
+    they start), and ``failed`` if it raises, unseen by any profile function."""
+    fn = getattr(mod, "_prepare_profiler", None)
+    if fn is None or (_prepare_gate and fn is _prepare_gate[0]):
+        return
+    undo = _logged("hand-over", failed) if failed is not None else None
+    _prepare_gate[:] = [unseen.quiet(_logged("hand-over", before), then=fn, failed=undo)]
     mod._prepare_profiler = _prepare_gate[0]
+
+
+def _gate_stop(mod: Any, after: Callable[[], None]) -> None:
+    """Call ``after`` once every torch profiler has stopped: torch's
+    ``_run_on_profiler_stop`` (called right after ``_disable_profiler`` by
+    ``torch.autograd.profiler.profile.__exit__``, so by every ``torch.profiler.profile``'s
+    ``stop()`` and its schedule's end of a cycle, and by ``emit_nvtx``/``emit_itt``) runs
+    first, then ``after``, both unseen by any profile function (no torch tracer is on any
+    more there; a program's own ``sys.setprofile`` function does not see them either)."""
+    fn = getattr(mod, "_run_on_profiler_stop", None)
+    if fn is None or (_stop_gate and fn is _stop_gate[0]):
+        return
+    _stop_gate[:] = [unseen.quiet(fn, then=unseen.quiet(_logged("restart after the program's profiler", after)))]
+    mod._run_on_profiler_stop = _stop_gate[0]
 
 
 def profiler_starts() -> int | None:

@@ -49,6 +49,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
+from .handover import HandOver, close_mirrors, gates
 from .hooks import (ImportHook, Ranges, default_activities, gate_profiler_start, imported_torch, profiler_starts,
                     recording_survived)
 from .steps import OptimizerSteps
@@ -58,8 +59,6 @@ from .steps import OptimizerSteps
 
 log = logging.getLogger("polyprof")
 LOST = "the torch recording was ended by another torch.profiler in the program"
-HANDED = ("the program started its own torch.profiler: the session's torch recording ended there and is "
-          "kept (torch runs one profiler at a time); torch ops after that are not in this trace")
 
 _SYNC_REPEATS = 3
 
@@ -71,11 +70,8 @@ def active_plugin() -> "TorchPlugin | None":
     return _active
 
 
-def _before_prepare() -> None:
-    """A torch profiler is being prepared (hooks.gate_profiler_start): the program's own,
-    if the session's records (ours is prepared before ``_prof`` is set)."""
-    if _active is not None:
-        _active.hand_over()
+#: what torch's gates call (hooks.gate_profiler_start): the running session's hand-over
+_GATES = gates(active_plugin)
 
 
 class TorchPlugin(Plugin):
@@ -109,6 +105,7 @@ class TorchPlugin(Plugin):
         self._captures: list[Capture] = []
         self._mirrors: list[tuple[int, str, int, int]] = []
         self._tls = threading.local()
+        self._stacks: list[list[tuple[str, Any]]] = []  # every thread's open section copies (close_mirrors)
         self._ranges: Ranges | None = None
         self._prof: Any = None
         self._starts: int | None = None  # profiler_starts() once ours started
@@ -125,6 +122,8 @@ class TorchPlugin(Plugin):
         #: steps of unmodified programs: the optimizer's step() calls (plugins/torch/steps.py)
         self._steps = OptimizerSteps(enabled=lambda: self.driver is None,
                                      on=self.options.get("auto_steps", True) is not False, warn=self._warn)
+        #: the program's own torch profilers, which torch is handed over to (handover.py)
+        self._handover = HandOver(self)
 
     @property
     def time_limited(self) -> bool:
@@ -163,10 +162,11 @@ class TorchPlugin(Plugin):
         global _active
         self._recorder = rec_mod.active_recorder()
         self._snapshot_threads()
+        self._handover.thread = threading.get_ident()
         if _active is None:
             _active = self
         if imported_torch() is not None:
-            gate_profiler_start(_before_prepare)  # also for the drop-in's own profiler
+            gate_profiler_start(*_GATES)  # also for the drop-in's own profiler
         if self.driver is not None:  # the drop-in's torch profiler records from now on
             self._attach_listener()
             return
@@ -177,7 +177,7 @@ class TorchPlugin(Plugin):
             self._hook = ImportHook("torch", self._begin_after_import).install()
 
     def _begin_after_import(self) -> None:
-        gate_profiler_start(_before_prepare)
+        gate_profiler_start(*_GATES)
         if self._state == "started":
             self._steps.watch()
             self._begin()
@@ -191,18 +191,19 @@ class TorchPlugin(Plugin):
             if torch is None:
                 return
             self._ensure_ranges(torch)
-            if torch._C._autograd._profiler_enabled():
-                self._warn("another torch profiler is already running; torch ops are not "
-                           "recorded by polyprof in this session (use polyprof.torch.profile)")
+            if self._handover.blocks():  # the program's profiler holds torch: ours starts after it
                 return
             if self._recorder is None:  # the host plugin started after us
                 self._recorder = rec_mod.active_recorder()
+            self._handover.busy += 1  # our own prepare
             try:
                 prof = torch.profiler.profile(**self._profile_kwargs(torch))
                 prof.start()
             except Exception as e:  # reported; the session and the program go on
                 self._warn(f"torch.profiler did not start: {type(e).__name__}: {e}")
                 return
+            finally:
+                self._handover.busy -= 1
             self._prof, self._starts = prof, profiler_starts()
             cap = self.new_capture()
             self.sync(cap)
@@ -276,9 +277,13 @@ class TorchPlugin(Plugin):
             self._had_steps = bool(rec.steps)
         self._snapshot_threads()
         self._end_own()
+        said = self._handover.summary()
+        if said:
+            self._warn(said)
 
-    def _end_own(self) -> None:
-        """Stop our own torch recording and export it (session end, or a hand-over)."""
+    def _end_own(self) -> Any:
+        """Stop our own torch recording and export it (session end, or a hand-over); the
+        stopped profiler, if it was ours to stop."""
         with self._lock:
             prof, self._prof = self._prof, None
         self._detach_listener()
@@ -288,18 +293,24 @@ class TorchPlugin(Plugin):
             except ValueError:
                 pass
         if prof is None:
-            return
+            return None
         cap = self._captures[-1]
         if self._starts is not None and profiler_starts() != self._starts:
             # the program's own profiler started since: ours is gone, and stopping or marking
             # now would stop or mark that one (docs/torch.md, "with_stack")
             cap.lost = LOST
             self._warn(LOST + "; its torch ops are lost")
-            return
+            return None
         self._close_step_range()
+        close_mirrors(self._stacks, self._ranges)  # none may end in a later recording (handover.py)
         self.sync(cap)
-        prof.stop()
+        self._handover.busy += 1  # our own stop
+        try:
+            prof.stop()
+        finally:
+            self._handover.busy -= 1
         self._keep(prof, cap)
+        return prof
 
     # ------------------------------------------------------------------ schedule
     def pause(self) -> None:
@@ -315,20 +326,6 @@ class TorchPlugin(Plugin):
             self._begin()
 
     # ------------------------------------------------------------------ hand-over
-    def hand_over(self) -> None:
-        """The program prepares its own torch profiler while ours records: ours ends here, kept,
-        before the program's ends it unread (docs/torch.md). Not with our own ``with_stack``
-        (its tracer is the profile function the unseen call puts back): lost as before."""
-        with self._lock:
-            ours = self._prof is not None and self.driver is None and not self.options.get("with_stack")
-        if ours:
-            self._end_own()
-            cap = self._captures[-1]
-            cap.handed = True  # its ProfilerStep#N are the program's (ingest.py)
-            self._attach_listener()  # sections still mirrored, into the program's profile
-            if not cap.lost:  # (a profiler torch started before this one ended ours: said so)
-                self._warn(HANDED)
-
     def attach_driver(self, driver: Any) -> bool:
         """A ``polyprof.torch.profile`` opened inside this session (e.g. a script run
         by ``polyprof run``) takes torch over: our own recording ends here and is
@@ -506,6 +503,7 @@ class TorchPlugin(Plugin):
             tid, stack = self._tls.state
         except AttributeError:
             tid, stack = self._tls.state = (threading.get_native_id(), [])
+            self._stacks.append(stack)
         if enter:
             a = now_ns()
             h = r.enter(name)

@@ -1,0 +1,217 @@
+"""The session's torch recording around the program's own torch profilers.
+
+torch runs one profiler at a time. A program that starts its own inside a session
+(a ``torch.profiler.profile`` with a schedule, Lightning's ``profiler="pytorch"``,
+accelerate's ``Accelerator.profile()``) would end the session's recording unread. So
+the session's recording ends, kept, where the program's profiler is prepared (torch's
+``_prepare_profiler``, wrapped unseen in hooks.py), and starts again, as a new
+recording, once every profiler the program prepared since has stopped (torch's
+``_run_on_profiler_stop``, which follows each profiler's ``_disable_profiler``: its
+``stop()``/``__exit__``, or its schedule's end of a cycle). The program's profilers and
+their files are what they are without polyprof, but for the copies of the session's
+sections (``mirror_sections``): the session records nothing while one is open, so its
+torch ops then are in the program's profile, not in the session's trace. The program's
+``ProfilerStep#N`` (opened by its profile object in steps where it does not record) are
+its steps: captures made after a hand-over leave them out (ingest.py, ``Capture.handed``).
+
+Not started again: while a profiler the program prepared has not stopped (the program
+ends inside it, or drops it in a warm-up step); off the session's thread (torch keeps
+per-thread profiler state); with the plugin's own ``with_stack`` (no hand-over: the
+program's profiler ends the session's recording, lost, as before); and for the rest of
+the session once a torch range recorded by the session was still open when its
+recording ended (:func:`open_at_stop`: a ``record_function`` around the loop, Lightning's
+action ranges). torch 2.13 ends a range through the recording it began in, whose memory
+is freed when that recording stops, whenever a recording of the same kind (all threads,
+or one thread's) runs then: such a range ending in the session's next recording
+corrupts the heap (valgrind: invalid writes in ``onFunctionExit``; restarting anyway
+crashed Lightning runs at the trace's save one time in four). The session's own section copies are ended before each
+recording of either kind stops (:func:`close_mirrors`), so they never block it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Callable
+
+from ...collect.clock import now_ns
+from .hooks import imported_torch
+
+if TYPE_CHECKING:  # the plugin this works for (plugin.py imports this module)
+    from .plugin import TorchPlugin
+
+log = logging.getLogger("polyprof")
+
+__all__ = ["HandOver", "close_mirrors", "gates", "open_at_stop"]
+
+#: why the session's recording is not started again (HandOver.blocked)
+OPEN = ("a torch range opened while it recorded was still open when it stopped (a record_function around "
+        "the loop, Lightning's actions), and torch writes the end of such a range into the freed memory of "
+        "the recording it began in when another one like it runs")
+#: Kineto's kinds of the host's ranges (torch ops, record_function and section copies)
+_RANGES = frozenset({"cpu_op", "user_annotation", "python_function"})
+
+
+def gates(active: Callable[[], TorchPlugin | None]) -> tuple[Callable[[], None], Callable[[], None],
+                                                           Callable[[], None]]:
+    """What hooks.gate_profiler_start has torch call before a profiler is prepared, after
+    one stopped, and when a preparation failed: each reaches the hand-over of the running
+    session's plugin (``active()``), if any. Made once (plugin.py): the gates stay on
+    torch for the rest of the process."""
+
+    def on(what: str) -> Callable[[], None]:
+        def call() -> None:
+            p = active()
+            if p is not None:
+                getattr(p._handover, what)()
+
+        return call
+
+    return on("prepared"), on("stopped"), on("prepare_failed")
+
+
+class HandOver:
+    """Where the program's own torch profilers hold torch, for one torch plugin."""
+
+    def __init__(self, plugin: TorchPlugin) -> None:
+        self.plugin = plugin
+        #: the program's profilers prepared and not stopped since (ours start again at 0)
+        self.open = 0
+        #: ours ended (or could not start) for the program's: it starts again once none is open
+        self.waiting = False
+        #: >0 while ours starts or stops: its own prepare and stop are not the program's
+        self.busy = 0
+        #: the session's thread, where ours starts again (set at the plugin's start)
+        self.thread = threading.get_ident()
+        #: [start, end] (session ns, end -1 while open) of each stretch torch was the program's
+        self.windows: list[list[int]] = []
+        #: why ours must not record again in this session (None: it may)
+        self.blocked: str | None = None
+
+    # ------------------------------------------------------------------ torch's calls
+    def prepared(self) -> None:
+        """torch is about to prepare a profiler (hooks._gate_prepare): the program's, unless
+        ours is starting. Ours, if it records, ends here and is kept."""
+        if self.busy:
+            return
+        self.open += 1
+        p = self.plugin
+        with p._lock:
+            ours = p._prof is not None and p.driver is None and not p.options.get("with_stack")
+        if not ours:
+            return
+        prof = p._end_own()
+        cap = p._captures[-1]
+        cap.handed = True  # its ProfilerStep#N are the program's (ingest.py)
+        p._attach_listener()  # sections still copied, into the program's profile (``mirror_sections``)
+        if cap.lost or prof is None:  # (a profiler torch started before this one ended ours: said so)
+            return
+        self._wait()
+        if self.blocked is None and open_at_stop(prof):
+            self.blocked = OPEN
+
+    def prepare_failed(self) -> None:
+        """The program's ``_prepare_profiler`` raised: that profiler is not open."""
+        if not self.busy:
+            self.stopped()
+
+    def stopped(self) -> None:
+        """A torch profiler just stopped (hooks._gate_stop). Once none of the program's is
+        open, ours starts again (on the session's thread)."""
+        if self.busy:
+            return
+        # the copies of sections begun in the program's profile end here, where they end
+        # nothing (no recording of their kind runs): none ends in its next one (close_mirrors)
+        close_mirrors(self.plugin._stacks, self.plugin._ranges)
+        self.open = max(0, self.open - 1)
+        if not self.waiting or self.open or self.blocked or threading.get_ident() != self.thread:
+            return
+        p = self.plugin
+        if p._state != "started" or p.driver is not None:
+            return
+        self.waiting = False
+        if self.windows and self.windows[-1][1] < 0:
+            self.windows[-1][1] = now_ns()
+        p._begin()
+        if p._prof is not None:
+            p._captures[-1].handed = True  # the program's profile objects may still open ProfilerStep#N
+
+    # ------------------------------------------------------------------ the plugin's calls
+    def blocks(self) -> bool:
+        """Whether the program holds torch now (ours must not start): ours then waits."""
+        torch_on = self.blocked is not None
+        if self.open == 0 and not torch_on:
+            torch = imported_torch()
+            torch_on = torch is not None and bool(torch._C._autograd._profiler_enabled())
+        if self.open or torch_on:
+            self._wait()
+            return True
+        return False
+
+    def _wait(self) -> None:
+        if not self.waiting:
+            self.waiting = True
+            self.windows.append([now_ns(), -1])
+
+    def summary(self) -> str | None:
+        """What the session's trace misses, for the session's warnings (None: nothing)."""
+        if not self.windows:
+            return None
+        n = len(self.windows)
+        still = self.windows[-1][1] < 0
+        end = now_ns()
+        secs = sum((e if e >= 0 else end) - s for s, e in self.windows) / 1e9
+        times = "once" if n == 1 else f"{n} times"
+        tail = ", the last one until the session's end" if still and n > 1 else (
+            " until the session's end" if still else "")
+        again = f"was not started again: {self.blocked}" if self.blocked else "started again after"
+        return (f"the program started its own torch.profiler {times} ({secs:.3g} s in all{tail}): torch runs one "
+                f"profiler at a time, so the session's torch recording stopped while the program's was open and "
+                f"{again}; the torch ops of those stretches are in the program's profile, not in this trace")
+
+
+def close_mirrors(stacks: list[list[tuple[str, Any]]], ranges: Any) -> None:
+    """End torch's copy of every polyprof section still open (``stacks``: each thread's,
+    innermost last) while the recording they began in still runs, and forget them: the
+    section's own end then ends nothing in torch. torch (2.13) writes a range's end into
+    the recording it began in, which is freed once that recording stops, whenever a
+    recording of the same kind runs by then (a later one of the session's: memory
+    corruption, the crash of a later free)."""
+    if ranges is None:
+        return
+    for stack in list(stacks):
+        while stack:
+            try:
+                _name, h = stack.pop()
+                ranges.exit(h)
+            except Exception:  # another thread's section ended meanwhile, or torch refused: nothing to end
+                pass
+
+
+def open_at_stop(prof: Any) -> bool:
+    """Whether a torch range was still open on some thread when the stopped ``prof``
+    stopped: a host range that ends after the clock markers the plugin puts last into each
+    recording (torch ends an unfinished range at the recording's end). True when it
+    cannot tell (torch without ``trace_activities``, no markers). Such a range, when it
+    ends while a later recording of the session's runs, writes into the freed memory of
+    this one (torch 2.13's ``onFunctionExit``), so none may start."""
+    from .ingest import SYNC_NAME  # the marker's name (ingest is imported once torch recorded)
+
+    res = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    get = getattr(res, "trace_activities", None)
+    if get is None:
+        return True
+    try:
+        acts = get()
+        if not acts:
+            return False
+        cls = type(acts[0])
+        names, kinds = list(map(cls.name, acts)), list(map(cls.type, acts))
+        ends = [t + d for t, d in zip(map(cls.timestamp, acts), map(cls.duration, acts))]
+    except Exception:  # an undecodable name, another torch: cannot tell
+        return True
+    marks = [e for n, e in zip(names, ends) if n == SYNC_NAME]
+    if not marks:
+        return True
+    last = max(marks)
+    return any(e > last and k in _RANGES and n != SYNC_NAME for n, k, e in zip(names, kinds, ends))
