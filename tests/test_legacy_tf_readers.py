@@ -158,6 +158,10 @@ def test_tf1_executor_ops_in_the_summary_and_in_chunks(tmp_path, capsys):
     assert main(["summary", str(path)]) == 0
     out = capsys.readouterr().out
     assert "framework ops" in out and "MatMul" in out
+    with pytest.raises(Unsupported, match="TensorFlow"):  # its kernel linked to its op: read whole
+        read_chunks(path, lambda c: None, chunk_events=2)
+    ev = json.loads(path.read_text())["traceEvents"]  # without the GPU stream: read in chunks
+    path.write_text(json.dumps({"traceEvents": [e for e in ev if e["pid"] != 3]}))
     whole = polyprof.load(path)
     seen: list = []
     rest = read_chunks(path, lambda c: seen.append((c.events["category"], c.input_row)), chunk_events=2)

@@ -53,3 +53,19 @@ def test_other_chrome_json_with_model_run_names_is_left_alone(tmp_path: Path) ->
     p.write_text(json.dumps(ev))
     t = polyprof.load(p)
     assert sorted(t.categories()) == ["Node", "app"] and cache.steps(t).source == ""
+
+
+def test_a_store_of_a_profile_keeps_its_steps_and_ops(tmp_path: Path) -> None:
+    """``polyprof convert`` reads the profile whole (its runs and nodes are told over the
+    whole trace): before, a store of it had no steps and no operators."""
+    store = tmp_path / "ort.store"
+    out = subprocess.run([sys.executable, "-m", "polyprof", "convert", str(PROFILE), "-o", str(store)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(store), "--json", "--skip-first", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    ops = {r["name"] for r in doc["tables"]["op_stats"]["records"]}
+    assert ops == {"MatMul_0_kernel_time", "Relu_1_kernel_time"}
+    assert len(doc["tables"]["step_stats"]["records"]) == 5

@@ -5,7 +5,10 @@ Three ways to link a device activity to its launch, tried in order: a shared
 correlation id, a flow event from the launch, and (for queues that give neither)
 matching in order on the queue. Framework ops link to launches by external id, or
 else by enclosing the launch in time on its thread. Whatever stays unmatched is
-counted in :attr:`Correlation.counts`; nothing is dropped silently.
+counted in :attr:`Correlation.counts`; nothing is dropped silently. Activity whose
+correlation id is 0 (CUPTI's id of work no API call made: unified-memory migrations)
+has no launch to find: it is counted apart (``device_activities_without_launch_call``),
+not as unmatched.
 """
 
 from __future__ import annotations
@@ -121,6 +124,9 @@ def correlate(trace: Trace) -> Correlation:
     # 1. correlation id
     rmask, rids = _int_stat(trace, keys.CORRELATION_ID, rt_host)
     dmask, dids = _int_stat(trace, keys.CORRELATION_ID, dev)
+    # CUPTI's correlation id 0: work no API call made (unified-memory migrations): no launch to miss
+    no_call = np.zeros(n, bool)
+    no_call[np.flatnonzero(dmask)[dids == 0]] = True
     if dmask.any():
         rids, dids = _scoped(trace, rt_host[rmask], rids, dev[dmask], dids)
         hit = _by_id(rt_host[rmask], rids, dids)
@@ -179,7 +185,8 @@ def correlate(trace: Trace) -> Correlation:
         "matched_by_correlation_id": int((method == BY_ID).sum()),
         "matched_by_flow": int((method == BY_FLOW).sum()),
         "matched_in_order": int((method == IN_ORDER).sum()),
-        "unmatched_device_activities": int((launch < 0).sum()),
+        "unmatched_device_activities": int(((launch < 0) & ~no_call).sum()),
+        "device_activities_without_launch_call": int(((launch < 0) & no_call).sum()),
         "launch_calls": int(len(launch_rows)),
         "launch_calls_without_device_activity": _count_not_in(launch_rows, used),
         "device_activities_with_framework_op": int((op >= 0).sum()),

@@ -236,7 +236,7 @@ def _event_args(trace: Trace, on_host: np.ndarray) -> list[dict[str, Any] | None
         vals = col.values.tolist() if col.kind in "iuf" else [_arg_value(v) for v in col.values]
         if key == keys.CORRELATION_ID and col.kind in "iu":
             moved = correlation_offset(col.values, n_rows)
-            vals = [v + moved for v in vals] if moved else vals
+            vals = [v + moved if v else v for v in vals] if moved else vals  # (0: no API call, as CUPTI's)
         if key == keys.STREAM and col.kind in "iu":
             # a runtime call's stream argument on the host is a handle (ROCm: "0x0");
             # device activity and framework ops (Triton's cpu_op) have an integer

@@ -14,7 +14,7 @@ from ...trace.core import Trace
 from ...trace import keys
 from .args import _EAGER_KEYS, arg_batches
 from .codes import _distinct, _is_id
-from . import ascend, asyncs, legacy, onnxruntime, rocprof_v1
+from . import ascend, asyncs, legacy, onnxruntime, rocprof_v1, tf_timeline
 from .deferred import DeferredArgs
 from .devices import categorise_device_events, device_planes, legacy_plane, tf_line
 from .flows import bind_flows, bind_v2
@@ -95,6 +95,8 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         onnxruntime.classify(trace)
     elif legacy.has_cuda_functions(col):  # torch's legacy export: its ops' CUDA intervals
         legacy.link(trace)
+    elif tf_timeline.is_timeline(col):  # TensorFlow 1.x's timeline: its GPU work to its ops by node name
+        tf_timeline.link(trace)
     trim()  # the pages the build freed go back: what stays resident is about the Trace
     return trace
 

@@ -41,7 +41,7 @@ from ...trace.core import EVENT_COLUMNS, Trace
 from ...trace.identity import identify
 from ...trace.stats import StatColumn, merge_columns
 from ..safety import check_events, clean_metadata
-from . import ascend, legacy, rocprof_v1, slicing, tokenized
+from . import ascend, legacy, onnxruntime, rocprof_v1, slicing, tf_timeline, tokenized
 from .args import _EAGER_KEYS
 from .build import _metadata, add_counters, base_ns, pair_tracks
 from .collector import _Collector
@@ -189,6 +189,11 @@ class _Reader:
             raise Unsupported("its events' categories or times are set from their args after the whole file is read")
         if legacy.has_cuda_functions(col):  # (legacy.link: from the flows, over the whole file)
             raise Unsupported("torch's legacy export: its ops' CUDA intervals are sorted out once the whole file is read")
+        if tf_timeline.has_gpu_lines(col):  # (its memcpy line, its kernels' ops: over the whole file)
+            raise Unsupported("TensorFlow 1.x's timeline: its GPU lines are sorted out and linked to its ops once "
+                              "the whole file is read")
+        if onnxruntime.may_be_onnxruntime(col):  # (onnxruntime.classify: over the whole trace)
+            raise Unsupported("onnxruntime's profile: its runs and nodes are told once the whole file is read")
         self.ntid = max(len(tid_vals), 1)
         pt = np.array(sorted(pid_tid), np.int64)
         self.pairs = unique((pt >> 32) * self.ntid + (pt & 0xFFFFFFFF))

@@ -19,14 +19,27 @@ ops' device time). Names and times stay the file's. A file is onnxruntime's when
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...trace import keys
 from ...trace.core import Trace
 from ...trace.stats import StatColumn
 
+if TYPE_CHECKING:
+    from .collector import _Collector
+
 SESSION, NODE, RUN = "Session", "Node", "model_run"
 KERNEL_SUFFIX = "_kernel_time"
+
+
+def may_be_onnxruntime(col: "_Collector") -> bool:
+    """Whether a file being read may be onnxruntime's (its names and categories so far
+    hold ``model_run`` and ``Session``): ``chunks.py`` reads such a file whole, as
+    :func:`classify` works on the whole trace."""
+    names = set(col.b.strings)
+    return RUN in names and SESSION in names
 
 
 def is_onnxruntime(trace: Trace) -> bool:

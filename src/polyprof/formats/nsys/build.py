@@ -21,6 +21,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import sqlite_db
 from .schema import Export
+from .tables import UNIFIED_MEMORY
 from ..parts import Part, flow_pairs, group_rows
 
 #: TARGET_INFO_GPU columns -> the deviceProperties names Kineto writes (what analyses read)
@@ -165,7 +166,8 @@ def add_part(b: TraceBuilder, p: Part, source_of: dict[int, int], gpus: dict[int
         if p.device:
             plane = b.plane(keys.device_plane("GPU", d), "device", "NVIDIA", d, d, gpus.get(d, {}),
                             source=source_of[g])
-            track_of[i] = b.track(plane, f"stream {t}" if t >= 0 else "context", "stream", t)
+            name = "unified memory" if t == UNIFIED_MEMORY else f"stream {t}" if t >= 0 else "context"
+            track_of[i] = b.track(plane, name, "stream", t)
         else:
             plane = b.plane(keys.HOST_PLANE, "host", "", 0, pid, host_properties(g), source=source_of[g])
             track_of[i] = b.track(plane, thread_name(g, t) or f"thread {t}", "thread", t)

@@ -71,6 +71,14 @@ def _triples(c: dict[str, np.ndarray], prefix: str, n: int) -> np.ndarray | None
     return triples(*(c[k] for k in names))
 
 
+#: the "stream" of unified-memory migrations (copies of kind ``Unified HtoD``...): the
+#: driver moves managed pages on a fault or a prefetch, on no stream and for no API call
+#: (correlation id 0); their line is named ``unified memory`` (build.add_part), as
+#: Nsight's own timeline shows them on a memory row apart from the streams (their
+#: ``stream`` stat stays the file's 0, as the Kineto export writes it for HTA)
+UNIFIED_MEMORY = -2
+
+
 def _device_common(c: dict[str, np.ndarray], n: int, stats: dict[str, Any]) -> None:
     _set(stats, keys.CORRELATION_ID, c["correlationId"])
     stats[keys.STREAM] = c["streamId"]
@@ -132,13 +140,16 @@ def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
     exprs.update(_opt(ex, t, "globalPid", "contextId", "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"))
     c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
     n = len(c["start"])
+    kind = c.get("copyKind", np.zeros(n, np.int64))
+    ck, mk = ex.copy_kinds, ex.mem_kinds
+    unified = np.isin(kind, np.array([k for k, v in ck.items() if v.startswith("Unified")], np.int64))
     stats: dict[str, Any] = {}
-    _device_common(c, n, stats)
+    _device_common(c, n, stats)  # (their stream stat stays the file's: 0)
+    if unified.any():  # unified-memory migrations: on their own line (UNIFIED_MEMORY)
+        c["streamId"] = np.where(unified, UNIFIED_MEMORY, c["streamId"])
     if "bytes" in c:
         _set(stats, keys.BYTES, c["bytes"])
-    kind = c.get("copyKind", np.zeros(n, np.int64))
     src, dst = c.get("srcKind", np.full(n, -1, np.int64)), c.get("dstKind", np.full(n, -1, np.int64))
-    ck, mk = ex.copy_kinds, ex.mem_kinds
 
     def label(k: int, s: int, d: int) -> str:
         base = f"Memcpy {ck.get(k, f'kind {k}')}"
