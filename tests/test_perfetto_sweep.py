@@ -207,8 +207,10 @@ def test_the_perfetto_exports_device_metadata_is_perfettos_chrome_metadata(tmp_p
     assert (plane["plane"], plane["vendor"], plane["properties"]["numSms"]) == ("/device:GPU:2", "AMD", 104)
     assert entries["deviceProperties"] == trace.metadata["deviceProperties"]  # the 4 GPUs Kineto listed
     assert polyprof.load(tmp_path / "t.pftrace").metadata["deviceProperties"] == trace.metadata["deviceProperties"]
-    # a trace without devices or flow categories writes no such packet
+    # a trace without devices or flow categories writes its process groups alone
     cpu = polyprof.load(ROOT / "tests/data/traces/kineto/cpu_only_rank34.json.gz")
     assert not len(cpu.flows["src"])
     msg = P.Trace.FromString(perfetto.write(cpu, tmp_path / "c.pftrace").read_bytes())
-    assert not [p for p in msg.packet if p.HasField("chrome_events")]
+    (bundle,) = [p.chrome_events for p in msg.packet if p.HasField("chrome_events")]
+    assert [m.name for m in bundle.metadata] == ["distributedInfo"]
+    assert polyprof.load(tmp_path / "c.pftrace").metadata["distributedInfo"] == cpu.metadata["distributedInfo"]

@@ -171,9 +171,13 @@ def test_docs_trace_files_are_sniffed_by_header(name):
     assert detect(DOCS / name) == "rocprofv3-csv"
 
 
-@pytest.mark.parametrize("name", ["counter_collection.csv", "hip_api_stats.csv", "kernel_names.csv"])
-def test_docs_other_csvs_are_not_traces(name):
-    with pytest.raises(TraceFormatError, match="unrecognised format"):
+@pytest.mark.parametrize("name, says", [("counter_collection.csv", "rocprofv3's counter_collection file"),
+                                         ("hip_api_stats.csv", "rocprofv3's hip_api_stats file"),
+                                         ("kernel_names.csv", "unrecognised format")])
+def test_docs_other_csvs_are_not_traces(name, says):
+    """A counter or statistics file says what it is and names the trace file beside it
+    (formats/rocprof_csv.not_a_trace); a CSV not named as rocprofv3's is unrecognised."""
+    with pytest.raises(TraceFormatError, match=says):
         detect(DOCS / name)
 
 

@@ -19,7 +19,7 @@ the subset is encoded here, see :mod:`.perfetto_wire`, so no generated code is n
   XProf's peaks), which the efficiency tables match the device's peaks by: one
   ``ChromeEventBundle`` packet (``chrome_events``) of ``ChromeMetadata`` entries,
   ``polyprof_planes`` (JSON: plane name, vendor, properties) and, when the trace lists
-  them, ``deviceProperties``. Chrome writes its own trace metadata so: Perfetto's trace
+  them, ``deviceProperties`` and ``distributedInfo``. Chrome writes its own trace metadata so: Perfetto's trace
   processor keeps the entries (``cr-polyprof_planes``) in its metadata table (from its
   parser's source; not run here), and polyprof's reader puts them back on the planes.
 
@@ -395,6 +395,9 @@ def _device_metadata(trace: Trace, counters: dict[str, np.ndarray]) -> bytes:
     listed = trace.metadata.get(mkeys.DEVICE_PROPERTIES)
     if isinstance(listed, list) and listed:
         entries.append((mkeys.DEVICE_PROPERTIES, json_value(listed)))
+    info = trace.metadata.get(mkeys.DISTRIBUTED_INFO)
+    if isinstance(info, dict) and info:  # (the process groups' sizes: collectives' bus bandwidth)
+        entries.append((mkeys.DISTRIBUTED_INFO, json_value(info)))
     categories = [trace.strings[c] for c in _flow_category_ids(trace)]
     if categories:
         entries.append((PERFETTO_FLOW_CATEGORIES, categories))

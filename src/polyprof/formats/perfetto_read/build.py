@@ -171,6 +171,9 @@ def _devices(b, meta: dict, path: Path) -> None:
     listed = meta.get(mkeys.DEVICE_PROPERTIES)
     if isinstance(listed, list):
         b.metadata[mkeys.DEVICE_PROPERTIES] = listed
+    info = meta.get(mkeys.DISTRIBUTED_INFO)
+    if isinstance(info, dict):
+        b.metadata[mkeys.DISTRIBUTED_INFO] = info
 
 
 def _derived(meta: dict) -> set[tuple[str, str]]:

@@ -67,7 +67,7 @@ _TE_DELTAS = (_TE_DELTA_US, 2, 8)
 _MIN64, _MAX64 = -(1 << 63), (1 << 63) - 1
 #: the ChromeMetadata entries read (what polyprof's export writes there)
 _CHROME_METADATA = frozenset((PERFETTO_PLANES, PERFETTO_FLOW_CATEGORIES, PERFETTO_DERIVED_COUNTERS,
-                               mkeys.DEVICE_PROPERTIES))
+                               mkeys.DEVICE_PROPERTIES, mkeys.DISTRIBUTED_INFO))
 # DebugAnnotation
 _DA_NAME_IID, _DA_NAME, _DA_STRING_IID, _DA_DICT, _DA_ARRAY = 1, 10, 17, 11, 12
 _DA_KINDS = {2: "b", 3: "u", 4: "i", 5: "f", 7: "u", 9: "s", 6: "s"}
