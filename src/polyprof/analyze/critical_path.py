@@ -55,6 +55,14 @@ def graph_end(g: DepGraph) -> int:
     return max(int(g.time[g.src].max()), int(g.time[g.dst].max()))
 
 
+def path_owner(g: DepGraph, edges: np.ndarray) -> np.ndarray:
+    """The graph event whose time each of ``edges`` is on the path (-1: none): its owner,
+    but for the gap on a stream after an activity (HTA's graph gives that edge to the
+    activity before, but the activity was done: the stream waited for the next one), which
+    belongs to none, as launch delays and waits."""
+    return np.where(g.etype[edges] == KERNEL_KERNEL, -1, g.owner[edges])
+
+
 def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
     """Per graph event: its time on the path (the path's edges of its own span it owns,
     as HTA attributes them, gaps between its children included) and its slack: how much longer it could take before the path got longer (0 on
@@ -62,10 +70,8 @@ def event_times(g: DepGraph, p: LongestPath) -> tuple[np.ndarray, np.ndarray]:
     owns none)."""
     n = len(g.rows)
     on = np.zeros(n, np.int64)
-    owned = g.owner[p.edges]
-    # its own span's edges: not the gap on a stream after it (HTA's graph gives that edge
-    # to the activity before, but the activity was done: the stream waited for the next)
-    keep = (owned >= 0) & (g.etype[p.edges] != KERNEL_KERNEL)
+    owned = path_owner(g, p.edges)
+    keep = owned >= 0
     np.add.at(on, owned[keep], g.weight[p.edges][keep])
     best = np.full(n, np.iinfo(np.int64).min, np.int64)
     has = g.owner >= 0

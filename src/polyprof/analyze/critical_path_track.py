@@ -18,7 +18,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from ..trace.model import Plane
-from .critical_path import step_windows
+from .critical_path import path_owner, step_windows
 from .depgraph import EDGE_TYPES, build, context
 from .longest_path import longest_path
 
@@ -50,7 +50,7 @@ def with_critical_path(trace: Trace) -> Trace:
         e = p.edges[g.weight[p.edges] > 0]
         if not len(e):
             continue
-        owner = g.owner[e]
+        owner = path_owner(g, e)
         rows = np.where(owner >= 0, g.rows[np.maximum(owner, 0)], -1)
         etype = np.array(EDGE_TYPES, dtype=object)[g.etype[e]]
         label = np.where(rows >= 0, names[trace.events["name"][np.maximum(rows, 0)]],

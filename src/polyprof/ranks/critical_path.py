@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analyze.critical_path import graph_end, step_windows
+from ..analyze.critical_path import graph_end, path_owner, step_windows
 from ..analyze.depgraph import DEPENDENCY, OPERATOR, SYNC, DepGraph, build, context
 from ..analyze.frames import column, frame
 from ..analyze.longest_path import LongestPath, longest_path
@@ -327,7 +327,7 @@ def _step_leads(ranks: list[int], full: list[list[tuple[int, int]]], device: np.
 def path_table(jg: JobGraph, p: LongestPath) -> Table:
     """The events on the job's path with their time on it, by rank then start."""
     g = jg.graph
-    own = g.owner[p.edges]
+    own = path_owner(g, p.edges)
     ok = own >= 0
     on = np.bincount(own[ok], weights=g.weight[p.edges][ok], minlength=len(g.rows)).astype(np.int64)
     ev = np.flatnonzero(on > 0)

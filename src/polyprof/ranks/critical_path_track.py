@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analyze.critical_path import step_windows
+from ..analyze.critical_path import path_owner, step_windows
 from ..analyze.critical_path_track import TRACK, UNOWNED
 from ..analyze.depgraph import EDGE_TYPES
 from ..analyze.longest_path import longest_path
@@ -46,7 +46,7 @@ def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
         g = jg.graph
         p = longest_path(g)
         e = p.edges[g.weight[p.edges] > 0]
-        own = g.owner[e]
+        own = path_owner(g, e)
         ev = np.where(own >= 0, own, g.dst[e] >> 1)
         rank = jg.rank[ev]
         label = unowned[g.etype[e]]
