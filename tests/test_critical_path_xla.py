@@ -195,3 +195,19 @@ def test_a_wait_waits_for_its_own_devices_ops():
     edges = sorted(zip(src.tolist(), dst.tolist()))
     # into the starts of calls 1, 3, 4 (4 starts in the wait, ends after it: no edge out)
     assert edges == sorted([(0, 2), (0, 6), (0, 8), (3, 1), (7, 1)])
+
+
+def test_an_op_reads_the_run_of_its_producer_before_it() -> None:
+    """Two trips of a loop body on one thread (P, C reading P, P, C): each C depends on
+    the P before it, never on a later one (that would run against time, a cycle in the
+    graph), and not on another device's run of P (one run id spans the devices)."""
+    from polyprof.analyze.xla_links import data_edges
+    from polyprof.formats.xspace.xla_deps import OpDependencies
+
+    deps = OpDependencies(np.arange(4), np.array([0, 1, 0, 1]), np.array([0, 0, 1]), np.array([0]))
+    times = np.array([0, 100, 150, 300, 350, 600, 650, 900])  # P 0-100, C 150-300, P 350-600, C 650-900
+    src, dst = data_edges(deps, np.arange(4), np.ones(4, bool), times, np.full(4, 7), np.zeros(4, np.int64))
+    assert list(zip(times[src].tolist(), times[dst].tolist())) == [(100, 150), (600, 650)]
+    # the second trip's P on another device: the second C reads the first P
+    src, dst = data_edges(deps, np.arange(4), np.ones(4, bool), times, np.full(4, 7), np.array([0, 0, 1, 0]))
+    assert list(zip(times[src].tolist(), times[dst].tolist())) == [(100, 150), (100, 650)]

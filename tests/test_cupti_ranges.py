@@ -176,3 +176,15 @@ def test_shown_in_the_html_report(tmp_path: Path) -> None:
     other = write(polyprof.load(KINETO / "triton_example.json.gz"), tmp_path / "o.html")
     dom, _ = browser.dump_dom(other)
     assert re.search(r'id="cupti-card"[^>]*style="display: none;?"', dom)
+
+
+def test_ranges_without_a_launch_stay_in_a_window_of_every_step(tmp_path: Path) -> None:
+    """Every step is a window with an open start (analyze/window.py): ranges paired with
+    no launch are kept in it, as with no window; before, the default window of a 1-step
+    trace left them all out."""
+    from polyprof.analyze.window import Window
+
+    host = [_x("ProfilerStep#0", "user_annotation", 1, 1, 0, 1000), _x("op", "cpu_op", 1, 1, 0, 100),
+            _x("cudaLaunchKernel", "cuda_runtime", 1, 1, 20, 5)]
+    t = polyprof.load(_write(tmp_path, host + _ranges(0, 2)))
+    assert [len(cupti_counters(t, window=w)) for w in (None, "auto", Window(skip_first=0))] == [2, 2, 2]

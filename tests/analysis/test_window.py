@@ -24,9 +24,10 @@ def v100(kineto_files):
 
 
 def test_defaults_leave_every_analysis_as_it_was(v100):
-    """``window=None`` is the whole trace; every step (``Window()``) is a window of steps:
-    the same tables here but the events', which keep the events that start in the
-    analysed span (torch's profiler range, begun before the first step, is left out)."""
+    """``window=None`` is the whole trace; every step (``Window()``) is a window open at
+    its start and ending at the last step's: the same tables here but the events', which
+    count the events that start by the analysed span's end (not the V100 trace's last
+    host records)."""
     from polyprof.analyze.events import analysed_span
     from polyprof.analyze.window import view
 
@@ -35,13 +36,13 @@ def test_defaults_leave_every_analysis_as_it_was(v100):
         assert fn(v100).equals(fn(v100, window=None)), fn.__name__
         if fn is not A.event_stats:
             assert fn(v100).equals(fn(v100, window=Window())), fn.__name__
-    whole, steps = A.event_stats(v100), A.event_stats(v100, window=Window())
-    t0, t1 = analysed_span(view(v100, Window()))
+    _, t1 = analysed_span(view(v100, Window()))
     ev = v100.to_pandas()
-    ev = ev[ev["dur_ns"] > 0]
-    inside = (ev["start_ns"] >= t0) & (ev["start_ns"] < t1)
-    outside = set(ev["name"][~inside]) - set(ev["name"][inside])
-    assert outside and set(whole["name"].tolist()) - set(steps["name"].tolist()) == outside
+    ev = ev[(ev["dur_ns"] > 0) & (ev["start_ns"] < t1)]
+    want = ev.groupby(["category", "name"]).size()
+    got = A.event_stats(v100, window=Window())
+    assert {(c, n): k for c, n, k in zip(got["category"], got["name"], got["count"])} == want.to_dict()
+    assert len(ev) < int((v100.events["dur_ns"] > 0).sum())  # the window does leave some out
 
 
 def test_step_range_counts_what_was_launched_in_it(v100):
@@ -307,3 +308,26 @@ def test_an_instant_after_the_last_step_is_no_activity():
     last = int(cache.steps(t).end[-1])
     assert 0 < host_after(t, last) < 10_000
     assert "after the last step" not in select(t, AUTO).label
+
+
+def test_every_step_counts_the_same_events_in_every_table(tmp_path):
+    """Under every step (the default of a 2-step trace), the op and event tables count an
+    op begun before the first step (an open start) and neither counts one after the last
+    step: before, the events table left out the first and both counted the second."""
+    import json
+
+    def x(name, cat, ts, dur):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    ev = [x("aten::before", "cpu_op", 0, 10), x("aten::after", "cpu_op", 400, 10)]
+    ev += [x(f"ProfilerStep#{i}", "user_annotation", 100 + 100 * i, 100) for i in range(2)]
+    ev += [x("aten::mm", "cpu_op", 110 + 100 * i, 10) for i in range(2)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    t = polyprof.load(path)
+    want = {"aten::before": 1, "aten::mm": 2}
+    for w in (AUTO, Window(skip_first=0)):
+        o, e = A.op_stats(t, window=w), A.event_stats(t, window=w)
+        assert dict(zip(o["name"].tolist(), o["count"].tolist())) == want
+        assert {n: c for n, c, k in zip(e["name"].tolist(), e["count"].tolist(), e["category"].tolist())
+                if k == "cpu_op"} == want

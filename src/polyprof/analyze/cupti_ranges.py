@@ -30,7 +30,7 @@ from ..trace.core import Trace
 from ..trace.sorting import member, unique
 from .flops import COUNTER_FLOPS
 from .frames import frame
-from .window import WindowArg, selection, view
+from .window import OPEN_START, WindowArg, selection, view
 
 if TYPE_CHECKING:
     from .table import Table
@@ -146,7 +146,8 @@ def cupti_counters(trace: Trace, window: WindowArg = None) -> Table:
     launch = _paired(trace, rows, _launch_rows(trace)) if len(rows) else np.zeros(0, np.int64)
     sel = selection(trace)
     if sel is not None and sel.restricted and len(rows):
-        ls = np.where(launch >= 0, ev["start_ns"][np.maximum(launch, 0)], sel.lo - 1)
+        # a range paired with no launch: in a window with an open start (every step), kept
+        ls = np.where(launch >= 0, ev["start_ns"][np.maximum(launch, 0)], sel.lo if sel.lo <= OPEN_START else sel.lo - 1)
         keep = (ls >= sel.lo) & (ls < sel.hi)
         rows, launch = rows[keep], launch[keep]
     has = launch >= 0

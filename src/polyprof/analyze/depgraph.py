@@ -363,7 +363,8 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
                 edges.add(a, b, np.zeros(len(a), np.int64), SYNC, np.full(len(a), -1, np.int64),
                           base + 2 * len(node_time) + np.arange(len(a), dtype=np.float64))
             if ctx.xla_op[host].any():  # the XLA ops' data dependencies (their HLO)
-                a, b = data_edges(ctx.xla_deps, host, ctx.xla_op[host], node_time, ctx.stat(RUN_STAT)[host])
+                a, b = data_edges(ctx.xla_deps, host, ctx.xla_op[host], node_time, ctx.stat(RUN_STAT)[host],
+                                  ctx.stat(DEVICE_STAT)[host])
                 edges.add(a, b, np.zeros(len(a), np.int64), DEPENDENCY, np.full(len(a), -1, np.int64),
                           base + 3 * len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,

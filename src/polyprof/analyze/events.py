@@ -21,13 +21,16 @@ def event_stats(trace: Trace, window: WindowArg = None) -> Table:
 
     Columns: ``category``, ``name``, ``count``, ``total_ns``, ``mean_ns``, ``median_ns``,
     ``min_ns``, ``max_ns``, ``p99_ns`` (durations), ``first_start_ns``, ``last_end_ns``.
-    Sorted by total time. With a ``window``, the events that start in its analysed span.
+    Sorted by total time. With a ``window``, the events that start in its analysed span
+    (or before it, where the window's start is open, as the other tables count).
     """
     trace = view(trace, window)
     ev = trace.events
     rows = np.flatnonzero(ev["dur_ns"] > 0)
-    if selection(trace) is not None:
+    sel = selection(trace)
+    if sel is not None:
         t0, t1 = analysed_span(trace)
+        t0 = min(t0, sel.lo)  # an open start (every step, ``:B``): what began before the first step too
         rows = rows[(ev["start_ns"][rows] >= t0) & (ev["start_ns"][rows] < t1)]
     m = max(len(trace.strings), 1)  # a dense key sorts as one int64 with the durations
     key = ev["category"][rows].astype(np.int64) * m + ev["name"][rows]

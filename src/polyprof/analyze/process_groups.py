@@ -42,7 +42,8 @@ def known_group_sizes(trace: Trace, group: np.ndarray, pg: np.ndarray) -> np.nda
     info = distributed_info(trace) if len(missing) else None
     if info is None:
         return group
-    sizes = {str(c.get("pg_name")): int(c["pg_size"]) for c in info.get("pg_config") or []
+    groups = info.get("pg_config")
+    sizes = {str(c.get("pg_name")): int(c["pg_size"]) for c in (groups if isinstance(groups, list) else [])
              if isinstance(c, dict) and isinstance(c.get("pg_size"), int) and c["pg_size"] > 0}
     world = info.get("world_size")
     if sizes:

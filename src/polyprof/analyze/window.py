@@ -6,8 +6,8 @@ torch.profiler trace may be cut short. The user chooses the steps:
 - ``Window(start, stop)``: steps whose *number* is in ``[start, stop)`` (either end
   open), as ``--steps 2:5`` (steps 2, 3, 4), ``--steps 3`` (step 3 only);
 - ``Window(skip_first=N)`` / ``--skip-first N``: drop the first N steps (by position);
-- ``None``: every step (the default of each analysis function, so their results do not
-  change for callers that do not ask);
+- ``None``: the whole trace, cut nowhere (the default of each analysis function, so
+  their results do not change for callers that do not ask);
 - ``AUTO`` (the default of ``polyprof summary``, ``report`` and ``report.tables.build``):
   without the first step when the trace has at least ``AUTO_MIN_STEPS`` steps — it
   holds the warm-up — else every step (and every step of a trace recorded by a
@@ -52,6 +52,8 @@ from ..derive.intervals import union_len
 from .units import fmt_ns
 
 _FAR = 1 << 62
+#: a selection's ``lo`` when its start is open (what was launched before its first step counts)
+OPEN_START = -_FAR
 AUTO = "auto"
 #: HTA 0.5's window (``--window hta``): the steps but the last, first to last device
 #: activity, rounded to whole µs; the temporal breakdown then counts the activity HTA

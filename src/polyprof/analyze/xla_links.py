@@ -98,12 +98,14 @@ DATA_SLACK_NS = 1_000
 
 
 def data_edges(deps: "OpDependencies", rows: np.ndarray, is_op: np.ndarray, node_time: np.ndarray,
-               run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+               run: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(source, destination) nodes of a window's graph: per XLA op run among the host
     calls ``rows`` (``is_op``; graph event ``i`` is ``rows[i]``, its nodes ``2i`` and
     ``2i + 1``), an edge from the end of the last run of each op it reads from
-    (``deps``), in the same program run (``run``, -1: none) and ending by its start
-    (:data:`DATA_SLACK_NS`), into its start."""
+    (``deps``), in the same program run (``run``, -1: none) on the same device
+    (``device``, :data:`DEVICE_STAT`: a run id is shared by the devices' programs),
+    ending by its start (:data:`DATA_SLACK_NS`) and starting before it, into its
+    start."""
     ops = np.flatnonzero(is_op)
     if not len(ops) or not len(deps.rows):
         return _NONE, _NONE
@@ -120,9 +122,14 @@ def data_edges(deps: "OpDependencies", rows: np.ndarray, is_op: np.ndarray, node
     if not len(consumer):
         return _NONE, _NONE
     # (run, op) of the ops run and of the ones wanted, as one code
-    _, _, code = unique_rows(np.concatenate([run[ops], run[consumer]]), np.concatenate([op, wanted]))
+    _, _, code = unique_rows(np.concatenate([run[ops], run[consumer]]), np.concatenate([device[ops], device[consumer]]),
+                             np.concatenate([op, wanted]))
     code = np.asarray(code, np.int64).reshape(-1)
-    src = last_at_or_before(code[:len(ops)], node_time[2 * ops + 1], ops, code[len(ops):],
-                            node_time[2 * consumer] + DATA_SLACK_NS)
+    key, ends, want, start = code[:len(ops)], node_time[2 * ops + 1], code[len(ops):], node_time[2 * consumer]
+    src = last_at_or_before(key, ends, ops, want, start)
+    late = np.flatnonzero(src < 0)  # none ended by its start: one ending within the slack
+    if len(late):
+        src[late] = last_at_or_before(key, ends, ops, want[late], start[late] + DATA_SLACK_NS)
     ok = (src >= 0) & (src != consumer)
+    ok[ok] = node_time[2 * src[ok]] < node_time[2 * consumer[ok]]  # (never against time: no cycle)
     return 2 * src[ok] + 1, 2 * consumer[ok]

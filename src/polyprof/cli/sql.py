@@ -112,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     if is_store(args.file):
         if args.derive:
             raise PolyprofError("--derive does not apply to a store (its ranks are queried as stored)")
-        if window_from(args, default=None) is not None:
+        from ..analyze.window import Window  # (a store given: only then)
+
+        if window_from(args, default=None) not in (None, Window(skip_first=0)):  # (every step: the whole store)
             raise PolyprofError("--steps, --skip-first, --span, --round-us and --window do not apply to a store "
                                 "(filter on its steps in SQL)")
         from ..store.store import Store
