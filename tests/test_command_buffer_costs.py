@@ -54,3 +54,22 @@ def test_the_mfu_counts_them() -> None:
     m = mfu(polyprof.load(PATH))
     pct = float(np.asarray(column(m, "mfu_pct"))[0])
     assert 24.0 < pct < 25.5, pct  # before: 2.0
+
+
+def test_library_calls_in_a_loop_body_are_not_guessed() -> None:
+    """A library call in a ``while`` body runs once per trip, which the HLO does not say:
+    such a module's library kernels get no figure (None), rather than one trip's."""
+    from polyprof.formats.xspace.hlo import Computation, Instruction, Module
+
+    def ins(iid: int, name: str, opcode: str, called: list[int] | None = None) -> Instruction:
+        i = Instruction(b"")
+        i.id, i.name, i.opcode, i.called_computation_ids = iid, name, opcode, called or []
+        return i
+
+    body = Computation(2, 20, [ins(20, "cublas-gemm.1", "custom-call")])
+    entry = Computation(1, 11, [ins(10, "gemm.0", "custom-call"), ins(11, "while.0", "while", [2])])
+    assert library_calls(Module("m", [entry, body]), set()) is None
+    assert library_calls(Module("m", [entry]), set()) == {"gemm.0"}
+    fused = Computation(3, 30, [ins(30, "inner", "custom-call")])
+    outer = Computation(1, 12, [ins(12, "fusion.0", "fusion", [3])])
+    assert library_calls(Module("m", [outer, fused]), set()) == set()  # inside a fusion: not a call of its own

@@ -16,11 +16,15 @@ the launches is what the module's library kernels in command buffers did, shared
 them: among their kernel names by the names' time, within a name equally per kernel
 (one pseudo-op per kernel name, ``op_flops`` its mean, so that ``analyze/efficiency.py``
 counts each kernel once). A kernel not named like a library's (a memset) gets nothing.
-Exact in total; per kernel an estimate (a name's kernels may differ in shape).
+Exact in total; per kernel an estimate (a name's kernels may differ in shape). A module
+with several command buffers, or whose uncosted library calls are in a computation
+another calls (a ``while`` body, a ``conditional`` branch: how often they ran is not in
+the HLO), gets nothing for them, as before (said in the log).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from typing import TYPE_CHECKING
@@ -34,8 +38,10 @@ if TYPE_CHECKING:
     from .hlo import Module
     from .hlo_cost import OpCost
 
+log = logging.getLogger("polyprof")
+
 #: a library's kernel (cuBLAS, cuBLASLt, CUTLASS, cuDNN), by its name
-LIBRARY_KERNEL = re.compile(r"gemm|xmma|cutlass|cublas|matmul|cudnn|conv", re.IGNORECASE)
+LIBRARY_KERNEL = re.compile(r"gemm|xmma|cutlass|cublas|matmul|cudnn|conv(?!ert)", re.IGNORECASE)
 #: the opcodes whose called computations are not run as ops of their own (fused
 #: computations, reducers and comparators)
 _INNER_CALLERS = frozenset(("fusion", "reduce", "reduce-window", "scatter", "select-and-scatter", "sort", "map",
@@ -88,7 +94,12 @@ def library_costs(trace: Trace, modules: HloModules, ran: dict[tuple[str, int], 
         if decoded is None or not len(mine):
             continue
         calls = library_calls(decoded, ran.get(key, set()))  # type: ignore[arg-type]
-        launches = _launches(corr[inv.reshape(-1) == c], code.reshape(-1)[inv.reshape(-1) == c])
+        mine_all = inv.reshape(-1) == c
+        if calls is None or len(set(code.reshape(-1)[mine].tolist())) > 1:
+            log.info("xspace: module %s(%d): its library kernels in command buffers get no FLOPs (calls in a "
+                     "loop or branch, or several command buffers: how often each ran is not known)", mod, pid)
+            continue
+        launches = _launches(corr[mine_all])
         if not calls or not launches:
             continue
         try:
@@ -99,25 +110,29 @@ def library_costs(trace: Trace, modules: HloModules, ran: dict[tuple[str, int], 
     return out
 
 
-def library_calls(module: Module, ran: set[str]) -> set[str]:
+def library_calls(module: Module, ran: set[str]) -> set[str] | None:
     """The module's library calls (``custom-call`` instructions of computations run as
     ops, not fused or applied inside another op) that did not run as kernels of their
-    own (``ran``)."""
+    own (``ran``); None where one of them is in a computation another calls (a ``while``
+    body, a ``conditional`` branch, a ``call``): how often it ran is not known."""
+    called = {cid for c in module.computations for i in c.instructions for cid in i.called_computation_ids}
     inner = {cid for c in module.computations for i in c.instructions if i.opcode in _INNER_CALLERS
              for cid in i.called_computation_ids}
-    return {i.name for c in module.computations if c.id not in inner for i in c.instructions
-            if i.opcode == "custom-call" and i.name not in ran}
+    out: set[str] = set()
+    for c in module.computations:
+        if c.id in inner:
+            continue
+        calls = {i.name for i in c.instructions if i.opcode == "custom-call" and i.name not in ran}
+        if calls and c.id in called:
+            return None
+        out |= calls
+    return out
 
 
-def _launches(corr: np.ndarray, buffer: np.ndarray) -> int:
-    """The module's executions: its command buffers' launches (distinct correlation ids)
-    over how many command buffers it has (each execution launches each once); 0 where
-    the kernels carry no correlation id."""
-    known = np.array([isinstance(v, int) for v in corr.tolist()], bool)
-    if not known.any():
-        return 0
-    ids = {(int(b), int(v)) for b, v in zip(buffer[known].tolist(), corr[known].tolist())}
-    return max(1, round(len({v for _, v in ids}) / len(set(buffer[known].tolist()))))
+def _launches(corr: np.ndarray) -> int:
+    """The module's executions: its command buffer's launches (distinct correlation ids);
+    0 where the kernels carry no correlation id."""
+    return len({v for v in corr.tolist() if isinstance(v, int)})
 
 
 def _share(trace: Trace, out: LibraryCosts, rows: np.ndarray, buffer: str, module: str, costs: list[OpCost],
