@@ -101,3 +101,25 @@ def test_older_torch_files_of_one_process_join_by_the_handlers_name(tmp_path: Pa
     _old_kineto(other / "node-a_4243.1623143099861.pt.trace.json", 4243, 2e6)
     _old_kineto(other / "node-a_99.1623143199861.pt.trace.json", 4242, 3e6)
     assert [type(s) for s in resolve(other)] == [TraceFile, TraceFile, TraceFile]
+
+
+def test_xz_files_of_one_process_join_and_their_size_is_their_text(tmp_path: Path) -> None:
+    """``.json.xz`` files (tb_plugin keeps its samples so) are peeked as gzip ones: one
+    process's two cycles are one rank; and the memory check reads their text's size from
+    the xz index (it took the compressed size: 66 times too small on tb_plugin's)."""
+    import lzma
+
+    from polyprof.ranks.fits import json_text_bytes
+
+    for stamp, t0 in ((100, 1e6), (200, 2e6)):
+        plain = tmp_path / f"vm_7.{stamp}.pt.trace.json"
+        _kineto(plain, "vm", 7, [stamp, stamp + 1], t0)
+        (tmp_path / (plain.name + ".xz")).write_bytes(lzma.compress(plain.read_bytes()))
+        plain.unlink()
+    found = resolve(tmp_path)
+    assert len(found) == 1 and isinstance(found[0], sources.TraceFiles), found
+    f = sorted(tmp_path.glob("*.xz"))[0]
+    assert json_text_bytes(f) == len(lzma.decompress(f.read_bytes()))
+    two = tmp_path / "two_streams.xz"  # streams one after another, zeros between them
+    two.write_bytes(lzma.compress(b"a" * 1000) + b"\0" * 8 + lzma.compress(b"b" * 5000))
+    assert json_text_bytes(two) == 6000

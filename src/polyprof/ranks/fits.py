@@ -14,6 +14,7 @@ plus the interpreter's ~150 MiB. ``POLYPROF_MEMORY_CHECK=0`` skips the check.
 from __future__ import annotations
 
 import os
+from typing import BinaryIO
 from pathlib import Path
 
 from ..errors import PolyprofError
@@ -114,14 +115,70 @@ def _cgroup_files() -> list[tuple[str, str]]:
 
 def json_text_bytes(path: Path) -> int:
     """The size of a JSON file's text: a gzip file's from its trailer (the size modulo
-    4 GiB, so taken as at least ten times the compressed size when that could wrap)."""
+    4 GiB, so taken as at least ten times the compressed size when that could wrap), an
+    xz file's from its streams' indexes (:func:`_xz_size`)."""
     size = path.stat().st_size
     with open(path, "rb") as f:
-        if f.read(2) != b"\x1f\x8b" or size < 18:
+        head = f.read(6)
+        if head == b"\xfd7zXZ\x00":
+            return _xz_size(f, size)
+        if head[:2] != b"\x1f\x8b" or size < 18:
             return size
         f.seek(-4, os.SEEK_END)
         isize = int.from_bytes(f.read(4), "little")
     return max(isize, 10 * size) if 40 * size >= 1 << 32 else isize
+
+
+def _varint(buf: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while at < len(buf) and shift < 63:
+        byte = buf[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+    raise ValueError("a bad varint")
+
+
+def _xz_size(f: BinaryIO, size: int, most_streams: int = 1024) -> int:
+    """The uncompressed size of an xz file: the sum of its streams' blocks' sizes, read
+    from each stream's index, last stream first (the footer says where its index is; the
+    blocks' compressed sizes where the stream began). Ten times the file's size where the
+    file is not as the format says (a damaged file fails when it is read)."""
+    total, end = 0, size
+    try:
+        for _ in range(most_streams):
+            while end >= 12:  # stream padding: zeros in fours
+                f.seek(end - 4)
+                if f.read(4) != b"\0\0\0\0":
+                    break
+                end -= 4
+            if end < 12:
+                break
+            f.seek(end - 12)
+            footer = f.read(12)
+            if footer[10:] != b"YZ":
+                raise ValueError("no xz stream footer")
+            index_size = (int.from_bytes(footer[4:8], "little") + 1) * 4
+            start = end - 12 - index_size
+            if start < 12:
+                raise ValueError("an xz index before the stream")
+            f.seek(start)
+            index = f.read(index_size)
+            n, at = _varint(index, 1)
+            blocks = 0
+            for _ in range(n):
+                unpadded, at = _varint(index, at)
+                raw, at = _varint(index, at)
+                total += raw
+                blocks += (unpadded + 3) // 4 * 4
+            end = start - blocks - 12  # the stream header's start
+            if end <= 0:
+                break
+    except (OSError, ValueError, IndexError):
+        return 10 * size
+    return total
 
 
 def check_fits(what: str, need: int, hint: str) -> None:

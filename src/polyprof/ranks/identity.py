@@ -44,7 +44,7 @@ def _peek_rank(path: Path) -> int | None:
 
 #: ``tensorboard_trace_handler``'s file name: ``<host>_<pid>.<time>.pt.trace.json[.gz]`` (its
 #: default worker name), the host and pid of a file whose header names no host (older torch)
-_HANDLER_NAME = re.compile(r"^(.+)_(\d+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
+_HANDLER_NAME = re.compile(r"^(.+)_(\d+)\.\d+\.pt\.trace\.json(?:\.gz|\.xz)?$")
 
 
 def _process_finder(name_host: str | None) -> Callable[[bytes, int], tuple[str, int, bool] | None]:
@@ -70,23 +70,28 @@ def _process_finder(name_host: str | None) -> Callable[[bytes, int], tuple[str, 
 
 
 def _peek(path: Path, find: Callable[[bytes, int], T | None]) -> T | None:
-    """``find(text, start)`` over the first :data:`PEEK_BYTES` of the (inflated) text,
+    """``find(text, start)`` over the first :data:`PEEK_BYTES` of the text (gzip or xz inflated),
     read a step at a time; ``start`` is where the new step's matches can begin."""
+    import lzma
     import zlib
 
     with open(path, "rb") as f:
         raw = f.read(PEEK_BYTES)
     d = zlib.decompressobj(wbits=31) if raw[:2] == b"\x1f\x8b" else None
+    x = lzma.LZMADecompressor(lzma.FORMAT_XZ) if raw[:6] == b"\xfd7zXZ\x00" else None
     text = b""
     while len(text) < PEEK_BYTES:
-        if d is None:
-            more = raw[len(text):len(text) + PEEK_STEP]
-        else:
-            try:
+        try:
+            if x is not None:  # (lzma keeps the input it did not use)
+                more = b"" if x.eof else x.decompress(raw, PEEK_STEP)
+                raw = b""
+            elif d is not None:
                 more = d.decompress(raw, PEEK_STEP)
-            except zlib.error:
-                return None
-            raw = d.unconsumed_tail
+                raw = d.unconsumed_tail
+            else:
+                more = raw[len(text):len(text) + PEEK_STEP]
+        except (zlib.error, lzma.LZMAError):
+            return None
         if not more:
             break
         text += more

@@ -236,7 +236,7 @@ def _by_process(files: list[Path]) -> list[RankSource]:
     was a rank of its own, and one program's profile cycles a job of unaligned ranks."""
     groups: dict[object, list[Path]] = {}
     for q in files:
-        proc = process_in_file(q) if q.name.endswith((".json", ".json.gz")) else None
+        proc = process_in_file(q) if q.name.endswith((".json", ".json.gz", ".json.xz")) else None
         groups.setdefault(q if proc is None else proc, []).append(q)
     out: list[RankSource] = []
     for key, group in groups.items():
