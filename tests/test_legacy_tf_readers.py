@@ -167,3 +167,24 @@ def test_tf1_executor_ops_in_the_summary_and_in_chunks(tmp_path, capsys):
     rest = read_chunks(path, lambda c: seen.append((c.events["category"], c.input_row)), chunk_events=2)
     cats = {int(r): rest.trace.strings[int(c)] for cs, rows in seen for c, r in zip(cs.tolist(), rows.tolist())}
     assert [cats[r] for r in range(whole.n_events)] == whole.categories().tolist()
+
+
+def test_legacy_cuda_functions_with_counters_and_async_events_load(tmp_path):
+    """A counter or an async pair on the legacy export's ``CUDA functions`` process (not
+    what torch writes, but what an edited or merged file may hold) goes on device 0's
+    plane; before, the file failed to load ("track 'a' has a bad id or plane")."""
+    import json
+
+    import polyprof
+
+    ev = [{"ph": "X", "name": "aten::mm", "pid": "CPU functions", "tid": 1, "ts": 0, "dur": 10},
+          {"ph": "X", "name": "aten::mm", "pid": "CUDA functions", "tid": 1, "ts": 2, "dur": 5},
+          {"ph": "C", "name": "mem", "pid": "CUDA functions", "tid": 0, "ts": 3, "args": {"v": 1}},
+          {"ph": "b", "cat": "x", "id": 1, "name": "a", "pid": "CUDA functions", "tid": 0, "ts": 3},
+          {"ph": "e", "cat": "x", "id": 1, "name": "a", "pid": "CUDA functions", "tid": 0, "ts": 4}]
+    path = tmp_path / "leg.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    t = polyprof.load(path)
+    planes = {p.name for p in t.planes}
+    assert {"/device:GPU:0", "/device:GPU:1"} <= planes  # the async events' and counter's; the kernel's
+    assert t.n_events == 3 and len(t.counters["ts_ns"]) == 1

@@ -138,9 +138,11 @@ def pair_tracks(col: "_Collector", planes: list[tuple[int, str]], uniq: np.ndarr
         p, t = divmod(u, ntid)
         plane, kind = planes[p]
         pv, tv = pid_vals[p], tid_vals[t]
-        if kind == "device" and plane < 0:  # the legacy export's CUDA functions: a device per thread
-            plane = legacy_plane(col, pv, tv)
-            if plane is None:  # (device_planes leaves no other device with events without a plane)
+        if kind == "device":  # the legacy export's CUDA functions: a device per thread
+            own = legacy_plane(col, pv, tv)
+            if own is not None:
+                plane = own
+            elif plane < 0:  # (device_planes leaves no other device with events without a plane)
                 raise TraceFormatError(col.path, f"no device plane for the events of process {pv!r}")
         info = _thread_info(col, pv, tv)
         tname = info.get("thread_name")

@@ -111,10 +111,14 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
 
     host_codes = [c for c, k in enumerate(kinds) if k[0] == "host" and _is_id(pid_vals[c])]
     main = max(host_codes, key=lambda c: (counts[c] if c < len(counts) else 0, -c)) if host_codes else None
-    used = set(_distinct(pid_c).tolist()) | {c[0] for c in col.counters} | {a[0] for a in col.asyncs}
+    process_wide = {c[0] for c in col.counters} | {a[0] for a in col.asyncs}
+    used = set(_distinct(pid_c).tolist()) | process_wide
     out: list[tuple[int, str]] = []
     for code, pv in enumerate(pid_vals):
         kind, dkind, index = kinds[code]
+        if legacy_gpu[code] and code in process_wide:  # (counters, async events: device 0's plane)
+            out.append((legacy.device_plane(col, pv, 0, _vendor_hint(top, col.b.strings) or "NVIDIA"), kind))
+            continue
         if code not in used or legacy_gpu[code]:  # only flow endpoints or E events: no plane of its own;
             out.append((-1, kind))  # the legacy CUDA functions' threads: a plane each (legacy.device_plane)
             continue
