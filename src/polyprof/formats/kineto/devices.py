@@ -117,7 +117,8 @@ def device_planes(col: "_Collector", top: dict[str, Any], pid_vals: list, pid_c:
     for code, pv in enumerate(pid_vals):
         kind, dkind, index = kinds[code]
         if legacy_gpu[code] and code in process_wide:  # (counters, async events: device 0's plane)
-            out.append((legacy.device_plane(col, pv, 0, _vendor_hint(top, col.b.strings) or "NVIDIA"), kind))
+            zero = legacy.device_plane(col, pv, 0, _vendor_hint(top, col.b.strings) or "NVIDIA")
+            out.append((-1 if zero is None else zero, kind))
             continue
         if code not in used or legacy_gpu[code]:  # only flow endpoints or E events: no plane of its own;
             out.append((-1, kind))  # the legacy CUDA functions' threads: a plane each (legacy.device_plane)
