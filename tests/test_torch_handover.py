@@ -42,9 +42,10 @@ def test_the_programs_own_profiler_takes_torch_over_and_the_sessions_ops_are_kep
     assert s.trace is not None
     names = Counter(s.trace.names().tolist())
     # the session's recording up to the program's preparation (its first prof.step()):
-    # the matmul and the add of the program's wait step; and again once its cycle ended:
-    # the add of its next cycle's wait step (the fifth) and the sub
-    assert names["aten::mm"] == 1 and names["aten::add"] == 2 and names["aten::sub"] == 1
+    # the matmul and the add of the program's wait step; and again once its profile
+    # object stopped: the sub (not once its cycle ended: the add of its next cycle's wait
+    # step, the fifth, is in neither, the object still open; test_torch_handover_restart.py)
+    assert names["aten::mm"] == 1 and names["aten::add"] == 1 and names["aten::sub"] == 1
     assert any("started its own torch.profiler" in w for w in s.trace.metadata["warnings"])
     # the program's ProfilerStep#0, opened while ours recorded, is its step: the
     # session's steps stay polyprof.step()'s five

@@ -175,3 +175,71 @@ def test_a_session_ending_inside_a_later_profiler_keeps_what_it_recorded() -> No
     assert names["aten::neg"] == names["aten::mul"] == 1
     assert names["aten::add"] == names["aten::sub"] == names["aten::div"] == 0
     assert any("2 times" in w and "the last one until the session's end" in w for w in s.trace.metadata["warnings"])
+
+
+def _cycles(x: torch.Tensor, steps: int, repeat: int, cycles: list[Counter[str]]) -> None:
+    """The program profiles ``steps`` steps (torch.add) with one profile object whose
+    schedule cycles (wait 1, warm-up 1, active 1, ``repeat`` times; 0: for ever)."""
+    sched = torch.profiler.schedule(wait=1, warmup=1, active=1, repeat=repeat)
+    with torch.profiler.profile(activities=CPU, schedule=sched,
+                                on_trace_ready=lambda p: cycles.append(_events(p))) as prof:
+        for _ in range(steps):
+            torch.add(x, x)
+            polyprof.step()
+            prof.step()
+
+
+@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
+@pytest.mark.parametrize("repeat, adds", [(0, 1), (2, 1 + 4)])
+def test_a_cycling_schedule_hands_torch_back_once_not_after_each_cycle(repeat: int, adds: int) -> None:
+    """torch prepares and stops a profiler in each cycle of a profile object's schedule:
+    the session's recording starts again once, where the object stops (repeat=0: 3
+    cycles in 9 steps), or where its schedule's last cycle ends (repeat=2: its steps
+    6-9 record nothing of the program's), not after every cycle only to end again at
+    the next one's prepare (a start and a stop of torch's profiler a cycle: 13 times
+    the program's time in a 300-step loop). Its wait steps between cycles are not in
+    the session's trace; the step before its first cycle and the steps after are."""
+    from polyprof.plugins.torch.plugin import active_plugin
+
+    x = torch.ones(8, 8)
+    steps = 9 if repeat == 0 else 10
+    plain: list[Counter[str]] = []
+    _cycles(x, steps, repeat, plain)
+    got: list[Counter[str]] = []
+    with polyprof.profile(plugins=["torch"]) as s:
+        plugin = active_plugin()
+        assert plugin is not None
+        torch.mm(x, x)
+        _cycles(x, steps, repeat, got)
+        for _ in range(3):
+            torch.mul(x, x)
+            polyprof.step()
+    hand = plugin._handover
+    assert (len(hand.windows), len(plugin._captures)) == (1, 2)
+    assert hand.restarts == 1
+    assert got == plain and len(got) == 3 - (repeat == 2) and all(c["aten::add"] == 1 for c in got)
+    assert s.trace is not None
+    names = Counter(s.trace.names().tolist())
+    assert names["aten::mm"] == 1 and names["aten::mul"] == 3 and names["aten::add"] == adds
+    assert not any(n.startswith("ProfilerStep#") for n in names)
+    assert any("started its own torch.profiler once" in w for w in s.trace.metadata["warnings"])
+
+
+def test_a_profile_object_in_its_warm_up_when_the_session_starts_is_followed_to_its_stop() -> None:
+    """The program's profile object prepared its profiler (a warm-up step) before the
+    session started: the session waits for it, and starts only once its stop() has
+    stopped that profiler (not where its stop() begins: torch would start the object's
+    trace then and end the session's recording, lost)."""
+    x = torch.ones(8, 8)
+    with polyprof.profile(plugins=["torch"]):
+        pass  # torch's gates are on from here on (as after any earlier session)
+    prof = torch.profiler.profile(activities=CPU, schedule=torch.profiler.schedule(wait=0, warmup=2, active=1))
+    prof.start()
+    with polyprof.profile(plugins=["torch"]) as s:
+        torch.add(x, x)
+        prof.stop()
+        torch.mul(x, x)
+    assert s.trace is not None
+    names = Counter(s.trace.names().tolist())
+    assert names["aten::add"] == 0 and names["aten::mul"] == 1
+    assert not any("ended by another torch.profiler" in w for w in s.trace.metadata["warnings"])

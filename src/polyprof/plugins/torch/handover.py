@@ -6,16 +6,20 @@ accelerate's ``Accelerator.profile()``) would end the session's recording unread
 the session's recording ends, kept, where the program's profiler is prepared (torch's
 ``_prepare_profiler``, wrapped unseen in hooks.py), and starts again, as a new
 recording, once every profiler the program prepared since has stopped (torch's
-``_run_on_profiler_stop``, which follows each profiler's ``_disable_profiler``: its
-``stop()``/``__exit__``, or its schedule's end of a cycle). The program's profilers and
+``_run_on_profiler_stop``, which follows each profiler's ``_disable_profiler``) and
+every ``torch.profiler.profile`` object it started has stopped (``stop()``, wrapped
+unseen: :data:`_OBJECTS`) or has run the last cycle of its schedule
+(:func:`_may_record`). Not at the end of each of an object's cycles, where torch stops
+its profiler too: ours would end again at the next cycle's prepare, a start and a stop
+of torch's profiler (costlier still with CUPTI) a cycle. The program's profilers and
 their files are what they are without polyprof, but for the copies of the session's
 sections (``mirror_sections``): the session records nothing while one is open, so its
 torch ops then are in the program's profile, not in the session's trace. The program's
 ``ProfilerStep#N`` (opened by its profile object in steps where it does not record) are
 its steps: captures made after a hand-over leave them out (ingest.py, ``Capture.handed``).
 
-Not started again: while a profiler the program prepared has not stopped (the program
-ends inside it, or drops it in a warm-up step); off the session's thread (torch keeps
+Not started again: while a profiler or profile object the program started has not
+stopped (the program ends inside it, or drops a prepared one); off the session's thread (torch keeps
 per-thread profiler state); with the plugin's own ``with_stack`` (no hand-over: the
 program's profiler ends the session's recording, lost, as before); and for the rest of
 the session once a torch range recorded by the session was still open when its
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...collect.clock import now_ns
@@ -52,12 +57,14 @@ OPEN = ("a torch range opened while it recorded was still open when it stopped (
 _RANGES = frozenset({"cpu_op", "user_annotation", "python_function"})
 
 
-def gates(active: Callable[[], TorchPlugin | None]) -> tuple[Callable[[], None], Callable[[], None],
-                                                           Callable[[], None]]:
+def gates(active: Callable[[], TorchPlugin | None]) -> tuple[
+        Callable[[], None], Callable[[], None], Callable[[], None],
+        tuple[Callable[[Any], None], Callable[[Any], None], Callable[[Any], None]]]:
     """What hooks.gate_profiler_start has torch call before a profiler is prepared, after
-    one stopped, and when a preparation failed: each reaches the hand-over of the running
-    session's plugin (``active()``), if any. Made once (plugin.py): the gates stay on
-    torch for the rest of the process."""
+    one stopped, and when a preparation failed, and at the start (or failed start) and
+    stop of a profile object: each reaches the hand-over of the running session's plugin
+    (``active()``), if any. Made once (plugin.py): the gates stay on torch for the rest
+    of the process."""
 
     def on(what: str) -> Callable[[], None]:
         def call() -> None:
@@ -67,7 +74,31 @@ def gates(active: Callable[[], TorchPlugin | None]) -> tuple[Callable[[], None],
 
         return call
 
-    return on("prepared"), on("stopped"), on("prepare_failed")
+    def on_object(what: str) -> Callable[[Any], None]:
+        def call(obj: Any) -> None:
+            p = active()
+            if p is not None and p._handover.busy:
+                return  # the session's own profile object
+            if what == "started":
+                try:
+                    _OBJECTS.add(obj)
+                except TypeError:  # no weak reference to it: followed by its cycles only
+                    pass
+                return
+            _OBJECTS.discard(obj)
+            if what == "stopping" and p is not None:
+                p._handover.stopping(obj)
+
+        return call
+
+    return on("prepared"), on("stopped"), on("prepare_failed"), (
+        on_object("started"), on_object("start_failed"), on_object("stopping"))
+
+
+#: the program's ``torch.profiler.profile`` objects started and not stopped yet (since
+#: the first session with the torch plugin put its gates on torch; weak: one the program
+#: drops unstopped is forgotten)
+_OBJECTS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class HandOver:
@@ -87,6 +118,8 @@ class HandOver:
         self.windows: list[list[int]] = []
         #: why ours must not record again in this session (None: it may)
         self.blocked: str | None = None
+        #: how many times ours started again after the program's
+        self.restarts = 0
 
     # ------------------------------------------------------------------ torch's calls
     def prepared(self) -> None:
@@ -116,34 +149,46 @@ class HandOver:
             self.stopped()
 
     def stopped(self) -> None:
-        """A torch profiler just stopped (hooks._gate_stop). Once none of the program's is
-        open, ours starts again (on the session's thread)."""
+        """A torch profiler just stopped (hooks._gate_stop): the end of a profile
+        object's cycle or of the object itself, or of another kind of torch profiler."""
         if self.busy:
             return
         # the copies of sections begun in the program's profile end here, where they end
         # nothing (no recording of their kind runs): none ends in its next one (close_mirrors)
         close_mirrors(self.plugin._stacks, self.plugin._ranges)
         self.open = max(0, self.open - 1)
-        if not self.waiting or self.open or self.blocked or threading.get_ident() != self.thread:
+        self._again()
+
+    def stopping(self, obj: Any) -> None:
+        """One of the program's profile objects is about to stop (hooks._gate_objects; it
+        is no longer in ``_OBJECTS``). Ours starts again at the stop of the profiler it
+        prepared (:meth:`stopped`, inside the object's stop) if its stop stops one, else
+        here (the object is between cycles, or past its schedule's last)."""
+        if not self.busy and not _stops_profiler(obj):
+            self._again()
+
+    def _again(self) -> None:
+        """Ours starts again (on the session's thread) once nothing of the program's holds
+        torch: no profiler it prepared is open, and no profile object it started (between
+        its schedule's cycles, too: starting again there, for ours to end again at the
+        next cycle's prepare, would cost a start and a stop of torch's profiler a cycle)."""
+        if not self.waiting or self.open or self.blocked or threading.get_ident() != self.thread or _held():
             return
         p = self.plugin
-        if p._state != "started" or p.driver is not None:
+        if p._state != "started" or p.driver is not None or _torch_on():  # (one prepared before the session)
             return
         self.waiting = False
         if self.windows and self.windows[-1][1] < 0:
             self.windows[-1][1] = now_ns()
         p._begin()
         if p._prof is not None:
+            self.restarts += 1
             p._captures[-1].handed = True  # the program's profile objects may still open ProfilerStep#N
 
     # ------------------------------------------------------------------ the plugin's calls
     def blocks(self) -> bool:
         """Whether the program holds torch now (ours must not start): ours then waits."""
-        torch_on = self.blocked is not None
-        if self.open == 0 and not torch_on:
-            torch = imported_torch()
-            torch_on = torch is not None and bool(torch._C._autograd._profiler_enabled())
-        if self.open or torch_on:
+        if self.open or self.blocked is not None or _held() or _torch_on():
             self._wait()
             return True
         return False
@@ -168,6 +213,51 @@ class HandOver:
         return (f"the program started its own torch.profiler {times} ({secs:.3g} s in all{tail}): torch runs one "
                 f"profiler at a time, so the session's torch recording stopped while the program's was open and "
                 f"{again}; the torch ops of those stretches are in the program's profile, not in this trace")
+
+
+def _held() -> bool:
+    """Whether a profile object of the program's is open and may prepare a profiler again."""
+    return any(map(_may_record, list(_OBJECTS)))
+
+
+def _may_record(obj: Any) -> bool:
+    """False for a profile object whose schedule, one ``torch.profiler.schedule`` with
+    ``repeat`` > 0 (read from its closure: it is a pure function), has run its last
+    cycle (its ``step_num`` is past it): the object records nothing more however long it
+    stays open (a ``with`` around the whole training loop, the pattern of torch's docs).
+    True for any other object (its own schedule: one cannot tell)."""
+    sched = getattr(obj, "schedule", None)
+    code = getattr(sched, "__code__", None)
+    cells = getattr(sched, "__closure__", None)
+    if code is None or cells is None or code.co_name != "schedule_fn" or \
+            getattr(sched, "__module__", None) != "torch.profiler.profiler":
+        return True
+    try:
+        arg = {k: int(c.cell_contents) for k, c in zip(code.co_freevars, cells)}
+        step = int(obj.step_num) - arg.get("skip_first", 0)
+        cycle = arg["wait"] + arg["warmup"] + arg["active"]
+        repeat = arg["repeat"]
+        if arg.get("skip_first_wait", 0):
+            step += arg["wait"]
+    except Exception:  # another torch's schedule: cannot tell
+        return True
+    return repeat <= 0 or step < 0 or step < repeat * cycle
+
+
+def _stops_profiler(obj: Any) -> bool:
+    """Whether the ``stop()`` of the profile object ``obj`` stops a torch profiler: one
+    in a warm-up or recording step of its schedule (torch 2.13's ``ProfilerAction``,
+    whose transition to None stops the trace), or a ``_KinetoProfile`` with a profiler."""
+    act = getattr(obj, "current_action", None)
+    if act is None:
+        return getattr(obj, "profiler", None) is not None
+    return getattr(act, "name", None) in ("WARMUP", "RECORD", "RECORD_AND_SAVE")
+
+
+def _torch_on() -> bool:
+    """Whether a torch profiler records on this thread now."""
+    torch = imported_torch()
+    return torch is not None and bool(torch._C._autograd._profiler_enabled())
 
 
 def close_mirrors(stacks: list[list[tuple[str, Any]]], ranges: Any) -> None:

@@ -20,6 +20,9 @@ __all__ = ["ImportHook", "Ranges", "default_activities", "gate_profiler_start", 
 #: ``_run_on_profiler_stop`` (each put there once)
 _prepare_gate: list[Any] = []
 _stop_gate: list[Any] = []
+#: the gates _gate_objects put on ``start``/``stop`` of torch's profile classes
+_object_gates: list[Any] = []
+_wrapped: set[Any] = set()
 
 
 def imported_torch() -> Any | None:
@@ -30,7 +33,9 @@ def imported_torch() -> Any | None:
 
 def gate_profiler_start(before_prepare: Callable[[], None] | None = None,
                         after_stop: Callable[[], None] | None = None,
-                        prepare_failed: Callable[[], None] | None = None) -> None:
+                        prepare_failed: Callable[[], None] | None = None,
+                        objects: tuple[Callable[[Any], None], Callable[[Any], None], Callable[[Any], None]] | None = None,
+                        ) -> None:
     """Gate the start of every torch profiler (``torch.autograd.profiler._enable_profiler``,
     where torch's Python tracer installs itself on every thread state and records the
     frames open there) so that it never runs while a polyprof background thread holds a
@@ -39,7 +44,8 @@ def gate_profiler_start(before_prepare: Callable[[], None] | None = None,
     on yet when it is made, and the gate is not a built-in function whose return the
     tracer would record. With ``before_prepare``, that runs before any torch profiler is
     prepared (:func:`_gate_prepare`; ``prepare_failed`` if the preparation raises), with
-    ``after_stop``, after any torch profiler stopped (:func:`_gate_stop`)."""
+    ``after_stop``, after any torch profiler stopped (:func:`_gate_stop`); with
+    ``objects``, the program's profile objects are followed too (:func:`_gate_objects`)."""
     mod = sys.modules.get("torch.autograd.profiler")
     fn = getattr(mod, "_enable_profiler", None)
     if fn is not None and unseen.Gated is not None and not unseen.is_gated(fn):
@@ -48,6 +54,8 @@ def gate_profiler_start(before_prepare: Callable[[], None] | None = None,
         _gate_prepare(mod, before_prepare, prepare_failed)
     if after_stop is not None:
         _gate_stop(mod, after_stop)
+    if objects is not None:
+        _gate_objects(*objects)
 
 
 def _logged(what: str, fn: Callable[[], None]) -> Callable[..., None]:
@@ -87,6 +95,46 @@ def _gate_stop(mod: Any, after: Callable[[], None]) -> None:
         return
     _stop_gate[:] = [unseen.quiet(fn, then=unseen.quiet(_logged("restart after the program's profiler", after)))]
     mod._run_on_profiler_stop = _stop_gate[0]
+
+
+def _gate_objects(started: Callable[[Any], None], start_failed: Callable[[Any], None],
+                  stopping: Callable[[Any], None]) -> None:
+    """Call ``started(obj)`` ahead of every ``start()`` of a ``torch.profiler.profile``
+    (and of its base ``_KinetoProfile``: ``__enter__`` calls it), ``start_failed(obj)``
+    if it raises, and ``stopping(obj)`` ahead of every ``stop()`` (``__exit__``), all
+    unseen by any profile function, the methods themselves seen as without polyprof. A
+    profile object with a schedule prepares and stops a low-level profiler in each of its
+    cycles (handover.py follows the object, not its cycles)."""
+    mod = sys.modules.get("torch.profiler.profiler")
+    if mod is None:
+        return
+    if not _object_gates:
+        _object_gates[:] = [_logged_obj("hand-over", started), _logged_obj("hand-over", start_failed),
+                            _logged_obj("hand-over", stopping)]
+    on_start, on_failed, on_stop = _object_gates
+    for name in ("_KinetoProfile", "profile"):
+        cls = getattr(mod, name, None)
+        for meth, wrap in (("start", lambda fn: unseen.quiet(on_start, then=fn, failed=on_failed)),
+                           ("stop", lambda fn: unseen.quiet(on_stop, then=fn))):
+            fn = None if cls is None else cls.__dict__.get(meth)
+            if fn is None or fn in _wrapped:
+                continue
+            gate = wrap(fn)
+            _wrapped.add(gate)
+            setattr(cls, meth, gate)
+
+
+def _logged_obj(what: str, fn: Callable[[Any], None]) -> Callable[..., None]:
+    """``fn(obj)`` for a method gate (``obj``: the profile object); an error in it is
+    logged, never raised into the program's profiler."""
+
+    def call(obj: Any, *_args: Any, **_kw: Any) -> None:
+        try:
+            fn(obj)
+        except Exception as e:  # the program's profiler goes on anyway
+            log.warning("plugin torch: %s failed: %s: %s", what, type(e).__name__, e)
+
+    return call
 
 
 def profiler_starts() -> int | None:
