@@ -452,3 +452,13 @@ def test_run_calls_the_programs_excepthook(tmp_path):
         assert plain.stderr.splitlines()[0] == run.stderr.splitlines()[0] == first, run.stderr
         assert ("Original exception was:" in plain.stderr) == ("Original exception was:" in run.stderr)
         assert "ValueError: boom" in run.stderr
+
+
+def test_the_steps_table_says_which_window_each_column_is():
+    """A step's busy, compute and idle are device time within its host span, its launches
+    the calls made in it (an audit read the two as one window); the table says so."""
+    r = cli("summary", str(ROOT / "tests" / "data" / "traces" / "kineto" / "v100_ns_resolution_rank0.json.gz"))
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "busy, compute, idle = device time within the step's host span; launches = the step's launch calls" \
+        in text

@@ -464,6 +464,9 @@ def _step_tables(out: Out, T: dict[str, Table], top: int, W: int, has_device: bo
         else:
             cols = [c for c in cols if c[0] != "plane"]
         out(_table("Steps", ss, cols, 2 * top, W))
+        if has_device:  # (two windows in one row: say which is which)
+            out(Para((("busy, compute, idle = device time within the step's host span; launches = the "
+                       "step's launch calls", "dim"),)))
     ls = T["launch_summary"]
     if len(ls):
         # a call that launches many activities (a CUDA graph): calls and activities apart
