@@ -73,3 +73,4 @@ def test_library_calls_in_a_loop_body_are_not_guessed() -> None:
     fused = Computation(3, 30, [ins(30, "inner", "custom-call")])
     outer = Computation(1, 12, [ins(12, "fusion.0", "fusion", [3])])
     assert library_calls(Module("m", [outer, fused]), set()) == set()  # inside a fusion: not a call of its own
+

@@ -18,7 +18,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import find, member, row_of_key, union, unique, unique_rows
 from ..trace import keys
-from .common import op_durations
+from .common import analysed_span, op_durations
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
@@ -350,8 +350,8 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     :func:`model_rows`) ÷ (time × peak FLOP/s of the precision assumed × devices).
 
     Columns: ``step`` (-1: the whole trace, first), ``flops``, ``time_ns`` (the step's
-    time, :func:`step_times`; overall: the steps' times summed, or the trace's span
-    without steps),
+    time, :func:`step_times`; overall: the steps' times summed, or without steps the
+    analysed span: the trace's, or its device activity's with ``--span device``),
     ``flops_per_s`` (achieved), ``precision`` (assumed: ``precision`` if given, else the
     one most FLOPs were in), ``devices`` (device planes with activity, at least 1),
     ``peak_flops_per_s`` (per device), ``mfu_pct`` (NaN without a peak: a CPU run, an
@@ -379,8 +379,8 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
         step_no = np.r_[-1, steps.number]
         f_all = np.r_[per.sum(), per]
         t_all = np.r_[span.sum(), span]
-    else:
-        t0, t1 = trace.span_ns
+    else:  # the analysed span: the trace's, or with --span device its first to last device activity
+        t0, t1 = analysed_span(trace)
         step_no, f_all, t_all = np.array([-1]), np.array([flops.sum()]), np.array([float(t1 - t0)])
     peak_f = pk.flops(precision) if pk else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
