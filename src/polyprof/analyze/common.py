@@ -96,6 +96,9 @@ def _span(trace: Trace) -> tuple[int, int]:
         return 0, 0
     derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
     keep = ~derived[ev["track"]]
+    overhead = trace.string_id("overhead")  # (the profiler's own: rocpd's flush and table writes at its end)
+    if overhead >= 0 and bool((keep & (ev["category"] != overhead)).any()):
+        keep &= ev["category"] != overhead
     if not keep.any():
         return trace.span_ns
     return int(ev["start_ns"][keep].min()), int((ev["start_ns"] + ev["dur_ns"])[keep].max())
