@@ -148,20 +148,25 @@ def test_threads_that_wait_for_the_main_thread_to_end(tmp_path: Path) -> None:
     """Python stops the main thread before it waits for the others: a thread polling
     ``main_thread().is_alive()`` (Dask's worker) or blocked in ``main_thread().join()``
     ends then."""
+    # (each line one write: print writes its text and its newline apart, and the two threads
+    # print at once when the main thread ends, so a plain run could interleave them)
     program = """\
-import atexit, threading, time
+import atexit, sys, threading, time
+def say(*parts):
+    sys.stdout.write(" ".join(map(str, parts)) + "\\n")
+    sys.stdout.flush()
 def poll():
     while threading.main_thread().is_alive():
         time.sleep(0.01)
-    print("poller saw the main thread end", flush=True)
+    say("poller saw the main thread end")
 def joiner():
     threading.main_thread().join()
-    print("joiner saw the main thread end", flush=True)
-atexit.register(lambda: print("atexit: main alive", threading.main_thread().is_alive(), flush=True))
+    say("joiner saw the main thread end")
+atexit.register(lambda: say("atexit: main alive", threading.main_thread().is_alive()))
 threading.Thread(target=poll).start()
 threading.Thread(target=joiner).start()
 time.sleep(0.1)
-print("main returns", flush=True)
+say("main returns")
 """
     plain, ours = _run(tmp_path, program, False), _run(tmp_path, program, True)
     assert plain.returncode == ours.returncode == 0
