@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...trace.core import Trace
-from .gpu import HloModules, _row_values, module_combos, xla_rows
+from ...trace.sorting import unique_inverse
+from ...trace.stats import StatColumn
+from .gpu import HloModules, _row_values, module_combos
 
 if TYPE_CHECKING:
     from .hlo import Module
@@ -70,19 +72,17 @@ class LibraryCosts:
         self.op_bytes: list[float] = []
 
 
-def library_costs(trace: Trace, modules: HloModules, ran: dict[tuple[str, int], set[str]]) -> LibraryCosts:
+def library_costs(trace: Trace, modules: HloModules, ran: dict[tuple[str, int], set[str]], hlo: StatColumn,
+                  at: np.ndarray) -> LibraryCosts:
     """The costs of the library kernels in command buffers of the modules ``modules``
-    holds; ``ran``: per module, the instructions that ran as kernels of their own."""
+    holds (``hlo``, ``at``: ``gpu.xla_rows`` of the kernels in command buffers); ``ran``:
+    per module, the instructions that ran as kernels of their own."""
     out = LibraryCosts()
-    found = xla_rows(trace, in_command_buffer=True)
-    if found is None:
-        return out
-    _, hlo, at = found
     rows = hlo.rows[at]
-    ev = trace.events
-    lib = np.array([bool(LIBRARY_KERNEL.search(trace.strings[int(n)])) for n in ev["name"][rows].tolist()], bool)
+    names, name_of = unique_inverse(trace.events["name"][rows])  # (a regex per kernel name)
+    lib = np.array([bool(LIBRARY_KERNEL.search(trace.strings[int(n)])) for n in names.tolist()], bool)
+    lib = lib[name_of.reshape(-1)]
     buffers = hlo.values[at]
-    _, code = np.unique(buffers.astype(str), return_inverse=True)
     combos, inv = module_combos(trace, rows, np.zeros(len(rows), np.int64))
     corr = _row_values(trace, "correlation_id", rows, None)
     from .hlo_cost import module_costs  # the HLO cost pass: only a file with command buffers and HLO
@@ -90,16 +90,16 @@ def library_costs(trace: Trace, modules: HloModules, ran: dict[tuple[str, int], 
     for c, (_, mod, pid) in enumerate(combos):
         key = modules.key(mod, pid)
         decoded = modules.module(key) if key is not None else None
-        mine = np.flatnonzero((inv.reshape(-1) == c) & lib)
+        in_module = inv.reshape(-1) == c
+        mine = np.flatnonzero(in_module & lib)
         if decoded is None or not len(mine):
             continue
         calls = library_calls(decoded, ran.get(key, set()))  # type: ignore[arg-type]
-        mine_all = inv.reshape(-1) == c
-        if calls is None or len(set(code.reshape(-1)[mine].tolist())) > 1:
+        if calls is None or len(set(buffers[mine].tolist())) > 1:
             log.info("xspace: module %s(%d): its library kernels in command buffers get no FLOPs (calls in a "
                      "loop or branch, or several command buffers: how often each ran is not known)", mod, pid)
             continue
-        launches = _launches(corr[mine_all])
+        launches = _launches(corr[in_module])
         if not calls or not launches:
             continue
         try:

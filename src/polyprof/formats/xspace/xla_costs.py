@@ -32,6 +32,9 @@ from ...trace import metadata_keys as mkeys
 from .gpu import HloModules, hlo_modules, xla_rows, module_combos
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ...trace.stats import StatColumn
     from .hlo_cost import OpCost
 
 log = logging.getLogger("polyprof")
@@ -68,15 +71,18 @@ def device_costs(trace: Trace) -> DeviceCosts:
     """The costs of the device events whose XLA op the trace's HLO holds (none where the
     trace has no HLO modules or no such events), and of the library kernels XLA ran in
     command buffers (``command_buffer_costs.py``)."""
-    if xla_rows(trace, in_command_buffer=False) is None and xla_rows(trace, in_command_buffer=True) is None:
+    own_rows, buffer_rows = xla_rows(trace, in_command_buffer=False), xla_rows(trace, in_command_buffer=True)
+    if own_rows is None and buffer_rows is None:
         return empty()  # (a TPU's XLA ops: no HLO decoded)
     modules = hlo_modules(trace)  # the modules the reader decoded for op attribution, not decoded again
     if not modules.protos:
         return empty()
-    own, ran = _instruction_costs(trace, modules)
-    from .command_buffer_costs import library_costs  # only a file with XLA ops and their HLO
+    own, ran = _instruction_costs(trace, modules, own_rows)
+    if buffer_rows is None:
+        return own
+    from .command_buffer_costs import library_costs  # only a file with command buffers and their HLO
 
-    lib = library_costs(trace, modules, ran)
+    lib = library_costs(trace, modules, ran, buffer_rows[1], buffer_rows[2])
     if not lib.rows:
         return own
     n_op = len(own.op_name)
@@ -92,11 +98,11 @@ def device_costs(trace: Trace) -> DeviceCosts:
                        np.concatenate([own.op_flops, lib.op_flops]), np.concatenate([own.op_bytes, lib.op_bytes]))
 
 
-def _instruction_costs(trace: Trace, modules: HloModules) -> tuple[DeviceCosts, dict[tuple[str, int], set[str]]]:
+def _instruction_costs(trace: Trace, modules: HloModules, found: tuple[Mapping[str, StatColumn], StatColumn, np.ndarray]
+                       | None) -> tuple[DeviceCosts, dict[tuple[str, int], set[str]]]:
     """:func:`device_costs` of the events whose ``hlo_op`` names an instruction, and per
     module the instructions that ran on a GPU as kernels of their own."""
-    found = xla_rows(trace, in_command_buffer=False)
-    if found is None:
+    if found is None:  # (``found``: ``xla_rows`` of the ops not in a command buffer)
         return empty(), {}
     _, hlo, at = found
     from .hlo_cost import OpCost  # the HLO decoder: only a file with XLA ops and their HLO (not a TPU's)
