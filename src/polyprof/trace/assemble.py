@@ -63,6 +63,10 @@ class Assembler:
         self.metadata: dict[str, Any] = dict(metadata or {})
 
     # -------------------------------------------------------------- strings
+    def string_id(self, s: str) -> int:
+        """Id of ``s`` if interned already, else -1 (as ``Trace.string_id``)."""
+        return self._sid.get(s, -1)
+
     def intern(self, s: str) -> int:
         i = self._sid.get(s)
         if i is None:

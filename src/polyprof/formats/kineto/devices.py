@@ -226,9 +226,8 @@ def categorise_device_events(col: "_Collector", planes: list[tuple[int, str]], p
         return
     _tf_timeline(col, dev, pid_c, cat_c, name_c)
     _tf_ops(col, executor, pid_c, cat_c)
-    try:
-        empty = strings.index("")
-    except ValueError:  # no event without a category
+    empty = col.b.string_id("")
+    if empty < 0:  # no event without a category
         return
     rows = np.flatnonzero(cat_c == empty)  # few or none: the pids of those alone
     if legacy_cpu and len(rows):  # the legacy autograd profiler's ops
@@ -260,9 +259,10 @@ def _tf_timeline(col: "_Collector", dev: list[int], pid_c: np.ndarray, cat_c: np
              if _hashable(pid_vals[c])}
     lines = {c: line for c, line in lines.items() if line}
     strings = col.b.strings
-    if not lines or _TF_OP not in strings:
+    op = col.b.string_id(_TF_OP)
+    if not lines or op < 0:
         return
-    rows = np.flatnonzero((cat_c == strings.index(_TF_OP)) & member(pid_c, np.array(sorted(lines), pid_c.dtype)))
+    rows = np.flatnonzero((cat_c == op) & member(pid_c, np.array(sorted(lines), pid_c.dtype)))
     if not len(rows):
         return
     names, inv = np.unique(name_c[rows], return_inverse=True)
@@ -301,10 +301,10 @@ def _tf_executor(col: "_Collector", pid: Any) -> bool:
 def _tf_ops(col: "_Collector", executor: list[int], pid_c: np.ndarray, cat_c: np.ndarray) -> None:
     """TensorFlow 1.x timeline's ops on its executor's processes (category ``Op``):
     framework ops, as torch's ``cpu_op`` (the host side of the graph's execution)."""
-    strings = col.b.strings
-    if not executor or _TF_OP not in strings:
+    op = col.b.string_id(_TF_OP)
+    if not executor or op < 0:
         return
-    rows = (cat_c == strings.index(_TF_OP)) & member(pid_c, np.array(executor, pid_c.dtype))
+    rows = (cat_c == op) & member(pid_c, np.array(executor, pid_c.dtype))
     if rows.any():
         cat_c[rows] = col.b.intern(keys.CAT_CPU_OP)
 

@@ -38,8 +38,7 @@ def may_be_onnxruntime(col: "_Collector") -> bool:
     """Whether a file being read may be onnxruntime's (its names and categories so far
     hold ``model_run`` and ``Session``): ``chunks.py`` reads such a file whole, as
     :func:`classify` works on the whole trace."""
-    names = set(col.b.strings)
-    return RUN in names and SESSION in names
+    return col.b.string_id(RUN) >= 0 and col.b.string_id(SESSION) >= 0
 
 
 def is_onnxruntime(trace: Trace) -> bool:
