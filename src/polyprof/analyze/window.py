@@ -138,7 +138,7 @@ def _runs(nums: np.ndarray, most: int = 4) -> str:
 
 def _label(steps: Steps, index: np.ndarray, why: str) -> str:
     if not len(steps):
-        return "whole trace (no steps)"
+        return f"whole trace (no steps; {why})" if why else "whole trace (no steps)"
     nums = steps.number
     every = _runs(nums)
     chosen = nums[index]
@@ -212,13 +212,40 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
     return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]))
 
 
+#: a trace without steps whose device activity covers less than this share of its span
+#: says so in its label: it is analysed whole by default, mostly idle (a JAX program's
+#: compilation before its first kernel), and ``--span device`` analyses the device's part
+DEVICE_SHARE = 0.5
+
+
+def device_extent_words(trace: Trace) -> str:
+    """The label's words for a trace without steps whose device activity (first start to
+    last end, on device streams and queues) is under :data:`DEVICE_SHARE` of the trace's
+    span: where it is, and that ``--span device`` analyses that part."""
+    ev = trace.events
+    dev = np.array([t.kind in ("stream", "queue") and trace.planes[t.plane].kind == "device"
+                    for t in trace.tracks], bool)
+    rows = np.flatnonzero(dev[ev["track"]]) if len(dev) else np.zeros(0, np.int64)
+    t0, t1 = trace.span_ns
+    if not len(rows) or t1 <= t0:
+        return ""
+    s = int(ev["start_ns"][rows].min())
+    e = int((ev["start_ns"][rows] + ev["dur_ns"][rows].astype(np.int64)).max())
+    if e - s >= DEVICE_SHARE * (t1 - t0):
+        return ""
+    return (f"device activity only from {fmt_ns(s - t0)} to {fmt_ns(e - t0)} into it ({fmt_ns(e - s)}, "
+            f"{(e - s) / (t1 - t0):.1%} of the span): --span device analyses that")
+
+
 def _every_step(trace: Trace, steps: Steps, said: str) -> Selection:
     """Every step: what was launched or started before the first (an open start) and in
     the steps, not what is after the last one's end (in no step; its extent said where
     it is a step long or more); the whole trace where it has no steps."""
     every = np.arange(len(steps))
     if not len(steps):
-        return Selection(every, _label(steps, every, said), False)
+        words = device_extent_words(trace)
+        return Selection(every, _label(steps, every, f"{said}; {words}" if said and words else said or words),
+                         False)
     after = after_last_words(host_after(trace, int(steps.end[-1])), steps)
     why = f"{said}{after}" if said else after[2:]
     return Selection(every, _label(steps, every, why), True, hi=int(steps.end[-1]))
@@ -229,7 +256,7 @@ def select(trace: Trace, window: WindowArg) -> Selection:
     steps = cache.steps(trace)
     every = np.arange(len(steps))
     if window is None:
-        return Selection(every, _label(steps, every, ""), False)
+        return Selection(every, _label(steps, every, "" if len(steps) else device_extent_words(trace)), False)
     if isinstance(window, str):
         if window == HTA:
             return _hta_selection(steps)
@@ -249,8 +276,9 @@ def select(trace: Trace, window: WindowArg) -> Selection:
         window = window._replace(skip_first=int(warm))
         said = (f"{_skipped(steps, mkeys.CAPTURE in trace.metadata)}; " if warm else "") + window._replace(skip_first=0).text()
     if not len(steps) and window.start is None and window.stop is None and not window.skip_first:
-        return Selection(every, _label(steps, every, window.text()), window.span != "steps" or window.round_us,
-                         window.span, round_us=window.round_us)
+        changed = window.span != "steps" or window.round_us
+        return Selection(every, _label(steps, every, window.text() if changed else device_extent_words(trace)),
+                         changed, window.span, round_us=window.round_us)
     if not len(steps):
         raise WindowError(f"{window.text()}: the trace has no steps (ProfilerStep#N, polyprof.step() "
                           "or step annotations), so there is nothing to choose from")
