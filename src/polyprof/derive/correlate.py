@@ -5,7 +5,9 @@ Three ways to link a device activity to its launch, tried in order: a shared
 correlation id, a flow event from the launch, and (for queues that give neither)
 matching in order on the queue. Framework ops link to launches by external id, or
 else by enclosing the launch in time on its thread. Whatever stays unmatched is
-counted in :attr:`Correlation.counts`; nothing is dropped silently. Activity whose
+counted in :attr:`Correlation.counts`; nothing is dropped silently. A launch-like call
+made while its thread built a CUDA graph (stream capture, XLA's command buffers) has no
+activity of its own: it is counted apart (``launch_calls_recorded_into_graphs``). Activity whose
 correlation id is 0 (CUPTI's id of work no API call made: unified-memory migrations)
 has no launch to find: it is counted apart (``device_activities_without_launch_call``),
 not as unmatched.
@@ -22,6 +24,7 @@ from ..trace.categories import DEVICE_ACTIVITY, Kind
 from ..trace.core import Trace
 from ..trace.sorting import lexsort, member, unique, unique_inverse
 from ..trace.vocabulary import LAUNCH_MARKERS, NOT_LAUNCH_CATEGORIES
+from .graph_recording import recorded
 from .memo import threads
 from .intervals import innermost
 
@@ -188,7 +191,7 @@ def correlate(trace: Trace) -> Correlation:
         "unmatched_device_activities": int(((launch < 0) & ~no_call).sum()),
         "device_activities_without_launch_call": int(((launch < 0) & no_call).sum()),
         "launch_calls": int(len(launch_rows)),
-        "launch_calls_without_device_activity": _count_not_in(launch_rows, used),
+        **_without_activity(trace, launch_rows, used),
         "device_activities_with_framework_op": int((op >= 0).sum()),
     }
     if counts["unmatched_device_activities"]:
@@ -196,10 +199,15 @@ def correlate(trace: Trace) -> Correlation:
     return Correlation(dev, launch, method, op, launch_rows, counts)
 
 
-def _count_not_in(a: np.ndarray, b: np.ndarray) -> int:
-    """``len(np.setdiff1d(a, b))`` for ``b`` distinct and sorted, without NumPy's hash-based unique."""
-    u = unique(a)
-    return int(len(u) - np.count_nonzero(member(u, b)))
+def _without_activity(trace: Trace, launch_rows: np.ndarray, used: np.ndarray) -> dict[str, int]:
+    """The launch calls that no device activity names (``used``: distinct and sorted),
+    less those that recorded work into a CUDA graph (counted apart: their work runs
+    under the graph launch's id; ``derive/graph_recording.py``)."""
+    u = unique(launch_rows)
+    idle = u[~member(u, used)]
+    into_graph = int(np.count_nonzero(recorded(trace, idle)))
+    return {"launch_calls_without_device_activity": int(len(idle)) - into_graph,
+            "launch_calls_recorded_into_graphs": into_graph}
 
 
 def _queue_labels(trace: Trace, rows: np.ndarray, use_track: bool) -> np.ndarray:

@@ -366,7 +366,9 @@ def _overview(out: Out, ov: dict[str, Any]) -> None:
              None),
             (f"unmatched {c['unmatched_device_activities']}", "red" if c["unmatched_device_activities"] else "green"),
             (f"; launch calls without device activity {c['launch_calls_without_device_activity']} of "
-             f"{c['launch_calls']}; with a framework op {c['device_activities_with_framework_op']}", None),
+             f"{c['launch_calls']}" + (f"; {g} recorded into CUDA/HIP graphs (their work runs under the graphs' launches)"
+                                       if (g := c.get("launch_calls_recorded_into_graphs")) else "")
+             + f"; with a framework op {c['device_activities_with_framework_op']}", None),
             *(((f"; no launch call (correlation id 0, as unified-memory migrations) {n_free}", None),)
               if (n_free := c.get("device_activities_without_launch_call")) else ()))))
     left = ov.get("calls_not_kept") or {}
