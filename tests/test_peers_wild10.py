@@ -91,8 +91,10 @@ def test_a_perfetto_trace_whose_every_event_was_skipped_says_so_once(tmp_path):
     """perfetto-writer's golden ``simple_event`` (mblsha/retrobus-perfetto's vendored crate):
     a slice begin and end with no timestamp at all (its tests leave the time out). The
     events are skipped, said in one warning; the next warning said there were "no track
-    events" and that the packets held other data, e.g. ftrace. (Perfetto gives such a
-    packet the latest timestamp seen: a slice of 0 ns at 0; polyprof skips them.)"""
+    events" and that the packets held other data, e.g. ftrace. (Perfetto drops them too:
+    its proto_trace_reader.cc gives a packet without a timestamp the latest one seen, but
+    track_event_tokenizer.cc drops a TrackEvent whose packet has none and no legacy
+    microsecond time, counting ``track_event_missing_timestamp``.)"""
     pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     from google.protobuf import text_format
 

@@ -56,9 +56,10 @@ def test_damaged_xz_is_refused_naming_the_file(tmp_path):
     cases = {"cut.json.xz": (data[: len(data) // 2], "truncated xz data"),
              "corrupt.json.xz": (data[:60] + bytes(b ^ 0xFF for b in data[60:90]) + data[90:], "corrupt xz data"),
              "empty.json.xz": (lzma.compress(b" \n"), "empty file"),
-             "inner.xplane.pb.xz": (lzma.compress((PEERS / "tracelens" / "jax_conv_minimal_08.xplane.pb").read_bytes()),
-                                    "xz-compressed (xspace): polyprof reads xz only of Chrome/Kineto JSON, so "
-                                    "decompress it first (xz -dk inner.xplane.pb.xz)")}
+             # (XSpace and Perfetto are read too: tests/test_xz_xspace_perfetto.py)
+             "inner.parquet.xz": (lzma.compress(b"PAR1" + bytes(4000) + b"PAR1"),
+                                  "xz-compressed: polyprof reads xz only of Chrome/Kineto JSON, Perfetto and XSpace "
+                                  "files, so decompress it first (xz -dk inner.parquet.xz)")}
     for name, (content, phrase) in cases.items():
         p = tmp_path / name
         p.write_bytes(content)

@@ -69,8 +69,8 @@ def _xz_format(path: Path) -> str:
     if fmt is not None and fmt.name in _XZ_READ:
         return fmt.name
     what = f" ({fmt.name})" if fmt is not None else ""
-    raise TraceFormatError(path, f"xz-compressed{what}: polyprof reads xz only of Chrome/Kineto JSON, so "
-                                 f"decompress it first (xz -dk {path.name})")
+    raise TraceFormatError(path, f"xz-compressed{what}: polyprof reads xz only of Chrome/Kineto JSON, Perfetto "
+                                 f"and XSpace files, so decompress it first (xz -dk {path.name})")
 
 
 def _gunzip_head(raw: bytes, n: int) -> bytes | None:
@@ -99,6 +99,13 @@ _NOT_READ = {
     ".ncu-rep": "an Nsight Compute report (per-kernel metrics, no timeline): profile with Nsight Systems and "
                 "give polyprof its SQLite export",
 }
+
+#: how an NVIDIA Visual Profiler session file begins (XML: the timeline's layout, the
+#: command profiled), which NVVP saves as ``.nvvp`` too, beside nvprof's SQLite ``.nvvp``
+_NVVP_SESSION = re.compile(rb'\s*(?:<\?xml[^>]*\?>\s*)?<session\s+version="')
+_NVVP_SESSION_IS = ("an NVIDIA Visual Profiler session (XML: its timeline's layout and the command it profiled), "
+                    "not the profile data polyprof reads: give it the file nvprof writes (nvprof -o FILE.nvvp "
+                    "PROGRAM: an SQLite database)")
 
 #: the header of rocprof (v1)'s statistics CSV files (its ``tblextr.py``)
 _ROCPROF_V1_STATS = b'"Name","Calls","TotalDurationNs","AverageNs","Percentage"'
@@ -142,11 +149,13 @@ def _rocprof_v1_csv(head: bytes, path: Path) -> str | None:
 
 
 #: magic bytes of compressions polyprof does not read -> (name, the command that undoes it);
-#: xz is read for the formats in :data:`_XZ_READ` (streamed: ``kineto/stream.py``)
+#: xz is read for the formats in :data:`_XZ_READ` (inflated by ``kineto/stream.py``)
 _OTHER_COMPRESSION = {XZ_MAGIC: ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"),
                       b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d")}
-#: the formats whose reader streams xz-compressed files (``.json.xz``): Chrome/Kineto JSON
-_XZ_READ = frozenset(("chrome-json",))
+#: the formats whose reader reads xz-compressed files within the inflation limits, as it
+#: reads gzipped ones: Chrome/Kineto JSON and Perfetto streamed (``.json.xz``,
+#: ``.pftrace.xz``), XSpace inflated whole (``.xplane.pb.xz``, ``xspace/wire.py``)
+_XZ_READ = frozenset(("chrome-json", "perfetto", "xspace"))
 #: compressed bytes read at a time for an xz file's head
 _XZ_FEED = 1 << 16
 
@@ -308,7 +317,8 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, f"a Git LFS pointer, not the trace: the file{of} is in LFS storage; "
                                      "fetch it first (git lfs pull)")
     hint = next((h.format(name=path.name) for suffix, h in _NOT_READ.items() if path.name.lower().endswith(suffix)),
-                None) or _rocprof_v1_csv(head, path) or _rocprofv3_csv(head, path)
+                None) or _rocprof_v1_csv(head, path) or _rocprofv3_csv(head, path) \
+        or (_NVVP_SESSION_IS if _NVVP_SESSION.match(head) else None)
     if hint:
         raise TraceFormatError(path, hint)
     inner = next((what for magic, what in _READ_IN_PLACE.items() if head.startswith(b"GZ" + magic)), None)

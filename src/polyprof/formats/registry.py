@@ -120,6 +120,14 @@ def _is_rpd(head: bytes, path: Path) -> bool:
     return sniff(head, path)
 
 
+def _is_nvprof(head: bytes, path: Path) -> bool:
+    if not _is_sqlite(head, path):
+        return False
+    from .nvprof import sniff
+
+    return sniff(head, path)
+
+
 def _is_rocprof_json(head: bytes, path: Path) -> bool:
     if b'"rocprofiler-sdk-tool"' not in head:  # its first key (Kineto's JSON is an object too)
         return False
@@ -217,6 +225,8 @@ FORMATS: tuple[Format, ...] = (
            reader="polyprof.formats.rocpd:load", sniff=_is_rocpd),
     Format("rpd", "RPD SQLite database, as ROCm's rocmProfileData tracer (rpd_tracer) writes it",
            reader="polyprof.formats.rpd:load", sniff=_is_rpd),
+    Format("nvprof", "nvprof's output file (nvprof -o FILE.nvvp or .nvprof: an SQLite database, CUDA 11 and earlier)",
+           reader="polyprof.formats.nvprof:load", sniff=_is_nvprof),
     Format("nsys", "Nsight Systems SQLite export (nsys export --type sqlite)",
            reader="polyprof.formats.nsys:load", sniff=_is_nsys, claim=_is_sqlite),
     Format("perfetto", "Perfetto protobuf (.pftrace), streamed (no 2 GB JSON limit)",

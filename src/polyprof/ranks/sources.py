@@ -34,8 +34,9 @@ log = logging.getLogger("polyprof")
 #: of another format among them is refused, naming it); with those of other packages'
 #: formats that have a reader (:func:`rank_files`)
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof",
-                  ".xplane.pb", ".xplane.pb.gz", ".pftrace", ".pftrace.gz", ".perfetto-trace", ".sqlite",
-                  ".sqlite3", ".db", ".rpd", ".parquet")
+                  ".xplane.pb", ".xplane.pb.gz", ".xplane.pb.xz", ".pftrace", ".pftrace.gz", ".pftrace.xz",
+                  ".perfetto-trace", ".perfetto-trace.gz", ".perfetto-trace.xz", ".sqlite", ".sqlite3", ".db",
+                  ".rpd", ".nvvp", ".nvprof", ".parquet")
 
 
 class RankSource(ABC):
@@ -283,7 +284,8 @@ _XPROF_COPIES = (".trace.json.gz", ".trace.json", ".memory_profile.json.gz")
 def _without_xprof_copies(files: list[Path]) -> list[Path]:
     """``files`` less the copies of an XSpace's events that JAX writes beside it: without
     this one JAX run was three ranks, each event counted three times."""
-    hosts = {q.name[: -len(s)] for q in files for s in (".xplane.pb", ".xplane.pb.gz") if q.name.endswith(s)}
+    hosts = {q.name[: -len(s)] for q in files for s in (".xplane.pb", ".xplane.pb.gz", ".xplane.pb.xz")
+             if q.name.endswith(s)}
     if not hosts:
         return files
     copies = [q for q in files if q.name == "perfetto_trace.json.gz"

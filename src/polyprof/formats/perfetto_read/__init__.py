@@ -1,4 +1,4 @@
-"""Perfetto protobuf traces (``.pftrace``, ``.perfetto-trace``, gzipped or not) read into a Trace.
+"""Perfetto protobuf traces (``.pftrace``, ``.perfetto-trace``; gzipped, xz-compressed or not) into a Trace.
 
 What Perfetto's SDK, its tracing service, rocprofv3 and polyprof's own writer
 (``writers/perfetto.py``) write: ``TracePacket`` s holding ``TrackEvent`` s (slice begin
@@ -14,7 +14,7 @@ the part of Perfetto's protos read here, generated into ``trace_pb2``).
 The stages, one module each, in the order data flows:
 
 - ``shape.py``: the content test for sniffing (protobuf field shapes);
-- ``packets.py``: the file as runs of whole packets (gzip streamed), truncation and
+- ``packets.py``: the file as runs of whole packets (gzip and xz streamed), truncation and
   foreign bytes reported with their offset;
 - ``collector.py``: each packet into columns, with ``sequences.py`` (per-sequence
   interned data, defaults, validity) and ``clocks.py`` (snapshots, scoped clocks);

@@ -1,7 +1,7 @@
 """The file as runs of whole ``TracePacket`` s.
 
 A Perfetto trace is a ``Trace`` message: nothing but field 1 (``packet``, length-
-delimited) repeated. The file is read in blocks (gzip inflated as a stream, within the
+delimited) repeated. The file is read in blocks (gzip or xz inflated as a stream, within the
 inflation limits: ``kineto/stream.py``), the packet boundaries are found by reading
 each packet's tag and length, and runs of whole packets of about ``CHUNK_BYTES`` (1 MiB) are
 handed on as one ``Trace`` message to decode. Only the current run and one block are

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...errors import TraceFormatError
-from ..safety import Inflation
+from ..safety import XZ_MAGIC, Inflation
 
 #: XSpace's fields (planes, errors, warnings, hostnames), all length-delimited: their tags
 _XSPACE_TAGS = (0x0A, 0x12, 0x1A, 0x22)
@@ -26,14 +26,26 @@ def pb() -> Any:
 
 
 def read_file(path: Path) -> bytes:
-    """The bytes of an ``.xplane.pb`` file, inflated if gzipped."""
+    """The bytes of an ``.xplane.pb`` file, inflated if gzipped or xz-compressed."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise TraceFormatError(path, f"cannot read: {e.strerror or e}") from None
     if data[:2] == b"\x1f\x8b":
         data = gunzip(data, path)
+    elif data[:len(XZ_MAGIC)] == XZ_MAGIC:
+        del data
+        data = unxz(path)
     return data
+
+
+def unxz(path: Path) -> bytes:
+    """An xz file's streams inflated, within the inflation limits (``kineto/stream.py``'s
+    reader of them: corrupt or truncated data is a TraceFormatError naming the file)."""
+    from ..kineto.progress import _Progress  # xz's stream reader: only for an xz file
+    from ..kineto.stream import _Source  # (as above)
+
+    return b"".join(_Source(path, _Progress(False, path, 0), 1 << 24).blocks())
 
 
 def gunzip(data: bytes, path: Path) -> bytes:

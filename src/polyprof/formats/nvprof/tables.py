@@ -1,0 +1,169 @@
+"""nvprof's event tables as NumPy columns, one :class:`~polyprof.formats.parts.Part` each.
+
+nvprof writes CUPTI's activity records as they are, a table per kind: times are CUPTI
+timestamps (ns), names ids into ``StringTable`` (``_id_``, ``value``), host calls keyed
+by ``processId`` and ``threadId`` (a 32-bit thread id, stored signed), device work by
+``deviceId`` and ``streamId`` with no process (the process of the call with its
+correlation id: ``nsys/build.fill_process``). The copy and fill tables have Nsight's
+columns, so Nsight's readers read them (``nsys/tables.py``), with CUPTI's numbering of
+memory kinds.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import numpy as np
+
+from ...trace import keys
+from .. import sqlite_db
+from ..nsys import schema as nsys_schema
+from ..nsys import tables as nsys_tables
+from ..nsys.tables import CAT_DRIVER, CAT_RUNTIME
+from ..parts import Part, combined_names, one, set_stat, triples, zeros
+from . import apis
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+CONCURRENT_KERNEL = "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
+DEVICE = "CUPTI_ACTIVITY_KIND_DEVICE"
+STRINGS = "StringTable"
+
+#: CUpti_ActivityMemoryKind (cupti_activity.h), the memory kinds of nvprof's copies:
+#: numbered from 1 where Nsight's ENUM_CUDA_MEM_KIND starts at 0
+MEM_KINDS = {0: "Unknown", 1: "Pageable", 2: "Pinned", 3: "Device", 4: "Array", 5: "Managed",
+             6: "Device Static", 7: "Managed Static"}
+
+#: the tables read (the others are counted as not read)
+READ = (KERNEL, CONCURRENT_KERNEL, RUNTIME, DRIVER, DEVICE, STRINGS, nsys_schema.MEMCPY, nsys_schema.MEMSET,
+        "Version", "sqlite_sequence")
+
+_DEVICE_COLS = ("start", "end", "deviceId", "streamId", "correlationId")
+
+
+def is_nvprof(tables: sqlite_db.Schema) -> bool:
+    """nvprof's tables: its ``StringTable`` beside CUPTI activity tables (Nsight's export
+    has ``StringIds`` instead)."""
+    return (tables.has(STRINGS, "_id_", "value") and "StringIds" not in tables.columns
+            and any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables.columns))
+
+
+class Strings(nsys_tables.Strings):
+    """``StringTable``: id -> text (``codes`` as Nsight's ``StringIds``)."""
+
+    def __init__(self, conn: sqlite3.Connection, tables: sqlite_db.Schema):
+        self.text = {int(i): str(v) for i, v in sqlite_db.rows(conn, f"SELECT _id_, value FROM {STRINGS}")
+                     if isinstance(i, int) and v is not None} if tables.has(STRINGS, "_id_", "value") else {}
+
+
+def export(tables: sqlite_db.Schema) -> nsys_schema.Export:
+    """The layout Nsight's copy and fill readers take, with CUPTI's memory kinds."""
+    ex = nsys_schema.Export(tables)
+    ex.mem_kinds = dict(MEM_KINDS)
+    return ex
+
+
+def _opt(tables: sqlite_db.Schema, table: str, *cols: str) -> dict[str, str]:
+    return {c: c for c in tables.present(table, cols)}
+
+
+def kernels(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings, table: str) -> Part | None:
+    """``CONCURRENT_KERNEL`` (nvprof's default) or ``KERNEL`` (serialized kernels)."""
+    if not tables.has(table, *_DEVICE_COLS):
+        return None
+    exprs = {c: c for c in _DEVICE_COLS}
+    exprs.update(_opt(tables, table, "name", "contextId", "registersPerThread", "gridX", "gridY", "gridZ",
+                      "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "graphNodeId",
+                      "graphId"))
+    c = sqlite_db.read_columns(conn, table, exprs, not_null=tables.not_null(table))
+    n = len(c["start"])
+    stats: dict[str, Any] = {}
+    _device_stats(c, stats)
+    for key, prefix in ((keys.GRID, "grid"), (keys.BLOCK, "block")):
+        if all(f"{prefix}{a}" in c for a in "XYZ"):
+            stats[key] = triples(*(c[f"{prefix}{a}"] for a in "XYZ"))
+    if "registersPerThread" in c:
+        set_stat(stats, "registers per thread", c["registersPerThread"])
+    if "staticSharedMemory" in c and "dynamicSharedMemory" in c:
+        stats["shared memory"] = np.maximum(c["staticSharedMemory"], 0) + np.maximum(c["dynamicSharedMemory"], 0)
+    names = strings.codes(c["name"]) if "name" in c else one(n, "kernel")
+    return _device_part(table, c, names, keys.CAT_KERNEL, stats)
+
+
+def _device_stats(c: dict[str, np.ndarray], stats: dict[str, Any]) -> None:
+    set_stat(stats, keys.CORRELATION_ID, c["correlationId"])
+    stats[keys.STREAM] = c["streamId"]
+    stats[keys.DEVICE] = c["deviceId"]
+    for col, key in (("contextId", "context"), ("graphNodeId", "graph node id"), ("graphId", "graph id")):
+        if col in c:
+            set_stat(stats, key, c[col], missing=0)
+
+
+def _device_part(table: str, c: dict[str, np.ndarray], names: tuple[np.ndarray, list[str]], category: str,
+                 stats: dict[str, Any]) -> Part:
+    n = len(c["start"])
+    return Part(table, True, c["start"], c["end"], np.full(n, -1, np.int64), c["streamId"], c["deviceId"],
+                names[0], names[1], *one(n, category), stats, c["correlationId"])
+
+
+def copies(conn: sqlite3.Connection, ex: nsys_schema.Export) -> Part | None:
+    return nsys_tables.copies(conn, ex)
+
+
+def fills(conn: sqlite3.Connection, ex: nsys_schema.Export) -> Part | None:
+    return nsys_tables.fills(conn, ex)
+
+
+def api_calls(conn: sqlite3.Connection, tables: sqlite_db.Schema, table: str) -> Part | None:
+    """Runtime (``RUNTIME``) or driver (``DRIVER``) calls, named by their callback id."""
+    cols = ("cbid", "start", "end", "processId", "threadId", "correlationId")
+    if not tables.has(table, *cols):
+        return None
+    exprs = {c: c for c in cols}
+    exprs.update(_opt(tables, table, "returnValue"))
+    c = sqlite_db.read_columns(conn, table, exprs, not_null=tables.not_null(table))
+    n = len(c["start"])
+    driver = table == DRIVER
+    names = combined_names([c["cbid"]], lambda cbid: apis.name(cbid, driver))
+    stats: dict[str, Any] = {"cbid": c["cbid"]}
+    set_stat(stats, keys.CORRELATION_ID, c["correlationId"], missing=0)
+    if "returnValue" in c:
+        set_stat(stats, "return value", c["returnValue"], missing=0)
+    pid = c["processId"] & 0xFFFFFFFF
+    return Part(table, False, c["start"], c["end"], pid << 24, c["threadId"] & 0xFFFFFFFF, zeros(n),
+                names[0], names[1], *one(n, CAT_DRIVER if driver else CAT_RUNTIME), stats,
+                np.where(c["correlationId"] > 0, c["correlationId"], -1))
+
+
+#: CUPTI_ACTIVITY_KIND_DEVICE columns -> the deviceProperties names Kineto writes
+_DEVICE_PROPS = {"globalMemorySize": "totalGlobalMem", "numMultiprocessors": "numSms",
+                 "computeCapabilityMajor": "computeMajor", "computeCapabilityMinor": "computeMinor",
+                 "maxThreadsPerBlock": "maxThreadsPerBlock", "maxRegistersPerBlock": "regsPerBlock",
+                 "maxRegistersPerMultiprocessor": "regsPerMultiprocessor", "numThreadsPerWarp": "warpSize",
+                 "maxSharedMemoryPerBlock": "sharedMemPerBlock",
+                 "maxSharedMemoryPerMultiprocessor": "sharedMemPerMultiprocessor", "l2CacheSize": "l2CacheSize",
+                 "coreClockRate": "clockRate"}
+
+
+def devices(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings) -> dict[int, dict[str, Any]]:
+    """CUDA device index -> its properties (``CUPTI_ACTIVITY_KIND_DEVICE``, its name from
+    ``StringTable``; ``globalMemoryBandwidth`` is KB/s)."""
+    if not tables.has(DEVICE, "id"):
+        return {}
+    wanted = tables.present(DEVICE, list(_DEVICE_PROPS) + ["name", "globalMemoryBandwidth"])
+    out: dict[int, dict[str, Any]] = {}
+    query = f"SELECT id, {', '.join(sqlite_db.quote(c) for c in wanted)} FROM {DEVICE}" if wanted else ""
+    for row in sqlite_db.rows(conn, query) if query else []:
+        if not isinstance(row[0], int):
+            continue
+        got = {c: v for c, v in zip(wanted, row[1:]) if isinstance(v, int)}
+        props: dict[str, Any] = {_DEVICE_PROPS[c]: v for c, v in got.items() if c in _DEVICE_PROPS}
+        if "name" in got and got["name"] in strings.text:
+            props["name"] = strings.text[got["name"]]
+        if "globalMemoryBandwidth" in got:
+            props["memoryBandwidth"] = got["globalMemoryBandwidth"] * 1000  # bytes/s, as Nsight's
+        props["id"] = int(row[0])
+        out[int(row[0])] = props
+    return out

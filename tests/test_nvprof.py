@@ -1,0 +1,158 @@
+"""nvprof's output files (``nvprof -o output.nvvp``: an SQLite database of CUPTI records)
+read into the common schema. The file is a real one (tests/data/peers/blinkplus_nccl/:
+nvprof of CUDA 11.5 on an NCCL demo over four V100s, kept xz-compressed); every number
+the test expects is also asked of the database with SQL, not only of polyprof."""
+
+from __future__ import annotations
+
+import lzma
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.cli import main
+from polyprof.errors import TraceFormatError
+from polyprof.formats.detect import detect
+
+NVVP = Path(__file__).parent / "data" / "peers" / "blinkplus_nccl" / "output.nvvp.xz"
+
+
+@pytest.fixture(scope="module")
+def nvvp(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("nvprof") / "output.nvvp"
+    out.write_bytes(lzma.decompress(NVVP.read_bytes()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def trace(nvvp):
+    return polyprof.load(nvvp)
+
+
+def _sql(path: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return conn.execute(query).fetchall()
+
+
+def _of(trace, category: str) -> np.ndarray:
+    return np.flatnonzero(trace.categories() == category)
+
+
+def test_every_kernel_copy_memset_and_call_is_read(nvvp, trace):
+    assert detect(nvvp) == "nvprof"
+    counts = Counter(trace.categories().tolist())
+    want = {"cuda_runtime": "RUNTIME", "cuda_driver": "DRIVER", "kernel": "CONCURRENT_KERNEL",
+            "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET"}
+    for cat, table in want.items():
+        assert counts[cat] == _sql(nvvp, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_{table}")[0][0]
+    assert dict(counts) == {"cuda_runtime": 2685, "cuda_driver": 2051, "kernel": 24, "gpu_memcpy": 124,
+                            "gpu_memset": 172}
+    assert [p.name for p in trace.planes] == ["/host:CPU", "/device:GPU:0", "/device:GPU:1", "/device:GPU:2",
+                                              "/device:GPU:3"]
+    assert len([t for t in trace.tracks if t.kind == "thread"]) == 8  # nvprof's threads of the one process
+
+
+def test_kernels_copies_and_fills_keep_their_times_names_and_bytes(nvvp, trace):
+    k = _of(trace, "kernel")
+    assert int(trace.events["dur_ns"][k].sum()) == _sql(
+        nvvp, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL")[0][0] == 622_776_453
+    assert Counter(trace.names()[k].tolist()) == {"_Z33ncclAllReduceTreeLLKernel_sum_i328ncclColl": 12,
+                                                  "_Z33ncclBroadcastRingLLKernel_copy_i88ncclColl": 12}
+    assert int(trace.events["start_ns"][k].min()) == 1_650_739_317_639_000_051  # CUPTI's ns, as written
+    grid = trace.stats["grid"].dense(trace.n_events)
+    assert set(grid[k].tolist()) == {"2,1,1"}
+    c = _of(trace, "gpu_memcpy")
+    assert set(trace.names()[c].tolist()) == {"Memcpy HtoD (Pageable -> Device)"}  # CUPTI's memory kinds
+    assert int(np.nansum(trace.stats["bytes"].dense(trace.n_events, np.nan)[c].astype(float))) == 22_192
+    m = _of(trace, "gpu_memset")
+    assert int(np.nansum(trace.stats["bytes"].dense(trace.n_events, np.nan)[m].astype(float))) == _sql(
+        nvvp, "SELECT sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMSET")[0][0] == 880_840_912
+
+
+def test_calls_are_named_and_linked_to_their_device_work_by_correlation_id(nvvp, trace):
+    names = trace.names()
+    api = _of(trace, "cuda_runtime")
+    assert Counter(names[api].tolist()).most_common(3) == [("cudaGetDevice", 929), ("cudaDeviceGetPCIBusId", 368),
+                                                            ("cudaFree", 184)]
+    assert Counter(names[_of(trace, "cuda_driver")].tolist())["cuDeviceGetAttribute"] == 1592
+    src, dst = trace.flows["src"], trace.flows["dst"]
+    pairs = Counter((names[s], trace.categories()[d]) for s, d in zip(src.tolist(), dst.tolist()))
+    launched = _sql(nvvp, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL k JOIN "
+                          "CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId")[0][0]
+    assert pairs == {("cudaLaunchCooperativeKernelMultiDevice", "kernel"): launched,
+                     ("cudaMemcpy", "gpu_memcpy"): 124, ("cudaMemset", "gpu_memset"): 172}
+    assert launched == 24
+    corr = trace.stats["correlation_id"].dense(trace.n_events)
+    assert all(corr[s] == corr[d] for s, d in zip(src.tolist(), dst.tolist()))
+
+
+def test_devices_and_clock(trace):
+    props = {p.name: p.properties for p in trace.planes}
+    gpu0 = props["/device:GPU:0"]
+    assert gpu0["name"] == "Tesla V100-SXM2-32GB" and gpu0["numSms"] == 80 and gpu0["computeMajor"] == 7
+    assert gpu0["totalGlobalMem"] == 34_089_926_656
+    assert trace.metadata["nvprof"]["version"] == 16
+    assert "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" in trace.metadata["nvprof"]["tables_not_read"]
+    assert trace.metadata["wall_anchor"] == {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
+
+
+def test_summary_matches_every_device_activity_to_its_call(nvvp, capsys):
+    assert main(["summary", str(nvvp)]) == 0
+    out = capsys.readouterr().out
+    assert "5056 events on 5 plane(s)" in out and "matched by id 320" in out and "unmatched 0" in out
+
+
+def test_driver_calls_alone_still_give_device_work_its_process(nvvp, tmp_path):
+    """A program that calls the driver API (no runtime table rows: PyCUDA's, say)."""
+    p = tmp_path / "driver_only.nvprof"
+    p.write_bytes(nvvp.read_bytes())
+    with sqlite3.connect(p) as conn:
+        conn.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    t = polyprof.load(p)
+    assert len(t.sources) == 1 and t.n_events == 5056 - 2685 and len(t.flows["src"]) == 0
+    assert len(_of(t, "kernel")) == 24
+
+
+def test_a_file_with_nothing_read_says_so(nvvp, tmp_path):
+    p = tmp_path / "empty.nvvp"
+    p.write_bytes(nvvp.read_bytes())
+    with sqlite3.connect(p) as conn:
+        for table in ("RUNTIME", "DRIVER", "CONCURRENT_KERNEL", "MEMCPY", "MEMSET"):
+            conn.execute(f"DELETE FROM CUPTI_ACTIVITY_KIND_{table}")
+    t = polyprof.load(p)
+    assert t.n_events == 0
+    assert t.metadata["warnings"][0].startswith("nothing polyprof reads: no kernel, copy, memset, runtime or "
+                                                "driver rows (the file holds other data; its tables with rows: ")
+
+
+def test_a_truncated_file_is_refused_naming_it(nvvp, tmp_path):
+    p = tmp_path / "cut.nvvp"
+    p.write_bytes(nvvp.read_bytes()[:200_000])
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(p)
+    assert str(ei.value).startswith(f"{p}: ")
+
+
+def test_a_directory_of_nvprof_files_is_read_as_ranks(nvvp, tmp_path):
+    from polyprof.ranks.sources import resolve  # a job's directory: how its files are listed
+
+    for name in ("rank0.nvvp", "rank1.nvprof"):
+        (tmp_path / name).write_bytes(nvvp.read_bytes())
+    assert [(s.label, s.load().n_events) for s in resolve(tmp_path)] == [("rank0.nvvp", 5056), ("rank1.nvprof", 5056)]
+
+
+def test_a_visual_profiler_session_is_told_from_nvprofs_data(tmp_path):
+    """NVVP saves its sessions as ``.nvvp`` too: XML (as in AtilaSaraiva/GPU-Born-Modeling's
+    profile.nvvp, whose first lines these are), not nvprof's database."""
+    p = tmp_path / "profile.nvvp"
+    p.write_text('<?xml version="1.0"?>\n<session version="2" name="profile.nvvp" hscale="1.0E-6" '
+                 'normalize="false">\n<timelineoptions enabletimerange="false" start="-1" end="-1"/>\n</session>\n')
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(p)
+    assert str(ei.value) == (f"{p}: an NVIDIA Visual Profiler session (XML: its timeline's layout and the command "
+                             "it profiled), not the profile data polyprof reads: give it the file nvprof writes "
+                             "(nvprof -o FILE.nvvp PROGRAM: an SQLite database)")
