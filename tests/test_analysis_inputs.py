@@ -23,6 +23,7 @@ HAVING = {  # a trace that holds each check's input
     "graph_launches": DATA / "peers" / "tracelens" / "vllm_decode_full_graph_execution.json.gz",
     "profiler_ranges": DATA / "traces" / "kineto" / "a100_cupti_counters.json.gz",
     "communication": DATA / "traces" / "gloo" / "gloo_rank0.json.gz",
+    "copies": DATA / "nsys" / "saxpy_2022.sqlite",
 }
 CHECKED = [a for a in ANALYSES if a.present]
 
@@ -51,7 +52,7 @@ def jax_cpu() -> polyprof.Trace:
 
 def test_the_checks_cover_the_analyses_imported_only_for_their_table():
     assert {a.name for a in CHECKED} == {"cuda_graphs", "cupti_counters", "collective_stats", "transfers",
-                                         "memory_peak", "memory_at_peak"}
+                                         "memory_peak", "memory_at_peak", "copies"}
 
 
 @pytest.mark.parametrize("a", CHECKED, ids=lambda a: a.name)

@@ -77,3 +77,9 @@ def memory_events(trace: Trace) -> bool:
     events from (``memory_peak``, ``memory_at_peak``, the memory findings)."""
     col = trace.stats.get(keys.ALLOC_BYTES)
     return col is not None and col.kind in "iuf" and len(col) > 0
+
+
+def copies(trace: Trace) -> bool:
+    """A memory copy or fill among the trace's events (``copies``)."""
+    k = trace.kinds
+    return bool(np.any((k == Kind.MEMCPY) | (k == Kind.MEMSET)))

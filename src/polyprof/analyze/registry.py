@@ -95,6 +95,9 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("device_op_breakdown", "polyprof.analyze.devops:device_op_breakdown"),
     Analysis("kernel_state_breakdown", "polyprof.analyze.kernel_states:kernel_state_breakdown"),
     Analysis("queue_length_summary", "polyprof.analyze.queues:queue_length_summary"),
+    Analysis("copies", "polyprof.analyze.copies:copies", present=_IN + "copies",
+             empty=_columns("device:O kind:O count:i8 total_bytes:i8 total_ns:i8 bandwidth_gbps:f8 min_gbps:f8 "
+                            "median_gbps:f8 max_gbps:f8 small:i8 pageable:i8 unsized:i8 sized_ns:i8")),
     Analysis("op_efficiency", "polyprof.analyze.efficiency:op_efficiency"),
     Analysis("mfu", "polyprof.analyze.efficiency:mfu"),
     Analysis("kernel_efficiency", "polyprof.analyze.efficiency:kernel_efficiency"),

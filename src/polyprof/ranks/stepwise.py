@@ -186,6 +186,7 @@ class _Gathered:
         tables["queue_length_summary"] = values.queue_summary(
             tables["queue_length_summary"], spill, windows, [t["name"] for t in header["tracks"]],
             [q["name"] for q in header["planes"]], plane_of)
+        values.exact_copy_medians(tables, spill, windows, [q["name"] for q in header["planes"]])
         values.join_edges(tables, self.edges, self.spans)
         return tables
 

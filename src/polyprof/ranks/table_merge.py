@@ -55,6 +55,10 @@ def _idle(c: Cols, span: tuple[int, int]) -> None:
         c[f"{k}_pct"] = _ratio(c[f"{k}_ns"], c["idle_ns"], 100.0)
 
 
+def _copies(c: Cols, span: tuple[int, int]) -> None:
+    c["bandwidth_gbps"] = _ratio(c["total_bytes"], c["sized_ns"])
+
+
 def _overlap(c: Cols, span: tuple[int, int]) -> None:
     c["overlap_pct"] = _ratio(c["overlap_ns"], c["communication_ns"], 100.0)
 
@@ -126,6 +130,11 @@ RULES: dict[str, Rule] = {
     "kernel_efficiency": Rule(("name",), {c: "sum" for c in ("count", "flops", "bytes", "device_ns")}, None,
                               "device_ns"),
     "cuda_graphs": Rule(("graph",), {"replays": "sum", "device_ns": "sum"}),
+    # (median_gbps: made exact from the windows' spilled bandwidths, ranks/window_values.py)
+    "copies": Rule(("device", "kind"), {**{c: "sum" for c in ("count", "total_bytes", "total_ns", "small", "pageable",
+                                                             "unsized", "sized_ns")},
+                                        "min_gbps": "min", "max_gbps": "max", "median_gbps": "wmean"},
+                   _copies, "total_ns"),
 }
 #: tables whose rows are steps (or collectives): the windows' rows in order
 CONCAT = ("step_stats", "mfu", "collective_stats", "transfers")

@@ -6,6 +6,8 @@ exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
   its tables grouped to a spill folder on disk, and the rank's quantiles are computed
   from them at the end, a batch of groups at a time, by the very function the tables
   use (``analyze.grouping.group_stats``).
+- **Copy bandwidths** (``median_gbps`` of ``copies``): each window writes its copies'
+  (device and kind, bandwidth) pairs; the rank's medians are computed from them.
 - **Queue lengths** (``queue_length_summary``): each window writes its series of
   (stream, time, length) changes; the rank's statistics are those of the series put
   end to end, computed as the table computes them.
@@ -29,6 +31,7 @@ import numpy as np
 from ..analyze.breakdown import ALL_STREAMS, _groups
 from ..analyze.common import CLASS_NAMES
 from ..analyze.common import analysed_span, device_view
+from ..analyze.copies import group_keys, key_labels, per_copy
 from ..analyze.frames import column, rows_frame
 from ..analyze.grouping import group_stats
 from ..analyze.queues import SUMMARY, _series, quartiles
@@ -63,6 +66,9 @@ def spill(view: Trace, folder: Path, i: int) -> None:
     rows = section_rows(view)
     rows = rows[host_mask(view, ev["start_ns"][rows])]
     _save(folder, "section_stats", i, ev["name"][rows].astype(np.int64), ev["dur_ns"][rows])
+    cp = per_copy(view)
+    have = ~np.isnan(cp.gbps)
+    _save(folder, "copies", i, group_keys(cp)[have], cp.gbps[have])
     track, ts, length = _series(view)
     np.save(folder / f"queue-{i}.npy", np.stack([track.astype(np.int64), ts.astype(np.int64),
                                                  length.astype(np.int64)]) if len(track) else np.zeros((3, 0), np.int64))
@@ -158,6 +164,22 @@ def exact_quantiles(tables: dict[str, Table], folder: Path, windows: int, string
             for c in cols:
                 out[c][at[ok]] = g[c[:-3]][ok]
         tables[name] = t.with_columns(**out)
+
+
+def exact_copy_medians(tables: dict[str, Table], folder: Path, windows: int, planes: list[str]) -> None:
+    """Replace the merged ``median_gbps`` of ``copies`` by the rank's own (the windows'
+    bandwidths per copy, spilled by :func:`spill`)."""
+    t = tables.get("copies")
+    if t is None or not len(t):
+        return
+    at = {k: i for i, k in enumerate(zip(column(t, "device").tolist(), column(t, "kind").tolist()))}
+    out = np.array(column(t, "median_gbps"), np.float64)
+    for keys, vals in _batches(folder, "copies", windows):
+        g = group_stats(keys, vals)
+        for k, m in zip(zip(*(x.tolist() for x in key_labels(g["key"], planes))), g["median"].tolist()):
+            if k in at:
+                out[at[k]] = m
+    tables["copies"] = t.with_columns(median_gbps=out)
 
 
 def queue_summary(table: Table, folder: Path, windows: int, trace_tracks: list[str], planes: list[str],

@@ -68,6 +68,8 @@ def page_data(report: Report) -> dict[str, Any]:
                                                           "busy_pct"], None),
         "queues": _records(T["queue_length_summary"], ["plane", "stream", "changes", "mean", "max", "p50", "p75",
                                                        "time_mean"], None),
+        "copies": _records(T["copies"], ["device", "kind", "count", "total_bytes", "total_ns", "bandwidth_gbps",
+                                         "min_gbps", "median_gbps", "max_gbps", "small", "pageable", "unsized"], None),
         "kernels": _records(T["kernel_breakdown"], ["name", "kind", "count", "total_ns", "mean_ns", "min_ns",
                                                     "max_ns", "share_pct"]),
         "ops": _records(T["op_stats"], ["name", "count", "total_ns", "self_ns", "mean_ns", "device_ns", "launches"]),

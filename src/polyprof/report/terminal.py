@@ -406,6 +406,13 @@ def _device_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
             ("plane", "device", None), ("stream", "stream", None), ("time_mean", "mean (time)", _num),
             ("mean", "mean (changes)", _num, True), ("max", "max", _num), ("p50", "median", _num),
             ("changes", "changes", i, True)], 2 * top, W))
+    cp, bw = T.get("copies"), (lambda x: "-" if x != x else f"{x:.0f}" if x >= 100 else f"{x:.3g}")
+    if cp is not None and len(cp):  # (small: under analyze.copies.SMALL_BYTES)
+        out(_table("Memory copies and fills", cp, [
+            ("device", "device", None), ("kind", "kind", None), ("count", "count", i),
+            ("total_bytes", "bytes", fmt_size), ("total_ns", "time", fmt_ns), ("bandwidth_gbps", "GB/s", bw),
+            ("median_gbps", "median GB/s", bw, True), ("small", "< 1 MiB", i, True),
+            ("pageable", "pageable", i, True)], 2 * top, W))
     ov_ = T["comm_comp_overlap"]
     comm = np.flatnonzero(column(ov_, "communication_ns") > 0)
     if len(comm):

@@ -157,7 +157,7 @@ def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
 
     names = _combined_names([kind, src, dst], label)
     kcodes, kvals = _combined_names([kind], lambda k: ck.get(k, f"kind {k}"))
-    stats["copy kind"] = np.array(kvals, dtype=object)[kcodes]
+    stats[keys.COPY_KIND] = np.array(kvals, dtype=object)[kcodes]
     return _device_part(t, c, names, keys.CAT_MEMCPY, stats)
 
 

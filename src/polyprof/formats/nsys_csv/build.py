@@ -139,7 +139,7 @@ def _transfer(p: Part, sub: _Sub, copy: bool) -> None:
             names.append(f"Memset ({mem})" if mem else "Memset")
     p.names, p.name_values = inv.astype(np.int64), names
     if copy:
-        p.stats["copy kind"] = np.array(kinds, dtype=object)[inv] if len(inv) else np.zeros(0, object)
+        p.stats[keys.COPY_KIND] = np.array(kinds, dtype=object)[inv] if len(inv) else np.zeros(0, object)
 
 
 def api_part(cols: Columns) -> tuple[Part, int, dict[tuple[int, int], str]]:

@@ -22,7 +22,7 @@ from ...errors import TraceFormatError
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from ..safety import check_events, clean_metadata, guarded, reading
-from . import decode, gpu, names as N, xla
+from . import copies, decode, gpu, names as N, xla
 from .events import EventReader
 from .stats import int_stat, layout
 from .wire import check_planes, read_file
@@ -219,6 +219,7 @@ class _SpaceReader:
             gpu.runtime_calls(trace, trace.string_id(N.CAT_TRACEME))
             gpu.framework_ops(trace)
             gpu.xla_ops(trace)
+            copies.copy_details(trace)  # the size and memory kinds of copies and fills
             unread = gpu.uninterpreted_planes(trace)
             if unread:
                 trace.metadata.setdefault(mkeys.WARNINGS, []).extend(unread)

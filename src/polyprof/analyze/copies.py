@@ -1,0 +1,230 @@
+"""Memory copies and fills per device and kind: how many, how many bytes, how long, and
+the bandwidth they reached.
+
+A copy is a device activity of kind memcpy (``gpu_memcpy``, rocprofv3's
+``memory_copy``, Nsight's CUPTI memcpy table, XLA's ``MemcpyH2D`` events...), a fill
+one of kind memset; XLA's copy HLO ops run as kernels (``copy-start``) are not copies
+here (no byte count). Its size is the ``bytes`` stat (``trace/keys.py``: ``BYTES``),
+which every reader sets where its source gives it (Kineto's ``bytes`` arg, Nsight's and
+CUPTI's ``bytes``, rocpd's and rocprofv3's size, RPD's ``rocpd_copyapi.size``, XSpace's
+``memcpy_details``/``memset_details``). Its kind is the ``copy kind`` stat where the
+reader gives one (Nsight, CUPTI), else read from its name (``Memcpy HtoD (Pinned ->
+Device)``, ``MemcpyH2D``, ``Memcpy DtoD``, ``Host-to-Device``), as one of ``HtoD``,
+``DtoH``, ``DtoD``, ``PtoP``, ``HtoH``, ``Unified HtoD``/``DtoH``/``DtoD`` (unified-memory
+migrations), ``memset`` or ``unknown``; arrays count as device memory (``HtoA`` is
+``HtoD``), and a ``DtoD`` copy between two agents (rocprofv3's and rocpd's ``src agent``
+and ``dst agent``) is ``PtoP``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from ..trace import keys
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from ..trace.sorting import unique_inverse
+from .common import MEMCPY, MEMSET, device_view
+from .frames import frame, order_desc
+from .grouping import group_reduce, group_stats
+from .window import WindowArg
+
+if TYPE_CHECKING:
+    from .table import Table
+
+COLUMNS = ["device", "kind", "count", "total_bytes", "total_ns", "bandwidth_gbps", "min_gbps", "median_gbps",
+           "max_gbps", "small", "pageable", "unsized", "sized_ns"]
+#: every kind a row may have (see the module doc), in a fixed order: a kind's index names it
+KINDS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH", "Unified HtoD", "Unified DtoH", "Unified DtoD", "Unified PtoP",
+         "Unified HtoH", "memset", "unknown")
+#: a copy smaller than this is small (many small copies cost their fixed latency each)
+SMALL_BYTES = 1 << 20
+#: stat of the copy's kind where a reader gives it (Nsight, the CUPTI plugin): ``HtoD``...
+COPY_KIND = keys.COPY_KIND
+#: stats of the memory kind of a copy's source and destination (``Pageable``, ``Pinned``, ``Device``)
+SRC_KIND, DST_KIND = keys.SRC_KIND, keys.DST_KIND
+#: a copy's bandwidth as the source computed it (Kineto's arg: from CUPTI's ns timestamps,
+#: before the file rounded them to µs), GB/s
+BANDWIDTH = "memory bandwidth (GB/s)"
+#: stats of a copy's source and destination agents (ROCm readers)
+SRC_AGENT, DST_AGENT = "src agent", "dst agent"
+
+_SHORT = r"([HDPA])(?:to|2)([HDPA])"  # HtoD, H2D, PtoP (compiled on first use: re's cache)
+_WORDS = r"(host|device|peer|array)[-_ ]?to[-_ ]?(host|device|peer|array)"
+
+
+def copy_kind(text: str) -> str:
+    """The kind of a copy from its name or ``copy kind`` stat (see the module doc)."""
+    low = text.lower()
+    if low.startswith("memset") or "memset" in low.split(" ", 1)[0]:
+        return "memset"
+    m = re.search(_SHORT, text)
+    ends = (m.group(1), m.group(2)) if m else None
+    if ends is None:
+        w = re.search(_WORDS, low)
+        ends = (w.group(1)[0].upper(), w.group(2)[0].upper()) if w else None
+    if ends is None:
+        return "unknown"
+    a, b = ("D" if e == "A" else e for e in ends)
+    kind = "PtoP" if "P" in (a, b) else f"{a}to{b}"
+    return f"Unified {kind}" if "unified" in low else kind
+
+
+#: the stats a copy's row is read for
+STATS = (keys.BYTES, BANDWIDTH, COPY_KIND, SRC_KIND, DST_KIND, SRC_AGENT, DST_AGENT)
+Found = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def _stats(trace: Trace, rows: np.ndarray) -> Found:
+    """(has, value) of each of :data:`STATS` at ``rows`` (float64 with NaN for a numeric
+    stat, else an object array with None), decoded for these rows alone (a Kineto
+    trace's other args stay undecoded)."""
+    order = np.argsort(rows, kind="stable")
+    got = trace.stats.lookup_rows(STATS, rows[order]) if len(rows) else {}
+    out: Found = {}
+    for key, (m, vals) in got.items():
+        has = np.zeros(len(rows), bool)
+        has[order[m]] = True
+        numeric = vals.dtype.kind in "iuf"
+        v = np.full(len(rows), np.nan if numeric else None, np.float64 if numeric else object)
+        v[order[m]] = vals if numeric else vals.tolist()
+        out[key] = (has, v)
+    return out
+
+
+def _texts(found: Found, key: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(has, text) of stat ``key``."""
+    m, vals = found.get(key, (np.zeros(n, bool), np.full(n, None, object)))
+    out = np.full(n, "", object)
+    out[m] = [str(v) for v in vals[m].tolist()]
+    return m, out
+
+
+def _numbers(found: Found, key: str, n: int) -> np.ndarray:
+    """Stat ``key`` as float64, NaN where absent or not a number (or negative: Kineto
+    writes -1 for an unknown size)."""
+    out = np.full(n, np.nan)
+    m, vals = found.get(key, (np.zeros(n, bool), np.full(n, None, object)))
+    if vals.dtype.kind == "f":
+        return np.where(m & (vals >= 0), vals, np.nan)
+    for i in np.flatnonzero(m).tolist():
+        x = vals[i]
+        if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and x >= 0:
+            out[i] = float(x)
+    return out
+
+
+def _kinds(trace: Trace, rows: np.ndarray, fill: np.ndarray, found: Found) -> tuple[np.ndarray, np.ndarray]:
+    """(kind, pageable) of each copy row (``fill``: the row is a memset)."""
+    n = len(rows)
+    ids, inv = unique_inverse(trace.events["name"][rows])
+    strings = [trace.strings[i] for i in ids.tolist()]
+    kind = np.array([copy_kind(s) for s in strings], object)[inv] if n else np.zeros(0, object)
+    pageable = np.array(["pageable" in s.lower() for s in strings], bool)[inv] if n else np.zeros(0, bool)
+    has, stat = _texts(found, COPY_KIND, n)
+    if has.any():
+        told = {v: copy_kind(v) for v in set(stat[has].tolist())}
+        kind[has] = [told[v] for v in stat[has].tolist()]
+    for key in (SRC_KIND, DST_KIND):
+        pageable |= np.array([t.lower() == "pageable" for t in _texts(found, key, n)[1].tolist()], bool)
+    kind[fill] = "memset"
+    if SRC_AGENT in found and DST_AGENT in found:
+        (hs, src), (hd, dst) = found[SRC_AGENT], found[DST_AGENT]
+        kind[(kind == "DtoD") & hs & hd & (src != dst)] = "PtoP"
+    return kind, pageable & ~fill
+
+
+class PerCopy(NamedTuple):
+    """The copies and fills of a trace (or window), one entry per copy."""
+
+    rows: np.ndarray  # event rows
+    plane: np.ndarray  # plane index
+    kind: np.ndarray  # index into KINDS
+    dur: np.ndarray  # ns
+    size: np.ndarray  # bytes, float64, NaN where unknown
+    gbps: np.ndarray  # bandwidth of the copy, NaN where it has no size or no duration
+    pageable: np.ndarray  # bool
+
+
+def per_copy(trace: Trace, window: WindowArg = None) -> PerCopy:
+    """Every copy and fill the ``window`` counts; see :func:`copies`. A copy's bandwidth is
+    the source's own (:data:`BANDWIDTH`) where it gives one, else size / duration."""
+    v = device_view(trace, window)
+    sel = np.flatnonzero(v.counted & ((v.cls == MEMCPY) | (v.cls == MEMSET)))
+    rows = v.rows[sel]
+    own = np.isin(trace.kinds[rows], np.array([Kind.MEMCPY, Kind.MEMSET]))  # not XLA's copy ops run as kernels
+    sel, rows = sel[own], rows[own]
+    dur = (v.end[sel] - v.start[sel]).astype(np.int64)
+    found = _stats(trace, rows)
+    size = _numbers(found, keys.BYTES, len(rows))
+    kind, pageable = _kinds(trace, rows, v.cls[sel] == MEMSET, found)
+    code = {k: i for i, k in enumerate(KINDS)}
+    timed = ~np.isnan(size) & (dur > 0)
+    gbps = np.full(len(rows), np.nan)
+    gbps[timed] = size[timed] / dur[timed]
+    told = _numbers(found, BANDWIDTH, len(rows)) * np.where(np.isnan(size), np.nan, 1.0)
+    return PerCopy(rows, v.plane[sel].astype(np.int64), np.array([code[k] for k in kind.tolist()], np.int64), dur,
+                   size, np.where(told > 0, told, gbps), pageable)
+
+
+def copies(trace: Trace, window: WindowArg = None) -> Table:
+    """Memory copies and fills, one row per (device, kind); see the module doc.
+
+    Columns: ``device`` (plane), ``kind``, ``count``, ``total_bytes`` (of those whose size
+    is known), ``total_ns`` (their summed duration, all of them), ``bandwidth_gbps``
+    (achieved: ``total_bytes`` / ``sized_ns``; GB/s = 1e9 bytes/s = bytes/ns),
+    ``min_gbps``, ``median_gbps``, ``max_gbps`` (over the copies with a size and a
+    duration; a copy's own is the source's where it gives one: Kineto's ``memory
+    bandwidth (GB/s)``, which CUPTI's ns timestamps made before the file rounded them),
+    ``small`` (copies under :data:`SMALL_BYTES`, 1 MiB), ``pageable`` (copies to or from
+    pageable host memory, where the trace says: each waits for a staging copy and
+    cannot overlap), ``unsized`` (copies whose size the trace does not give),
+    ``sized_ns`` (the duration of those with a size). With a ``window``, the copies
+    launched in its steps. Sorted by ``total_ns``, largest first.
+    """
+    c = per_copy(trace, window)
+    if not len(c.rows):
+        return frame({c: np.zeros(0, object if c in ("device", "kind") else np.float64 if c.endswith("gbps")
+                                  else np.int64) for c in COLUMNS})
+    key = group_keys(c)
+    sized = ~np.isnan(c.size)
+    g = group_stats(key, c.dur)
+    starts, order = g["starts"], g["order"]
+
+    def total(x: np.ndarray) -> np.ndarray:
+        return group_reduce(order, starts, x, np.add)
+
+    nbytes = total(np.where(sized, c.size, 0.0)).astype(np.int64)
+    sized_ns = total(np.where(sized, c.dur, 0))
+    have = ~np.isnan(c.gbps)
+    bw = group_stats(key[have], c.gbps[have])
+    at = np.searchsorted(g["key"], bw["key"])
+    per = {s: np.full(len(g["key"]), np.nan) for s in ("min", "median", "max")}
+    for s in per:
+        per[s][at] = bw[s]
+    device, kind = key_labels(g["key"], [p.name for p in trace.planes])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        achieved = np.where(sized_ns > 0, nbytes / np.maximum(sized_ns, 1), np.nan)
+    return frame({
+        "device": device, "kind": kind, "count": g["count"], "total_bytes": nbytes,
+        "total_ns": g["total"].astype(np.int64), "bandwidth_gbps": achieved, "min_gbps": per["min"],
+        "median_gbps": per["median"], "max_gbps": per["max"],
+        "small": total((sized & (np.nan_to_num(c.size, nan=SMALL_BYTES) < SMALL_BYTES)).astype(np.int64)),
+        "pageable": total(c.pageable.astype(np.int64)), "unsized": total((~sized).astype(np.int64)),
+        "sized_ns": sized_ns.astype(np.int64)}, order=order_desc(g["total"]))
+
+
+def group_keys(c: PerCopy) -> np.ndarray:
+    """The (device, kind) group of each copy as one int64: the same across windows of a
+    rank (whose planes are the rank's), for ``ranks/window_values.py``."""
+    return c.plane * len(KINDS) + c.kind
+
+
+def key_labels(keys: np.ndarray, planes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(device, kind) of :func:`group_keys`' keys (``planes``: the plane names)."""
+    plane, kind = np.divmod(np.asarray(keys, np.int64), len(KINDS))
+    return (np.array([planes[int(p)] for p in plane.tolist()], object),
+            np.array([KINDS[int(k)] for k in kind.tolist()], object))
