@@ -186,7 +186,8 @@ def memory_at_peak(trace: Trace, top: int = TOP_LIVE, window: WindowArg = None) 
 
 
 def context(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(op, section, stack) around each event row, on its own thread ("" where none)."""
+    """(op, section, stack) around each event row, on its own thread ("" where none);
+    an event's own ``op`` and ``stack`` stats (a memory snapshot's frames) where it has them."""
     if not len(rows):  # (a trace without memory events: no need to look at its spans)
         return np.zeros(0, object), np.zeros(0, object), np.zeros(0, object)
     ev = trace.events
@@ -196,7 +197,13 @@ def context(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     secs = section_rows(trace)
     py = trace.rows_of_kind(Kind.PYTHON)
     frames = py if len(py) else union(secs, ops)
-    return _around(trace, rows, ops), _around(trace, rows, secs), _stacks(trace, frames, q_thread, q_ts)
+    op, stack = _around(trace, rows, ops), _stacks(trace, frames, q_thread, q_ts)
+    for key, out in ((keys.OP, op), (keys.STACK, stack)):
+        col = trace.stats.get(key)
+        if col is not None:
+            has, vals = col.lookup(rows)
+            out[has] = [str(v) for v in vals]
+    return op, _around(trace, rows, secs), stack
 
 
 def _around(trace: Trace, rows: np.ndarray, cands: np.ndarray) -> np.ndarray:

@@ -46,10 +46,10 @@ polyprof: a vendor-neutral profiler for ML and dataflow programs.
 Formats read (by content, not name; docs/formats.md): .polyprof and a killed
 run's .polyprof.partial, PyTorch/Kineto and Chrome JSON (gzip or xz; also
 torch's legacy profiler, TensorFlow 1.x timelines, onnxruntime profiles),
-torch's memory timeline, TensorFlow/JAX XSpace, Perfetto protobuf, Nsight
-Systems SQLite and its nsys stats CSV trace reports, rocpd, RPD
-(rocmProfileData), rocprofv3 JSON and CSV, rocprof v1 results, polyprof's
-Parquet export.
+torch's memory timeline and CUDA memory snapshots, TensorFlow/JAX XSpace,
+Perfetto protobuf, Nsight Systems SQLite and its nsys stats CSV trace
+reports, nvprof files, rocpd, RPD (rocmProfileData), rocprofv3 JSON and CSV,
+rocprof v1 results, polyprof's Parquet export.
 """
 
 

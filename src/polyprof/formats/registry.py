@@ -216,6 +216,14 @@ def _is_memory_timeline(head: bytes, path: Path) -> bool:
     return sniff(head, path)
 
 
+def _is_memory_snapshot(head: bytes, path: Path) -> bool:
+    if head[:1] != b"\x80":  # a pickle's PROTO opcode
+        return False
+    from .torch_memory_snapshot import sniff
+
+    return sniff(head, path)
+
+
 #: in sniffing order (XSpace, checked by walking its fields, before JSON)
 FORMATS: tuple[Format, ...] = (
     Format("polyprof", "polyprof's own archive: Arrow tables in a zip (what `run` writes)",
@@ -244,6 +252,9 @@ FORMATS: tuple[Format, ...] = (
     Format("nsys-stats-csv", "Nsight Systems' nsys stats CSV trace reports (cuda_gpu_trace, cuda_api_trace, "
            "nvtx_pushpop_trace: a file, nsys stats' printed output, or -o PREFIX's files)",
            reader="polyprof.formats.nsys_csv:load", sniff=_is_nsys_csv),
+    Format("torch-memory-snapshot", "torch's CUDA memory snapshot pickle (torch.cuda.memory._dump_snapshot: "
+           "what memory_viz opens), read without running any code it names",
+           reader="polyprof.formats.torch_memory_snapshot:load", sniff=_is_memory_snapshot),
     Format("torch-memory-timeline", "torch.profiler's export_memory_timeline JSON (plot points or raw events)",
            reader="polyprof.formats.torch_memory_timeline:load", sniff=_is_memory_timeline),
     Format("chrome-json", "Chrome trace-event JSON, as torch.profiler/Kineto and others write it",

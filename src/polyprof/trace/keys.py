@@ -88,6 +88,7 @@ TOTAL_RESERVED = "total_reserved"  # the allocator's bytes reserved (cached) jus
 MEMORY_DEVICE = "memory_device"  # plane name of the device the memory is on (absent: the event's plane)
 ALLOCATOR = "allocator"  # which allocator: "torch", "opencl", a native plugin's name...
 MEMORY_CATEGORY = "memory_category"  # what the block holds (e.g. activation, gradient), where known
+STACK = "stack"  # the call stack an event was made from, as text, outermost first (a memory snapshot's frames)
 CAT_MEMORY = "memory"  # category of allocation/free events that polyprof's plugins write
 
 # --- well-known counters (Trace.counters names) --------------------------------------

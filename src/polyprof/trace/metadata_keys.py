@@ -107,6 +107,8 @@ CHROME_METADATA_EVENTS = _key("chrome_metadata_events", list, SOURCE, "Chrome 'M
 NSYS = _key("nsys", dict, SOURCE, "an Nsight Systems database: version, tables not read, notes")
 ROCPD = _key("rocpd", dict, SOURCE, "a rocpd database: runs, schema versions")
 ROCPROF = _key("rocprof", dict, SOURCE, "a rocprofv3 JSON file: format, processes")
+TORCH_MEMORY_SNAPSHOT = _key("torch_memory_snapshot", dict, SOURCE, "a torch memory snapshot: devices, history "
+                             "entries per device, segments, the allocator's settings")
 PROCESS_NAME = _key("process_name", str, SOURCE, "the process's name (a source's metadata: nsys, rocprof)")
 RANK = _key("rank", int, SOURCE, "the rank of the job (a Kineto file's distributedInfo.rank)")
 WORLD_SIZE = _key("world_size", int, SOURCE, "the ranks of the job (distributedInfo.world_size)")
