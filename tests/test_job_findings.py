@@ -215,3 +215,15 @@ def test_sql_of_a_job_directory_says_to_convert_it_to_a_store(tmp_path):
     p = _cli("sql", str(d), "SELECT 1")
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert f"polyprof convert {d} -o" in p.stderr and "polyprof sql STORE" in p.stderr, p.stderr
+
+
+def test_a_cpu_ranks_communication_is_counted_within_its_analysed_span():
+    """gloo ``late`` rank 1: its last all-reduce begins inside the window and ends after it.
+    Before, the overview counted it whole: 115,587,361 ns (33.96% of the window); within
+    the window (an audit's own union of the raw file's collectives) it is 113,170,777 ns."""
+    rep = polyprof.load_ranks(sorted(DDP.glob("late.rank*.pt.trace.json.gz"))).analyze("serial")
+    ov = rep.tables["rank_overview"]
+    comm = dict(zip(column(ov, "rank").tolist(), column(ov, "communication_ns").tolist()))
+    pct = dict(zip(column(ov, "rank").tolist(), column(ov, "communication_pct").tolist()))
+    assert comm[1] == 113_170_777 and pct[1] == pytest.approx(33.2453, abs=1e-3)
+    assert comm[0] == 215_543_515  # every one of rank 0's ends inside its window

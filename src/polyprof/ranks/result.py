@@ -65,7 +65,8 @@ def rank_summary(trace: Trace, tables: tuple[str, ...] | None = None, window: An
         rep = Report(v, {n: t[n] for n in tables}, [], {"events": trace.n_events, "window": label(v, window)})
     coll = rank_collectives(trace, rep.trace)
     return RankResult(rep.tables, rep.findings, rep.overview, coll, *anchor_of(trace),
-                      overview_row(rep.tables, coll, trace.n_events, rep.overview.get("analysed_span_ns", 0)))
+                      overview_row(rep.tables, coll, trace.n_events, rep.overview.get("analysed_span_ns", 0),
+                                   rep.overview.get("analysed_span_start_ns")))
 
 
 def summaries_only(tables: dict[str, Any]) -> dict[str, Any]:
@@ -98,12 +99,14 @@ def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
             str(trace.metadata.get(mkeys.CLOCK_NAME, "")).startswith(mkeys.REFERENCE_CLOCK))
 
 
-def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns: int = 0) -> tuple:
+def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns: int = 0,
+                 start_ns: int | None = None) -> tuple:
     """One rank's events, steps, breakdown and communication for the job's
     ``rank_overview`` (computed where the rank is analysed). Communication is the time
     covered by communication kernels on its devices, else (a job on CPUs: gloo, MPI) by
-    its CPU backends' collectives and transfers in the window, from post to completion:
-    time a thread waited in ``gloo:recv`` is communication."""
+    its CPU backends' collectives and transfers in the window, from post to completion,
+    within the analysed span (``start_ns``, ``span_ns``) it is a share of: time a thread
+    waited in ``gloo:recv`` is communication."""
     st = tables.get("step_stats")
     if st is not None and len(st):
         _, first = np.unique(column(st, "step"), return_index=True)  # a step's first row (host time per step)
@@ -124,7 +127,10 @@ def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns:
     p2p = column(collectives, "p2p").astype(bool) if len(collectives) else inside
     if not comm and len(collectives):
         host = inside & column(collectives, "host").astype(bool)
-        comm = union_ns(column(collectives, "start_ns")[host], column(collectives, "end_ns")[host])
+        s, e = column(collectives, "start_ns")[host].astype(np.int64), column(collectives, "end_ns")[host].astype(np.int64)
+        if start_ns is not None and span_ns:  # a collective begun in the window may end after it
+            s, e = np.maximum(s, start_ns), np.minimum(e, start_ns + span_ns)
+        comm = union_ns(s[e > s], e[e > s])
     comm_pct = 100.0 * comm / span_ns if span_ns else float("nan")
     return (int(events), len(steps), float(steps.mean()) if len(steps) else float("nan"),
             median(steps) if len(steps) else float("nan"),
