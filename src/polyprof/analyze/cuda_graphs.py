@@ -2,11 +2,13 @@
 device, and which captured op each replayed kernel came from.
 
 A replay is one graph launch call (``GRAPH_LAUNCH_MARKERS``) with the device activity it
-launched (every activity of a replay shares the call's correlation id). Its graph is named
-by the launch's graph / exec id stats or its activities' (``GRAPH_ID_STATS``,
-``GRAPH_EXEC_STATS``: Kineto's args, nsys' and CUPTI's graphId) where the trace has them,
-else by the sequence of kernels it ran: replays that ran the same kernels in the same order
-are one graph.
+launched (every activity of a replay shares the call's correlation id); the table counts
+the launches in the analysed steps, as the other tables count calls. Its graph is named
+by the launch's graph / exec id stats or its activities' (:data:`ID_STATS`,
+``GRAPH_EXEC_STATS``: Kineto's args, nsys' and CUPTI's graphId, XLA's cuda_graph_id) where
+the trace has them, else by the sequence of kernels it ran: replays that ran the same
+kernels in the same order are one graph. Either names a graph the same way in any part of
+the trace, so the tables of a rank's windows merge (:func:`merge_stats`).
 
 Replayed kernels map to ops through a capture-time trace (:func:`replayed_ops`): a graph's
 nodes are the launches made while capturing it, which launched nothing then; the k-th
@@ -30,20 +32,29 @@ from ..trace.vocabulary import (GRAPH_EXEC_STATS, GRAPH_ID_STATS, GRAPH_LAUNCH_M
                                 LAUNCH_MARKERS)
 from .frames import empty_frame, frame
 from .table import Table
+from .window import host_mask
 
 COLUMNS = ["graph", "replays", "device_ns", "kernels_per_replay", "captured_ops", "attributed_pct",
            "first_kernel"]
 _TEXT = ("graph", "first_kernel")
 
 
+#: stats that give a graph's id: Kineto's, nsys' and CUPTI's (``GRAPH_ID_STATS``) and
+#: XLA's ``cuda_graph_id`` (a JAX XSpace's command buffer launches and their kernels)
+ID_STATS = GRAPH_ID_STATS + ("cuda_graph_id",)
+
+
 class Replays(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
-    """Every graph launch (``launch``: host rows, in time order) with its graph label, and
-    its device activity (``rows``, ``replay``: index into ``launch``; by replay, then start)."""
+    """Every graph launch the analysed window counts (``launch``: host rows, in time
+    order) with its graph label, and its device activity (``rows``, ``replay``: index
+    into ``launch``; by replay, then start). ``key``: per replay, what names its graph
+    in any part of the trace (:func:`graph_key`)."""
 
     launch: np.ndarray
     graph: np.ndarray  # object: label per replay
     rows: np.ndarray
     replay: np.ndarray
+    key: np.ndarray  # object: "graph <id>", or the tuple of the kernel names it ran
 
 
 def _first_stat(trace: Trace, keys: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
@@ -64,98 +75,184 @@ def _first_stat(trace: Trace, keys: tuple[str, ...], rows: np.ndarray) -> np.nda
     return out
 
 
+def graph_labels(keys: list[object]) -> list[str]:
+    """The label of each graph key (:func:`graph_key`): an id's is itself, the graphs
+    named by their kernels are ``graph <n>``, numbered in order of first appearance in
+    ``keys`` (numbers an id already takes are skipped)."""
+    taken = {k for k in keys if isinstance(k, str)}
+    seen: dict[object, str] = {}
+    n = 0
+    out = []
+    for k in keys:
+        if isinstance(k, str):
+            out.append(k)
+            continue
+        if k not in seen:
+            while f"graph {n}" in taken:
+                n += 1
+            seen[k] = f"graph {n}"
+            n += 1
+        out.append(seen[k])
+    return out
+
+
 def replays(trace: Trace) -> Replays:
+    """The graph launches the analysed window counts (those starting in its steps; every
+    one of a trace analysed whole) and what each ran."""
     corr = cache.correlation(trace)
     names = trace.strings
     is_graph = np.fromiter((any(m in s.lower() for m in GRAPH_LAUNCH_MARKERS) for s in names), bool, len(names))
     ev = trace.events
-    launch_of = corr.launch
-    graph_launch = launch_of >= 0
-    graph_launch[graph_launch] = is_graph[ev["name"][launch_of[graph_launch]]]
-    launched = corr.device_rows[graph_launch]
-    by = launch_of[graph_launch]
     host = np.flatnonzero(is_graph[ev["name"]] & (trace.kinds == Kind.RUNTIME)) if trace.n_events else np.zeros(0, np.int64)
+    host = host[host_mask(trace, ev["start_ns"][host])]
     host = host[np.argsort(ev["start_ns"][host], kind="stable")]
     if not len(host):
         z = np.zeros(0, np.int64)
-        return Replays(z, np.zeros(0, object), z, z)
+        return Replays(z, np.zeros(0, object), z, z, np.zeros(0, object))
     pos = np.full(trace.n_events, -1, np.int64)
     pos[host] = np.arange(len(host))
-    rep = pos[by]
+    launch_of = corr.launch
+    rep = np.where(launch_of >= 0, pos[np.maximum(launch_of, 0)], -1)
+    launched, rep = corr.device_rows[rep >= 0], rep[rep >= 0]
     o = lexsort((ev["start_ns"][launched], rep))
     rows, rep = launched[o], rep[o]
-    # the graph: an id stat of the launch, else of its first activity, else its kernel sequence
-    label = _first_stat(trace, GRAPH_ID_STATS + GRAPH_EXEC_STATS, host)
+    key = graph_key(trace, host, rows, rep)
+    return Replays(host, np.array(graph_labels(key.tolist()), dtype=object), rows, rep, key)
+
+
+def graph_key(trace: Trace, host: np.ndarray, rows: np.ndarray, rep: np.ndarray) -> np.ndarray:
+    """Per launch (``host``), what names its graph wherever it is launched: ``graph <id>``
+    from an id stat of the launch (:data:`ID_STATS`, :data:`GRAPH_EXEC_STATS`), else of
+    its first activity (``rows`` by replay ``rep``), else the tuple of the names of the
+    activities it ran (replays that ran the same ones in the same order: one graph)."""
+    label = _first_stat(trace, ID_STATS + GRAPH_EXEC_STATS, host)
     first = np.searchsorted(rep, np.arange(len(host)))
     has = first < len(rep)
     has[has] = rep[first[has]] == np.arange(len(host))[has]
     if (label == "").any() and has.any():
-        act = _first_stat(trace, GRAPH_ID_STATS, rows[first[has]])
+        act = _first_stat(trace, ID_STATS, rows[first[has]])
         fill = (label[has] == "") & (act != "")
         idx = np.flatnonzero(has)[fill]
         label[idx] = act[fill]
+    out = np.empty(len(host), object)
+    out[:] = [f"graph {x}" if x else None for x in label.tolist()]
     missing = np.flatnonzero(label == "")
     if len(missing):
-        seqs: dict[bytes, int] = {}
-        kname = ev["name"][rows]
+        names = np.asarray(trace.strings, dtype=object)[trace.events["name"][rows]]
         bounds = np.searchsorted(rep, np.arange(len(host) + 1))
         for i in missing.tolist():  # one signature per replay (replays are few: one per launch call)
-            sig = np.ascontiguousarray(kname[bounds[i]:bounds[i + 1]]).tobytes()
-            label[i] = f"graph {seqs.setdefault(sig, len(seqs))}"
-    else:
-        label = np.array([f"graph {x}" for x in label.tolist()], dtype=object)
-    return Replays(host, label, rows, rep)
+            out[i] = tuple(names[bounds[i]:bounds[i + 1]].tolist())
+    return out
+
+
+class GraphStats(NamedTuple):
+    """What the table of a trace's graphs is made of, per graph in order of first launch
+    (merged across parts of a trace by :func:`merge_stats`): its key (:func:`graph_key`),
+    replays, summed device time, replays by activity count, and first activity's name."""
+
+    key: list[object]
+    replays: np.ndarray
+    total_ns: np.ndarray
+    sizes: list[dict[int, int]]
+    first_kernel: list[str]
+
+
+def graph_stats(trace: Trace) -> GraphStats:
+    """The :class:`GraphStats` of the analysed window's replays (once per trace)."""
+    return cache.memo(trace, "graph_stats", lambda t: _stats(t, replays(t))[0])
+
+
+def _stats(trace: Trace, r: Replays) -> tuple[GraphStats, np.ndarray]:
+    """(stats, graph of each replay: an index into the stats)."""
+    n = len(r.launch)
+    dur = np.asarray(trace.events["dur_ns"][r.rows], np.int64)
+    per_replay = np.bincount(r.replay, weights=dur, minlength=n).astype(np.int64)
+    count = np.bincount(r.replay, minlength=n)
+    index: dict[object, int] = {}
+    g_of = np.array([index.setdefault(k, len(index)) for k in r.key.tolist()], np.int64)
+    m = len(index)
+    reps = np.bincount(g_of, minlength=m).astype(np.int64)
+    total = np.zeros(m, np.int64)
+    np.add.at(total, g_of, per_replay)
+    sizes: list[dict[int, int]] = [{} for _ in range(m)]
+    for g, c in zip(g_of.tolist(), count.tolist()):
+        sizes[g][c] = sizes[g].get(c, 0) + 1
+    first = [""] * m
+    names = np.asarray(trace.strings, dtype=object)
+    starts = np.searchsorted(r.replay, np.arange(n))
+    for i in range(n):  # the first activity of each graph's first replay that ran any
+        g = int(g_of[i])
+        if not first[g] and count[i]:
+            first[g] = str(names[trace.events["name"][r.rows[starts[i]]]])
+    return GraphStats(list(index), reps, total, sizes, first), g_of
+
+
+def merge_stats(parts: list[GraphStats]) -> GraphStats:
+    """The stats of consecutive parts of a trace (windows, in time order) as one's."""
+    index: dict[object, int] = {}
+    reps: list[int] = []
+    total: list[int] = []
+    sizes: list[dict[int, int]] = []
+    first: list[str] = []
+    for p in parts:
+        for k, n, t, s, f in zip(p.key, p.replays.tolist(), p.total_ns.tolist(), p.sizes, p.first_kernel):
+            g = index.setdefault(k, len(index))
+            if g == len(reps):
+                reps.append(0)
+                total.append(0)
+                sizes.append({})
+                first.append("")
+            reps[g] += n
+            total[g] += t
+            for c, x in s.items():
+                sizes[g][c] = sizes[g].get(c, 0) + x
+            first[g] = first[g] or f
+    return GraphStats(list(index), np.array(reps, np.int64), np.array(total, np.int64), sizes, first)
+
+
+def graph_table(s: GraphStats, captured: np.ndarray | None = None, attributed: np.ndarray | None = None) -> Table:
+    """The ``cuda_graphs`` table of :class:`GraphStats` (with a capture-time trace, its
+    captured ops and attributed shares per graph)."""
+    if not len(s.key):
+        return empty_frame(COLUMNS, _TEXT)
+    n = len(s.key)
+    lab = np.array(graph_labels(s.key), dtype=object)
+    order = np.argsort(lab.astype(str), kind="stable")  # by label, then largest total device time first
+    mean = np.array([int(round(t / r)) if r else 0 for t, r in zip(s.total_ns.tolist(), s.replays.tolist())],
+                    np.int64)
+    order = order[np.argsort(-(mean * s.replays)[order], kind="stable")]
+    mode = np.array([min(d, key=lambda c: (-d[c], c)) for d in s.sizes], np.int64)
+    return frame({
+        "graph": lab[order], "replays": s.replays[order], "device_ns": mean[order],
+        "kernels_per_replay": mode[order],
+        "captured_ops": (np.zeros(n, np.int64) if captured is None else captured)[order],
+        "attributed_pct": (np.zeros(n) if attributed is None else attributed)[order],
+        "first_kernel": np.array(s.first_kernel, dtype=object)[order],
+    })
 
 
 def cuda_graphs(trace: Trace, capture: Trace | None = None) -> Table:
     """One row per graph: ``graph`` (its id from the trace, else ``graph <n>`` by the
-    kernels its replays ran), ``replays`` (graph launches), ``device_ns`` (device time of
-    one replay: the mean over its replays of the summed durations of what it ran),
-    ``kernels_per_replay`` (activities per replay, the most frequent count),
-    ``captured_ops`` (distinct ops its kernels came from, with a capture-time trace, 0
-    without), ``attributed_pct`` (replayed activities mapped to a captured op),
-    ``first_kernel``. Largest total device time first."""
+    kernels its replays ran, numbered in order of first launch), ``replays`` (graph
+    launches in the analysed steps), ``device_ns`` (device time of one replay: the mean
+    over its replays of the summed durations of what it ran), ``kernels_per_replay``
+    (activities per replay, the most frequent count), ``captured_ops`` (distinct ops its
+    kernels came from, with a capture-time trace, 0 without), ``attributed_pct``
+    (replayed activities mapped to a captured op), ``first_kernel``. Largest total
+    device time first."""
+    if capture is None:
+        return graph_table(graph_stats(trace))
     r = replays(trace)
-    if not len(r.launch):
-        return empty_frame(COLUMNS, _TEXT)
-    ev = trace.events
-    dur = np.asarray(ev["dur_ns"][r.rows], np.int64)
-    n = len(r.launch)
-    per_replay = np.bincount(r.replay, weights=dur, minlength=n).astype(np.int64)
-    count = np.bincount(r.replay, minlength=n)
-    graphs, g_of = np.unique(r.graph.astype(str), return_inverse=True)
-    mapped = replayed_ops(trace, capture, r) if capture is not None else None
-    out: dict[str, list] = {c: [] for c in COLUMNS}
-    names = np.asarray(trace.strings, dtype=object)
-    for gi, label in enumerate(graphs.tolist()):
-        mine = np.flatnonzero(g_of == gi)
-        acts = np.isin(r.replay, mine)
-        counts = count[mine]
-        vals, freq = np.unique(counts, return_counts=True)
-        out["graph"].append(label)
-        out["replays"].append(len(mine))
-        out["device_ns"].append(int(round(per_replay[mine].mean())))
-        out["kernels_per_replay"].append(int(vals[np.argmax(freq)]))
-        if mapped is not None:
-            ops = mapped.op[acts]
-            out["captured_ops"].append(len(unique(ops[ops >= 0])))
-            out["attributed_pct"].append(round(100.0 * float((ops >= 0).mean()), 1) if acts.any() else 0.0)
-        else:
-            out["captured_ops"].append(0)
-            out["attributed_pct"].append(0.0)
-        first = r.rows[acts][:1]
-        out["first_kernel"].append(str(names[ev["name"][first[0]]]) if len(first) else "")
-    total = np.array(out["device_ns"]) * np.array(out["replays"])
-    order = np.argsort(-total, kind="stable")
-    return frame({
-        "graph": np.array(out["graph"], dtype=object)[order],
-        "replays": np.array(out["replays"], np.int64)[order],
-        "device_ns": np.array(out["device_ns"], np.int64)[order],
-        "kernels_per_replay": np.array(out["kernels_per_replay"], np.int64)[order],
-        "captured_ops": np.array(out["captured_ops"], np.int64)[order],
-        "attributed_pct": np.array(out["attributed_pct"], np.float64)[order],
-        "first_kernel": np.array(out["first_kernel"], dtype=object)[order],
-    })
+    s, g_of = _stats(trace, r)
+    mapped = replayed_ops(trace, capture, r)
+    g_act = g_of[r.replay]
+    captured = np.zeros(len(s.key), np.int64)
+    attributed = np.zeros(len(s.key))
+    for g in range(len(s.key)):
+        ops = mapped.op[g_act == g]
+        captured[g] = len(unique(ops[ops >= 0]))
+        attributed[g] = round(100.0 * float((ops >= 0).mean()), 1) if len(ops) else 0.0
+    return graph_table(s, captured, attributed)
 
 
 class ReplayedOps(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)

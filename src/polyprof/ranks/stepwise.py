@@ -22,9 +22,12 @@ import numpy as np
 from ..analyze import window as W
 from ..analyze.clocks import unsynchronised
 from ..analyze.common import analysed_span
+from ..analyze.cuda_graphs import GraphStats, graph_stats, graph_table, merge_stats
+from ..analyze.efficiency import resolve_peak
 from ..analyze.frames import column
 from ..analyze.ops import launch_summary
 from ..analyze.finding import Finding
+from ..analyze.peaks import Peak
 from ..analyze.registry import ANALYSES, Tables, extensions
 from ..analyze.table import Table
 from ..derive import cache
@@ -40,7 +43,7 @@ from .sources import RankEntry, StoreRank
 from .result import RankResult, anchor_of, overview_row, rank_collectives
 from . import window_findings as wf
 from . import window_values as values
-from .table_merge import concat_collectives, merge_tables
+from .table_merge import MfuPart, concat_collectives, merge_mfu, merge_tables
 
 log = logging.getLogger("polyprof")
 _FAR = 1 << 62
@@ -68,7 +71,18 @@ def summarise_entry(entry: RankEntry) -> RankResult | None:
     log.info("%s: above the memory bound (%d MiB): summarised in %d windows of whole steps (largest %d events)",
              entry.label, fits.memory_bound() >> 20, len(p.events), p.largest)
     check_plan(p, f"{entry.label}: rank {entry.rank}")
-    return summarise(folder, p, entry.label)
+    try:
+        return summarise(folder, p, entry.label)
+    except StepsDisagree as e:
+        log.warning("%s: above the memory bound (%d MiB) but read whole: %s", entry.label, fits.memory_bound() >> 20, e)
+        fits.check_store_rank(folder, entry.rank, events)
+        return None
+
+
+class StepsDisagree(Exception):
+    """A window holds fewer steps than the plan cut it by (``store/window.py`` counts the
+    ``ProfilerStep#N`` events of every plane, the steps those of the host): the rank is
+    read whole instead, as the summary of a rank the windows cannot cut."""
 
 
 def by_windows(folder: Path, events: int) -> Plan | None:
@@ -151,6 +165,9 @@ class _Gathered:
         self.unsynced: dict[str, str] = {}
         self.edges: list[dict[tuple, values.Edge]] = []
         self.launch_names: dict[str, int] = {}
+        self.graphs: list[GraphStats] = []
+        self.mfu: list[MfuPart] = []
+        self.peak: Peak | None = None
         self.after = 0  # host activity after the last window's last step (its label's words)
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
@@ -158,6 +175,9 @@ class _Gathered:
         got = _window(trace, i == 0, last, lo, hi)
         view = got.view
         self.found.append(wf.window_findings(view, got.tables))
+        self._efficiency(view, got.tables, i == 0)
+        if len(got.tables.get("cuda_graphs", ())):  # (its table's stats, kept: cuda_graphs.graph_stats)
+            self.graphs.append(graph_stats(view))
         values.spill(view, spill, i)
         values.spill_launches(got.tables.pop("launch_stats"), spill, i, self.launch_names)
         self.edges.append(values.edges(view))
@@ -173,11 +193,29 @@ class _Gathered:
         for k, v in cache.correlation(trace).counts.items():
             self.counts[k] = self.counts.get(k, 0) + int(v)
 
+    def _efficiency(self, view: Trace, tables: dict[str, Table], first: bool) -> None:
+        """What the merge needs to make the efficiency tables the rank's: the peaks, each
+        kernel row's peak FLOP/s, the window's model FLOPs and devices (window_values)."""
+        if first:
+            self.peak = resolve_peak(view, None)
+        if "kernel_efficiency" in tables:
+            t = tables["kernel_efficiency"]
+            tables["kernel_efficiency"] = t.with_columns(_peak=values.kernel_peaks(view, t))
+        if "mfu" in tables:
+            tables["mfu"] = values.fill_mfu(tables["mfu"], view)
+            self.mfu.append(values.mfu_part(view))
+
     def tables(self, empty: Trace, spill: Path, header: dict[str, Any], strings: list[str]) -> dict[str, Table]:
         """The rank's tables: merged, then made exact from what the windows spilled."""
         windows = len(self.parts)
         _number_steps(self.parts, self.steps)
-        tables = merge_tables(self.parts, (self.spans[0][0], self.spans[-1][1]))
+        tables = merge_tables(self.parts, (self.spans[0][0], self.spans[-1][1]),
+                              self.peak.bandwidth if self.peak else 0.0)
+        if "mfu" in tables:
+            tables["mfu"] = merge_mfu([p["mfu"] for p in self.parts], self.mfu, self.peak)
+        graphs = merge_stats(self.graphs)
+        if "cuda_graphs" in tables and len(graphs.key):
+            tables["cuda_graphs"] = graph_table(graphs)
         self.parts = []
         _release()
         tables["launch_summary"] = launch_summary(empty, values.launch_table(spill, windows, self.launch_names))
@@ -210,7 +248,7 @@ class _Gathered:
         shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced)
         findings = wf.rank_findings(shell, tables, self.found, self.unsynced)
         return RankResult(tables, findings, overview, collectives, *anchor_of(shell),
-                          overview_row(tables, collectives, n, t1 - t0))
+                          overview_row(tables, collectives, n, t1 - t0, t0))
 
 
 def _joined(steps: list[Steps], skip: int) -> Steps:
@@ -262,6 +300,11 @@ def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int) -> _Done:
     """One window's tables, steps, analysed span, collectives, findings and correlation
     counts, analysed as the rank's default window sees its steps."""
     steps = cache.steps(trace)
+    if len(steps) < (2 if first else 1):
+        where = "its first window" if first else f"its window from {lo:,} ns"
+        raise StepsDisagree(f"{where} holds {len(steps)} of its steps (ProfilerStep#N events on a host plane), fewer "
+                            "than the windows were cut by (the plan counts those of every plane: some are on a plane "
+                            "the trace labels a device)")
     index = np.arange(len(steps))[1:] if first else np.arange(len(steps))
     c0 = int(steps.start[1]) if first else lo  # events are counted from the rank's second step on
     c1 = _FAR if last else hi

@@ -4,30 +4,43 @@ Each table has a merge rule (:data:`RULES`): the columns that name a row (its ke
 how each other column combines across windows (``sum``, ``min``, ``max``, the value of
 the first or last window holding the row, the value where another column is largest),
 and the columns computed again from the merged ones (means from totals and counts,
-shares from totals, idle time from the span). Tables with a row per step are the
-windows' rows one after the other. Quantiles, queue lengths, ``launch_summary`` and the
-idle stretches across windows' edges are made exact afterwards from what the windows
-kept on disk (``ranks/window_values.py``).
+shares from totals, idle time from the span, achieved rates and roofline shares from
+summed FLOPs, bytes and time). Tables with a row per step are the windows' rows one
+after the other; ``mfu``'s whole-rank row is made again from them (:func:`merge_mfu`).
+Quantiles, queue lengths, ``launch_summary``, ``cuda_graphs`` and the idle stretches
+across windows' edges are made exact afterwards from what the windows kept
+(``ranks/window_values.py``, ``analyze.cuda_graphs.merge_stats``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..analyze.frames import column, frame, labels
+from ..analyze.efficiency import _roof_share
+from ..analyze.frames import column, empty_frame, frame, labels
+from ..analyze.peaks import Peak
 from ..analyze.table import Table
 
 Cols = dict[str, np.ndarray]
 
 
+class Context(NamedTuple):
+    """What a rule's derived columns may need besides the merged columns: the rank's
+    analysed span, and the device's memory bandwidth (bytes/s, 0 unknown) that the
+    roofline shares were measured against."""
+
+    span: tuple[int, int]
+    bandwidth: float = 0.0
+
+
 @dataclass(frozen=True)
 class Rule:
     key: tuple[str, ...]
-    ops: dict[str, str] = field(default_factory=dict)  # column -> sum|min|max|first|last|wmean|at:<col>
-    then: Callable[[Cols, tuple[int, int]], None] | None = None  # derived columns, in place
+    ops: dict[str, str] = field(default_factory=dict)  # column -> sum|nsum|min|max|first|last|wmean|at:<col>
+    then: Callable[[Cols, Context], None] | None = None  # derived columns, in place
     order: str | None = None  # sort by this column, largest first (stable)
 
 
@@ -38,60 +51,88 @@ def _ratio(a: np.ndarray, b: np.ndarray, scale: float = 1.0) -> np.ndarray:
         return np.where(b != 0, scale * a / np.where(b != 0, b, 1), np.nan)
 
 
-def _mean(c: Cols, span: tuple[int, int]) -> None:
+def _mean(c: Cols, ctx: Context) -> None:
     c["mean_ns"] = c["total_ns"] / np.maximum(c["count"], 1)
 
 
-def _temporal(c: Cols, span: tuple[int, int]) -> None:
-    c["span_start_ns"] = np.full(len(c["span_ns"]), span[0], np.int64)
-    c["span_ns"] = np.full(len(c["span_ns"]), span[1] - span[0], np.int64)
+def _temporal(c: Cols, ctx: Context) -> None:
+    c["span_start_ns"] = np.full(len(c["span_ns"]), ctx.span[0], np.int64)
+    c["span_ns"] = np.full(len(c["span_ns"]), ctx.span[1] - ctx.span[0], np.int64)
     c["idle_ns"] = c["span_ns"] - c["busy_ns"]
     for k in ("compute", "non_compute", "idle"):
         c[f"{k}_pct"] = _ratio(c[f"{k}_ns"], c["span_ns"], 100.0)
 
 
-def _idle(c: Cols, span: tuple[int, int]) -> None:
+def _idle(c: Cols, ctx: Context) -> None:
     for k in ("host_wait", "kernel_wait", "other"):
         c[f"{k}_pct"] = _ratio(c[f"{k}_ns"], c["idle_ns"], 100.0)
 
 
-def _copies(c: Cols, span: tuple[int, int]) -> None:
+def _copies(c: Cols, ctx: Context) -> None:
     c["bandwidth_gbps"] = _ratio(c["total_bytes"], c["sized_ns"])
 
 
-def _overlap(c: Cols, span: tuple[int, int]) -> None:
+def _overlap(c: Cols, ctx: Context) -> None:
     c["overlap_pct"] = _ratio(c["overlap_ns"], c["communication_ns"], 100.0)
 
 
-def _kernels(c: Cols, span: tuple[int, int]) -> None:
-    _mean(c, span)
+def _kernels(c: Cols, ctx: Context) -> None:
+    _mean(c, ctx)
     total = c["total_ns"].sum()
     c["share_pct"] = 100.0 * c["total_ns"] / total if total else np.zeros(len(total))
 
 
-def _per_plane_share(c: Cols, span: tuple[int, int]) -> None:
-    _mean(c, span)
+def _per_plane_share(c: Cols, ctx: Context) -> None:
+    _mean(c, ctx)
     planes, inv = np.unique(c["plane"].astype(str), return_inverse=True)
     per = np.bincount(inv, weights=c["total_ns"].astype(np.float64), minlength=len(planes))
     c["share_pct"] = 100.0 * c["total_ns"] / np.maximum(per[inv], 1)
 
 
-def _sections(c: Cols, span: tuple[int, int]) -> None:
-    _mean(c, span)
+def _sections(c: Cols, ctx: Context) -> None:
+    _mean(c, ctx)
     c["device_util_pct"] = np.where(c["projected_ns"] > 0, 100.0 * c["_busy"] / np.maximum(c["projected_ns"], 1),
                                     np.nan)
 
 
-def _states(c: Cols, span: tuple[int, int]) -> None:
+def _states(c: Cols, ctx: Context) -> None:
     idle = c["state"] == "idle"
     planes, inv = np.unique(c["plane"].astype(str), return_inverse=True)
     busy = np.bincount(inv, weights=np.where(idle, 0, c["time_ns"]).astype(np.float64), minlength=len(planes))
-    c["span_pct"] = _ratio(c["time_ns"], np.full(len(idle), span[1] - span[0]), 100.0)
+    c["span_pct"] = _ratio(c["time_ns"], np.full(len(idle), ctx.span[1] - ctx.span[0]), 100.0)
     c["busy_pct"] = np.where(idle, np.nan, _ratio(c["time_ns"], busy[inv], 100.0))
 
 
-def _counters(c: Cols, span: tuple[int, int]) -> None:
+def _counters(c: Cols, ctx: Context) -> None:
     c["mean"] = c["mean"].astype(np.float64)
+
+
+def _rates(c: Cols, time: np.ndarray, peak_f: np.ndarray, ok: np.ndarray, bw: float) -> None:
+    """Achieved FLOP/s and bytes/s over ``time``, intensity, roofline share and bound,
+    as ``analyze.efficiency`` computes them (``peak_f``: per row, 0 where unknown)."""
+    flops, nbytes = c["flops"].astype(np.float64), c["bytes"].astype(np.float64)
+    time = time.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fps, bps, inten = flops / time * 1e9, nbytes / time * 1e9, flops / nbytes
+        c["roofline_pct"] = _roof_share(fps, bps, inten, peak_f, bw, ok & (peak_f > 0) & np.isfinite(fps))
+        ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
+        c["bound_by"] = np.where(~np.isfinite(inten) | np.isnan(ridge) | (peak_f <= 0), "",
+                                 np.where(inten >= ridge, "compute", "memory")).astype(object)
+    c["flops_per_s"], c["bytes_per_s"], c["intensity"] = fps, bps, inten
+
+
+def _op_rates(c: Cols, ctx: Context) -> None:
+    c["time_ns"] = c["time_ns"].astype(np.float64)
+    peak_f = np.nan_to_num(c["peak_flops_per_s"].astype(np.float64))
+    if "intensity" in c:
+        _rates(c, c["time_ns"], peak_f, c["where"] == "device", ctx.bandwidth)
+
+
+def _kernel_rates(c: Cols, ctx: Context) -> None:
+    c["device_ns"] = c["device_ns"].astype(np.float64)
+    if "intensity" in c:
+        _rates(c, c["device_ns"], c.get("_peak", np.zeros(len(c["device_ns"]))), np.ones(len(c["device_ns"]), bool),
+               ctx.bandwidth)
 
 
 _DUR = {"count": "sum", "total_ns": "sum", "min_ns": "min", "max_ns": "max", "median_ns": "wmean",
@@ -125,40 +166,45 @@ RULES: dict[str, Rule] = {
     "queue_length_summary": Rule(("plane", "stream"), {"changes": "sum", "min": "min", "max": "max",
                                                        **{c: "wmean" for c in ("mean", "std", "p25", "p50", "p75",
                                                                                "time_mean")}}),
-    "op_efficiency": Rule(("name", "where"), {c: "sum" for c in ("count", "flops", "bytes", "device_ns", "host_ns",
-                                                         "time_ns")}, None, "time_ns"),
-    "kernel_efficiency": Rule(("name",), {c: "sum" for c in ("count", "flops", "bytes", "device_ns")}, None,
-                              "device_ns"),
-    "cuda_graphs": Rule(("graph",), {"replays": "sum", "device_ns": "sum"}),
+    # (flops, bytes: NaN where no call had a figure; rates and roofline shares made again)
+    "op_efficiency": Rule(("name", "where"), {**{c: "sum" for c in ("count", "device_ns", "host_ns", "time_ns")},
+                                              "flops": "nsum", "bytes": "nsum"}, _op_rates, "time_ns"),
+    # (_peak: the peak FLOP/s of each row's precision, added by the windows: ranks/window_values.py)
+    "kernel_efficiency": Rule(("name",), {"count": "sum", "device_ns": "sum", "flops": "nsum", "bytes": "nsum"},
+                              _kernel_rates, "device_ns"),
     # (median_gbps: made exact from the windows' spilled bandwidths, ranks/window_values.py)
     "copies": Rule(("device", "kind"), {**{c: "sum" for c in ("count", "total_bytes", "total_ns", "small", "pageable",
                                                              "unsized", "sized_ns")},
                                         "min_gbps": "min", "max_gbps": "max", "median_gbps": "wmean"},
                    _copies, "total_ns"),
 }
-#: tables whose rows are steps (or collectives): the windows' rows in order
+#: tables whose rows are steps (or collectives): the windows' rows in order (``mfu``: its
+#: steps' rows, its whole-rank row made again by :func:`merge_mfu`; ``cuda_graphs`` is
+#: made from the windows' graphs, ``analyze.cuda_graphs.merge_stats``)
 CONCAT = ("step_stats", "mfu", "collective_stats", "transfers")
 _WEIGHT = {"queue_length_summary": "changes", "counter_stats": "samples", "section_stats": "count",
            "kernel_breakdown": "count", "event_stats": "count"}
 
 
-def merge_tables(parts: list[dict[str, Table]], span: tuple[int, int]) -> dict[str, Table]:
-    """The rank's tables (those a job gathers) from its windows' tables, in window order."""
+def merge_tables(parts: list[dict[str, Table]], span: tuple[int, int], bandwidth: float = 0.0) -> dict[str, Table]:
+    """The rank's tables (those a job gathers) from its windows' tables, in window order
+    (``bandwidth``: the device's, bytes/s, that roofline shares are measured against)."""
     out: dict[str, Table] = {}
+    ctx = Context(span, bandwidth)
     for name in parts[0]:
         tables = [p[name] for p in parts]
         if name in RULES:
-            out[name] = _merge(tables, RULES[name], span, _WEIGHT.get(name, "count"))
+            out[name] = _merge(tables, RULES[name], ctx, _WEIGHT.get(name, "count"))
         else:
             out[name] = Table.concat(tables) if name in CONCAT else tables[0]
     return out
 
 
-def _merge(tables: list[Table], rule: Rule, span: tuple[int, int], weight: str) -> Table:
-    cols = labels(tables[0])
+def _merge(tables: list[Table], rule: Rule, ctx: Context, weight: str) -> Table:
+    cols = [c for c in labels(tables[0]) if not c.startswith("_")]  # (hidden: what a window added for the merge)
     nonempty = [t for t in tables if len(t)]
     if not nonempty:
-        return tables[0]
+        return tables[0].select(cols) if len(cols) < len(labels(tables[0])) else tables[0]
     if rule.then is _sections:  # the busy time behind device_util_pct, summed across windows
         nonempty = [t.with_columns(_busy=np.nan_to_num(column(t, "device_util_pct")) * column(t, "projected_ns") / 100)
                     for t in nonempty]
@@ -180,8 +226,7 @@ def _merge(tables: list[Table], rule: Rule, span: tuple[int, int], weight: str) 
         op = rule.ops.get(c, "first")
         merged[c] = _combine(op, v, group, n, firsts, lasts, w, allw)
     if rule.then is not None:
-        rule.then(merged, span)
-    merged.pop("_busy", None)
+        rule.then(merged, ctx)
     order = None
     if rule.order is not None:
         order = np.argsort(-merged[rule.order].astype(np.float64), kind="stable")
@@ -198,6 +243,12 @@ def _combine(op: str, v: np.ndarray, group: np.ndarray, n: int, firsts: np.ndarr
         out = np.zeros(n, v.dtype if v.dtype.kind in "iuf" else np.float64)
         np.add.at(out, group, v)
         return out
+    if op == "nsum":  # NaN (no figure) counts as nothing, NaN where no window had one
+        x = v.astype(np.float64)
+        out = np.zeros(n)
+        np.add.at(out, group, np.nan_to_num(x))
+        has = np.bincount(group, weights=~np.isnan(x), minlength=n) > 0
+        return np.where(has, out, np.nan)
     if op in ("min", "max"):
         f = np.fmin if op == "min" else np.fmax
         out = v[firsts].copy()
@@ -217,6 +268,44 @@ def _combine(op: str, v: np.ndarray, group: np.ndarray, n: int, firsts: np.ndarr
                 best[g] = i
         return v[best]
     raise ValueError(op)
+
+
+class MfuPart(NamedTuple):
+    """What a window adds to the rank's ``mfu`` besides its steps' rows: its model FLOPs
+    by precision and the device planes (ids) with activity in it."""
+
+    flops: dict[str, float]
+    devices: frozenset[int]
+
+
+def merge_mfu(tables: list[Table], parts: list[MfuPart], pk: Peak | None) -> Table:
+    """The rank's ``mfu`` (as ``analyze.efficiency.mfu`` makes it): the windows' step rows
+    under a whole-rank row (step -1) of their FLOPs and times summed, every row at the
+    precision most of the rank's FLOPs were in, over the devices active in any window.
+    A window without model FLOPs adds its steps with none (``ranks/window_values.py``)."""
+    totals: dict[str, float] = {}
+    for p in parts:
+        for k, v in p.flops.items():
+            totals[k] = totals.get(k, 0.0) + v
+    steps = [t.take(np.flatnonzero(column(t, "step") != -1)) for t in tables if len(t)]
+    if not totals or not steps:  # no model FLOPs: the table the whole rank has
+        return empty_frame(labels(tables[0]), ("precision", "device"), np.float64)
+    kinds = sorted(totals)  # (np.unique's order: ties go to the first, as the whole's argmax)
+    precision = kinds[int(np.argmax([totals[k] for k in kinds]))]
+    t = Table.concat(steps)
+    flops = np.r_[column(t, "flops").astype(np.float64).sum(), column(t, "flops").astype(np.float64)]
+    time = np.r_[column(t, "time_ns").astype(np.float64).sum(), column(t, "time_ns").astype(np.float64)]
+    devices = max(1, len(frozenset().union(*(p.devices for p in parts))))
+    peak_f = pk.flops(precision) if pk else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fps = flops / time * 1e9
+        pct = 100.0 * fps / (peak_f * devices) if peak_f else np.full(len(fps), np.nan)
+    n = len(flops)
+    return frame({
+        "step": np.r_[-1, column(t, "step")].astype(np.int64), "flops": flops, "time_ns": time, "flops_per_s": fps,
+        "precision": np.full(n, precision, object), "devices": np.full(n, devices, np.int64),
+        "peak_flops_per_s": np.full(n, peak_f if peak_f else np.nan), "mfu_pct": pct,
+        "device": np.full(n, f"{pk.model} ({pk.source})" if pk else "", object)})
 
 
 def concat_collectives(tables: list[Table]) -> Table:

@@ -11,6 +11,11 @@ exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
 - **Queue lengths** (``queue_length_summary``): each window writes its series of
   (stream, time, length) changes; the rank's statistics are those of the series put
   end to end, computed as the table computes them.
+- **Efficiency**: each window's ``kernel_efficiency`` rows get the peak FLOP/s of
+  their precision (:func:`kernel_peaks`), so the merged rates' roofline shares are made
+  again as the rank's; each window's model FLOPs by precision and active devices
+  (:func:`mfu_part`) give the rank's ``mfu`` precision and devices; a window without
+  model FLOPs adds its steps with none (:func:`fill_mfu`).
 - **Idle stretches across a window's edge**: a window's analysed span ends at the
   next window's start (a quiet point, ``store/window.py``), so an idle stretch that
   spans it is two gaps in the windows (the tail of one, counted as "other", and the
@@ -29,16 +34,21 @@ from typing import Iterator
 import numpy as np
 
 from ..analyze.breakdown import ALL_STREAMS, _groups
+from ..analyze.efficiency import kernel_costs, model_rows, resolve_peak, step_times
+from ..analyze.flops import op_costs
 from ..analyze.common import CLASS_NAMES
 from ..analyze.common import analysed_span, device_view
 from ..analyze.copies import group_keys, key_labels, per_copy
-from ..analyze.frames import column, rows_frame
+from ..analyze.frames import column, frame, rows_frame
 from ..analyze.grouping import group_stats
 from ..analyze.queues import SUMMARY, _series, quartiles
 from ..analyze.sections import section_rows
 from ..analyze.table import Table
 from ..analyze.window import host_mask
+from ..derive import cache
 from ..trace.core import Trace
+from ..trace.sorting import unique
+from .table_merge import MfuPart
 
 #: a window's idle edges of one stream or device: whether it has activity there, its idle
 #: time before the first activity (all of the span without any), whether that
@@ -72,6 +82,53 @@ def spill(view: Trace, folder: Path, i: int) -> None:
     track, ts, length = _series(view)
     np.save(folder / f"queue-{i}.npy", np.stack([track.astype(np.int64), ts.astype(np.int64),
                                                  length.astype(np.int64)]) if len(track) else np.zeros((3, 0), np.int64))
+
+
+def kernel_peaks(view: Trace, table: Table) -> np.ndarray:
+    """Per row of the window's ``kernel_efficiency`` (``table``): the peak FLOP/s its
+    roofline share was measured against, that of the precision of the op that launched
+    the name's first kernel (0: none known)."""
+    out = np.zeros(len(table))
+    pk = resolve_peak(view, None)
+    if pk is None or not len(table):
+        return out
+    rows, _, _ = kernel_costs(view)  # (as the table: ascending rows, a name's first is its first)
+    corr = cache.correlation(view)
+    op = corr.op[np.searchsorted(corr.device_rows, rows)]
+    names, first = np.unique(view.events["name"][rows], return_index=True)
+    op = op[first]
+    prec = np.full(len(op), "", object)
+    if (op >= 0).any():
+        uops = unique(op[op >= 0])
+        prec[op >= 0] = op_costs(view, uops).precision[np.searchsorted(uops, op[op >= 0])]
+    strings = np.asarray(view.strings, dtype=object)
+    peak = {str(strings[n]): pk.flops(str(p)) for n, p in zip(names.tolist(), prec.tolist())}
+    return np.array([peak.get(n, 0.0) for n in column(table, "name").tolist()], np.float64)
+
+
+def mfu_part(view: Trace) -> MfuPart:
+    """The window's model FLOPs by precision and its device planes with activity (what
+    ``analyze.efficiency.mfu`` chooses its precision and counts its devices by)."""
+    _, flops, prec = model_rows(view)
+    kinds, inv = np.unique(prec.astype(str), return_inverse=True)
+    weights = np.bincount(inv, weights=flops, minlength=len(kinds))
+    busy = unique(view.event_planes())
+    return MfuPart(dict(zip(kinds.tolist(), weights.tolist())),
+                   frozenset(p.id for p in view.planes if p.kind == "device" and p.id in busy))
+
+
+def fill_mfu(table: Table, view: Trace) -> Table:
+    """A window's ``mfu``; where it has no model FLOPs (an empty table), a row of none for
+    each of its steps (the rank's table has a row for every step when it has FLOPs)."""
+    steps = cache.steps(view)
+    if len(table) or not len(steps):
+        return table
+    n = len(steps)
+    z = np.zeros(n)
+    return frame({"step": steps.number.astype(np.int64), "flops": z, "time_ns": step_times(view, steps),
+                  "flops_per_s": z, "precision": np.full(n, "", object), "devices": np.ones(n, np.int64),
+                  "peak_flops_per_s": np.full(n, np.nan), "mfu_pct": np.full(n, np.nan),
+                  "device": np.full(n, "", object)})
 
 
 #: the columns of a window's launch table that ``launch_summary`` reads (text as codes)
