@@ -186,16 +186,17 @@ def test_mfu_has_one_whole_rank_row_of_every_step(docs):
 
 
 def test_steps_on_a_gpu_labelled_plane_read_whole(tmp_path, capsys, monkeypatch, caplog):
-    """The plan counts step events on every plane, the steps are the host's: where the
-    windows do not hold the steps the plan cut them by, the rank is read whole (said),
-    and its summary is the whole read's, not an IndexError."""
+    """Step events on a plane the trace labels a GPU are no steps of the rank. The plan
+    counted them (the windows then held none: an IndexError); it now counts the steps the
+    analyses do, finds none to cut by, and the rank is read whole (said), its summary the
+    whole read's."""
     store = polyprof.load_ranks([_trace(tmp_path / "rank0.json", steps_on_gpu=True)]).convert(
         tmp_path / "s", chunk_rows=20000)
     whole = _summary(store, capsys)
     monkeypatch.setenv("POLYPROF_MEMORY_BOUND", LOW)
     with caplog.at_level(logging.WARNING, logger="polyprof"):
         got = _summary(store, capsys)
-    assert "read whole" in caplog.text and "plane the trace labels a device" in caplog.text
+    assert "read whole" in caplog.text and "cannot be cut into windows of whole steps" in caplog.text
     assert got == whole
 
 

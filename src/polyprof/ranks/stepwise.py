@@ -81,8 +81,9 @@ def summarise_entry(entry: RankEntry) -> RankResult | None:
 
 class StepsDisagree(Exception):
     """A window holds fewer steps than the plan cut it by (``store/window.py`` counts the
-    ``ProfilerStep#N`` events of every plane, the steps those of the host): the rank is
-    read whole instead, as the summary of a rank the windows cannot cut."""
+    ``ProfilerStep#N`` events on host planes, as ``derive/steps.py`` does; a safety net
+    for any other disagreement): the rank is read whole instead, as the summary of a
+    rank the windows cannot cut."""
 
 
 def by_windows(folder: Path, events: int) -> Plan | None:
@@ -302,9 +303,8 @@ def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int) -> _Done:
     steps = cache.steps(trace)
     if len(steps) < (2 if first else 1):
         where = "its first window" if first else f"its window from {lo:,} ns"
-        raise StepsDisagree(f"{where} holds {len(steps)} of its steps (ProfilerStep#N events on a host plane), fewer "
-                            "than the windows were cut by (the plan counts those of every plane: some are on a plane "
-                            "the trace labels a device)")
+        raise StepsDisagree(f"{where} holds {len(steps)} of its steps, fewer than the windows were cut by (the plan "
+                            "counts ProfilerStep#N events on host planes, the window's analyses the steps they find)")
     index = np.arange(len(steps))[1:] if first else np.arange(len(steps))
     c0 = int(steps.start[1]) if first else lo  # events are counted from the rank's second step on
     c1 = _FAR if last else hi

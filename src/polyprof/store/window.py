@@ -94,11 +94,12 @@ def plan(directory: Path, max_events: int) -> Plan:
     starts = np.empty(n, np.int64)
     s0: list[np.ndarray] = []
     s1: list[np.ndarray] = []
-    for row, t in _row_groups(path, ["name_id", "start_ns", "end_ns", "dur_ns"]):
+    host = _host_tracks(header)
+    for row, t in _row_groups(path, ["name_id", "track_id", "start_ns", "end_ns", "dur_ns"]):
         s = _np(t, "start_ns")
         starts[row:row + len(s)] = s
         if len(step_ids):
-            k = np.isin(_np(t, "name_id"), step_ids) & (_np(t, "dur_ns") > 0)
+            k = np.isin(_np(t, "name_id"), step_ids) & (_np(t, "dur_ns") > 0) & host[_np(t, "track_id")]
             s0.append(s[k])
             s1.append(_np(t, "end_ns")[k])
     first, last = (np.concatenate(s0), np.concatenate(s1)) if s0 else (np.zeros(0, np.int64),) * 2
@@ -137,6 +138,17 @@ def plan(directory: Path, max_events: int) -> Plan:
     quiet[q[1:][gap[q[1:]] == gap[q[:-1]]]] = False  # one window start per gap between steps: its first
     quiet &= gap >= 2  # the first window holds two steps at least (the first is the warm-up, left out)
     return _cut(c, quiet, counts, max_events, len(first))
+
+
+def _host_tracks(header: dict) -> np.ndarray:
+    """Per track id: whether a step there is one of the rank's (derive/steps.py: a real
+    track of a host plane; a ``ProfilerStep#N`` on a plane the trace labels a device is not)."""
+    host = {p["id"] for p in header["planes"] if p.get("kind") == "host"}
+    tracks = header["tracks"]
+    out = np.zeros(max((int(t["id"]) for t in tracks), default=-1) + 1, bool)
+    for t in tracks:
+        out[int(t["id"])] = t.get("plane") in host and t.get("kind") != "derived"
+    return out
 
 
 def _candidates(starts: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
