@@ -18,7 +18,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import find, member, row_of_key, union, unique, unique_rows
 from ..trace import keys
-from .common import analysed_span, op_durations
+from .common import analysed_span, device_view, op_durations
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
@@ -466,7 +466,8 @@ def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
-    """One row per kernel name with a FLOP or byte figure (:func:`kernel_costs`).
+    """One row per kernel name with a FLOP or byte figure (:func:`kernel_costs`), of the
+    kernels the analysed window counts (launched in its steps).
 
     Columns: ``name``, ``count``, ``flops``, ``bytes``, ``device_ns``, ``flops_per_s``,
     ``bytes_per_s``, ``intensity``, ``roofline_pct`` and ``bound_by`` (as
@@ -477,11 +478,14 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     cols = ["name", "count", "flops", "bytes", "device_ns", "flops_per_s", "bytes_per_s", "intensity",
             "roofline_pct", "bound_by", "op", "tensor_core"]
     rows, flops, nbytes = kernel_costs(trace)
+    corr = cache.correlation(trace)
+    at = np.searchsorted(corr.device_rows, rows)
+    keep = device_view(trace).counted[at]  # the kernels the analysed window counts
+    rows, flops, nbytes, at = rows[keep], flops[keep], nbytes[keep], at[keep]
     if not len(rows):
         return empty_frame(cols, ("name", "bound_by", "op"), np.float64)
     ev = trace.events
-    corr = cache.correlation(trace)
-    op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]  # -1: a kernel XLA launched outside any op
+    op_rows = corr.op[at]  # -1: a kernel XLA launched outside any op
     uops = unique(op_rows[op_rows >= 0])
     prec = np.full(len(rows), "", object)
     if len(uops):
