@@ -12,6 +12,7 @@ import numpy as np
 
 from ..derive import cache
 from ..trace import keys
+from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 
 #: rule -> framework -> suggestion ("generic" is the fallback)
@@ -129,6 +130,54 @@ ADVICE: dict[str, dict[str, str]] = {
         "generic": "Something keeps memory from every step: a list that collects buffers, a cache that never "
                    "evicts, or state appended each step. The memory table lists what is live at the peak.",
     },
+    "pageable_copies": {
+        "torch": "A copy from or to pageable memory is staged through a driver buffer: it runs below the link's "
+                 "bandwidth and holds up the host, so it cannot overlap compute. Pin the host buffers "
+                 "(DataLoader(pin_memory=True), tensor.pin_memory(), torch.empty(..., pin_memory=True) for a "
+                 "reused buffer) and copy with .to(device, non_blocking=True).",
+        "jax": "A copy from or to pageable memory is staged through a driver buffer: it runs below the link's "
+               "bandwidth and cannot overlap compute. device_put the next batch ahead of use (prefetch to the "
+               "device), keep results on the device, and bring back only what the host needs.",
+        "generic": "A copy from or to pageable memory is staged through a driver buffer: it runs below the link's "
+                   "bandwidth and holds up the host, so it cannot overlap compute. Allocate the host buffers "
+                   "page-locked (cudaMallocHost / cudaHostAlloc, hipHostMalloc, or cudaHostRegister an existing "
+                   "one) and copy asynchronously on a stream of its own.",
+    },
+    "small_copies": {
+        "torch": "Each copy pays a fixed cost of microseconds (and a host call) whatever its size. Batch the small "
+                 "tensors into one (torch.cat or one flat buffer, then a single .to(device)), keep the data on "
+                 "the device across steps, and avoid per-element host reads (.item(), .tolist(), printing "
+                 "device tensors).",
+        "jax": "Each copy pays a fixed cost of microseconds whatever its size. Move one batch as one pytree "
+               "(a single device_put), keep state on the device inside the jitted step, and avoid per-step "
+               "float(x) / np.asarray(x) of small device arrays.",
+        "opencl": "Each copy pays a fixed cost of microseconds whatever its size. Pack small buffers into one "
+                  "and write it with one clEnqueueWriteBuffer, keep buffers on the device across kernels, and "
+                  "read back only what the host needs.",
+        "generic": "Each copy pays a fixed cost of microseconds whatever its size. Batch the small transfers "
+                   "into one buffer and one copy, keep the data on the device between kernels, and read back "
+                   "only what the host needs.",
+    },
+    "out_of_memory": {
+        "torch": "The allocations listed were live when it ran out: cut them first. Lower the peak with a "
+                 "smaller batch (gradient accumulation keeps the effective one), activation checkpointing "
+                 "(torch.utils.checkpoint), bf16/fp16 autocast, and dropping references to tensors sooner (del; "
+                 "no tensors kept across steps).",
+        "generic": "The allocations listed were live when it ran out: cut them first. Lower the peak with a "
+                   "smaller batch or chunks, recomputation instead of keeping intermediates, a smaller dtype, and "
+                   "freeing buffers sooner.",
+    },
+    "memory_cached": {
+        "torch": "PyTorch's caching allocator keeps freed blocks reserved for reuse; blocks split by allocations "
+                 "of other sizes cannot serve a larger one (fragmentation). PYTORCH_CUDA_ALLOC_CONF="
+                 "expandable_segments:True (PYTORCH_HIP_ALLOC_CONF on ROCm) lets segments grow instead of adding "
+                 "new ones; "
+                 "torch.cuda.empty_cache() returns the unused cache (for other processes, at the cost of "
+                 "allocating again); allocating the largest, long-lived tensors first also helps.",
+        "generic": "The allocator keeps freed memory reserved for reuse; blocks split by allocations of other "
+                   "sizes cannot serve a larger one (fragmentation). Allocate long-lived, large buffers first, "
+                   "reuse buffers of one size, or let the allocator return its unused cache.",
+    },
     "low_occupancy": {
         "generic": "Registers or shared memory per block cap how many blocks an SM holds. Cap registers "
                    "(__launch_bounds__, maxrregcount, Triton num_warps/num_stages), use less shared memory per "
@@ -144,6 +193,8 @@ def framework(trace: Trace) -> str:
 
 
 def _framework(trace: Trace) -> str:
+    if mkeys.TORCH_MEMORY_SNAPSHOT in trace.metadata:  # torch's caching allocator wrote it
+        return "torch"
     planes = [p.name.lower() for p in trace.planes]
     if any("opencl" in p for p in planes) or "opencl_api" in trace.strings:
         return "opencl"

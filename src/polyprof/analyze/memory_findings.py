@@ -1,5 +1,7 @@
-"""The memory findings: a peak held mostly by one section or op, and memory that grows
-step over step (a leak). Thresholds are module constants, as in ``findings.py``."""
+"""The memory findings: a peak held mostly by one section or op, memory that grows step
+over step (a leak), running out of memory (a torch memory snapshot's ``oom``), and an
+allocator cache that holds much more than was ever allocated at once. Thresholds are
+module constants, as in ``findings.py``."""
 
 from __future__ import annotations
 
@@ -8,11 +10,15 @@ from typing import Any
 
 import numpy as np
 
+from ..trace import keys
+from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .advice import suggestion
 from .finding import Finding, _records
 from .frames import column, order_asc
 from .inputs import memory_events
+from .window import selection
+from ..trace.sorting import member, unique
 
 MIB = 1 << 20
 PEAK_HOLDER_SHARE = 50.0  # one section (or op) holds this share of what is live at the peak
@@ -21,10 +27,19 @@ PEAK_LIVE_SHARE = 10.0  # ... and at least this share of the peak (the rest was 
 GROWTH_MIN_STEPS = 3  # steps needed to call growth a trend
 GROWTH_RISING_SHARE = 80.0  # share of step-to-step changes that must be increases
 GROWTH_MIN_BYTES = 1 * MIB  # growth from the first to the last step end
+#: an allocation that failed: a torch memory snapshot's ``oom`` entry
+#: (``formats/torch_memory_snapshot.py``), torch.profiler's ``[OutOfMemory]`` event (Kineto)
+OOM_EVENTS = ("OutOfMemoryError", "[OutOfMemory]")
+OOM_TOP = 5  # the largest live allocations listed with an out-of-memory finding
+CACHED_SHARE = 30.0  # reserved but never allocated at once: share of the most reserved
+CACHED_MIN_BYTES = 512 * MIB  # ... and at least this much
+CACHED_HIGH_SHARE = 50.0
+#: allocators whose reserved bytes are a cache of freed blocks (XProf's bytes_reserved is a stack)
+CACHING_ALLOCATORS = ("torch",)
 
 
 def memory_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
-    return [*_peak_dominated(trace, t), *_growth(trace)]
+    return [*_peak_dominated(trace, t), *_growth(trace), *_out_of_memory(trace), *_cached(trace)]
 
 
 def _fmt(n: float) -> str:
@@ -102,4 +117,135 @@ def _growth(trace: Trace) -> list[Finding]:
              "rising_pct": round(rising, 2), "first_step_bytes": int(held[0]), "last_step_bytes": int(held[-1]),
              "allocator": str(a)}, ev,
             suggestion(trace, "memory_growth")))
+    return out
+
+
+def _stat(trace: Trace, key: str, rows: np.ndarray) -> list[Any]:
+    """Stat ``key`` at ``rows`` (None where absent)."""
+    out: list[Any] = [None] * len(rows)
+    col = trace.stats.get(key)
+    if col is not None and len(rows):
+        has, vals = col.lookup(rows)
+        for i, v in zip(np.flatnonzero(has).tolist(), vals.tolist()):
+            out[i] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    return out
+
+
+def _out_of_memory(trace: Trace) -> list[Finding]:
+    """One finding per device that ran out of memory: its first failure, with what was
+    allocated and reserved then and the largest allocations live at that moment."""
+    ids = [i for i in (trace.string_id(n) for n in OOM_EVENTS) if i >= 0]
+    if not ids:
+        return []
+    rows = np.flatnonzero(member(trace.events["name"], np.asarray(ids, trace.events["name"].dtype)))
+    start = trace.events["start_ns"][rows]
+    sel = selection(trace)
+    if sel is not None:  # a window's view: the failures inside its steps
+        rows, start = rows[(start >= sel.lo) & (start < sel.hi)], start[(start >= sel.lo) & (start < sel.hi)]
+    rows = rows[np.argsort(start, kind="stable")]
+    if not len(rows):
+        return []
+    from .memory import memory  # only with an out-of-memory event: the memory tables' module (as above)
+
+    m = memory(trace)
+    devices = list(dict.fromkeys(m.device))
+    told = _stat(trace, keys.MEMORY_DEVICE, rows)
+    asked, free, reserved = (_stat(trace, k, rows) for k in ("requested_bytes", "device_free", keys.TOTAL_RESERVED))
+    asked = [a if a is not None else b for a, b in zip(asked, _stat(trace, "Bytes", rows))]  # Kineto's arg
+    seen: dict[str, list[int]] = {}
+    for i, d in enumerate(told):
+        # the reader names no device on the event: the trace's only memory device, if it has one
+        seen.setdefault(str(d) if d else devices[0] if len(devices) == 1 else "", []).append(i)
+    out = []
+    for dev, at in seen.items():
+        i = at[0]
+        ts = int(trace.events["start_ns"][rows[i]])
+        allocated, live = _held_at(trace, dev, ts, rows)
+        res = reserved[i]
+        ev: dict[str, Any] = {
+            "requested_bytes": asked[i], "device_free_bytes": free[i], "allocated_bytes": allocated,
+            "reserved_bytes": res, "reserved_unallocated_bytes": res - allocated
+            if res is not None and allocated is not None else None,
+            "at_ns": ts - trace.span_ns[0], "out_of_memory_events": len(at)}
+        what = ", ".join(x for x in (f"{_fmt(free[i])} free on the device" if free[i] is not None else "",
+                                     f"{_fmt(allocated)} allocated" if allocated is not None else "",
+                                     f"{_fmt(res)} reserved" if res is not None else "") if x)
+        title = (f"{dev or 'a device'}: out of memory asking for "
+                 + (_fmt(asked[i]) if asked[i] is not None else "an allocation") + (f" ({what})" if what else ""))
+        lead = ""
+        gap = ev["reserved_unallocated_bytes"]
+        if gap and res and 100.0 * gap / res >= CACHED_SHARE:
+            fix = ("expandable_segments is already on. " if _expandable_on(trace) else
+                   "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True. ")
+            lead = (f"{_fmt(gap)} of the {_fmt(res)} reserved was not allocated (the allocator's cache, which "
+                    f"fragmentation kept from serving the request): {fix}")
+        out.append(Finding("out_of_memory", title, "high", dev, ev, live, lead + suggestion(trace, "out_of_memory")))
+    return out
+
+
+def _expandable_on(trace: Trace) -> bool:
+    """Whether the snapshot's allocator settings say expandable segments were on."""
+    settings = (trace.metadata.get(mkeys.TORCH_MEMORY_SNAPSHOT) or {}).get("allocator_settings") or {}
+    return settings.get("expandable_segments") is True
+
+
+def _held_at(trace: Trace, device: str, ts: int, ooms: np.ndarray) -> tuple[int | None, list[dict[str, Any]]]:
+    """(bytes allocated on ``device`` just after every event at or before ``ts``, every
+    allocator added up; the largest allocations live then, with their stacks). The
+    ``ooms`` rows are never allocations (a Kineto reader may give one its ``Bytes``)."""
+    from .memory import _live_at, context, memory  # (as above)
+
+    m = memory(trace)
+    total: int | None = None
+    picks: list[np.ndarray] = []
+    for s in range(m.n_series):
+        if m.device[s] != device:
+            continue
+        lo, hi = m.bounds(s)
+        p = lo + int(np.searchsorted(m.ts[lo:hi], ts, side="right")) - 1
+        total = (total or 0) + int(m.level[p] if p >= lo else m.start[s])
+        if p >= lo:
+            picks.append(_live_at(m, lo, hi, p))
+    live = np.concatenate(picks) if picks else np.zeros(0, np.int64)
+    live = live[~member(m.rows[live], unique(ooms))]
+    live = live[np.argsort(-m.delta[live], kind="stable")][:OOM_TOP]
+    op, section, stack = context(trace, m.rows[live])
+    return total, [{"bytes": int(m.delta[j]), "allocator": m.allocator[int(m.series[j])],
+                    "allocated_at_ns": int(m.ts[j]) - trace.span_ns[0],
+                    **{k: str(v) for k, v in (("op", o), ("section", sec), ("stack", st)) if v}}
+                   for j, o, sec, st in zip(live.tolist(), op.tolist(), section.tolist(), stack.tolist())]
+
+
+def _cached(trace: Trace) -> list[Finding]:
+    """Per series of a caching allocator with reserved bytes on its events: the most it
+    reserved against the most it had allocated at once."""
+    if not memory_events(trace):
+        return []
+    from .memory import memory  # (as above)
+
+    m = memory(trace)
+    out = []
+    for s in range(m.n_series):
+        lo, hi = m.bounds(s)
+        res = m.reserved[lo:hi]
+        if m.allocator[s] not in CACHING_ALLOCATORS or not m.from_totals[s] or not np.isfinite(res).any():
+            continue
+        p = int(np.argmax(m.level[lo:hi]))
+        peak, most = int(m.level[lo + p]), int(np.nanmax(res))
+        gap = most - peak
+        share = 100.0 * gap / most if most > 0 else 0.0
+        if gap < CACHED_MIN_BYTES or share < CACHED_SHARE:
+            continue
+        at_peak = res[p]
+        out.append(Finding(
+            "memory_cached", f"{m.device[s]}: the allocator reserved up to {_fmt(most)} but never had more than "
+            f"{_fmt(peak)} allocated at once: {_fmt(gap)} ({share:.0f}%) held as cache or fragments",
+            "high" if share >= CACHED_HIGH_SHARE else "medium",
+            m.device[s],
+            {"reserved_peak_bytes": most, "allocated_peak_bytes": peak, "unallocated_bytes": gap,
+             "share_pct": round(share, 2), "reserved_at_allocated_peak_bytes": int(at_peak)
+             if np.isfinite(at_peak) else None, "allocated_peak_at_ns": int(m.ts[lo + p]) - trace.span_ns[0],
+             "allocator": m.allocator[s]}, [],
+            ("expandable_segments is already on (the snapshot's allocator settings): what stays reserved is "
+             "cached blocks. " if _expandable_on(trace) else "") + suggestion(trace, "memory_cached")))
     return out

@@ -269,6 +269,7 @@ def load(path: str | Path) -> Trace:
         for i, (asked, free) in cols["ooms"].items():
             b.add_stat("requested_bytes", rows[i:i + 1], np.asarray([asked], np.int64))
             b.add_stat("device_free", rows[i:i + 1], np.asarray([free], np.int64))
+            b.add_stat(keys.MEMORY_DEVICE, rows[i:i + 1], TextCodes(np.zeros(1, np.uint8), (plane_name,)))
     if untimed:
         b.metadata[mkeys.WARNINGS] = [f"memory snapshot: the history of device(s) {untimed} has no times (torch "
                                       "before 2.1, or a profile's converter): its entries are 1 µs apart, in order"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..analyze import copy_findings as cop
 from ..analyze import efficiency_findings as eff
 from ..analyze.findings import (_copy_bound, _exposed_comm, _host_bound, _idle_between_steps, _input_bound,
                                 _launch_bound, _one_per_rule, _sync_stalls, _unsynchronised, by_severity)
@@ -29,7 +30,9 @@ Rule = Callable[..., list[Finding]]
 #: every rule in the order ``analyze.findings.findings`` runs them, and whether it reads events
 ORDER: tuple[tuple[Rule, bool], ...] = (
     (_host_bound, False), (_input_bound, False), (_launch_bound, True), (_copy_bound, True), (_sync_stalls, True),
-    (_idle_between_steps, False), (_exposed_comm, False), (mem._peak_dominated, False), (lambda trace, t: mem._growth(trace), True),
+    (_idle_between_steps, False), (_exposed_comm, False), (cop.pageable_copies, True), (cop.small_copies, True),
+    (mem._peak_dominated, False), (lambda trace, t: mem._growth(trace), True),
+    (lambda trace, t: mem._out_of_memory(trace), True), (lambda trace, t: mem._cached(trace), True),
     (eff._low_mfu, False), (lambda trace, t: eff._fusable_chains(trace), True), (eff._low_occupancy, False))
 
 
