@@ -16,7 +16,6 @@ import polyprof
 from polyprof.analyze.memory import memory_at_peak, memory_peak
 from polyprof.errors import TraceFormatError
 from polyprof.formats.detect import detect
-from polyprof.formats.torch_memory_snapshot import BEFORE
 
 MiB = 1 << 20
 
@@ -73,28 +72,43 @@ def test_a_cuda_snapshot_reads_as_its_allocators_history(tmp_path: Path) -> None
     assert detect(path) == "torch-memory-snapshot"
     trace = polyprof.load(path)
     (peak,) = memory_peak(trace).to_pandas().to_dict("records")
-    # before the history: 8 MiB kept + 2 MiB freed in it (10 MiB); then +4, +6 (the peak), -2, -4
-    assert (peak["device"], peak["allocator"], peak["start_bytes"]) == ("/device:GPU:0", "torch", 0)
+    # held before the history (its start): 8 MiB kept + 2 MiB freed in it; then +4, +6 (the peak), -2, -4
+    assert (peak["device"], peak["allocator"], peak["start_bytes"]) == ("/device:GPU:0", "torch", 10 * MiB)
     assert (peak["peak_bytes"], peak["end_bytes"], peak["allocations"], peak["frees"]) == (
-        20 * MiB, 14 * MiB, 4, 2)
+        20 * MiB, 14 * MiB, 2, 2)
     assert peak["peak_ns"] == 1_030_000  # the output's allocation, in ns of the file's clock
     live = memory_at_peak(trace).to_pandas()
-    assert sorted(live["bytes"].tolist()) == [2 * MiB, 4 * MiB, 6 * MiB, 8 * MiB]
+    assert sorted(live["bytes"].tolist()) == [4 * MiB, 6 * MiB]  # allocated in the history
     rows = {int(r.bytes): r for r in live.itertuples()}
     assert rows[6 * MiB].stack == "train.py:12 step > model.py:40 forward" and rows[6 * MiB].op == "aten::mm"
-    # only a bare allocation op in its stack: that one
-    assert rows[8 * MiB].stack == "train.py:3 <module> > model.py:7 __init__" and rows[8 * MiB].op == "aten::empty_strided"
-    assert rows[2 * MiB].stack == BEFORE
     ev = trace.events
     names = trace.names()
     (oom,) = np.flatnonzero(names == "OutOfMemoryError")
     assert ev["start_ns"][oom] == 1_060_000
     assert trace.stats.get("requested_bytes").lookup(np.array([oom]))[1].tolist() == [64 * MiB]
     assert trace.stats.get("device_free").lookup(np.array([oom]))[1].tolist() == [3 * MiB]
-    # reserved: 40 MiB at the snapshot, 20 MiB of it reserved by the history
+    # reserved: 40 MiB at the snapshot, 20 MiB of it by the history's first entry
     has, reserved = trace.stats.get("total_reserved").lookup(np.arange(trace.n_events))
-    assert reserved.min() == 20 * MiB and reserved.max() == 40 * MiB
+    assert has.all() and reserved.tolist() == [40 * MiB] * trace.n_events
+    assert trace.names()[0] == "[segment]"
     assert trace.metadata["torch_memory_snapshot"]["entries"] == [9]
+
+
+def test_a_snapshot_without_history_gives_its_allocated_blocks(tmp_path: Path) -> None:
+    """``torch.cuda.memory._snapshot()`` without a recorded history: the blocks allocated
+    then, at time 0, with their own stacks (or none), and no word about missing times."""
+    doc = cuda_snapshot()
+    doc["device_traces"] = []
+    path = tmp_path / "now.pickle"
+    path.write_bytes(pickle.dumps(doc, protocol=4))
+    trace = polyprof.load(path)
+    (peak,) = memory_peak(trace).to_pandas().to_dict("records")
+    assert (peak["start_bytes"], peak["peak_bytes"], peak["allocations"]) == (0, 14 * MiB, 2)
+    live = {int(r.bytes): r for r in memory_at_peak(trace).to_pandas().itertuples()}
+    assert live[8 * MiB].stack == "train.py:3 <module> > model.py:7 __init__"
+    # only a bare allocation op in its stack: that one
+    assert live[8 * MiB].op == "aten::empty_strided"
+    assert not trace.metadata.get("warnings")
 
 
 def test_a_profile_converted_by_torch_reads_as_its_history(tmp_path: Path) -> None:
@@ -124,8 +138,9 @@ def test_a_profile_converted_by_torch_reads_as_its_history(tmp_path: Path) -> No
         level += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
         levels.append(level)
     (peak,) = memory_peak(trace).to_pandas().to_dict("records")
-    assert (peak["peak_bytes"], peak["end_bytes"]) == (max(levels), end)
-    assert peak["allocations"] >= len(allocs) and peak["frees"] == len(frees)
+    assert (peak["start_bytes"], peak["peak_bytes"], peak["end_bytes"]) == (levels[0], max(levels), end)
+    assert peak["allocations"] == len(allocs) and peak["frees"] == len(frees)
+    assert peak["device"] == "/host:CPU"  # the converter's last index (no GPU here: its only one)
     assert any("has no times" in w for w in trace.metadata["warnings"])
     has, cats = trace.stats.get("memory_category").lookup(np.arange(trace.n_events))
     assert has.sum() == len(allocs) and {"activation", "gradient"} <= set(cats.tolist())
@@ -148,6 +163,36 @@ def test_a_pickle_that_names_a_python_object_is_refused_and_never_run(tmp_path: 
     with pytest.raises(TraceFormatError, match=r"hostile\.pickle.*names a Python object, posix\.system"):
         polyprof.load(path)
     assert not marker.exists()
+
+
+def test_crafted_pickles_cost_what_their_size_does(tmp_path: Path) -> None:
+    """Small hostile files: a memo index of 2**26 (the C unpickler's memo array took 1 GB
+    for 42 bytes), allocator settings of a shared list 40 levels deep (2**40 leaves once
+    written out), and 4,000 entries sharing one stack of 4,000 frames (each made once)."""
+    import resource
+    import time
+
+    memo = tmp_path / "memo.pickle"
+    memo.write_bytes(b"\x80\x04}\x94(\x8c\x08segments\x94]\x94r" + (1 << 26).to_bytes(4, "little") + b"u.")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    polyprof.load(memo)  # an empty snapshot
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+
+    doc = cuda_snapshot()
+    deep: list[object] = []
+    for _ in range(40):
+        deep = [deep, deep]
+    doc["allocator_settings"] = {"expandable_segments": False, "deep": deep}
+    frames = _frames(*[(f"/w/f{i}.py", i, f"f{i}") for i in range(4000)])
+    doc["device_traces"][0] += [{"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": 2_000 + i,
+                                 "frames": frames} for i in range(4000)]  # type: ignore[operator]
+    path = tmp_path / "crafted.pickle"
+    path.write_bytes(pickle.dumps(doc, protocol=4))
+    t0 = time.monotonic()
+    trace = polyprof.load(path)
+    polyprof.export(trace, tmp_path / "out.polyprof")
+    assert time.monotonic() - t0 < 30
+    assert trace.metadata["torch_memory_snapshot"]["allocator_settings"] == {"expandable_segments": False}
 
 
 def test_damaged_snapshots_say_what_is_wrong(tmp_path: Path) -> None:
