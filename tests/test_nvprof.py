@@ -156,3 +156,18 @@ def test_a_visual_profiler_session_is_told_from_nvprofs_data(tmp_path):
     assert str(ei.value) == (f"{p}: an NVIDIA Visual Profiler session (XML: its timeline's layout and the command "
                              "it profiled), not the profile data polyprof reads: give it the file nvprof writes "
                              "(nvprof -o FILE.nvvp PROGRAM: an SQLite database)")
+
+
+def test_a_call_that_launched_on_several_devices_counts_once_on_each(trace):
+    """cudaLaunchCooperativeKernelMultiDevice puts a kernel on each of the 4 GPUs with one
+    call: the launch table counted the call on its first device only (launches 0 and a
+    NaN mean call time on GPU1-3, with a NumPy warning)."""
+    from polyprof.analyze.ops import launch_summary
+    from polyprof.analyze.frames import column
+
+    t = launch_summary(trace)
+    coop = column(t, "launch_name") == "cudaLaunchCooperativeKernelMultiDevice"
+    got = dict(zip(column(t, "plane")[coop].tolist(), zip(column(t, "count")[coop].tolist(),
+                                                          column(t, "launches")[coop].tolist())))
+    assert got == {"/device:GPU:0": (8, 8), "/device:GPU:1": (8, 8), "/device:GPU:2": (4, 4), "/device:GPU:3": (4, 4)}
+    assert np.isfinite(column(t, "cpu_mean_ns")[coop]).all()

@@ -224,8 +224,10 @@ def launch_summary(trace: Trace, launches: Table | None = None, window: WindowAr
     g = group_stats(pc.astype(np.int64) * len(names) + nc, column(ls, "launch_delay_ns"))
     o, st, n = g["order"], g["starts"], g["count"]
     p, k = np.divmod(g["key"], len(names))
-    # a launch call counts once however many activities it launched (a graph launch: dozens)
-    first = first_of_each(column(ls, "launch_row")).astype(np.int64)
+    # a launch call counts once on each device however many activities it launched there
+    # (a graph launch: dozens; a cooperative multi-device launch: one on each device)
+    row = column(ls, "launch_row").astype(np.int64)
+    first = first_of_each(pc.astype(np.int64) * (int(row.max()) + 1) + row).astype(np.int64)
     calls = group_reduce(o, st, first, np.add)
     # (a label looked up in the list: "in ls" builds the labels' hash table)
     graph = first * column(ls, "graph_launch").astype(np.int64) if "graph_launch" in labels(ls) else first * 0

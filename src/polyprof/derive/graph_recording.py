@@ -29,10 +29,12 @@ from .memo import threads
 #: XLA's TraceMe scopes around building a command buffer's CUDA graph
 RECORDING_SCOPES = ("command_buffer::initialize", "command_buffer::update")
 #: the runtime's and the driver's names of the calls that begin and end a stream capture
-CAPTURE_BEGIN = ("cudaStreamBeginCapture", "cudaStreamBeginCapture_v2", "cuStreamBeginCapture",
-                 "cuStreamBeginCapture_v2", "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2_ptsz",
-                 "hipStreamBeginCapture", "hipStreamBeginCaptureToGraph")
-CAPTURE_END = ("cudaStreamEndCapture", "cuStreamEndCapture", "cuStreamEndCapture_ptsz", "hipStreamEndCapture")
+CAPTURE_BEGIN = ("cudaStreamBeginCapture", "cudaStreamBeginCapture_v2", "cudaStreamBeginCapture_ptsz",
+                 "cudaStreamBeginCaptureToGraph", "cuStreamBeginCapture", "cuStreamBeginCapture_v2",
+                 "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph",
+                 "cuStreamBeginCaptureToGraph_ptsz", "hipStreamBeginCapture", "hipStreamBeginCaptureToGraph")
+CAPTURE_END = ("cudaStreamEndCapture", "cudaStreamEndCapture_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz",
+               "hipStreamEndCapture")
 
 
 def _named(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
