@@ -154,3 +154,21 @@ def test_out_of_memory_in_a_window_only_where_it_happened(tmp_path):
     (f,) = [f for f in A.findings(trace, window=Window(2, 3)) if f.id == "out_of_memory"]
     assert (f.evidence["requested_bytes"], f.evidence["allocated_bytes"], f.evidence["reserved_bytes"]) == (
         64 * MiB, MiB, 4 * MiB)
+
+
+def test_torch_profilers_out_of_memory_event_is_no_allocation(tmp_path):
+    """``[OutOfMemory]`` carries ``Bytes`` beside the totals, as a memory event does: it
+    was counted as a live 1 GiB allocation (live at the peak 1,076,887,552 bytes where 3
+    MiB were; allocations 3)."""
+    ev = [{"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": name, "pid": 1, "tid": 1, "ts": ts,
+           "args": {"Total Reserved": 8 * MiB, "Total Allocated": total, "Bytes": nbytes, "Device Id": 0,
+                    "Device Type": 1, **({"Addr": addr} if addr else {})}}
+          for name, ts, total, nbytes, addr in (("[memory]", 101, MiB, MiB, 4096),
+                                                ("[OutOfMemory]", 105, MiB, 1 << 30, 0),
+                                                ("[memory]", 110, 3 * MiB, 2 * MiB, 8192))]
+    path = tmp_path / "oom2.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": ev, "schemaVersion": 1}))
+    from polyprof.analyze.memory import memory_peak
+
+    (peak,) = memory_peak(polyprof.load(path)).to_pandas().to_dict("records")
+    assert (peak["allocations"], peak["peak_bytes"], peak["live_at_peak_bytes"]) == (2, 3 * MiB, 3 * MiB)

@@ -1,6 +1,7 @@
 """The memory events of a Trace as columns, and the allocated bytes over time they imply.
 
-An allocation or free is any event with an ``alloc_bytes`` stat (``trace/keys.py``).
+An allocation or free is any event with an ``alloc_bytes`` stat (``trace/keys.py``),
+but torch.profiler's ``[OutOfMemory]`` (a failed allocation).
 Events are grouped into *series*, one per (device the memory is on, allocator). The
 bytes a series holds after each event are the allocator's own ``total_allocated`` when
 every event of the series carries it (torch), else the running sum of ``alloc_bytes``
@@ -86,6 +87,11 @@ def _text_stat(trace: Trace, key: str, rows: np.ndarray, fill: np.ndarray) -> np
     return out
 
 
+#: torch.profiler's event for an allocation that failed (``Bytes``: what was asked for,
+#: beside the totals of a memory event): no allocation, though it carries ``alloc_bytes``
+OUT_OF_MEMORY = "[OutOfMemory]"
+
+
 def memory_events(trace: Trace) -> Memory:
     """The memory events of ``trace`` (empty columns when it has none)."""
     col = trace.stats.get(keys.ALLOC_BYTES)
@@ -93,6 +99,9 @@ def memory_events(trace: Trace) -> Memory:
         rows = np.zeros(0, np.int64)
     else:
         rows = col.rows[np.isfinite(col.values.astype(np.float64))]
+        oom = trace.string_id(OUT_OF_MEMORY)
+        if oom >= 0 and len(rows):  # a failed allocation: its Bytes were never allocated
+            rows = rows[trace.events["name"][rows] != oom]
     if not len(rows):  # no memory events: no other memory stat to look up (a lookup can scan the args)
         z = np.zeros(0, np.int64)
         return Memory(rows=z, ts=z, series=z, delta=z, addr=z, has_addr=np.zeros(0, bool), level=z,
