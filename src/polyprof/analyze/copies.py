@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from ..derive import cache
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
@@ -30,7 +31,7 @@ from ..trace.sorting import unique_inverse
 from .common import MEMCPY, MEMSET, device_view
 from .frames import frame, order_desc
 from .grouping import group_reduce, group_stats
-from .window import WindowArg
+from .window import WindowArg, view
 
 if TYPE_CHECKING:
     from .table import Table
@@ -151,11 +152,17 @@ class PerCopy(NamedTuple):
 
 def per_copy(trace: Trace, window: WindowArg = None) -> PerCopy:
     """Every copy and fill the ``window`` counts; see :func:`copies`. A copy's bandwidth is
-    the source's own (:data:`BANDWIDTH`) where it gives one, else size / duration."""
-    v = device_view(trace, window)
+    the source's own (:data:`BANDWIDTH`) where it gives one, else size / duration. Made
+    once per trace and window (the table and the copy findings read it)."""
+    return cache.memo(view(trace, window), "per_copy", _per_copy)
+
+
+def _per_copy(trace: Trace) -> PerCopy:
+    v = device_view(trace)
     sel = np.flatnonzero(v.counted & ((v.cls == MEMCPY) | (v.cls == MEMSET)))
     rows = v.rows[sel]
-    own = np.isin(trace.kinds[rows], np.array([Kind.MEMCPY, Kind.MEMSET]))  # not XLA's copy ops run as kernels
+    kinds = trace.kinds[rows]
+    own = (kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET)  # not XLA's copy ops run as kernels
     sel, rows = sel[own], rows[own]
     dur = (v.end[sel] - v.start[sel]).astype(np.int64)
     found = _stats(trace, rows)

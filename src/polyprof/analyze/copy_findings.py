@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from ..derive import cache
 from ..trace.core import Trace
 from .advice import suggestion
 from .copies import KINDS, SMALL_BYTES, PerCopy, per_copy
@@ -46,8 +45,8 @@ def small_copies(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
 
 
 def _per_copy(trace: Trace) -> PerCopy:
-    """Every copy of ``trace`` (a view: of its window), read once for both rules."""
-    return cache.memo(trace, "copy_findings", per_copy)
+    """Every copy of ``trace`` (a view: of its window), read once for the table and both rules."""
+    return per_copy(trace)
 
 
 def _worst_first(found: list[Finding]) -> list[Finding]:
