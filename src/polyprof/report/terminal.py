@@ -582,6 +582,7 @@ def _memory_tables(out: Out, report: Report, top: int, W: int) -> None:
         ("live_at_peak_bytes", "live at peak", fmt_size, 1), ("allocations", "allocations", str, 2)], top, W))
     live = T.get("memory_at_peak")
     if live is not None and len(live):
-        out(_table("Allocations live at the peak", live, [
+        many = int(column(mp, "live_at_peak").sum())  # (the table keeps the largest few of each peak)
+        out(_table(f"Allocations live at the peak: the largest of {many:,}", live, [
             ("device", "device", None, 2), ("bytes", "bytes", fmt_size), ("op", "op", None),
             ("section", "section", None), ("stack", "stack", None, 1)], min(top, 10), W))
