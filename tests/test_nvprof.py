@@ -171,3 +171,53 @@ def test_a_call_that_launched_on_several_devices_counts_once_on_each(trace):
                                                           column(t, "launches")[coop].tolist())))
     assert got == {"/device:GPU:0": (8, 8), "/device:GPU:1": (8, 8), "/device:GPU:2": (4, 4), "/device:GPU:3": (4, 4)}
     assert np.isfinite(column(t, "cpu_mean_ns")[coop]).all()
+
+
+def test_nvtx_ranges_and_marks_are_read_on_their_thread(nvvp, tmp_path):
+    """NVTX in nvprof's layout (as NCCL's ranges are in ZhangXin8069/qcu's public
+    log_x99-Yang_*.nvvp: 4,222 of them): a start and an end row per range with the same
+    id, the name on the start, the thread in ``objectId`` (process and thread ids, 32-bit
+    little-endian); a mark is one instantaneous row. A range never ended is left out, said."""
+    import struct
+
+    p = tmp_path / "nvtx.nvvp"
+    p.write_bytes(nvvp.read_bytes())
+    with sqlite3.connect(p) as conn:
+        pid, tid, t0, t1 = conn.execute("SELECT processId, threadId, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+                                        "WHERE correlationId = 861").fetchone()
+        conn.executemany("INSERT INTO StringTable (_id_, value) VALUES (?, ?)",
+                         [(100, "train step"), (101, "NCCL"), (102, "checkpoint"), (103, "never ends")])
+        obj = struct.pack("<III", pid, tid & 0xFFFFFFFF, 0)
+        rows = [(2, t0 - 500, 1, 2, obj, 100, 101), (1, t0 + 7, 2, 2, obj, 102, 101),
+                (2, t1 + 1, 3, 2, obj, 103, 0), (4, t1 + 900, 1, 2, obj, 0, 101)]
+        conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MARKER (flags, timestamp, id, objectKind, objectId, name, "
+                         "domain) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    t = polyprof.load(p)
+    names, ev = t.names(), t.events
+    (rng,), (mark,) = _of(t, "nvtx"), _of(t, "nvtx_mark")
+    assert (names[rng], ev["start_ns"][rng], ev["dur_ns"][rng]) == ("train step", t0 - 500, t1 - t0 + 1400)
+    assert (names[mark], ev["start_ns"][mark], ev["dur_ns"][mark]) == ("checkpoint", t0 + 7, 0)
+    call = np.flatnonzero((t.categories() == "cuda_runtime") & (ev["start_ns"] == t0))
+    assert ev["track"][rng] == ev["track"][mark] == ev["track"][call[0]]  # the thread that made the call
+    assert t.stats.get("domain").lookup(np.array([rng, mark]))[1].tolist() == ["NCCL", "NCCL"]
+    assert t.metadata["warnings"] == ["1 NVTX range(s) left out: started but never ended (the program ended or "
+                                      "the profile stopped first)"]
+    assert "CUPTI_ACTIVITY_KIND_MARKER" not in t.metadata["nvprof"]["tables_not_read"]
+
+
+def test_rows_with_times_beyond_2_62_ns_are_left_out_and_said(nvvp, tmp_path, capsys):
+    """A damaged row (a call starting at -2**63 ns) made every summary an internal error
+    (OverflowError: the spans the analyses take overflow int64)."""
+    p = tmp_path / "damaged.nvvp"
+    p.write_bytes(nvvp.read_bytes())
+    with sqlite3.connect(p) as conn:
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = -9223372036854775808 WHERE correlationId = 861")
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL SET end = 9223372036854775807 WHERE _id_ = "
+                     "(SELECT min(_id_) FROM CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)")
+    t = polyprof.load(p)
+    assert t.n_events == 5056 - 2 and len(_of(t, "kernel")) == 23
+    assert t.metadata["warnings"] == [
+        "1 row(s) of CUPTI_ACTIVITY_KIND_RUNTIME left out: times beyond +-2**62 ns (a damaged file)",
+        "1 row(s) of CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL left out: times beyond +-2**62 ns (a damaged file)"]
+    assert main(["summary", str(p)]) == 0
+    assert "CUPTI_ACTIVITY_KIND_RUNTIME left out" in " ".join(capsys.readouterr().out.split())

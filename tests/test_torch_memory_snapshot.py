@@ -111,6 +111,24 @@ def test_a_snapshot_without_history_gives_its_allocated_blocks(tmp_path: Path) -
     assert not trace.metadata.get("warnings")
 
 
+def test_the_segments_alone_read_as_a_snapshot_without_history(tmp_path: Path) -> None:
+    """``torch.cuda.memory_snapshot()`` is the list of segments alone, pickled as it is by
+    programs (Muduard/LayoutEditing's public memory_snapshot.pkl: 255 segments) and read
+    by torch's own _memory_viz: its allocated blocks, as a snapshot without history's."""
+    segments = cuda_snapshot()["segments"]
+    for protocol in (2, 4, 5):
+        path = tmp_path / f"segments{protocol}.pkl"
+        path.write_bytes(pickle.dumps(segments, protocol=protocol))
+        assert detect(path) == "torch-memory-snapshot"
+        (peak,) = memory_peak(polyprof.load(path)).to_pandas().to_dict("records")
+        assert (peak["device"], peak["start_bytes"], peak["peak_bytes"], peak["allocations"]) == (
+            "/device:GPU:0", 0, 14 * MiB, 2)
+    other = tmp_path / "other.pkl"  # a list of other dicts: not a snapshot
+    other.write_bytes(pickle.dumps([{"device": "cpu", "name": "x"}], protocol=4))
+    with pytest.raises(TraceFormatError, match="unrecognised format"):
+        polyprof.load(other)
+
+
 def test_a_profile_converted_by_torch_reads_as_its_history(tmp_path: Path) -> None:
     """torch's own converter of a profile (``_profile_to_snapshot``, what memory_viz
     shows of a ``torch.profiler`` run) on the CPU: its history has no times."""
@@ -144,6 +162,20 @@ def test_a_profile_converted_by_torch_reads_as_its_history(tmp_path: Path) -> No
     assert any("has no times" in w for w in trace.metadata["warnings"])
     has, cats = trace.stats.get("memory_category").lookup(np.arange(trace.n_events))
     assert has.sum() == len(allocs) and {"activation", "gradient"} <= set(cats.tolist())
+
+
+def test_a_snapshot_taken_on_windows_names_its_files_without_their_folders(tmp_path: Path) -> None:
+    """A public snapshot taken on Windows (cs336 assignment 2) names its Python files
+    ``D:\\Dev\\...\\model.py``: the stack keeps the file's name, as it does of a POSIX path."""
+    doc = cuda_snapshot()
+    frames = {id(f): f for e in doc["device_traces"][0] for f in e.get("frames") or []}  # type: ignore[index]
+    for f in frames.values():  # (entries share their frames)
+        if f["filename"].endswith(".py"):
+            f["filename"] = "D:\\Dev\\a2" + f["filename"].replace("/", "\\")
+    path = tmp_path / "windows.pickle"
+    path.write_bytes(pickle.dumps(doc, protocol=4))
+    live = {int(r.bytes): r for r in memory_at_peak(polyprof.load(path)).to_pandas().itertuples()}
+    assert live[6 * MiB].stack == live[4 * MiB].stack == "train.py:12 step > model.py:40 forward"
 
 
 class _Payload:

@@ -56,6 +56,21 @@ class Part:
                     stats, pick(self.corr))
 
 
+    def sane_times(self, notes: list[str]) -> "Part":
+        """The part without the rows whose times are beyond +-2**62 ns (damage, not a
+        clock: the analyses' spans would overflow int64), counted in ``notes``."""
+        lim = TIME_LIMIT
+        ok = (self.start >= -lim) & (self.start <= lim) & (self.end >= -lim) & (self.end <= lim)
+        if ok.all():
+            return self
+        notes.append(f"{int((~ok).sum())} row(s) of {self.table} left out: times beyond +-2**62 ns (a damaged file)")
+        return self.take(ok)
+
+
+#: times beyond this (ns) are damage, not a clock
+TIME_LIMIT = 1 << 62
+
+
 def zeros(n: int) -> np.ndarray:
     """A read-only column of ``n`` zeros that takes no memory (a broadcast scalar)."""
     return np.broadcast_to(np.int64(0), (n,))

@@ -31,9 +31,11 @@ Memory allocated before the history began is no event: it is the level the first
 starts from (``memory_peak``'s ``start_bytes``): the blocks still allocated at the
 snapshot that the history never allocated, and the blocks the history frees without
 having allocated them. A snapshot without history gives its allocated blocks as
-allocations at time 0. Times are ``time_us``; a history without them (torch before
-2.1, or torch's converter of a profile, ``torch.cuda._memory_viz._profile_to_snapshot``)
-is given 1 µs per entry, in order, and a warning says so.
+allocations at time 0, as does a pickled ``torch.cuda.memory_snapshot()`` (the list of
+segments alone, which torch's ``_memory_viz.py`` also reads). Times are ``time_us``; a
+history without them (torch before 2.1, or torch's converter of a profile,
+``torch.cuda._memory_viz._profile_to_snapshot``) is given 1 µs per entry, in order, and
+a warning says so.
 
 The file names its devices by index only: ``/device:GPU:N`` for index N, except the
 profile converter's last index, the CPU's (``/host:CPU``). Reading is bounded in work by
@@ -87,8 +89,14 @@ _SETTINGS_KEYS, _SETTINGS_TEXT = 64, 200
 
 
 def sniff(head: bytes, path: Path) -> bool:
-    """A pickle (protocol 2 or later) whose first dict key is a snapshot's."""
-    return len(head) > 2 and head[0] == 0x80 and 2 <= head[1] <= 5 and any(k in head[:80] for k in _FIRST_KEYS)
+    """A pickle (protocol 2 or later) whose first dict key is a snapshot's, or a list whose
+    first dict is a segment (``torch.cuda.memory_snapshot()``: the segments alone)."""
+    if not (len(head) > 2 and head[0] == 0x80 and 2 <= head[1] <= 5):
+        return False
+    if any(k in head[:80] for k in _FIRST_KEYS):
+        return True
+    top = 11 if head[2:3] == b"\x95" else 2  # after protocol 4's FRAME opcode, if any
+    return head[top:top + 1] == b"]" and b"device" in head[top:top + 40] and b"total_size" in head[top:top + 200]
 
 
 class _PlainData(pickle._Unpickler):  # type: ignore[name-defined,misc]
@@ -116,6 +124,8 @@ def _read(path: Path) -> dict[str, Any]:
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
             MemoryError, RecursionError, struct.error) as e:
         raise TraceFormatError(path, f"not a readable memory snapshot pickle: {e or type(e).__name__}") from None
+    if isinstance(doc, list):  # torch.cuda.memory_snapshot(): the segments alone (as _memory_viz.py reads it)
+        doc = {"segments": doc, "device_traces": []}
     if not isinstance(doc, dict) or not isinstance(doc.get("segments"), list):
         raise TraceFormatError(path, "a pickle, but not a torch memory snapshot: expected a dict with 'segments' "
                                      "and 'device_traces' (torch.cuda.memory._dump_snapshot)")
@@ -203,6 +213,12 @@ class _Stacks:
         return got
 
 
+def _file_name(path: str) -> str:
+    """A path's last part, whichever its separator (a snapshot taken on Windows names
+    ``D:\\Dev\\model.py``)."""
+    return path[max(path.rfind("/"), path.rfind("\\")) + 1:]
+
+
 def _text(frames: list[Any]) -> tuple[str, str]:
     """(stack, op) of a stack given innermost first: its Python frames outermost first
     (``file.py:line function``), else (an autograd thread's C++ stack) its autograd nodes
@@ -214,7 +230,7 @@ def _text(frames: list[Any]) -> tuple[str, str]:
     ops = [f"aten::{m.group(1)}" for n in names if (m := _OP.match(n))]
     op = next((o for o in ops if not o.startswith(_FACTORIES)), ops[0] if ops else "")
     py = [(str(f.get("filename", "")), f) for f in fr]
-    parts = [f"{file.rsplit('/', 1)[-1]}:{f.get('line', 0)} {f.get('name', '')}" for file, f in py
+    parts = [f"{_file_name(file)}:{f.get('line', 0)} {f.get('name', '')}" for file, f in py
              if file.endswith(".py")]
     if not parts:
         marks = [f"aten::{m.group(1)}" if (m := _OP.match(n)) else a.group(1) if (a := _NODE.match(n)) else ""

@@ -116,6 +116,8 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
 
     for read in readers:
         p = read()
+        if p is not None and len(p):
+            p = p.sane_times(notes)
         if p is None or not len(p):
             continue
         fill_process(p, launches, set(source_of))

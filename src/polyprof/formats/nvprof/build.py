@@ -28,9 +28,9 @@ _EPOCH_FROM = 10**18
 
 
 def build(conn: sqlite3.Connection, readers: list[Callable[[], Part | None]], gpus: dict[int, dict[str, Any]],
-          path: Path, unread: list[str], version: int | None) -> Trace:
+          path: Path, unread: list[str], version: int | None, notes: list[str] | None = None) -> Trace:
     """The Trace of the parts ``readers`` return, the runtime and driver calls first
-    (device work takes their processes)."""
+    (device work takes their processes); ``notes``: warnings the readers add as they run."""
     b = TraceBuilder()
     source_of: dict[int, int] = {}
     launches: list[tuple[np.ndarray, np.ndarray]] = []
@@ -40,8 +40,11 @@ def build(conn: sqlite3.Connection, readers: list[Callable[[], Part | None]], gp
     def source(g: int, pid: int) -> int:
         return b.source(pid=pid, label=f"pid {pid}")
 
+    damaged: list[str] = []
     for read in readers:
         p = read()
+        if p is not None and len(p):
+            p = p.sane_times(damaged)
         if p is None or not len(p):
             continue
         fill_process(p, launches, set(source_of))
@@ -54,7 +57,7 @@ def build(conn: sqlite3.Connection, readers: list[Callable[[], Part | None]], gp
             if not p.device:
                 launches.append((p.gpid, p.corr))
         del p, rows
-    notes: list[str] = []
+    notes = list(notes or []) + damaged
     if not source_of:
         other = [t for t in unread if _has_rows(conn, t)]
         notes.append("nothing polyprof reads: no kernel, copy, memset, runtime or driver rows (the file holds "

@@ -20,7 +20,7 @@ from ...trace import keys
 from .. import sqlite_db
 from ..nsys import schema as nsys_schema
 from ..nsys import tables as nsys_tables
-from ..nsys.tables import CAT_DRIVER, CAT_RUNTIME
+from ..nsys.tables import CAT_DRIVER, CAT_NVTX, CAT_NVTX_MARK, CAT_RUNTIME
 from ..parts import Part, combined_names, one, set_stat, triples, zeros
 from . import apis
 
@@ -29,6 +29,7 @@ CONCURRENT_KERNEL = "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
 DEVICE = "CUPTI_ACTIVITY_KIND_DEVICE"
+MARKER = "CUPTI_ACTIVITY_KIND_MARKER"
 STRINGS = "StringTable"
 
 #: CUpti_ActivityMemoryKind (cupti_activity.h), the memory kinds of nvprof's copies:
@@ -37,7 +38,7 @@ MEM_KINDS = {0: "Unknown", 1: "Pageable", 2: "Pinned", 3: "Device", 4: "Array", 
              6: "Device Static", 7: "Managed Static"}
 
 #: the tables read (the others are counted as not read)
-READ = (KERNEL, CONCURRENT_KERNEL, RUNTIME, DRIVER, DEVICE, STRINGS, nsys_schema.MEMCPY, nsys_schema.MEMSET,
+READ = (KERNEL, CONCURRENT_KERNEL, RUNTIME, DRIVER, DEVICE, MARKER, STRINGS, nsys_schema.MEMCPY, nsys_schema.MEMSET,
         "Version", "sqlite_sequence")
 
 _DEVICE_COLS = ("start", "end", "deviceId", "streamId", "correlationId")
@@ -135,6 +136,65 @@ def api_calls(conn: sqlite3.Connection, tables: sqlite_db.Schema, table: str) ->
     return Part(table, False, c["start"], c["end"], pid << 24, c["threadId"] & 0xFFFFFFFF, zeros(n),
                 names[0], names[1], *one(n, CAT_DRIVER if driver else CAT_RUNTIME), stats,
                 np.where(c["correlationId"] > 0, c["correlationId"], -1))
+
+
+#: CUpti_ActivityFlag's marker bits (cupti_activity.h), and CUpti_ActivityObjectKind's
+#: process and thread
+_INSTANT, _START, _END = 1, 2, 4
+_PROCESS, _THREAD = 1, 2
+_MARKER_COLS = ("flags", "timestamp", "id", "objectKind", "objectId", "name")
+
+
+def markers(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings) -> tuple[Part | None, int]:
+    """NVTX ranges (push/pop and start/end: CUPTI records each as a start and an end
+    with the same ``id``, the name on the start) and marks (instantaneous), on the
+    thread the ``objectId`` names (12 bytes: process and thread ids, 32-bit little-endian);
+    also the number of ranges left out because they never ended."""
+    if not tables.has(MARKER, *_MARKER_COLS):
+        return None, 0
+    has_domain = tables.has(MARKER, "domain")
+    cols = ", ".join(_MARKER_COLS + (("domain",) if has_domain else ()))
+    c = _marker_columns(sqlite_db.rows(conn, f"SELECT {cols} FROM {MARKER} ORDER BY rowid"), has_domain)
+    flags, ids = np.where(c["valid"], c["flags"], 0), c["id"]  # a row with a NULL is no marker
+    start, instant = (flags & _START) > 0, ((flags & _INSTANT) > 0) & ((flags & (_START | _END)) == 0)
+    ends = np.flatnonzero((flags & _END) > 0)
+    ends = ends[np.argsort(ids[ends], kind="stable")]
+    stop = c["timestamp"].copy()
+    ended = np.zeros(len(flags), bool)
+    if len(ends):
+        at = np.minimum(np.searchsorted(ids[ends], ids), len(ends) - 1)
+        ended = start & (ids[ends[at]] == ids)
+        stop[ended] = c["timestamp"][ends[at[ended]]]
+    keep = np.flatnonzero(ended | instant)
+    nulls = [i for i, v in strings.text.items() if v == "-- null --"]  # nvprof's string for none
+    codes, vals = strings.codes(np.where(np.isin(c["name"], nulls), -1, c["name"])[keep])
+    vals = ["[unnamed NVTX range]" if v == "[unnamed]" else v for v in vals]
+    stats: dict[str, Any] = {}
+    dom = c["domain"][keep]
+    named = np.flatnonzero(np.isin(dom, [i for i in strings.text if i not in nulls]))
+    if len(named):
+        stats["domain"] = (named, np.array([strings.text[int(d)] for d in dom[named].tolist()], dtype=object))
+    kind = c["objectKind"][keep]
+    pid = np.where(np.isin(kind, (_PROCESS, _THREAD)), c["pid"][keep], 0)
+    tid = np.where(kind == _THREAD, c["tid"][keep], 0)
+    return Part(MARKER, False, c["timestamp"][keep], stop[keep], pid << 24, tid, zeros(len(keep)), codes, vals,
+                instant[keep].astype(np.int64), [CAT_NVTX, CAT_NVTX_MARK], stats), int((start & ~ended).sum())
+
+
+def _marker_columns(got: list[tuple[Any, ...]], has_domain: bool) -> dict[str, np.ndarray]:
+    """The marker table's rows as int64 columns (-1 where not an integer; ``valid``: the
+    rows whose columns all are), its ``objectId`` as the process and thread ids it holds
+    (0 where it holds none)."""
+    def ints(i: int) -> np.ndarray:
+        return np.fromiter((r[i] if type(r[i]) is int else -1 for r in got), np.int64, len(got))
+
+    out = {k: ints(i) for i, k in enumerate(_MARKER_COLS) if k != "objectId"}
+    out["valid"] = np.fromiter((all(type(r[i]) is int for i in (0, 1, 2, 3, 5)) for r in got), bool, len(got))
+    out["domain"] = ints(len(_MARKER_COLS)) if has_domain else np.full(len(got), -1, np.int64)
+    obj = b"".join(r[4][:8] if isinstance(r[4], bytes) and len(r[4]) >= 8 else bytes(8) for r in got)
+    pt = np.frombuffer(obj, "<u4").reshape(-1, 2).astype(np.int64)
+    out["pid"], out["tid"] = pt[:, 0], pt[:, 1]
+    return out
 
 
 #: CUPTI_ACTIVITY_KIND_DEVICE columns -> the deviceProperties names Kineto writes
