@@ -191,7 +191,7 @@ def test_other_sqlite_names_what_it_lacks(tmp_path):
     conn.execute("CREATE TABLE rocpd_api (id integer)")  # a name alone is not RPD
     conn.commit()
     conn.close()
-    with pytest.raises(TraceFormatError, match="nor an RPD database.*rocpd_api"):
+    with pytest.raises(TraceFormatError, match="an RPD database.*nor an nvprof file.*rocpd_api"):
         polyprof.load(db)
 
 

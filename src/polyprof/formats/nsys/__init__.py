@@ -78,8 +78,9 @@ def not_an_export(tabs: sqlite_db.Schema) -> str:
                 "rocprof writes beside it (--hip-trace, --hsa-trace or --sys-trace), its results.csv (a row per "
                 "kernel dispatch) and rocprofv3's outputs")
     return ("an SQLite database, but not an Nsight Systems export (no StringIds with CUPTI/NVTX tables), "
-            "a rocpd database (no rocpd_kernel_dispatch, rocpd_region or rocpd_memory_copy) "
-            f"nor an RPD database (no rocpd_api and rocpd_op); its tables: {shown or 'none'}")
+            "a rocpd database (no rocpd_kernel_dispatch, rocpd_region or rocpd_memory_copy), "
+            "an RPD database (no rocpd_api and rocpd_op) "
+            f"nor an nvprof file (no StringTable beside CUPTI_ACTIVITY_KIND_ tables); its tables: {shown or 'none'}")
 
 
 #: the tables of rocprof (v1)'s results.db (the CSV files it also writes, as tables)
