@@ -382,13 +382,19 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     else:  # the analysed span: the trace's, or with --span device its first to last device activity
         t0, t1 = analysed_span(trace)
         step_no, f_all, t_all = np.array([-1]), np.array([flops.sum()]), np.array([float(t1 - t0)])
+    return mfu_frame(step_no, f_all, t_all, precision, devices, pk)
+
+
+def mfu_frame(step: np.ndarray, flops: np.ndarray, time_ns: np.ndarray, precision: str, devices: int,
+              pk: Peak | None) -> Table:
+    """The ``mfu`` table of these steps' FLOPs and times (step -1: the whole)."""
     peak_f = pk.flops(precision) if pk else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        fps = f_all / t_all * 1e9
+        fps = flops / time_ns * 1e9
         pct = 100.0 * fps / (peak_f * devices) if peak_f else np.full(len(fps), np.nan)
-    n = len(step_no)
+    n = len(step)
     return frame({
-        "step": step_no.astype(np.int64), "flops": f_all, "time_ns": t_all, "flops_per_s": fps,
+        "step": np.asarray(step).astype(np.int64), "flops": flops, "time_ns": time_ns, "flops_per_s": fps,
         "precision": np.full(n, precision, object), "devices": np.full(n, devices, np.int64),
         "peak_flops_per_s": np.full(n, peak_f if peak_f else np.nan), "mfu_pct": pct,
         "device": np.full(n, f"{pk.model} ({pk.source})" if pk else "", object)})

@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..analyze.efficiency import _roof_share
+from ..analyze.efficiency import _roof_share, mfu_frame
 from ..analyze.frames import column, empty_frame, frame, labels
 from ..analyze.peaks import Peak
 from ..analyze.table import Table
@@ -296,16 +296,7 @@ def merge_mfu(tables: list[Table], parts: list[MfuPart], pk: Peak | None) -> Tab
     flops = np.r_[column(t, "flops").astype(np.float64).sum(), column(t, "flops").astype(np.float64)]
     time = np.r_[column(t, "time_ns").astype(np.float64).sum(), column(t, "time_ns").astype(np.float64)]
     devices = max(1, len(frozenset().union(*(p.devices for p in parts))))
-    peak_f = pk.flops(precision) if pk else 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fps = flops / time * 1e9
-        pct = 100.0 * fps / (peak_f * devices) if peak_f else np.full(len(fps), np.nan)
-    n = len(flops)
-    return frame({
-        "step": np.r_[-1, column(t, "step")].astype(np.int64), "flops": flops, "time_ns": time, "flops_per_s": fps,
-        "precision": np.full(n, precision, object), "devices": np.full(n, devices, np.int64),
-        "peak_flops_per_s": np.full(n, peak_f if peak_f else np.nan), "mfu_pct": pct,
-        "device": np.full(n, f"{pk.model} ({pk.source})" if pk else "", object)})
+    return mfu_frame(np.r_[-1, column(t, "step")], flops, time, precision, devices, pk)
 
 
 def concat_collectives(tables: list[Table]) -> Table:
