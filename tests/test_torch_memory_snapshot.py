@@ -159,6 +159,12 @@ def test_a_profile_converted_by_torch_reads_as_its_history(tmp_path: Path) -> No
     assert (peak["start_bytes"], peak["peak_bytes"], peak["end_bytes"]) == (levels[0], max(levels), end)
     assert peak["allocations"] == len(allocs) and peak["frees"] == len(frees)
     assert peak["device"] == "/host:CPU"  # the converter's last index (no GPU here: its only one)
+    # its segments' sizes are address spans, not reserved memory: no reserved bytes, no
+    # "the allocator reserved up to 43087.1 GiB" finding (a review)
+    assert trace.stats.get("total_reserved") is None
+    from polyprof import analyze
+
+    assert not [f for f in analyze.findings(trace) if f.id == "memory_cached"]
     assert any("has no times" in w for w in trace.metadata["warnings"])
     has, cats = trace.stats.get("memory_category").lookup(np.arange(trace.n_events))
     assert has.sum() == len(allocs) and {"activation", "gradient"} <= set(cats.tolist())

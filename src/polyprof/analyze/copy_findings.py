@@ -13,6 +13,7 @@ import numpy as np
 from ..trace.core import Trace
 from .advice import suggestion
 from .copies import KINDS, SMALL_BYTES, PerCopy, per_copy
+from .units import fmt_size
 from .finding import Finding
 from .frames import column
 from ..trace.sorting import member, unique, unique_counts
@@ -71,13 +72,6 @@ def _gbps(nbytes: float, ns: float) -> float | None:
     return round(nbytes / ns, 4) if ns > 0 else None
 
 
-def _fmt(n: float) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def _sums(c: PerCopy, sel: np.ndarray) -> tuple[int, int, int, float | None]:
     """(count, ns, bytes of those with a size, GB/s over the time of those with a size)."""
     sized = sel & ~np.isnan(c.size)
@@ -125,7 +119,7 @@ def _pageable(trace: Trace, c: PerCopy, spans: dict[str, int]) -> list[Finding]:
         # the same kinds of copy from or to pinned memory on this device, for comparison
         pinned = copies & ~c.pageable & member(c.kind, unique(c.kind[sel]))
         title = (f"{name}: copies from or to pageable host memory take {share:.0f}% of the span "
-                 f"({n} copies, {_fmt(nbytes)}" + (f" at {gbps:.1f} GB/s)" if gbps is not None else ")"))
+                 f"({n} copies, {fmt_size(nbytes)}" + (f" at {gbps:.1f} GB/s)" if gbps is not None else ")"))
         out.append(Finding(
             "pageable_copies", title, "high" if share >= PAGEABLE_HIGH_SHARE else "medium", name,
             {"copies": n, "time_ns": ns, "moved_bytes": nbytes, "gbps": gbps,
@@ -151,7 +145,7 @@ def _small(trace: Trace, c: PerCopy, spans: dict[str, int]) -> list[Finding]:
         copies = (c.plane == plane) & (c.kind != _MEMSET)
         out.append(Finding(
             "small_copies", f"{name}: {n} copies under {SMALL_BYTES >> 20} MiB take {share:.0f}% of the span "
-                            f"({_fmt(nbytes / n)} each on average, {gbps:.2f} GB/s)",
+                            f"({fmt_size(nbytes / n)} each on average, {gbps:.2f} GB/s)",
             "high" if share >= SMALL_HIGH_SHARE else "medium", name,
             {"copies": n, "time_ns": ns, "moved_bytes": nbytes, "gbps": gbps, "mean_bytes": nbytes // n,
              "all_copies": int(copies.sum()), "by_kind": _by_kind(c, sel),

@@ -14,6 +14,7 @@ from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .advice import suggestion
+from .units import fmt_size
 from .finding import Finding, _records
 from .frames import column, order_asc
 from .inputs import memory_events
@@ -42,13 +43,6 @@ def memory_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     return [*_peak_dominated(trace, t), *_growth(trace), *_out_of_memory(trace), *_cached(trace)]
 
 
-def _fmt(n: float) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     peaks = t("memory_peak")
     out: list[Finding] = []
@@ -72,8 +66,8 @@ def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
                 continue
             holder, share = column(h, "holder")[at[0]], float(column(h, "share_pct")[at[0]])
             out.append(Finding(
-                "memory_peak_held_by_one", f"{p['device']}: {share:.0f}% of the {_fmt(live)} allocated in the "
-                f"analysed steps and live at the {_fmt(peak)} peak was allocated in {by} {holder!r}",
+                "memory_peak_held_by_one", f"{p['device']}: {share:.0f}% of the {fmt_size(live)} allocated in the "
+                f"analysed steps and live at the {fmt_size(peak)} peak was allocated in {by} {holder!r}",
                 "high" if share >= 80 else "medium", str(p["device"]),
                 {"by": by, "holder": str(holder), "held_bytes": int(column(h, "bytes")[at[0]]),
                  "share_pct": round(share, 2), "peak_bytes": peak, "start_bytes": int(p["start_bytes"]),
@@ -111,8 +105,8 @@ def _growth(trace: Trace) -> list[Finding]:
         ev: list[dict[str, Any]] = [{"step": int(s), "held_bytes": int(h)}
                                     for s, h in zip(steps[-5:].tolist(), held[-5:].tolist())]
         out.append(Finding(
-            "memory_growth", f"{d}: memory held grows step over step (+{_fmt(per_step)} per step, "
-            f"{_fmt(growth)} over {len(held)} steps)", "high" if rising == 100.0 else "medium", str(d),
+            "memory_growth", f"{d}: memory held grows step over step (+{fmt_size(per_step)} per step, "
+            f"{fmt_size(growth)} over {len(held)} steps)", "high" if rising == 100.0 else "medium", str(d),
             {"steps": len(held), "growth_bytes": growth, "per_step_bytes": int(per_step),
              "rising_pct": round(rising, 2), "first_step_bytes": int(held[0]), "last_step_bytes": int(held[-1]),
              "allocator": str(a)}, ev,
@@ -167,17 +161,17 @@ def _out_of_memory(trace: Trace) -> list[Finding]:
             "reserved_bytes": res, "reserved_unallocated_bytes": res - allocated
             if res is not None and allocated is not None else None,
             "at_ns": ts - trace.span_ns[0], "out_of_memory_events": len(at)}
-        what = ", ".join(x for x in (f"{_fmt(free[i])} free on the device" if free[i] is not None else "",
-                                     f"{_fmt(allocated)} allocated" if allocated is not None else "",
-                                     f"{_fmt(res)} reserved" if res is not None else "") if x)
+        what = ", ".join(x for x in (f"{fmt_size(free[i])} free on the device" if free[i] is not None else "",
+                                     f"{fmt_size(allocated)} allocated" if allocated is not None else "",
+                                     f"{fmt_size(res)} reserved" if res is not None else "") if x)
         title = (f"{dev or 'a device'}: out of memory asking for "
-                 + (_fmt(asked[i]) if asked[i] is not None else "an allocation") + (f" ({what})" if what else ""))
+                 + (fmt_size(asked[i]) if asked[i] is not None else "an allocation") + (f" ({what})" if what else ""))
         lead = ""
         gap = ev["reserved_unallocated_bytes"]
         if gap and res and 100.0 * gap / res >= CACHED_SHARE:
             fix = ("expandable_segments is already on. " if _expandable_on(trace) else
                    "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True. ")
-            lead = (f"{_fmt(gap)} of the {_fmt(res)} reserved was not allocated (the allocator's cache, which "
+            lead = (f"{fmt_size(gap)} of the {fmt_size(res)} reserved was not allocated (the allocator's cache, which "
                     f"fragmentation kept from serving the request): {fix}")
         out.append(Finding("out_of_memory", title, "high", dev, ev, live, lead + suggestion(trace, "out_of_memory")))
     return out
@@ -228,7 +222,8 @@ def _cached(trace: Trace) -> list[Finding]:
     for s in range(m.n_series):
         lo, hi = m.bounds(s)
         res = m.reserved[lo:hi]
-        if m.allocator[s] not in CACHING_ALLOCATORS or not m.from_totals[s] or not np.isfinite(res).any():
+        if (m.allocator[s] not in CACHING_ALLOCATORS or not m.from_totals[s] or not np.isfinite(res).any()
+                or m.device[s] == keys.HOST_PLANE):  # (torch's CPU allocator caches nothing)
             continue
         p = int(np.argmax(m.level[lo:hi]))
         peak, most = int(m.level[lo + p]), int(np.nanmax(res))
@@ -238,8 +233,8 @@ def _cached(trace: Trace) -> list[Finding]:
             continue
         at_peak = res[p]
         out.append(Finding(
-            "memory_cached", f"{m.device[s]}: the allocator reserved up to {_fmt(most)} but never had more than "
-            f"{_fmt(peak)} allocated at once: {_fmt(gap)} ({share:.0f}%) held as cache or fragments",
+            "memory_cached", f"{m.device[s]}: the allocator reserved up to {fmt_size(most)} but never had more than "
+            f"{fmt_size(peak)} allocated at once: {fmt_size(gap)} ({share:.0f}%) held as cache or fragments",
             "high" if share >= CACHED_HIGH_SHARE else "medium",
             m.device[s],
             {"reserved_peak_bytes": most, "allocated_peak_bytes": peak, "unallocated_bytes": gap,

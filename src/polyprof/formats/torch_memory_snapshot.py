@@ -38,7 +38,8 @@ history without them (torch before 2.1, or torch's converter of a profile,
 a warning says so.
 
 The file names its devices by index only: ``/device:GPU:N`` for index N, except the
-profile converter's last index, the CPU's (``/host:CPU``). Reading is bounded in work by
+profile converter's last index, the CPU's (``/host:CPU``); the converter's segments' sizes
+are address spans, not memory reserved, so its events carry no ``total_reserved``. Reading is bounded in work by
 the file: the pure-Python unpickler (a dict memo), stacks made once per distinct stack
 and from their innermost 256 frames, ``allocator_settings`` kept only as scalars.
 """
@@ -305,13 +306,18 @@ def _settings(v: object) -> dict[str, Any] | None:
     return out
 
 
-def _plane_names(doc: dict[str, Any], devices: list[int], n_traces: int) -> dict[int, str]:
-    """Per device index, the plane its memory is on: ``/device:GPU:N``, but the last index
-    of torch's converter of a profile (``_profile_to_snapshot``: its segments carry no
-    ``segment_type``, the allocator's), which is the CPU's."""
+def _converted(doc: dict[str, Any]) -> bool:
+    """Whether the snapshot is torch's converter of a profile (``_profile_to_snapshot``):
+    its segments carry no ``segment_type`` (the allocator's do), and their ``total_size``
+    is the span from the lowest to the highest address it saw, not memory reserved."""
     segs = [s for s in doc["segments"] if isinstance(s, dict)]
-    converter = bool(segs) and not any("segment_type" in s for s in segs)
-    return {d: keys.HOST_PLANE if converter and d == n_traces - 1 else f"/device:GPU:{d}" for d in devices}
+    return bool(segs) and not any("segment_type" in s for s in segs)
+
+
+def _plane_names(devices: list[int], n_traces: int, converted: bool) -> dict[int, str]:
+    """Per device index, the plane its memory is on: ``/device:GPU:N``, but the last index
+    of torch's converter of a profile, which is the CPU's."""
+    return {d: keys.HOST_PLANE if converted and d == n_traces - 1 else f"/device:GPU:{d}" for d in devices}
 
 
 @guarded
@@ -322,7 +328,8 @@ def load(path: str | Path) -> Trace:
     traces = doc.get("device_traces") or []
     segments = _segments(path, doc["segments"])
     devices = sorted({i for i, t in enumerate(traces) if t} | set(segments))
-    planes = _plane_names(doc, devices, len(traces))
+    converted = _converted(doc)
+    planes = _plane_names(devices, len(traces), converted)
     b = TraceBuilder({"title": f"torch memory snapshot {path.name}"})
     track = b.track(b.plane(keys.HOST_PLANE, "host"), TRACK)
     untimed, stacks = [], _Stacks()
@@ -333,6 +340,8 @@ def load(path: str | Path) -> Trace:
             continue
         if not cols["timed"]:
             untimed.append(dev)
+        if converted:  # (its segments' sizes are address spans, not reserved memory)
+            del cols["reserved"]
         _add(b, track, cols, planes[dev])
     if untimed:
         b.metadata[mkeys.WARNINGS] = [f"memory snapshot: the history of device(s) {untimed} has no times (torch "
@@ -355,7 +364,8 @@ def _add(b: TraceBuilder, track: int, cols: dict[str, Any], plane_name: str) -> 
     b.add_stat(keys.MEMORY_DEVICE, rows[m], TextCodes(np.zeros(len(m), np.uint8), (plane_name,)))
     b.add_stat(keys.ALLOCATOR, rows[m], TextCodes(np.zeros(len(m), np.uint8), ("torch",)))
     b.add_stat(keys.TOTAL_ALLOCATED, rows[m], cols["allocated"][m])
-    b.add_stat(keys.TOTAL_RESERVED, rows, cols["reserved"])
+    if "reserved" in cols:
+        b.add_stat(keys.TOTAL_RESERVED, rows, cols["reserved"])
     for key, vals in ((keys.STACK, cols["stack"]), (keys.OP, cols["op"])):
         have = np.flatnonzero(np.asarray([bool(v) for v in vals], bool))
         if len(have):
