@@ -40,6 +40,10 @@ from ..trace.sorting import unique
 #: a row group's values of one stat: numbers as an array, text and bytes as a list
 StatValues = Union[np.ndarray, list]
 _STEP = re.compile(r"^ProfilerStep#\d+$")
+#: categories of a profiler's own span over the whole recording (Kineto's "PyTorch
+#: Profiler (0)", category ``Trace``): it would block every quiet point, and is counted in
+#: the window it starts in
+_PROFILER_SPANS = frozenset({"trace"})
 _FAR = 1 << 62
 #: the id stats that join a launch to what it launched (and an op to its launches)
 _JOINING = ("correlation_id",)
@@ -89,6 +93,7 @@ def plan(directory: Path, max_events: int) -> Plan:
     path = directory / "events.parquet"
     strings = _read(directory / "strings.parquet").column("s").to_pylist()
     step_ids = np.array([i for i, s in enumerate(strings) if isinstance(s, str) and _STEP.match(s)], np.int64)
+    own = np.array([i for i, s in enumerate(strings) if isinstance(s, str) and s.lower() in _PROFILER_SPANS], np.int64)
     del strings
     n = int(header["events"])
     starts = np.empty(n, np.int64)
@@ -116,8 +121,9 @@ def plan(directory: Path, max_events: int) -> Plan:
         k = i1 > i0
         blocked[:] += np.bincount(i0[k], minlength=len(blocked)) - np.bincount(i1[k], minlength=len(blocked))
 
-    for _, t in _row_groups(path, ["start_ns", "end_ns"]):
-        block(_np(t, "start_ns"), _np(t, "end_ns"), "left")
+    for _, t in _row_groups(path, ["start_ns", "end_ns", "category_id"]):
+        keep = ~np.isin(_np(t, "category_id"), own) if len(own) else slice(None)  # (one span over the whole profile)
+        block(_np(t, "start_ns")[keep], _np(t, "end_ns")[keep], "left")
     fl = _read(directory / "flows.parquet", ["src", "dst"])
     for a in range(0, fl.num_rows, _SLICE):
         part = fl.slice(a, _SLICE)
