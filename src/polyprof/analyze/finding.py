@@ -46,3 +46,22 @@ def _records(df: Table, cols: list[str], n: int = 5, at: np.ndarray | None = Non
     take = slice(None, n) if at is None else at[:n]
     values = [[v.item() if hasattr(v, "item") else v for v in column(df, c)[take].tolist()] for c in cols]
     return [dict(zip(cols, row)) for row in zip(*values)]
+
+
+#: a finding's main number where it is not its ``share_pct``: the evidence key, and -1
+#: where a smaller number is worse (what picks the worst rank, or window, among those of a severity)
+MAIN_NUMBER = {"host_bound": ("idle_pct", 1), "launch_bound": ("short_kernel_pct", 1),
+                "memory_growth": ("rising_pct", 1), "low_mfu": ("mfu_pct", -1)}
+
+
+def main_number(f: Finding) -> float:
+    """How bad ``f`` is within its severity, larger is worse: the share its title gives
+    (exposed communication: of the span), else its first ``*_pct``, else 0."""
+    ev = f.evidence
+    if f.id == "exposed_communication" and ev.get("span_ns"):
+        return (float(ev.get("communication_ns", 0)) - float(ev.get("overlap_ns", 0))) / float(ev["span_ns"])
+    key, sign = MAIN_NUMBER.get(f.id, ("share_pct", 1))
+    if key not in ev:
+        key, sign = next((k for k, v in ev.items() if k.endswith("_pct") and isinstance(v, (int, float))), ""), 1
+    v = ev.get(key)
+    return sign * float(v) if isinstance(v, (int, float)) and v == v else 0.0

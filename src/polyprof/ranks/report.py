@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..analyze.finding import main_number
 from ..analyze.findings import SEVERITY_ORDER, Finding, by_severity
 from ..analyze.frames import column, frame
 from ..analyze.registry import per_event_tables
@@ -123,25 +124,6 @@ def _windows(results: dict[int, RankResult]) -> str:
     return "; ".join(f"rank {r}: {w}" for r, w in sorted(labels.items()))
 
 
-#: a finding's main number where it is not its ``share_pct``: the evidence key, and -1
-#: where a smaller number is worse (what picks the worst rank among those of a severity)
-_MAIN_NUMBER = {"host_bound": ("idle_pct", 1), "launch_bound": ("short_kernel_pct", 1),
-                "memory_growth": ("rising_pct", 1), "low_mfu": ("mfu_pct", -1)}
-
-
-def _main_number(f: Finding) -> float:
-    """How bad ``f`` is within its severity, larger is worse: the share its title gives
-    (exposed communication: of the span), else its first ``*_pct``, else 0."""
-    ev = f.evidence
-    if f.id == "exposed_communication" and ev.get("span_ns"):
-        return (float(ev.get("communication_ns", 0)) - float(ev.get("overlap_ns", 0))) / float(ev["span_ns"])
-    key, sign = _MAIN_NUMBER.get(f.id, ("share_pct", 1))
-    if key not in ev:
-        key, sign = next((k for k, v in ev.items() if k.endswith("_pct") and isinstance(v, (int, float))), ""), 1
-    v = ev.get(key)
-    return sign * float(v) if isinstance(v, (int, float)) and v == v else 0.0
-
-
 def _plane_kind(plane: str) -> str:
     """A plane's name without its device's index (``/device:GPU:3`` -> ``/device:GPU:``):
     the same finding on each rank's own GPU is one finding."""
@@ -158,7 +140,7 @@ def _devices(planes: list[str]) -> str:
 def _rank_findings(results: dict[int, RankResult]) -> list[Finding]:
     """Each rank's findings, the same finding on several ranks told once (the same rule
     on the same kind of plane: each rank's own GPU too): the worst rank's numbers (by
-    severity, then the finding's main number, :func:`_main_number`), with the ranks it
+    severity, then the finding's main number, :func:`analyze.finding.main_number`), with the ranks it
     holds for and their planes."""
     groups: dict[tuple[str, str], list[tuple[int, Finding]]] = {}
     for r in sorted(results):
@@ -166,7 +148,7 @@ def _rank_findings(results: dict[int, RankResult]) -> list[Finding]:
             groups.setdefault((f.id, _plane_kind(f.plane)), []).append((r, f))
     out = []
     for members in groups.values():
-        r, f = min(members, key=lambda m: (SEVERITY_ORDER.get(m[1].severity, 3), -_main_number(m[1]), m[0]))
+        r, f = min(members, key=lambda m: (SEVERITY_ORDER.get(m[1].severity, 3), -main_number(m[1]), m[0]))
         ranks = [m[0] for m in members]
         planes = [m[1].plane for m in members]
         several = len(set(planes)) > 1

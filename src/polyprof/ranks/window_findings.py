@@ -5,9 +5,11 @@ communication, a memory peak held by one allocation, low MFU, low occupancy) run
 at the end, on the rank's merged tables, exactly as on the whole rank: the trace it is
 handed is a *shell*, the rank's planes, tracks, strings and metadata without events,
 with the rank's analysed span and steps. A rule that reads the events themselves
-(launch-bound, copy-bound, synchronisation stalls, memory growth, fusable chains) runs
-on each window; the rank keeps, per rule, the worst finding of a window (docs/store.md
-names them). The list is then made as :func:`analyze.findings.findings` makes it:
+(launch-bound, copy-bound, synchronisation stalls, pageable and small copies, memory
+growth, out of memory, cached memory, fusable chains) runs on each window; the rank keeps,
+per rule, the worst window's finding: by severity, then its main number (its share; a
+window's share can be above the rank's: synchronisation 54.9% in one window of the H200
+transformer, 49.3% over the rank). docs/store.md names them. The list is then made as :func:`analyze.findings.findings` makes it:
 unsynchronised devices left out and named, worst first, one finding per rule.
 """
 
@@ -18,9 +20,10 @@ from typing import Callable
 from ..analyze import copy_findings as cop
 from ..analyze import efficiency_findings as eff
 from ..analyze.findings import (_copy_bound, _exposed_comm, _host_bound, _idle_between_steps, _input_bound,
-                                _launch_bound, _one_per_rule, _sync_stalls, _unsynchronised, by_severity)
+                                _launch_bound, _one_per_rule, _sync_stalls, _unsynchronised, by_severity,
+                                SEVERITY_ORDER)
 from ..analyze import memory_findings as mem
-from ..analyze.finding import Finding
+from ..analyze.finding import Finding, main_number
 from ..analyze.registry import Tables
 from ..analyze.table import Table
 from ..derive.steps import Steps
@@ -62,8 +65,8 @@ def rank_findings(shell: Shell, tables: dict[str, Table], parts: list[dict[int, 
             out.extend(rule(shell, t))
             continue
         found = [f for p in parts for f in p.get(i, [])]
-        worst = by_severity(found)
-        out.extend(worst[:1])
+        if found:  # the worst window's: by severity, then its main number (its share)
+            out.append(min(found, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), -main_number(f))))
     if unsynced:
         out = [f for f in out if f.plane not in unsynced] + _unsynchronised(shell, unsynced)
     return _one_per_rule(by_severity(out))
