@@ -9,7 +9,7 @@ builders turn parts into sources, planes, tracks, events and flows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -69,6 +69,17 @@ class Part:
 
 #: times beyond this (ns) are damage, not a clock
 TIME_LIMIT = 1 << 62
+
+
+def read_parts(readers: Iterable[Callable[[], Part | None]], notes: list[str]) -> Iterator[Part]:
+    """The parts the ``readers`` give, one at a time, each without its rows of damaged
+    times (:meth:`Part.sane_times`, said in ``notes``); none that is empty."""
+    for read in readers:
+        p = read()
+        if p is not None and len(p):
+            p = p.sane_times(notes)
+            if len(p):
+                yield p
 
 
 def zeros(n: int) -> np.ndarray:

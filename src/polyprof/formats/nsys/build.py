@@ -22,7 +22,7 @@ from ...trace.core import Trace
 from .. import sqlite_db
 from .schema import Export
 from .tables import UNIFIED_MEMORY
-from ..parts import Part, flow_pairs, group_rows
+from ..parts import Part, flow_pairs, group_rows, read_parts
 
 #: TARGET_INFO_GPU columns -> the deviceProperties names Kineto writes (what analyses read)
 _GPU_PROPS = {"name": "name", "totalMemory": "totalGlobalMem", "smCount": "numSms",
@@ -114,12 +114,7 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
                         clock={"wall_anchor": dict(anchor)} if anchor else None,
                         metadata={"process_name": pnames[g]} if g in pnames else None)
 
-    for read in readers:
-        p = read()
-        if p is not None and len(p):
-            p = p.sane_times(notes)
-        if p is None or not len(p):
-            continue
+    for p in read_parts(readers, notes):
         fill_process(p, launches, set(source_of))
         rows = add_part(b, p, source_of, gpus, source, pid_of=lambda g: (g >> 24) & 0xFFFFFF if g >= 0 else 0,
                         host_properties=lambda g: {"process_name": pnames[g]} if g in pnames else None,

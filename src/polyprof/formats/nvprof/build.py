@@ -20,7 +20,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import sqlite_db
 from ..nsys.build import add_flows, add_part, fill_process
-from ..parts import Part
+from ..parts import Part, read_parts
 
 #: CUPTI timestamps from this value on (2001-09-09 in ns since the epoch) are taken as
 #: wall-clock time (nvprof's on Linux); earlier ones as a clock of their own
@@ -41,12 +41,7 @@ def build(conn: sqlite3.Connection, readers: list[Callable[[], Part | None]], gp
         return b.source(pid=pid, label=f"pid {pid}")
 
     damaged: list[str] = []
-    for read in readers:
-        p = read()
-        if p is not None and len(p):
-            p = p.sane_times(damaged)
-        if p is None or not len(p):
-            continue
+    for p in read_parts(readers, damaged):
         fill_process(p, launches, set(source_of))
         lo = int(p.start.min())
         first = lo if first is None else min(first, lo)
