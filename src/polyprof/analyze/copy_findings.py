@@ -35,19 +35,14 @@ def copy_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
 
 def pageable_copies(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     """Per device: copies from or to pageable host memory, worst device first."""
-    c = _per_copy(trace)
+    c = per_copy(trace)  # (made once for the table and both rules)
     return _worst_first(_pageable(trace, c, _spans(t))) if len(c.rows) else []
 
 
 def small_copies(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     """Per device: many small, slow copies, worst device first."""
-    c = _per_copy(trace)
+    c = per_copy(trace)  # (made once for the table and both rules)
     return _worst_first(_small(trace, c, _spans(t))) if len(c.rows) else []
-
-
-def _per_copy(trace: Trace) -> PerCopy:
-    """Every copy of ``trace`` (a view: of its window), read once for the table and both rules."""
-    return per_copy(trace)
 
 
 def _worst_first(found: list[Finding]) -> list[Finding]:
