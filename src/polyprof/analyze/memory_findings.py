@@ -19,7 +19,7 @@ from .finding import Finding, _records
 from .frames import column, order_asc
 from .inputs import memory_events
 from .window import selection
-from ..trace.sorting import member, unique
+from ..trace.sorting import member
 
 MIB = 1 << 20
 PEAK_HOLDER_SHARE = 50.0  # one section (or op) holds this share of what is live at the peak
@@ -154,7 +154,7 @@ def _out_of_memory(trace: Trace) -> list[Finding]:
     for dev, at in seen.items():
         i = at[0]
         ts = int(trace.events["start_ns"][rows[i]])
-        allocated, live = _held_at(trace, dev, ts, rows)
+        allocated, live = _held_at(trace, dev, ts)
         res = reserved[i]
         ev: dict[str, Any] = {
             "requested_bytes": asked[i], "device_free_bytes": free[i], "allocated_bytes": allocated,
@@ -183,10 +183,10 @@ def _expandable_on(trace: Trace) -> bool:
     return settings.get("expandable_segments") is True
 
 
-def _held_at(trace: Trace, device: str, ts: int, ooms: np.ndarray) -> tuple[int | None, list[dict[str, Any]]]:
+def _held_at(trace: Trace, device: str, ts: int) -> tuple[int | None, list[dict[str, Any]]]:
     """(bytes allocated on ``device`` just after every event at or before ``ts``, every
-    allocator added up; the largest allocations live then, with their stacks). The
-    ``ooms`` rows are never allocations (a Kineto reader may give one its ``Bytes``)."""
+    allocator added up; the largest allocations live then, with their stacks). An
+    ``[OutOfMemory]`` event is no allocation (``trace/memory.py`` leaves it out)."""
     from .memory import _live_at, context, memory  # (as above)
 
     m = memory(trace)
@@ -201,7 +201,6 @@ def _held_at(trace: Trace, device: str, ts: int, ooms: np.ndarray) -> tuple[int 
         if p >= lo:
             picks.append(_live_at(m, lo, hi, p))
     live = np.concatenate(picks) if picks else np.zeros(0, np.int64)
-    live = live[~member(m.rows[live], unique(ooms))]
     live = live[np.argsort(-m.delta[live], kind="stable")][:OOM_TOP]
     op, section, stack = context(trace, m.rows[live])
     return total, [{"bytes": int(m.delta[j]), "allocator": m.allocator[int(m.series[j])],
