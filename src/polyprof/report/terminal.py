@@ -190,8 +190,14 @@ def _event_text(e: object, name: str = "") -> str:
         return _short(e, 60)
     parts = [name or _short(e["name"], 50)] if "name" in e else []
     for k, v in e.items():
-        if k != "name":
-            parts.append(f"{k[:-3]}={fmt_ns(v)}" if k.endswith("_ns") else f"{k}={v}")
+        if k == "name":
+            continue
+        if k.endswith("_ns"):
+            parts.append(f"{k[:-3]}={fmt_ns(v)}")
+        elif (k == "bytes" or k.endswith("_bytes")) and isinstance(v, (int, float)) and not isinstance(v, bool):
+            parts.append(f"{k}={fmt_size(v)}")  # (the key kept: "total" may be a time's)
+        else:
+            parts.append(f"{k}={v}")
     return " ".join(parts)
 
 
