@@ -220,12 +220,11 @@ DEVICE_SHARE = 0.5
 
 def device_extent_words(trace: Trace) -> str:
     """The label's words for a trace without steps whose device activity (first start to
-    last end, on device streams and queues) is under :data:`DEVICE_SHARE` of the trace's
-    span: where it is, and that ``--span device`` analyses that part."""
+    last end of the correlation's device rows: what ``--span device`` spans) is under
+    :data:`DEVICE_SHARE` of the trace's span: where it is, and that ``--span device``
+    analyses that part."""
     ev = trace.events
-    dev = np.array([t.kind in ("stream", "queue") and trace.planes[t.plane].kind == "device"
-                    for t in trace.tracks], bool)
-    rows = np.flatnonzero(dev[ev["track"]]) if len(dev) else np.zeros(0, np.int64)
+    rows = cache.correlation(trace).device_rows
     t0, t1 = trace.span_ns
     if not len(rows) or t1 <= t0:
         return ""
