@@ -19,7 +19,6 @@ from .finding import Finding, _records
 from .frames import column, order_asc
 from .inputs import memory_events
 from .window import selection
-from ..trace.sorting import member
 
 MIB = 1 << 20
 PEAK_HOLDER_SHARE = 50.0  # one section (or op) holds this share of what is live at the peak
@@ -128,10 +127,7 @@ def _stat(trace: Trace, key: str, rows: np.ndarray) -> list[Any]:
 def _out_of_memory(trace: Trace) -> list[Finding]:
     """One finding per device that ran out of memory: its first failure, with what was
     allocated and reserved then and the largest allocations live at that moment."""
-    ids = [i for i in (trace.string_id(n) for n in OOM_EVENTS) if i >= 0]
-    if not ids:
-        return []
-    rows = np.flatnonzero(member(trace.events["name"], np.asarray(ids, trace.events["name"].dtype)))
+    rows = trace.rows_named(*OOM_EVENTS)
     start = trace.events["start_ns"][rows]
     sel = selection(trace)
     if sel is not None:  # a window's view: the failures inside its steps

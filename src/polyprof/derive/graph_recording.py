@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, member
+from ..trace.sorting import lexsort
 from .intervals import innermost
 from .memo import threads
 
@@ -37,19 +37,11 @@ CAPTURE_END = ("cudaStreamEndCapture", "cudaStreamEndCapture_ptsz", "cuStreamEnd
                "hipStreamEndCapture")
 
 
-def _named(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
-    """Rows of the events with one of these names."""
-    ids = [i for n in names if (i := trace.string_id(n)) >= 0]
-    if not ids:
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(member(trace.events["name"], np.asarray(ids, trace.events["name"].dtype)))
-
-
 def _captures(trace: Trace, th: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(thread, start, end) of each stream capture: a begin call to the next end call on
     its thread (a begin with no end: to the trace's end, the capture still open)."""
     ev = trace.events
-    begin, end = _named(trace, CAPTURE_BEGIN), _named(trace, CAPTURE_END)
+    begin, end = trace.rows_named(*CAPTURE_BEGIN), trace.rows_named(*CAPTURE_END)
     if not len(begin):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     rows = np.concatenate([begin, end])
@@ -74,7 +66,7 @@ def recorded(trace: Trace, rows: np.ndarray) -> np.ndarray:
         return out
     ev = trace.events
     th = threads(trace)
-    scopes = _named(trace, RECORDING_SCOPES)
+    scopes = trace.rows_named(*RECORDING_SCOPES)
     ct, cs, ce = _captures(trace, th)
     c_track = np.concatenate([th[ev["track"][scopes]], ct])
     c_start = np.concatenate([ev["start_ns"][scopes].astype(np.int64), cs])

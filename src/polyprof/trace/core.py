@@ -167,6 +167,15 @@ class Trace(Record):
         want[np.asarray(kinds, np.int64) & 0xFF] = True  # the kinds' int8 codes, as bytes
         return np.flatnonzero(want[k.view(np.uint8)])
 
+    def rows_named(self, *names: str) -> np.ndarray:
+        """Rows whose name is one of ``names`` (exact; one table lookup per row)."""
+        ids = [i for i in map(self.string_id, names) if i >= 0]
+        if not ids:
+            return np.zeros(0, np.int64)
+        want = np.zeros(len(self.strings), bool)
+        want[ids] = True
+        return np.flatnonzero(want[self.events["name"]])
+
     @cached_property
     def track_plane(self) -> np.ndarray:
         """Plane id of every track (index by track id)."""
