@@ -17,6 +17,7 @@ import numpy as np
 from ...trace import keys
 from ...trace.core import Trace
 from ...trace.factorize import factorize
+from ...trace.sorting import first_and_inverse, member
 from ...trace.stats import StatColumn
 
 #: the detail stats, as XLA spells them
@@ -55,8 +56,9 @@ def copy_details(trace: Trace) -> None:
             if ok.any():
                 found.setdefault(stat, []).append((col.rows[ok], np.array(vals, object)[codes[ok]]))
     for stat, parts in found.items():
-        rows, first = np.unique(np.concatenate([r for r, _ in parts]), return_index=True)  # (two stats: the first)
-        got = np.concatenate([x for _, x in parts])[first]
+        every = np.concatenate([r for r, _ in parts])
+        first, _ = first_and_inverse(every)  # (a row of two detail stats: the first's)
+        rows, got = every[first], np.concatenate([x for _, x in parts])[first]
         _add(trace, stat, rows, got.astype(np.int64) if stat == keys.BYTES else got)
 
 
@@ -64,7 +66,7 @@ def _add(trace: Trace, stat: str, rows: np.ndarray, vals: np.ndarray) -> None:
     """Put ``vals`` at ``rows`` into ``stat``, keeping the values it holds."""
     if trace.stats.may_have(stat):
         old = trace.stats[stat]
-        new = ~np.isin(rows, old.rows)
+        new = ~member(rows, old.rows)
         rows = np.concatenate([old.rows, rows[new]])
         both_numbers = old.kind in "iuf" and vals.dtype.kind in "iuf"
         dtype = np.result_type(old.values.dtype, vals.dtype) if both_numbers else np.dtype(object)
