@@ -471,6 +471,14 @@ def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows[keep], flops[keep], nbytes[keep]
 
 
+def counted_kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`kernel_costs` of the kernels the analysed window counts (launched in its
+    steps): what ``kernel_efficiency`` sums."""
+    rows, flops, nbytes = kernel_costs(trace)
+    keep = device_view(trace).counted[np.searchsorted(cache.correlation(trace).device_rows, rows)]
+    return rows[keep], flops[keep], nbytes[keep]
+
+
 def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
     """One row per kernel name with a FLOP or byte figure (:func:`kernel_costs`), of the
     kernels the analysed window counts (launched in its steps).
@@ -483,11 +491,9 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     """
     cols = ["name", "count", "flops", "bytes", "device_ns", "flops_per_s", "bytes_per_s", "intensity",
             "roofline_pct", "bound_by", "op", "tensor_core"]
-    rows, flops, nbytes = kernel_costs(trace)
+    rows, flops, nbytes = counted_kernel_costs(trace)
     corr = cache.correlation(trace)
     at = np.searchsorted(corr.device_rows, rows)
-    keep = device_view(trace).counted[at]  # the kernels the analysed window counts
-    rows, flops, nbytes, at = rows[keep], flops[keep], nbytes[keep], at[keep]
     if not len(rows):
         return empty_frame(cols, ("name", "bound_by", "op"), np.float64)
     ev = trace.events

@@ -34,7 +34,7 @@ from typing import Iterator
 import numpy as np
 
 from ..analyze.breakdown import ALL_STREAMS, _groups
-from ..analyze.efficiency import kernel_costs, model_rows, resolve_peak, step_times
+from ..analyze.efficiency import counted_kernel_costs, model_rows, resolve_peak, step_times
 from ..analyze.flops import op_costs
 from ..analyze.common import CLASS_NAMES
 from ..analyze.common import analysed_span, device_view
@@ -47,7 +47,7 @@ from ..analyze.table import Table
 from ..analyze.window import host_mask
 from ..derive import cache
 from ..trace.core import Trace
-from ..trace.sorting import unique
+from ..trace.sorting import first_and_inverse, unique, unique_inverse
 from .table_merge import MfuPart
 
 #: a window's idle edges of one stream or device: whether it has activity there, its idle
@@ -92,10 +92,11 @@ def kernel_peaks(view: Trace, table: Table) -> np.ndarray:
     pk = resolve_peak(view, None)
     if pk is None or not len(table):
         return out
-    rows, _, _ = kernel_costs(view)  # (as the table: ascending rows, a name's first is its first)
+    rows, _, _ = counted_kernel_costs(view)  # (as the table: ascending rows, a name's first is its first)
     corr = cache.correlation(view)
     op = corr.op[np.searchsorted(corr.device_rows, rows)]
-    names, first = np.unique(view.events["name"][rows], return_index=True)
+    first, _ = first_and_inverse(view.events["name"][rows])
+    names = view.events["name"][rows][first]
     op = op[first]
     prec = np.full(len(op), "", object)
     if (op >= 0).any():
@@ -110,7 +111,7 @@ def mfu_part(view: Trace) -> MfuPart:
     """The window's model FLOPs by precision and its device planes with activity (what
     ``analyze.efficiency.mfu`` chooses its precision and counts its devices by)."""
     _, flops, prec = model_rows(view)
-    kinds, inv = np.unique(prec.astype(str), return_inverse=True)
+    kinds, inv = unique_inverse(prec.astype(str))
     weights = np.bincount(inv, weights=flops, minlength=len(kinds))
     busy = unique(view.event_planes())
     return MfuPart(dict(zip(kinds.tolist(), weights.tolist())),

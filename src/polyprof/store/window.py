@@ -35,7 +35,7 @@ from ..trace.stats import StatColumn, StatTable
 from ..trace.arrow_numpy import valid as valid_of
 from ..trace.arrow_numpy import values as values_of
 from .rankfiles import _WELL_KNOWN, _read, read_header
-from ..trace.sorting import unique
+from ..trace.sorting import member, unique
 
 #: a row group's values of one stat: numbers as an array, text and bytes as a list
 StatValues = Union[np.ndarray, list]
@@ -104,7 +104,7 @@ def plan(directory: Path, max_events: int) -> Plan:
         s = _np(t, "start_ns")
         starts[row:row + len(s)] = s
         if len(step_ids):
-            k = np.isin(_np(t, "name_id"), step_ids) & (_np(t, "dur_ns") > 0) & host[_np(t, "track_id")]
+            k = member(_np(t, "name_id"), step_ids) & (_np(t, "dur_ns") > 0) & host[_np(t, "track_id")]
             s0.append(s[k])
             s1.append(_np(t, "end_ns")[k])
     first, last = (np.concatenate(s0), np.concatenate(s1)) if s0 else (np.zeros(0, np.int64),) * 2
@@ -122,7 +122,7 @@ def plan(directory: Path, max_events: int) -> Plan:
         blocked[:] += np.bincount(i0[k], minlength=len(blocked)) - np.bincount(i1[k], minlength=len(blocked))
 
     for _, t in _row_groups(path, ["start_ns", "end_ns", "category_id"]):
-        keep = ~np.isin(_np(t, "category_id"), own) if len(own) else slice(None)  # (one span over the whole profile)
+        keep = ~member(_np(t, "category_id"), own) if len(own) else slice(None)  # (one span over the whole profile)
         block(_np(t, "start_ns")[keep], _np(t, "end_ns")[keep], "left")
     fl = _read(directory / "flows.parquet", ["src", "dst"])
     for a in range(0, fl.num_rows, _SLICE):

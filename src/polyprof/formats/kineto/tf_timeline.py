@@ -26,7 +26,7 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.core import Trace
-from ...trace.sorting import last_at_or_before
+from ...trace.sorting import last_at_or_before, member, union, unique, unique_inverse
 from ...trace.stats import StatColumn
 from .codes import _hashable
 from .devices import _TF_EXECUTOR, _TF_LINE
@@ -68,7 +68,7 @@ def link(trace: Trace) -> None:
     device = np.array([p.kind == "device" for p in trace.planes], bool)
     on_device = device[trace.track_plane[ev["track"]]]
     ops = np.flatnonzero((ev["category"] == op_cat) & ~on_device)
-    dev = np.flatnonzero(np.isin(ev["category"], np.array(acts, ev["category"].dtype)) & on_device)
+    dev = np.flatnonzero(member(ev["category"], np.array(acts, ev["category"].dtype)) & on_device)
     if not len(ops) or not len(dev):
         return
     op_node, dev_node = _nodes(trace, ops, dev)
@@ -77,8 +77,9 @@ def link(trace: Trace) -> None:
     if not linked.any():
         return
     op_rows = ops[hit[linked]]
-    at = np.concatenate([np.unique(op_rows), dev[linked]])
-    ids = np.concatenate([np.unique(op_rows), op_rows])
+    linked_ops = unique(op_rows)  # each op's own id is its row
+    at = np.concatenate([linked_ops, dev[linked]])
+    ids = np.concatenate([linked_ops, op_rows])
     order = np.argsort(at, kind="stable")
     trace.stats[keys.EXTERNAL_ID] = StatColumn(at[order].astype(np.int64), ids[order].astype(np.int64))
 
@@ -86,7 +87,7 @@ def link(trace: Trace) -> None:
 def _nodes(trace: Trace, ops: np.ndarray, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The node name of each op and of each device activity as an integer code (-1: no
     name), one code per distinct name across both."""
-    rows = np.union1d(ops, dev)
+    rows = union(ops, dev)
     got = trace.stats.lookup_rows([NODE_ARG], rows).get(NODE_ARG)
     codes = np.full(len(rows), -1, np.int64)
     if got is not None:
@@ -95,7 +96,7 @@ def _nodes(trace: Trace, ops: np.ndarray, dev: np.ndarray) -> tuple[np.ndarray, 
         named = np.array([t is not None for t in text], bool)
         if named.any():
             names = np.array([t for t in text if t is not None], dtype=object)
-            _, inv = np.unique(names, return_inverse=True)
+            _, inv = unique_inverse(names)
             where = np.flatnonzero(mask)[named]
             codes[where] = inv.ravel()
     return codes[np.searchsorted(rows, ops)], codes[np.searchsorted(rows, dev)]

@@ -18,7 +18,7 @@ from ...trace import keys
 from .. import sqlite_db
 from . import schema as S
 from .schema import Export
-from ...trace.sorting import unique_inverse
+from ...trace.sorting import member, unique_inverse
 from ..parts import Part, pair_keys, zeros, triples, combined_names as _combined_names, one as _one, set_stat as _set
 
 #: columns of 15-digit ids that vary little (process << 24 | thread), read as differences
@@ -142,7 +142,7 @@ def copies(conn: sqlite3.Connection, ex: Export) -> Part | None:
     n = len(c["start"])
     kind = c.get("copyKind", np.zeros(n, np.int64))
     ck, mk = ex.copy_kinds, ex.mem_kinds
-    unified = np.isin(kind, np.array([k for k, v in ck.items() if v.startswith("Unified")], np.int64))
+    unified = member(kind, np.array([k for k, v in ck.items() if v.startswith("Unified")], np.int64))
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)  # (their stream stat stays the file's: 0)
     if unified.any():  # unified-memory migrations: on their own line (UNIFIED_MEMORY)

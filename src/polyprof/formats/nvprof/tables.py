@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...trace import keys
+from ...trace.sorting import member
 from .. import sqlite_db
 from ..nsys import schema as nsys_schema
 from ..nsys import tables as nsys_tables
@@ -167,15 +168,15 @@ def markers(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings
         stop[ended] = c["timestamp"][ends[at[ended]]]
     keep = np.flatnonzero(ended | instant)
     nulls = [i for i, v in strings.text.items() if v == "-- null --"]  # nvprof's string for none
-    codes, vals = strings.codes(np.where(np.isin(c["name"], nulls), -1, c["name"])[keep])
+    codes, vals = strings.codes(np.where(member(c["name"], np.asarray(nulls, np.int64)), -1, c["name"])[keep])
     vals = ["[unnamed NVTX range]" if v == "[unnamed]" else v for v in vals]
     stats: dict[str, Any] = {}
     dom = c["domain"][keep]
-    named = np.flatnonzero(np.isin(dom, [i for i in strings.text if i not in nulls]))
+    named = np.flatnonzero(member(dom, np.asarray([i for i in strings.text if i not in nulls], np.int64)))
     if len(named):
         stats["domain"] = (named, np.array([strings.text[int(d)] for d in dom[named].tolist()], dtype=object))
     kind = c["objectKind"][keep]
-    pid = np.where(np.isin(kind, (_PROCESS, _THREAD)), c["pid"][keep], 0)
+    pid = np.where((kind == _PROCESS) | (kind == _THREAD), c["pid"][keep], 0)
     tid = np.where(kind == _THREAD, c["tid"][keep], 0)
     return Part(MARKER, False, c["timestamp"][keep], stop[keep], pid << 24, tid, zeros(len(keep)), codes, vals,
                 instant[keep].astype(np.int64), [CAT_NVTX, CAT_NVTX_MARK], stats), int((start & ~ended).sum())
