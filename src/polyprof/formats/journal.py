@@ -18,7 +18,7 @@ from ..trace.core import Trace
 from . import arrow_ipc
 from . import journal_layout as j
 from .hostrecords import HostRecords, build
-from .safety import Inflation, check_events, clean_metadata, guarded
+from .safety import TIME_LIMIT_NS, Inflation, check_events, clean_metadata, guarded
 
 log = logging.getLogger("polyprof")
 
@@ -33,7 +33,6 @@ _REQUIRED = {j.THREAD: ("ident", "name", "tid"), j.SECTION: ("name", "start_ns",
              j.STEP: ("start_ns",), j.PROCESS: ("start_ns", "value", "end_ns", "tid")}
 #: header fields and their types (others are kept as they are)
 _HEADER_TYPES = {"start_ns": int, "pid": int, "hostname": str, "argv": list, "wall_anchor": dict}
-_TIME_LIMIT = 2**62  # ns; times beyond this are damage, not a clock
 
 
 @guarded
@@ -85,7 +84,7 @@ def _header(meta: dict) -> tuple[dict, list[str]]:
     if not isinstance(header, dict):
         return {}, ["the session header is damaged (start time, pid, host unknown)"]
     bad = [k for k, t in _HEADER_TYPES.items() if k in header and (not isinstance(header[k], t) or isinstance(
-        header[k], bool) or (t is int and not -_TIME_LIMIT <= header[k] <= _TIME_LIMIT))]
+        header[k], bool) or (t is int and not -TIME_LIMIT_NS <= header[k] <= TIME_LIMIT_NS))]
     if isinstance(header.get("argv"), list) and not all(isinstance(a, str) for a in header["argv"]):
         bad.append("argv")
     for k in bad:
@@ -125,7 +124,7 @@ def _valid_rows(table: pa.Table) -> tuple[pa.Table, int]:
         keep = pc.or_(keep, pc.fill_null(ok, False))
     for f in ("start_ns", "end_ns"):
         col = table.column(f)
-        inside = pc.and_(pc.greater_equal(col, -_TIME_LIMIT), pc.less_equal(col, _TIME_LIMIT))
+        inside = pc.and_(pc.greater_equal(col, -TIME_LIMIT_NS), pc.less_equal(col, TIME_LIMIT_NS))
         keep = pc.and_(keep, pc.fill_null(inside, True))
     sec = pc.equal(kind, j.SECTION)
     backwards = pc.and_(sec, pc.less(table.column("end_ns"), table.column("start_ns")))

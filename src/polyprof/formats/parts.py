@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from ..trace.sorting import lexsort, unique_inverse
+from .safety import TIME_LIMIT_NS
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Part:
     def sane_times(self, notes: list[str]) -> "Part":
         """The part without the rows whose times are beyond +-2**62 ns (damage, not a
         clock: the analyses' spans would overflow int64), counted in ``notes``."""
-        lim = TIME_LIMIT
+        lim = TIME_LIMIT_NS
         ok = (self.start >= -lim) & (self.start <= lim) & (self.end >= -lim) & (self.end <= lim)
         if ok.all():
             return self
@@ -67,8 +68,6 @@ class Part:
         return self.take(ok)
 
 
-#: times beyond this (ns) are damage, not a clock
-TIME_LIMIT = 1 << 62
 
 
 def read_parts(readers: Iterable[Callable[[], Part | None]], notes: list[str]) -> Iterator[Part]:

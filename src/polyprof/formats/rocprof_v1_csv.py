@@ -37,7 +37,7 @@ from ..trace.core import Trace
 from ..trace.sorting import unique, unique_inverse
 from . import rocm_trace
 from .parts import Part
-from .safety import check_events, guarded
+from .safety import TIME_LIMIT_NS, check_events, guarded
 
 log = logging.getLogger("polyprof")
 
@@ -55,8 +55,6 @@ INTS = frozenset(("Index", "gpu-id", "queue-id", "queue-index", "pid", "tid", "g
                   "arch_vgpr", "accum_vgpr", "sgpr", "fbar", "wave_size", "BeginNs", "EndNs"))
 #: the largest row read (a kernel name of megabytes is refused)
 BLOCK = 1 << 24
-#: times beyond +-2**62 ns are damage, not a clock (an end minus a start must fit in int64)
-TIME_LIMIT = 2**62
 
 
 def header(head: bytes) -> list[str]:
@@ -133,7 +131,7 @@ def _ints(path: Path, table: object, name: str) -> np.ndarray:
 def _times(path: Path, table: object, name: str) -> np.ndarray:
     """A time column (ns), refused naming its first row beyond +-2**62 ns."""
     v = _ints(path, table, name)
-    far = np.flatnonzero((v < -TIME_LIMIT) | (v > TIME_LIMIT))
+    far = np.flatnonzero((v < -TIME_LIMIT_NS) | (v > TIME_LIMIT_NS))
     if len(far):
         raise TraceFormatError(path, f"row {int(far[0]) + 2}: {name} is {int(v[far[0]])}, beyond +-2**62 ns")
     return v

@@ -39,7 +39,7 @@ from ..trace.core import Trace
 from ..trace.sorting import find, member, unique_inverse
 from . import rocm_trace, sqlite_db
 from .parts import Part, group_rows, set_stat, triples
-from .safety import guarded
+from .safety import TIME_LIMIT_NS, guarded
 from .sqlite_db import Schema, quote
 
 log = logging.getLogger("polyprof")
@@ -60,7 +60,6 @@ _OPS = {"KernelExecution": (keys.CAT_KERNEL, None), "Task": (keys.CAT_KERNEL, No
         "FillBuffer": (keys.CAT_MEMSET, "Memset")}
 #: an op type this table does not know: a kernel when it names one, else this (no device busy time)
 CAT_OTHER_OP = "rpd_op"
-_TIME_LIMIT = 2**62
 _GRAPH_EXEC = re.compile(r"graphExec\s*=\s*(\S+)")
 
 
@@ -82,7 +81,7 @@ def _strings(conn: sqlite3.Connection, table: str, ids_sql: str) -> dict[int, st
 def _timed(c: dict[str, np.ndarray], table: str) -> dict[str, np.ndarray]:
     """``c``, whose start and end times are checked: beyond +-2**62 ns is damage, not a clock."""
     for k in ("start", "end"):
-        if len(c[k]) and (c[k].min() < -_TIME_LIMIT or c[k].max() > _TIME_LIMIT):
+        if len(c[k]) and (c[k].min() < -TIME_LIMIT_NS or c[k].max() > TIME_LIMIT_NS):
             raise sqlite3.DatabaseError(f"{table}.{k} holds times beyond +-2**62 ns: damaged")
     return c
 

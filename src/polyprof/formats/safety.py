@@ -34,6 +34,11 @@ from ..trace import metadata_keys as mkeys
 log = logging.getLogger("polyprof")
 
 
+#: times beyond +-this (ns, about 146 years) are damage, not a clock (and an end minus a
+#: start, or a sum of two, still fits in int64): what every reader refuses or drops
+TIME_LIMIT_NS = 2**62
+
+
 class Limits(NamedTuple):  # not a frozen dataclass: made at every start (docs/benchmarks.md, issue 35)
     """What a reader accepts before it stops with an error (``POLYPROF_MAX_*``)."""
 

@@ -34,14 +34,13 @@ from ..errors import TraceFormatError
 from ..trace import keys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
-from .safety import Inflation, guarded
+from .safety import TIME_LIMIT_NS, Inflation, guarded
 
 #: torch.profiler._memory_profiler's categories, in the order of its files' columns
 CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail",
               "unknown")
 _HEAD = re.compile(rb"^\s*\[\s*\[\s*(-?\d|\])")
 _MAX_BYTES = 4 << 30  # the files are small: JSON of one number per point
-_TIME_LIMIT = 2**62  # ns: beyond is damage, not a clock
 _SIZE_LIMIT = 2**46  # bytes of one category or event (64 TiB): beyond is damage, and sums of them fit int64
 
 
@@ -73,7 +72,7 @@ def load(path: str | Path, device: str = "") -> Trace:
     name = _plane_name(device)
     plane = b.plane(name, "host" if name == keys.HOST_PLANE else "device")
     if _is_plot(doc):
-        times = _bounded(path, doc[0], _TIME_LIMIT // 1000, "a time") * 1000
+        times = _bounded(path, doc[0], TIME_LIMIT_NS // 1000, "a time") * 1000
         sizes = _bounded(path, doc[1], _SIZE_LIMIT, "a size").reshape(len(doc[1]), len(CATEGORIES) + 1)[:, 1:]
         _counters(b, plane, times, sizes)
         return b.build()
@@ -133,7 +132,7 @@ def _raw(path: Path, doc: Any) -> np.ndarray:
         raise TraceFormatError(path, "not a torch memory timeline: expected [times, sizes by category] "
                                      "(export_memory_timeline .json) or [[time, action, bytes, category], ...] "
                                      "(.raw.json.gz)")
-    raw = _bounded(path, doc, _TIME_LIMIT, "a number")
+    raw = _bounded(path, doc, TIME_LIMIT_NS, "a number")
     _bounded(path, raw[:, 2], _SIZE_LIMIT, "a size")
     bad = (raw[:, 1] < 1) | (raw[:, 1] > 4) | (raw[:, 3] < 0) | (raw[:, 3] >= len(CATEGORIES))
     if bad.any():
