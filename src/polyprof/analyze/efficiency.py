@@ -479,6 +479,18 @@ def counted_kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return rows[keep], flops[keep], nbytes[keep]
 
 
+def launch_precisions(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per device row, the precision of the framework op that launched it ("" where none
+    is known): what its roofline share is measured at."""
+    corr = cache.correlation(trace)
+    op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]
+    uops = unique(op_rows[op_rows >= 0])
+    prec = np.full(len(rows), "", object)
+    if len(uops):
+        prec[op_rows >= 0] = op_costs(trace, uops).precision[np.searchsorted(uops, op_rows[op_rows >= 0])]
+    return prec
+
+
 def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -> Table:
     """One row per kernel name with a FLOP or byte figure (:func:`kernel_costs`), of the
     kernels the analysed window counts (launched in its steps).
@@ -492,16 +504,12 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     cols = ["name", "count", "flops", "bytes", "device_ns", "flops_per_s", "bytes_per_s", "intensity",
             "roofline_pct", "bound_by", "op", "tensor_core"]
     rows, flops, nbytes = counted_kernel_costs(trace)
-    corr = cache.correlation(trace)
-    at = np.searchsorted(corr.device_rows, rows)
     if not len(rows):
         return empty_frame(cols, ("name", "bound_by", "op"), np.float64)
     ev = trace.events
-    op_rows = corr.op[at]  # -1: a kernel XLA launched outside any op
-    uops = unique(op_rows[op_rows >= 0])
-    prec = np.full(len(rows), "", object)
-    if len(uops):
-        prec[op_rows >= 0] = op_costs(trace, uops).precision[np.searchsorted(uops, op_rows[op_rows >= 0])]
+    corr = cache.correlation(trace)
+    op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]  # -1: a kernel XLA launched outside any op
+    prec = launch_precisions(trace, rows)
     dur = ev["dur_ns"][rows].astype(np.float64)
     g = group_stats(ev["name"][rows], dur)
     o, s = g["order"], g["starts"]

@@ -34,8 +34,7 @@ from typing import Iterator
 import numpy as np
 
 from ..analyze.breakdown import ALL_STREAMS, _groups
-from ..analyze.efficiency import counted_kernel_costs, model_rows, resolve_peak, step_times
-from ..analyze.flops import op_costs
+from ..analyze.efficiency import counted_kernel_costs, launch_precisions, model_rows, resolve_peak, step_times
 from ..analyze.common import CLASS_NAMES
 from ..analyze.common import analysed_span, device_view
 from ..analyze.copies import group_keys, key_labels, per_copy
@@ -93,15 +92,9 @@ def kernel_peaks(view: Trace, table: Table) -> np.ndarray:
     if pk is None or not len(table):
         return out
     rows, _, _ = counted_kernel_costs(view)  # (as the table: ascending rows, a name's first is its first)
-    corr = cache.correlation(view)
-    op = corr.op[np.searchsorted(corr.device_rows, rows)]
     first, _ = first_and_inverse(view.events["name"][rows])
     names = view.events["name"][rows][first]
-    op = op[first]
-    prec = np.full(len(op), "", object)
-    if (op >= 0).any():
-        uops = unique(op[op >= 0])
-        prec[op >= 0] = op_costs(view, uops).precision[np.searchsorted(uops, op[op >= 0])]
+    prec = launch_precisions(view, rows[first])
     strings = np.asarray(view.strings, dtype=object)
     peak = {str(strings[n]): pk.flops(str(p)) for n, p in zip(names.tolist(), prec.tolist())}
     return np.array([peak.get(n, 0.0) for n in column(table, "name").tolist()], np.float64)
