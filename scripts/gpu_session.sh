@@ -2,7 +2,7 @@
 # Every GPU check of polyprof in one run, for a lent GPU machine (the device tool) or any
 # CUDA machine with torch, jax and cupy installed. Logs and tables go to $OUT (or ./gpu_out).
 #
-#   bash scripts/gpu_session.sh            # about 4 minutes on an H200
+#   bash scripts/gpu_session.sh            # about 5 minutes on an H200
 #
 # Wheels the machine lacks (cupti-python matching its libcupti, nvtx, msgspec...) may be put
 # in .whl/ (and .whl/alt/ for a cupti-python 13.0.x, chosen when libcupti is 13.0-13.3):
@@ -35,6 +35,10 @@ fi
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 timeout 150 python3 setup.py build_ext --inplace -q 2>&1 | grep -i error | head -5
 python3 -c "from polyprof.plugins.cupti import buffers; print('buffer sink', buffers.IMPLEMENTATION)"
+step "copies, memory and graph capture against the programs' own counts"
+timeout 180 python3 scripts/gpu_memory_copies.py /tmp/gpu_copies; echo "copies rc=$?"
+cp /tmp/gpu_copies/copies.md "$OUT/" 2>/dev/null
+tar -C /tmp/gpu_copies -czf "$OUT/gpu_copies.tar.gz" . 2>/dev/null
 step "cupti check"
 timeout 200 python3 scripts/gpu_check_cupti.py --repeats 2 --out "$OUT/cupti.md"; echo "cupti check rc=$?"
 step "frameworks"

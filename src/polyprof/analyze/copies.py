@@ -9,7 +9,8 @@ which every reader sets where its source gives it (Kineto's ``bytes`` arg, Nsigh
 CUPTI's ``bytes``, rocpd's and rocprofv3's size, RPD's ``rocpd_copyapi.size``, XSpace's
 ``memcpy_details``/``memset_details``). Its kind is the ``copy kind`` stat where the
 reader gives one (Nsight, CUPTI), else read from its name (``Memcpy HtoD (Pinned ->
-Device)``, ``MemcpyH2D``, ``Memcpy DtoD``, ``Host-to-Device``), as one of ``HtoD``,
+Device)``, ``MemcpyH2D``, ``Memcpy DtoD``, ``Host-to-Device``), else from its ends'
+memory kinds (XLA's ``MemcpyOther`` from pinned to pageable memory is ``HtoH``), as one of ``HtoD``,
 ``DtoH``, ``DtoD``, ``PtoP``, ``HtoH``, ``Unified HtoD``/``DtoH``/``DtoD`` (unified-memory
 migrations), ``memset`` or ``unknown``; arrays count as device memory (``HtoA`` is
 ``HtoD``), and a ``DtoD`` copy between two agents (rocprofv3's and rocpd's ``src agent``
@@ -53,6 +54,8 @@ BANDWIDTH = "memory bandwidth (GB/s)"
 #: stats of a copy's source and destination agents (ROCm readers)
 SRC_AGENT, DST_AGENT = "src agent", "dst agent"
 
+#: a memory kind (``src kind``/``dst kind``) -> the end of a copy it makes
+_END = {"pageable": "H", "pinned": "H", "device": "D", "array": "D"}
 _SHORT = r"([HDPA])(?:to|2)([HDPA])"  # HtoD, H2D, PtoP (compiled on first use: re's cache)
 _WORDS = r"(host|device|peer|array)[-_ ]?to[-_ ]?(host|device|peer|array)"
 
@@ -129,8 +132,13 @@ def _kinds(trace: Trace, rows: np.ndarray, fill: np.ndarray, found: Found) -> tu
     if has.any():
         told = {v: copy_kind(v) for v in set(stat[has].tolist())}
         kind[has] = [told[v] for v in stat[has].tolist()]
+    ends = [np.array([_END.get(t.lower(), "") for t in _texts(found, key, n)[1].tolist()], object)
+            for key in (SRC_KIND, DST_KIND)]
     for key in (SRC_KIND, DST_KIND):
         pageable |= np.array([t.lower() == "pageable" for t in _texts(found, key, n)[1].tolist()], bool)
+    if n:  # a copy its name leaves open (XLA's MemcpyOther): from its memory kinds
+        both = (kind == "unknown") & (ends[0] != "") & (ends[1] != "")
+        kind[both] = [f"{a}to{b}" for a, b in zip(ends[0][both].tolist(), ends[1][both].tolist())]
     kind[fill] = "memset"
     if SRC_AGENT in found and DST_AGENT in found:
         (hs, src), (hd, dst) = found[SRC_AGENT], found[DST_AGENT]

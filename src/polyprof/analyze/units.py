@@ -23,7 +23,7 @@ def fmt_bytes(b: float) -> str:
     """Bytes with a sign (a change): +32.0 MiB."""
     if b != b:
         return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(b) >= scale:
             return f"{b / scale:+.1f} {unit}"
     return f"{b:+.0f} B"
