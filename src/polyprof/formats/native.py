@@ -27,7 +27,7 @@ from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable, check_column
 from . import arrow_ipc
 from ..trace.native_write import BYTES_KEY, MAGIC, VERSION, save  # noqa: F401 - the writer, re-exported
-from .safety import Inflation, check_events, clean_metadata, guarded
+from .safety import TIME_LIMIT_NS, Inflation, check_events, clean_metadata, guarded
 
 def is_native(head: bytes) -> bool:
     return head[:4] == b"PK\x03\x04"
@@ -170,7 +170,7 @@ def _check_events(path: Path, events: dict[str, np.ndarray], counters: dict[str,
                   n_strings: int) -> None:
     check_events(path, len(events["start_ns"]))
     s, d = events["start_ns"], events["dur_ns"]
-    if len(s) and (s.min() < -(2**62) or s.max() > 2**62 or d.min() < 0 or d.max() > 2**62):
+    if len(s) and (s.min() < -TIME_LIMIT_NS or s.max() > TIME_LIMIT_NS or d.min() < 0 or d.max() > TIME_LIMIT_NS):
         raise TraceFormatError(path, "damaged .polyprof file: event times beyond +-2**62 ns or negative durations")
     c = counters
     if len(c["name"]) and (c["name"].min() < 0 or c["name"].max() >= n_strings or c["plane"].min() < 0):

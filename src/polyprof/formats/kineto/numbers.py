@@ -9,11 +9,12 @@ import numpy as np
 import orjson
 
 from ...errors import TraceFormatError
+from ..safety import TIME_LIMIT_NS
 
 #: Beyond this many µs a float64 cannot hold three decimals exactly (ulp > 1 ns).
 _EXACT_LIMIT_US = float(2 ** 43)
 #: Times beyond +-2**62 ns are damage, not a clock (and sums of two must fit in int64).
-_RANGE_US = float(2 ** 62) / 1000
+_RANGE_US = float(TIME_LIMIT_NS) / 1000
 
 
 def _us_to_ns(us: np.ndarray) -> np.ndarray:

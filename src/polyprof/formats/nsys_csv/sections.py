@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import TraceFormatError, one_line
-from ..safety import check_events
+from ..safety import TIME_LIMIT_NS, check_events
 
 #: the longest line looked at as a possible header (a report's header is < 300 bytes)
 HEADER_MAX = 4096
@@ -257,7 +257,7 @@ class Columns:
                 raise TraceFormatError(self.path, f"{self.table.report or self.table.kind}: row {row + 1}: "
                                                   f"{self.table_header(key)} is {float(vals[row])!r}, not a time")
             return np.rint(ns).astype(np.int64)
-        far = (vals < -(2**62 // scale)) | (vals > 2**62 // scale)  # past any trace's times (and int64 in ns)
+        far = (vals < -(TIME_LIMIT_NS // scale)) | (vals > TIME_LIMIT_NS // scale)  # past any trace's times
         if far.any():
             row = int(np.flatnonzero(far)[0])
             raise TraceFormatError(self.path, f"{self.table.report or self.table.kind}: row {row + 1}: "
