@@ -198,6 +198,28 @@ def test_docs_directory_reads_every_trace_file():
     assert md["format"] == "rocprofv3 csv" and "counter_collection.csv" in md["files_not_read"]
 
 
+def test_docs_copies_have_a_direction_and_no_size():
+    """The copies table on the sample memory_copy_trace.csv, against the file read by
+    csv: one copy per direction, its time, on the GPU (agent 1; agent 0 the CPU). rocprofv3
+    writes no size in this file (generateCSV.cpp: Kind, Direction, [Stream_Id,] agents,
+    Correlation_Id, times), so every copy is unsized: no bytes, no bandwidth."""
+    from polyprof.analyze.copies import copies  # the table checked
+
+    with open(DOCS / "memory_copy_trace.csv", newline="") as f:
+        got = list(csv.DictReader(f))
+    assert not {"Bytes", "Size", "Copy_Bytes"} & set(got[0])
+    want = {r["Direction"]: int(r["End_Timestamp"]) - int(r["Start_Timestamp"]) for r in got}
+    assert want == {"MEMORY_COPY_HOST_TO_DEVICE": 563880, "MEMORY_COPY_DEVICE_TO_HOST": 581800}
+    for path in (DOCS / "memory_copy_trace.csv", DOCS):
+        t = copies(polyprof.load(path))
+        rows = {k: (d, n, ns, b, u, bw) for k, d, n, ns, b, u, bw in zip(
+            t["kind"], t["device"], t["count"], t["total_ns"], t["total_bytes"], t["unsized"], t["bandwidth_gbps"])}
+        for direction, kind in (("MEMORY_COPY_HOST_TO_DEVICE", "HtoD"), ("MEMORY_COPY_DEVICE_TO_HOST", "DtoH")):
+            d, n, ns, b, u, bw = rows.pop(kind)
+            assert (d, n, ns, b, u) == ("/device:GPU:0", 1, want[direction], 0, 1) and np.isnan(bw)
+        assert not rows
+
+
 # --- a whole run, made consistent --------------------------------------------------
 def test_run_kernels_durations_and_launches(run_dir):
     kt = run_dir / f"{PID}_kernel_trace.csv"

@@ -236,6 +236,47 @@ def test_a_blank_copy_size_leaves_that_copys_bytes_out(tmp_path, caplog):
         assert whole_has.all() and values.tolist() == whole_values[has].tolist()
 
 
+def test_copies_match_the_database_and_pinned_is_not_pageable():
+    """The copies table on matmul_result.rpd, recomputed by SQL (each op's first call in
+    rocpd_api_ops, its rocpd_copyapi row): count, bytes, time per op type. Its
+    ``pinned`` column is 0 on every row (no RPD writer sets it: rpd_tracer's row keeps
+    its default), so no copy counts as pageable."""
+    from polyprof.analyze.copies import copies  # the table checked
+
+    want = {op: r for op, *r in _sql(MATMUL, """
+        SELECT s.string, count(*), sum(c.size), sum(o."end" - o.start), max(c.pinned) FROM rocpd_op o
+        JOIN rocpd_string s ON s.id = o.opType_id
+        JOIN (SELECT op_id, min(id) AS first FROM rocpd_api_ops GROUP BY op_id) f ON f.op_id = o.id
+        JOIN rocpd_api_ops a ON a.id = f.first JOIN rocpd_copyapi c ON c.api_ptr_id = a.api_id
+        GROUP BY s.string""")}
+    assert want == {"CopyHostToDevice": [2, 2032000000, 157178063, 0], "CopyDeviceToHost": [53, 296, 334758, 0]}
+    t = copies(polyprof.load(MATMUL))
+    got = {k: (n, b, ns, p, u) for k, n, b, ns, p, u in zip(t["kind"], t["count"], t["total_bytes"], t["total_ns"],
+                                                             t["pageable"], t["unsized"])}
+    assert got["HtoD"] == (2, 2032000000, 157178063, 0, 0) and got["DtoH"] == (53, 296, 334758, 0, 0)
+    assert got["memset"][0] == 1 and set(t["device"]) == {"/device:GPU:2"}
+
+
+def test_a_2d_copys_bytes_are_its_width_times_height(tmp_path):
+    """rpd_tracer (RoctracerDataSource.cpp) writes a hipMemcpy2D's ``width`` (bytes) and
+    ``height`` (rows), never its ``size`` (0). No public RPD holds a 2D copy: this edits
+    one of matmul_result.rpd's device-to-host copies (4 bytes) into the row rpd_tracer
+    writes for a 64 x 3 hipMemcpy2D; it was read as a copy of 0 bytes."""
+    from polyprof.analyze.copies import copies  # the table checked
+
+    api = _sql(MATMUL, "SELECT api_ptr_id FROM rocpd_copyapi WHERE kind = 2 AND size = 4 ORDER BY api_ptr_id")[0][0]
+    db = _edited(tmp_path, "copy2d.rpd",
+                 ("UPDATE rocpd_copyapi SET size = 0, width = 64, height = 3 WHERE api_ptr_id = ?", (api,)))
+    t = polyprof.load(db)
+    rows = np.flatnonzero(t.kinds == Kind.MEMCPY)
+    _, ids = t.stat(keys.CORRELATION_ID).lookup(rows)
+    has, nbytes = t.stat(keys.BYTES).lookup(rows)
+    assert has.all() and nbytes[ids == api].tolist() == [192]
+    d2h = copies(t)
+    r = np.flatnonzero(d2h["kind"] == "DtoH")[0]
+    assert (d2h["count"][r], d2h["total_bytes"][r], d2h["unsized"][r]) == (53, 296 - 4 + 192, 0)
+
+
 def test_a_text_in_an_integer_column_is_named(tmp_path):
     db = _edited(tmp_path, "bad.rpd", ("UPDATE rocpd_op SET gpuId = 'first' WHERE id = 3", ()))
     with pytest.raises(TraceFormatError, match=r"bad\.rpd.*rocpd_op\.gpuId.*text or reals"):

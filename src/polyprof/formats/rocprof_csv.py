@@ -6,7 +6,10 @@ prefix is ``<pid>`` unless ``-o`` names another): ``kernel_trace``, ``hip_api_tr
 ``marker_api_trace`` (ROCTx), ``rccl_api_trace``, ``memory_copy_trace``, ``agent_info``,
 and others this reader lists as not read (``counter_collection``, ``scratch_memory_trace``,
 ``memory_allocation_trace``, the ``*_stats`` files). The columns are rocprofiler-sdk's
-(``generateCSV.cpp``); files are told apart by their header, not their name.
+(``generateCSV.cpp``); files are told apart by their header, not their name. A
+``memory_copy_trace`` row gives a copy's direction, agents and times, not its size (no
+rocprofiler-sdk version writes one there; its JSON and rocpd outputs do): its copies are
+unsized.
 
 One prefix's files are one process. A path is either one of those files (its siblings
 with the same prefix are read with it) or the directory rocprofv3 wrote (every prefix
@@ -417,7 +420,7 @@ def _copies(path: Path, g: int, gpus: set[int]) -> Part:
     codes, vals = r.names("Direction")
     corr = r.ints("Correlation_Id", 0)
     stats: dict[str, object] = {"dst agent": dst, "src agent": src}
-    for stat, col in ((keys.BYTES, "Bytes"), (keys.STREAM, "Stream_Id")):
+    for stat, col in ((keys.BYTES, "Bytes"), (keys.STREAM, "Stream_Id")):  # Bytes: not rocprofv3's (module doc)
         if r.has(col):
             stats[stat] = r.ints(col, 0)
     set_stat(stats, keys.CORRELATION_ID, corr, 0)

@@ -226,7 +226,22 @@ def _launch_stats(conn: sqlite3.Connection, tabs: Schema, corr: np.ndarray, stat
         at = find(k["api"], corr)
         rows = _with_stats(at, k)
         if len(rows):
-            stats[keys.BYTES] = (rows, k["size"][at[rows]])
+            stats[keys.BYTES] = (rows, _copy_bytes(conn, tabs, k)[at[rows]])
+
+
+def _copy_bytes(conn: sqlite3.Connection, tabs: Schema, k: dict[str, np.ndarray]) -> np.ndarray:
+    """Each ``rocpd_copyapi`` row's bytes: its ``size``, or where that is 0 its ``width``
+    times ``height`` (a 2D copy: rpd_tracer and rocpd_python's importer write a
+    ``hipMemcpy2D``'s width, in bytes, and rows, never its size). Its ``pinned`` is not
+    read: no RPD writer sets it (always 0), so it does not say a copy's host memory is
+    pageable."""
+    size = k["size"]
+    if not tabs.has("rocpd_copyapi", "width", "height") or not (size == 0).any():
+        return size
+    wh = _stat_columns(conn, tabs, "rocpd_copyapi", {"api": "api_ptr_id", "width": "width", "height": "height"})
+    at = find(wh["api"], k["api"])
+    w, h = (np.where(at >= 0, wh[c][at], -1) for c in ("width", "height"))
+    return np.where((size == 0) & (w > 0) & (h > 0), w * h, size)
 
 
 def _stat_columns(conn: sqlite3.Connection, tabs: Schema, table: str, cols: dict[str, str]) -> dict[str, np.ndarray]:
