@@ -18,16 +18,19 @@ the names must agree), and its op is the framework op around that launch.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
 import numpy as np
 
 from ..derive import cache
+from ..derive.graph_recording import CAPTURE_BEGIN, stream_captures
 from ..derive.intervals import innermost
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, unique
+from ..trace.sorting import lexsort, unique, unique_inverse
 from ..trace.vocabulary import (GRAPH_EXEC_STATS, GRAPH_ID_STATS, GRAPH_LAUNCH_MARKERS, LAUNCH_KERNEL_STAT,
                                 LAUNCH_MARKERS)
 from .frames import empty_frame, frame
@@ -120,6 +123,10 @@ def replays(trace: Trace) -> Replays:
     return Replays(host, np.array(graph_labels(key.tolist()), dtype=object), rows, rep, key)
 
 
+#: the memory kinds in a fill's or copy's name: ``Memset (Device)``, ``Memcpy HtoD (Pinned -> Device)``
+_MEMORY_KINDS = re.compile(r"^(Mem(?:set|cpy)[^(]*?) \([A-Za-z ]+(?: -> [A-Za-z ]+)?\)$")
+
+
 def graph_key(trace: Trace, host: np.ndarray, rows: np.ndarray, rep: np.ndarray) -> np.ndarray:
     """Per launch (``host``), what names its graph wherever it is launched: ``graph <id>``
     from an id stat of the launch (:data:`ID_STATS`, :data:`GRAPH_EXEC_STATS`), else of
@@ -137,8 +144,9 @@ def graph_key(trace: Trace, host: np.ndarray, rows: np.ndarray, rep: np.ndarray)
     out = np.empty(len(host), object)
     out[:] = [f"graph {x}" if x else None for x in label.tolist()]
     missing = np.flatnonzero(label == "")
-    if len(missing):
-        names = np.asarray(trace.strings, dtype=object)[trace.events["name"][rows]]
+    if len(missing):  # a fill's or copy's memory kinds may differ between replays (CUPTI: "Unknown" first)
+        ids, inv = unique_inverse(trace.events["name"][rows])
+        names = np.asarray([_MEMORY_KINDS.sub(r"\1", trace.strings[i]) for i in ids.tolist()], dtype=object)[inv]
         bounds = np.searchsorted(rep, np.arange(len(host) + 1))
         for i in missing.tolist():  # one signature per replay (replays are few: one per launch call)
             out[i] = tuple(names[bounds[i]:bounds[i + 1]].tolist())
@@ -237,14 +245,15 @@ def cuda_graphs(trace: Trace, capture: Trace | None = None) -> Table:
     launches in the analysed steps), ``device_ns`` (device time of one replay: the mean
     over its replays of the summed durations of what it ran), ``kernels_per_replay``
     (activities per replay, the most frequent count), ``captured_ops`` (distinct ops its
-    kernels came from, with a capture-time trace, 0 without), ``attributed_pct``
-    (replayed activities mapped to a captured op), ``first_kernel``. Largest total
-    device time first."""
-    if capture is None:
-        return graph_table(graph_stats(trace))
+    kernels came from: with a capture-time trace, or where ``trace`` holds the stream
+    captures itself, as ``torch.compile(mode="reduce-overhead")`` records them in its
+    first calls; 0 without), ``attributed_pct`` (replayed activities mapped to a captured
+    op), ``first_kernel``. Largest total device time first."""
     r = replays(trace)
+    mapped = replayed_ops(trace, capture, r) if capture is not None else self_captured(trace, r)
+    if mapped is None:
+        return graph_table(graph_stats(trace))
     s, g_of = _stats(trace, r)
-    mapped = replayed_ops(trace, capture, r)
     g_act = g_of[r.replay]
     captured = np.zeros(len(s.key), np.int64)
     attributed = np.zeros(len(s.key))
@@ -264,9 +273,11 @@ class ReplayedOps(NamedTuple):  # not a dataclass: cheaper to create at import (
     op_name: np.ndarray
 
 
-def capture_launches(capture: Trace) -> tuple[np.ndarray, np.ndarray]:
+def capture_launches(capture: Trace, stream_captured: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The capture trace's launch calls that launched nothing (the captured graph nodes),
-    in time order, and the framework op around each (-1: none)."""
+    in time order, the framework op around each (-1: none) and the stream capture each
+    was made in (``derive/graph_recording.py``; -1: none). ``stream_captured``: only
+    those made in a stream capture."""
     corr = cache.correlation(capture)
     ev = capture.events
     names = capture.strings
@@ -277,20 +288,41 @@ def capture_launches(capture: Trace) -> tuple[np.ndarray, np.ndarray]:
     ran[corr.launch[corr.launch >= 0]] = True
     rows = rows[~ran[rows]]
     rows = rows[np.argsort(ev["start_ns"][rows], kind="stable")]
+    region = stream_captures(capture, rows)
+    if stream_captured:
+        rows, region = rows[region >= 0], region[region >= 0]
     ops = np.flatnonzero(capture.kinds == Kind.CPU_OP)
     thread = cache.threads(capture)
     s = np.asarray(ev["start_ns"], np.int64)
     e = s + np.asarray(ev["dur_ns"], np.int64)
     inner = innermost(thread[ev["track"][ops]], s[ops], e[ops], thread[ev["track"][rows]], s[rows])
-    return rows, np.where(inner >= 0, ops[np.maximum(inner, 0)], -1)
+    return rows, np.where(inner >= 0, ops[np.maximum(inner, 0)], -1), region
 
 
-def replayed_ops(trace: Trace, capture: Trace, r: Replays | None = None) -> ReplayedOps:
+def self_captured(trace: Trace, r: Replays | None = None) -> ReplayedOps | None:
+    """:func:`replayed_ops` with ``trace`` as its own capture trace, where it holds stream
+    captures (a graph recorded in the profiled steps: the k-th activity of a replay is the
+    k-th launch of a capture of as many launches); None where it holds none."""
+    return cache.memo(trace, "self_captured", lambda t: _self_captured(t)) if r is None else _self_captured(trace, r)
+
+
+def _self_captured(trace: Trace, r: Replays | None = None) -> ReplayedOps | None:
+    if not len(trace.rows_named(*CAPTURE_BEGIN)):
+        return None
+    r = replays(trace) if r is None else r
+    got = capture_launches(trace, stream_captured=True)
+    return replayed_ops(trace, trace, r, got) if len(got[0]) and len(r.rows) else None
+
+
+def replayed_ops(trace: Trace, capture: Trace, r: Replays | None = None,
+                 launches: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> ReplayedOps:
     """Map each replayed activity to a captured launch and its op: for each replay, the run
     of consecutive capture launches as long as the replay whose named kernels agree most
-    with the replay's kernels (launches that do not name their kernel agree with any)."""
+    with the replay's kernels (launches that do not name their kernel agree with any).
+    ``launches``: :func:`capture_launches` of stream captures alone; a run is then one
+    whole capture. Replays that ran the same kernels map alike (found once)."""
     r = replays(trace) if r is None else r
-    c_rows, c_ops = capture_launches(capture)
+    c_rows, c_ops, region = capture_launches(capture) if launches is None else launches
     out_l = np.full(len(r.rows), -1, np.int64)
     out_o = np.full(len(r.rows), -1, np.int64)
     if not len(c_rows) or not len(r.rows):
@@ -298,22 +330,45 @@ def replayed_ops(trace: Trace, capture: Trace, r: Replays | None = None) -> Repl
     c_kernel = _first_stat(capture, (LAUNCH_KERNEL_STAT,), c_rows)
     r_names = np.asarray(trace.strings, dtype=object)[trace.events["name"][r.rows]]
     bounds = np.searchsorted(r.replay, np.arange(len(r.launch) + 1))
+    if launches is None:  # offsets: any run of consecutive launches
+        offsets: dict[int, list[int]] = {}
+    else:  # the first launch of each capture, by its number of launches
+        first = np.flatnonzero(np.r_[True, region[1:] != region[:-1]])
+        sizes = np.diff(np.r_[first, len(region)])
+        offsets = {}
+        for f, k in zip(first.tolist(), sizes.tolist()):
+            offsets.setdefault(k, []).append(f)
+    found: dict[tuple[object, ...], int] = {}
     for i in range(len(r.launch)):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
         k = hi - lo
         if k == 0 or k > len(c_rows):
             continue
         want = r_names[lo:hi]
-        best, best_s = -1, -1
-        for s0 in range(len(c_rows) - k + 1):  # offsets: captures in the file, usually one per size
-            got = c_kernel[s0:s0 + k]
-            named = got != ""
-            agree = int((got[named] == want[named]).sum()) - int((got[named] != want[named]).sum())
-            if agree > best:
-                best, best_s = agree, s0
+        key = tuple(want.tolist())
+        if key not in found:
+            starts = offsets.get(k, []) if launches is not None else range(len(c_rows) - k + 1)
+            found[key] = _best_run(c_kernel, want, starts)
+        best_s = found[key]
+        if best_s < 0:
+            continue
         got = c_kernel[best_s:best_s + k]
         ok = (got == "") | (got == want)
         out_l[lo:hi] = np.where(ok, c_rows[best_s:best_s + k], -1)
         out_o[lo:hi] = np.where(ok, c_ops[best_s:best_s + k], -1)
     op_name = np.where(out_o >= 0, np.asarray(capture.strings, dtype=object)[capture.events["name"][np.maximum(out_o, 0)]], "")
     return ReplayedOps(out_l, out_o, op_name)
+
+
+def _best_run(c_kernel: np.ndarray, want: np.ndarray, starts: Iterable[int]) -> int:
+    """The start of the run of captured launches whose named kernels agree most with
+    ``want`` (the first of equals; -1: no start)."""
+    best, best_s = -1, -1
+    k = len(want)
+    for s0 in starts:
+        got = c_kernel[s0:s0 + k]
+        named = got != ""
+        agree = int((got[named] == want[named]).sum()) - int((got[named] != want[named]).sum())
+        if agree > best:
+            best, best_s = agree, s0
+    return best_s

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from ..derive import cache
+from ..derive.intervals import innermost
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import find, member, row_of_key, union, unique, unique_rows
 from ..trace import keys
+from . import cuda_graphs
 from .common import analysed_span, device_view, op_durations
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import empty_frame, frame, order_desc
@@ -335,14 +337,40 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows, on_device, c = costed_rows(trace)
     f = ~np.isnan(c.flops)
     host = f & ~on_device
+    replayed = _replayed(trace, rows[host], c.flops[host], c.precision[host])
     if host.any() and len(cache.correlation(trace).device_rows):
         host &= costed_device_time(trace) > 0
-    pick = host if host.any() else f & on_device
+    pick = host if host.any() or len(replayed[0]) else f & on_device
     rows, flops, prec = rows[pick], c.flops[pick], c.precision[pick]
-    if not host.any() or not len(rows):
+    if host.any() and len(rows):
+        outer = outermost(trace, rows)
+        rows, flops, prec = rows[outer], flops[outer], prec[outer]
+    if not len(replayed[0]):
         return rows, flops, prec
-    outer = outermost(trace, rows)
-    return rows[outer], flops[outer], prec[outer]
+    return tuple(np.concatenate([a, b]) for a, b in zip((rows, flops, prec), replayed))  # type: ignore[return-value]
+
+
+def _replayed(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(graph launch rows, flops, precision): the FLOPs each replay of a CUDA graph
+    captured in this trace ran, from the costed host ops (``rows``) the graph's launches
+    were captured in (``cuda_graphs.self_captured``): per replay, each outermost one
+    whose captured launches it replayed, once. Empty where the trace captured none."""
+    empty = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, object))
+    mapped = cuda_graphs.self_captured(trace) if len(rows) else None
+    if mapped is None or not (mapped.launch >= 0).any():
+        return empty
+    r = cuda_graphs.replays(trace)
+    ok = mapped.launch >= 0
+    outer = rows[outermost(trace, rows)]
+    ev, th = trace.events, cache.threads(trace)
+    s = np.asarray(ev["start_ns"], np.int64)
+    e = s + np.asarray(ev["dur_ns"], np.int64)
+    at = mapped.launch[ok]
+    inner = innermost(th[ev["track"][outer]], s[outer], e[outer], th[ev["track"][at]], s[at])
+    pairs = unique_rows(r.replay[ok][inner >= 0], inner[inner >= 0])[0]
+    src = find(rows, outer[pairs[:, 1]])
+    return r.launch[pairs[:, 0]], flops[src], prec[src]
 
 
 def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> Table:
@@ -431,7 +459,10 @@ def step_times(trace: Trace, steps: "Steps") -> np.ndarray:
 #: kernel-name marks of tensor-core (matrix-unit) code: NVIDIA's HMMA/WGMMA GEMMs and
 #: convolutions (cuBLAS/cuDNN/CUTLASS names), AMD's MFMA (rocBLAS/hipBLASLt ``_MI`` tiles)
 TENSOR_CORE_MARKS = ("tensorop", "xmma", "hmma", "wgmma", "wmma", "gmma", "_mma", "mfma", "16816", "1688",
-                     "_mi16x16", "_mi32x32", "flash_fwd", "flash_bwd", "fmha")
+                     "_mi16x16", "_mi32x32", "flash_fwd", "flash_bwd", "fmha", "nvjet")
+#: marks of CUDA-core (SIMT) code that wins over those: cuBLAS's fp32 ``sm80_xmma_gemm_..._ffma``
+#: runs on the xmma framework without tensor cores (an H200's fp32 products: 51 TFLOP/s)
+SIMT_MARKS = ("ffma", "simt")
 
 
 def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -499,7 +530,7 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     ``bytes_per_s``, ``intensity``, ``roofline_pct`` and ``bound_by`` (as
     ``op_efficiency``, at the precision of the launching op), ``op`` (the framework op
     of the first launch), ``tensor_core`` (the name is one of a tensor-core / matrix-unit
-    kernel: :data:`TENSOR_CORE_MARKS`). Sorted by ``device_ns``.
+    kernel: :data:`TENSOR_CORE_MARKS`, none of :data:`SIMT_MARKS`). Sorted by ``device_ns``.
     """
     cols = ["name", "count", "flops", "bytes", "device_ns", "flops_per_s", "bytes_per_s", "intensity",
             "roofline_pct", "bound_by", "op", "tensor_core"]
@@ -535,5 +566,6 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
         "bytes_per_s": bps, "intensity": inten, "roofline_pct": pct, "bound_by": bound,
         "op": np.where(op_rows[first] >= 0, trace.names(np.maximum(op_rows[first], 0)), "").astype(object)
         if len(first) else np.zeros(0, object),
-        "tensor_core": np.array([any(m in n for m in TENSOR_CORE_MARKS) for n in low], bool)},
+        "tensor_core": np.array([any(m in n for m in TENSOR_CORE_MARKS) and not any(m in n for m in SIMT_MARKS)
+                                 for n in low], bool)},
         order=order_desc(t))

@@ -36,8 +36,8 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     if not len(m):
         return []
     pct = float(column(m, "mfu_pct")[0])
-    if not np.isfinite(pct) or pct >= LOW_MFU_PCT:
-        return []
+    if not np.isfinite(pct) or pct >= LOW_MFU_PCT or not float(column(m, "flops")[0]) > 0:
+        return []  # (no FLOPs counted: the model's are unknown, not zero)
     oe = t("op_efficiency")
     roof = column(oe, "roofline_pct") if len(oe) else np.zeros(0)
     ok = np.isfinite(roof)

@@ -67,15 +67,24 @@ def recorded(trace: Trace, rows: np.ndarray) -> np.ndarray:
     ev = trace.events
     th = threads(trace)
     scopes = trace.rows_named(*RECORDING_SCOPES)
+    if len(scopes):  # each kind of interval apart: a capture need not nest with a scope
+        start = ev["start_ns"][scopes].astype(np.int64)
+        out |= innermost(th[ev["track"][scopes]], start, start + ev["dur_ns"][scopes], th[ev["track"][rows]],
+                         ev["start_ns"][rows].astype(np.int64)) >= 0
+    return out | (stream_captures(trace, rows) >= 0)
+
+
+def stream_captures(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """For each host call of ``rows``, the stream capture it was made in (numbered in
+    order of the captures' starts; -1: none): the calls of one number are one graph's
+    nodes, in the order they were made."""
+    out = np.full(len(rows), -1, np.int64)
+    th = threads(trace)
     ct, cs, ce = _captures(trace, th)
-    c_track = np.concatenate([th[ev["track"][scopes]], ct])
-    c_start = np.concatenate([ev["start_ns"][scopes].astype(np.int64), cs])
-    c_end = np.concatenate([ev["start_ns"][scopes].astype(np.int64) + ev["dur_ns"][scopes], ce])
-    if not len(c_start):
+    if not len(rows) or not len(cs):
         return out
-    # each kind of interval apart: a capture need not nest with a scope
-    for part in (slice(0, len(scopes)), slice(len(scopes), None)):
-        if c_start[part].size:
-            out |= innermost(c_track[part], c_start[part], c_end[part], th[ev["track"][rows]],
-                             ev["start_ns"][rows].astype(np.int64)) >= 0
-    return out
+    ev = trace.events
+    inner = innermost(ct, cs, ce, th[ev["track"][rows]], ev["start_ns"][rows].astype(np.int64))
+    rank = np.empty(len(cs), np.int64)
+    rank[np.argsort(cs, kind="stable")] = np.arange(len(cs))
+    return np.where(inner >= 0, rank[np.maximum(inner, 0)], -1)

@@ -1,0 +1,104 @@
+"""FLOPs, tensor cores and CUDA graphs recorded on a real NVIDIA H200 by
+``scripts/gpu_compile_mfu.py`` (tests/data/h200/README.md): bf16 products of known size,
+and ``torch.compile(mode="reduce-overhead")``, whose graph is captured inside the
+profiled steps. The truth is the programs' own figures (``compile_truth.json``) and the
+raw Kineto JSON read here; not polyprof's earlier output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof import analyze as A
+from polyprof.analyze import efficiency_findings
+from polyprof.analyze.cuda_graphs import cuda_graphs, self_captured
+from polyprof.analyze.efficiency import kernel_efficiency, mfu, op_efficiency
+from polyprof.analyze.frames import column, frame
+
+DATA = Path(__file__).parent / "data" / "h200"
+TRUTH = json.loads((DATA / "compile_truth.json").read_text())
+
+
+def raw(name: str) -> list[dict]:
+    return json.loads(gzip.decompress((DATA / name).read_bytes()))["traceEvents"]
+
+
+def test_bf16_products_flops_time_and_tensor_cores() -> None:
+    name = "torch_bf16_mm_h200.json.gz"
+    truth = TRUTH[name]
+    kernels = [e for e in raw(name) if e.get("cat") == "kernel"]
+    trace = polyprof.load(DATA / name)
+    oe = op_efficiency(trace)
+    mm = list(column(oe, "name")).index("aten::mm")
+    assert column(oe, "flops")[mm] == truth["flops"]
+    assert column(oe, "precision")[mm] == "bf16"
+    ke = kernel_efficiency(trace)
+    names = list(column(ke, "name"))
+    gemm = next(i for i, n in enumerate(names) if n.startswith("nvjet_sm90"))  # cuBLASLt's Hopper GEMM
+    assert column(ke, "tensor_core")[gemm]
+    assert column(ke, "flops")[gemm] == truth["flops"]
+    raw_ns = sum(round(e["dur"] * 1000) for e in kernels if e["name"].startswith("nvjet"))
+    assert abs(column(ke, "device_ns")[gemm] - raw_ns) <= len(kernels)  # µs text to ns
+    # the products' time under the profiler is the CUDA events' time of the same loop without it
+    assert column(ke, "device_ns")[gemm] / 1e6 == pytest.approx(truth["plain_ms_for_50"], rel=0.02)
+    m = mfu(trace)
+    whole = list(column(m, "step")).index(-1)
+    assert column(m, "precision")[whole] == "bf16"
+    assert column(m, "mfu_pct")[whole] == pytest.approx(
+        100 * column(m, "flops")[whole] / column(m, "time_ns")[whole] * 1e9 / column(m, "peak_flops_per_s")[whole])
+
+
+def test_fp32_cuda_core_gemms_are_not_tensor_core() -> None:
+    """cuBLAS's fp32 ``sm80_xmma_gemm_..._ffma`` and CUTLASS's ``simt_sgemm`` run on CUDA
+    cores (an H200's fp32 products reach 51 TFLOP/s, past no tensor-core rate)."""
+    ke = kernel_efficiency(polyprof.load(DATA / "torch_copies_h200.json.gz"))
+    tc = dict(zip(column(ke, "name"), column(ke, "tensor_core")))
+    ffma = [n for n in tc if "xmma" in n and "ffma" in n]
+    simt = [n for n in tc if "simt" in n]
+    assert ffma and simt and not any(tc[n] for n in ffma + simt)
+
+
+def test_compiled_graph_captured_in_the_trace_maps_its_replays_to_the_captured_ops() -> None:
+    name = "torch_compile_h200.json.gz"
+    truth = TRUTH[name]
+    trace = polyprof.load(DATA / name)
+    g = cuda_graphs(trace)
+    # one graph: its first replay's fill is "Memset (Unknown)", the others' "Memset (Device)"
+    assert list(column(g, "replays")) == [truth["replays"]]
+    assert list(column(g, "kernels_per_replay")) == [truth["kernels_per_replay"]]
+    assert list(column(g, "captured_ops")) == [len(set(truth["captured"]))]
+    assert list(column(g, "attributed_pct")) == [100.0]
+    mapped = self_captured(trace)
+    assert mapped is not None
+    assert mapped.op_name.tolist() == truth["captured"] * truth["replays"]
+
+
+def test_mfu_counts_the_flops_each_replay_ran() -> None:
+    """The captured aten::mm and aten::addmm (shapes in the raw JSON) run once per replay."""
+    name = "torch_compile_h200.json.gz"
+    truth = TRUTH[name]
+    dims = {e["name"]: e["args"]["Input Dims"] for e in raw(name) if e.get("name") in ("aten::mm", "aten::addmm")}
+    (m, k), (_, n) = dims["aten::mm"][:2]
+    (_, (m2, k2), (_, n2)) = dims["aten::addmm"][:3]
+    per_replay = 2 * m * k * n + 2 * m2 * k2 * n2
+    assert per_replay == truth["flops_per_replay"]
+    trace = polyprof.load(DATA / name)
+    whole = mfu(trace)
+    assert column(whole, "flops")[0] == truth["replays"] * per_replay
+    assert list(column(whole, "flops")[1:]) == [per_replay] * 8 + [0]  # one replay per step; the last is empty
+    found = {f.id: f for f in A.findings(trace)}
+    assert found["low_mfu"].evidence["flops"] == truth["replays"] * per_replay
+
+
+def test_low_mfu_is_silent_when_no_flops_were_counted() -> None:
+    """MFU of a trace whose FLOPs are unknown is unknown, not 0%."""
+    m = frame({"step": np.array([-1]), "flops": np.array([0.0]), "time_ns": np.array([1e6]),
+               "flops_per_s": np.array([0.0]), "precision": np.array([""], object), "devices": np.array([1]),
+               "peak_flops_per_s": np.array([67e12]), "mfu_pct": np.array([0.0]), "device": np.array(["x"], object)})
+    trace = polyprof.load(DATA / "torch_compile_h200.json.gz")
+    assert efficiency_findings._low_mfu(trace, lambda name: m) == []
