@@ -5,8 +5,12 @@ the test expects is also asked of the database with SQL, not only of polyprof.""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import lzma
+import shutil
 import sqlite3
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +20,7 @@ import pytest
 import polyprof
 from polyprof.cli import main
 from polyprof.errors import TraceFormatError
-from polyprof.formats.detect import detect
+from polyprof.formats.detect import detect, why_not_a_trace
 
 NVVP = Path(__file__).parent / "data" / "peers" / "blinkplus_nccl" / "output.nvvp.xz"
 
@@ -60,8 +64,8 @@ def test_kernels_copies_and_fills_keep_their_times_names_and_bytes(nvvp, trace):
     k = _of(trace, "kernel")
     assert int(trace.events["dur_ns"][k].sum()) == _sql(
         nvvp, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL")[0][0] == 622_776_453
-    assert Counter(trace.names()[k].tolist()) == {"_Z33ncclAllReduceTreeLLKernel_sum_i328ncclColl": 12,
-                                                  "_Z33ncclBroadcastRingLLKernel_copy_i88ncclColl": 12}
+    assert Counter(trace.names()[k].tolist()) == {"ncclAllReduceTreeLLKernel_sum_i32(ncclColl)": 12,
+                                                  "ncclBroadcastRingLLKernel_copy_i8(ncclColl)": 12}
     assert int(trace.events["start_ns"][k].min()) == 1_650_739_317_639_000_051  # CUPTI's ns, as written
     grid = trace.stats["grid"].dense(trace.n_events)
     assert set(grid[k].tolist()) == {"2,1,1"}
@@ -71,6 +75,34 @@ def test_kernels_copies_and_fills_keep_their_times_names_and_bytes(nvvp, trace):
     m = _of(trace, "gpu_memset")
     assert int(np.nansum(trace.stats["bytes"].dense(trace.n_events, np.nan)[m].astype(float))) == _sql(
         nvvp, "SELECT sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMSET")[0][0] == 880_840_912
+
+
+def _cxxfilt(names: list[str]) -> list[str]:
+    """``names`` as binutils' c++filt prints them, else as the C++ runtime's
+    ``__cxa_demangle`` does (called here, apart from polyprof's ``lowlevel/demangle.py``)."""
+    if shutil.which("c++filt"):
+        return subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True,
+                              check=True).stdout.splitlines()
+    lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+    lib.__cxa_demangle.restype = ctypes.c_char_p  # (leaks the few strings: a test)
+    out = []
+    for n in names:
+        status = ctypes.c_int(0)
+        got = lib.__cxa_demangle(n.encode(), None, None, ctypes.byref(status))
+        out.append(got.decode() if status.value == 0 and got else n)
+    return out
+
+
+def test_kernel_names_are_demangled_as_cxxfilt_prints_them(nvvp, trace):
+    """nvprof keeps CUPTI's mangled kernel names (StringTable holds no other); they read
+    as nvprof, Nsight and polyprof's CUPTI plugin show them."""
+    stored = _sql(nvvp, "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL k "
+                        "JOIN StringTable s ON s._id_ = k.name GROUP BY s.value ORDER BY s.value")
+    assert stored == [("_Z33ncclAllReduceTreeLLKernel_sum_i328ncclColl", 12),
+                      ("_Z33ncclBroadcastRingLLKernel_copy_i88ncclColl", 12)]
+    want = dict(zip(_cxxfilt([n for n, _ in stored]), (c for _, c in stored)))
+    assert want == {"ncclAllReduceTreeLLKernel_sum_i32(ncclColl)": 12, "ncclBroadcastRingLLKernel_copy_i8(ncclColl)": 12}
+    assert Counter(trace.names()[_of(trace, "kernel")].tolist()) == want
 
 
 def test_calls_are_named_and_linked_to_their_device_work_by_correlation_id(nvvp, trace):
@@ -221,3 +253,101 @@ def test_rows_with_times_beyond_2_62_ns_are_left_out_and_said(nvvp, tmp_path, ca
         "1 row(s) of CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL left out: times beyond +-2**62 ns (a damaged file)"]
     assert main(["summary", str(p)]) == 0
     assert "CUPTI_ACTIVITY_KIND_RUNTIME left out" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("packer", ["xz", "gzip"])
+def test_a_compressed_file_reads_as_the_plain_one(nvvp, tmp_path, monkeypatch, capsys, packer):
+    """nvprof files are shared compressed (.nvvp.xz, .nvvp.gz): read by content, inflated
+    into a temporary file (in TMPDIR) that is gone after; the summary is the plain file's."""
+    import gzip
+    import tempfile
+
+    p = tmp_path / ("output.nvvp.xz" if packer == "xz" else "output.nvvp.gz")
+    p.write_bytes(NVVP.read_bytes() if packer == "xz" else gzip.compress(nvvp.read_bytes()))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    assert detect(p) == "nvprof"
+    assert main(["summary", "--json", str(nvvp)]) == 0
+    plain = capsys.readouterr().out
+    assert main(["summary", "--json", str(p)]) == 0
+    assert capsys.readouterr().out == plain and len(plain) > 1_000_000
+    t = polyprof.load(p)
+    assert t.n_events == 5056 and Counter(t.names()[_of(t, "kernel")].tolist()) == {
+        "ncclAllReduceTreeLLKernel_sum_i32(ncclColl)": 12, "ncclBroadcastRingLLKernel_copy_i8(ncclColl)": 12}
+    assert list(scratch.iterdir()) == []  # every temporary copy removed
+
+
+def test_a_compressed_file_past_the_inflation_limit_is_refused_naming_it(nvvp, tmp_path, monkeypatch):
+    import tempfile
+
+    from polyprof.formats import safety
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    size = nvvp.stat().st_size  # 688,128 bytes inflated
+    with safety.override(max_inflated_bytes=size - 1), pytest.raises(TraceFormatError) as ei:
+        polyprof.load(NVVP)
+    assert str(ei.value) == (f"{NVVP}: xz data inflates to more than {size - 1:,} bytes (limit max_inflated_bytes "
+                             "/ POLYPROF_MAX_INFLATED_BYTES)")
+    with safety.override(max_inflated_bytes=size):  # the limit itself is allowed (and not the error cached)
+        assert polyprof.load(NVVP).n_events == 5056
+    assert list(scratch.iterdir()) == []
+
+
+def test_compressed_damage_is_refused_naming_the_file(nvvp, tmp_path):
+    """A cut .nvvp.xz says so; gzipped bytes that are no SQLite database, given to the
+    nvprof reader itself, are named as such (sniffing never takes them)."""
+    import gzip
+
+    from polyprof.formats import nvprof
+
+    cut = tmp_path / "cut.nvvp.xz"
+    cut.write_bytes(NVVP.read_bytes()[:40_000])
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(cut)
+    assert str(ei.value) == f"{cut}: truncated xz data: the compressed stream ends early"
+    cut_gz = tmp_path / "cut.nvvp.gz"
+    cut_gz.write_bytes(gzip.compress(nvvp.read_bytes())[:40_000])
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(cut_gz)
+    assert str(ei.value) == f"{cut_gz}: truncated gzip data: the compressed stream ends early"
+    assert why_not_a_trace(cut_gz) == ""  # in a directory: kept, for its rank to fail saying why
+    other = tmp_path / "other.nvvp.gz"
+    other.write_bytes(gzip.compress(b"not a database\n" * 100))
+    with pytest.raises(TraceFormatError) as ei:
+        nvprof.load(other)
+    assert str(ei.value) == f"{other}: not an SQLite database once inflated from gzip (no 'SQLite format 3' header)"
+    damaged = tmp_path / "damaged.nvvp.gz"  # nvprof's header, then zeros: no schema to read
+    damaged.write_bytes(gzip.compress(nvvp.read_bytes()[:100] + bytes(nvvp.stat().st_size - 100)))
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(damaged)
+    assert str(ei.value) == (f"{damaged}: a gzipped SQLite database, of no format polyprof reads compressed "
+                             "(nvprof, Nsight Systems and rocpd files are) or damaged: decompress it first "
+                             "(gunzip -k damaged.nvvp.gz)")
+
+
+def test_a_full_disk_while_inflating_is_said_and_leaves_no_file(tmp_path, monkeypatch):
+    """The temporary copy cannot be written (its disk full): one line naming the file and
+    the directory, and the partial copy removed."""
+    import errno
+    import io
+    import os
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    real = os.fdopen
+
+    class Full(io.FileIO):
+        def write(self, b):  # type: ignore[override]
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode="r", *a, **k: Full(fd, "wb") if mode == "wb" else real(fd, mode, *a, **k))
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(NVVP)
+    assert str(ei.value) == (f"{NVVP}: cannot inflate it into a temporary file in {scratch} (No space left on "
+                             "device; TMPDIR names another directory)")
+    assert list(scratch.iterdir()) == []

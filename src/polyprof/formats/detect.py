@@ -154,8 +154,10 @@ _OTHER_COMPRESSION = {XZ_MAGIC: ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"
                       b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d")}
 #: the formats whose reader reads xz-compressed files within the inflation limits, as it
 #: reads gzipped ones: Chrome/Kineto JSON and Perfetto streamed (``.json.xz``,
-#: ``.pftrace.xz``), XSpace inflated whole (``.xplane.pb.xz``, ``xspace/wire.py``)
-_XZ_READ = frozenset(("chrome-json", "perfetto", "xspace"))
+#: ``.pftrace.xz``), XSpace inflated whole (``.xplane.pb.xz``, ``xspace/wire.py``), the
+#: SQLite databases of nvprof, Nsight Systems and rocpd inflated into a temporary file
+#: (``.nvvp.xz``, ``sqlite_db.inflated``)
+_XZ_READ = frozenset(("chrome-json", "perfetto", "xspace", "nvprof", "nsys", "rocpd"))
 #: compressed bytes read at a time for an xz file's head
 _XZ_FEED = 1 << 16
 
@@ -323,8 +325,9 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, hint)
     inner = next((what for magic, what in _READ_IN_PLACE.items() if head.startswith(b"GZ" + magic)), None)
     if inner:  # as raptor's tests keep RPD files
-        raise TraceFormatError(path, f"a gzipped {inner}: it is read in place, not as a stream, so decompress "
-                                     f"it first (gunzip -k {path.name})")
+        why = (", of no format polyprof reads compressed (nvprof, Nsight Systems and rocpd files are) or "
+               "damaged:" if inner == "SQLite database" else ": it is read in place, not as a stream, so")
+        raise TraceFormatError(path, f"a gzipped {inner}{why} decompress it first (gunzip -k {path.name})")
     packer = next((c for magic, c in _OTHER_COMPRESSION.items() if head.startswith(magic)), None)
     if packer:
         raise TraceFormatError(path, f"{packer[0]}-compressed: polyprof reads gzip and plain files, so "
@@ -359,7 +362,10 @@ def why_not_a_trace(path: Path) -> str:
         return _PPROF_IS
     if _rocprof_v1_db(head, path):  # beside its results.json in rocprof's output directory
         return "rocprof (v1)'s results.db; its results.json and results.csv hold its events"
-    fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
+    try:
+        fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
+    except TraceFormatError:  # a compressed database damaged or past the limits: its rank fails saying so
+        return ""
     if fmt is not None:
         return "" if fmt.name != "chrome-json" or _json_trace(path, head) else "JSON, not a Chrome/Kineto trace"
     if any(f.claim is not None and f.claim(head, path) for f in readers()):

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceFormatError
+from ..lowlevel.demangle import demangle
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.sorting import find, member, unique_inverse
@@ -187,7 +188,7 @@ def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndar
     for d, ty in pairs.tolist():
         desc, kind = strings.get(d, ""), strings.get(ty, "")
         cat, name = _OPS.get(kind, (keys.CAT_KERNEL if desc else CAT_OTHER_OP, None))
-        names.append(name or desc or kind or "op")
+        names.append(name or demangle(desc) or kind or "op")  # HIP's mangled kernel names as C++ writes them
         cats.append(cat)
     name_values, ncode = _dedupe(names)
     cat_values, ccode = _dedupe(cats)

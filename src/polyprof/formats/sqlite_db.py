@@ -4,7 +4,9 @@ What the vendor readers share: the file is checked against its own header first 
 file says how much of it is missing), opened with the standard library's ``sqlite3``
 through a ``mode=ro`` URI (no writes, no extension loading: ``sqlite3`` never enables
 it and nothing here does), and tables are read column by column in SQL, never as one
-Python tuple per row.
+Python tuple per row. A gzipped or xz-compressed database (``report.sqlite.gz``,
+``prof.nvvp.xz``) is inflated into a temporary file, within the inflation limits, and
+read from there (:func:`inflated`; the readers that sniff for it: ``compressed=True``).
 
 How columns are read (:func:`read_columns`): where it applies (a table's plain integer
 columns, every row), by walking the table's pages in C (:mod:`.sqlite_pages`); else
@@ -20,18 +22,23 @@ columns into fewer texts (the min/max pass it needs costs as much as it saves), 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import os
 import re
 import sqlite3
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import numpy as np
 
 from ..errors import TraceFormatError, one_line
 from . import sqlite_pages
+from .safety import XZ_MAGIC, Limits, current
 
 log = logging.getLogger("polyprof")
 
@@ -59,21 +66,23 @@ def _declared_size(path: Path, head: bytes) -> int | None:
     return page * count
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
+def connect(path: str | Path, shown: Path | None = None) -> sqlite3.Connection:
     """``path`` opened read-only; a file that is not SQLite, or cut short, is a
-    :class:`TraceFormatError` naming it."""
+    :class:`TraceFormatError` naming it (``shown``, the compressed file, where ``path``
+    is the temporary file it was inflated into: :func:`inflated`)."""
     path = Path(path)
+    name, was = (shown, f" once inflated from {_packer(shown)}") if shown is not None else (path, "")
     try:
         with open(path, "rb") as f:
             head = f.read(100)
         size = path.stat().st_size
     except OSError as e:
-        raise TraceFormatError(path, f"cannot be read ({e.strerror or e})") from None
+        raise TraceFormatError(name, f"cannot be read ({e.strerror or e})") from None
     if not is_sqlite(head):
-        raise TraceFormatError(path, "not an SQLite database (no 'SQLite format 3' header)")
+        raise TraceFormatError(name, f"not an SQLite database{was} (no 'SQLite format 3' header)")
     want = _declared_size(path, head)
     if len(head) < 100 or (want is not None and size < want):
-        raise TraceFormatError(path, f"truncated SQLite database: {size:,} bytes of the "
+        raise TraceFormatError(name, f"truncated SQLite database{was}: {size:,} bytes of the "
                                      f"{want or 100:,} its header declares")
     from urllib.parse import quote
 
@@ -83,11 +92,11 @@ def connect(path: str | Path) -> sqlite3.Connection:
         conn.text_factory = lambda b: b.decode("utf-8", "replace")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
-        raise TraceFormatError(path, f"damaged SQLite database ({e})") from None
+        raise TraceFormatError(name, f"damaged SQLite database{was} ({e})") from None
     except UnicodeDecodeError:  # sqlite3 decodes SQLite's message, which may quote damaged bytes
-        raise TraceFormatError(path, "damaged SQLite database (its schema is not readable)") from None
+        raise TraceFormatError(name, f"damaged SQLite database{was} (its schema is not readable)") from None
     except MemoryError as e:
-        raise failure(path, e) from None
+        raise failure(name, e) from None
     return conn
 
 
@@ -102,15 +111,70 @@ T = TypeVar("T")
 
 def read_file(path: str | Path, read: Callable[[sqlite3.Connection, Path], T]) -> T:
     """``read(connection, path)`` of the database at ``path``, opened read-only and closed
-    after; an SQLite error on the way is one :class:`TraceFormatError` (:func:`failure`)."""
+    after; an SQLite error on the way is one :class:`TraceFormatError` (:func:`failure`).
+    A gzip- or xz-compressed database is read from a temporary copy (:func:`inflated`)."""
     path = Path(path)
-    conn = connect(path)
+    if _packer(path):
+        with inflated(path) as copy:
+            return _read(connect(copy, shown=path), path, read)
+    return _read(connect(path), path, read)
+
+
+def _read(conn: sqlite3.Connection, path: Path, read: Callable[[sqlite3.Connection, Path], T]) -> T:
     try:
         return read(conn, path)
     except ERRORS as e:
         raise failure(path, e) from None
     finally:
         conn.close()
+
+
+#: how a gzip file begins
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _packer(path: Path) -> str:
+    """"gzip" or "xz" for a file compressed so (by its first bytes), else ""."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(XZ_MAGIC))
+    except OSError:
+        return ""  # connect says why
+    return "gzip" if head[:2] == _GZIP_MAGIC else "xz" if head == XZ_MAGIC else ""
+
+
+@contextlib.contextmanager
+def inflated(path: Path) -> Iterator[Path]:
+    """A gzip- or xz-compressed database inflated into a temporary file (in ``TMPDIR``),
+    within the inflation limits of every compressed input (``safety.Inflation``:
+    ``max_inflated_bytes``, ``max_inflate_ratio``), removed when the block ends, whatever
+    ends it. SQLite reads a database in place (pages at any offset), so not as a stream."""
+    from .kineto.progress import _Progress  # gzip's and xz's stream readers, with the limits: only for
+    from .kineto.stream import _Source  # a compressed database
+
+    fd, name = tempfile.mkstemp(prefix="polyprof-", suffix=".sqlite")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for block in _Source(path, _Progress(False, path, 0), 1 << 22).blocks():
+                _write(out, block, path)
+            _write(out, b"", path)
+        yield Path(name)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+
+
+def _write(out: BinaryIO, block: bytes, path: Path) -> None:
+    """``block`` written to the temporary copy (all of it flushed: an empty one); a
+    failure (its disk full, say) is the :class:`TraceFormatError` naming ``path``."""
+    try:
+        if block:
+            out.write(block)
+        else:
+            out.flush()
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot inflate it into a temporary file in {tempfile.gettempdir()} "
+                                     f"({e.strerror or e}; TMPDIR names another directory)") from None
 
 
 def failure(path: str | Path, e: BaseException) -> TraceFormatError:
@@ -146,9 +210,22 @@ class Schema:
         return [c for c in cols if c in have]
 
 
-def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool]) -> bool:
+def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool], compressed: bool = False) -> bool:
     """An SQLite file whose tables ``is_ours`` recognises (opened read-only; any failure
-    to open or read its schema: not ours)."""
+    to open or read its schema: not ours). ``compressed``: also one gzipped or
+    xz-compressed (``head``: its first bytes inflated after ``GZ``, as ``detect`` reads
+    them), whose schema is read from a temporary copy once for every reader's sniff
+    (:func:`_packed_schema`); inflating it past the limits, or corrupt compressed
+    data, is the :class:`TraceFormatError` saying so."""
+    if compressed and head.startswith(b"GZ" + MAGIC):
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        got = _packed_schema(str(path), st.st_size, st.st_mtime_ns, st.st_ino, current())
+        if isinstance(got, TraceFormatError):
+            raise got
+        return got is not None and is_ours(got)
     if not is_sqlite(head):
         return False
     try:
@@ -161,6 +238,29 @@ def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool]) -> bool:
         return False
     finally:
         conn.close()
+
+
+@functools.lru_cache(maxsize=4)
+def _packed_schema(path: str, size: int, mtime_ns: int, inode: int,
+                   limits: Limits) -> Schema | TraceFormatError | None:
+    """The schema of a compressed database (None: not a readable one once inflated), or
+    the error inflating it; one inflation for the sniffs of every SQLite format (the
+    arguments after ``path``: the file as it is now and the limits in force, so a changed
+    file, or other limits, inflate it again)."""
+    try:
+        with inflated(Path(path)) as copy:
+            try:
+                conn = connect(copy)
+            except TraceFormatError:
+                return None
+            try:
+                return schema(conn)
+            except ERRORS:
+                return None
+            finally:
+                conn.close()
+    except TraceFormatError as e:
+        return e.with_traceback(None)  # kept: not the frames (and blocks) it was raised in
 
 
 def schema(conn: sqlite3.Connection) -> Schema:

@@ -27,7 +27,7 @@ __all__ = ["load", "sniff", "read"]
 
 def sniff(head: bytes, path: Path) -> bool:
     """An SQLite file with Nsight Systems' tables."""
-    return sqlite_db.sniff(head, path, schema.is_nsys)
+    return sqlite_db.sniff(head, path, schema.is_nsys, compressed=True)
 
 
 def read(conn: sqlite3.Connection, path: Path) -> Trace:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...lowlevel.demangle import demangle
 from ...trace import keys
 from .. import sqlite_db
 from . import schema as S
@@ -126,7 +127,8 @@ def kernels(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | No
         st = c.get("staticSharedMemory", np.zeros(n, np.int64))
         dy = c.get("dynamicSharedMemory", np.zeros(n, np.int64))
         stats["shared memory"] = np.maximum(st, 0) + np.maximum(dy, 0)
-    names = strings.codes(c["name"]) if "name" in c else _one(n, "kernel")
+    names = strings.codes(c["name"], demangle if name_col == "mangledName" else None) if "name" in c \
+        else _one(n, "kernel")  # an export with only the mangled name: as C++ writes it
     return _device_part(t, c, names, keys.CAT_KERNEL, stats)
 
 

@@ -33,7 +33,7 @@ __all__ = ["load", "sniff", "read"]
 
 def sniff(head: bytes, path: Path) -> bool:
     """An SQLite file with nvprof's tables."""
-    return sqlite_db.sniff(head, path, T.is_nvprof)
+    return sqlite_db.sniff(head, path, T.is_nvprof, compressed=True)
 
 
 def read(conn: sqlite3.Connection, path: Path) -> Trace:

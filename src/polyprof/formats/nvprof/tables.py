@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ...lowlevel.demangle import demangle
 from ...trace import keys
 from ...trace.sorting import member
 from .. import sqlite_db
@@ -72,7 +73,9 @@ def _opt(tables: sqlite_db.Schema, table: str, *cols: str) -> dict[str, str]:
 
 
 def kernels(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings, table: str) -> Part | None:
-    """``CONCURRENT_KERNEL`` (nvprof's default) or ``KERNEL`` (serialized kernels)."""
+    """``CONCURRENT_KERNEL`` (nvprof's default) or ``KERNEL`` (serialized kernels). nvprof
+    keeps CUPTI's mangled name (``_Z9addKernelPiPKiS1_``), the only one its tables have;
+    it is demangled, as nvprof and Nsight show it (``addKernel(int*, int const*, int const*)``)."""
     if not tables.has(table, *_DEVICE_COLS):
         return None
     exprs = {c: c for c in _DEVICE_COLS}
@@ -90,7 +93,7 @@ def kernels(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings
         set_stat(stats, "registers per thread", c["registersPerThread"])
     if "staticSharedMemory" in c and "dynamicSharedMemory" in c:
         stats["shared memory"] = np.maximum(c["staticSharedMemory"], 0) + np.maximum(c["dynamicSharedMemory"], 0)
-    names = strings.codes(c["name"]) if "name" in c else one(n, "kernel")
+    names = strings.codes(c["name"], demangle) if "name" in c else one(n, "kernel")
     return _device_part(table, c, names, keys.CAT_KERNEL, stats)
 
 

@@ -27,7 +27,7 @@ __all__ = ["load", "sniff", "read"]
 
 def sniff(head: bytes, path: Path) -> bool:
     """An SQLite file with rocpd's event tables."""
-    return sqlite_db.sniff(head, path, layout.is_rocpd)
+    return sqlite_db.sniff(head, path, layout.is_rocpd, compressed=True)
 
 
 def read(conn: sqlite3.Connection, path: Path) -> Trace:

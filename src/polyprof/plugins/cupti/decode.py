@@ -4,20 +4,21 @@ Every field is one fancy index: records start on 8-byte boundaries and CUPTI's f
 are naturally aligned, so the blob viewed as the field's type, indexed at
 ``(record offset + field offset) / size``, is the column (a byte gather where a field
 is not aligned, which CUPTI's structs never do). Strings (kernel names, NVTX names)
-are decoded once per distinct text; kernel names are demangled once per distinct name.
+are decoded once per distinct text; kernel names are demangled once per distinct name
+(``demangle``: ``polyprof.lowlevel.demangle``'s, which the file readers use too).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 from typing import Iterable
 
 import numpy as np
 
+from ...lowlevel.demangle import demangle
 from . import layout
 from .buffers import Records, gather
+
+__all__ = ["rows_of", "column", "columns", "text_codes", "texts", "demangle"]
 
 
 def rows_of(rec: Records, kinds: Iterable[int]) -> np.ndarray:
@@ -68,45 +69,3 @@ def texts(rec: Records, rows: np.ndarray, slot: int = 0) -> np.ndarray:
     table = np.empty(len(vals), object)
     table[:] = vals
     return table[codes] if len(codes) else np.empty(0, object)
-
-
-@functools.lru_cache(maxsize=1)
-def _cxa_demangle():  # -> the C++ runtime's __cxa_demangle, or None
-    for name in ("stdc++", "c++"):
-        path = ctypes.util.find_library(name)
-        if not path:
-            continue
-        try:
-            fn = ctypes.CDLL(path).__cxa_demangle
-        except (OSError, AttributeError):
-            continue
-        fn.restype = ctypes.c_void_p
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-        return fn
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _free():  # -> libc's free
-    fn = ctypes.CDLL(None).free
-    fn.argtypes = [ctypes.c_void_p]
-    return fn
-
-
-@functools.lru_cache(maxsize=65536)
-def demangle(name: str) -> str:
-    """A C++ symbol as C++ writes it (``_Z6kernelPfi`` -> ``kernel(float*, int)``), as
-    Kineto and Nsight show kernel names; the name itself where it is not mangled."""
-    if not name.startswith("_Z"):
-        return name
-    fn = _cxa_demangle()
-    if fn is None:
-        return name
-    status = ctypes.c_int(0)
-    p = fn(name.encode(), None, None, ctypes.byref(status))
-    if not p or status.value != 0:
-        return name
-    try:
-        return ctypes.string_at(p).decode("utf-8", "replace")
-    finally:
-        _free()(p)

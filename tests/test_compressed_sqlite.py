@@ -1,0 +1,32 @@
+"""SQLite exports shared compressed (``report.sqlite.gz``, ``.xz``) read as the plain
+file: Nsight Systems' (tests/data/nsys/saxpy_2022.sqlite, a real export) through the same
+temporary copy as nvprof's (tests/test_nvprof.py)."""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from polyprof.cli import main
+from polyprof.formats.detect import detect
+
+NSYS = Path(__file__).parent / "data" / "nsys" / "saxpy_2022.sqlite"
+
+
+@pytest.mark.parametrize("suffix, pack", [(".gz", gzip.compress), (".xz", lzma.compress)])
+def test_a_compressed_nsys_export_summarises_as_the_plain_one(tmp_path, monkeypatch, capsys, suffix, pack):
+    p = tmp_path / f"saxpy_2022.sqlite{suffix}"
+    p.write_bytes(pack(NSYS.read_bytes()))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    assert detect(p) == "nsys"
+    assert main(["summary", "--json", str(NSYS)]) == 0
+    plain = capsys.readouterr().out
+    assert main(["summary", "--json", str(p)]) == 0
+    assert capsys.readouterr().out == plain and '"saxpy(double *, double *, double *, double, int)"' in plain
+    assert list(scratch.iterdir()) == []
