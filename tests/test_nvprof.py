@@ -324,7 +324,7 @@ def test_compressed_damage_is_refused_naming_the_file(nvvp, tmp_path):
     with pytest.raises(TraceFormatError) as ei:
         polyprof.load(damaged)
     assert str(ei.value) == (f"{damaged}: a gzipped SQLite database, of no format polyprof reads compressed "
-                             "(nvprof, Nsight Systems and rocpd files are) or damaged: decompress it first "
+                             "(nvprof, Nsight Systems, rocpd and RPD files are) or damaged: decompress it first "
                              "(gunzip -k damaged.nvvp.gz)")
 
 

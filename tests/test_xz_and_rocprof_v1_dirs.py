@@ -58,8 +58,9 @@ def test_damaged_xz_is_refused_naming_the_file(tmp_path):
              "empty.json.xz": (lzma.compress(b" \n"), "empty file"),
              # (XSpace and Perfetto are read too: tests/test_xz_xspace_perfetto.py)
              "inner.parquet.xz": (lzma.compress(b"PAR1" + bytes(4000) + b"PAR1"),
-                                  "xz-compressed: polyprof reads xz only of Chrome/Kineto JSON, Perfetto and XSpace "
-                                  "files, so decompress it first (xz -dk inner.parquet.xz)")}
+                                  "xz-compressed: polyprof reads xz only of Chrome/Kineto JSON, Perfetto, XSpace "
+                                  "and nvprof/Nsight/rocpd/RPD databases, so decompress it first "
+                                  "(xz -dk inner.parquet.xz)")}
     for name, (content, phrase) in cases.items():
         p = tmp_path / name
         p.write_bytes(content)

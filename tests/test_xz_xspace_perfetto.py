@@ -94,12 +94,13 @@ def test_an_xz_bomb_is_refused(src, tmp_path):
 
 
 def test_xz_of_a_format_read_in_place_is_still_refused(tmp_path):
-    p = tmp_path / "report.sqlite.xz"
-    p.write_bytes(lzma.compress(b"SQLite format 3\x00" + bytes(4000)))
+    p = tmp_path / "inner.parquet.xz"
+    p.write_bytes(lzma.compress(b"PAR1" + bytes(4000) + b"PAR1"))
     with pytest.raises(TraceFormatError) as ei:
         polyprof.load(p)
-    assert str(ei.value) == (f"{p}: xz-compressed: polyprof reads xz only of Chrome/Kineto JSON, Perfetto and "
-                             "XSpace files, so decompress it first (xz -dk report.sqlite.xz)")
+    assert str(ei.value) == (f"{p}: xz-compressed: polyprof reads xz only of Chrome/Kineto JSON, Perfetto, "
+                             "XSpace and nvprof/Nsight/rocpd/RPD databases, so decompress it first "
+                             "(xz -dk inner.parquet.xz)")
 
 
 def test_a_directory_of_xz_xspace_and_perfetto_files_is_read(tmp_path):

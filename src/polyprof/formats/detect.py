@@ -69,8 +69,8 @@ def _xz_format(path: Path) -> str:
     if fmt is not None and fmt.name in _XZ_READ:
         return fmt.name
     what = f" ({fmt.name})" if fmt is not None else ""
-    raise TraceFormatError(path, f"xz-compressed{what}: polyprof reads xz only of Chrome/Kineto JSON, Perfetto "
-                                 f"and XSpace files, so decompress it first (xz -dk {path.name})")
+    raise TraceFormatError(path, f"xz-compressed{what}: polyprof reads xz only of Chrome/Kineto JSON, Perfetto, "
+                                 f"XSpace and nvprof/Nsight/rocpd/RPD databases, so decompress it first (xz -dk {path.name})")
 
 
 def _gunzip_head(raw: bytes, n: int) -> bytes | None:
@@ -155,9 +155,9 @@ _OTHER_COMPRESSION = {XZ_MAGIC: ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"
 #: the formats whose reader reads xz-compressed files within the inflation limits, as it
 #: reads gzipped ones: Chrome/Kineto JSON and Perfetto streamed (``.json.xz``,
 #: ``.pftrace.xz``), XSpace inflated whole (``.xplane.pb.xz``, ``xspace/wire.py``), the
-#: SQLite databases of nvprof, Nsight Systems and rocpd inflated into a temporary file
+#: SQLite databases of nvprof, Nsight Systems, rocpd and RPD inflated into a temporary file
 #: (``.nvvp.xz``, ``sqlite_db.inflated``)
-_XZ_READ = frozenset(("chrome-json", "perfetto", "xspace", "nvprof", "nsys", "rocpd"))
+_XZ_READ = frozenset(("chrome-json", "perfetto", "xspace", "nvprof", "nsys", "rocpd", "rpd"))
 #: compressed bytes read at a time for an xz file's head
 _XZ_FEED = 1 << 16
 
@@ -325,7 +325,7 @@ def detect(path: str | Path) -> str:
         raise TraceFormatError(path, hint)
     inner = next((what for magic, what in _READ_IN_PLACE.items() if head.startswith(b"GZ" + magic)), None)
     if inner:  # as raptor's tests keep RPD files
-        why = (", of no format polyprof reads compressed (nvprof, Nsight Systems and rocpd files are) or "
+        why = (", of no format polyprof reads compressed (nvprof, Nsight Systems, rocpd and RPD files are) or "
                "damaged:" if inner == "SQLite database" else ": it is read in place, not as a stream, so")
         raise TraceFormatError(path, f"a gzipped {inner}{why} decompress it first (gunzip -k {path.name})")
     packer = next((c for magic, c in _OTHER_COMPRESSION.items() if head.startswith(magic)), None)

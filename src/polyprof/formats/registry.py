@@ -98,7 +98,7 @@ def _is_sqlite(head: bytes, path: Path) -> bool:
 
 def _is_sqlite_or_packed(head: bytes, path: Path) -> bool:
     """SQLite, or SQLite gzipped or xz-compressed (``GZ``: detect's mark of an inflated head),
-    which the nvprof, Nsight Systems and rocpd readers read from a temporary copy."""
+    which the nvprof, Nsight Systems, rocpd and RPD readers read from a temporary copy."""
     return head.startswith((b"SQLite format 3\x00", b"GZSQLite format 3\x00"))
 
 
@@ -119,7 +119,7 @@ def _is_rocpd(head: bytes, path: Path) -> bool:
 
 
 def _is_rpd(head: bytes, path: Path) -> bool:
-    if not _is_sqlite(head, path):
+    if not _is_sqlite_or_packed(head, path):
         return False
     from .rpd import sniff
 

@@ -70,7 +70,7 @@ def is_rpd(tabs: Schema) -> bool:
 
 def sniff(head: bytes, path: Path) -> bool:
     """An SQLite file with RPD's call and op tables."""
-    return sqlite_db.sniff(head, path, is_rpd)
+    return sqlite_db.sniff(head, path, is_rpd, compressed=True)
 
 
 def _strings(conn: sqlite3.Connection, table: str, ids_sql: str) -> dict[int, str]:

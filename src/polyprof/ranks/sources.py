@@ -36,7 +36,8 @@ log = logging.getLogger("polyprof")
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz", ".pt.trace.json", ".pt.trace.json.gz", ".polyprof",
                   ".xplane.pb", ".xplane.pb.gz", ".xplane.pb.xz", ".pftrace", ".pftrace.gz", ".pftrace.xz",
                   ".perfetto-trace", ".perfetto-trace.gz", ".perfetto-trace.xz", ".sqlite", ".sqlite3", ".db",
-                  ".rpd", ".nvvp", ".nvprof", ".parquet")
+                  ".rpd", ".nvvp", ".nvprof", ".parquet",
+                  *(d + z for d in (".sqlite", ".sqlite3", ".db", ".rpd", ".nvvp", ".nvprof") for z in (".gz", ".xz")))
 
 
 class RankSource(ABC):
