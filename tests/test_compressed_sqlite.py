@@ -30,3 +30,13 @@ def test_a_compressed_nsys_export_summarises_as_the_plain_one(tmp_path, monkeypa
     assert main(["summary", "--json", str(p)]) == 0
     assert capsys.readouterr().out == plain and '"saxpy(double *, double *, double *, double, int)"' in plain
     assert list(scratch.iterdir()) == []
+
+
+def test_a_directory_lists_compressed_databases_as_ranks(tmp_path):
+    """Ranks kept compressed (``rank0.nvvp.xz``, ``rank1.rpd.gz``) are files of the job."""
+    from polyprof.ranks.sources import rank_files
+
+    names = ["r0.nvvp.xz", "r1.rpd.gz", "r2.sqlite.gz", "r3.db.xz", "notes.txt"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+    assert [p.name for p in rank_files(tmp_path)] == names[:4]
