@@ -102,3 +102,17 @@ def test_low_mfu_is_silent_when_no_flops_were_counted() -> None:
                "peak_flops_per_s": np.array([67e12]), "mfu_pct": np.array([0.0]), "device": np.array(["x"], object)})
     trace = polyprof.load(DATA / "torch_compile_h200.json.gz")
     assert efficiency_findings._low_mfu(trace, lambda name: m) == []
+
+
+def test_replayed_gemms_share_their_captured_ops_flops_per_replay() -> None:
+    """kernel_efficiency: each replayed GEMM carries its captured op's FLOPs once per
+    replay (8 x 2 x 256 x 1024 x 4096), named by that op; its rate from its own time."""
+    name = "torch_compile_h200.json.gz"
+    truth = TRUTH[name]
+    ke = kernel_efficiency(polyprof.load(DATA / name))
+    by_op = {op: i for i, op in enumerate(column(ke, "op"))}
+    for op in ("aten::mm", "aten::addmm"):
+        i = by_op[op]
+        assert column(ke, "count")[i] == truth["replays"]
+        assert column(ke, "flops")[i] == truth["replays"] * truth["flops_per_replay"] // 2
+        assert column(ke, "flops_per_s")[i] == pytest.approx(column(ke, "flops")[i] / column(ke, "device_ns")[i] * 1e9)

@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from ..derive import cache
-from ..derive.intervals import innermost
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import find, member, row_of_key, union, unique, unique_rows
+from ..trace.sorting import find, member, row_of_key, union, unique, unique_inverse, unique_rows
 from ..trace import keys
-from . import cuda_graphs
+from . import graph_costs
 from .common import analysed_span, device_view, op_durations
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
+from .nesting import outermost
 from .peaks import Peak, device_peak, given
 from .window import device_mask, host_mask, selection
 
@@ -160,22 +160,6 @@ def device_time(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.nda
             cache.threads(trace)[ev["track"][rows[host]]], st[host], st[host] + du[host])
         out[host] = proj.busy_ns
     return out
-
-
-def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Which of the host events ``rows`` no other of them encloses on the same thread."""
-    ev = trace.events
-    th = cache.threads(trace)[ev["track"][rows]]
-    st = ev["start_ns"][rows]
-    en = st + ev["dur_ns"][rows]
-    order = np.lexsort((-en, st, th))
-    th_o, st_o, en_o = th[order], st[order], en[order]
-    outer = np.ones(len(rows), bool)
-    bounds = np.flatnonzero(np.r_[True, th_o[1:] != th_o[:-1], True]) if len(rows) else np.zeros(0, np.int64)
-    for a, b in zip(bounds[:-1], bounds[1:]):  # one pass per thread
-        prev_end = np.maximum.accumulate(en_o[a:b])
-        outer[order[a + 1:b]] = st_o[a + 1:b] >= prev_end[:-1]
-    return outer
 
 
 def _share_of_roof(pct: np.ndarray) -> np.ndarray:
@@ -337,7 +321,7 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows, on_device, c = costed_rows(trace)
     f = ~np.isnan(c.flops)
     host = f & ~on_device
-    replayed = _replayed(trace, rows[host], c.flops[host], c.precision[host])
+    replayed = graph_costs.replayed_flops(trace, rows[host], c.flops[host], c.precision[host])
     if host.any() and len(cache.correlation(trace).device_rows):
         host &= costed_device_time(trace) > 0
     pick = host if host.any() or len(replayed[0]) else f & on_device
@@ -348,29 +332,6 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not len(replayed[0]):
         return rows, flops, prec
     return tuple(np.concatenate([a, b]) for a, b in zip((rows, flops, prec), replayed))  # type: ignore[return-value]
-
-
-def _replayed(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(graph launch rows, flops, precision): the FLOPs each replay of a CUDA graph
-    captured in this trace ran, from the costed host ops (``rows``) the graph's launches
-    were captured in (``cuda_graphs.self_captured``): per replay, each outermost one
-    whose captured launches it replayed, once. Empty where the trace captured none."""
-    empty = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, object))
-    mapped = cuda_graphs.self_captured(trace) if len(rows) else None
-    if mapped is None or not (mapped.launch >= 0).any():
-        return empty
-    r = cuda_graphs.replays(trace)
-    ok = mapped.launch >= 0
-    outer = rows[outermost(trace, rows)]
-    ev, th = trace.events, cache.threads(trace)
-    s = np.asarray(ev["start_ns"], np.int64)
-    e = s + np.asarray(ev["dur_ns"], np.int64)
-    at = mapped.launch[ok]
-    inner = innermost(th[ev["track"][outer]], s[outer], e[outer], th[ev["track"][at]], s[at])
-    pairs = unique_rows(r.replay[ok][inner >= 0], inner[inner >= 0])[0]
-    src = find(rows, outer[pairs[:, 1]])
-    return r.launch[pairs[:, 0]], flops[src], prec[src]
 
 
 def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> Table:
@@ -478,18 +439,20 @@ def kernel_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     in_hlo = np.zeros(len(kernel), bool)
     if len(hc.rows):
         in_hlo[kernel] = find(hc.rows, corr.device_rows[kernel]) >= 0
-    sel = np.flatnonzero(kernel & ((corr.op >= 0) | in_hlo))
-    rows, ops = corr.device_rows[sel], corr.op[sel]
+    all_ops, all_replays = graph_costs.kernel_ops(trace)  # a replayed kernel: its captured op
+    sel = np.flatnonzero(kernel & ((all_ops >= 0) | in_hlo))
+    rows, ops, replay = corr.device_rows[sel], all_ops[sel], all_replays[sel]
     flops, nbytes = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
     with_op = np.flatnonzero(ops >= 0)
-    uops, inv = np.unique(ops[with_op], return_inverse=True)
+    groups, first, inv = unique_rows(ops[with_op], replay[with_op])  # an op's kernels (of one replay)
+    uops, of_op = unique_inverse(groups[:, 0]) if len(groups) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     c = op_costs(trace, uops)
     dur = trace.events["dur_ns"][rows[with_op]].astype(np.float64)
-    total = np.bincount(inv, weights=dur, minlength=len(uops))
-    count = np.bincount(inv, minlength=len(uops)).astype(np.float64)
+    total = np.bincount(inv, weights=dur, minlength=len(groups))
+    count = np.bincount(inv, minlength=len(groups)).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(total[inv] > 0, dur / total[inv], 1.0 / np.maximum(count[inv], 1))
-    flops[with_op], nbytes[with_op] = c.flops[inv] * share, c.bytes[inv] * share
+    flops[with_op], nbytes[with_op] = c.flops[of_op][inv] * share, c.bytes[of_op][inv] * share
     if len(hc.rows):
         pos = find(hc.rows, rows)
         hit = pos >= 0
@@ -514,7 +477,7 @@ def launch_precisions(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """Per device row, the precision of the framework op that launched it ("" where none
     is known): what its roofline share is measured at."""
     corr = cache.correlation(trace)
-    op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]
+    op_rows = graph_costs.kernel_ops(trace)[0][np.searchsorted(corr.device_rows, rows)]
     uops = unique(op_rows[op_rows >= 0])
     prec = np.full(len(rows), "", object)
     if len(uops):
@@ -539,7 +502,7 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
         return empty_frame(cols, ("name", "bound_by", "op"), np.float64)
     ev = trace.events
     corr = cache.correlation(trace)
-    op_rows = corr.op[np.searchsorted(corr.device_rows, rows)]  # -1: a kernel XLA launched outside any op
+    op_rows = graph_costs.kernel_ops(trace)[0][np.searchsorted(corr.device_rows, rows)]  # -1: XLA's, outside ops
     prec = launch_precisions(trace, rows)
     dur = ev["dur_ns"][rows].astype(np.float64)
     g = group_stats(ev["name"][rows], dur)

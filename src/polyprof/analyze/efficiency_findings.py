@@ -14,7 +14,8 @@ import numpy as np
 from ..derive import cache
 from ..trace.core import Trace
 from .advice import suggestion
-from .efficiency import costed_rows, device_time, outermost, resolve_peak
+from .efficiency import costed_rows, device_time, resolve_peak
+from .nesting import outermost
 from .finding import Finding, _records
 from .frames import column, order_desc
 

@@ -75,3 +75,19 @@ def of_rows(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
         store[key] = parents(cache.threads(trace)[ev["track"][rows]], start,
                              start + np.asarray(ev["dur_ns"][rows], np.int64))
     return store[key]
+
+
+def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Which of the host events ``rows`` no other of them encloses on the same thread."""
+    ev = trace.events
+    th = cache.threads(trace)[ev["track"][rows]]
+    st = ev["start_ns"][rows]
+    en = st + ev["dur_ns"][rows]
+    order = np.lexsort((-en, st, th))
+    th_o, st_o, en_o = th[order], st[order], en[order]
+    outer = np.ones(len(rows), bool)
+    bounds = np.flatnonzero(np.r_[True, th_o[1:] != th_o[:-1], True]) if len(rows) else np.zeros(0, np.int64)
+    for a, b in zip(bounds[:-1], bounds[1:]):  # one pass per thread
+        prev_end = np.maximum.accumulate(en_o[a:b])
+        outer[order[a + 1:b]] = st_o[a + 1:b] >= prev_end[:-1]
+    return outer

@@ -1,0 +1,67 @@
+"""What the replays of a CUDA graph captured in the trace itself cost: the FLOPs and bytes
+of the ops captured into it, counted at each replay.
+
+A graph's launches are made once, while it is captured (``torch.compile(mode=
+"reduce-overhead")`` captures in its first calls), by framework ops that then launched
+nothing; each replay runs their kernels again under the graph launch's correlation id.
+:func:`analyze.cuda_graphs.self_captured` maps each replayed kernel to the captured
+launch it repeats and the op around that launch. Here:
+
+- :func:`replayed_flops`: the model FLOPs of each replay (``efficiency.mfu``): per replay,
+  once, each outermost costed op whose captured launches it replayed;
+- :func:`kernel_ops`: per device activity, the op whose figures its kernel shares
+  (``efficiency.kernel_costs``, ``kernel_efficiency``): the op that launched it, or for a
+  replayed kernel the captured op, shared within its replay.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..derive import cache
+from ..derive.intervals import innermost
+from ..trace.core import Trace
+from ..trace.sorting import find, unique_rows
+from . import cuda_graphs
+from .nesting import outermost
+
+
+def replayed_flops(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(graph launch rows, flops, precision): the FLOPs each replay in the analysed window
+    ran, from the costed host ops ``rows`` (with their ``flops`` and ``prec``) the graph's
+    launches were captured in: per replay, each outermost one whose captured launches it
+    replayed, once. Empty where the trace captured no graph it replays."""
+    empty = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, object))
+    mapped = cuda_graphs.self_captured(trace) if len(rows) else None
+    if mapped is None or not (mapped.launch >= 0).any():
+        return empty
+    r = cuda_graphs.replays(trace)
+    ok = mapped.launch >= 0
+    outer = rows[outermost(trace, rows)]
+    ev, th = trace.events, cache.threads(trace)
+    s = np.asarray(ev["start_ns"], np.int64)
+    e = s + np.asarray(ev["dur_ns"], np.int64)
+    at = mapped.launch[ok]
+    inner = innermost(th[ev["track"][outer]], s[outer], e[outer], th[ev["track"][at]], s[at])
+    pairs = unique_rows(r.replay[ok][inner >= 0], inner[inner >= 0])[0]
+    src = find(rows, outer[pairs[:, 1]])
+    return r.launch[pairs[:, 0]], flops[src], prec[src]
+
+
+def kernel_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(op, replay) per ``Correlation.device_rows``: the framework op whose FLOPs and bytes
+    a kernel shares (``Correlation.op``: the innermost op that launched it; for a kernel a
+    graph replayed, the op its captured launch was made in) and the replay it ran in (-1:
+    none), so an op's figures are shared among its kernels of one replay."""
+    corr = cache.correlation(trace)
+    ops = corr.op.copy()
+    replay = np.full(len(ops), -1, np.int64)
+    mapped = cuda_graphs.self_captured(trace)
+    if mapped is None:
+        return ops, replay
+    r = cuda_graphs.replays(trace)
+    ok = mapped.op >= 0
+    pos = np.searchsorted(corr.device_rows, r.rows[ok])
+    ops[pos], replay[pos] = mapped.op[ok], r.replay[ok]
+    return ops, replay
