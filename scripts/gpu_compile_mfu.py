@@ -1,14 +1,15 @@
 """FLOPs and MFU against a known matrix product, and a ``torch.compile`` program with
 CUDA graphs, on a real NVIDIA GPU: one command.
 
-    python scripts/gpu_compile_mfu.py OUTDIR      # after gpu_session.sh's set-up
+    python scripts/gpu_compile_mfu.py OUTDIR [mm] [compile] [train]   # after gpu_session.sh's set-up
 
 1. bf16 8192 x 8192 x 8192 products, 10 per step over 5 steps, under torch.profiler
    (``record_shapes``): the truth is 2 * 8192**3 FLOPs per product and the products'
    time by CUDA events around the same loop outside the profiler;
 2. an MLP under ``torch.compile(mode="reduce-overhead")`` (Inductor's Triton kernels
    replayed as CUDA graphs, recorded in the first calls) for 8 steps under
-   torch.profiler, and the same program under ``polyprof run`` (the cupti plugin).
+   torch.profiler, and the same program under ``polyprof run`` (the cupti plugin);
+3. its training step (forward and backward graphs), 8 steps under torch.profiler.
 
 OUTDIR keeps the traces and ``compile_truth.json``; this prints polyprof's mfu,
 op_efficiency, cuda_graphs and launch counts beside the truth. Exit status 1 when the
@@ -78,6 +79,34 @@ COMPILE_PROGRAM = textwrap.dedent('''
 ''')
 
 
+TRAIN_PROGRAM = textwrap.dedent('''
+    import sys, torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+    out = sys.argv[1]
+    m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+    f = torch.compile(m, mode="reduce-overhead")
+    x = torch.randn(256, 1024, device="cuda")
+
+    def step():
+        loss = f(x).square().mean()
+        loss.backward()
+        for p in m.parameters():
+            p.grad = None
+        return loss
+
+    step(); torch.cuda.synchronize()                       # the compile, outside the record
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=0, active=9)) as prof:
+        for _ in range(8):
+            step().item()
+            prof.step()
+    prof.export_chrome_trace(out + "/torch_compile_train_h200.json")
+''')
+#: the train step's products: forward 2 x (256x1024x4096), the weights' gradients as many,
+#: the hidden layer's input gradient one more (x needs none)
+TRAIN_FLOPS = 5 * 2 * 256 * 1024 * 4096
+
+
 def run(args: list[str]) -> bool:
     r = subprocess.run(args, capture_output=True, text=True, env=ENV, timeout=240)
     if r.returncode != 0:
@@ -109,11 +138,14 @@ def show(doc: dict, label: str) -> None:
 
 def main() -> int:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "gpu_compile").resolve()
+    parts = set(sys.argv[2:]) or {"mm", "compile", "train"}
     out.mkdir(parents=True, exist_ok=True)
     (out / "mm.py").write_text(MM_PROGRAM)
     (out / "compiled.py").write_text(COMPILE_PROGRAM)
     ok = True
-    if run([sys.executable, str(out / "mm.py"), str(out)]):
+    if "mm" not in parts:
+        pass
+    elif run([sys.executable, str(out / "mm.py"), str(out)]):
         subprocess.run(["gzip", "-f", str(out / "torch_bf16_mm_h200.json")], check=False)
         truth = json.loads((out / "mm_truth.json").read_text())
         doc = summary(out / "torch_bf16_mm_h200.json.gz")
@@ -123,12 +155,17 @@ def main() -> int:
         print("aten::mm FLOPs", mm[0]["flops"] if mm else None, "truth", truth["flops"])
     else:
         ok = False
-    if run([sys.executable, str(out / "compiled.py"), str(out), "profile"]):
+    if "compile" in parts and run([sys.executable, str(out / "compiled.py"), str(out), "profile"]):
         subprocess.run(["gzip", "-f", str(out / "torch_compile_h200.json")], check=False)
         show(summary(out / "torch_compile_h200.json.gz"), "torch.compile reduce-overhead, torch.profiler")
-    if run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o", str(out / "torch_compile_cupti.polyprof"),
-            str(out / "compiled.py"), str(out), "plain"]):
+    if "compile" in parts and run([sys.executable, "-m", "polyprof", "run", "--no-summary", "-o",
+                                   str(out / "torch_compile_cupti.polyprof"), str(out / "compiled.py"), str(out), "plain"]):
         show(summary(out / "torch_compile_cupti.polyprof"), "torch.compile reduce-overhead, polyprof run")
+    (out / "train.py").write_text(TRAIN_PROGRAM)
+    if "train" in parts and run([sys.executable, str(out / "train.py"), str(out)]):
+        subprocess.run(["gzip", "-f", str(out / "torch_compile_train_h200.json")], check=False)
+        doc = summary(out / "torch_compile_train_h200.json.gz")
+        show(doc, f"torch.compile train step, reduce-overhead; truth {TRAIN_FLOPS} FLOPs a step")
     return 0 if ok else 1
 
 

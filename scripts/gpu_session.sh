@@ -44,7 +44,8 @@ timeout 180 python3 scripts/gpu_memory_copies.py /tmp/gpu_copies; echo "copies r
 cp /tmp/gpu_copies/copies.md "$OUT/" 2>/dev/null
 tar -C /tmp/gpu_copies -czf "$OUT/gpu_copies.tar.gz" . 2>/dev/null; }
 step compile "FLOPs of bf16 products, torch.compile with CUDA graphs" && {
-timeout 300 python3 scripts/gpu_compile_mfu.py /tmp/gpu_compile > "$OUT/compile.log" 2>&1; echo "compile rc=$?"
+timeout 300 python3 scripts/gpu_compile_mfu.py /tmp/gpu_compile $COMPILE_PARTS > "$OUT/compile.log" 2>&1
+echo "compile rc=$?"
 tail -c 6000 "$OUT/compile.log"
 tar -C /tmp/gpu_compile -czf "$OUT/gpu_compile.tar.gz" . 2>/dev/null; }
 step cupti "cupti check" && {

@@ -116,3 +116,22 @@ def test_replayed_gemms_share_their_captured_ops_flops_per_replay() -> None:
         assert column(ke, "count")[i] == truth["replays"]
         assert column(ke, "flops")[i] == truth["replays"] * truth["flops_per_replay"] // 2
         assert column(ke, "flops_per_s")[i] == pytest.approx(column(ke, "flops")[i] / column(ke, "device_ns")[i] * 1e9)
+
+
+def test_a_compiled_train_step_counts_forward_and_backward_graphs() -> None:
+    """torch.compile's train step records two graphs (forward: 2 addmm, backward: 3 mm),
+    each replayed once a step: every GEMM's FLOPs counted at every replay."""
+    from polyprof.analyze.efficiency import model_rows
+
+    name = "torch_compile_train_h200.json.gz"
+    truth = TRUTH[name]
+    trace = polyprof.load(DATA / name)
+    g = cuda_graphs(trace)
+    assert list(column(g, "replays")) == [truth["replays_per_graph"]] * truth["graphs"]
+    assert list(column(g, "attributed_pct")) == [100.0] * truth["graphs"]
+    rows, flops, _ = model_rows(trace)
+    replayed = np.array([trace.strings[trace.events["name"][r]] == "cudaGraphLaunch" for r in rows.tolist()])
+    assert flops[replayed].sum() == truth["replays_per_graph"] * truth["gemm_flops_per_step"]
+    per_step = column(mfu(trace), "flops")[1:-1]  # the last step is empty
+    eager = flops[~replayed].sum() / truth["replays_per_graph"]  # the loss's elementwise ops, outside the graphs
+    assert list(per_step) == [truth["gemm_flops_per_step"] + eager] * truth["replays_per_graph"]
