@@ -135,3 +135,12 @@ def test_a_compiled_train_step_counts_forward_and_backward_graphs() -> None:
     per_step = column(mfu(trace), "flops")[1:-1]  # the last step is empty
     eager = flops[~replayed].sum() / truth["replays_per_graph"]  # the loss's elementwise ops, outside the graphs
     assert list(per_step) == [truth["gemm_flops_per_step"] + eager] * truth["replays_per_graph"]
+
+
+def test_fusable_chains_stop_at_a_graph_replay_and_at_steps() -> None:
+    """The loss's eager backward (div, pow, mul, mul) runs once a step, between compiled
+    regions whose graph replays launch the GEMMs: a chain of 4, not 28 ops across steps."""
+    trace = polyprof.load(DATA / "torch_compile_train_h200.json.gz")
+    chain = next(f for f in A.findings(trace) if f.id == "fusable_chain")
+    assert chain.evidence["chain_ops"] == 4
+    assert chain.events[0]["chain"] == "aten::div → aten::pow → aten::mul → aten::mul"

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..derive import cache
 from ..trace.core import Trace
+from ..trace.sorting import unique
 from .advice import suggestion
 from .efficiency import costed_rows, device_time, resolve_peak
 from .nesting import outermost
@@ -97,8 +98,9 @@ def _fusable_chains(trace: Trace) -> list[Finding]:
     th = cache.threads(trace)[ev["track"][rows]]
     order = np.lexsort((ev["start_ns"][rows], th))
     m, t_o = mem[order], th[order]
-    # runs of memory-bound ops on one thread: starts where the flag or the thread changes
-    brk = np.r_[True, (m[1:] != m[:-1]) | (t_o[1:] != t_o[:-1])]
+    # runs of memory-bound ops on one thread: starts where the flag or the thread changes,
+    # at a step's start, and after other device work launched between two of them
+    brk = np.r_[True, (m[1:] != m[:-1]) | (t_o[1:] != t_o[:-1]) | _apart(trace, rows[order], t_o)]
     starts = np.flatnonzero(brk)
     ends = np.r_[starts[1:], len(m)]
     chains: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0, 0.0, -1])  # count, ns, first op
@@ -120,7 +122,7 @@ def _fusable_chains(trace: Trace) -> list[Finding]:
     if share < CHAIN_SHARE:
         return []
     events = [{"chain": " → ".join(k), "ops": len(k), "count": int(n), "device_ns": float(d),
-               "share_pct": 100.0 * d / total} for k, (n, d, _) in ranked[:5]]
+               "share_pct": round(100.0 * d / total, 2)} for k, (n, d, _) in ranked[:5]]
     return [Finding(
         "fusable_chain", f"{len(sig)} memory-bound ops in a row take {share:.1f}% of op device time "
         f"({sig[0]} → … → {sig[-1]}, {int(count)}×)",
@@ -128,6 +130,32 @@ def _fusable_chains(trace: Trace) -> list[Finding]:
         {"chain_ops": len(sig), "occurrences": int(count), "device_ns": ns, "share_pct": share,
          "ridge_flops_per_byte": float(ridge[order][int(first)]), "device": pk.model},  # at the chain's precision
         events, suggestion(trace, "fusable_chain"))]
+
+
+def _apart(trace: Trace, rows: np.ndarray, th: np.ndarray) -> np.ndarray:
+    """Per pair of ops one after another (``rows`` by thread ``th``, then start): whether a
+    step starts between them, or a launch call none of them holds is made between them on
+    their thread (a compiled region's graph replay, an uncosted op's kernels): no chain
+    fuses across those."""
+    ev = trace.events
+    start = ev["start_ns"][rows].astype(np.int64)
+    end = start + ev["dur_ns"][rows].astype(np.int64)
+    steps = cache.steps(trace)
+    out = np.zeros(max(len(rows) - 1, 0), bool)
+    if len(steps):
+        idx = steps.of(start)
+        out |= idx[1:] != idx[:-1]
+    launches = cache.correlation(trace).launch_rows
+    if not len(launches) or not len(out):
+        return out
+    l_th = cache.threads(trace)[ev["track"][launches]]
+    l_st = ev["start_ns"][launches].astype(np.int64)
+    for t in unique(th).tolist():  # one search per thread
+        mine = np.sort(l_st[l_th == t])
+        pair = np.flatnonzero(th[:-1] == t)
+        between = np.searchsorted(mine, start[pair + 1]) - np.searchsorted(mine, end[pair])
+        out[pair] |= between > 0
+    return out
 
 
 def _low_occupancy(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
