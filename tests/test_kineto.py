@@ -343,7 +343,7 @@ def test_bad_input_gives_one_clear_error(tmp_path: Path, name: str):
 def test_gzip_reads_the_same_through_isal_and_zlib(tmp_path: Path, monkeypatch, isal_from: int):
     """Small gzip files are inflated by zlib, larger ones by ISA-L: either gives the same
     trace, and the same errors for a cut or garbled file."""
-    from polyprof.formats.kineto import stream
+    from polyprof.formats import inflate as stream
 
     src = KINETO_DIR / "a100_alexnet_small.json.gz"
     plain = tmp_path / "plain.json"

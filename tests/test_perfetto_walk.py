@@ -53,7 +53,11 @@ def assert_identical(a: object, b: object) -> None:
     for k in b.stats:
         x, y = a.stats[k], b.stats[k]
         assert np.array_equal(x.rows, y.rows), k
-        assert x.values.dtype == y.values.dtype and x.values.tolist() == y.values.tolist(), k
+        assert x.values.dtype == y.values.dtype, k
+        if x.values.dtype.kind == "f":  # (NaN where XLA wrote one: jax_copies_h200's fragmentation)
+            assert np.array_equal(x.values, y.values, equal_nan=True), k
+        else:
+            assert x.values.tolist() == y.values.tolist(), k
     for table in ("flows", "counters"):
         x, y = getattr(a, table), getattr(b, table)
         assert list(x) == list(y)

@@ -149,7 +149,7 @@ def _rocprof_v1_csv(head: bytes, path: Path) -> str | None:
 
 
 #: magic bytes of compressions polyprof does not read -> (name, the command that undoes it);
-#: xz is read for the formats in :data:`_XZ_READ` (inflated by ``kineto/stream.py``)
+#: xz is read for the formats in :data:`_XZ_READ` (inflated by ``formats/inflate.py``)
 _OTHER_COMPRESSION = {XZ_MAGIC: ("xz", "xz -dk"), b"BZh": ("bzip2", "bunzip2 -k"),
                       b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"), b"\x04\x22\x4d\x18": ("lz4", "lz4 -d")}
 #: the formats whose reader reads xz-compressed files within the inflation limits, as it

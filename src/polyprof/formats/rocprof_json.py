@@ -148,11 +148,10 @@ def sniff(head: bytes, path: Path) -> bool:
 
 
 def _read(path: Path) -> bytearray:
-    from .kineto.progress import _Progress  # the streamed blocks only when a file is read, not sniffed
-    from .kineto.stream import _Source  # (as above)
+    from .inflate import Decompressed  # the streamed blocks only when a file is read, not sniffed
 
     out = bytearray()  # grown block by block: a join of the blocks held the file twice at once
-    for block in _Source(path, _Progress(False, path, 0), 1 << 24).blocks():
+    for block in Decompressed(path, 1 << 24).blocks():
         out += block
     return out
 

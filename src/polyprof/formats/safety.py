@@ -85,7 +85,7 @@ def override(**changes: Any) -> Iterator[Limits]:  # each of its Limits field's 
 
 
 #: how an xz file begins (its stream header's magic bytes): read streamed where its reader
-#: can (``kineto/stream.py``), within the same limits as gzip
+#: can (``formats/inflate.py``), within the same limits as gzip
 XZ_MAGIC = b"\xfd7zXZ\x00"
 
 

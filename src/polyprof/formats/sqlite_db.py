@@ -149,13 +149,13 @@ def inflated(path: Path) -> Iterator[Path]:
     within the inflation limits of every compressed input (``safety.Inflation``:
     ``max_inflated_bytes``, ``max_inflate_ratio``), removed when the block ends, whatever
     ends it. SQLite reads a database in place (pages at any offset), so not as a stream."""
-    from .kineto.progress import _Progress  # gzip's and xz's stream readers, with the limits: only for
-    from .kineto.stream import _Source  # a compressed database
+    from .inflate import Decompressed  # gzip's and xz's stream readers, with the limits: only for a
+    # compressed database
 
     fd, name = tempfile.mkstemp(prefix="polyprof-", suffix=".sqlite")
     try:
         with os.fdopen(fd, "wb") as out:
-            for block in _Source(path, _Progress(False, path, 0), 1 << 22).blocks():
+            for block in Decompressed(path, 1 << 22).blocks():
                 _write(out, block, path)
             _write(out, b"", path)
         yield Path(name)

@@ -44,9 +44,9 @@ from ..safety import check_events, clean_metadata, guarded
 from . import slicing, tokenized
 from .args import BY_ROW
 from .collector import _Collector
+from ..inflate import Decompressed
 from .progress import _Progress
 from .slicing import _event_slices
-from .stream import _Source
 
 __all__ = ["load"]
 
@@ -78,7 +78,7 @@ def load(path: str | Path, progress: bool = False) -> Trace:
                 col.tok.take(BY_ROW)
             scan = col.tok.scan if col.tok is not None else None
             seen = 0
-            for events in _event_slices(path, _Source(path, bar, slicing.CHUNK_BYTES).blocks(), top, scan):
+            for events in _event_slices(path, Decompressed(path, slicing.CHUNK_BYTES, bar.advance).blocks(), top, scan):
                 if isinstance(events, tuple):  # tokenized in C
                     seen += events[0]
                     check_events(path, seen)

@@ -49,9 +49,9 @@ from .deferred import DeferredArgs
 from .devices import categorise_device_events, device_planes
 from .flows import _bind, add_chained, endpoint_tracks
 from .packed import PackedBatches
+from ..inflate import Decompressed
 from .progress import _Progress
 from .slicing import Slice, _event_slices
-from .stream import _Source
 from ...trace.sorting import unique
 
 log = logging.getLogger("polyprof")
@@ -133,7 +133,7 @@ class _Reader:
         try:
             seen = 0
             top: dict[str, object] = {}
-            for events in _event_slices(self.path, _Source(self.path, bar, slicing.CHUNK_BYTES).blocks(), top, scan):
+            for events in _event_slices(self.path, Decompressed(self.path, slicing.CHUNK_BYTES, bar.advance).blocks(), top, scan):
                 n = _add(col, events)
                 del events
                 seen += n

@@ -2,7 +2,7 @@
 
 A Perfetto trace is a ``Trace`` message: nothing but field 1 (``packet``, length-
 delimited) repeated. The file is read in blocks (gzip or xz inflated as a stream, within the
-inflation limits: ``kineto/stream.py``), the packet boundaries are found by reading
+inflation limits: ``formats/inflate.py``), the packet boundaries are found by reading
 each packet's tag and length, and runs of whole packets of about ``CHUNK_BYTES`` (1 MiB) are
 handed on as one ``Trace`` message to decode. Only the current run and one block are
 held, whatever the size of the file. A file cut inside a packet, or bytes where no
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Iterator
 
 from ...errors import TraceFormatError
+from ..inflate import Decompressed
 from ..kineto.progress import _Progress
-from ..kineto.stream import _Source
 from .shape import _PACKET_TAG, varint
 from .walked import frame
 
@@ -31,7 +31,7 @@ def chunks(path: Path, progress: _Progress) -> Iterator[tuple[int, bytes]]:
     """(offset of the run's first packet in the inflated file, bytes of whole packets)."""
     buf = bytearray()
     base = 0  # file offset of buf[0]
-    for block in _Source(path, progress, _BLOCK).blocks():
+    for block in Decompressed(path, _BLOCK, progress.advance).blocks():
         buf += block
         if len(buf) < CHUNK_BYTES:
             continue

@@ -40,12 +40,11 @@ def read_file(path: Path) -> bytes:
 
 
 def unxz(path: Path) -> bytes:
-    """An xz file's streams inflated, within the inflation limits (``kineto/stream.py``'s
+    """An xz file's streams inflated, within the inflation limits (``formats/inflate.py``'s
     reader of them: corrupt or truncated data is a TraceFormatError naming the file)."""
-    from ..kineto.progress import _Progress  # xz's stream reader: only for an xz file
-    from ..kineto.stream import _Source  # (as above)
+    from ..inflate import Decompressed  # xz's stream reader: only for an xz file
 
-    return b"".join(_Source(path, _Progress(False, path, 0), 1 << 24).blocks())
+    return b"".join(Decompressed(path, 1 << 24).blocks())
 
 
 def gunzip(data: bytes, path: Path) -> bytes:

@@ -1,4 +1,7 @@
-"""The file as a stream of decompressed blocks (gzip and xz detected by their magic)."""
+"""A file as a stream of decompressed blocks (gzip and xz told by their magic, plain
+files as they are), within the inflation limits of every compressed input
+(``safety.Inflation``): the Kineto, Perfetto and rocprofv3 JSON readers stream them, an
+xz XSpace and a compressed SQLite database are inflated whole through them."""
 
 from __future__ import annotations
 
@@ -6,11 +9,10 @@ import lzma
 import zlib
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from ...errors import TraceFormatError
-from ..safety import XZ_MAGIC, Inflation
-from .progress import _Progress
+from ..errors import TraceFormatError
+from .safety import XZ_MAGIC, Inflation
 
 _READ_BYTES = 1 << 20
 #: compressed bytes handed to the inflater at a time: a call that fills a block leaves the
@@ -20,6 +22,10 @@ _FEED_BYTES = 64 << 10
 #: compressed files from this size are inflated by ISA-L (faster than zlib, same
 #: API and results); below it zlib, as importing ISA-L costs more than it saves
 ISAL_FROM_BYTES = 64 << 10
+
+
+def _ignore(n: int) -> None:
+    pass
 
 
 def inflater(size: int) -> ModuleType:
@@ -33,14 +39,14 @@ def inflater(size: int) -> ModuleType:
     return zlib
 
 
-class _Source:
-    """Decompressed bytes of a file in blocks; gzip and xz detected by magic, streamed
-    within the same inflation limits (``safety.Inflation``)."""
+class Decompressed:
+    """Decompressed bytes of a file in blocks of at most ``block`` bytes; ``advance`` is
+    told how many of the file's own bytes each read took (a progress bar)."""
 
-    def __init__(self, path: Path, progress: _Progress, block: int):
-        self.path, self.block = path, block  # block: most decompressed bytes handed on at a time
+    def __init__(self, path: Path, block: int, advance: Callable[[int], None] | None = None):
+        self.path, self.block = path, block
         self.size = path.stat().st_size
-        self.progress = progress
+        self.advance = advance or _ignore
 
     def blocks(self) -> Iterator[bytes]:
         with open(self.path, "rb") as f:
@@ -56,13 +62,13 @@ class _Source:
                 raw = f.read(_READ_BYTES)
                 if not raw:
                     return
-                self.progress.advance(len(raw))
+                self.advance(len(raw))
                 yield raw
 
     def _feeds(self, f: Any) -> Iterator[bytes]:
         """The compressed file a feed at a time, each counted in the progress."""
         while raw := f.read(_FEED_BYTES):
-            self.progress.advance(len(raw))
+            self.advance(len(raw))
             yield raw
 
     def _gunzip(self, f: Any) -> Iterator[bytes]:
