@@ -18,10 +18,39 @@ def _pct(x: float) -> str:
     return "new" if x != x or x == float("inf") else "gone" if x == -1 else f"{100 * x:+.1f}%"
 
 
-def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], short: int = 60) -> str:
+#: names in the verdict are shortened to this many characters, in the middle
+NAME_WIDTH = 60
+
+
+def short_names(names: list[str], width: int = NAME_WIDTH) -> dict[str, str]:
+    """Each of ``names`` in at most ``width`` characters, shortened in the middle (its
+    start and its end kept: kernels differ at both, the table's names are cut so too),
+    wider where two would read the same; a name that no width under its own keeps apart
+    stays whole."""
+    wide = {name: width for name in set(names)}
+    while True:
+        out = {name: _middle(name, w) for name, w in wide.items()}
+        seen: dict[str, list[str]] = {}
+        for name, cut in out.items():
+            seen.setdefault(cut, []).append(name)
+        clash = [name for group in seen.values() if len(group) > 1 for name in group]
+        if not clash:
+            return out
+        for name in clash:  # a character more for each name that reads as another
+            wide[name] += 1
+
+
+def _middle(name: str, width: int) -> str:
+    """``name`` in ``width`` characters: its start, "…", its last 40%."""
+    if len(name) <= width:
+        return name
+    tail = round((width - 1) * 0.4)
+    return name[: width - 1 - tail] + "…" + (name[len(name) - tail:] if tail else "")
+
+
+def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str) -> str:
     """A changed row: its mean per step (over the ranks), and the rank whose own test
     called it with that rank's change."""
-    name = c["name"] if len(c["name"]) <= short else c["name"][: short - 1] + "…"
     a, b = c["step_mean_ns_a"], c["step_mean_ns_b"]
     rel = (b - a) / a if a > 0 else float("nan")
     where = ""
@@ -51,37 +80,22 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
         slower = sum(c["change"] == "slower" for c in changes)
         counts = f"{slower} row(s) slower, {len(changes) - slower} faster"
         if step_changed:
-            lines.append(f"B is {st['change']}: {unit} time {_pct(st['rel_change'])}; {counts}.")
+            lines.append(f"B is {st['change']}: median {unit} time {_pct(st['median_rel_change'])} (mean "
+                         f"{_pct(st['rel_change'])}); {counts}.")
         else:
             lines.append(f"Changes in B: {counts}; {unit} time unchanged.")
     if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
-        what = ("not tested" if reason is not None or st["significant"] is None else
-                {"slower": "B is slower", "faster": "B is faster"}.get(st["change"], "no significant change"))
-        if reason is None and not st["change"] and st.get("reason") == "below the effect floor":
-            what = f"no significant change (beyond the noise, under {floor})"
-        lines.append(f"{unit.capitalize()} time: {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} per "
-                     f"{unit} ({_pct(st['rel_change'])}{_p(st['p_value'])}; {st['steps_a']} vs "
-                     f"{st['steps_b']} {unit}s): {what}.")
-        lines += _stalls(st, unit, fmt_ns)
+        lines += _step_lines(st, floor, reason is None, not changes, fmt_ns)
     if reason is not None:
         lines.append(f"No change is called significant: {reason}.")
-        rows = []
-        for t, df in tables.items():
-            for i in range(min(top, len(df))):
-                rows.append((t, column(df, "name")[i], column(df, "total_ns_a")[i], column(df, "total_ns_b")[i],
-                             column(df, "delta_total_ns")[i]))
-        rows.sort(key=lambda x: -abs(x[4]))
-        if rows:
-            lines.append("Largest differences in total time (not tested): " + "; ".join(
-                f"{LABELS[t]} {str(name)[:60]} {fmt_ns(a)} -> {fmt_ns(b)} "
-                f"({_pct((b - a) / a if a > 0 else float('nan'))})" for t, name, a, b, _ in rows[:top]) + ".")
-        return lines
+        return lines + _largest(tables, unit, top, fmt_ns)
+    names = short_names([c["name"] for c in changes])
     for direction in ("slower", "faster"):
         sel = [c for c in changes if c["change"] == direction]
         if sel:
             more = f" (and {len(sel) - top} more)" if len(sel) > top else ""
             lines.append(f"{direction.capitalize()} in B ({len(sel)}): " +
-                         "; ".join(_item(c, fmt_ns) for c in sel[:top]) + more + ".")
+                         "; ".join(_item(c, fmt_ns, names[c["name"]]) for c in sel[:top]) + more + ".")
     total = sum(len(df) for df in tables.values())
     floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
     lines.append(f"Unchanged: {total - len(changes)} of {total} kernels, ops and sections"
@@ -105,16 +119,58 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
     return lines
 
 
+def _step_lines(st: dict[str, Any], floor: str, tested: bool, no_row: bool,
+                fmt_ns: Callable[[float], str]) -> list[str]:
+    """The step time: its median and mean per step, the test and what it says; the stalls
+    that moved its mean; where it is called changed and no row is, that no row's typical
+    step holds the change."""
+    unit = st.get("unit", "step")
+    what = ("not tested" if not tested or st["significant"] is None else
+            {"slower": "B is slower", "faster": "B is faster"}.get(st["change"], "no significant change"))
+    if tested and not st["change"] and st.get("reason") == "below the effect floor":
+        what = f"no significant change (beyond the noise, under {floor} at the median)"
+    out = st.get("stalls_out", 0)
+    test = {"rank": "Mann-Whitney U", "t": "t on log times"}.get(st.get("test", ""), "")
+    test = f" ({test}{f', {out} stall(s) left out' if out else ''})" if test and _p(st["p_value"]) else ""
+    several = max(st["steps_a"], st["steps_b"]) > 1  # else the median is the mean is the one sample
+    mean = f"; mean {fmt_ns(st['mean_ns_a'])} -> {fmt_ns(st['mean_ns_b'])} ({_pct(st['rel_change'])})"
+    lines = [f"{unit.capitalize()} time: {'median ' if several else ''}{fmt_ns(st['median_ns_a'])} -> "
+             f"{fmt_ns(st['median_ns_b'])} per {unit} ({_pct(st['median_rel_change'])}){mean if several else ''}"
+             f"{_p(st['p_value'])}{test}; {st['steps_a']} vs {st['steps_b']} {unit}s: {what}."]
+    if st["change"] and tested and no_row:
+        lines.append(f"No kernel, op or section is called changed: the {unit} time's change is in no row's typical "
+                     f"{unit} (time between them, or many rows each under the floors).")
+    return lines + _stalls(st, unit, fmt_ns)
+
+
+def _largest(tables: dict[str, Any], unit: str, top: int, fmt_ns: Callable[[float], str]) -> list[str]:
+    """Where nothing could be tested: the rows whose time per step (the sample) moved
+    most, marked untested; rows that did not move are left out."""
+    rows = []
+    for t, df in tables.items():
+        a = column(df, "step_mean_ns_a").astype(np.float64)
+        b = column(df, "step_mean_ns_b").astype(np.float64)
+        delta = np.nan_to_num(b - a)
+        for i in np.flatnonzero(delta != 0)[np.argsort(-np.abs(delta[delta != 0]), kind="stable")][:top].tolist():
+            rows.append((abs(delta[i]), t, str(column(df, "name")[i]), a[i], b[i]))
+    rows.sort(key=lambda x: -x[0])
+    if not rows:
+        return [f"Every row takes the same time per {unit} in A and B."]
+    names = short_names([r[2] for r in rows[:top]])
+    return [f"Largest differences per {unit} (not tested): " + "; ".join(
+        f"{LABELS[t]} {names[name]} {fmt_ns(a)} -> {fmt_ns(b)} ({_pct((b - a) / a if a > 0 else float('nan'))})"
+        for _, t, name, a, b in rows[:top]) + "."]
+
+
 #: a step this many times its side's median step is a stall (as a long first step is set-up)
 STALL = 5.0
 
 
 def _stalls(st: dict[str, Any], unit: str, fmt_ns: Callable[[float], str]) -> list[str]:
-    """Where the step time is not called changed: a side whose longest step is a stall
-    that moves most of the difference of the means (a rank that waited 300 ms once), which
-    a test that weighs every step alike does not call a change."""
-    if st.get("change"):
-        return []
+    """A side whose longest step is a stall that moves most of the difference of the
+    means (a rank that waited 300 ms once), which the typical (median) step does not see
+    and the test leaves out (``diff_stats.without_stalls``); said where the step time is
+    called changed too (its median moved, the stalls moved its mean further)."""
     out = []
     for side in ("b", "a"):
         top, med, n = st.get(f"longest_ns_{side}", 0.0), st.get(f"median_ns_{side}", 0.0), st.get(f"stalls_{side}", 0)
@@ -123,9 +179,12 @@ def _stalls(st: dict[str, Any], unit: str, fmt_ns: Callable[[float], str]) -> li
             continue
         where = f" (rank {st[f'longest_rank_{side}']})" if st.get(f"ranks_{side}", 1) > 1 else ""
         few = "one stall moves" if n == 1 else f"{n} {unit}s of {STALL:g}x the median or more move"
+        said = (f"beyond the change of its median {unit}" if st.get("change") else
+                f"and the test of the {unit} time leaves {'it' if n == 1 else 'them'} out (as a warm-up)"
+                if st.get("stalls_out") else f"which a test weighing every {unit} alike does not call a change")
         out.append(f"{side.upper()}'s longest {unit}{where} took {fmt_ns(top)}, {top / med:,.0f}x its median "
-                   f"{unit} ({fmt_ns(med)}): {few} its mean, which a test weighing every {unit} alike does not "
-                   f"call a change; polyprof summary of {side.upper()} shows its {unit}s.")
+                   f"{unit} ({fmt_ns(med)}): {few} its mean, {said}; polyprof summary of {side.upper()} shows "
+                   f"its {unit}s.")
     return out
 
 
@@ -138,7 +197,7 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
     (XLA's CPU thread pool's ``Wait: pending_threads=2/4``) come and go with scheduling,
     in two runs of one program too."""
     sa, sb = max(int(st.get("steps_a") or 0), 1), max(int(st.get("steps_b") or 0), 1)
-    found: list[tuple[float, str]] = []
+    found: list[tuple[float, str, str, str]] = []  # size, table, name, what
     for t, df in tables.items():
         for name, ca, cb, a, b, steady in zip(
                 column(df, "name").tolist(), column(df, "count_a").tolist(), column(df, "count_b").tolist(),
@@ -147,12 +206,12 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
             if max(a, b) < floor_ns or not steady:
                 continue
             pa, pb = ca / sa, cb / sb
-            label = f"{LABELS[t]} {str(name)[:60]}"
             if (ca == 0) != (cb == 0):
-                found.append((max(a, b), f"{label} {'new' if ca == 0 else 'gone'} ({fmt_ns(max(a, b))} per step)"))
+                found.append((max(a, b), t, str(name), f"{'new' if ca == 0 else 'gone'} ({fmt_ns(max(a, b))} per step)"))
             elif abs(pb - pa) >= 1 and abs(pb - pa) >= 0.1 * max(pa, pb):
-                found.append((abs(b - a), f"{label} {pa:.3g} -> {pb:.3g} calls per step"))
-    return [text for _, text in sorted(found, key=lambda x: -x[0])]
+                found.append((abs(b - a), t, str(name), f"{pa:.3g} -> {pb:.3g} calls per step"))
+    short = short_names([f[2] for f in found])
+    return [f"{LABELS[t]} {short[name]} {what}" for _, t, name, what in sorted(found, key=lambda x: -x[0])]
 
 
 def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarray | None]], strata: list[int],

@@ -295,11 +295,13 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
         if ov[s].get("window"):
             out(f"[bold]analysed window[/] {s.upper()}: {escape(ov[s]['window'])}")
     out(Panel(Group(*(Text(line) for line in d.verdict)), title="Verdict", title_align="left"))
-    cols = [c if c[2] is not None or c[0] == "change" else (c[0], c[1], fmt_ns) for c in TABLE_COLUMNS]
+    unit = "step" if ov.get("samples", "steps") == "steps" else "trace"  # a trace without steps: one sample
+    cols = [(c[0], c[1].replace("/step", f"/{unit}"), c[2] if c[2] is not None or c[0] == "change" else fmt_ns)
+            for c in TABLE_COLUMNS]
     ranks = len(ov.get("ranks") or [])
     if ranks > 1:
         at = next(i for i, c in enumerate(cols) if c[0] == "p_adjusted")
-        cols[at:at] = RANK_COLUMNS
+        cols[at:at] = [(c[0], c[1].replace("/step", f"/{unit}"), c[2]) for c in RANK_COLUMNS]
     dropped: list[str] = []
     for name, title in (("kernels", "Device activity"), ("ops", "Framework ops (host)"),
                         ("sections", "Sections (host)")):
@@ -314,11 +316,11 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
                     force_terminal=console.is_terminal, no_color=console.no_color).print(grid)
         else:
             out(grid)
-    floor = f"{ov['rel_floor'] * 100:g}% and {fmt_ns(ov['abs_floor_ns'])} per step"
-    out(f"[dim]n = count; Δ = B - A; Δ%/step: change of the time per step; p: {escape(ov['correction'])}-"
+    floor = f"{ov['rel_floor'] * 100:g}% and {fmt_ns(ov['abs_floor_ns'])} per {unit}"
+    out(f"[dim]n = count; Δ = B - A; Δ%/{unit}: change of the time per {unit}; p: {escape(ov['correction'])}-"
         f"adjusted, {escape(ov['test'])}; change: p < {ov['alpha']:g} and the change is at least {floor}[/]")
     if ranks > 1:
-        out(f"[dim]A/step, B/step: per step and rank, the mean over the {ranks} ranks (totals: their sum); rank: "
-            "the rank whose own test gave p, where one did, and rank Δ/step its change per step[/]")
+        out(f"[dim]A/{unit}, B/{unit}: per {unit} and rank, the mean over the {ranks} ranks (totals: their sum); "
+            f"rank: the rank whose own test gave p, where one did, and rank Δ/{unit} its change per {unit}[/]")
     if dropped:
         out(f"[dim]Left out to fit {console.width} columns: {', '.join(dropped)} (--wide shows them)[/]")
