@@ -40,6 +40,10 @@ DATA = Path(__file__).parent / "data"
 #: what HTA 0.5 cannot give a temporal breakdown of, and why (checked below: HTA fails there)
 UNREAD = {"cpu_only_rank34": "no GPU kernels (HTA: IndexError)",
           "a100_cupti_counters": "no GPU kernels, only CUPTI profiler ranges (HTA: IndexError)"}
+#: files whose temporal breakdown HTA 0.5 stops on with its own assertion (its other
+#: breakdowns read them): 50 cuBLASLt workspace memsets beside 50 bf16 GEMMs on one
+#: stream make its ``non_compute_time`` negative (``assert non_compute_time >= 0``)
+HTA_ASSERTS = {"h200-torch_bf16_mm_h200": "HTA: AssertionError in idle_time_per_rank"}
 
 _DRIVER = r"""
 import json, logging, sys, warnings
@@ -168,6 +172,11 @@ def test_temporal_breakdown_equals_htas_on_every_kineto_trace(files: dict[str, P
             assert "error" in h, (name, h)  # HTA's own limit, as UNREAD says
             assert len(tb) == 0, name  # nothing HTA would count
             continue
+        if name in HTA_ASSERTS:
+            assert h["error"] == "AssertionError", (name, h)
+            i = htas_row(tb)  # ours adds up: compute + non-compute + idle is the span
+            assert sum(int(tb[f"{k}_ns"][i]) for k in ("idle", "compute", "non_compute")) == int(tb["span_ns"][i])
+            continue
         assert "error" not in h, (name, h)
         i = htas_row(tb)
         # HTA prints percentages to 2 decimals: equal to 0.01 points; its µs exactly
@@ -176,7 +185,7 @@ def test_temporal_breakdown_equals_htas_on_every_kineto_trace(files: dict[str, P
             assert int(tb[f"{ours}_ns"][i]) == 1000 * h[f"{theirs}(us)"], (name, ours)
         assert int(tb["span_ns"][i]) == 1000 * h["kernel_time(us)"], name
         compared.append(name)
-    assert len(compared) == len(files) - len(UNREAD) == 23
+    assert len(compared) == len(files) - len(UNREAD) - len(HTA_ASSERTS) == 26
 
 
 def test_idle_time_breakdown_equals_htas(files: dict[str, Path], hta: dict[str, dict],

@@ -101,7 +101,11 @@ def graph_labels(keys: list[object]) -> list[str]:
 
 def replays(trace: Trace) -> Replays:
     """The graph launches the analysed window counts (those starting in its steps; every
-    one of a trace analysed whole) and what each ran."""
+    one of a trace analysed whole) and what each ran (once per trace and window)."""
+    return cache.memo(trace, "graph_replays", _replays)
+
+
+def _replays(trace: Trace) -> Replays:
     corr = cache.correlation(trace)
     names = trace.strings
     is_graph = np.fromiter((any(m in s.lower() for m in GRAPH_LAUNCH_MARKERS) for s in names), bool, len(names))
@@ -124,7 +128,7 @@ def replays(trace: Trace) -> Replays:
 
 
 #: the memory kinds in a fill's or copy's name: ``Memset (Device)``, ``Memcpy HtoD (Pinned -> Device)``
-_MEMORY_KINDS = re.compile(r"^(Mem(?:set|cpy)[^(]*?) \([A-Za-z ]+(?: -> [A-Za-z ]+)?\)$")
+_MEMORY_KINDS = r"^(Mem(?:set|cpy)[^(]*?) \([A-Za-z ]+(?: -> [A-Za-z ]+)?\)$"  # compiled on first use
 
 
 def graph_key(trace: Trace, host: np.ndarray, rows: np.ndarray, rep: np.ndarray) -> np.ndarray:
@@ -146,7 +150,7 @@ def graph_key(trace: Trace, host: np.ndarray, rows: np.ndarray, rep: np.ndarray)
     missing = np.flatnonzero(label == "")
     if len(missing):  # a fill's or copy's memory kinds may differ between replays (CUPTI: "Unknown" first)
         ids, inv = unique_inverse(trace.events["name"][rows])
-        names = np.asarray([_MEMORY_KINDS.sub(r"\1", trace.strings[i]) for i in ids.tolist()], dtype=object)[inv]
+        names = np.asarray([re.sub(_MEMORY_KINDS, r"\1", trace.strings[i]) for i in ids.tolist()], dtype=object)[inv]
         bounds = np.searchsorted(rep, np.arange(len(host) + 1))
         for i in missing.tolist():  # one signature per replay (replays are few: one per launch call)
             out[i] = tuple(names[bounds[i]:bounds[i + 1]].tolist())
@@ -250,7 +254,7 @@ def cuda_graphs(trace: Trace, capture: Trace | None = None) -> Table:
     first calls; 0 without), ``attributed_pct`` (replayed activities mapped to a captured
     op), ``first_kernel``. Largest total device time first."""
     r = replays(trace)
-    mapped = replayed_ops(trace, capture, r) if capture is not None else self_captured(trace, r)
+    mapped = replayed_ops(trace, capture, r) if capture is not None else self_captured(trace)
     if mapped is None:
         return graph_table(graph_stats(trace))
     s, g_of = _stats(trace, r)
@@ -282,15 +286,17 @@ def capture_launches(capture: Trace, stream_captured: bool = False) -> tuple[np.
     ev = capture.events
     names = capture.strings
     launchy = np.fromiter((any(m in s.lower() for m in LAUNCH_MARKERS) and not any(m in s.lower() for m in GRAPH_LAUNCH_MARKERS)
-                           for s in names), bool, len(names))
+                           and "hostfunc" not in s.lower() for s in names), bool, len(names))  # a host node runs nothing
     rows = np.flatnonzero(launchy[ev["name"]] & (capture.kinds == Kind.RUNTIME)) if capture.n_events else np.zeros(0, np.int64)
     ran = np.zeros(capture.n_events, bool)
     ran[corr.launch[corr.launch >= 0]] = True
     rows = rows[~ran[rows]]
     rows = rows[np.argsort(ev["start_ns"][rows], kind="stable")]
     region = stream_captures(capture, rows)
-    if stream_captured:
+    if stream_captured:  # each capture's launches together, in order (captures on two threads overlap)
         rows, region = rows[region >= 0], region[region >= 0]
+        o = np.lexsort((ev["start_ns"][rows], region))
+        rows, region = rows[o], region[o]
     ops = np.flatnonzero(capture.kinds == Kind.CPU_OP)
     thread = cache.threads(capture)
     s = np.asarray(ev["start_ns"], np.int64)
@@ -299,17 +305,18 @@ def capture_launches(capture: Trace, stream_captured: bool = False) -> tuple[np.
     return rows, np.where(inner >= 0, ops[np.maximum(inner, 0)], -1), region
 
 
-def self_captured(trace: Trace, r: Replays | None = None) -> ReplayedOps | None:
-    """:func:`replayed_ops` with ``trace`` as its own capture trace, where it holds stream
-    captures (a graph recorded in the profiled steps: the k-th activity of a replay is the
-    k-th launch of a capture of as many launches); None where it holds none."""
-    return cache.memo(trace, "self_captured", lambda t: _self_captured(t)) if r is None else _self_captured(trace, r)
+def self_captured(trace: Trace) -> ReplayedOps | None:
+    """:func:`replayed_ops` of :func:`replays` with ``trace`` as its own capture trace,
+    where it holds stream captures (a graph recorded in the profiled steps: the k-th
+    activity of a replay is the k-th launch of a capture of as many launches, each graph
+    its own capture); None where it holds none. Once per trace and window."""
+    return cache.memo(trace, "self_captured", _self_captured)
 
 
-def _self_captured(trace: Trace, r: Replays | None = None) -> ReplayedOps | None:
+def _self_captured(trace: Trace) -> ReplayedOps | None:
     if not len(trace.rows_named(*CAPTURE_BEGIN)):
         return None
-    r = replays(trace) if r is None else r
+    r = replays(trace)
     got = capture_launches(trace, stream_captured=True)
     return replayed_ops(trace, trace, r, got) if len(got[0]) and len(r.rows) else None
 
@@ -338,17 +345,24 @@ def replayed_ops(trace: Trace, capture: Trace, r: Replays | None = None,
         offsets = {}
         for f, k in zip(first.tolist(), sizes.tolist()):
             offsets.setdefault(k, []).append(f)
-    found: dict[tuple[object, ...], int] = {}
+    found: dict[object, int] = {}
+    claimed: set[int] = set()
+    c_at = np.asarray(capture.events["start_ns"][c_rows], np.int64)
+    r_at = np.asarray(trace.events["start_ns"][r.launch], np.int64)
     for i in range(len(r.launch)):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
         k = hi - lo
         if k == 0 or k > len(c_rows):
             continue
         want = r_names[lo:hi]
-        key = tuple(want.tolist())
+        key = tuple(want.tolist()) if launches is None else r.key[i]
         if key not in found:
-            starts = offsets.get(k, []) if launches is not None else range(len(c_rows) - k + 1)
-            found[key] = _best_run(c_kernel, want, starts)
+            if launches is None:
+                found[key] = _best_run(c_kernel, want, range(len(c_rows) - k + 1))
+            else:  # one capture per graph: the first unclaimed one made before its first replay
+                starts = [f for f in offsets.get(k, []) if f not in claimed and c_at[f + k - 1] < r_at[i]]
+                found[key] = _best_run(c_kernel, want, starts)
+                claimed.add(found[key])
         best_s = found[key]
         if best_s < 0:
             continue

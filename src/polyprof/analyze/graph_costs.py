@@ -18,12 +18,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from ..derive import cache
+from ..derive.graph_recording import CAPTURE_BEGIN
 from ..derive.intervals import innermost
 from ..trace.core import Trace
 from ..trace.sorting import find, unique_rows
-from . import cuda_graphs
 from .nesting import outermost
+
+if TYPE_CHECKING:
+    from .cuda_graphs import ReplayedOps, Replays
+
+
+def _mapped(trace: Trace) -> tuple[ReplayedOps, Replays] | None:
+    """The replays of graphs ``trace`` captured itself, mapped to their captured launches
+    (``cuda_graphs.self_captured``); None where it captured none."""
+    if not len(trace.rows_named(*CAPTURE_BEGIN)):
+        return None
+    from . import cuda_graphs  # only for a trace that captured a graph: a summary without one skips it
+
+    mapped = cuda_graphs.self_captured(trace)
+    return None if mapped is None else (mapped, cuda_graphs.replays(trace))
 
 
 def replayed_flops(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.ndarray
@@ -33,10 +49,10 @@ def replayed_flops(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.n
     launches were captured in: per replay, each outermost one whose captured launches it
     replayed, once. Empty where the trace captured no graph it replays."""
     empty = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, object))
-    mapped = cuda_graphs.self_captured(trace) if len(rows) else None
-    if mapped is None or not (mapped.launch >= 0).any():
+    got = _mapped(trace) if len(rows) else None
+    if got is None or not (got[0].launch >= 0).any():
         return empty
-    r = cuda_graphs.replays(trace)
+    mapped, r = got
     ok = mapped.launch >= 0
     outer = rows[outermost(trace, rows)]
     ev, th = trace.events, cache.threads(trace)
@@ -50,6 +66,12 @@ def replayed_flops(trace: Trace, rows: np.ndarray, flops: np.ndarray, prec: np.n
 
 
 def kernel_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(op, replay) per ``Correlation.device_rows`` (:func:`_kernel_ops`), once per trace
+    and window."""
+    return cache.memo(trace, "kernel_ops", _kernel_ops)
+
+
+def _kernel_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """(op, replay) per ``Correlation.device_rows``: the framework op whose FLOPs and bytes
     a kernel shares (``Correlation.op``: the innermost op that launched it; for a kernel a
     graph replayed, the op its captured launch was made in) and the replay it ran in (-1:
@@ -57,10 +79,10 @@ def kernel_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     corr = cache.correlation(trace)
     ops = corr.op.copy()
     replay = np.full(len(ops), -1, np.int64)
-    mapped = cuda_graphs.self_captured(trace)
-    if mapped is None:
+    got = _mapped(trace)
+    if got is None:
         return ops, replay
-    r = cuda_graphs.replays(trace)
+    mapped, r = got
     ok = mapped.op >= 0
     pos = np.searchsorted(corr.device_rows, r.rows[ok])
     ops[pos], replay[pos] = mapped.op[ok], r.replay[ok]
