@@ -40,3 +40,16 @@ def test_a_directory_lists_compressed_databases_as_ranks(tmp_path):
     for n in names:
         (tmp_path / n).write_bytes(b"")
     assert [p.name for p in rank_files(tmp_path)] == names[:4]
+
+
+def test_no_temporary_file_says_so_naming_the_file(tmp_path, monkeypatch):
+    """TMPDIR where no file can be made: the compressed database's error names it."""
+    import polyprof
+    from polyprof.errors import TraceFormatError
+
+    gz = tmp_path / "report.sqlite.gz"
+    gz.write_bytes(gzip.compress(NSYS.read_bytes()))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    with pytest.raises(TraceFormatError) as ei:
+        polyprof.load(gz)
+    assert str(ei.value).startswith(f"{gz}: cannot make a temporary file in {tmp_path / 'missing'}")

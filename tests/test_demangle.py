@@ -109,6 +109,44 @@ def test_an_nsys_export_with_only_the_mangled_name_reads_demangled(tmp_path):
     assert Counter(t.names()[k].tolist()) == {_cxxfilt([stored])[0]: 5} == {"saxpy(double*, double*, double*, double, int)": 5}
 
 
+def _b36(j: int) -> str:
+    digits, out = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ", ""
+    while True:
+        out, j = digits[j % 36] + out, j // 36
+        if not j:
+            return out
+
+
+def test_a_file_whose_names_expand_exponentially_is_read_in_bounded_time(tmp_path) -> None:
+    """A crafted name whose substitutions double at each level (240 characters: 889 MB
+    and 28 s of `polyprof summary` of an RPD file holding it) stays as given; the file's
+    other names are demangled, the real ones as the runtime here gives them."""
+    import sqlite3
+    import time
+
+    import polyprof
+    from polyprof.lowlevel.demangle import IN_PROCESS, demangle_all
+
+    hostile = "_Z1f1AIiiE" + "".join(f"S_IS{_b36(j)}_S{_b36(j)}_E" for j in range(23))
+    ident = "averylongidentifier" * 10  # a real-looking name longer than IN_PROCESS
+    long_ok = f"_Z3fooIN1a{len(ident)}{ident}EEvT_"
+    assert len(hostile) > IN_PROCESS and len(long_ok) > IN_PROCESS
+    t0 = time.perf_counter()
+    got = demangle_all([hostile, long_ok, "_Z6kernelPfi", "plain"])
+    assert got[0] == hostile and got[2:] == ["kernel(float*, int)", "plain"]
+    assert got[1] == (f"void foo<a::{ident}>(a::{ident})" if demangle("_Z6kernelPfi") != "_Z6kernelPfi" else long_ok)
+    assert time.perf_counter() - t0 < 10
+    p = tmp_path / "hostile.rpd"  # the RPD fixture with one kernel renamed so
+    p.write_bytes((DATA / "matmul_result.rpd").read_bytes())
+    with sqlite3.connect(p) as conn:
+        sid = conn.execute("SELECT description_id FROM rocpd_op WHERE opType_id IN (SELECT id FROM rocpd_string "
+                           "WHERE string = 'KernelExecution') LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE rocpd_string SET string = ? WHERE id = ?", (hostile, sid))
+    t0 = time.perf_counter()
+    assert hostile in polyprof.load(p).strings
+    assert time.perf_counter() - t0 < 10
+
+
 def test_a_huge_mangled_name_stays_as_given() -> None:
     """A hostile file's name nested thousands deep is not handed to the runtime's
     recursive demangler."""

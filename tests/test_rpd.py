@@ -12,6 +12,7 @@ import gzip
 import tempfile
 import importlib.util
 import json
+import logging
 import shutil
 import sqlite3
 import subprocess
@@ -372,3 +373,30 @@ def test_an_empty_database_says_nothing_was_read(tmp_path):
     p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(db)], capture_output=True, text=True)
     assert p.returncode == 0 and f"{db}: nothing polyprof reads" in p.stderr, p.stderr
     assert "warnings" not in polyprof.load(MATMUL).metadata  # a database with rows: no such warning
+
+
+def test_an_rpd_copy_of_0_bytes_warns_of_nothing(tmp_path: Path, caplog) -> None:
+    """rpd_tracer writes '' for a 1D copy's width and height (matmul_result.rpd): one
+    copy of size 0 reads them, and no warning says launch stats are left out (none is)."""
+    p = tmp_path / "z.rpd"
+    shutil.copy(MATMUL, p)
+    with sqlite3.connect(p) as c:
+        c.execute("UPDATE rocpd_copyapi SET size = 0 WHERE api_ptr_id = 48")
+    with caplog.at_level(logging.WARNING, logger="polyprof"):
+        polyprof.load(p)
+    assert not [r for r in caplog.records if "left out" in r.getMessage()]
+
+
+def test_an_rpd_2d_copy_whose_width_times_height_overflows_is_not_0_bytes(tmp_path: Path) -> None:
+    """width x height past int64 would wrap (2**33 x 2**31 = 0, a sized copy of 0 bytes):
+    the copy reads unsized."""
+    from polyprof.analyze.copies import copies
+
+    p = tmp_path / "wh.rpd"
+    shutil.copy(MATMUL, p)
+    with sqlite3.connect(p) as c:
+        c.execute("UPDATE rocpd_copyapi SET size = 0, width = ?, height = ? WHERE rowid = "
+                  "(SELECT min(rowid) FROM rocpd_copyapi)", (2**33, 2**31))
+    t = copies(polyprof.load(p))
+    htod = list(column(t, "kind")).index("HtoD")
+    assert column(t, "unsized")[htod] == 1 or column(t, "total_bytes")[htod] >= 2**62

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..lowlevel.demangle import demangle
+from ..lowlevel.demangle import demangle_all
 from ..trace import keys
 from ..trace.core import Trace
 from ..trace.sorting import find, member, unique_inverse
@@ -185,10 +185,11 @@ def _ops(conn: sqlite3.Connection, tabs: Schema, calls: list[tuple[Part, np.ndar
                        "SELECT DISTINCT opType_id FROM rocpd_op") if tabs.has("rocpd_string", "id", "string") else {}
     inv, pairs = group_rows(c["desc"], c["type"])  # each distinct (description, type) once
     names, cats = [], []
-    for d, ty in pairs.tolist():
-        desc, kind = strings.get(d, ""), strings.get(ty, "")
+    descs = demangle_all([strings.get(d, "") for d, _ in pairs.tolist()])  # HIP's kernel names as C++ writes them
+    for desc, (_, ty) in zip(descs, pairs.tolist()):
+        kind = strings.get(ty, "")
         cat, name = _OPS.get(kind, (keys.CAT_KERNEL if desc else CAT_OTHER_OP, None))
-        names.append(name or demangle(desc) or kind or "op")  # HIP's mangled kernel names as C++ writes them
+        names.append(name or desc or kind or "op")
         cats.append(cat)
     name_values, ncode = _dedupe(names)
     cat_values, ccode = _dedupe(cats)
@@ -230,6 +231,10 @@ def _launch_stats(conn: sqlite3.Connection, tabs: Schema, corr: np.ndarray, stat
             stats[keys.BYTES] = (rows, _copy_bytes(conn, tabs, k)[at[rows]])
 
 
+#: a 2D copy's width x height past this is damage, not a size (its product would wrap int64)
+MAX_COPY_BYTES = 1 << 62
+
+
 def _copy_bytes(conn: sqlite3.Connection, tabs: Schema, k: dict[str, np.ndarray]) -> np.ndarray:
     """Each ``rocpd_copyapi`` row's bytes: its ``size``, or where that is 0 its ``width``
     times ``height`` (a 2D copy: rpd_tracer and rocpd_python's importer write a
@@ -239,10 +244,15 @@ def _copy_bytes(conn: sqlite3.Connection, tabs: Schema, k: dict[str, np.ndarray]
     size = k["size"]
     if not tabs.has("rocpd_copyapi", "width", "height") or not (size == 0).any():
         return size
-    wh = _stat_columns(conn, tabs, "rocpd_copyapi", {"api": "api_ptr_id", "width": "width", "height": "height"})
-    at = find(wh["api"], k["api"])
-    w, h = (np.where(at >= 0, wh[c][at], -1) for c in ("width", "height"))
-    return np.where((size == 0) & (w > 0) & (h > 0), w * h, size)
+    # the copies of size 0 alone, with whole-number sides (a 1D copy's are '': not read)
+    got = sqlite_db.rows(conn, "SELECT api_ptr_id, width, height FROM rocpd_copyapi WHERE size = 0 AND "
+                         "typeof(width) = 'integer' AND typeof(height) = 'integer' AND width > 0 AND height > 0")
+    api = np.array([r[0] for r in got], np.int64)
+    w, h = (np.array([r[i] for r in got], np.float64) for i in (1, 2))
+    at = find(api, k["api"])
+    area = np.where(at >= 0, w[np.maximum(at, 0)] * h[np.maximum(at, 0)], 0.0) if len(api) else np.zeros(len(size))
+    area = np.where(area > MAX_COPY_BYTES, -1, area).astype(np.int64)  # -1: unsized, not an int64 wrapped
+    return np.where((size == 0) & (area != 0), area, size)
 
 
 def _stat_columns(conn: sqlite3.Connection, tabs: Schema, table: str, cols: dict[str, str]) -> dict[str, np.ndarray]:

@@ -152,7 +152,11 @@ def inflated(path: Path) -> Iterator[Path]:
     from .inflate import Decompressed  # gzip's and xz's stream readers, with the limits: only for a
     # compressed database
 
-    fd, name = tempfile.mkstemp(prefix="polyprof-", suffix=".sqlite")
+    try:
+        fd, name = tempfile.mkstemp(prefix="polyprof-", suffix=".sqlite")
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot make a temporary file in {tempfile.gettempdir()} to inflate it "
+                                     f"into ({e.strerror or e}; TMPDIR names another directory)") from None
     try:
         with os.fdopen(fd, "wb") as out:
             for block in Decompressed(path, 1 << 22).blocks():

@@ -3,7 +3,12 @@
 Kernel names reach polyprof mangled (``_Z9addKernelPiPKiS1_``) from CUPTI's records (the
 cupti plugin) and from files that keep them as recorded (nvprof's); Kineto, Nsight and
 nvprof's own output show them demangled (``addKernel(int*, int const*, int const*)``).
-Both readers and the plugin call :func:`demangle`, once per distinct name (cached).
+The plugin calls :func:`demangle` (the running program's own names), once per distinct
+name (cached). Readers call :func:`demangle_all` with a file's names: a name's
+substitutions can repeat what they refer to, doubling the text at each of a few
+characters' levels (240 characters of a crafted RPD name: 889 MB and 28 s), so names
+longer than :data:`IN_PROCESS` are demangled in one child process bounded in memory and
+time, and those it cannot demangle within the bounds stay as given.
 
 The runtime is opened by its usual names first (``libstdc++.so.6``, libc++), and only
 where none loads by ``ctypes.util.find_library``, which runs ``ldconfig -p`` in a
@@ -14,13 +19,27 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any
+import json
+import logging
+import subprocess
+import sys
+from typing import Any, Sequence
 
 from .libc import libc
 
 #: longer names stay as given: the runtime's demangler recurses per nesting level, and a
 #: hostile file's name must not exhaust the stack (real kernel names: under 2,000 characters)
 MAX_MANGLED = 8192
+#: a file's names up to this long are demangled in this process: a crafted name's text
+#: doubles about every 10 characters (210 characters: 35 MB), 128 give at most about 100 KB
+IN_PROCESS = 128
+#: the child process that demangles a file's longer names: its address space, its time
+#: for them all, and the longest text kept (a real demangled kernel name: a few KB)
+CHILD_BYTES = 1 << 29
+CHILD_SECONDS = 30.0
+MAX_TEXT = 1 << 16
+
+log = logging.getLogger("polyprof")
 #: the C++ runtimes' names, as ``dlopen`` finds them without a search (Linux, macOS)
 _RUNTIMES = ("libstdc++.so.6", "libc++.so.1", "libc++abi.so.1", "libc++.1.dylib", "libc++abi.dylib")
 
@@ -84,3 +103,67 @@ def demangle(name: str) -> str:
         return ctypes.string_at(p).decode("utf-8", "replace") if status.value == 0 else name
     finally:
         _free()(p)
+
+
+def demangle_all(names: Sequence[str]) -> list[str]:
+    """:func:`demangle` of each of ``names`` read from a file: those longer than
+    :data:`IN_PROCESS` in one child process within :data:`CHILD_BYTES` and
+    :data:`CHILD_SECONDS`; a name demangled past :data:`MAX_TEXT`, or not within the
+    bounds, stays as given (the latter logged)."""
+    out = list(names)
+    far = [i for i, n in enumerate(names) if len(n) > IN_PROCESS and n.startswith("_Z")
+           and len(n) <= MAX_MANGLED and "\0" not in n]
+    skip = set(far)
+    for i, n in enumerate(names):
+        if i not in skip:
+            out[i] = demangle(n)
+    if far and available():
+        for i, text in zip(far, _in_child([names[i] for i in far])):
+            out[i] = text or names[i]
+    return out
+
+
+#: the child: the C++ runtime's __cxa_demangle under an address-space limit, names in as
+#: JSON on stdin, texts out (None: not demangled) as JSON on stdout
+_CHILD = r"""
+import ctypes, json, resource, sys
+limit, most = int(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+fn = None
+for lib in (None, "libstdc++.so.6", "libc++.so.1", "libc++abi.so.1"):
+    try:
+        fn = ctypes.CDLL(lib).__cxa_demangle
+        break
+    except (OSError, AttributeError):
+        pass
+fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+libc = ctypes.CDLL(None)
+free, strlen = libc.free, libc.strlen
+free.argtypes, strlen.argtypes, strlen.restype = [ctypes.c_void_p], [ctypes.c_void_p], ctypes.c_size_t
+out = []
+for name in json.load(sys.stdin):
+    status = ctypes.c_int(0)
+    p = fn(name.encode(), None, None, ctypes.byref(status))
+    text = None
+    if p:
+        if status.value == 0 and strlen(p) <= most:
+            text = ctypes.string_at(p).decode("utf-8", "replace")
+        free(p)
+    out.append(text)
+json.dump(out, sys.stdout)
+"""
+
+
+def _in_child(names: list[str]) -> list[str | None]:
+    """The texts of ``names`` demangled by :data:`_CHILD` (None each where it failed)."""
+    try:
+        r = subprocess.run([sys.executable, "-I", "-c", _CHILD, str(CHILD_BYTES), str(MAX_TEXT)],
+                           input=json.dumps(names), capture_output=True, text=True, timeout=CHILD_SECONDS)
+        got = json.loads(r.stdout) if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        got = None
+    if not isinstance(got, list) or len(got) != len(names):
+        log.warning("%d long C++ names are left mangled: demangling them passed %d MB or %.0f s", len(names),
+                    CHILD_BYTES >> 20, CHILD_SECONDS)
+        return [None] * len(names)
+    return [g if isinstance(g, str) else None for g in got]

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from ...lowlevel.demangle import demangle
+from ...lowlevel.demangle import demangle_all
 from ...trace import keys
 from .. import sqlite_db
 from . import schema as S
@@ -48,11 +48,13 @@ class Strings:
             self.text = {int(i): str(v) for i, v in sqlite_db.rows(conn, "SELECT id, value FROM StringIds")
                          if i is not None and v is not None}
 
-    def codes(self, ids: np.ndarray, clean: Any = None) -> tuple[np.ndarray, list[str]]:
+    def codes(self, ids: np.ndarray, clean: Callable[[list[str]], list[str]] | None = None
+              ) -> tuple[np.ndarray, list[str]]:
+        """(code per id, distinct texts), the texts through ``clean`` (all at once) if given."""
         uniq, inv = unique_inverse(ids)
         vals = [self.text.get(int(u), f"[string {int(u)}]" if u >= 0 else "[unnamed]") for u in uniq.tolist()]
         if clean is not None:
-            vals = [clean(v) for v in vals]
+            vals = clean(vals)
         return inv.astype(np.int64), vals
 
 
@@ -127,7 +129,7 @@ def kernels(conn: sqlite3.Connection, ex: Export, strings: Strings) -> Part | No
         st = c.get("staticSharedMemory", np.zeros(n, np.int64))
         dy = c.get("dynamicSharedMemory", np.zeros(n, np.int64))
         stats["shared memory"] = np.maximum(st, 0) + np.maximum(dy, 0)
-    names = strings.codes(c["name"], demangle if name_col == "mangledName" else None) if "name" in c \
+    names = strings.codes(c["name"], demangle_all if name_col == "mangledName" else None) if "name" in c \
         else _one(n, "kernel")  # an export with only the mangled name: as C++ writes it
     return _device_part(t, c, names, keys.CAT_KERNEL, stats)
 
@@ -241,7 +243,7 @@ def api_calls(conn: sqlite3.Connection, ex: Export, strings: Strings) -> tuple[P
             del take, ours, dup
         del cuda, other
     n = len(c["start"])
-    names = strings.codes(c["nameId"], lambda s: _VERSION.sub("", s))
+    names = strings.codes(c["nameId"], lambda vals: [_VERSION.sub("", s) for s in vals])
     cls = c.get("eventClass", np.full(n, rt, np.int64))
     known = (cls == rt) | (cls == drv)
     # driver calls by class; calls of other classes by their name

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ...lowlevel.demangle import demangle
+from ...lowlevel.demangle import demangle_all
 from ...trace import keys
 from ...trace.sorting import member
 from .. import sqlite_db
@@ -93,7 +93,7 @@ def kernels(conn: sqlite3.Connection, tables: sqlite_db.Schema, strings: Strings
         set_stat(stats, "registers per thread", c["registersPerThread"])
     if "staticSharedMemory" in c and "dynamicSharedMemory" in c:
         stats["shared memory"] = np.maximum(c["staticSharedMemory"], 0) + np.maximum(c["dynamicSharedMemory"], 0)
-    names = strings.codes(c["name"], demangle) if "name" in c else one(n, "kernel")
+    names = strings.codes(c["name"], demangle_all) if "name" in c else one(n, "kernel")
     return _device_part(table, c, names, keys.CAT_KERNEL, stats)
 
 
