@@ -132,10 +132,10 @@ def _kinds(trace: Trace, rows: np.ndarray, fill: np.ndarray, found: Found) -> tu
     if has.any():
         told = {v: copy_kind(v) for v in set(stat[has].tolist())}
         kind[has] = [told[v] for v in stat[has].tolist()]
-    ends = [np.array([_END.get(t.lower(), "") for t in _texts(found, key, n)[1].tolist()], object)
-            for key in (SRC_KIND, DST_KIND)]
-    for key in (SRC_KIND, DST_KIND):
-        pageable |= np.array([t.lower() == "pageable" for t in _texts(found, key, n)[1].tolist()], bool)
+    memory = [[t.lower() for t in _texts(found, key, n)[1].tolist()] for key in (SRC_KIND, DST_KIND)]
+    ends = [np.array([_END.get(t, "") for t in m], object) for m in memory]
+    for m in memory:
+        pageable |= np.array([t == "pageable" for t in m], bool)
     if n:  # a copy its name leaves open (XLA's MemcpyOther): from its memory kinds
         both = (kind == "unknown") & (ends[0] != "") & (ends[1] != "")
         kind[both] = [f"{a}to{b}" for a, b in zip(ends[0][both].tolist(), ends[1][both].tolist())]
