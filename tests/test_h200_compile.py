@@ -144,3 +144,24 @@ def test_fusable_chains_stop_at_a_graph_replay_and_at_steps() -> None:
     chain = next(f for f in A.findings(trace) if f.id == "fusable_chain")
     assert chain.evidence["chain_ops"] == 4
     assert chain.events[0]["chain"] == "aten::div → aten::pow → aten::mul → aten::mul"
+
+
+def test_replays_of_a_graph_captured_before_the_trace_are_said_uncounted(tmp_path: Path, capsys) -> None:
+    """The train step with its captures cut out, as a profile that starts after
+    torch.compile recorded its graphs: MFU counts the eager ops alone, so no low-MFU
+    finding, and the MFU line says how much device time it could not count."""
+    from polyprof.analyze.graph_costs import uncounted_share
+    from polyprof.cli import main
+
+    doc = json.loads(gzip.decompress((DATA / "torch_compile_train_h200.json.gz").read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if "Capture" not in e.get("name", "")]
+    p = tmp_path / "no_capture.json"
+    p.write_text(json.dumps(doc))
+    trace = polyprof.load(p)
+    share = uncounted_share(trace)
+    assert 85 < share < 95  # the GEMMs and Triton kernels of both graphs
+    assert "low_mfu" not in {f.id for f in A.findings(trace)}
+    assert main(["summary", str(p)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{share:.0f}% of device time ran in CUDA graph replays captured before the trace" in out
+    assert uncounted_share(polyprof.load(DATA / "torch_compile_train_h200.json.gz")) == 0.0

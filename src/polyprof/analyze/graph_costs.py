@@ -11,7 +11,9 @@ launch it repeats and the op around that launch. Here:
   once, each outermost costed op whose captured launches it replayed;
 - :func:`kernel_ops`: per device activity, the op whose figures its kernel shares
   (``efficiency.kernel_costs``, ``kernel_efficiency``): the op that launched it, or for a
-  replayed kernel the captured op, shared within its replay.
+  replayed kernel the captured op, shared within its replay;
+- :func:`uncounted_share`: the share of device time in replays of graphs captured
+  before the trace (their ops' FLOPs unknown), which MFU cannot count.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from typing import TYPE_CHECKING
 
 from ..derive import cache
 from ..derive.graph_recording import CAPTURE_BEGIN
+from ..trace.categories import Kind
 from ..derive.intervals import innermost
 from ..trace.core import Trace
 from ..trace.sorting import find, unique_rows
+from . import inputs
+from .common import device_view
 from .nesting import outermost
 
 if TYPE_CHECKING:
@@ -87,3 +92,24 @@ def _kernel_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     pos = np.searchsorted(corr.device_rows, r.rows[ok])
     ops[pos], replay[pos] = mapped.op[ok], r.replay[ok]
     return ops, replay
+
+
+def uncounted_share(trace: Trace) -> float:
+    """Percent of the analysed window's device activity time that graph replays ran
+    without a captured op in the trace (a graph captured before the profile started, as
+    ``torch.compile`` does in its first calls): their FLOPs are unknown to ``mfu``."""
+    if not cache.memo(trace, "graph_launch_names", inputs.graph_launches):
+        return 0.0
+    from . import cuda_graphs  # only for a trace with graph launches (as _mapped)
+
+    r = cuda_graphs.replays(trace)
+    if not len(r.rows):
+        return 0.0
+    mapped = cuda_graphs.self_captured(trace)
+    blind = r.rows if mapped is None else r.rows[mapped.launch < 0]
+    dv = device_view(trace)
+    counted = dv.rows[dv.counted & (trace.kinds[dv.rows] == Kind.KERNEL)]
+    dur = trace.events["dur_ns"]
+    total = float(dur[counted].sum())
+    blind = blind[trace.kinds[blind] == Kind.KERNEL]
+    return 100.0 * float(dur[blind].sum()) / total if total > 0 else 0.0

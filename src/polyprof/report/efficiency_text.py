@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..analyze import graph_costs
 from ..analyze.frames import column
 from ..analyze.units import fmt_ns
 from ..trace.core import Trace
@@ -44,9 +45,12 @@ def mfu_line(report: Report) -> Para | None:
     peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
     done = f"{_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {_si(rate, 'FLOP/s')}"
     p = f" ({prec})" if prec else ""
+    blind = graph_costs.uncounted_share(report.trace) if report.trace.n_events else 0.0
+    unknown = (f"; {blind:.0f}% of device time ran in CUDA graph replays captured before the trace, "
+               "whose FLOPs it cannot count" if blind >= 1 else "")
     if np.isfinite(pct):
         per = f" x {devices} devices" if devices > 1 else ""
-        return Para((("MFU", "bold"), (f" {pct:.3g}%{p}: {done} of {_si(peak, 'FLOP/s')} peak{per}", None)))
+        return Para((("MFU", "bold"), (f" {pct:.3g}%{p}: {done} of {_si(peak, 'FLOP/s')} peak{per}{unknown}", None)))
     key = prec or "fp32"
     where = "device" if _on_device(report.trace) else "CPU"
     known = str(column(m, "device")[0]).split(" (", 1)[0]
