@@ -19,14 +19,12 @@ FLOPs differ from the truth.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+from gpu_memory_copies import run, summary, table as records  # this script's sibling (scripts/ is on sys.path)
 
 MM_PROGRAM = textwrap.dedent('''
     import json, sys, torch
@@ -105,26 +103,6 @@ TRAIN_PROGRAM = textwrap.dedent('''
 #: the train step's products: forward 2 x (256x1024x4096), the weights' gradients as many,
 #: the hidden layer's input gradient one more (x needs none)
 TRAIN_FLOPS = 5 * 2 * 256 * 1024 * 4096
-
-
-def run(args: list[str]) -> bool:
-    r = subprocess.run(args, capture_output=True, text=True, env=ENV, timeout=240)
-    if r.returncode != 0:
-        print(f"failed ({r.returncode}): {' '.join(args)}\n{r.stdout[-1500:]}\n{r.stderr[-3000:]}", file=sys.stderr)
-    return r.returncode == 0
-
-
-def summary(path: Path) -> dict:
-    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", "--json", "--all-steps", str(path)],
-                       capture_output=True, text=True, env=ENV, timeout=240)
-    if r.returncode != 0:
-        print(f"summary of {path.name} failed ({r.returncode}):\n{r.stderr[-3000:]}", file=sys.stderr)
-        return {}
-    return json.loads(r.stdout)
-
-
-def records(doc: dict, name: str) -> list[dict]:
-    return doc.get("tables", {}).get(name, {}).get("records", [])
 
 
 def show(doc: dict, label: str) -> None:
