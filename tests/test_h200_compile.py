@@ -165,3 +165,20 @@ def test_replays_of_a_graph_captured_before_the_trace_are_said_uncounted(tmp_pat
     out = " ".join(capsys.readouterr().out.split())
     assert f"{share:.0f}% of device time ran in CUDA graph replays captured before the trace" in out
     assert uncounted_share(polyprof.load(DATA / "torch_compile_train_h200.json.gz")) == 0.0
+
+
+def test_op_efficiency_counts_a_call_of_each_captured_op_per_replay() -> None:
+    """The train step's 2 addmm and 3 mm run at each of the 8 replays of their graphs:
+    op_efficiency lists their device calls (16 and 24, with the replays' FLOPs and the
+    device time of their kernels), beside the capture's own host calls."""
+    trace = polyprof.load(DATA / "torch_compile_train_h200.json.gz")
+    oe = op_efficiency(trace)
+    rows = [(n, w) for n, w in zip(column(oe, "name"), column(oe, "where"))]
+    per = 2 * 256 * 1024 * 4096
+    for name, calls in (("aten::addmm", 16), ("aten::mm", 24)):
+        i = rows.index((name, "device"))
+        assert column(oe, "count")[i] == calls and column(oe, "flops")[i] == calls * per
+        assert column(oe, "host_ns")[i] == 0 and column(oe, "device_ns")[i] > 0
+        assert column(oe, "count")[rows.index((name, "host"))] == calls // 8  # the captures
+    found = next(f for f in A.findings(trace) if f.id == "low_mfu")
+    assert [e["name"] for e in found.events[:2]] == ["aten::addmm", "aten::mm"]

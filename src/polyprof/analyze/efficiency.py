@@ -221,8 +221,9 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
                            np.float64)
     ev = trace.events
     du = ev["dur_ns"][rows]
-    ran = on_device | (dev_ns > 0)  # a call that ran work on a device; the others ran on the host
     op, execs = hlo_ops(trace, rows, on_device)  # a device op costed from the HLO: grouped by its HLO op
+    rows, on_device, dev_ns, c, du, op, execs = _with_replays(trace, rows, on_device, dev_ns, c, du, op, execs)
+    ran = on_device | (dev_ns > 0)  # a call that ran work on a device; the others ran on the host
     n_str = len(trace.strings)
     g = group_stats(np.where(op >= 0, (n_str + op) * 2 + 1, ev["name"][rows].astype(np.int64) * 2 + ran), du)
     o, s = g["order"], g["starts"]
@@ -257,6 +258,25 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         "where": np.where(on_dev, "device", "host").astype(object), "flops_per_s": fps, "bytes_per_s": bps,
         "intensity": intensity, "peak_flops_per_s": np.where(peak_f > 0, peak_f, np.nan),
         "roofline_pct": roofline_pct, "bound_by": bound, "kernels": kernels}, order=order_desc(time_ns))
+
+
+def _with_replays(trace: Trace, rows: np.ndarray, on_device: np.ndarray, dev_ns: np.ndarray, c: Costs,
+                  du: np.ndarray, op: np.ndarray, execs: np.ndarray) -> tuple:
+    """op_efficiency's calls and a call of each costed op captured into a CUDA graph per
+    replay of it in the window (``graph_costs.replayed_calls``): its figures, the device
+    time its kernels ran in the replay, no host time."""
+    extra, extra_ns = graph_costs.replayed_calls(trace)
+    if not len(extra):
+        return rows, on_device, dev_ns, c, du, op, execs
+    every, _, every_c = costed_rows(trace)
+    pos = find(every, extra)
+    keep = pos >= 0
+    extra, extra_ns, pos = extra[keep], extra_ns[keep], pos[keep]
+    n = len(extra)
+    return (np.concatenate([rows, extra]), np.concatenate([on_device, np.zeros(n, bool)]),
+            np.concatenate([dev_ns, extra_ns]), Costs(*(np.concatenate([a, b[pos]]) for a, b in zip(c, every_c))),
+            np.concatenate([du, np.zeros(n, du.dtype)]), np.concatenate([op, np.full(n, -1, op.dtype)]),
+            np.concatenate([execs, np.ones(n, execs.dtype)]))
 
 
 def _op_names(trace: Trace, rows: np.ndarray, key: np.ndarray, o: np.ndarray, s: np.ndarray

@@ -12,6 +12,8 @@ launch it repeats and the op around that launch. Here:
 - :func:`kernel_ops`: per device activity, the op whose figures its kernel shares
   (``efficiency.kernel_costs``, ``kernel_efficiency``): the op that launched it, or for a
   replayed kernel the captured op, shared within its replay;
+- :func:`replayed_calls`: each captured op's device time per replay
+  (``efficiency.op_efficiency`` counts a call of it per replay);
 - :func:`uncounted_share`: the share of device time in replays of graphs captured
   before the trace (their ops' FLOPs unknown), which MFU cannot count.
 """
@@ -92,6 +94,22 @@ def _kernel_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     pos = np.searchsorted(corr.device_rows, r.rows[ok])
     ops[pos], replay[pos] = mapped.op[ok], r.replay[ok]
     return ops, replay
+
+
+def replayed_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(op row, device ns) per replay in the analysed window and op captured into its
+    graph (the innermost op around a captured launch): the device time that op's
+    replayed activities ran in that replay. Empty where the trace captured none."""
+    got = _mapped(trace)
+    if got is None:
+        return np.zeros(0, np.int64), np.zeros(0)
+    mapped, r = got
+    ok = mapped.op >= 0
+    if not ok.any():
+        return np.zeros(0, np.int64), np.zeros(0)
+    pairs, _, inv = unique_rows(r.replay[ok], mapped.op[ok])
+    ns = np.bincount(inv, weights=trace.events["dur_ns"][r.rows[ok]].astype(np.float64), minlength=len(pairs))
+    return pairs[:, 1], ns
 
 
 def uncounted_share(trace: Trace) -> float:
