@@ -23,8 +23,8 @@ from .frames import column, order_desc
 
 LOW_MFU_PCT = 30.0  # overall MFU below this is "low"
 VERY_LOW_MFU_PCT = 10.0  # ... below this, high severity
-#: ... but not where this share of device time ran in CUDA graph replays whose FLOPs are
-#: unknown (captured before the trace): MFU then counts a part of the work, a floor
+#: ... but not where this share of kernel time ran in CUDA graph replays whose FLOPs are
+#: unknown (captured before the trace) and MFU plus it reach LOW_MFU_PCT: MFU is a floor
 UNCOUNTED_MAX_PCT = 25.0
 CHAIN_MIN_OPS = 3  # consecutive memory-bound ops that make a chain
 CHAIN_MAX_INTENSITY = 4.0  # FLOPs per byte: elementwise, norms, softmax, copies (not small GEMMs)
@@ -44,8 +44,9 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     pct = float(column(m, "mfu_pct")[0])
     if not np.isfinite(pct) or pct >= LOW_MFU_PCT or not float(column(m, "flops")[0]) > 0:
         return []  # (no FLOPs counted: the model's are unknown, not zero)
-    if graph_costs.uncounted_share(trace) >= UNCOUNTED_MAX_PCT:
-        return []  # most device time in graph replays whose FLOPs are unknown: MFU is a floor
+    blind = graph_costs.uncounted_share(trace)
+    if blind >= UNCOUNTED_MAX_PCT and pct + blind >= LOW_MFU_PCT:
+        return []  # much device time in graph replays whose FLOPs are unknown: MFU is a floor, maybe not low
     oe = t("op_efficiency")
     roof = column(oe, "roofline_pct") if len(oe) else np.zeros(0)
     ok = np.isfinite(roof)

@@ -29,7 +29,7 @@ from ..derive.graph_recording import CAPTURE_BEGIN
 from ..trace.categories import Kind
 from ..derive.intervals import innermost
 from ..trace.core import Trace
-from ..trace.sorting import find, unique_rows
+from ..trace.sorting import find, member, unique_rows
 from . import inputs
 from .common import device_view
 from .nesting import outermost
@@ -113,18 +113,23 @@ def replayed_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def uncounted_share(trace: Trace) -> float:
-    """Percent of the analysed window's device activity time that graph replays ran
-    without a captured op in the trace (a graph captured before the profile started, as
-    ``torch.compile`` does in its first calls): their FLOPs are unknown to ``mfu``."""
+    """Percent of the analysed window's kernel time that graph replays ran without a
+    captured op in the trace (a graph captured before the profile started, as
+    ``torch.compile`` does in its first calls) nor FLOPs of their own (XLA's command
+    buffers' kernels have theirs): their FLOPs are unknown to ``mfu``."""
     if not cache.memo(trace, "graph_launch_names", inputs.graph_launches):
         return 0.0
     from . import cuda_graphs  # only for a trace with graph launches (as _mapped)
+    from .efficiency import costed_rows  # (with it; efficiency imports this module)
 
     r = cuda_graphs.replays(trace)
     if not len(r.rows):
         return 0.0
     mapped = cuda_graphs.self_captured(trace)
     blind = r.rows if mapped is None else r.rows[mapped.launch < 0]
+    costed, on_device, c = costed_rows(trace)  # a replayed kernel with its own figures counts (XLA's)
+    own = costed[on_device & ~np.isnan(c.flops)]
+    blind = blind[~member(blind, own)] if len(own) else blind
     dv = device_view(trace)
     counted = dv.rows[dv.counted & (trace.kinds[dv.rows] == Kind.KERNEL)]
     dur = trace.events["dur_ns"]

@@ -46,7 +46,7 @@ def mfu_line(report: Report) -> Para | None:
     done = f"{_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {_si(rate, 'FLOP/s')}"
     p = f" ({prec})" if prec else ""
     blind = graph_costs.uncounted_share(report.trace) if report.trace.n_events else 0.0
-    unknown = (f"; {blind:.0f}% of device time ran in CUDA graph replays captured before the trace, "
+    unknown = (f"; {blind:.0f}% of kernel time ran in CUDA/HIP graph replays captured before the trace, "
                "whose FLOPs it cannot count" if blind >= 1 else "")
     if np.isfinite(pct):
         per = f" x {devices} devices" if devices > 1 else ""
