@@ -42,11 +42,12 @@ class _Kineto:
         self._x("cuda_runtime", "cudaStreamEndCapture", t + 45, 2, correlation=self._c())
         self.t = t + 65
 
-    def replay(self, kernel: str) -> None:
+    def replay(self, kernel: str, grid: list[int] | None = None) -> None:
         c = self._c()
         self._x("cuda_runtime", "cudaGraphLaunch", self.t, 5, correlation=c)
         g = max(self.g, self.t + 6)
-        self._x("kernel", kernel, g, 10, tid=7, pid=0, correlation=c, device=0, stream=7)
+        shape = {"grid": grid, "block": [128, 1, 1]} if grid else {}
+        self._x("kernel", kernel, g, 10, tid=7, pid=0, correlation=c, device=0, stream=7, **shape)
         self.g, self.t = g + 11, self.t + 20
 
     def write(self, path: Path) -> Path:
@@ -127,3 +128,19 @@ def test_a_host_function_node_does_not_stop_the_mapping(tmp_path: Path) -> None:
     trace = polyprof.load(t.write(tmp_path / "t.json.gz"))
     assert list(column(cuda_graphs(trace), "captured_ops")) == [1]
     assert column(mfu(trace), "flops")[0] == 2 * (2 * 64 * K * N)
+
+
+def test_graphs_of_the_same_kernels_on_other_grids_are_other_graphs(tmp_path: Path) -> None:
+    """A graph recorded again for a new input shape runs the same kernel names (Inductor's
+    triton_mm_0) on another grid: two graphs, each with its own capture's FLOPs (as one
+    graph, both took the first capture's: 0.67 GFLOP where 26.0)."""
+    t = _Kineto()
+    t.capture(16)
+    t.capture(1024)
+    for _ in range(2):
+        t.replay("triton_mm_0", [1, 32, 1])
+    for _ in range(3):
+        t.replay("triton_mm_0", [8, 32, 1])
+    trace = polyprof.load(t.write(tmp_path / "t.json.gz"))
+    assert sorted(column(cuda_graphs(trace), "replays").tolist()) == [2, 3]
+    assert column(mfu(trace), "flops")[0] == 2 * (2 * 16 * K * N) + 3 * (2 * 1024 * K * N)

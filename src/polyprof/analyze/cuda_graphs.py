@@ -33,6 +33,7 @@ from ..trace.core import Trace
 from ..trace.sorting import lexsort, unique, unique_inverse
 from ..trace.vocabulary import (GRAPH_EXEC_STATS, GRAPH_ID_STATS, GRAPH_LAUNCH_MARKERS, LAUNCH_KERNEL_STAT,
                                 LAUNCH_MARKERS)
+from ..trace.keys import BLOCK, GRID
 from .frames import empty_frame, frame
 from .table import Table
 from .window import host_mask
@@ -134,8 +135,9 @@ _MEMORY_KINDS = r"^(Mem(?:set|cpy)[^(]*?) \([A-Za-z ]+(?: -> [A-Za-z ]+)?\)$"  #
 def graph_key(trace: Trace, host: np.ndarray, rows: np.ndarray, rep: np.ndarray) -> np.ndarray:
     """Per launch (``host``), what names its graph wherever it is launched: ``graph <id>``
     from an id stat of the launch (:data:`ID_STATS`, :data:`GRAPH_EXEC_STATS`), else of
-    its first activity (``rows`` by replay ``rep``), else the tuple of the names of the
-    activities it ran (replays that ran the same ones in the same order: one graph)."""
+    its first activity (``rows`` by replay ``rep``), else the tuple of the names (and
+    grids and blocks, where the trace has them) of the activities it ran (replays that ran
+    the same ones in the same order: one graph)."""
     label = _first_stat(trace, ID_STATS + GRAPH_EXEC_STATS, host)
     first = np.searchsorted(rep, np.arange(len(host)))
     has = first < len(rep)
@@ -151,6 +153,10 @@ def graph_key(trace: Trace, host: np.ndarray, rows: np.ndarray, rep: np.ndarray)
     if len(missing):  # a fill's or copy's memory kinds may differ between replays (CUPTI: "Unknown" first)
         ids, inv = unique_inverse(trace.events["name"][rows])
         names = np.asarray([re.sub(_MEMORY_KINDS, r"\1", trace.strings[i]) for i in ids.tolist()], dtype=object)[inv]
+        # and their launch shapes: a graph recorded again for a new input shape runs the
+        # same kernel names (Inductor's, often cuBLAS's) on other grids; it is another graph
+        shape = _first_stat(trace, (GRID,), rows) + "|" + _first_stat(trace, (BLOCK,), rows)
+        names = np.where(shape != "|", names + " <" + shape + ">", names)
         bounds = np.searchsorted(rep, np.arange(len(host) + 1))
         for i in missing.tolist():  # one signature per replay (replays are few: one per launch call)
             out[i] = tuple(names[bounds[i]:bounds[i + 1]].tolist())
