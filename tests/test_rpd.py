@@ -219,15 +219,16 @@ def test_damaged_op_table_is_one_error(tmp_path):
 
 def test_a_blank_copy_size_leaves_that_copys_bytes_out(tmp_path, caplog):
     """rmpd's own ``matmul_result_large.rpd`` stores one ``rocpd_copyapi.size`` as ''
-    (the file is not kept here: 98 KB): the database reads, that copy has no bytes, and
-    one warning names the table."""
+    (the file is not kept here: 98 KB), as rpd_tracer writes a size of 0 or less: the
+    database reads and that copy has no bytes (said by the copies table's unsized count,
+    not warned of); a kernel's grid of text is warned of, naming its table."""
     blank = _sql(MATMUL, "SELECT api_ptr_id FROM rocpd_copyapi ORDER BY api_ptr_id LIMIT 1")[0][0]
     bad_kernel = _sql(MATMUL, "SELECT api_ptr_id FROM rocpd_kernelapi ORDER BY api_ptr_id LIMIT 1")[0][0]
     db = _edited(tmp_path, "blank.rpd", ("UPDATE rocpd_copyapi SET size = '' WHERE api_ptr_id = ?", (blank,)),
                  ("UPDATE rocpd_kernelapi SET gridX = 'wide' WHERE api_ptr_id = ?", (bad_kernel,)))
     with caplog.at_level("WARNING", logger="polyprof"):
         t = polyprof.load(db)
-    assert "rocpd_copyapi: 1 rows" in caplog.text and "rocpd_kernelapi: 1 rows" in caplog.text
+    assert "rocpd_copyapi" not in caplog.text and "rocpd_kernelapi: 1 rows" in caplog.text
     whole = polyprof.load(MATMUL)
     assert t.n_events == whole.n_events
     cid = t.stat(keys.CORRELATION_ID)
@@ -400,3 +401,22 @@ def test_an_rpd_2d_copy_whose_width_times_height_overflows_is_not_0_bytes(tmp_pa
     t = copies(polyprof.load(p))
     htod = list(column(t, "kind")).index("HtoD")
     assert column(t, "unsized")[htod] == 1 or column(t, "total_bytes")[htod] >= 2**62
+
+
+def test_a_2d_copy_as_rpd_tracer_writes_it_is_sized(tmp_path: Path, caplog) -> None:
+    """rpd_tracer's CopyApiTable writes '' for a hipMemcpy2D's size (not > 0) and its
+    width (bytes) and height (rows) as integers: the copy is width x height bytes, and
+    nothing is said left out (before: unsized, and a warning of NULLs)."""
+    from polyprof.analyze.copies import copies
+
+    p = tmp_path / "c2d.rpd"
+    shutil.copy(MATMUL, p)
+    with sqlite3.connect(p) as c:
+        api = c.execute("SELECT api_ptr_id FROM rocpd_copyapi WHERE kind = 2 AND size = 4 "
+                        "ORDER BY api_ptr_id").fetchone()[0]
+        c.execute("UPDATE rocpd_copyapi SET size = '', width = 64, height = 3 WHERE api_ptr_id = ?", (api,))
+    with caplog.at_level(logging.WARNING, logger="polyprof"):
+        t = copies(polyprof.load(p))
+    dtoh = list(column(t, "kind")).index("DtoH")
+    assert (column(t, "count")[dtoh], column(t, "total_bytes")[dtoh], column(t, "unsized")[dtoh]) == (53, 484, 0)
+    assert not [r for r in caplog.records if "left out" in r.getMessage()]

@@ -224,35 +224,37 @@ def _launch_stats(conn: sqlite3.Connection, tabs: Schema, corr: np.ndarray, stat
             stats["shared memory"] = (rows, k["shared"][at])
             stats["scratch memory"] = (rows, k["private"][at])
     if tabs.has("rocpd_copyapi", "api_ptr_id", "size"):
-        k = _stat_columns(conn, tabs, "rocpd_copyapi", {"api": "api_ptr_id", "size": "size"})
+        k = _copy_bytes(conn, tabs)
         at = find(k["api"], corr)
         rows = _with_stats(at, k)
         if len(rows):
-            stats[keys.BYTES] = (rows, _copy_bytes(conn, tabs, k)[at[rows]])
+            stats[keys.BYTES] = (rows, k["bytes"][at[rows]])
 
 
 #: a 2D copy's width x height past this is damage, not a size (its product would wrap int64)
 MAX_COPY_BYTES = 1 << 62
 
 
-def _copy_bytes(conn: sqlite3.Connection, tabs: Schema, k: dict[str, np.ndarray]) -> np.ndarray:
-    """Each ``rocpd_copyapi`` row's bytes: its ``size``, or where that is 0 its ``width``
-    times ``height`` (a 2D copy: rpd_tracer and rocpd_python's importer write a
-    ``hipMemcpy2D``'s width, in bytes, and rows, never its size). Its ``pinned`` is not
-    read: no RPD writer sets it (always 0), so it does not say a copy's host memory is
-    pageable."""
-    size = k["size"]
-    if not tabs.has("rocpd_copyapi", "width", "height") or not (size == 0).any():
-        return size
-    # the copies of size 0 alone, with whole-number sides (a 1D copy's are '': not read)
-    got = sqlite_db.rows(conn, "SELECT api_ptr_id, width, height FROM rocpd_copyapi WHERE size = 0 AND "
-                         "typeof(width) = 'integer' AND typeof(height) = 'integer' AND width > 0 AND height > 0")
-    api = np.array([r[0] for r in got], np.int64)
-    w, h = (np.array([r[i] for r in got], np.float64) for i in (1, 2))
-    at = find(api, k["api"])
-    area = np.where(at >= 0, w[np.maximum(at, 0)] * h[np.maximum(at, 0)], 0.0) if len(api) else np.zeros(len(size))
-    area = np.where(area > MAX_COPY_BYTES, -1, area).astype(np.int64)  # -1: unsized, not an int64 wrapped
-    return np.where((size == 0) & (area != 0), area, size)
+def _copy_bytes(conn: sqlite3.Connection, tabs: Schema) -> dict[str, np.ndarray]:
+    """``api`` and ``bytes`` of each ``rocpd_copyapi`` row: its ``size``, or where it has
+    none (rpd_tracer writes ``''`` for a size of 0 or less; rocpd_python's importer 0) its
+    ``width`` times ``height`` (a ``hipMemcpy2D``'s width in bytes and rows); -1 where it
+    has neither (unsized: its launch's stats left out). Its ``pinned`` is not read: no RPD
+    writer sets it (always 0), so it does not say a copy's host memory is pageable."""
+    def whole(col: str) -> str:
+        return f"CASE WHEN typeof({quote(col)}) = 'integer' THEN {quote(col)} ELSE -1 END"
+
+    sides = tabs.has("rocpd_copyapi", "width", "height")
+    cols = {"api": whole("api_ptr_id"), "size": whole("size"),
+            **({"width": whole("width"), "height": whole("height")} if sides else {})}
+    c = sqlite_db.read_columns(conn, "rocpd_copyapi", cols)
+    size = c["size"]
+    if sides:
+        w, h = c["width"].astype(np.float64), c["height"].astype(np.float64)
+        two_d = (size <= 0) & (w > 0) & (h > 0)
+        area = np.where(two_d & (w * h <= MAX_COPY_BYTES), w * h, -1).astype(np.int64)  # -1: unsized, not wrapped
+        size = np.where(two_d, area, size)
+    return {"api": c["api"], "bytes": size}
 
 
 def _stat_columns(conn: sqlite3.Connection, tabs: Schema, table: str, cols: dict[str, str]) -> dict[str, np.ndarray]:
