@@ -154,3 +154,34 @@ def test_a_huge_mangled_name_stays_as_given() -> None:
 
     deep = "_Z1f" + "PFv" * (MAX_MANGLED // 3) + "E" * (MAX_MANGLED // 3)
     assert demangle(deep) == deep
+
+
+def test_without_a_child_long_names_stay_as_given_saying_why(monkeypatch, caplog) -> None:
+    """A frozen application (no interpreter to start apart): long names stay mangled, the
+    short ones are demangled, and the warning says why."""
+    import sys
+
+    from polyprof.lowlevel.demangle import demangle_all
+
+    ident = "averylongidentifier" * 10
+    long_ok = f"_Z3fooIN1a{len(ident)}{ident}EEvT_"
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    with caplog.at_level("WARNING", logger="polyprof"):
+        got = demangle_all([long_ok, "_Z6kernelPfi"])
+    assert got[0] == long_ok and got[1] in ("kernel(float*, int)", "_Z6kernelPfi")
+    assert "1 of 1 long C++ names are left mangled: no Python interpreter" in caplog.text
+
+
+def test_a_lower_address_space_limit_still_demangles(tmp_path) -> None:
+    """Under a hard address-space limit below the child's own (``ulimit -v``), the child
+    keeps the lower one instead of failing to set its own."""
+    import subprocess
+    import sys
+
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (450_000_000, 450_000_000))\n"
+            "from polyprof.lowlevel.demangle import demangle_all, demangle\n"
+            "i = 'averylongidentifier' * 10\n"
+            "n = f'_Z3fooIN1a{len(i)}{i}EEvT_'\n"
+            "print(demangle_all([n])[0] == demangle(n))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "True", r.stderr[-2000:]

@@ -31,7 +31,7 @@ from .libc import libc
 #: hostile file's name must not exhaust the stack (real kernel names: under 2,000 characters)
 MAX_MANGLED = 8192
 #: a file's names up to this long are demangled in this process: a crafted name's text
-#: doubles about every 10 characters (210 characters: 35 MB), 128 give at most about 100 KB
+#: doubles about every 10 characters (210 characters: 35 MB); 128 gave at most 443 KB (a review)
 IN_PROCESS = 128
 #: the child process that demangles a file's longer names: its address space, its time
 #: for them all, and the longest text kept (a real demangled kernel name: a few KB)
@@ -52,13 +52,21 @@ def _symbol(name: str | None) -> Any:  # -> the library's __cxa_demangle, or Non
 
 
 @functools.lru_cache(maxsize=1)
-def _cxa_demangle() -> Any:  # -> the C++ runtime's __cxa_demangle (a ctypes function), or None
-    fn = next((f for f in map(_symbol, (None, *_RUNTIMES)) if f is not None), None)
-    if fn is None:
+def _runtime() -> tuple[Any, str | None]:
+    """(the C++ runtime's __cxa_demangle, a ctypes function, or None; the library's name
+    it came from, None: the process itself)."""
+    found = next(((f, n) for f, n in ((_symbol(n), n) for n in (None, *_RUNTIMES)) if f is not None), None)
+    if found is None:
         from ctypes.util import find_library  # runs ldconfig: only when no usual name loaded
 
-        fn = next((f for f in (_symbol(p) for p in map(find_library, ("stdc++", "c++")) if p) if f is not None),
-                  None)
+        found = next(((f, p) for f, p in ((_symbol(p), p) for p in map(find_library, ("stdc++", "c++")) if p)
+                      if f is not None), None)
+    return found if found is not None else (None, None)
+
+
+@functools.lru_cache(maxsize=1)
+def _cxa_demangle() -> Any:  # -> the C++ runtime's __cxa_demangle (a ctypes function), or None
+    fn = _runtime()[0]
     if fn is None or libc("free") is None:
         return None
     fn.restype = ctypes.c_void_p
@@ -107,9 +115,9 @@ def demangle(name: str) -> str:
 
 def demangle_all(names: Sequence[str]) -> list[str]:
     """:func:`demangle` of each of ``names`` read from a file: those longer than
-    :data:`IN_PROCESS` in one child process within :data:`CHILD_BYTES` and
-    :data:`CHILD_SECONDS`; a name demangled past :data:`MAX_TEXT`, or not within the
-    bounds, stays as given (the latter logged)."""
+    :data:`IN_PROCESS` in child processes (at most :data:`CHILD_NAMES` names each) within
+    :data:`CHILD_BYTES` and :data:`CHILD_SECONDS`; a name demangled past :data:`MAX_TEXT`,
+    or not within the bounds, stays as given (the latter logged, once)."""
     out = list(names)
     far = [i for i, n in enumerate(names) if len(n) > IN_PROCESS and n.startswith("_Z")
            and len(n) <= MAX_MANGLED and "\0" not in n]
@@ -117,25 +125,36 @@ def demangle_all(names: Sequence[str]) -> list[str]:
     for i, n in enumerate(names):
         if i not in skip:
             out[i] = demangle(n)
-    if far and available():
-        for i, text in zip(far, _in_child([names[i] for i in far])):
+    if not far or not available():
+        return out
+    why: list[str] = []
+    left = 0
+    for at in range(0, len(far), CHILD_NAMES):
+        part = far[at:at + CHILD_NAMES]
+        before = len(why)
+        for i, text in zip(part, _in_child([names[i] for i in part], why)):
             out[i] = text or names[i]
+        left += len(part) if len(why) > before else 0
+    if why:
+        log.warning("%d of %d long C++ names are left mangled: %s", left, len(far), why[0])
     return out
 
 
-#: the child: the C++ runtime's __cxa_demangle under an address-space limit, names in as
-#: JSON on stdin, texts out (None: not demangled) as JSON on stdout
+#: long names demangled by one child process at most
+CHILD_NAMES = 2000
+#: the child: the C++ runtime's __cxa_demangle (from the library the parent found it in)
+#: under an address-space limit where the system has one; names in as JSON on stdin,
+#: texts out (None: not demangled) as JSON on stdout
 _CHILD = r"""
-import ctypes, json, resource, sys
-limit, most = int(sys.argv[1]), int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-fn = None
-for lib in (None, "libstdc++.so.6", "libc++.so.1", "libc++abi.so.1"):
-    try:
-        fn = ctypes.CDLL(lib).__cxa_demangle
-        break
-    except (OSError, AttributeError):
-        pass
+import ctypes, json, sys
+limit, most, lib = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] or None
+try:
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (limit if hard < 0 else min(limit, hard), hard))
+except (ImportError, ValueError, OSError):
+    pass  # no such limit here: the parent's time limit still bounds the child
+fn = ctypes.CDLL(lib).__cxa_demangle
 fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
 libc = ctypes.CDLL(None)
 free, strlen = libc.free, libc.strlen
@@ -154,16 +173,28 @@ json.dump(out, sys.stdout)
 """
 
 
-def _in_child(names: list[str]) -> list[str | None]:
-    """The texts of ``names`` demangled by :data:`_CHILD` (None each where it failed)."""
+def _in_child(names: list[str], why: list[str]) -> list[str | None]:
+    """The texts of ``names`` demangled by :data:`_CHILD` (None each where it failed;
+    ``why`` then gets the reason)."""
+    none: list[str | None] = [None] * len(names)
+    if getattr(sys, "frozen", False) or not sys.executable:
+        why.append("no Python interpreter to demangle them apart from this process")
+        return none
     try:
-        r = subprocess.run([sys.executable, "-I", "-c", _CHILD, str(CHILD_BYTES), str(MAX_TEXT)],
+        r = subprocess.run([sys.executable, "-I", "-c", _CHILD, str(CHILD_BYTES), str(MAX_TEXT), _runtime()[1] or ""],
                            input=json.dumps(names), capture_output=True, text=True, timeout=CHILD_SECONDS)
+    except subprocess.TimeoutExpired:
+        why.append(f"demangling them took over {CHILD_SECONDS:.0f} s")
+        return none
+    except OSError as e:
+        why.append(f"the process to demangle them did not start ({e.strerror or e})")
+        return none
+    try:
         got = json.loads(r.stdout) if r.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError, ValueError):
+    except ValueError:
         got = None
     if not isinstance(got, list) or len(got) != len(names):
-        log.warning("%d long C++ names are left mangled: demangling them passed %d MB or %.0f s", len(names),
-                    CHILD_BYTES >> 20, CHILD_SECONDS)
-        return [None] * len(names)
+        tail = (r.stderr.strip().splitlines() or [""])[-1][:200]
+        why.append(f"demangling them passed {CHILD_BYTES >> 20} MiB or failed ({tail or f'exit {r.returncode}'})")
+        return none
     return [g if isinstance(g, str) else None for g in got]
