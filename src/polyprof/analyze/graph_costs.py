@@ -117,7 +117,7 @@ def uncounted_share(trace: Trace) -> float:
     captured op in the trace (a graph captured before the profile started, as
     ``torch.compile`` does in its first calls) nor FLOPs of their own (XLA's command
     buffers' kernels have theirs): their FLOPs are unknown to ``mfu``."""
-    if not cache.memo(trace, "graph_launch_names", inputs.graph_launches):
+    if not inputs.graph_launches(trace):
         return 0.0
     from . import cuda_graphs  # only for a trace with graph launches (as _mapped)
     from .efficiency import costed_rows  # (with it; efficiency imports this module)

@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 
+from ..derive import cache
 from ..trace import keys
 from ..trace.categories import Kind
 from ..trace.core import Trace
@@ -26,8 +27,10 @@ CPU_PREFIXES = ("gloo:", "mpi:")
 
 
 def graph_launches(trace: Trace) -> bool:
-    """A name of a CUDA graph launch among the trace's names (``cuda_graphs``)."""
-    return any(m in s.lower() for s in trace.strings for m in GRAPH_LAUNCH_MARKERS)
+    """A name of a CUDA graph launch among the trace's names (``cuda_graphs``; once per
+    trace: ``graph_costs`` asks too)."""
+    return cache.memo(trace, "graph_launch_names",
+                      lambda t: any(m in s.lower() for s in t.strings for m in GRAPH_LAUNCH_MARKERS))
 
 
 def profiler_ranges(trace: Trace) -> bool:
