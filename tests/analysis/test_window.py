@@ -331,3 +331,21 @@ def test_every_step_counts_the_same_events_in_every_table(tmp_path):
         assert dict(zip(o["name"].tolist(), o["count"].tolist())) == want
         assert {n: c for n, c, k in zip(e["name"].tolist(), e["count"].tolist(), e["category"].tolist())
                 if k == "cpu_op"} == want
+
+
+def test_a_first_step_no_slower_than_the_others_is_said_so() -> None:
+    """torch.profiler's schedule leaves its warm-up step out of the trace: the first
+    recorded step is then an ordinary one (2.49 ms against a median of 6.29 ms in an
+    audit's compiled MLP). The default window still skips it, and its label says it took
+    no longer than the median step instead of calling it a warm-up."""
+    from polyprof.analyze.window import _skipped
+    from polyprof.derive.steps import Steps
+
+    start = np.array([0, 3_000_000, 10_000_000, 17_000_000], np.int64)
+    took = np.array([2_490_000, 6_290_000, 6_300_000, 6_200_000], np.int64)
+    steps = Steps(np.arange(1, 5), start, start + took, np.arange(4), "ProfilerStep")
+    words = _skipped(steps)
+    assert words.startswith("first step skipped as a warm-up by default, though it took no longer than the "
+                            "median step (2.49 ms against 6.29 ms)"), words
+    longer = Steps(np.arange(1, 5), start, start + took[[1, 0, 2, 3]], np.arange(4), "ProfilerStep")
+    assert _skipped(longer) == "first step skipped: warm-up"

@@ -167,6 +167,9 @@ def _skipped(steps: Steps, captured: bool = False) -> str:
         return "first step skipped: the capture began inside it"
     took = (steps.end - steps.start).astype(np.int64)
     first, rest = int(took[0]), float(np.median(took[1:])) if len(took) > 1 else 0.0
+    if rest > 0 and first <= rest:  # a schedule may have left its warm-up out of the trace already
+        return ("first step skipped as a warm-up by default, though it took no longer than the median step "
+                f"({fmt_ns(first)} against {fmt_ns(rest)})")
     if rest <= 0 or first < LONG_WARM_UP * rest:
         return "first step skipped: warm-up"
     share = first / max(int(steps.end[-1] - steps.start[0]), 1)
