@@ -226,6 +226,9 @@ def test_html_report_of_a_cpu_only_trace_has_no_empty_device_panels(tmp_path):
     steps = dom.split('id="steps-chart"', 1)[1].split("</section>", 1)[0]
     assert "#3b73c4" in steps and "#d9dde3" not in steps
     assert "host time of the step" in steps
+    # and the steps table gives the steps' host time, not a device's busy and idle time
+    table = dom.split('id="steps-table"', 1)[1].split("</section>", 1)[0]
+    assert ">step<" in table and ">host<" in table and ">idle<" not in table and ">busy<" not in table, table
     # a chart alone in its row keeps its text size (the SVG scales with its width)
     assert re.search(r"svg\.chart-svg \{[^}]*max-width", html.read_text())
 
