@@ -7,7 +7,7 @@ import pytest
 
 import polyprof
 import polyprof.analyze as A
-from polyprof.analyze.advice import ADVICE, framework, mentions, suggestion
+from polyprof.analyze.advice import ADVICE, VARIANTS, framework, mentions, suggestion
 from polyprof.trace import TraceBuilder
 
 US = 1000
@@ -62,3 +62,30 @@ def test_every_rule_has_advice_for_every_framework_or_a_generic_one():
         for fw, words in FOREIGN.items():
             text = texts.get(fw, texts["generic"])
             assert not set(mentions(text.format(graphs="", graphs_tail=""))) & set(words), (rule, fw)
+
+
+def test_a_compiled_program_is_not_told_to_compile_and_a_cpu_run_not_of_tensor_cores(tmp_path):
+    """torch.compile's regions in the trace: the host-bound, launch-bound, low-MFU and
+    fusable-chain advice speaks of graph breaks and what ran outside the compiled regions,
+    not of compiling; a CPU run's low-MFU advice speaks of its threads and matrix units,
+    not TF32 and tensor cores. Every variant names a known rule and formats."""
+    import json as _json
+    from pathlib import Path
+
+    h200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+    trace = polyprof.load(h200 / "torch_compile_train_h200.json.gz")
+    for rule in ("host_bound", "launch_bound", "low_mfu", "fusable_chain"):
+        text = suggestion(trace, rule)
+        assert "compiled already" in text or "compiled regions" in text, (rule, text)
+    eager = polyprof.load(h200 / "torch_transformer_h200.json.gz")
+    assert "(torch.compile," in suggestion(eager, "fusable_chain")  # an eager program is told to compile
+    doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5,
+                            "args": {"Input Dims": [[64, 64], [64, 64]]}}]}
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(_json.dumps(doc))
+    text = suggestion(polyprof.load(cpu), "low_mfu")
+    assert "On a CPU" in text and "TF32" not in text
+    for key, texts in VARIANTS.items():
+        assert key.split("@")[0] in ADVICE, key
+        for t in texts.values():
+            t.format(graphs="", graphs_tail="", reduce_overhead="")

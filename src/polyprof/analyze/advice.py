@@ -187,6 +187,49 @@ ADVICE: dict[str, dict[str, str]] = {
 }
 
 
+#: ``rule@variant`` -> framework -> suggestion, chosen before the rule's own (``suggestion``):
+#: ``@compiled`` for a torch.compile program (no advice to compile what is), ``@cpu`` for a
+#: CPU run (no tensor cores, no device memory)
+VARIANTS: dict[str, dict[str, str]] = {
+    "host_bound@compiled": {
+        "torch": "The device finishes work before the host issues more. The program is compiled already "
+                 "(torch.compile): where the host time is its compilation (Dynamo and Inductor in the steps: "
+                 "profile after the first calls), that is not the steady state; else cut the host work between "
+                 "the compiled regions (graph breaks split them: TORCH_LOGS=graph_breaks){reduce_overhead}, "
+                 "or give the device more work per launch (larger batch).",
+    },
+    "launch_bound@compiled": {
+        "torch": "Launch overhead rivals the work itself. The program is compiled already (torch.compile): "
+                 "graph breaks split it into more, smaller launches (TORCH_LOGS=graph_breaks){reduce_overhead}; "
+                 "ops outside the compiled regions run one kernel each; or batch more work per kernel.",
+    },
+    "low_mfu@compiled": {
+        "torch": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). For "
+                 "compute-bound ones use a precision the matrix units run fast (bf16/fp16 autocast; TF32 for "
+                 "fp32 matmuls on a GPU), shapes that are multiples of 8/16, larger batches; memory-bound ones "
+                 "outside the compiled regions (run eagerly, or past a graph break: TORCH_LOGS=graph_breaks) "
+                 "are what compiling them too would fuse.",
+    },
+    "low_mfu@cpu": {
+        "torch": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). On a "
+                 "CPU: bf16 where it has matrix units (torch.autocast('cpu'), AMX), as many threads as cores "
+                 "(torch.set_num_threads), larger batches; fuse memory-bound ones (torch.compile).",
+        "jax": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). On a "
+               "CPU: larger batches, as many threads as cores, bf16 where it has matrix units; keep the step "
+               "in one jax.jit so XLA fuses memory-bound ones.",
+        "generic": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). On "
+                   "a CPU: larger batches, as many threads as cores, a precision its vector or matrix units "
+                   "run fast; fuse memory-bound ones.",
+    },
+    "fusable_chain@compiled": {
+        "torch": "Each op of the chain reads and writes memory below the device's ridge point. They ran outside "
+                 "the compiled regions (eagerly, or past a graph break: TORCH_LOGS=graph_breaks): compiled too, "
+                 "or replaced by a fused op (F.scaled_dot_product_attention, a fused optimizer), the "
+                 "intermediates stay on chip.",
+    },
+}
+
+
 def framework(trace: Trace) -> str:
     """"torch", "jax", "opencl" or "generic": who made the device work in ``trace``."""
     return cache.memo(trace, "framework", _framework)
@@ -213,13 +256,37 @@ def _has_cuda(trace: Trace) -> bool:
         p.kind == "device" and "nvidia" in (p.vendor or "").lower() for p in t.planes))
 
 
+#: names torch.compile's regions leave in a torch.profiler trace
+COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", "TorchDynamo Cache Lookup")
+
+
+def compiled(trace: Trace) -> bool:
+    """Whether the program ran torch.compile's compiled regions (its names in the trace)."""
+    return cache.memo(trace, "compiled", lambda t: any(s.startswith(COMPILED_MARKS) for s in t.strings))
+
+
+def _cpu_only(trace: Trace) -> bool:
+    """Whether no device plane has events (a CPU run)."""
+    busy = set(np.unique(trace.event_planes()).tolist()) if trace.n_events else set()
+    return not any(p.kind == "device" and p.id in busy for p in trace.planes)
+
+
 def suggestion(trace: Trace, rule: str) -> str:
-    """The suggestion of ``rule`` for the framework (and device) of ``trace``."""
-    texts = ADVICE[rule]
-    text = texts.get(framework(trace), texts["generic"])
+    """The suggestion of ``rule`` for the framework (and device) of ``trace``: its
+    ``@compiled`` text for a torch.compile program (no advice to compile what is), its
+    ``@cpu`` text for a CPU run, where the rule has them."""
+    fw = framework(trace)
+    variants = ([f"{rule}@compiled"] if fw == "torch" and compiled(trace) else []) + \
+        ([f"{rule}@cpu"] if _cpu_only(trace) else [])
+    text = next((t for t in (VARIANTS.get(v, {}).get(fw, VARIANTS.get(v, {}).get("generic")) for v in variants)
+                 if t), None)
+    if text is None:
+        texts = ADVICE[rule]
+        text = texts.get(fw, texts["generic"])
     cuda = _has_cuda(trace)
     return text.format(graphs=", CUDA graphs" if cuda else "",
-                       graphs_tail=", capture the step in a CUDA graph" if cuda else "")
+                       graphs_tail=", capture the step in a CUDA graph" if cuda else "",
+                       reduce_overhead=", mode=\"reduce-overhead\" to replay them as CUDA graphs" if cuda else "")
 
 
 def mentions(text: str) -> np.ndarray:
