@@ -251,3 +251,27 @@ def test_the_html_diff_of_traces_without_steps_says_per_trace(tmp_path):
     assert ops.count(">per trace<") == 2 and "Δ per trace" in ops, ops[:2000]
     assert "per step" not in body and "Per-step" not in body
     assert "Changes per trace, B against A" in body and "Per-trace distributions" in body
+
+
+def test_xla_cpu_ops_are_compared_as_kernels():
+    """A JAX CPU program's compiled work is XLA ops on /host:CPU threads: they are the
+    kernels a diff compares (before, its kernels table was empty and a wider model read
+    as one op PjitFunction +3320%), each total equal to the trace's own sum."""
+    from polyprof.trace.categories import Kind
+
+    p = Path(__file__).parent / "data" / "jax_cpu" / "jax_cpu_steps.xplane.pb"
+    t = polyprof.load(p)
+    d = diff(t, polyprof.load(p))
+    k = d.tables["kernels"]
+    names = list(column(k, "name"))
+    assert {"ynn_fusion", "wrapped_tanh", "wrapped_multiply"} <= set(names)
+    from polyprof.derive import cache
+
+    steps = cache.steps(t)
+    rows = t.rows_of_kind(Kind.KERNEL)
+    tanh = rows[np.array([t.strings[i] == "wrapped_tanh" for i in t.events["name"][rows]])]
+    start = t.events["start_ns"][tanh]
+    inside = (start >= steps.start[1]) & (start < steps.end[-1])  # the window: every step but the first
+    want = int(t.events["dur_ns"][tanh][inside].sum())
+    i = names.index("wrapped_tanh")
+    assert column(k, "total_ns_a")[i] == column(k, "total_ns_b")[i] == want > 0

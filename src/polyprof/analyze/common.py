@@ -20,7 +20,7 @@ from ..trace.categories import Kind, collective_names, is_copy_name
 from ..trace.core import Trace
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
 from ..trace.sorting import unique_inverse
-from .window import device_mask, round_like_hta, selection, view
+from .window import device_mask, host_mask, round_like_hta, selection, view
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
 CLASS_NAMES = np.array(["compute", "communication", "memcpy", "memset"], dtype=object)
@@ -150,3 +150,25 @@ def names_in(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
     ids = [i for i in map(trace.string_id, names) if i >= 0]
     out[ids] = True
     return out
+
+
+def counted_kernels(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(name id, duration, step index, activity class) of the device activity the window
+    counts (by its launch's start, or its own where none is known), then of the kernels a
+    host plane holds in the window's steps (XLA's CPU ops run on ``/host:CPU`` threads:
+    a JAX CPU program's compiled work), as ``diff`` compares them."""
+    ev = trace.events
+    steps = cache.steps(trace)
+    v = device_view(trace)
+    c = v.counted
+    launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)[c]
+    rows, dur, start, cls = v.rows[c], (v.end - v.start)[c], launch_start, v.cls[c]
+    host = np.array([p.kind == "host" for p in trace.planes], bool)
+    xla = trace.rows_of_kind(Kind.KERNEL)
+    xla = xla[host[trace.track_plane[ev["track"][xla]]]] if len(xla) else xla
+    xla = xla[host_mask(trace, ev["start_ns"][xla])] if len(xla) else xla
+    if len(xla):
+        rows, dur = np.concatenate([rows, xla]), np.concatenate([dur, ev["dur_ns"][xla].astype(dur.dtype)])
+        start = np.concatenate([start, ev["start_ns"][xla]])
+        cls = np.concatenate([cls, activity_class(trace, xla)])
+    return ev["name"][rows], dur, steps.of(start), cls

@@ -51,7 +51,7 @@ from ..errors import PolyprofError
 from ..trace.categories import Kind
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
-from .common import CLASS_NAMES, device_view
+from .common import CLASS_NAMES, counted_kernels
 from .diff_stats import TESTS, Compared, Samples, adjust, change_of, compare, decide, without_stalls
 from .diff_verdict import STALL, ranks_apart, sign_notes, verdict_lines
 from .frames import column, frame
@@ -249,10 +249,7 @@ def _events(trace: Trace) -> dict[str, _Events]:
     each belongs to."""
     ev = trace.events
     steps = cache.steps(trace)
-    v = device_view(trace)
-    c = v.counted
-    launch_start = np.where(v.launch >= 0, ev["start_ns"][np.maximum(v.launch, 0)], v.start)[c]
-    out = {"kernels": _Events(ev["name"][v.rows[c]], (v.end - v.start)[c], steps.of(launch_start), v.cls[c])}
+    out = {"kernels": _Events(*counted_kernels(trace))}  # (XLA's CPU ops on host threads too)
     ops = trace.rows_of_kind(Kind.CPU_OP)  # a step recorded as an op (2021 Kineto's ProfilerStep#N) is no op
     ops = ops[~np.isin(ops, steps.rows)]
     for table, rows in (("ops", ops), ("sections", section_rows(trace))):
