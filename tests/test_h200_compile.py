@@ -192,3 +192,20 @@ def test_xla_command_buffers_kernels_with_their_own_flops_are_counted() -> None:
     trace = polyprof.load(DATA / "jax_train_step_h200.xplane.pb")
     assert uncounted_share(trace) == 0.0
     assert "low_mfu" in {f.id for f in A.findings(trace)}
+
+
+def test_a_torch_trace_without_shapes_says_how_to_get_mfu(tmp_path: Path, capsys) -> None:
+    """The bf16 products' trace with its ops' input shapes taken out: no FLOPs, and the
+    MFU line says the shapes are missing and how to record them."""
+    from polyprof.cli import main
+
+    doc = json.loads(gzip.decompress((DATA / "torch_bf16_mm_h200.json.gz").read_bytes()))
+    for e in doc["traceEvents"]:
+        e.get("args", {}).pop("Input Dims", None)
+    p = tmp_path / "no_shapes.json"
+    p.write_text(json.dumps(doc))
+    assert main(["summary", str(p)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "MFU unknown: the ops carry no input shapes" in out and "record_shapes" in out
+    assert main(["summary", str(DATA / "torch_bf16_mm_h200.json.gz")]) == 0
+    assert "no input shapes" not in capsys.readouterr().out

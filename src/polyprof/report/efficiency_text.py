@@ -10,6 +10,7 @@ import numpy as np
 from ..analyze import graph_costs
 from ..analyze.frames import column
 from ..analyze.units import fmt_ns
+from ..trace import keys
 from ..trace.core import Trace
 from ..trace.sorting import unique
 from .tables import Report
@@ -35,11 +36,9 @@ def mfu_line(report: Report) -> Para | None:
     for a trace without FLOPs. Without a peak: ``MFU unknown (fp32): ...; no fp32 peak
     known for this CPU: give one with --peak fp32=<FLOP/s>``."""
     m = report.tables.get("mfu")
-    if m is None or not len(m):
-        return None
-    flops = float(column(m, "flops")[0])
+    flops = float(column(m, "flops")[0]) if m is not None and len(m) else 0.0
     if not flops > 0:
-        return None
+        return _no_shapes(report.trace)
     pct, prec = float(column(m, "mfu_pct")[0]), str(column(m, "precision")[0])
     t_ns, rate = float(column(m, "time_ns")[0]), float(column(m, "flops_per_s")[0])
     peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
@@ -57,3 +56,18 @@ def mfu_line(report: Report) -> Para | None:
     what = f"for {known}" if known else f"for this {where}"
     return Para((("MFU", "bold"), (f" unknown{p}: {done}; no {key} peak known {what}: give one with "
                                    f"--peak {key}=<FLOP/s>", None)))
+
+
+#: torch ops whose FLOPs come from their input shapes (``analyze/flops.py``)
+_SHAPED = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm",
+           "aten::convolution", "aten::_convolution", "aten::conv2d", "aten::scaled_dot_product_attention")
+
+
+def _no_shapes(trace: Trace) -> Para | None:
+    """``MFU unknown: ...`` for a torch trace whose matrix ops carry no input shapes (the
+    FLOPs need them), saying how to record them; None otherwise."""
+    if not trace.n_events or trace.stats.may_have(keys.INPUT_DIMS) or not any(s in trace.strings for s in _SHAPED):
+        return None
+    return Para((("MFU", "bold"), (" unknown: the ops carry no input shapes, which their FLOPs are counted from "
+                                   "(torch.profiler's record_shapes=True; under polyprof run: --plugin-options "
+                                   "'{\"torch\": {\"record_shapes\": true}}')", None)))
