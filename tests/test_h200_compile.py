@@ -150,7 +150,7 @@ def test_replays_of_a_graph_captured_before_the_trace_are_said_uncounted(tmp_pat
     """The train step with its captures cut out, as a profile that starts after
     torch.compile recorded its graphs: MFU counts the eager ops alone, so no low-MFU
     finding, and the MFU line says how much device time it could not count."""
-    from polyprof.analyze.graph_costs import uncounted_share
+    from polyprof.analyze.efficiency import uncounted_replays as uncounted_share
     from polyprof.cli import main
 
     doc = json.loads(gzip.decompress((DATA / "torch_compile_train_h200.json.gz").read_bytes()))
@@ -187,7 +187,7 @@ def test_op_efficiency_counts_a_call_of_each_captured_op_per_replay() -> None:
 def test_xla_command_buffers_kernels_with_their_own_flops_are_counted() -> None:
     """JAX's command buffers replay kernels that carry their XLA FLOPs: none uncounted,
     and the low-MFU finding is there (0.88% MFU on the H200 train step)."""
-    from polyprof.analyze.graph_costs import uncounted_share
+    from polyprof.analyze.efficiency import uncounted_replays as uncounted_share
 
     trace = polyprof.load(DATA / "jax_train_step_h200.xplane.pb")
     assert uncounted_share(trace) == 0.0

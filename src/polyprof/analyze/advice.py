@@ -14,6 +14,7 @@ from ..derive import cache
 from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
+from ..trace.sorting import unique
 
 #: rule -> framework -> suggestion ("generic" is the fallback)
 ADVICE: dict[str, dict[str, str]] = {
@@ -178,6 +179,14 @@ ADVICE: dict[str, dict[str, str]] = {
                    "sizes cannot serve a larger one (fragmentation). Allocate long-lived, large buffers first, "
                    "reuse buffers of one size, or let the allocator return its unused cache.",
     },
+    "recompiles": {
+        "torch": "A compilation after the warm-up is paid again: new input shapes (a last batch of another size, "
+                 "variable sequence lengths: pad to a few fixed sizes, torch._dynamo.mark_dynamic or "
+                 "dynamic=True), a guard that failed, or a graph break reached for the first time. "
+                 "TORCH_LOGS=recompiles,graph_breaks says which; torch._dynamo.config.cache_size_limit caps them.",
+        "generic": "A compilation after the warm-up is paid again: keep the compiled program's input shapes and "
+                   "types fixed, or mark the dimensions that vary as dynamic.",
+    },
     "low_occupancy": {
         "generic": "Registers or shared memory per block cap how many blocks an SM holds. Cap registers "
                    "(__launch_bounds__, maxrregcount, Triton num_warps/num_stages), use less shared memory per "
@@ -267,7 +276,7 @@ def compiled(trace: Trace) -> bool:
 
 def _cpu_only(trace: Trace) -> bool:
     """Whether no device plane has events (a CPU run)."""
-    busy = set(np.unique(trace.event_planes()).tolist()) if trace.n_events else set()
+    busy = set(unique(trace.event_planes()).tolist()) if trace.n_events else set()  # (np.unique imports numpy.ma)
     return not any(p.kind == "device" and p.id in busy for p in trace.planes)
 
 

@@ -354,6 +354,13 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.concatenate([a, b]) for a, b in zip((rows, flops, prec), replayed))  # type: ignore[return-value]
 
 
+def uncounted_replays(trace: Trace) -> float:
+    """Percent of the window's kernel time in graph replays whose FLOPs MFU cannot count
+    (``graph_costs.uncounted_share``, less the kernels with their own FLOPs)."""
+    rows, on_device, c = costed_rows(trace)
+    return graph_costs.uncounted_share(trace, rows[on_device & ~np.isnan(c.flops)])
+
+
 def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> Table:
     """Model FLOPs utilisation per step and overall: model FLOPs (each counted once,
     :func:`model_rows`) ÷ (time × peak FLOP/s of the precision assumed × devices).

@@ -15,8 +15,7 @@ from ..derive import cache
 from ..trace.core import Trace
 from ..trace.sorting import unique
 from .advice import suggestion
-from . import graph_costs
-from .efficiency import costed_rows, device_time, resolve_peak
+from .efficiency import costed_rows, device_time, resolve_peak, uncounted_replays
 from .nesting import outermost
 from .finding import Finding, _records
 from .frames import column, order_desc
@@ -44,7 +43,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     pct = float(column(m, "mfu_pct")[0])
     if not np.isfinite(pct) or pct >= LOW_MFU_PCT or not float(column(m, "flops")[0]) > 0:
         return []  # (no FLOPs counted: the model's are unknown, not zero)
-    blind = graph_costs.uncounted_share(trace)
+    blind = uncounted_replays(trace)
     if blind >= UNCOUNTED_MAX_PCT and pct + blind >= LOW_MFU_PCT:
         return []  # much device time in graph replays whose FLOPs are unknown: MFU is a floor, maybe not low
     oe = t("op_efficiency")

@@ -19,6 +19,7 @@ from .advice import suggestion
 from .efficiency_findings import efficiency_findings
 from .finding import Finding, _records  # noqa: F401 - Finding: analyze's API, as before
 from .clocks import unsynchronised
+from .compile_findings import compile_findings
 from .copy_findings import copy_findings
 from .common import COMMUNICATION, MEMCPY, analysed_span, device_view
 from .frames import column, frame, order_desc
@@ -69,7 +70,7 @@ def findings(trace: Trace, tables: dict[str, Table] | None = None,
 
     out: list[Finding] = []
     for rule in (_host_bound, _input_bound, _launch_bound, _copy_bound, _sync_stalls, _idle_between_steps,
-                 _exposed_comm, copy_findings, memory_findings, efficiency_findings):
+                 _exposed_comm, copy_findings, memory_findings, efficiency_findings, compile_findings):
         out.extend(rule(trace, t))
     out.extend(extension_findings(trace, t))  # the rules of other packages (polyprof.findings)
     unsynced = unsynchronised(trace)

@@ -112,24 +112,22 @@ def replayed_calls(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return pairs[:, 1], ns
 
 
-def uncounted_share(trace: Trace) -> float:
+def uncounted_share(trace: Trace, own: np.ndarray) -> float:
     """Percent of the analysed window's kernel time that graph replays ran without a
     captured op in the trace (a graph captured before the profile started, as
     ``torch.compile`` does in its first calls) nor FLOPs of their own (XLA's command
-    buffers' kernels have theirs): their FLOPs are unknown to ``mfu``."""
+    buffers' kernels have theirs: ``own``, the device rows with their own FLOPs): their
+    FLOPs are unknown to ``mfu`` (``efficiency.uncounted_replays``)."""
     if not inputs.graph_launches(trace):
         return 0.0
     from . import cuda_graphs  # only for a trace with graph launches (as _mapped)
-    from .efficiency import costed_rows  # (with it; efficiency imports this module)
 
     r = cuda_graphs.replays(trace)
     if not len(r.rows):
         return 0.0
     mapped = cuda_graphs.self_captured(trace)
     blind = r.rows if mapped is None else r.rows[mapped.launch < 0]
-    costed, on_device, c = costed_rows(trace)  # a replayed kernel with its own figures counts (XLA's)
-    own = costed[on_device & ~np.isnan(c.flops)]
-    blind = blind[~member(blind, own)] if len(own) else blind
+    blind = blind[~member(blind, own)] if len(own) else blind  # a kernel with its own FLOPs counts (XLA's)
     dv = device_view(trace)
     counted = dv.rows[dv.counted & (trace.kinds[dv.rows] == Kind.KERNEL)]
     dur = trace.events["dur_ns"]

@@ -6,7 +6,7 @@ at the end, on the rank's merged tables, exactly as on the whole rank: the trace
 handed is a *shell*, the rank's planes, tracks, strings and metadata without events,
 with the rank's analysed span and steps. A rule that reads the events themselves
 (launch-bound, copy-bound, synchronisation stalls, pageable and small copies, memory
-growth, out of memory, cached memory, fusable chains) runs on each window; the rank keeps,
+growth, out of memory, cached memory, fusable chains, recompiles) runs on each window; the rank keeps,
 per rule, the worst window's finding: by severity, then its main number (its share; a
 window's share can be above the rank's: synchronisation 54.9% in one window of the H200
 transformer, 49.3% over the rank). docs/store.md names them. The list is then made as :func:`analyze.findings.findings` makes it:
@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..analyze import copy_findings as cop
+from ..analyze.compile_findings import compile_findings
 from ..analyze import efficiency_findings as eff
 from ..analyze.findings import (_copy_bound, _exposed_comm, _host_bound, _idle_between_steps, _input_bound,
                                 _launch_bound, _one_per_rule, _sync_stalls, _unsynchronised, by_severity,
@@ -36,7 +37,8 @@ ORDER: tuple[tuple[Rule, bool], ...] = (
     (_idle_between_steps, False), (_exposed_comm, False), (cop.pageable_copies, True), (cop.small_copies, True),
     (mem._peak_dominated, False), (lambda trace, t: mem._growth(trace), True),
     (lambda trace, t: mem._out_of_memory(trace), True), (lambda trace, t: mem._cached(trace), True),
-    (eff._low_mfu, False), (lambda trace, t: eff._fusable_chains(trace), True), (eff._low_occupancy, False))
+    (eff._low_mfu, False), (lambda trace, t: eff._fusable_chains(trace), True), (eff._low_occupancy, False),
+    (compile_findings, True))
 
 
 class Shell(Trace):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analyze import graph_costs
+from ..analyze.efficiency import uncounted_replays
 from ..analyze.frames import column
 from ..analyze.units import fmt_ns
 from ..trace import keys
@@ -44,7 +44,7 @@ def mfu_line(report: Report) -> Para | None:
     peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
     done = f"{_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {_si(rate, 'FLOP/s')}"
     p = f" ({prec})" if prec else ""
-    blind = graph_costs.uncounted_share(report.trace) if report.trace.n_events else 0.0
+    blind = uncounted_replays(report.trace) if report.trace.n_events else 0.0
     unknown = (f"; {blind:.0f}% of kernel time ran in CUDA/HIP graph replays captured before the trace, "
                "whose FLOPs it cannot count" if blind >= 1 else "")
     if np.isfinite(pct):
