@@ -66,7 +66,7 @@ _SHAPED = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear
 def _no_shapes(trace: Trace) -> Para | None:
     """``MFU unknown: ...`` for a torch trace whose matrix ops carry no input shapes (the
     FLOPs need them), saying how to record them; None otherwise."""
-    if not trace.n_events or trace.stats.may_have(keys.INPUT_DIMS) or not any(s in trace.strings for s in _SHAPED):
+    if not trace.n_events or trace.stats.may_have(keys.INPUT_DIMS) or all(trace.string_id(s) < 0 for s in _SHAPED):
         return None
     return Para((("MFU", "bold"), (" unknown: the ops carry no input shapes, which their FLOPs are counted from "
                                    "(torch.profiler's record_shapes=True; under polyprof run: --plugin-options "
