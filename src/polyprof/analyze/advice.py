@@ -265,13 +265,14 @@ def _has_cuda(trace: Trace) -> bool:
         p.kind == "device" and "nvidia" in (p.vendor or "").lower() for p in t.planes))
 
 
-#: names torch.compile's regions leave in a torch.profiler trace
-COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", "TorchDynamo Cache Lookup")
+#: names torch.compile's regions leave in a torch.profiler trace (every call looks its
+#: cache up; AOTAutograd's function, with autograd)
+COMPILED_MARKS = ("TorchDynamo Cache Lookup", "CompiledFunction", "CompiledFunctionBackward")
 
 
 def compiled(trace: Trace) -> bool:
     """Whether the program ran torch.compile's compiled regions (its names in the trace)."""
-    return cache.memo(trace, "compiled", lambda t: any(s.startswith(COMPILED_MARKS) for s in t.strings))
+    return any(trace.string_id(s) >= 0 for s in COMPILED_MARKS)
 
 
 def _cpu_only(trace: Trace) -> bool:
