@@ -89,3 +89,20 @@ def test_a_compiled_program_is_not_told_to_compile_and_a_cpu_run_not_of_tensor_c
         assert key.split("@")[0] in ADVICE, key
         for t in texts.values():
             t.format(graphs="", graphs_tail="", reduce_overhead="")
+
+
+def test_vllms_compiled_graphs_count_as_compiled_and_titles_name_an_op_once():
+    """vLLM's trace leaves only ``## Call CompiledFxGraph ...`` of torch.compile: still a
+    compiled program. An HLO op named thrice among the ops losing most (its rows per
+    kernel) is named once in the low-MFU title."""
+    from pathlib import Path
+
+    from polyprof.analyze.advice import compiled
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    assert compiled(polyprof.load(data / "peers" / "tracelens" / "vllm_decode_full_graph_capture_bs32.json.gz"))
+    assert not compiled(polyprof.load(data / "h200" / "torch_transformer_h200.json.gz"))
+    jax = polyprof.load(data / "h200" / "jax_transformer_h200.xplane.pb.gz")
+    title = next(f.title for f in A.findings(jax) if f.id == "low_mfu")
+    named = title.split("most lost in ", 1)[1].split(", ")
+    assert len(named) == len(set(named)), title

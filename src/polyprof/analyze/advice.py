@@ -265,14 +265,15 @@ def _has_cuda(trace: Trace) -> bool:
         p.kind == "device" and "nvidia" in (p.vendor or "").lower() for p in t.planes))
 
 
-#: names torch.compile's regions leave in a torch.profiler trace (every call looks its
-#: cache up; AOTAutograd's function, with autograd)
-COMPILED_MARKS = ("TorchDynamo Cache Lookup", "CompiledFunction", "CompiledFunctionBackward")
+#: how the names torch.compile's regions leave in a torch.profiler trace begin (vLLM's
+#: compiled graphs leave only ``## Call CompiledFxGraph ...``)
+COMPILED_MARKS = ("Torch-Compiled Region", "TorchDynamo Cache Lookup", "CompiledFunction", "## Call CompiledFxGraph")
 
 
 def compiled(trace: Trace) -> bool:
-    """Whether the program ran torch.compile's compiled regions (its names in the trace)."""
-    return any(trace.string_id(s) >= 0 for s in COMPILED_MARKS)
+    """Whether the program ran torch.compile's compiled regions (its names in the trace;
+    looked for once per trace)."""
+    return cache.memo(trace, "compiled", lambda t: any(s.startswith(COMPILED_MARKS) for s in t.strings))
 
 
 def _cpu_only(trace: Trace) -> bool:

@@ -6,11 +6,17 @@ batch of another size with ``dynamic=False``), a guard that failed, or a graph b
 reached for the first time. torch marks its compilations with ranges torch.profiler
 records (``dynamo_timed``): a frame's (``entire_frame_compile``, ``_compile.compile_inner``)
 and Inductor's (``compile_fx_inner``: a backward graph compiles at its first backward,
-after its frame's). Their union in the window is the time the finding gives.
+after its frame's). Which compilation is a recompile torch says itself: each call of a compiled frame enters
+``Torch-Compiled Region: F/G``, G the frame's compilation it runs (0: its first), so a
+frame's compilation followed by the region of a G above 0 is a recompile (and Inductor's
+ranges after it, up to the next frame's, are its). Where a trace has no such regions
+(only the CUDA activity and compile ranges), a compilation counts only in a step after
+the first. Their union in the analysed span is the time the finding gives.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +34,9 @@ from .window import host_mask
 #: a frame's compilation (torch 2.5 and later, and before), then Inductor's own
 FRAME_COMPILE = ("entire_frame_compile", "_compile.compile_inner (dynamo_timed)",
                  "_compile.<locals>.compile_inner (dynamo_timed)")
-INDUCTOR_COMPILE = ("compile_fx_inner (dynamo_timed)", "inductor_compile")
+INDUCTOR_COMPILE = ("compile_fx_inner (dynamo_timed)", "inductor_compile", "entire_backward_compile")
+#: the range each call of a compiled frame enters: frame F, its compilation G
+_REGION = r"^Torch-Compiled Region: (\d+)/(\d+)$"  # compiled on first use (re's cache)
 RECOMPILE_MIN_PCT = 5.0  # compiling takes at least this share of the analysed span
 RECOMPILE_HIGH_PCT = 25.0
 
@@ -38,12 +46,13 @@ def compile_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     if not len(rows):
         return []
     ev = trace.events
-    rows = rows[host_mask(trace, ev["start_ns"][rows])]
+    rows = _recompiling(trace, rows)
+    rows = rows[host_mask(trace, ev["start_ns"][rows])] if len(rows) else rows
     t0, t1 = analysed_span(trace)
     if not len(rows) or t1 <= t0:
         return []
     start = ev["start_ns"][rows].astype(np.int64)
-    s, e = union(start, start + ev["dur_ns"][rows].astype(np.int64))
+    s, e = union(np.clip(start, t0, t1), np.clip(start + ev["dur_ns"][rows].astype(np.int64), t0, t1))
     took = int((e - s).sum())
     share = 100.0 * took / (t1 - t0)
     if share < RECOMPILE_MIN_PCT:
@@ -61,3 +70,31 @@ def compile_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         {"compile_ns": took, "share_pct": round(share, 2), "frames": frames, "steps": where,
          "span_ns": int(t1 - t0)},
         [], suggestion(trace, "recompiles"))]
+
+
+def _recompiling(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Of the compile ranges ``rows``, those of a recompilation (see the module doc), in
+    time order."""
+    ev = trace.events
+    rows = rows[np.argsort(ev["start_ns"][rows], kind="stable")]
+    which = {}
+    for i, text in enumerate(trace.strings):
+        if text.startswith("Torch-Compiled Region: "):
+            m = re.match(_REGION, text)
+            if m:
+                which[i] = int(m.group(2))
+    if not which:  # no regions to tell: a compilation in a step after the first
+        steps = cache.steps(trace)
+        return rows[steps.of(ev["start_ns"][rows]) >= 1] if len(steps) else rows[:0]
+    regions = trace.rows_named(*(trace.strings[i] for i in which))
+    regions = regions[np.argsort(ev["start_ns"][regions], kind="stable")]
+    r_start = ev["start_ns"][regions].astype(np.int64)
+    frame = np.isin(ev["name"][rows], [trace.string_id(f) for f in FRAME_COMPILE])
+    keep = np.zeros(len(rows), bool)
+    again = False  # the latest frame compilation's: a recompile
+    for k, r in enumerate(rows.tolist()):
+        if frame[k]:
+            j = int(np.searchsorted(r_start, int(ev["start_ns"][r]) + int(ev["dur_ns"][r])))
+            again = j < len(regions) and which[int(ev["name"][regions[j]])] > 0
+        keep[k] = again
+    return rows[keep]

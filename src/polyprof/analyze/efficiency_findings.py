@@ -58,7 +58,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         e["lost_ns"] = float(lost[i])
         e["flops_per_s"] = float(f"{e['flops_per_s']:.4g}")  # readable in the terminal's evidence lines
         e["roofline_pct"] = round(float(e["roofline_pct"]), 2)
-    names = ", ".join(_title_name(e["name"]) for e in events[:3])
+    names = ", ".join(dict.fromkeys(_title_name(e["name"]) for e in events[:3]))  # (an HLO op's name repeats)
     prec = str(column(m, "precision")[0])
     return [Finding(
         "low_mfu", f"Model FLOPs utilisation is {pct:.1f}%" + (f" ({prec})" if prec else "")
