@@ -209,3 +209,13 @@ def test_a_torch_trace_without_shapes_says_how_to_get_mfu(tmp_path: Path, capsys
     assert "MFU unknown: the ops carry no input shapes" in out and "record_shapes" in out
     assert main(["summary", str(DATA / "torch_bf16_mm_h200.json.gz")]) == 0
     assert "no input shapes" not in capsys.readouterr().out
+
+
+def test_a_trace_of_graph_replays_alone_says_why_mfu_is_unknown(capsys) -> None:
+    """A graph captured before torch.profiler started, replayed 5 times (93% of the kernel
+    time): no FLOPs to count, and the MFU line says why instead of nothing."""
+    from polyprof.cli import main
+
+    assert main(["summary", str(DATA / "torch_cuda_graph_h200.json.gz")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "MFU unknown: 93% of kernel time ran in CUDA/HIP graph replays captured before the trace" in out

@@ -38,7 +38,7 @@ def mfu_line(report: Report) -> Para | None:
     m = report.tables.get("mfu")
     flops = float(column(m, "flops")[0]) if m is not None and len(m) else 0.0
     if not flops > 0:
-        return _no_shapes(report.trace)
+        return _no_shapes(report.trace) or _all_replays(report.trace)
     pct, prec = float(column(m, "mfu_pct")[0]), str(column(m, "precision")[0])
     t_ns, rate = float(column(m, "time_ns")[0]), float(column(m, "flops_per_s")[0])
     peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
@@ -61,6 +61,18 @@ def mfu_line(report: Report) -> Para | None:
 #: torch ops whose FLOPs come from their input shapes (``analyze/flops.py``)
 _SHAPED = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm",
            "aten::convolution", "aten::_convolution", "aten::conv2d", "aten::scaled_dot_product_attention")
+
+
+def _all_replays(trace: Trace) -> Para | None:
+    """``MFU unknown: N% of kernel time ran in ... graph replays ...`` for a trace that
+    counts no FLOPs while most of its kernel time is in replays of graphs captured before
+    it (torch.compile's reduce-overhead mode profiled after its first calls); else None."""
+    blind = uncounted_replays(trace) if trace.n_events else 0.0
+    if blind < 50:
+        return None
+    return Para((("MFU", "bold"), (f" unknown: {blind:.0f}% of kernel time ran in CUDA/HIP graph replays captured "
+                                   "before the trace, whose FLOPs it cannot count (a profile that records the "
+                                   "first calls, where the graphs are captured, counts them)", None)))
 
 
 def _no_shapes(trace: Trace) -> Para | None:
