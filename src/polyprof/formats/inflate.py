@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from ..errors import TraceFormatError
-from .safety import XZ_MAGIC, Inflation
+from .safety import XZ_MAGIC, Inflation, packer
 
 _READ_BYTES = 1 << 20
 #: compressed bytes handed to the inflater at a time: a call that fills a block leaves the
@@ -50,12 +50,12 @@ class Decompressed:
 
     def blocks(self) -> Iterator[bytes]:
         with open(self.path, "rb") as f:
-            head = f.read(len(XZ_MAGIC))
+            kind = packer(f.read(len(XZ_MAGIC)))
             f.seek(0)
-            if head[:2] == b"\x1f\x8b":
+            if kind == "gzip":
                 yield from self._gunzip(f)
                 return
-            if head == XZ_MAGIC:
+            if kind == "xz":
                 yield from self._unxz(f)
                 return
             while True:

@@ -87,6 +87,13 @@ def override(**changes: Any) -> Iterator[Limits]:  # each of its Limits field's 
 #: how an xz file begins (its stream header's magic bytes): read streamed where its reader
 #: can (``formats/inflate.py``), within the same limits as gzip
 XZ_MAGIC = b"\xfd7zXZ\x00"
+#: how a gzip file begins
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def packer(head: bytes) -> str:
+    """"gzip" or "xz" for a file whose first bytes are ``head`` (at least 6), else ""."""
+    return "gzip" if head[:2] == GZIP_MAGIC else "xz" if head[:len(XZ_MAGIC)] == XZ_MAGIC else ""
 
 
 class Inflation:

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import TraceFormatError, one_line
 from . import sqlite_pages
-from .safety import XZ_MAGIC, Limits, current
+from .safety import XZ_MAGIC, Limits, current, packer
 
 log = logging.getLogger("polyprof")
 
@@ -129,10 +129,6 @@ def _read(conn: sqlite3.Connection, path: Path, read: Callable[[sqlite3.Connecti
         conn.close()
 
 
-#: how a gzip file begins
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
 def _packer(path: Path) -> str:
     """"gzip" or "xz" for a file compressed so (by its first bytes), else ""."""
     try:
@@ -140,7 +136,7 @@ def _packer(path: Path) -> str:
             head = f.read(len(XZ_MAGIC))
     except OSError:
         return ""  # connect says why
-    return "gzip" if head[:2] == _GZIP_MAGIC else "xz" if head == XZ_MAGIC else ""
+    return packer(head)
 
 
 @contextlib.contextmanager
