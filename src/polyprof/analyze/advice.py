@@ -14,7 +14,7 @@ from ..derive import cache
 from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
-from ..trace.sorting import unique
+from .common import on_device
 
 #: rule -> framework -> suggestion ("generic" is the fallback)
 ADVICE: dict[str, dict[str, str]] = {
@@ -276,19 +276,13 @@ def compiled(trace: Trace) -> bool:
     return cache.memo(trace, "compiled", lambda t: any(s.startswith(COMPILED_MARKS) for s in t.strings))
 
 
-def _cpu_only(trace: Trace) -> bool:
-    """Whether no device plane has events (a CPU run)."""
-    busy = set(unique(trace.event_planes()).tolist()) if trace.n_events else set()  # (np.unique imports numpy.ma)
-    return not any(p.kind == "device" and p.id in busy for p in trace.planes)
-
-
 def suggestion(trace: Trace, rule: str) -> str:
     """The suggestion of ``rule`` for the framework (and device) of ``trace``: its
     ``@compiled`` text for a torch.compile program (no advice to compile what is), its
     ``@cpu`` text for a CPU run, where the rule has them."""
     fw = framework(trace)
     variants = ([f"{rule}@compiled"] if fw == "torch" and compiled(trace) else []) + \
-        ([f"{rule}@cpu"] if _cpu_only(trace) else [])
+        ([f"{rule}@cpu"] if not on_device(trace) else [])
     text = next((t for t in (VARIANTS.get(v, {}).get(fw, VARIANTS.get(v, {}).get("generic")) for v in variants)
                  if t), None)
     if text is None:

@@ -19,7 +19,7 @@ from ..derive import cache
 from ..trace.categories import Kind, collective_names, is_copy_name
 from ..trace.core import Trace
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
-from ..trace.sorting import unique_inverse
+from ..trace.sorting import unique, unique_inverse
 from .window import device_mask, host_mask, round_like_hta, selection, view
 
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
@@ -150,6 +150,12 @@ def names_in(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
     ids = [i for i in map(trace.string_id, names) if i >= 0]
     out[ids] = True
     return out
+
+
+def on_device(trace: Trace) -> bool:
+    """Whether a device plane of ``trace`` has events (a GPU's), not a CPU run's alone."""
+    busy = set(unique(trace.event_planes()).tolist()) if trace.n_events else set()  # (np.unique imports numpy.ma)
+    return any(p.kind == "device" and p.id in busy for p in trace.planes)
 
 
 def counted_kernels(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..analyze.efficiency import uncounted_replays
+from ..analyze.common import on_device
 from ..analyze.frames import column
 from ..analyze.units import fmt_ns
 from ..trace import keys
 from ..trace.core import Trace
-from ..trace.sorting import unique
 from .tables import Report
 from .textout import Para
 
@@ -23,12 +23,6 @@ def _si(x: float, unit: str) -> str:
         if abs(x) >= scale:
             return f"{x / scale:.3g} {p}{unit}"
     return f"{x:.3g} {unit}"
-
-
-def _on_device(trace: Trace) -> bool:
-    """Whether the trace has a device plane with events (a GPU's), not a CPU run's alone."""
-    busy = set(unique(trace.event_planes()).tolist()) if trace.n_events else set()  # (np.unique imports numpy.ma)
-    return any(p.kind == "device" and p.id in busy for p in trace.planes)
 
 
 def mfu_line(report: Report) -> Para | None:
@@ -51,7 +45,7 @@ def mfu_line(report: Report) -> Para | None:
         per = f" x {devices} devices" if devices > 1 else ""
         return Para((("MFU", "bold"), (f" {pct:.3g}%{p}: {done} of {_si(peak, 'FLOP/s')} peak{per}{unknown}", None)))
     key = prec or "fp32"
-    where = "device" if _on_device(report.trace) else "CPU"
+    where = "device" if on_device(report.trace) else "CPU"
     known = str(column(m, "device")[0]).split(" (", 1)[0]
     what = f"for {known}" if known else f"for this {where}"
     return Para((("MFU", "bold"), (f" unknown{p}: {done}; no {key} peak known {what}: give one with "
