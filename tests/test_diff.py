@@ -664,6 +664,24 @@ def test_replicates_use_run_to_run_variance():
     assert [(c["name"], c["change"]) for c in d.changes] == [(f"kernel_{k:03d}", "slower")]
 
 
+def test_two_runs_a_side_with_warm_up_in_one_side_only_is_no_change():
+    """Two runs a side; in one op both A runs happen to have 3 warm-up steps 8x the rest
+    (page faults of fresh memory), both B runs none: the runs' means lie close on each
+    side, so their spread alone gave p 1e-4 (CI, a real torch A/A run, called 62% faster).
+    Each run's own steps say its mean varies more than that: no change. An op 30% slower
+    in every step of both B runs is still called."""
+    from polyprof.analyze.diff_stats import Samples, compare
+
+    rng = np.random.default_rng(3)
+    steps, run = 12, np.repeat([0, 1], 12)
+    a = 19_000 * rng.lognormal(0, 0.03, (2, 2 * steps))
+    b = 19_000 * rng.lognormal(0, 0.03, (2, 2 * steps))
+    a[0, [1, 2, 3, 13, 14, 15]] *= 8  # the warm-up of A's runs
+    b[1] *= 1.3  # a real change
+    got = compare(Samples(a, run, np.zeros(2 * steps, int)), Samples(b, run, np.zeros(2 * steps, int)))
+    assert got.p[0] > 0.2 and got.p[1] < 0.01, got.p
+
+
 def test_renamed_dataloader_iterator_is_one_row(tmp_path):
     """A DataLoader made multi-process: the iterator's annotation is renamed and its time
     drops; diffed, it is one row (the same role), faster, not "gone" plus "new"."""
