@@ -53,3 +53,32 @@ def test_no_temporary_file_says_so_naming_the_file(tmp_path, monkeypatch):
     with pytest.raises(TraceFormatError) as ei:
         polyprof.load(gz)
     assert str(ei.value).startswith(f"{gz}: cannot make a temporary file in {tmp_path / 'missing'}")
+
+
+@pytest.mark.parametrize("head", [256 << 10, 4096])
+def test_a_compressed_database_is_inflated_once_in_full(tmp_path, monkeypatch, head):
+    """Detecting and reading a compressed export inflates it in full once: its sniffs read
+    the schema from its first pages (``SCHEMA_HEAD_BYTES``, here 256 KiB of the 373 KiB
+    Nsight Systems export, which hold its schema); with a head too short for the
+    schema (4 KiB), from the whole, as before: twice."""
+    import polyprof
+    from polyprof.formats import inflate, sqlite_db
+
+    plain = polyprof.load(NSYS).n_events
+    monkeypatch.setattr(sqlite_db, "SCHEMA_HEAD_BYTES", head)
+    sqlite_db._packed_schema.cache_clear()
+    p = tmp_path / "report.sqlite.gz"
+    p.write_bytes(gzip.compress(NSYS.read_bytes()))
+    inflated = []
+    blocks = inflate.Decompressed.blocks
+
+    def counted(self):
+        for b in blocks(self):
+            inflated.append(len(b))
+            yield b
+
+    monkeypatch.setattr(inflate.Decompressed, "blocks", counted)
+    assert polyprof.load(p).n_events == plain > 0
+    size = NSYS.stat().st_size
+    want = size + head if head > 4096 else head + 2 * size
+    assert sum(inflated) == want, (sum(inflated), size)
