@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..derive import cache
+from ..derive.intervals import child_time
 from ..trace.categories import Kind, collective_names, is_copy_name
 from ..trace.core import Trace
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
@@ -162,7 +163,9 @@ def counted_kernels(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     """(name id, duration, step index, activity class) of the device activity the window
     counts (by its launch's start, or its own where none is known), then of the kernels a
     host plane holds in the window's steps (XLA's CPU ops run on ``/host:CPU`` threads:
-    a JAX CPU program's compiled work), as ``diff`` compares them."""
+    a JAX CPU program's compiled work), as ``diff`` compares them. A host kernel that
+    encloses others on its thread (a ``while``, ``call`` or ``conditional`` around its
+    computations' ops) counts its own time only (:func:`self_times`)."""
     ev = trace.events
     steps = cache.steps(trace)
     v = device_view(trace)
@@ -172,9 +175,26 @@ def counted_kernels(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     host = np.array([p.kind == "host" for p in trace.planes], bool)
     xla = trace.rows_of_kind(Kind.KERNEL)
     xla = xla[host[trace.track_plane[ev["track"][xla]]]] if len(xla) else xla
-    xla = xla[host_mask(trace, ev["start_ns"][xla])] if len(xla) else xla
+    own = self_times(trace, xla)
+    keep = host_mask(trace, ev["start_ns"][xla]) if len(xla) else np.zeros(0, bool)
+    xla, own = xla[keep], own[keep]
     if len(xla):
-        rows, dur = np.concatenate([rows, xla]), np.concatenate([dur, ev["dur_ns"][xla].astype(dur.dtype)])
+        rows, dur = np.concatenate([rows, xla]), np.concatenate([dur, own.astype(dur.dtype)])
         start = np.concatenate([start, ev["start_ns"][xla]])
         cls = np.concatenate([cls, activity_class(trace, xla)])
     return ev["name"][rows], dur, steps.of(start), cls
+
+
+def self_times(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Each event's duration less those of the events of ``rows`` directly inside it on
+    its thread: its self time. XLA's CPU runtime runs a ``while``'s body (a ``call``'s,
+    a ``conditional``'s branch) inside the control-flow op's own event, so the nesting,
+    not the op's name, tells what would be counted twice; ops that enclose nothing keep
+    their duration (docs/analysis.md, "Diff of two runs")."""
+    ev = trace.events
+    start = np.asarray(ev["start_ns"][rows], np.int64)
+    dur = np.asarray(ev["dur_ns"][rows], np.int64)
+    if not len(rows):
+        return dur
+    inner = child_time(cache.threads(trace)[ev["track"][rows]], start, start + dur)
+    return np.maximum(dur - inner, 0)  # (never below 0, should spans on a thread overlap)
