@@ -97,3 +97,25 @@ def test_device_kernels_keep_their_duration(traces_dir, path):
     want = (v.end - v.start)[v.counted]
     assert len(want) > 90
     np.testing.assert_array_equal(dur[:len(want)], want)
+
+
+def test_diff_of_two_log_directories(tmp_path):
+    """`polyprof diff A B` of the directories `jax.profiler.trace` wrote (``A/plugins/
+    profile/<run>/<host>.xplane.pb``): one run a side, as `polyprof summary A` reads it;
+    the lone ``plugins`` folder was taken for a run of a directory of runs ("A/plugins: no
+    trace files in this directory")."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+
+    for side in ("a", "b"):
+        run = tmp_path / side / "plugins" / "profile" / "2026_11_30_04_00_00"
+        run.mkdir(parents=True)
+        (run / "host.xplane.pb").write_bytes(gzip.decompress((SCAN / f"run_{side}.xplane.pb.gz").read_bytes()))
+    r = subprocess.run([sys.executable, "-m", "polyprof", "diff", str(tmp_path / "a"), str(tmp_path / "b"), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["overview"]["a"]["runs"] == doc["overview"]["b"]["runs"] == 1
+    assert doc["overview"]["rows_tested"] > 5

@@ -135,13 +135,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _runs_at(path: str) -> list[tuple[TraceSet, list[str]]]:
-    """The runs at ``path``: one (a file, a directory of rank files, a store), or one per
-    subdirectory of a directory of runs; each with its paths."""
-    from ..ranks.sources import rank_files
+    """The runs at ``path``: one (a file, a directory of rank files, a store, a log
+    directory of ``jax.profiler.trace``), or one per subdirectory of a directory of runs;
+    each with its paths."""
+    from ..ranks.sources import is_logdir, rank_files
     from ..store.manifest import is_store
 
     p = Path(path)
-    if p.is_dir() and not is_store(p):
+    if p.is_dir() and not is_store(p) and not is_logdir(p):  # (a log directory: one run, its latest)
         files = rank_files(p)  # other packages' formats' files too
         subdirs = sorted(q for q in p.iterdir() if q.is_dir() and not q.name.startswith("."))
         if not files and subdirs:

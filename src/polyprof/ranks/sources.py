@@ -196,13 +196,16 @@ def _logdir(item: Any) -> list[RankSource] | None:
     return None if run is None else _directory(run)
 
 
+def is_logdir(p: Path) -> bool:
+    """Whether ``p`` is a log directory of XProf's layout (``plugins/profile`` in it)."""
+    return (p / "plugins" / "profile").is_dir()
+
+
 def _profile_run(item: Any) -> Path | None:
     """A log directory's latest profile run (:func:`_logdir`), None for another item."""
-    if not isinstance(item, (str, os.PathLike)):
+    if not isinstance(item, (str, os.PathLike)) or not is_logdir(Path(item)):
         return None
     profile = Path(item) / "plugins" / "profile"
-    if not profile.is_dir():
-        return None
     runs = sorted((p for p in profile.iterdir() if p.is_dir()), key=lambda p: (p.stat().st_mtime, p.name))
     if not runs:
         raise PolyprofError(f"{item}: a log directory without a profile run")
