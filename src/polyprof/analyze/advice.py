@@ -90,16 +90,13 @@ ADVICE: dict[str, dict[str, str]] = {
         "generic": "Each sync stops the host from queueing work ahead. Wait less often: once per batch "
                    "rather than per operation.",
     },
-    "low_mfu": {
-        "torch": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). For "
-                 "compute-bound ones use a precision the tensor units run fast (bf16/fp16 autocast, TF32 for "
+    "low_mfu": {  # (the finding leads with "The ops listed lose ..." where it lists some)
+        "torch": "For compute-bound ops use a precision the tensor units run fast (bf16/fp16 autocast, TF32 for "
                  "fp32 matmuls), shapes that are multiples of 8/16, larger batches; fuse memory-bound ones with "
                  "their neighbours (torch.compile) so their data stays on chip.",
-        "jax": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). For "
-               "compute-bound ones use bf16 (jax.numpy dtypes, precision=), shapes that are multiples of 8/128, "
+        "jax": "For compute-bound ops use bf16 (jax.numpy dtypes, precision=), shapes that are multiples of 8/128, "
                "larger batches; keep memory-bound ones inside one jax.jit so XLA fuses them.",
-        "generic": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). "
-                   "For compute-bound ones use a precision the device's matrix units run fast, shapes that are "
+        "generic": "For compute-bound ops use a precision the device's matrix units run fast, shapes that are "
                    "multiples of 8/16, larger batches; fuse memory-bound ones with their neighbours.",
     },
     "fusable_chain": {
@@ -198,7 +195,9 @@ ADVICE: dict[str, dict[str, str]] = {
 
 #: ``rule@variant`` -> framework -> suggestion, chosen before the rule's own (``suggestion``):
 #: ``@compiled`` for a torch.compile program (no advice to compile what is), ``@cpu`` for a
-#: CPU run (no tensor cores, no device memory)
+#: CPU run (no tensor cores, no device memory: threads, oneDNN, bf16 only with AMX or
+#: AVX512-BF16), ``@compiled@cpu`` for a torch.compile program on a CPU (taken first; a rule
+#: with a ``@compiled`` and a ``@cpu`` text for a framework has one)
 VARIANTS: dict[str, dict[str, str]] = {
     "host_bound@compiled": {
         "torch": "The device finishes work before the host issues more. The program is compiled already "
@@ -213,28 +212,61 @@ VARIANTS: dict[str, dict[str, str]] = {
                  "ops outside the compiled regions run one kernel each; or batch more work per kernel.",
     },
     "low_mfu@compiled": {
-        "torch": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). For "
-                 "compute-bound ones use a precision the matrix units run fast (bf16/fp16 autocast; TF32 for "
-                 "fp32 matmuls on a GPU), shapes that are multiples of 8/16, larger batches; memory-bound ones "
-                 "outside the compiled regions (run eagerly, or past a graph break: TORCH_LOGS=graph_breaks) "
-                 "are what compiling them too would fuse.",
+        "torch": "For compute-bound ops use a precision the tensor cores run fast (bf16/fp16 autocast, TF32 for "
+                 "fp32 matmuls: torch.set_float32_matmul_precision('high')), shapes that are multiples of 8/16, "
+                 "larger batches; memory-bound ones outside the compiled regions (run eagerly, or past a graph "
+                 "break: TORCH_LOGS=graph_breaks) are what compiling them too would fuse.",
     },
     "low_mfu@cpu": {
-        "torch": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). On a "
-                 "CPU: bf16 where it has matrix units (torch.autocast('cpu'), AMX), as many threads as cores "
-                 "(torch.set_num_threads), larger batches; fuse memory-bound ones (torch.compile).",
-        "jax": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). On a "
-               "CPU: larger batches, as many threads as cores, bf16 where it has matrix units; keep the step "
-               "in one jax.jit so XLA fuses memory-bound ones.",
-        "generic": "The ops listed lose the most time against their roofline (time x (1 - roofline share)). On "
-                   "a CPU: larger batches, as many threads as cores, a precision its vector or matrix units "
-                   "run fast; fuse memory-bound ones.",
+        "torch": "On a CPU the matmuls run in oneDNN/MKL on the cores: give them as many threads as physical cores "
+                 "(torch.set_num_threads, OMP_NUM_THREADS; fewer where DataLoader workers share the cores), larger "
+                 "batches so each GEMM is big enough to use them, bf16 (torch.autocast('cpu', "
+                 "dtype=torch.bfloat16)) only where the CPU runs it natively (AMX or AVX512-BF16: amx_bf16 or "
+                 "avx512_bf16 among lscpu's flags; elsewhere it is slower than fp32); compile the model "
+                 "(torch.compile) so that Inductor fuses the memory-bound ops into vectorised loops.",
+        "jax": "On a CPU: larger batches so each dot is big enough for the cores, every core free for XLA's "
+               "thread pool (no other busy processes, no taskset or container limit below the cores), the whole "
+               "step in one jax.jit so XLA fuses memory-bound ops; bf16 gains little where XLA's CPU backend runs "
+               "a bf16 dot in fp32 after converts (its HLO shows them).",
+        "generic": "On a CPU: as many threads as physical cores, larger batches, a precision its vector or matrix "
+                   "units run natively (bf16 only with AMX or AVX512-BF16); fuse memory-bound ops.",
+    },
+    "low_mfu@compiled@cpu": {
+        "torch": "The program is compiled already (torch.compile): on a CPU Inductor runs the matmuls as oneDNN/MKL "
+                 "calls (the aten::mm / aten::addmm in the trace) and fuses the rest into C++ loops the trace "
+                 "does not show. Give them as many threads as physical cores (torch.set_num_threads, "
+                 "OMP_NUM_THREADS), larger batches so each GEMM is big enough to use them, bf16 autocast only "
+                 "where the CPU runs it natively (AMX or AVX512-BF16: amx_bf16 or avx512_bf16 among lscpu's "
+                 "flags); for inference, torch._inductor.config.freezing = True folds the weights in and "
+                 "prepacks them for oneDNN; ops outside the compiled regions (past a graph break: "
+                 "TORCH_LOGS=graph_breaks) run eagerly.",
     },
     "fusable_chain@compiled": {
         "torch": "Each op of the chain reads and writes memory below the device's ridge point. They ran outside "
                  "the compiled regions (eagerly, or past a graph break: TORCH_LOGS=graph_breaks): compiled too, "
                  "or replaced by a fused op (F.scaled_dot_product_attention, a fused optimizer), the "
                  "intermediates stay on chip.",
+    },
+    "fusable_chain@cpu": {
+        "torch": "Each op of the chain reads and writes memory below the CPU's ridge point; fused into one loop "
+                 "(torch.compile: Inductor's vectorised C++ kernels, or a fused op such as "
+                 "F.scaled_dot_product_attention) the intermediates stay in cache.",
+        "jax": "Each op of the chain reads and writes memory below the CPU's ridge point; inside one jax.jit XLA "
+               "fuses such chains, so the intermediates stay in cache.",
+        "generic": "Each op of the chain reads and writes memory below the CPU's ridge point; fused into one loop "
+                   "the intermediates stay in cache.",
+    },
+    "fusable_chain@compiled@cpu": {
+        "torch": "Each op of the chain reads and writes memory below the CPU's ridge point. They ran outside the "
+                 "compiled regions (eagerly, or past a graph break: TORCH_LOGS=graph_breaks): compiled too, or "
+                 "replaced by a fused op (F.scaled_dot_product_attention, a fused optimizer), the intermediates "
+                 "stay in cache.",
+    },
+    "input_bound@cpu": {
+        "torch": "Load and preprocess the next batch while the current one runs: DataLoader with num_workers > 0 "
+                 "(more of them where it has some: the workers do not keep up), persistent_workers and "
+                 "prefetch_factor; on a CPU the workers share the cores with the model's threads, so leave them "
+                 "some (torch.set_num_threads); cache decoded data.",
     },
 }
 
@@ -278,11 +310,13 @@ def compiled(trace: Trace) -> bool:
 
 def suggestion(trace: Trace, rule: str) -> str:
     """The suggestion of ``rule`` for the framework (and device) of ``trace``: its
-    ``@compiled`` text for a torch.compile program (no advice to compile what is), its
-    ``@cpu`` text for a CPU run, where the rule has them."""
+    ``@compiled@cpu`` text for a torch.compile program on a CPU, its ``@compiled`` text for
+    a torch.compile program (no advice to compile what is), its ``@cpu`` text for a CPU run
+    (no device activity), where the rule has them, in that order."""
     fw = framework(trace)
-    variants = ([f"{rule}@compiled"] if fw == "torch" and compiled(trace) else []) + \
-        ([f"{rule}@cpu"] if not on_device(trace) else [])
+    comp, cpu = fw == "torch" and compiled(trace), not on_device(trace)
+    variants = ([f"{rule}@compiled@cpu"] if comp and cpu else []) + ([f"{rule}@compiled"] if comp else []) + \
+        ([f"{rule}@cpu"] if cpu else [])
     text = next((t for t in (VARIANTS.get(v, {}).get(fw, VARIANTS.get(v, {}).get("generic")) for v in variants)
                  if t), None)
     if text is None:

@@ -30,6 +30,9 @@ CHAIN_MAX_INTENSITY = 4.0  # FLOPs per byte: elementwise, norms, softmax, copies
 CHAIN_SHARE = 5.0  # a chain's device time, share of the device time of all top-level ops
 OCCUPANCY_MAX = 0.25  # theoretical occupancy at or below this is "low"
 OCCUPANCY_SHARE = 5.0  # ... for kernels with at least this share of device time
+#: the low-MFU advice's lead where the finding lists ops (a torch CPU run's host ops have no
+#: roofline share, so it lists none)
+LOW_MFU_LEAD = "The ops listed lose the most time against their roofline (time x (1 - roofline share)). "
 
 
 def efficiency_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
@@ -67,7 +70,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         {"mfu_pct": pct, "precision": prec, "flops": float(column(m, "flops")[0]),
          "time_ns": float(column(m, "time_ns")[0]), "peak_flops_per_s": float(column(m, "peak_flops_per_s")[0]),
          "devices": int(column(m, "devices")[0]), "device": str(column(m, "device")[0])},
-        events, suggestion(trace, "low_mfu"))]
+        events, (LOW_MFU_LEAD if events else "") + suggestion(trace, "low_mfu"))]
 
 
 def _title_name(name: str, most: int = 60) -> str:
