@@ -167,8 +167,7 @@ def t_two_sided(t: np.ndarray, df: np.ndarray) -> np.ndarray:
     return out
 
 
-def student_groups(a: np.ndarray, b: np.ndarray, serial: bool = False,
-                   floor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def student_groups(a: np.ndarray, b: np.ndarray, serial: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Student's two-sample t test with the variance pooled over both sides, per row of
     ``a`` (items x n_a) and ``b`` (items x n_b): (t of mean(b) - mean(a), n_a + n_b - 2
     degrees of freedom, two-sided p). One side may have a single value (one run): the
@@ -179,12 +178,7 @@ def student_groups(a: np.ndarray, b: np.ndarray, serial: bool = False,
     run), whose neighbours are alike (warm-up, the machine's load drifting): a mean of n
     such samples varies :func:`_serial_factor` times as much as of n independent ones.
     Each side's variance of its mean and its degrees of freedom are taken for its
-    effective n, n / that factor.
-
-    ``floor``: per row, the least variance one value may have (the pooled variance is
-    taken as at least that): when each value is itself a mean (a run's, over its
-    steps), its own sampling variance is a floor that two or three values that happen
-    to lie close cannot go under."""
+    effective n, n / that factor."""
     a, b = np.atleast_2d(np.asarray(a, np.float64)), np.atleast_2d(np.asarray(b, np.float64))
     k, n_a, n_b = a.shape[0], a.shape[1], b.shape[1]
     df = n_a + n_b - 2
@@ -196,23 +190,10 @@ def student_groups(a: np.ndarray, b: np.ndarray, serial: bool = False,
     ss = (da ** 2).sum(axis=1) + (db ** 2).sum(axis=1)
     f_a, f_b = (_serial_factor(da), _serial_factor(db)) if serial else (np.ones(k), np.ones(k))
     dfs = np.maximum(n_a / f_a + n_b / f_b - 2.0, 1.0)
-    var = ss / df if floor is None else np.maximum(ss / df, floor)
-    se2 = var * (f_a / n_a + f_b / n_b)
+    se2 = ss / df * (f_a / n_a + f_b / n_b)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se2 > 0, diff / np.sqrt(se2), np.where(diff == 0, 0.0, np.copysign(np.inf, diff)))
     return t, dfs, t_two_sided(t, dfs)
-
-
-def variance_of_mean(x: np.ndarray) -> np.ndarray:
-    """Per row of ``x`` (a series in time order, items x n): the variance of its mean,
-    the samples' variance / n times :func:`_serial_factor` (a run's warm-up or a stretch
-    of load makes neighbours alike); NaN under 2 samples."""
-    x = np.atleast_2d(np.asarray(x, np.float64))
-    n = x.shape[1]
-    if n < 2:
-        return np.full(x.shape[0], np.nan)
-    d = x - x.mean(axis=1, keepdims=True)
-    return (d ** 2).sum(axis=1) / (n - 1) * _serial_factor(d) / n
 
 
 def _serial_factor(d: np.ndarray) -> np.ndarray:
