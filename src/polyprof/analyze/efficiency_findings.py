@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..derive import cache
+from ..trace.categories import collective_names
 from ..trace.core import Trace
 from ..trace.sorting import unique
 from .advice import suggestion
@@ -51,7 +52,8 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         return []  # much device time in graph replays whose FLOPs are unknown: MFU is a floor, maybe not low
     oe = t("op_efficiency")
     roof = column(oe, "roofline_pct") if len(oe) else np.zeros(0)
-    ok = np.isfinite(roof)
+    ok = np.isfinite(roof) & ~collective_names([str(n) for n in column(oe, "name")]) if len(oe) else np.zeros(0, bool)
+    # (a collective's time is the network's and the other ranks', not lost against a roofline)
     lost = np.where(ok, column(oe, "time_ns") * (1.0 - np.minimum(np.nan_to_num(roof), 100.0) / 100.0), 0.0) \
         if len(oe) else np.zeros(0)
     top = order_desc(lost)[:5] if len(lost) else np.zeros(0, np.int64)
@@ -64,7 +66,8 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     names = ", ".join(dict.fromkeys(_title_name(e["name"]) for e in events[:3]))  # (an HLO op's name repeats)
     prec = str(column(m, "precision")[0])
     return [Finding(
-        "low_mfu", f"Model FLOPs utilisation is {pct:.1f}%" + (f" ({prec})" if prec else "")
+        "low_mfu", f"Model FLOPs utilisation is {f'{pct:.1f}' if pct >= 0.1 else f'{pct:.2g}'}%"
+        + (f" ({prec})" if prec else "")
         + (f"; most lost in {names}" if names else ""),
         "high" if pct < VERY_LOW_MFU_PCT else "medium", "",
         {"mfu_pct": pct, "precision": prec, "flops": float(column(m, "flops")[0]),
