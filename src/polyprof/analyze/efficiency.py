@@ -361,6 +361,15 @@ def uncounted_replays(trace: Trace) -> float:
     return graph_costs.uncounted_share(trace, rows[on_device & ~np.isnan(c.flops)])
 
 
+def uncounted_replay_ns(trace: Trace) -> tuple[float, float]:
+    """(kernel ns in those replays, the window's kernel ns): the parts of
+    :func:`uncounted_replays`, which a job's rank summed from its windows adds up."""
+    dv = device_view(trace)
+    kernels = dv.rows[dv.counted & (trace.kinds[dv.rows] == Kind.KERNEL)]
+    total = float(trace.events["dur_ns"][kernels].sum())
+    return uncounted_replays(trace) * total / 100.0, total
+
+
 def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> Table:
     """Model FLOPs utilisation per step and overall: model FLOPs (each counted once,
     :func:`model_rows`) ÷ (time × peak FLOP/s of the precision assumed × devices).
@@ -371,18 +380,26 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     ``flops_per_s`` (achieved), ``precision`` (assumed: ``precision`` if given, else the
     one most FLOPs were in), ``devices`` (device planes with activity, at least 1),
     ``peak_flops_per_s`` (per device), ``mfu_pct`` (NaN without a peak: a CPU run, an
-    unknown device), ``device`` (the peaks' model and their source).
+    unknown device), ``device`` (the peaks' model and their source),
+    ``uncounted_replay_pct`` (the whole window's row; NaN in the steps'): the percent of
+    kernel time in replays of CUDA/HIP graphs captured before the trace, whose FLOPs are
+    not counted (:func:`uncounted_replays`), so that ``mfu_pct`` is a floor where it is
+    large; 0 without such replays. Empty without model FLOPs, unless such replays ran:
+    then rows of no FLOPs, ``mfu_pct`` NaN (unknown, not 0), and their share.
     """
     rows, flops, prec = model_rows(trace)
+    uncounted = uncounted_replays(trace)
     cols = ["step", "flops", "time_ns", "flops_per_s", "precision", "devices", "peak_flops_per_s", "mfu_pct",
-            "device"]
-    if not len(rows):
+            "device", "uncounted_replay_pct"]
+    if not len(rows) and not uncounted > 0:
         return empty_frame(cols, ("precision", "device"), np.float64)
-    if precision is None:
+    if not len(rows):  # only replays whose FLOPs are unknown: no precision, no peak to hold them to
+        precision = ""
+    elif precision is None:
         kinds, inv = np.unique(prec.astype(str), return_inverse=True)
         weights = np.bincount(inv, weights=flops, minlength=len(kinds))
         precision = str(kinds[int(np.argmax(weights))])
-    pk = resolve_peak(trace, peak)
+    pk = resolve_peak(trace, peak) if len(rows) else None
     ev = trace.events
     steps = cache.steps(trace)
     st = ev["start_ns"][rows]
@@ -398,13 +415,15 @@ def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: 
     else:  # the analysed span: the trace's, or with --span device its first to last device activity
         t0, t1 = analysed_span(trace)
         step_no, f_all, t_all = np.array([-1]), np.array([flops.sum()]), np.array([float(t1 - t0)])
-    return mfu_frame(step_no, f_all, t_all, precision, devices, pk)
+    return mfu_frame(step_no, f_all, t_all, precision, devices, pk, uncounted)
 
 
 def mfu_frame(step: np.ndarray, flops: np.ndarray, time_ns: np.ndarray, precision: str, devices: int,
-              pk: Peak | None) -> Table:
-    """The ``mfu`` table of these steps' FLOPs and times (step -1: the whole)."""
+              pk: Peak | None, uncounted_pct: float = np.nan) -> Table:
+    """The ``mfu`` table of these steps' FLOPs and times (step -1: the whole, which alone
+    gets ``uncounted_pct``, the percent of kernel time in uncounted graph replays)."""
     peak_f = pk.flops(precision) if pk else 0.0
+    flops = np.asarray(flops, np.float64)  # (bincount's sum of no rows is an integer 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         fps = flops / time_ns * 1e9
         pct = 100.0 * fps / (peak_f * devices) if peak_f else np.full(len(fps), np.nan)
@@ -413,7 +432,8 @@ def mfu_frame(step: np.ndarray, flops: np.ndarray, time_ns: np.ndarray, precisio
         "step": np.asarray(step).astype(np.int64), "flops": flops, "time_ns": time_ns, "flops_per_s": fps,
         "precision": np.full(n, precision, object), "devices": np.full(n, devices, np.int64),
         "peak_flops_per_s": np.full(n, peak_f if peak_f else np.nan), "mfu_pct": pct,
-        "device": np.full(n, f"{pk.model} ({pk.source})" if pk else "", object)})
+        "device": np.full(n, f"{pk.model} ({pk.source})" if pk else "", object),
+        "uncounted_replay_pct": np.where(np.asarray(step) == -1, float(uncounted_pct), np.nan)})
 
 
 def step_times(trace: Trace, steps: "Steps") -> np.ndarray:

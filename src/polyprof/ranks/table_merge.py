@@ -272,31 +272,38 @@ def _combine(op: str, v: np.ndarray, group: np.ndarray, n: int, firsts: np.ndarr
 
 class MfuPart(NamedTuple):
     """What a window adds to the rank's ``mfu`` besides its steps' rows: its model FLOPs
-    by precision and the device planes (ids) with activity in it."""
+    by precision, the device planes (ids) with activity in it, and its kernel ns in graph
+    replays whose FLOPs are not counted and in all (``efficiency.uncounted_replay_ns``)."""
 
     flops: dict[str, float]
     devices: frozenset[int]
+    uncounted_ns: float = 0.0
+    kernel_ns: float = 0.0
 
 
 def merge_mfu(tables: list[Table], parts: list[MfuPart], pk: Peak | None) -> Table:
     """The rank's ``mfu`` (as ``analyze.efficiency.mfu`` makes it): the windows' step rows
     under a whole-rank row (step -1) of their FLOPs and times summed, every row at the
     precision most of the rank's FLOPs were in, over the devices active in any window.
-    A window without model FLOPs adds its steps with none (``ranks/window_values.py``)."""
+    A window without model FLOPs adds its steps with none (``ranks/window_values.py``);
+    ``uncounted_replay_pct`` is the windows' uncounted replay time over their kernel time."""
     totals: dict[str, float] = {}
     for p in parts:
         for k, v in p.flops.items():
             totals[k] = totals.get(k, 0.0) + v
     steps = [t.take(np.flatnonzero(column(t, "step") != -1)) for t in tables if len(t)]
-    if not totals or not steps:  # no model FLOPs: the table the whole rank has
+    kernel_ns = sum(p.kernel_ns for p in parts)
+    uncounted = 100.0 * sum(p.uncounted_ns for p in parts) / kernel_ns if kernel_ns > 0 else 0.0
+    if not steps or not (totals or uncounted > 0):  # no model FLOPs: the table the whole rank has
         return empty_frame(labels(tables[0]), ("precision", "device"), np.float64)
     kinds = sorted(totals)  # (np.unique's order: ties go to the first, as the whole's argmax)
-    precision = kinds[int(np.argmax([totals[k] for k in kinds]))]
+    precision = kinds[int(np.argmax([totals[k] for k in kinds]))] if kinds else ""
     t = Table.concat(steps)
     flops = np.r_[column(t, "flops").astype(np.float64).sum(), column(t, "flops").astype(np.float64)]
     time = np.r_[column(t, "time_ns").astype(np.float64).sum(), column(t, "time_ns").astype(np.float64)]
     devices = max(1, len(frozenset().union(*(p.devices for p in parts))))
-    return mfu_frame(np.r_[-1, column(t, "step")], flops, time, precision, devices, pk)
+    return mfu_frame(np.r_[-1, column(t, "step")], flops, time, precision, devices, pk if totals else None,
+                     uncounted)
 
 
 def concat_collectives(tables: list[Table]) -> Table:

@@ -14,7 +14,8 @@ exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
 - **Efficiency**: each window's ``kernel_efficiency`` rows get the peak FLOP/s of
   their precision (:func:`kernel_peaks`), so the merged rates' roofline shares are made
   again as the rank's; each window's model FLOPs by precision and active devices
-  (:func:`mfu_part`) give the rank's ``mfu`` precision and devices; a window without
+  (:func:`mfu_part`) give the rank's ``mfu`` precision and devices, and its kernel time
+  and that in uncounted graph replays the rank's ``uncounted_replay_pct``; a window without
   model FLOPs adds its steps with none (:func:`fill_mfu`).
 - **Idle stretches across a window's edge**: a window's analysed span ends at the
   next window's start (a quiet point, ``store/window.py``), so an idle stretch that
@@ -34,7 +35,8 @@ from typing import Iterator
 import numpy as np
 
 from ..analyze.breakdown import ALL_STREAMS, _groups
-from ..analyze.efficiency import counted_kernel_costs, launch_precisions, model_rows, resolve_peak, step_times
+from ..analyze.efficiency import (counted_kernel_costs, launch_precisions, model_rows, resolve_peak, step_times,
+                                  uncounted_replay_ns)
 from ..analyze.common import CLASS_NAMES
 from ..analyze.common import analysed_span, device_view
 from ..analyze.copies import group_keys, key_labels, per_copy
@@ -102,13 +104,15 @@ def kernel_peaks(view: Trace, table: Table) -> np.ndarray:
 
 def mfu_part(view: Trace) -> MfuPart:
     """The window's model FLOPs by precision and its device planes with activity (what
-    ``analyze.efficiency.mfu`` chooses its precision and counts its devices by)."""
+    ``analyze.efficiency.mfu`` chooses its precision and counts its devices by), and its
+    kernel time in graph replays whose FLOPs are not counted, of all its kernel time."""
     _, flops, prec = model_rows(view)
     kinds, inv = unique_inverse(prec.astype(str))
     weights = np.bincount(inv, weights=flops, minlength=len(kinds))
     busy = unique(view.event_planes())
     return MfuPart(dict(zip(kinds.tolist(), weights.tolist())),
-                   frozenset(p.id for p in view.planes if p.kind == "device" and p.id in busy))
+                   frozenset(p.id for p in view.planes if p.kind == "device" and p.id in busy),
+                   *uncounted_replay_ns(view))
 
 
 def fill_mfu(table: Table, view: Trace) -> Table:
@@ -122,7 +126,7 @@ def fill_mfu(table: Table, view: Trace) -> Table:
     return frame({"step": steps.number.astype(np.int64), "flops": z, "time_ns": step_times(view, steps),
                   "flops_per_s": z, "precision": np.full(n, "", object), "devices": np.ones(n, np.int64),
                   "peak_flops_per_s": np.full(n, np.nan), "mfu_pct": np.full(n, np.nan),
-                  "device": np.full(n, "", object)})
+                  "device": np.full(n, "", object), "uncounted_replay_pct": np.full(n, np.nan)})
 
 
 #: the columns of a window's launch table that ``launch_summary`` reads (text as codes)

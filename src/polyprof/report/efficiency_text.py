@@ -39,8 +39,8 @@ def mfu_line(report: Report) -> Para | None:
     done = f"{_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {_si(rate, 'FLOP/s')}"
     p = f" ({prec})" if prec else ""
     blind = uncounted_replays(report.trace) if report.trace.n_events else 0.0
-    unknown = (f"; {blind:.0f}% of kernel time ran in CUDA/HIP graph replays captured before the trace, "
-               "whose FLOPs it cannot count" if blind >= 1 else "")
+    words = uncounted_words(flops, blind)
+    unknown = f"; {words}" if words else ""
     if np.isfinite(pct):
         per = f" x {devices} devices" if devices > 1 else ""
         return Para((("MFU", "bold"), (f" {pct:.3g}%{p}: {done} of {_si(peak, 'FLOP/s')} peak{per}{unknown}", None)))
@@ -57,16 +57,25 @@ _SHAPED = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear
            "aten::convolution", "aten::_convolution", "aten::conv2d", "aten::scaled_dot_product_attention")
 
 
+def uncounted_words(flops: float, pct: float) -> str | None:
+    """What the MFU line says of the ``pct`` of kernel time in graph replays whose FLOPs
+    are not counted (``mfu``'s ``uncounted_replay_pct``), the HTML report's overview too:
+    with FLOPs counted, from 1% (the MFU is then a floor); without, from 50% (why the
+    MFU is unknown); else None."""
+    if not pct >= (1 if flops > 0 else 50):
+        return None
+    said = (f"{pct:.0f}% of kernel time ran in CUDA/HIP graph replays captured before the trace, "
+            "whose FLOPs it cannot count")
+    return said if flops > 0 else (said + " (a profile that records the first calls, where the graphs are "
+                                   "captured, counts them)")
+
+
 def _all_replays(trace: Trace) -> Para | None:
     """``MFU unknown: N% of kernel time ran in ... graph replays ...`` for a trace that
     counts no FLOPs while most of its kernel time is in replays of graphs captured before
     it (torch.compile's reduce-overhead mode profiled after its first calls); else None."""
-    blind = uncounted_replays(trace) if trace.n_events else 0.0
-    if blind < 50:
-        return None
-    return Para((("MFU", "bold"), (f" unknown: {blind:.0f}% of kernel time ran in CUDA/HIP graph replays captured "
-                                   "before the trace, whose FLOPs it cannot count (a profile that records the "
-                                   "first calls, where the graphs are captured, counts them)", None)))
+    words = uncounted_words(0.0, uncounted_replays(trace) if trace.n_events else 0.0)
+    return Para((("MFU", "bold"), (f" unknown: {words}", None))) if words else None
 
 
 def _no_shapes(trace: Trace) -> Para | None:

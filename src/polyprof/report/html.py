@@ -19,6 +19,7 @@ import orjson
 from ..analyze.frames import column, labels
 from ..outfile import write_file
 from ..trace.core import Trace
+from .efficiency_text import uncounted_words
 from .extension_tables import html_tables
 from .memory_view import memory_view
 from .roofline_view import roofline_view
@@ -87,8 +88,10 @@ def page_data(report: Report) -> dict[str, Any]:
                              None),
         "roofline": roofline_view(report),
         "cupti": _records(T["cupti_counters"], ["range", "top_op", "bottom_op", "flops", "name"], 200),
-        # the whole window's model FLOPs utilisation (step -1), shown in the overview
+        # the whole window's model FLOPs utilisation (step -1), shown in the overview, with
+        # what the terminal's MFU line says of graph replays whose FLOPs are not counted
         "mfu": _overall(T.get("mfu")),
+        "mfu_uncounted": _uncounted(T.get("mfu")),
         # other packages' tables (polyprof.analyses), each from its own columns
         "extensions": html_tables(T, lambda t, cols: _records(t, cols, TOP)),
     }
@@ -100,7 +103,18 @@ def _overall(mfu: Table | pd.DataFrame | None) -> dict[str, Any] | None:
         return None
     return _records(mfu[np.asarray(column(mfu, "step")) == -1], ["flops", "time_ns", "flops_per_s", "precision",
                                                                   "devices", "peak_flops_per_s", "mfu_pct",
-                                                                  "device"], 1)
+                                                                  "device", "uncounted_replay_pct"], 1)
+
+
+def _uncounted(mfu: Table | pd.DataFrame | None) -> str | None:
+    """The MFU line's words on the whole window's ``uncounted_replay_pct`` (from 1% of its
+    kernel time with FLOPs counted, 50% without: ``efficiency_text.uncounted_words``)."""
+    row = _overall(mfu)
+    if not row or not row["rows"]:
+        return None
+    r = dict(zip(row["columns"], row["rows"][0]))
+    pct = r.get("uncounted_replay_pct")
+    return uncounted_words(float(r.get("flops") or 0.0), float(pct)) if pct is not None else None
 
 
 def _title(trace: Trace) -> str:
