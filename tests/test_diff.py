@@ -1034,7 +1034,7 @@ def test_new_or_repeated_calls_are_called_the_programs_change():
     d = diff(synthetic_run(rng, base, noise), synthetic_run(rng, more_base, more_noise))
     text = " ".join(d.verdict)
     assert "B runs other work: kernel kernel_020 new" in text and "the program changed" in text
-    assert "change of the machine or of its load looks like" not in text
+    assert "change of the machine or of its load between the runs" not in text
 
 
 def test_calls_that_come_and_go_with_scheduling_are_not_the_programs_change():

@@ -2,7 +2,9 @@
 of an untested diff, the note on totals against per-step figures with one rank, steps
 recorded as ops, names that differ in the middle, the time of a trace without steps,
 and the tables' headers then (tests/data/traces/mlp_cpu: two runs of one program, one
-with 4 stalled steps; tests/data/traces/kineto)."""
+with 4 stalled steps; tests/data/traces/kineto); and on synthetic steps, how the step
+time is called and said (its test against its median, the rows that moved, the machine)
+and `-n 0`."""
 
 from __future__ import annotations
 
@@ -71,9 +73,9 @@ def test_stalls_alone_do_not_call_the_step_time():
                for v in d.verdict), d.verdict
 
 
-def _gapped(stall_step: int | None, factor: float) -> polyprof.Trace:
+def _gapped(stall_step: int | None, factor: float, op0: float = 1.0) -> polyprof.Trace:
     """8 steps of 20 ops; each step ``factor`` times longer (in the gaps, not in an op),
-    and ``stall_step`` 15 times longer still."""
+    and ``stall_step`` 15 times longer still; aten::op0 ``op0`` times longer."""
     from polyprof.trace import TraceBuilder
 
     rng = np.random.default_rng(5)
@@ -84,7 +86,8 @@ def _gapped(stall_step: int | None, factor: float) -> polyprof.Trace:
         step = int(10_000_000 * factor * rng.lognormal(0, 0.01) * (15 if k == stall_step else 1))
         b.event(th, f"ProfilerStep#{k}", o, step, "user_annotation")
         for i in range(20):
-            b.event(th, f"aten::op{i}", o + 1000 + i * 300_000, int(200_000 * rng.lognormal(0, 0.01)), "cpu_op")
+            b.event(th, f"aten::op{i}", o + 1000 + i * 300_000,
+                    int(200_000 * (op0 if i == 0 else 1.0) * rng.lognormal(0, 0.01)), "cpu_op")
     return b.build()
 
 
@@ -275,3 +278,120 @@ def test_xla_cpu_ops_are_compared_as_kernels():
     want = int(t.events["dur_ns"][tanh][inside].sum())
     i = names.index("wrapped_tanh")
     assert column(k, "total_ns_a")[i] == column(k, "total_ns_b")[i] == want > 0
+
+
+def _steps(seed: int, *, gap: float = 1.0, gap_sd: float = 0.01, big: float = 1.0, big_sd: float = 0.01,
+           typical: float = 1.0, spikes: tuple[int, ...] = (), spike_ns: int = 0) -> polyprof.Trace:
+    """12 steps (the first is left out as the warm-up), each 10 ops of 300 µs and
+    ``aten::big`` of 8 ms (x ``big``, lognormal noise ``big_sd``), then 30 ms outside the
+    ops (x ``gap``, noise ``gap_sd``), all x ``typical``; aten::big ``spike_ns`` longer
+    in the steps in ``spikes``."""
+    from polyprof.trace import TraceBuilder
+
+    rng = np.random.default_rng(seed)
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host", pid=1), "main", "thread", tid=1)
+    for k in range(12):
+        o = t = k * 500_000_000
+        for i in range(10):
+            d = int(300_000 * typical * rng.lognormal(0, 0.01))
+            b.event(th, f"aten::op{i}", t, d, "cpu_op")
+            t += d + 1000
+        d = int(8_000_000 * big * typical * rng.lognormal(0, big_sd)) + (spike_ns if k in spikes else 0)
+        b.event(th, "aten::big", t, d, "cpu_op")
+        end = t + d + int(30_000_000 * gap * typical * rng.lognormal(0, gap_sd))
+        b.event(th, f"ProfilerStep#{k}", o, end - o, "user_annotation")
+    return b.build()
+
+
+def test_the_step_time_is_not_called_against_the_way_its_test_found():
+    """B's typical step 7% shorter, 5 of its 11 steps 3x longer: the test (t on the log
+    step times) finds B longer (p 0.02) while its median step is shorter. The verdict read
+    "B is faster: median step time -7.0% (mean +83%)"; the step time is now called only
+    where the test and the median step move the same way, and says they did not."""
+    from polyprof.analyze.diff_verdict import APART
+
+    spiky = _steps(2, typical=0.93, spikes=(2, 4, 6, 8, 10), spike_ns=80_000_000)
+    d = diff(_steps(1), spiky)
+    st = d.step_time
+    assert st["p_value"] < 0.05 and st["median_rel_change"] < -0.05 and st["rel_change"] > 0.5, st
+    assert st["test_way"] == 1.0 and st["change"] == "" and st["significant"] is False and st["reason"] == APART
+    assert not any(v.startswith(("B is faster", "B is slower")) for v in d.verdict), d.verdict
+    med, mean = f"{100 * st['median_rel_change']:+.1f}%", f"{100 * st['rel_change']:+.1f}%"
+    assert d.verdict[0].endswith(f"; step time not called either way (typical step {med}, mean {mean})."), d.verdict
+    line = next(v for v in d.verdict if v.startswith("Step time:"))
+    assert line.endswith(f"11 vs 11 steps: not called either way: the typical step is shorter ({med}) but the mean "
+                         "of the log times is longer (some steps much slower)."), line
+    # Mann-Whitney finds B's steps shorter (6 of 11 under every step of A's), as its median step is
+    rank = diff(_steps(1), spiky, test="rank").step_time
+    assert rank["test_way"] == -1.0 and rank["reason"] != APART
+
+
+def test_rows_that_moved_within_the_noise_are_named_where_only_the_step_time_is_called():
+    """B's time between the ops 20% longer and its aten::big +90% (two thirds of the step
+    time's change), but so noisy from step to step that its test says nothing (p 0.14):
+    the verdict said the step time's change was "in no row's typical step" (as of a JAX CPU
+    pair, beside a kernel +90% at p 1); it names the row that moved, within the noise."""
+    d = diff(_steps(1, big_sd=1.0), _steps(2, gap=1.2, big=1.9, big_sd=1.0))
+    st = d.step_time
+    assert st["change"] == "slower" and not d.changes, d.verdict
+    ops = d.tables["ops"]
+    i = column(ops, "name").tolist().index("aten::big")
+    a, b, p = column(ops, "step_mean_ns_a")[i], column(ops, "step_mean_ns_b")[i], column(ops, "p_adjusted")[i]
+    assert b - a > 0.25 * st["delta_ns"] and p > 0.05 and column(ops, "reason")[i] == "within the noise"
+    line = next(v for v in d.verdict if v.startswith("No kernel, op or section is called changed"))
+    assert line == (f"No kernel, op or section is called changed, though some moved by 25% of the step time's "
+                    f"change or more: op aten::big {fmt_ns(a)} -> {fmt_ns(b)} per step (+{fmt_ns(b - a)}, "
+                    f"{100 * (b / a - 1):+.1f}%, p={p:.2g}, within the noise)."), line
+
+
+def test_a_step_time_called_with_one_run_a_side_names_the_machine():
+    """One run a side, the step time called slower with no row (its time between the ops)
+    or with one row slower too: the verdict said only "One run a side: the noise is
+    step-to-step only" (its note on the machine came with three changed rows or more); two
+    runs of one program were called +74% at p 7.8e-07 with two rows."""
+    tail = ("a change of the machine or of its load between the runs (another node, other work beside it) does "
+            "that as much as a change of the program; runs taking turns (A, B, A, B) and several runs a side tell "
+            "them apart (polyprof diff A1 A2 -- B1 B2).")
+    d = diff(_gapped(None, 1.0), _gapped(None, 1.3), window=None)
+    assert d.step_time["change"] == "slower" and not d.changes, d.verdict
+    assert d.verdict[-1] == "The step time is called slower with one run a side: " + tail, d.verdict
+    d = diff(_gapped(None, 1.0), _gapped(None, 1.3, op0=1.5), window=None)
+    assert d.step_time["change"] == "slower" and [c["name"] for c in d.changes] == ["aten::op0"], d.verdict
+    assert d.verdict[-1] == "The step time and every changed row moved together (slower): " + tail, d.verdict
+    d = diff(_gapped(None, 1.0), _gapped(None, 1.0, op0=1.5), window=None)  # a row alone: the step time did not move
+    assert not d.step_time["change"] and d.verdict[-1].startswith("One run a side: the noise is step-to-step only")
+
+
+def test_a_step_time_that_moved_but_is_not_called_is_not_said_unchanged():
+    """B's median step +46%, its steps so noisy that the test says nothing (p 0.42), and a
+    row called slower: the headline read "step time unchanged"; "unchanged" is now kept
+    for a step time that moved less than the floors."""
+    d = diff(_steps(5, gap_sd=1.0), _steps(6, gap=1.3, gap_sd=1.0, big=1.5))
+    st = d.step_time
+    assert not st["change"] and st["p_value"] > 0.05 and st["median_rel_change"] > 0.3, st
+    assert [c["name"] for c in d.changes] == ["aten::big"], d.verdict
+    assert d.verdict[0] == (f"Changes in B: 1 row(s) slower, 0 faster; step time not called changed (median "
+                            f"{100 * st['median_rel_change']:+.1f}%, p={st['p_value']:.2g})."), d.verdict
+    d = diff(_steps(1), _steps(2, big=1.1, gap=0.97))  # aten::big +800 µs, the time between the ops -900 µs
+    assert abs(d.step_time["median_rel_change"]) < 0.05, d.step_time
+    assert d.verdict[0] == "Changes in B: 1 row(s) slower, 0 faster; step time unchanged.", d.verdict
+
+
+def test_the_verdict_names_its_rows_with_no_table_rows(tmp_path, capsys):
+    """`polyprof diff A B -n 0` printed "Slower in B (1):  (and 1 more)." and empty
+    tables: -n 0 is the verdict alone, which still names the rows."""
+    from polyprof.cli import main
+
+    def slow_mm(events):
+        for e in events:
+            if e.get("name") == "aten::mm" and e.get("ph") == "X":
+                e["dur"] = e["dur"] * 1.5
+        return events
+
+    variant(tmp_path, "base_a", "slow_mm", slow_mm)
+    a, b = MLP / "base_a.pt.trace.json.gz", tmp_path / "slow_mm.json"
+    assert main(["diff", str(a), str(b), "-n", "0"]) == 0
+    out = " ".join(capsys.readouterr().out.split()).replace("│ │", "").replace(" │ ", " ")
+    assert "Slower in B (1): op aten::mm " in out and "(and 1 more)" not in out, out
+    assert "Framework ops (host)" not in out and "┏" not in out, out

@@ -53,7 +53,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .common import CLASS_NAMES, counted_kernels
 from .diff_stats import TESTS, Compared, Samples, adjust, change_of, compare, decide, without_stalls
-from .diff_verdict import STALL, ranks_apart, sign_notes, verdict_lines
+from .diff_verdict import APART, STALL, ranks_apart, sign_notes, test_way, verdict_lines
 from .frames import column, frame
 from .names import normalize_name
 from .ops import merged_into
@@ -535,9 +535,12 @@ def _step_time(acc: _Collector, whole: bool, alpha: float, floors: tuple[float, 
     testable = c.untestable is None
     sig, change, reason = decide(c.p, c.p, np.ones(1, bool), np.array([med_b - med_a]), np.array([med_rel]), alpha,
                                  floors, testable)
+    way = test_way(ta, tb, test)  # called only where the test found the median's direction
+    if change[0] and way != np.sign(med_b - med_a):
+        sig[0], change[0], reason[0] = False, "", APART
     return {"steps_a": n_a, "steps_b": n_b, "mean_ns_a": mean_a, "mean_ns_b": mean_b, "delta_ns": delta,
             "rel_change": rel, "median_delta_ns": med_b - med_a, "median_rel_change": med_rel, "p_value": p,
-            "test": test, "stalls_out": out_a + out_b, "significant": sig[0], "change": change[0],
+            "test": test, "test_way": way, "stalls_out": out_a + out_b, "significant": sig[0], "change": change[0],
             "reason": reason[0], "unit": "trace" if whole else "step", **_longest("a", sa), **_longest("b", sb)}
 
 

@@ -31,8 +31,8 @@ VERDICT_TOP = 5
 def _options(p: argparse.ArgumentParser) -> None:
     """Every option of the command (parsed again after the runs, which may hold ``--``)."""
     p.add_argument("-n", "--top", type=count, default=15,
-                   help="rows per table (default 15; --json has every row); the verdict names at most "
-                        f"{VERDICT_TOP} changes each way")
+                   help="rows per table (default 15; 0: the verdict alone, no tables; --json has every row); "
+                        f"the verdict names at most {VERDICT_TOP} changes each way (at most -n, where it is 1 or more)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level, after the correction for testing many rows (default 0.05)")
     p.add_argument("--min-change-pct", type=seconds, default=5.0, metavar="PCT",
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                 shown.append(names)
         sides[side] = (Runs(runs), shown)
     d = diff(sides["a"][0], sides["b"][0], alpha=args.alpha, normalize=not args.raw_names,
-             top=min(args.top, VERDICT_TOP), window=window, rel_floor=args.min_change_pct / 100.0,
+             top=min(args.top, VERDICT_TOP) or VERDICT_TOP, window=window, rel_floor=args.min_change_pct / 100.0,
              abs_floor_ns=args.min_change_us * 1000.0, correction=args.correction, test=args.test)
     for side in ("a", "b"):
         d.overview[side]["paths"] = [p for names in sides[side][1] for p in names]
@@ -296,6 +296,8 @@ def render(d: Diff, top: int, wide: bool = False, console: Console | None = None
         if ov[s].get("window"):
             out(f"[bold]analysed window[/] {s.upper()}: {escape(ov[s]['window'])}")
     out(Panel(Group(*(Text(line) for line in d.verdict)), title="Verdict", title_align="left"))
+    if top < 1:  # -n 0: the verdict alone
+        return
     unit = "step" if ov.get("samples", "steps") == "steps" else "trace"  # a trace without steps: one sample
     cols = [(c[0], c[1].replace("/step", f"/{unit}"), c[2] if c[2] is not None or c[0] == "change" else fmt_ns)
             for c in TABLE_COLUMNS]
