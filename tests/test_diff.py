@@ -682,6 +682,22 @@ def test_two_runs_a_side_with_warm_up_in_one_side_only_is_no_change():
     assert got.p[0] > 0.2 and got.p[1] < 0.01, got.p
 
 
+def test_two_runs_a_side_call_an_op_of_a_few_steps_by_its_means():
+    """An op in 3 of every 12 steps (a checkpoint), 3x longer in B's two runs: its typical
+    step is its absence, so it is tested by the runs' means alone, and called (the medians'
+    test, 0 against 0, gave p 1 and hid it)."""
+    from polyprof.analyze.diff_stats import Samples, compare
+
+    rng = np.random.default_rng(4)
+    steps, run = 12, np.repeat([0, 1], 12)
+    a, b = np.zeros((1, 2 * steps)), np.zeros((1, 2 * steps))
+    every4 = np.arange(0, 2 * steps, 4)
+    a[0, every4] = 400_000 * rng.lognormal(0, 0.05, len(every4))
+    b[0, every4] = 1_200_000 * rng.lognormal(0, 0.05, len(every4))
+    got = compare(Samples(a, run, np.zeros(2 * steps, int)), Samples(b, run, np.zeros(2 * steps, int)))
+    assert got.p[0] < 0.01, got.p
+
+
 def test_renamed_dataloader_iterator_is_one_row(tmp_path):
     """A DataLoader made multi-process: the iterator's annotation is renamed and its time
     drops; diffed, it is one row (the same role), faster, not "gone" plus "new"."""
