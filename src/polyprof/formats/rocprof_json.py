@@ -315,9 +315,10 @@ def _decoded(data: bytes | bytearray, path: Path) -> Decoded:
         doc = msgspec.json.decode(data, type=_Document)
     except msgspec.ValidationError as e:
         raise TraceFormatError(path, f"not rocprofv3 JSON as rocprofiler-sdk writes it ({e})") from None
-    except msgspec.DecodeError as e:
-        raise TraceFormatError(path, f"broken JSON ({e})") from None
-    except UnicodeDecodeError as e:  # msgspec's, for a string that is not UTF-8
+    except msgspec.DecodeError as e:  # (msgspec >= 0.23: "Invalid UTF-8 encoded string" for a string not UTF-8)
+        raise TraceFormatError(path, "a JSON string is not UTF-8 text" if "UTF-8" in str(e) else
+                               f"broken JSON ({e})") from None
+    except UnicodeDecodeError as e:  # msgspec's before 0.23, for a string that is not UTF-8
         raise TraceFormatError(path, f"a JSON string is not UTF-8 text ({e.reason})") from None
     if not doc.tool:
         raise TraceFormatError(path, f"no {TOP_KEY!r} records")
