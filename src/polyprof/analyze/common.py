@@ -154,7 +154,12 @@ def names_in(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
 
 
 def on_device(trace: Trace) -> bool:
-    """Whether a device plane of ``trace`` has events (a GPU's), not a CPU run's alone."""
+    """Whether a device plane of ``trace`` has events (a GPU's), not a CPU run's alone
+    (memoised: a rank merged from its windows, read without events, is given it)."""
+    return cache.memo(trace, "on_device", _on_device)
+
+
+def _on_device(trace: Trace) -> bool:
     busy = set(unique(trace.event_planes()).tolist()) if trace.n_events else set()  # (np.unique imports numpy.ma)
     return any(p.kind == "device" and p.id in busy for p in trace.planes)
 

@@ -21,7 +21,7 @@ from ..trace import keys
 from . import graph_costs
 from .common import analysed_span, device_view, op_durations
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
-from .frames import empty_frame, frame, order_desc
+from .frames import column, empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
 from .nesting import outermost
 from .peaks import Peak, device_peak, given
@@ -359,6 +359,13 @@ def uncounted_replays(trace: Trace) -> float:
     (``graph_costs.uncounted_share``, less the kernels with their own FLOPs)."""
     rows, on_device, c = costed_rows(trace)
     return graph_costs.uncounted_share(trace, rows[on_device & ~np.isnan(c.flops)])
+
+
+def uncounted_of(m: Table | None) -> float:
+    """The ``uncounted_replay_pct`` of an ``mfu`` table (its whole window's row, the
+    first), 0 for an empty one (no FLOPs and no such replays): what the MFU line and the
+    low-MFU finding read, also of a rank merged from its windows, which has no events."""
+    return float(column(m, "uncounted_replay_pct")[0]) if m is not None and len(m) else 0.0
 
 
 def uncounted_replay_ns(trace: Trace) -> tuple[float, float]:

@@ -16,7 +16,7 @@ from ..trace.categories import collective_names
 from ..trace.core import Trace
 from ..trace.sorting import unique
 from .advice import suggestion
-from .efficiency import costed_rows, device_time, resolve_peak, uncounted_replays
+from .efficiency import costed_rows, device_time, resolve_peak, uncounted_of
 from .nesting import outermost
 from .finding import Finding, _records
 from .frames import column, order_desc
@@ -47,7 +47,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     pct = float(column(m, "mfu_pct")[0])
     if not np.isfinite(pct) or pct >= LOW_MFU_PCT or not float(column(m, "flops")[0]) > 0:
         return []  # (no FLOPs counted: the model's are unknown, not zero)
-    blind = uncounted_replays(trace)
+    blind = uncounted_of(m)
     if blind >= UNCOUNTED_MAX_PCT and pct + blind >= LOW_MFU_PCT:
         return []  # much device time in graph replays whose FLOPs are unknown: MFU is a floor, maybe not low
     oe = t("op_efficiency")

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..analyze import window as W
 from ..analyze.clocks import unsynchronised
-from ..analyze.common import analysed_span
+from ..analyze.common import analysed_span, on_device
 from ..analyze.cuda_graphs import GraphStats, graph_stats, graph_table, merge_stats
 from ..analyze.efficiency import resolve_peak
 from ..analyze.frames import column
@@ -169,6 +169,7 @@ class _Gathered:
         self.graphs: list[GraphStats] = []
         self.mfu: list[MfuPart] = []
         self.peak: Peak | None = None
+        self.on_device = False  # a device plane has events in some window (the advice's device or CPU text)
         self.after = 0  # host activity after the last window's last step (its label's words)
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
@@ -176,6 +177,7 @@ class _Gathered:
         got = _window(trace, i == 0, last, lo, hi)
         view = got.view
         self.found.append(wf.window_findings(view, got.tables))
+        self.on_device = self.on_device or on_device(trace)
         self._efficiency(view, got.tables, i == 0)
         if len(got.tables.get("cuda_graphs", ())):  # (its table's stats, kept: cuda_graphs.graph_stats)
             self.graphs.append(graph_stats(view))
@@ -246,7 +248,7 @@ class _Gathered:
             "plugin_errors": list(meta.get(mkeys.PLUGIN_ERRORS, [])),
             "warnings": mkeys.warning_texts(meta),
         }
-        shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced)
+        shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced, self.on_device)
         findings = wf.rank_findings(shell, tables, self.found, self.unsynced)
         return RankResult(tables, findings, overview, collectives, *anchor_of(shell),
                           overview_row(tables, collectives, n, t1 - t0, t0))

@@ -75,10 +75,12 @@ def rank_findings(shell: Shell, tables: dict[str, Table], parts: list[dict[int, 
 
 
 def shell(trace: Trace, span: tuple[int, int], analysed: tuple[int, int], steps: Steps,
-          unsynced: dict[str, str]) -> Shell:
-    """A :class:`Shell` of ``trace`` (the rank read without events)."""
+          unsynced: dict[str, str], device: bool) -> Shell:
+    """A :class:`Shell` of ``trace`` (the rank read without events; ``device``: whether a
+    device plane has events in some window, as ``analyze.common.on_device`` reads)."""
     out = Shell.__new__(Shell)
     out.__dict__.update(trace.__dict__)
     out.whole_span = span
-    out.__dict__["_polyprof_memo"] = {"analysed_span": analysed, "steps": steps, "unsynchronised": unsynced}
+    out.__dict__["_polyprof_memo"] = {"analysed_span": analysed, "steps": steps, "unsynchronised": unsynced,
+                                      "on_device": device}
     return out

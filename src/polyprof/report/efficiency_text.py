@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analyze.efficiency import uncounted_replays
+from ..analyze.efficiency import uncounted_of
 from ..analyze.common import on_device
 from ..analyze.frames import column
 from ..analyze.units import fmt_ns
@@ -32,14 +32,13 @@ def mfu_line(report: Report) -> Para | None:
     m = report.tables.get("mfu")
     flops = float(column(m, "flops")[0]) if m is not None and len(m) else 0.0
     if not flops > 0:
-        return _no_shapes(report.trace) or _all_replays(report.trace)
+        return _no_shapes(report.trace) or _all_replays(uncounted_of(m))
     pct, prec = float(column(m, "mfu_pct")[0]), str(column(m, "precision")[0])
     t_ns, rate = float(column(m, "time_ns")[0]), float(column(m, "flops_per_s")[0])
     peak, devices = float(column(m, "peak_flops_per_s")[0]), int(column(m, "devices")[0])
     done = f"{_si(flops, 'FLOP')} in {fmt_ns(t_ns)}, {_si(rate, 'FLOP/s')}"
     p = f" ({prec})" if prec else ""
-    blind = uncounted_replays(report.trace) if report.trace.n_events else 0.0
-    words = uncounted_words(flops, blind)
+    words = uncounted_words(flops, uncounted_of(m))
     unknown = f"; {words}" if words else ""
     if np.isfinite(pct):
         per = f" x {devices} devices" if devices > 1 else ""
@@ -70,11 +69,12 @@ def uncounted_words(flops: float, pct: float) -> str | None:
                                    "captured, counts them)")
 
 
-def _all_replays(trace: Trace) -> Para | None:
+def _all_replays(pct: float) -> Para | None:
     """``MFU unknown: N% of kernel time ran in ... graph replays ...`` for a trace that
-    counts no FLOPs while most of its kernel time is in replays of graphs captured before
-    it (torch.compile's reduce-overhead mode profiled after its first calls); else None."""
-    words = uncounted_words(0.0, uncounted_replays(trace) if trace.n_events else 0.0)
+    counts no FLOPs while most (``pct``) of its kernel time is in replays of graphs
+    captured before it (torch.compile's reduce-overhead mode profiled after its first
+    calls); else None."""
+    words = uncounted_words(0.0, pct)
     return Para((("MFU", "bold"), (f" unknown: {words}", None))) if words else None
 
 
