@@ -131,7 +131,17 @@ def test_a_jax_cpu_run_lists_its_ops_and_gets_xla_cpu_advice() -> None:
     # a collective (all-reduce.2, 24 ms of 126) waits on the network and the other rank: not
     # lost against a roofline; an MFU of 0.034% is not titled 0.0%
     assert low.events and not any(e["name"].startswith("all-reduce") for e in low.events), low.events
-    assert low.title.startswith(f"Model FLOPs utilisation is {low.evidence['mfu_pct']:.2g}% (fp32)"), low.title
+    assert low.title.startswith(f"Model FLOPs utilisation is {low.evidence['mfu_pct']:.3g}% (fp32)"), low.title
+
+
+def test_without_a_bandwidth_elementwise_ops_are_not_lost_against_the_compute_roof() -> None:
+    """``--peak fp32=1e12`` gives a compute roof and no bandwidth: an op of under 4 FLOPs
+    per byte (wrapped_add.1, an elementwise add of the JAX CPU scan) has no known ridge and
+    was listed as lost in full against the compute roof; the fusions that do compute stay."""
+    trace, found = _findings(DATA / "traces" / "jax_cpu_scan" / "run_a.xplane.pb.gz", "fp32=1e12")
+    low = next(f for f in found if f.id == "low_mfu")
+    names = [e["name"] for e in low.events]
+    assert names and not any(n.startswith("wrapped_add") for n in names) and "ynn_fusion.1" in names, names
 
 
 def test_gpu_runs_keep_their_gpu_advice() -> None:

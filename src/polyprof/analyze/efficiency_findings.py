@@ -53,7 +53,10 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     oe = t("op_efficiency")
     roof = column(oe, "roofline_pct") if len(oe) else np.zeros(0)
     ok = np.isfinite(roof) & ~collective_names([str(n) for n in column(oe, "name")]) if len(oe) else np.zeros(0, bool)
-    # (a collective's time is the network's and the other ranks', not lost against a roofline)
+    # (a collective's time is the network's and the other ranks', not lost against a roofline; nor is an
+    # op of a few FLOPs per byte measured against the compute roof where no bandwidth tells its ridge)
+    if len(oe):
+        ok &= ~((column(oe, "bound_by") == "") & ~(np.nan_to_num(column(oe, "intensity")) >= CHAIN_MAX_INTENSITY))
     lost = np.where(ok, column(oe, "time_ns") * (1.0 - np.minimum(np.nan_to_num(roof), 100.0) / 100.0), 0.0) \
         if len(oe) else np.zeros(0)
     top = order_desc(lost)[:5] if len(lost) else np.zeros(0, np.int64)
@@ -66,7 +69,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     names = ", ".join(dict.fromkeys(_title_name(e["name"]) for e in events[:3]))  # (an HLO op's name repeats)
     prec = str(column(m, "precision")[0])
     return [Finding(
-        "low_mfu", f"Model FLOPs utilisation is {f'{pct:.1f}' if pct >= 0.1 else f'{pct:.2g}'}%"
+        "low_mfu", f"Model FLOPs utilisation is {f'{pct:.1f}' if pct >= 0.1 else f'{pct:.3g}'}%"
         + (f" ({prec})" if prec else "")
         + (f"; most lost in {names}" if names else ""),
         "high" if pct < VERY_LOW_MFU_PCT else "medium", "",
