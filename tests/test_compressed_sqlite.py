@@ -60,7 +60,7 @@ def test_a_compressed_database_is_inflated_once_in_full(tmp_path, monkeypatch, h
     """Detecting and reading a compressed export inflates it in full once: its sniffs read
     the schema from its first pages (``SCHEMA_HEAD_BYTES``, here 256 KiB of the 373 KiB
     Nsight Systems export, which hold its schema); with a head too short for the
-    schema (4 KiB), from the whole, as before: twice."""
+    schema (4 KiB), from the whole: the head, then twice the whole."""
     import polyprof
     from polyprof.formats import inflate, sqlite_db
 

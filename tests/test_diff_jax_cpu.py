@@ -119,3 +119,24 @@ def test_diff_of_two_log_directories(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["overview"]["a"]["runs"] == doc["overview"]["b"]["runs"] == 1
     assert doc["overview"]["rows_tested"] > 5
+
+
+def test_a_log_directory_whose_latest_run_is_empty_reads_the_one_before(tmp_path, caplog):
+    """A capture that wrote nothing (its profile folder empty, the newest): the log
+    directory reads the latest run that holds trace files, and says it passed one over
+    (before: "...: no trace files in this directory")."""
+    import gzip
+    import os
+
+    from polyprof.ranks.sources import resolve
+
+    profile = tmp_path / "logs" / "plugins" / "profile"
+    older, newer = profile / "2026_11_30_04_00_00", profile / "2026_11_30_05_00_00"
+    older.mkdir(parents=True)
+    newer.mkdir()
+    (older / "host.xplane.pb").write_bytes(gzip.decompress((SCAN / "run_a.xplane.pb.gz").read_bytes()))
+    os.utime(older, (1_000_000, 1_000_000))
+    with caplog.at_level("WARNING", logger="polyprof"):
+        sources = resolve(str(tmp_path / "logs"))
+    assert len(sources) == 1 and sources[0].load().n_events > 0
+    assert "holds no trace files; reading 2026_11_30_04_00_00" in caplog.text

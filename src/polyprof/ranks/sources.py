@@ -202,14 +202,20 @@ def is_logdir(p: Path) -> bool:
 
 
 def _profile_run(item: Any) -> Path | None:
-    """A log directory's latest profile run (:func:`_logdir`), None for another item."""
+    """A log directory's latest profile run that holds trace files (:func:`_logdir`; a
+    later one without, a capture that wrote nothing, is passed over with a warning),
+    None for another item."""
     if not isinstance(item, (str, os.PathLike)) or not is_logdir(Path(item)):
         return None
     profile = Path(item) / "plugins" / "profile"
     runs = sorted((p for p in profile.iterdir() if p.is_dir()), key=lambda p: (p.stat().st_mtime, p.name))
     if not runs:
         raise PolyprofError(f"{item}: a log directory without a profile run")
-    return runs[-1]
+    held = next((r for r in reversed(runs) if rank_files(r)), runs[-1])
+    if held != runs[-1]:
+        log.warning("%s: the latest profile run, %s, holds no trace files; reading %s", item, runs[-1].name,
+                    held.name)
+    return held
 
 
 def _directory(item: Any, warn: bool = True) -> list[RankSource] | None:
