@@ -202,3 +202,24 @@ def test_why_untested_names_each_reason_once_with_its_ranks():
     c = compare(two, Samples(np.full((1, 3), 1e6), np.zeros(3, np.int64), np.array([0, 4, 4])))
     want = "rank 0: 2 vs 1 samples (the t test needs 2 a side); rank 4: 1 vs 2 samples (the t test needs 2 a side)"
     assert c.untestable == want, c.untestable  # two reasons, each with its rank
+
+
+def test_two_ranks_at_80_columns_keep_the_times_per_step(traces_dir, tmp_path):
+    """`COLUMNS=80 polyprof diff` of two 2-rank jobs: the tables keep A/step and B/step
+    (the rank columns go first); before, only "+1260.7%" was left of a row's time."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    for side in ("even", "late"):
+        (tmp_path / side).mkdir()
+        for r in (0, 1):
+            name = f"{side}.rank{r}.pt.trace.json.gz"
+            shutil.copy(traces_dir / "gloo_ddp" / name, tmp_path / side / name)
+    r = subprocess.run([sys.executable, "-m", "polyprof", "diff", str(tmp_path / "even"), str(tmp_path / "late")],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    heads = [line for line in r.stdout.splitlines() if "┃ name" in line]
+    assert heads and all("A/step" in h and "B/step" in h and "p" in h and "change" in h for h in heads), heads
+    assert max(map(len, r.stdout.splitlines())) <= 80

@@ -221,7 +221,7 @@ TABLE_COLUMNS: list[tuple] = [
 RANK_COLUMNS: list[tuple] = [("rank_decided", "rank", _rank), ("rank_step_delta_ns", "rank Δ/step", _rank_delta)]
 #: what a narrow terminal leaves out, group by group, until the table fits
 DROP_ORDER = [("delta_total_ns",), ("rank_step_delta_ns",), ("count_a", "count_b"), ("total_ns_a", "total_ns_b"),
-              ("step_mean_ns_a", "step_mean_ns_b")]
+              ("rank_decided",), ("step_mean_ns_a", "step_mean_ns_b")]
 #: a name is never shortened below this (unless every optional column is out)
 NAME_MIN = 24
 
