@@ -351,8 +351,8 @@ def test_a_step_time_called_with_one_run_a_side_names_the_machine():
     step-to-step only" (its note on the machine came with three changed rows or more); two
     runs of one program were called +74% at p 7.8e-07 with two rows."""
     tail = ("a change of the machine or of its load between the runs (another node, other work beside it) does "
-            "that as much as a change of the program; runs taking turns (A, B, A, B) and several runs a side tell "
-            "them apart (polyprof diff A1 A2 -- B1 B2).")
+            "that as much as a change of the program; runs taking turns (A, B, A, B) and three or more runs a side "
+            "tell them apart (polyprof diff A1 A2 A3 -- B1 B2 B3).")
     d = diff(_gapped(None, 1.0), _gapped(None, 1.3), window=None)
     assert d.step_time["change"] == "slower" and not d.changes, d.verdict
     assert d.verdict[-1] == "The step time is called slower with one run a side: " + tail, d.verdict

@@ -118,11 +118,11 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                     "run a side")
             lines.append(f"{what}: a change of the machine or of its load between the runs "
                          "(another node, other work beside it) does that as much as a change of the program; "
-                         "runs taking turns (A, B, A, B) and several runs a side tell them apart "
-                         "(polyprof diff A1 A2 -- B1 B2).")
+                         "runs taking turns (A, B, A, B) and three or more runs a side tell them apart "
+                         "(polyprof diff A1 A2 A3 -- B1 B2 B3).")
         else:
             lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
-                         "side has several runs (polyprof diff A1 A2 -- B1 B2).")
+                         "side has several runs (polyprof diff A1 A2 A3 -- B1 B2 B3; two a side call only large changes).")
     return lines
 
 
