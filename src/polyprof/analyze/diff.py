@@ -46,22 +46,20 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from ..derive import cache
-from ..derive.projection import section_rows
 from ..errors import PolyprofError
-from ..trace.categories import Kind
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
-from .common import CLASS_NAMES, counted_kernels
+from .common import CLASS_NAMES
 from .diff_stats import TESTS, Compared, Samples, adjust, change_of, compare, decide, without_stalls
+from .diff_nesting import NestCounts, NestPairs, changes_of, nest_pairs, table_events
 from .diff_verdict import APART, STALL, ranks_apart, sign_notes, test_way, verdict_lines
 from .frames import column, frame
 from .names import normalize_name
-from .ops import merged_into
 from .ranktest import CORRECTIONS
 from .roles import role_name
 from .table import Table
 from .units import fmt_ns
-from .window import AUTO, WindowArg, host_mask, label, selection, view
+from .window import AUTO, WindowArg, label, selection, view
 
 log = logging.getLogger(__name__)
 
@@ -107,16 +105,6 @@ class Diff:
     def changed(self) -> bool:
         """Whether any row or the step time is called changed."""
         return bool(self.changes) or bool(self.step_time.get("change"))
-
-
-@dataclass
-class _Events:
-    """One table's events in one trace: name ids, durations, step index (-1 outside)."""
-
-    name: np.ndarray
-    dur: np.ndarray
-    step: np.ndarray
-    kind: np.ndarray | None = None  # activity class (kernels only)
 
 
 def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: int = 5,
@@ -166,7 +154,7 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
     tables = {t: acc.table(t, compared[t], tested[t], adjusted[t], alpha, floors, untestable is None)
               for t in TABLES}
     step_time = _step_time(acc, whole, alpha, floors, test)
-    changes = _changes(tables)
+    changes = changes_of(tables, acc.nest)  # nested rows that moved together: one change (diff_nesting)
     n_tested = int(sum(int(tested[t].sum()) for t in TABLES))
     strata = compared["kernels"].strata
     method = compared["kernels"].method or compared["ops"].method
@@ -244,25 +232,6 @@ def _rank(trace: Trace) -> int | None:
     return rank if isinstance(rank, int) else None
 
 
-def _events(trace: Trace) -> dict[str, _Events]:
-    """Kernels, ops and sections of one trace (those its window counts) with the step
-    each belongs to."""
-    ev = trace.events
-    steps = cache.steps(trace)
-    out = {"kernels": _Events(*counted_kernels(trace))}  # (XLA's CPU ops on host threads too)
-    ops = trace.rows_of_kind(Kind.CPU_OP)  # a step recorded as an op (2021 Kineto's ProfilerStep#N) is no op
-    ops = ops[~np.isin(ops, steps.rows)]
-    for table, rows in (("ops", ops), ("sections", section_rows(trace))):
-        rows = rows[host_mask(trace, ev["start_ns"][rows])]
-        if table == "ops" and len(rows):  # an op that is the only child of its namesake is one call (op_stats)
-            st = ev["start_ns"][rows]
-            into = merged_into(cache.threads(trace)[ev["track"][rows]], st, st + ev["dur_ns"][rows],
-                               ev["name"][rows])
-            rows = rows[into == np.arange(len(rows))]
-        out[table] = _Events(ev["name"][rows], ev["dur_ns"][rows], steps.of(ev["start_ns"][rows]))
-    return out
-
-
 @dataclass
 class TableSums:
     """One table of one trace: per distinct raw name, its count and total; per (name,
@@ -289,6 +258,7 @@ class TraceSums:
     tables: dict[str, TableSums]
     window: str = ""  # the steps analysed, in words
     span_ns: int = 0  # the trace's duration (its one sample when it has no steps)
+    nest: dict[str, NestPairs] | None = None  # ops' and sections' time by the span around them
 
 
 def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
@@ -298,7 +268,8 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
     steps = cache.steps(trace)
     n_steps = max(len(steps), 1)
     tables = {}
-    for table, e in _events(trace).items():
+    events = table_events(trace)
+    for table, e in events.items():
         ids, inv = np.unique(e.name, return_inverse=True)
         first = np.zeros(len(ids), np.int64)
         first[inv[::-1]] = np.arange(len(inv))[::-1]  # an event of each name, for its kind
@@ -317,7 +288,8 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
     sel = selection(trace)  # the analysed window's time, as its totals: not a warm-up step left out
     span = min(sel.hi, t1) - max(sel.lo, t0) if sel is not None else t1 - t0
     return TraceSums(_rank(trace), len(trace.sources), trace.n_events,
-                     (steps.end - steps.start).astype(np.int64), tables, label(trace, window), int(span))
+                     (steps.end - steps.start).astype(np.int64), tables, label(trace, window), int(span),
+                     nest_pairs(events))
 
 
 class _Part(NamedTuple):
@@ -353,6 +325,7 @@ class _Collector:
         self.info: dict[str, dict[str, Any]] = {
             s: {"runs": 0, "traces": 0, "ranks": [], "events": 0, "steps": 0, "traces_without_steps": 0}
             for s in ("a", "b")}
+        self.nest = NestCounts(self.index)
 
     def add(self, side: str, run: int, rank: int, sums: TraceSums) -> None:
         info = self.info[side]
@@ -376,8 +349,10 @@ class _Collector:
         self.step_of[side].extend([(run, rank)] * len(sums.step_ns))
         self.trace_of[side].append((run, rank))
         self.span_ns[side].append(sums.span_ns)
+        keys = {table: self._keys(table, t) for table, t in sums.tables.items()}
+        self.nest.add(side, sums.nest, keys)
         for table, t in sums.tables.items():
-            g = self._keys(table, t)
+            g = keys[table]
             self.parts.setdefault((side, table), []).append(
                 _Part(g, t.count, t.total, np.full(len(g), trace_no), g[t.pair_name], offset + t.pair_step,
                       t.pair_total, t.pair_count))
@@ -555,21 +530,6 @@ def _longest(side: str, s: Samples) -> dict[str, float | int]:
     return {f"longest_ns_{side}": float(x[k]), f"longest_rank_{side}": int(s.rank[k]), f"median_ns_{side}": med,
             f"ranks_{side}": len(set(s.rank.tolist())), f"stalls_{side}": len(stalls),
             f"stall_ns_{side}": float((stalls - med).sum()) / len(x)}
-
-
-def _changes(tables: dict[str, Table]) -> list[dict[str, Any]]:
-    """Significant rows of every table, largest change of the per-step mean first."""
-    fields = ("name", "change", "count_a", "count_b", "total_ns_a", "total_ns_b", "delta_total_ns",
-              "step_mean_ns_a", "step_mean_ns_b", "step_delta_ns", "rel_change", "p_value", "p_adjusted",
-              "rank_decided", "rank_step_mean_ns_a", "rank_step_mean_ns_b")
-    out = []
-    for t, df in tables.items():
-        idx = np.flatnonzero(column(df, "change") != "")
-        cols = {c: column(df, c)[idx].tolist() for c in fields}
-        for i in range(len(idx)):
-            out.append({"table": t, **{c: v[i] for c, v in cols.items()}})
-    out.sort(key=lambda c: (-abs(c["step_delta_ns"]), c["table"], c["name"]))
-    return out
 
 
 def _keep_samples(acc: _Collector, tables: dict[str, Table], whole: bool) -> list[dict[str, Any]]:

@@ -50,9 +50,10 @@ def _middle(name: str, width: int) -> str:
     return name[: width - 1 - tail] + "…" + (name[len(name) - tail:] if tail else "")
 
 
-def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str) -> str:
+def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str, names: dict[str, str] | None = None) -> str:
     """A changed row: its mean per step (over the ranks), and the rank whose own test
-    called it with that rank's change."""
+    called it with that rank's change; the rows nested with it that moved with it (one
+    change, ``diff_nesting``), named by ``names``."""
     a, b = c["step_mean_ns_a"], c["step_mean_ns_b"]
     rel = (b - a) / a if a > 0 else float("nan")
     where = ""
@@ -61,7 +62,20 @@ def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str) -> str:
         where = (f"; on rank {c['rank_decided']}: {fmt_ns(ra)} -> {fmt_ns(rb)}, "
                  f"{_pct((rb - ra) / ra if ra > 0 else float('nan'))}")
     return (f"{LABELS[c['table']]} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, "
-            f"p={c['p_adjusted']:.2g}{where})")
+            f"p={c['p_adjusted']:.2g}{where}{_nested(c.get('nested') or [], names or {})})")
+
+
+def _nested(rows: list[dict[str, Any]], names: dict[str, str]) -> str:
+    """"; with op X and op Y around it, which moved with it": the other rows of a change,
+    by their relation to the row named (the nearest first)."""
+    if not rows:
+        return ""
+    parts = []
+    for relation in ("around", "inside", "beside"):
+        these = [f"{LABELS[r['table']]} {names.get(r['name'], r['name'])}" for r in rows if r["relation"] == relation]
+        if these:
+            parts.append(f"{', '.join(these[:-1])}{' and ' if len(these) > 1 else ''}{these[-1]} {relation} it")
+    return f"; with {' and '.join(parts)}, which moved with it"
 
 
 def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict[str, Any]], ov: dict[str, Any],
@@ -80,8 +94,11 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
         lines.append(f"No significant change (alpha {ov['alpha']:g}, {ov['correction']}-corrected across "
                      f"{ov['rows_tested']} rows; changes under {floor} are not called changes).")
     else:
-        slower = sum(c["change"] == "slower" for c in changes)
-        counts = f"{slower} row(s) slower, {len(changes) - slower} faster"
+        leads = [c for c in changes if c.get("lead", True)]  # nested rows that moved together: one change
+        slower = sum(c["change"] == "slower" for c in leads)
+        counts = (f"{slower} row(s) slower, {len(changes) - slower} faster" if len(leads) == len(changes) else
+                  f"{slower} change(s) slower, {len(leads) - slower} faster, in {len(changes)} rows (nested rows "
+                  "that moved together count as one change)")
         if step_changed:
             lines.append(f"B is {st['change']}: median {unit} time {_pct(st['median_rel_change'])} (mean "
                          f"{_pct(st['rel_change'])}); {counts}.")
@@ -95,11 +112,11 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
         return lines + _largest(tables, unit, top, fmt_ns)
     names = short_names([c["name"] for c in changes])
     for direction in ("slower", "faster"):
-        sel = [c for c in changes if c["change"] == direction]
+        sel = [c for c in changes if c["change"] == direction and c.get("lead", True)]
         if sel:
             more = f" (and {len(sel) - top} more)" if len(sel) > top else ""
             lines.append(f"{direction.capitalize()} in B ({len(sel)}): " +
-                         "; ".join(_item(c, fmt_ns, names[c["name"]]) for c in sel[:top]) + more + ".")
+                         "; ".join(_item(c, fmt_ns, names[c["name"]], names) for c in sel[:top]) + more + ".")
     total = sum(len(df) for df in tables.values())
     floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
     lines.append(f"Unchanged: {total - len(changes)} of {total} kernels, ops and sections"

@@ -49,8 +49,14 @@ def _table(df: Table | pd.DataFrame) -> dict[str, Any]:
 
 
 def _chart(d: Diff) -> list[dict[str, Any]]:
-    """The changed rows, then the tested rows with the largest relative change per step."""
+    """The changed rows, then the tested rows with the largest relative change per step;
+    a changed row nested with others that moved with it (one change, ``diff_nesting``)
+    says the rows of its change (``one_change_with``)."""
     out, rest = [], []
+    leads = {c.get("group"): c for c in d.changes if c.get("lead")}
+    with_ = {(c["table"], c["name"]): [r["name"] for r in [leads[c["group"]], *leads[c["group"]]["nested"]]
+                                       if r["name"] != c["name"]]
+             for c in d.changes if c.get("group") in leads and leads[c["group"]]["nested"]}
     for t, df in d.tables.items():
         rel = column(df, "rel_change").astype(np.float64)
         reason = column(df, "reason")
@@ -58,7 +64,7 @@ def _chart(d: Diff) -> list[dict[str, Any]]:
             row: dict[str, Any] = {"table": t, "name": str(column(df, "name")[i]), "rel": _plain(float(rel[i])),
                    "delta_ns": _plain(float(column(df, "step_delta_ns")[i])),
                    "p": _plain(float(column(df, "p_adjusted")[i])), "change": str(column(df, "change")[i]),
-                   "reason": str(reason[i])}
+                   "reason": str(reason[i]), "one_change_with": with_.get((t, str(column(df, "name")[i])), [])}
             if row["change"]:
                 out.append(row)
             elif reason[i] in ("within the noise", "below the effect floor") and rel[i] == rel[i] and rel[i] != 0:

@@ -1,0 +1,189 @@
+"""polyprof diff groups the changed rows nested in one another that moved together (one
+change of a torch op moves its autograd wrapper and the op it calls: three rows, one
+change; analyze/diff_nesting.py), and keeps apart nested rows that changed on their
+own: synthetic nested ops (TraceBuilder) and real torch CPU runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyprof
+from polyprof.analyze.diff import diff
+from polyprof.report.diff_html import page_data
+
+WRAP, OP, CALLEE = "autograd::engine::evaluate_function: ReluBackward0", "ReluBackward0", "aten::threshold_backward"
+
+# a span: (name, self time in µs, children, category)
+Span = tuple[str, float, list, str]
+
+
+def op(name: str, self_us: float, *children: Span, category: str = "cpu_op") -> Span:
+    return (name, self_us, list(children), category)
+
+
+def run(tree: list[Span], seed: int, steps: int = 10) -> polyprof.Trace:
+    """A trace of ``steps`` steps, each the spans of ``tree`` one after the other on one
+    thread, each span's own time drawn with 1% noise, 2 µs between spans."""
+    from polyprof.trace import TraceBuilder
+
+    rng = np.random.default_rng(seed)
+    b = TraceBuilder()
+    th = b.track(b.plane("/host:CPU", "host", pid=1), "main", "thread", tid=1)
+    spans: list[tuple[str, int, int, str]] = []  # name, start, duration, category
+
+    def lay(span: Span, t: int) -> int:
+        name, self_us, children, category = span
+        at = len(spans)
+        spans.append((name, t, 0, category))
+        end = t + 2000
+        for child in children:
+            end = lay(child, end) + 2000
+        end += int(self_us * 1000 * rng.lognormal(0, 0.01))
+        spans[at] = (name, t, end - t, category)  # (its length is known once its children are)
+        return end
+
+    for k in range(steps):
+        t0 = k * 10_000_000
+        at = len(spans)
+        spans.append(("", 0, 0, ""))
+        t = t0 + 1000
+        for span in tree:
+            t = lay(span, t) + 2000
+        spans[at] = (f"ProfilerStep#{k}", t0, t - t0, "user_annotation")
+    for name, start, dur, category in spans:
+        b.event(th, name, start, dur, category)
+    return b.build()
+
+
+def relu_backward(callee_us: float) -> list[Span]:
+    return [op(WRAP, 5, op(OP, 5, op(CALLEE, callee_us))), op("aten::mm", 400)]
+
+
+def test_a_slower_callee_and_the_ops_around_it_are_one_change():
+    """B's aten::threshold_backward 300 -> 500 µs a step: it, ReluBackward0 and the
+    autograd wrapper around that are each called slower (the tables keep three rows), and
+    the verdict counts and names one change: the callee, with the two rows around it (it
+    read "3 row(s) slower" and listed three)."""
+    d = diff(run(relu_backward(300), 1), run(relu_backward(500), 2))
+    ops = d.tables["ops"].to_pandas().set_index("name")
+    assert list(ops.loc[[WRAP, OP, CALLEE], "change"]) == ["slower"] * 3
+    assert ops.loc["aten::mm", "change"] == ""
+    assert d.verdict[0].startswith("B is slower") or d.verdict[0].startswith("Changes in B")
+    assert "1 change(s) slower, 0 faster, in 3 rows (nested rows that moved together count as one change)" \
+        in d.verdict[0], d.verdict
+    slower = next(line for line in d.verdict if line.startswith("Slower in B"))
+    assert slower.startswith(f"Slower in B (1): op {CALLEE} ")
+    assert f"; with op {OP} and op {WRAP} around it, which moved with it)" in slower, slower
+    # the changes (the JSON's verdict.changes): one group, the callee its lead, the others around it
+    by = {c["name"]: c for c in d.changes}
+    assert {c["group"] for c in d.changes} == {0} and [c["lead"] for c in d.changes].count(True) == 1
+    assert by[CALLEE]["lead"] and [(r["name"], r["relation"]) for r in by[CALLEE]["nested"]] == \
+        [(OP, "around"), (WRAP, "around")]
+    assert by[OP]["nested"] == by[WRAP]["nested"] == []
+    assert 180_000 < by[CALLEE]["step_delta_ns"] < 220_000
+    # the HTML diff's chart says which rows are one change
+    chart = {r["name"]: r for r in page_data(d)["chart"]}
+    assert chart[CALLEE]["one_change_with"] == [OP, WRAP] and chart[WRAP]["one_change_with"] == [CALLEE, OP]
+
+
+@pytest.mark.parametrize("b_add, counts", [(280, "2 row(s) slower, 1 faster"), (550, "3 row(s) slower, 0 faster")])
+def test_children_that_changed_on_their_own_stay_apart(b_add, counts):
+    """aten::linear around aten::mm (400 -> 600 µs) and aten::add (400 -> 280 µs, or ->
+    550 µs): the op moved by +80 µs (or +350 µs), neither child's change is its change
+    (+200 against +80; +200 against +350): three changes."""
+    a = run([op("aten::linear", 10, op("aten::mm", 400), op("aten::add", 400))], 3)
+    b = run([op("aten::linear", 10, op("aten::mm", 600), op("aten::add", b_add))], 4)
+    d = diff(a, b)
+    assert sorted(c["name"] for c in d.changes) == ["aten::add", "aten::linear", "aten::mm"], d.verdict
+    assert sorted(c["group"] for c in d.changes) == [0, 1, 2] and all(c["lead"] for c in d.changes)
+    assert f"Changes in B: {counts}" in d.verdict[0] or f"; {counts}." in d.verdict[0], d.verdict
+    assert "moved with it" not in d.text
+
+
+def test_a_row_called_in_two_places_goes_with_the_place_of_its_change():
+    """aten::linear called once in section "block" and once at the top of each step; the
+    one in the block 300 -> 500 µs: the section and the op are one change (half the op's
+    calls, all of its change, are in the block). aten::mm once in AddmmBackward0 and once
+    at the top, the top one 300 -> 500 µs while AddmmBackward0's own time grew as much:
+    both changed by +200 µs, but the op's change is not inside the other, two changes."""
+    def tree(block_us: float, top_mm_us: float, own_us: float) -> list[Span]:
+        return [op("block", 5, op("aten::linear", block_us), category="user_annotation"), op("aten::linear", 300),
+                op("AddmmBackward0", own_us, op("aten::mm", 300)), op("aten::mm", top_mm_us)]
+
+    d = diff(run(tree(300, 300, 100), 5), run(tree(500, 500, 300), 6))
+    by = {c["name"]: c for c in d.changes}
+    assert set(by) == {"block", "aten::linear", "AddmmBackward0", "aten::mm"}, d.verdict
+    assert by["aten::linear"]["lead"] and by["aten::linear"]["nested"] == [
+        {"table": "sections", "name": "block", "step_delta_ns": by["block"]["step_delta_ns"], "relation": "around"}]
+    assert by["block"]["group"] == by["aten::linear"]["group"] and not by["block"]["lead"]
+    assert by["aten::mm"]["group"] != by["AddmmBackward0"]["group"] and by["aten::mm"]["nested"] == []
+    assert "3 change(s) slower, 0 faster, in 4 rows" in d.verdict[0], d.verdict
+    slower = next(line for line in d.verdict if line.startswith("Slower in B"))
+    assert "op aten::linear " in slower and "with section block around it, which moved with it" in slower
+
+
+def _torch_run(torch, path, width: int, steps: int = 8):
+    """A real torch.profiler CPU trace: a two-layer MLP's forward (its first layer in
+    record_function "block") and backward, its hidden layer ``width`` wide."""
+    torch.manual_seed(0)
+    l1, l2 = torch.nn.Linear(256, width), torch.nn.Linear(width, 10)
+    x = torch.randn(128, 256)
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+                                on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(steps + 1):
+            with torch.profiler.record_function("block"):
+                h = torch.relu(l1(x))
+            l2(h).sum().backward()
+            prof.step()
+    return path
+
+
+def test_real_torch_wider_linear_is_one_change_per_op(tmp_path):
+    """Two real torch CPU runs, B's hidden layer 1024 wide instead of 256: the backward
+    matmul (aten::mm) is called slower with AddmmBackward0 and its autograd wrapper
+    around it, one change; the forward aten::addmm with aten::linear around it and the
+    section "block" around that, one change (measured: mm +1.1 ms a step, its two
+    wrappers +1.10 and +1.12 ms; addmm +0.69 ms, linear +0.69 ms, block +0.77 ms)."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    a = polyprof.load(_torch_run(torch, tmp_path / "a.json", 256))
+    b = polyprof.load(_torch_run(torch, tmp_path / "b.json", 1024))
+    d = diff(a, b)
+    by = {c["name"]: c for c in d.changes}
+    wrap = "autograd::engine::evaluate_function: AddmmBackward0"
+    assert {"aten::mm", "AddmmBackward0", wrap, "aten::addmm", "aten::linear"} <= set(by), d.verdict
+    assert by["aten::mm"]["lead"] and [r["name"] for r in by["aten::mm"]["nested"]] == ["AddmmBackward0", wrap]
+    assert by["aten::addmm"]["lead"] and [r["name"] for r in by["aten::addmm"]["nested"]][0] == "aten::linear"
+    leads = sum(c["lead"] for c in d.changes)
+    assert leads <= len(d.changes) - 3 and f"in {len(d.changes)} rows (nested rows" in d.verdict[0], d.verdict
+    slower = next(line for line in d.verdict if line.startswith("Slower in B"))
+    assert "op aten::mm " in slower and f"with op AddmmBackward0 and op {wrap} around it" in slower, slower
+
+
+def test_the_html_diff_counts_one_change(tmp_path):
+    """The page of the callee's diff, drawn by headless Chromium without a script error:
+    the verdict counts one change, the note under the chart three rows and one change,
+    and each bar's title names the rows of its change."""
+    import re
+    import sys
+    from pathlib import Path
+
+    from polyprof.report import diff_html
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from analysis import browser
+
+    if browser.chromium() is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    d = diff(run(relu_backward(300), 1), run(relu_backward(500), 2))
+    dom, log = browser.dump_dom(diff_html.write(d, tmp_path / "diff.html"))
+    root = re.search(r"<html[^>]*>", dom).group(0)
+    assert 'data-rendered="1"' in root and "data-js-errors" not in root, root
+    assert not [line for line in log.splitlines() if "Uncaught" in line]
+    assert "1 change(s) slower, 0 faster, in 3 rows" in dom
+    assert "3 row(s) called changed (1 change(s): nested rows that moved together count as one)" in dom
+    chart = dom.split('id="changes-svg"', 1)[1].split("</svg>", 1)[0]
+    assert chart.count('class="bar slower"') == 3
+    assert f"one change with {OP}, {WRAP}</title>" in chart and f"one change with {CALLEE}, {OP}</title>" in chart
