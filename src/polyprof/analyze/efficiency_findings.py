@@ -56,7 +56,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     # (a collective's time is the network's and the other ranks', not lost against a roofline; nor is an
     # op of a few FLOPs per byte measured against the compute roof where no bandwidth tells its ridge)
     if len(oe):
-        ok &= ~((column(oe, "bound_by") == "") & ~(np.nan_to_num(column(oe, "intensity")) >= CHAIN_MAX_INTENSITY))
+        ok &= ~((column(oe, "bound_by") == "") & (column(oe, "intensity") < CHAIN_MAX_INTENSITY))  # (NaN: unknown)
     lost = np.where(ok, column(oe, "time_ns") * (1.0 - np.minimum(np.nan_to_num(roof), 100.0) / 100.0), 0.0) \
         if len(oe) else np.zeros(0)
     top = order_desc(lost)[:5] if len(lost) else np.zeros(0, np.int64)
