@@ -18,8 +18,9 @@ rows). The tables keep every row; the list of changes groups them:
   one that holds at least :data:`AGREE` (80%) of its change (none where the change is
   at the top of its thread or spread out);
 * a changed row and its enclosing row are one change where that row is changed too, the
-  same way, and the change inside it and its own are each at least :data:`AGREE` of the
-  other: the inner row accounts for most of the outer's change and nothing else in the
+  same way, and the change inside it, the inner row's own change and the outer row's are
+  each at least :data:`AGREE` of the other, and every row of a change is within
+  :data:`AGREE` of its lead's (along a chain of wrappers, each within 80% of the next): the inner row accounts for most of the outer's change and nothing else in the
   outer took a comparable part (an op whose two children moved opposite ways, or by
   comparable amounts, stays apart from each);
 * the group's *lead*, the row the verdict names, is its innermost row (the op that did
@@ -225,8 +226,8 @@ def group(changes: list[dict[str, Any]], nest: NestCounts | None) -> None:
         enc = nest.enclosing(c["table"], nest.index[c["table"]][c["name"]], c["step_mean_ns_a"], c["step_mean_ns_b"])
         j = at.get((enc[0], names[enc[0]][enc[1]])) if enc is not None else None
         if enc is not None and j is not None and j != i and changes[j]["change"] == c["change"] and \
-                agree(enc[2], changes[j]["step_delta_ns"]):
-            up[i] = j
+                agree(enc[2], changes[j]["step_delta_ns"]) and agree(c["step_delta_ns"], changes[j]["step_delta_ns"]):
+            up[i] = j  # (its own change too: a new wrapper around a slightly slower op is not the op's change)
     root = list(range(len(changes)))
     for i, j in up.items():  # union of each row with its enclosing row
         ri, rj = _find(root, i), _find(root, j)
@@ -234,9 +235,17 @@ def group(changes: list[dict[str, Any]], nest: NestCounts | None) -> None:
     members: dict[int, list[int]] = {}
     for i in range(len(changes)):
         members.setdefault(_find(root, i), []).append(i)
-    for g, rows in enumerate(sorted(members.values())):
+    groups: list[list[int]] = []
+    for rows in sorted(members.values()):
         inner = [i for i in rows if i not in set(up.values())]
         lead = inner[0] if inner else rows[0]  # the innermost, the largest change first
+        # every member agrees with the lead, not only with its neighbour: along a chain of wrappers the
+        # outermost could move 1/0.8^2 = 1.56x the lead's change, its own time hidden in "one change"
+        far = [i for i in rows if i != lead and not agree(changes[i]["step_delta_ns"], changes[lead]["step_delta_ns"])]
+        groups += [[i for i in rows if i not in far]] + [[i] for i in far]
+    for g, rows in enumerate(sorted(groups)):
+        inner = [i for i in rows if i not in set(up.values())]
+        lead = inner[0] if inner else rows[0]
         for i in rows:
             changes[i].update({"group": g, "lead": i == lead, "nested": []})
         near = sorted((_relation(up, lead, i), i) for i in rows if i != lead)  # (around it: the nearest first)
