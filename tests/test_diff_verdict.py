@@ -395,3 +395,15 @@ def test_the_verdict_names_its_rows_with_no_table_rows(tmp_path, capsys):
     out = " ".join(capsys.readouterr().out.split()).replace("│ │", "").replace(" │ ", " ")
     assert "Slower in B (1): op aten::mm " in out and "(and 1 more)" not in out, out
     assert "Framework ops (host)" not in out and "┏" not in out, out
+
+
+def test_a_change_in_a_few_steps_is_said_though_not_called():
+    """aten::big 40 ms longer in 3 of B's 11 steps: the mean step +27%, the typical step
+    +0.3%; no test over 11 steps calls it (the step time's p 0.063, the row's 0.69), and
+    the verdict said only "No significant change". It now says some steps were much
+    longer and names the row that moved most; a pair with no such steps says nothing."""
+    d = diff(_steps(1), _steps(2, spikes=(3, 6, 9), spike_ns=40_000_000))
+    line = next((v for v in d.verdict if v.startswith("The mean step time moved")), None)
+    assert line is not None and "+27.1%" in line and "some steps much longer" in line, d.verdict
+    assert "op aten::big 7.99 ms -> 18.9 ms per step" in line and "within the noise" in line, line
+    assert not any(v.startswith("The mean step time moved") for v in diff(_steps(1), _steps(2)).verdict)

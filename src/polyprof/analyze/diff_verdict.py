@@ -106,7 +106,8 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
             lines.append(f"{f'Changes in B: {counts}' if changes else 'No row changed'}; "
                          f"{_step_headline(st, ov, unit)}.")
     if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
-        lines += _step_lines(st, floor, reason is None, tables if not changes else None, fmt_ns)
+        lines += _step_lines(st, floor, reason is None, tables if not changes else None, fmt_ns,
+                             (ov["rel_floor"], ov["abs_floor_ns"]))
     if reason is not None:
         lines.append(f"No change is called significant: {reason}.")
         return lines + _largest(tables, unit, top, fmt_ns)
@@ -159,10 +160,12 @@ def _step_headline(st: dict[str, Any], ov: dict[str, Any], unit: str) -> str:
 
 
 def _step_lines(st: dict[str, Any], floor: str, tested: bool, tables: dict[str, Any] | None,
-                fmt_ns: Callable[[float], str]) -> list[str]:
+                fmt_ns: Callable[[float], str], floors: tuple[float, float] = (0.0, 0.0)) -> list[str]:
     """The step time: its median and mean per step, the test and what it says; the stalls
     that moved its mean; where it is called changed and no row is (``tables`` given), the
-    rows that moved by a large part of its change, within the noise, or that none did."""
+    rows that moved by a large part of its change, within the noise, or that none did;
+    where its mean moved past the ``floors`` (relative, ns) and its typical step did not,
+    that some steps changed and the rows that moved most."""
     unit = st.get("unit", "step")
     what = ("not tested" if not tested or st["significant"] is None else
             {"slower": "B is slower", "faster": "B is faster"}.get(st["change"], "no significant change"))
@@ -182,8 +185,19 @@ def _step_lines(st: dict[str, Any], floor: str, tested: bool, tables: dict[str, 
     lines = [f"{unit.capitalize()} time: {'median ' if several else ''}{fmt_ns(st['median_ns_a'])} -> "
              f"{fmt_ns(st['median_ns_b'])} per {unit} ({_pct(st['median_rel_change'])}){mean if several else ''}"
              f"{_p(st['p_value'])}{test}; {st['steps_a']} vs {st['steps_b']} {unit}s: {what}."]
+    if tested and tables is not None and not st["change"] and st.get("reason") != APART and \
+            _beyond(st["delta_ns"], st["rel_change"], floors) and \
+            not _beyond(st["median_delta_ns"], st["median_rel_change"], floors):
+        sign = 1.0 if st["delta_ns"] > 0 else -1.0  # (3 of 11 steps 10x longer: never called, the median unmoved)
+        moved = _moved(tables, sign, st["delta_ns"], unit, fmt_ns)
+        lines.append(f"The mean {unit} time moved {_pct(st['rel_change'])} while the typical {unit} moved "
+                     f"{_pct(st['median_rel_change'])}: some {unit}s much {'longer' if sign > 0 else 'shorter'}, "
+                     f"which a test over so few {unit}s does not call"
+                     + (f"; moved most: {'; '.join(moved)}." if moved else "."))
     if st["change"] and tested and tables is not None:
-        moved = _moved(tables, st, fmt_ns)
+        sign = 1.0 if st["change"] == "slower" else -1.0
+        moved = _moved(tables, sign, st["delta_ns"] if st["delta_ns"] * sign > 0 else st["median_delta_ns"], unit,
+                       fmt_ns)
         lines.append(f"No kernel, op or section is called changed, though some moved by {MOVED_SHARE:.0%} of the "
                      f"{unit} time's change or more: {'; '.join(moved)}." if moved else
                      f"No kernel, op or section is called changed: the {unit} time's change is in no row's typical "
@@ -191,14 +205,17 @@ def _step_lines(st: dict[str, Any], floor: str, tested: bool, tables: dict[str, 
     return lines + _stalls(st, unit, fmt_ns)
 
 
-def _moved(tables: dict[str, Any], st: dict[str, Any], fmt_ns: Callable[[float], str]) -> list[str]:
-    """The tested rows, none called changed, whose mean per step moved the way the step
-    time is called by at least :data:`MOVED_SHARE` of its change (of its mean, else of its
-    median where the mean moved the other way), largest first: a JAX CPU pair read "the
-    change is in no row's typical step" beside a kernel +90% (two thirds of it) at p 1."""
-    way = 1.0 if st["change"] == "slower" else -1.0
-    change = st["delta_ns"] if st["delta_ns"] * way > 0 else st["median_delta_ns"]
-    unit = st.get("unit", "step")
+def _beyond(delta_ns: float, rel: float, floors: tuple[float, float]) -> bool:
+    """Whether a change moved past both floors (relative, ns per step)."""
+    return abs(rel) >= floors[0] and abs(delta_ns) >= floors[1] and delta_ns != 0
+
+
+def _moved(tables: dict[str, Any], way: float, change: float, unit: str,
+           fmt_ns: Callable[[float], str]) -> list[str]:
+    """The tested rows, none called changed, whose mean per step moved ``way`` (1 longer,
+    -1 shorter) by at least :data:`MOVED_SHARE` of the step time's ``change`` (ns per
+    step), largest first: a JAX CPU pair read "the change is in no row's typical step"
+    beside a kernel +90% (two thirds of it) at p 1."""
     found = []
     for t, df in tables.items():
         delta = np.nan_to_num(column(df, "step_delta_ns").astype(np.float64)) * way
