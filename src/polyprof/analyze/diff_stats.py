@@ -87,7 +87,7 @@ class Compared:
     means_b: np.ndarray | None = None
 
 
-def _mean_of_runs(x: np.ndarray, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def mean_of_runs(x: np.ndarray, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rows x runs matrix of each run's mean sample, the runs)."""
     runs, inv = np.unique(run, return_inverse=True)
     sums = np.zeros((x.shape[0], len(runs)))
@@ -104,8 +104,8 @@ def _median_of_runs(x: np.ndarray, run: np.ndarray) -> np.ndarray:
 def _stratum(xa: np.ndarray, ra: np.ndarray, xb: np.ndarray, rb: np.ndarray,
              test: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str | None]:
     """One rank: (p, mean_a, mean_b) per row and why it cannot be tested (or None)."""
-    ma_runs, runs_a = _mean_of_runs(xa, ra)
-    mb_runs, runs_b = _mean_of_runs(xb, rb)
+    ma_runs, runs_a = mean_of_runs(xa, ra)
+    mb_runs, runs_b = mean_of_runs(xb, rb)
     mean_a, mean_b = ma_runs.mean(axis=1), mb_runs.mean(axis=1)
     k = xa.shape[0]
     if len(runs_a) == 1 and len(runs_b) == 1:
@@ -123,7 +123,7 @@ def _stratum(xa: np.ndarray, ra: np.ndarray, xb: np.ndarray, rb: np.ndarray,
         return np.full(k, np.nan), mean_a, mean_b, "too few runs"
     if test == "t":
         log_a, log_b = np.log(xa + LOG_OFFSET_NS), np.log(xb + LOG_OFFSET_NS)
-        t_mean, _, p_mean = student_groups(_mean_of_runs(log_a, ra)[0], _mean_of_runs(log_b, rb)[0])
+        t_mean, _, p_mean = student_groups(mean_of_runs(log_a, ra)[0], mean_of_runs(log_b, rb)[0])
         med_a, med_b = _median_of_runs(xa, ra), _median_of_runs(xb, rb)
         t_med, _, p_med = student_groups(np.log(med_a + LOG_OFFSET_NS), np.log(med_b + LOG_OFFSET_NS))
         # a row in under half of some run's steps (a checkpoint every few steps) has no typical step: its means

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..trace.categories import is_collective_name
 from ..trace.sorting import unique
-from .diff_stats import LOG_OFFSET_NS, Samples
+from .diff_stats import LOG_OFFSET_NS, Samples, mean_of_runs
 from .frames import column
 from .inputs import CPU_PREFIXES
 
@@ -286,13 +286,9 @@ def test_way(a: Samples, b: Samples, test: str) -> float:
 def _run_means(x: np.ndarray, run: np.ndarray, test: str) -> np.ndarray:
     """One rank's samples as its test weighs them: ``t``, each run's mean log time (one
     run: its steps' log times); ``rank``, the steps (one run), else each run's mean."""
-    runs = unique(run)
     if test == "t":
         x = np.log(x + LOG_OFFSET_NS)
-    if len(runs) == 1:
-        return x
-    inv = np.searchsorted(runs, run)
-    return np.bincount(inv, x, len(runs)) / np.bincount(inv, minlength=len(runs))
+    return x if len(unique(run)) == 1 else mean_of_runs(x[None, :], run)[0][0]
 
 
 def _stalls(st: dict[str, Any], unit: str, fmt_ns: Callable[[float], str]) -> list[str]:

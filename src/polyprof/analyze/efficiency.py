@@ -357,8 +357,13 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def uncounted_replays(trace: Trace) -> float:
     """Percent of the window's kernel time in graph replays whose FLOPs MFU cannot count
     (``graph_costs.uncounted_share``, less the kernels with their own FLOPs)."""
+    return graph_costs.uncounted_share(trace, _own_flops(trace))
+
+
+def _own_flops(trace: Trace) -> np.ndarray:
+    """The device rows with FLOPs of their own (XLA's kernels)."""
     rows, on_device, c = costed_rows(trace)
-    return graph_costs.uncounted_share(trace, rows[on_device & ~np.isnan(c.flops)])
+    return rows[on_device & ~np.isnan(c.flops)]
 
 
 def uncounted_of(m: Table | None) -> float:
@@ -371,10 +376,7 @@ def uncounted_of(m: Table | None) -> float:
 def uncounted_replay_ns(trace: Trace) -> tuple[float, float]:
     """(kernel ns in those replays, the window's kernel ns): the parts of
     :func:`uncounted_replays`, which a job's rank summed from its windows adds up."""
-    dv = device_view(trace)
-    kernels = dv.rows[dv.counted & (trace.kinds[dv.rows] == Kind.KERNEL)]
-    total = float(trace.events["dur_ns"][kernels].sum())
-    return uncounted_replays(trace) * total / 100.0, total
+    return graph_costs.uncounted_ns(trace, _own_flops(trace))
 
 
 def mfu(trace: Trace, peak: str | Mapping[str, float] | None = None, precision: str | None = None) -> Table:

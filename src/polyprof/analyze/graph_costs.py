@@ -120,17 +120,26 @@ def uncounted_share(trace: Trace, own: np.ndarray) -> float:
     FLOPs are unknown to ``mfu`` (``efficiency.uncounted_replays``)."""
     if not inputs.graph_launches(trace):
         return 0.0
-    from . import cuda_graphs  # only for a trace with graph launches (as _mapped)
+    blind, total = uncounted_ns(trace, own)
+    return 100.0 * blind / total if total > 0 else 0.0
 
-    r = cuda_graphs.replays(trace)
-    if not len(r.rows):
-        return 0.0
-    mapped = cuda_graphs.self_captured(trace)
-    blind = r.rows if mapped is None else r.rows[mapped.launch < 0]
-    blind = blind[~member(blind, own)] if len(own) else blind  # a kernel with its own FLOPs counts (XLA's)
+
+def uncounted_ns(trace: Trace, own: np.ndarray) -> tuple[float, float]:
+    """The parts of :func:`uncounted_share`: (kernel ns in those replays, the window's
+    kernel ns), which a rank read window by window adds up."""
     dv = device_view(trace)
     counted = dv.rows[dv.counted & (trace.kinds[dv.rows] == Kind.KERNEL)]
     dur = trace.events["dur_ns"]
     total = float(dur[counted].sum())
+    if not inputs.graph_launches(trace):
+        return 0.0, total
+    from . import cuda_graphs  # only for a trace with graph launches (as _mapped)
+
+    r = cuda_graphs.replays(trace)
+    if not len(r.rows):
+        return 0.0, total
+    mapped = cuda_graphs.self_captured(trace)
+    blind = r.rows if mapped is None else r.rows[mapped.launch < 0]
+    blind = blind[~member(blind, own)] if len(own) else blind  # a kernel with its own FLOPs counts (XLA's)
     blind = blind[trace.kinds[blind] == Kind.KERNEL]
-    return 100.0 * float(dur[blind].sum()) / total if total > 0 else 0.0
+    return float(dur[blind].sum()), total

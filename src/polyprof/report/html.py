@@ -19,6 +19,7 @@ import orjson
 from ..analyze.frames import column, labels
 from ..outfile import write_file
 from ..trace.core import Trace
+from ..analyze.efficiency import uncounted_of
 from .efficiency_text import uncounted_words
 from .extension_tables import html_tables
 from .memory_view import memory_view
@@ -109,12 +110,9 @@ def _overall(mfu: Table | pd.DataFrame | None) -> dict[str, Any] | None:
 def _uncounted(mfu: Table | pd.DataFrame | None) -> str | None:
     """The MFU line's words on the whole window's ``uncounted_replay_pct`` (from 1% of its
     kernel time with FLOPs counted, 50% without: ``efficiency_text.uncounted_words``)."""
-    row = _overall(mfu)
-    if not row or not row["rows"]:
+    if mfu is None or not len(mfu):
         return None
-    r = dict(zip(row["columns"], row["rows"][0]))
-    pct = r.get("uncounted_replay_pct")
-    return uncounted_words(float(r.get("flops") or 0.0), float(pct)) if pct is not None else None
+    return uncounted_words(float(column(mfu, "flops")[0]), uncounted_of(mfu))
 
 
 def _title(trace: Trace) -> str:
