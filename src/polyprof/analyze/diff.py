@@ -163,7 +163,7 @@ def diff(a: Any, b: Any, *, alpha: float = ALPHA, normalize: bool = True, top: i
                 "rel_floor": rel_floor, "abs_floor_ns": abs_floor_ns, "ranks": strata,
                 "samples": "whole traces (a trace without steps)" if whole else "steps",
                 "untestable": untestable}
-    verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns)
+    verdict = verdict_lines(tables, step_time, changes, overview, top, fmt_ns, acc.nest)  # (its lists grouped too)
     if len(strata) > 1:  # a collective the ranks moved apart in (after the changes)
         apart = ranks_apart({t: (list(acc.index[t]), compared[t].means_a, compared[t].means_b) for t in TABLES},
                             strata, tables, step_time, floors, fmt_ns)

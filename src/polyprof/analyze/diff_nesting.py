@@ -29,6 +29,8 @@ rows). The tables keep every row; the list of changes groups them:
 Each changed row (``Diff.changes``) says ``group`` (the number of its change, in the
 list's order), ``lead`` and, on the lead, ``nested``: the other rows of its group
 (table, name, per-step change, and ``relation`` to the lead: around, inside or beside).
+The verdict's other lists of rows (those that moved within the noise, B's other work)
+are grouped the same way (:func:`items`).
 """
 
 from __future__ import annotations
@@ -252,6 +254,15 @@ def group(changes: list[dict[str, Any]], nest: NestCounts | None) -> None:
         changes[lead]["nested"] = [{"table": changes[i]["table"], "name": changes[i]["name"],
                                     "step_delta_ns": changes[i]["step_delta_ns"], "relation": how[1]}
                                    for how, i in near]
+
+
+def items(rows: list[dict[str, Any]], nest: NestCounts | None) -> list[dict[str, Any]]:
+    """Another list of the verdict as its items, grouped as the changes are (:func:`group`,
+    the same tests): ``rows`` (largest per-step change first, each with ``table``,
+    ``name``, ``change``, its per-step means and ``step_delta_ns``; members of one item
+    share ``change``) get ``group``, ``lead`` and ``nested``; the leads, in order."""
+    group(rows, nest)
+    return [r for r in rows if r["lead"]]
 
 
 def _find(root: list[int], i: int) -> int:

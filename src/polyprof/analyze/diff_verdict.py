@@ -9,6 +9,7 @@ import numpy as np
 
 from ..trace.categories import is_collective_name
 from ..trace.sorting import unique
+from .diff_nesting import NestCounts, items
 from .diff_stats import LOG_OFFSET_NS, Samples, mean_of_runs
 from .frames import column
 from .inputs import CPU_PREFIXES
@@ -65,9 +66,10 @@ def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str, names: d
             f"p={c['p_adjusted']:.2g}{where}{_nested(c.get('nested') or [], names or {})})")
 
 
-def _nested(rows: list[dict[str, Any]], names: dict[str, str]) -> str:
-    """"; with op X and op Y around it, which moved with it": the other rows of a change,
-    by their relation to the row named (the nearest first)."""
+def _nested(rows: list[dict[str, Any]], names: dict[str, str], how: str = "moved with it") -> str:
+    """"; with op X and op Y around it, which moved with it": the other rows of a change
+    (or of an item of another list, ``how`` they went with it), by their relation to the
+    row named (the nearest first)."""
     if not rows:
         return ""
     parts = []
@@ -75,13 +77,15 @@ def _nested(rows: list[dict[str, Any]], names: dict[str, str]) -> str:
         these = [f"{LABELS[r['table']]} {names.get(r['name'], r['name'])}" for r in rows if r["relation"] == relation]
         if these:
             parts.append(f"{', '.join(these[:-1])}{' and ' if len(these) > 1 else ''}{these[-1]} {relation} it")
-    return f"; with {' and '.join(parts)}, which moved with it"
+    return f"; with {' and '.join(parts)}, which {how}"
 
 
 def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict[str, Any]], ov: dict[str, Any],
-                  top: int, fmt_ns: Callable[[float], str]) -> list[str]:
+                  top: int, fmt_ns: Callable[[float], str], nest: NestCounts | None = None) -> list[str]:
     """A headline, then the step time, what got slower, what got faster, what did not
-    change; times written by ``fmt_ns``."""
+    change; times written by ``fmt_ns``. ``nest``: the rows' nesting, by which the
+    lists of rows group nested rows that moved together into one item (``diff_nesting``;
+    None: a row an item)."""
     reason = ov["untestable"]
     floor = f"{100 * ov['rel_floor']:g}% and {fmt_ns(ov['abs_floor_ns'])} per step"
     unit = st.get("unit", "step")
@@ -107,7 +111,7 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                          f"{_step_headline(st, ov, unit)}.")
     if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
         lines += _step_lines(st, floor, reason is None, tables if not changes else None, fmt_ns,
-                             (ov["rel_floor"], ov["abs_floor_ns"]))
+                             (ov["rel_floor"], ov["abs_floor_ns"]), nest)
     if reason is not None:
         lines.append(f"No change is called significant: {reason}.")
         return lines + _largest(tables, unit, top, fmt_ns)
@@ -126,7 +130,7 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                    f"alpha {ov['alpha']:g}.")
     if max(ov["a"]["runs"], 1) == 1 and max(ov["b"]["runs"], 1) == 1 and ov["samples"] == "steps":
         along = [c for c in changes if c["change"] == st.get("change")]
-        other = _other_work(tables, st, ov["abs_floor_ns"], fmt_ns)
+        other = _other_work(tables, st, ov["abs_floor_ns"], fmt_ns, nest)
         if other:
             lines.append(f"B runs other work: {'; '.join(other[:top])}. A change of the machine or of its "
                          "load does not add, drop or repeat calls: the program changed.")
@@ -160,7 +164,8 @@ def _step_headline(st: dict[str, Any], ov: dict[str, Any], unit: str) -> str:
 
 
 def _step_lines(st: dict[str, Any], floor: str, tested: bool, tables: dict[str, Any] | None,
-                fmt_ns: Callable[[float], str], floors: tuple[float, float] = (0.0, 0.0)) -> list[str]:
+                fmt_ns: Callable[[float], str], floors: tuple[float, float] = (0.0, 0.0),
+                nest: NestCounts | None = None) -> list[str]:
     """The step time: its median and mean per step, the test and what it says; the stalls
     that moved its mean; where it is called changed and no row is (``tables`` given), the
     rows that moved by a large part of its change, within the noise, or that none did;
@@ -189,7 +194,7 @@ def _step_lines(st: dict[str, Any], floor: str, tested: bool, tables: dict[str, 
             _beyond(st["delta_ns"], st["rel_change"], floors) and \
             not _beyond(st["median_delta_ns"], st["median_rel_change"], floors):
         sign = 1.0 if st["delta_ns"] > 0 else -1.0  # (3 of 11 steps 10x longer: never called, the median unmoved)
-        moved = _moved(tables, sign, st["delta_ns"], unit, fmt_ns)
+        moved = _moved(tables, sign, st["delta_ns"], unit, fmt_ns, nest)
         lines.append(f"The mean {unit} time moved {_pct(st['rel_change'])} while the typical {unit} moved "
                      f"{_pct(st['median_rel_change'])}: some {unit}s much {'longer' if sign > 0 else 'shorter'}, "
                      f"which a test over so few {unit}s does not call"
@@ -197,7 +202,7 @@ def _step_lines(st: dict[str, Any], floor: str, tested: bool, tables: dict[str, 
     if st["change"] and tested and tables is not None:
         sign = 1.0 if st["change"] == "slower" else -1.0
         moved = _moved(tables, sign, st["delta_ns"] if st["delta_ns"] * sign > 0 else st["median_delta_ns"], unit,
-                       fmt_ns)
+                       fmt_ns, nest)
         lines.append(f"No kernel, op or section is called changed, though some moved by {MOVED_SHARE:.0%} of the "
                      f"{unit} time's change or more: {'; '.join(moved)}." if moved else
                      f"No kernel, op or section is called changed: the {unit} time's change is in no row's typical "
@@ -211,29 +216,39 @@ def _beyond(delta_ns: float, rel: float, floors: tuple[float, float]) -> bool:
 
 
 def _moved(tables: dict[str, Any], way: float, change: float, unit: str,
-           fmt_ns: Callable[[float], str]) -> list[str]:
+           fmt_ns: Callable[[float], str], nest: NestCounts | None = None) -> list[str]:
     """The tested rows, none called changed, whose mean per step moved ``way`` (1 longer,
     -1 shorter) by at least :data:`MOVED_SHARE` of the step time's ``change`` (ns per
-    step), largest first: a JAX CPU pair read "the change is in no row's typical step"
-    beside a kernel +90% (two thirds of it) at p 1."""
+    step), largest first, up to three items: a JAX CPU pair read "the change is in no
+    row's typical step" beside a kernel +90% (two thirds of it) at p 1. Nested rows that
+    moved together are one item, named by the innermost (``diff_nesting.items``: a
+    wrapper, its op and the op's callee were three of the three)."""
     found = []
     for t, df in tables.items():
         delta = np.nan_to_num(column(df, "step_delta_ns").astype(np.float64)) * way
         p = column(df, "p_adjusted").astype(np.float64)
         for i in np.flatnonzero((delta >= MOVED_SHARE * abs(change)) & ~np.isnan(p)).tolist():
-            found.append((delta[i], t, str(column(df, "name")[i]), i))
-    found = sorted(found, key=lambda f: -f[0])[:3]
-    names = short_names([f[2] for f in found])
+            found.append((delta[i], t, i))
+    rows = [_row(tables[t], t, i, "longer" if way > 0 else "shorter") for _, t, i in sorted(found, key=lambda f: -f[0])]
+    shown = items(rows, nest)[:3]
+    names = short_names([r["name"] for r in shown] + [n["name"] for r in shown for n in r["nested"]])
     out = []
-    for _, t, name, i in found:
-        df = tables[t]
-        a, b = float(column(df, "step_mean_ns_a")[i]), float(column(df, "step_mean_ns_b")[i])
+    for r in shown:
+        df, i = tables[r["table"]], r["at"]
+        a, b = r["step_mean_ns_a"], r["step_mean_ns_b"]
         why = ("beyond the noise, under the floors" if column(df, "reason")[i] == "below the effect floor" else
                "within the noise")
-        out.append(f"{LABELS[t]} {names[name]} {fmt_ns(a)} -> {fmt_ns(b)} per {unit} ({'+' if b > a else '-'}"
-                   f"{fmt_ns(abs(b - a))}, {_pct(column(df, 'rel_change')[i])}, p={column(df, 'p_adjusted')[i]:.2g}, "
-                   f"{why})")
+        out.append(f"{LABELS[r['table']]} {names[r['name']]} {fmt_ns(a)} -> {fmt_ns(b)} per {unit} "
+                   f"({'+' if b > a else '-'}{fmt_ns(abs(b - a))}, {_pct(column(df, 'rel_change')[i])}, "
+                   f"p={column(df, 'p_adjusted')[i]:.2g}, {why}{_nested(r['nested'], names)})")
     return out
+
+
+def _row(df: Any, table: str, i: int, change: str) -> dict[str, Any]:
+    """Row ``i`` of a table as the nesting groups it (``diff_nesting.items``), ``at`` it."""
+    a, b = float(column(df, "step_mean_ns_a")[i]), float(column(df, "step_mean_ns_b")[i])
+    return {"table": table, "name": str(column(df, "name")[i]), "change": change, "step_mean_ns_a": a,
+            "step_mean_ns_b": b, "step_delta_ns": float(np.nan_to_num(b - a)), "at": i}
 
 
 def _largest(tables: dict[str, Any], unit: str, top: int, fmt_ns: Callable[[float], str]) -> list[str]:
@@ -314,29 +329,42 @@ def _stalls(st: dict[str, Any], unit: str, fmt_ns: Callable[[float], str]) -> li
 
 
 def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
-                fmt_ns: Callable[[float], str]) -> list[str]:
+                fmt_ns: Callable[[float], str], nest: NestCounts | None = None) -> list[str]:
     """Rows only a change of the program makes, largest first: new or gone, or called
     a different number of times per step (by at least one call and 10%), among those
     taking at least ``floor_ns`` per step on one side and called the same number of
     times in every step of each side (``steady_calls``): a runtime's waits and polls
     (XLA's CPU thread pool's ``Wait: pending_threads=2/4``) come and go with scheduling,
-    in two runs of one program too."""
+    in two runs of one program too. Nested rows new, gone, or called more (or less) often
+    together, whose time moved together, are one item, named by the innermost
+    (``diff_nesting.items``: a new wrapper, its op and the section it calls were three)."""
     sa, sb = max(int(st.get("steps_a") or 0), 1), max(int(st.get("steps_b") or 0), 1)
-    found: list[tuple[float, str, str, str]] = []  # size, table, name, what
+    found: list[tuple[float, dict[str, Any], str, str]] = []  # size, row, what, in brackets after it
     for t, df in tables.items():
-        for name, ca, cb, a, b, steady in zip(
-                column(df, "name").tolist(), column(df, "count_a").tolist(), column(df, "count_b").tolist(),
-                column(df, "step_mean_ns_a").tolist(), column(df, "step_mean_ns_b").tolist(),
-                column(df, "steady_calls").tolist()):
+        for i, (ca, cb, a, b, steady) in enumerate(zip(
+                column(df, "count_a").tolist(), column(df, "count_b").tolist(), column(df, "step_mean_ns_a").tolist(),
+                column(df, "step_mean_ns_b").tolist(), column(df, "steady_calls").tolist())):
             if max(a, b) < floor_ns or not steady:
                 continue
             pa, pb = ca / sa, cb / sb
             if (ca == 0) != (cb == 0):
-                found.append((max(a, b), t, str(name), f"{'new' if ca == 0 else 'gone'} ({fmt_ns(max(a, b))} per step)"))
+                kind = "new" if ca == 0 else "gone"
+                found.append((max(a, b), _row(df, t, i, kind), kind, f"{fmt_ns(max(a, b))} per step"))
             elif abs(pb - pa) >= 1 and abs(pb - pa) >= 0.1 * max(pa, pb):
-                found.append((abs(b - a), t, str(name), f"{pa:.3g} -> {pb:.3g} calls per step"))
-    short = short_names([f[2] for f in found])
-    return [f"{LABELS[t]} {short[name]} {what}" for _, t, name, what in sorted(found, key=lambda x: -x[0])]
+                found.append((abs(b - a), _row(df, t, i, "more" if pb > pa else "fewer"),
+                              f"{pa:.3g} -> {pb:.3g} calls per step", ""))
+    found.sort(key=lambda x: -x[0])
+    what = {(r["table"], r["name"]): (w, per) for _, r, w, per in found}
+    shown = items([r for _, r, _, _ in found], nest)
+    short = short_names([r["name"] for r in shown] + [n["name"] for r in shown for n in r["nested"]])
+    how = {"new": "came with it", "gone": "went with it", "more": "are called more often with it",
+           "fewer": "are called less often with it"}
+    out = []
+    for r in shown:
+        w, per = what[(r["table"], r["name"])]
+        said = "; ".join(filter(None, (per, _nested(r["nested"], short, how[r["change"]])[2:])))
+        out.append(f"{LABELS[r['table']]} {short[r['name']]} {w}" + (f" ({said})" if said else ""))
+    return out
 
 
 def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarray | None]], strata: list[int],
