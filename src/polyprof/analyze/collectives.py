@@ -14,8 +14,9 @@ not a group, and have a ``peer`` where the trace says who (``Src Rank`` / ``Dst 
 which recent PyTorch writes with the comms args; for gloo and MPI the peer argument of
 the ``c10d::send`` / ``c10d::recv_`` op that posted them, a rank of its process group,
 recorded with ``record_shapes``).
-Host-side ``nccl:*`` annotations and ``record_param_comms`` are not used for times: they
-only enqueue the kernel, so they say nothing about when the ranks met. They name the
+Host-side ``nccl:*`` annotations (HCCL's ``hccl:*`` likewise) and ``record_param_comms``
+are not used for times: they only enqueue the kernel, so they say nothing about when the
+ranks met. They name the
 collective, though: NCCL runs an all-to-all (and gather, scatter, uneven all-gathers) as
 grouped sends and receives, whose kernel is a SendRecv; a point-to-point row launched
 inside a host op that names a collective (``nccl:all_to_all``, ``c10d::alltoall_base_``,
@@ -77,8 +78,10 @@ _P2P = ("sendrecv", "send", "recv")
 #: transfers it launched (NCCL runs these as grouped sends and receives)
 GROUP_OPS = frozenset({"alltoall", "alltoallv", "allgather", "reducescatter", "gather", "scatter", "allreduce",
                        "broadcast", "reduce"})
-#: prefixes of the host ops that name a collective (torch's backends and c10d's dispatcher ops)
-_OP_PREFIXES = ("nccl:", "rccl:", "gloo:", "mpi:", "ucc:", "xccl:", "c10d::")
+#: prefixes of the host ops that name a collective (torch's backends and c10d's dispatcher ops;
+#: ``hccl:`` is the HCCL backends', Habana Gaudi's, Ascend's and MTIA's: a device backend as
+#: NCCL is, so its ranges only enqueue and are never a CPU collective's work)
+_OP_PREFIXES = ("nccl:", "rccl:", "hccl:", "gloo:", "mpi:", "ucc:", "xccl:", "c10d::")
 #: a name without such a prefix counts only for these (torch.distributed's functions)
 _BARE_OPS = frozenset({"alltoall", "alltoallv", "allgather", "reducescatter"})
 

@@ -7,10 +7,11 @@ one of kind memset; XLA's copy HLO ops run as kernels (``copy-start``) are not c
 here (no byte count). Its size is the ``bytes`` stat (``trace/keys.py``: ``BYTES``),
 which every reader sets where its source gives it (Kineto's ``bytes`` arg, Nsight's and
 CUPTI's ``bytes``, rocpd's and rocprofv3's size, RPD's ``rocpd_copyapi.size``, XSpace's
-``memcpy_details``/``memset_details``). Its kind is the ``copy kind`` stat where the
-reader gives one (Nsight, CUPTI), else read from its name (``Memcpy HtoD (Pinned ->
-Device)``, ``MemcpyH2D``, ``Memcpy DtoD``, ``Host-to-Device``), else from its ends'
-memory kinds (XLA's ``MemcpyOther`` from pinned to pageable memory is ``HtoH``), as one of ``HtoD``,
+``memcpy_details``/``memset_details``), else the ``size`` stat (MTIA's ``dma_request``
+copies: Kineto args ``size`` and ``direction``). Its kind is the ``copy kind`` stat where
+the reader gives one (Nsight, CUPTI), else read from its name (``Memcpy HtoD (Pinned ->
+Device)``, ``MemcpyH2D``, ``Memcpy DtoD``, ``Host-to-Device``), else from its
+``direction`` stat (``HOST_TO_DEVICE``), else from its ends' memory kinds (XLA's ``MemcpyOther`` from pinned to pageable memory is ``HtoH``), as one of ``HtoD``,
 ``DtoH``, ``DtoD``, ``PtoP``, ``HtoH``, ``Unified HtoD``/``DtoH``/``DtoD`` (unified-memory
 migrations), ``memset`` or ``unknown``; arrays count as device memory (``HtoA`` is
 ``HtoD``), and a ``DtoD`` copy between two agents (rocprofv3's and rocpd's ``src agent``
@@ -53,6 +54,10 @@ SRC_KIND, DST_KIND = keys.SRC_KIND, keys.DST_KIND
 BANDWIDTH = "memory bandwidth (GB/s)"
 #: stats of a copy's source and destination agents (ROCm readers)
 SRC_AGENT, DST_AGENT = "src agent", "dst agent"
+#: MTIA's args of a copy (``dma_request``, category ``mtia_ccp_events``): its size in bytes
+#: and its kind (``HOST_TO_DEVICE``, ``DEVICE_TO_HOST``), read where ``bytes`` / a kind
+#: from the name or ``copy kind`` are absent
+SIZE, DIRECTION = "size", "direction"
 
 #: a memory kind (``src kind``/``dst kind``) -> the end of a copy it makes
 _END = {"pageable": "H", "pinned": "H", "device": "D", "array": "D"}
@@ -78,7 +83,7 @@ def copy_kind(text: str) -> str:
 
 
 #: the stats a copy's row is read for
-STATS = (keys.BYTES, BANDWIDTH, COPY_KIND, SRC_KIND, DST_KIND, SRC_AGENT, DST_AGENT)
+STATS = (keys.BYTES, BANDWIDTH, COPY_KIND, SRC_KIND, DST_KIND, SRC_AGENT, DST_AGENT, SIZE, DIRECTION)
 Found = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
@@ -132,6 +137,7 @@ def _kinds(trace: Trace, rows: np.ndarray, fill: np.ndarray, found: Found) -> tu
     if has.any():
         told = {v: copy_kind(v) for v in set(stat[has].tolist())}
         kind[has] = [told[v] for v in stat[has].tolist()]
+    _directions(found, kind)
     memory = [[t.lower() for t in _texts(found, key, n)[1].tolist()] for key in (SRC_KIND, DST_KIND)]
     ends = [np.array([_END.get(t, "") for t in m], object) for m in memory]
     for m in memory:
@@ -144,6 +150,26 @@ def _kinds(trace: Trace, rows: np.ndarray, fill: np.ndarray, found: Found) -> tu
         (hs, src), (hd, dst) = found[SRC_AGENT], found[DST_AGENT]
         kind[(kind == "DtoD") & hs & hd & (src != dst)] = "PtoP"
     return kind, pageable & ~fill
+
+
+def _directions(found: Found, kind: np.ndarray) -> None:
+    """Set the kind of each copy still ``unknown`` that has a :data:`DIRECTION` (MTIA's
+    ``DEVICE_TO_HOST``...) from it, in place: parsed once per distinct value."""
+    has, vals = found.get(DIRECTION, (np.zeros(len(kind), bool), None))
+    at = np.flatnonzero(has & (kind == "unknown"))
+    if not len(at) or vals is None:
+        return
+    ids, inv = unique_inverse(vals[at].astype(np.str_))
+    kind[at] = np.array([copy_kind(str(v)) for v in ids.tolist()], object)[inv]
+
+
+def _sizes(found: Found, n: int) -> np.ndarray:
+    """Each copy's size in bytes (float64, NaN where unknown): :data:`keys.BYTES`, else
+    :data:`SIZE` (MTIA's)."""
+    size = _numbers(found, keys.BYTES, n)
+    if SIZE in found:
+        size = np.where(np.isnan(size), _numbers(found, SIZE, n), size)
+    return size
 
 
 class PerCopy(NamedTuple):
@@ -174,7 +200,7 @@ def _per_copy(trace: Trace) -> PerCopy:
     sel, rows = sel[own], rows[own]
     dur = (v.end[sel] - v.start[sel]).astype(np.int64)
     found = _stats(trace, rows)
-    size = _numbers(found, keys.BYTES, len(rows))
+    size = _sizes(found, len(rows))
     kind, pageable = _kinds(trace, rows, v.cls[sel] == MEMSET, found)
     code = {k: i for i, k in enumerate(KINDS)}
     timed = ~np.isnan(size) & (dur > 0)

@@ -167,14 +167,17 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
 
     import numpy as np
 
+    from ..analyze.units import fmt_ns  # the summary's duration rule, only for the text output
+
     width = _width()
     step = np.asarray(table["step"], np.int64)
     for k in steps:
         m = np.flatnonzero(step == k)
-        said = f"step {k}" + (f" (#{int(numbers[k])})" if k < len(numbers) and int(numbers[k]) >= 0 else "")
+        whole = k < len(numbers) and int(numbers[k]) < 0  # no steps: the whole trace, as summary says
+        said = "" if whole else f"step {k}" + (f" (#{int(numbers[k])})" if k < len(numbers) else "") + ": "
+        where = "the trace" if whole else "the step"
         if not len(m):
-            where = "the step" if k < len(numbers) and int(numbers[k]) >= 0 else "the trace"
-            print(textwrap.fill(f"{said}: {_no_path(traces or {}, k, where)}", width, subsequent_indent="  "))
+            print(textwrap.fill(f"{said}{_no_path(traces or {}, k, where)}", width, subsequent_indent="  "))
             continue
         length = int(table["path_ns"][m[0]])
         span = int(table["span_ns"][m[0]])
@@ -182,7 +185,7 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
         ranks = np.asarray(table["rank"], np.int64)[m]
         share = {int(r): int(on[ranks == r].sum()) for r in unique(ranks)}
         held, others = _shares(share, length)
-        print(textwrap.fill(f"{said}: critical path {length / 1e6:.3f} ms of the step's {span / 1e6:.3f} ms "
+        print(textwrap.fill(f"{said}critical path {fmt_ns(length)} of {where}'s {fmt_ns(span)} "
                             f"(start to end of its work); rank {held} holds "
                             f"{100.0 * share[held] / max(length, 1):.0f}% of it" + (f" ({others})" if others else ""),
                             width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
@@ -191,20 +194,22 @@ def _print(table: Any, predicted: list[dict[str, Any]], steps: list[int], top: i
             keys[(r, n, kind)] = keys.get((r, n, kind), 0) + v
         _print_rows(sorted(keys.items(), key=lambda x: -x[1])[:top], width)
         for w in (x for x in predicted if x["step"] == k):
+            change = int(w["change_ns"])
             print(f"  what-if: rank {w['rank']}'s {w['name']!r} x{w['factor']:g} ({w['events']} events): "
-                  f"step {w['change_ns'] / 1e6:+.3f} ms")
+                  f"{where.removeprefix('the ')} {'+' if change > 0 else ''}{fmt_ns(change)}")
 
 
 def _print_rows(rows: list[tuple[tuple[int, str, str], int]], width: int) -> None:
     """The on-path events of a step, one line each within ``width``: the names shortened
     by what their parts mean and then cut where they differ, as the summary's tables do
     (report/names.py; ``--json`` keeps them whole)."""
+    from ..analyze.units import fmt_ns  # the summary's duration rule, only for the text output
     from ..report.names import fit_names  # the summary's name rule, only for the text output
 
     kw = max([10] + [len(kind) for (_, _, kind), _ in rows])
     rw = max([4] + [len(str(r)) for (r, _, _), _ in rows])
-    room = max(width - (2 + rw + 2 + kw + 1 + 10 + 2), 12)
+    room = max(width - (2 + rw + 2 + kw + 1 + 8 + 2), 12)
     names = fit_names([n for (_, n, _), _ in rows], room)
-    print(f"  {'rank':>{rw}}  {'kind':<{kw}} {'on path ms':>10}  name")
+    print(f"  {'rank':>{rw}}  {'kind':<{kw}} {'on path':>8}  name")
     for ((r, _, kind), v), name in zip(rows, names):
-        print(f"  {r:>{rw}}  {kind:<{kw}} {v / 1e6:>10.3f}  {name}")
+        print(f"  {r:>{rw}}  {kind:<{kw}} {fmt_ns(v):>8}  {name}")

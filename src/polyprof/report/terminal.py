@@ -11,10 +11,10 @@ from ..analyze.critical_path import on_path_totals
 from ..analyze.frames import column, labels, order_desc
 from ..analyze.table import Table
 from ..analyze.units import fmt_bytes, fmt_ns, fmt_num, fmt_pct, fmt_size, number_ranges  # noqa: F401 (fmt_* used by importers)
-from ..analyze.window import WindowArg
+from ..analyze.window import WindowArg, selection
 from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
-from . import extension_tables
+from . import extension_tables, idle_text
 from .efficiency_text import mfu_line
 from .tables import Report, build
 from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, cell_sizes, one_cell,  # noqa: F401
@@ -297,7 +297,7 @@ def _parts(out: Out, report: Report, top: int, W: int) -> None:
         out(mfu)
     if report.findings:
         out(Boxed("Findings", tuple(_finding_lines(report.findings))))
-    _device_tables(out, T, top, W)
+    _device_tables(out, T, top, W, getattr(selection(report.trace), "hta", False))
     _op_tables(out, T, top, W, has_device)
     _section_tables(out, T["section_stats"], top, W, has_device)
     _memory_tables(out, report, top, W)
@@ -385,8 +385,8 @@ def _overview(out: Out, ov: dict[str, Any]) -> None:
                    "); the cupti plugin's option query_calls keeps them", None),)))
 
 
-def _device_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
-    """Device time, idle time by cause, communication overlap."""
+def _device_tables(out: Out, T: dict[str, Table], top: int, W: int, hta: bool = False) -> None:
+    """Device time, idle time by cause (``hta``: HTA's, report/idle_text.py), communication overlap."""
     tb = T["temporal_breakdown"]
     if not len(tb):
         return
@@ -395,11 +395,13 @@ def _device_tables(out: Out, T: dict[str, Table], top: int, W: int) -> None:
         ("plane", "device", None), ("stream", "stream", None), ("span_ns", "span", fmt_ns),
         ("compute_pct", "compute", fmt_pct), ("non_compute_pct", "non-compute", fmt_pct),
         ("idle_pct", "idle", fmt_pct), ("activities", "activities", i, True)], 4 * top, W))
-    it = T["idle_time_breakdown"]
+    it, notes = idle_text.shown(T["idle_time_breakdown"], tb, hta)
     out(_table("Idle time by cause", it, [
         ("plane", "device", None), ("stream", "stream", None), ("idle_ns", "idle", fmt_ns),
         ("host_wait_pct", "host-wait", fmt_pct), ("kernel_wait_pct", "kernel-wait", fmt_pct),
         ("other_pct", "other", fmt_pct), ("gaps", "gaps", i, True)], 4 * top, W))
+    for note in notes:
+        out(Para(((note, "dim"),)))
     ks = T.get("kernel_state_breakdown")
     if ks is not None and len(ks):
         out(_table("Kernel-type states (exclusive)", ks, [
