@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 import polyprof
 from polyprof import analyze as A
+from polyprof.trace.builder import TraceBuilder
 
 DATA = Path(__file__).parent / "data" / "traces" / "compile_cpu" / "recompile_cpu.json.gz"
 
@@ -76,3 +81,85 @@ def test_without_regions_a_compilation_after_the_first_step_counts(tmp_path: Pat
     assert [f.evidence["steps"] for f in found] == [[1, 3]]
     cupti_only = Path(__file__).parent / "data" / "h200" / "torch_compile_cupti.polyprof"  # one compilation, no steps
     assert "recompiles" not in {f.id for f in A.findings(polyprof.load(cupti_only))}
+
+
+def _recompiling_reference(trace: polyprof.Trace, rows: np.ndarray) -> np.ndarray:
+    """``_recompiling`` written plainly (string by string, row by row): what the columnar
+    one must give."""
+    from polyprof.analyze.compile_findings import FRAME_COMPILE
+    from polyprof.derive import cache
+
+    ev = trace.events
+    rows = rows[np.argsort(ev["start_ns"][rows], kind="stable")]
+    which = {}
+    for i, text in enumerate(trace.strings):
+        m = re.match(r"^Torch-Compiled Region: (\d+)/(\d+)$", text)
+        if m:
+            which[i] = int(m.group(2))
+    if not which:
+        steps = cache.steps(trace)
+        return rows[steps.of(ev["start_ns"][rows]) >= 1] if len(steps) else rows[:0]
+    regions = trace.rows_named(*(trace.strings[i] for i in which))
+    regions = regions[np.argsort(ev["start_ns"][regions], kind="stable")]
+    r_start = ev["start_ns"][regions].astype(np.int64)
+    frame_ids = {trace.string_id(f) for f in FRAME_COMPILE}
+    keep, again = [], False
+    for r in rows.tolist():
+        if int(ev["name"][r]) in frame_ids:
+            j = int(np.searchsorted(r_start, int(ev["start_ns"][r]) + int(ev["dur_ns"][r])))
+            again = j < len(regions) and which[int(ev["name"][regions[j]])] > 0
+        keep.append(again)
+    return rows[np.asarray(keep, bool)]
+
+
+def _compile_trace(seed: int) -> polyprof.Trace:
+    """Frames compiled at random times, each maybe followed by a region of a random G
+    (some ending exactly where a region starts, some after the last region), Inductor's
+    ranges before the first frame compilation and between, ties in start times, and
+    strings that look like regions but are not (prefix inside, a suffix, too short)."""
+    rng = np.random.default_rng(seed)
+    b = TraceBuilder()
+    tr = b.track(b.plane("/host:CPU", "host"), "thread 1", "thread", tid=1)
+    for s in ("x Torch-Compiled Region: 0/1", "Torch-Compiled Region: 0/1 extra", "Torch-Compiled",
+              "Torch-Compiled Region: ", "", "Torch-Compiled Region: 2/3\n"):
+        b.event(tr, s, int(rng.integers(0, 10_000)), 1, "user_annotation")
+    frames = ("entire_frame_compile", "_compile.compile_inner (dynamo_timed)")
+    inductor = ("compile_fx_inner (dynamo_timed)", "inductor_compile", "entire_backward_compile")
+    for _ in range(int(rng.integers(0, 4))):  # compiling before any frame's compilation
+        b.event(tr, str(rng.choice(inductor)), int(rng.integers(0, 2_000)), 50, "user_annotation")
+    for _ in range(int(rng.integers(1, 12))):
+        t0 = int(rng.integers(0, 100)) * 100
+        b.event(tr, str(rng.choice(frames)), t0, int(rng.integers(0, 3)) * 50, "user_annotation")
+        for _ in range(int(rng.integers(0, 3))):
+            b.event(tr, str(rng.choice(inductor)), t0 + int(rng.integers(0, 400)), 20, "user_annotation")
+        if rng.random() < 0.8:
+            b.event(tr, f"Torch-Compiled Region: {rng.integers(0, 3)}/{rng.integers(0, 3)}",
+                    t0 + int(rng.integers(0, 3)) * 50, 10, "user_annotation")
+    return b.build()
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_recompiling_matches_the_plain_reference(seed: int) -> None:
+    """The columnar carry of the latest frame compilation gives the rows the plain loop
+    gives."""
+    from polyprof.analyze import compile_findings as C
+
+    trace = _compile_trace(seed)
+    rows = trace.rows_named(*C.FRAME_COMPILE, *C.INDUCTOR_COMPILE)
+    want = _recompiling_reference(trace, rows)
+    assert C._recompiling(trace, rows).tolist() == want.tolist()
+    if seed == 0:  # the regions found: exactly the strings that are one (the one with a newline too: re's $)
+        regions = {trace.strings[i]: g for i, g in C._region_strings(trace.strings).items()}
+        assert regions["Torch-Compiled Region: 2/3\n"] == 3
+        assert all(s.startswith("Torch-Compiled Region: ") and s[23:].rstrip("\n").replace("/", "").isdigit()
+                   for s in regions)
+
+
+def test_no_region_strings_in_a_table_of_many() -> None:
+    """A long table without regions, and with one at its very end."""
+    from polyprof.analyze import compile_findings as C
+
+    strings = [f"aten::op_{i}" for i in range(5_000)]
+    assert C._region_strings(strings) == {}
+    assert C._region_strings([*strings, "Torch-Compiled Region: 7/2"]) == {5_000: 2}
+    assert C._region_strings([]) == {}

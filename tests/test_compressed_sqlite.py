@@ -9,6 +9,7 @@ import lzma
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from polyprof.cli import main
@@ -82,3 +83,95 @@ def test_a_compressed_database_is_inflated_once_in_full(tmp_path, monkeypatch, h
     size = NSYS.stat().st_size
     want = size + head if head > 4096 else head + 2 * size
     assert sum(inflated) == want, (sum(inflated), size)
+
+
+def _count_inflations(monkeypatch) -> list[int]:
+    """Bytes each inflation of a compressed file gave (one entry per ``Decompressed.blocks``)."""
+    from polyprof.formats import inflate
+
+    runs: list[int] = []
+    blocks = inflate.Decompressed.blocks
+
+    def counted(self):
+        runs.append(0)
+        for b in blocks(self):
+            runs[-1] += len(b)
+            yield b
+
+    monkeypatch.setattr(inflate.Decompressed, "blocks", counted)
+    return runs
+
+
+NVVP_XZ = Path(__file__).parent / "data" / "peers" / "blinkplus_nccl" / "output.nvvp.xz"  # 688 KiB inflated
+RPD_GZ = Path(__file__).parent / "data" / "rpd" / "mytrace.rpd.gz"  # 4.07 MiB inflated
+
+
+@pytest.mark.parametrize("name, make, unpack", [
+    ("saxpy_2022.sqlite.gz", lambda: gzip.compress(NSYS.read_bytes()), gzip.decompress),
+    ("saxpy_2022.sqlite.xz", lambda: lzma.compress(NSYS.read_bytes()), lzma.decompress),
+    ("two_members.sqlite.gz", lambda: gzip.compress(NSYS.read_bytes()[:100_000]) + gzip.compress(
+        NSYS.read_bytes()[100_000:]), gzip.decompress),
+    ("output.nvvp.xz", NVVP_XZ.read_bytes, lzma.decompress),
+    ("mytrace.rpd.gz", RPD_GZ.read_bytes, gzip.decompress),
+])
+def test_a_database_within_its_sniffs_head_is_inflated_once(tmp_path, monkeypatch, name, make, unpack):
+    """A compressed database that ends within ``SCHEMA_HEAD_BYTES`` inflated (373 KiB and
+    688 KiB of 4 MiB), or within the block that crosses them (RPD's 4.07 MiB), is inflated
+    whole by its sniff: the read after takes those bytes instead of inflating it again,
+    and reads what the plain file gives."""
+    import polyprof
+    from polyprof.formats import sqlite_db
+
+    p = tmp_path / name
+    p.write_bytes(make())
+    plain_path = tmp_path / name.rsplit(".", 1)[0]
+    plain_path.write_bytes(unpack(p.read_bytes()))
+    plain = polyprof.load(plain_path)
+    sqlite_db._packed_schema.cache_clear()
+    runs = _count_inflations(monkeypatch)
+    got = polyprof.load(p)
+    assert runs == [plain_path.stat().st_size]  # once, all of it (before: twice)
+    assert got.n_events == plain.n_events > 0 and got.strings == plain.strings
+    for k in ("start_ns", "dur_ns", "name"):
+        assert np.array_equal(got.events[k], plain.events[k])
+    assert sqlite_db._WHOLE == {}  # taken by the read: nothing kept
+    polyprof.load(p)  # read again (its sniff's schema cached): inflated for the read only
+    assert runs == [plain_path.stat().st_size] * 2
+
+
+def test_the_sniffs_bytes_are_not_taken_for_another_file_or_other_limits(tmp_path, monkeypatch):
+    """The bytes a sniff kept are the file's as it was, under the limits then: a file
+    changed since, or a read under other limits, inflates the file again."""
+    from polyprof.formats import safety, sqlite_db
+    from polyprof.formats.nsys import load as read_nsys
+
+    sqlite_db._packed_schema.cache_clear()
+    p = tmp_path / "report.sqlite.gz"
+    p.write_bytes(gzip.compress(NSYS.read_bytes()))
+    assert detect(p) == "nsys" and len(sqlite_db._WHOLE) == 1
+    runs = _count_inflations(monkeypatch)
+    with safety.override(max_inflate_ratio=150.0):
+        assert read_nsys(p).n_events > 0
+    assert len(runs) == 1 and len(sqlite_db._WHOLE) == 1  # other limits: inflated again, the sniff's kept
+    p.write_bytes(gzip.compress(NSYS.read_bytes(), compresslevel=1))  # another file (its size)
+    assert read_nsys(p).n_events > 0
+    assert len(runs) == 2
+    sqlite_db._WHOLE.clear()
+
+
+def test_a_head_that_ends_where_the_stream_goes_on_is_not_the_whole(tmp_path, monkeypatch):
+    """A sniff's head that stops inside the stream (here 64 KiB of the 373 KiB, its
+    schema in them or not) keeps nothing: the read inflates the whole."""
+    import polyprof
+    from polyprof.formats import sqlite_db
+
+    p = tmp_path / "report.sqlite.xz"
+    p.write_bytes(lzma.compress(NSYS.read_bytes()))
+    monkeypatch.setattr(sqlite_db, "SCHEMA_HEAD_BYTES", 64 << 10)
+    sqlite_db._packed_schema.cache_clear()
+    parts, whole = sqlite_db._inflate_head(p, 64 << 10)
+    assert not whole and sum(map(len, parts)) >= 64 << 10
+    parts, whole = sqlite_db._inflate_head(p, 4 << 20)
+    assert whole and b"".join(parts) == NSYS.read_bytes()
+    assert polyprof.load(p).n_events == polyprof.load(NSYS).n_events
+    assert sqlite_db._WHOLE == {}

@@ -9,7 +9,7 @@ import lzma
 import zlib
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 from ..errors import TraceFormatError
 from .safety import XZ_MAGIC, Inflation, packer
@@ -47,8 +47,12 @@ class Decompressed:
         self.path, self.block = path, block
         self.size = path.stat().st_size
         self.advance = advance or _ignore
+        #: the compressed stream's last block has been handed out: set before it is yielded
+        #: (its end and the file's reached, nothing after), so a reader that stops there
+        #: knows it holds all (``sqlite_db``: a database inflated within its sniff's head)
+        self.ended = False
 
-    def blocks(self) -> Iterator[bytes]:
+    def blocks(self) -> Generator[bytes, None, None]:
         with open(self.path, "rb") as f:
             kind = packer(f.read(len(XZ_MAGIC)))
             f.seek(0)
@@ -85,6 +89,7 @@ class Decompressed:
                     consumed += len(raw) - len(d.unconsumed_tail) - len(d.unused_data)
                     if out:
                         inflation.add(len(out), consumed)
+                        self.ended = d.eof and not d.unused_data and f.tell() >= self.size
                         yield out
                     if d.eof:  # concatenated gzip members
                         raw = d.unused_data
@@ -121,6 +126,7 @@ class Decompressed:
                     raw = b""
                     if out:
                         inflation.add(len(out), fed)
+                        self.ended = d.eof and not d.unused_data.strip(b"\x00") and f.tell() >= self.size
                         yield out
                     if d.eof:  # concatenated streams (xz writes them; padding between them is zeros)
                         raw = d.unused_data.lstrip(b"\x00")

@@ -22,6 +22,7 @@ columns into fewer texts (the min/max pass it needs costs as much as it saves), 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import logging
@@ -29,10 +30,11 @@ import os
 import re
 import sqlite3
 import tempfile
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -115,7 +117,7 @@ def read_file(path: str | Path, read: Callable[[sqlite3.Connection, Path], T]) -
     A gzip- or xz-compressed database is read from a temporary copy (:func:`inflated`)."""
     path = Path(path)
     if _packer(path):
-        with inflated(path) as copy:
+        with inflated(path, _sniffed(path)) as copy:
             return _read(connect(copy, shown=path), path, read)
     return _read(connect(path), path, read)
 
@@ -140,15 +142,12 @@ def _packer(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def inflated(path: Path, head: int = 0) -> Iterator[Path]:
+def inflated(path: Path, data: Sequence[bytes] | None = None) -> Iterator[Path]:
     """A gzip- or xz-compressed database inflated into a temporary file (in ``TMPDIR``),
     within the inflation limits of every compressed input (``safety.Inflation``:
     ``max_inflated_bytes``, ``max_inflate_ratio``), removed when the block ends, whatever
-    ends it (``head``: only its first blocks, from ``head`` bytes on no more). SQLite
-    reads a database in place (pages at any offset), so not as a stream."""
-    from .inflate import Decompressed  # gzip's and xz's stream readers, with the limits: only for a
-    # compressed database
-
+    ends it (``data``: the database inflated already, by its sniff, its blocks written as
+    they are). SQLite reads a database in place (pages at any offset), so not as a stream."""
     try:
         fd, name = tempfile.mkstemp(prefix="polyprof-", suffix=".sqlite")
     except OSError as e:
@@ -156,17 +155,39 @@ def inflated(path: Path, head: int = 0) -> Iterator[Path]:
                                      f"into ({e.strerror or e}; TMPDIR names another directory)") from None
     try:
         with os.fdopen(fd, "wb") as out:
-            done = 0
-            for block in Decompressed(path, 1 << 22 if not head else min(head, 1 << 22)).blocks():
-                _write(out, block, path)
-                done += len(block)
-                if head and done >= head:
-                    break
+            if data is None:
+                from .inflate import Decompressed  # gzip's and xz's stream readers, with the limits: only
+                # for a compressed database
+
+                for block in Decompressed(path, 1 << 22).blocks():
+                    _write(out, block, path)
+            else:
+                for block in data:
+                    _write(out, block, path)
             _write(out, b"", path)
         yield Path(name)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
+
+
+def _inflate_head(path: Path, head: int) -> tuple[tuple[bytes, ...], bool]:
+    """The first ``head`` inflated bytes of the compressed ``path`` (a block of at most
+    ``head`` more where they end within one), as their blocks, and whether they are all
+    of it (its stream ended within them)."""
+    from .inflate import Decompressed  # gzip's and xz's stream readers, with the limits: only for a
+    # compressed database
+
+    dec = Decompressed(path, min(head, 1 << 22))
+    parts: list[bytes] = []
+    done = 0
+    with contextlib.closing(dec.blocks()) as blocks:
+        for block in blocks:
+            parts.append(block)
+            done += len(block)
+            if done >= head:
+                return tuple(parts), dec.ended
+    return tuple(parts), True
 
 
 def _write(out: BinaryIO, block: bytes, path: Path) -> None:
@@ -249,6 +270,12 @@ def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool], compressed
 #: schema's pages are written early: Nsight Systems' 96 tables in the first 256 KiB of
 #: the 373 KiB of tests/data/nsys/saxpy_2022.sqlite)
 SCHEMA_HEAD_BYTES = 4 << 20
+#: databases whose sniff's head held all of them (less than twice ``SCHEMA_HEAD_BYTES``
+#: each), by ``_packed_schema``'s key, until the read that follows takes them
+#: (:func:`_sniffed`): such a file is inflated once, not twice; the latest few kept
+_WHOLE: collections.OrderedDict[tuple[str, int, int, int, Limits], tuple[bytes, ...]] = collections.OrderedDict()
+_WHOLE_KEPT = 4
+_WHOLE_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
@@ -259,19 +286,39 @@ def _packed_schema(path: str, size: int, mtime_ns: int, inode: int,
     arguments after ``path``: the file as it is now and the limits in force, so a changed
     file, or other limits, inflate it again). It is read from the database's first
     ``SCHEMA_HEAD_BYTES`` where they hold it, so that a database read after its sniff is
-    inflated once in full, not twice; where they do not (a page past them reads as
-    zeros, which SQLite calls malformed), from the whole."""
+    inflated once in full, not twice (and where they are all of it, the read takes them:
+    :data:`_WHOLE`); where they do not (a page past them reads as zeros, which SQLite
+    calls malformed), from the whole."""
     try:
-        got = _schema_of(Path(path), SCHEMA_HEAD_BYTES)
-        return got if got is not None else _schema_of(Path(path), 0)
+        got, whole = _schema_of(Path(path), SCHEMA_HEAD_BYTES)
+        if got is not None and whole is not None:
+            with _WHOLE_LOCK:
+                _WHOLE[(path, size, mtime_ns, inode, limits)] = whole
+                while len(_WHOLE) > _WHOLE_KEPT:
+                    _WHOLE.popitem(last=False)
+        return got if got is not None else _schema_of(Path(path), 0)[0]
     except TraceFormatError as e:
         return e.with_traceback(None)  # kept: not the frames (and blocks) it was raised in
 
 
-def _schema_of(path: Path, head: int) -> Schema | None:
+def _sniffed(path: Path) -> tuple[bytes, ...] | None:
+    """The database at the compressed ``path`` as its sniff inflated it, where that was all
+    of it and the file and the limits are as they were then (taken: a later read inflates
+    it again), else None."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None  # connect says why
+    with _WHOLE_LOCK:
+        return _WHOLE.pop((str(path), st.st_size, st.st_mtime_ns, st.st_ino, current()), None)
+
+
+def _schema_of(path: Path, head: int) -> tuple[Schema | None, tuple[bytes, ...] | None]:
     """The schema of the compressed database at ``path`` from its first ``head`` inflated
-    bytes (0: all), or None where they do not give one."""
-    with inflated(path, head) as copy:
+    bytes (0: all), or None where they do not give one; and those bytes where they are
+    the whole database (``head`` given, its stream ended within them)."""
+    data, whole = _inflate_head(path, head) if head else (None, False)
+    with inflated(path, data) as copy:
         if head:  # its header's page count is the whole's, which SQLite checks against the file: 0, not known
             with open(copy, "r+b") as f:
                 f.seek(28)
@@ -279,11 +326,11 @@ def _schema_of(path: Path, head: int) -> Schema | None:
         try:
             conn = connect(copy)
         except TraceFormatError:
-            return None
+            return None, None
         try:
-            return schema(conn)
+            return schema(conn), data if whole else None
         except ERRORS:
-            return None
+            return None, None
         finally:
             conn.close()
 
