@@ -14,6 +14,10 @@ Replayed kernels map to ops through a capture-time trace (:func:`replayed_ops`):
 nodes are the launches made while capturing it, which launched nothing then; the k-th
 activity of a replay is the k-th launch of the capture (where a launch names its kernel,
 the names must agree), and its op is the framework op around that launch.
+
+A rank read window by window (``ranks/stepwise.py``) hands each window the captures of
+the windows before it, by value (:class:`Captures`, :func:`carry_in`): a graph captured in
+one window and replayed in later ones maps its replays there as in the rank read whole.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from ..derive.graph_recording import CAPTURE_BEGIN, stream_captures
 from ..derive.intervals import innermost
 from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import lexsort, unique, unique_inverse
+from ..trace.sorting import first_and_inverse, lexsort, unique_inverse, unique_rows
 from ..trace.vocabulary import (GRAPH_EXEC_STATS, GRAPH_ID_STATS, GRAPH_LAUNCH_MARKERS, LAUNCH_KERNEL_STAT,
                                 LAUNCH_MARKERS)
 from ..trace.keys import BLOCK, GRID
@@ -166,22 +170,54 @@ def graph_key(trace: Trace, host: np.ndarray, rows: np.ndarray, rep: np.ndarray)
 class GraphStats(NamedTuple):
     """What the table of a trace's graphs is made of, per graph in order of first launch
     (merged across parts of a trace by :func:`merge_stats`): its key (:func:`graph_key`),
-    replays, summed device time, replays by activity count, and first activity's name."""
+    replays, summed device time, replays by activity count, first activity's name, the
+    captured ops its activities were mapped to (each named as in any part of the trace:
+    :func:`op_keys`) and how many of its activities were mapped to one."""
 
     key: list[object]
     replays: np.ndarray
     total_ns: np.ndarray
     sizes: list[dict[int, int]]
     first_kernel: list[str]
+    ops: list[set[tuple[int, int, int]]]
+    attributed: np.ndarray
 
 
 def graph_stats(trace: Trace) -> GraphStats:
-    """The :class:`GraphStats` of the analysed window's replays (once per trace)."""
-    return cache.memo(trace, "graph_stats", lambda t: _stats(t, replays(t))[0])
+    """The :class:`GraphStats` of the analysed window's replays, with the captured ops of
+    the graphs it captured itself or an earlier window did (once per trace)."""
+    def compute(t: Trace) -> GraphStats:
+        m = self_captured(t)
+        return _stats(t, replays(t), None if m is None else replayed_keys(t, m))[0]
+
+    return cache.memo(trace, "graph_stats", compute)
 
 
-def _stats(trace: Trace, r: Replays) -> tuple[GraphStats, np.ndarray]:
-    """(stats, graph of each replay: an index into the stats)."""
+def op_keys(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """(track, start, name id) of each op row (-1s where a row is -1): what names an op in
+    any part of a trace (a store's windows share its tracks and strings)."""
+    ok = rows >= 0
+    r = np.maximum(rows, 0)
+    ev = trace.events
+    out = np.stack([ev["track"][r].astype(np.int64), ev["start_ns"][r].astype(np.int64),
+                    ev["name"][r].astype(np.int64)], 1) if len(rows) else np.zeros((0, 3), np.int64)
+    out[~ok] = -1
+    return out
+
+
+def replayed_keys(trace: Trace, m: ReplayedOps, capture: Trace | None = None) -> np.ndarray:
+    """:func:`op_keys` of the captured op of each replayed activity of ``m`` (ops of
+    ``capture``, or of ``trace`` and the captures carried into it)."""
+    out = op_keys(trace if capture is None else capture, m.op)
+    c = m.carried >= 0
+    if c.any():
+        out[c] = _carried(trace).op_key[m.carried[c]]
+    return out
+
+
+def _stats(trace: Trace, r: Replays, keys: np.ndarray | None = None) -> tuple[GraphStats, np.ndarray]:
+    """(stats, graph of each replay: an index into the stats); ``keys``: per replayed
+    activity, :func:`op_keys` of the captured op it was mapped to."""
     n = len(r.launch)
     dur = np.asarray(trace.events["dur_ns"][r.rows], np.int64)
     per_replay = np.bincount(r.replay, weights=dur, minlength=n).astype(np.int64)
@@ -202,7 +238,16 @@ def _stats(trace: Trace, r: Replays) -> tuple[GraphStats, np.ndarray]:
         g = int(g_of[i])
         if not first[g] and count[i]:
             first[g] = str(names[trace.events["name"][r.rows[starts[i]]]])
-    return GraphStats(list(index), reps, total, sizes, first), g_of
+    ops: list[set[tuple[int, int, int]]] = [set() for _ in range(m)]
+    attributed = np.zeros(m, np.int64)
+    if keys is not None and len(r.rows):
+        g_act = g_of[r.replay]
+        has = keys[:, 0] >= 0
+        attributed = np.bincount(g_act[has], minlength=m).astype(np.int64)
+        pairs = unique_rows(g_act[has], *keys[has].T)[0]  # (graph, op) once each: few
+        for g, *k in pairs.tolist():
+            ops[g].add(tuple(k))  # type: ignore[arg-type]
+    return GraphStats(list(index), reps, total, sizes, first, ops, attributed), g_of
 
 
 def merge_stats(parts: list[GraphStats]) -> GraphStats:
@@ -212,39 +257,47 @@ def merge_stats(parts: list[GraphStats]) -> GraphStats:
     total: list[int] = []
     sizes: list[dict[int, int]] = []
     first: list[str] = []
+    ops: list[set[tuple[int, int, int]]] = []
+    attributed: list[int] = []
     for p in parts:
-        for k, n, t, s, f in zip(p.key, p.replays.tolist(), p.total_ns.tolist(), p.sizes, p.first_kernel):
+        for k, n, t, s, f, o, a in zip(p.key, p.replays.tolist(), p.total_ns.tolist(), p.sizes, p.first_kernel,
+                                       p.ops, p.attributed.tolist()):
             g = index.setdefault(k, len(index))
             if g == len(reps):
                 reps.append(0)
                 total.append(0)
                 sizes.append({})
                 first.append("")
+                ops.append(set())
+                attributed.append(0)
             reps[g] += n
             total[g] += t
             for c, x in s.items():
                 sizes[g][c] = sizes[g].get(c, 0) + x
             first[g] = first[g] or f
-    return GraphStats(list(index), np.array(reps, np.int64), np.array(total, np.int64), sizes, first)
+            ops[g] |= o
+            attributed[g] += a
+    return GraphStats(list(index), np.array(reps, np.int64), np.array(total, np.int64), sizes, first, ops,
+                      np.array(attributed, np.int64))
 
 
-def graph_table(s: GraphStats, captured: np.ndarray | None = None, attributed: np.ndarray | None = None) -> Table:
-    """The ``cuda_graphs`` table of :class:`GraphStats` (with a capture-time trace, its
-    captured ops and attributed shares per graph)."""
+def graph_table(s: GraphStats) -> Table:
+    """The ``cuda_graphs`` table of :class:`GraphStats`."""
     if not len(s.key):
         return empty_frame(COLUMNS, _TEXT)
-    n = len(s.key)
     lab = np.array(graph_labels(s.key), dtype=object)
     order = np.argsort(lab.astype(str), kind="stable")  # by label, then largest total device time first
     mean = np.array([int(round(t / r)) if r else 0 for t, r in zip(s.total_ns.tolist(), s.replays.tolist())],
                     np.int64)
     order = order[np.argsort(-(mean * s.replays)[order], kind="stable")]
     mode = np.array([min(d, key=lambda c: (-d[c], c)) for d in s.sizes], np.int64)
+    acts = [sum(c * x for c, x in d.items()) for d in s.sizes]  # activities of each graph's replays
+    attributed = np.array([round(100.0 * float(a / n), 1) if n else 0.0 for a, n in zip(s.attributed.tolist(), acts)])
     return frame({
         "graph": lab[order], "replays": s.replays[order], "device_ns": mean[order],
         "kernels_per_replay": mode[order],
-        "captured_ops": (np.zeros(n, np.int64) if captured is None else captured)[order],
-        "attributed_pct": (np.zeros(n) if attributed is None else attributed)[order],
+        "captured_ops": np.array([len(o) for o in s.ops], np.int64)[order],
+        "attributed_pct": attributed[order],
         "first_kernel": np.array(s.first_kernel, dtype=object)[order],
     })
 
@@ -257,30 +310,25 @@ def cuda_graphs(trace: Trace, capture: Trace | None = None) -> Table:
     (activities per replay, the most frequent count), ``captured_ops`` (distinct ops its
     kernels came from: with a capture-time trace, or where ``trace`` holds the stream
     captures itself, as ``torch.compile(mode="reduce-overhead")`` records them in its
-    first calls; 0 without), ``attributed_pct`` (replayed activities mapped to a captured
-    op), ``first_kernel``. Largest total device time first."""
-    r = replays(trace)
-    mapped = replayed_ops(trace, capture, r) if capture is not None else self_captured(trace)
-    if mapped is None:
+    first calls, or an earlier window of its rank did; 0 without), ``attributed_pct``
+    (replayed activities mapped to a captured op), ``first_kernel``. Largest total device
+    time first."""
+    if capture is None:
         return graph_table(graph_stats(trace))
-    s, g_of = _stats(trace, r)
-    g_act = g_of[r.replay]
-    captured = np.zeros(len(s.key), np.int64)
-    attributed = np.zeros(len(s.key))
-    for g in range(len(s.key)):
-        ops = mapped.op[g_act == g]
-        captured[g] = len(unique(ops[ops >= 0]))
-        attributed[g] = round(100.0 * float((ops >= 0).mean()), 1) if len(ops) else 0.0
-    return graph_table(s, captured, attributed)
+    r = replays(trace)
+    return graph_table(_stats(trace, r, replayed_keys(trace, replayed_ops(trace, capture, r), capture))[0])
 
 
 class ReplayedOps(NamedTuple):  # not a dataclass: cheaper to create at import (docs/benchmarks.md, issue 35)
     """Per replayed activity (aligned with ``Replays.rows``): the capture trace's launch
-    row it was mapped to and that launch's op row (-1: none), and the op's name."""
+    row it was mapped to and that launch's op row (-1: none), the op's name, and the
+    launch of an earlier window's capture it was mapped to instead (``carried``: its
+    index in :func:`carried`'s launches; -1: none)."""
 
     launch: np.ndarray
     op: np.ndarray
     op_name: np.ndarray
+    carried: np.ndarray
 
 
 def capture_launches(capture: Trace, stream_captured: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -311,20 +359,150 @@ def capture_launches(capture: Trace, stream_captured: bool = False) -> tuple[np.
     return rows, np.where(inner >= 0, ops[np.maximum(inner, 0)], -1), region
 
 
+#: the memo key under which a part of a trace holds the captures of the parts before it
+CARRIED = "carried_captures"
+
+
+class Captures(NamedTuple):
+    """The stream captures of the parts of a trace read so far, by value, for the parts
+    after them (a rank read window by window, ``ranks/stepwise.py``: a graph captured in
+    one window, replayed in later ones). Per capture, in order of capture: ``size`` (its
+    launches); per launch, the captures' end to end: ``at`` (its start), ``kernel`` (the
+    kernel it names, "" where none), ``op_key`` (:func:`op_keys` of the op around it),
+    ``op_name``, ``op`` (the index of the first launch made in that op: one id per op;
+    -1 none) and the op's ``flops``, ``bytes``, ``precision``, ``source``
+    (``flops.op_costs``), ``outer`` (the first launch of the outermost op with FLOPs
+    around it, -1 none), ``outer_flops``, ``outer_precision``: the costs
+    ``graph_costs.carry_out`` adds. ``found``: per graph key (:func:`graph_key`), the
+    first launch of the capture its replays map to (-1: none), as :func:`replayed_ops`
+    claims them. Memory: a few values per captured launch and per graph."""
+
+    size: np.ndarray
+    at: np.ndarray
+    kernel: np.ndarray
+    op_key: np.ndarray
+    op_name: np.ndarray
+    op: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    precision: np.ndarray
+    source: np.ndarray
+    outer: np.ndarray
+    outer_flops: np.ndarray
+    outer_precision: np.ndarray
+    found: dict[object, int]
+
+
+def no_captures() -> Captures:
+    """The :class:`Captures` of a part with none before it."""
+    z = np.zeros(0, np.int64)
+    f, o = np.zeros(0), np.zeros(0, object)
+    return Captures(z, z, o, np.zeros((0, 3), np.int64), o, z, f, f, o, np.zeros(0, np.int8), z, f, o, {})
+
+
+def carry_in(trace: Trace, captures: Captures) -> None:
+    """Give ``trace`` (a window, before it is analysed) the captures of the parts before it."""
+    if len(captures.at) or captures.found:
+        trace.__dict__.setdefault("_polyprof_memo", {})[CARRIED] = captures
+
+
+def carried(trace: Trace) -> Captures | None:
+    """The captures given to ``trace`` by :func:`carry_in` (None: none)."""
+    got: Captures | None = trace.__dict__.get("_polyprof_memo", {}).get(CARRIED)
+    return got
+
+
+def _carried(trace: Trace) -> Captures:
+    got = carried(trace)
+    return no_captures() if got is None else got
+
+
+class Matched(NamedTuple):
+    """A trace's replays mapped to the stream captures of the trace and those carried into
+    it (``mapped``; None: no capture or no replay), its own captures' launches (``rows``,
+    in order of capture), the op around each (-1: none), the launches of each capture,
+    and the graphs claimed so far (``Captures.found``)."""
+
+    mapped: ReplayedOps | None
+    rows: np.ndarray
+    ops: np.ndarray
+    sizes: np.ndarray
+    found: dict[object, int]
+
+
+def matched(trace: Trace) -> Matched:
+    """:class:`Matched` of ``trace``, once per trace and window."""
+    return cache.memo(trace, "graph_matched", _match)
+
+
+def _match(trace: Trace) -> Matched:
+    before = _carried(trace)
+    found = dict(before.found)
+    z = np.zeros(0, np.int64)
+    rows, ops, region = capture_launches(trace, stream_captured=True) if len(trace.rows_named(*CAPTURE_BEGIN)) \
+        else (z, z, z)
+    sizes = _sizes(region)
+    n = len(before.at)
+    r = replays(trace) if n + len(rows) else None
+    if r is None or not len(r.rows):
+        return Matched(None, rows, ops, sizes, found)
+    c_kernel = np.concatenate([before.kernel, _first_stat(trace, (LAUNCH_KERNEL_STAT,), rows)])
+    c_at = np.concatenate([before.at, np.asarray(trace.events["start_ns"][rows], np.int64)])
+    node = _nodes(trace, r, c_kernel, c_at, np.concatenate([before.size, sizes]), found)
+    own = node >= n
+    launch = np.where(own, rows[np.maximum(node - n, 0)] if len(rows) else -1, -1)
+    op = np.where(own, ops[np.maximum(node - n, 0)] if len(rows) else -1, -1)
+    names = np.asarray(trace.strings, dtype=object)[trace.events["name"][np.maximum(op, 0)]]
+    car = np.where((node >= 0) & ~own, node, -1)
+    op_name = np.where(op >= 0, names, np.where(car >= 0, before.op_name[np.maximum(car, 0)] if n else "", ""))
+    return Matched(ReplayedOps(launch, op, op_name.astype(object), car), rows, ops, sizes, found)
+
+
+def _sizes(region: np.ndarray) -> np.ndarray:
+    """The length of each run of one capture in ``region`` (its launches, capture by capture)."""
+    if not len(region):
+        return np.zeros(0, np.int64)
+    first = np.flatnonzero(np.r_[True, region[1:] != region[:-1]])
+    return np.diff(np.r_[first, len(region)]).astype(np.int64)
+
+
+def captures_after(trace: Trace) -> Captures:
+    """What the parts after ``trace`` (a window) need of the captures: those carried into
+    it, then its own stream captures by value (their costs unknown here:
+    ``graph_costs.carry_out`` adds them), with the graphs its replays claimed; a graph
+    first replayed where no capture was made yet claims none, as in the trace read whole
+    (its replays stay unmapped after a later capture of as many launches)."""
+    before, m = _carried(trace), matched(trace)
+    found = dict(m.found)
+    if m.mapped is None:
+        r = replays(trace)
+        for key in r.key[np.bincount(r.replay, minlength=len(r.launch)) > 0].tolist():
+            found.setdefault(key, -1)
+    k, n = len(m.rows), len(before.at)
+    first, inv = first_and_inverse(m.ops)
+    names = np.asarray(trace.strings, dtype=object)[trace.events["name"][np.maximum(m.ops, 0)]]
+    f, o = np.full(k, np.nan), np.full(k, "", object)
+    own = Captures(m.sizes, np.asarray(trace.events["start_ns"][m.rows], np.int64),
+                   _first_stat(trace, (LAUNCH_KERNEL_STAT,), m.rows), op_keys(trace, m.ops),
+                   np.where(m.ops >= 0, names, "").astype(object),
+                   np.where(m.ops >= 0, n + first[inv], -1).astype(np.int64) if k else np.zeros(0, np.int64),
+                   f, f.copy(), o, np.zeros(k, np.int8), np.full(k, -1, np.int64), f.copy(), o.copy(), found)
+    return join_captures(before, own)
+
+
+def join_captures(a: Captures, b: Captures) -> Captures:
+    """``a``'s captures then ``b``'s, with ``b``'s claims (made after ``a``'s)."""
+    arrays = [np.concatenate([x, y]) for x, y in zip(a[:-1], b[:-1])]
+    return Captures._make([*arrays, b.found])
+
+
 def self_captured(trace: Trace) -> ReplayedOps | None:
     """:func:`replayed_ops` of :func:`replays` with ``trace`` as its own capture trace,
     where it holds stream captures (a graph recorded in the profiled steps: the k-th
     activity of a replay is the k-th launch of a capture of as many launches, each graph
-    its own capture); None where it holds none. Once per trace and window."""
-    return cache.memo(trace, "self_captured", _self_captured)
-
-
-def _self_captured(trace: Trace) -> ReplayedOps | None:
-    if not len(trace.rows_named(*CAPTURE_BEGIN)):
-        return None
-    r = replays(trace)
-    got = capture_launches(trace, stream_captured=True)
-    return replayed_ops(trace, trace, r, got) if len(got[0]) and len(r.rows) else None
+    its own capture), or an earlier window's were carried into it (:func:`carry_in`);
+    None where it holds none. Once per trace and window."""
+    return matched(trace).mapped
 
 
 def replayed_ops(trace: Trace, capture: Trace, r: Replays | None = None,
@@ -336,35 +514,43 @@ def replayed_ops(trace: Trace, capture: Trace, r: Replays | None = None,
     whole capture. Replays that ran the same kernels map alike (found once)."""
     r = replays(trace) if r is None else r
     c_rows, c_ops, region = capture_launches(capture) if launches is None else launches
-    out_l = np.full(len(r.rows), -1, np.int64)
-    out_o = np.full(len(r.rows), -1, np.int64)
-    if not len(c_rows) or not len(r.rows):
-        return ReplayedOps(out_l, out_o, np.full(len(r.rows), "", dtype=object))
-    c_kernel = _first_stat(capture, (LAUNCH_KERNEL_STAT,), c_rows)
+    c_at = np.asarray(capture.events["start_ns"][c_rows], np.int64)
+    node = _nodes(trace, r, _first_stat(capture, (LAUNCH_KERNEL_STAT,), c_rows), c_at,
+                  None if launches is None else _sizes(region), {})
+    out_l = np.where(node >= 0, c_rows[np.maximum(node, 0)] if len(c_rows) else -1, -1)
+    out_o = np.where(node >= 0, c_ops[np.maximum(node, 0)] if len(c_rows) else -1, -1)
+    op_name = np.where(out_o >= 0, np.asarray(capture.strings, dtype=object)[capture.events["name"][np.maximum(out_o, 0)]], "")
+    return ReplayedOps(out_l, out_o, op_name.astype(object), np.full(len(r.rows), -1, np.int64))
+
+
+def _nodes(trace: Trace, r: Replays, c_kernel: np.ndarray, c_at: np.ndarray, sizes: np.ndarray | None,
+           found: dict[object, int]) -> np.ndarray:
+    """Per replayed activity, the captured launch it repeats (an index into ``c_kernel``,
+    the launches' kernels, and ``c_at``, their starts; -1: none). ``sizes``: the
+    launches of each stream capture, which then hold them capture by capture (None: any
+    run of consecutive launches); ``found``: the capture each graph key claimed (the
+    first launch of its run), updated in place."""
+    out = np.full(len(r.rows), -1, np.int64)
+    if not len(c_kernel) or not len(r.rows):
+        return out
     r_names = np.asarray(trace.strings, dtype=object)[trace.events["name"][r.rows]]
     bounds = np.searchsorted(r.replay, np.arange(len(r.launch) + 1))
-    if launches is None:  # offsets: any run of consecutive launches
-        offsets: dict[int, list[int]] = {}
-    else:  # the first launch of each capture, by its number of launches
-        first = np.flatnonzero(np.r_[True, region[1:] != region[:-1]])
-        sizes = np.diff(np.r_[first, len(region)])
-        offsets = {}
-        for f, k in zip(first.tolist(), sizes.tolist()):
+    offsets: dict[int, list[int]] = {}  # the first launch of each capture, by its number of launches
+    if sizes is not None:
+        for f, k in zip(np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64).tolist(), sizes.tolist()):
             offsets.setdefault(k, []).append(f)
-    found: dict[object, int] = {}
-    claimed: set[int] = set()
-    c_at = np.asarray(capture.events["start_ns"][c_rows], np.int64)
+    claimed = set(found.values())
     r_at = np.asarray(trace.events["start_ns"][r.launch], np.int64)
     for i in range(len(r.launch)):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
         k = hi - lo
-        if k == 0 or k > len(c_rows):
+        if k == 0 or (sizes is None and k > len(c_kernel)):  # (a stream capture's graph: -1 found, no capture so long)
             continue
         want = r_names[lo:hi]
-        key = tuple(want.tolist()) if launches is None else r.key[i]
+        key = tuple(want.tolist()) if sizes is None else r.key[i]
         if key not in found:
-            if launches is None:
-                found[key] = _best_run(c_kernel, want, range(len(c_rows) - k + 1))
+            if sizes is None:
+                found[key] = _best_run(c_kernel, want, range(len(c_kernel) - k + 1))
             else:  # one capture per graph: the first unclaimed one made before its first replay
                 starts = [f for f in offsets.get(k, []) if f not in claimed and c_at[f + k - 1] < r_at[i]]
                 found[key] = _best_run(c_kernel, want, starts)
@@ -374,10 +560,8 @@ def replayed_ops(trace: Trace, capture: Trace, r: Replays | None = None,
             continue
         got = c_kernel[best_s:best_s + k]
         ok = (got == "") | (got == want)
-        out_l[lo:hi] = np.where(ok, c_rows[best_s:best_s + k], -1)
-        out_o[lo:hi] = np.where(ok, c_ops[best_s:best_s + k], -1)
-    op_name = np.where(out_o >= 0, np.asarray(capture.strings, dtype=object)[capture.events["name"][np.maximum(out_o, 0)]], "")
-    return ReplayedOps(out_l, out_o, op_name)
+        out[lo:hi] = np.where(ok, best_s + np.arange(k), -1)
+    return out
 
 
 def _best_run(c_kernel: np.ndarray, want: np.ndarray, starts: Iterable[int]) -> int:

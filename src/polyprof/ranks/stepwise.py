@@ -6,8 +6,10 @@ most :func:`fits.window_events` events; each window is read back as a Trace of i
 analysed as the whole rank's steps in it are (a view whose steps and counting range
 are the window's share of the rank's window, and whose analysed span runs from one
 quiet point to the next, so the spans tile the rank's), and only its tables are kept;
-the tables are then merged (``ranks/table_merge.py``) into the rank's. Memory: one
-window and the tables of those done.
+the tables are then merged (``ranks/table_merge.py``) into the rank's. Each window
+hands the next the CUDA graphs captured so far, by value (``analyze.cuda_graphs.Captures``:
+a graph captured in one window, replayed in later ones). Memory: one window, the tables
+of those done, and the captured graphs' launches.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import numpy as np
 
 from ..analyze import window as W
 from ..analyze.clocks import unsynchronised
-from ..analyze.common import analysed_span, on_device
-from ..analyze.cuda_graphs import GraphStats, graph_stats, graph_table, merge_stats
+from ..analyze.common import analysed_span
+from ..analyze.cuda_graphs import Captures, GraphStats, carry_in, graph_stats, graph_table, merge_stats, no_captures
 from ..analyze.efficiency import resolve_peak
 from ..analyze.frames import column
 from ..analyze.ops import launch_summary
@@ -170,15 +172,18 @@ class _Gathered:
         self.mfu: list[MfuPart] = []
         self.peak: Peak | None = None
         self.on_device = False  # a device plane has events in some window (the advice's device or CPU text)
+        self.captures: Captures = no_captures()  # the graphs captured so far, for the windows after
         self.after = 0  # host activity after the last window's last step (its label's words)
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
         trace = window.trace
-        got = _window(trace, i == 0, last, lo, hi)
+        got = _window(trace, i == 0, last, lo, hi, self.captures)
         view = got.view
         self.found.append(wf.window_findings(view, got.tables))
-        self.on_device = self.on_device or on_device(trace)
-        self._efficiency(view, got.tables, i == 0)
+        devices = values.device_planes(trace)
+        self.on_device = self.on_device or bool(devices)
+        self._efficiency(view, got.tables, i == 0, devices)
+        self.captures = values.captures(view, self.captures)
         if len(got.tables.get("cuda_graphs", ())):  # (its table's stats, kept: cuda_graphs.graph_stats)
             self.graphs.append(graph_stats(view))
         values.spill(view, spill, i)
@@ -196,17 +201,22 @@ class _Gathered:
         for k, v in cache.correlation(trace).counts.items():
             self.counts[k] = self.counts.get(k, 0) + int(v)
 
-    def _efficiency(self, view: Trace, tables: dict[str, Table], first: bool) -> None:
+    def _efficiency(self, view: Trace, tables: dict[str, Table], first: bool, devices: frozenset[int]) -> None:
         """What the merge needs to make the efficiency tables the rank's: the peaks, each
-        kernel row's peak FLOP/s, the window's model FLOPs and devices (window_values)."""
+        kernel row's peak FLOP/s, the window's model FLOPs and devices (``devices``: its
+        device planes with events), and the kernels and op calls of its replays of graphs
+        an earlier window captured (window_values)."""
         if first:
             self.peak = resolve_peak(view, None)
         if "kernel_efficiency" in tables:
             t = tables["kernel_efficiency"]
-            tables["kernel_efficiency"] = t.with_columns(_peak=values.kernel_peaks(view, t))
+            tables["kernel_efficiency"] = values.with_carried_kernels(view, t.with_columns(
+                _peak=values.kernel_peaks(view, t)))
+        if "op_efficiency" in tables:
+            tables["op_efficiency"] = values.with_carried_ops(view, tables["op_efficiency"])
         if "mfu" in tables:
             tables["mfu"] = values.fill_mfu(tables["mfu"], view)
-            self.mfu.append(values.mfu_part(view))
+            self.mfu.append(values.mfu_part(view, devices))
 
     def tables(self, empty: Trace, spill: Path, header: dict[str, Any], strings: list[str]) -> dict[str, Table]:
         """The rank's tables: merged, then made exact from what the windows spilled."""
@@ -299,9 +309,10 @@ class _Done(NamedTuple):
     collectives: Table
 
 
-def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int) -> _Done:
+def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int, captures: Captures) -> _Done:
     """One window's tables, steps, analysed span, collectives, findings and correlation
-    counts, analysed as the rank's default window sees its steps."""
+    counts, analysed as the rank's default window sees its steps, with the graphs the
+    windows before it captured (``captures``)."""
     steps = cache.steps(trace)
     if len(steps) < (2 if first else 1):
         where = "its first window" if first else f"its window from {lo:,} ns"
@@ -312,6 +323,7 @@ def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int) -> _Done:
     c1 = _FAR if last else hi
     sel = W.Selection(index, "", True, "steps", c0, min(c1, int(steps.end[-1])) if last else c1)
     view = W._make_view(trace, sel)
+    carry_in(view, captures)
     span = analysed_span(view)
     if not first:
         span = (lo, span[1])

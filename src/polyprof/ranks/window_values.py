@@ -17,6 +17,13 @@ exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
   (:func:`mfu_part`) give the rank's ``mfu`` precision and devices, and its kernel time
   and that in uncounted graph replays the rank's ``uncounted_replay_pct``; a window without
   model FLOPs adds its steps with none (:func:`fill_mfu`).
+- **CUDA graphs captured in an earlier window**: each window hands the next the stream
+  captures made so far, by value (:func:`captures`: ``analyze.cuda_graphs.Captures``,
+  bounded by the captured launches), so its replays of them map to their captured ops as
+  in the rank read whole (``cuda_graphs``, ``mfu`` and its uncounted share); the
+  kernels and op calls they ran, whose ops are no rows of the window, are added to its
+  ``kernel_efficiency`` and ``op_efficiency`` from the captured ops' figures
+  (:func:`with_carried_kernels`, :func:`with_carried_ops`).
 - **Idle stretches across a window's edge**: a window's analysed span ends at the
   next window's start (a quiet point, ``store/window.py``), so an idle stretch that
   spans it is two gaps in the windows (the tail of one, counted as "other", and the
@@ -35,20 +42,26 @@ from typing import Iterator
 import numpy as np
 
 from ..analyze.breakdown import ALL_STREAMS, _groups
-from ..analyze.efficiency import (counted_kernel_costs, launch_precisions, model_rows, resolve_peak, step_times,
-                                  uncounted_replay_ns)
+from ..analyze.cuda_graphs import Captures
+from ..analyze.efficiency import (SIMT_MARKS, TENSOR_CORE_MARKS, costed_rows, counted_kernel_costs, launch_precisions,
+                                  model_rows, resolve_peak, step_times, uncounted_replay_ns)
+from ..analyze.flops import SOURCE_NAMES
+from ..analyze.graph_costs import carried_replays, carry_out
 from ..analyze.common import CLASS_NAMES
 from ..analyze.common import analysed_span, device_view
 from ..analyze.copies import group_keys, key_labels, per_copy
 from ..analyze.frames import column, frame, rows_frame
-from ..analyze.grouping import group_stats
+from ..analyze.grouping import group_reduce, group_stats
+from ..analyze.inputs import graph_launches
 from ..analyze.queues import SUMMARY, _series, quartiles
 from ..analyze.sections import section_rows
 from ..analyze.table import Table
 from ..analyze.window import host_mask
 from ..derive import cache
+from ..derive.graph_recording import CAPTURE_BEGIN
+from ..trace.categories import Kind
 from ..trace.core import Trace
-from ..trace.sorting import first_and_inverse, unique, unique_inverse
+from ..trace.sorting import first_and_inverse, unique, unique_inverse, unique_rows
 from .table_merge import MfuPart
 
 #: a window's idle edges of one stream or device: whether it has activity there, its idle
@@ -102,17 +115,123 @@ def kernel_peaks(view: Trace, table: Table) -> np.ndarray:
     return np.array([peak.get(n, 0.0) for n in column(table, "name").tolist()], np.float64)
 
 
-def mfu_part(view: Trace) -> MfuPart:
-    """The window's model FLOPs by precision and its device planes with activity (what
-    ``analyze.efficiency.mfu`` chooses its precision and counts its devices by), and its
-    kernel time in graph replays whose FLOPs are not counted, of all its kernel time."""
+def device_planes(trace: Trace) -> frozenset[int]:
+    """The ids of ``trace``'s device planes with events (found once per window: whether the
+    rank ran on a device, and the devices its ``mfu`` counts)."""
+    busy = set(unique(trace.event_planes()).tolist()) if trace.n_events else set()
+    return frozenset(p.id for p in trace.planes if p.kind == "device" and p.id in busy)
+
+
+def mfu_part(view: Trace, devices: frozenset[int]) -> MfuPart:
+    """The window's model FLOPs by precision and its device planes with activity
+    (``devices``: :func:`device_planes`; what ``analyze.efficiency.mfu`` chooses its
+    precision and counts its devices by), and its kernel time in graph replays whose FLOPs
+    are not counted, of all its kernel time."""
     _, flops, prec = model_rows(view)
     kinds, inv = unique_inverse(prec.astype(str))
     weights = np.bincount(inv, weights=flops, minlength=len(kinds))
-    busy = unique(view.event_planes())
-    return MfuPart(dict(zip(kinds.tolist(), weights.tolist())),
-                   frozenset(p.id for p in view.planes if p.kind == "device" and p.id in busy),
-                   *uncounted_replay_ns(view))
+    return MfuPart(dict(zip(kinds.tolist(), weights.tolist())), devices, *uncounted_replay_ns(view))
+
+
+def captures(view: Trace, before: Captures) -> Captures:
+    """What the windows after ``view`` need of the graphs captured so far (``before``: the
+    earlier windows'), with its own captures' ops' costs (``graph_costs.carry_out``, given
+    the costed host ops ``efficiency.model_rows`` starts from), and the graphs its replays
+    claimed (one first replayed before any capture claims none, as read whole)."""
+    if not (len(view.rows_named(*CAPTURE_BEGIN)) or len(before.at) or graph_launches(view)):
+        return before
+    rows, on_device, c = costed_rows(view)
+    host = ~np.isnan(c.flops) & ~on_device
+    return carry_out(view, rows[host], c.flops[host], c.precision[host])
+
+
+def with_carried_kernels(view: Trace, table: Table) -> Table:
+    """A window's ``kernel_efficiency`` (with its ``_peak``) and rows of the kernels its
+    replays of graphs captured in an earlier window ran, as ``efficiency.kernel_costs``
+    counts a replayed kernel: its captured op's FLOPs and bytes shared among that op's
+    kernels of the replay by duration, the kernels the window counts (the merge adds
+    the rows of one name)."""
+    got = carried_replays(view)
+    if got is None:
+        return table
+    caps, rows, replay, at = got
+    sel = (view.kinds[rows] == Kind.KERNEL) & (caps.op[at] >= 0)
+    rows, replay, at = rows[sel], replay[sel], at[sel]
+    dur = view.events["dur_ns"][rows].astype(np.float64)
+    _, _, inv = unique_rows(caps.op[at], replay)  # an op's kernels of one replay
+    total = np.bincount(inv, weights=dur, minlength=inv.max() + 1 if len(inv) else 0)
+    count = np.bincount(inv, minlength=len(total)).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(total[inv] > 0, dur / total[inv], 1.0 / np.maximum(count[inv], 1))
+    flops, nbytes = caps.flops[at] * share, caps.bytes[at] * share
+    corr = cache.correlation(view)
+    keep = (~np.isnan(flops) | ~np.isnan(nbytes)) & device_view(view).counted[np.searchsorted(corr.device_rows, rows)]
+    if not keep.any():
+        return table
+    rows, at, flops, nbytes, dur = rows[keep], at[keep], flops[keep], nbytes[keep], dur[keep]
+    g = group_stats(view.events["name"][rows], dur)  # (as kernel_efficiency groups them)
+    o, s = g["order"], g["starts"]
+    first = at[o[s]]
+    f, b = (np.where(group_reduce(o, s, (~np.isnan(x)).astype(np.int64), np.add) > 0,
+                     group_reduce(o, s, np.nan_to_num(x), np.add), np.nan) for x in (flops, nbytes))
+    names = np.asarray(view.strings, dtype=object)[g["key"]]
+    pk = resolve_peak(view, None)
+    n = len(names)
+    extra = frame({
+        "name": names, "count": g["count"], "flops": f, "bytes": b, "device_ns": g["total"].astype(np.float64),
+        "flops_per_s": np.full(n, np.nan), "bytes_per_s": np.full(n, np.nan), "intensity": np.full(n, np.nan),
+        "roofline_pct": np.full(n, np.nan), "bound_by": np.full(n, "", object), "op": caps.op_name[first],
+        "tensor_core": np.array([any(m in x.lower() for m in TENSOR_CORE_MARKS) and
+                                 not any(m in x.lower() for m in SIMT_MARKS) for x in names.tolist()], bool),
+        "_peak": np.array([pk.flops(str(p)) if pk else 0.0 for p in caps.precision[first].tolist()], np.float64)})
+    return _append(table, extra)
+
+
+def with_carried_ops(view: Trace, table: Table) -> Table:
+    """A window's ``op_efficiency`` and, as ``efficiency.op_efficiency`` counts the ops
+    captured into a graph, a device call of each costed op of a capture carried from an
+    earlier window per replay of it in the window: its figures, the device time its
+    replayed activities ran, no host time."""
+    got = carried_replays(view)
+    if got is None:
+        return table
+    caps, rows, replay, at = got
+    sel = caps.op[at] >= 0
+    pairs, _, inv = unique_rows(replay[sel], caps.op[at][sel])
+    ns = np.bincount(inv, weights=view.events["dur_ns"][rows[sel]].astype(np.float64), minlength=len(pairs))
+    op = pairs[:, 1] if len(pairs) else np.zeros(0, np.int64)
+    costed = ~(np.isnan(caps.flops[op]) & np.isnan(caps.bytes[op]))
+    op, ns = op[costed], ns[costed]
+    if not len(op):
+        return table
+    ran = ns > 0  # (a call whose kernels took no time counts on the host, as op_efficiency's)
+    g = group_stats(caps.op_key[op, 2] * 2 + ran, ns)  # (as op_efficiency groups calls: name, where)
+    o, s = g["order"], g["starts"]
+    first = op[o[s]]
+    f, b = (np.where(group_reduce(o, s, (~np.isnan(x)).astype(np.int64), np.add) > 0,
+                     group_reduce(o, s, np.nan_to_num(x), np.add), np.nan) for x in (caps.flops[op], caps.bytes[op]))
+    on_dev = (g["key"] & 1).astype(bool)
+    device_ns = g["total"].astype(np.float64)
+    pk = resolve_peak(view, None)
+    peak = np.array([pk.flops(str(p)) if pk else 0.0 for p in caps.precision[first].tolist()], np.float64)
+    n = len(first)
+    nan = np.full(n, np.nan)
+    extra = frame({
+        "name": caps.op_name[first], "category": np.full(n, "", object), "count": g["count"], "flops": f,
+        "bytes": b, "flops_source": SOURCE_NAMES[caps.source[first]], "precision": caps.precision[first],
+        "device_ns": device_ns, "host_ns": np.zeros(n, np.int64), "time_ns": np.where(on_dev, device_ns, 0.0),
+        "where": np.where(on_dev, "device", "host").astype(object), "flops_per_s": nan, "bytes_per_s": nan, "intensity": nan,
+        "peak_flops_per_s": np.where(peak > 0, peak, np.nan), "roofline_pct": nan,
+        "bound_by": np.full(n, "", object), "kernels": np.full(n, "", object)})
+    return _append(table, extra)
+
+
+def _append(table: Table, extra: Table) -> Table:
+    """``table``'s rows then ``extra``'s (their columns of ``table``'s types where it has rows)."""
+    if not len(table):
+        return extra.select([c for c in table.columns if c in extra.columns]) if len(table.columns) else extra
+    return Table.concat([table, extra.with_columns(**{c: np.asarray(column(extra, c)).astype(column(table, c).dtype)
+                                                      for c in table.columns if c in extra.columns})])
 
 
 def fill_mfu(table: Table, view: Trace) -> Table:
