@@ -78,7 +78,7 @@ def test_a_straggler_s_wait_is_called_on_the_rank_that_waits():
     assert "section gloo:all_reduce" in text and "rank 0:" in text, text
     # the ranks moved apart in the collective: rank 0 waits for rank 1
     line = next(line for line in d.verdict if line.startswith("Ranks apart"))
-    assert "gloo:all_reduce" in line and "rank 0" in line and "rank 0 waits for rank 1 in B?" in line, line
+    assert "gloo:all_reduce" in line and "rank 0" in line and "rank 0 waits for rank 1 in B (" in line, line
     # every row of every table: the total and the per-step change have one sign (equal step counts)
     for t, df in d.tables.items():
         total, step = column(df, "delta_total_ns"), column(df, "step_delta_ns")
@@ -135,7 +135,7 @@ def test_a_real_gloo_job_with_a_straggler(traces_dir):
     r = _row(out, "sections", "gloo:all_reduce")
     assert r["rank_decided"] == 0 and r["step_delta_ns"] > 0
     line = next(line for line in out.verdict if line.startswith("Ranks apart"))
-    assert "gloo:all_reduce" in line and "rank 0 waits for rank 1 in B?" in line, line
+    assert "gloo:all_reduce" in line and "rank 0 waits for rank 1 in B (" in line, line
 
 
 def test_totals_and_per_step_figures_apart_are_explained():

@@ -3,11 +3,11 @@ faster, what did not change (``analyze/diff.py`` computes, this says it)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import numpy as np
 
-from ..trace.categories import is_collective_name
 from ..trace.sorting import unique
 from .diff_nesting import NestCounts, items
 from .diff_stats import LOG_OFFSET_NS, Samples, mean_of_runs
@@ -367,13 +367,39 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
     return out
 
 
+#: XLA's asynchronous collectives' halves (``all-reduce-start.1``, ``all-gather-done``; a
+#: pattern: re's cache compiles it on first use)
+_ASYNC_HALF = r"-(?:start|done)(?:\.\d+)*$"
+
+
+def measures_wait(table: str, name: str, kind: str) -> bool:
+    """Whether a row's time on a rank is the collective's own run there, from the rank's
+    arrival until the last rank's, so that the rank spending least in it arrived last and
+    each other rank's time over that rank's is its wait (``ranks/stragglers.py``: rank r
+    waited ``last - arrival_r``): a communication kernel on a device (NCCL's spins until
+    its peers come; XLA's CPU collectives, run on host threads, are kernels too), a CPU
+    backend's work range (``gloo:*``, ``mpi:*``, on its worker thread). Not the op that
+    posts it (``c10d::allreduce_`` under DDP, ``nccl:all_reduce``, ``record_param_comms``:
+    they enqueue the work and return, their time is the posting thread's), nor a wait op
+    (``wait_tensor`` blocks the host on gloo, not on NCCL, where it orders a stream; from
+    when the program asks, not from the rank's arrival), nor an XLA async half (the start
+    launches, the done waits as a wait op does): the diff cannot tell what their time
+    says of the ranks' arrivals (``analyze/collectives.py`` times no host launch either,
+    and joins an XLA async pair into one collective, which rows by name cannot)."""
+    if table == "kernels":
+        return kind == "communication" and re.search(_ASYNC_HALF, name) is None
+    return name.lower().startswith(CPU_PREFIXES)
+
+
 def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarray | None]], strata: list[int],
                 tables: dict[str, Any], st: dict[str, Any], floors: tuple[float, float],
                 fmt_ns: Callable[[float], str], top: int = 3) -> list[str]:
-    """Collectives whose time moved apart between the ranks: on some rank it grew by the
-    effect floors, on the rank that spends least in it (the last to arrive, whom the
-    others wait for) it did not. Said only where a test stands behind it: the row is called
-    changed that way on the rank whose time grew, or the step time is, by at least the
+    """Collectives whose ranks moved apart: in the run where B is slower (A where it is
+    faster), the rank that spends least in the collective arrived last, and another
+    rank's wait for it (its time in it over that rank's) grew that way by the floors
+    (``_apart``); only rows whose time is the collective's own run (``measures_wait``).
+    Said only where a test stands behind it: the row is called changed that way on the
+    rank that waited, or the step time is and that rank's change is at least the
     relative floor of a step. ``per_rank``: per table, its names and (rows x ranks) each
     rank's mean per step in A and in B."""
     rel_floor = floors[0]
@@ -389,42 +415,55 @@ def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarr
                                                           column(df, "rank_decided").tolist())))
         for i, name in enumerate(names):
             kind, change, decided = rows[name]
-            if not (kind == "communication" or is_collective_name(name) or name.lower().startswith(CPU_PREFIXES)):
+            if not measures_wait(t, name, kind):
                 continue
-            for way, up in (("slower", mb[i] - ma[i]), ("faster", ma[i] - mb[i])):
-                text = _apart(names[i], t, way, ma[i], mb[i], strata, floors, fmt_ns)
-                if text and (change == way and decided == strata[int(np.argmax(up))]
-                             or called == way and np.max(up) >= rel_floor * step_a):
-                    found.append((float(np.max(up)), text))
+            for way in ("slower", "faster"):
+                got = _apart(names[i], t, way, ma[i], mb[i], strata, floors, fmt_ns)
+                if got is None:
+                    continue
+                u, moved, waited, text = got
+                if change == way and decided == strata[u] or called == way and moved >= rel_floor * step_a:
+                    found.append((waited, text))
     return [text for _, text in sorted(found, key=lambda x: -x[0])[:top]]
 
 
 def _apart(name: str, table: str, way: str, ma: np.ndarray, mb: np.ndarray, strata: list[int],
-           floors: tuple[float, float], fmt_ns: Callable[[float], str]) -> str:
-    """The line of one collective whose ranks moved apart, B being ``way`` (else ""): the
-    ranks whose time in it moved that way by the floors, while the rank that spends
-    least in it in the slower run (the last to arrive) did not, or moved the other way."""
+           floors: tuple[float, float], fmt_ns: Callable[[float], str]) -> tuple[int, float, float, str] | None:
+    """One collective whose ranks moved apart, B being ``way``: the rank that waited most
+    (its index), its own change and the change of its wait, and the line; None where no
+    rank's did. In the run with the wait (B where B is slower, else A) the rank that
+    spends least in it is the last to arrive, and another rank's time over that rank's is
+    its wait for it. A rank waited apart where its own time moved ``way`` by the floors
+    and its wait by the floors and by half its own change at least: the rest of its
+    change is the collective's own (a larger message, a slower link, on every rank)."""
     if len(strata) < 2 or np.isnan(ma).any() or np.isnan(mb).any():
-        return ""
-    up, slow = (mb - ma, mb) if way == "slower" else (ma - mb, ma)
+        return None
+    here, there = (mb, ma) if way == "slower" else (ma, mb)  # the run with the wait, the other
+    up = here - there
+    s = int(np.argmin(here))  # the last to arrive there
+    gap = (here - here[s]) - (there - there[s])  # each rank's wait for s: how much longer than in the other run
     big = (np.abs(mb - ma) >= floors[1]) & (np.abs(mb - ma) >= floors[0] * ma)
-    u, s = int(np.argmax(up)), int(np.argmin(slow))
-    if u == s or not (big[u] and up[u] > 0) or (big[s] and up[s] > 0):
-        return ""
-    waiting = np.flatnonzero(big & (up > 0))
-    grew = "grew" if way == "slower" else "fell"
-    fell = "did not move" if not big[s] else "fell" if way == "slower" else "grew"
+    waiting = big & (up > 0) & (gap >= floors[1]) & (gap >= floors[0] * ma) & (gap >= 0.5 * up)
+    if not waiting.any():
+        return None
+    u = int(np.argmax(np.where(waiting, gap, -np.inf)))
+    n = int(waiting.sum())
+    slower = way == "slower"
+    grew = "grew" if slower else "fell"
+    fell = "did not move" if not big[s] else f"{grew} less" if up[s] > 0 else "fell" if slower else "grew"
 
     def move(i: int) -> str:
         return f"{fmt_ns(ma[i])} -> {fmt_ns(mb[i])}"
 
-    who = (f"rank {strata[u]}'s time in it {grew} ({move(u)} per step)" if len(waiting) == 1 else
-           f"{len(waiting)} ranks' time in it {grew} (most rank {strata[u]}'s: {move(u)} per step)")
-    wait = (f"rank {strata[u]}" if len(waiting) == 1 else "they") + (" waits" if len(waiting) == 1 else " wait")
-    wait = f"{wait} for rank {strata[s]} in B" if way == "slower" else \
-        f"{wait.replace(' waits', ' waited').replace(' wait', ' waited')} for rank {strata[s]} in A"
-    return (f"Ranks apart in {LABELS[table]} {name[:60]}, a collective: {who} while rank {strata[s]}'s {fell} "
-            f"({move(s)}); the last rank to arrive waits least: {wait}?")
+    who = (f"rank {strata[u]}'s time in it {grew} ({move(u)} per step)" if n == 1 else
+           f"{n} ranks' time in it {grew} (most rank {strata[u]}'s: {move(u)} per step)")
+    run, other = ("B", "A") if slower else ("A", "B")
+    wait = (f"rank {strata[u]}" if n == 1 else "they") + (" waited" if not slower else " waits" if n == 1 else " wait")
+    size = (f"rank {strata[u]}'s time in it {fmt_ns(here[u] - here[s])} per step over rank {strata[s]}'s in {run}, "
+            f"{fmt_ns(there[u] - there[s])} in {other}")
+    return u, float(up[u]), float(gap[u]), (
+        f"Ranks apart in {LABELS[table]} {name[:60]}, a collective: {who} while rank {strata[s]}'s {fell} "
+        f"({move(s)}); the last rank to arrive waits least: {wait} for rank {strata[s]} in {run} ({size}).")
 
 
 def sign_notes(tables: dict[str, Any], ov: dict[str, Any]) -> list[str]:
