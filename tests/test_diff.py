@@ -1008,9 +1008,10 @@ def test_amd_kernel_descriptor_names_match_across_runs():
     peers = Path(__file__).parent / "data" / "peers" / "tracelens"
     doc = diff_json(peers / "jax_conv_minimal_08.xplane.pb", peers / "jax_conv_minimal_legacy.xplane.pb")
     k = records(doc, "kernels")
-    fusion = k["input_transpose_fusion"]
+    fusion = k["jit_forward_3d_conv/input_transpose_fusion"]  # (a row of its module: its hlo_module stat)
     assert fusion["count_a"] == 40 and fusion["count_b"] == 5
-    assert sorted(fusion["raw_names"]) == ["input_transpose_fusion", "input_transpose_fusion.kd"]
+    assert sorted(fusion["raw_names"]) == ["jit_forward_3d_conv/input_transpose_fusion",
+                                           "jit_forward_3d_conv/input_transpose_fusion.kd"]
     assert not [n for n in k if n.endswith(".kd")]
 
 

@@ -31,16 +31,18 @@ def _window_ops(t: polyprof.Trace) -> np.ndarray:
 
 
 def _own_time_by_name(t: polyprof.Trace, rows: np.ndarray) -> collections.Counter:
-    """Per raw name, the events' durations less their direct children's: a stack walk
-    per track, event by event (the test's own oracle, not polyprof's nesting)."""
+    """Per raw name (``module/op``: XLA names ops uniquely within a module only), the
+    events' durations less their direct children's: a stack walk per track, event by
+    event (the test's own oracle, not polyprof's nesting)."""
     ev = t.events
+    module = dict(zip(t.stats["hlo_module"].rows.tolist(), t.stats["hlo_module"].values.tolist()))
     own: collections.Counter = collections.Counter()
     for track in sorted(set(ev["track"][rows].tolist())):
         r = rows[ev["track"][rows] == track]
         r = r[np.lexsort((-ev["dur_ns"][r].astype(np.int64), ev["start_ns"][r]))]
         stack: list[tuple[str, int]] = []  # (name, end) of the open ops
         for i in r.tolist():
-            s, d, name = int(ev["start_ns"][i]), int(ev["dur_ns"][i]), t.strings[ev["name"][i]]
+            s, d, name = int(ev["start_ns"][i]), int(ev["dur_ns"][i]), f"{module[i]}/{t.strings[ev['name'][i]]}"
             while stack and stack[-1][1] <= s:
                 stack.pop()
             own[name] += d
@@ -70,20 +72,25 @@ def test_enclosing_xla_ops_count_their_own_time_only():
             assert total[i] == sum(own[r] for r in raw[i]), n
     total_a = dict(zip(names, column(k, "total_ns_a")))
     assert int(np.sum(column(k, "total_ns_a"))) == 1_032_488
-    assert total_a["while"] == 59_221  # 5 while.17 and 25 while.1: their own time (before: 1.438 ms)
+    # 5 while.17 and 25 while.1: their own time (before: 1.438 ms; one row "while" of 59_221 ns before
+    # the ops of a module kept their HLO names)
+    assert total_a["jit_step/while.17"] == 24_574 and total_a["jit_step/while.1"] == 34_647
     assert sum(column(k, "count_a")) == sum(column(k, "count_b")) == 390  # every op still counted once
 
 
 def test_scan_of_the_mlp_fixture():
     """jax_cpu_mlp_scan's 4-trip scan: the two analysed ``while.5`` last 12929 and
     7051 ns around 10314 and 5539 ns of body ops; the row keeps 2615 + 1512 ns (before:
-    19980), the body's rows keep their durations."""
+    19980), the body's rows keep their durations. The ops are rows of their module:
+    ``ynn_fusion`` was one row of 57295 ns, the sum of ``jit_loss``'s three matmuls
+    (``ynn_fusion``, ``.1``, ``.2``) and ``jit_rnn``'s one."""
     p = Path(__file__).parent / "data" / "traces" / "xspace" / "jax_cpu_mlp_scan.xplane.pb"
     t = polyprof.load(p)
     k = diff(t, t).tables["kernels"]
     total = dict(zip(column(k, "name"), column(k, "total_ns_a")))
-    assert total["while"] == 4127
-    assert total["ynn_fusion"] == 57295 and total["wrapped_tanh"] == 4045  # (in and outside the loop)
+    assert total["jit_rnn/while.5"] == 4127
+    assert total["jit_rnn/ynn_fusion"] == 9053 and total["jit_rnn/wrapped_tanh"] == 4045
+    assert [total[f"jit_loss/ynn_fusion{n}"] for n in ("", ".1", ".2")] == [30466, 5408, 12368]
     assert sum(total.values()) == 136065
 
 

@@ -17,8 +17,10 @@ import numpy as np
 
 from ..derive import cache
 from ..derive.intervals import child_time
+from ..derive.lines import MODULE_STATS
 from ..trace.categories import Kind, collective_names, is_copy_name
 from ..trace.core import Trace
+from ..trace.factorize import factorize
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
 from ..trace.sorting import unique, unique_inverse
 from .window import device_mask, host_mask, round_like_hta, selection, view
@@ -171,6 +173,17 @@ def counted_kernels(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     a JAX CPU program's compiled work), as ``diff`` compares them. A host kernel that
     encloses others on its thread (a ``while``, ``call`` or ``conditional`` around its
     computations' ops) counts its own time only (:func:`self_times`)."""
+    rows, dur, step, cls = counted_kernel_rows(trace)
+    return trace.events["name"][rows], dur, step, cls
+
+
+def counted_kernel_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`counted_kernels` with the event rows in place of the name ids (computed
+    once per trace: ``diff`` reads the rows' modules beside their names)."""
+    return cache.memo(trace, "counted_kernel_rows", _counted_kernel_rows)
+
+
+def _counted_kernel_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     ev = trace.events
     steps = cache.steps(trace)
     v = device_view(trace)
@@ -187,7 +200,40 @@ def counted_kernels(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         rows, dur = np.concatenate([rows, xla]), np.concatenate([dur, own.astype(dur.dtype)])
         start = np.concatenate([start, ev["start_ns"][xla]])
         cls = np.concatenate([cls, activity_class(trace, xla)])
-    return ev["name"][rows], dur, steps.of(start), cls
+    return rows, dur, steps.of(start), cls
+
+
+def module_codes(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """(per row a code, -1 for none; the module of each code) of the compiled module
+    the events ``rows`` belong to: the first of ``MODULE_STATS`` (``hlo_module``, then
+    ``module``, ``kernel_module``) the event carries, as the derived XLA Modules line
+    reads it. XLA names ops uniquely within a module only (``fusion.1`` of two jitted
+    functions are two ops): XProf keys its op statistics by (program, name)."""
+    codes = np.full(len(rows), -1, np.int64)
+    index: dict[str, int] = {}
+    for key in MODULE_STATS:
+        # the XSpace reader types these at load; a Kineto trace's deferred args are not decoded for them
+        col = trace.stats.loaded().get(key)
+        if col is None or not len(rows) or col.kind != "O":
+            continue
+        m, vals = col.lookup(rows)
+        at = np.flatnonzero(m)
+        free = codes[at] < 0
+        if not free.any():
+            continue
+        vcodes, distinct = factorize(np.asarray(vals, object)[free])
+        # a code per distinct value (a few modules): -1 for a value that names none
+        to = np.array([index.setdefault(x, len(index)) if x else -1 for x in map(_text, distinct.tolist())]
+                      + [-1], np.int64)
+        codes[at[free]] = to[vcodes]  # (vcodes -1, a missing value: the last entry, -1)
+    return codes, list(index)
+
+
+def _text(value: object) -> str:
+    """A module stat's value as text ("" for one that names no module)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else ""
 
 
 def self_times(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -9,7 +9,10 @@ program (replicates, :class:`Runs`). Three tables, one row per name (normalised,
   child of an op of its name merged into it, as in ``op_stats``);
 * ``sections``: host sections and user annotations that are not steps (host duration).
 
-Columns: ``name``, [``kind`` for kernels: compute / communication / memcpy / memset],
+Columns: ``name``, [for kernels: ``kind`` (compute / communication / memcpy / memset),
+``module`` (an XLA op's module, "" where the trace gives none) and ``kernel`` (the name
+alone): an op of a known module is a row ``module/op``, its ``.N`` kept, since XLA names
+ops uniquely within a module only (docs/analysis.md)],
 ``count_a``, ``count_b``, ``delta_count``, ``total_ns_a``, ``total_ns_b``,
 ``delta_total_ns`` (B minus A; per run: the mean over a side's runs, summed over its
 ranks), ``step_mean_ns_a``, ``step_mean_ns_b`` (mean total per step and rank: each
@@ -49,12 +52,12 @@ from ..derive import cache
 from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
-from .common import CLASS_NAMES
+from .common import CLASS_NAMES, counted_kernel_rows, module_codes
 from .diff_stats import TESTS, Compared, Samples, adjust, change_of, compare, decide, without_stalls
 from .diff_nesting import NestCounts, NestPairs, changes_of, nest_pairs, table_events
 from .diff_verdict import APART, STALL, ranks_apart, sign_notes, test_way, verdict_lines
 from .frames import column, frame
-from .names import normalize_name
+from .names import normalize_name, normalize_op_name
 from .ranktest import CORRECTIONS
 from .roles import role_name
 from .table import Table
@@ -245,6 +248,7 @@ class TableSums:
     pair_step: np.ndarray  # step index in this trace
     pair_total: np.ndarray
     pair_count: np.ndarray  # the calls in that step
+    modules: list[str] | None = None  # per name its compiled module ("" none; kernels only)
 
 
 @dataclass
@@ -269,8 +273,13 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
     n_steps = max(len(steps), 1)
     tables = {}
     events = table_events(trace)
+    modules: list[str] = []
     for table, e in events.items():
-        ids, inv = np.unique(e.name, return_inverse=True)
+        keys = e.name
+        if table == "kernels":  # XLA's ops by (module, name): names are unique within a module only
+            mod, modules = module_codes(trace, counted_kernel_rows(trace)[0])
+            keys = e.name.astype(np.int64) * (len(modules) + 1) + (mod + 1)
+        ids, inv = np.unique(keys, return_inverse=True)
         first = np.zeros(len(ids), np.int64)
         first[inv[::-1]] = np.arange(len(inv))[::-1]  # an event of each name, for its kind
         total = np.zeros(len(ids), np.int64)
@@ -279,11 +288,15 @@ def summarize(trace: Trace, window: WindowArg = AUTO) -> TraceSums:
         pair, pinv = np.unique(inv[inside].astype(np.int64) * n_steps + e.step[inside], return_inverse=True)
         psum = np.zeros(len(pair), np.int64)
         np.add.at(psum, pinv, e.dur[inside])
+        mod_of = None
+        if table == "kernels":
+            ids, mcode = np.divmod(ids, len(modules) + 1)
+            mod_of = [([""] + modules)[c] for c in mcode.tolist()]
         tables[table] = TableSums(
             [trace.strings[i] for i in ids.tolist()],
             e.kind[first].astype(np.int64) if e.kind is not None else np.full(len(ids), -1, np.int64),
             np.bincount(inv, minlength=len(ids)).astype(np.int64), total, pair // n_steps, pair % n_steps, psum,
-            np.bincount(pinv, minlength=len(pair)).astype(np.int64))
+            np.bincount(pinv, minlength=len(pair)).astype(np.int64), mod_of)
     t0, t1 = (int(trace.span_ns[0]), int(trace.span_ns[1])) if trace.n_events else (0, 0)
     sel = selection(trace)  # the analysed window's time, as its totals: not a warm-up step left out
     span = min(sel.hi, t1) - max(sel.lo, t0) if sel is not None else t1 - t0
@@ -317,6 +330,7 @@ class _Collector:
         self.index: dict[str, dict[str, int]] = {t: {} for t in TABLES}
         self.raw: dict[str, list[set[str]]] = {t: [] for t in TABLES}
         self.kind: dict[str, list[int]] = {t: [] for t in TABLES}
+        self.module: dict[str, list[tuple[str, str]]] = {t: [] for t in TABLES}  # (module, op) per name
         self.parts: dict[tuple[str, str], list[_Part]] = {}
         self.step_ns: dict[str, list[int]] = {"a": [], "b": []}
         self.step_of: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}  # (run, rank) per step
@@ -361,13 +375,20 @@ class _Collector:
         """Index in the table's vocabulary of each of ``t``'s raw names (normalised)."""
         index, raw, kinds = self.index[table], self.raw[table], self.kind[table]
         out = np.empty(len(t.names), np.int64)
+        mods = self.module[table]
         for i, name in enumerate(t.names):
-            key = role_name(normalize_name(name)) if self.normalize else name
+            mod = t.modules[i] if t.modules is not None else ""
+            if not mod:
+                key = role_name(normalize_name(name)) if self.normalize else name
+            else:  # an op of a known module: the module's name without its program id, the op's with its .N
+                mod = normalize_name(mod) if self.normalize else mod
+                key = f"{mod}/{normalize_op_name(name) if self.normalize else name}"
             j = index.setdefault(key, len(index))
             if j == len(raw):
                 raw.append(set())
                 kinds.append(int(t.kinds[i]))
-            raw[j].add(name)
+                mods.append((mod, key[len(mod) + 1:] if mod else key))
+            raw[j].add(f"{t.modules[i]}/{name}" if mod and t.modules is not None else name)
             out[i] = j
         return out
 
@@ -453,6 +474,8 @@ class _Collector:
         cols: dict[str, np.ndarray] = {"name": _objects(names)}
         if table == "kernels":
             cols["kind"] = CLASS_NAMES[np.array(self.kind[table], np.int64)] if n else np.zeros(0, object)
+            cols["module"] = _objects([m for m, _ in self.module[table]])
+            cols["kernel"] = _objects([k for _, k in self.module[table]])
         delta = total_b - total_a
         cols.update({
             "count_a": count_a, "count_b": count_b, "delta_count": count_b - count_a, "total_ns_a": total_a,

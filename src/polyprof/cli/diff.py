@@ -246,14 +246,18 @@ def fit_columns(df: Table, cols: list[tuple], top: int, width: int) -> tuple[Gri
 
 def _middle(grid: Grid, names: list[str]) -> None:
     """Names too long for their column shortened in the middle (their start and their
-    end kept: kernels differ at both), where that keeps the rows apart."""
+    end kept: kernels differ at both; a ``module/op`` keeps its op), where that keeps
+    the rows apart."""
     from ..report.fit import elide
     from ..report.textout import _cells
 
     width = grid.columns[0][1]
     if all(_cells(n) <= width for n in names):
         return
-    cut = [elide(n, width, round((width - 1) * 0.4)) for n in names]
+    tail = round((width - 1) * 0.4)
+    # the part after the last "/" kept whole where it fits: an XLA op of its module
+    # (``jit_train…/ynn_fusion.3``), the op of a scope
+    cut = [elide(n, width, max(tail, min(len(n) - n.rfind("/"), width - 6)) if "/" in n else tail) for n in names]
     if len(set(cut)) == len(set(names)):
         for row, text in zip(grid.rows, cut):
             row[0] = text
