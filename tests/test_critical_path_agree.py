@@ -124,9 +124,9 @@ def test_the_command_fits_its_rows_to_the_terminal_and_json_keeps_names_whole():
     lines = r.stdout.splitlines()
     assert max(len(x) for x in lines) <= 80, max(lines, key=len)
     head = lines.index(next(x for x in lines if x.split()[:2] == ["rank", "kind"]))
-    rows = [x.split(None, 3) for x in lines[head + 1:head + 13]]
+    rows = [x.split(None, 4) for x in lines[head + 1:head + 13]]  # rank, kind, on path (value, unit), name
     assert len(rows) == 12 and all(x[0] == "0" for x in rows)
-    shown = [x[3] for x in rows]
+    shown = [x[4] for x in rows]
     assert len(set(shown)) == 12  # shortened, still told apart
     whole = [x for x in _cli("critical-path", str(h200), "--json")["critical_path"] if x["step"] == 1]
     summed: dict[str, int] = {}

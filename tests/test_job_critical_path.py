@@ -238,7 +238,7 @@ def test_job_critical_path_track_in_perfetto_and_chrome(jobs, slowed, tmp_path):
     weighted = int((js.graph.weight[p.edges] > 0).sum())
     doc = json.loads(outs["chrome"].read_text())
     evs = doc["traceEvents"] if isinstance(doc, dict) else doc
-    (meta,) = [e for e in evs if e.get("ph") == "M" and e.get("args", {}).get("name") == "critical path"]
+    (meta,) = [e for e in evs if e.get("name") == "thread_name" and e["args"]["name"] == "critical path"]
     slices = [e for e in evs if e.get("ph") == "X" and (e["pid"], e["tid"]) == (meta["pid"], meta["tid"])]
     number = int(step_windows(traces[0])[0][STEP])  # the step's number, as the one-rank track's
     mine = [e for e in slices if e["args"]["step"] == number]
@@ -260,7 +260,7 @@ def test_job_critical_path_track_in_perfetto_and_chrome(jobs, slowed, tmp_path):
     assert r.returncode == 0, r.stderr
     evs = json.loads(one.read_text())
     evs = evs["traceEvents"] if isinstance(evs, dict) else evs
-    (meta,) = [e for e in evs if e.get("ph") == "M" and e.get("args", {}).get("name") == "critical path"]
+    (meta,) = [e for e in evs if e.get("name") == "thread_name" and e["args"]["name"] == "critical path"]
     only = [e for e in evs if e.get("ph") == "X" and (e["pid"], e["tid"]) == (meta["pid"], meta["tid"])]
     assert {e["args"]["step"] for e in only} == {number} and len(only) == len(mine)
 

@@ -7,6 +7,13 @@ A slice is a path edge with time: named after the event it belongs to (an op, a 
 a kernel), or "launch delay" / "kernel gap" / "wait" for the edges that belong to none;
 its stats are ``step``, ``edge`` (the edge type, ``depgraph.EDGE_TYPES``) and ``on``
 (the track of the event it belongs to, "" for none).
+
+Slices on one track never overlap (:func:`path_lanes`): a step's device work can run on
+past the next step's start, and so can its path, where a job's ranks are out of step
+(``ranks/critical_path_track.py``). Perfetto's JSON importer drops a slice that overlaps
+another without nesting in it, and its protobuf writer here would move it to an
+"(overlap k)" track: so each step's slices go on the first of the tracks "critical
+path", "critical path (2)", ... that is free when the step's path starts.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from ..trace.model import Plane
+from ..trace.sorting import lexsort, unique
 from .critical_path import path_owner, step_windows
 from .depgraph import EDGE_TYPES, build, context
 from .longest_path import longest_path
@@ -64,11 +72,53 @@ def with_critical_path(trace: Trace) -> Trace:
     start, dur, label, step, etype, on = (np.concatenate([x[i] for x in parts]) for i in range(6))
     b = TraceBuilder(metadata={})
     pid = b.plane(host.name, host.kind, host.vendor, host.index, host.pid, {}, source=host.source)
-    tr = b.track(pid, TRACK, "derived", tid=0, sort_index=-2000)
-    b.events(tr, label, start, dur, keys.CAT_DERIVED, stats={"step": step, "edge": etype, "on": on})
+    add_path_tracks(b, pid, label, start, dur, {"step": step, "edge": etype, "on": on})
     lines = b.build()
     lines.metadata[mkeys.DERIVED] = trace.metadata.get(mkeys.DERIVED, False)
     return trace.extend(lines)
+
+
+def path_lanes(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per slice its lane (0, 1, ...) so that no two slices of a lane overlap: a step's
+    slices (a chain: one after the other) share one lane, the lowest free from the
+    step's first slice to its last, and a slice that overlaps an earlier one of its own
+    step (a path edge longer than the time between its nodes; not seen) goes on a lane of
+    its own the same way. A loop over the steps, not the slices."""
+    n = len(step)
+    lane = np.zeros(n, np.int64)
+    if not n:
+        return lane
+    o = lexsort((start, step))
+    cut = np.flatnonzero(step[o][1:] != step[o][:-1]) + 1
+    units: list[tuple[int, int, np.ndarray]] = []  # (first start, last end, rows)
+    for rows in np.split(o, cut):
+        s, e = start[rows], end[rows]
+        stray = np.zeros(len(rows), bool)
+        stray[1:] = s[1:] < np.maximum.accumulate(e)[:-1]
+        main = rows[~stray]
+        units.append((int(start[main].min()), int(end[main].max()), main))
+        units.extend((int(start[r]), int(end[r]), rows[i:i + 1]) for i, r in zip(np.flatnonzero(stray).tolist(),
+                                                                              rows[stray].tolist()))
+    free: list[int] = []  # per lane, the end of its last slice
+    for first, last, rows in sorted(units, key=lambda u: (u[0], u[1])):
+        k = next((i for i, f in enumerate(free) if f <= first), len(free))
+        if k == len(free):
+            free.append(last)
+        else:
+            free[k] = last
+        lane[rows] = k
+    return lane
+
+
+def add_path_tracks(b: TraceBuilder, plane: int, label: np.ndarray, start: np.ndarray, dur: np.ndarray,
+                    stats: dict[str, np.ndarray]) -> None:
+    """The path's slices on ``plane``: the steps' lanes (:func:`path_lanes`) as the tracks
+    "critical path", "critical path (2)", ..., with ``stats`` (one value per slice)."""
+    lane = path_lanes(stats["step"], start, start + dur)
+    for k in unique(lane).tolist():
+        m = lane == k
+        tr = b.track(plane, TRACK if k == 0 else f"{TRACK} ({k + 1})", "derived", tid=k, sort_index=-2000 + k)
+        b.events(tr, label[m], start[m], dur[m], keys.CAT_DERIVED, stats={key: v[m] for key, v in stats.items()})
 
 
 def _busiest_host(trace: Trace) -> Plane | None:

@@ -44,7 +44,9 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
 * **synchronisation** (Kineto's ``cuda_sync`` records): a stream waiting on an event depends
   on the last activity launched on the event's stream before the event was recorded; a host
   waiting on an event, a stream or the whole device depends on that activity, that stream's
-  last activity or every stream's last one.
+  last activity or every stream's last one. Host waits that name their work by stats
+  (OpenCL's ``clFinish``, ``clWaitForEvents``, blocking reads) depend on it alike
+  (``wait_links``), and weigh nothing where so linked.
 
 Each edge with a span's time belongs to one event (``owner``): the op whose time it is (a
 gap between two children belongs to their parent, a gap on a stream to the activity before).
@@ -71,6 +73,7 @@ from .inputs import cpu_comm_rows
 from .nesting import parents_and_after
 from .thread_links import Walk, backward_callers, backward_edges, comm_callers, host_comm_edges
 from .stream_queues import queue_levels
+from .wait_links import int_stat as _int_stat, wait_links
 from .xla_links import DEVICE_STAT, RUN_STAT, data_edges, wait_edges, xla_host_ops, xla_waits
 
 if TYPE_CHECKING:
@@ -104,27 +107,6 @@ class DepGraph(NamedTuple):  # not a dataclass: cheaper to create at import (doc
     @property
     def n_nodes(self) -> int:
         return 2 * len(self.rows)
-
-
-def _int_or_none(v: object) -> int:
-    try:
-        x = int(v)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return -1
-    return x if -2**63 <= x < 2**63 else -1
-
-
-def _int_stat(trace: Trace, key: str) -> np.ndarray:
-    col = trace.stat(key)
-    if col is None:
-        return np.full(trace.n_events, -1, np.int64)
-    dense = col.dense(trace.n_events, -1)
-    try:
-        return np.asarray(dense, np.int64)
-    except OverflowError:  # a number beyond int64 in some rows (the column then holds texts): those rows have none
-        return np.fromiter((_int_or_none(v) for v in dense), np.int64, trace.n_events)
-    except (TypeError, ValueError):  # text in a number's place: nothing usable
-        return np.full(trace.n_events, -1, np.int64)
 
 
 class _Edges:
@@ -213,6 +195,7 @@ class Context:
         self.sy_timed = timed[self.sy_call]
         self.xla_wait = xla_waits(trace, xla_op)
         self.waits = names_in(trace, WAITING_CALLS) | self.xla_wait
+        self.wait_links = wait_links(trace, on_host, start, self.end, track, names, cid, corr)  # (OpenCL's)
         self.queues = queue_levels(trace, corr, names, start, track)
         self._stats: dict[str, np.ndarray] = {}
         self._rows: dict[tuple[str, ...], np.ndarray] = {}
@@ -346,7 +329,13 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
     gidx[rows] = np.arange(len(rows))
     edges = _Edges()
     try:
-        walk = _thread_edges(trace, host, track, names, node_time, edges, ctx.waits)
+        w_wait, w_dev = (gidx[x] for x in ctx.wait_links.within(t0, t1))
+        keep = (w_wait >= 0) & (w_wait < n_h) & (w_dev >= n_h) & (w_dev < n_h + n_d)  # (both in the graph)
+        w_wait, w_dev = w_wait[keep], w_dev[keep]
+        waiting = ctx.waits[names[host]]
+        waiting[w_wait] = True
+        node_time[2 * w_wait + 1] = end[host[w_wait]]  # (not cut at t1, as a sync record's call)
+        walk = _thread_edges(trace, host, track, names, node_time, edges, waiting)
         if walk is not None:  # the links between threads, zero weight, after every other edge
             base = 10.0 * (len(node_time) + 1)
             if backward and ctx.backward_callers:
@@ -369,6 +358,8 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
                           base + 3 * len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
                       gidx, node_time, n_h, n_d, edges, stream_order)
+        edges.add(2 * w_dev + 1, 2 * w_wait + 1, np.zeros(len(w_wait), np.int64), SYNC,
+                  np.full(len(w_wait), -1, np.int64), 50.0 * (len(node_time) + 1) + np.arange(len(w_wait)))
     finally:
         gidx[rows] = -1
     src, dst, weight, etype, owner = edges.columns()
@@ -377,8 +368,9 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
 
 def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.ndarray, node_time: np.ndarray,
                   edges: _Edges, waiting: np.ndarray) -> Walk | None:
-    """The host threads' edges (the calls' times: ``node_time``); returns (per host call its
-    thread and depth, the nodes in the walk's order: each thread's in time order), None without host calls."""
+    """The host threads' edges (the calls' times: ``node_time``; ``waiting``: per call, it
+    waits for the device); returns (per host call its thread and depth, the nodes in the
+    walk's order: each thread's in time order), None without host calls."""
     if not len(host):
         return None
     thread = cache.threads(trace)[track[host]]
@@ -405,8 +397,7 @@ def _thread_edges(trace: Trace, host: np.ndarray, track: np.ndarray, names: np.n
     ea, eb = a >> 1, b >> 1
     a_end, b_end = (a & 1).astype(bool), (b & 1).astype(bool)
     top = a_end & ~b_end & (depth[ea] == 0) & (depth[eb] == 0)
-    waits = waiting[names[host]]
-    weight = np.where(b_end & waits[eb], 0, node_time[b] - node_time[a])
+    weight = np.where(b_end & waiting[eb], 0, node_time[b] - node_time[a])
     owner = np.where(~a_end, ea, np.where(b_end, eb, parent[ea]))
     seq = np.arange(len(a), dtype=np.float64)
     # one part in walk order: a dependency between top-level ops, else the op's own time

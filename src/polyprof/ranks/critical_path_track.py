@@ -1,8 +1,12 @@
 """The job's critical path as a track: ``with_job_critical_path(merged, traces)`` is a job's
 merged trace (``TraceSet.merged``: every rank on the reference rank's clock) plus a derived
-track "critical path" on its first host plane, one slice per stretch of each step's path
-through the joined ranks (``ranks/critical_path.py``), so Perfetto and Chrome JSON show
-which rank and op hold the step, and where the path crosses from rank to rank.
+track "critical path" on a host plane of its own, named "critical path" (of the first
+rank's source: not one more process named after rank 0), one slice per stretch of each
+step's path through the joined ranks (``ranks/critical_path.py``), so Perfetto and Chrome
+JSON show which rank and op hold the step, and where the path crosses from rank to rank.
+Where the ranks are out of step, step k's path can end on one rank after step k+1's has
+begun on another: then step k+1 goes on a second track, "critical path (2)", as
+``analyze/critical_path_track.path_lanes`` places them (no two slices of a track overlap).
 
 A slice is a path edge with weight: it ends at the edge's end on the aligned clock and lasts
 the edge's weight (a collective's stretch runs from the last rank's arrival to the end), so
@@ -16,16 +20,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..analyze.critical_path import path_owner, step_windows
-from ..analyze.critical_path_track import TRACK, UNOWNED
+from ..analyze.critical_path_track import TRACK, UNOWNED, add_path_tracks
 from ..analyze.depgraph import EDGE_TYPES
 from ..analyze.longest_path import longest_path
-from ..trace import keys
 from ..trace import metadata_keys as mkeys
 from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from .align import RankClock
 from .critical_path import job_graph, n_steps
 from ..trace.sorting import unique
+
+#: the name of the plane (a process in Perfetto and Chrome JSON) that holds the track
+PROCESS = "critical path"
 
 
 def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
@@ -64,9 +70,8 @@ def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
         return merged
     start, dur, label, step, rank, etype, on = (np.concatenate([x[i] for x in parts]) for i in range(7))
     b = TraceBuilder(metadata={})
-    pid = b.plane(host.name, host.kind, host.vendor, host.index, host.pid, {}, source=host.source)
-    tr = b.track(pid, TRACK, "derived", tid=0, sort_index=-2000)
-    b.events(tr, label, start, dur, keys.CAT_DERIVED, stats={"step": step, "rank": rank, "edge": etype, "on": on})
+    pid = b.plane(PROCESS, host.kind, host.vendor, host.index, 0, {}, source=host.source)
+    add_path_tracks(b, pid, label, start, dur, {"step": step, "rank": rank, "edge": etype, "on": on})
     lines = b.build()
     lines.metadata[mkeys.DERIVED] = merged.metadata.get(mkeys.DERIVED, False)
     return merged.extend(lines)

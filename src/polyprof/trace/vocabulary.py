@@ -79,6 +79,12 @@ RANGE_LAUNCHES = ("cudaLaunchKernel",)
 WAITING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery",
                  "cudaEventSynchronize", "cudaMemcpy", "hipDeviceSynchronize", "hipStreamSynchronize",
                  "hipEventQuery", "hipEventSynchronize", "hipMemcpy")
+#: host calls that wait for every command enqueued before them on their queue (exact
+#: names; the queue: stat ``queue``), and calls that wait for the commands of the events
+#: they name (stat ``waits_for``): the critical path links them to that device work and
+#: gives them its time, as WAITING_CALLS, where it finds the work (analyze/wait_links.py)
+QUEUE_WAIT_CALLS = ("clFinish",)
+EVENT_WAIT_CALLS = ("clWaitForEvents",)
 #: XLA's CPU runtime: the program's thread waiting for the ops it ran on XLA's worker
 #: threads (exact names): on a critical path their time is those ops' (analyze/xla_links.py)
 XLA_WAIT_CALLS = ("ThunkExecutor::Execute (wait for completion)",)
