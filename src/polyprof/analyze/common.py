@@ -17,9 +17,9 @@ import numpy as np
 
 from ..derive import cache
 from ..derive.intervals import child_time
-from ..derive.lines import MODULE_STATS
 from ..trace.categories import Kind, collective_names, is_copy_name
 from ..trace.core import Trace
+from ..trace.keys import MODULE_STATS  # (not derive.lines: a summary need not import it)
 from ..trace.factorize import factorize
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
 from ..trace.sorting import unique, unique_inverse

@@ -29,8 +29,7 @@ from ..trace import metadata_keys as mkeys
 
 _I64_MAX = np.iinfo(np.int64).max
 _SCOPED = re.compile(r"^[\w.\-]+(/[\w.\-]+)+(:[\w.\-]+)?$")
-#: stats that name a device activity's compiled module / op / source, in preference order
-MODULE_STATS = (keys.HLO_MODULE, keys.MODULE, "kernel_module")
+MODULE_STATS = keys.MODULE_STATS
 XLA_OP_STATS = (keys.HLO_OP, "long_name")
 SOURCE_STATS = (keys.SOURCE, "source_info")
 

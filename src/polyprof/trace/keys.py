@@ -35,6 +35,8 @@ THREAD_ID = "tid"
 PROGRAM_ID = "program_id"
 HLO_OP = "hlo_op"
 HLO_MODULE = "hlo_module"
+#: stats that name a device activity's compiled module / op / source, in preference order
+MODULE_STATS = (HLO_MODULE, MODULE, "kernel_module")
 
 # --- categories written by polyprof itself ------------------------------------------
 CAT_SECTION = "section"  # polyprof.section()
