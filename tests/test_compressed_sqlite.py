@@ -4,6 +4,7 @@ temporary copy as nvprof's (tests/test_nvprof.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import lzma
 import tempfile
@@ -175,3 +176,77 @@ def test_a_head_that_ends_where_the_stream_goes_on_is_not_the_whole(tmp_path, mo
     assert whole and b"".join(parts) == NSYS.read_bytes()
     assert polyprof.load(p).n_events == polyprof.load(NSYS).n_events
     assert sqlite_db._WHOLE == {}
+
+
+def test_a_file_rewritten_in_place_with_its_old_time_is_read_again(tmp_path, monkeypatch):
+    """A compressed database sniffed, then rewritten in place with another database of
+    the same size (a kernel's end moved 777 µs) and its modification time set back
+    (``os.utime``): its change time differs (utime cannot set it), so the read inflates
+    the file as it is now, not the sniff's bytes (before: the old database, 3.885 ms less
+    kernel time), and a new sniff inflates it again (before: the old schema, cached)."""
+    import os
+    import shutil
+    import sqlite3
+    import time
+
+    import polyprof
+    from polyprof.formats import sqlite_db
+
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    shutil.copy(NSYS, a)
+    shutil.copy(NSYS, b)
+    with contextlib.closing(sqlite3.connect(b)) as c:
+        c.execute("update CUPTI_ACTIVITY_KIND_KERNEL set end = end + 777000")
+        c.commit()
+    old, new = (gzip.compress(p.read_bytes(), compresslevel=0, mtime=0) for p in (a, b))
+    assert len(old) == len(new) and old != new
+    sqlite_db._packed_schema.cache_clear()
+    sqlite_db._WHOLE.clear()
+    p = tmp_path / "t.sqlite.gz"
+    p.write_bytes(old)
+    st = p.stat()
+    assert detect(p) == "nsys" and len(sqlite_db._WHOLE) == 1
+    time.sleep(0.05)  # (past the coarse clock's tick the change time is taken from)
+    with open(p, "r+b") as f:  # in place: the same inode, the same size
+        f.write(new)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    runs = _count_inflations(monkeypatch)
+    dur = int(polyprof.load(p).events["dur_ns"].sum())
+    assert len(runs) == 1  # sniffed again (the new bytes, all of it: the read takes them)
+    assert dur == int(polyprof.load(b).events["dur_ns"].sum()) == int(polyprof.load(a).events["dur_ns"].sum()) + \
+        3_885_000
+    sqlite_db._WHOLE.clear()
+
+
+def test_a_sniff_with_no_read_keeps_its_bytes_a_few_seconds(tmp_path, monkeypatch):
+    """The bytes of a sniff no read takes (detect alone) are dropped when a later SQLite
+    sniff or compressed read finds them older than ``_WHOLE_SECONDS``, and past
+    ``_WHOLE_KEPT`` files (before: kept until four newer ones pushed them out, up to 32
+    MiB in a long-lived process)."""
+    from polyprof.formats import sqlite_db
+
+    sqlite_db._packed_schema.cache_clear()
+    sqlite_db._WHOLE.clear()
+    clock = [1000.0]
+    monkeypatch.setattr(sqlite_db, "_now", lambda: clock[0])
+    files = []
+    for i in range(6):
+        p = tmp_path / f"r{i}.sqlite.gz"
+        p.write_bytes(gzip.compress(NSYS.read_bytes(), compresslevel=1 + i % 2, mtime=i))
+        files.append(p)
+    assert detect(files[0]) == "nsys" and [k[0] for k in sqlite_db._WHOLE] == [str(files[0])]
+    clock[0] += sqlite_db._WHOLE_SECONDS + 1
+    assert sqlite_db._sniffed(files[5]) is None  # a read of another file: the old bytes dropped
+    assert sqlite_db._WHOLE == {}
+    sqlite_db._packed_schema.cache_clear()
+    for p in files[:5]:  # sniffed together (ranks read in threads): the latest four kept
+        assert detect(p) == "nsys"
+    assert [k[0] for k in sqlite_db._WHOLE] == [str(p) for p in files[1:5]]
+    clock[0] += sqlite_db._WHOLE_SECONDS - 1
+    assert sqlite_db._sniffed(files[4]) is not None and len(sqlite_db._WHOLE) == 3  # in time: taken
+    clock[0] += 2
+    assert detect(NSYS) == "nsys" and sqlite_db._WHOLE == {}  # a plain database's sniff drops them too
+    clock[0] += 1
+    assert detect(files[5]) == "nsys" and [k[0] for k in sqlite_db._WHOLE] == [str(files[5])]
+    sqlite_db._WHOLE.clear()

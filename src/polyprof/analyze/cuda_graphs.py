@@ -232,12 +232,11 @@ def _stats(trace: Trace, r: Replays, keys: np.ndarray | None = None) -> tuple[Gr
     for g, c in zip(g_of.tolist(), count.tolist()):
         sizes[g][c] = sizes[g].get(c, 0) + 1
     first = [""] * m
-    names = np.asarray(trace.strings, dtype=object)
     starts = np.searchsorted(r.replay, np.arange(n))
     for i in range(n):  # the first activity of each graph's first replay that ran any
         g = int(g_of[i])
         if not first[g] and count[i]:
-            first[g] = str(names[trace.events["name"][r.rows[starts[i]]]])
+            first[g] = trace.strings[int(trace.events["name"][r.rows[starts[i]]])]
     ops: list[set[tuple[int, int, int]]] = [set() for _ in range(m)]
     attributed = np.zeros(m, np.int64)
     if keys is not None and len(r.rows):
@@ -452,7 +451,7 @@ def _match(trace: Trace) -> Matched:
     own = node >= n
     launch = np.where(own, rows[np.maximum(node - n, 0)] if len(rows) else -1, -1)
     op = np.where(own, ops[np.maximum(node - n, 0)] if len(rows) else -1, -1)
-    names = np.asarray(trace.strings, dtype=object)[trace.events["name"][np.maximum(op, 0)]]
+    names = trace.names(np.maximum(op, 0))  # (the trace's string array, made once: not the table per window)
     car = np.where((node >= 0) & ~own, node, -1)
     op_name = np.where(op >= 0, names, np.where(car >= 0, before.op_name[np.maximum(car, 0)] if n else "", ""))
     return Matched(ReplayedOps(launch, op, op_name.astype(object), car), rows, ops, sizes, found)
@@ -480,7 +479,7 @@ def captures_after(trace: Trace) -> Captures:
             found.setdefault(key, -1)
     k, n = len(m.rows), len(before.at)
     first, inv = first_and_inverse(m.ops)
-    names = np.asarray(trace.strings, dtype=object)[trace.events["name"][np.maximum(m.ops, 0)]]
+    names = trace.names(np.maximum(m.ops, 0))
     f, o = np.full(k, np.nan), np.full(k, "", object)
     own = Captures(m.sizes, np.asarray(trace.events["start_ns"][m.rows], np.int64),
                    _first_stat(trace, (LAUNCH_KERNEL_STAT,), m.rows), op_keys(trace, m.ops),
@@ -519,7 +518,7 @@ def replayed_ops(trace: Trace, capture: Trace, r: Replays | None = None,
                   None if launches is None else _sizes(region), {})
     out_l = np.where(node >= 0, c_rows[np.maximum(node, 0)] if len(c_rows) else -1, -1)
     out_o = np.where(node >= 0, c_ops[np.maximum(node, 0)] if len(c_rows) else -1, -1)
-    op_name = np.where(out_o >= 0, np.asarray(capture.strings, dtype=object)[capture.events["name"][np.maximum(out_o, 0)]], "")
+    op_name = np.where(out_o >= 0, capture.names(np.maximum(out_o, 0)), "")
     return ReplayedOps(out_l, out_o, op_name.astype(object), np.full(len(r.rows), -1, np.int64))
 
 
@@ -533,7 +532,7 @@ def _nodes(trace: Trace, r: Replays, c_kernel: np.ndarray, c_at: np.ndarray, siz
     out = np.full(len(r.rows), -1, np.int64)
     if not len(c_kernel) or not len(r.rows):
         return out
-    r_names = np.asarray(trace.strings, dtype=object)[trace.events["name"][r.rows]]
+    r_names = trace.names(r.rows)
     bounds = np.searchsorted(r.replay, np.arange(len(r.launch) + 1))
     offsets: dict[int, list[int]] = {}  # the first launch of each capture, by its number of launches
     if sizes is not None:

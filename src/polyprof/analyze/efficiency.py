@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from ..derive import cache
+from ..derive.graph_recording import stream_captures
 from ..derive.projection import LaunchIndex
 from ..trace.categories import Kind
 from ..trace.core import Trace
@@ -216,13 +217,14 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     if not inside.all():
         rows, on_device, dev_ns = rows[inside], on_device[inside], dev_ns[inside]
         c = Costs(*(col[inside] for col in c))
-    if not len(rows):
-        return empty_frame(cols, ("name", "category", "flops_source", "precision", "where", "bound_by", "kernels"),
-                           np.float64)
     ev = trace.events
     du = ev["dur_ns"][rows]
     op, execs = hlo_ops(trace, rows, on_device)  # a device op costed from the HLO: grouped by its HLO op
+    # (the replays first: a window whose costed ops were all captured before it still replays them)
     rows, on_device, dev_ns, c, du, op, execs = _with_replays(trace, rows, on_device, dev_ns, c, du, op, execs)
+    if not len(rows):
+        return empty_frame(cols, ("name", "category", "flops_source", "precision", "where", "bound_by", "kernels"),
+                           np.float64)
     ran = on_device | (dev_ns > 0)  # a call that ran work on a device; the others ran on the host
     n_str = len(trace.strings)
     g = group_stats(np.where(op >= 0, (n_str + op) * 2 + 1, ev["name"][rows].astype(np.int64) * 2 + ran), du)
@@ -336,14 +338,18 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     FLOP figure not nested in another such op on the same thread (``aten::linear``, not
     also its ``aten::addmm``); device ops with their own figures where no framework op
     has one. In a trace with device activity, only the framework ops that launched some
-    (a data loader's ops on the host, or ops recorded while a CUDA graph was captured,
-    ran none of the model's device work)."""
+    (a data loader's ops on the host ran none of the model's device work); and in any
+    trace, none made in a CUDA graph's stream capture that launched nothing (their work
+    runs, and counts, at the graph's replays), also in a window of a rank with none of
+    its device activity (``ranks/stepwise.py``), as in the rank read whole."""
     rows, on_device, c = costed_rows(trace)
     f = ~np.isnan(c.flops)
     host = f & ~on_device
     replayed = graph_costs.replayed_flops(trace, rows[host], c.flops[host], c.precision[host])
     if host.any() and len(cache.correlation(trace).device_rows):
         host &= costed_device_time(trace) > 0
+    elif host.any():  # (no op launched any: those outside a capture count, as a CPU trace's)
+        host &= stream_captures(trace, rows) < 0
     pick = host if host.any() or len(replayed[0]) else f & on_device
     rows, flops, prec = rows[pick], c.flops[pick], c.precision[pick]
     if host.any() and len(rows):

@@ -31,6 +31,7 @@ import re
 import sqlite3
 import tempfile
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,13 +243,17 @@ def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool], compressed
     xz-compressed (``head``: its first bytes inflated after ``GZ``, as ``detect`` reads
     them), whose schema is read from a temporary copy once for every reader's sniff
     (:func:`_packed_schema`); inflating it past the limits, or corrupt compressed
-    data, is the :class:`TraceFormatError` saying so."""
+    data, is the :class:`TraceFormatError` saying so. Drops the bytes of compressed
+    databases sniffed too long ago (:func:`_expire`)."""
+    if _WHOLE:
+        with _WHOLE_LOCK:
+            _expire(_now())
     if compressed and head.startswith(b"GZ" + MAGIC):
         try:
             st = path.stat()
         except OSError:
             return False
-        got = _packed_schema(str(path), st.st_size, st.st_mtime_ns, st.st_ino, current())
+        got = _packed_schema(str(path), _stamp(st), current())
         if isinstance(got, TraceFormatError):
             raise got
         return got is not None and is_ours(got)
@@ -271,20 +276,39 @@ def sniff(head: bytes, path: Path, is_ours: Callable[[Schema], bool], compressed
 #: the 373 KiB of tests/data/nsys/saxpy_2022.sqlite)
 SCHEMA_HEAD_BYTES = 4 << 20
 #: databases whose sniff's head held all of them (less than twice ``SCHEMA_HEAD_BYTES``
-#: each), by ``_packed_schema``'s key, until the read that follows takes them
-#: (:func:`_sniffed`): such a file is inflated once, not twice; the latest few kept
-_WHOLE: collections.OrderedDict[tuple[str, int, int, int, Limits], tuple[bytes, ...]] = collections.OrderedDict()
+#: each), by ``_packed_schema``'s key, with the time they were kept, until the read that
+#: follows takes them (:func:`_sniffed`): such a file is inflated once, not twice. Kept
+#: for a sniff with no read after it (detect alone, another reader chosen, a failed
+#: read) until a later sniff or read finds them older than ``_WHOLE_SECONDS``, or
+#: ``_WHOLE_KEPT`` newer ones push them out (ranks read in threads at once: a few)
+_WHOLE: collections.OrderedDict[tuple[str, tuple[int, ...], Limits], tuple[float, tuple[bytes, ...]]] = \
+    collections.OrderedDict()
 _WHOLE_KEPT = 4
+_WHOLE_SECONDS = 5.0
 _WHOLE_LOCK = threading.Lock()
+_now = time.monotonic  # (the tests' clock)
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What tells a file's contents apart from its earlier ones: size, modification and
+    change times, inode and device (``os.utime`` sets a file's modification time back,
+    never its change time: a file rewritten in place with its old size and time)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
+
+
+def _expire(now: float) -> None:
+    """Drop the kept databases older than ``_WHOLE_SECONDS`` and those past
+    ``_WHOLE_KEPT`` (the oldest first; the caller holds ``_WHOLE_LOCK``)."""
+    while _WHOLE and (len(_WHOLE) > _WHOLE_KEPT or now - next(iter(_WHOLE.values()))[0] > _WHOLE_SECONDS):
+        _WHOLE.popitem(last=False)
 
 
 @functools.lru_cache(maxsize=4)
-def _packed_schema(path: str, size: int, mtime_ns: int, inode: int,
-                   limits: Limits) -> Schema | TraceFormatError | None:
+def _packed_schema(path: str, stamp: tuple[int, ...], limits: Limits) -> Schema | TraceFormatError | None:
     """The schema of a compressed database (None: not a readable one once inflated), or
     the error inflating it; one inflation for the sniffs of every SQLite format (the
-    arguments after ``path``: the file as it is now and the limits in force, so a changed
-    file, or other limits, inflate it again). It is read from the database's first
+    arguments after ``path``: the file as it is now, :func:`_stamp`, and the limits in
+    force, so a changed file, or other limits, inflate it again). It is read from the database's first
     ``SCHEMA_HEAD_BYTES`` where they hold it, so that a database read after its sniff is
     inflated once in full, not twice (and where they are all of it, the read takes them:
     :data:`_WHOLE`); where they do not (a page past them reads as zeros, which SQLite
@@ -293,9 +317,10 @@ def _packed_schema(path: str, size: int, mtime_ns: int, inode: int,
         got, whole = _schema_of(Path(path), SCHEMA_HEAD_BYTES)
         if got is not None and whole is not None:
             with _WHOLE_LOCK:
-                _WHOLE[(path, size, mtime_ns, inode, limits)] = whole
-                while len(_WHOLE) > _WHOLE_KEPT:
-                    _WHOLE.popitem(last=False)
+                now = _now()
+                _WHOLE.pop((path, stamp, limits), None)  # (the newest last: _expire drops the first)
+                _WHOLE[(path, stamp, limits)] = (now, whole)
+                _expire(now)
         return got if got is not None else _schema_of(Path(path), 0)[0]
     except TraceFormatError as e:
         return e.with_traceback(None)  # kept: not the frames (and blocks) it was raised in
@@ -304,13 +329,15 @@ def _packed_schema(path: str, size: int, mtime_ns: int, inode: int,
 def _sniffed(path: Path) -> tuple[bytes, ...] | None:
     """The database at the compressed ``path`` as its sniff inflated it, where that was all
     of it and the file and the limits are as they were then (taken: a later read inflates
-    it again), else None."""
+    it again), else None (and those kept too long dropped: :func:`_expire`)."""
     try:
         st = path.stat()
     except OSError:
         return None  # connect says why
     with _WHOLE_LOCK:
-        return _WHOLE.pop((str(path), st.st_size, st.st_mtime_ns, st.st_ino, current()), None)
+        _expire(_now())
+        got = _WHOLE.pop((str(path), _stamp(st), current()), None)
+    return None if got is None else got[1]
 
 
 def _schema_of(path: Path, head: int) -> tuple[Schema | None, tuple[bytes, ...] | None]:
