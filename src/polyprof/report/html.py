@@ -17,11 +17,13 @@ import numpy as np
 import orjson
 
 from ..analyze.frames import column, labels
+from ..analyze.window import selection
 from ..outfile import write_file
 from ..trace.core import Trace
 from ..analyze.efficiency import uncounted_of
 from .efficiency_text import uncounted_words
 from .extension_tables import html_tables
+from .idle_text import shown as idle_shown
 from .memory_view import memory_view
 from .roofline_view import roofline_view
 from .tables import Report, build
@@ -56,14 +58,17 @@ def _records(df: Table | pd.DataFrame, cols: list[str], n: int | None = TOP) -> 
 def page_data(report: Report) -> dict[str, Any]:
     T = report.tables
     tb = T["temporal_breakdown"]
+    # as the terminal shows it: no part below zero, HTA's per-device row "(sum of streams)"
+    idle, idle_notes = idle_shown(T["idle_time_breakdown"], tb, getattr(selection(report.trace), "hta", False))
     return {
         "title": _title(report.trace),
         "overview": report.overview,
         "findings": [f.to_dict() for f in report.findings],
         "temporal": _records(tb, ["plane", "stream", "span_ns", "compute_ns", "non_compute_ns", "idle_ns",
                                   "compute_pct", "non_compute_pct", "idle_pct", "activities"], None),
-        "idle": _records(T["idle_time_breakdown"], ["plane", "stream", "idle_ns", "host_wait_ns", "kernel_wait_ns",
-                                                    "other_ns", "gaps"], None),
+        "idle": _records(idle, ["plane", "stream", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns", "gaps"],
+                         None),
+        "idle_notes": idle_notes,
         "overlap": _records(T["comm_comp_overlap"], ["plane", "communication_ns", "compute_ns", "overlap_ns",
                                                      "overlap_pct"], None),
         "states": _records(T["kernel_state_breakdown"], ["plane", "state", "time_ns", "segments", "span_pct",

@@ -1,13 +1,15 @@
-"""The "Idle time by cause" table as the terminal prints it, and the notes under it.
+"""The "Idle time by cause" table as the terminal and the HTML report show it, and the
+notes under it.
 
 Under ``--window hta`` the table is HTA 0.5's (``analyze/breakdown.py``, ``_hta_idle``):
 a stream's idle is the sum of the gaps between its consecutive activities, and where two
 activities overlap that gap is negative and HTA adds it, as kernel-wait. Its per-device
 row adds up the streams' idle (HTA charts them stacked), which is not the time when no
-stream of the device is busy. ``summary --json`` keeps HTA's values; the terminal shows
-no time or share below zero: a negative part is shown as 0 and a note says what HTA's
-figure took off where, and the per-device row is labelled ``(sum of streams)`` with the
-device's own idle (the Device time table's ``(all streams)`` row) in a note.
+stream of the device is busy. ``summary --json`` keeps HTA's values; the terminal and
+the HTML report (``report/html.py``) show no time or share below zero: a negative part
+is shown as 0 and a note says what HTA's figure took off where, and the per-device row
+is labelled ``(sum of streams)`` with the device's own idle (the Device time table's
+``(all streams)`` row) in a note.
 """
 
 from __future__ import annotations
@@ -41,11 +43,11 @@ def shown(it: Table, tb: Table, hta: bool) -> tuple[Table, list[str]]:
         below += [f"{where[i]} {head} -{fmt_ns(-int(ns[i]))}" for i in np.flatnonzero(per_stream & (ns < 0)).tolist()]
     idle = column(it, "idle_ns")
     if below or (idle < 0).any():
-        cols = {f"{p}_pct": np.maximum(column(it, f"{p}_pct"), 0.0) for p, _ in PARTS}
+        cols = {f"{p}_{u}": np.maximum(column(it, f"{p}_{u}"), 0) for p, _ in PARTS for u in ("ns", "pct")}
         it = it.with_columns(idle_ns=np.maximum(idle, 0), **cols)
         notes.append("below zero in HTA's arithmetic, shown as 0: " + ", ".join(below) + " (HTA counts activities "
-                     "that overlap on a stream as negative gaps, so such a row's shares add up to more than 100%; "
-                     "summary --json keeps HTA's values)")
+                     "that overlap on a stream as negative gaps, so such a row's parts add up to more than its idle, "
+                     "its shares to more than 100%; summary --json keeps HTA's values)")
     if hta and (~per_stream).any():
         it = it.with_columns(stream=np.where(per_stream, stream, SUM_OF_STREAMS))
         notes.append(f"{SUM_OF_STREAMS}: the streams' idle added up, as HTA does, not the time no stream was busy; "
