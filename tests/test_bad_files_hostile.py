@@ -75,10 +75,10 @@ def test_hlo_decoding_is_linear_in_repeated_fields():
     extra = [(7, msg((2, "x")))] * 400_000 + [(7, msg((2, "jit(f)/last")))]
     many = msg((1, "a"), (2, "add"), (3, msg((2, F32), (3, (2,) * 1_000_000))), (35, 2))
     data = _module(_ins(1, "p", "parameter", (4,), (), *extra), many)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not stretch them
     costs = module_costs(data)
     names = hlo.op_names(data)
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
     assert names["p"] == "jit(f)/last"  # the last occurrence's op name, as protobuf merges them
     assert math.isnan(costs["a"].flops)
 
@@ -223,10 +223,10 @@ def test_a_pprof_file_of_many_tiny_fields_is_named_fast(tmp_path: Path):
     head = msg((1, msg((1, 1), (2, 2))), (6, b""), (6, b"x"))
     path = tmp_path / "many.pb.gz"
     path.write_bytes(gzip.compress(head + msg((9, 1)) * (20 << 20), compresslevel=1))
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not stretch them
     with pytest.raises(TraceFormatError) as ei:
         polyprof.load(path)
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
     assert ei.value.problem == "a pprof profile (sampled stacks or a memory snapshot), not a trace"
 
 
@@ -240,8 +240,8 @@ def test_unended_slices_200000_deep_export_to_perfetto_fast(tmp_path: Path):
     path.write_text(json.dumps({"traceEvents": events}))
     trace = polyprof.load(path)
     assert any(w.startswith("kineto: 200000 slices never ended") for w in trace.metadata["warnings"])
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a busy machine does not stretch them
     out = polyprof.export(trace, tmp_path / "out.pftrace", format="perfetto")
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0
     back = polyprof.load(out)
     assert len(back.events["start_ns"]) == 200_001
