@@ -95,6 +95,8 @@ class Recorder:
         #: schedule or window), never to ``step_listeners`` (torch's ProfilerStep ranges)
         self.auto_steps: list[int] = []
         self.auto_listeners: list[Callable[[int], None]] = []
+        #: where the first detected step's work began (collect/steps.py ``work_begins``); None: the session's start
+        self.auto_begin: int | None = None
         #: sections dropped from the front to keep at most ``max_sections`` (None: all)
         self.max_sections: int | None = None
         self.dropped = 0

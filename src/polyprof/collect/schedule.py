@@ -9,7 +9,8 @@ schedule given to ``polyprof run`` on a long program should record the few steps
 not a share of every step to the end (docs/torch.md).
 Steps are counted by ``polyprof.step()`` calls (``prof.step()`` of the torch drop-in
 calls it): step 0 runs from the session's start to the first call, step N from the
-N-th call to the next, as on the Steps line.
+N-th call to the next, as on the Steps line (or by a detected optimizer step's: step 0
+then begins at the first forward, collect/steps.py).
 
 What it saves: plugins that can pause (``pause()`` / ``resume()``: torch) record only
 in warm-up and active steps, so a long run holds only those; every other plugin (the
@@ -17,6 +18,8 @@ host's sections, OpenCL) records as usual and its events outside the active step
 dropped when the session assembles the trace. The trace keeps the events that overlap
 an active stretch, its metadata says which steps were recorded
 (``metadata["schedule"]``), and step numbers stay the program's (step 40 is step 40).
+A time window (:class:`Timed`) records by the clock, and its recorded steps are the
+steps that lie wholly in it and in what the step-bound plugins recorded.
 """
 
 from __future__ import annotations
@@ -25,10 +28,14 @@ import logging
 import re
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..errors import SessionError
 from . import background
+
+if TYPE_CHECKING:
+    from ..derive.steps import Steps
+    from ..trace.core import Trace
 
 log = logging.getLogger("polyprof")
 
@@ -119,14 +126,15 @@ class Driver:
         """At the session's start (step 0 begins)."""
         self._enter(0, self.start_ns)
 
-    def on_step(self, n: int, t_ns: int) -> None:
-        """The n-th ``polyprof.step()`` call, at ``t_ns``: step n begins."""
+    def on_step(self, n: int, t_ns: int) -> bool:
+        """The n-th ``polyprof.step()`` call, at ``t_ns``: step n begins. True when plugins
+        resumed here (:func:`follow`)."""
         with self._lock:
             if n <= self.step:
-                return
-            self._enter(n, t_ns)
+                return False
+            return self._enter(n, t_ns)
 
-    def _enter(self, n: int, t_ns: int) -> None:
+    def _enter(self, n: int, t_ns: int) -> bool:
         self.step = n
         state = self.plan.state(n)
         if self.windows and self.windows[-1][1] < 0 and state != ACTIVE:
@@ -136,10 +144,12 @@ class Driver:
             if not self.windows or self.windows[-1][1] >= 0:
                 self.windows.append([t_ns, -1])
         want = state in (WARMUP, ACTIVE)
-        if want != self.recording:
-            self.recording = want
-            for p in self.plugins:
-                self._call(p, "resume" if want else "pause")
+        if want == self.recording:
+            return False
+        self.recording = want
+        for p in self.plugins:
+            self._call(p, "resume" if want else "pause")
+        return want
 
     def end(self, stop_ns: int) -> list[tuple[int, int]]:
         """At the session's stop: the active stretches, the open one closed at ``stop_ns``."""
@@ -165,25 +175,40 @@ class Timed:
     so a long run holds only the window: those that may be paused from any thread at
     the moment the window opens or closes (a timer), those whose profiler state belongs
     to the program's thread (``session_thread_only``: torch) at the next step boundary
-    on that thread (``polyprof.step()`` or a detected optimizer step) or at the end."""
+    on that thread (``polyprof.step()`` or a detected optimizer step) or at the end.
+
+    So such a plugin records whole steps from the first boundary after the window opens
+    to the first after it closes (its ``stretches``): the window's recorded steps
+    (``recorded_steps``, which the analyses keep to, as a schedule's) are the steps that
+    lie wholly inside the window and inside those stretches; a step cut by the window's
+    edges, or begun before the plugin resumed, is in the trace but not analysed
+    (:meth:`settle`). A window that holds no whole step, or in which such a plugin
+    recorded nothing, is said in the trace's warnings."""
 
     def __init__(self, delay_s: float, duration_s: float | None, start_ns: int, plugins: list[object],
                  on_error: Callable[[str, str], None]):
         self.delay_s, self.duration_s = float(delay_s), duration_s
+        self.start_ns = start_ns
         self.open_ns = start_ns + int(self.delay_s * 1e9)
         self.close_ns = None if duration_s is None else self.open_ns + int(duration_s * 1e9)
         self.plugins = plugins
         self.on_error = on_error
         self.recording = True
         self.step = 0
+        self.recorded: list[int] = []
+        self.first_boundary: int | None = None  # the first step boundary after the window opened (ns)
         self._lock = threading.Lock()
         self._timers: list[background.Background] = []
         self._applied: dict[int, bool] = {}  # id(plugin) -> recording as last applied
+        #: id(plugin) -> [start, end] ns (end -1 while open) of each stretch a plugin paused and
+        #: resumed at step boundaries recorded (step_bound)
+        self.stretches: dict[int, list[list[int]]] = {id(p): [] if self.delay_s > 0 else [[start_ns, -1]]
+                                                      for p in plugins if step_bound(p)}
 
     def begin(self) -> None:
         """At the session's start, before the plugins start."""
         if self.delay_s > 0:
-            self._want(False, on_thread=True)
+            self._want(False, self.start_ns, on_thread=True)
             self._at(self.delay_s, True)
         if self.duration_s is not None:
             self._at(self.delay_s + self.duration_s, False)
@@ -191,41 +216,182 @@ class Timed:
     def _at(self, seconds: float, want: bool) -> None:
         """``_want(want)`` in ``seconds``, on a thread the program's profilers do not see
         (collect/background.py)."""
+        from .clock import now_ns  # the clock imports the trace's keys: not on every import of this module
+
         def fire() -> None:
-            self._want(want)  # once: None ends the thread
+            self._want(want, now_ns())  # once: None ends the thread
 
         self._timers.append(background.start(fire, seconds, "polyprof-window"))
 
-    def _want(self, want: bool, on_thread: bool = False) -> None:
+    def _want(self, want: bool, t_ns: int, on_thread: bool = False) -> None:
         with self._lock:
             self.recording = want
             for p in self.plugins:
                 if on_thread or not getattr(p, "session_thread_only", False):
-                    self._apply(p, want)
+                    self._apply(p, want, t_ns)
 
-    def _apply(self, plugin: object, want: bool) -> None:
+    def _apply(self, plugin: object, want: bool, t_ns: int) -> bool:
+        """``plugin`` resumed or paused at ``t_ns``, unless it is so already; True when it resumed."""
         if self._applied.get(id(plugin), True) == want:
-            return
+            return False
         self._applied[id(plugin)] = want
+        got = self.stretches.get(id(plugin))
+        if got is not None:
+            if want:
+                got.append([t_ns, -1])
+            elif got and got[-1][1] < 0:
+                got[-1][1] = t_ns
         call_plugin(plugin, "resume" if want else "pause", self.on_error)
+        return want
 
-    def on_step(self, n: int, t_ns: int) -> None:
-        """A step boundary on the program's thread: the thread-bound plugins follow."""
+    def on_step(self, n: int, t_ns: int) -> bool:
+        """A step boundary on the program's thread: the thread-bound plugins follow. True
+        when one resumed here (:func:`follow`)."""
+        resumed = False
         with self._lock:
             self.step = max(self.step, n)
+            if self.first_boundary is None and t_ns >= self.open_ns:
+                self.first_boundary = t_ns
             for p in self.plugins:
                 if getattr(p, "session_thread_only", False):
-                    self._apply(p, self.recording)
+                    resumed |= self._apply(p, self.recording, t_ns)
+        return resumed
 
     def end(self, stop_ns: int) -> list[tuple[int, int]]:
         for t in self._timers:
             background.stop(t, 1.0)
+        with self._lock:
+            for got in self.stretches.values():
+                if got and got[-1][1] < 0:
+                    got[-1][1] = stop_ns
         lo, hi = self.open_ns, stop_ns if self.close_ns is None else min(self.close_ns, stop_ns)
         return [(lo, hi)] if hi > lo else []
 
     def summary(self) -> dict[str, object]:
         return {"delay_s": self.delay_s, "duration_s": self.duration_s,
-                "windows_ns": [[self.open_ns, self.close_ns if self.close_ns is not None else -1]]}
+                "windows_ns": [[self.open_ns, self.close_ns if self.close_ns is not None else -1]],
+                "recorded_steps": list(self.recorded)}
 
     def text(self) -> str:
         return f"delay={self.delay_s:g} s" + (f", duration={self.duration_s:g} s" if self.duration_s else "")
+
+    def settle(self, out: Trace, window: tuple[int, int], parts: Sequence[tuple[object, Trace]]) -> Trace:
+        """The window's trace ``out`` with its recorded steps (``recorded_steps``: see the
+        class doc), and warnings where a plugin that pauses recorded nothing in the window,
+        or no step lies wholly in what was recorded (the steps' marks, all cut by the
+        window's edges, are then left out: the trace is analysed as a time window, not as
+        steps that were not recorded whole). ``parts``: each plugin and what it collected."""
+        # numpy, the steps and subsets only at a window's end: every session imports this module
+        import numpy as np
+
+        from ..derive.steps import find_steps  # (the same reason)
+        from ..trace import metadata_keys as mkeys  # (the same reason)
+        from ..trace.subset import take  # (the same reason)
+
+        lo, hi = window
+        steps = find_steps(out)
+        whole = (steps.start >= lo) & (steps.end <= hi)
+        for p in self.plugins:
+            got = self.stretches.get(id(p))
+            if got is None or getattr(p, "idle", False):  # idle: nothing it could record (torch never imported)
+                continue
+            inside = np.zeros(len(steps), bool)
+            for a, b in got:
+                inside |= (steps.start >= a) & (steps.end <= b)
+            whole &= inside
+        self.recorded = [int(n) for n in steps.number[whole].tolist()]
+        out.metadata[mkeys.SCHEDULE]["recorded_steps"] = list(self.recorded)
+        for plugin, part in parts:
+            said = self._nothing_from(plugin, part, lo, hi)
+            if said:
+                _say(out, str(getattr(plugin, "name", type(plugin).__name__)), said)
+        if len(steps) and not whole.any():
+            _say(out, "session", self._no_whole_step(steps, lo, hi))
+            out = take(out, ~np.isin(np.arange(out.n_events), steps.rows))
+        return out
+
+    def _nothing_from(self, plugin: object, part: Trace, lo: int, hi: int) -> str:
+        """Why a plugin that pauses recorded nothing in the window, if it did not ("": it did)."""
+        from ..trace.subset import overlapping  # at a window's end only (settle)
+
+        if getattr(plugin, "pause", None) is None or getattr(plugin, "idle", False):
+            return ""
+        if part.n_events and overlapping(part, [(lo, hi)]).any():
+            return ""
+        got = self.stretches.get(id(plugin))
+        head = f"recorded nothing in the window ({self.text()})"
+        if got is None:  # paused and resumed by the clock
+            return f"{head}: its {part.n_events:,} events lie outside it" if part.n_events else ""
+        rule = ("; it starts and stops recording only at a step boundary on the program's thread (an "
+                "optimizer step or polyprof.step())")
+        began = [a for a, b in got if b > lo and a < hi]
+        if not began:
+            first = self.first_boundary
+            when = " (none came after it opened)" if first is None else \
+                f" (the first after it opened came at {(first - self.start_ns) / 1e9:.3f} s)"
+            return f"{head}{rule}, and none came while the window was open{when}"
+        t = max(began[0], lo)
+        return (f"{head}{rule}: the first in the window came at {(t - self.start_ns) / 1e9:.3f} s, "
+                f"{(hi - t) / 1e6:,.1f} ms before it closed; make the window longer than a step")
+
+    def _no_whole_step(self, steps: Steps, lo: int, hi: int) -> str:
+        import numpy as np  # at a window's end only (settle)
+
+        cut = (steps.start < hi) & (steps.end > lo)
+        took = steps.end[cut] - steps.start[cut]
+        typical = f" (they took {np.median(took) / 1e9:.3g} s each, median)" if len(took) else ""
+        return (f"the window ({self.text()}) holds no step recorded whole: {int(cut.sum())} step(s) overlap it, "
+                f"cut by its edges or begun before the plugins that record at step boundaries resumed"
+                f"{typical}; their marks are left out, so it is analysed as a time window. Make the window a few "
+                "steps long to analyse steps")
+
+
+def follow(drv: Driver | Timed, times: list[int]) -> Callable[[int], None]:
+    """What the recorder tells of the n-th step boundary (``times``: the recorder's list of
+    them, the program's own or the detected ones): the driver follows. Where plugins
+    resumed at it, step n begins once they have: torch's start (tens of ms) is the
+    ending step's, as in the program's own timing, not the first recorded step's. (A
+    pause stays after the boundary: its stop is in the next step, which is not recorded.)"""
+    from .clock import now_ns  # the clock imports the trace's keys: not on every import of this module
+
+    def told(n: int) -> None:
+        if drv.on_step(n, times[n - 1]):
+            times[n - 1] = now_ns()
+
+    return told
+
+
+def step_bound(plugin: object) -> bool:
+    """Whether a plugin is paused and resumed at step boundaries on the program's thread
+    (torch), not at the moment a window opens or closes."""
+    return bool(getattr(plugin, "session_thread_only", False)) and getattr(plugin, "pause", None) is not None
+
+
+def _say(trace: Trace, plugin: str, message: str) -> None:
+    """A warning in the trace's metadata and on stderr."""
+    from ..trace import metadata_keys as mkeys  # at a session's end only
+
+    trace.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": plugin, "message": message})
+    log.warning("%s: %s", plugin, message)
+
+
+def finish(drv: Driver | Timed, trace: Trace, end: int, parts: Sequence[tuple[object, Trace]] = ()) -> Trace:
+    """The trace of the scheduled steps or of the window only, at the session's stop
+    (``end``); ``parts``: each plugin and what it collected (a window says which recorded
+    nothing in it)."""
+    from ..trace import metadata_keys as mkeys  # at a session's end only: every session imports this module
+    from ..trace.subset import overlapping, take  # (the same reason)
+
+    windows = drv.end(end)
+    out = take(trace, overlapping(trace, windows), counter_ranges=windows)
+    out.metadata[mkeys.SCHEDULE] = drv.summary()
+    if not windows:
+        unseen = "" if drv.step else " (no step seen: call polyprof.step() in each; JAX's are not)"
+        msg = (f"the schedule ({drv.plan.text()}) recorded no step: the program ended in step "
+               f"{drv.step}{unseen}; nothing but the trace's layout is kept") if isinstance(drv, Driver) else (
+               f"the window ({drv.text()}) recorded nothing: the program ended before it opened")
+        out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": msg})
+        log.warning("%s", msg)
+    elif isinstance(drv, Timed):
+        out = drv.settle(out, windows[0], parts)
+    return out

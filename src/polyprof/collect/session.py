@@ -262,33 +262,20 @@ class Session:
 
     def _follow_steps(self, drv: Driver | Timed) -> None:
         from . import recorder
+        from .schedule import follow
 
         rec = recorder.active_recorder()
         if rec is None:  # the host plugin failed: no steps to follow
             self._error("session", "schedule", "no host recorder: the steps cannot be followed")
             return
-        rec.step_listeners.append(lambda n: drv.on_step(n, rec.steps[n - 1]))
-        rec.auto_listeners.append(lambda n: drv.on_step(n, rec.auto_steps[n - 1]))  # unmodified programs
+        rec.step_listeners.append(follow(drv, rec.steps))
+        rec.auto_listeners.append(follow(drv, rec.auto_steps))  # unmodified programs
 
-    def _end_schedule(self, trace: Trace, end: int) -> Trace:
-        """The trace of the scheduled steps only (collect/schedule.py)."""
-        from ..trace.subset import overlapping, take
-        from .schedule import Driver
+    def _end_schedule(self, trace: Trace, end: int, parts: list[tuple[object, Trace]]) -> Trace:
+        """The trace of the scheduled steps or the window only (collect/schedule.py)."""
+        from .schedule import finish
 
-        drv = self._driver
-        if drv is None:  # no schedule: every step was recorded
-            return trace
-        windows = drv.end(end)
-        out = take(trace, overlapping(trace, windows), counter_ranges=windows)
-        out.metadata[mkeys.SCHEDULE] = drv.summary()
-        if not windows:
-            unseen = "" if getattr(drv, "step", 1) else " (no step seen: call polyprof.step() in each; JAX's are not)"
-            msg = (f"the schedule ({drv.plan.text()}) recorded no step: the program ended in step "
-                   f"{drv.step}{unseen}; nothing but the trace's layout is kept") if isinstance(drv, Driver) else (
-                   f"the window ({drv.text()}) recorded nothing: the program ended before it opened")
-            out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": msg})
-            log.warning("%s", msg)
-        return out
+        return trace if self._driver is None else finish(self._driver, trace, end, parts)
 
     def plugin_packages(self) -> set[str]:
         """The top-level packages of the session's plugins (whose threads it must not wait for)."""
@@ -337,17 +324,17 @@ class Session:
                 if slot.started and not self._call(slot, "stop", slot.plugin.stop):
                     slot.started = False  # no collect from a plugin that failed to stop
             end = now_ns()  # after every plugin stopped: their last samples are inside
-            parts = []
+            parts: list[tuple[object, Trace]] = []
             for slot in self._slots:
                 if not slot.started:
                     continue
                 part = self._collect(slot, end)
                 if part is not None:
-                    parts.append(part)
+                    parts.append((slot.plugin, part))
                     slot.status = "ok"
-            self.trace = self._assemble(parts, end)
+            self.trace = self._assemble([p for _, p in parts], end)
             if self._driver is not None:
-                self.trace = self._end_schedule(self.trace, end)
+                self.trace = self._end_schedule(self.trace, end, parts)
         finally:
             with _active_lock:
                 if _active is self:

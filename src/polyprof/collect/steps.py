@@ -19,6 +19,15 @@ A program that uses both forms is told once, at the end of the session (the trac
 warnings): a loop that calls ``polyprof.step()`` *before* its block gets one empty step
 at its first iteration, and plain calls after a loop of blocks begin merged into one
 step until the third call.
+
+Where step 0 begins: at the session's start for the program's own calls (what runs
+before the first call is its step 0, as documented for ``polyprof.step()``). Steps
+*detected* in an unmodified program (an optimizer's ``step()``: plugins/torch/steps.py)
+mark only where each step ends, and under ``polyprof run`` the session starts before the
+script's imports: step 0 would hold ``import torch`` and all the set-up (3.6 s against a
+first iteration of 88 ms). So a plugin that detects steps says where the first step's
+work begins (:func:`work_begins`; the torch plugin: the first ``nn.Module`` call, else
+the end of ``import torch``), and detected step 0 runs from there (:func:`first_start`).
 """
 
 from __future__ import annotations
@@ -40,6 +49,9 @@ class StepState(Protocol):
     step_call_open: bool  # the last call's result was not entered (yet)
     step_depth: int  # open ``with polyprof.step():`` blocks
     step_forms: int  # 1: a plain call was seen, 2: a block was entered (bits)
+    steps: list[int]  # the program's own boundaries (times)
+    auto_steps: list[int]  # the detected boundaries (times)
+    auto_begin: int | None  # where the first detected step's work began (work_begins)
 
 
 def on_call(rec: StepState) -> bool:
@@ -82,3 +94,19 @@ def on_exit(rec: StepState) -> bool:
 def mixed(rec: StepState) -> bool:
     """Whether the program used both forms (a trailing plain call counts)."""
     return (rec.step_forms | (1 if rec.step_call_open else 0)) == 3
+
+
+def work_begins(rec: StepState, t_ns: int) -> None:
+    """The work of the first detected step begins at ``t_ns`` (a later call, still before
+    that step ends, moves it later); ignored once a step was detected or the program
+    counts its own steps."""
+    if not rec.auto_steps and not rec.explicit_steps:
+        rec.auto_begin = t_ns
+
+
+def first_start(rec: StepState, session_start_ns: int) -> int:
+    """Where step 0 begins: the session's start, or, when the trace's steps are the
+    detected ones, where the first one's work began (:func:`work_begins`)."""
+    if rec.auto_begin is None or rec.steps or rec.explicit_steps:
+        return session_start_ns
+    return max(session_start_ns, rec.auto_begin)

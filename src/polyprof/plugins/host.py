@@ -226,7 +226,8 @@ def records(r: rec_mod.Recorder, start_ns: int, stop_ns: int, sampler: _Sampler 
     (``Recorder.threads``): one track per thread, even where two threads had one ident."""
     lo = since_ns if since_ns is not None else -(1 << 62)
     secs = list(r.sections)  # a copy: threads may append
-    h = hosttrace.HostRecords(start_ns=start_ns, main_ident=threading.main_thread().ident,
+    # step 0 from the session's start, or where a detected first step's work began (collect/steps.py)
+    h = hosttrace.HostRecords(start_ns=steps.first_start(r, start_ns), main_ident=threading.main_thread().ident,
                               steps=[t for t in list(rec_mod.used_steps(r)) if t >= lo])
     if secs:
         cols = hosttrace.section_columns(secs)

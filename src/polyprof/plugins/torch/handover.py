@@ -129,6 +129,7 @@ class HandOver:
             return
         self.open += 1
         p = self.plugin
+        p._steps.program_profiles()  # no slow path of torch's in the program's own profile (steps.py)
         with p._lock:
             ours = p._prof is not None and p.driver is None and not p.options.get("with_stack")
         if not ours:

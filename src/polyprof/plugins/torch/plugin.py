@@ -248,9 +248,7 @@ class TorchPlugin(Plugin):
         PA = torch.profiler.ProfilerActivity
         asked = self.options.get("activities")
         if asked:
-            out = []
-            for a in asked:
-                out.append(getattr(PA, a.upper()) if isinstance(a, str) else a)
+            out = [getattr(PA, a.upper()) if isinstance(a, str) else a for a in asked]
         else:
             out = default_activities(torch)
         from ..cupti.holder import holds_cupti
@@ -313,6 +311,11 @@ class TorchPlugin(Plugin):
         return prof
 
     # ------------------------------------------------------------------ schedule
+    @property
+    def idle(self) -> bool:
+        """Nothing to record in this session: the program never imported torch (collect/schedule.py)."""
+        return imported_torch() is None
+
     def pause(self) -> None:
         """A session schedule's steps not to record: this recording ends (and is kept)."""
         self._paused = True
@@ -545,10 +548,7 @@ class TorchPlugin(Plugin):
                 pass
 
     def _snapshot_threads(self) -> None:
-        for t in threading.enumerate():
-            nid = getattr(t, "native_id", None)
-            if nid:
-                self._thread_names[nid] = t.name
+        self._thread_names.update({t.native_id: t.name for t in threading.enumerate() if t.native_id})
 
     def _warn(self, msg: str) -> None:
         if self.ctx is not None:
