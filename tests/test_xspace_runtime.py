@@ -67,7 +67,8 @@ def test_jax_cpu_framework_ops() -> None:
     ev = _counts(event_stats(trace))
     assert ev[("xla_runtime", "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice")] == 3
     assert _in_trace(trace, "xla_runtime", "ThreadpoolListener::StartRegion") == 4  # instants: in no event_stats
-    assert ev[("xla_op", "ynn_fusion.2")] == 4  # the CPU backend's HLO ops stay its device activity
+    # the CPU backend's HLO ops stay its device activity, each a row of its module (hlo_module)
+    assert ev[("xla_op", "jit_step/ynn_fusion.2")] == 4
     trace = load(DATA / "traces" / "xspace" / "jax_cpu_mlp_scan.xplane.pb")
     assert list(op_stats(trace)["name"]) == ["PjitFunction(loss)", "PjitFunction(rnn)"]
 

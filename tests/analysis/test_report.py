@@ -822,9 +822,12 @@ def test_fit_names_shows_generated_kernels_by_the_words_that_tell_them_apart():
 def test_cublas_kernels_keep_their_layout_and_tile_size_whole(width):
     """The H200 JAX trace's six cuBLAS kernels at 100 columns read
     `sm90_xmma_gemm_f32f…ze128x256x32_warpgr…`: the layout (nt) gone, the tile size cut.
-    Each now shows both, whole, as at 80 columns."""
+    Each now shows both, whole, as at 80 columns. (Each is a row of its XLA module, and
+    every row shown is of ``jit_step``: the title says the module once, the names go
+    without it.)"""
     lines = _render_at(_named_report("jax_h200"), width)
     head, rows = _grid(lines, "Top device activity")
+    assert any("Top device activity" in x and "module: jit_step" in x for x in lines)
     shown = [r[head.index("name")] for r in rows if r[head.index("name")].startswith("sm90")]
     assert len(shown) == 6, shown
     assert sorted(s.split("…")[1] for s in shown) == sorted(

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..derive.intervals import covered, union
 from ..trace.core import Trace
-from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, DeviceView, device_view
+from .common import CLASS_NAMES, COMMUNICATION, COMPUTE, DeviceView, device_view, qualified_names
 from .frames import empty_frame, frame, order_desc, ratio_pct
 from .grouping import group_stats
 from .occupancy import LAUNCH_COLUMNS, launch_config
@@ -303,8 +303,8 @@ def _hta_idle(trace: Trace, kernel_wait_max_ns: int) -> Table:
 def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = None) -> Table:
     """Device activity (kernels, copies, fills) grouped by name.
 
-    Columns: ``name``, ``kind`` (compute / communication / memcpy / memset), [``plane``
-    when ``by_device``], ``count``, ``total_ns`` (sum of durations; an XLA op's
+    Columns: ``name``, ``module``, ``kind`` (compute / communication / memcpy / memset),
+    [``plane`` when ``by_device``], ``count``, ``total_ns`` (sum of durations; an XLA op's
     ``device_duration_ps`` where the trace has it, as XProf counts it), ``mean_ns``,
     ``median_ns``, ``min_ns``, ``max_ns``, ``share_pct`` (of the summed duration of all
     device activity), ``devices`` (planes it ran on). Sorted by ``total_ns``. Summing
@@ -312,16 +312,18 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     (durations summed, so concurrent streams add up). With a ``window``, the activity
     launched in its steps. The launch configuration of each name's first launch:
     ``grid``, ``block``, ``registers``, ``shared_mem``, theoretical ``occupancy`` and
-    ``occupancy_limit`` (``analyze/occupancy.py``; "" / -1 / NaN where unknown).
+    ``occupancy_limit`` (``analyze/occupancy.py``; "" / -1 / NaN where unknown). A kernel
+    of a known compiled module (an XLA GPU kernel, ``common.qualified_names``) is a row of
+    its module, named ``module/kernel``, with ``module`` ("" for the other rows): XLA
+    names ops uniquely within a module only.
     """
     v = device_view(trace, window)
-    ev = trace.events
-    cols = ["name", "kind", *(["plane"] if by_device else []), "count", "total_ns", "mean_ns", "median_ns",
+    cols = ["name", "module", "kind", *(["plane"] if by_device else []), "count", "total_ns", "mean_ns", "median_ns",
             "min_ns", "max_ns", "share_pct", "devices", *LAUNCH_COLUMNS]
     if not v.counted.any():
         return empty_frame(cols, cols)
     c = v.counted
-    name = ev["name"][v.rows[c]].astype(np.int64)
+    name, labels, modules = qualified_names(trace, v.rows[c])
     base = (name << 8) | v.cls[c].astype(np.int64)
     on_plane = (base << 20) | v.plane[c].astype(np.int64)
     key = on_plane if by_device else base
@@ -334,8 +336,7 @@ def kernel_breakdown(trace: Trace, by_device: bool = False, window: WindowArg = 
     kb = (k >> 20) if by_device else k
     total = dur.sum()
     out = frame({
-        "name": np.asarray(trace.strings, dtype=object)[kb >> 8],
-        "kind": CLASS_NAMES[kb & 0xFF],
+        "name": labels[kb >> 8], "module": modules[kb >> 8], "kind": CLASS_NAMES[kb & 0xFF],
         **({"plane": np.array([trace.planes[int(p)].name for p in (k & 0xFFFFF)], object)} if by_device else {}),
         "count": g["count"], "total_ns": g["total"], "mean_ns": g["mean"], "median_ns": g["median"],
         "min_ns": g["min"], "max_ns": g["max"],

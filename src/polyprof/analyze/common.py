@@ -19,8 +19,8 @@ from ..derive import cache
 from ..derive.intervals import child_time
 from ..trace.categories import Kind, collective_names, is_copy_name
 from ..trace.core import Trace
-from ..trace.keys import MODULE_STATS  # (not derive.lines: a summary need not import it)
 from ..trace.factorize import factorize
+from ..trace.keys import MODULE_STATS  # (not derive.lines: a summary need not import it)
 from .frames import empty_frame, frame, rows_frame  # noqa: F401  (where the analyses have long found them)
 from ..trace.sorting import unique, unique_inverse
 from .window import device_mask, host_mask, round_like_hta, selection, view
@@ -227,6 +227,60 @@ def module_codes(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, list[str]]
                       + [-1], np.int64)
         codes[at[free]] = to[vcodes]  # (vcodes -1, a missing value: the last entry, -1)
     return codes, list(index)
+
+
+def qualified_names(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per event of ``rows`` a name code, and per code its name and its module ("" none):
+    an event of a known module (:func:`module_codes`) is named ``module/op`` (XLA names
+    ops uniquely within a module only), the others by their name. Codes below
+    ``len(trace.strings)`` are name ids; one of a ``module/op`` is ``len(trace.strings)``
+    plus its index among the (module, name) pairs of ``rows``, by module then name id."""
+    strings = np.asarray(trace.strings, dtype=object)
+    n = max(len(strings), 1)
+    names = trace.events["name"][rows].astype(np.int64)
+    mrows, mcodes, modules = module_rows(trace)
+    mod = np.full(len(rows), -1, np.int64)
+    if len(mrows) and len(rows):
+        pos = np.minimum(np.searchsorted(mrows, rows), len(mrows) - 1)
+        hit = mrows[pos] == rows
+        mod[hit] = mcodes[pos[hit]]
+    at = np.flatnonzero(mod >= 0)
+    key = mod[at] * n + names[at]
+    if len(modules) * n <= _DENSE_PAIRS:  # (a few modules: the pairs by a mask, not a sort)
+        seen = np.zeros(len(modules) * n, bool)
+        seen[key] = True
+        pairs = np.flatnonzero(seen)
+        inv = np.searchsorted(pairs, key)
+    else:
+        pairs, inv = unique_inverse(key)
+    codes = names.copy()
+    codes[at] = len(strings) + inv
+    pm, pn = np.divmod(pairs, n)
+    text = np.empty(len(pairs), object)
+    text[:] = [f"{modules[m]}/{x}" for m, x in zip(pm.tolist(), strings[pn].tolist())]  # (per pair: a few)
+    of = np.empty(len(pairs), object)
+    of[:] = [modules[m] for m in pm.tolist()]
+    return codes, np.concatenate([strings, text]), np.concatenate([np.full(len(strings), "", object), of])
+
+
+#: (module, name) pairs found with a mask of this many cells at most (else by a sort)
+_DENSE_PAIRS = 1 << 24
+
+
+def module_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The events that carry a module (ascending rows), their :func:`module_codes` and
+    the modules: found once per trace and its loaded module stats, for the tables that
+    name ops by module (``event_stats`` and ``kernel_breakdown`` read them for most rows)."""
+    loaded = trace.stats.loaded()
+    cols = [loaded[k] for k in MODULE_STATS if k in loaded and loaded[k].kind == "O"]
+
+    def build(t: Trace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        rows = unique(np.concatenate([c.rows for c in cols])) if cols else np.zeros(0, np.int64)
+        codes, modules = module_codes(t, rows)
+        keep = codes >= 0
+        return rows[keep], codes[keep], modules
+
+    return cache.memo(trace, "module_rows:" + ",".join(str(len(c)) for c in cols), build)
 
 
 def _text(value: object) -> str:

@@ -5,7 +5,9 @@ exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
   and ``section_stats``) are not sums: each window writes the (group, duration) pairs
   its tables grouped to a spill folder on disk, and the rank's quantiles are computed
   from them at the end, a batch of groups at a time, by the very function the tables
-  use (``analyze.grouping.group_stats``).
+  use (``analyze.grouping.group_stats``). A group is named as the table names its row:
+  an XLA op of a known module by ``module/op`` (``analyze.common.qualified_names``),
+  spilled as a code the windows share (:func:`_name_codes`).
 - **Copy bandwidths** (``median_gbps`` of ``copies``): each window writes its copies'
   (device and kind, bandwidth) pairs; the rank's medians are computed from them.
 - **Queue lengths** (``queue_length_summary``): each window writes its series of
@@ -35,6 +37,7 @@ exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterator
 
@@ -48,7 +51,7 @@ from ..analyze.efficiency import (SIMT_MARKS, TENSOR_CORE_MARKS, costed_rows, co
 from ..analyze.flops import SOURCE_NAMES
 from ..analyze.graph_costs import carried_replays, carry_out
 from ..analyze.common import CLASS_NAMES
-from ..analyze.common import analysed_span, device_view
+from ..analyze.common import analysed_span, device_view, qualified_names
 from ..analyze.copies import group_keys, key_labels, per_copy
 from ..analyze.frames import column, frame, rows_frame
 from ..analyze.grouping import group_reduce, group_stats
@@ -73,19 +76,25 @@ QUANTILE_TABLES = {"kernel_breakdown": ("name", "kind"), "event_stats": ("catego
                    "section_stats": ("name",)}
 #: values held at once while the quantiles of a batch of groups are computed
 BATCH_VALUES = 1 << 21
+#: the spilled name code of the rank's ``i``-th ``module/op`` name (``analyze.common.qualified_names``),
+#: past every name id; an ``event_stats`` key is its category id times :data:`NAME_CODES` plus its name code
+QUALIFIED_BASE = 1 << 31
+NAME_CODES = 1 << 32
+#: the windows' ``module/op`` names, in the order of their codes (each window adds its new ones)
+QUALIFIED_FILE = "qualified.json"
 
 
 def spill(view: Trace, folder: Path, i: int) -> None:
     """Write window ``i``'s quantile pairs and queue series into ``folder``."""
     ev = view.events
-    m = max(len(view.strings), 1)
     t0, t1 = analysed_span(view)
     rows = np.flatnonzero(ev["dur_ns"] > 0)
     rows = rows[(ev["start_ns"][rows] >= t0) & (ev["start_ns"][rows] < t1)]
-    _save(folder, "event_stats", i, ev["category"][rows].astype(np.int64) * m + ev["name"][rows], ev["dur_ns"][rows])
+    _save(folder, "event_stats", i, ev["category"][rows].astype(np.int64) * NAME_CODES + _name_codes(view, folder, rows),
+          ev["dur_ns"][rows])
     v = device_view(view)
     c = v.counted
-    _save(folder, "kernel_breakdown", i, (ev["name"][v.rows[c]].astype(np.int64) << 8) | v.cls[c].astype(np.int64),
+    _save(folder, "kernel_breakdown", i, (_name_codes(view, folder, v.rows[c]) << 8) | v.cls[c].astype(np.int64),
           v.dur[c])
     rows = section_rows(view)
     rows = rows[host_mask(view, ev["start_ns"][rows])]
@@ -96,6 +105,26 @@ def spill(view: Trace, folder: Path, i: int) -> None:
     track, ts, length = _series(view)
     np.save(folder / f"queue-{i}.npy", np.stack([track.astype(np.int64), ts.astype(np.int64),
                                                  length.astype(np.int64)]) if len(track) else np.zeros((3, 0), np.int64))
+
+
+def _name_codes(view: Trace, folder: Path, rows: np.ndarray) -> np.ndarray:
+    """The name code of each event of ``rows``, as the rank's spills share it: its name id,
+    or for an op of a known module (named ``module/op`` by the tables) :data:`QUALIFIED_BASE`
+    plus the name's index in the folder's :data:`QUALIFIED_FILE`, which it is added to
+    (the windows are spilled one after the other)."""
+    codes, labels, _ = qualified_names(view, rows)
+    n = len(view.strings)
+    if len(labels) == n:
+        return codes
+    path = folder / QUALIFIED_FILE
+    index = {t: k for k, t in enumerate(json.loads(path.read_text()) if path.exists() else [])}
+    known = len(index)
+    to = np.array([index.setdefault(t, len(index)) for t in labels[n:].tolist()], np.int64) + QUALIFIED_BASE
+    if len(index) > known:
+        path.write_text(json.dumps(list(index)))
+    q = codes >= n
+    codes[q] = to[codes[q] - n]
+    return codes
 
 
 def kernel_peaks(view: Trace, table: Table) -> np.ndarray:
@@ -280,15 +309,24 @@ def _save(folder: Path, name: str, i: int, keys: np.ndarray, values: np.ndarray)
     np.save(folder / f"{name}-v-{i}.npy", np.asarray(values))
 
 
-def _label(name: str, keys: np.ndarray, strings: list[str]) -> list[tuple]:
-    """The row names of ``name``'s groups ``keys`` (as the table writes them)."""
-    s = np.asarray(strings, dtype=object)
+def _label(name: str, keys: np.ndarray, strings: list[str], qualified: list[str]) -> list[tuple]:
+    """The row names of ``name``'s groups ``keys`` (as the table writes them; ``qualified``:
+    the ``module/op`` names of the codes from :data:`QUALIFIED_BASE`)."""
+    s, qs = np.asarray(strings, dtype=object), np.asarray(qualified, dtype=object)
+
+    def text(codes: np.ndarray) -> list[str]:
+        q = codes >= QUALIFIED_BASE
+        out = np.empty(len(codes), object)
+        out[~q] = s[codes[~q]]
+        out[q] = qs[codes[q] - QUALIFIED_BASE]
+        return out.tolist()
+
     if name == "kernel_breakdown":
-        return list(zip(s[keys >> 8].tolist(), CLASS_NAMES[keys & 0xFF].tolist()))
+        return list(zip(text(keys >> 8), CLASS_NAMES[keys & 0xFF].tolist()))
     if name == "event_stats":
-        cat, nm = np.divmod(keys, max(len(strings), 1))
-        return list(zip(s[cat].tolist(), s[nm].tolist()))
-    return [(x,) for x in s[keys].tolist()]
+        cat, nm = np.divmod(keys, NAME_CODES)
+        return list(zip(text(cat), text(nm)))
+    return [(x,) for x in text(keys)]
 
 
 def _batches(folder: Path, name: str, windows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -324,6 +362,8 @@ def _gather(files: list[tuple[Path, Path]], keys: np.ndarray) -> tuple[np.ndarra
 
 def exact_quantiles(tables: dict[str, Table], folder: Path, windows: int, strings: list[str]) -> None:
     """Replace the merged quantile columns of :data:`QUANTILE_TABLES` by the rank's own."""
+    path = folder / QUALIFIED_FILE
+    qualified = json.loads(path.read_text()) if path.exists() else []
     for name, key_cols in QUANTILE_TABLES.items():
         t = tables.get(name)
         if t is None or not len(t):
@@ -333,7 +373,7 @@ def exact_quantiles(tables: dict[str, Table], folder: Path, windows: int, string
         out = {c: np.array(column(t, c), np.float64) for c in cols}
         for keys, values in _batches(folder, name, windows):
             g = group_stats(keys, values)
-            at = np.array([rows.get(k, -1) for k in _label(name, g["key"], strings)], np.int64)
+            at = np.array([rows.get(k, -1) for k in _label(name, g["key"], strings, qualified)], np.int64)
             ok = at >= 0
             for c in cols:
                 out[c][at[ok]] = g[c[:-3]][ok]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .fit import fit_texts
+from .fit import elide, fit_texts
 from .textout import _cells, cell_sizes
 
 #: the patterns below are compiled on first use (re's cache), not on import: a summary
@@ -118,13 +118,43 @@ def ladder(name: str) -> tuple[str, ...]:
     return (name, first, second, _without_templates(second))
 
 
-def fit_names(texts: list[str], width: int) -> list[str]:
+def module_ladder(name: str, module: str, width: int) -> tuple[str, ...]:
+    """The :func:`ladder` of an XLA op named ``module/op`` (``analyze.common.qualified_names``):
+    the module before each step of the op's, then, the op's last step kept whole, the
+    module cut to what is left of ``width`` (``jit_train_st…/ynn_fusion.3``, as ``diff``
+    cuts such a name). A name not of that form: its own ladder."""
+    if not module or not name.startswith(module + "/"):
+        return ladder(name)
+    ops = ladder(name[len(module) + 1:])
+    last = ops[-1]
+    short = f"{elide(module, max(width - _cells(last) - 1, 2), 0)}/{last}"
+    return tuple(dict.fromkeys([f"{module}/{s}" for s in ops] + [short]))
+
+
+def one_module(texts: list[str], modules: list[str]) -> tuple[list[str], str]:
+    """(``texts`` without the ``module/`` of their XLA ops, that module) where the ops of
+    these rows are all of one module (a jitted step's kernels: ``jit_step/`` on every row
+    said nothing and took the room the kernels' names need); else (``texts``, "")."""
+    one = set(modules) - {""}
+    if len(one) != 1:
+        return texts, ""
+    m = one.pop()
+    return [t[len(m) + 1:] if t.startswith(m + "/") else t for t in texts], m
+
+
+def fit_names(texts: list[str], width: int, modules: list[str] | None = None) -> list[str]:
     """Names in ``width`` cells: each at the first step of its :func:`ladder` that fits
     (its last if none), stepped back where different names would read alike, then cut
-    where they still do not fit (``fit.fit_texts``: apart where they differ)."""
+    where they still do not fit (``fit.fit_texts``: apart where they differ). ``modules``:
+    each name's compiled module, "" for none (:func:`module_ladder`)."""
     if not texts or max(cell_sizes(texts)) <= width:
         return texts
     steps = {t: ladder(t) for t in texts}
+    ops: dict[str, str] = {}  # a module/op name's op, at the last step of its ladder
+    for t, m in zip(texts, modules or ()):
+        if m and t.startswith(m + "/"):
+            steps[t] = module_ladder(t, m, width)
+            ops[t] = ladder(t[len(m) + 1:])[-1]
     level = {t: next((k for k, s in enumerate(st) if _cells(s) <= width), len(st) - 1) for t, st in steps.items()}
     while True:
         seen: dict[str, list[str]] = {}
@@ -139,4 +169,24 @@ def fit_names(texts: list[str], width: int) -> list[str]:
                 k -= 1
             for t in group:
                 level[t] = min(level[t], k)
-    return fit_texts([steps[t][min(level[t], len(steps[t]) - 1)] for t in texts], width)
+    chosen = [steps[t][min(level[t], len(steps[t]) - 1)] for t in texts]
+    return _cut_ops(texts, chosen, width, ops) if ops else fit_texts(chosen, width)
+
+
+def _cut_ops(texts: list[str], chosen: list[str], width: int, ops: dict[str, str]) -> list[str]:
+    """``fit.fit_texts`` of the ``chosen`` steps, except that a ``module/op`` name still
+    too wide with its module cut short keeps that module's start and has its op cut, the
+    ops apart from each other (the words that tell cuBLAS kernels apart kept), where
+    that keeps every name apart."""
+    out = fit_texts(chosen, width)
+    idx = [i for i, (t, c) in enumerate(zip(texts, chosen)) if t in ops and c.endswith(ops[t]) and _cells(c) > width]
+    if not idx:
+        return out
+    pre = [chosen[i][:len(chosen[i]) - len(ops[texts[i]])] for i in idx]
+    room = width - max(_cells(p) for p in pre)
+    if room < 8:
+        return out
+    got = list(out)
+    for i, p, op in zip(idx, pre, fit_texts([ops[texts[i]] for i in idx], room)):
+        got[i] = p + op
+    return got if len(set(got)) == len(set(texts)) == len(set(zip(texts, got))) else out

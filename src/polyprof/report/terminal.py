@@ -20,7 +20,7 @@ from .tables import Report, build
 from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, cell_sizes, one_cell,  # noqa: F401
                       plain_terminal, representable, set_cell_size, to_rich)
 from .fit import fit_texts
-from .names import fit_names, ladder
+from .names import fit_names, one_module, ladder
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions
@@ -83,6 +83,9 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     shown = min(top, n)
     # each column's first rows as Python values, as iterating df.head(top)[c] gives them
     cells = {c: [(fmt(v) if fmt else str(v)) for v in values[c][:shown].tolist()] for c, _, fmt, *_ in cols}
+    mods = [str(m) for m in column(df, "module")[slice(None) if rows is None else rows][:shown]] \
+        if "name" in cells and "module" in labels(df) else []  # XLA ops named module/op
+    cells["name"], one = one_module(cells["name"], mods) if mods else (cells.get("name", []), "")
     sizes = {c: cell_sizes(cells[c]) for c in cells}  # each cell's width, measured once
     need = {c: max([_cells(h), *sizes[c]]) for c, h, *_ in cols}
     if "name" in need:
@@ -92,7 +95,7 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
         return sum(w[c[0]] + 3 for c in keep) + 1 <= width  # 1 space padding each side + a border
 
     keep = list(cols)
-    note = ""
+    note = f"  module: {one}" if one else ""
     # a text column with one value in every row (one device, say) moves to the title
     for col in [c for c in cols if c[0] in ("plane", "stream")]:
         if not fits(keep, need) and len(keep) > 2 and shown and _one_value(values[col[0]]):
@@ -124,7 +127,8 @@ def _table(title: str, df: Table, cols: list[tuple], top: int, width: int = 200,
     heads = [(c, head) for c, head, *_ in keep]
     for c, _ in heads:
         if c in text and shown and max(sizes[c]) > w[c]:  # (texts that fit are left as they are)
-            cells[c] = (fit_names if c in NAME_COLUMNS else fit_texts)(cells[c], w[c])
+            cells[c] = fit_names(cells[c], w[c], mods if c == "name" and not one else None) if c in NAME_COLUMNS else \
+                fit_texts(cells[c], w[c])
             sizes[c] = cell_sizes(cells[c])
     return Grid(f"{title}" + (f"  (top {top} of {n})" if n > top else "") + note,
                 [(head, w[c], c in text) for c, head in heads],
