@@ -5,6 +5,11 @@ trace's source (a polyprof server records its host, pid and rank; a TSL server o
 its host, so its port stands in for the pid: ``<host>-port<port>``). The files of one
 capture are the ranks of one job (``polyprof.load_ranks(directory)``): the ranks the
 processes report (``RANK`` and friends), else their place in the address list.
+
+Each capture is read and written on its own: one that polyprof cannot read (or write)
+is a failure of that address (its ``Captured.error`` says why and where its bytes are),
+and the others are written. Nothing received is lost: the XSpace as received is kept
+(``xplane`` output: the file itself; ``polyprof`` output: see :func:`raw_path`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from ..errors import CaptureError
+from ..errors import CaptureError, PolyprofError
 from ..outfile import write_file
 from .client import Captured
 from .protocol import XSPACE_TOOL
@@ -26,6 +31,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("polyprof.capture")
 
 FORMATS = {"polyprof": ".polyprof", "xplane": "." + XSPACE_TOOL}
+#: the folder of a set's directory that keeps the captures polyprof could not read (not
+#: a rank: ``polyprof summary DIR`` reads the others)
+UNREADABLE_DIR = "unreadable"
+
+Written = tuple[Captured, Path, int]
 
 
 def format_for(path: str | Path) -> str:
@@ -40,18 +50,93 @@ def process_name(trace: Trace, address: str) -> str:
     name = f"{source.host or addr_host}-{source.pid}" if source.pid else f"{source.host or addr_host}-port{port}"
     if source.rank is not None:
         name += f"-rank{source.rank}"
+    return _safe(name)
+
+
+def address_name(address: str) -> str:
+    """``host-portP`` from the address alone (a capture polyprof could not read)."""
+    host, port = split_address(address)
+    return _safe(f"{host}-port{port}")
+
+
+def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def write_one(c: Captured, path: Path, fmt: str, trace: Trace | None = None) -> tuple[Path, int]:
-    """Write one capture (``xplane``: the XSpace as received); returns the path and its
-    number of events."""
-    trace = trace if trace is not None else c.trace()
-    if fmt == "xplane":
-        write_file(path, lambda tmp: tmp.write_bytes(c.data or b""))
+def read(c: Captured) -> Trace | None:
+    """The capture as a Trace; None when polyprof cannot read it, with ``c.error`` saying
+    why (``c.data`` stays: the caller keeps the bytes)."""
+    if c.data is None:
+        return None
+    try:
+        return c.trace()
+    except Exception as e:  # noqa: BLE001 - any reader failure (a bug included) must not cost the bytes
+        if not isinstance(e, PolyprofError):
+            log.debug("reading the capture of %s", c.address, exc_info=True)
+        text = str(e) if isinstance(e, PolyprofError) else f"{type(e).__name__}: {e}"
+        for prefix in (f"capture of {c.address}: ", f"{c.address}: "):
+            text = text.removeprefix(prefix)
+        c.error = f"polyprof cannot read this capture: {text}"
+        return None
+
+
+def raw_path(path: Path) -> Path:
+    """Where a single capture written as ``path`` keeps its XSpace when polyprof cannot
+    read it: ``<path>.xplane.pb``."""
+    return path.with_name(path.name + "." + XSPACE_TOOL)
+
+
+def _write_bytes(c: Captured, path: Path) -> None:
+    write_file(path, lambda tmp: tmp.write_bytes(c.data or b""))
+
+
+def _keep(c: Captured, path: Path) -> None:
+    """Write the XSpace as received to ``path`` for a capture polyprof could not read, and
+    say so in its error."""
+    try:
+        _write_bytes(c, path)
+    except PolyprofError as e:
+        c.error = f"{c.error}; its XSpace could not be kept either: {e}"
     else:
-        write_file(path, trace.save)
-    return path, trace.n_events
+        c.error = f"{c.error}; the XSpace as received is in {path}"
+
+
+def _write(c: Captured, path: Path, fmt: str, trace: Trace) -> Written | None:
+    """Write a capture polyprof read; None (``c.error`` set) when the file cannot be written."""
+    try:
+        if fmt == "xplane":
+            _write_bytes(c, path)
+        else:
+            write_file(path, trace.save)
+    except PolyprofError as e:
+        c.error = str(e)
+        return None
+    return c, path, trace.n_events
+
+
+def write_one(c: Captured, path: Path, fmt: str) -> list[Written]:
+    """Write one capture to ``path`` (``xplane``: the XSpace as received, written before
+    it is read). The written file, or none, with ``c.error`` saying why and where the
+    bytes are kept (:func:`raw_path`)."""
+    if c.data is None:
+        return []
+    if fmt == "xplane":
+        try:
+            _write_bytes(c, path)
+        except PolyprofError as e:
+            c.error = str(e)
+            return []
+        trace = read(c)
+        if trace is None:
+            c.error = f"{c.error}; the XSpace as received is in {path}"
+            return []
+        return [(c, path, trace.n_events)]
+    trace = read(c)
+    if trace is None:
+        _keep(c, raw_path(path))
+        return []
+    done = _write(c, path, fmt, trace)
+    return [done] if done else []
 
 
 def check_dir(out_dir: Path) -> None:
@@ -62,22 +147,30 @@ def check_dir(out_dir: Path) -> None:
                            "file each into the directory -o names)")
 
 
-def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[tuple[Captured, Path, int]]:
+def write_set(captures: Sequence[Captured], out_dir: Path, fmt: str) -> list[Written]:
     """One file per successful capture in ``out_dir``, names unique; the directory loads
-    as the ranks of one job with :func:`polyprof.load_ranks`."""
+    as the ranks of one job with :func:`polyprof.load_ranks`. A capture polyprof cannot
+    read is kept under its address's name: in ``out_dir`` for ``xplane`` (the file
+    asked for), else in ``out_dir/unreadable/``; its ``error`` says so."""
     check_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    done = [(c, c.trace()) for c in captures if c.ok]
+    read_ = [(c, read(c)) for c in captures if c.ok]
+    done = [(c, t) for c, t in read_ if t is not None]
     assign_ranks(captures, done)
-    written, used = [], set()
-    for c, trace in done:
-        stem = process_name(trace, c.address)
+    written: list[Written] = []
+    used: set[str] = set()
+    for c, trace in read_:
+        stem = process_name(trace, c.address) if trace is not None else address_name(c.address)
         name, n = stem, 1
         while name in used:
             n += 1
             name = f"{stem}.{n}"
         used.add(name)
-        written.append((c, *write_one(c, out_dir / f"{name}{FORMATS[fmt]}", fmt, trace)))
+        if trace is None:
+            where = out_dir if fmt == "xplane" else out_dir / UNREADABLE_DIR
+            _keep(c, where / f"{name}{FORMATS['xplane']}")
+        elif (w := _write(c, out_dir / f"{name}{FORMATS[fmt]}", fmt, trace)) is not None:
+            written.append(w)
     return written
 
 
@@ -93,7 +186,7 @@ def assign_ranks(captures: Sequence[Captured], done: list[tuple[Captured, Trace]
         t.sources[0].rank = place[id(c)]
 
 
-def write_logdir(captures: Sequence[Captured], logdir: Path, session_id: str) -> list[tuple[Captured, Path, int]]:
+def write_logdir(captures: Sequence[Captured], logdir: Path, session_id: str) -> list[Written]:
     """``<logdir>/plugins/profile/<session>/<process>.xplane.pb``, where XProf and
     TensorBoard list profiles."""
     run = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)

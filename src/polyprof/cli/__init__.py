@@ -193,12 +193,70 @@ def _command(args: argparse.Namespace) -> int:
         return 1
 
 
+#: commands that a SIGTERM or SIGHUP ends by unwinding, so that their ``finally`` blocks
+#: remove what they made (a compressed database inflated into TMPDIR, a half-written
+#: output, a capture's temporary directory) before the signal's default action ends the
+#: process (``polyprof run`` handles the signals itself: cli/run.py)
+UNWOUND = READ_ONLY | {"capture"}
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM or SIGHUP during an :data:`UNWOUND` command."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def unwinding_on_signals(command: str | None) -> Iterator[None]:
+    """While an :data:`UNWOUND` command runs, SIGTERM and SIGHUP (those left at their default
+    action) raise :class:`Terminated`; once the command has unwound, the process ends by
+    the signal, as without the handler (status -15 for SIGTERM). A second signal, or one
+    in a forked worker, takes the default action at once."""
+    if command not in UNWOUND:
+        yield
+        return
+    import os
+    import signal  # (only the polyprof command's read commands need it)
+
+    pid = os.getpid()
+
+    def on_signal(signum: int, frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        if os.getpid() != pid:  # a forked worker inherited the handler: it dies as it would have
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(signum)
+
+    names = ("SIGTERM", "SIGHUP")
+    wanted = [getattr(signal, n) for n in names if hasattr(signal, n)]
+    previous = [s for s in wanted if signal.getsignal(s) == signal.SIG_DFL]
+    for s in previous:
+        signal.signal(s, on_signal)
+    try:
+        yield
+    except Terminated as t:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        signal.signal(t.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), t.signum)
+        raise SystemExit(128 + t.signum) from None  # (only if the signal did not end it)
+    finally:
+        for s in previous:
+            if signal.getsignal(s) is on_signal:
+                signal.signal(s, signal.SIG_DFL)
+
+
 def entry() -> None:
-    """The ``polyprof`` command (console script and ``python -m polyprof``): :func:`main`;
-    then, after :data:`QUICK_EXIT` commands, :func:`polyprof.lowlevel.exit.quick_exit`.
+    """The ``polyprof`` command (console script and ``python -m polyprof``): :func:`main`
+    (a SIGTERM unwinds it first: :func:`unwinding_on_signals`); then, after
+    :data:`QUICK_EXIT` commands, :func:`polyprof.lowlevel.exit.quick_exit`.
     ``main()`` called in a program returns as usual."""
     argv = sys.argv[1:]
-    rc = main(argv, process_ends=True)
+    with unwinding_on_signals(command_of(argv)):
+        rc = main(argv, process_ends=True)
     if command_of(argv) in QUICK_EXIT:
         from .common import error_line
 

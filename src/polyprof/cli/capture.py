@@ -23,7 +23,9 @@ def register(sub: Subparsers) -> None:
                     "jax.profiler.start_server(). All addresses are captured over the same "
                     "interval. The shared token, if the server needs one, comes from "
                     "$POLYPROF_SERVE_TOKEN or the file in $POLYPROF_SERVE_TOKEN_FILE (or --token-file), "
-                    "never from the command line. Exit code 0 if every capture succeeded, else 1.")
+                    "never from the command line. Each capture is written on its own; one that polyprof cannot "
+                    "read is a failure, its XSpace kept as received (docs/capture.md). Exit code 0 if "
+                    "every capture succeeded, else 1.")
     p.add_argument("addresses", metavar="HOST:PORT[,HOST:PORT...]",
                    help="the servers to capture (comma-separated)")
     p.add_argument("-d", "--duration-ms", type=count, default=1000, help="how long to record (default 1000)")
@@ -73,9 +75,7 @@ def run(args: argparse.Namespace) -> int:
         written = output.write_logdir(captures, Path(args.logdir), session_id)
     elif len(addresses) == 1:
         path = Path(args.output or "capture.polyprof")
-        written = []
-        if captures[0].ok:
-            written.append((captures[0], *output.write_one(captures[0], path, output.format_for(path))))
+        written = output.write_one(captures[0], path, output.format_for(path))
     else:
         fmt = "xplane" if args.format in ("xspace", "xplane") else "polyprof"  # output.py's name for XSpace bytes
         written = output.write_set(captures, Path(args.output or "capture"), fmt)
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"polyprof: captured {c.address} -> {path} ({n} events)", file=sys.stderr)
     if len(written) > 1 and not args.logdir:
         print(f"polyprof: the ranks of one job: polyprof summary {written[0][1].parent}", file=sys.stderr)
-    failed = [c for c in captures if not c.ok]
+    failed = [c for c in captures if not c.ok or c.error is not None]  # (error: one polyprof could not read or write)
     for c in failed:
         print(f"polyprof: error: {c.address}: {c.error}", file=sys.stderr)
     return 1 if failed else 0

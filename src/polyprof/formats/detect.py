@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 import zlib
 from pathlib import Path
 
@@ -12,6 +15,9 @@ from ..trace.identity import identify
 from .perfetto_read.shape import varint
 from .registry import by_name, readers
 from .safety import XZ_MAGIC, reading
+
+#: a compressed file cut within its first bytes (the readers' own words for one cut later)
+TRUNCATED = "truncated {} data: the compressed stream ends early"
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
@@ -31,43 +37,52 @@ def _head(path: Path, n: int = 4096) -> bytes:
             with gzip.open(path, "rb") as g:
                 return b"GZ" + g.read(n)
         except EOFError:  # shorter than n once decompressed, and cut: the reader says so
-            return b"GZ" + _partial_gunzip(raw)
+            body = _partial_gunzip(raw)
+            if not body.strip():  # (not "empty file": it was cut within its first bytes)
+                raise TraceFormatError(path, TRUNCATED.format("gzip")) from None
+            return b"GZ" + body
         except (OSError, zlib.error) as e:  # BadGzipFile is an OSError
             raise TraceFormatError(path, f"corrupt gzip data ({e})") from None
     return raw
 
 
-def _unxz_head(path: Path, n: int) -> bytes:
-    """The first ``n`` bytes of an xz file once decompressed (fewer: all there are); a
-    corrupt file is refused naming it, one cut short gives what it holds (its reader says)."""
+def _unxz_head(path: Path, n: int) -> tuple[bytes, bool]:
+    """The first ``n`` bytes of an xz file once decompressed (fewer: all there are), and
+    whether the file ends before them and before its stream's end (cut); a corrupt file
+    is refused naming it, one cut short gives what it holds (its reader says)."""
     import lzma  # only for an xz file
 
     d = lzma.LZMADecompressor(lzma.FORMAT_XZ)
     out = b""
+    cut = False
     try:
         with open(path, "rb") as f:
             while len(out) < n and not d.eof:
                 raw = f.read(_XZ_FEED) if d.needs_input else b""
                 if d.needs_input and not raw:
+                    cut = True
                     break
                 out += d.decompress(raw, n - len(out))
     except lzma.LZMAError as e:
         raise TraceFormatError(path, f"corrupt xz data ({e})") from None
     except OSError as e:
         raise TraceFormatError(path, f"cannot be read ({e.strerror or e})") from None
-    return out
+    return out, cut
 
 
 def _xz_format(path: Path) -> str:
     """The format of an xz-compressed file, when its reader streams xz (:data:`_XZ_READ`);
-    any other is refused, saying to decompress it."""
-    body = _unxz_head(path, 4096)
+    any other is refused, saying to decompress it. A file cut within its first bytes is
+    truncated (not empty, nor of a format read only decompressed: its head is missing)."""
+    body, cut = _unxz_head(path, 4096)
     if not body.strip() and len(body) < 4096:
-        raise TraceFormatError(path, "empty file (xz-compressed)")
+        raise TraceFormatError(path, TRUNCATED.format("xz") if cut else "empty file (xz-compressed)")
     head = b"GZ" + body  # the sniffs' mark of a decompressed head
     fmt = next((f for f in readers() if f.sniff is not None and f.sniff(head, path)), None)
     if fmt is not None and fmt.name in _XZ_READ:
         return fmt.name
+    if cut:
+        raise TraceFormatError(path, TRUNCATED.format("xz"))
     what = f" ({fmt.name})" if fmt is not None else ""
     raise TraceFormatError(path, f"xz-compressed{what}: polyprof reads xz only of Chrome/Kineto JSON, Perfetto, "
                                  f"XSpace and nvprof/Nsight/rocpd/RPD databases, so decompress it first (xz -dk {path.name})")
@@ -280,15 +295,41 @@ def _pprof_problem(path: Path) -> str:
     return _PPROF_IS
 
 
+#: what a file whose content is told by its first bytes and read again (or in place) may
+#: not be, by ``stat``: a pipe's bytes are gone once sniffed, and opening one without a
+#: writer waits for ever
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _checked_stat(path: Path) -> os.stat_result:
+    """``path``'s stat, or the TraceFormatError that says why there is none (no such
+    file, a symbolic link loop or one to nothing, no permission)."""
+    try:
+        return os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise TraceFormatError(path, "a symbolic link loop (its links lead back to themselves, never to a "
+                                         "file)") from None
+        if e.errno not in (errno.ENOENT, errno.ENOTDIR):
+            raise TraceFormatError(path, f"cannot be read ({e.strerror or e})") from None
+    if path.is_symlink():
+        raise TraceFormatError(path, f"a symbolic link to {os.readlink(path)}, which does not exist")
+    partial = Path(str(path) + ".partial")
+    if partial.exists():
+        raise TraceFormatError(path, f"no such file, but {partial} is there: the profiled program "
+                                     "was killed before the trace was written; load that file instead")
+    raise TraceFormatError(path, "no such file")
+
+
 def detect(path: str | Path) -> str:
     path = Path(path)
-    if not path.exists():
-        partial = Path(str(path) + ".partial")
-        if partial.exists():
-            raise TraceFormatError(path, f"no such file, but {partial} is there: the profiled program "
-                                         "was killed before the trace was written; load that file instead")
-        raise TraceFormatError(path, "no such file")
-    if path.is_dir():
+    mode = _checked_stat(path).st_mode
+    what = next((w for test, w in _NOT_REGULAR if test(mode)), None)
+    if what:  # refused before it is opened
+        raise TraceFormatError(path, f"is {what}, not a trace file: polyprof reads a file's first bytes to "
+                                     "tell its format and then reads it again, so save the data to a file first")
+    if stat.S_ISDIR(mode):
         from .rocprof_csv import is_output_dir  # the one format that is a directory of files
 
         if is_output_dir(path):
@@ -381,11 +422,11 @@ def _why_not_xz(path: Path) -> str:
     """:func:`why_not_a_trace` of an xz-compressed file: "empty", or JSON that is no
     Chrome/Kineto trace; "" for any other (a trace, or one its rank fails on, saying why)."""
     try:
-        body = _unxz_head(path, _JSON_HEAD)
+        body, cut = _unxz_head(path, _JSON_HEAD)
     except TraceFormatError:
         return ""
     if not body.strip() and len(body) < _JSON_HEAD:
-        return "empty"
+        return "" if cut else "empty"  # (cut: truncated, which its rank says)
     if body.lstrip()[:1] in (b"{", b"[") and not _TRACE_KEYS.search(body):
         return "JSON, not a Chrome/Kineto trace"
     return ""

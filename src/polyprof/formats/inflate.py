@@ -28,6 +28,14 @@ def _ignore(n: int) -> None:
     pass
 
 
+def _zeros_only(raw: bytes, path: Path) -> bool:
+    """True for zeros after a gzip file's last member (padding, as gzip reads it); a
+    TraceFormatError for anything else after them."""
+    if raw.strip(b"\x00"):
+        raise TraceFormatError(path, "corrupt gzip data (other bytes after the zeros that pad its last member)")
+    return True
+
+
 def inflater(size: int) -> ModuleType:
     """The zlib module for a gzip file of ``size`` bytes: ISA-L's when it pays and is installed."""
     if size >= ISAL_FROM_BYTES:
@@ -80,19 +88,25 @@ class Decompressed:
         d = z.decompressobj(wbits=31)
         inflation = Inflation(self.path, self.size)
         fed = False  # the current member has had input
+        members = 0  # members inflated whole
+        padding = False  # zeros after the last member (gzip pads so, and gzip -t accepts them)
         consumed = 0  # compressed bytes inflated so far (the bomb check's basis)
         try:
             for raw in self._feeds(f):
                 while raw:
+                    if padding or (members and not fed and raw[:1] == b"\x00"):
+                        padding = _zeros_only(raw, self.path)
+                        break
                     fed = True
                     out = d.decompress(raw, self.block)
                     consumed += len(raw) - len(d.unconsumed_tail) - len(d.unused_data)
                     if out:
                         inflation.add(len(out), consumed)
-                        self.ended = d.eof and not d.unused_data and f.tell() >= self.size
+                        self.ended = d.eof and not d.unused_data.strip(b"\x00") and f.tell() >= self.size
                         yield out
                     if d.eof:  # concatenated gzip members
                         raw = d.unused_data
+                        members += 1
                         d = z.decompressobj(wbits=31)
                         fed = False
                     else:
