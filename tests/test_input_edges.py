@@ -47,6 +47,18 @@ def test_a_fifo_without_a_writer_is_refused_at_once(tmp_path: Path) -> None:
                                 "the data to a file first")
 
 
+@pytest.mark.parametrize("command", [["diff", "{f}", "{f}"], ["convert", "{f}", "-o", "{d}/st"]])
+def test_commands_that_peek_at_ranks_refuse_a_fifo_too(tmp_path: Path, command: list[str]) -> None:
+    """diff and convert look for a rank in each file first (ranks/identity.py), whose
+    zip check opened the FIFO and waited for a writer for ever."""
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    args = [a.format(f=fifo, d=tmp_path) for a in command]
+    r = subprocess.run([sys.executable, "-m", "polyprof", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "is a FIFO (named pipe), not a trace file" in r.stderr
+
+
 def test_a_socket_and_a_device_are_refused(tmp_path: Path) -> None:
     """Before: a socket "cannot be read (No such device or address)", /dev/null "empty file"."""
     path = tmp_path / "s.json"

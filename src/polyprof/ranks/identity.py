@@ -7,6 +7,7 @@ process are one rank. How these become ranks: ``sources.assign_ranks``."""
 from __future__ import annotations
 
 import re
+import stat
 import zipfile
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -108,7 +109,7 @@ def process_in_file(path: Path) -> tuple[str, int, int | None] | None:
     name's pid is the file's; None when neither names a host or no host op is in the
     first megabyte, or for any other format (never raises)."""
     try:
-        if zipfile.is_zipfile(path):
+        if not _regular(path) or zipfile.is_zipfile(path):
             return None
         named = _HANDLER_NAME.match(path.name)
         proc = _peek(path, _process_finder(named.group(1) if named else None))
@@ -122,10 +123,18 @@ def process_in_file(path: Path) -> tuple[str, int, int | None] | None:
         return None
 
 
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file: a FIFO is never opened here (with no writer
+    its open waits forever; the load that follows refuses it, formats/detect.py)."""
+    return stat.S_ISREG(path.stat().st_mode)
+
+
 def rank_in_file(path: Path) -> int | None:
     """The rank the file itself names, or None (never raises for a bad file: the load
     that follows reports it)."""
     try:
+        if not _regular(path):
+            return None
         if zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as zf:
                 header = orjson.loads(zf.read("header.json"))
