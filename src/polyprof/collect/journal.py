@@ -11,12 +11,10 @@ over only at collect. The file's layout is formats/journal_layout.py.
 
 from __future__ import annotations
 
-import io
 import logging
-import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterator, cast
 
 import orjson
 
@@ -37,6 +35,7 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
 )
 from ..formats.journal_layout import columns as _batch
 from . import background
+from .journal_file import KEEP_EARLIER, Sink, discard, finished, keep_earlier  # noqa: F401 - re-exported
 from .recorder import _fast, set_growth, used_steps
 
 if TYPE_CHECKING:
@@ -110,48 +109,14 @@ IMPLEMENTATION = "c" if _fast is not None and hasattr(_fast, "columns") else "py
 section_columns = _columns_c if IMPLEMENTATION == "c" else _columns_py
 
 
-#: how many earlier journals of one output are kept (``OUTPUT.partial.1`` ... ``.N``)
-KEEP_EARLIER = 1000
-
-
-def keep_earlier(path: Path) -> Path | None:
-    """A journal already at ``path`` is the only data of an earlier run that was killed
-    (a normal stop deletes its own): before a new session writes its journal there, move
-    it to the first free ``path.N`` (``t.polyprof.partial.1``, ``.2``...) and say so.
-    Returns where it went (None: there was none, or it could not be moved; then the new
-    session writes no journal rather than destroy it). Never through a symlink."""
-    try:
-        if not path.is_file() or path.is_symlink():
-            return None
-    except OSError:
-        return None
-    for n in range(1, KEEP_EARLIER + 1):
-        kept = path.with_name(f"{path.name}.{n}")
-        try:
-            os.link(path, kept)  # fails if taken: no earlier keep is ever replaced
-        except FileExistsError:
-            continue
-        except OSError as e:  # no hard links here (some file systems): a rename after a look
-            if kept.exists() or kept.is_symlink():
-                continue
-            try:
-                os.rename(path, kept)
-            except OSError as e2:
-                raise OSError(f"cannot move {path} aside: {e2.strerror or e2}") from e
-            return kept
-        os.unlink(path)
-        return kept
-    raise OSError(f"{path}: {KEEP_EARLIER} earlier crash journals are kept beside it already")
-
-
 class JournalWriter:
     """Appends what a Recorder (and the host sampler) gathered since the last flush."""
 
     def __init__(self, path: Path, header: dict[str, object], recorder: Recorder, sampler: _Sampler | None = None,
                  interval: float = 0.5, follow_symlinks: bool = False):
-        from .output import open_exclusive  # only when the journal's file is opened
-
-        self.path = path
+        #: the path asked for (OUTPUT.partial); :attr:`path` is where the journal is
+        #: (OUTPUT.partial.N while another run writes the same output)
+        self.asked = Path(path)
         self.recorder = recorder
         self.sampler = sampler
         self.interval = interval
@@ -161,12 +126,19 @@ class JournalWriter:
         #: the longest a completed section waited to be written (ns), seen at flushes
         self.max_lag_ns = 0
         self._in_child = False
-        # never through a pre-planted symlink, never onto a device or directory
-        self._file: BinaryIO = open(open_exclusive(Path(path), follow_symlinks), "wb", buffering=0)
-        self._file.write(MAGIC)
-        # the schema (with the header) goes to disk now: a program killed before the
-        # first flush leaves a valid file
-        self._writer = StreamWriter(self._file, FIELDS, {b"polyprof": orjson.dumps(header, default=str)})
+        # never through a pre-planted symlink, never onto a device or directory, never
+        # over another run's live journal
+        self._file = Sink(self.asked, follow_symlinks)
+        self.path = self._file.path
+        try:
+            self._file.write(MAGIC)
+            # the schema (with the header) goes to disk now: a program killed before the
+            # first flush leaves a valid file
+            self._writer = StreamWriter(cast(BinaryIO, self._file), FIELDS,
+                                        {b"polyprof": orjson.dumps(header, default=str)})
+        except BaseException:
+            self._file.discard()
+            raise
         self._pos: dict[str, int] = {"sections": 0, "steps": 0, "proc": 0}
         self._buf_pos: dict[int, tuple[int, int]] = {}
         self._name_index: dict[str, int] = {}  # section names interned for the session
@@ -180,13 +152,11 @@ class JournalWriter:
         set_growth(self._on_growth, len(recorder.sections) + GROWTH_CHECK)
 
     def _tick(self) -> float | None:
-        """One flush on the journal's thread; returns when to flush next (None: stop)."""
-        try:
-            self.flush()
-        except MemoryError:  # the program is out of memory: counted and tried again (background.py)
-            raise
-        except Exception as e:  # the journal must never disturb the program
-            log.warning("crash journal %s stopped: %s", self.path, e)
+        """One flush on the journal's thread; returns when to flush next (None: stop).
+        A MemoryError leaves it: the program is out of memory, counted and tried again
+        (background.py)."""
+        self.flush()
+        if self._file.closed:  # stopped (said once by flush)
             return None
         return 0.0 if self.behind else self.interval  # behind: catch up at once
 
@@ -213,17 +183,34 @@ class JournalWriter:
         return now_ns() - oldest
 
     def flush(self) -> None:
+        """Append what was recorded since the last flush. The journal must never disturb
+        the program or the session's stop: a failure of its file stops it with one
+        warning, never raised (a MemoryError is, for the journal's thread to try again)."""
         with self._lock:
             if self._file.closed:
                 return
-            self.recorder.trim()
-            lag = self._lag_ns()  # how far behind we are
-            if lag is not None:
-                self.max_lag_ns = max(self.max_lag_ns, lag)
-            for batch in self._new_batches():  # each on disk as soon as it is built
-                self._writer.write_batch(batch)
-            self.behind = max(len(self.recorder.sections) - self._index(), 0)
-            self.max_behind = max(self.max_behind, self.behind)
+            try:
+                self._flush()
+            except MemoryError:
+                raise
+            except Exception as e:
+                self._stop(e)
+
+    def _flush(self) -> None:
+        self.recorder.trim()
+        lag = self._lag_ns()  # how far behind we are
+        if lag is not None:
+            self.max_lag_ns = max(self.max_lag_ns, lag)
+        for batch in self._new_batches():  # each on disk as soon as it is built
+            self._writer.write_batch(batch)
+        self.behind = max(len(self.recorder.sections) - self._index(), 0)
+        self.max_behind = max(self.max_behind, self.behind)
+
+    def _stop(self, e: Exception) -> None:
+        """The journal stops (its file failed); what it holds stays; said once."""
+        log.warning("crash journal %s stopped: %s (the trace is still written from memory at the stop)",
+                    self.path, e)
+        self._file.finish()  # what it holds stays, locked until the trace is saved
 
     def _index(self) -> int:
         """Where the next section to write is in the recorder's list, whose front may
@@ -300,7 +287,9 @@ class JournalWriter:
                       stats=stats)
 
     def close(self, delete: bool) -> None:
-        """Append what is left, stop; ``delete`` once the full trace is safely written elsewhere."""
+        """Append what is left, stop; ``delete`` once the full trace is safely written
+        elsewhere (only while the path still names this journal). Nothing is raised:
+        the host plugin's stop must keep its data whatever the journal's file did."""
         if self._in_child:
             return  # the parent's file: not ours to touch
         set_growth(None, 0)
@@ -313,7 +302,7 @@ class JournalWriter:
                 self.flush()
                 if self.behind == 0 or self._pos["sections"] == before:
                     break
-        except Exception as e:  # a full disk: the in-memory trace is still saved normally
+        except Exception as e:  # out of memory: the in-memory trace is still saved normally
             log.warning("crash journal %s: last flush failed: %s", self.path, e)
         if self.max_behind:
             log.info("crash journal %s was up to %d sections (%.1f s) behind the program", self.path,
@@ -321,45 +310,25 @@ class JournalWriter:
         with self._lock:
             if not self._file.closed:
                 try:
-                    self._writer.close()
-                except Exception:
-                    pass
-                finally:
-                    self._file.close()
+                    self._writer.close()  # the end-of-stream marker
+                except Exception as e:
+                    log.debug("crash journal %s: no end marker: %s", self.path, e)
+                self._file.finish()
+        finished(self.asked, self._file)  # deleted by discard() once the trace is saved
         if delete:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-
+            discard(self.asked)
 
     def abandon_in_child(self) -> None:
         """In a forked child: never write, close or delete the parent's journal.
 
         The lock may have been held by the parent's journal thread at fork (that thread
-        does not exist here), so it is replaced; the file descriptor is pointed at
-        /dev/null so nothing the child's copy of the writer does can reach the file."""
+        does not exist here), so it is replaced; the file descriptor (if still the
+        journal's) is pointed at /dev/null so nothing the child's copy of the writer
+        does can reach the file, and the writer sees its file closed."""
         set_growth(None, 0)
         self._lock = threading.Lock()
         thread, self._thread = self._thread, None
         if thread is not None:
             background.stop(thread, 0.0)  # not running here: only forgotten
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self._file.fileno())
-            os.close(null)
-        except OSError:
-            pass
-        _abandoned.append((self._writer, self._file))  # never finalised in the child
-        self._file = _closed_file()
+        self._file.abandon()
         self._in_child = True
-
-
-def _closed_file() -> BinaryIO:
-    """A file that says it is closed (the child's journal writes nothing)."""
-    f = io.BytesIO()
-    f.close()
-    return f
-
-
-_abandoned: list[tuple[StreamWriter, BinaryIO]] = []
