@@ -78,6 +78,22 @@ def test_four_ranks_on_the_aligned_clock(page, job, traces_dir):
     assert "aten::conv2d" in on and any(n.startswith("autograd::engine::evaluate_function") for n in on), on
 
 
+def test_a_late_rank_is_labelled_in_units_people_read(page):
+    """The marks' labels said "allreduce #4: rank 1 last, 48514962 ns after the first"."""
+    from polyprof.analyze.units import fmt_ns
+
+    html = page.read_text()
+    data, _ = _timeline(html)
+    labels = {m["label"] for m in data["marks"]}
+    doc = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1))
+    sc = doc["ranks"]["straggler_collectives"]
+    rows = [dict(zip(sc["columns"], r)) for r in sc["rows"]]
+    assert rows and len(rows) == sc["total"]  # every one the page holds (report/html.py: MAX_TABLE_ROWS)
+    for r in rows:  # the straggler table's spread, as the terminal writes times
+        assert f"{r['op']} #{r['seq']}: rank {r['last_rank']} last, {fmt_ns(r['spread_ns'])} after the first" in labels
+    assert not any(re.search(r"\d{4,} ns", x) for x in labels), labels
+
+
 @pytest.mark.skipif(chromium() is None, reason="needs chromium")
 def test_the_page_draws_four_ranks(page):
     import cdp

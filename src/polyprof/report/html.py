@@ -36,7 +36,11 @@ if TYPE_CHECKING:
     from ..analyze.table import Table
     from ..ranks.report import JobReport
 
+#: rows a table shows where it has more (each table's first, in its own order)
 TOP = 20
+#: rows the page holds of such a table: all of them up to this many, so that a click on
+#: a header sorts the whole table and shows its first TOP in that order (docs/report.md)
+MAX_TABLE_ROWS = 2000
 
 
 def _missing(v: object) -> bool:
@@ -45,14 +49,25 @@ def _missing(v: object) -> bool:
     return v is None or type(v).__name__ in ("NAType", "NaTType") or (isinstance(v, float) and v != v)
 
 
-def _records(df: Table | pd.DataFrame, cols: list[str], n: int | None = TOP) -> dict[str, Any]:
-    """The first ``n`` rows of the ``cols`` a table (a DataFrame or a Table) has, as
-    lists of Python values, missing ones None."""
+def _records(df: Table | pd.DataFrame, cols: list[str], n: int | None = None,
+             shown: int | None = None) -> dict[str, Any]:
+    """The first ``n`` rows (None: all) of the ``cols`` a table (a DataFrame or a Table)
+    has, as lists of Python values, missing ones None; the page shows ``shown`` of them
+    (None: all), the first in the order of the header last clicked."""
     names = labels(df)
     keep = [c for c in cols if c in names]
     stop = len(df) if n is None else min(n, len(df))
     values = [[None if _missing(v) else v for v in column(df, c)[:stop].tolist()] for c in keep]
-    return {"columns": keep, "rows": [list(r) for r in zip(*values)], "total": len(df)}
+    out = {"columns": keep, "rows": [list(r) for r in zip(*values)], "total": len(df)}
+    if shown is not None and shown < stop:
+        out["shown"] = shown
+    return out
+
+
+def _top(df: Table | pd.DataFrame, cols: list[str], shown: int = TOP) -> dict[str, Any]:
+    """A table shown by its first ``shown`` rows, of which the page holds up to
+    ``MAX_TABLE_ROWS`` (a header click sorts those, not only the rows shown)."""
+    return _records(df, cols, MAX_TABLE_ROWS, shown)
 
 
 def page_data(report: Report) -> dict[str, Any]:
@@ -77,19 +92,19 @@ def page_data(report: Report) -> dict[str, Any]:
                                                        "time_mean"], None),
         "copies": _records(T["copies"], ["device", "kind", "count", "total_bytes", "total_ns", "bandwidth_gbps",
                                          "min_gbps", "median_gbps", "max_gbps", "small", "pageable", "unsized"], None),
-        "kernels": _records(T["kernel_breakdown"], ["name", "kind", "count", "total_ns", "mean_ns", "min_ns",
-                                                    "max_ns", "share_pct"]),
-        "ops": _records(T["op_stats"], ["name", "count", "total_ns", "self_ns", "mean_ns", "device_ns", "launches"]),
-        "sections": _records(T["section_stats"], ["name", "count", "total_ns", "mean_ns", "median_ns", "p99_ns",
-                                                  "min_ns", "max_ns", "device_ns", "projected_ns", "device_util_pct",
-                                                  "alloc_bytes", "mem_delta_bytes", "mem_max_bytes"]),
+        "kernels": _top(T["kernel_breakdown"], ["name", "kind", "count", "total_ns", "mean_ns", "min_ns",
+                                                "max_ns", "share_pct"]),
+        "ops": _top(T["op_stats"], ["name", "count", "total_ns", "self_ns", "mean_ns", "device_ns", "launches"]),
+        "sections": _top(T["section_stats"], ["name", "count", "total_ns", "mean_ns", "median_ns", "p99_ns",
+                                              "min_ns", "max_ns", "device_ns", "projected_ns", "device_util_pct",
+                                              "alloc_bytes", "mem_delta_bytes", "mem_max_bytes"]),
         "steps": _records(T["step_stats"], ["step", "plane", "host_ns", "busy_ns", "compute_ns", "non_compute_ns",
                                             "idle_ns", "launch_count", "launch_mean_ns", "launch_max_ns"], 400),
-        "events": _records(T["event_stats"], ["category", "name", "count", "total_ns", "mean_ns", "max_ns"]),
+        "events": _top(T["event_stats"], ["category", "name", "count", "total_ns", "mean_ns", "max_ns"]),
         "memory": memory_view(report),
         "memory_peak": _records(T["memory_peak"], ["device", "allocator", "start_bytes", "peak_bytes", "end_bytes",
                                                    "live_at_peak", "live_at_peak_bytes", "allocations", "frees"], None),
-        "memory_live": _records(T["memory_at_peak"], ["device", "bytes", "op", "section", "stack"], TOP),
+        "memory_live": _top(T["memory_at_peak"], ["device", "bytes", "op", "section", "stack"]),
         "counters": _records(T["counter_stats"], ["plane", "name", "samples", "first", "last", "min", "max", "mean"],
                              None),
         "roofline": roofline_view(report),
@@ -99,7 +114,7 @@ def page_data(report: Report) -> dict[str, Any]:
         "mfu": _overall(T.get("mfu")),
         "mfu_uncounted": _uncounted(T.get("mfu")),
         # other packages' tables (polyprof.analyses), each from its own columns
-        "extensions": html_tables(T, lambda t, cols: _records(t, cols, TOP)),
+        "extensions": html_tables(T, _top),
     }
 
 
@@ -141,15 +156,15 @@ def ranks_view(ranks: JobReport) -> dict[str, Any]:
                                                     "aligned", "message"], None),
         "stragglers": _records(T["stragglers"].sort_by("caused_wait_ns", descending=True),
                                ["rank", "late_ns", "last_count", "caused_wait_ns", "waited_ns", "collectives"], None),
-        "straggler_collectives": _records(T["straggler_collectives"], ["key", "seq", "op", "ranks", "first_rank",
-                                                                       "last_rank", "spread_ns", "wait_ns",
-                                                                       "bound_ns"]),
-        "collectives": _records(T["collective_stats"], ["op", "bytes", "count", "ranks", "total_ns", "mean_ns",
-                                                        "max_ns", "algbw_gbps", "busbw_gbps"]),
-        "transfers": _records(T["transfers"], ["src", "dst", "bytes", "count", "bytes_per_step", "send_ns", "recv_ns",
-                                               "time_per_step_ns", "blocking_ns"]),
+        "straggler_collectives": _top(T["straggler_collectives"], ["key", "seq", "op", "ranks", "first_rank",
+                                                                   "last_rank", "spread_ns", "wait_ns",
+                                                                   "bound_ns"]),
+        "collectives": _top(T["collective_stats"], ["op", "bytes", "count", "ranks", "total_ns", "mean_ns",
+                                                    "max_ns", "algbw_gbps", "busbw_gbps"]),
+        "transfers": _top(T["transfers"], ["src", "dst", "bytes", "count", "bytes_per_step", "send_ns", "recv_ns",
+                                           "time_per_step_ns", "blocking_ns"]),
         # other packages' tables of every rank, stacked with a rank column
-        "extensions": html_tables(T, lambda t, cols: _records(t, cols, 4 * TOP)),
+        "extensions": html_tables(T, lambda t, cols: _top(t, cols, 4 * TOP)),
     }
 
 

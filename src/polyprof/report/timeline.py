@@ -28,6 +28,7 @@ from ..derive import cache
 from ..derive.intervals import nesting_depth
 from ..trace import keys
 from ..trace.core import Trace
+from ..trace.model import Track
 from .memory_view import _thin
 
 MAX_EVENTS = 1_500_000
@@ -85,6 +86,23 @@ def _plane_labels(trace: Trace) -> dict[int, str]:
             process.setdefault(p.name, what)
     several = len(set(process.values())) > 1
     return {p.id: f"{p.name} ({process[p.name]})" if several and p.name in process else p.name for p in trace.planes}
+
+
+def _track_labels(tracks: list[Track], group_of: dict[int, str]) -> dict[int, str]:
+    """Each drawn track's label: its name, and where two tracks of one heading share it
+    (JAX's two host lines both ``python3``), its thread id, ``python3 (tid 1257)``; a
+    number in order where the ids are the same too."""
+    seen: dict[tuple[str, str], list[Track]] = {}
+    for t in tracks:
+        seen.setdefault((group_of.get(t.plane, ""), t.name), []).append(t)
+    out = {t.id: t.name for t in tracks}
+    for same in seen.values():
+        if len(same) < 2:
+            continue
+        apart = len({t.tid for t in same}) == len(same)
+        for k, t in enumerate(same):
+            out[t.id] = f"{t.name} (tid {t.tid})" if apart else f"{t.name} ({k + 1})"
+    return out
 
 
 def _lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -265,14 +283,19 @@ class _Timeline:
         self.names: dict[str, int] = {}
         self.steps: list[list[Any]] = []
         self.counters: list[dict[str, Any]] = []
-        self.span: tuple[int, int] | None = None
+        self.span: tuple[int, int] | None = None  # of every row drawn: events and counters
+        self.events_span: tuple[int, int] | None = None
+        self.parts = 0
         self.open: list[np.ndarray] = []  # positions of events cut short (never ended in the trace)
 
     def add(self, part: Part) -> None:
         trace = part.trace
+        self.parts += 1
         if trace.n_events:
             a, b = trace.span_ns[0] + part.offset_ns, trace.span_ns[1] + part.offset_ns
-            self.span = (a, b) if self.span is None else (min(self.span[0], a), max(self.span[1], b))
+            self.events_span = (a, b) if self.events_span is None else (min(self.events_span[0], a),
+                                                                         max(self.events_span[1], b))
+            self._widen(a, b)
         if part.critical_path and 0 < trace.n_events <= MAX_CRITICAL_PATH_EVENTS:
             trace = with_critical_path(trace)
         ev, base = trace.events, self.base
@@ -296,14 +319,14 @@ class _Timeline:
         rank_sorted = rank_of[ev["track"][rows]]
         lanes_sorted = lane[rows]
         bounds = np.searchsorted(rank_sorted, np.arange(len(order) + 1))
-        for k, tid in enumerate(order):
+        drawn = [k for k in range(len(order)) if bounds[k + 1] > bounds[k]]
+        label = _track_labels([trace.tracks[order[k]] for k in drawn], group_of)
+        for k in drawn:
             lo, hi = int(bounds[k]), int(bounds[k + 1])
-            t = trace.tracks[tid]
-            if hi <= lo:
-                continue
+            t = trace.tracks[order[k]]
             ln = lanes_sorted[lo:hi]
             lane_cuts = np.flatnonzero(np.r_[True, ln[1:] != ln[:-1]])
-            self.tracks.append({"group": group_of.get(t.plane, prefix), "label": t.name, "kind": t.kind,
+            self.tracks.append({"group": group_of.get(t.plane, prefix), "label": label[t.id], "kind": t.kind,
                                 "device": trace.planes[t.plane].kind == "device",
                                 "lanes": (lane_cuts + lo + base).tolist() + [int(hi + base)]})
         for col, v in (("start", start[rows]), ("dur", dur[rows]), ("name", ids[inv[rows]]),
@@ -317,8 +340,18 @@ class _Timeline:
         # a job's step bands: the first rank's (the others' fall at about the same aligned times)
         self.steps += [] if self.steps else [[int(a + part.offset_ns), int(b + part.offset_ns), int(k), part.label]
                                              for a, b, k in zip(st.start[:500], st.end[:500], st.number[:500])]
-        self.counters += _counters(part, 0, group_of)
+        counters = _counters(part, 0, group_of)
+        for c in counters:  # a counter sampled before the first event or after the last (torch's import)
+            if c["ts"]:
+                self._widen(min(c["ts"]), max(c["ts"]))
+        self.counters += counters
         self.base += n
+
+    def _widen(self, a: int, b: int) -> None:
+        """The timeline's extent widened to [a, b]: it covers every row drawn, events and
+        counters (0 and the pan reach every sample, and a counter's scale is of samples
+        that can be seen)."""
+        self.span = (a, b) if self.span is None else (min(self.span[0], a), max(self.span[1], b))
 
     def _cells(self, found: list[tuple[str, np.ndarray, np.ndarray]], dur: np.ndarray) -> None:
         """A part's argument cells (``dur``: its events' durations by position), those of
@@ -373,7 +406,9 @@ class _Timeline:
         steps = [[a - t0, b - t0, k, label] for a, b, k, label in self.steps]
         counters = [{**c, "ts": [x - t0 for x in c["ts"]]} for c in self.counters]
         hot = sorted(n for n in set(highlight or ()) if n in names)
-        return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "quantum": q, "events": int(len(start)), "hot": hot,
+        e0, e1 = self.events_span if self.events_span is not None else (t0, t0)
+        return {"t0": t0, "span_ns": int(max(t1 - t0, 1)), "events_span_ns": int(e1 - e0), "parts": self.parts,
+                "quantum": q, "events": int(len(start)), "hot": hot,
                 "names": list(names), "tracks": tracks, "blob": blob, "layout": layout,
                 "args": {**_args(found, dur, self.floor >= 0), "total": self.arg_total},
                 "counters": counters, "steps": steps, "marks": moved, "note": note,

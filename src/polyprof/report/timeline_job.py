@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 import numpy as np
 
 from ..analyze.frames import column
+from ..analyze.units import fmt_ns
 from ..progress import TaskBar
 from ..ranks.critical_path import align
 from ..ranks.critical_path_track import with_job_critical_path
@@ -61,7 +62,7 @@ def straggler_marks(job: JobReport, offset: dict[int, int]) -> list[dict[str, An
         if not times or len(marks) >= MAX_MARKS:
             continue
         marks.append({"start_ns": min(times), "end_ns": max(times), "kind": "straggler",
-                      "label": f"{op} #{s}: rank {last} last, {int(spread)} ns after the first"})
+                      "label": f"{op} #{s}: rank {last} last, {fmt_ns(spread)} after the first"})
     return marks
 
 
