@@ -4,7 +4,9 @@ Every module logs to the ``polyprof`` logger and never names itself in the messa
 handler says whose line it is. It is put on that logger (never the root logger) by the
 ``polyprof`` command and by a session started in a program (``polyprof.profile()``),
 and prints only while the root logger has no handler of its own: a program that set up
-logging gets polyprof's lines through its handlers, as any library's, once.
+logging gets polyprof's lines through its handlers, as any library's, once. Under
+``polyprof run`` they go to polyprof's own stderr (:func:`own_stderr`), not to a file
+the program put in ``sys.stderr`` or at fd 2.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from collections.abc import Iterator
 from typing import TextIO
 
 LOGGER = "polyprof"
+#: where :class:`StderrHandler` writes instead of ``sys.stderr`` (:func:`own_stderr`)
+_own: list[TextIO] = []
 
 
 class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Lines on the ``sys.stderr`` of the moment (a test's or a program's replacement
-    included); none once the root logger has a handler."""
+    included), or on polyprof's own while :func:`own_stderr` holds; none once the root
+    logger has a handler."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -28,7 +33,7 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     @property  # type: ignore[override]
     def stream(self) -> TextIO:
-        return sys.stderr
+        return _own[-1] if _own else sys.stderr
 
     @stream.setter
     def stream(self, value: TextIO) -> None:
@@ -44,6 +49,22 @@ def to_stderr() -> None:
     log = logging.getLogger(LOGGER)
     if not any(isinstance(h, StderrHandler) for h in log.handlers):
         log.addHandler(StderrHandler())
+
+
+class own_stderr:  # noqa: N801 - used as the context manager it is
+    """While the block runs, :class:`StderrHandler` writes to ``stream``, whatever the
+    program does with ``sys.stderr`` and fd 2 (``polyprof run``: cli/own_output.py). A
+    class, not a generator: ``polyprof run`` holds it while the script runs, where the
+    frames beneath the script are counted (cli/run.py, ``_depth_given_back``)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def __enter__(self) -> None:
+        _own.append(self.stream)
+
+    def __exit__(self, *exc: object) -> None:
+        _own.remove(self.stream)
 
 
 @contextlib.contextmanager

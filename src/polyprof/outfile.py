@@ -27,7 +27,7 @@ def check_target(path: Path, force: bool = False) -> None:
     """OutputError if ``path`` is not somewhere polyprof may write a file."""
     if path.is_symlink() and not force:
         raise OutputError(f"{path} is a symbolic link (to {os.readlink(path)}); refusing to follow it "
-                          "(--force / force=True writes through it)")
+                          "(--force writes through it; polyprof run: --follow-symlinks; the API: force=True)")
     if path.exists() and not path.is_file():
         kind = "a directory" if path.is_dir() else "not a regular file"
         raise OutputError(f"{path} is {kind}")

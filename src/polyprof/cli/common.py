@@ -7,9 +7,9 @@ import logging
 import os
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ..errors import PolyprofError, one_line
+from ..errors import OutputError, PolyprofError, one_line
 from ..trace.core import Trace
 
 if TYPE_CHECKING:
@@ -181,9 +181,35 @@ def load_trace(path: str) -> Trace:
     return load(path)
 
 
-def output_path(path: str | Path) -> Path:
-    """Where a command writes: its directory is made if missing (``-o out/r.html``)."""
+class OutputOverInputError(OutputError):
+    """An output path that names what the command reads (an input trace, the script
+    ``polyprof run`` runs): writing it would replace that file. Names both paths."""
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file: the same inode (a hard link, a symbolic link
+    to it, another spelling), or, where one is missing, the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one of them does not exist (yet): where they would be
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def refuse_over_inputs(out: str | Path, inputs: Iterable[str | Path], what: str = "input") -> None:
+    """OutputOverInputError when the output ``out`` is one of ``inputs`` (``what`` they
+    are: "input", "script"), checked before anything is read or run (``convert`` checks
+    its store itself: store/writer.check_inputs)."""
+    for given in inputs:
+        if _same_path(Path(out), Path(given)):
+            raise OutputOverInputError(f"{os.fspath(out)}: the output is the {what} {given}; writing it would replace the "
+                                       f"{what}: choose another output path")
+
+
+def output_path(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
+    """Where a command writes: never one of its ``inputs`` (:func:`refuse_over_inputs`);
+    its directory is made if missing (``-o out/r.html``)."""
     out = Path(path)
+    refuse_over_inputs(out, inputs)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:

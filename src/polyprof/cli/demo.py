@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from ..collect.output import shown_path, written_line
 from ..collect.session import Session
 from .common import Subparsers, add_plugin_args, plugin_list, print_summary
 
@@ -56,8 +57,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"polyprof demo: profiling the {name} workload ({mod.__name__}; -w to choose)", file=sys.stderr)
     with Session(plugin_list(args), output=Path(args.output), collect_timeout=args.collect_timeout or 30.0) as s:
         mod.main([])
-    print_summary(s.stop())
-    out = args.output
-    print(f"polyprof: trace written to {out}; try `polyprof report {out} -o demo.html`, or "
+    trace = s.stop()
+    print_summary(trace)
+    line = written_line(s.written, trace.n_events)  # where it really went (a full disk: /tmp, said so)
+    if s.written is None or s.written.path is None:
+        print(line, file=sys.stderr)
+        return 1
+    out = shown_path(s.written.path)
+    print(f"{line}; try `polyprof report {out} -o demo.html`, or "
           f"`polyprof export {out} -f chrome -o demo.json.gz` and open it in Perfetto", file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..report.terminal import Grid
 
 from ..errors import PolyprofError
-from .common import Subparsers, count, seconds
+from .common import Subparsers, count, refuse_over_inputs, seconds
 
 #: changes named per direction in the verdict, at most
 VERDICT_TOP = 5
@@ -104,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from .common import window_from
 
     a_paths, b_paths = _parse_runs(args)
+    if args.output:
+        refuse_over_inputs(args.output, [*a_paths, *b_paths])  # before anything is read
     window = window_from(args)
     sides: dict[str, tuple[Runs, list[list[str]]]] = {}
     for side, paths in (("a", a_paths), ("b", b_paths)):

@@ -7,7 +7,8 @@ import sys
 
 from ..errors import PolyprofError
 from ..formats.registry import by_name, for_output, writers
-from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path, window_from
+from .common import (Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path,
+                     refuse_over_inputs, window_from)
 
 
 def register(sub: Subparsers) -> None:
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from .ranks import is_job, rank_of_job
 
     apply_peak(args)
+    refuse_over_inputs(args.output, [args.file])  # before anything is read
     job_path = None
     if is_job(args.file, args.rank) and args.rank is None:
         from ..ranks.processes import one_process_per_rank

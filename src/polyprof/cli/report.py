@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from ..errors import PolyprofError
-from .common import Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path, window_from
+from .common import (Subparsers, add_peak_arg, add_window_args, apply_peak, load_trace, output_path,
+                     refuse_over_inputs, window_from)
 from ..trace import metadata_keys as mkeys
 from .ranks import add_executor_args, add_rank_arg, analyze_ranks, is_job, is_store
 
@@ -36,6 +37,8 @@ def register(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     apply_peak(args)
+    default = Path(Path(args.file[0]).name.split(".")[0] + ".html") if len(args.file) == 1 else Path("ranks.html")
+    refuse_over_inputs(args.output or default, args.file)  # before anything is read
     ranks = parts = marks = highlight = None
     if is_job(args.file, args.rank):  # several files, a directory or a store: the same page for the same ranks
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module

@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from types import CodeType, FrameType, ModuleType, TracebackType
@@ -43,7 +43,10 @@ from ..trace.core import Trace
 from ..collect import options
 from ..collect.output import written_line
 from .thread_end import end_threads, reopened
-from .common import Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, plugin_list, print_summary
+from .. import logs
+from . import own_output
+from .common import (Subparsers, add_peak_arg, add_plugin_target_arg, apply_peak, error_line, plugin_list,
+                     print_summary, refuse_over_inputs)
 
 
 def register(sub: Subparsers) -> None:
@@ -117,14 +120,14 @@ def run_script(target: str, args: list[str], module: bool = False, keep: bool = 
             return 0
         if isinstance(code, int):
             return code
-        print(code, file=sys.stderr)
+        _say_exit_message(code)
         return 1
     except KeyboardInterrupt as e:
-        _print_script_error(e)
+        _say_script_error(e)
         _received.append(signal.SIGINT)
         return 130
     except BaseException as e:
-        _print_script_error(e)
+        _say_script_error(e)
         return 1
     finally:
         if not keep:
@@ -134,6 +137,48 @@ def run_script(target: str, args: list[str], module: bool = False, keep: bool = 
 
 #: where the frames of the launcher (this module, runpy) beneath the script's come from
 _LAUNCHER_FILES = frozenset((__file__, getattr(runpy, "__file__", None) or "", "<frozen runpy>"))
+
+
+def _say_exit_message(code: object) -> None:
+    """``sys.exit(message)``'s message as python says it: ``str(message)`` on the
+    program's ``sys.stderr`` (fd 2 where that is None), then a newline (on fd 2 where
+    ``sys.stderr`` fails). A stream the program closed, or a ``__str__`` that raises,
+    leaves the newline alone, as python; never an exception (the trace is still to write)."""
+    err = sys.stderr
+    try:
+        text = str(code)
+        if err is None:
+            os.write(2, text.encode(errors="backslashreplace"))
+        else:
+            err.write(text)
+    except Exception:  # noqa: BLE001 - python says nothing more either
+        pass
+    try:
+        if err is None:
+            raise ValueError("no sys.stderr")
+        err.write("\n")
+        err.flush()
+    except Exception:  # noqa: BLE001 - closed or failing: python's newline goes to fd 2 then
+        _write_fd2(b"\n")
+
+
+def _say_script_error(e: BaseException) -> None:
+    """:func:`_print_script_error`, which never raises: where the program's ``sys.stderr``
+    cannot take the traceback (closed), fd 2 gets python's last words for it; where it is
+    None, nothing is said (python says nothing either)."""
+    if sys.stderr is None and sys.excepthook is sys.__excepthook__:
+        return
+    try:
+        _print_script_error(e)
+    except Exception:  # noqa: BLE001 - the trace is still to write
+        _write_fd2(b"lost sys.stderr\n")
+
+
+def _write_fd2(data: bytes) -> None:
+    try:
+        os.write(2, data)
+    except OSError:  # the program closed fd 2 too
+        pass
 
 
 def _print_script_error(e: BaseException) -> None:
@@ -237,7 +282,9 @@ def _depth_given_back() -> Iterator[None]:
             sys.setrecursionlimit(limit)
 
 
-def run(args: argparse.Namespace) -> int:
+def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
+    """The session's options, checked before the program runs; or the exit code of a run
+    that ends here (no such script, --serve)."""
     target = args.script
     if not args.module and not Path(target).is_file():
         print(f"polyprof: error: {target}: no such script", file=sys.stderr)
@@ -260,55 +307,71 @@ def run(args: argparse.Namespace) -> int:
     if settings.output is None:
         stem = target.rsplit(".", 1)[-1] if args.module else Path(target).stem
         settings = replace(settings, output=Path(f"{stem}.polyprof"))
-    ends = bool(getattr(args, "process_ends", False))
-    previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
-    cwd = os.getcwd()  # the program may change it: the trace goes where it was asked for from here
-    session = Session(settings=settings)
-    pid = os.getpid()
-    _received.clear()
-    streams = sys.stdout, sys.stderr  # polyprof's lines go here, whatever the program leaves there
-    session.owns_process = True  # the program is not running yet: its plugins' calls are guarded (collect/guard.py)
-    session.start()
-    session.owns_process = False
-    started = [t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
-    _freeze_what_polyprof_made()
-    own = sys.argv, list(sys.path)
-    code = run_script(target, args.args, args.module, keep=ends)  # never raises
-    if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
-        return _ended(code, ends)
-    _keep_script_main(ends, args.module)
-    if ends and set(_received) <= {signal.SIGINT}:  # (a signal that unwound the script ends it now, as python)
-        end_threads(started, _received, session.plugin_packages())
-    with _own_streams(*streams), _as_polyprof(own, ends):
-        trace: Trace | None
-        session.owns_process = True  # the script has returned
-        try:
-            trace = session.stop()  # a signal during the save is held, then delivered here
-        except KeyboardInterrupt:
-            _received.append(signal.SIGINT)
-            trace = session.trace
-        except SystemExit:  # _on_signal noted which
-            trace = session.trace
-        finally:
-            for s, h in previous.items():
-                if signal.getsignal(s) == _on_signal:
-                    signal.signal(s, h)
-        assert trace is not None
-        if not args.no_summary and not sys.stdout.closed:
-            try:
-                apply_peak(args)
-                print_summary(trace)
-            except Exception as e:  # noqa: BLE001 - the script's exit code and the trace's line come first
-                from .common import error_line
+    if not args.module and settings.output is not None:  # before the program runs (x.polyprof's is itself)
+        refuse_over_inputs(settings.output, [target], "script")
+    return settings
 
-                print(f"{error_line(e)} (in the summary; the trace is written)", file=sys.stderr)
-        _report_written(session, trace.n_events, cwd)
-        _note_nothing_recorded(trace)
-        if os.environ.get("POLYPROF_DEBUG_EXIT"):
-            print(f"polyprof: script exit code {code}", file=sys.stderr)
-        if _received and not (ends and _interrupted()):  # killed by a signal: end the way plain python would have
-            _die_like(next((s for s in _received if s != signal.SIGINT), _received[0]))  # (SIGINT unwinds, no kill)
-    return _ended(code, ends)
+
+def run(args: argparse.Namespace) -> int:
+    settings = _prepared(args)
+    if isinstance(settings, int):
+        return settings
+    target = args.script
+    first = sys.stdout, sys.stderr
+    # polyprof's lines go to the stdout and stderr it started with, whatever the program
+    # does with sys.stdout/sys.stderr and fd 1/2 (cli/own_output.py); run_script is called
+    # here, no deeper (the frames beneath the script count: _depth_given_back)
+    with own_output.taken(*first) as (out, err, copied), \
+            (logs.own_stderr(err) if copied else nullcontext()):
+        ends = bool(getattr(args, "process_ends", False))
+        previous = {s: signal.signal(s, _on_signal) for s in UNWIND if signal.getsignal(s) == signal.SIG_DFL}
+        cwd = os.getcwd()  # the program may change it: the trace goes where it was asked for from here
+        session = Session(settings=settings)
+        pid = os.getpid()
+        _received.clear()
+        session.owns_process = True  # the program is not running yet: its plugins' calls are guarded (collect/guard.py)
+        session.start()
+        session.owns_process = False
+        started = [t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+        _freeze_what_polyprof_made()
+        own = sys.argv, list(sys.path)
+        code = run_script(target, args.args, args.module, keep=ends)  # never raises
+        if os.getpid() != pid:  # a forked child came back here: the trace is the parent's
+            return _ended(code, ends)
+        _keep_script_main(ends, args.module)
+        if ends and set(_received) <= {signal.SIGINT}:  # (a signal that unwound the script ends it now, as python)
+            end_threads(started, _received, session.plugin_packages())
+        with _own_streams((out, err), first), _as_polyprof(own, ends):
+            trace: Trace | None
+            session.owns_process = True  # the script has returned
+            try:
+                trace = session.stop()  # a signal during the save is held, then delivered here
+            except KeyboardInterrupt:
+                _received.append(signal.SIGINT)
+                trace = session.trace
+            except SystemExit:  # _on_signal noted which
+                trace = session.trace
+            except Exception as e:  # noqa: BLE001 - said here, on polyprof's stderr (not the program's)
+                print(error_line(e), file=sys.stderr)
+                return 1
+            finally:
+                for s, h in previous.items():
+                    if signal.getsignal(s) == _on_signal:
+                        signal.signal(s, h)
+            assert trace is not None
+            if not args.no_summary and not isinstance(sys.stdout, _Discard):
+                try:
+                    apply_peak(args)
+                    print_summary(trace)
+                except Exception as e:  # noqa: BLE001 - the script's exit code and the trace's line come first
+                    print(f"{error_line(e)} (in the summary; the trace is written)", file=sys.stderr)
+            _report_written(session, trace.n_events, cwd)
+            _note_nothing_recorded(trace)
+            if os.environ.get("POLYPROF_DEBUG_EXIT"):
+                print(f"polyprof: script exit code {code}", file=sys.stderr)
+            if _received and not (ends and _interrupted()):  # killed by a signal: end the way plain python would have
+                _die_like(next((s for s in _received if s != signal.SIGINT), _received[0]))  # (SIGINT unwinds, no kill)
+        return _ended(code, ends)
 
 
 def _interrupted() -> bool:
@@ -354,15 +417,17 @@ def _as_polyprof(own: tuple[list[str], list[str]], ends: bool) -> Iterator[None]
 
 
 @contextmanager
-def _own_streams(out: TextIO, err: TextIO) -> Iterator[None]:
+def _own_streams(own: tuple[TextIO, TextIO], first: tuple[TextIO, TextIO]) -> Iterator[None]:
     """polyprof's own output after the script (its warnings, the summary, where the trace
-    went) on the streams polyprof started with: a program that set ``sys.stdout`` or
-    ``sys.stderr`` to a file or a StringIO of its own keeps what it wrote there as under
-    python, and one that closed them loses polyprof's lines on that stream, not its exit
-    code. The program's streams are back for what runs after (its ``atexit`` handlers)."""
+    went) on its own streams (``own``: cli/own_output.py): a program that set
+    ``sys.stdout`` or ``sys.stderr`` to a file or a StringIO of its own keeps what it
+    wrote there as under python, and one that closed the streams polyprof started with
+    (``first``) loses polyprof's lines on that stream, not its exit code. The program's
+    streams are back for what runs after (its ``atexit`` handlers)."""
     program = sys.stdout, sys.stderr
     _flush(*program)
-    sys.stdout, sys.stderr = out, (err if not err.closed else _Discard())
+    out, err = (o if not (o.closed or f is None or f.closed) else _Discard() for o, f in zip(own, first))
+    sys.stdout, sys.stderr = out, err
     try:
         with encodable(sys.stdout, sys.stderr):  # (an ASCII locale: the tables' lines as ASCII)
             yield
