@@ -29,17 +29,21 @@ from .protocol import XSPACE_TOOL, generic_handler
 from .security import TLSFiles, check_exposure, join_address, token_interceptor
 from ..trace import metadata_keys as mkeys
 from ..lowlevel import fork
+from ..collect.clock import now_ns
 
 if TYPE_CHECKING:
     import grpc
 
     from ..collect.plugin import Plugin
+    from ..trace.core import Trace
 
 log = logging.getLogger("polyprof.serve")
 
 #: the longest session id a client may give (it is logged and kept in the trace's metadata)
 MAX_SESSION_ID = 256
 _POLL_S = 0.05  # how often a running capture checks for an early end
+#: a start-up of the plugins longer than this is said in the capture's warnings
+SLOW_START_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -178,24 +182,30 @@ class CaptureService:
         notes: list[str] = []
         with logs.diverted(notes):  # the capture's warnings go in its trace, not the program's stderr
             session = Session(self.plugins, collect_timeout=self.collect_timeout)
+            asked = now_ns()
             try:
                 session.start()
             except SessionError as e:
                 raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, f"cannot capture now: {e}") from None
+            opened = now_ns()  # every plugin records from here: the window opens (see window())
             capture.started = time.monotonic()  # the duration counts from when recording began
             capture.recording = True
             try:
                 self._wait(capture)
             finally:
+                closed = min(now_ns(), opened + capture.duration_ms * 1_000_000)
                 trace = session.stop()
+        trace = window(trace, opened, closed, opened - asked)
         said = mkeys.warning_texts(trace.metadata)
-        trace.metadata.setdefault(mkeys.WARNINGS, []).extend(n for n in notes if not any(n in w for w in said))
+        trace.metadata.setdefault(mkeys.WARNINGS, []).extend(  # each once: "plugin torch: x" is "torch: x"
+            n for n in notes if not any(n in w or w in n for w in said))
         self.captures += 1
         if not context.is_active():
             log.info("capture %s: the client went away; its trace is dropped", capture.session_id)
             return pb.ProfileResponse(empty_trace=True)
         trace.metadata[mkeys.CAPTURE] = {"session_id": capture.session_id, "peer": capture.peer,
-                                     "requested_ms": capture.duration_ms}
+                                         "requested_ms": capture.duration_ms,
+                                         **trace.metadata.get(mkeys.CAPTURE, {})}  # window() put the window's
         from ..writers.xspace import to_bytes  # the writer and its analyses only for a capture's answer
 
         data = to_bytes(trace)
@@ -235,6 +245,43 @@ class CaptureService:
         text = (f"polyprof server in pid {os.getpid()} on {socket.gethostname()}"
                 f"{'' if rank is None else f' (rank {rank})'}: {state}; {self.captures} captures so far")
         return pb.MonitorResponse(data=text)
+
+
+def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
+    """The capture's trace: what overlaps its window [opened, closed] on the session clock,
+    from when every plugin records (the session's start() returned) for the requested
+    duration, or less where the capture ended early. The host plugin records from the
+    session's start, before the device plugins (torch.profiler's first start in a process
+    takes seconds): without this its sections would span that start-up too, the device's
+    events not. As a ``--delay``/``--duration`` window (collect/schedule.py): events that
+    overlap the window are kept whole, counter samples in it kept; the session's start and
+    stop are the window's, and the step marks cut by its edges are cut to it (step 0 runs
+    from the window's start, as from a session's). ``capture`` in the metadata gets
+    ``window_ns`` and ``startup_s``, and a start-up over :data:`SLOW_START_S` is a warning."""
+    # the subsets and steps only when a capture ends (a server that waits loads none of it)
+    import numpy as np
+
+    from ..derive.steps import find_steps  # (the same reason)
+    from ..trace.subset import overlapping, take  # (the same reason)
+
+    out = take(trace, overlapping(trace, [(opened, closed)]), counter_ranges=[(opened, closed)])
+    steps = find_steps(out)
+    ev, rows = out.events, steps.rows
+    ends = ev["start_ns"][rows] + ev["dur_ns"][rows]
+    ev["start_ns"][rows] = np.maximum(ev["start_ns"][rows], opened)
+    ev["dur_ns"][rows] = np.maximum(np.minimum(ends, closed) - ev["start_ns"][rows], 0)
+    session = out.metadata.get(mkeys.SESSION)
+    if isinstance(session, dict):
+        session.update(start_ns=opened, stop_ns=closed)
+    startup_s = round(startup_ns / 1e9, 3)
+    out.metadata[mkeys.CAPTURE] = {"window_ns": [opened, closed], "startup_s": startup_s}
+    if startup_s > SLOW_START_S:
+        note = (f"the plugins took {startup_s:.3g} s to start (a profiler's first start in a process is slow); the "
+                f"trace holds the {(closed - opened) / 1e9:.3g} s from when every plugin recorded, and the program "
+                f"ran {startup_s:.3g} s longer under the profiler")
+        out.metadata.setdefault(mkeys.WARNINGS, []).append({"plugin": "session", "message": note})
+        log.info("%s", note)
+    return out
 
 
 class Server:

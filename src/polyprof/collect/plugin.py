@@ -150,30 +150,59 @@ class Plugin(abc.ABC):
     def _collect(self) -> Trace: ...
 
 
-#: how far outside the session a plugin's times may lie before they are refused: far more
+#: how far outside the session a plugin's times may lie before they are dropped: far more
 #: than any real clock error or work queued before the start, far less than the distance
 #: to a wrong clock (wall-clock time, microseconds, a NaN cast to int64)
 FAR_NS = 3600 * 10**9
 
+#: the share of a part's events (or of its counter samples) far outside the session at
+#: which the whole part is refused: a wrong clock (wall-clock time, microseconds) moves
+#: every time on it, so at least half of them; fewer are stray stamps (an end the
+#: profiler never wrote: torch.profiler started while the program's thread was inside an
+#: op), dropped one by one with a warning while the rest is kept
+REFUSE_SHARE = 0.5
 
-def far_outside(trace: Trace, start_ns: int, stop_ns: int) -> str | None:
-    """What is wrong with the times of what a plugin's collect() gave, if any lie more
-    than :data:`FAR_NS` outside the session [start_ns, stop_ns]; None when all are near.
-    The session refuses such a part: its times would make the trace's span decades long
-    (or unreadable: the .polyprof reader rejects times beyond +-2**62 ns)."""
+
+class Near(NamedTuple):
+    """What :func:`keep_near` makes of a part: ``trace`` is what is kept (None: the part
+    is refused) and ``message`` why it is refused or what was dropped (None: nothing)."""
+
+    trace: Trace | None
+    message: str | None = None
+
+
+def keep_near(trace: Trace, start_ns: int, stop_ns: int) -> Near:
+    """A plugin's part without its events and counter samples that lie more than
+    :data:`FAR_NS` outside the session [start_ns, stop_ns] (their times would make the
+    trace's span decades long, or unreadable: the .polyprof reader rejects times beyond
+    +-2**62 ns). An event is dropped whole, not clipped to the session, even where only
+    its end is far: its end was never recorded, and a clipped one would claim to run to
+    the session's end, counting that time to its op and holding every later event of its
+    thread as its children. The part is refused when :data:`REFUSE_SHARE` or more of its
+    events (or of its counter samples) lie far outside: a clock mix-up, not stray stamps."""
     lo_ok, hi_ok = start_ns - FAR_NS, stop_ns + FAR_NS
-    for what, first, last in (("events", trace.start_ns, trace.start_ns + trace.dur_ns),
-                              ("counter samples", trace.counters["ts_ns"], trace.counters["ts_ns"])):
-        if not len(first):
+    first, ts = trace.start_ns, trace.counters["ts_ns"]
+    last = first + trace.dur_ns
+    bad_events = (first < lo_ok) | (last > hi_ok) | (last < first)  # last < first: an end that wrapped round
+    bad_samples = (ts < lo_ok) | (ts > hi_ok)
+    said: list[str] = []
+    for what, bad, a, b in (("events", bad_events, first, last), ("counter samples", bad_samples, ts, ts)):
+        n_bad = int(bad.sum())
+        if not n_bad:
             continue
-        outside = (first < lo_ok) | (last > hi_ok) | (last < first)  # last < first: an end that wrapped round
-        bad = int(outside.sum())
-        if not bad:
-            continue
-        lo, hi = int(first.min()), int(last.max())
+        lo, hi = int(a[bad].min()), int(b[bad].max())
         nan = " (a NaN or an overflow cast to int64)" if lo == np.iinfo(np.int64).min else ""
-        return (f"{bad} of {len(first)} {what} lie more than {FAR_NS // 10**9 // 3600} h outside the session: "
-                f"from {(lo - start_ns) / 1e9:+.6g} s to {(hi - start_ns) / 1e9:+.6g} s after its start, which "
-                f"lasted {(stop_ns - start_ns) / 1e9:.6g} s{nan}; times must be integer ns on the session "
-                "clock (time.perf_counter_ns(), CLOCK_MONOTONIC), or synced onto it")
-    return None
+        far = (f"{n_bad} of {len(bad)} {what} lie more than {FAR_NS // 10**9 // 3600} h outside the session: "
+               f"from {(lo - start_ns) / 1e9:+.6g} s to {(hi - start_ns) / 1e9:+.6g} s after its start, which "
+               f"lasted {(stop_ns - start_ns) / 1e9:.6g} s{nan}")
+        if n_bad >= REFUSE_SHARE * len(bad):
+            return Near(None, f"{far}: half or more, so a wrong clock; times must be integer ns on the session clock (time.perf_counter_ns(), "
+                              "CLOCK_MONOTONIC), or synced onto it")
+        said.append(f"{far}: dropped, the other {len(bad) - n_bad:,} kept")
+    if not said:
+        return Near(trace)
+    from ..trace.subset import take  # only for a part with stray times
+
+    kept = take(trace, ~bad_events, counter_ranges=[(lo_ok, hi_ok)] if bad_samples.any() else None)
+    return Near(kept, f"{'; '.join(said)} (under {REFUSE_SHARE:.0%} of them: stray times, such as an end the "
+                      "profiler never wrote, not a wrong clock)")

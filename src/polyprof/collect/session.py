@@ -34,7 +34,7 @@ from .children import ChildrenCPU
 from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Kept, Outcome, call_guarded, call_here
 from .options import NAMES, SessionOptions, make
-from .plugin import Plugin, SessionContext, far_outside
+from .plugin import Near, Plugin, SessionContext, keep_near
 from .registry import discover, is_target, load_target, resolve
 from ..trace import metadata_keys as mkeys
 
@@ -382,14 +382,16 @@ class Session:
             self._error(slot.name, "collect", f"returned {type(result).__name__}, not a Trace")
             slot.status = "failed"
             return None
-        try:
+        try:  # stray times far outside the session are dropped (said), a wrong clock refuses the part
             result.validate()
-            far = far_outside(result, self._ctx.start_ns if self._ctx is not None else end, end)
+            near = keep_near(result, self._ctx.start_ns if self._ctx is not None else end, end)
         except Exception as e:
-            far = _describe(e)
-        if far is None:
-            return result
-        self._error(slot.name, "collect", f"returned malformed data: {far}")
+            near = Near(None, _describe(e))
+        if near.trace is not None:
+            if near.message is not None and self._ctx is not None:
+                self._ctx.warn(slot.name, near.message)
+            return near.trace
+        self._error(slot.name, "collect", f"returned malformed data: {near.message}")
         slot.status = "failed"
         return None
 
