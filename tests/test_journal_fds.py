@@ -21,7 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 import polyprof
 from polyprof.collect import journal
@@ -219,8 +218,6 @@ def test_two_runs_with_the_same_output_keep_both_journals(tmp_path):
         _end(a, b)
 
 
-@pytest.mark.xfail(strict=True, reason="Session._save unlinks OUTPUT.partial by its path (collect/session.py); "
-                   "it should call journal.discard(part), which deletes only this process's own journals")
 def test_the_run_that_ends_first_deletes_only_its_own_journal(tmp_path):
     """The second run ends normally, the first is killed: the first's journal is kept,
     and the second's (beside it) is deleted at its normal stop."""

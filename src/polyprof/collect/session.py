@@ -345,11 +345,7 @@ class Session:
         self.written = output_mod.save(self.trace, self.output, self.follow_symlinks)
         part = journal.path_for(self.output)
         if self.written.path is not None and self._outer is None:
-            try:
-                if part.is_file() and not part.is_symlink():
-                    part.unlink()
-            except OSError:
-                pass
+            journal.discard(part)  # this process's own journals only: never another run's live one
         elif self.written.path is None and part.is_file():
             log.error("the host data recorded so far is in %s", part)
 
