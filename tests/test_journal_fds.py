@@ -150,6 +150,11 @@ def test_a_live_journal_is_never_moved_and_only_our_own_is_deleted(tmp_path):
     try:
         assert a.path == asked and b.path == tmp_path / "o.polyprof.partial.1"
         assert journal.keep_earlier(asked) is None and asked.is_file()  # locked: a live run's
+        # the notes on a trace not written name where this process's journal is (the latest)
+        from polyprof.collect.output import journal_note
+
+        assert journal.where(asked) == b.path
+        assert journal_note(tmp_path / "o.polyprof").endswith("o.polyprof.partial.1")
     finally:
         a.close(delete=False)
         b.close(delete=False)

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import logs
 from ..lowlevel import fork
 from .guard import call_guarded
+from .journal_where import where
 from .output import journal_note, shown_path, written_line
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def track(session: "Session") -> None:
     if not _wrappers:
         _install()
     if session.output is not None and getattr(session, "_outer", None) is None:
-        _note_fatal(Path(f"{session.output}.partial"))
+        _note_fatal(where(f"{session.output}.partial"))
 
 
 def _note_fatal(partial: Path) -> None:

@@ -35,7 +35,7 @@ from ..formats.journal_layout import (  # noqa: F401 - the format, re-exported f
 )
 from ..formats.journal_layout import columns as _batch
 from . import background
-from .journal_file import KEEP_EARLIER, Sink, discard, finished, keep_earlier  # noqa: F401 - re-exported
+from .journal_file import KEEP_EARLIER, Sink, discard, finished, keep_earlier, where  # noqa: F401 - re-exported
 from .recorder import _fast, set_growth, used_steps
 
 if TYPE_CHECKING:

@@ -39,6 +39,8 @@ import os
 import stat
 from pathlib import Path
 
+from .journal_where import _at, where  # noqa: F401 - where re-exported
+
 log = logging.getLogger("polyprof")
 
 #: how many earlier journals of one output are kept (``OUTPUT.partial.1`` ... ``.N``)
@@ -262,6 +264,7 @@ def _forget_in_child() -> None:
     """A forked child holds no finished journal of its parent (nor its locks)."""
     sinks = [s for v in _finished.values() for s in v]
     _finished.clear()
+    _at.clear()
     for s in sinks:
         s.release()
 
@@ -275,6 +278,7 @@ class Sink:
 
     def __init__(self, path: Path, follow_symlinks: bool = False):
         fd, self.path = create(Path(path), follow_symlinks)
+        _at[Path(path)] = self.path
         ident = _fd_ident(fd)
         if ident is None:
             raise OSError(errno.EBADF, "the crash journal's descriptor was closed as it was opened", str(path))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Mapping
 from ..errors import OutputError
 from ..outfile import check_target, replacing
 from ..trace.identity import LAUNCHER_VARIABLES
+from .journal_where import where
 
 if TYPE_CHECKING:
     from ..trace.core import Trace
@@ -63,7 +64,7 @@ def journal_note(output: object, cwd: str | None = None) -> str:
     """Where the crash journal keeps the host data of a trace not written, if it is there."""
     if output is None:
         return ""
-    partial = f"{os.fspath(output)}.partial"  # type: ignore[call-overload]
+    partial = os.fspath(where(f"{os.fspath(output)}.partial"))  # type: ignore[call-overload]
     return f"; the host data recorded so far is in {shown_path(partial, cwd)}" if os.path.isfile(partial) else ""
 
 
