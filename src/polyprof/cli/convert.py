@@ -27,14 +27,21 @@ def register(sub: Subparsers) -> None:
                    help="events per Parquet row group; Kineto/Chrome JSON is streamed a chunk of this many events "
                         "at a time, a row group each (default 65536; memory about 1 KB per event of a chunk), "
                         "other inputs are read whole (default 262144)")
-    p.add_argument("--overwrite", action="store_true", help="replace a store already at -o")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a store already at -o (the new store is built beside it and swapped in when "
+                        "complete: a failed convert leaves the old one as it was; room for both is needed)")
     add_executor_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ..ranks.traceset import load_ranks
 
+    from ..store.writer import check_inputs  # with load_ranks: the command's own imports, when it runs
+
+    check_inputs(Path(args.output), args.inputs)  # before anything is read
     ts = load_ranks(args.inputs, rank_by=args.rank_by)
     out = ts.convert(args.output, args.dask, jobs=args.jobs or 1, chunk_rows=args.chunk_rows,
                      overwrite=args.overwrite)

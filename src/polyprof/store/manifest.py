@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -20,6 +20,47 @@ FORMAT = "polyprof-store"
 #: Version of the store layout; a reader refuses stores from a newer one.
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+
+
+_INT64 = 1 << 63
+
+
+def _integer(v: Any, lo: int = -_INT64) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v < _INT64
+
+
+def _texts(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+#: the manifest's fields as the writer writes them: (check, what it must be). A rank's
+#: ``rank`` and ``path`` are required (read_manifest), the rest may be absent; a field of
+#: another type is a damaged manifest, refused here, once, rather than where a command
+#: first uses it (``int(r["events"])`` of a list).
+_RANK_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "rank": (_integer, "an integer"),
+    "path": (lambda v: isinstance(v, str), "text"),
+    **{k: (lambda v: _integer(v, 0), "a count (an integer >= 0)") for k in ("events", "flows", "counters")},
+    **{k: (lambda v: isinstance(v, str), "text") for k in ("label", "rank_from", "input", "format")},
+    "span_ns": (lambda v: isinstance(v, list) and len(v) == 2 and all(_integer(x) for x in v),
+                "[start, end], integers (ns)"),
+    "plane_names": (_texts, "a list of text"),
+    "sources": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of objects"),
+}
+_TOP_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "chunk_rows": (lambda v: _integer(v, 1), "a positive integer"),
+    "polyprof_version": (lambda v: isinstance(v, str), "text"),
+}
+
+
+def _check_fields(path: Path, doc: dict[str, Any], fields: dict[str, tuple[Callable[[Any], bool], str]],
+                  where: str) -> None:
+    """Refuse a field of ``doc`` (``where``: its place in the manifest) not of its type."""
+    for key, (ok, what) in fields.items():
+        if key in doc and not ok(doc[key]):
+            shown = repr(doc[key])
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            raise TraceFormatError(path, f"damaged store: the manifest's {where}{key} is {shown}, not {what}")
 
 
 def rank_dir(rank: int) -> str:
@@ -67,11 +108,13 @@ def read_manifest(root: Path) -> dict[str, Any]:
                                      f"({SCHEMA_VERSION}); upgrade polyprof (written by polyprof "
                                      f"{doc.get('polyprof_version', '?')})")
     ranks = doc.get("ranks")
-    if not isinstance(ranks, list) or not all(isinstance(r, dict) and isinstance(r.get("rank"), int)
-                                              and isinstance(r.get("path"), str) for r in ranks):
+    if not isinstance(ranks, list) or not all(isinstance(r, dict) and "rank" in r and "path" in r for r in ranks):
         raise TraceFormatError(path, "damaged store: the manifest's ranks are not a list of {rank, path}")
     if not ranks:
         raise TraceFormatError(path, "damaged store: the manifest lists no ranks")
+    _check_fields(path, doc, _TOP_FIELDS, "")
+    for i, r in enumerate(ranks):
+        _check_fields(path, r, _RANK_FIELDS, f"ranks[{i}].")
     seen: set[str] = set()
     for r in ranks:  # each rank's own folder of this store: rank=N, as the writer names it
         if r["path"] != rank_dir(r["rank"]) or r["path"] in seen:

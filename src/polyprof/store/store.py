@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from ..errors import PolyprofError
+from ..errors import PolyprofError, TraceFormatError, one_line
 from ..formats import duck_query
 from ..formats.safety import duckdb_sandbox
 from ..trace.core import Trace
@@ -64,13 +64,34 @@ class Store:
             con.execute(f"SET threads = {int(threads)}")
         con.execute("SET preserve_insertion_order = false")  # lets big sorts and group-bys spill
         for table in ("events", "flows", "counters"):
-            files = ", ".join(f"'{_sql_literal(str(self.path(r) / f'{table}.parquet'))}'" for r in self.ranks)
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{files}], hive_partitioning = true, "
-                        "union_by_name = true)")
+            files = [self.path(r) / f"{table}.parquet" for r in self.ranks]
+            try:  # DuckDB reads every file's footer here (union_by_name): a damaged one fails now
+                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{_files(files)}], "
+                            "hive_partitioning = true, union_by_name = true)")
+            except duckdb.Error as e:
+                error = self._damaged(con, e, files)
+                con.close()
+                raise error from None
         planes, tracks = self._plane_track_tables()
         con.register("planes", planes)
         con.register("tracks", tracks)
         return con
+
+    def _damaged(self, con: Any, e: Exception, files: list[Path]) -> TraceFormatError:
+        """DuckDB's error ``e`` over ``files`` as the store's, naming the damaged file: the
+        one DuckDB names, else the first it cannot read alone, else the store."""
+        import duckdb  # (as connect: only for SQL)
+
+        said = one_line(str(e).split("\nLINE ")[0], None)  # not the CREATE VIEW quoted back
+        named = [f for f in files if f"{f}'" in said or f'{f}"' in said]
+        if not named:
+            for f in files:
+                try:
+                    con.execute(f"DESCRIBE SELECT * FROM read_parquet([{_files([f])}])")
+                except duckdb.Error:
+                    named = [f]
+                    break
+        return TraceFormatError(named[0] if named else self.root, f"damaged store file ({said})")
 
     def _plane_track_tables(self) -> tuple[pa.Table, pa.Table]:
         planes: dict[str, list] = {"rank": [], "id": [], "name": [], "kind": [], "vendor": [], "index": []}
@@ -108,6 +129,11 @@ class Store:
 
 def open_store(path: str | Path) -> Store:
     return Store(path)
+
+
+def _files(paths: list[Path]) -> str:
+    """A list of files as DuckDB's SQL writes it."""
+    return ", ".join(f"'{_sql_literal(str(p))}'" for p in paths)
 
 
 def _sql_literal(s: str) -> str:

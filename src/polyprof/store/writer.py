@@ -1,68 +1,155 @@
-"""Writing a store: the folder's protocol, so that a store with a manifest is complete.
+"""Writing a store: the folder's protocol, so that a store with a manifest is complete and
+a conversion that fails leaves what was at ``-o`` as it was.
 
-Each rank is written (``rankfiles.write_rank``) into a ``.part-N`` folder; when every
-rank is written, :func:`finish` renames them to ``rank=R`` and writes the manifest last
-(to a temporary name, then renamed). A directory with rank folders and no manifest is a
-conversion that did not finish. Which traces are written, and where the work runs, is
-the job's business (``polyprof.ranks``: ``TraceSet.convert``).
+The new store is built in a hidden sibling of its path, ``.NAME.polyprof-new`` (the same
+filesystem, so it can be renamed): each rank is written (``rankfiles.write_rank``) into a
+``.part-N`` folder there; when every rank is written, :func:`finish` renames them to
+``rank=R``, writes the manifest last (to a temporary name, then renamed) and swaps the
+new store in: the old one (with ``--overwrite``) is renamed aside to
+``.NAME.polyprof-old``, the new one renamed to NAME, then the old one removed. Until
+that swap nothing at NAME is touched; a failure anywhere before it removes the new
+store and no more. Which traces are written, and where the work runs, is the job's
+business (``polyprof.ranks``: ``TraceSet.convert``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from ..errors import PolyprofError
+from ..errors import OutputError, PolyprofError
 from .manifest import MANIFEST, rank_dir, write_manifest
 
 log = logging.getLogger("polyprof")
 
+#: what a leftover of this protocol may hold (a conversion killed part-way)
+_OURS = (".part-", "rank=", MANIFEST)
+
+
+def _real(root: Path) -> Path:
+    """``root`` with its symlinks resolved: a store reached through a link is replaced
+    where it lies, and the link kept."""
+    return Path(os.path.realpath(root))
+
+
+def staging(root: Path) -> Path:
+    """Where the new store for ``root`` is built before it is swapped in."""
+    real = _real(root)
+    return real.parent / f".{real.name}.polyprof-new"
+
+
+def _aside(root: Path) -> Path:
+    real = _real(root)
+    return real.parent / f".{real.name}.polyprof-old"
+
+
+def check_inputs(root: Path, inputs: Iterable[str | os.PathLike[str]]) -> None:
+    """Refuse an input that is the store ``root`` or lies inside it: the conversion would
+    read the store it replaces."""
+    real = _real(root)
+    for i in inputs:
+        p = _real(Path(i))
+        if p == real or real in p.parents:
+            where = "is the output" if p == real else f"is inside the output {root}"
+            raise PolyprofError(f"{i}: the input {where} (-o): convert cannot read the store it replaces; "
+                                "write the new store to another -o")
+
 
 def prepare(root: Path, overwrite: bool) -> None:
-    """Make ``root`` ready for a new store: refuse a non-empty directory that is not a
-    store, and a store unless ``overwrite`` (then its ranks and manifest go)."""
+    """Make ready for a new store at ``root``: refuse a non-empty directory that is not a
+    store, and a store unless ``overwrite``; make the (empty) folder the new store is
+    built in. ``root`` itself is not touched."""
+    if root.is_symlink() and not root.exists():
+        raise OutputError(f"{root}: is a symlink to nothing; remove it or choose another -o")
     if root.exists() and not root.is_dir():
-        raise PolyprofError(f"{root}: exists and is not a directory")
+        raise OutputError(f"{root}: exists and is not a directory")
     if root.exists() and any(root.iterdir()):
         ours = (root / MANIFEST).exists() or any(root.glob("rank=*")) or any(root.glob(".part-*"))
         if not ours:
-            raise PolyprofError(f"{root}: exists and is not empty (and not a store); choose another -o")
+            raise OutputError(f"{root}: exists and is not empty (and not a store); choose another -o")
         if not overwrite:
-            raise PolyprofError(f"{root}: a store is already there; pass --overwrite to replace it")
-        for p in [*root.glob("rank=*"), *root.glob(".part-*")]:
-            shutil.rmtree(p)
-        for name in (MANIFEST, MANIFEST + ".tmp"):
-            (root / name).unlink(missing_ok=True)
-    root.mkdir(parents=True, exist_ok=True)
+            raise OutputError(f"{root}: a store is already there; pass --overwrite to replace it")
+    real = _real(root)
+    if not real.name:
+        raise OutputError(f"{root}: is no path a store can be written to; choose another -o")
+    here = Path(os.path.realpath(os.curdir))
+    if real.exists() and (here == real or real in here.parents):
+        raise OutputError(f"{root}: holds the current directory, and the new store is renamed over it "
+                          "(a shell there would be left in a removed folder); run convert from outside it")
+    new = staging(root)
+    _remove_leftover(new)
+    try:
+        new.mkdir(parents=True)
+    except OSError as e:
+        raise OutputError(f"{root}: the new store cannot be made beside it ({new}: {e.strerror or e})") from None
+
+
+def _remove_leftover(path: Path) -> None:
+    """Remove what a killed conversion left at ``path`` (the new store being built, or the
+    old one set aside after the new one was in): refused if it holds anything else."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or not path.is_dir() or not all(p.name.startswith(_OURS) for p in path.iterdir()):
+        raise OutputError(f"{path}: is in the way of polyprof convert (its work folder) and is not one it left; "
+                          "remove it or choose another -o")
+    shutil.rmtree(path)
 
 
 def part(root: Path, i: int) -> Path:
     """Where the i-th rank is written before :func:`finish`."""
-    return root / f".part-{i}"
+    return staging(root) / f".part-{i}"
 
 
 def discard_parts(root: Path) -> None:
-    """Remove the parts written so far, and ``root`` if that leaves it empty (a
-    conversion that failed: :func:`prepare` made it, or found it empty)."""
-    for p in root.glob(".part-*"):
-        shutil.rmtree(p, ignore_errors=True)
-    try:
-        root.rmdir()
-    except OSError:  # not empty: what was there before stays
-        pass
+    """Remove the new store being built (a conversion that failed); ``root`` is as it was."""
+    shutil.rmtree(staging(root), ignore_errors=True)
 
 
 def finish(root: Path, ranks: list[dict[str, Any]], **extra: Any) -> Path:
-    """Rename each written part (``ranks[i]["part"]``) to its rank's folder and write the
-    manifest (each rank's entry: the rest of ``ranks[i]``, and its ``path``)."""
+    """Rename each written part (``ranks[i]["part"]``) to its rank's folder, write the
+    manifest (each rank's entry: the rest of ``ranks[i]``, and its ``path``) and swap the
+    new store in at ``root``. On any failure the new store is removed and ``root`` is
+    as it was."""
+    new = staging(root)
     entries = []
-    for r in ranks:
-        target = root / rank_dir(r["rank"])
-        Path(r["part"]).rename(target)
-        entries.append({"rank": r["rank"], "path": target.name, **{k: v for k, v in r.items()
-                                                                   if k not in ("part", "rank")}})
-    out = write_manifest(root, entries, **extra)
+    try:
+        for r in ranks:
+            target = new / rank_dir(r["rank"])
+            Path(r["part"]).rename(target)
+            entries.append({"rank": r["rank"], "path": target.name, **{k: v for k, v in r.items()
+                                                                       if k not in ("part", "rank")}})
+        write_manifest(new, entries, **extra)
+        _swap(new, root)
+    except BaseException:
+        discard_parts(root)
+        raise
     log.info("wrote store %s: %d ranks", root, len(entries))
-    return out
+    return root / MANIFEST
+
+
+def _swap(new: Path, root: Path) -> None:
+    """Rename the complete store ``new`` to ``root``: onto nothing or an empty folder at
+    once; over a store, that store renamed aside first (back, if the second rename
+    fails), and removed once the new one is in."""
+    real = _real(root)
+    try:
+        if not real.exists() or not any(real.iterdir()):
+            os.rename(new, real)  # POSIX: a folder renamed over an empty folder replaces it
+            return
+        old = _aside(root)
+        _remove_leftover(old)
+        os.rename(real, old)
+        try:
+            os.rename(new, real)
+        except BaseException:
+            os.rename(old, real)
+            raise
+    except OSError as e:
+        raise OutputError(f"{root}: the new store could not be renamed into place ({e.strerror or e}); "
+                          "what was there is as it was") from None
+    shutil.rmtree(old, ignore_errors=True)
+    if old.exists():
+        log.warning("%s: the replaced store could not be removed entirely: %s is left", root, old)
