@@ -248,3 +248,28 @@ def test_a_window_in_a_program_without_torch_says_nothing_of_torch(tmp_path):
     t = polyprof.load(tmp_path / "p.polyprof")
     assert not _warnings(t) and "WARNING" not in r.stderr
     assert t.metadata["schedule"]["recorded_steps"] == [] and (t.names() == "tick").sum() >= 10
+
+
+COMPILED = """
+import torch
+import torch._dynamo
+
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+f = torch.compile(lambda x: m(x).sum(), fullgraph=True, backend="eager")
+for _ in range(3):
+    f(torch.randn(4, 8)).backward()
+    opt.step()
+print("breaks", sum(torch._dynamo.utils.counters["graph_break"].values()))
+"""
+
+
+def test_the_first_forward_hook_is_not_traced_by_torch_compile(tmp_path):
+    """The hook that marks step 0's start is global: a module first called inside
+    torch.compile had Dynamo trace it, and it could not (fullgraph=True: Unsupported, the
+    program exited 1; without fullgraph a graph break, the model run uncompiled)."""
+    (tmp_path / "comp.py").write_text(COMPILED)
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host,torch", "-o",
+                        "c.polyprof", "comp.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "breaks 0" in r.stdout

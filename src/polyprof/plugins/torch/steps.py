@@ -58,7 +58,7 @@ class OptimizerSteps:
         forward = getattr(sys.modules.get("torch.nn.modules.module"), "register_module_forward_pre_hook", None)
         if forward is not None and not _program_profiles():
             try:
-                self._forward = forward(quiet(self._first_forward))
+                self._forward = forward(_eager_only(quiet(self._first_forward)))
             except Exception:  # noqa: BLE001 - step 0 then begins at the import's end
                 self._forward = None
 
@@ -119,3 +119,21 @@ def _program_profiles() -> bool:
         return bool(sys.modules["torch"]._C._autograd._profiler_enabled())
     except Exception:  # noqa: BLE001 - cannot tell: as if one did (no hook)
         return True
+
+
+def _eager_only(hook: Any) -> Any:
+    """``hook`` as a plain Python function that does nothing while Dynamo traces (a module
+    first called inside ``torch.compile``): Dynamo cannot trace the C ``quiet`` wrapper,
+    and broke the graph there (``fullgraph=True``: an error; else the model ran
+    uncompiled). Outside compilation the hook runs at the next eager module call."""
+    compiler = getattr(sys.modules.get("torch"), "compiler", None)
+    compiling = getattr(compiler, "is_compiling", None)
+    if compiling is None:
+        return hook
+
+    def pre(module: Any, args: Any) -> None:
+        if compiling():
+            return
+        hook(module, args)
+
+    return pre
