@@ -189,7 +189,8 @@ def _command(args: argparse.Namespace) -> int:
         print(error_line(e), file=sys.stderr)
         return 1
     except Exception as e:  # noqa: BLE001 - one line, never a traceback (-vv logs it)
-        print(error_line(e), file=sys.stderr)
+        if not _SIGNALLED:  # (a library that turned the signal into its own error: no internal error)
+            print(error_line(e), file=sys.stderr)
         return 1
 
 
@@ -198,6 +199,11 @@ def _command(args: argparse.Namespace) -> int:
 #: output, a capture's temporary directory) before the signal's default action ends the
 #: process (``polyprof run`` handles the signals itself: cli/run.py)
 UNWOUND = READ_ONLY | {"capture"}
+
+
+#: the signals :func:`unwinding_on_signals` caught, in order (at most one: the handler then
+#: gives the signal its default action again)
+_SIGNALLED: list[int] = []
 
 
 class Terminated(BaseException):
@@ -227,6 +233,7 @@ def unwinding_on_signals(command: str | None) -> Iterator[None]:
         if os.getpid() != pid:  # a forked worker inherited the handler: it dies as it would have
             os.kill(os.getpid(), signum)
             return
+        _SIGNALLED.append(signum)  # also where a library swallows the exception (DuckDB: "interrupted")
         raise Terminated(signum)
 
     names = ("SIGTERM", "SIGHUP")
@@ -236,17 +243,23 @@ def unwinding_on_signals(command: str | None) -> Iterator[None]:
         signal.signal(s, on_signal)
     try:
         yield
-    except Terminated as t:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        signal.signal(t.signum, signal.SIG_DFL)
-        os.kill(os.getpid(), t.signum)
-        raise SystemExit(128 + t.signum) from None  # (only if the signal did not end it)
+    except Terminated:
+        pass
+    except BaseException:
+        if not _SIGNALLED:
+            raise
     finally:
         for s in previous:
             if signal.getsignal(s) is on_signal:
                 signal.signal(s, signal.SIG_DFL)
+    if _SIGNALLED:  # unwound (or the command ended some other way after it): die by the signal
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        signum = _SIGNALLED[0]
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        raise SystemExit(128 + signum)  # (only if the signal did not end it)
 
 
 def entry() -> None:

@@ -40,6 +40,7 @@ import logging
 import os
 import pickle
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -84,8 +85,8 @@ class SerialExecutor(cf.Executor):
         f: cf.Future = cf.Future()
         try:
             f.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
-            f.set_exception(e)
+        except Exception as e:  # noqa: BLE001 - handed to the caller through the future
+            f.set_exception(e)  # (not a SIGTERM's unwinding nor Ctrl-C: those end the job, cli/__init__.py)
         return f
 
 
@@ -124,8 +125,15 @@ class LocalPool(cf.Executor):
         return self._pool.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+        if self._pool is None:
+            return
+        workers = list(getattr(self._pool, "_processes", None) or {}) if not wait else []
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+        for pid in workers:  # a job ended by a signal: its ranks' work is for no one (3.11 has no terminate_workers)
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
 
 
 def cores() -> int:
@@ -167,8 +175,10 @@ def executor(spec: Any = None, jobs: int | None = None, tasks: int = 1, small: b
         return
     try:
         yield ex
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+    except BaseException as e:  # an error waits for the ranks running; a signal or Ctrl-C does not
+        ex.shutdown(wait=isinstance(e, Exception), cancel_futures=True)
+        raise
+    ex.shutdown(wait=True, cancel_futures=True)
 
 
 @contextlib.contextmanager

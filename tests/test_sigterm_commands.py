@@ -1,0 +1,65 @@
+"""SIGTERM ends a reading command by its signal, at once, wherever it is: between ranks
+run one at a time, while a pool runs them, and inside a DuckDB query that turns the
+signal into its own error ("Query interrupted"). Before: a serial job took the signal
+for a failed rank and read the next (exit 1 after 8 s), a pool waited for its running
+ranks, and `sql` printed an internal error and exited 1."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+RANKS = [DATA / "traces" / "gloo" / f"gloo_rank{r}.json.gz" for r in (0, 1)]
+
+SLOW_RANKS = """
+import pathlib, sys, time
+import polyprof.ranks.traceset as ts
+orig = ts._run_on
+marker = pathlib.Path(sys.argv[1])
+def slow(fn, entry):
+    marker.touch()
+    time.sleep(20)  # stands in for a long parse
+    return orig(fn, entry)
+ts._run_on = slow
+sys.argv = ["polyprof", "summary", "-j", sys.argv[2], *sys.argv[3:]]
+from polyprof.cli import entry
+entry()
+"""
+
+
+def _terminate(p: subprocess.Popen, started: Path | None = None, after: float = 0.0) -> tuple[int, float, str]:
+    t0 = time.monotonic()
+    while started is not None and not started.exists() and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+    time.sleep(after)
+    sent = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    return p.returncode, time.monotonic() - sent, err
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_sigterm_between_ranks_ends_the_job_by_the_signal(tmp_path: Path, jobs: str) -> None:
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_RANKS)
+    started = tmp_path / "started"
+    p = subprocess.Popen([sys.executable, str(script), str(started), jobs, *map(str, RANKS)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rc, took, err = _terminate(p, started, 0.3)
+    assert rc == -signal.SIGTERM and took < 10, (rc, took, err)
+    assert "error" not in err
+
+
+def test_sigterm_in_a_duckdb_query_is_no_internal_error(tmp_path: Path) -> None:
+    p = subprocess.Popen([sys.executable, "-m", "polyprof", "sql", str(RANKS[0]),
+                          "SELECT count(*) FROM range(3000000000) t(i) WHERE i % 7 = 3"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    rc, took, err = _terminate(p, None, 4.0)
+    assert rc == -signal.SIGTERM and took < 10, (rc, took, err)
+    assert "internal error" not in err
