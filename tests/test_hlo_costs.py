@@ -155,7 +155,7 @@ def test_jax_gpu_xspace_gets_op_efficiency_and_mfu_from_its_hlo():
     oe = op_efficiency(t)
     names = column(oe, "name").tolist()
     assert len(names) == 8 and set(column(oe, "flops_source").tolist()) == {"hlo"}
-    row = names.index("gemm_fusion_dot")
+    row = names.index("jit_step/gemm_fusion_dot")  # (an XLA op: module/op)
     assert column(oe, "count")[row] == 6
     # per step: its dot's 2 x 512 x 1024 x 256 and its epilogue's 2 ops x 512 x 1024 elements
     assert column(oe, "flops")[row] == 6 * (2 * 512 * 1024 * 256 + 2 * 512 * 1024)

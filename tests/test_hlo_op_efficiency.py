@@ -56,9 +56,14 @@ DIFFERENT_FLOPS = {"loop_reduce_fusion.2", "loop_reduce_fusion.3", "input_reduce
 
 
 def _rows(name: str) -> dict[str, dict[str, object]]:
+    """op_efficiency's rows by op: an XLA op is named ``module/op`` (its ``module``
+    apart), XProf's hlo_stats gives the program apart; each file is one module."""
     oe = op_efficiency(polyprof.load(TRACELENS / f"{name}.xplane.pb"))
-    cols = ("category", "count", "flops", "bytes", "time_ns", "flops_per_s", "bytes_per_s", "where", "kernels")
-    return {n: {c: column(oe, c)[i] for c in cols} for i, n in enumerate(column(oe, "name").tolist())}
+    cols = ("category", "count", "flops", "bytes", "time_ns", "flops_per_s", "bytes_per_s", "where", "kernels",
+            "module")
+    names, mods = column(oe, "name").tolist(), column(oe, "module").tolist()
+    assert len(set(mods)) == 1 and all(n.startswith(f"{m}/") for n, m in zip(names, mods))
+    return {n[len(m) + 1:]: {c: column(oe, c)[i] for c in cols} for i, (n, m) in enumerate(zip(names, mods))}
 
 
 @pytest.mark.parametrize("name", sorted(XPROF))
@@ -89,8 +94,10 @@ def test_an_op_run_as_two_kernels_is_one_row_counted_once_per_execution():
     conv = mine["cudnn-conv.1"]
     assert conv["category"] == "custom-call"
     assert conv["flops"] == 40 * 32715571200 and conv["bytes"] == 40 * 579072000
-    kernels = str(conv["kernels"]).split("; ")
-    assert len(kernels) == 2 and kernels[0].startswith("Cijk_") and kernels[1] == "Im3d2Col.kd"  # longest first
+    kernels = str(conv["kernels"]).split("; ")  # (named as kernel_breakdown's rows: module/kernel)
+    assert conv["module"] == "jit_forward_3d_conv"
+    assert len(kernels) == 2 and kernels[0].startswith("jit_forward_3d_conv/Cijk_")  # longest first
+    assert kernels[1] == "jit_forward_3d_conv/Im3d2Col.kd"
     assert not any(n.startswith(("Cijk_", "Im3d2Col")) for n in mine)
     m = mfu(polyprof.load(TRACELENS / "jax_conv_minimal_08.xplane.pb"))
     assert column(m, "flops")[0] == 40 * 32715571200
@@ -101,7 +108,7 @@ def test_ops_sharing_a_kernel_name_are_rows_of_their_own():
     as XProf's (before, one row of 10 calls); the fused attention's kernels (fills, the
     dQ/dK/dV kernel...) are one row per op."""
     mine = _rows("jax_te_fused_attn_934987a2fc2f")
-    assert mine["gemm_fusion_dot"]["kernels"] == mine["gemm_fusion_dot.3"]["kernels"] == "gemm_fusion_dot.kd"
+    assert mine["gemm_fusion_dot"]["kernels"] == mine["gemm_fusion_dot.3"]["kernels"] == "jit_loss_fn/gemm_fusion_dot.kd"
     assert mine["gemm_fusion_dot"]["count"] == mine["gemm_fusion_dot.3"]["count"] == 5
     assert mine["gemm_fusion_dot.3"]["category"] == "fusion"
     bwd = mine["te_fused_attn_backward_ffi.12"]
@@ -111,13 +118,13 @@ def test_ops_sharing_a_kernel_name_are_rows_of_their_own():
 
 def test_an_op_name_of_two_modules_is_two_rows():
     """On the CPU, ``ynn_fusion`` of jit_loss (3 runs) and of jit_rnn (12: a loop's body)
-    are two ops: named with their module; the others keep their own name."""
+    are two ops: each op named in its module (``module/op``, as event_stats names it)."""
     oe = op_efficiency(polyprof.load(CPU))
     rows = dict(zip(column(oe, "name").tolist(), zip(column(oe, "count").tolist(), column(oe, "flops").tolist())))
     # per run: 131,072 FLOPs in jit_loss, 32,768 in jit_rnn (on each trip of its loop)
-    assert rows["ynn_fusion (jit_loss)"] == (3, 3 * 2 * 64 * 16 * 64)
-    assert rows["ynn_fusion (jit_rnn)"] == (12, 12 * 32768) and "ynn_fusion" not in rows
-    assert rows["dot"][0] == 3 and set(column(oe, "kernels").tolist()) == {""}  # the CPU runtime's events are ops
+    assert rows["jit_loss/ynn_fusion"] == (3, 3 * 2 * 64 * 16 * 64)
+    assert rows["jit_rnn/ynn_fusion"] == (12, 12 * 32768) and "ynn_fusion" not in rows
+    assert rows["jit_loss/dot"][0] == 3 and set(column(oe, "kernels").tolist()) == {""}  # the CPU runtime's events are ops
 
 
 def _summary(*args: str) -> str:
@@ -163,7 +170,7 @@ def test_calls_of_one_multi_kernel_op_with_nothing_costed_between_stay_apart():
     vals[np.array(["transpose" in str(v) for v in vals])] = "not_in_module"
     t.stats.put(keys.HLO_OP, StatColumn(col.rows, vals))
     oe = op_efficiency(t)
-    i = list(column(oe, "name")).index("cudnn-conv.1")
+    i = list(column(oe, "name")).index("jit_forward_3d_conv/cudnn-conv.1")
     assert int(column(oe, "count")[i]) == 40
     assert float(column(oe, "flops")[i]) == pytest.approx(40 * 32_715_571_200)
     assert float(column(mfu(t), "flops")[0]) == pytest.approx(40 * 32_715_571_200)

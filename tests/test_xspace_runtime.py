@@ -95,7 +95,7 @@ def test_kernels_xla_launches_outside_an_op_keep_their_hlo_costs() -> None:
     trace = load(DATA / "peers" / "tracelens" / "jax_conv_minimal_legacy.xplane.pb")
     assert cache.correlation(trace).counts["device_activities_with_framework_op"] == 0
     k = kernel_efficiency(trace)
-    assert list(k["name"][:1]) == ["input_transpose_fusion"] and len(k) == 5
+    assert list(k["name"][:1]) == ["jit_forward_3d_conv/input_transpose_fusion"] and len(k) == 5  # (module/kernel)
     assert int(k["device_ns"][0]) == 1950960 and int(k["bytes"][0]) == 5720268800
     assert set(k["op"]) == {""}
     assert round(float(k["flops"][1])) == 154964754709

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..trace.core import Trace
 from .advice import suggestion
+from .common import qualified_names
 from .copies import KINDS, SMALL_BYTES, PerCopy, per_copy
 from .units import fmt_size
 from .finding import Finding
@@ -83,14 +84,15 @@ def _top(trace: Trace, c: PerCopy, sel: np.ndarray) -> list[dict[str, Any]]:
     """The copies of ``sel`` per (name, kind), most time first: count, total_ns,
     total_bytes, mean_bytes, gbps."""
     at = np.flatnonzero(sel)
-    key = trace.events["name"][c.rows[at]].astype(np.int64) * len(KINDS) + c.kind[at]
+    codes, labels, _ = qualified_names(trace, c.rows[at])  # (named as kernel_breakdown's rows: module/op)
+    key = codes * len(KINDS) + c.kind[at]
     out = []
     for k in unique(key).tolist():
         g = np.zeros(len(sel), bool)
         g[at[key == k]] = True
         n, ns, nbytes, gbps = _sums(c, g)
         sized = int((g & ~np.isnan(c.size)).sum())
-        out.append({"name": trace.strings[k // len(KINDS)], "kind": KINDS[k % len(KINDS)], "count": n,
+        out.append({"name": labels[k // len(KINDS)], "kind": KINDS[k % len(KINDS)], "count": n,
                     "total_ns": ns, "total_bytes": nbytes, "mean_bytes": nbytes // sized if sized else None,
                     "gbps": gbps})
     out.sort(key=lambda e: (-e["total_ns"], e["name"], e["kind"]))

@@ -22,14 +22,15 @@ from ..trace.core import Trace
 from ..trace.sorting import first_and_inverse, lexsort, unique, unique_inverse
 from .depgraph import KERNEL_KERNEL, Context, DepGraph, build, context, window_rows
 from . import nesting
+from .common import qualified_names
 from .frames import column, empty_frame, frame
 from .table import Table
 from .longest_path import LongestPath, forest_times, longest_path
 from .window import WindowArg, view
 
-COLUMNS = ["rank", "step", "name", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns", "path_ns",
-           "span_ns"]
-_TEXT = ("name", "kind", "track")
+COLUMNS = ["rank", "step", "name", "module", "kind", "track", "start_ns", "dur_ns", "on_path_ns", "slack_ns",
+           "path_ns", "span_ns"]
+_TEXT = ("name", "module", "kind", "track")
 
 
 log = logging.getLogger("polyprof")
@@ -119,7 +120,9 @@ def _limit(max_events: int | None | str) -> int | None:
 def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None | str = "default") -> Table:
     """Every op, runtime call and device activity of each step's dependency graph.
 
-    Columns: ``rank``; ``step`` (-1: a trace without steps, taken whole); ``name``;
+    Columns: ``rank``; ``step`` (-1: a trace without steps, taken whole); ``name``
+    (an XLA op or kernel of a known module: ``module/op``, as ``kernel_breakdown`` and
+    ``event_stats`` name it, ``common.qualified_names``); ``module`` ("" for none);
     ``kind`` (``cpu_op``, ``runtime``, ``kernel``, ``memcpy``, ``memset``,
     ``collective``, ``sync``: a device's synchronisation record); ``track`` (thread or
     stream); ``start_ns``, ``dur_ns``; ``on_path_ns`` (its time on the step's critical
@@ -179,10 +182,12 @@ def critical_path(trace: Trace, window: WindowArg = None, max_events: int | None
     order = lexsort((start[all_rows], step))  # np.lexsort's order, as one int64 sort
     rows, device = all_rows[order], all_device[order]
     track_names = np.array([t.name for t in trace.tracks], dtype=object)
+    codes, labels, modules = qualified_names(trace, rows)  # an XLA op: module/op, as kernel_breakdown names it
     return frame({
         "rank": np.full(len(rows), rank_of(trace), np.int64),
         "step": step[order],
-        "name": trace.names(rows),
+        "name": labels[codes],
+        "module": modules[codes],
         "kind": _KIND_TEXT[_kind_codes(trace, rows, device)],
         "track": track_names[ev["track"][rows]],
         "start_ns": start[rows],

@@ -20,7 +20,7 @@ from ..trace.core import Trace
 from ..trace.sorting import find, member, row_of_key, union, unique, unique_inverse, unique_rows
 from ..trace import keys
 from . import graph_costs
-from .common import analysed_span, device_view, op_durations
+from .common import analysed_span, device_view, op_durations, qualified_names
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import column, empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
@@ -193,7 +193,8 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     on the host alone (a data loader's ``aten::div``) and with device work has two rows,
     so the device row's rates are of the calls that ran there.
 
-    Columns: ``name``, ``count``, ``flops`` and ``bytes`` (summed over calls; an op
+    Columns: ``name`` (an XLA op: ``module/op``), ``module`` ("" for none), ``category``
+    (an HLO op's opcode), ``count``, ``flops`` and ``bytes`` (summed over calls; an op
     nested in another keeps its own figure, so do not sum the column over names: ``mfu``
     counts each FLOP once), ``flops_source`` (trace / shapes), ``precision`` (of the
     first input), ``device_ns`` (device time the op's calls launched, nested ops
@@ -208,7 +209,7 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     memory: which side of the ridge point the intensity lies; "" where unknown). Sorted
     by ``time_ns``.
     """
-    cols = ["name", "category", "count", "flops", "bytes", "flops_source", "precision", "device_ns", "host_ns",
+    cols = ["name", "module", "category", "count", "flops", "bytes", "flops_source", "precision", "device_ns", "host_ns",
             "time_ns", "where", "flops_per_s", "bytes_per_s", "intensity", "peak_flops_per_s", "roofline_pct",
             "bound_by", "kernels"]
     rows, on_device, c = costed_rows(trace)
@@ -223,11 +224,12 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
     # (the replays first: a window whose costed ops were all captured before it still replays them)
     rows, on_device, dev_ns, c, du, op, execs = _with_replays(trace, rows, on_device, dev_ns, c, du, op, execs)
     if not len(rows):
-        return empty_frame(cols, ("name", "category", "flops_source", "precision", "where", "bound_by", "kernels"),
+        return empty_frame(cols, ("name", "module", "category", "flops_source", "precision", "where", "bound_by",
+                                  "kernels"),
                            np.float64)
     ran = on_device | (dev_ns > 0)  # a call that ran work on a device; the others ran on the host
-    n_str = len(trace.strings)
-    g = group_stats(np.where(op >= 0, (n_str + op) * 2 + 1, ev["name"][rows].astype(np.int64) * 2 + ran), du)
+    codes, labels, modules = qualified_names(trace, rows)  # a device op of a known XLA module: module/op
+    g = group_stats(np.where(op >= 0, (len(labels) + op) * 2 + 1, codes * 2 + ran), du)
     o, s = g["order"], g["starts"]
     first = o[s]  # a group's first row (in row order): its precision and source
     flops = group_reduce(o, s, np.nan_to_num(c.flops), np.add)
@@ -251,10 +253,10 @@ def op_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = None) -
         ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
         bound = np.where(~np.isfinite(intensity) | np.isnan(ridge) | (peak_f <= 0), "",
                          np.where(intensity >= ridge, "compute", "memory")).astype(object)
-    names, category, kernels = _op_names(trace, rows, g["key"] >> 1, o, s)
+    names, module, category, kernels = _op_names(trace, rows, g["key"] >> 1, o, s, (codes, labels, modules))
     count = np.where(op[first] >= 0, group_reduce(o, s, execs.astype(np.int64), np.add), g["count"])
     return frame({
-        "name": names, "category": category, "count": count, "flops": flops,
+        "name": names, "module": module, "category": category, "count": count, "flops": flops,
         "bytes": nbytes, "flops_source": SOURCE_NAMES[c.source[first]], "precision": prec,
         "device_ns": device_ns, "host_ns": host_ns, "time_ns": time_ns,
         "where": np.where(on_dev, "device", "host").astype(object), "flops_per_s": fps, "bytes_per_s": bps,
@@ -281,43 +283,41 @@ def _with_replays(trace: Trace, rows: np.ndarray, on_device: np.ndarray, dev_ns:
             np.concatenate([execs, np.ones(n, execs.dtype)]))
 
 
-def _op_names(trace: Trace, rows: np.ndarray, key: np.ndarray, o: np.ndarray, s: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(name, category, kernels) of op_efficiency's groups: of a group of an event name
-    (``key`` a string id), that name, "", ""; of an HLO op (``key`` past the strings:
-    :func:`hlo_ops`), its instruction name (with its module's where modules share it),
-    opcode, and the names of the kernels it ran as ("; " between them, the longest
-    first; "" where they are the op's own name: XLA's CPU runtime)."""
-    strings = np.asarray(trace.strings, dtype=object)
-    n_str = len(strings)
-    hlo = key >= n_str
-    names, category, kernels = strings[np.where(hlo, 0, key)], np.full(len(key), "", object), \
+def _op_names(trace: Trace, rows: np.ndarray, key: np.ndarray, o: np.ndarray, s: np.ndarray,
+              qualified: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """(name, module, category, kernels) of op_efficiency's groups, ``qualified`` the rows'
+    ``common.qualified_names``: of a group of a name (``key`` a code of its labels), that
+    name (``module/op`` for an op of a known module), its module, "", ""; of an HLO op
+    (``key`` past the labels: :func:`hlo_ops`), ``module/instruction``, its module, its
+    opcode, and the kernels it ran as, named as ``kernel_breakdown`` names them ("; "
+    between them, the longest first; "" where they are the op's own name: XLA's CPU runtime)."""
+    codes, labels, modules = qualified
+    hlo = key >= len(labels)
+    at = np.where(hlo, 0, key)
+    names, module, category, kernels = labels[at], modules[at], np.full(len(key), "", object), \
         np.full(len(key), "", object)
     if not hlo.any():
-        return names, category, kernels
+        return names, module, category, kernels
     hc = hlo_costs(trace)
-    op = key[hlo] - n_str
-    mods: dict[str, set[str]] = {}
-    for i in unique(hc.op).tolist():
-        mods.setdefault(str(hc.op_name[i]), set()).add(str(hc.op_module[i]))
+    op = key[hlo] - len(labels)
     raw = names.copy()
-    raw[hlo] = hc.op_name[op]
-    names[hlo] = [n if len(mods.get(n, ())) < 2 else f"{n} ({m})"
-                  for n, m in zip(hc.op_name[op].tolist(), hc.op_module[op].tolist())]
+    raw[hlo], module[hlo] = hc.op_name[op], hc.op_module[op]
+    names[hlo] = [f"{m}/{n}" if m else n for n, m in zip(hc.op_name[op].tolist(), hc.op_module[op].tolist())]
     category[hlo] = hc.op_opcode[op]
     group = np.repeat(np.arange(len(key)), np.diff(np.r_[s, len(o)]))  # each sorted row's group
     sel = hlo[group]
     ev = trace.events
-    r = rows[o[sel]]
-    pairs, _, inv = unique_rows(group[sel], ev["name"][r])
-    dur = np.bincount(inv, weights=ev["dur_ns"][r].astype(np.float64), minlength=len(pairs))
-    listed: dict[int, list[tuple[float, str]]] = {}
-    for (gi, nm), d in zip(pairs.tolist(), dur.tolist()):
-        listed.setdefault(gi, []).append((-d, str(strings[nm])))
+    r = o[sel]
+    pairs, first, inv = unique_rows(group[sel], codes[r])
+    dur = np.bincount(inv, weights=ev["dur_ns"][rows[r]].astype(np.float64), minlength=len(pairs))
+    own = trace.names(rows[r[first]]) if len(first) else np.zeros(0, object)  # (the kernels' names alone)
+    listed: dict[int, list[tuple[float, str, str]]] = {}
+    for (gi, c), d, k in zip(pairs.tolist(), dur.tolist(), own.tolist()):
+        listed.setdefault(gi, []).append((-d, str(labels[c]), k))
     for gi, ks in listed.items():
-        if any(k != raw[gi] for _, k in ks):
-            kernels[gi] = "; ".join(k for _, k in sorted(ks))
-    return names, category, kernels
+        if any(k != raw[gi] for _, _, k in ks):
+            kernels[gi] = "; ".join(q for _, q, _ in sorted(ks))
+    return names, module, category, kernels
 
 
 def _in_window(trace: Trace, rows: np.ndarray, on_device: np.ndarray) -> np.ndarray:
@@ -551,23 +551,25 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     """One row per kernel name with a FLOP or byte figure (:func:`kernel_costs`), of the
     kernels the analysed window counts (launched in its steps).
 
-    Columns: ``name``, ``count``, ``flops``, ``bytes``, ``device_ns``, ``flops_per_s``,
-    ``bytes_per_s``, ``intensity``, ``roofline_pct`` and ``bound_by`` (as
+    Columns: ``name`` (``module/kernel`` for a kernel of a known XLA module, as
+    ``kernel_breakdown`` names it), ``module`` ("" for none), ``count``, ``flops``, ``bytes``,
+    ``device_ns``, ``flops_per_s``, ``bytes_per_s``, ``intensity``, ``roofline_pct`` and ``bound_by`` (as
     ``op_efficiency``, at the precision of the launching op), ``op`` (the framework op
     of the first launch), ``tensor_core`` (the name is one of a tensor-core / matrix-unit
     kernel: :data:`TENSOR_CORE_MARKS`, none of :data:`SIMT_MARKS`). Sorted by ``device_ns``.
     """
-    cols = ["name", "count", "flops", "bytes", "device_ns", "flops_per_s", "bytes_per_s", "intensity",
+    cols = ["name", "module", "count", "flops", "bytes", "device_ns", "flops_per_s", "bytes_per_s", "intensity",
             "roofline_pct", "bound_by", "op", "tensor_core"]
     rows, flops, nbytes = counted_kernel_costs(trace)
     if not len(rows):
-        return empty_frame(cols, ("name", "bound_by", "op"), np.float64)
+        return empty_frame(cols, ("name", "module", "bound_by", "op"), np.float64)
     ev = trace.events
     corr = cache.correlation(trace)
     op_rows = graph_costs.kernel_ops(trace)[0][np.searchsorted(corr.device_rows, rows)]  # -1: XLA's, outside ops
     prec = launch_precisions(trace, rows)
     dur = ev["dur_ns"][rows].astype(np.float64)
-    g = group_stats(ev["name"][rows], dur)
+    codes, labels, modules = qualified_names(trace, rows)  # an XLA kernel: a row of its module, as kernel_breakdown's
+    g = group_stats(codes, dur)
     o, s = g["order"], g["starts"]
     first = o[s]
     f = group_reduce(o, s, np.nan_to_num(flops), np.add)
@@ -576,7 +578,7 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
     b = np.where(group_reduce(o, s, (~np.isnan(nbytes)).astype(np.int64), np.add) > 0, b, np.nan)
     t = g["total"].astype(np.float64)
     pk = resolve_peak(trace, peak)
-    names = np.asarray(trace.strings, dtype=object)[g["key"]]
+    names = labels[g["key"]]
     with np.errstate(divide="ignore", invalid="ignore"):
         fps, bps, inten = f / t * 1e9, b / t * 1e9, f / b
         peak_f = np.array([pk.flops(p) if pk else 0.0 for p in prec[first]], np.float64)
@@ -585,9 +587,9 @@ def kernel_efficiency(trace: Trace, peak: str | Mapping[str, float] | None = Non
         ridge = peak_f / bw if bw else np.full(len(peak_f), np.nan)
         bound = np.where(~np.isfinite(inten) | np.isnan(ridge) | (peak_f <= 0), "",
                          np.where(inten >= ridge, "compute", "memory")).astype(object)
-    low = [n.lower() for n in names.tolist()]
+    low = [n.lower() for n in trace.names(rows[first]).tolist()]  # (the kernel's own name, not its module's)
     return frame({
-        "name": names, "count": g["count"], "flops": f, "bytes": b, "device_ns": t, "flops_per_s": fps,
+        "name": names, "module": modules[g["key"]], "count": g["count"], "flops": f, "bytes": b, "device_ns": t, "flops_per_s": fps,
         "bytes_per_s": bps, "intensity": inten, "roofline_pct": pct, "bound_by": bound,
         "op": np.where(op_rows[first] >= 0, trace.names(np.maximum(op_rows[first], 0)), "").astype(object)
         if len(first) else np.zeros(0, object),

@@ -21,7 +21,7 @@ from .finding import Finding, _records  # noqa: F401 - Finding: analyze's API, a
 from .clocks import unsynchronised
 from .compile_findings import compile_findings
 from .copy_findings import copy_findings
-from .common import COMMUNICATION, MEMCPY, analysed_span, device_view
+from .common import COMMUNICATION, MEMCPY, analysed_span, device_view, qualified_names
 from .frames import column, frame, order_desc
 from .grouping import group_stats
 from .memory_findings import memory_findings
@@ -117,10 +117,11 @@ def _top_copies(trace: Trace, name: str, n: int = 5) -> list[dict[str, Any]]:
     sel = v.counted & (v.cls >= MEMCPY) & (names[v.plane] == name)
     if not sel.any():
         return []
-    base = (trace.events["name"][v.rows[sel]].astype(np.int64) << 8) | v.cls[sel].astype(np.int64)
+    codes, labels, _ = qualified_names(trace, v.rows[sel])  # (named as kernel_breakdown's rows: module/op)
+    base = (codes << 8) | v.cls[sel].astype(np.int64)
     g = group_stats((base << 20) | v.plane[sel].astype(np.int64), v.dur[sel])
     top = np.argsort(-g["total"], kind="stable")[:n]
-    return [{"name": trace.strings[int(g["key"][i]) >> 28], "count": g["count"][i].item(),
+    return [{"name": labels[int(g["key"][i]) >> 28], "count": g["count"][i].item(),
              "total_ns": g["total"][i].item(), "mean_ns": g["mean"][i].item()} for i in top.tolist()]
 
 
@@ -314,7 +315,8 @@ def _by_category_and_name(trace: Trace, rows: np.ndarray) -> Table:
     if not len(rows):
         return frame({"category": np.zeros(0, object), "name": np.zeros(0, object),
                       "count": np.zeros(0, np.int64), "total_ns": np.zeros(0, np.int64)})
-    key = ev["category"][rows].astype(np.int64) * max(len(trace.strings), 1) + ev["name"][rows]
+    codes, labels, _ = qualified_names(trace, rows)  # (named as event_stats' rows)
+    key = ev["category"][rows].astype(np.int64) * max(len(labels), 1) + codes
     o = np.argsort(key, kind="stable")
     k = key[o]
     starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
@@ -322,8 +324,7 @@ def _by_category_and_name(trace: Trace, rows: np.ndarray) -> Table:
     total = np.add.reduceat(ev["dur_ns"][rows][o], starts)
     appear = np.argsort(o[starts], kind="stable")  # groups in order of first occurrence
     first = rows[o[starts]][appear]
-    strings = np.asarray(trace.strings, dtype=object)
-    return frame({"category": strings[ev["category"][first]], "name": strings[ev["name"][first]],
+    return frame({"category": labels[ev["category"][first]], "name": labels[k[starts][appear] % max(len(labels), 1)],
                   "count": count[appear], "total_ns": total[appear]},
                  order=order_desc(total[appear], stable=False))
 

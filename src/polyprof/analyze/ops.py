@@ -14,7 +14,7 @@ from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import unique_inverse
 from ..trace.vocabulary import GRAPH_LAUNCH_MARKERS
-from .common import CLASS_NAMES, device_view
+from .common import CLASS_NAMES, device_view, qualified_names
 from .frames import column, empty_frame, factorize, frame, labels, order_asc, order_desc
 from .grouping import group_reduce, group_stats
 from . import nesting
@@ -170,7 +170,8 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     """One row per device activity matched to the host call that launched it.
 
     Columns: ``launch_row``, ``device_row`` (event rows), ``launch_name`` (e.g.
-    ``cudaLaunchKernel``), ``name`` (the device activity), ``kind``, ``plane``,
+    ``cudaLaunchKernel``), ``name`` (the device activity; ``module/kernel`` for a kernel
+    of a known XLA module, as ``kernel_breakdown`` names it), ``module``, ``kind``, ``plane``,
     ``stream``, ``step`` (-1 outside steps), ``method`` (correlation_id / flow /
     in_order), ``launch_start_ns``, ``cpu_duration_ns`` (the launch call),
     ``device_start_ns``, ``device_duration_ns``, ``launch_delay_ns`` (device start minus
@@ -191,8 +192,10 @@ def launch_stats(trace: Trace, window: WindowArg = None) -> Table:
     step_idx = steps.of(ls)
     tnames = np.array([t.name for t in trace.tracks], object)
     pnames = np.array([p.name for p in trace.planes], object)
+    codes, labels, modules = qualified_names(trace, d)  # an XLA kernel: module/kernel, as kernel_breakdown's
     return frame({
-        "launch_row": l, "device_row": d, "launch_name": trace.names(l), "name": trace.names(d),
+        "launch_row": l, "device_row": d, "launch_name": trace.names(l), "name": labels[codes],
+        "module": modules[codes],
         "kind": CLASS_NAMES[device_view(trace).cls[has]],  # the view's rows are corr.device_rows
         "plane": pnames[trace.track_plane[ev["track"][d]]] if len(d) else np.zeros(0, object),
         "stream": tnames[ev["track"][d]],

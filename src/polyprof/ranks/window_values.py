@@ -136,11 +136,10 @@ def kernel_peaks(view: Trace, table: Table) -> np.ndarray:
     if pk is None or not len(table):
         return out
     rows, _, _ = counted_kernel_costs(view)  # (as the table: ascending rows, a name's first is its first)
-    first, _ = first_and_inverse(view.events["name"][rows])
-    names = view.events["name"][rows][first]
+    codes, labels, _ = qualified_names(view, rows)  # (its names: module/kernel for an XLA kernel)
+    first, _ = first_and_inverse(codes)
     prec = launch_precisions(view, rows[first])
-    strings = np.asarray(view.strings, dtype=object)
-    peak = {str(strings[n]): pk.flops(str(p)) for n, p in zip(names.tolist(), prec.tolist())}
+    peak = {str(n): pk.flops(str(p)) for n, p in zip(labels[codes[first]].tolist(), prec.tolist())}
     return np.array([peak.get(n, 0.0) for n in column(table, "name").tolist()], np.float64)
 
 
@@ -198,20 +197,22 @@ def with_carried_kernels(view: Trace, table: Table) -> Table:
     if not keep.any():
         return table
     rows, at, flops, nbytes, dur = rows[keep], at[keep], flops[keep], nbytes[keep], dur[keep]
-    g = group_stats(view.events["name"][rows], dur)  # (as kernel_efficiency groups them)
+    codes, labels, modules = qualified_names(view, rows)
+    g = group_stats(codes, dur)  # (as kernel_efficiency groups them)
     o, s = g["order"], g["starts"]
     first = at[o[s]]
+    own = view.names(rows[o[s]]).tolist()  # (a kernel's own name, for its tensor-core marks)
     f, b = (np.where(group_reduce(o, s, (~np.isnan(x)).astype(np.int64), np.add) > 0,
                      group_reduce(o, s, np.nan_to_num(x), np.add), np.nan) for x in (flops, nbytes))
-    names = np.asarray(view.strings, dtype=object)[g["key"]]
+    names = labels[g["key"]]
     pk = resolve_peak(view, None)
     n = len(names)
     extra = frame({
-        "name": names, "count": g["count"], "flops": f, "bytes": b, "device_ns": g["total"].astype(np.float64),
+        "name": names, "module": modules[g["key"]], "count": g["count"], "flops": f, "bytes": b, "device_ns": g["total"].astype(np.float64),
         "flops_per_s": np.full(n, np.nan), "bytes_per_s": np.full(n, np.nan), "intensity": np.full(n, np.nan),
         "roofline_pct": np.full(n, np.nan), "bound_by": np.full(n, "", object), "op": caps.op_name[first],
         "tensor_core": np.array([any(m in x.lower() for m in TENSOR_CORE_MARKS) and
-                                 not any(m in x.lower() for m in SIMT_MARKS) for x in names.tolist()], bool),
+                                 not any(m in x.lower() for m in SIMT_MARKS) for x in own], bool),
         "_peak": np.array([pk.flops(str(p)) if pk else 0.0 for p in caps.precision[first].tolist()], np.float64)})
     return _append(table, extra)
 
@@ -246,7 +247,7 @@ def with_carried_ops(view: Trace, table: Table) -> Table:
     n = len(first)
     nan = np.full(n, np.nan)
     extra = frame({
-        "name": caps.op_name[first], "category": np.full(n, "", object), "count": g["count"], "flops": f,
+        "name": caps.op_name[first], "module": np.full(n, "", object), "category": np.full(n, "", object), "count": g["count"], "flops": f,
         "bytes": b, "flops_source": SOURCE_NAMES[caps.source[first]], "precision": caps.precision[first],
         "device_ns": device_ns, "host_ns": np.zeros(n, np.int64), "time_ns": np.where(on_dev, device_ns, 0.0),
         "where": np.where(on_dev, "device", "host").astype(object), "flops_per_s": nan, "bytes_per_s": nan, "intensity": nan,
