@@ -12,12 +12,20 @@ from .common import Subparsers, add_window_args, count, load_trace, seconds, win
 
 HELP = """\
 Tables: events (plane, track_id, track, name, category, start_ns, dur_ns,
-end_ns and one column per stat, e.g. correlation_id, external_id, stream),
-flows, counters, planes, tracks. Example:
+end_ns, input_row and one column per stat, e.g. correlation_id, external_id,
+stream), flows (src, dst: the input_row of its events; id, category),
+counters (plane, name, ts_ns, value), planes, tracks; a store's have a rank
+column too. Examples:
 
   polyprof sql trace.json.gz "SELECT name, count(*) n, sum(dur_ns)/1e6 ms
     FROM events WHERE category = 'kernel' GROUP BY name ORDER BY ms DESC
     LIMIT 10"
+
+  polyprof sql STORE "SELECT f.rank, s.name, d.name, count(*) n
+    FROM flows f JOIN events s ON s.rank = f.rank AND s.input_row = f.src
+    JOIN events d ON d.rank = f.rank AND d.input_row = f.dst GROUP BY ALL"
+
+(on a trace file, the same join without the rank conditions)
 
 A result of more columns than the terminal can show as a table (SELECT *)
 prints one "column | value" line per column for each row; --csv for programs.
@@ -89,13 +97,30 @@ def stream(trace: Any, sql: str, allow_external: bool = False, memory_limit: str
 
     con = duckdb.connect(":memory:")
     con.execute(f"SET memory_limit = '{_literal(memory_limit or default_memory_limit())}'")
-    for name, table in trace.tables().items():
+    for name, table in _tables(trace).items():
         con.register(name, table)
     if not allow_external:
         from ..formats.safety import duckdb_sandbox
 
         duckdb_sandbox(con)
     return duck_query.run(con, sql, timeout_s, "the trace's tables")
+
+
+def _tables(trace: Any) -> dict[str, Any]:
+    """The trace's tables, its events with ``input_row`` (each event's row, which flows'
+    src and dst name) after ``end_ns``, as a store's events have it: a flow joins its
+    events as on a store (``JOIN flows f ON e.input_row = f.src``). A stat of that name
+    becomes ``stat.input_row``, as in a store."""
+    import numpy as np
+    import pyarrow as pa
+
+    tables = trace.tables()
+    events = tables["events"]
+    if "input_row" in events.column_names:
+        events = events.rename_columns([f"stat.{c}" if c == "input_row" else c for c in events.column_names])
+    rows = pa.array(np.arange(events.num_rows, dtype=np.int64))
+    tables["events"] = events.add_column(events.column_names.index("end_ns") + 1, "input_row", rows)
+    return tables
 
 
 def _literal(v: str) -> str:

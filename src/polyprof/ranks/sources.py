@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import PolyprofError
+from ..formats.journal_layout import MAGIC as JOURNAL_MAGIC, SUFFIX as JOURNAL_SUFFIX
 from ..store.manifest import is_store, read_manifest
 from ..trace.core import Trace
 from ..trace.identity import identify
@@ -228,6 +229,10 @@ def _directory(item: Any, warn: bool = True) -> list[RankSource] | None:
     found = runs_in(p) or nsys_runs(p) or _with_rocprof_v1(_traces_only(_without_xprof_copies(rank_files(p)), warn), p)
     if not found:
         raise PolyprofError(f"{p}: no trace files in this directory")
+    journals = [q.name for q in found if q.name.endswith(JOURNAL_SUFFIX)]
+    if journals and warn:
+        log.warning("%s: %s: read from the crash journal, no finished trace beside it (the session never "
+                    "stopped: killed?): host data up to the last flush only", p, ", ".join(journals))
     return _by_process(found)
 
 
@@ -264,12 +269,34 @@ def rank_files(p: Path) -> list[Path]:
     packages are looked at only when a file has an ending polyprof's formats do not."""
     files = sorted(q for q in p.iterdir() if not q.name.startswith(".") and q.is_file())
     own = [q for q in files if q.name.endswith(TRACE_SUFFIXES)]
-    if len(own) == len(files):
-        return own
+    journals = crash_journals(files)
+    if len(own) + len(journals) == len(files):
+        return sorted(own + journals)
     from ..formats.registry import readers  # the formats' list: only for a file of another ending
 
     endings = tuple(s for f in readers() for s in f.suffixes)
-    return [q for q in files if q.name.endswith(TRACE_SUFFIXES) or q.name.lower().endswith(endings)]
+    return sorted([q for q in files if q.name.endswith(TRACE_SUFFIXES) or q.name.lower().endswith(endings)]
+                  + journals)
+
+
+def crash_journals(files: list[Path]) -> list[Path]:
+    """The crash journals among ``files`` that are ranks: ``OUTPUT.partial`` (a run whose
+    session never stopped: killed, or a Dask worker ended without ``stop()``), told by its
+    first bytes, where no ``OUTPUT`` is beside it (a finished trace wins over its journal).
+    An earlier run's kept journal (``OUTPUT.partial.1``) is not a rank."""
+    names = {q.name for q in files}
+    magic = JOURNAL_MAGIC[:JOURNAL_MAGIC.index(b" ") + 1]  # any version: its reader says which it reads
+    out = []
+    for q in files:
+        if q.name.endswith(JOURNAL_SUFFIX) and q.name[: -len(JOURNAL_SUFFIX)] not in names:
+            try:
+                with q.open("rb") as f:
+                    head = f.read(len(magic))
+            except OSError:  # unreadable: not listed, as a file of no trace's name
+                continue
+            if head == magic:
+                out.append(q)
+    return out
 
 
 def _traces_only(files: list[Path], warn: bool = True) -> list[Path]:

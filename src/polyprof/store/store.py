@@ -63,11 +63,9 @@ class Store:
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         con.execute("SET preserve_insertion_order = false")  # lets big sorts and group-bys spill
-        for table in ("events", "flows", "counters"):
-            files = [self.path(r) / f"{table}.parquet" for r in self.ranks]
+        for table, files, sql in self._views():
             try:  # DuckDB reads every file's footer here (union_by_name): a damaged one fails now
-                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{_files(files)}], "
-                            "hive_partitioning = true, union_by_name = true)")
+                con.execute(f"CREATE VIEW {table} AS {sql}")
             except duckdb.Error as e:
                 error = self._damaged(con, e, files)
                 con.close()
@@ -76,6 +74,33 @@ class Store:
         con.register("planes", planes)
         con.register("tracks", tracks)
         return con
+
+    def _views(self) -> list[tuple[str, list[Path], str]]:
+        """(view, the files it reads, its SELECT) for events, flows and counters: the
+        columns and meanings of a trace file's tables (``polyprof sql FILE``), plus
+        ``rank``. Flows' src and dst are the events' ``input_row`` (the rows of the trace
+        the rank was converted from, as in a file's tables and in :meth:`load`), not the
+        rows of ``events.parquet`` that ``flows.parquet`` holds; flows' category and
+        counters' name are the strings ``strings.parquet`` holds at their ids."""
+        files = {t: [self.path(r) / f"{t}.parquet" for r in self.ranks]
+                 for t in ("events", "flows", "counters", "strings")}
+
+        def scan(table: str, rows: bool = False) -> str:
+            return (f"read_parquet([{_files(files[table])}], hive_partitioning = true, union_by_name = true"
+                    f"{', file_row_number = true' if rows else ''})")
+
+        event_rows = f"(SELECT rank, file_row_number AS at, input_row FROM {scan('events', True)})"
+        strings = f"(SELECT rank, file_row_number AS at, s FROM {scan('strings', True)})"
+        flows = (f"SELECT s.input_row AS src, d.input_row AS dst, f.id, c.s AS category, f.rank "
+                 f"FROM {scan('flows')} f "
+                 f"JOIN {event_rows} s ON s.rank = f.rank AND s.at = f.src "
+                 f"JOIN {event_rows} d ON d.rank = f.rank AND d.at = f.dst "
+                 f"LEFT JOIN {strings} c ON c.rank = f.rank AND c.at = f.category_id")
+        counters = (f"SELECT c.plane, n.s AS name, c.ts_ns, c.value, c.rank FROM {scan('counters')} c "
+                    f"LEFT JOIN {strings} n ON n.rank = c.rank AND n.at = c.name_id")
+        return [("events", files["events"], f"SELECT * FROM {scan('events')}"),
+                ("flows", files["flows"] + files["events"] + files["strings"], flows),
+                ("counters", files["counters"] + files["strings"], counters)]
 
     def _damaged(self, con: Any, e: Exception, files: list[Path]) -> TraceFormatError:
         """DuckDB's error ``e`` over ``files`` as the store's, naming the damaged file: the
@@ -122,7 +147,7 @@ class Store:
         con = self.connect(memory_limit)
         if not allow_external:
             duckdb_sandbox(con, paths=[self.path(r) / f"{t}.parquet" for r in self.ranks
-                                       for t in ("events", "flows", "counters")],
+                                       for t in ("events", "flows", "counters", "strings")],
                            directories=[self.root / ".duckdb-spill"])
         return duck_query.run(con, query, timeout_s, "the store's tables", damaged=self.root)
 
