@@ -20,8 +20,6 @@ The traces are generated here: steps of 200 µs on an H200, each capture a
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 from pathlib import Path
@@ -32,8 +30,8 @@ import pytest
 import polyprof
 from polyprof.analyze import cuda_graphs, efficiency, graph_costs
 from polyprof.analyze import window as W
-from polyprof.cli import main
 from polyprof.ranks import fits, stepwise
+from summary_json import summary_json
 
 TABLES = ("mfu", "cuda_graphs", "kernel_efficiency", "op_efficiency")
 MM = {"Input Dims": [[256, 1024], [1024, 4096]], "Input type": ["float", "float"]}
@@ -123,25 +121,18 @@ LAYOUTS = {
 }
 
 
-def _summary(store: Path) -> dict:
-    raw = io.BytesIO()
-    out = io.TextIOWrapper(raw, encoding="utf-8")
-    with contextlib.redirect_stdout(out):
-        assert main(["summary", str(store), "--json"]) == 0
-    out.flush()
-    return json.loads(raw.getvalue())
 
 
 def _both(path: Path, tmp: Path, mp: pytest.MonkeyPatch) -> tuple[dict, dict]:
     """The summary of ``path``'s store read whole, then window by window (12 events at most)."""
     store = polyprof.load_ranks([path]).convert(tmp / "s")
-    whole = _summary(store)
+    whole = summary_json(store)
     mp.setenv("POLYPROF_MEMORY_BOUND", str(fits.BASE_BYTES >> 20))  # every rank above the bound
     mp.setattr(fits, "window_events", lambda bound: 12)
     seen: list = []
     real = stepwise.summarise
     mp.setattr(stepwise, "summarise", lambda *a, **k: seen.append(a[1]) or real(*a, **k))
-    windowed = _summary(store)
+    windowed = summary_json(store)
     assert len(seen) == 1 and len(seen[0].events) >= 4  # read in windows
     return whole, windowed
 

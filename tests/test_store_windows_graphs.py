@@ -16,8 +16,6 @@ tests/test_store_windows_merge.py.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 from pathlib import Path
@@ -27,23 +25,16 @@ import pytest
 
 import polyprof
 from polyprof.analyze import cuda_graphs, graph_costs
-from polyprof.cli import main
 from polyprof.ranks import fits, stepwise
 from polyprof.ranks import window_values as values
 from polyprof.store.window import plan, read_window
+from summary_json import summary_json
 
 DATA = Path(__file__).parent / "data" / "h200"
 TRUTH = json.loads((DATA / "compile_truth.json").read_text())
 TABLES = ("mfu", "cuda_graphs", "kernel_efficiency", "op_efficiency")
 
 
-def _summary(store: Path) -> dict:
-    raw = io.BytesIO()
-    out = io.TextIOWrapper(raw, encoding="utf-8")
-    with contextlib.redirect_stdout(out):
-        assert main(["summary", str(store), "--json"]) == 0
-    out.flush()
-    return json.loads(raw.getvalue())
 
 
 def _same(a: object, b: object) -> bool:
@@ -59,7 +50,7 @@ class _Run:
     def __init__(self, name: str, most: int, tmp: Path, mp: pytest.MonkeyPatch) -> None:
         self.store = polyprof.load_ranks([DATA / name]).convert(tmp / "s")
         self.plan = plan(self.store / "rank=0", most)
-        self.whole = _summary(self.store)
+        self.whole = summary_json(self.store)
         mp.setenv("POLYPROF_MEMORY_BOUND", str(fits.BASE_BYTES >> 20))  # every rank above the bound
         mp.setattr(fits, "window_events", lambda bound: most)
         self.seen: list = []
@@ -67,7 +58,7 @@ class _Run:
         real, real_captures = stepwise.summarise, values.captures
         mp.setattr(stepwise, "summarise", lambda *a, **k: self.seen.append(a[1]) or real(*a, **k))
         mp.setattr(values, "captures", lambda *a: self.handed.append(real_captures(*a)) or self.handed[-1])
-        self.windowed = _summary(self.store)
+        self.windowed = summary_json(self.store)
 
     def records(self, doc: dict, table: str) -> list[dict]:
         return doc["tables"][table]["records"]
@@ -215,7 +206,7 @@ def test_device_planes_once_per_window(train, monkeypatch):
     calls: list[frozenset[int]] = []
     real = values.device_planes
     monkeypatch.setattr(values, "device_planes", lambda t: calls.append(real(t)) or calls[-1])
-    doc = _summary(train.store)
+    doc = summary_json(train.store)
     assert len(calls) == 8 and all(len(c) == 1 for c in calls[:7])
     assert doc["tables"]["mfu"]["records"][0]["devices"] == train.records(train.whole, "mfu")[0]["devices"] == 1
 
@@ -271,13 +262,13 @@ def test_a_graph_replayed_before_any_capture_claims_none_later(tmp_path, monkeyp
     J's capture in the window of the capture (its replay comes first there): 170 of the
     230 µs uncounted, J without its captured op."""
     store = polyprof.load_ranks([_two_graphs(tmp_path / "t.json")]).convert(tmp_path / "s")
-    whole = _summary(store)
+    whole = summary_json(store)
     monkeypatch.setenv("POLYPROF_MEMORY_BOUND", str(fits.BASE_BYTES >> 20))
     monkeypatch.setattr(fits, "window_events", lambda bound: 12)
     seen: list = []
     real = stepwise.summarise
     monkeypatch.setattr(stepwise, "summarise", lambda *a, **k: seen.append(a[1]) or real(*a, **k))
-    windowed = _summary(store)
+    windowed = summary_json(store)
     assert len(seen) == 1 and len(seen[0].events) >= 4
     m = windowed["tables"]["mfu"]["records"][0]
     assert m["flops"] == 6 * 2 * 256 * 1024 * 4096

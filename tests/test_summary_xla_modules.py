@@ -14,10 +14,7 @@ built inline, as in tests/test_xspace_gpu.py.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -30,18 +27,12 @@ from polyprof.analyze.events import event_stats
 from polyprof.cli import main
 from polyprof.formats import xplane_pb2
 from polyprof.ranks import fits, stepwise
+from summary_json import summary_json
 
 TWO_JITS = Path(__file__).parent / "data" / "traces" / "jax_cpu_two_jits" / "run_slow.xplane.pb.gz"
 STEPS = 12  # of the inline GPU trace
 
 
-def _summary(target: Path) -> dict:
-    raw = io.BytesIO()
-    out = io.TextIOWrapper(raw, encoding="utf-8")
-    with contextlib.redirect_stdout(out):
-        assert main(["summary", str(target), "--json"]) == 0
-    out.flush()
-    return json.loads(raw.getvalue())
 
 
 def _records(doc: dict, table: str) -> list[dict]:
@@ -78,7 +69,7 @@ def test_event_stats_has_a_row_per_module_of_an_xla_op() -> None:
 def test_summary_names_the_module_in_json_and_terminal(capsys) -> None:
     """``summary``'s --json event rows (steps 1-7: 7 calls of augment, 4 ynn_fusion each)
     and its terminal table name each op in its module."""
-    doc = _summary(TWO_JITS)
+    doc = summary_json(TWO_JITS)
     rows = {r["name"]: r for r in _records(doc, "event_stats")}
     assert rows["jit_augment/ynn_fusion"]["count"] == 28 and rows["jit_augment/ynn_fusion"]["module"] == "jit_augment"
     assert rows["jit_train_step/ynn_fusion"]["count"] == 7
@@ -159,7 +150,7 @@ def _profiler_steps(src: Path, out: Path) -> Path:
 
 
 def _whole_and_windowed(store: Path, most: int) -> tuple[dict, dict]:
-    whole = _summary(store)
+    whole = summary_json(store)
     mp = pytest.MonkeyPatch()
     seen: list = []
     try:
@@ -167,7 +158,7 @@ def _whole_and_windowed(store: Path, most: int) -> tuple[dict, dict]:
         mp.setattr(fits, "window_events", lambda bound: most)
         real = stepwise.summarise
         mp.setattr(stepwise, "summarise", lambda *a, **k: seen.append(a[1]) or real(*a, **k))
-        windowed = _summary(store)
+        windowed = summary_json(store)
     finally:
         mp.undo()
     assert seen and len(seen[0].events) >= 3, "the windowed path ran, in three windows or more"
