@@ -146,3 +146,17 @@ def test_windowed_kernel_efficiency_is_the_whole_reads(costed_gpu: bytes, tmp_pa
     assert sorted(r["name"] for r in rows) == ["jit_a/fusion", "jit_b/fusion"]
     assert _records(windowed, "kernel_efficiency") == rows
     assert windowed["tables"] == whole["tables"]
+
+
+def test_a_module_named_like_a_collective_leaves_its_ops_in_low_mfu():
+    """low_mfu leaves collectives out by name; with op names module/op, a module whose name
+    says all-reduce or all-gather made every op of it a collective (a review found it)."""
+    from polyprof.analyze.efficiency_findings import _bare
+    from polyprof.analyze.frames import frame
+    from polyprof.trace.categories import collective_names
+
+    oe = frame({"name": np.array(["jit_allreduce_step/dot.1", "pmap_train_all_gather/fusion.3", "all-reduce.1"],
+                                 object),
+                "module": np.array(["jit_allreduce_step", "pmap_train_all_gather", ""], object)})
+    assert _bare(oe) == ["dot.1", "fusion.3", "all-reduce.1"]
+    assert collective_names(_bare(oe)).tolist() == [False, False, True]

@@ -1,8 +1,9 @@
-"""SIGTERM ends a reading command by its signal, at once, wherever it is: between ranks
-run one at a time, while a pool runs them, and inside a DuckDB query that turns the
-signal into its own error ("Query interrupted"). Before: a serial job took the signal
-for a failed rank and read the next (exit 1 after 8 s), a pool waited for its running
-ranks, and `sql` printed an internal error and exited 1."""
+"""SIGTERM ends a reading command by its signal: between ranks run one at a time (at
+once), while a pool runs them (once the ranks running finish, so that their finally
+blocks remove what they made in TMPDIR), and inside a DuckDB query that turns the signal
+into its own error ("Query interrupted"). Before: a serial job took the signal for a
+failed rank and read the next (exit 1 after 8 s), and `sql` printed an internal error
+and exited 1."""
 
 from __future__ import annotations
 
@@ -46,13 +47,15 @@ def _terminate(p: subprocess.Popen, started: Path | None = None, after: float = 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_sigterm_between_ranks_ends_the_job_by_the_signal(tmp_path: Path, jobs: str) -> None:
+    """One rank at a time: at once. A pool: once the ranks running have finished (20 s
+    here), so that what they made in TMPDIR is removed; the ranks not started are not."""
     script = tmp_path / "slow.py"
     script.write_text(SLOW_RANKS)
     started = tmp_path / "started"
     p = subprocess.Popen([sys.executable, str(script), str(started), jobs, *map(str, RANKS)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rc, took, err = _terminate(p, started, 0.3)
-    assert rc == -signal.SIGTERM and took < 10, (rc, took, err)
+    assert rc == -signal.SIGTERM and took < (10 if jobs == "1" else 50), (rc, took, err)
     assert "error" not in err
 
 

@@ -19,7 +19,8 @@ from .advice import suggestion
 from .efficiency import costed_rows, device_time, resolve_peak, uncounted_of
 from .nesting import outermost
 from .finding import Finding, _records
-from .frames import column, order_desc
+from .frames import column, labels, order_desc
+from .table import Table
 
 LOW_MFU_PCT = 30.0  # overall MFU below this is "low"
 VERY_LOW_MFU_PCT = 10.0  # ... below this, high severity
@@ -52,7 +53,7 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
         return []  # much device time in graph replays whose FLOPs are unknown: MFU is a floor, maybe not low
     oe = t("op_efficiency")
     roof = column(oe, "roofline_pct") if len(oe) else np.zeros(0)
-    ok = np.isfinite(roof) & ~collective_names([str(n) for n in column(oe, "name")]) if len(oe) else np.zeros(0, bool)
+    ok = np.isfinite(roof) & ~collective_names(_bare(oe)) if len(oe) else np.zeros(0, bool)
     # (a collective's time is the network's and the other ranks', not lost against a roofline; nor is an
     # op of a few FLOPs per byte measured against the compute roof where no bandwidth tells its ridge)
     if len(oe):
@@ -77,6 +78,15 @@ def _low_mfu(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
          "time_ns": float(column(m, "time_ns")[0]), "peak_flops_per_s": float(column(m, "peak_flops_per_s")[0]),
          "devices": int(column(m, "devices")[0]), "device": str(column(m, "device")[0])},
         events, (LOW_MFU_LEAD if events else "") + suggestion(trace, "low_mfu"))]
+
+
+def _bare(oe: Table) -> list[str]:
+    """Each row's op name without its XLA module (``jit_allreduce_step/dot.1``: a matmul
+    of a module whose name says all-reduce, no collective)."""
+    names = [str(n) for n in column(oe, "name")]
+    if "module" not in labels(oe):
+        return names
+    return [n[len(m) + 1:] if m and n.startswith(f"{m}/") else n for n, m in zip(names, map(str, column(oe, "module")))]
 
 
 def _title_name(name: str, most: int = 60) -> str:

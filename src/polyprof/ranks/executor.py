@@ -40,7 +40,6 @@ import logging
 import os
 import pickle
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -125,15 +124,8 @@ class LocalPool(cf.Executor):
         return self._pool.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        if self._pool is None:
-            return
-        workers = list(getattr(self._pool, "_processes", None) or {}) if not wait else []
-        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
-        for pid in workers:  # a job ended by a signal: its ranks' work is for no one (3.11 has no terminate_workers)
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:
-                pass
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 def cores() -> int:
@@ -175,10 +167,8 @@ def executor(spec: Any = None, jobs: int | None = None, tasks: int = 1, small: b
         return
     try:
         yield ex
-    except BaseException as e:  # an error waits for the ranks running; a signal or Ctrl-C does not
-        ex.shutdown(wait=isinstance(e, Exception), cancel_futures=True)
-        raise
-    ex.shutdown(wait=True, cancel_futures=True)
+    finally:  # also on a signal: the ranks running finish, so their temporary files are removed
+        ex.shutdown(wait=True, cancel_futures=True)
 
 
 @contextlib.contextmanager
