@@ -160,3 +160,16 @@ def test_a_module_named_like_a_collective_leaves_its_ops_in_low_mfu():
                 "module": np.array(["jit_allreduce_step", "pmap_train_all_gather", ""], object)})
     assert _bare(oe) == ["dot.1", "fusion.3", "all-reduce.1"]
     assert collective_names(_bare(oe)).tolist() == [False, False, True]
+
+
+def test_the_job_critical_path_names_xla_ops_by_module(capsys):
+    """``critical-path`` of a job named its path's XLA ops alone (``ynn_fusion``) where
+    each rank's tables say ``jit_step/ynn_fusion`` (a review found it)."""
+    import json
+
+    from polyprof.cli import main
+
+    assert main(["critical-path", str(Path(__file__).parent / "data" / "traces" / "jax_cpu_job"), "--json"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)["critical_path"]}
+    xla = {n for n in names if "fusion" in n or n.split("/")[-1].startswith(("dot", "all-reduce"))}
+    assert xla and all(n.startswith("jit_step/") for n in xla), sorted(xla)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analyze.common import qualified_names
 from ..analyze.critical_path import graph_end, path_owner, step_windows
 from ..analyze.depgraph import DEPENDENCY, OPERATOR, SYNC, DepGraph, build, context
 from ..analyze.frames import column, frame
@@ -35,6 +36,7 @@ from ..derive import cache
 from ..analyze.table import Table
 from ..trace.core import Trace
 from ..trace.categories import Kind
+from ..trace.sorting import unique
 from .align import RankClock, align_ranks
 from .collectives import collective_table
 
@@ -331,15 +333,19 @@ def path_table(jg: JobGraph, p: LongestPath) -> Table:
     ok = own >= 0
     on = np.bincount(own[ok], weights=g.weight[p.edges][ok], minlength=len(g.rows)).astype(np.int64)
     ev = np.flatnonzero(on > 0)
-    names, kinds, starts, durs = [], [], [], []
+    names = np.zeros(len(ev), dtype=object)
+    for r in unique(jg.rank[ev]).tolist():  # an XLA op: module/op, as each rank's tables name it
+        at = np.flatnonzero(jg.rank[ev] == r)
+        codes, labels, _ = qualified_names(jg.traces[jg.ranks.index(int(r))], g.rows[ev[at]])
+        names[at] = labels[codes]
+    kinds, starts, durs = [], [], []
     for e in ev.tolist():  # the path's events: a few hundred per step
         t = jg.traces[jg.ranks.index(int(jg.rank[e]))]
         row = int(g.rows[e])
-        names.append(t.strings[int(t.events["name"][row])])
         kinds.append(Kind(int(t.kinds[row])).name.lower())
         starts.append(int(t.events["start_ns"][row]))
         durs.append(int(t.events["dur_ns"][row]))
-    return frame({"rank": jg.rank[ev], "name": np.array(names, dtype=object), "kind": np.array(kinds, dtype=object),
+    return frame({"rank": jg.rank[ev], "name": names, "kind": np.array(kinds, dtype=object),
                   "start_ns": np.array(starts, np.int64), "dur_ns": np.array(durs, np.int64), "on_path_ns": on[ev]})
 
 
