@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import lzma
 import tempfile
 from pathlib import Path
@@ -250,3 +251,41 @@ def test_a_sniff_with_no_read_keeps_its_bytes_a_few_seconds(tmp_path, monkeypatc
     clock[0] += 1
     assert detect(files[5]) == "nsys" and [k[0] for k in sqlite_db._WHOLE] == [str(files[5])]
     sqlite_db._WHOLE.clear()
+
+
+SLOW_INFLATE = """
+import contextlib, sys, time
+import polyprof.formats.sqlite_db as db
+orig = db.inflated
+@contextlib.contextmanager
+def slow(path, data=None):
+    with orig(path, data) as p:
+        time.sleep(1)  # a large database still inflating when the reader ahead is stopped
+        yield p
+db.inflated = slow
+sys.argv = ["polyprof", "summary", "-j", "1", sys.argv[1]]
+from polyprof.cli import entry
+entry()
+"""
+
+
+def test_ranks_read_ahead_leave_no_inflated_database_behind(tmp_path):
+    """A job's reader ahead (ranks/executor.py ReadAhead) is killed when the ranks are
+    taken; killed inside an inflation, its database stayed in TMPDIR (a 17 MB
+    ``polyprof-*.sqlite`` per multi-rank read of compressed Nsight files, on success
+    too). Its temporary files now go to a folder its parent removes."""
+    import subprocess
+    import sys
+
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in range(6):  # stored, not packed: over the 2 MiB of a job worth reading ahead
+        (job / f"rank{r}.sqlite.gz").write_bytes(gzip.compress(NSYS.read_bytes(), compresslevel=0))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_INFLATE)
+    r = subprocess.run([sys.executable, str(script), str(job)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TMPDIR": str(tmp)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(p.name for p in tmp.iterdir()) == []

@@ -346,11 +346,15 @@ class ReadAhead:
             importlib.import_module("polyprof.formats.kineto")
         # named by this process: what it leaves behind is told from other processes' folders
         self.dir = Path(tempfile.mkdtemp(prefix=f"polyprof-prefetch-{os.getpid()}-", dir=_folder()))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)  # at exit too
+        # the reader's own temporary files (a compressed database inflated): it is killed
+        # when taken, so what it was making is removed with this folder, not left in TMPDIR
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"polyprof-prefetch-tmp-{os.getpid()}-"))
+        self._cleanup = weakref.finalize(self, _remove, self.dir, self.tmp)  # at exit too
         budget = min(MAX_BYTES, _free(self.dir) // 4)
         import multiprocessing as mp
 
-        self.proc = mp.get_context("fork").Process(target=_read_ahead, args=([f for _, f in loaders], self.dir, budget),
+        self.proc = mp.get_context("fork").Process(target=_read_ahead,
+                                                   args=([f for _, f in loaders], self.dir, budget, self.tmp),
                                                    name="polyprof-prefetch", daemon=True)
         self.proc.start()
 
@@ -391,10 +395,18 @@ def _free(folder: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def _read_ahead(loaders: list[Callable[[], Any]], folder: Path, budget: int) -> None:
+def _remove(*folders: Path) -> None:
+    for f in folders:
+        shutil.rmtree(f, ignore_errors=True)
+
+
+def _read_ahead(loaders: list[Callable[[], Any]], folder: Path, budget: int, tmp: Path | None = None) -> None:
     """The reader: each trace loaded and pickled (under a temporary name, then renamed,
-    so a kill leaves no partial file), until ``budget`` bytes; the first failure ends it."""
+    so a kill leaves no partial file), until ``budget`` bytes; the first failure ends it.
+    Its temporary files go to ``tmp`` (removed by the process that started it)."""
     logging.disable(logging.CRITICAL)  # the worker reports what goes wrong, once
+    if tmp is not None:
+        tempfile.tempdir = str(tmp)
     written = 0
     for i, load in enumerate(loaders):
         try:
