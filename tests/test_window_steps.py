@@ -273,3 +273,29 @@ def test_the_first_forward_hook_is_not_traced_by_torch_compile(tmp_path):
                         "c.polyprof", "comp.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "breaks 0" in r.stdout
+
+
+COMPILED_MODULE = """
+import warnings
+import torch
+
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+cm = torch.compile(m, backend="eager")
+for _ in range(3):
+    cm(torch.randn(4, 8)).sum().backward()
+    opt.step()
+print("filter left", any(f[1] is not None and "global hooks" in f[1].pattern for f in warnings.filters))
+"""
+
+
+def test_a_compiled_module_hears_nothing_of_the_hook(tmp_path):
+    """torch warns when a compiled module is called while a global module hook is there:
+    every torch.compile(module) program under polyprof run printed a UserWarning about
+    hooks it never registered. The hook's filter goes with the hook."""
+    (tmp_path / "comp.py").write_text(COMPILED_MODULE)
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "--no-summary", "--plugins", "host,torch", "-o",
+                        "c.polyprof", "comp.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "global hooks" not in r.stderr
+    assert "filter left False" in r.stdout

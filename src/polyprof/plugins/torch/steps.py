@@ -18,8 +18,10 @@ inference) makes step 0 start there.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
+import warnings
 import weakref
 from typing import Any, Callable
 
@@ -39,6 +41,7 @@ class OptimizerSteps:
         self._warn = warn
         self._hook: Any = None
         self._forward: Any = None  # the one-shot forward pre-hook (where step 0's work begins)
+        self._quiet: Any = None  # the warnings filter that keeps torch quiet about it (while it is there)
         self._owner: Any = None  # weakref to the optimizer whose steps are counted
 
     def watch(self) -> None:
@@ -59,6 +62,7 @@ class OptimizerSteps:
         if forward is not None and not _program_profiles():
             try:
                 self._forward = forward(_eager_only(quiet(self._first_forward)))
+                self._quiet = _quiet_compile_warning()
             except Exception:  # noqa: BLE001 - step 0 then begins at the import's end
                 self._forward = None
 
@@ -82,6 +86,11 @@ class OptimizerSteps:
         self._drop_forward()
 
     def _drop_forward(self) -> None:
+        entry, self._quiet = self._quiet, None
+        if entry is not None:
+            with contextlib.suppress(ValueError):  # (the program reset the filters meanwhile)
+                warnings.filters.remove(entry)  # type: ignore[attr-defined]
+                warnings._filters_mutated()  # type: ignore[attr-defined]
         hook, self._forward = self._forward, None
         if hook is not None:
             try:  # torch calls the global hooks from a copy of their dict: removing one in it is safe
@@ -137,3 +146,17 @@ def _eager_only(hook: Any) -> Any:
         hook(module, args)
 
     return pre
+
+
+#: what torch says when a compiled module is called while a global module hook is there
+#: (torch/_dynamo/eval_frame.py): ours until the first module call, never the program's
+_COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
+
+
+def _quiet_compile_warning() -> Any:
+    """A filter that ignores torch's warning about global module hooks, first in
+    ``warnings.filters``; the entry, which :meth:`_drop_forward` removes with the hook.
+    Only while our hook is there: a program's own global hook is warned about at its
+    compiled module's next call (an ignored warning is not recorded as shown)."""
+    warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
+    return warnings.filters[0]
