@@ -235,7 +235,7 @@ def qualified_names(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     ops uniquely within a module only), the others by their name. Codes below
     ``len(trace.strings)`` are name ids; one of a ``module/op`` is ``len(trace.strings)``
     plus its index among the (module, name) pairs of ``rows``, by module then name id."""
-    strings = np.asarray(trace.strings, dtype=object)
+    strings = trace._string_array  # (made once per trace: five tables call this)
     n = max(len(strings), 1)
     names = trace.events["name"][rows].astype(np.int64)
     mrows, mcodes, modules = module_rows(trace)
