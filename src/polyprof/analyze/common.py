@@ -263,6 +263,12 @@ def qualified_names(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     return codes, np.concatenate([strings, text]), np.concatenate([np.full(len(strings), "", object), of])
 
 
+def op_of(name: str, module: str) -> str | None:
+    """The op of a name :func:`qualified_names` made (``module/op``) of ``module``; None
+    for a name not of that form (no module, or another's)."""
+    return name[len(module) + 1:] if module and name.startswith(module + "/") else None
+
+
 #: (module, name) pairs found with a mask of this many cells at most (else by a sort)
 _DENSE_PAIRS = 1 << 24
 

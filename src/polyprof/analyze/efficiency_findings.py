@@ -16,6 +16,7 @@ from ..trace.categories import collective_names
 from ..trace.core import Trace
 from ..trace.sorting import unique
 from .advice import suggestion
+from .common import op_of
 from .efficiency import costed_rows, device_time, resolve_peak, uncounted_of
 from .nesting import outermost
 from .finding import Finding, _records
@@ -86,7 +87,7 @@ def _bare(oe: Table) -> list[str]:
     names = [str(n) for n in column(oe, "name")]
     if "module" not in labels(oe):
         return names
-    return [n[len(m) + 1:] if m and n.startswith(f"{m}/") else n for n, m in zip(names, map(str, column(oe, "module")))]
+    return [n if (o := op_of(n, m)) is None else o for n, m in zip(names, map(str, column(oe, "module")))]
 
 
 def _title_name(name: str, most: int = 60) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ..analyze.common import op_of
 from .fit import elide, fit_texts
 from .textout import _cells, cell_sizes
 
@@ -123,9 +124,10 @@ def module_ladder(name: str, module: str, width: int) -> tuple[str, ...]:
     the module before each step of the op's, then, the op's last step kept whole, the
     module cut to what is left of ``width`` (``jit_train_st…/ynn_fusion.3``, as ``diff``
     cuts such a name). A name not of that form: its own ladder."""
-    if not module or not name.startswith(module + "/"):
+    op = op_of(name, module)
+    if op is None:
         return ladder(name)
-    ops = ladder(name[len(module) + 1:])
+    ops = ladder(op)
     last = ops[-1]
     short = f"{elide(module, max(width - _cells(last) - 1, 2), 0)}/{last}"
     return tuple(dict.fromkeys([f"{module}/{s}" for s in ops] + [short]))
@@ -139,7 +141,7 @@ def one_module(texts: list[str], modules: list[str]) -> tuple[list[str], str]:
     if len(one) != 1:
         return texts, ""
     m = one.pop()
-    return [t[len(m) + 1:] if t.startswith(m + "/") else t for t in texts], m
+    return [t if (o := op_of(t, m)) is None else o for t in texts], m
 
 
 def fit_names(texts: list[str], width: int, modules: list[str] | None = None) -> list[str]:
@@ -152,9 +154,10 @@ def fit_names(texts: list[str], width: int, modules: list[str] | None = None) ->
     steps = {t: ladder(t) for t in texts}
     ops: dict[str, str] = {}  # a module/op name's op, at the last step of its ladder
     for t, m in zip(texts, modules or ()):
-        if m and t.startswith(m + "/"):
+        op = op_of(t, m)
+        if op is not None:
             steps[t] = module_ladder(t, m, width)
-            ops[t] = ladder(t[len(m) + 1:])[-1]
+            ops[t] = ladder(op)[-1]
     level = {t: next((k for k, s in enumerate(st) if _cells(s) <= width), len(st) - 1) for t, st in steps.items()}
     while True:
         seen: dict[str, list[str]] = {}
