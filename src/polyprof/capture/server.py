@@ -264,7 +264,10 @@ def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
     from ..derive.steps import find_steps  # (the same reason)
     from ..trace.subset import overlapping, take  # (the same reason)
 
-    out = take(trace, overlapping(trace, [(opened, closed)]), counter_ranges=[(opened, closed)])
+    keep = overlapping(trace, [(opened, closed)])
+    src, dst = trace.flows["src"], trace.flows["dst"]
+    keep[src[keep[dst]]] = True  # a kept kernel's launch, ended just before the window: kept with it
+    out = take(trace, keep, counter_ranges=[(opened, closed)])
     steps = find_steps(out)
     ev, rows = out.events, steps.rows
     ends = ev["start_ns"][rows] + ev["dur_ns"][rows]
