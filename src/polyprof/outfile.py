@@ -34,10 +34,13 @@ def check_target(path: Path, force: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def replacing(path: str | Path, force: bool = False) -> Iterator[Path]:
+def replacing(path: str | Path, force: bool = False,
+              rename: Callable[[Path, Path], object] = os.replace) -> Iterator[Path]:
     """A temporary path beside ``path`` to write; renamed over ``path`` when the block
     ends without an exception, removed otherwise. Failures raise :class:`OutputError`
-    naming ``path`` (other PolyprofErrors pass through as they are)."""
+    naming ``path`` (other PolyprofErrors pass through as they are). ``rename(tmp,
+    path)`` puts the file in place (a session's trace: collect/output.py, which keeps a
+    file another run wrote there meanwhile)."""
     path = Path(path)
     check_target(path, force)
     if force and path.is_symlink():
@@ -57,7 +60,7 @@ def replacing(path: str | Path, force: bool = False) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as f:  # the data is on disk before the name points at it
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        rename(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -7,15 +7,27 @@ pre-planted link must not make polyprof overwrite its target), and so is anythin
 that is not a regular file (``/dev/full``, a directory). When the output cannot be
 written, the trace goes to a fallback file in the temporary directory; the result
 names the file actually written, or says that none was.
+
+A file at the output is replaced, as a run again with the same output expects, unless
+another writer changed it after this session started (another run with the same
+output that ended first, the program itself): then the trace goes beside it, to the
+first free ``t.N.polyprof`` (:func:`beside`), nothing is replaced, and a warning says
+so. A file this process's sessions wrote (a session nested in ``polyprof run`` with its
+output) is replaced as before. The look and the rename are done under a lock on the
+output's folder, so two runs ending at once do not both take the output for unchanged.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from ..errors import OutputError
 from ..outfile import check_target, replacing
@@ -25,21 +37,35 @@ from .journal_where import where
 if TYPE_CHECKING:
     from ..trace.core import Trace
 
-__all__ = ["OutputError", "Written", "check_target", "fallback_path", "journal_note", "launcher_rank",
-           "open_exclusive", "per_rank", "save", "shown_path", "write_atomic", "written_line"]
+__all__ = ["ANY", "OutputError", "Stamp", "Written", "beside", "check_target", "fallback_path", "journal_note",
+           "launcher_rank", "open_exclusive", "per_rank", "save", "shown_path", "stamp", "write_atomic",
+           "written_line"]
 
 log = logging.getLogger("polyprof")
+
+#: what is at an output: (device, inode, size, mtime in ns); None: no file (or none readable)
+Stamp = Optional[tuple[int, int, int, int]]
+#: ``found`` for a write that replaces whatever is at its output
+ANY: object = object()
+#: how many traces of other runs one output may have beside it (``t.1.polyprof`` ... ``t.N.polyprof``)
+BESIDE = 1000
+#: seconds a save waits for another run's look-and-rename in the same folder (a fraction of a
+#: millisecond) before it goes on without the lock (another program holding the folder's)
+LOCK_WAIT_S = 10.0
 
 
 class Written:
     """Where the trace went: ``path`` (None: nowhere) and why not the output."""
 
-    __slots__ = ("requested", "path", "error")
+    __slots__ = ("requested", "path", "error", "stamp")
 
-    def __init__(self, requested: Path, path: Path | None, error: str | None = None):
+    def __init__(self, requested: Path, path: Path | None, error: str | None = None, stamp: Stamp = None):
         self.requested = requested
         self.path = path
         self.error = error
+        #: what was written, as :func:`stamp` saw it just after (None: a fallback, or nothing):
+        #: a second save of the same session (collect/exits.py) replaces only that
+        self.stamp = stamp
 
     def __repr__(self) -> str:
         return f"Written(requested={self.requested!r}, path={self.path!r}, error={self.error!r})"
@@ -83,11 +109,96 @@ def written_line(w: Written | None, n_events: int, cwd: str | None = None, *, le
     return f"polyprof: {lead}trace written to {shown_path(w.path, cwd)}{instead} ({n_events} events)"
 
 
-def write_atomic(trace: Trace, path: Path, follow_symlinks: bool = False) -> Path:
-    """Save ``trace`` at ``path`` (temporary file + rename); OutputError on any failure."""
-    with replacing(path, force=follow_symlinks) as tmp:
+def stamp(path: Path) -> Stamp:
+    """What is at ``path`` now (through a symbolic link), to tell later whether another
+    writer replaced or changed it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def beside(path: Path, n: int) -> Path:
+    """The ``n``-th name beside ``path`` for a trace that must not replace it:
+    ``t.polyprof`` -> ``t.1.polyprof`` (``t`` -> ``t.1``)."""
+    return path.with_name(f"{path.stem}.{n}{path.suffix}")
+
+
+@contextlib.contextmanager
+def _folder_locked(folder: Path) -> Iterator[None]:
+    """``flock`` on ``folder``, so runs saving there look at the output and rename over it
+    one at a time; waits at most :data:`LOCK_WAIT_S`, and goes on without a lock where
+    none can be taken (a file system without them)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        log.debug("no lock on %s: %s", folder, e)
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    log.debug("no lock on %s: held for over %g s", folder, LOCK_WAIT_S)
+                    break
+                time.sleep(0.001)
+            except OSError as e:
+                log.debug("no lock on %s: %s", folder, e)
+                break
+        yield
+    finally:
+        os.close(fd)  # the lock goes with it
+
+
+#: what this process's sessions wrote last, by path (a nested session with the outer's
+#: output: the outer replaces it, as before); a forked child starts without
+_written_here: dict[Path, Stamp] = {}
+os.register_at_fork(after_in_child=_written_here.clear)
+
+
+def _put(tmp: Path, dest: Path, found: object) -> Path:
+    """``tmp`` renamed over ``dest``, unless another writer made or changed ``dest`` since
+    the session started: what is there now is neither what :func:`stamp` saw then
+    (``found``; :data:`ANY`: replace whatever is there) nor a file this process wrote.
+    Then ``tmp`` goes to the first free :func:`beside` name instead, replacing nothing.
+    Returns where it went; OSError."""
+    with _folder_locked(dest.parent):
+        now = stamp(dest)
+        if found is ANY or now is None or now == found or now == _written_here.get(dest):
+            os.replace(tmp, dest)
+            _written_here[dest] = stamp(dest)
+            return dest
+        for n in range(1, BESIDE + 1):
+            alt = beside(dest, n)
+            try:
+                os.link(tmp, alt)  # fails if taken: nothing is replaced
+            except FileExistsError:
+                continue
+            except OSError:  # no hard links here (some file systems): a rename after a look, under the lock
+                if os.path.lexists(alt):
+                    continue
+                os.rename(tmp, alt)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            _written_here[alt] = stamp(alt)
+            return alt
+    raise OSError(errno.EEXIST, f"{BESIDE} traces of other runs are beside it already", str(dest))
+
+
+def write_atomic(trace: Trace, path: Path, follow_symlinks: bool = False, found: object = ANY) -> Path:
+    """Save ``trace`` at ``path`` (temporary file + rename), or beside it if it is no longer
+    as ``found`` (:func:`_put`); returns where it went; OutputError on any failure."""
+    went: list[Path] = []
+    with replacing(path, force=follow_symlinks, rename=lambda tmp, dest: went.append(_put(tmp, dest, found))) \
+            as tmp:
         trace.save(tmp)
-    return path.resolve() if follow_symlinks and path.is_symlink() else path
+    return went[-1]
 
 
 def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
@@ -132,12 +243,26 @@ def fallback_path(requested: Path) -> Path:
     return Path(name)
 
 
-def save(trace: Trace, requested: Path, follow_symlinks: bool = False) -> Written:
-    """Write at ``requested``, else at a fallback; never raises an ordinary error."""
+def save(trace: Trace, requested: Path, follow_symlinks: bool = False, found: object = ANY,
+         again: Written | None = None) -> Written:
+    """Write at ``requested`` (replacing a file there only while it is as ``found``, else
+    beside it: :func:`_put`), else at a fallback; never raises an ordinary error.
+    ``again``: this session's earlier save, whose file (wherever it went) this one
+    replaces while it is as that save left it."""
+    at = requested
+    if again is not None and again.path is not None and again.stamp is not None:
+        at, found = again.path, again.stamp
     try:
-        return Written(requested, write_atomic(trace, requested, follow_symlinks))
+        path = write_atomic(trace, at, follow_symlinks, found)
     except OutputError as e:
         first = str(e)
+    else:
+        if path in (requested, requested.resolve()):
+            return Written(requested, path, stamp=stamp(path))
+        if at == requested:
+            log.warning("%s was written by another run (or program) while this one ran: not replaced; this "
+                        "run's trace is %s", shown_path(requested), shown_path(path))
+        return Written(requested, path, "another run (or program) wrote it while this one ran", stamp(path))
     try:
         alt = fallback_path(requested)
         write_atomic(trace, alt, follow_symlinks=False)

@@ -111,6 +111,9 @@ class Session:
         self.follow_symlinks = settings.follow_symlinks
         #: where the trace was actually written (None: not written); see collect/output.py
         self.written: output_mod.Written | None = None
+        #: the file at the output when the session started (output.stamp): the trace replaces
+        #: only that, not one another run wrote meanwhile (collect/output.py)
+        self._found: object = output_mod.ANY
         self._pid = os.getpid()
         self._outer: "Session | None" = None  # set when this session nests in another
         self._inert = False  # a copy of the session in a forked child: records nothing
@@ -184,6 +187,8 @@ class Session:
             if outer is None:
                 _active = self
         logs.to_stderr()  # a session in a program: its warnings read "polyprof: WARNING: ..."
+        if self.output is not None:
+            self._found = output_mod.stamp(self.output)
         journal_path: Path | None = None
         if outer is None and self.output is not None:
             try:  # the journal goes next to the output from the start
@@ -342,7 +347,7 @@ class Session:
 
     def _save(self) -> None:
         assert self.trace is not None and self.output is not None
-        self.written = output_mod.save(self.trace, self.output, self.follow_symlinks)
+        self.written = output_mod.save(self.trace, self.output, self.follow_symlinks, self._found, self.written)
         part = journal.path_for(self.output)
         if self.written.path is not None and self._outer is None:
             journal.discard(part)  # this process's own journals only: never another run's live one
