@@ -29,6 +29,7 @@ from polyprof.analyze.copy_findings import _top as top_copies
 from polyprof.analyze.copies import per_copy
 from polyprof.analyze.findings import _top_copies, findings
 from polyprof.trace import keys
+from polyprof.trace.categories import Kind
 from polyprof.trace.core import Trace
 
 H200 = Path(__file__).parent / "data" / "h200" / "jax_transformer_h200.xplane.pb.gz"
@@ -173,3 +174,61 @@ def test_the_job_critical_path_names_xla_ops_by_module(capsys):
     names = {r["name"] for r in json.loads(capsys.readouterr().out)["critical_path"]}
     xla = {n for n in names if "fusion" in n or n.split("/")[-1].startswith(("dot", "all-reduce"))}
     assert xla and all(n.startswith("jit_step/") for n in xla), sorted(xla)
+
+
+def test_cuda_graphs_first_kernel_is_a_kernel_breakdown_row() -> None:
+    """``cuda_graphs``' ``first_kernel`` of JAX's command buffers (XLA's CUDA graphs on
+    the H200) is ``kernel_breakdown``'s row of that kernel, ``module/kernel``; before, the
+    kernel alone (``triton_softmax_36``, where the kernel table says ``jit_step/triton_softmax_36``)."""
+    from polyprof.analyze.breakdown import kernel_breakdown
+    from polyprof.analyze.cuda_graphs import cuda_graphs
+
+    h200 = H200.parent
+    want = {"jax_train_step_h200.xplane.pb": "jit_step/gemm_fusion_dot_2",
+            "jax_transformer_h200.xplane.pb.gz": "jit_step/triton_softmax_36"}
+    for name, first in want.items():
+        trace = polyprof.load(h200 / name)
+        got = cuda_graphs(trace).to_pandas()["first_kernel"].tolist()
+        assert got == [first], name
+        assert first in set(kernel_breakdown(trace).to_pandas()["name"]), name
+
+
+def _track_names(trace: Trace) -> list[str]:
+    """The names of the slices on the "critical path" tracks of ``trace``."""
+    tracks = [t.id for t in trace.tracks if t.name.startswith("critical path") and t.kind == "derived"]
+    assert tracks
+    return [str(n) for n in trace.names(np.flatnonzero(np.isin(trace.events["track"], tracks))).tolist()]
+
+
+def test_the_critical_path_track_names_xla_ops_by_module() -> None:
+    """The timeline's "critical path" track (HTML, Perfetto, Chrome JSON) names an XLA op
+    as the tables do, ``module/op``: jit_augment's and jit_train_step's ``ynn_fusion`` are
+    two names there, each one of event_stats' rows; before, both were ``ynn_fusion``."""
+    from polyprof.analyze.critical_path_track import with_critical_path
+    from polyprof.analyze.events import event_stats
+
+    trace = polyprof.load(TWO_JITS)
+    names = _track_names(with_critical_path(trace))
+    es = event_stats(trace).to_pandas()
+    ops = set(es[es["category"] == "xla_op"]["name"])
+    bare = {n.split("/", 1)[1] for n in ops}
+    assert not set(names) & bare  # no op by its name alone
+    on_path = set(names) & ops
+    assert {"jit_augment/ynn_fusion", "jit_train_step/ynn_fusion"} <= on_path, sorted(on_path)
+
+
+def test_the_job_critical_path_track_names_xla_ops_by_module() -> None:
+    """The job's track (``export DIR --critical-path``, the job timeline) likewise:
+    ``jit_step/ynn_fusion``, as each rank's tables and ``critical-path DIR`` name it."""
+    from polyprof.ranks.critical_path import align
+    from polyprof.ranks.critical_path_track import with_job_critical_path
+
+    job = Path(__file__).parent / "data" / "traces" / "jax_cpu_job"
+    traces = {r: polyprof.load(job / f"rank{r}.xplane.pb.gz") for r in (0, 1)}
+    names = set(_track_names(with_job_critical_path(traces[0], traces, align(traces))))
+    t = traces[0]
+    xla = t.rows_of_kind(Kind.KERNEL)
+    bare = set(t.names(xla).tolist())
+    assert bare and not names & bare, sorted(names & bare)
+    mine = {n for n in names if n.startswith("jit_step/")}
+    assert mine and {n.split("/", 1)[1] for n in mine} <= bare

@@ -15,6 +15,10 @@ built inline, as in tests/test_xspace_gpu.py.
 from __future__ import annotations
 
 import gzip
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -189,3 +193,123 @@ def test_windowed_store_read_is_the_whole_read(case: str, tmp_path: Path) -> Non
     for t in ("event_stats", "kernel_breakdown"):
         assert _records(windowed, t) == _records(whole, t), t
     assert windowed["tables"] == whole["tables"]
+
+
+# --- XLA CPU's "end: <op>" marks, qualified_names once per trace, a fresh JAX profile ---
+
+def _end_rows(trace: polyprof.Trace) -> dict[str, int]:
+    """event_stats' ``end: <op>`` rows (category ``xla_op_end``): name -> count."""
+    ev = event_stats(trace).to_pandas()
+    ends = ev[ev["category"] == "xla_op_end"]
+    assert all(n.startswith(f"{m}/end: ") for n, m in zip(ends["name"], ends["module"]))
+    return dict(zip(ends["name"], ends["count"]))
+
+
+def _without_contexts(src: Path, out: Path) -> Path:
+    """The file without XLA's TraceMe producer/consumer stats (``_p``, ``_pt``, ``_c``,
+    ``_ct``): each ``end: <op>`` mark is known by its op's name alone."""
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(gzip.decompress(src.read_bytes()))
+    for plane in space.planes:
+        drop = {i for i, m in plane.stat_metadata.items() if m.name in ("_p", "_pt", "_c", "_ct")}
+        for line in plane.lines:
+            for e in line.events:
+                keep = [s for s in e.stats if s.metadata_id not in drop]
+                del e.stats[:]
+                e.stats.extend(keep)
+    out.write_bytes(space.SerializeToString())
+    return out
+
+
+def test_op_end_marks_are_rows_of_their_ops_module(tmp_path: Path) -> None:
+    """XLA's CPU runtime marks each op's completion with ``end: <op>``; the mark of
+    jit_augment's ``ynn_fusion`` (32 runs) and of jit_train_step's (8) are two rows, as
+    their ops are; before, one row ``end: ynn_fusion`` of 40. The same where the file has
+    no context stats to pair a mark with its op (the op of that name that last began on
+    the mark's thread)."""
+    want = {"jit_augment/end: ynn_fusion": 32, "jit_train_step/end: ynn_fusion": 8,
+            "jit_augment/end: ynn_fusion.1": 8, "jit_train_step/end: ynn_fusion.1": 8}
+    trace = polyprof.load(TWO_JITS)
+    ends = _end_rows(trace)
+    assert {k: ends.get(k) for k in want} == want
+    ops = event_stats(trace).to_pandas()
+    ops = dict(zip(ops["name"], ops["count"]))
+    assert all(ops[n.replace("/end: ", "/")] == c for n, c in ends.items())  # a mark per op run, in its module
+    assert _end_rows(polyprof.load(_without_contexts(TWO_JITS, tmp_path / "plain.xplane.pb"))) == ends
+
+
+def test_qualified_names_are_found_once_per_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary's tables ask ``qualified_names`` for their rows (four times here, five on a GPU trace);
+    each event's code is found once per trace (before, every call searched the module
+    rows again), and each call answers as before: its rows' (module, name) pairs, by
+    module then name id, after the strings."""
+    from polyprof.analyze import common
+    from polyprof.report import tables
+
+    trace = polyprof.load(TWO_JITS)
+    builds: list[bool] = []  # per call of qualified_names: whether it found the codes anew
+    real = common._event_names
+    monkeypatch.setattr(common, "_event_names", lambda t: builds.append(
+        not any(k.startswith("event_names:") for k in t.__dict__.get("_polyprof_memo", {}))) or real(t))
+    tables.build(trace, window=None)
+    assert len(builds) >= 4 and sum(builds) == 1, builds
+    # against the names spelled out event by event
+    n = len(trace.strings)
+    mrows, mcodes, modules = common.module_rows(trace)
+    module_of = dict(zip(mrows.tolist(), mcodes.tolist()))
+    for rows in (np.arange(trace.n_events), np.flatnonzero(trace.events["dur_ns"] > 0)[::7][::-1], mrows[:3]):
+        codes, labels, mods = common.qualified_names(trace, rows)
+        names = trace.events["name"][rows].tolist()
+        pairs = sorted({(module_of[r], x) for r, x in zip(rows.tolist(), names) if r in module_of})
+        assert labels.tolist() == trace.strings + [f"{modules[m]}/{trace.strings[x]}" for m, x in pairs]
+        assert mods.tolist() == [""] * n + [modules[m] for m, _ in pairs]
+        want = [n + pairs.index((module_of[r], x)) if r in module_of else x for r, x in zip(rows.tolist(), names)]
+        assert codes.dtype == np.int64 and codes.tolist() == want
+
+
+_TWO_JITS_PROGRAM = r"""
+import sys
+import jax, jax.numpy as jnp
+
+@jax.jit
+def forward(x, w):
+    return jnp.tanh(x @ w).sum()
+
+@jax.jit
+def update(x, w):
+    g = jnp.tanh(x @ w.T)
+    return w - 0.01 * (x.T @ g)
+
+x = jnp.ones((64, 64)); w = jnp.ones((64, 64)) * 0.01
+forward(x, w); update(x, w)
+jax.profiler.start_trace(sys.argv[1])
+for i in range(3):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        w = update(x, w)
+        forward(x, w).block_until_ready()
+jax.profiler.stop_trace()
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_a_fresh_jax_profile_of_two_jits(tmp_path: Path) -> None:
+    """A JAX program (CPU backend) jitting two functions whose XLA ops share a name
+    (``ynn_fusion``): their ops, their ``end:`` marks and the critical path track's
+    slices are each a name of their module."""
+    from polyprof.analyze.critical_path_track import with_critical_path
+
+    proc = subprocess.run([sys.executable, "-c", _TWO_JITS_PROGRAM, str(tmp_path / "prof")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (path,) = sorted((tmp_path / "prof").rglob("*.xplane.pb"))
+    trace = polyprof.load(path)
+    ev = event_stats(trace).to_pandas()
+    ops = dict(zip(ev[ev["category"] == "xla_op"]["name"], ev[ev["category"] == "xla_op"]["count"]))
+    assert {"jit_forward/ynn_fusion", "jit_update/ynn_fusion"} <= set(ops) and "ynn_fusion" not in ops
+    ends = _end_rows(trace)
+    assert {"jit_forward/end: ynn_fusion", "jit_update/end: ynn_fusion"} <= set(ends)
+    assert all(ops[n.replace("/end: ", "/")] == c for n, c in ends.items())
+    cp = with_critical_path(trace)
+    tracks = [t.id for t in cp.tracks if t.name.startswith("critical path")]
+    slices = set(cp.names(np.flatnonzero(np.isin(cp.events["track"], tracks))).tolist())
+    assert slices & set(ops) and not slices & {n.split("/", 1)[1] for n in ops}

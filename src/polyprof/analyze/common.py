@@ -234,33 +234,56 @@ def qualified_names(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     an event of a known module (:func:`module_codes`) is named ``module/op`` (XLA names
     ops uniquely within a module only), the others by their name. Codes below
     ``len(trace.strings)`` are name ids; one of a ``module/op`` is ``len(trace.strings)``
-    plus its index among the (module, name) pairs of ``rows``, by module then name id."""
-    strings = trace._string_array  # (made once per trace: five tables call this)
-    n = max(len(strings), 1)
-    names = trace.events["name"][rows].astype(np.int64)
+    plus its index among the (module, name) pairs of ``rows``, by module then name id.
+    The trace's code of every event is found once (:func:`_event_names`): a summary asks
+    for five tables' rows."""
+    strings = trace._string_array  # (made once per trace)
+    names = _event_names(trace)
+    if names is None:  # (no event of a known module)
+        codes = trace.events["name"][rows].astype(np.int64)
+        return codes, strings.copy(), np.full(len(strings), "", object)
+    ev_code, text, of = names
+    codes = ev_code[rows].astype(np.int64)
+    at = np.flatnonzero(codes >= len(strings))
+    pair = codes[at] - len(strings)
+    used = np.zeros(len(text), bool)  # the pairs of ``rows``, in the trace's order (by module, then name id)
+    used[pair] = True
+    codes[at] = len(strings) + (np.cumsum(used) - 1)[pair]
+    return (codes, np.concatenate([strings, text[used]]),
+            np.concatenate([np.full(len(strings), "", object), of[used]]))
+
+
+def _event_names(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(per event its :func:`qualified_names` code among every (module, name) pair of the
+    trace, each pair's ``module/op`` and module); None where no event has a module. Once
+    per trace, its strings and its module stats (a string interned later moves the codes)."""
     mrows, mcodes, modules = module_rows(trace)
-    mod = np.full(len(rows), -1, np.int64)
-    if len(mrows) and len(rows):
-        pos = np.minimum(np.searchsorted(mrows, rows), len(mrows) - 1)
-        hit = mrows[pos] == rows
-        mod[hit] = mcodes[pos[hit]]
-    at = np.flatnonzero(mod >= 0)
-    key = mod[at] * n + names[at]
-    if len(modules) * n <= _DENSE_PAIRS:  # (a few modules: the pairs by a mask, not a sort)
-        seen = np.zeros(len(modules) * n, bool)
-        seen[key] = True
-        pairs = np.flatnonzero(seen)
-        inv = np.searchsorted(pairs, key)
-    else:
-        pairs, inv = unique_inverse(key)
-    codes = names.copy()
-    codes[at] = len(strings) + inv
-    pm, pn = np.divmod(pairs, n)
-    text = np.empty(len(pairs), object)
-    text[:] = [f"{modules[m]}/{x}" for m, x in zip(pm.tolist(), strings[pn].tolist())]  # (per pair: a few)
-    of = np.empty(len(pairs), object)
-    of[:] = [modules[m] for m in pm.tolist()]
-    return codes, np.concatenate([strings, text]), np.concatenate([np.full(len(strings), "", object), of])
+    if not len(mrows):
+        return None
+
+    def build(t: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        strings = t._string_array
+        n = max(len(strings), 1)
+        all_names = t.events["name"]
+        key = mcodes * n + all_names[mrows].astype(np.int64)
+        if len(modules) * n <= _DENSE_PAIRS:  # (a few modules: the pairs by a mask, not a sort)
+            seen = np.zeros(len(modules) * n, bool)
+            seen[key] = True
+            pairs = np.flatnonzero(seen)
+            inv = np.searchsorted(pairs, key)
+        else:
+            pairs, inv = unique_inverse(key)
+        wide = len(strings) + len(pairs) >= 2**31
+        ev_code = all_names.astype(np.int64 if wide else np.int32)  # (a copy: 4 bytes an event)
+        ev_code[mrows] = len(strings) + inv
+        pm, pn = np.divmod(pairs, n)
+        text = np.empty(len(pairs), object)
+        text[:] = [f"{modules[m]}/{x}" for m, x in zip(pm.tolist(), strings[pn].tolist())]  # (per pair: a few)
+        of = np.empty(len(pairs), object)
+        of[:] = [modules[m] for m in pm.tolist()]
+        return ev_code, text, of
+
+    return cache.memo(trace, f"event_names:{_module_key(trace)}:{len(trace.strings)}", build)
 
 
 def op_of(name: str, module: str) -> str | None:
@@ -277,16 +300,25 @@ def module_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The events that carry a module (ascending rows), their :func:`module_codes` and
     the modules: found once per trace and its loaded module stats, for the tables that
     name ops by module (``event_stats`` and ``kernel_breakdown`` read them for most rows)."""
-    loaded = trace.stats.loaded()
-    cols = [loaded[k] for k in MODULE_STATS if k in loaded and loaded[k].kind == "O"]
-
     def build(t: Trace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        cols = _module_columns(t)
         rows = unique(np.concatenate([c.rows for c in cols])) if cols else np.zeros(0, np.int64)
         codes, modules = module_codes(t, rows)
         keep = codes >= 0
         return rows[keep], codes[keep], modules
 
-    return cache.memo(trace, "module_rows:" + ",".join(str(len(c)) for c in cols), build)
+    return cache.memo(trace, "module_rows:" + _module_key(trace), build)
+
+
+def _module_columns(trace: Trace) -> list[Any]:
+    """The loaded text columns of :data:`MODULE_STATS` (no deferred stat decoded)."""
+    loaded = trace.stats.loaded()
+    return [loaded[k] for k in MODULE_STATS if k in loaded and loaded[k].kind == "O"]
+
+
+def _module_key(trace: Trace) -> str:
+    """What :func:`module_rows` is memoised by: the sizes of the module columns loaded."""
+    return ",".join(str(len(c)) for c in _module_columns(trace))
 
 
 def _text(value: object) -> str:

@@ -4,8 +4,9 @@ every writer (Perfetto, Chrome JSON, Kineto, XSpace, .polyprof) shows it beside 
 threads and streams.
 
 A slice is a path edge with time: named after the event it belongs to (an op, a call,
-a kernel), or "launch delay" / "kernel gap" / "wait" for the edges that belong to none;
-its stats are ``step``, ``edge`` (the edge type, ``depgraph.EDGE_TYPES``) and ``on``
+a kernel; an XLA op of a known module ``module/op``, as the tables name it:
+``common.qualified_names``), or "launch delay" / "kernel gap" / "wait" for the edges
+that belong to none; its stats are ``step``, ``edge`` (the edge type, ``depgraph.EDGE_TYPES``) and ``on``
 (the track of the event it belongs to, "" for none).
 
 Slices on one track never overlap (:func:`path_lanes`): a step's device work can run on
@@ -26,6 +27,7 @@ from ..trace.builder import TraceBuilder
 from ..trace.core import Trace
 from ..trace.model import Plane
 from ..trace.sorting import lexsort, unique
+from .common import qualified_names
 from .critical_path import path_owner, step_windows
 from .depgraph import EDGE_TYPES, build, context
 from .longest_path import longest_path
@@ -46,7 +48,6 @@ def with_critical_path(trace: Trace) -> Trace:
     if host is None:
         return trace
     numbers, starts, ends = step_windows(trace)
-    names = np.asarray(trace.strings, dtype=object)
     track_names = np.array([t.name for t in trace.tracks], dtype=object)
     parts: list[tuple[np.ndarray, ...]] = []
     ctx = context(trace)  # the whole trace's part of every step's graph, made once
@@ -60,16 +61,18 @@ def with_critical_path(trace: Trace) -> Trace:
             continue
         owner = path_owner(g, e)
         rows = np.where(owner >= 0, g.rows[np.maximum(owner, 0)], -1)
-        etype = np.array(EDGE_TYPES, dtype=object)[g.etype[e]]
-        label = np.where(rows >= 0, names[trace.events["name"][np.maximum(rows, 0)]],
-                         np.array([UNOWNED[x] for x in etype.tolist()], dtype=object))
         on = np.where(rows >= 0, track_names[trace.events["track"][np.maximum(rows, 0)]], "")
         s = g.time[g.src[e]]
-        parts.append((s, g.time[g.dst[e]] - s, label, np.full(len(e), number, np.int64), etype,
+        parts.append((s, g.time[g.dst[e]] - s, rows, np.full(len(e), number, np.int64), g.etype[e],
                       on.astype(object)))
     if not parts:
         return trace
-    start, dur, label, step, etype, on = (np.concatenate([x[i] for x in parts]) for i in range(6))
+    start, dur, rows, step, code, on = (np.concatenate([x[i] for x in parts]) for i in range(6))
+    etype = np.array(EDGE_TYPES, dtype=object)[code]
+    label = np.array([UNOWNED[x] for x in EDGE_TYPES], dtype=object)[code]
+    owned = np.flatnonzero(rows >= 0)
+    codes, labels, _ = qualified_names(trace, rows[owned])  # an XLA op: module/op, as event_stats names it
+    label[owned] = labels[codes]
     b = TraceBuilder(metadata={})
     pid = b.plane(host.name, host.kind, host.vendor, host.index, host.pid, {}, source=host.source)
     add_path_tracks(b, pid, label, start, dur, {"step": step, "edge": etype, "on": on})

@@ -38,6 +38,7 @@ from ..trace.sorting import first_and_inverse, lexsort, unique_inverse, unique_r
 from ..trace.vocabulary import (GRAPH_EXEC_STATS, GRAPH_ID_STATS, GRAPH_LAUNCH_MARKERS, LAUNCH_KERNEL_STAT,
                                 LAUNCH_MARKERS)
 from ..trace.keys import BLOCK, GRID
+from .common import qualified_names
 from .frames import empty_frame, frame
 from .table import Table
 from .window import host_mask
@@ -233,10 +234,11 @@ def _stats(trace: Trace, r: Replays, keys: np.ndarray | None = None) -> tuple[Gr
         sizes[g][c] = sizes[g].get(c, 0) + 1
     first = [""] * m
     starts = np.searchsorted(r.replay, np.arange(n))
-    for i in range(n):  # the first activity of each graph's first replay that ran any
-        g = int(g_of[i])
-        if not first[g] and count[i]:
-            first[g] = trace.strings[int(trace.events["name"][r.rows[starts[i]]])]
+    ran = np.flatnonzero(count > 0)
+    at = first_and_inverse(g_of[ran])[0]  # the first activity of each graph's first replay that ran any
+    codes, labels, _ = qualified_names(trace, r.rows[starts[ran[at]]])  # an XLA kernel: module/kernel
+    for g, name in zip(g_of[ran[at]].tolist(), labels[codes].tolist()):
+        first[g] = name
     ops: list[set[tuple[int, int, int]]] = [set() for _ in range(m)]
     attributed = np.zeros(m, np.int64)
     if keys is not None and len(r.rows):

@@ -11,14 +11,15 @@ begun on another: then step k+1 goes on a second track, "critical path (2)", as
 A slice is a path edge with weight: it ends at the edge's end on the aligned clock and lasts
 the edge's weight (a collective's stretch runs from the last rank's arrival to the end), so
 a step's slices sum to its path length. Named as in ``analyze/critical_path_track.py``
-(the event it belongs to, else "launch delay", "kernel gap", "wait"), with the stats
-``step`` (the first rank's step number, as the one-rank track), ``rank`` (of the event, or of the edge's end), ``edge`` and ``on`` (the track).
+(the event it belongs to, an XLA op as ``module/op``, else "launch delay", "kernel gap",
+"wait"), with the stats ``step`` (the first rank's step number, as the one-rank track), ``rank`` (of the event, or of the edge's end), ``edge`` and ``on`` (the track).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..analyze.common import qualified_names
 from ..analyze.critical_path import path_owner, step_windows
 from ..analyze.critical_path_track import TRACK, UNOWNED, add_path_tracks
 from ..analyze.depgraph import EDGE_TYPES
@@ -61,7 +62,8 @@ def with_job_critical_path(merged: Trace, traces: dict[int, Trace],
             t = jg.traces[jg.ranks.index(r)]
             m = np.flatnonzero((rank == r) & (own >= 0))
             rows = g.rows[ev[m]]
-            label[m] = np.asarray(t.strings, dtype=object)[t.events["name"][rows]]
+            codes, labels, _ = qualified_names(t, rows)  # an XLA op: module/op, as the rank's tables name it
+            label[m] = labels[codes]
             on[m] = np.array([tr.name for tr in t.tracks], dtype=object)[t.events["track"][rows]]
         end, w = g.time[g.dst[e]], g.weight[e]
         parts.append((end - w, w, label, np.full(len(e), numbers[k], np.int64), rank,

@@ -11,7 +11,9 @@ import numpy as np
 
 from ...trace import keys
 from ...trace.core import Trace
-from ...trace.sorting import unique_inverse
+from ...trace.factorize import factorize
+from ...trace.sorting import find, last_at_or_before, unique_inverse
+from ...trace.stats import StatColumn
 from .names import CAT_TRACEME
 from ...trace import metadata_keys as mkeys
 
@@ -81,10 +83,10 @@ def classify_host_events(trace: Trace, has_devices: bool) -> None:
     if not trace.n_events:
         return
     cat = trace.events["category"]
-    tr_id = trace.string_id(CAT_TRACEME)
-    if tr_id < 0:
+    tr_id, ended = trace.string_id(CAT_TRACEME), trace.string_id(CAT_OP_END)
+    if tr_id < 0 and ended < 0:
         return
-    is_tr = cat == tr_id
+    is_tr = cat == tr_id  # (all False without one: ids are >= 0)
     step = trace.stats.get(keys.STEP)
     sid = trace.intern
     if step is not None and len(step):
@@ -97,9 +99,11 @@ def classify_host_events(trace: Trace, has_devices: bool) -> None:
         if len(rows):
             cat[rows] = sid("xla_op")
     names = trace.strings
-    end_rows = _op_end_rows(trace, is_tr, hlo)
+    # (and the marks a file polyprof wrote says are: their modules again)
+    end_rows, op_rows = _op_end_rows(trace, is_tr | (cat == ended) if ended >= 0 else is_tr, hlo)
     if len(end_rows):
         cat[end_rows] = sid(CAT_OP_END)
+        _op_modules(trace, end_rows, op_rows)
     py_names = np.fromiter((n.startswith("$") for n in names), bool, len(names))
     py_rows = np.flatnonzero(is_tr & py_names[trace.events["name"]])
     if len(py_rows):
@@ -107,27 +111,77 @@ def classify_host_events(trace: Trace, has_devices: bool) -> None:
     trace.__dict__.pop("kinds", None)  # (made from the categories)
 
 
-def _op_end_rows(trace: Trace, is_tr: np.ndarray, hlo: Any) -> np.ndarray:
-    """TraceMe rows named ``end: <op>`` that end an XLA op of the trace: the consumer of
-    an HLO op event's context (``_c`` = its ``_p``, of the same type: ``_ct`` = ``_pt``),
-    or, where the context does not tell, named after an op of the trace (``hlo_op``)."""
+def _op_end_rows(trace: Trace, is_tr: np.ndarray, hlo: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(TraceMe rows named ``end: <op>`` that end an XLA op of the trace, the op's row
+    each, -1 where not known): the consumer of an HLO op event's context (``_c`` = its
+    ``_p``, of the same type: ``_ct`` = ``_pt``), or, where the context does not tell,
+    named after an op of the trace (``hlo_op``; its row: the last op of that name that
+    began on the mark's thread before it, as XLA's runtime marks the op it ran there)."""
     names = trace.strings
     is_end = np.fromiter((n.startswith(_OP_END_PREFIX) for n in names), bool, len(names))
+    none = np.zeros(0, np.int64)
     if hlo is None or not len(hlo) or not is_end.any():
-        return np.zeros(0, np.int64)
+        return none, none
     rows = np.flatnonzero(is_tr & is_end[trace.events["name"]])
     if not len(rows):
-        return rows
-    ok = np.zeros(len(rows), bool)
+        return none, none
+    op = np.full(len(rows), -1, np.int64)
     cons = _context(trace, rows, "_c", "_ct")
     prod = _context(trace, hlo.rows, "_p", "_pt")
     if cons is not None and prod is not None:
-        ok[cons[0]] = np.isin(cons[1], prod[1])
+        at = find(prod[1], cons[1])
+        hit = at >= 0
+        op[cons[0][hit]] = hlo.rows[prod[0][at[hit]]]
+    ok = op >= 0
     if not ok.all() and hlo.kind == "O":  # by the op's name
-        ops = set(hlo.values.astype(str).tolist())
         rest = np.flatnonzero(~ok)
-        ok[rest] = [names[int(n)][len(_OP_END_PREFIX):] in ops for n in trace.events["name"][rows[rest]]]
-    return rows[ok]
+        ok[rest], op[rest] = _by_name(trace, rows[rest], hlo)
+    return rows[ok], op[ok]
+
+
+def _by_name(trace: Trace, rows: np.ndarray, hlo: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(whether each ``end: <op>`` row names an op of the trace, in any module; the row
+    of the last op of that name that began on its track at or before it, -1 where none)."""
+    ev = trace.events
+    op_code, op_names = factorize(np.asarray(hlo.values, object))
+    index = {str(v): i for i, v in enumerate(op_names.tolist())}
+    ids, inv = unique_inverse(ev["name"][rows])
+    code = np.array([index.get(trace.strings[i][len(_OP_END_PREFIX):], -1) for i in ids.tolist()],  # (per name)
+                    np.int64)[inv.reshape(-1)]
+    n = len(op_names) + 1  # (a key per (track, op name); -1, no op, never one of them)
+    found = last_at_or_before(ev["track"][hlo.rows].astype(np.int64) * n + op_code, ev["start_ns"][hlo.rows],
+                              hlo.rows, ev["track"][rows].astype(np.int64) * n + code, ev["start_ns"][rows])
+    ok = code >= 0
+    return ok, np.where(ok, found, -1)
+
+
+def _op_modules(trace: Trace, rows: np.ndarray, ops: np.ndarray) -> None:
+    """Give each ``end: <op>`` mark of ``rows`` the module of the op it ends (``ops``: its
+    ``hlo_module``) as polyprof's ``module`` stat, where it has none: XLA names ops
+    uniquely within a module only, and the tables name an event of a module
+    ``module/name`` (``analyze.common.qualified_names``), so ``end: ynn_fusion`` of two
+    jitted functions is a row of each. (polyprof's key, as the reader gives every op
+    ``module`` beside XProf's ``hlo_module``: XProf's own stats stay as the file has them,
+    and a file polyprof writes leaves the copy out.)"""
+    hlo = trace.stats.loaded().get(keys.HLO_MODULE)
+    if hlo is None or hlo.kind != "O" or not len(hlo):
+        return
+    known = ops >= 0
+    has, mods = hlo.lookup(ops[known])
+    rows, mods = rows[known][has], np.asarray(mods, object)
+    col = trace.stats.get(keys.MODULE)  # (XProf's hlo_module under polyprof's key: decoded here)
+    if col is not None and col.kind != "O":  # (a file's own numeric "module": not a module's name)
+        return
+    if col is not None:
+        own, _ = col.lookup(rows)
+        rows, mods = rows[~own], mods[~own]
+    if not len(rows):
+        return
+    old_rows = col.rows if col is not None else np.zeros(0, np.int64)
+    old_vals = np.asarray(col.values, object) if col is not None else np.zeros(0, object)
+    all_rows = np.concatenate([old_rows, rows])
+    order = np.argsort(all_rows, kind="stable")
+    trace.stats.put(keys.MODULE, StatColumn(all_rows[order], np.concatenate([old_vals, mods])[order]))
 
 
 def _context(trace: Trace, rows: np.ndarray, id_key: str, type_key: str) -> tuple[np.ndarray, np.ndarray] | None:
