@@ -936,6 +936,9 @@ def test_peer_copies_unified_memory_and_process_ranges():
     assert cp[1:] == (keys.CAT_MEMCPY, "/device:GPU:1", "Stream 9")
     assert tr.stats["dst device"].lookup(np.array([cp[0]]))[1][0] == 0
     assert ev["Context Sync"][1:] == (convert.CAT_SYNC, "/device:GPU:1", "Context Sync")  # device from CONTEXT
+    # its stream 0xFFFFFFFF ("not applicable") is -1, as Kineto writes it and HTA skips
+    sync = np.array([ev["Context Sync"][0]])
+    assert tr.stats[keys.STREAM].lookup(sync)[1].tolist() == [-1]
     um = ev["Unified Memory HtoD"]
     assert um[1:] == (keys.CAT_MEMCPY, "/device:GPU:1", "Unified Memory")
     assert tr.stats[keys.BYTES].lookup(np.array([um[0]]))[1][0] == 65536

@@ -137,7 +137,10 @@ def test_a_trace_of_only_a_clock_snapshot_is_perfetto(tmp_path):
     assert f.stat().st_size == 18
     assert detect(f) == "perfetto"
     t = polyprof.load(f)
-    assert t.n_events == 0 and [w for w in t.metadata["warnings"] if w.startswith("nothing polyprof reads")]
+    said = [w for w in t.metadata["warnings"] if w.startswith("nothing polyprof reads")]
+    assert t.n_events == 0 and said
+    # the snapshot is all it holds: the warning does not say it holds ftrace or power data
+    assert "hold other data" not in said[0] and "does not read system data" in said[0], said
     p = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(f)], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr

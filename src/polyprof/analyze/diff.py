@@ -488,7 +488,10 @@ class _Collector:
             "variants": np.array([len(r) for r in raw], np.int64), "raw_names": _objects(raw)})
         sig_first = np.array([s is True for s in sig.tolist()], bool)
         key = np.where(sig_first, -np.abs(np.nan_to_num(step_delta)), 0.0)
+        # significant changes first (largest step change), then the largest changes in
+        # total, then the largest rows (the larger side's total), then by name
         order = np.lexsort((_objects(names).astype(str) if n else np.zeros(0, str),
+                            -np.maximum(total_a, total_b).astype(np.float64),
                             -np.abs(delta.astype(np.float64)), key, ~sig_first))
         return frame(cols, order=order)
 

@@ -209,8 +209,9 @@ def changes_of(tables: dict[str, Any], nest: NestCounts | None = None) -> list[d
     for t, df in tables.items():
         idx = np.flatnonzero(column(df, "change") != "")
         cols = {c: column(df, c)[idx].tolist() for c in fields}
+        kinds = [str(k) for k in column(df, "kind")[idx].tolist()] if t == "kernels" else [""] * len(idx)
         for i in range(len(idx)):
-            out.append({"table": t, **{c: v[i] for c, v in cols.items()}})
+            out.append({"table": t, "kind": kinds[i], **{c: v[i] for c, v in cols.items()}})
     out.sort(key=lambda c: (-abs(c["step_delta_ns"]), c["table"], c["name"]))
     group(out, nest)
     return out

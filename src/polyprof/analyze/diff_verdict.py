@@ -15,6 +15,19 @@ from .frames import column
 from .inputs import CPU_PREFIXES
 
 LABELS = {"kernels": "kernel", "ops": "op", "sections": "section"}
+#: device activity rows by their ``kind`` (the kernels table's column): copies and memsets are no kernels
+KIND_LABELS = {"memcpy": "copy", "memset": "memset"}
+
+
+def label(table: str, kind: object = "") -> str:
+    """What the verdict calls a row of ``table``: an op, a section; on the device a kernel,
+    a copy or a memset, by the row's ``kind``."""
+    return KIND_LABELS.get(str(kind), LABELS[table]) if table == "kernels" else LABELS[table]
+
+
+def _kind(df: Any, table: str, i: int) -> str:
+    """Row ``i``'s ``kind`` (device activity only; "" for host rows)."""
+    return str(column(df, "kind")[i]) if table == "kernels" else ""
 
 
 def _pct(x: float) -> str:
@@ -62,7 +75,7 @@ def _item(c: dict[str, Any], fmt_ns: Callable[[float], str], name: str, names: d
         ra, rb = c["rank_step_mean_ns_a"], c["rank_step_mean_ns_b"]
         where = (f"; on rank {c['rank_decided']}: {fmt_ns(ra)} -> {fmt_ns(rb)}, "
                  f"{_pct((rb - ra) / ra if ra > 0 else float('nan'))}")
-    return (f"{LABELS[c['table']]} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, "
+    return (f"{label(c['table'], c.get('kind', ''))} {name} {fmt_ns(a)} -> {fmt_ns(b)} per step ({_pct(rel)}, "
             f"p={c['p_adjusted']:.2g}{where}{_nested(c.get('nested') or [], names or {})})")
 
 
@@ -74,7 +87,7 @@ def _nested(rows: list[dict[str, Any]], names: dict[str, str], how: str = "moved
         return ""
     parts = []
     for relation in ("around", "inside", "beside"):
-        these = [f"{LABELS[r['table']]} {names.get(r['name'], r['name'])}" for r in rows if r["relation"] == relation]
+        these = [f"{label(r['table'], r.get('kind', ''))} {names.get(r['name'], r['name'])}" for r in rows if r["relation"] == relation]
         if these:
             parts.append(f"{', '.join(these[:-1])}{' and ' if len(these) > 1 else ''}{these[-1]} {relation} it")
     return f"; with {' and '.join(parts)}, which {how}"
@@ -124,7 +137,7 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                          "; ".join(_item(c, fmt_ns, names[c["name"]], names) for c in sel[:top]) + more + ".")
     total = sum(len(df) for df in tables.values())
     floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
-    lines.append(f"Unchanged: {total - len(changes)} of {total} kernels, ops and sections"
+    lines.append(f"Unchanged: {total - len(changes)} of {total} device activities, ops and sections"
                  + (f" ({floored} beyond the noise but under {floor})" if floored else "")
                  + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
                    f"alpha {ov['alpha']:g}.")
@@ -238,7 +251,7 @@ def _moved(tables: dict[str, Any], way: float, change: float, unit: str,
         a, b = r["step_mean_ns_a"], r["step_mean_ns_b"]
         why = ("beyond the noise, under the floors" if column(df, "reason")[i] == "below the effect floor" else
                "within the noise")
-        out.append(f"{LABELS[r['table']]} {names[r['name']]} {fmt_ns(a)} -> {fmt_ns(b)} per {unit} "
+        out.append(f"{label(r['table'], r['kind'])} {names[r['name']]} {fmt_ns(a)} -> {fmt_ns(b)} per {unit} "
                    f"({'+' if b > a else '-'}{fmt_ns(abs(b - a))}, {_pct(column(df, 'rel_change')[i])}, "
                    f"p={column(df, 'p_adjusted')[i]:.2g}, {why}{_nested(r['nested'], names)})")
     return out
@@ -247,8 +260,8 @@ def _moved(tables: dict[str, Any], way: float, change: float, unit: str,
 def _row(df: Any, table: str, i: int, change: str) -> dict[str, Any]:
     """Row ``i`` of a table as the nesting groups it (``diff_nesting.items``), ``at`` it."""
     a, b = float(column(df, "step_mean_ns_a")[i]), float(column(df, "step_mean_ns_b")[i])
-    return {"table": table, "name": str(column(df, "name")[i]), "change": change, "step_mean_ns_a": a,
-            "step_mean_ns_b": b, "step_delta_ns": float(np.nan_to_num(b - a)), "at": i}
+    return {"table": table, "name": str(column(df, "name")[i]), "kind": _kind(df, table, i), "change": change,
+            "step_mean_ns_a": a, "step_mean_ns_b": b, "step_delta_ns": float(np.nan_to_num(b - a)), "at": i}
 
 
 def _largest(tables: dict[str, Any], unit: str, top: int, fmt_ns: Callable[[float], str]) -> list[str]:
@@ -260,14 +273,14 @@ def _largest(tables: dict[str, Any], unit: str, top: int, fmt_ns: Callable[[floa
         b = column(df, "step_mean_ns_b").astype(np.float64)
         delta = np.nan_to_num(b - a)
         for i in np.flatnonzero(delta != 0)[np.argsort(-np.abs(delta[delta != 0]), kind="stable")][:top].tolist():
-            rows.append((abs(delta[i]), t, str(column(df, "name")[i]), a[i], b[i]))
+            rows.append((abs(delta[i]), label(t, _kind(df, t, i)), str(column(df, "name")[i]), a[i], b[i]))
     rows.sort(key=lambda x: -x[0])
     if not rows:
         return [f"Every row takes the same time per {unit} in A and B."]
     names = short_names([r[2] for r in rows[:top]])
     return [f"Largest differences per {unit} (not tested): " + "; ".join(
-        f"{LABELS[t]} {names[name]} {fmt_ns(a)} -> {fmt_ns(b)} ({_pct((b - a) / a if a > 0 else float('nan'))})"
-        for _, t, name, a, b in rows[:top]) + "."]
+        f"{what} {names[name]} {fmt_ns(a)} -> {fmt_ns(b)} ({_pct((b - a) / a if a > 0 else float('nan'))})"
+        for _, what, name, a, b in rows[:top]) + "."]
 
 
 #: a step this many times its side's median step is a stall (as a long first step is set-up)
@@ -363,7 +376,7 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
     for r in shown:
         w, per = what[(r["table"], r["name"])]
         said = "; ".join(filter(None, (per, _nested(r["nested"], short, how[r["change"]])[2:])))
-        out.append(f"{LABELS[r['table']]} {short[r['name']]} {w}" + (f" ({said})" if said else ""))
+        out.append(f"{label(r['table'], r['kind'])} {short[r['name']]} {w}" + (f" ({said})" if said else ""))
     return out
 
 
@@ -462,7 +475,7 @@ def _apart(name: str, table: str, way: str, ma: np.ndarray, mb: np.ndarray, stra
     size = (f"rank {strata[u]}'s time in it {fmt_ns(here[u] - here[s])} per step over rank {strata[s]}'s in {run}, "
             f"{fmt_ns(there[u] - there[s])} in {other}")
     return u, float(up[u]), float(gap[u]), (
-        f"Ranks apart in {LABELS[table]} {name[:60]}, a collective: {who} while rank {strata[s]}'s {fell} "
+        f"Ranks apart in {label(table)} {name[:60]}, a collective: {who} while rank {strata[s]}'s {fell} "
         f"({move(s)}); the last rank to arrive waits least: {wait} for rank {strata[s]} in {run} ({size}).")
 
 
@@ -473,7 +486,7 @@ def sign_notes(tables: dict[str, Any], ov: dict[str, Any]) -> list[str]:
     for t, df in tables.items():
         total, step = column(df, "delta_total_ns").astype(np.float64), column(df, "step_delta_ns").astype(np.float64)
         for i in np.flatnonzero((np.sign(total) * np.sign(np.nan_to_num(step))) < 0).tolist():
-            rows.append((abs(total[i]), f"{LABELS[t]} {str(column(df, 'name')[i])[:60]}"))
+            rows.append((abs(total[i]), f"{label(t, _kind(df, t, i))} {str(column(df, 'name')[i])[:60]}"))
     if not rows:
         return []
     per = {s: ov[s]["steps"] / max(ov[s]["traces"], 1) for s in ("a", "b")}

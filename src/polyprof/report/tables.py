@@ -68,11 +68,27 @@ def build(trace: Trace, window: WindowArg = AUTO, leave_out: Collection[str] = (
         "plugin_errors": list(trace.metadata.get(mkeys.PLUGIN_ERRORS, [])),
         "warnings": mkeys.warning_texts(trace.metadata),
     }
+    if corr.counts.get("device_activities") and not corr.counts.get("launch_calls"):
+        overview["no_launch_calls"] = no_launch_calls(trace)
     cupti = trace.metadata.get(mkeys.CUPTI)
     left = cupti.get("calls_not_kept") if isinstance(cupti, dict) else None
     if left:  # the cupti plugin counted calls it did not keep as events: the header says so
         overview["calls_not_kept"] = {str(k): int(v.get("calls", 0)) for k, v in left.items() if isinstance(v, dict)}
     return Report(trace, tables, found, overview)
+
+
+def no_launch_calls(trace: Trace) -> str:
+    """Why a trace with device activity has no host launch call to match it with: a GPU's
+    kernels and copies are launched by runtime calls, which were not recorded (API
+    tracing off, as in an nvprof run for metrics, or not exported); devices that run
+    whole compiled programs (TPUs) have none."""
+    vendors = {p.vendor for p in trace.planes if p.kind == "device" and p.name.startswith("/device:GPU:")}
+    if not vendors:
+        return ("no host launch calls in this trace, so none to match (devices that run whole compiled programs, "
+                "such as TPUs, have none)")
+    api = {"NVIDIA": "CUDA", "AMD": "HIP"}.get(next(iter(vendors)), "GPU") if len(vendors) == 1 else "GPU"
+    return (f"no host launch calls in this trace, so none to match: its {api} runtime and driver API calls were "
+            "not recorded (API tracing off, or its records not exported)")
 
 
 def _plain(o: object) -> object:

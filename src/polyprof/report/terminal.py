@@ -16,6 +16,7 @@ from ..trace.categories import Kind, kind_of
 from ..trace.core import Trace
 from . import extension_tables, idle_text
 from .efficiency_text import mfu_line
+from .path_text import path_line
 from .tables import Report, build
 from .textout import (Boxed, Fit, Item, Lines, Para, Piece, _cells, cell_len, cell_sizes, one_cell,  # noqa: F401
                       plain_terminal, representable, set_cell_size, to_rich)
@@ -367,8 +368,8 @@ def _overview(out: Out, ov: dict[str, Any]) -> None:
                                                 "with the host", None))))
     c = ov["correlation"]
     if c.get("device_activities") and not c.get("launch_calls"):
-        out(Para(((f"correlation: {c['device_activities']} device activities; no host launch calls in this trace, "
-                   "so none to match (devices that run whole compiled programs, such as TPUs, have none)", None),)))
+        out(Para(((f"correlation: {c['device_activities']} device activities; "
+                   + ov.get("no_launch_calls", "no host launch calls in this trace, so none to match"), None),)))
     elif c.get("device_activities"):
         out(Para((
             (f"correlation: {c['device_activities']} device activities; matched by id "
@@ -507,21 +508,7 @@ def _critical_path_table(out: Out, cp: Table | None, top: int, W: int) -> None:
         out(_table("Critical path", t, [("name", "name", None), ("kind", "kind", None),
                                         ("on_path_ns", "on path", fmt_ns), ("share_pct", "share", fmt_pct),
                                         ("steps", "steps", _int, True)], top, W))
-        out(Para(((_path_line(cp), "dim"),), indent=2))
-
-
-def _path_line(cp: Table) -> str:
-    """One line under the table: the steps' path length against their span (the medians
-    over the steps, each step's own pair where there is one)."""
-    step = np.asarray(column(cp, "step"), np.int64)
-    _, first = np.unique(step, return_index=True)
-    path = np.asarray(column(cp, "path_ns"), np.int64)[first]
-    span = np.asarray(column(cp, "span_ns"), np.int64)[first]
-    if len(first) == 1:
-        what = "the trace's" if int(step[first[0]]) < 0 else f"step {int(step[first[0]])}'s"
-        return f"critical path {fmt_ns(int(path[0]))} of {what} {fmt_ns(int(span[0]))}"
-    return (f"critical path {fmt_ns(float(np.median(path)))} of the step's {fmt_ns(float(np.median(span)))} "
-            f"(medians over {len(first)} steps)")
+        out(Para(((path_line(cp), "dim"),), indent=2))
 
 
 def _other_events(out: Out, T: dict[str, Table], top: int, W: int) -> None:

@@ -81,6 +81,14 @@ def _triples(c: dict[str, np.ndarray], prefix: str, n: int) -> np.ndarray | None
 #: ``stream`` stat stays the file's 0, as the Kineto export writes it for HTA)
 UNIFIED_MEMORY = -2
 
+#: CUPTI's "not applicable" (``CUPTI_SYNCHRONIZATION_INVALID_VALUE``) in a synchronisation
+#: record's ``streamId`` (a sync on no stream: ``cudaEventSynchronize``,
+#: ``cudaDeviceSynchronize``) or ``eventId``. Read as -1, none: the record is on the
+#: device's ``context`` line (build.add_part) with stream -1, as Kineto writes it
+#: (``"stream": -1``) and the CUPTI plugin lays it out, outside every stream's time (HTA
+#: and ``--window hta`` count only device rows with a stream); no ``event id`` stat
+NOT_APPLICABLE = 0xFFFFFFFF
+
 
 def _device_common(c: dict[str, np.ndarray], n: int, stats: dict[str, Any]) -> None:
     _set(stats, keys.CORRELATION_ID, c["correlationId"])
@@ -193,6 +201,9 @@ def syncs(conn: sqlite3.Connection, ex: Export) -> Part | None:
     exprs.update(_opt(ex, t, "globalPid", "contextId", "syncType", "eventId"))
     c = sqlite_db.read_columns(conn, t, exprs, not_null=ex.tables.not_null(t), wide=_WIDE)
     n = len(c["start"])
+    for col in ("streamId", "eventId"):
+        if col in c:
+            c[col] = np.where((c[col] == NOT_APPLICABLE) | (c[col] < 0), -1, c[col])
     stats: dict[str, Any] = {}
     _device_common(c, n, stats)
     if "eventId" in c:

@@ -108,8 +108,8 @@ def build(col: Collector, path: Path) -> Trace:
         warnings.append(f"skipped {n:,} {why}")
     if not len(rows) and not len(ct["track"]):  # never silently empty (e.g. ftrace or power data only)
         warnings.append("nothing polyprof reads: every event was skipped (above)" if col.skipped else
-                        "nothing polyprof reads: no track events, counters or GPU render stages (the packets "
-                        "hold other data, e.g. ftrace, power rails or memory profiles)")
+                        "nothing polyprof reads: no track events, counters or GPU render stages in its packets "
+                        "(polyprof does not read system data: ftrace, power rails, memory profiles)")
     for w in warnings:
         log.warning("%s: %s", path, w)
     anchor = clocks.wall_anchor()

@@ -336,9 +336,12 @@ class Converter:
         device = self._devices_of(ctx)
         start, dur = self._time(c["start"], c["end"])
         tracks = self._stream_tracks(device, c["stream_id"], ctx)
+        # NO_STREAM (CUPTI's "not applicable") is stream -1, as Kineto writes it: HTA and
+        # --window hta leave such records out of every stream's time
+        stream, event = (np.where(c[k] == NO_STREAM, -1, c[k].astype(np.int64)) for k in ("stream_id", "cuda_event_id"))
         self.b.events(tracks, self._label_ids(c["type"], layout.SYNC_TYPES), start, dur, CAT_SYNC, stats={
             keys.CORRELATION_ID: c["correlation_id"].astype(np.int64), keys.DEVICE: device, CONTEXT: ctx,
-            keys.STREAM: c["stream_id"].astype(np.int64), "cuda_event_id": c["cuda_event_id"].astype(np.int64)})
+            keys.STREAM: stream, "cuda_event_id": event})
 
     def _thread_track(self, tid: int) -> int:
         return self.b.track(self.host, self.threads.get(tid, f"Thread {tid}"), "thread", tid=tid)
