@@ -20,7 +20,9 @@ collective to match is aligned from its point-to-point transfers, matched by pee
 order (``ranks/transfers.py``), onto the reference rank or, through a chain of
 transfers, onto a rank already aligned (a pipeline's stages; the bounds add). Ranks with
 neither fall back to their recorded clocks (wall clock for Kineto; the wall anchors for
-polyprof's own monotonic traces) and are reported as not aligned from events.
+traces on a session's own clock: polyprof's monotonic clock, Nsight's time since the
+session start...; as recorded, and said so, where a rank has no anchor) and are
+reported as not aligned from events.
 """
 
 from __future__ import annotations
@@ -173,31 +175,45 @@ def _all_recorded(t: Table) -> bool:
     return "seq_from" in t and len(t) > 0 and bool((t["seq_from"] == "Seq").all())
 
 
-def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, monotonic: dict[int, bool],
+#: the wall anchor of times that are the wall clock itself (Kineto's): time t is wall time t
+WALL_IDENTITY = {"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}
+
+
+def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: dict[int, bool],
               note: str = "", counts: tuple[int, int] | None = None) -> RankClock:
     """The rank on its recorded clock. ``counts``: the collectives of the rank and of the
     reference rank (a rank without any has none to match: recording the same steps would
-    not help). An anchor's ``host`` (``ranks/result.anchor_of``) tells whether the two
-    ranks share one host, and so one wall clock."""
-    a, b = anchors.get(rank), anchors.get(ref)
+    not help). A rank on a session clock (``session``: polyprof's monotonic clock, Nsight's
+    time since the session start...) is placed by the wall anchors when both ranks have
+    one (a rank whose times are the wall clock, Kineto's, has the identity anchor);
+    otherwise its times stay as recorded, and the message says whether that is the wall
+    clock (both ranks' times are) or each rank's own clock (method ``own clock``). An
+    anchor's ``host`` (``ranks/result.anchor_of``) tells whether the two ranks share one
+    host, and so one wall clock."""
     mine, theirs = counts or (1, 1)
     why = (f"rank {rank} recorded no collective" if not mine else
            f"the reference rank {ref} recorded no collective" if not theirs else
            "no collective matched the reference rank's") + (f", and {note}" if note else "")
+    on_session = {r: bool(session.get(r)) for r in (rank, ref)}
+    a, b = ({**WALL_IDENTITY, **anchors.get(r, {})} if not on_session[r] else anchors.get(r) for r in (rank, ref))
     ha, hb = (a or {}).get("host"), (b or {}).get("host")
     same = bool(ha) and ha == hb
-    if monotonic.get(rank) and monotonic.get(ref) and a and b:
+    if any(on_session.values()) and a and b:
         fit = clock.from_anchors(a, b, method="wall anchors")
         fit = clock.constant(fit.offset_ns, math.nan, "wall anchors")
-        clocks = (f"their host's ({ha}) wall clock, which both ranks read" if same else
+        clocks = (f"their wall-clock anchors, read on one host, {ha}" if same else
                   "the two hosts' wall clocks" if ha and hb else "the ranks' wall-clock anchors")
-        msg = f"{why}: placed by {clocks} (bound unknown)"
-    else:
-        fit = clock.constant(0, math.nan, "recorded clock")
-        agree = (f"both ranks read the wall clock of one host, {ha}" if same else
-                 "hosts agree only as well as NTP keeps them")
-        msg = f"{why}: times kept as recorded (wall clock; {agree})"
-    return RankClock(rank, fit, False, 0, 0, msg)
+        return RankClock(rank, fit, False, 0, 0, f"{why}: placed by {clocks} (bound unknown)")
+    if any(on_session.values()):  # a rank with its own clock and no anchor: nothing links the two
+        bare = [str(r) for r, x in ((rank, a), (ref, b)) if not x]
+        who = f"rank {bare[0]} has" if len(bare) == 1 else f"ranks {' and '.join(bare)} have"
+        msg = (f"{why}: times kept as recorded, on each rank's own clock ({who} no wall-clock anchor to "
+               f"place {'it' if len(bare) == 1 else 'them'} by), so how the ranks line up in time is unknown")
+        return RankClock(rank, clock.constant(0, math.nan, "own clock"), False, 0, 0, msg)
+    agree = f"both ranks read the wall clock of one host, {ha}" if same else \
+        "hosts agree only as well as NTP keeps them"
+    return RankClock(rank, clock.constant(0, math.nan, "recorded clock"), False, 0, 0,
+                     f"{why}: times kept as recorded (wall clock; {agree})")
 
 
 def _no_peer(t: Table) -> str:
@@ -212,13 +228,14 @@ def _no_peer(t: Table) -> str:
 
 
 def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | None = None,
-                monotonic: dict[int, bool] | None = None, ref: int | None = None) -> dict[int, RankClock]:
+                session: dict[int, bool] | None = None, ref: int | None = None) -> dict[int, RankClock]:
     """A :class:`RankClock` per rank putting it on ``ref``'s clock (default: the lowest
     rank). ``tables`` are :func:`polyprof.ranks.collectives.collective_table` per rank;
-    ``anchors`` the ranks' wall anchors and ``monotonic`` whether a rank's times are a
-    monotonic clock (polyprof's own traces) rather than wall-clock based (Kineto), for
+    ``anchors`` the ranks' wall anchors and ``session`` whether a rank's times are its
+    session's own clock (polyprof's monotonic clock, Nsight's time since the session
+    start: ``ranks/result.anchor_of``) rather than the wall clock itself (Kineto), for
     the fallback. Collectives first; a rank they leave is aligned from its transfers."""
-    anchors, monotonic = anchors or {}, monotonic or {}
+    anchors, session = anchors or {}, session or {}
     ranks = sorted(tables)
     if not ranks:
         return {}
@@ -241,7 +258,7 @@ def align_ranks(tables: dict[int, Table], anchors: dict[int, dict[str, Any]] | N
     why = _by_transfers(tables, ref, out)
     for r in ranks:
         if r not in out:
-            out[r] = _fallback(r, anchors, ref, monotonic, why.get(r) or _no_peer(tables[r]),
+            out[r] = _fallback(r, anchors, ref, session, why.get(r) or _no_peer(tables[r]),
                                (_n_group(tables[r]), _n_group(tables[ref])))
     return out
 

@@ -62,7 +62,7 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
     ranks = sorted(results)
     job, job_findings = job_tables({r: results[r].collectives for r in ranks},
                                    {r: a for r in ranks if (a := results[r].anchor)},
-                                   {r: results[r].monotonic for r in ranks},
+                                   {r: results[r].session_clock for r in ranks},
                                    {r: int(results[r].overview_row[1]) for r in ranks},
                                    {r: int(results[r].overview.get("analysed_span_ns") or 0) for r in ranks},
                                    {r: step_bounds(results[r].tables.get("step_stats")) for r in ranks})
@@ -92,7 +92,7 @@ def job_report(results: dict[int, RankResult], info: dict[int, RankInfo], per_ev
 
 
 def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
-               monotonic: dict[int, bool], steps: dict[int, int] | None = None,
+               session: dict[int, bool], steps: dict[int, int] | None = None,
                windows: dict[int, int] | None = None,
                bounds: dict[int, StepBounds | None] | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """What needs every rank at once, from each rank's small collective table: the clock
@@ -102,7 +102,7 @@ def job_tables(coll: dict[int, Any], anchors: dict[int, dict[str, Any]],
     window, for the per-step figures), and the straggler findings (``windows``: each
     rank's analysed span, what the waiting a rank caused is a share of; ``bounds``: each
     rank's steps, :func:`step_bounds`, to say which steps a straggler's collectives were in)."""
-    clocks = align_ranks(coll, anchors, monotonic)
+    clocks = align_ranks(coll, anchors, session)
     inside = {r: t[column(t, "in_window").astype(bool) & ~column(t, "p2p").astype(bool)] for r, t in coll.items()}
     per_rank, per_coll = stragglers(inside, clocks)
     tables = {"rank_alignment": alignment_table(clocks), "stragglers": per_rank,
@@ -206,6 +206,14 @@ def _steps_of(coll: Any, clock: Any, bounds: StepBounds | None) -> dict[tuple[st
     return {(str(k), int(q)): int(number[a]) for k, q, a in zip(keys[ok], seq[ok], at[ok])}
 
 
+#: what the cross-rank timing of ranks not aligned from events rests on, by the fallback's method
+_RESTS_ON = {"": "Cross-rank timing for these ranks rests on their recorded clocks; ",
+             "wall anchors": "Cross-rank timing for these ranks rests on their wall-clock anchors (when each "
+                             "session started, on its host's clock); ",
+             "own clock": "These ranks' times count from each one's own start, with no wall-clock anchor to "
+                          "line them up by; "}
+
+
 def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows: dict[int, int] | None = None,
                         steps_of: Callable[[int], tuple[dict[tuple[str, int], int], list[int]]] | None = None,
                         ) -> list[Finding]:
@@ -221,7 +229,7 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
         out.append(Finding("ranks_not_aligned", f"{len(bad)} rank(s) could not be aligned from collectives "
                                                  "or transfers",
                            "low", "", {"ranks": bad["rank"].tolist(), "message": message},
-                           suggestion="Cross-rank timing for these ranks rests on their recorded clocks; " + (
+                           suggestion=_RESTS_ON.get(str(bad["method"][0]), _RESTS_ON[""]) + (
                                "they recorded no collective polyprof recognises (communication kernels, gloo or "
                                "MPI ranges, XLA collective ops), so there is nothing to match."
                                if "recorded no collective" in message else

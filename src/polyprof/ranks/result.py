@@ -23,6 +23,7 @@ from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from ..analyze.collectives import collective_table, union_ns
 from ..trace.sorting import median
+from .align import WALL_IDENTITY
 
 #: the columns of the job's ``rank_overview``: the first three from the job (rank, the
 #: source's label, how its rank was found), the rest from :func:`overview_row`
@@ -39,7 +40,7 @@ class RankResult(NamedTuple):
     overview: dict[str, Any]
     collectives: Any  # ranks.collectives.collective_table, with ``in_window``
     anchor: dict[str, Any] | None
-    monotonic: bool
+    session_clock: bool  # its times are its session's own clock, not the wall clock (anchor_of)
     overview_row: tuple  # this rank's numbers in the job's rank_overview (OVERVIEW_COLUMNS[3:])
 
 
@@ -89,14 +90,20 @@ def rank_collectives(trace: Trace, windowed: Trace) -> Any:
 
 
 def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
-    """The rank's wall anchor (if any) and whether its times are polyprof's monotonic clock.
-    The anchor names the rank's host (``host``) where its sources name one."""
+    """The rank's wall anchor (if any) and whether its times are a clock of its own (its
+    session's: polyprof's monotonic clock, Nsight's time since the session start...)
+    rather than the wall clock itself (Kineto's, clock ``wall``). A wall-clock trace's
+    anchor is the identity (``ranks/align.WALL_IDENTITY``); a trace on its own clock has
+    the anchor its reader found (metadata ``wall_anchor``), else none. The anchor names
+    the rank's host (``host``) where its sources name one."""
     anchor = trace.metadata.get(mkeys.WALL_ANCHOR)
+    own = trace.metadata.get(mkeys.CLOCK_NAME) != "wall"
+    if not own and not (isinstance(anchor, dict) and "wall_ns" in anchor):
+        anchor = dict(WALL_IDENTITY)
+    if not isinstance(anchor, dict) or "wall_ns" not in anchor:
+        return None, own
     hosts = {s.host for s in trace.sources if s.host}
-    if isinstance(anchor, dict) and len(hosts) == 1:
-        anchor = {**anchor, "host": hosts.pop()}
-    return (anchor if isinstance(anchor, dict) and "wall_ns" in anchor else None,
-            str(trace.metadata.get(mkeys.CLOCK_NAME, "")).startswith(mkeys.REFERENCE_CLOCK))
+    return ({**anchor, "host": hosts.pop()} if len(hosts) == 1 else anchor), own
 
 
 def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns: int = 0,

@@ -146,12 +146,12 @@ class TraceSet:
                 traces.append(self.load(r))
                 bar.advance()
         tables = {r: collective_table(t) for r, t in zip(self.ranks, traces)}
-        anchors, mono = {}, {}
+        anchors, session = {}, {}
         for r, t in zip(self.ranks, traces):
-            a, mono[r] = anchor_of(t)
+            a, session[r] = anchor_of(t)
             if a is not None:
                 anchors[r] = a
-        clocks = align_ranks(tables, anchors, mono)
+        clocks = align_ranks(tables, anchors, session)
         m = merge(traces)
         for s in m.sources:
             c = clocks.get(s.rank) if s.rank is not None else None

@@ -22,28 +22,38 @@ def _bound(x: float) -> str:
     return "not bounded" if x != x else fmt_ns(x)
 
 
-def _alignment_line(ov: dict[str, Any], bound: float | None, why: str = "") -> str:
+def _alignment_line(ov: dict[str, Any], bound: float | None, why: str = "", placed: str = "") -> str:
     """How the ranks were put on one clock (from collectives, transfers), saying plainly
-    when some (or all but the reference) were not, and why: their times are then as
-    each rank recorded them."""
+    when some (or all but the reference) were not, and why, and where their times then
+    are (``placed``: :func:`_not_aligned`)."""
     n, aligned, ref = ov["ranks"], ov["aligned_ranks"], ov["reference_rank"]
     if n == 1:  # a store or directory of one rank: its own clock, nothing aligned to it
         return f"rank {ref} alone, on its own clock"
+    placed = placed or "each rank's times are as it recorded them"
     if n > 1 and aligned <= 1:
         why = why or f"no collective matched rank {ref}'s"
-        return f"not aligned: {why}, so each rank's times are as it recorded them (wall clock)"
+        return f"not aligned: {why}, so {placed}"
     by = " and ".join(ov.get("aligned_by") or ["collectives"])
     text = f"{aligned} of {n} on rank {ref}'s clock from {by}"
     text += f" (bound at most {fmt_ns(bound)})" if bound is not None else ""
     if aligned < n:
-        text += f"; {n - aligned} not aligned (times as recorded)"
+        text += f"; {n - aligned} not aligned ({placed})"
     return text
 
 
-def _not_aligned_why(al: Table) -> str:
-    """The first unaligned rank's reason (its message up to the colon)."""
-    bad = [str(m) for m, a in zip(column(al, "message"), column(al, "aligned")) if not a] if len(al) else []
-    return bad[0].split(":")[0] if bad else ""
+#: where the fallback (ranks/align.py) leaves a rank's times, by its method
+_PLACED = {"wall anchors": "each rank is placed by its wall-clock anchor",
+           "recorded clock": "each rank's times are as it recorded them (wall clock)",
+           "own clock": "each rank's times are as it recorded them, on its own clock (no wall-clock anchor)"}
+
+
+def _not_aligned(al: Table) -> tuple[str, str]:
+    """The first unaligned rank's reason (its message up to the colon), and where the
+    unaligned ranks' times are (by the methods of the fallback)."""
+    bad = [(str(m), str(x)) for m, x, a in zip(column(al, "message"), column(al, "method"), column(al, "aligned"))
+           if not a] if len(al) else []
+    placed = "; ".join(_PLACED.get(x, x) for x in dict.fromkeys(x for _, x in bad))
+    return (bad[0][0].split(":")[0] if bad else ""), placed
 
 
 def render_ranks(report: JobReport, top: int = 15, console: Console | None = None) -> None:
@@ -57,7 +67,7 @@ def _rank_parts(out: Out, report: JobReport, top: int, W: int) -> None:
     bound = ov.get("max_bound_ns")
     out(Para((("polyprof summary", "bold"), (f": {ov['ranks']} rank{'s' if ov['ranks'] != 1 else ''}, "
                                              f"{ov['events']} events; "
-                                             + _alignment_line(ov, bound, _not_aligned_why(T["rank_alignment"])),
+                                             + _alignment_line(ov, bound, *_not_aligned(T["rank_alignment"])),
                                              None))))
     if ov.get("window"):
         out(Para((("analysed window", "bold"), (f": {ov['window']}", None))))

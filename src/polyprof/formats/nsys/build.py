@@ -5,7 +5,8 @@ several sources); per source a ``/host:CPU`` plane with a track per thread and a
 ``/device:GPU:<cuda device>`` plane per device with a track per stream. Host calls link
 to the device work they launched by correlation id within their process (a flow per
 pair, and the ``correlation_id`` stat on both). Times stay the export's (ns since the
-session start); ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` is the wall-clock anchor.
+session start); ``anchor.py`` reads the wall-clock anchor (``TARGET_INFO_SESSION_START_TIME``),
+which places ranks that have no collective to align by.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import sqlite_db
+from .anchor import session_anchor
 from .schema import Export
 from .tables import UNIFIED_MEMORY
 from ..parts import Part, flow_pairs, group_rows, read_parts
@@ -87,11 +89,6 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
     first, whose processes device tables without ``globalPid`` take); what a part leaves
     behind once its events are in the builder is what flows need."""
     b = TraceBuilder()
-    anchor = None
-    if ex.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
-        got = sqlite_db.rows(conn, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
-        if got and isinstance(got[0][0], int):
-            anchor = {"mono_ns": 0, "wall_ns": int(got[0][0]), "uncertainty_ns": 0}
     host = ""
     if ex.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
         got = sqlite_db.rows(conn, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1")
@@ -111,10 +108,12 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
 
     def source(g: int, pid: int) -> int:  # sources in order of first appearance; labelled below
         return b.source(host=host, pid=pid, label=f"pid {pid}",
-                        clock={"wall_anchor": dict(anchor)} if anchor else None,
                         metadata={"process_name": pnames[g]} if g in pnames else None)
 
+    first: int | None = None  # the earliest event time, which tells the anchor's clock (anchor.py)
     for p in read_parts(readers, notes):
+        lo = int(p.start.min())  # read_parts yields parts with rows only
+        first = lo if first is None else min(first, lo)
         fill_process(p, launches, set(source_of))
         rows = add_part(b, p, source_of, gpus, source, pid_of=lambda g: (g >> 24) & 0xFFFFFF if g >= 0 else 0,
                         host_properties=lambda g: {"process_name": pnames[g]} if g in pnames else None,
@@ -129,8 +128,11 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
                  and _has_rows(conn, t)]
         notes.append("nothing polyprof reads: no CUDA, NVTX or OS runtime rows (the export holds other "
                      f"data; its tables: {', '.join(other[:8]) + (', ...' if len(other) > 8 else '') or 'none'})")
+    anchor = session_anchor(conn, ex, first)
     for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
         s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""
+        if anchor:
+            s.clock["wall_anchor"] = dict(anchor)
     add_flows(b, linked)
     del linked, launches
     md: dict[str, Any] = {"clock": "nsys session time (ns since the session start)",
