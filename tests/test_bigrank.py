@@ -133,7 +133,7 @@ def test_summary_that_would_not_fit_says_so_in_one_line(tmp_path, monkeypatch, c
     monkeypatch.setattr(fits, "available_bytes", lambda: 64 << 20)
     assert main(["summary", str(path)]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(path) in err and "0.1 GiB is available" in err
+    assert len(err.splitlines()) == 1 and str(path) in err and "64 MiB is available" in err
     assert ("polyprof convert" in err) == (target == "file") and "polyprof sql" in err
     monkeypatch.setenv("POLYPROF_MEMORY_CHECK", "0")
     assert main(["summary", str(path)]) == 0
@@ -146,9 +146,9 @@ def test_memory_available_reads_cgroup_v1_and_v2(tmp_path, monkeypatch):
     (tmp_path / "usage").write_text(str(100 << 20))
     (tmp_path / "max").write_text("max\n")
     monkeypatch.setattr(fits, "_meminfo_available", lambda: 8 << 30)
-    monkeypatch.setattr(fits, "_cgroup_files", lambda: [(str(tmp_path / "limit"), str(tmp_path / "usage"))])
+    monkeypatch.setattr(fits, "_cgroup_files", lambda: [(str(tmp_path / "limit"), str(tmp_path / "usage"), "")])
     assert fits.available_bytes() == (1 << 30) - (100 << 20)
-    monkeypatch.setattr(fits, "_cgroup_files", lambda: [(str(tmp_path / "max"), str(tmp_path / "usage"))])
+    monkeypatch.setattr(fits, "_cgroup_files", lambda: [(str(tmp_path / "max"), str(tmp_path / "usage"), "")])
     assert fits.available_bytes() == 8 << 30
     gz = tmp_path / "t.json.gz"
     gz.write_bytes(gzip.compress(b"x" * 100000))

@@ -136,7 +136,7 @@ def test_report_above_the_bound_says_what_it_does(stores, monkeypatch, capsys, t
     monkeypatch.setattr(fits, "available_bytes", lambda: 64 << 20)
     assert main(["report", str(stores["v100"]), "-o", str(out)]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "0.1 GiB is available" in err and not out.exists()
+    assert len(err.splitlines()) == 1 and "64 MiB is available" in err and not out.exists()
 
 
 def test_an_idle_stretch_across_windows_is_one_gap():
@@ -166,7 +166,7 @@ def test_windows_larger_than_the_bound_allows_are_said(stores, monkeypatch, caps
     monkeypatch.setattr(fits, "available_bytes", lambda: 64 << 20)
     assert main(["summary", str(stores["v100"]), "--json"]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "a window of" in err and "0.1 GiB is available" in err
+    assert len(err.splitlines()) == 1 and "a window of" in err and "64 MiB is available" in err
 
 
 def test_a_rank_without_profiler_steps_above_the_bound_is_read_whole_and_says_so(tmp_path, capsys, monkeypatch,

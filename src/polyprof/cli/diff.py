@@ -106,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
     a_paths, b_paths = _parse_runs(args)
     if args.output:
         refuse_over_inputs(args.output, [*a_paths, *b_paths])  # before anything is read
+    from .memory_check import check_diff  # (light: imports fits only for JSON traces or stores)
+
+    check_diff([*a_paths, *b_paths])
     window = window_from(args)
     sides: dict[str, tuple[Runs, list[list[str]]]] = {}
     for side, paths in (("a", a_paths), ("b", b_paths)):

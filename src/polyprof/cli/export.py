@@ -46,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
     apply_peak(args)
     refuse_over_inputs(args.output, [args.file])  # before anything is read
     job_path = None
+    from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
+
+    check_memory("export", [args.file], rank=args.rank)
     if is_job(args.file, args.rank) and args.rank is None:
         from ..ranks.processes import one_process_per_rank
         from ..ranks.traceset import load_ranks

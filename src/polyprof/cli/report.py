@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         args.file = args.file[0]
         if args.rank is not None:
             raise PolyprofError(f"--rank {args.rank}: {args.file} is one trace, not the ranks of a job")
+        from .memory_check import check_memory  # (light: imports fits only for a JSON trace)
+
+        check_memory("report", [args.file])
         trace = load_trace(args.file)
         trace.metadata[mkeys.TITLE] = name = Path(args.file).name
     from ..report.html import write  # after the ranks: they are read while it imports
@@ -103,5 +106,5 @@ def _above_bound(files: list[str], rank: int | None) -> None:
         logging.getLogger("polyprof").warning(
             "%s: rank %d (%s events) is above the memory bound (%d MiB): the report shows its events, so it "
             "reads the rank whole (about %.1f GiB); polyprof summary %s keeps to the bound", root, entry["rank"],
-            f"{events:,}", fits.memory_bound() >> 20, fits.store_rank_bytes(events) / 2**30, root)
-        fits.check_store_rank(root, entry["rank"], events)
+            f"{events:,}", fits.memory_bound() >> 20, fits.store_need(events, "report") / 2**30, root)
+        fits.check_store_rank(root, entry["rank"], events, "report")

@@ -29,7 +29,9 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     apply_peak(args)
     job = is_job(args.file)  # several files, a directory or a store: one job, whatever its ranks are in
-    _check_memory(args.file, window_from(args) == "auto")
+    from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
+
+    check_memory("summary-json" if args.json else "summary", args.file, windows=window_from(args) == "auto")
     if job:
         report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
     else:
@@ -54,35 +56,3 @@ def run(args: argparse.Namespace) -> int:
     render(report, top=args.top)
     return 0
 
-
-def _check_memory(files: list[str], windows: bool = True) -> None:
-    """One line, before reading, where a rank will not fit in memory (ranks/fits.py): a
-    Kineto/Chrome JSON file given alone, each rank of a store not summarised window by
-    window (with ``windows``: the default steps, ranks/stepwise.py)."""
-    from pathlib import Path
-
-    from .ranks import is_store
-
-    if len(files) == 1 and is_store(files[0]):
-        from ..ranks import fits  # only for a store or a JSON trace: an XSpace needs no bound
-        from ..store.manifest import read_manifest
-
-        root = Path(files[0])
-        for r in read_manifest(root)["ranks"]:
-            events = int(r.get("events", 0))
-            p = None
-            if windows and fits.store_rank_bytes(events) > fits.memory_bound():
-                from ..ranks.stepwise import by_windows, check_plan  # the windows: only for a rank above the bound
-
-                p = by_windows(root / r["path"], events)
-                if p is not None:
-                    check_plan(p, f"{root}: rank {r['rank']}")
-            if p is None:
-                fits.check_store_rank(root, r["rank"], events)
-    elif len(files) == 1 and Path(files[0]).is_file():
-        from ..formats.detect import detect
-
-        if detect(files[0]) in ("kineto", "chrome-json"):
-            from ..ranks import fits  # only for a store or a JSON trace: an XSpace needs no bound
-
-            fits.check_file(files[0])

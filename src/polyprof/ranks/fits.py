@@ -1,14 +1,17 @@
 """Whether a rank fits in memory to be analysed, asked before reading it (docs/store.md,
-"One rank of any size").
+"One rank of any size"; docs/reliability.md, "Memory").
 
 The analyses work on a rank in memory. Rather than be killed by the kernel part way
-(no message at all under a memory cgroup), ``polyprof summary`` compares what a rank
-will need, estimated from its size, with the memory this process may use (the memory
-cgroup's limit, v2 or v1, less what it already uses; else the system's available
-memory), and says so in one line when it will not fit. The estimates (measured on
-replicates of the V100 trace, docs/benchmarks.md, issue 34): a Kineto / Chrome JSON
-file needs about twice its JSON text, a store's rank about 400 bytes per event, each
-plus the interpreter's ~150 MiB. ``POLYPROF_MEMORY_CHECK=0`` skips the check.
+(no message at all under a memory cgroup), every command that reads a whole trace
+(``summary``, ``report``, ``export``, ``diff``) compares what it will need, estimated per
+command from the trace's size, with the memory this process may use (the memory
+cgroup's limit, v2 or v1, less its usage but counting its inactive page cache as free;
+else the system's MemAvailable), and says so in one line when it will not fit. The
+estimates are measured peaks (docs/reliability.md): a Kineto / Chrome JSON file needs
+:data:`BASE_BYTES` plus :data:`JSON_FACTORS` of its text per command (``summary --json``
+and ``report`` keep per-launch tables and write them out whole: more than twice the
+text), a store's rank :data:`STORE_FACTORS` bytes per event. ``POLYPROF_MEMORY_CHECK=0``
+skips the check; ``POLYPROF_MEMORY_AVAILABLE`` (MiB) stands for the memory available.
 """
 
 from __future__ import annotations
@@ -21,8 +24,15 @@ from ..errors import PolyprofError
 
 #: what the interpreter, NumPy, pyarrow and the analyses' code take before any trace
 BASE_BYTES = 150 << 20
-#: memory per byte of Kineto / Chrome JSON read whole and analysed
-JSON_FACTOR = 2.0
+#: memory per byte of Kineto / Chrome JSON read whole, by command (``summary-json``:
+#: ``summary --json``; ``diff``: per byte of all its inputs together), each the largest of
+#: the measured peaks less :data:`BASE_BYTES` over the text, rounded up (docs/reliability.md)
+JSON_FACTORS = {"summary": 1.0, "summary-json": 2.5, "report": 2.6, "export": 5.6, "diff": 0.25}
+#: the ``summary`` text's factor, for callers that name no command
+JSON_FACTOR = JSON_FACTORS["summary"]
+#: memory per event of a store's rank read back whole, by command (``diff``: per event of
+#: all its inputs together); ``summary`` is :data:`STORE_EVENT_BYTES`
+STORE_FACTORS = {"summary": 400, "summary-json": 400, "report": 850, "export": 1800, "diff": 300}
 #: memory per event of a store's rank read back and analysed
 STORE_EVENT_BYTES = 400
 _UNLIMITED = 1 << 60
@@ -67,18 +77,45 @@ def window_events(bound: int) -> int:
 
 
 def available_bytes() -> int:
-    """The memory this process may still use: its memory cgroup's limit less its usage
-    (cgroup v2, else v1), capped by the system's MemAvailable."""
+    """The memory this process may still use: ``POLYPROF_MEMORY_AVAILABLE`` (MiB) where
+    set; else its memory cgroup's limit less its usage, the cgroup's inactive page cache
+    counted as free (the kernel reclaims it before it kills: cgroup v2, else v1), capped
+    by the system's MemAvailable (which counts reclaimable cache as available too)."""
+    text = os.environ.get("POLYPROF_MEMORY_AVAILABLE", "").strip()
+    if text:
+        try:
+            return max(int(float(text) * (1 << 20)), 0)
+        except ValueError:
+            raise PolyprofError(f"POLYPROF_MEMORY_AVAILABLE={text!r}: expected MiB, a number") from None
     avail = _meminfo_available()
-    for limit, usage in _cgroup_files():
+    for limit, usage, stat in _cgroup_files():
         try:
             lim = Path(limit).read_text().strip()
             used = int(Path(usage).read_text().strip())
         except (OSError, ValueError):
             continue
         if lim.isdigit() and int(lim) < _UNLIMITED:
-            avail = min(avail, max(int(lim) - used, 0))
+            avail = min(avail, max(int(lim) - used + min(_reclaimable(stat), used), 0))
     return avail
+
+
+def _reclaimable(stat: str) -> int:
+    """The page cache a cgroup's ``memory.stat`` says the kernel can drop first: its
+    inactive file pages (v2 ``inactive_file``; v1 ``total_inactive_file``, the cgroup
+    and its children, else ``inactive_file``); 0 where the file cannot be read."""
+    try:
+        lines = Path(stat).read_text().splitlines()
+    except OSError:
+        return 0
+    found: dict[str, int] = {}
+    for line in lines:
+        key, _, value = line.partition(" ")
+        if key in ("total_inactive_file", "inactive_file"):
+            try:
+                found[key] = int(value)
+            except ValueError:
+                continue
+    return found.get("total_inactive_file", found.get("inactive_file", 0))
 
 
 def _meminfo_available() -> int:
@@ -91,9 +128,9 @@ def _meminfo_available() -> int:
     return _UNLIMITED
 
 
-def _cgroup_files() -> list[tuple[str, str]]:
-    """(limit file, usage file) of this process's memory cgroup."""
-    out: list[tuple[str, str]] = []
+def _cgroup_files() -> list[tuple[str, str, str]]:
+    """(limit file, usage file, stat file) of this process's memory cgroup."""
+    out: list[tuple[str, str, str]] = []
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -106,10 +143,11 @@ def _cgroup_files() -> list[tuple[str, str]]:
         rel = rel.lstrip("/")
         if controllers == "":  # v2
             d = Path("/sys/fs/cgroup") / rel
-            out.append((str(d / "memory.max"), str(d / "memory.current")))
+            out.append((str(d / "memory.max"), str(d / "memory.current"), str(d / "memory.stat")))
         elif "memory" in controllers.split(","):
             d = Path("/sys/fs/cgroup/memory") / rel
-            out.append((str(d / "memory.limit_in_bytes"), str(d / "memory.usage_in_bytes")))
+            out.append((str(d / "memory.limit_in_bytes"), str(d / "memory.usage_in_bytes"),
+                        str(d / "memory.stat")))
     return out
 
 
@@ -187,26 +225,47 @@ def check_fits(what: str, need: int, hint: str) -> None:
         return
     avail = available_bytes()
     if need > avail:
-        raise PolyprofError(f"{what}: needs about {_gib(need)} of memory to analyse, {_gib(avail)} is available "
-                            f"here; {hint} (POLYPROF_MEMORY_CHECK=0 tries anyway)")
+        raise NotEnoughMemoryError(
+            f"{what}: needs about {_mib(need)} of memory to analyse, {_mib(avail)} is available here; "
+            f"{hint} (POLYPROF_MEMORY_CHECK=0 tries anyway)")
 
 
-def check_file(path: str | Path) -> None:
-    """A Kineto / Chrome JSON file to be read whole and analysed."""
+class NotEnoughMemoryError(PolyprofError):
+    """A trace that would not fit in the memory this process may use: said before it is
+    read, with what it needs and what is available."""
+
+
+def json_need(text_bytes: int, command: str = "summary") -> int:
+    """What ``command`` needs to read ``text_bytes`` of Kineto / Chrome JSON whole."""
+    return BASE_BYTES + int(JSON_FACTORS.get(command, max(JSON_FACTORS.values())) * text_bytes)
+
+
+def store_need(events: int, command: str = "summary") -> int:
+    """What ``command`` needs to read ``events`` events of a store whole."""
+    return BASE_BYTES + STORE_FACTORS.get(command, max(STORE_FACTORS.values())) * events
+
+
+_FILE_HINT = ("convert it to a store first (polyprof convert {p} -o STORE streams it in chunks); polyprof summary "
+              "STORE then summarises it window by window within the memory bound, and polyprof sql STORE queries "
+              "it with a memory limit")
+
+
+def check_file(path: str | Path, command: str = "summary") -> None:
+    """A Kineto / Chrome JSON file to be read whole by ``command`` (:data:`JSON_FACTORS`)."""
     p = Path(path)
-    need = BASE_BYTES + int(JSON_FACTOR * json_text_bytes(p))
-    check_fits(str(p), need, f"convert it to a store first (polyprof convert {p} -o STORE streams it in chunks); "
-                             "polyprof summary STORE then summarises it window by window within the memory bound, "
-                             "and polyprof sql STORE queries it with a memory limit")
+    check_fits(f"{p} (polyprof {command.replace('-json', ' --json')})", json_need(json_text_bytes(p), command),
+               _FILE_HINT.format(p=p))
 
 
-def check_store_rank(store: str | Path, rank: int, events: int) -> None:
+def check_store_rank(store: str | Path, rank: int, events: int, command: str = "summary") -> None:
     """A store's rank of ``events`` events to be read back whole and analysed (a rank
     summarised window by window, ranks/stepwise.py, keeps to the memory bound instead)."""
-    need = store_rank_bytes(events)
-    check_fits(f"{store}: rank {rank} ({events:,} events)", need,
+    check_fits(f"{store}: rank {rank} ({events:,} events, polyprof {command.replace('-json', ' --json')})",
+               store_need(events, command),
                "query it with polyprof sql STORE, which is memory-limited, or analyse it on a machine with more memory")
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB"
+def _mib(n: int) -> str:
+    """Bytes in MiB, whole: two sizes that differ read differently (in GiB to one place,
+    0.8 GiB needed and 0.8 GiB available did not)."""
+    return f"{n / 2**20:,.0f} MiB"
