@@ -67,7 +67,6 @@ from .window import AUTO, WindowArg, label, selection, view
 log = logging.getLogger(__name__)
 
 TABLES = ("kernels", "ops", "sections")
-LABELS = {"kernels": "kernel", "ops": "op", "sections": "section"}
 ALPHA = 0.05
 #: a change smaller than this share of A's per-step time is not called a change
 REL_FLOOR = 0.05

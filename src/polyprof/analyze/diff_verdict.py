@@ -141,13 +141,17 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                  + (f" ({floored} beyond the noise but under {floor})" if floored else "")
                  + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
                    f"alpha {ov['alpha']:g}.")
-    if max(ov["a"]["runs"], 1) == 1 and max(ov["b"]["runs"], 1) == 1 and ov["samples"] == "steps":
+    if ov["samples"] != "steps":
+        return lines
+    runs = (max(ov["a"]["runs"], 1), max(ov["b"]["runs"], 1))
+    # calls added, dropped or repeated alike in every step of every run of a side: with replicates too
+    other = _other_work(tables, st, ov["abs_floor_ns"], fmt_ns, nest, runs)
+    if other:
+        lines.append(f"B runs other work: {'; '.join(other[:top])}. A change of the machine or of its "
+                     "load does not add, drop or repeat calls: the program changed.")
+    elif runs == (1, 1):
         along = [c for c in changes if c["change"] == st.get("change")]
-        other = _other_work(tables, st, ov["abs_floor_ns"], fmt_ns, nest)
-        if other:
-            lines.append(f"B runs other work: {'; '.join(other[:top])}. A change of the machine or of its "
-                         "load does not add, drop or repeat calls: the program changed.")
-        elif st.get("change"):  # (two runs of one program, one a side, were called +74% at p 7.8e-07 with 2 rows)
+        if st.get("change"):  # (two runs of one program, one a side, were called +74% at p 7.8e-07 with 2 rows)
             what = (f"The step time and every changed row moved together ({st['change']})"
                     if along and len(along) == len(changes) else f"The step time is called {st['change']} with one "
                     "run a side")
@@ -156,8 +160,8 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                          "runs taking turns (A, B, A, B) and three or more runs a side tell them apart "
                          "(polyprof diff A1 A2 A3 -- B1 B2 B3).")
         else:
-            lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each "
-                         "side has several runs (polyprof diff A1 A2 A3 -- B1 B2 B3; two a side call only large changes).")
+            lines.append("One run a side: the noise is step-to-step only; run-to-run variance is tested when each side "
+                         "has several runs (polyprof diff A1 A2 A3 -- B1 B2 B3; two a side call only large changes).")
     return lines
 
 
@@ -342,7 +346,8 @@ def _stalls(st: dict[str, Any], unit: str, fmt_ns: Callable[[float], str]) -> li
 
 
 def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
-                fmt_ns: Callable[[float], str], nest: NestCounts | None = None) -> list[str]:
+                fmt_ns: Callable[[float], str], nest: NestCounts | None = None,
+                runs: tuple[int, int] = (1, 1)) -> list[str]:
     """Rows only a change of the program makes, largest first: new or gone, or called
     a different number of times per step (by at least one call and 10%), among those
     taking at least ``floor_ns`` per step on one side and called the same number of
@@ -350,8 +355,12 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
     (XLA's CPU thread pool's ``Wait: pending_threads=2/4``) come and go with scheduling,
     in two runs of one program too. Nested rows new, gone, or called more (or less) often
     together, whose time moved together, are one item, named by the innermost
-    (``diff_nesting.items``: a new wrapper, its op and the section it calls were three)."""
-    sa, sb = max(int(st.get("steps_a") or 0), 1), max(int(st.get("steps_b") or 0), 1)
+    (``diff_nesting.items``: a new wrapper, its op and the section it calls were three).
+    ``runs``: each side's runs; with several, ``count_*`` is the mean over a side's runs
+    and ``steps_*`` every run's steps, so calls per step are ``count * runs / steps``
+    (``steady_calls`` holds over every step of every run of the side)."""
+    sa = max(int(st.get("steps_a") or 0), 1) / max(runs[0], 1)
+    sb = max(int(st.get("steps_b") or 0), 1) / max(runs[1], 1)
     found: list[tuple[float, dict[str, Any], str, str]] = []  # size, row, what, in brackets after it
     for t, df in tables.items():
         for i, (ca, cb, a, b, steady) in enumerate(zip(

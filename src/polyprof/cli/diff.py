@@ -150,9 +150,19 @@ def _runs_at(path: str) -> list[tuple[TraceSet, list[str]]]:
     if p.is_dir() and not is_store(p) and not is_logdir(p):  # (a log directory: one run, its latest)
         files = rank_files(p)  # other packages' formats' files too
         subdirs = sorted(q for q in p.iterdir() if q.is_dir() and not q.name.startswith("."))
+        if files and subdirs:  # by their first bytes: a run's notes beside the runs (r1.truth.json) are no rank
+            files = [q for q in files if _is_trace(q)]
         if not files and subdirs:
             return [_run_of(str(q)) for q in subdirs]
     return [_run_of(path)]
+
+
+def _is_trace(path: Path) -> bool:
+    """Whether ``path`` may be a trace (a JSON that is not a trace is not a rank), told by
+    its first bytes as ``load_ranks`` tells a directory's traces."""
+    from ..formats.detect import why_not_a_trace  # (the formats' sniffs: only where a directory is looked at)
+
+    return not why_not_a_trace(path)
 
 
 def _run_of(path: str) -> tuple[TraceSet, list[str]]:

@@ -75,12 +75,32 @@ def _chart(d: Diff) -> list[dict[str, Any]]:
 
 
 def _title(d: Diff) -> str:
-    names = []
-    for s in ("a", "b"):
-        paths = d.overview[s].get("paths") or []
-        names.append(Path(paths[0]).name + (f" +{len(paths) - 1}" if len(paths) > 1 else "") if paths
-                     else s.upper())
-    return f"{names[0]} vs {names[1]}"
+    """"A vs B", each side named by the shortest part of its first path that tells it from
+    the other's: the file's name where the names differ, else the folders where the paths
+    differ (``even/`` vs ``late1/`` for ``runs/even/ddp.0.polyprof`` and
+    ``runs/late1/ddp.0.polyprof``), with how many more files the side has."""
+    paths = [d.overview[s].get("paths") or [] for s in ("a", "b")]
+    if not (paths[0] and paths[1]):
+        return " vs ".join(Path(p[0]).name if p else s for p, s in zip(paths, "AB"))
+    names = _apart(Path(paths[0][0]).parts, Path(paths[1][0]).parts)
+    return " vs ".join(n + (f" +{len(p) - 1}" if len(p) > 1 else "") for n, p in zip(names, paths))
+
+
+def _apart(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, str]:
+    """Two paths' parts cut to what tells them apart: their common leading and trailing
+    parts left out (a trailing folder kept as ``name/``); whole where nothing is left."""
+    if not a or not b or a[-1] != b[-1]:
+        return (a[-1] if a else "A"), (b[-1] if b else "B")
+    tail = 0
+    while tail < min(len(a), len(b)) and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    head = 0
+    while head < min(len(a), len(b)) - tail and a[head] == b[head]:
+        head += 1
+    ma, mb = a[head:len(a) - tail], b[head:len(b) - tail]
+    if not ma or not mb:  # one path is the other's with folders more: the whole paths
+        return "/".join(a), "/".join(b)
+    return "/".join(ma) + "/", "/".join(mb) + "/"
 
 
 def page_data(d: Diff) -> dict[str, Any]:

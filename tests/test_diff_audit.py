@@ -1,0 +1,99 @@
+"""polyprof diff: the auditor's findings on the diff (replicates that run other work,
+overlapping collective time, a stray file beside run folders, the HTML title, rows
+moved by one stall), each checked on real runs made here or, for the collectives' own
+timing, on a synthetic trace built as the other diff tests build them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import polyprof
+from polyprof.analyze.diff import Runs, diff
+
+
+def _torch_calls(torch, path: Path, calls: int, steps: int = 6, size: int = 192) -> polyprof.Trace:
+    """A real torch.profiler CPU run: ``steps`` recorded steps, each ``calls`` matmuls."""
+    torch.manual_seed(0)
+    x = torch.randn(size, size)
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+                                on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(steps + 1):
+            with torch.profiler.record_function("work"):
+                for _ in range(calls):
+                    torch.mm(x, x)
+            prof.step()
+    return polyprof.load(path)
+
+
+def test_replicates_that_call_an_op_more_often_say_the_program_changed(tmp_path):
+    """Three real runs a side, B calling its matmul 3 times a step where A calls it 2:
+    with one run a side the verdict said "B runs other work ... the program changed";
+    with replicates it said only "No significant change" though every step of every
+    run of each side called it alike. Now replicates say it too, per step (not per run)."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    a = Runs([_torch_calls(torch, tmp_path / f"a{i}.json", 2) for i in range(3)])
+    b = Runs([_torch_calls(torch, tmp_path / f"b{i}.json", 3) for i in range(3)])
+    d = diff(a, b)
+    ops = d.tables["ops"].to_pandas().set_index("name")
+    assert ops.loc["aten::mm", "steady_calls"] and ops.loc["aten::mm", "count_a"] == 2 * 5
+    line = next((x for x in d.verdict if x.startswith("B runs other work")), "")
+    assert "aten::mm 2 -> 3 calls per step" in line and "the program changed" in line, d.verdict
+    same = diff(a, Runs([_torch_calls(torch, tmp_path / f"c{i}.json", 2) for i in range(3)]))
+    assert not any(x.startswith("B runs other work") for x in same.verdict), same.verdict
+
+
+def _gloo_rank(rank: int, overlap: bool) -> polyprof.Trace:
+    """Synthetic (a CPU backend's collectives need several processes): one rank's 6
+    steps of 10 ms, each with two 3 ms ``gloo:all_reduce`` ranges on two gloo threads,
+    at once (``overlap``, DDP's two buckets) or one after the other."""
+    from polyprof.trace import TraceBuilder
+
+    b = TraceBuilder()
+    host = b.plane("/host:CPU", "host", pid=100 + rank)
+    main, g1, g2 = (b.track(host, n, "thread", tid=t) for n, t in (("main", 1), ("gloo1", 2), ("gloo2", 3)))
+    for k in range(6):
+        o = k * 10_000_000
+        b.event(main, f"ProfilerStep#{k}", o, 10_000_000, "user_annotation")
+        b.event(g1, "gloo:all_reduce", o + 1_000_000, 3_000_000, "user_annotation")
+        b.event(g2, "gloo:all_reduce", o + (2_000_000 if overlap else 5_000_000), 3_000_000, "user_annotation")
+    tr = b.build()
+    tr.metadata["rank"] = rank
+    return tr
+
+
+def test_a_directory_of_runs_with_a_stray_json_beside_them(tmp_path):
+    """A directory of run folders with a program's own JSON beside them (r1.truth.json):
+    `diff` took the directory for one run's ranks by the file's ending and failed "no
+    trace files in this directory"; the files are told by their first bytes now."""
+    import json
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    for side, calls in (("A", 2), ("B", 3)):
+        for i in (1, 2):
+            (tmp_path / side / f"r{i}").mkdir(parents=True)
+            _torch_calls(torch, tmp_path / side / f"r{i}" / "trace.json", calls, steps=4, size=64)
+    (tmp_path / "A" / "r1.truth.json").write_text(json.dumps({"step_s": [0.01, 0.01]}))
+    r = subprocess.run([sys.executable, "-m", "polyprof", "diff", str(tmp_path / "A"), str(tmp_path / "B"), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["overview"]["a"]["runs"] == 2
+
+
+def test_the_html_title_tells_the_sides_apart():
+    """Two runs whose rank files have one name in two folders: the page was titled
+    "ddp.0.polyprof +1 vs ddp.0.polyprof +1"; each side is named by its folder now."""
+    from polyprof.report.diff_html import _title
+
+    d = diff([_gloo_rank(0, True), _gloo_rank(1, True)], [_gloo_rank(0, False), _gloo_rank(1, False)])
+    d.overview["a"]["paths"] = ["runs/even/ddp.0.polyprof", "runs/even/ddp.1.polyprof"]
+    d.overview["b"]["paths"] = ["runs/late1/ddp.0.polyprof", "runs/late1/ddp.1.polyprof"]
+    assert _title(d) == "even/ +1 vs late1/ +1"
+    d.overview["a"]["paths"], d.overview["b"]["paths"] = ["x/a.json"], ["x/b.json"]
+    assert _title(d) == "a.json vs b.json"
