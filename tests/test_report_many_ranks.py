@@ -216,7 +216,9 @@ def _job_page(tmp_path: Path, n: int, late: int, slow: tuple[int, ...]) -> Path:
     }
     for name in ("straggler_collectives", "collective_stats", "transfers"):
         tables[name] = frame({"rank": np.zeros(0, np.int64)})
-    job = SimpleNamespace(tables=tables, findings=[], ranks=list(range(n)),
+    # the job's straggler finding (ranks/report.py) names the rank the page marks
+    named = Finding("straggler", f"rank {late} is the straggler", "high", "", {"rank": late})
+    job = SimpleNamespace(tables=tables, findings=[named], ranks=list(range(n)),
                           overview={"ranks": n, "reference_rank": 0, "aligned_ranks": n, "max_bound_ns": 0.0,
                                     "window": "every step"})
     return write(trace, tmp_path / f"job{n}.html", ranks=job)
@@ -269,3 +271,35 @@ def test_the_ranks_side_by_side_at_300_ranks_draw_the_outliers_first(tmp_path):
         assert got["strip"] == 0 and got["rest"] is None and got["errors"] == 0
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("run, named", [("late", [1]), ("even", [])])
+def test_the_page_marks_as_straggler_only_the_rank_the_finding_names(tmp_path, run, named):
+    """A real 2-rank DDP job on gloo (tests/data/traces/gloo_ddp). Before: the page
+    labelled (in red) every rank that caused at least 20% of the top rank's waiting, so
+    ``late`` (rank 1 slept 50 ms in steps 3-5; rank 0 caused 24% of rank 1's waiting
+    the other way) had both ranks "straggler" while the finding and tables name rank 1,
+    and ``even`` (no straggler finding) had both too. Now the page marks the ranks the
+    job's straggler finding names, and only those."""
+    import cdp
+
+    import polyprof
+    from analysis.browser import chromium
+
+    if chromium() is None:
+        pytest.skip("needs chromium")
+    files = sorted(str(p) for p in (DATA / "traces" / "gloo_ddp").glob(f"{run}.rank*.pt.trace.json.gz"))
+    rep = polyprof.load_ranks(files).analyze("serial")
+    assert sorted(f.evidence["rank"] for f in rep.findings if f.id == "straggler") == named
+    out = tmp_path / f"{run}.html"
+    r = _cli("report", *files, "-o", str(out), "-j", "1")
+    assert r.returncode == 0, r.stderr
+    page = cdp.Page(chromium())
+    try:
+        page.open(out, "document.getElementById('ranks-chart').children.length")
+        got = _chart(page)
+    finally:
+        page.close()
+    assert got["errors"] == 0
+    assert got["labels"] == [f"rank {x}" + (" · straggler" if x in named else "") for x in (0, 1)], got["labels"]
+    assert got["red"] == [f"rank {x} · straggler" for x in named], got["red"]

@@ -225,6 +225,9 @@ def test_dropin_with_schedule_and_on_trace_ready(tmp_path):
     assert isinstance(prof, torch.profiler.profile)
     # called as torch calls it: same number of cycles, at the same steps
     assert [c[0] for c in calls] == [c[0] for c in plain_calls] == [4, 8]
+    # torch's default repeat=0: two cycles, both in the trace's schedule (the analyses keep to them)
+    assert prof.trace.metadata["schedule"]["recorded_steps"] == [2, 3, 6, 7]
+    assert len(prof.trace.metadata["schedule"]["windows_ns"]) == 2
     for _, path in calls:
         doc = orjson.loads(path.read_bytes())
         steps = sorted(e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
@@ -249,6 +252,43 @@ def test_dropin_with_schedule_and_on_trace_ready(tmp_path):
     assert t.start_ns[s2] <= t.start_ns[r] and t.end_ns[r] <= t.end_ns[s2]
 
 
+def test_dropin_schedule_keeps_every_recorded_step_in_the_analysis(tmp_path):
+    """torch's schedule(wait=2, warmup=1, active=4) on a real CPU model, 10 steps. Before:
+    the trace said nothing of the schedule (``metadata["schedule"]`` None), so the
+    analysis took torch's 4 recorded steps (3-6) as a plain run and skipped step 3 as a
+    warm-up ("steps 4-6 of 3-6"): 3 of the 4 asked for. Now the drop-in records the
+    schedule as ``polyprof run --schedule`` does (recorded_steps, in the saved file too)
+    and every recorded step is analysed. torch's default repeat=0 (two cycles) is in
+    test_dropin_with_schedule_and_on_trace_ready; no schedule, no metadata below."""
+    import polyprof.torch as ptorch
+    from polyprof.analyze import window
+    from polyprof.derive import cache
+    from torch.profiler import ProfilerActivity, schedule
+
+    model, opt, x, y = make_model()
+    out = tmp_path / "dropin.polyprof"
+    with ptorch.profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=2, warmup=1, active=4, repeat=1),
+                        output=str(out), polyprof_options=QUIET) as prof:
+        for _ in range(10):
+            train_step(model, opt, x, y)
+            prof.step()
+    for t in (prof.trace, polyprof.load(out)):
+        said = t.metadata["schedule"]
+        assert said["recorded_steps"] == [3, 4, 5, 6], said
+        assert (said["wait"], said["warmup"], said["active"], said["repeat"]) == (2, 1, 4, 1)
+        (lo, hi), = said["windows_ns"]
+        steps = cache.steps(t)
+        at = {int(n): (int(a), int(b)) for n, a, b in zip(steps.number, steps.start, steps.end)}
+        assert lo <= at[3][0] and at[6][1] <= hi, (lo, hi, at)
+        sel = window.select(t, window.AUTO)
+        assert steps.number[sel.index].tolist() == [3, 4, 5, 6], sel.label
+        assert "the steps the schedule recorded" in sel.label and "warm-up" not in sel.label, sel.label
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(out)], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert "analysed window: all 4 steps (3-6) (the steps the schedule recorded" in r.stdout, r.stdout[:600]
+
+
 def test_dropin_rejects_unknown_plugin_names():
     import polyprof.torch as ptorch
 
@@ -271,6 +311,7 @@ def test_dropin_without_schedule_exports_after_exit(tmp_path):
     assert any(e.get("name") == "forward" and e.get("cat") == "user_annotation" for e in doc["traceEvents"])
     t = prof.trace
     assert len(rows_named(t, "forward")) == 1 and len(t.rows_of_kind(Kind.CPU_OP)) > 3
+    assert "schedule" not in t.metadata  # torch recorded every step: the analysis's own warm-up rule holds
 
 
 # ----------------------------------------------------------------------------- availability

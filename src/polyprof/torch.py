@@ -17,7 +17,9 @@ for the whole ``with`` block, and ``.trace`` is that session's Trace after exit:
 **one trace for the whole run**, holding torch's ops for every active cycle (each
 cycle aligned to the session clock on its own; ``metadata["clock_sync"]["torch"]
 ["cycles"]`` describes each). ``step()`` also calls ``polyprof.step()``, so
-polyprof's step N is torch's ``ProfilerStep#N``.
+polyprof's step N is torch's ``ProfilerStep#N``. With a ``schedule``, the trace's
+``metadata["schedule"]`` names the steps torch recorded (``recorded_steps``, as a
+``polyprof run --schedule`` session's), which the analyses keep to.
 
 If a polyprof session is already active (e.g. the script runs under ``polyprof run``),
 no second session is opened: the active session's torch plugin pauses its own
@@ -41,18 +43,34 @@ import torch.profiler
 from torch.autograd.profiler_util import EventList
 
 from .collect import recorder as rec_mod
+from .collect.clock import now_ns
 from .collect.registry import discover, resolve
 from .collect.session import Session, active_session
 from .errors import PluginError, PolyprofError
 from .lowlevel import unseen
 from .plugins.torch import TorchPlugin, active_plugin
 from .plugins.torch.align import Capture
+from .plugins.torch.handover import schedule_args
 from .plugins.torch.ingest import SYNC_NAME
 from .trace.core import Trace
+from .trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof")
 
 __all__ = ["profile"]
+
+
+class _DropInPlugin(TorchPlugin):
+    """The torch plugin of the drop-in's own session: its part of the trace also says
+    which steps the drop-in's schedule had torch record (``metadata["schedule"]``, what
+    ``analyze/window.py`` keeps to), as a ``polyprof run --schedule`` session's does."""
+
+    def _collect(self) -> Trace:
+        out = super()._collect()
+        said = self.driver.polyprof_schedule() if isinstance(self.driver, profile) else None
+        if said:
+            out.metadata[mkeys.SCHEDULE] = said
+        return out
 
 
 class profile(torch.profiler.profile):
@@ -89,6 +107,11 @@ class profile(torch.profiler.profile):
         self._pp_in_step = False  # inside step(): its transition calls polyprof.step()
         self._pp_files: list[str] = []  # our exports of each cycle (read at collect)
         self._pp_saved: tuple[object, str] | None = None  # (torch's cycle profiler, our export)
+        #: the steps torch recorded (its schedule's active steps, by number) and their
+        #: stretches [start, end] on the session clock (end -1 while open): a schedule's
+        self._pp_scheduled = schedule is not None
+        self._pp_recorded: list[int] = []
+        self._pp_windows: list[list[int]] = []
         self._pp_dir = tempfile.mkdtemp(prefix="polyprof-torch-")
         weakref.finalize(self, shutil.rmtree, self._pp_dir, True)
         #: the polyprof Trace of the whole run, set when the profiler stops
@@ -169,13 +192,14 @@ class profile(torch.profiler.profile):
         before_stop = unseen.quiet(self._pp_cycle_ending)
         close = unseen.quiet(self._pp_close_session)
         stepped = unseen.quiet(self._pp_stepped)
+        noted = unseen.quiet(self._pp_note_step)
         table = self.action_map
         kinds = list(torch.profiler.ProfilerAction)
         for prev in kinds:
             for cur in [*kinds, None]:
                 table.setdefault((prev, cur), [])
         for key, actions in list(table.items()):
-            new: list[Callable[[], object]] = [] if key[1] is None else [stepped]
+            new: list[Callable[[], object]] = [] if key[1] is None else [stepped, noted]
             for a in actions:
                 if a == self.start_trace:
                     new += [a, after_start]
@@ -191,6 +215,29 @@ class profile(torch.profiler.profile):
         if self._pp_in_step:
             self._pp_in_step = False
             rec_mod.step()
+
+    def _pp_note_step(self) -> None:
+        """After torch entered step ``step_num`` (its action already set): note it when
+        torch records it (RECORD, RECORD_AND_SAVE), and the recorded stretches' times."""
+        active = getattr(self.current_action, "name", None) in ("RECORD", "RECORD_AND_SAVE")
+        w = self._pp_windows
+        if active and self.step_num not in self._pp_recorded:
+            self._pp_recorded.append(int(self.step_num))
+            if not w or w[-1][1] >= 0:
+                w.append([now_ns(), -1])
+        elif not active and w and w[-1][1] < 0:
+            w[-1][1] = now_ns()
+
+    def polyprof_schedule(self) -> dict[str, Any] | None:
+        """What the session's trace says of this profiler's schedule (``metadata["schedule"]``,
+        as ``collect/schedule.Driver.summary``): a ``torch.profiler.schedule``'s arguments,
+        the steps torch recorded (``recorded_steps``) and their stretches (``windows_ns``);
+        None without a schedule (torch records every step)."""
+        if not self._pp_scheduled:
+            return None
+        args = schedule_args(self.schedule) or {}
+        return {**args, "by": "torch.profiler", "recorded_steps": list(self._pp_recorded),
+                "windows_ns": [list(w) for w in self._pp_windows]}
 
     def _pp_cycle_started(self) -> None:
         plugin = self._pp_plugin
@@ -257,7 +304,7 @@ class profile(torch.profiler.profile):
                 names = [p.name for p in resolve(None) if p.name not in skip]
             else:
                 names = [p for p in self._pp_plugins if p != "torch"]
-            plugin = TorchPlugin(driver=self, **self._pp_options.get("torch", {}))
+            plugin = _DropInPlugin(driver=self, **self._pp_options.get("torch", {}))
             session = Session([*names, plugin], output=self._pp_output, options=self._pp_options,
                               memory=bool(self.profile_memory))  # profile_memory: every plugin's memory
             session.start()
@@ -276,6 +323,8 @@ class profile(torch.profiler.profile):
         session, self._pp_session = self._pp_session, None
         if session is None:
             return
+        if self._pp_windows and self._pp_windows[-1][1] < 0:  # the last stretch ends with the session
+            self._pp_windows[-1][1] = now_ns()
         try:
             self.trace = session.stop()
         finally:

@@ -1,8 +1,10 @@
 """Chrome trace JSON (Perfetto, chrome://tracing): one process per plane, one thread
 per track, complete events, instants, counters and flows. ``.gz`` names are gzipped.
-Times are microseconds from the trace's first event; the absolute origin is kept in
-``otherData``. The devices' properties (model, SM count, memory...: what the efficiency
-tables match peaks and occupancy by) are the top-level ``deviceProperties`` list, as in
+Times are microseconds from the trace's first record, event or counter sample (a
+session's process counters begin before its first event), so none is negative; the
+absolute origin is kept in ``otherData`` (``origin_ns``). The devices' properties
+(model, SM count, memory...: what the efficiency tables match peaks and occupancy by)
+are the top-level ``deviceProperties`` list, as in
 Kineto's JSON (one entry per device plane, ``id`` its index): viewers ignore the key,
 polyprof's reader puts them back on the planes.
 """
@@ -42,8 +44,26 @@ def _tids(trace: Trace) -> list[int]:
 
 
 def to_chrome_events(trace: Trace) -> list[dict[str, Any]]:
+    """The trace's records as Chrome trace events, times from :func:`origin_ns`."""
+    return _chrome_events(trace)[0]
+
+
+def origin_ns(trace: Trace, counters: dict[str, np.ndarray]) -> int:
+    """Time zero of the export: the first event's start or the first of ``counters``
+    (``export_counters``: the trace's and its memory series'), whichever is earlier."""
+    first = trace.span_ns[0] if trace.n_events else None
+    ts = counters["ts_ns"]
+    if len(ts):
+        lo = int(ts.min())
+        first = lo if first is None else min(first, lo)
+    return 0 if first is None else first
+
+
+def _chrome_events(trace: Trace) -> tuple[list[dict[str, Any]], int]:
+    """(the trace's records as Chrome trace events, the origin their times count from)."""
     pids, tids = _pids(trace), _tids(trace)
-    origin = trace.span_ns[0]
+    counters = export_counters(trace)  # with the memory series as counter tracks
+    origin = origin_ns(trace, counters)
     out: list[dict[str, Any]] = []
     for p, pid in zip(trace.planes, pids):
         out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": p.name}})
@@ -88,18 +108,19 @@ def to_chrome_events(trace: Trace) -> list[dict[str, Any]]:
                     "ts": ts[s]})
         out.append({"ph": "f", "bp": "e", "id": ident, "name": cat, "cat": cat, "pid": pid_l[d],
                     "tid": tid_l[d], "ts": ts[d]})
-    c = export_counters(trace)  # with the memory series as counter tracks
-    for pl, nm, t, v in zip(c["plane"].tolist(), c["name"].tolist(), c["ts_ns"].tolist(), c["value"].tolist()):
+    for pl, nm, t, v in zip(counters["plane"].tolist(), counters["name"].tolist(), counters["ts_ns"].tolist(),
+                            counters["value"].tolist()):
         name = trace.strings[nm]
         out.append({"ph": "C", "name": name, "pid": pids[pl], "tid": 0, "ts": (t - origin) / 1000.0,
                     "args": {name: v}})
-    return out
+    return out, origin
 
 
 def write(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
-    doc: dict[str, Any] = {"traceEvents": to_chrome_events(trace), "displayTimeUnit": "ns",
-                           "otherData": {"origin_ns": trace.span_ns[0],
+    events, origin = _chrome_events(trace)
+    doc: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ns",
+                           "otherData": {"origin_ns": origin,
                                          "clock": trace.metadata.get(mkeys.CLOCK_NAME, ""), "producer": "polyprof"}}
     devices = device_properties(trace)
     if devices:

@@ -21,6 +21,7 @@ from ..analyze.window import selection
 from ..outfile import write_file
 from ..trace.core import Trace
 from ..analyze.efficiency import uncounted_of
+from ..analyze.finding import Finding
 from .efficiency_text import uncounted_words
 from .extension_tables import html_tables
 from .idle_text import shown as idle_shown
@@ -142,6 +143,12 @@ def _title(trace: Trace) -> str:
     return Path(str(src)).name if src else "polyprof report"
 
 
+def straggler_ranks(findings: list[Finding]) -> list[int]:
+    """The ranks a job's findings name as stragglers (``ranks/report.py``: its straggler
+    finding, the one decision of which rank held the others back), in order."""
+    return sorted({int(f.evidence["rank"]) for f in findings if f.id == "straggler" and "rank" in f.evidence})
+
+
 def ranks_view(ranks: JobReport) -> dict[str, Any]:
     """The ranks side by side (a ``polyprof.ranks.JobReport``): step time per rank,
     alignment with its bounds, stragglers, collectives, transfers."""
@@ -156,6 +163,8 @@ def ranks_view(ranks: JobReport) -> dict[str, Any]:
                                                     "aligned", "message"], None),
         "stragglers": _records(T["stragglers"].sort_by("caused_wait_ns", descending=True),
                                ["rank", "late_ns", "last_count", "caused_wait_ns", "waited_ns", "collectives"], None),
+        # the ranks the job's straggler finding names: the page marks these, and no others
+        "straggler_ranks": straggler_ranks(ranks.findings),
         "straggler_collectives": _top(T["straggler_collectives"], ["key", "seq", "op", "ranks", "first_rank",
                                                                    "last_rank", "spread_ns", "wait_ns",
                                                                    "bound_ns"]),

@@ -227,14 +227,10 @@ def _may_record(obj: Any) -> bool:
     cycle (its ``step_num`` is past it): the object records nothing more however long it
     stays open (a ``with`` around the whole training loop, the pattern of torch's docs).
     True for any other object (its own schedule: one cannot tell)."""
-    sched = getattr(obj, "schedule", None)
-    code = getattr(sched, "__code__", None)
-    cells = getattr(sched, "__closure__", None)
-    if code is None or cells is None or code.co_name != "schedule_fn" or \
-            getattr(sched, "__module__", None) != "torch.profiler.profiler":
+    arg = schedule_args(getattr(obj, "schedule", None))
+    if arg is None:
         return True
     try:
-        arg = {k: int(c.cell_contents) for k, c in zip(code.co_freevars, cells)}
         step = int(obj.step_num) - arg.get("skip_first", 0)
         cycle = arg["wait"] + arg["warmup"] + arg["active"]
         repeat = arg["repeat"]
@@ -243,6 +239,21 @@ def _may_record(obj: Any) -> bool:
     except Exception:  # another torch's schedule: cannot tell
         return True
     return repeat <= 0 or step < 0 or step < repeat * cycle
+
+
+def schedule_args(sched: Any) -> dict[str, int] | None:
+    """The arguments of a ``torch.profiler.schedule`` (``wait``, ``warmup``, ``active``,
+    ``repeat``, ``skip_first``...), read from its closure (it is a pure function); None
+    for any other callable (a schedule of the program's own: one cannot tell)."""
+    code = getattr(sched, "__code__", None)
+    cells = getattr(sched, "__closure__", None)
+    if code is None or cells is None or code.co_name != "schedule_fn" or \
+            getattr(sched, "__module__", None) != "torch.profiler.profiler":
+        return None
+    try:
+        return {k: int(c.cell_contents) for k, c in zip(code.co_freevars, cells)}
+    except Exception:  # another torch's schedule: cannot tell
+        return None
 
 
 def _stops_profiler(obj: Any) -> bool:
