@@ -12,6 +12,11 @@ of CUDA graph captures and replays (a review's adversarial set, S1-S6): ``mfu``,
   counted as model FLOPs there, read whole not: step 3 2.15 GFLOP, the rank 25.77
   GFLOP and MFU 14.79% against 0, 23.62 GFLOP and 13.56%.
 
+A window without the rank's device activity, or one device's, is also told the planes
+the rank has device activity on (``Plan.devices``): before, a host-only op there counted
+as model FLOPs, and its steps' ``step_stats`` rows were a CPU trace's (plane ""; also on
+the H200 train step in 8 windows), or had no row of the idle device.
+
 The traces are generated here: steps of 200 µs on an H200, each capture a
 ``cudaStreamBeginCapture``, per captured launch a framework op around a
 ``cudaLaunchKernel`` that ran nothing, and ``cudaStreamEndCapture``; each replay a
@@ -30,8 +35,12 @@ import pytest
 import polyprof
 from polyprof.analyze import cuda_graphs, efficiency, graph_costs
 from polyprof.analyze import window as W
+from polyprof.derive import cache
 from polyprof.ranks import fits, stepwise
+from polyprof.store.window import plan, read_window
 from summary_json import summary_json
+
+DATA = Path(__file__).parent / "data" / "h200"
 
 TABLES = ("mfu", "cuda_graphs", "kernel_efficiency", "op_efficiency")
 MM = {"Input Dims": [[256, 1024], [1024, 4096]], "Input type": ["float", "float"]}
@@ -221,12 +230,12 @@ def test_the_graph_tables_convert_no_string_table(tmp_path):
     assert sorted(stats.first_kernel) == ["kB", "kC", "kPre"]
 
 
-@pytest.mark.xfail(strict=True, reason="a window does not know whether its rank ran on a device (ranks/stepwise.py "
-                                       "would have to tell it): docs/store.md")
 def test_a_host_op_in_a_window_without_device_activity(tmp_path, monkeypatch):
     """S3 and a host-only aten::mm in step 2 (a data loader's, launching nothing, outside
-    any capture): read whole, the rank ran on a device, and the op is no model FLOPs;
-    its window (no device activity) counts it as a CPU trace's: 2.15 GFLOP more."""
+    any capture): read whole, the rank ran on a device, and the op is no model FLOPs. Its
+    window (no device activity) is told the rank's device planes (``Plan.devices``), so
+    there too (before: counted as a CPU trace's, 2.15 GFLOP more, and its steps'
+    ``step_stats`` rows of plane "")."""
     path = _build(tmp_path / "t.json", **LAYOUTS["S3 late first replay"])
     doc = json.loads(path.read_text())
     doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
@@ -235,3 +244,63 @@ def test_a_host_op_in_a_window_without_device_activity(tmp_path, monkeypatch):
     whole, windowed = _both(path, tmp_path, monkeypatch)
     assert _records(whole, "mfu")[0]["flops"] == 11 * GEMM
     assert _records(windowed, "mfu") == _records(whole, "mfu")
+    assert _records(windowed, "step_stats") == _records(whole, "step_stats")
+    assert {r["plane"] for r in _records(windowed, "step_stats")} == {"/device:GPU:0"}
+
+
+def _second_gpu(path: Path, steps: range) -> Path:
+    """``path`` with a kernel kE on GPU 1 in each of ``steps`` (no launch in the trace)."""
+    doc = json.loads(path.read_text())
+    doc["traceEvents"].append({"ph": "M", "name": "process_labels", "pid": 2, "tid": 0, "args": {"labels": "GPU 1"}})
+    doc["deviceProperties"].append({"id": 1, "name": "NVIDIA H200"})
+    for s in steps:
+        doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "kE", "pid": 2, "tid": 7,
+                                   "ts": 1000.0 + 200 * s + 120, "dur": 10, "args": {"stream": 7, "device": 1}})
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_device_idle_in_a_window_has_its_step_rows(tmp_path, monkeypatch):
+    """S1 and a second GPU with kernels in steps 10-13 only: read whole, each step has a
+    ``step_stats`` row per device (GPU 1's idle where it ran nothing); a window without
+    GPU 1's activity has them too (before: only GPU 0's), and ``mfu`` counts 2 devices."""
+    path = _second_gpu(_build(tmp_path / "t.json", **LAYOUTS["S1 captures in two windows"]), range(10, 14))
+    whole, windowed = _both(path, tmp_path, monkeypatch)
+    rows = _records(whole, "step_stats")
+    assert [(r["step"], r["plane"]) for r in rows[:2]] == [(1, "/device:GPU:0"), (1, "/device:GPU:1")]
+    assert len(rows) == 2 * 13 and rows[1]["busy_ns"] == 0
+    assert _records(windowed, "step_stats") == rows
+    assert _records(whole, "mfu")[0]["devices"] == _records(windowed, "mfu")[0]["devices"] == 2
+
+
+def test_the_train_steps_last_window_has_its_device_rows(tmp_path, monkeypatch):
+    """The H200 train step (tests/data/h200/torch_compile_train_h200.json.gz) in 8 windows
+    of 100 events: its last window holds no device activity, and its step's ``step_stats``
+    row is GPU 0's, as read whole (before: plane "", a CPU trace's)."""
+    store = polyprof.load_ranks([DATA / "torch_compile_train_h200.json.gz"]).convert(tmp_path / "s")
+    whole = summary_json(store)
+    monkeypatch.setenv("POLYPROF_MEMORY_BOUND", str(fits.BASE_BYTES >> 20))
+    monkeypatch.setattr(fits, "window_events", lambda bound: 100)
+    p = plan(store / "rank=0", 100)
+    last = read_window(store / "rank=0", *list(p.windows())[-1]).trace
+    assert len(p.events) == 8 and not len(cache.correlation(last).device_rows)
+    windowed = summary_json(store)
+    assert [r["plane"] for r in _records(windowed, "step_stats")] == ["/device:GPU:0"] * 8
+    assert _records(windowed, "step_stats") == _records(whole, "step_stats")
+
+
+@pytest.mark.parametrize("name", ["h200/torch_compile_train_h200.json.gz", "h200/jax_train_step_h200.xplane.pb",
+                                  "traces/kineto/mtia_inference_rank0.json.gz",
+                                  "traces/kineto/mi250_rocm_minitoy.json.gz",
+                                  "traces/kineto/cpu_only_rank34.json.gz"])
+def test_the_plan_finds_the_ranks_device_planes(tmp_path, name):
+    """``Plan.devices``, found in the plan's first pass a row group at a time: the planes
+    of the device activity the rank read whole correlates (``Correlation.device_rows``;
+    MTIA's by category and name), none for a CPU trace."""
+    store = polyprof.load_ranks([DATA.parent / name]).convert(tmp_path / "s", chunk_rows=500)
+    folder = next(store.glob("rank=*"))
+    trace = read_window(folder, -(1 << 62), 1 << 62).trace
+    rows = cache.correlation(trace).device_rows
+    want = sorted(set(trace.track_plane[trace.events["track"][rows]].tolist()))
+    assert plan(folder, 1000).devices.tolist() == want
+    assert bool(want) == (name != "traces/kineto/cpu_only_rank34.json.gz")

@@ -130,6 +130,40 @@ def _view(trace: Trace) -> DeviceView:
 DEVICE_DURATION_PS = "device_duration_ps"
 
 
+#: the memo key under which a part of a rank (a window, ``ranks/stepwise.py``) holds the
+#: planes its whole rank has device activity on
+RANK_DEVICES = "rank_devices"
+
+
+def carry_devices(trace: Trace, planes: np.ndarray) -> None:
+    """Give ``trace`` (a window of a rank, before it is analysed) the planes (ids) its whole
+    rank has device activity on (``store/window.Plan.devices``), as the analyses that ask
+    whether a trace ran on a device, and on which planes, are to answer for the rank read
+    whole: a window of host work alone, or of captures whose replays come later, is not a
+    CPU trace (:func:`activity_planes`, :func:`ran_on_device`)."""
+    trace.__dict__.setdefault("_polyprof_memo", {})[RANK_DEVICES] = np.asarray(planes, np.int64)
+
+
+def _rank_devices(trace: Trace) -> np.ndarray | None:
+    got: np.ndarray | None = trace.__dict__.get("_polyprof_memo", {}).get(RANK_DEVICES)
+    return got
+
+
+def activity_planes(trace: Trace) -> np.ndarray:
+    """The ids (ascending) of the planes with device activity (:func:`device_view`'s): of
+    the rank a window was cut from where it was told them (:func:`carry_devices`), else of
+    ``trace``."""
+    got = _rank_devices(trace)
+    return got if got is not None else unique(device_view(trace).plane)
+
+
+def ran_on_device(trace: Trace) -> bool:
+    """Whether ``trace`` has device activity (``Correlation.device_rows``), or the rank a
+    window was cut from has (:func:`carry_devices`)."""
+    got = _rank_devices(trace)
+    return bool(len(got)) if got is not None else bool(len(cache.correlation(trace).device_rows))
+
+
 def op_durations(trace: Trace, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Per-op device time of each row: ``device_duration_ps`` where the event carries it,
     as XProf's op statistics use it, else the event's duration. ns; float64 when the

@@ -20,7 +20,7 @@ from ..trace.core import Trace
 from ..trace.sorting import find, member, row_of_key, union, unique, unique_inverse, unique_rows
 from ..trace import keys
 from . import graph_costs
-from .common import analysed_span, device_view, op_durations, qualified_names
+from .common import analysed_span, device_view, op_durations, qualified_names, ran_on_device
 from .flops import HLO, SOURCE_NAMES, Costs, counter_rows, hlo_costs, op_costs
 from .frames import column, empty_frame, frame, order_desc
 from .grouping import group_reduce, group_stats
@@ -337,16 +337,16 @@ def model_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, flops, precision) of the model's FLOPs, each counted once: the ops with a
     FLOP figure not nested in another such op on the same thread (``aten::linear``, not
     also its ``aten::addmm``); device ops with their own figures where no framework op
-    has one. In a trace with device activity, only the framework ops that launched some
-    (a data loader's ops on the host ran none of the model's device work); and in any
+    has one. In a trace with device activity, or a window of a rank with some
+    (``ranks/stepwise.py``, ``common.ran_on_device``), only the framework ops that launched
+    some (a data loader's ops on the host ran none of the model's device work); and in any
     trace, none made in a CUDA graph's stream capture that launched nothing (their work
-    runs, and counts, at the graph's replays), also in a window of a rank with none of
-    its device activity (``ranks/stepwise.py``), as in the rank read whole."""
+    runs, and counts, at the graph's replays), as in the rank read whole."""
     rows, on_device, c = costed_rows(trace)
     f = ~np.isnan(c.flops)
     host = f & ~on_device
     replayed = graph_costs.replayed_flops(trace, rows[host], c.flops[host], c.precision[host])
-    if host.any() and len(cache.correlation(trace).device_rows):
+    if host.any() and ran_on_device(trace):
         host &= costed_device_time(trace) > 0
     elif host.any():  # (no op launched any: those outside a capture count, as a CPU trace's)
         host &= stream_captures(trace, rows) < 0

@@ -9,10 +9,10 @@ import numpy as np
 from ..derive import cache
 from ..derive.intervals import covered, union
 from ..trace.core import Trace
-from .common import COMPUTE, device_view
+from .common import COMPUTE, activity_planes, device_view
 from .frames import empty_frame, frame
 from .window import WindowArg, view
-from ..trace.sorting import unique, unique_rows
+from ..trace.sorting import unique_rows
 
 if TYPE_CHECKING:
     from .table import Table
@@ -24,6 +24,9 @@ COLUMNS = ["step", "plane", "host_start_ns", "host_end_ns", "host_ns", "device_s
 
 def step_stats(trace: Trace, window: WindowArg = None) -> Table:
     """One row per (step, device); one row per step with plane "" when there is no device.
+    The devices are the planes with device activity anywhere in the trace, or, in a window
+    of a rank read window by window, in the rank (``common.activity_planes``): a step
+    without activity has a row of none for each.
 
     Columns: ``step`` (number), ``plane``, ``host_start_ns`` / ``host_end_ns`` /
     ``host_ns`` (the step on the host); ``device_start_ns`` / ``device_end_ns`` (first
@@ -43,7 +46,7 @@ def step_stats(trace: Trace, window: WindowArg = None) -> Table:
     if not len(steps):
         return empty_frame(COLUMNS, ("plane",))
     v = device_view(trace)
-    planes = unique(v.plane)
+    planes = activity_planes(trace)
     n = len(steps)
     number = steps.number.astype(np.int64)
     a, b = steps.start.astype(np.int64), steps.end.astype(np.int64)

@@ -8,8 +8,10 @@ are the window's share of the rank's window, and whose analysed span runs from o
 quiet point to the next, so the spans tile the rank's), and only its tables are kept;
 the tables are then merged (``ranks/table_merge.py``) into the rank's. Each window
 hands the next the CUDA graphs captured so far, by value (``analyze.cuda_graphs.Captures``:
-a graph captured in one window, replayed in later ones). Memory: one window, the tables
-of those done, and the captured graphs' launches.
+a graph captured in one window, replayed in later ones), and each is told the planes the
+whole rank has device activity on (``Plan.devices``, ``analyze.common.carry_devices``: a
+window of host work alone is not a CPU trace's). Memory: one window, the tables of those
+done, and the captured graphs' launches.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 
 from ..analyze import window as W
 from ..analyze.clocks import unsynchronised
-from ..analyze.common import analysed_span
+from ..analyze.common import analysed_span, carry_devices
 from ..analyze.cuda_graphs import Captures, GraphStats, carry_in, graph_stats, graph_table, merge_stats, no_captures
 from ..analyze.efficiency import resolve_peak
 from ..analyze.frames import column
@@ -141,7 +143,7 @@ def summarise(directory: Path, p: Plan, label: str = "") -> RankResult:
         log.warning("%s: summarised window by window: the tables of other packages (%s) are left out (polyprof "
                     "cannot merge a table it does not know across windows; with --steps or --all-steps the rank is "
                     "read whole, and has them)", label or directory.name, ", ".join(left))
-    got = _Gathered()
+    got = _Gathered(p.devices)
     with tempfile.TemporaryDirectory(prefix="polyprof-windows-") as tmp, \
             TaskBar(len(p.events), f"{label or directory.name}: windows") as bar:
         spill = Path(tmp)
@@ -158,7 +160,8 @@ class _Gathered:
     """What the windows hand on: their tables, steps, spans, collectives, findings,
     correlation counts, unsynchronised devices, idle edges and launch names."""
 
-    def __init__(self) -> None:
+    def __init__(self, devices: np.ndarray) -> None:
+        self.devices = devices  # the planes the rank has device activity on (Plan.devices)
         self.parts: list[dict[str, Table]] = []
         self.steps: list[Steps] = []
         self.spans: list[tuple[int, int]] = []
@@ -177,7 +180,7 @@ class _Gathered:
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
         trace = window.trace
-        got = _window(trace, i == 0, last, lo, hi, self.captures)
+        got = _window(trace, i == 0, last, lo, hi, self.captures, self.devices)
         view = got.view
         self.found.append(wf.window_findings(view, got.tables))
         devices = values.device_planes(trace)
@@ -309,10 +312,12 @@ class _Done(NamedTuple):
     collectives: Table
 
 
-def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int, captures: Captures) -> _Done:
+def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int, captures: Captures,
+            devices: np.ndarray) -> _Done:
     """One window's tables, steps, analysed span, collectives, findings and correlation
     counts, analysed as the rank's default window sees its steps, with the graphs the
-    windows before it captured (``captures``)."""
+    windows before it captured (``captures``) and the planes the rank has device activity
+    on (``devices``)."""
     steps = cache.steps(trace)
     if len(steps) < (2 if first else 1):
         where = "its first window" if first else f"its window from {lo:,} ns"
@@ -324,6 +329,7 @@ def _window(trace: Trace, first: bool, last: bool, lo: int, hi: int, captures: C
     sel = W.Selection(index, "", True, "steps", c0, min(c1, int(steps.end[-1])) if last else c1)
     view = W._make_view(trace, sel)
     carry_in(view, captures)
+    carry_devices(view, devices)
     span = analysed_span(view)
     if not first:
         span = (lo, span[1])

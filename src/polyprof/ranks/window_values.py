@@ -10,9 +10,11 @@ exact (``ranks/stepwise.py``, ``ranks/table_merge.py``).
   spilled as a code the windows share (:func:`_name_codes`).
 - **Copy bandwidths** (``median_gbps`` of ``copies``): each window writes its copies'
   (device and kind, bandwidth) pairs; the rank's medians are computed from them.
-- **Queue lengths** (``queue_length_summary``): each window writes its series of
-  (stream, time, length) changes; the rank's statistics are those of the series put
-  end to end, computed as the table computes them.
+- **Queue lengths and launches** (``queue_length_summary``, ``launch_summary``): each
+  window writes per stream, and per (plane, launch call name), a reduction whose merged
+  state does not grow with the rank's launches, and the values behind their quantiles
+  to raw files read back a chunk at a time (``ranks/window_reduce.py``): the tables read
+  whole, to the last digit.
 - **Efficiency**: each window's ``kernel_efficiency`` rows get the peak FLOP/s of
   their precision (:func:`kernel_peaks`), so the merged rates' roofline shares are made
   again as the rank's; each window's model FLOPs by precision and active devices
@@ -53,10 +55,10 @@ from ..analyze.graph_costs import carried_replays, carry_out
 from ..analyze.common import CLASS_NAMES
 from ..analyze.common import analysed_span, device_view, qualified_names
 from ..analyze.copies import group_keys, key_labels, per_copy
-from ..analyze.frames import column, frame, rows_frame
+from ..analyze.frames import column, frame
 from ..analyze.grouping import group_reduce, group_stats
 from ..analyze.inputs import graph_launches
-from ..analyze.queues import SUMMARY, _series, quartiles
+from ..analyze.queues import _series
 from ..analyze.sections import section_rows
 from ..analyze.table import Table
 from ..analyze.window import host_mask
@@ -65,6 +67,7 @@ from ..derive.graph_recording import CAPTURE_BEGIN
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import first_and_inverse, unique, unique_inverse, unique_rows
+from . import window_reduce
 from .table_merge import MfuPart
 
 #: a window's idle edges of one stream or device: whether it has activity there, its idle
@@ -102,9 +105,7 @@ def spill(view: Trace, folder: Path, i: int) -> None:
     cp = per_copy(view)
     have = ~np.isnan(cp.gbps)
     _save(folder, "copies", i, group_keys(cp)[have], cp.gbps[have])
-    track, ts, length = _series(view)
-    np.save(folder / f"queue-{i}.npy", np.stack([track.astype(np.int64), ts.astype(np.int64),
-                                                 length.astype(np.int64)]) if len(track) else np.zeros((3, 0), np.int64))
+    window_reduce.spill_queues(*_series(view), folder, i)
 
 
 def _name_codes(view: Trace, folder: Path, rows: np.ndarray) -> np.ndarray:
@@ -278,31 +279,23 @@ def fill_mfu(table: Table, view: Trace) -> Table:
                   "device": np.full(n, "", object), "uncounted_replay_pct": np.full(n, np.nan)})
 
 
-#: the columns of a window's launch table that ``launch_summary`` reads (text as codes)
-LAUNCH_NUMBERS = ("launch_row", "launch_delay_ns", "cpu_duration_ns", "device_duration_ns", "graph_launch")
+#: the columns of a window's launch table that ``launch_summary`` reads
+LAUNCH_COLUMNS = ("launch_row", "launch_delay_ns", "cpu_duration_ns", "device_duration_ns", "graph_launch", "plane",
+                  "launch_name")
 
 
 def spill_launches(launches: Table, folder: Path, i: int, names: dict[str, int]) -> None:
-    """Write window ``i``'s launch table (one row per launched activity) as the columns
-    ``launch_summary`` reads; ``launch_row`` made distinct across windows by ``i``."""
-    cols = {c: np.asarray(column(launches, c)) for c in LAUNCH_NUMBERS if c in launches.columns}
-    if "launch_row" in cols:
-        cols["launch_row"] = cols["launch_row"].astype(np.int64) + (i << 40)
-    for c in ("plane", "launch_name"):
-        cols[c] = np.array([names.setdefault(x, len(names)) for x in column(launches, c).tolist()], np.int64)
-    for c, v in cols.items():
-        np.save(folder / f"launches-{c}-{i}.npy", v)
+    """Write window ``i``'s launch table (one row per launched activity) reduced as
+    ``launch_summary`` groups it (``window_reduce.spill_launches``; ``names``: the codes of
+    the planes and launch call names, shared by the windows)."""
+    window_reduce.spill_launches(launches, folder, i, names)
 
 
 def launch_table(folder: Path, windows: int, names: dict[str, int]) -> Table:
-    """The windows' launch columns end to end, as ``launch_summary`` reads them."""
-    text = np.empty(len(names), object)
-    text[:] = list(names)
-    keys = [c for c in (*LAUNCH_NUMBERS, "plane", "launch_name") if (folder / f"launches-{c}-0.npy").exists()]
-    cols = {k: np.concatenate([np.load(folder / f"launches-{k}-{i}.npy") for i in range(windows)]) for k in keys}
-    for c in ("plane", "launch_name"):
-        cols[c] = text[cols[c]]
-    return Table(cols)
+    """An empty launch table: the windows' launches are not joined (they grow with the
+    rank); :func:`exact_quantiles` sets the rank's ``launch_summary`` from their
+    reductions (``window_reduce.launch_summary``)."""
+    return frame({c: np.zeros(0, object if c in ("plane", "launch_name") else np.int64) for c in LAUNCH_COLUMNS})
 
 
 def _save(folder: Path, name: str, i: int, keys: np.ndarray, values: np.ndarray) -> None:
@@ -362,7 +355,11 @@ def _gather(files: list[tuple[Path, Path]], keys: np.ndarray) -> tuple[np.ndarra
 
 
 def exact_quantiles(tables: dict[str, Table], folder: Path, windows: int, strings: list[str]) -> None:
-    """Replace the merged quantile columns of :data:`QUANTILE_TABLES` by the rank's own."""
+    """Replace the merged quantile columns of :data:`QUANTILE_TABLES` by the rank's own,
+    and set its ``launch_summary`` from the windows' launches (:func:`spill_launches`)."""
+    launches = window_reduce.launch_summary(folder, windows)
+    if launches is not None:
+        tables["launch_summary"] = launches
     path = folder / QUALIFIED_FILE
     qualified = json.loads(path.read_text()) if path.exists() else []
     for name, key_cols in QUANTILE_TABLES.items():
@@ -399,25 +396,9 @@ def exact_copy_medians(tables: dict[str, Table], folder: Path, windows: int, pla
 
 def queue_summary(table: Table, folder: Path, windows: int, trace_tracks: list[str], planes: list[str],
                   track_plane: np.ndarray) -> Table:
-    """``queue_length_summary`` of the windows' series end to end (as the table makes it)."""
-    parts = [np.load(folder / f"queue-{i}.npy") for i in range(windows)]
-    series = np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
-    if not series.shape[1]:
-        return table
-    order = np.argsort(series[0], kind="stable")  # by stream; each stream's changes stay in time order
-    track, ts, length = series[0][order], series[1][order], series[2][order]
-    bounds = np.flatnonzero(np.concatenate([[True], track[1:] != track[:-1], [True]]))
-    out: dict[str, list[object]] = {c: [] for c in SUMMARY}
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        x = length[a:b].astype(np.float64)
-        dt = np.diff(ts[a:b])
-        tm = float((x[:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else float(x.mean())
-        q = quartiles(x)
-        row = (planes[int(track_plane[track[a]])], trace_tracks[int(track[a])], len(x), float(x.mean()),
-               float(x.std(ddof=1)) if len(x) > 1 else np.nan, float(x.min()), *map(float, q), float(x.max()), tm)
-        for c, v in zip(SUMMARY, row):
-            out[c].append(v)
-    return rows_frame(list(zip(*out.values())), SUMMARY)
+    """``queue_length_summary`` of the windows' series end to end (as the table makes it),
+    from their reductions (``window_reduce.queue_summary``)."""
+    return window_reduce.queue_summary(table, folder, windows, trace_tracks, planes, track_plane)
 
 
 def edges(view: Trace) -> dict[tuple, Edge]:

@@ -17,8 +17,10 @@ from ..errors import TraceFormatError
 from .._version import __version__
 
 FORMAT = "polyprof-store"
-#: Version of the store layout; a reader refuses stores from a newer one.
-SCHEMA_VERSION = 1
+#: Version of the store layout; a reader refuses stores from a newer one and reads the
+#: older ones. 2: flows.parquet also holds its events' input rows and its category (the
+#: ``flows`` view reads it alone); 1 (its files lack them) is read as before.
+SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 
 

@@ -8,7 +8,10 @@
                        ``plane``, ``track``, ``name``, ``category`` as dictionary-encoded
                        strings (Parquet interns them per row group); then one nullable
                        column per stat (``stat.<key>`` where a key would clash).
-  ``flows.parquet``    src, dst (rows of events.parquet), id, category_id
+  ``flows.parquet``    src, dst (rows of events.parquet), id, category_id; for SQL also
+                       src_input_row, dst_input_row (their events' ``input_row``) and
+                       ``category`` (dictionary-encoded), so the ``flows`` view reads this
+                       file alone (store schema 2; schema 1 files lack them)
   ``counters.parquet`` plane, name_id, ts_ns, value
   ``strings.parquet``  the string table
   ``rank.json``        sources, planes, tracks, stat columns and their kinds, trace metadata
@@ -46,6 +49,8 @@ from ..trace.arrow_numpy import values as values_of
 CHUNK_ROWS = 1 << 18
 BASE_COLUMNS = ("track_id", "name_id", "category_id", "start_ns", "dur_ns", "end_ns", "input_row",
                 "plane", "track", "name", "category")
+#: the columns of flows.parquet a rank read back needs (its SQL columns are left unread)
+FLOW_FILE_COLUMNS = ("src", "dst", "id", "category_id")
 FILES = ("events.parquet", "flows.parquet", "counters.parquet", "strings.parquet", "rank.json")
 
 
@@ -178,18 +183,22 @@ def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> d
             writer.close()
     fl = trace.flows
     flows = {"src": inv[fl["src"]] if len(fl["src"]) else fl["src"],
-             "dst": inv[fl["dst"]] if len(fl["dst"]) else fl["dst"], "id": fl["id"], "category": fl["category"]}
+             "dst": inv[fl["dst"]] if len(fl["dst"]) else fl["dst"], "id": fl["id"], "category": fl["category"],
+             "src_input_row": fl["src"], "dst_input_row": fl["dst"]}  # (a trace's rows are its input rows)
     return write_rest(trace, directory, flows, n, trace.span_ns, stats)
 
 
 def write_rest(trace: Trace, directory: Path, flows: dict[str, np.ndarray], n: int, span_ns: tuple[int, int],
                stats: list[dict[str, str]]) -> dict[str, object]:
-    """Every file of a rank but events.parquet: flows (``flows``: rows of events.parquet),
-    counters, strings and rank.json (``stats``: each stat's key, column and kind); the
-    rank's summary for the manifest."""
-    pq.write_table(table({"src": flows["src"], "dst": flows["dst"], "id": flows["id"],
-                             "category_id": flows["category"]}),
-                   directory / "flows.parquet", compression="zstd")
+    """Every file of a rank but events.parquet: flows (``flows``: src, dst as rows of
+    events.parquet, ``src_input_row``, ``dst_input_row`` as those events' ``input_row``, id,
+    category), counters, strings and rank.json (``stats``: each stat's key, column and
+    kind); the rank's summary for the manifest."""
+    fl = table({"src": flows["src"], "dst": flows["dst"], "id": flows["id"], "category_id": flows["category"],
+                **{k: np.asarray(flows[k]).astype(np.int64, copy=False) for k in ("src_input_row", "dst_input_row")},
+                "category": _dict_column(np.asarray(flows["category"]), trace.strings)})
+    pq.write_table(fl, directory / "flows.parquet", compression="zstd", use_dictionary=["category"])
+    del fl
     c = trace.counters
     pq.write_table(table({"plane": c["plane"], "name_id": c["name"], "ts_ns": c["ts_ns"], "value": c["value"]}),
                    directory / "counters.parquet", compression="zstd")
@@ -277,7 +286,7 @@ def read_rank(directory: Path) -> Trace:
                ("start_ns", "start_ns"), ("dur_ns", "dur_ns"))}
     stats = _stat_columns(table, eager, input_rows)
     del table
-    fl = _read(directory / "flows.parquet")
+    fl = _read(directory / "flows.parquet", list(FLOW_FILE_COLUMNS))
     flows = {k: values_of(fl.column(c)).astype(FLOW_COLUMNS[k], copy=False)
              for k, c in (("src", "src"), ("dst", "dst"), ("id", "id"), ("category", "category_id"))}
     if len(flows["src"]):

@@ -8,7 +8,7 @@ typed as they came; :meth:`RankStream.finish` then copies the runs, one at a tim
 is text everywhere: ``trace.stats.merge_columns``' rule), then writes the flows,
 counters, strings and ``rank.json``. The first chunk is held until a second one comes:
 a rank of one chunk (most ranks) goes straight into ``events.parquet``, the same file,
-without a run written and read back. Memory: two chunks.
+without a run written and read back. Memory: two chunks, and the flows' endpoints.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ..trace.core import Trace
 from ..trace.stats import StatColumn
 from ..trace.tables import _dict_column
 from ..trace.arrow_arrays import array, table
+from ..trace.arrow_numpy import values as values_of
 from .rankfiles import BASE_COLUMNS, masked, stat_columns, text_columns, write_rest
 
 _STATISTICS = ["start_ns", "end_ns", "dur_ns", "track_id"]
@@ -110,6 +111,7 @@ class RankStream:
         """Write events.parquet from the runs, and the rank's other files (``trace``: its
         strings, planes, tracks, counters, metadata and sources; ``flows``: rows are
         positions among the events added); returns the rank's summary for the manifest."""
+        ends = _EndpointRows(flows["src"], flows["dst"])
         only = None
         if self.held is not None:  # the only chunk
             only, self.held = self._table(self.held), None
@@ -122,20 +124,54 @@ class RankStream:
                               use_dictionary=text_columns(schema),
                               write_statistics=_STATISTICS) as w:
             if only is not None:
+                ends.take(only)
                 w.write_table(_conform(only, schema, final, column), row_group_size=max(only.num_rows, 1))
                 del only
             for i in range(self.n_runs):
                 run = self.runs / f"{i}.parquet"
                 t = pq.ParquetFile(run).read(use_threads=False)
+                ends.take(t)
                 w.write_table(_conform(t, schema, final, column), row_group_size=max(t.num_rows, 1))
                 del t
                 run.unlink()
         shutil.rmtree(self.runs, ignore_errors=True)
         stats = [{"key": k, "column": column[k], "kind": final[k]} for k in final]
+        src_input, dst_input = ends.rows()
+        del ends
+        flows = {**flows, "src_input_row": src_input, "dst_input_row": dst_input}
         return write_rest(trace, self.directory, flows, self.n, span_ns, stats)
 
     def abort(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class _EndpointRows:
+    """The ``input_row`` of each flow's events (given as positions among the events
+    added), found as the chunks are copied into events.parquet in that order (each
+    chunk's own ``input_row`` column): memory grows with the flows (about 24 bytes an
+    endpoint), not with the events."""
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray):
+        self.n = len(src)
+        ends = np.concatenate([np.asarray(src, np.int64), np.asarray(dst, np.int64)])
+        self.order = np.argsort(ends, kind="stable")
+        self.at = ends[self.order]
+        del ends
+        self.out = np.full(len(self.at), -1, np.int64)
+        self.offset = 0  # the position of the next chunk's first event
+
+    def take(self, chunk: pa.Table) -> None:
+        """The next chunk's events (``input_row`` among its columns)."""
+        m = chunk.num_rows
+        lo, hi = np.searchsorted(self.at, (self.offset, self.offset + m))
+        if hi > lo:
+            rows = values_of(chunk.column("input_row"))
+            self.out[self.order[lo:hi]] = rows[self.at[lo:hi] - self.offset]
+        self.offset += m
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The input rows of the flows' sources and of their destinations."""
+        return self.out[:self.n], self.out[self.n:]
 
 
 _ARROW = {"i": pa.int64(), "u": pa.uint64(), "f": pa.float64(), "s": pa.string(), "b": pa.binary()}

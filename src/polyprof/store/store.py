@@ -80,8 +80,10 @@ class Store:
         columns and meanings of a trace file's tables (``polyprof sql FILE``), plus
         ``rank``. Flows' src and dst are the events' ``input_row`` (the rows of the trace
         the rank was converted from, as in a file's tables and in :meth:`load`), not the
-        rows of ``events.parquet`` that ``flows.parquet`` holds; flows' category and
-        counters' name are the strings ``strings.parquet`` holds at their ids."""
+        rows of ``events.parquet`` that ``flows.parquet`` holds as ``src`` and ``dst``;
+        flows.parquet holds them, and the category, since store schema 2, so the view
+        reads it alone; a schema 1 store's are found by joining events.parquet and
+        strings.parquet. Counters' name is the string ``strings.parquet`` holds at its id."""
         files = {t: [self.path(r) / f"{t}.parquet" for r in self.ranks]
                  for t in ("events", "flows", "counters", "strings")}
 
@@ -89,17 +91,22 @@ class Store:
             return (f"read_parquet([{_files(files[table])}], hive_partitioning = true, union_by_name = true"
                     f"{', file_row_number = true' if rows else ''})")
 
-        event_rows = f"(SELECT rank, file_row_number AS at, input_row FROM {scan('events', True)})"
         strings = f"(SELECT rank, file_row_number AS at, s FROM {scan('strings', True)})"
-        flows = (f"SELECT s.input_row AS src, d.input_row AS dst, f.id, c.s AS category, f.rank "
-                 f"FROM {scan('flows')} f "
-                 f"JOIN {event_rows} s ON s.rank = f.rank AND s.at = f.src "
-                 f"JOIN {event_rows} d ON d.rank = f.rank AND d.at = f.dst "
-                 f"LEFT JOIN {strings} c ON c.rank = f.rank AND c.at = f.category_id")
+        if self.manifest["schema_version"] >= 2:
+            flows = f"SELECT src_input_row AS src, dst_input_row AS dst, id, category, rank FROM {scan('flows')}"
+            flow_files = files["flows"]
+        else:  # (schema 1: flows.parquet has rows of events.parquet and category ids only)
+            event_rows = f"(SELECT rank, file_row_number AS at, input_row FROM {scan('events', True)})"
+            flows = (f"SELECT s.input_row AS src, d.input_row AS dst, f.id, c.s AS category, f.rank "
+                     f"FROM {scan('flows')} f "
+                     f"JOIN {event_rows} s ON s.rank = f.rank AND s.at = f.src "
+                     f"JOIN {event_rows} d ON d.rank = f.rank AND d.at = f.dst "
+                     f"LEFT JOIN {strings} c ON c.rank = f.rank AND c.at = f.category_id")
+            flow_files = files["flows"] + files["events"] + files["strings"]
         counters = (f"SELECT c.plane, n.s AS name, c.ts_ns, c.value, c.rank FROM {scan('counters')} c "
                     f"LEFT JOIN {strings} n ON n.rank = c.rank AND n.at = c.name_id")
         return [("events", files["events"], f"SELECT * FROM {scan('events')}"),
-                ("flows", files["flows"] + files["events"] + files["strings"], flows),
+                ("flows", flow_files, flows),
                 ("counters", files["counters"] + files["strings"], counters)]
 
     def _damaged(self, con: Any, e: Exception, files: list[Path]) -> TraceFormatError:

@@ -9,12 +9,14 @@ their own: every derivation (steps, correlation, flows, nesting) finds in it wha
 finds in the whole rank, so the analyses of its steps are those of the whole rank's
 restricted to them. :func:`plan` finds the quiet points in two passes over
 ``events.parquet`` (a row group at a time: the step events, then what spans or joins
-them) and cuts the rank into windows of at most ``max_events`` events where it can;
-:func:`read_window` reads the events of one window back as a Trace.
+them) and cuts the rank into windows of at most ``max_events`` events where it can; its
+first pass also finds the planes the whole rank has device activity on, which a window
+alone may not (``Plan.devices``). :func:`read_window` reads the events of one window back
+as a Trace.
 
 Memory: a row group, plus the start of every event (8 bytes each, to place the flows'
-ends) and the (id, start) pairs of one id column at a time while the plan is made; a
-window's events while it is read.
+ends), the distinct (track, category, name) of device tracks, and the (id, start) pairs of
+one id column at a time while the plan is made; a window's events while it is read.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
+from ..trace.categories import DEVICE_ACTIVITY, kinds_for_strings, refine_by_name
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.stats import StatColumn, StatTable
 from ..trace.arrow_numpy import valid as valid_of
 from ..trace.arrow_numpy import values as values_of
-from .rankfiles import _WELL_KNOWN, _read, read_header
-from ..trace.sorting import member, unique
+from .rankfiles import _WELL_KNOWN, FLOW_FILE_COLUMNS, _read, read_header
+from ..trace.sorting import member, unique, unique_rows
 
 #: a row group's values of one stat: numbers as an array, text and bytes as a list
 StatValues = Union[np.ndarray, list]
@@ -56,12 +59,17 @@ _PAIRS = 1 << 21
 @dataclass(frozen=True)
 class Plan:
     """Windows ``[bounds[i], bounds[i+1])`` of event start times (the first from -inf,
-    the last to +inf), the events in each, and the steps' (start, end) as found."""
+    the last to +inf), the events in each, the steps as found, the largest window's events,
+    and ``devices``: the ids (ascending) of the planes the whole rank has device activity
+    on (``derive.correlate.device_activity_rows``: kernels, copies, fills and collectives on
+    real tracks of planes not the host's), which a window without any is told
+    (``analyze.common.carry_devices``)."""
 
     bounds: np.ndarray
     events: np.ndarray
     steps: int
     largest: int
+    devices: np.ndarray
 
     def windows(self) -> Iterator[tuple[int, int]]:
         for i in range(len(self.bounds) - 1):
@@ -94,24 +102,32 @@ def plan(directory: Path, max_events: int) -> Plan:
     strings = _read(directory / "strings.parquet").column("s").to_pylist()
     step_ids = np.array([i for i, s in enumerate(strings) if isinstance(s, str) and _STEP.match(s)], np.int64)
     own = np.array([i for i, s in enumerate(strings) if isinstance(s, str) and s.lower() in _PROFILER_SPANS], np.int64)
-    del strings
     n = int(header["events"])
     starts = np.empty(n, np.int64)
     s0: list[np.ndarray] = []
     s1: list[np.ndarray] = []
-    host = _host_tracks(header)
-    for row, t in _row_groups(path, ["name_id", "track_id", "start_ns", "end_ns", "dur_ns"]):
+    host = _real_tracks(header, True)
+    device = _real_tracks(header, False)
+    seen = np.zeros((0, 3), np.int64)  # the distinct (track, category, name) on those of planes not the host's
+    for row, t in _row_groups(path, ["name_id", "track_id", "category_id", "start_ns", "end_ns", "dur_ns"]):
         s = _np(t, "start_ns")
         starts[row:row + len(s)] = s
+        names, tracks = _np(t, "name_id"), _np(t, "track_id")
         if len(step_ids):
-            k = member(_np(t, "name_id"), step_ids) & (_np(t, "dur_ns") > 0) & host[_np(t, "track_id")]
+            k = member(names, step_ids) & (_np(t, "dur_ns") > 0) & host[tracks]
             s0.append(s[k])
             s1.append(_np(t, "end_ns")[k])
+        on = device[tracks]
+        if on.any():
+            seen = unique_rows(np.r_[seen[:, 0], tracks[on]], np.r_[seen[:, 1], _np(t, "category_id")[on]],
+                               np.r_[seen[:, 2], names[on]])[0]
+    devices = _activity_planes(seen, strings, header)
+    del strings
     first, last = (np.concatenate(s0), np.concatenate(s1)) if s0 else (np.zeros(0, np.int64),) * 2
     order = np.argsort(first, kind="stable")
     c = _candidates(starts, first[order], last[order])
     if not len(c):
-        return Plan(np.array([-_FAR, _FAR], np.int64), np.array([n], np.int64), len(first), n)
+        return Plan(np.array([-_FAR, _FAR], np.int64), np.array([n], np.int64), len(first), n, devices)
     blocked = np.zeros(len(c) + 1, np.int64)  # a difference array over the candidates
 
     def block(lo: np.ndarray, hi: np.ndarray, right: str) -> None:
@@ -143,18 +159,33 @@ def plan(directory: Path, max_events: int) -> Plan:
     q = np.flatnonzero(quiet)
     quiet[q[1:][gap[q[1:]] == gap[q[:-1]]]] = False  # one window start per gap between steps: its first
     quiet &= gap >= 2  # the first window holds two steps at least (the first is the warm-up, left out)
-    return _cut(c, quiet, counts, max_events, len(first))
+    return _cut(c, quiet, counts, max_events, len(first), devices)
 
 
-def _host_tracks(header: dict) -> np.ndarray:
-    """Per track id: whether a step there is one of the rank's (derive/steps.py: a real
-    track of a host plane; a ``ProfilerStep#N`` on a plane the trace labels a device is not)."""
+def _real_tracks(header: dict, on_host: bool) -> np.ndarray:
+    """Per track id: whether it is a real track (not a derived line) of a host plane
+    (``on_host``; where a step is one of the rank's, derive/steps.py: a ``ProfilerStep#N``
+    on a plane the trace labels a device is not), or of a plane not the host's (where
+    device activity is, derive/correlate.py)."""
     host = {p["id"] for p in header["planes"] if p.get("kind") == "host"}
     tracks = header["tracks"]
     out = np.zeros(max((int(t["id"]) for t in tracks), default=-1) + 1, bool)
     for t in tracks:
-        out[int(t["id"])] = t.get("plane") in host and t.get("kind") != "derived"
+        out[int(t["id"])] = (t.get("plane") in host) == on_host and t.get("kind") != "derived"
     return out
+
+
+def _activity_planes(seen: np.ndarray, strings: list, header: dict) -> np.ndarray:
+    """The planes (ids, ascending) of the distinct (track, category, name) ``seen`` on real
+    tracks of planes not the host's whose kind is device activity, as ``Trace.kinds``
+    tells the kinds (the category's, refined by name)."""
+    if not len(seen):
+        return np.zeros(0, np.int64)
+    kinds = kinds_for_strings(strings)[seen[:, 1]]
+    refine_by_name(strings, seen[:, 1], seen[:, 2], kinds)
+    plane_of = {int(t["id"]): int(t["plane"]) for t in header["tracks"]}
+    active = unique(seen[:, 0][member(kinds.astype(np.int64), np.array(DEVICE_ACTIVITY, np.int64))])
+    return unique(np.array([plane_of[t] for t in active.tolist()], np.int64))  # (a few tracks)
 
 
 def _candidates(starts: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
@@ -221,7 +252,8 @@ def _ids(t: pa.Table, column: str, parts: int = 1, r: int = 0) -> tuple[np.ndarr
 
 
 
-def _cut(c: np.ndarray, quiet: np.ndarray, counts: np.ndarray, max_events: int, steps: int) -> Plan:
+def _cut(c: np.ndarray, quiet: np.ndarray, counts: np.ndarray, max_events: int, steps: int,
+         devices: np.ndarray) -> Plan:
     """Windows between quiet candidates, closing one before it would pass ``max_events``."""
     before = np.cumsum(counts)  # events starting before each candidate (and in all, last)
     total = int(before[-1])
@@ -237,7 +269,7 @@ def _cut(c: np.ndarray, quiet: np.ndarray, counts: np.ndarray, max_events: int, 
             opened = int(before[k])
     bounds.append(_FAR)
     sizes.append(total - opened)
-    return Plan(np.array(bounds, np.int64), np.array(sizes, np.int64), steps, max(sizes))
+    return Plan(np.array(bounds, np.int64), np.array(sizes, np.int64), steps, max(sizes), devices)
 
 
 class Window(NamedTuple):
@@ -396,7 +428,7 @@ def _values(parts: list[StatValues], kind: str) -> np.ndarray:
 def _window_flows(directory: Path, file_rows: np.ndarray, local: np.ndarray) -> dict[str, np.ndarray]:
     """The flows of the rank with both ends among ``file_rows`` (ascending), as rows of the
     window's trace."""
-    fl = _read(directory / "flows.parquet")
+    fl = _read(directory / "flows.parquet", list(FLOW_FILE_COLUMNS))
     src, dst = _np(fl, "src"), _np(fl, "dst")
     out = {}
     if len(file_rows) and len(src):
