@@ -10,7 +10,8 @@ window, becomes two nodes (its start and its end; node ``2*i`` and ``2*i+1`` of 
   a zero-weight dependency.
 * **XLA's CPU runtime** (``xla_links``): its ops are host calls (kind KERNEL on a host
   thread), and ``ThunkExecutor::Execute (wait for completion)`` is a waiting call whose
-  waited-on work is the XLA ops of the other threads during it (zero-weight edges).
+  waited-on work is the XLA ops of the other threads during it (zero-weight edges); the
+  ops' data dependencies (the HLO), and each device's program runs in their order.
 * **backward pass** (HTA 0.6 merges the two threads into one; HTA 0.5 has no such edge):
   PyTorch runs a device's backward pass on an autograd engine thread while the thread
   that called ``backward()`` blocks, recording nothing. The engine thread's top-level
@@ -74,7 +75,7 @@ from .nesting import parents_and_after
 from .thread_links import Walk, backward_callers, backward_edges, comm_callers, host_comm_edges
 from .stream_queues import queue_levels
 from .wait_links import int_stat as _int_stat, wait_links
-from .xla_links import DEVICE_STAT, RUN_STAT, data_edges, wait_edges, xla_host_ops, xla_waits
+from .xla_links import DEVICE_STAT, RUN_STAT, data_edges, run_order_edges, wait_edges, xla_host_ops, xla_waits
 
 if TYPE_CHECKING:
     from ..formats.xspace.xla_deps import OpDependencies
@@ -351,11 +352,14 @@ def build(trace: Trace, t0: int, t1: int, ctx: Context | None = None, rows_of: W
                                   ctx.stat(DEVICE_STAT)[host])
                 edges.add(a, b, np.zeros(len(a), np.int64), SYNC, np.full(len(a), -1, np.int64),
                           base + 2 * len(node_time) + np.arange(len(a), dtype=np.float64))
-            if ctx.xla_op[host].any():  # the XLA ops' data dependencies (their HLO)
-                a, b = data_edges(ctx.xla_deps, host, ctx.xla_op[host], node_time, ctx.stat(RUN_STAT)[host],
-                                  ctx.stat(DEVICE_STAT)[host])
+            if ctx.xla_op[host].any():  # the XLA ops' data dependencies (their HLO), the device's run order
+                run, on_dev = ctx.stat(RUN_STAT)[host], ctx.stat(DEVICE_STAT)[host]
+                a, b = data_edges(ctx.xla_deps, host, ctx.xla_op[host], node_time, run, on_dev)
                 edges.add(a, b, np.zeros(len(a), np.int64), DEPENDENCY, np.full(len(a), -1, np.int64),
                           base + 3 * len(node_time) + np.arange(len(a), dtype=np.float64))
+                a, b = run_order_edges(walk[0], node_time, ctx.xla_op[host] | ctx.xla_wait[names[host]], run, on_dev)
+                edges.add(a, b, np.zeros(len(a), np.int64), STREAM_ORDER, np.full(len(a), -1, np.int64),
+                          base + 4 * len(node_time) + np.arange(len(a), dtype=np.float64))
         _device_edges(trace, dev, dev_launch, sy, sy_call, corr, start, end, track, names, cid, ctx,
                       gidx, node_time, n_h, n_d, edges, stream_order)
         edges.add(2 * w_dev + 1, 2 * w_wait + 1, np.zeros(len(w_wait), np.int64), SYNC,

@@ -17,6 +17,14 @@ Between the ops themselves, the data dependencies the file's HLO gives
 program run (``run_id``) and ending by its start, of each op whose output it reads (a
 zero-weight edge from that op's end to its start), so the path follows the computation
 from one worker thread to another instead of the longest thread alone.
+
+Between program runs, the device's order (:func:`run_order_edges`): PjRt's CPU client
+makes each program it runs asynchronously on a device wait for the one enqueued before
+it there (its "last enqueue event"), and a program that reads another's output waits for
+it, so the runs of one device follow each other whichever pool thread each ran on. Each
+run depends on the run of its device that ended last by its start (a zero-weight edge
+from that run's last end into the first call of the run on each thread it ran on); runs
+that overlapped in time ran independently and are not linked.
 """
 
 from __future__ import annotations
@@ -133,3 +141,40 @@ def data_edges(deps: "OpDependencies", rows: np.ndarray, is_op: np.ndarray, node
     ok = (src >= 0) & (src != consumer)
     ok[ok] = node_time[2 * src[ok]] < node_time[2 * consumer[ok]]  # (never against time: no cycle)
     return 2 * src[ok] + 1, 2 * consumer[ok]
+
+
+def run_order_edges(thread: np.ndarray, node_time: np.ndarray, is_member: np.ndarray, run: np.ndarray,
+                    device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(source, destination) nodes of a window's graph: the program runs of each device in
+    the order they ran. Per host call of the window (graph event ``i``, nodes ``2i`` and
+    ``2i + 1``; ``thread``: its thread), ``is_member``: it belongs to a program run (an
+    XLA op, or the run's wait for completion), ``run``: its :data:`RUN_STAT` (-1: none,
+    not linked), ``device``: its :data:`DEVICE_STAT` (-1: none; such runs are one
+    device's). A run starts at its first call's start and ends at its last call's end;
+    each run depends on the run of its device that ended last at or before its start:
+    an edge from the end of that run's last call into the first call of this run on each
+    of its threads. A run that started before another ended is not linked to it (they
+    overlapped: independent), and no edge runs against time."""
+    m = np.flatnonzero(is_member & (run != -1))  # (a run id may be negative)
+    if len(m) < 2:
+        return _NONE, _NONE
+    _, first, code = unique_rows(device[m], run[m])
+    n_runs = len(first)
+    if n_runs < 2:
+        return _NONE, _NONE
+    s, e, runs = node_time[2 * m], node_time[2 * m + 1], np.arange(n_runs)
+    by_end = lexsort((e, code))  # per run, its calls by end: the last one ends the run
+    last_at = by_end[np.searchsorted(code[by_end], runs, "right") - 1]
+    by_start = lexsort((s, thread[m], code))  # per run and thread, its calls by start
+    head = np.ones(len(m), bool)
+    head[1:] = (code[by_start][1:] != code[by_start][:-1]) | (thread[m][by_start][1:] != thread[m][by_start][:-1])
+    entry = by_start[head]  # each run's first call on each of its threads
+    run_start = np.full(n_runs, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(run_start, code[entry], s[entry])
+    dev = device[m][first]
+    pred = last_at_or_before(dev, e[last_at], runs, dev, run_start)  # (its own run ends after it starts)
+    p = pred[code[entry]]
+    ok = p >= 0
+    src, dst = 2 * m[last_at[p[ok]]] + 1, 2 * m[entry[ok]]
+    ok = node_time[src] <= node_time[dst]
+    return src[ok], dst[ok]
