@@ -3,16 +3,14 @@ faster, what did not change (``analyze/diff.py`` computes, this says it)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 import numpy as np
 
 from ..trace.sorting import unique
-from .diff_nesting import NestCounts, items
+from .diff_nesting import NestCounts, collective_run, items
 from .diff_stats import LOG_OFFSET_NS, Samples, mean_of_runs
 from .frames import column
-from .inputs import CPU_PREFIXES
 
 LABELS = {"kernels": "kernel", "ops": "op", "sections": "section"}
 #: device activity rows by their ``kind`` (the kernels table's column): copies and memsets are no kernels
@@ -389,11 +387,6 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
     return out
 
 
-#: XLA's asynchronous collectives' halves (``all-reduce-start.1``, ``all-gather-done``; a
-#: pattern: re's cache compiles it on first use)
-_ASYNC_HALF = r"-(?:start|done)(?:\.\d+)*$"
-
-
 def measures_wait(table: str, name: str, kind: str) -> bool:
     """Whether a row's time on a rank is the collective's own run there, from the rank's
     arrival until the last rank's, so that the rank spending least in it arrived last and
@@ -408,9 +401,7 @@ def measures_wait(table: str, name: str, kind: str) -> bool:
     launches, the done waits as a wait op does): the diff cannot tell what their time
     says of the ranks' arrivals (``analyze/collectives.py`` times no host launch either,
     and joins an XLA async pair into one collective, which rows by name cannot)."""
-    if table == "kernels":
-        return kind == "communication" and re.search(_ASYNC_HALF, name) is None
-    return name.lower().startswith(CPU_PREFIXES)
+    return collective_run(table, name, kind)
 
 
 def ranks_apart(per_rank: dict[str, tuple[list[str], np.ndarray | None, np.ndarray | None]], strata: list[int],
