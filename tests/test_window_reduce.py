@@ -42,12 +42,11 @@ def _merged(tmp_path, windows: int, per: int, seed: int = 0):
         window_values.spill_launches(t, tmp_path, i, names)
     tracemalloc.start()
     try:
-        tables = {"launch_summary": launch_summary(None, window_values.launch_table(tmp_path, windows, names))}  # type: ignore[arg-type]
-        window_values.exact_quantiles(tables, tmp_path, windows, [])
+        got = window_reduce.launch_summary(tmp_path, windows)  # as ranks/stepwise.py takes it
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    return tables["launch_summary"], peak, parts
+    return got, peak, parts
 
 
 def _same(a, b) -> None:
@@ -67,6 +66,19 @@ def test_merged_launch_summary_is_the_whole_tables(tmp_path, monkeypatch):
     from polyprof.analyze.table import Table  # (the whole read's launch table, end to end)
 
     _same(got, launch_summary(None, Table.concat(whole)))  # type: ignore[arg-type]
+
+
+def test_no_launches_is_the_whole_reads_empty_table(tmp_path):
+    """Windows without a launch, and no window spilled at all: the table a whole read of no
+    launch gives (ranks/stepwise.py takes the merged table as it is; before, nothing
+    spilled was None, and stepwise kept an empty table made from an empty launch table)."""
+    rng = np.random.default_rng(1)
+    whole = launch_summary(None, _launches(rng, 5).head(0))  # type: ignore[arg-type]
+    _same(window_reduce.launch_summary(tmp_path, 0), whole)
+    names: dict[str, int] = {}
+    for i in range(2):
+        window_values.spill_launches(_launches(rng, 5).head(0), tmp_path, i, names)
+    _same(window_reduce.launch_summary(tmp_path, 2), whole)
 
 
 def test_merged_launch_state_does_not_grow_with_the_launches(tmp_path, monkeypatch):

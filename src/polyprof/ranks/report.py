@@ -28,7 +28,7 @@ from .align import align_ranks, alignment_table
 from ..analyze.collectives import collective_stats
 from .result import OVERVIEW_COLUMNS, RankResult
 from .stack import with_rank
-from .stragglers import stragglers
+from .stragglers import chance_p, stragglers
 from .transfers import job_transfers
 from ..trace.sorting import median
 
@@ -174,6 +174,17 @@ WAIT_SHARE_PCT = 20.0
 #: more often cost 12% of the job's time, 7x the other way; rank 1 sleeping 50 ms in 3 of
 #: 7 steps: 24%, 4x; PARAM's DLRM job, rank 7 late at its first all-to-all: 28%, 6x.)
 WAIT_RATIO = 2.0
+#: the count rule: the rank came last at more than halfway between 1/ranks and all of the
+#: collectives whose arrivals differ beyond the clocks' bounds, and so many lasts are
+#: beyond chance: the binomial tail (``stragglers.chance_p``) times the number of ranks
+#: (any rank could have been the one last most often) is at most this (a two-process
+#: gloo DDP job with no delay: last at 10 of 14, 0.18; with the warm-up step: rank 0 last
+#: at 3 of 4 (0.62), 5 of 6 (0.22): counts of a few steps that the 75% share alone named)...
+COUNT_P = 0.05
+#: ... and the waiting it caused is at least this share of the other ranks' analysed
+#: time: a rank last by a hair at every collective costs the others nothing worth a
+#: finding. (A rank 400 µs late at each all-reduce of 222 ms steps: 0.9%, named.)
+COUNT_WAIT_PCT = 0.5
 #: the steps named in a straggler finding: the fewest, most waiting first, that hold this
 #: share of the waiting it caused
 STEPS_SHARE = 0.8
@@ -218,10 +229,11 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
                         steps_of: Callable[[int], tuple[dict[tuple[str, int], int], list[int]]] | None = None,
                         ) -> list[Finding]:
     """Ranks not aligned, and the straggler: the rank that came last at a clearly larger
-    share of the collectives than chance, or whose lateness cost the others a large share
-    of their time (:data:`WAIT_SHARE_PCT`, :data:`WAIT_RATIO`) however few collectives it
-    came last at. ``windows``: each rank's analysed span; ``steps_of(rank)``: the step of
-    each of its collectives (:func:`_steps_of`) and its steps in the window."""
+    share of the collectives than chance and cost the others some of their time
+    (:data:`COUNT_P`, :data:`COUNT_WAIT_PCT`), or whose lateness cost the others a large
+    share of their time (:data:`WAIT_SHARE_PCT`, :data:`WAIT_RATIO`) however few
+    collectives it came last at. ``windows``: each rank's analysed span; ``steps_of(rank)``:
+    the step of each of its collectives (:func:`_steps_of`) and its steps in the window."""
     out = []
     bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
     if len(bad):
@@ -245,9 +257,12 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
     # the rank that came last most often, then caused the most waiting (the first such row)
     at = int(np.lexsort((-np.asarray(per_rank["caused_wait_ns"], np.float64),
                          -np.asarray(per_rank["last_count"], np.float64)))[0])
-    share = per_rank["last_count"][at] / total
+    last = int(per_rank["last_count"][at])
     expected = 1 / n
-    by_count = per_rank["last_count"][at] >= 2 and share >= expected + 0.5 * (1 - expected)
+    chance = min(1.0, n * chance_p(last, total, n))
+    caused_pct = _others_share(per_rank, at, windows or {})
+    by_count = (last >= 2 and last / total >= expected + 0.5 * (1 - expected) and chance <= COUNT_P
+                and (caused_pct is None or caused_pct >= COUNT_WAIT_PCT))
     cost = _wait_cost(per_rank, per_coll, significant, windows or {})
     if not by_count:
         if cost is None or not cost["costly"]:
@@ -259,8 +274,20 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
         cost = None  # the share is another rank's
     mine = per_coll.take((np.asarray(per_coll["last_rank"], np.int64) == r) & significant)
     steps, window = steps_of(r) if steps_of is not None else ({}, [])
-    out.append(_straggler(r, top, mine, total, len(per_coll), by_count, cost, steps, window))
+    # how likely its count of lasts is by chance (for any rank), and its waiting's share
+    odds: dict[str, float] = {"chance_p": float(f"{min(1.0, n * chance_p(int(top['last_count']), total, n)):.3g}")}
+    if (pct := _others_share(per_rank, at, windows or {})) is not None:
+        odds["wait_share_pct"] = round(pct, 1)
+    out.append(_straggler(r, top, mine, total, len(per_coll), by_count, cost, steps, window, odds))
     return out
+
+
+def _others_share(per_rank: Table, at: int, windows: dict[int, int]) -> float | None:
+    """The waiting the rank of row ``at`` caused, as a share (%) of the other ranks'
+    analysed time (None: their windows are not known)."""
+    r = int(per_rank["rank"][at])
+    others = sum(int(windows.get(int(o), 0)) for o in np.asarray(per_rank["rank"], np.int64).tolist() if o != r)
+    return 100.0 * float(per_rank["caused_wait_ns"][at]) / others if others else None
 
 
 def _wait_cost(per_rank: Table, per_coll: Table, significant: np.ndarray,
@@ -289,10 +316,12 @@ def _wait_cost(per_rank: Table, per_coll: Table, significant: np.ndarray,
 
 
 def _straggler(r: int, top: dict[str, Any], mine: Table, total: int, seen: int, by_count: bool,
-               cost: dict[str, Any] | None, steps: dict[tuple[str, int], int], window: list[int]) -> Finding:
+               cost: dict[str, Any] | None, steps: dict[tuple[str, int], int], window: list[int],
+               odds: dict[str, float]) -> Finding:
     """The straggler finding of rank ``r`` (its ``stragglers`` row ``top``; ``mine``: the
     collectives it came last at beyond the bounds, most waiting first; ``window``: the
-    steps analysed, not named as where the waiting was when they are all of it)."""
+    steps analysed, not named as where the waiting was when they are all of it; ``odds``:
+    ``chance_p`` and ``wait_share_pct``, :func:`_straggler_findings`)."""
     wait = int(top["caused_wait_ns"])  # per rank that waited, over time: concurrent buckets once
     share = top["last_count"] / total
     step = np.array([steps.get((str(k), int(q)), -1) for k, q in zip(mine["key"].tolist(), mine["seq"].tolist())],
@@ -300,7 +329,7 @@ def _straggler(r: int, top: dict[str, Any], mine: Table, total: int, seen: int, 
     held = _main_steps(step, np.asarray(mine["wait_ns"], np.float64))
     evidence = {"rank": r, "last_count": int(top["last_count"]), "collectives": total,
                 "share_pct": round(100 * share, 1), "caused_wait_ns": wait, "late_ns": int(top["late_ns"]),
-                "median_spread_ns": median(mine["spread_ns"]), "alignment_bound_ns": float(top["bound_ns"])}
+                "median_spread_ns": median(mine["spread_ns"]), "alignment_bound_ns": float(top["bound_ns"]), **odds}
     if cost is not None:
         evidence.update(wait_share_pct=round(cost["share_pct"], 1), job_share_pct=round(cost["job_share_pct"], 1),
                         others_window_ns=cost["window_ns"], next_rank=cost["next_rank"],
@@ -310,9 +339,10 @@ def _straggler(r: int, top: dict[str, Any], mine: Table, total: int, seen: int, 
     where = f", mostly in step{'s' if len(held) > 1 else ''} {number_ranges(held)}" \
         if held and set(held) != set(window) else ""
     if by_count:
+        of = f" ({odds['wait_share_pct']:.1f}% of their analysed time)" if "wait_share_pct" in odds else ""
         title = (f"rank {r} is the straggler: last to arrive at {int(top['last_count'])} of {total} collectives "
                  f"whose arrivals differ beyond the clocks' bounds (of {seen}); the others waited {fmt_ns(wait)} "
-                 f"for it{where}")
+                 f"for it{of}{where}")
         severity = "high" if share >= 0.9 else "medium"
     else:
         assert cost is not None

@@ -29,7 +29,6 @@ from ..analyze.common import analysed_span, carry_devices
 from ..analyze.cuda_graphs import Captures, GraphStats, carry_in, graph_stats, graph_table, merge_stats, no_captures
 from ..analyze.efficiency import resolve_peak
 from ..analyze.frames import column
-from ..analyze.ops import launch_summary
 from ..analyze.finding import Finding
 from ..analyze.peaks import Peak
 from ..analyze.registry import ANALYSES, Tables, extensions
@@ -46,6 +45,7 @@ from . import fits
 from .sources import RankEntry, StoreRank
 from .result import RankResult, anchor_of, overview_row, rank_collectives
 from . import window_findings as wf
+from . import window_reduce
 from . import window_values as values
 from .table_merge import MfuPart, concat_collectives, merge_mfu, merge_tables
 
@@ -234,7 +234,8 @@ class _Gathered:
             tables["cuda_graphs"] = graph_table(graphs)
         self.parts = []
         _release()
-        tables["launch_summary"] = launch_summary(empty, values.launch_table(spill, windows, self.launch_names))
+        # the rank's launch_summary from the windows' launch reductions (values.spill_launches)
+        tables["launch_summary"] = window_reduce.launch_summary(spill, windows)
         values.exact_quantiles(tables, spill, windows, strings)
         plane_of = np.array([t["plane"] for t in header["tracks"]], np.int64)
         tables["queue_length_summary"] = values.queue_summary(

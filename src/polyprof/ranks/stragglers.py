@@ -11,6 +11,7 @@ waits (``last - arrival_r`` from its arrival), so collectives in flight at once 
 buckets) count their common time once and no rank waits longer than its window. Differences smaller than
 the two ranks' alignment bounds cannot be told apart from clock error: ``last_count``
 counts only the collectives where the last rank came later than the bound allows.
+:func:`chance_p` says how likely a count of lasts is when no rank is late.
 """
 
 from __future__ import annotations
@@ -114,3 +115,19 @@ def _collectives(key: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:
     group = np.empty(len(key), np.int64)
     group[order] = np.cumsum(new) - 1
     return group, int(new.sum())
+
+
+def chance_p(count: int, total: int, ranks: int) -> float:
+    """The chance that a given rank comes last at ``count`` or more of ``total``
+    collectives when every one of ``ranks`` ranks is as likely to come last at each: the
+    one-sided binomial tail P[X >= count], X ~ B(total, 1/ranks) (exact, from the
+    log-probabilities summed over ``total`` terms at most)."""
+    if count <= 0 or ranks < 2:
+        return 1.0
+    if count > total:
+        return 0.0
+    i = np.arange(1, total + 1, dtype=np.float64)
+    log_choose = np.r_[0.0, np.cumsum(np.log(total - i + 1) - np.log(i))]  # log C(total, k), k = 0..total
+    k = np.arange(count, total + 1)
+    p = 1.0 / ranks
+    return float(min(1.0, np.exp(log_choose[k] + k * np.log(p) + (total - k) * np.log1p(-p)).sum()))

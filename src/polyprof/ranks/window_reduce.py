@@ -88,15 +88,17 @@ def spill_launches(launches: Table, folder: Path, i: int, names: dict[str, int])
                                                                                     for p in parts)]))
 
 
-def launch_summary(folder: Path, windows: int) -> Table | None:
-    """``launch_summary`` of the rank from its windows' reductions (None: none spilled)."""
+def launch_summary(folder: Path, windows: int) -> Table:
+    """``launch_summary`` of the rank from its windows' reductions (:func:`spill_launches`;
+    empty, as ``analyze.ops.launch_summary`` of no launch, where none were spilled)."""
     path = folder / LAUNCH_NAMES
-    if not path.exists():
-        return None
+    none = empty_frame(list(LAUNCH_COLUMNS), LAUNCH_COLUMNS[:2], np.float64)  # (as launch_summary's)
+    if not windows or not path.exists():
+        return none
     seen = json.loads(path.read_text())
     parts = np.concatenate([np.load(folder / f"launch-parts-{i}.npy") for i in range(windows)], axis=1)
     if not parts.shape[1]:
-        return empty_frame(list(LAUNCH_COLUMNS), LAUNCH_COLUMNS[:2], np.float64)  # (as launch_summary's)
+        return none
     g = group_stats(parts[0], np.zeros(parts.shape[1], np.int64))
     o, st = g["order"], g["starts"]
     total = dict(zip(LAUNCH_PARTS, (group_reduce(o, st, parts[1 + k], np.minimum if c == "min" else

@@ -279,23 +279,11 @@ def fill_mfu(table: Table, view: Trace) -> Table:
                   "device": np.full(n, "", object), "uncounted_replay_pct": np.full(n, np.nan)})
 
 
-#: the columns of a window's launch table that ``launch_summary`` reads
-LAUNCH_COLUMNS = ("launch_row", "launch_delay_ns", "cpu_duration_ns", "device_duration_ns", "graph_launch", "plane",
-                  "launch_name")
-
-
 def spill_launches(launches: Table, folder: Path, i: int, names: dict[str, int]) -> None:
     """Write window ``i``'s launch table (one row per launched activity) reduced as
     ``launch_summary`` groups it (``window_reduce.spill_launches``; ``names``: the codes of
     the planes and launch call names, shared by the windows)."""
     window_reduce.spill_launches(launches, folder, i, names)
-
-
-def launch_table(folder: Path, windows: int, names: dict[str, int]) -> Table:
-    """An empty launch table: the windows' launches are not joined (they grow with the
-    rank); :func:`exact_quantiles` sets the rank's ``launch_summary`` from their
-    reductions (``window_reduce.launch_summary``)."""
-    return frame({c: np.zeros(0, object if c in ("plane", "launch_name") else np.int64) for c in LAUNCH_COLUMNS})
 
 
 def _save(folder: Path, name: str, i: int, keys: np.ndarray, values: np.ndarray) -> None:
@@ -355,11 +343,7 @@ def _gather(files: list[tuple[Path, Path]], keys: np.ndarray) -> tuple[np.ndarra
 
 
 def exact_quantiles(tables: dict[str, Table], folder: Path, windows: int, strings: list[str]) -> None:
-    """Replace the merged quantile columns of :data:`QUANTILE_TABLES` by the rank's own,
-    and set its ``launch_summary`` from the windows' launches (:func:`spill_launches`)."""
-    launches = window_reduce.launch_summary(folder, windows)
-    if launches is not None:
-        tables["launch_summary"] = launches
+    """Replace the merged quantile columns of :data:`QUANTILE_TABLES` by the rank's own."""
     path = folder / QUALIFIED_FILE
     qualified = json.loads(path.read_text()) if path.exists() else []
     for name, key_cols in QUANTILE_TABLES.items():
