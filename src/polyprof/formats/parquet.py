@@ -23,6 +23,8 @@ values, per key), flows and counters as the one written; string ids may differ (
 string table is rebuilt from the values). A Parquet file polyprof wrote before the
 layout was recorded reads with planes and tracks rebuilt from the event columns, and no
 flows or counters. Any other Parquet file is refused with the columns it lacks.
+
+Each page is written with its checksum and checked when read (``parquet_pages.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ..trace.core import COUNTER_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
 from ..trace.native_write import header_json
 from .native import bytes_back, records
+from .parquet_pages import open_file, writer
 from .safety import check_events, clean_metadata, guarded
 from ..trace.sorting import unique
 
@@ -77,7 +80,7 @@ def write(trace: Trace, path: str | Path) -> Path:
     if not add_to_footer:
         meta.update(footer)
     table = table.replace_schema_metadata(meta)
-    with pq.ParquetWriter(path, table.schema, compression="zstd") as w:
+    with writer(path, table.schema, compression="zstd") as w:  # each page with its checksum
         w.write_table(table)
         if add_to_footer:
             w.add_key_value_metadata(footer)
@@ -98,7 +101,7 @@ def load(path: str | Path) -> Trace:
     """A Parquet file ``write`` made, back into its Trace."""
     path = Path(path)
     try:
-        pf = pq.ParquetFile(path)
+        pf = open_file(path)  # pages' checksums checked as they are read
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:  # a column path's bytes not UTF-8: pyarrow's
         raise TraceFormatError(path, f"not a readable Parquet file ({one_line(e)})") from None

@@ -22,17 +22,19 @@ Reading a rank gives back the Trace it was written from, its events in time orde
 
 from __future__ import annotations
 
+import errno
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..errors import TraceFormatError
+from ..errors import OutputError, TraceFormatError
 from ..formats.native import bytes_back, records
+from ..formats.parquet_pages import open_file, write_table, writer as parquet_writer
 from ..formats.safety import clean_metadata, guarded
 from ..trace import keys
 from ..trace.native_write import json_default
@@ -52,6 +54,38 @@ BASE_COLUMNS = ("track_id", "name_id", "category_id", "start_ns", "dur_ns", "end
 #: the columns of flows.parquet a rank read back needs (its SQL columns are left unread)
 FLOW_FILE_COLUMNS = ("src", "dst", "id", "category_id")
 FILES = ("events.parquet", "flows.parquet", "counters.parquet", "strings.parquet", "rank.json")
+#: the hidden sibling a new store NAME is built in, ``.NAME`` + this (store/writer.py), each
+#: rank in a folder ``.part-N`` there
+NEW = ".polyprof-new"
+PART = ".part-"
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def store_of(directory: Path) -> Path:
+    """The store a rank folder being written belongs to: ``NAME`` beside
+    ``.NAME.polyprof-new/.part-N``, else the folder itself (``write_rank`` called directly)."""
+    new = directory.parent
+    if directory.name.startswith(PART) and new.name.startswith(".") and new.name.endswith(NEW) \
+            and len(new.name) > len(NEW) + 1:
+        return new.parent / new.name[1:-len(NEW)]
+    return directory
+
+
+@contextmanager
+def writing(directory: Path, store: Path | None = None) -> Iterator[None]:
+    """An OSError while a rank's files are written into ``directory`` (a full disk above
+    all) as the OutputError of the store being written (``store``; by default the one
+    ``directory`` belongs to, :func:`store_of`), not of the input being read: the
+    executor names the rank's input, the message the store and what went wrong."""
+    try:
+        yield
+    except OSError as e:
+        store = store_of(directory) if store is None else store
+        what = "the disk is full" if e.errno in _FULL else "a file cannot be written"
+        if store == directory:
+            raise OutputError(f"{directory}: the rank cannot be written: {what} ({e.strerror or e})") from None
+        raise OutputError(f"{store}: the store cannot be written: {what} ({directory.name}: {e.strerror or e}); "
+                          "a store already there is left as it was") from None
 
 
 def dumps(obj: Any) -> bytes:
@@ -142,7 +176,13 @@ class _PlacedStat:
 def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> dict[str, Any]:
     """Write one rank's trace into ``directory``; returns its summary for the manifest.
     events.parquet is written a row group at a time: only one row group's columns (its
-    stats dense) are made at once, not every stat as a column of every event."""
+    stats dense) are made at once, not every stat as a column of every event. A full
+    disk is an OutputError naming the store (:func:`writing`)."""
+    with writing(Path(directory)):
+        return _write_rank(trace, Path(directory), chunk_rows)
+
+
+def _write_rank(trace: Trace, directory: Path, chunk_rows: int) -> dict[str, Any]:
     directory.mkdir(parents=True, exist_ok=True)
     n = trace.n_events
     order = time_order(trace)
@@ -173,9 +213,9 @@ def write_rank(trace: Trace, directory: Path, chunk_rows: int = CHUNK_ROWS) -> d
             events = table(cols)
             del ev, cols
             if writer is None:
-                writer = pq.ParquetWriter(directory / "events.parquet", events.schema, compression="zstd",
-                                          use_dictionary=text_columns(events.schema),
-                                          write_statistics=["start_ns", "end_ns", "dur_ns", "track_id"])
+                writer = parquet_writer(directory / "events.parquet", events.schema, compression="zstd",
+                                        use_dictionary=text_columns(events.schema),
+                                        write_statistics=["start_ns", "end_ns", "dur_ns", "track_id"])
             writer.write_table(events, row_group_size=chunk_rows)
             del events
     finally:
@@ -197,13 +237,12 @@ def write_rest(trace: Trace, directory: Path, flows: dict[str, np.ndarray], n: i
     fl = table({"src": flows["src"], "dst": flows["dst"], "id": flows["id"], "category_id": flows["category"],
                 **{k: np.asarray(flows[k]).astype(np.int64, copy=False) for k in ("src_input_row", "dst_input_row")},
                 "category": _dict_column(np.asarray(flows["category"]), trace.strings)})
-    pq.write_table(fl, directory / "flows.parquet", compression="zstd", use_dictionary=["category"])
+    write_table(fl, directory / "flows.parquet", compression="zstd", use_dictionary=["category"])
     del fl
     c = trace.counters
-    pq.write_table(table({"plane": c["plane"], "name_id": c["name"], "ts_ns": c["ts_ns"], "value": c["value"]}),
-                   directory / "counters.parquet", compression="zstd")
-    pq.write_table(table({"s": array(trace.strings, pa.string())}), directory / "strings.parquet",
-                   compression="zstd")
+    write_table(table({"plane": c["plane"], "name_id": c["name"], "ts_ns": c["ts_ns"], "value": c["value"]}),
+                directory / "counters.parquet", compression="zstd")
+    write_table(table({"s": array(trace.strings, pa.string())}), directory / "strings.parquet", compression="zstd")
     info = {"events": n, "flows": len(flows["src"]), "counters": len(c["ts_ns"]),
             "span_ns": list(span_ns), "plane_names": [p.name for p in trace.planes]}
     header = {"sources": [asdict(s) for s in trace.sources], "planes": [asdict(p) for p in trace.planes],
@@ -250,7 +289,7 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
 
 def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
     try:  # ParquetFile.read: no dataset layer, no thread pool (less memory for one rank)
-        table = pq.ParquetFile(path).read(columns=columns, use_threads=False)
+        table = open_file(path).read(columns=columns, use_threads=False)  # (pages' checksums checked)
         table.validate(full=True)  # damaged buffers crash pyarrow later instead of raising
         return table
     except FileNotFoundError:

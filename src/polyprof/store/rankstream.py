@@ -19,14 +19,15 @@ from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ..errors import TraceFormatError
+from ..formats.parquet_pages import open_file, write_table, writer
 from ..trace.core import Trace
 from ..trace.stats import StatColumn
 from ..trace.tables import _dict_column
 from ..trace.arrow_arrays import array, table
 from ..trace.arrow_numpy import values as values_of
-from .rankfiles import BASE_COLUMNS, masked, stat_columns, text_columns, write_rest
+from .rankfiles import BASE_COLUMNS, masked, stat_columns, text_columns, write_rest, writing
 
 _STATISTICS = ["start_ns", "end_ns", "dur_ns", "track_id"]
 
@@ -61,9 +62,10 @@ class RankStream:
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.runs = self.directory / ".runs"
-        self.runs.mkdir(exist_ok=True)
+        with writing(self.directory):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.runs = self.directory / ".runs"
+            self.runs.mkdir(exist_ok=True)
         self.n = 0
         self.n_runs = 0
         self.kinds: dict[str, set[str]] = {}  # stat key -> the kinds its chunks had (i/u/f/s/b)
@@ -75,15 +77,16 @@ class RankStream:
         if not self.n_runs and self.held is None:
             self.held = chunk
             return
-        if self.held is not None:
-            self._write_run(self.held)
-            self.held = None
-        self._write_run(chunk)
+        with writing(self.directory):  # a full disk names the store, not the input
+            if self.held is not None:
+                self._write_run(self.held)
+                self.held = None
+            self._write_run(chunk)
 
     def _write_run(self, chunk: ChunkLike) -> None:
         t = self._table(chunk)
-        pq.write_table(t, self.runs / f"{self.n_runs}.parquet", compression="zstd", use_dictionary=text_columns(t.schema),
-                       row_group_size=max(len(chunk.events["start_ns"]), 1))
+        write_table(t, self.runs / f"{self.n_runs}.parquet", compression="zstd", use_dictionary=text_columns(t.schema),
+                    row_group_size=max(len(chunk.events["start_ns"]), 1))
         self.n_runs += 1
 
     def _table(self, chunk: ChunkLike) -> pa.Table:
@@ -111,6 +114,10 @@ class RankStream:
         """Write events.parquet from the runs, and the rank's other files (``trace``: its
         strings, planes, tracks, counters, metadata and sources; ``flows``: rows are
         positions among the events added); returns the rank's summary for the manifest."""
+        with writing(self.directory):
+            return self._finish(trace, flows, span_ns)
+
+    def _finish(self, trace: Trace, flows: dict[str, np.ndarray], span_ns: tuple[int, int]) -> dict[str, object]:
         ends = _EndpointRows(flows["src"], flows["dst"])
         only = None
         if self.held is not None:  # the only chunk
@@ -120,16 +127,15 @@ class RankStream:
         fields = [pa.field(c, t) for c, t in _base_schema()]
         fields += [pa.field(column[k], _ARROW[final[k]]) for k in final]
         schema = pa.schema(fields)
-        with pq.ParquetWriter(self.directory / "events.parquet", schema, compression="zstd",
-                              use_dictionary=text_columns(schema),
-                              write_statistics=_STATISTICS) as w:
+        with writer(self.directory / "events.parquet", schema, compression="zstd",
+                    use_dictionary=text_columns(schema), write_statistics=_STATISTICS) as w:
             if only is not None:
                 ends.take(only)
                 w.write_table(_conform(only, schema, final, column), row_group_size=max(only.num_rows, 1))
                 del only
             for i in range(self.n_runs):
                 run = self.runs / f"{i}.parquet"
-                t = pq.ParquetFile(run).read(use_threads=False)
+                t = _read_run(run)
                 ends.take(t)
                 w.write_table(_conform(t, schema, final, column), row_group_size=max(t.num_rows, 1))
                 del t
@@ -143,6 +149,15 @@ class RankStream:
 
     def abort(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _read_run(run: Path) -> pa.Table:
+    """A run file written before, its pages' checksums checked (a run damaged on disk
+    between its write and this read is said so, not copied into the store)."""
+    try:
+        return open_file(run).read(use_threads=False)
+    except (pa.ArrowException, OSError) as e:
+        raise TraceFormatError(run, f"damaged run file of the rank being written ({e})") from None
 
 
 class _EndpointRows:

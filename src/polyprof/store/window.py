@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
+from ..formats.parquet_pages import open_file
 from ..trace.categories import DEVICE_ACTIVITY, kinds_for_strings, refine_by_name
 from ..trace.core import COUNTER_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Trace
 from ..trace.model import Plane, Source, Track
@@ -78,13 +79,29 @@ class Plan:
 
 def _row_groups(path: Path, columns: list[str]) -> Iterator[tuple[int, pa.Table]]:
     """(first file row, table) of each row group of ``path``, with ``columns``."""
+    f = _open(path)
+    row = 0
+    for g in range(f.num_row_groups):
+        t = _group(path, f, g, columns)
+        yield row, t
+        row += t.num_rows
+
+
+def _open(path: Path) -> pq.ParquetFile:
+    """``path`` opened (its footer read), its pages' checksums checked as they are read."""
     try:
-        f = pq.ParquetFile(path)
-        row = 0
-        for g in range(f.num_row_groups):
-            t = f.read_row_group(g, columns=columns, use_threads=False)
-            yield row, t
-            row += t.num_rows
+        return open_file(path)
+    except FileNotFoundError:
+        raise TraceFormatError(path, "missing: the store is damaged") from None
+    except (pa.ArrowException, OSError) as e:
+        raise TraceFormatError(path, f"damaged store file ({e})") from None
+
+
+def _group(path: Path, f: pq.ParquetFile, g: int, columns: list[str]) -> pa.Table:
+    """Row group ``g`` of ``f`` (the file ``path``), with ``columns``: a page whose checksum
+    does not match, or that does not decode, is a damaged store file."""
+    try:
+        return f.read_row_group(g, columns=columns, use_threads=False)
     except (pa.ArrowException, OSError, KeyError) as e:
         raise TraceFormatError(path, f"damaged store file ({e})") from None
 
@@ -294,7 +311,7 @@ def read_window(directory: Path, lo: int, hi: int, header: dict[str, Any] | None
     stat_values: dict[str, list[StatValues]] = {s["key"]: [] for s in eager}
     rows: list[np.ndarray] = []
     groups: list[tuple[int, np.ndarray | None]] = []
-    f = pq.ParquetFile(path)
+    f = _open(path)
     at = f.schema_arrow.get_field_index("start_ns")
     first = taken = 0
     for g in range(f.num_row_groups):
@@ -303,7 +320,7 @@ def read_window(directory: Path, lo: int, hi: int, header: dict[str, Any] | None
         if st is not None and st.has_min_max and (st.max < lo or st.min >= hi):
             first += md.num_rows
             continue
-        t = f.read_row_group(g, columns=[*base, *(s["column"] for s in eager)], use_threads=False)
+        t = _group(path, f, g, [*base, *(s["column"] for s in eager)])
         s = _np(t, "start_ns")
         inside = (s >= lo) & (s < hi)
         keep = np.flatnonzero(inside)
@@ -385,10 +402,10 @@ class _WindowStats:
             return {}
         at: dict[str, list[np.ndarray]] = {m["key"]: [] for m in meta}
         values: dict[str, list[StatValues]] = {m["key"]: [] for m in meta}
-        f = pq.ParquetFile(self.path)
+        f = _open(self.path)
         offset = 0
         for g, inside in self.groups:
-            t = f.read_row_group(g, columns=[m["column"] for m in meta], use_threads=False)
+            t = _group(self.path, f, g, [m["column"] for m in meta])
             if inside is not None:
                 t = t.filter(pa.array(inside))
             for m in meta:

@@ -10,10 +10,18 @@ new store in: the old one (with ``--overwrite``) is renamed aside to
 that swap nothing at NAME is touched; a failure anywhere before it removes the new
 store and no more. Which traces are written, and where the work runs, is the job's
 business (``polyprof.ranks``: ``TraceSet.convert``).
+
+One conversion per store at a time: :func:`prepare` takes an exclusive ``flock`` on
+``.NAME.polyprof-lock`` beside NAME (refusing, with an OutputError saying so, where
+another process holds it) before it looks at NAME or clears a leftover, and
+:func:`finish` or :func:`discard_parts` gives it back and removes the file. A killed
+conversion's lock goes with its process, so its leftover is cleared by the next.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
 import shutil
@@ -22,11 +30,14 @@ from typing import Any, Iterable
 
 from ..errors import OutputError, PolyprofError
 from .manifest import MANIFEST, rank_dir, write_manifest
+from .rankfiles import NEW, PART, writing
 
 log = logging.getLogger("polyprof")
 
 #: what a leftover of this protocol may hold (a conversion killed part-way)
-_OURS = (".part-", "rank=", MANIFEST)
+_OURS = (PART, "rank=", MANIFEST)
+#: the locks this process holds: a store's real path -> the locked descriptor of its lock file
+_HELD: dict[Path, int] = {}
 
 
 def _real(root: Path) -> Path:
@@ -38,7 +49,7 @@ def _real(root: Path) -> Path:
 def staging(root: Path) -> Path:
     """Where the new store for ``root`` is built before it is swapped in."""
     real = _real(root)
-    return real.parent / f".{real.name}.polyprof-new"
+    return real.parent / f".{real.name}{NEW}"
 
 
 def _aside(root: Path) -> Path:
@@ -59,13 +70,25 @@ def check_inputs(root: Path, inputs: Iterable[str | os.PathLike[str]]) -> None:
 
 
 def prepare(root: Path, overwrite: bool) -> None:
-    """Make ready for a new store at ``root``: refuse a non-empty directory that is not a
-    store, and a store unless ``overwrite``; make the (empty) folder the new store is
-    built in. ``root`` itself is not touched."""
+    """Make ready for a new store at ``root``: take its lock (another convert writing it
+    is refused), refuse a non-empty directory that is not a store, and a store unless
+    ``overwrite``; make the (empty) folder the new store is built in. ``root`` itself is
+    not touched. The lock is held until :func:`finish` or :func:`discard_parts`."""
     if root.is_symlink() and not root.exists():
         raise OutputError(f"{root}: is a symlink to nothing; remove it or choose another -o")
     if root.exists() and not root.is_dir():
         raise OutputError(f"{root}: exists and is not a directory")
+    if not _real(root).name:
+        raise OutputError(f"{root}: is no path a store can be written to; choose another -o")
+    _lock(root)
+    try:
+        _prepare(root, overwrite)
+    except BaseException:
+        _unlock(root)
+        raise
+
+
+def _prepare(root: Path, overwrite: bool) -> None:
     if root.exists() and any(root.iterdir()):
         ours = (root / MANIFEST).exists() or any(root.glob("rank=*")) or any(root.glob(".part-*"))
         if not ours:
@@ -73,8 +96,6 @@ def prepare(root: Path, overwrite: bool) -> None:
         if not overwrite:
             raise OutputError(f"{root}: a store is already there; pass --overwrite to replace it")
     real = _real(root)
-    if not real.name:
-        raise OutputError(f"{root}: is no path a store can be written to; choose another -o")
     here = Path(os.path.realpath(os.curdir))
     if real.exists() and (here == real or real in here.parents):
         raise OutputError(f"{root}: holds the current directory, and the new store is renamed over it "
@@ -98,14 +119,95 @@ def _remove_leftover(path: Path) -> None:
     shutil.rmtree(path)
 
 
+def lock_path(root: Path) -> Path:
+    """The file whose ``flock`` a conversion to ``root`` holds."""
+    real = _real(root)
+    return real.parent / f".{real.name}.polyprof-lock"
+
+
+def _lock(root: Path) -> None:
+    """Take the lock of ``root`` for this process, without waiting: an OutputError where
+    another conversion holds it. A file system without locks is written unlocked, as
+    before locks were taken."""
+    path = lock_path(root)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{root}: the new store cannot be made beside it ({path.parent}: {e.strerror or e})") from None
+    for _ in range(100):  # (another conversion's lock file removed as it was opened: open it again)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as e:
+            raise OutputError(f"{root}: the new store cannot be made beside it ({path}: {e.strerror or e})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                holder = _holder(fd)
+                os.close(fd)
+                raise OutputError(f"{root}: another polyprof convert{holder} is writing this store (it holds "
+                                  f"{path}); wait for it to end, or choose another -o") from None
+            log.debug("%s: no lock (%s)", path, e)
+        if _same(path, fd):
+            break
+        os.close(fd)
+    else:
+        raise OutputError(f"{root}: its lock file {path} keeps being replaced; choose another -o")
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for the message of a convert refused
+    except OSError:
+        pass  # (a full disk: the lock holds without it)
+    _HELD[_real(root)] = fd
+
+
+def _holder(fd: int) -> str:
+    """`` (pid N)``, the process that wrote the lock file ``fd``, where it says."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
+
+
+def _same(path: Path, fd: int) -> bool:
+    """Whether ``path`` is still the file open at ``fd`` (not removed or replaced by its
+    previous holder's :func:`_unlock` meanwhile)."""
+    try:
+        a, b = os.lstat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _unlock(root: Path) -> None:
+    """Give back this process's lock of ``root`` and remove its file (still locked, so a
+    conversion that opened it meanwhile sees it gone and opens a new one)."""
+    fd = _HELD.pop(_real(root), None)
+    if fd is None:
+        return
+    path = lock_path(root)
+    try:
+        if _same(path, fd):
+            path.unlink()
+    except OSError:
+        pass  # (left: the next conversion takes its lock)
+    finally:
+        os.close(fd)
+
+
 def part(root: Path, i: int) -> Path:
     """Where the i-th rank is written before :func:`finish`."""
-    return staging(root) / f".part-{i}"
+    return staging(root) / f"{PART}{i}"
 
 
 def discard_parts(root: Path) -> None:
-    """Remove the new store being built (a conversion that failed); ``root`` is as it was."""
-    shutil.rmtree(staging(root), ignore_errors=True)
+    """Remove the new store being built (a conversion that failed); ``root`` is as it was.
+    The lock is given back."""
+    try:
+        shutil.rmtree(staging(root), ignore_errors=True)
+    finally:
+        _unlock(root)
 
 
 def finish(root: Path, ranks: list[dict[str, Any]], **extra: Any) -> Path:
@@ -121,11 +223,13 @@ def finish(root: Path, ranks: list[dict[str, Any]], **extra: Any) -> Path:
             Path(r["part"]).rename(target)
             entries.append({"rank": r["rank"], "path": target.name, **{k: v for k, v in r.items()
                                                                        if k not in ("part", "rank")}})
-        write_manifest(new, entries, **extra)
+        with writing(new / MANIFEST, root):  # (a full disk names the store)
+            write_manifest(new, entries, **extra)
         _swap(new, root)
     except BaseException:
         discard_parts(root)
         raise
+    _unlock(root)
     log.info("wrote store %s: %d ranks", root, len(entries))
     return root / MANIFEST
 
