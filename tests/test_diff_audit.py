@@ -109,3 +109,8 @@ def test_the_html_title_tells_the_sides_apart():
     assert _title(d) == "even/ +1 vs late1/ +1"
     d.overview["a"]["paths"], d.overview["b"]["paths"] = ["x/a.json"], ["x/b.json"]
     assert _title(d) == "a.json vs b.json"
+    # one path the other's with a folder more, absolute (the page read "//tmp/..."), and one file twice
+    d.overview["a"]["paths"], d.overview["b"]["paths"] = ["/tmp/n/run.polyprof"], ["/tmp/n/sub/run.polyprof"]
+    assert _title(d) == "run.polyprof vs sub/run.polyprof"
+    d.overview["b"]["paths"] = ["/tmp/n/run.polyprof"]
+    assert _title(d) == "/tmp/n/run.polyprof vs /tmp/n/run.polyprof"

@@ -88,7 +88,9 @@ def _title(d: Diff) -> str:
 
 def _apart(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, str]:
     """Two paths' parts cut to what tells them apart: their common leading and trailing
-    parts left out (a trailing folder kept as ``name/``); whole where nothing is left."""
+    parts left out (a trailing folder kept as ``name/``); where one has only folders more,
+    each from their common leading folders on (``run.polyprof`` vs ``sub/run.polyprof``);
+    one path given twice, whole."""
     if not a or not b or a[-1] != b[-1]:
         return (a[-1] if a else "A"), (b[-1] if b else "B")
     tail = 0
@@ -98,8 +100,8 @@ def _apart(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, str]:
     while head < min(len(a), len(b)) - tail and a[head] == b[head]:
         head += 1
     ma, mb = a[head:len(a) - tail], b[head:len(b) - tail]
-    if not ma or not mb:  # one path is the other's with folders more: the whole paths
-        return "/".join(a), "/".join(b)
+    if not ma or not mb:  # one path is the other's with folders more: each from their common folder on
+        return str(Path(*a[head:])), str(Path(*b[head:]))  # (Path: a root part is "/" itself)
     return "/".join(ma) + "/", "/".join(mb) + "/"
 
 
