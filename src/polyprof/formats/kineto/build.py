@@ -87,6 +87,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         args = DeferredArgs(col.arg_batches, col.late_args, col.taken)
         trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
                           args.columns)
+        _type_modules(trace, args)
     if ascend.is_ascend(col):  # msprof's / MindInsight's: an NPU's tasks by their Task Type
         ascend.classify(trace, ascend.track_roles(col, track_of_pair, ntid))
     elif rocprof_v1.is_rocprof_v1(col):  # whole µs in ts/dur: the exact ns from the args
@@ -99,6 +100,19 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         tf_timeline.link(trace)
     trim()  # the pages the build freed go back: what stays resident is about the Trace
     return trace
+
+
+def _type_modules(trace: Trace, args: DeferredArgs) -> None:
+    """The compiled module of each XLA op (``keys.MODULE_STATS``: ``hlo_module``,
+    ``module``, ``kernel_module``, the args polyprof's Chrome and Kineto exports of an
+    XSpace carry) typed at load, as the XSpace reader types them: the analyses name an op
+    ``module/op`` from the loaded columns alone (``analyze.common.module_codes``), and XLA
+    names ops uniquely within a module only. A file whose args have none of these names
+    (a torch trace) decodes nothing; one that has them decodes those args alone."""
+    for key in keys.MODULE_STATS:
+        if args.may_hold(key):
+            trace.stats.get(key)  # (a lookup materialises the key's column)
+
 
 def _row_tracks(pair: np.ndarray, uniq: np.ndarray, tracks: np.ndarray) -> np.ndarray:
     """The track of each event from its (pid, tid) pair code (``uniq``: the distinct codes,
