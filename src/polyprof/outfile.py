@@ -8,13 +8,24 @@ target. A symbolic link planted at the target is refused unless the caller says
 so is a target that is a directory or not a regular file (``/dev/full``). The
 temporary file's name *ends* with the target's name, so writers that choose an
 encoding by the ending (``.json.gz`` gzipped) behave as for the target itself.
+
+Processes that must write one target in turn take an ``flock`` on a hidden lock file
+beside it, ``.NAME.polyprof-lock`` (:func:`take_lock`; a run's save, collect/output.py),
+never on the folder: another program may hold the folder's own lock (``flock . cmd``),
+and NFS locks only a file opened for writing. The holder removes the file as it gives the
+lock back (:func:`drop_lock`); one that waited checks, once it holds the lock, that the
+file is still the one at the name, else opens the new one (so the removal never lets two
+hold it). A killed holder leaves the file, hidden and empty of meaning: the next takes it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
@@ -71,6 +82,76 @@ def replacing(path: str | Path, force: bool = False,
             raise
         raise OutputError(f"cannot write {path}: {type(e).__name__}: {e} (any previous file there is unchanged)") \
             from None
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of ``path``: ``.NAME.polyprof-lock`` beside it."""
+    return path.parent / f".{path.name}.polyprof-lock"
+
+
+def _same(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open at ``fd`` (not removed or replaced)."""
+    try:
+        a, b = os.lstat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def holder(fd: int) -> str:
+    """`` (pid N)``: the process that wrote the lock file open at ``fd``, where it says."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
+
+
+def take_lock(lock: Path, wait_s: float = 0.0) -> int:
+    """A descriptor holding an exclusive ``flock`` on the lock file ``lock`` (made if
+    missing, never through a symlink), this process's pid written in it; give it back
+    with :func:`drop_lock`. Waits at most ``wait_s`` for another holder, then raises
+    BlockingIOError naming it; OSError where the file cannot be made or locked (a
+    read-only folder: EROFS; a file system without locks: ENOLCK)."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.001
+    for _ in range(1000):  # (its holder removed it as this one waited: open the new one)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise BlockingIOError(errno.EWOULDBLOCK, f"another process{holder(fd)} holds it",
+                                              str(lock)) from None
+                    time.sleep(pause)
+                    pause = min(2 * pause, 0.05)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _same(lock, fd):
+            break
+        os.close(fd)
+    else:
+        raise OSError(errno.EAGAIN, "it keeps being replaced", str(lock))
+    with contextlib.suppress(OSError):  # (a full disk: the lock holds without it)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def drop_lock(lock: Path, fd: int) -> None:
+    """Give back the lock :func:`take_lock` gave, removing its file first (still locked,
+    so a process that opened it meanwhile sees it gone and opens a new one)."""
+    try:
+        if _same(lock, fd):
+            os.unlink(lock)
+    except OSError:
+        pass  # (left: the next one takes its lock)
+    finally:
+        os.close(fd)
 
 
 def write_file(path: str | Path, write: Callable[[Path], T], force: bool = False) -> T:

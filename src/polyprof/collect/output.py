@@ -12,33 +12,35 @@ A file at the output is replaced, as a run again with the same output expects, u
 another writer changed it after this session started (another run with the same
 output that ended first, the program itself): then the trace goes beside it, to the
 first free ``t.N.polyprof`` (:func:`beside`), nothing is replaced, and a warning says
-so. A file this process's sessions wrote (a session nested in ``polyprof run`` with its
-output) is replaced as before. The look and the rename are done under a lock on the
-output's folder, so two runs ending at once do not both take the output for unchanged.
+so. A session nested in another with the same output (``polyprof.profile(output=OUT)``
+in ``polyprof run -o OUT``) looks with the outermost one's snapshot, and the next save
+of them replaces the file the last one wrote (``again``: collect/session.py). The look
+and the rename are done under the lock file beside the output (``.NAME.polyprof-lock``,
+``outfile.take_lock``; never the folder's own lock, which other programs take), so two
+runs ending at once do not both take the output for unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import logging
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from ..errors import OutputError
-from ..outfile import check_target, replacing
+from ..outfile import check_target, drop_lock, lock_path, replacing, take_lock
 from ..trace.identity import LAUNCHER_VARIABLES
 from .journal_where import where
 
 if TYPE_CHECKING:
     from ..trace.core import Trace
+    from .session import Session
 
 __all__ = ["ANY", "OutputError", "Stamp", "Written", "beside", "check_target", "fallback_path", "journal_note",
-           "launcher_rank", "open_exclusive", "per_rank", "save", "shown_path", "stamp", "write_atomic",
+           "launcher_rank", "nest_root", "open_exclusive", "per_rank", "save", "shown_path", "stamp", "write_atomic",
            "written_line"]
 
 log = logging.getLogger("polyprof")
@@ -49,9 +51,9 @@ Stamp = Optional[tuple[int, int, int, int]]
 ANY: object = object()
 #: how many traces of other runs one output may have beside it (``t.1.polyprof`` ... ``t.N.polyprof``)
 BESIDE = 1000
-#: seconds a save waits for another run's look-and-rename in the same folder (a fraction of a
-#: millisecond) before it goes on without the lock (another program holding the folder's)
-LOCK_WAIT_S = 10.0
+#: seconds a save waits for another run's look-and-rename at the same output (a fraction of a
+#: millisecond) before it goes on without the lock, saying so
+LOCK_WAIT_S = 2.0
 
 
 class Written:
@@ -126,52 +128,39 @@ def beside(path: Path, n: int) -> Path:
 
 
 @contextlib.contextmanager
-def _folder_locked(folder: Path) -> Iterator[None]:
-    """``flock`` on ``folder``, so runs saving there look at the output and rename over it
-    one at a time; waits at most :data:`LOCK_WAIT_S`, and goes on without a lock where
-    none can be taken (a file system without them)."""
+def _locked(dest: Path) -> Iterator[None]:
+    """Hold the lock file beside ``dest`` (``outfile.take_lock``), so runs saving there
+    look at it and rename over it one at a time. Another run holds it for a fraction of a
+    millisecond: a wait of :data:`LOCK_WAIT_S`, then (a holder stopped, a file system
+    without locks, a read-only folder) the save goes on without it, and a warning says
+    what is then not sure."""
+    lock = lock_path(dest)
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = take_lock(lock, LOCK_WAIT_S)
     except OSError as e:
-        log.debug("no lock on %s: %s", folder, e)
+        why = f"{e.strerror} for over {LOCK_WAIT_S:g} s" if isinstance(e, BlockingIOError) else e.strerror or e
+        log.warning("%s: saved without its lock (%s: %s): another run with the same output ending at this "
+                    "moment could replace this trace, or have it replaced", shown_path(dest), shown_path(lock), why)
         yield
         return
     try:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    log.debug("no lock on %s: held for over %g s", folder, LOCK_WAIT_S)
-                    break
-                time.sleep(0.001)
-            except OSError as e:
-                log.debug("no lock on %s: %s", folder, e)
-                break
         yield
     finally:
-        os.close(fd)  # the lock goes with it
-
-
-#: what this process's sessions wrote last, by path (a nested session with the outer's
-#: output: the outer replaces it, as before); a forked child starts without
-_written_here: dict[Path, Stamp] = {}
-os.register_at_fork(after_in_child=_written_here.clear)
+        drop_lock(lock, fd)
 
 
 def _put(tmp: Path, dest: Path, found: object) -> Path:
     """``tmp`` renamed over ``dest``, unless another writer made or changed ``dest`` since
-    the session started: what is there now is neither what :func:`stamp` saw then
-    (``found``; :data:`ANY`: replace whatever is there) nor a file this process wrote.
-    Then ``tmp`` goes to the first free :func:`beside` name instead, replacing nothing.
-    Returns where it went; OSError."""
-    with _folder_locked(dest.parent):
+    the session started: what is there now is not what :func:`stamp` saw then (``found``;
+    :data:`ANY`: replace whatever is there). Then ``tmp`` goes to the first free
+    :func:`beside` name instead, replacing nothing. Returns where it went; OSError."""
+    if found is ANY:
+        os.replace(tmp, dest)
+        return dest
+    with _locked(dest):
         now = stamp(dest)
-        if found is ANY or now is None or now == found or now == _written_here.get(dest):
+        if now is None or now == found:
             os.replace(tmp, dest)
-            _written_here[dest] = stamp(dest)
             return dest
         for n in range(1, BESIDE + 1):
             alt = beside(dest, n)
@@ -186,9 +175,19 @@ def _put(tmp: Path, dest: Path, found: object) -> Path:
             else:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
-            _written_here[alt] = stamp(alt)
             return alt
     raise OSError(errno.EEXIST, f"{BESIDE} traces of other runs are beside it already", str(dest))
+
+
+def nest_root(outer: Session | None, output: Path) -> Session | None:
+    """The outermost session with ``output`` that a session opened in ``outer`` nests in
+    (None: none): the new one looks with its snapshot of the output (``_found``), taken
+    before another run could write there, not with one of its own."""
+    while outer is not None:
+        if outer.output is not None and os.path.realpath(outer.output) == os.path.realpath(output):
+            return outer._root
+        outer = outer._outer
+    return None
 
 
 def write_atomic(trace: Trace, path: Path, follow_symlinks: bool = False, found: object = ANY) -> Path:

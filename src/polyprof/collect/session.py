@@ -114,6 +114,10 @@ class Session:
         #: the file at the output when the session started (output.stamp): the trace replaces
         #: only that, not one another run wrote meanwhile (collect/output.py)
         self._found: object = output_mod.ANY
+        #: the outermost session with this output that this one nests in (itself if none): its
+        #: snapshot is this one's, and each save replaces the file the last save of them wrote
+        self._root: "Session" = self
+        self._last_written: output_mod.Written | None = None  # (on the root)
         self._pid = os.getpid()
         self._outer: "Session | None" = None  # set when this session nests in another
         self._inert = False  # a copy of the session in a forked child: records nothing
@@ -188,7 +192,8 @@ class Session:
                 _active = self
         logs.to_stderr()  # a session in a program: its warnings read "polyprof: WARNING: ..."
         if self.output is not None:
-            self._found = output_mod.stamp(self.output)
+            self._root = output_mod.nest_root(outer, self.output) or self
+            self._found = self._root._found if self._root is not self else output_mod.stamp(self.output)
         journal_path: Path | None = None
         if outer is None and self.output is not None:
             try:  # the journal goes next to the output from the start
@@ -347,7 +352,9 @@ class Session:
 
     def _save(self) -> None:
         assert self.trace is not None and self.output is not None
-        self.written = output_mod.save(self.trace, self.output, self.follow_symlinks, self._found, self.written)
+        self.written = output_mod.save(self.trace, self.output, self.follow_symlinks, self._found,
+                                       self.written or self._root._last_written)
+        self._root._last_written = self.written
         part = journal.path_for(self.output)
         if self.written.path is not None and self._outer is None:
             journal.discard(part)  # this process's own journals only: never another run's live one
