@@ -44,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
         from ..ranks.traceset import load_ranks  # not at import: the parser of every command loads this module
 
         _above_bound(args.file, args.rank)
+        if not is_store(args.file[0]):  # a store's ranks: _above_bound
+            from .memory_check import check_memory  # (light: imports fits only for JSON traces)
+
+            check_memory("report", args.file, jobs=getattr(args, "jobs", None))
 
         ranks = analyze_ranks(args)
         from ..report.timeline_job import collective_names, job_parts  # after the ranks, as report.html below

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     job = is_job(args.file)  # several files, a directory or a store: one job, whatever its ranks are in
     from .memory_check import check_memory  # (light: imports fits only for a JSON trace or a store)
 
-    check_memory("summary-json" if args.json else "summary", args.file, windows=window_from(args) == "auto")
+    check_memory("summary-json" if args.json else "summary", args.file, windows=window_from(args) == "auto",
+                 jobs=getattr(args, "jobs", None))
     if job:
         report: Any = analyze_ranks(args)  # imports the analyses once ranks are being read
     else:

@@ -16,9 +16,13 @@ skips the check; ``POLYPROF_MEMORY_AVAILABLE`` (MiB) stands for the memory avail
 
 from __future__ import annotations
 
+import lzma
 import os
-from typing import BinaryIO
+import re
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO, Callable
 
 from ..errors import PolyprofError
 
@@ -30,6 +34,12 @@ BASE_BYTES = 150 << 20
 JSON_FACTORS = {"summary": 1.0, "summary-json": 2.5, "report": 2.6, "export": 5.6, "diff": 0.25}
 #: the ``summary`` text's factor, for callers that name no command
 JSON_FACTOR = JSON_FACTORS["summary"]
+#: what ``summary`` (text, ``--json``) and ``report`` need per thing a JSON trace holds
+#: (:class:`JsonShape`): bytes per event, per event of a launch, per byte of text less
+#: whitespace, per distinct name; fitted above the peaks measured on a generated GPU
+#: trace, a compact one whose kernels all have names of their own and a real torch CPU
+#: trace (docs/reliability.md): events per byte of text differ 4x between them
+SHAPE_FACTORS = {"summary": (60, 0, 0.75, 800), "summary-json": (250, 500, 0, 1100), "report": (50, 0, 3.0, 400)}
 #: memory per event of a store's rank read back whole, by command (``diff``: per event of
 #: all its inputs together); ``summary`` is :data:`STORE_EVENT_BYTES`
 STORE_FACTORS = {"summary": 400, "summary-json": 400, "report": 850, "export": 1800, "diff": 300}
@@ -84,9 +94,12 @@ def available_bytes() -> int:
     text = os.environ.get("POLYPROF_MEMORY_AVAILABLE", "").strip()
     if text:
         try:
-            return max(int(float(text) * (1 << 20)), 0)
+            mib = float(text)
         except ValueError:
             raise PolyprofError(f"POLYPROF_MEMORY_AVAILABLE={text!r}: expected MiB, a number") from None
+        if not 0 <= mib < 1 << 40:  # inf, 1e400, nan, below 0: no size (int(inf) raised OverflowError)
+            raise PolyprofError(f"POLYPROF_MEMORY_AVAILABLE={text!r}: expected MiB, a number from 0 to 2**40")
+        return int(mib * (1 << 20))
     avail = _meminfo_available()
     for limit, usage, stat in _cgroup_files():
         try:
@@ -151,20 +164,105 @@ def _cgroup_files() -> list[tuple[str, str, str]]:
     return out
 
 
+#: text read from the start of a JSON trace (decompressed) to estimate what the rest holds
+SAMPLE_BYTES = 4 << 20
+_NAME_RE: re.Pattern[bytes] | None = None
+
+
+@dataclass(frozen=True)
+class JsonShape:
+    """What a Kineto / Chrome JSON file holds, estimated from its size and a sample of its
+    first :data:`SAMPLE_BYTES` of text (exact where the sample is the whole text)."""
+
+    text: int  #: bytes of text
+    events: float  #: events (``"ph"`` keys)
+    launched: float  #: events of a launch (``"correlation"`` keys: runtime calls, kernels, copies)
+    dense: float  #: bytes of text less whitespace (a pretty-printed file's indentation)
+    names: float  #: distinct event names
+    how: str = ""  #: how the text's size was had where it is not exact (said in a refusal)
+
+
+def json_shape(path: Path) -> JsonShape:
+    """The text's size (:func:`json_text_bytes`) and, scaled from the sample, its events,
+    launches, dense bytes and distinct names: the names seen in the sample, plus as many
+    more as the sample's second half met new ones per name (a trace whose kernels all
+    have names of their own keeps meeting new ones; one that repeats its ops does not)."""
+    text, how, sample = _text_and_sample(path)
+    n = max(len(sample), 1)
+    scale = max(text, len(sample)) / n
+    global _NAME_RE
+    if _NAME_RE is None:
+        _NAME_RE = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+    names = _NAME_RE.findall(sample)
+    half = len(names) // 2
+    seen = set(names[:half])
+    new = len(set(names[half:]) - seen)
+    distinct = len(seen.union(names[half:]))
+    more = new / max(len(names) - half, 1) * len(names) * (scale - 1)
+    blank = sum(sample.count(c) for c in (b" ", b"\n", b"\t", b"\r"))
+    return JsonShape(text, sample.count(b'"ph"') * scale, sample.count(b'"correlation"') * scale,
+                     (len(sample) - blank) * scale, distinct + more, how)
+
+
 def json_text_bytes(path: Path) -> int:
-    """The size of a JSON file's text: a gzip file's from its trailer (the size modulo
-    4 GiB, so taken as at least ten times the compressed size when that could wrap), an
-    xz file's from its streams' indexes (:func:`_xz_size`)."""
+    """The size of a JSON file's text: a plain file's size; an xz file's from its streams'
+    indexes (:func:`_xz_size`); a gzip file's from its trailer (ISIZE), which is the size
+    of its last member only and modulo 4 GiB, so where the file has several members (bgzip,
+    ``cat a.gz b.gz``) or ISIZE is below what the compression ratio of the first
+    :data:`SAMPLE_BYTES` of text gives for the whole file, that estimate (:func:`json_shape`
+    says which)."""
+    return _text_and_sample(path)[0]
+
+
+def _text_and_sample(path: Path) -> tuple[int, str, bytes]:
+    """(the text's size, how it was estimated where not exact, the text's first bytes)."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(6)
+        f.seek(0)
         if head == b"\xfd7zXZ\x00":
-            return _xz_size(f, size)
+            sample, _, _, whole = _inflate_head(f, lzma.LZMADecompressor)
+            return (len(sample) if whole else _xz_size(f, size)), "", sample
         if head[:2] != b"\x1f\x8b" or size < 18:
-            return size
+            return size, "", f.read(SAMPLE_BYTES)
+        sample, used, members, whole = _inflate_head(f, lambda: zlib.decompressobj(31))
+        if whole:
+            return len(sample), "", sample
         f.seek(-4, os.SEEK_END)
         isize = int.from_bytes(f.read(4), "little")
-    return max(isize, 10 * size) if 40 * size >= 1 << 32 else isize
+    by_ratio = int(size * len(sample) / max(used, 1))
+    if members > 1 or isize < by_ratio:
+        return max(isize, by_ratio), (f"its text estimated at {_mib(max(isize, by_ratio))} from the compression "
+                                      f"ratio of its first {_mib(len(sample))}"), sample
+    return (max(isize, 10 * size) if 40 * size >= 1 << 32 else isize), "", sample
+
+
+def _inflate_head(f: BinaryIO, new: Callable[[], Any]) -> tuple[bytes, int, int, bool]:
+    """The first :data:`SAMPLE_BYTES` (or a little more) of a gzip or xz file's text, the compressed bytes
+    that gave them, the members (streams) met, and whether that was the whole file."""
+    out: list[bytes] = []
+    got = used = 0
+    members = 1
+    d = new()
+    try:
+        while got < SAMPLE_BYTES:
+            chunk = f.read(1 << 14)  # at most 1032 times as much text: 16 MiB
+            if not chunk:
+                return b"".join(out), used, members, True
+            used += len(chunk)
+            while chunk:
+                part = d.decompress(chunk)
+                out.append(part)
+                got += len(part)
+                if not d.eof:
+                    break
+                chunk = d.unused_data.lstrip(b"\0")  # the next member (xz: after its padding)
+                if chunk:
+                    members += 1
+                    d = new()
+    except (zlib.error, lzma.LZMAError, EOFError):  # damaged: said when it is read
+        pass
+    return b"".join(out), used, members, False
 
 
 def _varint(buf: bytes, at: int) -> tuple[int, int]:
@@ -219,6 +317,41 @@ def _xz_size(f: BinaryIO, size: int, most_streams: int = 1024) -> int:
     return total
 
 
+#: a bound above every need per byte of JSON text measured (docs/reliability.md: 8.1 at
+#: most, ``summary --json`` of a compact trace), and the most a compressed JSON trace is
+#: taken to have shrunk: where even that bound fits in half the memory available, the
+#: traces are not sampled (:func:`clearly_fits`)
+UPPER_PER_BYTE = 12
+UPPER_RATIO = {".gz": 25, ".xz": 40}
+#: files looked at under the folders :func:`clearly_fits` is given, at most
+_UPPER_FILES = 10_000
+
+
+def clearly_fits(paths: list[str]) -> bool:
+    """Whether files (or folders of them) fit whatever the command and however their
+    text is made: :data:`BASE_BYTES` plus :data:`UPPER_PER_BYTE` per byte of their text at
+    :data:`UPPER_RATIO` at most half the memory available. Only their sizes are read, so
+    the common case pays no sample of the text (tens of ms a file); False where unsure
+    (then the estimate of each command is made)."""
+    if os.environ.get("POLYPROF_MEMORY_CHECK", "1") == "0":
+        return True
+    text, seen = 0, 0
+    for top in paths:
+        walk = [(str(top), [], [""])] if not os.path.isdir(top) else os.walk(top)
+        for folder, _, names in walk:
+            for name in names:
+                seen += 1
+                f = os.path.join(folder, name) if name else folder
+                try:
+                    size = os.stat(f).st_size
+                except OSError:
+                    return False
+                text += size * UPPER_RATIO.get(os.path.splitext(f)[1], 1)
+                if seen > _UPPER_FILES:
+                    return False
+    return BASE_BYTES + UPPER_PER_BYTE * text <= available_bytes() // 2
+
+
 def check_fits(what: str, need: int, hint: str) -> None:
     """Raise one line when ``need`` bytes exceed what this process may use."""
     if os.environ.get("POLYPROF_MEMORY_CHECK", "1") == "0":
@@ -240,6 +373,17 @@ def json_need(text_bytes: int, command: str = "summary") -> int:
     return BASE_BYTES + int(JSON_FACTORS.get(command, max(JSON_FACTORS.values())) * text_bytes)
 
 
+def shape_need(shape: JsonShape, command: str = "summary") -> int:
+    """What ``command`` needs to read a JSON trace of that shape whole: by
+    :data:`SHAPE_FACTORS` where it names the command, else by its text
+    (:func:`json_need`)."""
+    if command not in SHAPE_FACTORS:
+        return json_need(shape.text, command)
+    per_event, per_launch, per_byte, per_name = SHAPE_FACTORS[command]
+    return BASE_BYTES + int(per_event * shape.events + per_launch * shape.launched + per_byte * shape.dense
+                            + per_name * shape.names)
+
+
 def store_need(events: int, command: str = "summary") -> int:
     """What ``command`` needs to read ``events`` events of a store whole."""
     return BASE_BYTES + STORE_FACTORS.get(command, max(STORE_FACTORS.values())) * events
@@ -251,9 +395,11 @@ _FILE_HINT = ("convert it to a store first (polyprof convert {p} -o STORE stream
 
 
 def check_file(path: str | Path, command: str = "summary") -> None:
-    """A Kineto / Chrome JSON file to be read whole by ``command`` (:data:`JSON_FACTORS`)."""
+    """A Kineto / Chrome JSON file to be read whole by ``command`` (:func:`shape_need`)."""
     p = Path(path)
-    check_fits(f"{p} (polyprof {command.replace('-json', ' --json')})", json_need(json_text_bytes(p), command),
+    shape = json_shape(p)
+    how = f", {shape.how}" if shape.how else ""
+    check_fits(f"{p} (polyprof {command.replace('-json', ' --json')}{how})", shape_need(shape, command),
                _FILE_HINT.format(p=p))
 
 
