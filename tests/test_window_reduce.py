@@ -94,6 +94,64 @@ def test_merged_launch_state_does_not_grow_with_the_launches(tmp_path, monkeypat
     assert many < 8 << 20  # 1.6M launches: under 5 bytes each
 
 
+def _spilled_pairs(folder, keys: int, per: int, windows: int, seed: int = 0):
+    """``windows`` files of (key, value) pairs, ``per`` values of each key in each."""
+    rng = np.random.default_rng(seed)
+    files = []
+    for i in range(windows):
+        k = np.repeat(np.arange(keys, dtype=np.int64), per)
+        v = rng.integers(1000, 5_000_000, len(k), dtype=np.int64)
+        v[:: 7] = 4242  # (ties)
+        k.tofile(folder / f"k{i}.bin")
+        v.tofile(folder / f"v{i}.bin")
+        files.append((folder / f"k{i}.bin", folder / f"v{i}.bin"))
+    return files
+
+
+@pytest.mark.parametrize("keys", [1, 8])
+def test_order_stats_collects_each_key_once_and_bounded(tmp_path, monkeypatch, keys):
+    """Keys of at most COLLECT values: each key's values are read once for all its wanted
+    ranks (median, p99 and the ranks after them), and no more than COLLECT values across
+    keys at once. Before, each wanted rank kept its own copy of all its key's values, every
+    key at once (a reviewer's 8 keys of 1M launches: peak RSS 68 -> 314 MiB; here 8 keys of
+    30,000: ~8 MB traced, now under 1.5 MB). The values are np.sort's."""
+    monkeypatch.setattr(window_reduce, "CHUNK", 1 << 13)
+    monkeypatch.setattr(window_reduce, "COLLECT", 1 << 15)
+    windows, per = 4, 7500
+    files = _spilled_pairs(tmp_path, keys, per, windows)
+    n = windows * per
+    wanted = {}
+    for key in range(keys):
+        a = np.floor((n - 1) * np.array([0.5, 0.99])).astype(np.int64)
+        for r in {*a.tolist(), *np.minimum(a + 1, n - 1).tolist(), 0, n - 1}:
+            wanted[(key, r)] = (1000, 5_000_000, n)
+    tracemalloc.start()
+    try:
+        got = window_reduce.order_stats(files, wanted)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    allk = np.concatenate([np.fromfile(k, np.int64) for k, _ in files])
+    allv = np.concatenate([np.fromfile(v, np.int64) for _, v in files])
+    assert got == {(k, r): int(np.sort(allv[allk == k])[r]) for k, r in wanted}
+    held = 8 * window_reduce.COLLECT + 6 * 8 * window_reduce.CHUNK  # the values collected, a chunk's arrays
+    assert peak < held + (256 << 10), (peak, held)
+
+
+def test_order_stats_narrows_large_keys_by_histograms(tmp_path, monkeypatch):
+    """Keys of more than COLLECT values: narrowed by histograms, then collected a few
+    groups at a time; np.sort's values, ranks of one key in different ranges included."""
+    monkeypatch.setattr(window_reduce, "CHUNK", 1 << 12)
+    monkeypatch.setattr(window_reduce, "COLLECT", 512)
+    files = _spilled_pairs(tmp_path, 3, 4000, 3, seed=5)
+    n = 12000
+    wanted = {(k, r): (1000, 5_000_000, n) for k in range(3) for r in (0, 1, 5999, 6000, 11879, 11880, n - 1)}
+    got = window_reduce.order_stats(files, wanted)
+    allk = np.concatenate([np.fromfile(k, np.int64) for k, _ in files])
+    allv = np.concatenate([np.fromfile(v, np.int64) for _, v in files])
+    assert got == {(k, r): int(np.sort(allv[allk == k])[r]) for k, r in wanted}
+
+
 def _series(rng: np.random.Generator, windows: int, per: int):
     """Windows' queue series of three streams (sorted by stream, then time), the windows in time order."""
     out = []

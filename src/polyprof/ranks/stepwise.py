@@ -45,7 +45,7 @@ from . import fits
 from .sources import RankEntry, StoreRank
 from .result import RankResult, anchor_of, overview_row, rank_collectives
 from . import window_findings as wf
-from . import window_reduce
+from . import window_memory, window_reduce
 from . import window_values as values
 from .table_merge import MfuPart, concat_collectives, merge_mfu, merge_tables
 
@@ -137,6 +137,7 @@ def summarise(directory: Path, p: Plan, label: str = "") -> RankResult:
     step but the first) from the windows of ``p``."""
     _release()  # what the plan freed
     header = read_header(directory)
+    header["extent_ns"] = values.extent_ns(directory, header)  # (the overview's trace_span_ns)
     strings = _read(directory / "strings.parquet").column("s").to_pylist()  # once for every window
     left = [a.name for a in extensions() if not a.per_event]
     if left:
@@ -176,6 +177,7 @@ class _Gathered:
         self.peak: Peak | None = None
         self.on_device = False  # a device plane has events in some window (the advice's device or CPU text)
         self.captures: Captures = no_captures()  # the graphs captured so far, for the windows after
+        self.live: window_memory.Live = {}  # allocations live at the last window's end (window_memory.carry)
         self.after = 0  # host activity after the last window's last step (its label's words)
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
@@ -190,6 +192,7 @@ class _Gathered:
         if len(got.tables.get("cuda_graphs", ())):  # (its table's stats, kept: cuda_graphs.graph_stats)
             self.graphs.append(graph_stats(view))
         values.spill(view, spill, i)
+        self.live = window_memory.carry(view, got.tables, self.live)
         values.spill_launches(got.tables.pop("launch_stats"), spill, i, self.launch_names)
         self.edges.append(values.edges(view))
         self.parts.append(got.tables)
@@ -226,7 +229,7 @@ class _Gathered:
         windows = len(self.parts)
         _number_steps(self.parts, self.steps)
         tables = merge_tables(self.parts, (self.spans[0][0], self.spans[-1][1]),
-                              self.peak.bandwidth if self.peak else 0.0)
+                              self.peak.bandwidth if self.peak else 0.0, tuple(q["name"] for q in header["planes"]))
         if "mfu" in tables:
             tables["mfu"] = merge_mfu([p["mfu"] for p in self.parts], self.mfu, self.peak)
         graphs = merge_stats(self.graphs)
@@ -255,7 +258,7 @@ class _Gathered:
         meta = header.get("metadata", {})
         overview = {
             "events": n, "planes": [q["name"] for q in header["planes"]], "tracks": len(header["tracks"]),
-            "trace_span_ns": int(s1) - int(s0), "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
+            "trace_span_ns": header["extent_ns"][1] - header["extent_ns"][0], "analysed_span_start_ns": t0, "analysed_span_ns": t1 - t0,
             "steps": len(selected), "step_source": every.describe(),
             "window": W._label(every, np.arange(1, len(every)), W.auto_words(every, self.after, mkeys.CAPTURE in meta)),
             "correlation": self.counts, "unsynchronised": self.unsynced,

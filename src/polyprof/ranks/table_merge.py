@@ -7,6 +7,9 @@ and the columns computed again from the merged ones (means from totals and count
 shares from totals, idle time from the span, achieved rates and roofline shares from
 summed FLOPs, bytes and time). Tables with a row per step are the windows' rows one
 after the other; ``mfu``'s whole-rank row is made again from them (:func:`merge_mfu`).
+``memory_at_peak`` is each series' table from the window holding its peak
+(:func:`at_peaks`; the windows count allocations earlier ones left live,
+``ranks/window_memory.py``); the breakdowns' rows keep the whole read's order (:func:`_by_stream`).
 Quantiles, queue lengths, ``launch_summary``, ``cuda_graphs`` and the idle stretches
 across windows' edges are made exact afterwards from what the windows kept
 (``ranks/window_values.py``, ``analyze.cuda_graphs.merge_stats``).
@@ -34,6 +37,7 @@ class Context(NamedTuple):
 
     span: tuple[int, int]
     bandwidth: float = 0.0
+    planes: tuple[str, ...] = ()  # the rank's planes, in the order of their ids
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Rule:
     ops: dict[str, str] = field(default_factory=dict)  # column -> sum|nsum|min|max|first|last|wmean|at:<col>
     then: Callable[[Cols, Context], None] | None = None  # derived columns, in place
     order: str | None = None  # sort by this column, largest first (stable)
+    rows: Callable[[Cols, Context], np.ndarray] | None = None  # the rows' order, where not by ``order``
 
 
 def _ratio(a: np.ndarray, b: np.ndarray, scale: float = 1.0) -> np.ndarray:
@@ -66,6 +71,18 @@ def _temporal(c: Cols, ctx: Context) -> None:
 def _idle(c: Cols, ctx: Context) -> None:
     for k in ("host_wait", "kernel_wait", "other"):
         c[f"{k}_pct"] = _ratio(c[f"{k}_ns"], c["idle_ns"], 100.0)
+
+
+def _by_stream(c: Cols, ctx: Context) -> np.ndarray:
+    """The rows of a breakdown per device stream in the order read whole gives them
+    (``analyze.breakdown._group_rows``): by plane id, then track id, each device's
+    ``(all streams)`` row after its streams (planes the rank does not name: after, in
+    their first window's order). Merged in the windows' order, a stream first active in
+    a later window came after its device's row."""
+    at = {p: i for i, p in reversed(list(enumerate(ctx.planes)))}
+    plane = np.array([at.get(p, len(at)) for p in c["plane"].tolist()], np.int64)
+    track = c["track_id"].astype(np.int64)
+    return np.lexsort((track, track < 0, plane))
 
 
 def _copies(c: Cols, ctx: Context) -> None:
@@ -141,10 +158,10 @@ _DUR = {"count": "sum", "total_ns": "sum", "min_ns": "min", "max_ns": "max", "me
 RULES: dict[str, Rule] = {
     "temporal_breakdown": Rule(("plane", "stream", "track_id"),
                                {c: "sum" for c in ("compute_ns", "non_compute_ns", "busy_ns", "activities")},
-                               _temporal),
+                               _temporal, rows=_by_stream),
     "idle_time_breakdown": Rule(("plane", "stream", "track_id"),
                                 {c: "sum" for c in ("idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns", "gaps")},
-                                _idle),
+                                _idle, rows=_by_stream),
     "comm_comp_overlap": Rule(("plane",), {c: "sum" for c in ("communication_ns", "compute_ns", "overlap_ns")},
                               _overlap),
     "kernel_breakdown": Rule(("name", "kind"), {**_DUR, "devices": "max"}, _kernels, "total_ns"),
@@ -186,18 +203,41 @@ _WEIGHT = {"queue_length_summary": "changes", "counter_stats": "samples", "secti
            "kernel_breakdown": "count", "event_stats": "count"}
 
 
-def merge_tables(parts: list[dict[str, Table]], span: tuple[int, int], bandwidth: float = 0.0) -> dict[str, Table]:
+def merge_tables(parts: list[dict[str, Table]], span: tuple[int, int], bandwidth: float = 0.0,
+                 planes: tuple[str, ...] = ()) -> dict[str, Table]:
     """The rank's tables (those a job gathers) from its windows' tables, in window order
-    (``bandwidth``: the device's, bytes/s, that roofline shares are measured against)."""
+    (``bandwidth``: the device's, bytes/s, that roofline shares are measured against;
+    ``planes``: the rank's plane names, in the order of their ids)."""
     out: dict[str, Table] = {}
-    ctx = Context(span, bandwidth)
+    ctx = Context(span, bandwidth, tuple(planes))
     for name in parts[0]:
         tables = [p[name] for p in parts]
         if name in RULES:
             out[name] = _merge(tables, RULES[name], ctx, _WEIGHT.get(name, "count"))
+        elif name == "memory_at_peak" and "memory_peak" in parts[0]:
+            out[name] = at_peaks(tables, [p["memory_peak"] for p in parts])
         else:
             out[name] = Table.concat(tables) if name in CONCAT else tables[0]
     return out
+
+
+def at_peaks(tables: list[Table], peaks: list[Table]) -> Table:
+    """The rank's ``memory_at_peak``: each series' (device, allocator) rows from the
+    window holding its peak (the first with its most ``peak_bytes``, as ``memory_peak``'s
+    merge picks its ``peak_ns``), the series in ``analyze.memory``'s order (by device,
+    then allocator). Each window's rows count the allocations earlier windows left live
+    (``ranks/window_memory.py``). Before, the first window's table was the rank's."""
+    best: dict[tuple[str, str], tuple[float, int]] = {}
+    for i, t in enumerate(peaks):
+        for d, a, b in zip(column(t, "device").tolist(), column(t, "allocator").tolist(),
+                           column(t, "peak_bytes").astype(np.float64).tolist()):
+            if (d, a) not in best or b > best[(d, a)][0]:
+                best[(d, a)] = (b, i)
+    picked = []
+    for (d, a), (_, i) in sorted(best.items()):
+        t = tables[i]
+        picked.append(t.take(np.flatnonzero((column(t, "device") == d) & (column(t, "allocator") == a))))
+    return Table.concat(picked) if picked else tables[0]
 
 
 def _merge(tables: list[Table], rule: Rule, ctx: Context, weight: str) -> Table:
@@ -230,6 +270,8 @@ def _merge(tables: list[Table], rule: Rule, ctx: Context, weight: str) -> Table:
     order = None
     if rule.order is not None:
         order = np.argsort(-merged[rule.order].astype(np.float64), kind="stable")
+    elif rule.rows is not None:
+        order = rule.rows(merged, ctx)
     return frame({c: merged[c] for c in cols}, order=order)
 
 

@@ -9,9 +9,10 @@ per-window reductions whose merged state does not grow with the rank's launches
   merge adds the counts and sums (exact: integers) and finds each key's median and p99
   delay by a selection over the files (:func:`order_stats`: a histogram of at most
   :data:`BINS` bins per pass narrows the range that holds each wanted rank until
-  :data:`COLLECT` values or fewer are left), so memory holds a chunk of
-  :data:`CHUNK` pairs, never every launch; the values are those ``group_stats`` gives
-  read whole, to the last digit.
+  :data:`COLLECT` values or fewer are left, then read once for all the key's ranks in
+  it, a few keys at a time), so memory holds a chunk of :data:`CHUNK` pairs and at most
+  :data:`COLLECT` collected values, never every launch; the values are those
+  ``group_stats`` gives read whole, to the last digit.
 - **Queue lengths** (``queue_length_summary``): each window writes per stream its
   changes, the sum of the lengths, their histogram (bounded by the lengths a queue
   reaches, not by the launches), its first and last change and the length-weighted
@@ -150,39 +151,74 @@ def order_stats(files: list[tuple[Path, Path]], wanted: dict[tuple[int, int], tu
                 ) -> dict[tuple[int, int], int]:
     """The value of rank ``r`` (0: the least) among the values of key ``k`` in the spilled
     (key, value) ``files``, for each ``(k, r)`` of ``wanted`` (given the key's least and most
-    value and its count): each pass over the files narrows the range holding each rank by a
-    histogram of :data:`BINS` bins, until the range holds one value or at most
-    :data:`COLLECT` values, which are then read and partitioned."""
+    value and its count). The ranks of one key whose ranges are the same are one group
+    (a key's median and p99 and the ranks after them start as one). Each pass over the
+    files narrows the range of each group of more than :data:`COLLECT` values by a
+    histogram of :data:`BINS` bins, and reads the values of groups of fewer, as many
+    groups as hold :data:`COLLECT` values together (one group at least), each into one
+    array of its exact count, partitioned in place at all its ranks at once: the values
+    held at once are at most :data:`COLLECT` (before, every wanted rank of a key of up to
+    :data:`COLLECT` values had its own copy of all of them, every key at once)."""
     state = {t: (lo, hi, t[1], c) for t, (lo, hi, c) in wanted.items()}  # range, rank within it, values in it
     out: dict[tuple[int, int], int] = {}
     while state:
-        done = {t: lo for t, (lo, hi, _, _) in state.items() if lo == hi}
-        out.update(done)
-        state = {t: s for t, s in state.items() if t not in done}
-        if not state:
+        out.update({t: lo for t, (lo, hi, _, _) in state.items() if lo == hi})
+        groups: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        for t, (lo, hi, _, _) in state.items():
+            if lo != hi:
+                groups.setdefault((t[0], lo, hi), []).append(t)
+        state = {t: state[t] for ts in groups.values() for t in ts}
+        if not groups:
             break
-        shift = {t: max(0, (hi - lo).bit_length() - 16) for t, (lo, hi, _, c) in state.items() if c > COLLECT}
-        hist = {t: np.zeros(((state[t][1] - state[t][0]) >> s) + 1, np.int64) for t, s in shift.items()}
-        kept: dict[tuple[int, int], list[np.ndarray]] = {t: [] for t in state if t not in shift}
-        for keys, vals in _chunks(files):
-            for t, (lo, hi, _, _) in state.items():
-                v = vals[(keys == t[0]) & (vals >= lo) & (vals <= hi)]
-                if t in shift:
-                    hist[t] += np.bincount((v - lo) >> shift[t], minlength=len(hist[t]))
-                else:
-                    kept[t].append(v)
-        for t, parts in kept.items():
-            v = np.concatenate(parts)
-            out[t] = int(np.partition(v, state[t][2])[state[t][2]])
-            del state[t]
-        for t, h in hist.items():
-            lo, hi, r, _ = state[t]
+        count = {g: state[ts[0]][3] for g, ts in groups.items()}
+        shift = {g: max(0, (g[2] - g[1]).bit_length() - 16) for g in groups if count[g] > COLLECT}
+        hist = {g: np.zeros(((g[2] - g[1]) >> s) + 1, np.int64) for g, s in shift.items()}
+        kept: dict[tuple[int, int, int], np.ndarray] = {}
+        held = 0
+        for g in groups:
+            if g not in shift and (not kept or held + count[g] <= COLLECT):
+                kept[g] = np.empty(count[g], np.int64)
+                held += count[g]
+        filled = dict.fromkeys(kept, 0)
+        for g, v in _group_values(files, [*hist, *kept]):
+            if g in shift:
+                hist[g] += np.bincount((v - g[1]) >> shift[g], minlength=len(hist[g]))
+            else:
+                kept[g][filled[g]:filled[g] + len(v)] = v
+                filled[g] += len(v)
+        for g, v in kept.items():
+            ranks = sorted({state[t][2] for t in groups[g]})
+            v.partition(ranks)
+            for t in groups[g]:
+                out[t] = int(v[state[t][2]])
+                del state[t]
+        kept.clear()
+        for g, h in hist.items():
             cum = np.cumsum(h)
-            b = int(np.searchsorted(cum, r, side="right"))
-            below = int(cum[b - 1]) if b else 0
-            start = lo + (b << shift[t])
-            state[t] = (start, min(hi, start + (1 << shift[t]) - 1), r - below, int(h[b]))
+            for t in groups[g]:
+                lo, hi, r, _ = state[t]
+                b = int(np.searchsorted(cum, r, side="right"))
+                below = int(cum[b - 1]) if b else 0
+                start = lo + (b << shift[g])
+                state[t] = (start, min(hi, start + (1 << shift[g]) - 1), r - below, int(h[b]))
     return out
+
+
+def _group_values(files: list[tuple[Path, Path]], groups: list[tuple[int, int, int]]
+                  ) -> Iterator[tuple[tuple[int, int, int], np.ndarray]]:
+    """Per chunk of the spilled files, each group's (key, least, most) values in it: the
+    chunk's pairs of the groups' keys sorted by key once, each group's a slice of them."""
+    keys = np.array(sorted({g[0] for g in groups}), np.int64)
+    for k, v in _chunks(files):
+        mine = np.isin(k, keys)
+        k, v = k[mine], v[mine]
+        order = np.argsort(k, kind="stable")
+        k, v = k[order], v[order]
+        del order, mine
+        for g in groups:
+            a, b = np.searchsorted(k, [g[0], g[0] + 1])
+            x = v[a:b]
+            yield g, x[(x >= g[1]) & (x <= g[2])]
 
 
 def spill_queues(track: np.ndarray, ts: np.ndarray, length: np.ndarray, folder: Path, i: int) -> None:
