@@ -76,7 +76,7 @@ def test_nsight_ranks_without_collectives_are_placed_by_their_session_starts(tmp
     assert first == {0: alone, 1: alone + LATER_NS}, first
 
     head = _summary(job).splitlines()[0]
-    assert "so each rank is placed by its wall-clock anchor" in head and "(wall clock)" not in head, head
+    assert "so rank 1 is placed by its wall-clock anchor" in head and "(wall clock)" not in head, head
 
     store = polyprof.load_ranks(job).convert(tmp_path / "store")
     assert int(_alignment(polyprof.load_ranks(store).analyze("serial"))[1]["offset_ns"]) == LATER_NS
@@ -90,7 +90,7 @@ def test_nsys_stats_csv_ranks_are_not_said_to_be_on_the_wall_clock(tmp_path):
     paths = [tmp_path / f"rank{r}.txt" for r in (0, 1)]
     one = _alignment(polyprof.load_ranks(paths).analyze("serial"))[1]
     assert one["method"] == "own clock" and int(one["offset_ns"]) == 0, one
-    assert "ranks 1 and 0 have no wall-clock anchor" in one["message"] and "wall clock;" not in one["message"]
+    assert "ranks 0 and 1 have no wall-clock anchor" in one["message"] and "wall clock;" not in one["message"]
     text = _summary(*paths)
     assert "(wall clock)" not in text and "on its own clock (no wall-clock anchor)" in text.splitlines()[0]
 
@@ -107,34 +107,63 @@ def test_a_rank_on_the_wall_clock_and_an_anchored_one_line_up():
     assert clocks[1].fit.offset_ns == -anchor["wall_ns"]
 
 
-def test_an_export_left_on_the_system_clock_is_anchored_there(tmp_path):
-    """Newer exports give the session start on the system clock too (``systemClockNs``).
-    Times counted from the session start keep the anchor at 0; times left on the system
-    clock (every time moved by the start there) are anchored at it, and every event is at
-    the same wall-clock time as in the export counted from the start."""
-    start = 7_301_234_567_890  # about 2 hours after boot
-    normal, system = tmp_path / "normal.sqlite", tmp_path / "system.sqlite"
-    shutil.copy(REAL, normal)
-    with sqlite3.connect(normal) as c:
-        c.execute("ALTER TABLE TARGET_INFO_SESSION_START_TIME ADD COLUMN systemClockNs INTEGER")
-        c.execute("UPDATE TARGET_INFO_SESSION_START_TIME SET systemClockNs = ?", (start,))
-    shutil.copy(normal, system)
-    with sqlite3.connect(system) as c:
-        tables = [t for (t,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        for t in tables:
+CLOVER = DATA / "nsys" / "cloverleaf_2024.sqlite"  # its META_DATA_EXPORT states how its times were written
+
+
+def _variant(src: Path, dst: Path, move_ns: int, *sql: str) -> Path:
+    """A copy of ``src`` with every event time moved by ``move_ns`` and ``sql`` run."""
+    shutil.copy(src, dst)
+    with sqlite3.connect(dst) as c:
+        for (t,) in list(c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")):
             cols = {r[1] for r in c.execute(f'PRAGMA table_info("{t}")')}
             if {"start", "end"} <= cols:
-                c.execute(f'UPDATE "{t}" SET start = start + ?, "end" = "end" + ?', (start, start))
-    a, b = polyprof.load(normal), polyprof.load(system)
-    wall = a.metadata["wall_anchor"]["wall_ns"]
-    assert a.metadata["wall_anchor"] == {"mono_ns": 0, "wall_ns": wall, "uncertainty_ns": 0}
-    assert b.metadata["wall_anchor"] == {"mono_ns": start, "wall_ns": wall, "uncertainty_ns": 0}
-    assert all(s.clock["wall_anchor"] == b.metadata["wall_anchor"] for s in b.sources)
+                c.execute(f'UPDATE "{t}" SET start = start + ?, "end" = "end" + ?', (move_ns, move_ns))
+        for q in sql:
+            c.execute(q)
+    return dst
 
-    def on_wall(t):
-        an = t.metadata["wall_anchor"]
-        return np.sort(t.start_ns - an["mono_ns"] + an["wall_ns"])
 
-    assert a.n_events == b.n_events and np.array_equal(on_wall(a), on_wall(b))
-    with sqlite3.connect(f"file:{normal}?mode=ro", uri=True) as c:  # no events: the start counts as 0
-        assert session_anchor(c, schema.inspect(c, sqlite_db.schema(c)), None)["mono_ns"] == 0
+def _on_wall(t) -> np.ndarray:
+    an = t.metadata["wall_anchor"]
+    return np.sort(t.start_ns - an["mono_ns"] + an["wall_ns"])
+
+
+def test_a_capture_begun_late_keeps_the_session_start_at_time_0(tmp_path):
+    """An export counts from the session start whatever ``systemClockNs`` (the start on
+    the system clock) is: a capture begun 30 min into the session (a capture range,
+    ``--delay``) on a node booted 25 min before the session is not on the system clock
+    (before: its first event, past ``systemClockNs``, made the anchor pair ``systemClockNs``
+    with the start, and put the capture 5 min after the session start instead of 30)."""
+    plain = polyprof.load(CLOVER)
+    late = 30 * 60 * 1_000_000_000 - int(plain.start_ns.min())
+    boot = 25 * 60 * 1_000_000_000
+    t = polyprof.load(_variant(CLOVER, tmp_path / "late.sqlite", late,
+                               "ALTER TABLE TARGET_INFO_SESSION_START_TIME ADD COLUMN systemClockNs INTEGER",
+                               f"UPDATE TARGET_INFO_SESSION_START_TIME SET systemClockNs = {boot}"))
+    wall = plain.metadata["wall_anchor"]["wall_ns"]
+    assert t.metadata["wall_anchor"] == {"mono_ns": 0, "wall_ns": wall, "uncertainty_ns": 0}
+    assert int(_on_wall(t)[0]) - wall == 30 * 60 * 1_000_000_000
+    assert t.metadata["clock"] == "nsys session time (ns since the session start)"
+
+
+def test_an_export_normalized_or_shifted_is_anchored_as_its_metadata_says(tmp_path):
+    """``nsys export --ts-normalize=true`` writes UTC times, ``--ts-shift`` moves every
+    time; the export's metadata says so (``EXPORT_PARAM_TIME_NORMALIZE``,
+    ``EXPORT_PARAM_TIME_SHIFT``) and the anchor follows: every event at the same
+    wall-clock time as in the export as written by default."""
+    plain = polyprof.load(CLOVER)
+    wall = plain.metadata["wall_anchor"]["wall_ns"]
+    assert plain.metadata["wall_anchor"] == {"mono_ns": 0, "wall_ns": wall, "uncertainty_ns": 0}
+    shift = 123_456_789
+    param = "UPDATE META_DATA_EXPORT SET value = '{}' WHERE name = 'EXPORT_PARAM_TIME_{}'"
+    utc = polyprof.load(_variant(CLOVER, tmp_path / "utc.sqlite", wall + shift, param.format("true", "NORMALIZE"),
+                                 param.format(shift, "SHIFT")))
+    moved = polyprof.load(_variant(CLOVER, tmp_path / "moved.sqlite", -shift, param.format(-shift, "SHIFT")))
+    assert utc.metadata["wall_anchor"] == {"mono_ns": wall + shift, "wall_ns": wall, "uncertainty_ns": 0}
+    assert utc.metadata["clock"] == f"nsys UTC time (ns since the epoch), shifted by {shift} ns"
+    assert moved.metadata["wall_anchor"]["mono_ns"] == -shift
+    assert all(s.clock["wall_anchor"] == utc.metadata["wall_anchor"] for s in utc.sources)
+    for t in (utc, moved):
+        assert t.n_events == plain.n_events and np.array_equal(_on_wall(t), _on_wall(plain))
+    with sqlite3.connect(f"file:{REAL}?mode=ro", uri=True) as c:  # 2022: no such metadata, the default
+        assert session_anchor(c, schema.inspect(c, sqlite_db.schema(c)))["mono_ns"] == 0

@@ -205,7 +205,7 @@ def _fallback(rank: int, anchors: dict[int, dict[str, Any]], ref: int, session: 
                   "the two hosts' wall clocks" if ha and hb else "the ranks' wall-clock anchors")
         return RankClock(rank, fit, False, 0, 0, f"{why}: placed by {clocks} (bound unknown)")
     if any(on_session.values()):  # a rank with its own clock and no anchor: nothing links the two
-        bare = [str(r) for r, x in ((rank, a), (ref, b)) if not x]
+        bare = [str(r) for r, x in sorted(((rank, a), (ref, b)), key=lambda rx: rx[0]) if not x]
         who = f"rank {bare[0]} has" if len(bare) == 1 else f"ranks {' and '.join(bare)} have"
         msg = (f"{why}: times kept as recorded, on each rank's own clock ({who} no wall-clock anchor to "
                f"place {'it' if len(bare) == 1 else 'them'} by), so how the ranks line up in time is unknown")

@@ -217,12 +217,44 @@ def _steps_of(coll: Any, clock: Any, bounds: StepBounds | None) -> dict[tuple[st
     return {(str(k), int(q)): int(number[a]) for k, q, a in zip(keys[ok], seq[ok], at[ok])}
 
 
-#: what the cross-rank timing of ranks not aligned from events rests on, by the fallback's method
-_RESTS_ON = {"": "Cross-rank timing for these ranks rests on their recorded clocks; ",
-             "wall anchors": "Cross-rank timing for these ranks rests on their wall-clock anchors (when each "
-                             "session started, on its host's clock); ",
-             "own clock": "These ranks' times count from each one's own start, with no wall-clock anchor to "
-                          "line them up by; "}
+#: what the cross-rank timing of ranks not aligned from events rests on, by the fallback's
+#: method (after the ranks' names)
+_RESTS_ON = {"": "rests on their recorded clocks",
+             "wall anchors": "rests on their wall-clock anchors (when each session started, on its host's clock)",
+             "own clock": "has nothing to rest on: each rank's times count from its own start, with no "
+                          "wall-clock anchor to line the ranks up by"}
+_NOTHING_TO_MATCH = ("recorded no collective polyprof recognises (communication kernels, gloo or MPI ranges, XLA "
+                     "collective ops), so there is nothing to match")
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``rank 2``, ``ranks 1-3, 5``."""
+    return f"rank{'s' if len(ranks) > 1 else ''} {number_ranges(sorted(ranks))}"
+
+
+def _not_aligned_finding(bad: Table) -> Finding:
+    """The ranks the fallback placed (``bad``: their rows of the alignment table): for
+    each of its methods, which ranks and what their cross-rank timing rests on, and for
+    each reason, what would align them; ranks in ascending order."""
+    rows = sorted(zip(np.asarray(bad["rank"], np.int64).tolist(), map(str, bad["message"].tolist()),
+                      map(str, bad["method"].tolist())))
+    by: dict[str, list[int]] = {}
+    for r, _, x in rows:
+        by.setdefault(x if x in _RESTS_ON else "", []).append(r)
+    text = [f"Cross-rank timing for {_ranks(rs)} {_RESTS_ON[x]}" for x, rs in by.items()]
+    silent = [r for r, m, _ in rows if m.startswith(f"rank {r} recorded no collective")]
+    ref = dict.fromkeys(m.split(",")[0].split(":")[0] for r, m, _ in rows if m.startswith("the reference rank"))
+    rest = [r for r, m, _ in rows if r not in silent and not m.startswith("the reference rank")]
+    if silent:
+        text.append(f"{_ranks(silent)} {_NOTHING_TO_MATCH}")
+    text += [f"{w.removesuffix(' recorded no collective')} {_NOTHING_TO_MATCH}" for w in ref]
+    if rest:
+        text.append(f"record the same steps on every rank (same profiler schedule) so the collectives of "
+                    f"{_ranks(rest)} can be matched")
+    return Finding("ranks_not_aligned", f"{len(rows)} rank(s) could not be aligned from collectives or transfers",
+                   "low", "", {"ranks": [r for r, _, _ in rows], "message": rows[0][1],
+                               "methods": {x or "recorded clock": rs for x, rs in by.items()}},
+                   suggestion="; ".join(text) + ".")
 
 
 def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows: dict[int, int] | None = None,
@@ -237,16 +269,7 @@ def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows:
     out = []
     bad = align.take(~align["aligned"].astype(bool)) if len(align) else align
     if len(bad):
-        message = str(bad["message"][0])
-        out.append(Finding("ranks_not_aligned", f"{len(bad)} rank(s) could not be aligned from collectives "
-                                                 "or transfers",
-                           "low", "", {"ranks": bad["rank"].tolist(), "message": message},
-                           suggestion=_RESTS_ON.get(str(bad["method"][0]), _RESTS_ON[""]) + (
-                               "they recorded no collective polyprof recognises (communication kernels, gloo or "
-                               "MPI ranges, XLA collective ops), so there is nothing to match."
-                               if "recorded no collective" in message else
-                               "record the same steps on every rank (same profiler schedule) so their "
-                               "collectives can be matched.")))
+        out.append(_not_aligned_finding(bad))
     n = len(per_rank)
     if n < 2 or not len(per_coll):
         return out

@@ -91,19 +91,33 @@ def rank_collectives(trace: Trace, windowed: Trace) -> Any:
 
 def anchor_of(trace: Trace) -> tuple[dict[str, Any] | None, bool]:
     """The rank's wall anchor (if any) and whether its times are a clock of its own (its
-    session's: polyprof's monotonic clock, Nsight's time since the session start...)
-    rather than the wall clock itself (Kineto's, clock ``wall``). A wall-clock trace's
-    anchor is the identity (``ranks/align.WALL_IDENTITY``); a trace on its own clock has
-    the anchor its reader found (metadata ``wall_anchor``), else none. The anchor names
-    the rank's host (``host``) where its sources name one."""
-    anchor = trace.metadata.get(mkeys.WALL_ANCHOR)
+    session's: polyprof's monotonic clock, Nsight's time since the session start, a
+    Perfetto trace's clock...) rather than the wall clock itself (Kineto's, clock
+    ``wall``). Anchors are where the clock service keeps them, on the sources
+    (``Source.clock["wall_anchor"]``, docs/clock-sync.md), whichever reader set them
+    (Perfetto's clock snapshots, Nsight's session start, XSpace's profile start, a live
+    session's); the trace's metadata ``wall_anchor`` where no source has one. Of several,
+    the tightest (least ``uncertainty_ns``). A wall-clock trace without one has the
+    identity (``ranks/align.WALL_IDENTITY``); a trace on its own clock without one has
+    none. The anchor names the rank's host (``host``): its source's, else the one host
+    all its sources name."""
     own = trace.metadata.get(mkeys.CLOCK_NAME) != "wall"
-    if not own and not (isinstance(anchor, dict) and "wall_ns" in anchor):
-        anchor = dict(WALL_IDENTITY)
-    if not isinstance(anchor, dict) or "wall_ns" not in anchor:
+    found: list[tuple[dict[str, Any], str]] = [(s.clock[mkeys.SOURCE_WALL_ANCHOR], s.host) for s in trace.sources
+                                               if _is_anchor(s.clock.get(mkeys.SOURCE_WALL_ANCHOR))]
+    if not found and _is_anchor(trace.metadata.get(mkeys.WALL_ANCHOR)):
+        found = [(trace.metadata[mkeys.WALL_ANCHOR], "")]
+    if not found and not own:
+        found = [(WALL_IDENTITY, "")]
+    if not found:
         return None, own
+    anchor, host = min(found, key=lambda ah: float(ah[0].get("uncertainty_ns") or 0))
     hosts = {s.host for s in trace.sources if s.host}
-    return ({**anchor, "host": hosts.pop()} if len(hosts) == 1 else anchor), own
+    host = host or (hosts.pop() if len(hosts) == 1 else "")
+    return ({**anchor, "host": host} if host else dict(anchor)), own
+
+
+def _is_anchor(a: Any) -> bool:
+    return isinstance(a, dict) and "wall_ns" in a and "mono_ns" in a
 
 
 def overview_row(tables: dict[str, Any], collectives: Any, events: int, span_ns: int = 0,

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ..analyze.frames import column, order_desc
 from ..analyze.table import Table
 from . import extension_tables
-from .terminal import Out, _finding_lines, _int, _short, _table, comm_tables, fmt_ns, fmt_pct, print_parts
+from .terminal import (Out, _finding_lines, _int, _short, _table, comm_tables, fmt_ns, fmt_pct, number_ranges,
+                       print_parts)
 from .textout import Boxed, Para
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def _alignment_line(ov: dict[str, Any], bound: float | None, why: str = "", plac
     n, aligned, ref = ov["ranks"], ov["aligned_ranks"], ov["reference_rank"]
     if n == 1:  # a store or directory of one rank: its own clock, nothing aligned to it
         return f"rank {ref} alone, on its own clock"
-    placed = placed or "each rank's times are as it recorded them"
+    placed = placed or "each rank keeps its times as recorded"
     if n > 1 and aligned <= 1:
         why = why or f"no collective matched rank {ref}'s"
         return f"not aligned: {why}, so {placed}"
@@ -41,19 +42,36 @@ def _alignment_line(ov: dict[str, Any], bound: float | None, why: str = "", plac
     return text
 
 
-#: where the fallback (ranks/align.py) leaves a rank's times, by its method
-_PLACED = {"wall anchors": "each rank is placed by its wall-clock anchor",
-           "recorded clock": "each rank's times are as it recorded them (wall clock)",
-           "own clock": "each rank's times are as it recorded them, on its own clock (no wall-clock anchor)"}
+#: where the fallback (ranks/align.py) leaves a rank's times, by its method: (one rank,
+#: several), after the ranks' names
+_PLACED = {"wall anchors": ("is placed by its wall-clock anchor", "are placed by their wall-clock anchors"),
+           "recorded clock": ("keeps its times as recorded (wall clock)", "keep their times as recorded (wall clock)"),
+           "own clock": ("keeps its times as recorded, on its own clock (no wall-clock anchor)",
+                         "keep their times as recorded, each on its own clock (no wall-clock anchor)")}
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``rank 2``, ``ranks 1-3, 5``."""
+    return f"rank{'s' if len(ranks) > 1 else ''} {number_ranges(sorted(ranks))}"
 
 
 def _not_aligned(al: Table) -> tuple[str, str]:
-    """The first unaligned rank's reason (its message up to the colon), and where the
-    unaligned ranks' times are (by the methods of the fallback)."""
-    bad = [(str(m), str(x)) for m, x, a in zip(column(al, "message"), column(al, "method"), column(al, "aligned"))
-           if not a] if len(al) else []
-    placed = "; ".join(_PLACED.get(x, x) for x in dict.fromkeys(x for _, x in bad))
-    return (bad[0][0].split(":")[0] if bad else ""), placed
+    """Why the unaligned ranks were not aligned (each distinct reason, their messages up
+    to the colon; ranks that recorded no collective named together), and where their
+    times are: per method of the fallback, which ranks, in ascending order."""
+    if not len(al):
+        return "", ""
+    rows = sorted((int(r), str(m), str(x)) for r, m, x, a in zip(
+        column(al, "rank"), column(al, "message"), column(al, "method"), column(al, "aligned")) if not a)
+    silent = [r for r, m, _ in rows if m.split(":")[0] == f"rank {r} recorded no collective"]
+    why = [f"{_ranks(silent)} recorded no collective"] if silent else []
+    why += [m.split(":")[0] for r, m, _ in rows if r not in silent]
+    by: dict[str, list[int]] = {}
+    for r, _, x in rows:
+        by.setdefault(x, []).append(r)
+    placed = [f"{_ranks(rs)} {_PLACED[x][len(rs) > 1]}" if x in _PLACED else f"{_ranks(rs)}: {x}"
+              for x, rs in by.items()]
+    return "; ".join(dict.fromkeys(why)), "; ".join(placed)
 
 
 def render_ranks(report: JobReport, top: int = 15, console: Console | None = None) -> None:

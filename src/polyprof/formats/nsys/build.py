@@ -21,7 +21,7 @@ from ...trace import keys
 from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from .. import sqlite_db
-from .anchor import session_anchor
+from .anchor import clock_name, session_anchor
 from .schema import Export
 from .tables import UNIFIED_MEMORY
 from ..parts import Part, flow_pairs, group_rows, read_parts
@@ -110,10 +110,7 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
         return b.source(host=host, pid=pid, label=f"pid {pid}",
                         metadata={"process_name": pnames[g]} if g in pnames else None)
 
-    first: int | None = None  # the earliest event time, which tells the anchor's clock (anchor.py)
     for p in read_parts(readers, notes):
-        lo = int(p.start.min())  # read_parts yields parts with rows only
-        first = lo if first is None else min(first, lo)
         fill_process(p, launches, set(source_of))
         rows = add_part(b, p, source_of, gpus, source, pid_of=lambda g: (g >> 24) & 0xFFFFFF if g >= 0 else 0,
                         host_properties=lambda g: {"process_name": pnames[g]} if g in pnames else None,
@@ -128,14 +125,14 @@ def build(conn: sqlite3.Connection, ex: Export, readers: list[Callable[[], Part 
                  and _has_rows(conn, t)]
         notes.append("nothing polyprof reads: no CUDA, NVTX or OS runtime rows (the export holds other "
                      f"data; its tables: {', '.join(other[:8]) + (', ...' if len(other) > 8 else '') or 'none'})")
-    anchor = session_anchor(conn, ex, first)
+    anchor = session_anchor(conn, ex)
     for s in b.sources:  # one process: the file's own label (identify); several: the file and the pid
         s.label = f"{path.name} pid {s.pid}" if len(b.sources) > 1 else ""
         if anchor:
             s.clock["wall_anchor"] = dict(anchor)
     add_flows(b, linked)
     del linked, launches
-    md: dict[str, Any] = {"clock": "nsys session time (ns since the session start)",
+    md: dict[str, Any] = {"clock": clock_name(ex),
                           "nsys": {"version": dict(ex.version), "tables_not_read": ex.unread(),
                                    "notes": list(info)}}
     if anchor:
