@@ -29,7 +29,8 @@ test gave the row's p-value: the rank that moved most in the direction of the me
 change; NaN when -1), ``steady_calls``
 (every step of each side calls it the same number of times), ``variants``,
 ``raw_names``. Significant rows come
-first (largest per-step change first), then the others by ``|delta_total_ns|``.
+first (largest per-step change first), then the others by size (the larger of
+``total_ns_a`` and ``total_ns_b``), then by name.
 
 A row is called changed when all three hold (docs/analysis.md, "Diff of two runs"):
 its adjusted p-value is below ``alpha`` (the test: ``analyze/diff_stats.py``); its
@@ -53,7 +54,8 @@ from ..errors import PolyprofError
 from ..trace import metadata_keys as mkeys
 from ..trace.core import Trace
 from .common import CLASS_NAMES, counted_kernel_rows, module_codes
-from .diff_stats import TESTS, Compared, Samples, adjust, change_of, compare, decide, without_stalls
+from .diff_stats import (TESTS, Compared, Samples, SparseSamples, adjust, change_of, compare, decide,
+                         without_stalls)
 from .diff_nesting import NestCounts, NestPairs, changes_of, nest_pairs, table_events
 from .diff_verdict import APART, STALL, ranks_apart, sign_notes, test_way, verdict_lines
 from .frames import column, frame
@@ -339,6 +341,7 @@ class _Collector:
             s: {"runs": 0, "traces": 0, "ranks": [], "events": 0, "steps": 0, "traces_without_steps": 0}
             for s in ("a", "b")}
         self.nest = NestCounts(self.index)
+        self._cells: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def add(self, side: str, run: int, rank: int, sums: TraceSums) -> None:
         info = self.info[side]
@@ -418,32 +421,46 @@ class _Collector:
             np.add.at(total, p.key, p.total)
         return count, total
 
-    def samples(self, side: str, table: str, whole: bool) -> Samples:
-        """The names x samples matrix of one side: per-step totals, or (``whole``) each
-        trace's totals; with each sample's run and rank."""
+    def samples(self, side: str, table: str, whole: bool) -> SparseSamples:
+        """The names x samples of one side, as its cells with data (absent ones are 0):
+        per-step totals, or (``whole``) each trace's totals; with each sample's run and
+        rank. Memory: the (name, step) pairs with events, not names x steps."""
         labels = self.trace_of[side] if whole else self.step_of[side]
-        if whole:
-            x = np.zeros((len(self.index[table]), len(labels)))
-            for p in self.parts.get((side, table), []):
-                np.add.at(x, (p.key, p.trace_no), p.total)
-        else:
-            x = self._per_step(side, table, "pair_total").astype(np.float64)
+        row, col, val = self._sparse(side, table, "total" if whole else "pair_total")
         lab = np.array(labels, np.int64).reshape(-1, 2)
-        return Samples(x, lab[:, 0], lab[:, 1])
+        return SparseSamples(row, col, val, len(self.index[table]), lab[:, 0], lab[:, 1])
 
     def steady_calls(self, side: str, table: str) -> np.ndarray:
         """Per name: whether every step of the side calls it the same number of times (0
         included). A program calls its ops so; a runtime's waits and polls, which
         scheduling makes, vary from step to step."""
-        x = self._per_step(side, table, "pair_count")
-        return x.min(axis=1) == x.max(axis=1) if x.shape[1] else np.ones(len(x), bool)
+        row, col, val = self._sparse(side, table, "pair_count")
+        lab = np.zeros(len(self.step_of[side]), np.int64)
+        x = SparseSamples(row, col, val, len(self.index[table]), lab, lab)
+        return x.row_min() == x.row_max()
 
-    def _per_step(self, side: str, table: str, field: str) -> np.ndarray:
-        """The names x steps matrix of one side of a per-(name, step) field of its parts."""
-        x = np.zeros((len(self.index[table]), len(self.step_of[side])), np.int64)
-        for p in self.parts.get((side, table), []):
-            np.add.at(x, (p.pair_key, p.pair_step), getattr(p, field))
-        return x
+    def _sparse(self, side: str, table: str, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(name, sample, value) of each cell with data of a field of the side's parts
+        (``total``: per trace; else per step), sorted, the raw names of a name summed
+        (kept: the tests, the floors, the charts and the call counts read them)."""
+        got = self._cells.get((side, table, field))
+        if got is not None:
+            return got
+        parts = self.parts.get((side, table), [])
+        whole = field == "total"
+        n_cols = max(len(self.trace_of[side]) if whole else len(self.step_of[side]), 1)
+        empty = np.zeros(0, np.int64)
+        rows = np.concatenate([empty] + [p.key if whole else p.pair_key for p in parts]).astype(np.int64)
+        cols = np.concatenate([empty] + [p.trace_no if whole else p.pair_step for p in parts]).astype(np.int64)
+        vals = np.concatenate([empty] + [getattr(p, field) for p in parts]).astype(np.int64)
+        flat = rows * n_cols + cols
+        order = np.argsort(flat, kind="stable")
+        flat = flat[order]
+        starts = np.flatnonzero(np.concatenate([[True], flat[1:] != flat[:-1]])) if len(flat) else empty
+        val = np.add.reduceat(vals[order], starts) if len(flat) else empty
+        got = (flat[starts] // n_cols, flat[starts] % n_cols, val)
+        self._cells[(side, table, field)] = got
+        return got
 
     def step_samples(self, side: str, whole: bool) -> Samples:
         values = self.span_ns[side] if whole else self.step_ns[side]
@@ -487,11 +504,11 @@ class _Collector:
             "variants": np.array([len(r) for r in raw], np.int64), "raw_names": _objects(raw)})
         sig_first = np.array([s is True for s in sig.tolist()], bool)
         key = np.where(sig_first, -np.abs(np.nan_to_num(step_delta)), 0.0)
-        # significant changes first (largest step change), then the largest changes in
-        # total, then the largest rows (the larger side's total), then by name
-        order = np.lexsort((_objects(names).astype(str) if n else np.zeros(0, str),
-                            -np.maximum(total_a, total_b).astype(np.float64),
-                            -np.abs(delta.astype(np.float64)), key, ~sig_first))
+        # significant changes first (largest step change), then the rows not called changed by
+        # their size (the larger side's total: a change in total within the noise, a re-run's
+        # jitter, does not put a 3% row before a 31% one), then by name
+        size = -np.maximum(total_a, total_b).astype(np.float64)
+        order = np.lexsort((_objects(names).astype(str) if n else np.zeros(0, str), size, key, ~sig_first))
         return frame(cols, order=order)
 
 
@@ -506,9 +523,7 @@ def _testable(acc: _Collector, table: str, whole: bool, c: Compared, abs_floor_n
     n = len(acc.index[table])
     peak = np.zeros(n)
     for side in ("a", "b"):
-        x = acc.samples(side, table, whole).x
-        if x.shape[1]:
-            peak = np.maximum(peak, x.max(axis=1))
+        peak = np.maximum(peak, acc.samples(side, table, whole).row_max())
     return (peak >= abs_floor_ns) & ~np.isnan(c.p) if n else np.zeros(0, bool)
 
 
@@ -579,6 +594,6 @@ def _keep_samples(acc: _Collector, tables: dict[str, Table], whole: bool) -> lis
         entry: dict[str, Any] = {"table": t, "name": name}
         for side in ("a", "b"):
             s = acc.samples(side, t, whole)
-            entry[side] = {"ns": s.x[j].tolist(), "run": s.run.tolist(), "rank": s.rank.tolist()}
+            entry[side] = {"ns": s.dense(j, j + 1)[0].tolist(), "run": s.run.tolist(), "rank": s.rank.tolist()}
         out.append(entry)
     return out

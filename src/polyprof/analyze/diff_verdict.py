@@ -135,7 +135,7 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                          "; ".join(_item(c, fmt_ns, names[c["name"]], names) for c in sel[:top]) + more + ".")
     total = sum(len(df) for df in tables.values())
     floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
-    lines.append(f"Unchanged: {total - len(changes)} of {total} device activities, ops and sections"
+    lines.append(f"Unchanged: {total - len(changes)} of {total} {_held(tables)}"
                  + (f" ({floored} beyond the noise but under {floor})" if floored else "")
                  + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
                    f"alpha {ov['alpha']:g}.")
@@ -283,6 +283,13 @@ def _largest(tables: dict[str, Any], unit: str, top: int, fmt_ns: Callable[[floa
     return [f"Largest differences per {unit} (not tested): " + "; ".join(
         f"{what} {names[name]} {fmt_ns(a)} -> {fmt_ns(b)} ({_pct((b - a) / a if a > 0 else float('nan'))})"
         for _, what, name, a, b in rows[:top]) + "."]
+
+
+def _held(tables: dict[str, Any]) -> str:
+    """What the tables hold, in words ("ops and sections" where no device activity is)."""
+    words = [w for t, w in (("kernels", "device activities"), ("ops", "ops"), ("sections", "sections"))
+             if t in tables and len(tables[t])]
+    return (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]) if words else "rows"
 
 
 #: a step this many times its side's median step is a stall (as a long first step is set-up)
