@@ -289,6 +289,115 @@ def test_dropin_schedule_keeps_every_recorded_step_in_the_analysis(tmp_path):
     assert "analysed window: all 4 steps (3-6) (the steps the schedule recorded" in r.stdout, r.stdout[:600]
 
 
+NESTED = textwrap.dedent("""
+    import torch, polyprof.torch as ptorch
+    from torch.profiler import ProfilerActivity, schedule
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 16), torch.randn(8, 1)
+
+    def step():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):  # recorded by the session's own torch recording, before the drop-in
+        step()
+    with ptorch.profile(activities=[ProfilerActivity.CPU],
+                        schedule=schedule(wait=1, warmup=1, active=3, repeat=1)) as prof:
+        for _ in range(10):
+            step()
+            prof.step()
+    for _ in range(3):  # and after it
+        step()
+    print("drop-in trace:", prof.trace)
+""")
+
+
+def test_dropin_under_polyprof_run_keeps_its_schedule(tmp_path):
+    """The drop-in nested in `polyprof run`'s session (which records before and after
+    it too), schedule(wait=1, warmup=1, active=3, repeat=1), 10 steps. Before: the
+    drop-in opened no session, so the schedule was said nowhere (``metadata["schedule"]``
+    None) and the analysis skipped torch's first recorded step as a warm-up ("steps 3-4
+    of 2-4"). Now the session's torch plugin keeps what the drop-in's schedule recorded
+    and steps 2, 3, 4 are all analysed, as for the drop-in on its own."""
+    from polyprof.analyze import window
+    from polyprof.derive import cache
+
+    script, out = tmp_path / "nested.py", tmp_path / "nested.polyprof"
+    script.write_text(NESTED)
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "COLUMNS": "200"}
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "-o", str(out), str(script)],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "drop-in trace: None" in r.stdout  # nested: no session of its own
+    t = polyprof.load(out)
+    said = t.metadata["schedule"]
+    assert said["recorded_steps"] == [2, 3, 4], said
+    assert (said["by"], said["wait"], said["warmup"], said["active"], said["repeat"]) == ("torch.profiler", 1, 1, 3, 1)
+    (lo, hi), = said["windows_ns"]
+    steps = cache.steps(t)
+    at = {int(n): (int(a), int(b)) for n, a, b in zip(steps.number, steps.start, steps.end)}
+    assert lo <= at[2][0] and at[4][1] <= hi, (lo, hi, at)
+    sel = window.select(t, window.AUTO)
+    assert steps.number[sel.index].tolist() == [2, 3, 4], sel.label
+    # the session's own recording, before and after the drop-in, is in the trace all the same
+    names = t.names()
+    cpu = t.rows_of_kind(Kind.CPU_OP)
+    mm = cpu[names[cpu] == "aten::addmm"]
+    assert (t.end_ns[mm] <= lo).any() and (t.start_ns[mm] >= hi).any()
+    r = subprocess.run([sys.executable, "-m", "polyprof", "summary", str(out)], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "analysed window: all 3 steps (2-4) (the steps the schedule recorded" in r.stdout, r.stdout[:600]
+
+
+def test_dropin_schedule_that_recorded_no_step_says_so(tmp_path):
+    """schedule(wait=1, warmup=1, active=2, repeat=2) over a single step: torch recorded
+    none (``recorded_steps`` []), and the analysis takes the one step there is (a wait
+    step). Before, its label still said "(the steps the schedule recorded)"."""
+    import polyprof.torch as ptorch
+    from polyprof.analyze import window
+    from torch.profiler import ProfilerActivity, schedule
+
+    model, opt, x, y = make_model()
+    with ptorch.profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=2, repeat=2),
+                        polyprof_options=QUIET) as prof:
+        train_step(model, opt, x, y)
+        prof.step()
+    assert prof.trace.metadata["schedule"]["recorded_steps"] == []
+    label = window.select(prof.trace, window.AUTO).label
+    assert "the schedule recorded no whole step: every step analysed" in label, label
+    assert "the steps the schedule recorded" not in label, label
+    prof.trace.metadata["schedule"]["recorded_steps"] = [50, 51]  # steps the trace does not hold
+    label = window.select(prof.trace, window.AUTO).label
+    assert "none of the steps the schedule recorded (50-51) is in the trace: every step analysed" in label, label
+
+
+def test_dropins_of_one_session_are_said_together():
+    """Two drop-ins driving one session's torch plugin (plugins/torch/handover.py,
+    DropIns): every one's recorded steps and stretches; the schedule's arguments only
+    where they agree; none said when no drop-in had a schedule."""
+    from polyprof.plugins.torch.handover import DropIns
+
+    a = {"wait": 1, "warmup": 1, "active": 2, "repeat": 1, "by": "torch.profiler", "recorded_steps": [2, 3],
+         "windows_ns": [[10, 20]]}
+    d = DropIns()
+    d.done(None, [0, 1], [[1, 5]])
+    assert d.said() is None  # torch recorded every step: nothing to keep to
+    d.done(a, [2, 3], [[10, 20]])
+    said = d.said()
+    assert said["recorded_steps"] == [0, 1, 2, 3] and said["windows_ns"] == [[1, 5], [10, 20]]
+    assert said["drop_ins"] == 2 and said["wait"] == 1 and said["by"] == "torch.profiler"
+    d.done({**a, "wait": 3, "recorded_steps": [9]}, [9], [[30, 40]])
+    assert "wait" not in d.said() and d.said()["recorded_steps"] == [0, 1, 2, 3, 9]
+    one = DropIns()
+    one.done(a, [2, 3], [[10, 20]])
+    assert one.said() == a
+
+
 def test_dropin_rejects_unknown_plugin_names():
     import polyprof.torch as ptorch
 

@@ -24,7 +24,9 @@ polyprof's step N is torch's ``ProfilerStep#N``. With a ``schedule``, the trace'
 If a polyprof session is already active (e.g. the script runs under ``polyprof run``),
 no second session is opened: the active session's torch plugin pauses its own
 recording and takes this profiler's cycles instead, so they land in that session's
-trace; ``.trace`` stays None. Without a torch plugin there, this is torch's profiler.
+trace, and its ``metadata["schedule"]`` names the steps this profiler's schedule
+recorded (the session's own schedule, if it has one, rules instead); ``.trace`` stays
+None. Without a torch plugin there, this is torch's profiler.
 """
 
 from __future__ import annotations
@@ -53,24 +55,10 @@ from .plugins.torch.align import Capture
 from .plugins.torch.handover import schedule_args
 from .plugins.torch.ingest import SYNC_NAME
 from .trace.core import Trace
-from .trace import metadata_keys as mkeys
 
 log = logging.getLogger("polyprof")
 
 __all__ = ["profile"]
-
-
-class _DropInPlugin(TorchPlugin):
-    """The torch plugin of the drop-in's own session: its part of the trace also says
-    which steps the drop-in's schedule had torch record (``metadata["schedule"]``, what
-    ``analyze/window.py`` keeps to), as a ``polyprof run --schedule`` session's does."""
-
-    def _collect(self) -> Trace:
-        out = super()._collect()
-        said = self.driver.polyprof_schedule() if isinstance(self.driver, profile) else None
-        if said:
-            out.metadata[mkeys.SCHEDULE] = said
-        return out
 
 
 class profile(torch.profiler.profile):
@@ -239,6 +227,14 @@ class profile(torch.profiler.profile):
         return {**args, "by": "torch.profiler", "recorded_steps": list(self._pp_recorded),
                 "windows_ns": [list(w) for w in self._pp_windows]}
 
+    def _pp_done(self, plugin: TorchPlugin) -> None:
+        """The drop-in ends: the torch plugin it drove (its own session's, or the active
+        session's) keeps the steps torch recorded for it, for ``metadata["schedule"]``
+        (plugins/torch/handover.py, ``DropIns``). The last stretch ends here."""
+        if self._pp_windows and self._pp_windows[-1][1] < 0:
+            self._pp_windows[-1][1] = now_ns()
+        plugin.dropins.done(self.polyprof_schedule(), self._pp_recorded, self._pp_windows)
+
     def _pp_cycle_started(self) -> None:
         plugin = self._pp_plugin
         if plugin is not None:
@@ -304,7 +300,7 @@ class profile(torch.profiler.profile):
                 names = [p.name for p in resolve(None) if p.name not in skip]
             else:
                 names = [p for p in self._pp_plugins if p != "torch"]
-            plugin = _DropInPlugin(driver=self, **self._pp_options.get("torch", {}))
+            plugin = TorchPlugin(driver=self, **self._pp_options.get("torch", {}))
             session = Session([*names, plugin], output=self._pp_output, options=self._pp_options,
                               memory=bool(self.profile_memory))  # profile_memory: every plugin's memory
             session.start()
@@ -318,13 +314,14 @@ class profile(torch.profiler.profile):
             plugin, self._pp_plugin, self._pp_attached = self._pp_plugin, None, False
             self._pp_capture = None
             if plugin is not None:
+                self._pp_done(plugin)
                 plugin.detach_driver(self)
             return
         session, self._pp_session = self._pp_session, None
         if session is None:
             return
-        if self._pp_windows and self._pp_windows[-1][1] < 0:  # the last stretch ends with the session
-            self._pp_windows[-1][1] = now_ns()
+        if self._pp_plugin is not None:
+            self._pp_done(self._pp_plugin)
         try:
             self.trace = session.stop()
         finally:

@@ -205,11 +205,18 @@ def auto_words(steps: Steps, after: int, captured: bool = False) -> str:
 def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
     """The steps a schedule recorded (``recorded_steps``): the step before the first of
     them (the program's start up to its first step mark, which a schedule's warm-up
-    leaves as a marker and no events) is not one."""
+    leaves as a marker and no events) is not one. Where it recorded no whole step, or
+    none of the trace's, every step is analysed and the label says so."""
     said = "the steps the schedule recorded"
     rec = trace.metadata[mkeys.SCHEDULE].get("recorded_steps") if isinstance(
         trace.metadata[mkeys.SCHEDULE], dict) else None
-    pick = every[np.isin(steps.number, np.asarray(rec, np.int64))] if isinstance(rec, list) and rec else every
+    nums = np.sort(np.asarray(rec, np.int64)) if isinstance(rec, list) else None
+    pick = every[np.isin(steps.number, nums)] if nums is not None and len(nums) else every
+    every_words = ": every step analysed" if len(steps) else ""
+    if nums is not None and not len(nums):
+        said = "the schedule recorded no whole step" + every_words
+    elif nums is not None and not len(pick):
+        said = f"none of the steps the schedule recorded ({_runs(nums)}) is in the trace" + every_words
     if not len(pick) or len(pick) == len(every):
         return _every_step(trace, steps, said)
     return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]))

@@ -30,6 +30,12 @@ or one thread's) runs then: such a range ending in the session's next recording
 corrupts the heap (valgrind: invalid writes in ``onFunctionExit``; restarting anyway
 crashed Lightning runs at the trace's save one time in four). The session's own section copies are ended before each
 recording of either kind stops (:func:`close_mirrors`), so they never block it.
+
+A ``polyprof.torch.profile`` drop-in is handed torch instead (the plugin's
+``attach_driver``): its cycles come to the plugin. What its schedule had torch record is
+kept at its end (:class:`DropIns`) and becomes the trace's ``metadata["schedule"]``, so
+the analyses keep to those steps, whether the drop-in runs its own session or one
+already active (``polyprof run``), whose plugin also records outside the drop-in.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...collect.clock import now_ns
+from ...trace import metadata_keys as mkeys
+from ...trace.core import Trace
 from .hooks import imported_torch
 
 if TYPE_CHECKING:  # the plugin this works for (plugin.py imports this module)
@@ -47,7 +55,7 @@ if TYPE_CHECKING:  # the plugin this works for (plugin.py imports this module)
 
 log = logging.getLogger("polyprof")
 
-__all__ = ["HandOver", "close_mirrors", "gates", "open_at_stop"]
+__all__ = ["DropIns", "HandOver", "close_mirrors", "gates", "open_at_stop"]
 
 #: why the session's recording is not started again (HandOver.blocked)
 OPEN = ("a torch range opened while it recorded was still open when it stopped (a record_function around "
@@ -317,3 +325,49 @@ def open_at_stop(prof: Any) -> bool:
         return True
     last = max(marks)
     return any(e > last and k in _RANGES and n != SYNC_NAME for n, k, e in zip(names, kinds, ends))
+
+
+class DropIns:
+    """The ``polyprof.torch.profile`` drop-ins that drove one torch plugin (its ``driver``)
+    and the steps they had torch record: the trace's ``metadata["schedule"]`` (what
+    ``analyze/window.py`` keeps to), as a ``polyprof run --schedule`` session's.
+
+    ``recorded_steps`` are the steps torch recorded for the drop-ins (RECORD or
+    RECORD_AND_SAVE, by the drop-in's step numbers, its ``ProfilerStep#N``): a scheduled
+    drop-in's by its schedule, one without a schedule all of its steps. The torch plugin of
+    a session the drop-in runs inside (``polyprof run``) records before and after it
+    too; those steps are in the trace but not in ``recorded_steps``. No drop-in with a
+    schedule: nothing said (torch recorded every step of each)."""
+
+    def __init__(self) -> None:
+        #: each drop-in's, at its end: its schedule's summary (the drop-in's
+        #: ``polyprof_schedule()``; None without a schedule), recorded steps and stretches
+        self.runs: list[tuple[dict[str, Any] | None, list[int], list[list[int]]]] = []
+
+    def done(self, said: dict[str, Any] | None, steps: list[int], windows: list[list[int]]) -> None:
+        """A drop-in ended: ``said`` (None without a schedule), the steps torch recorded
+        for it and their stretches [start, end] on the session clock."""
+        self.runs.append((said, [int(s) for s in steps], [[int(a), int(b)] for a, b in windows]))
+
+    def said(self) -> dict[str, Any] | None:
+        """``metadata["schedule"]``: one scheduled drop-in's summary as it gave it; with
+        several drop-ins, every one's recorded steps and stretches, the schedule's
+        arguments where every scheduled one had the same, and ``drop_ins`` (how many)."""
+        scheduled = [s for s, _, _ in self.runs if s is not None]
+        if not scheduled:
+            return None
+        if len(self.runs) == 1:
+            return dict(scheduled[0])
+        fixed = ("by", "recorded_steps", "windows_ns")
+        args = [{k: v for k, v in s.items() if k not in fixed} for s in scheduled]
+        return {**(args[0] if all(a == args[0] for a in args) else {}), "by": "torch.profiler",
+                "recorded_steps": sorted({n for _, steps, _ in self.runs for n in steps}),
+                "windows_ns": sorted(w for _, _, ws in self.runs for w in ws), "drop_ins": len(self.runs)}
+
+    def write(self, out: Trace) -> Trace:
+        """``out`` (the plugin's part of the trace) with ``metadata["schedule"]`` set when
+        a drop-in with a schedule drove the plugin."""
+        said = self.said()
+        if said:
+            out.metadata[mkeys.SCHEDULE] = said
+        return out

@@ -49,7 +49,7 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
-from .handover import HandOver, close_mirrors, gates
+from .handover import DropIns, HandOver, close_mirrors, gates
 from .hooks import (ImportHook, Ranges, default_activities, gate_profiler_start, imported_torch, profiler_starts,
                     recording_survived)
 from .steps import OptimizerSteps
@@ -124,6 +124,7 @@ class TorchPlugin(Plugin):
                                      on=self.options.get("auto_steps", True) is not False, warn=self._warn)
         #: the program's own torch profilers, which torch is handed over to (handover.py)
         self._handover = HandOver(self)
+        self.dropins = DropIns()  # the polyprof.torch.profile drop-ins that drove it: its schedule metadata (mkeys.SCHEDULE)
 
     @property
     def time_limited(self) -> bool:
@@ -380,14 +381,14 @@ class TorchPlugin(Plugin):
         finally:
             self._cleanup()
         if not parts:
-            return TraceBuilder({mkeys.CLOCK_SYNC: {}}).build()
+            return self.dropins.write(TraceBuilder({mkeys.CLOCK_SYNC: {}}).build())
         out = parts[0] if len(parts) == 1 else merge(parts)  # one recording (the usual case): no copy
         summary = clock_summary(cycles)
         aligned = [c for c in cycles if "method" in c]
         fit = {**summary, "n": len(aligned), "bound_ns": float(summary.get("uncertainty_ns", math.inf))}
         for plane in {p.name for p in out.planes}:  # torch's clock, mapped onto the session's
             mkeys.record_fit(out.metadata, plane, self.name, fit)
-        return out
+        return self.dropins.write(out)
 
     # ------------------------------------------------------------------ used by the drop-in
     def new_capture(self) -> Capture:
