@@ -21,13 +21,13 @@ conversion's lock goes with its process, so its leftover is cleared by the next.
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import outfile
 from ..errors import OutputError, PolyprofError
 from .manifest import MANIFEST, rank_dir, write_manifest
 from .rankfiles import NEW, PART, writing
@@ -120,80 +120,45 @@ def _remove_leftover(path: Path) -> None:
 
 
 def lock_path(root: Path) -> Path:
-    """The file whose ``flock`` a conversion to ``root`` holds."""
-    real = _real(root)
-    return real.parent / f".{real.name}.polyprof-lock"
+    """The file whose ``flock`` a conversion to ``root`` holds (``outfile.lock_path`` of
+    its real path: the name a run's save locks too)."""
+    return outfile.lock_path(_real(root))
 
 
 def _lock(root: Path) -> None:
     """Take the lock of ``root`` for this process, without waiting: an OutputError where
-    another conversion holds it. A file system without locks is written unlocked, as
-    before locks were taken."""
+    another process holds it. A file system without locks is written unlocked, as
+    before locks were taken, and said."""
     path = lock_path(root)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        _HELD[_real(root)] = outfile.take_lock(path)
+    except BlockingIOError as e:
+        raise OutputError(f"{root}: another polyprof convert{_pid(e)} is writing this store (it holds "
+                          f"{path}); wait for it to end, or choose another -o") from None
     except OSError as e:
-        raise OutputError(f"{root}: the new store cannot be made beside it ({path.parent}: {e.strerror or e})") from None
-    for _ in range(100):  # (another conversion's lock file removed as it was opened: open it again)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        except OSError as e:
-            raise OutputError(f"{root}: the new store cannot be made beside it ({path}: {e.strerror or e})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EACCES):
-                holder = _holder(fd)
-                os.close(fd)
-                raise OutputError(f"{root}: another polyprof convert{holder} is writing this store (it holds "
-                                  f"{path}); wait for it to end, or choose another -o") from None
-            log.debug("%s: no lock (%s)", path, e)
-        if _same(path, fd):
-            break
-        os.close(fd)
-    else:
-        raise OutputError(f"{root}: its lock file {path} keeps being replaced; choose another -o")
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for the message of a convert refused
-    except OSError:
-        pass  # (a full disk: the lock holds without it)
-    _HELD[_real(root)] = fd
+        if e.errno not in _NO_LOCKS:
+            raise OutputError(f"{root}: the new store cannot be made beside it ({path}: {e.strerror or e})") \
+                from None
+        log.warning("%s: written without its lock (%s: %s): another convert to it at the same time is not "
+                    "refused", root, path, e.strerror or e)
 
 
-def _holder(fd: int) -> str:
-    """`` (pid N)``, the process that wrote the lock file ``fd``, where it says."""
-    try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        return ""
-    return f" (pid {text})" if text.isdigit() else ""
+#: what flock answers on a file system that has no locks
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
 
 
-def _same(path: Path, fd: int) -> bool:
-    """Whether ``path`` is still the file open at ``fd`` (not removed or replaced by its
-    previous holder's :func:`_unlock` meanwhile)."""
-    try:
-        a, b = os.lstat(path), os.fstat(fd)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+def _pid(e: BlockingIOError) -> str:
+    """`` (pid N)`` of the holder ``outfile.take_lock`` named, where it did."""
+    text = str(e.strerror or "")
+    return text[text.index(" (pid"):text.index(")") + 1] if " (pid" in text else ""
 
 
 def _unlock(root: Path) -> None:
-    """Give back this process's lock of ``root`` and remove its file (still locked, so a
-    conversion that opened it meanwhile sees it gone and opens a new one)."""
+    """Give back this process's lock of ``root`` and remove its file (``outfile.drop_lock``)."""
     fd = _HELD.pop(_real(root), None)
-    if fd is None:
-        return
-    path = lock_path(root)
-    try:
-        if _same(path, fd):
-            path.unlink()
-    except OSError:
-        pass  # (left: the next conversion takes its lock)
-    finally:
-        os.close(fd)
+    if fd is not None:
+        outfile.drop_lock(lock_path(root), fd)
 
 
 def part(root: Path, i: int) -> Path:
