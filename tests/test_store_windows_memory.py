@@ -170,3 +170,17 @@ def test_the_carry_is_bounded(docs, tmp_path, monkeypatch, caplog):
         got = _records(_summary(store), "memory_at_peak")
     assert [(r["bytes"], r["addr"]) for r in got] == [(200 * MB, 0xD000), (100 * MB, 0xA000), (MB, 0x1000)]
     assert "the 1 largest are carried" in caplog.text
+
+
+def _finding(doc: dict, rule: str) -> list[dict]:
+    return [f for f in doc["findings"] if f["id"] == rule]
+
+
+def test_the_peak_held_by_one_is_the_whole_reads(docs):
+    """``memory_peak_held_by_one`` reads the allocations live at the peak from the window
+    holding it, with those earlier windows left live (ranks/window_memory.holder_table).
+    Before, the rule ran on the rank without its events and found no holder."""
+    whole, windowed, _ = docs
+    found = _finding(whole, "memory_peak_held_by_one")
+    assert found, "the whole read finds the peak held by one"
+    assert _finding(windowed, "memory_peak_held_by_one") == found

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..derive import cache
+from ..derive.intervals import clip_union
 from ..trace.core import Trace
 from ..trace.vocabulary import INPUT_MARKERS
 from .advice import suggestion
@@ -254,17 +255,22 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
         return []
     spans = {p: r["span_ns"] for p, r in _by_plane(_device_rows(trace, t)).items()}
     n = len(trace.planes)
-    dur = (v.end - v.start).astype(np.float64)
+    # the activity the analysed steps count (as _top_copies and kernel_breakdown), summed over streams
+    dur = np.where(v.counted, v.end - v.start, 0).astype(np.float64)
     total = np.bincount(v.plane, weights=dur, minlength=n)
-    copy = v.cls >= MEMCPY
+    copy = v.counted & (v.cls >= MEMCPY)
     copies = np.bincount(v.plane[copy], weights=dur[copy], minlength=n)
     out = []
-    for plane in unique(v.plane).tolist():
+    for plane in unique(v.plane[v.counted]).tolist():
         name = trace.planes[plane].name
         cp = float(copies[plane])
         share = 100.0 * cp / total[plane] if total[plane] else 0.0
         span = float(spans.get(name, 0) or 0)
-        of_span = 100.0 * cp / span if span else 0.0
+        # of the span: the time some copy runs (overlapping streams once), inside the analysed span
+        on = copy & (v.plane == plane)
+        seg_s, seg_e = clip_union(v.start[on], v.end[on], *v.span)
+        busy = float((seg_e - seg_s).sum())
+        of_span = 100.0 * busy / span if span else 0.0
         # copies must be a large part of the device's work *and* of its time: a few small
         # copies on an idle device are not what limits the run
         if share < COPY_SHARE or of_span < COPY_SPAN_SHARE:
@@ -273,7 +279,7 @@ def _copy_bound(trace: Trace, t) -> list[Finding]:
                                          f"({of_span:.0f}% of the span)",
                            _sev(share, 40), name,
                            {"copy_ns": int(cp), "device_activity_ns": int(total[plane]), "share_pct": round(share, 2),
-                            "span_ns": int(span), "copy_pct_of_span": round(of_span, 2)},
+                            "copy_busy_ns": int(busy), "span_ns": int(span), "copy_pct_of_span": round(of_span, 2)},
                            _top_copies(trace, name), suggestion(trace, "copy_bound")))
     return sorted(out, key=lambda f: -f.evidence["share_pct"])  # the worst device first
 

@@ -197,13 +197,23 @@ def context(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     secs = section_rows(trace)
     py = trace.rows_of_kind(Kind.PYTHON)
     frames = py if len(py) else union(secs, ops)
-    op, stack = _around(trace, rows, ops), _stacks(trace, frames, q_thread, q_ts)
-    for key, out in ((keys.OP, op), (keys.STACK, stack)):
-        col = trace.stats.get(key)
-        if col is not None:
-            has, vals = col.lookup(rows)
-            out[has] = [str(v) for v in vals]
+    op, stack = ops_around(trace, rows), _stacks(trace, frames, q_thread, q_ts)
+    col = trace.stats.get(keys.STACK)
+    if col is not None:
+        has, vals = col.lookup(rows)
+        stack[has] = [str(v) for v in vals]
     return op, _around(trace, rows, secs), stack
+
+
+def ops_around(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The framework op around each event row on its own thread (the innermost), or the
+    event's own ``op`` stat where it has one (a memory snapshot's); "" where none."""
+    op = _around(trace, rows, trace.rows_of_kind(Kind.CPU_OP))
+    col = trace.stats.get(keys.OP)
+    if col is not None and len(rows):
+        has, vals = col.lookup(rows)
+        op[has] = [str(v) for v in vals]
+    return op
 
 
 def _around(trace: Trace, rows: np.ndarray, cands: np.ndarray) -> np.ndarray:
@@ -341,20 +351,27 @@ def peak_holders(trace: Trace, by: str = "section") -> Table:
     lives = [(s, live) for s, _, _, _, live in _peaks(trace) if len(live)]
     at = np.concatenate([live for _, live in lives]) if lives else np.zeros(0, np.int64)
     # every series' live allocations looked up at once (one interval search, not one a series)
-    labels = _around(trace, m.rows[at], section_rows(trace) if by == "section" else trace.rows_of_kind(Kind.CPU_OP))
+    rows = m.rows[at]
+    labels = _around(trace, rows, section_rows(trace)) if by == "section" else ops_around(trace, rows)
     cut = np.cumsum([0] + [len(live) for _, live in lives])
     for (s, live), a, b_ in zip(lives, cut[:-1], cut[1:]):
-        codes, uniq = factorize(np.asarray(labels[a:b_], dtype=object))
-        b = np.bincount(codes, weights=m.delta[live]).astype(np.int64)
-        n = np.bincount(codes)
-        total = max(int(m.delta[live].sum()), 1)
-        order = np.argsort(-b, kind="stable")
-        for c, v in zip(names, (np.full(len(order), m.device[s], object), np.full(len(order), m.allocator[s], object),
-                                np.asarray(uniq, dtype=object)[order], b[order], n[order],
-                                100.0 * b[order] / total)):
+        for c, v in holder_rows(m.device[s], m.allocator[s], labels[a:b_], m.delta[live]).items():
             parts[c].append(v)
     empty = (np.zeros(0, object),) * 3 + (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
     return frame({c: np.concatenate(parts[c]) if parts[c] else e for c, e in zip(names, empty)})
+
+
+def holder_rows(device: str, allocator: str, labels: np.ndarray, nbytes: np.ndarray) -> dict[str, np.ndarray]:
+    """One series' :func:`peak_holders` rows from its allocations live at the peak (their
+    ``labels`` and ``nbytes``, in the order they were made)."""
+    codes, uniq = factorize(np.asarray(labels, dtype=object))
+    b = np.bincount(codes, weights=nbytes).astype(np.int64)
+    n = np.bincount(codes)
+    total = max(int(nbytes.sum()), 1)
+    order = np.argsort(-b, kind="stable")
+    return {"device": np.full(len(order), device, object), "allocator": np.full(len(order), allocator, object),
+            "holder": np.asarray(uniq, dtype=object)[order], "bytes": b[order], "allocations": n[order],
+            "share_pct": 100.0 * b[order] / total}
 
 
 def step_levels(trace: Trace) -> Table:

@@ -42,23 +42,26 @@ def memory_findings(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
     return [*_peak_dominated(trace, t), *_growth(trace), *_out_of_memory(trace), *_cached(trace)]
 
 
-def _peak_dominated(trace: Trace, t: Callable[[str], Any]) -> list[Finding]:
+def _peak_dominated(trace: Trace, t: Callable[[str], Any], holders: Callable[[str], Any] | None = None
+                    ) -> list[Finding]:
+    """``holders(by)``: ``analyze.memory.peak_holders``'s table (a rank read window by
+    window hands its own, ``ranks/window_memory.holder_table``); read from ``trace`` if None."""
     peaks = t("memory_peak")
     out: list[Finding] = []
     cols = ("device", "allocator", "live_at_peak_bytes", "peak_bytes", "start_bytes", "peak_ns")
     values = {c: column(peaks, c).tolist() for c in cols} if len(peaks) else {}
-    holders: dict[str, Any] = {}  # by "section" / "op": every series at once, computed once
+    held: dict[str, Any] = {}  # by "section" / "op": every series at once, computed once
     for i in range(len(peaks)):
         p = {c: v[i] for c, v in values.items()}
         live, peak = int(p["live_at_peak_bytes"]), int(p["peak_bytes"])
         if live < PEAK_MIN_BYTES or 100.0 * live / max(peak, 1) < PEAK_LIVE_SHARE:
             continue
         for by in ("section", "op"):
-            if by not in holders:
+            if by not in held:
                 from .memory import peak_holders  # only at a peak: without memory events the module is not imported
 
-                holders[by] = peak_holders(trace, by)
-            h = holders[by]
+                held[by] = (holders or (lambda b: peak_holders(trace, b)))(by)
+            h = held[by]
             at = np.flatnonzero((column(h, "device") == p["device"]) & (column(h, "allocator") == p["allocator"])
                                 & (column(h, "holder") != ""))
             if not len(at) or column(h, "share_pct")[at[0]] < PEAK_HOLDER_SHARE:

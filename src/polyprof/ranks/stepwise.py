@@ -178,6 +178,7 @@ class _Gathered:
         self.on_device = False  # a device plane has events in some window (the advice's device or CPU text)
         self.captures: Captures = no_captures()  # the graphs captured so far, for the windows after
         self.live: window_memory.Live = {}  # allocations live at the last window's end (window_memory.carry)
+        self.holders: window_memory.Holders = {}  # allocations live at each memory peak (window_memory.carry)
         self.after = 0  # host activity after the last window's last step (its label's words)
 
     def add(self, window: Window, spill: Path, i: int, last: bool, lo: int, hi: int) -> None:
@@ -192,7 +193,7 @@ class _Gathered:
         if len(got.tables.get("cuda_graphs", ())):  # (its table's stats, kept: cuda_graphs.graph_stats)
             self.graphs.append(graph_stats(view))
         values.spill(view, spill, i)
-        self.live = window_memory.carry(view, got.tables, self.live)
+        self.live = window_memory.carry(view, got.tables, self.live, self.holders)
         values.spill_launches(got.tables.pop("launch_stats"), spill, i, self.launch_names)
         self.edges.append(values.edges(view))
         self.parts.append(got.tables)
@@ -266,7 +267,7 @@ class _Gathered:
             "warnings": mkeys.warning_texts(meta),
         }
         shell = wf.shell(empty, (int(s0), int(s1)), (t0, t1), selected, self.unsynced, self.on_device)
-        findings = wf.rank_findings(shell, tables, self.found, self.unsynced)
+        findings = wf.rank_findings(shell, tables, self.found, self.unsynced, self.holders)
         return RankResult(tables, findings, overview, collectives, *anchor_of(shell),
                           overview_row(tables, collectives, n, t1 - t0, t0))
 

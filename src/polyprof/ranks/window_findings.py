@@ -29,6 +29,7 @@ from ..analyze.registry import Tables
 from ..analyze.table import Table
 from ..derive.steps import Steps
 from ..trace.core import Trace
+from . import window_memory
 
 Rule = Callable[..., list[Finding]]
 #: every rule in the order ``analyze.findings.findings`` runs them, and whether it reads events
@@ -58,12 +59,15 @@ def window_findings(view: Trace, tables: dict[str, Table]) -> dict[int, list[Fin
 
 
 def rank_findings(shell: Shell, tables: dict[str, Table], parts: list[dict[int, list[Finding]]],
-                  unsynced: dict[str, str]) -> list[Finding]:
-    """The rank's findings from its merged ``tables`` and its windows' findings ``parts``."""
+                  unsynced: dict[str, str], holders: window_memory.Holders | None = None) -> list[Finding]:
+    """The rank's findings from its merged ``tables``, its windows' findings ``parts`` and
+    the allocations live at each memory peak (``holders``, ``ranks/window_memory.py``)."""
     t = Tables(shell, tables).__getitem__
     out: list[Finding] = []
     for i, (rule, events) in enumerate(ORDER):
-        if not events:
+        if rule is mem._peak_dominated:  # its holders from the window holding each peak, not the shell's events
+            out.extend(mem._peak_dominated(shell, t, lambda by: window_memory.holder_table(holders or {}, by)))
+        elif not events:
             out.extend(rule(shell, t))
             continue
         found = [f for p in parts for f in p.get(i, [])]

@@ -25,7 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..analyze.frames import column, frame
-from ..analyze.memory import TOP_LIVE, _live_at, _peaks, context, memory
+from ..analyze.memory import TOP_LIVE, _around, _live_at, _peaks, context, holder_rows, memory, ops_around
+from ..derive.projection import section_rows
 from ..analyze.table import Table
 from ..trace.core import Trace
 from ..trace.memory import Memory
@@ -53,15 +54,19 @@ class Carried(NamedTuple):
 
 
 Live = dict[tuple[str, str], Carried]
+#: per series, from the window holding its peak (the first with its most bytes): the peak's
+#: bytes and its live allocations' bytes, ops and sections (``memory_peak_held_by_one``)
+Holders = dict[tuple[str, str], tuple[int, np.ndarray, np.ndarray, np.ndarray]]
 
 _NONE = Carried(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64),
                 np.zeros(0, np.int64), np.zeros((0, 4), object))
 
 
-def carry(view: Trace, tables: dict[str, Table], live: Live) -> Live:
+def carry(view: Trace, tables: dict[str, Table], live: Live, holders: Holders | None = None) -> Live:
     """Window ``view``'s ``memory_at_peak`` and ``memory_peak``'s live columns with the
     allocations ``live`` carried from the windows before (in ``tables``, in place); the
-    allocations live at its end, for the next window."""
+    allocations live at its end, for the next window. ``holders`` (in place): each series'
+    allocations live at its peak, where this window's peak is the highest so far."""
     if "memory_at_peak" not in tables and "memory_peak" not in tables:
         return live
     m = memory(view)
@@ -78,6 +83,8 @@ def carry(view: Trace, tables: dict[str, Table], live: Live) -> Live:
         counts[key] = (len(at_peak), int(mine.nbytes[at_peak].sum()))
         top = at_peak[np.argsort(-mine.nbytes[at_peak], kind="stable")][:TOP_LIVE]
         rows.append((_take(view, m, lo, mine, top, first), key[0], key[1]))
+        if holders is not None:
+            _hold(view, m, lo, mine, at_peak, first, int(max(m.level[p], m.start[s])), holders, key)
         at_end = _kept(mine, _live_at(events, 0, n, n - 1), key)
         out[key] = _take(view, m, lo, mine, at_end, first)._replace(match=_closing(mine, at_end))
     if "memory_at_peak" in tables:
@@ -113,6 +120,29 @@ def _take(view: Trace, m: Memory, lo: int, mine: Carried, idx: np.ndarray, first
         thread = np.array([view.tracks[t].name for t in view.events["track"][rows].tolist()], dtype=object)
         text[new] = np.stack([thread, op, section, stack], axis=1)
     return Carried(mine.match[idx], mine.has_addr[idx], mine.nbytes[idx], mine.ts[idx], mine.addr[idx], text)
+
+
+def _hold(view: Trace, m: Memory, lo: int, mine: Carried, at_peak: np.ndarray, first: int, peak: int,
+          holders: Holders, key: tuple[str, str]) -> None:
+    """``holders[key]``: the allocations ``at_peak`` of ``mine`` with their op and section
+    (carried ones as carried), when ``peak`` is the series' highest so far."""
+    if key in holders and holders[key][0] >= peak:
+        return
+    op, section = mine.text[at_peak, 1].copy(), mine.text[at_peak, 2].copy()
+    new = at_peak >= first
+    if new.any():  # the window's own: looked up as analyze.memory.peak_holders does
+        rows = m.rows[lo + at_peak[new] - first]
+        op[new], section[new] = ops_around(view, rows), _around(view, rows, section_rows(view))
+    holders[key] = (peak, mine.nbytes[at_peak], op, section)
+
+
+def holder_table(holders: Holders, by: str) -> Table:
+    """The rank's ``analyze.memory.peak_holders(trace, by)`` from the windows' ``holders``."""
+    parts = [holder_rows(d, a, op if by == "op" else section, nbytes)
+             for (d, a), (_, nbytes, op, section) in sorted(holders.items())]
+    names = ("device", "allocator", "holder", "bytes", "allocations", "share_pct")
+    empty = (np.zeros(0, object),) * 3 + (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
+    return frame({c: np.concatenate([p[c] for p in parts]) if parts else e for c, e in zip(names, empty)})
 
 
 def _kept(mine: Carried, at_end: np.ndarray, key: tuple[str, str]) -> np.ndarray:
