@@ -303,3 +303,37 @@ def test_the_page_marks_as_straggler_only_the_rank_the_finding_names(tmp_path, r
     assert got["errors"] == 0
     assert got["labels"] == [f"rank {x}" + (" · straggler" if x in named else "") for x in (0, 1)], got["labels"]
     assert got["red"] == [f"rank {x} · straggler" for x in named], got["red"]
+
+
+def test_a_job_without_device_activity_draws_no_device_bars_of_0_ns(tmp_path):
+    """A CPU job (tests/data/traces/gloo_ddp: 2 ranks on gloo, no device) has no compute,
+    non-compute or idle shares (the terminal's "-"). Before: the ranks' bars were those
+    three series, each "0 ns" (an empty chart). Now each rank's bar is its step mean, the
+    legend saying there is no device activity; the straggler stays marked."""
+    import cdp
+
+    from analysis.browser import chromium
+
+    if chromium() is None:
+        pytest.skip("needs chromium")
+    files = sorted(str(p) for p in (DATA / "traces" / "gloo_ddp").glob("late.rank*.pt.trace.json.gz"))
+    out = tmp_path / "cpu.html"
+    r = _cli("report", *files, "-o", str(out), "-j", "1")
+    assert r.returncode == 0, r.stderr
+    page = cdp.Page(chromium())
+    try:
+        page.open(out, "document.getElementById('ranks-chart').children.length")
+        got = _chart(page)
+        bars = page.eval("""(function () {
+          var bars = document.querySelector('#ranks-chart svg:not(#ranks-strip)');
+          return {titles: Array.prototype.map.call(bars.querySelectorAll('rect > title'), function (t) {
+                    return t.textContent; }),
+                  texts: Array.prototype.map.call(bars.querySelectorAll('text'), function (t) {
+                    return t.textContent; })};
+        })()""")
+    finally:
+        page.close()
+    assert got["errors"] == 0 and got["labels"] == ["rank 0", "rank 1 · straggler"], got
+    assert "step mean (no device activity)" in bars["texts"], bars["texts"]
+    assert not any(t in bars["texts"] for t in ("compute", "non-compute", "idle")), bars["texts"]
+    assert len(bars["titles"]) == 2 and not any(t.endswith(": 0 ns") for t in bars["titles"]), bars["titles"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import runpy
 import signal
 import sys
@@ -29,6 +30,7 @@ import threading
 import traceback
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from types import CodeType, FrameType, ModuleType, TracebackType
 from typing import Iterator, TextIO
@@ -285,6 +287,10 @@ def _depth_given_back() -> Iterator[None]:
 def _prepared(args: argparse.Namespace) -> options.SessionOptions | int:
     """The session's options, checked before the program runs; or the exit code of a run
     that ends here (no such script, --serve)."""
+    if not args.module and _is_interpreter(args.script):
+        dropped = _without_interpreter(args)
+        if dropped is not None:
+            return dropped
     target = args.script
     if not args.module and not Path(target).is_file():
         print(f"polyprof: error: {target}: no such script", file=sys.stderr)
@@ -500,6 +506,39 @@ def _note_nothing_recorded(trace: Trace) -> None:
         print("polyprof: note: nothing the program ran was recorded (no torch, OpenCL or JAX work, no "
               "sections): mark its parts with `with polyprof.section(\"name\"):` to see where its time goes "
               "(README.md, \"Mark the parts of your program\")", file=sys.stderr)
+
+
+@cache
+def _interpreter_name() -> re.Pattern[str]:
+    return re.compile(r"python(\d+(\.\d+)?)?(\.exe)?")
+
+
+def _is_interpreter(word: str) -> bool:
+    """Whether ``word`` names a Python interpreter (``python``, ``python3.11``, this
+    interpreter's name, or a path to one) rather than a script: ``polyprof run python
+    x.py``, as users type it. A script file of that name stays a script."""
+    name = Path(word).name
+    if name != Path(sys.executable).name and not _interpreter_name().fullmatch(name):
+        return False
+    path = Path(word)
+    return not (path.is_file() and not os.access(path, os.X_OK))
+
+
+def _without_interpreter(args: argparse.Namespace) -> int | None:
+    """``polyprof run python x.py ...`` (or ``python -m mod ...``) run as ``polyprof run
+    x.py ...`` (``-m mod``): the interpreter word dropped, in ``args``; or the exit code
+    of a line that says what polyprof run takes when no script or ``-m`` follows it."""
+    rest = list(args.args)
+    if rest[:1] == ["-m"] and len(rest) > 1:
+        args.module, args.script, args.args = True, rest[1], rest[2:]
+        return None
+    if rest and not rest[0].startswith("-"):
+        args.script, args.args = rest[0], rest[1:]
+        return None
+    print(f"polyprof: error: {args.script}: polyprof run runs the script itself, in this interpreter "
+          f"({sys.executable}): `polyprof run x.py ...` or `polyprof run -m module ...` "
+          "(python's own options are not taken)", file=sys.stderr)
+    return 2
 
 
 def _no_module(name: str) -> bool:

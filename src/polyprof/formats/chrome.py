@@ -2,7 +2,10 @@
 per track, complete events, instants, counters and flows. ``.gz`` names are gzipped.
 Times are microseconds from the trace's first record, event or counter sample (a
 session's process counters begin before its first event), so none is negative; the
-absolute origin is kept in ``otherData`` (``origin_ns``). The devices' properties
+absolute origin is kept in ``otherData`` (``origin_ns``), with the trace's wall anchor
+(``wall_anchor``: its times shifted by the origin, as the file's are, so a reader that
+takes the file's times as they are places them on the wall clock by it; polyprof's
+Chrome/Kineto reader does, and a job of exported ranks aligns by it). The devices' properties
 (model, SM count, memory...: what the efficiency tables match peaks and occupancy by)
 are the top-level ``deviceProperties`` list, as in
 Kineto's JSON (one entry per device plane, ``id`` its index): viewers ignore the key,
@@ -116,12 +119,39 @@ def _chrome_events(trace: Trace) -> tuple[list[dict[str, Any]], int]:
     return out, origin
 
 
+def _is_anchor(a: Any) -> bool:
+    return isinstance(a, dict) and isinstance(a.get("wall_ns"), int) and isinstance(a.get("mono_ns"), int)
+
+
+def wall_anchor(trace: Trace, origin: int) -> dict[str, Any] | None:
+    """The trace's wall anchor for times counted from ``origin``: the tightest of its
+    sources' (``Source.clock["wall_anchor"]``), else its metadata's, else (times on the
+    wall clock) the identity; None for a trace on a clock of its own without one.
+    ``mono_ns`` is shifted by the origin; ``host`` is its source's, when it names one."""
+    found = [(s.clock[mkeys.SOURCE_WALL_ANCHOR], s.host) for s in trace.sources
+             if _is_anchor(s.clock.get(mkeys.SOURCE_WALL_ANCHOR))]
+    if not found and _is_anchor(trace.metadata.get(mkeys.WALL_ANCHOR)):
+        found = [(trace.metadata[mkeys.WALL_ANCHOR], "")]
+    if not found and trace.metadata.get(mkeys.CLOCK_NAME) == "wall":
+        found = [({"mono_ns": 0, "wall_ns": 0, "uncertainty_ns": 0}, "")]
+    if not found:
+        return None
+    anchor, host = min(found, key=lambda ah: float(ah[0].get("uncertainty_ns") or 0))
+    out = {**anchor, "mono_ns": int(anchor["mono_ns"]) - origin}
+    if host:
+        out["host"] = host
+    return out
+
+
 def write(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     events, origin = _chrome_events(trace)
-    doc: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ns",
-                           "otherData": {"origin_ns": origin,
-                                         "clock": trace.metadata.get(mkeys.CLOCK_NAME, ""), "producer": "polyprof"}}
+    other: dict[str, Any] = {"origin_ns": origin, "clock": trace.metadata.get(mkeys.CLOCK_NAME, ""),
+                             "producer": "polyprof"}
+    anchor = wall_anchor(trace, origin)
+    if anchor is not None:
+        other["wall_anchor"] = anchor
+    doc: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
     devices = device_properties(trace)
     if devices:
         doc["deviceProperties"] = devices

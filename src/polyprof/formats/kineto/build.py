@@ -78,6 +78,7 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
     b.metadata.update(_metadata(col, top, base, ts))
     progress.advance(1)
     trace = b.build()
+    anchor_host(trace, top)
     if col.lazy_args is not None:
         make, first = col.lazy_args
         args = DeferredArgs(lambda: _lazy_batches(make, first), col.late_args)
@@ -260,6 +261,30 @@ def _viztracer_overflow(top: dict[str, Any]) -> str:
             "the trace holds only the last part of the run (a larger --tracer_entries keeps more)")
 
 
+def _file_anchor(top: dict[str, Any], base: int) -> dict[str, Any] | None:
+    """The wall anchor of the file's times that polyprof's Chrome export keeps in
+    ``otherData`` (``wall_anchor``, for ``ts`` µs as the file has them: formats/chrome.py),
+    for the times as read (``baseTimeNanoseconds`` added); None without one."""
+    other = top.get("otherData")
+    a = other.get("wall_anchor") if isinstance(other, dict) else None
+    if not isinstance(a, dict) or not all(isinstance(a.get(k), int) and not isinstance(a.get(k), bool)
+                                          for k in ("mono_ns", "wall_ns")):
+        return None
+    # (the numbers only: the metadata's anchor holds integers; its host is the source's, finish_source)
+    out = {k: v for k, v in a.items() if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63}
+    return {**out, "mono_ns": a["mono_ns"] + base}
+
+
+def anchor_host(trace: Trace, top: dict[str, Any]) -> None:
+    """The host named by the file's ``otherData.wall_anchor`` (polyprof's Chrome export),
+    as its one source's host, when that has none (ranks/result.anchor_of names it)."""
+    other = top.get("otherData")
+    a = other.get("wall_anchor") if isinstance(other, dict) else None
+    host = a.get("host") if isinstance(a, dict) else None
+    if isinstance(host, str) and host and len(trace.sources) == 1 and not trace.sources[0].host:
+        trace.sources[0].host = host
+
+
 def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray) -> dict[str, Any]:
     if top.get("__list__") and not len(ts) and not col.counters and set(col.skipped) == {"None"}:
         # a JSON list of records none of which is an event (e.g. TraceLens' execution_details.json)
@@ -273,6 +298,9 @@ def _metadata(col: "_Collector", top: dict[str, Any], base: int, ts: np.ndarray)
     meta[mkeys.CLOCK_NAME] = "wall" if epoch_like or not len(ts) else "unknown"
     meta[mkeys.FILE_SOURCE] = {"format": "kineto" if not top.get("__list__") else "chrome-json",
                       "path": str(col.path)}
+    anchor = _file_anchor(top, base)
+    if anchor is not None:
+        meta[mkeys.WALL_ANCHOR] = anchor
     di = top.get("distributedInfo")
     if isinstance(di, dict):
         for k in ("rank", "world_size", "backend"):

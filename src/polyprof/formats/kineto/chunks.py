@@ -43,7 +43,7 @@ from ...trace.stats import StatColumn, merge_columns
 from ..safety import check_events, clean_metadata
 from . import ascend, legacy, onnxruntime, rocprof_v1, slicing, tf_timeline, tokenized
 from .args import _EAGER_KEYS
-from .build import _metadata, add_counters, base_ns, pair_tracks
+from .build import _metadata, add_counters, anchor_host, base_ns, pair_tracks
 from .collector import _Collector
 from .deferred import DeferredArgs
 from .devices import categorise_device_events, device_planes
@@ -300,6 +300,7 @@ class _Reader:
             np.array([2 * 10 ** 17 if 2 * self.epoch > self.handed else 0], np.int64)
         col.b.metadata.update(_metadata(col, self.top, self.base, ts_like))
         trace = col.b.build()
+        anchor_host(trace, self.top)
         clean_metadata(trace.metadata)
         identify(trace, label=self.path.name)
         span = (self.span[0], self.span[1]) if self.handed else (0, 0)
