@@ -42,8 +42,21 @@ def test_replicates_that_call_an_op_more_often_say_the_program_changed(tmp_path)
     assert ops.loc["aten::mm", "steady_calls"] and ops.loc["aten::mm", "count_a"] == 2 * 5
     line = next((x for x in d.verdict if x.startswith("B runs other work")), "")
     assert "aten::mm 2 -> 3 calls per step" in line and "the program changed" in line, d.verdict
+    # the headline said "No significant change" above that line, and "Unchanged" counted aten::mm (the
+    # headline is the changes' where a loaded machine makes a row's or the step's time change too)
+    quiet = not d.changes and not d.step_time.get("change")
+    assert d.verdict[0].startswith("The program changed (B runs other work, below); no row's time changed "
+                                   "significantly" if quiet else ("The program changed", "B is ")), d.verdict
+    total = sum(len(t) for t in d.tables.values())
+    apart = int("aten::mm" not in {c["name"] for c in d.changes})  # other work, not called changed
+    unchanged = next(x for x in d.verdict if x.startswith("Unchanged:"))
+    assert unchanged.startswith(f"Unchanged: {total - len(d.changes) - apart} of {total} ") and \
+        ("; 1 more are other work (below)" in unchanged) == bool(apart), unchanged
     same = diff(a, Runs([_torch_calls(torch, tmp_path / f"c{i}.json", 2) for i in range(3)]))
     assert not any(x.startswith("B runs other work") for x in same.verdict), same.verdict
+    assert not same.verdict[0].startswith("The program changed") and "other work" not in " ".join(same.verdict)
+    if not same.changes and not same.step_time.get("change"):
+        assert same.verdict[0].startswith("No significant change"), same.verdict
 
 
 def _gloo_rank(rank: int, overlap: bool) -> polyprof.Trace:

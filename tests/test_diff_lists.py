@@ -138,5 +138,6 @@ def test_without_the_nesting_each_row_is_an_item():
     from polyprof.analyze.diff_verdict import _other_work
 
     d = diff(steps(3, calls=0), steps(4, calls=1))
-    other = _other_work(d.tables, d.step_time, d.overview["abs_floor_ns"], fmt_ns)
+    other, rows = _other_work(d.tables, d.step_time, d.overview["abs_floor_ns"], fmt_ns)
     assert [o.split(" new ")[0] for o in other] == [f"op {WRAP}", f"op {OP}", f"op {CALLEE}"], other
+    assert rows == {("ops", WRAP), ("ops", OP), ("ops", CALLEE)}, rows

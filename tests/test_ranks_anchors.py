@@ -101,6 +101,10 @@ def test_mixed_fallback_methods_are_each_named_with_their_ranks(tmp_path):
     assert "rank 2 has no wall-clock anchor" in al[2]["message"], al[2]["message"]
     f = next(f for f in rep.findings if f.id == "ranks_not_aligned")
     assert f.evidence["ranks"] == [1, 2] and f.evidence["methods"] == {"wall anchors": [1], "own clock": [2]}
+    assert f.evidence["message"] == (  # (was rank 1's message alone: "rank 1 recorded no collective: placed by...")
+        "ranks 1-2 recorded no collective; rank 1: placed by the ranks' wall-clock anchors (bound unknown); rank 2: "
+        "times kept as recorded, on each rank's own clock (rank 2 has no wall-clock anchor to place it by), so how "
+        "the ranks line up in time is unknown"), f.evidence["message"]
     assert f.suggestion == (
         "Cross-rank timing for rank 1 rests on their wall-clock anchors (when each session started, on its "
         "host's clock); Cross-rank timing for rank 2 has nothing to rest on: each rank's times count from its "
@@ -110,3 +114,19 @@ def test_mixed_fallback_methods_are_each_named_with_their_ranks(tmp_path):
     head = _summary(job).splitlines()[0]
     assert head.endswith("not aligned: ranks 1-2 recorded no collective, so rank 1 is placed by its wall-clock "
                          "anchor; rank 2 keeps its times as recorded, on its own clock (no wall-clock anchor)"), head
+
+
+def test_the_not_aligned_findings_message_names_every_rank_it_holds_for(tmp_path):
+    """Two Perfetto ranks with wall anchors beside a Kineto rank: the finding's evidence
+    said "rank 1 recorded no collective: placed by ..." for ranks 1 and 2 (the first
+    rank's message stood for all); it names both ranks, once, where they share the
+    reason and the placement."""
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(KINETO, job / "rank0.json.gz")
+    for r in (1, 2):
+        _perfetto(tmp_path, job / f"rank{r}.pftrace")
+    f = next(f for f in polyprof.load_ranks(job).analyze("serial").findings if f.id == "ranks_not_aligned")
+    assert f.evidence["ranks"] == [1, 2], f.evidence
+    assert f.evidence["message"] == ("ranks 1-2 recorded no collective: placed by the ranks' wall-clock anchors "
+                                     "(bound unknown)"), f.evidence["message"]

@@ -103,10 +103,16 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
     step_changed = bool(st.get("change"))
     top = max(top, 1)  # (a verdict that names no row would list nothing: "Slower in B (2):  (and 2 more).")
     lines = []
+    runs = (max(ov["a"]["runs"], 1), max(ov["b"]["runs"], 1))
+    # calls added, dropped or repeated alike in every step of every run of a side: with replicates too
+    other, other_rows = (_other_work(tables, st, ov["abs_floor_ns"], fmt_ns, nest, runs)
+                         if reason is None and ov["samples"] == "steps" else ([], set()))
     if reason is not None:
         lines.append("Not tested: no change can be called significant.")
     elif not changes and not step_changed and st.get("reason") != APART:
-        lines.append(f"No significant change (alpha {ov['alpha']:g}, {ov['correction']}-corrected across "
+        head = (f"{CHANGED}; no row's time changed significantly" if other else
+                "No significant change")  # (not "No significant change" above "B runs other work")
+        lines.append(f"{head} (alpha {ov['alpha']:g}, {ov['correction']}-corrected across "
                      f"{ov['rows_tested']} rows; changes under {floor} are not called changes).")
     else:
         leads = [c for c in changes if c.get("lead", True)]  # nested rows that moved together: one change
@@ -118,7 +124,8 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
             lines.append(f"B is {st['change']}: median {unit} time {_pct(st['median_rel_change'])} (mean "
                          f"{_pct(st['rel_change'])}); {counts}.")
         else:
-            lines.append(f"{f'Changes in B: {counts}' if changes else 'No row changed'}; "
+            what = f"changes in B: {counts}" if changes else "no row changed"
+            lines.append(f"{f'{CHANGED}; {what}' if other else what[0].upper() + what[1:]}; "
                          f"{_step_headline(st, ov, unit)}.")
     if st["steps_a"] and st["steps_b"] and st["mean_ns_a"] == st["mean_ns_a"]:
         lines += _step_lines(st, floor, reason is None, tables if not changes else None, fmt_ns,
@@ -135,15 +142,14 @@ def verdict_lines(tables: dict[str, Any], st: dict[str, Any], changes: list[dict
                          "; ".join(_item(c, fmt_ns, names[c["name"]], names) for c in sel[:top]) + more + ".")
     total = sum(len(df) for df in tables.values())
     floored = sum(int((column(df, "reason") == "below the effect floor").sum()) for df in tables.values())
-    lines.append(f"Unchanged: {total - len(changes)} of {total} {_held(tables)}"
+    apart = other_rows - {(c["table"], c["name"]) for c in changes}  # other work, not called changed
+    lines.append(f"Unchanged: {total - len(changes) - len(apart)} of {total} {_held(tables)}"
                  + (f" ({floored} beyond the noise but under {floor})" if floored else "")
+                 + (f"; {len(apart)} more are other work (below)" if apart else "")
                  + f"; test: {ov['test']}, {ov['correction']}-adjusted across {ov['rows_tested']} rows tested, "
                    f"alpha {ov['alpha']:g}.")
     if ov["samples"] != "steps":
         return lines
-    runs = (max(ov["a"]["runs"], 1), max(ov["b"]["runs"], 1))
-    # calls added, dropped or repeated alike in every step of every run of a side: with replicates too
-    other = _other_work(tables, st, ov["abs_floor_ns"], fmt_ns, nest, runs)
     if other:
         lines.append(f"B runs other work: {'; '.join(other[:top])}. A change of the machine or of its "
                      "load does not add, drop or repeat calls: the program changed.")
@@ -292,6 +298,8 @@ def _held(tables: dict[str, Any]) -> str:
     return (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]) if words else "rows"
 
 
+#: the headline's start where B runs other work (``_other_work``), said below it
+CHANGED = "The program changed (B runs other work, below)"
 #: a step this many times its side's median step is a stall (as a long first step is set-up)
 STALL = 5.0
 #: the step time's ``reason`` where its test and its median step moved opposite ways
@@ -352,8 +360,10 @@ def _stalls(st: dict[str, Any], unit: str, fmt_ns: Callable[[float], str]) -> li
 
 def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
                 fmt_ns: Callable[[float], str], nest: NestCounts | None = None,
-                runs: tuple[int, int] = (1, 1)) -> list[str]:
-    """Rows only a change of the program makes, largest first: new or gone, or called
+                runs: tuple[int, int] = (1, 1)) -> tuple[list[str], set[tuple[str, str]]]:
+    """Rows only a change of the program makes, largest first, and every such row (table,
+    name; the items name only the first few, the ``Unchanged`` count leaves them all
+    out): new or gone, or called
     a different number of times per step (by at least one call and 10%), among those
     taking at least ``floor_ns`` per step on one side and called the same number of
     times in every step of each side (``steady_calls``): a runtime's waits and polls
@@ -391,7 +401,7 @@ def _other_work(tables: dict[str, Any], st: dict[str, Any], floor_ns: float,
         w, per = what[(r["table"], r["name"])]
         said = "; ".join(filter(None, (per, _nested(r["nested"], short, how[r["change"]])[2:])))
         out.append(f"{label(r['table'], r['kind'])} {short[r['name']]} {w}" + (f" ({said})" if said else ""))
-    return out
+    return out, set(what)
 
 
 def measures_wait(table: str, name: str, kind: str) -> bool:

@@ -252,9 +252,30 @@ def _not_aligned_finding(bad: Table) -> Finding:
         text.append(f"record the same steps on every rank (same profiler schedule) so the collectives of "
                     f"{_ranks(rest)} can be matched")
     return Finding("ranks_not_aligned", f"{len(rows)} rank(s) could not be aligned from collectives or transfers",
-                   "low", "", {"ranks": [r for r, _, _ in rows], "message": rows[0][1],
+                   "low", "", {"ranks": [r for r, _, _ in rows], "message": _not_aligned_message(rows),
                                "methods": {x or "recorded clock": rs for x, rs in by.items()}},
                    suggestion="; ".join(text) + ".")
+
+
+def _not_aligned_message(rows: list[tuple[int, str, str]]) -> str:
+    """The not-aligned ranks' messages (``rows``: rank, message, method) in one text: why
+    they were not aligned and how they were placed, each with the ranks it holds for
+    ("ranks 1-2 recorded no collective: placed by their wall-clock anchors (bound
+    unknown)"; before, the first rank's message stood for all: "rank 1 recorded no
+    collective: ..." for ranks 1 and 2)."""
+    why: dict[tuple[str, bool], list[int]] = {}
+    how: dict[str, list[int]] = {}
+    for r, m, _ in rows:
+        w, sep, h = m.rpartition(": ")  # (a reason's note may hold a colon, the placement holds none)
+        w, h = (w, h) if sep else (m, "")
+        own = w.startswith(f"rank {r} ")  # "rank 1 recorded no collective": said once for every such rank
+        why.setdefault((w.removeprefix(f"rank {r} ") if own else w, own), []).append(r)
+        if h:
+            how.setdefault(h, []).append(r)
+    said = [f"{_ranks(rs)}{' ' if own else ': '}{w}" for (w, own), rs in why.items()]
+    if len(said) == 1 and len(how) == 1 and next(iter(how.values())) == next(iter(why.values())):
+        return f"{said[0]}: {next(iter(how))}"  # one reason, one placement, for the same ranks
+    return "; ".join(said + [f"{_ranks(rs)}: {h}" for h, rs in how.items()])
 
 
 def _straggler_findings(per_rank: Table, per_coll: Table, align: Table, windows: dict[int, int] | None = None,
