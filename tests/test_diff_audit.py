@@ -127,3 +127,19 @@ def test_the_html_title_tells_the_sides_apart():
     assert _title(d) == "run.polyprof vs sub/run.polyprof"
     d.overview["b"]["paths"] = ["/tmp/n/run.polyprof"]
     assert _title(d) == "/tmp/n/run.polyprof vs /tmp/n/run.polyprof"
+
+
+def test_a_device_collective_stays_summed_over_a_process_s_devices():
+    """Four CPU devices of one JAX process all-reduce at once: the union meant for a
+    rank's gloo ranges merged the devices (one process is one source) and put the
+    all-reduce at 1.69 ms where the summary, summing kernels over devices, says 4.23 ms."""
+    from polyprof.report.tables import build
+
+    path = Path(__file__).resolve().parent / "data/traces/jax_cpu_job/one_process/four_devices.xplane.pb.gz"
+    t = polyprof.load(path)
+    d = diff([t], [polyprof.load(path)])
+    k = d.tables["kernels"].to_pandas().set_index("name")
+    row = k.loc[[n for n in k.index if n.endswith("/all-reduce")][0]]
+    stats = build(t).tables["event_stats"].to_pandas()
+    whole = stats[stats["name"].str.endswith("/all-reduce")]["total_ns"].sum()
+    assert row["total_ns_a"] == pytest.approx(whole, rel=1e-6) and row["count_a"] == 16

@@ -46,7 +46,7 @@ from ..derive.projection import section_rows
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import unique, unique_inverse
-from .common import CLASS_NAMES, counted_kernel_rows
+from .common import counted_kernel_rows
 from .frames import column
 from .inputs import CPU_PREFIXES
 from .nesting import parents
@@ -94,7 +94,8 @@ def table_events(trace: Trace) -> dict[str, Events]:
     ev = trace.events
     steps = cache.steps(trace)
     krows, kdur, kstep, kcls = counted_kernel_rows(trace)  # (XLA's CPU ops on host threads too)
-    kdur = _collective_union(trace, "kernels", krows, kdur, kcls)
+    # (device collectives stay summed over devices, as every kernel row is: one process's
+    # devices are one source, and a union over them hid all but one device's all-reduce)
     out = {"kernels": Events(ev["name"][krows], kdur, kstep, kcls)}
     ops = trace.rows_of_kind(Kind.CPU_OP)  # a step recorded as an op (2021 Kineto's ProfilerStep#N) is no op
     ops = ops[~np.isin(ops, steps.rows)]
@@ -109,7 +110,7 @@ def table_events(trace: Trace) -> dict[str, Events]:
         kept[table] = rows
     around = _around(trace, [kept[t] for t in NESTED])
     for table, rows, (ptable, pname) in zip(NESTED, (kept[t] for t in NESTED), around):
-        dur = _collective_union(trace, table, rows, ev["dur_ns"][rows], None)
+        dur = _collective_union(trace, table, rows, ev["dur_ns"][rows])
         out[table] = Events(ev["name"][rows], dur, steps.of(ev["start_ns"][rows]), None, ptable, pname)
     return out
 
@@ -117,7 +118,6 @@ def table_events(trace: Trace) -> dict[str, Events]:
 #: XLA's asynchronous collectives' halves (``all-reduce-start.1``, ``all-gather-done``; a
 #: pattern: re's cache compiles it on first use)
 _ASYNC_HALF = r"-(?:start|done)(?:\.\d+)*$"
-_COMMUNICATION = int(np.flatnonzero(CLASS_NAMES == "communication")[0])
 
 
 def collective_run(table: str, name: str, kind: str) -> bool:
@@ -130,9 +130,9 @@ def collective_run(table: str, name: str, kind: str) -> bool:
     return name.lower().startswith(CPU_PREFIXES)
 
 
-def _collective_union(trace: Trace, table: str, rows: np.ndarray, dur: np.ndarray,
-                      cls: np.ndarray | None) -> np.ndarray:
-    """``dur`` with each collective run's event (:func:`collective_run`) cut to the time
+def _collective_union(trace: Trace, table: str, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``dur`` with each host-side collective run's event (:func:`collective_run`: a CPU
+    backend's ``gloo:*``, ``mpi:*`` range; ops and sections, not kernels) cut to the time
     no earlier event of its name and its source (its rank: a merged trace holds several)
     covered: a rank's time in a collective is the union of its ranges, not their sum
     (DDP's two bucket all-reduces run at once on two gloo threads: summed, rank 0 was "in"
@@ -142,8 +142,6 @@ def _collective_union(trace: Trace, table: str, rows: np.ndarray, dur: np.ndarra
     ids = unique(names)
     pick = np.array([collective_run(table, trace.strings[i], "communication") for i in ids.tolist()], bool)
     sel = pick[np.searchsorted(ids, names)] if len(ids) else np.zeros(0, bool)
-    if cls is not None:
-        sel &= np.asarray(cls) == _COMMUNICATION
     if not sel.any():
         return dur
     at = np.flatnonzero(sel)
