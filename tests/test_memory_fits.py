@@ -249,3 +249,19 @@ def test_a_trace_that_clearly_fits_is_not_sampled(monkeypatch, tmp_path):
     monkeypatch.setenv("POLYPROF_MEMORY_AVAILABLE", str((2 * bound >> 20) - 1))  # just under: sampled
     with pytest.raises(AssertionError, match="sampled"):
         check_memory("summary", [str(NCCL)])
+
+
+def test_a_gzip_trace_named_json_is_not_taken_for_plain_text(monkeypatch, tmp_path):
+    """The size-only bound read the compression from the name: a gzip file named .json
+    counted at its own size and skipped the check it needed; it is told by its first
+    bytes. A FIFO among a folder's files is passed over, never opened (it would block)."""
+    plain = tmp_path / "trace.json"
+    shutil.copy(NCCL, plain)  # gzip bytes, a plain name
+    bound = fits.BASE_BYTES + fits.UPPER_PER_BYTE * 25 * plain.stat().st_size
+    monkeypatch.setenv("POLYPROF_MEMORY_AVAILABLE", str((2 * bound >> 20) + 1))
+    assert fits.clearly_fits([str(plain)])
+    monkeypatch.setenv("POLYPROF_MEMORY_AVAILABLE", str((2 * bound >> 20) - 1))
+    assert not fits.clearly_fits([str(plain)])  # at ratio 1 it had fitted
+    os.mkfifo(tmp_path / "pipe")
+    monkeypatch.setenv("POLYPROF_MEMORY_AVAILABLE", str(64 << 10))
+    assert fits.clearly_fits([str(tmp_path)]) and not fits.clearly_fits([str(tmp_path / "pipe")])

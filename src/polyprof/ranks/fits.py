@@ -19,6 +19,7 @@ from __future__ import annotations
 import lzma
 import os
 import re
+import stat as stat_mod
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -322,7 +323,7 @@ def _xz_size(f: BinaryIO, size: int, most_streams: int = 1024) -> int:
 #: taken to have shrunk: where even that bound fits in half the memory available, the
 #: traces are not sampled (:func:`clearly_fits`)
 UPPER_PER_BYTE = 12
-UPPER_RATIO = {".gz": 25, ".xz": 40}
+UPPER_RATIO = {b"\x1f\x8b": 25, b"\xfd7zXZ\x00": 40, b"(\xb5/\xfd": 40, b"BZh": 40}  # gzip, xz, zstd, bzip2
 #: files looked at under the folders :func:`clearly_fits` is given, at most
 _UPPER_FILES = 10_000
 
@@ -330,9 +331,9 @@ _UPPER_FILES = 10_000
 def clearly_fits(paths: list[str]) -> bool:
     """Whether files (or folders of them) fit whatever the command and however their
     text is made: :data:`BASE_BYTES` plus :data:`UPPER_PER_BYTE` per byte of their text at
-    :data:`UPPER_RATIO` at most half the memory available. Only their sizes are read, so
-    the common case pays no sample of the text (tens of ms a file); False where unsure
-    (then the estimate of each command is made)."""
+    :data:`UPPER_RATIO` (by their first bytes) at most half the memory available. Only
+    their sizes and first bytes are read, so the common case pays no sample of the text
+    (tens of ms a file); False where unsure (then each command's estimate is made)."""
     if os.environ.get("POLYPROF_MEMORY_CHECK", "1") == "0":
         return True
     text, seen = 0, 0
@@ -343,10 +344,16 @@ def clearly_fits(paths: list[str]) -> bool:
                 seen += 1
                 f = os.path.join(folder, name) if name else folder
                 try:
-                    size = os.stat(f).st_size
+                    st = os.stat(f)
+                    if not stat_mod.S_ISREG(st.st_mode):  # (a FIFO would block the open: no rank a folder holds)
+                        if name:
+                            continue
+                        return False
+                    with open(f, "rb") as fh:  # (compressed or not by its first bytes, whatever its name)
+                        head = fh.read(6)
                 except OSError:
                     return False
-                text += size * UPPER_RATIO.get(os.path.splitext(f)[1], 1)
+                text += st.st_size * next((r for m, r in UPPER_RATIO.items() if head.startswith(m)), 1)
                 if seen > _UPPER_FILES:
                     return False
     return BASE_BYTES + UPPER_PER_BYTE * text <= available_bytes() // 2
