@@ -713,3 +713,38 @@ def test_dropin_whose_torch_start_raises_closes_its_session(monkeypatch):
     with pytest.raises(RuntimeError, match="torch refused"):
         prof.start()
     assert active_session() is None and prof.session is None
+
+
+TWO_DROPINS = """
+import torch, polyprof.torch as pt
+from torch.profiler import schedule
+m = torch.nn.Linear(64, 64)
+x = torch.randn(16, 64)
+for k in range(2):
+    with pt.profile(schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as p:
+        for i in range(5):
+            for _ in range(1 if k == 0 else 10):
+                m(x).relu().sum().backward()
+            p.step()
+"""
+
+
+def test_two_dropins_under_polyprof_run_keep_both_recordings(tmp_path):
+    """Two drop-ins one after the other in `polyprof run`, each recording its steps 2-3:
+    their ProfilerStep numbers repeat, so the trace's steps are renumbered 0-3 in time
+    order, and matching the recorded numbers [2, 3] kept the second drop-in's two steps
+    alone (10 aten::mm a step, 20 of the 22). The stretches torch recorded tell them."""
+    from polyprof.analyze import window
+
+    script, out = tmp_path / "two.py", tmp_path / "two.polyprof"
+    script.write_text(TWO_DROPINS)
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-m", "polyprof", "run", "-o", str(out), str(script)],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    t = polyprof.load(out)
+    assert t.metadata["schedule"]["drop_ins"] == 2 and len(t.metadata["schedule"]["windows_ns"]) == 2
+    sel = window.select(t, window.AUTO)
+    assert len(sel.index) == 4, sel.label
+    view = window.view(t, window.AUTO)
+    assert int((view.names() == "aten::mm").sum()) == 22

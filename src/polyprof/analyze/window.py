@@ -212,6 +212,8 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
         trace.metadata[mkeys.SCHEDULE], dict) else None
     nums = np.sort(np.asarray(rec, np.int64)) if isinstance(rec, list) else None
     pick = every[np.isin(steps.number, nums)] if nums is not None and len(nums) else every
+    if nums is not None and len(nums) and _several_drop_ins(trace):
+        pick = _in_stretches(trace, steps, every)
     every_words = ": every step analysed" if len(steps) else ""
     if nums is not None and not len(nums):
         said = "the schedule recorded no whole step" + every_words
@@ -220,6 +222,25 @@ def _scheduled(trace: Trace, steps: Steps, every: np.ndarray) -> Selection:
     if not len(pick) or len(pick) == len(every):
         return _every_step(trace, steps, said)
     return Selection(pick, _label(steps, pick, said), True, lo=int(steps.start[pick[0]]), hi=int(steps.end[pick[-1]]))
+
+
+def _several_drop_ins(trace: Trace) -> bool:
+    """Whether the schedule is several torch drop-ins' (``drop_ins``): each numbers its
+    steps from 0, so their numbers repeat and the trace's steps are renumbered in time
+    order; their recorded steps are then told by the stretches torch recorded."""
+    meta = trace.metadata[mkeys.SCHEDULE]
+    return isinstance(meta.get("drop_ins"), int) and meta["drop_ins"] > 1 and isinstance(meta.get("windows_ns"), list)
+
+
+def _in_stretches(trace: Trace, steps: Steps, every: np.ndarray) -> np.ndarray:
+    """The steps of ``every`` whose middle lies in a stretch torch recorded
+    (``windows_ns``: [start, end] on the trace's clock, end -1 while open)."""
+    wins = [w for w in trace.metadata[mkeys.SCHEDULE]["windows_ns"] if isinstance(w, (list, tuple)) and len(w) == 2]
+    mid = (steps.start[every].astype(np.int64) + steps.end[every].astype(np.int64)) // 2
+    inside = np.zeros(len(every), bool)
+    for a, b in wins:  # (a few stretches)
+        inside |= (mid >= int(a)) & ((int(b) < 0) | (mid <= int(b)))
+    return every[inside]
 
 
 #: a trace without steps whose device activity covers less than this share of its span
