@@ -88,7 +88,8 @@ def build_trace(col: "_Collector", top: dict[str, Any], progress: _Progress) -> 
         args = DeferredArgs(col.arg_batches, col.late_args, col.taken)
         trace.stats.defer(args.decode, _EAGER_KEYS | kineto_memory.MEMORY_KEYS, args.may_hold, args.rows,
                           args.columns)
-        _type_modules(trace, args)
+        if _written_by_polyprof(top):  # (else no look: it walks every batch's arg names)
+            _type_modules(trace, args)
     if ascend.is_ascend(col):  # msprof's / MindInsight's: an NPU's tasks by their Task Type
         ascend.classify(trace, ascend.track_roles(col, track_of_pair, ntid))
     elif rocprof_v1.is_rocprof_v1(col):  # whole µs in ts/dur: the exact ns from the args
@@ -108,11 +109,20 @@ def _type_modules(trace: Trace, args: DeferredArgs) -> None:
     ``module``, ``kernel_module``, the args polyprof's Chrome and Kineto exports of an
     XSpace carry) typed at load, as the XSpace reader types them: the analyses name an op
     ``module/op`` from the loaded columns alone (``analyze.common.module_codes``), and XLA
-    names ops uniquely within a module only. A file whose args have none of these names
-    (a torch trace) decodes nothing; one that has them decodes those args alone."""
+    names ops uniquely within a module only; asked of polyprof's own exports only
+    (:func:`_written_by_polyprof`), and one that has them decodes those args alone."""
     for key in keys.MODULE_STATS:
         if args.may_hold(key):
             trace.stats.get(key)  # (a lookup materialises the key's column)
+
+
+def _written_by_polyprof(top: Mapping[str, object]) -> bool:
+    """Whether the file is one of polyprof's own exports (the Kineto writer's ``polyprof``
+    key, the Chrome writer's ``otherData.origin_ns``): those carry an XSpace's modules in
+    args. Asking other files whether their args hold a module would walk every batch's
+    arg names at load (``DeferredArgs.may_hold``), which a lookup of a few rows avoids."""
+    other = top.get("otherData")
+    return "polyprof" in top or (isinstance(other, dict) and "origin_ns" in other)
 
 
 def _row_tracks(pair: np.ndarray, uniq: np.ndarray, tracks: np.ndarray) -> np.ndarray:
