@@ -155,3 +155,25 @@ def test_first_capture_of_a_torch_program_spans_one_window(tmp_path: Path) -> No
     assert len(ops) > 100 and len(iters) > 10, trace.metadata.get(mkeys.PLUGIN_ERRORS)
     _check_same_window(trace, iters, ops, 1000)  # before: iter sections over the start-up too
     assert trace.metadata[mkeys.CAPTURE]["startup_s"] > 0
+
+
+def test_a_launch_and_its_kernel_are_kept_together_across_the_window_edges() -> None:
+    """A kernel launched in the window that ran after it is kept with its launch (the
+    capture test of an OpenCL program had 177 launches and 176 kernels), the launch,
+    ended before the window, of a kernel in it too; a forward-to-backward flow pulls in
+    nothing, and a launch and kernel both outside are not kept."""
+    from polyprof.capture.server import window
+
+    b = TraceBuilder()
+    host = b.track(b.plane("/host:CPU", "host"), "main", "thread")
+    dev = b.track(b.plane("/device:VX:0", "device"), "queue", "stream")
+    ms = 1_000_000
+    #                      launch, before the window; its kernel in it | in it, kernel after | both out
+    h = b.events(host, np.array(["launch0", "launch1", "launch2", "fwd", "bwd"], object),
+                 np.array([5, 15, 40, 1, 12]) * ms, np.full(5, ms), "cuda_runtime")
+    d = b.events(dev, np.array(["k0", "k1", "k2"], object), np.array([11, 22, 41]) * ms, np.full(3, ms), "kernel")
+    b.flows(h[:3], d, np.arange(1, 4), "ac2g")
+    b.flows(h[3:4], h[4:5], np.array([9]), "fwdbwd")
+    out = window(b.build(), 10 * ms, 20 * ms, 0)
+    assert sorted(out.names()) == ["bwd", "k0", "k1", "launch0", "launch1"]  # before: k1 was dropped
+    assert len(out.flows["src"]) == 2

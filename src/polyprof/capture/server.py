@@ -262,12 +262,9 @@ def window(trace: Trace, opened: int, closed: int, startup_ns: int) -> Trace:
     import numpy as np
 
     from ..derive.steps import find_steps  # (the same reason)
-    from ..trace.subset import overlapping, take  # (the same reason)
+    from ..trace.subset import in_windows, take  # (the same reason)
 
-    keep = overlapping(trace, [(opened, closed)])
-    src, dst = trace.flows["src"], trace.flows["dst"]
-    keep[src[keep[dst]]] = True  # a kept kernel's launch, ended just before the window: kept with it
-    out = take(trace, keep, counter_ranges=[(opened, closed)])
+    out = take(trace, in_windows(trace, [(opened, closed)]), counter_ranges=[(opened, closed)])
     steps = find_steps(out)
     ev, rows = out.events, steps.rows
     ends = ev["start_ns"][rows] + ev["dur_ns"][rows]

@@ -380,10 +380,10 @@ def finish(drv: Driver | Timed, trace: Trace, end: int, parts: Sequence[tuple[ob
     (``end``); ``parts``: each plugin and what it collected (a window says which recorded
     nothing in it)."""
     from ..trace import metadata_keys as mkeys  # at a session's end only: every session imports this module
-    from ..trace.subset import overlapping, take  # (the same reason)
+    from ..trace.subset import in_windows, take  # (the same reason)
 
     windows = drv.end(end)
-    out = take(trace, overlapping(trace, windows), counter_ranges=windows)
+    out = take(trace, in_windows(trace, windows), counter_ranges=windows)
     out.metadata[mkeys.SCHEDULE] = drv.summary()
     if not windows:
         unseen = "" if drv.step else " (no step seen: call polyprof.step() in each; JAX's are not)"

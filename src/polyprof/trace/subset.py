@@ -53,3 +53,21 @@ def overlapping(trace: Trace, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
     for t0, t1 in ranges:
         out |= np.where(e > s, (s < t1) & (e > t0), (s >= t0) & (s < t1))
     return out
+
+
+def in_windows(trace: Trace, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Which events a recording window keeps: those that overlap one of ``ranges``
+    (:func:`overlapping`), and both ends of each launch of device work one end of which
+    is kept: a kernel launched in the window that ran after it, and the launch, ended
+    just before it, of a kernel that ran in it. Other flows (forward to backward...)
+    pull in nothing."""
+    keep = overlapping(trace, ranges)
+    src, dst = trace.flows["src"], trace.flows["dst"]
+    if len(src):
+        device = np.fromiter((p.kind == "device" for p in trace.planes), bool, len(trace.planes))
+        planes = trace.event_planes()
+        launch = device[planes[dst]] & ~device[planes[src]]
+        ends = keep[src] | keep[dst]
+        keep[src[launch & ends]] = True
+        keep[dst[launch & ends]] = True
+    return keep
