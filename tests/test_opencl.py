@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -430,6 +432,62 @@ def test_columns_of_the_recording_match_its_records_field_by_field() -> None:
     nb = calls.byte_counts(c, rows)
     assert set(nb[np.isin(c.api, (ic.READ, ic.WRITE))].tolist()) == {256}
     assert set(nb[~np.isin(c.api, (ic.READ, ic.WRITE))].tolist()) == {-1}
+
+
+def test_a_recording_read_after_stop_is_the_one_of_stop() -> None:
+    """A wrapper of another thread that saw the recording active just before stop still
+    appends its call; what collect reads is the recording as stop ended it (else a
+    launch whose command had not completed read as "no profiling information")."""
+    from polyprof.plugins.opencl import calls
+    from polyprof.plugins.opencl import intercept as ic
+
+    rec = ic.Recording()
+    record = (ic.KERNEL, 1, 2, 1, None, None, None, None, None, False)
+    mine = rec.buffer()
+    mine.extend(record)
+    theirs: list[list[object]] = []
+    t = threading.Thread(target=lambda: theirs.append(rec.buffer()))
+    t.start()
+    t.join()
+    theirs[0].extend(record)
+    rec.stop()
+    mine.extend(record)  # late: after stop
+    theirs[0].extend(record)
+    late = threading.Thread(target=lambda: rec.buffer().extend(record))  # a thread's first call, late
+    late.start()
+    late.join()
+    assert calls.flatten(rec).n == 2 and [len(f) for _t, _n, f in rec.threads] == [ic.STRIDE] * 2
+
+
+def test_kernels_launched_while_a_session_stops_are_timed_or_not_recorded() -> None:
+    """A thread launching kernels without pause while sessions stop: every launch the
+    trace holds has its kernel on the device, and none reads as unprofiled."""
+    ctx = cl.create_some_context(interactive=False)
+    knl = cl.Kernel(cl.Program(ctx, "__kernel void k(__global float *a) { a[get_global_id(0)] += 1.0f; }")
+                    .build(), "k")
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256)
+    knl.set_arg(0, buf)
+    for _ in range(4):
+        q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        running = threading.Event()
+        running.set()
+
+        def launch(q: cl.CommandQueue = q, running: threading.Event = running) -> None:
+            while running.is_set():
+                cl.enqueue_nd_range_kernel(q, knl, (64,), None)
+
+        t = threading.Thread(target=launch)
+        with polyprof.profile(plugins=["opencl"]) as prof:
+            t.start()
+            time.sleep(0.05)
+        running.clear()
+        t.join()
+        q.finish()
+        df = _frame(prof.trace)
+        launches = df[df.name == "clEnqueueNDRangeKernel"]
+        kernels = df[(df.name == "k") & df.plane.str.startswith("/device:OpenCL")]
+        assert len(kernels) == len(launches) > 10
+        assert prof.trace.metadata["opencl"]["unprofiled"] == 0
 
 
 def test_default_session_starts_opencl_when_the_program_imports_pyopencl(tmp_path: Path) -> None:

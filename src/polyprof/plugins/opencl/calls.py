@@ -49,7 +49,7 @@ class Calls:
 def flatten(rec: ic.Recording) -> Calls:
     """The recording's per-thread flat lists -> columns."""
     S = ic.STRIDE
-    lists = [(tid, name, flat[:len(flat) // S * S]) for tid, name, flat in list(rec.threads)]
+    lists = [(tid, name, flat[:len(flat) // S * S]) for tid, name, flat in rec.threads]
     flat = lists[0][2] if len(lists) == 1 else list(itertools.chain.from_iterable(f for _t, _n, f in lists))
     n = len(flat) // S
     counts = [len(f) // S for _t, _n, f in lists]
@@ -91,7 +91,7 @@ def queue_table(rec: ic.Recording) -> dict[int, ic.QueueRef]:
     queue object is touched but through its QueueRef (and open ones to flush them)."""
     S = ic.STRIDE
     out: dict[int, ic.QueueRef] = {}
-    for _tid, _name, flat in list(rec.threads):
+    for _tid, _name, flat in rec.threads:
         for q in flat[5::S]:
             if q is None or id(q) in out:
                 continue

@@ -84,13 +84,29 @@ class Recording:
         self.finished: dict[int, QueueRef] = {}
         self._tls = threading.local()
         self._lock = threading.Lock()
-        self.threads: list[tuple[int, str, list[object]]] = []  # (native tid, name, records)
+        self._live: list[tuple[int, str, list[object]]] = []  # (native tid, name, records)
+        self._stopped: list[tuple[int, str, list[object]]] | None = None
         self._corr = itertools.count(1)
+
+    @property
+    def threads(self) -> list[tuple[int, str, list[object]]]:
+        """(native tid, thread name, flat records) per thread: as they were at ``stop``
+        once it ran, else as they are now."""
+        return self._stopped if self._stopped is not None else list(self._live)
+
+    def stop(self) -> None:
+        """End the recording at this instant: a wrapper of another thread that saw it
+        active a moment ago may still append its call (its command was enqueued around
+        this instant, and may not have completed when stop waits), but the recording
+        read afterwards is the one of now (one ``extend`` per record is atomic)."""
+        self.active = False
+        with self._lock:
+            self._stopped = [(tid, name, flat[:len(flat) // STRIDE * STRIDE]) for tid, name, flat in self._live]
 
     def records(self) -> list[tuple[int, str, list[tuple[object, ...]]]]:
         """(native tid, thread name, records as tuples) per thread, for collect."""
         out = []
-        for tid, name, flat in list(self.threads):
+        for tid, name, flat in self.threads:
             n = len(flat) // STRIDE * STRIDE
             it = iter(flat[:n])
             out.append((tid, name, list(zip(*[it] * STRIDE))))
@@ -104,7 +120,7 @@ class Recording:
             self._tls.buf = buf
             t = threading.current_thread()
             with self._lock:
-                self.threads.append((threading.get_native_id(), t.name, buf))
+                self._live.append((threading.get_native_id(), t.name, buf))
             return buf
 
 

@@ -242,7 +242,7 @@ class OpenCLPlugin(Plugin):
                 self._hook = None
             if not self._begun:
                 return
-        self.rec.active = False
+        self.rec.stop()
         if self.memlog is not None:
             self.memlog.active = False
         from . import calls
@@ -299,7 +299,7 @@ class OpenCLPlugin(Plugin):
         complete = int(cl.command_execution_status.COMPLETE)
         last: dict[int, Event] = {}  # id(queue) -> its last event
         every: list[tuple[int, Event]] = []
-        for _tid, _name, flat in list(self.rec.threads):
+        for _tid, _name, flat in self.rec.threads:
             for ev, q in zip(flat[4::S], flat[5::S]):
                 if ev is not None:
                     ev = cast("Event", ev)  # an Event by construction: what the wrapped enqueue returned
