@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import tempfile
 import time
@@ -26,7 +27,8 @@ class Page:
     def __init__(self, chromium: str, width: int = 1400, height: int = 1000, timeout: float = 60):
         self.dir = tempfile.TemporaryDirectory(ignore_cleanup_errors=True)
         self.proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={self.dir.name}", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env={**os.environ, "TMPDIR": self.dir.name})  # its temporary files too
         port_file = Path(self.dir.name) / "DevToolsActivePort"
         deadline = time.monotonic() + timeout
         while not port_file.exists() or not port_file.read_text().strip():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -20,19 +22,26 @@ def chromium() -> str | None:
     return None
 
 
+def _run(args: list[str], timeout: float, text: bool = False) -> subprocess.CompletedProcess:
+    """Chromium with its profile and temporary files in a folder removed after it (else
+    each run leaves an org.chromium.Chromium.* folder in /tmp)."""
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as d:
+        return subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={d}", *args], capture_output=True,
+                              text=text, timeout=timeout, env={**os.environ, "TMPDIR": d})
+
+
 def dump_dom(html: Path, timeout: float = 90) -> tuple[str, str]:
     """(DOM after scripts ran, chromium's stderr with the page's console messages)."""
-    p = subprocess.run([chromium(), *CHROMIUM_FLAGS, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
-                        "--dump-dom", html.resolve().as_uri()], capture_output=True, text=True, timeout=timeout)
+    p = _run(["--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom",
+              html.resolve().as_uri()], timeout, text=True)
     return p.stdout, p.stderr
 
 
 def screenshot(html: Path, png: Path, width: int = 1400, height: int = 1800, scale: float = 0.5,
                timeout: float = 90) -> Path:
     """A PNG of the page; ``scale`` < 1 makes it smaller (and quicker to decode here)."""
-    subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--window-size={width},{height}", "--virtual-time-budget=5000",
-                    f"--force-device-scale-factor={scale}",
-                    f"--screenshot={png}", html.resolve().as_uri()], capture_output=True, timeout=timeout)
+    _run([f"--window-size={width},{height}", "--virtual-time-budget=5000", f"--force-device-scale-factor={scale}",
+          f"--screenshot={png.resolve()}", html.resolve().as_uri()], timeout)
     return png
 
 
