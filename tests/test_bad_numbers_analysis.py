@@ -18,7 +18,7 @@ def test_a_correlation_beyond_int64_in_the_summary(tmp_path: Path) -> None:
     correlation and the others keep theirs."""
     import json
 
-    from polyprof.analyze import depgraph
+    from polyprof.analyze import depgraph_context
     from polyprof.cli import main
 
     doc = json.loads(dict(seeds.load_seeds()["kineto"])["cuda_event_sync_multistream.json"])
@@ -30,7 +30,7 @@ def test_a_correlation_beyond_int64_in_the_summary(tmp_path: Path) -> None:
     col = trace.stat("correlation_id")
     assert col is not None
     dense = col.dense(trace.n_events, -1)
-    got = depgraph._int_stat(trace, "correlation_id")
+    got = depgraph_context._int_stat(trace, "correlation_id")
     big = [i for i, v in enumerate(dense) if int(v) == 10**30]  # the column is kept as texts then
     assert big and (got[big] == -1).all()
     rest = np.array([int(v) != 10**30 for v in dense])

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import polyprof
 from polyprof.analyze.cuda_graphs import cuda_graphs
-from polyprof.analyze.efficiency import kernel_efficiency, mfu
+from polyprof.analyze.efficiency import mfu
+from polyprof.analyze.kernel_roofline import kernel_efficiency
 from polyprof.analyze.frames import column
 
 K, N = 1024, 4096

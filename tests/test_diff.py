@@ -633,7 +633,7 @@ def test_a_change_on_one_rank_shows():
 
 def _kernel_steps(trace, k: int) -> list[float]:
     """Per-step totals of kernel k in the steps summary's window analyses (2..10)."""
-    from polyprof.analyze.diff import summarize
+    from polyprof.analyze.diff_sums import summarize
 
     t = summarize(trace).tables["kernels"]
     j = t.names.index(f"kernel_{k:03d}")

@@ -417,7 +417,7 @@ def test_polyprof_torch_profile_with_flops_live():
 def test_kernel_efficiency_shares_each_ops_figures_among_its_kernels():
     """Per kernel: the launching op's FLOPs split by duration among its kernels, so the
     kernels of aten::addmm add up to aten::addmm's FLOPs; tensor-core GEMMs marked."""
-    from polyprof.analyze.efficiency import kernel_efficiency
+    from polyprof.analyze.kernel_roofline import kernel_efficiency
 
     t = polyprof.load(TRACELENS / "h100_gaunernst_bert-small-uncased__1016001.json.gz")
     ke, oe = kernel_efficiency(t), op_efficiency(t)

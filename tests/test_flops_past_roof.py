@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import polyprof
-from polyprof.analyze.efficiency import kernel_efficiency, op_efficiency, resolve_peak
+from polyprof.analyze.efficiency import op_efficiency, resolve_peak
+from polyprof.analyze.kernel_roofline import kernel_efficiency
 from polyprof.analyze.flops import estimate_one, op_costs
 from polyprof.analyze.frames import column
 from polyprof.trace.categories import Kind

@@ -17,7 +17,8 @@ import polyprof
 from polyprof import analyze as A
 from polyprof.analyze import efficiency_findings
 from polyprof.analyze.cuda_graphs import cuda_graphs, self_captured
-from polyprof.analyze.efficiency import kernel_efficiency, mfu, op_efficiency
+from polyprof.analyze.efficiency import mfu, op_efficiency
+from polyprof.analyze.kernel_roofline import kernel_efficiency
 from polyprof.analyze.frames import column, frame
 
 DATA = Path(__file__).parent / "data" / "h200"

@@ -24,7 +24,7 @@ import test_xspace_golden
 from test_summary_xla_modules import STEPS, TWO_JITS, _gpu_space, _records, _whole_and_windowed
 
 import polyprof
-from polyprof.analyze import efficiency, registry
+from polyprof.analyze import kernel_roofline, registry
 from polyprof.analyze.copy_findings import _top as top_copies
 from polyprof.analyze.copies import per_copy
 from polyprof.analyze.findings import _top_copies, findings
@@ -110,13 +110,13 @@ def costed_gpu(monkeypatch: pytest.MonkeyPatch) -> bytes:
 
     def own_costs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # a kernel's own figure costs it here without a framework op around its launch
-        # (this trace has none; efficiency.kernel_costs reads the stat for those it selects)
+        # (this trace has none; kernel_roofline.kernel_costs reads the stat for those it selects)
         col = trace.stats.get(keys.FLOPS)
         rows = np.sort(np.asarray(col.rows, np.int64))
         _, vals = col.lookup(rows)
         return rows, np.asarray(vals, np.float64), np.full(len(rows), np.nan)
 
-    monkeypatch.setattr(efficiency, "kernel_costs", own_costs)
+    monkeypatch.setattr(kernel_roofline, "kernel_costs", own_costs)
     return _gpu_space()
 
 

@@ -204,12 +204,12 @@ def test_the_terminal_summary_computes_no_table_it_does_not_show(monkeypatch, ca
     """`polyprof summary` prints neither device_op_breakdown nor kernel_efficiency, and no
     finding reads them: only ``--json`` (and the HTML report) compute them. The findings
     and every table shown are those of the full report."""
-    from polyprof.analyze import devops
+    from polyprof.analyze import devops, kernel_roofline
     from polyprof.cli import main
     from polyprof.report.tables import build
 
     calls = []
-    for mod, name in ((devops, "device_op_breakdown"), (efficiency, "kernel_efficiency")):
+    for mod, name in ((devops, "device_op_breakdown"), (kernel_roofline, "kernel_efficiency")):
         fn = getattr(mod, name)
         monkeypatch.setattr(mod, name, lambda *a, _f=fn, _n=name, **k: calls.append(_n) or _f(*a, **k))
     assert main(["summary", str(CONV)]) == 0

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from polyprof import load
-from polyprof.analyze.efficiency import kernel_efficiency
+from polyprof.analyze.kernel_roofline import kernel_efficiency
 from polyprof.analyze.events import event_stats
 from polyprof.analyze.ops import op_stats
 from polyprof.analyze.table import Table

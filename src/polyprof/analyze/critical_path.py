@@ -20,7 +20,8 @@ from ..derive import cache
 from ..trace.categories import Kind
 from ..trace.core import Trace
 from ..trace.sorting import first_and_inverse, lexsort, unique, unique_inverse
-from .depgraph import KERNEL_KERNEL, Context, DepGraph, build, context, window_rows
+from .depgraph import KERNEL_KERNEL, DepGraph, build, window_rows
+from .depgraph_context import Context, context
 from . import nesting
 from .common import qualified_names
 from .frames import column, empty_frame, frame

@@ -29,7 +29,8 @@ from ..trace.model import Plane
 from ..trace.sorting import lexsort, unique
 from .common import qualified_names
 from .critical_path import path_owner, step_windows
-from .depgraph import EDGE_TYPES, build, context
+from .depgraph import EDGE_TYPES, build
+from .depgraph_context import context
 from .longest_path import longest_path
 
 #: the track's name

@@ -183,7 +183,7 @@ def _around(trace: Trace, kept: list[np.ndarray]) -> list[tuple[np.ndarray, np.n
 
 def nest_pairs(events: dict[str, Events]) -> dict[str, NestPairs]:
     """Per nested table, its time summed by (row, enclosing row), rows as indexes into
-    the sorted distinct name ids of their table (as ``diff.summarize`` names them)."""
+    the sorted distinct name ids of their table (as ``diff_sums.summarize`` names them)."""
     ids = {t: unique(events[t].name) for t in NESTED}
     offset = {t: o for t, o in zip(NESTED, np.cumsum([1] + [len(ids[t]) for t in NESTED]).tolist())}
     width = 1 + sum(len(ids[t]) for t in NESTED)  # an enclosing row as one number: 0 none, else offset + index

@@ -10,7 +10,7 @@ launch it repeats and the op around that launch. Here:
 - :func:`replayed_flops`: the model FLOPs of each replay (``efficiency.mfu``): per replay,
   once, each outermost costed op whose captured launches it replayed;
 - :func:`kernel_ops`: per device activity, the op whose figures its kernel shares
-  (``efficiency.kernel_costs``, ``kernel_efficiency``): the op that launched it, or for a
+  (``kernel_roofline.kernel_costs``, ``kernel_efficiency``): the op that launched it, or for a
   replayed kernel the captured op, shared within its replay;
 - :func:`replayed_calls`: each captured op's device time per replay
   (``efficiency.op_efficiency`` counts a call of it per replay);

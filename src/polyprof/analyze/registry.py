@@ -100,7 +100,7 @@ ANALYSES: tuple[Analysis, ...] = (
                             "median_gbps:f8 max_gbps:f8 small:i8 pageable:i8 unsized:i8 sized_ns:i8")),
     Analysis("op_efficiency", "polyprof.analyze.efficiency:op_efficiency"),
     Analysis("mfu", "polyprof.analyze.efficiency:mfu"),
-    Analysis("kernel_efficiency", "polyprof.analyze.efficiency:kernel_efficiency"),
+    Analysis("kernel_efficiency", "polyprof.analyze.kernel_roofline:kernel_efficiency"),
     Analysis("critical_path", "polyprof.analyze.critical_path:critical_path", per_event=True),
     Analysis("cuda_graphs", "polyprof.analyze.cuda_graphs:cuda_graphs", present=_IN + "graph_launches",
              empty=_columns("graph:O replays:i8 device_ns:i8 kernels_per_replay:i8 captured_ops:i8 "

@@ -1,7 +1,7 @@
 """Links between host threads the trace does not record, for the dependency graph
 (``analyze/depgraph.py``): the thread that calls ``backward()`` and the autograd engine
 thread that runs the backward pass while it blocks, and a CPU backend's collective (gloo)
-and the c10d op that queued it. The finders work once per trace (``depgraph.Context``);
+and the c10d op that queued it. The finders work once per trace (``depgraph_context.Context``);
 the edge functions return (source, destination) nodes of one window's graph, which
 ``depgraph.build`` adds with zero weight."""
 

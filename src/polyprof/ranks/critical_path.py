@@ -29,7 +29,8 @@ import numpy as np
 
 from ..analyze.common import qualified_names
 from ..analyze.critical_path import graph_end, path_owner, step_windows
-from ..analyze.depgraph import DEPENDENCY, OPERATOR, SYNC, DepGraph, build, context
+from ..analyze.depgraph import DEPENDENCY, OPERATOR, SYNC, DepGraph, build
+from ..analyze.depgraph_context import context
 from ..analyze.frames import column, frame
 from ..analyze.longest_path import LongestPath, longest_path
 from ..derive import cache

@@ -49,8 +49,8 @@ import pyarrow.compute as pc
 
 from ..analyze.breakdown import ALL_STREAMS, _groups
 from ..analyze.cuda_graphs import Captures
-from ..analyze.efficiency import (SIMT_MARKS, TENSOR_CORE_MARKS, costed_rows, counted_kernel_costs, launch_precisions,
-                                  model_rows, resolve_peak, step_times, uncounted_replay_ns)
+from ..analyze.efficiency import costed_rows, model_rows, resolve_peak, step_times, uncounted_replay_ns
+from ..analyze.kernel_roofline import SIMT_MARKS, TENSOR_CORE_MARKS, counted_kernel_costs, launch_precisions
 from ..analyze.flops import SOURCE_NAMES
 from ..analyze.graph_costs import carried_replays, carry_out
 from ..analyze.common import CLASS_NAMES
@@ -178,7 +178,7 @@ def captures(view: Trace, before: Captures) -> Captures:
 
 def with_carried_kernels(view: Trace, table: Table) -> Table:
     """A window's ``kernel_efficiency`` (with its ``_peak``) and rows of the kernels its
-    replays of graphs captured in an earlier window ran, as ``efficiency.kernel_costs``
+    replays of graphs captured in an earlier window ran, as ``kernel_roofline.kernel_costs``
     counts a replayed kernel: its captured op's FLOPs and bytes shared among that op's
     kernels of the replay by duration, the kernels the window counts (the merge adds
     the rows of one name)."""

@@ -1,0 +1,158 @@
+"""What the dependency graph (``depgraph.build``) needs of the whole trace, computed once
+for all its windows: the :class:`Context` of a trace (its columns, the candidate rows of
+each kind sorted by time, the correlation lookups, the streams' queues and the links
+found between threads), made once per trace by :func:`context`."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..derive import cache
+from ..errors import PolyprofError
+from ..trace.categories import Kind
+from ..trace.core import Trace
+from ..trace.sorting import member, row_of_key
+from ..trace.vocabulary import CONTEXT_SYNC, EVENT_SYNC, STREAM_SYNC, STREAM_WAIT_EVENT, WAITING_CALLS
+from .common import COMMUNICATION, device_view, names_in
+from .inputs import cpu_comm_rows
+from .thread_links import backward_callers, comm_callers
+from .stream_queues import queue_levels
+from .wait_links import int_stat as _int_stat, wait_links
+from .xla_links import xla_host_ops, xla_waits
+
+if TYPE_CHECKING:
+    from ..formats.xspace.xla_deps import OpDependencies
+
+
+class Context:
+    """What :func:`depgraph.build` needs of the whole trace, computed once for all its windows (the
+    steps): the columns, the candidate rows of each kind sorted by the time that puts them
+    in a window, the correlation lookups and the streams' queues. A window then costs its
+    own rows, not the trace's."""
+
+    def __init__(self, trace: Trace) -> None:
+        ev = trace.events
+        self.start = start = np.asarray(ev["start_ns"], np.int64)
+        dur = np.asarray(ev["dur_ns"], np.int64)
+        self.end = start + dur
+        self.track = track = np.asarray(ev["track"], np.int64)
+        self.names = names = np.asarray(ev["name"], np.int64)
+        kinds = trace.kinds
+        host_plane = np.array([p.kind == "host" for p in trace.planes], bool)
+        derived = np.array([t.kind == "derived" for t in trace.tracks], bool)
+        self.on_host = on_host = (host_plane[trace.track_plane[track]] & ~derived[track] if trace.n_events
+                                  else np.zeros(0, bool))
+        timed = dur > 0
+        # host ops and runtime calls, by start
+        host = on_host & timed & member(kinds, np.array([Kind.CPU_OP, Kind.RUNTIME], np.int64))
+        # XLA's CPU runtime's ops (kind KERNEL on host threads: xla_links), then the CPU
+        # backends' collectives (gloo's work ranges on its threads: annotations)
+        self.xla_op = xla_op = xla_host_ops(trace, on_host, timed)
+        host |= xla_op
+        comm = cpu_comm_rows(trace)
+        self.host_comm = comm = comm[on_host[comm] & ~host[comm]] if len(comm) else comm
+        host[comm] = True
+        host = np.flatnonzero(host)
+        self.host, self.host_t = _by_time(host, start[host])
+        self.comm_caller = comm_callers(trace, comm, start, track, names, on_host, kinds) if len(comm) else None
+        # device activity with a timed launch, by its launch's start
+        self.corr = corr = cache.correlation(trace)
+        d_launch = corr.launch
+        ok = d_launch >= 0
+        ok[ok] = timed[d_launch[ok]]
+        pos = np.flatnonzero(ok)
+        self.dev_pos, self.dev_t = _by_time(pos, start[d_launch[pos]])
+        # synchronisation records on devices, tied to their host call by correlation id
+        self.cid = cid = _int_stat(trace, "correlation_id")
+        sync_name = names_in(trace, (CONTEXT_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_WAIT_EVENT))
+        sy = np.flatnonzero(~on_host & sync_name[names]) if trace.n_events else np.zeros(0, np.int64)
+        runtime = np.flatnonzero(on_host & (kinds == Kind.RUNTIME) & (cid >= 0))
+        sy_call = row_of_key(cid[runtime], runtime, cid[sy])
+        keep = sy_call >= 0
+        self.sy, self.sy_call = sy[keep], sy_call[keep]
+        self.sy_always = names[self.sy] == trace.string_id(STREAM_WAIT_EVENT)
+        self.sy_timed = timed[self.sy_call]
+        self.xla_wait = xla_waits(trace, xla_op)
+        self.waits = names_in(trace, WAITING_CALLS) | self.xla_wait
+        self.wait_links = wait_links(trace, on_host, start, self.end, track, names, cid, corr)  # (OpenCL's)
+        self.queues = queue_levels(trace, corr, names, start, track)
+        self._stats: dict[str, np.ndarray] = {}
+        self._rows: dict[tuple[str, ...], np.ndarray] = {}
+        self._communication: np.ndarray | None = None
+        self._graph_index: np.ndarray | None = None
+        self._backward: dict[int, int] | None = None
+        self._xla_deps: OpDependencies | None = None
+        self._trace = weakref.ref(trace)  # (kept in the trace's memo: no cycle back through it)
+
+    @property
+    def trace(self) -> Trace:
+        """The trace this context is of (while it lives: the context is in its memo)."""
+        trace = self._trace()
+        if trace is None:
+            raise PolyprofError("a critical-path context outlived its trace")
+        return trace
+
+    @property
+    def graph_index(self) -> np.ndarray:
+        """Per event row, -1: the map :func:`depgraph.build` sets for one window's rows and clears
+        after (one array for every window, not one fill of the trace's length each)."""
+        if self._graph_index is None:
+            self._graph_index = np.full(self.trace.n_events, -1, np.int64)
+        return self._graph_index
+
+    @property
+    def backward_callers(self) -> dict[int, int]:
+        """Per autograd engine thread (``cache.threads`` ids), the thread that calls the
+        backward pass it runs (:func:`backward_callers`), found once."""
+        if self._backward is None:
+            self._backward = backward_callers(self.trace, self.on_host, self.track, self.names)
+        return self._backward
+
+    @property
+    def xla_deps(self) -> OpDependencies:
+        """The data dependencies of XLA's CPU runtime's ops, from the file's HLO, found once."""
+        if self._xla_deps is None:
+            from ..formats.xspace.xla_deps import op_dependencies  # the HLO decoder: only a trace with XLA CPU ops
+
+            self._xla_deps = op_dependencies(self.trace, self.on_host)
+        return self._xla_deps
+
+    def stat(self, key: str) -> np.ndarray:
+        """:func:`_int_stat` of the trace, decoded once."""
+        if key not in self._stats:
+            self._stats[key] = _int_stat(self.trace, key)
+        return self._stats[key]
+
+    def communication(self, rows: np.ndarray) -> np.ndarray:
+        """Which of the device activity ``rows`` are communication (``activity_class``),
+        classed once for every device activity of the trace (``common.device_view``'s
+        classes: its kernel names matched once per trace)."""
+        if self._communication is None:
+            dev = self.corr.device_rows
+            self._communication = np.zeros(self.trace.n_events, bool)
+            if len(dev):  # (the view's classes are of these rows, shared with the breakdowns)
+                self._communication[dev] = device_view(self.trace).cls == COMMUNICATION
+        return self._communication[rows]
+
+    def host_rows(self, calls: tuple[str, ...]) -> np.ndarray:
+        """The host rows named one of ``calls``, found once."""
+        if calls not in self._rows:
+            self._rows[calls] = np.flatnonzero(self.on_host & names_in(self.trace, calls)[self.names])
+        return self._rows[calls]
+
+
+def context(trace: Trace) -> Context:
+    """The trace's :class:`Context`, made once per trace (``cache.memo``): the critical
+    path's table, its track and the job's graphs (``ranks/critical_path.py``, a
+    :func:`depgraph.build` per step) share it. It holds a few columns of the trace's length for as
+    long as the trace lives."""
+    return cache.memo(trace, "critical_path_context", Context)
+
+
+def _by_time(rows: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    o = np.argsort(t, kind="stable")
+    return rows[o], t[o]
+
