@@ -35,7 +35,7 @@ from .clock import REFERENCE_CLOCK, now_ns, wall_anchor
 from .guard import Kept, Outcome, call_guarded, call_here
 from .options import NAMES, SessionOptions, make
 from .plugin import Near, Plugin, SessionContext, keep_near
-from .registry import discover, is_target, load_target, resolve
+from .slots import Slot, describe, make_slots
 from ..trace import metadata_keys as mkeys
 
 if TYPE_CHECKING:
@@ -46,29 +46,6 @@ F = TypeVar("F", bound=Callable[..., object])
 
 _active_lock = threading.Lock()
 _active: "Session | None" = None
-
-
-class _Slot:
-    """One plugin in a session and what happened to it."""
-
-    def __init__(self, name: str, plugin: Plugin):
-        self.name = name
-        self.plugin = plugin
-        self.started = False
-        self.status = "new"
-        #: start()/stop() must run on the session's own thread (thread-local profiler state)
-        self.here = bool(getattr(plugin, "session_thread_only", False))
-
-    @property
-    def limited(self) -> bool:
-        """The next call runs in a helper thread under a time limit. Asked before each
-        call: a plugin may say False once the call left does only CPU work on data in
-        memory (the host plugin always; the torch plugin's collect of what it read from
-        torch's memory), sparing a thread hand-off; never raises (True then)."""
-        try:
-            return bool(getattr(self.plugin, "time_limited", True))
-        except Exception:
-            return True
 
 
 class Session:
@@ -128,7 +105,7 @@ class Session:
             self.options.setdefault("host", {}).setdefault("max_events", settings.max_host_events)
         self.trace: Trace | None = None
         self.errors: list[dict[str, str]] = []
-        self._slots: list[_Slot] = []
+        self._slots: list[Slot] = []
         self._ctx: SessionContext | None = None
         self._stopped = False
         self.skipped: dict[str, str] = {}  # default plugins that can't run here -> why
@@ -136,52 +113,6 @@ class Session:
         self.ended_by: str | None = None
 
     # ---------------------------------------------------------------- lifecycle
-    def _make_slots(self) -> list[_Slot]:
-        spec = self.plugin_spec
-        names = None if spec is None else [p for p in spec if isinstance(p, str) and not is_target(p)]
-        if names is not None and "host" not in names:
-            names = ["host", *names]
-        slots: list[_Slot] = []
-        if names is None:  # say which default plugins can't run here, and why (not an error)
-            found = discover(session=True)  # one discovery: each plugin is loaded and checked once
-            self.skipped = {i.name: f"unavailable: {i.availability.reason}" for i in found.values()
-                            if i.default and not i.availability.ok}
-            for name, why in self.skipped.items():
-                log.info("plugin %s not used: %s", name, why)
-            infos = [i for i in found.values() if i.default and i.availability.ok]
-        else:
-            infos = resolve(names)
-        for info in infos:
-            if info.factory is None or not info.availability.ok:
-                self._error(info.name, "load", f"not available: {info.availability.reason}")
-                continue
-            try:
-                opts = self.options.get(info.name, {})
-                made = info.factory(**({"memory": True, **opts} if self.memory else opts))
-                if not isinstance(made, Plugin):
-                    raise PluginError(f"the factory returned {type(made).__name__}, not a polyprof Plugin")
-                slots.append(_Slot(info.name, made))
-            except Exception as e:
-                self._error(info.name, "create", _describe(e))
-        for p in spec or []:
-            if isinstance(p, str) and is_target(p):  # pkg.module:Factory or path.so: made for each session
-                try:
-                    opts = self.options.get(p, {})
-                    loaded = load_target(p, **({"memory": True, **opts} if self.memory else opts))
-                except Exception as e:
-                    self._error(p, "create", _describe(e))
-                    continue
-                slots.append(_Slot(str(getattr(loaded, "name", type(loaded).__name__)), loaded))
-            elif not isinstance(p, str):
-                if self.memory and isinstance(getattr(p, "options", None), dict):
-                    p.options.setdefault("memory", True)
-                slots.append(_Slot(str(getattr(p, "name", type(p).__name__)), p))
-        known = {i.name for i in infos} | set(self.skipped) | {p for p in spec or [] if isinstance(p, str)}
-        for key in sorted(set(self.options) - known - {"host"}):
-            log.warning("plugin options for %r not used: no plugin of this session is given as %r "
-                        "(options are keyed as the plugin is named in --plugins)", key, key)
-        return slots
-
     def start(self) -> "Session":
         global _active
         if self._ctx is not None:
@@ -218,7 +149,7 @@ class Session:
             exits.track(self)  # an exec or os._exit in the program saves its trace first
             return self
         try:
-            self._slots = self._make_slots()
+            self._slots = make_slots(self)
         except BaseException:
             with _active_lock:
                 _active = None
@@ -370,7 +301,7 @@ class Session:
                 except Exception as e:  # the journal is a safety net; the stop goes on
                     log.debug("crash journal flush before stop: %s", e)
 
-    def _collect(self, slot: _Slot, end: int) -> Trace | None:
+    def _collect(self, slot: Slot, end: int) -> Trace | None:
         kept, fn = Kept(self.owns_process), slot.plugin.collect
         if slot.limited:
             out = call_guarded(fn, f"polyprof-collect-{slot.name}", self.collect_timeout)
@@ -382,7 +313,7 @@ class Session:
             slot.status = "failed"
             return None
         if out.error is not None:
-            self._error(slot.name, "collect", _describe(out.error), out.tb)
+            self._error(slot.name, "collect", describe(out.error), out.tb)
             slot.status = "failed"
             return None
         result = out.value
@@ -394,7 +325,7 @@ class Session:
             result.validate()
             near = keep_near(result, self._ctx.start_ns if self._ctx is not None else end, end)
         except Exception as e:
-            near = Near(None, _describe(e))
+            near = Near(None, describe(e))
         if near.trace is not None:
             if near.message is not None and self._ctx is not None:
                 self._ctx.warn(slot.name, near.message)
@@ -403,7 +334,7 @@ class Session:
         slot.status = "failed"
         return None
 
-    def _call(self, slot: _Slot, phase: str, fn: Callable[[], object]) -> bool:
+    def _call(self, slot: Slot, phase: str, fn: Callable[[], object]) -> bool:
         """start()/stop() of one plugin: never raises, time limited unless the plugin
         must run on this thread (then a hang is reported once it returns)."""
         t0, kept = now_ns(), Kept(self.owns_process)
@@ -418,7 +349,7 @@ class Session:
             slot.status = "failed"
             return False
         if out.error is not None:
-            self._error(slot.name, phase, _describe(out.error), out.tb)
+            self._error(slot.name, phase, describe(out.error), out.tb)
             slot.status = "failed"
             return False
         took = (now_ns() - t0) / 1e9
@@ -426,7 +357,7 @@ class Session:
             self._ctx.warn(slot.name, f"{phase}() took {took:.1f} s (limit {self.call_timeout:g} s)")  # type: ignore[union-attr]
         return True
 
-    def _kept(self, slot: _Slot, kept: Kept, phase: str) -> None:
+    def _kept(self, slot: Slot, kept: Kept, phase: str) -> None:
         note = kept.end(phase)
         if note is not None and self._ctx is not None:
             self._ctx.warn(slot.name, note)
@@ -464,7 +395,7 @@ class Session:
         try:
             return identify(merge(parts, meta), rank=rank_from_env())
         except Exception as e:  # keep what merges; name the part that does not
-            self._error("session", "merge", _describe(e))
+            self._error("session", "merge", describe(e))
             meta[mkeys.PLUGIN_ERRORS] = list(self.errors)
             good = []
             for p in parts:
@@ -523,10 +454,6 @@ class Session:
 
 def _start(plugin: Plugin, ctx: SessionContext) -> None:
     plugin.start(ctx)
-
-
-def _describe(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}"
 
 
 def _version() -> str:

@@ -22,7 +22,8 @@ from ...trace.core import Trace
 from ..device_list import FLOW_CATEGORY_SHIFT, PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from ..native import bytes_back
 from .clocks import Clocks
-from .collector import END, Collector
+from .collector import Collector
+from .kinds import END
 from .slices import link, match
 from ...trace.sorting import unique
 

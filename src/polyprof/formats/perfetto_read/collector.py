@@ -34,24 +34,23 @@ from ...trace import metadata_keys as mkeys
 from ...trace.builder import TraceBuilder
 from ..device_list import PERFETTO_DERIVED_COUNTERS, PERFETTO_FLOW_CATEGORIES, PERFETTO_PLANES
 from .clocks import MONOTONIC, Clocks
+from .gpu_events import GpuEvents
+from .kinds import BEGIN, COMPLETE, END, INSTANT, P_TIMESTAMP
 from .sequences import SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, Sequence, text
 from .tracks import Tracks
 
 log = logging.getLogger("polyprof")
 
-BEGIN, END, INSTANT, COMPLETE = 1, 2, 3, 5
 _TYPE_COUNTER = 4
 #: legacy (Chrome JSON) phases -> kinds
 _PHASES = {ord("B"): BEGIN, ord("E"): END, ord("X"): COMPLETE, ord("I"): INSTANT, ord("i"): INSTANT,
            ord("n"): INSTANT, ord("R"): INSTANT}
-_COMPUTE_STAGE = 2  # InternedGpuRenderStageSpecification.RenderStageCategory.COMPUTE
 _SCOPE_PROCESS = 2  # LegacyEvent.InstantEventScope.SCOPE_PROCESS
 # field numbers (trace.proto): TracePacket
-_P_TIMESTAMP, _P_CLOCK, _P_SEQ, _P_FLAGS, _P_CLEARED, _P_DROPPED = 8, 58, 10, 13, 41, 42
+_P_CLOCK, _P_SEQ, _P_FLAGS, _P_CLEARED, _P_DROPPED = 58, 10, 13, 41, 42
 _INT64 = 1 << 63
 _P_INTERNED, _P_DEFAULTS, _P_TRACK_EVENT, _P_DESCRIPTOR, _P_PROCESS, _P_THREAD = 12, 59, 11, 60, 43, 44
 _P_CLOCKS, _P_TREE, _P_RENDER_STAGE, _P_GPU_COUNTERS = 6, 2, 53, 52
-_FORWARDS = 2  # GpuCounterSpec.VALUE_DIRECTION_FORWARDS_LOOKING
 _P_STREAMING_PROFILE, _P_CHROME_EVENTS = 54, 5
 # TrackEvent
 _TE_TYPE, _TE_TRACK, _TE_NAME_IID, _TE_NAME, _TE_CATEGORY_IIDS, _TE_CATEGORIES = 9, 11, 10, 23, 3, 22
@@ -78,7 +77,7 @@ def _saturated(v: int) -> int:
     return min(max(v, _MIN64), _MAX64)
 
 
-class Collector:
+class Collector(GpuEvents):
     """Columns of everything read so far (see the module's docstring)."""
 
     def __init__(self) -> None:
@@ -210,7 +209,7 @@ class Collector:
         return bool(self.kind or self.c_track or self.flows or self.st)
 
     def _time(self, f: dict[int, Any], s: Sequence) -> tuple[int, int]:
-        return self.clocks.resolve(f.get(_P_CLOCK, s.clock), f.get(_P_TIMESTAMP, 0), s.id)
+        return self.clocks.resolve(f.get(_P_CLOCK, s.clock), f.get(P_TIMESTAMP, 0), s.id)
 
     def _beyond_int64(self, what: str, *values: int) -> bool:
         """Whether a time or duration (a uint64 field, or microseconds times 1000) is past
@@ -243,7 +242,7 @@ class Collector:
                 self.skip("track events with a negative time")
                 return
             clock = MONOTONIC
-        elif _P_TIMESTAMP in f:
+        elif P_TIMESTAMP in f:
             clock, ts = self._time(f, s)
         else:
             self.skip("track events without a timestamp")
@@ -434,144 +433,6 @@ class Collector:
                 self.chrome_meta[name] = json.loads(m.json_value)
             except ValueError:
                 self.skip(f"Chrome metadata entries {name!r} whose JSON does not parse")
-
-    # ------------------------------------------------------------------ GPU messages
-    def render_stage(self, f: dict[int, Any], g: Any, s: Sequence) -> None:
-        """A ``GpuRenderStageEvent``: a complete slice on its GPU's hardware queue. As
-        Perfetto's ``GpuEventParser``: only an event with an ``event_id`` is a slice (one
-        with only ``specifications`` names queues and stages for the events after); a
-        queue or stage by number is named by those, else ``Unknown GPU Queue <id>`` and
-        ``render stage(<id>)``; one whose ``hw_queue_iid`` is not interned is dropped."""
-        if g.HasField("specifications"):
-            self._render_specs(g)
-        if not g.HasField("event_id"):
-            return
-        queues, stages = self.render_specs
-        qid = -1
-        if g.HasField("hw_queue_iid"):
-            if g.hw_queue_iid not in s.specs:
-                self.skip("GPU render stages whose hw_queue_iid no interned specification names, "
-                          "as Perfetto drops them")
-                return
-            queue = s.specs[g.hw_queue_iid][0]
-        else:
-            qid = g.hw_queue_id & 0xFFFFFFFF  # Perfetto reads the int32 as uint32
-            queue = queues[qid] if qid < len(queues) else ""
-        sid = g.stage_id & 0xFFFFFFFFFFFFFFFF  # and this one as uint64
-        stage_name, category = (stages[sid] if sid < len(stages) else f"render stage({sid})", 0)
-        if g.HasField("stage_iid"):  # one not interned: Perfetto's name is null, as for track events
-            if g.stage_iid not in s.specs:
-                self.skip("GPU render stage names not interned on their sequence (named by iid)")
-            stage_name, category = s.specs.get(g.stage_iid, (f"<stage iid {g.stage_iid} not interned>", 0))
-        which = g.WhichOneof("name_field")
-        if which == "name":
-            label = text(g.name)
-        elif which == "name_iid":
-            label = self.b.strings[s.names[g.name_iid]] if g.name_iid in s.names else stage_name
-        else:
-            label = stage_name
-        clock, ts = self._time(f, s)
-        if self._beyond_int64("GPU render stages", ts, g.duration):
-            return
-        if queue or qid < 0:
-            code = self.tracks.gpu_queue(g.gpu_id, queue)
-        else:
-            code = self.tracks.gpu_queue(g.gpu_id, f"Unknown GPU Queue {qid}")
-            self.unnamed_queues.setdefault(qid, {}).setdefault(g.gpu_id, code)
-        row = self.n
-        self.n += 1
-        self.kind.append(COMPLETE)
-        self.track.append(code)
-        self.ts.append(ts)
-        self.clock.append(clock)
-        self.dur.append(g.duration)
-        self.name.append(self.b.intern(label))
-        self.cat.append(self.b.intern("kernel" if category == _COMPUTE_STAGE else "gpu_render_stage"))
-        self._stat("stage", "s", row, stage_name)
-        if g.HasField("submission_id"):
-            self._stat("submission_id", "u", row, g.submission_id)
-        if g.HasField("context"):
-            self._stat("context", "u", row, g.context)
-        for e in g.extra_data:
-            self._stat(text(e.name), "s", row, text(e.value))
-
-    def _render_specs(self, g: Any) -> None:
-        """``specifications``: queues by position in this message (a later one renames),
-        named stages added to those before. A queue events used unnamed has its track
-        renamed on the message's GPU, once (``InsertTrackForUninternedRenderStage``)."""
-        queues, stages = self.render_specs
-        for i, q in enumerate(g.specifications.hw_queue):
-            if not q.HasField("name"):
-                continue
-            queues.extend([""] * (i + 1 - len(queues)))
-            queues[i] = text(q.name)
-            unnamed = self.unnamed_queues.pop(i, None)
-            if unnamed and queues[i] and g.gpu_id in unnamed:
-                self.tracks.info[unnamed[g.gpu_id]]["name"] = queues[i]
-        stages.extend(text(st.name) for st in g.specifications.stage if st.HasField("name"))
-
-    def gpu_counters(self, f: dict[int, Any], g: Any, s: Sequence) -> None:
-        """A ``GpuCounterEvent``: samples of GPU counters, named by a descriptor. As
-        Perfetto's ``GraphicsEventModule``: a legacy counter id is its first descriptor's
-        in the file (on that one's GPU), wherever the samples are, and ``build.py`` drops
-        the samples of an id none describes; an interned descriptor's ids are its own (a
-        sample of an id it lacks is dropped). A value is the counter's over the interval
-        ending at its sample unless the descriptor says forwards; samples in a packet
-        without a timestamp are dropped."""
-        if g.HasField("counter_descriptor_iid"):
-            ids = self._interned_gpu_counters(g.counter_descriptor_iid, s)
-            if ids is None:
-                if g.counters:
-                    self.skip("GPU counter events whose counter_descriptor_iid names no interned descriptor, "
-                              "as Perfetto drops them")
-                return
-        else:
-            ids = None
-            if g.HasField("counter_descriptor"):
-                for spec in g.counter_descriptor.specs:
-                    if spec.HasField("counter_id") and spec.HasField("name"):
-                        self.tracks.gpu_counter_specs.setdefault(
-                            spec.counter_id, (g.gpu_id, text(spec.name), spec.value_direction == _FORWARDS))
-        if not g.counters:
-            return
-        if _P_TIMESTAMP not in f:
-            self.skip("GPU counter events without a timestamp, as Perfetto drops them")
-            return
-        clock, ts = self._time(f, s)
-        if self._beyond_int64("GPU counter events", ts):
-            return
-        for c in g.counters:
-            which = c.WhichOneof("value")
-            if which is None or not c.HasField("counter_id"):
-                continue
-            if ids is None:
-                code = self.tracks.gpu_counter(c.counter_id)
-            elif c.counter_id in ids:
-                code, forwards = ids[c.counter_id]
-                if not forwards:
-                    self.backwards_counters.add(code)
-            else:
-                self.skip("GPU counter samples whose counter id their interned descriptor lacks, "
-                          "as Perfetto drops them")
-                continue
-            self._counter(code, ts, clock, getattr(c, which))
-
-    def _interned_gpu_counters(self, iid: int, s: Sequence) -> dict[int, tuple[int, bool]] | None:
-        """Counter id -> (track code, forwards-looking) of the sequence's interned GPU
-        counter descriptor ``iid`` (its counters are by GPU and name, as Perfetto's);
-        None when the sequence has no such descriptor."""
-        ids = s.gpu_maps.get(iid)
-        if ids is not None:
-            return ids
-        d = s.gpu_descs.get(iid)
-        if d is None or not d.HasField("counter_descriptor"):
-            return None
-        ids = s.gpu_maps[iid] = {}
-        for spec in d.counter_descriptor.specs:
-            if spec.HasField("counter_id") and spec.HasField("name") and spec.counter_id not in ids:
-                ids[spec.counter_id] = (self.tracks.gpu_counter_named(d.gpu_id, text(spec.name)),
-                                        spec.value_direction == _FORWARDS)
-        return ids
 
 
 def _signed(v: int) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import walked
-from .collector import BEGIN, END
+from .kinds import BEGIN, END
 
 
 def match(kind: np.ndarray, track: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from ..._lazy import lazy_names
 from .align import Capture, fit_alignment, fit_pairs
-from .plugin import TorchPlugin, active_plugin, default_activities, recording_survived
+from .hooks import default_activities, recording_survived
+from .plugin import TorchPlugin, active_plugin
 
 if TYPE_CHECKING:
     from .ingest import STEP_PREFIX, SYNC_NAME, ingest_kineto

@@ -32,11 +32,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
-import os
-import shutil
-import tempfile
 import threading
-import weakref
 from typing import Any
 
 from ...collect import recorder as rec_mod
@@ -49,18 +45,15 @@ from ...trace.builder import TraceBuilder
 from ...trace.core import Trace
 from ...trace.merge import merge
 from .align import Capture, clock_summary
+from .captures import LOST, Captures
 from .handover import DropIns, HandOver, close_mirrors, gates
-from .hooks import (ImportHook, Ranges, default_activities, gate_profiler_start, imported_torch, profiler_starts,
-                    recording_survived)
+from .hooks import (ImportHook, Ranges, default_activities, gate_profiler_start, imported_torch, profiler_starts)
 from .steps import OptimizerSteps
 
 # ingest (Kineto's events into the session trace) and memory are imported once torch
 # recorded: every session's discovery imports this module
 
 log = logging.getLogger("polyprof")
-LOST = "the torch recording was ended by another torch.profiler in the program"
-
-_SYNC_REPEATS = 3
 
 _active: "TorchPlugin | None" = None  # the torch plugin of the running session, if any
 
@@ -74,7 +67,7 @@ def active_plugin() -> "TorchPlugin | None":
 _GATES = gates(active_plugin)
 
 
-class TorchPlugin(Plugin):
+class TorchPlugin(Captures, Plugin):
     """PyTorch (Kineto) in a polyprof session.
 
     ``default = True`` but lazy: importing torch costs seconds, so the plugin never
@@ -390,88 +383,6 @@ class TorchPlugin(Plugin):
             mkeys.record_fit(out.metadata, plane, self.name, fit)
         return self.dropins.write(out)
 
-    # ------------------------------------------------------------------ used by the drop-in
-    def new_capture(self) -> Capture:
-        with self._lock:
-            cap = Capture(len(self._captures))
-            self._captures.append(cap)
-            return cap
-
-    def sync(self, cap: Capture | None = None) -> None:
-        """Emit bracketed clock-sync markers into the running torch recording."""
-        torch = imported_torch()
-        if torch is None:
-            return
-        from .ingest import SYNC_NAME
-
-        r = self._ensure_ranges(torch)
-        cap = cap if cap is not None else (self._captures[-1] if self._captures else self.new_capture())
-        enter, exit_ = r.enter, r.exit
-        for _ in range(_SYNC_REPEATS):
-            a = now_ns()
-            h = enter(SYNC_NAME)
-            b = now_ns()
-            exit_(h)
-            cap.samples.append((a, b))
-
-    def _keep(self, prof: Any, cap: Capture) -> None:
-        """The recording our own torch profiler just ended: read from torch's results in
-        memory where torch hands them out (activities.py: no JSON written and read back),
-        else through torch's export. ``keep_export`` still writes torch's JSON."""
-        from . import activities  # the Kineto reader's modules: imported only when torch recorded
-
-        keep = self.options.get("keep_export")
-        if recording_survived(prof):
-            try:
-                cap.trace = activities.read(prof)
-            except Exception as e:  # reported; torch's export is read instead
-                self._warn(f"torch's results could not be read in memory ({type(e).__name__}: {e}); "
-                           "reading its JSON export instead")
-        if cap.trace is None:
-            self.export(prof, cap)
-            return
-        self._memory_categories(prof, cap)
-        if keep:
-            import torch
-
-            name = f"torch_{id(self):x}_cycle{cap.index}.json"
-            try:
-                os.makedirs(keep, exist_ok=True)
-                torch.profiler.profile.export_chrome_trace(prof, os.path.join(keep, name))
-            except Exception as e:  # the user's copy: its failure costs only the copy
-                self._warn(f"torch's JSON was not written to {keep}: {type(e).__name__}: {e}")
-
-    def _memory_categories(self, prof: Any, cap: Capture) -> None:
-        try:
-            from .memory import categories_of
-
-            cap.mem_categories = categories_of(prof)
-        except Exception as e:  # torch's private memory profile: its failure costs only the categories
-            self._warn(f"no memory categories from torch: {type(e).__name__}: {e}")
-
-    def export(self, prof: Any, cap: Capture | None = None, directory: str | None = None) -> None:
-        """Export torch's trace of the capture that just ended (called before any user
-        on_trace_ready handler, so its own exports and files stay untouched)."""
-        import torch
-
-        cap = cap if cap is not None else self._captures[-1]
-        if not recording_survived(prof):
-            # another torch.profiler in the program ended this recording: torch has no
-            # trace for it, and exporting that empty result crashes the process
-            cap.lost = LOST
-            self._warn(LOST + "; its torch ops are lost")
-            return
-        # a driver's directory is the driver's to clean (it hands the file out later)
-        folder = directory or self._export_dir()
-        path = os.path.join(folder, f"torch_{id(self):x}_cycle{cap.index}.json")
-        torch.profiler.profile.export_chrome_trace(prof, path)
-        cap.path = path
-        self._memory_categories(prof, cap)
-        keep = self.options.get("keep_export")
-        if keep:
-            os.makedirs(keep, exist_ok=True)
-            shutil.copy(path, os.path.join(keep, os.path.basename(path)))
-
     # ------------------------------------------------------------------ listeners
     def _attach_listener(self) -> None:
         """Mirror sections into torch, only while a torch profiler records for us: a
@@ -556,21 +467,6 @@ class TorchPlugin(Plugin):
             self.ctx.warn(self.name, msg)
         else:
             log.warning("plugin torch: %s", msg)
-
-    def _export_dir(self) -> str:
-        """Where torch's exports go until they are read: made at the first export only
-        (a recording read from memory writes none). Removed at collect; also when a
-        plugin that is never collected (failed stop, conformance checks) is
-        garbage-collected or the interpreter exits."""
-        if self._tmpdir is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="polyprof-torch-")
-            weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
-        return self._tmpdir
-
-    def _cleanup(self) -> None:
-        if self._tmpdir:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
 
     # ------------------------------------------------------------------ ingest
     def ingest(self, cap: Capture) -> tuple[Trace, dict[str, Any]]:

@@ -1,0 +1,97 @@
+"""The session's plugins, one slot each: which plugins a session makes (the default
+ones that can run here, or those its plugin list names: entry points, targets and
+plugin objects), with their options, and the slot that holds each with what happened
+to it (collect/session.py calls them through their slots)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from .. import logs
+from ..errors import PluginError
+from .plugin import Plugin
+from .registry import discover, is_target, load_target, resolve
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger(logs.LOGGER)
+
+
+class Slot:
+    """One plugin in a session and what happened to it."""
+
+    def __init__(self, name: str, plugin: Plugin):
+        self.name = name
+        self.plugin = plugin
+        self.started = False
+        self.status = "new"
+        #: start()/stop() must run on the session's own thread (thread-local profiler state)
+        self.here = bool(getattr(plugin, "session_thread_only", False))
+
+    @property
+    def limited(self) -> bool:
+        """The next call runs in a helper thread under a time limit. Asked before each
+        call: a plugin may say False once the call left does only CPU work on data in
+        memory (the host plugin always; the torch plugin's collect of what it read from
+        torch's memory), sparing a thread hand-off; never raises (True then)."""
+        try:
+            return bool(getattr(self.plugin, "time_limited", True))
+        except Exception:
+            return True
+
+
+def make_slots(session: "Session") -> list[Slot]:
+    """The session's plugins, each in its slot: the default ones that can run here (those
+    that cannot are said in ``session.skipped``), or those its plugin list names (the host
+    plugin always), entry points, targets and plugin objects; one that cannot be made is
+    the session's error, not an exception."""
+    spec = session.plugin_spec
+    names = None if spec is None else [p for p in spec if isinstance(p, str) and not is_target(p)]
+    if names is not None and "host" not in names:
+        names = ["host", *names]
+    slots: list[Slot] = []
+    if names is None:  # say which default plugins can't run here, and why (not an error)
+        found = discover(session=True)  # one discovery: each plugin is loaded and checked once
+        session.skipped = {i.name: f"unavailable: {i.availability.reason}" for i in found.values()
+                        if i.default and not i.availability.ok}
+        for name, why in session.skipped.items():
+            log.info("plugin %s not used: %s", name, why)
+        infos = [i for i in found.values() if i.default and i.availability.ok]
+    else:
+        infos = resolve(names)
+    for info in infos:
+        if info.factory is None or not info.availability.ok:
+            session._error(info.name, "load", f"not available: {info.availability.reason}")
+            continue
+        try:
+            opts = session.options.get(info.name, {})
+            made = info.factory(**({"memory": True, **opts} if session.memory else opts))
+            if not isinstance(made, Plugin):
+                raise PluginError(f"the factory returned {type(made).__name__}, not a polyprof Plugin")
+            slots.append(Slot(info.name, made))
+        except Exception as e:
+            session._error(info.name, "create", describe(e))
+    for p in spec or []:
+        if isinstance(p, str) and is_target(p):  # pkg.module:Factory or path.so: made for each session
+            try:
+                opts = session.options.get(p, {})
+                loaded = load_target(p, **({"memory": True, **opts} if session.memory else opts))
+            except Exception as e:
+                session._error(p, "create", describe(e))
+                continue
+            slots.append(Slot(str(getattr(loaded, "name", type(loaded).__name__)), loaded))
+        elif not isinstance(p, str):
+            if session.memory and isinstance(getattr(p, "options", None), dict):
+                p.options.setdefault("memory", True)
+            slots.append(Slot(str(getattr(p, "name", type(p).__name__)), p))
+    known = {i.name for i in infos} | set(session.skipped) | {p for p in spec or [] if isinstance(p, str)}
+    for key in sorted(set(session.options) - known - {"host"}):
+        log.warning("plugin options for %r not used: no plugin of this session is given as %r "
+                    "(options are keyed as the plugin is named in --plugins)", key, key)
+    return slots
+
+
+def describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
