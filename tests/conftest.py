@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,32 @@ def kineto_files(traces_dir: Path) -> list[Path]:
     files = sorted((traces_dir / "kineto").glob("*.json.gz"))
     assert files, "no Kineto traces in tests/data/traces/kineto"
     return files
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path: Path):
+    """Mounts a small tmpfs, a real full disk: ``mount_tmpfs("1m")`` (mount's ``size=``) is
+    a new folder under tmp_path, unmounted when the test ends. Needs root and mount(8):
+    the test is skipped with the reason otherwise."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
+        mnt.mkdir()
+        if shutil.which("mount") is None or os.geteuid() != 0:
+            pytest.skip("mounting a small tmpfs needs root and mount(8)")
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+        mounted.append(mnt)
+        return mnt
+
+    try:
+        yield mount
+    finally:
+        for mnt in mounted:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 @pytest.fixture(params=["c", "python"])

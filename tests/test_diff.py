@@ -22,6 +22,7 @@ from polyprof.analyze.names import normalize_name
 from polyprof.analyze.ranktest import mann_whitney, min_p_value
 from polyprof.errors import PolyprofError
 from polyprof.report.names import ladder
+from torch_matmuls import matmul_run
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # Kineto's device activity categories
 
@@ -307,17 +308,7 @@ def test_xspace_tpu_trace_diffs_with_itself(traces_dir):
 
 def _torch_run(torch, path: Path, size: int, steps: int = 8) -> Path:
     """A real torch.profiler CPU trace: ``steps`` recorded steps of a matmul of ``size``."""
-    torch.manual_seed(0)
-    x = torch.randn(size, size)
-    sched = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
-                                on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
-        for _ in range(steps + 1):
-            with torch.profiler.record_function("work"):
-                for _ in range(3):
-                    torch.mm(x, x)
-            prof.step()
-    return path
+    return matmul_run(torch, path, size, steps, 3)
 
 
 def test_real_torch_cpu_runs(tmp_path):

@@ -11,21 +11,12 @@ import pytest
 
 import polyprof
 from polyprof.analyze.diff import Runs, diff
+from torch_matmuls import matmul_run
 
 
 def _torch_calls(torch, path: Path, calls: int, steps: int = 6, size: int = 192) -> polyprof.Trace:
     """A real torch.profiler CPU run: ``steps`` recorded steps, each ``calls`` matmuls."""
-    torch.manual_seed(0)
-    x = torch.randn(size, size)
-    sched = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
-                                on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
-        for _ in range(steps + 1):
-            with torch.profiler.record_function("work"):
-                for _ in range(calls):
-                    torch.mm(x, x)
-            prof.step()
-    return polyprof.load(path)
+    return polyprof.load(matmul_run(torch, path, size, steps, calls))
 
 
 def test_replicates_that_call_an_op_more_often_say_the_program_changed(tmp_path):

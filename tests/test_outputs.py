@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -29,21 +27,12 @@ def _cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def small_tmpfs(tmp_path: Path):
+def small_tmpfs(mount_tmpfs):
     """A real full disk: a 256 KiB tmpfs (needs root; skipped with the reason otherwise)."""
-    mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
-    mnt.mkdir()
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root and mount(8)")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        st = os.statvfs(mnt)  # leave 16 KiB free: less than any export of BIG takes
-        (mnt / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - (16 << 10)))
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    mnt = mount_tmpfs("256k")
+    st = os.statvfs(mnt)  # leave 16 KiB free: less than any export of BIG takes
+    (mnt / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - (16 << 10)))
+    return mnt
 
 
 @pytest.mark.parametrize("fmt,name", [("chrome", "out.json"), ("perfetto", "out.pftrace"),

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -241,6 +242,24 @@ def _chart(page: object) -> dict:
     })()""")
 
 
+@contextlib.contextmanager
+def _report_page(files: list[str], out: Path) -> Iterator[object]:
+    """``polyprof report`` of the ranks' files to ``out``, open in chromium once its ranks
+    chart is drawn."""
+    import cdp
+
+    from analysis.browser import chromium
+
+    r = _cli("report", *files, "-o", str(out), "-j", "1")
+    assert r.returncode == 0, r.stderr
+    page = cdp.Page(chromium())
+    try:
+        page.open(out, "document.getElementById('ranks-chart').children.length")
+        yield page
+    finally:
+        page.close()
+
+
 def test_the_ranks_side_by_side_at_300_ranks_draw_the_outliers_first(tmp_path):
     """Before: one bar per rank, in rank order (300 bars: 8,500 px before the tables), the
     late rank 123 drawn like the others at its place. Now every rank in a strip (one
@@ -281,8 +300,6 @@ def test_the_page_marks_as_straggler_only_the_rank_the_finding_names(tmp_path, r
     the other way) had both ranks "straggler" while the finding and tables name rank 1,
     and ``even`` (no straggler finding) had both too. Now the page marks the ranks the
     job's straggler finding names, and only those."""
-    import cdp
-
     import polyprof
     from analysis.browser import chromium
 
@@ -292,14 +309,8 @@ def test_the_page_marks_as_straggler_only_the_rank_the_finding_names(tmp_path, r
     rep = polyprof.load_ranks(files).analyze("serial")
     assert sorted(f.evidence["rank"] for f in rep.findings if f.id == "straggler") == named
     out = tmp_path / f"{run}.html"
-    r = _cli("report", *files, "-o", str(out), "-j", "1")
-    assert r.returncode == 0, r.stderr
-    page = cdp.Page(chromium())
-    try:
-        page.open(out, "document.getElementById('ranks-chart').children.length")
+    with _report_page(files, out) as page:
         got = _chart(page)
-    finally:
-        page.close()
     assert got["errors"] == 0
     assert got["labels"] == [f"rank {x}" + (" · straggler" if x in named else "") for x in (0, 1)], got["labels"]
     assert got["red"] == [f"rank {x} · straggler" for x in named], got["red"]
@@ -310,19 +321,13 @@ def test_a_job_without_device_activity_draws_no_device_bars_of_0_ns(tmp_path):
     non-compute or idle shares (the terminal's "-"). Before: the ranks' bars were those
     three series, each "0 ns" (an empty chart). Now each rank's bar is its step mean, the
     legend saying there is no device activity; the straggler stays marked."""
-    import cdp
-
     from analysis.browser import chromium
 
     if chromium() is None:
         pytest.skip("needs chromium")
     files = sorted(str(p) for p in (DATA / "traces" / "gloo_ddp").glob("late.rank*.pt.trace.json.gz"))
     out = tmp_path / "cpu.html"
-    r = _cli("report", *files, "-o", str(out), "-j", "1")
-    assert r.returncode == 0, r.stderr
-    page = cdp.Page(chromium())
-    try:
-        page.open(out, "document.getElementById('ranks-chart').children.length")
+    with _report_page(files, out) as page:
         got = _chart(page)
         bars = page.eval("""(function () {
           var bars = document.querySelector('#ranks-chart svg:not(#ranks-strip)');
@@ -331,8 +336,6 @@ def test_a_job_without_device_activity_draws_no_device_bars_of_0_ns(tmp_path):
                   texts: Array.prototype.map.call(bars.querySelectorAll('text'), function (t) {
                     return t.textContent; })};
         })()""")
-    finally:
-        page.close()
     assert got["errors"] == 0 and got["labels"] == ["rank 0", "rank 1 · straggler"], got
     assert "step mean (no device activity)" in bars["texts"], bars["texts"]
     assert not any(t in bars["texts"] for t in ("compute", "non-compute", "idle")), bars["texts"]

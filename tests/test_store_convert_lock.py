@@ -14,12 +14,10 @@ is full"."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
@@ -129,19 +127,9 @@ def test_a_refused_convert_gives_the_lock_back(tmp_path):
 
 # ------------------------------------------------------------------ a full disk
 @pytest.fixture
-def small_tmpfs(tmp_path: Path):
+def small_tmpfs(mount_tmpfs):
     """A real full disk: a 1 MiB tmpfs (needs root; skipped with the reason otherwise)."""
-    mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
-    mnt.mkdir()
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root and mount(8)")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    return mount_tmpfs("1m")
 
 
 def _fill(mnt: Path, leave: int) -> None:

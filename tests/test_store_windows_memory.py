@@ -16,16 +16,14 @@ tests/test_store_windows_merge.py.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
 
 import polyprof
-from polyprof.cli import main
 from polyprof.ranks import fits, stepwise, window_memory
+from summary_json import summary_json
 
 LOW = str((fits.BASE_BYTES >> 20) + 1)
 N = 3000  # steps
@@ -91,15 +89,6 @@ def _trace(path: Path) -> Path:
     return path
 
 
-def _summary(store: Path) -> dict:
-    raw = io.BytesIO()
-    out = io.TextIOWrapper(raw, encoding="utf-8")
-    with contextlib.redirect_stdout(out):
-        assert main(["summary", str(store), "--json"]) == 0
-    out.flush()
-    return json.loads(raw.getvalue())
-
-
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory):
     """The summary's JSON read whole and window by window, and the windows."""
@@ -107,13 +96,13 @@ def docs(tmp_path_factory):
     store = polyprof.load_ranks([_trace(d / "rank0.json")]).convert(d / "s", chunk_rows=20000)
     mp = pytest.MonkeyPatch()
     try:
-        whole = _summary(store)
+        whole = summary_json(store)
         mp.setenv("POLYPROF_MEMORY_BOUND", LOW)
         mp.setattr(fits, "window_events", lambda bound: WINDOW)
         seen: list = []
         real = stepwise.summarise
         mp.setattr(stepwise, "summarise", lambda *a, **k: seen.append(a[1]) or real(*a, **k))
-        windowed = _summary(store)
+        windowed = summary_json(store)
     finally:
         mp.undo()
     assert seen and len(seen[0].events) >= 3, "the windowed path ran, in three windows or more"
@@ -167,7 +156,7 @@ def test_the_carry_is_bounded(docs, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("POLYPROF_MEMORY_BOUND", LOW)
     monkeypatch.setattr(fits, "window_events", lambda bound: WINDOW)
     with caplog.at_level("INFO", logger="polyprof"):
-        got = _records(_summary(store), "memory_at_peak")
+        got = _records(summary_json(store), "memory_at_peak")
     assert [(r["bytes"], r["addr"]) for r in got] == [(200 * MB, 0xD000), (100 * MB, 0xA000), (MB, 0x1000)]
     assert "the 1 largest are carried" in caplog.text
 

@@ -20,6 +20,7 @@ import pytest
 import polyprof
 from polyprof.cli import main
 from polyprof.ranks import fits, stepwise
+from summary_json import summary_json
 
 #: the bound that sends these ranks (about 25,000 events) window by window
 LOW = str((fits.BASE_BYTES >> 20) + 1)
@@ -102,33 +103,17 @@ def docs(tmp_path_factory):
     d = tmp_path_factory.mktemp("merge")
     store = polyprof.load_ranks([_trace(d / "rank0.json")]).convert(d / "s", chunk_rows=20000)
     mp = pytest.MonkeyPatch()
-    cap = _Capture()
     try:
-        whole = cap.summary(store)
+        whole = summary_json(store)
         mp.setenv("POLYPROF_MEMORY_BOUND", LOW)
         seen: list = []
         real = stepwise.summarise
         mp.setattr(stepwise, "summarise", lambda *a, **k: seen.append(a[1]) or real(*a, **k))
-        windowed = cap.summary(store)
+        windowed = summary_json(store)
     finally:
         mp.undo()
     assert seen and len(seen[0].events) >= 2, "the windowed path ran, in two windows or more"
     return whole, windowed
-
-
-class _Capture:
-    """``summary --json`` of a store, its output captured (a module fixture has no capsys)."""
-
-    def summary(self, store: Path) -> dict:
-        import contextlib
-        import io
-
-        raw = io.BytesIO()
-        out = io.TextIOWrapper(raw, encoding="utf-8")
-        with contextlib.redirect_stdout(out):
-            assert main(["summary", str(store), "--json"]) == 0
-        out.flush()
-        return json.loads(raw.getvalue())
 
 
 def _close(a: list[dict], b: list[dict]) -> None:
